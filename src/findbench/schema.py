@@ -1,0 +1,120 @@
+"""The FIND dataset schema: one typed row per function, shared by every config and source.
+
+Every config (``numeric``, ``strings``, ``neurons_entities``, ``neurons_relations``) and both
+sources (``procedural`` and ``find-v1``) fill the same columns, so a metric or an interpreter
+harness never needs to know where a row came from. Fields that do not apply to a category are
+``None`` (scalars) or empty (lists).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+CATEGORIES = ("numeric", "strings", "neurons_entities", "neurons_relations")
+SOURCES = ("procedural", "find-v1")
+
+#: Column -> (datasets feature type, documentation). The order is the column order on disk.
+COLUMNS: dict[str, tuple[Any, str]] = {
+    "function_id": ("string", 'Stable id "<category>/fNNNNN", e.g. "numeric/f00042".'),
+    "category": ("string", "One of numeric, strings, neurons_entities, neurons_relations."),
+    "subcategory": ("string", "atomic / composition / mlp / noise / corruption (numeric), atomic / composition (strings, entities), atomic / corruption (relations)."),
+    "name": ("string", "Short machine-readable name of the function, e.g. 'relu' or 'reverse∘uppercase'."),
+    "params": ("string", "JSON text with every parameter needed to rebuild the function."),
+    "code": ("string", "Self-contained Python source defining function(x) (numeric, strings). Empty for neurons."),
+    "description": ("string", "Ground-truth natural-language description."),
+    "source": ("string", "procedural (findbench generator) or find-v1 (import of the original release)."),
+    "domain_low": ("float64", "Lower end of the numeric domain (numeric only)."),
+    "domain_high": ("float64", "Upper end of the numeric domain (numeric only)."),
+    "noise_type": ("string", "normal / uniform / poisson, or null (numeric only)."),
+    "corruption_type": ("string", "below / above / inside (the domain part replaced by noise), or null."),
+    "corruption_params": ("string", "JSON text: boundary (list of floats) and the replacement mean/std, or null."),
+    "test_inputs": (["string"], "Inputs chosen to reveal the behaviour (strings: 10 test strings)."),
+    "unit_tests": (
+        [{"inputs": ["string"], "outputs": ["string"], "correct": "int32"}],
+        "10 triplets: 3 candidate inputs, their outputs (null for entities) and the 1-based index of the one that matches the function.",
+    ),
+    "exemplars": (["string"], "Initial exemplar inputs for MILAN-style interpreters (neurons)."),
+    "concept1": ("string", "Entity concept or relation input kind (neurons)."),
+    "concept2": ("string", "Second entity concept (OR composition) or relation output kind (neurons)."),
+    "exception": ("string", "Relation corruption clause: the subdomain answered 'undefined' (neurons)."),
+    "backbone": ("string", "Backbone the neuron runs on by default: embedding / table / lm (neurons)."),
+    "prompt": ("string", "FIND prompt the lm backbone uses (neurons)."),
+}
+
+
+def _to_feature(spec: Any):
+    from datasets import Value
+
+    if isinstance(spec, str):
+        return Value(spec)
+    if isinstance(spec, list):
+        from datasets import List
+
+        return List(_to_feature(spec[0]))
+    if isinstance(spec, dict):
+        return {k: _to_feature(v) for k, v in spec.items()}
+    raise TypeError(f"bad feature spec {spec!r}")
+
+
+def features():
+    """The ``datasets.Features`` of every FIND config."""
+    from datasets import Features
+
+    return Features({name: _to_feature(spec) for name, (spec, _doc) in COLUMNS.items()})
+
+
+def empty_row(**values: Any) -> dict[str, Any]:
+    """A row with every column present (None / [] defaults), updated with ``values``.
+
+    Raises ValueError naming any unknown column, so a typo never silently drops data.
+    """
+    unknown = set(values) - set(COLUMNS)
+    if unknown:
+        raise ValueError(f"unknown column(s) {sorted(unknown)}; known: {list(COLUMNS)}")
+    row: dict[str, Any] = {}
+    for name, (spec, _doc) in COLUMNS.items():
+        row[name] = [] if isinstance(spec, list) else None
+    row.update(values)
+    return row
+
+
+def dumps(obj: Any) -> str:
+    """Canonical JSON text for ``params`` / ``corruption_params`` (sorted keys, stable floats)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+def function_id(category: str, index: int) -> str:
+    if category not in CATEGORIES:
+        raise ValueError(f"category must be one of {CATEGORIES}, got {category!r}")
+    return f"{category}/f{index:05d}"
+
+
+def parse_function_id(fid: str) -> tuple[str, int]:
+    """Split ``"numeric/f00042"`` into ``("numeric", 42)``; ValueError naming the id otherwise."""
+    if not isinstance(fid, str) or "/" not in fid:
+        raise ValueError(f"function_id must look like 'numeric/f00042', got {fid!r}")
+    category, _, local = fid.partition("/")
+    if category not in CATEGORIES or not (local.startswith("f") and local[1:].isdigit()):
+        raise ValueError(f"function_id must look like '<category>/fNNNNN' with category in {CATEGORIES}, got {fid!r}")
+    return category, int(local[1:])
+
+
+def check_row(row: Mapping[str, Any]) -> None:
+    """Validate a row against the schema; ValueError naming the first bad field."""
+    missing = [c for c in COLUMNS if c not in row]
+    if missing:
+        raise ValueError(f"row is missing column(s) {missing}")
+    parse_function_id(row["function_id"])
+    for name in ("params", "corruption_params"):
+        if row[name] is not None:
+            try:
+                json.loads(row[name])
+            except (TypeError, json.JSONDecodeError) as exc:
+                raise ValueError(f"row[{name!r}] of {row['function_id']} is not JSON text: {exc}") from None
+    for k, ut in enumerate(row["unit_tests"] or []):
+        n = len(ut["inputs"])
+        if ut.get("outputs") is not None and len(ut["outputs"]) != n:
+            raise ValueError(f"unit_tests[{k}] of {row['function_id']}: outputs and inputs differ in length")
+        if not 1 <= int(ut["correct"]) <= n:
+            raise ValueError(f"unit_tests[{k}].correct of {row['function_id']} must be in 1..{n}")
