@@ -8,6 +8,83 @@ import logging
 import sys
 
 
+def _add_build(sub) -> None:
+    p = sub.add_parser("build", help="write the FIND dataset folder (parquet per config + README card)")
+    p.add_argument("--out", default="find", help="dataset folder (default ./find)")
+    p.add_argument("--seed", type=int, default=0, help="procedural generator seed (default 0)")
+    p.add_argument("--configs", default=None, help="comma-separated configs (default: all of numeric,strings,neurons_entities,neurons_relations)")
+    p.add_argument("--source", default="procedural", choices=["procedural", "find-v1"], help="our generator or an import of the original release")
+    p.add_argument("--data-dir", default=None, help="find-v1: folder of the original release (src/find-dataset layout)")
+    p.set_defaults(func=_run_build)
+
+
+def _run_build(args) -> int:
+    from dataset_builders.find import build
+
+    configs = [c.strip() for c in args.configs.split(",") if c.strip()] if args.configs else None
+    out = build(args.out, seed=args.seed, configs=configs, source=args.source, data_dir=args.data_dir)
+    print(f"wrote {out}")
+    return 0
+
+
+def _parse_call_inputs(category: str, raw: list[str]) -> list:
+    if category != "numeric":
+        return list(raw)
+    values = []
+    for text in raw:
+        try:
+            values.append(float(text))
+        except ValueError:
+            raise ValueError(f"inputs: numeric functions take numbers, got {text!r}") from None
+    return values
+
+
+def _add_call(sub) -> None:
+    p = sub.add_parser("call", help="call a FIND function: prints 'Function input - output pairs: (x, y) ...'")
+    p.add_argument("function_id", help='e.g. "numeric/f00042"')
+    p.add_argument("inputs", nargs="+", help="inputs (numbers for numeric functions)")
+    p.add_argument("--data", default=None, help="dataset folder written by `findbench build` (default: regenerate from --seed)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--backend", default=None, help="neurons: embedding / table / lm (default: the row's backbone)")
+    p.add_argument("--model", default=None, help="neurons with --backend lm: LM spec (default: embedded)")
+    p.set_defaults(func=_run_call)
+
+
+def _run_call(args) -> int:
+    from .functions import load_function
+    from .schema import parse_function_id
+
+    category, _ = parse_function_id(args.function_id)
+    fn = load_function(args.function_id, seed=args.seed, data=args.data, backend=args.backend, lm=args.model)
+    xs = _parse_call_inputs(category, args.inputs)
+    from .export import format_pairs
+
+    if category == "numeric":
+        ys = [float(fn(x)) for x in xs]
+    else:
+        ys = list(fn(xs)) if category.startswith("neurons") else [fn(x) for x in xs]
+    print(format_pairs(xs, ys))
+    return 0
+
+
+def _add_export_functions(sub) -> None:
+    p = sub.add_parser("export-functions", help="write <category>/fNNNNN/function.py per function for external interpreter harnesses")
+    p.add_argument("--out", required=True, help="destination folder")
+    p.add_argument("--configs", default="numeric,strings", help="comma-separated configs (default numeric,strings)")
+    p.add_argument("--data", default=None, help="dataset folder (default: regenerate from --seed)")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_run_export_functions)
+
+
+def _run_export_functions(args) -> int:
+    from .export import export_functions
+
+    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+    n = export_functions(args.out, configs=configs, data=args.data, seed=args.seed)
+    print(f"wrote {n} function scripts under {args.out}")
+    return 0
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="findbench", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
