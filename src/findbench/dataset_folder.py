@@ -78,7 +78,13 @@ def build_dataset_folder(
             kwargs = dict(configs[name])
             logger.info("building config %s (%s)", name, kwargs)
             builder = builder_cls(config_name=name, cache_dir=str(cache), **kwargs)
-            builder.download_and_prepare()
+            try:
+                builder.download_and_prepare()
+            except Exception as exc:  # datasets wraps generator errors; surface the real one
+                cause = exc.__cause__ or exc.__context__
+                if type(exc).__name__ == "DatasetGenerationError" and cause is not None:
+                    raise cause from exc
+                raise
             ds = builder.as_dataset(split="test")
             (tmp / name).mkdir()
             ds.to_parquet(str(tmp / name / PARQUET_NAME))
