@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence, runtime_checkable
 
+__all__ = ["LM", "Message", "Conversation", "check_conversations"]
+
 Message = dict  # {"role": str, "content": str}
 Conversation = Sequence[Message]
 
@@ -50,3 +52,23 @@ class LM(Protocol):
         one forward pass per conversation.
         """
         ...
+
+
+_ROLES = ("system", "user", "assistant")
+
+
+def check_conversations(conversations: object, *, argument: str = "conversations") -> None:
+    """Raise TypeError/ValueError naming the bad item unless ``conversations`` is a list of
+    conversations, each a non-empty list of ``{"role", "content"}`` messages."""
+    if isinstance(conversations, (str, dict)) or not isinstance(conversations, Sequence):
+        raise TypeError(f"{argument} must be a list of conversations, got {type(conversations).__name__}")
+    for i, conv in enumerate(conversations):
+        if isinstance(conv, (str, dict)) or not isinstance(conv, Sequence) or not conv:
+            raise TypeError(f"{argument}[{i}] must be a non-empty list of chat messages, got {conv!r:.80}")
+        for j, msg in enumerate(conv):
+            if not isinstance(msg, dict) or set(msg) - {"role", "content"} or "role" not in msg or "content" not in msg:
+                raise ValueError(f"{argument}[{i}][{j}] must be a dict with keys 'role' and 'content', got {msg!r:.80}")
+            if msg["role"] not in _ROLES:
+                raise ValueError(f"{argument}[{i}][{j}]['role'] must be one of {_ROLES}, got {msg['role']!r}")
+            if not isinstance(msg["content"], str):
+                raise TypeError(f"{argument}[{i}][{j}]['content'] must be a str, got {type(msg['content']).__name__}")

@@ -1,0 +1,74 @@
+"""LM backends behind one protocol (:class:`findbench.lm.base.LM`).
+
+- :class:`TransformersLM`: in-process transformers (batched, CPU or GPU).
+- :class:`OpenAILM`: an OpenAI-compatible HTTP server such as vLLM.
+- :class:`CachedLM`: a persistent sqlite request cache around either, so long runs resume.
+
+:func:`load_lm` picks one from a spec string. Heavy imports (torch, transformers) happen
+only when a backend is built.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from findbench.lm.base import LM, Conversation, Message, check_conversations
+
+__all__ = ["LM", "Conversation", "Message", "check_conversations", "load_lm", "TransformersLM", "OpenAILM", "CachedLM"]
+
+_LAZY = {
+    "TransformersLM": "findbench.lm.transformers_lm",
+    "OpenAILM": "findbench.lm.openai_lm",
+    "CachedLM": "findbench.lm.cache",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'findbench.lm' has no attribute {name!r}")
+
+
+def load_lm(spec: Any = "embedded", *, model: str | None = None, cache: str | os.PathLike | None = None, **kwargs: Any) -> LM:
+    """Build an LM from a spec.
+
+    Args:
+        spec: an :class:`LM` instance (returned as is); ``"embedded"``, a local folder or a
+            Hub id (-> :class:`TransformersLM`); or an ``http(s)://`` base URL of an
+            OpenAI-compatible server such as ``"http://127.0.0.1:8000/v1"`` (-> :class:`OpenAILM`,
+            with ``model=`` naming the served model).
+        model: served model name, for URL specs only.
+        cache: path of a sqlite file; when given the LM is wrapped in :class:`CachedLM`.
+        **kwargs: passed to the backend's constructor (``batch_size``, ``device``, ``dtype``,
+            ``max_workers``, ``timeout``, ...).
+    """
+    if isinstance(spec, LM) and not isinstance(spec, (str, os.PathLike)):
+        if model is not None or kwargs:
+            raise ValueError("model= and backend options cannot be applied to an LM instance")
+        lm = spec
+    elif isinstance(spec, (str, os.PathLike)):
+        text = os.fspath(spec)
+        if not text:
+            raise ValueError("spec must be a non-empty string")
+        if text.startswith(("http://", "https://")):
+            from findbench.lm.openai_lm import OpenAILM
+
+            if not model:
+                raise ValueError(f"model= (the served model name) is required for the server URL {text!r}")
+            lm = OpenAILM(text, model=model, **kwargs)
+        else:
+            if model is not None:
+                raise ValueError("model= applies only to server URLs; pass the model as spec")
+            from findbench.lm.transformers_lm import TransformersLM
+
+            lm = TransformersLM(text, **kwargs)
+    else:
+        raise TypeError(f"spec must be an LM, a model name/path or a server URL, got {type(spec).__name__}")
+    if cache is not None:
+        from findbench.lm.cache import CachedLM
+
+        lm = CachedLM(lm, cache)
+    return lm

