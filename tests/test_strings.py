@@ -399,3 +399,23 @@ def test_make_function_accepts_row_json_and_mapping(rows):
     y = S.make_function(r)(x)
     assert S.make_function(r["params"])(x) == y
     assert S.make_function(json.loads(r["params"]))(x) == y
+
+
+def test_small_n_and_dataset_features():
+    import datasets
+
+    one = S.generate(1, seed=3, progress=False)
+    assert len(one) == 1 and one[0]["unit_tests"] == [] and len(one[0]["test_inputs"]) == 10
+    two = S.generate(2, seed=3, progress=False)
+    assert Counter(r["subcategory"] for r in two) == {"composition": 1, "atomic": 1}
+    assert all(len(r["unit_tests"]) == 10 for r in two)
+    rows20 = S.generate(20, seed=3, progress=False)
+    ds = datasets.Dataset.from_list(rows20, features=schema.features())
+    assert ds[5]["name"] == rows20[5]["name"] and ds[5]["unit_tests"][0]["correct"] == rows20[5]["unit_tests"][0]["correct"]
+
+
+def test_index_descriptions_read_well():
+    text = S.describe(S.validate_params({"ops": [{"op": "char_at_index", "params": {"index": 0}}]}))
+    assert "if the string is empty" in text
+    text = S.describe(S.validate_params({"ops": [{"op": "char_at_index", "params": {"index": 1}}]}))
+    assert "has 1 character or fewer" in text

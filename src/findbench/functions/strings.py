@@ -293,6 +293,10 @@ def _order(where: str) -> Callable[[dict], str]:
     )
 
 
+def _too_short(index: int) -> str:
+    return "the string is empty" if index == 0 else f"the string has {index} character{'s' if index != 1 else ''} or fewer"
+
+
 def _mapping_text(mapping: Mapping[str, str]) -> str:
     return ", ".join(f"{k} -> {mapping[k]}" for k in sorted(mapping))
 
@@ -409,7 +413,7 @@ _OPS: list[OpSpec] = [
     _op("first_char", "position", ops.first_char, describe=lambda p: "returns only its first character (an empty string stays empty)", composable=False),
     _op("middle_char", "position", ops.middle_char, describe=lambda p: "returns only its middle character, the one at 0-based index len//2 (for an even length, the first character of the second half; an empty string stays empty)", composable=False),
     _op("last_char", "position", ops.last_char, describe=lambda p: "returns only its last character (an empty string stays empty)", composable=False),
-    _op("char_at_index", "position", ops.char_at_index, {"index": "index"}, _s_index, lambda p: f"returns only the character at 0-based index {p['index']}, or the empty string if the string has {p['index']} characters or fewer", composable=False, hints=lambda p: {"index": p["index"]}),
+    _op("char_at_index", "position", ops.char_at_index, {"index": "index"}, _s_index, lambda p: f"returns only the character at 0-based index {p['index']}, or the empty string if {_too_short(p['index'])}", composable=False, hints=lambda p: {"index": p["index"]}),
     _op("first_char_order", "position", ops.first_char_order, describe=_order("first character"), composable=False, case_invariant=True),
     _op("middle_char_order", "position", ops.middle_char_order, describe=_order("middle character (0-based index len//2)"), composable=False, case_invariant=True),
     _op("last_char_order", "position", ops.last_char_order, describe=_order("last character"), composable=False, case_invariant=True),
@@ -432,7 +436,7 @@ _OPS: list[OpSpec] = [
     _op("caesar_shift_by_char_order", "shift", ops.caesar_shift_by_char_order, {"index": "index", "direction": "direction"}, _s_order_index,
         lambda p: (f"reads the character at 0-based index {p['index']}; if it is an ASCII letter with alphabet position n (a/A = 1, ..., z/Z = 26), "
                    f"every ASCII letter of the string is shifted n places {'forward' if p['direction'] > 0 else 'backward'} in the alphabet ({_WRAP}) and other characters are unchanged; "
-                   f"if the string has {p['index']} characters or fewer, or that character is not an ASCII letter, the string is returned unchanged"),
+                   f"if {_too_short(p['index'])} or that character is not an ASCII letter, the string is returned unchanged"),
         length_preserving=True, hints=lambda p: {"index": p["index"]}),
     _op("shift_middle_char", "shift", ops.shift_middle_char, {"shift": "shift"}, _s_shift, lambda p: f"shifts only the middle character (0-based index len//2) {_dir(p['shift'])} in the alphabet if it is an ASCII letter ({_WRAP}); everything else is unchanged", length_preserving=True),
     _op("shift_first_char", "shift", ops.shift_first_char, {"shift": "shift"}, _s_shift, lambda p: f"shifts only the first character {_dir(p['shift'])} in the alphabet if it is an ASCII letter ({_WRAP}); everything else is unchanged", length_preserving=True),
@@ -443,7 +447,7 @@ _OPS: list[OpSpec] = [
         length_preserving=True, hints=lambda p: {"chars": sorted(p["mapping"])}),
     # --- insertion and concatenation
     _op("insert_at_middle", "insert", ops.insert_at_middle, {"text": "text"}, _s_text, lambda p: f"inserts {_q(p['text'])} in the middle, i.e. just before the character at 0-based index len//2"),
-    _op("insert_at_index", "insert", ops.insert_at_index, {"index": "index", "text": "text"}, _s_insert_index, lambda p: f"inserts {_q(p['text'])} just before the character at 0-based index {p['index']} (at the end if the string has fewer than {p['index']} characters)", hints=lambda p: {"index": p["index"]}),
+    _op("insert_at_index", "insert", ops.insert_at_index, {"index": "index", "text": "text"}, _s_insert_index, lambda p: f"inserts {_q(p['text'])} just before the character at 0-based index {p['index']} (at the end if the string has {p['index']} characters or fewer)", hints=lambda p: {"index": p["index"]}),
     _op("append_if_missing", "insert", ops.append_if_missing, {"char": "char"}, _s_letter, lambda p: f"appends the character {_q(p['char'])} at the end if the string does not already contain it (case-sensitive), and otherwise returns the string unchanged", hints=_CHAR),
     _op("append_text", "insert", ops.append_text, {"text": "text"}, _s_text, lambda p: f"appends {_q(p['text'])} at the end"),
     _op("prepend_text", "insert", ops.prepend_text, {"text": "text"}, _s_text, lambda p: f"puts {_q(p['text'])} in front of it"),
@@ -467,7 +471,8 @@ _OPS: list[OpSpec] = [
 
 #: name -> :class:`OpSpec` of every atomic operation.
 OPERATIONS: dict[str, OpSpec] = {spec.name: spec for spec in _OPS}
-assert len(OPERATIONS) == len(_OPS), "duplicate operation name"
+if len(OPERATIONS) != len(_OPS):  # pragma: no cover - guards edits of the table above
+    raise RuntimeError("OPERATIONS: duplicate operation name in the registry")
 
 #: operations with parameters get their extra constraints checked here (beyond each kind)
 _EXTRA_CHECKS: dict[str, Callable[[str, dict], None]] = {}
@@ -687,6 +692,22 @@ def _signature(fn: Callable[[str], str]) -> tuple[str, ...]:
     return tuple(fn(p) for p in PROBES)
 
 
+@lru_cache(maxsize=4096)
+def _step_signature(name: str, params_json: str) -> tuple[str, ...]:
+    impl, params = OPERATIONS[name].impl, json.loads(params_json)
+    return tuple(impl(p, **params) for p in PROBES)
+
+
+def _steps_signature(steps: list[tuple[OpSpec, dict]]) -> tuple[str, ...]:
+    """Probe signature of ``steps``; the parts' signatures are cached and reused."""
+    (inner, p_in) = steps[0]
+    sig = _step_signature(inner.name, schema.dumps(p_in))
+    if len(steps) == 2:
+        outer, p_out = steps[1]
+        sig = tuple(outer.impl(y, **p_out) for y in sig)
+    return sig
+
+
 @lru_cache(maxsize=None)
 def _catalog_signatures() -> frozenset:
     """Probe signatures of every parameterless operation (a composition equal to one is degenerate)."""
@@ -783,17 +804,18 @@ def _apply_hints(rng: random.Random, inputs: list[str], hints: dict) -> list[str
     out = list(inputs)
     n = len(out)
     slots = list(range(n))
-    for char in hints.get("chars", ()):
-        for i in rng.sample(slots, rng.randint(n // 2, n - 2)):
-            piece = char
-            if char.isalpha() and rng.random() < 0.25:
-                piece = char.swapcase()
-            for _ in range(rng.choice((1, 1, 2, 3))):
-                out[i] = _insert(rng, out[i], piece)
-    for sub in hints.get("subs", ()):
-        for i in rng.sample(slots, rng.randint(n // 2, n - 2)):
-            for _ in range(rng.choice((1, 1, 2))):
-                out[i] = _insert(rng, out[i], sub if rng.random() < 0.85 else sub.upper())
+    # parameter characters / substrings: top up the inputs that lack them until about half to
+    # most of the inputs contain them (a letter sometimes in the other case, to show case-sensitivity)
+    for piece, repeats in [(c, (1, 1, 2, 3)) for c in hints.get("chars", ())] + [(t, (1, 1, 2)) for t in hints.get("subs", ())]:
+        lacking = [i for i in slots if piece not in out[i]]
+        target = rng.randint(n // 2, n - 2)
+        need = max(0, target - (n - len(lacking)))
+        for i in rng.sample(lacking, min(need, len(lacking))):
+            variant = piece
+            if piece.isalpha() and rng.random() < 0.25:
+                variant = piece.swapcase()
+            for _ in range(rng.choice(repeats)):
+                out[i] = _insert(rng, out[i], variant)
     if hints.get("digits"):
         for i in rng.sample(slots, n // 2):
             if not any(ch.isdigit() for ch in out[i]):
@@ -899,13 +921,13 @@ def _key(steps: list[tuple[OpSpec, dict]]) -> str:
 def _accept(steps, sig, seen_keys, seen_sigs) -> bool:
     if _key(steps) in seen_keys or sig in seen_sigs:
         return False
-    if sig == _IDENTITY or len(set(sig)) == 1:
+    if sig == _IDENTITY or len(set(sig[1:])) == 1:  # identity, or constant on non-empty probes
         return False
     if len(steps) == 2:
         if sig in _catalog_signatures():
             return False
         for spec, p in steps:
-            if sig == _signature(_compose([(spec, p)])):
+            if sig == _step_signature(spec.name, schema.dumps(p)):
                 return False
     return True
 
@@ -929,8 +951,7 @@ def _sample_functions(n: int, rng: random.Random) -> list[list[tuple[OpSpec, dic
     chosen: list[list[tuple[OpSpec, dict]]] = []
 
     def take(steps) -> bool:
-        fn = _compose(steps)
-        sig = _signature(fn)
+        sig = _steps_signature(steps)
         if not _accept(steps, sig, seen_keys, seen_sigs):
             return False
         seen_keys.add(_key(steps))
@@ -1000,7 +1021,12 @@ def generate(n: int = 1000, seed: int = 0, *, progress: bool = True) -> list[dic
         progress: show a tqdm bar while making test inputs.
 
     Returns:
-        Rows from :func:`findbench.schema.empty_row`, ids ``"strings/f00000"`` onwards.
+        Rows from :func:`findbench.schema.empty_row`, ids ``"strings/f00000"`` onwards. With
+        ``n == 1`` there is no other function to draw distractors from, so ``unit_tests`` is empty.
+
+    Raises:
+        TypeError / ValueError naming ``n``, ``seed`` or ``progress`` when they are invalid, or
+        ValueError when ``n`` exceeds the number of distinct functions the registry can make.
     """
     from tqdm.auto import tqdm
 
