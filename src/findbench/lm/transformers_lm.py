@@ -303,22 +303,23 @@ class TransformersLM:
             suffixes = [token_lists[i][shared:] for i in members]
             width = max(len(s) for s in suffixes)
             ids = torch.full((len(members), width), pad, dtype=torch.long)
-            for r, s in enumerate(suffixes):
-                ids[r, : len(s)] = torch.tensor(s)  # right padding: pads come after every real token
+            smask = torch.zeros((len(members), width), dtype=torch.long)
+            for r, s in enumerate(suffixes):  # left padding: every row ends at the last column
+                ids[r, width - len(s) :] = torch.tensor(s)
+                smask[r, width - len(s) :] = 1
+            positions = shared + (smask.cumsum(-1) - 1).clamp(min=0)
+            mask = torch.cat([torch.ones((len(members), shared), dtype=torch.long), smask], dim=1)
             with torch.no_grad():
                 cache = self.model(input_ids=prefix, use_cache=True).past_key_values
                 cache.batch_repeat_interleave(len(members))
-                positions = torch.arange(shared, shared + width, device=self.device).expand(len(members), width)
-                mask = torch.ones((len(members), shared + width), dtype=torch.long, device=self.device)
                 logits = self.model(
                     input_ids=ids.to(self.device),
-                    attention_mask=mask,
-                    position_ids=positions,
+                    attention_mask=mask.to(self.device),
+                    position_ids=positions.to(self.device),
                     past_key_values=cache,
                     use_cache=True,
-                ).logits
-            last = torch.tensor([len(s) - 1 for s in suffixes], device=self.device)
-            logits = logits[torch.arange(len(members), device=self.device), last]
+                    logits_to_keep=1,
+                ).logits[:, -1, :]
             self.tokens_forwarded += shared + sum(len(s) for s in suffixes)
             for i, row in zip(members, self._last_logprobs(logits, cand_ids)):
                 out[i] = row
