@@ -93,7 +93,8 @@ def build_dataset_folder(
                 "dataset_info": {
                     "config_name": name,
                     "features": info["features"],
-                    "splits": [{"name": "test", "num_examples": len(ds)}],
+                    "splits": [{"name": "test", "num_bytes": int(ds.data.nbytes), "num_examples": len(ds)}],
+                    "dataset_size": int(ds.data.nbytes),
                 },
                 "provenance": {"builder": builder_cls.__name__, "findbench_version": __version__, **kwargs},
             }

@@ -1,0 +1,68 @@
+"""`findbench build` / `call` / `export-functions` end to end on the procedural generators."""
+
+import hashlib
+import subprocess
+import sys
+
+import datasets
+import pytest
+
+from findbench import load_function, schema
+from findbench.cli import main
+
+
+def _sha(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    out = tmp_path_factory.mktemp("b") / "find"
+    assert main(["build", "--configs", "strings", "--out", str(out)]) == 0
+    return out
+
+
+def test_build_is_loadable_and_documented(built):
+    ds = datasets.load_dataset(str(built), "strings", split="test")
+    assert len(ds) == 1000
+    assert list(ds.features) == list(schema.COLUMNS)
+    row = ds[7]
+    assert row["function_id"] == "strings/f00007" and row["source"] == "procedural"
+    assert len(row["unit_tests"]) == 10 and len(row["test_inputs"]) == 10
+    card = (built / "README.md").read_text()
+    for needed in ("configs:", "config_name: strings", "license: mit", "schwettmann2023find", "`unit_tests`"):
+        assert needed in card
+    assert (built / "findbench.json").is_file()
+
+
+def test_build_twice_is_byte_identical(built, tmp_path):
+    again = tmp_path / "find"
+    assert main(["build", "--configs", "strings", "--out", str(again)]) == 0
+    for name in ("strings/test-00000-of-00001.parquet", "README.md", "findbench.json"):
+        assert _sha(built / name) == _sha(again / name), name
+
+
+def test_call_prints_find_format(built, capsys):
+    row = datasets.load_dataset(str(built), "strings", split="test")[3]
+    fn = load_function(row)
+    assert main(["call", "strings/f00003", "hello", "it's", "--data", str(built)]) == 0
+    out = capsys.readouterr().out.strip()
+    assert out == f"Function input - output pairs: (hello, {fn('hello')}) (it's, {fn(chr(105) + chr(116) + chr(39) + chr(115))})"
+
+
+def test_call_and_build_errors_name_the_field(capsys):
+    assert main(["call", "strings/fXYZ", "a"]) == 2
+    assert "function_id" in capsys.readouterr().err
+    assert main(["build", "--configs", "strings,bogus", "--out", "unused"]) == 2
+    assert "configs" in capsys.readouterr().err
+
+
+def test_export_functions_scripts_run_alone(built, tmp_path):
+    out = tmp_path / "exported"
+    assert main(["export-functions", "--out", str(out), "--configs", "strings", "--data", str(built)]) == 0
+    scripts = sorted(out.glob("strings/f*/function.py"))
+    assert len(scripts) == 1000
+    fn = load_function("strings/f00010", data=built)
+    res = subprocess.run([sys.executable, "-I", str(out / "strings/f00010/function.py"), "ab c", 'q"uote'],
+                         capture_output=True, text=True, timeout=60, check=True)
+    assert res.stdout.strip() == f"Function input - output pairs: (ab c, {fn('ab c')}) (q\"uote, {fn(chr(113) + chr(34) + 'uote')})"
