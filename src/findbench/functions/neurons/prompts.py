@@ -1,0 +1,125 @@
+"""FIND's prompts for the ``lm`` backbone of synthetic neurons (FIND §2.3, appendix G).
+
+FIND implements its neurons with an instruction-following LM (Vicuna-13B):
+
+- an *entity* neuron asks whether the input relates to its concept (or to either of two
+  concepts for a composition) and reads the activation off the next-token distribution as
+  ``p("1") / (p("0") + p("1"))``;
+- a *relation* neuron asks the LM to map an input of one kind to an attribute of it, and to
+  answer "undefined" when the input is of another kind or falls inside the exception clause.
+
+The texts below are written for findbench following that description. A prompt holds the
+placeholder :data:`INPUT_PLACEHOLDER`, which :func:`fill_prompt` replaces with the input.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "INPUT_PLACEHOLDER",
+    "ENTITY_ANSWER_PREFIX",
+    "ENTITY_CANDIDATES",
+    "UNDEFINED",
+    "render_prompt",
+    "fill_prompt",
+    "parse_relation_answer",
+]
+
+INPUT_PLACEHOLDER = "{input}"
+#: The assistant turn starts with this text before the scored "1"/"0" token.
+ENTITY_ANSWER_PREFIX = "Answer: "
+#: Scored tokens of entity neurons: activation = p(first) / (p(first) + p(second)).
+ENTITY_CANDIDATES = ("1", "0")
+#: The answer of a relation neuron outside its rule or inside its exception.
+UNDEFINED = "undefined"
+
+_CATEGORIES = {"entities": "neurons_entities", "neurons_entities": "neurons_entities",
+               "relations": "neurons_relations", "neurons_relations": "neurons_relations"}
+
+def _entity_text(topic: str) -> str:
+    return (
+        "You are a neuron in a language model. You respond to words and short phrases that are "
+        f"related to {topic}, and stay silent on everything else.\n"
+        f"Is the input below related to {topic}? Reply with the single digit 1 if it is, "
+        "or 0 if it is not.\n"
+        "Input: " + INPUT_PLACEHOLDER
+    )
+
+
+def _relation_text(concept1: str, concept2: str, exception_clause: str) -> str:
+    return (
+        f"You implement a function. When the input is {concept1}, return {concept2}. "
+        f'If the input is not {concept1}{exception_clause}, return "undefined". '
+        "Reply with the answer only: no explanation, no full sentence.\n"
+        "Input: " + INPUT_PLACEHOLDER
+    )
+
+
+def _check_text(name: str, value: object, *, optional: bool) -> str | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str{' or None' if optional else ''}, got {type(value).__name__}")
+    if not value.strip():
+        if optional:
+            return None
+        raise ValueError(f"{name} must be a non-empty string")
+    return value.strip()
+
+
+def render_prompt(category: str, concept1: str, concept2: str | None = None, exception: str | None = None) -> str:
+    """The FIND prompt of one synthetic neuron, with :data:`INPUT_PLACEHOLDER` for the input.
+
+    Args:
+        category: ``"neurons_entities"`` / ``"entities"`` or ``"neurons_relations"`` / ``"relations"``.
+        concept1: the entity concept, or the relation's input kind (``"a country"``).
+        concept2: the second concept of an OR composition (entities; None for atomic), or the
+            relation's output (``"the capital of that country"``; required for relations).
+        exception: the corruption clause of a relation (``"the input country is in Asia"``),
+            or None. Entities take no exception.
+
+    Returns:
+        The user message text.
+    """
+    if not isinstance(category, str) or category not in _CATEGORIES:
+        raise ValueError(f"category must be one of {sorted(_CATEGORIES)}, got {category!r}")
+    kind = _CATEGORIES[category]
+    c1 = _check_text("concept1", concept1, optional=False)
+    c2 = _check_text("concept2", concept2, optional=True)
+    exc = _check_text("exception", exception, optional=True)
+    if kind == "neurons_entities":
+        if exc is not None:
+            raise ValueError("exception: entity neurons take no exception clause")
+        topic = c1 if c2 is None else f"{c1} or to {c2}"
+        return _entity_text(topic)
+    if c2 is None:
+        raise ValueError("concept2: a relation needs its output kind")
+    clause = "" if exc is None else f", or if {exc}"
+    return _relation_text(c1, c2, clause)
+
+
+def fill_prompt(prompt: str, text: str) -> str:
+    """``prompt`` with its input placeholder replaced by ``text``."""
+    if not isinstance(prompt, str) or INPUT_PLACEHOLDER not in prompt:
+        raise ValueError(f"prompt must be a str containing {INPUT_PLACEHOLDER!r}")
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    return prompt.replace(INPUT_PLACEHOLDER, text)
+
+
+_PREFIX = re.compile(r"^\s*(?:\[?answer\]?|output|response)\s*[:=]\s*", re.IGNORECASE)
+
+
+def parse_relation_answer(text: str) -> str:
+    """The answer in an LM completion: first non-empty line, minus an "Answer:" label,
+    quotes and a final period; ``"undefined"`` when the model says so."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    line = next((ln for ln in text.splitlines() if ln.strip()), "")
+    line = _PREFIX.sub("", line).strip().strip("\"'`*").strip()
+    if line.endswith(".") and not re.search(r"\d\.$", line):
+        line = line[:-1].rstrip()
+    if re.fullmatch(r"\W*undefined\W*", line, flags=re.IGNORECASE):
+        return UNDEFINED
+    return line
