@@ -36,8 +36,8 @@ def tables() -> dict[str, RelationTable]:
 
 
 def test_order_and_keys(tables):
-    keys = [t.key for t in load_relation_tables()]
-    assert keys == [k for k in KEYS if k in keys]  # first version: the country relations
+    assert [t.key for t in load_relation_tables()] == KEYS
+    assert list(tables) == KEYS
 
 
 def test_concepts_match_find_anchor():
@@ -108,6 +108,45 @@ def test_outputs_are_plain_strings(tables):
         ("country_tallest_skyscraper", "United Arab Emirates", "828"),
         ("country_tallest_skyscraper", "USA", "541"),
         ("country_male_height", "Netherlands", "1.84"),
+        ("city_country", "Tokyo", "Japan"),
+        ("city_country", "Guadalajara", "Mexico"),
+        ("city_country", "nyc", "United States"),
+        ("head_of_state_country", "Abraham Lincoln", "United States"),
+        ("head_of_state_country", "Queen Victoria", "United Kingdom"),
+        ("head_of_state_country", "Nelson Mandela", "South Africa"),
+        ("monument_country", "Eiffel Tower", "France"),
+        ("monument_country", "Taj Mahal", "India"),
+        ("monument_continent", "Machu Picchu", "South America"),
+        ("monument_continent", "Sydney Opera House", "Oceania"),
+        ("us_city_state", "Austin", "Texas"),
+        ("us_city_state", "Sacramento", "California"),
+        ("us_city_state", "Chicago", "Illinois"),
+        ("person_occupation", "Albert Einstein", "physicist"),
+        ("person_occupation", "Serena Williams", "tennis player"),
+        ("name_gender", "Thomas", "male"),
+        ("name_gender", "sarah", "female"),
+        ("opera_composer", "Don Giovanni", "Wolfgang Amadeus Mozart"),
+        ("opera_composer", "La traviata", "Giuseppe Verdi"),
+        ("opera_composer", "Die Zauberflöte", "Wolfgang Amadeus Mozart"),
+        ("opera_language", "Carmen", "French"),
+        ("opera_language", "Peter Grimes", "English"),
+        ("book_author", "Pride and Prejudice", "Jane Austen"),
+        ("book_author", "1984", "George Orwell"),
+        ("politician_party", "Margaret Thatcher", "Conservative Party"),
+        ("politician_party", "Barack Obama", "Democratic Party"),
+        ("river_continent", "Nile", "Africa"),
+        ("river_continent", "the Amazon River", "South America"),
+        ("river_continent", "Danube", "Europe"),
+        ("river_length", "Nile", "6650"),
+        ("river_length", "Thames", "346"),
+        ("city_timezone", "Tokyo", "Japan Standard Time"),
+        ("city_timezone", "Chicago", "Central Standard Time"),
+        ("animal_food", "giant panda", "bamboo"),
+        ("animal_food", "Koala", "eucalyptus leaves"),
+        ("animal_habitat", "camel", "deserts"),
+        ("gemstone_color", "Emerald", "green"),
+        ("gemstone_color", "ruby", "red"),
+        ("gemstone_color", "sapphire", "blue"),
     ],
 )
 def test_spot_checks(tables, key, text, expected):
@@ -125,6 +164,58 @@ def test_alternatives(tables):
     assert tables["country_continent"].lookup("Australia").accepts("Australia")
     flag = tables["country_flag_color"].lookup("France")
     assert flag.output == "blue, white, and red" and flag.accepts("Blue, white and red")
+
+
+def test_alternatives_other_tables(tables):
+    assert tables["opera_composer"].lookup("Don Giovanni").accepts("Mozart")
+    assert tables["city_country"].lookup("Paris").accepts("france")
+    assert tables["head_of_state_country"].lookup("Barack Obama").accepts("USA")
+    assert tables["us_city_state"].lookup("Kansas City").accepts("Kansas")
+    assert tables["city_timezone"].lookup("Mumbai").accepts("UTC+5:30")
+    assert tables["city_timezone"].lookup("Mumbai").accepts("IST")
+    assert tables["river_length"].lookup("Amazon").accepts("6992")
+    assert tables["name_gender"].lookup("Tiffany").accepts("woman")
+    assert tables["book_author"].lookup("Oliver Twist").accepts("Dickens")
+
+
+def test_attribute_exceptions(tables):
+    def inside(key, which, text):
+        table = tables[key]
+        return table.exceptions[which].matches(table.lookup(text))
+
+    assert inside("city_country", 0, "Monterrey") and not inside("city_country", 0, "Houston")
+    assert inside("city_country", 1, "Houston")
+    assert inside("head_of_state_country", 0, "Charles de Gaulle")
+    assert inside("head_of_state_country", 1, "Catherine the Great")
+    assert inside("monument_country", 0, "Statue of Liberty") and not inside("monument_country", 0, "Golden Gate Bridge")
+    assert inside("monument_country", 1, "Eiffel Tower")
+    assert inside("monument_continent", 1, "Uluru") and not inside("monument_continent", 1, "Sky Tower")
+    assert inside("us_city_state", 0, "San Diego") and inside("us_city_state", 1, "Dallas")
+    assert inside("name_gender", 0, "Thomas") and inside("name_gender", 1, "Sophia")
+    assert not inside("name_gender", 1, "Thomas")
+    assert inside("opera_composer", 0, "Tosca") and inside("opera_composer", 1, "Parsifal")
+    assert not inside("opera_composer", 0, "Carmen") and not inside("opera_composer", 1, "Carmen")
+    assert inside("book_author", 0, "1984") and inside("book_author", 1, "Moby-Dick")
+    oz = tables["book_author"].lookup("The Wonderful Wizard of Oz")  # 1900: neither before nor after
+    assert not any(e.matches(oz) for e in tables["book_author"].exceptions)
+    assert inside("politician_party", 1, "Angela Merkel") and inside("politician_party", 0, "Tony Blair")
+    assert inside("river_continent", 0, "Congo") and inside("river_continent", 1, "Rhine")
+    assert inside("river_length", 0, "Mississippi") and inside("river_length", 1, "Volga")
+    assert inside("city_timezone", 0, "Toronto") and inside("city_timezone", 1, "Seoul")
+    assert inside("opera_language", 0, "Porgy and Bess") and inside("opera_language", 1, "Aida")
+    assert inside("animal_food", 0, "lion") and inside("animal_food", 1, "zebra")
+    assert not inside("animal_food", 0, "brown bear") and not inside("animal_food", 1, "brown bear")
+    assert inside("animal_habitat", 0, "giraffe") and inside("animal_habitat", 1, "blue whale")
+    assert inside("gemstone_color", 0, "garnet") and inside("gemstone_color", 1, "aquamarine")
+    assert inside("country_tallest_skyscraper", 0, "Canada") and inside("country_tallest_skyscraper", 1, "China")
+
+
+def test_numeric_outputs_parse(tables):
+    for key in ("river_length", "country_tallest_skyscraper"):
+        assert all(e.output.isdigit() for e in tables[key].entries), key
+    for key, low, high in (("country_max_elevation", 0.0, 8.9), ("country_male_height", 1.55, 1.9)):
+        for e in tables[key].entries:
+            assert low < float(e.output) <= high and len(e.output.split(".")[1]) == 2, (key, e)
 
 
 def test_border_is_symmetric_and_landlocked_islands_absent(tables):
