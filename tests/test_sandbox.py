@@ -194,3 +194,14 @@ def test_run_functions_one_shot_and_closed_sandbox():
 def test_bad_arguments_name_the_field(kwargs, exc, field):
     with pytest.raises(exc, match=field):
         run_functions(**kwargs)
+
+
+def test_result_size_cap_and_main_guard():
+    with Sandbox(workers=1, max_result_bytes=10_000, timeout=10) as small:
+        big = "def f(n):\n    return 'x' * n\n"
+        guarded = "def f(x):\n    return x\nif __name__ == '__main__':\n    raise SystemExit('demo ran')\n"
+        res = small.run([big, guarded, IDENTITY], [[10, 1_000_000, 20], [5], [7]])
+    assert res[0].status == "ok" and res[0].values == ["x" * 10, None, "x" * 20]
+    assert "larger than 10000 bytes" in res[0].errors[1]
+    assert res[1].status == "ok" and res[1].values == [5]
+    assert res[2].values == [7]

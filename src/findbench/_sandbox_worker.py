@@ -23,6 +23,9 @@ _PRELOAD = (
     "itertools", "functools", "collections", "statistics", "operator", "decimal", "fractions",
     "json", "copy", "bisect", "heapq", "unicodedata", "textwrap", "datetime", "warnings",
 )
+# ``__name__`` of a program: not "__main__", so demo code under ``if __name__ == "__main__":``
+# that interpreters like to append does not run.
+PROGRAM_NAME = "__findbench_program__"
 _CLONE_NEWNET = 0x40000000
 _CLONE_NEWUSER = 0x10000000
 _PR_SET_PDEATHSIG = 1
@@ -250,7 +253,7 @@ def _run_item(item: dict, config: dict, np: Any, state: dict) -> dict:
         try:
             tree = ast.parse(item["code"], "<program>", "exec")
             name = _last_def(tree) if entry == "last_def" else entry
-            namespace = {"__name__": "__main__", "__builtins__": builtins}
+            namespace = {"__name__": PROGRAM_NAME, "__builtins__": builtins}
             exec(compile(tree, "<program>", "exec"), namespace)  # noqa: S102 - sandboxed
             if name is None:
                 raise LookupError("the program defines no top-level function")
@@ -285,19 +288,29 @@ def _run_item(item: dict, config: dict, np: Any, state: dict) -> dict:
 
 
 def _encode_reply(reply: dict, n_inputs: int, config: dict) -> bytes:
-    try:
-        data = json.dumps(reply, separators=(",", ":"), allow_nan=True)
-    except (TypeError, ValueError, RecursionError):
-        # One value could not be encoded (e.g. an int too long for str()): fail that input.
+    limit = config["max_result_bytes"]
+    encodable = (TypeError, ValueError, RecursionError, MemoryError)
+
+    def dump() -> str | None:
+        try:
+            return json.dumps(reply, separators=(",", ":"), allow_nan=True)
+        except encodable:
+            return None
+
+    data = dump()
+    if data is None or len(data) > limit:
+        # Fail only the inputs whose value cannot be encoded (an int too long for str(), a
+        # string too big for memory) or is alone larger than the limit.
         for i, v in enumerate(reply["values"]):
             try:
-                json.dumps(v, allow_nan=True)
-            except (TypeError, ValueError, RecursionError) as exc:
+                if len(json.dumps(v, allow_nan=True)) > limit:
+                    raise ValueError(f"result larger than {limit} bytes")
+            except encodable as exc:
                 reply["values"][i] = None
                 reply["errors"][i] = _describe(exc)
-        data = json.dumps(reply, separators=(",", ":"), allow_nan=True)
-    if len(data) > config["max_result_bytes"]:
-        msg = f"result larger than {config['max_result_bytes']} bytes"
+        data = dump()
+    if data is None or len(data) > limit:
+        msg = f"results larger than {limit} bytes in all or not encodable"
         data = json.dumps(
             {"k": reply["k"], "status": "error", "values": [None] * n_inputs, "errors": [msg] * n_inputs,
              "stdout": reply.get("stdout", "")[:1000], "message": msg},

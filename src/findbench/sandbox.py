@@ -185,6 +185,8 @@ class _Worker:
         self.line_limit = line_limit
         self.buf = bytearray()
         self.fd = proc.stdout.fileno()
+        self.poller = select.poll()
+        self.poller.register(self.fd, select.POLLIN | select.POLLHUP | select.POLLERR)
         self.hello: dict = {}
 
     def read_line(self, deadline: float) -> bytes | None:
@@ -200,9 +202,10 @@ class _Worker:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError
-            ready, _, _ = select.select([self.fd], [], [], remaining)
-            if not ready:
-                raise TimeoutError
+            if not self.poller.poll(max(1, math.ceil(remaining * 1000))):
+                if time.monotonic() >= deadline:
+                    raise TimeoutError
+                continue
             chunk = os.read(self.fd, 1 << 20)
             if not chunk:
                 return None
@@ -400,6 +403,8 @@ class Sandbox:
         a sequence gives one such entry per program.
         Each input is passed as the single positional argument; inputs must be JSON data
         (numbers, strings, lists, dicts, None) and are passed as data, never formatted into code.
+        Programs run with ``__name__ == "__findbench_program__"`` (so ``if __name__ ==
+        "__main__":`` demo blocks are skipped) in a fresh namespace each.
         """
         if isinstance(codes, (str, bytes)) or not isinstance(codes, Sequence):
             raise TypeError(f"codes must be a sequence of strings, got {type(codes).__name__}")

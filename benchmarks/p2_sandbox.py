@@ -1,0 +1,217 @@
+"""P2: NMSE of 1000 interpretations, sandboxed vs unsandboxed in-process exec (goal: <= 3x).
+
+Both procedures score the same (ground truth, interpretation) pairs on FIND's 256-point grid with
+the same rules (last top-level ``def``, per-point exceptions, ``random``/``numpy.random`` seeded 0
+before each program) and must give identical NMSE values.
+
+* reference: ``exec`` of both programs in this process, no isolation (what FIND's own scripts
+  and most notebooks do);
+* ours: ``findbench.code_scoring.score_nmse``, every program in a sandboxed worker process
+  (pool start-up included: "cold"), and the same on an already running ``Sandbox`` ("warm").
+
+Functions: ``findbench.functions.numeric.generate(1000, seed=0)`` when available, else a seeded
+hand-written family (reported in the JSON as ``functions_source``). Interpretations are
+perturbations of the ground truth: exact copies, scaled/shifted copies behind a helper, and a
+few that raise on part of the grid or return NaN.
+
+    python benchmarks/p2_sandbox.py [--n 1000] [--repeats 3] [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import math
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+from findbench._io import atomic_write_json  # noqa: E402
+from findbench.code_scoring import NMSE_GRID, nmse, score_nmse  # noqa: E402
+from findbench.sandbox import Sandbox  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results" / "p2_sandbox.json"
+
+
+def _fallback_functions(n: int, seed: int) -> list[str]:
+    """Seeded numeric ground truths in FIND's style (used until findbench.functions.numeric lands)."""
+    rng = random.Random(seed)
+    forms = [
+        "return {a} * x + {b}",
+        "return {a} * x ** 2 + {b} * x + {c}",
+        "return {a} * np.sin({b} * x) + {c}",
+        "return {a} * abs(x - {b})",
+        "return max(0.0, {a} * x + {b})",
+        "return {a} * np.log(abs(x) + 1) + {b}",
+        "return {a} * np.sqrt(abs(x)) + {b}",
+        "return ({a} * x + {b}) if x < {c} else ({b} - {a} * x)",
+        "return {a} * np.tanh(x / {c}) + {b}",
+    ]
+    codes = []
+    for i in range(n):
+        body = rng.choice(forms).format(
+            a=round(rng.uniform(-5, 5), 2), b=round(rng.uniform(-20, 20), 2), c=round(rng.uniform(1, 30), 2)
+        )
+        noise = i % 4 == 0
+        head = "import numpy as np\n" + ("rng = np.random.default_rng(%d)\n" % i if noise else "")
+        if noise:
+            body = body.replace("return ", "return rng.normal(0, 0.1) + ")
+        codes.append(f"{head}\ndef function(x):\n    {body}\n")
+    return codes
+
+
+def load_ground_truths(n: int, seed: int) -> tuple[list[str], str]:
+    try:
+        from findbench.functions import numeric  # noqa: PLC0415
+    except ImportError:
+        return _fallback_functions(n, seed), "fallback (hand-written seeded family)"
+    rows = numeric.generate(n, seed=seed)
+    return [row["code"] for row in rows], f"findbench.functions.numeric.generate({n}, seed={seed})"
+
+
+def make_interpretations(codes: list[str], seed: int) -> list[str]:
+    rng = random.Random(seed)
+    out = []
+    for i, code in enumerate(codes):
+        kind = i % 10
+        if kind < 4:  # the ground truth itself (a perfect interpretation)
+            out.append(code)
+        elif kind < 9:  # a scaled / shifted copy behind helpers: the last def is the interpretation
+            a, b = round(rng.uniform(0.8, 1.2), 3), round(rng.uniform(-3, 3), 3)
+            out.append(
+                f"{code}\n\ndef scale(y):\n    return {a} * y\n\ndef interpretation(x):\n"
+                f"    return scale(function(x)) + {b}\n"
+            )
+        elif i % 20 == 9:  # raises on half the grid
+            out.append(f"{code}\n\ndef interpretation(x):\n    if x < 0:\n        raise ValueError(x)\n    return function(x)\n")
+        else:  # returns NaN
+            out.append("def interpretation(x):\n    return float('nan')\n")
+    return out
+
+
+# ----------------------------------------------------------------------------- reference
+
+
+def _last_def(code: str) -> str | None:
+    name = None
+    for node in ast.parse(code).body:
+        if isinstance(node, ast.FunctionDef):
+            name = node.name
+    return name
+
+
+def _values_in_process(code: str, entry: str | None, grid: list[float]) -> list | None:
+    random.seed(0)
+    np.random.seed(0)
+    ns: dict = {"__name__": "__findbench_program__"}
+    try:
+        name = entry or _last_def(code)
+        exec(compile(code, "<program>", "exec"), ns)  # noqa: S102 - the unsandboxed reference
+        fn = ns[name]
+    except Exception:
+        return None
+    values = []
+    for x in grid:
+        try:
+            v = fn(x)
+            values.append(float(v) if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) else None)
+        except Exception:
+            values.append(None)
+    return values
+
+
+def nmse_in_process(preds: list[str], refs: list[str]) -> list[float]:
+    grid = list(NMSE_GRID)
+    scores = []
+    for pred, ref in zip(preds, refs):
+        gt = _values_in_process(ref, "function", grid)
+        p = _values_in_process(pred, None, grid)
+        scores.append(math.inf if p is None else nmse(gt, p))
+    return scores
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+
+    refs, source = load_ground_truths(args.n, args.seed)
+    preds = make_interpretations(refs, args.seed)
+
+    t_ref, t_cold, t_warm = [], [], []
+    ref_scores = sandbox_scores = None
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        ref_scores = nmse_in_process(preds, refs)
+        t_ref.append(time.perf_counter() - start)
+
+        start = time.perf_counter()
+        out = score_nmse(preds, refs, workers=args.workers)
+        t_cold.append(time.perf_counter() - start)
+        sandbox_scores = out["nmse"]
+
+    with Sandbox(workers=args.workers) as box:
+        score_nmse(preds[:8], refs[:8], sandbox=box)  # start the workers
+        isolation = box.isolation
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            warm = score_nmse(preds, refs, sandbox=box)
+            t_warm.append(time.perf_counter() - start)
+    same = all(
+        (a == b) or (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-12, abs_tol=0.0)
+        for a, b in zip(ref_scores, sandbox_scores)
+    ) and warm["nmse"] == sandbox_scores
+
+    ref_t, cold_t, warm_t = min(t_ref), min(t_cold), min(t_warm)
+    result = {
+        "benchmark": "p2_sandbox",
+        "n_pairs": args.n,
+        "programs_run": 2 * args.n,
+        "grid_points": len(NMSE_GRID),
+        "functions_source": source,
+        "workers": args.workers,
+        "repeats": args.repeats,
+        "timing": "min over repeats, seconds",
+        "unsandboxed_in_process_s": round(ref_t, 4),
+        "sandboxed_cold_s": round(cold_t, 4),
+        "sandboxed_warm_s": round(warm_t, 4),
+        "ratio_cold": round(cold_t / ref_t, 3),
+        "ratio_warm": round(warm_t / ref_t, 3),
+        "goal_ratio": 3.0,
+        "meets_goal": cold_t / ref_t <= 3.0,
+        "identical_nmse": bool(same),
+        "success_rate": out["success_rate"],
+        "n_failed": out["n_failed"],
+        "isolation": isolation,
+        "machine": {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count()},
+        "all_timings_s": {"unsandboxed": t_ref, "sandboxed_cold": t_cold, "sandboxed_warm": t_warm},
+    }
+    atomic_write_json(args.out, result)
+    print(f"functions: {source}")
+    print(f"unsandboxed in-process: {ref_t:.3f} s for {args.n} pairs ({2 * args.n} programs x {len(NMSE_GRID)} points)")
+    print(f"sandboxed (cold pool):  {cold_t:.3f} s  -> ratio {cold_t / ref_t:.2f}x (goal <= 3x)")
+    print(f"sandboxed (warm pool):  {warm_t:.3f} s  -> ratio {warm_t / ref_t:.2f}x")
+    print(f"identical NMSE values: {same}; success_rate {out['success_rate']:.3f}, n_failed {out['n_failed']}")
+    print(f"wrote {args.out}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
