@@ -63,7 +63,7 @@ DEFAULT_BACKENDS = {"neurons_entities": "embedding", "neurons_relations": "table
 #: LM used by the ``lm`` backbone when none is given.
 DEFAULT_LM = "embedded"
 #: Bumped when the probe fit changes, so cached fits are recomputed.
-_PROBE_VERSION = 1
+_PROBE_VERSION = 2
 
 
 # --------------------------------------------------------------------------- entity probes
@@ -147,6 +147,35 @@ def fit_entity_probes(
     return result
 
 
+def _ovr_logistic(X: np.ndarray, labels: np.ndarray, n: int, C: float) -> tuple[np.ndarray, np.ndarray]:
+    """One-vs-rest L2 logistic regressions for all ``n`` classes at once, with balanced class
+    weights: the objective of ``sklearn.linear_model.LogisticRegression(C=C,
+    class_weight="balanced")`` per class (unpenalised intercept), solved jointly by L-BFGS in
+    torch — the per-class problems are separable, so this is n independent fits in one."""
+    import torch
+
+    Xt = torch.as_tensor(X, dtype=torch.float64)
+    Y = torch.as_tensor(labels[:, None] == np.arange(n)[None, :], dtype=torch.float64)
+    n_pos = Y.sum(0)
+    n_all = float(len(X))
+    sample_w = torch.where(Y > 0, n_all / (2 * n_pos), n_all / (2 * (n_all - n_pos)))
+    W = torch.zeros(n, X.shape[1], dtype=torch.float64, requires_grad=True)
+    b = torch.zeros(n, dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.LBFGS([W, b], lr=1.0, max_iter=500, tolerance_grad=1e-4, tolerance_change=1e-9,
+                            history_size=20, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        z = Xt @ W.T + b
+        loss = C * (sample_w * torch.nn.functional.binary_cross_entropy_with_logits(z, Y, reduction="none")).sum()
+        loss = loss + 0.5 * (W * W).sum()
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    return W.detach().numpy(), b.detach().numpy()
+
+
 def _fit_entity_probes(config: Mapping[str, Any]) -> tuple[dict[str, EntityProbe], dict[str, Any]]:
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import roc_auc_score
@@ -160,18 +189,11 @@ def _fit_entity_probes(config: Mapping[str, Any]) -> tuple[dict[str, EntityProbe
     n = len(concepts)
     folds = list(StratifiedKFold(config["n_folds"], shuffle=True, random_state=config["seed"]).split(X, labels))
 
-    def probe(Xtr: np.ndarray, ytr: np.ndarray) -> LogisticRegression:
-        return LogisticRegression(C=config["C"], class_weight="balanced", max_iter=5000).fit(Xtr, ytr)
-
     cross = np.zeros((len(X), n))
-    full_w = np.zeros((n, X.shape[1]))
-    full_b = np.zeros(n)
-    for j in tqdm(range(n), desc="fitting entity probes", leave=False):
-        y = labels == j
-        for tr, te in folds:
-            cross[te, j] = probe(X[tr], y[tr]).decision_function(X[te])
-        model = probe(X, y)
-        full_w[j], full_b[j] = model.coef_[0], model.intercept_[0]
+    for tr, te in tqdm(folds, desc="cross-fitting entity probes", leave=False):
+        w, b = _ovr_logistic(X[tr], labels[tr], n, config["C"])
+        cross[te] = X[te] @ w.T + b
+    full_w, full_b = _ovr_logistic(X, labels, n, config["C"])
     positive = labels[:, None] == np.arange(n)[None, :]
     mu = np.array([cross[~positive[:, j], j].mean() for j in range(n)])
     sd = np.array([cross[~positive[:, j], j].std() for j in range(n)]) + 1e-12
