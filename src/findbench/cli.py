@@ -8,6 +8,32 @@ import logging
 import sys
 
 
+def _add_backbone_report(sub) -> None:
+    p = sub.add_parser("backbone-report", help="FIND appendix G for a synthetic-neuron backbone: entity selectivity/AUC (+ heatmap), relation accuracy")
+    p.add_argument("--out", required=True, help="report folder (summary.json, CSVs, entity_selectivity.png)")
+    p.add_argument("--backend", default=None, choices=["embedding", "table", "lm"], help="default: embedding (entities) + table (relations)")
+    p.add_argument("--model", default=None, help="LM spec for --backend lm (default: embedded), or sentence encoder for --backend embedding")
+    p.add_argument("--categories", default="entities,relations", help="comma-separated: entities, relations")
+    p.add_argument("--limit", type=int, default=None, help="concepts / relation functions to evaluate (default: all)")
+    p.add_argument("--words-per-concept", type=int, default=None, help="held-out words per entity concept (default: all)")
+    p.add_argument("--entries-per-relation", type=int, default=None, help="held-out entries per relation function (default: all)")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_run_backbone_report)
+
+
+def _run_backbone_report(args) -> int:
+    import json
+
+    from .functions.neurons import backbone_report
+
+    categories = [c.strip() for c in args.categories.split(",") if c.strip()]
+    summary = backbone_report(args.out, backend=args.backend, model=args.model, categories=categories, limit=args.limit,
+                              words_per_concept=args.words_per_concept, entries_per_relation=args.entries_per_relation,
+                              seed=args.seed)
+    print(json.dumps(summary, indent=2, sort_keys=True))
+    return 0
+
+
 def _add_build(sub) -> None:
     p = sub.add_parser("build", help="write the FIND dataset folder (parquet per config + README card)")
     p.add_argument("--out", default="find", help="dataset folder (default ./find)")
@@ -82,6 +108,26 @@ def _run_export_functions(args) -> int:
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     n = export_functions(args.out, configs=configs, data=args.data, seed=args.seed)
     print(f"wrote {n} function scripts under {args.out}")
+    return 0
+
+
+def _add_main(sub) -> None:
+    p = sub.add_parser("main", help="the whole job on embedded defaults: build FIND, score ground truth with every metric")
+    p.add_argument("--data", default="find", help="dataset folder to build (default ./find)")
+    p.add_argument("--out", default="outputs/main", help="results folder (default outputs/main)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--judge-functions", type=int, default=30, help="functions per category scored by each judge")
+    p.add_argument("--skip-train", action="store_true", help="do not train the embedded evaluator judge")
+    p.set_defaults(func=_run_main)
+
+
+def _run_main(args) -> int:
+    from pathlib import Path
+
+    from .pipeline import run_main
+
+    run_main(data=args.data, out=args.out, seed=args.seed, judge_functions=args.judge_functions, skip_train=args.skip_train)
+    print((Path(args.out) / "summary.md").read_text())
     return 0
 
 
