@@ -41,8 +41,11 @@ __all__ = [
     "correlation_ranking",
     "random_ranking",
     "interchange",
+    "iia_score",
     "iia_sweep",
     "plot_iia_curves",
+    "load_model",
+    "run_iia",
 ]
 
 log = logging.getLogger(__name__)
@@ -51,6 +54,26 @@ log = logging.getLogger(__name__)
 DEFAULT_KS = (1, 6, 12, 25, 50, 75, 100)
 RANKINGS = ("random", "correlation")
 POSITIONS = ("auto", "concept", "last")
+
+
+def iia_score(predictions: Sequence, references: Sequence) -> dict:
+    """IIA from intervened predictions and expected outputs (token ids or strings).
+
+    Returns ``iia`` (fraction equal, in [0, 1]), ``n_success`` and ``n_total``.
+    """
+    for name, seq in (("predictions", predictions), ("references", references)):
+        if isinstance(seq, (str, bytes)) or not hasattr(seq, "__len__"):
+            raise TypeError(f"{name} must be a sequence of tokens (ids or strings)")
+    if len(predictions) == 0:
+        raise ValueError("predictions must not be empty")
+    if len(predictions) != len(references):
+        raise ValueError(f"references has {len(references)} items but predictions has {len(predictions)}")
+    for name, seq in (("predictions", predictions), ("references", references)):
+        for i, v in enumerate(seq):
+            if v is None or isinstance(v, (bool, float, list, dict)):
+                raise ValueError(f"{name}[{i}] must be a token id or a string, got {v!r}")
+    hits = sum(int(p == r) for p, r in zip(predictions, references))
+    return {"iia": hits / len(predictions), "n_success": hits, "n_total": len(predictions)}
 
 
 def neurons_for_k(k: float, width: int) -> int:
@@ -393,3 +416,66 @@ def plot_iia_curves(results: Sequence[Mapping] | Mapping, path) -> None:
     fig.tight_layout()
     fig.savefig(str(path), dpi=120)
     plt.close(fig)
+
+
+def load_model(model: str = "embedded", *, device: Optional[str] = None):
+    """(model, tokenizer) of a causal LM from a name for :func:`findbench.models.resolve`,
+    a folder or a Hub id, in float32 eval mode."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from findbench.models import resolve
+
+    path = resolve(model)
+    tok = AutoTokenizer.from_pretrained(path)
+    lm = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    if device:
+        lm = lm.to(device)
+    return lm, tok
+
+
+def run_iia(
+    model: str = "embedded",
+    tasks: Sequence[str] = ("numbers/unit_conversion",),
+    layers: Sequence[int] = (0,),
+    *,
+    out=None,
+    site: str = "mlp_activation",
+    n_pairs: int = 256,
+    ks: Sequence[float] = DEFAULT_KS,
+    rankings: Sequence[str] | Mapping[str, Sequence[int]] = RANKINGS,
+    position: str = "auto",
+    seed: int = 0,
+    batch_size: int = 64,
+    progress: bool = True,
+) -> list[dict]:
+    """IIA@K sweeps for each (task, layer); with ``out``, writes ``out/iia.json`` (all
+    results) and ``out/iia.png`` (the curves), atomically."""
+    import json
+
+    from findbench._io import atomic_dir
+
+    from findbench.neurons.intervention_tasks import build_task_rows
+
+    if not tasks:
+        raise ValueError("tasks must not be empty")
+    if not layers:
+        raise ValueError("layers must not be empty")
+    for t in tasks:
+        get_task(t)
+    lm, tok = load_model(model)
+    rows = build_task_rows(lm, tok, list(tasks), model_name=str(model), batch_size=batch_size, progress=progress)
+    results = []
+    for t in tasks:
+        for layer in layers:
+            res = iia_sweep(
+                lm, tok, t, int(layer), rows=rows, site=site, n_pairs=n_pairs, ks=ks, rankings=rankings,
+                position=position, seed=seed, batch_size=batch_size, progress=progress,
+            )
+            res["model"] = str(model)
+            log.info("%s layer %d (%s): %s", t, layer, res["position"], {k: [round(v, 3) for v in c] for k, c in res["curves"].items()})
+            results.append(res)
+    if out is not None:
+        with atomic_dir(out) as tmp:
+            (tmp / "iia.json").write_text(json.dumps(results, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+            plot_iia_curves(results, tmp / "iia.png")
+    return results
