@@ -131,6 +131,87 @@ def _run_main(args) -> int:
     return 0
 
 
+def _add_build_neuron_tests(sub) -> None:
+    p = sub.add_parser("build-neuron-tests", help="write the neuron test sets (huang2023, observational, intervention_tasks)")
+    p.add_argument("--out", default="neuron_test_sets", help="dataset folder (default ./neuron_test_sets)")
+    p.add_argument("--configs", default=None, help="comma-separated configs (default: huang2023,intervention_tasks, + observational with --layer/--neuron/--explanation)")
+    p.add_argument("--data-dir", default=None, help="huang2023: folder with eval_data.tar.gz (default: download the release)")
+    p.add_argument("--model", default="embedded", help="model under study (observational, intervention_tasks)")
+    p.add_argument("--generator", default=None, help="observational: LM spec writing strings and judging (default: --model)")
+    p.add_argument("--layer", type=int, default=None)
+    p.add_argument("--neuron", type=int, default=None)
+    p.add_argument("--explanation", default=None)
+    p.add_argument("--judge", default="lm", help="observational: 'lm' or 'regex:<pattern>'")
+    p.add_argument("--corpus", default=None, help="observational: text file, one sentence per line (default: shipped corpus)")
+    p.add_argument("--tasks", default=None, help="intervention_tasks: comma-separated task names (default: all)")
+    p.set_defaults(func=_run_build_neuron_tests)
+
+
+def _run_build_neuron_tests(args) -> int:
+    from dataset_builders.neuron_test_sets import build
+
+    def split(text):
+        return [c.strip() for c in text.split(",") if c.strip()] if text else None
+
+    out = build(
+        args.out, configs=split(args.configs), data_dir=args.data_dir, model=args.model, generator=args.generator,
+        layer=args.layer, neuron=args.neuron, explanation=args.explanation, judge=args.judge, corpus=args.corpus,
+        tasks=split(args.tasks),
+    )
+    print(f"wrote {out}")
+    return 0
+
+
+def _add_iia(sub) -> None:
+    p = sub.add_parser("iia", help="IIA@K sweep of interchange interventions on MLP neurons (JSON + PNG)")
+    p.add_argument("--model", default="embedded")
+    p.add_argument("--task", required=True, help="comma-separated task names, e.g. numbers/unit_conversion")
+    p.add_argument("--layer", required=True, help="comma-separated layers")
+    p.add_argument("--out", default=None, help="folder for iia.json and iia.png")
+    p.add_argument("--n-pairs", type=int, default=256)
+    p.add_argument("--ks", default="1,6,12,25,50,75,100", help="percentages of the layer's neurons")
+    p.add_argument("--rankings", default="random,correlation", help="built-in rankings (random, correlation)")
+    p.add_argument("--ranking-file", default=None, help="JSON {name: [neuron indices, best first]} of extra rankings")
+    p.add_argument("--position", default="auto", choices=["auto", "concept", "last"])
+    p.add_argument("--site", default="mlp_activation", choices=["mlp_activation", "block_output"])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.set_defaults(func=_run_iia)
+
+
+def _run_iia(args) -> int:
+    import json
+
+    from .neurons.interventions import run_iia
+
+    def split(text):
+        return [c.strip() for c in text.split(",") if c.strip()]
+
+    try:
+        layers = [int(x) for x in split(args.layer)]
+        ks = [float(x) for x in split(args.ks)]
+    except ValueError:
+        raise ValueError("--layer and --ks take comma-separated numbers") from None
+    rankings = {name: None for name in split(args.rankings)}
+    if args.ranking_file:
+        with open(args.ranking_file, encoding="utf-8") as fh:
+            extra = json.load(fh)
+        if not isinstance(extra, dict):
+            raise ValueError("--ranking-file must hold a JSON object {name: [neuron indices]}")
+        rankings.update(extra)
+    results = run_iia(
+        args.model, split(args.task), layers, out=args.out, site=args.site, n_pairs=args.n_pairs, ks=ks,
+        rankings=rankings, position=args.position, seed=args.seed, batch_size=args.batch_size,
+    )
+    for res in results:
+        for name, curve in res["curves"].items():
+            print(f"{res['task']} layer {res['layer']} ({res['position']}, {res['n_pairs']} pairs) {name}: "
+                  + " ".join(f"K={k:g}%:{v:.3f}" for k, v in zip(res["ks"], curve)))
+    if args.out:
+        print(f"wrote {args.out}/iia.json and {args.out}/iia.png")
+    return 0
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="findbench", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
