@@ -226,7 +226,10 @@ def _poly_formula(p: dict) -> str:
 
 def _poly_sample(r: np.random.Generator) -> dict:
     degree = int(r.integers(2, 6))
-    return {"coeffs": [_u(r, -5, 5) for _ in range(degree + 1)]}
+    coeffs = [_u(r, -5, 5) for _ in range(degree + 1)]
+    while coeffs[0] == 0:  # keep the stated degree
+        coeffs[0] = _u(r, -5, 5)
+    return {"coeffs": coeffs}
 
 
 def _poly_v1(v: Any) -> dict:
@@ -819,7 +822,8 @@ def make_code(params: Any) -> str:
 
 def _term_text(term: Mapping) -> str:
     fam = FAMILIES[term["family"]]
-    return f"{fam.formula(term['params'])} (a {fam.kind})"
+    text = fam.formula(term["params"])
+    return text if text.endswith(")") else f"{text} (a {fam.kind})"
 
 
 def _interval(lo: float, hi: float) -> str:
