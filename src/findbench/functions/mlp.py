@@ -122,8 +122,8 @@ def _check_xy(xs: Any, ys: Any) -> tuple[np.ndarray, np.ndarray]:
     if ys.ndim != 2 or ys.shape[1] < 2:
         raise ValueError(f"ys must have shape (n_models, n_points) with n_points >= 2, got {ys.shape}")
     xs = np.asarray(xs, dtype=np.float64)
-    if xs.ndim == 1:
-        xs = np.broadcast_to(xs, ys.shape)
+    if xs.ndim == 1 and xs.shape[0] == ys.shape[1]:
+        xs = np.repeat(xs[None, :], ys.shape[0], axis=0)
     if xs.shape != ys.shape:
         raise ValueError(f"xs has shape {xs.shape} but ys has shape {ys.shape}")
     if not np.all(np.isfinite(xs)):
@@ -198,7 +198,7 @@ def _raw_mse(xs, ys, w1, b1, w2, b2) -> np.ndarray:
     """MSE per model of the float32 weights evaluated in float64 against float64 targets."""
     import torch
 
-    f64 = lambda a: torch.from_numpy(np.asarray(a, dtype=np.float64))  # noqa: E731
+    f64 = lambda a: torch.from_numpy(np.array(a, dtype=np.float64))  # noqa: E731  (a writable copy)
     tx, ty, tw1, tb1, tw2, tb2 = (f64(a) for a in (xs, ys, w1, b1, w2, b2))
     out = np.empty(xs.shape[0])
     chunk = 16
