@@ -118,7 +118,7 @@ def parse_relation_answer(text: str) -> str:
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     line = next((ln for ln in text.splitlines() if ln.strip()), "")
     line = _PREFIX.sub("", line).strip().strip("\"'`*").strip()
-    if line.endswith(".") and not re.search(r"\d\.$", line):
+    if line.endswith(".") and not line.endswith(".."):
         line = line[:-1].rstrip()
     if re.fullmatch(r"\W*undefined\W*", line, flags=re.IGNORECASE):
         return UNDEFINED

@@ -125,12 +125,12 @@ def generate_relations(seed: int = 0, *, tables=None, lm_model: str = DEFAULT_LM
         unit = split["unit"][v]
         correct_items.append([(e.input, expected_answer(t, v, e)) for e in unit])
         held = list(split["held_out"])
-        if v is not None:  # make sure probes show the exception subdomain too
-            inside = [e for e in held if t.exceptions[v].matches(e)][:2]
-            held = inside + [e for e in held if e not in inside]
-            own = [e.input for e in held[: len(inside)]] + rng.sample([e.input for e in held[len(inside):]], N_PROBES_OWN + N_EXEMPLARS_OWN - len(inside))
-        else:
-            own = rng.sample([e.input for e in held], N_PROBES_OWN + N_EXEMPLARS_OWN)
+        need = N_PROBES_OWN + N_EXEMPLARS_OWN
+        first: list = []
+        if v is not None:  # make sure the probes show the exception subdomain too
+            first = [e for e in held if t.exceptions[v].matches(e)][:2]
+            held = [e for e in held if e not in first]
+        own = [e.input for e in first] + [e.input for e in rng.sample(held, min(need - len(first), len(held)))]
         n_other = (N_PROBES - N_PROBES_OWN) + (N_EXEMPLARS - N_EXEMPLARS_OWN)
         other = rng.sample(others[ti], min(n_other, len(others[ti])))  # fewer only with tiny table sets
         probes = own[:N_PROBES_OWN] + other[: N_PROBES - N_PROBES_OWN]
