@@ -195,8 +195,11 @@ def test_sweep_laws_on_tiny_model(tok):
         assert curve[0] == 0.0 and curve[2] == 1.0
     # skipping early layers gives the same predictions as full forwards
     a = iv.iia_sweep(model, tok, task, 2, position="concept", **common)
-    b = iv.iia_sweep(model, tok, task, 2, position="concept", skip_early_layers=False, **common)
+    b = iv.iia_sweep(model, tok, task, 2, position="concept", skip_early_layers=False, prefix_cache=False, **common)
     assert a["predictions"] == b["predictions"] and a["curves"] == b["curves"]
+    last = iv.iia_sweep(model, tok, task, 1, position="last", **common)
+    last_full = iv.iia_sweep(model, tok, task, 1, position="last", skip_early_layers=False, prefix_cache=False, **common)
+    assert last["predictions"] == last_full["predictions"]
     assert a["interventions"] == a["n_pairs"] * 3 * 2
     # a user ranking is used as given
     c = iv.iia_sweep(model, tok, task, 2, position="concept", **{**common, "rankings": {"mine": [5, 4]}})

@@ -13,13 +13,16 @@ user-given ranking (e.g. neurons sorted by explanation scores).
 Speed: one clean pass per input provides both the source values and, for late layers, the
 residual stream entering the layer; patched runs then skip the blocks before the layer
 (:func:`findbench.neurons.activations.skip_to_layer`, exact because nothing before the layer
-depends on the patch) and all K values of a ranking share one batched forward pass (a
+depends on the patch); the token prefix that all base inputs share before the first patched
+position runs once and patched runs continue from its KV cache (causal attention: nothing
+there depends on the patch); and all K values of a ranking share one batched forward pass (a
 per-row neuron mask selects the top-K of each row).
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import math
 import time
@@ -228,6 +231,7 @@ def iia_sweep(
     seed: int = 0,
     batch_size: int = 64,
     skip_early_layers: bool = True,
+    prefix_cache: bool = True,
     progress: bool = False,
 ) -> dict:
     """IIA@K curves of one task at one layer.
@@ -246,6 +250,9 @@ def iia_sweep(
         batch_size: rows per patched forward pass.
         skip_early_layers: reuse the recorded residual stream instead of recomputing blocks
             before ``layer`` (exact; set False to run full forwards).
+        prefix_cache: run the token prefix shared by the base inputs before the first
+            patched position once and start patched runs from its KV cache (exact up to
+            float rounding; set False to run whole sequences).
 
     Returns:
         dict with ``task``, ``layer``, ``site``, ``position``, ``ks``, ``n_neurons`` (per K),
@@ -326,38 +333,65 @@ def iia_sweep(
         kmask[j, :n] = True
     total_batches = len(orders) * sum(math.ceil(len(g) / per_batch) for g in groups.values())
     bar = tqdm(total=total_batches, desc=f"IIA {task_obj.name} L{layer}", disable=not progress)
+
+    def patched_positions(b: int) -> list[int]:
+        if pos_mode == "concept":
+            return list(rows[b]["filler_positions"])
+        return [len(tokens[b]) - 1]
+
+    # Per length group: the token prefix shared by every base input before the first patched
+    # position is run once; patched runs start from its KV cache (causal attention: nothing
+    # before the first patched position can change).
+    prefixes: dict[int, tuple[int, object]] = {}
+    for length, pidx in groups.items():
+        bases = [tokens[pairs[p][0]] for p in pidx]
+        n_pre = min(min(patched_positions(pairs[p][0])) for p in pidx) if prefix_cache else 0
+        first = bases[0]
+        while n_pre > 0 and any(b[:n_pre] != first[:n_pre] for b in bases):
+            n_pre -= 1
+        cache = None
+        if n_pre > 0:
+            with torch.no_grad():
+                cache = model(input_ids=torch.tensor([first[:n_pre]], device=device), use_cache=True).past_key_values
+        prefixes[length] = (n_pre, cache)
+
     with torch.no_grad():
         for name, order in orders.items():
             top = torch.tensor(order[:n_max], dtype=torch.long)
-            for _, pidx in sorted(groups.items()):
+            for length, pidx in sorted(groups.items()):
+                n_pre, cache = prefixes[length]
                 for s0 in range(0, len(pidx), per_batch):
                     chunk = pidx[s0 : s0 + per_batch]
                     base_rows = [pairs[p][0] for p in chunk]
                     src_rows = [pairs[p][1] for p in chunk]
-                    if pos_mode == "concept":
-                        pos_list = [list(rows[b]["filler_positions"]) for b in base_rows]
-                    else:
-                        pos_list = [[len(tokens[b]) - 1] for b in base_rows]
-                    pos = torch.tensor(pos_list, dtype=torch.long)
+                    pos = torch.tensor([patched_positions(b) for b in base_rows], dtype=torch.long)
                     vals = torch.stack([values[s][pos[j]][:, top] for j, s in enumerate(src_rows)])
                     # one row per (pair, K): repeat each pair len(ks) times
                     rep = len(ks)
-                    ids = torch.tensor([tokens[b] for b in base_rows], device=device).repeat_interleave(rep, 0)
-                    pos_r = pos.repeat_interleave(rep, 0)
+                    n_rows = len(chunk) * rep
+                    ids = torch.tensor([tokens[b][n_pre:] for b in base_rows], device=device).repeat_interleave(rep, 0)
+                    kwargs = {"use_cache": False, "logits_to_keep": 1}
+                    if cache is not None:
+                        past = copy.deepcopy(cache)
+                        past.batch_repeat_interleave(n_rows)
+                        kwargs = {"past_key_values": past, "use_cache": True, "logits_to_keep": 1}
+                    pos_r = pos.repeat_interleave(rep, 0) - n_pre
                     vals_r = vals.repeat_interleave(rep, 0)
                     mask_r = kmask.repeat(len(chunk), 1)
                     ctx_skip = (
-                        acts.skip_to_layer(model, layer, torch.stack([hidden[b] for b in base_rows]).repeat_interleave(rep, 0))
+                        acts.skip_to_layer(
+                            model, layer, torch.stack([hidden[b][n_pre:] for b in base_rows]).repeat_interleave(rep, 0)
+                        )
                         if skip
                         else contextlib.nullcontext()
                     )
                     if n_max == 0:
-                        logits = model(input_ids=ids, use_cache=False, logits_to_keep=1).logits[:, -1]
+                        logits = model(input_ids=ids, **kwargs).logits[:, -1]
                     else:
                         with ctx_skip, acts.patch(
                             model, layer=layer, site=site, positions=pos_r, values=vals_r, neurons=top, mask=mask_r
                         ):
-                            logits = model(input_ids=ids, use_cache=False, logits_to_keep=1).logits[:, -1]
+                            logits = model(input_ids=ids, **kwargs).logits[:, -1]
                     pred = logits.argmax(-1).view(len(chunk), rep).tolist()
                     for j, p in enumerate(chunk):
                         want = rows[pairs[p][1]]["expected_token_id"]
