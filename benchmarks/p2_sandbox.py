@@ -75,7 +75,7 @@ def load_ground_truths(n: int, seed: int) -> tuple[list[str], str]:
         from findbench.functions import numeric  # noqa: PLC0415
     except ImportError:
         return _fallback_functions(n, seed), "fallback (hand-written seeded family)"
-    rows = numeric.generate(n, seed=seed)
+    rows = numeric.generate(n, seed=seed, progress=False)
     return [row["code"] for row in rows], f"findbench.functions.numeric.generate({n}, seed={seed})"
 
 
@@ -167,6 +167,11 @@ def main(argv: list[str] | None = None) -> dict:
         t_cold.append(time.perf_counter() - start)
         sandbox_scores = out["nmse"]
 
+    # Overhead per CPU: the same with a single worker (once).
+    start = time.perf_counter()
+    one = score_nmse(preds, refs, workers=1)
+    t_one = time.perf_counter() - start
+
     with Sandbox(workers=args.workers) as box:
         score_nmse(preds[:8], refs[:8], sandbox=box)  # start the workers
         isolation = box.isolation
@@ -177,7 +182,7 @@ def main(argv: list[str] | None = None) -> dict:
     same = all(
         (a == b) or (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-12, abs_tol=0.0)
         for a, b in zip(ref_scores, sandbox_scores)
-    ) and warm["nmse"] == sandbox_scores
+    ) and warm["nmse"] == sandbox_scores and one["nmse"] == sandbox_scores
 
     ref_t, cold_t, warm_t = min(t_ref), min(t_cold), min(t_warm)
     result = {
@@ -194,6 +199,8 @@ def main(argv: list[str] | None = None) -> dict:
         "sandboxed_warm_s": round(warm_t, 4),
         "ratio_cold": round(cold_t / ref_t, 3),
         "ratio_warm": round(warm_t / ref_t, 3),
+        "sandboxed_cold_1_worker_s": round(t_one, 4),
+        "ratio_cold_1_worker": round(t_one / ref_t, 3),
         "goal_ratio": 3.0,
         "meets_goal": cold_t / ref_t <= 3.0,
         "identical_nmse": bool(same),
@@ -208,6 +215,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"unsandboxed in-process: {ref_t:.3f} s for {args.n} pairs ({2 * args.n} programs x {len(NMSE_GRID)} points)")
     print(f"sandboxed (cold pool):  {cold_t:.3f} s  -> ratio {cold_t / ref_t:.2f}x (goal <= 3x)")
     print(f"sandboxed (warm pool):  {warm_t:.3f} s  -> ratio {warm_t / ref_t:.2f}x")
+    print(f"sandboxed, 1 worker:    {t_one:.3f} s  -> ratio {t_one / ref_t:.2f}x (single run)")
     print(f"identical NMSE values: {same}; success_rate {out['success_rate']:.3f}, n_failed {out['n_failed']}")
     print(f"wrote {args.out}")
     return result

@@ -493,12 +493,10 @@ class Sandbox:
             worker = self._workers[slot] = self._start_worker()
         try:
             worker.send({"items": batch})
-        except (BrokenPipeError, OSError):
-            rc = worker.kill()
-            self._workers[slot] = None
-            item = batch[0]
-            results[item["k"]] = self._death_result(rc, len(item["inputs"]))
-            return 1
+        except OSError:  # the idle worker died between batches: no program is to blame
+            worker.kill()
+            worker = self._workers[slot] = self._start_worker()
+            worker.send({"items": batch})
         started = time.monotonic()
         for done, item in enumerate(batch):
             n_inputs = len(item["inputs"])
