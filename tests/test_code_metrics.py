@@ -169,3 +169,25 @@ def test_metric_modules_hold_no_algorithm():
         card = (folder / "README.md").read_text()
         assert card.startswith("---\n") and "app_file: app.py" in card and "## Limitations and Bias" in card
     assert code_scoring.REFERENCE_ENTRY == "function"
+
+
+def test_real_find_rows_score_perfectly_against_themselves(box):
+    """The dataset generators' code runs in the sandbox and scores itself perfectly."""
+    from findbench.functions import numeric, strings
+
+    rows = numeric.generate(10, seed=0, progress=False)
+    refs = [r["code"] for r in rows]
+    shifted = [code + "\n\ndef interpretation(x):\n    return function(x) + 1.0\n" for code in refs]
+    out = score_nmse(refs + shifted, refs + refs, sandbox=box)
+    assert out["nmse"][:10] == [0.0] * 10 and out["n_failed"] == 0
+    assert all(0 < v < math.inf for v in out["nmse"][10:])
+
+    rows = strings.generate(12, seed=0, progress=False)
+    codes = [r["code"] for r in rows]
+    inputs = [r["test_inputs"] for r in rows]
+    assert all(len(x) == 10 for x in inputs)
+    out = score_exact_match(codes, codes, inputs, sandbox=box)
+    assert out["per_function"] == [1.0] * 12
+    # Swapping functions gives wrong answers (the functions differ on their test inputs).
+    out = score_exact_match(codes[1:] + codes[:1], codes, inputs, sandbox=box)
+    assert out["exact_match"] < 0.5
