@@ -87,8 +87,10 @@ def parse_list(text: str, limit: int) -> list[str]:
     out: list[str] = []
     seen = set()
     for ln in lines:
-        item = _BULLET.sub("", ln).strip().strip("\"'`").strip().rstrip(".;:").strip()
-        if not item or len(item) > 40 or item.endswith(":"):
+        if ln.rstrip().endswith(":"):  # a heading such as "Here are some examples:"
+            continue
+        item = _BULLET.sub("", ln).strip().strip("\"'`").strip().rstrip(".;").strip()
+        if not item or len(item) > 40:
             continue
         key = item.lower()
         if key not in seen:
