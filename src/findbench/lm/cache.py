@@ -1,0 +1,148 @@
+"""A persistent request cache around any LM, so an interrupted long run resumes.
+
+Each conversation's result is stored in sqlite under a key made of the backend's name, the
+call kind and the request (conversation and call options) as canonical JSON. A call looks
+every item up, runs only the missing ones through the wrapped LM in chunks, and commits each
+chunk as soon as it finishes: after a crash, a rerun repeats at most the unfinished chunk.
+Safe to share between threads (one lock) and processes (sqlite WAL + busy timeout).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from findbench.lm.base import LM, Conversation, check_conversations
+
+__all__ = ["CachedLM"]
+
+log = logging.getLogger(__name__)
+
+
+class CachedLM:
+    """Wrap ``lm`` with a sqlite cache at ``path``.
+
+    Args:
+        lm: any :class:`~findbench.lm.base.LM`.
+        path: sqlite file (created with its folder).
+        chunk_size: misses sent to ``lm`` per call; each chunk is committed when done.
+
+    Backend options that do not change results (e.g. ``shared_prefix`` of
+    :class:`~findbench.lm.TransformersLM`) pass through to ``lm`` and are not part of the key.
+    Sampled generations (``temperature > 0``) are cached too: a rerun returns the same text.
+    """
+
+    def __init__(self, lm: LM, path: str | os.PathLike, *, chunk_size: int = 32) -> None:
+        if not isinstance(lm, LM):
+            raise TypeError(f"lm must implement the findbench LM protocol, got {type(lm).__name__}")
+        if not isinstance(chunk_size, int) or chunk_size < 1:
+            raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
+        self.inner = lm
+        self.name = lm.name
+        self.path = Path(path)
+        self.chunk_size = chunk_size
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(self.path), timeout=60.0, check_same_thread=False)
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            self._db.commit()
+        #: Items answered from the cache / sent to the wrapped LM since creation.
+        self.hits = 0
+        self.misses = 0
+
+    def __repr__(self) -> str:
+        return f"CachedLM({self.inner!r}, path={str(self.path)!r})"
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM cache").fetchone()[0])
+
+    def _key(self, kind: str, conv: Conversation, options: dict) -> str:
+        request = {"backend": self.name, "kind": kind, "conversation": list(conv), "options": options}
+        text = json.dumps(request, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def _run(self, kind: str, conversations: Sequence[Conversation], options: dict, compute: Callable[[list], list]) -> list:
+        keys = [self._key(kind, c, options) for c in conversations]
+        found: dict[str, Any] = {}
+        with self._lock:
+            for start in range(0, len(keys), 500):
+                part = list(set(keys[start : start + 500]))
+                rows = self._db.execute(f"SELECT key, value FROM cache WHERE key IN ({','.join('?' * len(part))})", part)
+                found.update({k: json.loads(v) for k, v in rows})
+        todo: list[int] = []
+        seen: set[str] = set()
+        for i, k in enumerate(keys):
+            if k not in found and k not in seen:
+                todo.append(i)
+                seen.add(k)
+        self.hits += len(keys) - len(todo)
+        if todo:
+            log.info("%s cache: %d of %d %s items to compute", self.name, len(todo), len(keys), kind)
+        for start in range(0, len(todo), self.chunk_size):
+            idx = todo[start : start + self.chunk_size]
+            results = compute([conversations[i] for i in idx])
+            if len(results) != len(idx):
+                raise RuntimeError(f"{self.name} returned {len(results)} results for {len(idx)} conversations")
+            with self._lock:
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO cache (key, value) VALUES (?, ?)",
+                    [(keys[i], json.dumps(r)) for i, r in zip(idx, results)],
+                )
+                self._db.commit()
+            self.misses += len(idx)
+            found.update({keys[i]: r for i, r in zip(idx, results)})
+        return [found[k] for k in keys]
+
+    def generate(
+        self,
+        conversations: Sequence[Conversation],
+        *,
+        max_new_tokens: int = 64,
+        temperature: float = 0.0,
+        progress: bool = False,
+    ) -> list[str]:
+        """As the wrapped LM's ``generate``, answering repeated requests from the cache."""
+        check_conversations(conversations)
+        options = {"max_new_tokens": max_new_tokens, "temperature": float(temperature)}
+        return self._run(
+            "generate",
+            conversations,
+            options,
+            lambda convs: self.inner.generate(convs, max_new_tokens=max_new_tokens, temperature=temperature, progress=progress),
+        )
+
+    def candidate_logprobs(
+        self,
+        conversations: Sequence[Conversation],
+        candidates: Sequence[str],
+        *,
+        assistant_prefix: str = "",
+        progress: bool = False,
+        **backend_options: Any,
+    ) -> list[list[float]]:
+        """As the wrapped LM's ``candidate_logprobs``, answering repeated requests from the cache."""
+        check_conversations(conversations)
+        if isinstance(candidates, str) or not candidates:
+            raise ValueError(f"candidates must be a non-empty list of strings, got {candidates!r}")
+        options = {"candidates": list(candidates), "assistant_prefix": assistant_prefix}
+        return self._run(
+            "candidate_logprobs",
+            conversations,
+            options,
+            lambda convs: self.inner.candidate_logprobs(
+                convs, candidates, assistant_prefix=assistant_prefix, progress=progress, **backend_options
+            ),
+        )

@@ -1,0 +1,285 @@
+"""OpenAI-compatible HTTP backend (vLLM and friends): chat completions with logprobs.
+
+Generation is a plain chat completion. Candidate log-probs continue the assistant turn
+(vLLM's ``add_generation_prompt=False, continue_final_message=True`` extra body) for one
+token with ``top_logprobs``; a candidate missing from the top list is scored exactly with a
+second request asking for the prompt's own log-probs (vLLM's ``prompt_logprobs``).
+
+Where the server offers vLLM's ``/tokenize`` endpoint, the assistant prefix is split the way
+:class:`~findbench.lm.TransformersLM` splits it (trailing whitespace moves into the
+candidate when that makes it one token), so both backends score the same token.
+
+Requests run in a bounded thread pool with timeouts and retries (exponential backoff on
+connection errors, 429 and 5xx). A server that is down gives a ``ConnectionError`` naming
+the URL at the first call, without retrying.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Sequence
+
+from tqdm.auto import tqdm
+
+from findbench.lm.base import Conversation, check_conversations
+
+__all__ = ["OpenAILM"]
+
+log = logging.getLogger(__name__)
+
+_RETRY_STATUS = {408, 429, 500, 502, 503, 504}
+
+
+class OpenAILM:
+    """An :class:`~findbench.lm.base.LM` served over an OpenAI-compatible API.
+
+    Args:
+        base_url: e.g. ``"http://127.0.0.1:8000/v1"``.
+        model: the served model name (``--served-model-name`` of vLLM).
+        api_key: bearer token; default ``$OPENAI_API_KEY`` (vLLM needs none unless started with one).
+        max_workers: concurrent requests.
+        timeout: seconds per request.
+        max_retries: retries per request after the first try (connection errors, 408/429/5xx).
+        backoff: first retry delay in seconds, doubled each retry.
+        top_logprobs: alternatives asked for per candidate request (vLLM allows up to 20 by default).
+        name: identity in cache keys and reports; default ``"openai:<model>"``.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str,
+        api_key: str | None = None,
+        max_workers: int = 8,
+        timeout: float = 120.0,
+        max_retries: int = 4,
+        backoff: float = 0.5,
+        top_logprobs: int = 20,
+        name: str | None = None,
+    ) -> None:
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must be an http(s) URL such as 'http://127.0.0.1:8000/v1', got {base_url!r}")
+        if not isinstance(model, str) or not model:
+            raise ValueError(f"model must be the served model name, got {model!r}")
+        if not isinstance(max_workers, int) or max_workers < 1:
+            raise ValueError(f"max_workers must be a positive int, got {max_workers!r}")
+        if not timeout or timeout <= 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+        if not isinstance(max_retries, int) or max_retries < 0:
+            raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
+        if not isinstance(top_logprobs, int) or not 1 <= top_logprobs <= 20:
+            raise ValueError(f"top_logprobs must be an int in 1..20, got {top_logprobs!r}")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self.max_workers = max_workers
+        self.timeout = float(timeout)
+        self.max_retries = max_retries
+        self.backoff = float(backoff)
+        self.top_logprobs = top_logprobs
+        self.name = name or f"openai:{model}"
+        self._local = threading.local()
+        self._checked = False
+        self._plans: dict[tuple[str, tuple[str, ...]], tuple[str, list[str]]] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"OpenAILM(base_url={self.base_url!r}, model={self.model!r})"
+
+    # -- HTTP ------------------------------------------------------------------------------
+    def _session(self):
+        import requests
+
+        if not hasattr(self._local, "session"):
+            s = requests.Session()
+            if self.api_key:
+                s.headers["Authorization"] = f"Bearer {self.api_key}"
+            self._local.session = s
+        return self._local.session
+
+    @property
+    def _root(self) -> str:
+        """Server root (vLLM's /tokenize is not under /v1)."""
+        return self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+
+    def check_server(self) -> None:
+        """One quick request to ``/models``; ConnectionError naming the URL when it fails."""
+        import requests
+
+        url = f"{self.base_url}/models"
+        try:
+            r = self._session().get(url, timeout=min(self.timeout, 10.0))
+        except requests.RequestException as exc:
+            raise ConnectionError(f"cannot reach the OpenAI-compatible server at {self.base_url} ({type(exc).__name__}: {exc})") from exc
+        if r.status_code >= 400:
+            raise ConnectionError(f"the server at {self.base_url} answered {r.status_code} to GET /models: {r.text[:200]}")
+        served = [m.get("id") for m in r.json().get("data", [])]
+        if served and self.model not in served:
+            raise ValueError(f"model {self.model!r} is not served at {self.base_url}; it serves {served}")
+
+    def _ensure_server(self) -> None:
+        if not self._checked:
+            with self._lock:
+                if not self._checked:
+                    self.check_server()
+                    self._checked = True
+
+    def _post(self, url: str, payload: dict) -> dict:
+        import requests
+
+        delay = self.backoff
+        for attempt in range(self.max_retries + 1):
+            last = attempt == self.max_retries
+            try:
+                r = self._session().post(url, json=payload, timeout=self.timeout)
+            except (requests.ConnectionError, requests.Timeout) as exc:
+                if last:
+                    raise ConnectionError(f"request to {url} failed after {attempt + 1} tries: {exc}") from exc
+            else:
+                if r.status_code < 400:
+                    return r.json()
+                if r.status_code not in _RETRY_STATUS or last:
+                    raise RuntimeError(f"{url} answered {r.status_code}: {r.text[:500]}")
+            log.debug("retrying %s in %.1f s", url, delay)
+            time.sleep(delay)
+            delay *= 2
+        raise AssertionError("unreachable")
+
+    def _map(self, fn, items: Sequence[Any], desc: str, progress: bool) -> list[Any]:
+        self._ensure_server()
+        with ThreadPoolExecutor(max_workers=self.max_workers) as pool:
+            return list(tqdm(pool.map(fn, items), total=len(items), desc=desc, disable=not progress))
+
+    # -- generation ------------------------------------------------------------------------
+    def generate(
+        self,
+        conversations: Sequence[Conversation],
+        *,
+        max_new_tokens: int = 64,
+        temperature: float = 0.0,
+        progress: bool = False,
+    ) -> list[str]:
+        """Complete each conversation (greedy when ``temperature == 0``); one string each."""
+        check_conversations(conversations)
+        if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature!r}")
+        url = f"{self.base_url}/chat/completions"
+
+        def one(conv):
+            body = {"model": self.model, "messages": list(conv), "max_tokens": max_new_tokens, "temperature": float(temperature)}
+            out = self._post(url, body)
+            return (out["choices"][0]["message"].get("content") or "").strip()
+
+        return self._map(one, list(conversations), "generate", progress)
+
+    # -- candidate log-probs ----------------------------------------------------------------
+    def _tokenize(self, messages: list[dict]) -> list[int] | None:
+        import requests
+
+        body = {"model": self.model, "messages": messages, "add_generation_prompt": False, "continue_final_message": True}
+        try:
+            r = self._session().post(f"{self._root}/tokenize", json=body, timeout=self.timeout)
+        except requests.RequestException:
+            return None
+        if r.status_code >= 400:
+            return None
+        return r.json().get("tokens")
+
+    def _plan(self, assistant_prefix: str, candidates: Sequence[str]) -> tuple[str, list[str]]:
+        """(assistant text to continue, candidate token texts), as TransformersLM splits them."""
+        key = (assistant_prefix, tuple(candidates))
+        if key in self._plans:
+            return self._plans[key]
+        stripped = assistant_prefix.rstrip()
+        tail = assistant_prefix[len(stripped) :]
+        plan = (assistant_prefix, list(candidates))
+        if tail:
+            probe = [{"role": "user", "content": "x"}]
+            base = self._tokenize(probe + [{"role": "assistant", "content": stripped}])
+            if base is not None:
+                ok = True
+                for cand in candidates:
+                    full = self._tokenize(probe + [{"role": "assistant", "content": stripped + tail + cand}])
+                    if full is None or len(full) != len(base) + 1 or full[: len(base)] != base:
+                        ok = False
+                        break
+                if ok:
+                    plan = (stripped, [tail + c for c in candidates])
+        self._plans[key] = plan
+        return plan
+
+    def _messages(self, conv: Conversation, prefix: str) -> tuple[list[dict], dict]:
+        if prefix:
+            return list(conv) + [{"role": "assistant", "content": prefix}], {
+                "add_generation_prompt": False,
+                "continue_final_message": True,
+            }
+        return list(conv), {}
+
+    def _exact_logprob(self, conv: Conversation, prefix: str, token_text: str) -> float:
+        """Log-prob of ``token_text`` after the prefix, from the prompt's own log-probs."""
+        url = f"{self.base_url}/chat/completions"
+        msgs, extra = self._messages(conv, prefix + token_text)
+        body = {"model": self.model, "messages": msgs, "max_tokens": 1, "temperature": 0.0, "prompt_logprobs": 0, **extra}
+        out = self._post(url, body)
+        entries = out.get("prompt_logprobs")
+        if not entries or not entries[-1]:
+            log.warning("server gives no prompt_logprobs; candidate %r outside the top %d counts as -inf", token_text, self.top_logprobs)
+            return -math.inf
+        last = entries[-1]
+        token_ids = out.get("prompt_token_ids")
+        if token_ids and str(token_ids[-1]) in last:
+            return float(last[str(token_ids[-1])]["logprob"])
+        for entry in last.values():
+            if entry.get("decoded_token") == token_text:
+                return float(entry["logprob"])
+        return -math.inf
+
+    def candidate_logprobs(
+        self,
+        conversations: Sequence[Conversation],
+        candidates: Sequence[str],
+        *,
+        assistant_prefix: str = "",
+        progress: bool = False,
+    ) -> list[list[float]]:
+        """Next-token log-probabilities of each candidate (see :class:`~findbench.lm.base.LM`)."""
+        check_conversations(conversations)
+        if isinstance(candidates, str) or not candidates or not all(isinstance(c, str) and c for c in candidates):
+            raise ValueError(f"candidates must be a non-empty list of non-empty strings, got {candidates!r}")
+        if not isinstance(assistant_prefix, str):
+            raise TypeError(f"assistant_prefix must be a str, got {type(assistant_prefix).__name__}")
+        if not conversations:
+            return []
+        self._ensure_server()
+        prefix, token_texts = self._plan(assistant_prefix, candidates)
+        url = f"{self.base_url}/chat/completions"
+
+        def one(conv):
+            msgs, extra = self._messages(conv, prefix)
+            body = {
+                "model": self.model,
+                "messages": msgs,
+                "max_tokens": 1,
+                "temperature": 0.0,
+                "logprobs": True,
+                "top_logprobs": self.top_logprobs,
+                **extra,
+            }
+            out = self._post(url, body)
+            content = ((out["choices"][0].get("logprobs") or {}).get("content")) or []
+            if not content:
+                raise RuntimeError(f"{url} returned no logprobs; does the server support logprobs?")
+            top = {t["token"]: float(t["logprob"]) for t in content[0].get("top_logprobs") or []}
+            top.setdefault(content[0]["token"], float(content[0]["logprob"]))
+            return [top[t] if t in top else self._exact_logprob(conv, prefix, t) for t in token_texts]
+
+        return self._map(one, list(conversations), "candidate log-probs", progress)

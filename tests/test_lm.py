@@ -1,0 +1,209 @@
+"""LM backends: in-process transformers (tiny model with known weights), load_lm, the cache,
+and the HTTP backend's server-down path."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+import torch
+
+from findbench.lm import CachedLM, OpenAILM, TransformersLM, load_lm
+from findbench.lm.base import LM
+
+CONVS = [
+    [{"role": "user", "content": "Pick a number: 1, 2 or 3."}],
+    [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "A much longer question that forces padding of the other rows?"}],
+    [{"role": "user", "content": "Hi"}],
+]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(embedded_model_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(embedded_model_dir)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tokenizer):
+    """A 2-layer random Llama over the embedded tokenizer's vocabulary (seeded)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+        tie_word_embeddings=False, pad_token_id=tokenizer.pad_token_id,
+    )
+    model = LlamaForCausalLM(cfg).eval()
+    with torch.no_grad():  # widen the logits so argmaxes are far from ties
+        model.lm_head.weight.mul_(50)
+    return model
+
+
+@pytest.fixture(scope="module")
+def tiny_lm(tiny_model, tokenizer):
+    return TransformersLM(tiny_model, tokenizer=tokenizer, device="cpu", batch_size=2, name="tiny")
+
+
+def _manual_logprobs(model, tokenizer, conv, prefix, candidates):
+    """Independent reference: the unpadded prompt alone, full log_softmax, candidate ids."""
+    text = tokenizer.apply_chat_template(conv, tokenize=False, add_generation_prompt=True) + prefix
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0, -1]
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    # SmolLM2's tokenizer writes digits apart from the space before them: "[ANSWER]: 1" ends
+    # with the tokens " " and "1", so after the prefix (space included) "1" is one token.
+    cand_ids = [tokenizer.convert_tokens_to_ids(c) for c in candidates]
+    return [float(logp[i]) for i in cand_ids]
+
+
+def test_tiny_lm_satisfies_protocol(tiny_lm):
+    assert isinstance(tiny_lm, LM)
+    assert tiny_lm.name == "tiny"
+
+
+def test_candidate_logprobs_equal_manual_log_softmax(tiny_model, tokenizer, tiny_lm):
+    got = tiny_lm.candidate_logprobs(CONVS, ["1", "2", "3"], assistant_prefix="[ANSWER]: ")
+    for conv, row in zip(CONVS, got):
+        want = _manual_logprobs(tiny_model, tokenizer, conv, "[ANSWER]: ", ["1", "2", "3"])
+        assert row == pytest.approx(want, abs=1e-4)
+    # log-probs under the full distribution: negative and not renormalised over the candidates
+    assert all(v < 0 for row in got for v in row)
+    assert all(sum(torch.tensor(row).exp().tolist()) < 0.999 for row in got)
+
+
+def test_shared_prefix_equals_plain(tiny_lm):
+    base = [{"role": "system", "content": "A long shared system prompt " * 5}]
+    convs = [base + [{"role": "user", "content": f"Option {k} of " + "x " * k}] for k in range(5)]
+    plain = tiny_lm.candidate_logprobs(convs, ["1", "2", "3"], assistant_prefix="[ANSWER]: ")
+    shared = tiny_lm.candidate_logprobs(convs, ["1", "2", "3"], assistant_prefix="[ANSWER]: ", shared_prefix=True)
+    assert torch.allclose(torch.tensor(plain), torch.tensor(shared), atol=1e-4)
+
+
+def test_generate_batched_equals_one_by_one(tiny_lm):
+    batched = tiny_lm.generate(CONVS, max_new_tokens=6)
+    alone = [tiny_lm.generate([c], max_new_tokens=6)[0] for c in CONVS]
+    assert batched == alone
+    assert all(isinstance(s, str) for s in batched)
+
+
+def test_bad_inputs_name_the_argument(tiny_lm):
+    with pytest.raises(ValueError, match="candidates"):
+        tiny_lm.candidate_logprobs(CONVS[:1], ["hello world, friends"])
+    with pytest.raises(ValueError, match="candidates"):
+        tiny_lm.candidate_logprobs(CONVS[:1], "123")
+    with pytest.raises(ValueError, match=r"conversations\[0\]\[0\]\['role'\]"):
+        tiny_lm.generate([[{"role": "robot", "content": "x"}]])
+    with pytest.raises(TypeError, match="conversations"):
+        tiny_lm.generate("just a string")
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        tiny_lm.generate(CONVS[:1], max_new_tokens=0)
+    assert tiny_lm.candidate_logprobs([], ["1"]) == []
+
+
+def test_load_lm_dispatch(tiny_lm, tmp_path):
+    assert load_lm(tiny_lm) is tiny_lm
+    remote = load_lm("http://127.0.0.1:9/v1", model="m")
+    assert isinstance(remote, OpenAILM) and remote.name == "openai:m"
+    cached = load_lm(tiny_lm, cache=tmp_path / "c.sqlite")
+    assert isinstance(cached, CachedLM) and cached.inner is tiny_lm
+    with pytest.raises(ValueError, match="model="):
+        load_lm("http://127.0.0.1:9/v1")
+    with pytest.raises(TypeError, match="spec"):
+        load_lm(42)
+    with pytest.raises(ValueError, match="model="):
+        load_lm(tiny_lm, model="x")
+
+
+class CountingLM:
+    """Deterministic fake LM counting the conversations it computes; can fail on demand."""
+
+    name = "counting"
+
+    def __init__(self, fail_after: int | None = None):
+        self.computed = 0
+        self.fail_after = fail_after
+
+    def _tick(self, n):
+        if self.fail_after is not None and self.computed + n > self.fail_after:
+            raise RuntimeError("simulated crash")
+        self.computed += n
+
+    def generate(self, conversations, *, max_new_tokens=64, temperature=0.0, progress=False):
+        self._tick(len(conversations))
+        return [f"echo:{c[-1]['content']}:{max_new_tokens}" for c in conversations]
+
+    def candidate_logprobs(self, conversations, candidates, *, assistant_prefix="", progress=False):
+        self._tick(len(conversations))
+        return [[-float(len(c[-1]["content"]) + k) for k in range(len(candidates))] for c in conversations]
+
+
+def _convs(n):
+    return [[{"role": "user", "content": "q" * (i + 1)}] for i in range(n)]
+
+
+def test_cache_resumes_after_crash(tmp_path):
+    path = tmp_path / "cache.sqlite"
+    convs = _convs(10)
+    crashing = CountingLM(fail_after=4)  # chunks of 2: chunks 1-2 finish, chunk 3 crashes
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        CachedLM(crashing, path, chunk_size=2).candidate_logprobs(convs, ["a", "b"])
+    assert crashing.computed == 4
+
+    fresh = CountingLM()
+    cached = CachedLM(fresh, path, chunk_size=2)
+    got = cached.candidate_logprobs(convs, ["a", "b"])
+    assert fresh.computed == 6  # the 4 finished items are not recomputed
+    assert got == CountingLM().candidate_logprobs(convs, ["a", "b"])
+    assert (cached.hits, cached.misses) == (4, 6)
+    # A third run computes nothing; other options are other keys.
+    again = CountingLM()
+    assert CachedLM(again, path).candidate_logprobs(convs, ["a", "b"]) == got
+    assert again.computed == 0
+    CachedLM(again, path).candidate_logprobs(convs[:3], ["a", "b"], assistant_prefix="P")
+    assert again.computed == 3
+
+
+def test_cache_generate_keys_include_options(tmp_path):
+    inner = CountingLM()
+    cached = CachedLM(inner, tmp_path / "g.sqlite")
+    convs = _convs(3) + _convs(3)  # duplicates computed once
+    out = cached.generate(convs, max_new_tokens=5)
+    assert out[:3] == out[3:] == ["echo:q:5", "echo:qq:5", "echo:qqq:5"]
+    assert inner.computed == 3
+    assert cached.generate(_convs(3), max_new_tokens=7)[0] == "echo:q:7"
+    assert inner.computed == 6
+    assert len(cached) == 6
+
+
+def test_cache_rejects_non_lm(tmp_path):
+    with pytest.raises(TypeError, match="lm"):
+        CachedLM(object(), tmp_path / "x.sqlite")
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_openai_server_down_fails_fast_naming_the_url():
+    port = _closed_port()
+    lm = OpenAILM(f"http://127.0.0.1:{port}/v1", model="m", timeout=5)
+    t0 = time.monotonic()
+    with pytest.raises(ConnectionError, match=f"http://127.0.0.1:{port}/v1"):
+        lm.generate(CONVS[:1])
+    with pytest.raises(ConnectionError, match=f"127.0.0.1:{port}"):
+        lm.candidate_logprobs(CONVS[:1], ["1"])
+    assert time.monotonic() - t0 < 10
+
+
+def test_openai_bad_arguments():
+    with pytest.raises(ValueError, match="base_url"):
+        OpenAILM("localhost:8000", model="m")
+    with pytest.raises(ValueError, match="top_logprobs"):
+        OpenAILM("http://x/v1", model="m", top_logprobs=50)
