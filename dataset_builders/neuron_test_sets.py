@@ -123,10 +123,6 @@ class NeuronTestSetsConfig(datasets.BuilderConfig):
         super().__post_init__()
         if self.name not in CONFIG_NAMES:
             raise ValueError(f"config name must be one of {CONFIG_NAMES}, got {self.name!r}")
-        if self.name == "observational":
-            for field in ("layer", "neuron", "explanation"):
-                if getattr(self, field) is None:
-                    raise ValueError(f"the observational config needs {field}")
 
 
 def _load_model(spec: str):
@@ -148,6 +144,7 @@ class NeuronTestSets(datasets.GeneratorBasedBuilder):
     BUILDER_CONFIGS = [
         NeuronTestSetsConfig(name="huang2023", description=_DESCRIPTIONS["huang2023"]),
         NeuronTestSetsConfig(name="intervention_tasks", description=_DESCRIPTIONS["intervention_tasks"]),
+        NeuronTestSetsConfig(name="observational", description=_DESCRIPTIONS["observational"]),
     ]
     DEFAULT_CONFIG_NAME = "huang2023"
 
@@ -172,6 +169,9 @@ class NeuronTestSets(datasets.GeneratorBasedBuilder):
         elif cfg.name == "observational":
             from findbench.neurons.observational import observational_rows
 
+            for field in ("layer", "neuron", "explanation"):
+                if getattr(cfg, field) is None:
+                    raise ValueError(f"the observational config needs {field}")
             model, tok = _load_model(cfg.model)
             rows = observational_rows(
                 model,

@@ -122,3 +122,32 @@ def test_builder_writes_loadable_folder(tmp_path):
         build(str(tmp_path / "x"), configs=["nope"])
     with pytest.raises(ValueError, match="observational"):
         build(str(tmp_path / "x"), configs=["observational"])
+
+
+def test_builder_model_configs_with_a_local_tiny_model(tmp_path):
+    """intervention_tasks and observational configs, model under study = a saved tiny model
+    (the same code path as --model embedded, without the embedded weights)."""
+    datasets = pytest.importorskip("datasets")
+    from _nexp_tiny import tiny_llama, word_tokenizer
+    from dataset_builders.neuron_test_sets import build
+    from findbench.neurons.intervention_tasks import TASKS
+    from findbench.neurons.observational import load_corpus
+
+    task = TASKS["time/next_day"]
+    tok = word_tokenizer([task.prompt(f) + a for f, a in zip(task.fillers, task.answers)] + load_corpus() + ["USER ASSISTANT : List"])
+    folder = tmp_path / "tiny"
+    tiny_llama(len(tok), seed=1).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    out = build(
+        str(tmp_path / "nts"), configs=["intervention_tasks", "observational"], model=str(folder), tasks=["time/next_day"],
+        layer=1, neuron=3, explanation="days of the week", judge="regex:day$", n_strings=3, n_activating=4, progress=False,
+    )
+    it = datasets.load_dataset(str(out), "intervention_tasks", split="test")
+    assert it["filler"] == list(task.fillers) and set(it["task"]) == {"time/next_day"}
+    assert all(c == (p == e) for c, p, e in zip(it["correct"], it["predicted_token_id"], it["expected_token_id"]))
+    ob = datasets.load_dataset(str(out), "observational", split="test")
+    act = [r for r in ob if r["block"] == "activating"]
+    assert len(act) == 4 and all(r["neuron"] == "1:3" for r in ob)
+    assert all(r["in_explanation"] == r["span"].lower().endswith("day") for r in act)
+    side = json.loads((out / "findbench.json").read_text())
+    assert side["configs"]["observational"]["provenance"]["judge"] == "regex:day$"
