@@ -38,6 +38,7 @@ __all__ = [
     "parse_answer",
     "check_unit_test",
     "check_unit_tests",
+    "normalize_unit_test",
     "judge_unit_tests",
 ]
 
@@ -139,6 +140,19 @@ def check_unit_test(unit_test: Any, category: str, *, where: str = "unit_test") 
     if isinstance(correct, bool) or not isinstance(correct, int) or not 1 <= correct <= len(inputs):
         raise ValueError(f"{where}['correct'] must be a 1-based index in 1..{len(inputs)}, got {correct!r}")
     return len(inputs)
+
+
+def normalize_unit_test(unit_test: Mapping[str, Any]) -> dict:
+    """A plain ``{"inputs": list, "outputs": list | None, "correct": int}`` copy of a triplet
+    (e.g. one read back from Arrow, where lists may be numpy arrays or tuples)."""
+    if not isinstance(unit_test, Mapping):
+        raise TypeError(f"unit_test must be a dict with inputs/outputs/correct, got {type(unit_test).__name__}")
+    outputs = unit_test.get("outputs")
+    return {
+        "inputs": [str(x) for x in unit_test.get("inputs") or []],
+        "outputs": None if outputs is None else [str(x) for x in outputs],
+        "correct": int(unit_test["correct"]) if "correct" in unit_test else unit_test.get("correct"),
+    }
 
 
 def check_unit_tests(unit_tests: Any, category: str, *, argument: str = "unit_tests") -> None:
