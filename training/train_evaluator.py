@@ -1,0 +1,37 @@
+#!/usr/bin/env python
+"""Fine-tune FIND's unit-test judge ("vicuna-evaluator") with accelerate + peft.
+
+    python training/train_evaluator.py --config training/configs/cpu.yaml
+    accelerate launch --config_file training/configs/single_gpu.yaml training/train_evaluator.py \
+        --config training/configs/vicuna.yaml
+
+Every flag is a field of :class:`findbench.evaluator.train.TrainArgs`; ``--config file.yaml``
+reads them from YAML (flags on the command line win). The training loop lives in the library
+(:func:`findbench.evaluator.train.train_evaluator`), shared with ``findbench train-evaluator``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Sequence
+
+from findbench.evaluator.train import make_parser, parse_train_args, train_evaluator
+
+__all__ = ["main", "make_parser"]
+
+
+def main(argv: Sequence[str] | None = None) -> str:
+    """Parse the flags, train on every process, return the judge folder."""
+    from accelerate import PartialState
+
+    args = parse_train_args(argv)
+    rank0 = PartialState().is_main_process
+    logging.basicConfig(
+        level=logging.INFO if rank0 else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    return train_evaluator(args)
+
+
+if __name__ == "__main__":
+    main()
