@@ -222,6 +222,70 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_evaluator_data(sub) -> None:
+    p = sub.add_parser("evaluator-data", help="judge training data: simulated unit tests with ground-truth descriptions (FIND app. F1)")
+    p.add_argument("--out", default="evaluator-data", help="dataset folder (default ./evaluator-data)")
+    p.add_argument("--n", type=int, default=30000, help="training rows, uniform over strings/entities/relations (default 30000)")
+    p.add_argument("--n-heldout", type=int, default=None, help="validation rows from held-out functions (default n/10)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the function split and the draws (default 0)")
+    p.add_argument("--heldout-fraction", type=float, default=0.2, help="fraction of function groups held out (default 0.2)")
+    p.add_argument("--data", default=None, help="take function rows from a `findbench build` folder (default: procedural, seed 0)")
+    p.set_defaults(func=_run_evaluator_data)
+
+
+def _run_evaluator_data(args) -> int:
+    from .evaluator.data import build_evaluator_data
+
+    out = build_evaluator_data(args.out, n=args.n, n_heldout=args.n_heldout, seed=args.seed,
+                               heldout_fraction=args.heldout_fraction, data=args.data)
+    print(out)
+    return 0
+
+
+def _add_train_evaluator(sub) -> None:
+    from .evaluator.train import TrainArgs
+
+    p = sub.add_parser("train-evaluator", help="fine-tune the judge with accelerate + peft (defaults: the embedded-evaluator recipe)")
+    p.add_argument("--config", default=None, help="YAML file of TrainArgs fields (flags given here win)")
+    p.add_argument("train_args", nargs=argparse.REMAINDER,
+                   help=f"TrainArgs flags, e.g. --learning_rate 2e-4 ({', '.join(TrainArgs.__dataclass_fields__)})")
+    p.set_defaults(func=_run_train_evaluator)
+
+
+def _run_train_evaluator(args) -> int:
+    from .evaluator.train import parse_train_args, train_evaluator
+
+    argv = (["--config", args.config] if args.config else []) + list(args.train_args)
+    print(train_evaluator(parse_train_args(argv)))
+    return 0
+
+
+def _add_evaluator_report(sub) -> None:
+    p = sub.add_parser("evaluator-report", help="judge accuracy on held-out functions, true vs wrong descriptions, before vs after (FIND Table A3)")
+    p.add_argument("--judge", required=True, help="judge folder, 'embedded-evaluator', a Hub id or server URL")
+    p.add_argument("--baseline", default=None, help="second judge reported as 'before' (e.g. embedded)")
+    p.add_argument("--out", default="evaluator-report", help="report folder: CSV, JSON, PNG (default ./evaluator-report)")
+    p.add_argument("--limit", type=int, default=15, help="held-out functions per category (default 15)")
+    p.add_argument("--categories", default="strings,neurons_entities,neurons_relations", help="comma-separated categories")
+    p.add_argument("--source", default="procedural", choices=["procedural", "find-v1"], help="functions to judge")
+    p.add_argument("--data-dir", default=None, help="dataset folder (find-v1: the release folder)")
+    p.add_argument("--evaluator-data", default=None, help="judge data folder whose recorded function split to use")
+    p.add_argument("--mode", default="logprob", choices=["logprob", "generate"])
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_run_evaluator_report)
+
+
+def _run_evaluator_report(args) -> int:
+    from .evaluator.report import evaluator_report, format_table
+
+    categories = [c.strip() for c in args.categories.split(",") if c.strip()]
+    report = evaluator_report(args.judge, baseline=args.baseline, out=args.out, limit=args.limit, categories=categories,
+                              source=args.source, data_dir=args.data_dir, evaluator_data=args.evaluator_data,
+                              mode=args.mode, seed=args.seed)
+    print(format_table(report))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = make_parser()
     args = parser.parse_args(argv)

@@ -125,3 +125,14 @@ def embedded_model_dir() -> str:
 
 
 register("embedded", embedded_model_dir)
+
+
+def _embedded_evaluator_dir() -> str:
+    from findbench.evaluator.train import embedded_evaluator_dir
+
+    return embedded_evaluator_dir()
+
+
+#: The judge fine-tuned from the embedded model (``findbench train-evaluator``); resolving it
+#: before training raises FileNotFoundError saying how to train it.
+register("embedded-evaluator", _embedded_evaluator_dir)

@@ -44,6 +44,29 @@ def _default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def _load_causal_lm(path: str, dtype: Any) -> Any:
+    """``AutoModelForCausalLM.from_pretrained(path)``; a peft adapter folder (``adapter_config.json``,
+    e.g. a judge from ``findbench train-evaluator``) is loaded onto its base model (resolved
+    through :func:`findbench.models.resolve`, so ``"embedded"`` works) and merged."""
+    import json
+
+    from transformers import AutoModelForCausalLM
+
+    adapter_cfg = os.path.join(path, "adapter_config.json")
+    if not os.path.isfile(adapter_cfg):
+        return AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    from peft import PeftModel
+
+    from findbench.models import resolve
+
+    with open(adapter_cfg, encoding="utf-8") as fh:
+        base_id = json.load(fh).get("base_model_name_or_path")
+    if not base_id:
+        raise ValueError(f"{adapter_cfg} names no base_model_name_or_path")
+    base = AutoModelForCausalLM.from_pretrained(resolve(base_id), dtype=dtype)
+    return PeftModel.from_pretrained(base, path).merge_and_unload()
+
+
 def _batches(items: Sequence[Any], size: int):
     for start in range(0, len(items), size):
         yield items[start : start + size]
@@ -101,7 +124,7 @@ class TransformersLM:
             path = resolve(model_id)
             if tokenizer is None:
                 tokenizer = AutoTokenizer.from_pretrained(path)
-            self.model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(self.device)
+            self.model = _load_causal_lm(path, dtype).to(self.device)
         else:
             raise TypeError(f"model must be a name, path or PreTrainedModel, got {type(model).__name__}")
         self.model.eval()
