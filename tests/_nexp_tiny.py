@@ -37,5 +37,7 @@ def tiny_gpt2(vocab_size: int, seed: int = 0, layers: int = 3):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(seed)
-    cfg = GPT2Config(vocab_size=vocab_size, n_embd=32, n_layer=layers, n_head=4, n_positions=128, n_inner=40)
+    cfg = GPT2Config(
+        vocab_size=vocab_size, n_embd=32, n_layer=layers, n_head=4, n_positions=128, n_inner=40,
+    )
     return GPT2LMHeadModel(cfg).eval()

@@ -210,6 +210,19 @@ def test_sweep_laws_on_tiny_model(tok):
         iv.iia_sweep(model, tok, task, 2, position="middle", **common)
 
 
+def test_sweep_fast_path_exact_on_gpt2(tok):
+    model = tiny_gpt2(len(tok), layers=3)
+    task = "locations/capital"
+    rows = _self_consistent_rows(model, tok, task)
+    for i, r in enumerate(rows):  # every pair valid, whatever the random model predicts
+        r["expected_token_id"] = i
+    common = dict(rows=rows, n_pairs=10, ks=(25, 100), rankings=("random",), batch_size=8)
+    for layer, position in ((1, "concept"), (2, "last")):
+        fast = iv.iia_sweep(model, tok, task, layer, position=position, **common)
+        slow = iv.iia_sweep(model, tok, task, layer, position=position, skip_early_layers=False, prefix_cache=False, **common)
+        assert fast["predictions"] == slow["predictions"]
+
+
 def test_iia_score():
     assert iv.iia_score([1, 2, 3], [1, 0, 3]) == {"iia": 2 / 3, "n_success": 2, "n_total": 3}
     with pytest.raises(ValueError, match="references"):
