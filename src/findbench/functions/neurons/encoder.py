@@ -92,7 +92,8 @@ class SentenceEncoder:
         for i, t in enumerate(texts):
             if not isinstance(t, str):
                 raise TypeError(f"texts[{i}] must be a str, got {type(t).__name__}")
-        todo = sorted({t for t in texts if t not in self._cache})
+        # length-sorted batches pad little; the order is deterministic
+        todo = sorted({t for t in texts if t not in self._cache}, key=lambda t: (len(t), t))
         for start in range(0, len(todo), self.batch_size):
             chunk = todo[start : start + self.batch_size]
             for t, v in zip(chunk, self._forward(chunk)):
