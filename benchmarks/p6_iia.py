@@ -18,7 +18,6 @@ interventions-per-second ratio and writes ``benchmarks/results/p6_iia.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys

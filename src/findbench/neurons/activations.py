@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 
@@ -36,6 +36,7 @@ __all__ = [
     "record",
     "patch",
     "skip_to_layer",
+    "block_input",
     "StopForward",
 ]
 
@@ -349,10 +350,3 @@ def block_input(model, input_ids, attention_mask=None, *, layer: int) -> torch.T
         raise ValueError("layer must be >= 1 to read a block input (layer 0 starts from the embeddings)")
     return record(model, input_ids, attention_mask, layer=layer - 1, site="block_output", stop_early=True)
 
-
-__all__.append("block_input")
-
-
-def batch_to(batch: Mapping[str, torch.Tensor], device) -> dict:
-    """Move a dict of tensors to ``device``."""
-    return {k: v.to(device) for k, v in batch.items()}
