@@ -84,6 +84,22 @@ def test_shared_prefix_equals_plain(tiny_lm):
     assert torch.allclose(torch.tensor(plain), torch.tensor(shared), atol=1e-4)
 
 
+def test_shared_prefix_groups_by_function_and_runs_fewer_tokens(tiny_lm):
+    def convs_of(desc):
+        return [[{"role": "user", "content": f"{desc} " * 8 + f"Option {k}: " + "y " * k}] for k in range(4)]
+
+    convs = convs_of("alpha beta") + convs_of("gamma delta")  # two functions, 4 prompts each
+    tiny_lm.tokens_forwarded = 0
+    plain = tiny_lm.candidate_logprobs(convs, ["1", "2"], assistant_prefix="[ANSWER]: ")
+    n_plain = tiny_lm.tokens_forwarded
+    tiny_lm.tokens_forwarded = 0
+    shared = tiny_lm.candidate_logprobs(convs, ["1", "2"], assistant_prefix="[ANSWER]: ", shared_prefix=True)
+    n_shared = tiny_lm.tokens_forwarded
+    assert torch.allclose(torch.tensor(plain), torch.tensor(shared), atol=1e-4)
+    # batch_size 2 -> groups of 2; each group runs its long prefix once instead of twice
+    assert n_shared < 0.75 * n_plain
+
+
 def test_generate_batched_equals_one_by_one(tiny_lm):
     batched = tiny_lm.generate(CONVS, max_new_tokens=6)
     alone = [tiny_lm.generate([c], max_new_tokens=6)[0] for c in CONVS]

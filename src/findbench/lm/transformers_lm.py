@@ -38,6 +38,10 @@ VICUNA_CHAT_TEMPLATE = (
 )
 
 
+#: Tokens a group's shared prefix may lose when one more conversation joins it.
+_MAX_SHRINK = 8
+
+
 def _default_device() -> str:
     import torch
 
@@ -231,7 +235,9 @@ class TransformersLM:
         """Next-token log-probabilities of each candidate (see :class:`~findbench.lm.base.LM`).
 
         With ``shared_prefix=True``, consecutive conversations whose prompts share at least
-        ``min_shared_tokens`` leading tokens form a group (at most ``batch_size`` long); the
+        ``min_shared_tokens`` leading tokens form a group (at most ``batch_size`` long; a
+        conversation that would shorten the group's shared prefix by more than a few tokens
+        starts a new group); the
         shared tokens run once and their KV cache serves every member, so only the
         differing suffixes are computed. The values equal the plain path up to float error.
         """
@@ -308,7 +314,9 @@ class TransformersLM:
                 limit = min(shared, len(toks) - 1)
                 while n < limit and first[n] == toks[n]:
                     n += 1
-                if n >= min_shared and len(members) < self.batch_size:
+                # Join when the group's shared prefix stays long and does not shrink much
+                # (a new function's prompt shares only the system prompt: new group).
+                if n >= min_shared and len(members) < self.batch_size and (len(members) == 1 or n >= shared - _MAX_SHRINK):
                     members.append(i)
                     groups[-1] = (members, n)
                     continue

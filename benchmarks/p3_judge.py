@@ -1,0 +1,144 @@
+"""P3: judge throughput — log-prob scoring and prefix reuse against the reference procedures.
+
+One run, one model (the embedded judge, in-process), the same unit-test prompts (FIND v1's
+unit tests with ground-truth descriptions, from the anchor release or ``--data-dir``):
+
+(a) ``logprob`` (one batched forward per test, argmax over the option tokens after
+    "[ANSWER]: ") against ``generate`` (the reference procedure: the judge writes its answer,
+    parsed as "[ANSWER]: k"). Goal: >= 5x faster with >= 99% identical choices.
+(b) shared-prefix KV reuse (a function's 10 prompts share the system prompt and the
+    description: run it once, batch the 10 suffixes on the expanded cache) against the naive
+    batched forward. Goal: >= 2x faster with identical choices.
+
+So that the small judge writes answers in the expected format at all, every prompt is
+preceded by one demonstration exchange (a user turn and "[ANSWER]: 2"); both modes see the
+same conversations.
+
+    python benchmarks/p3_judge.py [--category strings] [--functions 3] [--threads 2]
+
+Writes ``benchmarks/results/p3_judge.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+from findbench._io import atomic_write_json
+from findbench.find_v1 import load_rows
+from findbench.judge import ANSWER_PREFIX, parse_answer, render_judge_prompt
+from findbench.lm import TransformersLM
+from findbench.models import resolve
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = REPO.parent / "shared" / "anchors" / "find-v1"
+DEMO = {
+    "strings": ("The function returns the input in upper case.", {"inputs": ["abc", "hello", "Tree"], "outputs": ["cba", "HELLO", "Tree!"], "correct": 2}),
+    "neurons_entities": ("The neuron fires on words related to fruit.", {"inputs": ["car", "banana", "river"], "outputs": None, "correct": 2}),
+    "neurons_relations": ("Maps a country to its capital.", {"inputs": ["dog", "France", "blue"], "outputs": ["bark", "Paris", "sky"], "correct": 2}),
+}
+
+
+def conversations(rows, category):
+    """One-shot judge conversations for every unit test of ``rows``, grouped by function."""
+    demo_desc, demo_test = DEMO[category]
+    demo = render_judge_prompt(demo_desc, demo_test, category)
+    convs = []
+    for r in rows:
+        for t in r["unit_tests"]:
+            system, user = render_judge_prompt(r["description"], t, category)
+            convs.append([system, demo[1], {"role": "assistant", "content": f"{ANSWER_PREFIX}{demo_test['correct']}"}, user])
+    return convs
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
+def argmax_choices(rows):
+    return [max(range(len(r)), key=r.__getitem__) + 1 for r in rows]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--category", default="strings", choices=sorted(DEMO))
+    ap.add_argument("--functions", type=int, default=3, help="functions (10 unit tests each)")
+    ap.add_argument("--data-dir", default=str(DEFAULT_DATA), help="FIND v1 release folder (src/find-dataset)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--max-new-tokens", type=int, default=16, help="answer length of the generate reference")
+    ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "p3_judge.json"))
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    torch.set_num_threads(args.threads)
+
+    rows = load_rows(args.category, args.data_dir)[: args.functions]
+    convs = conversations(rows, args.category)
+    lm = TransformersLM(resolve("embedded"), device="cpu", batch_size=args.batch_size, name="transformers:embedded")
+    cands = ["1", "2", "3"]
+    lm.candidate_logprobs(convs[:2], cands, assistant_prefix=ANSWER_PREFIX)  # warm-up
+
+    lm.tokens_forwarded = 0
+    naive, t_naive = timed(lambda: lm.candidate_logprobs(convs, cands, assistant_prefix=ANSWER_PREFIX))
+    tok_naive = lm.tokens_forwarded
+    lm.tokens_forwarded = 0
+    shared, t_shared = timed(lambda: lm.candidate_logprobs(convs, cands, assistant_prefix=ANSWER_PREFIX, shared_prefix=True))
+    tok_shared = lm.tokens_forwarded
+    texts, t_gen = timed(lambda: lm.generate(convs, max_new_tokens=args.max_new_tokens))
+
+    c_naive, c_shared = argmax_choices(naive), argmax_choices(shared)
+    c_gen = [parse_answer(t) for t in texts]
+    n = len(convs)
+    agree_gen = sum(a == b for a, b in zip(c_naive, c_gen)) / n
+    agree_shared = sum(a == b for a, b in zip(c_naive, c_shared)) / n
+    max_diff = max(abs(a - b) for ra, rb in zip(naive, shared) for a, b in zip(ra, rb))
+    result = {
+        "device": f"cpu ({platform.processor() or platform.machine()}), torch threads {args.threads}",
+        "model": lm.name,
+        "category": args.category,
+        "prompts": n,
+        "batch_size": args.batch_size,
+        "a_logprob_vs_generate": {
+            "seconds_per_prompt_logprob": t_naive / n,
+            "seconds_per_prompt_generate": t_gen / n,
+            "speedup": t_gen / t_naive,
+            "identical_choices": agree_gen,
+            "generate_parse_rate": sum(c is not None for c in c_gen) / n,
+            "max_new_tokens": args.max_new_tokens,
+            "goal": "speedup >= 5 and identical_choices >= 0.99",
+            "goal_met": bool(t_gen / t_naive >= 5 and agree_gen >= 0.99),
+        },
+        "b_shared_prefix_vs_naive": {
+            "seconds_per_prompt_naive": t_naive / n,
+            "seconds_per_prompt_shared": t_shared / n,
+            "speedup": t_naive / t_shared,
+            "tokens_naive": tok_naive,
+            "tokens_shared": tok_shared,
+            "token_ratio": tok_naive / max(tok_shared, 1),
+            "identical_choices": agree_shared,
+            "max_abs_logprob_diff": max_diff,
+            "goal": "speedup >= 2 and identical choices",
+            "goal_met": bool(t_naive / t_shared >= 2 and agree_shared == 1.0),
+        },
+    }
+    atomic_write_json(args.out, result)
+    a, b = result["a_logprob_vs_generate"], result["b_shared_prefix_vs_naive"]
+    print(f"P3 judge throughput, {n} {args.category} unit-test prompts, {lm.name}, {result['device']}")
+    print(f"(a) logprob {a['seconds_per_prompt_logprob']:.3f} s/prompt vs generate {a['seconds_per_prompt_generate']:.3f} s/prompt: "
+          f"{a['speedup']:.2f}x, identical choices {a['identical_choices']:.1%} (generate parse rate {a['generate_parse_rate']:.1%})")
+    print(f"(b) shared prefix {b['seconds_per_prompt_shared']:.3f} s/prompt vs naive {b['seconds_per_prompt_naive']:.3f} s/prompt: "
+          f"{b['speedup']:.2f}x ({b['token_ratio']:.2f}x fewer tokens), identical choices {b['identical_choices']:.1%}, "
+          f"max |dlogp| {b['max_abs_logprob_diff']:.1e}")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
