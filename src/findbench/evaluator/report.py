@@ -124,6 +124,8 @@ def evaluator_report(
     seed: int = 0,
     mode: str = "logprob",
     batch_size: int = 8,
+    judge_cache: str | os.PathLike | None = None,
+    baseline_cache: str | os.PathLike | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
     """Judge accuracy on held-out functions with true and with wrong descriptions.
@@ -143,6 +145,10 @@ def evaluator_report(
             recomputed from ``data_seed`` / ``heldout_fraction`` (the data builder's defaults).
         seed: seeds the function sample and the wrong-description derangement.
         mode: judge scoring mode (``logprob`` or ``generate``).
+        batch_size: prompts per forward pass of in-process judges.
+        judge_cache / baseline_cache: sqlite files caching each judge's answers (keyed by the
+            judge's name: use them for fixed models such as ``"embedded"``, not for a judge
+            folder that is retrained under the same name).
 
     Returns:
         ``{"results": [{judge, label, category, descriptions, n_functions,
@@ -166,7 +172,11 @@ def evaluator_report(
     judges = [("before", baseline), ("after", judge)] if baseline is not None else [("judge", judge)]
     loaded = []
     for label, spec in judges:
-        lm = load_lm(spec, batch_size=batch_size) if isinstance(spec, (str, os.PathLike)) else load_lm(spec)
+        cache = baseline_cache if label == "before" else judge_cache
+        if isinstance(spec, (str, os.PathLike)) and not os.fspath(spec).startswith(("http://", "https://")):
+            lm = load_lm(spec, batch_size=batch_size, cache=cache)
+        else:
+            lm = load_lm(spec, cache=cache)
         loaded.append((label, lm))
 
     results: list[dict] = []

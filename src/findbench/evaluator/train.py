@@ -77,7 +77,7 @@ class TrainArgs:
     )
     n_data: int = field(default=30000, metadata={"help": "rows to build when --data is not given"})
     data_seed: int = field(default=0, metadata={"help": "seed of the data build (function split, draws)"})
-    max_train_rows: int | None = field(default=1050, metadata={"help": "train on the first N (shuffled) rows only; 0: all"})
+    max_train_rows: int | None = field(default=384, metadata={"help": "train on the first N (shuffled) rows only; 0: all"})
     eval_rows: int = field(default=60, metadata={"help": "validation rows scored at the end (loss, answer accuracy)"})
     output_dir: str | None = field(
         default=None, metadata={"help": "where the judge is written; default: the embedded-evaluator cache folder"}
@@ -93,7 +93,7 @@ class TrainArgs:
     lora_target_modules: str = field(
         default="all-linear", metadata={"help": "peft target_modules: 'all-linear' or comma-separated module names"}
     )
-    learning_rate: float = field(default=8e-4, metadata={"help": "peak learning rate"})
+    learning_rate: float = field(default=1e-3, metadata={"help": "peak learning rate"})
     lr_scheduler_type: str = field(default="cosine", metadata={"help": "transformers scheduler name"})
     warmup_ratio: float = field(default=0.05, metadata={"help": "fraction of steps of linear warm-up"})
     weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay"})
