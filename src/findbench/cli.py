@@ -270,6 +270,8 @@ def _add_evaluator_report(sub) -> None:
     p.add_argument("--source", default="procedural", choices=["procedural", "find-v1"], help="functions to judge")
     p.add_argument("--data-dir", default=None, help="dataset folder (find-v1: the release folder)")
     p.add_argument("--evaluator-data", default=None, help="judge data folder whose recorded function split to use")
+    p.add_argument("--judge-cache", default=None, help="sqlite file caching the judge's answers (fixed models only)")
+    p.add_argument("--baseline-cache", default=None, help="sqlite file caching the baseline's answers (reruns score only --judge)")
     p.add_argument("--mode", default="logprob", choices=["logprob", "generate"])
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_run_evaluator_report)
@@ -281,7 +283,8 @@ def _run_evaluator_report(args) -> int:
     categories = [c.strip() for c in args.categories.split(",") if c.strip()]
     report = evaluator_report(args.judge, baseline=args.baseline, out=args.out, limit=args.limit, categories=categories,
                               source=args.source, data_dir=args.data_dir, evaluator_data=args.evaluator_data,
-                              mode=args.mode, seed=args.seed)
+                              mode=args.mode, seed=args.seed,
+                              judge_cache=args.judge_cache, baseline_cache=args.baseline_cache)
     print(format_table(report))
     return 0
 
