@@ -161,3 +161,18 @@ def test_wrong_descriptions_never_keep_the_own_text():
     assert wrong_descriptions(descs, seed=0) == wrong
     with pytest.raises(ValueError, match="two distinct"):
         wrong_descriptions(["same", "same"])
+
+
+def test_embedded_evaluator_name_resolves_to_the_cached_judge(tmp_path, monkeypatch):
+    from findbench.evaluator.train import TRAINED_MARKER, TrainArgs, embedded_evaluator_dir
+    from findbench.models import resolve
+
+    monkeypatch.setenv("FINDBENCH_CACHE", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="findbench train-evaluator"):
+        resolve("embedded-evaluator")
+    folder = tmp_path / "models" / "embedded-evaluator-v1"
+    folder.mkdir(parents=True)
+    (folder / TRAINED_MARKER).write_text("{}")
+    assert resolve("embedded-evaluator") == str(folder)
+    # train-evaluator's defaults (no output_dir) write exactly there
+    assert TrainArgs().output_dir is None and embedded_evaluator_dir(must_exist=False) == str(folder)
