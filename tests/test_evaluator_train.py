@@ -73,7 +73,10 @@ def test_tokenize_masks_the_prompt(tiny_base):
     assert enc["input_ids"][:n_prompt] == tok(lm.render(msgs), add_special_tokens=False)["input_ids"]
     assert enc["labels"][n_prompt:] == enc["input_ids"][n_prompt:]
     short = tokenize_judge_row(tok, msgs, "[ANSWER]: 2", max_length=20)
-    assert len(short["input_ids"]) == 20 and short["labels"][-len(answer and short["labels"]):]
+    n_answer = len(enc["input_ids"]) - n_prompt
+    assert len(short["input_ids"]) == 20  # the prompt is cut from the left, the answer kept whole
+    assert short["input_ids"][-n_answer:] == enc["input_ids"][n_prompt:] == short["labels"][-n_answer:]
+    assert short["input_ids"][: 20 - n_answer] == enc["input_ids"][n_prompt - (20 - n_answer) : n_prompt]
 
 
 def test_args_validation_and_yaml(tmp_path):

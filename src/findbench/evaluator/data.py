@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import random
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from findbench.evaluator import EVALUATOR_CATEGORIES
 
