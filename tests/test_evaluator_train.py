@@ -184,3 +184,18 @@ def test_report_end_to_end_on_tiny_judges(tmp_path, tiny_base, judge_data):
     assert table.splitlines()[0].startswith("| category | n | before (true)") and "| strings | 2 |" in table
     with pytest.raises(ValueError, match="limit"):
         evaluator_report(judge, limit=1)
+
+
+def test_cli_train_evaluator_options(tmp_path):
+    from findbench.cli import make_parser
+    from findbench.evaluator.train import train_args_from_namespace
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("learning_rate: 3.0e-4\nlora_r: 4\nmodel: some/model\n")
+    ns = make_parser().parse_args(["train-evaluator", "--config", str(cfg), "--lora_r", "2", "--full_finetune"])
+    args = train_args_from_namespace(ns, ns.config)
+    assert (args.learning_rate, args.lora_r, args.full_finetune, args.model) == (3e-4, 2, True, "some/model")
+    ns = make_parser().parse_args(["train-evaluator", "--merge", "false"])
+    assert train_args_from_namespace(ns).merge is False and train_args_from_namespace(ns).learning_rate == TrainArgs().learning_rate
+    with pytest.raises(ValueError, match="lora_r"):
+        train_args_from_namespace(make_parser().parse_args(["train-evaluator", "--lora_r", "0"]))

@@ -243,20 +243,18 @@ def _run_evaluator_data(args) -> int:
 
 
 def _add_train_evaluator(sub) -> None:
-    from .evaluator.train import TrainArgs
+    from .evaluator.train import add_train_arguments
 
     p = sub.add_parser("train-evaluator", help="fine-tune the judge with accelerate + peft (defaults: the embedded-evaluator recipe)")
-    p.add_argument("--config", default=None, help="YAML file of TrainArgs fields (flags given here win)")
-    p.add_argument("train_args", nargs=argparse.REMAINDER,
-                   help=f"TrainArgs flags, e.g. --learning_rate 2e-4 ({', '.join(TrainArgs.__dataclass_fields__)})")
+    p.add_argument("--config", default=None, help="YAML file of TrainArgs fields (options given here win)")
+    add_train_arguments(p)
     p.set_defaults(func=_run_train_evaluator)
 
 
 def _run_train_evaluator(args) -> int:
-    from .evaluator.train import parse_train_args, train_evaluator
+    from .evaluator.train import train_args_from_namespace, train_evaluator
 
-    argv = (["--config", args.config] if args.config else []) + list(args.train_args)
-    print(train_evaluator(parse_train_args(argv)))
+    print(train_evaluator(train_args_from_namespace(args, args.config)))
     return 0
 
 

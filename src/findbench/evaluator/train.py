@@ -34,6 +34,8 @@ __all__ = [
     "TrainArgs",
     "make_parser",
     "parse_train_args",
+    "add_train_arguments",
+    "train_args_from_namespace",
     "answer_loss",
     "train_evaluator",
     "tokenize_judge_row",
@@ -184,6 +186,39 @@ def parse_train_args(argv: Sequence[str] | None = None) -> TrainArgs:
     parser = make_parser()
     parser.set_defaults(**defaults)
     (args,) = parser.parse_args_into_dataclasses(args=argv)
+    args.validate()
+    return args
+
+
+def _str2bool(text: str) -> bool:
+    low = str(text).lower()
+    if low in ("1", "true", "yes", "y"):
+        return True
+    if low in ("0", "false", "no", "n"):
+        return False
+    raise ValueError(f"expected a boolean, got {text!r}")
+
+
+def add_train_arguments(parser: Any) -> None:
+    """Add TrainArgs' fields as ``--<field>`` options to an argparse parser (without importing
+    transformers). Unset options stay absent from the namespace, so a ``--config`` YAML can
+    supply them; see :func:`train_args_from_namespace`."""
+    import argparse
+
+    for f in dataclasses.fields(TrainArgs):
+        ann = str(f.type)
+        kind: Any = _str2bool if "bool" in ann else int if "int" in ann else float if "float" in ann else str
+        extra: dict[str, Any] = {"nargs": "?", "const": True} if kind is _str2bool else {}
+        parser.add_argument(f"--{f.name}", type=kind, default=argparse.SUPPRESS, help=f.metadata.get("help"), **extra)
+
+
+def train_args_from_namespace(namespace: Any, config: str | None = None) -> TrainArgs:
+    """TrainArgs from an argparse namespace filled by :func:`add_train_arguments`, on top of
+    the YAML ``config`` (options given on the command line win)."""
+    argv = ["--config", config] if config else []
+    base = parse_train_args(argv)
+    given = {f.name: getattr(namespace, f.name) for f in dataclasses.fields(TrainArgs) if hasattr(namespace, f.name)}
+    args = dataclasses.replace(base, **given)
     args.validate()
     return args
 
