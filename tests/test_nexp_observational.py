@@ -56,6 +56,7 @@ def setup():
 def test_parse_list():
     assert obs.parse_list("1. apple\n2) Pear.\n- 'kiwi'\n* apple\n\nHere are more:\n", 10) == ["apple", "Pear", "kiwi"]
     assert obs.parse_list("red, green, blue", 2) == ["red", "green"]
+    assert obs.parse_list("The days of the week are: Monday\n- Tuesday\nmonday", 5) == ["Monday", "Tuesday"]
 
 
 def test_corpus_and_labels(tmp_path):
@@ -132,3 +133,26 @@ def test_observational_errors(setup):
         obs.observational_rows(model, tok, layer=9, neuron=0, explanation="x", **common)
     with pytest.raises(ValueError, match="judge"):
         obs.observational_rows(model, tok, layer=1, neuron=0, explanation="x", judge="regex:(", **common)
+
+
+@pytest.mark.slow
+def test_observational_on_embedded_model():
+    from findbench.neurons.interventions import load_model
+
+    try:
+        model, tok = load_model("embedded")
+    except FileNotFoundError as exc:
+        pytest.skip(f"embedded model unavailable: {exc}")
+    rows = obs.observational_rows(
+        model, tok, layer=0, neuron=100, explanation="days of the week", generator="embedded",
+        judge="regex:day$", n_strings=5, n_activating=3, model_name="embedded",
+    )
+    expl = [r for r in rows if r["block"] == "explanation"]
+    act = [r for r in rows if r["block"] == "activating"]
+    assert 1 <= len(expl) <= 5 and len(act) == 3
+    # measured: neuron 0:100 of SmolLM2-135M fires most on "law" in the shipped corpus
+    assert act[0]["span"] == "law" and act[0]["max_activation"] == pytest.approx(1.067, abs=0.01)
+    for r in rows:
+        assert r["span"].lower() in r["sentence"].lower()
+        assert len(r["span_tokens"]) == len(r["activations"]) >= 1
+        assert r["label"] == obs.label_for(r["in_explanation"], max(r["activations"]) > 0)

@@ -80,7 +80,8 @@ _BULLET = re.compile(r"^\s*(?:[-*\u2022]+|\d+[.)]|[a-z][.)])\s*", re.I)
 
 def parse_list(text: str, limit: int) -> list[str]:
     """Items of an LM-written list: one per line (or comma separated on one line), bullets
-    and numbering and surrounding quotes removed, de-duplicated case-insensitively."""
+    and numbering, a lead-in ending in ": " and surrounding quotes removed, headings dropped,
+    de-duplicated case-insensitively."""
     lines = [ln for ln in text.splitlines() if ln.strip()]
     if len(lines) == 1 and "," in lines[0]:
         lines = lines[0].split(",")
@@ -89,7 +90,10 @@ def parse_list(text: str, limit: int) -> list[str]:
     for ln in lines:
         if ln.rstrip().endswith(":"):  # a heading such as "Here are some examples:"
             continue
-        item = _BULLET.sub("", ln).strip().strip("\"'`").strip().rstrip(".;").strip()
+        item = _BULLET.sub("", ln).strip()
+        if ": " in item:  # "The days of the week are: Monday" -> "Monday"
+            item = item.rsplit(": ", 1)[1]
+        item = item.strip().strip("\"'`").strip().rstrip(".;").strip()
         if not item or len(item) > 40:
             continue
         key = item.lower()
