@@ -50,7 +50,7 @@ def _args(base: str, data: str, out: Path, **kw) -> TrainArgs:
     values = dict(model=base, data=data, output_dir=str(out), max_train_rows=0, eval_rows=0, lora_r=8, lora_alpha=16,
                   lora_top_layers=0, lora_dropout=0.0, learning_rate=1e-2, warmup_ratio=0.0,
                   per_device_train_batch_size=2, gradient_accumulation_steps=2, logging_steps=1, save_steps=0,
-                  max_steps=12, num_threads=1, seed=0)
+                  max_steps=12, num_threads=1, seed=0, loss_reduction="token")
     values.update(kw)
     return TrainArgs(**values)
 
@@ -77,6 +77,18 @@ def test_tokenize_masks_the_prompt(tiny_base):
     assert len(short["input_ids"]) == 20  # the prompt is cut from the left, the answer kept whole
     assert short["input_ids"][-n_answer:] == enc["input_ids"][n_prompt:] == short["labels"][-n_answer:]
     assert short["input_ids"][: 20 - n_answer] == enc["input_ids"][n_prompt - (20 - n_answer) : n_prompt]
+
+
+def test_loss_reductions():
+    from findbench.evaluator.train import _cross_entropy
+
+    logits = torch.log(torch.tensor([[[0.5, 0.5], [0.25, 0.75]], [[1.0, 1e-9], [0.5, 0.5]]]))
+    labels = torch.tensor([[0, 1], [-100, 0]])  # row 0: two answer tokens, row 1: one
+    nll = [-torch.log(torch.tensor(v)).item() for v in (0.5, 0.75, 0.5)]
+    assert float(_cross_entropy(logits, labels, "token")) == pytest.approx(sum(nll) / 3, rel=1e-5)
+    assert float(_cross_entropy(logits, labels, "row")) == pytest.approx((nll[0] + nll[1] + nll[2]) / 2, rel=1e-5)
+    with pytest.raises(ValueError, match="loss_reduction"):
+        _cross_entropy(logits, labels, "mean")
 
 
 def test_args_validation_and_yaml(tmp_path):

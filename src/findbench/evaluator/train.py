@@ -79,7 +79,7 @@ class TrainArgs:
     )
     n_data: int = field(default=30000, metadata={"help": "rows to build when --data is not given"})
     data_seed: int = field(default=0, metadata={"help": "seed of the data build (function split, draws)"})
-    max_train_rows: int | None = field(default=384, metadata={"help": "train on the first N (shuffled) rows only; 0: all"})
+    max_train_rows: int | None = field(default=1000, metadata={"help": "train on the first N (shuffled) rows only; 0: all"})
     eval_rows: int = field(default=60, metadata={"help": "validation rows scored at the end (loss, answer accuracy)"})
     output_dir: str | None = field(
         default=None, metadata={"help": "where the judge is written; default: the embedded-evaluator cache folder"}
@@ -89,13 +89,16 @@ class TrainArgs:
     lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha"})
     lora_dropout: float = field(default=0.05, metadata={"help": "LoRA dropout"})
     lora_top_layers: int = field(
-        default=8,
+        default=12,
         metadata={"help": "LoRA on the top N decoder layers only (0: all); the frozen layers below need no backward pass"},
     )
     lora_target_modules: str = field(
         default="all-linear", metadata={"help": "peft target_modules: 'all-linear' or comma-separated module names"}
     )
-    learning_rate: float = field(default=1e-3, metadata={"help": "peak learning rate"})
+    learning_rate: float = field(default=5e-4, metadata={"help": "peak learning rate"})
+    loss_reduction: str = field(
+        default="row", metadata={"help": "row: answer-token losses summed per row, mean over rows; token: mean over tokens"}
+    )
     lr_scheduler_type: str = field(default="cosine", metadata={"help": "transformers scheduler name"})
     warmup_ratio: float = field(default=0.05, metadata={"help": "fraction of steps of linear warm-up"})
     weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay"})
@@ -103,11 +106,11 @@ class TrainArgs:
     num_train_epochs: float = field(default=1.0, metadata={"help": "epochs over the training rows"})
     max_steps: int = field(default=-1, metadata={"help": "optimizer steps (overrides epochs when > 0)"})
     per_device_train_batch_size: int = field(default=1, metadata={"help": "rows per forward pass and device"})
-    gradient_accumulation_steps: int = field(default=8, metadata={"help": "forward passes per optimizer step"})
+    gradient_accumulation_steps: int = field(default=2, metadata={"help": "forward passes per optimizer step"})
     max_length: int = field(default=1024, metadata={"help": "longer rows are truncated from the left of the prompt"})
     seed: int = field(default=0, metadata={"help": "seed of initialisation and data order"})
-    logging_steps: int = field(default=10, metadata={"help": "log every N optimizer steps"})
-    save_steps: int = field(default=10, metadata={"help": "checkpoint every N optimizer steps (0: only at the end)"})
+    logging_steps: int = field(default=25, metadata={"help": "log every N optimizer steps"})
+    save_steps: int = field(default=50, metadata={"help": "checkpoint every N optimizer steps (0: only at the end)"})
     save_total_limit: int = field(default=2, metadata={"help": "checkpoints kept"})
     resume_from_checkpoint: str | None = field(
         default=None, metadata={"help": "a checkpoint folder, or 'latest' for the newest under output_dir/checkpoints"}
@@ -142,6 +145,8 @@ class TrainArgs:
                 raise ValueError(f"{name} must be a non-negative int, got {v!r}")
         if self.max_train_rows is not None and (not isinstance(self.max_train_rows, int) or self.max_train_rows < 0):
             raise ValueError(f"max_train_rows must be a non-negative int (0: all rows), got {self.max_train_rows!r}")
+        if self.loss_reduction not in ("row", "token"):
+            raise ValueError(f"loss_reduction must be 'row' or 'token', got {self.loss_reduction!r}")
         if self.mixed_precision not in (None, "no", "fp16", "bf16"):
             raise ValueError(f"mixed_precision must be no, fp16 or bf16, got {self.mixed_precision!r}")
         if self.push_to_hub and not self.hub_model_id:
@@ -294,17 +299,27 @@ def _answer_logits_and_labels(model: Any, batch: dict) -> tuple[Any, Any]:
     return out.logits[:, :-1, :], labels[:, -k:]
 
 
-def answer_loss(model: Any, batch: dict) -> Any:
-    """Mean cross-entropy over the answer tokens of a batch made by the training collator."""
+def answer_loss(model: Any, batch: dict, reduction: str = "row") -> Any:
+    """Cross-entropy on the answer tokens of a batch made by the training collator.
+
+    ``reduction="row"``: summed over a row's answer tokens, averaged over rows — the option
+    number keeps its full weight once the fixed ``[ANSWER]:`` tokens are learned;
+    ``"token"``: averaged over all answer tokens.
+    """
+    return _cross_entropy(*_answer_logits_and_labels(model, batch), reduction=reduction)
+
+
+def _cross_entropy(logits: Any, labels: Any, reduction: str = "token") -> Any:
     import torch
 
-    return _cross_entropy(*_answer_logits_and_labels(model, batch))
-
-
-def _cross_entropy(logits: Any, labels: Any) -> Any:
-    import torch
-
-    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=-100)
+    if reduction not in ("row", "token"):
+        raise ValueError(f"loss_reduction must be 'row' or 'token', got {reduction!r}")
+    flat = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=-100, reduction="none"
+    ).reshape(labels.shape)
+    if reduction == "token":
+        return flat.sum() / (labels != -100).sum().clamp(min=1)
+    return flat.sum(dim=1).mean()
 
 
 def _load_rows(args: TrainArgs) -> tuple[list[dict], list[dict]]:
@@ -536,7 +551,7 @@ def train_evaluator(args: TrainArgs) -> str:
         epoch_loader = accelerator.skip_first_batches(loader, skip_batches) if skip_batches else loader
         for batch in epoch_loader:
             with accelerator.accumulate(model):
-                loss = answer_loss(model, batch)
+                loss = answer_loss(model, batch, args.loss_reduction)
                 accelerator.backward(loss)
                 if accelerator.sync_gradients and args.max_grad_norm > 0:
                     accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
