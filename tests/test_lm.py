@@ -100,6 +100,16 @@ def test_shared_prefix_groups_by_function_and_runs_fewer_tokens(tiny_lm):
     assert n_shared < 0.75 * n_plain
 
 
+def test_shared_prefix_packs_groups_with_different_prefix_lengths(tiny_model, tokenizer):
+    lm = TransformersLM(tiny_model, tokenizer=tokenizer, device="cpu", batch_size=4)
+    convs = []
+    for desc in ("short desc", "a much longer description of another function " * 4, "mid length words " * 2):
+        convs += [[{"role": "system", "content": "judge"}, {"role": "user", "content": f"{desc}\nOption {k}: " + "z " * k}] for k in range(3)]
+    plain = lm.candidate_logprobs(convs, ["1", "2", "3"], assistant_prefix="[ANSWER]: ")
+    shared = lm.candidate_logprobs(convs, ["1", "2", "3"], assistant_prefix="[ANSWER]: ", shared_prefix=True)
+    assert torch.allclose(torch.tensor(plain), torch.tensor(shared), atol=1e-4)
+
+
 def test_generate_batched_equals_one_by_one(tiny_lm):
     batched = tiny_lm.generate(CONVS, max_new_tokens=6)
     alone = [tiny_lm.generate([c], max_new_tokens=6)[0] for c in CONVS]

@@ -302,8 +302,6 @@ class TransformersLM:
     def _logprobs_shared(
         self, token_lists: list[list[int]], cand_ids: list[int], progress: bool, min_shared: int
     ) -> list[list[float]]:
-        import torch
-
         # Group consecutive conversations sharing a long enough token prefix.
         groups: list[tuple[list[int], int]] = []  # (member indices, shared length)
         for i, toks in enumerate(token_lists):
@@ -323,37 +321,70 @@ class TransformersLM:
             groups.append(([i], len(toks) - 1))
         out: list[list[float] | None] = [None] * len(token_lists)
         bar = tqdm(total=len(token_lists), desc="candidate log-probs (shared prefix)", disable=not progress)
-        pad = self.tokenizer.pad_token_id
-        for members, shared in groups:
-            if len(members) == 1 or shared < min_shared:
-                for i, row in zip(members, self._logprobs_plain([token_lists[i] for i in members], cand_ids, False)):
-                    out[i] = row
-                bar.update(len(members))
-                continue
-            prefix = torch.tensor([token_lists[members[0]][:shared]], device=self.device)
-            suffixes = [token_lists[i][shared:] for i in members]
-            width = max(len(s) for s in suffixes)
-            ids = torch.full((len(members), width), pad, dtype=torch.long)
-            smask = torch.zeros((len(members), width), dtype=torch.long)
-            for r, s in enumerate(suffixes):  # left padding: every row ends at the last column
-                ids[r, width - len(s) :] = torch.tensor(s)
-                smask[r, width - len(s) :] = 1
-            positions = shared + (smask.cumsum(-1) - 1).clamp(min=0)
-            mask = torch.cat([torch.ones((len(members), shared), dtype=torch.long), smask], dim=1)
-            with torch.no_grad():
-                cache = self.model(input_ids=prefix, use_cache=True).past_key_values
-                cache.batch_repeat_interleave(len(members))
-                logits = self.model(
-                    input_ids=ids.to(self.device),
-                    attention_mask=mask.to(self.device),
-                    position_ids=positions.to(self.device),
-                    past_key_values=cache,
-                    use_cache=True,
-                    logits_to_keep=1,
-                ).logits[:, -1, :]
-            self.tokens_forwarded += shared + sum(len(s) for s in suffixes)
-            for i, row in zip(members, self._last_logprobs(logits, cand_ids)):
+        singles = [g for g in groups if len(g[0]) == 1 or g[1] < min_shared]
+        multi = [g for g in groups if not (len(g[0]) == 1 or g[1] < min_shared)]
+        alone = [i for members, _ in singles for i in members]
+        for i, row in zip(alone, self._logprobs_plain([token_lists[i] for i in alone], cand_ids, False) if alone else []):
+            out[i] = row
+        bar.update(len(alone))
+        # Batch several groups: their prefixes in one padded forward, then all their suffixes
+        # in one forward over the prefix caches (one cache row per member).
+        row_cap = 4 * self.batch_size
+        pack: list[tuple[list[int], int]] = []
+        packs: list[list[tuple[list[int], int]]] = []
+        for g in multi:
+            if pack and (len(pack) >= self.batch_size or sum(len(m) for m, _ in pack) + len(g[0]) > row_cap):
+                packs.append(pack)
+                pack = []
+            pack.append(g)
+        if pack:
+            packs.append(pack)
+        for pack in packs:
+            for i, row in zip([i for m, _ in pack for i in m], self._shared_pack(token_lists, pack, cand_ids)):
                 out[i] = row
-            bar.update(len(members))
+            bar.update(sum(len(m) for m, _ in pack))
         bar.close()
         return [r for r in out if r is not None]
+
+    def _shared_pack(self, token_lists: list[list[int]], pack: list[tuple[list[int], int]], cand_ids: list[int]) -> list[list[float]]:
+        """Log-probs of every member of the groups in ``pack`` (members in order)."""
+        import torch
+
+        pad = self.tokenizer.pad_token_id
+        prefixes = [token_lists[members[0]][:shared] for members, shared in pack]
+        p_width = max(len(p) for p in prefixes)
+        p_ids = torch.full((len(pack), p_width), pad, dtype=torch.long)
+        p_mask = torch.zeros((len(pack), p_width), dtype=torch.long)
+        for g, pre in enumerate(prefixes):  # left padding
+            p_ids[g, p_width - len(pre) :] = torch.tensor(pre)
+            p_mask[g, p_width - len(pre) :] = 1
+        rows = [(g, token_lists[i][shared:]) for g, (members, shared) in enumerate(pack) for i in members]
+        s_width = max(len(suf) for _, suf in rows)
+        s_ids = torch.full((len(rows), s_width), pad, dtype=torch.long)
+        s_mask = torch.zeros((len(rows), s_width), dtype=torch.long)
+        for r, (_, suf) in enumerate(rows):  # left padding: every row ends at the last column
+            s_ids[r, s_width - len(suf) :] = torch.tensor(suf)
+            s_mask[r, s_width - len(suf) :] = 1
+        owner = torch.tensor([g for g, _ in rows])
+        prefix_len = torch.tensor([len(p) for p in prefixes])[owner]
+        positions = prefix_len[:, None] + (s_mask.cumsum(-1) - 1).clamp(min=0)
+        mask = torch.cat([p_mask[owner], s_mask], dim=1)
+        dev = self.device
+        with torch.no_grad():
+            cache = self.model(
+                input_ids=p_ids.to(dev),
+                attention_mask=p_mask.to(dev),
+                position_ids=(p_mask.cumsum(-1) - 1).clamp(min=0).to(dev),
+                use_cache=True,
+            ).past_key_values
+            cache.batch_select_indices(owner.to(dev))  # one cache row per member
+            logits = self.model(
+                input_ids=s_ids.to(dev),
+                attention_mask=mask.to(dev),
+                position_ids=positions.to(dev),
+                past_key_values=cache,
+                use_cache=True,
+                logits_to_keep=1,
+            ).logits[:, -1, :]
+        self.tokens_forwarded += int(p_mask.sum()) + int(s_mask.sum())
+        return self._last_logprobs(logits, cand_ids)
