@@ -7,18 +7,10 @@ from typing import Optional
 
 import datasets
 
-from findbench import schema
+from findbench import citations, schema
 from findbench.functions import generate_rows
 
-_CITATION = """\
-@inproceedings{schwettmann2023find,
-  title     = {{FIND}: A Function Description Benchmark for Evaluating Interpretability Methods},
-  author    = {Schwettmann, Sarah and Shaham, Tamar Rott and Materzynska, Joanna and Chowdhury, Neil
-               and Li, Shuang and Andreas, Jacob and Bau, David and Torralba, Antonio},
-  booktitle = {Advances in Neural Information Processing Systems (NeurIPS), Datasets and Benchmarks Track},
-  year      = {2023},
-}
-"""
+_CITATION = citations.FIND
 
 _DESCRIPTION = """\
 FIND (Function INterpretation and Description): functions with ground-truth descriptions for

@@ -19,15 +19,9 @@ from pathlib import Path
 from typing import Optional
 
 import datasets
+from findbench import citations
 
-_CITATION = """\
-@article{huang2023rigorously,
-  title   = {Rigorously Assessing Natural Language Explanations of Neurons},
-  author  = {Huang, Jing and Geiger, Atticus and D'Oosterlinck, Karel and Wu, Zhengxuan and Potts, Christopher},
-  journal = {arXiv preprint arXiv:2309.10312},
-  year    = {2023},
-}
-"""
+_CITATION = citations.HUANG2023
 
 _HOMEPAGE = "https://github.com/explanare/eval-neuron-explanation"
 

@@ -5,6 +5,7 @@ import datasets
 import evaluate
 
 from findbench.neurons.f1 import explanation_f1, probe_scores
+from findbench import citations
 
 _DESCRIPTION = """\
 Scores an explanation of a neuron on an observational test set. Each item is a text span with
@@ -44,14 +45,7 @@ Examples:
     (0.5, 0.5, 0.5)
 """
 
-_CITATION = """\
-@article{huang2023rigorously,
-  title   = {Rigorously Assessing Natural Language Explanations of Neurons},
-  author  = {Huang, Jing and Geiger, Atticus and D'Oosterlinck, Karel and Wu, Zhengxuan and Potts, Christopher},
-  journal = {arXiv preprint arXiv:2309.10312},
-  year    = {2023},
-}
-"""
+_CITATION = citations.HUANG2023
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)

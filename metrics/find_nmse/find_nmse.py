@@ -3,18 +3,9 @@
 import datasets
 import evaluate
 
-from findbench import code_scoring
+from findbench import citations, code_scoring
 
-_CITATION = """\
-@inproceedings{schwettmann2023find,
-  title     = {{FIND}: A Function Description Benchmark for Evaluating Interpretability Methods},
-  author    = {Schwettmann, Sarah and Shaham, Tamar Rott and Materzynska, Joanna and Chowdhury, Neil
-               and Li, Shuang and Andreas, Jacob and Bau, David and Torralba, Antonio},
-  booktitle = {Advances in Neural Information Processing Systems (NeurIPS), Datasets and Benchmarks Track},
-  year      = {2023},
-  url       = {https://arxiv.org/abs/2309.03886}
-}
-"""
+_CITATION = citations.FIND
 
 _DESCRIPTION = """\
 Scores the Python code an interpreter wrote for a FIND numeric function. The interpretation (the

@@ -4,17 +4,9 @@ import datasets
 import evaluate
 
 from findbench import judge as _judge
+from findbench import citations
 
-_CITATION = """\
-@inproceedings{schwettmann2023find,
-  title     = {{FIND}: A Function Description Benchmark for Evaluating Interpretability Methods},
-  author    = {Schwettmann, Sarah and Shaham, Tamar Rott and Materzynska, Joanna and Chowdhury, Neil
-               and Li, Shuang and Andreas, Jacob and Bau, David and Torralba, Antonio},
-  booktitle = {Advances in Neural Information Processing Systems (NeurIPS), Datasets and Benchmarks Track},
-  year      = {2023},
-  url       = {https://arxiv.org/abs/2309.03886}
-}
-"""
+_CITATION = citations.FIND
 
 _DESCRIPTION = """\
 FIND's unit-test score for descriptions of string functions and synthetic neurons. Each function

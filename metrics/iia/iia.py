@@ -6,6 +6,7 @@ import datasets
 import evaluate
 
 from findbench.neurons.interventions import iia_score
+from findbench import citations
 
 _DESCRIPTION = """\
 Interchange-intervention accuracy: the fraction of interchange interventions (a base input run
@@ -30,20 +31,7 @@ Examples:
     {'iia': 0.5, 'n_success': 2, 'n_total': 4}
 """
 
-_CITATION = """\
-@article{huang2023rigorously,
-  title   = {Rigorously Assessing Natural Language Explanations of Neurons},
-  author  = {Huang, Jing and Geiger, Atticus and D'Oosterlinck, Karel and Wu, Zhengxuan and Potts, Christopher},
-  journal = {arXiv preprint arXiv:2309.10312},
-  year    = {2023},
-}
-@inproceedings{geiger2021causal,
-  title     = {Causal Abstractions of Neural Networks},
-  author    = {Geiger, Atticus and Lu, Hanson and Icard, Thomas and Potts, Christopher},
-  booktitle = {Advances in Neural Information Processing Systems},
-  year      = {2021},
-}
-"""
+_CITATION = citations.HUANG2023
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
