@@ -66,3 +66,18 @@ def test_export_functions_scripts_run_alone(built, tmp_path):
     res = subprocess.run([sys.executable, "-I", str(out / "strings/f00010/function.py"), "ab c", 'q"uote'],
                          capture_output=True, text=True, timeout=60, check=True)
     assert res.stdout.strip() == f"Function input - output pairs: (ab c, {fn('ab c')}) (q\"uote, {fn(chr(113) + chr(34) + 'uote')})"
+
+
+def test_build_find_v1_import(anchors_dir, tmp_path, capsys):
+    out = tmp_path / "find-v1"
+    assert main(["build", "--source", "find-v1", "--data-dir", str(anchors_dir / "find-v1"), "--out", str(out)]) == 0
+    sizes = {c: len(datasets.load_dataset(str(out), c, split="test")) for c in schema.CATEGORIES}
+    assert sizes == {"numeric": 1000, "strings": 1000, "neurons_entities": 200, "neurons_relations": 75}
+    rel = datasets.load_dataset(str(out), "neurons_relations", split="test")
+    assert set(rel["source"]) == {"find-v1"}
+    assert all(len(r) == 10 and all(1 <= t["correct"] <= 3 for t in r) for r in rel["unit_tests"])
+    # f00025 is "country -> capital" corrupted on Asian countries
+    capsys.readouterr()
+    assert main(["call", "neurons_relations/f00025", "France", "Japan", "--data", str(out)]) == 0
+    assert capsys.readouterr().out.strip() == "Function input - output pairs: (France, Paris) (Japan, undefined)"
+    assert "find-v1" in (out / "README.md").read_text()
