@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence, runtime_checkable
 
-__all__ = ["LM", "Message", "Conversation", "check_conversations"]
+__all__ = ["LM", "Message", "Conversation", "check_candidates", "check_conversations"]
 
 Message = dict  # {"role": str, "content": str}
 Conversation = Sequence[Message]
@@ -72,3 +72,15 @@ def check_conversations(conversations: object, *, argument: str = "conversations
                 raise ValueError(f"{argument}[{i}][{j}]['role'] must be one of {_ROLES}, got {msg['role']!r}")
             if not isinstance(msg["content"], str):
                 raise TypeError(f"{argument}[{i}][{j}]['content'] must be a str, got {type(msg['content']).__name__}")
+
+
+def check_candidates(candidates: object, assistant_prefix: object = "") -> list[str]:
+    """The candidate tokens as a list; ValueError/TypeError naming ``candidates`` or
+    ``assistant_prefix`` unless they are a non-empty list of non-empty strings and a string."""
+    if isinstance(candidates, str) or not isinstance(candidates, Sequence) or not candidates or not all(
+        isinstance(c, str) and c for c in candidates
+    ):
+        raise ValueError(f"candidates must be a non-empty list of non-empty strings, got {candidates!r}")
+    if not isinstance(assistant_prefix, str):
+        raise TypeError(f"assistant_prefix must be a str, got {type(assistant_prefix).__name__}")
+    return list(candidates)

@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from findbench.lm.base import LM, Conversation, check_conversations
+from findbench.lm.base import LM, Conversation, check_candidates, check_conversations
 
 __all__ = ["CachedLM"]
 
@@ -135,9 +135,7 @@ class CachedLM:
     ) -> list[list[float]]:
         """As the wrapped LM's ``candidate_logprobs``, answering repeated requests from the cache."""
         check_conversations(conversations)
-        if isinstance(candidates, str) or not candidates:
-            raise ValueError(f"candidates must be a non-empty list of strings, got {candidates!r}")
-        options = {"candidates": list(candidates), "assistant_prefix": assistant_prefix}
+        options = {"candidates": check_candidates(candidates, assistant_prefix), "assistant_prefix": assistant_prefix}
         return self._run(
             "candidate_logprobs",
             conversations,

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 from tqdm.auto import tqdm
 
-from findbench.lm.base import Conversation, check_conversations
+from findbench.lm.base import Conversation, check_candidates, check_conversations
 
 __all__ = ["TransformersLM", "VICUNA_CHAT_TEMPLATE"]
 
@@ -242,10 +242,7 @@ class TransformersLM:
         differing suffixes are computed. The values equal the plain path up to float error.
         """
         check_conversations(conversations)
-        if isinstance(candidates, str) or not candidates or not all(isinstance(c, str) and c for c in candidates):
-            raise ValueError(f"candidates must be a non-empty list of non-empty strings, got {candidates!r}")
-        if not isinstance(assistant_prefix, str):
-            raise TypeError(f"assistant_prefix must be a str, got {type(assistant_prefix).__name__}")
+        check_candidates(candidates, assistant_prefix)
         if not conversations:
             return []
         token_lists: list[list[int]] = []
