@@ -213,7 +213,10 @@ def _run_iia(args) -> int:
 
 
 def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="findbench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="findbench",
+        description="Build the FIND benchmark and neuron-explanation test sets, call functions, score interpretations.",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, obj in sorted(globals().items()):
