@@ -84,3 +84,29 @@ def test_unit_tests_bad_input():
         build_unit_tests([["a"], ["b"]], seed="0")
     with pytest.raises(TypeError, match="correct_items"):
         build_unit_tests([["a"], [("b", "c")]], seed=0)
+
+
+def test_unit_tests_respect_allowed_and_is_correct():
+    # functions 0 and 1 are "the same family" (not allowed to lend to each other); items whose
+    # output is "x" count as right for function 2 and must never be its distractors
+    items = [[(f"i{f}{k}", "x" if f == 3 else f"o{f}{k}") for k in range(10)] for f in range(6)]
+    family = {0: 0, 1: 0, 2: 1, 3: 2, 4: 3, 5: 4}
+    tests = build_unit_tests(
+        items,
+        seed=5,
+        allowed=lambda i, j: family[i] != family[j],
+        is_correct=lambda i, item: i == 2 and item[1] == "x",
+    )
+    for f, function_tests in enumerate(tests):
+        for t in function_tests:
+            for k, (x, y) in enumerate(zip(t["inputs"], t["outputs"])):
+                if k == t["correct"] - 1:
+                    continue
+                owner = int(x[1])
+                assert family[owner] != family[f]
+                assert not (f == 2 and y == "x")
+
+
+def test_unit_tests_without_valid_distractors_is_an_error():
+    with pytest.raises(ValueError, match="distractors"):
+        build_unit_tests([["a"], ["b"], ["c"]], seed=0, is_correct=lambda i, item: True)

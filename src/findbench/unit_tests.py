@@ -10,7 +10,7 @@ An *item* is what a judge sees for one option: a single input (entities) or an
 from __future__ import annotations
 
 import random
-from typing import Hashable, Sequence, Union
+from typing import Callable, Hashable, Optional, Sequence, Union
 
 Item = Union[str, tuple[str, str]]
 
@@ -27,6 +27,8 @@ def build_unit_tests(
     *,
     seed: int,
     n_options: int = N_OPTIONS,
+    allowed: Optional[Callable[[int, int], bool]] = None,
+    is_correct: Optional[Callable[[int, Item], bool]] = None,
 ) -> list[list[dict]]:
     """Unit tests for every function of one category.
 
@@ -37,11 +39,18 @@ def build_unit_tests(
         seed: every draw (distractor function, distractor item, correct position) comes from
             ``random.Random(seed)`` in a fixed order, so the same inputs give the same tests.
         n_options: options per test (FIND uses 3).
+        allowed: ``allowed(i, j)`` says whether function ``j`` may lend distractors to
+            function ``i`` (e.g. not a relation's own corrupted variants).
+        is_correct: ``is_correct(i, item)`` says whether ``item`` is also right for function
+            ``i`` (functions can overlap: a composition contains an atomic concept, a string
+            function may map a distractor's input to its output); such items are never drawn
+            as its distractors, so every test has exactly one right answer.
 
     Returns:
         ``tests[i]`` is a list of ``{"inputs": [...], "outputs": [...] | None, "correct": k}``
         with ``k`` the 1-based position of the correct item. A distractor never equals the
-        correct item nor another option of the same test.
+        correct item nor another option of the same test. ValueError when no valid distractor
+        can be found for a function.
     """
     if not isinstance(seed, int):
         raise TypeError(f"seed must be an int, got {type(seed).__name__}")
@@ -70,12 +79,14 @@ def build_unit_tests(
             tries = 0
             while len(chosen) < n_options:
                 tries += 1
-                if tries > 1000:
+                if tries > 10000:
                     raise ValueError(f"correct_items: cannot find {n_options - 1} distinct distractors for function {i}")
                 j = rng.randrange(n - 1)
                 j = j + 1 if j >= i else j  # any function but i
+                if allowed is not None and not allowed(i, j):
+                    continue
                 cand = rng.choice(correct_items[j])
-                if _key(cand) in seen:
+                if _key(cand) in seen or (is_correct is not None and is_correct(i, cand)):
                     continue
                 seen.add(_key(cand))
                 chosen.append(cand)

@@ -18,7 +18,7 @@ import random
 from typing import Any, Mapping, Sequence
 
 from findbench import schema
-from findbench.functions.neurons._common import unit_tests_excluding
+from findbench.unit_tests import build_unit_tests
 from findbench.functions.neurons.backbones import DEFAULT_LM, fit_entity_probes
 from findbench.functions.neurons.encoder import EMBEDDED_ENCODER
 from findbench.functions.neurons.prompts import ENTITY_ANSWER_PREFIX, ENTITY_CANDIDATES, render_prompt
@@ -186,10 +186,9 @@ def generate_entities(
             )
         )
     word_owner = {w: c for c, (u, h) in splits.items() for w in (*u, *h)}
-    tests = unit_tests_excluding(
+    tests = build_unit_tests(
         correct_items,
         seed=seed,
-        allowed=lambda i, j: True,
         is_correct=lambda i, item: word_owner.get(item) in specs[i],
     )
     for row, t in zip(rows, tests):

@@ -20,7 +20,7 @@ import random
 from typing import Any, Sequence
 
 from findbench import schema
-from findbench.functions.neurons._common import unit_tests_excluding
+from findbench.unit_tests import build_unit_tests
 from findbench.functions.neurons.backbones import DEFAULT_LM, table_answer
 from findbench.functions.neurons.prompts import UNDEFINED, render_prompt
 
@@ -179,7 +179,7 @@ def generate_relations(seed: int = 0, *, tables=None, lm_model: str = DEFAULT_LM
         entry = t.lookup(x)
         return entry is not None and entry.accepts(y) and not (v is not None and t.exceptions[v].matches(entry))
 
-    tests = unit_tests_excluding(
+    tests = build_unit_tests(
         correct_items,
         seed=seed,
         allowed=lambda i, j: tables[specs[i][0]].key != tables[specs[j][0]].key,
