@@ -110,6 +110,44 @@ def test_shared_prefix_packs_groups_with_different_prefix_lengths(tiny_model, to
     assert torch.allclose(torch.tensor(plain), torch.tensor(shared), atol=1e-4)
 
 
+def _manual_continuation(model, tokenizer, conv, continuation):
+    """Independent reference: prompt and continuation unpadded, one forward, summed log-probs."""
+    prompt = tokenizer(tokenizer.apply_chat_template(conv, tokenize=False, add_generation_prompt=True), add_special_tokens=False)["input_ids"]
+    cont = tokenizer(continuation, add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        logp = torch.log_softmax(model(torch.tensor([prompt + cont])).logits[0].float(), dim=-1)
+    return float(sum(logp[len(prompt) - 1 + j, t] for j, t in enumerate(cont)))
+
+
+def test_continuation_logprobs_equal_manual_sum(tiny_model, tokenizer):
+    lm = TransformersLM(tiny_model, tokenizer=tokenizer, device="cpu", batch_size=2)
+    desc = [{"role": "system", "content": "judge"}, {"role": "user", "content": "Description: maps a country to its capital"}]
+    other = [{"role": "user", "content": "Description: (none)"}]
+    # identical consecutive prompts share one prefix run; lengths differ; groups span packs
+    convs = [desc, desc, desc, other, other, desc]
+    conts = ["France -> Paris", "x", "Peru -> Lima, a much longer continuation", "France -> Paris", "y z", "Kenya -> Nairobi"]
+    lm.tokens_forwarded = 0
+    got = lm.continuation_logprobs(convs, conts)
+    assert len(got) == len(convs)
+    for conv, cont, value in zip(convs, conts, got):
+        assert value == pytest.approx(_manual_continuation(tiny_model, tokenizer, conv, cont), abs=1e-3)
+    # the desc prompt ran once for its first three continuations, not three times
+    n_prompt = len(tokenizer(lm.render(desc), add_special_tokens=False)["input_ids"])
+    n_cont = sum(len(tokenizer(c, add_special_tokens=False)["input_ids"]) for c in conts)
+    assert lm.tokens_forwarded < n_cont + 4 * n_prompt
+
+
+def test_continuation_logprobs_bad_inputs(tiny_lm):
+    conv = [[{"role": "user", "content": "x"}]]
+    with pytest.raises(ValueError, match="continuations"):
+        tiny_lm.continuation_logprobs(conv, ["a", "b"])
+    with pytest.raises(ValueError, match=r"continuations\[0\]"):
+        tiny_lm.continuation_logprobs(conv, [""])
+    with pytest.raises(TypeError, match="continuations"):
+        tiny_lm.continuation_logprobs(conv, "a")
+    assert tiny_lm.continuation_logprobs([], []) == []
+
+
 def test_generate_batched_equals_one_by_one(tiny_lm):
     batched = tiny_lm.generate(CONVS, max_new_tokens=6)
     alone = [tiny_lm.generate([c], max_new_tokens=6)[0] for c in CONVS]
@@ -143,6 +181,19 @@ def test_load_lm_dispatch(tiny_lm, tmp_path):
         load_lm(42)
     with pytest.raises(ValueError, match="model="):
         load_lm(tiny_lm, model="x")
+
+
+def test_cache_continuation_logprobs(tmp_path, tiny_lm):
+    convs = [[{"role": "user", "content": "Description: uppercases"}]] * 2 + [[{"role": "user", "content": "other"}]]
+    conts = ['"ab" -> "AB"', '"ab" -> "ab"', '"ab" -> "AB"']
+    cached = CachedLM(tiny_lm, tmp_path / "c.sqlite")
+    first = cached.continuation_logprobs(convs, conts)
+    assert first == pytest.approx(tiny_lm.continuation_logprobs(convs, conts), abs=1e-6)
+    tiny_lm.tokens_forwarded = 0
+    again = CachedLM(tiny_lm, tmp_path / "c.sqlite").continuation_logprobs(convs[::-1], conts[::-1])
+    assert again == pytest.approx(first[::-1], abs=1e-6) and tiny_lm.tokens_forwarded == 0  # all from the cache
+    # the continuation is part of the key: same conversation, new continuation -> computed
+    assert cached.continuation_logprobs(convs[:1], ['"ab" -> "Ab"'])[0] != pytest.approx(first[0])
 
 
 class CountingLM:

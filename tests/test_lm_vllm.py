@@ -121,6 +121,21 @@ def test_judge_through_the_server_matches_in_process(remote, embedded_lm, anchor
     assert got["judge"] == "openai:embedded"
 
 
+def test_continuation_logprobs_and_pmi_judge_match_in_process(remote, embedded_lm):
+    from findbench.judge import judge_unit_tests, render_pmi_prompt
+
+    conv = render_pmi_prompt("Maps a country to its capital city.", "neurons_relations")
+    conts = ["France -> Paris", "France -> Berlin", "Tristan -> male"]
+    got = remote.continuation_logprobs([conv] * 3, conts)
+    want = embedded_lm.continuation_logprobs([conv] * 3, conts)
+    assert got == pytest.approx(want, abs=2e-2)
+    assert want[0] > want[1]  # the model knows the capital of France
+    tests = [[{"inputs": ["Peru", "Tristan", "Germany"], "outputs": ["Lima", "male", "Euro"], "correct": 1}]]
+    a = judge_unit_tests(remote, ["Maps a country to its capital city."], tests, "neurons_relations", mode="pmi")
+    b = judge_unit_tests(embedded_lm, ["Maps a country to its capital city."], tests, "neurons_relations", mode="pmi")
+    assert a["choices"] == b["choices"]
+
+
 def test_cached_remote_does_not_repeat_requests(remote, tmp_path):
     cached = CachedLM(remote, tmp_path / "remote.sqlite")
     first = cached.generate(CONVS[:2], max_new_tokens=4)

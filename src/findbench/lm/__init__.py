@@ -13,9 +13,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from findbench.lm.base import LM, Conversation, Message, check_conversations
+from findbench.lm.base import LM, Conversation, Message, ScoringLM, check_conversations
 
-__all__ = ["LM", "Conversation", "Message", "check_conversations", "load_lm", "TransformersLM", "OpenAILM", "CachedLM"]
+__all__ = ["LM", "ScoringLM", "Conversation", "Message", "check_conversations", "load_lm", "TransformersLM", "OpenAILM", "CachedLM"]
 
 _LAZY = {
     "TransformersLM": "findbench.lm.transformers_lm",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence, runtime_checkable
 
-__all__ = ["LM", "Message", "Conversation", "check_candidates", "check_conversations"]
+__all__ = ["LM", "ScoringLM", "Message", "Conversation", "check_candidates", "check_continuations", "check_conversations"]
 
 Message = dict  # {"role": str, "content": str}
 Conversation = Sequence[Message]
@@ -54,6 +54,26 @@ class LM(Protocol):
         ...
 
 
+@runtime_checkable
+class ScoringLM(LM, Protocol):
+    """An LM that can also score whole continuations (the judge's ``"pmi"`` mode needs it)."""
+
+    def continuation_logprobs(
+        self,
+        conversations: Sequence[Conversation],
+        continuations: Sequence[str],
+        *,
+        progress: bool = False,
+    ) -> list[float]:
+        """Log-probability of each continuation as the text the assistant turn starts with.
+
+        One continuation per conversation; the value is the sum of the log-probs of the
+        continuation's tokens (tokenized on their own, after the generation prompt), each
+        under the model's full next-token distribution.
+        """
+        ...
+
+
 _ROLES = ("system", "user", "assistant")
 
 
@@ -84,3 +104,18 @@ def check_candidates(candidates: object, assistant_prefix: object = "") -> list[
     if not isinstance(assistant_prefix, str):
         raise TypeError(f"assistant_prefix must be a str, got {type(assistant_prefix).__name__}")
     return list(candidates)
+
+
+def check_continuations(continuations: object, n: int) -> list[str]:
+    """The continuations as a list; ValueError/TypeError naming ``continuations`` unless
+    they are ``n`` non-empty strings (one per conversation)."""
+    if isinstance(continuations, str) or not isinstance(continuations, Sequence):
+        raise TypeError(f"continuations must be a list of strings, got {type(continuations).__name__}")
+    if len(continuations) != n:
+        raise ValueError(f"continuations ({len(continuations)}) and conversations ({n}) differ in length")
+    for i, c in enumerate(continuations):
+        if not isinstance(c, str):
+            raise TypeError(f"continuations[{i}] must be a str, got {type(c).__name__}")
+        if not c:
+            raise ValueError(f"continuations[{i}] is empty: nothing to score")
+    return list(continuations)

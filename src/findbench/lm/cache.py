@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from findbench.lm.base import LM, Conversation, check_candidates, check_conversations
+from findbench.lm.base import LM, Conversation, check_candidates, check_continuations, check_conversations
 
 __all__ = ["CachedLM"]
 
@@ -142,5 +142,28 @@ class CachedLM:
             options,
             lambda convs: self.inner.candidate_logprobs(
                 convs, candidates, assistant_prefix=assistant_prefix, progress=progress, **backend_options
+            ),
+        )
+
+    def continuation_logprobs(
+        self,
+        conversations: Sequence[Conversation],
+        continuations: Sequence[str],
+        *,
+        progress: bool = False,
+    ) -> list[float]:
+        """As the wrapped LM's ``continuation_logprobs``, answering repeated requests from the
+        cache (the continuation is part of the key, as a final assistant message)."""
+        check_conversations(conversations)
+        continuations = check_continuations(continuations, len(conversations))
+        if not callable(getattr(self.inner, "continuation_logprobs", None)):
+            raise TypeError(f"{self.inner.name} cannot score continuations (no continuation_logprobs)")
+        keyed = [list(c) + [{"role": "assistant", "content": t}] for c, t in zip(conversations, continuations)]
+        return self._run(
+            "continuation_logprobs",
+            keyed,
+            {},
+            lambda convs: self.inner.continuation_logprobs(
+                [c[:-1] for c in convs], [c[-1]["content"] for c in convs], progress=progress
             ),
         )

@@ -5,6 +5,10 @@ Generation is a plain chat completion. Candidate log-probs continue the assistan
 token with ``top_logprobs``; a candidate missing from the top list is scored exactly with a
 second request asking for the prompt's own log-probs (vLLM's ``prompt_logprobs``).
 
+Continuation log-probs (the judge's ``"pmi"`` mode) send the conversation with the
+continuation as the assistant turn to continue and sum the prompt log-probs of the tokens
+after the generation prompt (its length from ``/tokenize``); this needs vLLM.
+
 Where the server offers vLLM's ``/tokenize`` endpoint, the assistant prefix is split the way
 :class:`~findbench.lm.TransformersLM` splits it (trailing whitespace moves into the
 candidate when that makes it one token), so both backends score the same token.
@@ -26,7 +30,7 @@ from typing import Any, Sequence
 
 from tqdm.auto import tqdm
 
-from findbench.lm.base import Conversation, check_candidates, check_conversations
+from findbench.lm.base import Conversation, check_candidates, check_continuations, check_conversations
 
 __all__ = ["OpenAILM"]
 
@@ -280,3 +284,58 @@ class OpenAILM:
             return [top[t] if t in top else self._exact_logprob(conv, prefix, t) for t in token_texts]
 
         return self._map(one, list(conversations), "candidate log-probs", progress)
+
+    def _prompt_length(self, conv: Conversation) -> int:
+        """Tokens of the rendered prompt with its generation prompt (vLLM's ``/tokenize``)."""
+        import requests
+
+        body = {"model": self.model, "messages": list(conv), "add_generation_prompt": True}
+        try:
+            r = self._session().post(f"{self._root}/tokenize", json=body, timeout=self.timeout)
+        except requests.RequestException as exc:
+            raise ConnectionError(f"{self._root}/tokenize: {exc}") from exc
+        if r.status_code >= 400 or "tokens" not in r.json():
+            raise RuntimeError(f"{self._root}/tokenize failed ({r.status_code}); scoring continuations needs vLLM's /tokenize")
+        return len(r.json()["tokens"])
+
+    def continuation_logprobs(
+        self,
+        conversations: Sequence[Conversation],
+        continuations: Sequence[str],
+        *,
+        progress: bool = False,
+    ) -> list[float]:
+        """Log-probability of each continuation as the start of the assistant turn (see
+        :class:`~findbench.lm.base.ScoringLM`), from the prompt's own log-probs."""
+        check_conversations(conversations)
+        continuations = check_continuations(continuations, len(conversations))
+        if not conversations:
+            return []
+        self._ensure_server()
+        url = f"{self.base_url}/chat/completions"
+        lengths: dict[str, int] = {}
+        lock = threading.Lock()
+
+        def one(pair):
+            conv, cont = pair
+            key = repr(list(conv))
+            with lock:
+                n_prompt = lengths.get(key)
+            if n_prompt is None:
+                n_prompt = self._prompt_length(conv)
+                with lock:
+                    lengths[key] = n_prompt
+            msgs, extra = self._messages(conv, cont)
+            body = {"model": self.model, "messages": msgs, "max_tokens": 1, "temperature": 0.0, "prompt_logprobs": 0, **extra}
+            entries = self._post(url, body).get("prompt_logprobs")
+            if not entries or len(entries) <= n_prompt:
+                raise RuntimeError(f"{url} returned no prompt_logprobs for the continuation; scoring continuations needs vLLM")
+            total = 0.0
+            for entry in entries[n_prompt:]:
+                # prompt_logprobs=0: each entry holds the prompt's own token only
+                if not entry or len(entry) != 1:
+                    raise RuntimeError(f"{url}: unexpected prompt_logprobs entry {entry!r:.120}")
+                total += float(next(iter(entry.values()))["logprob"])
+            return total
+
+        return self._map(one, list(zip(conversations, continuations)), "continuation log-probs", progress)

@@ -5,7 +5,8 @@ tokenizer has none, the format FIND's judge used), left padded for generation, a
 with explicit position ids so a padded row gives the same log-probs as the row alone.
 ``candidate_logprobs(..., shared_prefix=True)`` runs the token prefix shared by a group of
 conversations (e.g. a judge's system prompt and description) once and reuses its KV cache
-for every conversation in the group.
+for every conversation in the group; ``continuation_logprobs`` does the same for
+consecutive identical prompts (each prompt runs once, its continuations over its cache).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any, Sequence
 
 from tqdm.auto import tqdm
 
-from findbench.lm.base import Conversation, check_candidates, check_conversations
+from findbench.lm.base import Conversation, check_candidates, check_continuations, check_conversations
 
 __all__ = ["TransformersLM", "VICUNA_CHAT_TEMPLATE"]
 
@@ -116,7 +117,7 @@ class TransformersLM:
         if dtype is None:
             dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
 
-        if isinstance(model, PreTrainedModel):
+        if isinstance(model, PreTrainedModel) or hasattr(model, "get_base_model"):  # a model or a peft model
             if tokenizer is None:
                 raise ValueError("tokenizer is required when model is an already loaded model")
             self.model = model.to(self.device)
@@ -385,3 +386,98 @@ class TransformersLM:
             ).logits[:, -1, :]
         self.tokens_forwarded += int(p_mask.sum()) + int(s_mask.sum())
         return self._last_logprobs(logits, cand_ids)
+
+    # -- whole continuations ---------------------------------------------------------------
+    def continuation_logprobs(
+        self,
+        conversations: Sequence[Conversation],
+        continuations: Sequence[str],
+        *,
+        progress: bool = False,
+    ) -> list[float]:
+        """Log-probability of each continuation as the start of the assistant turn (see
+        :class:`~findbench.lm.base.ScoringLM`).
+
+        The continuation is tokenized on its own after the rendered prompt (as training
+        tokenizes an answer). Consecutive conversations with the same prompt form a group:
+        the prompt runs once and all the group's continuations run over its KV cache.
+        """
+        check_conversations(conversations)
+        continuations = check_continuations(continuations, len(conversations))
+        if not conversations:
+            return []
+        groups: list[tuple[list[int], list[int]]] = []  # (prompt ids, member indices)
+        last_text = None
+        for i, conv in enumerate(conversations):
+            text = self.render(conv)
+            if text == last_text and len(groups[-1][1]) < 4 * self.batch_size:
+                groups[-1][1].append(i)
+            else:
+                groups.append((self._encode(text), [i]))
+                last_text = text
+        conts = [self._encode(c) for c in continuations]
+        out: list[float] = [0.0] * len(conversations)
+        bar = tqdm(total=len(conversations), desc="continuation log-probs", disable=not progress)
+        pack: list[tuple[list[int], list[int]]] = []
+        for g in groups + [None]:  # type: ignore[list-item]
+            if pack and (g is None or len(pack) >= self.batch_size or sum(len(m) for _, m in pack) + len(g[1]) > 4 * self.batch_size):
+                for i, v in zip([i for _, m in pack for i in m], self._continuation_pack(pack, conts)):
+                    out[i] = v
+                bar.update(sum(len(m) for _, m in pack))
+                pack = []
+            if g is not None:
+                pack.append(g)
+        bar.close()
+        return out
+
+    def _continuation_pack(self, pack: list[tuple[list[int], list[int]]], conts: list[list[int]]) -> list[float]:
+        """Summed log-probs of the continuations of every member of the groups in ``pack``."""
+        import torch
+
+        pad = self.tokenizer.pad_token_id
+        dev = self.device
+        p_width = max(len(p) for p, _ in pack)
+        p_ids = torch.full((len(pack), p_width), pad, dtype=torch.long)
+        p_mask = torch.zeros((len(pack), p_width), dtype=torch.long)
+        for g, (pre, _) in enumerate(pack):  # left padding
+            p_ids[g, p_width - len(pre) :] = torch.tensor(pre)
+            p_mask[g, p_width - len(pre) :] = 1
+        rows = [(g, conts[i]) for g, (_, members) in enumerate(pack) for i in members]
+        s_width = max(len(c) for _, c in rows)
+        s_ids = torch.full((len(rows), s_width), pad, dtype=torch.long)
+        s_mask = torch.zeros((len(rows), s_width), dtype=torch.long)
+        for r, (_, c) in enumerate(rows):  # left padding: every continuation ends at the last column
+            s_ids[r, s_width - len(c) :] = torch.tensor(c)
+            s_mask[r, s_width - len(c) :] = 1
+        owner = torch.tensor([g for g, _ in rows])
+        prefix_len = torch.tensor([len(p) for p, _ in pack])[owner]
+        positions = prefix_len[:, None] + (s_mask.cumsum(-1) - 1).clamp(min=0)
+        with torch.no_grad():
+            first = self.model(
+                input_ids=p_ids.to(dev),
+                attention_mask=p_mask.to(dev),
+                position_ids=(p_mask.cumsum(-1) - 1).clamp(min=0).to(dev),
+                use_cache=True,
+                logits_to_keep=1,
+            )
+            cache = first.past_key_values
+            cache.batch_select_indices(owner.to(dev))  # one cache row per continuation
+            logits = self.model(
+                input_ids=s_ids.to(dev),
+                attention_mask=torch.cat([p_mask[owner], s_mask], dim=1).to(dev),
+                position_ids=positions.to(dev),
+                past_key_values=cache,
+                use_cache=True,
+            ).logits
+        self.tokens_forwarded += int(p_mask.sum()) + int(s_mask.sum())
+        head = torch.log_softmax(first.logits[:, -1, :].float(), dim=-1)[owner]  # predicts each first token
+        body = torch.log_softmax(logits[:, :-1, :].float(), dim=-1)  # column j predicts column j + 1
+        out = []
+        for r, (_, c) in enumerate(rows):
+            n = len(c)
+            total = head[r, c[0]]
+            if n > 1:
+                cols = torch.arange(s_width - n, s_width - 1)
+                total = total + body[r, cols, torch.tensor(c[1:])].sum()
+            out.append(float(total))
+        return out
