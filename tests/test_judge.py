@@ -9,6 +9,7 @@ import torch
 
 from findbench.judge import (
     ANSWER_PREFIX,
+    NULL_DESCRIPTION,
     clean_description,
     judge_unit_tests,
     parse_answer,
@@ -217,3 +218,94 @@ def test_embedded_judge_end_to_end(metric, anchors_dir):
     again = metric.compute(predictions=[rows[0]["description"]], references=refs[:1], category="neurons_entities")
     assert again["per_function"][0] == out["per_function"][0]
     assert metric.__dict__["_judges"] is judges and len(judges) == 1  # loaded once
+
+
+# -- "pmi" mode ----------------------------------------------------------------------------
+class TableLM:
+    """Continuation log-probs from a table: ``(description or None, option) -> value``; counts calls."""
+
+    name = "table"
+
+    def __init__(self, table):
+        self.table = table
+        self.scored: list[tuple[str | None, str]] = []
+
+    def generate(self, conversations, **kw):
+        raise AssertionError("pmi mode must not generate")
+
+    def candidate_logprobs(self, conversations, candidates, **kw):
+        raise AssertionError("pmi mode must not score option numbers")
+
+    def continuation_logprobs(self, conversations, continuations, *, progress=False):
+        out = []
+        for conv, cont in zip(conversations, continuations):
+            desc = conv[-1]["content"].split("Description: ", 1)[1].split("\n\n", 1)[0]
+            key = (None if desc == NULL_DESCRIPTION else desc, cont)
+            self.scored.append(key)
+            out.append(self.table[key])
+        return out
+
+
+def test_render_pmi_prompt_and_options():
+    from findbench.judge import render_pmi_option, render_pmi_prompt
+
+    msgs = render_pmi_prompt("[DESCRIPTION]: Uppercases the input. [CODE]: def f(x): ...", "strings")
+    assert [m["role"] for m in msgs] == ["system", "user"]
+    assert msgs[1]["content"].startswith("Description: Uppercases the input.\n\n") and "[CODE]" not in msgs[1]["content"]
+    assert [render_pmi_option(STR_TEST, k, "strings") for k in (1, 2, 3)] == ['"ab" -> "AB"', '"say \\"hi\\"" -> "SAY"', '"x " -> "X "']
+    assert render_pmi_option(ENT_TEST, 2, "entities") == "tulip"
+    assert render_pmi_option(REL_TEST, 1, "relations") == "France -> Paris"
+    # options are never part of the prompt, so every option of a description shares it
+    assert render_pmi_prompt("sports leagues", "entities") == render_pmi_prompt("sports leagues", "neurons_entities")
+    with pytest.raises(ValueError, match="k must be"):
+        render_pmi_option(STR_TEST, 4, "strings")
+    with pytest.raises(ValueError, match="description is empty"):
+        render_pmi_prompt("[CODE]: def f(x): ...", "strings")
+
+
+def test_pmi_mode_subtracts_each_options_prior_once():
+    ut = {"inputs": ["NBA", "tulip", "the"], "outputs": None, "correct": 1}
+    table = {
+        # "the" is the likeliest word under the description, but only because it is likely anyway
+        ("sports leagues", "NBA"): -5.0, ("sports leagues", "tulip"): -9.0, ("sports leagues", "the"): -2.0,
+        ("flowers", "NBA"): -9.0, ("flowers", "tulip"): -4.0, ("flowers", "the"): -2.0,
+        (None, "NBA"): -8.0, (None, "tulip"): -8.0, (None, "the"): -1.0,
+    }
+    lm = TableLM(table)
+    ut2 = {**ut, "correct": 2}
+    out = judge_unit_tests(lm, ["sports leagues", "flowers"], [[ut, ut], [ut2]], "neurons_entities", mode="pmi")
+    assert out["choices"] == [[1, 1], [2]] and out["per_function"] == [1.0, 1.0]
+    priors = [k for k in lm.scored if k[0] is None]
+    assert sorted(priors) == sorted({(None, w) for w in ut["inputs"]})  # one prior per distinct option
+    # plain conditional likelihood would pick "the" every time: the prior is what fixes it
+    assert max(ut["inputs"], key=lambda w: table[("sports leagues", w)]) == "the"
+
+
+def test_pmi_mode_needs_a_scoring_lm(always_two_lm):
+    with pytest.raises(TypeError, match="continuation_logprobs"):
+        judge_unit_tests(ScriptedLM([]), ["d"], [_tests([1])], "neurons_entities", mode="pmi")
+
+
+def test_judge_mode_of_reads_trained_folders(tmp_path):
+    import json
+
+    from findbench.judge import judge_mode_of
+
+    (tmp_path / "findbench_evaluator.json").write_text(json.dumps({"judge_mode": "pmi"}))
+    assert judge_mode_of(str(tmp_path)) == "pmi"
+    assert judge_mode_of(tmp_path / "missing") == "logprob"
+    assert judge_mode_of("http://127.0.0.1:8000/v1") == "logprob"
+    assert judge_mode_of(object(), default="generate") == "generate"
+    (tmp_path / "findbench_evaluator.json").write_text(json.dumps({"method": "lora"}))  # a v1 judge: FIND's format
+    assert judge_mode_of(str(tmp_path)) == "logprob"
+
+
+def test_untuned_embedded_pmi_judge_on_clear_cases(embedded_lm):
+    """The embedded model in pmi mode, untuned, on tests a 135M model can tell apart."""
+    tests = [
+        {"inputs": ["Spain", "Tristan", "piano"], "outputs": ["Madrid", "male", "instrument"], "correct": 1},
+        {"inputs": ["Tristan", "Italy", "piano"], "outputs": ["male", "Rome", "instrument"], "correct": 2},
+        {"inputs": ["Tristan", "piano", "Japan"], "outputs": ["male", "instrument", "Tokyo"], "correct": 3},
+    ]
+    out = judge_unit_tests(embedded_lm, ["Maps a country to its capital city."], [tests], "neurons_relations", mode="pmi")
+    assert out["per_function"][0] >= 2 / 3

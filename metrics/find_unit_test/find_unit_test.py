@@ -15,9 +15,14 @@ input -> output pairs) of which exactly one comes from the function. A judge LM 
 description and picks the matching example ("[ANSWER]: k"). A function scores the fraction of its
 tests picked right; `unit_test_accuracy` is the mean over functions (chance: 1/3). By default the
 judge's choice is the most probable of the option tokens "1", "2", "3" after the assistant prefix
-"[ANSWER]: " (one forward pass per test); `mode="generate"` parses a written answer strictly.
+"[ANSWER]: " (one forward pass per test); `mode="generate"` parses a written answer strictly;
+`mode="pmi"` scores each example on its own, as how much more likely the judge is to write it
+given the description than given none, and picks the highest. A trained judge folder records
+the mode it was trained for (`embedded-evaluator`: "pmi") and is scored in that mode by default.
 The judge is `embedded` (SmolLM2-135M-Instruct, offline) unless `judge=` names another model, a
-local folder, or an OpenAI-compatible server URL (e.g. vLLM serving the paper's Vicuna judge).
+local folder, `embedded-evaluator` (the embedded model fine-tuned as a judge by
+`findbench train-evaluator`), or an OpenAI-compatible server URL (e.g. vLLM serving the paper's
+Vicuna judge).
 """
 
 _KWARGS_DESCRIPTION = """
@@ -31,7 +36,8 @@ Args:
         (in-process transformers), an OpenAI-compatible base URL such as "http://127.0.0.1:8000/v1",
         or a `findbench.lm` LM instance.
     judge_model (`str`, optional): the served model name, for URL judges.
-    mode (`str`, optional, default "logprob"): "logprob" or "generate".
+    mode (`str`, optional): "logprob", "generate" or "pmi"; default: the mode a trained judge
+        folder records, else "logprob".
     keep_full_description (`bool`, optional, default False): show the description uncut.
     judge_cache (`str`, optional): sqlite file caching the judge's answers (resumable runs).
     batch_size (`int`, optional, default 16): prompts per forward pass (in-process judges).
@@ -104,11 +110,13 @@ class FindUnitTest(evaluate.Metric):
         category=None,
         judge="embedded",
         judge_model=None,
-        mode="logprob",
+        mode=None,
         keep_full_description=False,
         judge_cache=None,
         batch_size=16,
     ):
+        if mode is None:
+            mode = _judge.judge_mode_of(judge)
         lm = self._judge_lm(judge, judge_model, judge_cache, batch_size)
         references = [[_judge.normalize_unit_test(t) for t in tests] for tests in references]
         out = _judge.judge_unit_tests(

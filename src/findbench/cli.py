@@ -273,7 +273,10 @@ def _add_evaluator_report(sub) -> None:
     p.add_argument("--evaluator-data", default=None, help="judge data folder whose recorded function split to use")
     p.add_argument("--judge-cache", default=None, help="sqlite file caching the judge's answers (fixed models only)")
     p.add_argument("--baseline-cache", default=None, help="sqlite file caching the baseline's answers (reruns score only --judge)")
-    p.add_argument("--mode", default="logprob", choices=["logprob", "generate"])
+    p.add_argument("--mode", default=None, choices=["logprob", "generate", "pmi"],
+                   help="the judge's scoring mode (default: the mode a trained judge folder records, else logprob)")
+    p.add_argument("--baseline-mode", default=None,
+                   help="the baseline's mode(s), comma-separated, e.g. logprob,pmi (default: as for --mode)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_run_evaluator_report)
 
@@ -285,6 +288,7 @@ def _run_evaluator_report(args) -> int:
     report = evaluator_report(args.judge, baseline=args.baseline, out=args.out, limit=args.limit, categories=categories,
                               source=args.source, data_dir=args.data_dir, evaluator_data=args.evaluator_data,
                               mode=args.mode, seed=args.seed,
+                              baseline_mode=[m.strip() for m in args.baseline_mode.split(",") if m.strip()] if args.baseline_mode else None,
                               judge_cache=args.judge_cache, baseline_cache=args.baseline_cache)
     print(format_table(report))
     return 0

@@ -10,11 +10,19 @@ then one user message with the description followed by the numbered examples and
 format ``[ANSWER]: k``, then the numbered examples. Everything but the examples comes first so a function's 10 prompts share a long
 token prefix (:meth:`findbench.lm.TransformersLM.candidate_logprobs` reuses its KV cache).
 
-Two scoring modes:
-- ``"logprob"`` (default): one forward pass per test; the choice is the argmax of the
-  next-token log-probs of ``"1"``, ``"2"``, ``"3"`` after the assistant prefix ``"[ANSWER]: "``.
+Three scoring modes:
+- ``"logprob"`` (default for any LM): one forward pass per test; the choice is the argmax of
+  the next-token log-probs of ``"1"``, ``"2"``, ``"3"`` after the assistant prefix ``"[ANSWER]: "``.
 - ``"generate"``: the judge writes its answer, parsed strictly by :func:`parse_answer`; an
   answer that does not parse counts as wrong.
+- ``"pmi"`` (default for judges trained with ``judge_mode="pmi"``, e.g. ``embedded-evaluator``):
+  each option is scored on its own, as the judge's log-probability of writing it as an example
+  of the description minus its log-probability without a description
+  (:data:`NULL_DESCRIPTION`): the pointwise mutual information of description and example.
+  The judge picks the option the description makes most likely relative to its prior. A small
+  model cannot bind an answer number to the right option (the untuned 135M judge sits at
+  chance in ``"logprob"`` mode), but it can tell which example a description predicts; the
+  priors depend only on the option, so they are computed once per distinct option.
 
 Everything here is reusable by judge fine-tuning (``training/``): the prompt
 (:func:`render_judge_prompt`), the target (:func:`render_judge_target`) and the parser.
@@ -25,16 +33,24 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import os
 import re
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 __all__ = [
     "ANSWER_PREFIX",
     "JUDGE_CATEGORIES",
     "SYSTEM_PROMPT",
+    "JUDGE_MODES",
+    "NULL_DESCRIPTION",
+    "PMI_SYSTEM_PROMPT",
     "clean_description",
     "render_judge_prompt",
     "render_judge_target",
+    "render_pmi_prompt",
+    "render_pmi_option",
+    "judge_mode_of",
     "parse_answer",
     "check_unit_test",
     "check_unit_tests",
@@ -72,6 +88,19 @@ _INTRO = {
         "Here is a description of a function that maps an input word to an output word.",
         "Which of the following input -> output examples was produced by this function?",
     ),
+}
+
+#: Scoring modes of :func:`judge_unit_tests` (see the module docstring).
+JUDGE_MODES = ("logprob", "generate", "pmi")
+
+#: ``"pmi"`` mode: the system message, the request per category, and the stand-in
+#: description under which an option's prior log-probability is measured.
+PMI_SYSTEM_PROMPT = "You write examples that fit a description of a function."
+NULL_DESCRIPTION = "(none)"
+_PMI_ASK = {
+    "strings": "Give one input -> output example of this function.",
+    "neurons_entities": "Give one word this neuron responds to.",
+    "neurons_relations": "Give one input -> output example of this function.",
 }
 
 _CUT_MARKERS = ("[DOMAIN]", "[CODE]")
@@ -191,6 +220,53 @@ def render_judge_target(unit_test: Mapping[str, Any]) -> str:
     return f"{ANSWER_PREFIX}{int(unit_test['correct'])}"
 
 
+def render_pmi_prompt(description: str, category: str, *, keep_full_description: bool = False) -> list[dict]:
+    """The ``"pmi"`` judge's chat messages for a description: ``[system, user]``; the
+    options are scored as the assistant's reply (:func:`render_pmi_option`). The same
+    prompt with :data:`NULL_DESCRIPTION` gives an option's prior."""
+    category = _category(category)
+    desc = clean_description(description, keep_full_description=keep_full_description)
+    if not desc:
+        raise ValueError("description is empty after cleaning: nothing to judge")
+    return [
+        {"role": "system", "content": PMI_SYSTEM_PROMPT},
+        {"role": "user", "content": f"Description: {desc}\n\n{_PMI_ASK[category]}"},
+    ]
+
+
+def render_pmi_option(unit_test: Mapping[str, Any], k: int, category: str) -> str:
+    """Option ``k`` (1-based) of a unit test as the ``"pmi"`` judge writes an example: the
+    word (entities), ``"in" -> "out"`` with JSON quotes (strings) or ``in -> out`` (relations)."""
+    category = _category(category)
+    n = check_unit_test(unit_test, category)
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n:
+        raise ValueError(f"k must be an option number in 1..{n}, got {k!r}")
+    line = _option_lines(unit_test, category)[k - 1]
+    return line.split(". ", 1)[1]
+
+
+def judge_mode_of(judge: Any, default: str = "logprob") -> str:
+    """The scoring mode a judge was trained for: ``judge_mode`` recorded in a trained judge
+    folder's ``findbench_evaluator.json`` (a folder path or a registered name such as
+    ``"embedded-evaluator"``), else ``default``."""
+    if not isinstance(judge, (str, os.PathLike)) or str(judge).startswith(("http://", "https://")):
+        return default
+    from findbench.models import REGISTRY, resolve
+
+    path = Path(judge)
+    if not path.is_dir() and str(judge) in REGISTRY:
+        try:
+            path = Path(resolve(str(judge)))
+        except FileNotFoundError:
+            return default
+    marker = path / "findbench_evaluator.json"
+    if marker.is_file():
+        mode = json.loads(marker.read_text()).get("judge_mode", default)
+        if mode in JUDGE_MODES:
+            return mode
+    return default
+
+
 def parse_answer(text: str, n_options: int = 3) -> int | None:
     """The 1-based option a judge answered, or None.
 
@@ -238,7 +314,9 @@ def judge_unit_tests(
         descriptions: one description per function.
         unit_tests: per function, its list of triplets ``{"inputs", "outputs", "correct"}``.
         category: ``strings``, ``neurons_entities`` or ``neurons_relations``.
-        mode: ``"logprob"`` (argmax over the option tokens) or ``"generate"`` (strict parse).
+        mode: ``"logprob"`` (argmax over the option tokens), ``"generate"`` (strict parse)
+            or ``"pmi"`` (per-option pointwise mutual information; needs an LM with
+            ``continuation_logprobs``, see :class:`findbench.lm.ScoringLM`).
         keep_full_description: do not cut the description before ``[DOMAIN]``/``[CODE]``.
         shared_prefix: reuse the KV cache of a function's shared prompt prefix (in-process
             backends); default: on where the backend supports it.
@@ -249,8 +327,10 @@ def judge_unit_tests(
         function], "choices": [[chosen 1-based option or None per test]], "judge": lm.name}``.
     """
     category = _category(category)
-    if mode not in ("logprob", "generate"):
-        raise ValueError(f"mode must be 'logprob' or 'generate', got {mode!r}")
+    if mode not in JUDGE_MODES:
+        raise ValueError(f"mode must be one of {JUDGE_MODES}, got {mode!r}")
+    if mode == "pmi" and not callable(getattr(lm, "continuation_logprobs", None)):
+        raise TypeError(f"mode='pmi' needs an LM with continuation_logprobs (findbench.lm.ScoringLM); {getattr(lm, 'name', type(lm).__name__)} has none")
     if isinstance(descriptions, str) or not isinstance(descriptions, Sequence):
         raise TypeError(f"descriptions must be a list of strings, got {type(descriptions).__name__}")
     for i, d in enumerate(descriptions):
@@ -271,7 +351,9 @@ def judge_unit_tests(
     n_opts = [len(unit_tests[i][k]["inputs"]) for i, k in flat]
 
     picks: list[int | None] = [None] * len(flat)
-    if mode == "logprob":
+    if mode == "pmi":
+        picks = _pmi_picks(lm, descriptions, unit_tests, category, keep_full_description, progress)
+    elif mode == "logprob":
         options: dict[str, Any] = {"assistant_prefix": ANSWER_PREFIX, "progress": progress}
         use_shared = _accepts(lm, "shared_prefix") if shared_prefix is None else shared_prefix
         if use_shared:
@@ -290,6 +372,7 @@ def judge_unit_tests(
             log.info("judge: %d of %d answers did not parse as '%sk' (counted wrong)", unparsed, len(picks), ANSWER_PREFIX)
 
     choices: list[list[int | None]] = [[None] * len(t) for t in unit_tests]
+    # (flat order: function by function, test by test, as built above)
     for (i, k), p in zip(flat, picks):
         choices[i][k] = p
     per_function = [
@@ -303,3 +386,35 @@ def judge_unit_tests(
         "choices": choices,
         "judge": getattr(lm, "name", type(lm).__name__),
     }
+
+
+def _pmi_picks(
+    lm: Any,
+    descriptions: Sequence[str],
+    unit_tests: Sequence[Sequence[Mapping[str, Any]]],
+    category: str,
+    keep_full_description: bool,
+    progress: bool,
+) -> list[int]:
+    """``"pmi"`` choices, tests in the flat order of :func:`judge_unit_tests`."""
+    convs: list[list[dict]] = []
+    texts: list[str] = []
+    sizes: list[int] = []
+    for desc, tests in zip(descriptions, unit_tests):
+        conv = render_pmi_prompt(desc, category, keep_full_description=keep_full_description)
+        for ut in tests:  # consecutive identical prompts: the backend runs each once
+            n = len(ut["inputs"])
+            sizes.append(n)
+            for k in range(1, n + 1):
+                convs.append(conv)
+                texts.append(render_pmi_option(ut, k, category))
+    conditional = lm.continuation_logprobs(convs, texts, progress=progress)
+    distinct = sorted(set(texts))
+    null = render_pmi_prompt(NULL_DESCRIPTION, category)
+    prior = dict(zip(distinct, lm.continuation_logprobs([null] * len(distinct), distinct, progress=progress)))
+    picks, start = [], 0
+    for n in sizes:
+        scores = [conditional[start + k] - prior[texts[start + k]] for k in range(n)]
+        picks.append(max(range(n), key=lambda c: scores[c]) + 1)
+        start += n
+    return picks

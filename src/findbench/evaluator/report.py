@@ -35,7 +35,7 @@ PAPER_TABLE_A3 = {
     "vicuna-13b (untuned)": {"strings": 0.345, "neurons_entities": 0.390, "neurons_relations": 0.400},
 }
 REPORT_FILES = ("evaluator_report.csv", "evaluator_report.json", "evaluator_report.png")
-_FIELDS = ("judge", "label", "category", "descriptions", "n_functions", "unit_test_accuracy")
+_FIELDS = ("judge", "label", "mode", "category", "descriptions", "n_functions", "unit_test_accuracy")
 
 
 def wrong_descriptions(descriptions: Sequence[str], *, seed: int = 0) -> list[str]:
@@ -122,7 +122,8 @@ def evaluator_report(
     data_seed: int = 0,
     heldout_fraction: float = 0.2,
     seed: int = 0,
-    mode: str = "logprob",
+    mode: str | None = None,
+    baseline_mode: str | Sequence[str] | None = None,
     batch_size: int = 8,
     judge_cache: str | os.PathLike | None = None,
     baseline_cache: str | os.PathLike | None = None,
@@ -144,7 +145,11 @@ def evaluator_report(
         evaluator_data: a judge data folder whose recorded split to use; default: the split
             recomputed from ``data_seed`` / ``heldout_fraction`` (the data builder's defaults).
         seed: seeds the function sample and the wrong-description derangement.
-        mode: judge scoring mode (``logprob`` or ``generate``).
+        mode: the judge's scoring mode (``logprob``, ``generate`` or ``pmi``); default: the
+            mode a trained judge folder records (:func:`findbench.judge.judge_mode_of`).
+        baseline_mode: the baseline's mode, or several (e.g. ``["logprob", "pmi"]``: the
+            untuned model in FIND's format and in the trained judge's format, labelled
+            ``before (logprob)`` / ``before (pmi)``); default as for ``mode``.
         batch_size: prompts per forward pass of in-process judges.
         judge_cache / baseline_cache: sqlite files caching each judge's answers (keyed by the
             judge's name: use them for fixed models such as ``"embedded"``, not for a judge
@@ -154,7 +159,7 @@ def evaluator_report(
         ``{"results": [{judge, label, category, descriptions, n_functions,
         unit_test_accuracy, per_function, function_ids}], "settings": {...}, "files": [...]}``.
     """
-    from findbench.judge import _category, judge_unit_tests
+    from findbench.judge import JUDGE_MODES, _category, judge_mode_of, judge_unit_tests
     from findbench.lm import load_lm
 
     if source not in ("procedural", "find-v1"):
@@ -169,15 +174,28 @@ def evaluator_report(
     if evaluator_data is not None:
         splits = json.loads((Path(evaluator_data) / "function_splits.json").read_text())["functions"]
 
-    judges = [("before", baseline), ("after", judge)] if baseline is not None else [("judge", judge)]
+    judge_modes = [mode if mode is not None else judge_mode_of(judge)]
+    if baseline is None:
+        base_modes: list[str] = []
+    elif baseline_mode is None:
+        base_modes = [judge_mode_of(baseline)]
+    else:
+        base_modes = [baseline_mode] if isinstance(baseline_mode, str) else list(baseline_mode)
+        if not base_modes:
+            raise ValueError("baseline_mode must name at least one mode")
+    for m in judge_modes + base_modes:
+        if m not in JUDGE_MODES:
+            raise ValueError(f"mode must be one of {JUDGE_MODES}, got {m!r}")
+    judges = [("before", baseline, base_modes), ("after", judge, judge_modes)] if baseline is not None else [("judge", judge, judge_modes)]
     loaded = []
-    for label, spec in judges:
+    for label, spec, modes in judges:
         cache = baseline_cache if label == "before" else judge_cache
         if isinstance(spec, (str, os.PathLike)) and not os.fspath(spec).startswith(("http://", "https://")):
             lm = load_lm(spec, batch_size=batch_size, cache=cache)
         else:
             lm = load_lm(spec, cache=cache)
-        loaded.append((label, lm))
+        for m in modes:
+            loaded.append((f"{label} ({m})" if len(modes) > 1 else label, lm, m))
 
     results: list[dict] = []
     for category in categories:
@@ -192,18 +210,18 @@ def evaluator_report(
         true_desc = [r["description"] for r in rows]
         kinds = {"true": true_desc, "wrong": wrong_descriptions(true_desc, seed=seed)}
         unit_tests = [r["unit_tests"] for r in rows]
-        for label, lm in loaded:
+        for label, lm, m in loaded:
             for kind, descs in kinds.items():
-                log.info("%s judge %s: %s, %s descriptions, %d functions", label, lm.name, cat, kind, len(rows))
-                res = judge_unit_tests(lm, descs, unit_tests, cat, mode=mode, progress=progress)
+                log.info("%s judge %s (%s): %s, %s descriptions, %d functions", label, lm.name, m, cat, kind, len(rows))
+                res = judge_unit_tests(lm, descs, unit_tests, cat, mode=m, progress=progress)
                 results.append({
-                    "judge": lm.name, "label": label, "category": cat, "descriptions": kind,
+                    "judge": lm.name, "label": label, "mode": m, "category": cat, "descriptions": kind,
                     "n_functions": len(rows), "unit_test_accuracy": res["unit_test_accuracy"],
                     "per_function": res["per_function"], "function_ids": [r["function_id"] for r in rows],
                 })
     report: dict[str, Any] = {
         "results": results,
-        "settings": {"limit": limit, "source": source, "seed": seed, "mode": mode, "data_seed": data_seed,
+        "settings": {"limit": limit, "source": source, "seed": seed, "modes": {label: m for label, _, m in loaded}, "data_seed": data_seed,
                      "function_seed": function_seed, "heldout_fraction": heldout_fraction,
                      "evaluator_data": str(evaluator_data) if evaluator_data else None},
         "paper_table_a3": PAPER_TABLE_A3,
