@@ -170,7 +170,12 @@ def test_embedded_evaluator_name_resolves_to_the_cached_judge(tmp_path, monkeypa
     monkeypatch.setenv("FINDBENCH_CACHE", str(tmp_path))
     with pytest.raises(FileNotFoundError, match="findbench train-evaluator"):
         resolve("embedded-evaluator")
-    folder = tmp_path / "models" / "embedded-evaluator-v1"
+    old = tmp_path / "models" / "embedded-evaluator-v1"  # a judge of the earlier (logprob) recipe is not reused
+    old.mkdir(parents=True)
+    (old / TRAINED_MARKER).write_text("{}")
+    with pytest.raises(FileNotFoundError):
+        resolve("embedded-evaluator")
+    folder = tmp_path / "models" / "embedded-evaluator-v2"
     folder.mkdir(parents=True)
     (folder / TRAINED_MARKER).write_text("{}")
     assert resolve("embedded-evaluator") == str(folder)

@@ -111,7 +111,7 @@ def test_args_validation_and_yaml(tmp_path):
 @pytest.mark.slow
 def test_training_lowers_loss_and_writes_a_loadable_judge(tmp_path, tiny_base, judge_data):
     out = tmp_path / "judge"
-    path = train_evaluator(_args(tiny_base, judge_data, out, eval_rows=4, merge=True))
+    path = train_evaluator(_args(tiny_base, judge_data, out, eval_rows=4, merge=True, judge_mode="logprob"))
     assert Path(path) == out.resolve()
     summary = json.loads((out / "findbench_evaluator.json").read_text())
     losses = [e["loss"] for e in summary["log_history"]]
@@ -142,6 +142,39 @@ def test_training_lowers_loss_and_writes_a_loadable_judge(tmp_path, tiny_base, j
     a = lm.candidate_logprobs(conv, ["1", "2", "3"], assistant_prefix="[ANSWER]: ")
     b = merged.candidate_logprobs(conv, ["1", "2", "3"], assistant_prefix="[ANSWER]: ")
     assert a[0] == pytest.approx(b[0], abs=1e-4)
+
+
+def test_pmi_training_lowers_loss_and_the_metric_scores_in_pmi_mode(tmp_path, tiny_base, judge_data):
+    from findbench.evaluator.train import judge_training_pair
+    from findbench.judge import judge_mode_of, judge_unit_tests, render_pmi_option
+    from findbench.lm import load_lm
+
+    out = tmp_path / "pmi-judge"
+    train_evaluator(_args(tiny_base, judge_data, out, eval_rows=6))  # judge_mode defaults to pmi
+    summary = json.loads((out / "findbench_evaluator.json").read_text())
+    assert summary["judge_mode"] == "pmi" and judge_mode_of(str(out)) == "pmi"
+    losses = [e["loss"] for e in summary["log_history"]]
+    assert sum(losses[-3:]) / 3 < sum(losses[:3]) / 3 - 0.1  # measured: 10.78 -> 10.63
+    ev = summary["eval"]
+    assert ev["eval_rows"] == 6 and 0.0 <= ev["eval_judge_accuracy"] <= 1.0 and set(ev["eval_judge_accuracy_per_category"]) == {"strings"}
+    # a training pair is the correct option written as an example of the description
+    from findbench.evaluator.data import load_evaluator_data
+
+    row = load_evaluator_data(judge_data)["train"][0]
+    msgs, target = judge_training_pair(row, "pmi")
+    ut = json.loads(row["unit_test"])
+    assert target == render_pmi_option(ut, ut["correct"], "strings") and row["description"].split(".")[0] in msgs[1]["content"]
+    with pytest.raises(ValueError, match="description"):
+        judge_training_pair({k: v for k, v in row.items() if k != "description"}, "pmi")
+
+    import evaluate
+
+    descs = ["Uppercases the input.", "Reverses the input.", "Deletes every vowel."]
+    tests = [[{"inputs": ["ab", "cd", "ef"], "outputs": ["AB", "dc", "f"], "correct": c}] * 2 for c in (1, 2, 3)]
+    res = evaluate.load(str(REPO / "metrics" / "find_unit_test")).compute(
+        predictions=descs, references=tests, category="strings", judge=str(out))
+    want = judge_unit_tests(load_lm(str(out), device="cpu"), descs, tests, "strings", mode="pmi")
+    assert res["per_function"] == want["per_function"]
 
 
 @pytest.mark.slow

@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 #: Split names of functions (``excluded``: entity compositions mixing train and held-out concepts).
 SPLITS = ("train", "heldout", "excluded")
 #: Bumped when the rows change for the same arguments.
-DATA_VERSION = "1"
+DATA_VERSION = "2"
 SPLIT_FILE = "function_splits.json"
 _N_OPTIONS = 3
 
@@ -188,6 +188,7 @@ def _draw_rows(
             {
                 "messages": render_judge_prompt(rows[i]["description"], unit_test, category),
                 "target": render_judge_target(unit_test),
+                "description": rows[i]["description"],
                 "category": category,
                 "function_id": rows[i]["function_id"],
                 "correct": pos,
@@ -366,6 +367,7 @@ def build_evaluator_data(
         {
             "messages": [{"role": datasets.Value("string"), "content": datasets.Value("string")}],
             "target": datasets.Value("string"),
+            "description": datasets.Value("string"),
             "category": datasets.Value("string"),
             "function_id": datasets.Value("string"),
             "correct": datasets.Value("int32"),
@@ -404,11 +406,16 @@ def default_data_dir(*, n: int = 30000, seed: int = 0) -> Path:
 def load_evaluator_data(path: str | os.PathLike) -> "Any":
     """The ``DatasetDict`` (train / validation) of a folder written by :func:`build_evaluator_data`."""
     import datasets
+    import pyarrow.parquet as pq
 
     root = Path(path)
     if not (root / SPLIT_FILE).is_file():
         raise FileNotFoundError(f"path: {root} is not a judge data folder (no {SPLIT_FILE}); run `findbench evaluator-data`")
-    return datasets.load_dataset(str(root))
+    # Read the parquet files directly: datasets' cache is keyed by the folder's path, so a
+    # folder rebuilt in place (same path, new rows) would otherwise load the old rows.
+    return datasets.DatasetDict(
+        {split: datasets.Dataset(pq.read_table(root / "data" / f"{split}-00000-of-00001.parquet")) for split in ("train", "validation")}
+    )
 
 
 def heldout_function_ids(path_or_splits: str | os.PathLike | Mapping[str, str], category: str | None = None) -> list[str]:

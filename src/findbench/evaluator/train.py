@@ -26,9 +26,10 @@ import os
 import re
 import shutil
 import time
+from itertools import zip_longest
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 __all__ = [
     "TrainArgs",
@@ -48,7 +49,7 @@ log = logging.getLogger(__name__)
 
 #: Name of the cached judge fine-tuned from the embedded model.
 EMBEDDED_EVALUATOR_NAME = "embedded-evaluator"
-_EVALUATOR_VERSION = "v1"
+_EVALUATOR_VERSION = "v2"
 #: File written last into a finished judge folder (with the training summary).
 TRAINED_MARKER = "findbench_evaluator.json"
 _STATE_FILE = "trainer_state.json"
@@ -79,8 +80,17 @@ class TrainArgs:
     )
     n_data: int = field(default=30000, metadata={"help": "rows to build when --data is not given"})
     data_seed: int = field(default=0, metadata={"help": "seed of the data build (function split, draws)"})
-    max_train_rows: int | None = field(default=1000, metadata={"help": "train on the first N (shuffled) rows only; 0: all"})
-    eval_rows: int = field(default=60, metadata={"help": "validation rows scored at the end (loss, answer accuracy)"})
+    max_train_rows: int | None = field(default=3600, metadata={"help": "train on the first N (shuffled) rows only; 0: all"})
+    eval_rows: int = field(
+        default=150, metadata={"help": "validation rows scored at the end (loss, judge accuracy), taken evenly across categories"}
+    )
+    judge_mode: str = field(
+        default="pmi",
+        metadata={
+            "help": "pmi: learn to write a function's example given its description (the judge scores options by "
+            "pointwise mutual information, findbench.judge mode 'pmi'); logprob: learn FIND's answer '[ANSWER]: k'"
+        },
+    )
     output_dir: str | None = field(
         default=None, metadata={"help": "where the judge is written; default: the embedded-evaluator cache folder"}
     )
@@ -95,9 +105,9 @@ class TrainArgs:
     lora_target_modules: str = field(
         default="all-linear", metadata={"help": "peft target_modules: 'all-linear' or comma-separated module names"}
     )
-    learning_rate: float = field(default=5e-4, metadata={"help": "peak learning rate"})
+    learning_rate: float = field(default=1e-3, metadata={"help": "peak learning rate"})
     loss_reduction: str = field(
-        default="row", metadata={"help": "row: answer-token losses summed per row, mean over rows; token: mean over tokens"}
+        default="token", metadata={"help": "row: answer-token losses summed per row, mean over rows; token: mean over tokens"}
     )
     lr_scheduler_type: str = field(default="cosine", metadata={"help": "transformers scheduler name"})
     warmup_ratio: float = field(default=0.05, metadata={"help": "fraction of steps of linear warm-up"})
@@ -105,8 +115,8 @@ class TrainArgs:
     max_grad_norm: float = field(default=1.0, metadata={"help": "gradient clipping (0: off)"})
     num_train_epochs: float = field(default=1.0, metadata={"help": "epochs over the training rows"})
     max_steps: int = field(default=-1, metadata={"help": "optimizer steps (overrides epochs when > 0)"})
-    per_device_train_batch_size: int = field(default=1, metadata={"help": "rows per forward pass and device"})
-    gradient_accumulation_steps: int = field(default=2, metadata={"help": "forward passes per optimizer step"})
+    per_device_train_batch_size: int = field(default=8, metadata={"help": "rows per forward pass and device"})
+    gradient_accumulation_steps: int = field(default=1, metadata={"help": "forward passes per optimizer step"})
     max_length: int = field(default=1024, metadata={"help": "longer rows are truncated from the left of the prompt"})
     seed: int = field(default=0, metadata={"help": "seed of initialisation and data order"})
     logging_steps: int = field(default=25, metadata={"help": "log every N optimizer steps"})
@@ -145,6 +155,8 @@ class TrainArgs:
                 raise ValueError(f"{name} must be a non-negative int, got {v!r}")
         if self.max_train_rows is not None and (not isinstance(self.max_train_rows, int) or self.max_train_rows < 0):
             raise ValueError(f"max_train_rows must be a non-negative int (0: all rows), got {self.max_train_rows!r}")
+        if self.judge_mode not in ("pmi", "logprob"):
+            raise ValueError(f"judge_mode must be 'pmi' or 'logprob', got {self.judge_mode!r}")
         if self.loss_reduction not in ("row", "token"):
             raise ValueError(f"loss_reduction must be 'row' or 'token', got {self.loss_reduction!r}")
         if self.mixed_precision not in (None, "no", "fp16", "bf16"):
@@ -260,6 +272,27 @@ def tokenize_judge_row(tokenizer: Any, messages: Sequence[dict], target: str, ma
     return {"input_ids": p_ids + a_ids, "labels": [-100] * len(p_ids) + a_ids}
 
 
+def judge_training_pair(row: Mapping[str, Any], judge_mode: str = "pmi") -> tuple[list[dict], str]:
+    """The ``(messages, target)`` a judge row trains on.
+
+    ``"logprob"``: the row's own judge prompt and ``"[ANSWER]: k"``. ``"pmi"``: the ``"pmi"``
+    judge's prompt for the row's ground-truth description and, as target, the correct option
+    written as an example (:func:`findbench.judge.render_pmi_prompt` / ``render_pmi_option``),
+    so the judge learns which examples a description predicts.
+    """
+    from findbench.judge import render_pmi_option, render_pmi_prompt
+
+    if judge_mode == "logprob":
+        return list(row["messages"]), row["target"]
+    if judge_mode != "pmi":
+        raise ValueError(f"judge_mode must be 'pmi' or 'logprob', got {judge_mode!r}")
+    if not row.get("description"):
+        raise ValueError("row has no 'description' (judge data from findbench < 0.2?); rebuild it with `findbench evaluator-data`")
+    unit_test = json.loads(row["unit_test"]) if isinstance(row["unit_test"], str) else row["unit_test"]
+    category = row["category"]
+    return render_pmi_prompt(row["description"], category), render_pmi_option(unit_test, int(unit_test["correct"]), category)
+
+
 def _collate(pad_id: int):
     """Left-padded batches with explicit position ids: every row ends at the last column, so
     the answer tokens are the last columns and only their logits need computing."""
@@ -332,7 +365,12 @@ def _load_rows(args: TrainArgs) -> tuple[list[dict], list[dict]]:
     valid = dd["validation"].to_list() if "validation" in dd else []
     if args.max_train_rows:
         train = train[: args.max_train_rows]
-    return train, valid[: args.eval_rows]
+    # validation rows are stored category by category: take them round-robin
+    by_cat: dict[str, list[dict]] = {}
+    for r in valid:
+        by_cat.setdefault(r["category"], []).append(r)
+    mixed = [r for group in zip_longest(*by_cat.values()) for r in group if r is not None]
+    return train, mixed[: args.eval_rows]
 
 
 # -- checkpoints --------------------------------------------------------------------------
@@ -434,6 +472,37 @@ def _evaluate(model: Any, tokenizer: Any, encoded: list[dict], accelerator: Any,
     return {"eval_loss": sum(losses) / n, "eval_answer_accuracy": right / n, "eval_rows": len(encoded)}
 
 
+def _evaluate_pmi(model: Any, tokenizer: Any, rows: list[dict], encoded: list[dict], accelerator: Any, batch_size: int) -> dict[str, Any]:
+    """Mean target loss, and the ``"pmi"`` judge's accuracy on the validation unit tests
+    (overall and per category)."""
+    import torch
+
+    from findbench.judge import judge_unit_tests
+    from findbench.lm import TransformersLM
+
+    collate = _collate(tokenizer.pad_token_id)
+    model.eval()
+    losses = []
+    for start in range(0, len(encoded), batch_size):
+        batch = {k: v.to(accelerator.device) for k, v in collate(encoded[start : start + batch_size]).items()}
+        with torch.no_grad():
+            logits, labels = _answer_logits_and_labels(model, batch)
+            losses.append(float(_cross_entropy(logits, labels)) * len(labels))
+    lm = TransformersLM(model, tokenizer=tokenizer, device=str(accelerator.device), batch_size=max(batch_size, 8), name="training")
+    by_cat: dict[str, list[dict]] = {}
+    for r in rows:
+        by_cat.setdefault(r["category"], []).append(r)
+    right, per_category = 0.0, {}
+    for cat, cat_rows in sorted(by_cat.items()):
+        tests = [[json.loads(r["unit_test"])] for r in cat_rows]
+        out = judge_unit_tests(lm, [r["description"] for r in cat_rows], tests, cat, mode="pmi")
+        per_category[cat] = out["unit_test_accuracy"]
+        right += sum(out["per_function"])
+    model.train()
+    n = max(len(encoded), 1)
+    return {"eval_loss": sum(losses) / n, "eval_judge_accuracy": right / n, "eval_judge_accuracy_per_category": per_category, "eval_rows": len(encoded)}
+
+
 # -- training -----------------------------------------------------------------------------
 def train_evaluator(args: TrainArgs) -> str:
     """Fine-tune a judge; returns the output folder (adapter or full weights + tokenizer +
@@ -497,8 +566,8 @@ def train_evaluator(args: TrainArgs) -> str:
     train_rows, valid_rows = _load_rows(args)
     if not train_rows:
         raise ValueError("data: no training rows")
-    encoded = [tokenize_judge_row(tokenizer, r["messages"], r["target"], args.max_length) for r in train_rows]
-    valid_encoded = [tokenize_judge_row(tokenizer, r["messages"], r["target"], args.max_length) for r in valid_rows]
+    encoded = [tokenize_judge_row(tokenizer, *judge_training_pair(r, args.judge_mode), args.max_length) for r in train_rows]
+    valid_encoded = [tokenize_judge_row(tokenizer, *judge_training_pair(r, args.judge_mode), args.max_length) for r in valid_rows]
     lengths = [len(e["input_ids"]) for e in encoded]
     log.info("training rows: %d (tokens per row: mean %.0f, max %d)", len(encoded), sum(lengths) / len(lengths), max(lengths))
 
@@ -584,6 +653,7 @@ def train_evaluator(args: TrainArgs) -> str:
     summary: dict[str, Any] = {
         "base_model": args.model,
         "method": "full" if args.full_finetune else "lora",
+        "judge_mode": args.judge_mode,
         "train_rows": len(encoded),
         "steps": step,
         "epochs": step / steps_per_epoch,
@@ -595,7 +665,10 @@ def train_evaluator(args: TrainArgs) -> str:
     }
     unwrapped = accelerator.unwrap_model(model)
     if valid_encoded and main:
-        summary["eval"] = _evaluate(unwrapped, tokenizer, valid_encoded, accelerator, args.per_device_train_batch_size)
+        if args.judge_mode == "pmi":
+            summary["eval"] = _evaluate_pmi(unwrapped, tokenizer, valid_rows, valid_encoded, accelerator, args.per_device_train_batch_size)
+        else:
+            summary["eval"] = _evaluate(unwrapped, tokenizer, valid_encoded, accelerator, args.per_device_train_batch_size)
         log.info("validation: %s", summary["eval"])
     accelerator.wait_for_everyone()
     if main:
