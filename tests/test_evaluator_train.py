@@ -123,6 +123,9 @@ def test_training_lowers_loss_and_writes_a_loadable_judge(tmp_path, tiny_base, j
     assert cfg["base_model_name_or_path"] == tiny_base
     assert (out / "README.md").read_text().startswith("---\n")
     assert (out / "merged" / "config.json").is_file()
+    from findbench.judge import judge_mode_of
+
+    assert judge_mode_of(str(out)) == judge_mode_of(str(out / "merged")) == "logprob"
     assert not list(tmp_path.glob(".judge*"))  # checkpoints and temporary folders are gone
 
     import evaluate
@@ -227,8 +230,17 @@ def test_report_end_to_end_on_tiny_judges(tmp_path, tiny_base, judge_data):
         assert all((f, "heldout") in held for f in r["function_ids"])
     table = format_table(report)
     assert table.splitlines()[0].startswith("| category | n | before (true)") and "| strings | 2 |" in table
+    # each judge in its own mode: the tiny base in FIND's format, the trained judge in pmi
+    assert [r["mode"] for r in rows] == ["logprob", "logprob", "pmi", "pmi"]
     with pytest.raises(ValueError, match="limit"):
         evaluator_report(judge, limit=1)
+    # the baseline in several modes, labelled by mode
+    multi = evaluator_report(judge, baseline=tiny_base, baseline_mode=["logprob", "pmi"], limit=2, categories=["strings"],
+                             evaluator_data=judge_data, progress=False)
+    assert [(r["label"], r["mode"]) for r in multi["results"] if r["descriptions"] == "true"] == [
+        ("before (logprob)", "logprob"), ("before (pmi)", "pmi"), ("after", "pmi")]
+    with pytest.raises(ValueError, match="mode"):
+        evaluator_report(judge, baseline=tiny_base, baseline_mode="vote", limit=2, categories=["strings"], evaluator_data=judge_data)
 
 
 def test_cli_train_evaluator_options(tmp_path):

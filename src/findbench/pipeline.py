@@ -121,7 +121,10 @@ def run_main(
             metric = load_metric("find_unit_test")
             res = {}
             for category in JUDGE_CATEGORIES:
-                sample = _sample(rows[category], judge_functions, seed)
+                # held-out functions of the judge data's split: never seen in judge training
+                splits = split_functions(rows[category], seed=0)
+                held = [r for r in rows[category] if splits[r["function_id"]] == "heldout"]
+                sample = _sample(held, judge_functions, seed)
                 r = metric.compute(
                     predictions=[s["description"] for s in sample],
                     references=[s["unit_tests"] for s in sample],
@@ -131,7 +134,7 @@ def run_main(
                 res[category] = r["unit_test_accuracy"]
             return res
 
-        judge_results[judge] = _stage(out, f"judge_{judge}", _judge)
+        judge_results[judge] = _stage(out, f"judge_{judge}_heldout", _judge)
     summary["unit_test_accuracy"] = judge_results
     atomic_write_json(out / "summary.json", summary)
     atomic_write_text(out / "summary.md", _markdown(summary, judge_functions))
@@ -146,7 +149,9 @@ def _markdown(summary: dict, judge_functions: int) -> str:
               f"- numeric: success rate {cm['numeric_ground_truth']['success_rate']:.3f}, mean NMSE {cm['numeric_ground_truth']['mean_nmse']:.3g}",
               f"- strings: exact match {cm['strings_ground_truth']['exact_match']:.3f}", ""]
     if summary["unit_test_accuracy"]:
-        lines += [f"## Unit-test accuracy with ground-truth descriptions ({judge_functions} functions per category)", "",
+        lines += [f"## Unit-test accuracy with ground-truth descriptions ({judge_functions} held-out functions per category)", "",
+                  "Functions held out of judge training (`findbench evaluator-data` split, seed 0); each judge is "
+                  "scored in its own mode (`embedded`: FIND's `logprob`; `embedded-evaluator`: `pmi`).", "",
                   "| judge | " + " | ".join(JUDGE_CATEGORIES) + " |", "|---|" + "---|" * len(JUDGE_CATEGORIES)]
         for judge, res in summary["unit_test_accuracy"].items():
             lines.append(f"| {judge} | " + " | ".join(f"{res[c]:.3f}" for c in JUDGE_CATEGORIES) + " |")

@@ -424,6 +424,16 @@ def _model_card(args: TrainArgs, summary: dict) -> str:
         "eval": json.dumps(summary.get("eval", {}), sort_keys=True),
         "data": args.data or f"built in memory (n={args.n_data}, seed={args.data_seed})",
         "wall": f"{summary['wall_seconds']:.0f}",
+        "judge_mode": args.judge_mode,
+        "prompt_fn": "render_pmi_prompt, render_pmi_option" if args.judge_mode == "pmi" else "render_judge_prompt",
+        "mode_text": (
+            "Trained in `pmi` mode: it learned to write an example of the function given its description, "
+            "and a unit test is judged by scoring each example on its own as log P(example | description) - "
+            "log P(example | no description), picking the highest."
+            if args.judge_mode == "pmi"
+            else "Trained in FIND's format: given the description and the three numbered examples it answers "
+            "`[ANSWER]: k`."
+        ),
     }
     for k, v in values.items():
         body = body.replace("{" + k + "}", v)
@@ -684,6 +694,8 @@ def train_evaluator(args: TrainArgs) -> str:
                 tokenizer.save_pretrained(tmp / "merged")
             (tmp / "README.md").write_text(_model_card(args, summary), encoding="utf-8")
             atomic_write_json(tmp / TRAINED_MARKER, summary)
+            if args.merge:  # the merged folder is a judge of its own: it records the mode too
+                atomic_write_json(tmp / "merged" / TRAINED_MARKER, summary)
         log.info("judge written to %s", out_dir)
         if args.push_to_hub:
             _push(out_dir, args)
