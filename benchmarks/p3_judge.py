@@ -10,6 +10,12 @@ unit tests with ground-truth descriptions, from the anchor release or ``--data-d
     description: run it once, batch the 10 suffixes on the expanded cache) against the naive
     batched forward. Goal: >= 2x faster with identical choices.
 
+(c) the ``"pmi"`` judge (each option's log-probability given the description minus given no
+    description): :meth:`TransformersLM.continuation_logprobs` (a description's prompt runs once
+    for all its options; each distinct option's prior once) against the naive batched forward
+    of every full ``prompt + option`` sequence, priors included. Goal: >= 2x faster with
+    identical choices.
+
 So that the small judge writes answers in the expected format at all, every prompt is
 preceded by one demonstration exchange (a user turn and "[ANSWER]: 2"); both modes see the
 same conversations.
@@ -71,6 +77,47 @@ def best_of(repeats, fn):
     return runs[0][0], min(r[1] for r in runs), min(r[2] for r in runs)
 
 
+def naive_pmi_choices(lm, rows, category, batch_size):
+    """Reference "pmi" judge: every ``prompt + option`` sequence (with and without the
+    description) in plain left-padded batches; log-probs summed over the option's tokens."""
+    from findbench.judge import NULL_DESCRIPTION, render_pmi_option, render_pmi_prompt
+
+    tok, model = lm.tokenizer, lm.model
+    seqs, spans = [], []
+    null = render_pmi_prompt(NULL_DESCRIPTION, category)
+    for r in rows:
+        conv = render_pmi_prompt(r["description"], category)
+        for t in r["unit_tests"]:
+            for k in range(1, len(t["inputs"]) + 1):
+                cont = tok(render_pmi_option(t, k, category), add_special_tokens=False)["input_ids"]
+                for c in (conv, null):
+                    prompt = tok(lm.render(c), add_special_tokens=False)["input_ids"]
+                    seqs.append(prompt + cont)
+                    spans.append(len(cont))
+    values = []
+    for start in range(0, len(seqs), batch_size):
+        batch, ns = seqs[start : start + batch_size], spans[start : start + batch_size]
+        width = max(map(len, batch))
+        ids = torch.full((len(batch), width), tok.pad_token_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for i, sq in enumerate(batch):
+            ids[i, width - len(sq) :] = torch.tensor(sq)
+            mask[i, width - len(sq) :] = 1
+        with torch.no_grad():
+            logp = torch.log_softmax(model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0)).logits.float(), -1)
+        for i, n in enumerate(ns):
+            cols = torch.arange(width - n - 1, width - 1)
+            values.append(float(logp[i, cols, ids[i, width - n :]].sum()))
+    pmi = [values[j] - values[j + 1] for j in range(0, len(values), 2)]
+    choices, j = [], 0
+    for r in rows:
+        for t in r["unit_tests"]:
+            n = len(t["inputs"])
+            choices.append(max(range(n), key=lambda c: pmi[j + c]) + 1)
+            j += n
+    return choices
+
+
 def argmax_choices(rows):
     return [max(range(len(r)), key=r.__getitem__) + 1 for r in rows]
 
@@ -115,6 +162,16 @@ def main() -> None:
         args.repeats, lambda: lm.candidate_logprobs(plain_convs, cands, assistant_prefix=ANSWER_PREFIX, shared_prefix=True)
     )
     tokp_shared = lm.tokens_forwarded // args.repeats
+
+    # (c) the pmi judge against its naive reference, on the same unit tests.
+    from findbench.judge import judge_unit_tests
+
+    descs, tests = [r["description"] for r in rows], [r["unit_tests"] for r in rows]
+    lm.tokens_forwarded = 0
+    pmi, w_pmi, t_pmi = best_of(args.repeats, lambda: judge_unit_tests(lm, descs, tests, args.category, mode="pmi"))
+    tok_pmi = lm.tokens_forwarded // args.repeats
+    pmi_naive, w_pmi_naive, t_pmi_naive = best_of(args.repeats, lambda: naive_pmi_choices(lm, rows, args.category, args.batch_size))
+    pmi_choices = [c for per in pmi["choices"] for c in per]
 
     c_naive, c_shared = argmax_choices(naive), argmax_choices(shared)
     c_gen = [parse_answer(t) for t in texts]
@@ -165,6 +222,17 @@ def main() -> None:
         "token_ratio": tokp_naive / max(tokp_shared, 1),
         "identical_choices": sum(a == b for a, b in zip(argmax_choices(p_naive), argmax_choices(p_shared))) / n,
     }
+    result["c_pmi_vs_naive"] = {
+        "cpu_seconds_per_test_pmi": t_pmi / n,
+        "cpu_seconds_per_test_naive": t_pmi_naive / n,
+        "cpu_seconds_per_test_logprob": t_naive / n,
+        "wall_speedup": w_pmi_naive / w_pmi,
+        "speedup": t_pmi_naive / t_pmi,
+        "tokens_pmi": tok_pmi,
+        "identical_choices": sum(a == b for a, b in zip(pmi_choices, pmi_naive)) / n,
+        "goal": "speedup >= 2 and identical choices",
+        "goal_met": bool(t_pmi_naive / t_pmi >= 2 and pmi_choices == pmi_naive),
+    }
     atomic_write_json(args.out, result)
     a, b = result["a_logprob_vs_generate"], result["b_shared_prefix_vs_naive"]
     print(f"P3 judge throughput, {n} {args.category} unit-test prompts, {lm.name}, {result['device']}")
@@ -176,6 +244,10 @@ def main() -> None:
     c = result["b_judge_prompts_without_demonstration"]
     print(f"(b') judge prompts without the demonstration: {c['speedup']:.2f}x CPU ({c['token_ratio']:.2f}x fewer tokens), "
           f"identical choices {c['identical_choices']:.1%}")
+    d = result["c_pmi_vs_naive"]
+    print(f"(c) pmi judge {d['cpu_seconds_per_test_pmi']:.3f} vs naive {d['cpu_seconds_per_test_naive']:.3f} CPU s/test: "
+          f"{d['speedup']:.2f}x (wall {d['wall_speedup']:.2f}x), identical choices {d['identical_choices']:.1%}; "
+          f"logprob mode {d['cpu_seconds_per_test_logprob']:.3f} s/test")
     print(f"wrote {args.out}")
 
 

@@ -346,46 +346,58 @@ class TransformersLM:
 
     def _shared_pack(self, token_lists: list[list[int]], pack: list[tuple[list[int], int]], cand_ids: list[int]) -> list[list[float]]:
         """Log-probs of every member of the groups in ``pack`` (members in order)."""
+        prefixes = [token_lists[members[0]][:shared] for members, shared in pack]
+        rows = [(g, token_lists[i][shared:]) for g, (members, shared) in enumerate(pack) for i in members]
+        _, logits = self._prefix_suffix_forward(prefixes, rows, suffix_logits_to_keep=1)
+        return self._last_logprobs(logits[:, -1, :], cand_ids)
+
+    def _prefix_suffix_forward(self, prefixes: list[list[int]], rows: list[tuple[int, list[int]]], *, suffix_logits_to_keep: int = 0) -> tuple[Any, Any]:
+        """Run every prefix once (left padded), give each row a copy of its prefix's KV cache,
+        then run the rows' suffixes (left padded: every suffix ends at the last column) over it.
+
+        ``rows`` are ``(prefix index, suffix ids)``. Returns the logits at each row's prefix end
+        ``(R, V)`` and the suffix logits ``(R, S, V)`` (the last ``suffix_logits_to_keep``
+        columns; 0: all).
+        """
         import torch
 
         pad = self.tokenizer.pad_token_id
-        prefixes = [token_lists[members[0]][:shared] for members, shared in pack]
         p_width = max(len(p) for p in prefixes)
-        p_ids = torch.full((len(pack), p_width), pad, dtype=torch.long)
-        p_mask = torch.zeros((len(pack), p_width), dtype=torch.long)
-        for g, pre in enumerate(prefixes):  # left padding
+        p_ids = torch.full((len(prefixes), p_width), pad, dtype=torch.long)
+        p_mask = torch.zeros((len(prefixes), p_width), dtype=torch.long)
+        for g, pre in enumerate(prefixes):
             p_ids[g, p_width - len(pre) :] = torch.tensor(pre)
             p_mask[g, p_width - len(pre) :] = 1
-        rows = [(g, token_lists[i][shared:]) for g, (members, shared) in enumerate(pack) for i in members]
         s_width = max(len(suf) for _, suf in rows)
         s_ids = torch.full((len(rows), s_width), pad, dtype=torch.long)
         s_mask = torch.zeros((len(rows), s_width), dtype=torch.long)
-        for r, (_, suf) in enumerate(rows):  # left padding: every row ends at the last column
+        for r, (_, suf) in enumerate(rows):
             s_ids[r, s_width - len(suf) :] = torch.tensor(suf)
             s_mask[r, s_width - len(suf) :] = 1
         owner = torch.tensor([g for g, _ in rows])
         prefix_len = torch.tensor([len(p) for p in prefixes])[owner]
         positions = prefix_len[:, None] + (s_mask.cumsum(-1) - 1).clamp(min=0)
-        mask = torch.cat([p_mask[owner], s_mask], dim=1)
         dev = self.device
         with torch.no_grad():
-            cache = self.model(
+            first = self.model(
                 input_ids=p_ids.to(dev),
                 attention_mask=p_mask.to(dev),
                 position_ids=(p_mask.cumsum(-1) - 1).clamp(min=0).to(dev),
                 use_cache=True,
-            ).past_key_values
-            cache.batch_select_indices(owner.to(dev))  # one cache row per member
+                logits_to_keep=1,
+            )
+            cache = first.past_key_values
+            cache.batch_select_indices(owner.to(dev))  # one cache row per suffix
             logits = self.model(
                 input_ids=s_ids.to(dev),
-                attention_mask=mask.to(dev),
+                attention_mask=torch.cat([p_mask[owner], s_mask], dim=1).to(dev),
                 position_ids=positions.to(dev),
                 past_key_values=cache,
                 use_cache=True,
-                logits_to_keep=1,
-            ).logits[:, -1, :]
+                logits_to_keep=suffix_logits_to_keep,
+            ).logits
         self.tokens_forwarded += int(p_mask.sum()) + int(s_mask.sum())
-        return self._last_logprobs(logits, cand_ids)
+        return first.logits[:, -1, :][owner.to(dev)], logits
 
     # -- whole continuations ---------------------------------------------------------------
     def continuation_logprobs(
@@ -434,43 +446,10 @@ class TransformersLM:
         """Summed log-probs of the continuations of every member of the groups in ``pack``."""
         import torch
 
-        pad = self.tokenizer.pad_token_id
-        dev = self.device
-        p_width = max(len(p) for p, _ in pack)
-        p_ids = torch.full((len(pack), p_width), pad, dtype=torch.long)
-        p_mask = torch.zeros((len(pack), p_width), dtype=torch.long)
-        for g, (pre, _) in enumerate(pack):  # left padding
-            p_ids[g, p_width - len(pre) :] = torch.tensor(pre)
-            p_mask[g, p_width - len(pre) :] = 1
         rows = [(g, conts[i]) for g, (_, members) in enumerate(pack) for i in members]
-        s_width = max(len(c) for _, c in rows)
-        s_ids = torch.full((len(rows), s_width), pad, dtype=torch.long)
-        s_mask = torch.zeros((len(rows), s_width), dtype=torch.long)
-        for r, (_, c) in enumerate(rows):  # left padding: every continuation ends at the last column
-            s_ids[r, s_width - len(c) :] = torch.tensor(c)
-            s_mask[r, s_width - len(c) :] = 1
-        owner = torch.tensor([g for g, _ in rows])
-        prefix_len = torch.tensor([len(p) for p, _ in pack])[owner]
-        positions = prefix_len[:, None] + (s_mask.cumsum(-1) - 1).clamp(min=0)
-        with torch.no_grad():
-            first = self.model(
-                input_ids=p_ids.to(dev),
-                attention_mask=p_mask.to(dev),
-                position_ids=(p_mask.cumsum(-1) - 1).clamp(min=0).to(dev),
-                use_cache=True,
-                logits_to_keep=1,
-            )
-            cache = first.past_key_values
-            cache.batch_select_indices(owner.to(dev))  # one cache row per continuation
-            logits = self.model(
-                input_ids=s_ids.to(dev),
-                attention_mask=torch.cat([p_mask[owner], s_mask], dim=1).to(dev),
-                position_ids=positions.to(dev),
-                past_key_values=cache,
-                use_cache=True,
-            ).logits
-        self.tokens_forwarded += int(p_mask.sum()) + int(s_mask.sum())
-        head = torch.log_softmax(first.logits[:, -1, :].float(), dim=-1)[owner]  # predicts each first token
+        first, logits = self._prefix_suffix_forward([p for p, _ in pack], rows)
+        s_width = logits.shape[1]
+        head = torch.log_softmax(first.float(), dim=-1)  # predicts each first token
         body = torch.log_softmax(logits[:, :-1, :].float(), dim=-1)  # column j predicts column j + 1
         out = []
         for r, (_, c) in enumerate(rows):
