@@ -259,8 +259,8 @@ def test_render_pmi_prompt_and_options():
     assert render_pmi_prompt("sports leagues", "entities") == render_pmi_prompt("sports leagues", "neurons_entities")
     with pytest.raises(ValueError, match="k must be"):
         render_pmi_option(STR_TEST, 4, "strings")
-    with pytest.raises(ValueError, match="description is empty"):
-        render_pmi_prompt("[CODE]: def f(x): ...", "strings")
+    # an interpreter's output with nothing before [CODE] is judged with an empty description
+    assert render_pmi_prompt("[CODE]: def f(x): ...", "strings")[1]["content"].startswith("Description: \n\n")
 
 
 def test_pmi_mode_subtracts_each_options_prior_once():

@@ -223,11 +223,10 @@ def render_judge_target(unit_test: Mapping[str, Any]) -> str:
 def render_pmi_prompt(description: str, category: str, *, keep_full_description: bool = False) -> list[dict]:
     """The ``"pmi"`` judge's chat messages for a description: ``[system, user]``; the
     options are scored as the assistant's reply (:func:`render_pmi_option`). The same
-    prompt with :data:`NULL_DESCRIPTION` gives an option's prior."""
+    prompt with :data:`NULL_DESCRIPTION` gives an option's prior. A description that is
+    empty after cleaning is judged as given (it predicts nothing: about chance)."""
     category = _category(category)
     desc = clean_description(description, keep_full_description=keep_full_description)
-    if not desc:
-        raise ValueError("description is empty after cleaning: nothing to judge")
     return [
         {"role": "system", "content": PMI_SYSTEM_PROMPT},
         {"role": "user", "content": f"Description: {desc}\n\n{_PMI_ASK[category]}"},
@@ -372,7 +371,6 @@ def judge_unit_tests(
             log.info("judge: %d of %d answers did not parse as '%sk' (counted wrong)", unparsed, len(picks), ANSWER_PREFIX)
 
     choices: list[list[int | None]] = [[None] * len(t) for t in unit_tests]
-    # (flat order: function by function, test by test, as built above)
     for (i, k), p in zip(flat, picks):
         choices[i][k] = p
     per_function = [
