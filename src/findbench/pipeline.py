@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ._io import atomic_write_json, atomic_write_text
+from .evaluator.data import split_functions
 
 __all__ = ["run_main", "load_metric"]
 
