@@ -346,7 +346,8 @@ def judge_unit_tests(
     for i, (desc, tests) in enumerate(zip(descriptions, unit_tests)):
         for k, ut in enumerate(tests):
             flat.append((i, k))
-            convs.append(render_judge_prompt(desc, ut, category, keep_full_description=keep_full_description))
+            if mode != "pmi":  # pmi renders its own prompts (one per description, not per test)
+                convs.append(render_judge_prompt(desc, ut, category, keep_full_description=keep_full_description))
     n_opts = [len(unit_tests[i][k]["inputs"]) for i, k in flat]
 
     picks: list[int | None] = [None] * len(flat)

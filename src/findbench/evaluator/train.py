@@ -458,20 +458,26 @@ def _option_token_ids(tokenizer: Any, n_options: int = 3) -> list[int]:
     raise ValueError(f"the option numbers are not single tokens after {ANSWER_PREFIX!r} for this tokenizer")
 
 
+def _eval_batches(model: Any, tokenizer: Any, encoded: list[dict], device: Any, batch_size: int):
+    """``(logits, labels)`` of the answer tokens of ``encoded``, batch by batch, without gradients."""
+    import torch
+
+    collate = _collate(tokenizer.pad_token_id)
+    for start in range(0, len(encoded), batch_size):
+        batch = {k: v.to(device) for k, v in collate(encoded[start : start + batch_size]).items()}
+        with torch.no_grad():
+            yield _answer_logits_and_labels(model, batch)
+
+
 def _evaluate(model: Any, tokenizer: Any, encoded: list[dict], accelerator: Any, batch_size: int) -> dict[str, float]:
     """Mean answer loss and answer accuracy (argmax over the option digits) on encoded rows."""
     import torch
 
     option_ids = _option_token_ids(tokenizer)
-    collate = _collate(tokenizer.pad_token_id)
     model.eval()
     losses, right = [], 0
-    for start in range(0, len(encoded), batch_size):
-        batch = collate(encoded[start : start + batch_size])
-        batch = {k: v.to(accelerator.device) for k, v in batch.items()}
-        with torch.no_grad():
-            logits, labels = _answer_logits_and_labels(model, batch)
-            losses.append(float(_cross_entropy(logits, labels)) * len(labels))
+    for logits, labels in _eval_batches(model, tokenizer, encoded, accelerator.device, batch_size):
+        losses.append(float(_cross_entropy(logits, labels)) * len(labels))
         for r in range(labels.shape[0]):
             is_digit = torch.isin(labels[r], torch.tensor(option_ids, device=labels.device))
             digit_pos = int(is_digit.nonzero().flatten()[0])
@@ -485,19 +491,14 @@ def _evaluate(model: Any, tokenizer: Any, encoded: list[dict], accelerator: Any,
 def _evaluate_pmi(model: Any, tokenizer: Any, rows: list[dict], encoded: list[dict], accelerator: Any, batch_size: int) -> dict[str, Any]:
     """Mean target loss, and the ``"pmi"`` judge's accuracy on the validation unit tests
     (overall and per category)."""
-    import torch
-
     from findbench.judge import judge_unit_tests
     from findbench.lm import TransformersLM
 
-    collate = _collate(tokenizer.pad_token_id)
     model.eval()
-    losses = []
-    for start in range(0, len(encoded), batch_size):
-        batch = {k: v.to(accelerator.device) for k, v in collate(encoded[start : start + batch_size]).items()}
-        with torch.no_grad():
-            logits, labels = _answer_logits_and_labels(model, batch)
-            losses.append(float(_cross_entropy(logits, labels)) * len(labels))
+    losses = [
+        float(_cross_entropy(logits, labels)) * len(labels)
+        for logits, labels in _eval_batches(model, tokenizer, encoded, accelerator.device, batch_size)
+    ]
     lm = TransformersLM(model, tokenizer=tokenizer, device=str(accelerator.device), batch_size=max(batch_size, 8), name="training")
     by_cat: dict[str, list[dict]] = {}
     for r in rows:
