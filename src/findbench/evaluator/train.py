@@ -65,7 +65,7 @@ def embedded_evaluator_dir(*, must_exist: bool = True) -> str:
     if must_exist and not (path / TRAINED_MARKER).is_file():
         raise FileNotFoundError(
             f"the embedded evaluator is not trained yet (expected at {path}); run "
-            "`findbench train-evaluator` (about an hour on 2 CPU cores) or pass a judge folder"
+            "`findbench train-evaluator` (35-40 min on 2 CPU cores) or pass a judge folder"
         )
     return str(path)
 
