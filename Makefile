@@ -1,5 +1,5 @@
 # `make main` and `make test` each do all set-up first (idempotent).
-.PHONY: setup setup-vllm main test bench
+.PHONY: setup setup-vllm main lint test bench
 
 setup: .venv/.findbench-setup
 
@@ -15,7 +15,12 @@ setup-vllm: .venv-vllm/.findbench-vllm-setup
 .venv-vllm/.findbench-vllm-setup: scripts/setup_vllm.sh
 	bash scripts/setup_vllm.sh
 
-test: setup setup-vllm
+# Lint first: ruff, and import-linter's layers / no-cycles contracts (pyproject.toml).
+lint: setup
+	.venv/bin/ruff check .
+	.venv/bin/lint-imports
+
+test: setup setup-vllm lint
 	.venv/bin/python -m pytest -q
 
 bench: setup

@@ -1,7 +1,7 @@
 """Publish findbench artefacts to the Hugging Face Hub.
 
     python push_to_hub.py --org my-org --datasets find neuron_test_sets \
-        --metrics all --checkpoint ~/.cache/findbench/evaluator/embedded-evaluator [--dry-run]
+        --metrics all --checkpoint ~/.cache/findbench/models/embedded-evaluator-v2 [--dry-run]
 
 Everything is validated and staged before the first network call; ``--dry-run`` stops there
 and prints what would be uploaded.
@@ -15,8 +15,7 @@ import sys
 from pathlib import Path
 
 from findbench import hub
-
-REPO = Path(__file__).resolve().parent
+from findbench.resources import metric_path
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -35,9 +34,8 @@ def main(argv=None) -> int:
     args = make_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO)
     metrics = list(hub.METRIC_NAMES) if args.metrics == ["all"] else args.metrics
-    metrics = [m for m in metrics if (REPO / "metrics" / m).is_dir() or args.metrics != ["all"]]
     uploads = [hub.plan_dataset(d, f"{args.org}/{Path(d).name}") for d in args.datasets]
-    uploads += [hub.plan_metric(REPO / "metrics" / m, f"{args.org}/{m}") for m in metrics]
+    uploads += [hub.plan_metric(Path(metric_path(m)).parent, f"{args.org}/{m}") for m in metrics]
     if args.checkpoint:
         uploads.append(hub.plan_checkpoint(args.checkpoint, f"{args.org}/{args.checkpoint_name}"))
     if not uploads:

@@ -1,7 +1,7 @@
 """P1: building the 1000 FIND numeric functions, and our batched MLP fit vs FIND's recipe.
 
 In one run:
-1. time ``findbench.functions.numeric.generate(1000)`` (150 MLP approximations fitted at once);
+1. time ``findbench.find.numeric.generate(1000)`` (150 MLP approximations fitted at once);
 2. on the first ``--sample`` MLP functions of that build, run FIND's reference recipe (one
    MLP at a time, Adam lr 0.01, 10,000 full-batch epochs on the same 10,000 points) and
    compare time and mean squared error with the weights our build served.
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> dict:
     import torch
 
     from findbench._io import atomic_write_json
-    from findbench.functions import mlp, numeric
+    from findbench.find import mlp, numeric
 
     torch.set_num_threads(1)
 

@@ -6,10 +6,10 @@ before each program) and must give identical NMSE values.
 
 * reference: ``exec`` of both programs in this process, no isolation (what FIND's own scripts
   and most notebooks do);
-* ours: ``findbench.code_scoring.score_nmse``, every program in a sandboxed worker process
+* ours: ``findbench.find.code_scoring.score_nmse``, every program in a sandboxed worker process
   (pool start-up included: "cold"), and the same on an already running ``Sandbox`` ("warm").
 
-Functions: ``findbench.functions.numeric.generate(1000, seed=0)`` when available, else a seeded
+Functions: ``findbench.find.numeric.generate(1000, seed=0)`` when available, else a seeded
 hand-written family (reported in the JSON as ``functions_source``). Interpretations are
 perturbations of the ground truth: exact copies, scaled/shifted copies behind a helper, and a
 few that raise on part of the grid or return NaN.
@@ -21,12 +21,10 @@ from __future__ import annotations
 
 import argparse
 import ast
-import json
 import math
 import os
 import platform
 import random
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -37,14 +35,14 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 from findbench._io import atomic_write_json  # noqa: E402
-from findbench.code_scoring import NMSE_GRID, nmse, score_nmse  # noqa: E402
+from findbench.find.code_scoring import NMSE_GRID, nmse, score_nmse  # noqa: E402
 from findbench.sandbox import Sandbox  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "p2_sandbox.json"
 
 
 def _fallback_functions(n: int, seed: int) -> list[str]:
-    """Seeded numeric ground truths in FIND's style (used until findbench.functions.numeric lands)."""
+    """Seeded numeric ground truths in FIND's style (used until findbench.find.numeric lands)."""
     rng = random.Random(seed)
     forms = [
         "return {a} * x + {b}",
@@ -63,7 +61,7 @@ def _fallback_functions(n: int, seed: int) -> list[str]:
             a=round(rng.uniform(-5, 5), 2), b=round(rng.uniform(-20, 20), 2), c=round(rng.uniform(1, 30), 2)
         )
         noise = i % 4 == 0
-        head = "import numpy as np\n" + ("rng = np.random.default_rng(%d)\n" % i if noise else "")
+        head = "import numpy as np\n" + (f"rng = np.random.default_rng({i})\n" if noise else "")
         if noise:
             body = body.replace("return ", "return rng.normal(0, 0.1) + ")
         codes.append(f"{head}\ndef function(x):\n    {body}\n")
@@ -72,11 +70,11 @@ def _fallback_functions(n: int, seed: int) -> list[str]:
 
 def load_ground_truths(n: int, seed: int) -> tuple[list[str], str]:
     try:
-        from findbench.functions import numeric  # noqa: PLC0415
+        from findbench.find import numeric  # noqa: PLC0415
     except ImportError:
         return _fallback_functions(n, seed), "fallback (hand-written seeded family)"
     rows = numeric.generate(n, seed=seed, progress=False)
-    return [row["code"] for row in rows], f"findbench.functions.numeric.generate({n}, seed={seed})"
+    return [row["code"] for row in rows], f"findbench.find.numeric.generate({n}, seed={seed})"
 
 
 def make_interpretations(codes: list[str], seed: int) -> list[str]:

@@ -28,7 +28,6 @@ Writes ``benchmarks/results/p3_judge.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import platform
 import time
@@ -37,7 +36,7 @@ from pathlib import Path
 import torch
 
 from findbench._io import atomic_write_json
-from findbench.find_v1 import load_rows
+from findbench.find.find_v1 import load_rows
 from findbench.judge import ANSWER_PREFIX, parse_answer, render_judge_prompt
 from findbench.lm import TransformersLM
 from findbench.models import resolve

@@ -13,7 +13,6 @@ words/s and the ratio; writes benchmarks/results/p4_entities.json.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import time
 from pathlib import Path
@@ -22,9 +21,9 @@ import numpy as np
 import torch
 
 from findbench._io import atomic_write_json
-from findbench.functions.neurons import generate_entities, make_function
-from findbench.functions.neurons.encoder import load_encoder
-from findbench.functions.neurons.entities import entity_splits
+from findbench.find.synthetic_neurons import generate_entities, make_function
+from findbench.find.synthetic_neurons.encoder import load_encoder
+from findbench.find.synthetic_neurons.entities import entity_splits
 
 
 def main() -> int:

@@ -1,6 +1,6 @@
 """P6: IIA@K sweep, findbench vs pyvene, on the same model, pairs and neurons in one run.
 
-Ours: :func:`findbench.neurons.interventions.iia_sweep` (one clean pass per input, shared
+Ours: :func:`findbench.neuron_explanations.interventions.iia_sweep` (one clean pass per input, shared
 prefix KV cache, early blocks skipped, all K of a ranking in one batched forward).
 Reference: pyvene (PyPI) ``IntervenableModel`` with a ``VanillaIntervention`` on the MLP
 activation (input of ``mlp.down_proj``, registered as a pyvene component since pyvene's own
@@ -26,8 +26,8 @@ from pathlib import Path
 
 import torch
 
-from findbench.neurons import interventions as iv
-from findbench.neurons.intervention_tasks import build_task_rows
+from findbench.neuron_explanations import interventions as iv
+from findbench.neuron_explanations.intervention_tasks import build_task_rows
 
 RESULTS = Path(__file__).resolve().parent / "results" / "p6_iia.json"
 

@@ -1,5 +1,6 @@
-"""``datasets.GeneratorBasedBuilder`` subclasses that ``findbench build …`` runs.
+"""The dataset builders, where users of ``datasets`` look for them.
 
-datasets 5 no longer runs loading scripts, so these builders are run by the package and
-write parquet + README card folders that ``datasets.load_dataset(folder, config)`` reads.
+The builder code lives in the installed package (:mod:`findbench.builders`), so a wheel
+install builds the datasets as well as a checkout does; these files re-export it.
+``findbench build`` / ``findbench build-neuron-tests`` run them.
 """

@@ -6,9 +6,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-#: Reference data of the original projects (never copied into the repo).
-ANCHORS = REPO.parent / "shared" / "anchors"
+from tests._paths import ANCHORS, REPO  # noqa: F401
 
 
 @pytest.fixture(scope="session")

@@ -6,8 +6,7 @@ import pytest
 
 from findbench import hub
 from findbench.cli import main
-
-REPO = Path(__file__).resolve().parents[1]
+from tests._paths import REPO
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ def test_main_job_end_to_end_and_resume(tmp_path, monkeypatch):
     def _boom(*a, **k):
         raise AssertionError("stage should have been reused")
 
-    monkeypatch.setattr("dataset_builders.find.build", _boom)
+    monkeypatch.setattr("findbench.builders.find.build", _boom)
     monkeypatch.setattr(pipeline, "load_metric", _boom)
     assert pipeline.run_main(data=data, out=out, judges=("embedded",), judge_functions=2, skip_train=True) == summary
 

@@ -5,17 +5,17 @@
     accelerate launch --config_file training/configs/single_gpu.yaml training/train_evaluator.py \
         --config training/configs/vicuna.yaml
 
-Every flag is a field of :class:`findbench.evaluator.train.TrainArgs`; ``--config file.yaml``
+Every flag is a field of :class:`findbench.judge.train.TrainArgs`; ``--config file.yaml``
 reads them from YAML (flags on the command line win). The training loop lives in the library
-(:func:`findbench.evaluator.train.train_evaluator`), shared with ``findbench train-evaluator``.
+(:func:`findbench.judge.train.train_evaluator`), shared with ``findbench train-evaluator``.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Sequence
+from collections.abc import Sequence
 
-from findbench.evaluator.train import make_parser, parse_train_args, train_evaluator
+from findbench.judge.train import make_parser, parse_train_args, train_evaluator
 
 __all__ = ["main", "make_parser"]
 

@@ -1,7 +1,34 @@
-"""findbench: the FIND benchmark and neuron-explanation evaluation, the Hugging Face way."""
+"""findbench: the FIND benchmark and neuron-explanation evaluation, the Hugging Face way.
 
-__version__ = "0.1.0"
+The package is organised by the paper each part comes from (see the README's layout section):
 
-from .functions import generate_rows, load_function, load_rows  # noqa: E402
+- :mod:`findbench.find`: FIND (Schwettmann et al. 2023): function families, synthetic
+  neurons, the ``find-v1`` import, unit tests, code scoring.
+- :mod:`findbench.neuron_explanations`: Huang et al. (2023): observational test sets,
+  explanation F1, interchange interventions and IIA.
+- :mod:`findbench.judge`: FIND's unit-test judge: prompts, scoring modes, training data,
+  fine-tuning and the before/after report.
+- low layers: :mod:`findbench.schema`, :mod:`findbench.constants`, :mod:`findbench.sandbox`,
+  :mod:`findbench.lm`, :mod:`findbench.models`, :mod:`findbench.sites`.
 
-__all__ = ["__version__", "generate_rows", "load_function", "load_rows"]
+``import findbench`` is cheap: the row helpers load on first use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from findbench._version import __version__
+from findbench.resources import metric_path
+
+__all__ = ["__version__", "generate_rows", "load_function", "load_rows", "metric_path"]
+
+_LAZY = {"generate_rows", "load_function", "load_rows"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from findbench.find import rows
+
+        return getattr(rows, name)
+    raise AttributeError(f"module 'findbench' has no attribute {name!r}")

@@ -24,7 +24,7 @@ def _add_backbone_report(sub) -> None:
 def _run_backbone_report(args) -> int:
     import json
 
-    from .functions.neurons import backbone_report
+    from findbench.find.synthetic_neurons import backbone_report
 
     categories = [c.strip() for c in args.categories.split(",") if c.strip()]
     summary = backbone_report(args.out, backend=args.backend, model=args.model, categories=categories, limit=args.limit,
@@ -45,7 +45,7 @@ def _add_build(sub) -> None:
 
 
 def _run_build(args) -> int:
-    from dataset_builders.find import build
+    from findbench.builders.find import build
 
     configs = [c.strip() for c in args.configs.split(",") if c.strip()] if args.configs else None
     out = build(args.out, seed=args.seed, configs=configs, source=args.source, data_dir=args.data_dir)
@@ -77,13 +77,13 @@ def _add_call(sub) -> None:
 
 
 def _run_call(args) -> int:
-    from .functions import load_function
-    from .schema import parse_function_id
+    from findbench.find import load_function
+    from findbench.schema import parse_function_id
 
     category, _ = parse_function_id(args.function_id)
     fn = load_function(args.function_id, seed=args.seed, data=args.data, backend=args.backend, lm=args.model)
     xs = _parse_call_inputs(category, args.inputs)
-    from .export import format_pairs
+    from findbench.find.export import format_pairs
 
     if category == "numeric":
         ys = [float(fn(x)) for x in xs]
@@ -103,7 +103,7 @@ def _add_export_functions(sub) -> None:
 
 
 def _run_export_functions(args) -> int:
-    from .export import export_functions
+    from findbench.find.export import export_functions
 
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     n = export_functions(args.out, configs=configs, data=args.data, seed=args.seed)
@@ -124,7 +124,7 @@ def _add_main(sub) -> None:
 def _run_main(args) -> int:
     from pathlib import Path
 
-    from .pipeline import run_main
+    from findbench.pipeline import run_main
 
     run_main(data=args.data, out=args.out, seed=args.seed, judge_functions=args.judge_functions, skip_train=args.skip_train)
     print((Path(args.out) / "summary.md").read_text())
@@ -148,7 +148,7 @@ def _add_build_neuron_tests(sub) -> None:
 
 
 def _run_build_neuron_tests(args) -> int:
-    from dataset_builders.neuron_test_sets import build
+    from findbench.builders.neuron_test_sets import build
 
     def split(text):
         return [c.strip() for c in text.split(",") if c.strip()] if text else None
@@ -182,7 +182,7 @@ def _add_iia(sub) -> None:
 def _run_iia(args) -> int:
     import json
 
-    from .neurons.interventions import run_iia
+    from findbench.neuron_explanations.interventions import run_iia
 
     def split(text):
         return [c.strip() for c in text.split(",") if c.strip()]
@@ -237,7 +237,7 @@ def _add_evaluator_data(sub) -> None:
 
 
 def _run_evaluator_data(args) -> int:
-    from .evaluator.data import build_evaluator_data
+    from findbench.judge.data import build_evaluator_data
 
     out = build_evaluator_data(args.out, n=args.n, n_heldout=args.n_heldout, seed=args.seed,
                                heldout_fraction=args.heldout_fraction, data=args.data)
@@ -246,7 +246,7 @@ def _run_evaluator_data(args) -> int:
 
 
 def _add_train_evaluator(sub) -> None:
-    from .evaluator.train import add_train_arguments
+    from findbench.judge.train import add_train_arguments
 
     p = sub.add_parser("train-evaluator", help="fine-tune the judge with accelerate + peft (defaults: the embedded-evaluator recipe)")
     p.add_argument("--config", default=None, help="YAML file of TrainArgs fields (options given here win)")
@@ -255,7 +255,7 @@ def _add_train_evaluator(sub) -> None:
 
 
 def _run_train_evaluator(args) -> int:
-    from .evaluator.train import train_args_from_namespace, train_evaluator
+    from findbench.judge.train import train_args_from_namespace, train_evaluator
 
     print(train_evaluator(train_args_from_namespace(args, args.config)))
     return 0
@@ -282,7 +282,7 @@ def _add_evaluator_report(sub) -> None:
 
 
 def _run_evaluator_report(args) -> int:
-    from .evaluator.report import evaluator_report, format_table
+    from findbench.judge.report import evaluator_report, format_table
 
     categories = [c.strip() for c in args.categories.split(",") if c.strip()]
     report = evaluator_report(args.judge, baseline=args.baseline, out=args.out, limit=args.limit, categories=categories,

@@ -11,17 +11,20 @@ import logging
 import re
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import yaml
+
+from findbench.resources import METRICS
 
 __all__ = ["Upload", "plan_dataset", "plan_metric", "plan_checkpoint", "publish", "METRIC_NAMES"]
 
 logger = logging.getLogger(__name__)
 
-METRIC_NAMES = ("find_unit_test", "find_nmse", "find_exact_match", "explanation_f1", "iia", "autointerp")
+METRIC_NAMES = METRICS
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 

@@ -16,14 +16,16 @@ import copy
 import importlib.util
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
+from typing import Any
 
 from filelock import FileLock
 
 from findbench._io import atomic_dir, cache_dir
+from findbench.constants import EMBEDDED_EVALUATOR_NAME, EMBEDDED_EVALUATOR_VERSION, TRAINED_MARKER
 
-__all__ = ["REGISTRY", "register", "resolve", "embedded_model_dir", "EMBEDDED_GGUF"]
+__all__ = ["REGISTRY", "register", "resolve", "embedded_model_dir", "embedded_evaluator_dir", "load_causal_lm", "EMBEDDED_GGUF"]
 
 log = logging.getLogger(__name__)
 
@@ -127,12 +129,66 @@ def embedded_model_dir() -> str:
 register("embedded", embedded_model_dir)
 
 
-def _embedded_evaluator_dir() -> str:
-    from findbench.evaluator.train import embedded_evaluator_dir
+def load_causal_lm(model: str | os.PathLike, *, dtype: Any = None, device: str | None = None, tokenizer: bool = True) -> Any:
+    """Load a causal LM for inference: ``(model, tokenizer)`` (or the model alone with
+    ``tokenizer=False``), in eval mode.
 
-    return embedded_evaluator_dir()
+    Args:
+        model: a registered name (``"embedded"``, ``"embedded-evaluator"``), a folder or a Hub
+            id, resolved with :func:`resolve`. A peft adapter folder (``adapter_config.json``,
+            e.g. a judge from ``findbench train-evaluator``) is loaded onto its base model
+            (itself resolved, so ``"embedded"`` works) and merged.
+        dtype: a ``torch.dtype`` or its name (``"float32"``); default float32.
+        device: move the model there (default: leave it where ``from_pretrained`` put it).
+        tokenizer: also load the tokenizer (from the same folder).
+    """
+    import json
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if isinstance(dtype, str):
+        if not isinstance(getattr(torch, dtype, None), torch.dtype):
+            raise ValueError(f"dtype {dtype!r} is not a torch dtype name")
+        dtype = getattr(torch, dtype)
+    dtype = torch.float32 if dtype is None else dtype
+    path = resolve(model)
+    adapter_cfg = Path(path) / "adapter_config.json"
+    if adapter_cfg.is_file():
+        from peft import PeftModel
+
+        base_id = json.loads(adapter_cfg.read_text(encoding="utf-8")).get("base_model_name_or_path")
+        if not base_id:
+            raise ValueError(f"{adapter_cfg} names no base_model_name_or_path")
+        base = AutoModelForCausalLM.from_pretrained(resolve(base_id), dtype=dtype)
+        lm = PeftModel.from_pretrained(base, path).merge_and_unload()
+    else:
+        lm = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    if device:
+        lm = lm.to(device)
+    lm.eval()
+    if not tokenizer:
+        return lm
+    return lm, AutoTokenizer.from_pretrained(path)
+
+
+def embedded_evaluator_dir(*, must_exist: bool = True) -> str:
+    """Folder of the judge fine-tuned from the embedded model (``findbench train-evaluator``
+    with its defaults writes it). With ``must_exist`` a missing judge raises FileNotFoundError
+    saying how to train it.
+
+    Only a path and a marker file: the judge package writes the folder, this layer just
+    knows where it lives, so ``models`` never imports the judge.
+    """
+    path = cache_dir("models") / f"{EMBEDDED_EVALUATOR_NAME}-{EMBEDDED_EVALUATOR_VERSION}"
+    if must_exist and not (path / TRAINED_MARKER).is_file():
+        raise FileNotFoundError(
+            f"the embedded evaluator is not trained yet (expected at {path}); run "
+            "`findbench train-evaluator` (35-40 min on 2 CPU cores) or pass a judge folder"
+        )
+    return str(path)
 
 
 #: The judge fine-tuned from the embedded model (``findbench train-evaluator``); resolving it
 #: before training raises FileNotFoundError saying how to train it.
-register("embedded-evaluator", _embedded_evaluator_dir)
+register(EMBEDDED_EVALUATOR_NAME, embedded_evaluator_dir)

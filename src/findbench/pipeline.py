@@ -16,27 +16,28 @@ from __future__ import annotations
 import json
 import logging
 import random
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from ._io import atomic_write_json, atomic_write_text
-from .evaluator.data import split_functions
+from findbench._io import atomic_write_json, atomic_write_text
+from findbench.constants import JUDGE_CATEGORIES
+from findbench.judge.data import split_functions
 
 __all__ = ["run_main", "load_metric"]
 
 logger = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parents[2]
-JUDGE_CATEGORIES = ("strings", "neurons_entities", "neurons_relations")
 
 
 def load_metric(name: str):
-    """``evaluate.load`` of a findbench metric: the checkout's ``metrics/<name>`` folder when
-    present, else the published module id ``findbench/<name>``."""
+    """``evaluate.load`` of a findbench metric module shipped in the package
+    (:func:`findbench.metric_path`), so the main job runs from a wheel as from a checkout."""
     import evaluate
 
-    local = REPO / "metrics" / name
-    return evaluate.load(str(local) if local.is_dir() else f"findbench/{name}")
+    from findbench.resources import metric_path
+
+    return evaluate.load(metric_path(name))
 
 
 def _stage(out: Path, name: str, fn: Callable[[], Any]) -> Any:
@@ -52,7 +53,7 @@ def _stage(out: Path, name: str, fn: Callable[[], Any]) -> Any:
 
 def _ensure_embedded_evaluator() -> str:
     """The trained embedded judge's folder, training it with the default recipe if missing."""
-    from .evaluator.train import TrainArgs, embedded_evaluator_dir, train_evaluator
+    from findbench.judge.train import TrainArgs, embedded_evaluator_dir, train_evaluator
 
     try:
         return embedded_evaluator_dir()
@@ -80,7 +81,7 @@ def run_main(
     """Run the main job; returns (and writes) the summary."""
     import datasets
 
-    from dataset_builders.find import build
+    from findbench.builders.find import build
 
     if judge_functions < 1:
         raise ValueError(f"judge_functions must be at least 1, got {judge_functions}")

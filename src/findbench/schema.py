@@ -9,7 +9,8 @@ harness never needs to know where a row came from. Fields that do not apply to a
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 CATEGORIES = ("numeric", "strings", "neurons_entities", "neurons_relations")
 SOURCES = ("procedural", "find-v1")

@@ -10,7 +10,8 @@ A *conversation* is a list of chat messages ``{"role": "system"|"user"|"assistan
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 __all__ = ["LM", "ScoringLM", "Message", "Conversation", "check_candidates", "check_continuations", "check_conversations"]
 

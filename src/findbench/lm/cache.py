@@ -15,8 +15,9 @@ import logging
 import os
 import sqlite3
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from findbench.lm.base import LM, Conversation, check_candidates, check_continuations, check_conversations
 

@@ -25,8 +25,9 @@ import math
 import os
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Sequence
+from typing import Any
 
 from tqdm.auto import tqdm
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import copy
 import logging
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -49,29 +50,6 @@ def _default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _load_causal_lm(path: str, dtype: Any) -> Any:
-    """``AutoModelForCausalLM.from_pretrained(path)``; a peft adapter folder (``adapter_config.json``,
-    e.g. a judge from ``findbench train-evaluator``) is loaded onto its base model (resolved
-    through :func:`findbench.models.resolve`, so ``"embedded"`` works) and merged."""
-    import json
-
-    from transformers import AutoModelForCausalLM
-
-    adapter_cfg = os.path.join(path, "adapter_config.json")
-    if not os.path.isfile(adapter_cfg):
-        return AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-    from peft import PeftModel
-
-    from findbench.models import resolve
-
-    with open(adapter_cfg, encoding="utf-8") as fh:
-        base_id = json.load(fh).get("base_model_name_or_path")
-    if not base_id:
-        raise ValueError(f"{adapter_cfg} names no base_model_name_or_path")
-    base = AutoModelForCausalLM.from_pretrained(resolve(base_id), dtype=dtype)
-    return PeftModel.from_pretrained(base, path).merge_and_unload()
-
-
 def _batches(items: Sequence[Any], size: int):
     for start in range(0, len(items), size):
         yield items[start : start + size]
@@ -104,7 +82,7 @@ class TransformersLM:
         name: str | None = None,
     ) -> None:
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+        from transformers import AutoTokenizer, PreTrainedModel
 
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
@@ -123,13 +101,13 @@ class TransformersLM:
             self.model = model.to(self.device)
             model_id = getattr(model.config, "_name_or_path", "") or type(model).__name__
         elif isinstance(model, (str, os.PathLike)):
-            from findbench.models import resolve
+            from findbench.models import load_causal_lm, resolve
 
             model_id = os.fspath(model)
             path = resolve(model_id)
             if tokenizer is None:
                 tokenizer = AutoTokenizer.from_pretrained(path)
-            self.model = _load_causal_lm(path, dtype).to(self.device)
+            self.model = load_causal_lm(path, dtype=dtype, device=str(self.device), tokenizer=False)
         else:
             raise TypeError(f"model must be a name, path or PreTrainedModel, got {type(model).__name__}")
         self.model.eval()

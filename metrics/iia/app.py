@@ -1,3 +1,0 @@
-import evaluate
-from evaluate.utils import launch_gradio_widget
-launch_gradio_widget(evaluate.load("iia"))

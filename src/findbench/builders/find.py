@@ -1,0 +1,148 @@
+"""The FIND benchmark builder: one config per function category, one ``test`` split."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import datasets
+
+from findbench import citations, schema
+from findbench.find import generate_rows
+from findbench.resources import card_template
+
+_CITATION = citations.FIND
+
+_DESCRIPTION = """\
+FIND (Function INterpretation and Description): functions with ground-truth descriptions for
+evaluating automated interpretability methods. numeric: 1000 real functions (atomic,
+compositions, MLP approximations, noise, domain corruption); strings: 1000 string functions
+(atomic and compositions); neurons_entities: 200 synthetic neurons scoring association with
+one or two concepts; neurons_relations: 75 synthetic neurons mapping inputs to outputs by a
+real-world relation, 50 of them corrupted on a subdomain.
+"""
+
+_HOMEPAGE = "https://github.com/multimodal-interpretability/FIND"
+
+
+@dataclass
+class FindConfig(datasets.BuilderConfig):
+    """One FIND category.
+
+    Attributes:
+        seed: seed of the procedural generators (same seed → identical rows).
+        source: ``procedural`` (findbench's generators) or ``find-v1`` (original release).
+        release_dir: ``find-v1`` only: folder of the original release (``src/find-dataset``
+            layout); ``None`` downloads the published files when online.
+    """
+
+    seed: int = 0
+    source: str = "procedural"
+    release_dir: str | None = None
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.name not in schema.CATEGORIES:
+            raise ValueError(f"config name must be one of {schema.CATEGORIES}, got {self.name!r}")
+        if self.source not in schema.SOURCES:
+            raise ValueError(f"source must be one of {schema.SOURCES}, got {self.source!r}")
+
+
+class Find(datasets.GeneratorBasedBuilder):
+    """FIND as a ``datasets`` builder."""
+
+    BUILDER_CONFIG_CLASS = FindConfig
+    BUILDER_CONFIGS = [FindConfig(name=c, description=f"FIND {c} functions") for c in schema.CATEGORIES]
+    DEFAULT_CONFIG_NAME = "numeric"
+
+    def _info(self) -> datasets.DatasetInfo:
+        return datasets.DatasetInfo(
+            description=_DESCRIPTION,
+            features=schema.features(),
+            homepage=_HOMEPAGE,
+            license="mit",
+            citation=_CITATION,
+        )
+
+    def _split_generators(self, dl_manager):
+        return [datasets.SplitGenerator(name=datasets.Split.TEST, gen_kwargs={})]
+
+    def _generate_examples(self):
+        cfg = self.config
+        rows = generate_rows(cfg.name, seed=cfg.seed, source=cfg.source, data_dir=cfg.release_dir)
+        for row in rows:
+            schema.check_row(row)
+            yield row["function_id"], row
+
+
+def _card_body(entries, folder: str) -> str:
+
+    template = card_template("find.md")
+    rows = []
+    sources = set()
+    for name, entry in entries.items():
+        prov = entry["provenance"]
+        sources.add(prov.get("source", "procedural"))
+        n = entry["dataset_info"]["splits"][0]["num_examples"]
+        seed = prov.get("seed", "") if prov.get("source") == "procedural" else "—"
+        rows.append(f"| {name} | {n} | {prov.get('source')} | {seed} |")
+    fields = []
+    for col, (spec, doc) in schema.COLUMNS.items():
+        kind = spec if isinstance(spec, str) else ("list of " + (spec[0] if isinstance(spec[0], str) else "struct"))
+        fields.append(f"| `{col}` | {kind} | {doc} |")
+    source_line = "sources: " + ", ".join(sorted(sources))
+    return template.format(
+        source_line=source_line,
+        folder=folder,
+        config_table="\n".join(rows),
+        field_table="\n".join(fields),
+        citation=_CITATION.strip(),
+    )
+
+
+CARD_HEADER = {
+    "license": "mit",
+    "pretty_name": "FIND: Function INterpretation and Description",
+    "language": ["en"],
+    "tags": ["interpretability", "explainability", "benchmark", "find"],
+    "size_categories": ["1K<n<10K"],
+}
+
+
+def build(
+    out: str = "find",
+    *,
+    seed: int = 0,
+    configs: list[str] | None = None,
+    source: str = "procedural",
+    data_dir: str | None = None,
+    progress: bool = True,
+):
+    """Write the FIND dataset folder ``out`` (parquet per config + README card).
+
+    Configs already in ``out`` and not named in ``configs`` are kept, so
+    ``--configs neurons_entities,neurons_relations`` adds those two to an existing build.
+    """
+    from pathlib import Path
+
+    from findbench.builders.folder import build_dataset_folder
+
+    configs = list(configs or schema.CATEGORIES)
+    bad = [c for c in configs if c not in schema.CATEGORIES]
+    if bad:
+        raise ValueError(f"configs: unknown config(s) {bad}; choose from {schema.CATEGORIES}")
+    if source not in schema.SOURCES:
+        raise ValueError(f"source must be one of {schema.SOURCES}, got {source!r}")
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    release_dir = str(Path(data_dir).resolve()) if data_dir else None
+    if source == "find-v1" and release_dir and not Path(release_dir).is_dir():
+        raise FileNotFoundError(f"data_dir: {release_dir} is not a folder")
+    kwargs = {c: ({"seed": seed, "source": source} if source == "procedural" else {"source": source, "release_dir": release_dir}) for c in configs}
+    return build_dataset_folder(
+        out,
+        Find,
+        kwargs,
+        card_header=CARD_HEADER,
+        card_body=lambda entries: _card_body(entries, Path(out).name),
+        progress=progress,
+    )

@@ -1,0 +1,257 @@
+"""Scoring of interpreter-written code against FIND's ground-truth functions.
+
+Two scores, both computed by running the code in :mod:`findbench.sandbox` (never in-process):
+
+* :func:`score_nmse` (numeric functions): the interpretation (the last top-level ``def`` of the
+  interpreter's code) and the ground truth (``function`` in the dataset's ``code``) are
+  evaluated on FIND's grid x = -127.5, -126.5, ..., 127.5 (256 points);
+  NMSE = sum((gt - pred)^2) / sum(gt^2) over the points where the ground truth is finite.
+  An interpretation succeeds when NMSE < ``threshold`` (0.1 in FIND).
+* :func:`score_exact_match` (string functions): the share of test inputs on which the
+  interpretation returns exactly the ground truth's output, averaged over functions.
+
+The metric modules ``metrics/find_nmse`` and ``metrics/find_exact_match`` are thin wrappers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from findbench.sandbox import (
+    DEFAULT_CPU_SECONDS,
+    DEFAULT_MEMORY_MB,
+    DEFAULT_TIMEOUT,
+    Sandbox,
+    SandboxResult,
+    run_functions,
+)
+
+__all__ = [
+    "NMSE_GRID",
+    "NMSE_THRESHOLD",
+    "REFERENCE_ENTRY",
+    "nmse",
+    "nmse_from_results",
+    "check_code_pairs",
+    "check_test_inputs",
+    "score_nmse",
+    "score_exact_match",
+]
+
+NMSE_GRID: tuple[float, ...] = tuple(float(x) for x in np.arange(-127.5, 128.0, 1.0))
+"""FIND's 256 evaluation points for numeric functions: -127.5, -126.5, ..., 127.5."""
+NMSE_THRESHOLD = 0.1
+REFERENCE_ENTRY = "function"
+"""Name of the function that ground-truth code defines."""
+
+
+def _is_real(v: Any) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+
+
+def nmse(ground_truth: Sequence[Any], prediction: Sequence[Any]) -> float:
+    """NMSE of ``prediction`` against ``ground_truth`` (two equally long value lists).
+
+    Points where the ground truth is not a finite real number (``None`` for an exception,
+    NaN, inf, a non-number) are skipped.  On the remaining points the prediction must be a
+    finite real number everywhere, otherwise the result is ``inf`` (failure).  When the ground
+    truth is identically zero on those points NMSE is undefined: it is ``0.0`` for an exact
+    match and ``inf`` otherwise.  Raises ``ValueError`` when no point is usable.
+    """
+    if len(ground_truth) != len(prediction):
+        raise ValueError(f"ground_truth and prediction must have the same length ({len(ground_truth)} != {len(prediction)})")
+    gt, pred = [], []
+    for g, p in zip(ground_truth, prediction):
+        if not _is_real(g) or not math.isfinite(g):
+            continue
+        if not _is_real(p) or not math.isfinite(p):
+            return math.inf
+        gt.append(float(g))
+        pred.append(float(p))
+    if not gt:
+        raise ValueError("ground_truth has no finite value")
+    g = np.asarray(gt, dtype=np.float64)
+    p = np.asarray(pred, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        num = float(np.sum((g - p) ** 2))
+        den = float(np.sum(g**2))
+    if not math.isfinite(num) or not math.isfinite(den):
+        return math.inf
+    if den == 0.0:
+        return 0.0 if num == 0.0 else math.inf
+    return num / den
+
+
+def nmse_from_results(reference: SandboxResult, prediction: SandboxResult, *, index: int = 0) -> float:
+    """NMSE from two sandbox results on :data:`NMSE_GRID` (``inf`` when the prediction failed).
+
+    A reference that did not run (status other than ``"ok"``) or has no finite value raises
+    ``ValueError`` naming ``references[index]``.
+    """
+    if reference.status != "ok":
+        raise ValueError(f"references[{index}]: ground-truth code failed ({reference.status}): {reference.message}")
+    gt = [v if e is None else None for v, e in zip(reference.values, reference.errors)]
+    if prediction.status != "ok":
+        return math.inf
+    pred = [v if e is None else None for v, e in zip(prediction.values, prediction.errors)]
+    try:
+        return nmse(gt, pred)
+    except ValueError:
+        raise ValueError(f"references[{index}]: ground-truth code gives no finite value on the grid") from None
+
+
+def _check_codes(name: str, codes: Any) -> list[str]:
+    if isinstance(codes, (str, bytes)) or not isinstance(codes, Sequence):
+        raise TypeError(f"{name} must be a list of code strings, got {type(codes).__name__}")
+    for i, code in enumerate(codes):
+        if not isinstance(code, str):
+            raise TypeError(f"{name}[{i}] must be a string of Python code, got {type(code).__name__}")
+    return list(codes)
+
+
+def check_code_pairs(predictions: Any, references: Any) -> tuple[list[str], list[str]]:
+    """Validate two equally long lists of code strings (errors name the bad field)."""
+    preds = _check_codes("predictions", predictions)
+    refs = _check_codes("references", references)
+    if len(preds) != len(refs):
+        raise ValueError(f"predictions and references must have the same length ({len(preds)} != {len(refs)})")
+    return preds, refs
+
+
+def _run(codes, inputs, entries, *, sandbox, timeout, cpu_seconds, memory_mb, workers, progress):
+    if sandbox is not None:
+        return run_functions(codes, inputs, entry=entries, sandbox=sandbox, progress=progress)
+    return run_functions(
+        codes, inputs, entry=entries, timeout=timeout, cpu_seconds=cpu_seconds,
+        memory_mb=memory_mb, workers=workers, progress=progress,
+    )
+
+
+def score_nmse(
+    predictions: Sequence[str],
+    references: Sequence[str],
+    *,
+    threshold: float = NMSE_THRESHOLD,
+    timeout: float = DEFAULT_TIMEOUT,
+    cpu_seconds: float = DEFAULT_CPU_SECONDS,
+    memory_mb: int = DEFAULT_MEMORY_MB,
+    workers: int | None = None,
+    sandbox: Sandbox | None = None,
+    progress: bool = False,
+) -> dict:
+    """Score interpreter code for numeric functions by NMSE on :data:`NMSE_GRID`.
+
+    ``predictions[i]`` is the interpreter's code (its last top-level ``def`` is the
+    interpretation), ``references[i]`` the ground-truth code defining ``function(x)``.  Both run
+    in the sandbox (one pool for the whole call, or ``sandbox`` if given).
+
+    Returns ``{"success_rate", "mean_nmse", "n_failed", "nmse"}``: ``nmse[i]`` per item
+    (``inf`` on any failure: no function, exception, timeout, non-finite or non-numeric
+    prediction on a point where the ground truth is finite); ``success_rate`` the share of
+    items with NMSE < ``threshold``; ``mean_nmse`` the mean over the finite NMSE values (NaN if
+    there is none); ``n_failed`` the number of items whose NMSE is infinite.
+    """
+    preds, refs = check_code_pairs(predictions, references)
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not threshold > 0:
+        raise ValueError(f"threshold must be a positive number, got {threshold!r}")
+    n = len(preds)
+    if n == 0:
+        return {"success_rate": math.nan, "mean_nmse": math.nan, "n_failed": 0, "nmse": []}
+    grid = list(NMSE_GRID)
+    results = _run(
+        refs + preds, [grid] * (2 * n), [REFERENCE_ENTRY] * n + ["last_def"] * n,
+        sandbox=sandbox, timeout=timeout, cpu_seconds=cpu_seconds, memory_mb=memory_mb,
+        workers=workers, progress=progress,
+    )
+    scores = [nmse_from_results(results[i], results[n + i], index=i) for i in range(n)]
+    finite = [s for s in scores if math.isfinite(s)]
+    return {
+        "success_rate": float(sum(s < threshold for s in scores) / n),
+        "mean_nmse": float(np.mean(finite)) if finite else math.nan,
+        "n_failed": int(n - len(finite)),
+        "nmse": [float(s) for s in scores],
+    }
+
+
+def score_exact_match(
+    predictions: Sequence[str],
+    references: Sequence[str],
+    test_inputs: Sequence[Sequence[Any]],
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    cpu_seconds: float = DEFAULT_CPU_SECONDS,
+    memory_mb: int = DEFAULT_MEMORY_MB,
+    workers: int | None = None,
+    sandbox: Sandbox | None = None,
+    progress: bool = False,
+) -> dict:
+    """Score interpreter code by exact output match on each function's test inputs.
+
+    ``test_inputs[i]`` lists the inputs of function ``i`` (FIND: 10 strings); they are passed
+    to both programs as data.  On an input, the interpretation (last top-level ``def`` of
+    ``predictions[i]``) is right when it returns a value equal (``==`` after the sandbox's
+    JSON conversion: tuples compare as lists) to the ground truth's (``function`` of
+    ``references[i]``); an exception fails only that input.  Inputs on which the ground truth
+    itself raises are not counted.
+
+    Returns ``{"exact_match", "per_function"}``: the per-function accuracies and their mean.
+    """
+    preds, refs = check_code_pairs(predictions, references)
+    inputs = check_test_inputs(test_inputs, len(preds))
+    n = len(preds)
+    if n == 0:
+        return {"exact_match": math.nan, "per_function": []}
+    results = _run(
+        refs + preds, inputs + inputs, [REFERENCE_ENTRY] * n + ["last_def"] * n,
+        sandbox=sandbox, timeout=timeout, cpu_seconds=cpu_seconds, memory_mb=memory_mb,
+        workers=workers, progress=progress,
+    )
+    per_function = []
+    for i in range(n):
+        ref, pred = results[i], results[n + i]
+        if ref.status != "ok":
+            raise ValueError(f"references[{i}]: ground-truth code failed ({ref.status}): {ref.message}")
+        counted = right = 0
+        for j in range(len(inputs[i])):
+            if ref.errors[j] is not None:
+                continue
+            counted += 1
+            if pred.status == "ok" and pred.errors[j] is None and _same(pred.values[j], ref.values[j]):
+                right += 1
+        if counted == 0:
+            raise ValueError(f"references[{i}]: ground-truth code raised on every test input")
+        per_function.append(right / counted)
+    return {"exact_match": float(np.mean(per_function)), "per_function": [float(s) for s in per_function]}
+
+
+def check_test_inputs(test_inputs: Any, n: int) -> list[list[Any]]:
+    """Validate ``test_inputs``: ``n`` non-empty lists of inputs (errors name the bad field)."""
+    if test_inputs is None:
+        raise ValueError("test_inputs is required: one list of test inputs per prediction")
+    if isinstance(test_inputs, (str, bytes)) or not isinstance(test_inputs, Sequence):
+        raise TypeError(f"test_inputs must be a list of input lists, got {type(test_inputs).__name__}")
+    if len(test_inputs) != n:
+        raise ValueError(f"test_inputs must have one input list per prediction ({len(test_inputs)} != {n})")
+    inputs = []
+    for i, row in enumerate(test_inputs):
+        if isinstance(row, (str, bytes)) or not isinstance(row, Sequence):
+            raise TypeError(f"test_inputs[{i}] must be a list of inputs, got {type(row).__name__}")
+        if len(row) == 0:
+            raise ValueError(f"test_inputs[{i}] is empty")
+        inputs.append(list(row))
+    return inputs
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equality of JSON-plain values where ``True != 1`` (types of scalars must agree)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return a == b

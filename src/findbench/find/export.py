@@ -1,0 +1,100 @@
+"""Export FIND functions as standalone scripts for external interpreter harnesses.
+
+Each function becomes ``<out>/<category>/fNNNNN/function.py``. Running
+``python function.py 1 2 3`` prints ``Function input - output pairs: (1, y1) (2, y2) (3, y3)``,
+the format FIND interpreters expect. Numeric and string scripts are self-contained (the
+row's ``code`` plus a command-line wrapper); neuron scripts call findbench, since their
+backbones are models.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from findbench._io import atomic_dir
+from findbench._version import __version__
+from findbench.schema import CATEGORIES
+
+__all__ = ["export_functions", "format_value", "format_pairs", "render_script"]
+
+
+def format_value(value) -> str:
+    """How a value is shown to an interpreter: floats with at most 4 decimals."""
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")) or abs(value) >= 1e15:
+            return str(value)
+        return f"{value:.4f}".rstrip("0").rstrip(".") or "0"
+    return str(value)
+
+
+def format_pairs(inputs: Iterable, outputs: Iterable) -> str:
+    """``Function input - output pairs: (x1, y1) (x2, y2) …``."""
+    pairs = " ".join(f"({format_value(x)}, {format_value(y)})" for x, y in zip(inputs, outputs))
+    return f"Function input - output pairs: {pairs}"
+
+
+_MAIN = '''
+
+if __name__ == "__main__":
+    import sys
+
+    def _show(v):
+        if isinstance(v, float):
+            if v != v or v in (float("inf"), float("-inf")) or abs(v) >= 1e15:
+                return str(v)
+            return ("%.4f" % v).rstrip("0").rstrip(".") or "0"
+        return str(v)
+
+    _inputs = sys.argv[1:]
+    {convert}
+    print("Function input - output pairs: " + " ".join("(%s, %s)" % (_show(x), _show(y)) for x, y in zip(_inputs, _outputs)))
+'''
+
+
+def render_script(row, *, data: str | None = None, seed: int = 0) -> str:
+    """The ``function.py`` text for one row."""
+    fid = row["function_id"]
+    header = f"# FIND {fid} ({row['name']}), exported by findbench {__version__}.\n# Usage: python function.py INPUT [INPUT ...]\n"
+    if row["category"] == "numeric":
+        convert = "_inputs = [float(x) for x in _inputs]\n    _outputs = [float(function(x)) for x in _inputs]"
+        return header + row["code"].rstrip() + "\n" + _MAIN.format(convert=convert)
+    if row["category"] == "strings":
+        convert = "_outputs = [function(x) for x in _inputs]"
+        return header + row["code"].rstrip() + "\n" + _MAIN.format(convert=convert)
+    convert = (
+        "from findbench import load_function\n"
+        f"    _fn = load_function({fid!r}, data={data!r}, seed={seed!r})\n"
+        "    _outputs = list(_fn(_inputs))"
+    )
+    return header + _MAIN.format(convert=convert).lstrip("\n")
+
+
+def export_functions(
+    out: str | os.PathLike,
+    *,
+    configs: Sequence[str] = ("numeric", "strings"),
+    data: str | os.PathLike | None = None,
+    seed: int = 0,
+) -> int:
+    """Write one script per function of ``configs`` under ``out`` (replaced atomically).
+
+    Returns the number of scripts written.
+    """
+    from findbench.find import load_rows
+
+    bad = [c for c in configs if c not in CATEGORIES]
+    if bad or not configs:
+        raise ValueError(f"configs: unknown or empty {list(configs)}; choose from {CATEGORIES}")
+    data_abs = str(Path(data).resolve()) if data is not None else None
+    n = 0
+    with atomic_dir(out) as tmp:
+        for category in configs:
+            for row in load_rows(category, seed=seed, data=data):
+                local = row["function_id"].split("/", 1)[1]
+                folder = tmp / category / local
+                folder.mkdir(parents=True)
+                (folder / "function.py").write_text(render_script(row, data=data_abs, seed=seed), encoding="utf-8")
+                n += 1
+    return n

@@ -1,0 +1,354 @@
+"""Import of the original FIND release ("arxiv v1", Schwettmann et al. 2023) into findbench's schema.
+
+:func:`load_rows` reads one config of the release's ``src/find-dataset`` folder and returns
+rows of :mod:`findbench.schema` with ``source="find-v1"``:
+
+- ``numeric`` (1000): ``numeric/data.json`` + the served variant of each function from
+  ``numeric/func_name_dict.json``, converted by
+  :func:`findbench.find.numeric.row_from_find_v1`; MLP weights from
+  ``fNNNNN/mlp_approx_model.pt`` where present (rows without them are marked by that function).
+- ``strings`` (1000): ground-truth descriptions (the release's ": " prefix removed), the 10 test
+  inputs parsed from the single string that lists them, and the unit tests. The functions'
+  code is only in the Zenodo archive: it is read from ``strings/fNNNNN/function_code.py``
+  when ``data_dir`` holds it, else left empty.
+- ``neurons_entities`` (200) and ``neurons_relations`` (75): concepts, the relation exception
+  (the release's key ``exeption``), exemplars (``initial``) and unit tests.
+
+Unit tests of every config become ``unit_tests``: 10 ``{"inputs": [3], "outputs": [3] | None,
+"correct": 1-based}`` (the release's ``test_vec`` / ``correct_inx``). Unit-test inputs are kept
+verbatim (their outputs were computed on them, stray quotes included); relation outputs lose
+the leading space the release's LM answers kept.
+
+With ``data_dir=None`` the files are downloaded once from :data:`FIND_V1_URL` (the release's
+GitHub files at a fixed commit) into findbench's cache.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from findbench._io import atomic_dir, cache_dir
+from findbench.schema import CATEGORIES, dumps, empty_row, function_id
+
+__all__ = [
+    "FIND_V1_COMMIT",
+    "FIND_V1_URL",
+    "EXPECTED_COUNTS",
+    "RELEASE_FILES",
+    "load_rows",
+    "download_release",
+    "parse_test_inputs",
+    "convert_unit_tests",
+]
+
+log = logging.getLogger(__name__)
+
+#: Commit of github.com/multimodal-interpretability/FIND the importer was written against.
+FIND_V1_COMMIT = "670d837a27cfd39e82d8eefd82976657f3b46a58"
+#: Raw-file base URL of the release folder at that commit.
+FIND_V1_URL = f"https://raw.githubusercontent.com/multimodal-interpretability/FIND/{FIND_V1_COMMIT}/src/find-dataset"
+#: Zenodo record with the full archive (string-function code, all 150 MLPs).
+FIND_V1_ZENODO = "https://zenodo.org/records/8039658"
+#: Functions per config in the release.
+EXPECTED_COUNTS = {"numeric": 1000, "strings": 1000, "neurons_entities": 200, "neurons_relations": 75}
+#: Files each config needs, relative to the release folder.
+RELEASE_FILES: dict[str, list[str]] = {
+    "numeric": ["numeric/data.json", "numeric/func_name_dict.json"]
+    + [f"numeric/f{i:05d}/mlp_approx_model.pt" for i in range(5)],
+    "strings": ["strings/test_data.json", "strings/unit_test_data.json"],
+    "neurons_entities": ["neurons_entities/data.json", "neurons_entities/unit_test_data.json"],
+    "neurons_relations": ["neurons_relations/data.json", "neurons_relations/unit_test_data.json"],
+}
+
+_QUOTES = {"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'"}
+
+
+def _check_category(category: str) -> None:
+    if category not in CATEGORIES:
+        raise ValueError(f"category must be one of {CATEGORIES}, got {category!r}")
+
+
+def download_release(category: str, dest: str | os.PathLike | None = None) -> Path:
+    """Download the release files of ``category`` from :data:`FIND_V1_URL` (once) and return the
+    release folder. ``dest`` defaults to findbench's cache (``find-v1/<commit>``)."""
+    import requests
+
+    _check_category(category)
+    root = Path(dest) if dest is not None else cache_dir("find-v1", FIND_V1_COMMIT)
+    target = root / category
+    marker = target / ".complete"
+    if marker.is_file():
+        return root
+    with atomic_dir(target) as tmp:
+        for rel in RELEASE_FILES[category]:
+            url = f"{FIND_V1_URL}/{rel}"
+            log.info("downloading %s", url)
+            r = requests.get(url, timeout=120)
+            if r.status_code != 200:
+                raise ConnectionError(f"could not download {url}: HTTP {r.status_code}")
+            out = tmp / Path(rel).relative_to(category)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(r.content)
+        (tmp / ".complete").write_text(FIND_V1_COMMIT + "\n")
+    return root
+
+
+def _read_json(path: Path) -> Any:
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: data_dir must be the release's src/find-dataset folder")
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def _dir_name(value: Any, what: str) -> str:
+    """``"f00042"`` from a release ``dir`` / ``name`` (absolute paths keep only their basename)."""
+    if not isinstance(value, str):
+        raise ValueError(f"{what} must be a string like 'f00042', got {value!r}")
+    base = value.rstrip("/").rsplit("/", 1)[-1]
+    if not re.fullmatch(r"f\d+", base):
+        raise ValueError(f"{what} must end in a folder name like 'f00042', got {value!r}")
+    return base
+
+
+def _index(value: Any, what: str) -> int:
+    return int(_dir_name(value, what)[1:])
+
+
+def parse_test_inputs(text: str) -> list[str]:
+    """The test inputs of a string function from the release's single listing string.
+
+    Handles the release's formats: ``': "a", "b, c", ...'`` (quoted, commas inside quotes
+    kept), ``': a, b, c'`` (bare, split on commas), curly quotes, a whole list inside one
+    pair of quotes, items separated by a newline, a trailing comma, and stray quotes around
+    bare items (``'"!Hello"'`` -> ``'!Hello'``).
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"test_inputs must be a str, got {type(text).__name__}")
+    s = text.strip()
+    if s.startswith(":"):
+        s = s[1:]
+    s = s.strip()
+    for curly, straight in _QUOTES.items():
+        s = s.replace(curly, straight)
+    if not s:
+        return []
+    if s[0] in "\"'":
+        q = s[0]
+        body = s[1:-1] if len(s) > 1 and s.endswith(q) else s[1:]
+        items = re.split(re.escape(q) + r"\s*[,\n]\s*" + re.escape(q), body)
+        if len(items) == 1 and "," in items[0]:  # the whole list inside one pair of quotes
+            items = [p.strip() for p in items[0].split(",")]
+        return items
+    parts = [p.strip() for p in s.split(",")]
+    if parts and parts[-1] == "":  # trailing comma
+        parts = parts[:-1]
+    out = []
+    for p in parts:
+        if len(p) >= 2 and p[0] == p[-1] and p[0] in "\"'":
+            p = p[1:-1]
+        else:
+            p = p.strip("\"")
+        out.append(p)
+    return out
+
+
+def convert_unit_tests(record: Mapping[str, Any], category: str) -> list[dict]:
+    """The release's ``{test_vec, correct_inx}`` as findbench unit tests (1-based ``correct``)."""
+    vec, correct = record.get("test_vec"), record.get("correct_inx")
+    where = f"unit tests of {record.get('name')!r}"
+    if not isinstance(vec, list) or not isinstance(correct, list) or len(vec) != len(correct):
+        raise ValueError(f"{where}: test_vec and correct_inx must be lists of equal length")
+    tests = []
+    for k, (tv, c) in enumerate(zip(vec, correct)):
+        if category == "neurons_entities":
+            inputs, outputs = [str(w) for w in tv], None
+        else:
+            if not (isinstance(tv, list) and len(tv) == 2 and len(tv[0]) == len(tv[1])):
+                raise ValueError(f"{where}: test_vec[{k}] must be [[inputs], [outputs]] of equal length")
+            inputs = [str(x) for x in tv[0]]
+            outputs = [str(x) for x in tv[1]]
+            if category == "neurons_relations":
+                outputs = [o.strip() for o in outputs]
+        c = int(c)
+        if not 1 <= c <= len(inputs):
+            raise ValueError(f"{where}: correct_inx[{k}] = {c} is outside 1..{len(inputs)}")
+        tests.append({"inputs": inputs, "outputs": outputs, "correct": c})
+    return tests
+
+
+def _unit_tests_by_index(path: Path, category: str) -> dict[int, list[dict]]:
+    return {_index(rec["name"], "unit test name"): convert_unit_tests(rec, category) for rec in _read_json(path)}
+
+
+def _numeric_rows(root: Path) -> list[dict]:
+    from findbench.find.numeric import row_from_find_v1
+
+    records = _read_json(root / "numeric" / "data.json")
+    served = _read_json(root / "numeric" / "func_name_dict.json")
+    rows = []
+    n_mlp = n_missing = 0
+    for rec in records:
+        name = _dir_name(rec.get("dir"), "numeric record dir")
+        if name not in served:
+            raise ValueError(f"numeric/func_name_dict.json has no entry for {name}")
+        variant = served[name]
+        state = None
+        if variant == "load_mlp.py":
+            n_mlp += 1
+            pt = root / "numeric" / name / "mlp_approx_model.pt"
+            if pt.is_file():
+                import torch
+
+                state = torch.load(pt, map_location="cpu", weights_only=True)
+            else:
+                n_missing += 1
+        rows.append(row_from_find_v1(rec, variant, state, int(name[1:])))
+    if n_missing:
+        log.info("numeric: %d of %d MLP functions have no weights in %s (only in the Zenodo archive)", n_missing, n_mlp, root)
+    return rows
+
+
+def _strings_rows(root: Path) -> list[dict]:
+    records = _read_json(root / "strings" / "test_data.json")
+    unit = _unit_tests_by_index(root / "strings" / "unit_test_data.json", "strings")
+    rows = []
+    for rec in records:
+        name = _dir_name(rec.get("name"), "strings record name")
+        i = int(name[1:])
+        desc = str(rec.get("description") or "").strip()
+        if desc.startswith(":"):
+            desc = desc[1:].strip()
+        code_file = root / "strings" / name / "function_code.py"
+        code = code_file.read_text(encoding="utf-8") if code_file.is_file() else ""
+        rows.append(
+            empty_row(
+                function_id=function_id("strings", i),
+                category="strings",
+                subcategory=None,
+                name=name,
+                params=dumps({"find_v1": {"name": name, "code_available": bool(code)}}),
+                code=code,
+                description=desc,
+                source="find-v1",
+                test_inputs=parse_test_inputs(rec.get("test_inputs") or ""),
+                unit_tests=unit.get(i, []),
+            )
+        )
+    return rows
+
+
+def _neuron_extras(category: str):
+    """E's description and prompt helpers when importable (None otherwise)."""
+    try:
+        from findbench.find.synthetic_neurons import render_prompt
+    except ImportError:  # pragma: no cover - the neurons package is part of findbench
+        render_prompt = None
+    try:
+        if category == "neurons_entities":
+            from findbench.find.synthetic_neurons.entities import describe_entity as describe
+        else:
+            from findbench.find.synthetic_neurons.relations import describe_relation as describe
+    except ImportError:  # pragma: no cover
+        describe = None
+    try:
+        from findbench.find.synthetic_neurons.backbones import DEFAULT_BACKENDS
+
+        backbone = DEFAULT_BACKENDS.get(category)
+    except ImportError:  # pragma: no cover
+        backbone = None
+    return render_prompt, describe, backbone
+
+
+def _clean(text: Any) -> str | None:
+    if text is None:
+        return None
+    text = str(text).strip()
+    return text or None
+
+
+def _neuron_rows(root: Path, category: str) -> list[dict]:
+    records = _read_json(root / category / "data.json")
+    unit = _unit_tests_by_index(root / category / "unit_test_data.json", category)
+    render_prompt, describe, backbone = _neuron_extras(category)
+    rows = []
+    for rec in records:
+        name = _dir_name(rec.get("dir"), f"{category} record dir")
+        i = int(name[1:])
+        c1, c2 = _clean(rec.get("concept1")), _clean(rec.get("concept2"))
+        if c1 is None:
+            raise ValueError(f"{category}/{name}: concept1 is empty")
+        exemplars = [w.strip() for w in rec.get("initial") or [] if str(w).strip()]
+        if category == "neurons_entities":
+            exception = None
+            concepts = [c1] if c2 is None else [c1, c2]
+            sub = "atomic" if c2 is None else "composition"
+            fname = c1 if c2 is None else f"{c1} OR {c2}"
+            desc = describe(concepts) if describe else (f"The neuron fires on words related to {' or to '.join(concepts)}.")
+        else:
+            if c2 is None:
+                raise ValueError(f"{category}/{name}: concept2 (the relation's output) is empty")
+            exception = _clean(rec.get("exeption", rec.get("exception")))  # the release spells it "exeption"
+            sub = "atomic" if exception is None else "corruption"
+            fname = f"{c1} -> {c2}" + ("" if exception is None else f" except {exception}")
+            desc = describe(c1, c2, exception) if describe else f"Maps {c1} to {c2}."
+        prompt = render_prompt(category, c1, c2, exception) if render_prompt else None
+        rows.append(
+            empty_row(
+                function_id=function_id(category, i),
+                category=category,
+                subcategory=sub,
+                name=fname,
+                params=dumps({"find_v1": {"dir": name}, "concepts": [c for c in (c1, c2) if c], "exception": exception}),
+                code="",
+                description=desc,
+                source="find-v1",
+                unit_tests=unit.get(i, []),
+                exemplars=exemplars,
+                concept1=c1,
+                concept2=c2,
+                exception=exception,
+                backbone=backbone,
+                prompt=prompt,
+            )
+        )
+    return rows
+
+
+def load_rows(category: str, data_dir: str | os.PathLike | None = None) -> list[dict]:
+    """All rows of one config of the FIND v1 release, in function order.
+
+    Args:
+        category: ``numeric``, ``strings``, ``neurons_entities`` or ``neurons_relations``.
+        data_dir: the release's ``src/find-dataset`` folder (or the unpacked Zenodo archive
+            with the same layout); ``None`` downloads the GitHub files (see :func:`download_release`).
+
+    Raises:
+        FileNotFoundError: a release file is missing under ``data_dir``.
+        ValueError: a record does not follow the release format (names the record).
+    """
+    _check_category(category)
+    if data_dir is None:
+        root = download_release(category)
+    else:
+        root = Path(data_dir)
+        if not root.is_dir():
+            raise FileNotFoundError(f"data_dir {root} is not a folder")
+    if category == "numeric":
+        rows = _numeric_rows(root)
+    elif category == "strings":
+        rows = _strings_rows(root)
+    else:
+        rows = _neuron_rows(root, category)
+    rows.sort(key=lambda r: r["function_id"])
+    ids = [r["function_id"] for r in rows]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"{category}: duplicate function ids in the release")
+    if len(rows) != EXPECTED_COUNTS[category]:
+        log.warning("%s: %d functions, the release has %d", category, len(rows), EXPECTED_COUNTS[category])
+    return rows

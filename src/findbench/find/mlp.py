@@ -1,0 +1,383 @@
+"""One-hidden-layer ReLU MLPs (1 → 64 → 1) that approximate FIND numeric functions.
+
+FIND serves 15 % of its numeric functions through an MLP fitted to the function on its
+domain. The reference recipe fits one network at a time from a random initialisation with
+Adam (lr 0.01) for 10,000 full-batch epochs on raw inputs and outputs. :func:`fit_mlps`
+fits many networks at once and reaches a lower error in a small fraction of the time:
+
+1. inputs and outputs are normalised per network (inputs to [-1, 1], outputs to zero mean
+   and unit variance) and the weights are mapped back at the end;
+2. the hidden units start as ReLU hinges whose knots follow the target's curvature (half
+   of them evenly spaced, half placed by the quantiles of ``|f''|^0.4``), and the output
+   layer is then solved exactly by least squares, which already gives the best
+   piecewise-linear fit with those knots;
+3. all weights of all networks are refined together (one batched model, ``torch.baddbmm``)
+   with Adam on random mini-batches under a cosine learning-rate schedule;
+4. the output layer is solved by least squares once more for the refined hidden layer,
+   and each network keeps whichever of (2) and (4) has the lower error on all points.
+
+Everything is seeded and runs single-threaded, so the same inputs and seed give
+bit-identical float32 weights. :func:`reference_fit` runs the reference recipe; it is only
+used by the benchmark and a small test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "HIDDEN",
+    "fit_mlps",
+    "reference_fit",
+    "mlp_forward",
+    "weights_from_state_dict",
+    "state_dict_from_weights",
+    "float32_list",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Hidden width of FIND's approximating MLPs.
+HIDDEN = 64
+
+
+def float32_list(values: Any) -> list[float]:
+    """Round ``values`` to float32 and return Python floats with the shortest digits that
+    round-trip to the same float32 (so JSON and source code stay short and exact)."""
+    arr = np.asarray(values, dtype=np.float32).ravel()
+    return [float(str(v)) for v in arr]
+
+
+def mlp_forward(w1: Any, b1: Any, w2: Any, b2: float, x: Any) -> np.ndarray:
+    """Evaluate ``w2 · relu(w1 * x + b1) + b2`` in float64 (x scalar or any-shape array).
+
+    This is exactly the expression the generated source code of an MLP function uses.
+    """
+    w1 = np.asarray(w1, dtype=np.float64)
+    b1 = np.asarray(b1, dtype=np.float64)
+    w2 = np.asarray(w2, dtype=np.float64)
+    x = np.asarray(x, dtype=np.float64)
+    return np.maximum(np.multiply.outer(x, w1) + b1, 0.0) @ w2 + float(b2)
+
+
+def weights_from_state_dict(state_dict: Mapping[str, Any]) -> dict[str, Any]:
+    """Convert a FIND ``nn.Sequential(Linear(1,64), ReLU(), Linear(64,1))`` state dict
+    (keys ``layers.0.weight`` … ``layers.2.bias``) into ``{"w1","b1","w2","b2"}`` float32 lists."""
+    if not isinstance(state_dict, Mapping):
+        raise TypeError(f"state_dict must be a mapping of tensors, got {type(state_dict).__name__}")
+    keys = ("layers.0.weight", "layers.0.bias", "layers.2.weight", "layers.2.bias")
+    missing = [k for k in keys if k not in state_dict]
+    if missing:
+        raise ValueError(f"state_dict is missing key(s) {missing}; expected {list(keys)}")
+
+    def arr(key: str) -> np.ndarray:
+        v = state_dict[key]
+        if hasattr(v, "detach"):
+            v = v.detach().cpu().numpy()
+        return np.asarray(v, dtype=np.float32)
+
+    w1, b1, w2, b2 = (arr(k) for k in keys)
+    h = b1.size
+    if w1.shape != (h, 1) or w2.shape != (1, h) or b2.shape != (1,):
+        raise ValueError(
+            f"state_dict shapes {w1.shape}, {b1.shape}, {w2.shape}, {b2.shape} are not those of a 1→{h}→1 MLP"
+        )
+    return {"w1": float32_list(w1), "b1": float32_list(b1), "w2": float32_list(w2), "b2": float32_list(b2)[0]}
+
+
+def state_dict_from_weights(weights: Mapping[str, Any]):
+    """Inverse of :func:`weights_from_state_dict`: a torch state dict loadable into FIND's MLP."""
+    import torch
+
+    w1 = torch.tensor(np.asarray(weights["w1"], dtype=np.float32)).reshape(-1, 1)
+    return {
+        "layers.0.weight": w1,
+        "layers.0.bias": torch.tensor(np.asarray(weights["b1"], dtype=np.float32)),
+        "layers.2.weight": torch.tensor(np.asarray(weights["w2"], dtype=np.float32)).reshape(1, -1),
+        "layers.2.bias": torch.tensor([np.float32(weights["b2"])]),
+    }
+
+
+@contextlib.contextmanager
+def _single_thread() -> Iterator[None]:
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def _check_xy(xs: Any, ys: Any) -> tuple[np.ndarray, np.ndarray]:
+    ys = np.asarray(ys, dtype=np.float64)
+    if ys.ndim == 1:
+        ys = ys[None, :]
+    if ys.ndim != 2 or ys.shape[1] < 2:
+        raise ValueError(f"ys must have shape (n_models, n_points) with n_points >= 2, got {ys.shape}")
+    xs = np.asarray(xs, dtype=np.float64)
+    if xs.ndim == 1 and xs.shape[0] == ys.shape[1]:
+        xs = np.repeat(xs[None, :], ys.shape[0], axis=0)
+    if xs.shape != ys.shape:
+        raise ValueError(f"xs has shape {xs.shape} but ys has shape {ys.shape}")
+    if not np.all(np.isfinite(xs)):
+        raise ValueError("xs must be finite")
+    if not np.all(np.isfinite(ys)):
+        bad = sorted({int(i) for i in np.nonzero(~np.isfinite(ys))[0]})[:10]
+        raise ValueError(f"ys must be finite; non-finite targets in model(s) {bad}")
+    return np.ascontiguousarray(xs), np.ascontiguousarray(ys)
+
+
+def _initial_knots(xn: np.ndarray, yn: np.ndarray, hidden: int, curvature_power: float) -> np.ndarray:
+    """Knot positions (M, hidden) in normalised input units: half evenly spaced, half at the
+    quantiles of |second difference|^power (where a piecewise-linear fit needs them)."""
+    m, n = yn.shape
+    n_even = hidden - hidden // 2
+    q = (np.arange(n_even) + 0.5) / n_even
+    even = np.quantile(xn, q, axis=1).T if n > 1 else np.zeros((m, n_even))
+    n_curv = hidden - n_even
+    if n_curv == 0:
+        return even
+    d2 = np.abs(np.diff(yn, n=2, axis=1)) ** curvature_power  # (M, N-2), at xn[:, 1:-1]
+    d2 = d2 + 1e-12
+    cdf = np.cumsum(d2, axis=1)
+    cdf /= cdf[:, -1:]
+    qs = (np.arange(n_curv) + 0.5) / n_curv
+    curv = np.empty((m, n_curv))
+    mid = xn[:, 1:-1]
+    for i in range(m):
+        curv[i] = np.interp(qs, cdf[i], mid[i])
+    return np.concatenate([even, curv], axis=1)
+
+
+def _solve_output(xn, yn, w1, b1, ridge: float):
+    """Least-squares output layer (w2, b2) for fixed hidden layers; float64 torch, chunked."""
+    import torch
+
+    m, hidden = w1.shape
+    w2 = torch.empty_like(w1)
+    b2 = torch.empty(m, dtype=w1.dtype)
+    eye = torch.eye(hidden + 1, dtype=w1.dtype)
+    chunk = 16
+    for s in range(0, m, chunk):
+        e = min(m, s + chunk)
+        h = torch.baddbmm(b1[s:e, None, :], xn[s:e, :, None], w1[s:e, None, :]).clamp_(min=0)  # (c, N, H)
+        c, n = h.shape[0], h.shape[1]
+        ata = torch.empty(c, hidden + 1, hidden + 1, dtype=h.dtype)
+        ata[:, :hidden, :hidden] = h.transpose(1, 2) @ h
+        hs = h.sum(dim=1)
+        ata[:, :hidden, hidden] = hs
+        ata[:, hidden, :hidden] = hs
+        ata[:, hidden, hidden] = n
+        aty = torch.empty(c, hidden + 1, dtype=h.dtype)
+        aty[:, :hidden] = (h.transpose(1, 2) @ yn[s:e, :, None])[..., 0]
+        aty[:, hidden] = yn[s:e].sum(dim=1)
+        scale = torch.diagonal(ata, dim1=1, dim2=2).mean(dim=1).clamp_min(1e-30)
+        sol = torch.linalg.solve(ata + ridge * scale[:, None, None] * eye, aty[..., None])[..., 0]
+        w2[s:e] = sol[:, :-1]
+        b2[s:e] = sol[:, -1]
+    return w2, b2
+
+
+def _denormalise(w1, b1, w2, b2, cx, sx, my, sy):
+    """Map normalised-space weights (float64 numpy) to raw inputs/outputs; float32-round."""
+    w1r = w1 / sx[:, None]
+    b1r = b1 - w1 * (cx / sx)[:, None]
+    w2r = w2 * sy[:, None]
+    b2r = b2 * sy + my
+    return (w1r.astype(np.float32), b1r.astype(np.float32), w2r.astype(np.float32), b2r.astype(np.float32))
+
+
+def _raw_mse(xs, ys, w1, b1, w2, b2) -> np.ndarray:
+    """MSE per model of the float32 weights evaluated in float64 against float64 targets."""
+    import torch
+
+    f64 = lambda a: torch.from_numpy(np.array(a, dtype=np.float64))  # noqa: E731  (a writable copy)
+    tx, ty, tw1, tb1, tw2, tb2 = (f64(a) for a in (xs, ys, w1, b1, w2, b2))
+    out = np.empty(xs.shape[0])
+    chunk = 16
+    for s in range(0, xs.shape[0], chunk):
+        e = min(xs.shape[0], s + chunk)
+        h = torch.baddbmm(tb1[s:e, None, :], tx[s:e, :, None], tw1[s:e, None, :]).clamp_(min=0)
+        pred = torch.baddbmm(tb2[s:e, None, None], h, tw2[s:e, :, None])[..., 0]
+        out[s:e] = ((pred - ty[s:e]) ** 2).mean(dim=1).numpy()
+    return out
+
+
+def fit_mlps(
+    xs: Any,
+    ys: Any,
+    *,
+    seed: int,
+    epochs: int = 300,
+    hidden: int = HIDDEN,
+    lr: float = 3e-3,
+    batch_size: int = 256,
+    curvature_power: float = 0.4,
+    ridge: float = 1e-9,
+    progress: bool = False,
+) -> dict[str, np.ndarray]:
+    """Fit one 1→hidden→1 ReLU MLP per row of ``ys`` (all at once) and return their weights.
+
+    Args:
+        xs: inputs, shape ``(n_points,)`` shared by all models or ``(n_models, n_points)``.
+        ys: finite targets, shape ``(n_models, n_points)`` (or ``(n_points,)`` for one model).
+        seed: seeds the mini-batch sampling (the initialisation is deterministic).
+        epochs: Adam refinement steps (each on ``batch_size`` random points per model; 0
+            keeps the least-squares initialisation).
+        hidden: hidden width (64 in FIND).
+        lr: peak Adam learning rate in normalised units (cosine-decayed to 0).
+        batch_size: points per model and step.
+        curvature_power: exponent of ``|f''|`` for placing half of the initial knots.
+        ridge: relative ridge term of the least-squares output-layer solves.
+        progress: show a tqdm bar over the refinement steps.
+
+    Returns:
+        ``{"w1", "b1", "w2": float32 (n_models, hidden), "b2": float32 (n_models,),
+        "mse": float64 (n_models,)}`` in raw units; ``mse`` is the mean squared error on all
+        the given points, evaluated in float64 with the float32 weights (as served).
+    """
+    import torch
+    from tqdm.auto import tqdm
+
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    for name, val in (("epochs", epochs), ("hidden", hidden), ("batch_size", batch_size)):
+        if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < (0 if name == "epochs" else 1):
+            raise ValueError(f"{name} must be a {'non-negative' if name == 'epochs' else 'positive'} int, got {val!r}")
+    if not (isinstance(lr, (int, float)) and lr > 0 and math.isfinite(lr)):
+        raise ValueError(f"lr must be a positive finite float, got {lr!r}")
+    xs, ys = _check_xy(xs, ys)
+    m, n = ys.shape
+
+    # 1. per-model normalisation
+    lo, hi = xs.min(axis=1), xs.max(axis=1)
+    cx = (lo + hi) / 2
+    sx = np.where(hi > lo, (hi - lo) / 2, 1.0)
+    my = ys.mean(axis=1)
+    sy = ys.std(axis=1)
+    sy = np.where(sy > 0, sy, 1.0)
+    xn = (xs - cx[:, None]) / sx[:, None]
+    yn = (ys - my[:, None]) / sy[:, None]
+
+    with _single_thread(), torch.no_grad():
+        # 2. knots + exact output layer
+        knots = _initial_knots(xn, yn, hidden, curvature_power)
+        signs = np.where(np.arange(hidden) % 2 == 0, 1.0, -1.0)[None, :].repeat(m, axis=0)
+        w1_0 = signs
+        b1_0 = -signs * knots
+        txn = torch.from_numpy(xn)
+        tyn = torch.from_numpy(yn)
+        t_w1 = torch.from_numpy(w1_0)
+        t_b1 = torch.from_numpy(b1_0)
+        t_w2, t_b2 = _solve_output(txn, tyn, t_w1, t_b1, ridge)
+        init = _denormalise(w1_0, b1_0, t_w2.numpy(), t_b2.numpy(), cx, sx, my, sy)
+        mse_init = _raw_mse(xs, ys, *init)
+
+    if epochs == 0:
+        w1, b1, w2, b2 = init
+        return {"w1": w1, "b1": b1, "w2": w2, "b2": b2, "mse": mse_init}
+
+    # 3. batched Adam refinement of all weights (float32, normalised units). The gradients
+    #    of this two-layer network are written out by hand (no autograd graph, no
+    #    torch.optim import), which is several times faster on CPU.
+    with _single_thread(), torch.no_grad():
+        gen = torch.Generator().manual_seed(int(seed))
+        params = [t_w1.float(), t_b1.float(), t_w2.float(), t_b2.float()]
+        moments = [(torch.zeros_like(q), torch.zeros_like(q)) for q in params]
+        beta1, beta2, eps = 0.9, 0.999, 1e-8
+        xf = txn.float()
+        yf = tyn.float()
+        bs = min(batch_size, n)
+        bar = tqdm(range(epochs), desc="fitting MLPs", disable=not progress, leave=False)
+        for step in bar:
+            idx = torch.randint(0, n, (m, bs), generator=gen)
+            xb = torch.gather(xf, 1, idx)  # (M, B)
+            yb = torch.gather(yf, 1, idx)
+            w1, b1, w2, b2 = params
+            z = torch.baddbmm(b1[:, None, :], xb[:, :, None], w1[:, None, :])  # (M, B, H)
+            h = z.clamp(min=0)
+            pred = torch.baddbmm(b2[:, None, None], h, w2[:, :, None])[..., 0]  # (M, B)
+            g_pred = (pred - yb).mul_(2.0 / bs)  # d(mean squared error)/d pred, per model
+            g_w2 = torch.bmm(g_pred[:, None, :], h)[:, 0, :]
+            g_b2 = g_pred.sum(dim=1)
+            g_z = (g_pred[:, :, None] * w2[:, None, :]).mul_(z > 0)
+            g_w1 = torch.bmm(xb[:, None, :], g_z)[:, 0, :]
+            g_b1 = g_z.sum(dim=1)
+            t = step + 1
+            lr_t = lr * 0.5 * (1 + math.cos(math.pi * step / epochs))
+            bc1 = 1 - beta1**t
+            bc2 = 1 - beta2**t
+            for q, g, (m1, m2) in zip(params, (g_w1, g_b1, g_w2, g_b2), moments):
+                m1.mul_(beta1).add_(g, alpha=1 - beta1)
+                m2.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+                denom = (m2 / bc2).sqrt_().add_(eps)
+                q.addcdiv_(m1, denom, value=-lr_t / bc1)
+        bar.close()
+
+        # 4. exact output layer for the refined hidden layer
+        with torch.no_grad():
+            r_w1 = params[0].double()
+            r_b1 = params[1].double()
+            r_w2, r_b2 = _solve_output(txn, tyn, r_w1, r_b1, ridge)
+            refined = _denormalise(r_w1.numpy(), r_b1.numpy(), r_w2.numpy(), r_b2.numpy(), cx, sx, my, sy)
+            mse_ref = _raw_mse(xs, ys, *refined)
+
+    better = mse_ref <= mse_init
+    w1, b1, w2, b2 = (np.where(better[:, None] if a.ndim == 2 else better, r, i) for a, r, i in zip(init, refined, init))
+    mse = np.where(better, mse_ref, mse_init)
+    logger.debug("fit %d MLPs: refinement helped %d", m, int(better.sum()))
+    return {
+        "w1": w1.astype(np.float32),
+        "b1": b1.astype(np.float32),
+        "w2": w2.astype(np.float32),
+        "b2": b2.astype(np.float32),
+        "mse": mse,
+    }
+
+
+def reference_fit(
+    x: Any, y: Any, seed: int, *, epochs: int = 10_000, lr: float = 0.01, progress: bool = False
+) -> dict[str, Any]:
+    """FIND's reference recipe: one ``Linear(1,64)-ReLU-Linear(64,1)`` from PyTorch's default
+    initialisation, Adam(lr=0.01), ``epochs`` full-batch steps of plain MSE on raw values (float32).
+
+    Returns ``{"w1","b1","w2": float32 (64,), "b2": float32, "mse": float}`` with the same
+    float64 evaluation as :func:`fit_mlps`.
+    """
+    import torch
+    from tqdm.auto import tqdm
+
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    x = np.asarray(x, dtype=np.float64).ravel()
+    y = np.asarray(y, dtype=np.float64).ravel()
+    if x.shape != y.shape or x.size < 2:
+        raise ValueError(f"x and y must be 1-D of the same length >= 2, got {x.shape} and {y.shape}")
+    with _single_thread():
+        torch.manual_seed(int(seed))
+        model = torch.nn.Sequential(torch.nn.Linear(1, HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, 1))
+        xt = torch.tensor(x, dtype=torch.float32)[:, None]
+        yt = torch.tensor(y, dtype=torch.float32)[:, None]
+        opt = torch.optim.Adam(model.parameters(), lr=lr)
+        crit = torch.nn.MSELoss()
+        for _ in tqdm(range(epochs), desc="reference fit", disable=not progress, leave=False):
+            opt.zero_grad()
+            loss = crit(model(xt), yt)
+            loss.backward()
+            opt.step()
+    sd = {"layers." + k: v for k, v in model.state_dict().items()}
+    w = weights_from_state_dict(sd)
+    w1 = np.asarray(w["w1"], dtype=np.float32)
+    b1 = np.asarray(w["b1"], dtype=np.float32)
+    w2 = np.asarray(w["w2"], dtype=np.float32)
+    b2 = np.float32(w["b2"])
+    mse = float(np.mean((mlp_forward(w1, b1, w2, b2, x) - y) ** 2))
+    return {"w1": w1, "b1": b1, "w2": w2, "b2": b2, "mse": mse}

@@ -1,0 +1,1228 @@
+"""FIND numeric functions (FIND §2.1, appendix E): procedural generation and release import.
+
+A numeric function maps a float to a float. It is either *atomic* (one of 16 parametric
+families) or a *composition* (sum or product of two functions from a composable subset),
+and it is served in one of four variants:
+
+- ``clean``: the function itself (subcategory ``atomic`` or ``composition``);
+- ``noise``: the function plus additive observation noise, normal(0, 1), uniform(-1, 1) or
+  poisson(1), drawn from a seeded generator on every call;
+- ``corruption``: on one part of the domain (below a boundary, above it, or inside an
+  interval of width 5–25) the output is replaced by draws from N(mean of f on its
+  domain, 0.1);
+- ``mlp``: a 1→64→1 ReLU MLP fitted to the function on 10,000 evenly spaced points of its
+  domain (see :mod:`findbench.find.mlp`); the MLP is what is served.
+
+Every row carries ``params`` (canonical JSON with everything needed to rebuild the served
+function), ``code`` (self-contained Python source defining ``function(x)``, runnable alone;
+it takes a float or a numpy array) and an English ``description``. :func:`make_function`
+rebuilds the served function from ``params`` alone, without executing ``code``, and gives
+bit-identical outputs (noise included: both seed the same numpy generator).
+
+Parameter conventions follow the FIND release (see the families' docstrings in
+``FAMILIES``), but two bugs of the reference source-code writer are not repeated: the
+``absolute`` family keeps its bias, and ``square_wave`` stays a square wave inside
+compositions and in the noisy and corrupted variants. :func:`row_from_find_v1` imports the
+original release's records; by default it serves what the release served (both bugs
+included, see ``release_quirks``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from findbench import schema
+from findbench.find import mlp as _mlp
+
+__all__ = [
+    "FAMILIES",
+    "ATOMIC_FAMILIES",
+    "COMPOSABLE_FAMILIES",
+    "OPS",
+    "NOISE_TYPES",
+    "CORRUPTION_TYPES",
+    "VARIANTS",
+    "MIX",
+    "MLP_TRAIN_POINTS",
+    "CORRUPTION_STD",
+    "MissingMLPWeightsError",
+    "generate",
+    "make_function",
+    "make_code",
+    "describe",
+    "row_from_params",
+    "row_from_find_v1",
+    "family_domain",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Atomic families, in FIND's order.
+ATOMIC_FAMILIES = (
+    "linear", "polynomial", "absolute", "root", "logarithm", "step", "relu", "tanh", "constant",
+    "sin", "cos", "reciprocal", "gaussian", "rational", "rectangle", "square_wave",
+)  # fmt: skip
+#: Families that compositions draw from (``ceil`` and ``floor`` occur only here).
+COMPOSABLE_FAMILIES = ("linear", "polynomial", "step", "relu", "constant", "ceil", "floor", "rectangle", "square_wave")
+#: Composition operators.
+OPS = ("sum", "product")
+NOISE_TYPES = ("normal", "uniform", "poisson")
+CORRUPTION_TYPES = ("below", "above", "inside")
+VARIANTS = ("clean", "noise", "corruption", "mlp")
+#: Standard deviation of the values that replace a corrupted subdomain.
+CORRUPTION_STD = 0.1
+#: The MLP approximation is fitted on this many evenly spaced points of the domain.
+MLP_TRAIN_POINTS = 10_000
+#: Points over which the "mean of f on its domain" of a corruption is taken (as in FIND).
+_MEAN_POINTS = 100
+
+#: Proportions measured on the FIND v1 release (numeric/data.json + func_name_dict.json,
+#: 1000 functions): 150 MLPs (the first ids), 850 atomic / 150 composed; of the 850 others
+#: 483 clean, 191 corrupted, 176 noisy; noise types 342 normal / 435 uniform / 223 poisson;
+#: corruption types 261 below / 248 above / 491 inside.
+MIX: dict[str, Any] = {
+    "mlp": 0.15,
+    "atomic": 0.85,
+    "served": {"clean": 483, "corruption": 191, "noise": 176},
+    "noise_type": {"normal": 342, "uniform": 435, "poisson": 223},
+    "corruption_type": {"below": 261, "above": 248, "inside": 491},
+}
+
+_DEFAULT_DOMAIN = (-100.0, 100.0)
+_DOMAINS = {"root": (0.0, 100.0), "logarithm": (1.0, 100.0)}
+
+
+class MissingMLPWeightsError(RuntimeError):
+    """Raised when an MLP function's weights are not available (FIND v1 publishes 5 of 150)."""
+
+
+# --------------------------------------------------------------------------------------
+# number formatting
+# --------------------------------------------------------------------------------------
+
+
+def _r1(v: float) -> float:
+    """Round to one decimal as FIND does, normalising -0.0 to 0.0."""
+    return round(float(v), 1) + 0.0
+
+
+def _lit(v: Any) -> str:
+    """Python literal of a parameter for generated source (exact: repr round-trips)."""
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        s = repr(int(v))
+    else:
+        s = repr(float(v))
+    return f"({s})" if s.startswith("-") else s
+
+
+def _num(v: float) -> str:
+    """Human-readable number for descriptions (exact for FIND's 1-decimal parameters)."""
+    v = float(v)
+    if v == int(v) and abs(v) < 1e15:
+        return str(int(v))
+    s = repr(v)
+    return s if len(s) <= 12 else f"{v:.6g}"
+
+
+def _times(c: float, expr: str) -> str:
+    """'c*expr' with c == 1 / -1 simplified."""
+    if c == 1:
+        return expr
+    if c == -1:
+        return f"-{expr}"
+    return f"{_num(c)}*{expr}"
+
+
+def _plus(b: float) -> str:
+    """' + b' / ' - |b|' / '' for b == 0."""
+    if b == 0:
+        return ""
+    return f" - {_num(-b)}" if b < 0 else f" + {_num(b)}"
+
+
+def _minus_shift(c: float) -> str:
+    """'(x - c)' with sign handling."""
+    if c == 0:
+        return "x"
+    return f"(x + {_num(-c)})" if c < 0 else f"(x - {_num(c)})"
+
+
+# --------------------------------------------------------------------------------------
+# families
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Family:
+    name: str
+    params: tuple[str, ...]
+    kind: str  # English name used in descriptions
+    sample: Callable[[np.random.Generator], dict]
+    evaluate: Callable[[dict, np.ndarray], Any]  # numpy, same operations as `source`
+    source: Callable[[dict], str]  # numpy expression in x
+    formula: Callable[[dict], str]  # human-readable right-hand side
+    from_v1: Callable[[Any], dict]  # FIND v1 positional params -> named params
+
+
+def _u(rng: np.random.Generator, lo: float, hi: float) -> float:
+    return _r1(rng.uniform(lo, hi))
+
+
+def _v1_list(p: Any, n: int, fam: str) -> list:
+    if not isinstance(p, (list, tuple)) or len(p) != n:
+        raise ValueError(f"FIND v1 params of {fam} must be a list of {n} numbers, got {p!r}")
+    return list(p)
+
+
+# --- linear -----------------------------------------------------------------------------
+def _linear() -> _Family:
+    return _Family(
+        "linear", ("slope", "intercept"), "linear function",
+        sample=lambda r: {"slope": _u(r, -10, 10), "intercept": _u(r, -10, 10)},
+        evaluate=lambda p, x: p["slope"] * x + p["intercept"],
+        source=lambda p: f"{_lit(p['slope'])} * x + {_lit(p['intercept'])}",
+        formula=lambda p: f"{_times(p['slope'], 'x')}{_plus(p['intercept'])}",
+        from_v1=lambda v: dict(zip(("slope", "intercept"), map(float, _v1_list(v, 2, "linear")))),
+    )  # fmt: skip
+
+
+# --- polynomial (coefficients from the highest power down, as in FIND) -----------------
+def _poly_terms(coeffs: Sequence[float]) -> list[tuple[float, int]]:
+    d = len(coeffs) - 1
+    return [(float(c), d - i) for i, c in enumerate(coeffs)]
+
+
+def _poly_eval(p: dict, x: np.ndarray) -> Any:
+    y: Any = None
+    for c, k in _poly_terms(p["coeffs"]):
+        t = c if k == 0 else (c * x if k == 1 else c * x**k)
+        y = t if y is None else y + t
+    return y
+
+
+def _poly_source(p: dict) -> str:
+    parts = []
+    for c, k in _poly_terms(p["coeffs"]):
+        parts.append(_lit(c) if k == 0 else (f"{_lit(c)} * x" if k == 1 else f"{_lit(c)} * x**{k}"))
+    return " + ".join(parts)
+
+
+def _poly_formula(p: dict) -> str:
+    out = ""
+    for c, k in _poly_terms(p["coeffs"]):
+        mono = "" if k == 0 else ("x" if k == 1 else f"x^{k}")
+        term = f"{_num(abs(c))}*{mono}" if mono else _num(abs(c))
+        if not out:
+            out = ("-" if c < 0 else "") + term
+        else:
+            out += (" - " if c < 0 else " + ") + term
+    return out
+
+
+def _poly_sample(r: np.random.Generator) -> dict:
+    degree = int(r.integers(2, 6))
+    coeffs = [_u(r, -5, 5) for _ in range(degree + 1)]
+    while coeffs[0] == 0:  # keep the stated degree
+        coeffs[0] = _u(r, -5, 5)
+    return {"coeffs": coeffs}
+
+
+def _poly_v1(v: Any) -> dict:
+    if not isinstance(v, (list, tuple)) or len(v) < 2:
+        raise ValueError(f"FIND v1 params of polynomial must be a list of coefficients, got {v!r}")
+    return {"coeffs": [float(c) for c in v]}
+
+
+def _polynomial() -> _Family:
+    return _Family("polynomial", ("coeffs",), "polynomial", _poly_sample, _poly_eval, _poly_source, _poly_formula, _poly_v1)
+
+
+# --- rational (ascending powers, as in FIND) -------------------------------------------
+def _asc_eval(coeffs: Sequence[float], x: np.ndarray) -> Any:
+    y: Any = None
+    for k, c in enumerate(coeffs):
+        c = float(c)
+        t = c if k == 0 else (c * x if k == 1 else c * x**k)
+        y = t if y is None else y + t
+    return y
+
+
+def _asc_source(coeffs: Sequence[float]) -> str:
+    parts = []
+    for k, c in enumerate(coeffs):
+        parts.append(_lit(c) if k == 0 else (f"{_lit(c)} * x" if k == 1 else f"{_lit(c)} * x**{k}"))
+    return " + ".join(parts)
+
+
+def _rational_sample(r: np.random.Generator) -> dict:
+    num_order = int(r.integers(0, 5))
+    den_order = int(r.integers(num_order + 1, 6))
+    return {
+        "numerator": [_u(r, -10, 10) for _ in range(num_order + 1)],
+        "denominator": [_u(r, -10, 10) for _ in range(den_order + 1)],
+    }
+
+
+def _rational_v1(v: Any) -> dict:
+    if not isinstance(v, (list, tuple)) or len(v) != 2 or not all(isinstance(c, (list, tuple)) for c in v):
+        raise ValueError(f"FIND v1 params of rational must be [numerator coeffs, denominator coeffs], got {v!r}")
+    return {"numerator": [float(c) for c in v[0]], "denominator": [float(c) for c in v[1]]}
+
+
+def _rational() -> _Family:
+    return _Family(
+        "rational", ("numerator", "denominator"), "rational function",
+        sample=_rational_sample,
+        evaluate=lambda p, x: _asc_eval(p["numerator"], x) / _asc_eval(p["denominator"], x),
+        source=lambda p: f"({_asc_source(p['numerator'])}) / ({_asc_source(p['denominator'])})",
+        formula=lambda p: f"({_poly_formula({'coeffs': p['numerator'][::-1]})}) / ({_poly_formula({'coeffs': p['denominator'][::-1]})})",
+        from_v1=_rational_v1,
+    )  # fmt: skip
+
+
+# --- absolute --------------------------------------------------------------------------
+def _absolute() -> _Family:
+    return _Family(
+        "absolute", ("scale", "bias"), "scaled absolute value",
+        sample=lambda r: {"scale": _u(r, -30, 30), "bias": _u(r, -30, 30)},
+        evaluate=lambda p, x: p["scale"] * np.abs(x) + p["bias"],
+        source=lambda p: f"{_lit(p['scale'])} * np.abs(x) + {_lit(p['bias'])}",
+        formula=lambda p: f"{_times(p['scale'], '|x|')}{_plus(p['bias'])}",
+        from_v1=lambda v: dict(zip(("scale", "bias"), map(float, _v1_list(v, 2, "absolute")))),
+    )  # fmt: skip
+
+
+# --- root ------------------------------------------------------------------------------
+def _root_formula(p: dict) -> str:
+    n = int(p["n"])
+    core = "x" if n == 1 else ("sqrt(x)" if n == 2 else f"x^(1/{n})")
+    return f"{_times(p['scale'], core)}{_plus(p['bias'])}"
+
+
+def _root_v1(v: Any) -> dict:
+    a, b, n = _v1_list(v, 3, "root")
+    return {"scale": float(a), "bias": float(b), "n": int(n)}
+
+
+def _root() -> _Family:
+    return _Family(
+        "root", ("scale", "bias", "n"), "scaled n-th root",
+        sample=lambda r: {"scale": _u(r, -30, 30), "bias": _u(r, -30, 30), "n": int(r.integers(1, 3))},
+        evaluate=lambda p, x: p["scale"] * x ** (1.0 / p["n"]) + p["bias"],
+        source=lambda p: f"{_lit(p['scale'])} * x ** (1.0 / {_lit(p['n'])}) + {_lit(p['bias'])}",
+        formula=_root_formula, from_v1=_root_v1,
+    )  # fmt: skip
+
+
+# --- logarithm -------------------------------------------------------------------------
+def _log_sample(r: np.random.Generator) -> dict:
+    scale, bias = _u(r, -30, 30), _u(r, -30, 30)
+    base = 1.0
+    while base == 1.0:  # log base 1 is undefined
+        base = _u(r, 1, 10)
+    return {"scale": scale, "bias": bias, "base": base}
+
+
+def _logarithm() -> _Family:
+    return _Family(
+        "logarithm", ("scale", "bias", "base"), "scaled logarithm",
+        sample=_log_sample,
+        evaluate=lambda p, x: p["scale"] * (np.log(x) / np.log(p["base"])) + p["bias"],
+        source=lambda p: f"{_lit(p['scale'])} * (np.log(x) / np.log({_lit(p['base'])})) + {_lit(p['bias'])}",
+        formula=lambda p: _times(p["scale"], "log_" + _num(p["base"]) + "(x)") + _plus(p["bias"]),
+        from_v1=lambda v: dict(zip(("scale", "bias", "base"), map(float, _v1_list(v, 3, "logarithm")))),
+    )  # fmt: skip
+
+
+# --- step (Heaviside; `value_at_zero` is H(0), as numpy.heaviside's second argument) ---
+def _step() -> _Family:
+    return _Family(
+        "step", ("scale", "bias", "value_at_zero"), "scaled step function",
+        sample=lambda r: {"scale": _u(r, -30, 30), "bias": _u(r, -30, 30), "value_at_zero": _u(r, -100, 100)},
+        evaluate=lambda p, x: p["scale"] * np.heaviside(x, p["value_at_zero"]) + p["bias"],
+        source=lambda p: f"{_lit(p['scale'])} * np.heaviside(x, {_lit(p['value_at_zero'])}) + {_lit(p['bias'])}",
+        formula=lambda p: (
+            f"{_times(p['scale'], 'H(x)')}{_plus(p['bias'])}, where H is the Heaviside step "
+            f"(H(x) = 0 for x < 0, H(x) = 1 for x > 0 and H(0) = {_num(p['value_at_zero'])})"
+        ),
+        from_v1=lambda v: dict(zip(("scale", "bias", "value_at_zero"), map(float, _v1_list(v, 3, "step")))),
+    )  # fmt: skip
+
+
+# --- relu (leaky) ----------------------------------------------------------------------
+def _relu() -> _Family:
+    return _Family(
+        "relu", ("scale", "bias", "leak"), "scaled leaky ReLU",
+        sample=lambda r: {"scale": _u(r, -30, 30), "bias": _u(r, -30, 30), "leak": _u(r, 0, 1)},
+        evaluate=lambda p, x: p["scale"] * np.where(x > 0, x, x * p["leak"]) + p["bias"],
+        source=lambda p: f"{_lit(p['scale'])} * np.where(x > 0, x, x * {_lit(p['leak'])}) + {_lit(p['bias'])}",
+        formula=lambda p: f"{_times(p['scale'], 'g(x)')}{_plus(p['bias'])}, where g(x) = x for x > 0 and g(x) = {_times(p['leak'], 'x')} otherwise",
+        from_v1=lambda v: dict(zip(("scale", "bias", "leak"), map(float, _v1_list(v, 3, "relu")))),
+    )  # fmt: skip
+
+
+# --- periodic: tanh / sin / cos: amplitude * g((2*pi/period) * (x - shift)) + offset ---
+def _periodic(name: str, kind: str) -> _Family:
+    names = ("amplitude", "period", "shift", "offset")
+
+    def sample(r: np.random.Generator) -> dict:
+        return {
+            "amplitude": _u(r, -10, 10),
+            "period": _u(r, 0.1, 2 * math.pi),
+            "shift": _u(r, 0.1, 2 * math.pi),
+            "offset": _u(r, -30, 30),
+        }
+
+    ufunc = getattr(np, name)
+    return _Family(
+        name, names, kind, sample,
+        evaluate=lambda p, x: p["amplitude"] * ufunc((2 * np.pi / p["period"]) * (x - p["shift"])) + p["offset"],
+        source=lambda p: f"{_lit(p['amplitude'])} * np.{name}((2 * np.pi / {_lit(p['period'])}) * (x - {_lit(p['shift'])})) + {_lit(p['offset'])}",
+        formula=lambda p: _times(p["amplitude"], f"{name}(2*pi*{_minus_shift(p['shift'])}/{_num(p['period'])})") + _plus(p["offset"]),
+        from_v1=lambda v: dict(zip(names, map(float, _v1_list(v, 4, name)))),
+    )  # fmt: skip
+
+
+# --- constant --------------------------------------------------------------------------
+def _const_v1(v: Any) -> dict:
+    if isinstance(v, (list, tuple)) and len(v) == 1:
+        v = v[0]
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"FIND v1 params of constant must be a number, got {v!r}")
+    return {"value": float(v)}
+
+
+def _constant() -> _Family:
+    return _Family(
+        "constant", ("value",), "constant function",
+        sample=lambda r: {"value": float(r.integers(-100, 100))},
+        evaluate=lambda p, x: p["value"] * np.ones_like(x),
+        source=lambda p: f"{_lit(p['value'])} * np.ones_like(x)",
+        formula=lambda p: _num(p["value"]),
+        from_v1=_const_v1,
+    )  # fmt: skip
+
+
+# --- reciprocal ------------------------------------------------------------------------
+def _recip_sample(r: np.random.Generator) -> dict:
+    a = 0.0
+    while a == 0.0:
+        a = _u(r, -10, 10)
+    return {"scale": a}
+
+
+def _reciprocal() -> _Family:
+    return _Family(
+        "reciprocal", ("scale",), "scaled reciprocal",
+        sample=_recip_sample,
+        evaluate=lambda p, x: 1 / (p["scale"] * x),
+        source=lambda p: f"1 / ({_lit(p['scale'])} * x)",
+        formula=lambda p: f"1 / ({_times(p['scale'], 'x')}) (undefined, served as ±inf or nan, at x = 0)",
+        from_v1=lambda v: {"scale": float(_v1_list(v, 1, "reciprocal")[0])},
+    )  # fmt: skip
+
+
+# --- gaussian (normal density) ---------------------------------------------------------
+def _gaussian() -> _Family:
+    return _Family(
+        "gaussian", ("mean", "std"), "Gaussian density",
+        sample=lambda r: {"mean": _u(r, -50, 50), "std": _u(r, 1, 10)},
+        evaluate=lambda p, x: (1 / (p["std"] * np.sqrt(2 * np.pi))) * np.exp(-0.5 * ((x - p["mean"]) / p["std"]) ** 2),
+        source=lambda p: f"(1 / ({_lit(p['std'])} * np.sqrt(2 * np.pi))) * np.exp(-0.5 * ((x - {_lit(p['mean'])}) / {_lit(p['std'])}) ** 2)",
+        formula=lambda p: f"exp(-0.5*({_minus_shift(p['mean'])}/{_num(p['std'])})^2) / ({_num(p['std'])}*sqrt(2*pi)) (the density of a normal distribution with mean {_num(p['mean'])} and standard deviation {_num(p['std'])})",
+        from_v1=lambda v: dict(zip(("mean", "std"), map(float, _v1_list(v, 2, "gaussian")))),
+    )  # fmt: skip
+
+
+# --- rectangle -------------------------------------------------------------------------
+def _rectangle() -> _Family:
+    return _Family(
+        "rectangle", ("width",), "rectangle (boxcar) function",
+        sample=lambda r: {"width": _u(r, 1, 10)},
+        evaluate=lambda p, x: np.where(np.abs(x) <= p["width"] / 2, 1.0, 0.0),
+        source=lambda p: f"np.where(np.abs(x) <= {_lit(p['width'])} / 2, 1.0, 0.0)",
+        formula=lambda p: f"1 if |x| <= {_num(p['width'])}/2 else 0",
+        from_v1=lambda v: {"width": float(_v1_list(v, 1, "rectangle")[0])},
+    )  # fmt: skip
+
+
+# --- square wave -----------------------------------------------------------------------
+def _square_wave() -> _Family:
+    return _Family(
+        "square_wave", ("period", "shift"), "square wave",
+        sample=lambda r: {"period": _u(r, 1, 10), "shift": _u(r, -5, 5)},
+        evaluate=lambda p, x: np.where(np.sin((x - p["shift"]) * (2 * np.pi / p["period"])) > 0, 1.0, -1.0),
+        source=lambda p: f"np.where(np.sin((x - {_lit(p['shift'])}) * (2 * np.pi / {_lit(p['period'])})) > 0, 1.0, -1.0)",
+        formula=lambda p: f"1 if sin(2*pi*{_minus_shift(p['shift'])}/{_num(p['period'])}) > 0 else -1 (a square wave of period {_num(p['period'])} between -1 and 1)",
+        from_v1=lambda v: dict(zip(("period", "shift"), map(float, _v1_list(v, 2, "square_wave")))),
+    )  # fmt: skip
+
+
+# --- ceil / floor (compositions only) --------------------------------------------------
+def _noparam_v1(name: str) -> Callable[[Any], dict]:
+    def conv(v: Any) -> dict:
+        if v not in (None, [], ()):
+            raise ValueError(f"FIND v1 params of {name} must be None, got {v!r}")
+        return {}
+
+    return conv
+
+
+def _rounding(name: str, kind: str, text: str) -> _Family:
+    ufunc = getattr(np, name)
+    return _Family(
+        name, (), kind, sample=lambda r: {},
+        evaluate=lambda p, x: ufunc(x),
+        source=lambda p: f"np.{name}(x)",
+        formula=lambda p: text,
+        from_v1=_noparam_v1(name),
+    )  # fmt: skip
+
+
+FAMILIES: dict[str, _Family] = {
+    f.name: f
+    for f in (
+        _linear(), _polynomial(), _absolute(), _root(), _logarithm(), _step(), _relu(),
+        _periodic("tanh", "scaled hyperbolic tangent"), _constant(),
+        _periodic("sin", "sine wave"), _periodic("cos", "cosine wave"),
+        _reciprocal(), _gaussian(), _rational(), _rectangle(), _square_wave(),
+        _rounding("ceil", "ceiling function", "ceil(x) (the smallest integer >= x)"),
+        _rounding("floor", "floor function", "floor(x) (the largest integer <= x)"),
+    )
+}  # fmt: skip
+
+
+def family_domain(family: str) -> tuple[float, float]:
+    """FIND's domain of an atomic family: [0, 100] for root, [1, 100] for logarithm, else [-100, 100]."""
+    if family not in FAMILIES:
+        raise ValueError(f"family must be one of {sorted(FAMILIES)}, got {family!r}")
+    return _DOMAINS.get(family, _DEFAULT_DOMAIN)
+
+
+# --------------------------------------------------------------------------------------
+# validation of params
+# --------------------------------------------------------------------------------------
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and math.isfinite(float(v))
+
+
+_PARAM_RULES: dict[str, tuple[str, Callable[[Mapping], bool]]] = {
+    "tanh": ("period must be non-zero", lambda p: float(p["period"]) != 0),
+    "sin": ("period must be non-zero", lambda p: float(p["period"]) != 0),
+    "cos": ("period must be non-zero", lambda p: float(p["period"]) != 0),
+    "square_wave": ("period must be non-zero", lambda p: float(p["period"]) != 0),
+    "gaussian": ("std must be > 0", lambda p: float(p["std"]) > 0),
+    "logarithm": ("base must be > 0 and != 1", lambda p: float(p["base"]) > 0 and float(p["base"]) != 1),
+    "reciprocal": ("scale must be non-zero", lambda p: float(p["scale"]) != 0),
+}
+
+
+def _check_term(term: Any, where: str) -> dict:
+    if not isinstance(term, Mapping):
+        raise ValueError(f"{where} must be an object with 'family' and 'params', got {term!r}")
+    fam = term.get("family")
+    if fam not in FAMILIES:
+        raise ValueError(f"{where}.family must be one of {sorted(FAMILIES)}, got {fam!r}")
+    p = term.get("params")
+    if not isinstance(p, Mapping):
+        raise ValueError(f"{where}.params must be an object, got {p!r}")
+    spec = FAMILIES[fam]
+    missing = [k for k in spec.params if k not in p]
+    extra = [k for k in p if k not in spec.params]
+    if missing or extra:
+        raise ValueError(f"{where}.params of {fam} must have exactly {list(spec.params)}; missing {missing}, unknown {extra}")
+    for k in spec.params:
+        v = p[k]
+        if k in ("coeffs", "numerator", "denominator"):
+            if not isinstance(v, (list, tuple)) or not v or not all(_is_num(c) for c in v):
+                raise ValueError(f"{where}.params.{k} must be a non-empty list of finite numbers, got {v!r}")
+        elif k == "n":
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"{where}.params.n must be a positive int, got {v!r}")
+        elif not _is_num(v):
+            raise ValueError(f"{where}.params.{k} must be a finite number, got {v!r}")
+    rule = _PARAM_RULES.get(fam)
+    if rule is not None and not rule[1](p):
+        raise ValueError(f"{where}.params of {fam}: {rule[0]}, got {dict(p)!r}")
+    return {"family": fam, "params": dict(p)}
+
+
+def _parse_params(obj: Any) -> dict:
+    """Accept a row (mapping with a JSON 'params' column), a params dict or JSON text."""
+    import json
+
+    if isinstance(obj, str):
+        try:
+            obj = json.loads(obj)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"params is not valid JSON: {exc}") from None
+    if not isinstance(obj, Mapping):
+        raise TypeError(f"row_or_params must be a row, a params dict or JSON text, got {type(obj).__name__}")
+    if "structure" not in obj and "params" in obj:  # a dataset row
+        return _parse_params(obj["params"])
+    return _check_params(dict(obj))
+
+
+def _check_params(p: dict) -> dict:
+    structure = p.get("structure")
+    if structure not in ("atomic", "composition"):
+        raise ValueError(f"params.structure must be 'atomic' or 'composition', got {structure!r}")
+    terms = p.get("terms")
+    if not isinstance(terms, (list, tuple)):
+        raise ValueError(f"params.terms must be a list, got {terms!r}")
+    n_terms = 1 if structure == "atomic" else 2
+    if len(terms) != n_terms:
+        raise ValueError(f"params.terms must hold {n_terms} term(s) for a {structure} function, got {len(terms)}")
+    p["terms"] = [_check_term(t, f"params.terms[{i}]") for i, t in enumerate(terms)]
+    op = p.get("op")
+    if structure == "atomic" and op is not None:
+        raise ValueError(f"params.op must be null for an atomic function, got {op!r}")
+    if structure == "composition" and op not in OPS:
+        raise ValueError(f"params.op must be one of {OPS}, got {op!r}")
+    dom = p.get("domain")
+    if not (isinstance(dom, (list, tuple)) and len(dom) == 2 and all(_is_num(d) for d in dom) and dom[0] < dom[1]):
+        raise ValueError(f"params.domain must be [low, high] with low < high, got {dom!r}")
+    variant = p.get("variant")
+    if variant not in VARIANTS:
+        raise ValueError(f"params.variant must be one of {VARIANTS}, got {variant!r}")
+    if variant == "noise":
+        nz = p.get("noise")
+        if not isinstance(nz, Mapping) or nz.get("type") not in NOISE_TYPES:
+            raise ValueError(f"params.noise.type must be one of {NOISE_TYPES}, got {nz!r}")
+        _check_seed(nz.get("seed"), "params.noise.seed")
+    if variant == "corruption":
+        c = p.get("corruption")
+        if not isinstance(c, Mapping) or c.get("type") not in CORRUPTION_TYPES:
+            raise ValueError(f"params.corruption.type must be one of {CORRUPTION_TYPES}, got {c!r}")
+        b = c.get("boundary")
+        nb = 2 if c["type"] == "inside" else 1
+        if not (isinstance(b, (list, tuple)) and len(b) == nb and all(_is_num(v) for v in b)):
+            raise ValueError(f"params.corruption.boundary must be a list of {nb} number(s) for type {c['type']!r}, got {b!r}")
+        if nb == 2 and not b[0] < b[1]:
+            raise ValueError(f"params.corruption.boundary must be increasing, got {b!r}")
+        for k in ("mean", "std"):
+            if not _is_num(c.get(k)):
+                raise ValueError(f"params.corruption.{k} must be a finite number, got {c.get(k)!r}")
+        if float(c["std"]) < 0:
+            raise ValueError(f"params.corruption.std must be >= 0, got {c['std']!r}")
+        _check_seed(c.get("seed"), "params.corruption.seed")
+    if variant == "mlp" and not p.get("mlp_weights_missing"):
+        w = p.get("mlp")
+        if not isinstance(w, Mapping):
+            raise ValueError(f"params.mlp must hold the MLP weights w1, b1, w2, b2, got {w!r}")
+        for k in ("w1", "b1", "w2"):
+            v = w.get(k)
+            if not (isinstance(v, (list, tuple)) and v and all(_is_num(c) for c in v)):
+                raise ValueError(f"params.mlp.{k} must be a non-empty list of finite numbers")
+        if not len(w["w1"]) == len(w["b1"]) == len(w["w2"]):
+            raise ValueError("params.mlp.w1, b1 and w2 must have the same length (the hidden width)")
+        if not _is_num(w.get("b2")):
+            raise ValueError(f"params.mlp.b2 must be a finite number, got {w.get('b2')!r}")
+    return p
+
+
+def _check_seed(v: Any, field: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+        raise ValueError(f"{field} must be a non-negative int, got {v!r}")
+    return int(v)
+
+
+# --------------------------------------------------------------------------------------
+# building the served function
+# --------------------------------------------------------------------------------------
+
+
+def _term_fn(term: Mapping) -> Callable[[np.ndarray], Any]:
+    fam = FAMILIES[term["family"]]
+    p = dict(term["params"])
+    return lambda x: fam.evaluate(p, x)
+
+
+def _clean_fn(p: Mapping) -> Callable[[np.ndarray], Any]:
+    fns = [_term_fn(t) for t in p["terms"]]
+    if p["structure"] == "atomic":
+        return fns[0]
+    g, h = fns
+    if p["op"] == "sum":
+        return lambda x: g(x) + h(x)
+    return lambda x: g(x) * h(x)
+
+
+def _mlp_arrays(w: Mapping) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    def arr(v: Any) -> np.ndarray:
+        return np.asarray(v, dtype=np.float32).astype(np.float64)
+
+    return arr(w["w1"]), arr(w["b1"]), arr(w["w2"]), float(np.float32(w["b2"]))
+
+
+def make_function(row_or_params: Any) -> Callable[[Any], Any]:
+    """Build the served function of a row from its ``params`` (no ``exec`` of ``code``).
+
+    Accepts a dataset row, its ``params`` dict, or the JSON text. The result takes a float
+    (returns a float) or an array-like (returns a float64 ndarray, elementwise). Noisy and
+    corrupted functions draw from their own ``numpy.random.default_rng(seed)`` created
+    here, exactly like the module-level generator of the row's ``code``: the same sequence
+    of calls gives the same outputs. Raises :class:`MissingMLPWeightsError` for imported
+    MLPs whose weights are not public, ValueError/TypeError naming the bad field otherwise.
+    """
+    p = _parse_params(row_or_params)
+    variant = p["variant"]
+    if variant == "mlp":
+        if p.get("mlp_weights_missing"):
+            raise MissingMLPWeightsError(_missing_weights_message(p))
+        w1, b1, w2, b2 = _mlp_arrays(p["mlp"])
+
+        def clean(x: np.ndarray) -> Any:
+            return np.maximum(np.multiply.outer(x, w1) + b1, 0.0) @ w2 + b2
+
+    else:
+        clean = _clean_fn(p)
+    post: Callable[[np.ndarray, Any], Any] | None = None
+    if variant == "noise":
+        rng = np.random.default_rng(int(p["noise"]["seed"]))
+        kind = p["noise"]["type"]
+        if kind == "normal":
+            post = lambda x, y: y + rng.normal(0.0, 1.0, size=x.shape)  # noqa: E731
+        elif kind == "uniform":
+            post = lambda x, y: y + rng.uniform(-1.0, 1.0, size=x.shape)  # noqa: E731
+        else:
+            post = lambda x, y: y + rng.poisson(1.0, size=x.shape)  # noqa: E731
+    elif variant == "corruption":
+        c = p["corruption"]
+        rng = np.random.default_rng(int(c["seed"]))
+        mean, std = float(c["mean"]), float(c["std"])
+        b = [float(v) for v in c["boundary"]]
+        kind = c["type"]
+
+        def post(x: np.ndarray, y: Any) -> Any:
+            noise = rng.normal(mean, std, size=x.shape)
+            if kind == "below":
+                mask = x <= b[0]
+            elif kind == "above":
+                mask = x >= b[0]
+            else:
+                mask = (x > b[0]) & (x < b[1])
+            return np.where(mask, noise, y)
+
+    def function(x: Any) -> Any:
+        scalar = np.ndim(x) == 0
+        x = np.asarray(x, dtype=np.float64)
+        with np.errstate(all="ignore"):
+            y = clean(x)
+            if post is not None:
+                y = post(x, y)
+        y = np.asarray(y, dtype=np.float64)
+        return float(y) if scalar else y
+
+    function.__doc__ = describe(p)
+    return function
+
+
+# --------------------------------------------------------------------------------------
+# source code
+# --------------------------------------------------------------------------------------
+
+
+def _array_src(values: Sequence[float]) -> str:
+    body = ", ".join(repr(float(v)) for v in values)
+    return f"np.array([{body}], dtype=np.float32).astype(np.float64)"
+
+
+def _missing_weights_message(p: Mapping) -> str:
+    fid = (p.get("find_v1") or {}).get("dir", "this function")
+    return (
+        f"the weights of the FIND v1 MLP approximation {fid} are not public (only f00000-f00004 are in the "
+        "repository; the others are in the Zenodo archive, record 8039658): pass its mlp_approx_model.pt "
+        "state dict to row_from_find_v1(..., mlp_state_dict=...)"
+    )
+
+
+def make_code(params: Any) -> str:
+    """Self-contained Python source (numpy only) defining ``function(x)`` for ``params``."""
+    p = _parse_params(params)
+    variant = p["variant"]
+    lines = ['"""FIND numeric function (generated by findbench)."""', "", "import numpy as np", ""]
+    if variant == "mlp" and p.get("mlp_weights_missing"):
+        msg = _missing_weights_message(p)
+        lines += ["", "def function(x):", f"    raise RuntimeError({msg!r})", ""]
+        return "\n".join(lines)
+    if variant == "noise":
+        lines += [f"_rng = np.random.default_rng({int(p['noise']['seed'])})", ""]
+    if variant == "corruption":
+        lines += [f"_rng = np.random.default_rng({int(p['corruption']['seed'])})", ""]
+    if variant == "mlp":
+        w = p["mlp"]
+        lines += [
+            f"_W1 = {_array_src(w['w1'])}",
+            f"_B1 = {_array_src(w['b1'])}",
+            f"_W2 = {_array_src(w['w2'])}",
+            f"_B2 = float(np.float32({float(w['b2'])!r}))",
+            "",
+            "",
+            "def _clean(x):",
+            "    return np.maximum(np.multiply.outer(x, _W1) + _B1, 0.0) @ _W2 + _B2",
+        ]
+    elif p["structure"] == "atomic":
+        t = p["terms"][0]
+        lines += ["", "def _clean(x):", f"    return {FAMILIES[t['family']].source(t['params'])}"]
+    else:
+        g, h = p["terms"]
+        sym = "+" if p["op"] == "sum" else "*"
+        lines += [
+            "", "def _g(x):", f"    return {FAMILIES[g['family']].source(g['params'])}", "",
+            "", "def _h(x):", f"    return {FAMILIES[h['family']].source(h['params'])}", "",
+            "", "def _clean(x):", f"    return _g(x) {sym} _h(x)",
+        ]  # fmt: skip
+    body = ["        y = _clean(x)"]
+    if variant == "noise":
+        kind = p["noise"]["type"]
+        draw = {
+            "normal": "_rng.normal(0.0, 1.0, size=x.shape)",
+            "uniform": "_rng.uniform(-1.0, 1.0, size=x.shape)",
+            "poisson": "_rng.poisson(1.0, size=x.shape)",
+        }[kind]
+        body.append(f"        y = y + {draw}")
+    elif variant == "corruption":
+        c = p["corruption"]
+        b = [float(v) for v in c["boundary"]]
+        mask = {
+            "below": f"x <= {_lit(b[0])}",
+            "above": f"x >= {_lit(b[0])}",
+            "inside": f"(x > {_lit(b[0])}) & (x < {_lit(b[-1])})",
+        }[c["type"]]
+        body.append(f"        noise = _rng.normal({_lit(c['mean'])}, {_lit(c['std'])}, size=x.shape)")
+        body.append(f"        y = np.where({mask}, noise, y)")
+    lines += [
+        "",
+        "",
+        "def function(x):",
+        '    """Evaluate at a float (returns a float) or a numpy array (elementwise)."""',
+        "    scalar = np.ndim(x) == 0",
+        "    x = np.asarray(x, dtype=np.float64)",
+        '    with np.errstate(all="ignore"):',
+        *body,
+        "    y = np.asarray(y, dtype=np.float64)",
+        "    return float(y) if scalar else y",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------
+# descriptions
+# --------------------------------------------------------------------------------------
+
+
+def _term_text(term: Mapping) -> str:
+    fam = FAMILIES[term["family"]]
+    text = fam.formula(term["params"])
+    return text if text.endswith(")") else f"{text} (a {fam.kind})"
+
+
+def _interval(lo: float, hi: float) -> str:
+    return f"[{_num(lo)}, {_num(hi)}]"
+
+
+def describe(params: Any) -> str:
+    """English description of the served function, precise enough to re-implement it."""
+    p = _parse_params(params)
+    lo, hi = p["domain"]
+    if p["structure"] == "atomic":
+        t = p["terms"][0]
+        fam = FAMILIES[t["family"]]
+        base = f"f(x) = {fam.formula(t['params'])}, a {fam.kind}"
+    else:
+        g, h = p["terms"]
+        word, sym = ("sum", "+") if p["op"] == "sum" else ("product", "*")
+        base = f"f(x) = g(x) {sym} h(x), the {word} of g(x) = {_term_text(g)} and h(x) = {_term_text(h)}"
+    base += f", on the domain {_interval(lo, hi)}"
+    quirks = (p.get("find_v1") or {}).get("quirks") or []
+    quirk_text = ""
+    if quirks:
+        quirk_text = " As served by the FIND v1 release: " + "; ".join(quirks) + "."
+    v = p["variant"]
+    if v == "clean":
+        return base + "." + quirk_text
+    if v == "noise":
+        kind = p["noise"]["type"]
+        dist = {
+            "normal": "a normal distribution with mean 0 and standard deviation 1",
+            "uniform": "a uniform distribution on [-1, 1]",
+            "poisson": "a Poisson distribution with rate 1 (non-negative integers, mean 1)",
+        }[kind]
+        return f"{base}, plus additive noise drawn independently for every input from {dist}." + quirk_text
+    if v == "corruption":
+        c = p["corruption"]
+        b = c["boundary"]
+        where = {
+            "below": f"for x <= {_num(b[0])}",
+            "above": f"for x >= {_num(b[0])}",
+            "inside": f"for {_num(b[0])} < x < {_num(b[-1])}",
+        }[c["type"]]
+        return (
+            f"{base}, except that {where} (the corrupted subdomain) the output is replaced by random values "
+            f"drawn from a normal distribution with mean {_num(c['mean'])} (the mean of f on its domain) "
+            f"and standard deviation {_num(c['std'])}." + quirk_text
+        )
+    # mlp
+    w = p.get("mlp") or {}
+    err = w.get("mse")
+    err_text = f" (mean squared error {float(err):.4g} on {MLP_TRAIN_POINTS:,} evenly spaced points)" if err is not None else ""
+    hidden = len(w.get("w1", [])) or _mlp.HIDDEN
+    return (
+        f"The output of a 1-{hidden}-1 ReLU MLP trained to approximate {base}{err_text}; "
+        "the MLP, not the formula, is served." + quirk_text
+    )
+
+
+# --------------------------------------------------------------------------------------
+# rows
+# --------------------------------------------------------------------------------------
+
+
+def _name(p: Mapping) -> str:
+    fams = [t["family"] for t in p["terms"]]
+    if p["structure"] == "atomic":
+        return fams[0]
+    return f"{fams[0]}{'+' if p['op'] == 'sum' else '*'}{fams[1]}"
+
+
+def _subcategory(p: Mapping) -> str:
+    return p["structure"] if p["variant"] == "clean" else p["variant"]
+
+
+def _test_inputs(p: Mapping) -> list[str]:
+    lo, hi = (float(v) for v in p["domain"])
+    xs = list(np.linspace(lo, hi, 9))
+    if lo < 0 < hi:
+        xs += [-1.0, 0.0, 1.0]
+    c = p.get("corruption") if p["variant"] == "corruption" else None
+    if c:
+        for b in c["boundary"]:
+            xs += [float(b) - 1.0, float(b) + 1.0]
+    out = sorted({_r1(v) for v in xs if lo <= v <= hi})
+    return [_num(v) for v in out]
+
+
+def row_from_params(params: Any, index: int, *, source: str = "procedural") -> dict[str, Any]:
+    """The schema row (``findbench.schema.empty_row``) of a validated params dict."""
+    p = _parse_params(params)
+    if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or index < 0:
+        raise ValueError(f"index must be a non-negative int, got {index!r}")
+    if source not in schema.SOURCES:
+        raise ValueError(f"source must be one of {schema.SOURCES}, got {source!r}")
+    c = p.get("corruption") if p["variant"] == "corruption" else None
+    return schema.empty_row(
+        function_id=schema.function_id("numeric", int(index)),
+        category="numeric",
+        subcategory=_subcategory(p),
+        name=_name(p),
+        params=schema.dumps(p),
+        code=make_code(p),
+        description=describe(p),
+        source=source,
+        domain_low=float(p["domain"][0]),
+        domain_high=float(p["domain"][1]),
+        noise_type=p["noise"]["type"] if p["variant"] == "noise" else None,
+        corruption_type=c["type"] if c else None,
+        corruption_params=schema.dumps({"boundary": list(c["boundary"]), "mean": c["mean"], "std": c["std"]}) if c else None,
+        test_inputs=_test_inputs(p),
+        unit_tests=[],
+    )
+
+
+# --------------------------------------------------------------------------------------
+# procedural generation
+# --------------------------------------------------------------------------------------
+
+
+def _round_half_up(v: float) -> int:
+    return int(math.floor(v + 0.5))
+
+
+def _apportion(total: int, weights: Mapping[str, int]) -> dict[str, int]:
+    """Integer counts summing to ``total`` proportional to ``weights`` (largest remainder)."""
+    s = sum(weights.values())
+    raw = {k: total * w / s for k, w in weights.items()}
+    out = {k: int(math.floor(v)) for k, v in raw.items()}
+    rest = total - sum(out.values())
+    for k in sorted(raw, key=lambda k: (-(raw[k] - out[k]), list(weights).index(k)))[:rest]:
+        out[k] += 1
+    return out
+
+
+def _plan(n: int, seed: int) -> list[tuple[str, str]]:
+    """(structure, variant) per index: the first 15 % are MLPs (as in FIND's ids), the
+    composed ones and the served variants of the rest are exact counts, shuffled by seed."""
+    rng = np.random.default_rng([seed, 0])
+    n_mlp = _round_half_up(n * MIX["mlp"])
+    n_atomic = _round_half_up(n * MIX["atomic"])
+    structures = np.array(["atomic"] * n_atomic + ["composition"] * (n - n_atomic))
+    structures = list(structures[rng.permutation(n)]) if n else []
+    counts = _apportion(n - n_mlp, MIX["served"])
+    rest = np.array([k for k, c in counts.items() for _ in range(c)])
+    rest = list(rest[rng.permutation(len(rest))]) if len(rest) else []
+    variants = ["mlp"] * n_mlp + rest
+    return [(str(s), str(v)) for s, v in zip(structures, variants)]
+
+
+def _choice(rng: np.random.Generator, options: Sequence[str], weights: Mapping[str, int] | None = None) -> str:
+    if weights is None:
+        return str(options[int(rng.integers(len(options)))])
+    w = np.array([weights[o] for o in options], dtype=np.float64)
+    return str(options[int(rng.choice(len(options), p=w / w.sum()))])
+
+
+def _domain_grid(p: Mapping, n_points: int) -> np.ndarray:
+    return np.linspace(float(p["domain"][0]), float(p["domain"][1]), n_points)
+
+
+def _sample_params(seed: int, index: int, structure: str, variant: str) -> dict:
+    rng = np.random.default_rng([seed, 1, index])
+    for _attempt in range(1000):
+        if structure == "atomic":
+            fam = _choice(rng, ATOMIC_FAMILIES)
+            terms = [{"family": fam, "params": FAMILIES[fam].sample(rng)}]
+            op = None
+            domain = list(family_domain(fam))
+        else:
+            op = _choice(rng, OPS)
+            terms = []
+            for _ in range(2):
+                fam = _choice(rng, COMPOSABLE_FAMILIES)
+                terms.append({"family": fam, "params": FAMILIES[fam].sample(rng)})
+            domain = list(_DEFAULT_DOMAIN)
+        p: dict[str, Any] = {"structure": structure, "op": op, "terms": terms, "domain": domain, "variant": variant}
+        clean = _clean_fn(p)
+        with np.errstate(all="ignore"):
+            y_mean = np.asarray(clean(_domain_grid(p, _MEAN_POINTS)), dtype=np.float64)
+            y_fit = np.asarray(clean(_domain_grid(p, MLP_TRAIN_POINTS)), dtype=np.float64)
+        # a pole (reciprocal, rational) sitting on a grid point would make the corruption
+        # mean or the MLP targets non-finite: redraw, deterministically
+        if np.all(np.isfinite(y_mean)) and np.all(np.isfinite(y_fit)) and np.all(np.abs(y_fit) < 1e30):
+            break
+    else:  # pragma: no cover - needs 1000 consecutive poles
+        raise RuntimeError(f"could not draw a finite function for index {index}")
+    p["noise"] = None
+    p["corruption"] = None
+    p["mlp"] = None
+    if variant == "noise":
+        p["noise"] = {"type": _choice(rng, NOISE_TYPES, MIX["noise_type"]), "seed": int(rng.integers(2**31))}
+    elif variant == "corruption":
+        kind = _choice(rng, CORRUPTION_TYPES, MIX["corruption_type"])
+        lo = max(float(domain[0]), -100.0)
+        a = _u(rng, lo, 100.0)
+        boundary = [a] if kind != "inside" else [a, _u(rng, a + 5, a + 25)]
+        p["corruption"] = {
+            "type": kind,
+            "boundary": boundary,
+            "mean": float(np.mean(y_mean)),
+            "std": CORRUPTION_STD,
+            "seed": int(rng.integers(2**31)),
+        }
+    return p
+
+
+def _check_int(v: Any, name: str, minimum: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(v).__name__}")
+    if v < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {v}")
+    return int(v)
+
+
+def generate(n: int = 1000, seed: int = 0, *, progress: bool = True) -> list[dict]:
+    """Generate ``n`` FIND numeric functions as schema rows (``source`` "procedural").
+
+    The mix follows the FIND release (see ``MIX``): the first 15 % of ids are MLP
+    approximations, 85 % of all functions are atomic and 15 % compositions, and the others
+    are served clean (≈57 %), corrupted (≈22 %) or noisy (≈21 %). All MLPs are fitted at
+    once with :func:`findbench.find.mlp.fit_mlps`. Every draw is seeded: the same
+    ``n`` and ``seed`` give identical rows.
+    """
+    from tqdm.auto import tqdm
+
+    n = _check_int(n, "n", 1)
+    seed = _check_int(seed, "seed", 0)
+    plan = _plan(n, seed)
+    params = [
+        _sample_params(seed, i, s, v)
+        for i, (s, v) in enumerate(tqdm(plan, desc="sampling numeric functions", disable=not progress, leave=False))
+    ]
+    mlp_idx = [i for i, p in enumerate(params) if p["variant"] == "mlp"]
+    if mlp_idx:
+        xs = np.stack([_domain_grid(params[i], MLP_TRAIN_POINTS) for i in mlp_idx])
+        with np.errstate(all="ignore"):
+            ys = np.stack([np.asarray(_clean_fn(params[i])(xs[k]), dtype=np.float64) for k, i in enumerate(mlp_idx)])
+        logger.info("fitting %d MLP approximations", len(mlp_idx))
+        fit = _mlp.fit_mlps(xs, ys, seed=seed, progress=progress)
+        for k, i in enumerate(mlp_idx):
+            params[i]["mlp"] = {
+                "hidden": int(fit["w1"].shape[1]),
+                "w1": _mlp.float32_list(fit["w1"][k]),
+                "b1": _mlp.float32_list(fit["b1"][k]),
+                "w2": _mlp.float32_list(fit["w2"][k]),
+                "b2": _mlp.float32_list(fit["b2"][k])[0],
+                "mse": float(f"{fit['mse'][k]:.6g}"),
+                "train_points": MLP_TRAIN_POINTS,
+            }
+    return [
+        row_from_params(p, i)
+        for i, p in enumerate(tqdm(params, desc="writing numeric rows", disable=not progress, leave=False))
+    ]
+
+
+# --------------------------------------------------------------------------------------
+# FIND v1 import
+# --------------------------------------------------------------------------------------
+
+_V1_VARIANTS = {
+    "load_mlp.py": "mlp",
+    "function_code.py": "clean",
+    "noised_function_code.py": "noise",
+    "corrupted_function_code.py": "corruption",
+}
+_V1_CORRUPTION = {"interval_smaller": "below", "interval_larger": "above", "interval_inside": "inside"}
+_V1_OPS = {"sum_two": "sum", "multiply_two": "product"}
+_V1_SIGN = {"family": "step", "params": {"scale": 2.0, "bias": -1.0, "value_at_zero": 0.0}}
+
+
+def _v1_parse_name(record: Mapping) -> tuple[str, list[str], str | None]:
+    name = record.get("name")
+    if not isinstance(name, str) or "(" not in name:
+        raise ValueError(f"record['name'] must look like 'relu((...))' or 'f1;f2;op(...)', got {name!r}")
+    head = name.split("(", 1)[0]
+    parts = head.split(";")
+    if len(parts) == 1:
+        fam = parts[0]
+        if fam not in ATOMIC_FAMILIES:
+            raise ValueError(f"record['name'] has unknown family {fam!r}")
+        return "atomic", [fam], None
+    if len(parts) != 3 or parts[2] not in _V1_OPS or not all(f in COMPOSABLE_FAMILIES for f in parts[:2]):
+        raise ValueError(f"record['name'] must be 'f1;f2;sum_two|multiply_two(...)' with composable f1, f2, got {name!r}")
+    return "composition", parts[:2], _V1_OPS[parts[2]]
+
+
+def row_from_find_v1(
+    record: dict,
+    variant: str,
+    mlp_state_dict: dict | None = None,
+    index: int | None = None,
+    *,
+    release_quirks: bool = True,
+) -> dict:
+    """Convert one record of FIND v1's ``numeric/data.json`` into a schema row (source "find-v1").
+
+    Args:
+        record: one element of the release's ``data.json`` list.
+        variant: the served file from ``func_name_dict.json``: ``load_mlp.py``,
+            ``function_code.py``, ``noised_function_code.py`` or ``corrupted_function_code.py``
+            (or directly ``mlp`` / ``clean`` / ``noise`` / ``corruption``).
+        mlp_state_dict: the function's ``mlp_approx_model.pt`` state dict (MLP rows only);
+            without it an MLP row is marked ``params["mlp_weights_missing"] = true`` and its
+            code and :func:`make_function` raise a clear error.
+        index: the row index (``function_id``); defaults to the number in ``record["dir"]``.
+        release_quirks: serve what the release's code files served (default): its
+            ``absolute`` code drops the bias, and inside compositions and in the noisy and
+            corrupted files a ``square_wave`` term became ``1 if x > 0 else -1``. The
+            rewritten terms are listed in ``params.find_v1.quirks`` and the description.
+            With ``False`` the row serves the function that the record's name states.
+
+    The release's noise is unseeded; here the noisy and corrupted rows draw from
+    ``default_rng(index)``.
+    """
+    if not isinstance(record, Mapping):
+        raise TypeError(f"record must be a dict (one element of data.json), got {type(record).__name__}")
+    served = _V1_VARIANTS.get(variant, variant)
+    if served not in VARIANTS:
+        raise ValueError(f"variant must be one of {sorted(_V1_VARIANTS)} (or {VARIANTS}), got {variant!r}")
+    d = record.get("dir")
+    if not isinstance(d, str) or not d.rsplit("/", 1)[-1].startswith("f") or not d.rsplit("/", 1)[-1][1:].isdigit():
+        raise ValueError(f"record['dir'] must look like 'f00042', got {d!r}")
+    dir_name = d.rsplit("/", 1)[-1]
+    if index is None:
+        index = int(dir_name[1:])
+    index = _check_int(index, "index", 0)
+    structure, fams, op = _v1_parse_name(record)
+    raw = record.get("params")
+    raw_terms = [raw] if structure == "atomic" else raw
+    if structure == "composition" and not (isinstance(raw, (list, tuple)) and len(raw) == 2):
+        raise ValueError(f"record['params'] of a composition must be [params1, params2], got {raw!r}")
+    terms = []
+    for k, (fam, rp) in enumerate(zip(fams, raw_terms)):
+        try:
+            terms.append({"family": fam, "params": FAMILIES[fam].from_v1(rp)})
+        except ValueError as exc:
+            raise ValueError(f"record['params'] (term {k}): {exc}") from None
+    domain = record.get("domain")
+    if not (isinstance(domain, (list, tuple)) and len(domain) == 2 and all(_is_num(v) for v in domain)):
+        raise ValueError(f"record['domain'] must be [low, high], got {domain!r}")
+
+    quirks: list[str] = []
+    if release_quirks and served != "mlp":
+        for k, t in enumerate(terms):
+            where = "f" if structure == "atomic" else ("g" if k == 0 else "h")
+            if t["family"] == "absolute" and t["params"]["bias"] != 0:
+                quirks.append(f"the bias {_num(t['params']['bias'])} of absolute term {where} is dropped")
+                t["params"] = {**t["params"], "bias": 0.0}
+            if t["family"] == "square_wave" and (structure == "composition" or served != "clean"):
+                quirks.append(
+                    f"the square wave {where} (period {_num(t['params']['period'])}, shift {_num(t['params']['shift'])}) "
+                    "is replaced by 1 if x > 0 else -1, written as the step 2*H(x) - 1 with H(0) = 0"
+                )
+                terms[k] = {"family": "step", "params": dict(_V1_SIGN["params"])}
+
+    v1_meta: dict[str, Any] = {
+        "dir": dir_name,
+        "name": record.get("name"),
+        "served_file": variant if variant in _V1_VARIANTS else None,
+        "approx_mse_error": record.get("approx_mse_error"),
+        "quirks": quirks,
+    }
+    p: dict[str, Any] = {
+        "structure": structure,
+        "op": op,
+        "terms": terms,
+        "domain": [float(domain[0]), float(domain[1])],
+        "variant": served,
+        "noise": None,
+        "corruption": None,
+        "mlp": None,
+        "find_v1": v1_meta,
+    }
+    if served == "noise":
+        nt = record.get("noise_type")
+        if nt not in NOISE_TYPES:
+            raise ValueError(f"record['noise_type'] must be one of {NOISE_TYPES}, got {nt!r}")
+        p["noise"] = {"type": nt, "seed": index}
+    elif served == "corruption":
+        ct = record.get("corruption_type")
+        if ct not in _V1_CORRUPTION:
+            raise ValueError(f"record['corruption_type'] must be one of {sorted(_V1_CORRUPTION)}, got {ct!r}")
+        cp = record.get("corruption_params")
+        if not isinstance(cp, Mapping) or not _is_num(cp.get("std")) or not isinstance(cp.get("boundary"), list):
+            raise ValueError(f"record['corruption_params'] must hold 'std' (the mean of f) and 'boundary', got {cp!r}")
+        p["corruption"] = {
+            "type": _V1_CORRUPTION[ct],
+            "boundary": [float(b) for b in cp["boundary"]],
+            # FIND v1 stores the mean of f under the key "std"; the spread is always 0.1
+            "mean": float(cp["std"]),
+            "std": CORRUPTION_STD,
+            "seed": index,
+        }
+    elif served == "mlp":
+        if mlp_state_dict is None:
+            p["mlp_weights_missing"] = True
+        else:
+            w = _mlp.weights_from_state_dict(mlp_state_dict)
+            ame = record.get("approx_mse_error")
+            p["mlp"] = {"hidden": len(w["w1"]), **w, "mse": float(ame) if _is_num(ame) else None, "train_points": MLP_TRAIN_POINTS}
+    return row_from_params(p, index, source="find-v1")

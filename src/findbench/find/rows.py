@@ -1,0 +1,154 @@
+"""FIND function families and the one entry point to build or call any of them.
+
+- :func:`generate_rows` makes the rows of one config (``numeric``, ``strings``,
+  ``neurons_entities``, ``neurons_relations``) from a source: ``procedural`` (findbench's
+  seeded generators) or ``find-v1`` (import of the original release).
+- :func:`load_function` turns a function id or a dataset row into a callable.
+
+Procedural rows are cached on disk per (package version, category, seed), so
+``findbench call numeric/f00042 1 2 3`` regenerates a category once, then answers at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from findbench.schema import CATEGORIES, SOURCES, parse_function_id
+
+__all__ = ["generate_rows", "load_rows", "load_function", "CATEGORIES", "SOURCES"]
+
+logger = logging.getLogger(__name__)
+
+
+def _check_category(category: str) -> None:
+    if category not in CATEGORIES:
+        raise ValueError(f"category must be one of {CATEGORIES}, got {category!r}")
+
+
+def generate_rows(
+    category: str,
+    *,
+    seed: int = 0,
+    source: str = "procedural",
+    data_dir: str | os.PathLike | None = None,
+    progress: bool = True,
+) -> list[dict]:
+    """All rows of one config, freshly made (no cache).
+
+    Args:
+        category: config name, one of :data:`findbench.schema.CATEGORIES`.
+        seed: generator seed (``procedural`` only): the same seed gives identical rows.
+        source: ``procedural`` or ``find-v1``.
+        data_dir: ``find-v1`` only: folder of the original release (``None`` downloads it
+            from its published URLs when online).
+    """
+    _check_category(category)
+    if source not in SOURCES:
+        raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    if source == "find-v1":
+        from findbench.find import find_v1
+
+        return find_v1.load_rows(category, data_dir)
+    if category == "numeric":
+        from findbench.find import numeric
+
+        return numeric.generate(1000, seed=seed, progress=progress)
+    if category == "strings":
+        from findbench.find import strings
+
+        return strings.generate(1000, seed=seed, progress=progress)
+    from findbench.find import synthetic_neurons as neurons
+
+    if category == "neurons_entities":
+        return neurons.generate_entities(seed=seed)
+    return neurons.generate_relations(seed=seed)
+
+
+def load_rows(category: str, *, seed: int = 0, data: str | os.PathLike | None = None) -> list[dict]:
+    """Rows of one config: from a built / imported dataset folder ``data`` (as written by
+    ``findbench build``) or else regenerated procedurally from ``seed`` (cached on disk)."""
+    _check_category(category)
+    if data is not None:
+        import datasets
+
+        root = Path(data)
+        if not (root / category).is_dir():
+            raise FileNotFoundError(f"data: no config {category!r} in {root} (run `findbench build --out {root}`)")
+        ds = datasets.load_dataset(str(root), category, split="test")
+        return ds.to_list()
+    return _cached_procedural_rows(category, seed)
+
+
+def _cached_procedural_rows(category: str, seed: int) -> list[dict]:
+    import datasets
+    from filelock import FileLock
+
+    from findbench import schema
+    from findbench._io import cache_dir
+    from findbench._version import __version__
+
+    folder = cache_dir("rows", __version__)
+    path = folder / f"{category}-seed{seed}.parquet"
+    with FileLock(str(path) + ".lock"):
+        if not path.exists():
+            logger.info("generating %s (seed %d) once; cached at %s", category, seed, path)
+            rows = generate_rows(category, seed=seed)
+            tmp = path.with_suffix(f".tmp-{os.getpid()}")
+            datasets.Dataset.from_list(rows, features=schema.features()).to_parquet(str(tmp))
+            os.replace(tmp, path)
+    return datasets.Dataset.from_parquet(str(path)).to_list()
+
+
+def load_function(
+    function: str | Mapping[str, Any],
+    *,
+    seed: int = 0,
+    data: str | os.PathLike | None = None,
+    backend: str | None = None,
+    lm: Any = None,
+) -> Callable:
+    """A callable for one FIND function.
+
+    Args:
+        function: a function id (``"numeric/f00042"``) or a dataset row (a mapping with the
+            schema's columns).
+        seed: procedural seed used when ``function`` is an id and ``data`` is None.
+        data: a dataset folder written by ``findbench build`` to take the row from.
+        backend / lm: neurons only: backbone (``embedding`` / ``table`` / ``lm``) and the LM
+            (spec or instance) the ``lm`` backbone uses.
+
+    Numeric functions take floats (or numpy arrays) and return floats; string functions
+    map str -> str; entity neurons return a score in [0, 1]; relation neurons an answer.
+    """
+    if isinstance(function, str):
+        category, index = parse_function_id(function)
+        rows = load_rows(category, seed=seed, data=data)
+        matches = [r for r in rows if r["function_id"] == function]
+        if not matches:
+            raise ValueError(f"function: no function {function!r} in {category} ({len(rows)} functions)")
+        row = matches[0]
+    elif isinstance(function, Mapping):
+        row = dict(function)
+        if "function_id" not in row or "category" not in row:
+            raise ValueError("function: a row needs 'function_id' and 'category'")
+    else:
+        raise TypeError(f"function must be a function id or a row mapping, got {type(function).__name__}")
+    category = row["category"]
+    _check_category(category)
+    if category == "numeric":
+        from findbench.find import numeric
+
+        return numeric.make_function(row)
+    if category == "strings":
+        from findbench.find import strings
+
+        return strings.make_function(row)
+    from findbench.find import synthetic_neurons as neurons
+
+    return neurons.make_function(row, backend=backend, lm=lm)

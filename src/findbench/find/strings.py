@@ -1,0 +1,1046 @@
+"""FIND string functions (FIND §2.2, appendix F): a seeded procedural generator.
+
+The ``strings`` config holds 1000 functions ``str -> str``: 30% *atomic* operations from
+:data:`OPERATIONS` and 70% *compositions* ``f1(f2(s))`` (``name`` ``"f1∘f2"``). Each row carries
+
+* ``params``: JSON ``{"ops": [{"op": name, "params": {...}}, ...]}`` listing the operations in
+  the order they are applied (so a composition ``f1∘f2`` lists ``f2`` first);
+* ``code``: self-contained Python source defining ``function(x)``; it is built from the very
+  source of the implementations in :mod:`findbench.find.string_ops`;
+* ``description``: an English description precise enough to re-implement the function;
+* ``test_inputs``: 10 seeded strings chosen to reveal the behaviour (they contain the
+  parameter characters, padding for whitespace operations, digits for digit operations, ...);
+* ``unit_tests``: 10 FIND triplets from :func:`findbench.find.unit_tests.build_unit_tests`, with no
+  distractor pair that the function itself would produce.
+
+Degenerate compositions are never generated: two operations of the same family (e.g.
+``lowercase∘uppercase``, ``reverse∘reverse_words``), a length-only operation after a
+length-preserving one, a case-insensitive one after a case-only one, an order-insensitive one
+after a reordering one, and any pair whose behaviour on a fixed probe set equals the identity,
+a constant, one of its parts, a parameterless operation or an earlier function.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import random
+import string
+import textwrap
+import types
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cache, lru_cache
+from typing import Any
+
+from findbench import schema
+from findbench.find import string_ops as ops
+from findbench.find.unit_tests import build_unit_tests
+
+__all__ = [
+    "OPERATIONS",
+    "OpSpec",
+    "COMPOSITION_FRACTION",
+    "N_TEST_INPUTS",
+    "PROBES",
+    "generate",
+    "make_function",
+    "function_code",
+    "describe",
+    "function_name",
+    "validate_params",
+    "composition_allowed",
+]
+
+logger = logging.getLogger(__name__)
+
+COMPOSITION_FRACTION = 0.7
+N_TEST_INPUTS = 10
+
+# ----------------------------------------------------------------------------- parameter kinds
+
+_VOWELS = "aeiou"
+_COMMON_LOWER = "etaoinsrhldcum"
+_SUBSTRINGS = ("th", "he", "in", "er", "an", "re", "on", "at", "en", "nd", "ing", "the", "ion", "ou", "ea", "st", "ll", "ss")
+_PUNCT = "-_.,!*#/"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_char(where: str, value: Any) -> None:
+    if not isinstance(value, str) or len(value) != 1:
+        raise ValueError(f"{where} must be a single character, got {value!r}")
+
+
+def _check_text(where: str, value: Any) -> None:
+    if not isinstance(value, str) or not 1 <= len(value) <= 12:
+        raise ValueError(f"{where} must be a string of 1 to 12 characters, got {value!r}")
+
+
+def _check_sub(where: str, value: Any) -> None:
+    if not isinstance(value, str) or not 2 <= len(value) <= 6:
+        raise ValueError(f"{where} must be a substring of 2 to 6 characters, got {value!r}")
+
+
+def _check_shift(where: str, value: Any) -> None:
+    if not _is_int(value) or value == 0 or not -25 <= value <= 25:
+        raise ValueError(f"{where} must be a non-zero int in -25..25, got {value!r}")
+
+
+def _check_index(where: str, value: Any) -> None:
+    if not _is_int(value) or not 0 <= value <= 1000:
+        raise ValueError(f"{where} must be an int in 0..1000, got {value!r}")
+
+
+def _check_count(where: str, value: Any) -> None:
+    if not _is_int(value) or not 1 <= value <= 1000:
+        raise ValueError(f"{where} must be an int in 1..1000, got {value!r}")
+
+
+def _check_direction(where: str, value: Any) -> None:
+    if not _is_int(value) or value not in (1, -1):
+        raise ValueError(f"{where} must be 1 (forward) or -1 (backward), got {value!r}")
+
+
+def _check_mapping(where: str, value: Any) -> None:
+    if not isinstance(value, Mapping) or not value:
+        raise ValueError(f"{where} must be a non-empty mapping of lowercase letters, got {value!r}")
+    for key, val in value.items():
+        for item in (key, val):
+            if not (isinstance(item, str) and len(item) == 1 and item in string.ascii_lowercase):
+                raise ValueError(f"{where} must map lowercase ASCII letters to lowercase ASCII letters, got {key!r}: {val!r}")
+    if sorted(value.values()) != sorted(value.keys()):
+        raise ValueError(f"{where} must be a permutation (its values must be its keys), got {dict(value)!r}")
+    if all(key == val for key, val in value.items()):
+        raise ValueError(f"{where} must move at least one letter, got the identity {dict(value)!r}")
+
+
+_KIND_CHECKS: dict[str, Callable[[str, Any], None]] = {
+    "char": _check_char,
+    "text": _check_text,
+    "sub": _check_sub,
+    "shift": _check_shift,
+    "index": _check_index,
+    "count": _check_count,
+    "direction": _check_direction,
+    "mapping": _check_mapping,
+}
+
+# ----------------------------------------------------------------------------- samplers
+
+
+def _rand_case(rng: random.Random, ch: str) -> str:
+    return ch.upper() if rng.random() < 0.3 else ch
+
+
+def _sample_letter(rng: random.Random) -> str:
+    pool = _COMMON_LOWER if rng.random() < 0.7 else string.ascii_lowercase
+    return _rand_case(rng, rng.choice(pool))
+
+
+def _sample_any_char(rng: random.Random) -> str:
+    r = rng.random()
+    if r < 0.65:
+        return _sample_letter(rng)
+    if r < 0.8:
+        return rng.choice(string.digits)
+    return rng.choice(_PUNCT)
+
+
+def _sample_text(rng: random.Random) -> str:
+    r = rng.random()
+    if r < 0.6:
+        return "".join(rng.choice(string.ascii_letters) for _ in range(rng.randint(1, 5)))
+    if r < 0.8:
+        return str(rng.randint(0, 99))
+    return rng.choice(_PUNCT) * rng.randint(1, 2)
+
+
+def _sample_sub(rng: random.Random) -> str:
+    return rng.choice(_SUBSTRINGS)
+
+
+def _sample_shift(rng: random.Random) -> int:
+    # forward 1..13 or backward 1..12: every value is a different rotation of the alphabet
+    return rng.choice([k for k in range(-12, 14) if k != 0])
+
+
+def _sample_mapping(rng: random.Random) -> dict[str, str]:
+    letters = rng.sample(string.ascii_lowercase, rng.randint(3, 6))
+    shuffled = letters[:]
+    while any(a == b for a, b in zip(letters, shuffled)):
+        rng.shuffle(shuffled)
+    return {a: b for a, b in sorted(zip(letters, shuffled))}
+
+
+def _s_none(rng: random.Random) -> dict:
+    return {}
+
+
+def _s_char(rng: random.Random) -> dict:
+    return {"char": _sample_any_char(rng)}
+
+
+def _s_letter(rng: random.Random) -> dict:
+    return {"char": _sample_letter(rng)}
+
+
+def _s_sub(rng: random.Random) -> dict:
+    return {"sub": _sample_sub(rng)}
+
+
+def _s_shift(rng: random.Random) -> dict:
+    return {"shift": _sample_shift(rng)}
+
+
+def _s_text(rng: random.Random) -> dict:
+    return {"text": _sample_text(rng)}
+
+
+def _s_replace_char(rng: random.Random) -> dict:
+    old = _sample_letter(rng) if rng.random() < 0.85 else " "
+    new = old
+    while new == old:
+        new = _sample_any_char(rng)
+    return {"old": old, "new": new}
+
+
+def _s_replace_sub(rng: random.Random) -> dict:
+    old = _sample_sub(rng)
+    new = old
+    while new == old:
+        new = _sample_text(rng) if rng.random() < 0.8 else ""
+        if new == "":
+            new = "_"
+    return {"old": old, "new": new}
+
+
+def _s_replace_vowels(rng: random.Random) -> dict:
+    r = rng.random()
+    char = rng.choice("bcdfghjklmnpqrstvwxyz") if r < 0.6 else rng.choice(string.digits + "*_#")
+    return {"char": _rand_case(rng, char)}
+
+
+def _s_space_char(rng: random.Random) -> dict:
+    return {"char": rng.choice("_-*.+#") if rng.random() < 0.6 else _sample_letter(rng)}
+
+
+def _s_split(rng: random.Random) -> dict:
+    r = rng.random()
+    if r < 0.35:
+        return {"char": " "}
+    if r < 0.55:
+        return {"char": rng.choice("-,._/")}
+    return {"char": _sample_letter(rng)}
+
+
+def _s_index(rng: random.Random) -> dict:
+    return {"index": rng.randint(0, 9)}
+
+
+def _s_order_index(rng: random.Random) -> dict:
+    return {"index": rng.randint(0, 9), "direction": rng.choice([1, -1])}
+
+
+def _s_insert_index(rng: random.Random) -> dict:
+    return {"index": rng.randint(1, 8), "text": _sample_text(rng)}
+
+
+def _s_separator(rng: random.Random) -> dict:
+    return {"sep": rng.choice(["-", "_", " ", ".", "*", "|", "x", "0"])}
+
+
+def _s_swap(rng: random.Random) -> dict:
+    i, j = sorted(rng.sample(range(10), 2))
+    return {"i": i, "j": j}
+
+
+def _s_rotate(rng: random.Random) -> dict:
+    return {"k": rng.randint(1, 5)}
+
+
+def _s_mapping(rng: random.Random) -> dict:
+    return {"mapping": _sample_mapping(rng)}
+
+
+# ----------------------------------------------------------------------------- descriptions
+
+
+def _q(text: str) -> str:
+    return repr(text)
+
+
+_NUM = "written as lowercase English words (e.g. 3 -> 'three', 21 -> 'twenty-one')"
+_WRAP = "wrapping around from z to a and keeping each letter's case"
+_VOWEL_SET = "vowels (a, e, i, o, u, in either case)"
+
+
+def _dir(shift: int) -> str:
+    return f"{abs(shift)} place{'s' if abs(shift) != 1 else ''} {'forward' if shift > 0 else 'backward'}"
+
+
+def _count(what: str) -> Callable[[dict], str]:
+    return lambda p: f"counts the {what} and returns the count {_NUM}"
+
+
+def _order(where: str) -> Callable[[dict], str]:
+    return lambda p: (
+        f"returns the alphabet position of the {where} (a or A -> 'one', b or B -> 'two', ..., "
+        f"z or Z -> 'twenty-six') written as lowercase English words, or 'none' if that character "
+        f"is not an ASCII letter or the string is empty"
+    )
+
+
+def _too_short(index: int) -> str:
+    return "the string is empty" if index == 0 else f"the string has {index} character{'s' if index != 1 else ''} or fewer"
+
+
+def _mapping_text(mapping: Mapping[str, str]) -> str:
+    return ", ".join(f"{k} -> {mapping[k]}" for k in sorted(mapping))
+
+
+# ----------------------------------------------------------------------------- the registry
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """One atomic string operation.
+
+    Attributes:
+        name: registry key (also the name in a row's ``name``).
+        family: operations of one family never compose with each other (their compositions
+            collapse, e.g. ``lowercase∘uppercase`` or ``reverse∘reverse_words``).
+        impl: the implementation in :mod:`string_ops`, ``impl(s, **params) -> str``.
+        param_kinds: parameter name -> kind (char, text, sub, shift, index, count, direction, mapping).
+        sample: draws the parameters from a ``random.Random``.
+        describe: parameters -> English verb phrase ("shifts every ASCII letter ...").
+        composable: may be the inner function ``f2`` of a composition.
+        length_preserving: output length equals input length.
+        case_only: only changes the case of letters.
+        reorders: output is a permutation of the input characters.
+        case_invariant: output does not change when the case of the input changes.
+        order_invariant: output does not change when the input characters are permuted.
+        length_only: output depends on the input length only.
+        hints: parameters -> what the test inputs should contain to reveal the behaviour.
+    """
+
+    name: str
+    family: str
+    impl: Callable[..., str]
+    param_kinds: dict[str, str]
+    sample: Callable[[random.Random], dict]
+    describe: Callable[[dict], str]
+    composable: bool = True
+    length_preserving: bool = False
+    case_only: bool = False
+    reorders: bool = False
+    case_invariant: bool = False
+    order_invariant: bool = False
+    length_only: bool = False
+    hints: Callable[[dict], dict] = field(default=lambda p: {})
+
+    @property
+    def code_template(self) -> str:
+        """The call written into ``code``, with ``{x}`` for the argument and ``{name}`` per parameter."""
+        args = "".join(f", {k}={{{k}}}" for k in self.param_kinds)
+        return f"{self.impl.__name__}({{x}}{args})"
+
+    def call_expr(self, arg: str, params: Mapping[str, Any]) -> str:
+        """Python expression applying this operation with literal parameters to ``arg``."""
+        values = {k: repr(_canonical(params[k])) for k in self.param_kinds}
+        return self.code_template.format(x=arg, **values)
+
+    def source(self) -> str:
+        """Source of the implementation (helpers not included)."""
+        return _source(self.impl)
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: value[k] for k in sorted(value)}
+    return value
+
+
+def _op(name, family, impl, kinds=None, sample=_s_none, describe=None, **flags) -> OpSpec:
+    return OpSpec(name=name, family=family, impl=impl, param_kinds=dict(kinds or {}), sample=sample, describe=describe, **flags)
+
+
+_CASE = dict(length_preserving=True, case_only=True)
+_PERM = dict(length_preserving=True, reorders=True)
+_PAD = lambda p: {"pad": True}  # noqa: E731
+_WORDS = lambda p: {"multiword": True}  # noqa: E731
+_DIGITS = lambda p: {"digits": True}  # noqa: E731
+_CHAR = lambda p: {"chars": [p["char"]]}  # noqa: E731
+_SUB = lambda p: {"subs": [p["sub"]]}  # noqa: E731
+
+_OPS: list[OpSpec] = [
+    # --- case
+    _op("uppercase", "case", ops.uppercase, describe=lambda p: "converts every character to uppercase", **_CASE),
+    _op("lowercase", "case", ops.lowercase, describe=lambda p: "converts every character to lowercase", **_CASE),
+    _op("swapcase", "case", ops.swapcase, describe=lambda p: "swaps the case of every letter (uppercase becomes lowercase and lowercase becomes uppercase)", **_CASE),
+    _op("capitalize_first", "case", ops.capitalize_first, describe=lambda p: "uppercases the first character and lowercases every other character", **_CASE),
+    _op("title_case", "case", ops.title_case, describe=lambda p: "uppercases the first character of every whitespace-separated word and lowercases every other character", hints=_WORDS, **_CASE),
+    _op("alternate_case", "case", ops.alternate_case, describe=lambda p: "alternates the case by position: characters at even 0-based positions (0, 2, 4, ...) become uppercase and characters at odd positions become lowercase, spaces and punctuation counting as positions", **_CASE),
+    _op("uppercase_vowels", "case", ops.uppercase_vowels, describe=lambda p: "converts every lowercase vowel (a, e, i, o, u) to uppercase and leaves every other character unchanged", **_CASE),
+    # --- reversals
+    _op("reverse", "reverse", ops.reverse, describe=lambda p: "reverses the whole string", **_PERM),
+    _op("reverse_words", "reverse", ops.reverse_words, describe=lambda p: "reverses the order of the whitespace-separated words (the last word comes first), leaving every whitespace character where it was", hints=_WORDS, **_PERM),
+    _op("reverse_each_word", "reverse", ops.reverse_each_word, describe=lambda p: "reverses the characters inside each whitespace-separated word, keeping the words in their order and every whitespace character where it was", hints=_WORDS, **_PERM),
+    _op("reverse_first_half", "reverse", ops.reverse_first_half, describe=lambda p: "reverses the first half of the string (its first len//2 characters) and keeps the rest unchanged", **_PERM),
+    _op("reverse_second_half", "reverse", ops.reverse_second_half, describe=lambda p: "reverses the second half of the string (everything from 0-based index len//2 on, so the middle character of an odd-length string belongs to it) and keeps the first half unchanged", **_PERM),
+    _op("swap_halves", "reverse", ops.swap_halves, describe=lambda p: "swaps the two halves: the second half (from 0-based index len//2 on) is followed by the first half (the first len//2 characters)", **_PERM),
+    _op("reverse_vowels", "reverse", ops.reverse_vowels, describe=lambda p: f"reverses the order of the {_VOWEL_SET}: the vowels read from right to left are written back into the vowel positions, and every other character stays in place", **_PERM),
+    # --- filters / extraction
+    _op("extract_digits", "filter", ops.extract_digits, describe=lambda p: "keeps only the digits 0-9, in their original order, dropping every other character", case_invariant=True, hints=_DIGITS),
+    _op("extract_letters", "filter", ops.extract_letters, describe=lambda p: "keeps only the ASCII letters (a-z, A-Z), in their original order, dropping every other character (spaces, digits, punctuation, accented letters)", hints=_DIGITS),
+    _op("remove_digits", "filter", ops.remove_digits, describe=lambda p: "removes every digit 0-9", hints=_DIGITS),
+    _op("remove_vowels", "filter", ops.remove_vowels, describe=lambda p: f"removes every one of the {_VOWEL_SET}"),
+    _op("remove_duplicate_chars", "filter", ops.remove_duplicate_chars, describe=lambda p: "removes repeated characters, keeping only the first occurrence of each character (case-sensitive, spaces and punctuation included)"),
+    _op("digits_to_words", "filter", ops.digits_to_words, describe=lambda p: "replaces every digit by its lowercase English name (e.g. '7' -> 'seven', '42' -> 'fourtwo') without adding spaces", hints=_DIGITS),
+    # --- counts and lengths as words
+    _op("length_word", "count", ops.length_word, describe=lambda p: f"returns the length of the string (its number of characters, spaces included) {_NUM}", case_invariant=True, order_invariant=True, length_only=True),
+    _op("count_vowels_word", "count", ops.count_vowels_word, describe=_count(_VOWEL_SET), case_invariant=True, order_invariant=True),
+    _op("count_consonants_word", "count", ops.count_consonants_word, describe=_count("consonants (ASCII letters that are not vowels, in either case)"), case_invariant=True, order_invariant=True),
+    _op("count_digits_word", "count", ops.count_digits_word, describe=_count("digits 0-9"), case_invariant=True, order_invariant=True, hints=_DIGITS),
+    _op("count_words_word", "count", ops.count_words_word, describe=_count("whitespace-separated words"), case_invariant=True, hints=_WORDS),
+    _op("count_uppercase_word", "count", ops.count_uppercase_word, describe=_count("uppercase ASCII letters (A-Z)"), order_invariant=True),
+    _op("count_char_word", "count", ops.count_char_word, {"char": "char"}, _s_char, lambda p: f"counts the occurrences of the character {_q(p['char'])} (case-sensitive) and returns the count {_NUM}", order_invariant=True, hints=_CHAR),
+    _op("count_substring_word", "count", ops.count_substring_word, {"sub": "sub"}, _s_sub, lambda p: f"counts the non-overlapping occurrences of the substring {_q(p['sub'])} (case-sensitive, scanning from left to right) and returns the count {_NUM}", hints=_SUB),
+    _op("find_substring_word", "count", ops.find_substring_word, {"sub": "sub"}, _s_sub, lambda p: f"finds the first occurrence of the substring {_q(p['sub'])} (case-sensitive) and returns its 0-based starting index {_NUM}, or 'none' if the substring does not occur", hints=_SUB),
+    # --- characters at positions (outputs too short to compose further: not composable)
+    _op("first_char", "position", ops.first_char, describe=lambda p: "returns only its first character (an empty string stays empty)", composable=False),
+    _op("middle_char", "position", ops.middle_char, describe=lambda p: "returns only its middle character, the one at 0-based index len//2 (for an even length, the first character of the second half; an empty string stays empty)", composable=False),
+    _op("last_char", "position", ops.last_char, describe=lambda p: "returns only its last character (an empty string stays empty)", composable=False),
+    _op("char_at_index", "position", ops.char_at_index, {"index": "index"}, _s_index, lambda p: f"returns only the character at 0-based index {p['index']}, or the empty string if {_too_short(p['index'])}", composable=False, hints=lambda p: {"index": p["index"]}),
+    _op("first_char_order", "position", ops.first_char_order, describe=_order("first character"), composable=False, case_invariant=True),
+    _op("middle_char_order", "position", ops.middle_char_order, describe=_order("middle character (0-based index len//2)"), composable=False, case_invariant=True),
+    _op("last_char_order", "position", ops.last_char_order, describe=_order("last character"), composable=False, case_invariant=True),
+    # --- whitespace
+    _op("strip_whitespace", "whitespace", ops.strip_whitespace, describe=lambda p: "removes all leading and trailing whitespace", hints=_PAD),
+    _op("strip_left", "whitespace", ops.strip_left, describe=lambda p: "removes the leading whitespace (at the start) and keeps any trailing whitespace", hints=_PAD),
+    _op("strip_right", "whitespace", ops.strip_right, describe=lambda p: "removes the trailing whitespace (at the end) and keeps any leading whitespace", hints=_PAD),
+    _op("remove_whitespace", "whitespace", ops.remove_whitespace, describe=lambda p: "removes every whitespace character (spaces, tabs, newlines) wherever it is", hints=_PAD),
+    _op("collapse_whitespace", "whitespace", ops.collapse_whitespace, describe=lambda p: "replaces every run of consecutive whitespace characters (also at the start and end) by a single space", hints=_PAD),
+    # --- replacement / removal
+    _op("replace_vowels", "replace", ops.replace_vowels, {"char": "char"}, _s_replace_vowels, lambda p: f"replaces every one of the {_VOWEL_SET} with {_q(p['char'])}", length_preserving=True),
+    _op("replace_char", "replace", ops.replace_char, {"old": "char", "new": "char"}, _s_replace_char, lambda p: f"replaces every occurrence of the character {_q(p['old'])} (case-sensitive) with {_q(p['new'])}", length_preserving=True, hints=lambda p: {"chars": [p["old"]]}),
+    _op("replace_substring", "replace", ops.replace_substring, {"old": "sub", "new": "text"}, _s_replace_sub, lambda p: f"replaces every non-overlapping occurrence of the substring {_q(p['old'])} (case-sensitive, scanning from left to right) with {_q(p['new'])}", hints=lambda p: {"subs": [p["old"]]}),
+    _op("replace_spaces", "replace", ops.replace_spaces, {"char": "char"}, _s_space_char, lambda p: f"replaces every space character ' ' with {_q(p['char'])}", length_preserving=True, hints=_WORDS),
+    _op("remove_char", "replace", ops.remove_char, {"char": "char"}, _s_char, lambda p: f"removes every occurrence of the character {_q(p['char'])} (case-sensitive)", hints=_CHAR),
+    _op("remove_substring", "replace", ops.remove_substring, {"sub": "sub"}, _s_sub, lambda p: f"removes every non-overlapping occurrence of the substring {_q(p['sub'])} (case-sensitive, scanning from left to right)", hints=_SUB),
+    # --- shifts and ciphers
+    _op("caesar_shift", "shift", ops.caesar_shift, {"shift": "shift"}, _s_shift, lambda p: f"shifts every ASCII letter {_dir(p['shift'])} in the alphabet ({_WRAP}); other characters are unchanged", length_preserving=True),
+    _op("caesar_shift_by_length", "shift", ops.caesar_shift_by_length, describe=lambda p: f"shifts every ASCII letter forward in the alphabet by as many places as the string has characters (its length, spaces included; {_WRAP}); other characters are unchanged", length_preserving=True),
+    _op("caesar_shift_by_char_order", "shift", ops.caesar_shift_by_char_order, {"index": "index", "direction": "direction"}, _s_order_index,
+        lambda p: (f"reads the character at 0-based index {p['index']}; if it is an ASCII letter with alphabet position n (a/A = 1, ..., z/Z = 26), "
+                   f"every ASCII letter of the string is shifted n places {'forward' if p['direction'] > 0 else 'backward'} in the alphabet ({_WRAP}) and other characters are unchanged; "
+                   f"if {_too_short(p['index'])} or that character is not an ASCII letter, the string is returned unchanged"),
+        length_preserving=True, hints=lambda p: {"index": p["index"]}),
+    _op("shift_middle_char", "shift", ops.shift_middle_char, {"shift": "shift"}, _s_shift, lambda p: f"shifts only the middle character (0-based index len//2) {_dir(p['shift'])} in the alphabet if it is an ASCII letter ({_WRAP}); everything else is unchanged", length_preserving=True),
+    _op("shift_first_char", "shift", ops.shift_first_char, {"shift": "shift"}, _s_shift, lambda p: f"shifts only the first character {_dir(p['shift'])} in the alphabet if it is an ASCII letter ({_WRAP}); everything else is unchanged", length_preserving=True),
+    _op("shift_last_char", "shift", ops.shift_last_char, {"shift": "shift"}, _s_shift, lambda p: f"shifts only the last character {_dir(p['shift'])} in the alphabet if it is an ASCII letter ({_WRAP}); everything else is unchanged", length_preserving=True),
+    _op("atbash", "shift", ops.atbash, describe=lambda p: "replaces every ASCII letter by its mirror in the alphabet (a <-> z, b <-> y, c <-> x, ..., keeping case: the Atbash cipher); other characters are unchanged", length_preserving=True),
+    _op("letter_permutation", "shift", ops.letter_permutation, {"mapping": "mapping"}, _s_mapping,
+        lambda p: f"substitutes letters with the permutation {_mapping_text(p['mapping'])} (applied to lowercase letters, and to their uppercase forms keeping uppercase); every other character is unchanged",
+        length_preserving=True, hints=lambda p: {"chars": sorted(p["mapping"])}),
+    # --- insertion and concatenation
+    _op("insert_at_middle", "insert", ops.insert_at_middle, {"text": "text"}, _s_text, lambda p: f"inserts {_q(p['text'])} in the middle, i.e. just before the character at 0-based index len//2"),
+    _op("insert_at_index", "insert", ops.insert_at_index, {"index": "index", "text": "text"}, _s_insert_index, lambda p: f"inserts {_q(p['text'])} just before the character at 0-based index {p['index']} (at the end if the string has {p['index']} characters or fewer)", hints=lambda p: {"index": p["index"]}),
+    _op("append_if_missing", "insert", ops.append_if_missing, {"char": "char"}, _s_letter, lambda p: f"appends the character {_q(p['char'])} at the end if the string does not already contain it (case-sensitive), and otherwise returns the string unchanged", hints=_CHAR),
+    _op("append_text", "insert", ops.append_text, {"text": "text"}, _s_text, lambda p: f"appends {_q(p['text'])} at the end"),
+    _op("prepend_text", "insert", ops.prepend_text, {"text": "text"}, _s_text, lambda p: f"puts {_q(p['text'])} in front of it"),
+    _op("insert_separator", "insert", ops.insert_separator, {"sep": "char"}, _s_separator, lambda p: f"inserts the character {_q(p['sep'])} between every two adjacent characters (e.g. 'abc' -> {_q(p['sep'].join('abc'))})"),
+    _op("concat_reverse", "insert", ops.concat_reverse, describe=lambda p: "returns the string followed by its reverse (e.g. 'abc' -> 'abccba')"),
+    # --- splitting
+    _op("split_keep_first", "split", ops.split_keep_first, {"char": "char"}, _s_split, lambda p: f"splits the string on the character {_q(p['char'])} and returns the first piece, i.e. the text before the first {_q(p['char'])} (the whole string if it does not occur)", hints=_CHAR),
+    _op("split_keep_last", "split", ops.split_keep_last, {"char": "char"}, _s_split, lambda p: f"splits the string on the character {_q(p['char'])} and returns the last piece, i.e. the text after the last {_q(p['char'])} (the whole string if it does not occur)", hints=_CHAR),
+    _op("split_reverse_pieces", "split", ops.split_reverse_pieces, {"char": "char"}, _s_split, lambda p: f"splits the string on the character {_q(p['char'])}, reverses the order of the pieces and joins them again with {_q(p['char'])}", length_preserving=True, hints=_CHAR),
+    # --- duplication
+    _op("duplicate_first_char", "duplicate", ops.duplicate_first_char, describe=lambda p: "duplicates the first character (e.g. 'cat' -> 'ccat')"),
+    _op("duplicate_middle_char", "duplicate", ops.duplicate_middle_char, describe=lambda p: "duplicates the middle character, the one at 0-based index len//2 (e.g. 'cat' -> 'caat', 'bird' -> 'birrd')"),
+    _op("duplicate_last_char", "duplicate", ops.duplicate_last_char, describe=lambda p: "duplicates the last character (e.g. 'cat' -> 'catt')"),
+    _op("duplicate_each_char", "duplicate", ops.duplicate_each_char, describe=lambda p: "doubles every character, spaces included (e.g. 'ab c' -> 'aabb  cc')"),
+    # --- swaps
+    _op("swap_first_last", "swap", ops.swap_first_last, describe=lambda p: "swaps the first and the last character (strings shorter than two characters are unchanged)", **_PERM),
+    _op("swap_indices", "swap", ops.swap_indices, {"i": "index", "j": "index"}, _s_swap, lambda p: f"swaps the characters at 0-based indices {p['i']} and {p['j']} if the string has more than {p['j']} characters, and otherwise returns it unchanged", hints=lambda p: {"index": p["j"]}, **_PERM),
+    _op("swap_adjacent_pairs", "swap", ops.swap_adjacent_pairs, describe=lambda p: "swaps each pair of adjacent characters, the 1st with the 2nd, the 3rd with the 4th, and so on (a final unpaired character stays in place)", **_PERM),
+    _op("rotate_left", "swap", ops.rotate_left, {"k": "count"}, _s_rotate, lambda p: f"rotates the string {p['k']} place{'s' if p['k'] != 1 else ''} to the left: its first {p['k']} characters (the count taken modulo the length) move to the end, keeping their order", **_PERM),
+]
+
+#: name -> :class:`OpSpec` of every atomic operation.
+OPERATIONS: dict[str, OpSpec] = {spec.name: spec for spec in _OPS}
+if len(OPERATIONS) != len(_OPS):  # pragma: no cover - guards edits of the table above
+    raise RuntimeError("OPERATIONS: duplicate operation name in the registry")
+
+#: operations with parameters get their extra constraints checked here (beyond each kind)
+_EXTRA_CHECKS: dict[str, Callable[[str, dict], None]] = {}
+
+
+def _extra_replace(where: str, p: dict) -> None:
+    if p["old"] == p["new"]:
+        raise ValueError(f"{where}.new must differ from {where}.old, both are {p['old']!r}")
+
+
+def _extra_swap(where: str, p: dict) -> None:
+    if p["i"] >= p["j"]:
+        raise ValueError(f"{where}.i must be smaller than {where}.j, got i={p['i']} j={p['j']}")
+
+
+_EXTRA_CHECKS.update({"replace_char": _extra_replace, "replace_substring": _extra_replace, "swap_indices": _extra_swap})
+
+# ----------------------------------------------------------------------------- params, code, description
+
+
+def _validate_step(k: int, step: Any) -> tuple[OpSpec, dict]:
+    where = f"params.ops[{k}]"
+    if not isinstance(step, Mapping):
+        raise TypeError(f"{where} must be a mapping {{'op': name, 'params': {{...}}}}, got {type(step).__name__}")
+    name = step.get("op")
+    if name not in OPERATIONS:
+        raise ValueError(f"{where}.op must be one of the {len(OPERATIONS)} operations in OPERATIONS, got {name!r}")
+    spec = OPERATIONS[name]
+    params = step.get("params", {})
+    if not isinstance(params, Mapping):
+        raise TypeError(f"{where}.params must be a mapping, got {type(params).__name__}")
+    missing = sorted(set(spec.param_kinds) - set(params))
+    unknown = sorted(set(params) - set(spec.param_kinds))
+    if missing:
+        raise ValueError(f"{where}.params is missing {missing} for operation {name!r}")
+    if unknown:
+        raise ValueError(f"{where}.params has unknown key(s) {unknown} for operation {name!r}")
+    for pname, kind in spec.param_kinds.items():
+        _KIND_CHECKS[kind](f"{where}.params.{pname}", params[pname])
+    params = {pname: _canonical(params[pname]) for pname in spec.param_kinds}
+    if name in _EXTRA_CHECKS:
+        _EXTRA_CHECKS[name](f"{where}.params", params)
+    return spec, params
+
+
+def validate_params(params: Any) -> list[tuple[OpSpec, dict]]:
+    """Check a ``params`` object (mapping or JSON text) and return ``[(spec, op_params), ...]``
+    in application order. Raises ValueError/TypeError naming the bad field."""
+    if isinstance(params, str):
+        try:
+            params = json.loads(params)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"params is not valid JSON text: {exc}") from None
+    if not isinstance(params, Mapping):
+        raise TypeError(f"params must be a mapping or JSON text, got {type(params).__name__}")
+    steps = params.get("ops")
+    if not isinstance(steps, (list, tuple)) or not 1 <= len(steps) <= 2:
+        raise ValueError(f"params.ops must be a list of 1 or 2 operations, got {steps!r}")
+    return [_validate_step(k, step) for k, step in enumerate(steps)]
+
+
+def _as_params(steps: list[tuple[OpSpec, dict]]) -> dict:
+    return {"ops": [{"op": spec.name, "params": p} for spec, p in steps]}
+
+
+def function_name(steps: list[tuple[OpSpec, dict]]) -> str:
+    """``"f1∘f2"`` for steps ``[f2, f1]`` (application order), the op name for one step."""
+    return "∘".join(spec.name for spec, _ in reversed(steps))
+
+
+def describe(steps: list[tuple[OpSpec, dict]]) -> str:
+    """English description of the function made of ``steps`` (application order)."""
+    if len(steps) == 1:
+        spec, p = steps[0]
+        return f"The function takes a string and {spec.describe(p)}."
+    (inner, p_in), (outer, p_out) = steps
+    return (
+        "The function takes a string and applies two operations in sequence. "
+        f"First, it {inner.describe(p_in)}. "
+        f"Second, it takes the result of the first operation and {outer.describe(p_out)}. "
+        "The output of the second operation is returned."
+    )
+
+
+@cache
+def _source(fn: Callable) -> str:
+    return textwrap.dedent(inspect.getsource(fn)).strip() + "\n"
+
+
+_HELPERS = ("number_to_words", "shift_letter", "letter_order", "map_words")
+
+
+def _global_names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _global_names(const)
+    return names
+
+
+@cache
+def _helpers_of(fn: Callable) -> tuple[str, ...]:
+    """Helpers of :mod:`string_ops` that ``fn`` needs, transitively, in a fixed order."""
+    needed: set[str] = set()
+    todo = [fn]
+    while todo:
+        for name in _global_names(todo.pop().__code__):
+            if name in _HELPERS and name not in needed:
+                needed.add(name)
+                todo.append(getattr(ops, name))
+    return tuple(h for h in _HELPERS if h in needed)
+
+
+def function_code(steps: list[tuple[OpSpec, dict]]) -> str:
+    """Self-contained Python source defining ``function(x)`` for ``steps`` (application order).
+
+    The operations' source is copied from :mod:`string_ops`, so ``exec`` of this text behaves
+    exactly like :func:`make_function`.
+    """
+    helpers: list[str] = []
+    impls: list[Callable] = []
+    for spec, _ in steps:
+        for h in _helpers_of(spec.impl):
+            if h not in helpers:
+                helpers.append(h)
+        if spec.impl not in impls:
+            impls.append(spec.impl)
+    helpers = [h for h in _HELPERS if h in helpers]
+    parts = [_source(getattr(ops, h)) for h in helpers] + [_source(fn) for fn in impls]
+    if len(steps) == 1:
+        spec, p = steps[0]
+        body = f"def function(x):\n    return {spec.call_expr('x', p)}\n"
+    else:
+        (inner, p_in), (outer, p_out) = steps
+        body = f"def function(x):\n    y = {inner.call_expr('x', p_in)}\n    return {outer.call_expr('y', p_out)}\n"
+    return "\n\n".join(parts + [body])
+
+
+def _compose(steps: list[tuple[OpSpec, dict]]) -> Callable[[str], str]:
+    bound = [(spec.impl, dict(p)) for spec, p in steps]
+
+    def function(x: str) -> str:
+        if not isinstance(x, str):
+            raise TypeError(f"x must be a str, got {type(x).__name__}")
+        for impl, p in bound:
+            x = impl(x, **p)
+        return x
+
+    return function
+
+
+def make_function(row_or_params: Any) -> Callable[[str], str]:
+    """The callable ``str -> str`` of a strings row, rebuilt from its ``params`` (no ``exec``).
+
+    Accepts a row (a mapping with a ``params`` column), a params mapping ``{"ops": [...]}`` or
+    its JSON text. Raises ValueError/TypeError naming the bad field.
+    """
+    params = row_or_params
+    if isinstance(params, Mapping) and "ops" not in params:
+        if "params" not in params:
+            raise ValueError("row_or_params must be a row with a 'params' column or a params mapping with an 'ops' list")
+        params = params["params"]
+    return _compose(validate_params(params))
+
+
+# ----------------------------------------------------------------------------- degeneracy
+
+
+def composition_allowed(outer: OpSpec, inner: OpSpec) -> bool:
+    """Structural ban list for ``outer∘inner`` (see the module docstring)."""
+    if not inner.composable:
+        return False
+    if outer.family == inner.family:
+        return False
+    if outer.length_only and inner.length_preserving:
+        return False
+    if outer.case_invariant and inner.case_only:
+        return False
+    if outer.order_invariant and inner.reorders:
+        return False
+    return True
+
+
+#: Fixed probe strings for behavioural de-duplication: every ASCII letter, digit and
+#: punctuation mark and every sampled substring occurs somewhere, so parameterised functions
+#: are told apart.
+PROBES: tuple[str, ...] = (
+    "",
+    "a",
+    "Ab",
+    "abc",
+    "Hello World",
+    "  padded  text ",
+    "\ttab\tand\nnewline ",
+    "The quick brown fox jumps over the lazy dog",
+    "MiXeD CaSe 123",
+    "room 42b, floor 7",
+    "aeiou AEIOU",
+    "mississippi",
+    "level",
+    "one two  three",
+    "abcdefghijklmnopqrstuvwxyz",
+    "ZYXWVUTSRQPONMLKJIHGFEDCBA",
+    "0123456789",
+    "a-b_c.d,e!f*g#h/i",
+    "then the thing in the inn at the station, sound and shell",
+    "ere they read the stall ease; you are here ON AN island",
+    "café Zoë naïve",
+    "it's \"quoted\" \\ back",
+    "Tom & Jerry: 3 mice?",
+    "x1y2z3",
+    "QUIZ jazz PYTHON",
+)
+
+
+def _signature(fn: Callable[[str], str]) -> tuple[str, ...]:
+    return tuple(fn(p) for p in PROBES)
+
+
+@lru_cache(maxsize=4096)
+def _step_signature(name: str, params_json: str) -> tuple[str, ...]:
+    impl, params = OPERATIONS[name].impl, json.loads(params_json)
+    return tuple(impl(p, **params) for p in PROBES)
+
+
+def _steps_signature(steps: list[tuple[OpSpec, dict]]) -> tuple[str, ...]:
+    """Probe signature of ``steps``; the parts' signatures are cached and reused."""
+    (inner, p_in) = steps[0]
+    sig = _step_signature(inner.name, schema.dumps(p_in))
+    if len(steps) == 2:
+        outer, p_out = steps[1]
+        sig = tuple(outer.impl(y, **p_out) for y in sig)
+    return sig
+
+
+@cache
+def _catalog_signatures() -> frozenset:
+    """Probe signatures of every parameterless operation (a composition equal to one is degenerate)."""
+    return frozenset(_signature(spec.impl) for spec in _OPS if not spec.param_kinds)
+
+
+_IDENTITY = PROBES
+
+# ----------------------------------------------------------------------------- test inputs
+
+_WORDS_POOL = (
+    "apple", "banana", "cherry", "garden", "window", "pencil", "rocket", "silver", "forest", "planet",
+    "yellow", "button", "candle", "dragon", "engine", "flower", "guitar", "hammer", "island", "jacket",
+    "kitten", "ladder", "marble", "needle", "orange", "pepper", "quartz", "rabbit", "saddle", "tunnel",
+    "umbrella", "violet", "walnut", "zipper", "ocean", "cloud", "river", "stone", "light", "music",
+    "house", "table", "bread", "chair", "dream", "earth", "field", "green", "heart", "juice",
+    "knife", "lemon", "mouse", "night", "paper", "queen", "radio", "sugar", "tiger", "water",
+    "cat", "dog", "sun", "sky", "tea", "map", "box", "key", "owl", "ink",
+    "mississippi", "balloon", "coffee", "letter", "bookkeeper", "committee", "address", "puzzle", "yummy", "pizza",
+    "teacher", "station", "thinking", "another", "weather", "nothing", "morning", "evening", "interest", "question",
+    "the", "and", "in", "on", "at", "with", "under", "over", "about", "through",
+    "read", "write", "build", "jump", "sing", "dance", "think", "open", "close", "travel",
+    "quick", "happy", "small", "bright", "quiet", "strange", "gentle", "brave", "lucky", "sharp",
+)
+_NAMES = ("Alice", "Bob", "Carmen", "David", "Elena", "Farid", "Grace", "Hugo", "Ines", "Jamal",
+          "Keiko", "Liam", "Maria", "Noah", "Olga", "Pablo", "Quinn", "Rosa", "Sam", "Tariq",
+          "Paris", "London", "Tokyo", "Cairo", "Lima", "Oslo", "Python", "Monday", "August", "Everest")
+_SPECIAL = ("café au lait", "naïve Zoë", "jalapeño", "über cool", "crème brûlée", "señor García",
+            "it's fine", "say \"hi\"", "back\\slash", "C:\\temp\\file", "don't stop", "tab\there",
+            "50% off!", "a+b=c", "e-mail @home", "#hashtag")
+_PUNCTS = (".", "!", "?", ",", ";", ":", "...")
+
+
+def _word(rng: random.Random) -> str:
+    return rng.choice(_WORDS_POOL)
+
+
+def _phrase(rng: random.Random, lo: int, hi: int) -> str:
+    words = [_word(rng) for _ in range(rng.randint(lo, hi))]
+    if rng.random() < 0.3:
+        words[rng.randrange(len(words))] = rng.choice(_NAMES)
+    return " ".join(words)
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _mixed_case(rng: random.Random, text: str) -> str:
+    return "".join(ch.upper() if rng.random() < 0.5 else ch.lower() for ch in text)
+
+
+def _base_input(rng: random.Random, kind: str) -> str:
+    if kind == "word":
+        return _word(rng)
+    if kind == "capital":
+        return rng.choice(_NAMES) if rng.random() < 0.5 else _cap(_word(rng))
+    if kind == "upper":
+        return _word(rng).upper() if rng.random() < 0.6 else _phrase(rng, 2, 3).upper()
+    if kind == "mixed":
+        return _mixed_case(rng, _word(rng) if rng.random() < 0.5 else _phrase(rng, 2, 3))
+    if kind == "phrase":
+        text = _phrase(rng, 2, 4)
+        return _cap(text) if rng.random() < 0.5 else text
+    if kind == "sentence":
+        return _cap(_phrase(rng, 4, 7)) + rng.choice(_PUNCTS)
+    if kind == "alnum":
+        r = rng.random()
+        if r < 0.4:
+            return _word(rng) + str(rng.randint(0, 999))
+        if r < 0.7:
+            return f"{rng.randint(2, 99)} {_word(rng)}s"
+        return f"{_word(rng)}{rng.randint(0, 9)}{_word(rng)}{rng.randint(10, 99)}"
+    if kind == "digits":
+        return str(rng.randint(10, 99999)) if rng.random() < 0.5 else f"{rng.randint(1, 12)}/{rng.randint(1, 28)}/{rng.randint(1990, 2030)}"
+    if kind == "punct":
+        return f"{_cap(_word(rng))}, {_word(rng)}{rng.choice(_PUNCTS)}"
+    if kind == "short":
+        return rng.choice(("a", "I", "ok", "Hi", "no", "x", "it", "Yo", "up", "ab"))
+    if kind == "special":
+        return rng.choice(_SPECIAL)
+    raise ValueError(f"unknown input kind {kind!r}")
+
+
+_KINDS = ("word", "capital", "phrase", "mixed", "alnum", "sentence", "upper", "punct", "phrase", "word")
+
+
+def _insert(rng: random.Random, text: str, piece: str) -> str:
+    pos = rng.randint(0, len(text))
+    return text[:pos] + piece + text[pos:]
+
+
+def _apply_hints(rng: random.Random, inputs: list[str], hints: dict) -> list[str]:
+    out = list(inputs)
+    n = len(out)
+    slots = list(range(n))
+    # parameter characters / substrings: top up the inputs that lack them until about half to
+    # most of the inputs contain them (a letter sometimes in the other case, to show case-sensitivity)
+    for piece, repeats in [(c, (1, 1, 2, 3)) for c in hints.get("chars", ())] + [(t, (1, 1, 2)) for t in hints.get("subs", ())]:
+        lacking = [i for i in slots if piece not in out[i]]
+        target = rng.randint(n // 2, n - 2)
+        need = max(0, target - (n - len(lacking)))
+        for i in rng.sample(lacking, min(need, len(lacking))):
+            variant = piece
+            if piece.isalpha() and rng.random() < 0.25:
+                variant = piece.swapcase()
+            for _ in range(rng.choice(repeats)):
+                out[i] = _insert(rng, out[i], variant)
+    if hints.get("digits"):
+        for i in rng.sample(slots, n // 2):
+            if not any(ch.isdigit() for ch in out[i]):
+                out[i] = _insert(rng, out[i], str(rng.randint(0, 999)))
+    if hints.get("multiword"):
+        for i in rng.sample(slots, n // 2):
+            if len(out[i].split()) < 2:
+                out[i] = f"{out[i]} {_phrase(rng, 1, 3)}"
+    if hints.get("pad"):
+        for i in rng.sample(slots, rng.randint(n // 2, n - 2)):
+            left = rng.choice(("", " ", "  ", "\t", " \n"))
+            right = rng.choice(("", " ", "   ", "\n", " \t"))
+            if not left and not right:
+                left = " "
+            text = out[i]
+            if rng.random() < 0.4 and " " in text:
+                text = text.replace(" ", rng.choice(("  ", " \t", "   ")), 1)
+            out[i] = left + text + right
+    if "index" in hints:
+        idx = hints["index"]
+        short = rng.sample(slots, 2)
+        for i in slots:
+            if i in short:
+                if idx >= 1 and len(out[i]) > idx:
+                    out[i] = out[i][: rng.randint(1, idx)]
+            else:
+                while len(out[i]) <= idx + 1:
+                    out[i] = f"{out[i]} {_word(rng)}"
+    return out
+
+
+def _merge_hints(steps: list[tuple[OpSpec, dict]]) -> dict:
+    """Union of the steps' hints; the outer step's hints are skipped after a count (its input
+    is then a number word, whatever the test input contains)."""
+    merged: dict = {}
+    if len(steps) == 2 and steps[0][0].family == "count":
+        steps = steps[:1]
+    for spec, p in steps:
+        for key, value in spec.hints(p).items():
+            if key in ("chars", "subs"):
+                merged[key] = sorted(set(merged.get(key, [])) | set(value))
+            elif key == "index":
+                merged[key] = max(merged.get(key, 0), value)
+            else:
+                merged[key] = merged.get(key, False) or value
+    return merged
+
+
+def _make_test_inputs(rng: random.Random, fn: Callable[[str], str], hints: dict, n: int = N_TEST_INPUTS, attempts: int = 8) -> list[str]:
+    """``n`` distinct non-empty inputs for ``fn``: a seeded mix of words, phrases, mixed case,
+    digits, punctuation and (sometimes) unicode/quotes, edited by the operation's hints; the
+    draw that changes the most inputs and gives the most distinct outputs wins."""
+    best: tuple[tuple[int, int, int], list[str]] | None = None
+    pieces = list(hints.get("chars", ())) + list(hints.get("subs", ()))
+    for _ in range(attempts):
+        kinds = list(_KINDS)
+        if rng.random() < 0.4:
+            kinds[rng.randrange(n)] = "special"
+        if rng.random() < 0.3:
+            kinds[rng.randrange(n)] = "short"
+        if rng.random() < 0.3:
+            kinds[rng.randrange(n)] = "digits"
+        rng.shuffle(kinds)
+        inputs: list[str] = []
+        for kind in kinds[:n]:
+            text = _base_input(rng, kind)
+            while text in inputs:
+                text = _base_input(rng, "phrase")
+            inputs.append(text)
+        inputs = _apply_hints(rng, inputs, hints)
+        for i in range(n):
+            while not inputs[i] or inputs[i] in inputs[:i]:
+                inputs[i] = _phrase(rng, 2, 4)
+        outputs = [fn(x) for x in inputs]
+        # capped: beyond 6 changed inputs, keep the hint mix (e.g. inputs with and without
+        # the character of append_if_missing) rather than chase more changes
+        # first: every parameter character/substring occurs in some inputs but not in all
+        covered = sum(3 <= sum(piece in x for x in inputs) <= n - 1 for piece in pieces)
+        score = (covered, min(len(set(outputs)), 7), min(sum(y != x for x, y in zip(inputs, outputs)), 6))
+        if best is None or score > best[0]:
+            best = (score, inputs)
+        if score == (len(pieces), 7, 6):
+            break
+    assert best is not None
+    return best[1]
+
+
+# ----------------------------------------------------------------------------- generation
+
+
+def _draw_steps(rng: random.Random, specs: list[OpSpec]) -> list[tuple[OpSpec, dict]]:
+    steps = []
+    for spec in specs:
+        p = spec.sample(rng)
+        steps.append((spec, {k: _canonical(v) for k, v in p.items()}))
+    return steps
+
+
+def _key(steps: list[tuple[OpSpec, dict]]) -> str:
+    return schema.dumps(_as_params(steps))
+
+
+def _accept(steps, sig, seen_keys, seen_sigs) -> bool:
+    if _key(steps) in seen_keys or sig in seen_sigs:
+        return False
+    if sig == _IDENTITY or len(set(sig[1:])) == 1:  # identity, or constant on non-empty probes
+        return False
+    if len(steps) == 2:
+        if sig in _catalog_signatures():
+            return False
+        for spec, p in steps:
+            if sig == _step_signature(spec.name, schema.dumps(p)):
+                return False
+    return True
+
+
+def _check_generate_args(n: Any, seed: Any, progress: Any) -> None:
+    if not _is_int(n):
+        raise TypeError(f"n must be an int, got {type(n).__name__}")
+    if n <= 0:
+        raise ValueError(f"n must be positive, got {n}")
+    if not _is_int(seed):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    if not isinstance(progress, bool):
+        raise TypeError(f"progress must be a bool, got {type(progress).__name__}")
+
+
+def _sample_functions(n: int, rng: random.Random) -> list[list[tuple[OpSpec, dict]]]:
+    n_comp = round(COMPOSITION_FRACTION * n)
+    n_atomic = n - n_comp
+    seen_keys: set[str] = set()
+    seen_sigs: set[tuple] = set()
+    chosen: list[list[tuple[OpSpec, dict]]] = []
+
+    def take(steps) -> bool:
+        sig = _steps_signature(steps)
+        if not _accept(steps, sig, seen_keys, seen_sigs):
+            return False
+        seen_keys.add(_key(steps))
+        seen_sigs.add(sig)
+        chosen.append(steps)
+        return True
+
+    # atomic: every operation once (shuffled) while there is room, then parameterised ones
+    order = list(_OPS)
+    rng.shuffle(order)
+    for spec in order[:n_atomic]:
+        for _ in range(50):
+            if take(_draw_steps(rng, [spec])):
+                break
+    parameterised = [spec for spec in _OPS if spec.param_kinds]
+    tries = 0
+    while len(chosen) < n_atomic:
+        tries += 1
+        if tries > 200 * n_atomic + 1000:
+            raise ValueError(f"n={n} is too large: cannot draw {n_atomic} distinct atomic string functions")
+        take(_draw_steps(rng, [rng.choice(parameterised)]))
+
+    composable = [spec for spec in _OPS if spec.composable]
+    tries = 0
+    while len(chosen) < n:
+        tries += 1
+        if tries > 200 * n_comp + 1000:
+            raise ValueError(f"n={n} is too large: cannot draw {n_comp} distinct compositions")
+        outer, inner = rng.choice(_OPS), rng.choice(composable)
+        if not composition_allowed(outer, inner):
+            continue
+        take(_draw_steps(rng, [inner, outer]))
+    return chosen
+
+
+def generate(n: int = 1000, seed: int = 0, *, progress: bool = True) -> list[dict]:
+    """Generate ``n`` FIND string functions as schema rows (see the module docstring).
+
+    Args:
+        n: number of functions; ``round(0.7 * n)`` are compositions.
+        seed: every draw (operations, parameters, order, test inputs, unit tests) derives from
+            it; the same seed gives identical rows.
+        progress: show a tqdm bar while making test inputs.
+
+    Returns:
+        Rows from :func:`findbench.schema.empty_row`, ids ``"strings/f00000"`` onwards. With
+        ``n == 1`` there is no other function to draw distractors from, so ``unit_tests`` is empty.
+
+    Raises:
+        TypeError / ValueError naming ``n``, ``seed`` or ``progress`` when they are invalid, or
+        ValueError when ``n`` exceeds the number of distinct functions the registry can make.
+    """
+    from tqdm.auto import tqdm
+
+    _check_generate_args(n, seed, progress)
+    rng = random.Random(seed)
+    functions = _sample_functions(n, rng)
+    rng.shuffle(functions)
+    logger.info("strings: %d functions (%d compositions) for seed %d", len(functions), sum(len(s) == 2 for s in functions), seed)
+
+    fns = [_compose(steps) for steps in functions]
+    all_inputs: list[list[str]] = []
+    for steps, fn in tqdm(list(zip(functions, fns)), desc="strings test inputs", disable=not progress):
+        sub = random.Random(rng.getrandbits(64))
+        all_inputs.append(_make_test_inputs(sub, fn, _merge_hints(steps)))
+    items = [[(x, fn(x)) for x in inputs] for inputs, fn in zip(all_inputs, fns)]
+    unit_seed = rng.getrandbits(63)
+    # a distractor pair (x, y) with f(x) == y would be a second right answer
+    tests = (
+        build_unit_tests(items, seed=unit_seed, is_correct=lambda i, item: fns[i](item[0]) == item[1])
+        if n >= 2
+        else [[] for _ in items]
+    )
+
+    rows = []
+    for i, (steps, inputs, function_tests) in enumerate(zip(functions, all_inputs, tests)):
+        rows.append(
+            schema.empty_row(
+                function_id=schema.function_id("strings", i),
+                category="strings",
+                subcategory="atomic" if len(steps) == 1 else "composition",
+                name=function_name(steps),
+                params=schema.dumps(_as_params(steps)),
+                code=function_code(steps),
+                description=describe(steps),
+                source="procedural",
+                test_inputs=list(inputs),
+                unit_tests=function_tests,
+            )
+        )
+    return rows

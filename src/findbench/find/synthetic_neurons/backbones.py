@@ -1,0 +1,455 @@
+"""Backbones that make FIND's synthetic neurons compute: ``embedding``, ``table`` and ``lm``.
+
+Entity neurons (score in [0, 1]):
+
+- ``embedding`` (default): a calibrated linear read-out of sentence embeddings. For every
+  concept a logistic probe is fitted on the concept's ten unit-test words against the other
+  concepts' unit-test words; its score is standardised against the concept's background
+  (cross-fitted scores of other concepts' words) and mapped to [0, 1] by one global Platt
+  calibration fitted on cross-fitted scores, for a positive prior of 1/3 (a neuron fires on
+  a minority of inputs). Held-out words are never seen by the fit. All of it folds into one
+  ``sigmoid(w · e(x) + b)`` per concept, stored in the row's ``params``. A composition (OR)
+  scores the max over its concepts.
+- ``lm``: FIND's prompt on any LM; activation ``p("1") / (p("0") + p("1"))``.
+
+Relation neurons (answer string):
+
+- ``table`` (default): the curated knowledge table: the entry's canonical output, or
+  ``"undefined"`` outside the table or inside the exception subdomain.
+- ``lm``: FIND's prompt on any LM, greedy generation.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from findbench import schema
+from findbench._io import atomic_write_json, cache_dir
+from findbench.find.synthetic_neurons.encoder import EMBEDDED_ENCODER, load_encoder
+from findbench.find.synthetic_neurons.prompts import (
+    ENTITY_ANSWER_PREFIX,
+    ENTITY_CANDIDATES,
+    UNDEFINED,
+    fill_prompt,
+    parse_relation_answer,
+    render_prompt,
+)
+
+__all__ = [
+    "ENTITY_BACKENDS",
+    "RELATION_BACKENDS",
+    "DEFAULT_BACKENDS",
+    "DEFAULT_LM",
+    "EntityProbe",
+    "fit_entity_probes",
+    "EntityNeuron",
+    "RelationNeuron",
+    "make_function",
+    "table_answer",
+]
+
+log = logging.getLogger(__name__)
+
+ENTITY_BACKENDS = ("embedding", "lm")
+RELATION_BACKENDS = ("table", "lm")
+DEFAULT_BACKENDS = {"neurons_entities": "embedding", "neurons_relations": "table"}
+#: LM used by the ``lm`` backbone when none is given.
+DEFAULT_LM = "embedded"
+#: Bumped when the probe fit changes, so cached fits are recomputed.
+_PROBE_VERSION = 2
+
+
+# --------------------------------------------------------------------------- entity probes
+@dataclass(frozen=True)
+class EntityProbe:
+    """Calibrated read-out of one concept: ``score(x) = sigmoid(weights · e(x) + bias)``."""
+
+    concept: str
+    weights: tuple[float, ...]
+    bias: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"concept": self.concept, "weights": list(self.weights), "bias": self.bias}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> EntityProbe:
+        try:
+            return cls(str(d["concept"]), tuple(float(w) for w in d["weights"]), float(d["bias"]))
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"probe: needs concept, weights and bias ({exc})") from None
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * z))
+
+
+_FIT_MEMO: dict[str, tuple[dict[str, EntityProbe], dict]] = {}
+
+
+def fit_entity_probes(
+    unit_words: Mapping[str, Sequence[str]],
+    *,
+    encoder: str = EMBEDDED_ENCODER,
+    C: float = 1.0,
+    n_folds: int = 5,
+    positive_prior: float = 1 / 3,
+    seed: int = 0,
+    decimals: int = 5,
+    use_cache: bool = True,
+) -> tuple[dict[str, EntityProbe], dict[str, Any]]:
+    """Fit one calibrated probe per concept from its unit-test words (see module doc).
+
+    Args:
+        unit_words: ``{concept: words}``, at least ``n_folds`` words each, at least two concepts.
+        encoder: sentence encoder name or folder.
+        C: inverse L2 strength of the per-concept logistic probes.
+        n_folds: folds of the cross-fit that yields out-of-sample scores for calibration.
+        positive_prior: prior of the positive class the Platt calibration assumes.
+        seed: fold assignment.
+        decimals: rounding of stored weights (keeps rebuilt rows byte-identical).
+        use_cache: reuse a fit stored under the findbench cache (keyed by all arguments).
+
+    Returns:
+        ``(probes, info)``: ``probes[concept]`` and a JSON-able summary of the fit.
+    """
+    if not isinstance(unit_words, Mapping) or len(unit_words) < 2:
+        raise ValueError("unit_words must map at least two concepts to their words")
+    for c, ws in unit_words.items():
+        if isinstance(ws, str) or len(ws) < n_folds:
+            raise ValueError(f"unit_words[{c!r}] must list at least n_folds={n_folds} words")
+    if not 0.0 < positive_prior < 1.0:
+        raise ValueError(f"positive_prior must be in (0, 1), got {positive_prior}")
+    if not isinstance(n_folds, int) or n_folds < 2:
+        raise ValueError(f"n_folds must be an int >= 2, got {n_folds!r}")
+    config = {"version": _PROBE_VERSION, "encoder": encoder, "C": C, "n_folds": n_folds,
+              "positive_prior": positive_prior, "seed": seed, "decimals": decimals,
+              "words": {c: list(ws) for c, ws in unit_words.items()}}
+    key = hashlib.sha256(schema.dumps(config).encode()).hexdigest()[:24]
+    if key in _FIT_MEMO:
+        return _FIT_MEMO[key]
+    path = cache_dir("neuron_probes") / f"{key}.json"
+    if use_cache and path.is_file():
+        payload = json.loads(path.read_text())
+        result = ({c: EntityProbe.from_dict(p) for c, p in payload["probes"].items()}, payload["info"])
+        _FIT_MEMO[key] = result
+        return result
+    result = _fit_entity_probes(config)
+    if use_cache:
+        atomic_write_json(path, {"probes": {c: p.to_dict() for c, p in result[0].items()}, "info": result[1]})
+    _FIT_MEMO[key] = result
+    return result
+
+
+def _ovr_logistic(X: np.ndarray, labels: np.ndarray, n: int, C: float) -> tuple[np.ndarray, np.ndarray]:
+    """One-vs-rest L2 logistic regressions for all ``n`` classes at once, with balanced class
+    weights: the objective of ``sklearn.linear_model.LogisticRegression(C=C,
+    class_weight="balanced")`` per class (unpenalised intercept), solved jointly by L-BFGS in
+    torch — the per-class problems are separable, so this is n independent fits in one."""
+    import torch
+
+    Xt = torch.as_tensor(X, dtype=torch.float64)
+    Y = torch.as_tensor(labels[:, None] == np.arange(n)[None, :], dtype=torch.float64)
+    n_pos = Y.sum(0)
+    n_all = float(len(X))
+    sample_w = torch.where(Y > 0, n_all / (2 * n_pos), n_all / (2 * (n_all - n_pos)))
+    W = torch.zeros(n, X.shape[1], dtype=torch.float64, requires_grad=True)
+    b = torch.zeros(n, dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.LBFGS([W, b], lr=1.0, max_iter=500, tolerance_grad=1e-4, tolerance_change=1e-9,
+                            history_size=20, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        z = Xt @ W.T + b
+        loss = C * (sample_w * torch.nn.functional.binary_cross_entropy_with_logits(z, Y, reduction="none")).sum()
+        loss = loss + 0.5 * (W * W).sum()
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    return W.detach().numpy(), b.detach().numpy()
+
+
+def _fit_entity_probes(config: Mapping[str, Any]) -> tuple[dict[str, EntityProbe], dict[str, Any]]:
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import roc_auc_score
+    from sklearn.model_selection import StratifiedKFold
+    from tqdm.auto import tqdm
+
+    concepts = list(config["words"])
+    words = [w for c in concepts for w in config["words"][c]]
+    labels = np.array([i for i, c in enumerate(concepts) for _ in config["words"][c]])
+    X = load_encoder(config["encoder"]).encode(words).astype(np.float64)
+    n = len(concepts)
+    folds = list(StratifiedKFold(config["n_folds"], shuffle=True, random_state=config["seed"]).split(X, labels))
+
+    cross = np.zeros((len(X), n))
+    for tr, te in tqdm(folds, desc="cross-fitting entity probes", leave=False):
+        w, b = _ovr_logistic(X[tr], labels[tr], n, config["C"])
+        cross[te] = X[te] @ w.T + b
+    full_w, full_b = _ovr_logistic(X, labels, n, config["C"])
+    positive = labels[:, None] == np.arange(n)[None, :]
+    mu = np.array([cross[~positive[:, j], j].mean() for j in range(n)])
+    sd = np.array([cross[~positive[:, j], j].std() for j in range(n)]) + 1e-12
+    z = (cross - mu) / sd
+    prior = config["positive_prior"]
+    n_pos, n_neg = positive.sum(), (~positive).sum()
+    weight_pos = prior / (1 - prior) * n_neg / n_pos
+    platt = LogisticRegression(C=1e6, class_weight={True: weight_pos, False: 1.0}, max_iter=1000)
+    platt.fit(z.reshape(-1, 1), positive.reshape(-1))
+    a, b = float(platt.coef_[0][0]), float(platt.intercept_[0])
+    d = config["decimals"]
+    probes = {}
+    for j, c in enumerate(concepts):
+        w = a * full_w[j] / sd[j]
+        bias = a * (full_b[j] - mu[j]) / sd[j] + b
+        probes[c] = EntityProbe(c, tuple(round(float(v), d) for v in w), round(float(bias), d))
+    cv_auc = float(np.mean([roc_auc_score(positive[:, j], cross[:, j]) for j in range(n)]))
+    info = {"method": "logistic probe on sentence embeddings + Platt calibration of cross-fitted, background-standardised scores",
+            "encoder": config["encoder"], "C": config["C"], "n_folds": config["n_folds"], "seed": config["seed"],
+            "positive_prior": round(prior, 6), "platt_slope": round(a, 6), "platt_intercept": round(b, 6),
+            "cross_fitted_auc": round(cv_auc, 6)}
+    log.info("fitted %d entity probes (cross-fitted AUC %.3f)", n, cv_auc)
+    return probes, info
+
+
+# --------------------------------------------------------------------------- inputs
+def _as_batch(x: Any, name: str = "x") -> tuple[list[str], bool]:
+    """(inputs, was_single) for a str or a sequence of str; TypeError naming the bad one."""
+    if isinstance(x, str):
+        return [x], True
+    if isinstance(x, (list, tuple)):
+        for i, t in enumerate(x):
+            if not isinstance(t, str):
+                raise TypeError(f"{name}[{i}] must be a str, got {type(t).__name__}")
+        return list(x), False
+    raise TypeError(f"{name} must be a str or a list of str, got {type(x).__name__}")
+
+
+@functools.lru_cache(maxsize=4)
+def _load_lm_cached(spec: str):
+    from findbench.lm import load_lm
+
+    return load_lm(spec)
+
+
+def _resolve_lm(lm: Any):
+    if lm is None:
+        lm = DEFAULT_LM
+    if isinstance(lm, str):
+        return _load_lm_cached(lm)
+    if not (hasattr(lm, "generate") and hasattr(lm, "candidate_logprobs")):
+        raise TypeError(f"lm must be an LM (generate, candidate_logprobs) or a model spec, got {type(lm).__name__}")
+    return lm
+
+
+# --------------------------------------------------------------------------- neurons
+class EntityNeuron:
+    """A synthetic entity neuron: ``neuron(word) -> float`` or ``neuron([words]) -> [floats]``.
+
+    Args:
+        concepts: one concept, or two for an OR composition.
+        backend: ``"embedding"`` or ``"lm"``.
+        probes: ``{concept: EntityProbe}`` (embedding backend).
+        encoder: sentence encoder name (embedding backend).
+        lm: an LM or a model spec (lm backend).
+        prompt: FIND prompt with the input placeholder (lm backend; rendered when None).
+    """
+
+    def __init__(self, concepts: Sequence[str], backend: str = "embedding", *, probes: Mapping[str, EntityProbe] | None = None,
+                 encoder: str = EMBEDDED_ENCODER, lm: Any = None, prompt: str | None = None):
+        if isinstance(concepts, str) or not 1 <= len(concepts) <= 2:
+            raise ValueError(f"concepts must list one or two concepts, got {concepts!r}")
+        if backend not in ENTITY_BACKENDS:
+            raise ValueError(f"backend must be one of {ENTITY_BACKENDS} for entity neurons, got {backend!r}")
+        self.concepts = tuple(concepts)
+        self.backend = backend
+        if backend == "embedding":
+            if probes is None or any(c not in probes for c in self.concepts):
+                raise ValueError(f"probes: need a probe for each of {self.concepts}")
+            self._W = np.array([probes[c].weights for c in self.concepts], dtype=np.float64)
+            self._b = np.array([probes[c].bias for c in self.concepts], dtype=np.float64)
+            self.encoder = encoder
+        else:
+            self._lm = _resolve_lm(lm)
+            c2 = self.concepts[1] if len(self.concepts) == 2 else None
+            self.prompt = prompt or render_prompt("neurons_entities", self.concepts[0], c2)
+
+    def scores(self, texts: Sequence[str]) -> np.ndarray:
+        """Activations in [0, 1] for a batch of inputs (one forward pass / one LM batch)."""
+        texts, _ = _as_batch(list(texts) if not isinstance(texts, str) else texts, "inputs")
+        if not texts:
+            return np.zeros(0)
+        if self.backend == "embedding":
+            emb = load_encoder(self.encoder).encode(texts).astype(np.float64)
+            return _sigmoid(emb @ self._W.T + self._b).max(axis=1)
+        convs = [[{"role": "user", "content": fill_prompt(self.prompt, t)}] for t in texts]
+        lps = self._lm.candidate_logprobs(convs, list(ENTITY_CANDIDATES), assistant_prefix=ENTITY_ANSWER_PREFIX)
+        lp = np.array(lps, dtype=np.float64)
+        return _sigmoid(lp[:, 0] - lp[:, 1])  # p1 / (p0 + p1)
+
+    def __call__(self, x: str | Sequence[str]) -> float | list[float]:
+        texts, single = _as_batch(x)
+        out = [float(v) for v in self.scores(texts)]
+        return out[0] if single else out
+
+
+def table_answer(table, exception_index: int | None, text: str) -> str:
+    """The ``table`` backbone's answer: the entry's output, or "undefined" outside the
+    table or inside exception ``exception_index`` (0, 1 or None)."""
+    entry = table.lookup(text)
+    if entry is None:
+        return UNDEFINED
+    if exception_index is not None and table.exceptions[exception_index].matches(entry):
+        return UNDEFINED
+    return entry.output
+
+
+class RelationNeuron:
+    """A synthetic relation neuron: ``neuron(text) -> answer`` or ``neuron([texts]) -> [answers]``.
+
+    Args:
+        table: the :class:`~findbench.find.synthetic_neurons.relation_tables.RelationTable`.
+        exception_index: None (atomic) or 0 / 1 (corrupted by that exception).
+        backend: ``"table"`` or ``"lm"``.
+        lm: an LM or a model spec (lm backend).
+        prompt: FIND prompt with the input placeholder (lm backend; rendered when None).
+        max_new_tokens: generation budget of the lm backend.
+    """
+
+    def __init__(self, table, exception_index: int | None = None, backend: str = "table", *, lm: Any = None,
+                 prompt: str | None = None, max_new_tokens: int = 24):
+        if backend not in RELATION_BACKENDS:
+            raise ValueError(f"backend must be one of {RELATION_BACKENDS} for relation neurons, got {backend!r}")
+        if exception_index not in (None, 0, 1) or isinstance(exception_index, bool):
+            raise ValueError(f"exception_index must be None, 0 or 1, got {exception_index!r}")
+        self.table = table
+        self.exception_index = exception_index
+        self.backend = backend
+        self.exception = None if exception_index is None else table.exceptions[exception_index].text
+        if backend == "lm":
+            self._lm = _resolve_lm(lm)
+            self.prompt = prompt or render_prompt("neurons_relations", table.concept1, table.concept2, self.exception)
+            self.max_new_tokens = max_new_tokens
+
+    def answers(self, texts: Sequence[str]) -> list[str]:
+        """Answers for a batch of inputs."""
+        texts, _ = _as_batch(list(texts) if not isinstance(texts, str) else texts, "inputs")
+        if self.backend == "table":
+            return [table_answer(self.table, self.exception_index, t) for t in texts]
+        if not texts:
+            return []
+        convs = [[{"role": "user", "content": fill_prompt(self.prompt, t)}] for t in texts]
+        outs = self._lm.generate(convs, max_new_tokens=self.max_new_tokens, temperature=0.0)
+        return [parse_relation_answer(o) for o in outs]
+
+    def __call__(self, x: str | Sequence[str]) -> str | list[str]:
+        texts, single = _as_batch(x)
+        out = self.answers(texts)
+        return out[0] if single else out
+
+
+# --------------------------------------------------------------------------- rows -> callables
+def _row_params(row: Mapping[str, Any]) -> dict[str, Any]:
+    raw = row.get("params")
+    if raw in (None, ""):
+        return {}
+    try:
+        params = json.loads(raw) if isinstance(raw, str) else dict(raw)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"row['params'] is not JSON text: {exc}") from None
+    if not isinstance(params, dict):
+        raise ValueError("row['params'] must be a JSON object")
+    return params
+
+
+def _default_probes(encoder: str = EMBEDDED_ENCODER) -> dict[str, EntityProbe]:
+    from findbench.find.synthetic_neurons.entity_words import default_unit_words
+
+    return fit_entity_probes(default_unit_words(), encoder=encoder)[0]
+
+
+def _relation_for_row(row: Mapping[str, Any], params: Mapping[str, Any], tables=None):
+    """(table, exception_index) of a relation row: from params, else by matching the concept
+    and exception texts of a find-v1 row against the tables."""
+    from findbench.find.synthetic_neurons.relation_tables import load_relation_tables, normalize_text
+
+    tables = list(tables) if tables is not None else load_relation_tables()
+    if "relation" in params:
+        match = [t for t in tables if t.key == params["relation"]]
+        if not match:
+            raise ValueError(f"params.relation: unknown relation {params['relation']!r}")
+        idx = params.get("exception_index")
+        if idx not in (None, 0, 1):
+            raise ValueError(f"params.exception_index must be null, 0 or 1, got {idx!r}")
+        return match[0], idx
+    c1, c2 = row.get("concept1"), row.get("concept2")
+    if not isinstance(c1, str) or not isinstance(c2, str):
+        raise ValueError("row: a relation row needs params.relation or concept1 and concept2")
+    match = [t for t in tables if normalize_text(t.concept1) == normalize_text(c1) and normalize_text(t.concept2) == normalize_text(c2)]
+    if not match:
+        raise ValueError(f"concept1/concept2: no relation table for {c1!r} -> {c2!r}")
+    exc = row.get("exception")
+    if not exc or not str(exc).strip():
+        return match[0], None
+    for t in match:
+        for k, e in enumerate(t.exceptions):
+            if normalize_text(e.text) == normalize_text(str(exc)):
+                return t, k
+    raise ValueError(f"exception: {exc!r} is not an exception of relation {match[0].key!r}")
+
+
+def make_function(row: Mapping[str, Any], backend: str | None = None, lm: Any = None, *, tables=None) -> Callable:
+    """The callable of a ``neurons_entities`` / ``neurons_relations`` row.
+
+    Args:
+        row: a dataset row (``category``, ``params``, ``concept1`` ... as in :mod:`findbench.schema`).
+        backend: ``"embedding"`` / ``"lm"`` (entities), ``"table"`` / ``"lm"`` (relations);
+            default: the row's ``backbone``.
+        lm: LM instance or model spec for the ``lm`` backend (default: the row's, else ``"embedded"``).
+        tables: relation tables to use instead of the packaged ones.
+
+    Returns:
+        :class:`EntityNeuron` (word(s) -> score(s) in [0, 1]) or :class:`RelationNeuron`
+        (input(s) -> answer(s)); both accept a single input or a list (one batch).
+    """
+    if not isinstance(row, Mapping):
+        raise TypeError(f"row must be a mapping, got {type(row).__name__}")
+    category = row.get("category")
+    if category not in DEFAULT_BACKENDS:
+        raise ValueError(f"row['category'] must be one of {sorted(DEFAULT_BACKENDS)}, got {category!r}")
+    params = _row_params(row)
+    backend = backend or row.get("backbone") or DEFAULT_BACKENDS[category]
+    allowed = ENTITY_BACKENDS if category == "neurons_entities" else RELATION_BACKENDS
+    if backend not in allowed:
+        raise ValueError(f"backend must be one of {allowed} for {category}, got {backend!r}")
+    cfg = params.get("backbones", {}).get(backend, {})
+    if backend == "lm" and lm is None:
+        lm = cfg.get("model", DEFAULT_LM)
+    if category == "neurons_entities":
+        concepts = params.get("concepts") or [c for c in (row.get("concept1"), row.get("concept2")) if c]
+        if not concepts:
+            raise ValueError("row: an entity row needs params.concepts or concept1")
+        if backend == "lm":
+            return EntityNeuron(concepts, "lm", lm=lm, prompt=row.get("prompt") or None)
+        encoder = cfg.get("encoder", EMBEDDED_ENCODER)
+        if "probes" in cfg:
+            probes = {p["concept"]: EntityProbe.from_dict(p) for p in cfg["probes"]}
+        else:
+            probes = _default_probes(encoder)
+            missing = [c for c in concepts if c not in probes]
+            if missing:
+                raise ValueError(f"concept1/concept2: no entity word list for {missing}")
+        return EntityNeuron(concepts, "embedding", probes=probes, encoder=encoder)
+    table, idx = _relation_for_row(row, params, tables)
+    if backend == "lm":
+        return RelationNeuron(table, idx, "lm", lm=lm, prompt=row.get("prompt") or None)
+    return RelationNeuron(table, idx, "table")
+

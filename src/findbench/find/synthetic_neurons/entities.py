@@ -1,0 +1,194 @@
+"""FIND's synthetic entity neurons (FIND §2.3): 140 atomic concepts + 60 OR compositions.
+
+An atomic neuron fires on words related to one concept ("chess"); a composition fires on
+words related to either of two concepts (OR = max of the two atomic activations). Function
+``neurons_entities/fNNNNN`` rows follow :mod:`findbench.schema`: the first 140 rows are the
+atomic concepts in FIND's order, the next 60 the compositions (pairs drawn by seed).
+
+Per function: 10 unit-test words (FIND §3.1 correct items) — the concept's unit words from
+:func:`findbench.find.synthetic_neurons.entity_words.split_words` (for a composition, five of each
+concept's) — 10 exemplars (2 held-out own words, 8 other concepts' held-out words) and 10
+probe inputs (5 held-out own words, 5 other words).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from findbench import schema
+from findbench.find.synthetic_neurons.backbones import DEFAULT_LM, fit_entity_probes
+from findbench.find.synthetic_neurons.encoder import EMBEDDED_ENCODER
+from findbench.find.synthetic_neurons.entity_words import default_unit_words
+from findbench.find.synthetic_neurons.prompts import ENTITY_ANSWER_PREFIX, ENTITY_CANDIDATES, render_prompt
+from findbench.find.unit_tests import build_unit_tests
+
+__all__ = [
+    "CATEGORY",
+    "N_COMPOSITIONS",
+    "N_UNIT",
+    "default_unit_words",
+    "entity_splits",
+    "composition_pairs",
+    "generate_entities",
+    "describe_entity",
+]
+
+log = logging.getLogger(__name__)
+
+CATEGORY = "neurons_entities"
+N_COMPOSITIONS = 60
+N_UNIT = 10
+N_EXEMPLARS_OWN, N_EXEMPLARS = 2, 10
+N_PROBES_OWN, N_PROBES = 5, 10
+
+
+def _split(words: Sequence[str], concept: str, seed: int) -> tuple[list[str], list[str]]:
+    order = list(range(len(words)))
+    random.Random(f"{seed}:{concept}").shuffle(order)
+    chosen = set(order[:N_UNIT])
+    return [words[i] for i in order[:N_UNIT]], [w for i, w in enumerate(words) if i not in chosen]
+
+
+def entity_splits(seed: int = 0, *, words: Mapping[str, Sequence[str]] | None = None) -> dict[str, tuple[list[str], list[str]]]:
+    """``{concept: (unit_words, held_out)}`` in concept order.
+
+    With ``words=None`` the packaged lists and :func:`~findbench.find.synthetic_neurons.entity_words.split_words`
+    are used; a custom ``{concept: words}`` mapping is split the same way (seeded shuffle).
+    """
+    if words is None:
+        from findbench.find.synthetic_neurons.entity_words import ENTITY_CONCEPTS, split_words
+
+        return {c: split_words(c, n_unit=N_UNIT, seed=seed) for c in ENTITY_CONCEPTS}
+    if not isinstance(words, Mapping) or len(words) < 2:
+        raise ValueError("words must map at least two concepts to their word lists")
+    out = {}
+    for c, ws in words.items():
+        if isinstance(ws, str) or len(ws) < N_UNIT + N_PROBES_OWN + N_EXEMPLARS_OWN:
+            raise ValueError(f"words[{c!r}] must list at least {N_UNIT + N_PROBES_OWN + N_EXEMPLARS_OWN} words")
+        out[c] = _split(list(ws), c, seed)
+    return out
+
+
+def composition_pairs(concepts: Sequence[str], n: int = N_COMPOSITIONS, seed: int = 0) -> list[tuple[str, str]]:
+    """``n`` distinct unordered pairs of distinct concepts, drawn by ``random.Random(seed)``;
+    each pair keeps the concepts' order in ``concepts``."""
+    k = len(concepts)
+    if n < 0 or n > k * (k - 1) // 2:
+        raise ValueError(f"n must be between 0 and {k * (k - 1) // 2} for {k} concepts, got {n}")
+    rng = random.Random(f"compositions:{seed}")
+    seen: set[tuple[int, int]] = set()
+    pairs = []
+    while len(pairs) < n:
+        a, b = sorted(rng.sample(range(k), 2))
+        if (a, b) not in seen:
+            seen.add((a, b))
+            pairs.append((concepts[a], concepts[b]))
+    return pairs
+
+
+def describe_entity(concepts: Sequence[str]) -> str:
+    """Ground-truth description, e.g. 'The neuron fires on words related to chess.'"""
+    if len(concepts) == 1:
+        return f"The neuron fires on words related to {concepts[0]}."
+    return f"The neuron fires on words related to {concepts[0]} or to {concepts[1]}."
+
+
+def _interleave(a: Sequence[str], b: Sequence[str]) -> list[str]:
+    out = []
+    for x, y in zip(a, b):
+        out += [x, y]
+    return out
+
+
+def generate_entities(
+    seed: int = 0,
+    *,
+    words: Mapping[str, Sequence[str]] | None = None,
+    n_compositions: int = N_COMPOSITIONS,
+    encoder: str = EMBEDDED_ENCODER,
+    lm_model: str = DEFAULT_LM,
+) -> list[dict[str, Any]]:
+    """The ``neurons_entities`` rows: atomic concepts first, then the compositions.
+
+    Args:
+        seed: drives word splits, composition pairs, exemplars, probes and unit tests.
+        words: ``{concept: words}`` to use instead of the packaged lists (tests).
+        n_compositions: number of OR compositions (FIND: 60).
+        encoder: sentence encoder of the default ``embedding`` backbone.
+        lm_model: model recorded for the ``lm`` backbone.
+
+    Returns:
+        Schema rows (``findbench.schema.empty_row``), deterministic for a given seed.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    splits = entity_splits(seed, words=words)
+    concepts = list(splits)
+    probes, fit_info = fit_entity_probes({c: u for c, (u, _h) in splits.items()}, encoder=encoder, seed=seed)
+    specs: list[tuple[str, ...]] = [(c,) for c in concepts] + list(composition_pairs(concepts, n_compositions, seed))
+    rng = random.Random(f"entities:{seed}")
+    held_all = {c: h for c, (_u, h) in splits.items()}
+
+    correct_items: list[list[str]] = []
+    rows = []
+    for index, spec in enumerate(specs):
+        if len(spec) == 1:
+            unit = list(splits[spec[0]][0])
+            own_held = list(held_all[spec[0]])
+        else:
+            half = N_UNIT // 2
+            unit = _interleave(splits[spec[0]][0][:half], splits[spec[1]][0][:half])
+            own_held = _interleave(held_all[spec[0]], held_all[spec[1]])
+        others = [w for c in concepts if c not in spec for w in held_all[c]]
+        own_pick = rng.sample(own_held, N_EXEMPLARS_OWN + N_PROBES_OWN)
+        other_pick = rng.sample(others, (N_EXEMPLARS - N_EXEMPLARS_OWN) + (N_PROBES - N_PROBES_OWN))
+        exemplars = own_pick[:N_EXEMPLARS_OWN] + other_pick[: N_EXEMPLARS - N_EXEMPLARS_OWN]
+        probes_in = own_pick[N_EXEMPLARS_OWN:] + other_pick[N_EXEMPLARS - N_EXEMPLARS_OWN :]
+        rng.shuffle(exemplars)
+        rng.shuffle(probes_in)
+        correct_items.append(unit)
+        c1 = spec[0]
+        c2 = spec[1] if len(spec) == 2 else None
+        params = {
+            "concepts": list(spec),
+            "unit_words": unit,
+            "seed": seed,
+            "backbones": {
+                "embedding": {"encoder": encoder, "probes": [probes[c].to_dict() for c in spec], "fit": fit_info,
+                              "composition": "max"},
+                "lm": {"model": lm_model, "candidates": list(ENTITY_CANDIDATES), "assistant_prefix": ENTITY_ANSWER_PREFIX,
+                       "activation": "p1/(p0+p1)"},
+            },
+        }
+        rows.append(
+            schema.empty_row(
+                function_id=schema.function_id(CATEGORY, index),
+                category=CATEGORY,
+                subcategory="atomic" if c2 is None else "composition",
+                name=c1 if c2 is None else f"{c1} OR {c2}",
+                params=schema.dumps(params),
+                code="",
+                description=describe_entity(spec),
+                source="procedural",
+                concept1=c1,
+                concept2=c2,
+                exception=None,
+                backbone="embedding",
+                prompt=render_prompt(CATEGORY, c1, c2),
+                test_inputs=probes_in,
+                exemplars=exemplars,
+            )
+        )
+    word_owner = {w: c for c, (u, h) in splits.items() for w in (*u, *h)}
+    tests = build_unit_tests(
+        correct_items,
+        seed=seed,
+        is_correct=lambda i, item: word_owner.get(item) in specs[i],
+    )
+    for row, t in zip(rows, tests):
+        row["unit_tests"] = t
+    log.info("generated %d entity neurons (%d compositions)", len(rows), n_compositions)
+    return rows

@@ -1,0 +1,192 @@
+"""FIND's synthetic relation neurons (FIND §2.3): 25 relations, each atomic and corrupted twice.
+
+A relation neuron maps an input of one kind to an attribute of it ("a country" -> "the
+capital of that country") and answers "undefined" for inputs of another kind; a corrupted
+variant also answers "undefined" inside an exception subdomain ("the input country is in
+Asia"). Rows follow FIND's order: the 25 atomic relations, then the 25 relations corrupted
+by their first exception, then the 25 corrupted by their second.
+
+Per function: 10 unit-test items (input, output) — for a corrupted relation 8 from outside
+the exception and 2 from inside it with output "undefined" (FIND §3.1) — 10 probe inputs
+(6 held-out inputs of the relation, 4 inputs of other relations' kinds) and 8 exemplars
+(3 held-out inputs, 5 inputs of other kinds). Entries used by no unit test of the relation
+are its *held-out* entries (:func:`relation_splits`), used by the backbone report.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from findbench import schema
+from findbench.find.synthetic_neurons.backbones import DEFAULT_LM, table_answer
+from findbench.find.synthetic_neurons.prompts import UNDEFINED, render_prompt
+from findbench.find.unit_tests import build_unit_tests
+
+__all__ = ["CATEGORY", "VARIANTS", "relation_splits", "generate_relations", "describe_relation", "expected_answer"]
+
+log = logging.getLogger(__name__)
+
+CATEGORY = "neurons_relations"
+#: Row blocks in FIND's order: atomic, first exception, second exception.
+VARIANTS: tuple[int | None, ...] = (None, 0, 1)
+N_UNIT, N_UNIT_UNDEFINED = 10, 2
+N_PROBES_OWN, N_PROBES = 6, 10
+N_EXEMPLARS_OWN, N_EXEMPLARS = 3, 8
+
+
+def _tables(tables):
+    if tables is None:
+        from findbench.find.synthetic_neurons.relation_tables import load_relation_tables
+
+        tables = load_relation_tables()
+    tables = list(tables)
+    if len(tables) < 2:
+        raise ValueError("tables: need at least two relation tables")
+    return tables
+
+
+def describe_relation(concept1: str, concept2: str, exception: str | None = None) -> str:
+    """Ground-truth description, e.g. 'Maps a country to the capital of that country;
+    returns "undefined" when the input is not a country or when the input country is in Asia.'"""
+    text = f'Maps {concept1} to {concept2}; returns "{UNDEFINED}" when the input is not {concept1}'
+    if exception:
+        text += f" or when {exception.strip()}"
+    return text + "."
+
+
+def expected_answer(table, exception_index: int | None, entry) -> str:
+    """The correct answer for a table entry: its output, or "undefined" inside the exception."""
+    if exception_index is not None and table.exceptions[exception_index].matches(entry):
+        return UNDEFINED
+    return entry.output
+
+
+def relation_splits(table, seed: int = 0) -> dict[str, Any]:
+    """Entries of one relation used by its unit tests, and the held-out rest.
+
+    Returns ``{"order": shuffled entries, "unit": {variant: [entry, ...]}, "held_out": [entry, ...]}``
+    where variant ``None`` (atomic) takes the first 10 entries of the order and variant ``k``
+    the first 8 outside exception ``k`` plus the first 2 inside it.
+    """
+    order = list(table.entries)
+    random.Random(f"relations:{seed}:{table.key}").shuffle(order)
+    unit: dict[int | None, list] = {None: order[:N_UNIT]}
+    for k in (0, 1):
+        exc = table.exceptions[k]
+        inside = [e for e in order if exc.matches(e)][:N_UNIT_UNDEFINED]
+        outside = [e for e in order if not exc.matches(e)][: N_UNIT - N_UNIT_UNDEFINED]
+        if len(inside) < N_UNIT_UNDEFINED or len(outside) < N_UNIT - N_UNIT_UNDEFINED:
+            raise ValueError(f"tables: relation {table.key!r} exception {k} leaves too few entries inside/outside its subdomain")
+        # keep the shuffled order, then place the undefined items at seeded positions
+        items = list(outside)
+        rng = random.Random(f"relations:{seed}:{table.key}:{k}")
+        for e in inside:
+            items.insert(rng.randrange(len(items) + 1), e)
+        unit[k] = items
+    used = {id(e) for items in unit.values() for e in items}
+    return {"order": order, "unit": unit, "held_out": [e for e in order if id(e) not in used]}
+
+
+def _other_kind_inputs(tables: Sequence, i: int) -> list[str]:
+    """Inputs of relations whose input kind differs from table ``i``'s and that table ``i``
+    does not know (its out-of-domain inputs)."""
+    me = tables[i]
+    seen, out = set(), []
+    for t in tables:
+        if t.concept1 == me.concept1:
+            continue
+        for e in t.entries:
+            if e.input not in seen and me.lookup(e.input) is None:
+                seen.add(e.input)
+                out.append(e.input)
+    return out
+
+
+def generate_relations(seed: int = 0, *, tables=None, lm_model: str = DEFAULT_LM) -> list[dict[str, Any]]:
+    """The ``neurons_relations`` rows in FIND's order (25 atomic, then 25 + 25 corrupted).
+
+    Args:
+        seed: drives entry splits, probes, exemplars and unit tests.
+        tables: relation tables to use instead of the packaged ones (tests).
+        lm_model: model recorded for the ``lm`` backbone.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    tables = _tables(tables)
+    splits = [relation_splits(t, seed) for t in tables]
+    others = [_other_kind_inputs(tables, i) for i in range(len(tables))]
+    specs = [(ti, v) for v in VARIANTS for ti in range(len(tables))]
+    rows, correct_items = [], []
+    for index, (ti, v) in enumerate(specs):
+        t, split = tables[ti], splits[ti]
+        rng = random.Random(f"relations:{seed}:{index}")
+        unit = split["unit"][v]
+        correct_items.append([(e.input, expected_answer(t, v, e)) for e in unit])
+        held = list(split["held_out"])
+        need = N_PROBES_OWN + N_EXEMPLARS_OWN
+        first: list = []
+        if v is not None:  # make sure the probes show the exception subdomain too
+            first = [e for e in held if t.exceptions[v].matches(e)][:2]
+            held = [e for e in held if e not in first]
+        own = [e.input for e in first] + [e.input for e in rng.sample(held, min(need - len(first), len(held)))]
+        n_other = (N_PROBES - N_PROBES_OWN) + (N_EXEMPLARS - N_EXEMPLARS_OWN)
+        other = rng.sample(others[ti], min(n_other, len(others[ti])))  # fewer only with tiny table sets
+        probes = own[:N_PROBES_OWN] + other[: N_PROBES - N_PROBES_OWN]
+        exemplars = own[N_PROBES_OWN:] + other[N_PROBES - N_PROBES_OWN :]
+        rng.shuffle(probes)
+        rng.shuffle(exemplars)
+        exc = None if v is None else t.exceptions[v]
+        params = {
+            "relation": t.key,
+            "exception_index": v,
+            "exception": None if exc is None else exc.to_dict(),
+            "unit_inputs": [e.input for e in unit],
+            "seed": seed,
+            "backbones": {
+                "table": {"undefined": UNDEFINED, "outside": "input not in the table", "inside_exception": exc is not None},
+                "lm": {"model": lm_model, "decoding": "greedy", "max_new_tokens": 24},
+            },
+        }
+        rows.append(
+            schema.empty_row(
+                function_id=schema.function_id(CATEGORY, index),
+                category=CATEGORY,
+                subcategory="atomic" if v is None else "corruption",
+                name=t.key if v is None else f"{t.key}~except{v + 1}",
+                params=schema.dumps(params),
+                code="",
+                description=describe_relation(t.concept1, t.concept2, None if exc is None else exc.text),
+                source="procedural",
+                concept1=t.concept1,
+                concept2=t.concept2,
+                exception=None if exc is None else exc.text,
+                backbone="table",
+                prompt=render_prompt(CATEGORY, t.concept1, t.concept2, None if exc is None else exc.text),
+                test_inputs=probes,
+                exemplars=exemplars,
+            )
+        )
+
+    def is_correct(i: int, item) -> bool:
+        ti, v = specs[i]
+        t = tables[ti]
+        x, y = item
+        answer = table_answer(t, v, x)
+        if answer == UNDEFINED:
+            return y == UNDEFINED
+        entry = t.lookup(x)
+        return entry is not None and entry.accepts(y) and not (v is not None and t.exceptions[v].matches(entry))
+
+    tests = build_unit_tests(
+        correct_items,
+        seed=seed,
+        allowed=lambda i, j: tables[specs[i][0]].key != tables[specs[j][0]].key,
+        is_correct=is_correct,
+    )
+    for row, tst in zip(rows, tests):
+        row["unit_tests"] = tst
+    log.info("generated %d relation neurons", len(rows))
+    return rows

@@ -1,0 +1,344 @@
+"""Backbone report (FIND appendix G) for any synthetic-neuron backbone.
+
+Entities: for each atomic neuron, the mean activation on held-out words of its own concept
+vs on held-out words of the other concepts, the ROC AUC separating them, and the
+concepts x concepts matrix of mean activations (FIND Figure A4 analog, saved as a PNG
+heatmap). Relations: per function, accuracy on held-out table entries (answer accepted by
+the entry, or "undefined" inside the exception), plus "undefined" accuracy on inputs of other
+relations' kinds when there are any. Everything is written at once into ``out``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import random
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from findbench._io import atomic_dir
+from findbench.find.synthetic_neurons.backbones import DEFAULT_LM, ENTITY_BACKENDS, RELATION_BACKENDS, make_function
+from findbench.find.synthetic_neurons.prompts import UNDEFINED
+
+__all__ = ["backbone_report", "entity_selectivity", "relation_accuracy"]
+
+log = logging.getLogger(__name__)
+
+
+def _backends(backend: str | None) -> tuple[str, str]:
+    if backend is None:
+        return "embedding", "table"
+    if backend == "lm":
+        return "lm", "lm"
+    if backend == "embedding":
+        return "embedding", "table"
+    if backend == "table":
+        return "embedding", "table"
+    raise ValueError(f"backend must be one of {sorted(set(ENTITY_BACKENDS) | set(RELATION_BACKENDS))} or None, got {backend!r}")
+
+
+def _check_limit(name: str, value: int | None) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+
+
+def entity_selectivity(
+    *,
+    backend: str = "embedding",
+    model: Any = None,
+    limit: int | None = None,
+    words_per_concept: int | None = None,
+    seed: int = 0,
+    rows: Sequence[dict] | None = None,
+    splits: dict | None = None,
+) -> dict[str, Any]:
+    """Selectivity of atomic entity neurons on held-out words.
+
+    Args:
+        backend: ``"embedding"`` or ``"lm"``.
+        model: encoder (embedding) or LM / model spec (lm); default: the rows' own.
+        limit: number of concepts (seeded sample, kept in FIND order); None = all.
+        words_per_concept: held-out words per concept (seeded sample); None = all.
+        seed: generation seed and sampling seed.
+        rows, splits: precomputed ``generate_entities`` rows / ``entity_splits`` (tests).
+
+    Returns:
+        ``{"concepts", "matrix" (mean score of neuron i on concept j's words), "per_concept"
+        (own_mean, other_mean, auc), "summary"}``.
+    """
+    from sklearn.metrics import roc_auc_score
+    from tqdm.auto import tqdm
+
+    from findbench.find.synthetic_neurons.entities import entity_splits, generate_entities
+
+    if backend not in ENTITY_BACKENDS:
+        raise ValueError(f"backend must be one of {ENTITY_BACKENDS}, got {backend!r}")
+    _check_limit("limit", limit)
+    _check_limit("words_per_concept", words_per_concept)
+    rows = list(rows) if rows is not None else generate_entities(seed)
+    splits = splits if splits is not None else entity_splits(seed)
+    atomic = [r for r in rows if r["subcategory"] == "atomic"]
+    rng = random.Random(f"report:{seed}")
+    if limit is not None and limit < len(atomic):
+        keep = sorted(rng.sample(range(len(atomic)), limit))
+        atomic = [atomic[i] for i in keep]
+    concepts = [r["concept1"] for r in atomic]
+    words, owner = [], []
+    for j, c in enumerate(concepts):
+        held = list(splits[c][1])
+        if words_per_concept is not None and words_per_concept < len(held):
+            held = rng.sample(held, words_per_concept)
+        words += held
+        owner += [j] * len(held)
+    owner_arr = np.array(owner)
+    n = len(concepts)
+    matrix = np.zeros((n, n))
+    per_concept = []
+    t0 = time.perf_counter()
+    lm = model if backend == "lm" else None
+    for i, row in enumerate(tqdm(atomic, desc=f"entity neurons ({backend})", leave=False)):
+        if backend == "embedding" and model is not None:
+            fn = make_function(_with_encoder(row, model, splits), backend)
+        else:
+            fn = make_function(row, backend, lm=lm)
+        scores = np.asarray(fn(words), dtype=np.float64)
+        for j in range(n):
+            matrix[i, j] = scores[owner_arr == j].mean()
+        own = owner_arr == i
+        per_concept.append({
+            "concept": concepts[i],
+            "own_mean": float(scores[own].mean()),
+            "other_mean": float(scores[~own].mean()),
+            "auc": float(roc_auc_score(own, scores)) if n > 1 else float("nan"),
+            "n_own": int(own.sum()),
+            "n_other": int((~own).sum()),
+        })
+    seconds = time.perf_counter() - t0
+    summary = {
+        "backend": backend,
+        "model": _model_name(backend, model, atomic),
+        "n_concepts": n,
+        "n_words": len(words),
+        "n_scores": n * len(words),
+        "own_mean": float(np.mean([p["own_mean"] for p in per_concept])),
+        "other_mean": float(np.mean([p["other_mean"] for p in per_concept])),
+        "auc_mean": float(np.mean([p["auc"] for p in per_concept])),
+        "auc_min": float(np.min([p["auc"] for p in per_concept])),
+        "seconds": round(seconds, 3),
+    }
+    return {"concepts": concepts, "matrix": matrix, "per_concept": per_concept, "summary": summary}
+
+
+def _model_name(backend: str, model: Any, rows: Sequence[dict]) -> str:
+    if model is None:
+        if backend == "lm":
+            return DEFAULT_LM
+        return json.loads(rows[0]["params"])["backbones"]["embedding"]["encoder"] if rows else ""
+    return getattr(model, "name", None) or str(model)
+
+
+def _with_encoder(row: dict, encoder: str, splits: dict) -> dict:
+    """A copy of an entity row whose embedding probes are refitted for another encoder."""
+    from findbench import schema
+    from findbench.find.synthetic_neurons.backbones import fit_entity_probes
+
+    params = json.loads(row["params"])
+    probes, info = fit_entity_probes({c: u for c, (u, _h) in splits.items()}, encoder=encoder, seed=params.get("seed", 0))
+    params["backbones"]["embedding"].update(
+        encoder=encoder, probes=[probes[c].to_dict() for c in params["concepts"]], fit=info)
+    return {**row, "params": schema.dumps(params)}
+
+
+def relation_accuracy(
+    *,
+    backend: str = "table",
+    model: Any = None,
+    limit: int | None = None,
+    entries_per_relation: int | None = None,
+    n_out_of_domain: int = 5,
+    seed: int = 0,
+    rows: Sequence[dict] | None = None,
+    tables=None,
+) -> dict[str, Any]:
+    """Accuracy of relation neurons on held-out table entries (and out-of-domain inputs).
+
+    Args:
+        backend: ``"table"`` or ``"lm"``.
+        model: LM / model spec for the lm backend.
+        limit: first ``limit`` functions in FIND order (25 = the atomic relations); None = all.
+        entries_per_relation: held-out entries per function (seeded sample); None = all.
+        n_out_of_domain: inputs of other relations' kinds per function (expected "undefined").
+        seed, rows, tables: generation seed; precomputed rows / tables (tests).
+    """
+    from tqdm.auto import tqdm
+
+    from findbench.find.synthetic_neurons.relations import _other_kind_inputs, _tables, expected_answer, generate_relations, relation_splits
+
+    if backend not in RELATION_BACKENDS:
+        raise ValueError(f"backend must be one of {RELATION_BACKENDS}, got {backend!r}")
+    _check_limit("limit", limit)
+    _check_limit("entries_per_relation", entries_per_relation)
+    tables = _tables(tables)
+    rows = list(rows) if rows is not None else generate_relations(seed, tables=tables)
+    if limit is not None:
+        rows = rows[:limit]
+    by_key = {t.key: i for i, t in enumerate(tables)}
+    rng = random.Random(f"report:{seed}")
+    per_function = []
+    t0 = time.perf_counter()
+    for row in tqdm(rows, desc=f"relation neurons ({backend})", leave=False):
+        params = json.loads(row["params"])
+        ti = by_key[params["relation"]]
+        table, v = tables[ti], params["exception_index"]
+        held = relation_splits(table, seed)["held_out"]
+        if entries_per_relation is not None and entries_per_relation < len(held):
+            held = rng.sample(held, entries_per_relation)
+        pool = _other_kind_inputs(tables, ti)
+        ood = rng.sample(pool, min(n_out_of_domain, len(pool)))
+        fn = make_function(row, backend, lm=model if backend == "lm" else None, tables=tables)
+        answers = fn([e.input for e in held] + ood)
+        ok_in, ok_undef, n_undef = [], 0, 0
+        for e, a in zip(held, answers[: len(held)]):
+            exp = expected_answer(table, v, e)
+            good = (a == UNDEFINED) if exp == UNDEFINED else (a != UNDEFINED and e.accepts(a))
+            ok_in.append(good)
+            if exp == UNDEFINED:
+                n_undef += 1
+                ok_undef += good
+        ok_ood = [a == UNDEFINED for a in answers[len(held):]]
+        per_function.append({
+            "function_id": row["function_id"], "relation": table.key, "subcategory": row["subcategory"],
+            "exception": row["exception"] or "", "n_entries": len(held),
+            "accuracy": float(np.mean(ok_in)) if ok_in else float("nan"),
+            "n_exception_entries": n_undef, "exception_accuracy": (ok_undef / n_undef) if n_undef else float("nan"),
+            "n_out_of_domain": len(ood), "out_of_domain_accuracy": float(np.mean(ok_ood)) if ok_ood else float("nan"),
+            "examples": [{"input": e.input, "expected": expected_answer(table, v, e), "answer": a}
+                         for e, a in list(zip(held, answers))[:3]],
+        })
+    seconds = time.perf_counter() - t0
+
+    def pooled(key_n: str, key_acc: str, subset=None) -> float:
+        items = [p for p in per_function if (subset is None or p["subcategory"] == subset) and p[key_n] > 0]
+        total = sum(p[key_n] for p in items)
+        return float(sum(p[key_acc] * p[key_n] for p in items) / total) if total else float("nan")
+
+    summary = {
+        "backend": backend,
+        "model": (getattr(model, "name", None) or str(model or DEFAULT_LM)) if backend == "lm" else "tables",
+        "n_functions": len(per_function),
+        "n_entries": sum(p["n_entries"] for p in per_function),
+        "accuracy": pooled("n_entries", "accuracy"),
+        "accuracy_atomic": pooled("n_entries", "accuracy", "atomic"),
+        "accuracy_corrupted": pooled("n_entries", "accuracy", "corruption"),
+        "exception_accuracy": pooled("n_exception_entries", "exception_accuracy"),
+        "out_of_domain_accuracy": pooled("n_out_of_domain", "out_of_domain_accuracy"),
+        "seconds": round(seconds, 3),
+    }
+    return {"per_function": per_function, "summary": summary}
+
+
+def _csv(rows: list[dict], columns: Sequence[str]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: (f"{v:.6f}" if isinstance(v, float) else v) for k, v in r.items()})
+    return buf.getvalue()
+
+
+def _heatmap(path: Path, concepts: Sequence[str], matrix: np.ndarray, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    n = len(concepts)
+    size = min(4 + 0.12 * n, 20)
+    fig, ax = plt.subplots(figsize=(size, size))
+    im = ax.imshow(matrix, vmin=0.0, vmax=1.0, cmap="viridis")
+    ax.set_xlabel("held-out words of concept")
+    ax.set_ylabel("neuron (concept)")
+    ax.set_title(title)
+    if n <= 60:
+        ax.set_xticks(range(n), concepts, rotation=90, fontsize=6)
+        ax.set_yticks(range(n), concepts, fontsize=6)
+    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="mean activation")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def backbone_report(
+    out: str | Path,
+    *,
+    backend: str | None = None,
+    model: Any = None,
+    categories: Sequence[str] = ("entities", "relations"),
+    limit: int | None = None,
+    words_per_concept: int | None = None,
+    entries_per_relation: int | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Write FIND's appendix-G backbone report into ``out`` (replaced atomically).
+
+    Args:
+        out: output folder: ``summary.json``, ``entities.csv``, ``entity_matrix.csv``,
+            ``entity_selectivity.png``, ``relations.csv``.
+        backend: None (defaults: embedding / table), ``"embedding"``, ``"table"`` or ``"lm"``
+            (both categories through the LM).
+        model: LM spec or instance (lm), or sentence encoder (embedding).
+        categories: any of ``"entities"``, ``"relations"``.
+        limit: concepts (entities, seeded sample) and functions (relations, first in FIND
+            order) to evaluate; None = all. Use it for slow LM backbones.
+        words_per_concept, entries_per_relation: held-out items per neuron; None = all.
+        seed: generation and sampling seed.
+
+    Returns:
+        The summary dict also written to ``summary.json``.
+    """
+    if not isinstance(out, (str, Path)):
+        raise TypeError(f"out must be a path, got {type(out).__name__}")
+    categories = list(categories)
+    bad = [c for c in categories if c not in ("entities", "relations")]
+    if bad or not categories:
+        raise ValueError(f"categories must be a non-empty subset of ('entities', 'relations'), got {categories!r}")
+    ent_backend, rel_backend = _backends(backend)
+    if model is not None and backend is None:
+        raise ValueError("model: pass backend= too (model applies to that backend)")
+    summary: dict[str, Any] = {"seed": seed, "limit": limit}
+    files: dict[str, str] = {}
+    entity_result = None
+    if "entities" in categories:
+        entity_result = entity_selectivity(backend=ent_backend, model=model if backend in ("lm", "embedding") else None,
+                                           limit=limit, words_per_concept=words_per_concept, seed=seed)
+        summary["entities"] = entity_result["summary"]
+        files["entities.csv"] = _csv(entity_result["per_concept"], ["concept", "own_mean", "other_mean", "auc", "n_own", "n_other"])
+        m = entity_result["matrix"]
+        mrows = [{"concept": c, **{c2: float(m[i, j]) for j, c2 in enumerate(entity_result["concepts"])}}
+                 for i, c in enumerate(entity_result["concepts"])]
+        files["entity_matrix.csv"] = _csv(mrows, ["concept", *entity_result["concepts"]])
+        log.info("entities (%s): own %.3f vs other %.3f, AUC %.3f", ent_backend, summary["entities"]["own_mean"],
+                 summary["entities"]["other_mean"], summary["entities"]["auc_mean"])
+    if "relations" in categories:
+        rel = relation_accuracy(backend=rel_backend, model=model if backend == "lm" else None, limit=limit,
+                                entries_per_relation=entries_per_relation, seed=seed)
+        summary["relations"] = rel["summary"]
+        files["relations.csv"] = _csv(rel["per_function"], ["function_id", "relation", "subcategory", "exception", "n_entries",
+                                                            "accuracy", "n_exception_entries", "exception_accuracy",
+                                                            "n_out_of_domain", "out_of_domain_accuracy"])
+        log.info("relations (%s): accuracy %.3f", rel_backend, summary["relations"]["accuracy"])
+    with atomic_dir(out) as tmp:
+        for name, text in files.items():
+            (tmp / name).write_text(text, encoding="utf-8")
+        if entity_result is not None:
+            s = entity_result["summary"]
+            _heatmap(tmp / "entity_selectivity.png", entity_result["concepts"], entity_result["matrix"],
+                     f"entity neurons, {s['backend']} ({s['model']}): own {s['own_mean']:.2f} vs other {s['other_mean']:.2f}")
+        (tmp / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=float) + "\n", encoding="utf-8")
+    return summary

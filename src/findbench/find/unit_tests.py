@@ -1,0 +1,102 @@
+"""FIND unit tests (FIND §3.1): for each function, triplets of one correct item and two
+distractors drawn from other functions of the same category.
+
+An *item* is what a judge sees for one option: a single input (entities) or an
+``(input, output)`` pair (strings, relations). Callers choose each function's correct items
+(for corrupted relations, two of them from the excluded subdomain with output
+"undefined"); this module only draws distractors and positions, by seed.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Hashable, Sequence
+
+Item = str | tuple[str, str]
+
+N_TESTS = 10
+N_OPTIONS = 3
+
+
+def _key(item: Item) -> Hashable:
+    return item if isinstance(item, str) else tuple(item)
+
+
+def build_unit_tests(
+    correct_items: Sequence[Sequence[Item]],
+    *,
+    seed: int,
+    n_options: int = N_OPTIONS,
+    allowed: Callable[[int, int], bool] | None = None,
+    is_correct: Callable[[int, Item], bool] | None = None,
+) -> list[list[dict]]:
+    """Unit tests for every function of one category.
+
+    Args:
+        correct_items: ``correct_items[i]`` lists function i's correct items (usually 10).
+            Items are strings (inputs only, e.g. entity words) or ``(input, output)`` pairs;
+            one category uses one kind.
+        seed: every draw (distractor function, distractor item, correct position) comes from
+            ``random.Random(seed)`` in a fixed order, so the same inputs give the same tests.
+        n_options: options per test (FIND uses 3).
+        allowed: ``allowed(i, j)`` says whether function ``j`` may lend distractors to
+            function ``i`` (e.g. not a relation's own corrupted variants).
+        is_correct: ``is_correct(i, item)`` says whether ``item`` is also right for function
+            ``i`` (functions can overlap: a composition contains an atomic concept, a string
+            function may map a distractor's input to its output); such items are never drawn
+            as its distractors, so every test has exactly one right answer.
+
+    Returns:
+        ``tests[i]`` is a list of ``{"inputs": [...], "outputs": [...] | None, "correct": k}``
+        with ``k`` the 1-based position of the correct item. A distractor never equals the
+        correct item nor another option of the same test. ValueError when no valid distractor
+        can be found for a function.
+    """
+    if not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    if n_options < 2:
+        raise ValueError(f"n_options must be at least 2, got {n_options}")
+    if len(correct_items) < 2:
+        raise ValueError("correct_items: need at least two functions to draw distractors from")
+    kinds = {isinstance(it, str) for items in correct_items for it in items}
+    if len(kinds) > 1:
+        raise TypeError("correct_items: mix of plain inputs and (input, output) pairs")
+    for i, items in enumerate(correct_items):
+        if not items:
+            raise ValueError(f"correct_items[{i}] is empty")
+        for it in items:
+            if not isinstance(it, str) and not (isinstance(it, (tuple, list)) and len(it) == 2):
+                raise TypeError(f"correct_items[{i}]: items must be str or (input, output), got {it!r}")
+    pairs = kinds == {False}
+    rng = random.Random(seed)
+    n = len(correct_items)
+    tests: list[list[dict]] = []
+    for i, items in enumerate(correct_items):
+        function_tests = []
+        for item in items:
+            chosen = [item]
+            seen = {_key(item)}
+            tries = 0
+            while len(chosen) < n_options:
+                tries += 1
+                if tries > 10000:
+                    raise ValueError(f"correct_items: cannot find {n_options - 1} distinct distractors for function {i}")
+                j = rng.randrange(n - 1)
+                j = j + 1 if j >= i else j  # any function but i
+                if allowed is not None and not allowed(i, j):
+                    continue
+                cand = rng.choice(correct_items[j])
+                if _key(cand) in seen or (is_correct is not None and is_correct(i, cand)):
+                    continue
+                seen.add(_key(cand))
+                chosen.append(cand)
+            pos = rng.randrange(n_options)
+            options = chosen[1:]
+            options.insert(pos, chosen[0])
+            if pairs:
+                test = {"inputs": [o[0] for o in options], "outputs": [o[1] for o in options], "correct": pos + 1}
+            else:
+                test = {"inputs": list(options), "outputs": None, "correct": pos + 1}
+            function_tests.append(test)
+        tests.append(function_tests)
+    return tests

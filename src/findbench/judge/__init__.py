@@ -1,0 +1,87 @@
+"""FIND's unit-test judge (FIND §3.1, app. F1): does a description identify its function?
+
+One package for everything about the judge:
+
+- :mod:`findbench.judge.scoring`: the prompts, the three scoring modes (``logprob``,
+  ``generate``, ``pmi``) and :func:`judge_unit_tests`; re-exported here.
+- :mod:`findbench.judge.data`: judge training data: simulated unit tests answered with
+  ground-truth descriptions (:func:`build_evaluator_data`), split by function into train /
+  held-out.
+- :mod:`findbench.judge.train`: fine-tuning with accelerate + peft (:func:`train_evaluator`,
+  used by ``training/train_evaluator.py`` and ``findbench train-evaluator``).
+- :mod:`findbench.judge.report`: judge accuracy on held-out functions with true and with
+  wrong descriptions, before vs after (:func:`evaluator_report`, FIND Table A3).
+
+The trained judge keeps FIND's name for it, "evaluator" (``embedded-evaluator``,
+``findbench train-evaluator``). Heavy imports (torch, transformers, peft, accelerate) happen
+inside the functions; data / train / report load on first use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from findbench.constants import JUDGE_CATEGORIES
+from findbench.judge.scoring import (
+    ANSWER_PREFIX,
+    JUDGE_MODES,
+    NULL_DESCRIPTION,
+    PMI_SYSTEM_PROMPT,
+    SYSTEM_PROMPT,
+    check_unit_test,
+    check_unit_tests,
+    clean_description,
+    judge_category,
+    judge_mode_of,
+    judge_unit_tests,
+    normalize_unit_test,
+    parse_answer,
+    render_judge_prompt,
+    render_judge_target,
+    render_pmi_option,
+    render_pmi_prompt,
+)
+
+__all__ = [
+    "ANSWER_PREFIX",
+    "JUDGE_CATEGORIES",
+    "JUDGE_MODES",
+    "NULL_DESCRIPTION",
+    "PMI_SYSTEM_PROMPT",
+    "SYSTEM_PROMPT",
+    "check_unit_test",
+    "check_unit_tests",
+    "clean_description",
+    "judge_category",
+    "judge_mode_of",
+    "judge_unit_tests",
+    "normalize_unit_test",
+    "parse_answer",
+    "render_judge_prompt",
+    "render_judge_target",
+    "render_pmi_option",
+    "render_pmi_prompt",
+    "build_evaluator_data",
+    "build_evaluator_rows",
+    "split_functions",
+    "TrainArgs",
+    "train_evaluator",
+    "evaluator_report",
+]
+
+_LAZY = {
+    "build_evaluator_data": "findbench.judge.data",
+    "build_evaluator_rows": "findbench.judge.data",
+    "split_functions": "findbench.judge.data",
+    "TrainArgs": "findbench.judge.train",
+    "train_evaluator": "findbench.judge.train",
+    "evaluator_report": "findbench.judge.report",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'findbench.judge' has no attribute {name!r}")

@@ -1,0 +1,261 @@
+"""How good is a judge? FIND Table A3 for any judge, before vs after fine-tuning.
+
+For held-out functions of each category (never seen in judge training), the judge scores the
+functions' FIND unit tests twice: with the **ground-truth** descriptions (a good judge is
+near 1) and with **wrong** descriptions — each function gets the description of another
+held-out function of the same category (a good judge falls to chance, 1/3). The paper
+reports 0.956 / 0.981 / 0.998 (strings / entities / relations) for its fine-tuned Vicuna
+judge with ground-truth descriptions and 0.345 / 0.390 / 0.400 untuned.
+
+Outputs (written atomically into ``out``): ``evaluator_report.csv`` (one row per judge,
+category and description kind), ``evaluator_report.json`` (the same plus per-function
+scores and settings) and ``evaluator_report.png`` (grouped bar chart).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import os
+import random
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from findbench.constants import JUDGE_CATEGORIES
+
+__all__ = ["evaluator_report", "wrong_descriptions", "format_table", "PAPER_TABLE_A3", "REPORT_FILES"]
+
+log = logging.getLogger(__name__)
+
+#: FIND Table A3: unit-test accuracy with ground-truth descriptions.
+PAPER_TABLE_A3 = {
+    "vicuna-evaluator (fine-tuned)": {"strings": 0.956, "neurons_entities": 0.981, "neurons_relations": 0.998},
+    "vicuna-13b (untuned)": {"strings": 0.345, "neurons_entities": 0.390, "neurons_relations": 0.400},
+}
+REPORT_FILES = ("evaluator_report.csv", "evaluator_report.json", "evaluator_report.png")
+_FIELDS = ("judge", "label", "mode", "category", "descriptions", "n_functions", "unit_test_accuracy")
+
+
+def wrong_descriptions(descriptions: Sequence[str], *, seed: int = 0) -> list[str]:
+    """Each description replaced by another one of the list (a seeded derangement that never
+    keeps a function's own text). Needs at least two distinct descriptions."""
+    if isinstance(descriptions, str) or not isinstance(descriptions, Sequence):
+        raise TypeError(f"descriptions must be a list of strings, got {type(descriptions).__name__}")
+    n = len(descriptions)
+    if n < 2 or len(set(descriptions)) < 2:
+        raise ValueError("descriptions: need at least two distinct descriptions to swap")
+    rng = random.Random(seed)
+    for _ in range(1000):
+        perm = list(range(n))
+        rng.shuffle(perm)
+        if all(descriptions[perm[i]] != descriptions[i] for i in range(n)):
+            return [descriptions[j] for j in perm]
+    # Many repeated texts: fall back to the next distinct description in a rotation.
+    out = []
+    for i, d in enumerate(descriptions):
+        j = next(k for k in range(1, n + 1) if descriptions[(i + k) % n] != d)
+        out.append(descriptions[(i + j) % n])
+    return out
+
+
+def _heldout_rows(category: str, *, source: str, data_dir: Any, function_seed: int, data_seed: int,
+                  heldout_fraction: float, splits: Mapping[str, str] | None) -> list[dict]:
+    if source == "find-v1":
+        from findbench.find import find_v1
+
+        return find_v1.load_rows(category, data_dir)  # never used in training: all held out
+    from findbench.find import load_rows
+    from findbench.judge.data import split_functions
+
+    rows = load_rows(category, seed=function_seed, data=data_dir)
+    if splits is None:
+        splits = split_functions(rows, seed=data_seed, heldout_fraction=heldout_fraction)
+    return [r for r in rows if splits.get(r["function_id"]) == "heldout"]
+
+
+def _plot(results: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cats = [c for c in JUDGE_CATEGORIES if any(r["category"] == c for r in results)]
+    series = []
+    for r in results:
+        key = (r["label"], r["descriptions"])
+        if key not in series:
+            series.append(key)
+    width = 0.8 / max(len(series), 1)
+    fig, ax = plt.subplots(figsize=(2.2 + 2.2 * len(cats), 3.6))
+    for s, (label, kind) in enumerate(series):
+        vals = [next((r["unit_test_accuracy"] for r in results if r["category"] == c and r["label"] == label and r["descriptions"] == kind), 0.0) for c in cats]
+        xs = [i + (s - (len(series) - 1) / 2) * width for i in range(len(cats))]
+        bars = ax.bar(xs, vals, width, label=f"{label}, {kind} descriptions", hatch="//" if kind == "wrong" else None,
+                      alpha=0.55 if kind == "wrong" else 0.9)
+        for b, v in zip(bars, vals):
+            ax.text(b.get_x() + b.get_width() / 2, v + 0.01, f"{v:.2f}", ha="center", va="bottom", fontsize=7)
+    ax.axhline(1 / 3, color="grey", linestyle=":", linewidth=1, label="chance (1/3)")
+    ax.set_xticks(range(len(cats)))
+    ax.set_xticklabels([c.replace("neurons_", "") for c in cats])
+    ax.set_ylim(0, 1.08)
+    ax.set_ylabel("unit-test accuracy")
+    ax.set_title("Judge accuracy on held-out functions")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def evaluator_report(
+    judge: Any,
+    *,
+    baseline: Any = None,
+    out: str | os.PathLike | None = None,
+    limit: int | None = 15,
+    categories: Sequence[str] = JUDGE_CATEGORIES,
+    source: str = "procedural",
+    data_dir: str | os.PathLike | None = None,
+    evaluator_data: str | os.PathLike | None = None,
+    function_seed: int = 0,
+    data_seed: int = 0,
+    heldout_fraction: float = 0.2,
+    seed: int = 0,
+    mode: str | None = None,
+    baseline_mode: str | Sequence[str] | None = None,
+    batch_size: int = 8,
+    judge_cache: str | os.PathLike | None = None,
+    baseline_cache: str | os.PathLike | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Judge accuracy on held-out functions with true and with wrong descriptions.
+
+    Args:
+        judge: the judge to report (a spec for :func:`findbench.lm.load_lm` — a judge folder,
+            ``"embedded-evaluator"``, a Hub id — or an LM instance).
+        baseline: a second judge (e.g. ``"embedded"``, the untuned base) reported beside it.
+        out: folder for the CSV / JSON / PNG (replaced atomically); None: nothing written.
+        limit: at most this many held-out functions per category (seeded sample); None: all.
+        categories: categories to report.
+        source: ``procedural`` (held-out functions of the judge data split) or ``find-v1``
+            (the original release from ``data_dir``; none of it is used in training).
+        data_dir: dataset folder (procedural: a ``findbench build`` folder, default: regenerate
+            from ``function_seed``; find-v1: the release folder).
+        evaluator_data: a judge data folder whose recorded split to use; default: the split
+            recomputed from ``data_seed`` / ``heldout_fraction`` (the data builder's defaults).
+        seed: seeds the function sample and the wrong-description derangement.
+        mode: the judge's scoring mode (``logprob``, ``generate`` or ``pmi``); default: the
+            mode a trained judge folder records (:func:`findbench.judge.judge_mode_of`).
+        baseline_mode: the baseline's mode, or several (e.g. ``["logprob", "pmi"]``: the
+            untuned model in FIND's format and in the trained judge's format, labelled
+            ``before (logprob)`` / ``before (pmi)``); default as for ``mode``.
+        batch_size: prompts per forward pass of in-process judges.
+        judge_cache / baseline_cache: sqlite files caching each judge's answers (keyed by the
+            judge's name: use them for fixed models such as ``"embedded"``, not for a judge
+            folder that is retrained under the same name).
+
+    Returns:
+        ``{"results": [{judge, label, category, descriptions, n_functions,
+        unit_test_accuracy, per_function, function_ids}], "settings": {...}, "files": [...]}``.
+    """
+    from findbench.judge.scoring import JUDGE_MODES, judge_category, judge_mode_of, judge_unit_tests
+    from findbench.lm import load_lm
+
+    if source not in ("procedural", "find-v1"):
+        raise ValueError(f"source must be 'procedural' or 'find-v1', got {source!r}")
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 2):
+        raise ValueError(f"limit must be an int >= 2 (wrong descriptions need two functions) or None, got {limit!r}")
+    if isinstance(categories, str) or not categories:
+        raise ValueError(f"categories must be a non-empty list, got {categories!r}")
+    if judge is None:
+        raise ValueError("judge is required")
+    splits = None
+    if evaluator_data is not None:
+        splits = json.loads((Path(evaluator_data) / "function_splits.json").read_text())["functions"]
+
+    judge_modes = [mode if mode is not None else judge_mode_of(judge)]
+    if baseline is None:
+        base_modes: list[str] = []
+    elif baseline_mode is None:
+        base_modes = [judge_mode_of(baseline)]
+    else:
+        base_modes = [baseline_mode] if isinstance(baseline_mode, str) else list(baseline_mode)
+        if not base_modes:
+            raise ValueError("baseline_mode must name at least one mode")
+    for m in judge_modes + base_modes:
+        if m not in JUDGE_MODES:
+            raise ValueError(f"mode must be one of {JUDGE_MODES}, got {m!r}")
+    judges = [("before", baseline, base_modes), ("after", judge, judge_modes)] if baseline is not None else [("judge", judge, judge_modes)]
+    loaded = []
+    for label, spec, modes in judges:
+        cache = baseline_cache if label == "before" else judge_cache
+        if isinstance(spec, (str, os.PathLike)) and not os.fspath(spec).startswith(("http://", "https://")):
+            lm = load_lm(spec, batch_size=batch_size, cache=cache)
+        else:
+            lm = load_lm(spec, cache=cache)
+        for m in modes:
+            loaded.append((f"{label} ({m})" if len(modes) > 1 else label, lm, m))
+
+    results: list[dict] = []
+    for category in categories:
+        cat = judge_category(category)
+        rows = _heldout_rows(cat, source=source, data_dir=data_dir, function_seed=function_seed, data_seed=data_seed,
+                             heldout_fraction=heldout_fraction, splits=splits)
+        rows = [r for r in rows if r.get("description") and r.get("unit_tests")]
+        if len(rows) < 2:
+            raise ValueError(f"{cat}: fewer than two held-out functions with descriptions and unit tests")
+        if limit is not None and len(rows) > limit:
+            rows = sorted(random.Random(f"{seed}:{cat}").sample(rows, limit), key=lambda r: r["function_id"])
+        true_desc = [r["description"] for r in rows]
+        kinds = {"true": true_desc, "wrong": wrong_descriptions(true_desc, seed=seed)}
+        unit_tests = [r["unit_tests"] for r in rows]
+        for label, lm, m in loaded:
+            for kind, descs in kinds.items():
+                log.info("%s judge %s (%s): %s, %s descriptions, %d functions", label, lm.name, m, cat, kind, len(rows))
+                res = judge_unit_tests(lm, descs, unit_tests, cat, mode=m, progress=progress)
+                results.append({
+                    "judge": lm.name, "label": label, "mode": m, "category": cat, "descriptions": kind,
+                    "n_functions": len(rows), "unit_test_accuracy": res["unit_test_accuracy"],
+                    "per_function": res["per_function"], "function_ids": [r["function_id"] for r in rows],
+                })
+    report: dict[str, Any] = {
+        "results": results,
+        "settings": {"limit": limit, "source": source, "seed": seed, "modes": {label: m for label, _, m in loaded}, "data_seed": data_seed,
+                     "function_seed": function_seed, "heldout_fraction": heldout_fraction,
+                     "evaluator_data": str(evaluator_data) if evaluator_data else None},
+        "paper_table_a3": PAPER_TABLE_A3,
+        "files": [],
+    }
+    if out is not None:
+        from findbench._io import atomic_dir
+
+        with atomic_dir(out) as tmp:
+            buf = io.StringIO()
+            writer = csv.DictWriter(buf, fieldnames=_FIELDS, lineterminator="\n")
+            writer.writeheader()
+            for r in results:
+                writer.writerow({k: (round(r[k], 4) if k == "unit_test_accuracy" else r[k]) for k in _FIELDS})
+            (tmp / REPORT_FILES[0]).write_text(buf.getvalue(), encoding="utf-8")
+            (tmp / REPORT_FILES[1]).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+            _plot(results, tmp / REPORT_FILES[2])
+        report["files"] = [str(Path(out) / f) for f in REPORT_FILES]
+    return report
+
+
+def format_table(report: Mapping[str, Any]) -> str:
+    """The report as a Markdown table: one row per category, one column per judge and description kind."""
+    results = report["results"]
+    cols = []
+    for r in results:
+        key = (r["label"], r["descriptions"])
+        if key not in cols:
+            cols.append(key)
+    lines = ["| category | n | " + " | ".join(f"{label} ({k})" for label, k in cols) + " |", "|---|---|" + "---|" * len(cols)]
+    for cat in dict.fromkeys(r["category"] for r in results):
+        vals = {(r["label"], r["descriptions"]): r for r in results if r["category"] == cat}
+        n = next(iter(vals.values()))["n_functions"]
+        lines.append(f"| {cat} | {n} | " + " | ".join(f"{vals[c]['unit_test_accuracy']:.3f}" if c in vals else "" for c in cols) + " |")
+    return "\n".join(lines)
+

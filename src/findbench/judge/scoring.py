@@ -1,0 +1,423 @@
+"""FIND's unit-test judge (FIND §3.1): does a description identify its function?
+
+For each function, 10 unit tests show three candidate examples (an input, or an
+input->output pair) of which exactly one comes from the function. A judge LM reads the
+interpretation (description) and picks the example it matches; the function's score is the
+fraction of its 10 tests picked right (chance 1/3).
+
+The prompt follows the structure of the paper's judge: a system message stating the task,
+then one user message with the description followed by the numbered examples and the answer
+format ``[ANSWER]: k``, then the numbered examples. Everything but the examples comes first so a function's 10 prompts share a long
+token prefix (:meth:`findbench.lm.TransformersLM.candidate_logprobs` reuses its KV cache).
+
+Three scoring modes:
+- ``"logprob"`` (default for any LM): one forward pass per test; the choice is the argmax of
+  the next-token log-probs of ``"1"``, ``"2"``, ``"3"`` after the assistant prefix ``"[ANSWER]: "``.
+- ``"generate"``: the judge writes its answer, parsed strictly by :func:`parse_answer`; an
+  answer that does not parse counts as wrong.
+- ``"pmi"`` (default for judges trained with ``judge_mode="pmi"``, e.g. ``embedded-evaluator``):
+  each option is scored on its own, as the judge's log-probability of writing it as an example
+  of the description minus its log-probability without a description
+  (:data:`NULL_DESCRIPTION`): the pointwise mutual information of description and example.
+  The judge picks the option the description makes most likely relative to its prior. A small
+  model cannot bind an answer number to the right option (the untuned 135M judge sits at
+  chance in ``"logprob"`` mode), but it can tell which example a description predicts; the
+  priors depend only on the option, so they are computed once per distinct option.
+
+Everything here is reusable by judge fine-tuning (``training/``): the prompt
+(:func:`render_judge_prompt`), the target (:func:`render_judge_target`) and the parser.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from findbench.constants import JUDGE_CATEGORIES, TRAINED_MARKER
+
+__all__ = [
+    "ANSWER_PREFIX",
+    "JUDGE_CATEGORIES",
+    "SYSTEM_PROMPT",
+    "JUDGE_MODES",
+    "NULL_DESCRIPTION",
+    "PMI_SYSTEM_PROMPT",
+    "clean_description",
+    "render_judge_prompt",
+    "render_judge_target",
+    "render_pmi_prompt",
+    "render_pmi_option",
+    "judge_mode_of",
+    "judge_category",
+    "parse_answer",
+    "check_unit_test",
+    "check_unit_tests",
+    "normalize_unit_test",
+    "judge_unit_tests",
+]
+
+log = logging.getLogger(__name__)
+
+#: What the judge's answer starts with; the option number follows.
+ANSWER_PREFIX = "[ANSWER]: "
+
+_ALIASES = {"entities": "neurons_entities", "relations": "neurons_relations"}
+
+SYSTEM_PROMPT = (
+    "You are a careful evaluator of explanations. You read a description of a function and "
+    "decide which of several numbered examples was produced by the function it describes. "
+    "Exactly one example matches. Reply with the number of that example only, in the form "
+    "[ANSWER]: k"
+)
+
+# Per category: how the described object is introduced and what the options are.
+_INTRO = {
+    "strings": (
+        "Here is a description of a Python function that takes a string as input and returns a string.",
+        "Which of the following input -> output examples was produced by this function?",
+    ),
+    "neurons_entities": (
+        "Here is a description of a neuron: the kind of words it responds to strongly.",
+        "Which of the following words would this neuron respond to most strongly?",
+    ),
+    "neurons_relations": (
+        "Here is a description of a function that maps an input word to an output word.",
+        "Which of the following input -> output examples was produced by this function?",
+    ),
+}
+
+#: Scoring modes of :func:`judge_unit_tests` (see the module docstring).
+JUDGE_MODES = ("logprob", "generate", "pmi")
+
+#: ``"pmi"`` mode: the system message, the request per category, and the stand-in
+#: description under which an option's prior log-probability is measured.
+PMI_SYSTEM_PROMPT = "You write examples that fit a description of a function."
+NULL_DESCRIPTION = "(none)"
+_PMI_ASK = {
+    "strings": "Give one input -> output example of this function.",
+    "neurons_entities": "Give one word this neuron responds to.",
+    "neurons_relations": "Give one input -> output example of this function.",
+}
+
+_CUT_MARKERS = ("[DOMAIN]", "[CODE]")
+_LABEL = re.compile(r"^\s*\[DESCRIPTION\]\s*:?\s*", re.IGNORECASE)
+_ANSWER = re.compile(r"\[ANSWER\]\s*:\s*(\d+)(?!\d)")
+
+
+def judge_category(category: str) -> str:
+    """The config name of a judged category (``"entities"`` / ``"relations"`` accepted as aliases);
+    ValueError for a category without unit tests."""
+    if not isinstance(category, str):
+        raise TypeError(f"category must be a str, got {type(category).__name__}")
+    cat = _ALIASES.get(category, category)
+    if cat not in JUDGE_CATEGORIES:
+        raise ValueError(f"category must be one of {JUDGE_CATEGORIES} (unit tests exist only for these), got {category!r}")
+    return cat
+
+
+def clean_description(description: str, *, keep_full_description: bool = False) -> str:
+    """The description the judge sees.
+
+    By default it is cut before ``[DOMAIN]`` or ``[CODE]`` (interpreters of FIND append a
+    domain and code after the description) and a leading ``[DESCRIPTION]:`` label is
+    dropped; ``keep_full_description=True`` keeps the text unchanged (stripped).
+    """
+    if not isinstance(description, str):
+        raise TypeError(f"description must be a str, got {type(description).__name__}")
+    text = description
+    if not keep_full_description:
+        cut = min((i for i in (text.find(m) for m in _CUT_MARKERS) if i >= 0), default=len(text))
+        text = _LABEL.sub("", text[:cut])
+    return text.strip()
+
+
+def _quote(s: str) -> str:
+    return json.dumps(s, ensure_ascii=False)
+
+
+def _option_lines(unit_test: Mapping[str, Any], category: str) -> list[str]:
+    inputs = unit_test["inputs"]
+    if category == "neurons_entities":
+        return [f"{k}. {str(w).strip()}" for k, w in enumerate(inputs, 1)]
+    outputs = unit_test["outputs"]
+    if category == "strings":  # whitespace matters for string functions: show exact, quoted
+        return [f"{k}. {_quote(i)} -> {_quote(o)}" for k, (i, o) in enumerate(zip(inputs, outputs), 1)]
+    return [f"{k}. {str(i).strip()} -> {str(o).strip()}" for k, (i, o) in enumerate(zip(inputs, outputs), 1)]
+
+
+def check_unit_test(unit_test: Any, category: str, *, where: str = "unit_test") -> int:
+    """Validate one triplet; returns its number of options. ValueError/TypeError naming the field."""
+    if not isinstance(unit_test, Mapping):
+        raise TypeError(f"{where} must be a dict with inputs/outputs/correct, got {type(unit_test).__name__}")
+    for key in ("inputs", "correct"):
+        if key not in unit_test:
+            raise ValueError(f"{where} is missing {key!r}")
+    inputs = unit_test["inputs"]
+    if isinstance(inputs, str) or not isinstance(inputs, Sequence) or not 2 <= len(inputs) <= 9:
+        raise ValueError(f"{where}['inputs'] must be a list of 2..9 strings, got {inputs!r:.100}")
+    if not all(isinstance(x, str) for x in inputs):
+        raise TypeError(f"{where}['inputs'] must hold strings, got {inputs!r:.100}")
+    if category != "neurons_entities":
+        outputs = unit_test.get("outputs")
+        if outputs is None or isinstance(outputs, str) or len(outputs) != len(inputs):
+            raise ValueError(f"{where}['outputs'] must list one output per input for {category}, got {outputs!r:.100}")
+        if not all(isinstance(x, str) for x in outputs):
+            raise TypeError(f"{where}['outputs'] must hold strings, got {outputs!r:.100}")
+    correct = unit_test["correct"]
+    if isinstance(correct, bool) or not isinstance(correct, int) or not 1 <= correct <= len(inputs):
+        raise ValueError(f"{where}['correct'] must be a 1-based index in 1..{len(inputs)}, got {correct!r}")
+    return len(inputs)
+
+
+def normalize_unit_test(unit_test: Mapping[str, Any]) -> dict:
+    """A plain ``{"inputs": list, "outputs": list | None, "correct": int}`` copy of a triplet
+    (e.g. one read back from Arrow, where lists may be numpy arrays or tuples)."""
+    if not isinstance(unit_test, Mapping):
+        raise TypeError(f"unit_test must be a dict with inputs/outputs/correct, got {type(unit_test).__name__}")
+    outputs = unit_test.get("outputs")
+    return {
+        "inputs": [str(x) for x in unit_test.get("inputs") or []],
+        "outputs": None if outputs is None else [str(x) for x in outputs],
+        "correct": int(unit_test["correct"]) if "correct" in unit_test else unit_test.get("correct"),
+    }
+
+
+def check_unit_tests(unit_tests: Any, category: str, *, argument: str = "unit_tests") -> None:
+    """Validate every function's list of triplets (raises naming the bad one)."""
+    category = judge_category(category)
+    if isinstance(unit_tests, (str, Mapping)) or not isinstance(unit_tests, Sequence):
+        raise TypeError(f"{argument} must be a list (one list of triplets per function), got {type(unit_tests).__name__}")
+    for i, tests in enumerate(unit_tests):
+        if isinstance(tests, (str, Mapping)) or not isinstance(tests, Sequence) or not tests:
+            raise ValueError(f"{argument}[{i}] must be a non-empty list of unit-test triplets")
+        for k, ut in enumerate(tests):
+            check_unit_test(ut, category, where=f"{argument}[{i}][{k}]")
+
+
+def render_judge_prompt(description: str, unit_test: Mapping[str, Any], category: str, *, keep_full_description: bool = False) -> list[dict]:
+    """The judge's chat messages for one unit test: ``[system, user]``.
+
+    ``unit_test`` is ``{"inputs": [...], "outputs": [...] | None, "correct": k}``; the
+    correct index is not shown. Strings show quoted ``input -> output`` pairs, relations
+    plain pairs, entities the words alone.
+    """
+    category = judge_category(category)
+    check_unit_test(unit_test, category)
+    desc = clean_description(description, keep_full_description=keep_full_description)
+    intro, question = _INTRO[category]
+    # Everything but the options comes first, so a function's prompts share a long prefix.
+    user = (
+        f"{intro}\n\nDescription: {desc}\n\n{question} "
+        f"Answer with its number, as {ANSWER_PREFIX}k\n\n" + "\n".join(_option_lines(unit_test, category))
+    )
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+def render_judge_target(unit_test: Mapping[str, Any]) -> str:
+    """The answer a perfect judge writes for ``unit_test`` (training target), e.g. ``"[ANSWER]: 2"``."""
+    return f"{ANSWER_PREFIX}{int(unit_test['correct'])}"
+
+
+def render_pmi_prompt(description: str, category: str, *, keep_full_description: bool = False) -> list[dict]:
+    """The ``"pmi"`` judge's chat messages for a description: ``[system, user]``; the
+    options are scored as the assistant's reply (:func:`render_pmi_option`). The same
+    prompt with :data:`NULL_DESCRIPTION` gives an option's prior. A description that is
+    empty after cleaning is judged as given (it predicts nothing: about chance)."""
+    category = judge_category(category)
+    desc = clean_description(description, keep_full_description=keep_full_description)
+    return [
+        {"role": "system", "content": PMI_SYSTEM_PROMPT},
+        {"role": "user", "content": f"Description: {desc}\n\n{_PMI_ASK[category]}"},
+    ]
+
+
+def render_pmi_option(unit_test: Mapping[str, Any], k: int, category: str) -> str:
+    """Option ``k`` (1-based) of a unit test as the ``"pmi"`` judge writes an example: the
+    word (entities), ``"in" -> "out"`` with JSON quotes (strings) or ``in -> out`` (relations)."""
+    category = judge_category(category)
+    n = check_unit_test(unit_test, category)
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n:
+        raise ValueError(f"k must be an option number in 1..{n}, got {k!r}")
+    line = _option_lines(unit_test, category)[k - 1]
+    return line.split(". ", 1)[1]
+
+
+def judge_mode_of(judge: Any, default: str = "logprob") -> str:
+    """The scoring mode a judge was trained for: ``judge_mode`` recorded in a trained judge
+    folder's ``findbench_evaluator.json`` (a folder path or a registered name such as
+    ``"embedded-evaluator"``), else ``default``."""
+    if not isinstance(judge, (str, os.PathLike)) or str(judge).startswith(("http://", "https://")):
+        return default
+    from findbench.models import REGISTRY, resolve
+
+    path = Path(judge)
+    if not path.is_dir() and str(judge) in REGISTRY:
+        try:
+            path = Path(resolve(str(judge)))
+        except FileNotFoundError:
+            return default
+    marker = path / TRAINED_MARKER
+    if marker.is_file():
+        mode = json.loads(marker.read_text()).get("judge_mode", default)
+        if mode in JUDGE_MODES:
+            return mode
+    return default
+
+
+def parse_answer(text: str, n_options: int = 3) -> int | None:
+    """The 1-based option a judge answered, or None.
+
+    Only ``[ANSWER]: k`` counts (any spacing around the colon). None when there is no such
+    answer, when ``k`` is outside ``1..n_options``, or when the text gives different answers.
+    A bare number or an option quoted elsewhere in the text never counts.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    found = {int(m) for m in _ANSWER.findall(text)}
+    if len(found) != 1:
+        return None
+    k = found.pop()
+    return k if 1 <= k <= n_options else None
+
+
+def _accepts(lm: Any, option: str) -> bool:
+    """Whether ``lm.candidate_logprobs`` (of ``lm`` or the LM a wrapper holds) takes ``option``."""
+    inner = lm
+    while hasattr(inner, "inner"):
+        inner = inner.inner
+    try:
+        params = inspect.signature(inner.candidate_logprobs).parameters
+    except (TypeError, ValueError, AttributeError):
+        return False
+    return option in params
+
+
+def judge_unit_tests(
+    lm: Any,
+    descriptions: Sequence[str],
+    unit_tests: Sequence[Sequence[Mapping[str, Any]]],
+    category: str,
+    *,
+    mode: str = "logprob",
+    keep_full_description: bool = False,
+    shared_prefix: bool | None = None,
+    max_new_tokens: int = 16,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Score descriptions with FIND's unit tests.
+
+    Args:
+        lm: an :class:`findbench.lm.LM` (see :func:`findbench.lm.load_lm`).
+        descriptions: one description per function.
+        unit_tests: per function, its list of triplets ``{"inputs", "outputs", "correct"}``.
+        category: ``strings``, ``neurons_entities`` or ``neurons_relations``.
+        mode: ``"logprob"`` (argmax over the option tokens), ``"generate"`` (strict parse)
+            or ``"pmi"`` (per-option pointwise mutual information; needs an LM with
+            ``continuation_logprobs``, see :class:`findbench.lm.ScoringLM`).
+        keep_full_description: do not cut the description before ``[DOMAIN]``/``[CODE]``.
+        shared_prefix: reuse the KV cache of a function's shared prompt prefix (in-process
+            backends); default: on where the backend supports it.
+        max_new_tokens: answer length in ``"generate"`` mode.
+
+    Returns:
+        ``{"unit_test_accuracy": mean of per_function, "per_function": [fraction right per
+        function], "choices": [[chosen 1-based option or None per test]], "judge": lm.name}``.
+    """
+    category = judge_category(category)
+    if mode not in JUDGE_MODES:
+        raise ValueError(f"mode must be one of {JUDGE_MODES}, got {mode!r}")
+    if mode == "pmi" and not callable(getattr(lm, "continuation_logprobs", None)):
+        raise TypeError(f"mode='pmi' needs an LM with continuation_logprobs (findbench.lm.ScoringLM); {getattr(lm, 'name', type(lm).__name__)} has none")
+    if isinstance(descriptions, str) or not isinstance(descriptions, Sequence):
+        raise TypeError(f"descriptions must be a list of strings, got {type(descriptions).__name__}")
+    for i, d in enumerate(descriptions):
+        if not isinstance(d, str):
+            raise TypeError(f"descriptions[{i}] must be a str, got {type(d).__name__}")
+    check_unit_tests(unit_tests, category)
+    if not descriptions:
+        raise ValueError("descriptions is empty: need at least one function to judge")
+    if len(descriptions) != len(unit_tests):
+        raise ValueError(f"descriptions ({len(descriptions)}) and unit_tests ({len(unit_tests)}) differ in length")
+
+    flat: list[tuple[int, int]] = []  # (function, test)
+    convs: list[list[dict]] = []
+    for i, (desc, tests) in enumerate(zip(descriptions, unit_tests)):
+        for k, ut in enumerate(tests):
+            flat.append((i, k))
+            if mode != "pmi":  # pmi renders its own prompts (one per description, not per test)
+                convs.append(render_judge_prompt(desc, ut, category, keep_full_description=keep_full_description))
+    n_opts = [len(unit_tests[i][k]["inputs"]) for i, k in flat]
+
+    picks: list[int | None] = [None] * len(flat)
+    if mode == "pmi":
+        picks = _pmi_picks(lm, descriptions, unit_tests, category, keep_full_description, progress)
+    elif mode == "logprob":
+        options: dict[str, Any] = {"assistant_prefix": ANSWER_PREFIX, "progress": progress}
+        use_shared = _accepts(lm, "shared_prefix") if shared_prefix is None else shared_prefix
+        if use_shared:
+            options["shared_prefix"] = True
+        for n in sorted(set(n_opts)):  # one candidate set per option count (FIND: always 3)
+            idx = [j for j, m in enumerate(n_opts) if m == n]
+            rows = lm.candidate_logprobs([convs[j] for j in idx], [str(k) for k in range(1, n + 1)], **options)
+            for j, row in zip(idx, rows):
+                picks[j] = max(range(n), key=lambda c: row[c]) + 1
+    else:
+        texts = lm.generate(convs, max_new_tokens=max_new_tokens, temperature=0.0, progress=progress)
+        for j, text in enumerate(texts):
+            picks[j] = parse_answer(text, n_opts[j])
+        unparsed = sum(p is None for p in picks)
+        if unparsed:
+            log.info("judge: %d of %d answers did not parse as '%sk' (counted wrong)", unparsed, len(picks), ANSWER_PREFIX)
+
+    choices: list[list[int | None]] = [[None] * len(t) for t in unit_tests]
+    for (i, k), p in zip(flat, picks):
+        choices[i][k] = p
+    per_function = [
+        float(sum(c == int(ut["correct"]) for c, ut in zip(choices[i], tests)) / len(tests))
+        for i, tests in enumerate(unit_tests)
+    ]
+    accuracy = float(sum(per_function) / len(per_function))
+    return {
+        "unit_test_accuracy": accuracy,
+        "per_function": per_function,
+        "choices": choices,
+        "judge": getattr(lm, "name", type(lm).__name__),
+    }
+
+
+def _pmi_picks(
+    lm: Any,
+    descriptions: Sequence[str],
+    unit_tests: Sequence[Sequence[Mapping[str, Any]]],
+    category: str,
+    keep_full_description: bool,
+    progress: bool,
+) -> list[int]:
+    """``"pmi"`` choices, tests in the flat order of :func:`judge_unit_tests`."""
+    convs: list[list[dict]] = []
+    texts: list[str] = []
+    sizes: list[int] = []
+    for desc, tests in zip(descriptions, unit_tests):
+        conv = render_pmi_prompt(desc, category, keep_full_description=keep_full_description)
+        for ut in tests:  # consecutive identical prompts: the backend runs each once
+            n = len(ut["inputs"])
+            sizes.append(n)
+            for k in range(1, n + 1):
+                convs.append(conv)
+                texts.append(render_pmi_option(ut, k, category))
+    conditional = lm.continuation_logprobs(convs, texts, progress=progress)
+    distinct = sorted(set(texts))
+    null = render_pmi_prompt(NULL_DESCRIPTION, category)
+    prior = dict(zip(distinct, lm.continuation_logprobs([null] * len(distinct), distinct, progress=progress)))
+    picks, start = [], 0
+    for n in sizes:
+        scores = [conditional[start + k] - prior[texts[start + k]] for k in range(n)]
+        picks.append(max(range(n), key=lambda c: scores[c]) + 1)
+        start += n
+    return picks

@@ -1,0 +1,761 @@
+"""Fine-tune FIND's judge with accelerate + peft (FIND appendix F1).
+
+The paper fine-tuned Vicuna-13B on ~30K simulated unit tests for 3 epochs with a cosine
+schedule (max LR 2e-5). :func:`train_evaluator` does the same for any causal LM: LoRA on
+all linear layers by default (``full_finetune=True`` trains every weight), loss on the
+answer tokens only (the prompt is masked), cosine schedule with warm-up, gradient
+accumulation, checkpoints written with ``Accelerator.save_state`` (model / adapter,
+optimizer, scheduler, RNG states and the step) and resumed with ``load_state``.
+
+Distribution lives in accelerate's YAML configs (``training/configs``): the same code runs
+under ``python`` and ``accelerate launch --config_file ...`` (one process per GPU, FSDP).
+
+The result is a folder that :func:`findbench.lm.load_lm` loads: a peft adapter
+(``adapter_config.json`` + weights + tokenizer) or, with ``merge=True``, also merged weights
+in ``<output_dir>/merged``. ``findbench.models.resolve("embedded-evaluator")`` points at the
+folder written with the defaults (:func:`embedded_evaluator_dir`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import re
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import zip_longest
+from pathlib import Path
+from typing import Any
+
+from findbench.constants import EMBEDDED_EVALUATOR_NAME, TRAINED_MARKER
+from findbench.models import embedded_evaluator_dir
+
+__all__ = [
+    "TrainArgs",
+    "make_parser",
+    "parse_train_args",
+    "add_train_arguments",
+    "train_args_from_namespace",
+    "answer_loss",
+    "train_evaluator",
+    "tokenize_judge_row",
+    "embedded_evaluator_dir",
+    "EMBEDDED_EVALUATOR_NAME",
+    "TRAINED_MARKER",
+]
+
+log = logging.getLogger(__name__)
+
+_STATE_FILE = "trainer_state.json"
+_CKPT = re.compile(r"^step-(\d+)$")
+
+
+@dataclass
+class TrainArgs:
+    """Arguments of :func:`train_evaluator` (also the script's command-line flags)."""
+
+    model: str = field(default="embedded", metadata={"help": "base model: 'embedded', a folder or a Hub id"})
+    data: str | None = field(
+        default=None, metadata={"help": "judge data folder (findbench evaluator-data); default: build n_data rows in memory"}
+    )
+    n_data: int = field(default=30000, metadata={"help": "rows to build when --data is not given"})
+    data_seed: int = field(default=0, metadata={"help": "seed of the data build (function split, draws)"})
+    max_train_rows: int | None = field(default=3600, metadata={"help": "train on the first N (shuffled) rows only; 0: all"})
+    eval_rows: int = field(
+        default=150, metadata={"help": "validation rows scored at the end (loss, judge accuracy), taken evenly across categories"}
+    )
+    judge_mode: str = field(
+        default="pmi",
+        metadata={
+            "help": "pmi: learn to write a function's example given its description (the judge scores options by "
+            "pointwise mutual information, findbench.judge mode 'pmi'); logprob: learn FIND's answer '[ANSWER]: k'"
+        },
+    )
+    output_dir: str | None = field(
+        default=None, metadata={"help": "where the judge is written; default: the embedded-evaluator cache folder"}
+    )
+    full_finetune: bool = field(default=False, metadata={"help": "train every weight instead of a LoRA adapter"})
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank"})
+    lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha"})
+    lora_dropout: float = field(default=0.05, metadata={"help": "LoRA dropout"})
+    lora_top_layers: int = field(
+        default=12,
+        metadata={"help": "LoRA on the top N decoder layers only (0: all); the frozen layers below need no backward pass"},
+    )
+    lora_target_modules: str = field(
+        default="all-linear", metadata={"help": "peft target_modules: 'all-linear' or comma-separated module names"}
+    )
+    learning_rate: float = field(default=1e-3, metadata={"help": "peak learning rate"})
+    loss_reduction: str = field(
+        default="token", metadata={"help": "row: answer-token losses summed per row, mean over rows; token: mean over tokens"}
+    )
+    lr_scheduler_type: str = field(default="cosine", metadata={"help": "transformers scheduler name"})
+    warmup_ratio: float = field(default=0.05, metadata={"help": "fraction of steps of linear warm-up"})
+    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay"})
+    max_grad_norm: float = field(default=1.0, metadata={"help": "gradient clipping (0: off)"})
+    num_train_epochs: float = field(default=1.0, metadata={"help": "epochs over the training rows"})
+    max_steps: int = field(default=-1, metadata={"help": "optimizer steps (overrides epochs when > 0)"})
+    per_device_train_batch_size: int = field(default=8, metadata={"help": "rows per forward pass and device"})
+    gradient_accumulation_steps: int = field(default=1, metadata={"help": "forward passes per optimizer step"})
+    max_length: int = field(default=1024, metadata={"help": "longer rows are truncated from the left of the prompt"})
+    seed: int = field(default=0, metadata={"help": "seed of initialisation and data order"})
+    logging_steps: int = field(default=25, metadata={"help": "log every N optimizer steps"})
+    save_steps: int = field(default=50, metadata={"help": "checkpoint every N optimizer steps (0: only at the end)"})
+    save_total_limit: int = field(default=2, metadata={"help": "checkpoints kept"})
+    resume_from_checkpoint: str | None = field(
+        default=None, metadata={"help": "a checkpoint folder, or 'latest' for the newest under output_dir/checkpoints"}
+    )
+    merge: bool = field(default=False, metadata={"help": "also write merged weights to output_dir/merged (LoRA)"})
+    mixed_precision: str | None = field(
+        default=None, metadata={"help": "no, fp16 or bf16; default: the accelerate config's (or no)"}
+    )
+    num_threads: int | None = field(default=None, metadata={"help": "torch CPU threads (default: torch's choice)"})
+    push_to_hub: bool = field(default=False, metadata={"help": "upload the judge folder to the Hub at the end"})
+    hub_model_id: str | None = field(default=None, metadata={"help": "Hub repo id for --push_to_hub"})
+    hub_private: bool = field(default=True, metadata={"help": "create the Hub repo as private"})
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first bad field."""
+        positive = ("lora_r", "lora_alpha", "per_device_train_batch_size", "gradient_accumulation_steps", "max_length", "n_data")
+        for name in positive:
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"{name} must be a positive int, got {v!r}")
+        if not self.learning_rate > 0:
+            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
+        if not 0 <= self.warmup_ratio < 1:
+            raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio!r}")
+        if not 0 <= self.lora_dropout < 1:
+            raise ValueError(f"lora_dropout must be in [0, 1), got {self.lora_dropout!r}")
+        if self.max_steps <= 0 and not self.num_train_epochs > 0:
+            raise ValueError(f"num_train_epochs must be > 0 when max_steps is not set, got {self.num_train_epochs!r}")
+        for name in ("logging_steps", "save_steps", "eval_rows", "save_total_limit", "lora_top_layers"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 0:
+                raise ValueError(f"{name} must be a non-negative int, got {v!r}")
+        if self.max_train_rows is not None and (not isinstance(self.max_train_rows, int) or self.max_train_rows < 0):
+            raise ValueError(f"max_train_rows must be a non-negative int (0: all rows), got {self.max_train_rows!r}")
+        if self.judge_mode not in ("pmi", "logprob"):
+            raise ValueError(f"judge_mode must be 'pmi' or 'logprob', got {self.judge_mode!r}")
+        if self.loss_reduction not in ("row", "token"):
+            raise ValueError(f"loss_reduction must be 'row' or 'token', got {self.loss_reduction!r}")
+        if self.mixed_precision not in (None, "no", "fp16", "bf16"):
+            raise ValueError(f"mixed_precision must be no, fp16 or bf16, got {self.mixed_precision!r}")
+        if self.push_to_hub and not self.hub_model_id:
+            raise ValueError("hub_model_id is required with push_to_hub")
+        if self.full_finetune and self.merge:
+            raise ValueError("merge applies to LoRA training only (a full fine-tune already writes full weights)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def make_parser() -> Any:
+    """An ``HfArgumentParser`` whose flags are :class:`TrainArgs`' fields."""
+    from transformers import HfArgumentParser
+
+    return HfArgumentParser(TrainArgs, description="Fine-tune FIND's unit-test judge (accelerate + peft).")
+
+
+def parse_train_args(argv: Sequence[str] | None = None) -> TrainArgs:
+    """TrainArgs from command-line flags; ``--config file.yaml`` supplies defaults (flags win).
+
+    Raises ValueError naming unknown YAML fields or a missing ``--config`` value.
+    """
+    import sys
+
+    import yaml
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    defaults: dict[str, Any] = {}
+    if "--config" in argv:
+        i = argv.index("--config")
+        if i + 1 >= len(argv):
+            raise ValueError("--config needs a YAML file")
+        with open(argv[i + 1], encoding="utf-8") as fh:
+            defaults = yaml.safe_load(fh) or {}
+        if not isinstance(defaults, dict):
+            raise ValueError(f"--config {argv[i + 1]}: expected a mapping of TrainArgs fields")
+        unknown = sorted(set(defaults) - set(TrainArgs.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"--config {argv[i + 1]}: unknown fields {unknown}")
+        del argv[i : i + 2]
+    parser = make_parser()
+    parser.set_defaults(**defaults)
+    (args,) = parser.parse_args_into_dataclasses(args=argv)
+    args.validate()
+    return args
+
+
+def _str2bool(text: str) -> bool:
+    low = str(text).lower()
+    if low in ("1", "true", "yes", "y"):
+        return True
+    if low in ("0", "false", "no", "n"):
+        return False
+    raise ValueError(f"expected a boolean, got {text!r}")
+
+
+def add_train_arguments(parser: Any) -> None:
+    """Add TrainArgs' fields as ``--<field>`` options to an argparse parser (without importing
+    transformers). Unset options stay absent from the namespace, so a ``--config`` YAML can
+    supply them; see :func:`train_args_from_namespace`."""
+    import argparse
+
+    for f in dataclasses.fields(TrainArgs):
+        ann = str(f.type)
+        kind: Any = _str2bool if "bool" in ann else int if "int" in ann else float if "float" in ann else str
+        extra: dict[str, Any] = {"nargs": "?", "const": True} if kind is _str2bool else {}
+        parser.add_argument(f"--{f.name}", type=kind, default=argparse.SUPPRESS, help=f.metadata.get("help"), **extra)
+
+
+def train_args_from_namespace(namespace: Any, config: str | None = None) -> TrainArgs:
+    """TrainArgs from an argparse namespace filled by :func:`add_train_arguments`, on top of
+    the YAML ``config`` (options given on the command line win)."""
+    argv = ["--config", config] if config else []
+    base = parse_train_args(argv)
+    given = {f.name: getattr(namespace, f.name) for f in dataclasses.fields(TrainArgs) if hasattr(namespace, f.name)}
+    args = dataclasses.replace(base, **given)
+    args.validate()
+    return args
+
+
+# -- data ---------------------------------------------------------------------------------
+def _ensure_chat_template(tokenizer: Any) -> None:
+    if not getattr(tokenizer, "chat_template", None):
+        from findbench.lm.transformers_lm import VICUNA_CHAT_TEMPLATE
+
+        tokenizer.chat_template = VICUNA_CHAT_TEMPLATE
+
+
+def tokenize_judge_row(tokenizer: Any, messages: Sequence[dict], target: str, max_length: int = 1024) -> dict[str, list[int]]:
+    """Token ids and labels of one judge row: the prompt exactly as the judge renders it
+    (chat template + generation prompt), then the answer; labels are -100 on the prompt.
+
+    The answer is the assistant turn's text as the chat template writes it (``target`` plus
+    the template's end-of-turn tokens), so the model learns to stop after the answer.
+    """
+    prompt = tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
+    full = tokenizer.apply_chat_template(list(messages) + [{"role": "assistant", "content": target}], tokenize=False)
+    if not full.startswith(prompt):
+        # Templates that render the final turn differently: fall back to the bare target + EOS.
+        answer = target + (tokenizer.eos_token or "")
+    else:
+        answer = full[len(prompt) :]
+    p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    a_ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
+    if len(a_ids) >= max_length:
+        raise ValueError(f"max_length {max_length} leaves no room for the prompt (answer is {len(a_ids)} tokens)")
+    keep = max_length - len(a_ids)
+    if len(p_ids) > keep:
+        p_ids = p_ids[-keep:]
+    return {"input_ids": p_ids + a_ids, "labels": [-100] * len(p_ids) + a_ids}
+
+
+def judge_training_pair(row: Mapping[str, Any], judge_mode: str = "pmi") -> tuple[list[dict], str]:
+    """The ``(messages, target)`` a judge row trains on.
+
+    ``"logprob"``: the row's own judge prompt and ``"[ANSWER]: k"``. ``"pmi"``: the ``"pmi"``
+    judge's prompt for the row's ground-truth description and, as target, the correct option
+    written as an example (:func:`findbench.judge.render_pmi_prompt` / ``render_pmi_option``),
+    so the judge learns which examples a description predicts.
+    """
+    from findbench.judge.scoring import render_pmi_option, render_pmi_prompt
+
+    if judge_mode == "logprob":
+        return list(row["messages"]), row["target"]
+    if judge_mode != "pmi":
+        raise ValueError(f"judge_mode must be 'pmi' or 'logprob', got {judge_mode!r}")
+    if not row.get("description"):
+        raise ValueError("row has no 'description' (judge data from findbench < 0.2?); rebuild it with `findbench evaluator-data`")
+    unit_test = json.loads(row["unit_test"]) if isinstance(row["unit_test"], str) else row["unit_test"]
+    category = row["category"]
+    return render_pmi_prompt(row["description"], category), render_pmi_option(unit_test, int(unit_test["correct"]), category)
+
+
+def _collate(pad_id: int):
+    """Left-padded batches with explicit position ids: every row ends at the last column, so
+    the answer tokens are the last columns and only their logits need computing."""
+    import torch
+
+    def collate(batch: list[dict]) -> dict[str, Any]:
+        width = max(len(b["input_ids"]) for b in batch)
+        ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+        labels = torch.full((len(batch), width), -100, dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for r, b in enumerate(batch):
+            n = len(b["input_ids"])
+            ids[r, width - n :] = torch.tensor(b["input_ids"])
+            labels[r, width - n :] = torch.tensor(b["labels"])
+            mask[r, width - n :] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        return {"input_ids": ids, "labels": labels, "attention_mask": mask, "position_ids": positions}
+
+    return collate
+
+
+def _answer_logits_and_labels(model: Any, batch: dict) -> tuple[Any, Any]:
+    """Logits predicting the answer tokens and their labels, ``(B, K, V)`` and ``(B, K)``.
+
+    The LM head runs only on the last ``K + 1`` positions (``logits_to_keep``), where ``K``
+    spans every labelled token of the (left-padded) batch.
+    """
+    labels = batch["labels"]
+    labelled = (labels != -100).any(dim=0).nonzero().flatten()
+    if labelled.numel() == 0:
+        raise ValueError("batch has no answer tokens (every label is -100)")
+    k = labels.shape[1] - int(labelled[0])
+    out = model(
+        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+        position_ids=batch["position_ids"], use_cache=False, logits_to_keep=k + 1,
+    )
+    return out.logits[:, :-1, :], labels[:, -k:]
+
+
+def answer_loss(model: Any, batch: dict, reduction: str = "row") -> Any:
+    """Cross-entropy on the answer tokens of a batch made by the training collator.
+
+    ``reduction="row"``: summed over a row's answer tokens, averaged over rows — the option
+    number keeps its full weight once the fixed ``[ANSWER]:`` tokens are learned;
+    ``"token"``: averaged over all answer tokens.
+    """
+    return _cross_entropy(*_answer_logits_and_labels(model, batch), reduction=reduction)
+
+
+def _cross_entropy(logits: Any, labels: Any, reduction: str = "token") -> Any:
+    import torch
+
+    if reduction not in ("row", "token"):
+        raise ValueError(f"loss_reduction must be 'row' or 'token', got {reduction!r}")
+    flat = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=-100, reduction="none"
+    ).reshape(labels.shape)
+    if reduction == "token":
+        return flat.sum() / (labels != -100).sum().clamp(min=1)
+    return flat.sum(dim=1).mean()
+
+
+def _load_rows(args: TrainArgs) -> tuple[list[dict], list[dict]]:
+    from findbench.judge.data import default_data_dir, load_evaluator_data
+
+    data = args.data if args.data is not None else default_data_dir(n=args.n_data, seed=args.data_seed)
+    args.data = str(data)
+    dd = load_evaluator_data(data)
+    train = dd["train"].to_list()
+    valid = dd["validation"].to_list() if "validation" in dd else []
+    if args.max_train_rows:
+        train = train[: args.max_train_rows]
+    # validation rows are stored category by category: take them round-robin
+    by_cat: dict[str, list[dict]] = {}
+    for r in valid:
+        by_cat.setdefault(r["category"], []).append(r)
+    mixed = [r for group in zip_longest(*by_cat.values()) for r in group if r is not None]
+    return train, mixed[: args.eval_rows]
+
+
+# -- checkpoints --------------------------------------------------------------------------
+def _checkpoints(root: Path) -> list[Path]:
+    if not root.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := _CKPT.match(p.name)) and (p / _STATE_FILE).is_file()]
+    return [p for _, p in sorted(found)]
+
+
+def _resolve_resume(args: TrainArgs, ckpt_root: Path) -> Path | None:
+    if not args.resume_from_checkpoint:
+        return None
+    if args.resume_from_checkpoint == "latest":
+        found = _checkpoints(ckpt_root)
+        if not found:
+            log.info("no checkpoint under %s: starting from scratch", ckpt_root)
+            return None
+        return found[-1]
+    path = Path(args.resume_from_checkpoint)
+    if not (path / _STATE_FILE).is_file():
+        raise ValueError(f"resume_from_checkpoint: {path} is not a checkpoint (no {_STATE_FILE})")
+    return path
+
+
+def _model_card(args: TrainArgs, summary: dict) -> str:
+    from findbench.resources import card_template
+
+    body = card_template("evaluator_model_card.md")
+    import yaml
+
+    header = {
+        "library_name": "peft" if not args.full_finetune else "transformers",
+        "base_model": args.model,
+        "license": "apache-2.0",
+        "tags": ["find", "interpretability", "judge", "lora" if not args.full_finetune else "full-finetune"],
+        "pipeline_tag": "text-generation",
+    }
+    values = {
+        "base_model": args.model,
+        "method": "full fine-tune" if args.full_finetune else (
+            f"LoRA (r={args.lora_r}, alpha={args.lora_alpha}, targets {args.lora_target_modules}"
+            + (f", top {args.lora_top_layers} layers" if args.lora_top_layers else "") + ")"
+        ),
+        "train_rows": str(summary["train_rows"]),
+        "steps": str(summary["steps"]),
+        "epochs": f"{summary['epochs']:.2f}",
+        "learning_rate": f"{args.learning_rate:g}",
+        "scheduler": args.lr_scheduler_type,
+        "batch": str(summary["effective_batch_size"]),
+        "final_loss": f"{summary['final_loss']:.4f}" if summary.get("final_loss") is not None else "n/a",
+        "eval": json.dumps(summary.get("eval", {}), sort_keys=True),
+        "data": args.data or f"built in memory (n={args.n_data}, seed={args.data_seed})",
+        "wall": f"{summary['wall_seconds']:.0f}",
+        "judge_mode": args.judge_mode,
+        "prompt_fn": "render_pmi_prompt, render_pmi_option" if args.judge_mode == "pmi" else "render_judge_prompt",
+        "mode_text": (
+            "Trained in `pmi` mode: it learned to write an example of the function given its description, "
+            "and a unit test is judged by scoring each example on its own as log P(example | description) - "
+            "log P(example | no description), picking the highest."
+            if args.judge_mode == "pmi"
+            else "Trained in FIND's format: given the description and the three numbered examples it answers "
+            "`[ANSWER]: k`."
+        ),
+    }
+    for k, v in values.items():
+        body = body.replace("{" + k + "}", v)
+    return "---\n" + yaml.safe_dump(header, sort_keys=False) + "---\n\n" + body
+
+
+# -- evaluation ---------------------------------------------------------------------------
+def _option_token_ids(tokenizer: Any, n_options: int = 3) -> list[int]:
+    """Token ids of the option numbers as they follow the answer prefix (tried with the
+    prefix's trailing space kept in the context, then moved into the digit, as the judge does)."""
+    from findbench.judge.scoring import ANSWER_PREFIX
+
+    for ctx, moved in ((ANSWER_PREFIX, ""), (ANSWER_PREFIX.rstrip(), ANSWER_PREFIX[len(ANSWER_PREFIX.rstrip()) :])):
+        base = tokenizer(ctx, add_special_tokens=False)["input_ids"]
+        ids = []
+        for k in range(1, n_options + 1):
+            full = tokenizer(ctx + moved + str(k), add_special_tokens=False)["input_ids"]
+            if len(full) == len(base) + 1 and full[: len(base)] == base:
+                ids.append(full[-1])
+        if len(ids) == n_options:
+            return ids
+    raise ValueError(f"the option numbers are not single tokens after {ANSWER_PREFIX!r} for this tokenizer")
+
+
+def _eval_batches(model: Any, tokenizer: Any, encoded: list[dict], device: Any, batch_size: int):
+    """``(logits, labels)`` of the answer tokens of ``encoded``, batch by batch, without gradients."""
+    import torch
+
+    collate = _collate(tokenizer.pad_token_id)
+    for start in range(0, len(encoded), batch_size):
+        batch = {k: v.to(device) for k, v in collate(encoded[start : start + batch_size]).items()}
+        with torch.no_grad():
+            yield _answer_logits_and_labels(model, batch)
+
+
+def _evaluate(model: Any, tokenizer: Any, encoded: list[dict], accelerator: Any, batch_size: int) -> dict[str, float]:
+    """Mean answer loss and answer accuracy (argmax over the option digits) on encoded rows."""
+    import torch
+
+    option_ids = _option_token_ids(tokenizer)
+    model.eval()
+    losses, right = [], 0
+    for logits, labels in _eval_batches(model, tokenizer, encoded, accelerator.device, batch_size):
+        losses.append(float(_cross_entropy(logits, labels)) * len(labels))
+        for r in range(labels.shape[0]):
+            is_digit = torch.isin(labels[r], torch.tensor(option_ids, device=labels.device))
+            digit_pos = int(is_digit.nonzero().flatten()[0])
+            pick = int(torch.argmax(logits[r, digit_pos, option_ids]))
+            right += int(option_ids[pick] == int(labels[r, digit_pos]))
+    model.train()
+    n = max(len(encoded), 1)
+    return {"eval_loss": sum(losses) / n, "eval_answer_accuracy": right / n, "eval_rows": len(encoded)}
+
+
+def _evaluate_pmi(model: Any, tokenizer: Any, rows: list[dict], encoded: list[dict], accelerator: Any, batch_size: int) -> dict[str, Any]:
+    """Mean target loss, and the ``"pmi"`` judge's accuracy on the validation unit tests
+    (overall and per category)."""
+    from findbench.judge.scoring import judge_unit_tests
+    from findbench.lm import TransformersLM
+
+    model.eval()
+    losses = [
+        float(_cross_entropy(logits, labels)) * len(labels)
+        for logits, labels in _eval_batches(model, tokenizer, encoded, accelerator.device, batch_size)
+    ]
+    lm = TransformersLM(model, tokenizer=tokenizer, device=str(accelerator.device), batch_size=max(batch_size, 8), name="training")
+    by_cat: dict[str, list[dict]] = {}
+    for r in rows:
+        by_cat.setdefault(r["category"], []).append(r)
+    right, per_category = 0.0, {}
+    for cat, cat_rows in sorted(by_cat.items()):
+        tests = [[json.loads(r["unit_test"])] for r in cat_rows]
+        out = judge_unit_tests(lm, [r["description"] for r in cat_rows], tests, cat, mode="pmi")
+        per_category[cat] = out["unit_test_accuracy"]
+        right += sum(out["per_function"])
+    model.train()
+    n = max(len(encoded), 1)
+    return {"eval_loss": sum(losses) / n, "eval_judge_accuracy": right / n, "eval_judge_accuracy_per_category": per_category, "eval_rows": len(encoded)}
+
+
+# -- training -----------------------------------------------------------------------------
+def train_evaluator(args: TrainArgs) -> str:
+    """Fine-tune a judge; returns the output folder (adapter or full weights + tokenizer +
+    model card). Resumes from ``args.resume_from_checkpoint`` when given."""
+    import torch
+    from accelerate import Accelerator
+    from accelerate.utils import set_seed
+    from tqdm.auto import tqdm
+    from transformers import AutoModelForCausalLM, AutoTokenizer, get_scheduler
+
+    from findbench._io import atomic_dir, atomic_write_json
+    from findbench.models import resolve
+
+    if not isinstance(args, TrainArgs):
+        raise TypeError(f"args must be a TrainArgs, got {type(args).__name__}")
+    args.validate()
+    if args.num_threads:
+        torch.set_num_threads(args.num_threads)
+    t_start = time.time()
+    accelerator = Accelerator(gradient_accumulation_steps=args.gradient_accumulation_steps, mixed_precision=args.mixed_precision)
+    main = accelerator.is_main_process
+    out_dir = Path(args.output_dir or embedded_evaluator_dir(must_exist=False)).resolve()
+    ckpt_root = out_dir.parent / f".{out_dir.name}.checkpoints"
+    set_seed(args.seed)
+
+    base_path = resolve(args.model)
+    tokenizer = AutoTokenizer.from_pretrained(base_path)
+    _ensure_chat_template(tokenizer)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32)
+    model.config.use_cache = False
+    if args.full_finetune:
+        peft_config = None
+    else:
+        from peft import LoraConfig, get_peft_model
+
+        targets: Any = args.lora_target_modules
+        if targets != "all-linear":
+            targets = [t.strip() for t in targets.split(",") if t.strip()]
+        layers: dict[str, Any] = {}
+        if args.lora_top_layers:
+            n_layers = int(model.config.num_hidden_layers)
+            if args.lora_top_layers > n_layers:
+                raise ValueError(f"lora_top_layers must be at most the model's {n_layers} layers, got {args.lora_top_layers}")
+            layers["layers_to_transform"] = list(range(n_layers - args.lora_top_layers, n_layers))
+            if targets == "all-linear":  # peft wants module names with layers_to_transform
+                out_emb = model.get_output_embeddings()
+                targets = sorted(
+                    {n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and m is not out_emb}
+                )
+        peft_config = LoraConfig(
+            r=args.lora_r, lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
+            target_modules=targets, task_type="CAUSAL_LM", bias="none", **layers,
+        )
+        model = get_peft_model(model, peft_config)
+    n_trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    n_total = sum(p.numel() for p in model.parameters())
+    log.info("trainable parameters: %d of %d (%.2f%%)", n_trainable, n_total, 100 * n_trainable / n_total)
+
+    train_rows, valid_rows = _load_rows(args)
+    if not train_rows:
+        raise ValueError("data: no training rows")
+    encoded = [tokenize_judge_row(tokenizer, *judge_training_pair(r, args.judge_mode), args.max_length) for r in train_rows]
+    valid_encoded = [tokenize_judge_row(tokenizer, *judge_training_pair(r, args.judge_mode), args.max_length) for r in valid_rows]
+    lengths = [len(e["input_ids"]) for e in encoded]
+    log.info("training rows: %d (tokens per row: mean %.0f, max %d)", len(encoded), sum(lengths) / len(lengths), max(lengths))
+
+    generator = torch.Generator().manual_seed(args.seed)
+    loader = torch.utils.data.DataLoader(
+        encoded, batch_size=args.per_device_train_batch_size, shuffle=True, generator=generator,
+        collate_fn=_collate(tokenizer.pad_token_id),
+    )
+    decay = [p for n, p in model.named_parameters() if p.requires_grad and p.ndim >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.requires_grad and p.ndim < 2]
+    groups = [{"params": decay, "weight_decay": args.weight_decay}]
+    if no_decay:
+        groups.append({"params": no_decay, "weight_decay": 0.0})
+    optimizer = torch.optim.AdamW(groups, lr=args.learning_rate)
+
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    steps_per_epoch = max(1, math.ceil(len(loader) / args.gradient_accumulation_steps))
+    total_steps = args.max_steps if args.max_steps > 0 else math.ceil(args.num_train_epochs * steps_per_epoch)
+    warmup = int(round(args.warmup_ratio * total_steps))
+    # accelerate steps a prepared scheduler once per process: scale its horizon accordingly.
+    scheduler = get_scheduler(
+        args.lr_scheduler_type, optimizer=optimizer,
+        num_warmup_steps=warmup * accelerator.num_processes, num_training_steps=total_steps * accelerator.num_processes,
+    )
+    scheduler = accelerator.prepare(scheduler)
+
+    if not args.full_finetune:
+        _register_adapter_hooks(accelerator)
+
+    step = 0
+    resume = _resolve_resume(args, ckpt_root)
+    if resume is not None:
+        accelerator.load_state(str(resume))
+        state = json.loads((resume / _STATE_FILE).read_text())
+        step = int(state["step"])
+        log.info("resumed from %s at optimizer step %d of %d", resume, step, total_steps)
+    history: list[dict] = []
+    if resume is not None and (resume / "log_history.json").is_file():
+        history = json.loads((resume / "log_history.json").read_text())
+
+    model.train()
+    bar = tqdm(total=total_steps, initial=step, desc="train judge", disable=not accelerator.is_local_main_process)
+    running, running_n = 0.0, 0
+    last_loss: float | None = None
+    epoch = step // steps_per_epoch
+    while step < total_steps:
+        # One seeded order per epoch, so a resumed run sees the same batches as an unbroken one.
+        generator.manual_seed(args.seed + epoch)
+        skip_batches = (step - epoch * steps_per_epoch) * args.gradient_accumulation_steps
+        epoch_loader = accelerator.skip_first_batches(loader, skip_batches) if skip_batches else loader
+        for batch in epoch_loader:
+            with accelerator.accumulate(model):
+                loss = answer_loss(model, batch, args.loss_reduction)
+                accelerator.backward(loss)
+                if accelerator.sync_gradients and args.max_grad_norm > 0:
+                    accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+            running += float(loss.detach())
+            running_n += 1
+            if not accelerator.sync_gradients:
+                continue
+            step += 1
+            bar.update(1)
+            if args.logging_steps and (step % args.logging_steps == 0 or step == total_steps):
+                last_loss = running / max(running_n, 1)
+                entry = {"step": step, "loss": round(last_loss, 5), "lr": scheduler.get_last_lr()[0],
+                         "epoch": round(step / steps_per_epoch, 4), "elapsed_s": round(time.time() - t_start, 1)}
+                history.append(entry)
+                bar.set_postfix(loss=f"{last_loss:.4f}")
+                log.info("step %d/%d loss %.4f lr %.3g", step, total_steps, last_loss, entry["lr"])
+                running, running_n = 0.0, 0
+            if args.save_steps and step % args.save_steps == 0 and step < total_steps:
+                _save_checkpoint(accelerator, ckpt_root, step, history, args)
+            if step >= total_steps:
+                break
+        epoch += 1
+    bar.close()
+    if running_n:
+        last_loss = running / running_n
+
+    summary: dict[str, Any] = {
+        "base_model": args.model,
+        "method": "full" if args.full_finetune else "lora",
+        "judge_mode": args.judge_mode,
+        "train_rows": len(encoded),
+        "steps": step,
+        "epochs": step / steps_per_epoch,
+        "effective_batch_size": args.per_device_train_batch_size * args.gradient_accumulation_steps * accelerator.num_processes,
+        "final_loss": last_loss,
+        "wall_seconds": time.time() - t_start,
+        "log_history": history,
+        "args": args.to_dict(),
+    }
+    unwrapped = accelerator.unwrap_model(model)
+    if valid_encoded and main:
+        if args.judge_mode == "pmi":
+            summary["eval"] = _evaluate_pmi(unwrapped, tokenizer, valid_rows, valid_encoded, accelerator, args.per_device_train_batch_size)
+        else:
+            summary["eval"] = _evaluate(unwrapped, tokenizer, valid_encoded, accelerator, args.per_device_train_batch_size)
+        log.info("validation: %s", summary["eval"])
+    accelerator.wait_for_everyone()
+    if main:
+        with atomic_dir(out_dir) as tmp:
+            state_dict = accelerator.get_state_dict(model)
+            unwrapped.save_pretrained(tmp, state_dict=state_dict, safe_serialization=True)
+            if not args.full_finetune:
+                _portable_adapter_config(tmp, args.model)
+            tokenizer.save_pretrained(tmp)
+            if args.merge:
+                merged = unwrapped.merge_and_unload()
+                merged.save_pretrained(tmp / "merged", safe_serialization=True)
+                tokenizer.save_pretrained(tmp / "merged")
+            (tmp / "README.md").write_text(_model_card(args, summary), encoding="utf-8")
+            atomic_write_json(tmp / TRAINED_MARKER, summary)
+            if args.merge:  # the merged folder is a judge of its own: it records the mode too
+                atomic_write_json(tmp / "merged" / TRAINED_MARKER, summary)
+        log.info("judge written to %s", out_dir)
+        if args.push_to_hub:
+            _push(out_dir, args)
+        shutil.rmtree(ckpt_root, ignore_errors=True)
+    accelerator.wait_for_everyone()
+    accelerator.end_training()
+    return str(out_dir)
+
+
+def _register_adapter_hooks(accelerator: Any) -> None:
+    """Checkpoints of a LoRA run hold the adapter only (not the frozen base weights)."""
+    from peft import PeftModel, get_peft_model_state_dict, set_peft_model_state_dict
+    from safetensors.torch import load_file, save_file
+
+    def save_hook(models: list, weights: list, output_dir: str) -> None:
+        for i, m in enumerate(models):
+            inner = accelerator.unwrap_model(m)
+            if isinstance(inner, PeftModel):
+                sd = {k: v.detach().cpu().contiguous() for k, v in get_peft_model_state_dict(inner).items()}
+                save_file(sd, os.path.join(output_dir, f"adapter_{i}.safetensors"))
+                if weights:
+                    weights.pop(0)
+
+    def load_hook(models: list, input_dir: str) -> None:
+        keep = []
+        for i, m in enumerate(list(models)):
+            inner = accelerator.unwrap_model(m)
+            path = os.path.join(input_dir, f"adapter_{i}.safetensors")
+            if isinstance(inner, PeftModel) and os.path.isfile(path):
+                set_peft_model_state_dict(inner, load_file(path))
+            else:
+                keep.append(m)
+        models[:] = keep
+
+    accelerator.register_save_state_pre_hook(save_hook)
+    accelerator.register_load_state_pre_hook(load_hook)
+
+
+def _save_checkpoint(accelerator: Any, root: Path, step: int, history: list, args: TrainArgs) -> None:
+    from findbench._io import atomic_write_json
+
+    path = root / f"step-{step}"
+    tmp = root / f".step-{step}.tmp"
+    if accelerator.is_main_process:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    accelerator.wait_for_everyone()
+    accelerator.save_state(str(tmp))
+    if accelerator.is_main_process:
+        atomic_write_json(tmp / "log_history.json", history)
+        atomic_write_json(tmp / _STATE_FILE, {"step": step, "args": args.to_dict()})  # written last
+        shutil.rmtree(path, ignore_errors=True)
+        os.replace(tmp, path)
+        for old in _checkpoints(root)[: -args.save_total_limit or None] if args.save_total_limit else []:
+            shutil.rmtree(old, ignore_errors=True)
+        log.info("checkpoint %s", path)
+    accelerator.wait_for_everyone()
+
+
+def _portable_adapter_config(folder: Path, model: str) -> None:
+    """Record the base model as given (``"embedded"``, a Hub id) instead of a local cache path,
+    so findbench (and peft, for Hub ids) can find it on another machine."""
+    path = folder / "adapter_config.json"
+    cfg = json.loads(path.read_text())
+    cfg["base_model_name_or_path"] = model
+    path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+
+
+def _push(folder: Path, args: TrainArgs) -> None:
+    from huggingface_hub import HfApi
+
+    api = HfApi()
+    api.create_repo(args.hub_model_id, private=args.hub_private, exist_ok=True, repo_type="model")
+    api.upload_folder(folder_path=str(folder), repo_id=args.hub_model_id, repo_type="model",
+                      commit_message="Upload FIND judge (findbench train-evaluator)")
+    log.info("pushed %s to %s", folder, args.hub_model_id)

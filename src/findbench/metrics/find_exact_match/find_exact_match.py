@@ -1,0 +1,76 @@
+"""FIND string-function score: exact output match of interpreter code on test inputs (sandboxed)."""
+
+import datasets
+import evaluate
+
+from findbench import citations
+from findbench.find import code_scoring
+
+_CITATION = citations.FIND
+
+_DESCRIPTION = """\
+Scores the Python code an interpreter wrote for a FIND string function. The interpretation (the last
+top-level `def` of the interpreter's code) and the ground truth (`function(x)` in the dataset's `code`
+column) both run in findbench's sandbox on the function's test inputs (passed as data, never
+formatted into code). On each input the interpretation is right when its output equals the ground
+truth's; an exception fails only that input. The score of a function is its share of right inputs;
+`exact_match` is the mean over functions.
+"""
+
+_KWARGS_DESCRIPTION = """
+Args:
+    predictions (`list` of `str`): interpreter code, one program per function; its last top-level
+        `def` is the interpretation.
+    references (`list` of `str`): ground-truth code defining `function(x)`.
+    test_inputs (`list` of `list` of `str`): the inputs of each function (FIND: 10 strings each).
+    timeout (`float`, optional, default 10): wall-clock seconds per program.
+    cpu_seconds (`float`, optional, default 5): CPU seconds per program.
+    memory_mb (`int`, optional, default 1024): memory (address space) of a sandbox worker in MiB.
+    workers (`int`, optional): sandbox worker processes (default min(4, CPUs)).
+Returns:
+    exact_match (`float`): mean over functions of the per-input accuracy, in [0, 1], higher is better.
+    per_function (`list` of `float`): per-input accuracy of each function, in [0, 1].
+Examples:
+    >>> import evaluate
+    >>> find_exact_match = evaluate.load("metrics/find_exact_match")
+    >>> gt = "def function(x):\\n    return x.upper()\\n"
+    >>> guess = "def f(x):\\n    return x.upper() if len(x) < 4 else x\\n"
+    >>> out = find_exact_match.compute(predictions=[gt, guess], references=[gt, gt],
+    ...                                test_inputs=[["ab", "it's"], ["ab", "it's"]])
+    >>> out["exact_match"], out["per_function"]
+    (0.75, [1.0, 0.5])
+"""
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class FindExactMatch(evaluate.Metric):
+    """Exact output match of interpreter code on FIND test inputs, run in findbench's sandbox."""
+
+    def _info(self):
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features(
+                {"predictions": datasets.Value("string"), "references": datasets.Value("string")}
+            ),
+            reference_urls=["https://github.com/multimodal-interpretability/FIND", "https://arxiv.org/abs/2309.03886"],
+        )
+
+    def compute(self, *, predictions=None, references=None, **kwargs):
+        """Validate the inputs (errors name the field), then compute as usual."""
+        if predictions is not None or references is not None:  # else: data came from add_batch
+            predictions, references = code_scoring.check_code_pairs(predictions, references)
+            code_scoring.check_test_inputs(kwargs.get("test_inputs"), len(predictions))
+        return super().compute(predictions=predictions, references=references, **kwargs)
+
+    def _compute(self, predictions, references, test_inputs=None, timeout=10.0, cpu_seconds=5.0, memory_mb=1024, workers=None):
+        return code_scoring.score_exact_match(
+            predictions,
+            references,
+            test_inputs,
+            timeout=timeout,
+            cpu_seconds=cpu_seconds,
+            memory_mb=memory_mb,
+            workers=workers,
+        )

@@ -1,0 +1,507 @@
+"""Interchange interventions on MLP neurons and IIA@K sweeps (Huang et al. 2023, Sec. 5).
+
+An *interchange intervention* runs a source input, takes the chosen neurons' values at the
+chosen token positions, and runs the base input with those values written in. It succeeds
+when the patched base run predicts (greedy next token) the source's expected output.
+Interchange-intervention accuracy (IIA) is the success rate over (base, source) pairs.
+
+IIA@K: for K in percent of a layer's neurons, the top-K neurons under a ranking are patched:
+``"random"`` (seeded permutation), ``"correlation"`` (|Pearson r| between each neuron's
+token activation and the indicator of the concept's tokens, over the task's prompts), or a
+user-given ranking (e.g. neurons sorted by explanation scores).
+
+Speed: one clean pass per input provides both the source values and, for late layers, the
+residual stream entering the layer; patched runs then skip the blocks before the layer
+(:func:`findbench.sites.skip_to_layer`, exact because nothing before the layer
+depends on the patch); the token prefix that all base inputs share before the first patched
+position runs once and patched runs continue from its KV cache (causal attention: nothing
+there depends on the patch); and all K values of a ranking share one batched forward pass (a
+per-row neuron mask selects the top-K of each row).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+import math
+import time
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from findbench import sites as acts
+from findbench.neuron_explanations.intervention_tasks import build_task_rows, get_task
+
+__all__ = [
+    "DEFAULT_KS",
+    "RANKINGS",
+    "POSITIONS",
+    "make_pairs",
+    "neurons_for_k",
+    "correlation_ranking",
+    "random_ranking",
+    "interchange",
+    "iia_score",
+    "iia_sweep",
+    "plot_iia_curves",
+    "load_model",
+    "run_iia",
+]
+
+log = logging.getLogger(__name__)
+
+#: K values (percent of a layer's neurons) of the paper's IIA@K curves.
+DEFAULT_KS = (1, 6, 12, 25, 50, 75, 100)
+RANKINGS = ("random", "correlation")
+POSITIONS = ("auto", "concept", "last")
+
+
+def iia_score(predictions: Sequence, references: Sequence) -> dict:
+    """IIA from intervened predictions and expected outputs (token ids or strings).
+
+    Returns ``iia`` (fraction equal, in [0, 1]), ``n_success`` and ``n_total``.
+    """
+    for name, seq in (("predictions", predictions), ("references", references)):
+        if isinstance(seq, (str, bytes)) or not hasattr(seq, "__len__"):
+            raise TypeError(f"{name} must be a sequence of tokens (ids or strings)")
+    if len(predictions) == 0:
+        raise ValueError("predictions must not be empty")
+    if len(predictions) != len(references):
+        raise ValueError(f"references has {len(references)} items but predictions has {len(predictions)}")
+    for name, seq in (("predictions", predictions), ("references", references)):
+        for i, v in enumerate(seq):
+            if v is None or isinstance(v, (bool, float, list, dict)):
+                raise ValueError(f"{name}[{i}] must be a token id or a string, got {v!r}")
+    hits = sum(int(p == r) for p, r in zip(predictions, references))
+    return {"iia": hits / len(predictions), "n_success": hits, "n_total": len(predictions)}
+
+
+def neurons_for_k(k: float, width: int) -> int:
+    """Number of neurons in the top ``k`` percent of ``width`` (rounded, at least 1 for k > 0)."""
+    if isinstance(k, bool) or not isinstance(k, (int, float)) or not 0 <= k <= 100:
+        raise ValueError(f"ks: each K must be a percentage in [0, 100], got {k!r}")
+    if k == 0:
+        return 0
+    return max(1, min(width, int(round(k / 100.0 * width))))
+
+
+def make_pairs(rows: Sequence[Mapping], n_pairs: int = 256, *, seed: int = 0) -> list[tuple[int, int]]:
+    """Sample (base, source) index pairs from one task's rows.
+
+    A pair is valid when both inputs are answered correctly by the model, have the same token
+    length and filler positions (so positions correspond), and expect different next tokens
+    (so success is not trivial). Sampled without replacement, deterministically by ``seed``;
+    all valid pairs when there are fewer than ``n_pairs``.
+    """
+    if isinstance(n_pairs, bool) or not isinstance(n_pairs, int) or n_pairs < 1:
+        raise ValueError(f"n_pairs must be a positive int, got {n_pairs!r}")
+    for i, r in enumerate(rows):
+        for key in ("correct", "n_tokens", "filler_positions", "expected_token_id"):
+            if key not in r:
+                raise ValueError(f"rows[{i}] lacks the field {key!r}")
+    good = [i for i, r in enumerate(rows) if r["correct"]]
+    valid = [
+        (b, s)
+        for b in good
+        for s in good
+        if b != s
+        and rows[b]["n_tokens"] == rows[s]["n_tokens"]
+        and list(rows[b]["filler_positions"]) == list(rows[s]["filler_positions"])
+        and rows[b]["expected_token_id"] != rows[s]["expected_token_id"]
+    ]
+    if len(valid) <= n_pairs:
+        return valid
+    rng = np.random.default_rng(seed)
+    pick = sorted(rng.choice(len(valid), size=n_pairs, replace=False).tolist())
+    return [valid[i] for i in pick]
+
+
+def random_ranking(width: int, seed: int = 0) -> list[int]:
+    """A seeded random permutation of the ``width`` neurons."""
+    g = torch.Generator().manual_seed(int(seed))
+    return torch.randperm(width, generator=g).tolist()
+
+
+def correlation_ranking(values: Sequence[torch.Tensor], concept_masks: Sequence[Sequence[bool]]) -> list[int]:
+    """Neurons sorted by |Pearson r| between token activation and the concept-token indicator.
+
+    Args:
+        values: per prompt, ``[tokens, width]`` activations.
+        concept_masks: per prompt, one bool per token (True on the concept's tokens).
+    Neurons with zero variance get r = 0; ties keep index order.
+    """
+    if len(values) != len(concept_masks) or not values:
+        raise ValueError("values and concept_masks must be non-empty and of equal length")
+    x = torch.cat([v.double() for v in values], 0)
+    y = torch.cat([torch.as_tensor(list(m), dtype=torch.float64) for m in concept_masks], 0)
+    if x.shape[0] != y.shape[0]:
+        raise ValueError("concept_masks must have one entry per token of values")
+    xc = x - x.mean(0)
+    yc = y - y.mean()
+    denom = xc.norm(dim=0) * yc.norm()
+    r = torch.where(denom > 0, (xc * yc[:, None]).sum(0) / denom.clamp_min(1e-300), torch.zeros_like(denom))
+    order = sorted(range(r.numel()), key=lambda i: (-abs(float(r[i])), i))
+    return order
+
+
+def _check_ranking(order: Sequence[int], width: int, name: str) -> list[int]:
+    try:
+        order = [int(i) for i in order]
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"rankings[{name!r}] must be a sequence of neuron indices") from exc
+    if len(set(order)) != len(order) or any(i < 0 or i >= width for i in order):
+        raise ValueError(f"rankings[{name!r}] must hold distinct neuron indices in [0, {width})")
+    rest = [i for i in range(width) if i not in set(order)]
+    return order + rest
+
+
+@torch.no_grad()
+def interchange(
+    model,
+    base_ids: torch.Tensor,
+    source_ids: torch.Tensor,
+    *,
+    layer: int,
+    site: str = "mlp_activation",
+    neurons: Sequence[int] | None = None,
+    positions=None,
+) -> torch.Tensor:
+    """One batched interchange intervention; returns the patched base's last-token logits.
+
+    Args:
+        base_ids, source_ids: ``[batch, tokens]`` (same shape; no padding).
+        neurons: units of ``site`` to patch (default all; an empty list patches nothing).
+        positions: ``[batch, P]`` token positions (default: every position).
+    """
+    if not isinstance(base_ids, torch.Tensor) or not isinstance(source_ids, torch.Tensor):
+        raise TypeError("base_ids and source_ids must be tensors")
+    if base_ids.shape != source_ids.shape:
+        raise ValueError(f"source_ids shape {tuple(source_ids.shape)} must equal base_ids shape {tuple(base_ids.shape)}")
+    b, t = base_ids.shape
+    pos = torch.arange(t).expand(b, t) if positions is None else torch.as_tensor(positions, dtype=torch.long)
+    idx = None if neurons is None else [int(i) for i in neurons]
+    if idx is not None and not idx:
+        return model(input_ids=base_ids, use_cache=False, logits_to_keep=1).logits[:, -1]
+    values = acts.record(model, source_ids, layer=layer, site=site, positions=pos, neurons=idx)
+    with acts.patch(model, layer=layer, site=site, positions=pos, values=values, neurons=idx):
+        return model(input_ids=base_ids, use_cache=False, logits_to_keep=1).logits[:, -1]
+
+
+def _device(model):
+    return next(model.parameters()).device
+
+
+@torch.no_grad()
+def _clean_pass(model, token_lists, layer, site, need_block_input, batch_size):
+    """Per item: site values ``[T, D]`` and (optionally) the residual stream entering ``layer``."""
+    device = _device(model)
+    by_len: dict[int, list[int]] = {}
+    for i, ids in enumerate(token_lists):
+        by_len.setdefault(len(ids), []).append(i)
+    values: dict[int, torch.Tensor] = {}
+    hidden: dict[int, torch.Tensor] = {}
+    for _, idxs in sorted(by_len.items()):
+        for s in range(0, len(idxs), batch_size):
+            chunk = idxs[s : s + batch_size]
+            ids = torch.tensor([list(token_lists[i]) for i in chunk], device=device)
+            v = acts.record(model, ids, layer=layer, site=site)
+            h = acts.block_input(model, ids, layer=layer) if need_block_input else None
+            for j, i in enumerate(chunk):
+                values[i] = v[j]
+                if h is not None:
+                    hidden[i] = h[j]
+    return values, hidden
+
+
+def iia_sweep(
+    model,
+    tokenizer,
+    task,
+    layer: int,
+    *,
+    rows: Sequence[Mapping] | None = None,
+    site: str = "mlp_activation",
+    n_pairs: int = 256,
+    ks: Sequence[float] = DEFAULT_KS,
+    rankings: Sequence[str] | Mapping[str, Sequence[int]] = RANKINGS,
+    position: str = "auto",
+    seed: int = 0,
+    batch_size: int = 64,
+    skip_early_layers: bool = True,
+    prefix_cache: bool = True,
+    progress: bool = False,
+) -> dict:
+    """IIA@K curves of one task at one layer.
+
+    Args:
+        task: a task name from :data:`findbench.neuron_explanations.intervention_tasks.TASKS` (or the task).
+        layer: decoder block whose ``site`` is patched.
+        rows: the task's rows from :func:`build_task_rows` (built here when ``None``).
+        n_pairs: (base, source) pairs (fewer when the task has fewer valid pairs).
+        ks: percentages of the layer's neurons.
+        rankings: names in :data:`RANKINGS` and/or a mapping name -> neuron order (neurons
+            not listed follow in index order); a mapping may also map a name to ``None`` to
+            use the built-in ranking of that name.
+        position: ``"concept"`` (the filler's tokens), ``"last"`` (the last token) or
+            ``"auto"`` (concept tokens in the first half of the layers, last token after).
+        batch_size: rows per patched forward pass.
+        skip_early_layers: reuse the recorded residual stream instead of recomputing blocks
+            before ``layer`` (exact; set False to run full forwards).
+        prefix_cache: run the token prefix shared by the base inputs before the first
+            patched position once and start patched runs from its KV cache (exact up to
+            float rounding; set False to run whole sequences).
+
+    Returns:
+        dict with ``task``, ``layer``, ``site``, ``position``, ``ks``, ``n_neurons`` (per K),
+        ``width``, ``n_pairs``, ``pairs`` (base/source fillers), ``curves`` (ranking -> IIA
+        per K), ``successes`` (ranking -> count per K), ``rankings`` (ranking -> neuron
+        order), ``interventions``, ``seconds``, ``interventions_per_second``.
+    """
+    task_obj = get_task(task)
+    width = acts.site_dim(model, site)
+    n_layers = acts.num_layers(model)
+    acts._check_layer(model, layer)
+    if position not in POSITIONS:
+        raise ValueError(f"position must be one of {POSITIONS}, got {position!r}")
+    ks = list(ks)
+    if not ks:
+        raise ValueError("ks must not be empty")
+    n_neurons = [neurons_for_k(k, width) for k in ks]
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    if isinstance(rankings, Mapping):
+        ranking_spec = dict(rankings)
+    else:
+        ranking_spec = {}
+        for r in rankings:
+            if r not in RANKINGS:
+                raise ValueError(f"rankings must be names in {RANKINGS} or a mapping name -> order, got {r!r}")
+            ranking_spec[r] = None
+    if not ranking_spec:
+        raise ValueError("rankings must not be empty")
+    pos_mode = position if position != "auto" else ("concept" if layer < n_layers / 2 else "last")
+    if rows is None:
+        rows = build_task_rows(model, tokenizer, [task_obj.name], progress=progress)
+    rows = [r for r in rows if r["task"] == task_obj.name]
+    if not rows:
+        raise ValueError(f"rows: no rows of task {task_obj.name!r}")
+
+    t0 = time.perf_counter()
+    pairs = make_pairs(rows, n_pairs, seed=seed)
+    if not pairs:
+        raise ValueError(
+            f"task {task_obj.name!r} has no valid (base, source) pair for this model "
+            f"({sum(bool(r['correct']) for r in rows)} of {len(rows)} inputs answered correctly)"
+        )
+    tokens = {i: tokenizer(rows[i]["prompt"], add_special_tokens=True)["input_ids"] for i in range(len(rows))}
+    correct = [i for i, r in enumerate(rows) if r["correct"]]
+    needed = sorted(set(correct) | {i for p in pairs for i in p})
+    skip = skip_early_layers and layer > 0
+    values, hidden = _clean_pass(model, [tokens[i] for i in needed], layer, site, skip, batch_size)
+    values = {needed[j]: v for j, v in values.items()}
+    hidden = {needed[j]: h for j, h in hidden.items()}
+
+    orders: dict[str, list[int]] = {}
+    for name, spec in ranking_spec.items():
+        if spec is None:
+            if name == "random":
+                orders[name] = random_ranking(width, seed)
+            elif name == "correlation":
+                masks = []
+                for i in correct:
+                    fp = set(rows[i]["filler_positions"])
+                    masks.append([j in fp for j in range(len(tokens[i]))])
+                orders[name] = correlation_ranking([values[i] for i in correct], masks)
+            else:
+                raise ValueError(f"rankings[{name!r}]: no built-in ranking of that name; give a neuron order")
+        else:
+            orders[name] = _check_ranking(spec, width, name)
+
+    device = _device(model)
+    n_max = max(n_neurons)
+    per_batch = max(1, batch_size // len(ks))
+    groups: dict[int, list[int]] = {}
+    for p_i, (b, s) in enumerate(pairs):
+        groups.setdefault(len(tokens[b]), []).append(p_i)
+    successes = {name: [0] * len(ks) for name in orders}
+    predictions = {name: [[0] * len(pairs) for _ in ks] for name in orders}
+    kmask = torch.zeros(len(ks), n_max, dtype=torch.bool)
+    for j, n in enumerate(n_neurons):
+        kmask[j, :n] = True
+    total_batches = len(orders) * sum(math.ceil(len(g) / per_batch) for g in groups.values())
+    bar = tqdm(total=total_batches, desc=f"IIA {task_obj.name} L{layer}", disable=not progress)
+
+    def patched_positions(b: int) -> list[int]:
+        if pos_mode == "concept":
+            return list(rows[b]["filler_positions"])
+        return [len(tokens[b]) - 1]
+
+    # Per length group: the token prefix shared by every base input before the first patched
+    # position is run once; patched runs start from its KV cache (causal attention: nothing
+    # before the first patched position can change).
+    prefixes: dict[int, tuple[int, object]] = {}
+    for length, pidx in groups.items():
+        bases = [tokens[pairs[p][0]] for p in pidx]
+        n_pre = min(min(patched_positions(pairs[p][0])) for p in pidx) if prefix_cache else 0
+        first = bases[0]
+        while n_pre > 0 and any(b[:n_pre] != first[:n_pre] for b in bases):
+            n_pre -= 1
+        cache = None
+        if n_pre > 0:
+            with torch.no_grad():
+                cache = model(input_ids=torch.tensor([first[:n_pre]], device=device), use_cache=True).past_key_values
+        prefixes[length] = (n_pre, cache)
+
+    with torch.no_grad():
+        for name, order in orders.items():
+            top = torch.tensor(order[:n_max], dtype=torch.long)
+            for length, pidx in sorted(groups.items()):
+                n_pre, cache = prefixes[length]
+                for s0 in range(0, len(pidx), per_batch):
+                    chunk = pidx[s0 : s0 + per_batch]
+                    base_rows = [pairs[p][0] for p in chunk]
+                    src_rows = [pairs[p][1] for p in chunk]
+                    pos = torch.tensor([patched_positions(b) for b in base_rows], dtype=torch.long)
+                    vals = torch.stack([values[s][pos[j]][:, top] for j, s in enumerate(src_rows)])
+                    # one row per (pair, K): repeat each pair len(ks) times
+                    rep = len(ks)
+                    n_rows = len(chunk) * rep
+                    ids = torch.tensor([tokens[b][n_pre:] for b in base_rows], device=device).repeat_interleave(rep, 0)
+                    kwargs = {"use_cache": False, "logits_to_keep": 1}
+                    if cache is not None:
+                        past = copy.deepcopy(cache)
+                        past.batch_repeat_interleave(n_rows)
+                        kwargs = {"past_key_values": past, "use_cache": True, "logits_to_keep": 1}
+                    pos_r = pos.repeat_interleave(rep, 0) - n_pre
+                    vals_r = vals.repeat_interleave(rep, 0)
+                    mask_r = kmask.repeat(len(chunk), 1)
+                    ctx_skip = (
+                        acts.skip_to_layer(
+                            model, layer, torch.stack([hidden[b][n_pre:] for b in base_rows]).repeat_interleave(rep, 0)
+                        )
+                        if skip
+                        else contextlib.nullcontext()
+                    )
+                    if n_max == 0:
+                        logits = model(input_ids=ids, **kwargs).logits[:, -1]
+                    else:
+                        with ctx_skip, acts.patch(
+                            model, layer=layer, site=site, positions=pos_r, values=vals_r, neurons=top, mask=mask_r
+                        ):
+                            logits = model(input_ids=ids, **kwargs).logits[:, -1]
+                    pred = logits.argmax(-1).view(len(chunk), rep).tolist()
+                    for j, p in enumerate(chunk):
+                        want = rows[pairs[p][1]]["expected_token_id"]
+                        for kk in range(rep):
+                            predictions[name][kk][p] = int(pred[j][kk])
+                            successes[name][kk] += int(pred[j][kk] == want)
+                    bar.update(1)
+    bar.close()
+    seconds = time.perf_counter() - t0
+    n_int = len(pairs) * len(ks) * len(orders)
+    return {
+        "task": task_obj.name,
+        "concept": task_obj.concept,
+        "layer": layer,
+        "site": site,
+        "position": pos_mode,
+        "ks": ks,
+        "n_neurons": n_neurons,
+        "width": width,
+        "n_pairs": len(pairs),
+        "n_correct_inputs": len(correct),
+        "n_inputs": len(rows),
+        "pairs": [{"base": rows[b]["filler"], "source": rows[s]["filler"]} for b, s in pairs],
+        "pair_indices": [list(p) for p in pairs],
+        "expected": [int(rows[s]["expected_token_id"]) for _, s in pairs],
+        "predictions": predictions,
+        "curves": {name: [c / len(pairs) for c in successes[name]] for name in orders},
+        "successes": successes,
+        "rankings": orders,
+        "interventions": n_int,
+        "seconds": seconds,
+        "interventions_per_second": n_int / seconds if seconds > 0 else float("inf"),
+    }
+
+
+def plot_iia_curves(results: Sequence[Mapping] | Mapping, path) -> None:
+    """Write a PNG of IIA@K curves (one panel per result, one line per ranking)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    results = [results] if isinstance(results, Mapping) else list(results)
+    if not results:
+        raise ValueError("results must not be empty")
+    fig, axes = plt.subplots(1, len(results), figsize=(4.2 * len(results), 3.4), squeeze=False)
+    for ax, res in zip(axes[0], results):
+        for name, curve in res["curves"].items():
+            ax.plot(res["ks"], curve, marker="o", label=name)
+        ax.set_title(f"{res['task']} · layer {res['layer']} ({res['position']})", fontsize=9)
+        ax.set_xlabel("K (% of the layer's neurons)")
+        ax.set_ylabel("IIA")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(str(path), dpi=120)
+    plt.close(fig)
+
+
+def load_model(model: str = "embedded", *, device: str | None = None):
+    """(model, tokenizer) of a causal LM from a name for :func:`findbench.models.resolve`,
+    a folder or a Hub id, in float32 eval mode."""
+    from findbench.models import load_causal_lm
+
+    return load_causal_lm(model, dtype=torch.float32, device=device)
+
+
+def run_iia(
+    model: str = "embedded",
+    tasks: Sequence[str] = ("numbers/unit_conversion",),
+    layers: Sequence[int] = (0,),
+    *,
+    out=None,
+    site: str = "mlp_activation",
+    n_pairs: int = 256,
+    ks: Sequence[float] = DEFAULT_KS,
+    rankings: Sequence[str] | Mapping[str, Sequence[int]] = RANKINGS,
+    position: str = "auto",
+    seed: int = 0,
+    batch_size: int = 64,
+    progress: bool = True,
+) -> list[dict]:
+    """IIA@K sweeps for each (task, layer); with ``out``, writes ``out/iia.json`` (all
+    results) and ``out/iia.png`` (the curves), atomically."""
+    import json
+
+    from findbench._io import atomic_dir
+    from findbench.neuron_explanations.intervention_tasks import build_task_rows
+
+    if not tasks:
+        raise ValueError("tasks must not be empty")
+    if not layers:
+        raise ValueError("layers must not be empty")
+    for t in tasks:
+        get_task(t)
+    lm, tok = load_model(model)
+    rows = build_task_rows(lm, tok, list(tasks), model_name=str(model), batch_size=batch_size, progress=progress)
+    results = []
+    for t in tasks:
+        for layer in layers:
+            res = iia_sweep(
+                lm, tok, t, int(layer), rows=rows, site=site, n_pairs=n_pairs, ks=ks, rankings=rankings,
+                position=position, seed=seed, batch_size=batch_size, progress=progress,
+            )
+            res["model"] = str(model)
+            log.info("%s layer %d (%s): %s", t, layer, res["position"], {k: [round(v, 3) for v in c] for k, c in res["curves"].items()})
+            results.append(res)
+    if out is not None:
+        with atomic_dir(out) as tmp:
+            (tmp / "iia.json").write_text(json.dumps(results, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+            plot_iia_curves(results, tmp / "iia.png")
+    return results

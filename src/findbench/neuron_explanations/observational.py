@@ -1,0 +1,325 @@
+"""Observational test sets for one neuron of any Hugging Face causal LM (Huang et al. 2023).
+
+Given a model under study, a (layer, neuron) of its MLP and an explanation E:
+
+1. *Explanation block*: a generator LM lists about 20 strings in E's denotation and writes a
+   sentence around each; the string is the marked span. (A sentence that does not contain
+   its string verbatim is replaced by the template ``"Here is an example: <string>."``,
+   recorded in ``sentence_source``.) Items here are in E's denotation by construction.
+2. *Activating block*: a scan of a corpus finds the neuron's top-activating spans (per
+   sentence, the word whose tokens reach the highest activation; the top sentences by that
+   value), and a judge decides whether each span is in E's denotation: an LM judge (Yes/No
+   next-token log-probabilities of the generator LM) or, for form-based explanations such
+   as spelling, a regular expression (``judge="regex:<pattern>"``, case-insensitive search
+   on the span) or any callable ``(span, sentence) -> bool``.
+3. Every item records the span's per-token activations at the neuron (the MLP activation
+   site of :mod:`findbench.sites`); ``fires`` is max > 0 and ``label`` the
+   paper's TP/FP/FN/TN from (in_explanation, fires).
+
+The default corpus is ``findbench/data/neurons/corpus.txt``: 83 short English sentences
+written for findbench (varied topics: numbers, days, places, names, verbs, plurals), small
+enough to scan in seconds on a CPU. Pass ``corpus=`` (a list of strings or a text file, one
+sentence per line) to use another.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+
+from findbench import sites as acts
+from findbench.resources import data_path
+
+__all__ = [
+    "DEFAULT_CORPUS",
+    "load_corpus",
+    "parse_list",
+    "span_activations",
+    "top_activating_spans",
+    "make_judge",
+    "observational_rows",
+    "label_for",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CORPUS = data_path("neurons", "corpus.txt")
+
+
+def load_corpus(corpus=None) -> list[str]:
+    """Sentences of ``corpus`` (default :data:`DEFAULT_CORPUS`): a list of strings or a text
+    file with one sentence per line (``#`` lines are comments)."""
+    if corpus is None or isinstance(corpus, (str, Path)):
+        path = Path(corpus) if corpus is not None else DEFAULT_CORPUS
+        if not path.is_file():
+            raise FileNotFoundError(f"corpus: {path} is not a file")
+        lines = path.read_text(encoding="utf-8").splitlines()
+        sents = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+    else:
+        sents = [s for s in corpus]
+        if not all(isinstance(s, str) for s in sents):
+            raise ValueError("corpus must be a list of strings or a path")
+        sents = [s.strip() for s in sents if s.strip()]
+    if not sents:
+        raise ValueError("corpus has no sentences")
+    return sents
+
+
+def label_for(in_explanation: bool, fires: bool) -> str:
+    """The paper's label of an item."""
+    if in_explanation:
+        return "true_positive" if fires else "false_positive"
+    return "false_negative" if fires else "true_negative"
+
+
+_BULLET = re.compile(r"^\s*(?:[-*\u2022]+|\d+[.)]|[a-z][.)])\s*", re.I)
+
+
+def parse_list(text: str, limit: int) -> list[str]:
+    """Items of an LM-written list: one per line (or comma separated on one line), bullets
+    and numbering, a lead-in ending in ": " and surrounding quotes removed, headings dropped,
+    de-duplicated case-insensitively."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if len(lines) == 1 and "," in lines[0]:
+        lines = lines[0].split(",")
+    out: list[str] = []
+    seen = set()
+    for ln in lines:
+        if ln.rstrip().endswith(":"):  # a heading such as "Here are some examples:"
+            continue
+        item = _BULLET.sub("", ln).strip()
+        if ": " in item:  # "The days of the week are: Monday" -> "Monday"
+            item = item.rsplit(": ", 1)[1]
+        item = item.strip().strip("\"'`").strip().rstrip(".;").strip()
+        if not item or len(item) > 40:
+            continue
+        key = item.lower()
+        if key not in seen:
+            seen.add(key)
+            out.append(item)
+        if len(out) >= limit:
+            break
+    return out
+
+
+def _encode(tokenizer, text: str):
+    enc = tokenizer(text, add_special_tokens=True, return_offsets_mapping=True)
+    return enc["input_ids"], enc["offset_mapping"]
+
+
+@torch.no_grad()
+def _neuron_values(model, token_lists: Sequence[Sequence[int]], layer: int, neuron: int) -> list[list[float]]:
+    device = next(model.parameters()).device
+    out = []
+    for ids in token_lists:
+        t = torch.tensor([list(ids)], device=device)
+        v = acts.record(model, t, layer=layer, site="mlp_activation", neurons=[neuron])
+        out.append(v[0, :, 0].float().tolist())
+    return out
+
+
+def span_activations(model, tokenizer, sentence: str, start: int, end: int, *, layer: int, neuron: int) -> tuple[list[str], list[float]]:
+    """Tokens overlapping characters ``[start, end)`` of ``sentence`` and the neuron's
+    activation on each."""
+    ids, offsets = _encode(tokenizer, sentence)
+    pos = [i for i, (a, b) in enumerate(offsets) if b > a and a < end and b > start]
+    if not pos:
+        raise ValueError(f"span [{start}, {end}) of {sentence!r} covers no token")
+    vals = _neuron_values(model, [ids], layer, neuron)[0]
+    return [tokenizer.decode([ids[i]]) for i in pos], [vals[i] for i in pos]
+
+
+def top_activating_spans(model, tokenizer, corpus: Sequence[str], *, layer: int, neuron: int, k: int = 20) -> list[dict]:
+    """Per sentence the word with the highest max-token activation; the ``k`` best sentences.
+
+    Returns dicts ``sentence``, ``span``, ``start``, ``end``, ``span_tokens``, ``activations``.
+    Ties keep corpus order.
+    """
+    encs = [_encode(tokenizer, s) for s in corpus]
+    values = _neuron_values(model, [e[0] for e in encs], layer, neuron)
+    found = []
+    for s_i, (sent, (ids, offsets), vals) in enumerate(zip(corpus, encs, values)):
+        best = None
+        for m in re.finditer(r"\w+(?:['\-]\w+)*", sent):
+            pos = [i for i, (a, b) in enumerate(offsets) if b > a and a < m.end() and b > m.start()]
+            if not pos:
+                continue
+            top = max(vals[i] for i in pos)
+            if best is None or top > best[0]:
+                best = (top, m, pos)
+        if best is not None:
+            top, m, pos = best
+            found.append(
+                {
+                    "order": (-top, s_i),
+                    "sentence": sent,
+                    "span": m.group(0),
+                    "start": m.start(),
+                    "end": m.end(),
+                    "span_tokens": [tokenizer.decode([ids[i]]) for i in pos],
+                    "activations": [vals[i] for i in pos],
+                }
+            )
+    found.sort(key=lambda d: d["order"])
+    for d in found:
+        d.pop("order")
+    return found[:k]
+
+
+def make_judge(judge, explanation: str, lm=None) -> Callable[[str, str], bool]:
+    """A ``(span, sentence) -> bool`` denotation judge from ``"lm"``, ``"regex:<pattern>"``
+    or a callable."""
+    if callable(judge):
+        return judge
+    if isinstance(judge, str) and judge.startswith("regex:"):
+        try:
+            pat = re.compile(judge[len("regex:") :], re.I)
+        except re.error as exc:
+            raise ValueError(f"judge: bad regular expression: {exc}") from exc
+        return lambda span, sentence: bool(pat.search(span))
+    if judge == "lm":
+        if lm is None:
+            raise ValueError("judge='lm' needs a generator LM")
+
+        def ask(span: str, sentence: str) -> bool:
+            conv = [
+                {
+                    "role": "user",
+                    "content": (
+                        f'Description: {explanation}\nSentence: "{sentence}"\n'
+                        f'Does the word "{span}" in this sentence match the description? Answer Yes or No.'
+                    ),
+                }
+            ]
+            yes, no = lm.candidate_logprobs([conv], ["Yes", "No"])[0]
+            return yes > no
+
+        return ask
+    raise ValueError(f"judge must be 'lm', 'regex:<pattern>' or a callable, got {judge!r}")
+
+
+def _check_int(name: str, value, lo: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+        raise ValueError(f"{name} must be an int >= {lo}, got {value!r}")
+    return value
+
+
+def observational_rows(
+    model,
+    tokenizer,
+    *,
+    layer: int,
+    neuron: int,
+    explanation: str,
+    generator=None,
+    judge="lm",
+    corpus=None,
+    n_strings: int = 20,
+    n_activating: int = 20,
+    model_name: str = "",
+    max_new_tokens: int = 160,
+    progress: bool = False,
+) -> list[dict]:
+    """Rows of the ``observational`` config for one neuron (see the module docstring).
+
+    Args:
+        model, tokenizer: the model under study (a transformers causal LM).
+        layer, neuron: the MLP neuron (``neuron`` indexes the MLP activation site).
+        explanation: the explanation E to test.
+        generator: an :class:`~findbench.lm.base.LM` or spec for :func:`findbench.lm.load_lm`
+            (writes strings and sentences; the LM judge too). Default ``"embedded"``.
+        judge: ``"lm"``, ``"regex:<pattern>"`` or ``(span, sentence) -> bool``.
+        corpus: sentences scanned for activating spans (default: the shipped corpus).
+    """
+    from tqdm.auto import tqdm
+
+    if not isinstance(explanation, str) or not explanation.strip():
+        raise ValueError("explanation must be a non-empty string")
+    _check_int("layer", layer)
+    acts._check_layer(model, layer)
+    width = acts.site_dim(model, "mlp_activation")
+    _check_int("neuron", neuron)
+    if neuron >= width:
+        raise ValueError(f"neuron must be in [0, {width}), got {neuron}")
+    _check_int("n_strings", n_strings, 1)
+    _check_int("n_activating", n_activating, 1)
+    sents = load_corpus(corpus)
+
+    from findbench.lm import load_lm
+
+    lm = load_lm("embedded" if generator is None else generator)
+    judge_fn = make_judge(judge, explanation, lm)
+    nid = f"{layer}:{neuron}"
+    base = {"neuron": nid, "layer": layer, "neuron_index": neuron, "explanation": explanation, "model": model_name}
+
+    ask_list = [
+        {
+            "role": "user",
+            "content": (
+                f"List {n_strings} different words or short phrases that match this description: {explanation}\n"
+                "Write one per line, with no numbering and no other text."
+            ),
+        }
+    ]
+    strings = parse_list(lm.generate([ask_list], max_new_tokens=max_new_tokens)[0], n_strings)
+    if not strings:
+        log.warning("the generator listed no strings for %r", explanation)
+    convs = [
+        [{"role": "user", "content": f'Write one short sentence that contains the phrase "{s}". Reply with the sentence only.'}]
+        for s in strings
+    ]
+    written = lm.generate(convs, max_new_tokens=48, progress=progress) if convs else []
+    rows: list[dict] = []
+    for s, text in tqdm(list(zip(strings, written)), desc="explanation items", disable=not progress):
+        sentence = text.strip().splitlines()[0].strip() if text.strip() else ""
+        at = sentence.lower().find(s.lower())
+        source = "generated"
+        if at < 0:
+            sentence = f"Here is an example: {s}."
+            at = sentence.find(s)
+            source = "template"
+        tokens, values = span_activations(model, tokenizer, sentence, at, at + len(s), layer=layer, neuron=neuron)
+        fires = max(values) > 0
+        rows.append(
+            {
+                **base,
+                "sentence": sentence,
+                "span": sentence[at : at + len(s)],
+                "span_tokens": tokens,
+                "activations": values,
+                "max_activation": max(values),
+                "in_explanation": True,
+                "fires": fires,
+                "label": label_for(True, fires),
+                "block": "explanation",
+                "sentence_source": source,
+                "judge": "",
+            }
+        )
+    judge_name = judge if isinstance(judge, str) else getattr(judge, "__name__", "callable")
+    for item in tqdm(top_activating_spans(model, tokenizer, sents, layer=layer, neuron=neuron, k=n_activating), desc="activating items", disable=not progress):
+        inside = bool(judge_fn(item["span"], item["sentence"]))
+        fires = max(item["activations"]) > 0
+        rows.append(
+            {
+                **base,
+                "sentence": item["sentence"],
+                "span": item["span"],
+                "span_tokens": item["span_tokens"],
+                "activations": item["activations"],
+                "max_activation": max(item["activations"]),
+                "in_explanation": inside,
+                "fires": fires,
+                "label": label_for(inside, fires),
+                "block": "activating",
+                "sentence_source": "corpus",
+                "judge": judge_name,
+            }
+        )
+    for i, r in enumerate(rows):
+        r["item_index"] = i
+    return rows

@@ -1,0 +1,47 @@
+"""Files shipped inside the package (cards, metric modules, data), found the same way in a
+checkout and in an installed wheel: through :mod:`importlib.resources`, never ``__file__``."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+__all__ = ["METRICS", "metric_path", "card_template", "data_path"]
+
+#: The evaluate modules shipped with findbench (``findbench/metrics/<name>/<name>.py``).
+METRICS = ("explanation_f1", "find_exact_match", "find_nmse", "find_unit_test", "iia")
+
+
+def _package_file(*parts: str) -> Path:
+    # Installed from a wheel or as a checkout, the package is a plain folder on disk, so a
+    # Traversable can stand in for a path (evaluate.load and open() need real paths).
+    return Path(str(resources.files("findbench").joinpath(*parts)))
+
+
+def metric_path(name: str) -> str:
+    """Path of a findbench metric module, for ``evaluate.load`` from any folder::
+
+        import evaluate, findbench
+        metric = evaluate.load(findbench.metric_path("find_unit_test"))
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a string, got {type(name).__name__}")
+    if name not in METRICS:
+        raise ValueError(f"name: unknown metric {name!r}; choose from {METRICS}")
+    path = _package_file("metrics", name, f"{name}.py")
+    if not path.is_file():
+        raise FileNotFoundError(f"metric module {path} is missing from the installed package")
+    return str(path)
+
+
+def card_template(name: str) -> str:
+    """Text of a card template from ``findbench/cards/`` (``find.md``, ``evaluator_data_card.md``, …)."""
+    path = _package_file("cards", name)
+    if not path.is_file():
+        raise FileNotFoundError(f"card template {name!r} is not in findbench/cards")
+    return path.read_text(encoding="utf-8")
+
+
+def data_path(*parts: str) -> Path:
+    """Path of a data file shipped under ``findbench/data/``."""
+    return _package_file("data", *parts)

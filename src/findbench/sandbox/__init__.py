@@ -1,0 +1,603 @@
+"""Run untrusted interpreter code in a pool of limited worker processes.
+
+FIND's interpreters write Python (``def function(x): ...``) that the benchmark must execute to
+score it.  This module runs such code away from the caller's process:
+
+* every worker is a fresh ``python -s -P`` subprocess that speaks newline-delimited JSON over
+  two private pipes (never pickle: the parent never unpickles data the untrusted code could
+  forge, and stdout/stderr of the code go to a capped in-memory buffer, not the protocol);
+* limits: address space (``RLIMIT_AS``, ``memory_mb``), CPU seconds per program
+  (``RLIMIT_CPU``, re-armed before every program), wall-clock per program (the parent kills the
+  worker), file size (``RLIMIT_FSIZE``), open files, no core dumps, ``RLIMIT_NPROC=0`` and,
+  when started as root and the interpreter is readable by ``nobody``, a switch to uid ``nobody``;
+* no network: a fresh network namespace (``unshare(CLONE_NEWNET)``, or an unprivileged user +
+  network namespace) when the kernel allows it, *and* an audit hook (``sys.addaudithook``)
+  that refuses sockets, ``os.system``/``subprocess``/``fork``/``exec``/``spawn``/``kill``,
+  threads, ``ctypes`` and every file write or file-system change outside the worker's private
+  temporary directory (also its working directory and ``$HOME``);
+* outputs: stdout + stderr of the code captured up to ``max_output_bytes`` characters, results
+  larger than ``max_result_bytes`` refused;
+* a worker that times out, runs out of CPU time or dies is killed and replaced; the item gets
+  status ``"timeout"`` or ``"killed"`` and the batch goes on, so every call returns one
+  :class:`SandboxResult` per program.
+
+numpy (and a few stdlib modules interpreter code likes) is imported once per worker, and
+workers are reused for many programs; all inputs of one program travel in one request and
+several programs in one message, so the cost per program is a few hundred microseconds.
+``random`` and ``numpy.random`` are re-seeded with ``seed`` before every program, so results
+do not depend on which worker ran what.
+
+This is defence in depth against careless or runaway code (the usual LLM failure modes), not a
+security boundary against code written to attack this module: for that, add a container/VM.
+
+Example::
+
+    from findbench.sandbox import Sandbox, run_functions
+
+    res = run_functions(["def f(x):\\n    return 2 * x\\n"], [[1, 2, 3]])
+    res[0].status, res[0].values          # ('ok', [2, 4, 6])
+
+    with Sandbox(workers=2, timeout=5) as box:   # reuse workers across calls
+        box.run(codes, inputs, entry="function")
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import json
+import logging
+import math
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = [
+    "SandboxResult",
+    "Sandbox",
+    "run_functions",
+    "STATUSES",
+    "DEFAULT_TIMEOUT",
+    "DEFAULT_CPU_SECONDS",
+    "DEFAULT_MEMORY_MB",
+    "DEFAULT_MAX_OUTPUT_BYTES",
+    "DEFAULT_MAX_RESULT_BYTES",
+]
+
+logger = logging.getLogger(__name__)
+
+STATUSES = ("ok", "error", "timeout", "killed")
+DEFAULT_TIMEOUT = 10.0
+DEFAULT_CPU_SECONDS = 5.0
+DEFAULT_MEMORY_MB = 1024
+DEFAULT_MAX_OUTPUT_BYTES = 64 * 1024
+DEFAULT_MAX_RESULT_BYTES = 16 * 1024 * 1024
+_STARTUP_TIMEOUT = 120.0  # seconds for a worker to import numpy and report ready (shared CPUs)
+_MAX_ITEMS_PER_MESSAGE = 32
+_MESSAGE_LIMIT = 64 * 1024
+# The worker is a separate, import-light script: it must not import subprocess, threading
+# pools or findbench itself before the audit hook is installed.
+_WORKER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_worker.py")
+
+
+@dataclasses.dataclass(frozen=True)
+class SandboxResult:
+    """What one program did.
+
+    ``status``:
+      * ``"ok"``: the program loaded and its entry function was called on every input (an
+        exception on one input only fails that input: see ``errors``);
+      * ``"error"``: the program could not be loaded (syntax error, exception at module level,
+        no entry function, ...): ``message`` says why, ``values``/``errors`` are all ``None``
+        / the message;
+      * ``"timeout"``: wall-clock or CPU-time limit exceeded (the worker was replaced);
+      * ``"killed"``: the worker died (segfault, ``os._exit``, oversized reply, ...).
+
+    ``values[i]`` is the JSON-plain result for ``inputs[i]`` (numpy scalars/arrays become
+    Python floats/lists, tuples become lists, NaN/inf are kept) or ``None`` when
+    ``errors[i]`` (``"ExcType: message"``) is set.  ``stdout`` holds the program's stdout and
+    stderr, capped.
+    """
+
+    status: str
+    values: list
+    errors: list
+    stdout: str = ""
+    message: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True when the program loaded and no input raised."""
+        return self.status == "ok" and all(e is None for e in self.errors)
+
+
+def _failed(status: str, n_inputs: int, message: str, stdout: str = "") -> SandboxResult:
+    return SandboxResult(status, [None] * n_inputs, [message] * n_inputs, stdout, message)
+
+
+# --------------------------------------------------------------------------- parent side
+
+
+def _check_positive(name: str, value: Any, *, integer: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    if integer and int(value) != value:
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if not (value > 0) or math.isinf(value):
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+
+
+def _check_entry(entry: Any, n: int) -> list[str]:
+    """One validated entry per program (``entry`` is one string or one per program)."""
+    entries = [entry] * n if isinstance(entry, str) else entry
+    if isinstance(entries, (bytes, dict)) or not isinstance(entries, Sequence):
+        raise TypeError(f"entry must be 'last_def', a function name or one of those per program, got {type(entry).__name__}")
+    if len(entries) != n:
+        raise ValueError(f"entry must have one element per program ({len(entries)} != {n})")
+    for k, e in enumerate(entries):
+        where = "entry" if isinstance(entry, str) else f"entry[{k}]"
+        if not isinstance(e, str):
+            raise TypeError(f"{where} must be 'last_def' or a function name, got {type(e).__name__}")
+        if e != "last_def" and not e.isidentifier():
+            raise ValueError(f"{where} must be 'last_def' or a Python identifier, got {e!r}")
+    return list(entries)
+
+
+def _interpreter_readable_by_others() -> bool:
+    """Whether a process running as ``nobody`` could still import the stdlib and numpy."""
+    roots = {os.path.dirname(os.__file__), sys.prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    try:
+        import numpy  # noqa: PLC0415
+
+        roots.add(os.path.dirname(os.path.dirname(numpy.__file__)))
+    except ImportError:  # pragma: no cover - numpy is a dependency
+        pass
+    for root in roots:
+        path = os.path.realpath(root)
+        while True:
+            try:
+                mode = os.stat(path).st_mode
+            except OSError:
+                return False
+            if not mode & 0o001:  # others may not traverse
+                return False
+            parent = os.path.dirname(path)
+            if parent == path:
+                break
+            path = parent
+    return True
+
+
+class _Worker:
+    """One worker subprocess and the parent's end of its pipes."""
+
+    def __init__(self, proc: subprocess.Popen, tmpdir: str, line_limit: int):
+        self.proc = proc
+        self.tmpdir = tmpdir
+        self.line_limit = line_limit
+        self.buf = bytearray()
+        self.fd = proc.stdout.fileno()
+        self.poller = select.poll()
+        self.poller.register(self.fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+        self.hello: dict = {}
+
+    def read_line(self, deadline: float) -> bytes | None:
+        """Next reply line; ``None`` on EOF; raises ``TimeoutError`` / ``OverflowError``."""
+        while True:
+            nl = self.buf.find(b"\n")
+            if nl >= 0:
+                line = bytes(self.buf[:nl])
+                del self.buf[: nl + 1]
+                return line
+            if len(self.buf) > self.line_limit:
+                raise OverflowError(f"worker reply longer than {self.line_limit} bytes")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            if not self.poller.poll(max(1, math.ceil(remaining * 1000))):
+                if time.monotonic() >= deadline:
+                    raise TimeoutError
+                continue
+            chunk = os.read(self.fd, 1 << 20)
+            if not chunk:
+                return None
+            self.buf += chunk
+
+    def send(self, obj: Any) -> None:
+        data = json.dumps(obj, separators=(",", ":")).encode() + b"\n"
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def kill(self) -> int | None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.kill()
+            except ProcessLookupError:  # pragma: no cover - raced with exit
+                pass
+        try:
+            rc = self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # pragma: no cover - unkillable process
+            rc = None
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
+        return rc
+
+    def close(self) -> None:
+        """Ask the worker to exit (EOF on its request pipe), then make sure it did."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+        self.kill()
+
+
+class Sandbox:
+    """A pool of reusable sandboxed worker processes (use as a context manager).
+
+    Args:
+        workers: number of worker processes; default ``min(4, os.cpu_count())``.  Workers
+            start lazily on the first :meth:`run` and stay up until :meth:`close`.
+        timeout: wall-clock seconds allowed per program (loading it and calling it on all its
+            inputs), measured by the parent.
+        cpu_seconds: CPU seconds per program (``RLIMIT_CPU``, 1 s granularity upward).
+        memory_mb: address-space limit of a worker in MiB (includes the ~100-200 MiB of the
+            interpreter and numpy).
+        max_output_bytes: characters of stdout+stderr kept per program.
+        max_result_bytes: largest serialized result of one program; larger results fail
+            with status ``"error"``.
+        seed: ``random`` and ``numpy.random`` are seeded with it before every program.
+        isolate_network: try a fresh network namespace (the audit hook blocks sockets anyway).
+        drop_privileges: when running as root, switch workers to uid/gid 65534 (``nobody``)
+            if the interpreter is readable by others (it is skipped otherwise: see
+            :attr:`isolation`).
+        max_file_bytes: ``RLIMIT_FSIZE`` of the worker (largest file it may write in its temp dir).
+    """
+
+    def __init__(
+        self,
+        *,
+        workers: int | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        cpu_seconds: float = DEFAULT_CPU_SECONDS,
+        memory_mb: int = DEFAULT_MEMORY_MB,
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+        seed: int = 0,
+        isolate_network: bool = True,
+        drop_privileges: bool = True,
+        max_file_bytes: int = 16 * 1024 * 1024,
+    ):
+        if workers is None:
+            workers = max(1, min(4, os.cpu_count() or 1))
+        _check_positive("workers", workers, integer=True)
+        _check_positive("timeout", timeout)
+        _check_positive("cpu_seconds", cpu_seconds)
+        _check_positive("memory_mb", memory_mb, integer=True)
+        _check_positive("max_output_bytes", max_output_bytes, integer=True)
+        _check_positive("max_result_bytes", max_result_bytes, integer=True)
+        _check_positive("max_file_bytes", max_file_bytes, integer=True)
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        self.n_workers = int(workers)
+        self.timeout = float(timeout)
+        self.config = {
+            "cpu_seconds": float(cpu_seconds),
+            "memory_mb": int(memory_mb),
+            "max_output_bytes": int(max_output_bytes),
+            "max_result_bytes": int(max_result_bytes),
+            "max_file_bytes": int(max_file_bytes),
+            "seed": int(seed),
+            "isolate_network": bool(isolate_network),
+            "drop_privileges": bool(
+                drop_privileges and os.geteuid() == 0 and _interpreter_readable_by_others()
+            ),
+        }
+        self._line_limit = int(max_result_bytes) + 8 * int(max_output_bytes) + _MESSAGE_LIMIT
+        self._workers: list[_Worker | None] = [None] * self.n_workers
+        self._lock = threading.Lock()
+        self._run_lock = threading.Lock()
+        # Workers die with their parent (PR_SET_PDEATHSIG follows the *thread* that forked
+        # them), so every worker is started from this one long-lived thread.
+        self._spawner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="findbench-sandbox")
+        self._closed = False
+        self.isolation: dict = {}
+
+    # -- life cycle
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def close(self) -> None:
+        """Stop all workers and remove their temporary directories."""
+        if self._closed:
+            return
+        self._closed = True
+        for i, worker in enumerate(self._workers):
+            if worker is not None:
+                worker.close()
+                self._workers[i] = None
+        self._spawner.shutdown(wait=True)
+
+    def _popen(self) -> _Worker:
+        tmpdir = tempfile.mkdtemp(prefix="findbench-sandbox-")
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "HOME": tmpdir,
+            "TMPDIR": tmpdir,
+            "LANG": "C.UTF-8",
+            "PYTHONHASHSEED": "0",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "NUMEXPR_NUM_THREADS": "1",
+        }
+        config = dict(self.config, tmpdir=tmpdir)
+        proc = subprocess.Popen(
+            [sys.executable, "-s", "-P", _WORKER_SCRIPT, "--worker", json.dumps(config)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=tmpdir,
+            env=env,
+            start_new_session=True,
+        )
+        return _Worker(proc, tmpdir, self._line_limit)
+
+    def _start_worker(self) -> _Worker:
+        if self._closed:
+            raise RuntimeError("the Sandbox is closed")
+        worker = self._spawner.submit(self._popen).result()
+        try:
+            line = worker.read_line(time.monotonic() + _STARTUP_TIMEOUT)
+        except (TimeoutError, OverflowError):
+            line = None
+        hello = json.loads(line) if line else {}
+        if not hello.get("ready"):
+            rc = worker.kill()
+            raise RuntimeError(f"sandbox worker failed to start (exit code {rc}): {hello.get('error', '')}")
+        worker.hello = hello
+        with self._lock:
+            if not self.isolation:
+                self.isolation = hello.get("isolation", {})
+                logger.debug("sandbox isolation: %s", self.isolation)
+        return worker
+
+    # -- running
+    def run(
+        self,
+        codes: Sequence[str],
+        inputs: Sequence[Sequence[Any]],
+        *,
+        entry: str | Sequence[str] = "last_def",
+        progress: bool = False,
+    ) -> list[SandboxResult]:
+        """Run every program ``codes[k]`` on its inputs ``inputs[k]``; one result per program.
+
+        ``entry="last_def"`` calls the last top-level ``def`` of each program (FIND's rule for
+        interpreter code); any other value names the function to call (e.g. ``"function"``);
+        a sequence gives one such entry per program.
+        Each input is passed as the single positional argument; inputs must be JSON data
+        (numbers, strings, lists, dicts, None) and are passed as data, never formatted into code.
+        Programs run with ``__name__ == "__findbench_program__"`` (so ``if __name__ ==
+        "__main__":`` demo blocks are skipped) in a fresh namespace each.
+        """
+        if isinstance(codes, (str, bytes)) or not isinstance(codes, Sequence):
+            raise TypeError(f"codes must be a sequence of strings, got {type(codes).__name__}")
+        if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
+            raise TypeError(f"inputs must be a sequence of input lists, got {type(inputs).__name__}")
+        if len(codes) != len(inputs):
+            raise ValueError(f"codes and inputs must have the same length ({len(codes)} != {len(inputs)})")
+        entries = _check_entry(entry, len(codes))
+        items = []
+        for k, (code, args) in enumerate(zip(codes, inputs)):
+            if not isinstance(code, str):
+                raise TypeError(f"codes[{k}] must be a string, got {type(code).__name__}")
+            if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
+                raise TypeError(f"inputs[{k}] must be a list of inputs, got {type(args).__name__}")
+            args = list(args)
+            try:
+                json.dumps(args, allow_nan=True)
+            except (TypeError, ValueError) as exc:
+                raise TypeError(f"inputs[{k}] must be JSON data (numbers, strings, lists, dicts): {exc}") from None
+            items.append({"k": k, "code": code, "inputs": args, "entry": entries[k]})
+        if self._closed:
+            raise RuntimeError("the Sandbox is closed")
+        results: list[SandboxResult | None] = [None] * len(items)
+        if not items:
+            return []
+        from tqdm.auto import tqdm  # noqa: PLC0415
+
+        n_threads = min(self.n_workers, len(items))
+        per_message = max(1, min(_MAX_ITEMS_PER_MESSAGE, len(items) // (4 * n_threads)))
+        queue = deque(items)
+        bar = tqdm(total=len(items), desc="sandbox", unit="program", disable=not progress)
+        errors: list[BaseException] = []
+
+        def take() -> list[dict]:
+            with self._lock:
+                batch = []
+                size = 0
+                while queue and len(batch) < per_message and size < (1 << 20):
+                    item = queue.popleft()
+                    size += len(item["code"]) + 16 * len(item["inputs"])
+                    batch.append(item)
+                return batch
+
+        def give_back(batch: list[dict]) -> None:
+            with self._lock:
+                queue.extendleft(reversed(batch))
+
+        def loop(slot: int) -> None:
+            try:
+                while True:
+                    batch = take()
+                    if not batch:
+                        return
+                    done = self._run_batch(slot, batch, results)
+                    bar.update(done)
+                    if done < len(batch):
+                        give_back(batch[done:])
+            except BaseException as exc:  # surfaced in the caller's thread below
+                errors.append(exc)
+
+        with self._run_lock:
+            try:
+                if n_threads == 1:
+                    loop(0)
+                else:
+                    threads = [threading.Thread(target=loop, args=(i,), daemon=True) for i in range(n_threads)]
+                    for t in threads:
+                        t.start()
+                    for t in threads:
+                        t.join()
+            finally:
+                bar.close()
+        if errors:
+            raise errors[0]
+        missing = [i for i, r in enumerate(results) if r is None]
+        if missing:  # pragma: no cover - every path above fills its items
+            raise RuntimeError(f"sandbox lost programs {missing[:5]}")
+        return results  # type: ignore[return-value]
+
+    def _run_batch(self, slot: int, batch: list[dict], results: list) -> int:
+        """Send ``batch`` to worker ``slot``; fill ``results``; return how many items finished."""
+        worker = self._workers[slot]
+        if worker is None or worker.proc.poll() is not None:
+            if worker is not None:
+                worker.kill()
+            worker = self._workers[slot] = self._start_worker()
+        try:
+            worker.send({"items": batch})
+        except OSError:  # the idle worker died between batches: no program is to blame
+            worker.kill()
+            worker = self._workers[slot] = self._start_worker()
+            worker.send({"items": batch})
+        started = time.monotonic()
+        for done, item in enumerate(batch):
+            n_inputs = len(item["inputs"])
+            try:
+                line = worker.read_line(started + self.timeout)
+            except TimeoutError:
+                worker.kill()
+                self._workers[slot] = None
+                results[item["k"]] = _failed("timeout", n_inputs, f"wall-clock limit of {self.timeout:g} s exceeded")
+                return done + 1
+            except OverflowError as exc:
+                worker.kill()
+                self._workers[slot] = None
+                results[item["k"]] = _failed("killed", n_inputs, str(exc))
+                return done + 1
+            if line is None:
+                rc = worker.kill()
+                self._workers[slot] = None
+                results[item["k"]] = self._death_result(rc, n_inputs)
+                return done + 1
+            started = time.monotonic()
+            results[item["k"]], retire = self._parse_reply(line, item)
+            if retire:  # the program left threads behind: start a fresh worker
+                worker.kill()
+                self._workers[slot] = None
+                return done + 1
+        return len(batch)
+
+    def _death_result(self, rc: int | None, n_inputs: int) -> SandboxResult:
+        if rc is not None and rc == -signal.SIGXCPU:
+            return _failed("timeout", n_inputs, f"CPU time limit of {self.config['cpu_seconds']:g} s exceeded")
+        if rc is not None and rc < 0:
+            try:
+                name = signal.Signals(-rc).name
+            except ValueError:
+                name = str(-rc)
+            return _failed("killed", n_inputs, f"worker killed by signal {name}")
+        return _failed("killed", n_inputs, f"worker exited unexpectedly (exit code {rc})")
+
+    @staticmethod
+    def _parse_reply(line: bytes, item: dict) -> tuple[SandboxResult, bool]:
+        n_inputs = len(item["inputs"])
+        try:
+            reply = json.loads(line)
+            status = reply["status"]
+            values = reply["values"]
+            errors = reply["errors"]
+            stdout = reply.get("stdout", "")
+            message = reply.get("message", "")
+            if (
+                reply.get("k") != item["k"]
+                or status not in ("ok", "error")
+                or not isinstance(values, list)
+                or not isinstance(errors, list)
+                or len(values) != n_inputs
+                or len(errors) != n_inputs
+                or not isinstance(stdout, str)
+                or not isinstance(message, str)
+                or not all(e is None or isinstance(e, str) for e in errors)
+            ):
+                raise ValueError("malformed reply")
+        except (ValueError, KeyError, TypeError):
+            return _failed("killed", n_inputs, "worker sent a malformed reply"), True
+        return SandboxResult(status, values, errors, stdout, message), bool(reply.get("retire"))
+
+
+def run_functions(
+    codes: Sequence[str],
+    inputs: Sequence[Sequence[Any]],
+    *,
+    entry: str | Sequence[str] = "last_def",
+    timeout: float = DEFAULT_TIMEOUT,
+    memory_mb: int = DEFAULT_MEMORY_MB,
+    cpu_seconds: float = DEFAULT_CPU_SECONDS,
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    workers: int | None = None,
+    seed: int = 0,
+    progress: bool = False,
+    sandbox: Sandbox | None = None,
+) -> list[SandboxResult]:
+    """Run each program on its inputs in sandboxed workers; one :class:`SandboxResult` each.
+
+    ``codes[k]`` is Python source; the function called is its last top-level ``def``
+    (``entry="last_def"``) or the function named ``entry``; it is called once per element of
+    ``inputs[k]`` (as its single argument).  Pass ``sandbox=`` to reuse a running
+    :class:`Sandbox` (its limits apply and the limit arguments here are ignored); otherwise a
+    pool is started with these limits and stopped before returning.
+    """
+    if sandbox is not None:
+        if not isinstance(sandbox, Sandbox):
+            raise TypeError(f"sandbox must be a findbench.sandbox.Sandbox, got {type(sandbox).__name__}")
+        return sandbox.run(codes, inputs, entry=entry, progress=progress)
+    if workers is None and hasattr(codes, "__len__"):
+        workers = max(1, min(4, os.cpu_count() or 1, len(codes) or 1))
+    with Sandbox(
+        workers=workers,
+        timeout=timeout,
+        cpu_seconds=cpu_seconds,
+        memory_mb=memory_mb,
+        max_output_bytes=max_output_bytes,
+        seed=seed,
+    ) as box:
+        return box.run(codes, inputs, entry=entry, progress=progress)

@@ -1,0 +1,183 @@
+"""Judge training data: function splits, balanced answers, the judge's exact prompt, the folder."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from findbench.judge import render_judge_prompt
+from findbench.judge.data import (
+    build_evaluator_data,
+    build_evaluator_rows,
+    function_items,
+    heldout_function_ids,
+    load_evaluator_data,
+    split_functions,
+)
+from findbench.judge.report import wrong_descriptions
+
+
+def _entity_rows() -> list[dict]:
+    """Hand-made entity rows: 10 atomic concepts (3 words each) and 4 two-concept compositions."""
+    concepts = {f"c{i}": [f"w{i}a", f"w{i}b", f"w{i}c"] for i in range(10)}
+    rows = []
+    for i, (c, words) in enumerate(concepts.items()):
+        tests = [{"inputs": [w, "x", "y"], "outputs": None, "correct": 1} for w in words]
+        rows.append({"function_id": f"neurons_entities/f{i:05d}", "category": "neurons_entities", "concept1": c,
+                     "concept2": None, "description": f"The neuron fires on words related to {c}.", "unit_tests": tests})
+    for k, (a, b) in enumerate([("c0", "c1"), ("c2", "c3"), ("c4", "c5"), ("c6", "c7")]):
+        words = concepts[a][:1] + concepts[b][:1]
+        tests = [{"inputs": ["x", w, "y"], "outputs": None, "correct": 2} for w in words]
+        rows.append({"function_id": f"neurons_entities/f{10 + k:05d}", "category": "neurons_entities", "concept1": a,
+                     "concept2": b, "description": f"Words related to {a} or to {b}.", "unit_tests": tests})
+    return rows
+
+
+@pytest.fixture(scope="module")
+def strings_rows():
+    from findbench.find import load_rows
+
+    return load_rows("strings", seed=0)[:60]
+
+
+@pytest.fixture(scope="module")
+def relation_rows():
+    from findbench.find import load_rows
+
+    return load_rows("neurons_relations", seed=0)
+
+
+def test_function_items_are_the_correct_options():
+    row = {"unit_tests": [{"inputs": ["a", "b", "c"], "outputs": ["A", "B", "C"], "correct": 2},
+                          {"inputs": ["d", "b", "e"], "outputs": ["D", "B", "E"], "correct": 2},
+                          {"inputs": ["f", "g", "h"], "outputs": ["F", "G", "H"], "correct": 3}]}
+    assert function_items(row) == [("b", "B"), ("h", "H")]
+    assert function_items({"unit_tests": [{"inputs": ["x", "y", "z"], "outputs": None, "correct": 1}]}) == ["x"]
+
+
+def test_relation_split_keeps_families_together(relation_rows):
+    splits = split_functions(relation_rows, seed=0, heldout_fraction=0.2)
+    assert set(splits) == {r["function_id"] for r in relation_rows}
+    by_family = {}
+    for r in relation_rows:
+        by_family.setdefault(r["name"].split("~")[0], set()).add(splits[r["function_id"]])
+    assert all(len(s) == 1 for s in by_family.values())  # a relation and its corruptions share a side
+    assert sum(s == {"heldout"} for s in by_family.values()) == 5  # 20% of 25 relations
+    assert split_functions(relation_rows, seed=0) == splits
+    assert split_functions(relation_rows, seed=1) != splits
+
+
+def test_entity_split_by_concept():
+    rows = _entity_rows()
+    splits = split_functions(rows, seed=3, heldout_fraction=0.3)
+    held = {r["concept1"] for r in rows[:10] if splits[r["function_id"]] == "heldout"}
+    assert len(held) == 3
+    for r in rows[10:]:
+        inside = {r["concept1"] in held, r["concept2"] in held}
+        expected = "heldout" if inside == {True} else "train" if inside == {False} else "excluded"
+        assert splits[r["function_id"]] == expected
+
+
+def test_rows_follow_the_rules(strings_rows, relation_rows):
+    rows = {"strings": strings_rows, "neurons_entities": _entity_rows(), "neurons_relations": relation_rows}
+    train, held, splits = build_evaluator_rows(rows, n=90, n_heldout=30, seed=0, heldout_fraction=0.3)
+    assert len(train) == 90 and len(held) == 30
+    by_id = {r["function_id"]: r for rs in rows.values() for r in rs}
+    counts = Counter(r["category"] for r in train)
+    assert counts == {"strings": 30, "neurons_entities": 30, "neurons_relations": 30}
+    for cat in counts:  # balanced answer positions within each category
+        assert Counter(r["correct"] for r in train if r["category"] == cat) == {1: 10, 2: 10, 3: 10}
+    for r in train + held:
+        assert splits[r["function_id"]] == r["split"]
+        assert r["target"] == f"[ANSWER]: {r['correct']}"
+        ut = json.loads(r["unit_test"])
+        assert ut["correct"] == r["correct"]
+        fn = by_id[r["function_id"]]
+        # exactly the judge's prompt for the function's ground-truth description
+        assert r["messages"] == render_judge_prompt(fn["description"], ut, r["category"])
+        items = ut["inputs"] if ut["outputs"] is None else list(zip(ut["inputs"], ut["outputs"]))
+        own = set(function_items(fn))
+        assert items[r["correct"] - 1] in own
+        assert len(set(items)) == 3
+    assert {r["split"] for r in train} == {"train"} and {r["split"] for r in held} == {"heldout"}
+    train_ids = {r["function_id"] for r in train}
+    held_ids = {r["function_id"] for r in held}
+    assert not train_ids & held_ids
+    # the same seed gives the same rows
+    again, _, _ = build_evaluator_rows(rows, n=90, n_heldout=30, seed=0, heldout_fraction=0.3)
+    assert again == train
+
+
+def test_string_distractors_are_not_produced_by_the_function(strings_rows):
+    from findbench.find import load_function
+
+    train, _, _ = build_evaluator_rows({"strings": strings_rows}, n=30, n_heldout=0, seed=1)
+    by_id = {r["function_id"]: r for r in strings_rows}
+    for r in train:
+        fn = load_function(by_id[r["function_id"]])
+        ut = json.loads(r["unit_test"])
+        for k, (i, o) in enumerate(zip(ut["inputs"], ut["outputs"]), 1):
+            if k != ut["correct"]:
+                assert fn(i) != o
+
+
+def test_bad_input_names_the_argument(strings_rows):
+    with pytest.raises(ValueError, match="n must be"):
+        build_evaluator_rows({"strings": strings_rows}, n=0)
+    with pytest.raises(ValueError, match="heldout_fraction"):
+        split_functions(strings_rows, heldout_fraction=1.5)
+    with pytest.raises(ValueError, match="category"):
+        build_evaluator_rows({"neurons_relations": strings_rows}, n=3)
+    with pytest.raises(ValueError, match="category must be one of"):
+        build_evaluator_rows({"numeric": strings_rows}, n=3)
+    no_desc = [dict(r, description="") for r in strings_rows[:5]]
+    with pytest.raises(ValueError, match="description"):
+        build_evaluator_rows({"strings": no_desc}, n=3)
+
+
+def test_data_folder_round_trip(tmp_path, strings_rows):
+    out = build_evaluator_data(tmp_path / "judge-data", n=12, n_heldout=6, seed=0,
+                               rows_by_category={"strings": strings_rows[:30], "neurons_entities": _entity_rows()})
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary leftovers
+    dd = load_evaluator_data(out)
+    assert dd["train"].num_rows == 12 and dd["validation"].num_rows == 6
+    assert dd["train"][0]["messages"][0]["role"] == "system"
+    card = (out / "README.md").read_text()
+    assert card.startswith("---\n") and "data/train-*.parquet" in card and "| strings | 24 | 6 | 0 | 6 |" in card
+    held = heldout_function_ids(out, "strings")
+    assert len(held) == 6 and all(h.startswith("strings/") for h in held)
+    assert not set(held) & set(dd["train"]["function_id"])
+    with pytest.raises(FileNotFoundError, match="evaluator-data"):
+        load_evaluator_data(tmp_path)
+
+
+def test_wrong_descriptions_never_keep_the_own_text():
+    descs = ["a", "b", "c", "d", "a"]
+    wrong = wrong_descriptions(descs, seed=0)
+    assert sorted(wrong) == sorted(descs)
+    assert all(w != d for w, d in zip(wrong, descs))
+    assert wrong_descriptions(descs, seed=0) == wrong
+    with pytest.raises(ValueError, match="two distinct"):
+        wrong_descriptions(["same", "same"])
+
+
+def test_embedded_evaluator_name_resolves_to_the_cached_judge(tmp_path, monkeypatch):
+    from findbench.judge.train import TRAINED_MARKER, TrainArgs, embedded_evaluator_dir
+    from findbench.models import resolve
+
+    monkeypatch.setenv("FINDBENCH_CACHE", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="findbench train-evaluator"):
+        resolve("embedded-evaluator")
+    old = tmp_path / "models" / "embedded-evaluator-v1"  # a judge of the earlier (logprob) recipe is not reused
+    old.mkdir(parents=True)
+    (old / TRAINED_MARKER).write_text("{}")
+    with pytest.raises(FileNotFoundError):
+        resolve("embedded-evaluator")
+    folder = tmp_path / "models" / "embedded-evaluator-v2"
+    folder.mkdir(parents=True)
+    (folder / TRAINED_MARKER).write_text("{}")
+    assert resolve("embedded-evaluator") == str(folder)
+    # train-evaluator's defaults (no output_dir) write exactly there
+    assert TrainArgs().output_dir is None and embedded_evaluator_dir(must_exist=False) == str(folder)

@@ -1,0 +1,257 @@
+"""Judge fine-tuning on a tiny random Llama: loss goes down, the adapter loads as a judge,
+resuming continues the step count, the report runs end to end."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from findbench.judge.train import TrainArgs, parse_train_args, tokenize_judge_row, train_evaluator
+from tests._paths import REPO
+
+
+@pytest.fixture(scope="module")
+def tiny_base(tmp_path_factory, embedded_model_dir) -> str:
+    """A 2-layer random Llama with the embedded model's tokenizer (and chat template)."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tok = AutoTokenizer.from_pretrained(embedded_model_dir)
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+                      tie_word_embeddings=True, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    path = tmp_path_factory.mktemp("tiny-base")
+    LlamaForCausalLM(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def strings_rows():
+    from findbench.find import load_rows
+
+    return load_rows("strings", seed=0)[:40]
+
+
+@pytest.fixture(scope="module")
+def judge_data(tmp_path_factory, strings_rows) -> str:
+    from findbench.judge.data import build_evaluator_data
+
+    out = tmp_path_factory.mktemp("data") / "judge-data"
+    return str(build_evaluator_data(out, n=24, n_heldout=6, seed=0, rows_by_category={"strings": strings_rows}))
+
+
+def _args(base: str, data: str, out: Path, **kw) -> TrainArgs:
+    values = dict(model=base, data=data, output_dir=str(out), max_train_rows=0, eval_rows=0, lora_r=8, lora_alpha=16,
+                  lora_top_layers=0, lora_dropout=0.0, learning_rate=1e-2, warmup_ratio=0.0,
+                  per_device_train_batch_size=2, gradient_accumulation_steps=2, logging_steps=1, save_steps=0,
+                  max_steps=12, num_threads=1, seed=0, loss_reduction="token")
+    values.update(kw)
+    return TrainArgs(**values)
+
+
+def test_tokenize_masks_the_prompt(tiny_base):
+    from transformers import AutoTokenizer
+
+    from findbench.judge import render_judge_prompt
+    from findbench.lm.transformers_lm import TransformersLM
+
+    tok = AutoTokenizer.from_pretrained(tiny_base)
+    ut = {"inputs": ["a", "b", "c"], "outputs": ["A", "B", "C"], "correct": 2}
+    msgs = render_judge_prompt("Uppercases the input.", ut, "strings")
+    enc = tokenize_judge_row(tok, msgs, "[ANSWER]: 2")
+    n_prompt = sum(label == -100 for label in enc["labels"])
+    answer = tok.decode(enc["input_ids"][n_prompt:])
+    assert answer.startswith("[ANSWER]: 2") and tok.eos_token in answer
+    # the prompt tokens are the judge's rendering, token for token
+    lm = TransformersLM(tiny_base, device="cpu")
+    assert enc["input_ids"][:n_prompt] == tok(lm.render(msgs), add_special_tokens=False)["input_ids"]
+    assert enc["labels"][n_prompt:] == enc["input_ids"][n_prompt:]
+    short = tokenize_judge_row(tok, msgs, "[ANSWER]: 2", max_length=20)
+    n_answer = len(enc["input_ids"]) - n_prompt
+    assert len(short["input_ids"]) == 20  # the prompt is cut from the left, the answer kept whole
+    assert short["input_ids"][-n_answer:] == enc["input_ids"][n_prompt:] == short["labels"][-n_answer:]
+    assert short["input_ids"][: 20 - n_answer] == enc["input_ids"][n_prompt - (20 - n_answer) : n_prompt]
+
+
+def test_loss_reductions():
+    from findbench.judge.train import _cross_entropy
+
+    logits = torch.log(torch.tensor([[[0.5, 0.5], [0.25, 0.75]], [[1.0, 1e-9], [0.5, 0.5]]]))
+    labels = torch.tensor([[0, 1], [-100, 0]])  # row 0: two answer tokens, row 1: one
+    nll = [-torch.log(torch.tensor(v)).item() for v in (0.5, 0.75, 0.5)]
+    assert float(_cross_entropy(logits, labels, "token")) == pytest.approx(sum(nll) / 3, rel=1e-5)
+    assert float(_cross_entropy(logits, labels, "row")) == pytest.approx((nll[0] + nll[1] + nll[2]) / 2, rel=1e-5)
+    with pytest.raises(ValueError, match="loss_reduction"):
+        _cross_entropy(logits, labels, "mean")
+
+
+def test_args_validation_and_yaml(tmp_path):
+    with pytest.raises(ValueError, match="learning_rate"):
+        TrainArgs(learning_rate=0).validate()
+    with pytest.raises(ValueError, match="hub_model_id"):
+        TrainArgs(push_to_hub=True).validate()
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("learning_rate: 3.0e-4\nlora_r: 4\n")
+    args = parse_train_args(["--config", str(cfg), "--lora_r", "2"])
+    assert args.learning_rate == 3e-4 and args.lora_r == 2  # flags win over the YAML
+    cfg.write_text("learning_rat: 1\n")
+    with pytest.raises(ValueError, match="unknown fields"):
+        parse_train_args(["--config", str(cfg)])
+    # the shipped configs parse
+    for name in ("embedded.yaml", "vicuna.yaml"):
+        parse_train_args(["--config", str(REPO / "training" / "configs" / name)])
+
+
+@pytest.mark.slow
+def test_training_lowers_loss_and_writes_a_loadable_judge(tmp_path, tiny_base, judge_data):
+    out = tmp_path / "judge"
+    path = train_evaluator(_args(tiny_base, judge_data, out, eval_rows=4, merge=True, judge_mode="logprob"))
+    assert Path(path) == out.resolve()
+    summary = json.loads((out / "findbench_evaluator.json").read_text())
+    losses = [e["loss"] for e in summary["log_history"]]
+    assert summary["steps"] == 12 and len(losses) == 12
+    assert sum(losses[-3:]) / 3 < sum(losses[:3]) / 3 - 0.3  # measured: 10.75 -> 10.35
+    assert all(b <= a + 0.05 for a, b in zip(losses, losses[1:]))
+    assert 0.0 <= summary["eval"]["eval_answer_accuracy"] <= 1.0 and summary["eval"]["eval_rows"] == 4
+    cfg = json.loads((out / "adapter_config.json").read_text())
+    assert cfg["base_model_name_or_path"] == tiny_base
+    assert (out / "README.md").read_text().startswith("---\n")
+    assert (out / "merged" / "config.json").is_file()
+    from findbench.judge import judge_mode_of
+
+    assert judge_mode_of(str(out)) == judge_mode_of(str(out / "merged")) == "logprob"
+    assert not list(tmp_path.glob(".judge*"))  # checkpoints and temporary folders are gone
+
+    import evaluate
+
+    from findbench.lm import load_lm
+
+    lm = load_lm(str(out), device="cpu")
+    ut = {"inputs": ["ab", "cd", "ef"], "outputs": ["AB", "x", "y"], "correct": 1}
+    res = evaluate.load(str(REPO / "metrics" / "find_unit_test")).compute(
+        predictions=["Uppercases the input."], references=[[ut]], category="strings", judge=str(out))
+    assert 0.0 <= res["unit_test_accuracy"] <= 1.0
+    # the adapter folder and the merged weights give the same judge
+    merged = load_lm(str(out / "merged"), device="cpu")
+    from findbench.judge import render_judge_prompt
+
+    conv = [render_judge_prompt("Uppercases the input.", ut, "strings")]
+    a = lm.candidate_logprobs(conv, ["1", "2", "3"], assistant_prefix="[ANSWER]: ")
+    b = merged.candidate_logprobs(conv, ["1", "2", "3"], assistant_prefix="[ANSWER]: ")
+    assert a[0] == pytest.approx(b[0], abs=1e-4)
+
+
+def test_pmi_training_lowers_loss_and_the_metric_scores_in_pmi_mode(tmp_path, tiny_base, judge_data):
+    from findbench.judge import judge_mode_of, judge_unit_tests, render_pmi_option
+    from findbench.judge.train import judge_training_pair
+    from findbench.lm import load_lm
+
+    out = tmp_path / "pmi-judge"
+    train_evaluator(_args(tiny_base, judge_data, out, eval_rows=6))  # judge_mode defaults to pmi
+    summary = json.loads((out / "findbench_evaluator.json").read_text())
+    assert summary["judge_mode"] == "pmi" and judge_mode_of(str(out)) == "pmi"
+    losses = [e["loss"] for e in summary["log_history"]]
+    assert sum(losses[-3:]) / 3 < sum(losses[:3]) / 3 - 0.1  # measured: 10.78 -> 10.63
+    ev = summary["eval"]
+    assert ev["eval_rows"] == 6 and 0.0 <= ev["eval_judge_accuracy"] <= 1.0 and set(ev["eval_judge_accuracy_per_category"]) == {"strings"}
+    # a training pair is the correct option written as an example of the description
+    from findbench.judge.data import load_evaluator_data
+
+    row = load_evaluator_data(judge_data)["train"][0]
+    msgs, target = judge_training_pair(row, "pmi")
+    ut = json.loads(row["unit_test"])
+    assert target == render_pmi_option(ut, ut["correct"], "strings") and row["description"].split(".")[0] in msgs[1]["content"]
+    with pytest.raises(ValueError, match="description"):
+        judge_training_pair({k: v for k, v in row.items() if k != "description"}, "pmi")
+
+    import evaluate
+
+    descs = ["Uppercases the input.", "Reverses the input.", "Deletes every vowel."]
+    tests = [[{"inputs": ["ab", "cd", "ef"], "outputs": ["AB", "dc", "f"], "correct": c}] * 2 for c in (1, 2, 3)]
+    res = evaluate.load(str(REPO / "metrics" / "find_unit_test")).compute(
+        predictions=descs, references=tests, category="strings", judge=str(out))
+    want = judge_unit_tests(load_lm(str(out), device="cpu"), descs, tests, "strings", mode="pmi")
+    assert res["per_function"] == want["per_function"]
+
+
+@pytest.mark.slow
+def test_resume_continues_from_the_checkpoint(tmp_path, tiny_base, judge_data, monkeypatch):
+    import findbench.judge.train as train_mod
+
+    full = train_evaluator(_args(tiny_base, judge_data, tmp_path / "full", max_steps=6))
+    full_log = json.loads((Path(full) / "findbench_evaluator.json").read_text())["log_history"]
+
+    real_save = train_mod._save_checkpoint
+
+    def save_then_crash(accelerator, root, step, history, args):
+        real_save(accelerator, root, step, history, args)
+        if step == 4:
+            raise KeyboardInterrupt("simulated crash")
+
+    monkeypatch.setattr(train_mod, "_save_checkpoint", save_then_crash)
+    out = tmp_path / "resumed"
+    with pytest.raises(KeyboardInterrupt):
+        train_evaluator(_args(tiny_base, judge_data, out, max_steps=6, save_steps=2))
+    assert not out.exists()
+    ckpts = sorted(p.name for p in (tmp_path / ".resumed.checkpoints").iterdir())
+    assert ckpts == ["step-2", "step-4"]
+    monkeypatch.setattr(train_mod, "_save_checkpoint", real_save)
+    train_evaluator(_args(tiny_base, judge_data, out, max_steps=6, save_steps=2, resume_from_checkpoint="latest"))
+    summary = json.loads((out / "findbench_evaluator.json").read_text())
+    assert summary["steps"] == 6
+    assert [e["step"] for e in summary["log_history"]] == [1, 2, 3, 4, 5, 6]
+    # same batches, optimizer and schedule as the unbroken run
+    assert [e["loss"] for e in summary["log_history"]] == pytest.approx([e["loss"] for e in full_log], rel=1e-3)
+    with pytest.raises(ValueError, match="resume_from_checkpoint"):
+        train_evaluator(_args(tiny_base, judge_data, out, resume_from_checkpoint=str(tmp_path)))
+
+
+@pytest.mark.slow
+def test_report_end_to_end_on_tiny_judges(tmp_path, tiny_base, judge_data):
+    from findbench.judge.report import evaluator_report, format_table
+
+    judge = train_evaluator(_args(tiny_base, judge_data, tmp_path / "judge", max_steps=2))
+    report = evaluator_report(judge, baseline=tiny_base, out=tmp_path / "report", limit=2, categories=["strings"],
+                              evaluator_data=judge_data, progress=False)
+    with open(tmp_path / "report" / "evaluator_report.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["label"], r["descriptions"]) for r in rows] == [("before", "true"), ("before", "wrong"), ("after", "true"), ("after", "wrong")]
+    assert all(r["n_functions"] == "2" and 0 <= float(r["unit_test_accuracy"]) <= 1 for r in rows)
+    assert (tmp_path / "report" / "evaluator_report.png").stat().st_size > 1000
+    # only held-out functions of the judge data are judged
+    held = set(json.loads((Path(judge_data) / "function_splits.json").read_text())["functions"].items())
+    for r in report["results"]:
+        assert all((f, "heldout") in held for f in r["function_ids"])
+    table = format_table(report)
+    assert table.splitlines()[0].startswith("| category | n | before (true)") and "| strings | 2 |" in table
+    # each judge in its own mode: the tiny base in FIND's format, the trained judge in pmi
+    assert [r["mode"] for r in rows] == ["logprob", "logprob", "pmi", "pmi"]
+    with pytest.raises(ValueError, match="limit"):
+        evaluator_report(judge, limit=1)
+    # the baseline in several modes, labelled by mode
+    multi = evaluator_report(judge, baseline=tiny_base, baseline_mode=["logprob", "pmi"], limit=2, categories=["strings"],
+                             evaluator_data=judge_data, progress=False)
+    assert [(r["label"], r["mode"]) for r in multi["results"] if r["descriptions"] == "true"] == [
+        ("before (logprob)", "logprob"), ("before (pmi)", "pmi"), ("after", "pmi")]
+    with pytest.raises(ValueError, match="mode"):
+        evaluator_report(judge, baseline=tiny_base, baseline_mode="vote", limit=2, categories=["strings"], evaluator_data=judge_data)
+
+
+def test_cli_train_evaluator_options(tmp_path):
+    from findbench.cli import make_parser
+    from findbench.judge.train import train_args_from_namespace
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("learning_rate: 3.0e-4\nlora_r: 4\nmodel: some/model\n")
+    ns = make_parser().parse_args(["train-evaluator", "--config", str(cfg), "--lora_r", "2", "--full_finetune"])
+    args = train_args_from_namespace(ns, ns.config)
+    assert (args.learning_rate, args.lora_r, args.full_finetune, args.model) == (3e-4, 2, True, "some/model")
+    ns = make_parser().parse_args(["train-evaluator", "--merge", "false"])
+    assert train_args_from_namespace(ns).merge is False and train_args_from_namespace(ns).learning_rate == TrainArgs().learning_rate
+    with pytest.raises(ValueError, match="lora_r"):
+        train_args_from_namespace(make_parser().parse_args(["train-evaluator", "--lora_r", "0"]))
