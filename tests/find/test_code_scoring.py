@@ -140,10 +140,16 @@ def test_evaluate_modules_load_and_compute():
     assert out["nmse"][0] == 0.0 and out["nmse"][2] == math.inf
     assert out["nmse"][1] == pytest.approx(256 / np.sum(GT_VALUES**2), rel=1e-9)
     assert out["success_rate"] == pytest.approx(2 / 3) and out["n_failed"] == 1
-    with pytest.raises(TypeError, match=r"predictions\[0\]"):
+    assert "landlock" in out["isolation"].split("+")
+    # evaluate checks the columns against the metric's features before _compute runs: a
+    # non-string first item or unequal lengths are refused there, the message showing the input
+    with pytest.raises(ValueError, match=r"Input predictions: \[1\]"):
         find_nmse.compute(predictions=[1], references=[GT])
-    with pytest.raises(ValueError, match="predictions and references"):
+    with pytest.raises(ValueError, match=r"predictions \(1\) and references \(2\)"):
         find_nmse.compute(predictions=[GT], references=[GT, GT])
+    # a missing item further on reaches _compute, which names it
+    with pytest.raises(TypeError, match=r"predictions\[1\]"):
+        find_nmse.compute(predictions=[GT, None], references=[GT, GT])
 
     find_em = evaluate.load(str(REPO / "metrics" / "find_exact_match"))
     gt = "def function(s):\n    return s.upper()\n"
@@ -151,7 +157,8 @@ def test_evaluate_modules_load_and_compute():
         predictions=[gt, "def f(s):\n    return s\n"], references=[gt, gt],
         test_inputs=[["it's", "A"], ['"q"', "B"]], workers=1,
     )
-    assert out == {"exact_match": 0.75, "per_function": [1.0, 0.5]}
+    assert out == {"exact_match": 0.75, "per_function": [1.0, 0.5], "isolation": out["isolation"]}
+    assert "landlock" in out["isolation"].split("+")  # the metric output says what confined the code
     with pytest.raises(ValueError, match="test_inputs"):
         find_em.compute(predictions=[gt], references=[gt])
     with pytest.raises(TypeError, match=r"test_inputs\[0\]"):

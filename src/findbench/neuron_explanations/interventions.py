@@ -33,6 +33,7 @@ import torch
 from tqdm.auto import tqdm
 
 from findbench import sites as acts
+from findbench.neuron_explanations.iia import iia_score
 from findbench.neuron_explanations.intervention_tasks import build_task_rows, get_task
 
 __all__ = [
@@ -57,26 +58,6 @@ log = logging.getLogger(__name__)
 DEFAULT_KS = (1, 6, 12, 25, 50, 75, 100)
 RANKINGS = ("random", "correlation")
 POSITIONS = ("auto", "concept", "last")
-
-
-def iia_score(predictions: Sequence, references: Sequence) -> dict:
-    """IIA from intervened predictions and expected outputs (token ids or strings).
-
-    Returns ``iia`` (fraction equal, in [0, 1]), ``n_success`` and ``n_total``.
-    """
-    for name, seq in (("predictions", predictions), ("references", references)):
-        if isinstance(seq, (str, bytes)) or not hasattr(seq, "__len__"):
-            raise TypeError(f"{name} must be a sequence of tokens (ids or strings)")
-    if len(predictions) == 0:
-        raise ValueError("predictions must not be empty")
-    if len(predictions) != len(references):
-        raise ValueError(f"references has {len(references)} items but predictions has {len(predictions)}")
-    for name, seq in (("predictions", predictions), ("references", references)):
-        for i, v in enumerate(seq):
-            if v is None or isinstance(v, (bool, float, list, dict)):
-                raise ValueError(f"{name}[{i}] must be a token id or a string, got {v!r}")
-    hits = sum(int(p == r) for p, r in zip(predictions, references))
-    return {"iia": hits / len(predictions), "n_success": hits, "n_total": len(predictions)}
 
 
 def neurons_for_k(k: float, width: int) -> int:
@@ -429,15 +410,14 @@ def iia_sweep(
 
 def plot_iia_curves(results: Sequence[Mapping] | Mapping, path) -> None:
     """Write a PNG of IIA@K curves (one panel per result, one line per ranking)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # Figure() renders through its own Agg canvas: no pyplot state, no global backend switch.
+    from matplotlib.figure import Figure
 
     results = [results] if isinstance(results, Mapping) else list(results)
     if not results:
         raise ValueError("results must not be empty")
-    fig, axes = plt.subplots(1, len(results), figsize=(4.2 * len(results), 3.4), squeeze=False)
+    fig = Figure(figsize=(4.2 * len(results), 3.4))
+    axes = fig.subplots(1, len(results), squeeze=False)
     for ax, res in zip(axes[0], results):
         for name, curve in res["curves"].items():
             ax.plot(res["ks"], curve, marker="o", label=name)
@@ -449,7 +429,6 @@ def plot_iia_curves(results: Sequence[Mapping] | Mapping, path) -> None:
         ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(str(path), dpi=120)
-    plt.close(fig)
 
 
 def load_model(model: str = "embedded", *, device: str | None = None):

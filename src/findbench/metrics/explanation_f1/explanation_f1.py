@@ -36,8 +36,8 @@ Returns:
     n_items, n_in, n_fire, tp).
     Config "probe": precision, recall, f1, accuracy, n_train, n_test.
 Examples:
-    >>> import evaluate
-    >>> f1 = evaluate.load("metrics/explanation_f1")
+    >>> import evaluate, findbench
+    >>> f1 = evaluate.load(findbench.metric_path("explanation_f1"))
     >>> out = f1.compute(predictions=[True, True, False, False],
     ...                  references=[[0.5, -0.1], [-0.2], [0.9], [-0.3, -0.1]],
     ...                  neurons=["3:7"] * 4)
@@ -65,7 +65,18 @@ class ExplanationF1(evaluate.Metric):
             reference_urls=["https://arxiv.org/abs/2309.10312", "https://github.com/explanare/eval-neuron-explanation"],
         )
 
-    def _compute(self, predictions, references, neurons=None, threshold=0.0, test_size=0.3, seed=0):
+    def _compute(
+        self,
+        *,
+        predictions: list[bool],
+        references: list[list[float]],
+        neurons: list[str] | None = None,
+        threshold: float = 0.0,
+        test_size: float = 0.3,
+        seed: int = 0,
+    ) -> dict:
+        # The algorithm validates its own inputs (findbench.neuron_explanations.f1): errors name
+        # predictions, references, neurons or threshold.
         if self.config_name == "probe":
             return probe_scores(references, predictions, test_size=test_size, seed=seed)
         out = explanation_f1(predictions, references, neurons, threshold=threshold)

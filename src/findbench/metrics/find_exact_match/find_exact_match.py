@@ -30,9 +30,10 @@ Args:
 Returns:
     exact_match (`float`): mean over functions of the per-input accuracy, in [0, 1], higher is better.
     per_function (`list` of `float`): per-input accuracy of each function, in [0, 1].
+    isolation (`str`): the sandbox layers the programs ran under (e.g. ``landlock+netns+uid``).
 Examples:
-    >>> import evaluate
-    >>> find_exact_match = evaluate.load("metrics/find_exact_match")
+    >>> import evaluate, findbench
+    >>> find_exact_match = evaluate.load(findbench.metric_path("find_exact_match"))
     >>> gt = "def function(x):\\n    return x.upper()\\n"
     >>> guess = "def f(x):\\n    return x.upper() if len(x) < 4 else x\\n"
     >>> out = find_exact_match.compute(predictions=[gt, guess], references=[gt, gt],
@@ -57,14 +58,21 @@ class FindExactMatch(evaluate.Metric):
             reference_urls=["https://github.com/multimodal-interpretability/FIND", "https://arxiv.org/abs/2309.03886"],
         )
 
-    def compute(self, *, predictions=None, references=None, **kwargs):
-        """Validate the inputs (errors name the field), then compute as usual."""
-        if predictions is not None or references is not None:  # else: data came from add_batch
-            predictions, references = code_scoring.check_code_pairs(predictions, references)
-            code_scoring.check_test_inputs(kwargs.get("test_inputs"), len(predictions))
-        return super().compute(predictions=predictions, references=references, **kwargs)
-
-    def _compute(self, predictions, references, test_inputs=None, timeout=10.0, cpu_seconds=5.0, memory_mb=1024, workers=None):
+    def _compute(
+        self,
+        *,
+        predictions: list[str],
+        references: list[str],
+        test_inputs: list[list[str]] | None = None,
+        timeout: float = 10.0,
+        cpu_seconds: float = 5.0,
+        memory_mb: int = 1024,
+        workers: int | None = None,
+    ) -> dict:
+        # The columns passed evaluate's `features` check; test_inputs is no column, so it is
+        # checked only here (required, one non-empty input list per prediction).
+        predictions, references = code_scoring.check_code_pairs(predictions, references)
+        test_inputs = code_scoring.check_test_inputs(test_inputs, len(predictions))
         return code_scoring.score_exact_match(
             predictions,
             references,

@@ -33,10 +33,11 @@ Returns:
     success_rate (`float`): share of items with NMSE < threshold, in [0, 1], higher is better.
     mean_nmse (`float`): mean NMSE over the items with a finite NMSE (NaN if none), lower is better.
     n_failed (`int`): items whose NMSE is inf (the program failed).
+    isolation (`str`): the sandbox layers the programs ran under (e.g. ``landlock+netns+uid``).
     nmse (`list` of `float`): NMSE per item (inf on failure).
 Examples:
-    >>> import evaluate
-    >>> find_nmse = evaluate.load("metrics/find_nmse")
+    >>> import evaluate, findbench
+    >>> find_nmse = evaluate.load(findbench.metric_path("find_nmse"))
     >>> gt = "def function(x):\\n    return 2 * x + 1\\n"
     >>> guess = "def helper(x):\\n    return x\\ndef f(x):\\n    return 2 * x\\n"
     >>> out = find_nmse.compute(predictions=[gt, guess], references=[gt, gt])
@@ -60,13 +61,20 @@ class FindNmse(evaluate.Metric):
             reference_urls=["https://github.com/multimodal-interpretability/FIND", "https://arxiv.org/abs/2309.03886"],
         )
 
-    def compute(self, *, predictions=None, references=None, **kwargs):
-        """Validate the inputs (errors name the field), then compute as usual."""
-        if predictions is not None or references is not None:  # else: data came from add_batch
-            code_scoring.check_code_pairs(predictions, references)
-        return super().compute(predictions=predictions, references=references, **kwargs)
-
-    def _compute(self, predictions, references, threshold=0.1, timeout=10.0, cpu_seconds=5.0, memory_mb=1024, workers=None):
+    def _compute(
+        self,
+        *,
+        predictions: list[str],
+        references: list[str],
+        threshold: float = 0.1,
+        timeout: float = 10.0,
+        cpu_seconds: float = 5.0,
+        memory_mb: int = 1024,
+        workers: int | None = None,
+    ) -> dict:
+        # evaluate has already checked the columns against `features` (strings, equal lengths);
+        # what reaches here is checked again item by item, so a missing item names its index.
+        predictions, references = code_scoring.check_code_pairs(predictions, references)
         return code_scoring.score_nmse(
             predictions,
             references,

@@ -47,13 +47,25 @@ Returns:
     per_function (`list` of `float`): each function's fraction, in [0, 1].
     judge (`str`): the judge's identity.
 Examples:
-    >>> import evaluate
-    >>> find_unit_test = evaluate.load("metrics/find_unit_test")
-    >>> tests = [{"inputs": ["cat", "NBA", "tulip"], "outputs": None, "correct": 2}]
-    >>> out = find_unit_test.compute(predictions=["sports leagues"], references=[tests],
-    ...                              category="neurons_entities")  # doctest: +SKIP
-    >>> sorted(out)  # doctest: +SKIP
-    ['judge', 'per_function', 'unit_test_accuracy']
+    A stand-in judge that always prefers option 2 (any `findbench.lm` LM works the same way;
+    real runs use `judge="embedded"`, a model folder or a server URL):
+
+    >>> import evaluate, findbench
+    >>> class PickTwo:
+    ...     name = "pick-two"
+    ...     def generate(self, conversations, *, max_new_tokens=64, temperature=0.0, progress=False):
+    ...         return ["[ANSWER]: 2"] * len(conversations)
+    ...     def candidate_logprobs(self, conversations, candidates, *, assistant_prefix="", progress=False):
+    ...         return [[0.0 if c == "2" else -5.0 for c in candidates] for _ in conversations]
+    >>> find_unit_test = evaluate.load(findbench.metric_path("find_unit_test"))
+    >>> tests = [{"inputs": ["cat", "NBA", "tulip"], "outputs": None, "correct": 2},
+    ...          {"inputs": ["NHL", "rose", "dog"], "outputs": None, "correct": 1}]
+    >>> find_unit_test.compute(predictions=["sports leagues"], references=[tests],
+    ...                        category="neurons_entities", judge=PickTwo())
+    {'unit_test_accuracy': 0.5, 'per_function': [0.5], 'judge': 'pick-two'}
+    >>> find_unit_test.compute(predictions=["sports leagues"], references=[tests],
+    ...                        category="neurons_entities", judge=PickTwo(), mode="generate")["per_function"]
+    [0.5]
 """
 
 
@@ -77,19 +89,6 @@ class FindUnitTest(evaluate.Metric):
             reference_urls=["https://github.com/multimodal-interpretability/FIND", "https://arxiv.org/abs/2309.03886"],
         )
 
-    def compute(self, *, predictions=None, references=None, **kwargs):
-        """Validate the inputs (errors name the field), then compute as usual."""
-        if predictions is not None or references is not None:  # else: data came from add_batch
-            if not isinstance(predictions, (list, tuple)) or not all(isinstance(p, str) for p in predictions):
-                raise TypeError("predictions must be a list of description strings")
-            if "category" not in kwargs:
-                raise ValueError("category is required: strings, neurons_entities or neurons_relations")
-            _judge.check_unit_tests(references, kwargs["category"], argument="references")
-            if len(predictions) != len(references):
-                raise ValueError(f"predictions ({len(predictions)}) and references ({len(references)}) differ in length")
-            references = [[_judge.normalize_unit_test(t) for t in tests] for tests in references]
-        return super().compute(predictions=predictions, references=references, **kwargs)
-
     def _judge_lm(self, judge, judge_model, judge_cache, batch_size):
         """The judge LM, loaded once per module instance and judge spec."""
         from findbench.lm import load_lm
@@ -105,20 +104,32 @@ class FindUnitTest(evaluate.Metric):
 
     def _compute(
         self,
-        predictions,
-        references,
-        category=None,
+        *,
+        predictions: list[str],
+        references: list[list[dict]],
+        category: str | None = None,
         judge="embedded",
-        judge_model=None,
-        mode=None,
-        keep_full_description=False,
-        judge_cache=None,
-        batch_size=16,
-    ):
+        judge_model: str | None = None,
+        mode: str | None = None,
+        keep_full_description: bool = False,
+        judge_cache: str | None = None,
+        batch_size: int = 16,
+    ) -> dict:
+        # evaluate has checked the columns against `features` (types, equal lengths) and read
+        # them back from Arrow; the checks below name the bad field before any judge loads.
+        if category is None:
+            raise ValueError("category is required: strings, neurons_entities or neurons_relations")
+        for i, p in enumerate(predictions):
+            if not isinstance(p, str):
+                raise TypeError(f"predictions[{i}] must be a description string, got {type(p).__name__}")
+        _judge.check_unit_tests(references, category, argument="references")
+        if mode is not None and mode not in _judge.JUDGE_MODES:
+            raise ValueError(f"mode must be one of {_judge.JUDGE_MODES} or None, got {mode!r}")
+        # Arrow gives back tuples/None where the caller wrote lists: one plain copy per triplet.
+        references = [[_judge.normalize_unit_test(t) for t in tests] for tests in references]
         if mode is None:
             mode = _judge.judge_mode_of(judge)
         lm = self._judge_lm(judge, judge_model, judge_cache, batch_size)
-        references = [[_judge.normalize_unit_test(t) for t in tests] for tests in references]
         out = _judge.judge_unit_tests(
             lm, predictions, references, category, mode=mode, keep_full_description=keep_full_description
         )

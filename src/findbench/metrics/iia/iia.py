@@ -1,12 +1,12 @@
 """iia: interchange-intervention accuracy (Geiger et al.; Huang et al. 2023). Sweeps of
 interventions live in :mod:`findbench.neuron_explanations.interventions`; this module scores their
-outputs."""
+outputs with the torch-free :mod:`findbench.neuron_explanations.iia`."""
 
 import datasets
 import evaluate
 
 from findbench import citations
-from findbench.neuron_explanations.interventions import iia_score
+from findbench.neuron_explanations.iia import iia_score
 
 _DESCRIPTION = """\
 Interchange-intervention accuracy: the fraction of interchange interventions (a base input run
@@ -25,10 +25,13 @@ Returns:
     iia (`float`): fraction of matching pairs, in [0, 1], higher means the patched neurons
         carry the concept; n_success (`int`), n_total (`int`).
 Examples:
-    >>> import evaluate
-    >>> iia = evaluate.load("metrics/iia")
+    >>> import evaluate, findbench
+    >>> iia = evaluate.load(findbench.metric_path("iia"))
     >>> iia.compute(predictions=["7", "3", "5", "5"], references=["7", "4", "5", "2"])
     {'iia': 0.5, 'n_success': 2, 'n_total': 4}
+    >>> token_ids = evaluate.load(findbench.metric_path("iia"), "token_ids")
+    >>> token_ids.compute(predictions=[22, 31, 40], references=[22, 17, 40])["n_success"]
+    2
 """
 
 _CITATION = citations.HUANG2023
@@ -51,5 +54,5 @@ class IIA(evaluate.Metric):
             reference_urls=["https://arxiv.org/abs/2309.10312"],
         )
 
-    def _compute(self, predictions, references):
+    def _compute(self, *, predictions: list, references: list) -> dict:
         return iia_score(predictions, references)
