@@ -5,9 +5,11 @@
     accelerate launch --config_file training/configs/single_gpu.yaml training/train_evaluator.py \
         --config training/configs/vicuna.yaml
 
-Every flag is a field of :class:`findbench.judge.train.TrainArgs`; ``--config file.yaml``
-reads them from YAML (flags on the command line win). The training loop lives in the library
-(:func:`findbench.judge.train.train_evaluator`), shared with ``findbench train-evaluator``.
+The flags are the fields of :class:`findbench.judge.train.TrainArgs`' four groups (data,
+model, optimisation, output), read by :func:`findbench.judge.train.make_parser`, the same
+``HfArgumentParser`` as ``findbench train-evaluator``; ``--config file.yaml`` reads them from
+flat YAML (flags on the command line win). The training loop lives in the library
+(:func:`findbench.judge.train.train_evaluator`).
 """
 
 from __future__ import annotations

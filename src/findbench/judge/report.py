@@ -61,7 +61,7 @@ def wrong_descriptions(descriptions: Sequence[str], *, seed: int = 0) -> list[st
     return out
 
 
-def _heldout_rows(category: str, *, source: str, data_dir: Any, function_seed: int, data_seed: int,
+def _heldout_rows(category: str, *, source: str, data: Any, data_dir: Any, function_seed: int, data_seed: int,
                   heldout_fraction: float, splits: Mapping[str, str] | None) -> list[dict]:
     if source == "find-v1":
         from findbench.find import find_v1
@@ -70,17 +70,15 @@ def _heldout_rows(category: str, *, source: str, data_dir: Any, function_seed: i
     from findbench.find import load_rows
     from findbench.judge.data import split_functions
 
-    rows = load_rows(category, seed=function_seed, data=data_dir)
+    rows = load_rows(category, seed=function_seed, data=data)
     if splits is None:
         splits = split_functions(rows, seed=data_seed, heldout_fraction=heldout_fraction)
     return [r for r in rows if splits.get(r["function_id"]) == "heldout"]
 
 
 def _plot(results: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # A bare Figure renders through its own Agg canvas: no pyplot state, no global backend switch.
+    from matplotlib.figure import Figure
 
     cats = [c for c in JUDGE_CATEGORIES if any(r["category"] == c for r in results)]
     series = []
@@ -89,7 +87,8 @@ def _plot(results: list[dict], path: Path) -> None:
         if key not in series:
             series.append(key)
     width = 0.8 / max(len(series), 1)
-    fig, ax = plt.subplots(figsize=(2.2 + 2.2 * len(cats), 3.6))
+    fig = Figure(figsize=(2.2 + 2.2 * len(cats), 3.6))
+    ax = fig.subplots()
     for s, (label, kind) in enumerate(series):
         vals = [next((r["unit_test_accuracy"] for r in results if r["category"] == c and r["label"] == label and r["descriptions"] == kind), 0.0) for c in cats]
         xs = [i + (s - (len(series) - 1) / 2) * width for i in range(len(cats))]
@@ -106,7 +105,6 @@ def _plot(results: list[dict], path: Path) -> None:
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def evaluator_report(
@@ -117,6 +115,7 @@ def evaluator_report(
     limit: int | None = 15,
     categories: Sequence[str] = JUDGE_CATEGORIES,
     source: str = "procedural",
+    data: str | os.PathLike | None = None,
     data_dir: str | os.PathLike | None = None,
     evaluator_data: str | os.PathLike | None = None,
     function_seed: int = 0,
@@ -141,8 +140,10 @@ def evaluator_report(
         categories: categories to report.
         source: ``procedural`` (held-out functions of the judge data split) or ``find-v1``
             (the original release from ``data_dir``; none of it is used in training).
-        data_dir: dataset folder (procedural: a ``findbench build`` folder, default: regenerate
-            from ``function_seed``; find-v1: the release folder).
+        data: procedural: a folder written by ``findbench build`` to read the functions from;
+            default: regenerate them from ``function_seed``.
+        data_dir: find-v1: the original release folder (``src/find-dataset``). For backward
+            compatibility a procedural report given only ``data_dir`` reads it as ``data``.
         evaluator_data: a judge data folder whose recorded split to use; default: the split
             recomputed from ``data_seed`` / ``heldout_fraction`` (the data builder's defaults).
         seed: seeds the function sample and the wrong-description derangement.
@@ -171,6 +172,12 @@ def evaluator_report(
         raise ValueError(f"categories must be a non-empty list, got {categories!r}")
     if judge is None:
         raise ValueError("judge is required")
+    if source == "procedural" and data is None:
+        data, data_dir = data_dir, None  # older callers passed the built folder as data_dir
+    elif source == "procedural" and data_dir is not None:
+        raise ValueError("data_dir names a find-v1 release folder; with source='procedural' give the built folder as data")
+    elif source == "find-v1" and data is not None:
+        raise ValueError("data names a `findbench build` folder; with source='find-v1' give the release folder as data_dir")
     splits = None
     if evaluator_data is not None:
         splits = json.loads((Path(evaluator_data) / "function_splits.json").read_text())["functions"]
@@ -201,7 +208,7 @@ def evaluator_report(
     results: list[dict] = []
     for category in categories:
         cat = judge_category(category)
-        rows = _heldout_rows(cat, source=source, data_dir=data_dir, function_seed=function_seed, data_seed=data_seed,
+        rows = _heldout_rows(cat, source=source, data=data, data_dir=data_dir, function_seed=function_seed, data_seed=data_seed,
                              heldout_fraction=heldout_fraction, splits=splits)
         rows = [r for r in rows if r.get("description") and r.get("unit_tests")]
         if len(rows) < 2:

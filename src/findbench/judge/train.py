@@ -14,6 +14,11 @@ The result is a folder that :func:`findbench.lm.load_lm` loads: a peft adapter
 (``adapter_config.json`` + weights + tokenizer) or, with ``merge=True``, also merged weights
 in ``<output_dir>/merged``. ``findbench.models.resolve("embedded-evaluator")`` points at the
 folder written with the defaults (:func:`embedded_evaluator_dir`).
+
+Arguments come in four groups, :class:`DataArgs`, :class:`ModelArgs`, :class:`OptimArgs` and
+:class:`OutputArgs`, bundled by :class:`TrainArgs`. :func:`make_parser` is the one parser of
+them (an ``HfArgumentParser``, used by ``findbench train-evaluator`` and
+``training/train_evaluator.py``); :func:`parse_train_args` adds ``--config file.yaml``.
 """
 
 from __future__ import annotations
@@ -37,10 +42,13 @@ from findbench.models import embedded_evaluator_dir
 
 __all__ = [
     "TrainArgs",
+    "DataArgs",
+    "ModelArgs",
+    "OptimArgs",
+    "OutputArgs",
+    "ARG_GROUPS",
     "make_parser",
     "parse_train_args",
-    "add_train_arguments",
-    "train_args_from_namespace",
     "answer_loss",
     "train_evaluator",
     "tokenize_judge_row",
@@ -55,11 +63,17 @@ _STATE_FILE = "trainer_state.json"
 _CKPT = re.compile(r"^step-(\d+)$")
 
 
-@dataclass
-class TrainArgs:
-    """Arguments of :func:`train_evaluator` (also the script's command-line flags)."""
+# -- arguments ----------------------------------------------------------------------------
+# The flags are grouped in four dataclasses that one HfArgumentParser reads together. A field's
+# name is its flag (``--lora_r``) and its key in a ``--config`` YAML file, which stays flat.
 
-    model: str = field(default="embedded", metadata={"help": "base model: 'embedded', a folder or a Hub id"})
+
+@dataclass
+class DataArgs:
+    """What the judge trains on: the judge data, how much of it, and how rows become tokens."""
+
+    _argument_group_name = "data"
+
     data: str | None = field(
         default=None, metadata={"help": "judge data folder (findbench evaluator-data); default: build n_data rows in memory"}
     )
@@ -76,9 +90,24 @@ class TrainArgs:
             "pointwise mutual information, findbench.judge mode 'pmi'); logprob: learn FIND's answer '[ANSWER]: k'"
         },
     )
-    output_dir: str | None = field(
-        default=None, metadata={"help": "where the judge is written; default: the embedded-evaluator cache folder"}
-    )
+    max_length: int = field(default=1024, metadata={"help": "longer rows are truncated from the left of the prompt"})
+
+    def validate(self) -> None:
+        _check_positive(self, ("n_data", "max_length"))
+        _check_non_negative(self, ("eval_rows",))
+        if self.max_train_rows is not None and (not isinstance(self.max_train_rows, int) or self.max_train_rows < 0):
+            raise ValueError(f"max_train_rows must be a non-negative int (0: all rows), got {self.max_train_rows!r}")
+        if self.judge_mode not in ("pmi", "logprob"):
+            raise ValueError(f"judge_mode must be 'pmi' or 'logprob', got {self.judge_mode!r}")
+
+
+@dataclass
+class ModelArgs:
+    """The base model and what is trained on it: a LoRA adapter (the default) or every weight."""
+
+    _argument_group_name = "model"
+
+    model: str = field(default="embedded", metadata={"help": "base model: 'embedded', a folder or a Hub id"})
     full_finetune: bool = field(default=False, metadata={"help": "train every weight instead of a LoRA adapter"})
     lora_r: int = field(default=16, metadata={"help": "LoRA rank"})
     lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha"})
@@ -90,6 +119,20 @@ class TrainArgs:
     lora_target_modules: str = field(
         default="all-linear", metadata={"help": "peft target_modules: 'all-linear' or comma-separated module names"}
     )
+
+    def validate(self) -> None:
+        _check_positive(self, ("lora_r", "lora_alpha"))
+        if not 0 <= self.lora_dropout < 1:
+            raise ValueError(f"lora_dropout must be in [0, 1), got {self.lora_dropout!r}")
+        _check_non_negative(self, ("lora_top_layers",))
+
+
+@dataclass
+class OptimArgs:
+    """Optimizer, schedule, batch shape, seeds and numerics."""
+
+    _argument_group_name = "optimisation"
+
     learning_rate: float = field(default=1e-3, metadata={"help": "peak learning rate"})
     loss_reduction: str = field(
         default="token", metadata={"help": "row: answer-token losses summed per row, mean over rows; token: mean over tokens"}
@@ -102,8 +145,35 @@ class TrainArgs:
     max_steps: int = field(default=-1, metadata={"help": "optimizer steps (overrides epochs when > 0)"})
     per_device_train_batch_size: int = field(default=8, metadata={"help": "rows per forward pass and device"})
     gradient_accumulation_steps: int = field(default=1, metadata={"help": "forward passes per optimizer step"})
-    max_length: int = field(default=1024, metadata={"help": "longer rows are truncated from the left of the prompt"})
     seed: int = field(default=0, metadata={"help": "seed of initialisation and data order"})
+    mixed_precision: str | None = field(
+        default=None, metadata={"help": "no, fp16 or bf16; default: the accelerate config's (or no)"}
+    )
+    num_threads: int | None = field(default=None, metadata={"help": "torch CPU threads (default: torch's choice)"})
+
+    def validate(self) -> None:
+        _check_positive(self, ("per_device_train_batch_size", "gradient_accumulation_steps"))
+        if not self.learning_rate > 0:
+            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
+        if not 0 <= self.warmup_ratio < 1:
+            raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio!r}")
+        if self.max_steps <= 0 and not self.num_train_epochs > 0:
+            raise ValueError(f"num_train_epochs must be > 0 when max_steps is not set, got {self.num_train_epochs!r}")
+        if self.loss_reduction not in ("row", "token"):
+            raise ValueError(f"loss_reduction must be 'row' or 'token', got {self.loss_reduction!r}")
+        if self.mixed_precision not in (None, "no", "fp16", "bf16"):
+            raise ValueError(f"mixed_precision must be no, fp16 or bf16, got {self.mixed_precision!r}")
+
+
+@dataclass
+class OutputArgs:
+    """Where the judge goes, logging, checkpoints and the optional Hub upload."""
+
+    _argument_group_name = "output"
+
+    output_dir: str | None = field(
+        default=None, metadata={"help": "where the judge is written; default: the embedded-evaluator cache folder"}
+    )
     logging_steps: int = field(default=25, metadata={"help": "log every N optimizer steps"})
     save_steps: int = field(default=50, metadata={"help": "checkpoint every N optimizer steps (0: only at the end)"})
     save_total_limit: int = field(default=2, metadata={"help": "checkpoints kept"})
@@ -111,116 +181,156 @@ class TrainArgs:
         default=None, metadata={"help": "a checkpoint folder, or 'latest' for the newest under output_dir/checkpoints"}
     )
     merge: bool = field(default=False, metadata={"help": "also write merged weights to output_dir/merged (LoRA)"})
-    mixed_precision: str | None = field(
-        default=None, metadata={"help": "no, fp16 or bf16; default: the accelerate config's (or no)"}
-    )
-    num_threads: int | None = field(default=None, metadata={"help": "torch CPU threads (default: torch's choice)"})
     push_to_hub: bool = field(default=False, metadata={"help": "upload the judge folder to the Hub at the end"})
     hub_model_id: str | None = field(default=None, metadata={"help": "Hub repo id for --push_to_hub"})
     hub_private: bool = field(default=True, metadata={"help": "create the Hub repo as private"})
 
     def validate(self) -> None:
-        """Raise ValueError naming the first bad field."""
-        positive = ("lora_r", "lora_alpha", "per_device_train_batch_size", "gradient_accumulation_steps", "max_length", "n_data")
-        for name in positive:
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
-        if not self.learning_rate > 0:
-            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
-        if not 0 <= self.warmup_ratio < 1:
-            raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio!r}")
-        if not 0 <= self.lora_dropout < 1:
-            raise ValueError(f"lora_dropout must be in [0, 1), got {self.lora_dropout!r}")
-        if self.max_steps <= 0 and not self.num_train_epochs > 0:
-            raise ValueError(f"num_train_epochs must be > 0 when max_steps is not set, got {self.num_train_epochs!r}")
-        for name in ("logging_steps", "save_steps", "eval_rows", "save_total_limit", "lora_top_layers"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 0:
-                raise ValueError(f"{name} must be a non-negative int, got {v!r}")
-        if self.max_train_rows is not None and (not isinstance(self.max_train_rows, int) or self.max_train_rows < 0):
-            raise ValueError(f"max_train_rows must be a non-negative int (0: all rows), got {self.max_train_rows!r}")
-        if self.judge_mode not in ("pmi", "logprob"):
-            raise ValueError(f"judge_mode must be 'pmi' or 'logprob', got {self.judge_mode!r}")
-        if self.loss_reduction not in ("row", "token"):
-            raise ValueError(f"loss_reduction must be 'row' or 'token', got {self.loss_reduction!r}")
-        if self.mixed_precision not in (None, "no", "fp16", "bf16"):
-            raise ValueError(f"mixed_precision must be no, fp16 or bf16, got {self.mixed_precision!r}")
+        _check_non_negative(self, ("logging_steps", "save_steps", "save_total_limit"))
         if self.push_to_hub and not self.hub_model_id:
             raise ValueError("hub_model_id is required with push_to_hub")
+
+
+def _check_positive(group: Any, names: Sequence[str]) -> None:
+    for name in names:
+        v = getattr(group, name)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+
+
+def _check_non_negative(group: Any, names: Sequence[str]) -> None:
+    for name in names:
+        v = getattr(group, name)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise ValueError(f"{name} must be a non-negative int, got {v!r}")
+
+
+#: The argument groups in parsing order, and the TrainArgs attribute holding each.
+ARG_GROUPS: tuple[type, ...] = (DataArgs, ModelArgs, OptimArgs, OutputArgs)
+_GROUP_ATTRS = ("data_args", "model_args", "optim_args", "output_args")
+#: flat field name -> the TrainArgs attribute of the group that owns it
+_FIELD_GROUP: dict[str, str] = {f.name: attr for attr, cls in zip(_GROUP_ATTRS, ARG_GROUPS) for f in dataclasses.fields(cls)}
+
+
+@dataclass(init=False)
+class TrainArgs:
+    """Every argument of :func:`train_evaluator`: the four groups, with flat access.
+
+    ``TrainArgs()`` holds the defaults (the embedded-evaluator recipe). Fields can be given
+    flat, ``TrainArgs(lora_r=8, output_dir="judge")``, or as whole groups,
+    ``TrainArgs(model_args=ModelArgs(lora_r=8))``; ``args.lora_r`` reads (and assignment
+    writes) the field in its group.
+    """
+
+    data_args: DataArgs
+    model_args: ModelArgs
+    optim_args: OptimArgs
+    output_args: OutputArgs
+
+    def __init__(
+        self,
+        data_args: DataArgs | None = None,
+        model_args: ModelArgs | None = None,
+        optim_args: OptimArgs | None = None,
+        output_args: OutputArgs | None = None,
+        **fields: Any,
+    ) -> None:
+        unknown = sorted(set(fields) - set(_FIELD_GROUP))
+        if unknown:
+            raise TypeError(f"TrainArgs got unknown fields {unknown}")
+        given = dict(zip(_GROUP_ATTRS, (data_args, model_args, optim_args, output_args)))
+        for attr, cls in zip(_GROUP_ATTRS, ARG_GROUPS):
+            group = given[attr]
+            if group is None:
+                group = cls()
+            elif not isinstance(group, cls):
+                raise TypeError(f"{attr} must be a {cls.__name__}, got {type(group).__name__}")
+            else:
+                group = dataclasses.replace(group)  # a copy: the caller's object stays as it was
+            object.__setattr__(self, attr, group)
+        for name, value in fields.items():
+            setattr(getattr(self, _FIELD_GROUP[name]), name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached when normal lookup fails: flat fields live in the groups.
+        attr = _FIELD_GROUP.get(name)
+        if attr is None:
+            raise AttributeError(f"'TrainArgs' object has no attribute {name!r}")
+        return getattr(object.__getattribute__(self, attr), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        attr = _FIELD_GROUP.get(name)
+        if attr is None:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(getattr(self, attr), name, value)
+
+    @property
+    def groups(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, attr) for attr in _GROUP_ATTRS)
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first bad field."""
+        for group in self.groups:
+            group.validate()
         if self.full_finetune and self.merge:
             raise ValueError("merge applies to LoRA training only (a full fine-tune already writes full weights)")
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """All fields, flat (the keys of a ``--config`` YAML file)."""
+        out: dict[str, Any] = {}
+        for group in self.groups:
+            out.update(dataclasses.asdict(group))
+        return out
 
 
-def make_parser() -> Any:
-    """An ``HfArgumentParser`` whose flags are :class:`TrainArgs`' fields."""
+def make_parser(**kwargs: Any) -> Any:
+    """The one parser of the training flags: an ``HfArgumentParser`` over :data:`ARG_GROUPS`
+    plus ``--config``. ``kwargs`` go to the parser (``prog``, ...)."""
     from transformers import HfArgumentParser
 
-    return HfArgumentParser(TrainArgs, description="Fine-tune FIND's unit-test judge (accelerate + peft).")
+    kwargs.setdefault("description", "Fine-tune FIND's unit-test judge (accelerate + peft).")
+    parser = HfArgumentParser(ARG_GROUPS, **kwargs)
+    parser.add_argument(
+        "--config", default=None, metavar="FILE.yaml",
+        help="YAML file of flat field: value pairs (e.g. training/configs/embedded.yaml); flags given here win",
+    )
+    return parser
 
 
-def parse_train_args(argv: Sequence[str] | None = None) -> TrainArgs:
-    """TrainArgs from command-line flags; ``--config file.yaml`` supplies defaults (flags win).
+def _read_config(path: str) -> dict[str, Any]:
+    import yaml
 
-    Raises ValueError naming unknown YAML fields or a missing ``--config`` value.
+    with open(path, encoding="utf-8") as fh:
+        values = yaml.safe_load(fh) or {}
+    if not isinstance(values, dict):
+        raise ValueError(f"--config {path}: expected a mapping of training fields")
+    unknown = sorted(set(values) - set(_FIELD_GROUP))
+    if unknown:
+        raise ValueError(f"--config {path}: unknown fields {unknown}")
+    return values
+
+
+def parse_train_args(argv: Sequence[str] | None = None, *, prog: str | None = None) -> TrainArgs:
+    """TrainArgs from command-line flags; ``--config file.yaml`` supplies values that flags override.
+
+    ``argv`` defaults to ``sys.argv[1:]``; ``prog`` names the command in usage and errors.
+    Raises ValueError for unknown YAML fields or an invalid value (naming the field).
     """
     import sys
 
-    import yaml
-
     argv = list(sys.argv[1:] if argv is None else argv)
-    defaults: dict[str, Any] = {}
-    if "--config" in argv:
-        i = argv.index("--config")
-        if i + 1 >= len(argv):
-            raise ValueError("--config needs a YAML file")
-        with open(argv[i + 1], encoding="utf-8") as fh:
-            defaults = yaml.safe_load(fh) or {}
-        if not isinstance(defaults, dict):
-            raise ValueError(f"--config {argv[i + 1]}: expected a mapping of TrainArgs fields")
-        unknown = sorted(set(defaults) - set(TrainArgs.__dataclass_fields__))
-        if unknown:
-            raise ValueError(f"--config {argv[i + 1]}: unknown fields {unknown}")
-        del argv[i : i + 2]
-    parser = make_parser()
-    parser.set_defaults(**defaults)
-    (args,) = parser.parse_args_into_dataclasses(args=argv)
-    args.validate()
-    return args
-
-
-def _str2bool(text: str) -> bool:
-    low = str(text).lower()
-    if low in ("1", "true", "yes", "y"):
-        return True
-    if low in ("0", "false", "no", "n"):
-        return False
-    raise ValueError(f"expected a boolean, got {text!r}")
-
-
-def add_train_arguments(parser: Any) -> None:
-    """Add TrainArgs' fields as ``--<field>`` options to an argparse parser (without importing
-    transformers). Unset options stay absent from the namespace, so a ``--config`` YAML can
-    supply them; see :func:`train_args_from_namespace`."""
-    import argparse
-
-    for f in dataclasses.fields(TrainArgs):
-        ann = str(f.type)
-        kind: Any = _str2bool if "bool" in ann else int if "int" in ann else float if "float" in ann else str
-        extra: dict[str, Any] = {"nargs": "?", "const": True} if kind is _str2bool else {}
-        parser.add_argument(f"--{f.name}", type=kind, default=argparse.SUPPRESS, help=f.metadata.get("help"), **extra)
-
-
-def train_args_from_namespace(namespace: Any, config: str | None = None) -> TrainArgs:
-    """TrainArgs from an argparse namespace filled by :func:`add_train_arguments`, on top of
-    the YAML ``config`` (options given on the command line win)."""
-    argv = ["--config", config] if config else []
-    base = parse_train_args(argv)
-    given = {f.name: getattr(namespace, f.name) for f in dataclasses.fields(TrainArgs) if hasattr(namespace, f.name)}
-    args = dataclasses.replace(base, **given)
+    parser = make_parser(**({"prog": prog} if prog else {}))
+    # First pass: only to find --config (and to answer --help); the YAML values then become
+    # the parser's defaults, so the second pass lets any flag given on the command line win.
+    known, _ = parser.parse_known_args(argv)
+    if known.config:
+        parser.set_defaults(**_read_config(known.config))
+    # -> one instance per group, a namespace holding --config, the unrecognised strings
+    parsed = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
+    if parsed[-1]:
+        parser.error(f"unrecognized arguments: {' '.join(parsed[-1])}")
+    args = TrainArgs(*parsed[: len(ARG_GROUPS)])
     args.validate()
     return args
 
@@ -340,7 +450,9 @@ def _cross_entropy(logits: Any, labels: Any, reduction: str = "token") -> Any:
     return flat.sum(dim=1).mean()
 
 
-def _load_rows(args: TrainArgs) -> tuple[list[dict], list[dict]]:
+def _load_rows(args: DataArgs) -> tuple[list[dict], list[dict]]:
+    """Training rows (the first ``max_train_rows``) and up to ``eval_rows`` validation rows
+    mixed across categories. Records the data folder used in ``args.data``."""
     from findbench.judge.data import default_data_dir, load_evaluator_data
 
     data = args.data if args.data is not None else default_data_dir(n=args.n_data, seed=args.data_seed)
@@ -507,11 +619,6 @@ def train_evaluator(args: TrainArgs) -> str:
     import torch
     from accelerate import Accelerator
     from accelerate.utils import set_seed
-    from tqdm.auto import tqdm
-    from transformers import AutoModelForCausalLM, AutoTokenizer, get_scheduler
-
-    from findbench._io import atomic_dir, atomic_write_json
-    from findbench.models import resolve
 
     if not isinstance(args, TrainArgs):
         raise TypeError(f"args must be a TrainArgs, got {type(args).__name__}")
@@ -520,53 +627,126 @@ def train_evaluator(args: TrainArgs) -> str:
         torch.set_num_threads(args.num_threads)
     t_start = time.time()
     accelerator = Accelerator(gradient_accumulation_steps=args.gradient_accumulation_steps, mixed_precision=args.mixed_precision)
-    main = accelerator.is_main_process
     out_dir = Path(args.output_dir or embedded_evaluator_dir(must_exist=False)).resolve()
     ckpt_root = out_dir.parent / f".{out_dir.name}.checkpoints"
     set_seed(args.seed)
 
-    base_path = resolve(args.model)
-    tokenizer = AutoTokenizer.from_pretrained(base_path)
-    _ensure_chat_template(tokenizer)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32)
-    model.config.use_cache = False
-    if args.full_finetune:
-        peft_config = None
-    else:
-        from peft import LoraConfig, get_peft_model
-
-        targets: Any = args.lora_target_modules
-        if targets != "all-linear":
-            targets = [t.strip() for t in targets.split(",") if t.strip()]
-        layers: dict[str, Any] = {}
-        if args.lora_top_layers:
-            n_layers = int(model.config.num_hidden_layers)
-            if args.lora_top_layers > n_layers:
-                raise ValueError(f"lora_top_layers must be at most the model's {n_layers} layers, got {args.lora_top_layers}")
-            layers["layers_to_transform"] = list(range(n_layers - args.lora_top_layers, n_layers))
-            if targets == "all-linear":  # peft wants module names with layers_to_transform
-                out_emb = model.get_output_embeddings()
-                targets = sorted(
-                    {n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and m is not out_emb}
-                )
-        peft_config = LoraConfig(
-            r=args.lora_r, lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
-            target_modules=targets, task_type="CAUSAL_LM", bias="none", **layers,
-        )
-        model = get_peft_model(model, peft_config)
-    n_trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    n_total = sum(p.numel() for p in model.parameters())
-    log.info("trainable parameters: %d of %d (%.2f%%)", n_trainable, n_total, 100 * n_trainable / n_total)
-
-    train_rows, valid_rows = _load_rows(args)
+    model, tokenizer = _load_model(args.model_args)
+    train_rows, valid_rows = _load_rows(args.data_args)
     if not train_rows:
         raise ValueError("data: no training rows")
     encoded = [tokenize_judge_row(tokenizer, *judge_training_pair(r, args.judge_mode), args.max_length) for r in train_rows]
     valid_encoded = [tokenize_judge_row(tokenizer, *judge_training_pair(r, args.judge_mode), args.max_length) for r in valid_rows]
     lengths = [len(e["input_ids"]) for e in encoded]
     log.info("training rows: %d (tokens per row: mean %.0f, max %d)", len(encoded), sum(lengths) / len(lengths), max(lengths))
+
+    run = _prepare(args, accelerator, model, tokenizer, encoded)
+    if not args.full_finetune:
+        _register_adapter_hooks(accelerator)
+    resume = _resolve_resume(args, ckpt_root)
+    if resume is not None:
+        accelerator.load_state(str(resume))
+        run.step = int(json.loads((resume / _STATE_FILE).read_text())["step"])
+        log.info("resumed from %s at optimizer step %d of %d", resume, run.step, run.total_steps)
+        if (resume / "log_history.json").is_file():
+            run.history = json.loads((resume / "log_history.json").read_text())
+    _train_loop(args, accelerator, run, ckpt_root, t_start)
+
+    summary: dict[str, Any] = {
+        "base_model": args.model,
+        "method": "full" if args.full_finetune else "lora",
+        "judge_mode": args.judge_mode,
+        "train_rows": len(encoded),
+        "steps": run.step,
+        "epochs": run.step / run.steps_per_epoch,
+        "effective_batch_size": args.per_device_train_batch_size * args.gradient_accumulation_steps * accelerator.num_processes,
+        "final_loss": run.last_loss,
+        "wall_seconds": time.time() - t_start,
+        "log_history": run.history,
+        "args": args.to_dict(),
+    }
+    unwrapped = accelerator.unwrap_model(run.model)
+    if valid_encoded and accelerator.is_main_process:
+        if args.judge_mode == "pmi":
+            summary["eval"] = _evaluate_pmi(unwrapped, tokenizer, valid_rows, valid_encoded, accelerator, args.per_device_train_batch_size)
+        else:
+            summary["eval"] = _evaluate(unwrapped, tokenizer, valid_encoded, accelerator, args.per_device_train_batch_size)
+        log.info("validation: %s", summary["eval"])
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        _write_judge(args, accelerator, run.model, tokenizer, summary, out_dir)
+        if args.push_to_hub:
+            _push(out_dir, args)
+        shutil.rmtree(ckpt_root, ignore_errors=True)
+    accelerator.wait_for_everyone()
+    accelerator.end_training()
+    return str(out_dir)
+
+
+def _load_model(margs: ModelArgs) -> tuple[Any, Any]:
+    """The base model (float32, no KV cache) with a LoRA adapter unless ``full_finetune``, and
+    its tokenizer (given a chat template and a pad token when it lacks them)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from findbench.models import resolve
+
+    base_path = resolve(margs.model)
+    tokenizer = AutoTokenizer.from_pretrained(base_path)
+    _ensure_chat_template(tokenizer)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32)
+    model.config.use_cache = False
+    if not margs.full_finetune:
+        from peft import LoraConfig, get_peft_model
+
+        targets: Any = margs.lora_target_modules
+        if targets != "all-linear":
+            targets = [t.strip() for t in targets.split(",") if t.strip()]
+        layers: dict[str, Any] = {}
+        if margs.lora_top_layers:
+            n_layers = int(model.config.num_hidden_layers)
+            if margs.lora_top_layers > n_layers:
+                raise ValueError(f"lora_top_layers must be at most the model's {n_layers} layers, got {margs.lora_top_layers}")
+            layers["layers_to_transform"] = list(range(n_layers - margs.lora_top_layers, n_layers))
+            if targets == "all-linear":  # peft wants module names with layers_to_transform
+                out_emb = model.get_output_embeddings()
+                targets = sorted(
+                    {n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and m is not out_emb}
+                )
+        peft_config = LoraConfig(
+            r=margs.lora_r, lora_alpha=margs.lora_alpha, lora_dropout=margs.lora_dropout,
+            target_modules=targets, task_type="CAUSAL_LM", bias="none", **layers,
+        )
+        model = get_peft_model(model, peft_config)
+    n_trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    n_total = sum(p.numel() for p in model.parameters())
+    log.info("trainable parameters: %d of %d (%.2f%%)", n_trainable, n_total, 100 * n_trainable / n_total)
+    return model, tokenizer
+
+
+@dataclass
+class _Run:
+    """The prepared training objects and the loop's progress (step, log history, last loss)."""
+
+    model: Any
+    optimizer: Any
+    scheduler: Any
+    loader: Any
+    generator: Any
+    steps_per_epoch: int
+    total_steps: int
+    step: int = 0
+    history: list[dict] = field(default_factory=list)
+    last_loss: float | None = None
+
+
+def _prepare(args: TrainArgs, accelerator: Any, model: Any, tokenizer: Any, encoded: list[dict]) -> _Run:
+    """Data loader, AdamW (no weight decay on biases and norms) and the warm-up schedule,
+    passed through ``accelerator.prepare``."""
+    import torch
+    from transformers import get_scheduler
 
     generator = torch.Generator().manual_seed(args.seed)
     loader = torch.utils.data.DataLoader(
@@ -590,31 +770,24 @@ def train_evaluator(args: TrainArgs) -> str:
         num_warmup_steps=warmup * accelerator.num_processes, num_training_steps=total_steps * accelerator.num_processes,
     )
     scheduler = accelerator.prepare(scheduler)
+    return _Run(model, optimizer, scheduler, loader, generator, steps_per_epoch, total_steps)
 
-    if not args.full_finetune:
-        _register_adapter_hooks(accelerator)
 
-    step = 0
-    resume = _resolve_resume(args, ckpt_root)
-    if resume is not None:
-        accelerator.load_state(str(resume))
-        state = json.loads((resume / _STATE_FILE).read_text())
-        step = int(state["step"])
-        log.info("resumed from %s at optimizer step %d of %d", resume, step, total_steps)
-    history: list[dict] = []
-    if resume is not None and (resume / "log_history.json").is_file():
-        history = json.loads((resume / "log_history.json").read_text())
+def _train_loop(args: TrainArgs, accelerator: Any, run: _Run, ckpt_root: Path, t_start: float) -> None:
+    """Optimizer steps from ``run.step`` to ``run.total_steps``: logs, checkpoints, and
+    records the progress in ``run``."""
+    from tqdm.auto import tqdm
 
+    model, optimizer, scheduler = run.model, run.optimizer, run.scheduler
     model.train()
-    bar = tqdm(total=total_steps, initial=step, desc="train judge", disable=not accelerator.is_local_main_process)
+    bar = tqdm(total=run.total_steps, initial=run.step, desc="train judge", disable=not accelerator.is_local_main_process)
     running, running_n = 0.0, 0
-    last_loss: float | None = None
-    epoch = step // steps_per_epoch
-    while step < total_steps:
+    epoch = run.step // run.steps_per_epoch
+    while run.step < run.total_steps:
         # One seeded order per epoch, so a resumed run sees the same batches as an unbroken one.
-        generator.manual_seed(args.seed + epoch)
-        skip_batches = (step - epoch * steps_per_epoch) * args.gradient_accumulation_steps
-        epoch_loader = accelerator.skip_first_batches(loader, skip_batches) if skip_batches else loader
+        run.generator.manual_seed(args.seed + epoch)
+        skip_batches = (run.step - epoch * run.steps_per_epoch) * args.gradient_accumulation_steps
+        epoch_loader = accelerator.skip_first_batches(run.loader, skip_batches) if skip_batches else run.loader
         for batch in epoch_loader:
             with accelerator.accumulate(model):
                 loss = answer_loss(model, batch, args.loss_reduction)
@@ -628,68 +801,47 @@ def train_evaluator(args: TrainArgs) -> str:
             running_n += 1
             if not accelerator.sync_gradients:
                 continue
-            step += 1
+            run.step += 1
             bar.update(1)
-            if args.logging_steps and (step % args.logging_steps == 0 or step == total_steps):
-                last_loss = running / max(running_n, 1)
-                entry = {"step": step, "loss": round(last_loss, 5), "lr": scheduler.get_last_lr()[0],
-                         "epoch": round(step / steps_per_epoch, 4), "elapsed_s": round(time.time() - t_start, 1)}
-                history.append(entry)
-                bar.set_postfix(loss=f"{last_loss:.4f}")
-                log.info("step %d/%d loss %.4f lr %.3g", step, total_steps, last_loss, entry["lr"])
+            if args.logging_steps and (run.step % args.logging_steps == 0 or run.step == run.total_steps):
+                run.last_loss = running / max(running_n, 1)
+                entry = {"step": run.step, "loss": round(run.last_loss, 5), "lr": scheduler.get_last_lr()[0],
+                         "epoch": round(run.step / run.steps_per_epoch, 4), "elapsed_s": round(time.time() - t_start, 1)}
+                run.history.append(entry)
+                bar.set_postfix(loss=f"{run.last_loss:.4f}")
+                log.info("step %d/%d loss %.4f lr %.3g", run.step, run.total_steps, run.last_loss, entry["lr"])
                 running, running_n = 0.0, 0
-            if args.save_steps and step % args.save_steps == 0 and step < total_steps:
-                _save_checkpoint(accelerator, ckpt_root, step, history, args)
-            if step >= total_steps:
+            if args.save_steps and run.step % args.save_steps == 0 and run.step < run.total_steps:
+                _save_checkpoint(accelerator, ckpt_root, run.step, run.history, args)
+            if run.step >= run.total_steps:
                 break
         epoch += 1
     bar.close()
     if running_n:
-        last_loss = running / running_n
+        run.last_loss = running / running_n
 
-    summary: dict[str, Any] = {
-        "base_model": args.model,
-        "method": "full" if args.full_finetune else "lora",
-        "judge_mode": args.judge_mode,
-        "train_rows": len(encoded),
-        "steps": step,
-        "epochs": step / steps_per_epoch,
-        "effective_batch_size": args.per_device_train_batch_size * args.gradient_accumulation_steps * accelerator.num_processes,
-        "final_loss": last_loss,
-        "wall_seconds": time.time() - t_start,
-        "log_history": history,
-        "args": args.to_dict(),
-    }
+
+def _write_judge(args: TrainArgs, accelerator: Any, model: Any, tokenizer: Any, summary: dict, out_dir: Path) -> None:
+    """The judge folder, written whole into a temporary folder and renamed: weights or
+    adapter, tokenizer, optional merged weights, model card and the training summary."""
+    from findbench._io import atomic_dir, atomic_write_json
+
     unwrapped = accelerator.unwrap_model(model)
-    if valid_encoded and main:
-        if args.judge_mode == "pmi":
-            summary["eval"] = _evaluate_pmi(unwrapped, tokenizer, valid_rows, valid_encoded, accelerator, args.per_device_train_batch_size)
-        else:
-            summary["eval"] = _evaluate(unwrapped, tokenizer, valid_encoded, accelerator, args.per_device_train_batch_size)
-        log.info("validation: %s", summary["eval"])
-    accelerator.wait_for_everyone()
-    if main:
-        with atomic_dir(out_dir) as tmp:
-            state_dict = accelerator.get_state_dict(model)
-            unwrapped.save_pretrained(tmp, state_dict=state_dict, safe_serialization=True)
-            if not args.full_finetune:
-                _portable_adapter_config(tmp, args.model)
-            tokenizer.save_pretrained(tmp)
-            if args.merge:
-                merged = unwrapped.merge_and_unload()
-                merged.save_pretrained(tmp / "merged", safe_serialization=True)
-                tokenizer.save_pretrained(tmp / "merged")
-            (tmp / "README.md").write_text(_model_card(args, summary), encoding="utf-8")
-            atomic_write_json(tmp / TRAINED_MARKER, summary)
-            if args.merge:  # the merged folder is a judge of its own: it records the mode too
-                atomic_write_json(tmp / "merged" / TRAINED_MARKER, summary)
-        log.info("judge written to %s", out_dir)
-        if args.push_to_hub:
-            _push(out_dir, args)
-        shutil.rmtree(ckpt_root, ignore_errors=True)
-    accelerator.wait_for_everyone()
-    accelerator.end_training()
-    return str(out_dir)
+    with atomic_dir(out_dir) as tmp:
+        state_dict = accelerator.get_state_dict(model)
+        unwrapped.save_pretrained(tmp, state_dict=state_dict, safe_serialization=True)
+        if not args.full_finetune:
+            _portable_adapter_config(tmp, args.model)
+        tokenizer.save_pretrained(tmp)
+        if args.merge:
+            merged = unwrapped.merge_and_unload()
+            merged.save_pretrained(tmp / "merged", safe_serialization=True)
+            tokenizer.save_pretrained(tmp / "merged")
+        (tmp / "README.md").write_text(_model_card(args, summary), encoding="utf-8")
+        atomic_write_json(tmp / TRAINED_MARKER, summary)
+        if args.merge:  # the merged folder is a judge of its own: it records the mode too
+            atomic_write_json(tmp / "merged" / TRAINED_MARKER, summary)
+    log.info("judge written to %s", out_dir)
 
 
 def _register_adapter_hooks(accelerator: Any) -> None:

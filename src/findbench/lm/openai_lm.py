@@ -13,9 +13,11 @@ Where the server offers vLLM's ``/tokenize`` endpoint, the assistant prefix is s
 :class:`~findbench.lm.TransformersLM` splits it (trailing whitespace moves into the
 candidate when that makes it one token), so both backends score the same token.
 
-Requests run in a bounded thread pool with timeouts and retries (exponential backoff on
-connection errors, 429 and 5xx). A server that is down gives a ``ConnectionError`` naming
-the URL at the first call, without retrying.
+Requests run in a bounded thread pool with timeouts. Completion requests are retried by
+``urllib3.util.Retry`` mounted on the session's ``HTTPAdapter`` (exponential backoff on
+connection errors, read timeouts, 408, 429 and 5xx; a ``Retry-After`` header is honoured).
+A server that is down gives a ``ConnectionError`` naming the URL at the first call, without
+retrying: the up-front ``/models`` check and ``/tokenize`` go through a session without retries.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ import logging
 import math
 import os
 import threading
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -49,8 +50,10 @@ class OpenAILM:
         api_key: bearer token; default ``$OPENAI_API_KEY`` (vLLM needs none unless started with one).
         max_workers: concurrent requests.
         timeout: seconds per request.
-        max_retries: retries per request after the first try (connection errors, 408/429/5xx).
-        backoff: first retry delay in seconds, doubled each retry.
+        max_retries: retries per request after the first try (connection errors, read
+            timeouts, 408/429/5xx).
+        backoff: urllib3's ``backoff_factor``: the first retry goes at once, retry ``n >= 2``
+            waits ``backoff * 2 ** (n - 1)`` seconds (capped at 120 s).
         top_logprobs: alternatives asked for per candidate request (vLLM allows up to 20 by default).
         name: identity in cache keys and reports; default ``"openai:<model>"``.
     """
@@ -98,15 +101,30 @@ class OpenAILM:
         return f"OpenAILM(base_url={self.base_url!r}, model={self.model!r})"
 
     # -- HTTP ------------------------------------------------------------------------------
-    def _session(self):
+    def _session(self, retry: bool = False):
+        """This thread's session: ``retry=True`` for the one whose adapter retries requests."""
         import requests
+        from requests.adapters import HTTPAdapter
+        from urllib3.util import Retry
 
-        if not hasattr(self._local, "session"):
+        attr = "retry_session" if retry else "session"
+        if not hasattr(self._local, attr):
             s = requests.Session()
             if self.api_key:
                 s.headers["Authorization"] = f"Bearer {self.api_key}"
-            self._local.session = s
-        return self._local.session
+            if retry:
+                policy = Retry(
+                    total=self.max_retries,
+                    backoff_factor=self.backoff,
+                    status_forcelist=_RETRY_STATUS,
+                    allowed_methods=None,  # completions are POSTs without side effects: retry them too
+                    raise_on_status=False,  # out of retries: hand back the last answer, reported below
+                )
+                adapter = HTTPAdapter(max_retries=policy)
+                s.mount("http://", adapter)
+                s.mount("https://", adapter)
+            setattr(self._local, attr, s)
+        return getattr(self._local, attr)
 
     @property
     def _root(self) -> str:
@@ -136,25 +154,16 @@ class OpenAILM:
                     self._checked = True
 
     def _post(self, url: str, payload: dict) -> dict:
+        """POST through the retrying session; errors name the URL once retries are spent."""
         import requests
 
-        delay = self.backoff
-        for attempt in range(self.max_retries + 1):
-            last = attempt == self.max_retries
-            try:
-                r = self._session().post(url, json=payload, timeout=self.timeout)
-            except (requests.ConnectionError, requests.Timeout) as exc:
-                if last:
-                    raise ConnectionError(f"request to {url} failed after {attempt + 1} tries: {exc}") from exc
-            else:
-                if r.status_code < 400:
-                    return r.json()
-                if r.status_code not in _RETRY_STATUS or last:
-                    raise RuntimeError(f"{url} answered {r.status_code}: {r.text[:500]}")
-            log.debug("retrying %s in %.1f s", url, delay)
-            time.sleep(delay)
-            delay *= 2
-        raise AssertionError("unreachable")
+        try:
+            r = self._session(retry=True).post(url, json=payload, timeout=self.timeout)
+        except (requests.ConnectionError, requests.Timeout) as exc:
+            raise ConnectionError(f"request to {url} failed after {self.max_retries + 1} tries: {exc}") from exc
+        if r.status_code >= 400:
+            raise RuntimeError(f"{url} answered {r.status_code}: {r.text[:500]}")
+        return r.json()
 
     def _map(self, fn, items: Sequence[Any], desc: str, progress: bool) -> list[Any]:
         self._ensure_server()

@@ -253,14 +253,13 @@ def _csv(rows: list[dict], columns: Sequence[str]) -> str:
 
 
 def _heatmap(path: Path, concepts: Sequence[str], matrix: np.ndarray, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    # Figure() draws on its own Agg canvas, leaving pyplot and the global backend untouched.
+    from matplotlib.figure import Figure
 
     n = len(concepts)
     size = min(4 + 0.12 * n, 20)
-    fig, ax = plt.subplots(figsize=(size, size))
+    fig = Figure(figsize=(size, size))
+    ax = fig.subplots()
     im = ax.imshow(matrix, vmin=0.0, vmax=1.0, cmap="viridis")
     ax.set_xlabel("held-out words of concept")
     ax.set_ylabel("neuron (concept)")
@@ -271,7 +270,6 @@ def _heatmap(path: Path, concepts: Sequence[str], matrix: np.ndarray, title: str
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="mean activation")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def backbone_report(

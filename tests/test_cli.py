@@ -1,0 +1,181 @@
+"""The `findbench` command line: the command table, help, flag parsing and error handling.
+
+Nothing heavy runs here: subcommands that would build or score are checked by replacing the
+library function they call and looking at the arguments it received."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from findbench import cli
+
+WORKFLOW = ("build", "call", "export-functions", "backbone-report", "build-neuron-tests", "iia",
+            "evaluator-data", "train-evaluator", "evaluator-report", "main")
+
+
+def _subcommands(parser) -> list[str]:
+    (action,) = [a for a in parser._actions if a.dest == "command"]
+    return list(action.choices)
+
+
+def test_table_lists_every_command_once_in_workflow_order():
+    names = [name for name, _ in cli.COMMANDS]
+    assert tuple(names) == WORKFLOW
+    assert len(set(names)) == len(names)
+    assert _subcommands(cli.make_parser()) == names
+    # no parser builder is left out of the table
+    builders = {name for name in vars(cli) if name.startswith("_add_")}
+    assert builders == {add.__name__ for _, add in cli.COMMANDS}
+
+
+@pytest.mark.parametrize("command", WORKFLOW)
+def test_help_of_each_subcommand(command, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main([command, "--help"])
+    assert exc.value.code == 0
+    assert f"findbench {command}" in capsys.readouterr().out
+
+
+def test_train_evaluator_help_lists_the_training_flags(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["train-evaluator", "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for flag in ("--config", "--lora_r", "--output_dir", "--judge_mode", "--seed", "--data_seed", "--learning_rate"):
+        assert flag in out
+
+
+def test_csv_type():
+    assert cli._csv("a, b,,c ") == ["a", "b", "c"]
+    assert cli._csv("") == []
+    assert cli._csv("numeric") == ["numeric"]
+    # string defaults go through the type too
+    args = cli.parse_args(["export-functions", "--out", "x"])
+    assert args.configs == ["numeric", "strings"]
+    assert cli.parse_args(["build", "--configs", "strings,numeric"]).configs == ["strings", "numeric"]
+    assert cli.parse_args(["build"]).configs is None
+
+
+def test_renamed_flags_parse():
+    args = cli.parse_args(["build-neuron-tests", "--span-judge", "regex:foo", "--tasks", "a,b"])
+    assert args.span_judge == "regex:foo" and args.tasks == ["a", "b"]
+    assert cli.parse_args(["main", "--dataset-out", "d", "--out", "o"]).dataset_out == "d"
+    args = cli.parse_args(["evaluator-report", "--judge", "j", "--data", "built", "--evaluator-data", "ed"])
+    assert (args.data, args.data_dir, args.evaluator_data) == ("built", None, "ed")
+    # the old spellings are gone (and no abbreviation stands in for them)
+    for argv in (["build-neuron-tests", "--judge", "lm"], ["main", "--data", "d"]):
+        with pytest.raises(SystemExit) as exc:
+            cli.parse_args(argv)
+        assert exc.value.code == 2
+
+
+def test_build_neuron_tests_passes_the_span_judge(monkeypatch, tmp_path):
+    import findbench.builders.neuron_test_sets as nts
+
+    seen = {}
+    monkeypatch.setattr(nts, "build", lambda out, **kw: seen.update(out=out, **kw) or out)
+    assert cli.main(["build-neuron-tests", "--out", str(tmp_path), "--configs", "observational", "--span-judge", "regex:foo",
+                     "--layer", "1", "--neuron", "2", "--explanation", "x"]) == 0
+    assert seen["judge"] == "regex:foo" and seen["configs"] == ["observational"] and seen["tasks"] is None
+    assert (seen["layer"], seen["neuron"], seen["explanation"]) == (1, 2, "x")
+
+
+def test_main_passes_the_dataset_folder(monkeypatch, tmp_path):
+    import findbench.pipeline as pipeline
+
+    seen = {}
+
+    def fake_run_main(**kw):
+        seen.update(kw)
+        (tmp_path / "o").mkdir()
+        (tmp_path / "o" / "summary.md").write_text("# done\n")
+
+    monkeypatch.setattr(pipeline, "run_main", fake_run_main)
+    assert cli.main(["main", "--dataset-out", str(tmp_path / "d"), "--out", str(tmp_path / "o"), "--skip-train"]) == 0
+    assert seen == {"data": str(tmp_path / "d"), "out": str(tmp_path / "o"), "seed": 0, "judge_functions": 30, "skip_train": True}
+
+
+def _fake_report(seen: dict):
+    def evaluator_report(judge, **kw):
+        seen.update(judge=judge, **kw)
+        return {"results": [{"label": "judge", "descriptions": "true", "category": "strings", "n_functions": 2,
+                             "unit_test_accuracy": 1.0}]}
+
+    return evaluator_report
+
+
+def test_evaluator_report_arguments(monkeypatch, capsys):
+    import findbench.judge.report as report
+
+    seen: dict = {}
+    monkeypatch.setattr(report, "evaluator_report", _fake_report(seen))
+    assert cli.main(["evaluator-report", "--judge", "j", "--baseline", "embedded", "--baseline-mode", "logprob, pmi",
+                     "--categories", "strings,neurons_entities", "--data", "built", "--limit", "4", "--out", "r"]) == 0
+    assert seen["judge"] == "j" and seen["baseline"] == "embedded"
+    assert seen["baseline_mode"] == ["logprob", "pmi"] and seen["categories"] == ["strings", "neurons_entities"]
+    assert (seen["source"], seen["data"], seen["data_dir"], seen["limit"], seen["out"]) == ("procedural", "built", None, 4, "r")
+    assert "| strings | 2 |" in capsys.readouterr().out
+
+    seen.clear()
+    assert cli.main(["evaluator-report", "--judge", "j", "--source", "find-v1", "--data-dir", "release"]) == 0
+    assert (seen["source"], seen["data"], seen["data_dir"], seen["baseline_mode"]) == ("find-v1", None, "release", None)
+
+    # each folder flag with its own source only
+    seen.clear()
+    assert cli.main(["evaluator-report", "--judge", "j", "--data-dir", "release"]) == 2
+    assert cli.main(["evaluator-report", "--judge", "j", "--source", "find-v1", "--data", "built"]) == 2
+    assert not seen
+    assert "--data-dir is the find-v1 release folder" in capsys.readouterr().err
+
+
+def test_iia_arguments(monkeypatch, tmp_path, capsys):
+    import findbench.neuron_explanations.interventions as interventions
+
+    seen = {}
+
+    def fake_run_iia(model, tasks, layers, **kw):
+        seen.update(model=model, tasks=tasks, layers=layers, **kw)
+        return [{"task": tasks[0], "layer": layers[0], "position": "last", "n_pairs": 8, "ks": kw["ks"],
+                 "curves": {name: [0.5] * len(kw["ks"]) for name in kw["rankings"]}}]
+
+    monkeypatch.setattr(interventions, "run_iia", fake_run_iia)
+    ranking = tmp_path / "r.json"
+    ranking.write_text(json.dumps({"mine": [3, 1, 2]}))
+    assert cli.main(["iia", "--task", "numbers/unit_conversion,x/y", "--layer", "0, 2", "--ks", "1,50", "--n-pairs", "8",
+                     "--rankings", "random", "--ranking-file", str(ranking)]) == 0
+    assert seen["tasks"] == ["numbers/unit_conversion", "x/y"] and seen["layers"] == [0, 2]
+    assert seen["ks"] == [1.0, 50.0] and seen["rankings"] == {"random": None, "mine": [3, 1, 2]}
+    assert (seen["model"], seen["n_pairs"], seen["site"], seen["position"], seen["out"]) == ("embedded", 8, "mlp_activation", "auto", None)
+    assert "K=50%:0.500" in capsys.readouterr().out
+    assert cli.main(["iia", "--task", "t", "--layer", "zero"]) == 2
+    assert "--layer and --ks take comma-separated numbers" in capsys.readouterr().err
+
+
+def test_errors_are_one_line_unless_verbose(monkeypatch, capsys):
+    import findbench.judge.report as report
+
+    def boom(judge, **kw):
+        raise ValueError("limit must be an int >= 2")
+
+    monkeypatch.setattr(report, "evaluator_report", boom)
+    assert cli.main(["evaluator-report", "--judge", "j"]) == 2
+    assert capsys.readouterr().err.strip() == "findbench evaluator-report: error: limit must be an int >= 2"
+    with pytest.raises(ValueError, match="limit"):
+        cli.main(["-v", "evaluator-report", "--judge", "j"])
+
+    # a TypeError naming an argument is the user's; any other is a bug and keeps its traceback
+    monkeypatch.setattr(report, "evaluator_report", lambda judge, **kw: (_ for _ in ()).throw(TypeError("categories must be a list")))
+    assert cli.main(["evaluator-report", "--judge", "j"]) == 2
+    monkeypatch.setattr(report, "evaluator_report", lambda judge, **kw: None + 1)
+    with pytest.raises(TypeError, match="unsupported operand"):
+        cli.main(["evaluator-report", "--judge", "j"])
+
+
+def test_unknown_flags_are_rejected():
+    with pytest.raises(SystemExit) as exc:
+        cli.parse_args(["build", "--bogus"])
+    assert exc.value.code == 2
+    # train-evaluator keeps the rest of its command line for the training parser
+    assert cli.parse_args(["train-evaluator", "--lora_r", "4"]).rest == ["--lora_r", "4"]
