@@ -35,6 +35,7 @@ def test_registry(monkeypatch):
     assert "embedded" in models.REGISTRY
 
 
+@pytest.mark.slow
 def test_embedded_folder_is_a_plain_safetensors_model(embedded_model_dir):
     folder = Path(embedded_model_dir)
     assert (folder / "model.safetensors").is_file()

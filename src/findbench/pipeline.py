@@ -8,11 +8,15 @@
    ``embedded-evaluator`` judge (trained here if missing, unless ``skip_train``);
 4. write ``summary.json`` and ``summary.md`` in the output folder.
 
-Every stage is resumable: a finished stage's result is kept in ``<out>/stages/`` and reused.
+Every stage is resumable: a finished stage's result is kept in ``<out>/stages/<name>.json``
+together with the arguments it was computed from (its key), and reused only while that key is
+unchanged; a run with other arguments (seed, data folder, number of judged functions, a
+retrained judge, ...) recomputes the stage and replaces the stale file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import random
@@ -40,15 +44,52 @@ def load_metric(name: str):
     return evaluate.load(metric_path(name))
 
 
-def _stage(out: Path, name: str, fn: Callable[[], Any]) -> Any:
+#: Layout of a ``<out>/stages/<name>.json`` file; files of another layout (or of the older
+#: key-less layout, which held the bare result) are recomputed.
+_STAGE_FORMAT = 2
+
+
+def _fingerprint(obj: Any) -> str:
+    """A short content hash of JSON-able data (rows, descriptions, unit tests)."""
+    blob = json.dumps(obj, sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+def _stage(out: Path, name: str, key: dict[str, Any], fn: Callable[[], Any], *, force: bool = False) -> Any:
+    """``fn()``, or the result saved by an earlier run with the same ``key``.
+
+    The file ``<out>/stages/<name>.json`` holds ``{"stage", "format", "key", "result"}``. When
+    the saved key differs from ``key`` (or the file is unreadable, of an older layout, or
+    ``force`` is set) the stage runs again and the file is replaced in one rename.
+    """
     path = out / "stages" / f"{name}.json"
-    if path.is_file():
-        logger.info("stage %s: reusing %s", name, path)
-        return json.loads(path.read_text())
-    logger.info("stage %s: running", name)
+    # compare keys as they read back from JSON (tuples become lists, ints stay ints)
+    key = json.loads(json.dumps(key, sort_keys=True, default=str))
+    if path.is_file() and not force:
+        try:
+            saved = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            saved = None
+        if isinstance(saved, dict) and saved.get("format") == _STAGE_FORMAT and saved.get("key") == key and "result" in saved:
+            logger.info("stage %s: reusing %s", name, path)
+            return saved["result"]
+        old = saved.get("key") if isinstance(saved, dict) else None
+        logger.info("stage %s: %s holds a result for other arguments (%s, now %s); rerunning", name, path, old, key)
+    else:
+        logger.info("stage %s: running", name)
     result = fn()
-    atomic_write_json(path, result)
+    atomic_write_json(path, {"stage": name, "format": _STAGE_FORMAT, "key": key, "result": result})
     return result
+
+
+def _evaluator_key(path: str) -> dict[str, Any]:
+    """What identifies a trained judge folder: its path and its training record (rewritten by
+    every training run), so scores of a retrained judge are not reused."""
+    from findbench.constants import TRAINED_MARKER
+
+    marker = Path(path) / TRAINED_MARKER
+    record = marker.read_text(encoding="utf-8") if marker.is_file() else None
+    return {"path": str(path), "trained": _fingerprint(record) if record is not None else None}
 
 
 def _ensure_embedded_evaluator() -> str:
@@ -60,6 +101,16 @@ def _ensure_embedded_evaluator() -> str:
     except FileNotFoundError:
         logger.info("training the embedded evaluator judge (default recipe; resumable)")
         return str(train_evaluator(TrainArgs()))
+
+
+def _evaluator_ready() -> bool:
+    from findbench.models import embedded_evaluator_dir
+
+    try:
+        embedded_evaluator_dir()
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _sample(rows: list[dict], k: int, seed: int) -> list[dict]:
@@ -87,12 +138,17 @@ def run_main(
         raise ValueError(f"judge_functions must be at least 1, got {judge_functions}")
     data, out = Path(data), Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    source = "procedural"
+    # the dataset folder by absolute path: the same relative name run from another folder is
+    # another dataset
+    data_key = {"data": str(data.resolve()), "source": source, "seed": seed}
 
     def _build():
-        build(str(data), seed=seed)
-        return {"data": str(data), "seed": seed}
+        build(str(data), seed=seed, source=source)
+        return {"data": str(data), "seed": seed, "source": source}
 
-    _stage(out, "build", _build)
+    # a deleted dataset folder is rebuilt even when the stage file says it was built
+    _stage(out, "build", data_key, _build, force=not data.is_dir())
     rows = {c: datasets.load_dataset(str(data), c, split="test").to_list() for c in
             ("numeric", "strings", "neurons_entities", "neurons_relations")}
     summary: dict[str, Any] = {"data": str(data), "seed": seed, "rows": {c: len(r) for c, r in rows.items()}}
@@ -109,24 +165,53 @@ def run_main(
             "strings_ground_truth": {"exact_match": em["exact_match"]},
         }
 
-    summary["code_metrics"] = _stage(out, "code_metrics", _code)
+    # the code metrics depend only on the ground-truth code and test inputs they are given
+    code_key = {
+        **data_key,
+        "metrics": ["find_nmse", "find_exact_match"],
+        "inputs": _fingerprint({
+            "numeric": [r["code"] for r in rows["numeric"]],
+            "strings": [[r["code"], r["test_inputs"]] for r in rows["strings"]],
+        }),
+    }
+    summary["code_metrics"] = _stage(out, "code_metrics", code_key, _code)
 
     if "embedded-evaluator" in judges and not skip_train:
-        summary["evaluator"] = _stage(out, "train_evaluator", lambda: {"path": _ensure_embedded_evaluator()})
+        from findbench.constants import EMBEDDED_EVALUATOR_VERSION
+
+        summary["evaluator"] = _stage(
+            out, "train_evaluator", {"judge": "embedded-evaluator", "version": EMBEDDED_EVALUATOR_VERSION},
+            lambda: {"path": _ensure_embedded_evaluator()},
+            # a judge folder removed since the stage ran is trained again
+            force=not _evaluator_ready(),
+        )
+
+    active = [j for j in judges if not (j == "embedded-evaluator" and skip_train)]
+    samples: dict[str, list[dict]] = {}
+    if active:
+        for category in JUDGE_CATEGORIES:
+            # held-out functions of the judge data's split (seed 0): never seen in judge training
+            splits = split_functions(rows[category], seed=0)
+            held = [r for r in rows[category] if splits[r["function_id"]] == "heldout"]
+            samples[category] = _sample(held, judge_functions, seed)
+        summary["judge_functions"] = judge_functions
+        summary["judged_functions"] = {c: len(s) for c, s in samples.items()}
+    sample_key = {
+        **data_key,
+        "judge_functions": judge_functions,
+        "split_seed": 0,
+        "sample": _fingerprint({
+            c: [[s["function_id"], s["description"], s["unit_tests"]] for s in sample] for c, sample in samples.items()
+        }),
+    }
 
     judge_results: dict[str, dict] = {}
-    for judge in judges:
-        if judge == "embedded-evaluator" and skip_train:
-            continue
+    for judge in active:
 
         def _judge(judge=judge):
             metric = load_metric("find_unit_test")
             res = {}
-            for category in JUDGE_CATEGORIES:
-                # held-out functions of the judge data's split: never seen in judge training
-                splits = split_functions(rows[category], seed=0)
-                held = [r for r in rows[category] if splits[r["function_id"]] == "heldout"]
-                sample = _sample(held, judge_functions, seed)
+            for category, sample in samples.items():
                 r = metric.compute(
                     predictions=[s["description"] for s in sample],
                     references=[s["unit_tests"] for s in sample],
@@ -136,7 +221,12 @@ def run_main(
                 res[category] = r["unit_test_accuracy"]
             return res
 
-        judge_results[judge] = _stage(out, f"judge_{judge}_heldout", _judge)
+        key = {"judge": judge, **sample_key}
+        if judge == "embedded-evaluator":
+            from findbench.models import embedded_evaluator_dir
+
+            key["evaluator"] = _evaluator_key(embedded_evaluator_dir(must_exist=False))
+        judge_results[judge] = _stage(out, f"judge_{judge}_heldout", key, _judge)
     summary["unit_test_accuracy"] = judge_results
     atomic_write_json(out / "summary.json", summary)
     atomic_write_text(out / "summary.md", _markdown(summary, judge_functions))
@@ -151,7 +241,15 @@ def _markdown(summary: dict, judge_functions: int) -> str:
               f"- numeric: success rate {cm['numeric_ground_truth']['success_rate']:.3f}, mean NMSE {cm['numeric_ground_truth']['mean_nmse']:.3g}",
               f"- strings: exact match {cm['strings_ground_truth']['exact_match']:.3f}", ""]
     if summary["unit_test_accuracy"]:
-        lines += [f"## Unit-test accuracy with ground-truth descriptions ({judge_functions} held-out functions per category)", "",
+        # the number actually judged: fewer than asked when a category holds out fewer functions
+        judged = summary.get("judged_functions") or {}
+        sizes = sorted(set(judged.values()))
+        if sizes == [judge_functions] or not judged:
+            per = f"{judge_functions} held-out functions per category"
+        else:
+            per = (f"up to {judge_functions} held-out functions per category: "
+                   + ", ".join(f"{c} {n}" for c, n in judged.items()))
+        lines += [f"## Unit-test accuracy with ground-truth descriptions ({per})", "",
                   "Functions held out of judge training (`findbench evaluator-data` split, seed 0); each judge is "
                   "scored in its own mode (`embedded`: FIND's `logprob`; `embedded-evaluator`: `pmi`).", "",
                   "| judge | " + " | ".join(JUDGE_CATEGORIES) + " |", "|---|" + "---|" * len(JUDGE_CATEGORIES)]

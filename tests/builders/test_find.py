@@ -68,9 +68,9 @@ def test_export_functions_scripts_run_alone(built, tmp_path):
     assert res.stdout.strip() == f"Function input - output pairs: (ab c, {fn('ab c')}) (q\"uote, {fn(chr(113) + chr(34) + 'uote')})"
 
 
-def test_build_find_v1_import(anchors_dir, tmp_path, capsys):
+def test_build_find_v1_import(anchor, tmp_path, capsys):
     out = tmp_path / "find-v1"
-    assert main(["build", "--source", "find-v1", "--data-dir", str(anchors_dir / "find-v1"), "--out", str(out)]) == 0
+    assert main(["build", "--source", "find-v1", "--data-dir", str(anchor("find-v1")), "--out", str(out)]) == 0
     sizes = {c: len(datasets.load_dataset(str(out), c, split="test")) for c in schema.CATEGORIES}
     assert sizes == {"numeric": 1000, "strings": 1000, "neurons_entities": 200, "neurons_relations": 75}
     rel = datasets.load_dataset(str(out), "neurons_relations", split="test")

@@ -12,11 +12,8 @@ from findbench.schema import check_row
 
 
 @pytest.fixture(scope="module")
-def release(anchors_dir):
-    root = anchors_dir / "find-v1"
-    if not root.is_dir():
-        pytest.skip(f"FIND v1 anchor release not found at {root}")
-    return root
+def release(anchor):
+    return anchor("find-v1")
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +124,6 @@ def test_leading_space_exception_is_stripped(release, rows):
 
 
 def test_numeric_import(release):
-    pytest.importorskip("findbench.find.numeric")
     rows = load_rows("numeric", release)
     assert len(rows) == 1000
     served = json.loads((release / "numeric" / "func_name_dict.json").read_text())

@@ -61,7 +61,8 @@ def test_zero_epochs_is_least_squares_only_and_refinement_never_hurts():
 
 
 def test_state_dict_round_trip_matches_torch_forward():
-    torch = pytest.importorskip("torch")
+    import torch
+
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(1, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
     sd = {"layers." + k: v for k, v in model.state_dict().items()}

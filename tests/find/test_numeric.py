@@ -14,9 +14,9 @@ import pytest
 
 from findbench import schema
 from findbench.find import numeric as nm
-from tests._paths import ANCHORS as ANCHORS_ROOT
 
-ANCHORS = ANCHORS_ROOT / "find-v1" / "numeric"
+#: FIND v1's numeric functions, under the anchor root (reached through the ``anchor`` fixture).
+NUMERIC = "find-v1/numeric"
 
 
 def atomic(family, variant="clean", domain=(-100.0, 100.0), **params):
@@ -380,20 +380,20 @@ def test_bad_input_names_the_field():
 
 
 @pytest.fixture(scope="module")
-def find_v1():
-    if not (ANCHORS / "data.json").exists():
-        pytest.skip(f"FIND v1 anchor data not found at {ANCHORS}")
-    data = json.loads((ANCHORS / "data.json").read_text())
-    served = json.loads((ANCHORS / "func_name_dict.json").read_text())
-    return data, served
+def find_v1(anchor):
+    """``(data.json records, func_name_dict.json, release folder)`` of the numeric anchor."""
+    data = json.loads(anchor(f"{NUMERIC}/data.json").read_text())
+    served = json.loads(anchor(f"{NUMERIC}/func_name_dict.json").read_text())
+    return data, served, anchor(NUMERIC)
 
 
 def test_row_from_find_v1_all_records(find_v1):
-    torch = pytest.importorskip("torch")
-    data, served = find_v1
+    import torch
+
+    data, served, root = find_v1
     rows = []
     for rec in data:
-        sd_path = ANCHORS / rec["dir"] / "mlp_approx_model.pt"
+        sd_path = root / rec["dir"] / "mlp_approx_model.pt"
         sd = torch.load(sd_path, map_location="cpu") if sd_path.exists() else None
         rows.append(nm.row_from_find_v1(rec, served[rec["dir"]], sd))
     x = np.linspace(-100, 100, 801)
@@ -420,10 +420,11 @@ def test_row_from_find_v1_all_records(find_v1):
 
 def test_find_v1_public_mlps_reproduce_their_recorded_error(find_v1):
     """The 5 public MLPs against our family semantics reproduce data.json's approx_mse_error."""
-    torch = pytest.importorskip("torch")
-    data, served = find_v1
+    import torch
+
+    data, served, root = find_v1
     for rec in data[:5]:
-        sd = torch.load(ANCHORS / rec["dir"] / "mlp_approx_model.pt", map_location="cpu")
+        sd = torch.load(root / rec["dir"] / "mlp_approx_model.pt", map_location="cpu")
         row = nm.row_from_find_v1(rec, served[rec["dir"]], sd)
         p = json.loads(row["params"])
         x = np.linspace(*p["domain"], 10_000)

@@ -114,13 +114,17 @@ def test_string_distractors_are_not_produced_by_the_function(strings_rows):
     from findbench.find import load_function
 
     train, _, _ = build_evaluator_rows({"strings": strings_rows}, n=30, n_heldout=0, seed=1)
+    assert train  # an empty build would pass the loop below without checking anything
     by_id = {r["function_id"]: r for r in strings_rows}
+    checked = 0
     for r in train:
         fn = load_function(by_id[r["function_id"]])
         ut = json.loads(r["unit_test"])
         for k, (i, o) in enumerate(zip(ut["inputs"], ut["outputs"]), 1):
             if k != ut["correct"]:
                 assert fn(i) != o
+                checked += 1
+    assert checked == 2 * len(train)  # two distractors per row, each checked
 
 
 def test_bad_input_names_the_argument(strings_rows):

@@ -94,13 +94,14 @@ def test_render_target_round_trips():
 
 
 @pytest.fixture(scope="module")
-def always_two_lm(embedded_model_dir):
-    """A tiny Llama whose lm_head bias makes the token "2" win every time."""
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+def always_two_lm(chat_tokenizer):
+    """A tiny Llama whose lm_head bias makes the token "2" win every time (over the tiny
+    stand-in tokenizer; over the embedded model's tokenizer under -m slow)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
 
     from findbench.lm import TransformersLM
 
-    tok = AutoTokenizer.from_pretrained(embedded_model_dir)
+    tok = chat_tokenizer
     torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
                       num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=False)
@@ -195,16 +196,19 @@ def test_metric_validates(metric, always_two_lm):
         metric.compute(predictions=["d"], references=[_tests([1])], judge=always_two_lm)
     with pytest.raises(ValueError, match=r"references\[0\]\[0\]\['outputs'\]"):
         metric.compute(predictions=["d"], references=[_tests([1])], category="strings", judge=always_two_lm)
-    with pytest.raises(TypeError, match="predictions"):
+    # a non-string first description is refused by evaluate's feature check, before _compute
+    with pytest.raises(ValueError, match=r"Input predictions: \[1\]"):
         metric.compute(predictions=[1], references=[_tests([1])], category="neurons_entities", judge=always_two_lm)
+    with pytest.raises(TypeError, match=r"predictions\[1\]"):
+        metric.compute(predictions=["d", None], references=[_tests([1])] * 2, category="neurons_entities", judge=always_two_lm)
 
 
 @pytest.mark.slow
-def test_embedded_judge_end_to_end(metric, anchors_dir):
+def test_embedded_judge_end_to_end(metric, anchor):
     """The embedded judge on a few FIND v1 entity functions: loads once, valid scores."""
     from findbench.find.find_v1 import load_rows
 
-    rows = load_rows("neurons_entities", anchors_dir / "find-v1")[:3]
+    rows = load_rows("neurons_entities", anchor("find-v1"))[:3]
     refs = [r["unit_tests"] for r in rows]
     out = metric.compute(predictions=[r["description"] for r in rows], references=refs, category="neurons_entities")
     assert out["judge"] == "transformers:embedded"
@@ -297,6 +301,7 @@ def test_judge_mode_of_reads_trained_folders(tmp_path):
     assert judge_mode_of(str(tmp_path)) == "logprob"
 
 
+@pytest.mark.slow
 def test_untuned_embedded_pmi_judge_on_clear_cases(embedded_lm):
     """The embedded model in pmi mode, untuned, on tests a 135M model can tell apart."""
     tests = [

@@ -14,20 +14,37 @@ from findbench.judge.train import TrainArgs, parse_train_args, tokenize_judge_ro
 from tests._paths import REPO
 
 
-@pytest.fixture(scope="module")
-def tiny_base(tmp_path_factory, embedded_model_dir) -> str:
-    """A 2-layer random Llama with the embedded model's tokenizer (and chat template)."""
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+def _save_tiny_base(path: Path, tok) -> str:
+    """A 2-layer random Llama (seeded) over ``tok``'s vocabulary, saved with ``tok`` at ``path``."""
+    from transformers import LlamaConfig, LlamaForCausalLM
 
-    tok = AutoTokenizer.from_pretrained(embedded_model_dir)
     torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
                       tie_word_embeddings=True, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
-    path = tmp_path_factory.mktemp("tiny-base")
     LlamaForCausalLM(cfg).save_pretrained(path)
     tok.save_pretrained(path)
     return str(path)
+
+
+@pytest.fixture(scope="module")
+def tiny_base(tmp_path_factory, tiny_chat_tokenizer) -> str:
+    """The tiny random Llama with the tiny stand-in chat tokenizer (tests/conftest.py): no
+    embedded model needed."""
+    return _save_tiny_base(tmp_path_factory.mktemp("tiny-base"), tiny_chat_tokenizer)
+
+
+@pytest.fixture(scope="module")
+def smol_base(tmp_path_factory, embedded_model_dir) -> str:
+    """The tiny random Llama with the embedded model's tokenizer and chat template (slow tests
+    only: the loss thresholds below were measured over its 49152-token vocabulary)."""
+    from transformers import AutoTokenizer
+
+    return _save_tiny_base(tmp_path_factory.mktemp("smol-base"), AutoTokenizer.from_pretrained(embedded_model_dir))
+
+
+#: The fast tiny base, and the same tests over the embedded tokenizer under -m slow.
+BASES = ["tiny_base", pytest.param("smol_base", marks=pytest.mark.slow)]
 
 
 @pytest.fixture(scope="module")
@@ -54,12 +71,14 @@ def _args(base: str, data: str, out: Path, **kw) -> TrainArgs:
     return TrainArgs(**values)
 
 
-def test_tokenize_masks_the_prompt(tiny_base):
+@pytest.mark.parametrize("base", BASES)
+def test_tokenize_masks_the_prompt(base, request):
     from transformers import AutoTokenizer
 
     from findbench.judge import render_judge_prompt
     from findbench.lm.transformers_lm import TransformersLM
 
+    tiny_base = request.getfixturevalue(base)
     tok = AutoTokenizer.from_pretrained(tiny_base)
     ut = {"inputs": ["a", "b", "c"], "outputs": ["A", "B", "C"], "correct": 2}
     msgs = render_judge_prompt("Uppercases the input.", ut, "strings")
@@ -105,12 +124,36 @@ def test_args_validation_and_yaml(tmp_path):
     # the shipped configs parse
     for name in ("embedded.yaml", "vicuna.yaml"):
         parse_train_args(["--config", str(REPO / "training" / "configs" / name)])
+    # a flag overrides one YAML value and keeps the others
+    embedded = REPO / "training" / "configs" / "embedded.yaml"
+    import yaml
+
+    recipe = yaml.safe_load(embedded.read_text())
+    args = parse_train_args(["--config", str(embedded), "--lora_r", "4"])
+    assert args.lora_r == 4 and args.to_dict() == {**TrainArgs().to_dict(), **recipe, "lora_r": 4}
+
+
+def test_train_args_groups():
+    from findbench.judge.train import DataArgs, ModelArgs, OptimArgs, OutputArgs
+
+    args = TrainArgs(lora_r=3, output_dir="out", data_seed=2, model_args=ModelArgs(model="m"))
+    assert isinstance(args.data_args, DataArgs) and isinstance(args.optim_args, OptimArgs) and isinstance(args.output_args, OutputArgs)
+    assert (args.model_args.model, args.model_args.lora_r, args.output_args.output_dir, args.data_args.data_seed) == ("m", 3, "out", 2)
+    assert (args.model, args.lora_r, args.output_dir) == ("m", 3, "out")  # flat access
+    args.data = "folder"
+    assert args.data_args.data == "folder"
+    assert set(args.to_dict()) == {f for cls in (DataArgs, ModelArgs, OptimArgs, OutputArgs) for f in cls.__dataclass_fields__}
+    assert TrainArgs(**args.to_dict()) == args
+    with pytest.raises(TypeError, match="lora_rank"):
+        TrainArgs(lora_rank=3)
+    with pytest.raises(ValueError, match="merge"):
+        TrainArgs(full_finetune=True, merge=True).validate()
 
 
 @pytest.mark.slow
-def test_training_lowers_loss_and_writes_a_loadable_judge(tmp_path, tiny_base, judge_data):
+def test_training_lowers_loss_and_writes_a_loadable_judge(tmp_path, smol_base, judge_data):
     out = tmp_path / "judge"
-    path = train_evaluator(_args(tiny_base, judge_data, out, eval_rows=4, merge=True, judge_mode="logprob"))
+    path = train_evaluator(_args(smol_base, judge_data, out, eval_rows=4, merge=True, judge_mode="logprob"))
     assert Path(path) == out.resolve()
     summary = json.loads((out / "findbench_evaluator.json").read_text())
     losses = [e["loss"] for e in summary["log_history"]]
@@ -119,7 +162,7 @@ def test_training_lowers_loss_and_writes_a_loadable_judge(tmp_path, tiny_base, j
     assert all(b <= a + 0.05 for a, b in zip(losses, losses[1:]))
     assert 0.0 <= summary["eval"]["eval_answer_accuracy"] <= 1.0 and summary["eval"]["eval_rows"] == 4
     cfg = json.loads((out / "adapter_config.json").read_text())
-    assert cfg["base_model_name_or_path"] == tiny_base
+    assert cfg["base_model_name_or_path"] == smol_base
     assert (out / "README.md").read_text().startswith("---\n")
     assert (out / "merged" / "config.json").is_file()
     from findbench.judge import judge_mode_of
@@ -146,17 +189,19 @@ def test_training_lowers_loss_and_writes_a_loadable_judge(tmp_path, tiny_base, j
     assert a[0] == pytest.approx(b[0], abs=1e-4)
 
 
-def test_pmi_training_lowers_loss_and_the_metric_scores_in_pmi_mode(tmp_path, tiny_base, judge_data):
+@pytest.mark.parametrize("base", BASES)
+def test_pmi_training_lowers_loss_and_the_metric_scores_in_pmi_mode(tmp_path, base, request, judge_data):
     from findbench.judge import judge_mode_of, judge_unit_tests, render_pmi_option
     from findbench.judge.train import judge_training_pair
     from findbench.lm import load_lm
 
     out = tmp_path / "pmi-judge"
-    train_evaluator(_args(tiny_base, judge_data, out, eval_rows=6))  # judge_mode defaults to pmi
+    train_evaluator(_args(request.getfixturevalue(base), judge_data, out, eval_rows=6))  # judge_mode defaults to pmi
     summary = json.loads((out / "findbench_evaluator.json").read_text())
     assert summary["judge_mode"] == "pmi" and judge_mode_of(str(out)) == "pmi"
     losses = [e["loss"] for e in summary["log_history"]]
-    assert sum(losses[-3:]) / 3 < sum(losses[:3]) / 3 - 0.1  # measured: 10.78 -> 10.63
+    # measured: tiny tokenizer 6.35 -> 6.24, embedded tokenizer 10.78 -> 10.63
+    assert sum(losses[-3:]) / 3 < sum(losses[:3]) / 3 - {"tiny_base": 0.05, "smol_base": 0.1}[base]
     ev = summary["eval"]
     assert ev["eval_rows"] == 6 and 0.0 <= ev["eval_judge_accuracy"] <= 1.0 and set(ev["eval_judge_accuracy_per_category"]) == {"strings"}
     # a training pair is the correct option written as an example of the description
@@ -180,10 +225,10 @@ def test_pmi_training_lowers_loss_and_the_metric_scores_in_pmi_mode(tmp_path, ti
 
 
 @pytest.mark.slow
-def test_resume_continues_from_the_checkpoint(tmp_path, tiny_base, judge_data, monkeypatch):
+def test_resume_continues_from_the_checkpoint(tmp_path, smol_base, judge_data, monkeypatch):
     import findbench.judge.train as train_mod
 
-    full = train_evaluator(_args(tiny_base, judge_data, tmp_path / "full", max_steps=6))
+    full = train_evaluator(_args(smol_base, judge_data, tmp_path / "full", max_steps=6))
     full_log = json.loads((Path(full) / "findbench_evaluator.json").read_text())["log_history"]
 
     real_save = train_mod._save_checkpoint
@@ -196,27 +241,27 @@ def test_resume_continues_from_the_checkpoint(tmp_path, tiny_base, judge_data, m
     monkeypatch.setattr(train_mod, "_save_checkpoint", save_then_crash)
     out = tmp_path / "resumed"
     with pytest.raises(KeyboardInterrupt):
-        train_evaluator(_args(tiny_base, judge_data, out, max_steps=6, save_steps=2))
+        train_evaluator(_args(smol_base, judge_data, out, max_steps=6, save_steps=2))
     assert not out.exists()
     ckpts = sorted(p.name for p in (tmp_path / ".resumed.checkpoints").iterdir())
     assert ckpts == ["step-2", "step-4"]
     monkeypatch.setattr(train_mod, "_save_checkpoint", real_save)
-    train_evaluator(_args(tiny_base, judge_data, out, max_steps=6, save_steps=2, resume_from_checkpoint="latest"))
+    train_evaluator(_args(smol_base, judge_data, out, max_steps=6, save_steps=2, resume_from_checkpoint="latest"))
     summary = json.loads((out / "findbench_evaluator.json").read_text())
     assert summary["steps"] == 6
     assert [e["step"] for e in summary["log_history"]] == [1, 2, 3, 4, 5, 6]
     # same batches, optimizer and schedule as the unbroken run
     assert [e["loss"] for e in summary["log_history"]] == pytest.approx([e["loss"] for e in full_log], rel=1e-3)
     with pytest.raises(ValueError, match="resume_from_checkpoint"):
-        train_evaluator(_args(tiny_base, judge_data, out, resume_from_checkpoint=str(tmp_path)))
+        train_evaluator(_args(smol_base, judge_data, out, resume_from_checkpoint=str(tmp_path)))
 
 
 @pytest.mark.slow
-def test_report_end_to_end_on_tiny_judges(tmp_path, tiny_base, judge_data):
+def test_report_end_to_end_on_tiny_judges(tmp_path, smol_base, judge_data):
     from findbench.judge.report import evaluator_report, format_table
 
-    judge = train_evaluator(_args(tiny_base, judge_data, tmp_path / "judge", max_steps=2))
-    report = evaluator_report(judge, baseline=tiny_base, out=tmp_path / "report", limit=2, categories=["strings"],
+    judge = train_evaluator(_args(smol_base, judge_data, tmp_path / "judge", max_steps=2))
+    report = evaluator_report(judge, baseline=smol_base, out=tmp_path / "report", limit=2, categories=["strings"],
                               evaluator_data=judge_data, progress=False)
     with open(tmp_path / "report" / "evaluator_report.csv") as fh:
         rows = list(csv.DictReader(fh))
@@ -234,24 +279,31 @@ def test_report_end_to_end_on_tiny_judges(tmp_path, tiny_base, judge_data):
     with pytest.raises(ValueError, match="limit"):
         evaluator_report(judge, limit=1)
     # the baseline in several modes, labelled by mode
-    multi = evaluator_report(judge, baseline=tiny_base, baseline_mode=["logprob", "pmi"], limit=2, categories=["strings"],
+    multi = evaluator_report(judge, baseline=smol_base, baseline_mode=["logprob", "pmi"], limit=2, categories=["strings"],
                              evaluator_data=judge_data, progress=False)
     assert [(r["label"], r["mode"]) for r in multi["results"] if r["descriptions"] == "true"] == [
         ("before (logprob)", "logprob"), ("before (pmi)", "pmi"), ("after", "pmi")]
     with pytest.raises(ValueError, match="mode"):
-        evaluator_report(judge, baseline=tiny_base, baseline_mode="vote", limit=2, categories=["strings"], evaluator_data=judge_data)
+        evaluator_report(judge, baseline=smol_base, baseline_mode="vote", limit=2, categories=["strings"], evaluator_data=judge_data)
 
 
-def test_cli_train_evaluator_options(tmp_path):
-    from findbench.cli import make_parser
-    from findbench.judge.train import train_args_from_namespace
+def test_cli_train_evaluator_options(tmp_path, monkeypatch, capsys):
+    """`findbench train-evaluator` reads its flags with the training HfArgumentParser."""
+    import findbench.judge.train as train_mod
+    from findbench.cli import main
 
+    seen: list[TrainArgs] = []
+    monkeypatch.setattr(train_mod, "train_evaluator", lambda args: seen.append(args) or "judge-folder")
     cfg = tmp_path / "c.yaml"
     cfg.write_text("learning_rate: 3.0e-4\nlora_r: 4\nmodel: some/model\n")
-    ns = make_parser().parse_args(["train-evaluator", "--config", str(cfg), "--lora_r", "2", "--full_finetune"])
-    args = train_args_from_namespace(ns, ns.config)
+    assert main(["train-evaluator", "--config", str(cfg), "--lora_r", "2", "--full_finetune"]) == 0
+    args = seen[-1]
     assert (args.learning_rate, args.lora_r, args.full_finetune, args.model) == (3e-4, 2, True, "some/model")
-    ns = make_parser().parse_args(["train-evaluator", "--merge", "false"])
-    assert train_args_from_namespace(ns).merge is False and train_args_from_namespace(ns).learning_rate == TrainArgs().learning_rate
+    assert main(["train-evaluator", "--merge", "false"]) == 0
+    assert seen[-1].merge is False and seen[-1].learning_rate == TrainArgs().learning_rate
     with pytest.raises(ValueError, match="lora_r"):
-        train_args_from_namespace(make_parser().parse_args(["train-evaluator", "--lora_r", "0"]))
+        parse_train_args(["--lora_r", "0"])
+    capsys.readouterr()
+    assert main(["train-evaluator", "--lora_r", "0"]) == 2
+    assert "findbench train-evaluator: error: lora_r" in capsys.readouterr().err
+    assert len(seen) == 2

@@ -108,11 +108,11 @@ def test_candidate_outside_top_logprobs_is_exact(remote, embedded_lm):
     assert got == pytest.approx(want, abs=5e-3)
 
 
-def test_judge_through_the_server_matches_in_process(remote, embedded_lm, anchors_dir):
+def test_judge_through_the_server_matches_in_process(remote, embedded_lm, anchor):
     from findbench.find.find_v1 import load_rows
     from findbench.judge import judge_unit_tests
 
-    rows = load_rows("neurons_relations", anchors_dir / "find-v1")[:2]
+    rows = load_rows("neurons_relations", anchor("find-v1"))[:2]
     args = ([r["description"] for r in rows], [r["unit_tests"][:5] for r in rows], "neurons_relations")
     got = judge_unit_tests(remote, *args)
     want = judge_unit_tests(embedded_lm, *args)

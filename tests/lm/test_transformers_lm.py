@@ -20,15 +20,15 @@ CONVS = [
 
 
 @pytest.fixture(scope="module")
-def tokenizer(embedded_model_dir):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(embedded_model_dir)
+def tokenizer(chat_tokenizer):
+    """The tiny stand-in tokenizer in fast runs; the embedded model's own one under -m slow
+    (see tests/conftest.py)."""
+    return chat_tokenizer
 
 
 @pytest.fixture(scope="module")
 def tiny_model(tokenizer):
-    """A 2-layer random Llama over the embedded tokenizer's vocabulary (seeded)."""
+    """A 2-layer random Llama over the tokenizer's vocabulary (seeded)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
@@ -55,8 +55,9 @@ def _manual_logprobs(model, tokenizer, conv, prefix, candidates):
     with torch.no_grad():
         logits = model(torch.tensor([ids])).logits[0, -1]
     logp = torch.log_softmax(logits.float(), dim=-1)
-    # SmolLM2's tokenizer writes digits apart from the space before them: "[ANSWER]: 1" ends
-    # with the tokens " " and "1", so after the prefix (space included) "1" is one token.
+    # SmolLM2's tokenizer (and the tiny stand-in) writes digits apart from the space before
+    # them: "[ANSWER]: 1" ends with the tokens " " and "1", so after the prefix (space
+    # included) "1" is one token.
     cand_ids = [tokenizer.convert_tokens_to_ids(c) for c in candidates]
     return [float(logp[i]) for i in cand_ids]
 

@@ -13,19 +13,18 @@ import pytest
 from findbench.neuron_explanations import huang2023 as h
 from tests._paths import REPO
 
-ANCHOR = REPO.parent / "shared" / "anchors" / "eval-neuron-explanation"
 sys.path.insert(0, str(REPO))  # dataset_builders/ until it is packaged
 
 
-def _anchor():
-    if not (ANCHOR / "eval_data.tar.gz").is_file():
-        pytest.skip(f"anchor release not found at {ANCHOR} (only present in the development checkout)")
-    return ANCHOR
+@pytest.fixture(scope="module")
+def release_dir(anchor):
+    """The anchor folder holding the release's ``eval_data.tar.gz``."""
+    return anchor("eval-neuron-explanation/eval_data.tar.gz").parent
 
 
 @pytest.fixture(scope="module")
-def rows():
-    return list(h.iter_items(h.load_release(_anchor())))
+def rows(release_dir):
+    return list(h.iter_items(h.load_release(release_dir)))
 
 
 def test_parses_all_neurons_and_items(rows):
@@ -104,11 +103,12 @@ def test_reads_json_and_tarball(tmp_path):
     assert h.load_release(tgz.parent) == rec
 
 
-def test_builder_writes_loadable_folder(tmp_path):
-    datasets = pytest.importorskip("datasets")
+def test_builder_writes_loadable_folder(tmp_path, release_dir):
+    import datasets
+
     from findbench.builders.neuron_test_sets import build
 
-    out = build(str(tmp_path / "nts"), configs=["huang2023"], data_dir=str(_anchor()), progress=False)
+    out = build(str(tmp_path / "nts"), configs=["huang2023"], data_dir=str(release_dir), progress=False)
     assert (out / "huang2023" / "test-00000-of-00001.parquet").is_file()
     card = (out / "README.md").read_text()
     assert "config_name: huang2023" in card and "## huang2023" in card
@@ -126,7 +126,8 @@ def test_builder_writes_loadable_folder(tmp_path):
 def test_builder_model_configs_with_a_local_tiny_model(tmp_path):
     """intervention_tasks and observational configs, model under study = a saved tiny model
     (the same code path as --model embedded, without the embedded weights)."""
-    datasets = pytest.importorskip("datasets")
+    import datasets
+
     from findbench.builders.neuron_test_sets import build
     from findbench.neuron_explanations.intervention_tasks import TASKS
     from findbench.neuron_explanations.observational import load_corpus

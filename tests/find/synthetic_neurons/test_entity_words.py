@@ -7,21 +7,17 @@ import json
 import pytest
 
 from findbench.find.synthetic_neurons.entity_words import ENTITY_CONCEPTS, load_entity_words, split_words
-from tests._paths import ANCHORS as ANCHORS_ROOT
 
-ANCHORS = (
-    ANCHORS_ROOT / "find-v1" / "neurons_entities"
-)
+#: The FIND v1 entity neurons, under the anchor root (reached through the ``anchor`` fixture).
+ENTITIES = "find-v1/neurons_entities"
 
 
 def _norm(word: str) -> str:
     return word.strip().lower()
 
 
-def _anchor_atomic_entries() -> list[dict]:
-    path = ANCHORS / "data.json"
-    if not path.is_file():
-        pytest.skip(f"FIND anchor not available at {path}")
+def _anchor_atomic_entries(anchor) -> list[dict]:
+    path = anchor(f"{ENTITIES}/data.json")
     return [e for e in json.loads(path.read_text(encoding="utf-8")) if e["concept2"] is None]
 
 
@@ -34,8 +30,8 @@ def test_140_concepts_in_table_a1_order():
     assert "a quantity indicating a percentage" in ENTITY_CONCEPTS
 
 
-def test_concepts_match_find_release():
-    names = [e["concept1"] for e in _anchor_atomic_entries()]
+def test_concepts_match_find_release(anchor):
+    names = [e["concept1"] for e in _anchor_atomic_entries(anchor)]
     assert names == list(ENTITY_CONCEPTS)
 
 
@@ -111,12 +107,10 @@ def test_split_rejects_bad_arguments():
         split_words("chess", seed="0")
 
 
-def test_lists_are_not_copied_from_release_unit_tests():
+def test_lists_are_not_copied_from_release_unit_tests(anchor):
     """Canonical words coincide (violin, Lake Superior), but most of our lists differ."""
-    path = ANCHORS / "unit_test_data.json"
-    entries = _anchor_atomic_entries()
-    if not path.is_file():
-        pytest.skip(f"FIND anchor not available at {path}")
+    entries = _anchor_atomic_entries(anchor)
+    path = anchor(f"{ENTITIES}/unit_test_data.json")
     tests = {t["name"]: t for t in json.loads(path.read_text(encoding="utf-8"))}
     words = load_entity_words()
     shared = total = 0

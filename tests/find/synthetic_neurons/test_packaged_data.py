@@ -10,16 +10,11 @@ import pytest
 from findbench.find.synthetic_neurons import UNDEFINED, generate_entities, generate_relations, make_function
 from findbench.find.synthetic_neurons.relation_tables import load_relation_tables, normalize_text
 from findbench.find.synthetic_neurons.report import relation_accuracy
-from tests._paths import ANCHORS as ANCHORS_ROOT
-
-ANCHORS = ANCHORS_ROOT / "find-v1"
 
 
-def _anchor(name: str) -> list[dict]:
-    path = ANCHORS / name / "data.json"
-    if not path.is_file():
-        pytest.skip(f"FIND v1 anchor data not found at {path} (reference data lives outside the repo)")
-    return json.loads(path.read_text())
+def _release_rows(anchor, name: str) -> list[dict]:
+    """``find-v1/<name>/data.json`` of the anchor copy of the FIND release."""
+    return json.loads(anchor(f"find-v1/{name}/data.json").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -27,10 +22,10 @@ def relation_rows():
     return generate_relations(0)
 
 
-def test_relations_follow_find_order(relation_rows):
-    anchor = _anchor("neurons_relations")
-    assert len(relation_rows) == len(anchor) == 75
-    for row, ref in zip(relation_rows, anchor):
+def test_relations_follow_find_order(relation_rows, anchor):
+    release = _release_rows(anchor, "neurons_relations")
+    assert len(relation_rows) == len(release) == 75
+    for row, ref in zip(relation_rows, release):
         assert normalize_text(row["concept1"]) == normalize_text(ref["concept1"]), row["function_id"]
         assert normalize_text(row["concept2"]) == normalize_text(ref["concept2"]), row["function_id"]
         assert normalize_text(row["exception"] or "") == normalize_text(ref["exeption"] or ""), row["function_id"]
@@ -64,12 +59,12 @@ def test_table_backbone_on_held_out_entries(relation_rows):
     assert s["out_of_domain_accuracy"] == 1.0
 
 
-def test_entities_follow_find_order():
+def test_entities_follow_find_order(anchor):
     from findbench.find.synthetic_neurons.entity_words import ENTITY_CONCEPTS
 
-    anchor = _anchor("neurons_entities")
-    assert [normalize_text(a["concept1"]) for a in anchor[:140]] == [normalize_text(c) for c in ENTITY_CONCEPTS]
-    assert all(a["concept2"] is None for a in anchor[:140]) and all(a["concept2"] for a in anchor[140:])
+    release = _release_rows(anchor, "neurons_entities")
+    assert [normalize_text(a["concept1"]) for a in release[:140]] == [normalize_text(c) for c in ENTITY_CONCEPTS]
+    assert all(a["concept2"] is None for a in release[:140]) and all(a["concept2"] for a in release[140:])
 
 
 @pytest.mark.slow

@@ -14,9 +14,9 @@ from findbench.find.synthetic_neurons.relation_tables import (
     load_relation_tables,
     normalize_text,
 )
-from tests._paths import ANCHORS as ANCHORS_ROOT
 
-ANCHOR = ANCHORS_ROOT / "find-v1" / "neurons_relations" / "data.json"
+#: The FIND v1 relation neurons, under the anchor root (reached through the ``anchor`` fixture).
+ANCHOR = "find-v1/neurons_relations/data.json"
 
 KEYS = [
     "country_capital", "city_country", "head_of_state_country", "monument_country",
@@ -40,10 +40,8 @@ def test_order_and_keys(tables):
     assert list(tables) == KEYS
 
 
-def test_concepts_match_find_anchor():
-    if not ANCHOR.exists():
-        pytest.skip(f"FIND anchor data not found at {ANCHOR}")
-    rows = json.loads(ANCHOR.read_text())
+def test_concepts_match_find_anchor(anchor):
+    rows = json.loads(anchor(ANCHOR).read_text())
     atomic = [r for r in rows if not r.get("exeption")]
     corrupted = [r for r in rows if r.get("exeption")]
     assert len(atomic) == 25
