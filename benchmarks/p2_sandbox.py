@@ -6,11 +6,14 @@ before each program) and must give identical NMSE values.
 
 * reference: ``exec`` of both programs in this process, no isolation (what FIND's own scripts
   and most notebooks do);
-* ours: ``findbench.find.code_scoring.score_nmse``, every program in a sandboxed worker process
-  (pool start-up included: "cold"), and the same on an already running ``Sandbox`` ("warm").
+* ours: ``findbench.find.code_scoring.score_nmse``, every program in its own confined child of a
+  fork server (pool start-up included: "cold"), and the same on an already running ``Sandbox``
+  ("warm").
 
-Functions: ``findbench.find.numeric.generate(1000, seed=0)`` when available, else a seeded
-hand-written family (reported in the JSON as ``functions_source``). Interpretations are
+It also reports the sandbox's fixed cost per program: the wall time of 400 trivial programs
+(``def f(x): return x`` on one input) on one warm fork server, divided by 400.
+
+Functions: ``findbench.find.numeric.generate(1000, seed=0)``. Interpretations are
 perturbations of the ground truth: exact copies, scaled/shifted copies behind a helper, and a
 few that raise on part of the grid or return NaN.
 
@@ -35,44 +38,14 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 from findbench._io import atomic_write_json  # noqa: E402
+from findbench.find import numeric  # noqa: E402
 from findbench.find.code_scoring import NMSE_GRID, nmse, score_nmse  # noqa: E402
 from findbench.sandbox import Sandbox  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "p2_sandbox.json"
 
 
-def _fallback_functions(n: int, seed: int) -> list[str]:
-    """Seeded numeric ground truths in FIND's style (used until findbench.find.numeric lands)."""
-    rng = random.Random(seed)
-    forms = [
-        "return {a} * x + {b}",
-        "return {a} * x ** 2 + {b} * x + {c}",
-        "return {a} * np.sin({b} * x) + {c}",
-        "return {a} * abs(x - {b})",
-        "return max(0.0, {a} * x + {b})",
-        "return {a} * np.log(abs(x) + 1) + {b}",
-        "return {a} * np.sqrt(abs(x)) + {b}",
-        "return ({a} * x + {b}) if x < {c} else ({b} - {a} * x)",
-        "return {a} * np.tanh(x / {c}) + {b}",
-    ]
-    codes = []
-    for i in range(n):
-        body = rng.choice(forms).format(
-            a=round(rng.uniform(-5, 5), 2), b=round(rng.uniform(-20, 20), 2), c=round(rng.uniform(1, 30), 2)
-        )
-        noise = i % 4 == 0
-        head = "import numpy as np\n" + (f"rng = np.random.default_rng({i})\n" if noise else "")
-        if noise:
-            body = body.replace("return ", "return rng.normal(0, 0.1) + ")
-        codes.append(f"{head}\ndef function(x):\n    {body}\n")
-    return codes
-
-
 def load_ground_truths(n: int, seed: int) -> tuple[list[str], str]:
-    try:
-        from findbench.find import numeric  # noqa: PLC0415
-    except ImportError:
-        return _fallback_functions(n, seed), "fallback (hand-written seeded family)"
     rows = numeric.generate(n, seed=seed, progress=False)
     return [row["code"] for row in rows], f"findbench.find.numeric.generate({n}, seed={seed})"
 
@@ -170,9 +143,16 @@ def main(argv: list[str] | None = None) -> dict:
     one = score_nmse(preds, refs, workers=1)
     t_one = time.perf_counter() - start
 
+    with Sandbox(workers=1) as box:
+        box.run(["def f(x):\n    return x\n"], [[0]])  # start the fork server
+        start = time.perf_counter()
+        box.run(["def f(x):\n    return x\n"] * 400, [[0]] * 400)
+        per_program_ms = (time.perf_counter() - start) / 400 * 1000
+
     with Sandbox(workers=args.workers) as box:
         score_nmse(preds[:8], refs[:8], sandbox=box)  # start the workers
         isolation = box.isolation
+        isolation_level = box.isolation_level
         for _ in range(args.repeats):
             start = time.perf_counter()
             warm = score_nmse(preds, refs, sandbox=box)
@@ -204,6 +184,8 @@ def main(argv: list[str] | None = None) -> dict:
         "identical_nmse": bool(same),
         "success_rate": out["success_rate"],
         "n_failed": out["n_failed"],
+        "per_program_overhead_ms": round(per_program_ms, 3),
+        "isolation_level": isolation_level,
         "isolation": isolation,
         "machine": {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count()},
         "all_timings_s": {"unsandboxed": t_ref, "sandboxed_cold": t_cold, "sandboxed_warm": t_warm},
@@ -214,6 +196,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"sandboxed (cold pool):  {cold_t:.3f} s  -> ratio {cold_t / ref_t:.2f}x (goal <= 3x)")
     print(f"sandboxed (warm pool):  {warm_t:.3f} s  -> ratio {warm_t / ref_t:.2f}x")
     print(f"sandboxed, 1 worker:    {t_one:.3f} s  -> ratio {t_one / ref_t:.2f}x (single run)")
+    print(f"fixed cost per program (1 warm fork server): {per_program_ms:.2f} ms; isolation {isolation_level}")
     print(f"identical NMSE values: {same}; success_rate {out['success_rate']:.3f}, n_failed {out['n_failed']}")
     print(f"wrote {args.out}")
     return result

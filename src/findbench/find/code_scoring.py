@@ -149,18 +149,19 @@ def score_nmse(
     interpretation), ``references[i]`` the ground-truth code defining ``function(x)``.  Both run
     in the sandbox (one pool for the whole call, or ``sandbox`` if given).
 
-    Returns ``{"success_rate", "mean_nmse", "n_failed", "nmse"}``: ``nmse[i]`` per item
+    Returns ``{"success_rate", "mean_nmse", "n_failed", "nmse", "isolation"}``: ``nmse[i]`` per item
     (``inf`` on any failure: no function, exception, timeout, non-finite or non-numeric
     prediction on a point where the ground truth is finite); ``success_rate`` the share of
     items with NMSE < ``threshold``; ``mean_nmse`` the mean over the finite NMSE values (NaN if
-    there is none); ``n_failed`` the number of items whose NMSE is infinite.
+    there is none); ``n_failed`` the number of items whose NMSE is infinite; ``isolation`` the
+    sandbox layers the programs ran under (:attr:`findbench.sandbox.Sandbox.isolation_level`).
     """
     preds, refs = check_code_pairs(predictions, references)
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not threshold > 0:
         raise ValueError(f"threshold must be a positive number, got {threshold!r}")
     n = len(preds)
     if n == 0:
-        return {"success_rate": math.nan, "mean_nmse": math.nan, "n_failed": 0, "nmse": []}
+        return {"success_rate": math.nan, "mean_nmse": math.nan, "n_failed": 0, "nmse": [], "isolation": ""}
     grid = list(NMSE_GRID)
     results = _run(
         refs + preds, [grid] * (2 * n), [REFERENCE_ENTRY] * n + ["last_def"] * n,
@@ -174,6 +175,7 @@ def score_nmse(
         "mean_nmse": float(np.mean(finite)) if finite else math.nan,
         "n_failed": int(n - len(finite)),
         "nmse": [float(s) for s in scores],
+        "isolation": _isolation(results),
     }
 
 
@@ -198,13 +200,14 @@ def score_exact_match(
     ``references[i]``); an exception fails only that input.  Inputs on which the ground truth
     itself raises are not counted.
 
-    Returns ``{"exact_match", "per_function"}``: the per-function accuracies and their mean.
+    Returns ``{"exact_match", "per_function", "isolation"}``: the per-function accuracies, their
+    mean, and the sandbox layers the programs ran under.
     """
     preds, refs = check_code_pairs(predictions, references)
     inputs = check_test_inputs(test_inputs, len(preds))
     n = len(preds)
     if n == 0:
-        return {"exact_match": math.nan, "per_function": []}
+        return {"exact_match": math.nan, "per_function": [], "isolation": ""}
     results = _run(
         refs + preds, inputs + inputs, [REFERENCE_ENTRY] * n + ["last_def"] * n,
         sandbox=sandbox, timeout=timeout, cpu_seconds=cpu_seconds, memory_mb=memory_mb,
@@ -225,7 +228,16 @@ def score_exact_match(
         if counted == 0:
             raise ValueError(f"references[{i}]: ground-truth code raised on every test input")
         per_function.append(right / counted)
-    return {"exact_match": float(np.mean(per_function)), "per_function": [float(s) for s in per_function]}
+    return {
+        "exact_match": float(np.mean(per_function)),
+        "per_function": [float(s) for s in per_function],
+        "isolation": _isolation(results),
+    }
+
+
+def _isolation(results: Sequence[SandboxResult]) -> str:
+    """The sandbox layers every program of a call ran under (one level, or several joined by ', ')."""
+    return ", ".join(sorted({r.isolation for r in results}))
 
 
 def check_test_inputs(test_inputs: Any, n: int) -> list[list[Any]]:

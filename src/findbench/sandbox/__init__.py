@@ -1,43 +1,48 @@
-"""Run untrusted interpreter code in a pool of limited worker processes.
+"""Run untrusted interpreter code: a fresh, kernel-confined process per program.
 
 FIND's interpreters write Python (``def function(x): ...``) that the benchmark must execute to
-score it.  This module runs such code away from the caller's process:
+score it. Only this module runs such code, and never in the caller's process:
 
-* every worker is a fresh ``python -s -P`` subprocess that speaks newline-delimited JSON over
-  two private pipes (never pickle: the parent never unpickles data the untrusted code could
-  forge, and stdout/stderr of the code go to a capped in-memory buffer, not the protocol);
-* limits: address space (``RLIMIT_AS``, ``memory_mb``), CPU seconds per program
-  (``RLIMIT_CPU``, re-armed before every program), wall-clock per program (the parent kills the
-  worker), file size (``RLIMIT_FSIZE``), open files, no core dumps, ``RLIMIT_NPROC=0`` and,
-  when started as root and the interpreter is readable by ``nobody``, a switch to uid ``nobody``;
-* no network: a fresh network namespace (``unshare(CLONE_NEWNET)``, or an unprivileged user +
-  network namespace) when the kernel allows it, *and* an audit hook (``sys.addaudithook``)
-  that refuses sockets, ``os.system``/``subprocess``/``fork``/``exec``/``spawn``/``kill``,
-  threads, ``ctypes`` and every file write or file-system change outside the worker's private
-  temporary directory (also its working directory and ``$HOME``);
-* outputs: stdout + stderr of the code captured up to ``max_output_bytes`` characters, results
-  larger than ``max_result_bytes`` refused;
-* a worker that times out, runs out of CPU time or dies is killed and replaced; the item gets
-  status ``"timeout"`` or ``"killed"`` and the batch goes on, so every call returns one
-  :class:`SandboxResult` per program.
+* **A fresh process per program.** Each pool slot is a fork server (``_worker.py``): a
+  ``python -s -P`` subprocess that imports numpy and the usual stdlib modules once, then forks
+  one child per program. Nothing a program does survives it (monkeypatched modules or
+  builtins, threads, files in its directory, a tampered ``sys.audit``), so the same program
+  gives the same result whatever ran before it. ``random`` and ``numpy.random`` are seeded
+  with ``seed`` in every child.
+* **Confinement by the kernel**, applied in the child before any untrusted byte runs:
+  Landlock (read-only access to the interpreter, its stdlib and site-packages, shared
+  libraries and ``/dev/null``/``/dev/urandom``; read-write access to the program's own fresh
+  directory only; no TCP bind/connect; with Landlock ABI >= 6 no signals or abstract unix
+  sockets outside the domain); a fresh network namespace (set up once in the fork server);
+  ``PR_SET_NO_NEW_PRIVS``; uid/gid ``nobody`` when started as root; and resource limits
+  (address space, CPU seconds, file size, open files, no new processes, no core dumps).
+  Where ``bwrap`` (bubblewrap) is installed, the fork server itself also runs inside a
+  bubblewrap container that mounts only those read-only paths, with fresh pid, ipc and network
+  namespaces (``bwrap=None`` uses it when present).
+* **An audit hook** (``sys.addaudithook``) refuses sockets, process creation, ``ctypes``,
+  signals and writes outside the program's directory with clear messages. It is a first line
+  for readable errors; the kernel layers hold whether or not it does.
+* **Limits of time and size**: wall-clock per program (the fork server kills the child),
+  CPU time (``RLIMIT_CPU``), stdout + stderr captured up to ``max_output_bytes`` characters,
+  results larger than ``max_result_bytes`` refused. A program that times out, dies or is
+  killed gets status ``"timeout"`` / ``"killed"``; the batch goes on and every call returns
+  one :class:`SandboxResult` per program.
 
-numpy (and a few stdlib modules interpreter code likes) is imported once per worker, and
-workers are reused for many programs; all inputs of one program travel in one request and
-several programs in one message, so the cost per program is a few hundred microseconds.
-``random`` and ``numpy.random`` are re-seeded with ``seed`` before every program, so results
-do not depend on which worker ran what.
-
-This is defence in depth against careless or runaway code (the usual LLM failure modes), not a
-security boundary against code written to attack this module: for that, add a container/VM.
+**Say what is in force.** :attr:`Sandbox.isolation_level` (and ``SandboxResult.isolation``)
+names the layers actually applied, e.g. ``"landlock+netns+uid"`` or
+``"bwrap+landlock+netns+uid"``. Without a kernel boundary (no Landlock in the kernel and no
+bwrap) the sandbox refuses to run anything unless the caller opts in with
+``allow_unconfined=True`` or ``FINDBENCH_ALLOW_UNCONFINED=1``; the level then reads
+``"unconfined"`` (rlimits and the audit hook only).
 
 Example::
 
     from findbench.sandbox import Sandbox, run_functions
 
     res = run_functions(["def f(x):\\n    return 2 * x\\n"], [[1, 2, 3]])
-    res[0].status, res[0].values          # ('ok', [2, 4, 6])
+    res[0].status, res[0].values, res[0].isolation   # ('ok', [2, 4, 6], 'landlock+netns+uid')
 
-    with Sandbox(workers=2, timeout=5) as box:   # reuse workers across calls
+    with Sandbox(workers=2, timeout=5) as box:   # reuse the fork servers across calls
         box.run(codes, inputs, entry="function")
 """
 
@@ -71,6 +76,8 @@ __all__ = [
     "DEFAULT_MEMORY_MB",
     "DEFAULT_MAX_OUTPUT_BYTES",
     "DEFAULT_MAX_RESULT_BYTES",
+    "ALLOW_UNCONFINED_ENV",
+    "SandboxUnavailableError",
 ]
 
 logger = logging.getLogger(__name__)
@@ -82,10 +89,15 @@ DEFAULT_MEMORY_MB = 1024
 DEFAULT_MAX_OUTPUT_BYTES = 64 * 1024
 DEFAULT_MAX_RESULT_BYTES = 16 * 1024 * 1024
 _STARTUP_TIMEOUT = 120.0  # seconds for a worker to import numpy and report ready (shared CPUs)
+# The fork server enforces each program's wall-clock limit itself; the parent only steps in
+# (killing the whole server) when a reply is this much later than that.
+_PARENT_SLACK = 30.0
+#: Set to 1 to let the sandbox run code without a kernel boundary (no Landlock, no bwrap).
+ALLOW_UNCONFINED_ENV = "FINDBENCH_ALLOW_UNCONFINED"
 _MAX_ITEMS_PER_MESSAGE = 32
 _MESSAGE_LIMIT = 64 * 1024
-# The worker is a separate, import-light script: it must not import subprocess, threading
-# pools or findbench itself before the audit hook is installed.
+# The fork server is a separate, import-light script: its children inherit every module it
+# loaded, so it loads no findbench module and nothing a program does not need.
 _WORKER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_worker.py")
 
 
@@ -105,7 +117,7 @@ class SandboxResult:
     ``values[i]`` is the JSON-plain result for ``inputs[i]`` (numpy scalars/arrays become
     Python floats/lists, tuples become lists, NaN/inf are kept) or ``None`` when
     ``errors[i]`` (``"ExcType: message"``) is set.  ``stdout`` holds the program's stdout and
-    stderr, capped.
+    stderr, capped. ``isolation`` names the layers that confined it (``"landlock+netns+uid"``).
     """
 
     status: str
@@ -113,6 +125,8 @@ class SandboxResult:
     errors: list
     stdout: str = ""
     message: str = ""
+    #: The isolation layers in force for this program (:attr:`Sandbox.isolation_level`).
+    isolation: str = ""
 
     @property
     def ok(self) -> bool:
@@ -120,8 +134,31 @@ class SandboxResult:
         return self.status == "ok" and all(e is None for e in self.errors)
 
 
-def _failed(status: str, n_inputs: int, message: str, stdout: str = "") -> SandboxResult:
-    return SandboxResult(status, [None] * n_inputs, [message] * n_inputs, stdout, message)
+class SandboxUnavailableError(RuntimeError):
+    """No kernel boundary can be applied (no Landlock, no bwrap) and the caller did not opt in
+    to running untrusted code without one."""
+
+
+def _failed(status: str, n_inputs: int, message: str, stdout: str = "", isolation: str = "") -> SandboxResult:
+    return SandboxResult(status, [None] * n_inputs, [message] * n_inputs, stdout, message, isolation)
+
+
+def isolation_level(isolation: dict) -> str:
+    """The layers in a fork server's report, joined by ``+`` (``"unconfined"`` without a
+    kernel boundary): ``bwrap``, ``landlock``, ``netns`` and ``uid`` (an unprivileged uid)."""
+    parts = [name for name, on in (
+        ("bwrap", isolation.get("bwrap")),
+        ("landlock", isolation.get("landlock")),
+        ("netns", isolation.get("network_namespace")),
+        ("uid", isolation.get("uid", 0) != 0),
+    ) if on]
+    if not (isolation.get("bwrap") or isolation.get("landlock")):
+        return "unconfined" + "".join(f"+{p}" for p in parts)
+    return "+".join(parts)
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 # --------------------------------------------------------------------------- parent side
@@ -152,29 +189,23 @@ def _check_entry(entry: Any, n: int) -> list[str]:
     return list(entries)
 
 
-def _interpreter_readable_by_others() -> bool:
-    """Whether a process running as ``nobody`` could still import the stdlib and numpy."""
-    roots = {os.path.dirname(os.__file__), sys.prefix, os.path.dirname(os.path.realpath(sys.executable))}
-    try:
-        import numpy  # noqa: PLC0415
+def _unavailable_message(iso: dict) -> str:
+    abi = iso.get("landlock_abi", 0)
+    why = ("Landlock was switched off (landlock=False)" if abi and not iso.get("landlock")
+           else "this kernel does not offer Landlock (Linux >= 5.13 built with CONFIG_SECURITY_LANDLOCK and "
+           "'landlock' in the lsm= boot parameter)")
+    return (
+        f"no kernel boundary for untrusted code: {why}, and bubblewrap is not in use "
+        "(apt-get install bubblewrap, or bwrap=None/True). To run model-written code with only rlimits, "
+        f"a network namespace and an audit hook, opt in with allow_unconfined=True or {ALLOW_UNCONFINED_ENV}=1."
+    )
 
-        roots.add(os.path.dirname(os.path.dirname(numpy.__file__)))
-    except ImportError:  # pragma: no cover - numpy is a dependency
-        pass
-    for root in roots:
-        path = os.path.realpath(root)
-        while True:
-            try:
-                mode = os.stat(path).st_mode
-            except OSError:
-                return False
-            if not mode & 0o001:  # others may not traverse
-                return False
-            parent = os.path.dirname(path)
-            if parent == path:
-                break
-            path = parent
-    return True
+
+def _read_roots() -> list[str]:
+    """The read-only paths programs need (the same list the fork server gives Landlock)."""
+    from findbench.sandbox._worker import _read_roots as roots
+
+    return roots()
 
 
 class _Worker:
@@ -263,11 +294,17 @@ class Sandbox:
         max_result_bytes: largest serialized result of one program; larger results fail
             with status ``"error"``.
         seed: ``random`` and ``numpy.random`` are seeded with it before every program.
-        isolate_network: try a fresh network namespace (the audit hook blocks sockets anyway).
-        drop_privileges: when running as root, switch workers to uid/gid 65534 (``nobody``)
-            if the interpreter is readable by others (it is skipped otherwise: see
-            :attr:`isolation`).
-        max_file_bytes: ``RLIMIT_FSIZE`` of the worker (largest file it may write in its temp dir).
+        isolate_network: a fresh network namespace for the fork servers.
+        drop_privileges: when running as root, run programs as uid/gid 65534 (``nobody``).
+            Import directories ``nobody`` cannot reach (an interpreter under ``/root``) stay
+            importable through descriptors the fork server opened as root.
+        max_file_bytes: ``RLIMIT_FSIZE`` of a program (largest file it may write).
+        landlock: confine every program with Landlock when the kernel supports it.
+        bwrap: run the fork servers inside bubblewrap: ``None`` when ``bwrap`` is installed,
+            ``True`` to require it, ``False`` never.
+        allow_unconfined: run programs even when no kernel boundary (Landlock or bwrap) can
+            be applied; default: the ``FINDBENCH_ALLOW_UNCONFINED`` environment variable.
+            Otherwise :class:`SandboxUnavailableError` says what is missing.
     """
 
     def __init__(
@@ -283,6 +320,9 @@ class Sandbox:
         isolate_network: bool = True,
         drop_privileges: bool = True,
         max_file_bytes: int = 16 * 1024 * 1024,
+        landlock: bool = True,
+        bwrap: bool | None = None,
+        allow_unconfined: bool | None = None,
     ):
         if workers is None:
             workers = max(1, min(4, os.cpu_count() or 1))
@@ -295,6 +335,17 @@ class Sandbox:
         _check_positive("max_file_bytes", max_file_bytes, integer=True)
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        for name, value in (("landlock", landlock), ("isolate_network", isolate_network), ("drop_privileges", drop_privileges)):
+            if not isinstance(value, bool):
+                raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+        for name, value in (("bwrap", bwrap), ("allow_unconfined", allow_unconfined)):
+            if value is not None and not isinstance(value, bool):
+                raise TypeError(f"{name} must be a bool or None, got {type(value).__name__}")
+        bwrap_path = shutil.which("bwrap") if bwrap is not False else None
+        if bwrap is True and bwrap_path is None:
+            raise SandboxUnavailableError("bwrap=True but bubblewrap is not installed (apt-get install bubblewrap)")
+        self._bwrap = bwrap_path
+        self.allow_unconfined = _env_flag(ALLOW_UNCONFINED_ENV) if allow_unconfined is None else allow_unconfined
         self.n_workers = int(workers)
         self.timeout = float(timeout)
         self.config = {
@@ -305,9 +356,12 @@ class Sandbox:
             "max_file_bytes": int(max_file_bytes),
             "seed": int(seed),
             "isolate_network": bool(isolate_network),
-            "drop_privileges": bool(
-                drop_privileges and os.geteuid() == 0 and _interpreter_readable_by_others()
-            ),
+            "drop_privileges": bool(drop_privileges and os.geteuid() == 0),
+            "timeout": float(timeout),
+            "landlock": bool(landlock),
+            "bwrap": bool(bwrap_path),
+            # Tests switch the audit hook off to show that the kernel layers hold alone.
+            "audit_hook": True,
         }
         self._line_limit = int(max_result_bytes) + 8 * int(max_output_bytes) + _MESSAGE_LIMIT
         self._workers: list[_Worker | None] = [None] * self.n_workers
@@ -317,7 +371,9 @@ class Sandbox:
         # them), so every worker is started from this one long-lived thread.
         self._spawner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="findbench-sandbox")
         self._closed = False
+        #: What the fork servers applied (filled when the first one starts).
         self.isolation: dict = {}
+        self._base_dirs: list[str] = []
 
     # -- life cycle
     def __enter__(self) -> Sandbox:
@@ -343,6 +399,30 @@ class Sandbox:
                 self._workers[i] = None
         self._spawner.shutdown(wait=True)
 
+    @property
+    def isolation_level(self) -> str:
+        """The layers in force, e.g. ``"landlock+netns+uid"`` (``""`` before the first run)."""
+        return isolation_level(self.isolation) if self.isolation else ""
+
+    def _command(self, config: dict) -> list[str]:
+        command = [sys.executable, "-s", "-P", _WORKER_SCRIPT, "--worker", json.dumps(config)]
+        if not self._bwrap:
+            return command
+        # bubblewrap: a new mount namespace that shows only what the programs may read, the
+        # fork server's directory, and a minimal /dev; fresh pid, ipc, uts and network namespaces.
+        binds: list[str] = []
+        for path in _read_roots() + [os.path.realpath(_WORKER_SCRIPT)]:
+            binds += ["--ro-bind", path, path]
+        for link in ("/lib", "/lib64", "/bin", "/usr/lib64"):  # merged-/usr systems: the ELF loader's path
+            if os.path.islink(link):
+                binds += ["--symlink", os.readlink(link), link]
+        return [
+            self._bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
+            "--unshare-uts", "--unshare-cgroup-try", *(["--unshare-net"] if config["isolate_network"] else []),
+            *binds, "--dev", "/dev", "--proc", "/proc", "--bind", config["tmpdir"], config["tmpdir"],
+            "--chdir", config["tmpdir"], "--", *command,
+        ]
+
     def _popen(self) -> _Worker:
         tmpdir = tempfile.mkdtemp(prefix="findbench-sandbox-")
         env = {
@@ -359,7 +439,7 @@ class Sandbox:
         }
         config = dict(self.config, tmpdir=tmpdir)
         proc = subprocess.Popen(
-            [sys.executable, "-s", "-P", _WORKER_SCRIPT, "--worker", json.dumps(config)],
+            self._command(config),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -382,10 +462,14 @@ class Sandbox:
             rc = worker.kill()
             raise RuntimeError(f"sandbox worker failed to start (exit code {rc}): {hello.get('error', '')}")
         worker.hello = hello
+        iso = dict(hello.get("isolation", {}))
+        if not (iso.get("landlock") or iso.get("bwrap")) and not self.allow_unconfined:
+            worker.kill()
+            raise SandboxUnavailableError(_unavailable_message(iso))
         with self._lock:
             if not self.isolation:
-                self.isolation = hello.get("isolation", {})
-                logger.debug("sandbox isolation: %s", self.isolation)
+                self.isolation = iso
+                logger.debug("sandbox isolation: %s (%s)", isolation_level(iso), iso)
         return worker
 
     # -- running
@@ -498,47 +582,44 @@ class Sandbox:
             worker.kill()
             worker = self._workers[slot] = self._start_worker()
             worker.send({"items": batch})
+        level = self.isolation_level
         started = time.monotonic()
         for done, item in enumerate(batch):
             n_inputs = len(item["inputs"])
             try:
-                line = worker.read_line(started + self.timeout)
+                line = worker.read_line(started + self.timeout + _PARENT_SLACK)
             except TimeoutError:
                 worker.kill()
                 self._workers[slot] = None
-                results[item["k"]] = _failed("timeout", n_inputs, f"wall-clock limit of {self.timeout:g} s exceeded")
+                results[item["k"]] = _failed("timeout", n_inputs, f"wall-clock limit of {self.timeout:g} s exceeded", isolation=level)
                 return done + 1
             except OverflowError as exc:
                 worker.kill()
                 self._workers[slot] = None
-                results[item["k"]] = _failed("killed", n_inputs, str(exc))
+                results[item["k"]] = _failed("killed", n_inputs, str(exc), isolation=level)
                 return done + 1
-            if line is None:
+            if line is None:  # the fork server itself died: not the program's doing as a rule
                 rc = worker.kill()
                 self._workers[slot] = None
                 results[item["k"]] = self._death_result(rc, n_inputs)
                 return done + 1
             started = time.monotonic()
-            results[item["k"]], retire = self._parse_reply(line, item)
-            if retire:  # the program left threads behind: start a fresh worker
-                worker.kill()
-                self._workers[slot] = None
-                return done + 1
+            results[item["k"]] = self._parse_reply(line, item, level)
         return len(batch)
 
     def _death_result(self, rc: int | None, n_inputs: int) -> SandboxResult:
         if rc is not None and rc == -signal.SIGXCPU:
-            return _failed("timeout", n_inputs, f"CPU time limit of {self.config['cpu_seconds']:g} s exceeded")
+            return _failed("timeout", n_inputs, f"CPU time limit of {self.config['cpu_seconds']:g} s exceeded", isolation=self.isolation_level)
         if rc is not None and rc < 0:
             try:
                 name = signal.Signals(-rc).name
             except ValueError:
                 name = str(-rc)
-            return _failed("killed", n_inputs, f"worker killed by signal {name}")
-        return _failed("killed", n_inputs, f"worker exited unexpectedly (exit code {rc})")
+            return _failed("killed", n_inputs, f"worker killed by signal {name}", isolation=self.isolation_level)
+        return _failed("killed", n_inputs, f"worker exited unexpectedly (exit code {rc})", isolation=self.isolation_level)
 
     @staticmethod
-    def _parse_reply(line: bytes, item: dict) -> tuple[SandboxResult, bool]:
+    def _parse_reply(line: bytes, item: dict, level: str) -> SandboxResult:
         n_inputs = len(item["inputs"])
         try:
             reply = json.loads(line)
@@ -549,7 +630,7 @@ class Sandbox:
             message = reply.get("message", "")
             if (
                 reply.get("k") != item["k"]
-                or status not in ("ok", "error")
+                or status not in STATUSES
                 or not isinstance(values, list)
                 or not isinstance(errors, list)
                 or len(values) != n_inputs
@@ -560,8 +641,8 @@ class Sandbox:
             ):
                 raise ValueError("malformed reply")
         except (ValueError, KeyError, TypeError):
-            return _failed("killed", n_inputs, "worker sent a malformed reply"), True
-        return SandboxResult(status, values, errors, stdout, message), bool(reply.get("retire"))
+            return _failed("killed", n_inputs, "worker sent a malformed reply", isolation=level)
+        return SandboxResult(status, values, errors, stdout, message, level)
 
 
 def run_functions(
@@ -577,6 +658,7 @@ def run_functions(
     seed: int = 0,
     progress: bool = False,
     sandbox: Sandbox | None = None,
+    allow_unconfined: bool | None = None,
 ) -> list[SandboxResult]:
     """Run each program on its inputs in sandboxed workers; one :class:`SandboxResult` each.
 
@@ -584,7 +666,9 @@ def run_functions(
     (``entry="last_def"``) or the function named ``entry``; it is called once per element of
     ``inputs[k]`` (as its single argument).  Pass ``sandbox=`` to reuse a running
     :class:`Sandbox` (its limits apply and the limit arguments here are ignored); otherwise a
-    pool is started with these limits and stopped before returning.
+    pool is started with these limits and stopped before returning. Each result's
+    ``isolation`` names the layers that confined it; without a kernel boundary the call raises
+    :class:`SandboxUnavailableError` unless ``allow_unconfined`` (or ``FINDBENCH_ALLOW_UNCONFINED=1``).
     """
     if sandbox is not None:
         if not isinstance(sandbox, Sandbox):
@@ -599,5 +683,6 @@ def run_functions(
         memory_mb=memory_mb,
         max_output_bytes=max_output_bytes,
         seed=seed,
+        allow_unconfined=allow_unconfined,
     ) as box:
         return box.run(codes, inputs, entry=entry, progress=progress)

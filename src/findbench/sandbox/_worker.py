@@ -1,35 +1,201 @@
-"""Worker process of :mod:`findbench.sandbox` (run as ``python -I findbench/sandbox/_worker.py --worker CONFIG``).
+"""Fork server of :mod:`findbench.sandbox` (run as ``python -s -P .../sandbox/_worker.py --worker CONFIG``).
 
-Kept apart from ``sandbox.py`` so that the worker imports nothing it does not need (in
-particular not ``subprocess``) before isolating itself.  The protocol: one JSON line
+One such process (the *zygote*) starts per pool slot. It sets up what every program shares
+(die-with-parent, no-new-privileges, a fresh network namespace, numpy and the usual stdlib
+modules imported once), then serves requests: for every program it forks a child that
+
+1. gets a fresh private directory (its working directory, ``$HOME`` and ``$TMPDIR``);
+2. is confined by the kernel before any untrusted byte runs: a Landlock domain (read-only
+   access to what Python needs, read-write to its own directory only, no TCP, no signals or
+   abstract unix sockets outside the domain), an unprivileged uid when the zygote is root,
+   resource limits (memory, CPU, file size, open files, no processes, no core dumps);
+3. installs an audit hook (a readable first line of refusal with clear messages; never the
+   boundary itself), runs the program and writes one JSON reply into a pipe, then exits.
+
+The zygote enforces the wall-clock limit on the child, relays its reply and deletes its
+directory. Nothing a program does survives it: module monkeypatches, threads, files, changed
+builtins all die with the child, so a program's result does not depend on what ran before.
+
+Kept apart from the package (the worker imports no findbench module and nothing it does not
+need) and import-light, because children inherit every module the zygote loaded.
+
+Protocol with the parent (newline-delimited JSON on two private pipes, never pickle): one line
 ``{"ready": true, "isolation": {...}}`` after set-up, then for every request line
 ``{"items": [{"k", "code", "inputs", "entry"}, ...]}`` one reply line per item
-``{"k", "status", "values", "errors", "stdout", "message"}``.
+``{"k", "status", "values", "errors", "stdout", "message"}`` (status ``timeout`` / ``killed``
+for a child that ran out of time or died).
 """
 
 from __future__ import annotations
 
-import _thread
+import ctypes
 import json
 import math
 import os
+import select
 import shutil
 import signal
 import sys
+import time
 from typing import Any
 
 _PRELOAD = (
-    "numpy", "numpy.random", "numpy.linalg", "math", "cmath", "random", "re", "string",
-    "itertools", "functools", "collections", "statistics", "operator", "decimal", "fractions",
-    "json", "copy", "bisect", "heapq", "unicodedata", "textwrap", "datetime", "warnings",
+    "numpy", "numpy.random", "numpy.linalg", "numpy.fft", "numpy.polynomial", "math", "cmath",
+    "random", "re", "string", "itertools", "functools", "collections", "collections.abc",
+    "statistics", "operator", "decimal", "fractions", "numbers", "json", "copy", "bisect", "heapq",
+    "unicodedata", "textwrap", "datetime", "time", "calendar", "warnings", "typing", "enum",
+    "dataclasses", "abc", "array", "struct", "base64", "binascii", "hashlib", "codecs",
+    "encodings.idna", "ast", "tempfile", "resource",
 )
 # ``__name__`` of a program: not "__main__", so demo code under ``if __name__ == "__main__":``
 # that interpreters like to append does not run.
 PROGRAM_NAME = "__findbench_program__"
+_NOBODY = 65534
+
+# --------------------------------------------------------------------------- libc / Landlock
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+_libc.prctl.restype = ctypes.c_int
+_libc.unshare.restype = ctypes.c_int
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_GET_NO_NEW_PRIVS = 39
 _CLONE_NEWNET = 0x40000000
 _CLONE_NEWUSER = 0x10000000
-_PR_SET_PDEATHSIG = 1
-_PR_SET_NO_NEW_PRIVS = 38
+
+# Landlock (linux/landlock.h). The syscall numbers are the same on every architecture.
+_SYS_LANDLOCK_CREATE_RULESET = 444
+_SYS_LANDLOCK_ADD_RULE = 445
+_SYS_LANDLOCK_RESTRICT_SELF = 446
+_LANDLOCK_CREATE_RULESET_VERSION = 1
+_LANDLOCK_RULE_PATH_BENEATH = 1
+_FS = {
+    "execute": 1 << 0, "write_file": 1 << 1, "read_file": 1 << 2, "read_dir": 1 << 3,
+    "remove_dir": 1 << 4, "remove_file": 1 << 5, "make_char": 1 << 6, "make_dir": 1 << 7,
+    "make_reg": 1 << 8, "make_sock": 1 << 9, "make_fifo": 1 << 10, "make_block": 1 << 11,
+    "make_sym": 1 << 12, "refer": 1 << 13, "truncate": 1 << 14, "ioctl_dev": 1 << 15,
+}
+_NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1
+_SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def _errno_text() -> str:
+    err = ctypes.get_errno()
+    return f"{os.strerror(err)} (errno {err})"
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version; 0 when Landlock is unsupported or disabled."""
+    rc = _libc.syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), None, ctypes.c_size_t(0),
+                       ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION))
+    return int(rc) if rc > 0 else 0
+
+
+def _fs_rights(abi: int) -> int:
+    """Every file-system right the kernel's ABI knows (all of them are 'handled': denied unless granted)."""
+    rights = (1 << 13) - 1  # ABI 1: execute .. make_sym
+    if abi >= 2:
+        rights |= _FS["refer"]
+    if abi >= 3:
+        rights |= _FS["truncate"]
+    if abi >= 5:
+        rights |= _FS["ioctl_dev"]
+    return rights
+
+
+_READ = _FS["execute"] | _FS["read_file"] | _FS["read_dir"]
+_FILE_RIGHTS = _FS["execute"] | _FS["write_file"] | _FS["read_file"] | _FS["truncate"] | _FS["ioctl_dev"]
+
+
+def _landlock_confine(abi: int, read_fds: list[tuple[int, bool]], write_fds: list[tuple[int, bool]]) -> None:
+    """Restrict this process (and its future children) to the given paths, for good.
+
+    ``read_fds`` / ``write_fds``: ``(O_PATH fd, is_directory)``; read grants read + execute,
+    write grants every file-system right beneath. With ABI >= 4 TCP bind/connect are denied;
+    with ABI >= 6 signals and abstract unix sockets cannot leave the domain. Raises OSError.
+    """
+    handled = _fs_rights(abi)
+    attr = _RulesetAttr(handled, 0, 0)
+    size = 8
+    if abi >= 4:
+        attr.handled_access_net = _NET_BIND_TCP | _NET_CONNECT_TCP
+        size = 16
+    if abi >= 6:
+        attr.scoped = _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL
+        size = 24
+    ruleset = _libc.syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), ctypes.byref(attr), ctypes.c_size_t(size),
+                            ctypes.c_uint32(0))
+    if ruleset < 0:
+        raise OSError(f"landlock_create_ruleset: {_errno_text()}")
+    try:
+        for fds, rights in ((read_fds, _READ), (write_fds, handled)):
+            for fd, is_dir in fds:
+                allowed = (rights if is_dir else rights & _FILE_RIGHTS) & handled
+                rule = _PathBeneathAttr(allowed, fd)
+                if _libc.syscall(ctypes.c_long(_SYS_LANDLOCK_ADD_RULE), ctypes.c_int(ruleset),
+                                 ctypes.c_int(_LANDLOCK_RULE_PATH_BENEATH), ctypes.byref(rule), ctypes.c_uint32(0)) < 0:
+                    raise OSError(f"landlock_add_rule: {_errno_text()}")
+        if _libc.syscall(ctypes.c_long(_SYS_LANDLOCK_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0)) < 0:
+            raise OSError(f"landlock_restrict_self: {_errno_text()}")
+    finally:
+        os.close(ruleset)
+
+
+def _read_roots() -> list[str]:
+    """What a child may read: the interpreter, its stdlib and site-packages, shared libraries,
+    and a few device files. Never ``$HOME``, the caller's checkout, caches or ``/etc`` (beyond
+    the loader's cache)."""
+    import sysconfig
+
+    paths = {sys.base_prefix, sys.prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            paths.add(path)
+    paths |= {"/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib", "/etc/ld.so.cache",
+              "/dev/null", "/dev/urandom", "/dev/random", "/dev/zero"}
+    out = []
+    for path in sorted(paths):
+        real = os.path.realpath(path)
+        if os.path.exists(real) and real not in out:
+            out.append(real)
+    return out
+
+
+def _others_can_read(directory: str) -> bool:
+    """Whether an unprivileged uid can list ``directory`` (and reach it)."""
+    path = os.path.realpath(directory)
+    try:
+        if os.stat(path).st_mode & 0o005 != 0o005:
+            return False
+        while path != "/":
+            path = os.path.dirname(path)
+            if not os.stat(path).st_mode & 0o001:
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def _open_path(path: str) -> tuple[int, bool]:
+    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    return fd, os.path.isdir(path)
+
+
+# --------------------------------------------------------------------------- program side
 
 
 class _CappedText:
@@ -70,75 +236,14 @@ class _CappedText:
         return out
 
 
-def _libc_call(name: str, *args: int) -> int:
-    import ctypes  # noqa: PLC0415
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    rc = getattr(libc, name)(*[ctypes.c_ulong(a) for a in args])
-    return 0 if rc == 0 else ctypes.get_errno() or -1
-
-
-def _worker_setup(config: dict) -> dict:
-    """Isolate this process; return what was achieved."""
-    import resource  # noqa: PLC0415
-
-    iso: dict = {"audit_hook": True}
-    # Die with the parent; never gain privileges through exec.
-    _libc_call("prctl", _PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-    _libc_call("prctl", _PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    # Network namespace (before numpy: unshare(CLONE_NEWUSER) needs a single thread).
-    iso["network_namespace"] = False
-    if config["isolate_network"]:
-        if _libc_call("unshare", _CLONE_NEWNET) == 0:
-            iso["network_namespace"] = True
-        elif _libc_call("unshare", _CLONE_NEWUSER | _CLONE_NEWNET) == 0:
-            iso["network_namespace"] = True
-    for name in _PRELOAD:
-        __import__(name)
-    tmpdir = config["tmpdir"]
-    os.chdir(tmpdir)
-    if config["drop_privileges"] and os.geteuid() == 0:
-        try:
-            os.chown(tmpdir, 65534, 65534)
-            os.setgroups([])
-            os.setgid(65534)
-            os.setuid(65534)
-        except OSError as exc:  # keep going with the other layers
-            iso["drop_privileges_error"] = _describe(exc)
-    iso["uid"] = os.geteuid()
-    mem = config["memory_mb"] * 1024 * 1024
-    limits = {
-        "RLIMIT_AS": (mem, mem),
-        "RLIMIT_FSIZE": (config["max_file_bytes"], config["max_file_bytes"]),
-        "RLIMIT_CORE": (0, 0),
-        "RLIMIT_NOFILE": (64, 64),
-        "RLIMIT_NPROC": (0, 0),
-    }
-    applied = {}
-    for name, value in limits.items():
-        try:
-            resource.setrlimit(getattr(resource, name), value)
-            applied[name] = value[0]
-        except (ValueError, OSError):
-            applied[name] = None
-    iso["rlimits"] = applied
-    iso["nproc_enforced"] = os.geteuid() != 0  # the kernel exempts root from RLIMIT_NPROC
-    # Writing past RLIMIT_FSIZE raises OSError(EFBIG) instead of killing the worker.
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    sys.dont_write_bytecode = True
-    for mod in ("ctypes", "_ctypes", "_posixsubprocess"):
-        sys.modules.pop(mod, None)
-    sys.addaudithook(_make_audit_hook(os.path.realpath(tmpdir)))
-    return iso
-
-
 def _make_audit_hook(tmpdir: str):
+    """The first line of refusal: clear messages for what a careless program tries. The kernel
+    (Landlock, uid, rlimits, network namespace) enforces the same whatever happens here."""
     blocked_prefixes = ("socket.", "ctypes.", "subprocess.", "os.exec", "os.spawn", "os.posix_spawn", "pty.", "_winapi.")
     blocked = frozenset({
         "os.system", "os.fork", "os.forkpty", "os.kill", "os.killpg", "os.startfile",
-        "_thread.start_new_thread", "resource.prlimit", "gc.get_referrers", "gc.get_objects",
-        "sys._current_frames", "os.register_at_fork",
+        "_thread.start_new_thread", "resource.prlimit", "resource.setrlimit", "gc.get_referrers",
+        "gc.get_objects", "sys._current_frames", "os.register_at_fork", "signal.pthread_kill",
     })
     path_events = frozenset({
         "os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.link",
@@ -146,15 +251,23 @@ def _make_audit_hook(tmpdir: str):
         "os.removexattr", "shutil.rmtree", "shutil.copyfile", "shutil.copytree", "shutil.move",
         "shutil.copymode", "shutil.copystat", "shutil.chown", "os.mkfifo", "os.mknod",
     })
+    # (index of a path argument, index of its dir_fd argument) per event, as CPython raises them
+    path_args = {
+        "os.remove": ((0, 1),), "os.rmdir": ((0, 1),), "os.mkdir": ((0, 2),), "os.chmod": ((0, 2),),
+        "os.chown": ((0, 3),), "os.utime": ((0, 3),), "os.mkfifo": ((0, 2),), "os.mknod": ((0, 3),),
+        "os.symlink": ((1, 2),), "os.rename": ((0, 2), (1, 3)), "os.link": ((0, 2), (1, 3)),
+        "shutil.copyfile": ((1, None),), "shutil.copytree": ((1, None),), "shutil.move": ((0, None), (1, None)),
+        "shutil.copymode": ((1, None),), "shutil.copystat": ((1, None),),
+    }
     blocked_imports = frozenset({"ctypes", "_ctypes", "_posixsubprocess", "multiprocessing", "_multiprocessing"})
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
     prefix = tmpdir + os.sep
     realpath = os.path.realpath
     fspath = os.fspath
 
-    def inside(path: Any) -> bool:
-        if isinstance(path, int):
-            return False
+    def inside(path: Any, dir_fd: Any = None) -> bool:
+        if isinstance(path, int) or dir_fd not in (None, -1):
+            return False  # a descriptor or a name relative to one: not checkable here
         try:
             p = fspath(path)
             if isinstance(p, bytes):
@@ -172,12 +285,16 @@ def _make_audit_hook(tmpdir: str):
             else:
                 writing = bool(flags & write_flags) if isinstance(flags, int) else False
             if writing and not inside(path):
-                raise PermissionError(f"sandbox: writing {path!r} is not allowed (only inside the temp dir)")
+                raise PermissionError(f"sandbox: writing {path!r} is not allowed (only inside the program's own directory)")
         elif event in blocked or event.startswith(blocked_prefixes):
             raise PermissionError(f"sandbox: {event} is not allowed")
         elif event in path_events:
-            for path in args[:2]:
-                if isinstance(path, (str, bytes, os.PathLike)) and not inside(path):
+            for path_at, dir_fd_at in path_args.get(event, ((0, None),)):
+                if path_at >= len(args):
+                    continue
+                path = args[path_at]
+                dir_fd = args[dir_fd_at] if dir_fd_at is not None and dir_fd_at < len(args) else None
+                if isinstance(path, (str, bytes, os.PathLike)) and not inside(path, dir_fd):
                     raise PermissionError(f"sandbox: {event} on {path!r} is not allowed")
         elif event == "import" and args[0] in blocked_imports:
             raise ImportError(f"sandbox: importing {args[0]} is not allowed")
@@ -221,7 +338,7 @@ def _describe(exc: BaseException) -> str:
 
 
 def _last_def(tree: Any) -> str | None:
-    import ast  # noqa: PLC0415
+    import ast
 
     name = None
     for node in tree.body:
@@ -230,31 +347,24 @@ def _last_def(tree: Any) -> str | None:
     return name
 
 
-def _run_item(item: dict, config: dict, np: Any, state: dict) -> dict:
-    import ast  # noqa: PLC0415
-    import builtins  # noqa: PLC0415
-    import random  # noqa: PLC0415
-    import resource  # noqa: PLC0415
+def _run_program(item: dict, config: dict, np: Any) -> dict:
+    """Run one program in this (already confined) process; the reply dict."""
+    import ast
+    import builtins
 
     inputs = item["inputs"]
     entry = item["entry"]
     n = len(inputs)
     out = _CappedText(config["max_output_bytes"])
     reply: dict = {"k": item["k"], "status": "ok", "values": [None] * n, "errors": [None] * n, "message": ""}
-    # Re-arm the CPU limit for this program.
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    soft = int(math.ceil(usage.ru_utime + usage.ru_stime + config["cpu_seconds"]))
-    resource.setrlimit(resource.RLIMIT_CPU, (soft, resource.RLIM_INFINITY))
-    random.seed(config["seed"])
-    np.random.seed(config["seed"])
-    saved_cwd_ok = True
+    saved = sys.stdout, sys.stderr
     sys.stdout = sys.stderr = out
     try:
         try:
             tree = ast.parse(item["code"], "<program>", "exec")
             name = _last_def(tree) if entry == "last_def" else entry
             namespace = {"__name__": PROGRAM_NAME, "__builtins__": builtins}
-            exec(compile(tree, "<program>", "exec"), namespace)  # noqa: S102 - sandboxed
+            exec(compile(tree, "<program>", "exec"), namespace)  # noqa: S102 - confined child process
             if name is None:
                 raise LookupError("the program defines no top-level function")
             fn = namespace.get(name)
@@ -273,17 +383,10 @@ def _run_item(item: dict, config: dict, np: Any, state: dict) -> dict:
             except BaseException as exc:  # noqa: BLE001
                 errors[i] = _describe(exc)
     finally:
-        sys.stdout, sys.stderr = state["stdout"], state["stderr"]
-        try:
-            if os.getcwd() != state["tmpdir"]:
-                os.chdir(state["tmpdir"])
-        except OSError:
-            saved_cwd_ok = False
+        sys.stdout, sys.stderr = saved
         reply["stdout"] = out.text()
         if out.dropped:
             reply["message"] = (reply["message"] + "; " if reply["message"] else "") + "output truncated"
-    if not saved_cwd_ok:  # pragma: no cover - temp dir vanished
-        reply["message"] = "temp dir lost"
     return reply
 
 
@@ -326,6 +429,231 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
+# --------------------------------------------------------------------------- the zygote
+
+
+class _Zygote:
+    """Set-up shared by all programs, and the fork-per-program loop."""
+
+    def __init__(self, config: dict, req_fd: int, resp_fd: int):
+        self.config = config
+        self.req_fd, self.resp_fd = req_fd, resp_fd
+        self.base = config["tmpdir"]
+        self.np: Any = None
+        self.read_fds: list[tuple[int, bool]] = []
+        self.landlock = 0
+        self.drop_uid = False
+        self.iso: dict = {}
+
+    def setup(self) -> dict:
+        import resource
+
+        cfg = self.config
+        iso: dict = {"audit_hook": bool(cfg.get("audit_hook", True)), "fresh_process": True}
+        # Die with the parent; never gain privileges through exec (Landlock needs this too).
+        _libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        iso["no_new_privs"] = _libc.prctl(_PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1
+        # A fresh network namespace: only a loopback device, down. Before numpy starts threads.
+        iso["network_namespace"] = False
+        if cfg["isolate_network"]:
+            if _libc.unshare(_CLONE_NEWNET) == 0 or (os.geteuid() != 0 and _libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) == 0):
+                iso["network_namespace"] = True
+        for name in _PRELOAD:
+            __import__(name)
+        import numpy as np
+
+        self.np = np
+        iso["bwrap"] = bool(cfg.get("bwrap"))
+        abi = landlock_abi() if cfg["landlock"] else 0
+        iso["landlock_abi"] = abi
+        if abi and iso["no_new_privs"]:
+            self.landlock = abi
+            self.read_fds = [_open_path(p) for p in _read_roots()]
+        iso["landlock"] = bool(self.landlock)
+        self.drop_uid = bool(cfg["drop_privileges"]) and os.geteuid() == 0
+        iso["uid"] = _NOBODY if self.drop_uid else os.geteuid()
+        # Import directories that ``nobody`` may not reach (an interpreter under /root, say)
+        # stay importable through descriptors opened now, as root: the child imports from
+        # /proc/self/fd/N. Landlock still checks every file against the read-only roots.
+        self.path_fds: dict[str, int] = {}
+        if self.drop_uid:
+            for entry in sys.path:
+                if entry and os.path.isdir(entry) and not _others_can_read(entry):
+                    self.path_fds[entry] = os.open(entry, os.O_RDONLY | os.O_DIRECTORY)
+        iso["imports_through_fds"] = len(self.path_fds)
+        iso["nproc_enforced"] = iso["uid"] != 0  # the kernel exempts root from RLIMIT_NPROC
+        if self.drop_uid:
+            os.chmod(self.base, 0o711)  # nobody may enter its own directory, not list others
+        mem = cfg["memory_mb"] * 1024 * 1024
+        self.limits = {
+            "RLIMIT_AS": (mem, mem),
+            "RLIMIT_FSIZE": (cfg["max_file_bytes"], cfg["max_file_bytes"]),
+            "RLIMIT_CORE": (0, 0),
+            "RLIMIT_NOFILE": (64, 64),
+            "RLIMIT_NPROC": (0, 0),
+        }
+        iso["rlimits"] = {name: value[0] for name, value in self.limits.items()}
+        self.resource = resource
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        sys.dont_write_bytecode = True
+        self.iso = iso
+        return iso
+
+    # -- in the child, between fork and the program
+    def _confine(self, tmpdir: str) -> None:
+        """Apply every layer to this child; raises if a promised kernel layer fails."""
+        resource = self.resource
+        for fd in (self.req_fd, self.resp_fd):
+            os.close(fd)
+        os.chdir(tmpdir)
+        os.environ.update(HOME=tmpdir, TMPDIR=tmpdir)
+        import tempfile
+
+        tempfile.tempdir = tmpdir
+        write_fd = _open_path(tmpdir)
+        if self.drop_uid:
+            os.setgroups([])
+            os.setresgid(_NOBODY, _NOBODY, _NOBODY)
+            os.setresuid(_NOBODY, _NOBODY, _NOBODY)
+            if os.getuid() != _NOBODY or os.geteuid() != _NOBODY:
+                raise OSError("could not drop to an unprivileged uid")
+            if self.path_fds:
+                self._import_through_fds()
+        cpu = max(1, math.ceil(self.config["cpu_seconds"]))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        for name, value in self.limits.items():
+            resource.setrlimit(getattr(resource, name), value)
+        if self.landlock:
+            _landlock_confine(self.landlock, self.read_fds, [write_fd])
+        for fd, _ in [*self.read_fds, write_fd]:
+            os.close(fd)
+        # Writing past RLIMIT_FSIZE raises OSError(EFBIG) instead of killing the child.
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        for mod in ("ctypes", "_ctypes", "_posixsubprocess"):
+            sys.modules.pop(mod, None)
+        import types
+
+        sys.modules["__main__"] = types.ModuleType("__main__")  # not this zygote's globals
+        seed = self.config["seed"]
+        import random
+
+        random.seed(seed)
+        self.np.random.seed(seed)
+        if self.config.get("audit_hook", True):
+            sys.addaudithook(_make_audit_hook(os.path.realpath(tmpdir)))
+
+    def _import_through_fds(self) -> None:
+        """Point the import system at /proc/self/fd/N for directories only root can reach."""
+        # Changing uid made /proc/self root-owned; the child may read its own fd table again.
+        _libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
+        remap = {path: f"/proc/self/fd/{fd}" for path, fd in self.path_fds.items()}
+
+        def moved(path: str) -> str:
+            for old, new in remap.items():
+                if path == old or path.startswith(old + os.sep):
+                    return new + path[len(old):]
+            return path
+
+        sys.path[:] = [moved(p) for p in sys.path]
+        sys.path_importer_cache.clear()
+        for module in list(sys.modules.values()):
+            paths = getattr(module, "__path__", None)
+            if isinstance(paths, list):
+                paths[:] = [moved(p) if isinstance(p, str) else p for p in paths]
+
+    def _child(self, item: dict, tmpdir: str, w: int) -> None:  # pragma: no cover - runs in the child
+        try:
+            try:
+                self._confine(tmpdir)
+            except BaseException as exc:  # fail closed: never run a program half-confined
+                msg = f"sandbox: could not confine the program: {_describe(exc)}"
+                n = len(item["inputs"])
+                reply = {"k": item["k"], "status": "error", "values": [None] * n, "errors": [msg] * n,
+                         "stdout": "", "message": msg}
+            else:
+                reply = _run_program(item, self.config, self.np)
+            _write_all(w, _encode_reply(reply, len(item["inputs"]), self.config))
+        finally:
+            os._exit(0)
+
+    # -- in the zygote
+    def run_item(self, item: dict) -> bytes:
+        tmpdir = os.path.join(self.base, f"p{item['k']}-{time.monotonic_ns()}")
+        os.mkdir(tmpdir, 0o700)
+        if self.drop_uid:
+            os.chown(tmpdir, _NOBODY, _NOBODY)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - child
+            os.close(r)
+            self._child(item, tmpdir, w)
+        os.close(w)
+        try:
+            data, outcome = self._collect(r, pid)
+        finally:
+            os.close(r)
+            shutil.rmtree(tmpdir, ignore_errors=True)
+        if outcome is None and data.endswith(b"\n"):
+            return data
+        n = len(item["inputs"])
+        status, message = outcome or ("killed", "the program exited without a reply")
+        return json.dumps({"k": item["k"], "status": status, "values": [None] * n, "errors": [message] * n,
+                           "stdout": "", "message": message}, separators=(",", ":")).encode() + b"\n"
+
+    def _collect(self, r: int, pid: int) -> tuple[bytes, tuple[str, str] | None]:
+        """The child's reply, and ``(status, message)`` when it did not finish properly."""
+        cfg = self.config
+        deadline = time.monotonic() + cfg["timeout"]
+        limit = cfg["max_result_bytes"] + 8 * cfg["max_output_bytes"] + 65536
+        chunks, size, outcome = [], 0, None
+        poller = select.poll()
+        poller.register(r, select.POLLIN | select.POLLHUP | select.POLLERR)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                outcome = ("timeout", f"wall-clock limit of {cfg['timeout']:g} s exceeded")
+                break
+            if not poller.poll(max(1, math.ceil(remaining * 1000))):
+                continue
+            chunk = os.read(r, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                outcome = ("killed", f"reply longer than {limit} bytes")
+                break
+        if outcome is not None:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        _, status = os.waitpid(pid, 0)
+        if outcome is None and os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            if sig == signal.SIGXCPU:
+                outcome = ("timeout", f"CPU time limit of {cfg['cpu_seconds']:g} s exceeded")
+            else:
+                try:
+                    name = signal.Signals(sig).name
+                except ValueError:
+                    name = str(sig)
+                outcome = ("killed", f"program killed by signal {name}")
+        elif outcome is None and os.WIFEXITED(status) and os.WEXITSTATUS(status) != 0:
+            outcome = ("killed", f"program exited with code {os.WEXITSTATUS(status)}")
+        return b"".join(chunks), outcome
+
+    def serve(self) -> None:
+        requests = os.fdopen(self.req_fd, "rb", buffering=1 << 16, closefd=False)
+        while True:
+            line = requests.readline()
+            if not line:
+                os._exit(0)
+            for item in json.loads(line)["items"]:
+                _write_all(self.resp_fd, self.run_item(item))
+
+
 def _worker_main(config_json: str) -> None:  # pragma: no cover - runs in the subprocess
     config = json.loads(config_json)
     # Keep the protocol on private descriptors; fds 0-2 become /dev/null so that code writing
@@ -335,46 +663,14 @@ def _worker_main(config_json: str) -> None:  # pragma: no cover - runs in the su
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
     os.close(devnull)
+    zygote = _Zygote(config, req_fd, resp_fd)
     try:
-        iso = _worker_setup(config)
+        iso = zygote.setup()
     except BaseException as exc:
         _write_all(resp_fd, json.dumps({"ready": False, "error": _describe(exc)}).encode() + b"\n")
         os._exit(1)
-    import numpy as np
-
-    state = {"stdout": sys.stdout, "stderr": sys.stderr, "tmpdir": os.getcwd()}
     _write_all(resp_fd, json.dumps({"ready": True, "pid": os.getpid(), "isolation": iso}).encode() + b"\n")
-    requests = os.fdopen(req_fd, "rb", buffering=1 << 16)
-    tmpdir = state["tmpdir"]
-    while True:
-        line = requests.readline()
-        if not line:
-            os._exit(0)
-        msg = json.loads(line)
-        for item in msg["items"]:
-            reply = _run_item(item, config, np, state)
-            # A program that left threads running taints this worker: reply, then exit so
-            # that the parent starts a fresh one.
-            retire = _thread._count() > 0
-            if retire:
-                reply["retire"] = True
-            _write_all(resp_fd, _encode_reply(reply, len(item["inputs"]), config))
-            if retire:
-                os._exit(0)
-            # Programs do not share files.
-            try:
-                leftovers = os.listdir(tmpdir)
-            except OSError:
-                leftovers = []
-            for name in leftovers:
-                path = os.path.join(tmpdir, name)
-                if os.path.isdir(path) and not os.path.islink(path):
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
-                    try:
-                        os.unlink(path)
-                    except OSError:
-                        pass
+    zygote.serve()
 
 
 if __name__ == "__main__":  # pragma: no cover
