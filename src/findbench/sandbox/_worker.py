@@ -444,6 +444,8 @@ class _Zygote:
         self.landlock = 0
         self.drop_uid = False
         self.iso: dict = {}
+        #: (pid, directory) of children that replied and are still exiting
+        self.pending: list[tuple[int, str]] = []
 
     def setup(self) -> dict:
         import resource
@@ -482,6 +484,8 @@ class _Zygote:
                 if entry and os.path.isdir(entry) and not _others_can_read(entry):
                     self.path_fds[entry] = os.open(entry, os.O_RDONLY | os.O_DIRECTORY)
         iso["imports_through_fds"] = len(self.path_fds)
+        if self.path_fds:
+            self._import_through_fds()
         iso["nproc_enforced"] = iso["uid"] != 0  # the kernel exempts root from RLIMIT_NPROC
         if self.drop_uid:
             os.chmod(self.base, 0o711)  # nobody may enter its own directory, not list others
@@ -498,6 +502,12 @@ class _Zygote:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         sys.dont_write_bytecode = True
         self.iso = iso
+        # Everything loaded so far is shared with the children copy-on-write; keep the garbage
+        # collector from walking (and so copying) those pages in every child.
+        import gc
+
+        gc.collect()
+        gc.freeze()
         return iso
 
     # -- in the child, between fork and the program
@@ -519,7 +529,8 @@ class _Zygote:
             if os.getuid() != _NOBODY or os.geteuid() != _NOBODY:
                 raise OSError("could not drop to an unprivileged uid")
             if self.path_fds:
-                self._import_through_fds()
+                # Changing uid made /proc/self root-owned; let the child read its own fd table.
+                _libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
         cpu = max(1, math.ceil(self.config["cpu_seconds"]))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
         for name, value in self.limits.items():
@@ -544,9 +555,10 @@ class _Zygote:
             sys.addaudithook(_make_audit_hook(os.path.realpath(tmpdir)))
 
     def _import_through_fds(self) -> None:
-        """Point the import system at /proc/self/fd/N for directories only root can reach."""
-        # Changing uid made /proc/self root-owned; the child may read its own fd table again.
-        _libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
+        """Point the import system at /proc/self/fd/N for directories only root can reach.
+
+        Done once in the fork server: its children inherit both the descriptors (same numbers)
+        and the rewritten paths."""
         remap = {path: f"/proc/self/fd/{fd}" for path, fd in self.path_fds.items()}
 
         def moved(path: str) -> str:
@@ -574,6 +586,7 @@ class _Zygote:
             else:
                 reply = _run_program(item, self.config, self.np)
             _write_all(w, _encode_reply(reply, len(item["inputs"]), self.config))
+            os.close(w)  # EOF for the fork server now, before this process is torn down
         finally:
             os._exit(0)
 
@@ -589,20 +602,40 @@ class _Zygote:
             os.close(r)
             self._child(item, tmpdir, w)
         os.close(w)
+        self.reap()  # the previous program's exit ran while this one started
         try:
             data, outcome = self._collect(r, pid)
         finally:
             os.close(r)
-            shutil.rmtree(tmpdir, ignore_errors=True)
         if outcome is None and data.endswith(b"\n"):
+            # A complete reply: the child is only exiting now. Reap it (and delete its
+            # directory) later, so its teardown overlaps with the next program.
+            self.pending.append((pid, tmpdir))
             return data
+        shutil.rmtree(tmpdir, ignore_errors=True)  # _collect has reaped this child
         n = len(item["inputs"])
         status, message = outcome or ("killed", "the program exited without a reply")
         return json.dumps({"k": item["k"], "status": status, "values": [None] * n, "errors": [message] * n,
                            "stdout": "", "message": message}, separators=(",", ":")).encode() + b"\n"
 
+    def reap(self) -> None:
+        """Wait for children that already replied, and delete their directories."""
+        while self.pending:
+            self._wait(*self.pending.pop())
+
+    @staticmethod
+    def _wait(pid: int, tmpdir: str) -> int:
+        try:
+            os.kill(pid, signal.SIGKILL)  # it replied (or failed): nothing of it is still wanted
+        except ProcessLookupError:
+            pass
+        _, status = os.waitpid(pid, 0)
+        shutil.rmtree(tmpdir, ignore_errors=True)
+        return status
+
     def _collect(self, r: int, pid: int) -> tuple[bytes, tuple[str, str] | None]:
-        """The child's reply, and ``(status, message)`` when it did not finish properly."""
+        """The child's reply, and ``(status, message)`` when it did not finish properly (the
+        child is then reaped here; after a complete reply it is left to :meth:`reap`)."""
         cfg = self.config
         deadline = time.monotonic() + cfg["timeout"]
         limit = cfg["max_result_bytes"] + 8 * cfg["max_output_bytes"] + 65536
@@ -624,6 +657,9 @@ class _Zygote:
             if size > limit:
                 outcome = ("killed", f"reply longer than {limit} bytes")
                 break
+        data = b"".join(chunks)
+        if outcome is None and data.endswith(b"\n"):
+            return data, None  # a complete reply; the caller reaps the child later
         if outcome is not None:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -642,11 +678,12 @@ class _Zygote:
                 outcome = ("killed", f"program killed by signal {name}")
         elif outcome is None and os.WIFEXITED(status) and os.WEXITSTATUS(status) != 0:
             outcome = ("killed", f"program exited with code {os.WEXITSTATUS(status)}")
-        return b"".join(chunks), outcome
+        return data, outcome
 
     def serve(self) -> None:
         requests = os.fdopen(self.req_fd, "rb", buffering=1 << 16, closefd=False)
         while True:
+            self.reap()  # idle: no child may outlive the batch it belongs to
             line = requests.readline()
             if not line:
                 os._exit(0)
