@@ -99,6 +99,8 @@ def test_unknown_argument_names_itself(evaluate, name):
     metric = _load(evaluate, name)
     inputs = {
         "explanation_f1": ([True, False], [[0.5], [-0.5]]),
+        "find_domain": (["[DOMAIN]: none"], [{"domain_low": -100.0, "domain_high": 100.0, "corruption_type": None,
+                                              "corruption_params": None}]),
         "find_exact_match": (["def f(x):\n    return x\n"], ["def function(x):\n    return x\n"]),
         "find_nmse": (["def f(x):\n    return x\n"], ["def function(x):\n    return x\n"]),
         "find_unit_test": (["d"], [[{"inputs": ["a", "b", "c"], "outputs": None, "correct": 1}]]),

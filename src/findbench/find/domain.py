@@ -1,0 +1,578 @@
+"""Scoring the ``[DOMAIN]`` part of a FIND interpretation (an extension: FIND asks for it but
+never scores it).
+
+FIND's interpreter prompt asks for three parts: ``[DESCRIPTION]``, ``[DOMAIN]`` (the domain of
+the function and any interval where it behaves unexpectedly) and ``[CODE]``. Two kinds of
+FIND functions have a ground truth for the second part:
+
+- **numeric** functions of the ``corruption`` variant replace their output by noise on one
+  part of the domain. :func:`parse_intervals` reads the numeric interval(s) an interpreter
+  named, :func:`corrupted_interval` gives the true corrupted interval of a dataset row, and
+  :func:`interval_iou` compares them (intersection over union of lengths inside the
+  function's domain); :func:`score_domain` does all three over a list of interpretations.
+- **relation** neurons with an ``exception`` answer "undefined" on an excepted subdomain.
+  :func:`domain_unit_tests` picks a row's unit tests whose correct item lies in that
+  subdomain, so that a judge can score the ``[DOMAIN]`` text on them
+  (:func:`findbench.judge.domain.score_relation_domain`; the judge lives a layer above).
+
+Everything here is pure Python + numpy.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from findbench.find.synthetic_neurons.prompts import UNDEFINED, parse_relation_answer
+
+__all__ = [
+    "REFERENCE_COLUMNS",
+    "STATUSES",
+    "domain_text",
+    "parse_intervals",
+    "corrupted_interval",
+    "interval_iou",
+    "domain_reference",
+    "score_domain",
+    "domain_unit_tests",
+]
+
+#: The columns of a numeric row that :func:`corrupted_interval` reads (the ``references`` of
+#: the ``find_domain`` metric).
+REFERENCE_COLUMNS = ("domain_low", "domain_high", "corruption_type", "corruption_params")
+#: Per-item status of :func:`score_domain`.
+STATUSES = ("ok", "unparseable")
+
+_CORRUPTION_TYPES = ("below", "above", "inside")
+_INF = math.inf
+
+# --------------------------------------------------------------------------------------
+# the [DOMAIN] section
+# --------------------------------------------------------------------------------------
+
+# "[DOMAIN]:", "[DOMAIN]", "**[DOMAIN]**:", "[ DOMAIN ] :"; at a line start also "Domain:"
+_DOMAIN_LABEL = re.compile(r"\[\s*domain\s*\][\s*_]*:?|(?im:^[\s*#_]*domain[\s*_]*:)", re.IGNORECASE)
+_OTHER_LABEL = re.compile(r"\[\s*(?:description|code|domain)\s*\]|(?im:^[\s*#_]*(?:description|code)[\s*_]*:)", re.IGNORECASE)
+
+
+def domain_text(text: str) -> str:
+    """The interpreter's answer to ``[DOMAIN]``: the text after the label, up to the next
+    ``[CODE]`` / ``[DESCRIPTION]`` label (or the end), stripped.
+
+    A text without any label is taken whole (the caller passed the domain answer alone); a
+    text with other labels but no ``[DOMAIN]`` gives ``""`` (the interpreter did not answer).
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    m = _DOMAIN_LABEL.search(text)
+    if m is None:
+        return "" if _OTHER_LABEL.search(text) else text.strip()
+    rest = text[m.end() :]
+    nxt = _OTHER_LABEL.search(rest)
+    return (rest[: nxt.start()] if nxt else rest).strip()
+
+
+# --------------------------------------------------------------------------------------
+# parsing intervals
+# --------------------------------------------------------------------------------------
+
+# A number: signed decimal / scientific notation or an infinity (after normalisation). It may
+# not continue a word or another number ("f00042", "x2" hold no number).
+_NUM = r"(?<![\w.])[-+]?(?:inf(?:inity)?\b|\d+(?:\.\d+)?(?:e[-+]?\d+)?|\.\d+(?:e[-+]?\d+)?)(?![\w])"
+_N = rf"(?:x\s*=\s*)?({_NUM})"  # a number, optionally written "x = 3"
+_X = r"(?:x|inputs?|input\s+values?|values?\s+of\s+x)"
+_LT = r"(?:<=|=<|<)"
+_GT = r"(?:>=|=>|>)"
+
+# (regex, kind): "two" gives (min, max) of its two numbers; "lower" gives (a, inf) [x above a];
+# "upper" (-inf, a); "neg" / "pos" the negative / positive half-line.
+_PATTERNS: list[tuple[re.Pattern, str]] = [
+    (re.compile(rf"[\[(]\s*({_NUM})\s*[,;]\s*({_NUM})\s*[\])]"), "two"),
+    (re.compile(rf"({_NUM})\s*{_LT}\s*{_X}\s*{_LT}\s*({_NUM})"), "two"),
+    (re.compile(rf"({_NUM})\s*{_GT}\s*{_X}\s*{_GT}\s*({_NUM})"), "two"),
+    (re.compile(rf"\bbetween\s+{_N}\s*(?:and|&|,)\s*{_N}"), "two"),
+    (re.compile(rf"(?:\bfrom\s+)?{_N}\s*(?:\bto\b|\bthrough\b|\buntil\b|\btill\b|\bup\s+to\b|–|—|\.\.\.?)\s*{_N}"), "two"),
+    # "20-30": a hyphen between two unsigned numbers written together
+    (re.compile(r"(?<![\w.\-])(\d+(?:\.\d+)?)-(\d+(?:\.\d+)?)(?![\w.])"), "two"),
+    (re.compile(rf"\b{_X}\s*{_LT}\s*({_NUM})"), "upper"),
+    (re.compile(rf"\b{_X}\s*{_GT}\s*({_NUM})"), "lower"),
+    (re.compile(rf"({_NUM})\s*{_GT}\s*{_X}\b"), "upper"),
+    (re.compile(rf"({_NUM})\s*{_LT}\s*{_X}\b"), "lower"),
+    (re.compile(rf"\b(?:less|smaller|lower|fewer)\s+than\s+(?:or\s+equal\s+to\s+)?{_N}"), "upper"),
+    (re.compile(rf"\b(?:below|under|before|at\s+most|up\s+to)\s+{_N}"), "upper"),
+    (re.compile(rf"\b(?:greater|larger|bigger|higher|more)\s+than\s+(?:or\s+equal\s+to\s+)?{_N}"), "lower"),
+    (re.compile(rf"\b(?:above|over|beyond|after|past|exceeding|at\s+least)\s+{_N}"), "lower"),
+    (re.compile(rf"({_NUM})\s+(?:and|or)\s+(?:above|higher|greater|larger|beyond|up|more)\b"), "lower"),
+    (re.compile(rf"({_NUM})\s+(?:and|or)\s+(?:below|lower|less|smaller|under|down)\b"), "upper"),
+    (re.compile(r"\b(?:negative|non-positive)\s+(?:x|inputs?|input\s+values?|numbers|values\s+of\s+x)\b"), "neg"),
+    (re.compile(r"\b(?:positive|non-negative)\s+(?:x|inputs?|input\s+values?|numbers|values\s+of\s+x)\b"), "pos"),
+]
+
+# "the domain (of the function) is ...", "defined for/on/over ...": a statement of the
+# function's domain, whose interval is not an interval of unexpected behaviour.
+_DECLARATION = re.compile(
+    r"\b(?:(?:input\s+)?domain(?:\s+of\s+(?:the|this)\s+function)?\s+(?:is|=|:|spans|covers|includes|consists\s+of)"
+    r"|(?:is\s+)?defined\s+(?:for|on|over|in))"
+    r"\s+(?:the\s+)?(?:whole\s+|entire\s+)?(?:(?:set|interval|range)\s+(?:of\s+)?)?(?:all\s+)?(?:x\s+(?:in|∈)\s+|x\s*:\s*)?",
+)
+# "the (output) range is [0, 1]": outputs, not inputs
+_RANGE_STATEMENT = re.compile(r"\b(?:output\s+range|range\s+of\s+(?:the\s+)?(?:function|outputs?)|range)\s+(?:is|=|:)\s+")
+_WHOLE_DOMAIN = re.compile(
+    r"\b(?:(?:whole|entire|full)\s+(?:domain|real\s+line|range)|all\s+(?:real\s+)?(?:numbers|reals|inputs|values|x)\b"
+    r"|everywhere|real\s+numbers|ℝ)"
+)
+# cues that a sentence speaks about the unexpected interval ...
+_POSITIVE = re.compile(
+    r"unexpect|unusual|strange|\bodd\b|weird|differen|corrupt|nois|random|erratic|anomal|irregular|except|abnormal"
+    r"|deviat|inconsisten|chaotic|interval|region|subdomain|part\s+of\s+the\s+domain|outlier|garbage|nonsens"
+)
+# ... or says there is none
+_NEGATIVE = re.compile(
+    r"\bno\s+(?:\w+\s+){0,2}?(?:unexpected|unusual|strange|odd|anomal\w*|corrupt\w*|irregular\w*|abnormal\w*|special|such"
+    r"|interval|region|subdomain|exceptions?|noise|deviations?|changes?)"
+    r"|\bnot\s+corrupted|\bnone\b|\bn/?a\b|\bnothing\s+(?:unexpected|unusual|strange|odd)"
+    r"|\b(?:does|do)\s+not\s+(?:show|display|have|exhibit|contain|behave\s+differently)"
+    r"|\bwithout\s+(?:any\s+)?(?:unexpected|unusual|anomal|corrupt|irregular|exceptions?)"
+    r"|\bbehaves?\s+(?:normally|consistently|as\s+expected|the\s+same|uniformly)"
+    r"|\b(?:consistent|uniform|normal|regular)\s+(?:behaviou?r\s+)?(?:everywhere|throughout|across)"
+)
+_BUT = re.compile(r"\b(?:except|but|apart\s+from|other\s+than|aside\s+from)\b")
+_BARE_NONE = re.compile(r"^\W*(?:none|no|n/?a|nothing|-+|no\s+interval|no\s+corruption|not\s+applicable)\W*$")
+_OUTSIDE = re.compile(r"\boutside(?:\s+of)?(?:\s+the)?(?:\s+(?:interval|range|region))?(?:\s+of)?\s*$")
+_JOIN = re.compile(r"\s*,?\s*(?:and|but|&&?|while|,)?\s*")
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+
+
+def _normalise(text: str) -> str:
+    t = text.lower()
+    for a, b in (("−", "-"), ("≤", "<="), ("⩽", "<="), ("≥", ">="), ("⩾", ">="), ("∞", "inf"), ("`", ""), ("$", "")):
+        t = t.replace(a, b)
+    t = re.sub(r"\\(?:le|leq)\b", "<=", t)
+    t = re.sub(r"\\(?:ge|geq)\b", ">=", t)
+    t = re.sub(r"\\infty\b", "inf", t)
+    t = re.sub(r"\b(?:negative|minus)\s+inf(?:inity)?\b", "-inf", t)
+    t = re.sub(r"\b(?:positive|plus)\s+inf(?:inity)?\b", "inf", t)
+    return t
+
+
+def _to_float(s: str) -> float:
+    s = s.strip().replace(" ", "")
+    sign = -1.0 if s.startswith("-") else 1.0
+    body = s.lstrip("+-")
+    if body.startswith("inf"):
+        return sign * _INF
+    return float(s)
+
+
+def _matches(sentence: str) -> list[tuple[int, int, str, tuple[float, float]]]:
+    """Non-overlapping interval expressions of a sentence, left to right: (start, end, kind,
+    (low, high)); at one position the longest expression wins."""
+    found = []
+    for pat, kind in _PATTERNS:
+        for m in pat.finditer(sentence):
+            if kind == "neg":
+                iv = (-_INF, 0.0)
+                k = "upper"
+            elif kind == "pos":
+                iv = (0.0, _INF)
+                k = "lower"
+            elif kind == "two":
+                a, b = _to_float(m.group(1)), _to_float(m.group(2))
+                iv = (min(a, b), max(a, b))
+                k = kind
+            else:
+                v = _to_float(m.group(1))
+                iv = (v, _INF) if kind == "lower" else (-_INF, v)
+                k = kind
+            if any(math.isnan(v) for v in iv):
+                continue
+            found.append((m.start(), m.end(), k, iv))
+    found.sort(key=lambda f: (f[0], -(f[1] - f[0])))
+    out: list[tuple[int, int, str, tuple[float, float]]] = []
+    for f in found:
+        if not out or f[0] >= out[-1][1]:
+            out.append(f)
+    return out
+
+
+def _sentence_intervals(sentence: str) -> tuple[list[tuple[float, float]], bool]:
+    """The intervals a sentence names as unexpected ones, and whether it stated the domain."""
+    matches = _matches(sentence)
+    declared = False
+    # drop the interval that directly follows "the domain is" / "defined for" (and "range is")
+    for decl in (*_DECLARATION.finditer(sentence), *_RANGE_STATEMENT.finditer(sentence)):
+        hit = [m for m in matches if m[0] == decl.end()]
+        if hit:
+            matches.remove(hit[0])
+            declared = True
+        elif _WHOLE_DOMAIN.match(sentence, decl.end()) or re.match(r"(?:all\s+)?(?:real\s+numbers|reals|ℝ|r\b)", sentence[decl.end() :]):
+            declared = True
+    out: list[tuple[float, float]] = []
+    prev: tuple[int, int, str, tuple[float, float]] | None = None
+    for m in matches:
+        start, end, kind, iv = m
+        # "greater than 2 and less than 7", "x > 2 and x < 7": one interval when it is not empty
+        if prev is not None and {prev[2], kind} == {"lower", "upper"} and _JOIN.fullmatch(sentence[prev[1] : start]):
+            lo, hi = max(prev[3][0], iv[0]), min(prev[3][1], iv[1])
+            if lo < hi:
+                out[-1] = (lo, hi)
+                prev = None
+                continue
+        if kind == "two" and _OUTSIDE.search(sentence[max(0, start - 40) : start]):
+            out += [(-_INF, iv[0]), (iv[1], _INF)]
+        else:
+            out.append(iv)
+        prev = m
+    return out, declared
+
+
+def parse_intervals(text: str) -> list[tuple[float, float]] | None:
+    """The numeric interval(s) of unexpected behaviour an interpreter named in its ``[DOMAIN]``
+    answer, as ``(low, high)`` pairs with ``low <= high`` (``±inf`` for open ends), in the
+    order written; ``[]`` when the answer says there is no such interval; ``None`` when
+    nothing can be read from it.
+
+    ``text`` may be the whole interpretation (the ``[DOMAIN]`` section is cut out by
+    :func:`domain_text`, label with or without a colon, text after the interval allowed) or
+    the domain answer alone. What is read:
+
+    - brackets ``(2, 7)``, ``[2, 7]``, ``[-inf, -2]``, ``(-∞, 4)``: one interval each
+      (open or closed ends make no difference to lengths);
+    - ``between a and b``, ``from a to b``, ``a to b``, ``a–b``, ``20-30`` (unsigned numbers
+      written together): ``(a, b)`` (either order);
+    - ``a < x < b`` (or with ``<=``, or ``a > x > b``): ``(a, b)``;
+    - ``x < a``, ``x <= a``, ``a > x``, ``less than a``, ``below a``, ``under a``, ``a and
+      below``, ``negative x``: ``(-inf, a)`` (``0`` for "negative"); ``x > a``, ``greater
+      than a``, ``above a``, ``beyond a``, ``a and above``, ``positive x``: ``(a, inf)``;
+    - a lower and an upper bound joined by "and" (``x > 2 and x < 7``, ``greater than 2 and
+      less than 7``) are one interval when they overlap, two tails otherwise;
+    - ``outside (2, 7)`` / ``outside of 2 to 7``: the two tails ``(-inf, 2)``, ``(7, inf)``;
+    - numbers: decimals, scientific notation (``1e2``), ``inf`` / ``infinity`` / ``∞`` /
+      ``negative infinity``, ``x = 3`` inside ranges.
+
+    Which intervals count: the answer is split into sentences (and at ``;``). An interval
+    right after "the domain is" / "defined for" (or "the range is": outputs) states the
+    function's domain and is dropped. A sentence that says there is nothing unexpected
+    ("no unexpected behaviour", "no corruption", "none", "behaves normally", …, unless it
+    also says "except"/"but") contributes no interval. If some sentences mention the
+    unexpected part ("unexpected", "corrupted", "noise", "random", "interval", "differently",
+    …) only their intervals count, else every remaining interval does.
+
+    Empty results: ``[]`` when no interval is left and the answer says there is nothing
+    unexpected, says the whole domain / all real numbers / everywhere behaves alike, or only
+    stated the function's domain; ``None`` otherwise (no number, "I am not sure", an empty
+    or missing ``[DOMAIN]`` section). A single point (``x = 5``) is no interval.
+
+    This is a heuristic reader of free text: it takes every interval in the counted
+    sentences as an input interval, so intervals of *outputs* written there ("outputs
+    greater than 100 for x < 0") are read too.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    body = _normalise(domain_text(text))
+    if not body.strip():
+        return None
+    if _BARE_NONE.match(body):
+        return []
+    cue_ivs: list[tuple[float, float]] = []
+    other_ivs: list[tuple[float, float]] = []
+    says_none = declared = whole = False
+    for sentence in (s for s in _SENTENCE.split(body) if s and s.strip()):
+        ivs, decl = _sentence_intervals(sentence)
+        declared |= decl
+        positive = bool(_POSITIVE.search(sentence))
+        if _NEGATIVE.search(sentence) and not _BUT.search(sentence):
+            says_none = True
+            continue
+        whole |= bool(_WHOLE_DOMAIN.search(sentence))
+        (cue_ivs if positive else other_ivs).extend(ivs)
+    found = cue_ivs or other_ivs
+    if found:
+        return [(float(a), float(b)) for a, b in found]
+    if says_none or declared or whole:
+        return []
+    return None
+
+
+# --------------------------------------------------------------------------------------
+# ground truth
+# --------------------------------------------------------------------------------------
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(float(v))
+
+
+def _row_domain(row: Any, where: str) -> tuple[float, float]:
+    if not isinstance(row, Mapping):
+        raise TypeError(f"{where} must be a dict (a numeric dataset row), got {type(row).__name__}")
+    cat = row.get("category")
+    if cat is not None and cat != "numeric":
+        raise ValueError(
+            f"{where}['category'] is {cat!r}: interval scoring is for numeric functions "
+            "(relations: findbench.judge.domain.score_relation_domain)"
+        )
+    lo, hi = row.get("domain_low"), row.get("domain_high")
+    for name, v in (("domain_low", lo), ("domain_high", hi)):
+        if not _is_num(v):
+            raise ValueError(f"{where}['{name}'] must be a finite number (numeric rows only), got {v!r}")
+    lo, hi = float(lo), float(hi)
+    if not lo < hi:
+        raise ValueError(f"{where}['domain_low'] ({lo}) must be below {where}['domain_high'] ({hi})")
+    return lo, hi
+
+
+def _corrupted_interval(row: Any, where: str) -> tuple[float, float] | None:
+    lo, hi = _row_domain(row, where)
+    kind = row.get("corruption_type")
+    raw = row.get("corruption_params")
+    if kind is None:
+        return None
+    if kind not in _CORRUPTION_TYPES:
+        raise ValueError(f"{where}['corruption_type'] must be one of {_CORRUPTION_TYPES} or None, got {kind!r}")
+    if isinstance(raw, str):
+        try:
+            params = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{where}['corruption_params'] is not JSON text: {exc}") from None
+    else:
+        params = raw
+    if not isinstance(params, Mapping):
+        raise ValueError(f"{where}['corruption_params'] must be JSON text (or a dict) with 'boundary', got {raw!r:.100}")
+    b = params.get("boundary")
+    n = 2 if kind == "inside" else 1
+    if isinstance(b, str) or not isinstance(b, Sequence) or len(b) != n or not all(_is_num(v) for v in b):
+        raise ValueError(f"{where}['corruption_params'] boundary must be a list of {n} finite number(s) for {kind!r}, got {b!r}")
+    b = [float(v) for v in b]
+    if n == 2 and not b[0] < b[1]:
+        raise ValueError(f"{where}['corruption_params'] boundary must be increasing, got {b!r}")
+    # the served function's masks (findbench.find.numeric.make_function): x <= b0, x >= b0,
+    # b0 < x < b1; whether an end point belongs to the set does not change lengths
+    if kind == "below":
+        a, z = -_INF, b[0]
+    elif kind == "above":
+        a, z = b[0], _INF
+    else:
+        a, z = b[0], b[1]
+    a, z = max(a, lo), min(z, hi)
+    if a > z:  # the corrupted part misses the domain: nothing served is corrupted
+        return None
+    return (a, z)
+
+
+def corrupted_interval(row: Mapping[str, Any]) -> tuple[float, float] | None:
+    """The corrupted interval of a numeric dataset row, clipped to ``[domain_low, domain_high]``.
+
+    The row's ``corruption_type`` and ``corruption_params`` (JSON text, or a dict, holding
+    ``boundary``) follow the served function (:func:`findbench.find.numeric.make_function`,
+    the same for procedural and FIND-v1 rows): ``below`` replaces the output by noise for
+    ``x <= b0``, ``above`` for ``x >= b0``, ``inside`` for ``b0 < x < b1``. So the interval is
+    ``(domain_low, b0)``, ``(b0, domain_high)`` or ``(b0, b1)``, each clipped to the domain
+    (procedural ``inside`` intervals can reach past 100).
+
+    Returns None for a row without corruption (``corruption_type`` None: clean, noisy and
+    MLP functions) and for one whose corrupted part lies wholly outside the domain. Raises
+    ValueError/TypeError naming the bad field (``row['domain_low']``, ``row['corruption_params']``,
+    …) for a malformed or non-numeric row.
+    """
+    return _corrupted_interval(row, "row")
+
+
+def domain_reference(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The :data:`REFERENCE_COLUMNS` of a numeric row: what the ``find_domain`` metric takes
+    as one reference (``ds.select_columns(list(REFERENCE_COLUMNS))`` does it for a dataset)."""
+    if not isinstance(row, Mapping):
+        raise TypeError(f"row must be a dict (a numeric dataset row), got {type(row).__name__}")
+    missing = [c for c in REFERENCE_COLUMNS if c not in row]
+    if missing:
+        raise ValueError(f"row is missing column(s) {missing}")
+    return {c: row[c] for c in REFERENCE_COLUMNS}
+
+
+# --------------------------------------------------------------------------------------
+# comparison
+# --------------------------------------------------------------------------------------
+
+
+def _clip_union(intervals: Sequence[tuple[float, float]], lo: float, hi: float) -> list[tuple[float, float]]:
+    """Disjoint, sorted intervals of positive length covering the union of ``intervals``
+    clipped to ``[lo, hi]``."""
+    parts = sorted((max(a, lo), min(b, hi)) for a, b in intervals)
+    merged: list[list[float]] = []
+    for a, b in parts:
+        if b <= a:
+            continue
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    return [(a, b) for a, b in merged]
+
+
+def _check_pair(v: Any, where: str) -> tuple[float, float]:
+    if isinstance(v, (str, Mapping)) or not isinstance(v, Sequence) or len(v) != 2:
+        raise TypeError(f"{where} must be a (low, high) pair, got {v!r:.100}")
+    a, b = v
+    for x in (a, b):
+        if isinstance(x, bool) or not isinstance(x, numbers.Real) or math.isnan(float(x)):
+            raise ValueError(f"{where} must hold two numbers (±inf allowed), got {v!r}")
+    a, b = float(a), float(b)
+    if a > b:
+        raise ValueError(f"{where} must have low <= high, got {v!r}")
+    return a, b
+
+
+def interval_iou(
+    pred: Sequence[tuple[float, float]],
+    truth: tuple[float, float] | None,
+    domain: tuple[float, float],
+) -> float:
+    """Intersection over union (of lengths) of the predicted intervals and the true one.
+
+    Args:
+        pred: the predicted intervals (:func:`parse_intervals`); their union is compared,
+            so overlaps count once. ``[]`` means "no corrupted interval".
+        truth: the true interval (:func:`corrupted_interval`), or None for a function
+            without corruption.
+        domain: ``(domain_low, domain_high)``, finite. Both sides are clipped to it first
+            (infinite ends included), and what has no length left is dropped: a predicted
+            interval outside the domain, or a single point, counts as no interval. A
+            prediction whose union covers the whole domain ("[-128, 128]", "(-inf, inf)")
+            also counts as no interval: it restates the domain, and a corruption never
+            spans all of it (if the truth does, the two match).
+
+    Returns:
+        A float in [0, 1]. When neither side has any interval left (a clean function
+        said to have none) the score is 1.0; when exactly one side has one it is 0.0;
+        otherwise ``|pred ∩ truth| / |pred ∪ truth|``.
+    """
+    if isinstance(pred, (str, Mapping)) or not isinstance(pred, Sequence):
+        raise TypeError(
+            f"pred must be a list of (low, high) pairs, got {type(pred).__name__} "
+            "(an unparseable answer, None, is scored 0 by score_domain)"
+        )
+    lo, hi = _check_pair(domain, "domain")
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ValueError(f"domain must be finite with low < high, got {domain!r}")
+    p = _clip_union([_check_pair(v, f"pred[{k}]") for k, v in enumerate(pred)], lo, hi)
+    t = _clip_union([] if truth is None else [_check_pair(truth, "truth")], lo, hi)
+    if p == [(lo, hi)] and t != [(lo, hi)]:
+        # covering the whole domain names no part of it: a statement of the domain itself
+        p = []
+    if not p and not t:
+        return 1.0
+    if not p or not t:
+        return 0.0
+    inter = 0.0
+    for a, b in p:
+        for c, d in t:
+            inter += max(0.0, min(b, d) - max(a, c))
+    union = sum(b - a for a, b in p) + sum(d - c for c, d in t) - inter
+    return float(min(1.0, max(0.0, inter / union)))
+
+
+def score_domain(
+    predictions: Sequence[str],
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    argument: str = "rows",
+) -> dict[str, Any]:
+    """Score the ``[DOMAIN]`` answers of interpretations of numeric functions.
+
+    Args:
+        predictions: one interpretation (or domain answer alone) per function.
+        rows: the functions' dataset rows, or any dicts with :data:`REFERENCE_COLUMNS`
+            (a ``category`` other than ``numeric`` is refused).
+        argument: the name ``rows`` goes by in error messages (the metric says ``references``).
+
+    Returns:
+        ``{"domain_iou": mean of "iou", "parse_rate": share of parseable answers,
+        "iou": [per item, in [0, 1]], "status": [per item "ok" | "unparseable"]}``. An
+        unparseable answer (:func:`parse_intervals` gives None) scores 0.
+
+    Raises ValueError/TypeError naming the bad field: unequal lengths, an empty list, a
+    non-string ``predictions[i]``, a row that is not numeric (``rows[i]['category']``,
+    ``rows[i]['domain_low']``) or has a malformed corruption (``rows[i]['corruption_params']``).
+    """
+    for name, seq in (("predictions", predictions), (argument, rows)):
+        if isinstance(seq, (str, Mapping)) or not isinstance(seq, Sequence):
+            raise TypeError(f"{name} must be a list, got {type(seq).__name__}")
+    if len(predictions) != len(rows):
+        raise ValueError(f"predictions ({len(predictions)}) and {argument} ({len(rows)}) differ in length")
+    if not predictions:
+        raise ValueError("predictions is empty: need at least one function to score")
+    for i, p in enumerate(predictions):
+        if not isinstance(p, str):
+            raise TypeError(f"predictions[{i}] must be a str (the interpretation), got {type(p).__name__}")
+    truths = [(_row_domain(r, f"{argument}[{i}]"), _corrupted_interval(r, f"{argument}[{i}]")) for i, r in enumerate(rows)]
+    ious: list[float] = []
+    status: list[str] = []
+    for p, (dom, truth) in zip(predictions, truths):
+        pred = parse_intervals(p)
+        if pred is None:
+            ious.append(0.0)
+            status.append("unparseable")
+        else:
+            ious.append(interval_iou(pred, truth, dom))
+            status.append("ok")
+    return {
+        "domain_iou": float(sum(ious) / len(ious)),
+        "parse_rate": float(status.count("ok") / len(status)),
+        "iou": ious,
+        "status": status,
+    }
+
+
+# --------------------------------------------------------------------------------------
+# relations
+# --------------------------------------------------------------------------------------
+
+
+def domain_unit_tests(row: Mapping[str, Any], *, where: str = "row") -> list[dict]:
+    """The unit tests of a relation row whose correct item lies in its excepted subdomain.
+
+    A corrupted relation neuron (``exception`` set) answers "undefined" inside its exception;
+    its unit tests (column ``unit_tests``) include items of that subdomain, recognisable as
+    the tests whose *correct* option has the output "undefined" (procedural rows have 2 of
+    10; imported rows have what the release has, possibly none). Returns plain copies
+    ``{"inputs", "outputs", "correct"}`` of those tests, in row order; ``[]`` for a row
+    without exception or without such tests. Outputs are compared as relation answers
+    (:func:`findbench.find.synthetic_neurons.parse_relation_answer`: case, quotes and a
+    final period ignored). ``where`` is the name of ``row`` in error messages.
+    """
+    if not isinstance(row, Mapping):
+        raise TypeError(f"{where} must be a dict (a neurons_relations dataset row), got {type(row).__name__}")
+    cat = row.get("category")
+    if cat is not None and cat != "neurons_relations":
+        raise ValueError(f"{where}['category'] is {cat!r}: excepted subdomains exist only for neurons_relations")
+    exception = row.get("exception")
+    if exception is not None and not isinstance(exception, str):
+        raise TypeError(f"{where}['exception'] must be a str or None, got {type(exception).__name__}")
+    if not exception or not exception.strip():
+        return []
+    tests = row.get("unit_tests")
+    if tests is None:
+        return []
+    if isinstance(tests, (str, Mapping)) or not hasattr(tests, "__iter__"):
+        raise TypeError(f"{where}['unit_tests'] must be a list of unit tests, got {type(tests).__name__}")
+    out = []
+    for k, t in enumerate(tests):
+        if not isinstance(t, Mapping):
+            raise TypeError(f"{where}['unit_tests'][{k}] must be a dict with inputs/outputs/correct, got {type(t).__name__}")
+        inputs, outputs, correct = t.get("inputs"), t.get("outputs"), t.get("correct")
+        if inputs is None or outputs is None or correct is None:
+            raise ValueError(f"{where}['unit_tests'][{k}] needs inputs, outputs and correct (relations)")
+        inputs, outputs = [str(x) for x in inputs], [str(x) for x in outputs]
+        try:
+            c = int(correct)
+        except (TypeError, ValueError):
+            raise ValueError(f"{where}['unit_tests'][{k}]['correct'] must be a 1-based index, got {correct!r}") from None
+        if not (1 <= c <= len(outputs) and len(outputs) == len(inputs)):
+            raise ValueError(f"{where}['unit_tests'][{k}]: correct ({c}) must index the {len(inputs)} input/output pairs")
+        if parse_relation_answer(outputs[c - 1]) == UNDEFINED:
+            out.append({"inputs": inputs, "outputs": outputs, "correct": c})
+    return out

@@ -1,0 +1,145 @@
+"""Judge the ``[DOMAIN]`` answers of interpretations of corrupted relation neurons.
+
+A relation neuron with an ``exception`` answers "undefined" on an excepted subdomain ("the
+input country is in Asia"). Its unit tests whose correct item lies there
+(:func:`findbench.find.domain.domain_unit_tests`) ask the judge to tell an input of the
+subdomain, answered "undefined", from other relations' examples. Shown only the
+interpreter's ``[DOMAIN]`` text, a judge can pick those items only when that text names the
+subdomain: :func:`score_relation_domain` reports the unit-test accuracy on them. This is an
+extension of FIND, which asks for the domain but does not score it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from findbench.find.domain import domain_text, domain_unit_tests
+from findbench.judge.scoring import JUDGE_MODES, judge_mode_of, judge_unit_tests
+
+__all__ = ["RELATION_STATUSES", "score_relation_domain"]
+
+log = logging.getLogger(__name__)
+
+#: Per-item status of :func:`score_relation_domain`.
+RELATION_STATUSES = ("ok", "no_exception", "no_undefined_tests")
+
+
+def _judge_lm(judge: Any, judge_model: str | None, judge_cache: str | None, batch_size: int) -> Any:
+    from findbench.lm import load_lm
+
+    if not isinstance(judge, str):
+        return load_lm(judge, cache=judge_cache)
+    kwargs: dict[str, Any] = {"model": judge_model} if judge.startswith(("http://", "https://")) else {"batch_size": batch_size}
+    return load_lm(judge, cache=judge_cache, **kwargs)
+
+
+def score_relation_domain(
+    predictions: Sequence[str],
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    judge: Any,
+    mode: str | None = None,
+    judge_model: str | None = None,
+    judge_cache: str | None = None,
+    batch_size: int = 16,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Unit-test accuracy of ``[DOMAIN]`` answers on the excepted subdomain of relation neurons.
+
+    For every row with an ``exception``, the judge sees the interpretation's ``[DOMAIN]``
+    section (:func:`findbench.find.domain.domain_text`: the text after the label up to
+    ``[CODE]``; an unlabelled text is taken whole, a labelled one without ``[DOMAIN]`` gives an
+    empty answer, judged as given) and answers the row's unit tests whose correct output is
+    "undefined" (:func:`findbench.find.domain.domain_unit_tests`), with
+    :func:`findbench.judge.judge_unit_tests` (category ``neurons_relations``).
+
+    Args:
+        predictions: one interpretation per row.
+        rows: ``neurons_relations`` dataset rows (``exception`` and ``unit_tests`` are read).
+        judge: a :mod:`findbench.lm` LM instance, or a spec for :func:`findbench.lm.load_lm`
+            (``"embedded"``, a model folder or Hub id, an OpenAI-compatible server URL).
+        mode: ``"logprob"``, ``"generate"`` or ``"pmi"``; default: the mode a trained judge
+            folder records, else ``"logprob"``.
+        judge_model: the served model name, for URL judges.
+        judge_cache: sqlite file caching the judge's answers.
+        batch_size: prompts per forward pass (in-process judges loaded from a spec).
+        progress: show the judge's progress bars.
+
+    Returns:
+        ``{"domain_unit_test_accuracy": mean over the scored rows (None when no row could
+        be scored), "per_function": [fraction right, or None], "status": ["ok" |
+        "no_exception" | "no_undefined_tests"], "n_tests": [tests judged per row], "judge":
+        the judge's name (None when nothing was judged)}``. Rows without an exception are
+        skipped (``"no_exception"``); a corrupted row whose unit tests hold no item with the
+        output "undefined" (possible in imported data) is reported as
+        ``"no_undefined_tests"`` instead of being given made-up tests.
+
+    Raises ValueError/TypeError naming the bad field (lengths, ``predictions[i]``,
+    ``rows[i]['category']``, ``rows[i]['unit_tests']``, ``mode``) before any judge loads.
+    """
+    for name, seq in (("predictions", predictions), ("rows", rows)):
+        if isinstance(seq, (str, Mapping)) or not isinstance(seq, Sequence):
+            raise TypeError(f"{name} must be a list, got {type(seq).__name__}")
+    if len(predictions) != len(rows):
+        raise ValueError(f"predictions ({len(predictions)}) and rows ({len(rows)}) differ in length")
+    if not predictions:
+        raise ValueError("predictions is empty: need at least one function to score")
+    for i, p in enumerate(predictions):
+        if not isinstance(p, str):
+            raise TypeError(f"predictions[{i}] must be a str (the interpretation), got {type(p).__name__}")
+    if mode is not None and mode not in JUDGE_MODES:
+        raise ValueError(f"mode must be one of {JUDGE_MODES} or None, got {mode!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+
+    status: list[str] = []
+    tests: list[list[dict]] = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, Mapping):
+            raise TypeError(f"rows[{i}] must be a dict (a neurons_relations dataset row), got {type(row).__name__}")
+        if row.get("category") not in (None, "neurons_relations"):
+            raise ValueError(f"rows[{i}]['category'] must be 'neurons_relations', got {row.get('category')!r}")
+        picked = domain_unit_tests(row, where=f"rows[{i}]")
+        exception = row.get("exception")
+        if not (isinstance(exception, str) and exception.strip()):
+            status.append("no_exception")
+        elif not picked:
+            status.append("no_undefined_tests")
+        else:
+            status.append("ok")
+        tests.append(picked)
+
+    scored = [i for i, s in enumerate(status) if s == "ok"]
+    missing = status.count("no_undefined_tests")
+    if missing:
+        log.info("find_domain: %d corrupted relation(s) have no unit test with the output 'undefined' (not scored)", missing)
+    per_function: list[float | None] = [None] * len(rows)
+    name = None
+    if scored:
+        if mode is None:
+            mode = judge_mode_of(judge)
+        lm = _judge_lm(judge, judge_model, judge_cache, batch_size)
+        out = judge_unit_tests(
+            lm,
+            [domain_text(predictions[i]) for i in scored],
+            [tests[i] for i in scored],
+            "neurons_relations",
+            mode=mode,
+            keep_full_description=True,  # the [DOMAIN] section is already cut out
+            progress=progress,
+        )
+        for i, acc in zip(scored, out["per_function"]):
+            per_function[i] = float(acc)
+        name = out["judge"]
+    values = [v for v in per_function if v is not None]
+    mean = float(math.fsum(values) / len(values)) if values else None
+    return {
+        "domain_unit_test_accuracy": mean,
+        "per_function": per_function,
+        "status": status,
+        "n_tests": [len(t) for t in tests],
+        "judge": name,
+    }
