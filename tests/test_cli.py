@@ -11,7 +11,7 @@ import pytest
 
 from findbench import cli
 
-WORKFLOW = ("build", "call", "export-functions", "backbone-report", "build-neuron-tests", "iia",
+WORKFLOW = ("build", "call", "export-functions", "interpret", "evaluate", "backbone-report", "build-neuron-tests", "iia",
             "evaluator-data", "train-evaluator", "evaluator-report", "main")
 
 

@@ -116,6 +116,72 @@ def _run_export_functions(args) -> int:
     return 0
 
 
+# -- interpret ----------------------------------------------------------------------------
+def _add_interpret(sub, name: str) -> argparse.ArgumentParser:
+    p = _subparser(sub, name, "run an interpreter agent on FIND functions (FIND §3): <out>/<category>/<method>/fNNNNN/ per episode")
+    p.add_argument("--interpreter", default="embedded",
+                   help="oracle, random, or an LM: embedded (default), a folder, a Hub id or a server URL (with --model)")
+    p.add_argument("--model", default=None, help="served model name, for a server-URL --interpreter")
+    p.add_argument("--method", type=_csv, default="aia",
+                   help="comma-separated: aia (default), milan, aia+milan (the MILAN ones for neuron configs only)")
+    p.add_argument("--configs", type=_csv, default=None,
+                   help="comma-separated configs (default: all available; neuron configs for MILAN methods)")
+    p.add_argument("--limit", type=int, default=None, help="first N functions per config")
+    p.add_argument("--functions", type=_csv, default=None, help="comma-separated function ids, e.g. strings/f00007,numeric/f00042")
+    p.add_argument("--rounds", type=int, default=20, help="most model turns per episode (default 20)")
+    p.add_argument("--max-tokens", type=int, default=None, help="tokens the interpreter may generate per turn (default 512)")
+    p.add_argument("--data", default=None, help="dataset folder written by `findbench build` (default: regenerate from --seed)")
+    p.add_argument("--seed", type=int, default=0, help="procedural rows, numeric noise, the random interpreter's picks (default 0)")
+    p.add_argument("--out", default="outputs/interpret", help="run folder; rerunning resumes it (default outputs/interpret)")
+    p.add_argument("--max-connections", type=int, default=4, help="episodes in flight at once (default 4)")
+    p.set_defaults(func=_run_interpret)
+    return p
+
+
+def _run_interpret(args) -> int:
+    from findbench.interpret.run import run_interpretations, summarize_run
+
+    out = run_interpretations(args.data, args.interpreter, methods=args.method, configs=args.configs, limit=args.limit,
+                              functions=args.functions, rounds=args.rounds, out=args.out, seed=args.seed,
+                              max_connections=args.max_connections, max_tokens=args.max_tokens, model=args.model)
+    print(f"wrote {out}")
+    for s in summarize_run(out):
+        print(f"{s['category']}/{s['method']}: {s['episodes']} episodes, {s['answered']} answered, "
+              f"{s['mean_rounds']:.1f} rounds on average, {s['calls']} function calls, {s['malformed_commands']} malformed commands")
+    return 0
+
+
+# -- evaluate -----------------------------------------------------------------------------
+def _add_evaluate(sub, name: str) -> argparse.ArgumentParser:
+    p = _subparser(sub, name, "score a run of interpretations (findbench interpret, or FIND's results layout) into FIND's Table 2")
+    p.add_argument("run_dir", help="<run>/<category>/<method>/fNNNNN/ (findbench interpret) or <dir>/<category>/fNNNNN/ (FIND)")
+    p.add_argument("--data", default=None,
+                   help="dataset folder written by `findbench build` (default: run.json's data, else procedural with its seed)")
+    p.add_argument("--judge", default="embedded-evaluator",
+                   help="unit-test judge: embedded-evaluator (default), embedded, a folder, a Hub id or a server URL")
+    p.add_argument("--judge-model", default=None, help="served model name, for a server-URL --judge")
+    p.add_argument("--judge-mode", default=None, choices=["logprob", "generate", "pmi"],
+                   help="the judge's scoring mode (default: the mode a trained judge folder records, else logprob)")
+    p.add_argument("--method", default=None, choices=["aia", "milan", "aia+milan"],
+                   help="FIND-layout folders: the method of every episode (default aia); runs: score only this method")
+    p.add_argument("--judge-cache", default=None, help="sqlite file caching the judge's answers (resumable)")
+    p.add_argument("--out", default=None, help="folder for scores.json, per_function.csv, table.md (default <run_dir>/scores)")
+    p.set_defaults(func=_run_evaluate)
+    return p
+
+
+def _run_evaluate(args) -> int:
+    from pathlib import Path
+
+    from findbench.interpret.evaluate import evaluate_run
+
+    out = args.out if args.out is not None else str(Path(args.run_dir) / "scores")
+    result = evaluate_run(args.run_dir, data=args.data, judge=args.judge, judge_mode=args.judge_mode, judge_model=args.judge_model,
+                          method=args.method, out=out, judge_cache=args.judge_cache)
+    print(result["table"], end="")
+    return 0
+
+
 # -- backbone-report ----------------------------------------------------------------------
 def _add_backbone_report(sub, name: str) -> argparse.ArgumentParser:
     p = _subparser(sub, name, "FIND appendix G for a synthetic-neuron backbone: entity selectivity/AUC (+ heatmap), relation accuracy")
@@ -330,6 +396,8 @@ COMMANDS: tuple[tuple[str, Callable[..., argparse.ArgumentParser]], ...] = (
     ("build", _add_build),
     ("call", _add_call),
     ("export-functions", _add_export_functions),
+    ("interpret", _add_interpret),
+    ("evaluate", _add_evaluate),
     ("backbone-report", _add_backbone_report),
     ("build-neuron-tests", _add_build_neuron_tests),
     ("iia", _add_iia),

@@ -1,0 +1,194 @@
+"""Run a FIND function on the values of an agent's commands, in this process.
+
+Nothing here starts a process or a shell: the values an agent writes are passed to the
+findbench callable of the row (:func:`findbench.find.load_function`) exactly as
+``findbench call`` passes its command-line inputs, so a reply equals what ``findbench call``
+prints for the same inputs:
+
+- numeric: each value is parsed with ``float``; a value that is not a number gets an error
+  for that value only, the others still run. Each value is one call, ``float(f(x))``.
+- strings: each value is one call ``f(x)``, the value exactly as written.
+- neurons (entities and relations): the values go to the neuron as one batch ``f([x1, ...])``
+  (entities: activations in [0, 1]; relations: answers), on the row's default backbone.
+
+Noisy and corrupted numeric functions draw their noise from a generator seeded by the row's
+own noise seed, the run seed and the input value, so within a run the same input always gets
+the same output, whatever was asked before (``findbench call``, which draws the noise in call
+order, differs from a reply there and only there).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from findbench.interpret.protocol import (
+    MAX_INPUT_CHARS,
+    MAX_INPUTS_PER_COMMAND,
+    CallError,
+    Command,
+    format_reply,
+    malformed_reply,
+)
+from findbench.schema import CATEGORIES
+
+__all__ = ["FunctionRunner"]
+
+# Neuron backbones (a torch encoder, an LM) are shared by every runner of the process; calls
+# from several episodes in flight go through them one at a time.
+_BACKBONE_LOCK = threading.Lock()
+
+
+def _json_value(value: Any) -> Any:
+    """A JSON-safe copy of an output: non-finite floats become their text."""
+    if isinstance(value, CallError):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+def _guarded(call: Callable[[], Any]) -> Any:
+    """``call()``, or a CallError naming what it raised: the values are the agent's, and one
+    that a pure function cannot take must not end the episode."""
+    try:
+        return call()
+    except Exception as exc:
+        return CallError(f"{type(exc).__name__}: {exc}")
+
+
+class FunctionRunner:
+    """Evaluates one row's function on agent-supplied values.
+
+    Args:
+        row: a dataset row (``function_id``, ``category``, ``params``, ...).
+        seed: the run seed (numeric noise only, see the module docstring).
+        function: the row's callable, when the caller has one; built on first use otherwise
+            (so an episode that never calls the function never loads a neuron backbone).
+    """
+
+    def __init__(self, row: Mapping[str, Any], *, seed: int = 0, function: Callable | None = None) -> None:
+        if not isinstance(row, Mapping):
+            raise TypeError(f"row must be a mapping (a dataset row), got {type(row).__name__}")
+        category = row.get("category")
+        if category not in CATEGORIES:
+            raise ValueError(f"row['category'] must be one of {CATEGORIES}, got {category!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+        if function is not None and not callable(function):
+            raise TypeError(f"function must be callable, got {type(function).__name__}")
+        self.row = dict(row)
+        self.category: str = category
+        self.seed = seed
+        self._function = function
+        self._params: dict | None = None
+        self._noisy = False
+        if category == "numeric":
+            raw = self.row.get("params")
+            params = json.loads(raw) if isinstance(raw, str) and raw else (dict(raw) if isinstance(raw, Mapping) else {})
+            if params.get("variant") in ("noise", "corruption"):
+                self._params, self._noisy = params, True
+
+    # ------------------------------------------------------------------------------ function
+    def function(self) -> Callable:
+        """The row's callable (built once)."""
+        if self._function is None:
+            from findbench.find import load_function
+
+            self._function = load_function(self.row)
+        return self._function
+
+    def _noise_seed(self, x: float) -> int:
+        kind = self._params["variant"]  # type: ignore[index]
+        base = self._params[kind]["seed"]  # type: ignore[index]
+        key = f"{self.row['function_id']}|{base}|{self.seed}|{x!r}"
+        return int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "big") & 0x7FFFFFFF
+
+    def _numeric_value(self, x: float) -> float:
+        if not self._noisy:
+            return float(self.function()(x))
+        from findbench.find import numeric
+
+        params = json.loads(json.dumps(self._params))
+        params[params["variant"]]["seed"] = self._noise_seed(x)
+        return float(numeric.make_function(params)(x))
+
+    # ------------------------------------------------------------------------------- calling
+    def evaluate(self, inputs: Sequence[str]) -> tuple[list[Any], list[Any]]:
+        """``(shown inputs, outputs)`` for values as the agent wrote them; an output is a
+        :class:`~findbench.interpret.protocol.CallError` where that value failed."""
+        for i, x in enumerate(inputs):
+            if not isinstance(x, str):
+                raise TypeError(f"inputs[{i}] must be a str, got {type(x).__name__}")
+        shown: list[Any] = list(inputs)
+        outputs: list[Any] = [None] * len(inputs)
+        ok: list[int] = []
+        for i, x in enumerate(inputs):
+            if len(x) > MAX_INPUT_CHARS:
+                shown[i] = x[:40] + "..."
+                outputs[i] = CallError(f"input longer than {MAX_INPUT_CHARS} characters")
+            else:
+                ok.append(i)
+        if not ok:
+            return shown, outputs
+        if self.category in ("numeric", "strings"):
+            try:
+                fn = self.function()
+            except Exception as exc:  # e.g. an imported MLP whose weights are not public
+                from findbench.find.numeric import MissingMLPWeightsError
+
+                if not isinstance(exc, MissingMLPWeightsError):
+                    raise
+                for i in ok:
+                    outputs[i] = CallError(f"this function cannot be evaluated: {exc}")
+                return shown, outputs
+            for i in ok:
+                if self.category == "strings":
+                    outputs[i] = _guarded(lambda v=inputs[i]: fn(v))
+                    continue
+                try:
+                    shown[i] = float(inputs[i])
+                except ValueError:
+                    outputs[i] = CallError("not a number")
+                    continue
+                outputs[i] = _guarded(lambda v=shown[i]: self._numeric_value(v))
+            return shown, outputs
+        batch = [inputs[i] for i in ok]
+        with _BACKBONE_LOCK:
+            try:
+                values = list(self.function()(batch))
+            except (ArithmeticError, LookupError, TypeError, ValueError) as exc:
+                values = [CallError(f"{type(exc).__name__}: {exc}")] * len(batch)
+        for i, v in zip(ok, values):
+            outputs[i] = v
+        return shown, outputs
+
+    def run(self, command: Command, *, round: int = 0) -> tuple[str, dict[str, Any]]:
+        """The reply line to ``command`` and the record of the call.
+
+        The record is ``{"round", "command", "inputs", "outputs", "errors"}``: inputs as
+        written, outputs (None where the value failed; non-finite floats as text) and the
+        error message per value (None where it ran). A malformed command runs nothing: its
+        record has ``"error"`` and empty lists.
+        """
+        if command.malformed:
+            record = {"round": round, "command": command.text, "inputs": [], "outputs": [], "errors": [], "error": command.error}
+            return malformed_reply(command), record
+        inputs = list(command.inputs)
+        note = None
+        if len(inputs) > MAX_INPUTS_PER_COMMAND:
+            note = f"(only the first {MAX_INPUTS_PER_COMMAND} of {len(inputs)} inputs were run)"
+            inputs = inputs[:MAX_INPUTS_PER_COMMAND]
+        shown, outputs = self.evaluate(inputs)
+        record = {
+            "round": round,
+            "command": command.text,
+            "inputs": inputs,
+            "outputs": [_json_value(y) for y in outputs],
+            "errors": [y.message if isinstance(y, CallError) else None for y in outputs],
+        }
+        return format_reply(shown, outputs, note=note), record

@@ -1,0 +1,302 @@
+"""One interpreter episode on one FIND function: the agent loop of FIND §3.
+
+:func:`run_episode` is the core, ``async`` so a caller with its own event loop (an Inspect
+solver, a server) can drive the model: it only needs a *chat*, an async callable
+``chat(messages) -> str`` that returns the assistant's next message for the conversation so
+far (or a :class:`ChatReply` carrying token usage). :func:`run_episode_sync` runs the same
+loop on a findbench :class:`~findbench.lm.base.LM`.
+
+The loop: the system and task messages (:mod:`findbench.interpret.prompts`), then up to
+``rounds`` model turns. After each turn, a message with an answer (``[DESCRIPTION]:``) ends
+the episode; otherwise every ``PYTHON(...)`` command in it is run in order
+(:class:`~findbench.interpret.calls.FunctionRunner`) and the reply lines go back as the next
+user message, or the unrecognized-command reply when there is none. ``milan`` episodes show
+the function's outputs on the row's exemplars first and allow two model turns;
+``aia+milan`` shows the exemplars, then runs the full loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import Executor
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from findbench.interpret.calls import FunctionRunner
+from findbench.interpret.prompts import MILAN_TURNS, build_messages, check_method
+from findbench.interpret.protocol import (
+    PROTOCOL,
+    UNRECOGNIZED_REPLY,
+    Answer,
+    Command,
+    parse_answer,
+    parse_commands,
+)
+from findbench.schema import CATEGORIES
+
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "DEFAULT_ROUNDS",
+    "Chat",
+    "ChatReply",
+    "Episode",
+    "lm_chat",
+    "run_episode",
+    "run_episode_sync",
+]
+
+#: FIND's cap on model turns per episode.
+DEFAULT_ROUNDS = 20
+#: Tokens a findbench LM may generate per turn when ``max_tokens`` is not given.
+DEFAULT_MAX_TOKENS = 512
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    """An assistant message with the token usage of the request that made it (keys such as
+    ``input_tokens``, ``output_tokens``, ``total_tokens``)."""
+
+    text: str
+    usage: Mapping[str, int] | None = None
+
+
+#: ``async chat(messages) -> str | ChatReply``; it may also take a ``max_tokens`` keyword.
+Chat = Callable[..., Awaitable[str | ChatReply]]
+
+
+@dataclass
+class Episode:
+    """The record of one episode (written as ``episode.json``).
+
+    Attributes:
+        function_id, category, method: what was interpreted, and how.
+        messages: the transcript, system and task messages first.
+        answer: the parsed final answer, or None when the round limit came first.
+        rounds: model turns used; ``max_rounds`` the limit that applied.
+        finished: whether the agent answered; ``stop_reason`` is ``"answer"`` or ``"round_limit"``.
+        calls: one record per command run (see :meth:`FunctionRunner.run`), exemplars first
+            (round 0) for the MILAN methods.
+        malformed_commands: commands that could not run (unclosed, unbalanced quotes, no inputs).
+        protocol: ``"text"`` (commands and answers in the message text).
+        usage: summed token usage when the chat reported it, else None.
+        seed: the run seed.
+    """
+
+    function_id: str
+    category: str
+    method: str
+    messages: list[dict[str, str]] = field(default_factory=list)
+    answer: Answer | None = None
+    rounds: int = 0
+    max_rounds: int = DEFAULT_ROUNDS
+    finished: bool = False
+    stop_reason: str = "round_limit"
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    malformed_commands: int = 0
+    protocol: str = PROTOCOL
+    usage: dict[str, int] | None = None
+    seed: int = 0
+
+    @property
+    def description(self) -> str:
+        return self.answer.description if self.answer else ""
+
+    @property
+    def domain(self) -> str:
+        return (self.answer.domain or "") if self.answer else ""
+
+    @property
+    def code(self) -> str:
+        return (self.answer.code or "") if self.answer else ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict of every field."""
+        d = asdict(self)
+        d["answer"] = self.answer.to_dict() if self.answer else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Episode:
+        """The inverse of :meth:`to_dict`."""
+        values = dict(d)
+        answer = values.get("answer")
+        values["answer"] = Answer(**answer) if answer else None
+        return cls(**values)
+
+
+# ---------------------------------------------------------------------------------- the loop
+
+
+def _check_positive(name: str, value: Any, *, optional: bool = False) -> None:
+    if optional and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int{' or None' if optional else ''}, got {value!r}")
+
+
+def _takes_max_tokens(chat: Callable) -> bool:
+    try:
+        params = inspect.signature(chat).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "max_tokens" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+
+
+def _add_usage(total: dict[str, int] | None, usage: Mapping[str, Any] | None) -> dict[str, int] | None:
+    if not usage:
+        return total
+    total = dict(total or {})
+    for key, value in usage.items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            total[key] = total.get(key, 0) + int(value)
+    return total
+
+
+async def _run_commands(runner: FunctionRunner, commands: list[Command], round: int, episode: Episode) -> str:
+    lines = []
+    for command in commands:
+        line, record = await asyncio.to_thread(runner.run, command, round=round)
+        episode.calls.append(record)
+        episode.malformed_commands += command.malformed
+        lines.append(line)
+    return "\n".join(lines)
+
+
+async def run_episode(
+    row: Mapping[str, Any],
+    chat: Chat,
+    *,
+    method: str = "aia",
+    rounds: int = DEFAULT_ROUNDS,
+    max_tokens: int | None = None,
+    seed: int = 0,
+    function: Callable | None = None,
+) -> Episode:
+    """Interpret ``row``'s function with the agent behind ``chat``.
+
+    Args:
+        row: a dataset row.
+        chat: ``async chat(messages) -> str | ChatReply``: the assistant's next message for
+            the conversation so far (a list of ``{"role", "content"}`` dicts, a fresh copy
+            each call).
+        method: ``aia``; for neuron rows also ``milan`` (two model turns) or ``aia+milan``.
+        rounds: most model turns (``milan``: at most :data:`MILAN_TURNS`).
+        max_tokens: per-turn generation limit, passed to ``chat`` as ``max_tokens=`` (chat
+            must take that keyword); None passes nothing.
+        seed: run seed (noise of numeric functions).
+        function: the row's callable, if already built (else built on first use).
+    """
+    if not isinstance(row, Mapping):
+        raise TypeError(f"row must be a mapping (a dataset row), got {type(row).__name__}")
+    category = row.get("category")
+    if category not in CATEGORIES:
+        raise ValueError(f"row['category'] must be one of {CATEGORIES}, got {category!r}")
+    check_method(method, category)
+    _check_positive("rounds", rounds)
+    _check_positive("max_tokens", max_tokens, optional=True)
+    if not callable(chat):
+        raise TypeError(f"chat must be an async callable (messages) -> str, got {type(chat).__name__}")
+    kwargs: dict[str, Any] = {}
+    if max_tokens is not None:
+        if not _takes_max_tokens(chat):
+            raise TypeError("max_tokens: chat does not take a max_tokens keyword; leave max_tokens=None or set the limit in chat")
+        kwargs["max_tokens"] = max_tokens
+
+    runner = FunctionRunner(row, seed=seed, function=function)
+    max_rounds = min(rounds, MILAN_TURNS) if method == "milan" else rounds
+    episode = Episode(function_id=row["function_id"], category=category, method=method, max_rounds=max_rounds, seed=seed)
+    exemplar_reply = None
+    if method != "aia":
+        exemplars = [str(x) for x in (row.get("exemplars") or [])]
+        if not exemplars:
+            raise ValueError(f"row['exemplars'] of {row['function_id']} is empty: method {method!r} needs exemplar inputs")
+        exemplar_reply = await _run_commands(runner, [Command("exemplars", tuple(exemplars))], 0, episode)
+    episode.messages = build_messages(row, method, exemplar_reply=exemplar_reply)
+
+    for turn in range(1, max_rounds + 1):
+        reply = await chat([dict(m) for m in episode.messages], **kwargs)
+        if isinstance(reply, ChatReply):
+            text, usage = reply.text, reply.usage
+        elif isinstance(reply, str):
+            text, usage = reply, None
+        else:
+            raise TypeError(f"chat must return a str or a ChatReply, got {type(reply).__name__}")
+        episode.usage = _add_usage(episode.usage, usage)
+        episode.rounds = turn
+        episode.messages.append({"role": "assistant", "content": text})
+        answer = parse_answer(text)
+        if answer is not None:
+            episode.answer, episode.finished, episode.stop_reason = answer, True, "answer"
+            return episode
+        commands = parse_commands(text)
+        response = await _run_commands(runner, commands, turn, episode) if commands else UNRECOGNIZED_REPLY
+        episode.messages.append({"role": "user", "content": response})
+    return episode
+
+
+# ------------------------------------------------------------------------------ findbench LMs
+
+
+def lm_chat(
+    lm: Any,
+    *,
+    max_tokens: int | None = None,
+    temperature: float = 0.0,
+    executor: Executor | None = None,
+    lock: threading.Lock | None = None,
+) -> Chat:
+    """An async chat over a findbench LM's ``generate``, run in ``executor`` (a thread pool;
+    the loop's default one when None) so the event loop stays free.
+
+    Args:
+        lm: an :class:`~findbench.lm.base.LM` (``generate(conversations, ...)``).
+        max_tokens: default per-turn generation limit (:data:`DEFAULT_MAX_TOKENS` when None);
+            a ``max_tokens=`` given per call wins.
+        temperature: sampling temperature (0: greedy).
+        lock: held around each ``generate`` call, for backends that are not thread-safe.
+    """
+    if not callable(getattr(lm, "generate", None)):
+        raise TypeError(f"lm must be a findbench LM (with generate), got {type(lm).__name__}")
+    _check_positive("max_tokens", max_tokens, optional=True)
+    default_tokens = max_tokens or DEFAULT_MAX_TOKENS
+
+    def generate(messages: list[dict[str, str]], limit: int) -> str:
+        if lock is None:
+            return lm.generate([messages], max_new_tokens=limit, temperature=temperature)[0]
+        with lock:
+            return lm.generate([messages], max_new_tokens=limit, temperature=temperature)[0]
+
+    async def chat(messages: list[dict[str, str]], max_tokens: int | None = None) -> str:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(executor, generate, messages, max_tokens or default_tokens)
+
+    chat.__qualname__ = f"lm_chat({getattr(lm, 'name', type(lm).__name__)})"
+    return chat
+
+
+def run_episode_sync(
+    row: Mapping[str, Any],
+    lm: Any,
+    *,
+    method: str = "aia",
+    rounds: int = DEFAULT_ROUNDS,
+    max_tokens: int | None = None,
+    seed: int = 0,
+    temperature: float = 0.0,
+    function: Callable | None = None,
+) -> Episode:
+    """:func:`run_episode` with a findbench LM (an instance, or a spec for
+    :func:`findbench.lm.load_lm` such as ``"embedded"``), from synchronous code.
+
+    ``max_tokens`` is the per-turn generation limit (default :data:`DEFAULT_MAX_TOKENS`).
+    Must not be called from a running event loop (await :func:`run_episode` there).
+    """
+    if isinstance(lm, str):
+        from findbench.lm import load_lm
+
+        lm = load_lm(lm)
+    chat = lm_chat(lm, max_tokens=max_tokens, temperature=temperature)
+    return asyncio.run(run_episode(row, chat, method=method, rounds=rounds, seed=seed, function=function))

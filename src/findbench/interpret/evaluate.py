@@ -1,0 +1,467 @@
+"""Score a folder of interpretations into FIND's Table 2 (``findbench evaluate``).
+
+Two folder layouts are read:
+
+* a run written by ``findbench interpret``: ``<run>/run.json`` (``interpreter``, and
+  optionally ``seed`` and ``data``) and one folder per episode,
+  ``<run>/<category>/<method>/fNNNNN/{description.txt, domain.txt, code.py, episode.json}``;
+* FIND's own results layout: ``<dir>/<category>/fNNNNN/{description.txt, domain.txt, code.py}``
+  (no method level: every episode counts as ``aia`` unless ``method`` says otherwise).
+
+A part the interpreter did not give (a missing or empty file) is scored as a failure where
+its metric applies: NMSE ``inf`` without code, exact match 0 without code, a description
+judged as written (an empty one is at chance).
+
+Per function (``per_function.csv``):
+
+* ``nmse`` (numeric): :func:`findbench.find.code_scoring.score_nmse` of ``code.py`` against
+  the row's ground-truth code;
+* ``exact_match`` (strings): :func:`findbench.find.code_scoring.score_exact_match` on the
+  row's ``test_inputs``;
+* ``unit_test_accuracy`` (strings, entities, relations): the description judged on the row's
+  ``unit_tests`` (:func:`findbench.judge.judge_unit_tests`);
+* ``domain_iou`` (numeric): ``findbench.find.domain.score_domain`` of ``domain.txt``.
+
+Per category and method (``scores.json``): ``nmse_success`` (share with NMSE below FIND's
+threshold), ``mean_nmse`` (over finite values), ``exact_match``, ``unit_test_accuracy``,
+``domain_iou`` (means over functions); ``null`` where no value exists. ``table.md`` renders
+them as Table 2 (:mod:`findbench.interpret.scoreboard`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import math
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from findbench._io import atomic_dir
+from findbench.schema import CATEGORIES
+
+__all__ = [
+    "METHODS",
+    "PARTS",
+    "SCORE_METRICS",
+    "CSV_COLUMNS",
+    "CATEGORY_METRICS",
+    "OUTPUT_FILES",
+    "load_interpretations",
+    "read_run_info",
+    "evaluate_run",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Interpreter kinds of FIND's Table 2: AIA (interactive agent), MILAN (exemplar-based
+#: description) and AIA+MILAN (agent initialised with exemplars).
+METHODS = ("aia", "milan", "aia+milan")
+#: The files an episode folder may hold, without their suffix: ``description.txt``,
+#: ``domain.txt``, ``code.py``.
+PARTS = ("description", "domain", "code")
+_PART_FILES = {"description": "description.txt", "domain": "domain.txt", "code": "code.py"}
+#: Aggregate metric names in ``scores.json``.
+SCORE_METRICS = ("nmse_success", "mean_nmse", "exact_match", "unit_test_accuracy", "domain_iou")
+#: Columns of ``per_function.csv``.
+CSV_COLUMNS = ("function_id", "category", "method", "nmse", "exact_match", "unit_test_accuracy", "domain_iou")
+#: Which aggregates a category has in ``scores.json``.
+CATEGORY_METRICS: dict[str, tuple[str, ...]] = {
+    "numeric": ("nmse_success", "mean_nmse", "domain_iou"),
+    "strings": ("exact_match", "unit_test_accuracy"),
+    "neurons_entities": ("unit_test_accuracy",),
+    "neurons_relations": ("unit_test_accuracy",),
+}
+OUTPUT_FILES = ("scores.json", "per_function.csv", "table.md")
+
+_EPISODE = re.compile(r"^f\d{5}$")
+_RUN_INFO = "run.json"
+
+
+# ------------------------------------------------------------------------------ reading a run
+
+
+def read_run_info(run_dir: str | os.PathLike) -> dict[str, Any]:
+    """``<run_dir>/run.json`` as a dict (``{}`` when the folder has none).
+
+    ValueError naming the field when the file is not a JSON object, ``interpreter`` is
+    missing or not a non-empty string, or ``seed`` is not an int.
+    """
+    path = Path(run_dir) / _RUN_INFO
+    if not path.is_file():
+        return {}
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"run.json: {path} is not readable JSON: {exc}") from None
+    if not isinstance(info, dict):
+        raise ValueError(f"run.json: {path} must hold a JSON object, got {type(info).__name__}")
+    interpreter = info.get("interpreter")
+    if not isinstance(interpreter, str) or not interpreter.strip():
+        raise ValueError(f"run.json['interpreter'] must name the interpreter (a non-empty string) in {path}, got {interpreter!r}")
+    seed = info.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise ValueError(f"run.json['seed'] must be an int or null in {path}, got {seed!r}")
+    data = info.get("data")
+    if data is not None and not isinstance(data, str):
+        raise ValueError(f"run.json['data'] must be a folder path or null in {path}, got {data!r}")
+    return info
+
+
+def _subdirs(folder: Path) -> list[Path]:
+    """Visible subfolders, sorted (hidden ones are temporary folders of atomic writers)."""
+    return sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def _kind(folder: Path) -> str | None:
+    """``"run"`` when ``folder`` holds method folders, ``"find"`` when it holds episode
+    folders, None when it holds neither (e.g. a scores folder)."""
+    names = [p.name for p in _subdirs(folder)]
+    if any(n in METHODS for n in names):
+        return "run"
+    if any(_EPISODE.match(n) for n in names):
+        return "find"
+    return None
+
+
+def _read_part(path: Path) -> str:
+    if not path.is_file():
+        return ""
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
+def _episode(folder: Path, category: str, method: str) -> dict[str, Any]:
+    record: dict[str, Any] = {"function_id": f"{category}/{folder.name}", "category": category, "method": method}
+    for part in PARTS:
+        record[part] = _read_part(folder / _PART_FILES[part])
+    return record
+
+
+def _episodes_of(folder: Path, category: str, method: str, where: str) -> list[dict[str, Any]]:
+    records = []
+    for sub in _subdirs(folder):
+        if not _EPISODE.match(sub.name):
+            raise ValueError(f"run_dir: episode folder {where}/{sub.name} must be named fNNNNN (a function id such as f00042)")
+        records.append(_episode(sub, category, method))
+    return records
+
+
+def _scan(run_dir: Path, method: str | None, exclude: Sequence[Path] = ()) -> tuple[str, list[dict[str, Any]]]:
+    """The layout (``"run"`` or ``"find"``) and the episode records of ``run_dir``."""
+    if method is not None and method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS} or None, got {method!r}")
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"run_dir: {run_dir} is not a folder")
+    skip = {p.resolve() for p in exclude}
+    kinds: dict[str, str] = {}
+    for folder in _subdirs(run_dir):
+        if folder.resolve() in skip:
+            continue
+        kind = _kind(folder)
+        if folder.name not in CATEGORIES:
+            if kind is not None:  # holds episodes: a category this benchmark does not have
+                raise ValueError(f"category: unknown category folder {folder.name!r} in {run_dir}; categories are {CATEGORIES}")
+            continue
+        if kind is not None:
+            kinds[folder.name] = kind
+    if not kinds:
+        raise ValueError(
+            f"run_dir: nothing to score in {run_dir}: no <category>/<method>/fNNNNN/ (findbench interpret) or "
+            f"<category>/fNNNNN/ (FIND results) folders, with category in {CATEGORIES}"
+        )
+    has_info = (run_dir / _RUN_INFO).is_file()
+    layouts = set(kinds.values()) | ({"run"} if has_info else set())
+    if len(layouts) > 1:
+        raise ValueError(f"run_dir: {run_dir} mixes layouts: " + ", ".join(f"{c}: {k}" for c, k in kinds.items())
+                         + (" (and has a run.json)" if has_info else "") + "; expected <category>/<method>/fNNNNN/ throughout")
+    layout = layouts.pop()
+    records: list[dict[str, Any]] = []
+    for category in (c for c in CATEGORIES if c in kinds):
+        folder = run_dir / category
+        if layout == "find":
+            records += _episodes_of(folder, category, method or "aia", category)
+            continue
+        for sub in _subdirs(folder):
+            if sub.name not in METHODS:
+                raise ValueError(f"method: unknown method folder {category}/{sub.name!r} in {run_dir}; methods are {METHODS}")
+        for m in METHODS:
+            if (folder / m).is_dir() and (method is None or m == method):
+                records += _episodes_of(folder / m, category, m, f"{category}/{m}")
+    if not records:
+        what = f" for method {method!r}" if method is not None else ""
+        raise ValueError(f"run_dir: nothing to score in {run_dir}: no episode folders{what}")
+    return layout, records
+
+
+def load_interpretations(run_dir: str | os.PathLike, method: str | None = None) -> list[dict[str, Any]]:
+    """One record per episode folder of ``run_dir`` (either layout, detected from the tree).
+
+    Each record is ``{"function_id", "category", "method", "description", "domain", "code"}``;
+    a part whose file is missing is ``""``. ``method`` names the method of every episode of a
+    FIND-layout folder (default ``aia``) and, for a ``findbench interpret`` run, keeps only
+    that method's episodes. Records come in category, method, function order.
+
+    Raises FileNotFoundError when ``run_dir`` is not a folder and ValueError naming the field
+    for a folder with nothing to score, a folder of episodes under an unknown category or
+    method, a misnamed episode folder, or mixed layouts.
+    """
+    return _scan(Path(run_dir), method)[1]
+
+
+# ---------------------------------------------------------------------------------- scoring
+
+
+def _finite_mean(values: Sequence[float]) -> float | None:
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    return float(sum(finite) / len(finite)) if finite else None
+
+
+def _join_rows(records: list[dict[str, Any]], data: Any, seed: int) -> dict[str, dict[str, dict]]:
+    """``{category: {function_id: row}}`` for the categories of ``records``; ValueError naming
+    ``function_id`` for an episode whose function is not in the data."""
+    from findbench.find.rows import load_rows
+
+    rows: dict[str, dict[str, dict]] = {}
+    for category in CATEGORIES:
+        wanted = [r for r in records if r["category"] == category]
+        if not wanted:
+            continue
+        by_id = {row["function_id"]: row for row in load_rows(category, seed=seed, data=data)}
+        source = f"data folder {data}" if data is not None else f"procedural data (seed {seed})"
+        for rec in wanted:
+            if rec["function_id"] not in by_id:
+                raise ValueError(f"function_id: {rec['function_id']} ({rec['method']}) is not in the {category} "
+                                 f"{source} ({len(by_id)} functions)")
+        rows[category] = by_id
+    return rows
+
+
+def _load_judge(judge: Any, judge_model: str | None, judge_cache: str | os.PathLike | None) -> Any:
+    """The judge LM, loaded like the ``find_unit_test`` metric loads it."""
+    from findbench.lm import load_lm
+
+    if not isinstance(judge, (str, os.PathLike)):
+        return load_lm(judge, cache=judge_cache)
+    spec = os.fspath(judge)
+    kwargs: dict[str, Any] = {"model": judge_model} if spec.startswith(("http://", "https://")) else {"batch_size": 16}
+    return load_lm(spec, cache=judge_cache, **kwargs)
+
+
+def _score_domains(records: list[dict[str, Any]], rows: dict[str, dict]) -> tuple[list[float | None], dict[str, float | None]] | None:
+    """Per-record domain IoU and per-method aggregates, or None when the domain scorer is not
+    available in this installation."""
+    try:
+        from findbench.find.domain import score_domain
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("findbench.find.domain", None):
+            raise
+        logger.info("domain_iou: findbench.find.domain is not available; the column stays empty")
+        return None
+    per: list[float | None] = [None] * len(records)
+    by_method: dict[str, float | None] = {}
+    for method in METHODS:
+        idx = [i for i, r in enumerate(records) if r["method"] == method]
+        if not idx:
+            continue
+        out = score_domain([records[i]["domain"] for i in idx], [rows[records[i]["function_id"]] for i in idx])
+        for i, value in zip(idx, out["iou"]):
+            per[i] = None if value is None else float(value)
+        agg = out.get("domain_iou")
+        by_method[method] = float(agg) if isinstance(agg, (int, float)) and math.isfinite(agg) else None
+    return per, by_method
+
+
+def _score_category(
+    category: str,
+    records: list[dict[str, Any]],
+    rows: dict[str, dict],
+    lm: Any,
+    mode: str,
+    progress: bool,
+) -> dict[str, dict[str, float | None]]:
+    """Fill each record's metric fields; return ``{method: {metric: value}}``."""
+    from findbench.find.code_scoring import NMSE_THRESHOLD, score_exact_match, score_nmse
+
+    for rec in records:
+        for metric in CSV_COLUMNS[3:]:
+            rec[metric] = None
+    truth = [rows[r["function_id"]] for r in records]
+    has_code = [bool(r["code"].strip()) for r in records]
+    coded = [i for i, ok in enumerate(has_code) if ok]
+    domain_by_method: dict[str, float | None] | None = None
+
+    if category == "numeric":
+        for rec in records:
+            rec["nmse"] = math.inf
+        if coded:
+            out = score_nmse([records[i]["code"] for i in coded], [truth[i]["code"] for i in coded], progress=progress)
+            for i, value in zip(coded, out["nmse"]):
+                records[i]["nmse"] = float(value)
+        domains = _score_domains(records, rows)
+        if domains is not None:
+            per, domain_by_method = domains
+            for rec, value in zip(records, per):
+                rec["domain_iou"] = value
+    if category == "strings":
+        for rec in records:
+            rec["exact_match"] = 0.0
+        if coded:
+            out = score_exact_match(
+                [records[i]["code"] for i in coded], [truth[i]["code"] for i in coded],
+                [list(truth[i]["test_inputs"]) for i in coded], progress=progress,
+            )
+            for i, value in zip(coded, out["per_function"]):
+                records[i]["exact_match"] = float(value)
+    if category != "numeric":
+        from findbench.judge import judge_unit_tests, normalize_unit_test
+
+        judged = [i for i, row in enumerate(truth) if row.get("unit_tests")]
+        if len(judged) < len(records):
+            logger.info("unit_test_accuracy: %d %s function(s) have no unit tests; left empty", len(records) - len(judged), category)
+        if judged:
+            out = judge_unit_tests(
+                lm, [records[i]["description"] for i in judged],
+                [[normalize_unit_test(t) for t in truth[i]["unit_tests"]] for i in judged],
+                category, mode=mode, progress=progress,
+            )
+            for i, value in zip(judged, out["per_function"]):
+                records[i]["unit_test_accuracy"] = float(value)
+
+    scores: dict[str, dict[str, float | None]] = {}
+    for method in METHODS:
+        group = [r for r in records if r["method"] == method]
+        if not group:
+            continue
+        agg: dict[str, float | None] = {}
+        for metric in CATEGORY_METRICS[category]:
+            if metric == "nmse_success":
+                agg[metric] = float(sum(r["nmse"] < NMSE_THRESHOLD for r in group) / len(group))
+            elif metric == "mean_nmse":
+                agg[metric] = _finite_mean([r["nmse"] for r in group])
+            elif metric == "domain_iou":
+                agg[metric] = None if domain_by_method is None else domain_by_method.get(method)
+            else:
+                agg[metric] = _finite_mean([r[metric] for r in group])
+        scores[method] = agg
+    return scores
+
+
+# ---------------------------------------------------------------------------------- writing
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value)  # full precision; inf stays "inf"
+    return str(value)
+
+
+def _per_function_csv(records: list[dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for rec in records:
+        writer.writerow([_cell(rec.get(col)) for col in CSV_COLUMNS])
+    return buf.getvalue()
+
+
+def _check_out(out: Path, run_dir: Path) -> None:
+    """Refuse an output folder whose replacement would lose other files."""
+    out_r, run_r = out.resolve(), run_dir.resolve()
+    if out_r == run_r or out_r in run_r.parents:
+        raise ValueError(f"out: {out} would replace the run folder {run_dir}; give a folder of its own (default <run_dir>/scores)")
+    if out.exists():
+        if not out.is_dir():
+            raise ValueError(f"out: {out} exists and is not a folder")
+        others = sorted(p.name for p in out.iterdir() if p.name not in OUTPUT_FILES)
+        if others:
+            raise ValueError(f"out: {out} holds other files ({', '.join(others[:5])}); it is replaced as a whole, so "
+                             f"give a new folder or one holding only {', '.join(OUTPUT_FILES)}")
+
+
+def evaluate_run(
+    run_dir: str | os.PathLike,
+    *,
+    data: str | os.PathLike | None = None,
+    judge: Any = "embedded-evaluator",
+    judge_mode: str | None = None,
+    judge_model: str | None = None,
+    method: str | None = None,
+    out: str | os.PathLike,
+    judge_cache: str | os.PathLike | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Score the interpretations in ``run_dir`` and write ``scores.json``, ``per_function.csv``
+    and ``table.md`` to ``out`` (replaced in one rename).
+
+    Args:
+        run_dir: a ``findbench interpret`` run or a FIND results folder (see the module docstring).
+        data: dataset folder written by ``findbench build`` holding the functions; default:
+            ``data`` in ``run.json``, else procedural rows with ``run.json``'s ``seed`` (or 0).
+        judge: the unit-test judge: ``"embedded-evaluator"`` (trained by
+            ``findbench train-evaluator``), ``"embedded"``, a folder, a Hub id, a server URL
+            (with ``judge_model``) or a :class:`findbench.lm.LM` instance. Loaded only when
+            the run has string or neuron episodes.
+        judge_mode: ``logprob`` / ``generate`` / ``pmi``; default: the mode a trained judge
+            folder records, else ``logprob``.
+        judge_model: the served model name, for server-URL judges.
+        method: FIND-layout folders: the method of every episode (default ``aia``); runs: keep
+            only that method's episodes.
+        out: output folder; it must not be ``run_dir`` (or hold it), nor hold other files.
+        judge_cache: sqlite file caching the judge's answers (resumable runs).
+        progress: progress bars of the sandbox and the judge.
+
+    Returns ``{"interpreter", "layout", "scores", "counts", "out", "table"}``: ``scores`` as in
+    ``scores.json`` (``{category: {method: {metric: value}}}``, ``None`` where undefined),
+    ``counts`` the number of functions per category and method, ``table`` the markdown.
+    """
+    from findbench.interpret.scoreboard import render_table
+
+    run_path, out_path = Path(run_dir), Path(out)
+    if judge_mode is not None:
+        from findbench.judge import JUDGE_MODES
+
+        if judge_mode not in JUDGE_MODES:
+            raise ValueError(f"judge_mode must be one of {JUDGE_MODES} or None, got {judge_mode!r}")
+    layout, records = _scan(run_path, method, exclude=[out_path])
+    _check_out(out_path, run_path)
+    info = read_run_info(run_path)
+    interpreter = info.get("interpreter") or run_path.resolve().name
+    seed = info.get("seed") or 0
+    if data is None and info.get("data"):
+        data = info["data"]
+    rows = _join_rows(records, data, seed)
+
+    lm, mode = None, "logprob"
+    if any(r["category"] != "numeric" for r in records):
+        from findbench.judge import judge_mode_of
+
+        mode = judge_mode or judge_mode_of(judge)
+        lm = _load_judge(judge, judge_model, judge_cache)  # before the sandbox runs: a missing judge fails fast
+
+    scores: dict[str, dict[str, dict[str, float | None]]] = {}
+    counts: dict[str, dict[str, int]] = {}
+    for category in CATEGORIES:
+        group = [r for r in records if r["category"] == category]
+        if not group:
+            continue
+        logger.info("scoring %d %s interpretation(s)", len(group), category)
+        scores[category] = _score_category(category, group, rows[category], lm, mode, progress)
+        counts[category] = {m: sum(r["method"] == m for r in group) for m in METHODS if any(r["method"] == m for r in group)}
+
+    notes = [f"Run: `{run_path}` ({layout} layout); data: " + (f"`{data}`" if data is not None else f"procedural, seed {seed}") + "."]
+    if lm is not None:
+        notes.append(f"Judge: `{getattr(lm, 'name', type(lm).__name__)}` in `{mode}` mode.")
+    if "numeric" in scores and all(v.get("domain_iou") is None for v in scores["numeric"].values()):
+        notes.append("domain_iou: not computed (no domain scorer in this installation).")
+    table = render_table(interpreter, scores, counts=counts, notes=notes)
+    with atomic_dir(out_path) as tmp:
+        (tmp / "scores.json").write_text(json.dumps(scores, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+        (tmp / "per_function.csv").write_text(_per_function_csv(records), encoding="utf-8")
+        (tmp / "table.md").write_text(table, encoding="utf-8")
+    return {"interpreter": interpreter, "layout": layout, "scores": scores, "counts": counts, "out": str(out_path), "table": table}

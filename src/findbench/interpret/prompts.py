@@ -1,0 +1,171 @@
+"""What the interpreter agent is told: one system message and one task message per episode.
+
+The task messages follow the structure of FIND's interpreter prompts (per category: what
+f(x) takes and returns, how to call it, what to look for, and the answer format), written
+anew for findbench. The answer format is the one FIND scores:
+
+- numeric: ``[DESCRIPTION]``, ``[DOMAIN]`` and ``[CODE]``; rows of subcategory ``mlp`` are
+  told that f(x) is computed by a neural network approximating a function;
+- strings: ``[DESCRIPTION]`` and ``[CODE]``;
+- neurons_entities: ``[DESCRIPTION]``;
+- neurons_relations: ``[DESCRIPTION]`` and ``[DOMAIN]``.
+
+MILAN methods (neurons only) add the function's outputs on the row's exemplars to the task
+message: ``milan`` asks for the description within two messages, ``aia+milan`` lets the
+agent go on experimenting as in ``aia``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from findbench.interpret.protocol import METHODS, NEURON_CATEGORIES, SCRIPT_NAME
+from findbench.schema import CATEGORIES
+
+__all__ = ["MILAN_TURNS", "system_prompt", "task_prompt", "build_messages", "is_mlp", "check_method"]
+
+#: Model turns a ``milan`` episode allows (FIND's single-round setting).
+MILAN_TURNS = 2
+
+_S = SCRIPT_NAME
+
+_SYSTEM = (
+    "You are an interpretability researcher with one tool: a script, {script}, that computes an unknown "
+    "function f(x). To use it, write a command of the form PYTHON({script} input1 input2 ...) in your message. "
+    "Every command in a message is run, in the order you wrote them, and the next message you receive answers "
+    "each one with a line starting with \"Response:\" followed by the input - output pairs.\n"
+    "Inputs are separated by spaces (or commas). Put double quotes around an input that contains a space, a "
+    "comma or an apostrophe, e.g. PYTHON({script} \"New York\" \"it's\" cat). The inputs are handed to f(x) "
+    "as they are: they are never run as commands.\n"
+    "When you have finished experimenting, write your final answer in the format the user asks for. A message "
+    "that contains [DESCRIPTION]: ends the session, so write it only once you are done."
+)
+
+_NUMERIC = (
+    "Your job is to interpret a function f(x) computed by the script {script}. f(x) takes a number and "
+    "returns a number.{mlp}\n"
+    "Experiment by calling f(x): PYTHON({script} value) runs it on one value, and PYTHON({script} value1 "
+    "value2 value3 ...) on several at once. You may run f(x) again on values you already tried. Try a wide "
+    "range of values between -128 and 128 before you settle on a description.\n"
+    "The outputs may be noisy. Look for a short, simple description that explains most of what f(x) does; "
+    "f(x) may be a combination of several operations. f(x) may also behave differently on one interval of "
+    "its domain: if it does, find that interval and describe it.\n"
+    "Give your answer in three parts:\n"
+    "[DESCRIPTION]: In words, what f(x) does.\n"
+    "[DOMAIN]: The domain of f(x). Is there an interval where it behaves unexpectedly? If so, give the "
+    "numeric bounds of that interval and say what happens there.\n"
+    "[CODE]: Python code that approximates f(x): a function `def function(x):` that takes and returns a "
+    "number, inside a ```python code block."
+)
+
+_MLP = (
+    " f(x) is computed by a small neural network (an MLP) trained to approximate some function: describe the "
+    "function it approximates."
+)
+
+_STRINGS = (
+    "Your job is to interpret a function f(x) computed by the script {script}. f(x) takes a string and "
+    "returns a string.\n"
+    "Experiment by calling f(x): PYTHON({script} string) runs it on one input, and PYTHON({script} string1 "
+    "string2 string3 ...) on several at once. Try a wide range of inputs before you settle on a description.\n"
+    "Look for a short, simple description that explains most of what f(x) does; f(x) may be a combination of "
+    "several operations.\n"
+    "Give your answer in two parts:\n"
+    "[DESCRIPTION]: In words, what f(x) does.\n"
+    "[CODE]: Python code that approximates f(x): a function `def function(x):` that takes and returns a "
+    "string, inside a ```python code block."
+)
+
+_ENTITIES = (
+    "Your job is to interpret a function f(x) computed by the script {script}. f(x) takes a word or a short "
+    "phrase and returns a value between 0 and 1; values close to 1 mean that the input is associated with a "
+    "particular concept. Find out what that concept is. f(x) may respond to more than one concept: if it "
+    "does, name every concept it responds to.\n"
+    "Experiment by calling f(x) on many inputs at once: PYTHON({script} word1 word2 word3 ...). Test a "
+    "diverse, random selection of inputs from many different areas: common and rare words, concrete and "
+    "abstract ones. Run many experiments before you settle on a description.\n"
+    "Look for a short, simple description that explains most of what f(x) does.\n"
+    "Give your answer in this form:\n"
+    "[DESCRIPTION]: In words, the concept or concepts f(x) responds to."
+)
+
+_RELATIONS = (
+    "Your job is to interpret a function f(x) computed by the script {script}. f(x) takes a word or a short "
+    "phrase and applies a rule to it. Find out what the rule is.\n"
+    "Experiment by calling f(x) on many inputs at once: PYTHON({script} word1 word2 word3 ...). Test a "
+    "diverse selection of inputs about real-world things: places, events, people, objects, works, and so on. "
+    "Run many experiments before you settle on a description.\n"
+    "Look for a short, simple description that explains most of what f(x) does. On some inputs where you "
+    "would expect the rule to apply, f(x) may not follow it: if so, describe the part of the domain where the "
+    "rule does not hold.\n"
+    "Give your answer in two parts:\n"
+    "[DESCRIPTION]: In words, the rule f(x) applies.\n"
+    "[DOMAIN]: Is there a part of the domain where the rule does not hold? If so, describe it. If not, "
+    "describe the inputs the rule applies to."
+)
+
+_TEMPLATES = {"numeric": _NUMERIC, "strings": _STRINGS, "neurons_entities": _ENTITIES, "neurons_relations": _RELATIONS}
+
+_EXEMPLARS = (
+    "\nTo start you off, f(x) has already been run on some exemplar inputs:\n{reply}"
+)
+
+_MILAN_LIMIT = (
+    "\nYou have {turns} messages in all. In your first message you may run one more set of experiments (or "
+    "answer right away); your second message must contain your final answer."
+)
+
+
+def check_method(method: Any, category: str) -> str:
+    """``method`` if it applies to ``category``; ValueError naming ``method`` otherwise."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if method != "aia" and category not in NEURON_CATEGORIES:
+        raise ValueError(f"method {method!r} applies only to {', '.join(NEURON_CATEGORIES)} (rows with exemplars), not to {category!r}")
+    return method
+
+
+def is_mlp(row: Mapping[str, Any]) -> bool:
+    """Whether a numeric row is served by an MLP approximation (FIND's f00000-f00149)."""
+    return row.get("category") == "numeric" and row.get("subcategory") == "mlp"
+
+
+def system_prompt() -> str:
+    """The system message: the command protocol."""
+    return _SYSTEM.format(script=_S)
+
+
+def task_prompt(row: Mapping[str, Any], method: str = "aia", *, exemplar_reply: str | None = None) -> str:
+    """The first user message of an episode on ``row``.
+
+    Args:
+        row: a dataset row (its ``category`` and ``subcategory`` pick the text).
+        method: ``aia``, ``milan`` or ``aia+milan`` (the MILAN ones only for neurons).
+        exemplar_reply: MILAN methods: the harness's reply line for the row's exemplars
+            (``Response: Function input - output pairs: ...``), shown to the agent.
+    """
+    if not isinstance(row, Mapping):
+        raise TypeError(f"row must be a mapping (a dataset row), got {type(row).__name__}")
+    category = row.get("category")
+    if category not in CATEGORIES:
+        raise ValueError(f"row['category'] must be one of {CATEGORIES}, got {category!r}")
+    check_method(method, category)
+    text = _TEMPLATES[category].format(script=_S, mlp=_MLP if is_mlp(row) else "")
+    if method != "aia":
+        if not isinstance(exemplar_reply, str) or not exemplar_reply:
+            raise ValueError(f"exemplar_reply: method {method!r} needs the reply for the row's exemplars")
+        text += _EXEMPLARS.format(reply=exemplar_reply)
+        if method == "milan":
+            text += _MILAN_LIMIT.format(turns=MILAN_TURNS)
+    elif exemplar_reply is not None:
+        raise ValueError("exemplar_reply: only the milan methods show exemplars")
+    return text
+
+
+def build_messages(row: Mapping[str, Any], method: str = "aia", *, exemplar_reply: str | None = None) -> list[dict[str, str]]:
+    """``[system message, task message]`` for an episode on ``row``."""
+    return [
+        {"role": "system", "content": system_prompt()},
+        {"role": "user", "content": task_prompt(row, method, exemplar_reply=exemplar_reply)},
+    ]

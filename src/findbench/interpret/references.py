@@ -1,0 +1,100 @@
+"""Reference interpreters that need no LM: the ceiling and the floor of a scoreboard.
+
+- ``oracle`` answers with the row's own ground truth: its ``description``; as ``[DOMAIN]``
+  the corrupted interval (numeric) or the exception subdomain (relations); as ``[CODE]`` the
+  ground-truth ``code`` (numeric, strings).
+- ``random`` answers with the ground truth of another function of the same category, picked
+  deterministically from the run seed and the function id (never the function itself).
+
+Both answer in the protocol's text format on their first turn, so their episodes go through
+the same loop, parser and run folder as an LM's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from findbench.find.export import format_value
+from findbench.interpret.episode import Chat
+from findbench.interpret.protocol import Answer, format_answer
+
+__all__ = ["REFERENCE_INTERPRETERS", "reference_domain", "oracle_answer", "random_answer", "answer_chat"]
+
+#: Interpreter names :func:`findbench.interpret.run.run_interpretations` answers without an LM.
+REFERENCE_INTERPRETERS = ("oracle", "random")
+
+
+def _num(value: Any) -> str:
+    return format_value(float(value))
+
+
+def reference_domain(row: Mapping[str, Any]) -> str | None:
+    """The ground-truth ``[DOMAIN]`` text of a row (None for strings and entity neurons)."""
+    category = row.get("category")
+    if category == "numeric":
+        kind = row.get("corruption_type")
+        if not kind:
+            return "There is no interval where the function behaves unexpectedly: the rule in the description holds on its whole domain."
+        cp = row.get("corruption_params")
+        cp = json.loads(cp) if isinstance(cp, str) else dict(cp or {})
+        b = [float(v) for v in cp.get("boundary", [])]
+        if not b:
+            raise ValueError(f"row['corruption_params'] of {row.get('function_id')} has no boundary")
+        low, high = row.get("domain_low"), row.get("domain_high")
+        if kind == "below":
+            interval, where = f"[{_num(low if low is not None else -128)}, {_num(b[0])}]", f"x <= {_num(b[0])}"
+        elif kind == "above":
+            interval, where = f"[{_num(b[0])}, {_num(high if high is not None else 128)}]", f"x >= {_num(b[0])}"
+        else:
+            interval, where = f"[{_num(b[0])}, {_num(b[-1])}]", f"{_num(b[0])} < x < {_num(b[-1])}"
+        noise = ""
+        if "mean" in cp and "std" in cp:
+            noise = f" drawn from a normal distribution with mean {_num(cp['mean'])} and standard deviation {_num(cp['std'])}"
+        return (
+            f"The function behaves unexpectedly on the interval {interval} ({where}): there its output is replaced "
+            f"by random values{noise}. Elsewhere it follows the rule in the description."
+        )
+    if category == "neurons_relations":
+        exception = (row.get("exception") or "").strip()
+        if exception:
+            return f'The rule does not hold when {exception}: there the function returns "undefined".'
+        concept = (row.get("concept1") or "").strip() or "in the rule's domain"
+        return f'The rule holds for every input that is {concept}; any other input returns "undefined".'
+    return None
+
+
+def oracle_answer(row: Mapping[str, Any]) -> Answer:
+    """The row's own ground truth as an answer."""
+    code = row.get("code") if row.get("category") in ("numeric", "strings") else None
+    return Answer(description=str(row.get("description") or "").strip(), domain=reference_domain(row), code=(code or None))
+
+
+def _pick_key(seed: int, function_id: str, candidate: str) -> str:
+    return hashlib.sha256(f"{seed}|{function_id}|{candidate}".encode()).hexdigest()
+
+
+def random_answer(row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]], *, seed: int = 0) -> Answer:
+    """The ground truth of another function of ``row``'s category from ``pool``.
+
+    The pick depends only on ``seed``, the row's id and the ids in the pool (not on their
+    order); ValueError naming ``pool`` when it holds no other function of that category.
+    """
+    fid, category = row.get("function_id"), row.get("category")
+    others = [r for r in pool if r.get("category") == category and r.get("function_id") != fid]
+    if not others:
+        raise ValueError(f"pool: no function of category {category!r} other than {fid} to take a random answer from")
+    chosen = min(others, key=lambda r: _pick_key(seed, str(fid), str(r["function_id"])))
+    return oracle_answer(chosen)
+
+
+def answer_chat(answer: Answer) -> Chat:
+    """A chat that gives ``answer`` on its first turn, whatever it is asked."""
+    text = format_answer(answer.description, answer.domain, answer.code)
+
+    async def chat(messages: list[dict[str, str]]) -> str:
+        return text
+
+    return chat

@@ -1,0 +1,28 @@
+"""End to end with the embedded LM (SmolLM2-135M): slow, and only checks the plumbing: the
+135M model is no interpreter, so what it answers is not judged."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from findbench.interpret.episode import run_episode_sync
+from findbench.interpret.run import EPISODE_FILES, run_interpretations
+
+
+@pytest.mark.slow
+def test_embedded_lm_episode_and_run(embedded_lm, by_id, data_dir, tmp_path):
+    ep = run_episode_sync(by_id["strings/f00000"], embedded_lm, rounds=2, max_tokens=48)
+    assert 1 <= ep.rounds <= 2 and ep.stop_reason in ("answer", "round_limit")
+    assert [m["role"] for m in ep.messages[:3]] == ["system", "user", "assistant"]
+    assert all(m["content"] for m in ep.messages if m["role"] == "user")
+
+    out = run_interpretations(data_dir, embedded_lm, functions=["neurons_relations/f00000"], methods="aia,milan", rounds=2,
+                              max_tokens=48, out=tmp_path / "run", progress=False)
+    for method in ("aia", "milan"):
+        folder = out / "neurons_relations" / method / "f00000"
+        assert sorted(p.name for p in folder.iterdir()) == sorted(EPISODE_FILES)
+        record = json.loads((folder / "episode.json").read_text())
+        assert 1 <= record["rounds"] <= 2 and record["protocol"] == "text"
+    assert (out / "lm-cache.sqlite").is_file()

@@ -1,0 +1,195 @@
+"""The episode loop, driven by scripted chats (no LM)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from findbench import cli
+from findbench.interpret import prompts
+from findbench.interpret.episode import (
+    DEFAULT_MAX_TOKENS,
+    ChatReply,
+    Episode,
+    lm_chat,
+    run_episode,
+    run_episode_sync,
+)
+from findbench.interpret.protocol import UNRECOGNIZED_REPLY, Answer
+
+
+class ScriptedChat:
+    """An async chat answering with canned replies in turn (the last one repeats)."""
+
+    def __init__(self, replies):
+        self.replies = list(replies)
+        self.seen: list[list[dict]] = []
+
+    async def __call__(self, messages):
+        self.seen.append(messages)
+        return self.replies[min(len(self.seen) - 1, len(self.replies) - 1)]
+
+
+def run(row, chat, **kwargs) -> Episode:
+    return asyncio.run(run_episode(row, chat, **kwargs))
+
+
+def findbench_call(capsys, data_dir, function_id, values) -> str:
+    capsys.readouterr()
+    assert cli.main(["call", function_id, *values, "--data", str(data_dir)]) == 0
+    return capsys.readouterr().out.rstrip("\n")
+
+
+FINAL = (
+    "I have enough data.\n[DESCRIPTION]: Inserts text and capitalizes the first letter.\n"
+    "[CODE]:\n```python\ndef function(x):\n    return x.capitalize()\n```"
+)
+
+
+def test_full_episode_with_a_scripted_chat(by_id, data_dir, capsys):
+    row = by_id["strings/f00000"]
+    chat = ScriptedChat([
+        'Let me start.\nPYTHON(function.py hello "two words")',
+        "Hmm, I wonder what to do next.",
+        "PYTHON(function.py abc) and a broken one PYTHON(function.py)",
+        FINAL,
+    ])
+    ep = run(row, chat)
+    assert (ep.finished, ep.stop_reason, ep.rounds, ep.max_rounds) == (True, "answer", 4, 20)
+    assert ep.answer == Answer("Inserts text and capitalizes the first letter.", None, "def function(x):\n    return x.capitalize()")
+    assert ep.description.startswith("Inserts") and ep.domain == "" and ep.code.startswith("def function")
+    roles = [m["role"] for m in ep.messages]
+    assert roles == ["system", "user"] + ["assistant", "user"] * 3 + ["assistant"]
+    assert ep.messages[0]["content"] == prompts.system_prompt()
+    assert ep.messages[1]["content"] == prompts.task_prompt(row)
+    # the harness replies: the pairs exactly as `findbench call` prints them, the nudge, two lines
+    assert ep.messages[3]["content"] == "Response: " + findbench_call(capsys, data_dir, row["function_id"], ["hello", "two words"])
+    assert ep.messages[5]["content"] == UNRECOGNIZED_REPLY
+    first, second = ep.messages[7]["content"].split("\n")
+    assert first == "Response: " + findbench_call(capsys, data_dir, row["function_id"], ["abc"])
+    assert second.startswith("Response: Error in PYTHON(function.py): no inputs")
+    assert [c["round"] for c in ep.calls] == [1, 3, 3] and ep.malformed_commands == 1
+    assert ep.calls[0]["inputs"] == ["hello", "two words"]
+    # the chat saw the conversation so far, and copies of it
+    assert [len(m) for m in chat.seen] == [2, 4, 6, 8]
+    chat.seen[0].append({"role": "user", "content": "mutated"})
+    assert len(ep.messages) == 9
+    assert ep.protocol == "text" and ep.usage is None and ep.seed == 0
+
+
+def test_round_cap(by_id):
+    chat = ScriptedChat(["PYTHON(function.py 1 2)"])
+    ep = run(by_id["numeric/f00000"], chat, rounds=3)
+    assert (ep.finished, ep.stop_reason, ep.rounds, ep.answer) == (False, "round_limit", 3, None)
+    assert len(chat.seen) == 3 and len(ep.calls) == 3
+    assert ep.messages[-1] == {"role": "user", "content": "Response: Function input - output pairs: (1, 1) (2, 3)"}
+    assert ep.description == ep.domain == ep.code == ""
+    chat = ScriptedChat(["no idea"])
+    ep = run(by_id["numeric/f00000"], chat)
+    assert ep.rounds == 20 and len(chat.seen) == 20 and ep.calls == [] and ep.messages[-1]["content"] == UNRECOGNIZED_REPLY
+
+
+def test_answer_ends_the_episode_and_its_commands_do_not_run(by_id):
+    chat = ScriptedChat(["PYTHON(function.py 3)\n[DESCRIPTION]: doubles and subtracts one\n[DOMAIN]: all reals"])
+    ep = run(by_id["numeric/f00000"], chat)
+    assert ep.rounds == 1 and ep.calls == [] and ep.answer == Answer("doubles and subtracts one", "all reals", None)
+
+
+@pytest.mark.parametrize("category", ["neurons_entities", "neurons_relations"])
+def test_milan_shows_exemplars_and_allows_two_turns(category, rows, data_dir, capsys):
+    row = rows[category][0]
+    chat = ScriptedChat(["PYTHON(function.py apple)"])
+    ep = run(row, chat, method="milan", rounds=20)
+    assert (ep.rounds, ep.max_rounds, ep.finished, len(chat.seen)) == (2, 2, False, 2)
+    exemplars = list(row["exemplars"])
+    expected = "Response: " + findbench_call(capsys, data_dir, row["function_id"], exemplars)
+    task = ep.messages[1]["content"]
+    assert expected in task and "2 messages" in task
+    assert ep.calls[0] == {**ep.calls[0], "round": 0, "command": "exemplars", "inputs": exemplars}
+    assert [c["round"] for c in ep.calls] == [0, 1, 2]
+    # answering on the second turn is the normal end
+    ep = run(row, ScriptedChat(["PYTHON(function.py apple)", "[DESCRIPTION]: fine"]), method="milan")
+    assert ep.finished and ep.rounds == 2
+
+
+def test_aia_milan_shows_exemplars_then_runs_the_full_loop(rows):
+    row = rows["neurons_relations"][0]
+    chat = ScriptedChat(["PYTHON(function.py France)"] * 4 + ["[DESCRIPTION]: capitals\n[DOMAIN]: countries"])
+    ep = run(row, chat, method="aia+milan")
+    assert ep.rounds == 5 and ep.finished and ep.calls[0]["command"] == "exemplars"
+    assert "Function input - output pairs" in ep.messages[1]["content"] and "2 messages" not in ep.messages[1]["content"]
+    assert ep.messages[3]["content"] == "Response: Function input - output pairs: (France, Paris)"
+
+
+def test_methods_apply_to_neurons_only(by_id, rows):
+    for fid in ("numeric/f00000", "strings/f00000"):
+        for method in ("milan", "aia+milan"):
+            with pytest.raises(ValueError, match="method"):
+                run(by_id[fid], ScriptedChat(["x"]), method=method)
+    with pytest.raises(ValueError, match="method"):
+        run(by_id["strings/f00000"], ScriptedChat(["x"]), method="MILAN")
+    row = dict(rows["neurons_entities"][0], exemplars=[])
+    with pytest.raises(ValueError, match="exemplars"):
+        run(row, ScriptedChat(["x"]), method="milan")
+
+
+def test_max_tokens_and_usage(by_id):
+    seen = []
+
+    async def chat(messages, max_tokens=None):
+        seen.append(max_tokens)
+        return ChatReply("PYTHON(function.py 1)" if len(seen) < 2 else "[DESCRIPTION]: d", {"input_tokens": 10, "output_tokens": 3})
+
+    ep = run(by_id["numeric/f00000"], chat, max_tokens=77)
+    assert seen == [77, 77] and ep.usage == {"input_tokens": 20, "output_tokens": 6}
+    with pytest.raises(TypeError, match="max_tokens"):
+        run(by_id["numeric/f00000"], ScriptedChat(["x"]), max_tokens=10)
+    with pytest.raises(ValueError, match="max_tokens"):
+        run(by_id["numeric/f00000"], chat, max_tokens=0)
+    with pytest.raises(ValueError, match="rounds"):
+        run(by_id["numeric/f00000"], chat, rounds=0)
+
+    async def bad(messages):
+        return 42
+
+    with pytest.raises(TypeError, match="chat must return"):
+        run(by_id["numeric/f00000"], bad)
+
+
+def test_episode_record_round_trips_through_json(by_id):
+    ep = run(by_id["numeric/f00002"], ScriptedChat(["PYTHON(function.py 15 abc)", "[DESCRIPTION]: d\n[DOMAIN]: 10 to 20"]))
+    d = json.loads(json.dumps(ep.to_dict(), allow_nan=False))
+    assert Episode.from_dict(d) == ep
+    assert d["answer"] == {"description": "d", "domain": "10 to 20", "code": None}
+    assert d["calls"][0]["errors"] == [None, "not a number"]
+
+
+class FakeLM:
+    """A findbench LM stand-in: records generate calls, answers from a script."""
+
+    name = "fake"
+
+    def __init__(self, replies):
+        self.replies, self.calls = list(replies), []
+
+    def generate(self, conversations, *, max_new_tokens=64, temperature=0.0, progress=False):
+        self.calls.append((conversations, max_new_tokens, temperature))
+        return [self.replies[min(len(self.calls) - 1, len(self.replies) - 1)] for _ in conversations]
+
+    def candidate_logprobs(self, conversations, candidates, *, assistant_prefix="", progress=False):
+        raise NotImplementedError
+
+
+def test_run_episode_sync_adapts_a_findbench_lm(by_id):
+    lm = FakeLM(["PYTHON(function.py 4)", "[DESCRIPTION]: linear"])
+    ep = run_episode_sync(by_id["numeric/f00000"], lm)
+    assert ep.finished and ep.rounds == 2 and ep.messages[3]["content"].endswith("(4, 7)")
+    assert [c[1:] for c in lm.calls] == [(DEFAULT_MAX_TOKENS, 0.0)] * 2
+    assert lm.calls[1][0] == [ep.messages[:4]]
+    lm = FakeLM(["[DESCRIPTION]: x"])
+    run_episode_sync(by_id["numeric/f00000"], lm, max_tokens=33, temperature=0.5)
+    assert lm.calls[0][1:] == (33, 0.5)
+    with pytest.raises(TypeError, match="lm"):
+        lm_chat(object())

@@ -1,0 +1,455 @@
+"""`findbench evaluate`: reading run folders, scoring interpretations, Table 2 outputs.
+
+Runs are written by hand in tmp_path from procedural rows (seed 0, cached on disk). The judge
+is a scripted stand-in that answers every unit test right when it sees a function's
+ground-truth description and picks option 1 otherwise, so no model is loaded (except in the
+one test marked slow). The domain scorer (`findbench.find.domain`) is replaced: absent in the
+main run, a fake one where its wiring is checked.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from findbench import cli
+from findbench.find.rows import load_rows
+from findbench.interpret.evaluate import (
+    CATEGORY_METRICS,
+    CSV_COLUMNS,
+    SCORE_METRICS,
+    evaluate_run,
+    load_interpretations,
+)
+from findbench.interpret.scoreboard import PAPER_TABLE2, TABLE2_COLUMNS, render_table, table2_cells
+from findbench.judge import normalize_unit_test, render_judge_prompt
+from findbench.schema import CATEGORIES
+
+WRONG_NUMERIC = "def interpretation(x):\n    return 1000.0 * x + 7.0\n"
+WRONG_STRING = "def interpretation(s):\n    return 'zzz' + s[::-1] + 'q'\n"
+DOMAIN_MODULE = "findbench.find.domain"
+
+
+# ----------------------------------------------------------------------------------- helpers
+
+
+@pytest.fixture(scope="module")
+def rows() -> dict[str, list[dict]]:
+    """Three functions per category; numeric ones without noise (their code is deterministic)."""
+    numeric = [r for r in load_rows("numeric") if r["subcategory"] in ("atomic", "composition")]
+    return {
+        "numeric": numeric[:3],
+        "strings": load_rows("strings")[:3],
+        "neurons_entities": load_rows("neurons_entities")[:3],
+        "neurons_relations": load_rows("neurons_relations")[:3],
+    }
+
+
+class KnowingJudge:
+    """A scripted judge: the right option for a ground-truth description's prompt, else "1"."""
+
+    name = "knowing-judge"
+
+    def __init__(self, rows: dict[str, list[dict]]):
+        self.answers: dict[str, int] = {}
+        for category, group in rows.items():
+            if category == "numeric":
+                continue
+            for row in group:
+                for ut in row["unit_tests"]:
+                    ut = normalize_unit_test(ut)
+                    prompt = render_judge_prompt(row["description"], ut, category)[-1]["content"]
+                    self.answers[prompt] = ut["correct"]
+        self.calls = 0
+
+    def _pick(self, conversation) -> str:
+        return str(self.answers.get(conversation[-1]["content"], 1))
+
+    def generate(self, conversations, *, max_new_tokens=64, temperature=0.0, progress=False):
+        self.calls += 1
+        return [f"[ANSWER]: {self._pick(c)}" for c in conversations]
+
+    def candidate_logprobs(self, conversations, candidates, *, assistant_prefix="", progress=False):
+        self.calls += 1
+        return [[0.0 if cand == self._pick(c) else -5.0 for cand in candidates] for c in conversations]
+
+
+def write_episode(root: Path, category: str, method: str | None, row: dict, *,
+                  description: str | None = None, domain: str | None = None, code: str | None = None) -> Path:
+    """One episode folder; ``method=None`` writes FIND's layout (no method level). Parts left
+    None are not written (the interpreter gave none)."""
+    local = row["function_id"].split("/")[1]
+    folder = root / category / local if method is None else root / category / method / local
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in (("description.txt", description), ("domain.txt", domain), ("code.py", code)):
+        if text is not None:
+            (folder / name).write_text(text, encoding="utf-8")
+    if method is not None:
+        (folder / "episode.json").write_text(json.dumps({"function_id": row["function_id"]}), encoding="utf-8")
+    return folder
+
+
+def write_run_info(root: Path, **info) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "run.json").write_text(json.dumps({"interpreter": "tiny-interp", "seed": 0, **info}), encoding="utf-8")
+
+
+def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        return list(reader.fieldnames or []), list(reader)
+
+
+# ------------------------------------------------------------------- a run with every category
+
+
+@pytest.fixture(scope="module")
+def scored(rows, tmp_path_factory):
+    """A findbench-interpret run: ground truth and wrong interpretations, scored once."""
+    run = tmp_path_factory.mktemp("run")
+    write_run_info(run)
+    num, st, ent, rel = (rows[c] for c in CATEGORIES)
+    for row in num:
+        write_episode(run, "numeric", "aia", row, description=row["description"], domain="[-128, 128]", code=row["code"])
+    write_episode(run, "numeric", "milan", num[0], description="wrong", code=WRONG_NUMERIC)
+    write_episode(run, "numeric", "milan", num[1], description="no code given")  # no code.py: NMSE inf
+    for row in st:
+        write_episode(run, "strings", "aia", row, description=row["description"], code=row["code"])
+    for k, row in enumerate(st):  # another function's description, wrong code
+        write_episode(run, "strings", "milan", row, description=st[(k + 1) % 3]["description"], code=WRONG_STRING)
+    for k, row in enumerate(ent):
+        write_episode(run, "neurons_entities", "aia", row, description=row["description"])
+        write_episode(run, "neurons_entities", "milan", row, description=ent[(k + 1) % 3]["description"])
+        write_episode(run, "neurons_entities", "aia+milan", row, description=row["description"])
+    for row in rel:
+        write_episode(run, "neurons_relations", "aia", row, description=row["description"])
+    (run / "notes").mkdir()  # a folder without episodes is not part of the tree
+    (run / "notes" / "log.txt").write_text("x")
+    judge = KnowingJudge(rows)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(sys.modules, DOMAIN_MODULE, None)  # the domain scorer is absent here
+        result = evaluate_run(run, judge=judge, out=run / "scores", progress=False)
+    return run, result, judge
+
+
+def test_ground_truth_scores_full_marks(scored):
+    _, result, judge = scored
+    scores = result["scores"]
+    assert scores["numeric"]["aia"]["nmse_success"] == 1.0
+    assert scores["numeric"]["aia"]["mean_nmse"] == 0.0
+    assert scores["strings"]["aia"]["exact_match"] == 1.0
+    assert scores["strings"]["aia"]["unit_test_accuracy"] == 1.0
+    assert scores["neurons_entities"]["aia"]["unit_test_accuracy"] == 1.0
+    assert scores["neurons_entities"]["aia+milan"]["unit_test_accuracy"] == 1.0
+    assert scores["neurons_relations"]["aia"]["unit_test_accuracy"] == 1.0
+    assert judge.calls > 0
+    assert result["interpreter"] == "tiny-interp" and result["layout"] == "run"
+    assert result["counts"]["numeric"] == {"aia": 3, "milan": 2}
+
+
+def test_wrong_interpretations_score_lower(scored):
+    _, result, _ = scored
+    scores = result["scores"]
+    assert scores["numeric"]["milan"]["nmse_success"] == 0.0
+    assert scores["numeric"]["milan"]["mean_nmse"] > 0.1  # the wrong code's NMSE; the missing one is inf, not averaged
+    assert scores["strings"]["milan"]["exact_match"] < 1.0
+    assert scores["strings"]["milan"]["unit_test_accuracy"] < 1.0
+    assert scores["neurons_entities"]["milan"]["unit_test_accuracy"] < 1.0
+
+
+def test_scores_json_shape_and_metric_names(scored):
+    run, result, _ = scored
+    on_disk = json.loads((run / "scores" / "scores.json").read_text())
+    assert on_disk == result["scores"]
+    assert list(on_disk) == list(CATEGORIES)
+    assert set(on_disk["neurons_entities"]) == {"aia", "milan", "aia+milan"}
+    assert set(on_disk["neurons_relations"]) == {"aia"}
+    for category, methods in on_disk.items():
+        for metrics in methods.values():
+            assert tuple(metrics) == CATEGORY_METRICS[category]
+            assert set(metrics) <= set(SCORE_METRICS)
+    assert SCORE_METRICS == ("nmse_success", "mean_nmse", "exact_match", "unit_test_accuracy", "domain_iou")
+    # without a domain scorer the value is null, never made up
+    assert on_disk["numeric"]["aia"]["domain_iou"] is None
+
+
+def test_per_function_csv(scored, rows):
+    run, _, _ = scored
+    header, table = read_csv(run / "scores" / "per_function.csv")
+    assert header == ["function_id", "category", "method", "nmse", "exact_match", "unit_test_accuracy", "domain_iou"]
+    assert tuple(header) == CSV_COLUMNS
+    assert len(table) == 3 + 2 + 3 + 3 + 9 + 3
+    cells = {(r["function_id"], r["method"]): r for r in table}
+    gt_num = cells[(rows["numeric"][0]["function_id"], "aia")]
+    assert float(gt_num["nmse"]) == 0.0
+    assert gt_num["exact_match"] == gt_num["unit_test_accuracy"] == gt_num["domain_iou"] == ""
+    assert cells[(rows["numeric"][1]["function_id"], "milan")]["nmse"] == "inf"
+    assert float(cells[(rows["numeric"][0]["function_id"], "milan")]["nmse"]) > 0.1
+    gt_str = cells[(rows["strings"][0]["function_id"], "aia")]
+    assert float(gt_str["exact_match"]) == 1.0 and float(gt_str["unit_test_accuracy"]) == 1.0
+    assert gt_str["nmse"] == gt_str["domain_iou"] == ""
+    for category in ("neurons_entities", "neurons_relations"):
+        row = cells[(rows[category][0]["function_id"], "aia")]
+        assert row["category"] == category
+        assert row["nmse"] == row["exact_match"] == row["domain_iou"] == ""
+        assert float(row["unit_test_accuracy"]) == 1.0
+
+
+def test_table_md_has_paper_rows_and_the_run(scored):
+    run, result, _ = scored
+    text = (run / "scores" / "table.md").read_text()
+    assert text == result["table"]
+    assert "| GPT-4 | 0.33 | 0.23 | 0.82 | 0.56 | 0.89 | 0.89 | 0.78 | 0.74 | 0.92 |" in text
+    assert "| GPT-3.5 | 0.12 | 0.13 | 0.66 | 0.39 | 0.81 | 0.88 | 0.37 | 0.64 | 0.68 |" in text
+    assert "| Llama-2-70b-chat | 0.01 | 0.01 | 0.33 | 0.34 | 0.61 | 0.62 | 0.47 | 0.44 | 0.46 |" in text
+    header = next(line for line in text.splitlines() if line.startswith("| interpreter"))
+    assert [c.strip() for c in header.strip("|").split("|")][1:] == [c.header for c in TABLE2_COLUMNS]
+    run_row = next(line for line in text.splitlines() if "(this run)" in line)
+    cells = [c.strip() for c in run_row.strip("|").split("|")]
+    assert cells[0] == "**tiny-interp** (this run)"
+    assert cells[1:4] == ["**1.00**", "**1.00**", "**1.00**"]
+    assert cells[4] == cells[6] == cells[7] == "**1.00**"
+    assert cells[5] != "**1.00**"  # entities MILAN: wrong descriptions
+    assert cells[8] == cells[9] == "—"  # relations MILAN / AIA+MILAN: not in the run
+
+
+def test_scores_folder_inside_the_run_is_not_read_back(scored):
+    run, _, _ = scored
+    records = load_interpretations(run)  # scores/ and notes/ hold no episodes: ignored
+    assert len(records) == 23
+    assert set(records[0]) == {"function_id", "category", "method", "description", "domain", "code"}
+    missing = [r for r in records if r["method"] == "milan" and r["category"] == "numeric" and not r["code"]]
+    assert len(missing) == 1 and missing[0]["domain"] == ""
+
+
+# ---------------------------------------------------------------------------------- layouts
+
+
+def test_find_layout_is_detected(rows, tmp_path):
+    root = tmp_path / "gpt-4-results"
+    for row in rows["numeric"][:2]:
+        write_episode(root, "numeric", None, row, description=row["description"], code=row["code"])
+    write_episode(root, "strings", None, rows["strings"][0], description=rows["strings"][0]["description"],
+                  code=rows["strings"][0]["code"])
+    records = load_interpretations(root)
+    assert [r["method"] for r in records] == ["aia"] * 3
+    assert [r["function_id"] for r in records] == [r["function_id"] for r in rows["numeric"][:2]] + [rows["strings"][0]["function_id"]]
+    assert {r["method"] for r in load_interpretations(root, method="milan")} == {"milan"}
+
+    result = evaluate_run(root, judge=KnowingJudge(rows), out=tmp_path / "out", progress=False)
+    assert result["layout"] == "find"
+    assert result["interpreter"] == "gpt-4-results"  # no run.json: the folder's name
+    assert result["scores"]["numeric"]["aia"]["nmse_success"] == 1.0
+    assert result["scores"]["strings"]["aia"]["exact_match"] == 1.0
+    assert "**gpt-4-results** (this run)" in (tmp_path / "out" / "table.md").read_text()
+
+
+def test_method_filters_a_run(rows, tmp_path):
+    run = tmp_path / "run"
+    write_run_info(run)
+    row = rows["neurons_entities"][0]
+    write_episode(run, "neurons_entities", "aia", row, description=row["description"])
+    write_episode(run, "neurons_entities", "milan", row, description="x")
+    assert [r["method"] for r in load_interpretations(run)] == ["aia", "milan"]
+    assert [r["method"] for r in load_interpretations(run, method="milan")] == ["milan"]
+    with pytest.raises(ValueError, match="method 'aia\\+milan'"):
+        load_interpretations(run, method="aia+milan")
+
+
+def test_data_folder_from_run_json(rows, tmp_path):
+    from findbench.builders.find import build
+
+    data = tmp_path / "find"
+    build(str(data), configs=["neurons_relations"], progress=False)
+    run = tmp_path / "run"
+    write_run_info(run, data=str(data))
+    row = rows["neurons_relations"][1]
+    write_episode(run, "neurons_relations", "aia", row, description=row["description"])
+    result = evaluate_run(run, judge=KnowingJudge(rows), out=tmp_path / "out", progress=False)
+    assert result["scores"] == {"neurons_relations": {"aia": {"unit_test_accuracy": 1.0}}}
+    assert f"data: `{data}`" in result["table"]
+    # a function the data folder does not hold
+    write_episode(run, "neurons_relations", "aia", {"function_id": "neurons_relations/f00999"}, description="d")
+    with pytest.raises(ValueError, match=r"function_id: neurons_relations/f00999 .* data folder"):
+        evaluate_run(run, judge=KnowingJudge(rows), out=tmp_path / "out", progress=False)
+
+
+def test_domain_iou_comes_from_the_domain_scorer(rows, tmp_path, monkeypatch):
+    calls = []
+
+    def score_domain(predictions, rows_):
+        calls.append((list(predictions), [r["function_id"] for r in rows_]))
+        iou = [1.0 if p == "good" else (None if p == "" else 0.25) for p in predictions]
+        return {"domain_iou": sum(v or 0.0 for v in iou) / len(iou), "parse_rate": 1.0, "iou": iou,
+                "status": ["ok"] * len(iou)}
+
+    monkeypatch.setitem(sys.modules, DOMAIN_MODULE, types.SimpleNamespace(score_domain=score_domain))
+    run = tmp_path / "run"
+    write_run_info(run)
+    a, b = rows["numeric"][:2]
+    write_episode(run, "numeric", "aia", a, domain="good", code=a["code"])
+    write_episode(run, "numeric", "aia", b, domain="so-so", code=b["code"])
+    write_episode(run, "numeric", "aia+milan", a, code=a["code"])  # no domain.txt
+    result = evaluate_run(run, out=tmp_path / "out", progress=False)  # numeric only: no judge is loaded
+    assert calls == [(["good", "so-so"], [a["function_id"], b["function_id"]]), ([""], [a["function_id"]])]
+    assert result["scores"]["numeric"]["aia"]["domain_iou"] == pytest.approx(0.625)
+    assert result["scores"]["numeric"]["aia+milan"]["domain_iou"] == 0.0
+    _, table = read_csv(tmp_path / "out" / "per_function.csv")
+    assert [r["domain_iou"] for r in table] == ["1.0", "0.25", ""]
+
+
+def test_domain_iou_with_the_real_domain_scorer(tmp_path):
+    domain = pytest.importorskip(DOMAIN_MODULE)
+    corrupted = [r for r in load_rows("numeric") if r["subcategory"] == "corruption"][:2]
+    run = tmp_path / "run"
+    write_run_info(run)
+    for row in corrupted:
+        low, high = domain.corrupted_interval(row)
+        write_episode(run, "numeric", "aia", row, domain=f"The function behaves unexpectedly on [{low}, {high}].")
+        write_episode(run, "numeric", "milan", row, domain="all real numbers")
+    result = evaluate_run(run, out=tmp_path / "out", progress=False)  # no code.py: nothing runs in the sandbox
+    assert result["scores"]["numeric"]["aia"] == {"nmse_success": 0.0, "mean_nmse": None, "domain_iou": 1.0}
+    assert result["scores"]["numeric"]["milan"]["domain_iou"] == 0.0
+
+
+# ----------------------------------------------------------------------------------- errors
+
+
+def test_errors_name_the_field(rows, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError, match="run_dir: nothing to score"):
+        load_interpretations(empty)
+    with pytest.raises(FileNotFoundError, match="run_dir"):
+        load_interpretations(tmp_path / "absent")
+
+    row = rows["numeric"][0]
+    bad_cat = tmp_path / "bad_cat"
+    write_episode(bad_cat, "numerics", "aia", row, code="x")
+    with pytest.raises(ValueError, match="category: unknown category folder 'numerics'"):
+        load_interpretations(bad_cat)
+
+    bad_method = tmp_path / "bad_method"
+    write_episode(bad_method, "numeric", "aia", row, code="x")
+    (bad_method / "numeric" / "gpt4" / "f00001").mkdir(parents=True)
+    with pytest.raises(ValueError, match="method: unknown method folder"):
+        load_interpretations(bad_method)
+
+    bad_episode = tmp_path / "bad_episode"
+    write_episode(bad_episode, "numeric", "aia", row, code="x")
+    (bad_episode / "numeric" / "aia" / "function-1").mkdir()
+    with pytest.raises(ValueError, match="fNNNNN"):
+        load_interpretations(bad_episode)
+
+    mixed = tmp_path / "mixed"
+    write_episode(mixed, "numeric", "aia", row, code="x")
+    write_episode(mixed, "strings", None, rows["strings"][0], code="x")
+    with pytest.raises(ValueError, match="mixes layouts"):
+        load_interpretations(mixed)
+
+    with pytest.raises(ValueError, match="method must be one of"):
+        load_interpretations(bad_method, method="gpt")
+
+    no_name = tmp_path / "no_name"
+    write_episode(no_name, "numeric", "aia", row, code="x")
+    (no_name / "run.json").write_text(json.dumps({"seed": 0}))
+    with pytest.raises(ValueError, match=r"run.json\['interpreter'\]"):
+        evaluate_run(no_name, out=tmp_path / "o1", progress=False)
+    (no_name / "run.json").write_text(json.dumps({"interpreter": "x", "seed": "zero"}))
+    with pytest.raises(ValueError, match=r"run.json\['seed'\]"):
+        evaluate_run(no_name, out=tmp_path / "o2", progress=False)
+
+    run = tmp_path / "run"
+    write_run_info(run)
+    write_episode(run, "numeric", "aia", {"function_id": "numeric/f99999"}, code="x")
+    with pytest.raises(ValueError, match=r"function_id: numeric/f99999 .*procedural data \(seed 0\)"):
+        evaluate_run(run, out=tmp_path / "o3", progress=False)
+    with pytest.raises(ValueError, match="out: .* would replace the run folder"):
+        evaluate_run(run, out=run, progress=False)
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "keep.txt").write_text("mine")
+    with pytest.raises(ValueError, match="out: .* holds other files"):
+        evaluate_run(run, out=busy, progress=False)
+    assert (busy / "keep.txt").read_text() == "mine"
+    with pytest.raises(ValueError, match="judge_mode"):
+        evaluate_run(run, out=tmp_path / "o4", judge_mode="vote", progress=False)
+
+
+# ------------------------------------------------------------------------------- scoreboard
+
+
+def test_scoreboard_renders_missing_values_as_dashes():
+    assert len(TABLE2_COLUMNS) == 9 and all(len(v) == 9 for v in PAPER_TABLE2.values())
+    assert list(PAPER_TABLE2) == ["GPT-4", "GPT-3.5", "Llama-2-70b-chat"]
+    scores = {"numeric": {"aia": {"nmse_success": 0.5, "mean_nmse": None, "domain_iou": None}},
+              "neurons_relations": {"milan": {"unit_test_accuracy": math.nan}}}
+    assert table2_cells(scores) == [0.5] + [None] * 8
+    text = render_table("a|b", scores, counts={"numeric": {"aia": 2}}, notes=["hello"])
+    run_row = next(line for line in text.splitlines() if "(this run)" in line)
+    assert run_row.startswith("| **a\\|b** (this run) | **0.50** | — |")
+    assert "Functions scored in this run: numeric code (NMSE<0.1): 2." in text and "- hello" in text
+
+
+# ------------------------------------------------------------------------------------- CLI
+
+
+def test_cli_evaluate_prints_the_table(rows, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, DOMAIN_MODULE, None)
+    run = tmp_path / "run"
+    write_run_info(run, interpreter="cli-interp")
+    row = rows["numeric"][2]
+    write_episode(run, "numeric", "aia", row, code=row["code"])
+    assert cli.main(["evaluate", str(run)]) == 0  # numeric only: the default judge is never loaded
+    out = capsys.readouterr().out
+    assert "| **cli-interp** (this run) | **1.00** |" in out and "| GPT-4 |" in out
+    assert out == (run / "scores" / "table.md").read_text()
+    assert sorted(p.name for p in (run / "scores").iterdir()) == ["per_function.csv", "scores.json", "table.md"]
+    assert cli.main(["evaluate", str(run)]) == 0  # rerun replaces its own scores folder
+    capsys.readouterr()
+
+
+def test_cli_evaluate_arguments_and_errors(monkeypatch, tmp_path, capsys):
+    import findbench.interpret.evaluate as evaluate
+
+    seen = {}
+
+    def fake(run_dir, **kw):
+        seen.update(run_dir=run_dir, **kw)
+        if kw["judge"] == "embedded-evaluator":
+            raise FileNotFoundError("embedded-evaluator is not trained yet: run `findbench train-evaluator`")
+        return {"table": "| table |\n"}
+
+    monkeypatch.setattr(evaluate, "evaluate_run", fake)
+    assert cli.main(["evaluate", "r", "--judge", "embedded", "--judge-mode", "pmi", "--method", "milan",
+                     "--data", "d", "--judge-cache", "c.sqlite", "--out", "o"]) == 0
+    assert seen == {"run_dir": "r", "data": "d", "judge": "embedded", "judge_mode": "pmi", "judge_model": None,
+                    "method": "milan", "out": "o", "judge_cache": "c.sqlite"}
+    assert capsys.readouterr().out == "| table |\n"
+    seen.clear()
+    assert cli.main(["evaluate", str(tmp_path / "r")]) == 2
+    assert seen["out"] == str(tmp_path / "r" / "scores") and seen["judge"] == "embedded-evaluator"
+    assert "findbench evaluate: error: embedded-evaluator is not trained yet" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.parse_args(["evaluate", "r", "--method", "gpt"])
+
+
+# ------------------------------------------------------------------------------ real judge
+
+
+@pytest.mark.slow
+def test_embedded_judge_scores_a_run(rows, tmp_path):
+    run = tmp_path / "run"
+    write_run_info(run)
+    row = rows["neurons_entities"][0]
+    write_episode(run, "neurons_entities", "aia", row, description=row["description"])
+    result = evaluate_run(run, judge="embedded", out=tmp_path / "out", progress=False)
+    value = result["scores"]["neurons_entities"]["aia"]["unit_test_accuracy"]
+    assert 0.0 <= value <= 1.0
+    assert "in `logprob` mode" in result["table"]

@@ -1,0 +1,189 @@
+"""The text protocol: commands, answers and reply lines (no function runs here)."""
+
+from __future__ import annotations
+
+import pytest
+
+from findbench.find.export import format_pairs
+from findbench.interpret.protocol import (
+    UNRECOGNIZED_REPLY,
+    Answer,
+    CallError,
+    Command,
+    format_answer,
+    format_reply,
+    malformed_reply,
+    parse_answer,
+    parse_commands,
+)
+
+
+def inputs(text: str) -> list[tuple[str, ...]]:
+    return [c.inputs for c in parse_commands(text)]
+
+
+# ----------------------------------------------------------------------------------- commands
+@pytest.mark.parametrize("text, expected", [
+    # FIND's own form, with the script name
+    ("PYTHON(function.py 1 2 3)", [("1", "2", "3")]),
+    ("COMMAND: PYTHON(function.py -128 0.5 1e3)", [("-128", "0.5", "1e3")]),
+    # spaces: inside the parentheses and before them
+    ("PYTHON( function.py   1    2 )", [("1", "2")]),
+    ("PYTHON (function.py 7)", [("7",)]),
+    # commas outside quotes separate values, inside quotes they stay
+    ("PYTHON(function.py 1, 2, 3)", [("1", "2", "3")]),
+    ("PYTHON(function.py,1,2)", [("1", "2")]),
+    ('PYTHON(function.py "a, b" c)', [("a, b", "c")]),
+    # shell-style quoting
+    ('PYTHON(function.py "hello world" \'it\'\'s\')', [("hello world", "its")]),
+    ('PYTHON(function.py "it\'s" \'say "hi"\')', [("it's", 'say "hi"')]),
+    (r"PYTHON(function.py it\'s a\ b)", [("it's", "a b")]),
+    ('PYTHON(function.py "" x)', [("", "x")]),
+    ("PYTHON(function.py #hashtag a#b)", [("#hashtag", "a#b")]),
+    # parentheses inside a value: balanced, or quoted
+    ("PYTHON(function.py f(x) (a))", [("f(x)", "(a)")]),
+    ('PYTHON(function.py ")" "(")', [(")", "(")]),
+    # the script as a path, after `python`, or missing
+    ("PYTHON(./temp/function.py 4)", [("4",)]),
+    ("PYTHON(python function.py 4)", [("4",)]),
+    ('PYTHON("function.py" 4)', [("4",)]),
+    ("PYTHON(4 5)", [("4", "5")]),
+    # several commands, all run in order, across lines and in prose
+    ("First PYTHON(function.py 1) then\nPYTHON(function.py a b)\nand PYTHON(function.py 2).", [("1",), ("a", "b"), ("2",)]),
+    # multi-line arguments
+    ("PYTHON(function.py\n  1\n  2)", [("1", "2")]),
+])
+def test_commands(text, expected):
+    assert inputs(text) == expected
+    assert not any(c.malformed for c in parse_commands(text))
+
+
+def test_command_records_its_text():
+    (cmd,) = parse_commands('I will try PYTHON(function.py "a b" c) now.')
+    assert cmd == Command('PYTHON(function.py "a b" c)', ("a b", "c"))
+    assert not cmd.malformed
+
+
+@pytest.mark.parametrize("text", [
+    "",
+    "I think the function doubles its input.",
+    "python(function.py 1 2)",           # lower case is prose
+    "Python(function.py 1)",
+    "MYPYTHON(function.py 1)",           # not a word of its own
+    "RUN(function.py 1) EXEC(ls)",       # other commands are not commands
+    "```python\nprint(function(3))\n```",
+    "\x00\x01 garbage ))) (((",
+])
+def test_no_command(text):
+    assert parse_commands(text) == []
+
+
+@pytest.mark.parametrize("text, error", [
+    ("PYTHON(function.py 1 2", "missing closing parenthesis"),
+    ("PYTHON(function.py)", "no inputs"),
+    ("PYTHON()", "no inputs"),
+    ("PYTHON(function.py don't)", "No closing quotation"),
+    ('PYTHON(function.py "open)', "No closing quotation"),
+])
+def test_malformed_commands(text, error):
+    (cmd,) = parse_commands(text)
+    assert cmd.malformed and error in cmd.error and cmd.inputs == ()
+    reply = malformed_reply(cmd)
+    assert reply.startswith("Response: Error in PYTHON(") and error in reply
+
+
+def test_malformed_command_does_not_hide_the_next_one():
+    cmds = parse_commands("PYTHON(function.py 1\nthen PYTHON(function.py 2)")
+    assert [c.malformed for c in cmds] == [True, False] and cmds[1].inputs == ("2",)
+    assert cmds[0].text == "PYTHON(function.py 1"
+    cmds = parse_commands("PYTHON(function.py don't) and PYTHON(function.py 3)")
+    assert [c.malformed for c in cmds] == [True, False] and cmds[1].inputs == ("3",)
+
+
+@pytest.mark.parametrize("text, expected", [
+    # shell syntax is just text: each token is a value, nothing else
+    ("PYTHON(function.py; cat /etc/passwd)", ("function.py;", "cat", "/etc/passwd")),
+    ("PYTHON(function.py $(id))", ("$(id)",)),
+    ("PYTHON(function.py `id` && rm -rf / | tee x > y)", ("`id`", "&&", "rm", "-rf", "/", "|", "tee", "x", ">", "y")),
+    ("PYTHON(../../etc/passwd)", ("../../etc/passwd",)),
+    ("PYTHON(function.py --help -c 'import os')", ("--help", "-c", "import os")),
+])
+def test_shell_syntax_is_plain_values(text, expected):
+    (cmd,) = parse_commands(text)
+    assert cmd.inputs == expected
+
+
+def test_parse_commands_type_error():
+    with pytest.raises(TypeError, match="text"):
+        parse_commands(None)
+
+
+# ------------------------------------------------------------------------------------ answers
+def test_answer_with_all_parts_code_is_last_fenced_block_after_code():
+    text = (
+        "Let me think.\n```python\nnot_this = 1\n```\n"
+        "[DESCRIPTION]: The function doubles x and subtracts 1.\n"
+        "[DOMAIN]: Defined everywhere; between 10 and 20 it returns noise.\n"
+        "[CODE]:\n```python\ndef first(x):\n    return x\n```\nBetter:\n```python\ndef function(x):\n    return 2 * x - 1\n```\n"
+    )
+    ans = parse_answer(text)
+    assert ans == Answer(
+        description="The function doubles x and subtracts 1.",
+        domain="Defined everywhere; between 10 and 20 it returns noise.",
+        code="def function(x):\n    return 2 * x - 1",
+    )
+
+
+def test_answer_missing_parts():
+    assert parse_answer("[DESCRIPTION]: sports teams") == Answer("sports teams", None, None)
+    ans = parse_answer("[DESCRIPTION]: reverses the string\n[CODE]: def function(x): return x[::-1]")
+    assert ans == Answer("reverses the string", None, None)       # code only counts in a fenced block
+    ans = parse_answer("[DESCRIPTION]:\n[DOMAIN]:")
+    assert ans == Answer("", "", None)
+
+
+def test_answer_marker_variants():
+    ans = parse_answer("**[DESCRIPTION]:** capitals of countries\n**[DOMAIN]:** not for Asia")
+    assert ans == Answer("capitals of countries", "not for Asia", None)
+    ans = parse_answer("[DESCRIPTION]\nUppercases x.\n[CODE]\n``` python\ndef f(x):\n    return x.upper()\n```")
+    assert ans == Answer("Uppercases x.", None, "def f(x):\n    return x.upper()")
+    # the last [DESCRIPTION] wins; sections end at the next marker whatever its kind
+    ans = parse_answer("[DESCRIPTION]: draft\n[CODE]:\n```\ndef f(x): return 1\n```\n[DESCRIPTION]: final")
+    assert ans == Answer("final", None, "def f(x): return 1")
+
+
+def test_answer_code_cut_by_the_token_limit():
+    ans = parse_answer("[DESCRIPTION]: squares\n[CODE]:\n```python\ndef function(x):\n    return x ** 2\n")
+    assert ans.code == "def function(x):\n    return x ** 2"
+
+
+@pytest.mark.parametrize("text", [
+    "",
+    "PYTHON(function.py 1 2)",
+    "I will write the [DESCRIPTION] after a few more experiments.",   # a mention, not a marker
+    "[DOMAIN]: everything\n[CODE]:\n```\nx\n```",
+    "[description]: lower case is not the marker",
+])
+def test_not_an_answer(text):
+    assert parse_answer(text) is None
+
+
+def test_format_answer_round_trips():
+    for answer in [Answer("d"), Answer("d", "dom"), Answer("multi\nline", None, "def function(x):\n    return x"),
+                   Answer("d", "a [bracket] here", "import numpy as np\n\ndef function(x):\n    return np.sin(x)")]:
+        assert parse_answer(format_answer(answer.description, answer.domain, answer.code)) == answer
+    with pytest.raises(TypeError, match="description"):
+        format_answer(None)
+
+
+# ------------------------------------------------------------------------------------ replies
+def test_reply_format_matches_format_pairs():
+    xs, ys = [1.0, -2.5, 1e20], [3.0, 0.123456, float("nan")]
+    assert format_reply(xs, ys) == "Response: " + format_pairs(xs, ys)
+    assert format_reply(["a b", "c"], ["A B", ""]) == "Response: Function input - output pairs: (a b, A B) (c, )"
+    mixed = format_reply([1.0, "abc"], [2.0, CallError("not a number")])
+    assert mixed == "Response: Function input - output pairs: (1, 2) (abc, error: not a number)"
+    assert format_reply([1.0], [2.0], note="(note)").endswith("(1, 2) (note)")
+    with pytest.raises(ValueError, match="length"):
+        format_reply([1.0], [])
+    assert UNRECOGNIZED_REPLY.startswith("Response: Unrecognized command") and "PYTHON(function.py" in UNRECOGNIZED_REPLY

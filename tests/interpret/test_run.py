@@ -1,0 +1,223 @@
+"""Run folders: layout, resume after an interruption, concurrency, the LM cache, the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from findbench import cli
+from findbench.interpret.episode import Episode
+from findbench.interpret.run import EPISODE_FILES, LM_CACHE, episode_dir, run_interpretations, summarize_run
+
+
+def episode_folders(out):
+    return sorted(p for p in out.glob("*/*/f*") if p.is_dir())
+
+
+def no_temporaries(out) -> bool:
+    return not [p for p in out.rglob(".*") if p.name != LM_CACHE]
+
+
+def test_oracle_run_folder_layout(data_dir, by_id, tmp_path):
+    out = run_interpretations(data_dir, "oracle", limit=2, out=tmp_path / "run", progress=False)
+    info = json.loads((out / "run.json").read_text())
+    assert info["interpreter"] == "oracle" and info["protocol"] == "text" and info["rounds"] == 20 and info["seed"] == 0
+    assert info["data"] == str(data_dir.resolve()) and info["source"] == "data" and info["findbench_version"]
+    assert info["configs"] == ["numeric", "strings", "neurons_entities", "neurons_relations"] and info["methods"] == ["aia"]
+    folders = episode_folders(out)
+    assert [f.relative_to(out).as_posix() for f in folders] == [
+        f"{c}/aia/f0000{i}" for c in ("neurons_entities", "neurons_relations", "numeric", "strings") for i in (0, 1)
+    ]
+    for folder in folders:
+        assert sorted(p.name for p in folder.iterdir()) == sorted(EPISODE_FILES)
+        category = folder.parent.parent.name
+        row = by_id[f"{category}/{folder.name}"]
+        assert (folder / "description.txt").read_text() == row["description"].strip() + "\n"
+        code = (folder / "code.py").read_text()
+        assert code.strip() == (row["code"] or "").strip()
+        domain = (folder / "domain.txt").read_text()
+        assert bool(domain) == (category in ("numeric", "neurons_relations"))
+        ep = Episode.from_dict(json.loads((folder / "episode.json").read_text()))
+        assert ep.function_id == row["function_id"] and ep.finished and ep.method == "aia"
+        assert ep.messages[-1]["role"] == "assistant"
+    assert no_temporaries(out)
+    summary = summarize_run(out)
+    assert [(s["category"], s["method"], s["episodes"], s["answered"]) for s in summary] == [
+        (c, "aia", 2, 2) for c in ("numeric", "strings", "neurons_entities", "neurons_relations")
+    ]
+
+
+def test_random_run_and_functions_filter(data_dir, by_id, tmp_path):
+    fids = ["strings/f00003", "neurons_relations/f00010", "neurons_relations/f00011"]
+    out = run_interpretations(data_dir, "random", functions=fids, out=tmp_path / "run", seed=3, progress=False)
+    assert json.loads((out / "run.json").read_text())["configs"] == ["strings", "neurons_relations"]
+    for fid in fids:
+        text = (episode_dir(out, fid, "aia") / "description.txt").read_text().strip()
+        assert text and text != by_id[fid]["description"].strip()
+    assert len(episode_folders(out)) == 3
+
+
+class FailingChat:
+    """Answers at once; raises on call number ``fail_at`` (1-based), if given."""
+
+    def __init__(self, fail_at=None):
+        self.fail_at, self.calls = fail_at, 0
+
+    async def __call__(self, messages):
+        self.calls += 1
+        if self.fail_at is not None and self.calls == self.fail_at:
+            raise RuntimeError("connection lost")
+        await asyncio.sleep(0.001)
+        return "PYTHON(function.py 1)" if len(messages) == 2 else "[DESCRIPTION]: a guess"
+
+
+@pytest.mark.parametrize("max_connections", [1, 3])
+def test_resume_after_an_interruption(max_connections, data_dir, tmp_path):
+    out = tmp_path / "run"
+    kwargs = dict(configs=["strings", "neurons_relations"], limit=4, out=out, max_connections=max_connections, progress=False)
+    total = 8  # episodes; each takes two chat calls
+    first = FailingChat(fail_at=7)
+    with pytest.raises(RuntimeError, match="connection lost"):
+        run_interpretations(data_dir, first, **kwargs)
+    done = episode_folders(out)
+    assert 1 <= len(done) < total and no_temporaries(out)
+    for folder in done:
+        assert sorted(p.name for p in folder.iterdir()) == sorted(EPISODE_FILES)
+    second = FailingChat()
+    run_interpretations(data_dir, second, **kwargs)
+    assert second.calls == 2 * (total - len(done))
+    assert len(episode_folders(out)) == total and no_temporaries(out)
+    third = FailingChat()
+    run_interpretations(data_dir, third, **kwargs)
+    assert third.calls == 0
+    # more functions later: only the new ones run
+    fourth = FailingChat()
+    run_interpretations(data_dir, fourth, **{**kwargs, "limit": 5})
+    assert fourth.calls == 2 * 2
+
+
+def test_resume_refuses_other_settings(data_dir, tmp_path):
+    out = tmp_path / "run"
+    run_interpretations(data_dir, "oracle", configs="strings", limit=1, out=out, progress=False)
+    for change in ({"rounds": 5}, {"seed": 1}, {"interpreter": "random"}, {"rows_or_data": None}):
+        args = {"rows_or_data": data_dir, "interpreter": "oracle", **change}
+        with pytest.raises(ValueError, match="out: .* other settings"):
+            run_interpretations(args.pop("rows_or_data"), args.pop("interpreter"), configs="strings", limit=1, out=out,
+                                progress=False, **args)
+    # methods and configs may grow
+    run_interpretations(data_dir, "oracle", configs="neurons_entities", methods="aia,milan", limit=1, out=out, progress=False)
+    info = json.loads((out / "run.json").read_text())
+    assert info["configs"] == ["strings", "neurons_entities"] and info["methods"] == ["aia", "milan"]
+
+
+def test_episodes_run_concurrently_up_to_max_connections(data_dir, tmp_path):
+    state = {"now": 0, "peak": 0}
+
+    async def chat(messages):
+        state["now"] += 1
+        state["peak"] = max(state["peak"], state["now"])
+        await asyncio.sleep(0.02)
+        state["now"] -= 1
+        return "[DESCRIPTION]: x"
+
+    run_interpretations(data_dir, chat, configs="strings", limit=8, out=tmp_path / "a", max_connections=3, progress=False)
+    assert state["peak"] == 3
+    state["peak"] = 0
+    run_interpretations(data_dir, chat, configs="strings", limit=8, out=tmp_path / "b", max_connections=1, progress=False)
+    assert state["peak"] == 1
+
+
+def test_milan_methods(data_dir, tmp_path):
+    out = run_interpretations(data_dir, "oracle", methods=["milan", "aia+milan"], limit=1, out=tmp_path / "run", progress=False)
+    assert json.loads((out / "run.json").read_text())["configs"] == ["neurons_entities", "neurons_relations"]
+    assert [f.relative_to(out).as_posix() for f in episode_folders(out)] == [
+        "neurons_entities/aia+milan/f00000", "neurons_entities/milan/f00000",
+        "neurons_relations/aia+milan/f00000", "neurons_relations/milan/f00000",
+    ]
+    ep = json.loads((out / "neurons_entities" / "milan" / "f00000" / "episode.json").read_text())
+    assert ep["calls"][0]["command"] == "exemplars" and ep["max_rounds"] == 2
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"methods": "aia,bogus"}, "methods"),
+    ({"methods": []}, "methods"),
+    ({"methods": "milan", "configs": "numeric"}, "methods"),
+    ({"methods": "aia+milan", "configs": "strings,neurons_entities"}, "methods"),
+    ({"configs": "numeric,images"}, "configs"),
+    ({"limit": 0}, "limit"),
+    ({"rounds": 0}, "rounds"),
+    ({"max_connections": 0}, "max_connections"),
+    ({"max_tokens": -1}, "max_tokens"),
+    ({"functions": "strings/f99999"}, "functions"),
+    ({"functions": "strings/7"}, "functions"),
+    ({"functions": "strings/f00001", "configs": "numeric"}, "functions"),
+    ({"interpreter": ""}, "interpreter"),
+])
+def test_bad_arguments_name_the_field(kwargs, field, data_dir, tmp_path):
+    args = {"interpreter": "oracle", **kwargs}
+    with pytest.raises(ValueError, match=field):
+        run_interpretations(data_dir, args.pop("interpreter"), out=tmp_path / "run", progress=False, **args)
+    with pytest.raises(TypeError, match="interpreter"):
+        run_interpretations(data_dir, 42, out=tmp_path / "run", progress=False)
+    with pytest.raises(TypeError, match="rows_or_data"):
+        run_interpretations({"function_id": "strings/f00000"}, "oracle", out=tmp_path / "run", progress=False)
+
+
+def test_rows_given_directly(rows, tmp_path):
+    out = run_interpretations(rows["strings"][:3] + rows["numeric"][:1], "oracle", out=tmp_path / "run", progress=False)
+    info = json.loads((out / "run.json").read_text())
+    assert info["source"] == "rows" and info["data"] is None and info["configs"] == ["numeric", "strings"]
+    assert len(episode_folders(out)) == 4
+
+
+class CountingLM:
+    name = "counting-lm"
+
+    def __init__(self):
+        self.generated = 0
+
+    def generate(self, conversations, *, max_new_tokens=64, temperature=0.0, progress=False):
+        self.generated += len(conversations)
+        return ["PYTHON(function.py abc)" if len(c) == 2 else "[DESCRIPTION]: my guess" for c in conversations]
+
+    def candidate_logprobs(self, conversations, candidates, *, assistant_prefix="", progress=False):
+        raise NotImplementedError
+
+
+def test_lm_interpreter_uses_a_request_cache_under_out(data_dir, tmp_path):
+    out = tmp_path / "run"
+    lm = CountingLM()
+    run_interpretations(data_dir, lm, configs="strings", limit=3, out=out, max_connections=2, progress=False)
+    # the first turn is the same request for every string function (greedy: the same reply),
+    # so the cache answers it after the first episode: 1 + 3 second turns
+    assert lm.generated == 4 and (out / LM_CACHE).is_file()
+    assert json.loads((out / "run.json").read_text())["interpreter"] == "counting-lm"
+    # an episode lost after the fact is redone from the cache, without the LM
+    import shutil
+
+    shutil.rmtree(episode_dir(out, "strings/f00001", "aia"))
+    again = CountingLM()
+    run_interpretations(data_dir, again, configs="strings", limit=3, out=out, progress=False)
+    assert again.generated == 0 and len(episode_folders(out)) == 3
+    ep = json.loads((episode_dir(out, "strings/f00001", "aia") / "episode.json").read_text())
+    assert ep["answer"]["description"] == "my guess" and ep["rounds"] == 2
+
+
+def test_cli_interpret(data_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    rc = cli.main(["interpret", "--interpreter", "oracle", "--data", str(data_dir), "--configs", "strings,neurons_relations",
+                   "--method", "aia", "--limit", "2", "--out", str(out), "--max-connections", "2"])
+    assert rc == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == f"wrote {out}"
+    assert printed[1].startswith("strings/aia: 2 episodes, 2 answered") and printed[2].startswith("neurons_relations/aia: 2 episodes")
+    assert len(episode_folders(out)) == 4
+    rc = cli.main(["interpret", "--interpreter", "oracle", "--data", str(data_dir), "--configs", "numeric", "--method", "milan",
+                   "--out", str(tmp_path / "other")])
+    assert rc == 2 and "methods" in capsys.readouterr().err
+    args = cli.parse_args(["interpret"])
+    assert (args.interpreter, args.method, args.rounds, args.out, args.max_connections, args.data) == (
+        "embedded", ["aia"], 20, "outputs/interpret", 4, None)
+    assert cli.parse_args(["interpret", "--method", "milan,aia+milan", "--functions", "a/f1, b/f2"]).method == ["milan", "aia+milan"]
