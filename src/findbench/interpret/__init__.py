@@ -1,7 +1,7 @@
 """Interpreting FIND functions and scoring the interpretations (FIND §3, Table 2).
 
 An *interpreter* is an agent that experiments on a black-box function and then describes it.
-This package is FIND's interpreter harness, without any agent framework:
+This package is FIND's interpreter harness; its core needs no agent framework:
 
 - :mod:`~findbench.interpret.protocol`: the text protocol. The agent writes
   ``PYTHON(function.py x1 x2 ...)`` commands; the harness replies
@@ -16,9 +16,15 @@ This package is FIND's interpreter harness, without any agent framework:
 - :mod:`~findbench.interpret.references`: ``oracle`` and ``random`` interpreters (no LM).
 - :mod:`~findbench.interpret.run`: many episodes, concurrently, into a resumable run folder
   ``<out>/<category>/<method>/fNNNNN/`` (``findbench interpret``).
+- :mod:`~findbench.interpret.inspect_tasks`: the same episodes on Inspect (the ``interpret``
+  extra): task ``findbench/find_interpret``, its solver and scorers, the ``findbench/<spec>``
+  model API, and ``findbench interpret --engine inspect``. Not imported here (it imports
+  ``inspect_ai``); Inspect finds it through the ``inspect_ai`` entry point.
 
 The run folders are scored by :mod:`findbench.interpret.evaluate` (rendered as Table 2 by
-:mod:`findbench.interpret.scoreboard`), which are not imported here.
+:mod:`findbench.interpret.scoreboard`), and a scored run is drawn as ``report.html`` with its
+figures by :mod:`findbench.interpret.report` (``findbench report``); none of the three is
+imported here.
 """
 
 from __future__ import annotations

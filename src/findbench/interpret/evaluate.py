@@ -378,7 +378,10 @@ def _check_out(out: Path, run_dir: Path) -> None:
     if out.exists():
         if not out.is_dir():
             raise ValueError(f"out: {out} exists and is not a folder")
-        others = sorted(p.name for p in out.iterdir() if p.name not in OUTPUT_FILES)
+        # the report (findbench report / evaluate --report) writes report.html and PNG figures
+        # beside the scores; they describe the old scores and go with them
+        others = sorted(p.name for p in out.iterdir()
+                        if p.name not in OUTPUT_FILES and p.name != "report.html" and not (p.suffix == ".png" and p.is_file()))
         if others:
             raise ValueError(f"out: {out} holds other files ({', '.join(others[:5])}); it is replaced as a whole, so "
                              f"give a new folder or one holding only {', '.join(OUTPUT_FILES)}")

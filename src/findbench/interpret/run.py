@@ -38,7 +38,17 @@ from findbench.interpret.protocol import METHODS, NEURON_CATEGORIES, PROTOCOL
 from findbench.interpret.references import REFERENCE_INTERPRETERS, answer_chat, oracle_answer, random_answer
 from findbench.schema import CATEGORIES, parse_function_id
 
-__all__ = ["RUN_INFO", "LM_CACHE", "EPISODE_FILES", "run_interpretations", "episode_dir", "summarize_run"]
+__all__ = [
+    "RUN_INFO",
+    "LM_CACHE",
+    "EPISODE_FILES",
+    "run_interpretations",
+    "episode_dir",
+    "is_complete_episode",
+    "write_episode",
+    "record_run_info",
+    "summarize_run",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +77,27 @@ def _write_episode(folder: Path, episode: Episode) -> None:
         (tmp / "code.py").write_text(episode.code + ("\n" if episode.code else ""), encoding="utf-8")
         text = json.dumps(episode.to_dict(), indent=2, ensure_ascii=False, allow_nan=False)
         (tmp / "episode.json").write_text(text + "\n", encoding="utf-8")
+
+
+def is_complete_episode(folder: str | os.PathLike) -> bool:
+    """Whether ``folder`` holds every file of :data:`EPISODE_FILES` (a finished episode)."""
+    return _is_complete(Path(folder))
+
+
+def write_episode(out: str | os.PathLike, episode: Episode) -> Path:
+    """Write ``episode`` to its folder of the run ``out`` (``<out>/<category>/<method>/fNNNNN``,
+    replaced at once) as :func:`run_interpretations` does; return the folder. For run folders
+    written by other drivers (the Inspect engine, :mod:`findbench.interpret.inspect_tasks`)."""
+    folder = episode_dir(out, episode.function_id, episode.method)
+    _write_episode(folder, episode)
+    return folder
+
+
+def record_run_info(out: str | os.PathLike, info: dict[str, Any]) -> None:
+    """Write ``<out>/run.json`` from ``info``, or check it against the one there (resuming):
+    ValueError when a setting that changes answers differs; ``methods`` and ``configs`` are
+    merged. ``info`` holds the fields :func:`run_interpretations` records."""
+    _check_run_info(Path(out).resolve(), info)
 
 
 # ---------------------------------------------------------------------------------- arguments

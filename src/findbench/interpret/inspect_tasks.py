@@ -1,0 +1,718 @@
+"""FIND's interpreter harness on Inspect (``inspect-ai``, the ``interpret`` extra).
+
+Inspect supplies the parts around an episode: model providers, concurrency limits, retries,
+token accounting, transcripts and ``.eval`` logs (read them with ``inspect view``). The
+episode itself is findbench's: the solver hands :func:`findbench.interpret.episode.run_episode`
+a chat that calls Inspect's model, so prompts, the text command protocol and the function
+calls are those of ``findbench interpret --engine native``.
+
+What this module registers (importing it registers them; Inspect imports it through the
+``inspect_ai`` entry point of the findbench distribution, :mod:`findbench.interpret._inspect_registry`):
+
+- task ``findbench/find_interpret``: one :class:`~inspect_ai.dataset.Sample` per FIND function
+  (id: the function id, metadata: the dataset row and the method), solved by
+  :func:`find_agent` and scored by the scorers below::
+
+      inspect eval findbench/find_interpret -T configs=strings -T limit=2 --model hf/local -M model_path=<folder>
+
+- solver :func:`find_agent`: one episode; the :class:`~findbench.interpret.episode.Episode`
+  record goes to the sample's store under :data:`STORE_KEY`, the conversation to the
+  sample's messages, the parsed answer (in the protocol's format) to its output.
+- scorers, thin wrappers over findbench's scoring functions: :func:`nmse_success` (numeric,
+  :func:`~findbench.find.code_scoring.score_nmse`), :func:`exact_match` (strings,
+  :func:`~findbench.find.code_scoring.score_exact_match`), :func:`domain_iou` (numeric,
+  :func:`findbench.find.domain.score_domain`) and :func:`unit_test_accuracy` (strings and
+  neurons, :func:`findbench.judge.judge_unit_tests`). Interpreter code runs in findbench's
+  sandbox, never in this process. A scorer gives no score for a category it does not apply to.
+- model API ``findbench``: ``--model findbench/<spec>`` answers with a findbench LM
+  (:func:`findbench.lm.load_lm`: ``embedded``, a folder, a Hub id; a server URL with
+  ``-M model=<served name>``, or ``--model findbench/<served name> --model-base-url <URL>``).
+  ``-M cache=<file>`` puts findbench's sqlite request cache
+  (:class:`~findbench.lm.cache.CachedLM`) around it, so a rerun after an interruption does
+  not repeat finished requests.
+
+:func:`run_inspect_interpretations` (``findbench interpret --engine inspect``) runs the task
+with Inspect's ``eval()`` and writes the usual run folder from the logs, so
+``findbench evaluate`` scores it unchanged.
+
+The protocol is FIND's text protocol (:data:`~findbench.interpret.protocol.PROTOCOL`) with
+every model: native tool calls are not offered (SmolLM2's chat template has no tool support).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from inspect_ai import Task, task
+from inspect_ai.dataset import MemoryDataset, Sample
+from inspect_ai.model import (
+    ChatMessage,
+    ChatMessageAssistant,
+    ChatMessageSystem,
+    ChatMessageUser,
+    GenerateConfig,
+    ModelAPI,
+    ModelOutput,
+    ModelUsage,
+    get_model,
+    modelapi,
+)
+from inspect_ai.scorer import Score, Target, mean, scorer, stderr
+from inspect_ai.solver import Generate, TaskState, solver
+from inspect_ai.tool import ToolChoice, ToolInfo
+
+from findbench._version import __version__
+from findbench.interpret.episode import DEFAULT_MAX_TOKENS, DEFAULT_ROUNDS, ChatReply, Episode, run_episode
+from findbench.interpret.prompts import check_method
+from findbench.interpret.protocol import METHODS, NEURON_CATEGORIES, PROTOCOL, format_answer
+from findbench.interpret.references import REFERENCE_INTERPRETERS, oracle_answer, random_answer
+from findbench.interpret.run import LM_CACHE, episode_dir, is_complete_episode, record_run_info, write_episode
+from findbench.schema import CATEGORIES, parse_function_id
+
+__all__ = [
+    "ENGINE",
+    "STORE_KEY",
+    "TASK_NAME",
+    "LOG_DIR",
+    "find_interpret",
+    "find_samples",
+    "find_agent",
+    "inspect_chat",
+    "nmse_success",
+    "exact_match",
+    "domain_iou",
+    "unit_test_accuracy",
+    "FindbenchModelAPI",
+    "findbench_model_api",
+    "to_chat_messages",
+    "from_chat_messages",
+    "inspect_model_name",
+    "episodes_from_log",
+    "run_inspect_interpretations",
+]
+
+#: ``engine`` of run folders written from Inspect logs.
+ENGINE = "inspect"
+#: Key of the episode record (``Episode.to_dict()``) in a sample's store.
+STORE_KEY = "findbench_episode"
+#: The task's registry name (``inspect eval findbench/find_interpret``).
+TASK_NAME = "findbench/find_interpret"
+#: Folder of the ``.eval`` logs inside a run folder.
+LOG_DIR = "logs"
+
+
+# ----------------------------------------------------------------------------------- messages
+
+
+def to_chat_messages(messages: Iterable[Mapping[str, str]]) -> list[ChatMessage]:
+    """findbench's ``{"role", "content"}`` dicts as Inspect chat messages."""
+    kinds = {"system": ChatMessageSystem, "user": ChatMessageUser, "assistant": ChatMessageAssistant}
+    out: list[ChatMessage] = []
+    for i, m in enumerate(messages):
+        role = m.get("role")
+        if role not in kinds:
+            raise ValueError(f"messages[{i}]['role'] must be one of {tuple(kinds)}, got {role!r}")
+        out.append(kinds[role](content=str(m.get("content", ""))))
+    return out
+
+
+def from_chat_messages(messages: Iterable[ChatMessage]) -> list[dict[str, str]]:
+    """Inspect chat messages as findbench dicts (text content only; tool messages, which the
+    text protocol never produces, are refused)."""
+    out = []
+    for i, m in enumerate(messages):
+        if m.role not in ("system", "user", "assistant"):
+            raise ValueError(f"messages[{i}]: role {m.role!r} is not part of FIND's text protocol")
+        out.append({"role": m.role, "content": m.text})
+    return out
+
+
+def _usage_dict(usage: ModelUsage | None) -> dict[str, int] | None:
+    if usage is None:
+        return None
+    return {k: v for k, v in usage.model_dump().items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+def inspect_chat(model: Any = None) -> Any:
+    """An episode chat over an Inspect model (the task's model when None): each turn is one
+    ``generate`` call, so it is logged, retried, rate-limited and counted by Inspect; the
+    reply carries the call's token usage."""
+
+    async def chat(messages: list[dict[str, str]], max_tokens: int | None = None) -> ChatReply:
+        active = get_model(model)
+        config = GenerateConfig(max_tokens=max_tokens) if max_tokens is not None else GenerateConfig()
+        output = await active.generate(to_chat_messages(messages), config=config)
+        return ChatReply(output.completion, usage=_usage_dict(output.usage))
+
+    return chat
+
+
+# ------------------------------------------------------------------------------------ dataset
+
+
+def _as_list(name: str, value: Any) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, Iterable) or not all(isinstance(v, str) for v in value):
+        raise TypeError(f"{name} must be a list of strings or a comma-separated string, got {value!r}")
+    return list(dict.fromkeys(value))
+
+
+def _check_int(name: str, value: Any, low: int | None, *, optional: bool = False) -> None:
+    if optional and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or (low is not None and value < low):
+        raise ValueError(f"{name} must be an int{f' >= {low}' if low is not None else ''}{' or None' if optional else ''}, got {value!r}")
+
+
+def _json_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row as plain JSON values (the log stores sample metadata as JSON)."""
+    return json.loads(json.dumps(dict(row), default=lambda v: v.tolist() if hasattr(v, "tolist") else str(v)))
+
+
+def find_samples(
+    configs: Sequence[str] | str | None = None,
+    method: str = "aia",
+    *,
+    limit: int | None = None,
+    functions: Sequence[str] | str | None = None,
+    data: str | os.PathLike | None = None,
+    seed: int = 0,
+    interpreter: str | None = None,
+) -> list[Sample]:
+    """One sample per FIND function: id the function id, metadata ``{"row", "method"}``.
+
+    ``configs`` default to every category (``aia``) or the neuron ones (MILAN methods), less
+    those ``functions`` leave out; ``limit`` keeps the first functions of each config;
+    ``interpreter`` ``"oracle"`` / ``"random"`` adds the reference answer to the metadata
+    (the solver then answers with it, no model is called).
+    """
+    check_method(method, "neurons_entities")
+    function_list = _as_list("functions", functions)
+    for f in function_list or []:
+        try:
+            parse_function_id(f)
+        except ValueError as exc:
+            raise ValueError(f"functions: {exc}") from None
+    config_list = _as_list("configs", configs)
+    if config_list is None:
+        config_list = [c for c in CATEGORIES if method == "aia" or c in NEURON_CATEGORIES]
+        if function_list:
+            config_list = [c for c in config_list if any(parse_function_id(f)[0] == c for f in function_list)]
+    if not config_list:
+        raise ValueError(f"configs: give at least one of {CATEGORIES}")
+    for c in config_list:
+        if c not in CATEGORIES:
+            raise ValueError(f"configs: unknown config {c!r}; choose from {CATEGORIES}")
+        try:
+            check_method(method, c)
+        except ValueError as exc:
+            raise ValueError(f"method: {exc}") from None
+    _check_int("limit", limit, 1, optional=True)
+    _check_int("seed", seed, None)
+    if interpreter is not None and interpreter not in REFERENCE_INTERPRETERS:
+        raise ValueError(f"interpreter must be one of {REFERENCE_INTERPRETERS} or None (the task's model), got {interpreter!r}")
+
+    from findbench.find import load_rows
+
+    wanted = set(function_list or [])
+    samples: list[Sample] = []
+    found: set[str] = set()
+    for category in config_list:
+        pool = load_rows(category, seed=seed, data=data)
+        rows = [r for r in pool if not wanted or r["function_id"] in wanted]
+        if limit is not None:
+            rows = rows[:limit]
+        for row in rows:
+            found.add(row["function_id"])
+            metadata: dict[str, Any] = {"row": _json_row(row), "method": method}
+            if interpreter == "oracle":
+                answer = oracle_answer(row)
+            elif interpreter == "random":
+                answer = random_answer(row, pool, seed=seed)
+            if interpreter is not None:
+                metadata["reference_answer"] = format_answer(answer.description, answer.domain, answer.code)
+            samples.append(Sample(input=f"Interpret the FIND function {row['function_id']} (method {method}).",
+                                  target=str(row.get("description") or ""), id=row["function_id"], metadata=metadata))
+    missing = sorted(f for f in wanted - found if parse_function_id(f)[0] in config_list)
+    if missing:
+        where = f"data folder {data}" if data is not None else f"procedural data (seed {seed})"
+        raise ValueError(f"functions: {missing} are not in the {where}")
+    stray = sorted(f for f in wanted if parse_function_id(f)[0] not in config_list)
+    if stray:
+        raise ValueError(f"functions: {stray} are not in configs {config_list}")
+    return samples
+
+
+# ------------------------------------------------------------------------------------- solver
+
+
+@solver
+def find_agent(rounds: int = DEFAULT_ROUNDS, max_tokens: int | None = None, seed: int = 0):
+    """One FIND episode per sample with the task's model (or the sample's reference answer).
+
+    The episode's record is stored under :data:`STORE_KEY`; the sample's messages become the
+    episode's conversation and its output the parsed answer (empty when the round limit came
+    first).
+    """
+    _check_int("rounds", rounds, 1)
+    _check_int("max_tokens", max_tokens, 1, optional=True)
+
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        row, method = state.metadata["row"], state.metadata["method"]
+        reference = state.metadata.get("reference_answer")
+        if reference is not None:
+            async def chat(messages: list[dict[str, str]], max_tokens: int | None = None) -> str:
+                return reference
+        else:
+            chat = inspect_chat()
+        episode = await run_episode(row, chat, method=method, rounds=rounds, max_tokens=max_tokens, seed=seed)
+        state.store.set(STORE_KEY, episode.to_dict())
+        state.messages = to_chat_messages(episode.messages)
+        answer = format_answer(episode.description, episode.answer.domain, episode.answer.code) if episode.answer else ""
+        state.output = ModelOutput.from_content(model=str(state.model), content=answer)
+        return state
+
+    return solve
+
+
+def _episode(state: TaskState) -> Episode:
+    record = state.store.get(STORE_KEY)
+    if record is None:
+        raise ValueError(f"sample {state.sample_id}: no episode in the store under {STORE_KEY!r} (solve it with find_agent)")
+    return Episode.from_dict(record)
+
+
+# ------------------------------------------------------------------------------------ scorers
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+@scorer(metrics=[mean(), stderr()])
+def nmse_success():
+    """Numeric functions: 1.0 when the answer's code has NMSE below FIND's threshold
+    (:func:`~findbench.find.code_scoring.score_nmse`, run in the sandbox), else 0.0; the
+    NMSE itself in the score's metadata (None for inf: no code, failure)."""
+    from findbench.find.code_scoring import NMSE_THRESHOLD, score_nmse
+
+    async def score(state: TaskState, target: Target) -> Score | None:
+        row = state.metadata["row"]
+        if row["category"] != "numeric":
+            return None
+        code = _episode(state).code
+        value = math.inf
+        if code.strip():
+            value = float((await asyncio.to_thread(score_nmse, [code], [row["code"]]))["nmse"][0])
+        return Score(value=float(value < NMSE_THRESHOLD), answer=code, explanation=f"NMSE {value}",
+                     metadata={"nmse": _finite(value)})
+
+    return score
+
+
+@scorer(metrics=[mean(), stderr()])
+def exact_match():
+    """String functions: the share of the row's test inputs on which the answer's code returns
+    the ground truth's output (:func:`~findbench.find.code_scoring.score_exact_match`, run in
+    the sandbox); 0.0 without code."""
+    from findbench.find.code_scoring import score_exact_match
+
+    async def score(state: TaskState, target: Target) -> Score | None:
+        row = state.metadata["row"]
+        if row["category"] != "strings":
+            return None
+        code = _episode(state).code
+        value = 0.0
+        if code.strip():
+            out = await asyncio.to_thread(score_exact_match, [code], [row["code"]], [list(row["test_inputs"])])
+            value = float(out["per_function"][0])
+        return Score(value=value, answer=code)
+
+    return score
+
+
+@scorer(metrics=[mean(), stderr()])
+def domain_iou():
+    """Numeric functions: IoU of the answer's ``[DOMAIN]`` with the corrupted interval
+    (:func:`findbench.find.domain.score_domain`)."""
+    from findbench.find.domain import score_domain
+
+    async def score(state: TaskState, target: Target) -> Score | None:
+        row = state.metadata["row"]
+        if row["category"] != "numeric":
+            return None
+        domain = _episode(state).domain
+        out = await asyncio.to_thread(score_domain, [domain], [row])
+        return Score(value=float(out["iou"][0]), answer=domain, metadata={"status": out["status"][0]})
+
+    return score
+
+
+def _load_judge(judge: Any, judge_model: str | None, judge_cache: str | None) -> Any:
+    from findbench.lm import load_lm
+
+    if not isinstance(judge, (str, os.PathLike)):
+        return load_lm(judge, cache=judge_cache)
+    spec = os.fspath(judge)
+    kwargs: dict[str, Any] = {"model": judge_model} if spec.startswith(("http://", "https://")) else {"batch_size": 16}
+    return load_lm(spec, cache=judge_cache, **kwargs)
+
+
+def _check_judge(judge: Any) -> None:
+    """Fail before any episode runs when a registered judge (``embedded-evaluator``) is not
+    available, rather than at the first score."""
+    if not isinstance(judge, str) or judge.startswith(("http://", "https://")) or Path(judge).is_dir():
+        return
+    from findbench.models import REGISTRY, resolve
+
+    if judge in REGISTRY:
+        try:
+            resolve(judge)
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(f"judge: {exc}; or pass judge=none (-T judge=none) to leave descriptions unscored "
+                                    "here (findbench evaluate scores them later)") from None
+
+
+@scorer(metrics=[mean(), stderr()])
+def unit_test_accuracy(judge: Any = "embedded-evaluator", judge_mode: str | None = None, judge_model: str | None = None,
+                       judge_cache: str | None = None):
+    """Strings and neurons: the share of the row's unit tests the judge answers right from the
+    answer's description (:func:`findbench.judge.judge_unit_tests`).
+
+    ``judge`` is a spec for :func:`findbench.lm.load_lm` (loaded on the first score, once per
+    scorer) or an LM instance; ``judge_mode`` defaults to the mode a trained judge records.
+    Calls to the judge run one at a time.
+    """
+    from findbench.judge import judge_mode_of, judge_unit_tests, normalize_unit_test
+
+    mode = judge_mode or judge_mode_of(judge)
+    lock = threading.Lock()
+    loaded: list[Any] = []
+
+    def run(description: str, tests: list[dict], category: str) -> float:
+        with lock:
+            if not loaded:
+                loaded.append(_load_judge(judge, judge_model, judge_cache))
+            out = judge_unit_tests(loaded[0], [description], [tests], category, mode=mode)
+        return float(out["per_function"][0])
+
+    async def score(state: TaskState, target: Target) -> Score | None:
+        row = state.metadata["row"]
+        if row["category"] == "numeric" or not row.get("unit_tests"):
+            return None
+        description = _episode(state).description
+        tests = [normalize_unit_test(t) for t in row["unit_tests"]]
+        value = await asyncio.to_thread(run, description, tests, row["category"])
+        return Score(value=value, answer=description, metadata={"judge_mode": mode})
+
+    return score
+
+
+# --------------------------------------------------------------------------------------- task
+
+
+@task
+def find_interpret(
+    configs: str | list[str] | None = None,
+    method: str = "aia",
+    limit: int | None = None,
+    functions: str | list[str] | None = None,
+    rounds: int = DEFAULT_ROUNDS,
+    data: str | None = None,
+    seed: int = 0,
+    max_tokens: int | None = None,
+    interpreter: str | None = None,
+    judge: Any = "embedded-evaluator",
+    judge_mode: str | None = None,
+    judge_model: str | None = None,
+    judge_cache: str | None = None,
+) -> Task:
+    """FIND's interpretation task (FIND §3, Table 2) for one method.
+
+    Args:
+        configs: categories (comma-separated or a list); default: all (``aia``) or the neuron
+            ones (MILAN methods).
+        method: ``aia``, ``milan`` or ``aia+milan``.
+        limit: first ``limit`` functions per config; ``functions``: function ids to keep.
+        rounds: most model turns per episode; ``max_tokens``: per-turn limit (None: the
+            model's ``GenerateConfig``).
+        data: dataset folder written by ``findbench build`` (default: procedural rows of ``seed``).
+        seed: procedural rows and numeric noise.
+        interpreter: ``oracle`` / ``random`` answer with ground truth (no model call); None
+            uses the eval's model.
+        judge: unit-test judge spec (or LM); ``None`` or ``"none"`` leaves the description
+            unscored (``findbench evaluate`` scores it later). Loaded only when scored.
+        judge_mode, judge_model, judge_cache: as ``findbench evaluate``'s.
+    """
+    samples = find_samples(configs, method, limit=limit, functions=functions, data=data, seed=seed, interpreter=interpreter)
+    present = {s.metadata["row"]["category"] for s in samples}
+    scorers = []
+    if "numeric" in present:
+        scorers += [nmse_success(), domain_iou()]
+    if "strings" in present:
+        scorers.append(exact_match())
+    if judge not in (None, "none") and present - {"numeric"}:
+        _check_judge(judge)
+        scorers.append(unit_test_accuracy(judge, judge_mode=judge_mode, judge_model=judge_model, judge_cache=judge_cache))
+    return Task(
+        dataset=MemoryDataset(samples, name="find"),
+        solver=find_agent(rounds=rounds, max_tokens=max_tokens, seed=seed),
+        scorer=scorers or None,
+        metadata={"findbench_version": __version__, "protocol": PROTOCOL, "method": method},
+    )
+
+
+# ---------------------------------------------------------------------------------- model API
+
+
+def _thread_safe(lm: Any) -> bool:
+    from findbench.lm.cache import CachedLM
+    from findbench.lm.openai_lm import OpenAILM
+
+    return isinstance(lm.inner if isinstance(lm, CachedLM) else lm, OpenAILM)
+
+
+class FindbenchModelAPI(ModelAPI):
+    """Inspect's view of a findbench LM (``--model findbench/<spec>``).
+
+    Model args (``-M``): ``cache`` (sqlite file of :class:`~findbench.lm.cache.CachedLM`),
+    ``model`` (served model name, for URL specs), ``lm`` (an LM instance instead of a spec,
+    from Python), and backend options passed to :func:`findbench.lm.load_lm` (``batch_size``,
+    ``device``, ``dtype``, ...). Token usage is counted with the backend's tokenizer where it
+    has one (prompt rendered with the chat template), else estimated at 4 characters a token.
+
+    The LM is loaded on the first ``generate``: Inspect also builds providers just to look up
+    model information, and those must not load weights.
+    """
+
+    def __init__(self, model_name: str, base_url: str | None = None, api_key: str | None = None,
+                 config: GenerateConfig = GenerateConfig(), **model_args: Any) -> None:
+        super().__init__(model_name, base_url, api_key, [], config)
+        self._cache = model_args.pop("cache", None)
+        lm = model_args.pop("lm", None)
+        if base_url is not None:
+            model_args.setdefault("model", model_name)
+        self._spec = lm if lm is not None else (base_url or model_name)
+        self._options = model_args
+        self._lm: Any = None
+        self._load_lock = threading.Lock()
+        self._lock: threading.Lock | None = None
+
+    @property
+    def lm(self) -> Any:
+        """The findbench LM (loaded on first use)."""
+        with self._load_lock:
+            if self._lm is None:
+                from findbench.lm import load_lm
+
+                self._lm = load_lm(self._spec, cache=self._cache, **self._options)
+                self._lock = None if _thread_safe(self._lm) else threading.Lock()
+            return self._lm
+
+    def max_tokens(self) -> int | None:
+        return DEFAULT_MAX_TOKENS
+
+    def close(self) -> None:
+        close = getattr(self._lm, "close", None)
+        if callable(close):
+            close()
+
+    def _count(self, text: str, conversation: list[dict[str, str]] | None = None) -> int:
+        inner = getattr(self.lm, "inner", self.lm)
+        tokenizer, render = getattr(inner, "tokenizer", None), getattr(inner, "render", None)
+        if tokenizer is not None and callable(render):
+            rendered = render(conversation) if conversation is not None else text
+            return len(tokenizer(rendered, add_special_tokens=False)["input_ids"])
+        if conversation is not None:
+            text = "".join(m["content"] for m in conversation)
+        return max(1, math.ceil(len(text) / 4)) if text else 0
+
+    async def count_text_tokens(self, text: str) -> int:
+        return await asyncio.to_thread(self._count, text)
+
+    def _generate(self, messages: list[dict[str, str]], limit: int, temperature: float) -> tuple[str, int, int]:
+        lm = self.lm
+        if self._lock is None:
+            text = lm.generate([messages], max_new_tokens=limit, temperature=temperature)[0]
+        else:
+            with self._lock:
+                text = lm.generate([messages], max_new_tokens=limit, temperature=temperature)[0]
+        return text, self._count("", messages), self._count(text)
+
+    async def generate(self, input: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice,
+                       config: GenerateConfig) -> ModelOutput:
+        if tools:
+            raise ValueError("findbench models take FIND's text protocol only: no tools")
+        messages = from_chat_messages(input)
+        limit = config.max_tokens or DEFAULT_MAX_TOKENS
+        text, n_in, n_out = await asyncio.to_thread(self._generate, messages, limit, float(config.temperature or 0.0))
+        output = ModelOutput.from_content(model=self.model_name, content=text)
+        output.usage = ModelUsage(input_tokens=n_in, output_tokens=n_out, total_tokens=n_in + n_out)
+        return output
+
+
+@modelapi(name="findbench")
+def findbench_model_api() -> type[ModelAPI]:
+    """The ``findbench`` model API (``--model findbench/<spec>``)."""
+    return FindbenchModelAPI
+
+
+# ----------------------------------------------------------------------------- run folders
+
+
+def _inspect_providers() -> set[str]:
+    from inspect_ai._util.registry import registry_find, registry_unqualified_name
+
+    return {registry_unqualified_name(info) for info in
+            (getattr(o, "__registry_info__", None) for o in registry_find(lambda i: i.type == "modelapi")) if info is not None}
+
+
+def inspect_model_name(interpreter: str) -> str:
+    """The Inspect model for an interpreter: ``"none"`` for ``oracle`` / ``random`` (no model
+    is called); ``<provider>/<model>`` as is when Inspect knows the provider (``hf/local``,
+    ``mockllm/model``, ``openai-api/...``, ``vllm/...``, ``findbench/...``); any other spec
+    (``embedded``, a folder, a Hub id, a server URL) as ``findbench/<spec>``."""
+    if not isinstance(interpreter, str) or not interpreter.strip():
+        raise ValueError(f"interpreter must be a non-empty string, got {interpreter!r}")
+    if interpreter in REFERENCE_INTERPRETERS:
+        return "none"
+    head, sep, _ = interpreter.partition("/")
+    if sep and head and not interpreter.startswith(("http://", "https://")) and not Path(interpreter).exists():
+        if head in _inspect_providers():
+            return interpreter
+    return f"findbench/{interpreter}"
+
+
+def episodes_from_log(log: Any) -> list[Episode]:
+    """The episodes of a log's samples that finished without error (an ``EvalLog``, or the
+    path of a ``.eval`` / ``.json`` log)."""
+    if isinstance(log, (str, os.PathLike)):
+        from inspect_ai.log import read_eval_log
+
+        log = read_eval_log(os.fspath(log))
+    episodes = []
+    for sample in log.samples or []:
+        record = (sample.store or {}).get(STORE_KEY)
+        if sample.error is None and record is not None:
+            episodes.append(Episode.from_dict(record))
+    return episodes
+
+
+def _shown_args(args: Mapping[str, Any]) -> dict[str, Any]:
+    """Model args for run.json: JSON values as they are, anything else by its name."""
+    plain = (str, int, float, bool, type(None))
+    return {k: v if isinstance(v, plain) else getattr(v, "name", None) or type(v).__name__ for k, v in args.items()}
+
+
+def run_inspect_interpretations(
+    rows_or_data: str | os.PathLike | None = None,
+    interpreter: str = "embedded",
+    *,
+    methods: Sequence[str] | str = ("aia",),
+    configs: Sequence[str] | str | None = None,
+    limit: int | None = None,
+    functions: Sequence[str] | str | None = None,
+    rounds: int = DEFAULT_ROUNDS,
+    out: str | os.PathLike = "outputs/interpret",
+    seed: int = 0,
+    max_connections: int = 4,
+    max_tokens: int | None = None,
+    model: str | None = None,
+    model_args: Mapping[str, Any] | None = None,
+    display: str | None = None,
+) -> Path:
+    """:func:`findbench.interpret.run.run_interpretations` on Inspect: ``eval()`` of
+    :func:`find_interpret` (one task per method) with ``interpreter`` as the model, the
+    ``.eval`` logs in ``<out>/logs/``, then the run folder written from the logs.
+
+    ``interpreter`` is mapped by :func:`inspect_model_name`; findbench models get the run's
+    request cache (``<out>/lm-cache.sqlite``) and ``model`` (served name, URL specs).
+    Other Inspect models take their model args from ``model_args`` or, when that is empty,
+    from ``INSPECT_EVAL_MODEL_ARGS`` (e.g. ``model_path=<folder>`` for ``hf/local``).
+    ``max_connections`` is Inspect's limit of concurrent model calls; ``max_tokens`` the
+    per-turn limit (default :data:`~findbench.interpret.episode.DEFAULT_MAX_TOKENS`). A rerun
+    with the same ``out`` runs only the episodes without a folder. Samples that fail leave
+    no folder; RuntimeError names the log when a task did not finish.
+    """
+    from inspect_ai import eval as inspect_eval
+
+    method_list = _as_list("methods", methods)
+    if not method_list:
+        raise ValueError(f"methods: give at least one of {METHODS}")
+    for m in method_list:
+        if m not in METHODS:
+            raise ValueError(f"methods: unknown method {m!r}; choose from {METHODS}")
+    _check_int("rounds", rounds, 1)
+    _check_int("max_connections", max_connections, 1)
+    _check_int("max_tokens", max_tokens, 1, optional=True)
+    if rows_or_data is not None and not isinstance(rows_or_data, (str, os.PathLike)):
+        raise TypeError(f"rows_or_data must be a data folder or None with the inspect engine, got {type(rows_or_data).__name__}")
+    data = str(Path(rows_or_data).resolve()) if rows_or_data is not None else None
+    model_name = inspect_model_name(interpreter)
+    reference = interpreter if interpreter in REFERENCE_INTERPRETERS else None
+    out = Path(out)
+    args = dict(model_args or {})
+    if model_name.startswith("findbench/"):
+        args.setdefault("cache", str(out.resolve() / LM_CACHE))
+        if model is not None:
+            args.setdefault("model", model)
+    elif model is not None:
+        raise ValueError(f"model: the served model name applies to findbench server URLs; for {model_name!r} name the model "
+                         "in the interpreter (e.g. openai-api/<service>/<model>)")
+    tokens = max_tokens or DEFAULT_MAX_TOKENS
+
+    tasks, config_list = [], []
+    for m in method_list:
+        samples = find_samples(configs, m, limit=limit, functions=functions, data=data, seed=seed, interpreter=reference)
+        config_list += [c for c in CATEGORIES if c not in config_list and any(s.metadata["row"]["category"] == c for s in samples)]
+        pending = [str(s.id) for s in samples if not is_complete_episode(episode_dir(out, str(s.id), m))]
+        if pending:
+            tasks.append(find_interpret(configs=sorted({parse_function_id(f)[0] for f in pending}), method=m, functions=pending,
+                                        rounds=rounds, data=data, seed=seed, max_tokens=tokens, interpreter=reference, judge=None))
+    info = {
+        "interpreter": interpreter if reference else model_name,
+        "model": model,
+        "protocol": PROTOCOL,
+        "rounds": rounds,
+        "seed": seed,
+        "data": data,
+        "source": "data" if data is not None else "procedural",
+        "max_tokens": max_tokens,
+        "methods": method_list,
+        "configs": config_list,
+        "findbench_version": __version__,
+        "engine": ENGINE,
+        "inspect_model": model_name,
+        "inspect_model_args": _shown_args(args) if args else os.environ.get("INSPECT_EVAL_MODEL_ARGS") or None,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    old = out / "run.json"
+    if old.is_file():
+        engine = json.loads(old.read_text(encoding="utf-8")).get("engine", "native")
+        if engine != ENGINE:
+            raise ValueError(f"out: {out} holds a run of the {engine} engine; give a new folder for an inspect run")
+    record_run_info(out, info)
+    if not tasks:
+        return out
+
+    logs = inspect_eval(tasks, model=model_name, model_args=args, log_dir=str(out / LOG_DIR), max_connections=max_connections,
+                        display=display, log_format="eval")
+    unfinished = []
+    for log in logs:
+        for episode in episodes_from_log(log):
+            write_episode(out, episode)
+        if log.status != "success":
+            unfinished.append(f"{log.location} ({log.status}{': ' + log.error.message if log.error else ''})")
+    if unfinished:
+        raise RuntimeError(f"inspect eval did not finish: {'; '.join(unfinished)}; rerun with the same --out to run the rest")
+    return out

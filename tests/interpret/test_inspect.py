@@ -1,0 +1,411 @@
+"""The harness on Inspect: the task, solver, scorers, the findbench model API, the registry
+entry point and ``findbench interpret --engine inspect``.
+
+No LM is loaded: episodes are driven by Inspect's ``mockllm/model`` with scripted outputs,
+by a scripted findbench LM behind ``findbench/...``, or by the ``oracle`` interpreter; the
+unit-test judge is a scripted stand-in. Logs go to tmp_path and Inspect's display is off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("inspect_ai")
+
+from inspect_ai import eval as inspect_eval  # noqa: E402
+from inspect_ai.log import read_eval_log  # noqa: E402
+from inspect_ai.model import ChatMessageSystem, ChatMessageUser, ModelOutput, ModelUsage, get_model  # noqa: E402
+
+from findbench import cli  # noqa: E402
+from findbench.interpret import prompts  # noqa: E402
+from findbench.interpret.episode import DEFAULT_MAX_TOKENS  # noqa: E402
+from findbench.interpret.evaluate import evaluate_run  # noqa: E402
+from findbench.interpret.inspect_tasks import (  # noqa: E402
+    STORE_KEY,
+    TASK_NAME,
+    episodes_from_log,
+    find_interpret,
+    find_samples,
+    inspect_model_name,
+    run_inspect_interpretations,
+)
+from findbench.interpret.protocol import UNRECOGNIZED_REPLY, format_answer  # noqa: E402
+from findbench.interpret.references import oracle_answer  # noqa: E402
+from findbench.interpret.run import EPISODE_FILES, LM_CACHE, episode_dir, record_run_info, run_interpretations, write_episode  # noqa: E402
+from findbench.judge import normalize_unit_test, render_judge_prompt  # noqa: E402
+
+# Inspect's own retry set-up warns on every model call (a tenacity deprecation).
+pytestmark = pytest.mark.filterwarnings("ignore:The 'initial' parameter is deprecated:DeprecationWarning")
+
+#: The scripted experiment per function: its command's inputs.
+INPUTS = {"numeric/f00000": ["1", "2.5", "-3"], "strings/f00000": ["hello", "two words"]}
+
+
+class KnowingJudge:
+    """A scripted judge: the right option for a ground-truth description's prompt, else "1"."""
+
+    name = "knowing-judge"
+
+    def __init__(self, rows):
+        self.answers: dict[str, int] = {}
+        for row in rows:
+            for ut in row.get("unit_tests") or []:
+                ut = normalize_unit_test(ut)
+                self.answers[render_judge_prompt(row["description"], ut, row["category"])[-1]["content"]] = ut["correct"]
+
+    def _pick(self, conversation) -> str:
+        return str(self.answers.get(conversation[-1]["content"], 1))
+
+    def generate(self, conversations, *, max_new_tokens=64, temperature=0.0, progress=False):
+        return [f"[ANSWER]: {self._pick(c)}" for c in conversations]
+
+    def candidate_logprobs(self, conversations, candidates, *, assistant_prefix="", progress=False):
+        return [[0.0 if cand == self._pick(c) else -5.0 for cand in candidates] for c in conversations]
+
+
+def oracle_text(row) -> str:
+    answer = oracle_answer(row)
+    return format_answer(answer.description, answer.domain, answer.code)
+
+
+def command(function_id: str) -> str:
+    return "PYTHON(function.py " + " ".join(f'"{x}"' for x in INPUTS[function_id]) + ")"
+
+
+def findbench_call(capsys, data_dir, function_id, values) -> str:
+    capsys.readouterr()
+    assert cli.main(["call", function_id, *values, "--data", str(data_dir)]) == 0
+    return capsys.readouterr().out.rstrip("\n")
+
+
+def scripted_outputs(by_id):
+    """mockllm outputs as a function of the conversation: the function's command on the first
+    turn, its ground truth on the second (samples run concurrently, so no fixed order)."""
+    prompt_of = {prompts.task_prompt(by_id[f]): f for f in INPUTS}
+
+    def outputs(input, tools, tool_choice, config):
+        fid = prompt_of[input[1].text]
+        text = command(fid) if len(input) == 2 else oracle_text(by_id[fid])
+        output = ModelOutput.from_content("mockllm/model", text)
+        output.usage = ModelUsage(input_tokens=10 * len(input), output_tokens=7, total_tokens=10 * len(input) + 7)
+        return output
+
+    return outputs
+
+
+# ------------------------------------------------------------------- a whole episode on mockllm
+
+
+@pytest.fixture(scope="module")
+def mock_log(data_dir, by_id, tmp_path_factory):
+    """One eval of numeric/f00000 and strings/f00000 with scripted mockllm outputs."""
+    logs_dir = tmp_path_factory.mktemp("inspect-logs")
+    rows = [by_id[f] for f in INPUTS]
+    model = get_model("mockllm/model", custom_outputs=scripted_outputs(by_id))
+    task = find_interpret(configs="numeric,strings", functions=list(INPUTS), data=str(data_dir), judge=KnowingJudge(rows))
+    [log] = inspect_eval(task, model=model, log_dir=str(logs_dir), display="none")
+    return log
+
+
+def test_episode_on_mockllm_transcript_and_replies(mock_log, data_dir, capsys):
+    assert mock_log.status == "success" and mock_log.eval.task == TASK_NAME
+    assert sorted(s.id for s in mock_log.samples) == sorted(INPUTS)
+    log = read_eval_log(mock_log.location)  # what is on disk
+    for sample in log.samples:
+        fid = sample.id
+        expected = "Response: " + findbench_call(capsys, data_dir, fid, INPUTS[fid])
+        # the transcript: two model calls, the second one sent the function's reply
+        calls = [e for e in sample.events if e.event == "model"]
+        assert len(calls) == 2
+        assert calls[1].input[-1].text == expected and calls[1].input[-2].text == command(fid)
+        # the sample's conversation is the episode's
+        assert [m.role for m in sample.messages] == ["system", "user", "assistant", "user", "assistant"]
+        assert sample.messages[3].text == expected
+        episode = sample.store[STORE_KEY]
+        assert episode["finished"] and episode["rounds"] == 2 and episode["protocol"] == "text"
+        assert episode["calls"][0]["inputs"] == INPUTS[fid]
+        # token usage summed over the two calls, as Inspect counted it
+        assert episode["usage"] == {"input_tokens": 20 + 40, "output_tokens": 14, "total_tokens": 74}
+        assert sample.output.completion.startswith("[DESCRIPTION]:")
+    assert log.stats.model_usage["mockllm/model"].input_tokens == 2 * 60
+
+
+def test_scorers_give_ground_truth_full_marks(mock_log):
+    scores = {s.id: {k: v.value for k, v in s.scores.items()} for s in mock_log.samples}
+    assert scores["numeric/f00000"] == {"nmse_success": 1.0, "domain_iou": 1.0}
+    assert scores["strings/f00000"] == {"exact_match": 1.0, "unit_test_accuracy": 1.0}
+    numeric = next(s for s in mock_log.samples if s.id == "numeric/f00000")
+    assert numeric.scores["nmse_success"].metadata["nmse"] == 0.0
+    results = {s.name: s.metrics["mean"].value for s in mock_log.results.scores}
+    assert results == {"nmse_success": 1.0, "domain_iou": 1.0, "exact_match": 1.0, "unit_test_accuracy": 1.0}
+
+
+def test_run_folder_from_the_log_is_scored_by_evaluate(mock_log, data_dir, by_id, tmp_path):
+    out = tmp_path / "run"
+    episodes = episodes_from_log(mock_log.location)
+    assert sorted(e.function_id for e in episodes) == sorted(INPUTS)
+    record_run_info(out, {"interpreter": "mockllm/model", "protocol": "text", "rounds": 20, "seed": 0, "data": str(data_dir),
+                          "methods": ["aia"], "configs": ["numeric", "strings"], "findbench_version": "test", "engine": "inspect"})
+    for episode in episodes:
+        folder = write_episode(out, episode)
+        assert folder == episode_dir(out, episode.function_id, "aia")
+        assert sorted(p.name for p in folder.iterdir()) == sorted(EPISODE_FILES)
+    result = evaluate_run(out, judge=KnowingJudge([by_id[f] for f in INPUTS]), out=tmp_path / "scores", progress=False)
+    assert result["scores"]["numeric"]["aia"]["nmse_success"] == 1.0
+    assert result["scores"]["numeric"]["aia"]["domain_iou"] == 1.0
+    assert result["scores"]["strings"]["aia"] == {"exact_match": 1.0, "unit_test_accuracy": 1.0}
+
+
+# ------------------------------------------------------------------ the findbench model provider
+
+
+class ScriptedLM:
+    """A findbench LM: a command on the first turn, an answer after; records its calls."""
+
+    name = "scripted-lm"
+
+    def __init__(self, answer="[DESCRIPTION]: adds a letter"):
+        self.answer = answer
+        self.limits: list[int] = []
+
+    def generate(self, conversations, *, max_new_tokens=64, temperature=0.0, progress=False):
+        self.limits += [max_new_tokens] * len(conversations)
+        return ["PYTHON(function.py abc)" if len(c) == 2 else self.answer for c in conversations]
+
+    def candidate_logprobs(self, conversations, candidates, *, assistant_prefix="", progress=False):
+        raise NotImplementedError
+
+
+def test_findbench_model_api_answers_through_a_findbench_lm(data_dir, tmp_path):
+    lm, cache = ScriptedLM(), tmp_path / "cache.sqlite"
+    task = find_interpret(configs="strings", limit=1, data=str(data_dir), max_tokens=37, judge=None)
+    model = get_model("findbench/scripted-lm", lm=lm, cache=str(cache), memoize=False)
+    [log] = inspect_eval(task, model=model, log_dir=str(tmp_path / "logs"), display="none")
+    assert log.status == "success" and log.eval.model == "findbench/scripted-lm"
+    [sample] = log.samples
+    episode = sample.store[STORE_KEY]
+    assert episode["finished"] and episode["answer"]["description"] == "adds a letter"
+    assert lm.limits == [37, 37]  # max_tokens reached the LM through GenerateConfig
+    usage = episode["usage"]
+    assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0
+    assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
+    assert cache.is_file()
+    # a new model over the same cache: every request is answered from it, the LM is not called
+    again = get_model("findbench/scripted-lm", lm=lm, cache=str(cache), memoize=False)
+    [log2] = inspect_eval(task, model=again, log_dir=str(tmp_path / "logs"), display="none")
+    assert log2.status == "success" and lm.limits == [37, 37]
+    assert log2.samples[0].store[STORE_KEY]["answer"] == episode["answer"]
+
+
+def test_findbench_model_api_loads_its_lm_on_first_use(tmp_path):
+    import asyncio
+
+    # Inspect builds providers to look up model information: that must not load weights
+    model = get_model("findbench/no-such-model-folder", memoize=False)
+    assert model.api._lm is None
+    lm = ScriptedLM()
+    model = get_model("findbench/scripted-lm", lm=lm, memoize=False)
+    output = asyncio.run(model.generate([ChatMessageSystem(content="s"), ChatMessageUser(content="u")]))
+    assert output.completion == "PYTHON(function.py abc)" and lm.limits == [DEFAULT_MAX_TOKENS]
+    assert output.usage.input_tokens == 1 and output.usage.output_tokens == 6  # 4 characters a token
+
+
+@pytest.mark.parametrize("interpreter, model", [
+    ("oracle", "none"),
+    ("random", "none"),
+    ("embedded", "findbench/embedded"),
+    ("HuggingFaceTB/SmolLM2-135M-Instruct", "findbench/HuggingFaceTB/SmolLM2-135M-Instruct"),
+    ("http://127.0.0.1:8000/v1", "findbench/http://127.0.0.1:8000/v1"),
+    ("hf/local", "hf/local"),
+    ("mockllm/model", "mockllm/model"),
+    ("openai-api/lab/some-model", "openai-api/lab/some-model"),
+    ("vllm/Qwen/Qwen2.5-7B-Instruct", "vllm/Qwen/Qwen2.5-7B-Instruct"),
+    ("findbench/embedded", "findbench/embedded"),
+])
+def test_interpreter_to_inspect_model(interpreter, model):
+    assert inspect_model_name(interpreter) == model
+
+
+def test_samples_and_their_arguments(data_dir):
+    samples = find_samples("strings,numeric", limit=2, data=str(data_dir))
+    assert [s.id for s in samples] == ["strings/f00000", "strings/f00001", "numeric/f00000", "numeric/f00001"]
+    assert samples[0].metadata["method"] == "aia" and samples[0].metadata["row"]["function_id"] == "strings/f00000"
+    json.dumps([s.metadata for s in samples])  # the log stores them as JSON
+    assert {s.metadata["row"]["category"] for s in find_samples(method="milan", data=str(data_dir))} == {
+        "neurons_entities", "neurons_relations"}
+    for kwargs, field in [({"configs": "images"}, "configs"), ({"configs": "numeric", "method": "milan"}, "method"),
+                          ({"limit": 0}, "limit"), ({"functions": "strings/f99999"}, "functions"),
+                          ({"interpreter": "psychic"}, "interpreter")]:
+        with pytest.raises(ValueError, match=field):
+            find_samples(data=str(data_dir), **kwargs)
+
+
+def test_milan_on_inspect(data_dir, tmp_path):
+    task = find_interpret(configs="neurons_relations", method="milan", limit=1, data=str(data_dir), interpreter="oracle", judge=None)
+    [log] = inspect_eval(task, model="none", log_dir=str(tmp_path / "logs"), display="none")
+    episode = log.samples[0].store[STORE_KEY]
+    assert log.status == "success" and episode["method"] == "milan" and episode["max_rounds"] == 2
+    assert episode["calls"][0]["command"] == "exemplars" and episode["finished"]
+
+
+# ---------------------------------------------------------------- findbench interpret --engine inspect
+
+
+def test_cli_engine_inspect_writes_a_run_folder_evaluate_scores(data_dir, by_id, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("INSPECT_DISPLAY", "none")
+    out = tmp_path / "run"
+    argv = ["interpret", "--engine", "inspect", "--interpreter", "oracle", "--configs", "numeric,strings", "--limit", "2",
+            "--data", str(data_dir), "--out", str(out), "--max-connections", "2"]
+    assert cli.main(argv) == 0
+    assert "numeric/aia: 2 episodes, 2 answered" in capsys.readouterr().out
+    info = json.loads((out / "run.json").read_text())
+    assert info["engine"] == "inspect" and info["protocol"] == "text" and info["interpreter"] == "oracle"
+    assert info["inspect_model"] == "none" and info["configs"] == ["numeric", "strings"] and info["data"] == str(data_dir.resolve())
+    assert len(list((out / "logs").glob("*.eval"))) == 1
+    folders = sorted(p.relative_to(out).as_posix() for p in out.glob("*/*/f*"))
+    assert folders == ["numeric/aia/f00000", "numeric/aia/f00001", "strings/aia/f00000", "strings/aia/f00001"]
+    judge = KnowingJudge([by_id[f"strings/f0000{i}"] for i in range(2)])
+    result = evaluate_run(out, judge=judge, out=tmp_path / "scores", progress=False)
+    assert result["scores"]["numeric"]["aia"]["nmse_success"] == 1.0
+    assert result["scores"]["strings"]["aia"] == {"exact_match": 1.0, "unit_test_accuracy": 1.0}
+    # a rerun runs nothing; a lost episode is run again, alone
+    assert cli.main(argv) == 0 and len(list((out / "logs").glob("*.eval"))) == 1
+    shutil.rmtree(episode_dir(out, "strings/f00001", "aia"))
+    assert cli.main(argv) == 0
+    [newest] = sorted((out / "logs").glob("*.eval"))[-1:]
+    assert [s.id for s in read_eval_log(str(newest)).samples] == ["strings/f00001"]
+    assert (episode_dir(out, "strings/f00001", "aia") / "episode.json").is_file()
+    # settings that change answers, or the other engine, need another folder
+    capsys.readouterr()
+    assert cli.main(argv + ["--rounds", "3"]) == 2
+    assert "other settings: rounds=20 (now 3)" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="model: the served model name"):
+        run_inspect_interpretations(data_dir, "mockllm/model", model="x", configs="strings", limit=1, out=tmp_path / "other")
+    run_interpretations(data_dir, "oracle", configs="strings", limit=1, out=tmp_path / "native", progress=False)
+    with pytest.raises(ValueError, match="native engine"):
+        run_inspect_interpretations(data_dir, "oracle", configs="strings", limit=1, out=tmp_path / "native")
+
+
+def test_engine_inspect_with_a_findbench_lm_and_its_cache(data_dir, tmp_path, monkeypatch):
+    import findbench.lm
+
+    lm, real_load_lm = ScriptedLM(), findbench.lm.load_lm
+
+    def load_lm(spec, *, cache=None, **kwargs):
+        return real_load_lm(lm, cache=cache) if spec == "scripted-lm" else real_load_lm(spec, cache=cache, **kwargs)
+
+    monkeypatch.setattr(findbench.lm, "load_lm", load_lm)
+    out = tmp_path / "run"
+    kwargs = dict(configs="strings", limit=3, out=out, max_tokens=21, display="none")
+    run_inspect_interpretations(data_dir, "scripted-lm", **kwargs)
+    info = json.loads((out / "run.json").read_text())
+    assert info["interpreter"] == info["inspect_model"] == "findbench/scripted-lm" and info["max_tokens"] == 21
+    assert info["inspect_model_args"] == {"cache": str((out / LM_CACHE).resolve())}
+    assert (out / LM_CACHE).is_file()
+    # the first turn is the same request for every string function: the cache answers it twice
+    assert lm.limits == [21] * 4
+    shutil.rmtree(episode_dir(out, "strings/f00002", "aia"))
+    run_inspect_interpretations(data_dir, "scripted-lm", **kwargs)
+    assert lm.limits == [21] * 4  # redone from the request cache
+    ep = json.loads((episode_dir(out, "strings/f00002", "aia") / "episode.json").read_text())
+    assert ep["finished"] and ep["answer"]["description"] == "adds a letter"
+
+
+# ---------------------------------------------------------------------------- the entry point
+
+
+#: Inspect's mockllm counts tokens with tiktoken's o200k_base encoding when an output has no
+#: usage, and tiktoken downloads that encoding on first use. This stand-in keeps the
+#: subprocess offline (the count only feeds mockllm's made-up usage).
+TIKTOKEN_STANDIN = '''
+class _Encoding:
+    def encode(self, text, **kwargs):
+        return text.split()
+
+
+def get_encoding(name):
+    return _Encoding()
+
+
+def encoding_for_model(name):
+    return _Encoding()
+'''
+
+
+def test_inspect_cli_finds_the_task_through_the_entry_point(data_dir, tmp_path):
+    inspect_cli = Path(sys.executable).with_name("inspect")
+    if not inspect_cli.is_file():
+        pytest.skip("the inspect command is not installed beside this Python")
+    empty, shim, logs = tmp_path / "empty", tmp_path / "shim", tmp_path / "logs"
+    empty.mkdir()
+    (shim / "tiktoken").mkdir(parents=True)
+    (shim / "tiktoken" / "__init__.py").write_text(TIKTOKEN_STANDIN)
+    env = {**os.environ, "PYTHONPATH": str(shim), "INSPECT_DISPLAY": "none"}
+    cmd = [str(inspect_cli), "eval", "findbench/find_interpret", "-T", "configs=strings", "-T", "limit=2", "-T", "rounds=2",
+           "-T", "judge=none", "-T", f"data={data_dir}", "--model", "mockllm/model", "--log-dir", str(logs)]
+    proc = subprocess.run(cmd, cwd=empty, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert list(empty.iterdir()) == []
+    [path] = logs.glob("*.eval")
+    log = read_eval_log(str(path))
+    assert log.status == "success" and log.eval.task == TASK_NAME
+    assert sorted(s.id for s in log.samples) == ["strings/f00000", "strings/f00001"]
+    for sample in log.samples:
+        episode = sample.store[STORE_KEY]
+        # mockllm's default reply is no command: the harness says so until the round limit
+        assert episode["stop_reason"] == "round_limit" and episode["rounds"] == 2
+        assert episode["messages"][3]["content"] == UNRECOGNIZED_REPLY
+        assert sample.scores["exact_match"].value == 0.0
+
+
+class FlakyLM(ScriptedLM):
+    """A ScriptedLM whose call number ``fail_at`` (1-based) raises, once."""
+
+    name = "flaky-lm"
+
+    def __init__(self, fail_at):
+        super().__init__()
+        self.fail_at, self.calls = fail_at, 0
+
+    def generate(self, conversations, **kwargs):
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise RuntimeError("connection lost")
+        return super().generate(conversations, **kwargs)
+
+
+def test_engine_inspect_resumes_after_a_failed_sample(data_dir, tmp_path, monkeypatch):
+    import findbench.lm
+
+    lm, real_load_lm = FlakyLM(fail_at=4), findbench.lm.load_lm
+    monkeypatch.setattr(findbench.lm, "load_lm", lambda spec, *, cache=None, **kw: real_load_lm(lm, cache=cache))
+    out = tmp_path / "run"
+    kwargs = dict(configs="strings", limit=4, out=out, max_connections=1, display="none")
+    with pytest.raises(RuntimeError, match="did not finish.*connection lost"):
+        run_inspect_interpretations(data_dir, "flaky-lm", **kwargs)
+    done = sorted(p.name for p in out.glob("strings/aia/f*"))
+    assert 1 <= len(done) < 4
+    for name in done:
+        assert (out / "strings" / "aia" / name / "episode.json").is_file()
+    run_inspect_interpretations(data_dir, "flaky-lm", **kwargs)
+    assert sorted(p.name for p in out.glob("strings/aia/f*")) == [f"f0000{i}" for i in range(4)]
+
+
+def test_a_missing_judge_fails_before_any_episode(data_dir, monkeypatch):
+    import findbench.models
+
+    def resolve(name):
+        raise FileNotFoundError(f"{name} is not trained yet")
+
+    monkeypatch.setattr(findbench.models, "resolve", resolve)
+    with pytest.raises(FileNotFoundError, match="judge: embedded-evaluator is not trained yet.*judge=none"):
+        find_interpret(configs="strings", limit=1, data=str(data_dir))
+    find_interpret(configs="numeric", limit=1, data=str(data_dir))  # numeric functions need no judge
+    find_interpret(configs="strings", limit=1, data=str(data_dir), judge="none")

@@ -1,0 +1,415 @@
+"""`findbench report`: the HTML report of a scored run, its figures, and the page in a browser.
+
+The runs are real ones on the small data folder of conftest.py: the ``oracle`` and ``random``
+reference interpreters (no LM), and a scripted chat that calls the numeric functions before
+answering with wrong code (so its episodes carry calls). They are scored by ``evaluate_run``
+with a scripted judge (right on ground-truth descriptions, option 1 otherwise) and drawn by
+``write_report``. The page is checked twice: its HTML with ``html.parser``, and as rendered by
+headless Chromium (a screenshot and the DOM after rendering). Chromium is installed by
+``make setup`` (scripts/setup.sh); without /usr/bin/chromium the browser test is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+from matplotlib.image import imread
+
+from findbench import cli
+from findbench.interpret.evaluate import evaluate_run
+from findbench.interpret.protocol import format_answer
+from findbench.interpret.report import (
+    REPORT_FILE,
+    call_points,
+    markdown_to_html,
+    numeric_curves,
+    plot_category,
+    plot_numeric,
+    write_report,
+)
+from findbench.interpret.run import run_interpretations
+from findbench.interpret.scoreboard import PAPER_TABLE2
+from findbench.judge import normalize_unit_test, render_judge_prompt
+
+CHROMIUM = Path("/usr/bin/chromium")
+CONFIGS = ["numeric", "strings", "neurons_relations"]
+WRONG_NUMERIC = "def interpretation(x):\n    return 3.0 * x + 40.0\n"
+CALLED = ["-50", "-10", "0", "15", "50", "250"]  # 250 lies outside the domain [-100, 100]
+
+
+class ScriptedJudge:
+    """The right option for a ground-truth description's prompt, else "1"."""
+
+    name = "scripted-judge"
+
+    def __init__(self, rows: dict[str, list[dict]]):
+        self.answers: dict[str, int] = {}
+        for category, group in rows.items():
+            if category == "numeric":
+                continue
+            for row in group:
+                for ut in row["unit_tests"]:
+                    ut = normalize_unit_test(ut)
+                    prompt = render_judge_prompt(row["description"], ut, category)[-1]["content"]
+                    self.answers[prompt] = ut["correct"]
+
+    def _pick(self, conversation) -> str:
+        return str(self.answers.get(conversation[-1]["content"], 1))
+
+    def generate(self, conversations, *, max_new_tokens=64, temperature=0.0, progress=False):
+        return [f"[ANSWER]: {self._pick(c)}" for c in conversations]
+
+    def candidate_logprobs(self, conversations, candidates, *, assistant_prefix="", progress=False):
+        return [[0.0 if cand == self._pick(c) else -5.0 for cand in candidates] for c in conversations]
+
+
+async def calling_chat(messages):
+    """Calls the function on CALLED first, then answers with wrong code."""
+    if not any(m["role"] == "assistant" for m in messages):
+        return "Let me look at a few values.\nPYTHON(function.py " + " ".join(CALLED) + ")"
+    return format_answer("A line with slope 3 and intercept 40.", "There is no unusual interval.", WRONG_NUMERIC)
+
+
+def _scored_run(root: Path, data_dir: Path, interpreter, rows, *, configs=CONFIGS, limit=3) -> Path:
+    run = run_interpretations(data_dir, interpreter, configs=configs, limit=limit, out=root, rounds=3, progress=False)
+    evaluate_run(run, judge=ScriptedJudge(rows), out=run / "scores", progress=False)
+    return run
+
+
+@pytest.fixture(scope="module")
+def oracle_run(tmp_path_factory, data_dir, rows) -> Path:
+    run = _scored_run(tmp_path_factory.mktemp("report") / "oracle", data_dir, "oracle", rows)
+    write_report(run)
+    return run
+
+
+@pytest.fixture(scope="module")
+def random_run(tmp_path_factory, data_dir, rows) -> Path:
+    run = _scored_run(tmp_path_factory.mktemp("report") / "random", data_dir, "random", rows)
+    write_report(run)
+    return run
+
+
+@pytest.fixture(scope="module")
+def calling_run(tmp_path_factory, data_dir, rows) -> Path:
+    return _scored_run(tmp_path_factory.mktemp("report") / "calling", data_dir, calling_chat, rows, configs=["numeric"], limit=None)
+
+
+class Page(HTMLParser):
+    """The parts of report.html the tests look at."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.tags: dict[str, int] = {}
+        self.images: list[str] = []
+        self.rows: list[list[str]] = []
+        self.headers: list[str] = []
+        self.details: list[str] = []  # the id of each <details>
+        self.roles: list[str] = []
+        self.text: list[str] = []
+        self._cell: list[str] | None = None
+        self._row: list[str] | None = None
+        self._role = False
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.tags[tag] = self.tags.get(tag, 0) + 1
+        if tag not in ("img", "meta", "br"):
+            self.stack.append(tag)
+        if tag == "img":
+            self.images.append(attrs.get("src", ""))
+        elif tag == "tr" and "table" in self.stack:
+            self._row = []
+        elif tag in ("td", "th") and self._row is not None:
+            self._cell = []
+        elif tag == "details":
+            self.details.append(attrs.get("id", ""))
+        elif tag == "div" and attrs.get("class") == "role":
+            self._role = True
+
+    def handle_endtag(self, tag):
+        if self.stack and self.stack[-1] == tag:
+            self.stack.pop()
+        if tag in ("td", "th") and self._cell is not None and self._row is not None:
+            self._row.append("".join(self._cell).strip())
+            if tag == "th":
+                self.headers.append(self._row[-1])
+            self._cell = None
+        elif tag == "tr" and self._row is not None:
+            if self._row and "th" not in self.stack:
+                self.rows.append(self._row)
+            self._row = None
+        elif tag == "div":
+            self._role = False
+
+    def handle_data(self, data):
+        self.text.append(data)
+        if self._cell is not None:
+            self._cell.append(data)
+        if self._role:
+            self.roles.append(data)
+
+
+def _parse(path: Path) -> Page:
+    page = Page()
+    page.feed(path.read_text(encoding="utf-8"))
+    page.close()
+    return page
+
+
+def _non_blank(path: Path) -> np.ndarray:
+    image = imread(path)
+    assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
+    rgb = image[..., :3].astype(float)
+    assert rgb.std() > 0.02  # more than one colour
+    assert (rgb < 0.5).mean() > 0.002  # some dark ink: lines, text
+    return image
+
+
+def _episodes(run: Path) -> list[Path]:
+    return sorted(p.parent for p in run.glob("*/*/f*/episode.json"))
+
+
+# --------------------------------------------------------------------------- files and HTML
+
+
+def test_report_files_and_html_structure(oracle_run):
+    scores = oracle_run / "scores"
+    report = scores / REPORT_FILE
+    assert report.is_file()
+    for category in CONFIGS:
+        _non_blank(scores / f"scores-{category}.png")
+    for folder in sorted((oracle_run / "numeric" / "aia").iterdir()):
+        _non_blank(scores / f"numeric-aia-{folder.name}.png")
+
+    page = _parse(report)
+    assert page.tags["html"] == page.tags["body"] == 1 and page.tags["table"] >= 1
+    # every image is a relative path to a file beside the page
+    assert page.images and all(not src.startswith(("/", "file:", "http")) for src in page.images)
+    assert all((scores / src).is_file() for src in page.images)
+    assert {f"scores-{c}.png" for c in CONFIGS} <= set(page.images)
+    # Table 2: the paper's rows and the run's row
+    assert page.headers[0] == "interpreter" and "numeric code (NMSE<0.1)" in page.headers
+    by_name = {row[0]: row[1:] for row in page.rows if row}
+    assert by_name["GPT-4"][:3] == ["0.33", "0.23", "0.82"]
+    assert set(PAPER_TABLE2) <= set(by_name)
+    assert by_name["oracle (this run)"][:3] == ["1.00", "1.00", "1.00"]
+    # a transcript per episode, messages labelled by role
+    assert len(page.details) == len(_episodes(oracle_run)) == 3 + 3 + 3
+    assert "t-numeric_f00000-aia" in page.details
+    assert {"system", "user", "assistant"} <= set(page.roles)
+    text = "".join(page.text)
+    assert "[DESCRIPTION]" in text and "f(x) = 2*x - 1" in text
+
+
+def test_wrong_code_run_scores_lower_and_is_drawn(random_run):
+    scores = random_run / "scores"
+    page = _parse(scores / REPORT_FILE)
+    by_name = {row[0]: row[1:] for row in page.rows if row}
+    assert by_name["random (this run)"][1] != "1.00"  # strings exact match of another function's code
+    for folder in sorted((random_run / "numeric" / "aia").iterdir()):
+        _non_blank(scores / f"numeric-aia-{folder.name}.png")
+
+
+def test_model_text_is_escaped(tmp_path, data_dir, rows):
+    """A FIND-layout folder (no episode.json): hostile text shows as text, not markup."""
+    run = tmp_path / "find-results"
+    folder = run / "numeric" / "f00000"
+    folder.mkdir(parents=True)
+    (folder / "description.txt").write_text("<script>document.title='pwned'</script> & <b>bold</b>")
+    (folder / "code.py").write_text(WRONG_NUMERIC)
+    evaluate_run(run, data=data_dir, out=tmp_path / "scores", progress=False)
+    report = write_report(run, tmp_path / "scores", data=data_dir, out=tmp_path / "report")
+    assert report == tmp_path / "report" / REPORT_FILE
+    source = report.read_text(encoding="utf-8")
+    assert "<script>" not in source and "<b>bold</b>" not in source
+    assert "&lt;script&gt;document.title=" in source
+    page = _parse(report)
+    assert page.tags.get("script") is None
+    assert page.details == ["t-numeric_f00000-aia"]
+    assert "no episode.json" in "".join(page.text)
+    assert (tmp_path / "report" / "numeric-aia-f00000.png").is_file()
+    assert not (tmp_path / "scores" / REPORT_FILE).exists()
+
+
+def test_calls_are_recorded_and_marked(calling_run):
+    episode = json.loads((calling_run / "numeric" / "aia" / "f00000" / "episode.json").read_text())
+    assert [c["inputs"] for c in episode["calls"]] == [CALLED]
+    points = call_points(episode["calls"])
+    assert [x for x, _ in points] == [float(v) for v in CALLED]
+    assert points[0] == (-50.0, -101.0)  # 2x - 1
+    report = write_report(calling_run)
+    page = _parse(report)
+    assert "function.py -50 -10 0 15 50 250" in "".join(page.text)  # the calls table of the transcript
+    _non_blank(report.parent / "numeric-aia-f00002.png")
+
+
+def test_errors_name_the_field(tmp_path, oracle_run):
+    with pytest.raises(FileNotFoundError, match="scores_dir: no scores.json"):
+        write_report(oracle_run, tmp_path / "nowhere")
+
+
+# ------------------------------------------------------------------------------------ browser
+
+
+def _chromium(*args: str, profile: Path) -> subprocess.CompletedProcess:
+    cmd = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+           f"--user-data-dir={profile}", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+
+
+def test_report_renders_in_chromium(oracle_run, tmp_path):
+    if not CHROMIUM.is_file():
+        pytest.skip("chromium is not installed (/usr/bin/chromium); run `make setup` to install it")
+    report = (oracle_run / "scores" / REPORT_FILE).resolve()
+    url = report.as_uri()
+    shot = tmp_path / "shot.png"
+    done = _chromium(f"--screenshot={shot}", "--window-size=1280,2000", "--hide-scrollbars", url, profile=tmp_path / "profile1")
+    assert shot.is_file(), f"no screenshot (rc {done.returncode}): {done.stderr[-2000:]}"
+    assert shot.stat().st_size > 20_000
+    image = _non_blank(shot)
+    assert image.shape[:2] == (2000, 1280)
+    # the figures were loaded: the run's bars are orange somewhere on the page
+    rgb = image[..., :3]
+    orange = (rgb[..., 0] > 0.9) & (np.abs(rgb[..., 1] - 0.5) < 0.08) & (rgb[..., 2] < 0.15)
+    assert orange.sum() > 200
+
+    dom = _chromium("--dump-dom", url, profile=tmp_path / "profile2")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    page = Page()
+    page.feed(dom.stdout)
+    by_name = {row[0]: row[1:] for row in page.rows if row}
+    assert by_name["GPT-4"][:3] == ["0.33", "0.23", "0.82"]
+    assert by_name["oracle (this run)"][:3] == ["1.00", "1.00", "1.00"]
+    assert len(page.details) == 9 and {"system", "assistant"} <= set(page.roles)
+    assert "[DESCRIPTION]" in "".join(page.text)
+
+
+# ------------------------------------------------------------------------------------ figures
+
+
+def _capture(monkeypatch) -> list[Figure]:
+    """Keep each Figure that is saved (it is still written to disk)."""
+    seen: list[Figure] = []
+    original = Figure.savefig
+
+    def savefig(self, *args, **kwargs):
+        seen.append(self)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    return seen
+
+
+def _legend(fig: Figure) -> list[str]:
+    return [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+
+
+def test_numeric_figure_oracle_and_wrong(by_id, tmp_path, monkeypatch):
+    seen = _capture(monkeypatch)
+    clean, corrupted = by_id["numeric/f00000"], by_id["numeric/f00002"]
+    curves = numeric_curves([clean, clean, corrupted], [clean["code"], WRONG_NUMERIC, corrupted["code"]])
+    oracle, wrong, oracle_corrupted = curves
+    assert len(oracle.x) == 401 and oracle.x[0] == -100.0 and oracle.x[-1] == 100.0
+    assert oracle.note is None and np.allclose(oracle.interpretation, oracle.truth)
+    assert np.allclose(oracle.truth, [2 * x - 1 for x in oracle.x])
+    assert not np.allclose(wrong.interpretation, wrong.truth) and wrong.note is None
+
+    calls = [{"round": 1, "command": "PYTHON(function.py 5 12 bad)", "inputs": ["5", "12", "bad"], "outputs": [26.0, 5.02, None],
+              "errors": [None, None, "ValueError: not a number"]}]
+    paths = [plot_numeric(clean, oracle, [], tmp_path / "oracle.png"), plot_numeric(clean, wrong, calls, tmp_path / "wrong.png"),
+             plot_numeric(corrupted, oracle_corrupted, calls, tmp_path / "corrupted.png")]
+    images = [_non_blank(p) for p in paths]
+    assert not np.array_equal(images[0], images[1])
+    legends = [_legend(f) for f in seen]
+    assert legends[0] == ["ground truth", "interpretation (code)", "agent's calls: none"]
+    assert "agent's calls (2)" in legends[1]
+    assert legends[2][0] == "corrupted interval (ground truth)"
+    # the shaded span is the row's corrupted interval (10, 20)
+    (span,) = seen[2].axes[0].patches
+    xs = span.get_patch_transform().transform(span.get_path().vertices)[:, 0]  # x in data units
+    assert min(xs) == pytest.approx(10.0) and max(xs) == pytest.approx(20.0)
+
+
+def test_numeric_figure_without_usable_code(by_id, tmp_path, monkeypatch):
+    seen = _capture(monkeypatch)
+    row = by_id["numeric/f00000"]
+    codes = [None, "   \n", "def f(x:\n", "def f(x):\n    raise ValueError('nope')\n",
+             "def f(x):\n    return 'text' if x < 0 else x\n",
+             # runs in the sandbox only: the environment of this process is untouched
+             "import os\nos.environ['FINDBENCH_REPORT_TEST'] = 'ran here'\ndef f(x):\n    return x\n"]
+    curves = numeric_curves([row] * len(codes), codes)
+    assert [c.note for c in curves[:2]] == ["no code given", "no code given"]
+    assert curves[2].interpretation is None and curves[2].note.startswith("code failed (error): SyntaxError")
+    assert curves[3].interpretation is None and "ValueError: nope" in curves[3].note
+    assert curves[4].interpretation is not None and curves[4].note == "no finite value on 200 of 401 points"
+    assert curves[5].note is None and "FINDBENCH_REPORT_TEST" not in os.environ
+    for k, curve in enumerate(curves[:4]):
+        assert all(not math.isnan(v) for v in curve.truth)
+        _non_blank(plot_numeric(row, curve, None, tmp_path / f"missing{k}.png"))
+    legends = [_legend(f) for f in seen]
+    assert legends[0][1] == "interpretation not drawn: no code given; ground truth only"
+    assert legends[2][1].startswith("interpretation not drawn: code failed (error)")
+    assert all(len(fig.axes[0].get_lines()) == 2 for fig in seen)  # the ground truth and an empty legend line
+
+
+def test_bar_chart_has_the_paper_rows(tmp_path, monkeypatch):
+    seen = _capture(monkeypatch)
+    scores = {"strings": {"aia": {"exact_match": 0.5, "unit_test_accuracy": None}}}
+    _non_blank(plot_category("strings", scores, tmp_path / "strings.png", interpreter="mine"))
+    (fig,) = seen
+    assert _legend(fig) == ["GPT-4", "GPT-3.5", "Llama-2-70b-chat", "mine (this run)"]
+    heights = [round(p.get_height(), 2) for p in fig.axes[0].patches]
+    assert heights == [0.23, 0.82, 0.13, 0.66, 0.01, 0.33, 0.5, 0.0]
+    labels = [t.get_text() for t in fig.axes[0].texts]
+    assert "n/a" in labels and "0.50" in labels
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["strings code (exact match)", "strings unit test"]
+    with pytest.raises(ValueError, match="category"):
+        plot_category("numbers", scores, tmp_path / "x.png")
+
+
+def test_markdown_to_html():
+    text = "# Title\n\nSome `a<b` and **bold**.\n\n| name | v |\n|---|---:|\n| **x\\|y** (this run) | **0.50** |\n\n- note <i>\n"
+    out = markdown_to_html(text)
+    assert "<h2>Title</h2>" in out
+    assert "<code>a&lt;b</code>" in out and "<strong>bold</strong>" in out
+    assert '<tr class="this-run"><td class="left"><strong>x|y</strong> (this run)</td><td class="right"><strong>0.50</strong></td>' in out
+    assert "<li>note &lt;i&gt;</li>" in out
+
+
+# ---------------------------------------------------------------------------------------- CLI
+
+
+def test_cli_report_and_evaluate_report(calling_run, tmp_path, capsys):
+    assert cli.main(["report", str(calling_run), "--out", str(tmp_path / "r")]) == 0
+    assert (tmp_path / "r" / REPORT_FILE).is_file() and (tmp_path / "r" / "scores-numeric.png").is_file()
+    assert f"wrote {tmp_path / 'r' / REPORT_FILE}" in capsys.readouterr().out
+    # numeric only: evaluate needs no judge; --report writes the page into the scores folder
+    assert cli.main(["evaluate", str(calling_run), "--out", str(tmp_path / "s"), "--report"]) == 0
+    out = capsys.readouterr().out
+    assert "| GPT-4 |" in out and f"wrote {tmp_path / 's' / REPORT_FILE}" in out
+    assert sorted(p.name for p in (tmp_path / "s").iterdir() if p.suffix != ".png") == \
+        ["per_function.csv", REPORT_FILE, "scores.json", "table.md"]
+    assert cli.main(["report", str(tmp_path / "absent")]) == 2
+
+
+def test_evaluate_again_into_a_folder_holding_a_report(calling_run, tmp_path):
+    """Rescoring replaces the scores folder together with the report made from the old scores."""
+    assert cli.main(["evaluate", str(calling_run), "--out", str(tmp_path / "s"), "--report"]) == 0
+    (tmp_path / "s" / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="holds other files \\(notes.txt\\)"):
+        evaluate_run(calling_run, out=tmp_path / "s", progress=False)
+    (tmp_path / "s" / "notes.txt").unlink()
+    assert cli.main(["evaluate", str(calling_run), "--out", str(tmp_path / "s")]) == 0
+    assert not (tmp_path / "s" / REPORT_FILE).exists()
+    assert (tmp_path / "s" / "scores.json").is_file()
