@@ -11,8 +11,8 @@ import pytest
 
 from findbench import cli
 
-WORKFLOW = ("build", "call", "export-functions", "interpret", "evaluate", "backbone-report", "build-neuron-tests", "iia",
-            "evaluator-data", "train-evaluator", "evaluator-report", "main")
+WORKFLOW = ("build", "call", "export-functions", "interpret", "evaluate", "report", "backbone-report", "build-neuron-tests",
+            "iia", "evaluator-data", "train-evaluator", "evaluator-report", "main")
 
 
 def _subcommands(parser) -> list[str]:
@@ -93,8 +93,14 @@ def test_main_passes_the_dataset_folder(monkeypatch, tmp_path):
         (tmp_path / "o" / "summary.md").write_text("# done\n")
 
     monkeypatch.setattr(pipeline, "run_main", fake_run_main)
-    assert cli.main(["main", "--dataset-out", str(tmp_path / "d"), "--out", str(tmp_path / "o"), "--skip-train"]) == 0
-    assert seen == {"data": str(tmp_path / "d"), "out": str(tmp_path / "o"), "seed": 0, "judge_functions": 30, "skip_train": True}
+    assert cli.main(["main", "--dataset-out", str(tmp_path / "d"), "--out", str(tmp_path / "o"),
+                     "--interpreters", "oracle,random", "--rounds", "5", "--judge", "embedded", "--judge-mode", "pmi"]) == 0
+    assert seen == {"data": str(tmp_path / "d"), "out": str(tmp_path / "o"), "seed": 0, "interpreters": ["oracle", "random"],
+                    "functions_per_category": 3, "lm_functions": 1, "rounds": 5, "max_tokens": 128, "judge": "embedded",
+                    "judge_mode": "pmi", "max_connections": 2}
+    # the old flags are gone: the main job never trains the judge
+    with pytest.raises(SystemExit):
+        cli.main(["main", "--skip-train"])
 
 
 def _fake_report(seen: dict):

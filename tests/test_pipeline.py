@@ -1,4 +1,4 @@
-"""`findbench main`: the whole job on embedded defaults, resumable stage by stage."""
+"""`findbench main`: interpreters on FIND and their scores, resumable stage by stage."""
 
 import json
 from pathlib import Path
@@ -8,36 +8,49 @@ import pytest
 from findbench import pipeline
 from findbench.constants import JUDGE_CATEGORIES, TRAINED_MARKER
 from findbench.models import embedded_evaluator_dir
+from findbench.schema import CATEGORIES
 
 
 @pytest.mark.slow
 def test_main_job_end_to_end_and_resume(tmp_path, monkeypatch):
+    """The real job on a tiny budget: the dataset, the references and the embedded LM, scored
+    with the untuned embedded judge."""
     data, out = tmp_path / "find", tmp_path / "out"
-    summary = pipeline.run_main(data=data, out=out, judges=("embedded",), judge_functions=2, skip_train=True)
+    kwargs = dict(data=data, out=out, functions_per_category=2, lm_functions=1, rounds=1, max_tokens=24,
+                  judge="embedded", judge_mode="pmi")
+    summary = pipeline.run_main(**kwargs)
     assert summary["rows"] == {"numeric": 1000, "strings": 1000, "neurons_entities": 200, "neurons_relations": 75}
     # ground-truth code scored against itself through the sandboxed metrics is perfect
     assert summary["code_metrics"]["numeric_ground_truth"]["success_rate"] == 1.0
     assert summary["code_metrics"]["strings_ground_truth"]["exact_match"] == 1.0
-    acc = summary["unit_test_accuracy"]["embedded"]
-    assert set(acc) == {"strings", "neurons_entities", "neurons_relations"}
-    assert all(0.0 <= v <= 1.0 for v in acc.values())
-    assert summary["judge_functions"] == 2 and summary["judged_functions"] == dict.fromkeys(JUDGE_CATEGORIES, 2)
+    assert "landlock" in summary["code_metrics"]["isolation"]
+    oracle, rand = summary["results"]["oracle"]["scores"], summary["results"]["random"]["scores"]
+    # the oracle is perfect on code and at least as good as random everywhere
+    assert oracle["numeric"]["aia"]["nmse_success"] == 1.0 and oracle["strings"]["aia"]["exact_match"] == 1.0
+    assert rand["strings"]["aia"]["exact_match"] < 1.0
+    for category in JUDGE_CATEGORIES:
+        assert oracle[category]["aia"]["unit_test_accuracy"] >= rand[category]["aia"]["unit_test_accuracy"]
+    assert set(summary["results"]["embedded"]["scores"]) == set(CATEGORIES)
+    assert set(summary["results"]["embedded"]["scores"]["neurons_entities"]) == {"aia", "milan", "aia+milan"}
     assert json.loads((out / "summary.json").read_text()) == summary
-    assert "| embedded |" in (out / "summary.md").read_text()
+    md = (out / "summary.md").read_text()
+    assert "| **oracle** |" in md and "| **embedded** |" in md and "| GPT-4 (paper) |" in md
 
-    # a second run reuses every finished stage: nothing is rebuilt or re-judged
+    # a second run reuses every finished stage and episode: nothing is rebuilt, rerun or rescored
     def _boom(*a, **k):
-        raise AssertionError("stage should have been reused")
+        raise AssertionError("should have been reused")
 
     monkeypatch.setattr("findbench.builders.find.build", _boom)
     monkeypatch.setattr(pipeline, "load_metric", _boom)
-    assert pipeline.run_main(data=data, out=out, judges=("embedded",), judge_functions=2, skip_train=True) == summary
+    monkeypatch.setattr("findbench.interpret.evaluate.evaluate_run", _boom)
+    monkeypatch.setattr("findbench.lm.transformers_lm.TransformersLM.generate", _boom)
+    assert pipeline.run_main(**kwargs) == summary
 
 
 def _fake_rows(category: str, n: int) -> list[dict]:
     rows = []
     for i in range(n):
-        row = {"function_id": f"{category}-{i}", "category": category, "code": f"def f(x):\n    return x + {i}\n",
+        row = {"function_id": f"{category}/f{i:05d}", "category": category, "code": f"def f(x):\n    return x + {i}\n",
                "description": f"adds {i}", "unit_tests": [{"inputs": [str(i)], "outputs": None, "correct": 1}],
                "test_inputs": [str(i)]}
         if category == "neurons_entities":
@@ -53,22 +66,19 @@ class _FakeMetric:
         self.name, self.calls = name, calls
 
     def compute(self, *, predictions, references, **kwargs):
-        self.calls.append((self.name, kwargs.get("judge"), kwargs.get("category"), len(predictions)))
+        self.calls.append(self.name)
         if self.name == "find_nmse":
-            return {"success_rate": 1.0, "mean_nmse": 0.0}
-        if self.name == "find_exact_match":
-            return {"exact_match": 1.0}
-        # the accuracy encodes how many functions were judged, so a stale result is visible
-        return {"unit_test_accuracy": len(predictions) / 1000}
+            return {"success_rate": 1.0, "mean_nmse": 0.0, "isolation": "landlock+netns+uid"}
+        return {"exact_match": 1.0}
 
 
 @pytest.fixture
 def fake_main(tmp_path, monkeypatch):
-    """run_main with the dataset build, the dataset loading, the metrics and judge training
+    """run_main with the dataset build and loading, the metrics, the interpreters and the scoring
     replaced by recorders: the stage logic runs for real in milliseconds."""
     monkeypatch.setenv("FINDBENCH_CACHE", str(tmp_path / "cache"))
-    calls: dict[str, list] = {"build": [], "metric": [], "train": []}
-    sizes = {"numeric": 20, "strings": 500, "neurons_entities": 500, "neurons_relations": 500}
+    calls: dict[str, list] = {"build": [], "metric": [], "interpret": [], "evaluate": []}
+    sizes = {"numeric": 20, "strings": 50, "neurons_entities": 50, "neurons_relations": 50}
 
     def fake_build(out, *, seed, **kwargs):
         Path(out).mkdir(parents=True, exist_ok=True)
@@ -81,22 +91,32 @@ def fake_main(tmp_path, monkeypatch):
         def to_list(self):
             return self.rows
 
-    def fake_train():
-        path = Path(embedded_evaluator_dir(must_exist=False))
-        path.mkdir(parents=True, exist_ok=True)
-        (path / TRAINED_MARKER).write_text(json.dumps({"run": len(calls["train"])}))
-        calls["train"].append(str(path))
-        return str(path)
+    def fake_interpret(data, interpreter, *, methods, configs, functions, out, **kwargs):
+        calls["interpret"].append((interpreter, tuple(methods), tuple(configs), tuple(functions), kwargs["max_tokens"]))
+        for fid in functions:
+            for method in methods:
+                folder = Path(out) / fid.split("/")[0] / method / fid.split("/")[1]
+                if not folder.is_dir():  # finished episodes are kept, as the real runner does
+                    folder.mkdir(parents=True)
+                    for name in ("description.txt", "domain.txt", "code.py"):
+                        (folder / name).write_text(f"{interpreter} {fid}")
+                    (folder / "episode.json").write_text("{}")
+        return Path(out)
+
+    def fake_evaluate(run_dir, *, judge, judge_mode, out, **kwargs):
+        calls["evaluate"].append((Path(run_dir).name, judge, judge_mode))
+        return {"scores": {"strings": {"aia": {"unit_test_accuracy": 0.5, "exact_match": 1.0}}}, "counts": {}}
 
     monkeypatch.setattr("findbench.builders.find.build", fake_build)
     monkeypatch.setattr("datasets.load_dataset", lambda path, config, split: _Split(_fake_rows(config, sizes[config])))
     monkeypatch.setattr(pipeline, "load_metric", lambda name: _FakeMetric(name, calls["metric"]))
-    monkeypatch.setattr(pipeline, "_ensure_embedded_evaluator", fake_train)
+    monkeypatch.setattr("findbench.interpret.run.run_interpretations", fake_interpret)
+    monkeypatch.setattr("findbench.interpret.evaluate.evaluate_run", fake_evaluate)
 
     def run(**kwargs):
         for v in calls.values():
             v.clear()
-        kwargs = {"data": tmp_path / "find", "out": tmp_path / "out", **kwargs}
+        kwargs = {"data": tmp_path / "find", "out": tmp_path / "out", "judge": "embedded", "judge_mode": "pmi", **kwargs}
         return pipeline.run_main(**kwargs)
 
     run.calls = calls
@@ -104,70 +124,79 @@ def fake_main(tmp_path, monkeypatch):
     return run
 
 
-def _judged(calls, judge):
-    return {cat: n for name, j, cat, n in calls["metric"] if name == "find_unit_test" and j == judge}
+def test_main_runs_each_interpreter_with_its_methods_and_sample(fake_main):
+    summary = fake_main(functions_per_category=3, lm_functions=1, max_tokens=64)
+    runs = fake_main.calls["interpret"]
+    assert [r[0] for r in runs] == ["oracle", "oracle", "random", "random", "embedded", "embedded"]
+    oracle_aia, oracle_milan, *_, lm_aia, lm_milan = runs
+    assert oracle_aia[1] == ("aia",) and oracle_aia[2] == CATEGORIES and len(oracle_aia[3]) == 3 * len(CATEGORIES)
+    assert oracle_milan[1] == ("milan", "aia+milan") and oracle_milan[2] == ("neurons_entities", "neurons_relations")
+    # the LM takes the first function of each category's sample, with its token budget
+    first_of_each = tuple(next(f for f in oracle_aia[3] if f.startswith(c + "/")) for c in CATEGORIES)
+    assert lm_aia[3] == first_of_each and lm_aia[4] == 64 and oracle_aia[4] is None
+    assert lm_milan[3] == first_of_each[2:]
+    # judged categories sample from the judge data's held-out split (never seen in judge training)
+    from findbench.judge.data import split_functions
+
+    for category in JUDGE_CATEGORIES:
+        splits = split_functions(_fake_rows(category, 50), seed=0)
+        assert all(splits[f] == "heldout" for f in oracle_aia[3] if f.startswith(category))
+    assert summary["judge"] == "embedded" and summary["judge_mode"] == "pmi"
+    assert [e[0] for e in fake_main.calls["evaluate"]] == ["oracle", "random", "embedded"]
+    md = (fake_main.out / "summary.md").read_text()
+    assert "| **embedded** |" in md and "| GPT-4 (paper) |" in md
 
 
-def test_main_stage_keys_follow_the_arguments(fake_main):
+def test_main_stage_keys_follow_the_arguments(fake_main, monkeypatch):
     calls, out = fake_main.calls, fake_main.out
-    judges = ("embedded", "embedded-evaluator")
-    first = fake_main(judges=judges)  # the defaults: seed 0, 30 functions per category
-    assert calls["build"] == [0] and len(calls["train"]) == 1
-    assert _judged(calls, "embedded") == _judged(calls, "embedded-evaluator") == dict.fromkeys(JUDGE_CATEGORIES, 30)
-    assert first["unit_test_accuracy"]["embedded"] == dict.fromkeys(JUDGE_CATEGORIES, 0.03)
-    assert "(30 held-out functions per category)" in (out / "summary.md").read_text()
-    saved = json.loads((out / "stages" / "judge_embedded_heldout.json").read_text())
-    assert saved["key"]["judge_functions"] == 30 and saved["result"] == first["unit_test_accuracy"]["embedded"]
+    first = fake_main()
+    assert calls["build"] == [0] and len(calls["evaluate"]) == 3
 
-    # same arguments: every stage is reused
-    assert fake_main(judges=judges) == first
-    assert calls["build"] == [] and calls["metric"] == [] and calls["train"] == []
+    # same arguments: the build, the code metrics and the scores are reused
+    assert fake_main() == first
+    assert calls["build"] == [] and calls["metric"] == [] and calls["evaluate"] == []
 
-    # more judged functions: only the judge stages rerun, and the summary reports the new result
-    second = fake_main(judges=judges, judge_functions=100)
-    assert calls["build"] == [] and calls["train"] == []
-    assert {name for name, *_ in calls["metric"]} == {"find_unit_test"}
-    assert _judged(calls, "embedded") == _judged(calls, "embedded-evaluator") == dict.fromkeys(JUDGE_CATEGORIES, 100)
-    assert second["judge_functions"] == 100
-    assert second["unit_test_accuracy"]["embedded"] == dict.fromkeys(JUDGE_CATEGORIES, 0.1)
-    assert second["code_metrics"] == first["code_metrics"]
-    assert "(100 held-out functions per category)" in (out / "summary.md").read_text()
-    # the stale file was replaced in place (same readable name), no temporary file left over
-    assert sorted(p.name for p in (out / "stages").iterdir()) == [
-        "build.json", "code_metrics.json", "judge_embedded-evaluator_heldout.json", "judge_embedded_heldout.json",
-        "train_evaluator.json"]
-    assert json.loads((out / "stages" / "judge_embedded_heldout.json").read_text())["key"]["judge_functions"] == 100
-    assert fake_main(judges=judges, judge_functions=100) == second and calls["metric"] == []
+    # a bigger sample changes the runs' contents: they are rescored, nothing is rebuilt
+    fake_main(functions_per_category=5)
+    assert calls["build"] == [] and calls["metric"] == [] and len(calls["evaluate"]) == 3
+
+    # another judge: every run is rescored with it
+    fake_main(functions_per_category=5, judge_mode="logprob")
+    assert {e[2] for e in calls["evaluate"]} == {"logprob"} and len(calls["evaluate"]) == 3
 
     # another seed: the dataset is rebuilt and every dependent stage reruns
-    fake_main(judges=judges, judge_functions=100, seed=1)
+    fake_main(functions_per_category=5, seed=1)
+    assert calls["build"] == [1] and set(calls["metric"]) == {"find_nmse", "find_exact_match"}
+
+    # a deleted dataset folder is rebuilt even though its stage file says it was built
+    import shutil
+
+    shutil.rmtree(out.parent / "find")
+    fake_main(functions_per_category=5, seed=1)
     assert calls["build"] == [1]
-    assert {name for name, *_ in calls["metric"]} == {"find_nmse", "find_exact_match", "find_unit_test"}
-
-    # a retrained judge: only its own scores are recomputed
-    (Path(embedded_evaluator_dir()) / TRAINED_MARKER).write_text('{"run": "again"}')
-    fake_main(judges=judges, judge_functions=100, seed=1)
-    assert set(_judged(calls, "embedded-evaluator")) == set(JUDGE_CATEGORIES)
-    assert _judged(calls, "embedded") == {}
 
 
-def test_main_reruns_a_stage_file_of_the_old_layout(fake_main):
-    """A stage file from before the keys (the bare result) is not trusted."""
-    stages = fake_main.out / "stages"
-    stages.mkdir(parents=True)
-    (stages / "judge_embedded_heldout.json").write_text(json.dumps(dict.fromkeys(JUDGE_CATEGORIES, 0.5)))
-    summary = fake_main(judges=("embedded",), judge_functions=100)
-    assert summary["unit_test_accuracy"]["embedded"] == dict.fromkeys(JUDGE_CATEGORIES, 0.1)
+def test_main_uses_the_trained_judge_when_present_and_never_trains(fake_main):
+    summary = fake_main(judge=None, judge_mode=None)
+    assert summary["judge"] == "embedded" and summary["judge_mode"] == "pmi"  # untuned fallback, no training
+    folder = Path(embedded_evaluator_dir(must_exist=False))
+    folder.mkdir(parents=True)
+    (folder / TRAINED_MARKER).write_text('{"run": 1}')
+    summary = fake_main(judge=None, judge_mode=None)
+    assert summary["judge"] == "embedded-evaluator" and summary["judge_mode"] is None
+    assert {e[1] for e in fake_main.calls["evaluate"]} == {"embedded-evaluator"}
+    # a retrained judge: its scores are recomputed
+    (folder / TRAINED_MARKER).write_text('{"run": 2}')
+    fake_main(judge=None, judge_mode=None)
+    assert len(fake_main.calls["evaluate"]) == 3
 
 
-def test_main_summary_says_how_many_functions_were_judged(fake_main):
-    """Asking for more functions than a category holds out judges them all, and says so."""
-    summary = fake_main(judges=("embedded",), judge_functions=500)
-    held = dict.fromkeys(JUDGE_CATEGORIES, 100)  # 20% of the 500 fake functions per category
-    assert summary["judged_functions"] == held and _judged(fake_main.calls, "embedded") == held
-    assert "(up to 500 held-out functions per category: strings 100, " in (fake_main.out / "summary.md").read_text()
-
-
-def test_main_rejects_bad_sample_size(tmp_path):
-    with pytest.raises(ValueError, match="judge_functions"):
-        pipeline.run_main(data=tmp_path / "d", out=tmp_path / "o", judge_functions=0)
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"functions_per_category": 0}, "functions_per_category"),
+    ({"lm_functions": 0}, "lm_functions"),
+    ({"rounds": 0}, "rounds"),
+    ({"interpreters": "oracle"}, "interpreters"),
+])
+def test_main_rejects_bad_arguments(tmp_path, kwargs, field):
+    with pytest.raises(ValueError, match=field):
+        pipeline.run_main(data=tmp_path / "d", out=tmp_path / "o", **kwargs)

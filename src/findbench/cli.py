@@ -134,6 +134,10 @@ def _add_interpret(sub, name: str) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="procedural rows, numeric noise, the random interpreter's picks (default 0)")
     p.add_argument("--out", default="outputs/interpret", help="run folder; rerunning resumes it (default outputs/interpret)")
     p.add_argument("--max-connections", type=int, default=4, help="episodes in flight at once (default 4)")
+    p.add_argument("--engine", default="native", choices=["native", "inspect"],
+                   help="native (default): findbench's own loop; inspect: Inspect's eval() (needs the interpret extra), "
+                        "--interpreter then also takes an Inspect model (hf/local, mockllm/model, openai-api/..., vllm/...; "
+                        "other specs run as findbench/<spec>), .eval logs go to <out>/logs/ (inspect view)")
     p.set_defaults(func=_run_interpret)
     return p
 
@@ -141,9 +145,20 @@ def _add_interpret(sub, name: str) -> argparse.ArgumentParser:
 def _run_interpret(args) -> int:
     from findbench.interpret.run import run_interpretations, summarize_run
 
-    out = run_interpretations(args.data, args.interpreter, methods=args.method, configs=args.configs, limit=args.limit,
-                              functions=args.functions, rounds=args.rounds, out=args.out, seed=args.seed,
-                              max_connections=args.max_connections, max_tokens=args.max_tokens, model=args.model)
+    if args.engine == "inspect":
+        try:
+            from findbench.interpret.inspect_tasks import run_inspect_interpretations
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not exc.name.startswith("inspect_ai"):
+                raise
+            raise SystemExit("findbench interpret --engine inspect needs inspect-ai: pip install 'findbench[interpret]'") from None
+        out = run_inspect_interpretations(args.data, args.interpreter, methods=args.method, configs=args.configs, limit=args.limit,
+                                          functions=args.functions, rounds=args.rounds, out=args.out, seed=args.seed,
+                                          max_connections=args.max_connections, max_tokens=args.max_tokens, model=args.model)
+    else:
+        out = run_interpretations(args.data, args.interpreter, methods=args.method, configs=args.configs, limit=args.limit,
+                                  functions=args.functions, rounds=args.rounds, out=args.out, seed=args.seed,
+                                  max_connections=args.max_connections, max_tokens=args.max_tokens, model=args.model)
     print(f"wrote {out}")
     for s in summarize_run(out):
         print(f"{s['category']}/{s['method']}: {s['episodes']} episodes, {s['answered']} answered, "
@@ -166,6 +181,7 @@ def _add_evaluate(sub, name: str) -> argparse.ArgumentParser:
                    help="FIND-layout folders: the method of every episode (default aia); runs: score only this method")
     p.add_argument("--judge-cache", default=None, help="sqlite file caching the judge's answers (resumable)")
     p.add_argument("--out", default=None, help="folder for scores.json, per_function.csv, table.md (default <run_dir>/scores)")
+    p.add_argument("--report", action="store_true", help="then write report.html and its figures into the scores folder")
     p.set_defaults(func=_run_evaluate)
     return p
 
@@ -179,6 +195,29 @@ def _run_evaluate(args) -> int:
     result = evaluate_run(args.run_dir, data=args.data, judge=args.judge, judge_mode=args.judge_mode, judge_model=args.judge_model,
                           method=args.method, out=out, judge_cache=args.judge_cache)
     print(result["table"], end="")
+    if args.report:
+        from findbench.interpret.report import write_report
+
+        print(f"wrote {write_report(args.run_dir, out, data=args.data)}")
+    return 0
+
+
+# -- report -------------------------------------------------------------------------------
+def _add_report(sub, name: str) -> argparse.ArgumentParser:
+    p = _subparser(sub, name, "write report.html for a scored run: Table 2, figures (FIND Figure 3 style), transcripts")
+    p.add_argument("run_dir", help="the run folder that `findbench evaluate` scored")
+    p.add_argument("--scores", default=None, help="folder `findbench evaluate` wrote (default <run_dir>/scores)")
+    p.add_argument("--data", default=None,
+                   help="dataset folder written by `findbench build` (default: run.json's data, else procedural with its seed)")
+    p.add_argument("--out", default=None, help="folder for report.html and its PNG figures (default: the scores folder)")
+    p.set_defaults(func=_run_report)
+    return p
+
+
+def _run_report(args) -> int:
+    from findbench.interpret.report import write_report
+
+    print(f"wrote {write_report(args.run_dir, args.scores, data=args.data, out=args.out)}")
     return 0
 
 
@@ -371,14 +410,28 @@ def _run_evaluator_report(args) -> int:
 
 # -- main ---------------------------------------------------------------------------------
 def _add_main(sub, name: str) -> argparse.ArgumentParser:
-    p = _subparser(sub, name, "the whole job on embedded defaults: build FIND, score ground truth with every metric")
+    p = _subparser(sub, name, "the whole job on embedded defaults: build FIND, run the oracle, random and embedded "
+                              "interpreters on a sample of every category, score them (FIND Table 2)")
     p.add_argument("--dataset-out", default="find", help="dataset folder this job builds (default ./find)")
-    p.add_argument("--out", default="outputs/main", help="results folder: summary.json, summary.md, stages/ (default outputs/main)")
+    p.add_argument("--out", default="outputs/main",
+                   help="results folder: summary.json, summary.md, stages/, runs/, scores/ (default outputs/main)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--judge-functions", type=int, default=30, help="functions per category scored by each judge")
-    p.add_argument("--skip-train", action="store_true", help="do not train the embedded evaluator judge")
+    p.add_argument("--interpreters", type=_csv, default=list(_MAIN_INTERPRETERS),
+                   help="comma-separated: oracle, random and/or LM specs (default oracle,random,embedded)")
+    p.add_argument("--functions-per-category", type=int, default=3, help="functions sampled per category (default 3)")
+    p.add_argument("--lm-functions", type=int, default=1,
+                   help="of those, how many each LM interpreter interprets per category and method (default 1)")
+    p.add_argument("--rounds", type=int, default=3, help="an LM interpreter's rounds per episode (default 3; FIND: 20)")
+    p.add_argument("--max-tokens", type=int, default=128, help="an LM interpreter's tokens per turn (default 128)")
+    p.add_argument("--judge", default=None,
+                   help="unit-test judge (default: the trained embedded-evaluator when present, else embedded in pmi mode)")
+    p.add_argument("--judge-mode", default=None, choices=["logprob", "generate", "pmi"])
+    p.add_argument("--max-connections", type=int, default=2, help="LM episodes in flight (default 2)")
     p.set_defaults(func=_run_main)
     return p
+
+
+_MAIN_INTERPRETERS = ("oracle", "random", "embedded")
 
 
 def _run_main(args) -> int:
@@ -386,7 +439,9 @@ def _run_main(args) -> int:
 
     from findbench.pipeline import run_main
 
-    run_main(data=args.dataset_out, out=args.out, seed=args.seed, judge_functions=args.judge_functions, skip_train=args.skip_train)
+    run_main(data=args.dataset_out, out=args.out, seed=args.seed, interpreters=args.interpreters,
+             functions_per_category=args.functions_per_category, lm_functions=args.lm_functions, rounds=args.rounds,
+             max_tokens=args.max_tokens, judge=args.judge, judge_mode=args.judge_mode, max_connections=args.max_connections)
     print((Path(args.out) / "summary.md").read_text())
     return 0
 
@@ -398,6 +453,7 @@ COMMANDS: tuple[tuple[str, Callable[..., argparse.ArgumentParser]], ...] = (
     ("export-functions", _add_export_functions),
     ("interpret", _add_interpret),
     ("evaluate", _add_evaluate),
+    ("report", _add_report),
     ("backbone-report", _add_backbone_report),
     ("build-neuron-tests", _add_build_neuron_tests),
     ("iia", _add_iia),

@@ -1,17 +1,25 @@
-"""``findbench main``: the whole job on embedded defaults, on a fresh machine.
+"""``findbench main``: evaluate interpretability methods on FIND, on embedded defaults.
 
 1. build the FIND dataset folder (procedural, every config);
-2. score the ground-truth code with the code metrics (``find_nmse``, ``find_exact_match``):
+2. run the ground-truth code through the code metrics (``find_nmse``, ``find_exact_match``):
    a check that the served functions, their code and the sandbox agree;
-3. score ground-truth descriptions with the ``find_unit_test`` judge on a sample of
-   functions per category: the untuned embedded judge and, once trained, the
-   ``embedded-evaluator`` judge (trained here if missing, unless ``skip_train``);
-4. write ``summary.json`` and ``summary.md`` in the output folder.
+3. interpret a sample of functions per category with each interpreter: the built-in
+   ``oracle`` (answers with the ground truth: the upper bound) and ``random`` (another
+   function's ground truth: the floor) on every sampled function, and the embedded LM
+   (SmolLM2-135M) with AIA on every category and MILAN / AIA+MILAN on the neuron categories,
+   on the first ``lm_functions`` of each sample (a small model, few rounds, few tokens: the job
+   must finish in minutes on two CPU cores);
+4. score every run with ``findbench evaluate`` (NMSE, exact match, unit-test accuracy with the
+   judge, domain IoU): the trained ``embedded-evaluator`` judge when it is on this machine,
+   else the untuned embedded judge in ``pmi`` mode (it never trains the judge);
+5. write ``summary.json`` and ``summary.md`` (FIND Table 2 with the paper's rows and one row
+   per interpreter) in the output folder; every run folder and score folder stays under it.
 
-Every stage is resumable: a finished stage's result is kept in ``<out>/stages/<name>.json``
-together with the arguments it was computed from (its key), and reused only while that key is
-unchanged; a run with other arguments (seed, data folder, number of judged functions, a
-retrained judge, ...) recomputes the stage and replaces the stale file.
+Functions are sampled from the judge data's held-out split (``findbench evaluator-data``,
+seed 0), so a trained judge never saw them. Every stage is resumable: the build and the code
+metrics keep their result in ``<out>/stages/<name>.json`` together with the arguments they
+were computed from (their key) and rerun when the key changes; interpreter runs skip finished
+episodes; a run's scores are recomputed only when its interpretations or the judge changed.
 """
 
 from __future__ import annotations
@@ -20,18 +28,23 @@ import hashlib
 import json
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from findbench._io import atomic_write_json, atomic_write_text
 from findbench.constants import JUDGE_CATEGORIES
 from findbench.judge.data import split_functions
+from findbench.schema import CATEGORIES
 
-__all__ = ["run_main", "load_metric"]
+__all__ = ["run_main", "load_metric", "DEFAULT_INTERPRETERS"]
 
 logger = logging.getLogger(__name__)
 
+#: Interpreters the main job runs: the two references and the embedded LM.
+DEFAULT_INTERPRETERS = ("oracle", "random", "embedded")
+_REFERENCES = ("oracle", "random")
+_NEURONS = ("neurons_entities", "neurons_relations")
 
 
 def load_metric(name: str):
@@ -82,6 +95,18 @@ def _stage(out: Path, name: str, key: dict[str, Any], fn: Callable[[], Any], *, 
     return result
 
 
+def _judge_choice(judge: str | None, judge_mode: str | None) -> tuple[str, str | None]:
+    """The judge and mode the scores use: the given one, else the trained ``embedded-evaluator``
+    when present, else the untuned embedded model in ``pmi`` mode (never training one here)."""
+    if judge is not None:
+        return judge, judge_mode
+    if _evaluator_ready():
+        return "embedded-evaluator", judge_mode
+    logger.warning("the trained embedded-evaluator judge is not on this machine (findbench train-evaluator makes it); "
+                   "scoring descriptions with the untuned embedded judge in pmi mode")
+    return "embedded", judge_mode or "pmi"
+
+
 def _evaluator_key(path: str) -> dict[str, Any]:
     """What identifies a trained judge folder: its path and its training record (rewritten by
     every training run), so scores of a retrained judge are not reused."""
@@ -90,17 +115,6 @@ def _evaluator_key(path: str) -> dict[str, Any]:
     marker = Path(path) / TRAINED_MARKER
     record = marker.read_text(encoding="utf-8") if marker.is_file() else None
     return {"path": str(path), "trained": _fingerprint(record) if record is not None else None}
-
-
-def _ensure_embedded_evaluator() -> str:
-    """The trained embedded judge's folder, training it with the default recipe if missing."""
-    from findbench.judge.train import TrainArgs, embedded_evaluator_dir, train_evaluator
-
-    try:
-        return embedded_evaluator_dir()
-    except FileNotFoundError:
-        logger.info("training the embedded evaluator judge (default recipe; resumable)")
-        return str(train_evaluator(TrainArgs()))
 
 
 def _evaluator_ready() -> bool:
@@ -113,11 +127,26 @@ def _evaluator_ready() -> bool:
     return True
 
 
-def _sample(rows: list[dict], k: int, seed: int) -> list[dict]:
-    if k >= len(rows):
-        return rows
-    idx = sorted(random.Random(seed).sample(range(len(rows)), k))
-    return [rows[i] for i in idx]
+def _sample_functions(rows: dict[str, list[dict]], k: int, seed: int) -> dict[str, list[str]]:
+    """``k`` function ids per category, from the judge data's held-out split where there is one."""
+    out = {}
+    for category, category_rows in rows.items():
+        pool = category_rows
+        if category in JUDGE_CATEGORIES:
+            splits = split_functions(category_rows, seed=0)
+            pool = [r for r in category_rows if splits[r["function_id"]] == "heldout"]
+        if k < len(pool):
+            idx = sorted(random.Random(f"{seed}:{category}").sample(range(len(pool)), k))
+            pool = [pool[i] for i in idx]
+        out[category] = [r["function_id"] for r in pool]
+    return out
+
+
+def _run_fingerprint(run_dir: Path) -> str:
+    """Content hash of a run's interpretations (what its scores depend on)."""
+    from findbench.interpret.evaluate import load_interpretations
+
+    return _fingerprint(load_interpretations(run_dir))
 
 
 def run_main(
@@ -125,17 +154,42 @@ def run_main(
     data: str | Path = "find",
     out: str | Path = "outputs/main",
     seed: int = 0,
-    judge_functions: int = 30,
-    judges: tuple[str, ...] = ("embedded", "embedded-evaluator"),
-    skip_train: bool = False,
+    interpreters: Sequence[str] = DEFAULT_INTERPRETERS,
+    functions_per_category: int = 3,
+    lm_functions: int = 1,
+    rounds: int = 3,
+    max_tokens: int = 128,
+    judge: str | None = None,
+    judge_mode: str | None = None,
+    max_connections: int = 2,
 ) -> dict:
-    """Run the main job; returns (and writes) the summary."""
+    """Run the main job; returns (and writes) the summary.
+
+    Args:
+        data: dataset folder to build (and read).
+        out: results folder: ``summary.{json,md}``, ``stages/``, ``runs/<interpreter>/``,
+            ``scores/<interpreter>/``.
+        seed: dataset seed (and the interpreters' seed).
+        interpreters: ``oracle``, ``random`` and/or LM specs (``embedded``, a folder, an HF
+            id, a server URL).
+        functions_per_category: functions sampled per category for the reference interpreters.
+        lm_functions: how many of those each LM interpreter interprets (per category and method).
+        rounds / max_tokens: an LM interpreter's budget per episode (FIND used 20 rounds).
+        judge / judge_mode: the unit-test judge (default: see :func:`_judge_choice`).
+        max_connections: LM episodes in flight.
+    """
     import datasets
 
     from findbench.builders.find import build
+    from findbench.interpret.evaluate import evaluate_run
+    from findbench.interpret.run import run_interpretations
 
-    if judge_functions < 1:
-        raise ValueError(f"judge_functions must be at least 1, got {judge_functions}")
+    for name, value in (("functions_per_category", functions_per_category), ("lm_functions", lm_functions),
+                        ("rounds", rounds), ("max_tokens", max_tokens), ("max_connections", max_connections)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if isinstance(interpreters, str) or not interpreters or not all(isinstance(i, str) and i for i in interpreters):
+        raise ValueError(f"interpreters must be a non-empty list of names or LM specs, got {interpreters!r}")
     data, out = Path(data), Path(out)
     out.mkdir(parents=True, exist_ok=True)
     source = "procedural"
@@ -149,8 +203,7 @@ def run_main(
 
     # a deleted dataset folder is rebuilt even when the stage file says it was built
     _stage(out, "build", data_key, _build, force=not data.is_dir())
-    rows = {c: datasets.load_dataset(str(data), c, split="test").to_list() for c in
-            ("numeric", "strings", "neurons_entities", "neurons_relations")}
+    rows = {c: datasets.load_dataset(str(data), c, split="test").to_list() for c in CATEGORIES}
     summary: dict[str, Any] = {"data": str(data), "seed": seed, "rows": {c: len(r) for c, r in rows.items()}}
 
     def _code():
@@ -163,6 +216,7 @@ def run_main(
         return {
             "numeric_ground_truth": {"success_rate": nmse["success_rate"], "mean_nmse": nmse["mean_nmse"]},
             "strings_ground_truth": {"exact_match": em["exact_match"]},
+            "isolation": nmse["isolation"],
         }
 
     # the code metrics depend only on the ground-truth code and test inputs they are given
@@ -176,83 +230,68 @@ def run_main(
     }
     summary["code_metrics"] = _stage(out, "code_metrics", code_key, _code)
 
-    if "embedded-evaluator" in judges and not skip_train:
-        from findbench.constants import EMBEDDED_EVALUATOR_VERSION
+    sample = _sample_functions(rows, functions_per_category, seed)
+    judge, judge_mode = _judge_choice(judge, judge_mode)
+    judge_key: dict[str, Any] = {"judge": judge, "judge_mode": judge_mode}
+    if judge == "embedded-evaluator":
+        from findbench.models import embedded_evaluator_dir
 
-        summary["evaluator"] = _stage(
-            out, "train_evaluator", {"judge": "embedded-evaluator", "version": EMBEDDED_EVALUATOR_VERSION},
-            lambda: {"path": _ensure_embedded_evaluator()},
-            # a judge folder removed since the stage ran is trained again
-            force=not _evaluator_ready(),
-        )
+        judge_key["evaluator"] = _evaluator_key(embedded_evaluator_dir(must_exist=False))
+    summary.update(judge=judge, judge_mode=judge_mode, sample={c: len(ids) for c, ids in sample.items()},
+                   lm_budget={"functions": lm_functions, "rounds": rounds, "max_tokens": max_tokens})
 
-    active = [j for j in judges if not (j == "embedded-evaluator" and skip_train)]
-    samples: dict[str, list[dict]] = {}
-    if active:
-        for category in JUDGE_CATEGORIES:
-            # held-out functions of the judge data's split (seed 0): never seen in judge training
-            splits = split_functions(rows[category], seed=0)
-            held = [r for r in rows[category] if splits[r["function_id"]] == "heldout"]
-            samples[category] = _sample(held, judge_functions, seed)
-        summary["judge_functions"] = judge_functions
-        summary["judged_functions"] = {c: len(s) for c, s in samples.items()}
-    sample_key = {
-        **data_key,
-        "judge_functions": judge_functions,
-        "split_seed": 0,
-        "sample": _fingerprint({
-            c: [[s["function_id"], s["description"], s["unit_tests"]] for s in sample] for c, sample in samples.items()
-        }),
-    }
+    results: dict[str, dict] = {}
+    for interpreter in interpreters:
+        name = _run_name(interpreter)
+        run_dir = out / "runs" / name
+        lm = interpreter not in _REFERENCES
+        ids = {c: (v[:lm_functions] if lm else v) for c, v in sample.items()}
+        common = dict(out=run_dir, seed=seed, rounds=rounds, max_connections=max_connections,
+                      max_tokens=max_tokens if lm else None, progress=True)
+        logger.info("interpreting with %s", interpreter)
+        run_interpretations(str(data), interpreter, methods=("aia",), configs=list(CATEGORIES),
+                            functions=[f for c in CATEGORIES for f in ids[c]], **common)
+        run_interpretations(str(data), interpreter, methods=("milan", "aia+milan"), configs=list(_NEURONS),
+                            functions=[f for c in _NEURONS for f in ids[c]], **common)
+        key = {**judge_key, **data_key, "run": _run_fingerprint(run_dir)}
+        scores_dir = out / "scores" / name
 
-    judge_results: dict[str, dict] = {}
-    for judge in active:
+        def _score(run_dir=run_dir, scores_dir=scores_dir):
+            # the judge's answers are cached per judge (a retrained judge gets a new file)
+            res = evaluate_run(run_dir, data=str(data), judge=judge, judge_mode=judge_mode, out=scores_dir,
+                               judge_cache=out / f"judge-cache-{_fingerprint(judge_key)}.sqlite", progress=False)
+            return {"scores": res["scores"], "counts": res["counts"]}
 
-        def _judge(judge=judge):
-            metric = load_metric("find_unit_test")
-            res = {}
-            for category, sample in samples.items():
-                r = metric.compute(
-                    predictions=[s["description"] for s in sample],
-                    references=[s["unit_tests"] for s in sample],
-                    category=category,
-                    judge=judge,
-                )
-                res[category] = r["unit_test_accuracy"]
-            return res
-
-        key = {"judge": judge, **sample_key}
-        if judge == "embedded-evaluator":
-            from findbench.models import embedded_evaluator_dir
-
-            key["evaluator"] = _evaluator_key(embedded_evaluator_dir(must_exist=False))
-        judge_results[judge] = _stage(out, f"judge_{judge}_heldout", key, _judge)
-    summary["unit_test_accuracy"] = judge_results
+        results[interpreter] = _stage(out, f"scores_{name}", key, _score)
+    summary["results"] = results
     atomic_write_json(out / "summary.json", summary)
-    atomic_write_text(out / "summary.md", _markdown(summary, judge_functions))
+    atomic_write_text(out / "summary.md", _markdown(summary))
     return summary
 
 
-def _markdown(summary: dict, judge_functions: int) -> str:
+def _run_name(interpreter: str) -> str:
+    """A folder name for an interpreter spec (a path or URL becomes its last part)."""
+    import re
+
+    name = interpreter.rstrip("/").split("/")[-1] or "lm"
+    return re.sub(r"[^A-Za-z0-9_.+-]", "_", name)
+
+
+def _markdown(summary: dict) -> str:
+    from findbench.interpret.scoreboard import render_comparison
+
     lines = ["# findbench main job", "", f"Dataset: `{summary['data']}` (seed {summary['seed']}): "
              + ", ".join(f"{c} {n}" for c, n in summary["rows"].items()), ""]
     cm = summary["code_metrics"]
     lines += ["## Ground-truth code through the code metrics", "",
               f"- numeric: success rate {cm['numeric_ground_truth']['success_rate']:.3f}, mean NMSE {cm['numeric_ground_truth']['mean_nmse']:.3g}",
-              f"- strings: exact match {cm['strings_ground_truth']['exact_match']:.3f}", ""]
-    if summary["unit_test_accuracy"]:
-        # the number actually judged: fewer than asked when a category holds out fewer functions
-        judged = summary.get("judged_functions") or {}
-        sizes = sorted(set(judged.values()))
-        if sizes == [judge_functions] or not judged:
-            per = f"{judge_functions} held-out functions per category"
-        else:
-            per = (f"up to {judge_functions} held-out functions per category: "
-                   + ", ".join(f"{c} {n}" for c, n in judged.items()))
-        lines += [f"## Unit-test accuracy with ground-truth descriptions ({per})", "",
-                  "Functions held out of judge training (`findbench evaluator-data` split, seed 0); each judge is "
-                  "scored in its own mode (`embedded`: FIND's `logprob`; `embedded-evaluator`: `pmi`).", "",
-                  "| judge | " + " | ".join(JUDGE_CATEGORIES) + " |", "|---|" + "---|" * len(JUDGE_CATEGORIES)]
-        for judge, res in summary["unit_test_accuracy"].items():
-            lines.append(f"| {judge} | " + " | ".join(f"{res[c]:.3f}" for c in JUDGE_CATEGORIES) + " |")
+              f"- strings: exact match {cm['strings_ground_truth']['exact_match']:.3f}",
+              f"- sandbox: {cm.get('isolation', '')}", ""]
+    budget = summary["lm_budget"]
+    sizes = ", ".join(f"{c} {n}" for c, n in summary["sample"].items())
+    lines += ["## Interpreters on FIND", "",
+              f"Functions per category (held out of judge training): {sizes}; LM interpreters take the first "
+              f"{budget['functions']} of each, {budget['rounds']} rounds of at most {budget['max_tokens']} tokens. "
+              f"Judge: `{summary['judge']}`" + (f" ({summary['judge_mode']} mode)" if summary.get("judge_mode") else "") + ".", ""]
+    lines.append(render_comparison({name: res["scores"] for name, res in summary["results"].items()}).strip())
     return "\n".join(lines) + "\n"

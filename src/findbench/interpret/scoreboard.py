@@ -106,3 +106,22 @@ def render_table(
     if extra:
         lines += [""] + [f"- {note}" for note in extra]
     return "\n".join(lines) + "\n"
+
+
+def render_comparison(runs: Mapping[str, Mapping[str, Mapping[str, Mapping[str, Any]]]], *, title: str = "FIND Table 2") -> str:
+    """Markdown of Table 2 with the paper's rows and one row per run (``{name: scores}``), for
+    comparing interpreters scored the same way (the main job: oracle, random, an LM)."""
+    headers: Sequence[str] = ["interpreter", *(c.header for c in TABLE2_COLUMNS)]
+    lines = [
+        f"### {title}",
+        "",
+        "| " + " | ".join(headers) + " |",
+        "|---|" + "---:|" * len(TABLE2_COLUMNS),
+    ]
+    for name, values in PAPER_TABLE2.items():
+        lines.append(f"| {name} (paper) | " + " | ".join(_fmt(v) for v in values) + " |")
+    for name, scores in runs.items():
+        lines.append(f"| **{_escape(name)}** | " + " | ".join(_fmt(v) for v in table2_cells(scores)) + " |")
+    lines += ["", f"Paper rows: {PAPER_SOURCE}. Success rates: numeric code NMSE < 0.1, string code exact match, "
+              "unit-test accuracy of descriptions."]
+    return "\n".join(lines) + "\n"
