@@ -240,17 +240,6 @@ def _join_rows(records: list[dict[str, Any]], data: Any, seed: int) -> dict[str,
     return rows
 
 
-def _load_judge(judge: Any, judge_model: str | None, judge_cache: str | os.PathLike | None) -> Any:
-    """The judge LM, loaded like the ``find_unit_test`` metric loads it."""
-    from findbench.lm import load_lm
-
-    if not isinstance(judge, (str, os.PathLike)):
-        return load_lm(judge, cache=judge_cache)
-    spec = os.fspath(judge)
-    kwargs: dict[str, Any] = {"model": judge_model} if spec.startswith(("http://", "https://")) else {"batch_size": 16}
-    return load_lm(spec, cache=judge_cache, **kwargs)
-
-
 def _score_domains(records: list[dict[str, Any]], rows: dict[str, dict]) -> tuple[list[float | None], dict[str, float | None]] | None:
     """Per-record domain IoU and per-method aggregates, or None when the domain scorer is not
     available in this installation."""
@@ -442,10 +431,10 @@ def evaluate_run(
 
     lm, mode = None, "logprob"
     if any(r["category"] != "numeric" for r in records):
-        from findbench.judge import judge_mode_of
+        from findbench.judge import judge_mode_of, load_judge
 
         mode = judge_mode or judge_mode_of(judge)
-        lm = _load_judge(judge, judge_model, judge_cache)  # before the sandbox runs: a missing judge fails fast
+        lm = load_judge(judge, judge_model=judge_model, cache=judge_cache)  # before the sandbox runs: a missing judge fails fast
 
     scores: dict[str, dict[str, dict[str, float | None]]] = {}
     counts: dict[str, dict[str, int]] = {}

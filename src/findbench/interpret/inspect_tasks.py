@@ -73,7 +73,15 @@ from findbench.interpret.episode import DEFAULT_MAX_TOKENS, DEFAULT_ROUNDS, Chat
 from findbench.interpret.prompts import check_method
 from findbench.interpret.protocol import METHODS, NEURON_CATEGORIES, PROTOCOL, format_answer
 from findbench.interpret.references import REFERENCE_INTERPRETERS, oracle_answer, random_answer
-from findbench.interpret.run import LM_CACHE, episode_dir, is_complete_episode, record_run_info, write_episode
+from findbench.interpret.run import (
+    LM_CACHE,
+    _as_list,
+    _check_int,
+    episode_dir,
+    is_complete_episode,
+    record_run_info,
+    write_episode,
+)
 from findbench.schema import CATEGORIES, parse_function_id
 
 __all__ = [
@@ -155,23 +163,6 @@ def inspect_chat(model: Any = None) -> Any:
 
 
 # ------------------------------------------------------------------------------------ dataset
-
-
-def _as_list(name: str, value: Any) -> list[str] | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        value = [v.strip() for v in value.split(",") if v.strip()]
-    if not isinstance(value, Iterable) or not all(isinstance(v, str) for v in value):
-        raise TypeError(f"{name} must be a list of strings or a comma-separated string, got {value!r}")
-    return list(dict.fromkeys(value))
-
-
-def _check_int(name: str, value: Any, low: int | None, *, optional: bool = False) -> None:
-    if optional and value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or (low is not None and value < low):
-        raise ValueError(f"{name} must be an int{f' >= {low}' if low is not None else ''}{' or None' if optional else ''}, got {value!r}")
 
 
 def _json_row(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -358,16 +349,6 @@ def domain_iou():
     return score
 
 
-def _load_judge(judge: Any, judge_model: str | None, judge_cache: str | None) -> Any:
-    from findbench.lm import load_lm
-
-    if not isinstance(judge, (str, os.PathLike)):
-        return load_lm(judge, cache=judge_cache)
-    spec = os.fspath(judge)
-    kwargs: dict[str, Any] = {"model": judge_model} if spec.startswith(("http://", "https://")) else {"batch_size": 16}
-    return load_lm(spec, cache=judge_cache, **kwargs)
-
-
 def _check_judge(judge: Any) -> None:
     """Fail before any episode runs when a registered judge (``embedded-evaluator``) is not
     available, rather than at the first score."""
@@ -393,7 +374,7 @@ def unit_test_accuracy(judge: Any = "embedded-evaluator", judge_mode: str | None
     scorer) or an LM instance; ``judge_mode`` defaults to the mode a trained judge records.
     Calls to the judge run one at a time.
     """
-    from findbench.judge import judge_mode_of, judge_unit_tests, normalize_unit_test
+    from findbench.judge import judge_mode_of, judge_unit_tests, load_judge, normalize_unit_test
 
     mode = judge_mode or judge_mode_of(judge)
     lock = threading.Lock()
@@ -402,7 +383,7 @@ def unit_test_accuracy(judge: Any = "embedded-evaluator", judge_mode: str | None
     def run(description: str, tests: list[dict], category: str) -> float:
         with lock:
             if not loaded:
-                loaded.append(_load_judge(judge, judge_model, judge_cache))
+                loaded.append(load_judge(judge, judge_model=judge_model, cache=judge_cache))
             out = judge_unit_tests(loaded[0], [description], [tests], category, mode=mode)
         return float(out["per_function"][0])
 

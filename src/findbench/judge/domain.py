@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from findbench.find.domain import domain_text, domain_unit_tests
-from findbench.judge.scoring import JUDGE_MODES, judge_mode_of, judge_unit_tests
+from findbench.judge.scoring import JUDGE_MODES, judge_mode_of, judge_unit_tests, load_judge
 
 __all__ = ["RELATION_STATUSES", "score_relation_domain"]
 
@@ -25,15 +25,6 @@ log = logging.getLogger(__name__)
 
 #: Per-item status of :func:`score_relation_domain`.
 RELATION_STATUSES = ("ok", "no_exception", "no_undefined_tests")
-
-
-def _judge_lm(judge: Any, judge_model: str | None, judge_cache: str | None, batch_size: int) -> Any:
-    from findbench.lm import load_lm
-
-    if not isinstance(judge, str):
-        return load_lm(judge, cache=judge_cache)
-    kwargs: dict[str, Any] = {"model": judge_model} if judge.startswith(("http://", "https://")) else {"batch_size": batch_size}
-    return load_lm(judge, cache=judge_cache, **kwargs)
 
 
 def score_relation_domain(
@@ -121,7 +112,7 @@ def score_relation_domain(
     if scored:
         if mode is None:
             mode = judge_mode_of(judge)
-        lm = _judge_lm(judge, judge_model, judge_cache, batch_size)
+        lm = load_judge(judge, judge_model=judge_model, cache=judge_cache, batch_size=batch_size)
         out = judge_unit_tests(
             lm,
             [domain_text(predictions[i]) for i in scored],

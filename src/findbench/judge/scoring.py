@@ -60,6 +60,7 @@ __all__ = [
     "check_unit_tests",
     "normalize_unit_test",
     "judge_unit_tests",
+    "load_judge",
 ]
 
 log = logging.getLogger(__name__)
@@ -421,3 +422,18 @@ def _pmi_picks(
         picks.append(max(range(n), key=lambda c: scores[c]) + 1)
         start += n
     return picks
+
+
+def load_judge(judge: Any, *, judge_model: str | None = None, cache: str | os.PathLike | None = None,
+               batch_size: int = 16) -> Any:
+    """The judge LM for a spec: a registered name (``"embedded-evaluator"``, ``"embedded"``), a
+    judge folder, a Hub id (in-process, ``batch_size`` prompts per forward pass) or an
+    OpenAI-compatible server URL (``judge_model`` names the served model); an LM instance is
+    used as given. ``cache``: a sqlite file caching its answers (fixed judges only)."""
+    from findbench.lm import load_lm
+
+    if not isinstance(judge, (str, os.PathLike)):
+        return load_lm(judge, cache=cache)
+    spec = os.fspath(judge)
+    kwargs: dict[str, Any] = {"model": judge_model} if spec.startswith(("http://", "https://")) else {"batch_size": batch_size}
+    return load_lm(spec, cache=cache, **kwargs)

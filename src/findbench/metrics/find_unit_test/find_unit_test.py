@@ -91,15 +91,14 @@ class FindUnitTest(evaluate.Metric):
 
     def _judge_lm(self, judge, judge_model, judge_cache, batch_size):
         """The judge LM, loaded once per module instance and judge spec."""
-        from findbench.lm import load_lm
+        from findbench.judge import load_judge
 
         if not isinstance(judge, str):
-            return load_lm(judge, cache=judge_cache)
+            return load_judge(judge, cache=judge_cache)
         key = (judge, judge_model, judge_cache, batch_size)
         judges = self.__dict__.setdefault("_judges", {})
         if key not in judges:
-            kwargs = {"model": judge_model} if judge.startswith(("http://", "https://")) else {"batch_size": batch_size}
-            judges[key] = load_lm(judge, cache=judge_cache, **kwargs)
+            judges[key] = load_judge(judge, judge_model=judge_model, cache=judge_cache, batch_size=batch_size)
         return judges[key]
 
     def _compute(
