@@ -18,6 +18,7 @@ from findbench.interpret.episode import (
     run_episode_sync,
 )
 from findbench.interpret.protocol import UNRECOGNIZED_REPLY, Answer
+from tests.interpret.fakes import GenerationLM
 
 
 class ScriptedChat:
@@ -166,7 +167,7 @@ def test_episode_record_round_trips_through_json(by_id):
     assert d["calls"][0]["errors"] == [None, "not a number"]
 
 
-class FakeLM:
+class FakeLM(GenerationLM):
     """A findbench LM stand-in: records generate calls, answers from a script."""
 
     name = "fake"
@@ -177,9 +178,6 @@ class FakeLM:
     def generate(self, conversations, *, max_new_tokens=64, temperature=0.0, progress=False):
         self.calls.append((conversations, max_new_tokens, temperature))
         return [self.replies[min(len(self.calls) - 1, len(self.replies) - 1)] for _ in conversations]
-
-    def candidate_logprobs(self, conversations, candidates, *, assistant_prefix="", progress=False):
-        raise NotImplementedError
 
 
 def test_run_episode_sync_adapts_a_findbench_lm(by_id):

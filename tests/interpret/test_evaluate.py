@@ -28,8 +28,8 @@ from findbench.interpret.evaluate import (
     load_interpretations,
 )
 from findbench.interpret.scoreboard import PAPER_TABLE2, TABLE2_COLUMNS, render_table, table2_cells
-from findbench.judge import normalize_unit_test, render_judge_prompt
 from findbench.schema import CATEGORIES
+from tests.interpret.fakes import KnowingJudge
 
 WRONG_NUMERIC = "def interpretation(x):\n    return 1000.0 * x + 7.0\n"
 WRONG_STRING = "def interpretation(s):\n    return 'zzz' + s[::-1] + 'q'\n"
@@ -49,35 +49,6 @@ def rows() -> dict[str, list[dict]]:
         "neurons_entities": load_rows("neurons_entities")[:3],
         "neurons_relations": load_rows("neurons_relations")[:3],
     }
-
-
-class KnowingJudge:
-    """A scripted judge: the right option for a ground-truth description's prompt, else "1"."""
-
-    name = "knowing-judge"
-
-    def __init__(self, rows: dict[str, list[dict]]):
-        self.answers: dict[str, int] = {}
-        for category, group in rows.items():
-            if category == "numeric":
-                continue
-            for row in group:
-                for ut in row["unit_tests"]:
-                    ut = normalize_unit_test(ut)
-                    prompt = render_judge_prompt(row["description"], ut, category)[-1]["content"]
-                    self.answers[prompt] = ut["correct"]
-        self.calls = 0
-
-    def _pick(self, conversation) -> str:
-        return str(self.answers.get(conversation[-1]["content"], 1))
-
-    def generate(self, conversations, *, max_new_tokens=64, temperature=0.0, progress=False):
-        self.calls += 1
-        return [f"[ANSWER]: {self._pick(c)}" for c in conversations]
-
-    def candidate_logprobs(self, conversations, candidates, *, assistant_prefix="", progress=False):
-        self.calls += 1
-        return [[0.0 if cand == self._pick(c) else -5.0 for cand in candidates] for c in conversations]
 
 
 def write_episode(root: Path, category: str, method: str | None, row: dict, *,

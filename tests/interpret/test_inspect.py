@@ -39,35 +39,13 @@ from findbench.interpret.inspect_tasks import (  # noqa: E402
 from findbench.interpret.protocol import UNRECOGNIZED_REPLY, format_answer  # noqa: E402
 from findbench.interpret.references import oracle_answer  # noqa: E402
 from findbench.interpret.run import EPISODE_FILES, LM_CACHE, episode_dir, record_run_info, run_interpretations, write_episode  # noqa: E402
-from findbench.judge import normalize_unit_test, render_judge_prompt  # noqa: E402
+from tests.interpret.fakes import GenerationLM, KnowingJudge
 
 # Inspect's own retry set-up warns on every model call (a tenacity deprecation).
 pytestmark = pytest.mark.filterwarnings("ignore:The 'initial' parameter is deprecated:DeprecationWarning")
 
 #: The scripted experiment per function: its command's inputs.
 INPUTS = {"numeric/f00000": ["1", "2.5", "-3"], "strings/f00000": ["hello", "two words"]}
-
-
-class KnowingJudge:
-    """A scripted judge: the right option for a ground-truth description's prompt, else "1"."""
-
-    name = "knowing-judge"
-
-    def __init__(self, rows):
-        self.answers: dict[str, int] = {}
-        for row in rows:
-            for ut in row.get("unit_tests") or []:
-                ut = normalize_unit_test(ut)
-                self.answers[render_judge_prompt(row["description"], ut, row["category"])[-1]["content"]] = ut["correct"]
-
-    def _pick(self, conversation) -> str:
-        return str(self.answers.get(conversation[-1]["content"], 1))
-
-    def generate(self, conversations, *, max_new_tokens=64, temperature=0.0, progress=False):
-        return [f"[ANSWER]: {self._pick(c)}" for c in conversations]
-
-    def candidate_logprobs(self, conversations, candidates, *, assistant_prefix="", progress=False):
-        return [[0.0 if cand == self._pick(c) else -5.0 for cand in candidates] for c in conversations]
 
 
 def oracle_text(row) -> str:
@@ -166,7 +144,7 @@ def test_run_folder_from_the_log_is_scored_by_evaluate(mock_log, data_dir, by_id
 # ------------------------------------------------------------------ the findbench model provider
 
 
-class ScriptedLM:
+class ScriptedLM(GenerationLM):
     """A findbench LM: a command on the first turn, an answer after; records its calls."""
 
     name = "scripted-lm"
@@ -178,9 +156,6 @@ class ScriptedLM:
     def generate(self, conversations, *, max_new_tokens=64, temperature=0.0, progress=False):
         self.limits += [max_new_tokens] * len(conversations)
         return ["PYTHON(function.py abc)" if len(c) == 2 else self.answer for c in conversations]
-
-    def candidate_logprobs(self, conversations, candidates, *, assistant_prefix="", progress=False):
-        raise NotImplementedError
 
 
 def test_findbench_model_api_answers_through_a_findbench_lm(data_dir, tmp_path):

@@ -37,38 +37,12 @@ from findbench.interpret.report import (
 )
 from findbench.interpret.run import run_interpretations
 from findbench.interpret.scoreboard import PAPER_TABLE2
-from findbench.judge import normalize_unit_test, render_judge_prompt
+from tests.interpret.fakes import KnowingJudge
 
 CHROMIUM = Path("/usr/bin/chromium")
 CONFIGS = ["numeric", "strings", "neurons_relations"]
 WRONG_NUMERIC = "def interpretation(x):\n    return 3.0 * x + 40.0\n"
 CALLED = ["-50", "-10", "0", "15", "50", "250"]  # 250 lies outside the domain [-100, 100]
-
-
-class ScriptedJudge:
-    """The right option for a ground-truth description's prompt, else "1"."""
-
-    name = "scripted-judge"
-
-    def __init__(self, rows: dict[str, list[dict]]):
-        self.answers: dict[str, int] = {}
-        for category, group in rows.items():
-            if category == "numeric":
-                continue
-            for row in group:
-                for ut in row["unit_tests"]:
-                    ut = normalize_unit_test(ut)
-                    prompt = render_judge_prompt(row["description"], ut, category)[-1]["content"]
-                    self.answers[prompt] = ut["correct"]
-
-    def _pick(self, conversation) -> str:
-        return str(self.answers.get(conversation[-1]["content"], 1))
-
-    def generate(self, conversations, *, max_new_tokens=64, temperature=0.0, progress=False):
-        return [f"[ANSWER]: {self._pick(c)}" for c in conversations]
-
-    def candidate_logprobs(self, conversations, candidates, *, assistant_prefix="", progress=False):
-        return [[0.0 if cand == self._pick(c) else -5.0 for cand in candidates] for c in conversations]
 
 
 async def calling_chat(messages):
@@ -80,7 +54,7 @@ async def calling_chat(messages):
 
 def _scored_run(root: Path, data_dir: Path, interpreter, rows, *, configs=CONFIGS, limit=3) -> Path:
     run = run_interpretations(data_dir, interpreter, configs=configs, limit=limit, out=root, rounds=3, progress=False)
-    evaluate_run(run, judge=ScriptedJudge(rows), out=run / "scores", progress=False)
+    evaluate_run(run, judge=KnowingJudge(rows), out=run / "scores", progress=False)
     return run
 
 

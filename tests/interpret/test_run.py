@@ -10,6 +10,7 @@ import pytest
 from findbench import cli
 from findbench.interpret.episode import Episode
 from findbench.interpret.run import EPISODE_FILES, LM_CACHE, episode_dir, run_interpretations, summarize_run
+from tests.interpret.fakes import GenerationLM
 
 
 def episode_folders(out):
@@ -172,7 +173,7 @@ def test_rows_given_directly(rows, tmp_path):
     assert len(episode_folders(out)) == 4
 
 
-class CountingLM:
+class CountingLM(GenerationLM):
     name = "counting-lm"
 
     def __init__(self):
@@ -181,9 +182,6 @@ class CountingLM:
     def generate(self, conversations, *, max_new_tokens=64, temperature=0.0, progress=False):
         self.generated += len(conversations)
         return ["PYTHON(function.py abc)" if len(c) == 2 else "[DESCRIPTION]: my guess" for c in conversations]
-
-    def candidate_logprobs(self, conversations, candidates, *, assistant_prefix="", progress=False):
-        raise NotImplementedError
 
 
 def test_lm_interpreter_uses_a_request_cache_under_out(data_dir, tmp_path):

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from findbench._io import atomic_dir
+from findbench.interpret.protocol import METHODS
 from findbench.schema import CATEGORIES
 
 __all__ = [
@@ -58,9 +59,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Interpreter kinds of FIND's Table 2: AIA (interactive agent), MILAN (exemplar-based
-#: description) and AIA+MILAN (agent initialised with exemplars).
-METHODS = ("aia", "milan", "aia+milan")
 #: The files an episode folder may hold, without their suffix: ``description.txt``,
 #: ``domain.txt``, ``code.py``.
 PARTS = ("description", "domain", "code")

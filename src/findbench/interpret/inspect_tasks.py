@@ -71,12 +71,13 @@ from inspect_ai.tool import ToolChoice, ToolInfo
 from findbench._version import __version__
 from findbench.interpret.episode import DEFAULT_MAX_TOKENS, DEFAULT_ROUNDS, ChatReply, Episode, run_episode
 from findbench.interpret.prompts import check_method
-from findbench.interpret.protocol import METHODS, NEURON_CATEGORIES, PROTOCOL, format_answer
+from findbench.interpret.protocol import NEURON_CATEGORIES, PROTOCOL, format_answer
 from findbench.interpret.references import REFERENCE_INTERPRETERS, oracle_answer, random_answer
 from findbench.interpret.run import (
     LM_CACHE,
     _as_list,
     _check_int,
+    check_methods,
     episode_dir,
     is_complete_episode,
     record_run_info,
@@ -627,12 +628,7 @@ def run_inspect_interpretations(
     """
     from inspect_ai import eval as inspect_eval
 
-    method_list = _as_list("methods", methods)
-    if not method_list:
-        raise ValueError(f"methods: give at least one of {METHODS}")
-    for m in method_list:
-        if m not in METHODS:
-            raise ValueError(f"methods: unknown method {m!r}; choose from {METHODS}")
+    method_list = check_methods(methods)
     _check_int("rounds", rounds, 1)
     _check_int("max_connections", max_connections, 1)
     _check_int("max_tokens", max_tokens, 1, optional=True)

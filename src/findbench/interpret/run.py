@@ -113,6 +113,18 @@ def _as_list(name: str, value: Any) -> list[str] | None:
     return list(dict.fromkeys(value))
 
 
+def check_methods(methods: Sequence[str] | str) -> list[str]:
+    """The interpretation methods asked for (a list or a comma-separated string), each one of
+    :data:`~findbench.interpret.protocol.METHODS`; ValueError naming ``methods`` otherwise."""
+    method_list = _as_list("methods", methods)
+    if not method_list:
+        raise ValueError(f"methods: give at least one of {METHODS}")
+    for m in method_list:
+        if m not in METHODS:
+            raise ValueError(f"methods: unknown method {m!r}; choose from {METHODS}")
+    return method_list
+
+
 def _check_int(name: str, value: Any, low: int | None, *, optional: bool = False) -> None:
     if optional and value is None:
         return
@@ -244,12 +256,7 @@ def run_interpretations(
         if not isinstance(rows_or_data, Iterable):
             raise TypeError(f"rows_or_data must be a data folder, None or an iterable of rows, got {type(rows_or_data).__name__}")
         rows_or_data = list(rows_or_data)
-    method_list = _as_list("methods", methods)
-    if not method_list:
-        raise ValueError(f"methods: give at least one of {METHODS}")
-    for m in method_list:
-        if m not in METHODS:
-            raise ValueError(f"methods: unknown method {m!r}; choose from {METHODS}")
+    method_list = check_methods(methods)
     function_list = _as_list("functions", functions)
     for f in function_list or []:
         try:
