@@ -81,6 +81,7 @@ from findbench.interpret.run import (
     episode_dir,
     is_complete_episode,
     record_run_info,
+    run_info,
     write_episode,
 )
 from findbench.schema import CATEGORIES, parse_function_id
@@ -657,17 +658,9 @@ def run_inspect_interpretations(
             tasks.append(find_interpret(configs=sorted({parse_function_id(f)[0] for f in pending}), method=m, functions=pending,
                                         rounds=rounds, data=data, seed=seed, max_tokens=tokens, interpreter=reference, judge=None))
     info = {
-        "interpreter": interpreter if reference else model_name,
-        "model": model,
-        "protocol": PROTOCOL,
-        "rounds": rounds,
-        "seed": seed,
-        "data": data,
-        "source": "data" if data is not None else "procedural",
-        "max_tokens": max_tokens,
-        "methods": method_list,
-        "configs": config_list,
-        "findbench_version": __version__,
+        **run_info(interpreter=interpreter if reference else model_name, model=model, rounds=rounds, seed=seed, data=data,
+                   source="data" if data is not None else "procedural", max_tokens=max_tokens, methods=method_list,
+                   configs=config_list),
         "engine": ENGINE,
         "inspect_model": model_name,
         "inspect_model_args": _shown_args(args) if args else os.environ.get("INSPECT_EVAL_MODEL_ARGS") or None,

@@ -113,6 +113,24 @@ def _as_list(name: str, value: Any) -> list[str] | None:
     return list(dict.fromkeys(value))
 
 
+def run_info(*, interpreter: str, model: str | None, rounds: int, seed: int, data: str | None, source: str,
+             max_tokens: int | None, methods: list[str], configs: list[str]) -> dict[str, Any]:
+    """The settings a run folder records in ``run.json`` (both engines write these)."""
+    return {
+        "interpreter": interpreter,
+        "model": model,
+        "protocol": PROTOCOL,
+        "rounds": rounds,
+        "seed": seed,
+        "data": data,
+        "source": source,
+        "max_tokens": max_tokens,
+        "methods": methods,
+        "configs": configs,
+        "findbench_version": __version__,
+    }
+
+
 def check_methods(methods: Sequence[str] | str) -> list[str]:
     """The interpretation methods asked for (a list or a comma-separated string), each one of
     :data:`~findbench.interpret.protocol.METHODS`; ValueError naming ``methods`` otherwise."""
@@ -300,19 +318,8 @@ def run_interpretations(
         data, source = None, "procedural"
     else:
         data, source = None, "rows"
-    info = {
-        "interpreter": _interpreter_name(interpreter),
-        "model": model,
-        "protocol": PROTOCOL,
-        "rounds": rounds,
-        "seed": seed,
-        "data": data,
-        "source": source,
-        "max_tokens": max_tokens,
-        "methods": method_list,
-        "configs": config_list,
-        "findbench_version": __version__,
-    }
+    info = run_info(interpreter=_interpreter_name(interpreter), model=model, rounds=rounds, seed=seed, data=data,
+                    source=source, max_tokens=max_tokens, methods=method_list, configs=config_list)
     all_rows = _load_rows(rows_or_data if source != "data" else data, config_list, seed)
 
     wanted = set(function_list or [])
