@@ -22,8 +22,8 @@ import torch
 
 from findbench._io import atomic_write_json
 from findbench.find.synthetic_neurons import generate_entities, make_function
-from findbench.find.synthetic_neurons.encoder import load_encoder
 from findbench.find.synthetic_neurons.entities import entity_splits
+from findbench.lm.encoder import load_encoder
 
 
 def main() -> int:

