@@ -22,7 +22,10 @@ BENCHMARKS = {
     "p2": ("p2_sandbox.py", ["--n", "300", "--repeats", "1"]),
     "p3": ("p3_judge.py", ["--functions", "2"]),
     "p4": ("p4_entities.py", ["--neurons", "5"]),
+    "p5": ("p5_evidence.py", ["--total-tokens", "20000", "--n-latents", "50"]),
     "p6": ("p6_iia.py", ["--n-pairs", "32"]),
+    "p7": ("p7_interpret_vllm.py", ["--limit", "2", "--rounds", "2"]),
+    "p8": ("p8_autointerp_vllm.py", ["--n-latents", "8", "--total-tokens", "20000"]),
 }
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 __all__ = ["METRICS", "metric_path", "card_template", "data_path"]
 
 #: The evaluate modules shipped with findbench (``findbench/metrics/<name>/<name>.py``).
-METRICS = ("explanation_f1", "find_domain", "find_exact_match", "find_nmse", "find_unit_test", "iia")
+METRICS = ("autointerp", "explanation_f1", "find_domain", "find_exact_match", "find_nmse", "find_unit_test", "iia")
 
 
 def _package_file(*parts: str) -> Path:

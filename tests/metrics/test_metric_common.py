@@ -98,6 +98,7 @@ def test_unknown_argument_names_itself(evaluate, name):
     being swallowed by a ``**kwargs``."""
     metric = _load(evaluate, name)
     inputs = {
+        "autointerp": ([[1, 3], None], [[1, 2], [1]]),
         "explanation_f1": ([True, False], [[0.5], [-0.5]]),
         "find_domain": (["[DOMAIN]: none"], [{"domain_low": -100.0, "domain_high": 100.0, "corruption_type": None,
                                               "corruption_params": None}]),

@@ -1,0 +1,166 @@
+"""P5: AutoInterp evidence collection, findbench's streaming path vs SAEBench's dense path.
+
+Same model (embedded SmolLM2), SAE (the shipped one unless --sae), corpus tokens and
+latents, in one run:
+
+- ours: :func:`findbench.autointerp.evidence.collect_evidence` — a plain transformers
+  forward pass stopped at the SAE's layer, only the chosen latents encoded (for TopK SAEs
+  every pre-activation is needed for the top-k, only the chosen columns are kept), streaming
+  top-k / importance-weighted statistics, nothing dense kept;
+- reference (SAEBench's procedure): TransformerLens' ``TransformerBridge`` (the local-model
+  path of TransformerLens 3) ``run_with_cache(..., stop_at_layer=L + 1, names_filter=[hook])``,
+  the full ``sae.encode``, a dense ``[rows, context, latents]`` activation tensor, then the
+  greedy non-overlapping top-k windows and ``torch.multinomial`` importance-weighted
+  samples per latent on that tensor.
+
+Each path runs in its own subprocess so its peak resident memory is its own; both run at
+``--total-tokens`` and at twice that, to show which memory grows with the corpus. The
+top-window sets of the two paths are compared latent by latent.
+
+    python benchmarks/p5_evidence.py [--total-tokens 100000] [--n-latents 200] [--threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results" / "p5_evidence.json"
+
+
+def _setup(args):
+    import numpy as np
+    import torch
+
+    from findbench.autointerp.config import AutoInterpConfig
+    from findbench.autointerp.corpus import corpus_tokens, special_token_ids
+    from findbench.autointerp.run import load_model
+    from findbench.autointerp.sae import load_sae
+
+    torch.set_num_threads(args.threads)
+    model, tokenizer, _ = load_model(args.model)
+    sae = load_sae(args.sae)
+    hook = sae.cfg.metadata.hook_name
+    tokens = corpus_tokens(tokenizer, "wordnet", context_size=128, total_tokens=args.total_tokens)
+    rng = np.random.default_rng(0)
+    latents = sorted(int(x) for x in rng.choice(int(sae.cfg.d_sae), size=args.n_latents, replace=False))
+    cfg = AutoInterpConfig(total_tokens=args.total_tokens, override_latents=latents)
+    return model, tokenizer, sae, hook, tokens, latents, cfg, sorted(special_token_ids(tokenizer))
+
+
+def child_ours(args) -> dict:
+    from findbench.autointerp.evidence import collect_evidence
+
+    model, _, sae, hook, tokens, latents, cfg, specials = _setup(args)
+    t0 = time.perf_counter()
+    evidence = collect_evidence(model, sae, tokens, latents, cfg, hook_name=hook, special_ids=specials, batch_size=args.batch_size,
+                                progress=False)
+    seconds = time.perf_counter() - t0
+    tops = {ev.latent: sorted((w.row, w.centre) for w in ev.generation + ev.scoring if w.kind == "top") for ev in evidence}
+    return {"seconds": seconds, "tops": tops}
+
+
+def child_reference(args) -> dict:
+    import torch
+    from transformer_lens.model_bridge import TransformerBridge
+
+    from findbench.autointerp.evidence import dense_top_windows
+    from findbench.models import resolve
+
+    _, _, sae, hook, tokens, latents, cfg, specials = _setup(args)
+    layer = int(hook.split(".")[1])
+    bridge = TransformerBridge.boot_transformers(resolve(args.model), device="cpu")
+    idx = torch.as_tensor(latents)
+    t0 = time.perf_counter()
+    dense = torch.zeros((len(tokens), tokens.shape[1], len(latents)))
+    special = torch.as_tensor(specials)
+    with torch.inference_mode():
+        for s in range(0, len(tokens), args.batch_size):
+            ids = torch.as_tensor(tokens[s : s + args.batch_size], dtype=torch.long)
+            _, cache = bridge.run_with_cache(ids, names_filter=[hook], stop_at_layer=layer + 1)
+            acts = sae.encode(cache[hook])[..., idx]
+            acts[torch.isin(ids, special)] = 0
+            dense[s : s + len(ids)] = acts
+        tops = {}
+        for j, latent in enumerate(latents):
+            a = dense[..., j]
+            chosen = dense_top_windows(a, cfg.n_top_ex, cfg.buffer)
+            tops[latent] = sorted(chosen)
+            threshold = min(float(a[r, c]) for r, c in chosen)
+            w = torch.where(a >= threshold, 0.0, a)[:, cfg.buffer : -cfg.buffer].reshape(-1) ** 2
+            if (w > 0).sum() >= cfg.n_iw_sampled_ex:
+                torch.multinomial(w, cfg.n_iw_sampled_ex, replacement=False)
+    seconds = time.perf_counter() - t0
+    return {"seconds": seconds, "tops": tops}
+
+
+def _child_main(args) -> int:
+    out = child_ours(args) if args.child == "ours" else child_reference(args)
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["tops"] = {str(k): v for k, v in out["tops"].items()}
+    print("P5JSON " + json.dumps(out))
+    return 0
+
+
+def _spawn(path: str, args, total_tokens: int) -> dict:
+    cmd = [sys.executable, __file__, "--child", path, "--total-tokens", str(total_tokens), "--n-latents", str(args.n_latents),
+           "--threads", str(args.threads), "--batch-size", str(args.batch_size), "--model", args.model, "--sae", args.sae]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("P5JSON ")]
+    if proc.returncode != 0 or not lines:
+        raise SystemExit(f"{path} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(lines[-1][len("P5JSON ") :])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--total-tokens", type=int, default=100_000)
+    ap.add_argument("--n-latents", type=int, default=200)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--model", default="embedded")
+    ap.add_argument("--sae", default="embedded")
+    ap.add_argument("--child", choices=["ours", "reference"], default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        return _child_main(args)
+    runs = {}
+    for n in (args.total_tokens, 2 * args.total_tokens):
+        for path in ("ours", "reference"):
+            print(f"{path} at {n} tokens ...", flush=True)
+            runs[(path, n)] = _spawn(path, args, n)
+    n1, n2 = args.total_tokens, 2 * args.total_tokens
+    ours, ref = runs[("ours", n1)], runs[("reference", n1)]
+    same = sum(ours["tops"][k] == ref["tops"][k] for k in ours["tops"])
+    result = {
+        "benchmark": "p5_evidence",
+        "model": args.model,
+        "sae": args.sae,
+        "n_latents": args.n_latents,
+        "total_tokens": n1,
+        "machine": {"platform": platform.platform(), "python": platform.python_version(), "threads": args.threads},
+        "ours_tokens_per_s": n1 / ours["seconds"],
+        "reference_tokens_per_s": n1 / ref["seconds"],
+        "speedup_tokens_per_s": ref["seconds"] / ours["seconds"],
+        "goal_speedup": 3.0,
+        "identical_top_windows": f"{same}/{len(ours['tops'])}",
+        "peak_rss_mb": {f"{p}@{n}": round(runs[(p, n)]["peak_rss_mb"], 1) for (p, n) in runs},
+        "rss_growth_mb_when_tokens_double": {
+            p: round(runs[(p, n2)]["peak_rss_mb"] - runs[(p, n1)]["peak_rss_mb"], 1) for p in ("ours", "reference")
+        },
+        "seconds": {f"{p}@{n}": round(runs[(p, n)]["seconds"], 2) for (p, n) in runs},
+    }
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

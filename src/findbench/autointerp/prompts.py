@@ -1,0 +1,148 @@
+"""What the explainer and the detection scorer are shown.
+
+The prompts follow the structure of SAEBench's AutoInterp (an explainer shown windows with
+the active tokens between ``<<`` and ``>>``, answering "This neuron activates on ...";
+a scorer shown numbered, unmarked windows, answering with the indices of the active ones
+or "None"), written anew for findbench, with demonstrations of our own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from findbench.autointerp.evidence import Window
+
+__all__ = [
+    "TokenRenderer",
+    "mark_window",
+    "explanation_messages",
+    "detection_messages",
+    "EXPLANATION_PREFIX",
+]
+
+#: What the explainer's answer starts with; the label is the text after "activates on".
+EXPLANATION_PREFIX = "This neuron activates on"
+
+_EXPLAIN_SYSTEM = (
+    "You study one neuron of a neural network. It responds to a particular token, word, substring or topic "
+    "in short pieces of text. You will see texts on which it responds, strongest first; the tokens where it "
+    "responds are marked as <<like this>>. Say in one short sentence what the neuron responds to. Describe "
+    "the common pattern behind the marked tokens rather than one single word, unless a single word is all "
+    "it responds to; some neurons respond to one exact word or piece of a word, others to every word of a "
+    "passage about some topic. Mention capital letters or punctuation only if they matter. Use at most 20 "
+    "words, no lists, no formatting."
+)
+_EXPLAIN_FORMAT = f'Answer in the form "{EXPLANATION_PREFIX} ...".'
+
+# Demonstrations (user turn, assistant turn) written for findbench.
+_DEMOS: tuple[tuple[list[str], str], ...] = (
+    (
+        [
+            "the recipe calls for two <<cups>> of flour and a <<teaspoon>> of salt",
+            "pour three <<litres>> of water into the pot",
+            "he ran five <<miles>> before breakfast",
+        ],
+        f"{EXPLANATION_PREFIX} units of measurement following a number.",
+    ),
+    (
+        [
+            "she opened the door <<and>> walked in <<and>> sat down",
+            "bread <<and>> butter",
+            "slowly <<and>> carefully",
+        ],
+        f"{EXPLANATION_PREFIX} the word 'and' joining two words or phrases.",
+    ),
+)
+
+_DETECT_SYSTEM = (
+    "A neuron of a neural network has been described in words. You will see the description and a numbered "
+    "list of texts. The neuron responds strongly to some of the texts and not at all to the others. Decide, "
+    "from the description alone, which texts it responds to. Reply with the numbers of those texts separated "
+    'by commas, for example "2, 5, 9", or with "None" if you think it responds to none of them. Reply with '
+    "nothing else."
+)
+
+
+class TokenRenderer:
+    """Token ids → the text pieces a window is written with.
+
+    Byte-level BPE tokenizers (GPT-2, Llama 3, SmolLM2) decode one id at a time to a piece
+    carrying its own leading space; WordPiece tokenizers (BERT, MiniLM) mark word
+    continuations with ``##`` and get a space before every other piece.
+    """
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        model = getattr(getattr(tokenizer, "backend_tokenizer", None), "model", None)
+        self.wordpiece = type(model).__name__ == "WordPiece"
+        self._cache: dict[int, str] = {}
+
+    def piece(self, token_id: int) -> str:
+        if token_id not in self._cache:
+            if self.wordpiece:
+                tok = self.tokenizer.convert_ids_to_tokens(int(token_id))
+                self._cache[token_id] = tok[2:] if tok.startswith("##") else " " + tok
+            else:
+                self._cache[token_id] = self.tokenizer.decode([int(token_id)])
+        return self._cache[token_id]
+
+    def pieces(self, token_ids: Sequence[int]) -> list[str]:
+        out = [self.piece(t) for t in token_ids]
+        if out and self.wordpiece:
+            out[0] = out[0].lstrip(" ")
+        return out
+
+    def text(self, token_ids: Sequence[int]) -> str:
+        return _clean("".join(self.pieces(token_ids)))
+
+
+def _clean(text: str) -> str:
+    return " ".join(text.replace("\n", " ").split())
+
+
+def mark_window(pieces: Sequence[str], acts: Sequence[float], threshold: float) -> str:
+    """The window's text with each run of tokens whose activation exceeds ``threshold``
+    wrapped in ``<<`` ``>>`` (a token's leading spaces stay outside the marks)."""
+    if len(pieces) != len(acts):
+        raise ValueError(f"pieces ({len(pieces)}) and acts ({len(acts)}) differ in length")
+    out: list[str] = []
+    open_run = False
+    for piece, act in zip(pieces, acts):
+        on = act > threshold
+        if on and not open_run:
+            stripped = piece.lstrip()
+            out.append(piece[: len(piece) - len(stripped)] + "<<" + stripped)
+            open_run = True
+        elif not on and open_run:
+            out.append(">>" + piece)
+            open_run = False
+        else:
+            out.append(piece)
+    if open_run:
+        out.append(">>")
+    return _clean("".join(out))
+
+
+def _numbered(texts: Sequence[str]) -> str:
+    return "\n".join(f"{i}. {t}" for i, t in enumerate(texts, start=1))
+
+
+def explanation_messages(windows: Sequence[Window], renderer: TokenRenderer, threshold: float, *, demos: bool = True) -> list[dict]:
+    """The explainer's conversation for one latent (``threshold``: the activation above which a
+    token is marked, ``act_threshold_frac`` × the largest activation in the top windows)."""
+    system = _EXPLAIN_SYSTEM + " " + _EXPLAIN_FORMAT
+    messages = [{"role": "system", "content": system}]
+    if demos:
+        for texts, answer in _DEMOS:
+            messages.append({"role": "user", "content": "Texts:\n" + _numbered(texts)})
+            messages.append({"role": "assistant", "content": answer})
+    texts = [mark_window(renderer.pieces(w.tokens), w.acts, threshold) for w in windows]
+    messages.append({"role": "user", "content": "Texts:\n" + _numbered(texts)})
+    return messages
+
+
+def detection_messages(explanation: str, windows: Sequence[Window], renderer: TokenRenderer) -> list[dict]:
+    """The detection scorer's conversation: the explanation and the numbered, unmarked windows."""
+    texts = [renderer.text(w.tokens) for w in windows]
+    user = f"Description: {EXPLANATION_PREFIX} {explanation}\n\nTexts:\n{_numbered(texts)}\n\nWhich texts does the neuron respond to?"
+    return [{"role": "system", "content": _DETECT_SYSTEM}, {"role": "user", "content": user}]

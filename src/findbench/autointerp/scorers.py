@@ -1,0 +1,197 @@
+"""How well an explanation predicts where a latent fires: four scorers over the same windows.
+
+Every scorer takes ``(evidence, explanation)`` pairs and returns one dict per latent with a
+``score`` in [0, 1] and what it is made of. The windows are the latent's scoring windows
+(:attr:`LatentEvidence.scoring`: top and importance-weighted windows left out of
+generation, labelled active; random windows, labelled inactive).
+
+- ``detection`` (SAEBench): an LM reads the explanation and the numbered windows and lists
+  the active ones; score = share of windows classified correctly. Answering "None" scores
+  ``n_random / n`` (10/14 = 0.71 with the defaults): that, not 0.5, is its floor.
+- ``fuzz`` (delphi's fuzzing, from its paper's definition): each active scoring window is
+  shown twice, once with its active tokens marked and once with as many marks on tokens
+  where the latent is silent; the LM says whether the marks fit the explanation
+  (``Yes``/``No`` log-probabilities, one forward pass each). Score = accuracy; chance 0.5.
+- ``embedding`` (delphi's embedding scorer): cosine similarity of the explanation's and each
+  window's sentence embedding (MiniLM); score = ROC AUC of active vs inactive windows;
+  chance 0.5. No LM.
+- ``likelihood`` (in the spirit of the judge's ``pmi`` mode): log P(window | explanation) −
+  log P(window | no explanation) under the LM; score = ROC AUC of active vs inactive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from findbench.autointerp.detection import detection_score, parse_detection
+from findbench.autointerp.evidence import LatentEvidence
+from findbench.autointerp.prompts import EXPLANATION_PREFIX, TokenRenderer, detection_messages, mark_window
+
+__all__ = ["DetectionScorer", "FuzzScorer", "EmbeddingScorer", "LikelihoodScorer", "make_scorer", "roc_auc"]
+
+Item = tuple[LatentEvidence, str]
+
+
+def roc_auc(scores: Sequence[float], labels: Sequence[bool]) -> float:
+    """ROC AUC of ``scores`` for the positive ``labels`` (ties count one half; 0.5 when one
+    class is missing)."""
+    s = np.asarray(scores, dtype=float)
+    y = np.asarray(labels, dtype=bool)
+    pos, neg = s[y], s[~y]
+    if not len(pos) or not len(neg):
+        return 0.5
+    greater = (pos[:, None] > neg[None, :]).sum()
+    ties = (pos[:, None] == neg[None, :]).sum()
+    return float((greater + 0.5 * ties) / (len(pos) * len(neg)))
+
+
+def _truth(ev: LatentEvidence) -> list[int]:
+    return [i for i, w in enumerate(ev.scoring, start=1) if w.active]
+
+
+class DetectionScorer:
+    """SAEBench's detection task through any findbench LM (``generate``)."""
+
+    name = "detection"
+
+    def __init__(self, lm, renderer: TokenRenderer, *, max_new_tokens: int = 200, progress: bool = True):
+        self.lm, self.renderer, self.max_new_tokens, self.progress = lm, renderer, max_new_tokens, progress
+
+    def score(self, items: Sequence[Item]) -> list[dict[str, Any]]:
+        convs = [detection_messages(expl, ev.scoring, self.renderer) for ev, expl in items]
+        answers = self.lm.generate(convs, max_new_tokens=self.max_new_tokens, progress=self.progress) if convs else []
+        out = []
+        for (ev, _), answer in zip(items, answers):
+            n = len(ev.scoring)
+            predicted = parse_detection(answer, n)
+            truth = _truth(ev)
+            out.append({"score": detection_score(predicted, truth, n), "predictions": predicted, "correct seqs": truth,
+                        "answer": answer, "parsed": predicted is not None})
+        return out
+
+
+_FUZZ_SYSTEM = (
+    "A neuron of a neural network has been described in words. In a text, some tokens are marked <<like this>>. "
+    "Answer Yes if the marked tokens are ones the described neuron would respond to, No otherwise. Answer with one word."
+)
+
+
+class FuzzScorer:
+    """Are the marks where the explanation says? Correctly vs wrongly marked active windows."""
+
+    name = "fuzz"
+
+    def __init__(self, lm, renderer: TokenRenderer, *, act_threshold_frac: float = 0.01, seed: int = 42, progress: bool = True):
+        self.lm, self.renderer, self.frac, self.seed, self.progress = lm, renderer, act_threshold_frac, seed, progress
+
+    def _marked(self, ev: LatentEvidence) -> list[tuple[str, bool]]:
+        threshold = self.frac * ev.top_max_act
+        rng = np.random.default_rng([self.seed, ev.latent])
+        shown = []
+        for w in ev.scoring:
+            if not w.active:
+                continue
+            pieces = self.renderer.pieces(w.tokens)
+            on = [a > threshold for a in w.acts]
+            off = [i for i, x in enumerate(on) if not x]
+            n_on = sum(on)
+            if not n_on or not off:
+                continue
+            wrong = np.zeros(len(on))
+            wrong[rng.choice(off, size=min(n_on, len(off)), replace=False)] = 1.0
+            shown.append((mark_window(pieces, w.acts, threshold), True))
+            shown.append((mark_window(pieces, wrong.tolist(), 0.5), False))
+        return shown
+
+    def score(self, items: Sequence[Item]) -> list[dict[str, Any]]:
+        per_item = [self._marked(ev) for ev, _ in items]
+        convs, owners = [], []
+        for k, ((ev, expl), shown) in enumerate(zip(items, per_item)):
+            for text, _ in shown:
+                user = f"Description: {EXPLANATION_PREFIX} {expl}\n\nText: {text}\n\nAre the marked tokens ones this neuron responds to?"
+                convs.append([{"role": "system", "content": _FUZZ_SYSTEM}, {"role": "user", "content": user}])
+                owners.append(k)
+        logps = self.lm.candidate_logprobs(convs, ["Yes", "No"], progress=self.progress) if convs else []
+        said_yes: list[list[bool]] = [[] for _ in items]
+        for k, (yes, no) in zip(owners, logps):
+            said_yes[k].append(yes > no)
+        out = []
+        for shown, yes in zip(per_item, said_yes):
+            correct = [y == truth for (_, truth), y in zip(shown, yes)]
+            out.append({"score": float(np.mean(correct)) if correct else 0.5, "n_shown": len(shown),
+                        "said_yes_correct": int(sum(y for (_, t), y in zip(shown, yes) if t)),
+                        "said_yes_wrong": int(sum(y for (_, t), y in zip(shown, yes) if not t))})
+        return out
+
+
+class EmbeddingScorer:
+    """Sentence-embedding similarity of the explanation to active vs inactive windows (AUC)."""
+
+    name = "embedding"
+
+    def __init__(self, encoder, renderer: TokenRenderer):
+        self.encoder, self.renderer = encoder, renderer
+
+    def score(self, items: Sequence[Item]) -> list[dict[str, Any]]:
+        out = []
+        for ev, expl in items:
+            texts = [self.renderer.text(w.tokens) for w in ev.scoring]
+            emb = self.encoder.encode([expl, *texts])
+            sims = emb[1:] @ emb[0]
+            labels = [w.active for w in ev.scoring]
+            out.append({"score": roc_auc(sims.tolist(), labels), "similarities": [round(float(s), 6) for s in sims]})
+        return out
+
+
+class LikelihoodScorer:
+    """log P(window | explanation) − log P(window | nothing) under a scoring LM (AUC)."""
+
+    name = "likelihood"
+
+    def __init__(self, lm, renderer: TokenRenderer, *, progress: bool = True):
+        if not callable(getattr(lm, "continuation_logprobs", None)):
+            raise TypeError("the likelihood scorer needs an LM with continuation_logprobs (in-process or vLLM with prompt logprobs)")
+        self.lm, self.renderer, self.progress = lm, renderer, progress
+
+    @staticmethod
+    def _conv(expl: str | None) -> list[dict]:
+        if expl is None:
+            return [{"role": "user", "content": "Write a short piece of text."}]
+        return [{"role": "user", "content": f"Write a short piece of text containing what this neuron responds to. "
+                                            f"{EXPLANATION_PREFIX} {expl}"}]
+
+    def score(self, items: Sequence[Item]) -> list[dict[str, Any]]:
+        convs, conts, owners = [], [], []
+        for k, (ev, expl) in enumerate(items):
+            for w in ev.scoring:
+                text = self.renderer.text(w.tokens) or "."
+                convs += [self._conv(expl), self._conv(None)]
+                conts += [text, text]
+                owners.append(k)
+        lps = self.lm.continuation_logprobs(convs, conts, progress=self.progress) if convs else []
+        pmis: list[list[float]] = [[] for _ in items]
+        for j, k in enumerate(owners):
+            pmis[k].append(lps[2 * j] - lps[2 * j + 1])
+        return [{"score": roc_auc(p, [w.active for w in ev.scoring]), "pmi": [round(float(x), 4) for x in p]}
+                for (ev, _), p in zip(items, pmis)]
+
+
+def make_scorer(name: str, *, lm=None, renderer: TokenRenderer, encoder=None, act_threshold_frac: float = 0.01, seed: int = 42,
+                max_new_tokens: int = 200, progress: bool = True):
+    """The scorer called ``name`` (``detection``, ``fuzz``, ``embedding`` or ``likelihood``)."""
+    if name == "detection":
+        return DetectionScorer(lm, renderer, max_new_tokens=max_new_tokens, progress=progress)
+    if name == "fuzz":
+        return FuzzScorer(lm, renderer, act_threshold_frac=act_threshold_frac, seed=seed, progress=progress)
+    if name == "embedding":
+        if encoder is None:
+            from findbench.lm.encoder import load_encoder
+
+            encoder = load_encoder()
+        return EmbeddingScorer(encoder, renderer)
+    if name == "likelihood":
+        return LikelihoodScorer(lm, renderer, progress=progress)
+    raise ValueError(f"scorers: unknown scorer {name!r} (known: detection, fuzz, embedding, likelihood)")
