@@ -20,4 +20,16 @@ HUANG2023 = """\
 }
 """
 
-__all__ = ["FIND", "HUANG2023"]
+SAEBENCH = """\
+@inproceedings{karvonen2025saebench,
+  title     = {{SAEBench}: A Comprehensive Benchmark for Sparse Autoencoders in Language Model Interpretability},
+  author    = {Karvonen, Adam and Rager, Can and Lin, Johnny and Tigges, Curt and Bloom, Joseph and Chanin, David
+               and Lau, Yeu-Tong and Farrell, Eoin and McDougall, Callum and Ayonrinde, Kola and Till, Demian
+               and Wearden, Matthew and Conmy, Arthur and Marks, Samuel and Nanda, Neel},
+  booktitle = {Proceedings of the 42nd International Conference on Machine Learning (ICML)},
+  year      = {2025},
+  url       = {https://arxiv.org/abs/2503.09532}
+}
+"""
+
+__all__ = ["FIND", "HUANG2023", "SAEBENCH"]
