@@ -86,18 +86,27 @@ class LatentEvidence:
         return cls(**d)
 
 
-def _sort_key_order(values: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
-    """Per latent (dim 0), the order by value descending, then row, then column."""
-    order = torch.argsort(cols, dim=1, stable=True)
-    order = order.gather(1, torch.argsort(rows.gather(1, order), dim=1, stable=True))
-    return order.gather(1, torch.argsort(-values.gather(1, order), dim=1, stable=True))
+def _group_best(lat: torch.Tensor, primary: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Among flat entries grouped by latent, the first ``k`` of each group ordered by
+    ``primary`` ascending, then row, then column: ``(indices, rank within the group)``."""
+    order = torch.argsort(cols, stable=True)
+    order = order[torch.argsort(rows[order], stable=True)]
+    order = order[torch.argsort(primary[order], stable=True)]
+    order = order[torch.argsort(lat[order], stable=True)]
+    lat_sorted = lat[order]
+    rank = torch.arange(len(order)) - torch.searchsorted(lat_sorted, lat_sorted)
+    keep = rank < k
+    return order[keep], rank[keep]
 
 
 class EvidenceCollector:
     """Streaming top / importance-weighted / random windows for ``n`` latents.
 
     Call :meth:`update` with each batch of activations ``[rows, context, n]`` in corpus
-    order, then :meth:`finish` with the corpus tokens.
+    order, then :meth:`finish` with the corpus tokens. Work per batch is dense only in one
+    reduction (each row's maximum per latent); the greedy window choice runs on the
+    (latent, row) pairs whose maximum can still enter the latent's top list, and the
+    importance-weighted sampling on the active positions only.
     """
 
     def __init__(self, latents: Sequence[int], n_rows: int, cfg: AutoInterpConfig):
@@ -113,75 +122,86 @@ class EvidenceCollector:
         self.rows_seen = 0
         self.gen = torch.Generator().manual_seed(cfg.random_seed)
         self.counts = torch.zeros(n, dtype=torch.long)
-        # top windows
+        # top windows, best first; -inf marks an empty slot
         self.top_v = torch.full((n, k), -_INF)
         self.top_r = torch.full((n, k), -1, dtype=torch.long)
         self.top_c = torch.full((n, k), -1, dtype=torch.long)
         self.top_win = torch.zeros((n, k, self.w))
-        # importance-weighted sample: eligible pool and side list
+        # importance-weighted sample (smallest keys first; inf marks an empty slot) and side list
         self.iw_key = torch.full((n, m), _INF)
         self.iw_r = torch.full((n, m), -1, dtype=torch.long)
         self.iw_c = torch.full((n, m), -1, dtype=torch.long)
         self.iw_win = torch.zeros((n, m, self.w))
-        self.side: dict[str, torch.Tensor] = {
-            "lat": torch.zeros(0, dtype=torch.long),
-            "row": torch.zeros(0, dtype=torch.long),
-            "col": torch.zeros(0, dtype=torch.long),
-            "act": torch.zeros(0),
-            "key": torch.zeros(0),
-            "win": torch.zeros((0, self.w)),
-        }
+        self.side = {**self._entries(), "act": torch.zeros(0)}
         # random windows, drawn up front
         rng = np.random.default_rng(cfg.random_seed)
         self.rand_r = torch.as_tensor(rng.integers(0, n_rows, size=(n, cfg.n_random_ex)), dtype=torch.long)
         self.rand_c = torch.as_tensor(rng.integers(self.b, self.context - self.b, size=(n, cfg.n_random_ex)), dtype=torch.long)
         self.rand_win = torch.zeros((n, cfg.n_random_ex, self.w))
 
-    # -- helpers -----------------------------------------------------------------------------
-    def _windows(self, acts_nbc: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
-        """Window activations ``[n, M, w]`` for per-latent batch rows / centre columns ``[n, M]``."""
-        offs = torch.arange(-self.b, self.b + 1)
-        lat = torch.arange(self.n)[:, None, None]
-        return acts_nbc[lat, rows[..., None], cols[..., None] + offs]
+    def _entries(self, lat=None, row=None, col=None, value=None, win=None) -> dict[str, torch.Tensor]:
+        """Flat entries ``{lat, row, col, value, win}`` (empty when no arguments)."""
+        if lat is None:
+            lat = row = col = torch.zeros(0, dtype=torch.long)
+            value, win = torch.zeros(0), torch.zeros((0, self.w))
+        return {"lat": lat, "row": row, "col": col, "value": value, "win": win}
+
+    @staticmethod
+    def _cat(*parts: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
+
+    @staticmethod
+    def _take(entries: dict[str, torch.Tensor], idx: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {key: v[idx] for key, v in entries.items()}
+
+    def _flat(self, value, row, col, win) -> dict[str, torch.Tensor]:
+        """The ``[n, slots]`` state as flat entries."""
+        slots = value.shape[1]
+        return self._entries(torch.arange(self.n).repeat_interleave(slots), row.reshape(-1), col.reshape(-1), value.reshape(-1),
+                             win.reshape(-1, self.w))
+
+    def _window_acts(self, x: torch.Tensor, lat: torch.Tensor, row_local: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
+        return x[lat[:, None], row_local[:, None], col[:, None] + torch.arange(-self.b, self.b + 1)]
 
     def _threshold(self) -> torch.Tensor:
         """A lower bound of the final IW threshold per latent (-inf until k windows exist)."""
-        full = torch.isfinite(self.top_v).all(dim=1)
-        low = self.top_v.min(dim=1).values
-        return torch.where(full, low, torch.full_like(low, -_INF))
+        return self.top_v[:, -1]
 
-    def _merge_iw(self, key, row, col, win) -> None:
-        """Keep the ``m`` smallest keys per latent among the pool and ``[n, M]`` newcomers."""
-        key = torch.cat([self.iw_key, key], dim=1)
-        row = torch.cat([self.iw_r, row], dim=1)
-        col = torch.cat([self.iw_c, col], dim=1)
-        win = torch.cat([self.iw_win, win], dim=1)
-        best = torch.topk(key, self.m, dim=1, largest=False, sorted=True).indices if self.m else key[:, :0].long()
-        self.iw_key = key.gather(1, best)
-        self.iw_r = row.gather(1, best)
-        self.iw_c = col.gather(1, best)
-        self.iw_win = win.gather(1, best[..., None].expand(-1, -1, self.w))
+    def _set_top(self, e: dict[str, torch.Tensor]) -> None:
+        keep, rank = _group_best(e["lat"], -e["value"], torch.where(torch.isfinite(e["value"]), e["row"], self.n_rows), e["col"], self.k)
+        lat = e["lat"][keep]
+        self.top_v = torch.full((self.n, self.k), -_INF)
+        self.top_r = torch.full((self.n, self.k), -1, dtype=torch.long)
+        self.top_c = torch.full((self.n, self.k), -1, dtype=torch.long)
+        self.top_win = torch.zeros((self.n, self.k, self.w))
+        self.top_v[lat, rank], self.top_r[lat, rank], self.top_c[lat, rank] = e["value"][keep], e["row"][keep], e["col"][keep]
+        self.top_win[lat, rank] = e["win"][keep]
+
+    def _merge_iw(self, new: dict[str, torch.Tensor]) -> None:
+        """Keep the ``m`` smallest keys (entries' ``value``) per latent among the pool and ``new``."""
+        if not len(new["lat"]) or not self.m:
+            return
+        e = self._cat(self._flat(self.iw_key, self.iw_r, self.iw_c, self.iw_win), new)
+        keep, rank = _group_best(e["lat"], e["value"], e["row"], e["col"], self.m)
+        lat = e["lat"][keep]
+        self.iw_key = torch.full((self.n, self.m), _INF)
+        self.iw_r = torch.full((self.n, self.m), -1, dtype=torch.long)
+        self.iw_c = torch.full((self.n, self.m), -1, dtype=torch.long)
+        self.iw_win = torch.zeros((self.n, self.m, self.w))
+        self.iw_key[lat, rank], self.iw_r[lat, rank], self.iw_c[lat, rank] = e["value"][keep], e["row"][keep], e["col"][keep]
+        self.iw_win[lat, rank] = e["win"][keep]
 
     def _release_side(self, threshold: torch.Tensor) -> None:
-        """Move side-list positions below ``threshold`` into the eligible pool."""
+        """Move side-list positions below ``threshold`` into the eligible pool (the side list
+        keeps each position's activation in ``act`` and its key in ``value``)."""
         side = self.side
         if not len(side["lat"]):
             return
         go = side["act"] < threshold[side["lat"]]
-        if not go.any():
-            return
-        lat, row, col, key, win = (side[name][go] for name in ("lat", "row", "col", "key", "win"))
-        for name in side:
-            side[name] = side[name][~go]
-        for latent in lat.unique().tolist():
-            sel = lat == latent
-            cnt = int(sel.sum())
-            key_l = torch.full((self.n, cnt), _INF)
-            row_l = torch.full((self.n, cnt), -1, dtype=torch.long)
-            col_l = torch.full((self.n, cnt), -1, dtype=torch.long)
-            win_l = torch.zeros((self.n, cnt, self.w))
-            key_l[latent], row_l[latent], col_l[latent], win_l[latent] = key[sel], row[sel], col[sel], win[sel]
-            self._merge_iw(key_l, row_l, col_l, win_l)
+        if go.any():
+            moved = self._take(side, go)
+            self.side = self._take(side, ~go)
+            self._merge_iw({key: moved[key] for key in ("lat", "row", "col", "value", "win")})
 
     # -- the pass ----------------------------------------------------------------------------
     @torch.inference_mode()
@@ -189,68 +209,64 @@ class EvidenceCollector:
         """Take the next ``[rows, context, n]`` activations (special tokens already zeroed)."""
         if acts.dim() != 3 or acts.shape[1] != self.context or acts.shape[2] != self.n:
             raise ValueError(f"acts must be [rows, {self.context}, {self.n}], got {tuple(acts.shape)}")
-        acts = acts.float()
         B = acts.shape[0]
         start = self.rows_seen
         if start + B > self.n_rows:
             raise ValueError(f"more rows than the corpus has ({start + B} > {self.n_rows})")
         b, k = self.b, self.k
-        x = acts.permute(2, 0, 1).contiguous()  # [n, B, C]
+        x = acts.float().permute(2, 0, 1).contiguous()  # [n, B, C]
         self.counts += (x > 0).sum(dim=(1, 2))
         centre = x[:, :, b : self.context - b]  # [n, B, C']
         cw = centre.shape[2]
 
-        # (1) per-row greedy top-k centres, then merge with the running best
-        work = centre.clone()
-        pos = torch.arange(cw)
-        vals, cols = [], []
-        for _ in range(k):
-            v, c = work.max(dim=2)
-            vals.append(v)
-            cols.append(c)
-            near = (pos[None, None, :] - c[..., None]).abs() <= b
-            work = work.masked_fill(near, -_INF)
-        cand_v = torch.stack(vals, dim=2).reshape(self.n, B * k)
-        cand_c = torch.stack(cols, dim=2).reshape(self.n, B * k) + b
-        cand_rl = torch.arange(B).repeat_interleave(k)[None, :].expand(self.n, -1)
-        cand_win = self._windows(x, cand_rl, cand_c)
-        all_v = torch.cat([self.top_v, cand_v], dim=1)
-        all_r = torch.cat([self.top_r, cand_rl + start], dim=1)
-        all_c = torch.cat([self.top_c, cand_c], dim=1)
-        all_win = torch.cat([self.top_win, cand_win], dim=1)
-        # invalid (-inf) entries sort last whatever their row
-        order = _sort_key_order(all_v, torch.where(torch.isfinite(all_v), all_r, self.n_rows), all_c)[:, :k]
+        # (1) top windows: greedy per (latent, row) where the row's best can still enter
         threshold_before = self._threshold()
-        self.top_v, self.top_r, self.top_c = all_v.gather(1, order), all_r.gather(1, order), all_c.gather(1, order)
-        self.top_win = all_win.gather(1, order[..., None].expand(-1, -1, self.w))
+        row_max = centre.amax(dim=2)
+        lat_p, row_p = (row_max > threshold_before[:, None]).nonzero(as_tuple=True)
+        if len(lat_p):
+            work = centre[lat_p, row_p]  # [P, C']
+            pos = torch.arange(cw)
+            vals, cols = [], []
+            for _ in range(k):
+                v, c = work.max(dim=1)
+                vals.append(v)
+                cols.append(c)
+                work = work.masked_fill((pos[None, :] - c[:, None]).abs() <= b, -_INF)
+            v = torch.stack(vals, dim=1).reshape(-1)
+            c = torch.stack(cols, dim=1).reshape(-1) + b
+            lat_c, row_c = lat_p.repeat_interleave(k), row_p.repeat_interleave(k)
+            ok = torch.isfinite(v)
+            lat_c, row_c, c, v = lat_c[ok], row_c[ok], c[ok], v[ok]
+            cand = self._entries(lat_c, row_c + start, c, v, self._window_acts(x, lat_c, row_c, c))
+            self._set_top(self._cat(self._flat(self.top_v, self.top_r, self.top_c, self.top_win), cand))
 
-        # (2) importance-weighted candidates: keys E / act^2 on active centre positions
+        # (2) importance-weighted sampling on the active positions: keys E / act^2, E ~ Exp(1)
         if self.m:
-            e = torch.empty(centre.shape).exponential_(generator=self.gen)
-            active = centre > 0
-            key = torch.where(active, e / centre.clamp_min(1e-30) ** 2, torch.full_like(e, _INF))
-            sure = active & (centre < threshold_before[:, None, None])
-            flat = torch.where(sure, key, torch.full_like(key, _INF)).reshape(self.n, B * cw)
-            take = min(self.m, B * cw)
-            best = torch.topk(flat, take, dim=1, largest=False).indices
-            rows_l, cols_l = best // cw, best % cw + b
-            self._merge_iw(flat.gather(1, best), rows_l + start, cols_l, self._windows(x, rows_l, cols_l))
-            wait = active & ~sure
-            if wait.any():
-                lat, rl, cl = wait.nonzero(as_tuple=True)
-                cols_w = cl + b
-                win = x[lat[:, None], rl[:, None], cols_w[:, None] + torch.arange(-b, b + 1)]
-                add = {"lat": lat, "row": rl + start, "col": cols_w, "act": centre[lat, rl, cl], "key": key[lat, rl, cl], "win": win}
-                for name in self.side:
-                    self.side[name] = torch.cat([self.side[name], add[name]])
+            lat_a, row_a, col_a = (centre > 0).nonzero(as_tuple=True)
+            if len(lat_a):
+                act = centre[lat_a, row_a, col_a]
+                key = torch.empty(len(act)).exponential_(generator=self.gen) / act**2
+                cols_a = col_a + b
+                sure = act < threshold_before[lat_a]
+                if sure.any():
+                    # only each latent's m smallest keys of this batch can enter the pool
+                    ls, rs, cs, ks = lat_a[sure], row_a[sure], cols_a[sure], key[sure]
+                    keep, _ = _group_best(ls, ks, rs, cs, self.m)
+                    ls, rs, cs = ls[keep], rs[keep], cs[keep]
+                    self._merge_iw(self._entries(ls, rs + start, cs, ks[keep], self._window_acts(x, ls, rs, cs)))
+                wait = ~sure
+                if wait.any():
+                    lw, rw, cw_ = lat_a[wait], row_a[wait], cols_a[wait]
+                    add = self._entries(lw, rw + start, cw_, key[wait], self._window_acts(x, lw, rw, cw_))
+                    add["act"] = act[wait]
+                    self.side = self._cat(self.side, add)
             self._release_side(self._threshold())
 
         # (3) random windows that fall in this batch
         here = (self.rand_r >= start) & (self.rand_r < start + B)
         if here.any():
             lat, j = here.nonzero(as_tuple=True)
-            rl = self.rand_r[lat, j] - start
-            self.rand_win[lat, j] = x[lat[:, None], rl[:, None], self.rand_c[lat, j][:, None] + torch.arange(-b, b + 1)]
+            self.rand_win[lat, j] = self._window_acts(x, lat, self.rand_r[lat, j] - start, self.rand_c[lat, j])
         self.rows_seen += B
 
     # -- results -------------------------------------------------------------------------------
@@ -263,7 +279,8 @@ class EvidenceCollector:
         """
         if self.rows_seen != self.n_rows:
             raise ValueError(f"the pass saw {self.rows_seen} of {self.n_rows} rows")
-        self._release_side(torch.where(torch.isfinite(self.top_v), self.top_v, torch.full_like(self.top_v, _INF)).min(dim=1).values)
+        if self.m:
+            self._release_side(torch.where(torch.isfinite(self.top_v), self.top_v, torch.full_like(self.top_v, _INF)).min(dim=1).values)
         cfg = self.cfg
         out = []
         for i, latent in enumerate(self.latents):
