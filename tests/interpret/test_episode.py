@@ -71,7 +71,7 @@ def test_full_episode_with_a_scripted_chat(by_id, data_dir, capsys):
     first, second = ep.messages[7]["content"].split("\n")
     assert first == "Response: " + findbench_call(capsys, data_dir, row["function_id"], ["abc"])
     assert second.startswith("Response: Error in PYTHON(function.py): no inputs")
-    assert [c["round"] for c in ep.calls] == [1, 3, 3] and ep.malformed_commands == 1
+    assert [c["round"] for c in ep.calls] == [1, 3, 3] and ep.malformed_commands == 1 and ep.unrecognized_turns == 1
     assert ep.calls[0]["inputs"] == ["hello", "two words"]
     # the chat saw the conversation so far, and copies of it
     assert [len(m) for m in chat.seen] == [2, 4, 6, 8]

@@ -1,4 +1,4 @@
-"""The text protocol: commands, answers and reply lines (no function runs here)."""
+"""The protocols: text commands, tool-call inputs, answers and reply lines (no function runs here)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,22 @@ import pytest
 
 from findbench.find.export import format_pairs
 from findbench.interpret.protocol import (
+    MAX_INPUT_CHARS,
+    MAX_INPUTS_PER_COMMAND,
+    PROTOCOLS,
+    TOOL_UNRECOGNIZED_REPLY,
     UNRECOGNIZED_REPLY,
     Answer,
     CallError,
     Command,
+    check_protocol,
     format_answer,
     format_reply,
     malformed_reply,
     parse_answer,
     parse_commands,
+    tool_call_text,
+    tool_command,
 )
 
 
@@ -187,3 +194,39 @@ def test_reply_format_matches_format_pairs():
     with pytest.raises(ValueError, match="length"):
         format_reply([1.0], [])
     assert UNRECOGNIZED_REPLY.startswith("Response: Unrecognized command") and "PYTHON(function.py" in UNRECOGNIZED_REPLY
+
+
+# --------------------------------------------------------------------------------- tool calls
+def test_tool_inputs_are_the_values_a_command_passes():
+    command = tool_command(["hello", "two words", 1, 2.5, -3, "it's"])
+    assert not command.malformed and command.inputs == ("hello", "two words", "1", "2.5", "-3", "it's")
+    assert command.text == 'call_function(inputs=["hello", "two words", 1, 2.5, -3, "it\'s"])'
+    assert parse_commands("PYTHON(function.py 1 2.5 -3)")[0].inputs == tool_command([1, 2.5, -3]).inputs
+    assert tool_command(["x"] * MAX_INPUTS_PER_COMMAND).inputs == ("x",) * MAX_INPUTS_PER_COMMAND
+
+
+@pytest.mark.parametrize("inputs, error", [
+    ("abc", "must be a list"),
+    ({"a": 1}, "must be a list"),
+    (None, "must be a list"),
+    ([], "no inputs"),
+    (["x"] * (MAX_INPUTS_PER_COMMAND + 1), f"at most {MAX_INPUTS_PER_COMMAND}"),
+    (["ok", "x" * (MAX_INPUT_CHARS + 1)], "inputs[1] is longer than"),
+    ([True], "inputs[0] must be a string or a finite number"),
+    ([float("nan")], "finite number"),
+    ([["nested"]], "inputs[0]"),
+])
+def test_bad_tool_inputs_are_malformed(inputs, error):
+    command = tool_command(inputs)
+    assert command.malformed and error in command.error and command.inputs == ()
+    assert malformed_reply(command).startswith("Response: Error in call_function(")
+
+
+def test_tool_call_text_and_protocols():
+    assert tool_call_text({"inputs": ["a", 2]}) == 'call_function(inputs=["a", 2])'
+    assert tool_call_text({"values": ["a"], "n": 1}, "other") == 'other(values=["a"], n=1)'
+    assert tool_call_text(None) == "call_function()"
+    assert PROTOCOLS == ("text", "tools") and [check_protocol(p) for p in PROTOCOLS] == ["text", "tools"]
+    with pytest.raises(ValueError, match="protocol must be one of"):
+        check_protocol("json")
+    assert TOOL_UNRECOGNIZED_REPLY.startswith("Response: Unrecognized command") and "call_function" in TOOL_UNRECOGNIZED_REPLY

@@ -13,6 +13,11 @@ the episode; otherwise every ``PYTHON(...)`` command in it is run in order
 user message, or the unrecognized-command reply when there is none. ``milan`` episodes show
 the function's outputs on the row's exemplars first and allow two model turns;
 ``aia+milan`` shows the exemplars, then runs the full loop.
+
+That loop speaks the ``text`` protocol. The ``tools`` protocol (native tool calls, on Inspect:
+:func:`findbench.interpret.inspect_tasks.run_tool_episode`) drives the same record with the
+same pieces: :func:`open_episode` (checks, exemplars, first messages) and :func:`run_command`
+(one function call, recorded with its round).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from findbench.interpret.protocol import (
     UNRECOGNIZED_REPLY,
     Answer,
     Command,
+    check_protocol,
     parse_answer,
     parse_commands,
 )
@@ -44,6 +50,8 @@ __all__ = [
     "ChatReply",
     "Episode",
     "lm_chat",
+    "open_episode",
+    "run_command",
     "run_episode",
     "run_episode_sync",
 ]
@@ -73,14 +81,20 @@ class Episode:
 
     Attributes:
         function_id, category, method: what was interpreted, and how.
-        messages: the transcript, system and task messages first.
+        messages: the transcript, system and task messages first (``tools`` protocol: each tool
+            call as a line ``call_function(inputs=[...])`` after the assistant's text, each
+            result as a message of role ``tool`` holding the reply line).
         answer: the parsed final answer, or None when the round limit came first.
         rounds: model turns used; ``max_rounds`` the limit that applied.
         finished: whether the agent answered; ``stop_reason`` is ``"answer"`` or ``"round_limit"``.
         calls: one record per command run (see :meth:`FunctionRunner.run`), exemplars first
             (round 0) for the MILAN methods.
-        malformed_commands: commands that could not run (unclosed, unbalanced quotes, no inputs).
-        protocol: ``"text"`` (commands and answers in the message text).
+        malformed_commands: commands that could not run (unclosed, unbalanced quotes, no inputs);
+            ``tools`` protocol: tool calls refused (bad inputs).
+        unrecognized_turns: model turns with neither a command (tool call) nor an answer,
+            answered with the "Unrecognized command" reply (both protocols).
+        protocol: ``"text"`` (commands and answers in the message text) or ``"tools"``
+            (experiments as native tool calls, answers in text).
         usage: summed token usage when the chat reported it, else None.
         seed: the run seed.
     """
@@ -96,6 +110,7 @@ class Episode:
     stop_reason: str = "round_limit"
     calls: list[dict[str, Any]] = field(default_factory=list)
     malformed_commands: int = 0
+    unrecognized_turns: int = 0
     protocol: str = PROTOCOL
     usage: dict[str, int] | None = None
     seed: int = 0
@@ -155,14 +170,51 @@ def _add_usage(total: dict[str, int] | None, usage: Mapping[str, Any] | None) ->
     return total
 
 
+async def run_command(runner: FunctionRunner, command: Command, round: int, episode: Episode) -> str:
+    """Run ``command`` (in a worker thread), add its record to ``episode.calls`` (and count it
+    when malformed); return the reply line."""
+    line, record = await asyncio.to_thread(runner.run, command, round=round)
+    episode.calls.append(record)
+    episode.malformed_commands += command.malformed
+    return line
+
+
 async def _run_commands(runner: FunctionRunner, commands: list[Command], round: int, episode: Episode) -> str:
-    lines = []
-    for command in commands:
-        line, record = await asyncio.to_thread(runner.run, command, round=round)
-        episode.calls.append(record)
-        episode.malformed_commands += command.malformed
-        lines.append(line)
-    return "\n".join(lines)
+    return "\n".join([await run_command(runner, command, round, episode) for command in commands])
+
+
+async def open_episode(
+    row: Mapping[str, Any],
+    *,
+    method: str = "aia",
+    rounds: int = DEFAULT_ROUNDS,
+    seed: int = 0,
+    function: Callable | None = None,
+    protocol: str = PROTOCOL,
+) -> tuple[FunctionRunner, Episode]:
+    """Check the arguments of an episode on ``row`` and start it: the function's runner and the
+    record, its messages the system and task messages of ``protocol`` (the MILAN methods run
+    the exemplars first, as round 0). See :func:`run_episode` for the arguments."""
+    if not isinstance(row, Mapping):
+        raise TypeError(f"row must be a mapping (a dataset row), got {type(row).__name__}")
+    category = row.get("category")
+    if category not in CATEGORIES:
+        raise ValueError(f"row['category'] must be one of {CATEGORIES}, got {category!r}")
+    check_method(method, category)
+    check_protocol(protocol)
+    _check_positive("rounds", rounds)
+    runner = FunctionRunner(row, seed=seed, function=function)
+    max_rounds = min(rounds, MILAN_TURNS) if method == "milan" else rounds
+    episode = Episode(function_id=row["function_id"], category=category, method=method, max_rounds=max_rounds,
+                      protocol=protocol, seed=seed)
+    exemplar_reply = None
+    if method != "aia":
+        exemplars = [str(x) for x in (row.get("exemplars") or [])]
+        if not exemplars:
+            raise ValueError(f"row['exemplars'] of {row['function_id']} is empty: method {method!r} needs exemplar inputs")
+        exemplar_reply = await run_command(runner, Command("exemplars", tuple(exemplars)), 0, episode)
+    episode.messages = build_messages(row, method, exemplar_reply=exemplar_reply, protocol=protocol)
+    return runner, episode
 
 
 async def run_episode(
@@ -189,13 +241,6 @@ async def run_episode(
         seed: run seed (noise of numeric functions).
         function: the row's callable, if already built (else built on first use).
     """
-    if not isinstance(row, Mapping):
-        raise TypeError(f"row must be a mapping (a dataset row), got {type(row).__name__}")
-    category = row.get("category")
-    if category not in CATEGORIES:
-        raise ValueError(f"row['category'] must be one of {CATEGORIES}, got {category!r}")
-    check_method(method, category)
-    _check_positive("rounds", rounds)
     _check_positive("max_tokens", max_tokens, optional=True)
     if not callable(chat):
         raise TypeError(f"chat must be an async callable (messages) -> str, got {type(chat).__name__}")
@@ -205,18 +250,8 @@ async def run_episode(
             raise TypeError("max_tokens: chat does not take a max_tokens keyword; leave max_tokens=None or set the limit in chat")
         kwargs["max_tokens"] = max_tokens
 
-    runner = FunctionRunner(row, seed=seed, function=function)
-    max_rounds = min(rounds, MILAN_TURNS) if method == "milan" else rounds
-    episode = Episode(function_id=row["function_id"], category=category, method=method, max_rounds=max_rounds, seed=seed)
-    exemplar_reply = None
-    if method != "aia":
-        exemplars = [str(x) for x in (row.get("exemplars") or [])]
-        if not exemplars:
-            raise ValueError(f"row['exemplars'] of {row['function_id']} is empty: method {method!r} needs exemplar inputs")
-        exemplar_reply = await _run_commands(runner, [Command("exemplars", tuple(exemplars))], 0, episode)
-    episode.messages = build_messages(row, method, exemplar_reply=exemplar_reply)
-
-    for turn in range(1, max_rounds + 1):
+    runner, episode = await open_episode(row, method=method, rounds=rounds, seed=seed, function=function)
+    for turn in range(1, episode.max_rounds + 1):
         reply = await chat([dict(m) for m in episode.messages], **kwargs)
         if isinstance(reply, ChatReply):
             text, usage = reply.text, reply.usage
@@ -232,7 +267,11 @@ async def run_episode(
             episode.answer, episode.finished, episode.stop_reason = answer, True, "answer"
             return episode
         commands = parse_commands(text)
-        response = await _run_commands(runner, commands, turn, episode) if commands else UNRECOGNIZED_REPLY
+        if commands:
+            response = await _run_commands(runner, commands, turn, episode)
+        else:
+            response = UNRECOGNIZED_REPLY
+            episode.unrecognized_turns += 1
         episode.messages.append({"role": "user", "content": response})
     return episode
 

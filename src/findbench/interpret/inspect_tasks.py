@@ -4,7 +4,9 @@ Inspect supplies the parts around an episode: model providers, concurrency limit
 token accounting, transcripts and ``.eval`` logs (read them with ``inspect view``). The
 episode itself is findbench's: the solver hands :func:`findbench.interpret.episode.run_episode`
 a chat that calls Inspect's model, so prompts, the text command protocol and the function
-calls are those of ``findbench interpret --engine native``.
+calls are those of ``findbench interpret --engine native``. Inspect also runs the ``tools``
+protocol, which the native engine does not: the agent experiments with native tool calls of
+``call_function(inputs)`` (:func:`call_function_tool`, :func:`run_tool_episode`).
 
 What this module registers (importing it registers them; Inspect imports it through the
 ``inspect_ai`` entry point of the findbench distribution, :mod:`findbench.interpret._inspect_registry`):
@@ -17,7 +19,8 @@ What this module registers (importing it registers them; Inspect imports it thro
 
 - solver :func:`find_agent`: one episode; the :class:`~findbench.interpret.episode.Episode`
   record goes to the sample's store under :data:`STORE_KEY`, the conversation to the
-  sample's messages, the parsed answer (in the protocol's format) to its output.
+  sample's messages (``tools``: Inspect's own, tool calls and results included), the parsed
+  answer (in the protocol's format) to its output.
 - scorers, thin wrappers over findbench's scoring functions: :func:`nmse_success` (numeric,
   :func:`~findbench.find.code_scoring.score_nmse`), :func:`exact_match` (strings,
   :func:`~findbench.find.code_scoring.score_exact_match`), :func:`domain_iou` (numeric,
@@ -35,8 +38,24 @@ What this module registers (importing it registers them; Inspect imports it thro
 with Inspect's ``eval()`` and writes the usual run folder from the logs, so
 ``findbench evaluate`` scores it unchanged.
 
-The protocol is FIND's text protocol (:data:`~findbench.interpret.protocol.PROTOCOL`) with
-every model: native tool calls are not offered (SmolLM2's chat template has no tool support).
+Protocols (task argument ``protocol``, recorded in the task's metadata, each episode and
+``run.json``):
+
+- ``text`` (default): FIND's ``PYTHON(function.py ...)`` commands in the messages, with every model.
+- ``tools``: the model gets one tool, ``call_function(inputs: list[str | float])``; each call
+  runs the row's function in this process through the same
+  :class:`~findbench.interpret.calls.FunctionRunner` as a text command (same values, same
+  outputs and seeded noise, the same ``Response: ...`` line as the tool's result) and is
+  recorded in the episode's ``calls`` with its round. A call with bad inputs
+  (:func:`~findbench.interpret.protocol.tool_command`: not a list of strings or numbers,
+  empty, too many or too long values) is a tool error, counted in ``malformed_commands``; a
+  message with neither a tool call nor an answer gets
+  :data:`~findbench.interpret.protocol.TOOL_UNRECOGNIZED_REPLY` and is counted in
+  ``unrecognized_turns``, as in ``text``. The answer is text, as in
+  ``text``, and ends the episode (tool calls in it are not run); so does the round limit. It
+  needs a provider that passes tools to its model (``openai-api/...``, ``vllm/...``, ``hf/...``
+  with a chat template that has tools, ``mockllm/model`` in tests); findbench's own models
+  (``findbench/<spec>``) are text-only and refuse tools.
 """
 
 from __future__ import annotations
@@ -56,22 +75,47 @@ from inspect_ai.model import (
     ChatMessage,
     ChatMessageAssistant,
     ChatMessageSystem,
+    ChatMessageTool,
     ChatMessageUser,
     GenerateConfig,
     ModelAPI,
     ModelOutput,
     ModelUsage,
+    execute_tools,
     get_model,
     modelapi,
 )
 from inspect_ai.scorer import Score, Target, mean, scorer, stderr
 from inspect_ai.solver import Generate, TaskState, solver
-from inspect_ai.tool import ToolChoice, ToolInfo
+from inspect_ai.tool import ToolChoice, ToolDef, ToolError, ToolInfo
 
 from findbench._version import __version__
-from findbench.interpret.episode import DEFAULT_MAX_TOKENS, DEFAULT_ROUNDS, ChatReply, Episode, run_episode
+from findbench.interpret.calls import FunctionRunner
+from findbench.interpret.episode import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_ROUNDS,
+    ChatReply,
+    Episode,
+    _add_usage,
+    open_episode,
+    run_command,
+    run_episode,
+)
 from findbench.interpret.prompts import check_method
-from findbench.interpret.protocol import NEURON_CATEGORIES, PROTOCOL, format_answer
+from findbench.interpret.protocol import (
+    MAX_INPUT_CHARS,
+    MAX_INPUTS_PER_COMMAND,
+    NEURON_CATEGORIES,
+    PROTOCOL,
+    REPLY_PREFIX,
+    TOOL_NAME,
+    TOOL_UNRECOGNIZED_REPLY,
+    check_protocol,
+    format_answer,
+    parse_answer,
+    tool_call_text,
+    tool_command,
+)
 from findbench.interpret.references import REFERENCE_INTERPRETERS, oracle_answer, random_answer
 from findbench.interpret.run import (
     LM_CACHE,
@@ -94,6 +138,8 @@ __all__ = [
     "find_interpret",
     "find_samples",
     "find_agent",
+    "call_function_tool",
+    "run_tool_episode",
     "inspect_chat",
     "nmse_success",
     "exact_match",
@@ -134,13 +180,28 @@ def to_chat_messages(messages: Iterable[Mapping[str, str]]) -> list[ChatMessage]
 
 
 def from_chat_messages(messages: Iterable[ChatMessage]) -> list[dict[str, str]]:
-    """Inspect chat messages as findbench dicts (text content only; tool messages, which the
-    text protocol never produces, are refused)."""
+    """Inspect chat messages as findbench's ``{"role", "content"}`` dicts (text content only),
+    the transcript of an episode record. Tool calls become text lines after the assistant's
+    text (``call_function(inputs=["a", "b"])``, :func:`~findbench.interpret.protocol.tool_call_text`);
+    a tool result becomes a message of role ``tool`` holding its reply line, or for a refused
+    call ``Response: Error in <call>: <why>.`` as a malformed text command is answered."""
     out = []
+    calls: dict[str, str] = {}
     for i, m in enumerate(messages):
-        if m.role not in ("system", "user", "assistant"):
-            raise ValueError(f"messages[{i}]: role {m.role!r} is not part of FIND's text protocol")
-        out.append({"role": m.role, "content": m.text})
+        if m.role in ("system", "user"):
+            out.append({"role": m.role, "content": m.text})
+        elif isinstance(m, ChatMessageAssistant):
+            lines = [m.text] if m.text else []
+            for call in m.tool_calls or []:
+                calls[call.id] = tool_call_text(call.arguments, call.function)
+                lines.append(calls[call.id])
+            out.append({"role": "assistant", "content": "\n".join(lines)})
+        elif isinstance(m, ChatMessageTool):
+            call = calls.get(m.tool_call_id or "") or tool_call_text(None, m.function or TOOL_NAME)
+            content = f"{REPLY_PREFIX}Error in {call}: {m.error.message}." if m.error is not None else m.text
+            out.append({"role": "tool", "content": content})
+        else:
+            raise ValueError(f"messages[{i}]: role {m.role!r} is not part of an interpreter episode")
     return out
 
 
@@ -162,6 +223,123 @@ def inspect_chat(model: Any = None) -> Any:
         return ChatReply(output.completion, usage=_usage_dict(output.usage))
 
     return chat
+
+
+# -------------------------------------------------------------------------- the tools protocol
+
+
+_TOOL_DESCRIPTION = (
+    "Run the unknown function f(x) on each of the inputs. Returns one line: "
+    "'Response: Function input - output pairs: (x1, f(x1)) (x2, f(x2)) ...'."
+)
+_INPUTS_DESCRIPTION = (
+    f"The inputs to run f(x) on, one call per input: strings, or numbers for a function of numbers. "
+    f"1 to {MAX_INPUTS_PER_COMMAND} inputs, each at most {MAX_INPUT_CHARS} characters."
+)
+
+
+def call_function_tool(runner: FunctionRunner, episode: Episode) -> ToolDef:
+    """The ``call_function(inputs)`` tool of one episode.
+
+    Each call checks its inputs (:func:`~findbench.interpret.protocol.tool_command`), runs
+    them through ``runner`` as a text command's values run, adds the call's record to
+    ``episode.calls`` with round ``episode.rounds`` (the turn in progress) and returns the reply
+    line. Bad inputs are recorded and counted in ``episode.malformed_commands``, then raised as
+    a :class:`~inspect_ai.tool.ToolError` for the model to read. Calls run one at a time, in
+    the order the model made them; the result is never truncated.
+    """
+    if not isinstance(runner, FunctionRunner):
+        raise TypeError(f"runner must be a FunctionRunner, got {type(runner).__name__}")
+    if not isinstance(episode, Episode):
+        raise TypeError(f"episode must be an Episode, got {type(episode).__name__}")
+
+    async def execute(inputs: list[str | float]) -> str:
+        command = tool_command(inputs)
+        line = await run_command(runner, command, episode.rounds, episode)
+        if command.malformed:
+            raise ToolError(str(command.error))
+        return line
+
+    return ToolDef(execute, name=TOOL_NAME, description=_TOOL_DESCRIPTION, parameters={"inputs": _INPUTS_DESCRIPTION},
+                   parallel=False, max_output=0)
+
+
+async def _run_tool_calls(messages: list[ChatMessage], tool: ToolDef, episode: Episode) -> None:
+    """Run the tool calls of the last (assistant) message, append the results to ``messages``
+    and keep ``episode.calls`` in the order of the calls. A call Inspect refuses before the tool
+    runs (arguments that do not fit the tool's schema, another tool's name, unparsable JSON)
+    is recorded and counted here as malformed; the tool records the calls it runs."""
+    assistant = messages[-1]
+    assert isinstance(assistant, ChatMessageAssistant)
+    by_id = {call.id: call for call in assistant.tool_calls or []}
+    start = len(episode.calls)
+    result = await execute_tools(messages, [tool])
+    ran = episode.calls[start:]
+    del episode.calls[start:]
+    for m in result.messages:
+        messages.append(m)
+        if not isinstance(m, ChatMessageTool):
+            continue
+        if (m.error is None or m.error.type == "unknown") and ran:  # the tool ran (a ToolError is "unknown")
+            episode.calls.append(ran.pop(0))
+            continue
+        call = by_id.get(m.tool_call_id or "")
+        why = m.error.message if m.error is not None else "the tool did not run"
+        episode.calls.append({"round": episode.rounds, "inputs": [], "outputs": [], "errors": [], "error": why,
+                              "command": tool_call_text(call.arguments if call else None, call.function if call else TOOL_NAME)})
+        episode.malformed_commands += 1
+    episode.calls.extend(ran)
+
+
+async def run_tool_episode(
+    row: Mapping[str, Any],
+    model: Any = None,
+    *,
+    method: str = "aia",
+    rounds: int = DEFAULT_ROUNDS,
+    max_tokens: int | None = None,
+    seed: int = 0,
+    function: Any = None,
+    reference: str | None = None,
+) -> tuple[Episode, list[ChatMessage]]:
+    """One episode of the ``tools`` protocol on ``row`` with an Inspect model (the task's
+    model when None); the record and Inspect's conversation (tool calls and results included).
+
+    The loop of :func:`~findbench.interpret.episode.run_episode`, with the ``tools`` prompts
+    and :func:`call_function_tool` offered on every turn: a message with an answer ends the
+    episode (its tool calls are not run), one with tool calls has them run, one with neither
+    gets :data:`~findbench.interpret.protocol.TOOL_UNRECOGNIZED_REPLY` and counts in
+    ``unrecognized_turns``. Arguments as :func:`~findbench.interpret.episode.run_episode`'s; ``max_tokens``
+    goes to the model's ``GenerateConfig``; ``reference`` is an answer given on the first turn
+    instead of calling a model (the ``oracle`` / ``random`` interpreters).
+    """
+    _check_int("max_tokens", max_tokens, 1, optional=True)
+    if reference is not None and not isinstance(reference, str):
+        raise TypeError(f"reference must be an answer text or None, got {type(reference).__name__}")
+    runner, episode = await open_episode(row, method=method, rounds=rounds, seed=seed, function=function, protocol="tools")
+    tool = call_function_tool(runner, episode)
+    messages = to_chat_messages(episode.messages)
+    config = GenerateConfig(max_tokens=max_tokens) if max_tokens is not None else GenerateConfig()
+    for turn in range(1, episode.max_rounds + 1):
+        episode.rounds = turn
+        if reference is not None:
+            output = ModelOutput.from_content(model="none", content=reference)
+        else:
+            output = await get_model(model).generate(messages, tools=[tool], config=config)
+        episode.usage = _add_usage(episode.usage, _usage_dict(output.usage))
+        message = output.message
+        messages.append(message)
+        answer = parse_answer(message.text)
+        if answer is not None:
+            episode.answer, episode.finished, episode.stop_reason = answer, True, "answer"
+            break
+        if message.tool_calls:
+            await _run_tool_calls(messages, tool, episode)
+        else:
+            messages.append(ChatMessageUser(content=TOOL_UNRECOGNIZED_REPLY))
+            episode.unrecognized_turns += 1
+    episode.messages = from_chat_messages(messages)
+    return episode, messages
 
 
 # ------------------------------------------------------------------------------------ dataset
@@ -250,8 +428,10 @@ def find_samples(
 
 
 @solver
-def find_agent(rounds: int = DEFAULT_ROUNDS, max_tokens: int | None = None, seed: int = 0):
-    """One FIND episode per sample with the task's model (or the sample's reference answer).
+def find_agent(rounds: int = DEFAULT_ROUNDS, max_tokens: int | None = None, seed: int = 0, protocol: str = PROTOCOL):
+    """One FIND episode per sample with the task's model (or the sample's reference answer),
+    in ``protocol`` (``text``: :func:`~findbench.interpret.episode.run_episode`; ``tools``:
+    :func:`run_tool_episode`).
 
     The episode's record is stored under :data:`STORE_KEY`; the sample's messages become the
     episode's conversation and its output the parsed answer (empty when the round limit came
@@ -259,18 +439,24 @@ def find_agent(rounds: int = DEFAULT_ROUNDS, max_tokens: int | None = None, seed
     """
     _check_int("rounds", rounds, 1)
     _check_int("max_tokens", max_tokens, 1, optional=True)
+    check_protocol(protocol)
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         row, method = state.metadata["row"], state.metadata["method"]
         reference = state.metadata.get("reference_answer")
-        if reference is not None:
-            async def chat(messages: list[dict[str, str]], max_tokens: int | None = None) -> str:
-                return reference
+        if protocol == "tools":
+            episode, messages = await run_tool_episode(row, method=method, rounds=rounds, max_tokens=max_tokens, seed=seed,
+                                                       reference=reference)
+            state.messages = messages
         else:
-            chat = inspect_chat()
-        episode = await run_episode(row, chat, method=method, rounds=rounds, max_tokens=max_tokens, seed=seed)
+            if reference is not None:
+                async def chat(messages: list[dict[str, str]], max_tokens: int | None = None) -> str:
+                    return reference
+            else:
+                chat = inspect_chat()
+            episode = await run_episode(row, chat, method=method, rounds=rounds, max_tokens=max_tokens, seed=seed)
+            state.messages = to_chat_messages(episode.messages)
         state.store.set(STORE_KEY, episode.to_dict())
-        state.messages = to_chat_messages(episode.messages)
         answer = format_answer(episode.description, episode.answer.domain, episode.answer.code) if episode.answer else ""
         state.output = ModelOutput.from_content(model=str(state.model), content=answer)
         return state
@@ -419,6 +605,7 @@ def find_interpret(
     judge_mode: str | None = None,
     judge_model: str | None = None,
     judge_cache: str | None = None,
+    protocol: str = PROTOCOL,
 ) -> Task:
     """FIND's interpretation task (FIND §3, Table 2) for one method.
 
@@ -436,7 +623,11 @@ def find_interpret(
         judge: unit-test judge spec (or LM); ``None`` or ``"none"`` leaves the description
             unscored (``findbench evaluate`` scores it later). Loaded only when scored.
         judge_mode, judge_model, judge_cache: as ``findbench evaluate``'s.
+        protocol: ``text`` (FIND's ``PYTHON(...)`` commands, any model) or ``tools`` (native
+            calls of the ``call_function`` tool; the model's provider must support tools).
+            Recorded in the task's metadata and each episode.
     """
+    check_protocol(protocol)
     samples = find_samples(configs, method, limit=limit, functions=functions, data=data, seed=seed, interpreter=interpreter)
     present = {s.metadata["row"]["category"] for s in samples}
     scorers = []
@@ -449,9 +640,9 @@ def find_interpret(
         scorers.append(unit_test_accuracy(judge, judge_mode=judge_mode, judge_model=judge_model, judge_cache=judge_cache))
     return Task(
         dataset=MemoryDataset(samples, name="find"),
-        solver=find_agent(rounds=rounds, max_tokens=max_tokens, seed=seed),
+        solver=find_agent(rounds=rounds, max_tokens=max_tokens, seed=seed, protocol=protocol),
         scorer=scorers or None,
-        metadata={"findbench_version": __version__, "protocol": PROTOCOL, "method": method},
+        metadata={"findbench_version": __version__, "protocol": protocol, "method": method},
     )
 
 
@@ -534,8 +725,10 @@ class FindbenchModelAPI(ModelAPI):
 
     async def generate(self, input: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice,
                        config: GenerateConfig) -> ModelOutput:
-        if tools:
-            raise ValueError("findbench models take FIND's text protocol only: no tools")
+        if tools or any(m.role == "tool" or getattr(m, "tool_calls", None) for m in input):
+            raise ValueError(f"findbench/{self.model_name} takes FIND's text protocol only: findbench's own models do not "
+                             "support tool calls; run the text protocol (-T protocol=text, findbench interpret --protocol text) "
+                             "or, for the tools protocol, an Inspect provider whose models support tool calls")
         messages = from_chat_messages(input)
         limit = config.max_tokens or DEFAULT_MAX_TOKENS
         text, n_in, n_out = await asyncio.to_thread(self._generate, messages, limit, float(config.temperature or 0.0))
@@ -613,6 +806,7 @@ def run_inspect_interpretations(
     model: str | None = None,
     model_args: Mapping[str, Any] | None = None,
     display: str | None = None,
+    protocol: str = PROTOCOL,
 ) -> Path:
     """:func:`findbench.interpret.run.run_interpretations` on Inspect: ``eval()`` of
     :func:`find_interpret` (one task per method) with ``interpreter`` as the model, the
@@ -626,10 +820,16 @@ def run_inspect_interpretations(
     per-turn limit (default :data:`~findbench.interpret.episode.DEFAULT_MAX_TOKENS`). A rerun
     with the same ``out`` runs only the episodes without a folder. Samples that fail leave
     no folder; RuntimeError names the log when a task did not finish.
+
+    ``protocol`` ``tools`` runs native tool calls (see the module docstring): it needs an
+    Inspect provider whose model supports tools (or ``oracle`` / ``random``, which call no
+    model); findbench's own models (``findbench/<spec>``) are text-only, ValueError. The
+    protocol is recorded in ``run.json``; a folder holds runs of one protocol.
     """
     from inspect_ai import eval as inspect_eval
 
     method_list = check_methods(methods)
+    check_protocol(protocol)
     _check_int("rounds", rounds, 1)
     _check_int("max_connections", max_connections, 1)
     _check_int("max_tokens", max_tokens, 1, optional=True)
@@ -638,6 +838,10 @@ def run_inspect_interpretations(
     data = str(Path(rows_or_data).resolve()) if rows_or_data is not None else None
     model_name = inspect_model_name(interpreter)
     reference = interpreter if interpreter in REFERENCE_INTERPRETERS else None
+    if protocol == "tools" and model_name.startswith("findbench/"):
+        raise ValueError(f"protocol 'tools': {model_name} is one of findbench's own models, which speak FIND's text protocol "
+                         "only (no tool calls); give an Inspect model whose provider supports tool calls as --interpreter "
+                         "(e.g. openai-api/<service>/<model>, vllm/<model>), or use --protocol text")
     out = Path(out)
     args = dict(model_args or {})
     if model_name.startswith("findbench/"):
@@ -656,11 +860,12 @@ def run_inspect_interpretations(
         pending = [str(s.id) for s in samples if not is_complete_episode(episode_dir(out, str(s.id), m))]
         if pending:
             tasks.append(find_interpret(configs=sorted({parse_function_id(f)[0] for f in pending}), method=m, functions=pending,
-                                        rounds=rounds, data=data, seed=seed, max_tokens=tokens, interpreter=reference, judge=None))
+                                        rounds=rounds, data=data, seed=seed, max_tokens=tokens, interpreter=reference, judge=None,
+                                        protocol=protocol))
     info = {
         **run_info(interpreter=interpreter if reference else model_name, model=model, rounds=rounds, seed=seed, data=data,
                    source="data" if data is not None else "procedural", max_tokens=max_tokens, methods=method_list,
-                   configs=config_list),
+                   configs=config_list, protocol=protocol),
         "engine": ENGINE,
         "inspect_model": model_name,
         "inspect_model_args": _shown_args(args) if args else os.environ.get("INSPECT_EVAL_MODEL_ARGS") or None,

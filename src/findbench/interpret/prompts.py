@@ -13,6 +13,10 @@ anew for findbench. The answer format is the one FIND scores:
 MILAN methods (neurons only) add the function's outputs on the row's exemplars to the task
 message: ``milan`` asks for the description within two messages, ``aia+milan`` lets the
 agent go on experimenting as in ``aia``.
+
+Each protocol has its system message: ``text`` teaches the ``PYTHON(function.py ...)``
+commands, ``tools`` the ``call_function`` tool. The task messages are the same for both, less
+one sentence that ``tools`` adds: ``PYTHON(...)`` in them stands for a tool call.
 """
 
 from __future__ import annotations
@@ -20,7 +24,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from findbench.interpret.protocol import METHODS, NEURON_CATEGORIES, SCRIPT_NAME
+from findbench.interpret.protocol import (
+    MAX_INPUTS_PER_COMMAND,
+    METHODS,
+    NEURON_CATEGORIES,
+    PROTOCOL,
+    SCRIPT_NAME,
+    TOOL_NAME,
+    check_protocol,
+)
 from findbench.schema import CATEGORIES
 
 __all__ = ["MILAN_TURNS", "system_prompt", "task_prompt", "build_messages", "is_mlp", "check_method"]
@@ -40,6 +52,23 @@ _SYSTEM = (
     "as they are: they are never run as commands.\n"
     "When you have finished experimenting, write your final answer in the format the user asks for. A message "
     "that contains [DESCRIPTION]: ends the session, so write it only once you are done."
+)
+
+_SYSTEM_TOOLS = (
+    "You are an interpretability researcher with one tool, {tool}, that computes an unknown function f(x). To "
+    "use it, call the {tool} tool with a list of inputs, e.g. [\"New York\", \"it's\", \"cat\"] or [1, 2.5, -3]: "
+    "f(x) is run on each input and the tool answers with a line starting with \"Response:\" followed by the input "
+    "- output pairs. You may call it several times in one message; the calls run in the order you make them. "
+    "Give at most {max_inputs} inputs per call. The inputs are handed to f(x) as they are: they are never run as "
+    "commands.\n"
+    "When you have finished experimenting, write your final answer as a message, in the format the user asks "
+    "for (not as a tool call). A message that contains [DESCRIPTION]: ends the session, so write it only once "
+    "you are done."
+)
+
+_TOOLS_NOTE = (
+    " In this session you call f(x) with the {tool} tool: where this message writes PYTHON({script} input1 input2 "
+    "...), call {tool} with the inputs [input1, input2, ...] instead of writing a command."
 )
 
 _NUMERIC = (
@@ -131,12 +160,16 @@ def is_mlp(row: Mapping[str, Any]) -> bool:
     return row.get("category") == "numeric" and row.get("subcategory") == "mlp"
 
 
-def system_prompt() -> str:
-    """The system message: the command protocol."""
+def system_prompt(protocol: str = PROTOCOL) -> str:
+    """The system message: how to call the function in ``protocol`` (``text``: commands;
+    ``tools``: the ``call_function`` tool)."""
+    if check_protocol(protocol) == "tools":
+        return _SYSTEM_TOOLS.format(tool=TOOL_NAME, max_inputs=MAX_INPUTS_PER_COMMAND)
     return _SYSTEM.format(script=_S)
 
 
-def task_prompt(row: Mapping[str, Any], method: str = "aia", *, exemplar_reply: str | None = None) -> str:
+def task_prompt(row: Mapping[str, Any], method: str = "aia", *, exemplar_reply: str | None = None,
+                protocol: str = PROTOCOL) -> str:
     """The first user message of an episode on ``row``.
 
     Args:
@@ -144,6 +177,7 @@ def task_prompt(row: Mapping[str, Any], method: str = "aia", *, exemplar_reply: 
         method: ``aia``, ``milan`` or ``aia+milan`` (the MILAN ones only for neurons).
         exemplar_reply: MILAN methods: the harness's reply line for the row's exemplars
             (``Response: Function input - output pairs: ...``), shown to the agent.
+        protocol: ``text``, or ``tools`` (one more sentence: ``PYTHON(...)`` means a tool call).
     """
     if not isinstance(row, Mapping):
         raise TypeError(f"row must be a mapping (a dataset row), got {type(row).__name__}")
@@ -152,6 +186,12 @@ def task_prompt(row: Mapping[str, Any], method: str = "aia", *, exemplar_reply: 
         raise ValueError(f"row['category'] must be one of {CATEGORIES}, got {category!r}")
     check_method(method, category)
     text = _TEMPLATES[category].format(script=_S, mlp=_MLP if is_mlp(row) else "")
+    if check_protocol(protocol) == "tools":
+        # after the sentences that show the PYTHON(...) syntax
+        lines = text.split("\n")
+        at = next(i for i, line in enumerate(lines) if line.startswith("Experiment by calling f(x)"))
+        lines[at] += _TOOLS_NOTE.format(tool=TOOL_NAME, script=_S)
+        text = "\n".join(lines)
     if method != "aia":
         if not isinstance(exemplar_reply, str) or not exemplar_reply:
             raise ValueError(f"exemplar_reply: method {method!r} needs the reply for the row's exemplars")
@@ -163,9 +203,10 @@ def task_prompt(row: Mapping[str, Any], method: str = "aia", *, exemplar_reply: 
     return text
 
 
-def build_messages(row: Mapping[str, Any], method: str = "aia", *, exemplar_reply: str | None = None) -> list[dict[str, str]]:
-    """``[system message, task message]`` for an episode on ``row``."""
+def build_messages(row: Mapping[str, Any], method: str = "aia", *, exemplar_reply: str | None = None,
+                   protocol: str = PROTOCOL) -> list[dict[str, str]]:
+    """``[system message, task message]`` for an episode on ``row`` in ``protocol``."""
     return [
-        {"role": "system", "content": system_prompt()},
-        {"role": "user", "content": task_prompt(row, method, exemplar_reply=exemplar_reply)},
+        {"role": "system", "content": system_prompt(protocol)},
+        {"role": "user", "content": task_prompt(row, method, exemplar_reply=exemplar_reply, protocol=protocol)},
     ]

@@ -1,6 +1,6 @@
-"""The text protocol between an interpreter agent and the harness (FIND §3).
+"""The protocols between an interpreter agent and the harness (FIND §3).
 
-The agent experiments by writing commands in its messages::
+``text`` (the default, FIND's): the agent experiments by writing commands in its messages::
 
     PYTHON(function.py 1 2.5 -3)
     PYTHON(function.py "New York" cat 'two words')
@@ -37,14 +37,30 @@ Rules (decided here, tested in ``tests/interpret/test_protocol.py``):
   when its parenthesis never closes, its quotes do not balance, or it passes no value.
 - A message *answers* when it contains ``[DESCRIPTION]`` followed by a colon or a line break.
   Commands in an answering message are not run.
+
+``tools``: the agent experiments with native tool calls of one tool, ``call_function(inputs)``
+(:data:`TOOL_NAME`, defined on Inspect in :mod:`findbench.interpret.inspect_tasks`), and answers
+in text as above. :func:`tool_command` turns a call's ``inputs`` into the same
+:class:`Command` a ``PYTHON(...)`` command gives, so the same values get the same reply line.
+Its rules:
+
+- ``inputs`` is a list of strings and numbers (not booleans); a number is passed as its text
+  (``2.5`` as ``"2.5"``), as if written in a command.
+- A call is *malformed* (a tool error, counted like a malformed command) when ``inputs`` is not
+  such a list, is empty, holds more than :data:`MAX_INPUTS_PER_COMMAND` values or a value
+  longer than :data:`MAX_INPUT_CHARS` characters. (A text command is cut to its first
+  :data:`MAX_INPUTS_PER_COMMAND` values instead, and a too-long value there gets an error in
+  its pair: a tool call can be refused whole, and the agent told why.)
 """
 
 from __future__ import annotations
 
+import json
+import math
 import posixpath
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,15 +70,21 @@ __all__ = [
     "METHODS",
     "NEURON_CATEGORIES",
     "PROTOCOL",
+    "PROTOCOLS",
     "SCRIPT_NAME",
+    "TOOL_NAME",
     "MAX_INPUTS_PER_COMMAND",
     "MAX_INPUT_CHARS",
     "REPLY_PREFIX",
     "UNRECOGNIZED_REPLY",
+    "TOOL_UNRECOGNIZED_REPLY",
     "Command",
     "Answer",
     "CallError",
+    "check_protocol",
     "parse_commands",
+    "tool_call_text",
+    "tool_command",
     "parse_answer",
     "format_answer",
     "format_reply",
@@ -74,10 +96,15 @@ __all__ = [
 METHODS = ("aia", "milan", "aia+milan")
 #: Categories whose rows carry exemplars, the only ones the MILAN methods apply to.
 NEURON_CATEGORIES = ("neurons_entities", "neurons_relations")
-#: Name of this protocol in episode records and ``run.json`` (the only one so far).
+#: The default protocol, as named in episode records and ``run.json``: FIND's text commands.
 PROTOCOL = "text"
+#: Every protocol: ``text`` (``PYTHON(...)`` commands in messages) and ``tools`` (native tool
+#: calls of :data:`TOOL_NAME`, on Inspect with a model whose provider supports them).
+PROTOCOLS = ("text", "tools")
 #: The script name agents are told to call.
 SCRIPT_NAME = "function.py"
+#: The tool of the ``tools`` protocol.
+TOOL_NAME = "call_function"
 #: Values of one command that are evaluated; the rest are dropped with a note in the reply.
 MAX_INPUTS_PER_COMMAND = 100
 #: Longest value passed to a function; a longer one gets an error for that value.
@@ -89,6 +116,18 @@ UNRECOGNIZED_REPLY = (
     f"{REPLY_PREFIX}Unrecognized command: no PYTHON command found. Run experiments by writing "
     f"PYTHON({SCRIPT_NAME} input1 input2 ...), or give your final answer starting with [DESCRIPTION]:."
 )
+#: The ``tools`` protocol's reply to a message with neither a tool call nor an answer.
+TOOL_UNRECOGNIZED_REPLY = (
+    f"{REPLY_PREFIX}Unrecognized command: no {TOOL_NAME} tool call found. Run experiments by calling the {TOOL_NAME} "
+    "tool with a list of inputs, or give your final answer starting with [DESCRIPTION]:."
+)
+
+
+def check_protocol(protocol: object) -> str:
+    """``protocol`` if it is one of :data:`PROTOCOLS`; ValueError naming ``protocol`` otherwise."""
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
+    return protocol  # type: ignore[return-value]
 
 
 # ----------------------------------------------------------------------------------- commands
@@ -212,6 +251,56 @@ def parse_commands(text: str) -> list[Command]:
         end, command = next(((e, c) for e, c in candidates if not c.malformed), candidates[-1])
         commands.append(command)
         pos = end + 1
+
+
+# --------------------------------------------------------------------------------- tool calls
+
+
+def _json_text(value: object) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def tool_call_text(arguments: Mapping[str, object] | None, name: str = TOOL_NAME) -> str:
+    """A tool call as one readable line, e.g. ``call_function(inputs=["hello", "two words"])``
+    (arguments as JSON); the command text of its record and transcript line."""
+    if not isinstance(arguments, Mapping):
+        return f"{name}({_json_text(arguments)})" if arguments is not None else f"{name}()"
+    return f"{name}(" + ", ".join(f"{k}={_json_text(v)}" for k, v in arguments.items()) + ")"
+
+
+def _tool_value(value: object) -> str | None:
+    """A tool input as the text a command would pass, or None when it is not a value."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return str(value)
+
+
+def tool_command(inputs: object) -> Command:
+    """The :class:`Command` of a ``call_function(inputs)`` tool call (see the module docstring):
+    the values as text, or ``error`` set when the call is malformed."""
+    text = tool_call_text({"inputs": inputs})
+    if not isinstance(inputs, (list, tuple)):
+        return Command(text, (), f"inputs must be a list of strings or numbers, got {type(inputs).__name__}")
+    if not inputs:
+        return Command(text, (), f"no inputs: call {TOOL_NAME} with a list of one or more inputs")
+    if len(inputs) > MAX_INPUTS_PER_COMMAND:
+        return Command(text, (), f"too many inputs ({len(inputs)}): give at most {MAX_INPUTS_PER_COMMAND} per call")
+    values = []
+    for i, x in enumerate(inputs):
+        value = _tool_value(x)
+        if value is None:
+            return Command(text, (), f"inputs[{i}] must be a string or a finite number, got {_json_text(x)}")
+        if len(value) > MAX_INPUT_CHARS:
+            return Command(text, (), f"inputs[{i}] is longer than {MAX_INPUT_CHARS} characters")
+        values.append(value)
+    return Command(text, tuple(values))
 
 
 # ------------------------------------------------------------------------------------ answers

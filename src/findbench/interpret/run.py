@@ -34,7 +34,7 @@ from findbench._io import atomic_dir, atomic_write_json
 from findbench._version import __version__
 from findbench.interpret.episode import DEFAULT_ROUNDS, Chat, Episode, lm_chat, run_episode
 from findbench.interpret.prompts import check_method
-from findbench.interpret.protocol import METHODS, NEURON_CATEGORIES, PROTOCOL
+from findbench.interpret.protocol import METHODS, NEURON_CATEGORIES, PROTOCOL, check_protocol
 from findbench.interpret.references import REFERENCE_INTERPRETERS, answer_chat, oracle_answer, random_answer
 from findbench.schema import CATEGORIES, parse_function_id
 
@@ -114,12 +114,13 @@ def _as_list(name: str, value: Any) -> list[str] | None:
 
 
 def run_info(*, interpreter: str, model: str | None, rounds: int, seed: int, data: str | None, source: str,
-             max_tokens: int | None, methods: list[str], configs: list[str]) -> dict[str, Any]:
-    """The settings a run folder records in ``run.json`` (both engines write these)."""
+             max_tokens: int | None, methods: list[str], configs: list[str], protocol: str = PROTOCOL) -> dict[str, Any]:
+    """The settings a run folder records in ``run.json`` (both engines write these);
+    ``protocol`` is the one the episodes ran (``text`` or ``tools``)."""
     return {
         "interpreter": interpreter,
         "model": model,
-        "protocol": PROTOCOL,
+        "protocol": check_protocol(protocol),
         "rounds": rounds,
         "seed": seed,
         "data": data,
@@ -241,6 +242,7 @@ def run_interpretations(
     max_tokens: int | None = None,
     model: str | None = None,
     progress: bool = True,
+    protocol: str = PROTOCOL,
 ) -> Path:
     """Interpret FIND functions and write the run folder ``out`` (see the module docstring).
 
@@ -264,6 +266,9 @@ def run_interpretations(
             :data:`~findbench.interpret.episode.DEFAULT_MAX_TOKENS`).
         model: served model name, for URL interpreters.
         progress: show a tqdm bar.
+        protocol: ``text`` only: FIND's text commands. Native tool calls (``tools``) need the
+            Inspect engine (:func:`findbench.interpret.inspect_tasks.run_inspect_interpretations`)
+            and a model whose provider supports them; ValueError here.
 
     Returns:
         The run folder.
@@ -274,6 +279,10 @@ def run_interpretations(
         if not isinstance(rows_or_data, Iterable):
             raise TypeError(f"rows_or_data must be a data folder, None or an iterable of rows, got {type(rows_or_data).__name__}")
         rows_or_data = list(rows_or_data)
+    if check_protocol(protocol) != PROTOCOL:
+        raise ValueError(f"protocol {protocol!r}: native tool calls need the Inspect engine (findbench interpret --engine inspect) "
+                         "and a model whose provider supports tool calls (e.g. openai-api/<service>/<model>, vllm/<model>); "
+                         f"the native engine, like findbench's own models, speaks FIND's text protocol only ({PROTOCOL!r})")
     method_list = check_methods(methods)
     function_list = _as_list("functions", functions)
     for f in function_list or []:
