@@ -38,9 +38,9 @@ def _setup(args):
     import numpy as np
     import torch
 
+    from findbench.autointerp.activations import load_model
     from findbench.autointerp.config import AutoInterpConfig
     from findbench.autointerp.corpus import corpus_tokens, special_token_ids
-    from findbench.autointerp.run import load_model
     from findbench.autointerp.sae import load_sae
 
     torch.set_num_threads(args.threads)

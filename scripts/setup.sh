@@ -25,4 +25,11 @@ if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/
   { apt-get install -y -q chromium || { apt-get update -q && apt-get install -y -q chromium; }; } >/dev/null 2>&1 \
     || echo "note: chromium not installed; the browser test of the interpretation report is skipped" >&2
 fi
+# WordNet 3.0 (Debian's wordnet-base): the default English corpus of `findbench train-sae` and
+# `findbench autointerp` (its glosses, 2.75M SmolLM2 tokens). Best effort, as above: only as root
+# with apt, never fatal; without it pass --dataset (an HF dataset id or local text files).
+if [ ! -f /usr/share/wordnet/data.noun ] && [ ! -f /usr/share/wordnet/dict/data.noun ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  { apt-get install -y -q wordnet-base || { apt-get update -q && apt-get install -y -q wordnet-base; }; } >/dev/null 2>&1 \
+    || echo "note: wordnet-base not installed; AutoInterp and train-sae need --dataset (an HF dataset id or local text files)" >&2
+fi
 touch .venv/.findbench-setup

@@ -12,7 +12,7 @@ import pytest
 from findbench import cli
 
 WORKFLOW = ("build", "call", "export-functions", "interpret", "evaluate", "report", "backbone-report", "build-neuron-tests",
-            "iia", "evaluator-data", "train-evaluator", "evaluator-report", "main")
+            "iia", "evaluator-data", "train-evaluator", "evaluator-report", "train-sae", "autointerp", "main")
 
 
 def _subcommands(parser) -> list[str]:

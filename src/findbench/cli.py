@@ -571,8 +571,8 @@ COMMANDS: tuple[tuple[str, Callable[..., argparse.ArgumentParser]], ...] = (
     ("evaluator-data", _add_evaluator_data),
     ("train-evaluator", _add_train_evaluator),
     ("evaluator-report", _add_evaluator_report),
-    ("autointerp", _add_autointerp),
     ("train-sae", _add_train_sae),
+    ("autointerp", _add_autointerp),
     ("main", _add_main),
 )
 

@@ -3,71 +3,32 @@ serving the embedded model, compared with the in-process backend."""
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import time
+import contextlib
 
 import pytest
 
 from findbench.lm import CachedLM, OpenAILM
-from tests._paths import REPO
+from findbench.lm.vllm_server import find_vllm_python, serve_vllm
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
-VLLM_PYTHON = REPO / ".venv-vllm" / "bin" / "python"
 START_TIMEOUT = 600  # seconds; ~40 s on an idle machine, minutes on a busy 2-core one
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def vllm_url(embedded_model_dir, tmp_path_factory):
     """Start `vllm serve` on the embedded model folder; stop it after the module."""
-    import requests
-
-    if not VLLM_PYTHON.exists():
-        pytest.skip(f"{VLLM_PYTHON} missing: run `make setup-vllm` (scripts/setup_vllm.sh) first")
-    port = _free_port()
-    log_path = tmp_path_factory.mktemp("vllm") / "server.log"
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    cmd = [
-        str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server",
-        "--model", embedded_model_dir, "--served-model-name", "embedded",
-        "--host", "127.0.0.1", "--port", str(port),
-        "--dtype", "float32", "--max-model-len", "2048", "--enforce-eager",
-    ]
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    url = f"http://127.0.0.1:{port}/v1"
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            if proc.poll() is not None:
-                tail = log_path.read_text(errors="replace")[-3000:]
-                pytest.fail(f"vLLM server exited with {proc.returncode}:\n{tail}")
-            try:
-                if requests.get(f"{url}/models", timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"vLLM server not ready after {START_TIMEOUT} s:\n{log_path.read_text(errors='replace')[-3000:]}")
-            time.sleep(2)
+        python = find_vllm_python()
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+    log_path = tmp_path_factory.mktemp("vllm") / "server.log"
+    with contextlib.ExitStack() as stack:
+        try:
+            url = stack.enter_context(serve_vllm(embedded_model_dir, python=python, log_path=log_path, start_timeout=START_TIMEOUT))
+        except (RuntimeError, TimeoutError) as exc:
+            pytest.fail(str(exc))
         yield url
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)  # the server and its engine process, which we started
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
 
 
 @pytest.fixture(scope="module")

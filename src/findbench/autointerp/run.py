@@ -1,0 +1,272 @@
+"""One AutoInterp run: corpus → latents → evidence → explanations → scores → result files.
+
+Resumable: the firing counts and the evidence are saved in the output folder as they are
+computed (temporary file, then rename), and every LM call goes through findbench's sqlite
+request cache (``lm_cache.sqlite`` in the output folder unless ``cache`` says otherwise), so
+a killed run started again with the same arguments repeats no finished work.
+
+Outputs (SAEBench's names):
+
+- ``<sae_id>_eval_results.json``: ``eval_result_metrics.autointerp.{autointerp_score,
+  autointerp_std_dev}`` (the detection scorer, SAEBench's number) and one block per other
+  scorer; ``eval_result_unstructured.<latent>.{explanation, score, predictions, correct seqs}``
+  plus each scorer's details; ``eval_config``; the latents skipped and why; how many
+  detection answers did not parse (counted as wrong).
+- ``<model>_layer<L>_features_summary_<timestamp>.csv``: ``layer, feature, label,
+  autointerp_score`` (plus one column per other scorer).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import logging
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from findbench._io import atomic_write_json, atomic_write_text
+from findbench._version import __version__
+from findbench.autointerp.activations import hook_name_for_layer, load_model, parse_hook_name
+from findbench.autointerp.config import AutoInterpConfig
+from findbench.autointerp.detection import parse_explanation, summarize
+from findbench.autointerp.evidence import LatentEvidence, choose_latents, collect_evidence, firing_counts
+from findbench.autointerp.prompts import TokenRenderer, explanation_messages
+from findbench.autointerp.scorers import make_scorer
+
+__all__ = ["run_autointerp", "explain"]
+
+log = logging.getLogger(__name__)
+
+
+def explain(lm, evidence: list[LatentEvidence], renderer: TokenRenderer, cfg: AutoInterpConfig, *, progress: bool = True) -> list[dict]:
+    """One explanation per latent: the explainer's raw answer and the parsed label."""
+    convs = [
+        explanation_messages(ev.generation, renderer, cfg.act_threshold_frac * ev.top_max_act, demos=cfg.use_demos_in_explanation)
+        for ev in evidence
+    ]
+    answers = lm.generate(convs, max_new_tokens=cfg.max_tokens_in_explanation, progress=progress) if convs else []
+    return [{"raw": a, "explanation": parse_explanation(a)} for a in answers]
+
+
+def _fingerprint(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "sae"
+
+
+def _resolve_hook(sae, layer: int | None, hook: str | None) -> tuple[str, int | None]:
+    own = getattr(getattr(sae.cfg, "metadata", None), "hook_name", None)
+    if layer is None and hook is None:
+        if not own:
+            raise ValueError("the SAE records no hook_name: give --layer (and --hook)")
+        return own, parse_hook_name(own)[1]
+    if hook == "hook_embed":
+        asked = "hook_embed"
+    elif layer is None:
+        asked = hook
+        parse_hook_name(asked)
+    else:
+        asked = hook_name_for_layer(layer, hook)
+    if own and own != asked:
+        raise ValueError(f"layer/hook give {asked!r} but the SAE was trained on {own!r}")
+    return asked, parse_hook_name(asked)[1]
+
+
+def run_autointerp(
+    *,
+    model: str | os.PathLike = "embedded",
+    sae: Any = "embedded",
+    sae_id: str | None = None,
+    layer: int | None = None,
+    hook: str | None = None,
+    explainer: Any = "embedded",
+    scorer: Any = None,
+    config: AutoInterpConfig | None = None,
+    out: str | os.PathLike = "outputs/autointerp",
+    cache: str | os.PathLike | None = None,
+    batch_size: int = 32,
+    max_connections: int = 8,
+    lm_model: str | None = None,
+    explanations: dict[int, str] | None = None,
+    progress: bool = True,
+) -> dict:
+    """Explain and score SAE latents (see the module docstring for the files written).
+
+    Args:
+        model: the model the SAE reads (:func:`~findbench.autointerp.activations.load_model`:
+            ``embedded``, ``minilm``, a folder or a Hub id).
+        sae: ``"embedded"`` (the SAE shipped with findbench), ``"synthetic"`` (planted
+            rules on the input embeddings, explanations known), a sae_lens folder, a sae_lens
+            release (with ``sae_id``), or an SAE object.
+        layer, hook: where the SAE reads (default: the SAE's own ``hook_name``).
+        explainer, scorer: LM specs (``load_lm``) or LM objects; the scorer defaults to the explainer.
+        config: the method's settings (:class:`AutoInterpConfig`).
+        cache: sqlite request cache for both LMs (default ``<out>/lm_cache.sqlite``).
+        max_connections: requests in flight for a server-URL LM (vLLM); in-process LMs batch
+            ``config.llm_batch_size`` conversations per forward pass instead.
+        lm_model: the served model name, for server-URL explainer / scorer specs.
+        explanations: use these explanations (latent → text) instead of asking the explainer
+            (e.g. a planted SAE's true explanations).
+    """
+    from findbench.autointerp.corpus import corpus_tokens, special_token_ids
+    from findbench.autointerp.sae import load_sae
+
+    cfg = config or AutoInterpConfig()
+    if not isinstance(cfg, AutoInterpConfig):
+        raise TypeError(f"config must be an AutoInterpConfig, got {type(cfg).__name__}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    hf_model, tokenizer, model_name = load_model(model)
+    sae_obj = load_sae(sae, sae_id=sae_id, model=hf_model, tokenizer=tokenizer)
+    hook_name, hook_layer = _resolve_hook(sae_obj, layer, hook)
+    sae_name = _safe(sae_id or getattr(sae_obj, "name", None) or (Path(os.fspath(sae)).name if isinstance(sae, (str, os.PathLike)) else "sae"))
+    tokens = corpus_tokens(tokenizer, cfg.dataset, context_size=cfg.llm_context_size, total_tokens=cfg.total_tokens)
+    specials = sorted(special_token_ids(tokenizer))
+    setting = {"model": model_name, "sae": sae_name, "hook_name": hook_name, "config": cfg.to_dict(), "rows": len(tokens)}
+
+    # latents: the override, or a seeded draw among alive latents (firing counts saved)
+    if cfg.override_latents is not None:
+        latents = choose_latents(np.zeros(0), cfg)
+        d_sae = int(sae_obj.cfg.d_sae)
+        bad = [x for x in latents if x >= d_sae]
+        if bad:
+            raise ValueError(f"override_latents {bad} are outside [0, {d_sae}) (the SAE's d_sae)")
+    else:
+        counts_path = out / f"firing_counts_{_fingerprint({k: v for k, v in setting.items() if k != 'config'} | {'tokens': [cfg.dataset, cfg.total_tokens, cfg.llm_context_size]})}.npy"
+        if counts_path.exists():
+            counts = np.load(counts_path)
+        else:
+            counts = firing_counts(hf_model, sae_obj, tokens, hook_name=hook_name, special_ids=specials, batch_size=batch_size,
+                                   progress=progress)
+            tmp = counts_path.with_suffix(".tmp.npy")
+            np.save(tmp, counts)
+            os.replace(tmp, counts_path)
+        latents = choose_latents(counts, cfg)
+
+    # evidence, saved once computed
+    ev_path = out / f"evidence_{_fingerprint(setting | {'latents': latents})}.json"
+    if ev_path.exists():
+        evidence = [LatentEvidence.from_dict(d) for d in json.loads(ev_path.read_text())]
+    else:
+        t0 = time.perf_counter()
+        evidence = collect_evidence(hf_model, sae_obj, tokens, latents, cfg, hook_name=hook_name, special_ids=specials,
+                                    batch_size=batch_size, progress=progress)
+        log.info("evidence for %d latents over %d tokens in %.1f s", len(latents), tokens.size, time.perf_counter() - t0)
+        atomic_write_json(ev_path, [e.to_dict() for e in evidence])
+    usable = [ev for ev in evidence if ev.skipped is None]
+    skipped = {str(ev.latent): ev.skipped for ev in evidence if ev.skipped is not None}
+    if skipped:
+        log.warning("%d latents skipped (too few activations): %s", len(skipped), ", ".join(sorted(skipped, key=int)[:10]))
+
+    renderer = TokenRenderer(tokenizer)
+    cache_path = Path(cache) if cache is not None else out / "lm_cache.sqlite"
+    needs_lm = explanations is None or any(s in cfg.scorers for s in ("detection", "fuzz", "likelihood"))
+    if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
+        raise ValueError(f"max_connections must be a positive int, got {max_connections!r}")
+    lm_args = {"model": lm_model, "max_workers": max_connections, "batch_size": cfg.llm_batch_size}
+    explainer_lm = _lm(explainer, cache_path, lm_args) if needs_lm else None
+    scorer_lm = explainer_lm if scorer is None or scorer == explainer else _lm(scorer, cache_path, lm_args)
+
+    if explanations is None:
+        made = explain(explainer_lm, usable, renderer, cfg, progress=progress)
+    else:
+        missing = [ev.latent for ev in usable if ev.latent not in explanations]
+        if missing:
+            raise ValueError(f"explanations has no entry for latents {missing[:10]}")
+        made = [{"raw": explanations[ev.latent], "explanation": explanations[ev.latent]} for ev in usable]
+
+    per_scorer: dict[str, list[dict]] = {}
+    items = [(ev, m["explanation"]) for ev, m in zip(usable, made)]
+    for name in cfg.scorers:
+        scorer_obj = make_scorer(name, lm=scorer_lm, renderer=renderer, act_threshold_frac=cfg.act_threshold_frac,
+                                 seed=cfg.random_seed, max_new_tokens=cfg.max_tokens_in_prediction, progress=progress)
+        per_scorer[name] = scorer_obj.score(items)
+
+    result = _results(cfg, setting, usable, made, per_scorer, skipped, explainer, scorer, hook_layer)
+    json_path = out / f"{sae_name}_eval_results.json"
+    atomic_write_json(json_path, result)
+    stamp = time.strftime("%Y%m%d_%H%M%S")
+    csv_path = out / f"{_safe(model_name)}_layer{hook_layer if hook_layer is not None else 'embed'}_features_summary_{stamp}.csv"
+    atomic_write_text(csv_path, _summary_csv(hook_layer, usable, made, per_scorer, cfg.scorers))
+    result["files"] = {"results": str(json_path), "summary": str(csv_path)}
+    for lm in {id(x): x for x in (explainer_lm, scorer_lm) if x is not None}.values():
+        if hasattr(lm, "close"):
+            lm.close()
+    return result
+
+
+def _lm(spec, cache_path: Path, args: dict):
+    """An LM from a spec or an LM object, behind the request cache."""
+    from findbench.lm import load_lm
+
+    if not isinstance(spec, (str, os.PathLike)):
+        return load_lm(spec, cache=cache_path)
+    if os.fspath(spec).startswith(("http://", "https://")):
+        return load_lm(spec, model=args["model"], cache=cache_path, max_workers=args["max_workers"])
+    if args["model"] is not None:
+        raise ValueError("lm_model (the served model name) applies only to server-URL explainer / scorer specs")
+    return load_lm(spec, cache=cache_path, batch_size=args["batch_size"])
+
+
+def _describe(spec) -> str:
+    if spec is None:
+        return "same as explainer"
+    return os.fspath(spec) if isinstance(spec, (str, os.PathLike)) else getattr(spec, "name", type(spec).__name__)
+
+
+def _results(cfg, setting, usable, made, per_scorer, skipped, explainer, scorer, layer) -> dict:
+    metrics: dict[str, dict] = {}
+    for name, rows in per_scorer.items():
+        scores = [r["score"] for r in rows]
+        mean, std = summarize(scores) if scores else (float("nan"), float("nan"))
+        key = "autointerp" if name == "detection" else name
+        metrics[key] = {f"{key}_score": mean, f"{key}_std_dev": std}
+        if name == "detection":
+            metrics[key]["n_unparsed"] = sum(not r["parsed"] for r in rows)
+    unstructured = {}
+    for i, (ev, m) in enumerate(zip(usable, made)):
+        entry: dict[str, Any] = {"explanation": m["explanation"], "explainer_answer": m["raw"]}
+        if "detection" in per_scorer:
+            d = per_scorer["detection"][i]
+            entry.update({"score": d["score"], "predictions": d["predictions"], "correct seqs": d["correct seqs"],
+                          "scorer_answer": d["answer"]})
+        for name, rows in per_scorer.items():
+            if name != "detection":
+                entry[f"{name}_score"] = rows[i]["score"]
+                entry[name] = {k: v for k, v in rows[i].items() if k != "score"}
+        entry["random_windows_with_activity"] = ev.n_random_with_activity
+        unstructured[str(ev.latent)] = entry
+    return {
+        "eval_type_id": "autointerp",
+        "eval_config": {**cfg.to_dict(), "model_name": setting["model"], "sae": setting["sae"], "hook_name": setting["hook_name"],
+                        "layer": layer, "explainer": _describe(explainer), "scorer": _describe(scorer)},
+        "datetime_epoch_millis": int(time.time() * 1000),
+        "findbench_version": __version__,
+        "eval_result_metrics": metrics,
+        "eval_result_details": [],
+        "eval_result_unstructured": unstructured,
+        "skipped_latents": skipped,
+    }
+
+
+def _summary_csv(layer, usable, made, per_scorer, scorers) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    extra = [s for s in scorers if s != "detection"]
+    writer.writerow(["layer", "feature", "label", "autointerp_score", *[f"{s}_score" for s in extra]])
+    for i, (ev, m) in enumerate(zip(usable, made)):
+        det = per_scorer["detection"][i]["score"] if "detection" in per_scorer else ""
+        writer.writerow([layer if layer is not None else "embed", ev.latent, m["explanation"], det,
+                         *[per_scorer[s][i]["score"] for s in extra]])
+    return buf.getvalue()

@@ -1,0 +1,89 @@
+"""Which SAE an AutoInterp run explains: the one shipped in the package, a local sae_lens
+folder, or a sae_lens release from the Hub.
+
+``EMBEDDED_SAE`` is a TopK SAE (3072 latents, k=32) on ``blocks.6.hook_resid_post`` of the
+embedded SmolLM2-135M-Instruct, trained by ``findbench train-sae`` on WordNet glosses and
+shipped as package data (fp16 weights, card, ``training_config.json``, ``metrics.json``)
+under ``findbench/data/sae/``: training it takes longer on a 2-core CPU than a first run
+should wait, and the folder is small (7 MB).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from findbench.resources import data_path
+
+__all__ = ["EMBEDDED_SAE", "SAE_SPECS", "embedded_sae_dir", "load_sae"]
+
+#: Folder name of the SAE shipped under ``findbench/data/sae/``.
+EMBEDDED_SAE = "smollm2-135m-instruct-L6-resid_post-topk"
+#: Short names ``load_sae`` knows besides folders and Hub releases.
+SAE_SPECS = ("embedded", "synthetic")
+
+
+def embedded_sae_dir() -> Path:
+    """Folder of the shipped SAE (FileNotFoundError when the package lacks it)."""
+    path = data_path("sae", EMBEDDED_SAE)
+    if not (path / "cfg.json").is_file():
+        raise FileNotFoundError(f"the shipped SAE {EMBEDDED_SAE!r} is missing from the installed package ({path})")
+    return path
+
+
+def _from_folder(path: str | os.PathLike, device: str) -> Any:
+    from sae_lens import SAE
+
+    return SAE.load_from_disk(str(path), device=device, dtype="float32")
+
+
+def load_sae(spec: Any = "embedded", *, sae_id: str | None = None, device: str = "cpu", model: Any = None,
+             tokenizer: Any = None) -> Any:
+    """A sae_lens ``SAE`` in float32, eval mode.
+
+    Args:
+        spec: an SAE object (returned as it is); ``"embedded"`` (the SAE shipped with
+            findbench, :data:`EMBEDDED_SAE`); ``"synthetic"`` (planted rules over tokens on
+            ``model``'s input embeddings, :class:`findbench.autointerp.synthetic.SyntheticSAE`;
+            needs ``model`` and ``tokenizer``); a local
+            folder written by ``SAE.save_model`` / ``findbench train-sae``; or a sae_lens
+            release name (``"gpt2-small-res-jb"``) or Hub repo, loaded with
+            ``SAE.from_pretrained(release=spec, sae_id=sae_id)``.
+        sae_id: the SAE inside a release (``"blocks.8.hook_resid_pre"``); required for
+            releases, ignored otherwise.
+        device: where to put it.
+        model, tokenizer: the model the SAE reads (for ``"synthetic"``).
+    """
+    if not isinstance(spec, (str, os.PathLike)) and hasattr(spec, "cfg") and callable(getattr(spec, "encode", None)):
+        return spec
+    if not isinstance(spec, (str, os.PathLike)):
+        raise TypeError(f"spec must be a string or path, got {type(spec).__name__}")
+    if not isinstance(device, str) or not device:
+        raise ValueError(f"device must be a non-empty string, got {device!r}")
+    if sae_id is not None and not isinstance(sae_id, str):
+        raise TypeError(f"sae_id must be a string, got {type(sae_id).__name__}")
+    text = os.fspath(spec)
+    if not text:
+        raise ValueError("spec must not be empty")
+    if text == "embedded":
+        sae = _from_folder(embedded_sae_dir(), device)
+    elif text == "synthetic":
+        if model is None or tokenizer is None:
+            raise ValueError("the synthetic SAE is built for a model: pass model= and tokenizer=")
+        from findbench.autointerp.synthetic import SyntheticSAE
+
+        sae = SyntheticSAE.for_model(model, tokenizer)
+    elif Path(text).is_dir():
+        if not (Path(text) / "cfg.json").is_file():
+            raise FileNotFoundError(f"spec: {text} is a folder without a sae_lens cfg.json")
+        sae = _from_folder(text, device)
+    elif text.startswith((".", "/", "~")):
+        raise FileNotFoundError(f"spec: no SAE folder at {text!r}")
+    else:
+        if not sae_id:
+            raise ValueError(f"sae_id is required to load release {text!r} from the Hub (e.g. sae_id='blocks.8.hook_resid_pre')")
+        from sae_lens import SAE
+
+        sae = SAE.from_pretrained(release=text, sae_id=sae_id, device=device, dtype="float32")
+    return sae.eval()

@@ -1,0 +1,441 @@
+"""A ``synthetic`` SAE whose latents are planted rules over tokens, with known explanations.
+
+Each latent fires on the tokens one rule picks out (digits, capitalised words, the word
+"the", ...) and nowhere else, so the true explanation of every latent is known and the whole
+AutoInterp pipeline (evidence, explainer, scorers) can be checked on it: a scorer that cannot
+tell a latent's true explanation from another latent's is not measuring anything (see
+:mod:`findbench.autointerp.validation`).
+
+The SAE reads ``hook_embed``, the output of the model's input-embedding table, so an input
+vector is one row of that table. Encoding recovers the token id from the vector exactly: at
+construction every row's float32 bit pattern is hashed to an int64 (a random linear
+combination of the 32-bit words, wrapping modulo 2^64, which gives the same value on any
+device and in any summation order), rows are grouped when identical (SmolLM2 has a few
+untrained rows that are) and the distinct keys are sorted; encoding hashes the input the same
+way and finds its key with ``searchsorted``, ``O(d_in + log vocab)`` per token, never a
+vocab-sized product. A vector that is not a row of the table gets no activation.
+
+Activation of latent ``j`` on token ``t`` comes from a ``[vocab, d_sae]`` table built once from
+the token's text piece (:class:`findbench.autointerp.prompts.TokenRenderer`): where the rule
+holds, ``1 + 0.5 * (r mod 10) / 10`` with ``r`` the token's rank among the rule's tokens (so
+top windows have an order and lie above the importance-weighted ones), 0 elsewhere. Special
+and reserved tokens (BOS, EOS, PAD, CLS, SEP, ``[unused3]``) never fire.
+
+Rules see one token at a time: a *word* is a token that starts a word (a leading space in
+byte-level BPE, no ``##`` in WordPiece, or a first capital letter), compared in lower case.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from findbench.autointerp.prompts import TokenRenderer
+from findbench.resources import data_path
+
+__all__ = [
+    "DEFAULT_RULES",
+    "HOOK_NAME",
+    "RULES",
+    "Rule",
+    "SyntheticSAE",
+    "SyntheticSAEConfig",
+    "TokenInfo",
+    "entity_rule",
+    "get_rule",
+    "token_infos",
+]
+
+log = logging.getLogger(__name__)
+
+#: The hook the synthetic SAE reads (the input embeddings).
+HOOK_NAME = "hook_embed"
+
+
+# ------------------------------------------------------------------------------ rules
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    """What a rule sees of one token: its text piece (with its leading space, if any), the
+    piece without surrounding whitespace, whether it starts a word, and whether the
+    tokenizer keeps case at all."""
+
+    piece: str
+    stripped: str
+    word_start: bool
+    cased: bool
+
+    @property
+    def lower(self) -> str:
+        return self.stripped.lower()
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A planted feature: ``name``, the true ``explanation`` (the text that follows "This
+    neuron activates on") and the ``fires`` predicate over one token."""
+
+    name: str
+    explanation: str
+    fires: Callable[[TokenInfo], bool] = field(compare=False, repr=False)
+    #: tokenizers without upper case (BERT uncased) cannot express it
+    needs_case: bool = False
+
+
+def _digits(t: TokenInfo) -> bool:
+    return bool(t.stripped) and all(c in "0123456789" for c in t.stripped)
+
+
+def _capitalized(t: TokenInfo) -> bool:
+    return t.word_start and "A" <= t.stripped[:1] <= "Z"
+
+
+def _ing(t: TokenInfo) -> bool:
+    return "ing" in t.lower
+
+
+def _closing(t: TokenInfo) -> bool:
+    return any(c in ")]}" for c in t.stripped)
+
+
+def _brackets(t: TokenInfo) -> bool:
+    return any(c in "()[]{}" for c in t.stripped)
+
+
+def _words(words: Sequence[str]) -> Callable[[TokenInfo], bool]:
+    wanted = frozenset(w.lower() for w in words)
+
+    def fires(t: TokenInfo) -> bool:
+        return t.word_start and t.lower in wanted
+
+    return fires
+
+
+_COLOURS = ("red", "orange", "yellow", "green", "blue", "purple", "violet", "pink", "brown", "black", "white", "grey", "gray",
+            "scarlet", "crimson")
+_PRONOUNS = ("he", "she", "it", "they", "him", "her", "them", "his", "hers", "its", "their", "theirs")
+_DAYS_MONTHS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "january", "february", "april",
+                "june", "july", "august", "september", "october", "november", "december")  # not "may" / "march": verbs too
+_NUMBER_WORDS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "twenty",
+                 "hundred", "thousand", "million", "first", "second", "third")
+
+#: The FIND entity concept of the default ``birds`` rule: its single-word entries are common
+#: single tokens, and frequent in WordNet's glosses (about 400 in 200k tokens).
+DEFAULT_ENTITY = "birds and ornithology"
+
+
+def _entity_words(concept: str) -> list[str]:
+    with data_path("entities.json").open(encoding="utf-8") as fh:
+        entities = json.load(fh)["entities"]
+    if concept not in entities:
+        raise ValueError(f"rules: no FIND entity concept {concept!r} in entities.json (known: {', '.join(sorted(entities))})")
+    return [w for w in entities[concept] if " " not in w and "-" not in w]
+
+
+def entity_rule(concept: str, name: str | None = None, explanation: str | None = None) -> Rule:
+    """A rule firing on the single-word entries of a FIND entity concept (``entities.json``)
+    that are one word-initial token. The explanation names the concept and its first words
+    unless ``explanation`` is given."""
+    words = _entity_words(concept)
+    explanation = explanation or f"words about {concept}, such as {', '.join(words[:6])}"
+    return Rule(name or f"entity:{concept}", explanation, _words(words))
+
+
+#: Every named rule. ``entity:<FIND concept>`` names any other concept (:func:`get_rule`).
+RULES: dict[str, Rule] = {
+    r.name: r
+    for r in (
+        Rule("digits", "numbers written with digits, such as 1, 15 or 2000", _digits),
+        Rule("capitalized", "words that start with a capital letter", _capitalized, needs_case=True),
+        Rule("ing", 'words and word pieces containing the letters "ing", as in "running" or "thing"', _ing),
+        Rule("brackets", "brackets and parentheses, opening or closing, such as ( ) [ ]", _brackets),
+        Rule("closing_bracket", "closing brackets and parentheses, such as ) and ]", _closing),
+        entity_rule(DEFAULT_ENTITY, "birds", "words about birds, such as bird, eagle, owl, sparrow, feathers and nest"),
+        Rule("colours", "colour words such as red, green, blue, black and white", _words(_COLOURS)),
+        Rule("pronouns", "personal pronouns such as he, she, it, they, his and their", _words(_PRONOUNS)),
+        Rule("articles", 'the articles "the", "a" and "an"', _words(["the", "a", "an"])),
+        Rule("the", 'the word "the"', _words(["the"])),
+        Rule("days_months", "names of days of the week and months, such as Monday or October", _words(_DAYS_MONTHS)),
+        Rule("number_words", "numbers written as words, such as one, two, ten or first", _words(_NUMBER_WORDS)),
+    )
+}
+
+#: The rules of ``SyntheticSAE.for_model(..., rules=None)``: each fires hundreds of times in
+#: 200k tokens of WordNet glosses, with at least two common tokens of different activation.
+#: Left out: ``days_months`` (too rare there), ``number_words`` (would blur with ``digits``),
+#: ``the`` and ``closing_bracket`` (in practice one token each in WordPiece, so one activation
+#: value and no positions below the top windows to sample from: ``articles`` and
+#: ``brackets`` instead).
+DEFAULT_RULES = ("digits", "capitalized", "ing", "brackets", "birds", "colours", "pronouns", "articles")
+
+
+def get_rule(rule: str | Rule) -> Rule:
+    """A :class:`Rule` by name (a key of :data:`RULES` or ``entity:<FIND concept>``), or the
+    rule itself."""
+    if isinstance(rule, Rule):
+        return rule
+    if not isinstance(rule, str):
+        raise TypeError(f"rules must be names or Rule objects, got {type(rule).__name__}")
+    if rule in RULES:
+        return RULES[rule]
+    if rule.startswith("entity:"):
+        return entity_rule(rule[len("entity:") :])
+    raise ValueError(f"rules: unknown rule {rule!r} (known: {', '.join(RULES)}, or entity:<FIND concept>)")
+
+
+#: Reserved vocabulary entries that are no text (BERT's ``[unused12]``, chat markers).
+_RESERVED = re.compile(r"^\s*(\[unused\d+\]|\[[A-Z]{3,}\]|<\|[^|]*\|>)$")
+
+
+def _special_ids(tokenizer) -> set[int]:
+    ids = {int(i) for i in getattr(tokenizer, "all_special_ids", []) or []}
+    for attr in ("bos_token_id", "eos_token_id", "pad_token_id", "cls_token_id", "sep_token_id", "unk_token_id"):
+        value = getattr(tokenizer, attr, None)
+        if isinstance(value, int):
+            ids.add(value)
+    return ids
+
+
+def token_infos(tokenizer, n: int | None = None) -> list[TokenInfo | None]:
+    """:class:`TokenInfo` of token ids ``0..n-1`` (``n`` defaults to the tokenizer's size);
+    ``None`` for special tokens and ids the tokenizer does not know."""
+    renderer = TokenRenderer(tokenizer)
+    size = len(tokenizer)
+    n = size if n is None else n
+    special = _special_ids(tokenizer)
+    pieces = [renderer.piece(i) if i < size and i not in special else None for i in range(n)]
+    upper = sum(1 for p in pieces if p and any("A" <= c <= "Z" for c in p))
+    cased = upper > 0.01 * max(1, sum(p is not None for p in pieces))
+    out: list[TokenInfo | None] = []
+    for p in pieces:
+        if p is None:
+            out.append(None)
+            continue
+        stripped = p.strip()
+        if _RESERVED.match(p):
+            out.append(None)
+            continue
+        word_start = bool(stripped) and (p[:1].isspace() or stripped[:1].isupper())
+        out.append(TokenInfo(p, stripped, word_start, cased))
+    return out
+
+
+# ------------------------------------------------------------------------------ the SAE
+
+
+class _Architecture(str):
+    """``"synthetic"`` that can also be called, as sae_lens 6's ``cfg.architecture()`` is."""
+
+    def __call__(self) -> str:
+        return str(self)
+
+
+@dataclass
+class SyntheticSAEMetadata:
+    """The part of sae_lens's ``cfg.metadata`` the pipeline reads."""
+
+    model_name: str
+    hook_name: str = HOOK_NAME
+    hook_head_index: int | None = None
+    prepend_bos: bool = True
+    context_size: int | None = None
+
+
+@dataclass
+class SyntheticSAEConfig:
+    """sae_lens-style ``cfg``: widths, dtype, device, ``architecture`` (``"synthetic"``, also
+    callable) and ``metadata`` (``hook_name`` ``hook_embed``, ``model_name``)."""
+
+    d_in: int
+    d_sae: int
+    metadata: SyntheticSAEMetadata
+    dtype: str = "float32"
+    device: str = "cpu"
+    architecture: str = field(default_factory=lambda: _Architecture("synthetic"))
+    apply_b_dec_to_input: bool = False
+    normalize_activations: str = "none"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"d_in": self.d_in, "d_sae": self.d_sae, "dtype": self.dtype, "device": self.device, "architecture": str(self.architecture),
+                "metadata": vars(self.metadata).copy()}
+
+
+def _row_keys(rows: torch.Tensor, coef: torch.Tensor) -> torch.Tensor:
+    """int64 hash of each float32 row's bit pattern (wrapping arithmetic, order-independent;
+    ``+ 0.0`` turns -0.0 into 0.0, which compare equal)."""
+    bits = (rows.float() + 0.0).contiguous().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    return (bits * coef.to(rows.device)).sum(dim=-1)
+
+
+def _activation_values(n: int) -> torch.Tensor:
+    """Activations of a rule's ``n`` tokens, in token-id order: ``1 + 0.5 * (rank mod 10) / 10``.
+
+    Every level differs from its neighbours, so a rule of a few tokens (``a`` / ``an`` /
+    ``the``) has positions below its top windows for the importance-weighted sample, which
+    takes only positions strictly below the smallest top-window activation."""
+    return 1.0 + 0.5 * (torch.arange(n) % 10).float() / 10
+
+
+class SyntheticSAE(torch.nn.Module):
+    """Planted-feature SAE on ``hook_embed`` (see the module docstring).
+
+    Build it with :meth:`for_model`. Attributes besides the sae_lens surface (``cfg``,
+    ``encode``, ``encode_latents``, ``decode``, ``forward``, ``W_dec``, ``b_dec``):
+    ``rules`` (names), ``explanations`` (the true explanation of each latent),
+    ``activation_table`` (``[vocab, d_sae]``) and :meth:`token_ids`.
+    """
+
+    def __init__(self, embeddings: torch.Tensor, activation_table: torch.Tensor, rules: Sequence[Rule], *, model_name: str = "model",
+                 seed: int = 0):
+        super().__init__()
+        embeddings = embeddings.detach().float().cpu()
+        vocab, d_in = embeddings.shape
+        if activation_table.shape != (vocab, len(rules)):
+            raise ValueError(f"activation_table must be [{vocab}, {len(rules)}], got {tuple(activation_table.shape)}")
+        self.name = "synthetic"
+        self.rule_objects = list(rules)
+        self.rules = [r.name for r in rules]
+        self.explanations = [r.explanation for r in rules]
+        self.cfg = SyntheticSAEConfig(d_in=int(d_in), d_sae=len(rules), metadata=SyntheticSAEMetadata(model_name=model_name))
+
+        # identical rows cannot be told apart: each group answers with its smallest id
+        uniq, inverse = torch.unique(embeddings, dim=0, return_inverse=True)
+        canonical = torch.full((len(uniq),), vocab, dtype=torch.long).scatter_reduce(0, inverse, torch.arange(vocab), "amin")
+        table = activation_table.float().clone()
+        dup_groups = 0
+        if len(uniq) < vocab:
+            group_min = torch.full((len(uniq), table.shape[1]), float("inf")).scatter_reduce(
+                0, inverse[:, None].expand_as(table), table, "amin")
+            table = table[canonical[inverse]].clone()  # every member answers as its group's smallest id
+            fires_all = group_min > 0
+            table = table * fires_all[inverse]  # a rule fires on a group only if it fires on every member
+            dup_groups = int((torch.bincount(inverse) > 1).sum())
+        self.n_duplicate_groups = dup_groups
+        self.canonical_id = canonical[inverse]  # [vocab]: the id encoding recovers for each token
+
+        gen = torch.Generator().manual_seed(seed)
+        for _ in range(8):
+            coef = torch.randint(-(1 << 62), 1 << 62, (d_in,), generator=gen, dtype=torch.int64) | 1
+            keys = _row_keys(uniq, coef)
+            if len(torch.unique(keys)) == len(uniq):
+                break
+        else:  # pragma: no cover - 2^-64 per pair
+            raise RuntimeError("could not hash the embedding rows without collisions")
+        order = torch.argsort(keys)
+        self.register_buffer("hash_coef", coef)
+        self.register_buffer("sorted_keys", keys[order])
+        self.register_buffer("sorted_ids", canonical[order])
+        self.register_buffer("activation_table", table)
+        # decoder: each latent's mean embedding over the tokens it fires on
+        fires = (table > 0).float()
+        counts = fires.sum(0).clamp_min(1)
+        self.W_dec = torch.nn.Parameter((fires.T @ embeddings) / counts[:, None], requires_grad=False)
+        self.b_dec = torch.nn.Parameter(torch.zeros(d_in), requires_grad=False)
+
+    # -- construction ------------------------------------------------------------------------
+    @classmethod
+    @torch.no_grad()
+    def for_model(cls, model, tokenizer, rules: Sequence[str | Rule] | None = None, *, model_name: str | None = None,
+                  seed: int = 0) -> SyntheticSAE:
+        """The planted-rule SAE for ``model``'s input embeddings and ``tokenizer``'s pieces.
+
+        Args:
+            rules: rule names (:data:`RULES`, ``entity:<FIND concept>``) or :class:`Rule`
+                objects; ``None`` for :data:`DEFAULT_RULES`, leaving out those the tokenizer
+                cannot express (``capitalized`` on an uncased tokenizer) or that match no token.
+                A rule asked for by name that matches no token is a ValueError.
+        """
+        default = rules is None
+        chosen = [get_rule(r) for r in (DEFAULT_RULES if default else rules)]
+        if isinstance(rules, (str, Rule)) or not chosen:
+            raise ValueError("rules must be a non-empty list of rule names or Rule objects")
+        names = [r.name for r in chosen]
+        if len(set(names)) != len(names):
+            raise ValueError(f"rules must not repeat a rule, got {names}")
+        embed = model.get_input_embeddings()
+        vocab = int(embed.weight.shape[0])
+        device = embed.weight.device
+        # the hook's own output for every id (covers embedding modules that scale their rows)
+        rows = torch.cat([embed(torch.arange(s, min(s + 8192, vocab), device=device)).float().cpu() for s in range(0, vocab, 8192)])
+        infos = token_infos(tokenizer, vocab)
+        kept, columns = [], []
+        for rule in chosen:
+            hits = [tid for tid, info in enumerate(infos)
+                    if info is not None and (info.cased or not rule.needs_case) and rule.fires(info)]
+            col = torch.zeros(vocab)
+            col[hits] = _activation_values(len(hits))
+            if not hits:
+                if default:
+                    log.info("synthetic SAE: rule %r matches no token of this tokenizer; left out", rule.name)
+                    continue
+                raise ValueError(f"rules: {rule.name!r} matches no token of this tokenizer")
+            kept.append(rule)
+            columns.append(col)
+        name = model_name or (str(getattr(model.config, "_name_or_path", "")).rstrip("/").split("/")[-1]
+                              or str(getattr(model.config, "model_type", "model")))
+        sae = cls(rows, torch.stack(columns, dim=1), kept, model_name=name, seed=seed)
+        if sae.n_duplicate_groups:
+            log.info("synthetic SAE: %d groups of identical embedding rows (each recovered as its smallest id)", sae.n_duplicate_groups)
+        return sae
+
+    # -- the sae_lens surface ------------------------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        return self.sorted_keys.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return torch.float32
+
+    @torch.no_grad()
+    def token_ids(self, x: torch.Tensor) -> torch.Tensor:
+        """The token id whose embedding row ``x [..., d_in]`` is (its group's smallest id for
+        identical rows), ``-1`` where ``x`` is no row of the table."""
+        if x.shape[-1] != self.cfg.d_in:
+            raise ValueError(f"x must end in d_in={self.cfg.d_in}, got shape {tuple(x.shape)}")
+        keys = _row_keys(x, self.hash_coef)
+        sorted_keys = self.sorted_keys.to(keys.device)
+        pos = torch.searchsorted(sorted_keys, keys).clamp_max(len(sorted_keys) - 1)
+        found = sorted_keys[pos] == keys
+        return torch.where(found, self.sorted_ids.to(keys.device)[pos], torch.full_like(pos, -1))
+
+    @torch.no_grad()
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        """Activations ``[..., d_sae]`` (float32, on ``x``'s device)."""
+        return self.encode_latents(x, None)
+
+    @torch.no_grad()
+    def encode_latents(self, x: torch.Tensor, idx: torch.Tensor | Sequence[int] | None) -> torch.Tensor:
+        """Activations of latents ``idx`` only, ``[..., len(idx)]`` (all latents when ``None``)."""
+        ids = self.token_ids(x)
+        table = self.activation_table.to(x.device)
+        if idx is not None:
+            table = table[:, torch.as_tensor(idx, dtype=torch.long, device=x.device)]
+        out = table[ids.clamp_min(0)]
+        return out.masked_fill((ids < 0)[..., None], 0.0)
+
+    def decode(self, z: torch.Tensor) -> torch.Tensor:
+        """``z @ W_dec + b_dec``: each active latent adds its tokens' mean embedding."""
+        return z.to(self.W_dec.dtype) @ self.W_dec.to(z.device) + self.b_dec.to(z.device)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.decode(self.encode(x))
+
+    # -- inspection ----------------------------------------------------------------------------
+    def firing_tokens(self, latent: int) -> list[int]:
+        """The token ids latent ``latent`` fires on."""
+        return torch.nonzero(self.activation_table[:, latent] > 0).flatten().tolist()
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Per latent: rule name, explanation and how many vocabulary tokens it fires on."""
+        fires = (self.activation_table > 0).sum(0).tolist()
+        return [{"latent": j, "rule": r, "explanation": e, "n_tokens": int(n)}
+                for j, (r, e, n) in enumerate(zip(self.rules, self.explanations, fires))]
+

