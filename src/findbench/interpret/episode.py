@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from findbench.interpret.calls import FunctionRunner
-from findbench.interpret.prompts import MILAN_TURNS, build_messages, check_method
+from findbench.interpret.prompts import MILAN_TURNS, build_messages, check_row
 from findbench.interpret.protocol import (
     PROTOCOL,
     UNRECOGNIZED_REPLY,
@@ -41,7 +41,6 @@ from findbench.interpret.protocol import (
     parse_answer,
     parse_commands,
 )
-from findbench.schema import CATEGORIES
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -195,12 +194,7 @@ async def open_episode(
     """Check the arguments of an episode on ``row`` and start it: the function's runner and the
     record, its messages the system and task messages of ``protocol`` (the MILAN methods run
     the exemplars first, as round 0). See :func:`run_episode` for the arguments."""
-    if not isinstance(row, Mapping):
-        raise TypeError(f"row must be a mapping (a dataset row), got {type(row).__name__}")
-    category = row.get("category")
-    if category not in CATEGORIES:
-        raise ValueError(f"row['category'] must be one of {CATEGORIES}, got {category!r}")
-    check_method(method, category)
+    category = check_row(row, method)
     check_protocol(protocol)
     _check_positive("rounds", rounds)
     runner = FunctionRunner(row, seed=seed, function=function)

@@ -35,7 +35,7 @@ from findbench.interpret.protocol import (
 )
 from findbench.schema import CATEGORIES
 
-__all__ = ["MILAN_TURNS", "system_prompt", "task_prompt", "build_messages", "is_mlp", "check_method"]
+__all__ = ["MILAN_TURNS", "system_prompt", "task_prompt", "build_messages", "is_mlp", "check_method", "check_row"]
 
 #: Model turns a ``milan`` episode allows (FIND's single-round setting).
 MILAN_TURNS = 2
@@ -168,6 +168,18 @@ def system_prompt(protocol: str = PROTOCOL) -> str:
     return _SYSTEM.format(script=_S)
 
 
+def check_row(row: Any, method: str) -> str:
+    """``row``'s category, after checking that ``row`` is a dataset row of a known category and
+    that ``method`` applies to it (TypeError / ValueError naming the field)."""
+    if not isinstance(row, Mapping):
+        raise TypeError(f"row must be a mapping (a dataset row), got {type(row).__name__}")
+    category = row.get("category")
+    if category not in CATEGORIES:
+        raise ValueError(f"row['category'] must be one of {CATEGORIES}, got {category!r}")
+    check_method(method, category)
+    return category
+
+
 def task_prompt(row: Mapping[str, Any], method: str = "aia", *, exemplar_reply: str | None = None,
                 protocol: str = PROTOCOL) -> str:
     """The first user message of an episode on ``row``.
@@ -179,12 +191,7 @@ def task_prompt(row: Mapping[str, Any], method: str = "aia", *, exemplar_reply: 
             (``Response: Function input - output pairs: ...``), shown to the agent.
         protocol: ``text``, or ``tools`` (one more sentence: ``PYTHON(...)`` means a tool call).
     """
-    if not isinstance(row, Mapping):
-        raise TypeError(f"row must be a mapping (a dataset row), got {type(row).__name__}")
-    category = row.get("category")
-    if category not in CATEGORIES:
-        raise ValueError(f"row['category'] must be one of {CATEGORIES}, got {category!r}")
-    check_method(method, category)
+    category = check_row(row, method)
     text = _TEMPLATES[category].format(script=_S, mlp=_MLP if is_mlp(row) else "")
     if check_protocol(protocol) == "tools":
         # after the sentences that show the PYTHON(...) syntax

