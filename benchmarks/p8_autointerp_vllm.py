@@ -38,7 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _vllm import SERVED, server, vllm_version  # benchmarks/_vllm.py (the script's folder is on sys.path)
+from _vllm import SERVED, add_server_args, server, vllm_version  # benchmarks/_vllm.py (the script's folder is on sys.path)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "p8_autointerp_vllm.json"
 GOAL_SPEEDUP = 2.0
@@ -130,9 +130,7 @@ def main(argv=None) -> int:
     ap.add_argument("--connections", type=int, default=8, help="requests in flight in the concurrent run")
     ap.add_argument("--model", default="embedded")
     ap.add_argument("--sae", default="embedded")
-    ap.add_argument("--url", default=None, help="a running server serving the embedded model as 'embedded' (default: start one)")
-    ap.add_argument("--vllm-python", default=None, help="Python of the vLLM venv (default: findbench.lm.vllm_server.find_vllm_python)")
-    ap.add_argument("--start-timeout", type=float, default=600)
+    add_server_args(ap)
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args(argv)
     if args.connections < 2:

@@ -10,8 +10,7 @@ Names are imported lazily: importing this package (the ``autointerp`` metric doe
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from findbench._lazy import lazy_getattr
 
 # (train_sae, the function, stays in findbench.autointerp.train_sae: the submodule shares its name)
 __all__ = ["AutoInterpConfig", "SCORERS", "run_autointerp", "load_sae", "SyntheticSAE", "planted_validation", "TrainSAEConfig"]
@@ -27,7 +26,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'findbench.autointerp' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)

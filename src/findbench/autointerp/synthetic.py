@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 
+from findbench.autointerp.corpus import special_token_ids
 from findbench.autointerp.prompts import TokenRenderer
 from findbench.resources import data_path
 
@@ -195,12 +196,11 @@ _RESERVED = re.compile(r"^\s*(\[unused\d+\]|\[[A-Z]{3,}\]|<\|[^|]*\|>)$")
 
 
 def _special_ids(tokenizer) -> set[int]:
-    ids = {int(i) for i in getattr(tokenizer, "all_special_ids", []) or []}
-    for attr in ("bos_token_id", "eos_token_id", "pad_token_id", "cls_token_id", "sep_token_id", "unk_token_id"):
-        value = getattr(tokenizer, attr, None)
-        if isinstance(value, int):
-            ids.add(value)
-    return ids
+    """The corpus's special tokens plus every other special one (UNK, chat markers): no rule
+    fires on a piece that is not text."""
+    ids = special_token_ids(tokenizer) | {int(i) for i in getattr(tokenizer, "all_special_ids", []) or []}
+    unk = getattr(tokenizer, "unk_token_id", None)
+    return ids | ({unk} if isinstance(unk, int) else set())
 
 
 def token_infos(tokenizer, n: int | None = None) -> list[TokenInfo | None]:

@@ -19,8 +19,7 @@ inside the functions; data / train / report load on first use.
 
 from __future__ import annotations
 
-from typing import Any
-
+from findbench._lazy import lazy_getattr
 from findbench.constants import JUDGE_CATEGORIES
 from findbench.judge.scoring import (
     ANSWER_PREFIX,
@@ -81,9 +80,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'findbench.judge' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)

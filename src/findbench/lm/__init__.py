@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from findbench._lazy import lazy_getattr
 from findbench.lm.base import LM, Conversation, Message, ScoringLM, check_conversations
 
 __all__ = ["LM", "ScoringLM", "Conversation", "Message", "check_conversations", "load_lm", "TransformersLM", "OpenAILM", "CachedLM"]
@@ -24,12 +25,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'findbench.lm' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 def load_lm(spec: Any = "embedded", *, model: str | None = None, cache: str | os.PathLike | None = None, **kwargs: Any) -> LM:
