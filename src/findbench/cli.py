@@ -117,6 +117,17 @@ def _run_export_functions(args) -> int:
 
 
 # -- interpret ----------------------------------------------------------------------------
+def _positive_int(text: str) -> int:
+    """argparse ``type=`` for a positive integer (argparse names the flag in its error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
 def _add_interpret(sub, name: str) -> argparse.ArgumentParser:
     p = _subparser(sub, name, "run an interpreter agent on FIND functions (FIND §3): <out>/<category>/<method>/fNNNNN/ per episode")
     p.add_argument("--interpreter", default="embedded",
@@ -130,6 +141,9 @@ def _add_interpret(sub, name: str) -> argparse.ArgumentParser:
     p.add_argument("--functions", type=_csv, default=None, help="comma-separated function ids, e.g. strings/f00007,numeric/f00042")
     p.add_argument("--rounds", type=int, default=20, help="most model turns per episode (default 20)")
     p.add_argument("--max-tokens", type=int, default=None, help="tokens the interpreter may generate per turn (default 512)")
+    p.add_argument("--episode-tokens", type=_positive_int, default=None, metavar="N",
+                   help="tokens the interpreter may generate over one episode, all turns together; each turn is capped at "
+                        "what is left, and an episode that spends it without answering stops (default: no limit)")
     p.add_argument("--data", default=None, help="dataset folder written by `findbench build` (default: regenerate from --seed)")
     p.add_argument("--seed", type=int, default=0, help="procedural rows, numeric noise, the random interpreter's picks (default 0)")
     p.add_argument("--out", default="outputs/interpret", help="run folder; rerunning resumes it (default outputs/interpret)")
@@ -158,12 +172,12 @@ def _run_interpret(args) -> int:
         out = run_inspect_interpretations(args.data, args.interpreter, methods=args.method, configs=args.configs, limit=args.limit,
                                           functions=args.functions, rounds=args.rounds, out=args.out, seed=args.seed,
                                           max_connections=args.max_connections, max_tokens=args.max_tokens, model=args.model,
-                                          protocol=args.protocol)
+                                          protocol=args.protocol, episode_tokens=args.episode_tokens)
     else:
         out = run_interpretations(args.data, args.interpreter, methods=args.method, configs=args.configs, limit=args.limit,
                                   functions=args.functions, rounds=args.rounds, out=args.out, seed=args.seed,
                                   max_connections=args.max_connections, max_tokens=args.max_tokens, model=args.model,
-                                  protocol=args.protocol)
+                                  protocol=args.protocol, episode_tokens=args.episode_tokens)
     print(f"wrote {out}")
     for s in summarize_run(out):
         print(f"{s['category']}/{s['method']}: {s['episodes']} episodes, {s['answered']} answered, "

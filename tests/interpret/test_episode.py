@@ -13,6 +13,8 @@ from findbench.interpret.episode import (
     DEFAULT_MAX_TOKENS,
     ChatReply,
     Episode,
+    count_tokens,
+    estimate_tokens,
     lm_chat,
     run_episode,
     run_episode_sync,
@@ -191,3 +193,136 @@ def test_run_episode_sync_adapts_a_findbench_lm(by_id):
     assert lm.calls[0][1:] == (33, 0.5)
     with pytest.raises(TypeError, match="lm"):
         lm_chat(object())
+
+
+# ------------------------------------------------------------------- the episode's token budget
+
+
+class BudgetChat:
+    """Never answers (a command each turn); records the ``max_tokens`` of each call and reports
+    ``output_tokens`` of ``tokens(max_tokens)``, or no usage at all when ``tokens`` is None."""
+
+    def __init__(self, tokens=None, text="PYTHON(function.py 1)", usage_extra=None):
+        self.tokens, self.text, self.usage_extra = tokens, text, usage_extra
+        self.limits: list = []
+
+    async def __call__(self, messages, max_tokens=None):
+        self.limits.append(max_tokens)
+        if self.tokens is None:
+            return self.text if self.usage_extra is None else ChatReply(self.text, dict(self.usage_extra))
+        return ChatReply(self.text, {"input_tokens": 9, "output_tokens": self.tokens(max_tokens)})
+
+
+def test_token_budget_caps_each_turn_and_stops_the_episode(by_id):
+    # a model that writes up to its limit every turn: 300, 300, 300, then the 100 left
+    chat = BudgetChat(tokens=lambda limit: limit)
+    ep = run(by_id["numeric/f00000"], chat, max_tokens=300, episode_tokens=1000)
+    assert chat.limits == [300, 300, 300, 100]
+    assert (ep.finished, ep.stop_reason, ep.rounds, ep.answer) == (False, "token_limit", 4, None)
+    assert (ep.max_episode_tokens, ep.generated_tokens) == (1000, 1000) and ep.usage == {"input_tokens": 36, "output_tokens": 1000}
+    # the last turn's command still ran and got its reply, as on the round limit
+    assert [c["round"] for c in ep.calls] == [1, 2, 3, 4] and ep.messages[-1]["role"] == "user"
+    # no per-turn limit: DEFAULT_MAX_TOKENS, capped at what is left
+    chat = BudgetChat(tokens=lambda limit: 400)
+    ep = run(by_id["numeric/f00000"], chat, episode_tokens=1000)
+    assert chat.limits == [DEFAULT_MAX_TOKENS, DEFAULT_MAX_TOKENS, 1000 - 800] and ep.rounds == 3 and ep.stop_reason == "token_limit"
+    assert ep.generated_tokens == 1200
+    # a budget not spent leaves the round limit in charge; an answer on the turn that spends it finishes
+    chat = BudgetChat(tokens=lambda limit: 1)
+    ep = run(by_id["numeric/f00000"], chat, rounds=3, episode_tokens=1000)
+    assert (ep.stop_reason, ep.rounds, ep.generated_tokens, chat.limits) == ("round_limit", 3, 3, [DEFAULT_MAX_TOKENS] * 3)
+    chat = BudgetChat(tokens=lambda limit: limit, text="[DESCRIPTION]: doubles")
+    ep = run(by_id["numeric/f00000"], chat, episode_tokens=10)
+    assert (ep.finished, ep.stop_reason, ep.rounds, ep.generated_tokens) == (True, "answer", 1, 10)
+    # without a budget nothing changes: the per-turn limit as given, no cap
+    chat = BudgetChat(tokens=lambda limit: 10_000)
+    ep = run(by_id["numeric/f00000"], chat, rounds=2, max_tokens=50)
+    assert chat.limits == [50, 50] and ep.stop_reason == "round_limit" and ep.max_episode_tokens is None
+    assert ep.generated_tokens == 20_000
+
+
+def test_token_budget_counts_reported_usage_else_an_estimate(by_id):
+    text = "I wonder what this function does, really."  # 41 characters, no command: ceil(41 / 4) = 11 tokens a turn
+    assert len(text) == 41 and estimate_tokens(text) == 11 and estimate_tokens("") == 0
+    # a plain str reply: the estimate
+    chat = BudgetChat(text=text)
+    ep = run(by_id["numeric/f00000"], chat, episode_tokens=25)
+    assert chat.limits == [25, 14, 3] and ep.rounds == 3 and ep.generated_tokens == 33 and ep.stop_reason == "token_limit"
+    assert ep.usage is None and ep.unrecognized_turns == 3
+    # usage without output_tokens: the estimate too
+    chat = BudgetChat(text=text, usage_extra={"input_tokens": 100})
+    ep = run(by_id["numeric/f00000"], chat, episode_tokens=25)
+    assert chat.limits == [25, 14, 3] and ep.generated_tokens == 33 and ep.usage == {"input_tokens": 300}
+    # reported output_tokens win over the estimate
+    chat = BudgetChat(tokens=lambda limit: 2, text=text)
+    ep = run(by_id["numeric/f00000"], chat, episode_tokens=25, rounds=4)
+    assert chat.limits == [25, 23, 21, 19] and ep.generated_tokens == 8 and ep.stop_reason == "round_limit"
+
+
+def test_token_budget_arguments(by_id):
+    row = by_id["numeric/f00000"]
+    for bad in (0, -1, 2.5, "100", True):
+        with pytest.raises(ValueError, match="episode_tokens"):
+            run(row, BudgetChat(), episode_tokens=bad)
+    with pytest.raises(TypeError, match="episode_tokens: chat does not take a max_tokens keyword"):
+        run(row, ScriptedChat(["x"]), episode_tokens=10)
+    with pytest.raises(ValueError, match="episode_tokens"):
+        run_episode_sync(row, FakeLM(["x"]), episode_tokens=0)
+
+
+def test_an_episode_record_without_the_token_fields_still_loads(by_id):
+    ep = run(by_id["numeric/f00000"], BudgetChat(tokens=lambda limit: 5), episode_tokens=12)
+    d = json.loads(json.dumps(ep.to_dict()))
+    assert (d["max_episode_tokens"], d["generated_tokens"], d["stop_reason"]) == (12, 15, "token_limit")
+    assert Episode.from_dict(d) == ep
+    old = {k: v for k, v in d.items() if k not in ("max_episode_tokens", "generated_tokens")}
+    loaded = Episode.from_dict(old)
+    assert loaded.max_episode_tokens is None and loaded.generated_tokens is None
+    assert loaded.rounds == ep.rounds and loaded.calls == ep.calls
+
+
+class TokenizingLM(FakeLM):
+    """A FakeLM with a tokenizer (a token per word) and a chat template, as a transformers LM has."""
+
+    name = "tokenizing"
+
+    @staticmethod
+    def tokenizer(text, add_special_tokens=True):
+        return {"input_ids": text.split()}
+
+    @staticmethod
+    def render(conversation):
+        return " ".join(f"<{m['role']}> {m['content']}" for m in conversation)
+
+
+class Wrapper:
+    """A stand-in for CachedLM: the LM it wraps is ``inner``."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+
+def test_count_tokens_uses_the_lms_tokenizer_else_the_estimate():
+    text = "PYTHON(function.py 4) and more"  # 4 words, 30 characters
+    assert count_tokens(TokenizingLM([]), text) == 4 and count_tokens(Wrapper(TokenizingLM([])), text) == 4
+    assert count_tokens(FakeLM([]), text) == 8 and count_tokens(object(), "") == 0
+    conversation = [{"role": "user", "content": "a b"}, {"role": "assistant", "content": "c"}]
+    assert count_tokens(TokenizingLM([]), conversation=conversation) == 5
+    assert count_tokens(FakeLM([]), conversation=conversation) == 1  # "a bc": 4 characters
+
+
+def test_lm_chat_reports_output_tokens_and_the_budget_counts_them(by_id):
+    row = by_id["numeric/f00000"]
+    reply = asyncio.run(lm_chat(TokenizingLM(["one two three"]))([{"role": "user", "content": "hi"}]))
+    assert reply == ChatReply("one two three", {"output_tokens": 3})
+    reply = asyncio.run(lm_chat(FakeLM(["one two three"]))([{"role": "user", "content": "hi"}]))
+    assert reply == ChatReply("one two three", {"output_tokens": 4})  # 13 characters, estimated
+    # counted with the tokenizer: 4 tokens a turn, so turns of 5 then 3 tokens and the budget of 7 is spent
+    lm = TokenizingLM(["PYTHON(function.py 4) and more"])
+    ep = run_episode_sync(row, lm, max_tokens=5, episode_tokens=7)
+    assert [c[1] for c in lm.calls] == [5, 3] and (ep.rounds, ep.generated_tokens, ep.stop_reason) == (2, 8, "token_limit")
+    assert ep.usage == {"output_tokens": 8}
+    # estimated (30 characters: 8 tokens), the first turn spends it
+    lm = FakeLM(["PYTHON(function.py 4) and more"])
+    ep = run_episode_sync(row, lm, max_tokens=5, episode_tokens=7)
+    assert [c[1] for c in lm.calls] == [5] and (ep.rounds, ep.generated_tokens, ep.stop_reason) == (1, 8, "token_limit")

@@ -293,6 +293,65 @@ def test_engine_inspect_with_a_findbench_lm_and_its_cache(data_dir, tmp_path, mo
     assert ep["finished"] and ep["answer"]["description"] == "adds a letter"
 
 
+# ------------------------------------------------------------------- the episode's token budget
+
+
+def test_episode_tokens_on_inspect_cap_turns_and_stop_the_episode(data_dir, tmp_path):
+    limits = []
+
+    def outputs(input, tools, tool_choice, config):
+        limits.append(config.max_tokens)
+        output = ModelOutput.from_content("mockllm/model", "Let me think.")  # never a command nor an answer
+        output.usage = ModelUsage(input_tokens=3, output_tokens=7, total_tokens=10)
+        return output
+
+    model = get_model("mockllm/model", custom_outputs=outputs, memoize=False)
+    task = find_interpret(functions="strings/f00000", data=str(data_dir), judge=None, episode_tokens=20)
+    assert task.metadata["episode_tokens"] == 20
+    [log] = inspect_eval(task, model=model, log_dir=str(tmp_path / "logs"), display="none")
+    assert log.status == "success"
+    episode = log.samples[0].store[STORE_KEY]
+    # 7 tokens a turn as Inspect reported them: turns of 20, 13 and the 6 left
+    assert limits == [20, 13, 6]
+    assert (episode["stop_reason"], episode["rounds"], episode["generated_tokens"], episode["max_episode_tokens"]) == (
+        "token_limit", 3, 21, 20)
+    assert episode["usage"]["output_tokens"] == 21
+    with pytest.raises(ValueError, match="episode_tokens"):
+        find_interpret(functions="strings/f00000", data=str(data_dir), judge=None, episode_tokens=0)
+
+
+def test_findbench_model_api_counts_for_the_budget(data_dir, tmp_path):
+    # findbench/<spec> counts a turn's output as the native engine does (here: 4 characters a token)
+    lm = ScriptedLM(answer="Not yet, still thinking.")  # 24 characters: 6 tokens
+    model = get_model("findbench/scripted-lm", lm=lm, memoize=False)
+    task = find_interpret(configs="strings", limit=1, data=str(data_dir), judge=None, max_tokens=10, episode_tokens=20)
+    [log] = inspect_eval(task, model=model, log_dir=str(tmp_path / "logs"), display="none")
+    episode = log.samples[0].store[STORE_KEY]
+    # "PYTHON(function.py abc)" is 23 characters (6 tokens), then 6 a turn: 10, 10, 8, then 2 left
+    assert lm.limits == [10, 10, 8, 2]
+    assert (episode["stop_reason"], episode["rounds"], episode["generated_tokens"]) == ("token_limit", 4, 24)
+
+
+def test_engine_inspect_records_episode_tokens_and_refuses_another(data_dir, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("INSPECT_DISPLAY", "none")
+    out = tmp_path / "run"
+    kwargs = dict(configs="strings", limit=1, out=out, display="none")
+    run_inspect_interpretations(data_dir, "oracle", episode_tokens=300, **kwargs)
+    assert json.loads((out / "run.json").read_text())["episode_tokens"] == 300
+    ep = json.loads((episode_dir(out, "strings/f00000", "aia") / "episode.json").read_text())
+    assert ep["finished"] and ep["max_episode_tokens"] == 300
+    with pytest.raises(ValueError, match="other settings: episode_tokens=300 \\(now None\\)"):
+        run_inspect_interpretations(data_dir, "oracle", **kwargs)
+    with pytest.raises(ValueError, match="episode_tokens"):
+        run_inspect_interpretations(data_dir, "oracle", episode_tokens=-5, **kwargs)
+    argv = ["interpret", "--engine", "inspect", "--interpreter", "oracle", "--configs", "strings", "--limit", "1",
+            "--data", str(data_dir), "--out", str(out)]
+    capsys.readouterr()
+    assert cli.main(argv + ["--episode-tokens", "301"]) == 2
+    assert "episode_tokens=300 (now 301)" in capsys.readouterr().err
+    assert cli.main(argv + ["--episode-tokens", "300"]) == 0
+
+
 # ---------------------------------------------------------------------------- the entry point
 
 
@@ -324,7 +383,8 @@ def test_inspect_cli_finds_the_task_through_the_entry_point(data_dir, tmp_path):
     (shim / "tiktoken" / "__init__.py").write_text(TIKTOKEN_STANDIN)
     env = {**os.environ, "PYTHONPATH": str(shim), "INSPECT_DISPLAY": "none"}
     cmd = [str(inspect_cli), "eval", "findbench/find_interpret", "-T", "configs=strings", "-T", "limit=2", "-T", "rounds=2",
-           "-T", "judge=none", "-T", f"data={data_dir}", "--model", "mockllm/model", "--log-dir", str(logs)]
+           "-T", "judge=none", "-T", f"data={data_dir}", "-T", "episode_tokens=1000", "--model", "mockllm/model",
+           "--log-dir", str(logs)]
     proc = subprocess.run(cmd, cwd=empty, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert list(empty.iterdir()) == []
@@ -336,6 +396,7 @@ def test_inspect_cli_finds_the_task_through_the_entry_point(data_dir, tmp_path):
         episode = sample.store[STORE_KEY]
         # mockllm's default reply is no command: the harness says so until the round limit
         assert episode["stop_reason"] == "round_limit" and episode["rounds"] == 2
+        assert episode["max_episode_tokens"] == 1000  # -T episode_tokens=1000 reached the solver as an int
         assert episode["messages"][3]["content"] == UNRECOGNIZED_REPLY
         assert sample.scores["exact_match"].value == 0.0
 

@@ -151,6 +151,8 @@ def test_milan_methods(data_dir, tmp_path):
     ({"rounds": 0}, "rounds"),
     ({"max_connections": 0}, "max_connections"),
     ({"max_tokens": -1}, "max_tokens"),
+    ({"episode_tokens": 0}, "episode_tokens"),
+    ({"episode_tokens": "100"}, "episode_tokens"),
     ({"functions": "strings/f99999"}, "functions"),
     ({"functions": "strings/7"}, "functions"),
     ({"functions": "strings/f00001", "configs": "numeric"}, "functions"),
@@ -219,3 +221,102 @@ def test_cli_interpret(data_dir, tmp_path, capsys):
     assert (args.interpreter, args.method, args.rounds, args.out, args.max_connections, args.data) == (
         "embedded", ["aia"], 20, "outputs/interpret", 4, None)
     assert cli.parse_args(["interpret", "--method", "milan,aia+milan", "--functions", "a/f1, b/f2"]).method == ["milan", "aia+milan"]
+
+
+# ------------------------------------------------------------------- the episode's token budget
+
+
+class WordLM(GenerationLM):
+    """Never answers: a command every turn (2 words); a tokenizer of a token per word, so the
+    budget counts 2 tokens a turn (the 23 characters would be estimated at 6). Records the
+    ``max_new_tokens`` of each call."""
+
+    name = "word-lm"
+
+    def __init__(self):
+        self.limits: list[int] = []
+
+    @staticmethod
+    def tokenizer(text, add_special_tokens=True):
+        return {"input_ids": text.split()}
+
+    @staticmethod
+    def render(conversation):
+        return " ".join(m["content"] for m in conversation)
+
+    def generate(self, conversations, *, max_new_tokens=64, temperature=0.0, progress=False):
+        self.limits += [max_new_tokens] * len(conversations)
+        return ["PYTHON(function.py abc)" for _ in conversations]
+
+
+def test_episode_tokens_stop_an_lm_interpreter_and_are_recorded(data_dir, tmp_path):
+    out = tmp_path / "run"
+    lm = WordLM()
+    run_interpretations(data_dir, lm, functions="strings/f00000", out=out, max_tokens=3, episode_tokens=5, progress=False)
+    # 2 tokens a turn (the LM's tokenizer, through the request cache): turns of 3, 3, then the 1 left
+    assert lm.limits == [3, 3, 1]
+    ep = json.loads((episode_dir(out, "strings/f00000", "aia") / "episode.json").read_text())
+    assert (ep["stop_reason"], ep["finished"], ep["rounds"], ep["max_episode_tokens"], ep["generated_tokens"]) == (
+        "token_limit", False, 3, 5, 6)
+    info = json.loads((out / "run.json").read_text())
+    assert (info["max_tokens"], info["episode_tokens"]) == (3, 5)
+    assert summarize_run(out)[0]["answered"] == 0
+
+
+def test_resume_refuses_another_episode_tokens(data_dir, tmp_path):
+    out = tmp_path / "run"
+    kwargs = dict(configs="strings", limit=1, out=out, progress=False)
+    run_interpretations(data_dir, "oracle", episode_tokens=500, **kwargs)
+    assert json.loads((out / "run.json").read_text())["episode_tokens"] == 500
+    ep = json.loads((episode_dir(out, "strings/f00000", "aia") / "episode.json").read_text())
+    assert ep["finished"] and ep["max_episode_tokens"] == 500  # as the inspect engine records it
+    for other in (None, 600):
+        with pytest.raises(ValueError, match=f"other settings: episode_tokens=500 \\(now {other}\\)"):
+            run_interpretations(data_dir, "oracle", episode_tokens=other, **kwargs)
+    run_interpretations(data_dir, "oracle", episode_tokens=500, **{**kwargs, "limit": 2})  # the same budget resumes
+    assert len(episode_folders(out)) == 2
+    # a run.json written before the setting existed reads as no limit
+    info = json.loads((out / "run.json").read_text())
+    del info["episode_tokens"]
+    (out / "run.json").write_text(json.dumps(info))
+    run_interpretations(data_dir, "oracle", **kwargs)
+    with pytest.raises(ValueError, match="episode_tokens=None \\(now 500\\)"):
+        run_interpretations(data_dir, "oracle", episode_tokens=500, **kwargs)
+    run_interpretations(data_dir, "oracle", configs="strings", limit=1, out=tmp_path / "fresh", progress=False)
+    assert json.loads((tmp_path / "fresh" / "run.json").read_text())["episode_tokens"] is None
+
+
+def test_episode_tokens_need_a_chat_that_takes_max_tokens(data_dir, tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(TypeError, match="episode_tokens: the chat interpreter does not take a max_tokens keyword"):
+        run_interpretations(data_dir, FailingChat(), configs="strings", limit=1, out=out, episode_tokens=10, progress=False)
+    assert not (out / "run.json").exists()
+    limits = []
+
+    async def chat(messages, max_tokens=None):
+        limits.append(max_tokens)
+        return "PYTHON(function.py abc)"  # 23 characters: estimated at 6 tokens
+
+    run_interpretations(data_dir, chat, configs="strings", limit=1, out=out, episode_tokens=10, progress=False)
+    assert limits == [10, 4]
+    ep = json.loads((episode_dir(out, "strings/f00000", "aia") / "episode.json").read_text())
+    assert (ep["stop_reason"], ep["generated_tokens"]) == ("token_limit", 12)
+
+
+def test_cli_episode_tokens(data_dir, tmp_path, capsys):
+    assert cli.parse_args(["interpret"]).episode_tokens is None
+    assert cli.parse_args(["interpret", "--episode-tokens", "4096"]).episode_tokens == 4096
+    for bad in ("0", "-1", "abc", "2.5", ""):
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exc:
+            cli.parse_args(["interpret", "--episode-tokens", bad])
+        assert exc.value.code == 2
+        assert f"argument --episode-tokens: must be a positive integer, got {bad!r}" in capsys.readouterr().err
+    out = tmp_path / "run"
+    rc = cli.main(["interpret", "--interpreter", "oracle", "--data", str(data_dir), "--configs", "strings", "--limit", "1",
+                   "--out", str(out), "--episode-tokens", "300"])
+    assert rc == 0 and json.loads((out / "run.json").read_text())["episode_tokens"] == 300
+    capsys.readouterr()
+    rc = cli.main(["interpret", "--interpreter", "oracle", "--data", str(data_dir), "--configs", "strings", "--limit", "1",
+                   "--out", str(out), "--episode-tokens", "301"])
+    assert rc == 2 and "episode_tokens=300 (now 301)" in capsys.readouterr().err

@@ -228,6 +228,27 @@ def test_round_limit_stops_a_model_that_never_answers(data_dir, tmp_path):
     assert sample.output.completion == "" and sample.scores["exact_match"].value == 0.0
 
 
+def test_token_budget_stops_a_model_that_never_answers(data_dir, tmp_path):
+    limits = []
+
+    def outputs(input, tools, tool_choice, config):
+        limits.append(config.max_tokens)
+        return tool_calls({"inputs": ["abc"]})  # 5 output tokens each
+
+    model = get_model("mockllm/model", custom_outputs=outputs, memoize=False)
+    task = find_interpret(functions="strings/f00000", data=str(data_dir), judge=None, protocol="tools", max_tokens=100,
+                          episode_tokens=12)
+    [log] = inspect_eval(task, model=model, log_dir=str(tmp_path / "logs"), display="none")
+    [sample] = log.samples
+    episode = Episode.from_dict(sample.store[STORE_KEY])
+    # turns capped at what is left: 12, 7, 2; the third spends the budget, its call still runs
+    assert limits == [12, 7, 2]
+    assert (episode.finished, episode.stop_reason, episode.rounds, episode.answer) == (False, "token_limit", 3, None)
+    assert (episode.max_episode_tokens, episode.generated_tokens) == (12, 15)
+    assert [c["round"] for c in episode.calls] == [1, 2, 3] and sample.messages[-1].role == "tool"
+    assert sample.output.completion == ""
+
+
 def test_an_answer_ends_the_episode_before_its_tool_calls_run(data_dir, tmp_path):
     model = get_model("mockllm/model", custom_outputs=iter([tool_calls({"inputs": ["abc"]}, content="[DESCRIPTION]: adds a letter")]),
                       memoize=False)

@@ -10,8 +10,10 @@ The loop: the system and task messages (:mod:`findbench.interpret.prompts`), the
 ``rounds`` model turns. After each turn, a message with an answer (``[DESCRIPTION]:``) ends
 the episode; otherwise every ``PYTHON(...)`` command in it is run in order
 (:class:`~findbench.interpret.calls.FunctionRunner`) and the reply lines go back as the next
-user message, or the unrecognized-command reply when there is none. ``milan`` episodes show
-the function's outputs on the row's exemplars first and allow two model turns;
+user message, or the unrecognized-command reply when there is none. An episode may also have
+a budget of generated tokens (``episode_tokens``): each turn's limit is capped at what is
+left of it, and a turn without an answer that spends it ends the episode. ``milan`` episodes
+show the function's outputs on the row's exemplars first and allow two model turns;
 ``aia+milan`` shows the exemplars, then runs the full loop.
 
 That loop speaks the ``text`` protocol. The ``tools`` protocol (native tool calls, on Inspect:
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
 import threading
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor
@@ -48,6 +51,8 @@ __all__ = [
     "Chat",
     "ChatReply",
     "Episode",
+    "count_tokens",
+    "estimate_tokens",
     "lm_chat",
     "open_episode",
     "run_command",
@@ -83,9 +88,11 @@ class Episode:
         messages: the transcript, system and task messages first (``tools`` protocol: each tool
             call as a line ``call_function(inputs=[...])`` after the assistant's text, each
             result as a message of role ``tool`` holding the reply line).
-        answer: the parsed final answer, or None when the round limit came first.
+        answer: the parsed final answer, or None when a limit came first.
         rounds: model turns used; ``max_rounds`` the limit that applied.
-        finished: whether the agent answered; ``stop_reason`` is ``"answer"`` or ``"round_limit"``.
+        finished: whether the agent answered; ``stop_reason`` is ``"answer"``, ``"round_limit"``
+            (``max_rounds`` turns without an answer) or ``"token_limit"`` (a turn without an
+            answer spent the episode's token budget, ``max_episode_tokens``).
         calls: one record per command run (see :meth:`FunctionRunner.run`), exemplars first
             (round 0) for the MILAN methods.
         malformed_commands: commands that could not run (unclosed, unbalanced quotes, no inputs);
@@ -95,6 +102,11 @@ class Episode:
         protocol: ``"text"`` (commands and answers in the message text) or ``"tools"``
             (experiments as native tool calls, answers in text).
         usage: summed token usage when the chat reported it, else None.
+        max_episode_tokens: the most tokens the interpreter could generate over the episode
+            (None: no such limit; also in records written before the limit existed).
+        generated_tokens: tokens generated over the episode as counted against that budget:
+            each turn's reported ``output_tokens``, else an estimate (:func:`estimate_tokens`);
+            None in records written before it was counted.
         seed: the run seed.
     """
 
@@ -112,6 +124,8 @@ class Episode:
     unrecognized_turns: int = 0
     protocol: str = PROTOCOL
     usage: dict[str, int] | None = None
+    max_episode_tokens: int | None = None
+    generated_tokens: int | None = None
     seed: int = 0
 
     @property
@@ -134,7 +148,8 @@ class Episode:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Episode:
-        """The inverse of :meth:`to_dict`."""
+        """The inverse of :meth:`to_dict`; a field missing from an older record gets its
+        default (``max_episode_tokens``, ``generated_tokens``: None)."""
         values = dict(d)
         answer = values.get("answer")
         values["answer"] = Answer(**answer) if answer else None
@@ -169,6 +184,54 @@ def _add_usage(total: dict[str, int] | None, usage: Mapping[str, Any] | None) ->
     return total
 
 
+def estimate_tokens(text: str) -> int:
+    """An estimate of the tokens of ``text`` for when nothing counted them: 4 characters a
+    token, ``ceil(len(text) / 4)``."""
+    return math.ceil(len(text) / 4)
+
+
+def count_tokens(lm: Any, text: str = "", *, conversation: list[Mapping[str, str]] | None = None) -> int:
+    """Tokens of ``text``, or with ``conversation`` of that conversation as ``lm``'s prompt.
+
+    Counted with the tokenizer of the findbench LM ``lm`` (of the LM a
+    :class:`~findbench.lm.cache.CachedLM` wraps) when it has one and a ``render`` method (a
+    conversation is rendered with its chat template first); else estimated with
+    :func:`estimate_tokens` (a conversation's contents joined). One tokenizer call: hold the
+    LM's lock around it where the LM is not thread-safe.
+    """
+    inner = getattr(lm, "inner", lm)
+    tokenizer, render = getattr(inner, "tokenizer", None), getattr(inner, "render", None)
+    if tokenizer is not None and callable(render):
+        rendered = render(conversation) if conversation is not None else text
+        return len(tokenizer(rendered, add_special_tokens=False)["input_ids"])
+    if conversation is not None:
+        text = "".join(m["content"] for m in conversation)
+    return estimate_tokens(text)
+
+
+def _reply_tokens(usage: Mapping[str, Any] | None, text: str) -> int:
+    """Tokens a turn generated: ``usage["output_tokens"]`` when the chat reported it, else
+    :func:`estimate_tokens` of the reply's ``text``."""
+    value = (usage or {}).get("output_tokens")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+        return int(value)
+    return estimate_tokens(text)
+
+
+def _turn_limit(max_tokens: int | None, episode_tokens: int | None, generated: int) -> int | None:
+    """The generation limit of the next turn: ``max_tokens`` (None: the chat's own default),
+    capped, when the episode has a token budget, at what is left of it (then
+    ``min(max_tokens or DEFAULT_MAX_TOKENS, episode_tokens - generated)``)."""
+    if episode_tokens is None:
+        return max_tokens
+    return max(1, min(max_tokens or DEFAULT_MAX_TOKENS, episode_tokens - generated))
+
+
+def _budget_spent(episode: Episode) -> bool:
+    """Whether ``episode`` has a token budget and its turns generated all of it."""
+    return episode.max_episode_tokens is not None and (episode.generated_tokens or 0) >= episode.max_episode_tokens
+
+
 async def run_command(runner: FunctionRunner, command: Command, round: int, episode: Episode) -> str:
     """Run ``command`` (in a worker thread), add its record to ``episode.calls`` (and count it
     when malformed); return the reply line."""
@@ -190,6 +253,7 @@ async def open_episode(
     seed: int = 0,
     function: Callable | None = None,
     protocol: str = PROTOCOL,
+    episode_tokens: int | None = None,
 ) -> tuple[FunctionRunner, Episode]:
     """Check the arguments of an episode on ``row`` and start it: the function's runner and the
     record, its messages the system and task messages of ``protocol`` (the MILAN methods run
@@ -197,10 +261,11 @@ async def open_episode(
     category = check_row(row, method)
     check_protocol(protocol)
     _check_positive("rounds", rounds)
+    _check_positive("episode_tokens", episode_tokens, optional=True)
     runner = FunctionRunner(row, seed=seed, function=function)
     max_rounds = min(rounds, MILAN_TURNS) if method == "milan" else rounds
     episode = Episode(function_id=row["function_id"], category=category, method=method, max_rounds=max_rounds,
-                      protocol=protocol, seed=seed)
+                      protocol=protocol, max_episode_tokens=episode_tokens, generated_tokens=0, seed=seed)
     exemplar_reply = None
     if method != "aia":
         exemplars = [str(x) for x in (row.get("exemplars") or [])]
@@ -220,6 +285,7 @@ async def run_episode(
     max_tokens: int | None = None,
     seed: int = 0,
     function: Callable | None = None,
+    episode_tokens: int | None = None,
 ) -> Episode:
     """Interpret ``row``'s function with the agent behind ``chat``.
 
@@ -234,18 +300,30 @@ async def run_episode(
             must take that keyword); None passes nothing.
         seed: run seed (noise of numeric functions).
         function: the row's callable, if already built (else built on first use).
+        episode_tokens: the most tokens the agent may generate over the episode (None: no
+            limit). Each turn's ``max_tokens=`` is capped at what is left
+            (``min(max_tokens or DEFAULT_MAX_TOKENS, left)``, so chat must take that keyword);
+            a turn without an answer that leaves nothing ends the episode (after its commands
+            run), ``stop_reason`` ``"token_limit"``. A turn counts the ``output_tokens`` of the
+            chat's :class:`ChatReply` usage, or, when the chat reports none (a plain ``str``),
+            an estimate of 4 characters a token (:func:`estimate_tokens`).
     """
     _check_positive("max_tokens", max_tokens, optional=True)
+    _check_positive("episode_tokens", episode_tokens, optional=True)
     if not callable(chat):
         raise TypeError(f"chat must be an async callable (messages) -> str, got {type(chat).__name__}")
-    kwargs: dict[str, Any] = {}
-    if max_tokens is not None:
-        if not _takes_max_tokens(chat):
-            raise TypeError("max_tokens: chat does not take a max_tokens keyword; leave max_tokens=None or set the limit in chat")
-        kwargs["max_tokens"] = max_tokens
+    takes_max_tokens = _takes_max_tokens(chat)
+    if max_tokens is not None and not takes_max_tokens:
+        raise TypeError("max_tokens: chat does not take a max_tokens keyword; leave max_tokens=None or set the limit in chat")
+    if episode_tokens is not None and not takes_max_tokens:
+        raise TypeError("episode_tokens: chat does not take a max_tokens keyword, so its turns cannot be capped at the "
+                        "tokens left; leave episode_tokens=None or give a chat(messages, max_tokens=None)")
 
-    runner, episode = await open_episode(row, method=method, rounds=rounds, seed=seed, function=function)
+    runner, episode = await open_episode(row, method=method, rounds=rounds, seed=seed, function=function,
+                                         episode_tokens=episode_tokens)
     for turn in range(1, episode.max_rounds + 1):
+        limit = _turn_limit(max_tokens, episode_tokens, episode.generated_tokens or 0)
+        kwargs = {"max_tokens": limit} if limit is not None else {}
         reply = await chat([dict(m) for m in episode.messages], **kwargs)
         if isinstance(reply, ChatReply):
             text, usage = reply.text, reply.usage
@@ -254,6 +332,7 @@ async def run_episode(
         else:
             raise TypeError(f"chat must return a str or a ChatReply, got {type(reply).__name__}")
         episode.usage = _add_usage(episode.usage, usage)
+        episode.generated_tokens = (episode.generated_tokens or 0) + _reply_tokens(usage, text)
         episode.rounds = turn
         episode.messages.append({"role": "assistant", "content": text})
         answer = parse_answer(text)
@@ -267,6 +346,9 @@ async def run_episode(
             response = UNRECOGNIZED_REPLY
             episode.unrecognized_turns += 1
         episode.messages.append({"role": "user", "content": response})
+        if _budget_spent(episode):
+            episode.stop_reason = "token_limit"
+            return episode
     return episode
 
 
@@ -282,7 +364,9 @@ def lm_chat(
     lock: threading.Lock | None = None,
 ) -> Chat:
     """An async chat over a findbench LM's ``generate``, run in ``executor`` (a thread pool;
-    the loop's default one when None) so the event loop stays free.
+    the loop's default one when None) so the event loop stays free. Each reply is a
+    :class:`ChatReply` whose usage holds ``output_tokens``, counted with the LM's tokenizer
+    where it has one, else estimated (:func:`count_tokens`).
 
     Args:
         lm: an :class:`~findbench.lm.base.LM` (``generate(conversations, ...)``).
@@ -296,13 +380,15 @@ def lm_chat(
     _check_positive("max_tokens", max_tokens, optional=True)
     default_tokens = max_tokens or DEFAULT_MAX_TOKENS
 
-    def generate(messages: list[dict[str, str]], limit: int) -> str:
+    def generate(messages: list[dict[str, str]], limit: int) -> ChatReply:
         if lock is None:
-            return lm.generate([messages], max_new_tokens=limit, temperature=temperature)[0]
+            text = lm.generate([messages], max_new_tokens=limit, temperature=temperature)[0]
+            return ChatReply(text, {"output_tokens": count_tokens(lm, text)})
         with lock:
-            return lm.generate([messages], max_new_tokens=limit, temperature=temperature)[0]
+            text = lm.generate([messages], max_new_tokens=limit, temperature=temperature)[0]
+            return ChatReply(text, {"output_tokens": count_tokens(lm, text)})
 
-    async def chat(messages: list[dict[str, str]], max_tokens: int | None = None) -> str:
+    async def chat(messages: list[dict[str, str]], max_tokens: int | None = None) -> ChatReply:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(executor, generate, messages, max_tokens or default_tokens)
 
@@ -320,16 +406,21 @@ def run_episode_sync(
     seed: int = 0,
     temperature: float = 0.0,
     function: Callable | None = None,
+    episode_tokens: int | None = None,
 ) -> Episode:
     """:func:`run_episode` with a findbench LM (an instance, or a spec for
     :func:`findbench.lm.load_lm` such as ``"embedded"``), from synchronous code.
 
-    ``max_tokens`` is the per-turn generation limit (default :data:`DEFAULT_MAX_TOKENS`).
+    ``max_tokens`` is the per-turn generation limit (default :data:`DEFAULT_MAX_TOKENS`),
+    ``episode_tokens`` the most tokens over the episode (None: no limit), counted with the
+    LM's tokenizer where it has one.
     Must not be called from a running event loop (await :func:`run_episode` there).
     """
     if isinstance(lm, str):
         from findbench.lm import load_lm
 
         lm = load_lm(lm)
+    _check_positive("episode_tokens", episode_tokens, optional=True)
     chat = lm_chat(lm, max_tokens=max_tokens, temperature=temperature)
-    return asyncio.run(run_episode(row, chat, method=method, rounds=rounds, seed=seed, function=function))
+    return asyncio.run(run_episode(row, chat, method=method, rounds=rounds, max_tokens=max_tokens, seed=seed,
+                                   function=function, episode_tokens=episode_tokens))

@@ -56,6 +56,13 @@ Protocols (task argument ``protocol``, recorded in the task's metadata, each epi
   needs a provider that passes tools to its model (``openai-api/...``, ``vllm/...``, ``hf/...``
   with a chat template that has tools, ``mockllm/model`` in tests); findbench's own models
   (``findbench/<spec>``) are text-only and refuse tools.
+
+Both protocols take a budget of generated tokens per episode (task argument
+``episode_tokens``, ``findbench interpret --episode-tokens``): each turn's ``max_tokens`` is
+capped at what is left, and a turn without an answer that spends it ends the episode
+(``stop_reason`` ``"token_limit"``). Turns count the ``output_tokens`` Inspect reports for
+them (``findbench/<spec>`` models: counted with the LM's tokenizer), else an estimate of 4
+characters a token.
 """
 
 from __future__ import annotations
@@ -97,6 +104,10 @@ from findbench.interpret.episode import (
     ChatReply,
     Episode,
     _add_usage,
+    _budget_spent,
+    _reply_tokens,
+    _turn_limit,
+    count_tokens,
     open_episode,
     run_command,
     run_episode,
@@ -301,6 +312,7 @@ async def run_tool_episode(
     seed: int = 0,
     function: Any = None,
     reference: str | None = None,
+    episode_tokens: int | None = None,
 ) -> tuple[Episode, list[ChatMessage]]:
     """One episode of the ``tools`` protocol on ``row`` with an Inspect model (the task's
     model when None); the record and Inspect's conversation (tool calls and results included).
@@ -311,23 +323,33 @@ async def run_tool_episode(
     gets :data:`~findbench.interpret.protocol.TOOL_UNRECOGNIZED_REPLY` and counts in
     ``unrecognized_turns``. Arguments as :func:`~findbench.interpret.episode.run_episode`'s; ``max_tokens``
     goes to the model's ``GenerateConfig``; ``reference`` is an answer given on the first turn
-    instead of calling a model (the ``oracle`` / ``random`` interpreters).
+    instead of calling a model (the ``oracle`` / ``random`` interpreters). With
+    ``episode_tokens``, each turn's ``max_tokens`` is capped at what is left of that budget and
+    a turn without an answer that spends it ends the episode (after its tool calls run),
+    ``stop_reason`` ``"token_limit"``; a turn counts the ``output_tokens`` of its
+    ``ModelOutput.usage``, else an estimate of 4 characters a token of its text and tool calls.
     """
     _check_int("max_tokens", max_tokens, 1, optional=True)
+    _check_int("episode_tokens", episode_tokens, 1, optional=True)
     if reference is not None and not isinstance(reference, str):
         raise TypeError(f"reference must be an answer text or None, got {type(reference).__name__}")
-    runner, episode = await open_episode(row, method=method, rounds=rounds, seed=seed, function=function, protocol="tools")
+    runner, episode = await open_episode(row, method=method, rounds=rounds, seed=seed, function=function, protocol="tools",
+                                         episode_tokens=episode_tokens)
     tool = call_function_tool(runner, episode)
     messages = to_chat_messages(episode.messages)
-    config = GenerateConfig(max_tokens=max_tokens) if max_tokens is not None else GenerateConfig()
     for turn in range(1, episode.max_rounds + 1):
         episode.rounds = turn
         if reference is not None:
             output = ModelOutput.from_content(model="none", content=reference)
         else:
+            limit = _turn_limit(max_tokens, episode_tokens, episode.generated_tokens or 0)
+            config = GenerateConfig(max_tokens=limit) if limit is not None else GenerateConfig()
             output = await get_model(model).generate(messages, tools=[tool], config=config)
-        episode.usage = _add_usage(episode.usage, _usage_dict(output.usage))
+        usage = _usage_dict(output.usage)
+        episode.usage = _add_usage(episode.usage, usage)
         message = output.message
+        generated = "\n".join([message.text] + [tool_call_text(c.arguments, c.function) for c in message.tool_calls or []])
+        episode.generated_tokens = (episode.generated_tokens or 0) + _reply_tokens(usage, generated)
         messages.append(message)
         answer = parse_answer(message.text)
         if answer is not None:
@@ -338,6 +360,9 @@ async def run_tool_episode(
         else:
             messages.append(ChatMessageUser(content=TOOL_UNRECOGNIZED_REPLY))
             episode.unrecognized_turns += 1
+        if _budget_spent(episode):
+            episode.stop_reason = "token_limit"
+            break
     episode.messages = from_chat_messages(messages)
     return episode, messages
 
@@ -428,17 +453,19 @@ def find_samples(
 
 
 @solver
-def find_agent(rounds: int = DEFAULT_ROUNDS, max_tokens: int | None = None, seed: int = 0, protocol: str = PROTOCOL):
+def find_agent(rounds: int = DEFAULT_ROUNDS, max_tokens: int | None = None, seed: int = 0, protocol: str = PROTOCOL,
+               episode_tokens: int | None = None):
     """One FIND episode per sample with the task's model (or the sample's reference answer),
     in ``protocol`` (``text``: :func:`~findbench.interpret.episode.run_episode`; ``tools``:
-    :func:`run_tool_episode`).
+    :func:`run_tool_episode`), at most ``rounds`` turns of at most ``max_tokens`` tokens and,
+    with ``episode_tokens``, at most that many generated tokens in all.
 
     The episode's record is stored under :data:`STORE_KEY`; the sample's messages become the
-    episode's conversation and its output the parsed answer (empty when the round limit came
-    first).
+    episode's conversation and its output the parsed answer (empty when a limit came first).
     """
     _check_int("rounds", rounds, 1)
     _check_int("max_tokens", max_tokens, 1, optional=True)
+    _check_int("episode_tokens", episode_tokens, 1, optional=True)
     check_protocol(protocol)
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
@@ -446,7 +473,7 @@ def find_agent(rounds: int = DEFAULT_ROUNDS, max_tokens: int | None = None, seed
         reference = state.metadata.get("reference_answer")
         if protocol == "tools":
             episode, messages = await run_tool_episode(row, method=method, rounds=rounds, max_tokens=max_tokens, seed=seed,
-                                                       reference=reference)
+                                                       reference=reference, episode_tokens=episode_tokens)
             state.messages = messages
         else:
             if reference is not None:
@@ -454,7 +481,8 @@ def find_agent(rounds: int = DEFAULT_ROUNDS, max_tokens: int | None = None, seed
                     return reference
             else:
                 chat = inspect_chat()
-            episode = await run_episode(row, chat, method=method, rounds=rounds, max_tokens=max_tokens, seed=seed)
+            episode = await run_episode(row, chat, method=method, rounds=rounds, max_tokens=max_tokens, seed=seed,
+                                        episode_tokens=episode_tokens)
             state.messages = to_chat_messages(episode.messages)
         state.store.set(STORE_KEY, episode.to_dict())
         answer = format_answer(episode.description, episode.answer.domain, episode.answer.code) if episode.answer else ""
@@ -606,6 +634,7 @@ def find_interpret(
     judge_model: str | None = None,
     judge_cache: str | None = None,
     protocol: str = PROTOCOL,
+    episode_tokens: int | None = None,
 ) -> Task:
     """FIND's interpretation task (FIND §3, Table 2) for one method.
 
@@ -626,8 +655,12 @@ def find_interpret(
         protocol: ``text`` (FIND's ``PYTHON(...)`` commands, any model) or ``tools`` (native
             calls of the ``call_function`` tool; the model's provider must support tools).
             Recorded in the task's metadata and each episode.
+        episode_tokens: most tokens the model may generate over one episode, summed over its
+            turns (``-T episode_tokens=N``; None: no limit); an episode that spends it without
+            answering stops with ``stop_reason`` ``"token_limit"``.
     """
     check_protocol(protocol)
+    _check_int("episode_tokens", episode_tokens, 1, optional=True)
     samples = find_samples(configs, method, limit=limit, functions=functions, data=data, seed=seed, interpreter=interpreter)
     present = {s.metadata["row"]["category"] for s in samples}
     scorers = []
@@ -640,9 +673,9 @@ def find_interpret(
         scorers.append(unit_test_accuracy(judge, judge_mode=judge_mode, judge_model=judge_model, judge_cache=judge_cache))
     return Task(
         dataset=MemoryDataset(samples, name="find"),
-        solver=find_agent(rounds=rounds, max_tokens=max_tokens, seed=seed, protocol=protocol),
+        solver=find_agent(rounds=rounds, max_tokens=max_tokens, seed=seed, protocol=protocol, episode_tokens=episode_tokens),
         scorer=scorers or None,
-        metadata={"findbench_version": __version__, "protocol": protocol, "method": method},
+        metadata={"findbench_version": __version__, "protocol": protocol, "method": method, "episode_tokens": episode_tokens},
     )
 
 
@@ -663,7 +696,8 @@ class FindbenchModelAPI(ModelAPI):
     ``model`` (served model name, for URL specs), ``lm`` (an LM instance instead of a spec,
     from Python), and backend options passed to :func:`findbench.lm.load_lm` (``batch_size``,
     ``device``, ``dtype``, ...). Token usage is counted with the backend's tokenizer where it
-    has one (prompt rendered with the chat template), else estimated at 4 characters a token.
+    has one (prompt rendered with the chat template), else estimated at 4 characters a token
+    (:func:`~findbench.interpret.episode.count_tokens`, as the native engine counts).
 
     The LM is loaded on the first ``generate``: Inspect also builds providers just to look up
     model information, and those must not load weights.
@@ -701,27 +735,27 @@ class FindbenchModelAPI(ModelAPI):
         if callable(close):
             close()
 
-    def _count(self, text: str, conversation: list[dict[str, str]] | None = None) -> int:
-        inner = getattr(self.lm, "inner", self.lm)
-        tokenizer, render = getattr(inner, "tokenizer", None), getattr(inner, "render", None)
-        if tokenizer is not None and callable(render):
-            rendered = render(conversation) if conversation is not None else text
-            return len(tokenizer(rendered, add_special_tokens=False)["input_ids"])
-        if conversation is not None:
-            text = "".join(m["content"] for m in conversation)
-        return max(1, math.ceil(len(text) / 4)) if text else 0
+    def _count(self, text: str) -> int:
+        lm = self.lm
+        if self._lock is None:
+            return count_tokens(lm, text)
+        with self._lock:
+            return count_tokens(lm, text)
 
     async def count_text_tokens(self, text: str) -> int:
         return await asyncio.to_thread(self._count, text)
 
     def _generate(self, messages: list[dict[str, str]], limit: int, temperature: float) -> tuple[str, int, int]:
         lm = self.lm
-        if self._lock is None:
+
+        def run() -> tuple[str, int, int]:
             text = lm.generate([messages], max_new_tokens=limit, temperature=temperature)[0]
-        else:
-            with self._lock:
-                text = lm.generate([messages], max_new_tokens=limit, temperature=temperature)[0]
-        return text, self._count("", messages), self._count(text)
+            return text, count_tokens(lm, conversation=messages), count_tokens(lm, text)
+
+        if self._lock is None:
+            return run()
+        with self._lock:
+            return run()
 
     async def generate(self, input: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice,
                        config: GenerateConfig) -> ModelOutput:
@@ -807,6 +841,7 @@ def run_inspect_interpretations(
     model_args: Mapping[str, Any] | None = None,
     display: str | None = None,
     protocol: str = PROTOCOL,
+    episode_tokens: int | None = None,
 ) -> Path:
     """:func:`findbench.interpret.run.run_interpretations` on Inspect: ``eval()`` of
     :func:`find_interpret` (one task per method) with ``interpreter`` as the model, the
@@ -817,7 +852,9 @@ def run_inspect_interpretations(
     Other Inspect models take their model args from ``model_args`` or, when that is empty,
     from ``INSPECT_EVAL_MODEL_ARGS`` (e.g. ``model_path=<folder>`` for ``hf/local``).
     ``max_connections`` is Inspect's limit of concurrent model calls; ``max_tokens`` the
-    per-turn limit (default :data:`~findbench.interpret.episode.DEFAULT_MAX_TOKENS`). A rerun
+    per-turn limit (default :data:`~findbench.interpret.episode.DEFAULT_MAX_TOKENS`);
+    ``episode_tokens`` the most tokens generated over one episode (None: no limit; recorded in
+    ``run.json``, a resumed run must give the same). A rerun
     with the same ``out`` runs only the episodes without a folder. Samples that fail leave
     no folder; RuntimeError names the log when a task did not finish.
 
@@ -833,6 +870,7 @@ def run_inspect_interpretations(
     _check_int("rounds", rounds, 1)
     _check_int("max_connections", max_connections, 1)
     _check_int("max_tokens", max_tokens, 1, optional=True)
+    _check_int("episode_tokens", episode_tokens, 1, optional=True)
     if rows_or_data is not None and not isinstance(rows_or_data, (str, os.PathLike)):
         raise TypeError(f"rows_or_data must be a data folder or None with the inspect engine, got {type(rows_or_data).__name__}")
     data = str(Path(rows_or_data).resolve()) if rows_or_data is not None else None
@@ -861,11 +899,11 @@ def run_inspect_interpretations(
         if pending:
             tasks.append(find_interpret(configs=sorted({parse_function_id(f)[0] for f in pending}), method=m, functions=pending,
                                         rounds=rounds, data=data, seed=seed, max_tokens=tokens, interpreter=reference, judge=None,
-                                        protocol=protocol))
+                                        protocol=protocol, episode_tokens=episode_tokens))
     info = {
         **run_info(interpreter=interpreter if reference else model_name, model=model, rounds=rounds, seed=seed, data=data,
                    source="data" if data is not None else "procedural", max_tokens=max_tokens, methods=method_list,
-                   configs=config_list, protocol=protocol),
+                   configs=config_list, protocol=protocol, episode_tokens=episode_tokens),
         "engine": ENGINE,
         "inspect_model": model_name,
         "inspect_model_args": _shown_args(args) if args else os.environ.get("INSPECT_EVAL_MODEL_ARGS") or None,

@@ -2,7 +2,7 @@
 
 Layout of ``out``::
 
-    run.json                                  interpreter, protocol, rounds, seed, data, version
+    run.json                                  interpreter, protocol, rounds, token limits, seed, data, version
     lm-cache.sqlite                           LM interpreters: the request cache (reruns are free)
     <category>/<method>/fNNNNN/
         description.txt  domain.txt  code.py  the answer's parts ("" where not given)
@@ -11,7 +11,8 @@ Layout of ``out``::
 Each episode folder is written in a temporary folder and renamed into place when the episode
 ends, so a folder is either complete or absent. A rerun with the same ``out`` skips the
 episodes whose folder exists and runs the rest; ``run.json`` must then agree on the settings
-that change answers (interpreter, rounds, seed, data, ...), else ValueError naming ``out``.
+that change answers (interpreter, rounds, max_tokens, episode_tokens, seed, data, ...), else
+ValueError naming ``out``.
 
 Episodes run concurrently, at most ``max_connections`` at a time, on one asyncio loop;
 findbench LMs are synchronous and run in a thread pool of that size (backends that are not
@@ -32,7 +33,7 @@ from typing import Any
 
 from findbench._io import atomic_dir, atomic_write_json
 from findbench._version import __version__
-from findbench.interpret.episode import DEFAULT_ROUNDS, Chat, Episode, lm_chat, run_episode
+from findbench.interpret.episode import DEFAULT_ROUNDS, Chat, Episode, _takes_max_tokens, lm_chat, run_episode
 from findbench.interpret.prompts import check_method
 from findbench.interpret.protocol import METHODS, NEURON_CATEGORIES, PROTOCOL, check_protocol
 from findbench.interpret.references import REFERENCE_INTERPRETERS, answer_chat, oracle_answer, random_answer
@@ -57,7 +58,7 @@ LM_CACHE = "lm-cache.sqlite"
 #: The files of a complete episode folder.
 EPISODE_FILES = ("description.txt", "domain.txt", "code.py", "episode.json")
 #: run.json fields a resumed run must share with the folder's.
-_SETTINGS = ("interpreter", "model", "protocol", "rounds", "seed", "data", "source", "max_tokens")
+_SETTINGS = ("interpreter", "model", "protocol", "rounds", "seed", "data", "source", "max_tokens", "episode_tokens")
 
 
 def episode_dir(out: str | os.PathLike, function_id: str, method: str) -> Path:
@@ -114,9 +115,12 @@ def _as_list(name: str, value: Any) -> list[str] | None:
 
 
 def run_info(*, interpreter: str, model: str | None, rounds: int, seed: int, data: str | None, source: str,
-             max_tokens: int | None, methods: list[str], configs: list[str], protocol: str = PROTOCOL) -> dict[str, Any]:
+             max_tokens: int | None, methods: list[str], configs: list[str], protocol: str = PROTOCOL,
+             episode_tokens: int | None = None) -> dict[str, Any]:
     """The settings a run folder records in ``run.json`` (both engines write these);
-    ``protocol`` is the one the episodes ran (``text`` or ``tools``)."""
+    ``protocol`` is the one the episodes ran (``text`` or ``tools``), ``max_tokens`` and
+    ``episode_tokens`` the limits per turn and per episode (None: the default, no limit). A
+    ``run.json`` written before ``episode_tokens`` existed reads as None there."""
     return {
         "interpreter": interpreter,
         "model": model,
@@ -126,6 +130,7 @@ def run_info(*, interpreter: str, model: str | None, rounds: int, seed: int, dat
         "data": data,
         "source": source,
         "max_tokens": max_tokens,
+        "episode_tokens": episode_tokens,
         "methods": methods,
         "configs": configs,
         "findbench_version": __version__,
@@ -243,6 +248,7 @@ def run_interpretations(
     model: str | None = None,
     progress: bool = True,
     protocol: str = PROTOCOL,
+    episode_tokens: int | None = None,
 ) -> Path:
     """Interpret FIND functions and write the run folder ``out`` (see the module docstring).
 
@@ -269,6 +275,14 @@ def run_interpretations(
         protocol: ``text`` only: FIND's text commands. Native tool calls (``tools``) need the
             Inspect engine (:func:`findbench.interpret.inspect_tasks.run_inspect_interpretations`)
             and a model whose provider supports them; ValueError here.
+        episode_tokens: most tokens an LM interpreter (or chat) may generate over one episode,
+            summed over its turns (None: no limit): each turn's limit is capped at what is left,
+            and an episode that spends it without answering stops (``stop_reason``
+            ``"token_limit"``). LM turns are counted with the LM's tokenizer where it has one,
+            else estimated at 4 characters a token; a chat's by its reported ``output_tokens``
+            (a chat must then take ``max_tokens=``). ``oracle`` / ``random`` answer on the first
+            turn, whatever the limits. Recorded in ``run.json`` and each episode
+            (``max_episode_tokens``); a resumed run must give the same.
 
     Returns:
         The run folder.
@@ -314,11 +328,15 @@ def run_interpretations(
     _check_int("seed", seed, None)
     _check_int("max_connections", max_connections, 1)
     _check_int("max_tokens", max_tokens, 1, optional=True)
+    _check_int("episode_tokens", episode_tokens, 1, optional=True)
     is_chat = callable(interpreter) and not hasattr(interpreter, "generate")
     if not (isinstance(interpreter, (str, os.PathLike)) or is_chat or hasattr(interpreter, "generate")):
         raise TypeError(f"interpreter must be 'oracle', 'random', an LM spec, an LM or an async chat, got {type(interpreter).__name__}")
     if isinstance(interpreter, str) and not interpreter.strip():
         raise ValueError("interpreter must be a non-empty spec")
+    if is_chat and episode_tokens is not None and not _takes_max_tokens(interpreter):
+        raise TypeError("episode_tokens: the chat interpreter does not take a max_tokens keyword, so its turns cannot be "
+                        "capped at the tokens left; leave episode_tokens=None or give a chat(messages, max_tokens=None)")
 
     out = Path(out)
     if isinstance(rows_or_data, (str, os.PathLike)):
@@ -328,7 +346,8 @@ def run_interpretations(
     else:
         data, source = None, "rows"
     info = run_info(interpreter=_interpreter_name(interpreter), model=model, rounds=rounds, seed=seed, data=data,
-                    source=source, max_tokens=max_tokens, methods=method_list, configs=config_list)
+                    source=source, max_tokens=max_tokens, methods=method_list, configs=config_list,
+                    episode_tokens=episode_tokens)
     all_rows = _load_rows(rows_or_data if source != "data" else data, config_list, seed)
 
     wanted = set(function_list or [])
@@ -358,17 +377,23 @@ def run_interpretations(
 
             def chat_for(row: dict) -> Chat:
                 if name == "oracle":
-                    return answer_chat(oracle_answer(row))
-                return answer_chat(random_answer(row, all_rows[row["category"]], seed=seed))
+                    answer = answer_chat(oracle_answer(row))
+                else:
+                    answer = answer_chat(random_answer(row, all_rows[row["category"]], seed=seed))
 
-            run_tokens = None
+                async def chat(messages: list[dict[str, str]], max_tokens: int | None = None) -> str:
+                    return await answer(messages)  # no model: token limits do not bind, the budget is recorded
+
+                return chat
+
+            run_tokens, budget = None, episode_tokens
         elif is_chat:
             shared = interpreter
 
             def chat_for(row: dict) -> Chat:
                 return shared
 
-            run_tokens = max_tokens
+            run_tokens, budget = max_tokens, episode_tokens
         else:
             from findbench.lm import load_lm
 
@@ -380,9 +405,9 @@ def run_interpretations(
             def chat_for(row: dict) -> Chat:
                 return shared_lm_chat
 
-            run_tokens = None
+            run_tokens, budget = max_tokens, episode_tokens
         asyncio.run(_run_all(pending, chat_for, out=out, rounds=rounds, seed=seed, max_tokens=run_tokens,
-                             max_connections=max_connections, progress=progress))
+                             episode_tokens=budget, max_connections=max_connections, progress=progress))
     finally:
         # a generation still running finishes (and lands in the cache) before the cache closes
         executor.shutdown(wait=True, cancel_futures=True)
@@ -393,7 +418,7 @@ def run_interpretations(
 
 
 async def _run_all(pending, chat_for, *, out: Path, rounds: int, seed: int, max_tokens: int | None,
-                   max_connections: int, progress: bool) -> None:
+                   episode_tokens: int | None, max_connections: int, progress: bool) -> None:
     from tqdm.auto import tqdm
 
     semaphore = asyncio.Semaphore(max_connections)
@@ -401,7 +426,8 @@ async def _run_all(pending, chat_for, *, out: Path, rounds: int, seed: int, max_
 
     async def one(method: str, row: dict) -> None:
         async with semaphore:
-            episode = await run_episode(row, chat_for(row), method=method, rounds=rounds, max_tokens=max_tokens, seed=seed)
+            episode = await run_episode(row, chat_for(row), method=method, rounds=rounds, max_tokens=max_tokens, seed=seed,
+                                        episode_tokens=episode_tokens)
             await asyncio.to_thread(_write_episode, episode_dir(out, row["function_id"], method), episode)
             bar.update(1)
 
