@@ -90,13 +90,46 @@ def _card_body(entries, folder: str) -> str:
         kind = spec if isinstance(spec, str) else ("list of " + (spec[0] if isinstance(spec[0], str) else "struct"))
         fields.append(f"| `{col}` | {kind} | {doc} |")
     source_line = "sources: " + ", ".join(sorted(sources))
+    relations = entries.get("neurons_relations")
+    procedural = relations is not None and relations["provenance"].get("source", "procedural") == "procedural"
     return template.format(
         source_line=source_line,
         folder=folder,
         config_table="\n".join(rows),
+        relation_data=_relation_data_section() if procedural else "",
         field_table="\n".join(fields),
         citation=_CITATION.strip(),
     )
+
+
+def _relation_data_section() -> str:
+    """Card section naming the data behind ``neurons_relations``: package versions and licences
+    and a sha256 fingerprint of each relation's table, so a package release that changes an
+    answer is visible."""
+    from findbench.find.synthetic_neurons.relation_tables import PACKAGE_LICENCES, relation_provenance
+
+    prov = relation_provenance()
+    versions = {d: v for p in prov.values() for d, v in p["packages"].items()}
+    lines = [
+        "## Relation data (neurons_relations)",
+        "",
+        "The relation neurons answer from knowledge tables built, when this folder was written, from "
+        "these data packages (the other relations use findbench's hand-written tables):",
+        "",
+        *[f"- {d} {versions[d]}: {PACKAGE_LICENCES[d]}" for d in sorted(versions)],
+        *sorted({f"- IANA time zone database {p['tz_database']} (public domain), read through zoneinfo"
+                 for p in prov.values() if "tz_database" in p}),
+        "",
+        "`sha256` fingerprints each table's entries (inputs, answers, aliases, attributes); a package "
+        "release that changes any answer changes it.",
+        "",
+        "| relation | source | entries | sampled | sha256 |",
+        "|---|---|---|---|---|",
+    ]
+    for key, p in prov.items():
+        source = ", ".join(f"{d} {v}" for d, v in p["packages"].items()) if p["source"] == "package" else "hand-written"
+        lines.append(f"| {key} | {source} | {p['n_entries']} | {p['n_core']} | `{p['fingerprint']}` |")
+    return "\n".join(lines) + "\n"
 
 
 CARD_HEADER = {

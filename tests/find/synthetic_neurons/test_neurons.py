@@ -250,6 +250,29 @@ def test_relation_determinism(relation_rows):
     assert [r["unit_tests"] for r in generate_relations(3, tables=_tables())] != [r["unit_tests"] for r in relation_rows]
 
 
+def test_relation_core_and_coverage():
+    """Unit tests, probes and exemplars draw from a table's core only; the neuron still serves
+    every entry and tells coverage misses (its recognizer) from other unknown inputs."""
+    cap, rivers = _tables()
+    core = tuple(e for e in cap.entries if e.input not in ("Cuba", "Norway"))
+    cored = RelationTable(cap.key, cap.concept1, cap.concept2, cap.entries, cap.exceptions, source="test table",
+                          core=core, recognizer=lambda key: key == "atlantis")
+    tables = [cored, rivers]
+    rows = generate_relations(0, tables=tables)
+    shown = {x for r in rows for u in r["unit_tests"] for x in u["inputs"]} | {x for r in rows for x in r["test_inputs"] + r["exemplars"]}
+    assert "Cuba" not in shown and "Norway" not in shown and "France" in shown
+    fn = make_function(rows[0], tables=tables)
+    assert fn(["Cuba", "Atlantis", "toaster", "the Atlantis"]) == ["Havana", UNDEFINED, UNDEFINED, UNDEFINED]
+    assert fn.coverage_counts() == {"served": 1, "coverage_miss": 2, "out_of_domain": 1}
+    assert [cored.coverage(x) for x in ("norway", "ATLANTIS", "Nile")] == ["served", "coverage_miss", "out_of_domain"]
+    assert cap.coverage("Atlantis") == "out_of_domain" and cap.sample_entries == cap.entries
+    assert cored.sample_entries == core
+    with pytest.raises(ValueError, match="core"):
+        RelationTable(cap.key, cap.concept1, cap.concept2, cap.entries, cap.exceptions, core=(Entry("Oz", "Emerald City"),))
+    with pytest.raises(ValueError, match="source"):
+        RelationTable(cap.key, cap.concept1, cap.concept2, cap.entries, cap.exceptions, source=" ")
+
+
 def test_relation_find_v1_style_row_resolves_by_text():
     row = schema.empty_row(function_id="neurons_relations/f00025", category="neurons_relations", subcategory="corruption",
                            concept1="a country", concept2="the capital of that country",

@@ -57,6 +57,18 @@ def test_table_backbone_on_held_out_entries(relation_rows):
     assert s["n_functions"] == 75 and s["n_entries"] > 1000
     assert s["accuracy"] == 1.0 and s["exception_accuracy"] == 1.0
     assert s["out_of_domain_accuracy"] == 1.0
+    # per relation: served domain, source, independent check (capped at 20 items here)
+    tables = {t.key: t for t in load_relation_tables()}
+    assert set(s["per_relation"]) == set(tables) and s["n_served"] == sum(len(t.entries) for t in tables.values())
+    for key, r in s["per_relation"].items():
+        assert r["n_served"] == len(tables[key].entries) and r["source"] == tables[key].source
+        assert r["check_source"] and r["check_source"] != r["source"]
+        assert 10 <= r["n_check"] <= 20 and 0.8 <= r["check_accuracy"] <= 1.0, (key, r)
+        if key in ("country_capital", "city_country", "name_gender", "country_flag_color"):
+            assert r["n_coverage_check"] == 20 and 0.0 <= r["coverage_miss_rate"] < 0.5, (key, r)
+    for row in result["per_function"]:
+        assert row["check_accuracy"] == s["per_relation"][row["relation"]]["check_accuracy"]
+    assert 0.9 <= s["check_accuracy"] <= 1.0 and 0.0 < s["coverage_miss_rate"] < 0.5
 
 
 def test_entities_follow_find_order(anchor):

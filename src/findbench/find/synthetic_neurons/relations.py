@@ -9,8 +9,11 @@ by their first exception, then the 25 corrupted by their second.
 Per function: 10 unit-test items (input, output) — for a corrupted relation 8 from outside
 the exception and 2 from inside it with output "undefined" (FIND §3.1) — 10 probe inputs
 (6 held-out inputs of the relation, 4 inputs of other relations' kinds) and 8 exemplars
-(3 held-out inputs, 5 inputs of other kinds). Entries used by no unit test of the relation
-are its *held-out* entries (:func:`relation_splits`), used by the backbone report.
+(3 held-out inputs, 5 inputs of other kinds). All of these are drawn from each table's
+well-known core (:attr:`RelationTable.sample_entries`: UN members, cities of a million people,
+common first names ...) although a neuron answers for its whole served domain. Core entries
+used by no unit test of the relation are its *held-out* entries (:func:`relation_splits`), used
+by the backbone report.
 """
 
 from __future__ import annotations
@@ -65,13 +68,13 @@ def expected_answer(table, exception_index: int | None, entry) -> str:
 
 
 def relation_splits(table, seed: int = 0) -> dict[str, Any]:
-    """Entries of one relation used by its unit tests, and the held-out rest.
+    """Core entries of one relation used by its unit tests, and the held-out rest.
 
-    Returns ``{"order": shuffled entries, "unit": {variant: [entry, ...]}, "held_out": [entry, ...]}``
+    Returns ``{"order": shuffled core entries, "unit": {variant: [entry, ...]}, "held_out": [entry, ...]}``
     where variant ``None`` (atomic) takes the first 10 entries of the order and variant ``k``
     the first 8 outside exception ``k`` plus the first 2 inside it.
     """
-    order = list(table.entries)
+    order = list(table.sample_entries)
     random.Random(f"relations:{seed}:{table.key}").shuffle(order)
     unit: dict[int | None, list] = {None: order[:N_UNIT]}
     for k in (0, 1):
@@ -91,14 +94,14 @@ def relation_splits(table, seed: int = 0) -> dict[str, Any]:
 
 
 def _other_kind_inputs(tables: Sequence, i: int) -> list[str]:
-    """Inputs of relations whose input kind differs from table ``i``'s and that table ``i``
+    """Core inputs of relations whose input kind differs from table ``i``'s and that table ``i``
     does not know (its out-of-domain inputs)."""
     me = tables[i]
     seen, out = set(), []
     for t in tables:
         if t.concept1 == me.concept1:
             continue
-        for e in t.entries:
+        for e in t.sample_entries:
             if e.input not in seen and me.lookup(e.input) is None:
                 seen.add(e.input)
                 out.append(e.input)

