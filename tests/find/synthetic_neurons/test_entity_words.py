@@ -121,3 +121,42 @@ def test_lists_are_not_copied_from_release_unit_tests(anchor):
         total += len(correct)
     assert total > 1000
     assert shared / total < 0.5
+
+
+# ----------------------------------------------------------------------------- associations
+def test_association_files_as_written():
+    from findbench.find.synthetic_neurons.entity_words import load_associations
+
+    train, held = load_associations("train"), load_associations("held-out")
+    assert list(train) == list(held) == list(ENTITY_CONCEPTS)
+    assert {len(v) for v in train.values()} == {24} and {len(v) for v in held.values()} == {16}
+    with pytest.raises(ValueError, match="role"):
+        load_associations("test")
+
+
+def test_heldout_associations_were_never_seen_by_the_probes():
+    from findbench.find.synthetic_neurons.entity_words import (
+        default_probe_words,
+        heldout_associations,
+        load_associations,
+        training_associations,
+    )
+
+    held = heldout_associations()
+    members = {_norm(w) for ws in load_entity_words().values() for w in ws}
+    trained = {_norm(w) for ws in load_associations("train").values() for w in ws}
+    keys = [_norm(w) for ws in held.values() for w in ws]
+    assert len(keys) == len(set(keys)) > 140 * 8  # no word counts for two concepts
+    assert not set(keys) & (members | trained)
+    assert min(len(v) for v in held.values()) >= 4
+    # the probes learn from unit words and training associations only, and no training
+    # association is a member word (those stay in the member split)
+    probe = default_probe_words()
+    assert not {_norm(w) for ws in probe.values() for w in ws} & set(keys)
+    assert not {_norm(w) for ws in training_associations().values() for w in ws} & members
+    unit0, held0 = split_words(ENTITY_CONCEPTS[0], n_unit=10, seed=0)
+    assert probe[ENTITY_CONCEPTS[0]][:10] == unit0 and not set(held0) & set(probe[ENTITY_CONCEPTS[0]])
+    # a word the held-out writers gave to two concepts is dropped from both
+    raw = load_associations("held-out")
+    shared = {_norm(w) for c, ws in raw.items() for w in ws if sum(_norm(w) in {_norm(x) for x in v} for v in raw.values()) > 1}
+    assert shared and not shared & set(keys)

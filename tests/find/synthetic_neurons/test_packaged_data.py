@@ -92,8 +92,13 @@ def test_embedded_entity_neurons_reach_find_selectivity(tmp_path):
     assert s["n_concepts"] == 140 and s["n_words"] > 140 * 10
     assert s["own_mean"] >= 0.80 and s["other_mean"] <= 0.10
     assert s["auc_mean"] >= 0.9
-    assert {p.name for p in (tmp_path / "report").iterdir()} == {"summary.json", "entities.csv", "entity_matrix.csv",
-                                                                  "entity_selectivity.png"}
+    # held-out loose associations (never seen by the probes): far from FIND's goal (issue 16:
+    # >= 0.85 vs <= 0.08, AUC 0.97) but well above chance; measured 0.521 vs 0.095, AUC 0.857
+    a = summary["entity_associations"]
+    assert a["held_out"] == "associations" and a["n_words"] > 140 * 8
+    assert a["own_mean"] >= 0.45 and a["other_mean"] <= 0.12 and a["auc_mean"] >= 0.83
+    assert {p.name for p in (tmp_path / "report").iterdir()} == {"summary.json", "entities.csv", "entity_associations.csv",
+                                                                  "entity_matrix.csv", "entity_selectivity.png"}
 
 
 @pytest.mark.slow

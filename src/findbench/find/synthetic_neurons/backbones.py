@@ -3,8 +3,10 @@
 Entity neurons (score in [0, 1]):
 
 - ``embedding`` (default): a calibrated linear read-out of sentence embeddings. For every
-  concept a logistic probe is fitted on the concept's ten unit-test words against the other
-  concepts' unit-test words; its score is standardised against the concept's background
+  concept a logistic probe is fitted on the concept's ten unit-test words and its training
+  associations (loose associations: places, moods, objects, people; see
+  :func:`~findbench.find.synthetic_neurons.entity_words.default_probe_words`) against the other
+  concepts' training words; its score is standardised against the concept's background
   (cross-fitted scores of other concepts' words) and mapped to [0, 1] by one global Platt
   calibration fitted on cross-fitted scores, for a positive prior of 1/3 (a neuron fires on
   a minority of inputs). Held-out words are never seen by the fit. All of it folds into one
@@ -391,9 +393,9 @@ def _row_params(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _default_probes(encoder: str = EMBEDDED_ENCODER) -> dict[str, EntityProbe]:
-    from findbench.find.synthetic_neurons.entity_words import default_unit_words
+    from findbench.find.synthetic_neurons.entity_words import default_probe_words
 
-    return fit_entity_probes(default_unit_words(), encoder=encoder)[0]
+    return fit_entity_probes(default_probe_words(), encoder=encoder)[0]
 
 
 def _relation_for_row(row: Mapping[str, Any], params: Mapping[str, Any], tables=None):

@@ -10,6 +10,12 @@ The lists ship in ``findbench/data/entities.json`` (``{"version": 1, "entities":
 [word, ...]}}``), written for this project: at least 24 words or short phrases per
 concept, each word in exactly one concept's list (case-insensitive), so that a word never
 counts as correct for two different atomic neurons.
+
+Beside the member lists ship two lists of loose associations per concept (activities,
+places, moods, objects, people, brands): ``entity_associations_train.json``, which the
+embedding probes also learn from, and ``entity_associations_heldout.json``, written by
+separate writers who saw neither the member lists nor the training associations, on which
+:func:`heldout_associations` measures whether a probe follows associations it never saw.
 """
 
 from __future__ import annotations
@@ -19,7 +25,17 @@ import json
 import random
 from importlib import resources
 
-__all__ = ["ENTITY_CONCEPTS", "ENTITY_WORDS_VERSION", "load_entity_words", "split_words", "default_unit_words"]
+__all__ = [
+    "ENTITY_CONCEPTS",
+    "ENTITY_WORDS_VERSION",
+    "load_entity_words",
+    "split_words",
+    "default_unit_words",
+    "default_probe_words",
+    "load_associations",
+    "training_associations",
+    "heldout_associations",
+]
 
 _RESOURCE = "entities.json"
 ENTITY_WORDS_VERSION = 1
@@ -90,3 +106,56 @@ def default_unit_words(seed: int = 0, n_unit: int = 10) -> dict[str, list[str]]:
     """Unit-test words of every packaged concept (the embedding probes' training words):
     the first part of :func:`split_words` for each concept, in concept order."""
     return {c: split_words(c, n_unit=n_unit, seed=seed)[0] for c in ENTITY_CONCEPTS}
+
+
+_ASSOCIATIONS = {"train": "entity_associations_train.json", "held-out": "entity_associations_heldout.json"}
+
+
+@functools.lru_cache(maxsize=2)
+def _load_associations(role: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    name = _ASSOCIATIONS[role]
+    payload = json.loads(resources.files("findbench").joinpath("data", name).read_text(encoding="utf-8"))
+    if payload.get("version") != 1 or payload.get("role") != role:
+        raise ValueError(f"{name}: expected version 1 and role {role!r}")
+    assoc = payload.get("associations")
+    if not isinstance(assoc, dict) or list(assoc) != list(ENTITY_CONCEPTS):
+        raise ValueError(f"{name}: 'associations' must list every entity concept in order")
+    return tuple((c, tuple(ws)) for c, ws in assoc.items())
+
+
+def load_associations(role: str) -> dict[str, list[str]]:
+    """The packaged association lists as written: ``role`` ``"train"`` or ``"held-out"``."""
+    if role not in _ASSOCIATIONS:
+        raise ValueError(f"role must be one of {tuple(_ASSOCIATIONS)}, got {role!r}")
+    return {c: list(ws) for c, ws in _load_associations(role)}
+
+
+def _member_keys() -> set[str]:
+    return {w.casefold() for _c, ws in _load_raw() for w in ws}
+
+
+def training_associations() -> dict[str, list[str]]:
+    """Training associations the probes learn from: each concept's list without the words
+    that are member words of any concept (those stay where the member split puts them)."""
+    members = _member_keys()
+    return {c: [w for w in ws if w.casefold() not in members] for c, ws in _load_associations("train")}
+
+
+def heldout_associations() -> dict[str, list[str]]:
+    """Held-out associations to score probes on: each concept's list without the words two
+    concepts share and without any word that is a member word or a training association of
+    any concept — so no scored word was ever seen by a probe, and none counts for two concepts."""
+    from collections import Counter
+
+    lists = _load_associations("held-out")
+    seen = _member_keys() | {w.casefold() for _c, ws in _load_associations("train") for w in ws}
+    counts = Counter(w.casefold() for _c, ws in lists for w in ws)
+    return {c: [w for w in ws if counts[w.casefold()] == 1 and w.casefold() not in seen] for c, ws in lists}
+
+
+def default_probe_words(seed: int = 0, n_unit: int = 10) -> dict[str, list[str]]:
+    """What the embedding probes of the packaged concepts learn from: each concept's unit-test
+    words (:func:`default_unit_words`) and its :func:`training_associations`. Held-out member
+    words and held-out associations are never among them."""
+    assoc = training_associations()
+    return {c: [*u, *assoc[c]] for c, u in default_unit_words(seed, n_unit).items()}

@@ -3,7 +3,8 @@
 Entities: for each atomic neuron, the mean activation on held-out words of its own concept
 vs on held-out words of the other concepts, the ROC AUC separating them, and the
 concepts x concepts matrix of mean activations (FIND Figure A4 analog, saved as a PNG
-heatmap). Relations: per function, accuracy on held-out table entries (answer accepted by
+heatmap); the same numbers on held-out loose associations written apart from every word the
+probes learn from. Relations: per function, accuracy on held-out table entries (answer accepted by
 the entry, or "undefined" inside the exception), plus "undefined" accuracy on inputs of other
 relations' kinds when there are any; per relation, the served domain size, the data source,
 and the accuracy and coverage-miss rate on an independent check set
@@ -60,6 +61,7 @@ def entity_selectivity(
     seed: int = 0,
     rows: Sequence[dict] | None = None,
     splits: dict | None = None,
+    held_out: str = "members",
 ) -> dict[str, Any]:
     """Selectivity of atomic entity neurons on held-out words.
 
@@ -70,6 +72,10 @@ def entity_selectivity(
         words_per_concept: held-out words per concept (seeded sample); None = all.
         seed: generation seed and sampling seed.
         rows, splits: precomputed ``generate_entities`` rows / ``entity_splits`` (tests).
+        held_out: which words are scored: ``"members"`` (each concept's held-out member
+            words) or ``"associations"`` (the held-out loose associations of
+            :func:`~findbench.find.synthetic_neurons.entity_words.heldout_associations`,
+            written apart from every word the probes learn from).
 
     Returns:
         ``{"concepts", "matrix" (mean score of neuron i on concept j's words), "per_concept"
@@ -84,6 +90,8 @@ def entity_selectivity(
         raise ValueError(f"backend must be one of {ENTITY_BACKENDS}, got {backend!r}")
     _check_limit("limit", limit)
     _check_limit("words_per_concept", words_per_concept)
+    if held_out not in ("members", "associations"):
+        raise ValueError(f"held_out must be 'members' or 'associations', got {held_out!r}")
     rows = list(rows) if rows is not None else generate_entities(seed)
     splits = splits if splits is not None else entity_splits(seed)
     atomic = [r for r in rows if r["subcategory"] == "atomic"]
@@ -93,8 +101,15 @@ def entity_selectivity(
         atomic = [atomic[i] for i in keep]
     concepts = [r["concept1"] for r in atomic]
     words, owner = [], []
+    if held_out == "associations":
+        from findbench.find.synthetic_neurons.entity_words import heldout_associations
+
+        associations = heldout_associations()
+        unknown = [c for c in concepts if c not in associations]
+        if unknown:
+            raise ValueError(f"held_out: no held-out associations for concepts {unknown[:3]}")
     for j, c in enumerate(concepts):
-        held = list(splits[c][1])
+        held = list(splits[c][1]) if held_out == "members" else list(associations[c])
         if words_per_concept is not None and words_per_concept < len(held):
             held = rng.sample(held, words_per_concept)
         words += held
@@ -126,6 +141,7 @@ def entity_selectivity(
     summary = {
         "backend": backend,
         "model": _model_name(backend, model, atomic),
+        "held_out": held_out,
         "n_concepts": n,
         "n_words": len(words),
         "n_scores": n * len(words),
@@ -152,7 +168,11 @@ def _with_encoder(row: dict, encoder: str, splits: dict) -> dict:
     from findbench.find.synthetic_neurons.backbones import fit_entity_probes
 
     params = json.loads(row["params"])
-    probes, info = fit_entity_probes({c: u for c, (u, _h) in splits.items()}, encoder=encoder, seed=params.get("seed", 0))
+    from findbench.find.synthetic_neurons.entity_words import training_associations
+
+    assoc = training_associations()  # as generate_entities: unit words and, for packaged concepts, their training associations
+    training = {c: [*u, *assoc.get(c, [])] for c, (u, _h) in splits.items()}
+    probes, info = fit_entity_probes(training, encoder=encoder, seed=params.get("seed", 0))
     params["backbones"]["embedding"].update(
         encoder=encoder, probes=[probes[c].to_dict() for c in params["concepts"]], fit=info)
     return {**row, "params": schema.dumps(params)}
@@ -367,7 +387,8 @@ def backbone_report(
     """Write FIND's appendix-G backbone report into ``out`` (replaced atomically).
 
     Args:
-        out: output folder: ``summary.json``, ``entities.csv``, ``entity_matrix.csv``,
+        out: output folder: ``summary.json``, ``entities.csv`` (held-out member words),
+            ``entity_associations.csv`` (held-out loose associations), ``entity_matrix.csv``,
             ``entity_selectivity.png``, ``relations.csv``.
         backend: None (defaults: embedding / table), ``"embedding"``, ``"table"`` or ``"lm"``
             (both categories through the LM).
@@ -402,6 +423,12 @@ def backbone_report(
         mrows = [{"concept": c, **{c2: float(m[i, j]) for j, c2 in enumerate(entity_result["concepts"])}}
                  for i, c in enumerate(entity_result["concepts"])]
         files["entity_matrix.csv"] = _csv(mrows, ["concept", *entity_result["concepts"]])
+        assoc = entity_selectivity(backend=ent_backend, model=model if backend in ("lm", "embedding") else None,
+                                   limit=limit, words_per_concept=words_per_concept, seed=seed, held_out="associations")
+        summary["entity_associations"] = assoc["summary"]
+        files["entity_associations.csv"] = _csv(assoc["per_concept"], ["concept", "own_mean", "other_mean", "auc", "n_own", "n_other"])
+        log.info("entities on held-out associations (%s): own %.3f vs other %.3f, AUC %.3f", ent_backend,
+                 assoc["summary"]["own_mean"], assoc["summary"]["other_mean"], assoc["summary"]["auc_mean"])
         log.info("entities (%s): own %.3f vs other %.3f, AUC %.3f", ent_backend, summary["entities"]["own_mean"],
                  summary["entities"]["other_mean"], summary["entities"]["auc_mean"])
     if "relations" in categories:
