@@ -176,15 +176,26 @@ def test_main_stage_keys_follow_the_arguments(fake_main, monkeypatch):
     assert calls["build"] == [1]
 
 
-def test_main_uses_the_trained_judge_when_present_and_never_trains(fake_main):
+def test_main_uses_the_trained_judge_when_present_and_never_trains(fake_main, monkeypatch):
+    import findbench.models
+
+    shipped = findbench.models.shipped_evaluator_dir()
+    assert shipped is not None
+    summary = fake_main(judge=None, judge_mode=None)  # nothing trained here: the adapter shipped with the package
+    assert summary["judge"] == "embedded-evaluator" and summary["judge_mode"] is None
+    assert {e[1] for e in fake_main.calls["evaluate"]} == {"embedded-evaluator"}
+    monkeypatch.setattr(findbench.models, "shipped_evaluator_dir", lambda: None)
     summary = fake_main(judge=None, judge_mode=None)
     assert summary["judge"] == "embedded" and summary["judge_mode"] == "pmi"  # untuned fallback, no training
+    monkeypatch.setattr(findbench.models, "shipped_evaluator_dir", lambda: shipped)
     folder = Path(embedded_evaluator_dir(must_exist=False))
     folder.mkdir(parents=True)
     (folder / TRAINED_MARKER).write_text('{"run": 1}')
-    summary = fake_main(judge=None, judge_mode=None)
+    summary = fake_main(judge=None, judge_mode=None)  # a judge trained here wins over the shipped one: rescored
     assert summary["judge"] == "embedded-evaluator" and summary["judge_mode"] is None
     assert {e[1] for e in fake_main.calls["evaluate"]} == {"embedded-evaluator"}
+    fake_main(judge=None, judge_mode=None)  # unchanged: nothing is rescored
+    assert fake_main.calls["evaluate"] == []
     # a retrained judge: its scores are recomputed
     (folder / TRAINED_MARKER).write_text('{"run": 2}')
     fake_main(judge=None, judge_mode=None)

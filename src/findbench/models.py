@@ -25,7 +25,7 @@ from filelock import FileLock
 from findbench._io import atomic_dir, cache_dir
 from findbench.constants import EMBEDDED_EVALUATOR_NAME, EMBEDDED_EVALUATOR_VERSION, TRAINED_MARKER
 
-__all__ = ["REGISTRY", "register", "resolve", "embedded_model_dir", "embedded_evaluator_dir", "load_causal_lm", "EMBEDDED_GGUF"]
+__all__ = ["REGISTRY", "register", "resolve", "embedded_model_dir", "embedded_evaluator_dir", "shipped_evaluator_dir", "load_causal_lm", "EMBEDDED_GGUF"]
 
 log = logging.getLogger(__name__)
 
@@ -172,23 +172,40 @@ def load_causal_lm(model: str | os.PathLike, *, dtype: Any = None, device: str |
     return lm, AutoTokenizer.from_pretrained(path)
 
 
-def embedded_evaluator_dir(*, must_exist: bool = True) -> str:
-    """Folder of the judge fine-tuned from the embedded model (``findbench train-evaluator``
-    with its defaults writes it). With ``must_exist`` a missing judge raises FileNotFoundError
-    saying how to train it.
+def shipped_evaluator_dir() -> str | None:
+    """Folder of the embedded-evaluator adapter shipped inside the package
+    (``findbench/data/judge/embedded-evaluator-<version>``: LoRA weights, tokenizer, card and
+    training record), or None when this installation lacks it."""
+    from findbench.resources import data_path
 
-    Only a path and a marker file: the judge package writes the folder, this layer just
+    path = data_path("judge", f"{EMBEDDED_EVALUATOR_NAME}-{EMBEDDED_EVALUATOR_VERSION}")
+    return str(path) if (path / TRAINED_MARKER).is_file() else None
+
+
+def embedded_evaluator_dir(*, must_exist: bool = True) -> str:
+    """Folder of the judge fine-tuned from the embedded model.
+
+    With ``must_exist`` (the default): the judge trained on this machine by ``findbench
+    train-evaluator`` (its defaults write it under the findbench cache) when there is one,
+    else the adapter shipped with the package (:func:`shipped_evaluator_dir`); FileNotFoundError
+    saying how to train it when neither exists. With ``must_exist=False``: the cache folder
+    that ``train-evaluator`` writes, whether or not it exists yet.
+
+    Only paths and a marker file: the judge package writes the folder, this layer just
     knows where it lives, so ``models`` never imports the judge.
     """
     path = cache_dir("models") / f"{EMBEDDED_EVALUATOR_NAME}-{EMBEDDED_EVALUATOR_VERSION}"
-    if must_exist and not (path / TRAINED_MARKER).is_file():
-        raise FileNotFoundError(
-            f"the embedded evaluator is not trained yet (expected at {path}); run "
-            "`findbench train-evaluator` (35-40 min on 2 CPU cores) or pass a judge folder"
-        )
-    return str(path)
+    if not must_exist or (path / TRAINED_MARKER).is_file():
+        return str(path)
+    shipped = shipped_evaluator_dir()
+    if shipped is not None:
+        return shipped
+    raise FileNotFoundError(
+        f"the embedded evaluator is not trained yet (expected at {path}, and this installation ships none); run "
+        "`findbench train-evaluator` (35-40 min on 2 CPU cores) or pass a judge folder"
+    )
 
 
-#: The judge fine-tuned from the embedded model (``findbench train-evaluator``); resolving it
-#: before training raises FileNotFoundError saying how to train it.
+#: The judge fine-tuned from the embedded model: trained here (``findbench train-evaluator``)
+#: or, else, the adapter shipped with the package.
 register(EMBEDDED_EVALUATOR_NAME, embedded_evaluator_dir)

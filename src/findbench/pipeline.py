@@ -102,7 +102,7 @@ def _judge_choice(judge: str | None, judge_mode: str | None) -> tuple[str, str |
         return judge, judge_mode
     if _evaluator_ready():
         return "embedded-evaluator", judge_mode
-    logger.warning("the trained embedded-evaluator judge is not on this machine (findbench train-evaluator makes it); "
+    logger.warning("no embedded-evaluator judge on this machine (neither trained here nor shipped with the package); "
                    "scoring descriptions with the untuned embedded judge in pmi mode")
     return "embedded", judge_mode or "pmi"
 
@@ -236,7 +236,11 @@ def run_main(
     if judge == "embedded-evaluator":
         from findbench.models import embedded_evaluator_dir
 
-        judge_key["evaluator"] = _evaluator_key(embedded_evaluator_dir(must_exist=False))
+        try:  # the judge that will score: trained here, else the shipped adapter
+            evaluator = embedded_evaluator_dir()
+        except FileNotFoundError:
+            evaluator = embedded_evaluator_dir(must_exist=False)
+        judge_key["evaluator"] = _evaluator_key(evaluator)
     summary.update(judge=judge, judge_mode=judge_mode, sample={c: len(ids) for c, ids in sample.items()},
                    lm_budget={"functions": lm_functions, "rounds": rounds, "max_tokens": max_tokens})
 

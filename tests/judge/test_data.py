@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -168,10 +169,15 @@ def test_wrong_descriptions_never_keep_the_own_text():
 
 
 def test_embedded_evaluator_name_resolves_to_the_cached_judge(tmp_path, monkeypatch):
+    import findbench.models
     from findbench.judge.train import TRAINED_MARKER, TrainArgs, embedded_evaluator_dir
     from findbench.models import resolve
 
     monkeypatch.setenv("FINDBENCH_CACHE", str(tmp_path))
+    shipped = findbench.models.shipped_evaluator_dir()
+    assert shipped is not None and Path(shipped, TRAINED_MARKER).is_file()
+    assert resolve("embedded-evaluator") == shipped  # nothing trained here: the packaged adapter
+    monkeypatch.setattr(findbench.models, "shipped_evaluator_dir", lambda: None)
     with pytest.raises(FileNotFoundError, match="findbench train-evaluator"):
         resolve("embedded-evaluator")
     old = tmp_path / "models" / "embedded-evaluator-v1"  # a judge of the earlier (logprob) recipe is not reused
