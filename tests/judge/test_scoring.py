@@ -260,7 +260,7 @@ def test_render_pmi_prompt_and_options():
     assert render_pmi_prompt("sports leagues", "entities") == render_pmi_prompt("sports leagues", "neurons_entities")
     with pytest.raises(ValueError, match="k must be"):
         render_pmi_option(STR_TEST, 4, "strings")
-    # an interpreter's output with nothing before [CODE] is judged with an empty description
+    # an interpreter's output with nothing before [CODE] renders an empty description (judge_unit_tests never sends it)
     assert render_pmi_prompt("[CODE]: def f(x): ...", "strings")[1]["content"].startswith("Description: \n\n")
 
 
@@ -280,6 +280,24 @@ def test_pmi_mode_subtracts_each_options_prior_once():
     assert sorted(priors) == sorted({(None, w) for w in ut["inputs"]})  # one prior per distinct option
     # plain conditional likelihood would pick "the" every time: the prior is what fixes it
     assert max(ut["inputs"], key=lambda w: table[("sports leagues", w)]) == "the"
+
+
+def test_empty_descriptions_score_zero_without_a_judge_call(always_two_lm):
+    ut = {"inputs": ["NBA", "tulip", "the"], "outputs": None, "correct": 1}
+    # the judge's prior alone would pick the right option here (what an empty description gets when judged)
+    table = {("sports leagues", w): v for w, v in (("NBA", -5.0), ("tulip", -9.0), ("the", -2.0))}
+    table.update({(None, "NBA"): -8.0, (None, "tulip"): -8.0, (None, "the"): -1.0})
+    lm = TableLM(table)
+    out = judge_unit_tests(lm, ["", "sports leagues", "[CODE]: def f(x): ...", "  "], [[ut], [ut], [ut], [ut]],
+                           "neurons_entities", mode="pmi")
+    assert out["per_function"] == [0.0, 1.0, 0.0, 0.0] and out["empty"] == [0, 2, 3]
+    assert out["choices"] == [[None], [1], [None], [None]] and out["unit_test_accuracy"] == 0.25
+    assert {k[0] for k in lm.scored} == {"sports leagues", None}  # no empty description reached the judge
+    # all empty: no call at all; other modes too
+    assert judge_unit_tests(TableLM({}), [""], [[ut]], "neurons_entities", mode="pmi")["per_function"] == [0.0]
+    out = judge_unit_tests(always_two_lm, ["", "d"], [_tests([2]), _tests([2])], "neurons_entities")
+    assert out["per_function"] == [0.0, 1.0] and out["empty"] == [0]
+    assert judge_unit_tests(always_two_lm, ["d"], [_tests([2])], "neurons_entities")["empty"] == []
 
 
 def test_pmi_mode_needs_a_scoring_lm(always_two_lm):

@@ -29,6 +29,7 @@ _KWARGS_DESCRIPTION = """
 Args:
     predictions (`list` of `str`): one description per function. Text from `[DOMAIN]` or `[CODE]`
         on is cut, and a leading `[DESCRIPTION]:` label dropped, unless `keep_full_description=True`.
+        A description left empty (no answer) scores 0 and is never shown to the judge.
     references (`list` of `list` of `dict`): each function's unit tests, as in the dataset's
         `unit_tests` column: `{"inputs": [3 str], "outputs": [3 str] or None, "correct": int (1-based)}`.
     category (`str`): `strings`, `neurons_entities` or `neurons_relations`.
