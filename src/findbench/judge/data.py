@@ -388,13 +388,16 @@ def build_evaluator_data(
 
 def default_data_dir(*, n: int = 30000, seed: int = 0) -> Path:
     """The cached judge data folder for ``(n, seed)`` from the procedural functions (seed 0),
-    built on first use (``findbench evaluator-data`` with its defaults writes the same rows)."""
+    built on first use (``findbench evaluator-data`` with its defaults writes the same rows).
+    The folder name carries :func:`~findbench.find.rows.generator_fingerprint`, so data made
+    from older generators or relation tables is never reused."""
     from filelock import FileLock
 
     from findbench._io import cache_dir
+    from findbench.find.rows import generator_fingerprint
 
     root = cache_dir("evaluator-data")
-    path = root / f"n{n}-seed{seed}-v{DATA_VERSION}"
+    path = root / f"n{n}-seed{seed}-v{DATA_VERSION}-{generator_fingerprint()}"
     with FileLock(str(root / f"{path.name}.lock")):
         if not (path / SPLIT_FILE).is_file():
             build_evaluator_data(path, n=n, seed=seed)
