@@ -175,6 +175,13 @@ def test_main_stage_keys_follow_the_arguments(fake_main, monkeypatch):
     fake_main(functions_per_category=5, seed=1)
     assert calls["build"] == [1]
 
+    # a findbench whose generators or data changed (another fingerprint): rebuilt
+    monkeypatch.setattr("findbench.find.rows.generator_fingerprint", lambda: "other-generators")
+    fake_main(functions_per_category=5, seed=1)
+    assert calls["build"] == [1]
+    fake_main(functions_per_category=5, seed=1)
+    assert calls["build"] == []
+
 
 def test_main_uses_the_trained_judge_when_present_and_never_trains(fake_main, monkeypatch):
     import findbench.models

@@ -195,7 +195,10 @@ def run_main(
     source = "procedural"
     # the dataset folder by absolute path: the same relative name run from another folder is
     # another dataset
-    data_key = {"data": str(data.resolve()), "source": source, "seed": seed}
+    # and by what generates it, so a findbench whose generators or data changed rebuilds it
+    from findbench.find.rows import generator_fingerprint
+
+    data_key = {"data": str(data.resolve()), "source": source, "seed": seed, "generator": generator_fingerprint()}
 
     def _build():
         build(str(data), seed=seed, source=source)
