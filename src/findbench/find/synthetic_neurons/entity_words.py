@@ -103,8 +103,9 @@ def split_words(concept: str, n_unit: int = 10, seed: int = 0) -> tuple[list[str
 
 
 def default_unit_words(seed: int = 0, n_unit: int = 10) -> dict[str, list[str]]:
-    """Unit-test words of every packaged concept (the embedding probes' training words):
-    the first part of :func:`split_words` for each concept, in concept order."""
+    """Unit-test words of every packaged concept (with the training associations, what the
+    embedding probes learn from: :func:`default_probe_words`): the first part of
+    :func:`split_words` for each concept, in concept order."""
     return {c: split_words(c, n_unit=n_unit, seed=seed)[0] for c in ENTITY_CONCEPTS}
 
 
