@@ -1,8 +1,12 @@
-"""What the vLLM benchmarks (P7, P8) share: a fresh, warmed-up server and its version."""
+"""What the vLLM benchmarks (P7, P8) share: a fresh, warmed-up server, its version, the
+machine record and how results are written."""
 
 from __future__ import annotations
 
 import contextlib
+import json
+import os
+import platform
 import subprocess
 import time
 from pathlib import Path
@@ -26,6 +30,20 @@ def vllm_version(python: Path | None) -> str | None:
            "    except m.PackageNotFoundError:\n        pass"
     proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True)
     return proc.stdout.strip() or None
+
+
+def machine_info(python: Path | None) -> dict:
+    """The machine a result was measured on (load at the end: the machine may be shared)."""
+    from findbench._version import __version__
+
+    return {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
+            "load_average_at_end": os.getloadavg(), "vllm": vllm_version(python), "findbench": __version__}
+
+
+def write_result(path: str | Path, result: dict) -> None:
+    """Write a benchmark result as sorted, indented JSON (creating its folder)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
 
 
 @contextlib.contextmanager

@@ -39,15 +39,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _vllm import SERVED, add_server_args, server, vllm_version  # benchmarks/_vllm.py (the script's folder is on sys.path)
+from _vllm import SERVED, add_server_args, machine_info, server, write_result  # benchmarks/_vllm.py (the script's folder is on sys.path)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "p7_interpret_vllm.json"
 GOAL_SPEEDUP = 2.0
@@ -117,7 +115,6 @@ def main(argv=None) -> int:
     for r in (con, seq):
         del r["transcripts"]
     speedup = con["episodes_per_minute"] / seq["episodes_per_minute"]
-    from findbench._version import __version__
 
     result = {
         "benchmark": "p7_interpret_vllm",
@@ -138,12 +135,9 @@ def main(argv=None) -> int:
         "meets_goal": speedup >= GOAL_SPEEDUP,
         "same_episode_count": con["episodes"] == seq["episodes"],
         "identical_transcripts": same,
-        "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
-                    "load_average_at_end": os.getloadavg(),
-                    "vllm": vllm_version(python), "findbench": __version__},
+        "machine": machine_info(python),
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    write_result(args.out, result)
     print(f"speedup {speedup:.2f}x episodes/min (goal >= {GOAL_SPEEDUP}x), "
           f"{result['speedup_turns_per_minute']:.2f}x turns/min; same episode count: {result['same_episode_count']}; "
           f"identical transcripts {same}/{seq['episodes']}")

@@ -30,15 +30,12 @@ Writes ``benchmarks/results/p8_autointerp_vllm.json``.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from _vllm import SERVED, add_server_args, server, vllm_version  # benchmarks/_vllm.py (the script's folder is on sys.path)
+from _vllm import SERVED, add_server_args, machine_info, server, write_result  # benchmarks/_vllm.py (the script's folder is on sys.path)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "p8_autointerp_vllm.json"
 GOAL_SPEEDUP = 2.0
@@ -160,7 +157,6 @@ def main(argv=None) -> int:
                   f"{r['latents_per_minute']:.2f} latents/min, detection {r['detection_score']:.3f}", flush=True)
     con, seq = runs["concurrent"], runs["sequential"]
     speedup = con["latents_per_minute"] / seq["latents_per_minute"]
-    from findbench._version import __version__
 
     result = {
         "benchmark": "p8_autointerp_vllm",
@@ -178,12 +174,9 @@ def main(argv=None) -> int:
         "meets_goal": speedup >= GOAL_SPEEDUP,
         "same_latent_count": con["latents"] == seq["latents"],
         "same_explanations": sum(con["explanations"].get(k) == v for k, v in seq["explanations"].items()),
-        "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
-                    "load_average_at_end": os.getloadavg(),
-                    "vllm": vllm_version(python), "findbench": __version__},
+        "machine": machine_info(python),
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    write_result(args.out, result)
     print(f"speedup {speedup:.2f}x latents/min (goal >= {GOAL_SPEEDUP}x); same latent count: {result['same_latent_count']}; "
           f"identical explanations {result['same_explanations']}/{seq['latents']}")
     print(f"wrote {args.out}")
