@@ -354,13 +354,13 @@ def judge_unit_tests(
         raise ValueError(f"descriptions ({len(descriptions)}) and unit_tests ({len(unit_tests)}) differ in length")
     empty = [i for i, d in enumerate(descriptions) if not clean_description(d, keep_full_description=keep_full_description)]
     if empty:
-        return _with_empty(lm, descriptions, unit_tests, empty, category=category, mode=mode,
-                           keep_full_description=keep_full_description, shared_prefix=shared_prefix,
-                           max_new_tokens=max_new_tokens, progress=progress)
+        log.info("judge: %d of %d descriptions are empty (scored 0, not judged)", len(empty), len(descriptions))
+    kept = [i for i in range(len(descriptions)) if i not in set(empty)]
 
-    flat: list[tuple[int, int]] = []  # (function, test)
+    flat: list[tuple[int, int]] = []  # (function, test) of the functions judged
     convs: list[list[dict]] = []
-    for i, (desc, tests) in enumerate(zip(descriptions, unit_tests)):
+    for i in kept:
+        desc, tests = descriptions[i], unit_tests[i]
         for k, ut in enumerate(tests):
             flat.append((i, k))
             if mode != "pmi":  # pmi renders its own prompts (one per description, not per test)
@@ -368,8 +368,11 @@ def judge_unit_tests(
     n_opts = [len(unit_tests[i][k]["inputs"]) for i, k in flat]
 
     picks: list[int | None] = [None] * len(flat)
-    if mode == "pmi":
-        picks = _pmi_picks(lm, descriptions, unit_tests, category, keep_full_description, progress)
+    if not flat:  # every description empty: no judge call
+        pass
+    elif mode == "pmi":
+        picks = _pmi_picks(lm, [descriptions[i] for i in kept], [unit_tests[i] for i in kept], category,
+                           keep_full_description, progress)
     elif mode == "logprob":
         options: dict[str, Any] = {"assistant_prefix": ANSWER_PREFIX, "progress": progress}
         use_shared = _accepts(lm, "shared_prefix") if shared_prefix is None else shared_prefix
@@ -400,28 +403,7 @@ def judge_unit_tests(
         "unit_test_accuracy": accuracy,
         "per_function": per_function,
         "choices": choices,
-        "empty": [],
-        "judge": getattr(lm, "name", type(lm).__name__),
-    }
-
-
-def _with_empty(lm: Any, descriptions: Sequence[str], unit_tests: Sequence[Sequence[Mapping[str, Any]]], empty: list[int],
-                **kwargs: Any) -> dict[str, Any]:
-    """:func:`judge_unit_tests` where the descriptions at ``empty`` are empty: those functions
-    score 0 without a judge call, the others are judged as usual."""
-    keep = [i for i in range(len(descriptions)) if i not in set(empty)]
-    per_function = [0.0] * len(descriptions)
-    choices: list[list[int | None]] = [[None] * len(t) for t in unit_tests]
-    if keep:
-        sub = judge_unit_tests(lm, [descriptions[i] for i in keep], [unit_tests[i] for i in keep], **kwargs)
-        for j, i in enumerate(keep):
-            per_function[i], choices[i] = sub["per_function"][j], sub["choices"][j]
-    log.info("judge: %d of %d descriptions are empty (scored 0, not judged)", len(empty), len(descriptions))
-    return {
-        "unit_test_accuracy": float(sum(per_function) / len(per_function)),
-        "per_function": per_function,
-        "choices": choices,
-        "empty": list(empty),
+        "empty": empty,
         "judge": getattr(lm, "name", type(lm).__name__),
     }
 
