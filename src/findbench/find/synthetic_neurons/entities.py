@@ -6,7 +6,7 @@ words related to either of two concepts (OR = max of the two atomic activations)
 atomic concepts in FIND's order, the next 60 the compositions (pairs drawn by seed).
 
 The embedding probes learn from each concept's unit-test words and its training associations
-(:func:`~findbench.find.synthetic_neurons.entity_words.default_probe_words`), so that loose
+(:func:`~findbench.find.synthetic_neurons.entity_words.probe_words`), so that loose
 associations, not only members, make a neuron fire.
 
 Per function: 10 unit-test words (FIND §3.1 correct items) — the concept's unit words from
@@ -24,7 +24,7 @@ from typing import Any
 
 from findbench import schema
 from findbench.find.synthetic_neurons.backbones import DEFAULT_LM, fit_entity_probes
-from findbench.find.synthetic_neurons.entity_words import default_probe_words, default_unit_words
+from findbench.find.synthetic_neurons.entity_words import default_unit_words, probe_words
 from findbench.find.synthetic_neurons.prompts import ENTITY_ANSWER_PREFIX, ENTITY_CANDIDATES, render_prompt
 from findbench.find.unit_tests import build_unit_tests
 from findbench.lm.encoder import EMBEDDED_ENCODER
@@ -131,7 +131,7 @@ def generate_entities(
         raise TypeError(f"seed must be an int, got {type(seed).__name__}")
     splits = entity_splits(seed, words=words)
     concepts = list(splits)
-    training = default_probe_words(seed, n_unit=N_UNIT) if words is None else {c: u for c, (u, _h) in splits.items()}
+    training = probe_words({c: u for c, (u, _h) in splits.items()}, associations=words is None)
     probes, fit_info = fit_entity_probes(training, encoder=encoder, seed=seed)
     specs: list[tuple[str, ...]] = [(c,) for c in concepts] + list(composition_pairs(concepts, n_compositions, seed))
     rng = random.Random(f"entities:{seed}")

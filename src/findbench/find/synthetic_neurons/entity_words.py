@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import json
 import random
+from collections.abc import Mapping, Sequence
 from importlib import resources
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "split_words",
     "default_unit_words",
     "default_probe_words",
+    "probe_words",
     "load_associations",
     "training_associations",
     "heldout_associations",
@@ -150,21 +152,24 @@ def training_associations() -> dict[str, list[str]]:
 
 def heldout_associations() -> dict[str, list[str]]:
     """Held-out associations to score probes on: each concept's list without the words two
-    concepts share and without any word that is a member word or a training association of
-    any concept — so no scored word was ever seen by a probe, and none counts for two concepts.
-    (The training associations are decontaminated against these lists, so only member words
-    and shared words are dropped here.)"""
+    concepts share and without member words, so none counts for two concepts. No scored word
+    was ever seen by a probe: :func:`training_associations` leaves out every word of these lists."""
     from collections import Counter
 
     lists = _load_associations("held-out")
-    seen = _member_keys() | {w.casefold() for ws in training_associations().values() for w in ws}
+    members = _member_keys()
     counts = Counter(w.casefold() for _c, ws in lists for w in ws)
-    return {c: [w for w in ws if counts[w.casefold()] == 1 and w.casefold() not in seen] for c, ws in lists}
+    return {c: [w for w in ws if counts[w.casefold()] == 1 and w.casefold() not in members] for c, ws in lists}
+
+
+def probe_words(unit_words: Mapping[str, Sequence[str]], *, associations: bool = True) -> dict[str, list[str]]:
+    """What the embedding probes learn from: each concept's unit-test words and, with
+    ``associations``, its :func:`training_associations` (packaged concepts only). Held-out
+    member words and held-out associations are never among them."""
+    assoc = training_associations() if associations else {}
+    return {c: [*u, *assoc.get(c, [])] for c, u in unit_words.items()}
 
 
 def default_probe_words(seed: int = 0, n_unit: int = 10) -> dict[str, list[str]]:
-    """What the embedding probes of the packaged concepts learn from: each concept's unit-test
-    words (:func:`default_unit_words`) and its :func:`training_associations`. Held-out member
-    words and held-out associations are never among them."""
-    assoc = training_associations()
-    return {c: [*u, *assoc[c]] for c, u in default_unit_words(seed, n_unit).items()}
+    """:func:`probe_words` of the packaged concepts' :func:`default_unit_words`."""
+    return probe_words(default_unit_words(seed, n_unit))

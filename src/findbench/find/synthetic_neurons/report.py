@@ -100,16 +100,15 @@ def entity_selectivity(
         keep = sorted(rng.sample(range(len(atomic)), limit))
         atomic = [atomic[i] for i in keep]
     concepts = [r["concept1"] for r in atomic]
-    words, owner = [], []
-    if held_out == "associations":
-        from findbench.find.synthetic_neurons.entity_words import heldout_associations
+    from findbench.find.synthetic_neurons.entity_words import ENTITY_CONCEPTS, heldout_associations, probe_words
 
-        associations = heldout_associations()
-        unknown = [c for c in concepts if c not in associations]
-        if unknown:
-            raise ValueError(f"held_out: no held-out associations for concepts {unknown[:3]}")
+    held_words = {c: h for c, (_u, h) in splits.items()} if held_out == "members" else heldout_associations()
+    unknown = [c for c in concepts if c not in held_words]
+    if unknown:
+        raise ValueError(f"held_out: no held-out {held_out} for concepts {unknown[:3]}")
+    words, owner = [], []
     for j, c in enumerate(concepts):
-        held = list(splits[c][1]) if held_out == "members" else list(associations[c])
+        held = list(held_words[c])
         if words_per_concept is not None and words_per_concept < len(held):
             held = rng.sample(held, words_per_concept)
         words += held
@@ -120,9 +119,12 @@ def entity_selectivity(
     per_concept = []
     t0 = time.perf_counter()
     lm = model if backend == "lm" else None
+    refit = backend == "embedding" and model is not None
+    if refit:  # what generate_entities fits on: associations for the packaged concepts only
+        training = probe_words({c: u for c, (u, _h) in splits.items()}, associations=list(splits) == list(ENTITY_CONCEPTS))
     for i, row in enumerate(tqdm(atomic, desc=f"entity neurons ({backend})", leave=False)):
-        if backend == "embedding" and model is not None:
-            fn = make_function(_with_encoder(row, model, splits), backend)
+        if refit:
+            fn = make_function(_with_encoder(row, model, training), backend)
         else:
             fn = make_function(row, backend, lm=lm)
         scores = np.asarray(fn(words), dtype=np.float64)
@@ -162,16 +164,13 @@ def _model_name(backend: str, model: Any, rows: Sequence[dict]) -> str:
     return getattr(model, "name", None) or str(model)
 
 
-def _with_encoder(row: dict, encoder: str, splits: dict) -> dict:
-    """A copy of an entity row whose embedding probes are refitted for another encoder."""
+def _with_encoder(row: dict, encoder: str, training: dict) -> dict:
+    """A copy of an entity row whose embedding probes are refitted on ``training`` words for
+    another encoder."""
     from findbench import schema
     from findbench.find.synthetic_neurons.backbones import fit_entity_probes
 
     params = json.loads(row["params"])
-    from findbench.find.synthetic_neurons.entity_words import training_associations
-
-    assoc = training_associations()  # as generate_entities: unit words and, for packaged concepts, their training associations
-    training = {c: [*u, *assoc.get(c, [])] for c, (u, _h) in splits.items()}
     probes, info = fit_entity_probes(training, encoder=encoder, seed=params.get("seed", 0))
     params["backbones"]["embedding"].update(
         encoder=encoder, probes=[probes[c].to_dict() for c in params["concepts"]], fit=info)
@@ -415,16 +414,20 @@ def backbone_report(
     files: dict[str, str] = {}
     entity_result = None
     if "entities" in categories:
-        entity_result = entity_selectivity(backend=ent_backend, model=model if backend in ("lm", "embedding") else None,
-                                           limit=limit, words_per_concept=words_per_concept, seed=seed)
+        from findbench.find.synthetic_neurons.entities import entity_splits, generate_entities
+
+        ent_model = model if backend in ("lm", "embedding") else None
+        shared = {"rows": generate_entities(seed), "splits": entity_splits(seed)}  # both held-out sets score the same neurons
+        entity_result = entity_selectivity(backend=ent_backend, model=ent_model, limit=limit, words_per_concept=words_per_concept,
+                                           seed=seed, **shared)
         summary["entities"] = entity_result["summary"]
         files["entities.csv"] = _csv(entity_result["per_concept"], ["concept", "own_mean", "other_mean", "auc", "n_own", "n_other"])
         m = entity_result["matrix"]
         mrows = [{"concept": c, **{c2: float(m[i, j]) for j, c2 in enumerate(entity_result["concepts"])}}
                  for i, c in enumerate(entity_result["concepts"])]
         files["entity_matrix.csv"] = _csv(mrows, ["concept", *entity_result["concepts"]])
-        assoc = entity_selectivity(backend=ent_backend, model=model if backend in ("lm", "embedding") else None,
-                                   limit=limit, words_per_concept=words_per_concept, seed=seed, held_out="associations")
+        assoc = entity_selectivity(backend=ent_backend, model=ent_model, limit=limit, words_per_concept=words_per_concept,
+                                   seed=seed, held_out="associations", **shared)
         summary["entity_associations"] = assoc["summary"]
         files["entity_associations.csv"] = _csv(assoc["per_concept"], ["concept", "own_mean", "other_mean", "auc", "n_own", "n_other"])
         log.info("entities on held-out associations (%s): own %.3f vs other %.3f, AUC %.3f", ent_backend,
