@@ -16,19 +16,10 @@ The package is organised by the paper each part comes from (see the README's lay
 
 from __future__ import annotations
 
-from typing import Any
-
+from findbench._lazy import lazy_getattr
 from findbench._version import __version__
 from findbench.resources import metric_path
 
 __all__ = ["__version__", "generate_rows", "load_function", "load_rows", "metric_path"]
 
-_LAZY = {"generate_rows", "load_function", "load_rows"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        from findbench.find import rows
-
-        return getattr(rows, name)
-    raise AttributeError(f"module 'findbench' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, dict.fromkeys(("generate_rows", "load_function", "load_rows"), "findbench.find.rows"))

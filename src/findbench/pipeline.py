@@ -100,7 +100,7 @@ def _judge_choice(judge: str | None, judge_mode: str | None) -> tuple[str, str |
     when present, else the untuned embedded model in ``pmi`` mode (never training one here)."""
     if judge is not None:
         return judge, judge_mode
-    if _evaluator_ready():
+    if _evaluator_dir() is not None:
         return "embedded-evaluator", judge_mode
     logger.warning("no embedded-evaluator judge on this machine (neither trained here nor shipped with the package); "
                    "scoring descriptions with the untuned embedded judge in pmi mode")
@@ -117,14 +117,14 @@ def _evaluator_key(path: str) -> dict[str, Any]:
     return {"path": str(path), "trained": _fingerprint(record) if record is not None else None}
 
 
-def _evaluator_ready() -> bool:
+def _evaluator_dir() -> str | None:
+    """The embedded-evaluator that will score (trained here, else shipped), or None."""
     from findbench.models import embedded_evaluator_dir
 
     try:
-        embedded_evaluator_dir()
+        return embedded_evaluator_dir()
     except FileNotFoundError:
-        return False
-    return True
+        return None
 
 
 def _sample_functions(rows: dict[str, list[dict]], k: int, seed: int) -> dict[str, list[str]]:
@@ -239,11 +239,7 @@ def run_main(
     if judge == "embedded-evaluator":
         from findbench.models import embedded_evaluator_dir
 
-        try:  # the judge that will score: trained here, else the shipped adapter
-            evaluator = embedded_evaluator_dir()
-        except FileNotFoundError:
-            evaluator = embedded_evaluator_dir(must_exist=False)
-        judge_key["evaluator"] = _evaluator_key(evaluator)
+        judge_key["evaluator"] = _evaluator_key(_evaluator_dir() or embedded_evaluator_dir(must_exist=False))
     summary.update(judge=judge, judge_mode=judge_mode, sample={c: len(ids) for c, ids in sample.items()},
                    lm_budget={"functions": lm_functions, "rounds": rounds, "max_tokens": max_tokens})
 

@@ -25,6 +25,7 @@ same pieces: :func:`open_episode` (checks, exemplars, first messages) and :func:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import math
 import threading
@@ -381,10 +382,7 @@ def lm_chat(
     default_tokens = max_tokens or DEFAULT_MAX_TOKENS
 
     def generate(messages: list[dict[str, str]], limit: int) -> ChatReply:
-        if lock is None:
-            text = lm.generate([messages], max_new_tokens=limit, temperature=temperature)[0]
-            return ChatReply(text, {"output_tokens": count_tokens(lm, text)})
-        with lock:
+        with lock if lock is not None else contextlib.nullcontext():
             text = lm.generate([messages], max_new_tokens=limit, temperature=temperature)[0]
             return ChatReply(text, {"output_tokens": count_tokens(lm, text)})
 
@@ -420,7 +418,6 @@ def run_episode_sync(
         from findbench.lm import load_lm
 
         lm = load_lm(lm)
-    _check_positive("episode_tokens", episode_tokens, optional=True)
     chat = lm_chat(lm, max_tokens=max_tokens, temperature=temperature)
     return asyncio.run(run_episode(row, chat, method=method, rounds=rounds, max_tokens=max_tokens, seed=seed,
                                    function=function, episode_tokens=episode_tokens))

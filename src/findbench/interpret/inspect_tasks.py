@@ -68,6 +68,7 @@ characters a token.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -714,7 +715,7 @@ class FindbenchModelAPI(ModelAPI):
         self._options = model_args
         self._lm: Any = None
         self._load_lock = threading.Lock()
-        self._lock: threading.Lock | None = None
+        self._lock: Any = contextlib.nullcontext()  # a threading.Lock once a non-thread-safe LM is loaded
 
     @property
     def lm(self) -> Any:
@@ -724,7 +725,8 @@ class FindbenchModelAPI(ModelAPI):
                 from findbench.lm import load_lm
 
                 self._lm = load_lm(self._spec, cache=self._cache, **self._options)
-                self._lock = None if _thread_safe(self._lm) else threading.Lock()
+                if not _thread_safe(self._lm):
+                    self._lock = threading.Lock()
             return self._lm
 
     def max_tokens(self) -> int | None:
@@ -737,8 +739,6 @@ class FindbenchModelAPI(ModelAPI):
 
     def _count(self, text: str) -> int:
         lm = self.lm
-        if self._lock is None:
-            return count_tokens(lm, text)
         with self._lock:
             return count_tokens(lm, text)
 
@@ -747,15 +747,9 @@ class FindbenchModelAPI(ModelAPI):
 
     def _generate(self, messages: list[dict[str, str]], limit: int, temperature: float) -> tuple[str, int, int]:
         lm = self.lm
-
-        def run() -> tuple[str, int, int]:
+        with self._lock:
             text = lm.generate([messages], max_new_tokens=limit, temperature=temperature)[0]
             return text, count_tokens(lm, conversation=messages), count_tokens(lm, text)
-
-        if self._lock is None:
-            return run()
-        with self._lock:
-            return run()
 
     async def generate(self, input: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice,
                        config: GenerateConfig) -> ModelOutput:

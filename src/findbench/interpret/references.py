@@ -91,10 +91,12 @@ def random_answer(row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]], *, 
 
 
 def answer_chat(answer: Answer) -> Chat:
-    """A chat that gives ``answer`` on its first turn, whatever it is asked."""
+    """A chat that gives ``answer`` on its first turn, whatever it is asked. It takes the
+    ``max_tokens`` keyword of a chat and ignores it: no model runs, so token limits do not
+    bind (an episode still records its budget)."""
     text = format_answer(answer.description, answer.domain, answer.code)
 
-    async def chat(messages: list[dict[str, str]]) -> str:
+    async def chat(messages: list[dict[str, str]], max_tokens: int | None = None) -> str:
         return text
 
     return chat

@@ -377,23 +377,17 @@ def run_interpretations(
 
             def chat_for(row: dict) -> Chat:
                 if name == "oracle":
-                    answer = answer_chat(oracle_answer(row))
-                else:
-                    answer = answer_chat(random_answer(row, all_rows[row["category"]], seed=seed))
+                    return answer_chat(oracle_answer(row))
+                return answer_chat(random_answer(row, all_rows[row["category"]], seed=seed))
 
-                async def chat(messages: list[dict[str, str]], max_tokens: int | None = None) -> str:
-                    return await answer(messages)  # no model: token limits do not bind, the budget is recorded
-
-                return chat
-
-            run_tokens, budget = None, episode_tokens
+            run_tokens = None
         elif is_chat:
             shared = interpreter
 
             def chat_for(row: dict) -> Chat:
                 return shared
 
-            run_tokens, budget = max_tokens, episode_tokens
+            run_tokens = max_tokens
         else:
             from findbench.lm import load_lm
 
@@ -405,9 +399,9 @@ def run_interpretations(
             def chat_for(row: dict) -> Chat:
                 return shared_lm_chat
 
-            run_tokens, budget = max_tokens, episode_tokens
+            run_tokens = max_tokens
         asyncio.run(_run_all(pending, chat_for, out=out, rounds=rounds, seed=seed, max_tokens=run_tokens,
-                             episode_tokens=budget, max_connections=max_connections, progress=progress))
+                             episode_tokens=episode_tokens, max_connections=max_connections, progress=progress))
     finally:
         # a generation still running finishes (and lands in the cache) before the cache closes
         executor.shutdown(wait=True, cancel_futures=True)
