@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
-import hashlib
 import json
 import logging
 import re
@@ -152,11 +151,10 @@ def hand_rows(name: str) -> tuple[dict[str, Any], ...]:
 
 def data_files_digest() -> str:
     """sha256 over the names and bytes of every JSON file of ``findbench/data/relations``."""
-    digest = hashlib.sha256()
-    for path in sorted((p for p in _data_dir().iterdir() if p.name.endswith(".json")), key=lambda p: p.name):
-        digest.update(path.name.encode("utf-8") + b"\0")
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()
+    from findbench._io import files_digest
+
+    root = Path(str(_data_dir()))
+    return files_digest(root.glob("*.json"), root)
 
 
 # ------------------------------------------------------------------------------ data packages

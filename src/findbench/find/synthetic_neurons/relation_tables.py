@@ -50,7 +50,6 @@ import numbers
 import os
 import pickle
 import sys
-import tempfile
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -59,6 +58,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from findbench import schema
+from findbench._io import atomic_write_bytes, cache_dir, files_digest
 from findbench.find.synthetic_neurons.relation_sources import (
     CHECKS,
     PACKAGE_LICENCES,
@@ -547,16 +548,10 @@ def relation_cache_key() -> dict[str, Any]:
     """What a cached build depends on: the cache format, a hash of the code that builds the
     tables, the data package versions, the IANA time zone database release, a hash of the JSON
     data files, and the Unicode and Python versions (text folding, pickling)."""
-    code = hashlib.sha256()
-    folder = resources.files("findbench.find.synthetic_neurons")
-    for name in _CODE_FILES:
-        try:
-            code.update(name.encode() + b"\0" + hashlib.sha256((folder / name).read_bytes()).digest())
-        except OSError:  # no source beside the bytecode: the format constant alone
-            code.update(name.encode() + b"\0?")
+    folder = Path(str(resources.files("findbench.find.synthetic_neurons")))
     return {
         "format": CACHE_FORMAT,
-        "code": code.hexdigest(),
+        "code": files_digest([folder / name for name in _CODE_FILES], folder),
         "packages": {d: package_version(d) for d in sorted(PACKAGE_LICENCES)},
         "tz_database": tz_database_version(),
         "data": data_files_digest(),
@@ -566,9 +561,7 @@ def relation_cache_key() -> dict[str, Any]:
 
 
 def _cache_path(key: Mapping[str, Any]) -> Path:
-    from findbench._io import cache_dir
-
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(schema.dumps(key).encode("utf-8")).hexdigest()
     return cache_dir("relation_tables") / f"tables-{digest[:24]}.pickle"
 
 
@@ -660,14 +653,7 @@ def _write_cache(path: Path, key: Mapping[str, Any], tables: Sequence[RelationTa
     """Write ``tables`` to ``path`` atomically (temporary file, then rename); drop older builds."""
     body = pickle.dumps(_dump(tables, key), protocol=pickle.HIGHEST_PROTOCOL)
     blob = _CACHE_MAGIC + hashlib.sha256(body).hexdigest().encode() + b"\n" + body
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(blob)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(path, blob)
     for old in path.parent.glob("tables-*.pickle"):
         if old != path:
             old.unlink(missing_ok=True)
