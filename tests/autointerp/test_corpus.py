@@ -111,7 +111,9 @@ def test_load_texts_wordnet_follows_wnsearchdir(wn_dir, monkeypatch):
 def test_missing_wordnet_says_how_to_install(tmp_path, monkeypatch):
     monkeypatch.delenv("WNSEARCHDIR", raising=False)
     monkeypatch.delenv("WNHOME", raising=False)
-    monkeypatch.setattr(corpus, "_WORDNET_DIRS", (str(tmp_path / "none"),))
+    import findbench.wordnet
+
+    monkeypatch.setattr(findbench.wordnet, "_WORDNET_DIRS", (str(tmp_path / "none"),))
     with pytest.raises(FileNotFoundError, match="apt-get install wordnet-base"):
         list(load_texts("wordnet"))
 

@@ -29,13 +29,13 @@ import os
 import re
 import tempfile
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from findbench._io import cache_dir
+from findbench.wordnet import WORDNET_FILES, WORDNET_LICENSE, WordNetSynset, parse_wordnet_line, wordnet_dir
 
 __all__ = [
     "WORDNET",
@@ -55,14 +55,6 @@ log = logging.getLogger(__name__)
 
 #: Name of the default corpus.
 WORDNET = "wordnet"
-#: Licence of the default corpus (as Debian's ``/usr/share/doc/wordnet-base/copyright`` names it).
-WORDNET_LICENSE = "WordNet 3.0 license (Princeton University; permissive, BSD-style)"
-#: Folders where WordNet's ``data.*`` files live: Debian 12+ installs them in
-#: ``/usr/share/wordnet``, older releases and upstream in ``.../dict``. ``$WNSEARCHDIR`` (the
-#: variable WordNet's own tools read) and ``$WNHOME/dict`` come first.
-_WORDNET_DIRS = ("/usr/share/wordnet", "/usr/share/wordnet/dict", "/usr/local/WordNet-3.0/dict")
-#: The four data files, in the order their synsets are yielded.
-_WORDNET_FILES = ("data.noun", "data.verb", "data.adj", "data.adv")
 _TEXT_SUFFIXES = (".txt", ".jsonl", ".parquet")
 #: Bumped when texts or packing change, so cached token files are rebuilt.
 _CORPUS_VERSION = "v1"
@@ -71,104 +63,11 @@ _CORPUS_VERSION = "v1"
 # ----------------------------------------------------------------------------- WordNet
 
 
-@dataclass(frozen=True)
-class WordNetSynset:
-    """One synset of a WordNet ``data.*`` file (``wndb(5WN)``)."""
-
-    offset: str
-    pos: str
-    lemmas: tuple[str, ...]
-    definition: str
-    examples: tuple[str, ...]
-
-    @property
-    def text(self) -> str:
-        """The corpus text: ``lemma, lemma: definition; "example"; "example"``."""
-        head = ", ".join(self.lemmas)
-        body = self.definition
-        for example in self.examples:
-            body = f'{body}; "{example}"' if body else f'"{example}"'
-        return f"{head}: {body}" if head else body
-
-
-# adjective lemmas may carry a syntactic marker: big(a), galore(ip), aforesaid(p)
-_ADJ_MARKER = re.compile(r"\((?:a|p|ip)\)$")
-# a quoted example, optionally followed by an attribution (`"..." - Shakespeare`)
-_EXAMPLE = re.compile(r'"([^"]*)"(?:\s*-+\s*[^;"]*)?')
-
-
-def _split_gloss(gloss: str) -> tuple[str, tuple[str, ...]]:
-    """A gloss ``definition; "example"; "example"`` -> (definition, examples).
-
-    The definition is everything before the first quote that opens an example (a quote at the
-    start or after ``;``); a quote inside the definition ("called `x'") stays in it.
-    """
-    gloss = gloss.strip()
-    start = None
-    for match in re.finditer(r'(?:^|;)\s*"', gloss):
-        start = match.start()
-        break
-    if start is None:
-        return gloss.rstrip("; ").strip(), ()
-    definition = gloss[:start].rstrip("; ").strip()
-    examples = tuple(ex.strip() for ex in _EXAMPLE.findall(gloss[start:]) if ex.strip())
-    return definition, examples
-
-
-def parse_wordnet_line(line: str) -> WordNetSynset | None:
-    """Parse one line of a WordNet ``data.*`` file; ``None`` for the licence header lines
-    (which start with spaces) and blank lines.
-
-    Format (``wndb(5WN)``): ``offset lex_filenum ss_type w_cnt word lex_id [word lex_id...]
-    p_cnt [ptr...] [frames...] | gloss``; ``w_cnt`` is two hex digits, ``p_cnt`` three
-    decimal digits, each pointer four fields.
-    """
-    if not line.strip() or line.startswith(" "):
-        return None
-    data, sep, gloss = line.partition(" | ")
-    if not sep:
-        data, gloss = line.rstrip("\n"), ""
-    fields = data.split()
-    try:
-        offset, pos = fields[0], fields[2]
-        w_cnt = int(fields[3], 16)
-        words = fields[4 : 4 + 2 * w_cnt : 2]
-        if len(words) != w_cnt:
-            raise ValueError("truncated word list")
-    except (IndexError, ValueError) as exc:
-        raise ValueError(f"not a WordNet data line ({exc}): {line[:80]!r}") from None
-    lemmas = tuple(_ADJ_MARKER.sub("", w).replace("_", " ") for w in words)
-    definition, examples = _split_gloss(gloss)
-    return WordNetSynset(offset=offset, pos=pos, lemmas=lemmas, definition=definition, examples=examples)
-
-
-def wordnet_dir(dict_dir: str | os.PathLike | None = None) -> Path:
-    """The folder holding WordNet's ``data.noun`` etc.; FileNotFoundError saying how to
-    install it when there is none."""
-    candidates: list[Path] = []
-    if dict_dir is not None:
-        candidates.append(Path(dict_dir))
-    else:
-        if os.environ.get("WNSEARCHDIR"):
-            candidates.append(Path(os.environ["WNSEARCHDIR"]))
-        if os.environ.get("WNHOME"):
-            candidates.append(Path(os.environ["WNHOME"]) / "dict")
-        candidates += [Path(p) for p in _WORDNET_DIRS]
-    for folder in candidates:
-        if (folder / "data.noun").is_file():
-            return folder
-    raise FileNotFoundError(
-        f"WordNet's data files (data.noun, ...) are not in {[str(c) for c in candidates]}: install Debian's "
-        "wordnet-base package (`apt-get install wordnet-base`, or run `make setup` as root), set "
-        "$WNSEARCHDIR to a WordNet dict folder, or pass --dataset with a Hugging Face dataset id or local text files"
-    )
-
-
 def wordnet_texts(dict_dir: str | os.PathLike | None = None) -> Iterator[str]:
     """The texts of every synset, in file order (``data.noun``, ``data.verb``, ``data.adj``,
     ``data.adv``; files that are missing are skipped, ``data.noun`` must exist)."""
     folder = wordnet_dir(dict_dir)
-    for name in _WORDNET_FILES:
+    for name in WORDNET_FILES:
         path = folder / name
         if not path.is_file():
             continue
@@ -415,7 +314,7 @@ def _dataset_key(dataset: str | os.PathLike, split: str, text_column: str) -> st
     if text == WORDNET:
         # the installed files decide the texts ($WNSEARCHDIR may point elsewhere)
         folder = wordnet_dir()
-        stats = [(str(folder / n), (folder / n).stat().st_size) for n in _WORDNET_FILES if (folder / n).is_file()]
+        stats = [(str(folder / n), (folder / n).stat().st_size) for n in WORDNET_FILES if (folder / n).is_file()]
         return f"{WORDNET}-{hashlib.sha256(repr(stats).encode()).hexdigest()[:8]}"
     return f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', text)}-{split}-{text_column}"
 

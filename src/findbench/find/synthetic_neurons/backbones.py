@@ -330,7 +330,10 @@ class EntityNeuron:
 def table_answer(table, exception_index: int | None, text: str) -> str:
     """The ``table`` backbone's answer: the entry's output, or "undefined" outside the
     table or inside exception ``exception_index`` (0, 1 or None)."""
-    entry = table.lookup(text)
+    return _entry_answer(table, exception_index, table.lookup(text))
+
+
+def _entry_answer(table, exception_index: int | None, entry) -> str:
     if entry is None:
         return UNDEFINED
     if exception_index is not None and table.exceptions[exception_index].matches(entry):
@@ -375,12 +378,13 @@ class RelationNeuron:
         """Answers for a batch of inputs."""
         texts, _ = _as_batch(list(texts) if not isinstance(texts, str) else texts, "inputs")
         if self.backend == "table":
-            for t in texts:
-                if self.table.lookup(t) is None:
+            entries = [self.table.lookup(t) for t in texts]
+            for t, entry in zip(texts, entries):
+                if entry is None:
                     self.unanswered[t] = self.unanswered.get(t, 0) + 1
                 else:
                     self.n_served += 1
-            return [table_answer(self.table, self.exception_index, t) for t in texts]
+            return [_entry_answer(self.table, self.exception_index, e) for e in entries]
         if not texts:
             return []
         convs = [[{"role": "user", "content": fill_prompt(self.prompt, t)}] for t in texts]
