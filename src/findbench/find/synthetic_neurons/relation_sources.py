@@ -55,6 +55,7 @@ __all__ = [
     "PACKAGE_TABLES",
     "wordnet_root",
     "WORDNET_TABLES",
+    "as_list",
     "RECOGNIZERS",
     "CHECKS",
     "normalize_text",
@@ -393,11 +394,11 @@ def _find_city(iso: str, name: str) -> dict[str, Any] | None:
 
 
 def _city_alternates(city: Mapping[str, Any]) -> tuple[str, ...]:
-    return _alternates(int(city["geonameid"]), city["name"], tuple(city.get("alternatenames") or ()))
+    return _alternates(city["name"], tuple(city.get("alternatenames") or ()))
 
 
 @functools.cache
-def _alternates(_geonameid: int, name: str, names: tuple[str, ...]) -> tuple[str, ...]:
+def _alternates(name: str, names: tuple[str, ...]) -> tuple[str, ...]:
     """The alternate names of a city that people type: Latin script with a capital letter
     (GeoNames' lower-case machine romanizations left out), and no short all-capital code
     (IATA "PAR") unless it is the name's initials ("NYC", "LA")."""
@@ -979,7 +980,8 @@ RECOGNIZERS: dict[str, Callable[[str], bool]] = {
 
 
 # ------------------------------------------------------------------------------- check sets
-def _as_list(value: Any) -> list[Any]:
+def as_list(value: Any) -> list[Any]:
+    """``value`` as a list: None -> [], a list or tuple as is, anything else -> [value]."""
     if value is None:
         return []
     return list(value) if isinstance(value, (list, tuple)) else [value]
@@ -1009,7 +1011,7 @@ def _countryinfo_items(answer: Callable[[str, Mapping[str, Any]], Iterable[str] 
 
 def _capital_answers(iso: str, info: Mapping[str, Any]) -> list[str] | None:
     out = []
-    for capital in _as_list(info.get("capital")):
+    for capital in as_list(info.get("capital")):
         if isinstance(capital, str) and capital.strip():
             # spellings of the same city (Kiev / Kyiv) through GeoNames' names of that city
             city = _find_city(iso, capital.strip())

@@ -66,6 +66,7 @@ from findbench.find.synthetic_neurons.relation_sources import (
     PACKAGE_TABLES,
     RECOGNIZERS,
     WORDNET_TABLES,
+    as_list,
     coverage_items,
     data_files_digest,
     hand_rows,
@@ -413,12 +414,6 @@ def _render(value: Any, fmt: str | None) -> str:
     return str(value)
 
 
-def _as_list(value: Any) -> list[Any]:
-    if value is None:
-        return []
-    return list(value) if isinstance(value, (list, tuple)) else [value]
-
-
 def _join_phrase(items: Sequence[str], oxford: bool = True) -> str:
     if len(items) <= 2:
         return " and ".join(items)
@@ -426,7 +421,7 @@ def _join_phrase(items: Sequence[str], oxford: bool = True) -> str:
 
 
 def _build_entry(row: Mapping[str, Any], spec: Mapping[str, Any], attrs: Mapping[str, Any]) -> Entry | None:
-    values = [v for v in _as_list(row.get(spec["output"])) if v is not None and v != ""]
+    values = [v for v in as_list(row.get(spec["output"])) if v is not None and v != ""]
     if not values:
         return None
     fmt = spec.get("format")
@@ -438,7 +433,7 @@ def _build_entry(row: Mapping[str, Any], spec: Mapping[str, Any], attrs: Mapping
         output, alternatives = rendered[0], rendered[1:]
     alt_field = spec.get("alternatives_field")
     if alt_field:
-        alternatives += [_render(v, fmt) for v in _as_list(row.get(alt_field))]
+        alternatives += [_render(v, fmt) for v in as_list(row.get(alt_field))]
     return Entry(input=row["name"], output=output, alternatives=_alternatives(output, tuple(alternatives)), attrs=attrs,
                  aliases=tuple(row.get("aliases", ())), exact=tuple(row.get("exact", ())))
 
@@ -751,8 +746,7 @@ def _merge_items(items: Iterable[tuple[str, Iterable[str]]]) -> tuple[tuple[str,
         key = normalize_text(text)
         if not key:
             continue
-        first, pooled = merged.setdefault(key, (text, []))
-        pooled.extend(answers)
+        merged.setdefault(key, (text, []))[1].extend(answers)
     return tuple((text, tuple(unique_texts(pooled))) for _k, (text, pooled) in sorted(merged.items()))
 
 
@@ -766,11 +760,10 @@ def relation_check(key: str) -> RelationCheck:
     held-out entries; their coverage is measured on countryinfo's countries (country
     relations) or WordNet's rivers (river relations) where those exist.
     """
-    get_relation_table(key)  # validates the key
+    table = get_relation_table(key)  # validates the key
     if key in CHECKS:
         source, items = CHECKS[key]()
         return RelationCheck(source=source, items=_merge_items(items))
-    table = get_relation_table(key)
     source = "held-out entries of the hand-written table (no independent source)"
     coverage_source, items = coverage_items(table.concept1)
     if coverage_source:
