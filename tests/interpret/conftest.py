@@ -52,11 +52,13 @@ def write_data_folder(root: Path, rows_by_category: dict[str, list[dict]]) -> Pa
 def data_dir(tmp_path_factory) -> Path:
     from findbench.find import numeric, strings
     from findbench.find.synthetic_neurons import generate_entities, generate_relations
+    from findbench.lm.encoder import EMBEDDED_ENCODER
 
     rows = {
         "numeric": [numeric.row_from_params(p, i) for i, p in enumerate(NUMERIC_PARAMS)],
         "strings": strings.generate(12, seed=0, progress=False),
-        "neurons_entities": generate_entities(0, words=ENTITY_WORDS, n_compositions=2),
+        # MiniLM alone: the harness tests need entity neurons, not the embedded LM's features
+        "neurons_entities": generate_entities(0, words=ENTITY_WORDS, n_compositions=2, encoder=EMBEDDED_ENCODER),
         "neurons_relations": generate_relations(0),
     }
     return write_data_folder(tmp_path_factory.mktemp("find-small"), rows)

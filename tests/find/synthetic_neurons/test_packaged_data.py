@@ -81,9 +81,11 @@ def test_entities_follow_find_order(anchor):
 
 @pytest.mark.slow
 def test_embedded_entity_neurons_reach_find_selectivity(tmp_path):
-    """FIND appendix G (Vicuna-13B): 0.846 own vs 0.079 other. Measured: 0.756 vs 0.075 (AUC 0.961) on
-    held-out member words, 0.543 vs 0.084 (AUC 0.894) on held-out loose associations."""
+    """FIND appendix G (Vicuna-13B): 0.846 own vs 0.079 other. Measured: 0.834 vs 0.071 (AUC 0.979) on
+    held-out member words, 0.610 vs 0.087 (AUC 0.918) on held-out loose associations (MiniLM alone:
+    0.756 vs 0.075 (0.961) and 0.543 vs 0.084 (0.894))."""
     from findbench.find.synthetic_neurons import backbone_report
+    from findbench.find.synthetic_neurons.features import DEFAULT_ENTITY_FEATURES
 
     rows = generate_entities(0)
     assert len(rows) == 200
@@ -91,13 +93,14 @@ def test_embedded_entity_neurons_reach_find_selectivity(tmp_path):
     summary = backbone_report(tmp_path / "report", categories=["entities"])
     s = summary["entities"]
     assert s["n_concepts"] == 140 and s["n_words"] > 140 * 10
-    assert s["own_mean"] >= 0.72 and s["other_mean"] <= 0.09  # the calibration pins other concepts' words near 0.08
-    assert s["auc_mean"] >= 0.95
+    assert s["model"] == DEFAULT_ENTITY_FEATURES
+    assert s["own_mean"] >= 0.8 and s["other_mean"] <= 0.09  # the calibration pins other concepts' words near 0.08
+    assert s["auc_mean"] >= 0.97
     # held-out loose associations (never seen by the probes): short of issue 16's goal
     # (>= 0.85 vs <= 0.08, AUC 0.97) but well above chance
     a = summary["entity_associations"]
     assert a["held_out"] == "associations" and a["n_words"] > 140 * 8
-    assert a["own_mean"] >= 0.5 and a["other_mean"] <= 0.1 and a["auc_mean"] >= 0.87
+    assert a["own_mean"] >= 0.58 and a["other_mean"] <= 0.1 and a["auc_mean"] >= 0.91
     assert {p.name for p in (tmp_path / "report").iterdir()} == {"summary.json", "entities.csv", "entity_associations.csv",
                                                                   "entity_matrix.csv", "entity_selectivity.png"}
 

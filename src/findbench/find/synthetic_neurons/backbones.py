@@ -2,7 +2,9 @@
 
 Entity neurons (score in [0, 1]):
 
-- ``embedding`` (default): a calibrated linear read-out of sentence embeddings. For every
+- ``embedding`` (default): a calibrated linear read-out of word features (MiniLM's sentence
+  embedding beside SmolLM2's residual stream after "Topic: <word>. Related topic:"; see
+  :mod:`~findbench.find.synthetic_neurons.features`). For every
   concept a logistic probe is fitted on the concept's ten unit-test words and its training
   associations (loose associations: places, moods, objects, people; see
   :func:`~findbench.find.synthetic_neurons.entity_words.default_probe_words`) against the other
@@ -36,6 +38,7 @@ import numpy as np
 
 from findbench import schema
 from findbench._io import atomic_write_json, cache_dir
+from findbench.find.synthetic_neurons.features import DEFAULT_ENTITY_FEATURES, load_features
 from findbench.find.synthetic_neurons.prompts import (
     ENTITY_ANSWER_PREFIX,
     ENTITY_CANDIDATES,
@@ -44,7 +47,7 @@ from findbench.find.synthetic_neurons.prompts import (
     parse_relation_answer,
     render_prompt,
 )
-from findbench.lm.encoder import EMBEDDED_ENCODER, load_encoder
+from findbench.lm.encoder import EMBEDDED_ENCODER
 
 __all__ = [
     "ENTITY_BACKENDS",
@@ -67,7 +70,7 @@ DEFAULT_BACKENDS = {"neurons_entities": "embedding", "neurons_relations": "table
 #: LM used by the ``lm`` backbone when none is given.
 DEFAULT_LM = "embedded"
 #: Bumped when the probe fit changes, so cached fits are recomputed.
-_PROBE_VERSION = 3
+_PROBE_VERSION = 4
 
 
 # --------------------------------------------------------------------------- entity probes
@@ -100,7 +103,7 @@ _FIT_MEMO: dict[str, tuple[dict[str, EntityProbe], dict]] = {}
 def fit_entity_probes(
     unit_words: Mapping[str, Sequence[str]],
     *,
-    encoder: str = EMBEDDED_ENCODER,
+    encoder: str = DEFAULT_ENTITY_FEATURES,
     C: float = 1.0,
     n_folds: int = 5,
     positive_prior: float = 1 / 3,
@@ -113,7 +116,7 @@ def fit_entity_probes(
 
     Args:
         unit_words: ``{concept: words}``, at least ``n_folds`` words each, at least two concepts.
-        encoder: sentence encoder name or folder.
+        encoder: what the probes read: a feature spec (:mod:`~findbench.find.synthetic_neurons.features`).
         C: inverse L2 strength of the per-concept logistic probes.
         n_folds: folds of the cross-fit that yields out-of-sample scores for calibration.
         positive_prior: prior of the positive class the Platt calibration assumes (its slope).
@@ -209,7 +212,7 @@ def _fit_entity_probes(config: Mapping[str, Any]) -> tuple[dict[str, EntityProbe
     concepts = list(config["words"])
     words = [w for c in concepts for w in config["words"][c]]
     labels = np.array([i for i, c in enumerate(concepts) for _ in config["words"][c]])
-    X = load_encoder(config["encoder"]).encode(words).astype(np.float64)
+    X = load_features(config["encoder"]).encode(words).astype(np.float64)
     n = len(concepts)
     folds = list(StratifiedKFold(config["n_folds"], shuffle=True, random_state=config["seed"]).split(X, labels))
 
@@ -238,7 +241,7 @@ def _fit_entity_probes(config: Mapping[str, Any]) -> tuple[dict[str, EntityProbe
         bias = a * (full_b[j] - mu[j]) / sd[j] + b
         probes[c] = EntityProbe(c, tuple(round(float(v), d) for v in w), round(float(bias), d))
     cv_auc = float(np.mean([roc_auc_score(positive[:, j], cross[:, j]) for j in range(n)]))
-    info = {"method": "logistic probe on sentence embeddings + Platt calibration of cross-fitted, background-standardised scores",
+    info = {"method": "logistic probe on word features + Platt calibration of cross-fitted, background-standardised scores",
             "encoder": config["encoder"], "C": config["C"], "n_folds": config["n_folds"], "seed": config["seed"],
             "positive_prior": round(prior, 6), "background_rate": rate, "platt_slope": round(a, 6), "platt_intercept": round(b, 6),
             "cross_fitted_auc": round(cv_auc, 6)}
@@ -284,13 +287,13 @@ class EntityNeuron:
         concepts: one concept, or two for an OR composition.
         backend: ``"embedding"`` or ``"lm"``.
         probes: ``{concept: EntityProbe}`` (embedding backend).
-        encoder: sentence encoder name (embedding backend).
+        encoder: feature spec the probes read (embedding backend).
         lm: an LM or a model spec (lm backend).
         prompt: FIND prompt with the input placeholder (lm backend; rendered when None).
     """
 
     def __init__(self, concepts: Sequence[str], backend: str = "embedding", *, probes: Mapping[str, EntityProbe] | None = None,
-                 encoder: str = EMBEDDED_ENCODER, lm: Any = None, prompt: str | None = None):
+                 encoder: str = DEFAULT_ENTITY_FEATURES, lm: Any = None, prompt: str | None = None):
         if isinstance(concepts, str) or not 1 <= len(concepts) <= 2:
             raise ValueError(f"concepts must list one or two concepts, got {concepts!r}")
         if backend not in ENTITY_BACKENDS:
@@ -314,7 +317,7 @@ class EntityNeuron:
         if not texts:
             return np.zeros(0)
         if self.backend == "embedding":
-            emb = load_encoder(self.encoder).encode(texts).astype(np.float64)
+            emb = load_features(self.encoder).encode(texts).astype(np.float64)
             return _sigmoid(emb @ self._W.T + self._b).max(axis=1)
         convs = [[{"role": "user", "content": fill_prompt(self.prompt, t)}] for t in texts]
         lps = self._lm.candidate_logprobs(convs, list(ENTITY_CANDIDATES), assistant_prefix=ENTITY_ANSWER_PREFIX)
@@ -420,7 +423,7 @@ def _row_params(row: Mapping[str, Any]) -> dict[str, Any]:
     return params
 
 
-def _default_probes(encoder: str = EMBEDDED_ENCODER) -> dict[str, EntityProbe]:
+def _default_probes(encoder: str = DEFAULT_ENTITY_FEATURES) -> dict[str, EntityProbe]:
     from findbench.find.synthetic_neurons.entity_words import default_probe_words
 
     return fit_entity_probes(default_probe_words(), encoder=encoder)[0]
@@ -489,7 +492,7 @@ def make_function(row: Mapping[str, Any], backend: str | None = None, lm: Any = 
             raise ValueError("row: an entity row needs params.concepts or concept1")
         if backend == "lm":
             return EntityNeuron(concepts, "lm", lm=lm, prompt=row.get("prompt") or None)
-        encoder = cfg.get("encoder", EMBEDDED_ENCODER)
+        encoder = cfg.get("encoder", EMBEDDED_ENCODER)  # rows that name no encoder predate the LM features
         if "probes" in cfg:
             probes = {p["concept"]: EntityProbe.from_dict(p) for p in cfg["probes"]}
         else:

@@ -25,9 +25,9 @@ from typing import Any
 from findbench import schema
 from findbench.find.synthetic_neurons.backbones import DEFAULT_LM, fit_entity_probes
 from findbench.find.synthetic_neurons.entity_words import default_unit_words, probe_words
+from findbench.find.synthetic_neurons.features import DEFAULT_ENTITY_FEATURES
 from findbench.find.synthetic_neurons.prompts import ENTITY_ANSWER_PREFIX, ENTITY_CANDIDATES, render_prompt
 from findbench.find.unit_tests import build_unit_tests
-from findbench.lm.encoder import EMBEDDED_ENCODER
 
 __all__ = [
     "CATEGORY",
@@ -112,7 +112,7 @@ def generate_entities(
     *,
     words: Mapping[str, Sequence[str]] | None = None,
     n_compositions: int = N_COMPOSITIONS,
-    encoder: str = EMBEDDED_ENCODER,
+    encoder: str = DEFAULT_ENTITY_FEATURES,
     lm_model: str = DEFAULT_LM,
 ) -> list[dict[str, Any]]:
     """The ``neurons_entities`` rows: atomic concepts first, then the compositions.
@@ -121,7 +121,8 @@ def generate_entities(
         seed: drives word splits, composition pairs, exemplars, probes and unit tests.
         words: ``{concept: words}`` to use instead of the packaged lists (tests).
         n_compositions: number of OR compositions (FIND: 60).
-        encoder: sentence encoder of the default ``embedding`` backbone.
+        encoder: what the default ``embedding`` backbone's probes read (a feature spec,
+            :mod:`~findbench.find.synthetic_neurons.features`).
         lm_model: model recorded for the ``lm`` backbone.
 
     Returns:
