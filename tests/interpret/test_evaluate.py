@@ -109,6 +109,7 @@ def scored(rows, tmp_path_factory):
     return run, result, judge
 
 
+@pytest.mark.slow  # the packaged entity rows' probes read the embedded LM's features
 def test_ground_truth_scores_full_marks(scored):
     _, result, judge = scored
     scores = result["scores"]
@@ -124,6 +125,7 @@ def test_ground_truth_scores_full_marks(scored):
     assert result["counts"]["numeric"] == {"aia": 3, "milan": 2}
 
 
+@pytest.mark.slow  # the packaged entity rows' probes read the embedded LM's features
 def test_wrong_interpretations_score_lower(scored):
     _, result, _ = scored
     scores = result["scores"]
@@ -134,6 +136,7 @@ def test_wrong_interpretations_score_lower(scored):
     assert scores["neurons_entities"]["milan"]["unit_test_accuracy"] < 1.0
 
 
+@pytest.mark.slow  # the packaged entity rows' probes read the embedded LM's features
 def test_scores_json_shape_and_metric_names(scored):
     run, result, _ = scored
     on_disk = json.loads((run / "scores" / "scores.json").read_text())
@@ -150,6 +153,7 @@ def test_scores_json_shape_and_metric_names(scored):
     assert on_disk["numeric"]["aia"]["domain_iou"] is None
 
 
+@pytest.mark.slow  # the packaged entity rows' probes read the embedded LM's features
 def test_per_function_csv(scored, rows):
     run, _, _ = scored
     header, table = read_csv(run / "scores" / "per_function.csv")
@@ -172,6 +176,7 @@ def test_per_function_csv(scored, rows):
         assert float(row["unit_test_accuracy"]) == 1.0
 
 
+@pytest.mark.slow  # the packaged entity rows' probes read the embedded LM's features
 def test_table_md_has_paper_rows_and_the_run(scored):
     run, result, _ = scored
     text = (run / "scores" / "table.md").read_text()
@@ -190,6 +195,7 @@ def test_table_md_has_paper_rows_and_the_run(scored):
     assert cells[8] == cells[9] == "—"  # relations MILAN / AIA+MILAN: not in the run
 
 
+@pytest.mark.slow  # the packaged entity rows' probes read the embedded LM's features
 def test_scores_folder_inside_the_run_is_not_read_back(scored):
     run, _, _ = scored
     records = load_interpretations(run)  # scores/ and notes/ hold no episodes: ignored
@@ -202,6 +208,7 @@ def test_scores_folder_inside_the_run_is_not_read_back(scored):
 # ---------------------------------------------------------------------------------- layouts
 
 
+@pytest.mark.slow  # the packaged entity rows' probes read the embedded LM's features
 def test_find_layout_is_detected(rows, tmp_path):
     root = tmp_path / "gpt-4-results"
     for row in rows["numeric"][:2]:
@@ -221,6 +228,7 @@ def test_find_layout_is_detected(rows, tmp_path):
     assert "**gpt-4-results** (this run)" in (tmp_path / "out" / "table.md").read_text()
 
 
+@pytest.mark.slow  # the packaged entity rows' probes read the embedded LM's features
 def test_method_filters_a_run(rows, tmp_path):
     run = tmp_path / "run"
     write_run_info(run)
@@ -233,6 +241,7 @@ def test_method_filters_a_run(rows, tmp_path):
         load_interpretations(run, method="aia+milan")
 
 
+@pytest.mark.slow  # the packaged entity rows' probes read the embedded LM's features
 def test_data_folder_from_run_json(rows, tmp_path):
     from findbench.builders.find import build
 
@@ -251,6 +260,7 @@ def test_data_folder_from_run_json(rows, tmp_path):
         evaluate_run(run, judge=KnowingJudge(rows), out=tmp_path / "out", progress=False)
 
 
+@pytest.mark.slow  # the packaged entity rows' probes read the embedded LM's features
 def test_domain_iou_comes_from_the_domain_scorer(rows, tmp_path, monkeypatch):
     calls = []
 
@@ -292,6 +302,7 @@ def test_domain_iou_with_the_real_domain_scorer(tmp_path):
 # ----------------------------------------------------------------------------------- errors
 
 
+@pytest.mark.slow  # the packaged entity rows' probes read the embedded LM's features
 def test_errors_name_the_field(rows, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -371,6 +382,7 @@ def test_scoreboard_renders_missing_values_as_dashes():
 # ------------------------------------------------------------------------------------- CLI
 
 
+@pytest.mark.slow  # the packaged entity rows' probes read the embedded LM's features
 def test_cli_evaluate_prints_the_table(rows, tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, DOMAIN_MODULE, None)
     run = tmp_path / "run"
