@@ -1,8 +1,8 @@
 """P4: entity-neuron queries, batched vs one query per call (the reference procedure: FIND
 queries its neurons one input at a time).
 
-Both modes run the same embedded entity neurons (sentence-embedding backbone) on held-out
-words. Reference: one word per call, nothing reused (the encoder cache is cleared before each
+Both modes run the same embedded entity neurons (``embedding`` backbone: probes on MiniLM
+beside SmolLM2's layer-24 state) on held-out words. Reference: one word per call, nothing reused (the encoder cache is cleared before each
 call). Ours: one batched call per neuron over all words, length-sorted batches, the encoder
 cache starting empty and reused across neurons. Prints
 words/s and the ratio; writes benchmarks/results/p4_entities.json.
@@ -13,6 +13,7 @@ words/s and the ratio; writes benchmarks/results/p4_entities.json.
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import time
 from pathlib import Path
@@ -23,7 +24,7 @@ import torch
 from findbench._io import atomic_write_json
 from findbench.find.synthetic_neurons import generate_entities, make_function
 from findbench.find.synthetic_neurons.entities import entity_splits
-from findbench.lm.encoder import load_encoder
+from findbench.find.synthetic_neurons.features import load_features
 
 
 def main() -> int:
@@ -38,7 +39,8 @@ def main() -> int:
     rows = generate_entities(0)[: args.neurons]
     fns = [make_function(r) for r in rows]
     words = [w for _c, (_u, held) in entity_splits(0).items() for w in held]
-    encoder = load_encoder()
+    # what the rows' probes read (MiniLM beside SmolLM2's state by default): its caches are cleared below
+    encoder = load_features(json.loads(rows[0]["params"])["backbones"]["embedding"]["encoder"])
 
     # reference procedure: one query per call, nothing reused (each call encodes its word)
     single = words[: args.single_words]
@@ -83,6 +85,7 @@ def main() -> int:
         "speedup_batching_only": round(cold_rate / single_rate, 2),
         "max_abs_score_diff": max_diff,
         "threads": args.threads,
+        "features": json.loads(rows[0]["params"])["backbones"]["embedding"]["encoder"],
         "machine": platform.platform(),
         "torch": torch.__version__,
     }

@@ -103,12 +103,22 @@ class PromptStateFeatures:
         return np.stack([self._cache[t] for t in texts])
 
 
+    def clear_cache(self) -> None:
+        """Forget cached features (e.g. to time uncached encoding)."""
+        self._cache.clear()
+
+
 class ConcatFeatures:
     """The features of several parts side by side."""
 
     def __init__(self, parts: Sequence):
         self.parts = list(parts)
         self.dim = sum(int(p.dim) for p in self.parts)
+
+    def clear_cache(self) -> None:
+        """Forget every part's cached features."""
+        for p in self.parts:
+            p.clear_cache()
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         texts = _check_texts(texts)
