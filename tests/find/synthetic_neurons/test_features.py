@@ -31,6 +31,12 @@ def test_bad_arguments():
         load_features(None)
     with pytest.raises(TypeError, match="not a single str"):
         ConcatFeatures([]).encode("webs")
+    with pytest.raises(ValueError, match="batch_size"):  # checked before any model is loaded
+        PromptStateFeatures("embedded", 24, batch_size=0)
+    from findbench.lm.encoder import CachedTextEncoder
+
+    with pytest.raises(TypeError, match="abstract"):
+        CachedTextEncoder(8)
 
 
 @pytest.mark.slow

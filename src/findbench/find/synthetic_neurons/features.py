@@ -63,8 +63,7 @@ class PromptStateFeatures(CachedTextEncoder):
             raise TypeError(f"layer must be an int, got {type(layer).__name__}")
         if not isinstance(prompt, str) or prompt.count("{word}") != 1:
             raise ValueError("prompt must contain exactly one '{word}' placeholder")
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        super().__init__(batch_size)
         path = resolve(model)
         self._torch, self._sites = torch, sites
         self.tokenizer = AutoTokenizer.from_pretrained(path)
@@ -75,9 +74,8 @@ class PromptStateFeatures(CachedTextEncoder):
         n = sites.num_layers(self.model)
         if not 1 <= layer < n:
             raise ValueError(f"layer must be in [1, {n}) for {model!r}, got {layer}")
-        self.layer, self.prompt, self.batch_size = layer, prompt, batch_size
+        self.layer, self.prompt = layer, prompt
         self.dim = int(self.model.config.hidden_size)
-        self._cache: dict[str, np.ndarray] = {}
 
     def _forward(self, words: list[str]) -> np.ndarray:
         enc = self.tokenizer([self.prompt.replace("{word}", w) for w in words], return_tensors="pt", padding=True)
