@@ -2,9 +2,9 @@
 queries its neurons one input at a time).
 
 Both modes run the same embedded entity neurons (``embedding`` backbone: probes on MiniLM
-beside SmolLM2's layer-24 state) on held-out words. Reference: one word per call, nothing reused (the encoder cache is cleared before each
-call). Ours: one batched call per neuron over all words, length-sorted batches, the encoder
-cache starting empty and reused across neurons. Prints
+beside SmolLM2's layer-24 state) on held-out words. Reference: one word per call, nothing
+reused (the features' caches are cleared before each call). Ours: one batched call per neuron
+over all words, length-sorted batches, the caches starting empty and reused across neurons. Prints
 words/s and the ratio; writes benchmarks/results/p4_entities.json.
 
     python benchmarks/p4_entities.py [--neurons 10] [--single-words 300]
@@ -40,7 +40,8 @@ def main() -> int:
     fns = [make_function(r) for r in rows]
     words = [w for _c, (_u, held) in entity_splits(0).items() for w in held]
     # what the rows' probes read (MiniLM beside SmolLM2's state by default): its caches are cleared below
-    encoder = load_features(json.loads(rows[0]["params"])["backbones"]["embedding"]["encoder"])
+    features = json.loads(rows[0]["params"])["backbones"]["embedding"]["encoder"]
+    encoder = load_features(features)
 
     # reference procedure: one query per call, nothing reused (each call encodes its word)
     single = words[: args.single_words]
@@ -85,7 +86,7 @@ def main() -> int:
         "speedup_batching_only": round(cold_rate / single_rate, 2),
         "max_abs_score_diff": max_diff,
         "threads": args.threads,
-        "features": json.loads(rows[0]["params"])["backbones"]["embedding"]["encoder"],
+        "features": features,
         "machine": platform.platform(),
         "torch": torch.__version__,
     }
