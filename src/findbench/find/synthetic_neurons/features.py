@@ -128,4 +128,5 @@ def load_features(spec: str | os.PathLike = DEFAULT_ENTITY_FEATURES):
     parts = spec.split("+")
     if any(not p for p in parts):
         raise ValueError(f"features: empty part in {spec!r}")
-    return _part(parts[0]) if len(parts) == 1 else ConcatFeatures([_part(p) for p in parts])
+    # each part through the cache too, so a part shared by two specs is loaded once
+    return _part(parts[0]) if len(parts) == 1 else ConcatFeatures([load_features(p) for p in parts])
