@@ -19,6 +19,12 @@ if ! command -v bwrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-ge
   { apt-get install -y -q bubblewrap || { apt-get update -q && apt-get install -y -q bubblewrap; }; } >/dev/null 2>&1 \
     || echo "note: bubblewrap not installed; the sandbox confines programs with Landlock alone" >&2
 fi
+# libseccomp (Debian's libseccomp2) compiles the sandbox's seccomp filter; most images have it.
+# Best effort, as above.
+if ! ldconfig -p 2>/dev/null | grep -q libseccomp.so.2 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  { apt-get install -y -q libseccomp2 || { apt-get update -q && apt-get install -y -q libseccomp2; }; } >/dev/null 2>&1 \
+    || echo "note: libseccomp2 not installed; the sandbox runs without its seccomp filter" >&2
+fi
 # Chromium (headless) lets tests/interpret/test_report.py open the HTML report in a real browser.
 # Best effort, as above: only as root with apt, never fatal.
 if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -9,13 +9,22 @@ score it. Only this module runs such code, and never in the caller's process:
   builtins, threads, files in its directory, a tampered ``sys.audit``), so the same program
   gives the same result whatever ran before it. ``random`` and ``numpy.random`` are seeded
   with ``seed`` in every child.
+* **Nothing but its own request.** The fork server never holds a request as data (it reads
+  each into a buffer, forks, and zeroes it), so a child's memory has its own code and inputs
+  and nothing of any other program, ground truth included. Each child keeps only its own reply
+  pipe; the server frames what it wrote, and the parent accepts exactly one well-formed,
+  bounded reply line per program: a stray or forged line fails that program only.
 * **Confinement by the kernel**, applied in the child before any untrusted byte runs:
-  Landlock (read-only access to the interpreter, its stdlib and site-packages, shared
-  libraries and ``/dev/null``/``/dev/urandom``; read-write access to the program's own fresh
+  Landlock (read-only access to the interpreter, its stdlib, shared libraries, the packages in
+  ``PROGRAM_PACKAGES`` (numpy) and ``/dev/null``/``/dev/urandom``, never another
+  site-packages entry, findbench or its caches; read-write access to the program's own fresh
   directory only; no TCP bind/connect; with Landlock ABI >= 6 no signals or abstract unix
-  sockets outside the domain); a fresh network namespace (set up once in the fork server);
-  ``PR_SET_NO_NEW_PRIVS``; uid/gid ``nobody`` when started as root; and resource limits
-  (address space, CPU seconds, file size, open files, no new processes, no core dumps).
+  sockets outside the domain); a seccomp filter (libseccomp, through ``pyseccomp``) refusing
+  keyrings, SysV/POSIX IPC, io_uring, userfaultfd, namespaces, mounts, ptrace, BPF and AF_UNIX
+  sockets; fresh network, IPC and mount namespaces (set up once in the fork server); the
+  program's folder a size-capped tmpfs; ``PR_SET_NO_NEW_PRIVS``; uid/gid ``nobody`` when
+  started as root; a parent-death signal; and resource limits (address space, CPU seconds,
+  file size, open files, no new processes, no core dumps).
   Where ``bwrap`` (bubblewrap) is installed, the fork server itself also runs inside a
   bubblewrap container that mounts only those read-only paths, with fresh pid, ipc and network
   namespaces (``bwrap=None`` uses it when present).
@@ -29,8 +38,8 @@ score it. Only this module runs such code, and never in the caller's process:
   one :class:`SandboxResult` per program.
 
 **Say what is in force.** :attr:`Sandbox.isolation_level` (and ``SandboxResult.isolation``)
-names the layers actually applied, e.g. ``"landlock+netns+uid"`` or
-``"bwrap+landlock+netns+uid"``. Without a kernel boundary (no Landlock in the kernel and no
+names the layers actually applied, e.g. ``"landlock+seccomp+netns+ipcns+uid"`` or
+``"bwrap+landlock+seccomp+netns+ipcns+uid"``. Without a kernel boundary (no Landlock in the kernel and no
 bwrap) the sandbox refuses to run anything unless the caller opts in with
 ``allow_unconfined=True`` or ``FINDBENCH_ALLOW_UNCONFINED=1``; the level then reads
 ``"unconfined"`` (rlimits and the audit hook only).
@@ -40,7 +49,7 @@ Example::
     from findbench.sandbox import Sandbox, run_functions
 
     res = run_functions(["def f(x):\\n    return 2 * x\\n"], [[1, 2, 3]])
-    res[0].status, res[0].values, res[0].isolation   # ('ok', [2, 4, 6], 'landlock+netns+uid')
+    res[0].status, res[0].values, res[0].isolation   # ('ok', [2, 4, 6], 'landlock+seccomp+netns+ipcns+uid')
 
     with Sandbox(workers=2, timeout=5) as box:   # reuse the fork servers across calls
         box.run(codes, inputs, entry="function")
@@ -50,6 +59,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import json
 import logging
 import math
@@ -76,6 +86,7 @@ __all__ = [
     "DEFAULT_MEMORY_MB",
     "DEFAULT_MAX_OUTPUT_BYTES",
     "DEFAULT_MAX_RESULT_BYTES",
+    "DEFAULT_MAX_DISK_BYTES",
     "ALLOW_UNCONFINED_ENV",
     "SandboxUnavailableError",
 ]
@@ -88,6 +99,14 @@ DEFAULT_CPU_SECONDS = 5.0
 DEFAULT_MEMORY_MB = 1024
 DEFAULT_MAX_OUTPUT_BYTES = 64 * 1024
 DEFAULT_MAX_RESULT_BYTES = 16 * 1024 * 1024
+#: Bytes and files a program may write in all (its folder is a tmpfs of this size).
+DEFAULT_MAX_DISK_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_FILES = 4096
+#: Largest request (code and inputs, as JSON) of one program.
+MAX_REQUEST_BYTES = 8 * 1024 * 1024
+_DIR_PREFIX = "findbench-sandbox-"
+# Deepest nesting of a value a reply may carry (the program side refuses deeper results).
+_MAX_DEPTH = 64
 _STARTUP_TIMEOUT = 120.0  # seconds for a worker to import numpy and report ready (shared CPUs)
 # The fork server enforces each program's wall-clock limit itself; the parent only steps in
 # (killing the whole server) when a reply is this much later than that.
@@ -96,6 +115,8 @@ _PARENT_SLACK = 30.0
 ALLOW_UNCONFINED_ENV = "FINDBENCH_ALLOW_UNCONFINED"
 _MAX_ITEMS_PER_MESSAGE = 32
 _MESSAGE_LIMIT = 64 * 1024
+from findbench.sandbox import _worker  # noqa: E402 - stdlib only; the parent reads its constants
+
 # The fork server is a separate, import-light script: its children inherit every module it
 # loaded, so it loads no findbench module and nothing a program does not need.
 _WORKER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_worker.py")
@@ -145,11 +166,14 @@ def _failed(status: str, n_inputs: int, message: str, stdout: str = "", isolatio
 
 def isolation_level(isolation: dict) -> str:
     """The layers in a fork server's report, joined by ``+`` (``"unconfined"`` without a
-    kernel boundary): ``bwrap``, ``landlock``, ``netns`` and ``uid`` (an unprivileged uid)."""
+    kernel boundary): ``bwrap``, ``landlock``, ``seccomp``, ``netns``, ``ipcns`` and ``uid``
+    (an unprivileged uid)."""
     parts = [name for name, on in (
         ("bwrap", isolation.get("bwrap")),
         ("landlock", isolation.get("landlock")),
+        ("seccomp", isolation.get("seccomp")),
         ("netns", isolation.get("network_namespace")),
+        ("ipcns", isolation.get("ipc_namespace")),
         ("uid", isolation.get("uid", 0) != 0),
     ) if on]
     if not (isolation.get("bwrap") or isolation.get("landlock")):
@@ -201,15 +225,112 @@ def _unavailable_message(iso: dict) -> str:
     )
 
 
+#: What a program may never read even where it lies beneath a read-only root: findbench's
+#: own package (its generators rebuild the ground truth) and its caches.
+def _denied_paths() -> tuple[str, ...]:
+    import findbench
+
+    paths = [os.path.dirname(os.path.abspath(findbench.__file__))]
+    cache = os.environ.get("FINDBENCH_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "findbench")
+    paths.append(cache)
+    return tuple(os.path.realpath(p) for p in paths)
+
+
 def _read_roots() -> list[str]:
     """The read-only paths programs need (the same list the fork server gives Landlock)."""
+    from findbench.sandbox._worker import PROGRAM_PACKAGES
     from findbench.sandbox._worker import _read_roots as roots
 
-    return roots()
+    return roots(PROGRAM_PACKAGES, _denied_paths())
+
+
+# Refused with EPERM (ENOSYS for clone3, so the C library falls back to clone, whose flags a
+# filter can read): every way between programs or out of the sandbox that the other layers do
+# not already close: keyrings, SysV and POSIX IPC, io_uring, userfaultfd, namespaces and
+# mounts, tracing and other processes' memory, BPF, perf, kernel modules.
+_SECCOMP_DENIED = (
+    "keyctl", "add_key", "request_key",
+    "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semtimedop", "semctl",
+    "shmget", "shmat", "shmdt", "shmctl",
+    "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
+    "io_uring_setup", "io_uring_enter", "io_uring_register", "userfaultfd",
+    "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree",
+    "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
+    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
+    "bpf", "perf_event_open", "init_module", "finit_module", "delete_module", "kexec_load",
+    "kexec_file_load", "name_to_handle_at", "open_by_handle_at", "swapon", "swapoff", "reboot",
+    "acct", "quotactl",
+)
+_CLONE_NAMESPACE_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000,
+                          0x40000000, 0x00000080)  # NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME
+
+
+@functools.lru_cache(maxsize=1)
+def seccomp_program() -> str | None:
+    """The sandbox's seccomp filter, compiled by libseccomp (``pyseccomp``) to classic BPF and
+    base64-encoded for the fork servers, which load it into each child; ``None`` (and one
+    warning) where libseccomp cannot be loaded. Everything not listed is allowed: Landlock,
+    the uid and the rlimits confine the rest."""
+    import base64
+    import errno
+    import socket
+
+    try:
+        import pyseccomp as sc
+    except (ImportError, OSError) as exc:  # no binding or no libseccomp.so.2
+        logger.warning("sandbox: no seccomp filter (%s); install libseccomp2 and pyseccomp", exc)
+        return None
+    filt = sc.SyscallFilter(sc.ALLOW)
+    for name in _SECCOMP_DENIED:
+        try:
+            filt.add_rule(sc.ERRNO(errno.EPERM), name)
+        except (OSError, ValueError, RuntimeError):  # not a syscall of this architecture
+            pass
+    filt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+    for flag in _CLONE_NAMESPACE_FLAGS:
+        filt.add_rule(sc.ERRNO(errno.EPERM), "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
+    for name in ("socket", "socketpair"):
+        filt.add_rule(sc.ERRNO(errno.EPERM), name, sc.Arg(0, sc.EQ, socket.AF_UNIX))
+    with tempfile.TemporaryFile() as fh:
+        filt.export_bpf(fh)
+        fh.seek(0)
+        return base64.b64encode(fh.read()).decode()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _clean_stale_dirs() -> None:
+    """Delete the folders of fork servers whose caller is gone (``kill -9`` leaves them);
+    folder names carry the caller's pid: ``findbench-sandbox-<pid>-*``."""
+    from findbench.sandbox._worker import rmtree
+
+    base = tempfile.gettempdir()
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return
+    for name in names:
+        parts = name.split("-")
+        if name.startswith(_DIR_PREFIX) and len(parts) >= 4 and parts[2].isdigit():
+            pid = int(parts[2])
+            if pid != os.getpid() and not _pid_alive(pid):
+                rmtree(os.path.join(base, name))
 
 
 class _Worker:
-    """One worker subprocess and the parent's end of its pipes."""
+    """One worker subprocess and the parent's end of its pipes.
+
+    Requests go out as a 4-byte length and the item's JSON; each reply comes back as a header
+    line the fork server writes (``{"outcome", "size"}``) and then ``size`` bytes the program's
+    process wrote, which :meth:`Sandbox._parse_reply` checks."""
 
     def __init__(self, proc: subprocess.Popen, tmpdir: str, line_limit: int):
         self.proc = proc
@@ -243,9 +364,32 @@ class _Worker:
                 return None
             self.buf += chunk
 
-    def send(self, obj: Any) -> None:
-        data = json.dumps(obj, separators=(",", ":")).encode() + b"\n"
-        self.proc.stdin.write(data)
+    def read_frame(self, deadline: float) -> tuple[Any, bytes] | None:
+        """The fork server's next ``(outcome, reply bytes)``; ``None`` on EOF; raises
+        ``TimeoutError`` / ``OverflowError`` (``ValueError`` for a header it did not write)."""
+        line = self.read_line(deadline)
+        if line is None:
+            return None
+        header = json.loads(line)
+        size = header["size"]
+        if not isinstance(size, int) or not 0 <= size <= self.line_limit:
+            raise OverflowError(f"worker reply of {size!r} bytes")
+        while len(self.buf) < size:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            if not self.poller.poll(max(1, math.ceil(remaining * 1000))):
+                continue
+            chunk = os.read(self.fd, 1 << 20)
+            if not chunk:
+                return None
+            self.buf += chunk
+        body = bytes(self.buf[:size])
+        del self.buf[:size]
+        return header.get("outcome"), body
+
+    def send(self, payloads: list[bytes]) -> None:
+        self.proc.stdin.write(b"".join(len(p).to_bytes(4, "big") + p for p in payloads))
         self.proc.stdin.flush()
 
     def kill(self) -> int | None:
@@ -263,7 +407,9 @@ class _Worker:
                 stream.close()
             except OSError:
                 pass
-        shutil.rmtree(self.tmpdir, ignore_errors=True)
+        from findbench.sandbox._worker import rmtree
+
+        rmtree(self.tmpdir)
         return rc
 
     def close(self) -> None:
@@ -299,6 +445,10 @@ class Sandbox:
             Import directories ``nobody`` cannot reach (an interpreter under ``/root``) stay
             importable through descriptors the fork server opened as root.
         max_file_bytes: ``RLIMIT_FSIZE`` of a program (largest file it may write).
+        max_disk_bytes, max_files: the most bytes and files a program may write in all: its
+            folder is a tmpfs of that size in the fork server's own mount namespace (gone with
+            it); ``isolation["disk_cap_bytes"]`` is ``None`` where no mount namespace could be
+            made (then only ``max_file_bytes`` per file holds).
         landlock: confine every program with Landlock when the kernel supports it.
         bwrap: run the fork servers inside bubblewrap: ``None`` when ``bwrap`` is installed,
             ``True`` to require it, ``False`` never.
@@ -320,6 +470,8 @@ class Sandbox:
         isolate_network: bool = True,
         drop_privileges: bool = True,
         max_file_bytes: int = 16 * 1024 * 1024,
+        max_disk_bytes: int = DEFAULT_MAX_DISK_BYTES,
+        max_files: int = DEFAULT_MAX_FILES,
         landlock: bool = True,
         bwrap: bool | None = None,
         allow_unconfined: bool | None = None,
@@ -333,6 +485,8 @@ class Sandbox:
         _check_positive("max_output_bytes", max_output_bytes, integer=True)
         _check_positive("max_result_bytes", max_result_bytes, integer=True)
         _check_positive("max_file_bytes", max_file_bytes, integer=True)
+        _check_positive("max_disk_bytes", max_disk_bytes, integer=True)
+        _check_positive("max_files", max_files, integer=True)
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
         for name, value in (("landlock", landlock), ("isolate_network", isolate_network), ("drop_privileges", drop_privileges)):
@@ -354,12 +508,18 @@ class Sandbox:
             "max_output_bytes": int(max_output_bytes),
             "max_result_bytes": int(max_result_bytes),
             "max_file_bytes": int(max_file_bytes),
+            "max_disk_bytes": int(max_disk_bytes),
+            "max_files": int(max_files),
+            "max_request_bytes": MAX_REQUEST_BYTES,
             "seed": int(seed),
             "isolate_network": bool(isolate_network),
             "drop_privileges": bool(drop_privileges and os.geteuid() == 0),
             "timeout": float(timeout),
             "landlock": bool(landlock),
             "bwrap": bool(bwrap_path),
+            "seccomp_bpf": seccomp_program(),
+            "packages": list(_worker.PROGRAM_PACKAGES),
+            "deny": list(_denied_paths()),
             # Tests switch the audit hook off to show that the kernel layers hold alone.
             "audit_hook": True,
         }
@@ -413,6 +573,12 @@ class Sandbox:
         binds: list[str] = []
         for path in _read_roots() + [os.path.realpath(_WORKER_SCRIPT)]:
             binds += ["--ro-bind", path, path]
+        # The interpreter by the name it is started with, and a virtual environment's marker
+        # (so the server finds numpy where the caller does); nothing else of the environment.
+        binds += ["--ro-bind", os.path.realpath(sys.executable), sys.executable]
+        venv_cfg = os.path.join(sys.prefix, "pyvenv.cfg")
+        if os.path.exists(venv_cfg):
+            binds += ["--ro-bind", venv_cfg, venv_cfg]
         for link in ("/lib", "/lib64", "/bin", "/usr/lib64"):  # merged-/usr systems: the ELF loader's path
             if os.path.islink(link):
                 binds += ["--symlink", os.readlink(link), link]
@@ -424,7 +590,8 @@ class Sandbox:
         ]
 
     def _popen(self) -> _Worker:
-        tmpdir = tempfile.mkdtemp(prefix="findbench-sandbox-")
+        _clean_stale_dirs()
+        tmpdir = tempfile.mkdtemp(prefix=f"{_DIR_PREFIX}{os.getpid()}-")
         env = {
             "PATH": "/usr/bin:/bin",
             "HOME": tmpdir,
@@ -509,7 +676,12 @@ class Sandbox:
                 json.dumps(args, allow_nan=True)
             except (TypeError, ValueError) as exc:
                 raise TypeError(f"inputs[{k}] must be JSON data (numbers, strings, lists, dicts): {exc}") from None
-            items.append({"k": k, "code": code, "inputs": args, "entry": entries[k]})
+            item = {"k": k, "code": code, "inputs": args, "entry": entries[k]}
+            payload = json.dumps(item, separators=(",", ":"), allow_nan=True).encode("utf-8", "surrogatepass")
+            if len(payload) > MAX_REQUEST_BYTES:
+                raise ValueError(f"codes[{k}] with inputs[{k}] is {len(payload)} bytes as JSON (at most {MAX_REQUEST_BYTES})")
+            item["payload"] = payload
+            items.append(item)
         if self._closed:
             raise RuntimeError("the Sandbox is closed")
         results: list[SandboxResult | None] = [None] * len(items)
@@ -529,7 +701,7 @@ class Sandbox:
                 size = 0
                 while queue and len(batch) < per_message and size < (1 << 20):
                     item = queue.popleft()
-                    size += len(item["code"]) + 16 * len(item["inputs"])
+                    size += len(item["payload"])
                     batch.append(item)
                 return batch
 
@@ -576,35 +748,40 @@ class Sandbox:
             if worker is not None:
                 worker.kill()
             worker = self._workers[slot] = self._start_worker()
+        payloads = [item["payload"] for item in batch]
         try:
-            worker.send({"items": batch})
+            worker.send(payloads)
         except OSError:  # the idle worker died between batches: no program is to blame
             worker.kill()
             worker = self._workers[slot] = self._start_worker()
-            worker.send({"items": batch})
+            worker.send(payloads)
         level = self.isolation_level
         started = time.monotonic()
         for done, item in enumerate(batch):
             n_inputs = len(item["inputs"])
             try:
-                line = worker.read_line(started + self.timeout + _PARENT_SLACK)
+                frame = worker.read_frame(started + self.timeout + _PARENT_SLACK)
             except TimeoutError:
                 worker.kill()
                 self._workers[slot] = None
                 results[item["k"]] = _failed("timeout", n_inputs, f"wall-clock limit of {self.timeout:g} s exceeded", isolation=level)
                 return done + 1
-            except OverflowError as exc:
+            except (OverflowError, ValueError, KeyError, TypeError) as exc:
                 worker.kill()
                 self._workers[slot] = None
-                results[item["k"]] = _failed("killed", n_inputs, str(exc), isolation=level)
+                results[item["k"]] = _failed("killed", n_inputs, f"worker protocol broken: {exc}", isolation=level)
                 return done + 1
-            if line is None:  # the fork server itself died: not the program's doing as a rule
+            if frame is None:  # the fork server itself died: not the program's doing as a rule
                 rc = worker.kill()
                 self._workers[slot] = None
                 results[item["k"]] = self._death_result(rc, n_inputs)
                 return done + 1
             started = time.monotonic()
-            results[item["k"]] = self._parse_reply(line, item, level)
+            outcome, body = frame
+            if outcome:
+                results[item["k"]] = _failed(str(outcome[0]), n_inputs, str(outcome[1]), isolation=level)
+            else:
+                results[item["k"]] = self._parse_reply(body, item, level)
         return len(batch)
 
     def _death_result(self, rc: int | None, n_inputs: int) -> SandboxResult:
@@ -619,15 +796,19 @@ class Sandbox:
         return _failed("killed", n_inputs, f"worker exited unexpectedly (exit code {rc})", isolation=self.isolation_level)
 
     @staticmethod
-    def _parse_reply(line: bytes, item: dict, level: str) -> SandboxResult:
+    def _parse_reply(body: bytes, item: dict, level: str) -> SandboxResult:
+        """The program's reply, checked: exactly one JSON line of the expected shape for this
+        item; anything else (extra lines a program wrote into its pipe, a forged or truncated
+        reply, nesting deeper than a result may have) fails this item only and never raises."""
         n_inputs = len(item["inputs"])
         try:
-            reply = json.loads(line)
-            status = reply["status"]
-            values = reply["values"]
-            errors = reply["errors"]
-            stdout = reply.get("stdout", "")
-            message = reply.get("message", "")
+            if body.count(b"\n") != 1 or not body.endswith(b"\n"):
+                raise ValueError("not exactly one reply line")
+            reply = json.loads(body)
+            if not isinstance(reply, dict) or not _shallow(reply):
+                raise ValueError("not a reply")
+            status, values, errors = reply.get("status"), reply.get("values"), reply.get("errors")
+            stdout, message = reply.get("stdout", ""), reply.get("message", "")
             if (
                 reply.get("k") != item["k"]
                 or status not in STATUSES
@@ -640,9 +821,21 @@ class Sandbox:
                 or not all(e is None or isinstance(e, str) for e in errors)
             ):
                 raise ValueError("malformed reply")
-        except (ValueError, KeyError, TypeError):
-            return _failed("killed", n_inputs, "worker sent a malformed reply", isolation=level)
+        except Exception:  # noqa: BLE001 - RecursionError, MemoryError, UnicodeDecodeError, ...
+            return _failed("killed", n_inputs, "the program's process sent a malformed reply", isolation=level)
         return SandboxResult(status, values, errors, stdout, message, level)
+
+
+def _shallow(value: Any, limit: int = _MAX_DEPTH) -> bool:
+    """Whether ``value`` nests at most ``limit`` levels (iterative: any depth is safe to check)."""
+    stack = [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, (list, dict)):
+            if depth >= limit:
+                return False
+            stack.extend((x, depth + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return True
 
 
 def run_functions(

@@ -1,29 +1,36 @@
 """Fork server of :mod:`findbench.sandbox` (run as ``python -s -P .../sandbox/_worker.py --worker CONFIG``).
 
 One such process (the *zygote*) starts per pool slot. It sets up what every program shares
-(die-with-parent, no-new-privileges, a fresh network namespace, numpy and the usual stdlib
-modules imported once), then serves requests: for every program it forks a child that
+(die-with-parent, no-new-privileges, fresh network, IPC and mount namespaces with a tmpfs as
+its folder, numpy and the usual stdlib modules imported once), then serves requests: for every
+program it forks a child that
 
-1. gets a fresh private directory (its working directory, ``$HOME`` and ``$TMPDIR``);
+1. gets a fresh private directory (a size-capped tmpfs: its working directory, ``$HOME`` and
+   ``$TMPDIR``) and closes every descriptor but its reply pipe;
 2. is confined by the kernel before any untrusted byte runs: a Landlock domain (read-only
-   access to what Python needs, read-write to its own directory only, no TCP, no signals or
-   abstract unix sockets outside the domain), an unprivileged uid when the zygote is root,
-   resource limits (memory, CPU, file size, open files, no processes, no core dumps);
+   access to what Python and numpy need, read-write to its own directory only, no TCP, no
+   signals or abstract unix sockets outside the domain), an unprivileged uid when the zygote is
+   root, a parent-death signal, resource limits (memory, CPU, file size, open files, no
+   processes, no core dumps), and last the seccomp filter the parent compiled;
 3. installs an audit hook (a readable first line of refusal with clear messages; never the
-   boundary itself), runs the program and writes one JSON reply into a pipe, then exits.
+   boundary itself), runs the program and writes one JSON reply into its pipe, then exits.
 
-The zygote enforces the wall-clock limit on the child, relays its reply and deletes its
+The zygote enforces the wall-clock limit on the child, relays its reply and unmounts its
 directory. Nothing a program does survives it: module monkeypatches, threads, files, changed
 builtins all die with the child, so a program's result does not depend on what ran before.
+The zygote never holds a request or a reply as data beyond the moment it needs them (see
+:class:`_Zygote`), so no child finds another program's code, inputs or outputs in memory.
 
 Kept apart from the package (the worker imports no findbench module and nothing it does not
 need) and import-light, because children inherit every module the zygote loaded.
 
-Protocol with the parent (newline-delimited JSON on two private pipes, never pickle): one line
-``{"ready": true, "isolation": {...}}`` after set-up, then for every request line
-``{"items": [{"k", "code", "inputs", "entry"}, ...]}`` one reply line per item
-``{"k", "status", "values", "errors", "stdout", "message"}`` (status ``timeout`` / ``killed``
-for a child that ran out of time or died).
+Protocol with the parent (two private pipes, never pickle): one line
+``{"ready": true, "isolation": {...}}`` after set-up; then per request a 4-byte big-endian
+length and the item's JSON ``{"k", "code", "inputs", "entry"}``; per request one header line
+written by the zygote, ``{"outcome": null | [status, message], "size": N}``, followed by the
+``N`` bytes the child wrote (``{"k", "status", "values", "errors", "stdout", "message"}`` from
+an honest program; the parent checks them). ``outcome`` is set (``timeout`` / ``killed``) for
+a child that ran out of time, died or wrote no complete line.
 """
 
 from __future__ import annotations
@@ -33,7 +40,6 @@ import json
 import math
 import os
 import select
-import shutil
 import signal
 import sys
 import time
@@ -50,6 +56,8 @@ _PRELOAD = (
 # ``__name__`` of a program: not "__main__", so demo code under ``if __name__ == "__main__":``
 # that interpreters like to append does not run.
 PROGRAM_NAME = "__findbench_program__"
+#: The third-party packages a program may import (its read-only roots beside the stdlib).
+PROGRAM_PACKAGES = ("numpy",)
 _NOBODY = 65534
 
 # --------------------------------------------------------------------------- libc / Landlock
@@ -63,8 +71,14 @@ _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_GET_NO_NEW_PRIVS = 39
+_PR_SET_SECCOMP = 22
+_SECCOMP_MODE_FILTER = 2
 _CLONE_NEWNET = 0x40000000
 _CLONE_NEWUSER = 0x10000000
+_CLONE_NEWIPC = 0x08000000
+_CLONE_NEWNS = 0x00020000
+_MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE = 2, 4, 1 << 14, 1 << 18
+_MNT_DETACH = 2
 
 # Landlock (linux/landlock.h). The syscall numbers are the same on every architecture.
 _SYS_LANDLOCK_CREATE_RULESET = 444
@@ -80,6 +94,12 @@ _FS = {
 }
 _NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1
 _SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1
+
+
+class _SockFprog(ctypes.Structure):
+    """``struct sock_fprog``: a classic BPF program (the seccomp filter the parent compiled)."""
+
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
 class _RulesetAttr(ctypes.Structure):
@@ -154,24 +174,61 @@ def _landlock_confine(abi: int, read_fds: list[tuple[int, bool]], write_fds: lis
         os.close(ruleset)
 
 
-def _read_roots() -> list[str]:
-    """What a child may read: the interpreter, its stdlib and site-packages, shared libraries,
-    and a few device files. Never ``$HOME``, the caller's checkout, caches or ``/etc`` (beyond
-    the loader's cache)."""
+def _site_dirs() -> set[str]:
+    """Every site-packages / dist-packages folder this interpreter knows of."""
+    import site
     import sysconfig
 
-    paths = {sys.base_prefix, sys.prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
-    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+    dirs = {sysconfig.get_paths().get(key) for key in ("purelib", "platlib")}
+    try:
+        dirs |= set(site.getsitepackages()) | {site.getusersitepackages()}
+    except AttributeError:  # pragma: no cover - site without these (embedded interpreters)
+        pass
+    dirs |= {p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")}
+    return {os.path.realpath(d) for d in dirs if d}
+
+
+def _carve(roots: list[str], denied: set[str]) -> list[str]:
+    """``roots`` minus everything beneath a denied path: a root that holds a denied path is
+    replaced by its entries (Landlock and bubblewrap grant whole trees, so a carve-out is a
+    list of the siblings). Iterative, so deep trees cannot exhaust the stack."""
+    out: list[str] = []
+    todo = sorted({os.path.realpath(r) for r in roots}, reverse=True)
+    while todo:
+        path = todo.pop()
+        if not os.path.exists(path) or any(path == d or path.startswith(d + os.sep) for d in denied):
+            continue
+        if any(d.startswith(path + os.sep) for d in denied) and os.path.isdir(path):
+            todo.extend(sorted((os.path.join(path, e) for e in os.listdir(path)), reverse=True))
+        elif path not in out:
+            out.append(path)
+    return out
+
+
+def _read_roots(packages: tuple[str, ...] = PROGRAM_PACKAGES, deny: tuple[str, ...] = ()) -> list[str]:
+    """What a child may read: the interpreter, its stdlib and shared libraries, the
+    third-party ``packages`` programs may import (numpy: its folder and its ``.libs``), and a
+    few device files. Never any other site-packages entry (findbench itself, torch, the data
+    packages), ``$HOME``, the caller's checkout, caches, ``deny`` or ``/etc`` (beyond the
+    loader's cache)."""
+    import importlib.util
+    import sysconfig
+
+    roots = {os.path.realpath(sys.executable)}
+    for key in ("stdlib", "platstdlib"):
         path = sysconfig.get_paths().get(key)
         if path:
-            paths.add(path)
-    paths |= {"/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib", "/etc/ld.so.cache",
+            roots.add(path)
+    roots |= {"/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib", "/etc/ld.so.cache",
               "/dev/null", "/dev/urandom", "/dev/random", "/dev/zero"}
-    out = []
-    for path in sorted(paths):
-        real = os.path.realpath(path)
-        if os.path.exists(real) and real not in out:
-            out.append(real)
+    out = _carve(sorted(roots), _site_dirs() | {os.path.realpath(d) for d in deny})
+    for name in packages:
+        spec = importlib.util.find_spec(name)
+        for folder in (spec.submodule_search_locations or []) if spec else []:
+            for path in (folder, folder + ".libs"):
+                real = os.path.realpath(path)
+                if os.path.exists(real) and real not in out:
+                    out.append(real)
     return out
 
 
@@ -432,8 +489,60 @@ def _write_all(fd: int, data: bytes) -> None:
 # --------------------------------------------------------------------------- the zygote
 
 
+def _read_exact(fd: int, view: memoryview) -> bool:
+    """Fill ``view`` from ``fd`` (no Python copy of the bytes); False on EOF."""
+    got = 0
+    while got < len(view):
+        n = os.readv(fd, [view[got:]])
+        if n == 0:
+            return False
+        got += n
+    return True
+
+
+def rmtree(path: str) -> None:
+    """Delete ``path`` and everything beneath it without recursion (a program may nest
+    thousands of folders) and without following links; errors are ignored."""
+    stack, seen = [path], set()
+    while stack:
+        top = stack[-1]
+        subdirs = []
+        if top not in seen:
+            seen.add(top)
+            try:
+                with os.scandir(top) as entries:
+                    for entry in entries:
+                        if entry.is_dir(follow_symlinks=False):
+                            subdirs.append(entry.path)
+                        else:
+                            try:
+                                os.unlink(entry.path)
+                            except OSError:
+                                pass
+            except OSError:
+                pass
+        if subdirs:
+            stack.extend(subdirs)
+            continue
+        stack.pop()
+        try:
+            os.rmdir(top)
+        except OSError:
+            pass
+
+
+def _mount_tmpfs(target: str, options: str) -> bool:
+    flags = _MS_NOSUID | _MS_NODEV
+    return _libc.mount(b"findbench", os.fsencode(target), b"tmpfs", ctypes.c_ulong(flags), options.encode()) == 0
+
+
 class _Zygote:
-    """Set-up shared by all programs, and the fork-per-program loop."""
+    """Set-up shared by all programs, and the fork-per-program loop.
+
+    The zygote never holds a program's request as data: each request is read into one
+    buffer, the child is forked, and the buffer is zeroed before the next request; replies are
+    relayed through another buffer that is zeroed the same way. So a child finds, in the
+    memory it inherits, its own request and nothing of any other program."""
 
     def __init__(self, config: dict, req_fd: int, resp_fd: int):
         self.config = config
@@ -443,9 +552,46 @@ class _Zygote:
         self.read_fds: list[tuple[int, bool]] = []
         self.landlock = 0
         self.drop_uid = False
+        self.tmpfs = False
+        self.seccomp: Any = None
         self.iso: dict = {}
+        self.request = bytearray(config["max_request_bytes"])
+        self.reply = bytearray(config["max_result_bytes"] + 8 * config["max_output_bytes"] + 65536)
         #: (pid, directory) of children that replied and are still exiting
         self.pending: list[tuple[int, str]] = []
+
+    def _namespaces(self, iso: dict) -> None:
+        """Fresh network, IPC and mount namespaces for the zygote and its children (a user
+        namespace too when not root), and a size-capped tmpfs as the children's base folder."""
+        cfg = self.config
+        wanted = {"network_namespace": _CLONE_NEWNET if cfg["isolate_network"] else 0,
+                  "ipc_namespace": _CLONE_NEWIPC, "mount_namespace": _CLONE_NEWNS}
+        for name in wanted:
+            iso[name] = False
+        if os.geteuid() == 0:
+            for name, flag in wanted.items():
+                iso[name] = bool(flag) and _libc.unshare(flag) == 0
+        else:
+            flags = 0
+            for flag in wanted.values():
+                flags |= flag
+            uid, gid = os.geteuid(), os.getegid()
+            if _libc.unshare(_CLONE_NEWUSER | flags) == 0:
+                try:  # map ourselves, so the files we make keep our uid
+                    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+                        with open(f"/proc/self/{name}", "w") as fh:
+                            fh.write(text)
+                except OSError:
+                    pass
+                for name, flag in wanted.items():
+                    iso[name] = bool(flag)
+            elif _libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) == 0:
+                iso["network_namespace"] = bool(wanted["network_namespace"])
+        if iso["mount_namespace"]:
+            # Nothing mounted here reaches the host, and the host sees no program's files.
+            _libc.mount(None, b"/", None, ctypes.c_ulong(_MS_REC | _MS_PRIVATE), None)
+            self.tmpfs = _mount_tmpfs(self.base, "size=1m,nr_inodes=4096,mode=0711")
+        iso["disk_cap_bytes"] = cfg["max_disk_bytes"] if self.tmpfs else None
 
     def setup(self) -> dict:
         import resource
@@ -456,11 +602,7 @@ class _Zygote:
         _libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
         _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
         iso["no_new_privs"] = _libc.prctl(_PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1
-        # A fresh network namespace: only a loopback device, down. Before numpy starts threads.
-        iso["network_namespace"] = False
-        if cfg["isolate_network"]:
-            if _libc.unshare(_CLONE_NEWNET) == 0 or (os.geteuid() != 0 and _libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) == 0):
-                iso["network_namespace"] = True
+        self._namespaces(iso)  # before numpy starts threads
         for name in _PRELOAD:
             __import__(name)
         import numpy as np
@@ -471,8 +613,16 @@ class _Zygote:
         iso["landlock_abi"] = abi
         if abi and iso["no_new_privs"]:
             self.landlock = abi
-            self.read_fds = [_open_path(p) for p in _read_roots()]
+            self.read_fds = [_open_path(p) for p in _read_roots(tuple(cfg["packages"]), tuple(cfg["deny"]))]
         iso["landlock"] = bool(self.landlock)
+        bpf = cfg.get("seccomp_bpf")
+        if bpf and iso["no_new_privs"]:
+            import base64
+
+            code = base64.b64decode(bpf)
+            self._seccomp_filter = ctypes.create_string_buffer(code, len(code))
+            self.seccomp = _SockFprog(len(code) // 8, ctypes.cast(self._seccomp_filter, ctypes.c_void_p))
+        iso["seccomp"] = self.seccomp is not None
         self.drop_uid = bool(cfg["drop_privileges"]) and os.geteuid() == 0
         iso["uid"] = _NOBODY if self.drop_uid else os.geteuid()
         # Import directories that ``nobody`` may not reach (an interpreter under /root, say)
@@ -511,11 +661,17 @@ class _Zygote:
         return iso
 
     # -- in the child, between fork and the program
-    def _confine(self, tmpdir: str) -> None:
+    def _confine(self, tmpdir: str, w: int) -> None:
         """Apply every layer to this child; raises if a promised kernel layer fails."""
         resource = self.resource
-        for fd in (self.req_fd, self.resp_fd):
-            os.close(fd)
+        zygote = os.getppid()
+        # Only the reply pipe stays open (and the import folders only root could reach).
+        keep = sorted({w, *self.path_fds.values(), *(fd for fd, _ in self.read_fds)})
+        low = 3
+        for fd in keep:
+            os.closerange(low, fd)
+            low = fd + 1
+        os.closerange(low, 1 << 20)
         os.chdir(tmpdir)
         os.environ.update(HOME=tmpdir, TMPDIR=tmpdir)
         import tempfile
@@ -531,14 +687,19 @@ class _Zygote:
             if self.path_fds:
                 # Changing uid made /proc/self root-owned; let the child read its own fd table.
                 _libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
+        # Die with the zygote (which dies with the caller); set after the uid change, which
+        # clears it, and checked against a zygote that died in between.
+        _libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != zygote:
+            os._exit(1)
         cpu = max(1, math.ceil(self.config["cpu_seconds"]))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-        for name, value in self.limits.items():
-            resource.setrlimit(getattr(resource, name), value)
         if self.landlock:
             _landlock_confine(self.landlock, self.read_fds, [write_fd])
         for fd, _ in [*self.read_fds, write_fd]:
             os.close(fd)
+        for name, value in self.limits.items():  # after Landlock: its ruleset needs a descriptor
+            resource.setrlimit(getattr(resource, name), value)
         # Writing past RLIMIT_FSIZE raises OSError(EFBIG) instead of killing the child.
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         for mod in ("ctypes", "_ctypes", "_posixsubprocess"):
@@ -551,6 +712,9 @@ class _Zygote:
 
         random.seed(seed)
         self.np.random.seed(seed)
+        if self.seccomp is not None:  # last: the filter refuses what the set-up above used
+            if _libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(self.seccomp), 0, 0) != 0:
+                raise OSError(f"seccomp: {_errno_text()}")
         if self.config.get("audit_hook", True):
             sys.addaudithook(_make_audit_hook(os.path.realpath(tmpdir)))
 
@@ -574,72 +738,103 @@ class _Zygote:
             if isinstance(paths, list):
                 paths[:] = [moved(p) if isinstance(p, str) else p for p in paths]
 
-    def _child(self, item: dict, tmpdir: str, w: int) -> None:  # pragma: no cover - runs in the child
+    def _child(self, size: int, tmpdir: str, w: int) -> None:  # pragma: no cover - runs in the child
         try:
             try:
-                self._confine(tmpdir)
-            except BaseException as exc:  # fail closed: never run a program half-confined
-                msg = f"sandbox: could not confine the program: {_describe(exc)}"
-                n = len(item["inputs"])
-                reply = {"k": item["k"], "status": "error", "values": [None] * n, "errors": [msg] * n,
-                         "stdout": "", "message": msg}
+                item = json.loads(bytes(self.request[:size]))
+            except BaseException as exc:
+                item = None
+                msg = f"sandbox: unreadable request: {_describe(exc)}"
+            if item is not None:
+                try:
+                    self._confine(tmpdir, w)
+                except BaseException as exc:  # fail closed: never run a program half-confined
+                    msg = f"sandbox: could not confine the program: {_describe(exc)}"
+                else:
+                    msg = None
+            if msg is not None:
+                n = len(item["inputs"]) if item is not None else 0
+                reply = {"k": item["k"] if item is not None else -1, "status": "error", "values": [None] * n,
+                         "errors": [msg] * n, "stdout": "", "message": msg}
+                _write_all(w, json.dumps(reply).encode() + b"\n")
             else:
                 reply = _run_program(item, self.config, self.np)
-            _write_all(w, _encode_reply(reply, len(item["inputs"]), self.config))
+                _write_all(w, _encode_reply(reply, len(item["inputs"]), self.config))
             os.close(w)  # EOF for the fork server now, before this process is torn down
         finally:
             os._exit(0)
 
     # -- in the zygote
-    def run_item(self, item: dict) -> bytes:
-        tmpdir = os.path.join(self.base, f"p{item['k']}-{time.monotonic_ns()}")
+    def _program_dir(self) -> str:
+        tmpdir = os.path.join(self.base, f"p{time.monotonic_ns()}")
         os.mkdir(tmpdir, 0o700)
-        if self.drop_uid:
+        if self.tmpfs:
+            owner = f",uid={_NOBODY},gid={_NOBODY}" if self.drop_uid else ""
+            cfg = self.config
+            if not _mount_tmpfs(tmpdir, f"size={cfg['max_disk_bytes']},nr_inodes={cfg['max_files']},mode=0700{owner}"):
+                raise OSError(f"mounting the program's tmpfs failed: {_errno_text()}")
+        elif self.drop_uid:
             os.chown(tmpdir, _NOBODY, _NOBODY)
+        return tmpdir
+
+    def _remove_dir(self, tmpdir: str) -> None:
+        if self.tmpfs:
+            _libc.umount2(os.fsencode(tmpdir), _MNT_DETACH)  # frees every file at once
+            try:
+                os.rmdir(tmpdir)
+            except OSError:
+                pass
+        else:
+            rmtree(tmpdir)
+
+    def run_item(self, size: int) -> None:
+        """Fork a child for the request in ``self.request[:size]``; relay its reply framed by
+        a header line the zygote writes: ``{"outcome": null | [status, message], "size": N}``."""
+        tmpdir = self._program_dir()
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - child
             os.close(r)
-            self._child(item, tmpdir, w)
+            self._child(size, tmpdir, w)
+        self.request[:size] = bytes(size)  # the zygote keeps nothing of the request
         os.close(w)
         self.reap()  # the previous program's exit ran while this one started
         try:
-            data, outcome = self._collect(r, pid)
+            got, outcome = self._collect(r, pid)
         finally:
             os.close(r)
-        if outcome is None and data.endswith(b"\n"):
+        if outcome is None:
             # A complete reply: the child is only exiting now. Reap it (and delete its
             # directory) later, so its teardown overlaps with the next program.
             self.pending.append((pid, tmpdir))
-            return data
-        shutil.rmtree(tmpdir, ignore_errors=True)  # _collect has reaped this child
-        n = len(item["inputs"])
-        status, message = outcome or ("killed", "the program exited without a reply")
-        return json.dumps({"k": item["k"], "status": status, "values": [None] * n, "errors": [message] * n,
-                           "stdout": "", "message": message}, separators=(",", ":")).encode() + b"\n"
+        else:
+            self._remove_dir(tmpdir)  # _collect has reaped this child
+            got = 0
+        header = json.dumps({"outcome": outcome, "size": got}, separators=(",", ":")).encode() + b"\n"
+        _write_all(self.resp_fd, header)
+        view = memoryview(self.reply)
+        _write_all(self.resp_fd, view[:got])
+        self.reply[:got] = bytes(got)
 
     def reap(self) -> None:
         """Wait for children that already replied, and delete their directories."""
         while self.pending:
-            self._wait(*self.pending.pop())
+            pid, tmpdir = self.pending.pop()
+            try:
+                os.kill(pid, signal.SIGKILL)  # it replied (or failed): nothing of it is still wanted
+            except ProcessLookupError:
+                pass
+            os.waitpid(pid, 0)
+            self._remove_dir(tmpdir)
 
-    @staticmethod
-    def _wait(pid: int, tmpdir: str) -> int:
-        try:
-            os.kill(pid, signal.SIGKILL)  # it replied (or failed): nothing of it is still wanted
-        except ProcessLookupError:
-            pass
-        _, status = os.waitpid(pid, 0)
-        shutil.rmtree(tmpdir, ignore_errors=True)
-        return status
-
-    def _collect(self, r: int, pid: int) -> tuple[bytes, tuple[str, str] | None]:
-        """The child's reply, and ``(status, message)`` when it did not finish properly (the
-        child is then reaped here; after a complete reply it is left to :meth:`reap`)."""
+    def _collect(self, r: int, pid: int) -> tuple[int, tuple[str, str] | None]:
+        """How many bytes of reply the child wrote into ``self.reply``, and ``(status,
+        message)`` when it did not finish properly (the child is then reaped here; after a
+        complete reply it is left to :meth:`reap`)."""
         cfg = self.config
         deadline = time.monotonic() + cfg["timeout"]
-        limit = cfg["max_result_bytes"] + 8 * cfg["max_output_bytes"] + 65536
-        chunks, size, outcome = [], 0, None
+        view = memoryview(self.reply)
+        got, outcome = 0, None
         poller = select.poll()
         poller.register(r, select.POLLIN | select.POLLHUP | select.POLLERR)
         while True:
@@ -649,22 +844,20 @@ class _Zygote:
                 break
             if not poller.poll(max(1, math.ceil(remaining * 1000))):
                 continue
-            chunk = os.read(r, 1 << 20)
-            if not chunk:
+            if got == len(view):
+                outcome = ("killed", f"reply longer than {len(view)} bytes")
                 break
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > limit:
-                outcome = ("killed", f"reply longer than {limit} bytes")
+            n = os.readv(r, [view[got:]])
+            if n == 0:
                 break
-        data = b"".join(chunks)
-        if outcome is None and data.endswith(b"\n"):
-            return data, None  # a complete reply; the caller reaps the child later
-        if outcome is not None:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            got += n
+        if outcome is None and got and self.reply[got - 1] == 10:
+            return got, None  # a complete reply (one line or not: the parent checks)
+        self.reply[:got] = bytes(got)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         _, status = os.waitpid(pid, 0)
         if outcome is None and os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
@@ -678,17 +871,20 @@ class _Zygote:
                 outcome = ("killed", f"program killed by signal {name}")
         elif outcome is None and os.WIFEXITED(status) and os.WEXITSTATUS(status) != 0:
             outcome = ("killed", f"program exited with code {os.WEXITSTATUS(status)}")
-        return data, outcome
+        elif outcome is None:
+            outcome = ("killed", "the program exited without a reply")
+        return 0, outcome
 
     def serve(self) -> None:
-        requests = os.fdopen(self.req_fd, "rb", buffering=1 << 16, closefd=False)
+        header = bytearray(4)
         while True:
             self.reap()  # idle: no child may outlive the batch it belongs to
-            line = requests.readline()
-            if not line:
+            if not _read_exact(self.req_fd, memoryview(header)):
                 os._exit(0)
-            for item in json.loads(line)["items"]:
-                _write_all(self.resp_fd, self.run_item(item))
+            size = int.from_bytes(header, "big")
+            if size > len(self.request) or not _read_exact(self.req_fd, memoryview(self.request)[:size]):
+                os._exit(3)  # the parent broke the protocol: nothing here can be trusted
+            self.run_item(size)
 
 
 def _worker_main(config_json: str) -> None:  # pragma: no cover - runs in the subprocess
