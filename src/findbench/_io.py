@@ -1,4 +1,6 @@
-"""Small I/O helpers shared by every writer: nothing half-written on disk after a crash."""
+"""Small I/O helpers shared by every writer: nothing half-written on disk after a crash, and
+files others can read (``tempfile`` makes 0600 files and 0700 folders; what findbench writes
+is meant to be shared, so the final modes follow the umask like any ``open()``)."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ def atomic_dir(path: str | os.PathLike, *, overwrite: bool = True) -> Iterator[P
         raise FileExistsError(f"{path} exists (pass overwrite=True to replace it)")
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
     try:
+        os.chmod(tmp, 0o777 & ~umask())
         yield tmp
         if path.exists():
             old = path.with_name(f".{path.name}.old-{os.getpid()}")
@@ -36,6 +39,17 @@ def atomic_dir(path: str | os.PathLike, *, overwrite: bool = True) -> Iterator[P
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def umask() -> int:
+    """The process's umask: from ``/proc/self/status`` where Linux shows it (reading it with
+    ``os.umask`` changes it for a moment, for every thread)."""
+    with contextlib.suppress(OSError, ValueError, StopIteration):
+        with open("/proc/self/status") as fh:
+            return int(next(line for line in fh if line.startswith("Umask:")).split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
@@ -51,6 +65,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+            os.fchmod(fh.fileno(), 0o666 & ~umask())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -1,0 +1,32 @@
+"""findbench._io: atomic writes leave files others can read, as the umask says."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from findbench._io import atomic_dir, atomic_write_json, umask
+
+
+@pytest.mark.parametrize("mask, file_mode, dir_mode", [(0o022, 0o644, 0o755), (0o077, 0o600, 0o700)])
+def test_atomic_writes_honour_the_umask(tmp_path, mask, file_mode, dir_mode):
+    old = os.umask(mask)
+    try:
+        assert umask() == mask
+        path = atomic_write_json(tmp_path / "out" / "scores.json", {"a": 1})
+        with atomic_dir(tmp_path / "run") as folder:
+            (folder / "x.txt").write_text("x")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == file_mode
+    assert stat.S_IMODE((tmp_path / "run").stat().st_mode) == dir_mode
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_failed_atomic_dir_leaves_nothing(tmp_path):
+    with pytest.raises(RuntimeError), atomic_dir(tmp_path / "run") as folder:
+        (folder / "x.txt").write_text("x")
+        raise RuntimeError("crash")
+    assert list(tmp_path.iterdir()) == []
