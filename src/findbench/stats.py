@@ -1,0 +1,271 @@
+"""Intervals for findbench's aggregates: one seeded bootstrap, one paired comparison, one way
+to print them.
+
+Method (every interval findbench writes): a **percentile bootstrap over the scored units**.
+A *unit* is what an aggregate averages over, and is resampled whole:
+
+* a function (Table 2 cells, ``find_unit_test``, ``find_exact_match``, ``find_domain``);
+* an item (``find_nmse``'s success rate: an item is one function's program);
+* a neuron (``explanation_f1``'s macro scores; the ``probe`` config: a held-out item);
+* an intervention pair (``iia``).
+
+The units are drawn with replacement ``n_resamples`` times (default
+:data:`DEFAULT_RESAMPLES` = 10,000), the statistic (by default the mean) is computed on each
+draw, and the interval is the ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles
+of those values (default :data:`DEFAULT_CONFIDENCE` = 95 %). The draws come from numpy's
+``default_rng(seed)`` (default seed 0), so an interval is reproducible for a given seed, vector
+and numpy. Units whose values are all equal give a zero-width interval at that value. With few
+units (n < :data:`SMALL_N`) a percentile interval is too narrow as a rule, and findbench marks
+such cells with :data:`SMALL_N_MARK` (legend: :data:`SMALL_N_LEGEND`).
+
+Two runs scored on the same units are compared by :func:`paired_bootstrap`: the bootstrap of
+the per-unit differences ``a - b`` (units drawn together, so what the two runs share cancels).
+
+numpy only, on purpose: ``scipy.stats.bootstrap`` does the same percentile interval, but the
+paired p-value and the vectorised statistics of :mod:`findbench.neuron_explanations.f1` need the
+resampled values themselves, and numpy is already a dependency of every layer that scores.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "DEFAULT_CONFIDENCE",
+    "DEFAULT_RESAMPLES",
+    "DEFAULT_SEED",
+    "INTERVAL_NOTE",
+    "SMALL_N",
+    "SMALL_N_LEGEND",
+    "SMALL_N_MARK",
+    "PairedComparison",
+    "bootstrap_ci",
+    "format_ci",
+    "is_small",
+    "mean_ci",
+    "paired_bootstrap",
+]
+
+DEFAULT_RESAMPLES = 10_000
+DEFAULT_CONFIDENCE = 0.95
+DEFAULT_SEED = 0
+#: Fewer scored units than this and a cell is marked: its interval is a rough guide only.
+SMALL_N = 10
+SMALL_N_MARK = "†"
+SMALL_N_LEGEND = (
+    f"{SMALL_N_MARK} n < {SMALL_N}: fewer than {SMALL_N} scored units; the interval is a rough guide "
+    "(a percentile bootstrap on few units is too narrow) and differences between such cells are not established."
+)
+INTERVAL_NOTE = (
+    f"[low, high]: {DEFAULT_CONFIDENCE:.0%} percentile bootstrap interval over the scored units "
+    f"({DEFAULT_RESAMPLES:,} resamples, seed {DEFAULT_SEED}); n: number of units."
+)
+
+#: Upper bound on resampled values held at once (indices of a chunk of resamples).
+_CHUNK_VALUES = 2_000_000
+
+Statistic = Callable[[np.ndarray], np.ndarray]
+
+
+def _check_options(n_resamples: int, confidence: float) -> None:
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
+        raise ValueError(f"n_resamples must be a positive int, got {n_resamples!r}")
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+
+
+def _as_units(values: Any, name: str = "values") -> np.ndarray:
+    """``values`` as a float array with one unit per row; non-finite values are refused."""
+    if isinstance(values, (str, bytes)):
+        raise TypeError(f"{name} must be a sequence of numbers, got {type(values).__name__}")
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a sequence of numbers (or of equal-length number rows)") from exc
+    if arr.ndim == 0:
+        raise TypeError(f"{name} must be a sequence of numbers, got a scalar")
+    bad = np.flatnonzero(~np.isfinite(arr.reshape(len(arr), -1)).all(axis=1)) if arr.size else []
+    if len(bad):
+        raise ValueError(f"{name}[{int(bad[0])}] is not finite ({arr[bad[0]]!r}); drop or score it before the bootstrap")
+    return arr
+
+
+def _resampled_statistics(units: np.ndarray, statistic: Statistic, seed: int, n_resamples: int) -> np.ndarray:
+    """The statistic on ``n_resamples`` draws (with replacement) of the rows of ``units``."""
+    rng = np.random.default_rng(seed)
+    n = len(units)
+    chunk = max(1, min(n_resamples, _CHUNK_VALUES // max(n, 1)))
+    out = np.empty(n_resamples, dtype=np.float64)
+    for start in range(0, n_resamples, chunk):
+        size = min(chunk, n_resamples - start)
+        idx = rng.integers(0, n, size=(size, n))
+        out[start:start + size] = np.asarray(statistic(units[idx]), dtype=np.float64).reshape(size)
+    return out
+
+
+def _mean(sample: np.ndarray) -> np.ndarray:
+    return sample.mean(axis=1)
+
+
+def _interval(stats: np.ndarray, confidence: float) -> tuple[float, float]:
+    alpha = (1.0 - confidence) / 2.0
+    low, high = np.quantile(stats, [alpha, 1.0 - alpha])
+    return float(low), float(high)
+
+
+def bootstrap_ci(
+    values: Sequence[float] | np.ndarray,
+    *,
+    statistic: Statistic | None = None,
+    seed: int = DEFAULT_SEED,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval ``(low, high)`` of a statistic over scored units.
+
+    Args:
+        values: one score per unit (a function, neuron, item or pair), e.g. per-function
+            accuracies or 0/1 successes; or one row per unit (``(n, k)``) for a ``statistic``
+            that needs several numbers per unit. Every value must be finite.
+        statistic: vectorised statistic: takes the resampled units as an array of shape
+            ``(resamples, n, ...)`` and returns one value per resample (shape ``(resamples,)``).
+            Default: the mean over units.
+        seed: seed of numpy's ``default_rng`` that draws the resamples.
+        n_resamples: number of bootstrap resamples.
+        confidence: coverage of the interval, in (0, 1).
+
+    Returns ``(nan, nan)`` for no units. All values equal (and the default mean) gives a
+    zero-width interval at that value. The same ``values`` and ``seed`` give the same interval.
+    """
+    _check_options(n_resamples, confidence)
+    units = _as_units(values)
+    if len(units) == 0:
+        return (math.nan, math.nan)
+    if statistic is None:
+        if units.ndim == 1 and np.ptp(units) == 0:
+            m = float(np.mean(units))
+            return (m, m)
+        statistic = _mean
+    return _interval(_resampled_statistics(units, statistic, seed, n_resamples), confidence)
+
+
+def mean_ci(
+    values: Sequence[float] | np.ndarray,
+    *,
+    seed: int = DEFAULT_SEED,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> dict[str, Any]:
+    """``{"mean": float, "ci": [low, high], "n": int}`` of per-unit scores (plain Python types,
+    ready for JSON and for :func:`format_ci` as ``format_ci(**mean_ci(v))``). No units: NaNs and
+    ``n = 0``."""
+    units = _as_units(values)
+    low, high = bootstrap_ci(units, seed=seed, n_resamples=n_resamples, confidence=confidence)
+    mean = float(np.mean(units)) if len(units) else math.nan
+    return {"mean": mean, "ci": [low, high], "n": int(len(units))}
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """Result of :func:`paired_bootstrap` (``to_dict`` gives plain Python types)."""
+
+    n: int
+    mean_a: float
+    mean_b: float
+    #: mean of ``a - b`` over the shared units (= ``mean_a - mean_b``)
+    diff: float
+    #: percentile bootstrap interval of ``diff``
+    diff_ci: tuple[float, float]
+    #: two-sided bootstrap p-value of "no difference"
+    p_value: float
+    #: whether ``diff_ci`` excludes 0
+    differs: bool
+    confidence: float
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["diff_ci"] = [float(x) for x in self.diff_ci]
+        return out
+
+
+def paired_bootstrap(
+    a: Sequence[float] | np.ndarray,
+    b: Sequence[float] | np.ndarray,
+    *,
+    seed: int = DEFAULT_SEED,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> PairedComparison:
+    """Paired percentile bootstrap of ``mean(a) - mean(b)`` over units scored in both.
+
+    ``a[i]`` and ``b[i]`` are the two runs' scores of the same unit (e.g. one function); the
+    units are resampled together, so what is common to both scores of a unit cancels.
+    ``diff_ci`` is the percentile interval of the mean difference; ``differs`` says whether it
+    excludes 0; ``p_value`` is the two-sided bootstrap p-value
+    ``min(1, 2 (min(#{d* <= 0}, #{d* >= 0}) + 1) / (n_resamples + 1))`` over the resampled mean
+    differences ``d*`` (so ``p_value < 1 - confidence`` agrees with ``differs`` up to the
+    resolution of the resamples). Identical runs give ``diff = 0``, a zero-width interval,
+    ``p_value = 1`` and ``differs = False``; no shared unit gives NaNs.
+    """
+    _check_options(n_resamples, confidence)
+    ua, ub = _as_units(a, "a"), _as_units(b, "b")
+    if ua.ndim != 1 or ub.ndim != 1:
+        raise ValueError("a and b must be flat vectors of per-unit scores")
+    if len(ua) != len(ub):
+        raise ValueError(f"a and b must score the same units in the same order ({len(ua)} != {len(ub)})")
+    n = len(ua)
+    if n == 0:
+        nan = math.nan
+        return PairedComparison(0, nan, nan, nan, (nan, nan), nan, False, float(confidence))
+    d = ua - ub
+    diff = float(np.mean(d))
+    if np.ptp(d) == 0:
+        stats = np.full(n_resamples, diff)
+    else:
+        stats = _resampled_statistics(d, _mean, seed, n_resamples)
+    low, high = _interval(stats, confidence)
+    extreme = min(int(np.sum(stats <= 0)), int(np.sum(stats >= 0)))
+    p_value = min(1.0, 2.0 * (extreme + 1) / (n_resamples + 1))
+    return PairedComparison(
+        n=n,
+        mean_a=float(np.mean(ua)),
+        mean_b=float(np.mean(ub)),
+        diff=diff,
+        diff_ci=(low, high),
+        p_value=float(p_value),
+        differs=bool(low > 0 or high < 0),
+        confidence=float(confidence),
+    )
+
+
+def is_small(n: int) -> bool:
+    """Whether ``n`` units are too few for a trustworthy interval (n < :data:`SMALL_N`)."""
+    return n < SMALL_N
+
+
+def format_ci(
+    mean: float | None,
+    ci: Sequence[float] | None,
+    n: int,
+    *,
+    digits: int = 2,
+    mark: str = SMALL_N_MARK,
+) -> str:
+    """A cell such as ``0.83 [0.62, 0.97] (n=6)†``: the mean, its interval, the number of
+    units, and ``mark`` when n < :data:`SMALL_N` (legend: :data:`SMALL_N_LEGEND`).
+
+    A missing or non-finite mean prints ``–``; a missing interval is left out
+    (``0.83 (n=6)``). ``format_ci(**mean_ci(values))`` prints a :func:`mean_ci` summary.
+    """
+    suffix = f"(n={n}){mark if is_small(n) else ''}"
+    if mean is None or not math.isfinite(mean):
+        return f"– {suffix}"
+    text = f"{mean:.{digits}f}"
+    if ci is not None and len(ci) == 2 and all(x is not None and math.isfinite(x) for x in ci):
+        text += f" [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
+    return f"{text} {suffix}"
