@@ -62,7 +62,7 @@ def test_renamed_flags_parse():
     args = cli.parse_args(["build-neuron-tests", "--span-judge", "regex:foo", "--tasks", "a,b"])
     assert args.span_judge == "regex:foo" and args.tasks == ["a", "b"]
     assert cli.parse_args(["main", "--dataset-out", "d", "--out", "o"]).dataset_out == "d"
-    args = cli.parse_args(["evaluator-report", "--judge", "j", "--data", "built", "--evaluator-data", "ed"])
+    args = cli.parse_args(["evaluator-report", "--judge", "embedded", "--data", "built", "--evaluator-data", "ed"])
     assert (args.data, args.data_dir, args.evaluator_data) == ("built", None, "ed")
     # the old spellings are gone (and no abbreviation stands in for them)
     for argv in (["build-neuron-tests", "--judge", "lm"], ["main", "--data", "d"]):
@@ -117,21 +117,21 @@ def test_evaluator_report_arguments(monkeypatch, capsys):
 
     seen: dict = {}
     monkeypatch.setattr(report, "evaluator_report", _fake_report(seen))
-    assert cli.main(["evaluator-report", "--judge", "j", "--baseline", "embedded", "--baseline-mode", "logprob, pmi",
+    assert cli.main(["evaluator-report", "--judge", "embedded", "--baseline", "embedded", "--baseline-mode", "logprob, pmi",
                      "--categories", "strings,neurons_entities", "--data", "built", "--limit", "4", "--out", "r"]) == 0
-    assert seen["judge"] == "j" and seen["baseline"] == "embedded"
+    assert seen["judge"] == "embedded" and seen["baseline"] == "embedded"
     assert seen["baseline_mode"] == ["logprob", "pmi"] and seen["categories"] == ["strings", "neurons_entities"]
     assert (seen["source"], seen["data"], seen["data_dir"], seen["limit"], seen["out"]) == ("procedural", "built", None, 4, "r")
     assert "| strings | 2 |" in capsys.readouterr().out
 
     seen.clear()
-    assert cli.main(["evaluator-report", "--judge", "j", "--source", "find-v1", "--data-dir", "release"]) == 0
+    assert cli.main(["evaluator-report", "--judge", "embedded", "--source", "find-v1", "--data-dir", "release"]) == 0
     assert (seen["source"], seen["data"], seen["data_dir"], seen["baseline_mode"]) == ("find-v1", None, "release", None)
 
     # each folder flag with its own source only
     seen.clear()
-    assert cli.main(["evaluator-report", "--judge", "j", "--data-dir", "release"]) == 2
-    assert cli.main(["evaluator-report", "--judge", "j", "--source", "find-v1", "--data", "built"]) == 2
+    assert cli.main(["evaluator-report", "--judge", "embedded", "--data-dir", "release"]) == 2
+    assert cli.main(["evaluator-report", "--judge", "embedded", "--source", "find-v1", "--data", "built"]) == 2
     assert not seen
     assert "--data-dir is the find-v1 release folder" in capsys.readouterr().err
 
@@ -166,17 +166,17 @@ def test_errors_are_one_line_unless_verbose(monkeypatch, capsys):
         raise ValueError("limit must be an int >= 2")
 
     monkeypatch.setattr(report, "evaluator_report", boom)
-    assert cli.main(["evaluator-report", "--judge", "j"]) == 2
+    assert cli.main(["evaluator-report", "--judge", "embedded"]) == 2
     assert capsys.readouterr().err.strip() == "findbench evaluator-report: error: limit must be an int >= 2"
     with pytest.raises(ValueError, match="limit"):
-        cli.main(["-v", "evaluator-report", "--judge", "j"])
+        cli.main(["-v", "evaluator-report", "--judge", "embedded"])
 
     # a TypeError naming an argument is the user's; any other is a bug and keeps its traceback
     monkeypatch.setattr(report, "evaluator_report", lambda judge, **kw: (_ for _ in ()).throw(TypeError("categories must be a list")))
-    assert cli.main(["evaluator-report", "--judge", "j"]) == 2
+    assert cli.main(["evaluator-report", "--judge", "embedded"]) == 2
     monkeypatch.setattr(report, "evaluator_report", lambda judge, **kw: None + 1)
     with pytest.raises(TypeError, match="unsupported operand"):
-        cli.main(["evaluator-report", "--judge", "j"])
+        cli.main(["evaluator-report", "--judge", "embedded"])
 
 
 def test_unknown_flags_are_rejected():
@@ -185,3 +185,32 @@ def test_unknown_flags_are_rejected():
     assert exc.value.code == 2
     # train-evaluator keeps the rest of its command line for the training parser
     assert cli.parse_args(["train-evaluator", "--lora_r", "4"]).rest == ["--lora_r", "4"]
+
+
+@pytest.mark.parametrize("argv, flag, near", [
+    (["interpret", "--interpreter", "embeded"], "--interpreter", "'embedded'"),
+    (["evaluate", "RUN", "--judge", "embeded-evaluator"], "--judge", "'embedded-evaluator'"),
+    (["main", "--interpreters", "oracle,randon"], "--interpreters", "'random'"),
+    (["autointerp", "--explainer", "embeded"], "--explainer", "'embedded'"),
+    (["autointerp", "--sae", "my-sae"], "--sae", None),
+])
+def test_misspelled_names_are_one_line_before_any_work(argv, flag, near, tmp_path, capsys):
+    rc = cli.main([*argv, "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and err.startswith(f"findbench {argv[0]}: error: {flag}:")
+    if near:
+        assert f"did you mean {near}" in err
+    assert not (tmp_path / "out").exists()  # nothing written: the corrected command starts clean
+
+
+def test_check_spec_accepts_what_can_name_a_model(tmp_path):
+    from findbench.constants import UsageError
+    from findbench.models import check_spec
+
+    for spec in ("embedded", "HuggingFaceTB/SmolLM2-135M-Instruct", "http://127.0.0.1:8000/v1", str(tmp_path)):
+        assert check_spec(spec, flag="--x") == spec
+    assert check_spec("oracle", flag="--x", names=("oracle",)) == "oracle"
+    with pytest.raises(UsageError, match="--x: unknown name 'org/model'"):
+        check_spec("org/model", flag="--x", names=("a",), hub=False)
+    with pytest.raises(UsageError, match="--x: "):
+        check_spec("", flag="--x")

@@ -626,9 +626,65 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 _FIELD_TYPE_ERROR = re.compile(r"^[A-Za-z_][\w.\[\]'=]* (must|got|needs|cannot) ")
 
 
+def _interpreter_names() -> tuple[str, ...]:
+    from findbench.interpret.references import REFERENCE_INTERPRETERS
+
+    return tuple(REFERENCE_INTERPRETERS)
+
+
+def _sae_names() -> tuple[str, ...]:
+    names = ("embedded", "synthetic")
+    try:  # sae_lens' own registry of releases
+        from sae_lens.loading.pretrained_saes_directory import get_pretrained_saes_directory
+
+        return names + tuple(get_pretrained_saes_directory())
+    except Exception:  # noqa: BLE001 - no sae extra, or a sae_lens that moved it
+        return names
+
+
+def _encoder_names() -> tuple[str, ...]:
+    from findbench.autointerp.activations import MINILM_ALIASES
+
+    return tuple(MINILM_ALIASES)
+
+
+# The model specs each command takes (argparse dest -> flag, extra names); all are resolved
+# before the command does anything, so a typo is one line and leaves nothing on disk.
+_SPECS: dict[str, dict[str, tuple[str, Callable[[], tuple[str, ...]]]]] = {
+    "interpret": {"interpreter": ("--interpreter", _interpreter_names)},
+    "main": {"interpreters": ("--interpreters", _interpreter_names), "judge": ("--judge", tuple)},
+    "evaluate": {"judge": ("--judge", tuple)},
+    "evaluator-report": {"judge": ("--judge", tuple)},
+    "autointerp": {"model": ("--model", _encoder_names), "explainer": ("--explainer", tuple),
+                   "scorer": ("--scorer", tuple), "sae": ("--sae", _sae_names)},
+    "train-sae": {"model": ("--model", _encoder_names)},
+}
+
+
+def check_specs(args: argparse.Namespace) -> None:
+    """Resolve every model spec of ``args.command`` (:func:`findbench.models.check_spec`);
+    ``UsageError`` naming the flag and the nearest known names for one that names nothing.
+    An Inspect model (``--engine inspect``, ``provider/name``) is Inspect's to resolve."""
+    from findbench.models import check_spec
+
+    for dest, (flag, names) in _SPECS.get(args.command, {}).items():
+        value = getattr(args, dest, None)
+        if value is None or (getattr(args, "engine", None) == "inspect" and "/" in str(value)):
+            continue
+        for spec in (value if isinstance(value, list) else [value]):
+            check_spec(spec, flag=flag, names=names(), hub=dest != "sae")
+
+
 def main(argv: list[str] | None = None) -> int:
+    from findbench.constants import UsageError
+
     args = parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        check_specs(args)
+    except UsageError as exc:
+        print(f"findbench {args.command}: error: {exc}", file=sys.stderr)
+        return 2
     try:
         rc = args.func(args)
     except (ValueError, TypeError, FileNotFoundError) as exc:

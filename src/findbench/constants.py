@@ -11,7 +11,13 @@ __all__ = [
     "TRAINED_MARKER",
     "EMBEDDED_EVALUATOR_NAME",
     "EMBEDDED_EVALUATOR_VERSION",
+    "UsageError",
 ]
+
+
+class UsageError(ValueError):
+    """A user's input (a flag, a config field, an argument) is wrong. Raised at the boundary
+    with one line naming the flag or field; the command line prints it without a traceback."""
 
 #: FIND categories that have unit tests, so a judge can score them (numeric functions are
 #: scored by NMSE instead).

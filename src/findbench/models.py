@@ -23,9 +23,9 @@ from typing import Any
 from filelock import FileLock
 
 from findbench._io import atomic_dir, cache_dir
-from findbench.constants import EMBEDDED_EVALUATOR_NAME, EMBEDDED_EVALUATOR_VERSION, TRAINED_MARKER
+from findbench.constants import EMBEDDED_EVALUATOR_NAME, EMBEDDED_EVALUATOR_VERSION, TRAINED_MARKER, UsageError
 
-__all__ = ["REGISTRY", "register", "resolve", "embedded_model_dir", "embedded_evaluator_dir", "shipped_evaluator_dir", "load_causal_lm", "EMBEDDED_GGUF"]
+__all__ = ["REGISTRY", "register", "resolve", "check_spec", "embedded_model_dir", "embedded_evaluator_dir", "shipped_evaluator_dir", "load_causal_lm", "EMBEDDED_GGUF"]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,44 @@ def resolve(model: str | os.PathLike) -> str:
     if model in REGISTRY:
         return REGISTRY[model]()
     return model
+
+
+def _hub_cached(repo_id: str) -> bool:
+    """Whether the local Hugging Face cache holds ``repo_id`` (a model, dataset or space)."""
+    try:
+        from huggingface_hub import scan_cache_dir
+
+        return any(repo.repo_id == repo_id for repo in scan_cache_dir().repos)
+    except Exception:  # noqa: BLE001 - no cache folder, or one huggingface_hub cannot read
+        return False
+
+
+def check_spec(spec: Any, *, flag: str, names: tuple[str, ...] = (), hub: bool = True) -> str:
+    """``spec`` if it can name a model, else a one-line :class:`UsageError` naming ``flag``
+    and the nearest known names; nothing is loaded or written.
+
+    A spec is a registered name (:data:`REGISTRY`) or one of ``names`` (``oracle``,
+    ``random``, ...), an existing folder, an ``http(s)://`` URL, a Hub id ``org/name``, or a
+    bare Hub id that the local Hugging Face cache holds (``gpt2``); with ``hub=False`` only the
+    names and folders (an SAE: ``names`` lists sae_lens' releases). A bare word that is none of
+    these is a typo far more often than an uncached Hub model (``--interpreter embeded``)."""
+    if isinstance(spec, os.PathLike):
+        spec = os.fspath(spec)
+    if not isinstance(spec, str) or not spec.strip():
+        raise UsageError(f"{flag}: expected a model name, folder, Hub id or server URL, got {spec!r}")
+    if spec in names or Path(spec).expanduser().exists():
+        return spec
+    if hub and (spec in REGISTRY or spec.startswith(("http://", "https://")) or _hub_cached(spec)
+                or ("/" in spec.strip("/") and not spec.startswith((".", "/", "~")))):
+        return spec  # org/name: a Hub id (from_pretrained says if it cannot be had)
+    import difflib
+
+    known = sorted({*REGISTRY, *names} if hub else set(names))
+    near = difflib.get_close_matches(spec, known, n=3, cutoff=0.6)
+    hint = (f"; did you mean {' or '.join(repr(n) for n in near)}?" if near
+            else f" (known names: {', '.join(known)})" if len(known) <= 8 else "")
+    what = "a registered name, a folder, a server URL or a cached Hub id" if hub else "a known name or a folder"
+    raise UsageError(f"{flag}: unknown {'model' if hub else 'name'} {spec!r}: not {what}{hint}")
 
 
 def _gguf_package_dir() -> Path:
