@@ -35,6 +35,10 @@ def test_main_job_end_to_end_and_resume(tmp_path, monkeypatch):
     assert json.loads((out / "summary.json").read_text()) == summary
     md = (out / "summary.md").read_text()
     assert "| **oracle** |" in md and "| **embedded** |" in md and "| GPT-4 (paper) |" in md
+    # a report per interpreter, next to its scores
+    for name in ("oracle", "random", "embedded"):
+        assert summary["reports"][name] == str(out / "scores" / name / "report.html")
+        assert "<html" in Path(summary["reports"][name]).read_text()
 
     # a second run reuses every finished stage and episode: nothing is rebuilt, rerun or rescored
     def _boom(*a, **k):

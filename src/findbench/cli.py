@@ -570,10 +570,12 @@ def _run_main(args) -> int:
 
     from findbench.pipeline import run_main
 
-    run_main(data=args.dataset_out, out=args.out, seed=args.seed, interpreters=args.interpreters,
-             functions_per_category=args.functions_per_category, lm_functions=args.lm_functions, rounds=args.rounds,
-             max_tokens=args.max_tokens, judge=args.judge, judge_mode=args.judge_mode, max_connections=args.max_connections)
+    summary = run_main(data=args.dataset_out, out=args.out, seed=args.seed, interpreters=args.interpreters,
+                       functions_per_category=args.functions_per_category, lm_functions=args.lm_functions, rounds=args.rounds,
+                       max_tokens=args.max_tokens, judge=args.judge, judge_mode=args.judge_mode, max_connections=args.max_connections)
     print((Path(args.out) / "summary.md").read_text())
+    for interpreter, path in summary.get("reports", {}).items():
+        print(f"report ({interpreter}): {path}")
     return 0
 
 

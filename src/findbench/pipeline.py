@@ -182,6 +182,7 @@ def run_main(
 
     from findbench.builders.find import build
     from findbench.interpret.evaluate import evaluate_run
+    from findbench.interpret.report import write_report
     from findbench.interpret.run import run_interpretations
 
     for name, value in (("functions_per_category", functions_per_category), ("lm_functions", lm_functions),
@@ -244,6 +245,7 @@ def run_main(
                    lm_budget={"functions": lm_functions, "rounds": rounds, "max_tokens": max_tokens})
 
     results: dict[str, dict] = {}
+    reports: dict[str, str] = {}
     for interpreter in interpreters:
         name = _run_name(interpreter)
         run_dir = out / "runs" / name
@@ -266,7 +268,10 @@ def run_main(
             return {"scores": res["scores"], "counts": res["counts"]}
 
         results[interpreter] = _stage(out, f"scores_{name}", key, _score)
+        # the page a person reads: Table 2 with figures and every transcript beside its scores
+        reports[interpreter] = str(write_report(run_dir, scores_dir, data=str(data)))
     summary["results"] = results
+    summary["reports"] = reports
     atomic_write_json(out / "summary.json", summary)
     atomic_write_text(out / "summary.md", _markdown(summary))
     return summary
