@@ -116,6 +116,8 @@ def fake_main(tmp_path, monkeypatch):
     monkeypatch.setattr(pipeline, "load_metric", lambda name: _FakeMetric(name, calls["metric"]))
     monkeypatch.setattr("findbench.interpret.run.run_interpretations", fake_interpret)
     monkeypatch.setattr("findbench.interpret.evaluate.evaluate_run", fake_evaluate)
+    monkeypatch.setattr("findbench.interpret.report.write_report",
+                        lambda run_dir, scores_dir, **kw: Path(scores_dir) / "report.html")
 
     def run(**kwargs):
         for v in calls.values():
