@@ -436,3 +436,34 @@ def test_embedded_judge_scores_a_run(rows, tmp_path):
     value = result["scores"]["neurons_entities"]["aia"]["unit_test_accuracy"]
     assert 0.0 <= value <= 1.0
     assert "in `logprob` mode" in result["table"]
+
+
+def test_strings_without_reference_code_score_from_their_unit_tests(tmp_path, monkeypatch):
+    """FIND v1's release ships no string-function code: exact match comes from the unit tests'
+    correct pairs (the function's own outputs), and a row with neither leaves only that column
+    empty; no row stops the others."""
+    import findbench.find.rows as find_rows
+    from findbench.interpret.evaluate import reference_program
+
+    st = [dict(r) for r in load_rows("strings")[:3]]
+    no_code = dict(st[0], code="")
+    bare = dict(st[1], code="", unit_tests=[])
+    program, inputs = reference_program(no_code)
+    assert "def function" in program and set(inputs) == {t["inputs"][t["correct"] - 1] for t in st[0]["unit_tests"]}
+    assert reference_program(bare) is None
+
+    monkeypatch.setattr(find_rows, "load_rows", lambda category, seed=0, data=None: [no_code, bare, st[2]])
+    run = tmp_path / "run"
+    write_run_info(run)
+    for row in st:  # the true code and description for every function
+        write_episode(run, "strings", "aia", row, description=row["description"], code=row["code"])
+    write_episode(run, "strings", "milan", st[0], description="x", code=WRONG_STRING)
+    result = evaluate_run(run, judge=KnowingJudge({"strings": st}), out=tmp_path / "out", progress=False)
+    _, per_function = read_csv(tmp_path / "out" / "per_function.csv")
+    by_id = {(r["function_id"], r["method"]): r for r in per_function}
+    assert float(by_id[(st[0]["function_id"], "aia")]["exact_match"]) == 1.0
+    assert float(by_id[(st[0]["function_id"], "milan")]["exact_match"]) == 0.0
+    assert by_id[(st[1]["function_id"], "aia")]["exact_match"] == ""  # nothing to compare with
+    assert float(by_id[(st[2]["function_id"], "aia")]["exact_match"]) == 1.0
+    assert result["scores"]["strings"]["aia"]["exact_match"] == 1.0
+    assert result["scores"]["strings"]["aia"]["unit_test_accuracy"] == 1.0  # every column still scored

@@ -17,7 +17,8 @@ Per function (``per_function.csv``):
 * ``nmse`` (numeric): :func:`findbench.find.code_scoring.score_nmse` of ``code.py`` against
   the row's ground-truth code;
 * ``exact_match`` (strings): :func:`findbench.find.code_scoring.score_exact_match` on the
-  row's ``test_inputs``;
+  row's ``test_inputs`` (a row without code, as in FIND v1's release, is compared on its unit
+  tests' correct pairs instead: :func:`reference_program`; with neither the cell is empty);
 * ``unit_test_accuracy`` (strings, entities, relations): the description judged on the row's
   ``unit_tests`` (:func:`findbench.judge.judge_unit_tests`);
 * ``domain_iou`` (numeric): ``findbench.find.domain.score_domain`` of ``domain.txt``.
@@ -218,6 +219,23 @@ def _finite_mean(values: Sequence[float]) -> float | None:
     return float(sum(finite) / len(finite)) if finite else None
 
 
+def reference_program(row: dict) -> tuple[str, list[str]] | None:
+    """What a string interpretation's exact match is measured against: the row's ground-truth
+    code on its test inputs; for a row without code (FIND v1's release ships none for strings),
+    a lookup table of its unit tests' correct pairs, which are the function's own outputs on
+    those inputs; ``None`` when the row has neither (the column is then left empty)."""
+    if str(row.get("code") or "").strip():
+        return row["code"], [str(x) for x in row.get("test_inputs") or []]
+    table: dict[str, str] = {}
+    for test in row.get("unit_tests") or []:
+        inputs, outputs, correct = test.get("inputs") or [], test.get("outputs") or [], test.get("correct")
+        if isinstance(correct, int) and 1 <= correct <= min(len(inputs), len(outputs)):
+            table.setdefault(str(inputs[correct - 1]), str(outputs[correct - 1]))
+    if not table:
+        return None
+    return f"_TABLE = {table!r}\n\n\ndef function(s):\n    return _TABLE[s]\n", list(table)
+
+
 def _join_rows(records: list[dict[str, Any]], data: Any, seed: int) -> dict[str, dict[str, dict]]:
     """``{category: {function_id: row}}`` for the categories of ``records``; ValueError naming
     ``function_id`` for an episode whose function is not in the data."""
@@ -294,14 +312,19 @@ def _score_category(
             for rec, value in zip(records, per):
                 rec["domain_iou"] = value
     if category == "strings":
-        for rec in records:
-            rec["exact_match"] = 0.0
-        if coded:
+        references = [reference_program(row) for row in truth]
+        for rec, ref in zip(records, references):
+            rec["exact_match"] = 0.0 if ref is not None else None
+        missing = sum(ref is None for ref in references)
+        if missing:
+            logger.warning("exact_match: %d strings function(s) have neither reference code nor unit-test outputs; left empty", missing)
+        scored = [i for i in coded if references[i] is not None]
+        if scored:
             out = score_exact_match(
-                [records[i]["code"] for i in coded], [truth[i]["code"] for i in coded],
-                [list(truth[i]["test_inputs"]) for i in coded], progress=progress,
+                [records[i]["code"] for i in scored], [references[i][0] for i in scored],
+                [references[i][1] for i in scored], progress=progress,
             )
-            for i, value in zip(coded, out["per_function"]):
+            for i, value in zip(scored, out["per_function"]):
                 records[i]["exact_match"] = float(value)
     if category != "numeric":
         from findbench.judge import judge_unit_tests, normalize_unit_test
