@@ -65,6 +65,9 @@ def test_score_nmse_hand_computed(box):
     assert out["nmse"][2] == pytest.approx(expected_sine, rel=1e-9)
     assert out["nmse"][3:] == [math.inf] * len(failing)
     assert out["success_rate"] == pytest.approx(3 / len(preds))
+    assert out["n"] == len(preds)
+    low, high = out["success_rate_ci"]
+    assert 0.0 <= low < out["success_rate"] < high <= 1.0
     assert out["n_failed"] == len(failing)
     assert out["mean_nmse"] == pytest.approx((expected_shift + expected_sine) / 3, rel=1e-9)
     assert all(type(v) is float for v in out["nmse"])
@@ -157,7 +160,8 @@ def test_evaluate_modules_load_and_compute():
         predictions=[gt, "def f(s):\n    return s\n"], references=[gt, gt],
         test_inputs=[["it's", "A"], ['"q"', "B"]], workers=1,
     )
-    assert out == {"exact_match": 0.75, "per_function": [1.0, 0.5], "isolation": out["isolation"]}
+    assert out == {"exact_match": 0.75, "exact_match_ci": [0.5, 1.0], "n": 2, "per_function": [1.0, 0.5],
+                   "isolation": out["isolation"]}
     assert "landlock" in out["isolation"].split("+")  # the metric output says what confined the code
     with pytest.raises(ValueError, match="test_inputs"):
         find_em.compute(predictions=[gt], references=[gt])

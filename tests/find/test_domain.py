@@ -260,6 +260,8 @@ def test_score_domain_on_generated_rows(numeric_rows):
     out = score_domain(["[DOMAIN]: ???"] * len(numeric_rows), numeric_rows)
     assert out == {
         "domain_iou": 0.0,
+        "domain_iou_ci": [0.0, 0.0],
+        "n": len(numeric_rows),
         "parse_rate": 0.0,
         "iou": [0.0] * len(numeric_rows),
         "status": ["unparseable"] * len(numeric_rows),

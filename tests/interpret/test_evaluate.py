@@ -467,3 +467,24 @@ def test_strings_without_reference_code_score_from_their_unit_tests(tmp_path, mo
     assert float(by_id[(st[2]["function_id"], "aia")]["exact_match"]) == 1.0
     assert result["scores"]["strings"]["aia"]["exact_match"] == 1.0
     assert result["scores"]["strings"]["aia"]["unit_test_accuracy"] == 1.0  # every column still scored
+
+
+def test_a_run_on_in_memory_rows_needs_its_data(tmp_path):
+    """Such a run's function ids are shared by the procedural rows: without --data it would be
+    scored against other functions."""
+    from findbench.constants import UsageError
+    from findbench.interpret.report import write_report
+
+    row = load_rows("strings")[0]
+    run = tmp_path / "run"
+    write_run_info(run, source="rows", data=None)
+    write_episode(run, "strings", "aia", row, description=row["description"], code=row["code"])
+    with pytest.raises(UsageError, match="--data: .* in-memory rows"):
+        evaluate_run(run, judge=KnowingJudge({"strings": [row]}), out=tmp_path / "out", progress=False)
+    assert not (tmp_path / "out").exists()
+    scores = tmp_path / "scores"
+    scores.mkdir()
+    (scores / "scores.json").write_text("{}")
+    with pytest.raises(UsageError, match="--data: .* in-memory rows"):
+        write_report(run, scores)
+    assert [p.name for p in scores.iterdir()] == ["scores.json"]

@@ -180,7 +180,8 @@ def test_unit_test_references_from_add_batch_are_checked(evaluate):
         metric.compute(category="neurons_entities", judge=_PickOne())
     metric.add_batch(predictions=["a", "b"], references=[[ENTITY_TEST], [dict(ENTITY_TEST, correct=2)]])
     out = metric.compute(category="neurons_entities", judge=_PickOne())
-    assert out == {"unit_test_accuracy": 0.5, "per_function": [1.0, 0.0], "judge": "pick-one"}
+    assert out == {"unit_test_accuracy": 0.5, "unit_test_accuracy_ci": [0.0, 1.0], "n": 2,
+                   "per_function": [1.0, 0.0], "judge": "pick-one"}
 
 
 def test_code_metrics_check_items_in_compute(evaluate):

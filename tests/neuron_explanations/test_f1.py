@@ -82,7 +82,8 @@ def test_evaluate_modules_load_offline():
     x = rng.normal(size=(100, 3))
     assert probe.compute(predictions=(x[:, 0] > 0).tolist(), references=x.tolist())["f1"] > 0.85
     iia = evaluate.load(str(REPO / "metrics" / "iia"))
-    assert iia.compute(predictions=["7", "3", "5", "5"], references=["7", "4", "5", "2"]) == {"iia": 0.5, "n_success": 2, "n_total": 4}
+    assert iia.compute(predictions=["7", "3", "5", "5"], references=["7", "4", "5", "2"]) == {
+        "iia": 0.5, "iia_ci": [0.0, 1.0], "n": 4, "n_success": 2, "n_total": 4}
     ids = evaluate.load(str(REPO / "metrics" / "iia"), "token_ids")
     assert ids.compute(predictions=[10, 11, 12], references=[10, 11, 0])["iia"] == pytest.approx(2 / 3)
     with pytest.raises(ValueError):

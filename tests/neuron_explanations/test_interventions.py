@@ -229,7 +229,7 @@ def test_sweep_fast_path_exact_on_gpt2(tok):
 
 
 def test_iia_score():
-    assert iv.iia_score([1, 2, 3], [1, 0, 3]) == {"iia": 2 / 3, "n_success": 2, "n_total": 3}
+    assert iv.iia_score([1, 2, 3], [1, 0, 3]) == {"iia": 2 / 3, "iia_ci": [0.0, 1.0], "n": 3, "n_success": 2, "n_total": 3}
     with pytest.raises(ValueError, match="references"):
         iv.iia_score([1], [1, 2])
     with pytest.raises(ValueError, match="predictions"):

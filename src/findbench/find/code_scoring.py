@@ -29,6 +29,7 @@ from findbench.sandbox import (
     SandboxResult,
     run_functions,
 )
+from findbench.stats import bootstrap_ci
 
 __all__ = [
     "NMSE_GRID",
@@ -149,19 +150,23 @@ def score_nmse(
     interpretation), ``references[i]`` the ground-truth code defining ``function(x)``.  Both run
     in the sandbox (one pool for the whole call, or ``sandbox`` if given).
 
-    Returns ``{"success_rate", "mean_nmse", "n_failed", "nmse", "isolation"}``: ``nmse[i]`` per item
-    (``inf`` on any failure: no function, exception, timeout, non-finite or non-numeric
-    prediction on a point where the ground truth is finite); ``success_rate`` the share of
-    items with NMSE < ``threshold``; ``mean_nmse`` the mean over the finite NMSE values (NaN if
-    there is none); ``n_failed`` the number of items whose NMSE is infinite; ``isolation`` the
-    sandbox layers the programs ran under (:attr:`findbench.sandbox.Sandbox.isolation_level`).
+    Returns ``{"success_rate", "success_rate_ci", "n", "mean_nmse", "n_failed", "nmse",
+    "isolation"}``: ``nmse[i]`` per item (``inf`` on any failure: no function, exception,
+    timeout, non-finite or non-numeric prediction on a point where the ground truth is finite);
+    ``success_rate`` the share of items with NMSE < ``threshold``, ``success_rate_ci`` its 95 %
+    percentile bootstrap interval ``[low, high]`` over the ``n`` items
+    (:func:`findbench.stats.bootstrap_ci`, seed 0); ``mean_nmse`` the mean over the finite NMSE
+    values (NaN if there is none); ``n_failed`` the number of items whose NMSE is infinite;
+    ``isolation`` the sandbox layers the programs ran under
+    (:attr:`findbench.sandbox.Sandbox.isolation_level`).
     """
     preds, refs = check_code_pairs(predictions, references)
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not threshold > 0:
         raise ValueError(f"threshold must be a positive number, got {threshold!r}")
     n = len(preds)
     if n == 0:
-        return {"success_rate": math.nan, "mean_nmse": math.nan, "n_failed": 0, "nmse": [], "isolation": ""}
+        return {"success_rate": math.nan, "success_rate_ci": [math.nan, math.nan], "n": 0, "mean_nmse": math.nan,
+                "n_failed": 0, "nmse": [], "isolation": ""}
     grid = list(NMSE_GRID)
     results = _run(
         refs + preds, [grid] * (2 * n), [REFERENCE_ENTRY] * n + ["last_def"] * n,
@@ -170,8 +175,11 @@ def score_nmse(
     )
     scores = [nmse_from_results(results[i], results[n + i], index=i) for i in range(n)]
     finite = [s for s in scores if math.isfinite(s)]
+    success = [float(s < threshold) for s in scores]
     return {
-        "success_rate": float(sum(s < threshold for s in scores) / n),
+        "success_rate": float(sum(success) / n),
+        "success_rate_ci": list(bootstrap_ci(success)),
+        "n": n,
         "mean_nmse": float(np.mean(finite)) if finite else math.nan,
         "n_failed": int(n - len(finite)),
         "nmse": [float(s) for s in scores],
@@ -200,14 +208,16 @@ def score_exact_match(
     ``references[i]``); an exception fails only that input.  Inputs on which the ground truth
     itself raises are not counted.
 
-    Returns ``{"exact_match", "per_function", "isolation"}``: the per-function accuracies, their
-    mean, and the sandbox layers the programs ran under.
+    Returns ``{"exact_match", "exact_match_ci", "n", "per_function", "isolation"}``: the
+    per-function accuracies, their mean, its 95 % percentile bootstrap interval ``[low, high]``
+    over the ``n`` functions (:func:`findbench.stats.bootstrap_ci`, seed 0), and the sandbox
+    layers the programs ran under.
     """
     preds, refs = check_code_pairs(predictions, references)
     inputs = check_test_inputs(test_inputs, len(preds))
     n = len(preds)
     if n == 0:
-        return {"exact_match": math.nan, "per_function": [], "isolation": ""}
+        return {"exact_match": math.nan, "exact_match_ci": [math.nan, math.nan], "n": 0, "per_function": [], "isolation": ""}
     results = _run(
         refs + preds, inputs + inputs, [REFERENCE_ENTRY] * n + ["last_def"] * n,
         sandbox=sandbox, timeout=timeout, cpu_seconds=cpu_seconds, memory_mb=memory_mb,
@@ -230,6 +240,8 @@ def score_exact_match(
         per_function.append(right / counted)
     return {
         "exact_match": float(np.mean(per_function)),
+        "exact_match_ci": list(bootstrap_ci(per_function)),
+        "n": n,
         "per_function": [float(s) for s in per_function],
         "isolation": _isolation(results),
     }

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from findbench.find.synthetic_neurons.prompts import UNDEFINED, parse_relation_answer
+from findbench.stats import bootstrap_ci
 
 __all__ = [
     "REFERENCE_COLUMNS",
@@ -490,9 +491,11 @@ def score_domain(
         argument: the name ``rows`` goes by in error messages (the metric says ``references``).
 
     Returns:
-        ``{"domain_iou": mean of "iou", "parse_rate": share of parseable answers,
-        "iou": [per item, in [0, 1]], "status": [per item "ok" | "unparseable"]}``. An
-        unparseable answer (:func:`parse_intervals` gives None) scores 0.
+        ``{"domain_iou": mean of "iou", "domain_iou_ci": [low, high], "n": number of functions,
+        "parse_rate": share of parseable answers, "iou": [per item, in [0, 1]], "status": [per
+        item "ok" | "unparseable"]}``. An unparseable answer (:func:`parse_intervals` gives
+        None) scores 0. ``domain_iou_ci`` is the 95 % percentile bootstrap interval of
+        ``domain_iou`` over the functions (:func:`findbench.stats.bootstrap_ci`, seed 0).
 
     Raises ValueError/TypeError naming the bad field: unequal lengths, an empty list, a
     non-string ``predictions[i]``, a row that is not numeric (``rows[i]['category']``,
@@ -521,6 +524,8 @@ def score_domain(
             status.append("ok")
     return {
         "domain_iou": float(sum(ious) / len(ious)),
+        "domain_iou_ci": list(bootstrap_ci(ious)),
+        "n": len(ious),
         "parse_rate": float(status.count("ok") / len(status)),
         "iou": ious,
         "status": status,

@@ -236,6 +236,17 @@ def reference_program(row: dict) -> tuple[str, list[str]] | None:
     return f"_TABLE = {table!r}\n\n\ndef function(s):\n    return _TABLE[s]\n", list(table)
 
 
+def check_rows_known(info: dict[str, Any], data: Any, run_path: Path) -> None:
+    """Refuse a run made from in-memory rows (``run.json`` source ``rows``) when no dataset
+    folder is given: procedural rows share its function ids, and scoring against them would be
+    scoring against other functions, silently."""
+    if data is None and info.get("source") == "rows":
+        from findbench.constants import UsageError
+
+        raise UsageError(f"--data: {run_path} was run on in-memory rows (run.json source 'rows'), so its functions cannot be "
+                         "identified; pass --data with the dataset folder those rows came from")
+
+
 def _join_rows(records: list[dict[str, Any]], data: Any, seed: int) -> dict[str, dict[str, dict]]:
     """``{category: {function_id: row}}`` for the categories of ``records``; ValueError naming
     ``function_id`` for an episode whose function is not in the data."""
@@ -448,6 +459,7 @@ def evaluate_run(
     seed = info.get("seed") or 0
     if data is None and info.get("data"):
         data = info["data"]
+    check_rows_known(info, data, run_path)
     rows = _join_rows(records, data, seed)
 
     lm, mode = None, "logprob"

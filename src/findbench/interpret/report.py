@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from findbench._io import atomic_write_text
-from findbench.interpret.evaluate import load_interpretations, read_run_info
+from findbench.interpret.evaluate import check_rows_known, load_interpretations, read_run_info
 from findbench.interpret.scoreboard import PAPER_SOURCE, PAPER_TABLE2, TABLE2_COLUMNS, render_table, table2_cells
 from findbench.schema import CATEGORIES
 
@@ -599,6 +599,7 @@ def write_report(
     seed = info.get("seed") or 0
     if data is None and info.get("data"):
         data = info["data"]
+    check_rows_known(info, data, run_path)
     records = load_interpretations(run_path)
     table_md = scores_path / "table.md"
     table = table_md.read_text(encoding="utf-8") if table_md.is_file() else render_table(interpreter, scores)

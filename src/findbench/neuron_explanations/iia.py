@@ -9,13 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from findbench.stats import bootstrap_ci
+
 __all__ = ["iia_score"]
 
 
 def iia_score(predictions: Sequence, references: Sequence) -> dict:
     """IIA from intervened predictions and expected outputs (token ids or strings).
 
-    Returns ``iia`` (fraction equal, in [0, 1]), ``n_success`` and ``n_total``.
+    Returns ``iia`` (fraction equal, in [0, 1]), ``iia_ci`` (its 95 % percentile bootstrap
+    interval ``[low, high]`` over the pairs: :func:`findbench.stats.bootstrap_ci`, seed 0),
+    ``n`` (the number of pairs, the bootstrap's units), ``n_success`` and ``n_total`` (= ``n``).
     """
     for name, seq in (("predictions", predictions), ("references", references)):
         if isinstance(seq, (str, bytes)) or not hasattr(seq, "__len__"):
@@ -28,5 +32,7 @@ def iia_score(predictions: Sequence, references: Sequence) -> dict:
         for i, v in enumerate(seq):
             if v is None or isinstance(v, (bool, float, list, dict)):
                 raise ValueError(f"{name}[{i}] must be a token id or a string, got {v!r}")
-    hits = sum(int(p == r) for p, r in zip(predictions, references))
-    return {"iia": hits / len(predictions), "n_success": hits, "n_total": len(predictions)}
+    matches = [float(p == r) for p, r in zip(predictions, references)]
+    hits = int(sum(matches))
+    n = len(predictions)
+    return {"iia": hits / n, "iia_ci": list(bootstrap_ci(matches)), "n": n, "n_success": hits, "n_total": n}

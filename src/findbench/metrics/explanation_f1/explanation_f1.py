@@ -31,10 +31,16 @@ Args:
     test_size (`float`, default 0.3), seed (`int`, default 0): config "probe" only.
 Returns:
     precision (`float`), recall (`float`), f1 (`float`): macro averages over neurons, in [0, 1].
+    precision_ci, recall_ci, f1_ci (`list` of `float`): `[low, high]`, 95% percentile bootstrap
+        intervals of the macro scores over neurons (10,000 resamples, seed 0; `findbench.stats`);
+        a single neuron gives a zero-width interval.
+    n (`int`): number of neurons (the bootstrap's units; equals n_neurons).
     pooled_precision, pooled_recall, pooled_f1 (`float`): from counts pooled over all items.
     n_neurons, n_items (`int`); per_neuron (`list` of `dict`: neuron, precision, recall, f1,
     n_items, n_in, n_fire, tp).
-    Config "probe": precision, recall, f1, accuracy, n_train, n_test.
+    Config "probe": precision, recall, f1, accuracy, their intervals precision_ci, recall_ci,
+    f1_ci, accuracy_ci over the held-out items (the trained probe held fixed), n (= n_test),
+    n_train, n_test.
 Examples:
     >>> import evaluate, findbench
     >>> f1 = evaluate.load(findbench.metric_path("explanation_f1"))
@@ -43,6 +49,8 @@ Examples:
     ...                  neurons=["3:7"] * 4)
     >>> round(out["precision"], 3), round(out["recall"], 3), round(out["f1"], 3)
     (0.5, 0.5, 0.5)
+    >>> out["f1_ci"], out["n"]
+    ([0.5, 0.5], 1)
 """
 
 _CITATION = citations.HUANG2023

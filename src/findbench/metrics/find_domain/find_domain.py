@@ -32,6 +32,9 @@ Args:
         `ds.select_columns(["domain_low", "domain_high", "corruption_type", "corruption_params"])`.
 Returns:
     domain_iou (`float`): mean IoU over functions, in [0, 1], higher is better (unparseable: 0).
+    domain_iou_ci (`list` of `float`): `[low, high]`, the 95% percentile bootstrap interval of
+        `domain_iou` over the functions (10,000 resamples, seed 0; `findbench.stats`).
+    n (`int`): number of functions scored (the bootstrap's units).
     parse_rate (`float`): share of answers from which an interval, or "none", could be read.
     iou (`list` of `float`): IoU per function, in [0, 1].
     status (`list` of `str`): "ok" or "unparseable" per function.
@@ -53,8 +56,10 @@ Examples:
     ...     "[DOMAIN]: hard to tell",
     ... ]
     >>> out = find_domain.compute(predictions=preds, references=refs)
-    >>> round(out["domain_iou"], 4), out["parse_rate"]
-    (0.7083, 0.75)
+    >>> round(out["domain_iou"], 4), out["parse_rate"], out["n"]
+    (0.7083, 0.75, 4)
+    >>> [round(v, 4) for v in out["domain_iou_ci"]]
+    [0.25, 1.0]
     >>> [round(v, 4) for v in out["iou"]], out["status"]
     ([1.0, 0.8333, 1.0, 0.0], ['ok', 'ok', 'ok', 'unparseable'])
 """
@@ -90,6 +95,8 @@ class FindDomain(evaluate.Metric):
         out = _domain.score_domain(predictions, references, argument="references")
         return {
             "domain_iou": float(out["domain_iou"]),
+            "domain_iou_ci": [float(v) for v in out["domain_iou_ci"]],
+            "n": int(out["n"]),
             "parse_rate": float(out["parse_rate"]),
             "iou": [float(v) for v in out["iou"]],
             "status": list(out["status"]),

@@ -29,6 +29,9 @@ Args:
     workers (`int`, optional): sandbox worker processes (default min(4, CPUs)).
 Returns:
     exact_match (`float`): mean over functions of the per-input accuracy, in [0, 1], higher is better.
+    exact_match_ci (`list` of `float`): `[low, high]`, the 95% percentile bootstrap interval of
+        `exact_match` over the functions (10,000 resamples, seed 0; `findbench.stats`).
+    n (`int`): number of functions scored (the bootstrap's units).
     per_function (`list` of `float`): per-input accuracy of each function, in [0, 1].
     isolation (`str`): the sandbox layers the programs ran under (e.g. ``landlock+netns+uid``).
 Examples:
@@ -38,8 +41,8 @@ Examples:
     >>> guess = "def f(x):\\n    return x.upper() if len(x) < 4 else x\\n"
     >>> out = find_exact_match.compute(predictions=[gt, guess], references=[gt, gt],
     ...                                test_inputs=[["ab", "it's"], ["ab", "it's"]])
-    >>> out["exact_match"], out["per_function"]
-    (0.75, [1.0, 0.5])
+    >>> out["exact_match"], out["per_function"], out["exact_match_ci"], out["n"]
+    (0.75, [1.0, 0.5], [0.5, 1.0], 2)
 """
 
 

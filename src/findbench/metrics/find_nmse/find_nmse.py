@@ -31,6 +31,9 @@ Args:
     workers (`int`, optional): sandbox worker processes (default min(4, CPUs)).
 Returns:
     success_rate (`float`): share of items with NMSE < threshold, in [0, 1], higher is better.
+    success_rate_ci (`list` of `float`): `[low, high]`, the 95% percentile bootstrap interval of
+        `success_rate` over the items (10,000 resamples, seed 0; `findbench.stats`).
+    n (`int`): number of items scored (the bootstrap's units).
     mean_nmse (`float`): mean NMSE over the items with a finite NMSE (NaN if none), lower is better.
     n_failed (`int`): items whose NMSE is inf (the program failed).
     isolation (`str`): the sandbox layers the programs ran under (e.g. ``landlock+netns+uid``).
@@ -43,6 +46,8 @@ Examples:
     >>> out = find_nmse.compute(predictions=[gt, guess], references=[gt, gt])
     >>> out["success_rate"], out["nmse"][0], round(out["nmse"][1], 7)
     (1.0, 0.0, 4.58e-05)
+    >>> out["success_rate_ci"], out["n"]
+    ([1.0, 1.0], 2)
 """
 
 

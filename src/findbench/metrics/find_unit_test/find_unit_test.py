@@ -5,6 +5,7 @@ import evaluate
 
 from findbench import citations
 from findbench import judge as _judge
+from findbench.stats import bootstrap_ci
 
 _CITATION = citations.FIND
 
@@ -45,6 +46,9 @@ Args:
 Returns:
     unit_test_accuracy (`float`): mean over functions of the fraction of unit tests judged right,
         in [0, 1], higher is better; 1/3 is chance.
+    unit_test_accuracy_ci (`list` of `float`): `[low, high]`, the 95% percentile bootstrap interval
+        of `unit_test_accuracy` over the functions (10,000 resamples, seed 0; `findbench.stats`).
+    n (`int`): number of functions scored (the bootstrap's units).
     per_function (`list` of `float`): each function's fraction, in [0, 1].
     judge (`str`): the judge's identity.
 Examples:
@@ -63,7 +67,7 @@ Examples:
     ...          {"inputs": ["NHL", "rose", "dog"], "outputs": None, "correct": 1}]
     >>> find_unit_test.compute(predictions=["sports leagues"], references=[tests],
     ...                        category="neurons_entities", judge=PickTwo())
-    {'unit_test_accuracy': 0.5, 'per_function': [0.5], 'judge': 'pick-two'}
+    {'unit_test_accuracy': 0.5, 'unit_test_accuracy_ci': [0.5, 0.5], 'n': 1, 'per_function': [0.5], 'judge': 'pick-two'}
     >>> find_unit_test.compute(predictions=["sports leagues"], references=[tests],
     ...                        category="neurons_entities", judge=PickTwo(), mode="generate")["per_function"]
     [0.5]
@@ -135,6 +139,8 @@ class FindUnitTest(evaluate.Metric):
         )
         return {
             "unit_test_accuracy": float(out["unit_test_accuracy"]),
+            "unit_test_accuracy_ci": list(bootstrap_ci(out["per_function"])),
+            "n": len(out["per_function"]),
             "per_function": [float(x) for x in out["per_function"]],
             "judge": out["judge"],
         }

@@ -24,11 +24,14 @@ Args:
 Returns:
     iia (`float`): fraction of matching pairs, in [0, 1], higher means the patched neurons
         carry the concept; n_success (`int`), n_total (`int`).
+    iia_ci (`list` of `float`): `[low, high]`, the 95% percentile bootstrap interval of `iia`
+        over the pairs (10,000 resamples, seed 0; `findbench.stats`).
+    n (`int`): number of pairs scored (the bootstrap's units; equals n_total).
 Examples:
     >>> import evaluate, findbench
     >>> iia = evaluate.load(findbench.metric_path("iia"))
     >>> iia.compute(predictions=["7", "3", "5", "5"], references=["7", "4", "5", "2"])
-    {'iia': 0.5, 'n_success': 2, 'n_total': 4}
+    {'iia': 0.5, 'iia_ci': [0.0, 1.0], 'n': 4, 'n_success': 2, 'n_total': 4}
     >>> token_ids = evaluate.load(findbench.metric_path("iia"), "token_ids")
     >>> token_ids.compute(predictions=[22, 31, 40], references=[22, 17, 40])["n_success"]
     2
