@@ -6,7 +6,7 @@
 - :func:`load_function` turns a function id or a dataset row into a callable.
 
 Procedural rows are cached on disk per (package version, category, seed), so
-``findbench call numeric/f00042 1 2 3`` regenerates a category once, then answers at once.
+``findbench call numeric/f00155 1 2 3`` regenerates a category once, then answers at once.
 """
 
 from __future__ import annotations
