@@ -387,6 +387,8 @@ def test_score_relation_domain_with_a_scripted_judge(relation_rows):
     first = [t["correct"] == 1 for t in domain_unit_tests(relation_rows[3])]
     assert out["per_function"][3] == pytest.approx(sum(first) / 2)
     assert out["domain_unit_test_accuracy"] == pytest.approx((1.0 + sum(first) / 2 + 1.0) / 3)
+    low, high = out["domain_unit_test_accuracy_ci"]
+    assert low <= out["domain_unit_test_accuracy"] <= high and out["n"] == 3  # over the scored rows
     assert out["judge"] == "reads-the-domain"
     # the judge saw the [DOMAIN] section only, 2 tests per corrupted row
     assert len(judge.seen) == 6
@@ -403,6 +405,8 @@ def test_score_relation_domain_without_undefined_tests(relation_rows):
     out = score_relation_domain(["[DOMAIN]: x"] * 2, [relation_rows[0], row], judge=judge)
     assert out == {
         "domain_unit_test_accuracy": None,
+        "domain_unit_test_accuracy_ci": None,
+        "n": 0,
         "per_function": [None, None],
         "status": ["no_exception", "no_undefined_tests"],
         "n_tests": [0, 0],

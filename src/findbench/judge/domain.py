@@ -18,6 +18,7 @@ from typing import Any
 
 from findbench.find.domain import domain_text, domain_unit_tests
 from findbench.judge.scoring import JUDGE_MODES, judge_mode_of, judge_unit_tests, load_judge
+from findbench.stats import bootstrap_ci
 
 __all__ = ["RELATION_STATUSES", "score_relation_domain"]
 
@@ -61,7 +62,10 @@ def score_relation_domain(
 
     Returns:
         ``{"domain_unit_test_accuracy": mean over the scored rows (None when no row could
-        be scored), "per_function": [fraction right, or None], "status": ["ok" |
+        be scored), "domain_unit_test_accuracy_ci": its 95 % percentile bootstrap interval
+        [low, high] over the scored rows (:func:`findbench.stats.bootstrap_ci`, seed 0; None
+        when no row could be scored), "n": the number of scored rows, "per_function":
+        [fraction right, or None], "status": ["ok" |
         "no_exception" | "no_undefined_tests"], "n_tests": [tests judged per row], "judge":
         the judge's name (None when nothing was judged)}``. Rows without an exception are
         skipped (``"no_exception"``); a corrupted row whose unit tests hold no item with the
@@ -129,6 +133,8 @@ def score_relation_domain(
     mean = float(math.fsum(values) / len(values)) if values else None
     return {
         "domain_unit_test_accuracy": mean,
+        "domain_unit_test_accuracy_ci": list(bootstrap_ci(values)) if values else None,
+        "n": len(values),
         "per_function": per_function,
         "status": status,
         "n_tests": [len(t) for t in tests],
