@@ -121,6 +121,8 @@ def test_scorers_give_ground_truth_full_marks(mock_log):
     assert scores["strings/f00000"] == {"exact_match": 1.0, "unit_test_accuracy": 1.0}
     numeric = next(s for s in mock_log.samples if s.id == "numeric/f00000")
     assert numeric.scores["nmse_success"].metadata["nmse"] == 0.0
+    strings = next(s for s in mock_log.samples if s.id == "strings/f00000")
+    assert strings.scores["unit_test_accuracy"].metadata["truncated"] is False  # within the judge's limit
     results = {s.name: s.metrics["mean"].value for s in mock_log.results.scores}
     assert results == {"nmse_success": 1.0, "domain_iou": 1.0, "exact_match": 1.0, "unit_test_accuracy": 1.0}
 

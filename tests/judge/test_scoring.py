@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 
 from findbench.judge import (
     ANSWER_PREFIX,
+    MAX_DESCRIPTION_TOKENS,
     NULL_DESCRIPTION,
+    bound_description,
     clean_description,
+    description_token_limit,
     judge_unit_tests,
+    normalize_unit_test,
     parse_answer,
     render_judge_prompt,
     render_judge_target,
@@ -186,7 +192,8 @@ def test_metric_loads_offline_and_scores(metric, always_two_lm):
         predictions=["d1", "d2"], references=[_tests([2, 2, 1, 3]), _tests([1, 2])],
         category="neurons_entities", judge=always_two_lm,
     )
-    assert out == {"unit_test_accuracy": pytest.approx(0.5), "per_function": [0.5, 0.5], "judge": "always-two"}
+    assert out["unit_test_accuracy"] == pytest.approx(0.5) and out["per_function"] == [0.5, 0.5]
+    assert out["truncated"] == [False, False] and out["judge"] == "always-two"
     strings = metric.compute(predictions=["d"], references=[_tests([2, 1], "strings")], category="strings", judge=always_two_lm)
     assert strings["per_function"] == [0.5]
 
@@ -329,3 +336,107 @@ def test_untuned_embedded_pmi_judge_on_clear_cases(embedded_lm):
     ]
     out = judge_unit_tests(embedded_lm, ["Maps a country to its capital city."], [tests], "neurons_relations", mode="pmi")
     assert out["per_function"][0] >= 2 / 3
+
+
+# -- bounded judge input --------------------------------------------------------------------
+class RecordingLM:
+    """A server-like judge (no tokenizer) that answers 1 and keeps every prompt it is sent."""
+
+    name = "recording"
+
+    def __init__(self):
+        self.prompts: list[str] = []
+
+    def generate(self, conversations, *, max_new_tokens=64, temperature=0.0, progress=False):
+        self.prompts += [c[-1]["content"] for c in conversations]
+        return ["[ANSWER]: 1"] * len(conversations)
+
+    def candidate_logprobs(self, conversations, candidates, *, assistant_prefix="", progress=False):
+        self.prompts += [c[-1]["content"] for c in conversations]
+        return [[0.0 if c == "1" else -5.0 for c in candidates] for _ in conversations]
+
+
+def test_a_2mb_description_is_cut_to_the_limit_and_flagged(metric, always_two_lm):
+    """A 2 MB description costs what a long one does: cut to the token limit before the judge
+    sees it (a cheap character cut first, so it is never tokenized whole) and flagged."""
+    huge = "Counts the vowels of the input and repeats them. " * 42_000
+    assert len(huge) > 2_000_000
+    start = time.perf_counter()
+    out = metric.compute(predictions=[huge, "d"], references=[_tests([2, 1]), _tests([2])], category="neurons_entities",
+                         judge=always_two_lm)
+    assert time.perf_counter() - start < 20
+    assert out["truncated"] == [True, False] and out["per_function"] == [0.5, 1.0]
+    text, cut = bound_description(huge, always_two_lm)
+    assert cut and huge.startswith(text)
+    assert len(always_two_lm.tokenizer(text, add_special_tokens=False)["input_ids"]) == MAX_DESCRIPTION_TOKENS
+    assert bound_description("short [CODE]" + "x" * 100_000, always_two_lm) == ("short", False)  # cut by cleaning, not the limit
+
+
+def test_judge_without_a_tokenizer_cuts_characters_conservatively():
+    lm = RecordingLM()
+    out = judge_unit_tests(lm, ["y" * 3_000_000, "adds one"], [_tests([1]), _tests([1])], "neurons_entities")
+    assert out["truncated"] == [0] and out["per_function"] == [1.0, 1.0]
+    shown = [p.split("Description: ", 1)[1].split("\n\n", 1)[0] for p in lm.prompts]
+    assert shown == ["y" * 2 * MAX_DESCRIPTION_TOKENS, "adds one"]
+    out = judge_unit_tests(RecordingLM(), ["a b c d e f"], [_tests([1])], "neurons_entities", max_description_tokens=2)
+    assert out["truncated"] == [0]
+
+
+def test_the_limit_follows_the_judges_context_window(always_two_lm):
+    class Wrapper:  # as findbench.lm.CachedLM holds its LM
+        inner = always_two_lm
+
+    class SmallContext:
+        model = type("M", (), {"config": type("C", (), {"max_position_embeddings": 600})()})()
+
+    assert description_token_limit(always_two_lm) == description_token_limit(Wrapper()) == MAX_DESCRIPTION_TOKENS
+    assert description_token_limit(SmallContext()) == 600 - 256
+    assert description_token_limit(RecordingLM()) == description_token_limit(None) == MAX_DESCRIPTION_TOKENS
+    with pytest.raises(ValueError, match="max_tokens"):
+        bound_description("d", max_tokens=0)
+
+
+@pytest.mark.parametrize(
+    ("bad", "exc", "field"),
+    [
+        ({"inputs": ["a", "b"]}, ValueError, r"\[1\]\[0\]\['inputs'\] must list exactly 3 options"),
+        ({"inputs": ["a", "b", "c", "d"]}, ValueError, r"\[1\]\[0\]\['inputs'\] must list exactly 3 options"),
+        ({"correct": None}, ValueError, r"\[1\]\[0\] is missing 'correct'"),
+        ({"correct": 5}, ValueError, r"\[1\]\[0\]\['correct'\] must be 1, 2 or 3, got 5"),
+        ({"correct": "2"}, ValueError, r"\[1\]\[0\]\['correct'\] must be 1, 2 or 3, got '2'"),
+        ({"correct": True}, ValueError, r"\[1\]\[0\]\['correct'\] must be 1, 2 or 3, got True"),
+    ],
+)
+def test_malformed_unit_tests_are_refused_naming_field_and_index(metric, bad, exc, field):
+    unit_test = {**ENT_TEST, **bad}
+    if bad.get("correct", 1) is None:
+        del unit_test["correct"]
+    with pytest.raises(exc, match="unit_tests" + field):
+        judge_unit_tests(RecordingLM(), ["a", "b"], [[ENT_TEST], [unit_test]], "neurons_entities")
+    with pytest.raises(exc, match="references" + field):
+        metric.compute(predictions=["a", "b"], references=[[ENT_TEST], [unit_test]], category="neurons_entities",
+                       judge=RecordingLM())
+    # rows read back from files (findbench evaluate) go through normalize_unit_test first: it
+    # converts integers only, so the check still names what was there
+    with pytest.raises(exc, match="unit_tests" + field):
+        judge_unit_tests(RecordingLM(), ["a", "b"], [[ENT_TEST], [normalize_unit_test(unit_test)]], "neurons_entities")
+
+
+def test_normalize_keeps_integers_only():
+    import numpy as np
+
+    assert normalize_unit_test({**ENT_TEST, "correct": np.int32(2)}) == {**ENT_TEST, "correct": 2}
+    assert type(normalize_unit_test({**ENT_TEST, "correct": np.int64(3)})["correct"]) is int
+    assert normalize_unit_test({**ENT_TEST, "correct": "2"})["correct"] == "2"
+    assert "correct" not in normalize_unit_test({"inputs": ["a", "b", "c"], "outputs": None})
+
+
+def test_a_lone_surrogate_fails_only_its_own_text(metric, always_two_lm, caplog):
+    """An unencodable character is replaced in its description; the other items score as usual."""
+    out = metric.compute(predictions=["d1", "x\ud800y", "d3"], references=[_tests([2]), _tests([2]), _tests([1])],
+                         category="neurons_entities", judge=always_two_lm)
+    assert out["per_function"] == [1.0, 1.0, 0.0]
+    assert "predictions[1]" in caplog.text
+    assert bound_description("x\ud800y") == ("x?y", False)
+    direct = judge_unit_tests(always_two_lm, ["d1", "\udfff"], [_tests([2]), _tests([2])], "neurons_entities")
+    assert direct["per_function"] == [1.0, 1.0]

@@ -589,7 +589,8 @@ def unit_test_accuracy(judge: Any = "embedded-evaluator", judge_mode: str | None
 
     ``judge`` is a spec for :func:`findbench.lm.load_lm` (loaded on the first score, once per
     scorer) or an LM instance; ``judge_mode`` defaults to the mode a trained judge records.
-    Calls to the judge run one at a time.
+    Calls to the judge run one at a time. The score's metadata records ``truncated``: whether
+    the description was cut to the judge's limit (:data:`findbench.judge.MAX_DESCRIPTION_TOKENS`).
     """
     from findbench.judge import judge_mode_of, judge_unit_tests, load_judge, normalize_unit_test
 
@@ -597,12 +598,12 @@ def unit_test_accuracy(judge: Any = "embedded-evaluator", judge_mode: str | None
     lock = threading.Lock()
     loaded: list[Any] = []
 
-    def run(description: str, tests: list[dict], category: str) -> float:
+    def run(description: str, tests: list[dict], category: str) -> tuple[float, bool]:
         with lock:
             if not loaded:
                 loaded.append(load_judge(judge, judge_model=judge_model, cache=judge_cache))
             out = judge_unit_tests(loaded[0], [description], [tests], category, mode=mode)
-        return float(out["per_function"][0])
+        return float(out["per_function"][0]), bool(out["truncated"])
 
     async def score(state: TaskState, target: Target) -> Score | None:
         row = state.metadata["row"]
@@ -610,8 +611,8 @@ def unit_test_accuracy(judge: Any = "embedded-evaluator", judge_mode: str | None
             return None
         description = _episode(state).description
         tests = [normalize_unit_test(t) for t in row["unit_tests"]]
-        value = await asyncio.to_thread(run, description, tests, row["category"])
-        return Score(value=value, answer=description, metadata={"judge_mode": mode})
+        value, truncated = await asyncio.to_thread(run, description, tests, row["category"])
+        return Score(value=value, answer=description, metadata={"judge_mode": mode, "truncated": truncated})
 
     return score
 

@@ -24,6 +24,13 @@ Three scoring modes:
   chance in ``"logprob"`` mode), but it can tell which example a description predicts; the
   priors depend only on the option, so they are computed once per distinct option.
 
+Judge input is bounded (:func:`bound_description`): the judge reads at most
+:data:`MAX_DESCRIPTION_TOKENS` tokens of a description (fewer where the judge's context window
+is smaller); a longer description is cut to that and flagged ``truncated``, so a huge text costs
+no more time or memory than a long one. Characters that UTF-8 cannot encode (lone surrogates)
+are replaced with ``?`` per description. Unit tests must have exactly :data:`N_OPTIONS` options
+and ``correct`` in ``1..3`` (:func:`check_unit_test`).
+
 Everything here is reusable by judge fine-tuning (``training/``): the prompt
 (:func:`render_judge_prompt`), the target (:func:`render_judge_target`) and the parser.
 """
@@ -33,6 +40,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import numbers
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -40,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from findbench.constants import JUDGE_CATEGORIES, TRAINED_MARKER
+from findbench.find.unit_tests import N_OPTIONS
 
 __all__ = [
     "ANSWER_PREFIX",
@@ -48,7 +57,11 @@ __all__ = [
     "JUDGE_MODES",
     "NULL_DESCRIPTION",
     "PMI_SYSTEM_PROMPT",
+    "MAX_DESCRIPTION_TOKENS",
+    "N_OPTIONS",
     "clean_description",
+    "description_token_limit",
+    "bound_description",
     "render_judge_prompt",
     "render_judge_target",
     "render_pmi_prompt",
@@ -106,6 +119,21 @@ _PMI_ASK = {
     "neurons_relations": "Give one input -> output example of this function.",
 }
 
+#: The most tokens of a description the judge reads (counted with the judge's tokenizer); a
+#: longer one is cut to this many and flagged ``truncated``. FIND's reference descriptions
+#: have at most 234 tokens (median 10-64 by category) and the embedded judge was trained on
+#: prompts of at most 1024 tokens. A judge whose context window is smaller than this plus
+#: :data:`_PROMPT_ROOM` gets less (:func:`description_token_limit`).
+MAX_DESCRIPTION_TOKENS = 512
+#: Tokens of the judge's context kept for the rest of a prompt (instructions and options).
+_PROMPT_ROOM = 256
+#: At most this many characters per token of the limit are tokenized, so a huge description is
+#: never tokenized whole (FIND's descriptions average at most 6.5 characters a token).
+_MAX_CHARS_PER_TOKEN = 8
+#: Without the judge's tokenizer (a server judge) the limit is this many characters per token:
+#: conservative, as ordinary text has 4-6.5, and every FIND reference description fits whole.
+_MIN_CHARS_PER_TOKEN = 2
+
 _CUT_MARKERS = ("[DOMAIN]", "[CODE]")
 _LABEL = re.compile(r"^\s*\[DESCRIPTION\]\s*:?\s*", re.IGNORECASE)
 _ANSWER = re.compile(r"\[ANSWER\]\s*:\s*(\d+)(?!\d)")
@@ -138,6 +166,49 @@ def clean_description(description: str, *, keep_full_description: bool = False) 
     return text.strip()
 
 
+def _inner(lm: Any) -> Any:
+    """The LM a wrapper (e.g. :class:`findbench.lm.CachedLM`) holds, or ``lm`` itself."""
+    while hasattr(lm, "inner"):
+        lm = lm.inner
+    return lm
+
+
+def description_token_limit(lm: Any = None) -> int:
+    """Tokens of a description ``lm`` reads: :data:`MAX_DESCRIPTION_TOKENS`, or its context
+    window (``model.config.max_position_embeddings`` of an in-process judge) less
+    :data:`_PROMPT_ROOM` where that is smaller."""
+    config = getattr(getattr(_inner(lm), "model", None), "config", None)
+    window = getattr(config, "max_position_embeddings", None)
+    if isinstance(window, int) and window > 0:
+        return max(1, min(MAX_DESCRIPTION_TOKENS, window - _PROMPT_ROOM))
+    return MAX_DESCRIPTION_TOKENS
+
+
+def bound_description(description: str, lm: Any = None, *, max_tokens: int | None = None,
+                      keep_full_description: bool = False) -> tuple[str, bool]:
+    """The description the judge ``lm`` reads (:func:`clean_description`) cut to ``max_tokens``
+    (default :func:`description_token_limit`), and whether it was cut.
+
+    Characters are cut first (``8 * max_tokens``), then the rest is counted with ``lm``'s
+    tokenizer and cut to ``max_tokens`` tokens; without a tokenizer (a server judge) the cut is
+    at ``2 * max_tokens`` characters. Characters UTF-8 cannot encode (lone surrogates) become
+    ``?``. Time and memory are bounded whatever the length of ``description``.
+    """
+    limit = description_token_limit(lm) if max_tokens is None else max_tokens
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"max_tokens must be a positive int, got {limit!r}")
+    text = clean_description(description, keep_full_description=keep_full_description)
+    tokenizer = getattr(_inner(lm), "tokenizer", None)
+    chars = limit * (_MAX_CHARS_PER_TOKEN if callable(tokenizer) else _MIN_CHARS_PER_TOKEN)
+    cut = len(text) > chars
+    text = text[:chars].encode("utf-8", "replace").decode("utf-8")
+    if callable(tokenizer):
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        if len(ids) > limit:
+            text, cut = tokenizer.decode(ids[:limit]), True
+    return text.strip(), cut
+
+
 def _quote(s: str) -> str:
     return json.dumps(s, ensure_ascii=False)
 
@@ -152,41 +223,50 @@ def _option_lines(unit_test: Mapping[str, Any], category: str) -> list[str]:
     return [f"{k}. {str(i).strip()} -> {str(o).strip()}" for k, (i, o) in enumerate(zip(inputs, outputs), 1)]
 
 
-def check_unit_test(unit_test: Any, category: str, *, where: str = "unit_test") -> int:
-    """Validate one triplet; returns its number of options. ValueError/TypeError naming the field."""
+def check_unit_test(unit_test: Any, category: str | None, *, where: str = "unit_test") -> int:
+    """Validate one triplet: ``inputs`` exactly :data:`N_OPTIONS` strings, ``outputs`` one
+    string per input (not read for entities; with ``category=None``, checked where given),
+    ``correct`` an int in ``1..3``. Returns the number of options; ValueError/TypeError naming
+    the field."""
+    if category is not None:
+        category = judge_category(category)
     if not isinstance(unit_test, Mapping):
         raise TypeError(f"{where} must be a dict with inputs/outputs/correct, got {type(unit_test).__name__}")
     for key in ("inputs", "correct"):
         if key not in unit_test:
             raise ValueError(f"{where} is missing {key!r}")
     inputs = unit_test["inputs"]
-    if isinstance(inputs, str) or not isinstance(inputs, Sequence) or not 2 <= len(inputs) <= 9:
-        raise ValueError(f"{where}['inputs'] must be a list of 2..9 strings, got {inputs!r:.100}")
+    if isinstance(inputs, str) or not isinstance(inputs, Sequence) or len(inputs) != N_OPTIONS:
+        raise ValueError(f"{where}['inputs'] must list exactly {N_OPTIONS} options, got {inputs!r:.100}")
     if not all(isinstance(x, str) for x in inputs):
         raise TypeError(f"{where}['inputs'] must hold strings, got {inputs!r:.100}")
-    if category != "neurons_entities":
-        outputs = unit_test.get("outputs")
-        if outputs is None or isinstance(outputs, str) or len(outputs) != len(inputs):
-            raise ValueError(f"{where}['outputs'] must list one output per input for {category}, got {outputs!r:.100}")
+    outputs = unit_test.get("outputs")
+    if category != "neurons_entities" and (category is not None or outputs is not None):
+        if outputs is None or isinstance(outputs, str) or not isinstance(outputs, Sequence) or len(outputs) != len(inputs):
+            raise ValueError(f"{where}['outputs'] must list one output per input for {category or 'these tests'}, got {outputs!r:.100}")
         if not all(isinstance(x, str) for x in outputs):
             raise TypeError(f"{where}['outputs'] must hold strings, got {outputs!r:.100}")
     correct = unit_test["correct"]
-    if isinstance(correct, bool) or not isinstance(correct, int) or not 1 <= correct <= len(inputs):
-        raise ValueError(f"{where}['correct'] must be a 1-based index in 1..{len(inputs)}, got {correct!r}")
+    if isinstance(correct, bool) or not isinstance(correct, numbers.Integral) or not 1 <= correct <= N_OPTIONS:
+        raise ValueError(f"{where}['correct'] must be 1, 2 or 3, got {correct!r}")
     return len(inputs)
 
 
 def normalize_unit_test(unit_test: Mapping[str, Any]) -> dict:
     """A plain ``{"inputs": list, "outputs": list | None, "correct": int}`` copy of a triplet
-    (e.g. one read back from Arrow, where lists may be numpy arrays or tuples)."""
+    (e.g. one read back from Arrow, where lists may be numpy arrays or tuples). Only an integer
+    ``correct`` becomes an int; anything else is kept for :func:`check_unit_test` to name."""
     if not isinstance(unit_test, Mapping):
         raise TypeError(f"unit_test must be a dict with inputs/outputs/correct, got {type(unit_test).__name__}")
     outputs = unit_test.get("outputs")
-    return {
+    out = {
         "inputs": [str(x) for x in unit_test.get("inputs") or []],
         "outputs": None if outputs is None else [str(x) for x in outputs],
-        "correct": int(unit_test["correct"]) if "correct" in unit_test else unit_test.get("correct"),
     }
+    if "correct" in unit_test:
+        correct = unit_test["correct"]
+        out["correct"] = int(correct) if isinstance(correct, numbers.Integral) and not isinstance(correct, bool) else correct
+    return out
 
 
 def check_unit_tests(unit_tests: Any, category: str, *, argument: str = "unit_tests") -> None:
@@ -289,11 +369,8 @@ def parse_answer(text: str, n_options: int = 3) -> int | None:
 
 def _accepts(lm: Any, option: str) -> bool:
     """Whether ``lm.candidate_logprobs`` (of ``lm`` or the LM a wrapper holds) takes ``option``."""
-    inner = lm
-    while hasattr(inner, "inner"):
-        inner = inner.inner
     try:
-        params = inspect.signature(inner.candidate_logprobs).parameters
+        params = inspect.signature(_inner(lm).candidate_logprobs).parameters
     except (TypeError, ValueError, AttributeError):
         return False
     return option in params
@@ -309,6 +386,7 @@ def judge_unit_tests(
     keep_full_description: bool = False,
     shared_prefix: bool | None = None,
     max_new_tokens: int = 16,
+    max_description_tokens: int | None = None,
     progress: bool = False,
 ) -> dict[str, Any]:
     """Score descriptions with FIND's unit tests.
@@ -325,6 +403,9 @@ def judge_unit_tests(
         shared_prefix: reuse the KV cache of a function's shared prompt prefix (in-process
             backends); default: on where the backend supports it.
         max_new_tokens: answer length in ``"generate"`` mode.
+        max_description_tokens: the most tokens of a description the judge reads; default
+            :func:`description_token_limit` (:data:`MAX_DESCRIPTION_TOKENS`). A longer
+            description is cut (:func:`bound_description`) and listed in ``"truncated"``.
 
     A description that is empty after cleaning (an interpreter that gave no answer) is not
     shown to the judge: its function scores 0 and is listed in ``"empty"``. Judged as given, an
@@ -335,7 +416,8 @@ def judge_unit_tests(
     Returns:
         ``{"unit_test_accuracy": mean of per_function, "per_function": [fraction right per
         function], "choices": [[chosen 1-based option or None per test]], "empty": [indices of
-        empty descriptions], "judge": lm.name}``.
+        empty descriptions], "truncated": [indices of descriptions cut to the limit],
+        "judge": lm.name}``.
     """
     category = judge_category(category)
     if mode not in JUDGE_MODES:
@@ -352,7 +434,15 @@ def judge_unit_tests(
         raise ValueError("descriptions is empty: need at least one function to judge")
     if len(descriptions) != len(unit_tests):
         raise ValueError(f"descriptions ({len(descriptions)}) and unit_tests ({len(unit_tests)}) differ in length")
-    empty = [i for i, d in enumerate(descriptions) if not clean_description(d, keep_full_description=keep_full_description)]
+    limit = description_token_limit(lm) if max_description_tokens is None else max_description_tokens
+    bounded = [bound_description(d, lm, max_tokens=limit, keep_full_description=keep_full_description) for d in descriptions]
+    truncated = [i for i, (_, cut) in enumerate(bounded) if cut]
+    if truncated:
+        log.warning("judge: %d description(s) longer than %d tokens cut to that and flagged 'truncated' (indices %s)",
+                    len(truncated), limit, truncated[:20])
+    # from here on the descriptions are the bounded, cleaned texts
+    descriptions, keep_full_description = [text for text, _ in bounded], True
+    empty = [i for i, d in enumerate(descriptions) if not d]
     if empty:
         log.info("judge: %d of %d descriptions are empty (scored 0, not judged)", len(empty), len(descriptions))
     kept = [i for i in range(len(descriptions)) if i not in set(empty)]
@@ -404,6 +494,7 @@ def judge_unit_tests(
         "per_function": per_function,
         "choices": choices,
         "empty": empty,
+        "truncated": truncated,
         "judge": getattr(lm, "name", type(lm).__name__),
     }
 

@@ -1,5 +1,7 @@
 """FIND unit-test accuracy: an LM judge checks whether a description picks out its function."""
 
+import logging
+
 import datasets
 import evaluate
 
@@ -8,6 +10,8 @@ from findbench import judge as _judge
 from findbench.stats import bootstrap_ci
 
 _CITATION = citations.FIND
+
+log = logging.getLogger(__name__)
 
 _DESCRIPTION = """\
 FIND's unit-test score for descriptions of string functions and synthetic neurons. Each function
@@ -23,16 +27,20 @@ the mode it was trained for (`embedded-evaluator`: "pmi") and is scored in that 
 The judge is `embedded` (SmolLM2-135M-Instruct, offline) unless `judge=` names another model, a
 local folder, `embedded-evaluator` (the embedded model fine-tuned as a judge by
 `findbench train-evaluator`), or an OpenAI-compatible server URL (e.g. vLLM serving the paper's
-Vicuna judge).
+Vicuna judge). The judge reads at most `findbench.judge.MAX_DESCRIPTION_TOKENS` (512) tokens of a
+description; a longer one is cut to that and flagged in `truncated`.
 """
 
 _KWARGS_DESCRIPTION = """
 Args:
     predictions (`list` of `str`): one description per function. Text from `[DOMAIN]` or `[CODE]`
         on is cut, and a leading `[DESCRIPTION]:` label dropped, unless `keep_full_description=True`.
-        A description left empty (no answer) scores 0 and is never shown to the judge.
+        A description left empty (no answer) scores 0 and is never shown to the judge. One longer
+        than 512 tokens (fewer where the judge's context is smaller) is cut to that and flagged in
+        `truncated`; characters UTF-8 cannot encode (lone surrogates) become "?".
     references (`list` of `list` of `dict`): each function's unit tests, as in the dataset's
-        `unit_tests` column: `{"inputs": [3 str], "outputs": [3 str] or None, "correct": int (1-based)}`.
+        `unit_tests` column: `{"inputs": [3 str], "outputs": [3 str] or None, "correct": 1, 2 or 3}`;
+        anything else is refused naming it, e.g. `references[3][2]['correct']`.
     category (`str`): `strings`, `neurons_entities` or `neurons_relations`.
     judge (`str` or LM, optional, default "embedded"): `embedded`, a local folder or Hub id
         (in-process transformers), an OpenAI-compatible base URL such as "http://127.0.0.1:8000/v1",
@@ -50,6 +58,7 @@ Returns:
         of `unit_test_accuracy` over the functions (10,000 resamples, seed 0; `findbench.stats`).
     n (`int`): number of functions scored (the bootstrap's units).
     per_function (`list` of `float`): each function's fraction, in [0, 1].
+    truncated (`list` of `bool`): per function, whether its description was cut to the limit.
     judge (`str`): the judge's identity.
 Examples:
     A stand-in judge that always prefers option 2 (any `findbench.lm` LM works the same way;
@@ -67,7 +76,7 @@ Examples:
     ...          {"inputs": ["NHL", "rose", "dog"], "outputs": None, "correct": 1}]
     >>> find_unit_test.compute(predictions=["sports leagues"], references=[tests],
     ...                        category="neurons_entities", judge=PickTwo())
-    {'unit_test_accuracy': 0.5, 'unit_test_accuracy_ci': [0.5, 0.5], 'n': 1, 'per_function': [0.5], 'judge': 'pick-two'}
+    {'unit_test_accuracy': 0.5, 'unit_test_accuracy_ci': [0.5, 0.5], 'n': 1, 'per_function': [0.5], 'truncated': [False], 'judge': 'pick-two'}
     >>> find_unit_test.compute(predictions=["sports leagues"], references=[tests],
     ...                        category="neurons_entities", judge=PickTwo(), mode="generate")["per_function"]
     [0.5]
@@ -93,6 +102,26 @@ class FindUnitTest(evaluate.Metric):
             ),
             reference_urls=["https://github.com/multimodal-interpretability/FIND", "https://arxiv.org/abs/2309.03886"],
         )
+
+    # The checks that Arrow would hide run before evaluate writes the batch: a lone surrogate
+    # fails Arrow's UTF-8 encoding (for the whole batch), and Arrow casts "2" to 2 and a missing
+    # `correct` to None. Anything that is not a list is left to evaluate's own checks.
+    def add_batch(self, *, predictions=None, references=None, **kwargs):
+        """Add a batch of descriptions and their unit tests (checked here, before Arrow)."""
+        if isinstance(predictions, list):
+            predictions = [_encodable(p, f"predictions[{i}]") for i, p in enumerate(predictions)]
+        if isinstance(references, list):
+            for i, tests in enumerate(references):
+                for k, unit_test in enumerate(tests if isinstance(tests, list) else []):
+                    _judge.check_unit_test(unit_test, None, where=f"references[{i}][{k}]")
+        return super().add_batch(predictions=predictions, references=references, **kwargs)
+
+    def add(self, *, prediction=None, reference=None, **kwargs):
+        """Add one description and its unit tests (checked here, before Arrow)."""
+        prediction = _encodable(prediction, "prediction")
+        for k, unit_test in enumerate(reference if isinstance(reference, list) else []):
+            _judge.check_unit_test(unit_test, None, where=f"reference[{k}]")
+        return super().add(prediction=prediction, reference=reference, **kwargs)
 
     def _judge_lm(self, judge, judge_model, judge_cache, batch_size):
         """The judge LM, loaded once per module instance and judge spec."""
@@ -137,10 +166,24 @@ class FindUnitTest(evaluate.Metric):
         out = _judge.judge_unit_tests(
             lm, predictions, references, category, mode=mode, keep_full_description=keep_full_description
         )
+        truncated = set(out["truncated"])
         return {
             "unit_test_accuracy": float(out["unit_test_accuracy"]),
             "unit_test_accuracy_ci": list(bootstrap_ci(out["per_function"])),
             "n": len(out["per_function"]),
             "per_function": [float(x) for x in out["per_function"]],
+            "truncated": [i in truncated for i in range(len(predictions))],
             "judge": out["judge"],
         }
+
+
+def _encodable(text, where):
+    """``text`` with the characters UTF-8 cannot encode (lone surrogates) replaced by "?"."""
+    if not isinstance(text, str):
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        log.warning("%s holds characters UTF-8 cannot encode (lone surrogates); replaced with '?'", where)
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
