@@ -215,6 +215,17 @@ def test_model_text_is_escaped(tmp_path, data_dir, rows):
     assert not (tmp_path / "scores" / REPORT_FILE).exists()
 
 
+def test_a_damaged_episode_is_named_on_its_page(tmp_path):
+    """A truncated episode.json does not stop the report: its page says which file and why."""
+    from findbench.interpret.report import _read_episode
+
+    (tmp_path / "episode.json").write_text('{"function_id": "strings/f0')
+    episode, why = _read_episode(tmp_path)
+    assert episode is None and why.startswith(f"episode file {tmp_path / 'episode.json'} is unreadable") and "\n" not in why
+    (tmp_path / "episode.json").write_text('{"function_id": "strings/f00000"}')
+    assert _read_episode(tmp_path)[1] == f"episode file {tmp_path / 'episode.json'} lacks ['category', 'method']"
+
+
 def test_calls_are_recorded_and_marked(calling_run):
     episode = json.loads((calling_run / "numeric" / "aia" / "f00000" / "episode.json").read_text())
     assert [c["inputs"] for c in episode["calls"]] == [CALLED]

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import re
 
 import pytest
 
 from findbench import cli
 from findbench.interpret.episode import Episode
-from findbench.interpret.run import EPISODE_FILES, LM_CACHE, episode_dir, run_interpretations, summarize_run
+from findbench.interpret.run import EPISODE_FILES, LM_CACHE, episode_dir, is_complete_episode, run_interpretations, summarize_run
 from tests.interpret.fakes import GenerationLM
 
 
@@ -97,6 +99,34 @@ def test_resume_after_an_interruption(max_connections, data_dir, tmp_path):
     fourth = FailingChat()
     run_interpretations(data_dir, fourth, **{**kwargs, "limit": 5})
     assert fourth.calls == 2 * 2
+
+
+@pytest.mark.parametrize("damage", [b'{"function_id": "strings/f00001", "categ', b"", b"\x00\xff garbage", b"[1, 2]",
+                                    b'{"function_id": "strings/f00001"}'])
+def test_resume_reruns_a_damaged_episode(damage, data_dir, tmp_path, caplog):
+    """A truncated, empty or otherwise damaged episode.json is not a finished episode: resume
+    names it in one warning line and runs that episode again; reading it names the file."""
+    out = tmp_path / "run"
+    kwargs = dict(configs="strings", limit=2, out=out, progress=False)
+    run_interpretations(data_dir, FailingChat(), **kwargs)
+    path = episode_dir(out, "strings/f00001", "aia") / "episode.json"
+    good = json.loads(path.read_text())
+    other = episode_dir(out, "strings/f00000", "aia") / "episode.json"
+    before = other.stat().st_mtime_ns
+    path.write_bytes(damage)
+    with pytest.raises(ValueError, match=f"^episode file {re.escape(str(path))} .*; rerun with the same out") as exc:
+        summarize_run(out)
+    assert "\n" not in str(exc.value)
+    assert not is_complete_episode(path.parent)
+    caplog.clear()
+    chat = FailingChat()
+    with caplog.at_level(logging.WARNING, logger="findbench.interpret.run"):
+        run_interpretations(data_dir, chat, **kwargs)
+    assert chat.calls == 2  # the damaged episode only, both of its turns
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and str(path) in warnings[0] and warnings[0].endswith("running that episode again")
+    assert json.loads(path.read_text()) == good and other.stat().st_mtime_ns == before
+    assert [s["episodes"] for s in summarize_run(out)] == [2] and no_temporaries(out)
 
 
 def test_resume_refuses_other_settings(data_dir, tmp_path):

@@ -3,7 +3,11 @@ and the HTTP backend's server-down path."""
 
 from __future__ import annotations
 
+import logging
+import os
+import re
 import socket
+import sqlite3
 import time
 
 import pytest
@@ -261,6 +265,90 @@ def test_cache_generate_keys_include_options(tmp_path):
 def test_cache_rejects_non_lm(tmp_path):
     with pytest.raises(TypeError, match="lm"):
         CachedLM(object(), tmp_path / "x.sqlite")
+
+
+def _cache_file(path, damage: str) -> None:
+    """Write a damaged cache at ``path``: a real cache cut in half, garbage, sqlite databases
+    that are not caches, an empty file, or a real cache that stays good."""
+    if damage in ("truncated", "good"):
+        cached = CachedLM(CountingLM(), path)
+        cached.generate(_convs(300), max_new_tokens=5)
+        cached.close()  # the last connection folds the WAL into the file
+        if damage == "truncated":
+            data = path.read_bytes()
+            path.write_bytes(data[: len(data) // 2])
+    elif damage == "garbage":
+        path.write_bytes(b"\x00not a database\xff" * 500)
+    elif damage == "empty":
+        path.write_bytes(b"")
+    else:
+        db = sqlite3.connect(path)
+        db.execute("CREATE TABLE notes (body TEXT)" if damage == "other table" else "CREATE TABLE cache (key TEXT, answer TEXT)")
+        db.commit()
+        db.close()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "other table", "other columns"])
+def test_a_corrupt_cache_is_set_aside_and_a_fresh_one_starts(damage, tmp_path, caplog):
+    path = tmp_path / "lm-cache.sqlite"
+    _cache_file(path, damage)
+    original = path.read_bytes()
+    inner = CountingLM()
+    with caplog.at_level(logging.WARNING, logger="findbench.lm.cache"):
+        cached = CachedLM(inner, path)
+    aside = list(tmp_path.glob("lm-cache.sqlite.corrupt-*"))
+    assert len(aside) == 1 and aside[0].read_bytes() == original  # kept as it was
+    assert len(caplog.records) == 1
+    message = caplog.records[0].getMessage()
+    assert str(path) in message and str(aside[0]) in message and "\n" not in message
+    assert cached.generate(_convs(2), max_new_tokens=5) == ["echo:q:5", "echo:qq:5"] and len(cached) == 2
+    cached.close()
+    again = CountingLM()
+    assert CachedLM(again, path).generate(_convs(2), max_new_tokens=5) == ["echo:q:5", "echo:qq:5"]
+    assert again.computed == 0 and len(list(tmp_path.glob("*.corrupt-*"))) == 1  # the fresh cache serves the next run
+
+
+@pytest.mark.parametrize("damage", ["empty", "good"])
+def test_an_empty_or_good_cache_file_is_used_as_it_is(damage, tmp_path, caplog):
+    path = tmp_path / "lm-cache.sqlite"
+    _cache_file(path, damage)
+    inner = CountingLM()
+    with caplog.at_level(logging.WARNING, logger="findbench.lm.cache"):
+        cached = CachedLM(inner, path)
+    assert not caplog.records and not list(tmp_path.glob("*.corrupt-*"))
+    assert len(cached) == (300 if damage == "good" else 0)
+    cached.generate(_convs(3), max_new_tokens=5)
+    assert inner.computed == (0 if damage == "good" else 3)
+
+
+def test_a_cache_that_cannot_be_opened_is_named_in_one_line(tmp_path, monkeypatch):
+    """Locked by another process, a folder in its place, or (not as root) unreadable: an error
+    naming the file and what to do; nothing is set aside."""
+    import findbench.lm.cache as cache_module
+
+    path = tmp_path / "held.sqlite"
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("CREATE TABLE cache (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    db.execute("BEGIN EXCLUSIVE")
+    monkeypatch.setattr(cache_module, "_BUSY_TIMEOUT_S", 0.1)
+    with pytest.raises(sqlite3.OperationalError, match=f"^lm cache {re.escape(str(path))} cannot be opened \\(database is locked\\)"):
+        CachedLM(CountingLM(), path)
+    db.close()
+    (tmp_path / "folder.sqlite").mkdir()
+    with pytest.raises(sqlite3.OperationalError, match="^lm cache .*folder.sqlite cannot be opened"):
+        CachedLM(CountingLM(), tmp_path / "folder.sqlite")
+    _cache_file(tmp_path / "locked.sqlite", "empty")
+    os.chmod(tmp_path / "locked.sqlite", 0)
+    if os.geteuid() == 0:  # root opens any file: stand in for the denial an ordinary user gets
+
+        def denied(path):
+            raise sqlite3.OperationalError("unable to open database file")
+
+        monkeypatch.setattr(cache_module.os, "access", lambda path, mode: False)
+        monkeypatch.setattr(cache_module, "_connect", denied)
+    with pytest.raises(PermissionError, match="^lm cache .*locked.sqlite is not readable and writable"):
+        CachedLM(CountingLM(), tmp_path / "locked.sqlite")
+    assert not list(tmp_path.glob("*.corrupt-*"))
 
 
 def _closed_port() -> int:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from findbench._io import atomic_write_text
+from findbench.interpret.episode import read_episode_file
 from findbench.interpret.evaluate import check_rows_known, load_interpretations, read_run_info
 from findbench.interpret.scoreboard import PAPER_SOURCE, PAPER_TABLE2, TABLE2_COLUMNS, render_table, table2_cells
 from findbench.schema import CATEGORIES
@@ -455,17 +456,14 @@ def _episode_folder(run_dir: Path, record: Mapping[str, Any]) -> Path:
 
 
 def _read_episode(folder: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """``episode.json`` as a dict, or None and why not."""
+    """``episode.json`` as a dict, or None and why not (naming a damaged file)."""
     path = folder / "episode.json"
     if not path.is_file():
         return None, "no episode.json in this folder (no transcript recorded)"
     try:
-        episode = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return None, f"episode.json is not readable JSON: {exc}"
-    if not isinstance(episode, dict):
-        return None, "episode.json does not hold a JSON object"
-    return episode, None
+        return read_episode_file(path), None
+    except ValueError as exc:
+        return None, str(exc)
 
 
 def _slug(text: str) -> str:

@@ -10,9 +10,10 @@ Layout of ``out``::
 
 Each episode folder is written in a temporary folder and renamed into place when the episode
 ends, so a folder is either complete or absent. A rerun with the same ``out`` skips the
-episodes whose folder exists and runs the rest; ``run.json`` must then agree on the settings
-that change answers (interpreter, rounds, max_tokens, episode_tokens, seed, data, ...), else
-ValueError naming ``out``.
+episodes whose folder exists and runs the rest, and again those whose ``episode.json`` is
+unreadable or lacks a required key (damaged by a crash or a full disk; one warning line names
+each). ``run.json`` must then agree on the settings that change answers (interpreter, rounds,
+max_tokens, episode_tokens, seed, data, ...), else ValueError naming ``out``.
 
 Episodes run concurrently, at most ``max_connections`` at a time, on one asyncio loop;
 findbench LMs are synchronous and run in a thread pool of that size (backends that are not
@@ -33,7 +34,7 @@ from typing import Any
 
 from findbench._io import atomic_dir, atomic_write_json
 from findbench._version import __version__
-from findbench.interpret.episode import DEFAULT_ROUNDS, Chat, Episode, _takes_max_tokens, lm_chat, run_episode
+from findbench.interpret.episode import DEFAULT_ROUNDS, Chat, Episode, _takes_max_tokens, lm_chat, read_episode_file, run_episode
 from findbench.interpret.prompts import check_method
 from findbench.interpret.protocol import METHODS, NEURON_CATEGORIES, PROTOCOL, check_protocol
 from findbench.interpret.references import REFERENCE_INTERPRETERS, answer_chat, oracle_answer, random_answer
@@ -68,7 +69,14 @@ def episode_dir(out: str | os.PathLike, function_id: str, method: str) -> Path:
 
 
 def _is_complete(folder: Path) -> bool:
-    return all((folder / name).is_file() for name in EPISODE_FILES)
+    if not all((folder / name).is_file() for name in EPISODE_FILES):
+        return False
+    try:
+        read_episode_file(folder / "episode.json")
+    except ValueError as exc:
+        logger.warning("%s; running that episode again", exc)
+        return False
+    return True
 
 
 def _write_episode(folder: Path, episode: Episode) -> None:
@@ -81,7 +89,8 @@ def _write_episode(folder: Path, episode: Episode) -> None:
 
 
 def is_complete_episode(folder: str | os.PathLike) -> bool:
-    """Whether ``folder`` holds every file of :data:`EPISODE_FILES` (a finished episode)."""
+    """Whether ``folder`` holds every file of :data:`EPISODE_FILES` and a readable
+    ``episode.json`` (a finished episode); a damaged one is logged as a warning naming it."""
     return _is_complete(Path(folder))
 
 
@@ -442,7 +451,8 @@ async def _run_all(pending, chat_for, *, out: Path, rounds: int, seed: int, max_
 
 def summarize_run(out: str | os.PathLike) -> list[dict[str, Any]]:
     """One summary per (category, method) of the episodes in the run folder ``out``:
-    ``{"category", "method", "episodes", "answered", "mean_rounds", "calls", "malformed_commands"}``."""
+    ``{"category", "method", "episodes", "answered", "mean_rounds", "calls", "malformed_commands"}``.
+    ValueError naming the file for a damaged ``episode.json`` (:func:`read_episode_file`)."""
     root = Path(out)
     summary = []
     for category in CATEGORIES:
@@ -453,7 +463,10 @@ def summarize_run(out: str | os.PathLike) -> list[dict[str, Any]]:
             records = []
             for sub in sorted(folder.iterdir()):
                 if sub.is_dir() and not sub.name.startswith(".") and (sub / "episode.json").is_file():
-                    records.append(json.loads((sub / "episode.json").read_text(encoding="utf-8")))
+                    try:
+                        records.append(read_episode_file(sub / "episode.json"))
+                    except ValueError as exc:
+                        raise ValueError(f"{exc}; rerun with the same out to run that episode again") from None
             if not records:
                 continue
             summary.append({

@@ -5,6 +5,12 @@ call kind and the request (conversation and call options) as canonical JSON. A c
 every item up, runs only the missing ones through the wrapped LM in chunks, and commits each
 chunk as soon as it finishes: after a crash, a rerun repeats at most the unfinished chunk.
 Safe to share between threads (one lock) and processes (sqlite WAL + busy timeout).
+
+The file is checked when it opens (``PRAGMA quick_check`` and the table's columns; about a
+second per 400 MB). A file that is not a cache (truncated, garbage, another sqlite database)
+is set aside as ``<name>.corrupt-<timestamp>``, with a warning naming both paths, and a fresh
+cache starts: answers are only recomputed. A file that cannot be opened (permissions, held
+locked by another process past the busy timeout) raises one line naming it.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,13 +32,74 @@ __all__ = ["CachedLM"]
 
 log = logging.getLogger(__name__)
 
+#: Seconds a connection waits for another process's lock on the cache.
+_BUSY_TIMEOUT_S = 60.0
+_SCHEMA = "CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+
+
+class _NotACache(Exception):
+    """The file opens as sqlite but is not a cache (wrong tables or columns, failed check)."""
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    """A checked connection to the cache at ``path`` (created if absent)."""
+    db = sqlite3.connect(str(path), timeout=_BUSY_TIMEOUT_S, check_same_thread=False)
+    try:  # read-only checks first: a file that is not a cache is set aside unchanged
+        tables = sorted(name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+        columns = [row[1] for row in db.execute("PRAGMA table_info(cache)")]
+        if tables not in ([], ["cache"]) or columns not in ([], ["key", "value"]):
+            raise _NotACache(f"tables {tables}, cache columns {columns}; a cache holds one table 'cache' (key, value)")
+        check = db.execute("PRAGMA quick_check").fetchone()[0]
+        if check != "ok":
+            raise _NotACache(f"quick_check: {check}")
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute(_SCHEMA)
+        db.commit()
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _set_aside(path: Path) -> Path:
+    """Rename ``path`` (and its WAL files) to ``<name>.corrupt-<timestamp>``; return the new path."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+    n = 1
+    while aside.exists():
+        n += 1
+        aside = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+    os.replace(path, aside)
+    for suffix in ("-wal", "-shm"):  # a stale WAL must not be replayed into the fresh cache
+        extra = path.with_name(path.name + suffix)
+        if extra.exists():
+            os.replace(extra, aside.with_name(aside.name + suffix))
+    return aside
+
+
+def _open_cache(path: Path) -> sqlite3.Connection:
+    """:func:`_connect`, setting a corrupt file aside once; one-line errors naming ``path``."""
+    try:
+        return _connect(path)
+    except (_NotACache, sqlite3.DatabaseError) as exc:
+        if isinstance(exc, sqlite3.OperationalError):  # could not open or lock: nothing wrong with the content
+            if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+                raise PermissionError(f"lm cache {path} is not readable and writable by this user; fix its permissions "
+                                      "or give another cache path") from None
+            raise sqlite3.OperationalError(f"lm cache {path} cannot be opened ({exc}); check that no other process holds "
+                                           "it and that it and its folder are writable, or give another cache path") from None
+        aside = _set_aside(path)
+        log.warning("lm cache %s is not a readable cache (%s); set aside as %s, starting a fresh cache", path, exc, aside)
+    return _connect(path)
+
 
 class CachedLM:
     """Wrap ``lm`` with a sqlite cache at ``path``.
 
     Args:
         lm: any :class:`~findbench.lm.base.LM`.
-        path: sqlite file (created with its folder).
+        path: sqlite file (created with its folder). A corrupt file is set aside as
+            ``<name>.corrupt-<timestamp>`` and a fresh cache started (see the module doc).
         chunk_size: misses sent to ``lm`` per call; each chunk is committed when done.
 
     Backend options that do not change results (e.g. ``shared_prefix`` of
@@ -50,11 +118,7 @@ class CachedLM:
         self.chunk_size = chunk_size
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(self.path), timeout=60.0, check_same_thread=False)
-        with self._lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            self._db.commit()
+        self._db = _open_cache(self.path)
         #: Items answered from the cache / sent to the wrapped LM since creation.
         self.hits = 0
         self.misses = 0
