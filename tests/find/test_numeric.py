@@ -450,3 +450,37 @@ def test_find_v1_release_quirks():
     c = nm.row_from_find_v1(rec_abs, "corrupted_function_code.py", index=9)
     assert c["function_id"] == "numeric/f00009" and c["corruption_type"] == "below"
     assert json.loads(c["corruption_params"]) == {"boundary": [31.1], "mean": 1.0, "std": 0.1}
+
+
+@pytest.mark.parametrize("terms, op, why", [
+    ([{"family": "tanh", "params": {"amplitude": 0.0, "period": 1.5, "shift": 4.2, "offset": -16.0}}], None, "constant on the grid"),
+    ([{"family": "linear", "params": {"slope": 0.0, "intercept": 3.0}}], None, "constant on the grid"),
+    ([{"family": "cos", "params": {"amplitude": 3.0, "period": 0.3, "shift": 1.0, "offset": 0.0}}], None, "aliases"),
+    ([{"family": "square_wave", "params": {"period": 1.0, "shift": 0.5}}], None, "aliases"),
+    ([{"family": "constant", "params": {"value": 0.0}}, {"family": "linear", "params": {"slope": 2.0, "intercept": 1.0}}],
+     "product", "product of its terms is constant"),
+])
+def test_degenerate_draws_are_named(terms, op, why):
+    from findbench.find.numeric import degenerate
+
+    params = {"structure": "atomic" if op is None else "composition", "op": op, "terms": terms}
+    assert why in degenerate(params)
+
+
+def test_honest_draws_are_not_degenerate():
+    from findbench.find.numeric import degenerate
+
+    for terms in ([{"family": "sin", "params": {"amplitude": 2.9, "period": 6.1, "shift": 2.0, "offset": -1.4}}],
+                  [{"family": "constant", "params": {"value": -16.0}}]):
+        assert degenerate({"structure": "atomic", "op": None, "terms": terms}) is None
+
+
+def test_generated_rows_are_never_degenerate():
+    """The seed-0 build had 54 such rows (46 aliasing waves, 2 zero-amplitude tanh, 6 constant
+    sums or products, f00042, f00304 and f00353 among them); they are now redrawn."""
+    from findbench.find.numeric import degenerate
+
+    rows = nm.generate(400, seed=0, progress=False)
+    assert all(degenerate(json.loads(r["params"])) is None for r in rows)
+    f42 = nm.make_function(rows[42])
+    assert len({float(v) for v in f42(np.arange(-5.5, 6.0, 1.0))}) > 1

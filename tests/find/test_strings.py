@@ -419,3 +419,17 @@ def test_index_descriptions_read_well():
     assert "if the string is empty" in text
     text = S.describe(S.validate_params({"ops": [{"op": "char_at_index", "params": {"index": 1}}]}))
     assert "has 1 character or fewer" in text
+
+
+def test_compositions_show_both_steps_on_their_test_inputs(rows):
+    """Appending text and then reading the first letter (its first step never shows) is not
+    drawn, and every composition's test inputs tell it apart from the identity and each step."""
+    from findbench.find.strings import OPERATIONS, _shows_both_steps, _steps_signature, degenerate
+
+    assert all(degenerate(row) is None for row in rows)
+    append_then_first = [(OPERATIONS["append_text"], {"text": "abc"}), (OPERATIONS["first_char_order"], {})]
+    assert not _shows_both_steps(append_then_first, _steps_signature(append_then_first))
+    row = dict(rows[0], params=json.dumps({"ops": [{"op": "insert_separator", "params": {"sep": "0"}},
+                                                    {"op": "first_char", "params": {}}]}),
+               test_inputs=["abc", "xyz"])
+    assert "equals its second step" in degenerate(row)

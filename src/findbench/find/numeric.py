@@ -985,6 +985,37 @@ def _domain_grid(p: Mapping, n_points: int) -> np.ndarray:
     return np.linspace(float(p["domain"][0]), float(p["domain"][1]), n_points)
 
 
+#: FIND's evaluation grid (the NMSE grid): x = -127.5, ..., 127.5, one apart.
+_EVAL_GRID = np.arange(-127.5, 128.0, 1.0)
+#: A wave whose period is shorter than two grid steps aliases there (Nyquist): on the grid it
+#: looks like another, slower wave, so the description would not say what the scores see.
+_MIN_PERIOD = 2.0
+_WAVES = ("sin", "cos", "square_wave")
+
+
+def _flat(values: Any) -> bool:
+    y = np.asarray(values, dtype=np.float64)
+    y = y[np.isfinite(y)]
+    return y.size == 0 or float(np.ptp(y)) <= 1e-9 * max(1.0, float(np.max(np.abs(y))))
+
+
+def degenerate(params: Mapping) -> str | None:
+    """Why a function's description would not say what it does on FIND's evaluation grid
+    (``None`` when it does): a wave whose period aliases there, a term that is constant there
+    although its family is not (zero amplitude, slope or scale), or a whole function that is
+    constant there although it is not described as one (a product with a zero constant)."""
+    with np.errstate(all="ignore"):
+        for term in params["terms"]:
+            fam, p = term["family"], term["params"]
+            if fam in _WAVES and abs(float(p["period"])) < _MIN_PERIOD:
+                return f"{fam} of period {p['period']} aliases on the unit-spaced grid"
+            if fam != "constant" and _flat(_term_fn(term)(_EVAL_GRID)):
+                return f"{fam} with {dict(p)} is constant on the grid"
+        if params["structure"] != "atomic" and _flat(_clean_fn(params)(_EVAL_GRID)):
+            return f"the {params['op']} of its terms is constant on the grid"
+    return None
+
+
 def _sample_params(seed: int, index: int, structure: str, variant: str) -> dict:
     rng = np.random.default_rng([seed, 1, index])
     for _attempt in range(1000):
@@ -1006,8 +1037,10 @@ def _sample_params(seed: int, index: int, structure: str, variant: str) -> dict:
             y_mean = np.asarray(clean(_domain_grid(p, _MEAN_POINTS)), dtype=np.float64)
             y_fit = np.asarray(clean(_domain_grid(p, MLP_TRAIN_POINTS)), dtype=np.float64)
         # a pole (reciprocal, rational) sitting on a grid point would make the corruption
-        # mean or the MLP targets non-finite: redraw, deterministically
-        if np.all(np.isfinite(y_mean)) and np.all(np.isfinite(y_fit)) and np.all(np.abs(y_fit) < 1e30):
+        # mean or the MLP targets non-finite, and a degenerate draw would be described as what
+        # it is not: redraw, deterministically
+        if (np.all(np.isfinite(y_mean)) and np.all(np.isfinite(y_fit)) and np.all(np.abs(y_fit) < 1e30)
+                and degenerate(p) is None):
             break
     else:  # pragma: no cover - needs 1000 consecutive poles
         raise RuntimeError(f"could not draw a finite function for index {index}")
@@ -1074,6 +1107,10 @@ def generate(n: int = 1000, seed: int = 0, *, progress: bool = True) -> list[dic
                 "mse": float(f"{fit['mse'][k]:.6g}"),
                 "train_points": MLP_TRAIN_POINTS,
             }
+    # the build-time check: every description says what its function does on the grid
+    bad = [(i, why) for i, p in enumerate(params) if (why := degenerate(p))]
+    if bad:  # pragma: no cover - _sample_params redraws these
+        raise RuntimeError(f"numeric generator made {len(bad)} degenerate function(s), e.g. f{bad[0][0]:05d}: {bad[0][1]}")
     return [
         row_from_params(p, i)
         for i, p in enumerate(tqdm(params, desc="writing numeric rows", disable=not progress, leave=False))

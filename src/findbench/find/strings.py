@@ -17,7 +17,9 @@ Degenerate compositions are never generated: two operations of the same family (
 ``lowercase∘uppercase``, ``reverse∘reverse_words``), a length-only operation after a
 length-preserving one, a case-insensitive one after a case-only one, an order-insensitive one
 after a reordering one, and any pair whose behaviour on a fixed probe set equals the identity,
-a constant, one of its parts, a parameterless operation or an earlier function.
+a constant, one of its parts, a parameterless operation or an earlier function, or equals the
+identity or one of its parts on every probe of two or more characters. Test inputs are drawn so
+that each composition differs from the identity and from each of its steps on some input.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import random
 import string
 import textwrap
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from typing import Any
@@ -716,6 +718,8 @@ def _catalog_signatures() -> frozenset:
 
 
 _IDENTITY = PROBES
+#: The probes of two or more characters: what the inputs a function is tested on look like.
+_NATURAL = tuple(i for i, probe in enumerate(PROBES) if len(probe.strip()) >= 2)
 
 # ----------------------------------------------------------------------------- test inputs
 
@@ -865,13 +869,18 @@ def _merge_hints(steps: list[tuple[OpSpec, dict]]) -> dict:
     return merged
 
 
-def _make_test_inputs(rng: random.Random, fn: Callable[[str], str], hints: dict, n: int = N_TEST_INPUTS, attempts: int = 8) -> list[str]:
+def _make_test_inputs(rng: random.Random, fn: Callable[[str], str], hints: dict, n: int = N_TEST_INPUTS, attempts: int = 8,
+                      parts: Sequence[Callable[[str], str]] = ()) -> list[str]:
     """``n`` distinct non-empty inputs for ``fn``: a seeded mix of words, phrases, mixed case,
     digits, punctuation and (sometimes) unicode/quotes, edited by the operation's hints; the
-    draw that changes the most inputs and gives the most distinct outputs wins."""
-    best: tuple[tuple[int, int, int], list[str]] | None = None
+    draw that tells ``fn`` apart from each of ``parts`` (a composition's steps alone) on some
+    input, then changes the most inputs and gives the most distinct outputs, wins (up to four
+    times the attempts while some part is not told apart)."""
+    best: tuple[tuple[int, ...], list[str]] | None = None
     pieces = list(hints.get("chars", ())) + list(hints.get("subs", ()))
-    for _ in range(attempts):
+    for attempt in range(4 * attempts if parts else attempts):
+        if attempt >= attempts and best is not None and best[0][0] == len(parts):
+            break
         kinds = list(_KINDS)
         if rng.random() < 0.4:
             kinds[rng.randrange(n)] = "special"
@@ -895,10 +904,11 @@ def _make_test_inputs(rng: random.Random, fn: Callable[[str], str], hints: dict,
         # the character of append_if_missing) rather than chase more changes
         # first: every parameter character/substring occurs in some inputs but not in all
         covered = sum(3 <= sum(piece in x for x in inputs) <= n - 1 for piece in pieces)
-        score = (covered, min(len(set(outputs)), 7), min(sum(y != x for x, y in zip(inputs, outputs)), 6))
+        told_apart = sum(any(g(x) != y for x, y in zip(inputs, outputs)) for g in parts)
+        score = (told_apart, covered, min(len(set(outputs)), 7), min(sum(y != x for x, y in zip(inputs, outputs)), 6))
         if best is None or score > best[0]:
             best = (score, inputs)
-        if score == (len(pieces), 7, 6):
+        if score == (len(parts), len(pieces), 7, 6):
             break
     assert best is not None
     return best[1]
@@ -919,6 +929,15 @@ def _key(steps: list[tuple[OpSpec, dict]]) -> str:
     return schema.dumps(_as_params(steps))
 
 
+def _shows_both_steps(steps: list[tuple[OpSpec, dict]], sig: tuple[str, ...]) -> bool:
+    """Whether a composition differs from the identity and from each step alone on at least
+    three probes of two or more characters (appending text and then reading the first letter
+    does not: its first step never shows on the inputs a function is tested on; swapping the
+    letters at 4 and 9 and then reading the last one shows only on ten-letter inputs)."""
+    others = (_IDENTITY, *(_step_signature(spec.name, schema.dumps(p)) for spec, p in steps))
+    return all(sum(sig[i] != other[i] for i in _NATURAL) >= 3 for other in others)
+
+
 def _accept(steps, sig, seen_keys, seen_sigs) -> bool:
     if _key(steps) in seen_keys or sig in seen_sigs:
         return False
@@ -931,6 +950,22 @@ def _accept(steps, sig, seen_keys, seen_sigs) -> bool:
             if sig == _step_signature(spec.name, schema.dumps(p)):
                 return False
     return True
+
+
+def degenerate(row: Mapping[str, Any]) -> str | None:
+    """Why a row's description would not say what it does on its own test inputs (``None``
+    when it does): a composition whose outputs there equal its input's, or one step's alone."""
+    steps = validate_params(row["params"])
+    if len(steps) < 2:
+        return None
+    inputs = list(row["test_inputs"])
+    outputs = [_compose(steps)(x) for x in inputs]
+    if outputs == inputs:
+        return "the composition is the identity on its test inputs"
+    for k, step in enumerate(steps):
+        if [_compose([step])(x) for x in inputs] == outputs:
+            return f"the composition equals its {('first', 'second')[k]} step alone on its test inputs"
+    return None
 
 
 def _check_generate_args(n: Any, seed: Any, progress: Any) -> None:
@@ -985,6 +1020,24 @@ def _sample_functions(n: int, rng: random.Random) -> list[list[tuple[OpSpec, dic
         if not composition_allowed(outer, inner):
             continue
         take(_draw_steps(rng, [inner, outer]))
+    # A composition whose first or second step never shows on inputs of two or more
+    # characters is replaced by one drawn from its own stream, so every other function (and
+    # the main stream's later draws) stays as it was.
+    for k, steps in enumerate(chosen):
+        if len(steps) == 2 and not _shows_both_steps(steps, _steps_signature(steps)):
+            seen_keys.discard(_key(steps))
+            seen_sigs.discard(_steps_signature(steps))
+            sub = random.Random(f"replace:{k}:{_key(steps)}")
+            while True:
+                outer, inner = sub.choice(_OPS), sub.choice(composable)
+                if composition_allowed(outer, inner):
+                    new = _draw_steps(sub, [inner, outer])
+                    sig = _steps_signature(new)
+                    if _accept(new, sig, seen_keys, seen_sigs) and _shows_both_steps(new, sig):
+                        break
+            seen_keys.add(_key(new))
+            seen_sigs.add(sig)
+            chosen[k] = new
     return chosen
 
 
@@ -1017,7 +1070,9 @@ def generate(n: int = 1000, seed: int = 0, *, progress: bool = True) -> list[dic
     all_inputs: list[list[str]] = []
     for steps, fn in tqdm(list(zip(functions, fns)), desc="strings test inputs", disable=not progress):
         sub = random.Random(rng.getrandbits(64))
-        all_inputs.append(_make_test_inputs(sub, fn, _merge_hints(steps)))
+        # a composition must not look like the identity or one of its steps on its own inputs
+        parts = [str, *(_compose([step]) for step in steps)] if len(steps) > 1 else []
+        all_inputs.append(_make_test_inputs(sub, fn, _merge_hints(steps), parts=parts))
     items = [[(x, fn(x)) for x in inputs] for inputs, fn in zip(all_inputs, fns)]
     unit_seed = rng.getrandbits(63)
     # a distractor pair (x, y) with f(x) == y would be a second right answer
@@ -1043,4 +1098,8 @@ def generate(n: int = 1000, seed: int = 0, *, progress: bool = True) -> list[dic
                 unit_tests=function_tests,
             )
         )
+    # the build-time check: every description says what its function does on its test inputs
+    bad = [(row["function_id"], why) for row in rows if (why := degenerate(row))]
+    if bad:
+        raise RuntimeError(f"strings generator made {len(bad)} degenerate function(s), e.g. {bad[0][0]}: {bad[0][1]}")
     return rows
