@@ -345,3 +345,12 @@ def test_string_scoring_keeps_honest_neighbours_exact(box):
     out = score_exact_match([reference.replace("function", "f"), cheat, reference.replace("function", "f")],
                             [reference] * 3, [["ab", "cd"]] * 3, sandbox=box)
     assert out["per_function"] == [1.0, 0.0, 1.0]
+
+
+def test_large_batches_do_not_stall():
+    """Requests far larger than a pipe holds, with replies as large: the parent never blocks
+    writing requests while the fork server waits for it to read replies."""
+    grid = [float(i) + 0.5 for i in range(3000)]
+    with Sandbox(workers=1, timeout=30) as box:
+        results = box.run(["def f(x):\n    return 2 * x\n"] * 80, [grid] * 80)
+    assert all(r.status == "ok" and r.values[-1] == 2 * grid[-1] for r in results)

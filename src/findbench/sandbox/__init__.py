@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import fcntl
 import functools
 import json
 import logging
@@ -114,6 +115,7 @@ _PARENT_SLACK = 30.0
 #: Set to 1 to let the sandbox run code without a kernel boundary (no Landlock, no bwrap).
 ALLOW_UNCONFINED_ENV = "FINDBENCH_ALLOW_UNCONFINED"
 _MAX_ITEMS_PER_MESSAGE = 32
+_F_GETPIPE_SZ = 1032  # fcntl: what a pipe holds before its writer blocks
 _MESSAGE_LIMIT = 64 * 1024
 from findbench.sandbox import _worker  # noqa: E402 - stdlib only; the parent reads its constants
 
@@ -341,6 +343,10 @@ class _Worker:
         self.poller = select.poll()
         self.poller.register(self.fd, select.POLLIN | select.POLLHUP | select.POLLERR)
         self.hello: dict = {}
+        try:
+            self.pipe_bytes = fcntl.fcntl(proc.stdin.fileno(), _F_GETPIPE_SZ)
+        except OSError:  # pragma: no cover - not Linux
+            self.pipe_bytes = 4096
 
     def read_line(self, deadline: float) -> bytes | None:
         """Next reply line; ``None`` on EOF; raises ``TimeoutError`` / ``OverflowError``."""
@@ -748,6 +754,14 @@ class Sandbox:
             if worker is not None:
                 worker.kill()
             worker = self._workers[slot] = self._start_worker()
+        # Send only what the request pipe holds at once (at least one item): the fork server
+        # reads one request at a time and writes each reply before the next, so a parent still
+        # blocked writing requests would never read those replies. The caller sends the rest.
+        size, fit = len(batch[0]["payload"]) + 4, 1
+        while fit < len(batch) and size + len(batch[fit]["payload"]) + 4 <= worker.pipe_bytes:
+            size += len(batch[fit]["payload"]) + 4
+            fit += 1
+        batch = batch[:fit]
         payloads = [item["payload"] for item in batch]
         try:
             worker.send(payloads)
