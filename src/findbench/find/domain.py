@@ -15,6 +15,9 @@ FIND functions have a ground truth for the second part:
   subdomain, so that a judge can score the ``[DOMAIN]`` text on them
   (:func:`findbench.judge.domain.score_relation_domain`; the judge lives a layer above).
 
+:func:`in_corrupted_subdomain` tells, per input, whether a function serves it from its corrupted
+interval or excepted subdomain (whether an agent's experiment probed it).
+
 Everything here is pure Python + numpy.
 """
 
@@ -40,6 +43,7 @@ __all__ = [
     "domain_reference",
     "score_domain",
     "domain_unit_tests",
+    "in_corrupted_subdomain",
 ]
 
 #: The columns of a numeric row that :func:`corrupted_interval` reads (the ``references`` of
@@ -327,8 +331,8 @@ def _row_domain(row: Any, where: str) -> tuple[float, float]:
     return lo, hi
 
 
-def _corrupted_interval(row: Any, where: str) -> tuple[float, float] | None:
-    lo, hi = _row_domain(row, where)
+def _corruption(row: Mapping[str, Any], where: str) -> tuple[str, list[float]] | None:
+    """``(corruption_type, boundary)`` of a numeric row, None for a row without corruption."""
     kind = row.get("corruption_type")
     raw = row.get("corruption_params")
     if kind is None:
@@ -351,6 +355,15 @@ def _corrupted_interval(row: Any, where: str) -> tuple[float, float] | None:
     b = [float(v) for v in b]
     if n == 2 and not b[0] < b[1]:
         raise ValueError(f"{where}['corruption_params'] boundary must be increasing, got {b!r}")
+    return kind, b
+
+
+def _corrupted_interval(row: Any, where: str) -> tuple[float, float] | None:
+    lo, hi = _row_domain(row, where)
+    spec = _corruption(row, where)
+    if spec is None:
+        return None
+    kind, b = spec
     # the served function's masks (findbench.find.numeric.make_function): x <= b0, x >= b0,
     # b0 < x < b1; whether an end point belongs to the set does not change lengths
     if kind == "below":
@@ -581,3 +594,65 @@ def domain_unit_tests(row: Mapping[str, Any], *, where: str = "row") -> list[dic
         if parse_relation_answer(outputs[c - 1]) == UNDEFINED:
             out.append({"inputs": inputs, "outputs": outputs, "correct": c})
     return out
+
+
+def _as_number(x: Any) -> float | None:
+    """A finite float from a number or the text of one (an input as an agent wrote it), else None."""
+    if isinstance(x, bool):
+        return None
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def in_corrupted_subdomain(row: Mapping[str, Any], inputs: Sequence[Any]) -> list[bool] | None:
+    """Per input, whether the function of ``row`` serves it from its corrupted part; None for a
+    row that has none (a clean, noisy or MLP numeric function, an atomic relation, strings,
+    entities).
+
+    - numeric (``corruption_type`` set): the served function's masks
+      (:func:`findbench.find.numeric.make_function`): ``below`` ``x <= b0``, ``above``
+      ``x >= b0``, ``inside`` ``b0 < x < b1``, wherever ``x`` lies (the served function corrupts
+      outside ``[domain_low, domain_high]`` too). An input is a number or its text; one that is
+      not a finite number is never inside.
+    - neurons_relations (``exception`` set): the input names an entry of the relation's table
+      (looked up as the neuron looks it up, case- and accent-insensitively) that lies in the
+      excepted subdomain.
+
+    Raises ValueError/TypeError naming the field of a malformed row.
+    """
+    if not isinstance(row, Mapping):
+        raise TypeError(f"row must be a dict (a dataset row), got {type(row).__name__}")
+    if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
+        raise TypeError(f"inputs must be a list of inputs, got {type(inputs).__name__}")
+    category = row.get("category")
+    if category == "numeric":
+        spec = _corruption(row, "row")
+        if spec is None:
+            return None
+        kind, b = spec
+        out = []
+        for x in inputs:
+            v = _as_number(x)
+            out.append(v is not None and (v <= b[0] if kind == "below" else v >= b[0] if kind == "above" else b[0] < v < b[1]))
+        return out
+    if category == "neurons_relations":
+        exception = row.get("exception")
+        if not isinstance(exception, str) or not exception.strip():
+            return None
+        from findbench.find.synthetic_neurons.backbones import _relation_for_row
+
+        raw = row.get("params")
+        params = json.loads(raw) if isinstance(raw, str) and raw else (dict(raw) if isinstance(raw, Mapping) else {})
+        table, index = _relation_for_row(row, params)
+        if index is None:
+            raise ValueError(f"row['params'] of {row.get('function_id')} names no exception_index, but row['exception'] is {exception!r}")
+        excepted = table.exceptions[index]
+        out = []
+        for x in inputs:
+            entry = table.lookup(str(x)) if isinstance(x, str) else None
+            out.append(entry is not None and excepted.matches(entry))
+        return out
+    return None

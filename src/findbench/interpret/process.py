@@ -1,0 +1,149 @@
+"""How an interpreter experimented: process metrics read from its transcripts (``episode.json``).
+
+FIND's documented failure is that agents miss the corrupted interval of a function; a score
+alone does not say whether an agent never looked there or looked and did not see it. Per
+episode (:func:`episode_process`):
+
+* ``calls``: commands the agent issued (its ``calls`` records after the exemplars, malformed
+  commands included; the MILAN methods' exemplars are shown to the agent, not asked for, and
+  are not counted);
+* ``distinct_inputs``: distinct values the agent asked about over those commands (numeric:
+  distinct numbers, so ``1`` and ``1.0`` are one; strings: exact texts; neurons: texts without
+  surrounding spaces);
+* ``probed_corruption`` (corrupted functions only: numeric ``corruption`` rows, relations with
+  an exception): whether any of the agent's inputs lies in the corrupted interval or excepted
+  subdomain (:func:`findbench.find.domain.in_corrupted_subdomain`); None for other functions.
+
+An episode without a transcript (FIND's results layout, or a missing file) has all three None.
+:func:`aggregate_process` summarises them per category and method (means with their n and a
+bootstrap interval, :func:`findbench.stats.mean_ci`), beside the mean ``domain_iou`` of the
+corrupted numeric episodes that probed and that did not; :func:`render_process` writes the
+summary as a markdown section.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from findbench.stats import format_ci, mean_ci
+
+__all__ = ["PROCESS_COLUMNS", "agent_calls", "episode_process", "aggregate_process", "render_process"]
+
+#: Per-episode columns (``per_function.csv``).
+PROCESS_COLUMNS = ("calls", "distinct_inputs", "probed_corruption")
+
+
+def agent_calls(calls: Sequence[Any] | None) -> list[Mapping[str, Any]]:
+    """The records of ``episode.json``'s ``calls`` that the agent issued: every record but the
+    exemplars (round 0, which only the MILAN methods' exemplars use)."""
+    return [c for c in calls or [] if isinstance(c, Mapping) and c.get("round") != 0]
+
+
+def _input_key(category: str, x: Any) -> Any:
+    if category == "numeric":
+        if isinstance(x, bool):
+            return None
+        try:
+            v = float(x)
+        except (TypeError, ValueError):
+            return None
+        return None if math.isnan(v) else v
+    if category == "strings":
+        return str(x)
+    return str(x).strip()
+
+
+def episode_process(episode: Mapping[str, Any] | None, row: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"calls", "distinct_inputs", "probed_corruption"}`` of one episode on ``row`` (see the
+    module docstring); every value None when ``episode`` is None (no transcript)."""
+    from findbench.find.domain import in_corrupted_subdomain
+
+    if episode is None:
+        return dict.fromkeys(PROCESS_COLUMNS)
+    category = str(row.get("category"))
+    records = agent_calls(episode.get("calls"))
+    inputs = [x for c in records for x in (c.get("inputs") or [])]
+    keys = {k for k in (_input_key(category, x) for x in inputs) if k is not None}
+    inside = in_corrupted_subdomain(row, inputs)
+    return {
+        "calls": len(records),
+        "distinct_inputs": len(keys),
+        "probed_corruption": None if inside is None else any(inside),
+    }
+
+
+def _summary(values: Sequence[float]) -> dict[str, Any] | None:
+    """:func:`~findbench.stats.mean_ci` of ``values``, None for none."""
+    return mean_ci([float(v) for v in values]) if values else None
+
+
+def aggregate_process(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{category: {method: summary}}`` over episode records carrying ``category``, ``method``,
+    the :data:`PROCESS_COLUMNS` and (numeric) ``domain_iou``.
+
+    A summary: ``episodes`` (records), ``transcripts`` (those with a transcript), ``calls`` and
+    ``distinct_inputs`` (``{"mean", "ci", "n"}`` over transcripts), ``corrupted`` (transcripts
+    of corrupted functions), ``probed_corruption`` (share of those that probed, as ``{"mean",
+    "ci", "n"}``), and for numeric ``domain_iou_probed`` / ``domain_iou_not_probed`` (mean
+    domain IoU of the corrupted episodes that probed / did not, where scored). A summary that
+    has no unit is None.
+    """
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for rec in records:
+        out.setdefault(rec["category"], {}).setdefault(rec["method"], {})
+    for category, methods in out.items():
+        for method in methods:
+            group = [r for r in records if r["category"] == category and r["method"] == method]
+            seen = [r for r in group if r.get("calls") is not None]
+            corrupted = [r for r in seen if r.get("probed_corruption") is not None]
+            summary: dict[str, Any] = {
+                "episodes": len(group),
+                "transcripts": len(seen),
+                "calls": _summary([r["calls"] for r in seen]),
+                "distinct_inputs": _summary([r["distinct_inputs"] for r in seen]),
+                "corrupted": len(corrupted),
+                "probed_corruption": _summary([float(bool(r["probed_corruption"])) for r in corrupted]),
+            }
+            if category == "numeric":
+                for key, probed in (("domain_iou_probed", True), ("domain_iou_not_probed", False)):
+                    values = [r["domain_iou"] for r in corrupted if bool(r["probed_corruption"]) == probed
+                              and isinstance(r.get("domain_iou"), (int, float)) and math.isfinite(r["domain_iou"])]
+                    summary[key] = _summary(values)
+            methods[method] = summary
+    return out
+
+
+def _cell(summary: Mapping[str, Any] | None, digits: int = 2) -> str:
+    return "—" if summary is None else format_ci(summary["mean"], summary["ci"], summary["n"], digits=digits)
+
+
+def render_process(process: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
+    """A markdown section (heading, table, notes) of :func:`aggregate_process`'s summary; ``""``
+    when no episode has a transcript."""
+    if not any(s["transcripts"] for methods in process.values() for s in methods.values()):
+        return ""
+    lines = [
+        "## How the interpreters experimented",
+        "",
+        "| category | method | transcripts | calls | distinct inputs | corrupted | probed corruption "
+        "| domain IoU (probed) | domain IoU (not probed) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for category, methods in process.items():
+        for method, s in methods.items():
+            lines.append(
+                f"| {category} | {method} | {s['transcripts']}/{s['episodes']} | {_cell(s['calls'], 1)} "
+                f"| {_cell(s['distinct_inputs'], 1)} | {s['corrupted']} | {_cell(s['probed_corruption'])} "
+                f"| {_cell(s.get('domain_iou_probed'))} | {_cell(s.get('domain_iou_not_probed'))} |"
+            )
+    lines += [
+        "",
+        "- calls: commands the agent issued (exemplars not counted); distinct inputs: distinct values it asked about.",
+        "- probed corruption: share of corrupted functions (numeric corrupted interval, relation exception) where "
+        "the agent called the function inside the corrupted part; domain IoU: numeric `[DOMAIN]` score of those "
+        "episodes, split by whether the agent probed.",
+        "",
+    ]
+    return "\n".join(lines)
