@@ -138,6 +138,8 @@ def _add_interpret(sub, name: str) -> argparse.ArgumentParser:
     p.add_argument("--configs", type=_csv, default=None,
                    help="comma-separated configs (default: all available; neuron configs for MILAN methods)")
     p.add_argument("--limit", type=int, default=None, help="first N functions per config")
+    p.add_argument("--sample", type=_positive_int, default=None, metavar="N",
+                   help="N functions per config, seeded by --seed and stratified by subcategory (after --limit)")
     p.add_argument("--functions", type=_csv, default=None, help="comma-separated function ids, e.g. strings/f00007,numeric/f00042")
     p.add_argument("--rounds", type=int, default=20, help="most model turns per episode (default 20)")
     p.add_argument("--max-tokens", type=int, default=None, help="tokens the interpreter may generate per turn (default 512)")
@@ -169,12 +171,12 @@ def _run_interpret(args) -> int:
             if exc.name is None or not exc.name.startswith("inspect_ai"):
                 raise
             raise SystemExit("findbench interpret --engine inspect needs inspect-ai: pip install 'findbench[interpret]'") from None
-        out = run_inspect_interpretations(args.data, args.interpreter, methods=args.method, configs=args.configs, limit=args.limit,
+        out = run_inspect_interpretations(args.data, args.interpreter, methods=args.method, configs=args.configs, limit=args.limit, sample=args.sample,
                                           functions=args.functions, rounds=args.rounds, out=args.out, seed=args.seed,
                                           max_connections=args.max_connections, max_tokens=args.max_tokens, model=args.model,
                                           protocol=args.protocol, episode_tokens=args.episode_tokens)
     else:
-        out = run_interpretations(args.data, args.interpreter, methods=args.method, configs=args.configs, limit=args.limit,
+        out = run_interpretations(args.data, args.interpreter, methods=args.method, configs=args.configs, limit=args.limit, sample=args.sample,
                                   functions=args.functions, rounds=args.rounds, out=args.out, seed=args.seed,
                                   max_connections=args.max_connections, max_tokens=args.max_tokens, model=args.model,
                                   protocol=args.protocol, episode_tokens=args.episode_tokens)

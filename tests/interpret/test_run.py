@@ -350,3 +350,24 @@ def test_cli_episode_tokens(data_dir, tmp_path, capsys):
     rc = cli.main(["interpret", "--interpreter", "oracle", "--data", str(data_dir), "--configs", "strings", "--limit", "1",
                    "--out", str(out), "--episode-tokens", "301"])
     assert rc == 2 and "episode_tokens=300 (now 301)" in capsys.readouterr().err
+
+
+def test_sample_picks_representative_functions(data_dir, tmp_path):
+    """--limit keeps the first rows (numeric starts with MLP fits); --sample draws per subcategory."""
+    from collections import Counter
+
+    from findbench.find.rows import load_rows, sample_rows
+
+    rows = load_rows("numeric")
+    picked = sample_rows(rows, 5, seed=0)
+    assert len(picked) == 5 and len({r["subcategory"] for r in picked}) == 5
+    assert [r["function_id"] for r in picked] == [r["function_id"] for r in sample_rows(rows, 5, seed=0)]
+    assert {r["subcategory"] for r in rows[:5]} == {"mlp"}
+    assert sample_rows(rows[:3], 10) == rows[:3]
+    with pytest.raises(ValueError, match="sample must be a positive integer"):
+        sample_rows(rows, 0)
+
+    out = run_interpretations(data_dir, "oracle", configs="strings", sample=3, out=tmp_path / "run", progress=False)
+    done = [p.name for p in sorted((out / "strings" / "aia").iterdir())]
+    kinds = Counter(r["subcategory"] for r in load_rows("strings", data=data_dir) if r["function_id"].split("/")[1] in done)
+    assert len(done) == 3 and set(kinds) == {"atomic", "composition"}

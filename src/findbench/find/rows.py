@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from findbench.schema import CATEGORIES, SOURCES, parse_function_id
 
-__all__ = ["generate_rows", "load_rows", "load_function", "generator_fingerprint", "CATEGORIES", "SOURCES"]
+__all__ = ["generate_rows", "load_rows", "load_function", "generator_fingerprint", "sample_rows", "CATEGORIES", "SOURCES"]
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +83,37 @@ def load_rows(category: str, *, seed: int = 0, data: str | os.PathLike | None = 
         ds = datasets.load_dataset(str(root), category, split="test")
         return ds.to_list()
     return _cached_procedural_rows(category, seed)
+
+
+def sample_rows(rows: Sequence[Mapping[str, Any]], k: int, *, seed: int = 0) -> list:
+    """``k`` representative rows: a seeded sample stratified by ``subcategory`` (one per
+    subcategory while ``k`` allows, largest first, the rest in proportion by the largest
+    remainder), in their original order. ``limit`` keeps the first rows instead, and the first
+    rows of a config are often all of one kind (numeric starts with 150 MLP fits)."""
+    import random
+
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"sample must be a positive integer, got {k!r}")
+    if k >= len(rows):
+        return list(rows)
+    groups: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        groups.setdefault(str(row.get("subcategory") or ""), []).append(i)
+    order = sorted(groups, key=lambda g: (-len(groups[g]), g))
+    share = {g: int(n < k) for n, g in enumerate(order)}
+    rest = k - sum(share.values())
+    extra = {g: rest * len(groups[g]) / len(rows) for g in order}
+    for g in order:
+        share[g] = min(len(groups[g]), share[g] + int(extra[g]))
+    for g in sorted(order, key=lambda g: -(extra[g] - int(extra[g]))):  # the largest remainders
+        if sum(share.values()) < k and share[g] < len(groups[g]):
+            share[g] += 1
+    for g in order:  # groups too small for their share leave room in the others
+        while sum(share.values()) < k and share[g] < len(groups[g]):
+            share[g] += 1
+    rng = random.Random(f"{seed}:sample")
+    picked = sorted(i for g in order for i in rng.sample(groups[g], share[g]))
+    return [rows[i] for i in picked]
 
 
 def generator_fingerprint() -> str:

@@ -381,6 +381,7 @@ def find_samples(
     method: str = "aia",
     *,
     limit: int | None = None,
+    sample: int | None = None,
     functions: Sequence[str] | str | None = None,
     data: str | os.PathLike | None = None,
     seed: int = 0,
@@ -389,7 +390,8 @@ def find_samples(
     """One sample per FIND function: id the function id, metadata ``{"row", "method"}``.
 
     ``configs`` default to every category (``aia``) or the neuron ones (MILAN methods), less
-    those ``functions`` leave out; ``limit`` keeps the first functions of each config;
+    those ``functions`` leave out; ``limit`` keeps the first functions of each config,
+    ``sample`` a seeded sample of them stratified by subcategory;
     ``interpreter`` ``"oracle"`` / ``"random"`` adds the reference answer to the metadata
     (the solver then answers with it, no model is called).
     """
@@ -415,11 +417,13 @@ def find_samples(
         except ValueError as exc:
             raise ValueError(f"method: {exc}") from None
     _check_int("limit", limit, 1, optional=True)
+    _check_int("sample", sample, 1, optional=True)
     _check_int("seed", seed, None)
     if interpreter is not None and interpreter not in REFERENCE_INTERPRETERS:
         raise ValueError(f"interpreter must be one of {REFERENCE_INTERPRETERS} or None (the task's model), got {interpreter!r}")
 
     from findbench.find import load_rows
+    from findbench.find.rows import sample_rows
 
     wanted = set(function_list or [])
     samples: list[Sample] = []
@@ -429,6 +433,8 @@ def find_samples(
         rows = [r for r in pool if not wanted or r["function_id"] in wanted]
         if limit is not None:
             rows = rows[:limit]
+        if sample is not None:
+            rows = sample_rows(rows, sample, seed=seed)
         for row in rows:
             found.add(row["function_id"])
             metadata: dict[str, Any] = {"row": _json_row(row), "method": method}
@@ -625,6 +631,7 @@ def find_interpret(
     configs: str | list[str] | None = None,
     method: str = "aia",
     limit: int | None = None,
+    sample: int | None = None,
     functions: str | list[str] | None = None,
     rounds: int = DEFAULT_ROUNDS,
     data: str | None = None,
@@ -644,7 +651,8 @@ def find_interpret(
         configs: categories (comma-separated or a list); default: all (``aia``) or the neuron
             ones (MILAN methods).
         method: ``aia``, ``milan`` or ``aia+milan``.
-        limit: first ``limit`` functions per config; ``functions``: function ids to keep.
+        limit: first ``limit`` functions per config; ``sample``: that many per config, seeded
+            and stratified by subcategory; ``functions``: function ids to keep.
         rounds: most model turns per episode; ``max_tokens``: per-turn limit (None: the
             model's ``GenerateConfig``).
         data: dataset folder written by ``findbench build`` (default: procedural rows of ``seed``).
@@ -663,7 +671,7 @@ def find_interpret(
     """
     check_protocol(protocol)
     _check_int("episode_tokens", episode_tokens, 1, optional=True)
-    samples = find_samples(configs, method, limit=limit, functions=functions, data=data, seed=seed, interpreter=interpreter)
+    samples = find_samples(configs, method, limit=limit, sample=sample, functions=functions, data=data, seed=seed, interpreter=interpreter)
     present = {s.metadata["row"]["category"] for s in samples}
     scorers = []
     if "numeric" in present:
@@ -826,6 +834,7 @@ def run_inspect_interpretations(
     methods: Sequence[str] | str = ("aia",),
     configs: Sequence[str] | str | None = None,
     limit: int | None = None,
+    sample: int | None = None,
     functions: Sequence[str] | str | None = None,
     rounds: int = DEFAULT_ROUNDS,
     out: str | os.PathLike = "outputs/interpret",
@@ -888,7 +897,7 @@ def run_inspect_interpretations(
 
     tasks, config_list = [], []
     for m in method_list:
-        samples = find_samples(configs, m, limit=limit, functions=functions, data=data, seed=seed, interpreter=reference)
+        samples = find_samples(configs, m, limit=limit, sample=sample, functions=functions, data=data, seed=seed, interpreter=reference)
         config_list += [c for c in CATEGORIES if c not in config_list and any(s.metadata["row"]["category"] == c for s in samples)]
         pending = [str(s.id) for s in samples if not is_complete_episode(episode_dir(out, str(s.id), m))]
         if pending:

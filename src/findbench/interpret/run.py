@@ -34,6 +34,7 @@ from typing import Any
 
 from findbench._io import atomic_dir, atomic_write_json
 from findbench._version import __version__
+from findbench.find.rows import sample_rows
 from findbench.interpret.episode import DEFAULT_ROUNDS, Chat, Episode, _takes_max_tokens, lm_chat, read_episode_file, run_episode
 from findbench.interpret.prompts import check_method
 from findbench.interpret.protocol import METHODS, NEURON_CATEGORIES, PROTOCOL, check_protocol
@@ -248,6 +249,7 @@ def run_interpretations(
     methods: Sequence[str] | str = ("aia",),
     configs: Sequence[str] | str | None = None,
     limit: int | None = None,
+    sample: int | None = None,
     functions: Sequence[str] | str | None = None,
     rounds: int = DEFAULT_ROUNDS,
     out: str | os.PathLike = "outputs/interpret",
@@ -272,6 +274,8 @@ def run_interpretations(
             need neuron configs.
         configs: categories to run (default: those available, neurons only for MILAN methods).
         limit: first ``limit`` functions per config (after ``functions``).
+        sample: ``sample`` functions per config, seeded by ``seed`` and stratified by
+            subcategory (:func:`findbench.find.rows.sample_rows`; after ``limit``).
         functions: function ids to run (e.g. ``["strings/f00007"]``).
         rounds: most model turns per episode.
         out: run folder.
@@ -333,6 +337,7 @@ def run_interpretations(
         if stray:
             raise ValueError(f"functions: {stray} are not in configs {config_list}")
     _check_int("limit", limit, 1, optional=True)
+    _check_int("sample", sample, 1, optional=True)
     _check_int("rounds", rounds, 1)
     _check_int("seed", seed, None)
     _check_int("max_connections", max_connections, 1)
@@ -369,6 +374,8 @@ def run_interpretations(
         rows = [r for r in all_rows[category] if not wanted or r["function_id"] in wanted]
         if limit is not None:
             rows = rows[:limit]
+        if sample is not None:
+            rows = sample_rows(rows, sample, seed=seed)
         jobs += [(m, r) for m in method_list for r in rows]
 
     out.mkdir(parents=True, exist_ok=True)
