@@ -4,6 +4,9 @@
 - :class:`OpenAILM`: an OpenAI-compatible HTTP server such as vLLM.
 - :class:`CachedLM`: a persistent sqlite request cache around either, so long runs resume.
 
+Generation may be constrained by a grammar (:class:`Constraint`: a regex or a JSON schema):
+xgrammar in-process, vLLM's structured outputs on a server.
+
 :func:`load_lm` picks one from a spec string. Heavy imports (torch, transformers) happen
 only when a backend is built.
 """
@@ -14,9 +17,31 @@ import os
 from typing import Any
 
 from findbench._lazy import lazy_getattr
-from findbench.lm.base import LM, Conversation, Message, ScoringLM, check_conversations
+from findbench.lm.base import (
+    LM,
+    STRUCTURED_OUTPUTS,
+    Constraint,
+    Conversation,
+    Message,
+    ScoringLM,
+    check_conversations,
+    use_structured_outputs,
+)
 
-__all__ = ["LM", "ScoringLM", "Conversation", "Message", "check_conversations", "load_lm", "TransformersLM", "OpenAILM", "CachedLM"]
+__all__ = [
+    "LM",
+    "ScoringLM",
+    "Conversation",
+    "Message",
+    "Constraint",
+    "STRUCTURED_OUTPUTS",
+    "use_structured_outputs",
+    "check_conversations",
+    "load_lm",
+    "TransformersLM",
+    "OpenAILM",
+    "CachedLM",
+]
 
 _LAZY = {
     "TransformersLM": "findbench.lm.transformers_lm",

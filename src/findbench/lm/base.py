@@ -6,17 +6,129 @@ all of them.
 
 A *conversation* is a list of chat messages ``{"role": "system"|"user"|"assistant",
 "content": str}``. Backends apply the model's chat template with a generation prompt.
+
+Structured outputs: a generation request may carry a :class:`Constraint` (a regular
+expression or a JSON schema) that the answer must match. Backends that honour it set
+``supports_constraints = True`` and take ``generate(..., constraint=...)``: the in-process
+backend masks the logits with xgrammar, the OpenAI-compatible one sends vLLM's
+``structured_outputs`` request field. Where a caller applies its grammar is decided by
+:func:`use_structured_outputs` from the setting ``auto`` / ``on`` / ``off``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["LM", "ScoringLM", "Message", "Conversation", "check_candidates", "check_continuations", "check_conversations"]
+__all__ = [
+    "LM",
+    "ScoringLM",
+    "Message",
+    "Conversation",
+    "Constraint",
+    "STRUCTURED_OUTPUTS",
+    "check_candidates",
+    "check_continuations",
+    "check_conversations",
+    "check_constraints",
+    "check_structured_outputs",
+    "use_structured_outputs",
+]
 
 Message = dict  # {"role": str, "content": str}
 Conversation = Sequence[Message]
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A grammar a generated answer must match: exactly one of ``regex`` (a regular expression
+    the whole answer matches) or ``json_schema`` (a JSON schema, given as a dict or its JSON
+    text; stored as canonical JSON text so the constraint is hashable and a stable cache key).
+
+    >>> Constraint(regex=r"None|[0-9]+(, [0-9]+)*").to_dict()
+    {'regex': 'None|[0-9]+(, [0-9]+)*'}
+    """
+
+    regex: str | None = None
+    json_schema: str | Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.regex is None) == (self.json_schema is None):
+            raise ValueError("a Constraint takes exactly one of regex= or json_schema=")
+        if self.regex is not None and (not isinstance(self.regex, str) or not self.regex):
+            raise ValueError(f"regex must be a non-empty string, got {self.regex!r}")
+        if self.json_schema is not None:
+            schema: Any = self.json_schema
+            if isinstance(schema, str):
+                try:
+                    schema = json.loads(schema)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"json_schema must be a JSON schema (dict or JSON text): {exc}") from None
+            if not isinstance(schema, Mapping):
+                raise ValueError(f"json_schema must be a JSON object schema, got {type(schema).__name__}")
+            object.__setattr__(self, "json_schema", json.dumps(schema, sort_keys=True, separators=(",", ":")))
+
+    @property
+    def kind(self) -> str:
+        """``"regex"`` or ``"json_schema"``."""
+        return "regex" if self.regex is not None else "json_schema"
+
+    def to_dict(self) -> dict[str, str]:
+        """``{"regex": ...}`` or ``{"json_schema": <canonical JSON text>}`` (cache keys, records)."""
+        return {"regex": self.regex} if self.regex is not None else {"json_schema": str(self.json_schema)}
+
+    def schema(self) -> dict[str, Any] | None:
+        """The JSON schema as a dict (None for a regex)."""
+        return None if self.json_schema is None else json.loads(self.json_schema)
+
+
+def check_constraints(constraint: object, n: int) -> list[Constraint | None]:
+    """One constraint (or None) per conversation: ``constraint`` is None, a :class:`Constraint`
+    for all ``n`` conversations, or a list of ``n`` (each a Constraint or None)."""
+    if constraint is None or isinstance(constraint, Constraint):
+        return [constraint] * n
+    if isinstance(constraint, (str, bytes, Mapping)) or not isinstance(constraint, Sequence):
+        raise TypeError(f"constraint must be a Constraint, a list of them or None, got {type(constraint).__name__}")
+    if len(constraint) != n:
+        raise ValueError(f"constraint ({len(constraint)}) and conversations ({n}) differ in length")
+    for i, c in enumerate(constraint):
+        if c is not None and not isinstance(c, Constraint):
+            raise TypeError(f"constraint[{i}] must be a Constraint or None, got {type(c).__name__}")
+    return list(constraint)
+
+
+#: Settings of structured outputs wherever a caller has a grammar for its answers:
+#: ``auto`` (constrain where the backend supports it and the model is a small local one),
+#: ``on`` (always; an error where the backend cannot), ``off`` (never).
+STRUCTURED_OUTPUTS = ("auto", "on", "off")
+
+
+def check_structured_outputs(setting: object, *, argument: str = "structured_outputs") -> str:
+    """``setting`` if it is one of :data:`STRUCTURED_OUTPUTS`; ValueError naming ``argument`` otherwise."""
+    if setting not in STRUCTURED_OUTPUTS:
+        raise ValueError(f"{argument} must be one of {STRUCTURED_OUTPUTS}, got {setting!r}")
+    return setting  # type: ignore[return-value]
+
+
+def use_structured_outputs(lm: object, setting: str = "auto") -> bool:
+    """Whether requests to ``lm`` carry their grammar under ``setting``.
+
+    ``auto``: yes when ``lm`` supports constraints (``supports_constraints``) and runs a local
+    model in this process (``in_process``, e.g. the embedded SmolLM2), whose free answers
+    rarely follow a format; a server model (capable models behind vLLM) answers freely, as the
+    protocols were written for. ``on``: yes, ValueError when ``lm`` cannot. ``off``: no.
+    """
+    check_structured_outputs(setting)
+    if setting == "off":
+        return False
+    supported = bool(getattr(lm, "supports_constraints", False))
+    if setting == "on":
+        if not supported:
+            raise ValueError(f"structured_outputs='on' but {getattr(lm, 'name', type(lm).__name__)} cannot constrain generation")
+        return True
+    return supported and bool(getattr(lm, "in_process", False))
 
 
 @runtime_checkable
@@ -34,7 +146,12 @@ class LM(Protocol):
         temperature: float = 0.0,
         progress: bool = False,
     ) -> list[str]:
-        """Complete each conversation (greedy when ``temperature == 0``); one string each."""
+        """Complete each conversation (greedy when ``temperature == 0``); one string each.
+
+        Backends with ``supports_constraints = True`` also take ``constraint=`` (a
+        :class:`Constraint`, or one per conversation): each answer then matches it (cut at
+        ``max_new_tokens``, an answer may stop before the grammar is complete).
+        """
         ...
 
     def candidate_logprobs(

@@ -1,7 +1,8 @@
 """A persistent request cache around any LM, so an interrupted long run resumes.
 
 Each conversation's result is stored in sqlite under a key made of the backend's name, the
-call kind and the request (conversation and call options) as canonical JSON. A call looks
+call kind and the request (conversation and call options, a generation's grammar included) as
+canonical JSON. A call looks
 every item up, runs only the missing ones through the wrapped LM in chunks, and commits each
 chunk as soon as it finishes: after a crash, a rerun repeats at most the unfinished chunk.
 Safe to share between threads (one lock) and processes (sqlite WAL + busy timeout).
@@ -26,7 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from findbench.lm.base import LM, Conversation, check_candidates, check_continuations, check_conversations
+from findbench.lm.base import LM, Constraint, Conversation, check_candidates, check_constraints, check_continuations, check_conversations
 
 __all__ = ["CachedLM"]
 
@@ -171,6 +172,16 @@ class CachedLM:
             found.update({keys[i]: r for i, r in zip(idx, results)})
         return [found[k] for k in keys]
 
+    @property
+    def supports_constraints(self) -> bool:
+        """Whether the wrapped LM takes ``generate(..., constraint=...)``."""
+        return bool(getattr(self.inner, "supports_constraints", False))
+
+    @property
+    def in_process(self) -> bool:
+        """Whether the wrapped LM runs its model in this process."""
+        return bool(getattr(self.inner, "in_process", False))
+
     def generate(
         self,
         conversations: Sequence[Conversation],
@@ -178,16 +189,33 @@ class CachedLM:
         max_new_tokens: int = 64,
         temperature: float = 0.0,
         progress: bool = False,
+        constraint: Constraint | Sequence[Constraint | None] | None = None,
     ) -> list[str]:
-        """As the wrapped LM's ``generate``, answering repeated requests from the cache."""
+        """As the wrapped LM's ``generate``, answering repeated requests from the cache.
+
+        A constrained request's key holds its grammar (``constraint.to_dict()``), so a
+        constrained and a free request for the same conversation never share an entry.
+        """
         check_conversations(conversations)
+        constraints = check_constraints(constraint, len(conversations))
+        if any(c is not None for c in constraints) and not self.supports_constraints:
+            raise TypeError(f"{self.name} cannot constrain generation (constraint= given)")
         options = {"max_new_tokens": max_new_tokens, "temperature": float(temperature)}
-        return self._run(
-            "generate",
-            conversations,
-            options,
-            lambda convs: self.inner.generate(convs, max_new_tokens=max_new_tokens, temperature=temperature, progress=progress),
-        )
+        out: list[str | None] = [None] * len(conversations)
+        for c in dict.fromkeys(constraints):  # one cache pass per distinct constraint, in order
+            idx = [i for i, ci in enumerate(constraints) if ci == c]
+            extra = {} if c is None else {"constraint": c.to_dict()}
+            kw: dict[str, Any] = {} if c is None else {"constraint": c}
+            texts = self._run(
+                "generate",
+                [conversations[i] for i in idx],
+                options | extra,
+                lambda convs, kw=kw: self.inner.generate(convs, max_new_tokens=max_new_tokens, temperature=temperature,
+                                                         progress=progress, **kw),
+            )
+            for i, t in zip(idx, texts):
+                out[i] = t
+        return [t if t is not None else "" for t in out]
 
     def candidate_logprobs(
         self,

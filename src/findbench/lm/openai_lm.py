@@ -1,6 +1,9 @@
 """OpenAI-compatible HTTP backend (vLLM and friends): chat completions with logprobs.
 
-Generation is a plain chat completion. Candidate log-probs continue the assistant turn
+Generation is a plain chat completion; a :class:`~findbench.lm.base.Constraint` goes into
+vLLM's structured-output request field (``"structured_outputs": {"regex": ...}`` or
+``{"json": <schema>}``, the field that replaced ``guided_regex`` / ``guided_json`` in vLLM
+0.12), which vLLM enforces with its own xgrammar or guidance backend. Candidate log-probs continue the assistant turn
 (vLLM's ``add_generation_prompt=False, continue_final_message=True`` extra body) for one
 token with ``top_logprobs``; a candidate missing from the top list is scored exactly with a
 second request asking for the prompt's own log-probs (vLLM's ``prompt_logprobs``).
@@ -32,13 +35,21 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from findbench.lm.base import Conversation, check_candidates, check_continuations, check_conversations
+from findbench.lm.base import Constraint, Conversation, check_candidates, check_constraints, check_continuations, check_conversations
 
-__all__ = ["OpenAILM"]
+__all__ = ["OpenAILM", "structured_outputs_field"]
 
 log = logging.getLogger(__name__)
 
 _RETRY_STATUS = {408, 429, 500, 502, 503, 504}
+
+
+def structured_outputs_field(constraint: Constraint) -> dict[str, Any]:
+    """vLLM's ``structured_outputs`` request field for ``constraint``:
+    ``{"regex": ...}`` or ``{"json": <schema dict>}``."""
+    if constraint.regex is not None:
+        return {"regex": constraint.regex}
+    return {"json": constraint.schema()}
 
 
 class OpenAILM:
@@ -57,6 +68,11 @@ class OpenAILM:
         top_logprobs: alternatives asked for per candidate request (vLLM allows up to 20 by default).
         name: identity in cache keys and reports; default ``"openai:<model>"``.
     """
+
+    #: ``generate`` takes ``constraint=`` (vLLM's structured outputs). Not in process: with
+    #: structured outputs ``auto`` a server model answers freely (``on`` constrains it).
+    supports_constraints = True
+    in_process = False
 
     def __init__(
         self,
@@ -178,21 +194,31 @@ class OpenAILM:
         max_new_tokens: int = 64,
         temperature: float = 0.0,
         progress: bool = False,
+        constraint: Constraint | Sequence[Constraint | None] | None = None,
     ) -> list[str]:
-        """Complete each conversation (greedy when ``temperature == 0``); one string each."""
+        """Complete each conversation (greedy when ``temperature == 0``); one string each.
+
+        ``constraint``: a :class:`~findbench.lm.base.Constraint` for every conversation, or one
+        (or None) per conversation, sent as vLLM's ``structured_outputs`` field
+        (:func:`structured_outputs_field`).
+        """
         check_conversations(conversations)
         if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {temperature!r}")
+        constraints = check_constraints(constraint, len(conversations))
         url = f"{self.base_url}/chat/completions"
 
-        def one(conv):
+        def one(item):
+            conv, c = item
             body = {"model": self.model, "messages": list(conv), "max_tokens": max_new_tokens, "temperature": float(temperature)}
+            if c is not None:
+                body["structured_outputs"] = structured_outputs_field(c)
             out = self._post(url, body)
             return (out["choices"][0]["message"].get("content") or "").strip()
 
-        return self._map(one, list(conversations), "generate", progress)
+        return self._map(one, list(zip(conversations, constraints)), "generate", progress)
 
     # -- candidate log-probs ----------------------------------------------------------------
     def _tokenize(self, messages: list[dict]) -> list[int] | None:

@@ -7,6 +7,13 @@ with explicit position ids so a padded row gives the same log-probs as the row a
 conversations (e.g. a judge's system prompt and description) once and reuses its KV cache
 for every conversation in the group; ``continuation_logprobs`` does the same for
 consecutive identical prompts (each prompt runs once, its continuations over its cache).
+
+``generate(..., constraint=Constraint(...))`` constrains decoding with xgrammar: the grammar
+(a regex or a JSON schema, written as compact JSON) is compiled once per constraint against
+this tokenizer, and
+xgrammar's transformers logits processor masks every token that would leave it, so a greedy
+answer is the model's most likely answer *in the format*. Constrained and free conversations
+of one call run in separate batches.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from findbench.lm.base import Conversation, check_candidates, check_continuations, check_conversations
+from findbench.lm.base import Constraint, Conversation, check_candidates, check_constraints, check_continuations, check_conversations
 
 __all__ = ["TransformersLM", "VICUNA_CHAT_TEMPLATE"]
 
@@ -56,7 +63,8 @@ def _batches(items: Sequence[Any], size: int):
 
 
 class TransformersLM:
-    """An :class:`~findbench.lm.base.LM` running a causal LM in this process.
+    """An :class:`~findbench.lm.base.LM` running a causal LM in this process (generation may be
+    constrained by a :class:`~findbench.lm.base.Constraint`, through xgrammar).
 
     Args:
         model: ``"embedded"``, a local folder or a Hub id (through :func:`findbench.models.resolve`),
@@ -69,6 +77,10 @@ class TransformersLM:
         chat_template: overrides the tokenizer's chat template (Jinja text).
         name: identity in cache keys and reports; default ``"transformers:<model>"``.
     """
+
+    #: ``generate`` takes ``constraint=`` (xgrammar); structured outputs ``auto`` applies them here.
+    supports_constraints = True
+    in_process = True
 
     def __init__(
         self,
@@ -123,6 +135,8 @@ class TransformersLM:
         self.name = name or f"transformers:{model_id}"
         #: Number of tokens run through the model by candidate_logprobs (for benchmarks).
         self.tokens_forwarded = 0
+        self._grammar_compiler: Any = None
+        self._grammars: dict[Constraint, Any] = {}
 
     def __repr__(self) -> str:
         return f"TransformersLM(name={self.name!r}, device={str(self.device)!r}, batch_size={self.batch_size})"
@@ -163,6 +177,29 @@ class TransformersLM:
         )
 
     # -- generation ------------------------------------------------------------------------
+    def _compiled(self, constraint: Constraint) -> Any:
+        """The xgrammar grammar of ``constraint`` for this tokenizer (compiled once)."""
+        if constraint not in self._grammars:
+            try:
+                import xgrammar as xgr
+            except ImportError as exc:  # pragma: no cover - a dependency of findbench
+                raise ImportError("constrained generation needs xgrammar (pip install xgrammar)") from exc
+            if self._grammar_compiler is None:
+                vocab = self.model.get_output_embeddings().weight.shape[0]  # logits width (may exceed len(tokenizer))
+                eos = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
+                if eos is None:
+                    eos = self.tokenizer.eos_token_id
+                stop = [eos] if isinstance(eos, int) else list(eos)
+                info = xgr.TokenizerInfo.from_huggingface(self.tokenizer, vocab_size=vocab, stop_token_ids=stop)
+                self._grammar_compiler = xgr.GrammarCompiler(info)
+            if constraint.regex is not None:
+                compiled = self._grammar_compiler.compile_regex(constraint.regex)
+            else:
+                # compact JSON: with any whitespace allowed, a small model can fill the token limit with it
+                compiled = self._grammar_compiler.compile_json_schema(constraint.json_schema, any_whitespace=False)
+            self._grammars[constraint] = compiled
+        return self._grammars[constraint]
+
     def generate(
         self,
         conversations: Sequence[Conversation],
@@ -170,8 +207,14 @@ class TransformersLM:
         max_new_tokens: int = 64,
         temperature: float = 0.0,
         progress: bool = False,
+        constraint: Constraint | Sequence[Constraint | None] | None = None,
     ) -> list[str]:
-        """Complete each conversation (greedy when ``temperature == 0``); one string each."""
+        """Complete each conversation (greedy when ``temperature == 0``); one string each.
+
+        ``constraint``: a :class:`~findbench.lm.base.Constraint` for every conversation, or one
+        (or None) per conversation; each constrained answer matches its grammar, up to
+        ``max_new_tokens`` (an answer cut by the limit may stop before the grammar ends).
+        """
         import torch
 
         check_conversations(conversations)
@@ -179,11 +222,15 @@ class TransformersLM:
             raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {temperature!r}")
+        constraints = check_constraints(constraint, len(conversations))
         texts = [self.render(c) for c in conversations]
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        # free conversations first, then constrained ones; by length within each
+        order = sorted(range(len(texts)), key=lambda i: (constraints[i] is not None, len(texts[i])))
+        batches = [idx for part in (False, True) for idx in _batches([i for i in order if (constraints[i] is not None) == part],
+                                                                     self.batch_size)]
         out: list[str | None] = [None] * len(texts)
         bar = tqdm(total=len(texts), desc="generate", disable=not progress)
-        for idx in _batches(order, self.batch_size):
+        for idx in batches:
             enc = self.tokenizer([texts[i] for i in idx], return_tensors="pt", padding=True, add_special_tokens=False)
             enc = {k: v.to(self.device) for k, v in enc.items()}
             kwargs: dict[str, Any] = {"do_sample": temperature > 0, "max_new_tokens": max_new_tokens}
@@ -191,6 +238,11 @@ class TransformersLM:
                 kwargs["temperature"] = float(temperature)
             else:
                 kwargs.update(temperature=None, top_p=None, top_k=None)
+            if constraints[idx[0]] is not None:
+                from xgrammar.contrib.hf import LogitsProcessor
+
+                # one processor per generate call (it keeps a matcher per row)
+                kwargs["logits_processor"] = [LogitsProcessor([self._compiled(constraints[i]) for i in idx])]
             with torch.no_grad():
                 gen = self.model.generate(**enc, pad_token_id=self.tokenizer.pad_token_id, **kwargs)
             new = gen[:, enc["input_ids"].shape[1] :]
