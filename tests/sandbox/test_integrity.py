@@ -354,3 +354,22 @@ def test_large_batches_do_not_stall():
     with Sandbox(workers=1, timeout=30) as box:
         results = box.run(["def f(x):\n    return 2 * x\n"] * 80, [grid] * 80)
     assert all(r.status == "ok" and r.values[-1] == 2 * grid[-1] for r in results)
+
+
+def test_read_roots_hold_no_site_packages_but_numpy():
+    """Installed normally (not editable), findbench lies in site-packages: programs may read
+    numpy there and nothing else of it (no findbench, no data packages), nor findbench's cache."""
+    import numpy
+
+    from findbench.sandbox import _denied_paths, _read_roots
+    from findbench.sandbox._worker import _site_dirs
+
+    numpy_dir = os.path.dirname(os.path.realpath(numpy.__file__))
+    roots = _read_roots()
+    for root in roots:
+        for site in _site_dirs():
+            if root == site or root.startswith(site + os.sep):
+                assert root.startswith((numpy_dir, numpy_dir + ".libs")), root
+        for denied in _denied_paths():
+            assert not (root == denied or root.startswith(denied + os.sep) or denied.startswith(root + os.sep)), (root, denied)
+    assert numpy_dir in roots
