@@ -307,6 +307,40 @@ def test_empty_descriptions_score_zero_without_a_judge_call(always_two_lm):
     assert judge_unit_tests(always_two_lm, ["d"], [_tests([2])], "neurons_entities")["empty"] == []
 
 
+def test_decisions_record_each_choice_with_its_margin(always_two_lm):
+    """Per test: the options' scores in the mode's units, the pick, the correct option, and the
+    margin of the correct option over the best wrong one; generate mode keeps the raw answer."""
+    # pmi: PMI = conditional - prior; NBA 3, tulip -1, the -1 under "sports leagues"
+    ut = {"inputs": ["NBA", "tulip", "the"], "outputs": None, "correct": 1}
+    table = {("sports leagues", "NBA"): -5.0, ("sports leagues", "tulip"): -9.0, ("sports leagues", "the"): -2.0,
+             (None, "NBA"): -8.0, (None, "tulip"): -8.0, (None, "the"): -1.0}
+    out = judge_unit_tests(TableLM(table), ["sports leagues", ""], [[ut, {**ut, "correct": 2}], [ut]],
+                           "neurons_entities", mode="pmi")
+    first, second = out["decisions"][0]
+    assert first == {"chosen": 1, "correct": 1, "right": True, "scores": [3.0, -1.0, -1.0], "margin": 4.0, "answer": None}
+    assert second["chosen"] == 1 and not second["right"] and second["margin"] == -4.0
+    assert out["decisions"][1] == [{"chosen": None, "correct": 1, "right": False, "scores": None, "margin": None,
+                                    "answer": None}]  # an empty description: not judged
+    assert [[d["chosen"] for d in f] for f in out["decisions"]] == out["choices"]
+    assert [sum(d["right"] for d in f) / len(f) for f in out["decisions"]] == out["per_function"]
+
+    # logprob: the next-token log-probs of "1", "2", "3" ("2" wins, "3" is runner-up)
+    out = judge_unit_tests(always_two_lm, ["d"], [_tests([2, 3, 1])], "neurons_entities")
+    decisions = out["decisions"][0]
+    assert [d["chosen"] for d in decisions] == [2, 2, 2] and [d["right"] for d in decisions] == [True, False, False]
+    for d in decisions:
+        s = d["scores"]
+        assert len(s) == 3 and max(s) == s[1] and s[2] > s[0]
+        assert d["margin"] == pytest.approx(s[d["correct"] - 1] - max(v for k, v in enumerate(s, 1) if k != d["correct"]))
+    assert decisions[0]["margin"] > 0 > decisions[1]["margin"] > decisions[2]["margin"]
+
+    # generate: no margin, the raw answer
+    out = judge_unit_tests(ScriptedLM(["[ANSWER]: 1", "The answer is 2"]), ["a"], [_tests([1, 2])], "neurons_entities",
+                           mode="generate")
+    assert [(d["chosen"], d["right"], d["margin"], d["scores"], d["answer"]) for d in out["decisions"][0]] == [
+        (1, True, None, None, "[ANSWER]: 1"), (None, False, None, None, "The answer is 2")]
+
+
 def test_pmi_mode_needs_a_scoring_lm(always_two_lm):
     with pytest.raises(TypeError, match="continuation_logprobs"):
         judge_unit_tests(ScriptedLM([]), ["d"], [_tests([1])], "neurons_entities", mode="pmi")

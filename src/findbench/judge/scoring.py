@@ -24,6 +24,10 @@ Three scoring modes:
   chance in ``"logprob"`` mode), but it can tell which example a description predicts; the
   priors depend only on the option, so they are computed once per distinct option.
 
+Every choice is returned with its evidence (``"decisions"`` of :func:`judge_unit_tests`): the
+score of each option in the mode's own units and the margin of the correct option over the
+best wrong one (``"generate"``: the raw answer instead), so a score can be checked test by test.
+
 Judge input is bounded (:func:`bound_description`): the judge reads at most
 :data:`MAX_DESCRIPTION_TOKENS` tokens of a description (fewer where the judge's context window
 is smaller); a longer description is cut to that and flagged ``truncated``, so a huge text costs
@@ -415,9 +419,21 @@ def judge_unit_tests(
 
     Returns:
         ``{"unit_test_accuracy": mean of per_function, "per_function": [fraction right per
-        function], "choices": [[chosen 1-based option or None per test]], "empty": [indices of
-        empty descriptions], "truncated": [indices of descriptions cut to the limit],
+        function], "choices": [[chosen 1-based option or None per test]], "decisions": [[one
+        dict per test]], "empty": [indices of empty descriptions], "truncated": [indices of
+        descriptions cut to the limit],
         "judge": lm.name}``.
+
+        Each decision is ``{"chosen", "correct", "right", "scores", "margin", "answer"}``:
+        ``chosen`` as in ``choices``; ``correct`` the right option (1-based); ``right``
+        whether they are equal; ``scores`` the judge's score of every option in its own units
+        (``"logprob"``: the log-probability of the option's number as the answer's next token;
+        ``"pmi"``: the option's PMI, log-probability with the description minus without; in
+        nats), None in ``"generate"`` mode and for empty descriptions; ``margin`` the score of
+        the correct option minus the best score of a wrong one (positive: the judge prefers the
+        right option by that much; negative: a wrong one wins by that much; 0: a tie, decided
+        for the lower option number), None where there are no scores; ``answer`` the judge's
+        raw text in ``"generate"`` mode, else None.
     """
     category = judge_category(category)
     if mode not in JUDGE_MODES:
@@ -458,11 +474,13 @@ def judge_unit_tests(
     n_opts = [len(unit_tests[i][k]["inputs"]) for i, k in flat]
 
     picks: list[int | None] = [None] * len(flat)
+    option_scores: list[list[float] | None] = [None] * len(flat)  # logprob / pmi: the judge's score per option
+    answers: list[str | None] = [None] * len(flat)  # generate: the judge's raw answer
     if not flat:  # every description empty: no judge call
         pass
     elif mode == "pmi":
-        picks = _pmi_picks(lm, [descriptions[i] for i in kept], [unit_tests[i] for i in kept], category,
-                           keep_full_description, progress)
+        picks, option_scores = _pmi_picks(lm, [descriptions[i] for i in kept], [unit_tests[i] for i in kept], category,
+                                          keep_full_description, progress)
     elif mode == "logprob":
         options: dict[str, Any] = {"assistant_prefix": ANSWER_PREFIX, "progress": progress}
         use_shared = _accepts(lm, "shared_prefix") if shared_prefix is None else shared_prefix
@@ -472,10 +490,12 @@ def judge_unit_tests(
             idx = [j for j, m in enumerate(n_opts) if m == n]
             rows = lm.candidate_logprobs([convs[j] for j in idx], [str(k) for k in range(1, n + 1)], **options)
             for j, row in zip(idx, rows):
+                option_scores[j] = [float(v) for v in row]
                 picks[j] = max(range(n), key=lambda c: row[c]) + 1
     else:
         texts = lm.generate(convs, max_new_tokens=max_new_tokens, temperature=0.0, progress=progress)
         for j, text in enumerate(texts):
+            answers[j] = text
             picks[j] = parse_answer(text, n_opts[j])
         unparsed = sum(p is None for p in picks)
         if unparsed:
@@ -484,6 +504,9 @@ def judge_unit_tests(
     choices: list[list[int | None]] = [[None] * len(t) for t in unit_tests]
     for (i, k), p in zip(flat, picks):
         choices[i][k] = p
+    decisions = [[_decision(ut, None, None, None) for ut in tests] for tests in unit_tests]
+    for j, (i, k) in enumerate(flat):
+        decisions[i][k] = _decision(unit_tests[i][k], picks[j], option_scores[j], answers[j])
     per_function = [
         float(sum(c == int(ut["correct"]) for c, ut in zip(choices[i], tests)) / len(tests))
         for i, tests in enumerate(unit_tests)
@@ -493,10 +516,22 @@ def judge_unit_tests(
         "unit_test_accuracy": accuracy,
         "per_function": per_function,
         "choices": choices,
+        "decisions": decisions,
         "empty": empty,
         "truncated": truncated,
         "judge": getattr(lm, "name", type(lm).__name__),
     }
+
+
+def _decision(unit_test: Mapping[str, Any], chosen: int | None, scores: Sequence[float] | None,
+              answer: str | None) -> dict[str, Any]:
+    """One entry of ``"decisions"`` (see :func:`judge_unit_tests`)."""
+    correct = int(unit_test["correct"])
+    margin = None
+    if scores is not None and len(scores) > 1:
+        margin = float(scores[correct - 1] - max(v for c, v in enumerate(scores, 1) if c != correct))
+    return {"chosen": chosen, "correct": correct, "right": chosen == correct,
+            "scores": None if scores is None else [float(v) for v in scores], "margin": margin, "answer": answer}
 
 
 def _pmi_picks(
@@ -506,8 +541,9 @@ def _pmi_picks(
     category: str,
     keep_full_description: bool,
     progress: bool,
-) -> list[int]:
-    """``"pmi"`` choices, tests in the flat order of :func:`judge_unit_tests`."""
+) -> tuple[list[int | None], list[list[float] | None]]:
+    """``"pmi"`` choices and the PMI of every option, tests in the flat order of
+    :func:`judge_unit_tests`."""
     convs: list[list[dict]] = []
     texts: list[str] = []
     sizes: list[int] = []
@@ -523,12 +559,15 @@ def _pmi_picks(
     distinct = sorted(set(texts))
     null = render_pmi_prompt(NULL_DESCRIPTION, category)
     prior = dict(zip(distinct, lm.continuation_logprobs([null] * len(distinct), distinct, progress=progress)))
-    picks, start = [], 0
+    picks: list[int | None] = []
+    pmis: list[list[float] | None] = []
+    start = 0
     for n in sizes:
-        scores = [conditional[start + k] - prior[texts[start + k]] for k in range(n)]
+        scores = [float(conditional[start + k] - prior[texts[start + k]]) for k in range(n)]
         picks.append(max(range(n), key=lambda c: scores[c]) + 1)
+        pmis.append(scores)
         start += n
-    return picks
+    return picks, pmis
 
 
 def load_judge(judge: Any, *, judge_model: str | None = None, cache: str | os.PathLike | None = None,
