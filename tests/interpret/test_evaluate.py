@@ -27,6 +27,7 @@ from findbench.interpret.evaluate import (
     evaluate_run,
     load_interpretations,
 )
+from findbench.interpret.process import PROCESS_COLUMNS
 from findbench.interpret.scoreboard import PAPER_TABLE2, TABLE2_COLUMNS, render_table, table2_cells
 from findbench.schema import CATEGORIES
 from tests.interpret.fakes import KnowingJudge
@@ -157,8 +158,8 @@ def test_scores_json_shape_and_metric_names(scored):
 def test_per_function_csv(scored, rows):
     run, _, _ = scored
     header, table = read_csv(run / "scores" / "per_function.csv")
-    assert header == ["function_id", "category", "method", "nmse", "exact_match", "unit_test_accuracy", "domain_iou"]
-    assert tuple(header) == CSV_COLUMNS
+    assert header[:7] == ["function_id", "category", "method", "nmse", "exact_match", "unit_test_accuracy", "domain_iou"]
+    assert tuple(header) == CSV_COLUMNS + PROCESS_COLUMNS
     assert len(table) == 3 + 2 + 3 + 3 + 9 + 3
     cells = {(r["function_id"], r["method"]): r for r in table}
     gt_num = cells[(rows["numeric"][0]["function_id"], "aia")]
@@ -393,7 +394,8 @@ def test_cli_evaluate_prints_the_table(rows, tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "| **cli-interp** (this run) | **1.00** |" in out and "| GPT-4 |" in out
     assert out == (run / "scores" / "table.md").read_text()
-    assert sorted(p.name for p in (run / "scores").iterdir()) == ["per_function.csv", "scores.json", "table.md"]
+    assert sorted(p.name for p in (run / "scores").iterdir()) == ["per_function.csv", "process.json", "scores.json", "table.md",
+                                                                  "unit_tests.csv"]
     assert cli.main(["evaluate", str(run)]) == 0  # rerun replaces its own scores folder
     capsys.readouterr()
 

@@ -123,6 +123,12 @@ def test_scorers_give_ground_truth_full_marks(mock_log):
     assert numeric.scores["nmse_success"].metadata["nmse"] == 0.0
     strings = next(s for s in mock_log.samples if s.id == "strings/f00000")
     assert strings.scores["unit_test_accuracy"].metadata["truncated"] is False  # within the judge's limit
+    # the judge's decisions, test by test, in the explanation and the metadata
+    decisions = strings.scores["unit_test_accuracy"].metadata["decisions"]
+    assert len(decisions) == 10 and all(d["right"] and d["chosen"] == d["correct"] for d in decisions)
+    explanation = strings.scores["unit_test_accuracy"].explanation.splitlines()
+    assert explanation[0].startswith("judge (logprob): 10/10 unit tests right")
+    assert len(explanation) == 11 and explanation[1].startswith("1. right: chose ") and "margin +5" in explanation[1]
     results = {s.name: s.metrics["mean"].value for s in mock_log.results.scores}
     assert results == {"nmse_success": 1.0, "domain_iou": 1.0, "exact_match": 1.0, "unit_test_accuracy": 1.0}
 

@@ -384,7 +384,7 @@ def test_cli_report_and_evaluate_report(calling_run, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "| GPT-4 |" in out and f"wrote {tmp_path / 's' / REPORT_FILE}" in out
     assert sorted(p.name for p in (tmp_path / "s").iterdir() if p.suffix != ".png") == \
-        ["per_function.csv", REPORT_FILE, "scores.json", "table.md"]
+        ["per_function.csv", "process.json", REPORT_FILE, "scores.json", "table.md", "unit_tests.csv"]
     assert cli.main(["report", str(tmp_path / "absent")]) == 2
 
 

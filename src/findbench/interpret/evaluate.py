@@ -21,7 +21,20 @@ Per function (``per_function.csv``):
   tests' correct pairs instead: :func:`reference_program`; with neither the cell is empty);
 * ``unit_test_accuracy`` (strings, entities, relations): the description judged on the row's
   ``unit_tests`` (:func:`findbench.judge.judge_unit_tests`);
-* ``domain_iou`` (numeric): ``findbench.find.domain.score_domain`` of ``domain.txt``.
+* ``domain_iou`` (numeric): ``findbench.find.domain.score_domain`` of ``domain.txt``;
+* ``calls``, ``distinct_inputs``, ``probed_corruption`` (episodes with an ``episode.json``):
+  how the agent experimented (:mod:`findbench.interpret.process`); ``probed_corruption`` is
+  1/0 for corrupted functions only. Their summary per category and method is in
+  ``process.json`` and a section of ``table.md`` (``scores.json`` keeps Table 2's shape).
+
+Per unit test (``unit_tests.csv``, :data:`UNIT_TEST_COLUMNS`): the judge's own decisions
+(``"decisions"`` of :func:`findbench.judge.judge_unit_tests`): the three options as the judge
+read them (``"in" -> "out"`` for strings, ``in -> out`` for relations, the word for entities),
+the correct option, the one chosen, ``right`` (1/0), the judge's score of each option and the
+``margin`` (score of the correct option minus the best wrong one, in the mode's units: the
+answer-token log-prob for ``logprob``, the PMI for ``pmi``, in nats; empty for ``generate``,
+whose raw ``answer`` is kept instead). A function's ``unit_test_accuracy`` is the mean of its
+rows' ``right``.
 
 Per category and method (``scores.json``): ``nmse_success`` (share with NMSE below FIND's
 threshold), ``mean_nmse`` (over finite values), ``exact_match``, ``unit_test_accuracy``,
@@ -53,6 +66,7 @@ __all__ = [
     "CSV_COLUMNS",
     "CATEGORY_METRICS",
     "OUTPUT_FILES",
+    "UNIT_TEST_COLUMNS",
     "load_interpretations",
     "read_run_info",
     "evaluate_run",
@@ -75,7 +89,12 @@ CATEGORY_METRICS: dict[str, tuple[str, ...]] = {
     "neurons_entities": ("unit_test_accuracy",),
     "neurons_relations": ("unit_test_accuracy",),
 }
-OUTPUT_FILES = ("scores.json", "per_function.csv", "table.md")
+#: Columns of ``unit_tests.csv``: one row per unit test judged (``test``: its 0-based position
+#: in the row's ``unit_tests``; ``empty``: 1 when the description was empty and not shown to the
+#: judge, which then chose nothing).
+UNIT_TEST_COLUMNS = ("function_id", "category", "method", "test", "option_1", "option_2", "option_3", "correct",
+                     "chosen", "right", "score_1", "score_2", "score_3", "margin", "mode", "truncated", "empty", "answer")
+OUTPUT_FILES = ("scores.json", "per_function.csv", "table.md", "unit_tests.csv", "process.json")
 
 _EPISODE = re.compile(r"^f\d{5}$")
 _RUN_INFO = "run.json"
@@ -351,6 +370,7 @@ def _score_category(
             )
             for i, value in zip(judged, out["per_function"]):
                 records[i]["unit_test_accuracy"] = float(value)
+            _keep_decisions(records, judged, truth, out, category, mode)
 
     scores: dict[str, dict[str, float | None]] = {}
     for method in METHODS:
@@ -383,12 +403,75 @@ def _cell(value: Any) -> str:
 
 
 def _per_function_csv(records: list[dict[str, Any]]) -> str:
+    from findbench.interpret.process import PROCESS_COLUMNS
+
+    columns = CSV_COLUMNS + PROCESS_COLUMNS
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
+    writer.writerow(columns)
     for rec in records:
-        writer.writerow([_cell(rec.get(col)) for col in CSV_COLUMNS])
+        writer.writerow([_cell(rec.get(col)) for col in columns])
     return buf.getvalue()
+
+
+def _keep_decisions(records: list[dict[str, Any]], judged: list[int], truth: list[dict], out: dict[str, Any],
+                    category: str, mode: str) -> None:
+    """Store the judge's decision on every unit test of the judged records (their rows of
+    ``unit_tests.csv``) under ``"unit_test_rows"``."""
+    from findbench.judge import normalize_unit_test, render_pmi_option
+
+    truncated, empty = set(out.get("truncated") or []), set(out.get("empty") or [])
+    for pos, i in enumerate(judged):
+        rec, rows = records[i], []
+        tests = [normalize_unit_test(t) for t in truth[i]["unit_tests"]]
+        for k, (test, d) in enumerate(zip(tests, out["decisions"][pos])):
+            options = [render_pmi_option(test, c, category) for c in range(1, len(test["inputs"]) + 1)]
+            scores = d["scores"] or []
+            rows.append({
+                "function_id": rec["function_id"], "category": category, "method": rec["method"], "test": k,
+                **{f"option_{c}": text for c, text in enumerate(options, 1)},
+                "correct": d["correct"], "chosen": d["chosen"], "right": int(d["right"]),
+                **{f"score_{c}": v for c, v in enumerate(scores, 1)},
+                "margin": d["margin"], "mode": mode, "truncated": int(pos in truncated), "empty": int(pos in empty),
+                "answer": d["answer"],
+            })
+        rec["unit_test_rows"] = rows
+
+
+def _unit_tests_csv(records: list[dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(UNIT_TEST_COLUMNS)
+    for rec in records:
+        for row in rec.get("unit_test_rows") or []:
+            writer.writerow([_cell(row.get(col)) for col in UNIT_TEST_COLUMNS])
+    return buf.getvalue()
+
+
+def _episode_json(run_dir: Path, layout: str, record: dict[str, Any]) -> Path:
+    category, local = record["function_id"].split("/", 1)
+    folder = run_dir / category / record["method"] / local if layout == "run" else run_dir / category / local
+    return folder / "episode.json"
+
+
+def _add_process(run_dir: Path, layout: str, records: list[dict[str, Any]], rows: dict[str, dict[str, dict]]) -> None:
+    """Fill each record's process columns from its ``episode.json`` (None without one; a
+    damaged file is logged and counts as none)."""
+    from findbench.interpret.episode import read_episode_file
+    from findbench.interpret.process import episode_process
+
+    for rec in records:
+        path = _episode_json(run_dir, layout, rec)
+        episode = None
+        if path.is_file():
+            try:
+                episode = read_episode_file(path)
+            except ValueError as exc:
+                logger.warning("process metrics: %s", exc)
+        values = episode_process(episode, rows[rec["category"]][rec["function_id"]])
+        if values["probed_corruption"] is not None:
+            values["probed_corruption"] = int(values["probed_corruption"])
+        rec.update(values)
 
 
 def _check_out(out: Path, run_dir: Path) -> None:
@@ -420,8 +503,8 @@ def evaluate_run(
     judge_cache: str | os.PathLike | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Score the interpretations in ``run_dir`` and write ``scores.json``, ``per_function.csv``
-    and ``table.md`` to ``out`` (replaced in one rename).
+    """Score the interpretations in ``run_dir`` and write ``scores.json``, ``per_function.csv``,
+    ``unit_tests.csv``, ``process.json`` and ``table.md`` to ``out`` (replaced in one rename).
 
     Args:
         run_dir: a ``findbench interpret`` run or a FIND results folder (see the module docstring).
@@ -442,7 +525,10 @@ def evaluate_run(
 
     Returns ``{"interpreter", "layout", "scores", "counts", "out", "table"}``: ``scores`` as in
     ``scores.json`` (``{category: {method: {metric: value}}}``, ``None`` where undefined),
-    ``counts`` the number of functions per category and method, ``table`` the markdown.
+    ``counts`` the number of functions per category and method, ``table`` the markdown,
+    ``process`` as in ``process.json`` (:func:`findbench.interpret.process.aggregate_process`).
+    Also written: ``unit_tests.csv`` (the judge's decision on every unit test; header only
+    when no unit test was judged).
     """
     from findbench.interpret.scoreboard import render_table
 
@@ -485,8 +571,18 @@ def evaluate_run(
     if "numeric" in scores and all(v.get("domain_iou") is None for v in scores["numeric"].values()):
         notes.append("domain_iou: not computed (no domain scorer in this installation).")
     table = render_table(interpreter, scores, counts=counts, notes=notes)
+    from findbench.interpret.process import aggregate_process, render_process
+
+    _add_process(run_path, layout, records, rows)
+    process = aggregate_process(records)
+    section = render_process(process)
+    if section:
+        table = table.rstrip("\n") + "\n\n" + section
     with atomic_dir(out_path) as tmp:
         (tmp / "scores.json").write_text(json.dumps(scores, indent=2, allow_nan=False) + "\n", encoding="utf-8")
         (tmp / "per_function.csv").write_text(_per_function_csv(records), encoding="utf-8")
+        (tmp / "unit_tests.csv").write_text(_unit_tests_csv(records), encoding="utf-8")
+        (tmp / "process.json").write_text(json.dumps(process, indent=2, allow_nan=False) + "\n", encoding="utf-8")
         (tmp / "table.md").write_text(table, encoding="utf-8")
-    return {"interpreter": interpreter, "layout": layout, "scores": scores, "counts": counts, "out": str(out_path), "table": table}
+    return {"interpreter": interpreter, "layout": layout, "scores": scores, "counts": counts, "out": str(out_path), "table": table,
+            "process": process}

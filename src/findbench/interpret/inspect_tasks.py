@@ -157,6 +157,7 @@ __all__ = [
     "exact_match",
     "domain_iou",
     "unit_test_accuracy",
+    "judge_explanation",
     "FindbenchModelAPI",
     "findbench_model_api",
     "to_chat_messages",
@@ -596,7 +597,10 @@ def unit_test_accuracy(judge: Any = "embedded-evaluator", judge_mode: str | None
     ``judge`` is a spec for :func:`findbench.lm.load_lm` (loaded on the first score, once per
     scorer) or an LM instance; ``judge_mode`` defaults to the mode a trained judge records.
     Calls to the judge run one at a time. The score's metadata records ``truncated``: whether
-    the description was cut to the judge's limit (:data:`findbench.judge.MAX_DESCRIPTION_TOKENS`).
+    the description was cut to the judge's limit (:data:`findbench.judge.MAX_DESCRIPTION_TOKENS`),
+    and ``decisions``: the judge's decision on each unit test (``"decisions"`` of
+    :func:`~findbench.judge.judge_unit_tests`), which the explanation lists with the options
+    (:func:`judge_explanation`).
     """
     from findbench.judge import judge_mode_of, judge_unit_tests, load_judge, normalize_unit_test
 
@@ -604,12 +608,12 @@ def unit_test_accuracy(judge: Any = "embedded-evaluator", judge_mode: str | None
     lock = threading.Lock()
     loaded: list[Any] = []
 
-    def run(description: str, tests: list[dict], category: str) -> tuple[float, bool]:
+    def run(description: str, tests: list[dict], category: str) -> tuple[float, bool, list[dict]]:
         with lock:
             if not loaded:
                 loaded.append(load_judge(judge, judge_model=judge_model, cache=judge_cache))
             out = judge_unit_tests(loaded[0], [description], [tests], category, mode=mode)
-        return float(out["per_function"][0]), bool(out["truncated"])
+        return float(out["per_function"][0]), bool(out["truncated"]), out["decisions"][0]
 
     async def score(state: TaskState, target: Target) -> Score | None:
         row = state.metadata["row"]
@@ -617,10 +621,33 @@ def unit_test_accuracy(judge: Any = "embedded-evaluator", judge_mode: str | None
             return None
         description = _episode(state).description
         tests = [normalize_unit_test(t) for t in row["unit_tests"]]
-        value, truncated = await asyncio.to_thread(run, description, tests, row["category"])
-        return Score(value=value, answer=description, metadata={"judge_mode": mode, "truncated": truncated})
+        value, truncated, decisions = await asyncio.to_thread(run, description, tests, row["category"])
+        return Score(value=value, answer=description, explanation=judge_explanation(tests, decisions, row["category"], mode),
+                     metadata={"judge_mode": mode, "truncated": truncated, "decisions": decisions})
 
     return score
+
+
+def judge_explanation(tests: list[dict], decisions: list[dict], category: str, mode: str) -> str:
+    """The judge's decisions on a function's unit tests as text, one line per test: right or
+    wrong, the pick, the correct option, the margin (the correct option's score minus the best
+    wrong one's, in the ``mode``'s units; the raw answer in ``generate`` mode) and the options."""
+    from findbench.judge import render_pmi_option
+
+    right = sum(bool(d["right"]) for d in decisions)
+    lines = [f"judge ({mode}): {right}/{len(decisions)} unit tests right; margin = score of the correct option "
+             "minus the best wrong one"]
+    for k, (test, d) in enumerate(zip(tests, decisions), 1):
+        options = " | ".join(f"{c}: {render_pmi_option(test, c, category)}" for c in range(1, len(test["inputs"]) + 1))
+        if d["margin"] is not None:
+            how = f", margin {d['margin']:+.3g}"
+        elif d["answer"] is not None:
+            how = f", answer {d['answer'][:80]!r}"
+        else:
+            how = ", not judged (empty description)" if d["chosen"] is None else ""
+        verdict = "right" if d["right"] else "WRONG"
+        lines.append(f"{k}. {verdict}: chose {d['chosen']}, correct {d['correct']}{how} — {options}")
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------------------- task

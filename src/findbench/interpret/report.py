@@ -6,7 +6,10 @@ the folder ``findbench evaluate`` wrote for it (``scores.json``, ``per_function.
 
 * ``report.html``: Table 2 (``table.md`` as an HTML table), the figures, and each episode's
   transcript as a collapsible ``<details>`` block (role-labelled messages, the function
-  calls, the answer's parts). Every piece of run text is HTML-escaped.
+  calls, the answer's parts), opened by the ground-truth description beside the
+  interpreter's and, where the judge scored it, each unit test as the judge decided it (from
+  ``unit_tests.csv``: the options, the correct one, the pick, the margin; wrong picks
+  highlighted). Every piece of run text is HTML-escaped.
 * ``scores-<category>.png`` per category of ``scores.json``: the run's success rate in each
   Table-2 column of the category, beside the rows the FIND paper reports
   (:data:`findbench.interpret.scoreboard.PAPER_TABLE2`).
@@ -449,6 +452,59 @@ def _read_per_function(scores_dir: Path) -> dict[tuple[str, str], dict[str, str]
         return {(r.get("function_id", ""), r.get("method", "")): r for r in csv.DictReader(fh)}
 
 
+def _read_unit_tests(scores_dir: Path) -> dict[tuple[str, str], list[dict[str, str]]]:
+    """The rows of ``unit_tests.csv`` per ``(function_id, method)`` (``{}`` without the file)."""
+    path = scores_dir / "unit_tests.csv"
+    out: dict[tuple[str, str], list[dict[str, str]]] = {}
+    if not path.is_file():
+        return out
+    with open(path, newline="", encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            out.setdefault((r.get("function_id", ""), r.get("method", "")), []).append(r)
+    return out
+
+
+def _judged_html(row: Mapping[str, Any] | None, record: Mapping[str, Any], tests: Sequence[Mapping[str, str]]) -> str:
+    """The ground-truth description beside the interpreter's, then the judge's decision on each
+    unit test (the options; the correct one marked, the pick marked, wrong picks highlighted)."""
+    esc = html.escape
+    truth = str((row or {}).get("description") or "")
+    answer = str(record.get("description") or "")
+    parts = ['<table class="judged"><thead><tr><th>ground-truth description</th><th>interpreter\'s description</th></tr></thead>'
+             f"<tbody><tr><td>{esc(truth)}</td><td>{esc(answer) or '<em>none</em>'}</td></tr></tbody></table>"]
+    if not tests:
+        return parts[0]
+    n_right = sum(t.get("right") == "1" for t in tests)
+    mode = tests[0].get("mode") or ""
+    parts.append(f"<h4>Unit tests: {n_right}/{len(tests)} right (judge in {esc(mode)} mode; ✓ correct option, "
+                 "▶ the judge's pick; margin: correct option's score minus the best wrong one's)</h4>")
+    head = "".join(f"<th>option {k}</th>" for k in (1, 2, 3))
+    rows = []
+    for t in tests:
+        correct, chosen = t.get("correct", ""), t.get("chosen", "")
+        cells = []
+        for k in ("1", "2", "3"):
+            mark = ("✓ " if k == correct else "") + ("▶ " if k == chosen else "")
+            cls = ' class="pick-wrong"' if k == chosen and chosen != correct else (' class="pick-right"' if k == chosen else "")
+            cells.append(f"<td{cls}>{esc(mark)}<code>{esc(t.get(f'option_{k}', ''))}</code></td>")
+        if t.get("empty") == "1":
+            note = "empty description: not judged"
+        elif not chosen:
+            note = "no answer: " + _short(t.get("answer") or "", 80)
+        else:
+            margin = t.get("margin") or ""
+            try:
+                note = f"margin {float(margin):+.3g}" if margin else ""
+            except ValueError:
+                note = margin
+        row_cls = "ut-right" if t.get("right") == "1" else "ut-wrong"
+        rows.append(f'<tr class="{row_cls}"><td>{esc(str(int(t.get("test") or 0) + 1))}</td>{"".join(cells)}'
+                    f"<td>{esc(note)}</td></tr>")
+    parts.append(f'<table class="judged"><thead><tr><th>#</th>{head}<th>judge</th></tr></thead><tbody>'
+                 + "".join(rows) + "</tbody></table>")
+    return "\n".join(parts)
+
+
 def _episode_folder(run_dir: Path, record: Mapping[str, Any]) -> Path:
     category, local = record["function_id"].split("/", 1)
     nested = run_dir / category / record["method"] / local
@@ -474,7 +530,7 @@ def _score_line(scored: Mapping[str, str] | None) -> str:
     if not scored:
         return ""
     parts = []
-    for metric in ("nmse", "exact_match", "unit_test_accuracy", "domain_iou"):
+    for metric in ("nmse", "exact_match", "unit_test_accuracy", "domain_iou", "calls", "distinct_inputs", "probed_corruption"):
         value = (scored.get(metric) or "").strip()
         if not value:
             continue
@@ -507,6 +563,8 @@ summary { cursor: pointer; font-weight: 600; } summary .scores { font-weight: no
 .role-system { border-color: #9e9e9e; } .role-user { border-color: #1f77b4; } .role-assistant { border-color: #ff7f0e; }
 .note { color: #8a4b00; font-size: 0.85em; }
 table.calls { border-collapse: collapse; font-size: 0.8em; } table.calls td, table.calls th { border: 1px solid #ddd; padding: 2px 6px; }
+table.judged { border-collapse: collapse; font-size: 0.8em; margin: 6px 0; } table.judged td, table.judged th { border: 1px solid #ddd; padding: 2px 6px; vertical-align: top; }
+tr.ut-wrong { background: #fdecea; } td.pick-wrong { background: #f8b4ae; font-weight: 600; } td.pick-right { background: #d4edda; }
 """
 
 
@@ -536,7 +594,8 @@ def _calls_html(calls: Sequence[Any]) -> str:
             + "".join(rows) + "</tbody></table>")
 
 
-def _transcript_html(record: Mapping[str, Any], episode: dict[str, Any] | None, why: str | None, scored: Mapping[str, str] | None) -> str:
+def _transcript_html(record: Mapping[str, Any], episode: dict[str, Any] | None, why: str | None, scored: Mapping[str, str] | None,
+                     judged: str = "") -> str:
     fid, method = record["function_id"], record["method"]
     anchor = f"t-{_slug(fid)}-{_slug(method)}"
     bits = [f"{html.escape(fid)} ({html.escape(method)})"]
@@ -548,7 +607,7 @@ def _transcript_html(record: Mapping[str, Any], episode: dict[str, Any] | None, 
             bits.append(html.escape(str(episode.get("stop_reason"))))
     score = _score_line(scored)
     summary = " · ".join(bits) + (f' <span class="scores">{html.escape(score)}</span>' if score else "")
-    body: list[str] = []
+    body: list[str] = [judged] if judged else []
     if episode is None:
         body.append(f'<p class="note">{html.escape(why or "")}</p>')
         for part in ("description", "domain", "code"):
@@ -592,6 +651,7 @@ def write_report(
     out_path = Path(out) if out is not None else scores_path
     scores = _read_scores(scores_path)
     per_function = _read_per_function(scores_path)
+    unit_tests = _read_unit_tests(scores_path)
     info = read_run_info(run_path)
     interpreter = info.get("interpreter") or run_path.resolve().name
     seed = info.get("seed") or 0
@@ -640,12 +700,16 @@ def write_report(
             plot_numeric(row, curve, calls, out_path / name, title=title)
             numeric_figures.append((rec, row, name))
 
+    judged = {(r["function_id"], r["method"]): _judged_html(rows[r["category"]].get(r["function_id"]), r,
+                                                           unit_tests.get((r["function_id"], r["method"]), []))
+              for r in records}
     atomic_write_text(out_path / REPORT_FILE, _page(run_path, scores_path, data, seed, interpreter, table, bar_figures,
-                                                    numeric_figures, records, episodes, per_function))
+                                                    numeric_figures, records, episodes, per_function, judged=judged))
     return out_path / REPORT_FILE
 
 
-def _page(run_path, scores_path, data, seed, interpreter, table, bar_figures, numeric_figures, records, episodes, per_function) -> str:
+def _page(run_path, scores_path, data, seed, interpreter, table, bar_figures, numeric_figures, records, episodes, per_function,
+          judged=None) -> str:
     esc = html.escape
     data_text = f"data folder {data}" if data is not None else f"procedural data (seed {seed})"
     parts = [
@@ -688,6 +752,7 @@ def _page(run_path, scores_path, data, seed, interpreter, table, bar_figures, nu
             group = (rec["category"], rec["method"])
             parts.append(f"<h3>{esc(rec['category'])} / {esc(rec['method'])}</h3>")
         episode, why = episodes[(rec["function_id"], rec["method"])]
-        parts.append(_transcript_html(rec, episode, why, per_function.get((rec["function_id"], rec["method"]))))
+        key = (rec["function_id"], rec["method"])
+        parts.append(_transcript_html(rec, episode, why, per_function.get(key), (judged or {}).get(key, "")))
     parts += ["</section>", "</body></html>", ""]
     return "\n".join(parts)
