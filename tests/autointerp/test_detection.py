@@ -16,10 +16,12 @@ import pytest
 
 from findbench.autointerp import detection
 from findbench.autointerp.detection import (
+    detection_floors,
     detection_score,
     parse_detection,
     parse_explanation,
     score_detections,
+    score_summary,
     summarize,
 )
 from tests._paths import REPO
@@ -258,7 +260,53 @@ def test_summarize_refuses_bad_scores(scores, field):
 
 def test_score_detections_hand_computed():
     out = score_detections([[1, 3], None, []], [[1, 2], [1], []], 4)
-    assert out == {"autointerp_score": 0.5, "autointerp_std_dev": 0.5, "scores": [0.5, 0.0, 1.0], "n_unparsed": 1}
+    ci = out.pop("ci")
+    assert out == {"autointerp_score": 0.5, "autointerp_std_dev": 0.5, "scores": [0.5, 0.0, 1.0], "n_unparsed": 1,
+                   "n": 3, "floors": {"none": 0.75, "all": 0.25}, "best_floor": "none", "margin": -0.25}
+    assert 0.0 <= ci[0] <= 0.5 <= ci[1] <= 1.0
+
+
+# ------------------------------------------------------------------ floors and intervals
+
+SAEBENCH_ACTIVE = [[2, 5, 9, 13], [1, 3, 4, 14], [6, 7, 8, 10]]  # 2 top + 2 importance-weighted of 14
+
+
+def test_floors_in_saebenchs_setting():
+    floors = detection_floors(SAEBENCH_ACTIVE, 14)
+    assert floors == pytest.approx({"none": 10 / 14, "all": 4 / 14})
+    assert round(floors["none"], 3) == 0.714 and round(floors["all"], 3) == 0.286
+
+
+def test_constant_answers_score_exactly_their_floor():
+    none = score_detections([parse_detection("None", 14)] * 3, SAEBENCH_ACTIVE, 14)
+    every = score_detections([parse_detection(", ".join(map(str, range(1, 15))), 14)] * 3, SAEBENCH_ACTIVE, 14)
+    assert none["autointerp_score"] == pytest.approx(none["floors"]["none"])
+    assert every["autointerp_score"] == pytest.approx(every["floors"]["all"])
+    assert none["margin"] == pytest.approx(0.0) and none["best_floor"] == "none"
+    assert none["ci"] == pytest.approx([10 / 14, 10 / 14])  # equal scores: a zero-width interval
+
+
+def test_floors_follow_the_windows_actually_shown():
+    # a latent with 3 of 5 windows active and one with 1 of 10: "None" scores 2/5 and 9/10
+    floors = detection_floors([[1, 2, 3], [4]], [5, 10])
+    assert floors == pytest.approx({"none": (2 / 5 + 9 / 10) / 2, "all": (3 / 5 + 1 / 10) / 2})
+    with pytest.raises(ValueError, match="differ in length"):
+        detection_floors([[1]], [5, 10])
+    with pytest.raises(ValueError, match=r"references\[0\]"):
+        detection_floors([[6]], 5)
+
+
+def test_score_summary_interval_and_margin():
+    scores = [0.5, 0.9, 0.7, 0.8, 0.6, 1.0, 0.4]
+    s = score_summary(scores, {"chance": 0.5})
+    assert s["n"] == 7 and s["mean"] == pytest.approx(0.7) and s["margin"] == pytest.approx(0.2)
+    assert s["ci"][0] < 0.7 < s["ci"][1] and s["best_floor"] == "chance"
+    assert score_summary(scores, {"chance": 0.5}) == s  # seeded: the same interval again
+    assert score_summary(scores, {"none": 0.75, "all": 0.25})["margin"] == pytest.approx(-0.05)
+    with pytest.raises(ValueError, match="floors"):
+        score_summary(scores, {})
+    with pytest.raises(ValueError, match=r"scores\[0\]"):
+        score_summary([math.nan], {"chance": 0.5})
 
 
 def test_score_detections_n_examples_per_latent():

@@ -60,3 +60,37 @@ def test_detection_prompt_numbers_unmarked_windows_from_one(wordpiece):
     assert "1. red apples\n2. blue sky" in user
     assert "<<" not in user
     assert '"None"' in msgs[0]["content"]
+
+
+# ------------------------------------------------------------------------------ grammars
+
+
+def test_detection_grammar_allows_exactly_the_answers_that_parse():
+    """For 5 windows: "None" and every non-empty increasing list match; nothing else does."""
+    import itertools
+    import re
+
+    from findbench.autointerp.detection import parse_detection
+    from findbench.autointerp.prompts import detection_constraint
+
+    grammar = re.compile(detection_constraint(5).regex)
+    subsets = [c for k in range(1, 6) for c in itertools.combinations(range(1, 6), k)]
+    allowed = ["None"] + [", ".join(map(str, c)) for c in subsets]
+    assert all(grammar.fullmatch(a) and parse_detection(a, 5) is not None for a in allowed)
+    for bad in ["", "none", "2, 1", "1, 1", "0", "6", "1,2", "1, 2, ", "I think 2", "[1, 2]"]:
+        assert not grammar.fullmatch(bad), bad
+    assert len(detection_constraint(14).regex) < 1000  # n(n+1)/2 items: small for SAEBench's 14 windows
+    with pytest.raises(ValueError, match="n_examples"):
+        detection_constraint(0)
+
+
+def test_explanation_grammar_starts_with_the_prefix_and_parses():
+    import re
+
+    from findbench.autointerp.detection import parse_explanation
+    from findbench.autointerp.prompts import EXPLANATION_PREFIX, explanation_constraint
+
+    grammar = re.compile(explanation_constraint().regex)
+    answer = f"{EXPLANATION_PREFIX} bird names such as robin."
+    assert grammar.fullmatch(answer) and parse_explanation(answer) == "bird names such as robin"
+    assert not grammar.fullmatch("Birds") and not grammar.fullmatch(f"{EXPLANATION_PREFIX} a\nb")

@@ -70,8 +70,18 @@ def test_run_writes_saebench_files_and_resumes_without_repeating_work(corpus, tm
 
     results = json.loads((out / "synthetic_eval_results.json").read_text())
     metrics = results["eval_result_metrics"]
-    assert set(metrics["autointerp"]) == {"autointerp_score", "autointerp_std_dev", "n_unparsed"}
-    assert set(metrics["embedding"]) == {"embedding_score", "embedding_std_dev"}
+    summary = {"n", "ci", "floors", "best_floor", "margin"}
+    assert set(metrics["autointerp"]) == {"autointerp_score", "autointerp_std_dev", "n_unparsed"} | summary
+    assert set(metrics["embedding"]) == {"embedding_score", "embedding_std_dev"} | summary
+    det = metrics["autointerp"]
+    # 2 active of 6 scoring windows per latent: "None" scores 4/6, listing every window 2/6
+    assert det["floors"] == pytest.approx({"none": 4 / 6, "all": 2 / 6}) and det["best_floor"] == "none"
+    assert det["margin"] == pytest.approx(det["autointerp_score"] - 4 / 6)
+    assert det["ci"][0] <= det["autointerp_score"] <= det["ci"][1]
+    assert metrics["embedding"]["floors"] == {"chance": 0.5} and metrics["embedding"]["n"] == det["n"]
+    assert results["eval_config"]["structured_outputs"] == "auto"
+    assert results["eval_config"]["structured_outputs_applied"] == {"explainer": False, "scorer": False}  # no grammar support
+    assert result["resumed"]["evidence"] is None and result["resumed"]["lm_cache"]["hits"] == 0
     latents = results["eval_result_unstructured"]
     assert 1 <= len(latents) <= 3
     for entry in latents.values():
@@ -79,7 +89,8 @@ def test_run_writes_saebench_files_and_resumes_without_repeating_work(corpus, tm
         assert entry["explanation"] == "digits and numbers"
         assert len(entry["correct seqs"]) == 2  # the top and the importance-weighted window left for scoring
     assert results["eval_config"]["n_top_ex"] == 4 and results["eval_config"]["hook_name"] == "hook_embed"
-    (csv_path,) = out.glob("*_layerembed_features_summary_*.csv")
+    (csv_path,) = out.glob("*_layerembed_features_summary*.csv")
+    assert csv_path.name.endswith("_layerembed_features_summary.csv")
     rows = list(csv.DictReader(csv_path.open()))
     assert list(rows[0]) == ["layer", "feature", "label", "autointerp_score", "embedding_score"]
     assert {r["feature"] for r in rows} == set(latents)
@@ -92,6 +103,50 @@ def test_run_writes_saebench_files_and_resumes_without_repeating_work(corpus, tm
     again = run_autointerp(model="minilm", sae="synthetic", explainer=lm, config=cfg, out=out, progress=False)
     assert lm.calls == calls
     assert again["eval_result_unstructured"] == result["eval_result_unstructured"]
+    assert again["resumed"]["evidence"] == str(next(out.glob("evidence_*.json")))
+    assert again["resumed"]["lm_cache"]["misses"] == 0 and again["resumed"]["lm_cache"]["hits"] > 0
+    assert [p.name for p in out.glob("*.csv")] == [csv_path.name]  # overwritten, not a second file
+
+    # other scorers reuse the evidence (settings of the LM calls only); a run id names its own files
+    other = AutoInterpConfig(**_cfg(dataset=str(corpus), scorers=["detection"], structured_outputs="off"))
+    named = run_autointerp(model="minilm", sae="synthetic", explainer=lm, config=other, out=out, run_id="try-2", progress=False)
+    assert named["files"]["summary"].endswith("_layerembed_features_summary_try-2.csv")
+    assert named["files"]["results"].endswith("synthetic_eval_results_try-2.json")
+    assert sorted(p.name for p in out.glob("*.csv")) == [csv_path.name, csv_path.name.replace(".csv", "_try-2.csv")]
+    with pytest.raises(ValueError, match="run_id"):
+        run_autointerp(model="minilm", sae="synthetic", explainer=lm, config=other, out=out, run_id="a/b", progress=False)
+
+
+class GrammarLM(ScriptedLM):
+    """A ScriptedLM that takes grammars and records them."""
+
+    supports_constraints = True
+    in_process = True
+
+    def __init__(self):
+        super().__init__()
+        self.constraints = []
+
+    def generate(self, conversations, *, max_new_tokens=64, temperature=0.0, progress=False, constraint=None):
+        self.constraints.append(constraint)
+        return super().generate(conversations, max_new_tokens=max_new_tokens)
+
+
+@pytest.mark.parametrize("setting", ["auto", "off"])
+def test_structured_outputs_reach_the_lm_and_are_recorded(corpus, tmp_path, setting):
+    from findbench.autointerp.prompts import detection_constraint, explanation_constraint
+
+    lm = GrammarLM()
+    cfg = AutoInterpConfig(**_cfg(dataset=str(corpus), scorers=["detection"], structured_outputs=setting))
+    result = run_autointerp(model="minilm", sae="synthetic", explainer=lm, config=cfg, out=tmp_path / setting, progress=False)
+    on = setting == "auto"
+    assert result["eval_config"]["structured_outputs_applied"] == {"explainer": on, "scorer": on}
+    explain_c, detect_c = lm.constraints
+    if on:
+        assert explain_c == explanation_constraint()
+        assert detect_c == detection_constraint(6)  # the cache hands each distinct grammar on whole
+    else:
+        assert explain_c is None and detect_c is None
 
 
 def test_digit_latent_scored_by_a_digit_detector_misses_only_random_windows_with_digits(corpus, tmp_path):

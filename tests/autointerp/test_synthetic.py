@@ -319,6 +319,10 @@ def test_planted_validation_on_smollm2_with_all_scorers(embedded_model_dir, embe
         assert s["verdict"] in ("separates", "does not separate")
     assert json.loads((tmp_path / "p.json").read_text())["scorers"].keys() == res["scorers"].keys()
     assert len(format_planted_table(res).splitlines()) == 6
+    # structured outputs (auto, an in-process LM): every detection answer parses, even cut at 16 tokens
+    assert res["structured_outputs"] == {"setting": "auto", "applied": True}
+    assert res["scorers"]["detection"]["unparsed"] == {"true": 0, "wrong": 0, "empty": 0}
+    assert res["scorers"]["detection"]["floors"]["none"] == pytest.approx(3 / 7)
 
 
 @pytest.mark.slow

@@ -47,9 +47,21 @@ def test_equals_the_library_function(metric):
 
 def test_output_is_plain_python(metric):
     out = metric.compute(predictions=[[1], None], references=[[1], [2]], n_examples=2)
-    assert set(out) == {"autointerp_score", "autointerp_std_dev", "scores", "n_unparsed"}
+    assert set(out) == {"autointerp_score", "autointerp_std_dev", "scores", "n_unparsed", "n", "ci", "floors", "best_floor", "margin"}
     assert type(out["autointerp_score"]) is float and type(out["autointerp_std_dev"]) is float
     assert all(type(s) is float for s in out["scores"]) and type(out["n_unparsed"]) is int
+    assert type(out["n"]) is int and all(type(x) is float for x in out["ci"]) and type(out["margin"]) is float
+    assert out["floors"] == {"none": 0.5, "all": 0.5} and all(type(v) is float for v in out["floors"].values())
+
+
+def test_floors_and_interval_in_saebenchs_setting(metric):
+    """Answering "None" for every latent with 4 active windows of 14 scores the "none" floor, 10/14."""
+    refs = [[1, 2, 3, 4], [5, 6, 7, 8], [2, 4, 6, 8]]
+    out = metric.compute(predictions=[[], [], []], references=refs, n_examples=14)
+    assert out["autointerp_score"] == pytest.approx(10 / 14) == out["floors"]["none"]
+    assert out["floors"]["all"] == pytest.approx(4 / 14)
+    assert out["best_floor"] == "none" and out["margin"] == pytest.approx(0.0) and out["n"] == 3
+    assert out["ci"] == pytest.approx([10 / 14, 10 / 14])
 
 
 def test_none_survives_datasets_first_and_in_batches(metric):

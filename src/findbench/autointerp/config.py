@@ -6,10 +6,24 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["AutoInterpConfig", "SCORERS"]
+from findbench.lm.base import check_structured_outputs
+
+__all__ = ["AutoInterpConfig", "SCORERS", "LM_ONLY_FIELDS", "QUICK_DEFAULTS"]
 
 #: Scorers an AutoInterp run can apply to each explanation (see :mod:`findbench.autointerp.scorers`).
 SCORERS = ("detection", "fuzz", "embedding", "likelihood")
+
+#: What ``findbench autointerp`` changes from SAEBench's settings when not told otherwise, so a
+#: first run on the embedded model takes minutes, not hours: 10 latents instead of 1,000,
+#: 100,000 corpus tokens instead of 2M, and beside SAEBench's detection scorer the two that
+#: separate true from wrong explanations of planted features with the embedded SmolLM2 as
+#: scorer (likelihood; embedding has the largest mean gap), see the README.
+QUICK_DEFAULTS: dict[str, Any] = {"n_latents": 10, "total_tokens": 100_000, "scorers": ["detection", "embedding", "likelihood"]}
+
+#: Settings that change only the LM calls (answers come from the request cache), not the
+#: corpus, the latents or their evidence; a run's saved evidence is reused across them.
+LM_ONLY_FIELDS = ("scorers", "use_demos_in_explanation", "max_tokens_in_explanation", "max_tokens_in_prediction",
+                  "llm_batch_size", "structured_outputs")
 
 
 @dataclass
@@ -26,6 +40,12 @@ class AutoInterpConfig:
     random windows, labelled inactive. Generation sees ``n_top_ex_for_generation`` top and
     ``n_iw_sampled_ex_for_generation`` importance-weighted windows; scoring sees the rest of
     both plus the random windows, shuffled.
+
+    ``structured_outputs`` (not in SAEBench): whether the explainer's and the detection
+    scorer's answers are constrained by their grammars (:func:`~findbench.autointerp.prompts.explanation_constraint`,
+    :func:`~findbench.autointerp.prompts.detection_constraint`): ``auto`` where the LM runs in
+    process (a small local model such as the embedded SmolLM2), ``on`` always (vLLM's
+    structured outputs on a server), ``off`` never (SAEBench's free answers).
     """
 
     llm_context_size: int = 128
@@ -47,6 +67,7 @@ class AutoInterpConfig:
     scorers: list[str] = field(default_factory=lambda: ["detection"])
     llm_batch_size: int = 32
     dataset: str = "wordnet"
+    structured_outputs: str = "auto"
 
     def __post_init__(self) -> None:
         ints = {
@@ -94,6 +115,7 @@ class AutoInterpConfig:
             raise ValueError(f"scorers must not repeat a scorer, got {self.scorers!r}")
         if not isinstance(self.dataset, str) or not self.dataset:
             raise ValueError(f"dataset must be a non-empty string, got {self.dataset!r}")
+        check_structured_outputs(self.structured_outputs)
 
     @property
     def window(self) -> int:

@@ -10,7 +10,14 @@ deviation.
 
 This module holds the parts that need no LM and no torch: :func:`parse_explanation`,
 :func:`parse_detection`, :func:`detection_score`, :func:`summarize` and the batch form
-:func:`score_detections` that the ``autointerp`` evaluate metric calls.
+:func:`score_detections` that the ``autointerp`` evaluate metric calls; and what every
+AutoInterp score is reported with (:func:`score_summary`): its n, a seeded percentile
+bootstrap interval over latents (:func:`findbench.stats.bootstrap_ci`) and the floors of its scorer,
+the scores of answers that need no explanation. For detection those are "None" for every
+latent (the share of inactive windows: 10/14 = 0.714 in SAEBench's setting of 2 top +
+2 importance-weighted + 10 random windows) and "all" (the share of active ones, 4/14 = 0.286),
+computed from the windows actually shown (:func:`detection_floors`); for the fuzz scorer and
+the AUC scorers, chance (:data:`CHANCE`, 0.5).
 
 Where findbench departs from SAEBench (``sae_bench/evals/autointerp/main.py``), on purpose:
 
@@ -30,7 +37,22 @@ import numbers
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-__all__ = ["parse_explanation", "parse_detection", "detection_score", "summarize", "score_detections"]
+from findbench.stats import DEFAULT_SEED, bootstrap_ci
+
+__all__ = [
+    "CHANCE",
+    "parse_explanation",
+    "parse_detection",
+    "detection_score",
+    "detection_floors",
+    "summarize",
+    "score_summary",
+    "score_detections",
+]
+
+#: Score of a constant answer for the fuzz scorer (as many correctly as wrongly marked windows)
+#: and of any constant score for the AUC scorers (embedding, likelihood).
+CHANCE = 0.5
 
 _PHRASE = re.compile(r"activates\s+on", re.IGNORECASE)
 #: Opening quote -> its closing quote, for labels wrapped in quotes.
@@ -242,6 +264,69 @@ def summarize(scores: Sequence[float]) -> tuple[float, float]:
     return mean, std
 
 
+def detection_floors(references: Sequence[Sequence[int]], n_examples: int | Sequence[int]) -> dict[str, float]:
+    """Mean detection score of the two constant answers over the given latents.
+
+    ``"none"``: the scorer answers "None" for every latent, so it is right on each inactive
+    window (share ``(n - active) / n`` per latent); ``"all"``: it lists every window, right on
+    each active one (``active / n``). With SAEBench's 4 active of 14 windows these are 10/14 =
+    0.714 and 4/14 = 0.286.
+
+    >>> detection_floors([[1, 2, 3, 4]], 14)
+    {'none': 0.7142857142857143, 'all': 0.2857142857142857}
+    """
+    references = list(references)
+    if not references:
+        raise ValueError("references: at least one latent is needed")
+    if isinstance(n_examples, numbers.Integral) and not isinstance(n_examples, bool):
+        per_latent = [int(n_examples)] * len(references)
+    else:
+        per_latent = list(n_examples)  # type: ignore[arg-type]
+        if len(per_latent) != len(references):
+            raise ValueError(f"n_examples ({len(per_latent)}) and references ({len(references)}) differ in length")
+    none, every = [], []
+    for i, (ref, n) in enumerate(zip(references, per_latent)):
+        n = _check_n(n, f"n_examples[{i}]")
+        active = len(_check_indices(ref, n, f"references[{i}]"))
+        none.append((n - active) / n)
+        every.append(active / n)
+    return {"none": math.fsum(none) / len(none), "all": math.fsum(every) / len(every)}
+
+
+def _finite_scores(scores: object) -> list[float]:
+    if isinstance(scores, (str, bytes, Mapping)) or not isinstance(scores, Iterable):
+        raise ValueError(f"scores: expected a list of numbers, got {scores!r}")
+    values = []
+    for i, value in enumerate(scores):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+            raise ValueError(f"scores[{i}]: expected a finite number, got {value!r}")
+        values.append(float(value))
+    return values
+
+
+def score_summary(scores: Sequence[float], floors: Mapping[str, float], *, seed: int = DEFAULT_SEED) -> dict:
+    """A scorer's summary over latents: ``n``, ``mean``, ``ci`` (``[low, high]``, the 95 %
+    percentile bootstrap interval over latents of :func:`findbench.stats.bootstrap_ci`, seeded),
+    ``floors`` (name -> score of that trivial answer), ``best_floor`` (the highest one's name)
+    and ``margin`` (``mean`` minus it: how far the explanations beat the best answer that needs
+    none; negative when they do worse).
+
+    >>> s = score_summary([0.75, 0.75], {"none": 0.714, "all": 0.286})
+    >>> s["n"], s["ci"], s["best_floor"], round(s["margin"], 3)
+    (2, [0.75, 0.75], 'none', 0.036)
+    """
+    values = _finite_scores(scores)
+    if not values:
+        raise ValueError("scores: at least one score is needed")
+    if not floors:
+        raise ValueError("floors: at least one floor is needed")
+    mean = math.fsum(values) / len(values)
+    low, high = bootstrap_ci(values, seed=seed)
+    best = max(floors, key=lambda k: floors[k])
+    return {"n": len(values), "mean": mean, "ci": [low, high], "floors": {k: float(v) for k, v in floors.items()},
+            "best_floor": best, "margin": mean - float(floors[best])}
+
+
 def score_detections(
     predictions: Sequence[Sequence[int] | None],
     references: Sequence[Sequence[int]],
@@ -261,8 +346,9 @@ def score_detections(
         n_examples: how many windows each latent was shown: one int for all, or one per latent.
     Returns:
         A dict with ``autointerp_score`` (mean), ``autointerp_std_dev`` (sample standard
-        deviation, ``nan`` for one latent), ``scores`` (per latent) and ``n_unparsed`` (how many
-        predictions were ``None``).
+        deviation, ``nan`` for one latent), ``scores`` (per latent), ``n_unparsed`` (how many
+        predictions were ``None``), and :func:`score_summary`'s ``n``, ``ci``,
+        ``floors`` (``none`` and ``all``, :func:`detection_floors`), ``best_floor`` and ``margin``.
     Raises:
         ValueError: naming the field, e.g. ``predictions (3) and references (2)``,
             ``n_examples (2) and predictions (3)``, ``predictions[2][0]`` or ``references[1]``.
@@ -287,9 +373,11 @@ def score_detections(
         for i, (pred, ref, n, n_name) in enumerate(zip(predictions, references, per_latent, n_names))
     ]
     mean, std = summarize(scores)
+    summary = score_summary(scores, detection_floors(references, per_latent))
     return {
         "autointerp_score": mean,
         "autointerp_std_dev": std,
         "scores": scores,
         "n_unparsed": sum(pred is None for pred in predictions),
+        **{k: summary[k] for k in ("n", "ci", "floors", "best_floor", "margin")},
     }

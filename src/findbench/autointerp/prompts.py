@@ -4,6 +4,11 @@ The prompts follow the structure of SAEBench's AutoInterp (an explainer shown wi
 the active tokens between ``<<`` and ``>>``, answering "This neuron activates on ...";
 a scorer shown numbered, unmarked windows, answering with the indices of the active ones
 or "None"), written anew for findbench, with demonstrations of our own.
+
+Beside each prompt, the grammar its answer follows (a :class:`~findbench.lm.base.Constraint`
+for structured outputs): :func:`explanation_constraint` ("This neuron activates on" and one
+line of text) and :func:`detection_constraint` ("None" or window numbers in increasing
+order, each once, comma-separated: every answer it allows parses).
 """
 
 from __future__ import annotations
@@ -11,12 +16,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from findbench.autointerp.evidence import Window
+from findbench.lm.base import Constraint
 
 __all__ = [
     "TokenRenderer",
     "mark_window",
     "explanation_messages",
     "detection_messages",
+    "explanation_constraint",
+    "detection_constraint",
     "EXPLANATION_PREFIX",
 ]
 
@@ -146,3 +154,28 @@ def detection_messages(explanation: str, windows: Sequence[Window], renderer: To
     texts = [renderer.text(w.tokens) for w in windows]
     user = f"Description: {EXPLANATION_PREFIX} {explanation}\n\nTexts:\n{_numbered(texts)}\n\nWhich texts does the neuron respond to?"
     return [{"role": "system", "content": _DETECT_SYSTEM}, {"role": "user", "content": user}]
+
+
+# ------------------------------------------------------------------------------ grammars
+
+
+def explanation_constraint() -> Constraint:
+    """The explainer's answer: :data:`EXPLANATION_PREFIX`, a space and one line of text (the
+    label; the token limit ends it if the model does not)."""
+    return Constraint(regex=EXPLANATION_PREFIX + r" [^\n]+")  # the prefix is letters and spaces
+
+
+def detection_constraint(n_examples: int) -> Constraint:
+    """The detection scorer's answer for ``n_examples`` windows: ``None``, or window numbers
+    in ``1..n_examples`` in increasing order, each once, separated by ``", "`` (``"2, 5, 9"``).
+
+    Written as one alternative per first number, each followed by the optional later numbers
+    in order (``1(, 2)?(, 3)?|2(, 3)?|3`` for three windows): ``n(n+1)/2`` items, 105 for
+    SAEBench's 14 windows. Every answer it allows parses with
+    :func:`~findbench.autointerp.detection.parse_detection`.
+    """
+    if isinstance(n_examples, bool) or not isinstance(n_examples, int) or n_examples < 1:
+        raise ValueError(f"n_examples must be a positive int, got {n_examples!r}")
+    lists = ["".join([str(first), *(f"(, {k})?" for k in range(first + 1, n_examples + 1))])
+             for first in range(1, n_examples + 1)]
+    return Constraint(regex="None|" + "|".join(lists))

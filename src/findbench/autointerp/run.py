@@ -3,16 +3,25 @@
 Resumable: the firing counts and the evidence are saved in the output folder as they are
 computed (temporary file, then rename), and every LM call goes through findbench's sqlite
 request cache (``lm_cache.sqlite`` in the output folder unless ``cache`` says otherwise), so
-a killed run started again with the same arguments repeats no finished work.
+a killed run started again with the same arguments repeats no finished work. The result's
+``resumed`` block says what a run found already done (the saved evidence and firing counts it
+read, the LM answers that came from the cache). The evidence does not depend on the
+settings that only change LM calls (:data:`~findbench.autointerp.config.LM_ONLY_FIELDS`), so
+a run with other scorers or structured outputs reuses it.
 
-Outputs (SAEBench's names):
+Outputs (SAEBench's names; a rerun with the same ``out`` overwrites them, a ``run_id`` gives
+each run its own pair):
 
-- ``<sae_id>_eval_results.json``: ``eval_result_metrics.autointerp.{autointerp_score,
+- ``<sae_id>_eval_results[_<run_id>].json``: ``eval_result_metrics.autointerp.{autointerp_score,
   autointerp_std_dev}`` (the detection scorer, SAEBench's number) and one block per other
-  scorer; ``eval_result_unstructured.<latent>.{explanation, score, predictions, correct seqs}``
-  plus each scorer's details; ``eval_config``; the latents skipped and why; how many
-  detection answers did not parse (counted as wrong).
-- ``<model>_layer<L>_features_summary_<timestamp>.csv``: ``layer, feature, label,
+  scorer, each with ``n``, ``ci`` (bootstrap interval over latents), ``floors``,
+  ``best_floor`` and ``margin`` (:func:`~findbench.autointerp.detection.score_summary`);
+  ``eval_result_unstructured.<latent>.{explanation, score, predictions, correct seqs}``
+  plus each scorer's details; ``eval_config`` (with ``structured_outputs``, the setting, and
+  ``structured_outputs_applied``, whether the explainer's and the scorer's answers were
+  constrained); the latents skipped and why; how many detection answers did not parse
+  (counted as wrong).
+- ``<model>_layer<L>_features_summary[_<run_id>].csv``: ``layer, feature, label,
   autointerp_score`` (plus one column per other scorer).
 """
 
@@ -34,24 +43,28 @@ import numpy as np
 from findbench._io import atomic_write_json, atomic_write_text
 from findbench._version import __version__
 from findbench.autointerp.activations import hook_name_for_layer, load_model, parse_hook_name
-from findbench.autointerp.config import AutoInterpConfig
-from findbench.autointerp.detection import parse_explanation, summarize
+from findbench.autointerp.config import LM_ONLY_FIELDS, AutoInterpConfig
+from findbench.autointerp.detection import CHANCE, detection_floors, parse_explanation, score_summary, summarize
 from findbench.autointerp.evidence import LatentEvidence, choose_latents, collect_evidence, firing_counts
-from findbench.autointerp.prompts import TokenRenderer, explanation_messages
+from findbench.autointerp.prompts import TokenRenderer, explanation_constraint, explanation_messages
 from findbench.autointerp.scorers import make_scorer
+from findbench.lm.base import use_structured_outputs
 
 __all__ = ["run_autointerp", "explain"]
 
 log = logging.getLogger(__name__)
 
 
-def explain(lm, evidence: list[LatentEvidence], renderer: TokenRenderer, cfg: AutoInterpConfig, *, progress: bool = True) -> list[dict]:
-    """One explanation per latent: the explainer's raw answer and the parsed label."""
+def explain(lm, evidence: list[LatentEvidence], renderer: TokenRenderer, cfg: AutoInterpConfig, *, progress: bool = True,
+            structured: bool = False) -> list[dict]:
+    """One explanation per latent: the explainer's raw answer and the parsed label
+    (``structured``: the answer is generated under :func:`explanation_constraint`)."""
     convs = [
         explanation_messages(ev.generation, renderer, cfg.act_threshold_frac * ev.top_max_act, demos=cfg.use_demos_in_explanation)
         for ev in evidence
     ]
-    answers = lm.generate(convs, max_new_tokens=cfg.max_tokens_in_explanation, progress=progress) if convs else []
+    kwargs = {"constraint": explanation_constraint()} if structured else {}
+    answers = lm.generate(convs, max_new_tokens=cfg.max_tokens_in_explanation, progress=progress, **kwargs) if convs else []
     return [{"raw": a, "explanation": parse_explanation(a)} for a in answers]
 
 
@@ -97,6 +110,7 @@ def run_autointerp(
     max_connections: int = 8,
     lm_model: str | None = None,
     explanations: dict[int, str] | None = None,
+    run_id: str | None = None,
     progress: bool = True,
 ) -> dict:
     """Explain and score SAE latents (see the module docstring for the files written).
@@ -116,6 +130,14 @@ def run_autointerp(
         lm_model: the served model name, for server-URL explainer / scorer specs.
         explanations: use these explanations (latent → text) instead of asking the explainer
             (e.g. a planted SAE's true explanations).
+        run_id: a name for this run's result files (``<sae>_eval_results_<run_id>.json``,
+            ``..._features_summary_<run_id>.csv``); None: the plain names, overwritten by a
+            rerun in the same ``out``.
+
+    Returns:
+        The results JSON's content, plus ``files`` (the paths written) and ``resumed`` (what
+        was found already done: ``evidence`` / ``firing_counts`` paths read or None,
+        ``lm_cache`` path with its ``hits`` and ``misses`` in this run).
     """
     from findbench.autointerp.corpus import corpus_tokens, special_token_ids
     from findbench.autointerp.sae import load_sae
@@ -125,6 +147,8 @@ def run_autointerp(
         raise TypeError(f"config must be an AutoInterpConfig, got {type(cfg).__name__}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    if run_id is not None and (not isinstance(run_id, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", run_id)):
+        raise ValueError(f"run_id must be letters, digits, '_', '.' or '-', got {run_id!r}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     hf_model, tokenizer, model_name = load_model(model)
@@ -134,6 +158,8 @@ def run_autointerp(
     tokens = corpus_tokens(tokenizer, cfg.dataset, context_size=cfg.llm_context_size, total_tokens=cfg.total_tokens)
     specials = sorted(special_token_ids(tokenizer))
     setting = {"model": model_name, "sae": sae_name, "hook_name": hook_name, "config": cfg.to_dict(), "rows": len(tokens)}
+    evidence_setting = setting | {"config": {k: v for k, v in cfg.to_dict().items() if k not in LM_ONLY_FIELDS}}
+    resumed: dict[str, Any] = {"firing_counts": None, "evidence": None}
 
     # latents: the override, or a seeded draw among alive latents (firing counts saved)
     if cfg.override_latents is not None:
@@ -146,6 +172,7 @@ def run_autointerp(
         counts_path = out / f"firing_counts_{_fingerprint({k: v for k, v in setting.items() if k != 'config'} | {'tokens': [cfg.dataset, cfg.total_tokens, cfg.llm_context_size]})}.npy"
         if counts_path.exists():
             counts = np.load(counts_path)
+            resumed["firing_counts"] = str(counts_path)
         else:
             counts = firing_counts(hf_model, sae_obj, tokens, hook_name=hook_name, special_ids=specials, batch_size=batch_size,
                                    progress=progress)
@@ -155,9 +182,11 @@ def run_autointerp(
         latents = choose_latents(counts, cfg)
 
     # evidence, saved once computed
-    ev_path = out / f"evidence_{_fingerprint(setting | {'latents': latents})}.json"
+    ev_path = out / f"evidence_{_fingerprint(evidence_setting | {'latents': latents})}.json"
     if ev_path.exists():
         evidence = [LatentEvidence.from_dict(d) for d in json.loads(ev_path.read_text())]
+        resumed["evidence"] = str(ev_path)
+        log.info("resumed from %s: evidence of %d latents", ev_path, len(evidence))
     else:
         t0 = time.perf_counter()
         evidence = collect_evidence(hf_model, sae_obj, tokens, latents, cfg, hook_name=hook_name, special_ids=specials,
@@ -178,8 +207,10 @@ def run_autointerp(
     explainer_lm = _lm(explainer, cache_path, lm_args) if needs_lm else None
     scorer_lm = explainer_lm if scorer is None or scorer == explainer else _lm(scorer, cache_path, lm_args)
 
+    applied = {"explainer": explanations is None and use_structured_outputs(explainer_lm, cfg.structured_outputs),
+               "scorer": scorer_lm is not None and use_structured_outputs(scorer_lm, cfg.structured_outputs)}
     if explanations is None:
-        made = explain(explainer_lm, usable, renderer, cfg, progress=progress)
+        made = explain(explainer_lm, usable, renderer, cfg, progress=progress, structured=applied["explainer"])
     else:
         missing = [ev.latent for ev in usable if ev.latent not in explanations]
         if missing:
@@ -190,17 +221,23 @@ def run_autointerp(
     items = [(ev, m["explanation"]) for ev, m in zip(usable, made)]
     for name in cfg.scorers:
         scorer_obj = make_scorer(name, lm=scorer_lm, renderer=renderer, act_threshold_frac=cfg.act_threshold_frac,
-                                 seed=cfg.random_seed, max_new_tokens=cfg.max_tokens_in_prediction, progress=progress)
+                                 seed=cfg.random_seed, max_new_tokens=cfg.max_tokens_in_prediction, progress=progress,
+                                 structured=applied["scorer"])
         per_scorer[name] = scorer_obj.score(items)
 
     result = _results(cfg, setting, usable, made, per_scorer, skipped, explainer, scorer, hook_layer)
-    json_path = out / f"{sae_name}_eval_results.json"
+    result["eval_config"]["structured_outputs_applied"] = applied
+    suffix = f"_{run_id}" if run_id else ""
+    json_path = out / f"{sae_name}_eval_results{suffix}.json"
     atomic_write_json(json_path, result)
-    stamp = time.strftime("%Y%m%d_%H%M%S")
-    csv_path = out / f"{_safe(model_name)}_layer{hook_layer if hook_layer is not None else 'embed'}_features_summary_{stamp}.csv"
+    csv_path = out / f"{_safe(model_name)}_layer{hook_layer if hook_layer is not None else 'embed'}_features_summary{suffix}.csv"
     atomic_write_text(csv_path, _summary_csv(hook_layer, usable, made, per_scorer, cfg.scorers))
     result["files"] = {"results": str(json_path), "summary": str(csv_path)}
-    for lm in {id(x): x for x in (explainer_lm, scorer_lm) if x is not None}.values():
+    lms = list({id(x): x for x in (explainer_lm, scorer_lm) if x is not None}.values())
+    resumed["lm_cache"] = {"path": str(cache_path), "hits": sum(getattr(x, "hits", 0) for x in lms),
+                           "misses": sum(getattr(x, "misses", 0) for x in lms)}
+    result["resumed"] = resumed
+    for lm in lms:
         if hasattr(lm, "close"):
             lm.close()
     return result
@@ -234,6 +271,11 @@ def _results(cfg, setting, usable, made, per_scorer, skipped, explainer, scorer,
         metrics[key] = {f"{key}_score": mean, f"{key}_std_dev": std}
         if name == "detection":
             metrics[key]["n_unparsed"] = sum(not r["parsed"] for r in rows)
+        if scores:
+            truth = [[i for i, w in enumerate(ev.scoring, start=1) if w.active] for ev in usable]
+            floors = (detection_floors(truth, [len(ev.scoring) for ev in usable])
+                      if name == "detection" else {"chance": CHANCE})
+            metrics[key].update({k: v for k, v in score_summary(scores, floors).items() if k != "mean"})
     unstructured = {}
     for i, (ev, m) in enumerate(zip(usable, made)):
         entry: dict[str, Any] = {"explanation": m["explanation"], "explainer_answer": m["raw"]}

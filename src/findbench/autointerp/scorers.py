@@ -7,11 +7,17 @@ generation, labelled active; random windows, labelled inactive).
 
 - ``detection`` (SAEBench): an LM reads the explanation and the numbered windows and lists
   the active ones; score = share of windows classified correctly. Answering "None" scores
-  ``n_random / n`` (10/14 = 0.71 with the defaults): that, not 0.5, is its floor.
+  ``n_random / n`` (10/14 = 0.71 with the defaults): that, not 0.5, is its floor. With
+  ``structured=True`` the answer is generated under
+  :func:`~findbench.autointerp.prompts.detection_constraint` ("None" or increasing window
+  numbers), so every answer parses.
 - ``fuzz`` (delphi's fuzzing, from its paper's definition): each active scoring window is
   shown twice, once with its active tokens marked and once with as many marks on tokens
   where the latent is silent; the LM says whether the marks fit the explanation
   (``Yes``/``No`` log-probabilities, one forward pass each). Score = accuracy; chance 0.5.
+  The answer is already confined to the two words (the larger log-probability is, up to
+  tokens that spell a word in pieces, what greedy decoding under the grammar ``Yes|No``
+  writes), so structured outputs change nothing here; ``said_yes_correct`` / ``said_yes_wrong`` count how often the LM said Yes.
 - ``embedding`` (delphi's embedding scorer): cosine similarity of the explanation's and each
   window's sentence embedding (MiniLM); score = ROC AUC of active vs inactive windows;
   chance 0.5. No LM.
@@ -28,7 +34,7 @@ import numpy as np
 
 from findbench.autointerp.detection import detection_score, parse_detection
 from findbench.autointerp.evidence import LatentEvidence
-from findbench.autointerp.prompts import EXPLANATION_PREFIX, TokenRenderer, detection_messages, mark_window
+from findbench.autointerp.prompts import EXPLANATION_PREFIX, TokenRenderer, detection_constraint, detection_messages, mark_window
 
 __all__ = ["DetectionScorer", "FuzzScorer", "EmbeddingScorer", "LikelihoodScorer", "make_scorer", "roc_auc"]
 
@@ -57,12 +63,21 @@ class DetectionScorer:
 
     name = "detection"
 
-    def __init__(self, lm, renderer: TokenRenderer, *, max_new_tokens: int = 200, progress: bool = True):
+    def __init__(self, lm, renderer: TokenRenderer, *, max_new_tokens: int = 200, progress: bool = True,
+                 structured: bool = False):
         self.lm, self.renderer, self.max_new_tokens, self.progress = lm, renderer, max_new_tokens, progress
+        self.structured = structured
 
     def score(self, items: Sequence[Item]) -> list[dict[str, Any]]:
         convs = [detection_messages(expl, ev.scoring, self.renderer) for ev, expl in items]
-        answers = self.lm.generate(convs, max_new_tokens=self.max_new_tokens, progress=self.progress) if convs else []
+        kwargs: dict[str, Any] = {}
+        limit = self.max_new_tokens
+        if self.structured and items:
+            kwargs["constraint"] = [detection_constraint(len(ev.scoring)) for ev, _ in items]
+            # room for the longest answer the grammar allows (every window: ", 14" is up to 4 tokens),
+            # so no list is cut after a comma; the grammar itself ends every answer
+            limit = max(limit, 4 * max(len(ev.scoring) for ev, _ in items) + 2)
+        answers = self.lm.generate(convs, max_new_tokens=limit, progress=self.progress, **kwargs) if convs else []
         out = []
         for (ev, _), answer in zip(items, answers):
             n = len(ev.scoring)
@@ -180,10 +195,11 @@ class LikelihoodScorer:
 
 
 def make_scorer(name: str, *, lm=None, renderer: TokenRenderer, encoder=None, act_threshold_frac: float = 0.01, seed: int = 42,
-                max_new_tokens: int = 200, progress: bool = True):
-    """The scorer called ``name`` (``detection``, ``fuzz``, ``embedding`` or ``likelihood``)."""
+                max_new_tokens: int = 200, progress: bool = True, structured: bool = False):
+    """The scorer called ``name`` (``detection``, ``fuzz``, ``embedding`` or ``likelihood``);
+    ``structured``: detection answers under their grammar (see :class:`DetectionScorer`)."""
     if name == "detection":
-        return DetectionScorer(lm, renderer, max_new_tokens=max_new_tokens, progress=progress)
+        return DetectionScorer(lm, renderer, max_new_tokens=max_new_tokens, progress=progress, structured=structured)
     if name == "fuzz":
         return FuzzScorer(lm, renderer, act_threshold_frac=act_threshold_frac, seed=seed, progress=progress)
     if name == "embedding":

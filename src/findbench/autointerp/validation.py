@@ -29,10 +29,12 @@ import numpy as np
 from findbench._io import atomic_write_json
 from findbench.autointerp.config import SCORERS, AutoInterpConfig
 from findbench.autointerp.corpus import corpus_tokens, special_token_ids
+from findbench.autointerp.detection import CHANCE, detection_floors
 from findbench.autointerp.evidence import collect_evidence
 from findbench.autointerp.prompts import TokenRenderer
 from findbench.autointerp.scorers import make_scorer
 from findbench.autointerp.synthetic import HOOK_NAME, SyntheticSAE
+from findbench.lm.base import use_structured_outputs
 
 __all__ = ["MIN_SEPARATION", "MIN_WIN_RATE", "planted_validation", "format_planted_table", "derangement", "quick_config"]
 
@@ -88,6 +90,7 @@ def planted_validation(
     rules: Sequence[str] | None = None,
     batch_size: int = 32,
     output: str | os.PathLike | None = None,
+    structured_outputs: str | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
     """Score true, wrong and empty explanations of planted features with each scorer.
@@ -105,12 +108,16 @@ def planted_validation(
             tokenized with ``tokenizer``, ``config.total_tokens`` tokens).
         rules: the planted rules (default :data:`~findbench.autointerp.synthetic.DEFAULT_RULES`).
         output: a JSON file to write the result to (atomically).
+        structured_outputs: ``auto`` / ``on`` / ``off`` for the detection answers (default:
+            ``config.structured_outputs``); recorded with whether it applied.
 
     Returns:
         ``{"scorers": {name: {"true", "wrong", "empty", "separation", "win_rate", "verdict",
-        "n_latents", "seconds", "rows"}}, "latents": [...], "skipped": {...}, "criterion",
-        "config", "model", "corpus_tokens", "seconds"}``: means over the scored latents, and
-        per latent the three scores and each scorer's details.
+        "n_latents", "floors", "unparsed", "seconds", "rows"}}, "latents": [...], "skipped": {...},
+        "criterion", "config", "model", "structured_outputs", "corpus_tokens", "seconds"}``: means
+        over the scored latents, and per latent the three scores and each scorer's details
+        (``floors``: detection's "None" / "all" answers on these windows, chance 0.5 for the
+        others; ``unparsed``: per kind, detection answers that did not parse).
     """
     t0 = time.perf_counter()
     if isinstance(scorers, str):
@@ -152,11 +159,15 @@ def planted_validation(
     ]
 
     renderer = TokenRenderer(tokenizer)
+    setting = cfg.structured_outputs if structured_outputs is None else structured_outputs
+    structured = lm is not None and use_structured_outputs(lm, setting)
+    truth = [[i for i, w in enumerate(ev.scoring, start=1) if w.active] for ev in usable]
     per_scorer: dict[str, Any] = {}
     for name in scorers:
         t_s = time.perf_counter()
         scorer = make_scorer(name, lm=lm, renderer=renderer, encoder=encoder, act_threshold_frac=cfg.act_threshold_frac,
-                             seed=cfg.random_seed, max_new_tokens=cfg.max_tokens_in_prediction, progress=progress)
+                             seed=cfg.random_seed, max_new_tokens=cfg.max_tokens_in_prediction, progress=progress,
+                             structured=structured)
         items = [(ev, explanations[kind][i]) for kind in KINDS for i, ev in enumerate(usable)]
         results = scorer.score(items)
         n = len(usable)
@@ -172,6 +183,8 @@ def planted_validation(
             "win_rate": win_rate,
             "verdict": verdict,
             "n_latents": n,
+            "floors": detection_floors(truth, [len(ev.scoring) for ev in usable]) if name == "detection" else {"chance": CHANCE},
+            "unparsed": {kind: sum(not r.get("parsed", True) for r in by_kind[kind]) for kind in KINDS},
             "seconds": round(time.perf_counter() - t_s, 2),
             "rows": rows,
         }
@@ -189,6 +202,7 @@ def planted_validation(
         "config": cfg.to_dict(),
         "corpus_tokens": int(tokens.size),
         "lm": getattr(lm, "name", None) or (type(lm).__name__ if lm is not None else None),
+        "structured_outputs": {"setting": setting, "applied": structured},
         "scorers": per_scorer,
         "seconds": {"evidence": round(evidence_seconds, 2), "total": round(time.perf_counter() - t0, 2)},
     }

@@ -20,6 +20,13 @@ is the mean over latents and `autointerp_std_dev` their sample standard deviatio
 SAEBench's torch.std). An unparseable scorer answer (None; see
 `findbench.autointerp.detection.parse_detection`) scores 0 and is counted in `n_unparsed`;
 SAEBench drops such latents instead.
+
+Every score comes with its n, a 95% percentile bootstrap interval over latents (10,000 resamples,
+seed 0; `findbench.stats.bootstrap_ci`) and the floors of the detection task, computed from the
+windows given: `none` (answer "None" for every latent: the share of inactive windows, 10/14 =
+0.714 in SAEBench's setting of 2 top + 2 importance-weighted + 10 random windows) and `all`
+(list every window: 4/14 = 0.286). `margin` is the score minus the best floor: a scorer that
+does not beat answering "None" has not used the explanations.
 """
 
 _KWARGS_DESCRIPTION = """
@@ -37,6 +44,11 @@ Returns:
         a single latent).
     scores (`list` of `float`): per latent, the share of its windows classified correctly.
     n_unparsed (`int`): how many predictions were `None` (each scored 0).
+    n (`int`): number of latents.
+    ci (`list` of two `float`): 95% percentile bootstrap interval of `autointerp_score` over latents.
+    floors (`dict`): `none` and `all`, the mean scores of answering "None" / every window.
+    best_floor (`str`): the name of the higher floor.
+    margin (`float`): `autointerp_score` minus the best floor (negative: worse than a constant answer).
 Examples:
     >>> import evaluate, findbench
     >>> from findbench.autointerp.detection import parse_detection
@@ -49,6 +61,8 @@ Examples:
     ([0.5, 0.0, 1.0], 1)
     >>> round(out["autointerp_score"], 4), round(out["autointerp_std_dev"], 4)
     (0.5, 0.5)
+    >>> out["n"], out["floors"], out["best_floor"], round(out["margin"], 4)
+    (3, {'none': 0.75, 'all': 0.25}, 'none', -0.25)
     >>> out = autointerp.compute(predictions=[[2], [1, 2]], references=[[2], [1]], n_examples=[14, 2])
     >>> out["scores"]
     [1.0, 0.5]
@@ -91,4 +105,9 @@ class Autointerp(evaluate.Metric):
             "autointerp_std_dev": float(out["autointerp_std_dev"]),
             "scores": [float(s) for s in out["scores"]],
             "n_unparsed": int(out["n_unparsed"]),
+            "n": int(out["n"]),
+            "ci": [float(x) for x in out["ci"]],
+            "floors": {k: float(v) for k, v in out["floors"].items()},
+            "best_floor": str(out["best_floor"]),
+            "margin": float(out["margin"]),
         }
