@@ -441,32 +441,64 @@ def _latent_list(text: str) -> list[int]:
 
 
 def _add_autointerp(sub, name: str) -> argparse.ArgumentParser:
-    p = _subparser(sub, name, "explain SAE latents in words and score the explanations (SAEBench AutoInterp + more scorers)")
+    from findbench.autointerp.config import QUICK_DEFAULTS, SCORERS, AutoInterpConfig
+    from findbench.lm.base import STRUCTURED_OUTPUTS
+
+    saebench = AutoInterpConfig()
+    p = _subparser(sub, name, "explain SAE latents in words and score the explanations (SAEBench AutoInterp + more scorers); "
+                              "the defaults run in minutes on the embedded model (SAEBench's own values are named in each help)",
+                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--model", default="embedded", help="model the SAE reads: embedded (SmolLM2), minilm, a folder or a Hub id")
     p.add_argument("--sae", default="embedded",
                    help="embedded (the SAE shipped with findbench), synthetic (planted rules), a sae_lens folder, or a release")
     p.add_argument("--sae-id", default=None, help="SAE id within a sae_lens release")
-    p.add_argument("--layer", type=int, default=None, help="layer the SAE reads (default: the SAE's own hook)")
-    p.add_argument("--hook", default=None, help="resid_post, resid_pre, mlp_post, hook_embed or a full hook name")
+    p.add_argument("--layer", type=int, default=None, help="layer the SAE reads (None: the SAE's own hook)")
+    p.add_argument("--hook", default=None, help="resid_post, resid_pre, mlp_post, hook_embed or a full hook name (None: the SAE's own)")
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--latents", type=_latent_list, default=None, help="comma-separated latents to explain, e.g. 0,5,9")
-    which.add_argument("--n-latents", type=int, default=None, help="latents drawn among alive ones (default 1000)")
+    which.add_argument("--latents", type=_latent_list, default=None, help="comma-separated latents to explain, e.g. 0,5,9 "
+                                                                          "(None: --n-latents drawn among alive ones)")
+    which.add_argument("--n-latents", type=int, default=QUICK_DEFAULTS["n_latents"],
+                       help=f"latents drawn among alive ones (SAEBench: {saebench.n_latents})")
     p.add_argument("--explainer", default="embedded", help="LM spec writing explanations: embedded, a folder, an HF id or a vLLM URL")
-    p.add_argument("--scorer", default=None, help="LM spec of the scorers (default: the explainer)")
+    p.add_argument("--scorer", default=None, help="LM spec of the scorers (None: the explainer)")
     p.add_argument("--lm-model", default=None, help="served model name, for server-URL --explainer / --scorer")
-    p.add_argument("--scorers", type=_csv, default=["detection"], help="comma-separated: detection, fuzz, embedding, likelihood")
-    p.add_argument("--dataset", default="wordnet", help="corpus: wordnet (Debian wordnet-base), an HF dataset id, or text/parquet files")
-    p.add_argument("--total-tokens", type=int, default=2_000_000, help="corpus tokens (default 2,000,000)")
-    p.add_argument("--context-size", type=int, default=128, help="tokens per corpus row (default 128)")
-    p.add_argument("--seed", type=int, default=42, help="random seed (latents, splits, shuffles; default 42)")
-    p.add_argument("--max-tokens-in-explanation", type=int, default=30, help="explainer's token limit (default 30)")
-    p.add_argument("--max-tokens-in-prediction", type=int, default=200, help="detection scorer's token limit (default 200)")
-    p.add_argument("--batch-size", type=int, default=32, help="corpus rows per forward pass (default 32)")
-    p.add_argument("--max-connections", type=int, default=8, help="requests in flight for a server-URL LM (default 8)")
-    p.add_argument("--cache", default=None, help="sqlite LM request cache (default <out>/lm_cache.sqlite)")
-    p.add_argument("--out", default="outputs/autointerp", help="results folder (default outputs/autointerp)")
+    p.add_argument("--scorers", type=_csv, default=list(QUICK_DEFAULTS["scorers"]),
+                   help=f"comma-separated, from {', '.join(SCORERS)} (SAEBench: detection only)")
+    p.add_argument("--structured-outputs", choices=STRUCTURED_OUTPUTS, default=saebench.structured_outputs,
+                   help="grammar-constrained explanations and detection answers: auto (in-process LMs such as the embedded "
+                        "model), on (also a vLLM server), off (free answers, as SAEBench)")
+    p.add_argument("--dataset", default=saebench.dataset,
+                   help="corpus: wordnet (Debian wordnet-base), an HF dataset id, or text/parquet files")
+    p.add_argument("--total-tokens", type=int, default=QUICK_DEFAULTS["total_tokens"],
+                   help=f"corpus tokens (SAEBench: {saebench.total_tokens:,})")
+    p.add_argument("--context-size", type=int, default=saebench.llm_context_size, help="tokens per corpus row")
+    p.add_argument("--seed", type=int, default=saebench.random_seed, help="random seed (latents, splits, shuffles)")
+    p.add_argument("--max-tokens-in-explanation", type=int, default=saebench.max_tokens_in_explanation, help="explainer's token limit")
+    p.add_argument("--max-tokens-in-prediction", type=int, default=saebench.max_tokens_in_prediction,
+                   help="detection scorer's token limit (raised to fit every window's number under structured outputs)")
+    p.add_argument("--batch-size", type=int, default=32, help="corpus rows per forward pass")
+    p.add_argument("--max-connections", type=int, default=8, help="requests in flight for a server-URL LM")
+    p.add_argument("--cache", default=None, help="sqlite LM request cache (None: <out>/lm_cache.sqlite)")
+    p.add_argument("--out", default="outputs/autointerp", help="results folder (a rerun resumes there and overwrites its results)")
+    p.add_argument("--run-id", default=None,
+                   help="name this run's result files (<sae>_eval_results_<id>.json, ..._features_summary_<id>.csv) "
+                        "instead of overwriting the plain ones")
     p.set_defaults(func=_run_autointerp)
     return p
+
+
+def _format_score(key: str, values: dict) -> str:
+    """One line per scorer: mean [interval] (n), the floors and the margin over the best one."""
+    mean = values[f"{key}_score"]
+    line = f"{key}: {mean:.3f}"
+    if "ci" in values:
+        low, high = values["ci"]
+        line += f" [{low:.3f}, {high:.3f}] (n={values['n']})"
+        floors = ", ".join(f"{k} {v:.3f}" for k, v in values["floors"].items())
+        line += f"; floors: {floors}; margin over {values['best_floor']}: {values['margin']:+.3f}"
+    if "n_unparsed" in values:
+        line += f"; unparsed answers: {values['n_unparsed']}"
+    return line
 
 
 def _run_autointerp(args) -> int:
@@ -476,14 +508,25 @@ def _run_autointerp(args) -> int:
     cfg_args = {"override_latents": args.latents, "scorers": args.scorers, "dataset": args.dataset,
                 "total_tokens": args.total_tokens, "llm_context_size": args.context_size, "random_seed": args.seed,
                 "max_tokens_in_explanation": args.max_tokens_in_explanation,
-                "max_tokens_in_prediction": args.max_tokens_in_prediction}
-    if args.n_latents is not None:
+                "max_tokens_in_prediction": args.max_tokens_in_prediction, "structured_outputs": args.structured_outputs}
+    if args.latents is None:
         cfg_args["n_latents"] = args.n_latents
     result = run_autointerp(model=args.model, sae=args.sae, sae_id=args.sae_id, layer=args.layer, hook=args.hook,
                             explainer=args.explainer, scorer=args.scorer, config=AutoInterpConfig(**cfg_args), out=args.out,
-                            cache=args.cache, batch_size=args.batch_size, max_connections=args.max_connections, lm_model=args.lm_model)
+                            cache=args.cache, batch_size=args.batch_size, max_connections=args.max_connections, lm_model=args.lm_model,
+                            run_id=args.run_id)
+    resumed = result["resumed"]
+    cache = resumed["lm_cache"]
+    if resumed["evidence"] or resumed["firing_counts"] or cache["hits"]:
+        done = [f"evidence {resumed['evidence']}" if resumed["evidence"] else None,
+                f"firing counts {resumed['firing_counts']}" if resumed["firing_counts"] else None,
+                f"{cache['hits']} of {cache['hits'] + cache['misses']} LM answers from {cache['path']}" if cache["hits"] else None]
+        print(f"resumed from {args.out}: " + "; ".join(d for d in done if d))
+    applied = result["eval_config"]["structured_outputs_applied"]
+    print(f"structured outputs {args.structured_outputs}: explainer {'on' if applied['explainer'] else 'off'}, "
+          f"scorer {'on' if applied['scorer'] else 'off'}")
     for key, values in result["eval_result_metrics"].items():
-        print(f"{key}: " + ", ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items()))
+        print(_format_score(key, values))
     print(f"wrote {result['files']['results']}")
     print(f"wrote {result['files']['summary']}")
     return 0

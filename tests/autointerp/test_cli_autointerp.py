@@ -1,0 +1,56 @@
+"""`findbench autointerp` on the command line: defaults in --help, the settings it passes on,
+and what it prints (scores with interval and floors, "resumed from" on a rerun)."""
+
+from __future__ import annotations
+
+import pytest
+
+from findbench import cli
+from findbench.autointerp import run as run_mod
+from findbench.autointerp.config import QUICK_DEFAULTS
+
+
+def test_help_shows_every_default_and_saebenchs_values(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["autointerp", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for shown in ("(default: 10)", "(default: 100000)", "(default: auto)", "(default: embedded)", "(default: outputs/autointerp)",
+                  "SAEBench: 1000", "SAEBench: 2,000,000", "SAEBench: detection only", "--run-id", "--structured-outputs"):
+        assert shown in text, shown
+
+
+def _result(out, hits=0, evidence=None):
+    metrics = {"autointerp": {"autointerp_score": 0.75, "autointerp_std_dev": 0.1, "n_unparsed": 0, "n": 9, "ci": [0.7, 0.8],
+                              "floors": {"none": 0.714, "all": 0.286}, "best_floor": "none", "margin": 0.036},
+               "likelihood": {"likelihood_score": 0.6, "likelihood_std_dev": 0.2, "n": 9, "ci": [0.5, 0.7],
+                              "floors": {"chance": 0.5}, "best_floor": "chance", "margin": 0.1}}
+    return {"eval_result_metrics": metrics, "eval_config": {"structured_outputs_applied": {"explainer": True, "scorer": True}},
+            "files": {"results": f"{out}/x_eval_results.json", "summary": f"{out}/m_layer6_features_summary.csv"},
+            "resumed": {"evidence": evidence, "firing_counts": None,
+                        "lm_cache": {"path": f"{out}/lm_cache.sqlite", "hits": hits, "misses": 20 - hits}}}
+
+
+def test_defaults_reach_the_run_and_the_summary_is_printed(monkeypatch, capsys, tmp_path):
+    seen = {}
+
+    def fake(**kw):
+        seen.update(kw)
+        return _result(tmp_path)
+
+    monkeypatch.setattr(run_mod, "run_autointerp", fake)
+    assert cli.main(["autointerp", "--out", str(tmp_path)]) == 0
+    cfg = seen["config"]
+    assert cfg.n_latents == QUICK_DEFAULTS["n_latents"] and cfg.total_tokens == QUICK_DEFAULTS["total_tokens"]
+    assert cfg.scorers == QUICK_DEFAULTS["scorers"] and cfg.structured_outputs == "auto" and seen["run_id"] is None
+    out = capsys.readouterr().out
+    assert "resumed" not in out
+    assert "autointerp: 0.750 [0.700, 0.800] (n=9); floors: none 0.714, all 0.286; margin over none: +0.036" in out
+    assert "likelihood: 0.600 [0.500, 0.700] (n=9); floors: chance 0.500; margin over chance: +0.100" in out
+    assert "structured outputs auto: explainer on, scorer on" in out
+
+
+def test_a_rerun_says_what_it_resumed_from(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(run_mod, "run_autointerp", lambda **kw: _result(tmp_path, hits=20, evidence=f"{tmp_path}/evidence_1.json"))
+    assert cli.main(["autointerp", "--out", str(tmp_path), "--run-id", "b", "--structured-outputs", "off", "--latents", "1,2"]) == 0
+    out = capsys.readouterr().out
+    assert f"resumed from {tmp_path}: evidence {tmp_path}/evidence_1.json; 20 of 20 LM answers from {tmp_path}/lm_cache.sqlite" in out
