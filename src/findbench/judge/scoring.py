@@ -14,7 +14,9 @@ Three scoring modes:
 - ``"logprob"`` (default for any LM): one forward pass per test; the choice is the argmax of
   the next-token log-probs of ``"1"``, ``"2"``, ``"3"`` after the assistant prefix ``"[ANSWER]: "``.
 - ``"generate"``: the judge writes its answer, parsed strictly by :func:`parse_answer`; an
-  answer that does not parse counts as wrong.
+  answer that does not parse counts as wrong. With structured outputs (``auto``: a judge
+  running in process) the answer is generated under :func:`answer_constraint`
+  (``[ANSWER]: k``), so it always parses.
 - ``"pmi"`` (default for judges trained with ``judge_mode="pmi"``, e.g. ``embedded-evaluator``):
   each option is scored on its own, as the judge's log-probability of writing it as an example
   of the description minus its log-probability without a description
@@ -53,6 +55,7 @@ from typing import Any
 
 from findbench.constants import JUDGE_CATEGORIES, TRAINED_MARKER
 from findbench.find.unit_tests import N_OPTIONS
+from findbench.lm.base import Constraint, use_structured_outputs
 
 __all__ = [
     "ANSWER_PREFIX",
@@ -73,6 +76,7 @@ __all__ = [
     "judge_mode_of",
     "judge_category",
     "parse_answer",
+    "answer_constraint",
     "check_unit_test",
     "check_unit_tests",
     "normalize_unit_test",
@@ -84,6 +88,15 @@ log = logging.getLogger(__name__)
 
 #: What the judge's answer starts with; the option number follows.
 ANSWER_PREFIX = "[ANSWER]: "
+
+
+def answer_constraint(n_options: int = N_OPTIONS) -> Constraint:
+    """The grammar of a ``"generate"`` answer: :data:`ANSWER_PREFIX` and one option number in
+    ``1..n_options`` (``[ANSWER]: 2``), nothing else."""
+    if isinstance(n_options, bool) or not isinstance(n_options, int) or not 1 <= n_options <= 9:
+        raise ValueError(f"n_options must be an int in 1..9, got {n_options!r}")
+    return Constraint(regex=r"\[ANSWER\]: [1-" + str(n_options) + "]")
+
 
 _ALIASES = {"entities": "neurons_entities", "relations": "neurons_relations"}
 
@@ -391,6 +404,7 @@ def judge_unit_tests(
     shared_prefix: bool | None = None,
     max_new_tokens: int = 16,
     max_description_tokens: int | None = None,
+    structured_outputs: str = "auto",
     progress: bool = False,
 ) -> dict[str, Any]:
     """Score descriptions with FIND's unit tests.
@@ -410,6 +424,9 @@ def judge_unit_tests(
         max_description_tokens: the most tokens of a description the judge reads; default
             :func:`description_token_limit` (:data:`MAX_DESCRIPTION_TOKENS`). A longer
             description is cut (:func:`bound_description`) and listed in ``"truncated"``.
+        structured_outputs: ``"generate"`` mode: ``auto`` (answers under
+            :func:`answer_constraint` where the judge runs in process), ``on`` (also on a
+            server, through vLLM's structured outputs) or ``off`` (free answers).
 
     A description that is empty after cleaning (an interpreter that gave no answer) is not
     shown to the judge: its function scores 0 and is listed in ``"empty"``. Judged as given, an
@@ -422,7 +439,8 @@ def judge_unit_tests(
         function], "choices": [[chosen 1-based option or None per test]], "decisions": [[one
         dict per test]], "empty": [indices of empty descriptions], "truncated": [indices of
         descriptions cut to the limit],
-        "judge": lm.name}``.
+        "judge": lm.name, "structured_outputs": whether the answers were constrained (generate
+        mode only)}``.
 
         Each decision is ``{"chosen", "correct", "right", "scores", "margin", "answer"}``:
         ``chosen`` as in ``choices``; ``correct`` the right option (1-based); ``right``
@@ -438,6 +456,7 @@ def judge_unit_tests(
     category = judge_category(category)
     if mode not in JUDGE_MODES:
         raise ValueError(f"mode must be one of {JUDGE_MODES}, got {mode!r}")
+    structured = mode == "generate" and use_structured_outputs(lm, structured_outputs)
     if mode == "pmi" and not callable(getattr(lm, "continuation_logprobs", None)):
         raise TypeError(f"mode='pmi' needs an LM with continuation_logprobs (findbench.lm.ScoringLM); {getattr(lm, 'name', type(lm).__name__)} has none")
     if isinstance(descriptions, str) or not isinstance(descriptions, Sequence):
@@ -493,7 +512,8 @@ def judge_unit_tests(
                 option_scores[j] = [float(v) for v in row]
                 picks[j] = max(range(n), key=lambda c: row[c]) + 1
     else:
-        texts = lm.generate(convs, max_new_tokens=max_new_tokens, temperature=0.0, progress=progress)
+        kwargs: dict[str, Any] = {"constraint": [answer_constraint(n) for n in n_opts]} if structured else {}
+        texts = lm.generate(convs, max_new_tokens=max_new_tokens, temperature=0.0, progress=progress, **kwargs)
         for j, text in enumerate(texts):
             answers[j] = text
             picks[j] = parse_answer(text, n_opts[j])
@@ -520,6 +540,7 @@ def judge_unit_tests(
         "empty": empty,
         "truncated": truncated,
         "judge": getattr(lm, "name", type(lm).__name__),
+        "structured_outputs": structured,
     }
 
 
