@@ -48,6 +48,7 @@ from findbench.interpret.protocol import (
     parse_answer,
     parse_commands,
 )
+from findbench.lm.base import Constraint
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -389,6 +390,7 @@ def lm_chat(
     temperature: float = 0.0,
     executor: Executor | None = None,
     lock: threading.Lock | None = None,
+    constraint: Constraint | Callable[[list[dict[str, str]]], Constraint | None] | None = None,
 ) -> Chat:
     """An async chat over a findbench LM's ``generate``, run in ``executor`` (a thread pool;
     the loop's default one when None) so the event loop stays free. Each reply is a
@@ -401,15 +403,22 @@ def lm_chat(
             a ``max_tokens=`` given per call wins.
         temperature: sampling temperature (0: greedy).
         lock: held around each ``generate`` call, for backends that are not thread-safe.
+        constraint: structured outputs: a grammar every reply follows, or a function of the
+            messages so far giving the next reply's grammar (or None); needs an LM with
+            ``supports_constraints`` (see :func:`findbench.interpret.prompts.turn_constraint`).
     """
     if not callable(getattr(lm, "generate", None)):
         raise TypeError(f"lm must be a findbench LM (with generate), got {type(lm).__name__}")
     _check_positive("max_tokens", max_tokens, optional=True)
+    if constraint is not None and not getattr(lm, "supports_constraints", False):
+        raise TypeError(f"constraint: {getattr(lm, 'name', type(lm).__name__)} cannot constrain generation")
     default_tokens = max_tokens or DEFAULT_MAX_TOKENS
 
     def generate(messages: list[dict[str, str]], limit: int) -> ChatReply:
+        grammar = constraint(messages) if callable(constraint) else constraint
+        kwargs = {"constraint": grammar} if grammar is not None else {}
         with lock if lock is not None else contextlib.nullcontext():
-            text = lm.generate([messages], max_new_tokens=limit, temperature=temperature)[0]
+            text = lm.generate([messages], max_new_tokens=limit, temperature=temperature, **kwargs)[0]
             return ChatReply(text, {"output_tokens": count_tokens(lm, text)})
 
     async def chat(messages: list[dict[str, str]], max_tokens: int | None = None) -> ChatReply:

@@ -17,6 +17,12 @@ agent go on experimenting as in ``aia``.
 Each protocol has its system message: ``text`` teaches the ``PYTHON(function.py ...)``
 commands, ``tools`` the ``call_function`` tool. The task messages are the same for both, less
 one sentence that ``tools`` adds: ``PYTHON(...)`` in them stands for a tool call.
+
+The grammar of a ``text`` turn, for structured outputs (:func:`turn_constraint`): an optional
+short line of free text (the agent's reasoning; no brackets or parentheses, so no command or
+answer hides in it), then either one to :data:`MAX_TURN_COMMANDS` commands, one per line, or
+the final answer in the category's format above. On an episode's last turn the answer is the
+only choice (``answer_only=True``): a turn limit is not a reason to end without one.
 """
 
 from __future__ import annotations
@@ -33,9 +39,11 @@ from findbench.interpret.protocol import (
     TOOL_NAME,
     check_protocol,
 )
+from findbench.lm.base import Constraint
 from findbench.schema import CATEGORIES
 
-__all__ = ["MILAN_TURNS", "system_prompt", "task_prompt", "build_messages", "is_mlp", "check_method", "check_row"]
+__all__ = ["MILAN_TURNS", "MAX_TURN_COMMANDS", "system_prompt", "task_prompt", "build_messages", "is_mlp", "check_method",
+           "check_row", "turn_constraint"]
 
 #: Model turns a ``milan`` episode allows (FIND's single-round setting).
 MILAN_TURNS = 2
@@ -217,3 +225,45 @@ def build_messages(row: Mapping[str, Any], method: str = "aia", *, exemplar_repl
         {"role": "system", "content": system_prompt(protocol)},
         {"role": "user", "content": task_prompt(row, method, exemplar_reply=exemplar_reply, protocol=protocol)},
     ]
+
+
+# ------------------------------------------------------------------------------ the grammar
+
+#: Commands a constrained turn may hold (one per line).
+MAX_TURN_COMMANDS = 3
+#: Values per constrained command, and characters per value / per free-text line.
+_MAX_VALUES, _MAX_VALUE_CHARS, _MAX_LINE_CHARS = 10, 40, 200
+_PREAMBLE = rf"([^\n\[\]()]{{1,{_MAX_LINE_CHARS}}}\n)?"
+_VALUE = rf'("[^"\n()]{{1,{_MAX_VALUE_CHARS}}}"|[^\s()"\',]{{1,{_MAX_VALUE_CHARS}}})'
+_COMMAND = rf"PYTHON\({SCRIPT_NAME.replace('.', chr(92) + '.')}( {_VALUE}){{1,{_MAX_VALUES}}}\)"
+_LINE = rf"[^\n]{{1,{_MAX_LINE_CHARS}}}"
+#: The answer parts each category's task message asks for (see the module docstring).
+_ANSWER_PARTS = {
+    "numeric": ("DESCRIPTION", "DOMAIN", "CODE"),
+    "strings": ("DESCRIPTION", "CODE"),
+    "neurons_entities": ("DESCRIPTION",),
+    "neurons_relations": ("DESCRIPTION", "DOMAIN"),
+}
+
+
+def turn_constraint(category: str, *, answer_only: bool = False) -> Constraint:
+    """The grammar of one ``text``-protocol turn on a ``category`` function: an optional short
+    line of free text, then commands (``PYTHON(function.py v1 v2 ...)``, one per line, at most
+    :data:`MAX_TURN_COMMANDS`, each with 1-10 values) or the answer (``[DESCRIPTION]: ...`` and,
+    as the category asks, ``[DOMAIN]: ...`` and ``[CODE]:`` with a fenced ``def function(x):``).
+    ``answer_only``: the answer is the only choice (an episode's last turn). Every turn it
+    allows is read by :func:`~findbench.interpret.protocol.parse_commands` /
+    :func:`~findbench.interpret.protocol.parse_answer` as commands or an answer."""
+    if category not in _ANSWER_PARTS:
+        raise ValueError(f"category must be one of {tuple(_ANSWER_PARTS)}, got {category!r}")
+    parts = []
+    for name in _ANSWER_PARTS[category]:
+        if name == "CODE":
+            parts.append(r"\[CODE\]:\n```python\ndef function\(x\):\n[^`]+```")
+        else:
+            parts.append(rf"\[{name}\]: {_LINE}")
+    answer = r"\n".join(parts)
+    if answer_only:
+        return Constraint(regex=f"{_PREAMBLE}{answer}")
+    commands = rf"{_COMMAND}(\n{_COMMAND}){{0,{MAX_TURN_COMMANDS - 1}}}"
+    return Constraint(regex=f"{_PREAMBLE}({commands}|{answer})")

@@ -36,9 +36,10 @@ from findbench._io import atomic_dir, atomic_write_json
 from findbench._version import __version__
 from findbench.find.rows import sample_rows
 from findbench.interpret.episode import DEFAULT_ROUNDS, Chat, Episode, _takes_max_tokens, lm_chat, read_episode_file, run_episode
-from findbench.interpret.prompts import check_method
+from findbench.interpret.prompts import MILAN_TURNS, check_method, turn_constraint
 from findbench.interpret.protocol import METHODS, NEURON_CATEGORIES, PROTOCOL, check_protocol
 from findbench.interpret.references import REFERENCE_INTERPRETERS, answer_chat, oracle_answer, random_answer
+from findbench.lm.base import check_structured_outputs, use_structured_outputs
 from findbench.schema import CATEGORIES, parse_function_id
 
 __all__ = [
@@ -260,6 +261,7 @@ def run_interpretations(
     progress: bool = True,
     protocol: str = PROTOCOL,
     episode_tokens: int | None = None,
+    structured_outputs: str = "auto",
 ) -> Path:
     """Interpret FIND functions and write the run folder ``out`` (see the module docstring).
 
@@ -296,6 +298,13 @@ def run_interpretations(
             (a chat must then take ``max_tokens=``). ``oracle`` / ``random`` answer on the first
             turn, whatever the limits. Recorded in ``run.json`` and each episode
             (``max_episode_tokens``); a resumed run must give the same.
+        structured_outputs: LM interpreters: ``auto`` (each turn of an LM running in process,
+            such as the embedded SmolLM2, is generated under
+            :func:`~findbench.interpret.prompts.turn_constraint`: a short free-text line, then
+            commands or the answer; the episode's last turn, the answer), ``on`` (a server LM
+            too, through vLLM's structured outputs) or ``off`` (free turns, as FIND). Recorded
+            in ``run.json`` (``structured_outputs``, and ``structured_outputs_applied`` once
+            the LM is loaded).
 
     Returns:
         The run folder.
@@ -343,6 +352,7 @@ def run_interpretations(
     _check_int("max_connections", max_connections, 1)
     _check_int("max_tokens", max_tokens, 1, optional=True)
     _check_int("episode_tokens", episode_tokens, 1, optional=True)
+    check_structured_outputs(structured_outputs)
     is_chat = callable(interpreter) and not hasattr(interpreter, "generate")
     if not (isinstance(interpreter, (str, os.PathLike)) or is_chat or hasattr(interpreter, "generate")):
         raise TypeError(f"interpreter must be 'oracle', 'random', an LM spec, an LM or an async chat, got {type(interpreter).__name__}")
@@ -391,7 +401,7 @@ def run_interpretations(
     try:
         if name in REFERENCE_INTERPRETERS:
 
-            def chat_for(row: dict) -> Chat:
+            def chat_for(row: dict, method: str) -> Chat:
                 if name == "oracle":
                     return answer_chat(oracle_answer(row))
                 return answer_chat(random_answer(row, all_rows[row["category"]], seed=seed))
@@ -400,7 +410,7 @@ def run_interpretations(
         elif is_chat:
             shared = interpreter
 
-            def chat_for(row: dict) -> Chat:
+            def chat_for(row: dict, method: str) -> Chat:
                 return shared
 
             run_tokens = max_tokens
@@ -411,9 +421,19 @@ def run_interpretations(
             lm = load_lm(interpreter, cache=out / LM_CACHE, **kwargs)
             lock = None if _is_thread_safe(lm) else threading.Lock()
             shared_lm_chat = lm_chat(lm, max_tokens=max_tokens, executor=executor, lock=lock)
+            structured = use_structured_outputs(lm, structured_outputs)
+            _record_structured_outputs(out, structured_outputs, structured)
+            grammar_chats: dict[tuple[str, str], Chat] = {}
 
-            def chat_for(row: dict) -> Chat:
-                return shared_lm_chat
+            def chat_for(row: dict, method: str) -> Chat:
+                if not structured:
+                    return shared_lm_chat
+                key = (row["category"], method)
+                if key not in grammar_chats:
+                    turns = min(rounds, MILAN_TURNS) if method == "milan" else rounds
+                    grammar_chats[key] = lm_chat(lm, max_tokens=max_tokens, executor=executor, lock=lock,
+                                                 constraint=_turn_grammar(row["category"], turns))
+                return grammar_chats[key]
 
             run_tokens = max_tokens
         asyncio.run(_run_all(pending, chat_for, out=out, rounds=rounds, seed=seed, max_tokens=run_tokens,
@@ -427,6 +447,27 @@ def run_interpretations(
     return out
 
 
+def _turn_grammar(category: str, turns: int):
+    """The grammar of each turn of an episode of ``turns`` model turns on a ``category``
+    function: commands or the answer, the answer alone on the last turn."""
+    answer_only = turn_constraint(category, answer_only=True)
+    either = turn_constraint(category)
+
+    def grammar(messages: list[dict[str, str]]):
+        turn = 1 + sum(m.get("role") == "assistant" for m in messages)
+        return answer_only if turn >= turns else either
+
+    return grammar
+
+
+def _record_structured_outputs(out: Path, setting: str, applied: bool) -> None:
+    """Add the structured-outputs setting and whether it applied to ``run.json``."""
+    path = out / RUN_INFO
+    info = json.loads(path.read_text(encoding="utf-8"))
+    info.update(structured_outputs=setting, structured_outputs_applied=applied)
+    atomic_write_json(path, info)
+
+
 async def _run_all(pending, chat_for, *, out: Path, rounds: int, seed: int, max_tokens: int | None,
                    episode_tokens: int | None, max_connections: int, progress: bool) -> None:
     from tqdm.auto import tqdm
@@ -436,7 +477,7 @@ async def _run_all(pending, chat_for, *, out: Path, rounds: int, seed: int, max_
 
     async def one(method: str, row: dict) -> None:
         async with semaphore:
-            episode = await run_episode(row, chat_for(row), method=method, rounds=rounds, max_tokens=max_tokens, seed=seed,
+            episode = await run_episode(row, chat_for(row, method), method=method, rounds=rounds, max_tokens=max_tokens, seed=seed,
                                         episode_tokens=episode_tokens)
             await asyncio.to_thread(_write_episode, episode_dir(out, row["function_id"], method), episode)
             bar.update(1)
