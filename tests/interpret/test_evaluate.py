@@ -147,8 +147,9 @@ def test_scores_json_shape_and_metric_names(scored):
     assert set(on_disk["neurons_relations"]) == {"aia"}
     for category, methods in on_disk.items():
         for metrics in methods.values():
-            assert tuple(metrics) == CATEGORY_METRICS[category]
-            assert set(metrics) <= set(SCORE_METRICS)
+            # each metric with its interval and n beside it
+            assert tuple(metrics) == tuple(k for m in CATEGORY_METRICS[category] for k in (m, f"{m}_ci", f"{m}_n"))
+            assert set(CATEGORY_METRICS[category]) <= set(SCORE_METRICS)
     assert SCORE_METRICS == ("nmse_success", "mean_nmse", "exact_match", "unit_test_accuracy", "domain_iou")
     # without a domain scorer the value is null, never made up
     assert on_disk["numeric"]["aia"]["domain_iou"] is None
@@ -190,9 +191,9 @@ def test_table_md_has_paper_rows_and_the_run(scored):
     run_row = next(line for line in text.splitlines() if "(this run)" in line)
     cells = [c.strip() for c in run_row.strip("|").split("|")]
     assert cells[0] == "**tiny-interp** (this run)"
-    assert cells[1:4] == ["**1.00**", "**1.00**", "**1.00**"]
-    assert cells[4] == cells[6] == cells[7] == "**1.00**"
-    assert cells[5] != "**1.00**"  # entities MILAN: wrong descriptions
+    assert cells[1:4] == ["**1.00 [1.00, 1.00] (n=3)†**"] * 3
+    assert cells[4] == cells[6] == cells[7] == "**1.00 [1.00, 1.00] (n=3)†**"
+    assert not cells[5].startswith("**1.00")  # entities MILAN: wrong descriptions
     assert cells[8] == cells[9] == "—"  # relations MILAN / AIA+MILAN: not in the run
 
 
@@ -253,7 +254,8 @@ def test_data_folder_from_run_json(rows, tmp_path):
     row = rows["neurons_relations"][1]
     write_episode(run, "neurons_relations", "aia", row, description=row["description"])
     result = evaluate_run(run, judge=KnowingJudge(rows), out=tmp_path / "out", progress=False)
-    assert result["scores"] == {"neurons_relations": {"aia": {"unit_test_accuracy": 1.0}}}
+    assert result["scores"] == {"neurons_relations": {"aia": {"unit_test_accuracy": 1.0, "unit_test_accuracy_ci": [1.0, 1.0],
+                                                              "unit_test_accuracy_n": 1}}}
     assert f"data: `{data}`" in result["table"]
     # a function the data folder does not hold
     write_episode(run, "neurons_relations", "aia", {"function_id": "neurons_relations/f00999"}, description="d")
@@ -296,7 +298,9 @@ def test_domain_iou_with_the_real_domain_scorer(tmp_path):
         write_episode(run, "numeric", "aia", row, domain=f"The function behaves unexpectedly on [{low}, {high}].")
         write_episode(run, "numeric", "milan", row, domain="all real numbers")
     result = evaluate_run(run, out=tmp_path / "out", progress=False)  # no code.py: nothing runs in the sandbox
-    assert result["scores"]["numeric"]["aia"] == {"nmse_success": 0.0, "mean_nmse": None, "domain_iou": 1.0}
+    assert result["scores"]["numeric"]["aia"] == {"nmse_success": 0.0, "nmse_success_ci": [0.0, 0.0], "nmse_success_n": 2,
+                                                  "mean_nmse": None, "mean_nmse_ci": None, "mean_nmse_n": 0,
+                                                  "domain_iou": 1.0, "domain_iou_ci": [1.0, 1.0], "domain_iou_n": 2}
     assert result["scores"]["numeric"]["milan"]["domain_iou"] == 0.0
 
 
@@ -380,6 +384,81 @@ def test_scoreboard_renders_missing_values_as_dashes():
     assert "Functions scored in this run: numeric code (NMSE<0.1): 2." in text and "- hello" in text
 
 
+def test_scoreboard_cells_carry_interval_n_and_the_small_n_mark():
+    from findbench.stats import INTERVAL_NOTE, SMALL_N_LEGEND
+
+    scores = {"numeric": {"aia": {"nmse_success": 0.5, "nmse_success_ci": [0.0, 1.0], "nmse_success_n": 2}},
+              "strings": {"aia": {"exact_match": 0.25, "exact_match_ci": [0.1, 0.4], "exact_match_n": 12,
+                                  "unit_test_accuracy": 0.8, "unit_test_accuracy_ci": None, "unit_test_accuracy_n": 12}}}
+    text = render_table("run", scores)
+    run_row = next(line for line in text.splitlines() if "(this run)" in line)
+    cells = [c.strip() for c in run_row.strip("|").split("|")]
+    assert cells[1:4] == ["**0.50 [0.00, 1.00] (n=2)†**", "**0.25 [0.10, 0.40] (n=12)**", "**0.80 (n=12)**"]
+    assert f"- {SMALL_N_LEGEND}" in text and f"- {INTERVAL_NOTE}" in text
+    # no cell below n = 10: no legend for the mark
+    big = {"strings": {"aia": {"exact_match": 0.25, "exact_match_ci": [0.1, 0.4], "exact_match_n": 12}}}
+    assert SMALL_N_LEGEND not in render_table("run", big) and INTERVAL_NOTE in render_table("run", big)
+
+
+def test_comparison_states_the_distance_to_the_constant_floor():
+    from findbench.interpret.scoreboard import render_comparison
+
+    def cell(metric, mean, n):
+        return {metric: mean, f"{metric}_ci": [max(0.0, mean - 0.1), min(1.0, mean + 0.1)], f"{metric}_n": n}
+
+    runs = {"oracle": {"strings": {"aia": {**cell("exact_match", 1.0, 3), **cell("unit_test_accuracy", 0.9, 3)}}},
+            "constant": {"strings": {"aia": {**cell("exact_match", 0.0, 3), **cell("unit_test_accuracy", 0.3, 3)}}},
+            "old": {"strings": {"aia": {"exact_match": 0.5}}}}  # a run scored before intervals: bare mean
+    text = render_comparison(runs)
+    lines = text.splitlines()
+    assert "| **oracle** | — | 1.00 [0.90, 1.00] (n=3)† | 0.90 [0.80, 1.00] (n=3)† | — |" in text
+    assert "| **old** | — | 0.50 | — |" in text
+    delta = lines.index("#### Δ vs constant")
+    below = lines[delta:]
+    assert any(line.startswith("| **oracle** | — | +1.00 | +0.60 | — |") for line in below)
+    assert any(line.startswith("| **old** | — | +0.50 | — |") for line in below)
+    assert not any(line.startswith("| **constant** |") for line in below)
+    assert "Δ vs constant" not in render_comparison({k: v for k, v in runs.items() if k != "constant"})
+
+
+def test_scores_json_carries_intervals_and_n(tmp_path):
+    """Every cell of scores.json has its seeded bootstrap interval and n beside the mean, and
+    table.md prints them, n < 10 marked."""
+    from findbench.stats import SMALL_N_LEGEND, bootstrap_ci
+
+    st = load_rows("strings")[:12]
+    num = [r for r in load_rows("numeric") if r["subcategory"] in ("atomic", "composition")][:2]
+    run = tmp_path / "run"
+    write_run_info(run)
+    for row in st:  # 12 right: n = 12, no mark
+        write_episode(run, "strings", "aia", row, description=row["description"], code=row["code"])
+    for k, row in enumerate(st[:4]):  # 3 right of 4: n = 4, marked
+        write_episode(run, "strings", "milan", row, description=row["description"], code=row["code"] if k else WRONG_STRING)
+    write_episode(run, "numeric", "aia", num[0], code=num[0]["code"])
+    write_episode(run, "numeric", "aia", num[1], code=WRONG_NUMERIC)
+    result = evaluate_run(run, judge=KnowingJudge({"strings": st}), out=tmp_path / "out", progress=False)
+    on_disk = json.loads((tmp_path / "out" / "scores.json").read_text())
+    assert on_disk == result["scores"]
+    aia, milan, numeric = on_disk["strings"]["aia"], on_disk["strings"]["milan"], on_disk["numeric"]["aia"]
+    assert (aia["exact_match"], aia["exact_match_ci"], aia["exact_match_n"]) == (1.0, [1.0, 1.0], 12)
+    assert milan["exact_match"] == 0.75 and milan["exact_match_n"] == 4
+    assert milan["exact_match_ci"] == list(bootstrap_ci([0.0, 1.0, 1.0, 1.0]))  # seed 0, reproducible
+    assert milan["exact_match_ci"][0] < 0.75 < milan["exact_match_ci"][1]
+    assert milan["unit_test_accuracy_n"] == 4 and milan["unit_test_accuracy_ci"] == [1.0, 1.0]
+    # nmse_success: one 0/1 unit per function; mean_nmse over the finite NMSEs
+    assert (numeric["nmse_success"], numeric["nmse_success_n"]) == (0.5, 2)
+    assert numeric["nmse_success_ci"] == list(bootstrap_ci([1.0, 0.0]))
+    assert numeric["mean_nmse_n"] == 2
+    if numeric["domain_iou"] is not None:  # no domain.txt: IoU 0 per function
+        assert (numeric["domain_iou"], numeric["domain_iou_ci"], numeric["domain_iou_n"]) == (0.0, [0.0, 0.0], 2)
+    table = (tmp_path / "out" / "table.md").read_text()
+    run_row = next(line for line in table.splitlines() if "(this run)" in line)
+    cells = [c.strip() for c in run_row.strip("|").split("|")]
+    assert cells[1] == "**0.50 [0.00, 1.00] (n=2)†**"
+    assert cells[2] == "**1.00 [1.00, 1.00] (n=12)**" and cells[3] == "**1.00 [1.00, 1.00] (n=12)**"
+    assert SMALL_N_LEGEND in table
+
+
 # ------------------------------------------------------------------------------------- CLI
 
 
@@ -392,7 +471,7 @@ def test_cli_evaluate_prints_the_table(rows, tmp_path, capsys, monkeypatch):
     write_episode(run, "numeric", "aia", row, code=row["code"])
     assert cli.main(["evaluate", str(run)]) == 0  # numeric only: the default judge is never loaded
     out = capsys.readouterr().out
-    assert "| **cli-interp** (this run) | **1.00** |" in out and "| GPT-4 |" in out
+    assert "| **cli-interp** (this run) | **1.00 [1.00, 1.00] (n=1)†** |" in out and "| GPT-4 |" in out
     assert out == (run / "scores" / "table.md").read_text()
     assert sorted(p.name for p in (run / "scores").iterdir()) == ["per_function.csv", "process.json", "scores.json", "table.md",
                                                                   "unit_tests.csv"]

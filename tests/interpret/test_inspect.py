@@ -146,7 +146,9 @@ def test_run_folder_from_the_log_is_scored_by_evaluate(mock_log, data_dir, by_id
     result = evaluate_run(out, judge=KnowingJudge([by_id[f] for f in INPUTS]), out=tmp_path / "scores", progress=False)
     assert result["scores"]["numeric"]["aia"]["nmse_success"] == 1.0
     assert result["scores"]["numeric"]["aia"]["domain_iou"] == 1.0
-    assert result["scores"]["strings"]["aia"] == {"exact_match": 1.0, "unit_test_accuracy": 1.0}
+    assert result["scores"]["strings"]["aia"] == {"exact_match": 1.0, "exact_match_ci": [1.0, 1.0], "exact_match_n": 1,
+                                                  "unit_test_accuracy": 1.0, "unit_test_accuracy_ci": [1.0, 1.0],
+                                                  "unit_test_accuracy_n": 1}
 
 
 # ------------------------------------------------------------------ the findbench model provider
@@ -257,7 +259,9 @@ def test_cli_engine_inspect_writes_a_run_folder_evaluate_scores(data_dir, by_id,
     judge = KnowingJudge([by_id[f"strings/f0000{i}"] for i in range(2)])
     result = evaluate_run(out, judge=judge, out=tmp_path / "scores", progress=False)
     assert result["scores"]["numeric"]["aia"]["nmse_success"] == 1.0
-    assert result["scores"]["strings"]["aia"] == {"exact_match": 1.0, "unit_test_accuracy": 1.0}
+    assert result["scores"]["strings"]["aia"] == {"exact_match": 1.0, "exact_match_ci": [1.0, 1.0], "exact_match_n": 2,
+                                                  "unit_test_accuracy": 1.0, "unit_test_accuracy_ci": [1.0, 1.0],
+                                                  "unit_test_accuracy_n": 2}
     # a rerun runs nothing; a lost episode is run again, alone
     assert cli.main(argv) == 0 and len(list((out / "logs").glob("*.eval"))) == 1
     shutil.rmtree(episode_dir(out, "strings/f00001", "aia"))

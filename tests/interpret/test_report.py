@@ -37,6 +37,7 @@ from findbench.interpret.report import (
 )
 from findbench.interpret.run import run_interpretations
 from findbench.interpret.scoreboard import PAPER_TABLE2
+from findbench.stats import INTERVAL_NOTE, SMALL_N_LEGEND
 from tests.interpret.fakes import KnowingJudge
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -176,7 +177,10 @@ def test_report_files_and_html_structure(oracle_run):
     by_name = {row[0]: row[1:] for row in page.rows if row}
     assert by_name["GPT-4"][:3] == ["0.33", "0.23", "0.82"]
     assert set(PAPER_TABLE2) <= set(by_name)
-    assert by_name["oracle (this run)"][:3] == ["1.00", "1.00", "1.00"]
+    # each of the run's cells with its interval and n, marked (n < 10), and the legend under the table
+    assert by_name["oracle (this run)"][:3] == ["1.00 [1.00, 1.00] (n=3)†"] * 3
+    text = "".join(page.text)
+    assert SMALL_N_LEGEND in text and INTERVAL_NOTE in text
     # a transcript per episode, messages labelled by role
     assert len(page.details) == len(_episodes(oracle_run)) == 3 + 3 + 3
     assert "t-numeric_f00000-aia" in page.details
@@ -189,7 +193,7 @@ def test_wrong_code_run_scores_lower_and_is_drawn(random_run):
     scores = random_run / "scores"
     page = _parse(scores / REPORT_FILE)
     by_name = {row[0]: row[1:] for row in page.rows if row}
-    assert by_name["random (this run)"][1] != "1.00"  # strings exact match of another function's code
+    assert not by_name["random (this run)"][1].startswith("1.00")  # strings exact match of another function's code
     for folder in sorted((random_run / "numeric" / "aia").iterdir()):
         _non_blank(scores / f"numeric-aia-{folder.name}.png")
 
@@ -275,7 +279,7 @@ def test_report_renders_in_chromium(oracle_run, tmp_path):
     page.feed(dom.stdout)
     by_name = {row[0]: row[1:] for row in page.rows if row}
     assert by_name["GPT-4"][:3] == ["0.33", "0.23", "0.82"]
-    assert by_name["oracle (this run)"][:3] == ["1.00", "1.00", "1.00"]
+    assert by_name["oracle (this run)"][:3] == ["1.00 [1.00, 1.00] (n=3)†"] * 3
     assert len(page.details) == 9 and {"system", "assistant"} <= set(page.roles)
     assert "[DESCRIPTION]" in "".join(page.text)
 
@@ -361,6 +365,33 @@ def test_bar_chart_has_the_paper_rows(tmp_path, monkeypatch):
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["strings code (exact match)", "strings unit test"]
     with pytest.raises(ValueError, match="category"):
         plot_category("numbers", scores, tmp_path / "x.png")
+
+
+def test_bar_chart_has_error_bars_and_n(tmp_path, monkeypatch):
+    """The run's bars carry their bootstrap interval as error bars and say their n (marked
+    when n < 10); a bar without an interval gets none."""
+    import matplotlib.axes
+
+    bars: list[dict] = []
+    original = matplotlib.axes.Axes.bar
+
+    def bar(self, *args, **kwargs):
+        bars.append(kwargs)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "bar", bar)
+    seen = _capture(monkeypatch)
+    scores = {"strings": {"aia": {"exact_match": 0.5, "exact_match_ci": [0.2, 0.8], "exact_match_n": 6,
+                                  "unit_test_accuracy": 0.9, "unit_test_accuracy_ci": [0.85, 0.95], "unit_test_accuracy_n": 40}}}
+    _non_blank(plot_category("strings", scores, tmp_path / "strings.png"))
+    assert [b["yerr"] for b in bars[:3]] == [None] * 3  # the paper's rows: no interval reported
+    below, above = bars[3]["yerr"]
+    assert below == pytest.approx([0.3, 0.05]) and above == pytest.approx([0.3, 0.05])
+    (fig,) = seen
+    labels = [t.get_text() for t in fig.axes[0].texts]
+    assert "0.50\nn=6†" in labels and "0.90\nn=40" in labels
+    with_errors = [c for c in fig.axes[0].containers if getattr(c, "errorbar", None) is not None]
+    assert len(with_errors) == 1 and len(with_errors[0].errorbar.lines[2]) == 1  # drawn, on the run's bars only
 
 
 def test_markdown_to_html():

@@ -38,8 +38,12 @@ rows' ``right``.
 
 Per category and method (``scores.json``): ``nmse_success`` (share with NMSE below FIND's
 threshold), ``mean_nmse`` (over finite values), ``exact_match``, ``unit_test_accuracy``,
-``domain_iou`` (means over functions); ``null`` where no value exists. ``table.md`` renders
-them as Table 2 (:mod:`findbench.interpret.scoreboard`).
+``domain_iou`` (means over functions); ``null`` where no value exists. Beside each metric,
+``<metric>_ci`` is its 95 % percentile bootstrap interval ``[low, high]`` over the functions
+averaged (:func:`findbench.stats.bootstrap_ci`, seed 0; ``null`` without any) and
+``<metric>_n`` their number (:func:`unit_values`: a function is one unit; for
+``nmse_success`` its 0/1 success). ``table.md`` renders them as Table 2, each cell
+``0.83 [0.62, 0.97] (n=6)`` with n < 10 marked (:mod:`findbench.interpret.scoreboard`).
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ from typing import Any
 from findbench._io import atomic_dir
 from findbench.interpret.protocol import METHODS
 from findbench.schema import CATEGORIES
+from findbench.stats import bootstrap_ci
 
 __all__ = [
     "METHODS",
@@ -70,6 +75,7 @@ __all__ = [
     "load_interpretations",
     "read_run_info",
     "evaluate_run",
+    "unit_values",
 ]
 
 logger = logging.getLogger(__name__)
@@ -317,9 +323,10 @@ def _score_category(
     lm: Any,
     mode: str,
     progress: bool,
-) -> dict[str, dict[str, float | None]]:
-    """Fill each record's metric fields; return ``{method: {metric: value}}``."""
-    from findbench.find.code_scoring import NMSE_THRESHOLD, score_exact_match, score_nmse
+) -> dict[str, dict[str, Any]]:
+    """Fill each record's metric fields; return ``{method: {metric: value, "<metric>_ci": [low,
+    high] | None, "<metric>_n": n}}``."""
+    from findbench.find.code_scoring import score_exact_match, score_nmse
 
     for rec in records:
         for metric in CSV_COLUMNS[3:]:
@@ -372,23 +379,55 @@ def _score_category(
                 records[i]["unit_test_accuracy"] = float(value)
             _keep_decisions(records, judged, truth, out, category, mode)
 
-    scores: dict[str, dict[str, float | None]] = {}
+    scores: dict[str, dict[str, Any]] = {}
     for method in METHODS:
         group = [r for r in records if r["method"] == method]
         if not group:
             continue
-        agg: dict[str, float | None] = {}
+        agg: dict[str, Any] = {}
         for metric in CATEGORY_METRICS[category]:
+            units = unit_values(metric, group)
             if metric == "nmse_success":
-                agg[metric] = float(sum(r["nmse"] < NMSE_THRESHOLD for r in group) / len(group))
-            elif metric == "mean_nmse":
-                agg[metric] = _finite_mean([r["nmse"] for r in group])
+                agg[metric] = float(sum(units) / len(units))
             elif metric == "domain_iou":
                 agg[metric] = None if domain_by_method is None else domain_by_method.get(method)
+                if agg[metric] is None:
+                    units = []
             else:
-                agg[metric] = _finite_mean([r[metric] for r in group])
+                agg[metric] = _finite_mean(units)
+            agg[f"{metric}_ci"], agg[f"{metric}_n"] = _interval(units)
         scores[method] = agg
     return scores
+
+
+def unit_values(metric: str, records: Sequence[dict[str, Any]]) -> list[float]:
+    """The per-function values an aggregate of ``scores.json`` averages over (its bootstrap
+    units), from episode records or ``per_function.csv`` rows (numbers, or their text):
+    ``nmse_success`` 1/0 per function (NMSE below FIND's threshold; a function without a
+    finite NMSE fails), ``mean_nmse`` the finite NMSEs, the other metrics their finite values
+    (a function the metric left empty is not a unit)."""
+    from findbench.find.code_scoring import NMSE_THRESHOLD
+
+    def number(value: Any) -> float | None:
+        if value is None or value == "":
+            return None
+        return float(value)
+
+    if metric == "nmse_success":
+        values = [number(r.get("nmse")) for r in records]
+        return [1.0 if v is not None and v < NMSE_THRESHOLD else 0.0 for v in values]
+    column = "nmse" if metric == "mean_nmse" else metric
+    values = [number(r.get(column)) for r in records]
+    return [v for v in values if v is not None and math.isfinite(v)]
+
+
+def _interval(units: Sequence[float]) -> tuple[list[float] | None, int]:
+    """The seeded bootstrap interval of the mean of ``units`` (:func:`findbench.stats.bootstrap_ci`)
+    and their number; ``(None, 0)`` without units."""
+    if not units:
+        return None, 0
+    low, high = bootstrap_ci(units)
+    return [low, high], len(units)
 
 
 # ---------------------------------------------------------------------------------- writing
@@ -524,7 +563,8 @@ def evaluate_run(
         progress: progress bars of the sandbox and the judge.
 
     Returns ``{"interpreter", "layout", "scores", "counts", "out", "table"}``: ``scores`` as in
-    ``scores.json`` (``{category: {method: {metric: value}}}``, ``None`` where undefined),
+    ``scores.json`` (``{category: {method: {metric: value, "<metric>_ci": [low, high],
+    "<metric>_n": n}}}``, ``None`` where undefined),
     ``counts`` the number of functions per category and method, ``table`` the markdown,
     ``process`` as in ``process.json`` (:func:`findbench.interpret.process.aggregate_process`).
     Also written: ``unit_tests.csv`` (the judge's decision on every unit test; header only
@@ -555,7 +595,7 @@ def evaluate_run(
         mode = judge_mode or judge_mode_of(judge)
         lm = load_judge(judge, judge_model=judge_model, cache=judge_cache)  # before the sandbox runs: a missing judge fails fast
 
-    scores: dict[str, dict[str, dict[str, float | None]]] = {}
+    scores: dict[str, dict[str, dict[str, Any]]] = {}
     counts: dict[str, dict[str, int]] = {}
     for category in CATEGORIES:
         group = [r for r in records if r["category"] == category]

@@ -40,8 +40,9 @@ from typing import Any
 from findbench._io import atomic_write_text
 from findbench.interpret.episode import read_episode_file
 from findbench.interpret.evaluate import check_rows_known, load_interpretations, read_run_info
-from findbench.interpret.scoreboard import PAPER_SOURCE, PAPER_TABLE2, TABLE2_COLUMNS, render_table, table2_cells
+from findbench.interpret.scoreboard import PAPER_SOURCE, PAPER_TABLE2, TABLE2_COLUMNS, render_table, table2_summaries
 from findbench.schema import CATEGORIES
+from findbench.stats import INTERVAL_NOTE, SMALL_N_LEGEND, SMALL_N_MARK, is_small
 
 __all__ = [
     "REPORT_FILE",
@@ -310,13 +311,16 @@ def plot_category(
 ) -> Path:
     """Bars of one category's Table-2 columns into the PNG ``path``: the FIND paper's rows
     (GPT-4, GPT-3.5, Llama-2-70b-chat) beside the run's value (from the ``scores.json``
-    mapping ``scores``); a column the run has no value for is marked "n/a"."""
+    mapping ``scores``); a column the run has no value for is marked "n/a". The run's bars
+    carry error bars from their bootstrap interval (``<metric>_ci``) and say their n, marked
+    when n < 10 (:data:`findbench.stats.SMALL_N_MARK`)."""
     from matplotlib.figure import Figure
 
     if category not in CATEGORIES:
         raise ValueError(f"category must be one of {CATEGORIES}, got {category!r}")
     index = [i for i, col in enumerate(TABLE2_COLUMNS) if col.category == category]
-    run_cells = table2_cells(scores)
+    summaries = table2_summaries(scores)
+    run_cells = [None if cell is None else cell["mean"] for cell in summaries]
     headers = [TABLE2_COLUMNS[i].header for i in index]
     series: list[tuple[str, list[float | None], str]] = [
         (name, [values[i] for i in index], color) for (name, values), color in zip(PAPER_TABLE2.items(), _PAPER_COLORS)
@@ -329,15 +333,24 @@ def plot_category(
         xs = [g + (s - (len(series) - 1) / 2) * width for g in range(len(index))]
         heights = [v if v is not None else 0.0 for v in values]
         is_run = s == len(series) - 1
+        cells = [summaries[i] for i in index] if is_run else [None] * len(index)
+        yerr = _error_bars(cells) if is_run else None
         bars = ax.bar(xs, heights, width, color=color, label=name, edgecolor="black" if is_run else None,
-                      linewidth=0.8 if is_run else 0)
-        for bar, value in zip(bars, values):
+                      linewidth=0.8 if is_run else 0, yerr=yerr, capsize=3 if yerr is not None else 0,
+                      error_kw={"elinewidth": 0.9, "ecolor": "black"})
+        for k, (bar, value) in enumerate(zip(bars, values)):
             text = "n/a" if value is None else f"{value:.2f}"
-            ax.text(bar.get_x() + bar.get_width() / 2, (value or 0.0) + 0.01, text, ha="center", va="bottom", fontsize=7,
+            top = value or 0.0
+            cell = cells[k]
+            if cell is not None and cell.get("n") is not None:
+                text += f"\nn={cell['n']}{SMALL_N_MARK if is_small(cell['n']) else ''}"
+                if yerr is not None:
+                    top += yerr[1][k]
+            ax.text(bar.get_x() + bar.get_width() / 2, top + 0.01, text, ha="center", va="bottom", fontsize=7,
                     rotation=90 if value is None else 0)
     ax.set_xticks(range(len(index)))
     ax.set_xticklabels(headers, fontsize=8)
-    ax.set_ylim(0, 1.12)
+    ax.set_ylim(0, 1.22)
     ax.set_ylabel("success rate")
     ax.set_title(f"{category}: this run beside FIND Table 2", fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
@@ -346,6 +359,23 @@ def plot_category(
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
     return path
+
+
+def _error_bars(cells: Sequence[Mapping[str, Any] | None]) -> list[list[float]] | None:
+    """matplotlib ``yerr`` (``[below, above]`` per bar) from the cells' intervals; None when no
+    cell has one. A bar without an interval gets no error bar."""
+    if not any(cell is not None and cell.get("ci") is not None for cell in cells):
+        return None
+    below, above = [], []
+    for cell in cells:
+        ci = None if cell is None else cell.get("ci")
+        if ci is None:
+            below.append(0.0)
+            above.append(0.0)
+            continue
+        below.append(max(0.0, cell["mean"] - ci[0]))
+        above.append(max(0.0, ci[1] - cell["mean"]))
+    return [below, above]
 
 
 # ---------------------------------------------------------------------------------- markdown
@@ -727,7 +757,8 @@ def _page(run_path, scores_path, data, seed, interpreter, table, bar_figures, nu
     ]
     if bar_figures:
         parts += ['<section id="success-rates"><h2>Success rates by category</h2>',
-                  f'<p class="meta">The run beside the rows of {esc(PAPER_SOURCE)}.</p><div class="figures">']
+                  f'<p class="meta">The run beside the rows of {esc(PAPER_SOURCE)}. Error bars on the run\'s bars: '
+                  f"{esc(INTERVAL_NOTE)} {esc(SMALL_N_LEGEND)}</p>", '<div class="figures">']
         for category, name in bar_figures:
             parts.append(f'<figure><img src="{esc(name)}" alt="{esc(category)} success rates">'
                          f"<figcaption>{esc(category)}</figcaption></figure>")

@@ -2,7 +2,10 @@
 
 Only rendering lives here; :mod:`findbench.interpret.evaluate` computes the scores and calls
 :func:`render_table` with them. Each column is one ``(category, method, metric)`` cell of the
-``scores.json`` mapping ``{category: {method: {metric: value}}}``.
+``scores.json`` mapping ``{category: {method: {metric: value, "<metric>_ci": [low, high],
+"<metric>_n": n}}}``. A cell with an interval prints as ``0.83 [0.62, 0.97] (n=6)†``
+(:func:`findbench.stats.format_ci`; the dagger marks n < 10, with the legend under the
+table); scores without intervals (an older ``scores.json``) print the bare mean.
 """
 
 from __future__ import annotations
@@ -11,7 +14,20 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-__all__ = ["Column", "TABLE2_COLUMNS", "PAPER_TABLE2", "PAPER_SOURCE", "table2_cells", "render_table"]
+from findbench.stats import INTERVAL_NOTE, SMALL_N_LEGEND, format_ci, is_small
+
+__all__ = [
+    "Column",
+    "TABLE2_COLUMNS",
+    "PAPER_TABLE2",
+    "PAPER_SOURCE",
+    "FLOOR",
+    "table2_cells",
+    "table2_summaries",
+    "format_cell",
+    "render_table",
+    "render_comparison",
+]
 
 
 class Column(NamedTuple):
@@ -49,6 +65,9 @@ PAPER_TABLE2: dict[str, tuple[float, ...]] = {
 }
 
 _MISSING = "—"
+#: The baseline whose scores :func:`render_comparison` subtracts from every other row: the
+#: ``constant`` reference interpreter (one fixed answer per category).
+FLOOR = "constant"
 
 
 def table2_cells(scores: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[float | None]:
@@ -59,6 +78,44 @@ def table2_cells(scores: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
         cells.append(float(value) if ok else None)
     return cells
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def table2_summaries(scores: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[dict[str, Any] | None]:
+    """Per column of :data:`TABLE2_COLUMNS`, the run's ``{"mean", "ci", "n"}`` (``ci`` and
+    ``n`` None when the scores carry no interval), or None where it has no finite value."""
+    out: list[dict[str, Any] | None] = []
+    for col, mean in zip(TABLE2_COLUMNS, table2_cells(scores)):
+        if mean is None:
+            out.append(None)
+            continue
+        cell = (scores.get(col.category) or {}).get(col.method, {})
+        ci, n = cell.get(f"{col.metric}_ci"), cell.get(f"{col.metric}_n")
+        ok_ci = isinstance(ci, (list, tuple)) and len(ci) == 2 and all(_is_number(x) for x in ci)
+        ok_n = isinstance(n, int) and not isinstance(n, bool) and n >= 0
+        out.append({"mean": mean, "ci": [float(x) for x in ci] if ok_ci else None, "n": n if ok_n else None})
+    return out
+
+
+def format_cell(summary: Mapping[str, Any] | None) -> str:
+    """One cell: ``0.83 [0.62, 0.97] (n=6)†`` (:func:`findbench.stats.format_ci`), the bare
+    mean when it has no n, "—" for None."""
+    if summary is None:
+        return _MISSING
+    if summary.get("n") is None:
+        return _fmt(summary["mean"])
+    return format_ci(summary["mean"], summary.get("ci"), summary["n"])
+
+
+def _interval_notes(summaries: Iterable[Mapping[str, Any] | None]) -> list[str]:
+    """The interval method and, when a cell is marked, the small-n legend."""
+    ns = [s["n"] for s in summaries if s is not None and s.get("n") is not None]
+    if not ns:
+        return []
+    return [INTERVAL_NOTE] + ([SMALL_N_LEGEND] if any(is_small(n) for n in ns) else [])
 
 
 def _fmt(value: float | None) -> str:
@@ -78,8 +135,8 @@ def render_table(
 ) -> str:
     """Markdown of Table 2: the paper's interpreters first, then ``interpreter`` (this run).
 
-    ``scores`` is the ``scores.json`` mapping; a column the run has no finite value for shows
-    "—". ``counts`` (``{category: {method: n}}``) adds a line with the number of functions
+    ``scores`` is the ``scores.json`` mapping; the run's cells show their interval and n
+    (:func:`format_cell`), and a column the run has no finite value for shows "—". ``counts`` (``{category: {method: n}}``) adds a line with the number of functions
     behind each of the run's cells; ``notes`` are extra lines printed under the table.
     """
     headers: Sequence[str] = ["interpreter", *(c.header for c in TABLE2_COLUMNS)]
@@ -94,10 +151,10 @@ def render_table(
     ]
     for name, values in PAPER_TABLE2.items():
         lines.append(f"| {name} | " + " | ".join(_fmt(v) for v in values) + " |")
-    run_cells = table2_cells(scores)
-    lines.append(f"| **{_escape(interpreter)}** (this run) | " + " | ".join(f"**{_fmt(v)}**" if v is not None else _MISSING
+    run_cells = table2_summaries(scores)
+    lines.append(f"| **{_escape(interpreter)}** (this run) | " + " | ".join(f"**{format_cell(v)}**" if v is not None else _MISSING
                                                                                 for v in run_cells) + " |")
-    extra = list(notes)
+    extra = list(notes) + _interval_notes(run_cells)
     if counts is not None:
         sizes = [(c.header, (counts.get(c.category) or {}).get(c.method)) for c in TABLE2_COLUMNS]
         listed = [f"{h}: {n}" for h, n in sizes if n]
@@ -108,9 +165,21 @@ def render_table(
     return "\n".join(lines) + "\n"
 
 
-def render_comparison(runs: Mapping[str, Mapping[str, Mapping[str, Mapping[str, Any]]]], *, title: str = "FIND Table 2") -> str:
+def render_comparison(
+    runs: Mapping[str, Mapping[str, Mapping[str, Mapping[str, Any]]]],
+    *,
+    title: str = "FIND Table 2",
+    floor: str = FLOOR,
+) -> str:
     """Markdown of Table 2 with the paper's rows and one row per run (``{name: scores}``), for
-    comparing interpreters scored the same way (the main job: oracle, random, an LM)."""
+    comparing interpreters scored the same way (the main job: the references, an LM).
+
+    Each run's cells show their interval and n (:func:`format_cell`). When ``floor`` (default
+    the ``constant`` baseline) is one of the runs, a second table states how far above it
+    every other run is, per column: the difference of the two means (``+0.42``), "—" where
+    either has no value. ``findbench compare`` tests such a difference on the functions both
+    runs scored (a paired bootstrap).
+    """
     headers: Sequence[str] = ["interpreter", *(c.header for c in TABLE2_COLUMNS)]
     lines = [
         f"### {title}",
@@ -120,8 +189,24 @@ def render_comparison(runs: Mapping[str, Mapping[str, Mapping[str, Mapping[str, 
     ]
     for name, values in PAPER_TABLE2.items():
         lines.append(f"| {name} (paper) | " + " | ".join(_fmt(v) for v in values) + " |")
-    for name, scores in runs.items():
-        lines.append(f"| **{_escape(name)}** | " + " | ".join(_fmt(v) for v in table2_cells(scores)) + " |")
-    lines += ["", f"Paper rows: {PAPER_SOURCE}. Success rates: numeric code NMSE < 0.1, string code exact match, "
-              "unit-test accuracy of descriptions."]
+    summaries = {name: table2_summaries(scores) for name, scores in runs.items()}
+    for name, cells in summaries.items():
+        lines.append(f"| **{_escape(name)}** | " + " | ".join(format_cell(v) for v in cells) + " |")
+    notes = [f"Paper rows: {PAPER_SOURCE}, on the whole benchmark (no interval reported). Success rates: numeric code "
+             "NMSE < 0.1, string code exact match, unit-test accuracy of descriptions."]
+    notes += _interval_notes(v for cells in summaries.values() for v in cells)
+    for note in notes:
+        lines += ["", note]
+    others = [name for name in summaries if name != floor]
+    if floor in summaries and others:
+        base = summaries[floor]
+        lines += ["", f"#### Δ vs {floor}", "",
+                  f"How far above the `{floor}` baseline (one fixed answer per category) each interpreter is: its mean "
+                  f"minus `{floor}`'s, per column (a difference of means; `findbench compare` tests it on shared functions).",
+                  "", "| interpreter | " + " | ".join(c.header for c in TABLE2_COLUMNS) + " |",
+                  "|---|" + "---:|" * len(TABLE2_COLUMNS)]
+        for name in others:
+            deltas = [_MISSING if a is None or b is None else f"{a['mean'] - b['mean']:+.2f}"
+                      for a, b in zip(summaries[name], base)]
+            lines.append(f"| **{_escape(name)}** | " + " | ".join(deltas) + " |")
     return "\n".join(lines) + "\n"
