@@ -30,11 +30,17 @@ def test_main_job_end_to_end_and_resume(tmp_path, monkeypatch):
     assert rand["strings"]["aia"]["exact_match"] < 1.0
     for category in JUDGE_CATEGORIES:
         assert oracle[category]["aia"]["unit_test_accuracy"] >= rand[category]["aia"]["unit_test_accuracy"]
+    # the floors: no fixed program is right, an empty description is never judged
+    const, empty = summary["results"]["constant"]["scores"], summary["results"]["empty"]["scores"]
+    assert const["numeric"]["aia"]["nmse_success"] == 0.0 and const["strings"]["aia"]["exact_match"] == 0.0
+    for category in JUDGE_CATEGORIES:
+        assert empty[category]["aia"]["unit_test_accuracy"] == 0.0
     assert set(summary["results"]["embedded"]["scores"]) == set(CATEGORIES)
     assert set(summary["results"]["embedded"]["scores"]["neurons_entities"]) == {"aia", "milan", "aia+milan"}
     assert json.loads((out / "summary.json").read_text()) == summary
     md = (out / "summary.md").read_text()
     assert "| **oracle** |" in md and "| **embedded** |" in md and "| GPT-4 (paper) |" in md
+    assert "(n=2)†" in md and "#### Δ vs constant" in md  # cells with interval and n; the distance to the floor
     # a report per interpreter, next to its scores
     for name in ("oracle", "random", "embedded"):
         assert summary["reports"][name] == str(out / "scores" / name / "report.html")
@@ -133,8 +139,11 @@ def fake_main(tmp_path, monkeypatch):
 def test_main_runs_each_interpreter_with_its_methods_and_sample(fake_main):
     summary = fake_main(functions_per_category=3, lm_functions=1, max_tokens=64)
     runs = fake_main.calls["interpret"]
-    assert [r[0] for r in runs] == ["oracle", "oracle", "random", "random", "embedded", "embedded"]
+    assert [r[0] for r in runs] == ["oracle", "oracle", "random", "random", "constant", "constant", "empty", "empty",
+                                    "embedded", "embedded"]
     oracle_aia, oracle_milan, *_, lm_aia, lm_milan = runs
+    # the floors run on the whole sample, like the oracle, with no LM budget
+    assert all(r[3] == oracle_aia[3] and r[4] is None for r in runs if r[0] in ("random", "constant", "empty") and r[1] == ("aia",))
     assert oracle_aia[1] == ("aia",) and oracle_aia[2] == CATEGORIES and len(oracle_aia[3]) == 3 * len(CATEGORIES)
     assert oracle_milan[1] == ("milan", "aia+milan") and oracle_milan[2] == ("neurons_entities", "neurons_relations")
     # the LM takes the first function of each category's sample, with its token budget
@@ -148,15 +157,16 @@ def test_main_runs_each_interpreter_with_its_methods_and_sample(fake_main):
         splits = split_functions(_fake_rows(category, 50), seed=0)
         assert all(splits[f] == "heldout" for f in oracle_aia[3] if f.startswith(category))
     assert summary["judge"] == "embedded" and summary["judge_mode"] == "pmi"
-    assert [e[0] for e in fake_main.calls["evaluate"]] == ["oracle", "random", "embedded"]
+    assert [e[0] for e in fake_main.calls["evaluate"]] == ["oracle", "random", "constant", "empty", "embedded"]
     md = (fake_main.out / "summary.md").read_text()
     assert "| **embedded** |" in md and "| GPT-4 (paper) |" in md
+    assert "| **constant** |" in md and "| **empty** |" in md and "#### Δ vs constant" in md
 
 
 def test_main_stage_keys_follow_the_arguments(fake_main, monkeypatch):
     calls, out = fake_main.calls, fake_main.out
     first = fake_main()
-    assert calls["build"] == [0] and len(calls["evaluate"]) == 3
+    assert calls["build"] == [0] and len(calls["evaluate"]) == 5
 
     # same arguments: the build, the code metrics and the scores are reused
     assert fake_main() == first
@@ -164,11 +174,11 @@ def test_main_stage_keys_follow_the_arguments(fake_main, monkeypatch):
 
     # a bigger sample changes the runs' contents: they are rescored, nothing is rebuilt
     fake_main(functions_per_category=5)
-    assert calls["build"] == [] and calls["metric"] == [] and len(calls["evaluate"]) == 3
+    assert calls["build"] == [] and calls["metric"] == [] and len(calls["evaluate"]) == 5
 
     # another judge: every run is rescored with it
     fake_main(functions_per_category=5, judge_mode="logprob")
-    assert {e[2] for e in calls["evaluate"]} == {"logprob"} and len(calls["evaluate"]) == 3
+    assert {e[2] for e in calls["evaluate"]} == {"logprob"} and len(calls["evaluate"]) == 5
 
     # another seed: the dataset is rebuilt and every dependent stage reruns
     fake_main(functions_per_category=5, seed=1)
@@ -212,7 +222,7 @@ def test_main_uses_the_trained_judge_when_present_and_never_trains(fake_main, mo
     # a retrained judge: its scores are recomputed
     (folder / TRAINED_MARKER).write_text('{"run": 2}')
     fake_main(judge=None, judge_mode=None)
-    assert len(fake_main.calls["evaluate"]) == 3
+    assert len(fake_main.calls["evaluate"]) == 5
 
 
 @pytest.mark.parametrize(("kwargs", "field"), [

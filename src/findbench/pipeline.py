@@ -4,8 +4,9 @@
 2. run the ground-truth code through the code metrics (``find_nmse``, ``find_exact_match``):
    a check that the served functions, their code and the sandbox agree;
 3. interpret a sample of functions per category with each interpreter: the built-in
-   ``oracle`` (answers with the ground truth: the upper bound) and ``random`` (another
-   function's ground truth: the floor) on every sampled function, and the embedded LM
+   ``oracle`` (answers with the ground truth: the upper bound), ``random`` (another
+   function's ground truth), ``constant`` (one fixed answer per category) and ``empty`` (no
+   answer) — the floors — on every sampled function, and the embedded LM
    (SmolLM2-135M) with AIA on every category and MILAN / AIA+MILAN on the neuron categories,
    on the first ``lm_functions`` of each sample (a small model, few rounds, few tokens: the job
    must finish in minutes on two CPU cores);
@@ -13,7 +14,8 @@
    judge, domain IoU): the trained ``embedded-evaluator`` judge when it is on this machine,
    else the untuned embedded judge in ``pmi`` mode (it never trains the judge);
 5. write ``summary.json`` and ``summary.md`` (FIND Table 2 with the paper's rows and one row
-   per interpreter) in the output folder; every run folder and score folder stays under it.
+   per interpreter, each cell with its interval and n, and how far above the ``constant``
+   floor each interpreter is) in the output folder; every run folder and score folder stays under it.
 
 Functions are sampled from the judge data's held-out split (``findbench evaluator-data``,
 seed 0), so a trained judge never saw them. Every stage is resumable: the build and the code
@@ -41,9 +43,12 @@ __all__ = ["run_main", "load_metric", "DEFAULT_INTERPRETERS"]
 
 logger = logging.getLogger(__name__)
 
-#: Interpreters the main job runs: the two references and the embedded LM.
-DEFAULT_INTERPRETERS = ("oracle", "random", "embedded")
-_REFERENCES = ("oracle", "random")
+#: Interpreters the main job runs: the references (the ``oracle`` ceiling, the ``random``,
+#: ``constant`` and ``empty`` floors; no LM) and the embedded LM.
+DEFAULT_INTERPRETERS = ("oracle", "random", "constant", "empty", "embedded")
+#: Layout of the scores a ``scores_<name>`` stage keeps; scores of another layout are recomputed
+#: (2: each metric with ``<metric>_ci`` and ``<metric>_n``).
+_SCORES_FORMAT = 2
 _NEURONS = ("neurons_entities", "neurons_relations")
 
 
@@ -170,8 +175,8 @@ def run_main(
         out: results folder: ``summary.{json,md}``, ``stages/``, ``runs/<interpreter>/``,
             ``scores/<interpreter>/``.
         seed: dataset seed (and the interpreters' seed).
-        interpreters: ``oracle``, ``random`` and/or LM specs (``embedded``, a folder, an HF
-            id, a server URL).
+        interpreters: references (``oracle``, ``random``, ``constant``, ``empty``) and/or LM
+            specs (``embedded``, a folder, an HF id, a server URL).
         functions_per_category: functions sampled per category for the reference interpreters.
         lm_functions: how many of those each LM interpreter interprets (per category and method).
         rounds / max_tokens: an LM interpreter's budget per episode (FIND used 20 rounds).
@@ -182,6 +187,7 @@ def run_main(
 
     from findbench.builders.find import build
     from findbench.interpret.evaluate import evaluate_run
+    from findbench.interpret.references import REFERENCE_INTERPRETERS
     from findbench.interpret.report import write_report
     from findbench.interpret.run import run_interpretations
 
@@ -249,7 +255,7 @@ def run_main(
     for interpreter in interpreters:
         name = _run_name(interpreter)
         run_dir = out / "runs" / name
-        lm = interpreter not in _REFERENCES
+        lm = interpreter not in REFERENCE_INTERPRETERS
         ids = {c: (v[:lm_functions] if lm else v) for c, v in sample.items()}
         common = dict(out=run_dir, seed=seed, rounds=rounds, max_connections=max_connections,
                       max_tokens=max_tokens if lm else None, progress=True)
@@ -258,7 +264,7 @@ def run_main(
                             functions=[f for c in CATEGORIES for f in ids[c]], **common)
         run_interpretations(str(data), interpreter, methods=("milan", "aia+milan"), configs=list(_NEURONS),
                             functions=[f for c in _NEURONS for f in ids[c]], **common)
-        key = {**judge_key, **data_key, "run": _run_fingerprint(run_dir)}
+        key = {**judge_key, **data_key, "run": _run_fingerprint(run_dir), "scores_format": _SCORES_FORMAT}
         scores_dir = out / "scores" / name
 
         def _score(run_dir=run_dir, scores_dir=scores_dir):

@@ -1,4 +1,5 @@
-"""The LM-free interpreters: oracle (ground truth) and random (another function's)."""
+"""The LM-free interpreters: oracle (ground truth), random (another function's), and the floors
+constant (one fixed answer per category) and empty (no answer), scored by the same path."""
 
 from __future__ import annotations
 
@@ -7,7 +8,16 @@ import asyncio
 import pytest
 
 from findbench.interpret.episode import run_episode
-from findbench.interpret.references import answer_chat, oracle_answer, random_answer, reference_domain
+from findbench.interpret.protocol import Answer
+from findbench.interpret.references import (
+    CONSTANT_ANSWERS,
+    answer_chat,
+    oracle_answer,
+    random_answer,
+    reference_answer,
+    reference_domain,
+)
+from tests.interpret.fakes import KnowingJudge
 
 
 def test_oracle_answers_with_the_ground_truth(by_id, rows):
@@ -65,3 +75,119 @@ def test_oracle_episode_round_trips_through_the_protocol(fid, by_id):
     assert ep.finished and ep.rounds == 1 and ep.calls == []
     assert ep.answer.description == truth.description and ep.answer.domain == truth.domain
     assert (ep.answer.code or "").strip() == (truth.code or "").strip()
+
+
+# ----------------------------------------------------------------- the constant and empty floors
+
+
+def test_constant_and_empty_answers():
+    from findbench.interpret.references import REFERENCE_INTERPRETERS, constant_answer, empty_answer
+
+    assert REFERENCE_INTERPRETERS == ("oracle", "random", "constant", "empty")
+    assert set(CONSTANT_ANSWERS) == {"numeric", "strings", "neurons_entities", "neurons_relations"}
+    numeric = constant_answer({"category": "numeric", "function_id": "numeric/f00009"})
+    assert numeric.description == "f(x) returns a number" and numeric.code == "def f(x):\n    return 0\n"
+    assert constant_answer({"category": "numeric", "function_id": "numeric/f00001"}) == numeric  # whatever the function
+    assert constant_answer({"category": "strings"}).description == "f(s) returns a string"
+    assert constant_answer({"category": "neurons_entities"}).code is None
+    assert empty_answer({"category": "numeric"}) == Answer(description="")
+    with pytest.raises(ValueError, match="category"):
+        constant_answer({"category": "images"})
+    with pytest.raises(ValueError, match="name must be one of"):
+        reference_answer("ground-truth", {"category": "numeric"})
+
+
+def test_constant_domain_says_no_interval():
+    from findbench.find.domain import parse_intervals
+
+    assert parse_intervals(CONSTANT_ANSWERS["numeric"].domain) == []
+
+
+@pytest.mark.parametrize("name", ["constant", "empty"])
+@pytest.mark.parametrize("fid", ["numeric/f00002", "strings/f00001", "neurons_relations/f00030"])
+def test_baseline_episodes_round_trip_through_the_protocol(name, fid, by_id):
+    row = by_id[fid]
+    answer = reference_answer(name, row)
+    ep = asyncio.run(run_episode(row, answer_chat(answer)))
+    assert ep.finished and ep.rounds == 1 and ep.calls == []
+    assert ep.answer.description == answer.description and ep.answer.domain == answer.domain
+    assert (ep.answer.code or "").strip() == (answer.code or "").strip()
+
+
+def test_inspect_samples_carry_the_baseline_answer(data_dir):
+    pytest.importorskip("inspect_ai")
+    from findbench.interpret.inspect_tasks import find_samples
+
+    (sample,) = find_samples(["strings"], limit=1, data=data_dir, interpreter="constant")
+    assert sample.metadata["reference_answer"].startswith("[DESCRIPTION]: f(s) returns a string")
+    (sample,) = find_samples(["strings"], limit=1, data=data_dir, interpreter="empty")
+    assert sample.metadata["reference_answer"] == "[DESCRIPTION]: "
+
+
+_CODE_METRICS = (("numeric", "nmse_success"), ("strings", "exact_match"))
+_UNIT_TESTS = (("strings", "unit_test_accuracy"), ("neurons_relations", "unit_test_accuracy"))
+
+
+def _score_references(data, rows, out, names, limit=None):
+    """Each reference interpreter run (native engine) and scored by ``evaluate_run`` with the
+    scripted judge (right on a ground-truth description, option 1 otherwise)."""
+    from findbench.interpret.evaluate import evaluate_run
+    from findbench.interpret.run import run_interpretations
+
+    scores = {}
+    for name in names:
+        run = run_interpretations(data, name, configs=["numeric", "strings", "neurons_relations"], limit=limit,
+                                  out=out / name, progress=False)
+        scores[name] = evaluate_run(run, judge=KnowingJudge(rows), out=run / "scores", progress=False)["scores"]
+    return scores
+
+
+def test_baselines_score_below_random_where_random_is_informative(tmp_path, rows):
+    """Every function has a twin (same code and description, another id), so ``random`` (which
+    answers with another function's ground truth) is right: the floors, scored by the same
+    path, stay below it on code and at or below it on unit tests."""
+    from findbench.find import numeric
+    from tests.interpret.conftest import NUMERIC_PARAMS, write_data_folder
+
+    def twins(row):
+        category, _ = row["function_id"].split("/")
+        return [dict(row, function_id=f"{category}/f00000"), dict(row, function_id=f"{category}/f00001")]
+
+    twin_rows = {
+        "numeric": [numeric.row_from_params(NUMERIC_PARAMS[0], 0), numeric.row_from_params(NUMERIC_PARAMS[0], 1)],
+        "strings": twins(rows["strings"][0]),
+        "neurons_relations": twins(rows["neurons_relations"][0]),
+    }
+    data = write_data_folder(tmp_path / "twins", twin_rows)
+    scores = _score_references(data, twin_rows, tmp_path / "runs", ("random", "constant", "empty"))
+    rand = scores["random"]
+    for category, metric in _CODE_METRICS + _UNIT_TESTS:
+        assert rand[category]["aia"][metric] == 1.0
+    for name in ("constant", "empty"):
+        for category, metric in _CODE_METRICS:
+            assert scores[name][category]["aia"][metric] == 0.0 < rand[category]["aia"][metric]
+            assert scores[name][category]["aia"][f"{metric}_n"] == 2
+        for category, metric in _UNIT_TESTS:
+            assert scores[name][category]["aia"][metric] <= rand[category]["aia"][metric]
+    for category, metric in _UNIT_TESTS:
+        assert scores["constant"][category]["aia"][metric] < 1.0
+        assert scores["empty"][category]["aia"][metric] == 0.0  # never shown to the judge
+    # constant's [DOMAIN] ("no interval") is right on these clean functions; empty gives none
+    if scores["constant"]["numeric"]["aia"]["domain_iou"] is not None:
+        assert scores["constant"]["numeric"]["aia"]["domain_iou"] == 1.0
+        assert scores["empty"]["numeric"]["aia"]["domain_iou"] == 0.0
+
+
+def test_baselines_on_real_functions(tmp_path, data_dir, rows):
+    """On distinct functions: the floors fail every code metric (no fixed program is right)
+    and judge at or below ``random``, far below the ``oracle``."""
+    scores = _score_references(data_dir, rows, tmp_path, ("oracle", "random", "constant", "empty"), limit=3)
+    for category, metric in _CODE_METRICS + _UNIT_TESTS:
+        top, rand = scores["oracle"][category]["aia"][metric], scores["random"][category]["aia"][metric]
+        assert top == 1.0
+        for name in ("constant", "empty"):
+            floor = scores[name][category]["aia"][metric]
+            assert floor <= rand and floor < top
+            assert scores[name][category]["aia"][f"{metric}_n"] == 3
+    for category, metric in _CODE_METRICS:
+        assert scores["constant"][category]["aia"][metric] == scores["empty"][category]["aia"][metric] == 0.0

@@ -13,7 +13,8 @@ This package is FIND's interpreter harness; its core needs no agent framework:
   as ``findbench call`` runs it; no shell, no path, no flag ever reaches it.
 - :mod:`~findbench.interpret.episode`: the agent loop, async around any ``chat(messages)``
   (an Inspect model, a server), with a synchronous wrapper for findbench LMs.
-- :mod:`~findbench.interpret.references`: ``oracle`` and ``random`` interpreters (no LM).
+- :mod:`~findbench.interpret.references`: ``oracle`` and ``random`` interpreters and the
+  ``constant`` and ``empty`` baselines (no LM).
 - :mod:`~findbench.interpret.run`: many episodes, concurrently, into a resumable run folder
   ``<out>/<category>/<method>/fNNNNN/`` (``findbench interpret``).
 - :mod:`~findbench.interpret.inspect_tasks`: the same episodes on Inspect (the ``interpret``
@@ -53,7 +54,16 @@ from findbench.interpret.protocol import (
     parse_answer,
     parse_commands,
 )
-from findbench.interpret.references import REFERENCE_INTERPRETERS, oracle_answer, random_answer, reference_domain
+from findbench.interpret.references import (
+    CONSTANT_ANSWERS,
+    REFERENCE_INTERPRETERS,
+    constant_answer,
+    empty_answer,
+    oracle_answer,
+    random_answer,
+    reference_answer,
+    reference_domain,
+)
 from findbench.interpret.run import run_interpretations, summarize_run
 
 __all__ = [
@@ -62,6 +72,7 @@ __all__ = [
     "METHODS",
     "MILAN_TURNS",
     "PROTOCOL",
+    "CONSTANT_ANSWERS",
     "REFERENCE_INTERPRETERS",
     "UNRECOGNIZED_REPLY",
     "Answer",
@@ -72,6 +83,8 @@ __all__ = [
     "Episode",
     "FunctionRunner",
     "build_messages",
+    "constant_answer",
+    "empty_answer",
     "format_answer",
     "format_reply",
     "lm_chat",
@@ -79,6 +92,7 @@ __all__ = [
     "parse_answer",
     "parse_commands",
     "random_answer",
+    "reference_answer",
     "reference_domain",
     "run_episode",
     "run_episode_sync",

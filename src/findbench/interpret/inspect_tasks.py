@@ -128,7 +128,7 @@ from findbench.interpret.protocol import (
     tool_call_text,
     tool_command,
 )
-from findbench.interpret.references import REFERENCE_INTERPRETERS, oracle_answer, random_answer
+from findbench.interpret.references import REFERENCE_INTERPRETERS, reference_answer
 from findbench.interpret.run import (
     LM_CACHE,
     _as_list,
@@ -393,7 +393,8 @@ def find_samples(
     ``configs`` default to every category (``aia``) or the neuron ones (MILAN methods), less
     those ``functions`` leave out; ``limit`` keeps the first functions of each config,
     ``sample`` a seeded sample of them stratified by subcategory;
-    ``interpreter`` ``"oracle"`` / ``"random"`` adds the reference answer to the metadata
+    ``interpreter`` ``"oracle"`` / ``"random"`` / ``"constant"`` / ``"empty"`` adds the reference
+    answer (:func:`findbench.interpret.references.reference_answer`) to the metadata
     (the solver then answers with it, no model is called).
     """
     check_method(method, "neurons_entities")
@@ -439,11 +440,8 @@ def find_samples(
         for row in rows:
             found.add(row["function_id"])
             metadata: dict[str, Any] = {"row": _json_row(row), "method": method}
-            if interpreter == "oracle":
-                answer = oracle_answer(row)
-            elif interpreter == "random":
-                answer = random_answer(row, pool, seed=seed)
             if interpreter is not None:
+                answer = reference_answer(interpreter, row, pool, seed=seed)
                 metadata["reference_answer"] = format_answer(answer.description, answer.domain, answer.code)
             samples.append(Sample(input=f"Interpret the FIND function {row['function_id']} (method {method}).",
                                   target=str(row.get("description") or ""), id=row["function_id"], metadata=metadata))
@@ -684,7 +682,8 @@ def find_interpret(
             model's ``GenerateConfig``).
         data: dataset folder written by ``findbench build`` (default: procedural rows of ``seed``).
         seed: procedural rows and numeric noise.
-        interpreter: ``oracle`` / ``random`` answer with ground truth (no model call); None
+        interpreter: ``oracle`` / ``random`` / ``constant`` / ``empty`` answer without a model
+            (:mod:`findbench.interpret.references`); None
             uses the eval's model.
         judge: unit-test judge spec (or LM); ``None`` or ``"none"`` leaves the description
             unscored (``findbench evaluate`` scores it later). Loaded only when scored.
@@ -818,10 +817,11 @@ def _inspect_providers() -> set[str]:
 
 
 def inspect_model_name(interpreter: str) -> str:
-    """The Inspect model for an interpreter: ``"none"`` for ``oracle`` / ``random`` (no model
-    is called); ``<provider>/<model>`` as is when Inspect knows the provider (``hf/local``,
-    ``mockllm/model``, ``openai-api/...``, ``vllm/...``, ``findbench/...``); any other spec
-    (``embedded``, a folder, a Hub id, a server URL) as ``findbench/<spec>``."""
+    """The Inspect model for an interpreter: ``"none"`` for the references (``oracle``,
+    ``random``, ``constant``, ``empty``: no model is called); ``<provider>/<model>`` as is
+    when Inspect knows the provider (``hf/local``, ``mockllm/model``, ``openai-api/...``,
+    ``vllm/...``, ``findbench/...``); any other spec (``embedded``, a folder, a Hub id, a
+    server URL) as ``findbench/<spec>``."""
     if not isinstance(interpreter, str) or not interpreter.strip():
         raise ValueError(f"interpreter must be a non-empty string, got {interpreter!r}")
     if interpreter in REFERENCE_INTERPRETERS:
@@ -890,7 +890,7 @@ def run_inspect_interpretations(
     no folder; RuntimeError names the log when a task did not finish.
 
     ``protocol`` ``tools`` runs native tool calls (see the module docstring): it needs an
-    Inspect provider whose model supports tools (or ``oracle`` / ``random``, which call no
+    Inspect provider whose model supports tools (or a reference such as ``oracle``, which calls no
     model); findbench's own models (``findbench/<spec>``) are text-only, ValueError. The
     protocol is recorded in ``run.json``; a folder holds runs of one protocol.
     """

@@ -5,9 +5,14 @@
   ground-truth ``code`` (numeric, strings).
 - ``random`` answers with the ground truth of another function of the same category, picked
   deterministically from the run seed and the function id (never the function itself).
+- ``constant`` answers every function of a category with the same category-generic answer
+  (:data:`CONSTANT_ANSWERS`: "f(x) returns a number" and ``return 0`` for numeric functions):
+  the floor an interpreter must clear to have learnt anything about the function.
+- ``empty`` answers with nothing: an empty description, no domain, no code (the judge never
+  sees an empty description, so it scores 0).
 
-Both answer in the protocol's text format on their first turn, so their episodes go through
-the same loop, parser and run folder as an LM's.
+All answer in the protocol's text format on their first turn, so their episodes go through
+the same loop, parser, run folder and scoring as an LM's (:func:`reference_answer`).
 """
 
 from __future__ import annotations
@@ -21,10 +26,35 @@ from findbench.find.export import format_value
 from findbench.interpret.episode import Chat
 from findbench.interpret.protocol import Answer, format_answer
 
-__all__ = ["REFERENCE_INTERPRETERS", "reference_domain", "oracle_answer", "random_answer", "answer_chat"]
+__all__ = [
+    "REFERENCE_INTERPRETERS",
+    "CONSTANT_ANSWERS",
+    "reference_domain",
+    "oracle_answer",
+    "random_answer",
+    "constant_answer",
+    "empty_answer",
+    "reference_answer",
+    "answer_chat",
+]
 
-#: Interpreter names :func:`findbench.interpret.run.run_interpretations` answers without an LM.
-REFERENCE_INTERPRETERS = ("oracle", "random")
+#: Interpreter names answered without an LM (both engines: :mod:`findbench.interpret.run` and
+#: :mod:`findbench.interpret.inspect_tasks`): the ceiling, and the floors a method must clear.
+REFERENCE_INTERPRETERS = ("oracle", "random", "constant", "empty")
+
+#: The ``constant`` baseline: one fixed answer per category, whatever the function. Its
+#: numeric ``[DOMAIN]`` says there is no corrupted interval (right for every clean function,
+#: as "None" is for detection); its code returns a fixed value of the right type.
+CONSTANT_ANSWERS: dict[str, Answer] = {
+    "numeric": Answer(
+        description="f(x) returns a number",
+        domain="There is no interval where the function behaves unexpectedly.",
+        code="def f(x):\n    return 0\n",
+    ),
+    "strings": Answer(description="f(s) returns a string", code='def f(s):\n    return ""\n'),
+    "neurons_entities": Answer(description="the neuron responds to words"),
+    "neurons_relations": Answer(description="the function maps an input word to another word"),
+}
 
 
 def _num(value: Any) -> str:
@@ -88,6 +118,35 @@ def random_answer(row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]], *, 
         raise ValueError(f"pool: no function of category {category!r} other than {fid} to take a random answer from")
     chosen = min(others, key=lambda r: _pick_key(seed, str(fid), str(r["function_id"])))
     return oracle_answer(chosen)
+
+
+def constant_answer(row: Mapping[str, Any]) -> Answer:
+    """The ``constant`` baseline's answer for ``row``'s category (:data:`CONSTANT_ANSWERS`);
+    ValueError naming ``row['category']`` for a category it has none for."""
+    category = row.get("category")
+    if category not in CONSTANT_ANSWERS:
+        raise ValueError(f"row['category'] must be one of {tuple(CONSTANT_ANSWERS)}, got {category!r}")
+    return CONSTANT_ANSWERS[category]
+
+
+def empty_answer(row: Mapping[str, Any]) -> Answer:
+    """The ``empty`` baseline's answer: no description, no domain, no code."""
+    return Answer(description="")
+
+
+def reference_answer(name: str, row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]] = (), *, seed: int = 0) -> Answer:
+    """The answer of the reference interpreter ``name`` (one of :data:`REFERENCE_INTERPRETERS`)
+    for ``row``; ``pool`` (the functions ``random`` picks from) and ``seed`` matter only to
+    ``random``."""
+    if name == "oracle":
+        return oracle_answer(row)
+    if name == "random":
+        return random_answer(row, pool, seed=seed)
+    if name == "constant":
+        return constant_answer(row)
+    if name == "empty":
+        return empty_answer(row)
+    raise ValueError(f"name must be one of {REFERENCE_INTERPRETERS}, got {name!r}")
 
 
 def answer_chat(answer: Answer) -> Chat:

@@ -38,7 +38,7 @@ from findbench.find.rows import sample_rows
 from findbench.interpret.episode import DEFAULT_ROUNDS, Chat, Episode, _takes_max_tokens, lm_chat, read_episode_file, run_episode
 from findbench.interpret.prompts import MILAN_TURNS, check_method, turn_constraint
 from findbench.interpret.protocol import METHODS, NEURON_CATEGORIES, PROTOCOL, check_protocol
-from findbench.interpret.references import REFERENCE_INTERPRETERS, answer_chat, oracle_answer, random_answer
+from findbench.interpret.references import REFERENCE_INTERPRETERS, answer_chat, reference_answer
 from findbench.lm.base import check_structured_outputs, use_structured_outputs
 from findbench.schema import CATEGORIES, parse_function_id
 
@@ -269,7 +269,8 @@ def run_interpretations(
         rows_or_data: None (procedural rows of ``seed``, :func:`findbench.find.load_rows`), a
             dataset folder written by ``findbench build``, or rows (an iterable of mappings,
             e.g. a ``datasets.Dataset``).
-        interpreter: ``"oracle"``, ``"random"``, an LM spec for :func:`findbench.lm.load_lm`
+        interpreter: a reference (``"oracle"``, ``"random"``, ``"constant"``, ``"empty"``:
+            :mod:`findbench.interpret.references`), an LM spec for :func:`findbench.lm.load_lm`
             (``"embedded"``, a folder, a Hub id, an OpenAI-compatible URL with ``model=``), an
             LM instance, or an async chat (``chat(messages) -> str``, used as is, no cache).
         methods: ``aia``, ``milan``, ``aia+milan`` (a list or comma-separated); the MILAN ones
@@ -295,8 +296,8 @@ def run_interpretations(
             and an episode that spends it without answering stops (``stop_reason``
             ``"token_limit"``). LM turns are counted with the LM's tokenizer where it has one,
             else estimated at 4 characters a token; a chat's by its reported ``output_tokens``
-            (a chat must then take ``max_tokens=``). ``oracle`` / ``random`` answer on the first
-            turn, whatever the limits. Recorded in ``run.json`` and each episode
+            (a chat must then take ``max_tokens=``). The references (``oracle``, ``random``, ``constant``,
+            ``empty``) answer on the first turn, whatever the limits. Recorded in ``run.json`` and each episode
             (``max_episode_tokens``); a resumed run must give the same.
         structured_outputs: LM interpreters: ``auto`` (each turn of an LM running in process,
             such as the embedded SmolLM2, is generated under
@@ -355,7 +356,8 @@ def run_interpretations(
     check_structured_outputs(structured_outputs)
     is_chat = callable(interpreter) and not hasattr(interpreter, "generate")
     if not (isinstance(interpreter, (str, os.PathLike)) or is_chat or hasattr(interpreter, "generate")):
-        raise TypeError(f"interpreter must be 'oracle', 'random', an LM spec, an LM or an async chat, got {type(interpreter).__name__}")
+        raise TypeError(f"interpreter must be one of {REFERENCE_INTERPRETERS}, an LM spec, an LM or an async chat, "
+                        f"got {type(interpreter).__name__}")
     if isinstance(interpreter, str) and not interpreter.strip():
         raise ValueError("interpreter must be a non-empty spec")
     if is_chat and episode_tokens is not None and not _takes_max_tokens(interpreter):
@@ -402,9 +404,7 @@ def run_interpretations(
         if name in REFERENCE_INTERPRETERS:
 
             def chat_for(row: dict, method: str) -> Chat:
-                if name == "oracle":
-                    return answer_chat(oracle_answer(row))
-                return answer_chat(random_answer(row, all_rows[row["category"]], seed=seed))
+                return answer_chat(reference_answer(name, row, all_rows[row["category"]], seed=seed))
 
             run_tokens = None
         elif is_chat:
