@@ -11,7 +11,7 @@ import pytest
 
 from findbench import cli
 
-WORKFLOW = ("build", "call", "export-functions", "interpret", "evaluate", "report", "backbone-report", "build-neuron-tests",
+WORKFLOW = ("build", "call", "export-functions", "interpret", "evaluate", "report", "compare", "backbone-report", "build-neuron-tests",
             "iia", "evaluator-data", "train-evaluator", "evaluator-report", "train-sae", "autointerp", "main")
 
 
@@ -91,6 +91,7 @@ def test_main_passes_the_dataset_folder(monkeypatch, tmp_path):
         seen.update(kw)
         (tmp_path / "o").mkdir()
         (tmp_path / "o" / "summary.md").write_text("# done\n")
+        return {"reports": {}}
 
     monkeypatch.setattr(pipeline, "run_main", fake_run_main)
     assert cli.main(["main", "--dataset-out", str(tmp_path / "d"), "--out", str(tmp_path / "o"),

@@ -131,7 +131,8 @@ def _positive_int(text: str) -> int:
 def _add_interpret(sub, name: str) -> argparse.ArgumentParser:
     p = _subparser(sub, name, "run an interpreter agent on FIND functions (FIND §3): <out>/<category>/<method>/fNNNNN/ per episode")
     p.add_argument("--interpreter", default="embedded",
-                   help="oracle, random, or an LM: embedded (default), a folder, a Hub id or a server URL (with --model)")
+                   help="a reference (oracle, random, constant, empty) or an LM: embedded (default), a folder, a Hub id "
+                        "or a server URL (with --model)")
     p.add_argument("--model", default=None, help="served model name, for a server-URL --interpreter")
     p.add_argument("--method", type=_csv, default="aia",
                    help="comma-separated: aia (default), milan, aia+milan (the MILAN ones for neuron configs only)")
@@ -239,6 +240,29 @@ def _run_report(args) -> int:
     from findbench.interpret.report import write_report
 
     print(f"wrote {write_report(args.run_dir, args.scores, data=args.data, out=args.out)}")
+    return 0
+
+
+# -- compare ------------------------------------------------------------------------------
+def _add_compare(sub, name: str) -> argparse.ArgumentParser:
+    p = _subparser(sub, name, "whether two scored runs differ, per Table 2 column: a paired bootstrap over the functions both scored")
+    p.add_argument("run_a", help="folder written by `findbench evaluate` (its per_function.csv), or a run holding one as scores/")
+    p.add_argument("run_b", help="the run to compare it with (same form as RUN_A)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resamples (default 0)")
+    p.add_argument("--n-resamples", type=_positive_int, default=10_000, help="bootstrap resamples (default 10000)")
+    p.add_argument("--out", default=None, help="also write the comparison as JSON to this file (default: print only)")
+    p.set_defaults(func=_run_compare)
+    return p
+
+
+def _run_compare(args) -> int:
+    from findbench._io import atomic_write_json
+    from findbench.interpret.compare import compare_runs, render_comparison_table
+
+    result = compare_runs(args.run_a, args.run_b, seed=args.seed, n_resamples=args.n_resamples)
+    print(render_comparison_table(result), end="")
+    if args.out is not None:
+        print(f"wrote {atomic_write_json(args.out, result)}")
     return 0
 
 
@@ -586,14 +610,15 @@ def _run_train_sae(args) -> int:
 
 # -- main ---------------------------------------------------------------------------------
 def _add_main(sub, name: str) -> argparse.ArgumentParser:
-    p = _subparser(sub, name, "the whole job on embedded defaults: build FIND, run the oracle, random and embedded "
-                              "interpreters on a sample of every category, score them (FIND Table 2)")
+    p = _subparser(sub, name, "the whole job on embedded defaults: build FIND, run the oracle, random, constant, empty and "
+                              "embedded interpreters on a sample of every category, score them (FIND Table 2)")
     p.add_argument("--dataset-out", default="find", help="dataset folder this job builds (default ./find)")
     p.add_argument("--out", default="outputs/main",
                    help="results folder: summary.json, summary.md, stages/, runs/, scores/ (default outputs/main)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--interpreters", type=_csv, default=list(_MAIN_INTERPRETERS),
-                   help="comma-separated: oracle, random and/or LM specs (default oracle,random,embedded)")
+                   help="comma-separated: references (oracle, random, constant, empty) and/or LM specs "
+                        "(default oracle,random,constant,empty,embedded)")
     p.add_argument("--functions-per-category", type=int, default=3, help="functions sampled per category (default 3)")
     p.add_argument("--lm-functions", type=int, default=1,
                    help="of those, how many each LM interpreter interprets per category and method (default 1)")
@@ -607,7 +632,7 @@ def _add_main(sub, name: str) -> argparse.ArgumentParser:
     return p
 
 
-_MAIN_INTERPRETERS = ("oracle", "random", "embedded")
+_MAIN_INTERPRETERS = ("oracle", "random", "constant", "empty", "embedded")
 
 
 def _run_main(args) -> int:
@@ -632,6 +657,7 @@ COMMANDS: tuple[tuple[str, Callable[..., argparse.ArgumentParser]], ...] = (
     ("interpret", _add_interpret),
     ("evaluate", _add_evaluate),
     ("report", _add_report),
+    ("compare", _add_compare),
     ("backbone-report", _add_backbone_report),
     ("build-neuron-tests", _add_build_neuron_tests),
     ("iia", _add_iia),

@@ -1,0 +1,174 @@
+"""Whether two scored runs differ, per column of Table 2 (``findbench compare RUN_A RUN_B``).
+
+Each run is a folder written by ``findbench evaluate`` (its ``per_function.csv``; a run folder
+holding such a folder as ``scores/`` is read through it). For every ``(category, method,
+metric)`` both runs scored, the functions scored in both are paired by ``function_id`` and
+:func:`findbench.stats.paired_bootstrap` resamples them together: the mean of each run, the
+mean difference ``A - B`` with its percentile interval, a two-sided bootstrap p-value, and
+whether the interval excludes 0. The per-function values are those ``scores.json``'s means
+average (:func:`findbench.interpret.evaluate.unit_values`): for ``nmse_success`` a function's
+0/1 success, for ``exact_match``, ``unit_test_accuracy`` and ``domain_iou`` its value; a
+function a metric left empty in either run is not a unit of that column. ``mean_nmse`` is
+not compared (an unbounded mean over the finite NMSEs only).
+
+Functions are paired by id alone: compare runs scored on the same dataset (the same folder,
+or the same procedural seed).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from findbench.interpret.evaluate import CATEGORY_METRICS, CSV_COLUMNS, METHODS, unit_values
+from findbench.interpret.scoreboard import TABLE2_COLUMNS
+from findbench.schema import CATEGORIES
+from findbench.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED, SMALL_N_LEGEND, is_small, paired_bootstrap
+
+__all__ = ["COMPARED_METRICS", "read_per_function", "compare_runs", "render_comparison_table"]
+
+#: The metrics of ``scores.json`` compared (per category: those of ``CATEGORY_METRICS``).
+COMPARED_METRICS = ("nmse_success", "exact_match", "unit_test_accuracy", "domain_iou")
+_PER_FUNCTION = "per_function.csv"
+
+
+def _per_function_path(folder: Path, name: str) -> Path:
+    for candidate in (folder / _PER_FUNCTION, folder / "scores" / _PER_FUNCTION):
+        if candidate.is_file():
+            return candidate
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{name}: {folder} is not a folder")
+    raise FileNotFoundError(f"{name}: no {_PER_FUNCTION} in {folder} (nor in {folder / 'scores'}); give a folder written "
+                            "by `findbench evaluate`")
+
+
+def read_per_function(scores_dir: str | os.PathLike, *, name: str = "scores_dir") -> dict[tuple[str, str], dict[str, dict[str, str]]]:
+    """``per_function.csv`` of a ``findbench evaluate`` folder (or of ``<run>/scores``) as
+    ``{(category, method): {function_id: row}}`` (the row's cells as text).
+
+    FileNotFoundError naming ``name`` without such a file; ValueError naming it for a file
+    that lacks a column of :data:`findbench.interpret.evaluate.CSV_COLUMNS` or holds the same
+    function and method twice.
+    """
+    path = _per_function_path(Path(scores_dir), name)
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        missing = [c for c in CSV_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise ValueError(f"{name}: {path} lacks the column(s) {', '.join(missing)} (not written by `findbench evaluate`)")
+        out: dict[tuple[str, str], dict[str, dict[str, str]]] = {}
+        for line, row in enumerate(reader, start=2):
+            group = out.setdefault((row["category"], row["method"]), {})
+            if row["function_id"] in group:
+                raise ValueError(f"{name}: {path} line {line} scores {row['function_id']} ({row['method']}) a second time")
+            group[row["function_id"]] = row
+    return out
+
+
+def _columns() -> list[tuple[str, str, str, str]]:
+    """``(category, method, metric, header)``: Table 2's columns first, then every other."""
+    cols = [(c.category, c.method, c.metric, c.header) for c in TABLE2_COLUMNS]
+    seen = {c[:3] for c in cols}
+    for category in CATEGORIES:
+        for method in METHODS:
+            for metric in CATEGORY_METRICS[category]:
+                if metric in COMPARED_METRICS and (category, method, metric) not in seen:
+                    cols.append((category, method, metric, f"{category} {method} {metric}"))
+    return cols
+
+
+def _finite_or_none(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+def compare_runs(
+    run_a: str | os.PathLike,
+    run_b: str | os.PathLike,
+    *,
+    seed: int = DEFAULT_SEED,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> dict[str, Any]:
+    """Paired bootstrap of ``run_a`` against ``run_b`` per column (see the module docstring).
+
+    Args:
+        run_a, run_b: folders written by ``findbench evaluate`` (or runs holding one as
+            ``scores/``).
+        seed, n_resamples, confidence: of :func:`findbench.stats.paired_bootstrap`.
+
+    Returns ``{"run_a", "run_b", "seed", "n_resamples", "confidence", "columns",
+    "only_one_run"}``: ``columns`` lists, for every column both runs scored with at least one
+    shared function, ``{"category", "method", "metric", "header", "n", "mean_a", "mean_b",
+    "diff", "diff_ci", "p_value", "differs", "only_a", "only_b"}`` (``only_a`` / ``only_b``:
+    functions of the column scored by one run alone, left out); ``only_one_run`` names the
+    columns (their headers) scored by one run only. Plain Python types, ready for JSON.
+    """
+    a = read_per_function(run_a, name="run_a")
+    b = read_per_function(run_b, name="run_b")
+    columns: list[dict[str, Any]] = []
+    single: list[str] = []
+    for category, method, metric, header in _columns():
+        group_a, group_b = a.get((category, method), {}), b.get((category, method), {})
+        scored_a = {f for f, row in group_a.items() if unit_values(metric, [row])}
+        scored_b = {f for f, row in group_b.items() if unit_values(metric, [row])}
+        if not scored_a and not scored_b:
+            continue
+        shared = sorted(scored_a & scored_b)
+        if not shared:
+            single.append(header)
+            continue
+        values_a = [unit_values(metric, [group_a[f]])[0] for f in shared]
+        values_b = [unit_values(metric, [group_b[f]])[0] for f in shared]
+        result = paired_bootstrap(values_a, values_b, seed=seed, n_resamples=n_resamples, confidence=confidence)
+        columns.append({
+            "category": category, "method": method, "metric": metric, "header": header, "n": result.n,
+            "mean_a": result.mean_a, "mean_b": result.mean_b, "diff": result.diff,
+            "diff_ci": [_finite_or_none(x) for x in result.diff_ci], "p_value": result.p_value, "differs": result.differs,
+            "only_a": len(scored_a - scored_b), "only_b": len(scored_b - scored_a),
+        })
+    return {"run_a": str(run_a), "run_b": str(run_b), "seed": seed, "n_resamples": n_resamples, "confidence": confidence,
+            "columns": columns, "only_one_run": single}
+
+
+def _p(value: float) -> str:
+    return "<0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def render_comparison_table(result: Mapping[str, Any]) -> str:
+    """Markdown of :func:`compare_runs`'s result: one row per column, n marked when < 10."""
+    conf = f"{result['confidence']:.0%}"
+    lines = [
+        "# Paired comparison",
+        "",
+        f"A: `{result['run_a']}`; B: `{result['run_b']}`. Paired bootstrap over the functions both runs scored "
+        f"({result['n_resamples']:,} resamples, seed {result['seed']}): A − B with its {conf} percentile interval, a "
+        "two-sided bootstrap p-value, and whether the interval excludes 0.",
+        "",
+        "| column | n | A | B | A − B | p | differs |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    small = False
+    for col in result["columns"]:
+        n = col["n"]
+        small = small or is_small(n)
+        low, high = col["diff_ci"]
+        interval = f" [{low:+.2f}, {high:+.2f}]" if low is not None and high is not None else ""
+        mark = "†" if is_small(n) else ""
+        left = f" (+{col['only_a']} A only)" if col["only_a"] else ""
+        right = f" (+{col['only_b']} B only)" if col["only_b"] else ""
+        lines.append(f"| {col['header']} | {n}{mark}{left}{right} | {col['mean_a']:.2f} | {col['mean_b']:.2f} | "
+                     f"{col['diff']:+.2f}{interval} | {_p(col['p_value'])} | {'**yes**' if col['differs'] else 'no'} |")
+    if not result["columns"]:
+        lines.append("| (no column scored by both runs) | | | | | | |")
+    notes = []
+    if result.get("only_one_run"):
+        notes.append("Scored by one run only (not compared): " + ", ".join(result["only_one_run"]) + ".")
+    if small:
+        notes.append(SMALL_N_LEGEND)
+    if notes:
+        lines += [""] + [f"- {note}" for note in notes]
+    return "\n".join(lines) + "\n"
