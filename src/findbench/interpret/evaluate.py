@@ -292,16 +292,10 @@ def _join_rows(records: list[dict[str, Any]], data: Any, seed: int) -> dict[str,
     return rows
 
 
-def _score_domains(records: list[dict[str, Any]], rows: dict[str, dict]) -> tuple[list[float | None], dict[str, float | None]] | None:
-    """Per-record domain IoU and per-method aggregates, or None when the domain scorer is not
-    available in this installation."""
-    try:
-        from findbench.find.domain import score_domain
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("findbench.find.domain", None):
-            raise
-        logger.info("domain_iou: findbench.find.domain is not available; the column stays empty")
-        return None
+def _score_domains(records: list[dict[str, Any]], rows: dict[str, dict]) -> tuple[list[float | None], dict[str, float | None]]:
+    """Per-record domain IoU and per-method aggregates."""
+    from findbench.find.domain import score_domain
+
     per: list[float | None] = [None] * len(records)
     by_method: dict[str, float | None] = {}
     for method in METHODS:
@@ -343,11 +337,9 @@ def _score_category(
             out = score_nmse([records[i]["code"] for i in coded], [truth[i]["code"] for i in coded], progress=progress)
             for i, value in zip(coded, out["nmse"]):
                 records[i]["nmse"] = float(value)
-        domains = _score_domains(records, rows)
-        if domains is not None:
-            per, domain_by_method = domains
-            for rec, value in zip(records, per):
-                rec["domain_iou"] = value
+        per, domain_by_method = _score_domains(records, rows)
+        for rec, value in zip(records, per):
+            rec["domain_iou"] = value
     if category == "strings":
         references = [reference_program(row) for row in truth]
         for rec, ref in zip(records, references):
@@ -608,8 +600,6 @@ def evaluate_run(
     notes = [f"Run: `{run_path}` ({layout} layout); data: " + (f"`{data}`" if data is not None else f"procedural, seed {seed}") + "."]
     if lm is not None:
         notes.append(f"Judge: `{getattr(lm, 'name', type(lm).__name__)}` in `{mode}` mode.")
-    if "numeric" in scores and all(v.get("domain_iou") is None for v in scores["numeric"].values()):
-        notes.append("domain_iou: not computed (no domain scorer in this installation).")
     table = render_table(interpreter, scores, counts=counts, notes=notes)
     from findbench.interpret.process import aggregate_process, render_process
 
