@@ -226,8 +226,9 @@ def _run_evaluate(args) -> int:
 
 # -- report -------------------------------------------------------------------------------
 def _add_report(sub, name: str) -> argparse.ArgumentParser:
-    p = _subparser(sub, name, "write report.html for a scored run: Table 2, figures (FIND Figure 3 style), transcripts")
-    p.add_argument("run_dir", help="the run folder that `findbench evaluate` scored")
+    p = _subparser(sub, name, "write report.html for a scored run: Table 2, figures (FIND Figure 3 style), transcripts; "
+                              "or, for a `findbench autointerp` output folder, its per-latent dashboard")
+    p.add_argument("run_dir", help="the run folder that `findbench evaluate` scored, or a `findbench autointerp --out` folder")
     p.add_argument("--scores", default=None, help="folder `findbench evaluate` wrote (default <run_dir>/scores)")
     p.add_argument("--data", default=None,
                    help="dataset folder written by `findbench build` (default: run.json's data, else procedural with its seed)")
@@ -237,6 +238,15 @@ def _add_report(sub, name: str) -> argparse.ArgumentParser:
 
 
 def _run_report(args) -> int:
+    from findbench.autointerp.report import autointerp_results
+
+    found = autointerp_results(args.run_dir)
+    if found:  # an AutoInterp output folder: a dashboard per results file (one per --run-id)
+        from findbench.autointerp.report import write_report as write_autointerp_report
+
+        for results in found:
+            print(f"wrote {write_autointerp_report(results, out=args.out)}")
+        return 0
     from findbench.interpret.report import write_report
 
     print(f"wrote {write_report(args.run_dir, args.scores, data=args.data, out=args.out)}")
@@ -507,6 +517,8 @@ def _add_autointerp(sub, name: str) -> argparse.ArgumentParser:
     p.add_argument("--run-id", default=None,
                    help="name this run's result files (<sae>_eval_results_<id>.json, ..._features_summary_<id>.csv) "
                         "instead of overwriting the plain ones")
+    p.add_argument("--report", action="store_true",
+                   help="then write report.html in --out: every latent's windows shaded by activation, explanation, scorers' picks")
     p.set_defaults(func=_run_autointerp)
     return p
 
@@ -553,6 +565,10 @@ def _run_autointerp(args) -> int:
         print(_format_score(key, values))
     print(f"wrote {result['files']['results']}")
     print(f"wrote {result['files']['summary']}")
+    if args.report:
+        from findbench.autointerp.report import write_report
+
+        print(f"wrote {write_report(result['files']['results'])}")
     return 0
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from findbench.autointerp.config import AutoInterpConfig
-from findbench.autointerp.evidence import EvidenceCollector, dense_top_windows
+from findbench.autointerp.evidence import HIST_BINS, EvidenceCollector, dense_top_windows
 
 CTX = 32
 
@@ -133,3 +133,20 @@ def test_update_checks_shapes():
         col.update(torch.zeros((1, CTX + 1, 1)))
     with pytest.raises(ValueError, match="more rows"):
         col.update(torch.zeros((3, CTX, 1)))
+
+
+@pytest.mark.parametrize("batch", [1, 3, 8])
+def test_activation_histogram_is_exact_whatever_the_batches(batch):
+    acts = _sparse(8, 2, 11, density=0.4) * torch.tensor([1.0, 7.0])
+    acts[5, 7, 0] = 3.0  # a late, larger activation: the range doubles twice and the bins merge
+    cfg = _cfg()
+    _, evidence, _ = _run(acts, cfg, batch)
+    for i, ev in enumerate(evidence):
+        values = acts[..., i][acts[..., i] > 0].numpy()
+        hist = ev.extra["histogram"]
+        assert ev.extra["n_fired"] == len(values) == sum(hist["counts"])
+        assert len(hist["counts"]) == HIST_BINS
+        top = 2.0 ** (np.floor(np.log2(values.max())) + 1)
+        assert hist["bin_width"] == top / HIST_BINS
+        want, _ = np.histogram(values, bins=HIST_BINS, range=(0.0, top))
+        assert hist["counts"] == want.tolist()

@@ -98,6 +98,14 @@ def test_fuzz_shows_each_active_window_rightly_and_wrongly_marked():
     assert good["n_shown"] == 4 and good["score"] == 1.0
     assert good["said_yes_correct"] == 2 and good["said_yes_wrong"] == 0
     assert bad["score"] == 0.5  # "No" to everything: right on the wrongly marked half only
+    # each showing is written down: which scoring window, which marks, the answer and whether it was right
+    active = [k for k, w in enumerate(ev.scoring, start=1) if w.active]
+    assert [(a["window"], a["marks"]) for a in good["answers"]] == [(k, m) for k in active for m in ("true", "decoy")]
+    assert [a["said_yes"] for a in good["answers"]] == [True, False] * 2 and all(a["correct"] for a in good["answers"])
+    assert [a["correct"] for a in bad["answers"]] == [False, True] * 2
+    for a in good["answers"]:
+        w = ev.scoring[a["window"] - 1]
+        assert a["marked"] and all((w.acts[i] > 0) == (a["marks"] == "true") for i in a["marked"])
 
 
 class BagEncoder:

@@ -15,7 +15,11 @@ latent keeps
   never decreases during the pass, so positions below the current threshold compete at
   once and the few above it wait in a side list until the threshold passes them;
 - its ``n_random_ex`` random windows, drawn before the pass, and how many of them contain
-  activity (SAEBench labels them inactive without looking).
+  activity (SAEBench labels them inactive without looking);
+- how many positions it fires on and an exact histogram of its positive activations
+  (:data:`HIST_BINS` equal bins from 0 to the smallest power of two above the largest
+  activation; when a batch brings a larger activation the range doubles and neighbouring
+  bins merge, so the counts are exact and do not depend on the batch size), for the report.
 
 Memory does not grow with the corpus: ``O(latents × (n_top_ex + n_iw_sampled_ex + n_random_ex)
 × window)`` plus the side list.
@@ -24,6 +28,7 @@ Memory does not grow with the corpus: ``O(latents × (n_top_ex + n_iw_sampled_ex
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -34,11 +39,14 @@ from tqdm.auto import tqdm
 from findbench.autointerp.activations import encode_latents, read_hook
 from findbench.autointerp.config import AutoInterpConfig
 
-__all__ = ["Window", "LatentEvidence", "EvidenceCollector", "collect_evidence", "firing_counts", "choose_latents"]
+__all__ = ["HIST_BINS", "Window", "LatentEvidence", "EvidenceCollector", "collect_evidence", "firing_counts", "choose_latents"]
 
 log = logging.getLogger(__name__)
 
 _INF = float("inf")
+
+#: Bins of each latent's activation histogram (a power of two: the range doubles by merging pairs).
+HIST_BINS = 32
 
 
 @dataclass
@@ -65,7 +73,13 @@ class Window:
 
 @dataclass
 class LatentEvidence:
-    """What the explainer and the scorers see for one latent."""
+    """What the explainer and the scorers see for one latent.
+
+    ``extra`` holds what the report shows besides the windows: ``n_fired`` (positions with a
+    positive activation over the whole corpus) and ``histogram`` (``bin_width`` and
+    :data:`HIST_BINS` ``counts`` of those activations, bin ``j`` covering
+    ``[j * bin_width, (j + 1) * bin_width)``); evidence saved by older versions has neither.
+    """
 
     latent: int
     generation: list[Window]
@@ -138,6 +152,9 @@ class EvidenceCollector:
         self.rand_r = torch.as_tensor(rng.integers(0, n_rows, size=(n, cfg.n_random_ex)), dtype=torch.long)
         self.rand_c = torch.as_tensor(rng.integers(self.b, self.context - self.b, size=(n, cfg.n_random_ex)), dtype=torch.long)
         self.rand_win = torch.zeros((n, cfg.n_random_ex, self.w))
+        # activation histograms: HIST_BINS bins over [0, hist_hi) per latent (0: nothing seen yet)
+        self.hist = torch.zeros((n, HIST_BINS), dtype=torch.long)
+        self.hist_hi = torch.zeros(n)
 
     def _entries(self, lat=None, row=None, col=None, value=None, win=None) -> dict[str, torch.Tensor]:
         """Flat entries ``{lat, row, col, value, win}`` (empty when no arguments)."""
@@ -216,6 +233,7 @@ class EvidenceCollector:
         b, k = self.b, self.k
         x = acts.float().permute(2, 0, 1).contiguous()  # [n, B, C]
         self.counts += (x > 0).sum(dim=(1, 2))
+        self._histogram(x)
         centre = x[:, :, b : self.context - b]  # [n, B, C']
         cw = centre.shape[2]
 
@@ -269,6 +287,29 @@ class EvidenceCollector:
             self.rand_win[lat, j] = self._window_acts(x, lat, self.rand_r[lat, j] - start, self.rand_c[lat, j])
         self.rows_seen += B
 
+    def _histogram(self, x: torch.Tensor) -> None:
+        """Add the positive activations of ``x [n, B, C]`` to the histograms. A latent whose
+        largest activation reaches its range gets range ``2 ** (floor(log2(max)) + 1)`` and its
+        bins merge by that factor; bin widths are powers of two, so every division is exact."""
+        top = x.amax(dim=(1, 2))
+        grow = (top > 0) & (top >= self.hist_hi)
+        for i in grow.nonzero().flatten().tolist():
+            hi = float(2.0 ** (math.floor(math.log2(float(top[i]))) + 1))
+            if self.hist_hi[i] > 0:
+                factor = round(hi / float(self.hist_hi[i]))
+                merged = torch.zeros(HIST_BINS, dtype=torch.long)
+                self.hist[i] = merged.index_add_(0, torch.arange(HIST_BINS) // factor, self.hist[i])
+            self.hist_hi[i] = hi
+        lat, row, col = (x > 0).nonzero(as_tuple=True)
+        if len(lat):
+            width = self.hist_hi[lat] / HIST_BINS
+            bins = (x[lat, row, col] / width).long().clamp_(0, HIST_BINS - 1)
+            self.hist.view(-1).index_add_(0, lat * HIST_BINS + bins, torch.ones_like(bins))
+
+    def _extra(self, i: int) -> dict:
+        return {"n_fired": int(self.counts[i]),
+                "histogram": {"bin_width": float(self.hist_hi[i]) / HIST_BINS, "counts": self.hist[i].tolist()}}
+
     # -- results -------------------------------------------------------------------------------
     def finish(self, tokens: np.ndarray) -> list[LatentEvidence]:
         """The evidence per latent, split into generation and scoring windows (seeded per latent).
@@ -293,7 +334,8 @@ class EvidenceCollector:
             if n_top < self.k or n_iw < self.m:
                 reason = (f"{n_top} active top windows (needs {self.k})" if n_top < self.k
                           else f"{n_iw} positions below the top windows to sample from (needs {self.m})")
-                out.append(LatentEvidence(latent, [], [], float(self.top_v[i, 0].clamp_min(0)), n_rand_active, skipped=reason))
+                out.append(LatentEvidence(latent, [], [], float(self.top_v[i, 0].clamp_min(0)), n_rand_active, skipped=reason,
+                                          extra=self._extra(i)))
                 continue
             tops = [self._window(tokens, int(self.top_r[i, j]), int(self.top_c[i, j]), self.top_win[i, j], "top") for j in range(self.k)]
             iws = [self._window(tokens, int(self.iw_r[i, j]), int(self.iw_c[i, j]), self.iw_win[i, j], "iw") for j in range(self.m)]
@@ -305,7 +347,7 @@ class EvidenceCollector:
             scoring = [tops[j] for j in top_perm[cfg.n_top_ex_for_generation :]]
             scoring += [iws[j] for j in iw_perm[cfg.n_iw_sampled_ex_for_generation :]] + randoms
             scoring = [scoring[j] for j in rng.permutation(len(scoring))]
-            out.append(LatentEvidence(latent, gen, scoring, float(self.top_v[i, 0]), n_rand_active))
+            out.append(LatentEvidence(latent, gen, scoring, float(self.top_v[i, 0]), n_rand_active, extra=self._extra(i)))
         return out
 
     def _window(self, tokens: np.ndarray, row: int, centre: int, acts: torch.Tensor, kind: str) -> Window:

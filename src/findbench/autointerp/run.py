@@ -20,9 +20,12 @@ each run its own pair):
   plus each scorer's details; ``eval_config`` (with ``structured_outputs``, the setting, and
   ``structured_outputs_applied``, whether the explainer's and the scorer's answers were
   constrained); the latents skipped and why; how many detection answers did not parse
-  (counted as wrong).
+  (counted as wrong); for a synthetic SAE each latent's ``planted`` rule; ``latents_file``
+  (the sidecar below) and ``run_id``.
 - ``<model>_layer<L>_features_summary[_<run_id>].csv``: ``layer, feature, label,
   autointerp_score`` (plus one column per other scorer).
+- ``latents[_<run_id>].json`` (named by the results' ``latents_file``): what a person needs
+  to look at each latent (:func:`latent_records`), read by :mod:`findbench.autointerp.report`.
 """
 
 from __future__ import annotations
@@ -50,7 +53,10 @@ from findbench.autointerp.prompts import TokenRenderer, explanation_constraint, 
 from findbench.autointerp.scorers import make_scorer
 from findbench.lm.base import use_structured_outputs
 
-__all__ = ["run_autointerp", "explain"]
+__all__ = ["run_autointerp", "explain", "latent_records", "LATENTS_FORMAT"]
+
+#: Version of the ``latents.json`` layout (:func:`latent_records`).
+LATENTS_FORMAT = 1
 
 log = logging.getLogger(__name__)
 
@@ -180,6 +186,7 @@ def run_autointerp(
             np.save(tmp, counts)
             os.replace(tmp, counts_path)
         latents = choose_latents(counts, cfg)
+    counts_by_latent = {} if cfg.override_latents is not None else {x: int(counts[x]) for x in latents}
 
     # evidence, saved once computed
     ev_path = out / f"evidence_{_fingerprint(evidence_setting | {'latents': latents})}.json"
@@ -225,14 +232,22 @@ def run_autointerp(
                                  structured=applied["scorer"])
         per_scorer[name] = scorer_obj.score(items)
 
-    result = _results(cfg, setting, usable, made, per_scorer, skipped, explainer, scorer, hook_layer)
+    planted = _planted(sae_obj)
+    result = _results(cfg, setting, usable, made, per_scorer, skipped, explainer, scorer, hook_layer, planted)
     result["eval_config"]["structured_outputs_applied"] = applied
     suffix = f"_{run_id}" if run_id else ""
     json_path = out / f"{sae_name}_eval_results{suffix}.json"
+    latents_path = out / f"latents{suffix}.json"
+    n_positions = int(tokens.size - np.isin(tokens, specials).sum())
+    records = latent_records(evidence, usable, made, per_scorer, renderer, planted=planted, n_positions=n_positions,
+                             counts=counts_by_latent)
+    atomic_write_json(latents_path, {"format": LATENTS_FORMAT, "results": json_path.name, "latents": records})
+    result["latents_file"] = latents_path.name
+    result["run_id"] = run_id
     atomic_write_json(json_path, result)
     csv_path = out / f"{_safe(model_name)}_layer{hook_layer if hook_layer is not None else 'embed'}_features_summary{suffix}.csv"
     atomic_write_text(csv_path, _summary_csv(hook_layer, usable, made, per_scorer, cfg.scorers))
-    result["files"] = {"results": str(json_path), "summary": str(csv_path)}
+    result["files"] = {"results": str(json_path), "summary": str(csv_path), "latents": str(latents_path)}
     lms = list({id(x): x for x in (explainer_lm, scorer_lm) if x is not None}.values())
     resumed["lm_cache"] = {"path": str(cache_path), "hits": sum(getattr(x, "hits", 0) for x in lms),
                            "misses": sum(getattr(x, "misses", 0) for x in lms)}
@@ -262,7 +277,88 @@ def _describe(spec) -> str:
     return os.fspath(spec) if isinstance(spec, (str, os.PathLike)) else getattr(spec, "name", type(spec).__name__)
 
 
-def _results(cfg, setting, usable, made, per_scorer, skipped, explainer, scorer, layer) -> dict:
+def _planted(sae) -> dict[int, dict] | None:
+    """The planted rule of each latent of a synthetic SAE (``rule``, ``explanation``,
+    ``n_tokens``), None for any other SAE."""
+    from findbench.autointerp.synthetic import SyntheticSAE
+
+    if not isinstance(sae, SyntheticSAE):
+        return None
+    return {d["latent"]: {k: d[k] for k in ("rule", "explanation", "n_tokens")} for d in sae.describe()}
+
+
+def _window_record(w, renderer: TokenRenderer, role: str, index: int | None) -> dict:
+    return {"kind": w.kind, "role": role, "index": index, "row": w.row, "centre": w.centre, "label_active": w.active,
+            "max_act": w.max_act, "text": renderer.text(w.tokens), "token_ids": list(w.tokens), "tokens": renderer.pieces(w.tokens),
+            "acts": list(w.acts)}
+
+
+def _picks(name: str, row: dict, k: int) -> Any:
+    """What scorer ``name`` said about scoring window ``k`` (1-based), from its per-latent ``row``."""
+    if name == "detection":
+        predicted = None if row["predictions"] is None else k in row["predictions"]
+        return {"predicted": predicted, "correct": predicted is not None and predicted == (k in row["correct seqs"])}
+    if name == "fuzz":
+        return [a for a in row.get("answers", []) if a["window"] == k]
+    if name == "embedding":
+        return {"similarity": row["similarities"][k - 1]}
+    if name == "likelihood":
+        return {"pmi": row["pmi"][k - 1]}
+    return None
+
+
+def latent_records(evidence: list[LatentEvidence], usable: list[LatentEvidence], made: list[dict], per_scorer: dict[str, list[dict]],
+                   renderer: TokenRenderer, *, planted: dict[int, dict] | None = None, n_positions: int | None = None,
+                   counts: dict[int, int] | None = None) -> list[dict]:
+    """One record per latent of ``evidence`` (skipped ones too), for ``latents.json``.
+
+    Each holds ``latent``, ``skipped`` (the reason, or None), ``explanation`` and
+    ``explainer_answer``, ``planted`` (a synthetic SAE's rule: ``rule``, ``explanation``,
+    ``n_tokens``; None otherwise), ``n_fired`` / ``n_positions`` / ``firing_rate`` over the
+    corpus's non-special tokens, ``max_act`` (largest activation), ``histogram``
+    (``bin_width``, ``counts``; None for evidence saved before it was collected),
+    ``scores`` (scorer -> score), ``scorers`` (scorer -> what it answered for the latent:
+    detection's ``answer``, ``parsed``, ``predictions`` and ``active`` windows; the other
+    scorers' details) and ``windows``: the explainer's windows (``role`` ``generation``)
+    then the scoring windows in the order the scorers saw them (``role`` ``scoring``,
+    ``index`` 1-based), each with ``kind`` (top, iw, random), ``label_active`` (what the
+    scorers are graded against: random windows are labelled inactive), ``row``, ``centre``,
+    ``max_act``, ``text``, ``token_ids``, ``tokens`` (decoded pieces), ``acts`` (one per
+    token) and, for scoring windows, ``picks`` (scorer -> its verdict on that window:
+    detection ``predicted`` / ``correct``, fuzz's answers, the embedding similarity, the
+    likelihood PMI).
+    """
+    position = {ev.latent: i for i, ev in enumerate(usable)}
+    out = []
+    for ev in evidence:
+        n_fired = ev.extra.get("n_fired", (counts or {}).get(ev.latent))
+        rec: dict[str, Any] = {
+            "latent": ev.latent, "skipped": ev.skipped, "explanation": None, "explainer_answer": None,
+            "planted": (planted or {}).get(ev.latent), "n_fired": n_fired, "n_positions": n_positions,
+            "firing_rate": n_fired / n_positions if n_fired is not None and n_positions else None,
+            "max_act": ev.top_max_act, "histogram": ev.extra.get("histogram"), "scores": {}, "scorers": {}, "windows": [],
+        }
+        i = position.get(ev.latent)
+        if i is not None:
+            rec["explanation"], rec["explainer_answer"] = made[i]["explanation"], made[i]["raw"]
+            for name, rows in per_scorer.items():
+                row = rows[i]
+                rec["scores"][name] = row["score"]
+                if name == "detection":
+                    rec["scorers"][name] = {"answer": row["answer"], "parsed": row["parsed"], "predictions": row["predictions"],
+                                            "active": row["correct seqs"]}
+                else:
+                    rec["scorers"][name] = {k: v for k, v in row.items() if k not in ("score", "answers", "similarities", "pmi")}
+            rec["windows"] = [_window_record(w, renderer, "generation", None) for w in ev.generation]
+            for k, w in enumerate(ev.scoring, start=1):
+                win = _window_record(w, renderer, "scoring", k)
+                win["picks"] = {name: _picks(name, rows[i], k) for name, rows in per_scorer.items()}
+                rec["windows"].append(win)
+        out.append(rec)
+    return out
+
+
+def _results(cfg, setting, usable, made, per_scorer, skipped, explainer, scorer, layer, planted=None) -> dict:
     metrics: dict[str, dict] = {}
     for name, rows in per_scorer.items():
         scores = [r["score"] for r in rows]
@@ -288,6 +384,8 @@ def _results(cfg, setting, usable, made, per_scorer, skipped, explainer, scorer,
                 entry[f"{name}_score"] = rows[i]["score"]
                 entry[name] = {k: v for k, v in rows[i].items() if k != "score"}
         entry["random_windows_with_activity"] = ev.n_random_with_activity
+        if planted is not None and ev.latent in planted:
+            entry["planted"] = {k: planted[ev.latent][k] for k in ("rule", "explanation")}
         unstructured[str(ev.latent)] = entry
     return {
         "eval_type_id": "autointerp",

@@ -17,7 +17,9 @@ generation, labelled active; random windows, labelled inactive).
   (``Yes``/``No`` log-probabilities, one forward pass each). Score = accuracy; chance 0.5.
   The answer is already confined to the two words (the larger log-probability is, up to
   tokens that spell a word in pieces, what greedy decoding under the grammar ``Yes|No``
-  writes), so structured outputs change nothing here; ``said_yes_correct`` / ``said_yes_wrong`` count how often the LM said Yes.
+  writes), so structured outputs change nothing here; ``said_yes_correct`` / ``said_yes_wrong`` count how often the LM said Yes,
+  and ``answers`` lists each showing (``window``: 1-based scoring window, ``marks``: ``true`` or
+  ``decoy``, the ``marked`` token positions, ``said_yes``, ``correct``).
 - ``embedding`` (delphi's embedding scorer): cosine similarity of the explanation's and each
   window's sentence embedding (MiniLM); score = ROC AUC of active vs inactive windows;
   chance 0.5. No LM.
@@ -102,11 +104,12 @@ class FuzzScorer:
     def __init__(self, lm, renderer: TokenRenderer, *, act_threshold_frac: float = 0.01, seed: int = 42, progress: bool = True):
         self.lm, self.renderer, self.frac, self.seed, self.progress = lm, renderer, act_threshold_frac, seed, progress
 
-    def _marked(self, ev: LatentEvidence) -> list[tuple[str, bool]]:
+    def _marked(self, ev: LatentEvidence) -> list[tuple[str, bool, int, list[int]]]:
+        """``(text, rightly marked, 1-based scoring window, marked token positions)`` per showing."""
         threshold = self.frac * ev.top_max_act
         rng = np.random.default_rng([self.seed, ev.latent])
         shown = []
-        for w in ev.scoring:
+        for k, w in enumerate(ev.scoring, start=1):
             if not w.active:
                 continue
             pieces = self.renderer.pieces(w.tokens)
@@ -117,15 +120,15 @@ class FuzzScorer:
                 continue
             wrong = np.zeros(len(on))
             wrong[rng.choice(off, size=min(n_on, len(off)), replace=False)] = 1.0
-            shown.append((mark_window(pieces, w.acts, threshold), True))
-            shown.append((mark_window(pieces, wrong.tolist(), 0.5), False))
+            shown.append((mark_window(pieces, w.acts, threshold), True, k, [i for i, x in enumerate(on) if x]))
+            shown.append((mark_window(pieces, wrong.tolist(), 0.5), False, k, np.flatnonzero(wrong).tolist()))
         return shown
 
     def score(self, items: Sequence[Item]) -> list[dict[str, Any]]:
         per_item = [self._marked(ev) for ev, _ in items]
         convs, owners = [], []
         for k, ((ev, expl), shown) in enumerate(zip(items, per_item)):
-            for text, _ in shown:
+            for text, *_ in shown:
                 user = f"Description: {EXPLANATION_PREFIX} {expl}\n\nText: {text}\n\nAre the marked tokens ones this neuron responds to?"
                 convs.append([{"role": "system", "content": _FUZZ_SYSTEM}, {"role": "user", "content": user}])
                 owners.append(k)
@@ -135,10 +138,12 @@ class FuzzScorer:
             said_yes[k].append(yes > no)
         out = []
         for shown, yes in zip(per_item, said_yes):
-            correct = [y == truth for (_, truth), y in zip(shown, yes)]
+            correct = [y == s[1] for s, y in zip(shown, yes)]
+            answers = [{"window": k, "marks": "true" if t else "decoy", "marked": marked, "said_yes": bool(y), "correct": y == t}
+                       for (_, t, k, marked), y in zip(shown, yes)]
             out.append({"score": float(np.mean(correct)) if correct else 0.5, "n_shown": len(shown),
-                        "said_yes_correct": int(sum(y for (_, t), y in zip(shown, yes) if t)),
-                        "said_yes_wrong": int(sum(y for (_, t), y in zip(shown, yes) if not t))})
+                        "said_yes_correct": int(sum(y for s, y in zip(shown, yes) if s[1])),
+                        "said_yes_wrong": int(sum(y for s, y in zip(shown, yes) if not s[1])), "answers": answers})
         return out
 
 
