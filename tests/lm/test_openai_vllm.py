@@ -96,6 +96,26 @@ def test_continuation_logprobs_and_pmi_judge_match_in_process(remote, embedded_l
     assert a["choices"] == b["choices"]
 
 
+def test_structured_outputs_reach_the_server(remote, embedded_lm):
+    """The grammar travels as vLLM's structured_outputs field and the server enforces it: the
+    free answers do not follow the format, the constrained ones do, as in process."""
+    import json
+    import re
+
+    from findbench.lm import Constraint
+
+    numbers = Constraint(regex=r"None|[1-3](, [1-3]){0,2}")
+    free = remote.generate(CONVS, max_new_tokens=12)
+    got = remote.generate(CONVS, max_new_tokens=12, constraint=numbers)
+    assert all(re.fullmatch(numbers.regex, g) for g in got), got
+    assert not all(re.fullmatch(numbers.regex, f) for f in free)
+    assert got == embedded_lm.generate(CONVS, max_new_tokens=12, constraint=numbers)
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}}, "required": ["city"],
+              "additionalProperties": False}
+    (answer,) = remote.generate(CONVS[2:], max_new_tokens=24, constraint=Constraint(json_schema=schema))
+    assert set(json.loads(answer)) == {"city"}
+
+
 def test_cached_remote_does_not_repeat_requests(remote, tmp_path):
     cached = CachedLM(remote, tmp_path / "remote.sqlite")
     first = cached.generate(CONVS[:2], max_new_tokens=4)

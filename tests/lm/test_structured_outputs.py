@@ -179,7 +179,7 @@ def test_openai_backend_sends_vllm_structured_outputs(monkeypatch):
     assert lm.supports_constraints and not lm.in_process
     assert lm.generate(CONVS, max_new_tokens=4, constraint=[LIST, Constraint(json_schema=SCHEMA), None]) == ["1"] * 3
     assert bodies[0]["structured_outputs"] == {"regex": LIST.regex}
-    assert bodies[1]["structured_outputs"] == {"json": SCHEMA}
+    assert bodies[1]["structured_outputs"] == {"json": SCHEMA, "disable_any_whitespace": True}
     assert "structured_outputs" not in bodies[2]
 
 

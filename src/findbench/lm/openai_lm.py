@@ -2,7 +2,7 @@
 
 Generation is a plain chat completion; a :class:`~findbench.lm.base.Constraint` goes into
 vLLM's structured-output request field (``"structured_outputs": {"regex": ...}`` or
-``{"json": <schema>}``, the field that replaced ``guided_regex`` / ``guided_json`` in vLLM
+``{"json": <schema>, "disable_any_whitespace": true}``, the field that replaced ``guided_regex`` / ``guided_json`` in vLLM
 0.12), which vLLM enforces with its own xgrammar or guidance backend. Candidate log-probs continue the assistant turn
 (vLLM's ``add_generation_prompt=False, continue_final_message=True`` extra body) for one
 token with ``top_logprobs``; a candidate missing from the top list is scored exactly with a
@@ -45,11 +45,12 @@ _RETRY_STATUS = {408, 429, 500, 502, 503, 504}
 
 
 def structured_outputs_field(constraint: Constraint) -> dict[str, Any]:
-    """vLLM's ``structured_outputs`` request field for ``constraint``:
-    ``{"regex": ...}`` or ``{"json": <schema dict>}``."""
+    """vLLM's ``structured_outputs`` request field for ``constraint``: ``{"regex": ...}``, or
+    ``{"json": <schema dict>, "disable_any_whitespace": True}`` (compact JSON, as the
+    in-process backend writes it)."""
     if constraint.regex is not None:
         return {"regex": constraint.regex}
-    return {"json": constraint.schema()}
+    return {"json": constraint.schema(), "disable_any_whitespace": True}
 
 
 class OpenAILM:
