@@ -91,6 +91,10 @@ def test_run_applies_and_records_the_setting(setting, applied, data_dir, tmp_pat
         assert lm.constraints == [None] * 3 and record["answer"] is None
     with pytest.raises(ValueError, match="structured_outputs"):
         run_interpretations(data_dir, lm, configs="strings", limit=1, out=tmp_path / "bad", structured_outputs="yes")
+    # a resumed run keeps the setting its episodes were generated under
+    other = "off" if setting == "auto" else "on"
+    with pytest.raises(ValueError, match=f"structured_outputs='{setting}' \\(now '{other}'\\)"):
+        run_interpretations(data_dir, lm, configs="strings", limit=2, rounds=3, out=out, progress=False, structured_outputs=other)
 
 
 @pytest.mark.slow

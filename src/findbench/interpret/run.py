@@ -461,9 +461,13 @@ def _turn_grammar(category: str, turns: int):
 
 
 def _record_structured_outputs(out: Path, setting: str, applied: bool) -> None:
-    """Add the structured-outputs setting and whether it applied to ``run.json``."""
+    """Add the structured-outputs setting and whether it applied to ``run.json``; a resumed
+    run must use the setting it was started with (its episodes were generated under it)."""
     path = out / RUN_INFO
     info = json.loads(path.read_text(encoding="utf-8"))
+    if info.get("structured_outputs", setting) != setting:
+        raise ValueError(f"out: {out} holds a run with other settings: structured_outputs={info['structured_outputs']!r} "
+                         f"(now {setting!r}); give a new folder to start another run")
     info.update(structured_outputs=setting, structured_outputs_applied=applied)
     atomic_write_json(path, info)
 
