@@ -155,6 +155,9 @@ def _add_interpret(sub, name: str) -> argparse.ArgumentParser:
                    help="native (default): findbench's own loop; inspect: Inspect's eval() (needs the interpret extra), "
                         "--interpreter then also takes an Inspect model (hf/local, mockllm/model, openai-api/..., vllm/...; "
                         "other specs run as findbench/<spec>), .eval logs go to <out>/logs/ (inspect view)")
+    p.add_argument("--structured-outputs", default="auto", choices=["auto", "on", "off"],
+                   help="each text-protocol turn follows FIND's command / answer grammar: auto (default) for models running "
+                        "in this process (small local models rarely keep the format), on for any model, off never")
     p.add_argument("--protocol", default="text", choices=["text", "tools"],
                    help="text (default): FIND's PYTHON(function.py ...) commands; tools: native call_function tool calls "
                         "(--engine inspect with a model whose provider supports tools; findbench's own models are text-only)")
@@ -175,12 +178,14 @@ def _run_interpret(args) -> int:
         out = run_inspect_interpretations(args.data, args.interpreter, methods=args.method, configs=args.configs, limit=args.limit, sample=args.sample,
                                           functions=args.functions, rounds=args.rounds, out=args.out, seed=args.seed,
                                           max_connections=args.max_connections, max_tokens=args.max_tokens, model=args.model,
-                                          protocol=args.protocol, episode_tokens=args.episode_tokens)
+                                          protocol=args.protocol, episode_tokens=args.episode_tokens,
+                                  structured_outputs=args.structured_outputs)
     else:
         out = run_interpretations(args.data, args.interpreter, methods=args.method, configs=args.configs, limit=args.limit, sample=args.sample,
                                   functions=args.functions, rounds=args.rounds, out=args.out, seed=args.seed,
                                   max_connections=args.max_connections, max_tokens=args.max_tokens, model=args.model,
-                                  protocol=args.protocol, episode_tokens=args.episode_tokens)
+                                  protocol=args.protocol, episode_tokens=args.episode_tokens,
+                                  structured_outputs=args.structured_outputs)
     print(f"wrote {out}")
     for s in summarize_run(out):
         print(f"{s['category']}/{s['method']}: {s['episodes']} episodes, {s['answered']} answered, "

@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from findbench.interpret.prompts import MAX_TURN_COMMANDS, turn_constraint
+from findbench.interpret.prompts import MAX_TURN_COMMANDS, turn_constraint, turn_grammar
 from findbench.interpret.protocol import format_answer, parse_answer, parse_commands
-from findbench.interpret.run import _turn_grammar, run_interpretations
+from findbench.interpret.run import run_interpretations
 from findbench.schema import CATEGORIES
 from tests.interpret.fakes import GenerationLM
 
@@ -50,7 +50,7 @@ def test_answer_parts_follow_each_categorys_task_message():
 
 
 def test_the_last_turn_must_answer():
-    pick = _turn_grammar("strings", 3)
+    pick = turn_grammar("strings", 3)
     system, task = {"role": "system", "content": "s"}, {"role": "user", "content": "t"}
     turn = [{"role": "assistant", "content": "PYTHON(function.py a)"}, {"role": "user", "content": "Response: ..."}]
     assert pick([system, task]) == turn_constraint("strings")
@@ -108,3 +108,25 @@ def test_every_embedded_turn_is_a_command_or_an_answer(embedded_lm, data_dir, tm
         turns = [m["content"] for m in record["messages"] if m["role"] == "assistant"]
         assert turns and all(parse_commands(t) or parse_answer(t) is not None for t in turns), turns
         assert record["answer"] is not None  # the last turn answers
+
+
+@pytest.mark.parametrize(("setting", "applied"), [("auto", True), ("off", False)])
+def test_the_inspect_engine_applies_the_same_turn_grammar(setting, applied, data_dir, tmp_path):
+    """On Inspect the grammar travels as vLLM's structured_outputs field in the call's
+    extra_body, and findbench's model API hands it to the LM: the same turns as the native engine."""
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.model import get_model
+
+    from findbench.interpret.inspect_tasks import STORE_KEY, find_interpret
+
+    lm = GrammarAgent()
+    task = find_interpret(configs="strings", limit=1, data=str(data_dir), rounds=3, judge=None, structured_outputs=setting)
+    [log] = inspect_eval(task, model=get_model("findbench/grammar-agent", lm=lm, memoize=False), log_dir=str(tmp_path / "logs"),
+                         display="none")
+    assert log.status == "success"
+    episode = log.samples[0].store[STORE_KEY]
+    if applied:
+        assert lm.constraints == [turn_constraint("strings")] * 2 + [turn_constraint("strings", answer_only=True)]
+        assert episode["answer"]["description"] == "my guess" and episode["rounds"] == 3
+    else:
+        assert lm.constraints == [None] * 3 and episode["answer"] is None

@@ -113,7 +113,7 @@ from findbench.interpret.episode import (
     run_command,
     run_episode,
 )
-from findbench.interpret.prompts import check_method
+from findbench.interpret.prompts import check_method, turn_grammar
 from findbench.interpret.protocol import (
     MAX_INPUT_CHARS,
     MAX_INPUTS_PER_COMMAND,
@@ -140,6 +140,7 @@ from findbench.interpret.run import (
     run_info,
     write_episode,
 )
+from findbench.lm.base import Constraint, check_structured_outputs, use_structured_outputs
 from findbench.schema import CATEGORIES, parse_function_id
 
 __all__ = [
@@ -224,14 +225,19 @@ def _usage_dict(usage: ModelUsage | None) -> dict[str, int] | None:
     return {k: v for k, v in usage.model_dump().items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
-def inspect_chat(model: Any = None) -> Any:
+def inspect_chat(model: Any = None, constraint: Any = None) -> Any:
     """An episode chat over an Inspect model (the task's model when None): each turn is one
     ``generate`` call, so it is logged, retried, rate-limited and counted by Inspect; the
-    reply carries the call's token usage."""
+    reply carries the call's token usage. ``constraint`` (a grammar, or a function of the
+    messages giving the next turn's) travels as vLLM's ``structured_outputs`` request field in
+    the call's ``extra_body``: findbench's model API applies it, and so does a vLLM server."""
+    from findbench.lm.openai_lm import structured_outputs_field
 
     async def chat(messages: list[dict[str, str]], max_tokens: int | None = None) -> ChatReply:
         active = get_model(model)
-        config = GenerateConfig(max_tokens=max_tokens) if max_tokens is not None else GenerateConfig()
+        grammar = constraint(messages) if callable(constraint) else constraint
+        config = GenerateConfig(max_tokens=max_tokens,
+                                extra_body={"structured_outputs": structured_outputs_field(grammar)} if grammar else None)
         output = await active.generate(to_chat_messages(messages), config=config)
         return ChatReply(output.completion, usage=_usage_dict(output.usage))
 
@@ -460,7 +466,7 @@ def find_samples(
 
 @solver
 def find_agent(rounds: int = DEFAULT_ROUNDS, max_tokens: int | None = None, seed: int = 0, protocol: str = PROTOCOL,
-               episode_tokens: int | None = None):
+               episode_tokens: int | None = None, structured_outputs: str = "auto"):
     """One FIND episode per sample with the task's model (or the sample's reference answer),
     in ``protocol`` (``text``: :func:`~findbench.interpret.episode.run_episode`; ``tools``:
     :func:`run_tool_episode`), at most ``rounds`` turns of at most ``max_tokens`` tokens and,
@@ -468,11 +474,16 @@ def find_agent(rounds: int = DEFAULT_ROUNDS, max_tokens: int | None = None, seed
 
     The episode's record is stored under :data:`STORE_KEY`; the sample's messages become the
     episode's conversation and its output the parsed answer (empty when a limit came first).
+    ``structured_outputs`` (``auto``/``on``/``off``): each ``text`` turn follows
+    :func:`~findbench.interpret.prompts.turn_grammar` where
+    :func:`~findbench.lm.base.use_structured_outputs` says so for a findbench model (``auto``:
+    in-process models), and with ``on`` for any other provider (as vLLM's request field).
     """
     _check_int("rounds", rounds, 1)
     _check_int("max_tokens", max_tokens, 1, optional=True)
     _check_int("episode_tokens", episode_tokens, 1, optional=True)
     check_protocol(protocol)
+    check_structured_outputs(structured_outputs)
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         row, method = state.metadata["row"], state.metadata["method"]
@@ -486,7 +497,10 @@ def find_agent(rounds: int = DEFAULT_ROUNDS, max_tokens: int | None = None, seed
                 async def chat(messages: list[dict[str, str]], max_tokens: int | None = None) -> str:
                     return reference
             else:
-                chat = inspect_chat()
+                api = getattr(get_model(), "api", None)
+                applied = (use_structured_outputs(api.lm, structured_outputs) if isinstance(api, FindbenchModelAPI)
+                           else structured_outputs == "on")
+                chat = inspect_chat(constraint=turn_grammar(row["category"], rounds) if applied else None)
             episode = await run_episode(row, chat, method=method, rounds=rounds, max_tokens=max_tokens, seed=seed,
                                         episode_tokens=episode_tokens)
             state.messages = to_chat_messages(episode.messages)
@@ -669,6 +683,7 @@ def find_interpret(
     judge_cache: str | None = None,
     protocol: str = PROTOCOL,
     episode_tokens: int | None = None,
+    structured_outputs: str = "auto",
 ) -> Task:
     """FIND's interpretation task (FIND §3, Table 2) for one method.
 
@@ -694,6 +709,8 @@ def find_interpret(
         episode_tokens: most tokens the model may generate over one episode, summed over its
             turns (``-T episode_tokens=N``; None: no limit); an episode that spends it without
             answering stops with ``stop_reason`` ``"token_limit"``.
+        structured_outputs: ``auto`` / ``on`` / ``off``: whether each ``text`` turn follows the
+            turn grammar (see :func:`find_agent`).
     """
     check_protocol(protocol)
     _check_int("episode_tokens", episode_tokens, 1, optional=True)
@@ -709,9 +726,11 @@ def find_interpret(
         scorers.append(unit_test_accuracy(judge, judge_mode=judge_mode, judge_model=judge_model, judge_cache=judge_cache))
     return Task(
         dataset=MemoryDataset(samples, name="find"),
-        solver=find_agent(rounds=rounds, max_tokens=max_tokens, seed=seed, protocol=protocol, episode_tokens=episode_tokens),
+        solver=find_agent(rounds=rounds, max_tokens=max_tokens, seed=seed, protocol=protocol, episode_tokens=episode_tokens,
+                          structured_outputs=structured_outputs),
         scorer=scorers or None,
-        metadata={"findbench_version": __version__, "protocol": protocol, "method": method, "episode_tokens": episode_tokens},
+        metadata={"findbench_version": __version__, "protocol": protocol, "method": method, "episode_tokens": episode_tokens,
+                  "structured_outputs": structured_outputs},
     )
 
 
@@ -780,10 +799,11 @@ class FindbenchModelAPI(ModelAPI):
     async def count_text_tokens(self, text: str) -> int:
         return await asyncio.to_thread(self._count, text)
 
-    def _generate(self, messages: list[dict[str, str]], limit: int, temperature: float) -> tuple[str, int, int]:
+    def _generate(self, messages: list[dict[str, str]], limit: int, temperature: float, constraint: Any) -> tuple[str, int, int]:
         lm = self.lm
+        kwargs = {"constraint": constraint} if constraint is not None else {}
         with self._lock:
-            text = lm.generate([messages], max_new_tokens=limit, temperature=temperature)[0]
+            text = lm.generate([messages], max_new_tokens=limit, temperature=temperature, **kwargs)[0]
             return text, count_tokens(lm, conversation=messages), count_tokens(lm, text)
 
     async def generate(self, input: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice,
@@ -794,7 +814,13 @@ class FindbenchModelAPI(ModelAPI):
                              "or, for the tools protocol, an Inspect provider whose models support tool calls")
         messages = from_chat_messages(input)
         limit = config.max_tokens or DEFAULT_MAX_TOKENS
-        text, n_in, n_out = await asyncio.to_thread(self._generate, messages, limit, float(config.temperature or 0.0))
+        field = (config.extra_body or {}).get("structured_outputs")
+        constraint = None
+        if field:  # vLLM's request field, as inspect_chat (or a caller) sends it
+            constraint = Constraint(regex=field["regex"]) if "regex" in field else Constraint(json_schema=field["json"])
+            if not getattr(self.lm, "supports_constraints", False):
+                raise ValueError(f"structured_outputs: findbench/{self.model_name} cannot constrain generation")
+        text, n_in, n_out = await asyncio.to_thread(self._generate, messages, limit, float(config.temperature or 0.0), constraint)
         output = ModelOutput.from_content(model=self.model_name, content=text)
         output.usage = ModelUsage(input_tokens=n_in, output_tokens=n_out, total_tokens=n_in + n_out)
         return output
@@ -873,6 +899,7 @@ def run_inspect_interpretations(
     display: str | None = None,
     protocol: str = PROTOCOL,
     episode_tokens: int | None = None,
+    structured_outputs: str = "auto",
 ) -> Path:
     """:func:`findbench.interpret.run.run_interpretations` on Inspect: ``eval()`` of
     :func:`find_interpret` (one task per method) with ``interpreter`` as the model, the
@@ -893,11 +920,14 @@ def run_inspect_interpretations(
     Inspect provider whose model supports tools (or a reference such as ``oracle``, which calls no
     model); findbench's own models (``findbench/<spec>``) are text-only, ValueError. The
     protocol is recorded in ``run.json``; a folder holds runs of one protocol.
+    ``structured_outputs`` (``auto``/``on``/``off``, see :func:`find_agent`) is recorded there
+    too, and a resumed run must give the same.
     """
     from inspect_ai import eval as inspect_eval
 
     method_list = check_methods(methods)
     check_protocol(protocol)
+    check_structured_outputs(structured_outputs)
     _check_int("rounds", rounds, 1)
     _check_int("max_connections", max_connections, 1)
     _check_int("max_tokens", max_tokens, 1, optional=True)
@@ -930,21 +960,27 @@ def run_inspect_interpretations(
         if pending:
             tasks.append(find_interpret(configs=sorted({parse_function_id(f)[0] for f in pending}), method=m, functions=pending,
                                         rounds=rounds, data=data, seed=seed, max_tokens=tokens, interpreter=reference, judge=None,
-                                        protocol=protocol, episode_tokens=episode_tokens))
+                                        protocol=protocol, episode_tokens=episode_tokens,
+                                        structured_outputs=structured_outputs))
     info = {
         **run_info(interpreter=interpreter if reference else model_name, model=model, rounds=rounds, seed=seed, data=data,
                    source="data" if data is not None else "procedural", max_tokens=max_tokens, methods=method_list,
                    configs=config_list, protocol=protocol, episode_tokens=episode_tokens),
         "engine": ENGINE,
+        "structured_outputs": structured_outputs,
         "inspect_model": model_name,
         "inspect_model_args": _shown_args(args) if args else os.environ.get("INSPECT_EVAL_MODEL_ARGS") or None,
     }
     out.mkdir(parents=True, exist_ok=True)
     old = out / "run.json"
     if old.is_file():
-        engine = json.loads(old.read_text(encoding="utf-8")).get("engine", "native")
+        recorded = json.loads(old.read_text(encoding="utf-8"))
+        engine = recorded.get("engine", "native")
         if engine != ENGINE:
             raise ValueError(f"out: {out} holds a run of the {engine} engine; give a new folder for an inspect run")
+        if recorded.get("structured_outputs", structured_outputs) != structured_outputs:
+            raise ValueError(f"out: {out} holds a run with other settings: structured_outputs={recorded['structured_outputs']!r} "
+                             f"(now {structured_outputs!r}); give a new folder to start another run")
     record_run_info(out, info)
     if not tasks:
         return out

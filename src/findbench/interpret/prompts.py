@@ -43,7 +43,7 @@ from findbench.lm.base import Constraint
 from findbench.schema import CATEGORIES
 
 __all__ = ["MILAN_TURNS", "MAX_TURN_COMMANDS", "system_prompt", "task_prompt", "build_messages", "is_mlp", "check_method",
-           "check_row", "turn_constraint"]
+           "check_row", "turn_constraint", "turn_grammar"]
 
 #: Model turns a ``milan`` episode allows (FIND's single-round setting).
 MILAN_TURNS = 2
@@ -244,6 +244,20 @@ _ANSWER_PARTS = {
     "neurons_entities": ("DESCRIPTION",),
     "neurons_relations": ("DESCRIPTION", "DOMAIN"),
 }
+
+
+def turn_grammar(category: str, turns: int):
+    """The grammar of each turn of an episode of ``turns`` model turns on a ``category``
+    function, as a function of the messages so far: commands or the answer
+    (:func:`turn_constraint`), the answer alone on the last turn. Both engines use it."""
+    answer_only = turn_constraint(category, answer_only=True)
+    either = turn_constraint(category)
+
+    def grammar(messages: list[dict[str, str]]) -> Constraint:
+        turn = 1 + sum(m.get("role") == "assistant" for m in messages)
+        return answer_only if turn >= turns else either
+
+    return grammar
 
 
 def turn_constraint(category: str, *, answer_only: bool = False) -> Constraint:

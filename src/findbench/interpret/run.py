@@ -36,7 +36,7 @@ from findbench._io import atomic_dir, atomic_write_json
 from findbench._version import __version__
 from findbench.find.rows import sample_rows
 from findbench.interpret.episode import DEFAULT_ROUNDS, Chat, Episode, _takes_max_tokens, lm_chat, read_episode_file, run_episode
-from findbench.interpret.prompts import MILAN_TURNS, check_method, turn_constraint
+from findbench.interpret.prompts import MILAN_TURNS, check_method, turn_grammar
 from findbench.interpret.protocol import METHODS, NEURON_CATEGORIES, PROTOCOL, check_protocol
 from findbench.interpret.references import REFERENCE_INTERPRETERS, answer_chat, reference_answer
 from findbench.lm.base import check_structured_outputs, use_structured_outputs
@@ -432,7 +432,7 @@ def run_interpretations(
                 if key not in grammar_chats:
                     turns = min(rounds, MILAN_TURNS) if method == "milan" else rounds
                     grammar_chats[key] = lm_chat(lm, max_tokens=max_tokens, executor=executor, lock=lock,
-                                                 constraint=_turn_grammar(row["category"], turns))
+                                                 constraint=turn_grammar(row["category"], turns))
                 return grammar_chats[key]
 
             run_tokens = max_tokens
@@ -445,19 +445,6 @@ def run_interpretations(
         if callable(close):
             close()
     return out
-
-
-def _turn_grammar(category: str, turns: int):
-    """The grammar of each turn of an episode of ``turns`` model turns on a ``category``
-    function: commands or the answer, the answer alone on the last turn."""
-    answer_only = turn_constraint(category, answer_only=True)
-    either = turn_constraint(category)
-
-    def grammar(messages: list[dict[str, str]]):
-        turn = 1 + sum(m.get("role") == "assistant" for m in messages)
-        return answer_only if turn >= turns else either
-
-    return grammar
 
 
 def _record_structured_outputs(out: Path, setting: str, applied: bool) -> None:
