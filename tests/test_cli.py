@@ -12,7 +12,7 @@ import pytest
 from findbench import cli
 
 WORKFLOW = ("build", "call", "export-functions", "interpret", "evaluate", "report", "compare", "backbone-report", "build-neuron-tests",
-            "iia", "evaluator-data", "train-evaluator", "evaluator-report", "train-sae", "autointerp", "main")
+            "iia", "evaluator-data", "train-evaluator", "evaluator-report", "judge-card", "train-sae", "autointerp", "main")
 
 
 def _subcommands(parser) -> list[str]:
@@ -215,3 +215,26 @@ def test_check_spec_accepts_what_can_name_a_model(tmp_path):
         check_spec("org/model", flag="--x", names=("a",), hub=False)
     with pytest.raises(UsageError, match="--x: "):
         check_spec("", flag="--x")
+
+
+def test_cli_judge_card(monkeypatch, tmp_path, capsys):
+    import findbench.judge.card as card_mod
+    from findbench.cli import main
+    from findbench.judge.card import RUNGS
+
+    seen: dict = {}
+
+    def fake(judge, **kw):
+        seen.update(judge=judge, **kw)
+        return {"accuracy": {"strings": {r: {"mean": 0.5, "ci": [0.4, 0.6], "n": 8} for r in RUNGS}}}
+
+    monkeypatch.setattr(card_mod, "judge_card", fake)
+    assert main(["judge-card", "--judge", "embedded", "--judge-mode", "pmi", "--categories", "strings", "--functions-per-category",
+                 "all", "--seed", "3", "--judge-cache", str(tmp_path / "c.sqlite"), "--out", str(tmp_path / "card")]) == 0
+    assert seen["judge"] == "embedded" and seen["mode"] == "pmi" and seen["categories"] == ["strings"]
+    assert seen["functions_per_category"] is None and seen["seed"] == 3 and seen["out"] == str(tmp_path / "card")
+    assert seen["judge_cache"] == str(tmp_path / "c.sqlite")
+    assert "| true | 0.50 [0.40, 0.60] (n=8)† |" in capsys.readouterr().out
+    assert main(["judge-card", "--judge", "embedded", "--out", "x"]) == 0 and seen["functions_per_category"] == 8
+    with pytest.raises(SystemExit):
+        main(["judge-card", "--judge", "embedded", "--functions-per-category", "1", "--out", "x"])

@@ -39,6 +39,9 @@ def test_wheel_carries_cards_data_and_metric_modules(wheel):
         assert f"findbench/cards/{card}" in names
     for data in ("findbench/data/entities.json", "findbench/data/neurons/corpus.txt", "findbench/data/relations/countries.json"):
         assert data in names
+    for judge in ("embedded", "embedded-evaluator"):  # the judges' instrument cards
+        for part in ("README.md", "judge_card.json", "judge_card.png"):
+            assert f"findbench/data/judge/cards/{judge}/{part}" in names
     for metric in METRICS:
         for part in (f"{metric}.py", "README.md", "requirements.txt"):
             assert f"findbench/metrics/{metric}/{part}" in names, (metric, part)

@@ -470,6 +470,49 @@ def _run_evaluator_report(args) -> int:
     return 0
 
 
+# -- judge-card ---------------------------------------------------------------------------
+def _functions_per_category(text: str) -> int | None:
+    """argparse ``type=`` for ``--functions-per-category``: an int >= 2, or ``all``."""
+    if text == "all":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"--functions-per-category must be an int >= 2 or 'all', got {text!r}")
+    return value
+
+
+def _add_judge_card(sub, name: str) -> argparse.ArgumentParser:
+    p = _subparser(sub, name, "an instrument card for a judge: accuracy on held-out functions with true, partial, near-miss, "
+                              "other, constant and empty descriptions, AUROC, cost")
+    p.add_argument("--judge", required=True, help="judge: embedded-evaluator, embedded, a judge folder, a Hub id or server URL")
+    p.add_argument("--judge-mode", default=None, choices=["logprob", "generate", "pmi"],
+                   help="the judge's scoring mode (default: the mode a trained judge folder records, else logprob)")
+    p.add_argument("--categories", type=_csv, default="strings,neurons_entities,neurons_relations", help="comma-separated categories")
+    p.add_argument("--functions-per-category", type=_functions_per_category, default=8,
+                   help="held-out functions per category, a seeded sample stratified by subcategory, or 'all' (default 8)")
+    p.add_argument("--seed", type=int, default=0, help="seeds the sample and the description ladder (default 0)")
+    p.add_argument("--data", default=None, help="dataset folder written by `findbench build` (default: regenerate the functions)")
+    p.add_argument("--evaluator-data", default=None, help="judge data folder whose recorded function split to use")
+    p.add_argument("--judge-cache", default=None, help="sqlite file caching the judge's answers (fixed models only): reruns are free")
+    p.add_argument("--out", required=True, help="card folder: README.md, judge_card.json, judge_card.png")
+    p.set_defaults(func=_run_judge_card)
+    return p
+
+
+def _run_judge_card(args) -> int:
+    from findbench.judge.card import format_table, judge_card
+
+    card = judge_card(args.judge, out=args.out, mode=args.judge_mode, categories=args.categories,
+                      functions_per_category=args.functions_per_category, seed=args.seed, data=args.data,
+                      evaluator_data=args.evaluator_data, judge_cache=args.judge_cache)
+    print(format_table(card))
+    print(f"wrote {args.out}")
+    return 0
+
+
 # -- autointerp ---------------------------------------------------------------------------
 def _latent_list(text: str) -> list[int]:
     """argparse ``type=`` for ``--latents 0,5,9``."""
@@ -685,6 +728,7 @@ COMMANDS: tuple[tuple[str, Callable[..., argparse.ArgumentParser]], ...] = (
     ("evaluator-data", _add_evaluator_data),
     ("train-evaluator", _add_train_evaluator),
     ("evaluator-report", _add_evaluator_report),
+    ("judge-card", _add_judge_card),
     ("train-sae", _add_train_sae),
     ("autointerp", _add_autointerp),
     ("main", _add_main),
@@ -749,6 +793,7 @@ _SPECS: dict[str, dict[str, tuple[str, Callable[[], tuple[str, ...]]]]] = {
     "main": {"interpreters": ("--interpreters", _interpreter_names), "judge": ("--judge", tuple)},
     "evaluate": {"judge": ("--judge", tuple)},
     "evaluator-report": {"judge": ("--judge", tuple)},
+    "judge-card": {"judge": ("--judge", tuple)},
     "autointerp": {"model": ("--model", _encoder_names), "explainer": ("--explainer", tuple),
                    "scorer": ("--scorer", tuple), "sae": ("--sae", _sae_names)},
     "train-sae": {"model": ("--model", _encoder_names)},

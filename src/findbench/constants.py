@@ -11,6 +11,7 @@ __all__ = [
     "TRAINED_MARKER",
     "EMBEDDED_EVALUATOR_NAME",
     "EMBEDDED_EVALUATOR_VERSION",
+    "CONSTANT_DESCRIPTIONS",
     "UsageError",
 ]
 
@@ -31,3 +32,15 @@ TRAINED_MARKER = "findbench_evaluator.json"
 #: its cache folder name (bumped when the recipe changes, so an old judge is never picked up).
 EMBEDDED_EVALUATOR_NAME = "embedded-evaluator"
 EMBEDDED_EVALUATOR_VERSION = "v2"
+
+#: The category-generic description of the ``constant`` floor: one fixed text per category,
+#: whatever the function. The ``constant`` reference interpreter answers with it
+#: (``findbench.interpret.references.CONSTANT_ANSWERS``) and the judge card's ``constant`` rung
+#: shows it to the judge (``findbench.judge.card``); kept here, in the leaf module, so both
+#: layers read the same text.
+CONSTANT_DESCRIPTIONS = {
+    "numeric": "f(x) returns a number",
+    "strings": "f(s) returns a string",
+    "neurons_entities": "the neuron responds to words",
+    "neurons_relations": "the function maps an input word to another word",
+}

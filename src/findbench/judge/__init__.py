@@ -11,10 +11,13 @@ One package for everything about the judge:
   used by ``training/train_evaluator.py`` and ``findbench train-evaluator``).
 - :mod:`findbench.judge.report`: judge accuracy on held-out functions with true and with
   wrong descriptions, before vs after (:func:`evaluator_report`, FIND Table A3).
+- :mod:`findbench.judge.card`: a judge's instrument card: accuracy on held-out functions with
+  a ladder of descriptions (true, partial, near miss, other, constant, empty), AUROC and cost
+  (:func:`judge_card`, ``findbench judge-card``).
 
 The trained judge keeps FIND's name for it, "evaluator" (``embedded-evaluator``,
 ``findbench train-evaluator``). Heavy imports (torch, transformers, peft, accelerate) happen
-inside the functions; data / train / report load on first use.
+inside the functions; data / train / report / card load on first use.
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ __all__ = [
     "TrainArgs",
     "train_evaluator",
     "evaluator_report",
+    "judge_card",
 ]
 
 _LAZY = {
@@ -85,6 +89,7 @@ _LAZY = {
     "TrainArgs": "findbench.judge.train",
     "train_evaluator": "findbench.judge.train",
     "evaluator_report": "findbench.judge.report",
+    "judge_card": "findbench.judge.card",
 }
 
 

@@ -62,7 +62,10 @@ def wrong_descriptions(descriptions: Sequence[str], *, seed: int = 0) -> list[st
 
 
 def _heldout_rows(category: str, *, source: str, data: Any, data_dir: Any, function_seed: int, data_seed: int,
-                  heldout_fraction: float, splits: Mapping[str, str] | None) -> list[dict]:
+                  heldout_fraction: float, splits: Mapping[str, str] | None, rows: Sequence[dict] | None = None) -> list[dict]:
+    """The held-out functions of ``category``: find-v1's rows (none is used in training), or the
+    procedural rows (``rows`` when the caller has them already loaded) the judge-data split
+    (``splits``, else :func:`~findbench.judge.data.split_functions`) holds out."""
     if source == "find-v1":
         from findbench.find import find_v1
 
@@ -70,7 +73,8 @@ def _heldout_rows(category: str, *, source: str, data: Any, data_dir: Any, funct
     from findbench.find import load_rows
     from findbench.judge.data import split_functions
 
-    rows = load_rows(category, seed=function_seed, data=data)
+    if rows is None:
+        rows = load_rows(category, seed=function_seed, data=data)
     if splits is None:
         splits = split_functions(rows, seed=data_seed, heldout_fraction=heldout_fraction)
     return [r for r in rows if splits.get(r["function_id"]) == "heldout"]

@@ -1,0 +1,870 @@
+"""Instrument cards for judges: how well does a judge tell a right description from a close one?
+
+:func:`judge_card` measures any judge on held-out ground truth (the functions the judge-data
+split holds out of training, as :func:`findbench.judge.report.evaluator_report` does) with a
+**ladder of descriptions** per function, from right to empty (:data:`RUNGS`):
+
+``true``
+    the function's own ground-truth description.
+``partial``
+    one part of it (:func:`description_ladder`): one step of a string composition (an atomic
+    string function: only the family of its operation, e.g. "changes the case of some
+    letters"); one of the two concepts of an entity OR composition (an atomic entity: the
+    concept narrowed to one of its member words that no unit test shows, e.g. "words related
+    to checkmate" for chess; the concept's name alone carries all of its information, and a
+    judge scoring it as high as the true description is right to); a corrupted relation without its exception clause (an atomic
+    relation: only its input kind, not the attribute it maps to).
+``near_miss``
+    a close but wrong description: a string composition or operation with one step changed
+    (the same operation with another parameter where it has parameters, else a sibling
+    operation of the same family; the first seeded candidate that behaves differently from the
+    function on its test inputs); an entity neuron with each concept replaced by the nearest
+    other concept by name embedding (the embedded MiniLM encoder; the concepts have no groups);
+    a corrupted relation with its *other* exception (a wrong parameter; the uncorrupted relation
+    is already the ``partial`` rung), an atomic relation replaced by the nearest other relation
+    by name embedding of "input kind -> attribute".
+``other``
+    another judged function's description (a seeded derangement,
+    :func:`findbench.judge.report.wrong_descriptions`).
+``constant``
+    the category-generic description of the ``constant`` floor
+    (:data:`findbench.constants.CONSTANT_DESCRIPTIONS`, shared with the ``constant`` interpreter).
+``empty``
+    the empty description: never shown to the judge, its functions score 0 by rule
+    (:func:`findbench.judge.scoring.judge_unit_tests`).
+
+Every rung goes through :func:`~findbench.judge.scoring.judge_unit_tests` on the same unit
+tests. The card reports accuracy per rung with a bootstrap interval over functions
+(:func:`findbench.stats.mean_ci`), the AUROC of ``true`` against each other rung with the
+per-function accuracy as the score (bootstrap over functions, each resampled with both of its
+scores), the share of answers that do not parse (``generate`` mode), and tokens and seconds per
+1,000 unit tests. :func:`write_card` writes it as a folder: ``README.md`` (a model-card-style
+summary), ``judge_card.json`` and ``judge_card.png``. The cards of the shipped judges are in the
+package (:func:`shipped_card`).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import math
+import os
+import platform
+import random
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from findbench.constants import CONSTANT_DESCRIPTIONS, JUDGE_CATEGORIES
+
+__all__ = [
+    "RUNGS",
+    "RUNG_DEFINITIONS",
+    "CARD_FILES",
+    "SHIPPED_CARDS",
+    "description_ladder",
+    "auroc",
+    "auroc_ci",
+    "judge_card",
+    "write_card",
+    "format_table",
+    "shipped_card",
+]
+
+log = logging.getLogger(__name__)
+
+#: The ladder, from the right description to none.
+RUNGS = ("true", "partial", "near_miss", "other", "constant", "empty")
+RUNG_DEFINITIONS = {
+    "true": "the function's own ground-truth description",
+    "partial": "one part of it: one step of a string composition (atomic: the operation's family only), one of two entity "
+               "concepts (atomic: one member word of the concept that no unit test shows), a corrupted relation without its exception (atomic: the input kind only)",
+    "near_miss": "close but wrong: one string step with another parameter or a sibling operation of its family; the nearest "
+                 "other entity concept(s) by name embedding; a corrupted relation with its other exception, an atomic "
+                 "relation's nearest other relation by name embedding",
+    "other": "another judged function's description (seeded derangement)",
+    "constant": "the category-generic description of the `constant` floor",
+    "empty": "no description: never shown to the judge, scores 0 by rule",
+}
+CARD_FILES = ("README.md", "judge_card.json", "judge_card.png")
+#: Judges whose cards ship in the package (``findbench/data/judge/cards/<name>/``).
+SHIPPED_CARDS = ("embedded", "embedded-evaluator")
+_SHORT = {"strings": "strings", "neurons_entities": "entities", "neurons_relations": "relations", "all": "all"}
+
+#: Atomic string functions' ``partial`` rung: what kind of operation, not which one.
+_STRING_FAMILY_PHRASES = {
+    "case": "changes the case of some letters",
+    "reverse": "reorders its characters",
+    "filter": "keeps, drops or rewrites some kinds of characters",
+    "count": "returns a number written as English words",
+    "position": "returns something about a single character of the string",
+    "whitespace": "changes its whitespace",
+    "replace": "replaces or removes some characters",
+    "shift": "replaces letters by other letters of the alphabet",
+    "insert": "adds characters to it",
+    "split": "splits it on a character",
+    "duplicate": "duplicates some of its characters",
+    "swap": "moves some characters to other positions",
+}
+#: Parameter draws tried for a string near miss before sibling operations are.
+_PARAM_TRIES = 12
+
+
+# ----------------------------------------------------------------------------- the ladder
+
+
+def _params(row: Mapping[str, Any]) -> dict:
+    params = row.get("params")
+    if isinstance(params, str):
+        params = json.loads(params) if params else {}
+    if not isinstance(params, Mapping):
+        raise ValueError(f"{row.get('function_id')}: params must be a JSON object, got {type(params).__name__}")
+    return dict(params)
+
+
+def _rng(seed: int, row: Mapping[str, Any], rung: str) -> random.Random:
+    return random.Random(f"{seed}:{row['function_id']}:{rung}")
+
+
+def _strings_partial(row: Mapping[str, Any], seed: int) -> tuple[str, str]:
+    from findbench.find.strings import describe, validate_params
+
+    steps = validate_params(_params(row))
+    if len(steps) == 2:
+        k = _rng(seed, row, "partial").randrange(2)
+        return describe([steps[k]]), f"step {k + 1} of 2 ({steps[k][0].name})"
+    spec = steps[0][0]
+    return f"The function takes a string and {_STRING_FAMILY_PHRASES[spec.family]}.", f"family only ({spec.family})"
+
+
+def _strings_near_miss(row: Mapping[str, Any], seed: int) -> tuple[str, str]:
+    from findbench.find.strings import OPERATIONS, describe, make_function, validate_params
+
+    steps = validate_params(_params(row))
+    true_text = describe(steps)
+    rng = _rng(seed, row, "near_miss")
+    k = rng.randrange(len(steps))
+    spec, _ = steps[k]
+    candidates = [(spec, spec.sample(rng), "other parameter") for _ in range(_PARAM_TRIES if spec.param_kinds else 0)]
+    siblings = sorted(s for s in OPERATIONS if OPERATIONS[s].family == spec.family and s != spec.name)
+    rng.shuffle(siblings)
+    candidates += [(OPERATIONS[s], OPERATIONS[s].sample(rng), f"sibling operation {s}") for s in siblings]
+    probes = [str(x) for x in row.get("test_inputs") or []]
+    truth = make_function(row)
+    expected = [truth(x) for x in probes]
+    fallback = None
+    for new_spec, new_params, rule in candidates:
+        new = list(steps)
+        new[k] = (new_spec, new_params)
+        params = {"ops": [{"op": s.name, "params": p} for s, p in new]}
+        try:
+            new = validate_params(params)
+        except (TypeError, ValueError):
+            continue
+        text = describe(new)
+        if text == true_text:
+            continue
+        rule = f"step {k + 1}: {rule}" if len(steps) == 2 else rule
+        fallback = fallback or (text, rule + " (same outputs on the test inputs)")
+        fn = make_function(params)
+        if [fn(x) for x in probes] != expected:
+            return text, rule
+    if fallback is None:  # pragma: no cover - every family has siblings
+        raise ValueError(f"{row['function_id']}: no near-miss description found")
+    return fallback
+
+
+def _cosine_neighbours(names: Sequence[str], encoder: Any) -> np.ndarray:
+    """Indices of ``names`` ordered by cosine similarity of their embeddings, most similar
+    first, per name (row ``i`` lists every other index)."""
+    vecs = np.asarray(encoder.encode(list(names)), dtype=np.float64)
+    vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+    sims = vecs @ vecs.T
+    np.fill_diagonal(sims, -np.inf)
+    # a stable sort on -similarity: ties keep the names' order, so the choice is deterministic
+    return np.argsort(-sims, axis=1, kind="stable")[:, :-1]
+
+
+def _entity_concepts(row: Mapping[str, Any]) -> list[str]:
+    concepts = [c for c in (row.get("concept1"), row.get("concept2")) if c]
+    if not concepts:
+        raise ValueError(f"{row.get('function_id')}: an entity row needs concept1 (and concept2 for a composition)")
+    return concepts
+
+
+def _entity_member(row: Mapping[str, Any], concept: str, seed: int) -> tuple[str, str]:
+    """An atomic entity's ``partial`` rung: the concept narrowed to one of its member words (from
+    the packaged word lists, never a word its unit tests show), as the judge reads a description
+    of it; the concept's name alone where the lists do not hold the concept."""
+    from findbench.find.synthetic_neurons.entities import describe_entity
+    from findbench.find.synthetic_neurons.entity_words import load_entity_words
+
+    shown = {str(x).strip().lower() for ut in row.get("unit_tests") or [] for x in ut.get("inputs") or []}
+    members = [w for w in load_entity_words().get(concept, []) if w.strip().lower() not in shown]
+    if not members:
+        return concept, "concept name alone (no member words)"
+    word = _rng(seed, row, "partial").choice(members)
+    return describe_entity([word]), f"one member word ({word})"
+
+
+def _relation_key(row: Mapping[str, Any]) -> tuple[str, int | None]:
+    params = _params(row)
+    key = params.get("relation") or row.get("name", "").split("~")[0]
+    if not key:
+        raise ValueError(f"{row.get('function_id')}: a relation row needs params.relation")
+    return str(key), params.get("exception_index")
+
+
+class _Neighbours:
+    """Nearest other names by embedding, computed once per ladder."""
+
+    def __init__(self, names: Sequence[str], encoder: Any):
+        self.names = list(dict.fromkeys(names))
+        self.index = {n: i for i, n in enumerate(self.names)}
+        self.order = _cosine_neighbours(self.names, encoder) if len(self.names) > 1 else np.zeros((len(self.names), 0), dtype=int)
+
+    def nearest(self, name: str, exclude: Sequence[str]) -> str | None:
+        for j in self.order[self.index[name]]:
+            if self.names[j] not in exclude:
+                return self.names[j]
+        return None
+
+
+def _ladder(rows: Sequence[Mapping[str, Any]], category: str, pool: Sequence[Mapping[str, Any]], seed: int,
+            encoder: Any) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    from findbench.judge.report import wrong_descriptions
+
+    true = [str(r["description"]) for r in rows]
+    partial: list[tuple[str, str]] = []
+    near: list[tuple[str, str]] = []
+    if category == "strings":
+        partial = [_strings_partial(r, seed) for r in rows]
+        near = [_strings_near_miss(r, seed) for r in rows]
+    elif category == "neurons_entities":
+        from findbench.find.synthetic_neurons.entities import describe_entity
+
+        neighbours = _Neighbours([c for r in (*pool, *rows) for c in _entity_concepts(r)], encoder)
+        for r in rows:
+            concepts = _entity_concepts(r)
+            if len(concepts) == 2:
+                k = _rng(seed, r, "partial").randrange(2)
+                partial.append((describe_entity([concepts[k]]), f"concept {k + 1} of 2"))
+            else:
+                partial.append(_entity_member(r, concepts[0], seed))
+            swapped: list[str] = []
+            for c in concepts:
+                other = neighbours.nearest(c, [*concepts, *swapped])
+                if other is None:
+                    raise ValueError(f"{r['function_id']}: no other concept to make a near miss from; give a larger pool")
+                swapped.append(other)
+            near.append((describe_entity(swapped), "nearest concept: " + ", ".join(f"{a} -> {b}" for a, b in zip(concepts, swapped))))
+    else:
+        from findbench.find.synthetic_neurons.prompts import UNDEFINED
+        from findbench.find.synthetic_neurons.relations import describe_relation
+
+        kinds: dict[str, tuple[str, str]] = {}
+        exceptions: dict[tuple[str, int], str] = {}
+        for r in (*pool, *rows):
+            key, v = _relation_key(r)
+            kinds.setdefault(key, (str(r["concept1"]), str(r["concept2"])))
+            if v is not None and r.get("exception"):
+                exceptions[(key, int(v))] = str(r["exception"])
+        neighbours = _Neighbours([f"{c1} -> {c2}" for c1, c2 in kinds.values()], encoder)
+        by_text = {f"{c1} -> {c2}": k for k, (c1, c2) in kinds.items()}
+
+        def sibling(key: str) -> tuple[str, str]:
+            own = "{} -> {}".format(*kinds[key])
+            text = neighbours.nearest(own, [own])
+            if text is None:
+                raise ValueError(f"relation {key!r}: no other relation to make a near miss from; give a larger pool")
+            other = by_text[text]
+            return describe_relation(*kinds[other]), f"nearest relation: {key} -> {other}"
+
+        for r in rows:
+            key, v = _relation_key(r)
+            c1, c2 = str(r["concept1"]), str(r["concept2"])
+            if v is None or not r.get("exception"):
+                partial.append((f'Maps {c1} to an attribute of it; returns "{UNDEFINED}" when the input is not {c1}.', "input kind only"))
+                near.append(sibling(key))
+                continue
+            partial.append((describe_relation(c1, c2), "without its exception"))
+            other_exc = exceptions.get((key, 1 - int(v)))
+            if other_exc and other_exc != r["exception"]:
+                near.append((describe_relation(c1, c2, other_exc), f"other exception ({2 - int(v)})"))
+            else:  # the pool lacks the relation's other corruption
+                near.append(sibling(key))
+    ladder = {
+        "true": true,
+        "partial": [t for t, _ in partial],
+        "near_miss": [t for t, _ in near],
+        "other": wrong_descriptions(true, seed=seed),
+        "constant": [CONSTANT_DESCRIPTIONS[category]] * len(rows),
+        "empty": [""] * len(rows),
+    }
+    for rung in ("partial", "near_miss"):
+        same = [r["function_id"] for r, t, d in zip(rows, ladder[rung], true) if t.strip() == d.strip()]
+        if same:
+            raise ValueError(f"{category}: the {rung} description equals the true one for {same}")
+    return ladder, {"partial": [rule for _, rule in partial], "near_miss": [rule for _, rule in near]}
+
+
+def _check_rows(rows: Any, argument: str = "rows") -> str:
+    from findbench.judge.scoring import judge_category
+
+    if isinstance(rows, (str, Mapping)) or not isinstance(rows, Sequence) or len(rows) < 2:
+        raise ValueError(f"{argument} must list at least two functions of one category")
+    cats = {r.get("category") for r in rows}
+    if len(cats) != 1:
+        raise ValueError(f"{argument} must hold one category, got {sorted(map(str, cats))}")
+    return judge_category(str(next(iter(cats))))
+
+
+def description_ladder(rows: Sequence[Mapping[str, Any]], *, pool: Sequence[Mapping[str, Any]] | None = None, seed: int = 0,
+                       encoder: Any = None) -> dict[str, list[str]]:
+    """The ladder of descriptions (:data:`RUNGS`) of each function in ``rows`` (one category).
+
+    Args:
+        rows: the functions (dataset rows: ``function_id``, ``category``, ``description``,
+            ``params``; entities ``concept1`` / ``concept2``; relations ``concept1``,
+            ``concept2``, ``exception`` and ``params.relation`` / ``params.exception_index``;
+            strings ``test_inputs``). At least two.
+        pool: the category's rows the near misses are drawn from (entity concepts, relations
+            and their other exceptions); default ``rows``.
+        seed: seeds the choice of part and changed step, parameter draws and the ``other`` rung.
+        encoder: what embeds concept and relation names (``encode(texts) -> (n, dim)``);
+            default the embedded MiniLM encoder (:func:`findbench.lm.encoder.load_encoder`),
+            loaded only for entities and relations.
+
+    Returns ``{rung: [one description per row]}``; the same rows, pool and seed give the same
+    ladder. ValueError where a ``partial`` or ``near_miss`` description would equal the true one.
+    """
+    category = _check_rows(rows)
+    if category != "strings" and encoder is None:
+        from findbench.lm.encoder import load_encoder
+
+        encoder = load_encoder()
+    return _ladder(rows, category, list(pool) if pool is not None else rows, seed, encoder)[0]
+
+
+# ----------------------------------------------------------------------------- statistics
+
+
+def auroc(positive: Sequence[float], negative: Sequence[float]) -> float:
+    """Area under the ROC curve of scores ``positive`` (label 1) against ``negative`` (label 0):
+    the chance that a positive outscores a negative, ties counting half
+    (:func:`sklearn.metrics.roc_auc_score`)."""
+    from sklearn.metrics import roc_auc_score
+
+    pos, neg = np.asarray(positive, dtype=np.float64), np.asarray(negative, dtype=np.float64)
+    if not len(pos) or not len(neg):
+        return math.nan
+    if np.ptp(np.concatenate([pos, neg])) == 0:
+        return 0.5  # every score equal (sklearn's value too, but without its warning)
+    return float(roc_auc_score(np.r_[np.ones(len(pos)), np.zeros(len(neg))], np.r_[pos, neg]))
+
+
+def _auroc_statistic(n_levels: int):
+    """Vectorised AUROC of paired units ``(resamples, n, 2)`` holding the level index of the
+    positive and of the negative score: counts per level, then the Mann-Whitney sum."""
+
+    def statistic(sample: np.ndarray) -> np.ndarray:
+        size, n, _ = sample.shape
+        offset = (np.arange(size) * n_levels)[:, None]
+        pos = np.bincount((sample[..., 0].astype(np.int64) + offset).ravel(), minlength=size * n_levels).reshape(size, n_levels)
+        neg = np.bincount((sample[..., 1].astype(np.int64) + offset).ravel(), minlength=size * n_levels).reshape(size, n_levels)
+        below = np.cumsum(neg, axis=1) - neg  # negatives strictly below each level
+        return ((pos * below).sum(1) + 0.5 * (pos * neg).sum(1)) / (n * n)
+
+    return statistic
+
+
+def auroc_ci(positive: Sequence[float], negative: Sequence[float], *, seed: int | None = None,
+             n_resamples: int | None = None) -> dict[str, Any]:
+    """``{"auroc", "ci": [low, high], "n"}`` of paired per-unit scores: unit ``i`` has a
+    positive score ``positive[i]`` and a negative one ``negative[i]`` (a function judged with
+    its true and with another description); the interval is :func:`findbench.stats.bootstrap_ci`
+    over units, each resampled with both of its scores."""
+    from findbench import stats
+
+    pos, neg = np.asarray(positive, dtype=np.float64), np.asarray(negative, dtype=np.float64)
+    if pos.shape != neg.shape or pos.ndim != 1:
+        raise ValueError(f"positive and negative must be paired 1-d score lists, got shapes {pos.shape} and {neg.shape}")
+    n = int(len(pos))
+    if n == 0:
+        return {"auroc": math.nan, "ci": [math.nan, math.nan], "n": 0}
+    levels = np.unique(np.concatenate([pos, neg]))
+    units = np.stack([np.searchsorted(levels, pos), np.searchsorted(levels, neg)], axis=1).astype(np.float64)
+    low, high = stats.bootstrap_ci(units, statistic=_auroc_statistic(len(levels)),
+                                   seed=stats.DEFAULT_SEED if seed is None else seed,
+                                   n_resamples=stats.DEFAULT_RESAMPLES if n_resamples is None else n_resamples)
+    return {"auroc": auroc(pos, neg), "ci": [low, high], "n": n}
+
+
+# ----------------------------------------------------------------------------- metering
+
+
+class _MeteredLM:
+    """Counts the tokens a judge reads and writes (prompts, once per run of consecutive requests
+    that share one, plus the scored or generated tokens), with the judge's own tokenizer where it has one (else about 4 characters a token),
+    and passes everything through; ``.inner`` lets :mod:`findbench.judge.scoring` reach the LM
+    underneath (its tokenizer, context window and options)."""
+
+    def __init__(self, lm: Any):
+        from findbench.judge.scoring import _inner
+
+        self.inner = lm
+        self.name = getattr(lm, "name", type(lm).__name__)
+        base = _inner(lm)
+        tokenizer, render = getattr(base, "tokenizer", None), getattr(base, "render", None)
+        self.exact = callable(tokenizer) and callable(render)
+        self._tokenizer, self._render = tokenizer, render
+        self._memo: dict[str, int] = {}
+        self.tokens = 0
+        self.requests = 0
+
+    def __getattr__(self, name: str) -> Any:  # supports_constraints, in_process, hits, ...
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def _count(self, text: str) -> int:
+        if text not in self._memo:
+            if self.exact:
+                self._memo[text] = len(self._tokenizer(text, add_special_tokens=False)["input_ids"])
+            else:
+                self._memo[text] = max(1, math.ceil(len(text) / 4))
+        return self._memo[text]
+
+    def _prompts(self, conversations: Sequence[Sequence[Mapping[str, str]]], prefix: str = "") -> int:
+        """Tokens of the prompts of one call; a prompt repeated by consecutive requests (the
+        options of one unit test in pmi mode) counts once, as the backends run it once."""
+        total, last = 0, None
+        for conv in conversations:
+            if self.exact:
+                text = self._render(list(conv), prefix)
+            else:
+                text = "\n".join(str(m.get("content", "")) for m in conv) + prefix
+            if text != last:
+                total += self._count(text)
+            last = text
+        return total
+
+    def generate(self, conversations, **kwargs):
+        out = self.inner.generate(conversations, **kwargs)
+        self.requests += len(conversations)
+        self.tokens += self._prompts(conversations) + sum(self._count(str(t)) for t in out)
+        return out
+
+    def candidate_logprobs(self, conversations, candidates, *, assistant_prefix: str = "", **kwargs):
+        out = self.inner.candidate_logprobs(conversations, candidates, assistant_prefix=assistant_prefix, **kwargs)
+        self.requests += len(conversations)
+        self.tokens += self._prompts(conversations, assistant_prefix) + len(conversations)  # + the scored token
+        return out
+
+    def continuation_logprobs(self, conversations, continuations, **kwargs):
+        out = self.inner.continuation_logprobs(conversations, continuations, **kwargs)
+        self.requests += len(conversations)
+        self.tokens += self._prompts(conversations) + sum(self._count(str(t)) for t in continuations)
+        return out
+
+
+# ----------------------------------------------------------------------------- the card
+
+
+def _per_1000(value: float, n: int) -> float | None:
+    return None if not n else float(value) * 1000.0 / n
+
+
+def judge_card(
+    judge: Any,
+    *,
+    out: str | os.PathLike | None = None,
+    mode: str | None = None,
+    categories: Sequence[str] | None = None,
+    functions_per_category: int | None = 8,
+    seed: int = 0,
+    data: str | os.PathLike | None = None,
+    evaluator_data: str | os.PathLike | None = None,
+    function_seed: int = 0,
+    data_seed: int = 0,
+    heldout_fraction: float = 0.2,
+    rows: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+    judge_cache: str | os.PathLike | None = None,
+    batch_size: int = 8,
+    encoder: Any = None,
+    n_resamples: int | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Measure ``judge`` on held-out functions with the description ladder (:data:`RUNGS`).
+
+    Args:
+        judge: a judge spec for :func:`findbench.judge.scoring.load_judge` (``"embedded"``,
+            ``"embedded-evaluator"``, a judge folder, a Hub id, a server URL) or an LM instance.
+        out: card folder to write (:func:`write_card`, replaced atomically); None: nothing written.
+        mode: the judge's scoring mode; default the mode a trained judge records
+            (:func:`findbench.judge.scoring.judge_mode_of`), else ``logprob``.
+        categories: judged categories (``entities`` / ``relations`` accepted); default every
+            judged category (:data:`findbench.constants.JUDGE_CATEGORIES`), or those of ``rows``.
+        functions_per_category: held-out functions judged per category (a seeded sample,
+            stratified by subcategory: :func:`findbench.find.rows.sample_rows`); None: all.
+        seed: seeds the sample and the ladder (:func:`description_ladder`).
+        data: a ``findbench build`` folder to read the functions from; default: regenerate
+            them from ``function_seed``.
+        evaluator_data: a judge-data folder whose recorded split to use; default the split
+            recomputed from ``data_seed`` / ``heldout_fraction`` (the data builder's defaults).
+        rows: ``{category: rows}`` to judge instead of the held-out sample (tests, custom sets);
+            they are also the pool near misses are drawn from.
+        judge_cache: sqlite file caching the judge's answers (fixed judges only): a rerun is free.
+        batch_size: prompts per forward pass of an in-process judge.
+        encoder: embeds concept and relation names for near misses (default: embedded MiniLM).
+        n_resamples: bootstrap resamples per interval (default :data:`findbench.stats.DEFAULT_RESAMPLES`).
+
+    Returns:
+        The card: ``{"judge", "spec", "mode", "rungs", "accuracy": {category | "all": {rung:
+        {mean, ci, n}}}, "auroc": {category | "all": {rung: {auroc, ci, n}}}, "results": [one
+        entry per category and rung: per-function accuracies, unit tests, unparsed answers],
+        "cost": {seconds and tokens in all, per 1,000 unit tests and per category, cache use,
+        device}, "ladder": {category: [one entry per function: its descriptions and the rules
+        that made them]}, "settings": {...}, "files": [...]}``.
+    """
+    from findbench import stats
+    from findbench._version import __version__
+    from findbench.judge.scoring import JUDGE_MODES, _inner, judge_category, judge_mode_of, judge_unit_tests, load_judge
+
+    if judge is None:
+        raise ValueError("judge is required")
+    if categories is None:
+        categories = list(rows) if rows is not None else JUDGE_CATEGORIES
+    if isinstance(categories, str) or not categories:
+        raise ValueError(f"categories must be a non-empty list, got {categories!r}")
+    cats = list(dict.fromkeys(judge_category(c) for c in categories))
+    if functions_per_category is not None and (isinstance(functions_per_category, bool) or not isinstance(functions_per_category, int)
+                                               or functions_per_category < 2):
+        raise ValueError(f"functions_per_category must be an int >= 2 (the other rung needs two functions) or None, got {functions_per_category!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    mode = mode if mode is not None else judge_mode_of(judge)
+    if mode not in JUDGE_MODES:
+        raise ValueError(f"mode must be one of {JUDGE_MODES}, got {mode!r}")
+    resamples = stats.DEFAULT_RESAMPLES if n_resamples is None else n_resamples
+    if rows is not None:
+        given = {judge_category(c): list(v) for c, v in rows.items()}
+        missing = [c for c in cats if c not in given]
+        if missing:
+            raise ValueError(f"rows has no functions for {missing}")
+
+    # the functions and their ladders first: a bad row fails before any judge is loaded
+    splits = None
+    if evaluator_data is not None and rows is None:
+        splits = json.loads((Path(evaluator_data) / "function_splits.json").read_text())["functions"]
+    judged: dict[str, list[dict]] = {}
+    ladders: dict[str, dict[str, list[str]]] = {}
+    rules: dict[str, dict[str, list[str]]] = {}
+    for cat in cats:
+        if rows is not None:
+            pool = given[cat]
+            chosen = [dict(r) for r in pool]
+            _check_rows(chosen, f"rows[{cat!r}]")
+        else:
+            from findbench.find import load_rows
+            from findbench.find.rows import sample_rows
+            from findbench.judge.report import _heldout_rows
+
+            pool = load_rows(cat, seed=function_seed, data=data)
+            held = _heldout_rows(cat, source="procedural", data=data, data_dir=None, function_seed=function_seed, data_seed=data_seed,
+                                 heldout_fraction=heldout_fraction, splits=splits, rows=pool)
+            held = [r for r in held if r.get("description") and r.get("unit_tests")]
+            if len(held) < 2:
+                raise ValueError(f"{cat}: fewer than two held-out functions with descriptions and unit tests")
+            chosen = held if functions_per_category is None else sample_rows(held, functions_per_category, seed=seed)
+        if cat != "strings" and encoder is None:
+            from findbench.lm.encoder import load_encoder
+
+            encoder = load_encoder()
+        judged[cat] = chosen
+        ladders[cat], rules[cat] = _ladder(chosen, cat, pool, seed, encoder)
+
+    lm = load_judge(judge, cache=judge_cache, batch_size=batch_size)
+    if mode == "pmi" and not callable(getattr(lm, "continuation_logprobs", None)):
+        raise TypeError(f"mode='pmi' needs an LM with continuation_logprobs (findbench.lm.ScoringLM); {lm.name} has none")
+    meter = _MeteredLM(lm)
+    timing: list[dict] = []
+    hits0, misses0 = getattr(lm, "hits", None), getattr(lm, "misses", None)
+    entries0 = len(lm) if hits0 is not None and hasattr(lm, "__len__") else None  # a request cache's answers before the run
+
+    results: list[dict] = []
+    for cat in cats:
+        # one judge call per category with every rung: the options' priors (pmi) are computed once
+        fn_rows = judged[cat]
+        n = len(fn_rows)
+        unit_tests = [r["unit_tests"] for r in fn_rows]
+        log.info("judge card %s (%s): %s, %d functions x %d descriptions", meter.name, mode, cat, n, len(RUNGS))
+        tokens0 = meter.tokens
+        t0 = time.perf_counter()
+        res = judge_unit_tests(meter, [d for rung in RUNGS for d in ladders[cat][rung]], unit_tests * len(RUNGS), cat, mode=mode,
+                               progress=progress)
+        seconds, tokens = time.perf_counter() - t0, meter.tokens - tokens0
+        empty = set(res["empty"])
+        for j, rung in enumerate(RUNGS):
+            idx = range(j * n, (j + 1) * n)
+            judged_tests = [d for i in idx if i not in empty for d in res["decisions"][i]]
+            unparsed = sum(d["chosen"] is None for d in judged_tests) if mode == "generate" else None
+            results.append({
+                "category": cat, "rung": rung, "n_functions": n,
+                "n_unit_tests": sum(len(t) for t in unit_tests), "judged_unit_tests": len(judged_tests),
+                "accuracy": float(np.mean([res["per_function"][i] for i in idx])),
+                "per_function": [res["per_function"][i] for i in idx],
+                "function_ids": [r["function_id"] for r in fn_rows],
+                "unparsed": unparsed,
+                "unparsed_rate": (unparsed / len(judged_tests) if judged_tests else None) if unparsed is not None else None,
+            })
+        timing.append({"category": cat, "seconds": seconds, "tokens": tokens,
+                       "judged_unit_tests": sum(r["judged_unit_tests"] for r in results if r["category"] == cat)})
+
+    def per_function(cat: str | None, rung: str) -> list[float]:
+        return [v for r in results if r["rung"] == rung and (cat is None or r["category"] == cat) for v in r["per_function"]]
+
+    groups: list[tuple[str, str | None]] = [(c, c) for c in cats] + ([("all", None)] if len(cats) > 1 else [])
+    accuracy = {name: {rung: stats.mean_ci(per_function(cat, rung), n_resamples=resamples) for rung in RUNGS} for name, cat in groups}
+    separation = {name: {rung: auroc_ci(per_function(cat, "true"), per_function(cat, rung), n_resamples=resamples)
+                         for rung in RUNGS if rung != "true"} for name, cat in groups}
+    judged_total = sum(t["judged_unit_tests"] for t in timing)
+    seconds_total = sum(t["seconds"] for t in timing)
+    tokens_total = sum(t["tokens"] for t in timing)
+    unparsed_total = sum(r["unparsed"] for r in results) if mode == "generate" else None
+    base = _inner(lm)
+    cost = {
+        "judged_unit_tests": judged_total,
+        "seconds": seconds_total,
+        "tokens": tokens_total,
+        "requests": meter.requests,
+        "seconds_per_1000_unit_tests": _per_1000(seconds_total, judged_total),
+        "tokens_per_1000_unit_tests": _per_1000(tokens_total, judged_total),
+        "tokens_counted_with": "the judge's tokenizer" if meter.exact else "an estimate (4 characters a token)",
+        "unparsed": unparsed_total,
+        "unparsed_rate": (unparsed_total / judged_total if judged_total else None) if unparsed_total is not None else None,
+        "cache_hits": None if hits0 is None else lm.hits - hits0,
+        "cache_misses": None if misses0 is None else lm.misses - misses0,
+        "cache_entries_before": entries0,
+        "device": str(getattr(base, "device", "")) or None,
+        "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "machine": platform.machine(),
+        "per_category": timing,
+    }
+    ladder_json = {
+        cat: [
+            {"function_id": r["function_id"], "subcategory": r.get("subcategory"),
+             **{rung: ladders[cat][rung][i] for rung in RUNGS if rung != "empty"},
+             "partial_rule": rules[cat]["partial"][i], "near_miss_rule": rules[cat]["near_miss"][i]}
+            for i, r in enumerate(judged[cat])
+        ]
+        for cat in cats
+    }
+    card: dict[str, Any] = {
+        "judge": meter.name,
+        "spec": os.fspath(judge) if isinstance(judge, (str, os.PathLike)) else meter.name,
+        "mode": mode,
+        "rungs": dict(RUNG_DEFINITIONS),
+        "accuracy": accuracy,
+        "auroc": separation,
+        "results": results,
+        "cost": cost,
+        "ladder": ladder_json,
+        "settings": {
+            "categories": cats, "functions_per_category": functions_per_category, "seed": seed,
+            "source": "rows given" if rows is not None else "procedural held-out (judge-data split)",
+            "data": None if data is None else str(data), "evaluator_data": None if evaluator_data is None else str(evaluator_data),
+            "function_seed": function_seed, "data_seed": data_seed, "heldout_fraction": heldout_fraction,
+            "encoder": None if encoder is None else getattr(encoder, "name", type(encoder).__name__),
+            "bootstrap": {"resamples": resamples, "seed": stats.DEFAULT_SEED, "confidence": stats.DEFAULT_CONFIDENCE},
+            "findbench": __version__,
+        },
+        "files": [],
+    }
+    if out is not None:
+        card["files"] = write_card(card, out)
+    return card
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+def _cell(summary: Mapping[str, Any], key: str = "mean") -> str:
+    from findbench.stats import format_ci
+
+    return format_ci(summary[key], summary["ci"], summary["n"])
+
+
+def format_table(card: Mapping[str, Any], *, what: str = "accuracy") -> str:
+    """The card's accuracy (``what="accuracy"``) or AUROC (``what="auroc"``) as a Markdown
+    table: one row per rung, one column per category (and ``all``), cells ``mean [low, high] (n=…)``."""
+    if what not in ("accuracy", "auroc"):
+        raise ValueError(f"what must be 'accuracy' or 'auroc', got {what!r}")
+    table = card[what]
+    cols = list(table)
+    rungs = [r for r in RUNGS if r in next(iter(table.values()))]
+    head = "rung" if what == "accuracy" else "true vs"
+    lines = [f"| {head} | " + " | ".join(_SHORT.get(c, c) for c in cols) + " |", "|---|" + "---:|" * len(cols)]
+    for rung in rungs:
+        key = "mean" if what == "accuracy" else "auroc"
+        lines.append(f"| {rung} | " + " | ".join(_cell(table[c][rung], key) for c in cols) + " |")
+    return "\n".join(lines)
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "–" if value is None else f"{value:,.{digits}f}"
+
+
+def _readme(card: Mapping[str, Any]) -> str:
+    from findbench.stats import INTERVAL_NOTE, SMALL_N_LEGEND
+
+    s, cost = card["settings"], card["cost"]
+    cats = ", ".join(_SHORT[c] for c in s["categories"])
+    k = s["functions_per_category"]
+    spec = card["spec"]
+    command = (f"findbench judge-card --judge {spec} --judge-mode {card['mode']} --categories {','.join(s['categories'])} "
+               f"--functions-per-category {'all' if k is None else k} --seed {s['seed']} --out DIR")
+    if cost["unparsed_rate"] is None:
+        unparsed = f"none possible in `{card['mode']}` mode (the judge's pick is the option with the highest score)"
+    else:
+        unparsed = f"{cost['unparsed']} of {cost['judged_unit_tests']} ({cost['unparsed_rate']:.1%}); they count as wrong"
+    cache = ""
+    if cost.get("cache_hits"):
+        total = f"{cost['cache_hits']:,} of {cost['cache_hits'] + (cost['cache_misses'] or 0):,} requests"
+        if cost.get("cache_entries_before") == 0:
+            cache = (f" {total} repeated an earlier request of the run (a description and an option shared by two functions) "
+                     "and were not recomputed; the request cache started empty.")
+        else:
+            cache = (f" {total} were not recomputed: repeats of an earlier request of the run, or answers a request cache "
+                     "kept from an earlier run, which make the seconds understate a fresh run.")
+    lines = [
+        "---",
+        "tags:",
+        "- find",
+        "- judge",
+        "- instrument-card",
+        f"judge: {card['judge']}",
+        f"judge_mode: {card['mode']}",
+        "---",
+        "",
+        f"# Judge card: `{spec}` (`{card['mode']}` mode)",
+        "",
+        f"How well the judge `{spec}` tells a function's description from close and wrong ones, measured on ground truth: "
+        f"{'all' if k is None else k} functions per category ({cats}) that the judge-data split holds out of training, "
+        "each judged on its 10 FIND unit tests (three options, one produced by the function; chance is 1/3) with six "
+        "descriptions, from its own to none. A good judge scores the true description near 1, the others lower, in "
+        "this order; AUROC says how well a function's score tells the true description from each other one.",
+        "",
+        "![accuracy per rung and category](judge_card.png)",
+        "",
+        "## Unit-test accuracy per description",
+        "",
+        format_table(card),
+        "",
+        "## AUROC: true description vs each other one",
+        "",
+        "The score is a function's unit-test accuracy; 1 means every function scores higher with its true description, "
+        "0.5 that the judge cannot tell them apart.",
+        "",
+        format_table(card, what="auroc"),
+        "",
+        INTERVAL_NOTE + " " + SMALL_N_LEGEND,
+        "",
+        "## Cost",
+        "",
+        f"- unit tests judged: {cost['judged_unit_tests']:,} (the `empty` rung is not shown to the judge)",
+        f"- seconds per 1,000 unit tests: {_fmt(cost['seconds_per_1000_unit_tests'])} (device: {cost['device'] or 'remote'}, "
+        f"{cost['cpus']} CPU cores available; {cost['seconds']:.0f} s in all).{cache}",
+        f"- tokens per 1,000 unit tests: {_fmt(cost['tokens_per_1000_unit_tests'], 0)} (prompts, a prompt shared by the "
+        f"options of one unit test counted once, plus the scored or generated tokens; counted with "
+        f"{cost['tokens_counted_with']}; {cost['requests']:,} requests in all)",
+        f"- answers that do not parse: {unparsed}",
+        "",
+        "## Method",
+        "",
+        "The descriptions (`findbench.judge.card.description_ladder`):",
+        "",
+        *[f"- `{rung}`: {text}" for rung, text in card["rungs"].items()],
+        "",
+        "Near misses are deterministic: the string step to change and its new parameters come from the seed, and the first "
+        "candidate whose outputs differ from the function's on its test inputs is kept; concept and relation neighbours are "
+        f"the nearest by cosine similarity of their names' embeddings ({s['encoder'] or 'not needed'}). Every description goes "
+        "through `findbench.judge.judge_unit_tests` exactly as an interpreter's would, and `judge_card.json` lists each "
+        "function's ladder, the rule that made its partial and near-miss descriptions, and its accuracy on every rung.",
+        "",
+        "Reproduce (a `--judge-cache` sqlite file makes a rerun free):",
+        "",
+        "```bash",
+        command,
+        "```",
+        "",
+        "## Limitations",
+        "",
+        f"{'All' if k is None else k} functions per category: intervals are wide and cells with n < 10 are marked. The "
+        "descriptions are the generators' templates, so the ladder measures how the judge reads findbench's own phrasing; "
+        "interpreters write freer text. `partial` and `near_miss` descriptions are still partly right (one step or one "
+        "concept kept), so scores above chance on them are expected; the gap to `true` is what matters. Seconds depend "
+        "on the machine and its load.",
+        "",
+        f"findbench {s['findbench']}.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _plot(card: Mapping[str, Any], path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    table = card["accuracy"]
+    cols = list(table)
+    width = 0.8 / len(RUNGS)
+    fig = Figure(figsize=(2.0 + 1.9 * len(cols), 3.6))
+    ax = fig.subplots()
+    colours = ["#1b7837", "#7fbf7b", "#d9f0d3", "#e7d4e8", "#af8dc3", "#762a83"]
+    for j, rung in enumerate(RUNGS):
+        xs = [i + (j - (len(RUNGS) - 1) / 2) * width for i in range(len(cols))]
+        means = [table[c][rung]["mean"] for c in cols]
+        low = [max(0.0, m - table[c][rung]["ci"][0]) for m, c in zip(means, cols)]
+        high = [max(0.0, table[c][rung]["ci"][1] - m) for m, c in zip(means, cols)]
+        ax.bar(xs, means, width, yerr=[low, high], capsize=2, label=rung, color=colours[j], edgecolor="#333333", linewidth=0.5,
+               error_kw={"elinewidth": 0.8})
+    ax.axhline(1 / 3, color="grey", linestyle=":", linewidth=1, label="chance (1/3)")
+    ax.set_xticks(range(len(cols)))
+    ax.set_xticklabels([_SHORT.get(c, c) for c in cols])
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("unit-test accuracy (95% CI)")
+    ax.set_title(f"{card['spec']} ({card['mode']}): accuracy per description", fontsize=10)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def write_card(card: Mapping[str, Any], out: str | os.PathLike) -> list[str]:
+    """Write ``card`` (from :func:`judge_card`) as a folder (replaced atomically): ``README.md``,
+    ``judge_card.json`` and ``judge_card.png``. Returns the paths written."""
+    from findbench._io import atomic_dir
+
+    body = {k: v for k, v in card.items() if k != "files"}
+    with atomic_dir(out) as tmp:
+        (tmp / CARD_FILES[0]).write_text(_readme(card), encoding="utf-8")
+        buf = io.StringIO()
+        json.dump(body, buf, indent=1, allow_nan=True)
+        (tmp / CARD_FILES[1]).write_text(buf.getvalue() + "\n", encoding="utf-8")
+        _plot(card, tmp / CARD_FILES[2])
+    return [str(Path(out) / f) for f in CARD_FILES]
+
+
+def shipped_card(name: str) -> Path:
+    """The folder of a judge card shipped in the package (one of :data:`SHIPPED_CARDS`)."""
+    from findbench.resources import data_path
+
+    if name not in SHIPPED_CARDS:
+        raise ValueError(f"name must be one of {SHIPPED_CARDS}, got {name!r}")
+    path = data_path("judge", "cards", name)
+    if not (path / CARD_FILES[1]).is_file():
+        raise FileNotFoundError(f"judge card {name!r} is missing from the installed package ({path})")
+    return path

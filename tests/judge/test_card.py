@@ -1,0 +1,342 @@
+"""Instrument cards for judges (findbench.judge.card): the ladder of descriptions, the AUROC and
+its interval, the card folder, the command, the shipped cards and (slow) the embedded judges."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from findbench.constants import CONSTANT_DESCRIPTIONS
+from findbench.find.synthetic_neurons.entities import describe_entity
+from findbench.find.synthetic_neurons.entity_words import load_entity_words
+from findbench.find.synthetic_neurons.relations import describe_relation
+from findbench.judge.card import (
+    CARD_FILES,
+    RUNGS,
+    SHIPPED_CARDS,
+    auroc,
+    auroc_ci,
+    description_ladder,
+    format_table,
+    judge_card,
+    shipped_card,
+)
+from tests.interpret.fakes import KnowingJudge
+
+
+class LetterEncoder:
+    """Embeds a name by its letter-bigram counts: no model, deterministic."""
+
+    name = "letter-bigrams"
+
+    def encode(self, texts):
+        out = np.zeros((len(texts), 26 * 26))
+        for i, t in enumerate(texts):
+            letters = [c for c in t.lower() if "a" <= c <= "z"]
+            for a, b in zip(letters, letters[1:]):
+                out[i, (ord(a) - 97) * 26 + ord(b) - 97] += 1
+        return out
+
+
+def _tests(correct_items, other_items, entities: bool, shift: int = 0) -> list[dict]:
+    """Ten unit tests: the right item at position 1, 2, 3 in turn (from ``shift``), two other items beside it."""
+    tests = []
+    for k in range(10):
+        items = [other_items[(2 * k) % len(other_items)], other_items[(2 * k + 1) % len(other_items)]]
+        pos = (k + shift) % 3
+        items.insert(pos, correct_items[k % len(correct_items)])
+        if entities:
+            tests.append({"inputs": list(items), "outputs": None, "correct": pos + 1})
+        else:
+            tests.append({"inputs": [x for x, _ in items], "outputs": [y for _, y in items], "correct": pos + 1})
+    return tests
+
+
+_WORDS = {
+    "chess": ["rook", "bishop", "checkmate", "pawn", "gambit"],
+    "tennis": ["racket", "serve", "deuce", "volley", "Wimbledon"],
+    "golf": ["putter", "birdie", "fairway", "caddie", "bogey"],
+    "banking": ["loan", "teller", "mortgage", "deposit", "vault"],
+    "cryptocurrencies": ["bitcoin", "blockchain", "wallet", "ether", "mining"],
+}
+
+
+@pytest.fixture(scope="module")
+def entity_rows() -> list[dict]:
+    specs = [("chess",), ("tennis",), ("golf",), ("banking",), ("chess", "banking")]
+    rows = []
+    for i, spec in enumerate(specs):
+        own = [w for c in spec for w in _WORDS[c]]
+        other = [w for c in _WORDS if c not in spec for w in _WORDS[c]]
+        rows.append({"function_id": f"neurons_entities/f{i:05d}", "category": "neurons_entities",
+                     "subcategory": "atomic" if len(spec) == 1 else "composition", "concept1": spec[0],
+                     "concept2": spec[1] if len(spec) == 2 else None, "description": describe_entity(spec),
+                     "unit_tests": _tests(own, other, entities=True)})
+    return rows
+
+
+_RELATIONS = {
+    "country_capital": ("a country", "the capital of that country", ["the input country is in Asia", "the input country is in Europe"],
+                        [("France", "Paris"), ("Japan", "Tokyo"), ("Peru", "Lima")]),
+    "country_language": ("a country", "the official language of that country",
+                         ["the input country is in North America", "the input country is in South America"],
+                         [("France", "French"), ("Japan", "Japanese"), ("Peru", "Spanish")]),
+    "book_author": ("the title of a book", "the author of that book",
+                    ["the input book was written after 1900", "the input book was written before 1900"],
+                    [("Emma", "Jane Austen"), ("Ulysses", "James Joyce"), ("Dracula", "Bram Stoker")]),
+}
+
+
+@pytest.fixture(scope="module")
+def relation_rows() -> list[dict]:
+    rows = []
+    for v in (None, 0, 1):
+        for key, (c1, c2, excs, pairs) in _RELATIONS.items():
+            other = [p for k, (_, _, _, ps) in _RELATIONS.items() if k != key for p in ps]
+            exc = None if v is None else excs[v]
+            rows.append({"function_id": f"neurons_relations/f{len(rows):05d}", "category": "neurons_relations",
+                         "subcategory": "atomic" if v is None else "corruption", "name": key if v is None else f"{key}~except{v + 1}",
+                         "params": json.dumps({"relation": key, "exception_index": v}), "concept1": c1, "concept2": c2,
+                         "exception": exc, "description": describe_relation(c1, c2, exc),
+                         "unit_tests": _tests(pairs, other, entities=False, shift=0 if v is None else v + 1)})
+    return rows
+
+
+@pytest.fixture(scope="module")
+def string_rows() -> list[dict]:
+    from findbench.find import strings
+
+    return strings.generate(12, seed=0, progress=False)
+
+
+# ----------------------------------------------------------------------------- the ladder
+
+
+def _check_common(ladder: dict, rows: list[dict], category: str) -> None:
+    assert tuple(ladder) == RUNGS
+    assert all(len(ladder[r]) == len(rows) for r in RUNGS)
+    assert ladder["true"] == [r["description"] for r in rows]
+    for rung in ("partial", "near_miss", "other"):
+        assert all(d and d != t for d, t in zip(ladder[rung], ladder["true"])), rung
+    assert sorted(ladder["other"]) == sorted(ladder["true"])  # another judged function's description
+    assert ladder["constant"] == [CONSTANT_DESCRIPTIONS[category]] * len(rows)
+    assert ladder["empty"] == [""] * len(rows)
+
+
+def test_strings_ladder(string_rows):
+    from findbench.judge.card import _ladder
+
+    ladder = description_ladder(string_rows, seed=0)
+    _check_common(ladder, string_rows, "strings")
+    for row, partial, near in zip(string_rows, ladder["partial"], ladder["near_miss"]):
+        if row["subcategory"] == "composition":
+            # one of the two steps, described alone; its phrase is in the true description
+            assert "two operations" not in partial
+            phrase = partial.removeprefix("The function takes a string and ").rstrip(".")
+            assert phrase in row["description"]
+            assert "two operations" in near  # one step changed, the other kept
+        else:
+            assert "two operations" not in partial and "two operations" not in near
+    # every near miss behaves differently from the function on its test inputs
+    _, rules = _ladder(string_rows, "strings", string_rows, 0, None)
+    assert not any("same outputs" in r for r in rules["near_miss"])
+    assert any("other parameter" in r for r in rules["near_miss"]) and any("sibling operation" in r for r in rules["near_miss"])
+    assert any(r.startswith("family only") for r in rules["partial"]) and any(r.startswith("step") for r in rules["partial"])
+    # deterministic by seed; another seed draws other parts, parameters and pairings
+    assert description_ladder(string_rows, seed=0) == ladder
+    other_seed = description_ladder(string_rows, seed=1)
+    assert other_seed["true"] == ladder["true"] and other_seed != ladder
+
+
+def test_entities_ladder(entity_rows):
+    ladder = description_ladder(entity_rows, seed=0, encoder=LetterEncoder())
+    _check_common(ladder, entity_rows, "neurons_entities")
+    for row, partial, near in zip(entity_rows, ladder["partial"], ladder["near_miss"]):
+        own = [c for c in (row["concept1"], row["concept2"]) if c]
+        if len(own) == 1:  # the concept narrowed to one member word that no unit test shows
+            shown = {w.lower() for ut in row["unit_tests"] for w in ut["inputs"]}
+            assert partial in [describe_entity([w]) for w in load_entity_words()[own[0]] if w.lower() not in shown]
+        else:
+            assert partial in (describe_entity([own[0]]), describe_entity([own[1]]))
+        named = [c for c in _WORDS if c in near]
+        assert len(named) == len(own) and not set(named) & set(own)  # sibling concepts, never its own
+    assert description_ladder(entity_rows, seed=0, encoder=LetterEncoder()) == ladder
+    # a concept the word lists do not hold: its name alone
+    odd = [dict(entity_rows[0], concept1="zither music", description=describe_entity(["zither music"])), entity_rows[1]]
+    assert description_ladder(odd, seed=0, encoder=LetterEncoder())["partial"][0] == "zither music"
+
+
+def test_relations_ladder(relation_rows):
+    ladder = description_ladder(relation_rows, seed=0, encoder=LetterEncoder())
+    _check_common(ladder, relation_rows, "neurons_relations")
+    for row, partial, near in zip(relation_rows, ladder["partial"], ladder["near_miss"]):
+        key = json.loads(row["params"])["relation"]
+        c1, c2, excs, _ = _RELATIONS[key]
+        v = json.loads(row["params"])["exception_index"]
+        if v is None:  # input kind only; the nearest other relation
+            assert c1 in partial and c2 not in partial
+            assert near in [describe_relation(a, b) for k, (a, b, _, _) in _RELATIONS.items() if k != key]
+        else:  # without the exception; the other exception
+            assert partial == describe_relation(c1, c2)
+            assert near == describe_relation(c1, c2, excs[1 - v])
+    assert description_ladder(relation_rows, seed=0, encoder=LetterEncoder()) == ladder
+
+
+def test_ladder_refuses_bad_rows(entity_rows, relation_rows):
+    with pytest.raises(ValueError, match="at least two"):
+        description_ladder(entity_rows[:1], encoder=LetterEncoder())
+    with pytest.raises(ValueError, match="one category"):
+        description_ladder(entity_rows[:2] + relation_rows[:2], encoder=LetterEncoder())
+    with pytest.raises(ValueError, match="category"):
+        description_ladder([{"function_id": "numeric/f00000", "category": "numeric", "description": "x"}] * 2)
+
+
+# ----------------------------------------------------------------------------- statistics
+
+
+def test_auroc_and_its_interval():
+    from sklearn.metrics import roc_auc_score
+
+    from findbench.judge.card import _auroc_statistic
+
+    rng = np.random.default_rng(3)
+    pos, neg = rng.integers(0, 11, 15) / 10, rng.integers(0, 8, 15) / 10
+    expected = roc_auc_score(np.r_[np.ones(15), np.zeros(15)], np.r_[pos, neg])
+    assert auroc(pos, neg) == pytest.approx(expected)
+    # the vectorised statistic on the sample itself is the same number
+    levels = np.unique(np.r_[pos, neg])
+    units = np.stack([np.searchsorted(levels, pos), np.searchsorted(levels, neg)], axis=1).astype(float)
+    assert _auroc_statistic(len(levels))(units[None])[0] == pytest.approx(expected)
+    summary = auroc_ci(pos, neg, n_resamples=2000)
+    assert summary["n"] == 15 and summary["ci"][0] <= summary["auroc"] <= summary["ci"][1]
+    assert auroc_ci(pos, neg, n_resamples=2000) == summary  # reproducible by seed
+    assert auroc_ci(pos, neg, n_resamples=2000, seed=1)["ci"] != summary["ci"]
+    # a perfect separation and a tie
+    assert auroc_ci([1.0, 0.9, 0.8], [0.3, 0.2, 0.1], n_resamples=500) == {"auroc": 1.0, "ci": [1.0, 1.0], "n": 3}
+    assert auroc_ci([0.5] * 4, [0.5] * 4, n_resamples=500) == {"auroc": 0.5, "ci": [0.5, 0.5], "n": 4}
+    with pytest.raises(ValueError, match="paired"):
+        auroc_ci([1.0, 0.5], [0.2])
+
+
+def test_constant_rung_is_the_constant_interpreter_answer():
+    from findbench.interpret.references import CONSTANT_ANSWERS
+
+    assert {c: a.description for c, a in CONSTANT_ANSWERS.items()} == CONSTANT_DESCRIPTIONS
+
+
+# ----------------------------------------------------------------------------- the card
+
+
+class MuddledJudge(KnowingJudge):
+    """Knows the truth, but every third answer does not parse."""
+
+    name = "muddled-judge"
+
+    def generate(self, conversations, *, max_new_tokens=64, temperature=0.0, progress=False):
+        out = super().generate(conversations, max_new_tokens=max_new_tokens, temperature=temperature, progress=progress)
+        return [a if i % 3 else "I cannot tell." for i, a in enumerate(out)]
+
+
+def test_card_of_a_judge_that_knows_the_truth(tmp_path, string_rows, entity_rows, relation_rows):
+    rows = {"strings": string_rows[:6], "neurons_entities": entity_rows, "neurons_relations": relation_rows}
+    judge = KnowingJudge(rows)
+    card = judge_card(judge, rows=rows, mode="logprob", encoder=LetterEncoder(), out=tmp_path / "card", progress=False,
+                      n_resamples=1000)
+    assert sorted(p.name for p in (tmp_path / "card").iterdir()) == sorted(CARD_FILES)
+    saved = json.loads((tmp_path / "card" / "judge_card.json").read_text())
+    assert saved["judge"] == "knowing-judge" and saved["mode"] == "logprob" and tuple(saved["rungs"]) == RUNGS
+    assert list(saved["accuracy"]) == ["strings", "neurons_entities", "neurons_relations", "all"]
+    assert len(saved["results"]) == 3 * len(RUNGS)
+    assert [len(saved["ladder"][c]) for c in rows] == [6, 5, 9]
+    assert {"function_id", "partial_rule", "near_miss_rule", *[r for r in RUNGS if r != "empty"]} <= set(saved["ladder"]["strings"][0])
+    for group, table in card["accuracy"].items():
+        n = 20 if group == "all" else len(rows[group])
+        assert all(table[r]["n"] == n for r in RUNGS)
+        assert table["true"] == {"mean": 1.0, "ci": [1.0, 1.0], "n": n}
+        assert all(table[r]["mean"] < 1.0 and table[r]["ci"][0] <= table[r]["mean"] <= table[r]["ci"][1] for r in RUNGS[1:])
+        assert table["empty"] == {"mean": 0.0, "ci": [0.0, 0.0], "n": n}
+        # a function scores higher with its true description than with any other: AUROC 1
+        assert all(card["auroc"][group][r]["auroc"] == 1.0 for r in RUNGS[1:]), group
+    empty = [r for r in card["results"] if r["rung"] == "empty"]
+    assert all(r["judged_unit_tests"] == 0 and r["accuracy"] == 0.0 for r in empty)  # never shown to the judge
+    cost = card["cost"]
+    assert cost["judged_unit_tests"] == 5 * 10 * 20 and cost["requests"] == cost["judged_unit_tests"]
+    assert cost["tokens"] > 0 and cost["tokens_per_1000_unit_tests"] == pytest.approx(1000 * cost["tokens"] / cost["judged_unit_tests"])
+    assert cost["tokens_counted_with"].startswith("an estimate") and cost["unparsed"] is None
+    # the README: model-card front matter, the accuracy and AUROC tables, the method, the command
+    readme = (tmp_path / "card" / "README.md").read_text()
+    assert readme.startswith("---\n") and "judge_mode: logprob" in readme
+    table = format_table(card)
+    assert table in readme and format_table(card, what="auroc") in readme
+    lines = table.splitlines()
+    assert lines[0] == "| rung | strings | entities | relations | all |"
+    assert [line.split(" | ")[0] for line in lines[2:]] == [f"| {r}" for r in RUNGS]
+    assert "| true | 1.00 [1.00, 1.00] (n=6)† | 1.00 [1.00, 1.00] (n=5)† | 1.00 [1.00, 1.00] (n=9)† | 1.00 [1.00, 1.00] (n=20) |" in lines
+    assert "findbench judge-card --judge knowing-judge --judge-mode logprob" in readme and "near_miss" in readme
+    assert (tmp_path / "card" / "judge_card.png").stat().st_size > 5000
+
+
+def test_card_counts_answers_that_do_not_parse(string_rows):
+    rows = {"strings": string_rows[:4]}
+    card = judge_card(MuddledJudge(rows), rows=rows, mode="generate", progress=False, n_resamples=200)
+    cost = card["cost"]
+    judged = cost["judged_unit_tests"]
+    assert judged == 5 * 10 * 4 and cost["unparsed"] == sum(r["unparsed"] for r in card["results"]) > 0
+    assert cost["unparsed_rate"] == pytest.approx(cost["unparsed"] / judged)
+    true = next(r for r in card["results"] if r["rung"] == "true")
+    assert true["unparsed_rate"] == pytest.approx(true["unparsed"] / 40) and true["accuracy"] < 1.0
+
+
+def test_card_argument_checks(string_rows):
+    rows = {"strings": string_rows[:4]}
+    with pytest.raises(ValueError, match="functions_per_category"):
+        judge_card(KnowingJudge(rows), functions_per_category=1)
+    with pytest.raises(ValueError, match="mode"):
+        judge_card(KnowingJudge(rows), rows=rows, mode="vote")
+    with pytest.raises(ValueError, match="no functions for"):
+        judge_card(KnowingJudge(rows), rows=rows, categories=["entities"])
+    with pytest.raises(TypeError, match="continuation_logprobs"):
+        judge_card(KnowingJudge(rows), rows=rows, mode="pmi", progress=False)
+
+
+# ----------------------------------------------------------------------------- shipped cards
+
+
+@pytest.mark.parametrize("name", SHIPPED_CARDS)
+def test_shipped_cards(name):
+    folder = shipped_card(name)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(CARD_FILES)
+    card = json.loads((folder / "judge_card.json").read_text())
+    assert card["spec"] == name and card["mode"] == "pmi"
+    assert list(card["accuracy"]) == ["strings", "neurons_entities", "neurons_relations", "all"]
+    for group, table in card["accuracy"].items():
+        assert tuple(table) == RUNGS and all(table[r]["n"] >= 8 for r in RUNGS)
+        assert table["empty"]["mean"] == 0.0
+        assert tuple(card["auroc"][group]) == RUNGS[1:]
+    cost = card["cost"]
+    assert cost["judged_unit_tests"] == 5 * 10 * 8 * 3 and cost["seconds_per_1000_unit_tests"] > 0
+    assert format_table(card) in (folder / "README.md").read_text()
+    with pytest.raises(ValueError, match="name"):
+        shipped_card("vicuna")
+
+
+def test_the_shipped_judge_card_links_its_instrument_card():
+    from findbench.models import shipped_evaluator_dir
+
+    model_card = (shipped_card("embedded-evaluator").parents[1] / "embedded-evaluator-v2" / "README.md").read_text()
+    assert shipped_evaluator_dir() is not None
+    assert "cards/embedded-evaluator/README.md" in model_card
+
+
+# ----------------------------------------------------------------------------- the embedded judges
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("judge", ["embedded", "embedded-evaluator"])
+def test_embedded_judges_rank_the_true_description_first_on_entities(judge):
+    card = judge_card(judge, mode="pmi", categories=["neurons_entities"], functions_per_category=8, progress=False, n_resamples=1000)
+    acc = {r: s["mean"] for r, s in card["accuracy"]["neurons_entities"].items()}
+    assert all(acc["true"] > acc[r] for r in RUNGS[1:]), acc
+    assert all(card["auroc"]["neurons_entities"][r]["auroc"] > 0.5 for r in RUNGS[1:])
