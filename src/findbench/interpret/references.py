@@ -22,6 +22,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from findbench.constants import CONSTANT_DESCRIPTIONS
 from findbench.find.export import format_value
 from findbench.interpret.episode import Chat
 from findbench.interpret.protocol import Answer, format_answer
@@ -47,13 +48,13 @@ REFERENCE_INTERPRETERS = ("oracle", "random", "constant", "empty")
 #: as "None" is for detection); its code returns a fixed value of the right type.
 CONSTANT_ANSWERS: dict[str, Answer] = {
     "numeric": Answer(
-        description="f(x) returns a number",
+        description=CONSTANT_DESCRIPTIONS["numeric"],
         domain="There is no interval where the function behaves unexpectedly.",
         code="def f(x):\n    return 0\n",
     ),
-    "strings": Answer(description="f(s) returns a string", code='def f(s):\n    return ""\n'),
-    "neurons_entities": Answer(description="the neuron responds to words"),
-    "neurons_relations": Answer(description="the function maps an input word to another word"),
+    "strings": Answer(description=CONSTANT_DESCRIPTIONS["strings"], code='def f(s):\n    return ""\n'),
+    "neurons_entities": Answer(description=CONSTANT_DESCRIPTIONS["neurons_entities"]),
+    "neurons_relations": Answer(description=CONSTANT_DESCRIPTIONS["neurons_relations"]),
 }
 
 
