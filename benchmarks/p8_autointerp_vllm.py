@@ -24,7 +24,7 @@ then find the concurrent run's prompts there and skip most of their prefill).
 Writes ``benchmarks/results/p8_autointerp_vllm.json``.
 
     nice -n 5 python benchmarks/p8_autointerp_vllm.py [--n-latents 16] [--total-tokens 50000]
-        [--connections 8] [--sae embedded] [--url http://127.0.0.1:8000/v1]
+        [--connections 8] [--sae embedded] [--structured-outputs on] [--url http://127.0.0.1:8000/v1]
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def _config(args):
 
     latents = [int(x) for x in args.latents.split(",")] if args.latents else None
     return AutoInterpConfig(total_tokens=args.total_tokens, n_latents=None if latents else args.n_latents,
-                            override_latents=latents, scorers=["detection"])
+                            override_latents=latents, scorers=["detection"], structured_outputs=args.structured_outputs)
 
 
 def _timed_run(url: str, args, out: Path, cache: Path, connections: int) -> dict:
@@ -127,6 +127,9 @@ def main(argv=None) -> int:
     ap.add_argument("--connections", type=int, default=8, help="requests in flight in the concurrent run")
     ap.add_argument("--model", default="embedded")
     ap.add_argument("--sae", default="embedded")
+    ap.add_argument("--structured-outputs", default="on", choices=["auto", "on", "off"],
+                    help="explanations and detection answers under their grammars (vLLM's structured_outputs field); "
+                         "default on: a server model is constrained only when asked")
     add_server_args(ap)
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args(argv)
@@ -166,6 +169,7 @@ def main(argv=None) -> int:
         "total_tokens": args.total_tokens,
         "latents_asked": args.latents or args.n_latents,
         "scorers": ["detection"],
+        "structured_outputs": args.structured_outputs,
         "evidence_seconds": evidence_seconds,
         "concurrent": con,
         "sequential": seq,

@@ -10,7 +10,8 @@ score it. Only this module runs such code, and never in the caller's process:
   gives the same result whatever ran before it. ``random`` and ``numpy.random`` are seeded
   with ``seed`` in every child.
 * **Nothing but its own request.** The fork server never holds a request as data (it reads
-  each into a buffer, forks, and zeroes it), so a child's memory has its own code and inputs
+  each into a buffer no child inherits, copies it out for its child only, and zeroes the
+  copy after the fork), so a child's memory has its own code and inputs
   and nothing of any other program, ground truth included. Each child keeps only its own reply
   pipe; the server frames what it wrote, and the parent accepts exactly one well-formed,
   bounded reply line per program: a stray or forged line fails that program only.
@@ -115,7 +116,7 @@ _PARENT_SLACK = 30.0
 #: Set to 1 to let the sandbox run code without a kernel boundary (no Landlock, no bwrap).
 ALLOW_UNCONFINED_ENV = "FINDBENCH_ALLOW_UNCONFINED"
 _MAX_ITEMS_PER_MESSAGE = 32
-_F_GETPIPE_SZ = 1032  # fcntl: what a pipe holds before its writer blocks
+_F_SETPIPE_SZ, _F_GETPIPE_SZ = 1031, 1032  # fcntl: what a pipe holds before its writer blocks
 _MESSAGE_LIMIT = 64 * 1024
 from findbench.sandbox import _worker  # noqa: E402 - stdlib only; the parent reads its constants
 
@@ -343,6 +344,10 @@ class _Worker:
         self.poller = select.poll()
         self.poller.register(self.fd, select.POLLIN | select.POLLHUP | select.POLLERR)
         self.hello: dict = {}
+        try:  # a request pipe that holds a whole batch (Linux allows 1 MiB to anyone by default)
+            fcntl.fcntl(proc.stdin.fileno(), _F_SETPIPE_SZ, 1 << 20)
+        except OSError:
+            pass
         try:
             self.pipe_bytes = fcntl.fcntl(proc.stdin.fileno(), _F_GETPIPE_SZ)
         except OSError:  # pragma: no cover - not Linux

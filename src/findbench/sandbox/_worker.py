@@ -18,7 +18,7 @@ program it forks a child that
 The zygote enforces the wall-clock limit on the child, relays its reply and unmounts its
 directory. Nothing a program does survives it: module monkeypatches, threads, files, changed
 builtins all die with the child, so a program's result does not depend on what ran before.
-The zygote never holds a request or a reply as data beyond the moment it needs them (see
+The zygote never holds a request or a reply where a child could find it (see
 :class:`_Zygote`), so no child finds another program's code, inputs or outputs in memory.
 
 Kept apart from the package (the worker imports no findbench module and nothing it does not
@@ -536,13 +536,22 @@ def _mount_tmpfs(target: str, options: str) -> bool:
     return _libc.mount(b"findbench", os.fsencode(target), b"tmpfs", ctypes.c_ulong(flags), options.encode()) == 0
 
 
+def _private_buffer(size: int) -> Any:
+    """An anonymous mapping of ``size`` bytes that forked children do not inherit."""
+    import mmap
+
+    buf = mmap.mmap(-1, size)
+    buf.madvise(mmap.MADV_DONTFORK)
+    return buf
+
+
 class _Zygote:
     """Set-up shared by all programs, and the fork-per-program loop.
 
-    The zygote never holds a program's request as data: each request is read into one
-    buffer, the child is forked, and the buffer is zeroed before the next request; replies are
-    relayed through another buffer that is zeroed the same way. So a child finds, in the
-    memory it inherits, its own request and nothing of any other program."""
+    The zygote never holds a program's request as data: requests and replies pass through
+    buffers that no child inherits (``MADV_DONTFORK``), and each request is copied out just
+    before its child is forked and zeroed right after. So a child finds, in the memory it
+    inherits, its own request and nothing of any other program."""
 
     def __init__(self, config: dict, req_fd: int, resp_fd: int):
         self.config = config
@@ -555,8 +564,12 @@ class _Zygote:
         self.tmpfs = False
         self.seccomp: Any = None
         self.iso: dict = {}
-        self.request = bytearray(config["max_request_bytes"])
-        self.reply = bytearray(config["max_result_bytes"] + 8 * config["max_output_bytes"] + 65536)
+        # The buffers requests and replies arrive in are never mapped into a child (no copy on
+        # fork, no copy-on-write, nothing of them to find); a child gets its own request only,
+        # copied out just before its fork.
+        self.inbox = _private_buffer(config["max_request_bytes"])
+        self.reply = _private_buffer(config["max_result_bytes"] + 8 * config["max_output_bytes"] + 65536)
+        self.request = bytearray()
         #: (pid, directory) of children that replied and are still exiting
         self.pending: list[tuple[int, str]] = []
 
@@ -741,7 +754,7 @@ class _Zygote:
     def _child(self, size: int, tmpdir: str, w: int) -> None:  # pragma: no cover - runs in the child
         try:
             try:
-                item = json.loads(bytes(self.request[:size]))
+                item = json.loads(bytes(self.request))
             except BaseException as exc:
                 item = None
                 msg = f"sandbox: unreadable request: {_describe(exc)}"
@@ -788,7 +801,7 @@ class _Zygote:
             rmtree(tmpdir)
 
     def run_item(self, size: int) -> None:
-        """Fork a child for the request in ``self.request[:size]``; relay its reply framed by
+        """Fork a child for the request in ``self.request``; relay its reply framed by
         a header line the zygote writes: ``{"outcome": null | [status, message], "size": N}``."""
         tmpdir = self._program_dir()
         r, w = os.pipe()
@@ -796,7 +809,8 @@ class _Zygote:
         if pid == 0:  # pragma: no cover - child
             os.close(r)
             self._child(size, tmpdir, w)
-        self.request[:size] = bytes(size)  # the zygote keeps nothing of the request
+        self.request[:] = bytes(size)  # the zygote keeps nothing of the request
+        self.request = bytearray()
         os.close(w)
         self.reap()  # the previous program's exit ran while this one started
         try:
@@ -812,9 +826,8 @@ class _Zygote:
             got = 0
         header = json.dumps({"outcome": outcome, "size": got}, separators=(",", ":")).encode() + b"\n"
         _write_all(self.resp_fd, header)
-        view = memoryview(self.reply)
-        _write_all(self.resp_fd, view[:got])
-        self.reply[:got] = bytes(got)
+        with memoryview(self.reply) as view:
+            _write_all(self.resp_fd, view[:got])
 
     def reap(self) -> None:
         """Wait for children that already replied, and delete their directories."""
@@ -833,7 +846,6 @@ class _Zygote:
         complete reply it is left to :meth:`reap`)."""
         cfg = self.config
         deadline = time.monotonic() + cfg["timeout"]
-        view = memoryview(self.reply)
         got, outcome = 0, None
         poller = select.poll()
         poller.register(r, select.POLLIN | select.POLLHUP | select.POLLERR)
@@ -844,16 +856,16 @@ class _Zygote:
                 break
             if not poller.poll(max(1, math.ceil(remaining * 1000))):
                 continue
-            if got == len(view):
-                outcome = ("killed", f"reply longer than {len(view)} bytes")
+            if got == len(self.reply):
+                outcome = ("killed", f"reply longer than {len(self.reply)} bytes")
                 break
-            n = os.readv(r, [view[got:]])
+            with memoryview(self.reply) as view:
+                n = os.readv(r, [view[got:]])
             if n == 0:
                 break
             got += n
         if outcome is None and got and self.reply[got - 1] == 10:
             return got, None  # a complete reply (one line or not: the parent checks)
-        self.reply[:got] = bytes(got)
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -882,8 +894,10 @@ class _Zygote:
             if not _read_exact(self.req_fd, memoryview(header)):
                 os._exit(0)
             size = int.from_bytes(header, "big")
-            if size > len(self.request) or not _read_exact(self.req_fd, memoryview(self.request)[:size]):
-                os._exit(3)  # the parent broke the protocol: nothing here can be trusted
+            with memoryview(self.inbox) as view:
+                if size > len(view) or not _read_exact(self.req_fd, view[:size]):
+                    os._exit(3)  # the parent broke the protocol: nothing here can be trusted
+                self.request = bytearray(view[:size])
             self.run_item(size)
 
 
