@@ -247,13 +247,7 @@ def summarize(scores: Sequence[float]) -> tuple[float, float]:
     Raises:
         ValueError: ``scores`` is empty or holds a non-number or a non-finite value.
     """
-    if isinstance(scores, (str, bytes, Mapping)) or not isinstance(scores, Iterable):
-        raise ValueError(f"scores: expected a list of numbers, got {scores!r}")
-    values = []
-    for i, value in enumerate(scores):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-            raise ValueError(f"scores[{i}]: expected a finite number, got {value!r}")
-        values.append(float(value))
+    values = _finite_scores(scores)
     if not values:
         raise ValueError("scores: at least one score is needed")
     n = len(values)
