@@ -267,6 +267,8 @@ def test_report_end_to_end_on_tiny_judges(tmp_path, smol_base, judge_data):
         rows = list(csv.DictReader(fh))
     assert [(r["label"], r["descriptions"]) for r in rows] == [("before", "true"), ("before", "wrong"), ("after", "true"), ("after", "wrong")]
     assert all(r["n_functions"] == "2" and 0 <= float(r["unit_test_accuracy"]) <= 1 for r in rows)
+    assert all(float(r["unit_test_accuracy_low"]) <= float(r["unit_test_accuracy"]) <= float(r["unit_test_accuracy_high"])
+               for r in rows)
     assert (tmp_path / "report" / "evaluator_report.png").stat().st_size > 1000
     # only held-out functions of the judge data are judged
     held = set(json.loads((Path(judge_data) / "function_splits.json").read_text())["functions"].items())
@@ -307,3 +309,16 @@ def test_cli_train_evaluator_options(tmp_path, monkeypatch, capsys):
     assert main(["train-evaluator", "--lora_r", "0"]) == 2
     assert "findbench train-evaluator: error: lora_r" in capsys.readouterr().err
     assert len(seen) == 2
+
+
+def test_judge_report_table_shows_intervals_and_n():
+    from findbench.judge.report import format_table
+    from findbench.stats import SMALL_N_LEGEND, bootstrap_ci
+
+    per_function = [1.0, 0.5, 0.0, 1.0]
+    result = {"judge": "j", "label": "after", "mode": "pmi", "category": "strings", "descriptions": "true", "n_functions": 4,
+              "unit_test_accuracy": 0.625, "unit_test_accuracy_ci": list(bootstrap_ci(per_function)), "per_function": per_function}
+    table = format_table({"results": [result]})
+    low, high = result["unit_test_accuracy_ci"]
+    assert f"| strings | 4 | 0.625 [{low:.3f}, {high:.3f}] (n=4)† |" in table
+    assert SMALL_N_LEGEND in table

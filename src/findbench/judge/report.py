@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from findbench.constants import JUDGE_CATEGORIES
+from findbench.stats import INTERVAL_NOTE, SMALL_N, SMALL_N_LEGEND, bootstrap_ci, format_ci
 
 __all__ = ["evaluator_report", "wrong_descriptions", "format_table", "PAPER_TABLE_A3", "REPORT_FILES"]
 
@@ -36,7 +37,8 @@ PAPER_TABLE_A3 = {
     "vicuna-13b (untuned)": {"strings": 0.345, "neurons_entities": 0.390, "neurons_relations": 0.400},
 }
 REPORT_FILES = ("evaluator_report.csv", "evaluator_report.json", "evaluator_report.png")
-_FIELDS = ("judge", "label", "mode", "category", "descriptions", "n_functions", "unit_test_accuracy")
+_FIELDS = ("judge", "label", "mode", "category", "descriptions", "n_functions", "unit_test_accuracy",
+           "unit_test_accuracy_low", "unit_test_accuracy_high")
 
 
 def wrong_descriptions(descriptions: Sequence[str], *, seed: int = 0) -> list[str]:
@@ -94,10 +96,14 @@ def _plot(results: list[dict], path: Path) -> None:
     fig = Figure(figsize=(2.2 + 2.2 * len(cats), 3.6))
     ax = fig.subplots()
     for s, (label, kind) in enumerate(series):
-        vals = [next((r["unit_test_accuracy"] for r in results if r["category"] == c and r["label"] == label and r["descriptions"] == kind), 0.0) for c in cats]
+        picked = [next((r for r in results if r["category"] == c and r["label"] == label and r["descriptions"] == kind), None)
+                  for c in cats]
+        vals = [r["unit_test_accuracy"] if r else 0.0 for r in picked]
+        cis = [r.get("unit_test_accuracy_ci") if r else None for r in picked]
+        yerr = [[v - ci[0] if ci else 0.0 for v, ci in zip(vals, cis)], [ci[1] - v if ci else 0.0 for v, ci in zip(vals, cis)]]
         xs = [i + (s - (len(series) - 1) / 2) * width for i in range(len(cats))]
-        bars = ax.bar(xs, vals, width, label=f"{label}, {kind} descriptions", hatch="//" if kind == "wrong" else None,
-                      alpha=0.55 if kind == "wrong" else 0.9)
+        bars = ax.bar(xs, vals, width, yerr=yerr, capsize=2, label=f"{label}, {kind} descriptions",
+                      hatch="//" if kind == "wrong" else None, alpha=0.55 if kind == "wrong" else 0.9)
         for b, v in zip(bars, vals):
             ax.text(b.get_x() + b.get_width() / 2, v + 0.01, f"{v:.2f}", ha="center", va="bottom", fontsize=7)
     ax.axhline(1 / 3, color="grey", linestyle=":", linewidth=1, label="chance (1/3)")
@@ -105,7 +111,7 @@ def _plot(results: list[dict], path: Path) -> None:
     ax.set_xticklabels([c.replace("neurons_", "") for c in cats])
     ax.set_ylim(0, 1.08)
     ax.set_ylabel("unit-test accuracy")
-    ax.set_title("Judge accuracy on held-out functions")
+    ax.set_title("Judge accuracy on held-out functions (95 % bootstrap intervals)")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -229,6 +235,8 @@ def evaluator_report(
                 results.append({
                     "judge": lm.name, "label": label, "mode": m, "category": cat, "descriptions": kind,
                     "n_functions": len(rows), "unit_test_accuracy": res["unit_test_accuracy"],
+                    # a percentile bootstrap over the functions (findbench.stats)
+                    "unit_test_accuracy_ci": list(bootstrap_ci(res["per_function"])),
                     "per_function": res["per_function"], "function_ids": [r["function_id"] for r in rows],
                 })
     report: dict[str, Any] = {
@@ -247,7 +255,9 @@ def evaluator_report(
             writer = csv.DictWriter(buf, fieldnames=_FIELDS, lineterminator="\n")
             writer.writeheader()
             for r in results:
-                writer.writerow({k: (round(r[k], 4) if k == "unit_test_accuracy" else r[k]) for k in _FIELDS})
+                low, high = r["unit_test_accuracy_ci"]
+                row = {**r, "unit_test_accuracy_low": low, "unit_test_accuracy_high": high}
+                writer.writerow({k: (round(row[k], 4) if k.startswith("unit_test_accuracy") else row[k]) for k in _FIELDS})
             (tmp / REPORT_FILES[0]).write_text(buf.getvalue(), encoding="utf-8")
             (tmp / REPORT_FILES[1]).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
             _plot(results, tmp / REPORT_FILES[2])
@@ -256,7 +266,9 @@ def evaluator_report(
 
 
 def format_table(report: Mapping[str, Any]) -> str:
-    """The report as a Markdown table: one row per category, one column per judge and description kind."""
+    """The report as a Markdown table: one row per category, one column per judge and description
+    kind; each cell is the accuracy with its 95 % bootstrap interval over the functions and n
+    (:func:`findbench.stats.format_ci`), followed by the legend."""
     results = report["results"]
     cols = []
     for r in results:
@@ -267,6 +279,11 @@ def format_table(report: Mapping[str, Any]) -> str:
     for cat in dict.fromkeys(r["category"] for r in results):
         vals = {(r["label"], r["descriptions"]): r for r in results if r["category"] == cat}
         n = next(iter(vals.values()))["n_functions"]
-        lines.append(f"| {cat} | {n} | " + " | ".join(f"{vals[c]['unit_test_accuracy']:.3f}" if c in vals else "" for c in cols) + " |")
+        lines.append(f"| {cat} | {n} | " + " | ".join(
+            format_ci(vals[c]["unit_test_accuracy"], vals[c].get("unit_test_accuracy_ci"), n, digits=3) if c in vals else ""
+            for c in cols) + " |")
+    lines += ["", INTERVAL_NOTE]
+    if any(r["n_functions"] < SMALL_N for r in results):
+        lines.append(SMALL_N_LEGEND)
     return "\n".join(lines)
 
