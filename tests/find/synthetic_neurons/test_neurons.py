@@ -349,6 +349,10 @@ def test_report_functions_on_fixtures(entity_rows, relation_rows, tmp_path):
     rel = relation_accuracy(rows=relation_rows, tables=_tables(), entries_per_relation=4)
     assert rel["summary"]["accuracy"] == 1.0 and rel["summary"]["out_of_domain_accuracy"] == 1.0
     assert rel["summary"]["n_functions"] == 6
+    # intervals over the units: concepts for entities, whole functions (entry-weighted) for relations
+    low, high = s["auc_mean_ci"]
+    assert low <= s["auc_mean"] <= high and s["own_mean_ci"][0] <= s["own_mean"] <= s["own_mean_ci"][1]
+    assert rel["summary"]["accuracy_ci"] == [1.0, 1.0]
     from findbench.find.synthetic_neurons.report import _heatmap
 
     _heatmap(tmp_path / "h.png", ent["concepts"], ent["matrix"], "t")

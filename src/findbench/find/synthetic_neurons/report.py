@@ -18,6 +18,7 @@ import csv
 import io
 import json
 import logging
+import math
 import random
 import time
 from collections.abc import Sequence
@@ -29,6 +30,7 @@ import numpy as np
 from findbench._io import atomic_dir
 from findbench.find.synthetic_neurons.backbones import DEFAULT_LM, ENTITY_BACKENDS, RELATION_BACKENDS, make_function
 from findbench.find.synthetic_neurons.prompts import UNDEFINED
+from findbench.stats import bootstrap_ci
 
 __all__ = ["backbone_report", "entity_selectivity", "relation_accuracy", "relation_check_accuracy"]
 
@@ -150,6 +152,9 @@ def entity_selectivity(
         "own_mean": float(np.mean([p["own_mean"] for p in per_concept])),
         "other_mean": float(np.mean([p["other_mean"] for p in per_concept])),
         "auc_mean": float(np.mean([p["auc"] for p in per_concept])),
+        # 95 % bootstrap intervals over the concepts (findbench.stats); n = n_concepts
+        **{f"{key}_ci": list(bootstrap_ci([p[src] for p in per_concept if math.isfinite(p[src])]))
+           for key, src in (("own_mean", "own_mean"), ("other_mean", "other_mean"), ("auc_mean", "auc"))},
         "auc_min": float(np.min([p["auc"] for p in per_concept])),
         "seconds": round(seconds, 3),
     }
@@ -303,12 +308,19 @@ def relation_accuracy(
         total = sum(p[key_n] for p in items)
         return float(sum(p[key_acc] * p[key_n] for p in items) / total) if total else float("nan")
 
+    def pooled_ci(key_n: str, key_acc: str) -> list[float]:
+        """95 % bootstrap interval of the entry-weighted accuracy, resampling whole functions."""
+        units = [(p[key_n], p[key_acc] * p[key_n]) for p in per_function if p[key_n] > 0]
+        return list(bootstrap_ci(units, statistic=lambda s: s[..., 1].sum(axis=1) / s[..., 0].sum(axis=1))) if units else [
+            float("nan"), float("nan")]
+
     summary = {
         "backend": backend,
         "model": (getattr(model, "name", None) or str(model or DEFAULT_LM)) if backend == "lm" else "tables",
         "n_functions": len(per_function),
         "n_entries": sum(p["n_entries"] for p in per_function),
         "accuracy": pooled("n_entries", "accuracy"),
+        "accuracy_ci": pooled_ci("n_entries", "accuracy"),
         "accuracy_atomic": pooled("n_entries", "accuracy", "atomic"),
         "accuracy_corrupted": pooled("n_entries", "accuracy", "corruption"),
         "exception_accuracy": pooled("n_exception_entries", "exception_accuracy"),
