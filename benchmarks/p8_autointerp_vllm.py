@@ -58,6 +58,9 @@ class Stopwatch:
 
     def __init__(self, lm) -> None:
         self.lm, self.name, self.seconds, self.calls = lm, lm.name, 0.0, 0
+        # what decides whether requests carry a grammar (findbench.lm.base.use_structured_outputs)
+        self.supports_constraints = getattr(lm, "supports_constraints", False)
+        self.in_process = getattr(lm, "in_process", False)
 
     def _timed(self, method: str, *args, **kwargs):
         t0 = time.perf_counter()
@@ -82,12 +85,13 @@ class Stopwatch:
             close()
 
 
-def _config(args):
+def _config(args, structured_outputs: str | None = None):
     from findbench.autointerp.config import AutoInterpConfig
 
     latents = [int(x) for x in args.latents.split(",")] if args.latents else None
     return AutoInterpConfig(total_tokens=args.total_tokens, n_latents=None if latents else args.n_latents,
-                            override_latents=latents, scorers=["detection"], structured_outputs=args.structured_outputs)
+                            override_latents=latents, scorers=["detection"],
+                            structured_outputs=structured_outputs or args.structured_outputs)
 
 
 def _timed_run(url: str, args, out: Path, cache: Path, connections: int) -> dict:
@@ -147,7 +151,7 @@ def main(argv=None) -> int:
         out = Path(tmp) / "autointerp"
         print(f"evidence pass ({args.total_tokens} tokens) ...", flush=True)
         t0 = time.perf_counter()
-        run_autointerp(model=args.model, sae=args.sae, explainer=StubLM(), config=_config(args), out=out,
+        run_autointerp(model=args.model, sae=args.sae, explainer=StubLM(), config=_config(args, "off"), out=out,
                        cache=Path(tmp) / "stub.sqlite", progress=False)
         evidence_seconds = time.perf_counter() - t0
         print(f"  {evidence_seconds:.1f} s", flush=True)
