@@ -30,3 +30,18 @@ def test_a_failed_atomic_dir_leaves_nothing(tmp_path):
         (folder / "x.txt").write_text("x")
         raise RuntimeError("crash")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_read_json_object_names_the_file_in_one_line(tmp_path):
+    from findbench._io import read_json_object
+
+    good, truncated, listed = tmp_path / "good.json", tmp_path / "truncated.json", tmp_path / "list.json"
+    good.write_text('{"a": 1}')
+    truncated.write_text('{"a": ')
+    listed.write_text("[1]")
+    assert read_json_object(good, "run.json:") == {"a": 1}
+    for path, why in ((truncated, "is unreadable (JSONDecodeError"), (listed, "must hold a JSON object, got list"),
+                      (tmp_path / "missing.json", "is unreadable (FileNotFoundError")):
+        with pytest.raises(ValueError) as info:
+            read_json_object(path, "run.json:")
+        assert str(info.value).startswith(f"run.json: {path} {why}") and "\n" not in str(info.value)

@@ -74,6 +74,18 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     return path
 
 
+def read_json_object(path: str | os.PathLike, what: str) -> dict:
+    """The JSON object in ``path``; ValueError, one line naming ``what`` and the file, when it
+    cannot be read (missing, truncated, not UTF-8, not JSON) or holds something else."""
+    try:
+        obj = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{what} {path} is unreadable ({type(exc).__name__}: {exc})") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"{what} {path} must hold a JSON object, got {type(obj).__name__}")
+    return obj
+
+
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 

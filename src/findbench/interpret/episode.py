@@ -27,16 +27,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import json
 import math
 import os
 import threading
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
+from findbench._io import read_json_object
 from findbench.interpret.calls import FunctionRunner
 from findbench.interpret.prompts import MILAN_TURNS, build_messages, check_row
 from findbench.interpret.protocol import (
@@ -171,13 +170,7 @@ def read_episode_file(path: str | os.PathLike) -> dict[str, Any]:
     """The record an ``episode.json`` holds. ValueError, one line naming the file, when it cannot
     be read, is not a JSON object or lacks one of :data:`EPISODE_KEYS` (e.g. truncated by a crash
     or a full disk); a run resumed with the same ``out`` runs such an episode again."""
-    path = Path(path)
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"episode file {path} is unreadable ({type(exc).__name__}: {exc})") from None
-    if not isinstance(record, dict):
-        raise ValueError(f"episode file {path} must hold a JSON object, got {type(record).__name__}")
+    record = read_json_object(path, "episode file")
     missing = [k for k in EPISODE_KEYS if k not in record]
     if missing:
         raise ValueError(f"episode file {path} lacks {missing}")

@@ -59,7 +59,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from findbench._io import atomic_dir
+from findbench._io import atomic_dir, read_json_object
 from findbench.interpret.protocol import METHODS
 from findbench.schema import CATEGORIES
 from findbench.stats import bootstrap_ci
@@ -118,12 +118,7 @@ def read_run_info(run_dir: str | os.PathLike) -> dict[str, Any]:
     path = Path(run_dir) / _RUN_INFO
     if not path.is_file():
         return {}
-    try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"run.json: {path} is not readable JSON: {exc}") from None
-    if not isinstance(info, dict):
-        raise ValueError(f"run.json: {path} must hold a JSON object, got {type(info).__name__}")
+    info = read_json_object(path, "run.json:")
     interpreter = info.get("interpreter")
     if not isinstance(interpreter, str) or not interpreter.strip():
         raise ValueError(f"run.json['interpreter'] must name the interpreter (a non-empty string) in {path}, got {interpreter!r}")

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from findbench._io import atomic_write_text
+from findbench._io import atomic_write_text, read_json_object
 from findbench.interpret.episode import read_episode_file
 from findbench.interpret.evaluate import check_rows_known, load_interpretations, read_run_info
 from findbench.interpret.scoreboard import PAPER_SOURCE, PAPER_TABLE2, TABLE2_COLUMNS, render_table, table2_summaries
@@ -465,13 +465,7 @@ def _read_scores(scores_dir: Path) -> dict[str, Any]:
     path = scores_dir / "scores.json"
     if not path.is_file():
         raise FileNotFoundError(f"scores_dir: no scores.json in {scores_dir} (score the run with `findbench evaluate` first)")
-    try:
-        scores = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"scores_dir: {path} is not readable JSON: {exc}") from None
-    if not isinstance(scores, dict):
-        raise ValueError(f"scores_dir: {path} must hold a JSON object, got {type(scores).__name__}")
-    return scores
+    return read_json_object(path, "scores_dir:")
 
 
 def _read_per_function(scores_dir: Path) -> dict[tuple[str, str], dict[str, str]]:
