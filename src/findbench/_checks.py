@@ -1,0 +1,67 @@
+"""Checks of user input, used once, at the boundary (configs, public functions, metrics).
+
+Each returns the value it checked (normalised where that is natural) or raises
+``constants.UsageError`` (a ``ValueError``) or ``TypeError`` with one line naming the field.
+Internal functions trust their callers and do not call these again.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from findbench.constants import UsageError
+
+
+def integer(name: str, value: Any, low: int | None = None, *, optional: bool = False) -> int | None:
+    """``value`` as an int ≥ ``low`` (bools refused); ``None`` passes when ``optional``."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    if low is not None and value < low:
+        raise UsageError(f"{name} must be ≥ {low}, got {value}")
+    return value
+
+
+def positive_int(name: str, value: Any, *, optional: bool = False) -> int | None:
+    """``value`` as an int ≥ 1."""
+    return integer(name, value, 1, optional=optional)
+
+
+def number(name: str, value: Any, low: float | None = None, high: float | None = None, *,
+           optional: bool = False) -> float | None:
+    """``value`` as a finite float in ``[low, high]`` (bools refused)."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value) or (low is not None and value < low) or (high is not None and value > high):
+        span = f"in [{low}, {high}]" if low is not None and high is not None else (
+            f"≥ {low}" if low is not None else f"≤ {high}" if high is not None else "finite")
+        raise UsageError(f"{name} must be {span}, got {value}")
+    return value
+
+
+def one_of(name: str, value: Any, choices: Iterable[Any]) -> Any:
+    """``value`` if it is one of ``choices``; else one line with the nearest choice."""
+    choices = list(choices)
+    if value in choices:
+        return value
+    close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else f" (choose from {', '.join(map(str, choices))})"
+    raise UsageError(f"{name}: unknown value {value!r}{hint}")
+
+
+def str_list(name: str, value: Any, *, optional: bool = False) -> list[str] | None:
+    """A string or a sequence of non-empty strings, as a list (a comma-separated string is split)."""
+    if value is None and optional:
+        return None
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+        raise TypeError(f"{name} must be a string or a list of non-empty strings, got {value!r}")
+    return list(value)
