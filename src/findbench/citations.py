@@ -31,5 +31,3 @@ SAEBENCH = """\
   url       = {https://arxiv.org/abs/2503.09532}
 }
 """
-
-__all__ = ["FIND", "HUANG2023", "SAEBENCH"]

@@ -20,8 +20,6 @@ import yaml
 
 from findbench.resources import METRICS
 
-__all__ = ["Upload", "plan_dataset", "plan_metric", "plan_checkpoint", "publish", "METRIC_NAMES"]
-
 logger = logging.getLogger(__name__)
 
 METRIC_NAMES = METRICS

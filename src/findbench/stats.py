@@ -35,22 +35,6 @@ from typing import Any
 
 import numpy as np
 
-__all__ = [
-    "DEFAULT_CONFIDENCE",
-    "DEFAULT_RESAMPLES",
-    "DEFAULT_SEED",
-    "INTERVAL_NOTE",
-    "SMALL_N",
-    "SMALL_N_LEGEND",
-    "SMALL_N_MARK",
-    "PairedComparison",
-    "bootstrap_ci",
-    "format_ci",
-    "is_small",
-    "mean_ci",
-    "paired_bootstrap",
-]
-
 DEFAULT_RESAMPLES = 10_000
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_SEED = 0

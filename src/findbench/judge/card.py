@@ -61,20 +61,6 @@ import numpy as np
 
 from findbench.constants import CONSTANT_DESCRIPTIONS, JUDGE_CATEGORIES
 
-__all__ = [
-    "RUNGS",
-    "RUNG_DEFINITIONS",
-    "CARD_FILES",
-    "SHIPPED_CARDS",
-    "description_ladder",
-    "auroc",
-    "auroc_ci",
-    "judge_card",
-    "write_card",
-    "format_table",
-    "shipped_card",
-]
-
 log = logging.getLogger(__name__)
 
 #: The ladder, from the right description to none.

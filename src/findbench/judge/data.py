@@ -32,18 +32,6 @@ from typing import Any
 from findbench.constants import JUDGE_CATEGORIES
 from findbench.judge.scoring import judge_category
 
-__all__ = [
-    "SPLITS",
-    "DATA_VERSION",
-    "function_items",
-    "split_functions",
-    "build_evaluator_rows",
-    "build_evaluator_data",
-    "load_evaluator_data",
-    "default_data_dir",
-    "heldout_function_ids",
-]
-
 log = logging.getLogger(__name__)
 
 #: Split names of functions (``excluded``: entity compositions mixing train and held-out concepts).

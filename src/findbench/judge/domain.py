@@ -20,8 +20,6 @@ from findbench.find.domain import domain_text, domain_unit_tests
 from findbench.judge.scoring import JUDGE_MODES, judge_mode_of, judge_unit_tests, load_judge
 from findbench.stats import bootstrap_ci
 
-__all__ = ["RELATION_STATUSES", "score_relation_domain"]
-
 log = logging.getLogger(__name__)
 
 #: Per-item status of :func:`score_relation_domain`.

@@ -27,8 +27,6 @@ from typing import Any
 from findbench.constants import JUDGE_CATEGORIES
 from findbench.stats import INTERVAL_NOTE, SMALL_N, SMALL_N_LEGEND, bootstrap_ci, format_ci
 
-__all__ = ["evaluator_report", "wrong_descriptions", "format_table", "PAPER_TABLE_A3", "REPORT_FILES"]
-
 log = logging.getLogger(__name__)
 
 #: FIND Table A3: unit-test accuracy with ground-truth descriptions.

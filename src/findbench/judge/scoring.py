@@ -57,33 +57,6 @@ from findbench.constants import JUDGE_CATEGORIES, TRAINED_MARKER
 from findbench.find.unit_tests import N_OPTIONS
 from findbench.lm.base import Constraint, use_structured_outputs
 
-__all__ = [
-    "ANSWER_PREFIX",
-    "JUDGE_CATEGORIES",
-    "SYSTEM_PROMPT",
-    "JUDGE_MODES",
-    "NULL_DESCRIPTION",
-    "PMI_SYSTEM_PROMPT",
-    "MAX_DESCRIPTION_TOKENS",
-    "N_OPTIONS",
-    "clean_description",
-    "description_token_limit",
-    "bound_description",
-    "render_judge_prompt",
-    "render_judge_target",
-    "render_pmi_prompt",
-    "render_pmi_option",
-    "judge_mode_of",
-    "judge_category",
-    "parse_answer",
-    "answer_constraint",
-    "check_unit_test",
-    "check_unit_tests",
-    "normalize_unit_test",
-    "judge_unit_tests",
-    "load_judge",
-]
-
 log = logging.getLogger(__name__)
 
 #: What the judge's answer starts with; the option number follows.

@@ -37,25 +37,8 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
-from findbench.constants import EMBEDDED_EVALUATOR_NAME, TRAINED_MARKER
+from findbench.constants import TRAINED_MARKER
 from findbench.models import embedded_evaluator_dir
-
-__all__ = [
-    "TrainArgs",
-    "DataArgs",
-    "ModelArgs",
-    "OptimArgs",
-    "OutputArgs",
-    "ARG_GROUPS",
-    "make_parser",
-    "parse_train_args",
-    "answer_loss",
-    "train_evaluator",
-    "tokenize_judge_row",
-    "embedded_evaluator_dir",
-    "EMBEDDED_EVALUATOR_NAME",
-    "TRAINED_MARKER",
-]
 
 log = logging.getLogger(__name__)
 

@@ -22,21 +22,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = [
-    "LM",
-    "ScoringLM",
-    "Message",
-    "Conversation",
-    "Constraint",
-    "STRUCTURED_OUTPUTS",
-    "check_candidates",
-    "check_continuations",
-    "check_conversations",
-    "check_constraints",
-    "check_structured_outputs",
-    "use_structured_outputs",
-]
-
 Message = dict  # {"role": str, "content": str}
 Conversation = Sequence[Message]
 

@@ -29,8 +29,6 @@ from typing import Any
 
 from findbench.lm.base import LM, Constraint, Conversation, check_candidates, check_constraints, check_continuations, check_conversations
 
-__all__ = ["CachedLM"]
-
 log = logging.getLogger(__name__)
 
 #: Seconds a connection waits for another process's lock on the cache.

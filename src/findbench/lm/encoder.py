@@ -20,8 +20,6 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["EMBEDDED_ENCODER", "CachedTextEncoder", "SentenceEncoder", "encoder_dir", "load_encoder"]
-
 log = logging.getLogger(__name__)
 
 #: Name of the embedded encoder in backbone configs.

@@ -37,8 +37,6 @@ from tqdm.auto import tqdm
 
 from findbench.lm.base import Constraint, Conversation, check_candidates, check_constraints, check_continuations, check_conversations
 
-__all__ = ["OpenAILM", "structured_outputs_field"]
-
 log = logging.getLogger(__name__)
 
 _RETRY_STATUS = {408, 429, 500, 502, 503, 504}

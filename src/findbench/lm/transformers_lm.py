@@ -28,8 +28,6 @@ from tqdm.auto import tqdm
 
 from findbench.lm.base import Constraint, Conversation, check_candidates, check_constraints, check_continuations, check_conversations
 
-__all__ = ["TransformersLM", "VICUNA_CHAT_TEMPLATE"]
-
 log = logging.getLogger(__name__)
 
 #: Vicuna v1.1 conversation format ("USER: ... ASSISTANT:"), used when a tokenizer has no

@@ -29,8 +29,6 @@ from collections.abc import Iterator, Sequence
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["VLLM_PYTHON_ENV", "VLLM_ENV", "VLLM_ARGS", "find_vllm_python", "free_port", "serve_vllm"]
-
 log = logging.getLogger(__name__)
 
 #: Environment variable naming the Python of a venv with vLLM installed.
