@@ -1,33 +1,20 @@
-"""FIND's Table 2 as markdown: a run's scores beside the interpreters the paper reported.
+"""FIND's Table 2: a run's scores beside the interpreters the paper reported.
 
-Only rendering lives here; :mod:`findbench.interpret.evaluate` computes the scores and calls
-:func:`render_table` with them. Each column is one ``(category, method, metric)`` cell of the
-``scores.json`` mapping ``{category: {method: {metric: value, "<metric>_ci": [low, high],
-"<metric>_n": n}}}``. A cell with an interval prints as ``0.83 [0.62, 0.97] (n=6)†``
-(:func:`findbench.stats.format_ci`; the dagger marks n < 10, with the legend under the
-table); scores without intervals (an older ``scores.json``) print the bare mean.
+Each column is one ``(category, method, metric)`` cell of the ``scores.json`` mapping
+``{category: {method: {metric: value, "<metric>_ci": [low, high], "<metric>_n": n}}}``. A cell
+with an interval prints as ``0.83 [0.62, 0.97] (n=6)†`` (:func:`findbench.stats.format_ci`; the
+dagger marks n < 10, with the legend under the table); a cell without one prints the bare mean.
+:func:`table2_rows` and :func:`table2_notes` are the table as text, which ``table.md``
+(:func:`render_table`) and ``report.html`` both print.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from findbench.stats import INTERVAL_NOTE, SMALL_N_LEGEND, format_ci, is_small
-
-__all__ = [
-    "Column",
-    "TABLE2_COLUMNS",
-    "PAPER_TABLE2",
-    "PAPER_SOURCE",
-    "FLOOR",
-    "table2_cells",
-    "table2_summaries",
-    "format_cell",
-    "render_table",
-    "render_comparison",
-]
 
 
 class Column(NamedTuple):
@@ -52,6 +39,7 @@ TABLE2_COLUMNS: tuple[Column, ...] = (
     Column("neurons_relations", "milan", "unit_test_accuracy", "relations MILAN"),
     Column("neurons_relations", "aia+milan", "unit_test_accuracy", "relations AIA+MILAN"),
 )
+TABLE2_HEADERS = ("interpreter", *(c.header for c in TABLE2_COLUMNS))
 
 PAPER_SOURCE = "FIND (Schwettmann et al., NeurIPS 2023), Table 2"
 
@@ -63,6 +51,8 @@ PAPER_TABLE2: dict[str, tuple[float, ...]] = {
     "GPT-3.5": (0.12, 0.13, 0.66, 0.39, 0.81, 0.88, 0.37, 0.64, 0.68),
     "Llama-2-70b-chat": (0.01, 0.01, 0.33, 0.34, 0.61, 0.62, 0.47, 0.44, 0.46),
 }
+TABLE2_CAPTION = (f"Success rates: numeric code NMSE < 0.1, string code exact match, unit-test accuracy of descriptions. "
+                  f"{', '.join(PAPER_TABLE2)}: {PAPER_SOURCE}.")
 
 _MISSING = "—"
 #: The baseline whose scores :func:`render_comparison` subtracts from every other row: the
@@ -75,13 +65,8 @@ def table2_cells(scores: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[
     cells: list[float | None] = []
     for col in TABLE2_COLUMNS:
         value = (scores.get(col.category) or {}).get(col.method, {}).get(col.metric)
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        cells.append(float(value) if ok else None)
+        cells.append(float(value) if value is not None and math.isfinite(value) else None)
     return cells
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def table2_summaries(scores: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[dict[str, Any] | None]:
@@ -89,25 +74,39 @@ def table2_summaries(scores: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> l
     ``n`` None when the scores carry no interval), or None where it has no finite value."""
     out: list[dict[str, Any] | None] = []
     for col, mean in zip(TABLE2_COLUMNS, table2_cells(scores)):
-        if mean is None:
-            out.append(None)
-            continue
         cell = (scores.get(col.category) or {}).get(col.method, {})
-        ci, n = cell.get(f"{col.metric}_ci"), cell.get(f"{col.metric}_n")
-        ok_ci = isinstance(ci, (list, tuple)) and len(ci) == 2 and all(_is_number(x) for x in ci)
-        ok_n = isinstance(n, int) and not isinstance(n, bool) and n >= 0
-        out.append({"mean": mean, "ci": [float(x) for x in ci] if ok_ci else None, "n": n if ok_n else None})
+        out.append(None if mean is None else {"mean": mean, "ci": cell.get(f"{col.metric}_ci"), "n": cell.get(f"{col.metric}_n")})
     return out
 
 
 def format_cell(summary: Mapping[str, Any] | None) -> str:
-    """One cell: ``0.83 [0.62, 0.97] (n=6)†`` (:func:`findbench.stats.format_ci`), the bare
-    mean when it has no n, "—" for None."""
+    """One cell: ``0.83 [0.62, 0.97] (n=6)†``, the bare mean when it has no n, "—" for None."""
     if summary is None:
         return _MISSING
     if summary.get("n") is None:
         return _fmt(summary["mean"])
     return format_ci(summary["mean"], summary.get("ci"), summary["n"])
+
+
+def table2_rows(interpreter: str, scores: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[list[str]]:
+    """Table 2's body as cell text: the paper's rows, then ``interpreter``'s (this run), last."""
+    rows = [[name, *(_fmt(v) for v in values)] for name, values in PAPER_TABLE2.items()]
+    return rows + [[interpreter, *(format_cell(s) for s in table2_summaries(scores))]]
+
+
+def table2_notes(
+    scores: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    counts: Mapping[str, Mapping[str, int]] | None = None,
+    notes: Iterable[str] = (),
+) -> list[str]:
+    """The lines under Table 2: the functions behind each of the run's cells (from ``counts``,
+    ``{category: {method: n}}``), ``notes``, the interval method and the small-n legend."""
+    out = list(notes) + _interval_notes(table2_summaries(scores))
+    if counts is not None:
+        listed = [f"{c.header}: {n}" for c in TABLE2_COLUMNS if (n := (counts.get(c.category) or {}).get(c.method))]
+        if listed:
+            out.insert(0, "Functions scored in this run: " + ", ".join(listed) + ".")
+    return out
 
 
 def _interval_notes(summaries: Iterable[Mapping[str, Any] | None]) -> list[str]:
@@ -126,6 +125,11 @@ def _escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _md_table(rows: Iterable[Iterable[str]]) -> list[str]:
+    return ["| " + " | ".join(TABLE2_HEADERS) + " |", "|---|" + "---:|" * len(TABLE2_COLUMNS),
+            *("| " + " | ".join(row) + " |" for row in rows)]
+
+
 def render_table(
     interpreter: str,
     scores: Mapping[str, Mapping[str, Mapping[str, Any]]],
@@ -133,33 +137,12 @@ def render_table(
     counts: Mapping[str, Mapping[str, int]] | None = None,
     notes: Iterable[str] = (),
 ) -> str:
-    """Markdown of Table 2: the paper's interpreters first, then ``interpreter`` (this run).
-
-    ``scores`` is the ``scores.json`` mapping; the run's cells show their interval and n
-    (:func:`format_cell`), and a column the run has no finite value for shows "—". ``counts`` (``{category: {method: n}}``) adds a line with the number of functions
-    behind each of the run's cells; ``notes`` are extra lines printed under the table.
-    """
-    headers: Sequence[str] = ["interpreter", *(c.header for c in TABLE2_COLUMNS)]
-    lines = [
-        "# FIND Table 2",
-        "",
-        f"Success rates: numeric code NMSE < 0.1, string code exact match, unit-test accuracy of descriptions. "
-        f"{', '.join(PAPER_TABLE2)}: {PAPER_SOURCE}.",
-        "",
-        "| " + " | ".join(headers) + " |",
-        "|---|" + "---:|" * len(TABLE2_COLUMNS),
-    ]
-    for name, values in PAPER_TABLE2.items():
-        lines.append(f"| {name} | " + " | ".join(_fmt(v) for v in values) + " |")
-    run_cells = table2_summaries(scores)
-    lines.append(f"| **{_escape(interpreter)}** (this run) | " + " | ".join(f"**{format_cell(v)}**" if v is not None else _MISSING
-                                                                                for v in run_cells) + " |")
-    extra = list(notes) + _interval_notes(run_cells)
-    if counts is not None:
-        sizes = [(c.header, (counts.get(c.category) or {}).get(c.method)) for c in TABLE2_COLUMNS]
-        listed = [f"{h}: {n}" for h, n in sizes if n]
-        if listed:
-            extra.insert(0, "Functions scored in this run: " + ", ".join(listed) + ".")
+    """Markdown of Table 2 (``table.md``): the paper's interpreters, then ``interpreter`` (this
+    run) in bold, and :func:`table2_notes` as a list under the table."""
+    *paper, (_, *cells) = table2_rows(interpreter, scores)
+    run = [f"**{_escape(interpreter)}** (this run)", *(c if c == _MISSING else f"**{c}**" for c in cells)]
+    lines = ["# FIND Table 2", "", TABLE2_CAPTION, "", *_md_table([*paper, run])]
+    extra = table2_notes(scores, counts, notes)
     if extra:
         lines += [""] + [f"- {note}" for note in extra]
     return "\n".join(lines) + "\n"
@@ -171,27 +154,16 @@ def render_comparison(
     title: str = "FIND Table 2",
     floor: str = FLOOR,
 ) -> str:
-    """Markdown of Table 2 with the paper's rows and one row per run (``{name: scores}``), for
-    comparing interpreters scored the same way (the main job: the references, an LM).
+    """Markdown of Table 2 with the paper's rows and one row per run (``{name: scores}``).
 
-    Each run's cells show their interval and n (:func:`format_cell`). When ``floor`` (default
-    the ``constant`` baseline) is one of the runs, a second table states how far above it
-    every other run is, per column: the difference of the two means (``+0.42``), "—" where
-    either has no value. ``findbench compare`` tests such a difference on the functions both
-    runs scored (a paired bootstrap).
+    When ``floor`` (default the ``constant`` baseline) is one of the runs, a second table gives
+    each other run's mean minus the floor's, per column ("—" where either has no value);
+    ``findbench compare`` tests such a difference on the functions both runs scored.
     """
-    headers: Sequence[str] = ["interpreter", *(c.header for c in TABLE2_COLUMNS)]
-    lines = [
-        f"### {title}",
-        "",
-        "| " + " | ".join(headers) + " |",
-        "|---|" + "---:|" * len(TABLE2_COLUMNS),
-    ]
-    for name, values in PAPER_TABLE2.items():
-        lines.append(f"| {name} (paper) | " + " | ".join(_fmt(v) for v in values) + " |")
     summaries = {name: table2_summaries(scores) for name, scores in runs.items()}
-    for name, cells in summaries.items():
-        lines.append(f"| **{_escape(name)}** | " + " | ".join(format_cell(v) for v in cells) + " |")
+    rows = [[f"{name} (paper)", *(_fmt(v) for v in values)] for name, values in PAPER_TABLE2.items()]
+    rows += [[f"**{_escape(name)}**", *(format_cell(v) for v in cells)] for name, cells in summaries.items()]
+    lines = [f"### {title}", "", *_md_table(rows)]
     notes = [f"Paper rows: {PAPER_SOURCE}, on the whole benchmark (no interval reported). Success rates: numeric code "
              "NMSE < 0.1, string code exact match, unit-test accuracy of descriptions."]
     notes += _interval_notes(v for cells in summaries.values() for v in cells)
@@ -203,10 +175,6 @@ def render_comparison(
         lines += ["", f"#### Δ vs {floor}", "",
                   f"How far above the `{floor}` baseline (one fixed answer per category) each interpreter is: its mean "
                   f"minus `{floor}`'s, per column (a difference of means; `findbench compare` tests it on shared functions).",
-                  "", "| interpreter | " + " | ".join(c.header for c in TABLE2_COLUMNS) + " |",
-                  "|---|" + "---:|" * len(TABLE2_COLUMNS)]
-        for name in others:
-            deltas = [_MISSING if a is None or b is None else f"{a['mean'] - b['mean']:+.2f}"
-                      for a, b in zip(summaries[name], base)]
-            lines.append(f"| **{_escape(name)}** | " + " | ".join(deltas) + " |")
+                  "", *_md_table([f"**{_escape(name)}**", *(_MISSING if a is None or b is None else f"{a['mean'] - b['mean']:+.2f}"
+                                                          for a, b in zip(summaries[name], base))] for name in others)]
     return "\n".join(lines) + "\n"
