@@ -37,12 +37,6 @@ class Upload:
     files: list[str] = field(default_factory=list)
 
 
-def _check_repo_id(repo_id: str) -> str:
-    if not isinstance(repo_id, str) or not _REPO_ID.match(repo_id):
-        raise ValueError(f"repo_id must look like 'org/name', got {repo_id!r}")
-    return repo_id
-
-
 def _front_matter(readme: Path) -> dict:
     text = readme.read_text(encoding="utf-8")
     if not text.startswith("---\n"):
@@ -56,7 +50,10 @@ def _front_matter(readme: Path) -> dict:
     return meta
 
 
-def _stage(src: Path, ignore: Sequence[str] = ("__pycache__", ".cache", "*.pyc", ".*")) -> tuple[Path, list[str]]:
+def _stage(src: Path, repo_id: str, ignore: Sequence[str] = ("__pycache__", ".cache", "*.pyc", ".*")) -> tuple[Path, list[str]]:
+    """A staged copy of ``src`` and its files, once ``repo_id`` is checked."""
+    if not isinstance(repo_id, str) or not _REPO_ID.match(repo_id):
+        raise ValueError(f"repo_id must look like 'org/name', got {repo_id!r}")
     staged = Path(tempfile.mkdtemp(prefix="findbench-hub-")) / src.name
     shutil.copytree(src, staged, ignore=shutil.ignore_patterns(*ignore))
     files = sorted(str(p.relative_to(staged)) for p in staged.rglob("*") if p.is_file())
@@ -65,7 +62,6 @@ def _stage(src: Path, ignore: Sequence[str] = ("__pycache__", ".cache", "*.pyc",
 
 def plan_dataset(folder: str | Path, repo_id: str) -> Upload:
     """Stage a dataset folder written by ``findbench build`` (or ``build-neuron-tests``)."""
-    _check_repo_id(repo_id)
     folder = Path(folder)
     readme = folder / "README.md"
     if not readme.is_file():
@@ -80,13 +76,12 @@ def plan_dataset(folder: str | Path, repo_id: str) -> Upload:
             raise ValueError(f"{readme}: config {name!r} has no parquet files under {folder / str(name)}")
     if "license" not in meta:
         raise ValueError(f"{readme}: card has no 'license'")
-    staged, files = _stage(folder)
+    staged, files = _stage(folder, repo_id)
     return Upload(repo_id, "dataset", staged, files=files)
 
 
 def plan_metric(metric_dir: str | Path, repo_id: str) -> Upload:
     """Stage an evaluate metric folder (``metrics/<name>``) as a Gradio Space."""
-    _check_repo_id(repo_id)
     metric_dir = Path(metric_dir)
     name = metric_dir.name
     for needed in (f"{name}.py", "README.md", "app.py", "requirements.txt"):
@@ -95,13 +90,12 @@ def plan_metric(metric_dir: str | Path, repo_id: str) -> Upload:
     meta = _front_matter(metric_dir / "README.md")
     if meta.get("sdk") != "gradio" or meta.get("app_file") != "app.py":
         raise ValueError(f"{metric_dir / 'README.md'}: a metric card needs 'sdk: gradio' and 'app_file: app.py'")
-    staged, files = _stage(metric_dir)
+    staged, files = _stage(metric_dir, repo_id)
     return Upload(repo_id, "space", staged, space_sdk="gradio", files=files)
 
 
 def plan_checkpoint(checkpoint_dir: str | Path, repo_id: str) -> Upload:
     """Stage a trained judge (peft adapter or merged weights) with its model card."""
-    _check_repo_id(repo_id)
     checkpoint_dir = Path(checkpoint_dir)
     has_weights = any(checkpoint_dir.glob("*.safetensors")) or any(checkpoint_dir.glob("*.bin"))
     if not has_weights:
@@ -111,7 +105,7 @@ def plan_checkpoint(checkpoint_dir: str | Path, repo_id: str) -> Upload:
     if not (checkpoint_dir / "README.md").is_file():
         raise FileNotFoundError(f"checkpoint_dir: {checkpoint_dir} has no README.md model card")
     _front_matter(checkpoint_dir / "README.md")
-    staged, files = _stage(checkpoint_dir, ignore=("__pycache__", "*.pyc", ".*", "checkpoint-*", "optimizer*", "scheduler*", "rng_state*"))
+    staged, files = _stage(checkpoint_dir, repo_id, ignore=("__pycache__", "*.pyc", ".*", "checkpoint-*", "optimizer*", "scheduler*", "rng_state*"))
     return Upload(repo_id, "model", staged, files=files)
 
 

@@ -22,6 +22,7 @@ from findbench.judge.card import (
     format_table,
     judge_card,
     shipped_card,
+    write_card,
 )
 from tests.interpret.fakes import KnowingJudge
 
@@ -320,6 +321,27 @@ def test_shipped_cards(name):
     assert format_table(card) in (folder / "README.md").read_text()
     with pytest.raises(ValueError, match="name"):
         shipped_card("vicuna")
+
+
+@pytest.mark.parametrize("name", SHIPPED_CARDS)
+def test_the_card_code_rewrites_the_shipped_cards_byte_for_byte(name, tmp_path):
+    """The statistics and the writer reproduce the shipped README.md and judge_card.json exactly."""
+    from findbench import stats
+
+    folder = shipped_card(name)
+    card = json.loads((folder / "judge_card.json").read_text())
+    resamples = card["settings"]["bootstrap"]["resamples"]
+    for group in card["accuracy"]:
+        def per_function(rung, group=group):
+            return [v for r in card["results"] if r["rung"] == rung and group in ("all", r["category"]) for v in r["per_function"]]
+
+        for rung in RUNGS:
+            assert stats.mean_ci(per_function(rung), n_resamples=resamples) == card["accuracy"][group][rung]
+            if rung != "true":
+                assert auroc_ci(per_function("true"), per_function(rung), n_resamples=resamples) == card["auroc"][group][rung]
+    write_card(card, tmp_path / "card")
+    for file in CARD_FILES[:2]:
+        assert (tmp_path / "card" / file).read_bytes() == (folder / file).read_bytes()
 
 
 def test_the_shipped_judge_card_links_its_instrument_card():

@@ -1,23 +1,11 @@
 """FIND's unit-test judge (FIND §3.1, app. F1): does a description identify its function?
 
-One package for everything about the judge:
-
-- :mod:`findbench.judge.scoring`: the prompts, the three scoring modes (``logprob``,
-  ``generate``, ``pmi``) and :func:`judge_unit_tests`; re-exported here.
-- :mod:`findbench.judge.data`: judge training data: simulated unit tests answered with
-  ground-truth descriptions (:func:`build_evaluator_data`), split by function into train /
-  held-out.
-- :mod:`findbench.judge.train`: fine-tuning with accelerate + peft (:func:`train_evaluator`,
-  used by ``training/train_evaluator.py`` and ``findbench train-evaluator``).
-- :mod:`findbench.judge.report`: judge accuracy on held-out functions with true and with
-  wrong descriptions, before vs after (:func:`evaluator_report`, FIND Table A3).
-- :mod:`findbench.judge.card`: a judge's instrument card: accuracy on held-out functions with
-  a ladder of descriptions (true, partial, near miss, other, constant, empty), AUROC and cost
-  (:func:`judge_card`, ``findbench judge-card``).
-
-The trained judge keeps FIND's name for it, "evaluator" (``embedded-evaluator``,
-``findbench train-evaluator``). Heavy imports (torch, transformers, peft, accelerate) happen
-inside the functions; data / train / report / card load on first use.
+:mod:`~findbench.judge.scoring` (prompts, the ``logprob`` / ``generate`` / ``pmi`` modes,
+:func:`judge_unit_tests`; re-exported here), :mod:`~findbench.judge.data` (judge training
+data, split by function), :mod:`~findbench.judge.train` (accelerate + peft fine-tuning),
+:mod:`~findbench.judge.report` (FIND Table A3 for any judge) and :mod:`~findbench.judge.card`
+(a judge's instrument card). The trained judge keeps FIND's name, "evaluator"
+(``embedded-evaluator``). Heavy imports happen inside the functions.
 """
 
 from __future__ import annotations

@@ -1,46 +1,13 @@
 """Instrument cards for judges: how well does a judge tell a right description from a close one?
 
-:func:`judge_card` measures any judge on held-out ground truth (the functions the judge-data
-split holds out of training, as :func:`findbench.judge.report.evaluator_report` does) with a
-**ladder of descriptions** per function, from right to empty (:data:`RUNGS`):
-
-``true``
-    the function's own ground-truth description.
-``partial``
-    one part of it (:func:`description_ladder`): one step of a string composition (an atomic
-    string function: only the family of its operation, e.g. "changes the case of some
-    letters"); one of the two concepts of an entity OR composition (an atomic entity: the
-    concept narrowed to one of its member words that no unit test shows, e.g. "words related
-    to checkmate" for chess; the concept's name alone carries all of its information, and a
-    judge scoring it as high as the true description is right to); a corrupted relation without its exception clause (an atomic
-    relation: only its input kind, not the attribute it maps to).
-``near_miss``
-    a close but wrong description: a string composition or operation with one step changed
-    (the same operation with another parameter where it has parameters, else a sibling
-    operation of the same family; the first seeded candidate that behaves differently from the
-    function on its test inputs); an entity neuron with each concept replaced by the nearest
-    other concept by name embedding (the embedded MiniLM encoder; the concepts have no groups);
-    a corrupted relation with its *other* exception (a wrong parameter; the uncorrupted relation
-    is already the ``partial`` rung), an atomic relation replaced by the nearest other relation
-    by name embedding of "input kind -> attribute".
-``other``
-    another judged function's description (a seeded derangement,
-    :func:`findbench.judge.report.wrong_descriptions`).
-``constant``
-    the category-generic description of the ``constant`` floor
-    (:data:`findbench.constants.CONSTANT_DESCRIPTIONS`, shared with the ``constant`` interpreter).
-``empty``
-    the empty description: never shown to the judge, its functions score 0 by rule
-    (:func:`findbench.judge.scoring.judge_unit_tests`).
-
-Every rung goes through :func:`~findbench.judge.scoring.judge_unit_tests` on the same unit
-tests. The card reports accuracy per rung with a bootstrap interval over functions
-(:func:`findbench.stats.mean_ci`), the AUROC of ``true`` against each other rung with the
-per-function accuracy as the score (bootstrap over functions, each resampled with both of its
-scores), the share of answers that do not parse (``generate`` mode), and tokens and seconds per
-1,000 unit tests. :func:`write_card` writes it as a folder: ``README.md`` (a model-card-style
-summary), ``judge_card.json`` and ``judge_card.png``. The cards of the shipped judges are in the
-package (:func:`shipped_card`).
+:func:`judge_card` judges held-out functions (those the judge-data split keeps out of training)
+with a ladder of descriptions per function, from right to empty (:data:`RUNGS`, defined in
+:data:`RUNG_DEFINITIONS`, built by :func:`description_ladder`), all through
+:func:`~findbench.judge.scoring.judge_unit_tests` on the same unit tests. It reports accuracy
+per rung (bootstrap over functions, :func:`findbench.stats.mean_ci`), the AUROC of ``true``
+against each other rung (:func:`auroc_ci`), unparsed answers and tokens and seconds per 1,000
+unit tests; :func:`write_card` writes ``README.md``, ``judge_card.json`` and ``judge_card.png``.
+The shipped judges' cards are in the package (:func:`shipped_card`).
 """
 
 from __future__ import annotations
@@ -59,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from findbench._checks import integer, one_of, str_list
 from findbench.constants import CONSTANT_DESCRIPTIONS, JUDGE_CATEGORIES
 
 log = logging.getLogger(__name__)
@@ -298,14 +266,13 @@ def _ladder(rows: Sequence[Mapping[str, Any]], category: str, pool: Sequence[Map
     return ladder, {"partial": [rule for _, rule in partial], "near_miss": [rule for _, rule in near]}
 
 
-def _check_rows(rows: Any, argument: str = "rows") -> str:
+def _category_of(rows: Any, argument: str = "rows") -> str:
+    """The one judged category of ``rows`` (at least two functions: the ``other`` rung needs them)."""
     from findbench.judge.scoring import judge_category
 
-    if isinstance(rows, (str, Mapping)) or not isinstance(rows, Sequence) or len(rows) < 2:
-        raise ValueError(f"{argument} must list at least two functions of one category")
-    cats = {r.get("category") for r in rows}
-    if len(cats) != 1:
-        raise ValueError(f"{argument} must hold one category, got {sorted(map(str, cats))}")
+    cats = {r.get("category") for r in rows} if isinstance(rows, Sequence) and not isinstance(rows, str) else set()
+    if len(rows) < 2 or len(cats) != 1:
+        raise ValueError(f"{argument} must list at least two functions of one category, got {len(rows)} of {sorted(map(str, cats))}")
     return judge_category(str(next(iter(cats))))
 
 
@@ -328,7 +295,7 @@ def description_ladder(rows: Sequence[Mapping[str, Any]], *, pool: Sequence[Mapp
     Returns ``{rung: [one description per row]}``; the same rows, pool and seed give the same
     ladder. ValueError where a ``partial`` or ``near_miss`` description would equal the true one.
     """
-    category = _check_rows(rows)
+    category = _category_of(rows)
     if category != "strings" and encoder is None:
         from findbench.lm.encoder import load_encoder
 
@@ -521,21 +488,14 @@ def judge_card(
     from findbench._version import __version__
     from findbench.judge.scoring import JUDGE_MODES, _inner, judge_category, judge_mode_of, judge_unit_tests, load_judge
 
-    if judge is None:
-        raise ValueError("judge is required")
     if categories is None:
         categories = list(rows) if rows is not None else JUDGE_CATEGORIES
-    if isinstance(categories, str) or not categories:
-        raise ValueError(f"categories must be a non-empty list, got {categories!r}")
-    cats = list(dict.fromkeys(judge_category(c) for c in categories))
-    if functions_per_category is not None and (isinstance(functions_per_category, bool) or not isinstance(functions_per_category, int)
-                                               or functions_per_category < 2):
-        raise ValueError(f"functions_per_category must be an int >= 2 (the other rung needs two functions) or None, got {functions_per_category!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    mode = mode if mode is not None else judge_mode_of(judge)
-    if mode not in JUDGE_MODES:
-        raise ValueError(f"mode must be one of {JUDGE_MODES}, got {mode!r}")
+    cats = list(dict.fromkeys(judge_category(c) for c in str_list("categories", categories)))
+    if not cats:
+        raise ValueError("categories must name at least one category")
+    integer("functions_per_category", functions_per_category, 2, optional=True)  # the other rung needs two functions
+    integer("seed", seed)
+    mode = one_of("mode", mode if mode is not None else judge_mode_of(judge), JUDGE_MODES)
     resamples = stats.DEFAULT_RESAMPLES if n_resamples is None else n_resamples
     if rows is not None:
         given = {judge_category(c): list(v) for c, v in rows.items()}
@@ -544,9 +504,6 @@ def judge_card(
             raise ValueError(f"rows has no functions for {missing}")
 
     # the functions and their ladders first: a bad row fails before any judge is loaded
-    splits = None
-    if evaluator_data is not None and rows is None:
-        splits = json.loads((Path(evaluator_data) / "function_splits.json").read_text())["functions"]
     judged: dict[str, list[dict]] = {}
     ladders: dict[str, dict[str, list[str]]] = {}
     rules: dict[str, dict[str, list[str]]] = {}
@@ -554,18 +511,15 @@ def judge_card(
         if rows is not None:
             pool = given[cat]
             chosen = [dict(r) for r in pool]
-            _check_rows(chosen, f"rows[{cat!r}]")
+            _category_of(chosen, f"rows[{cat!r}]")
         else:
             from findbench.find import load_rows
             from findbench.find.rows import sample_rows
-            from findbench.judge.report import _heldout_rows
+            from findbench.judge.data import heldout_rows
 
             pool = load_rows(cat, seed=function_seed, data=data)
-            held = _heldout_rows(cat, source="procedural", data=data, data_dir=None, function_seed=function_seed, data_seed=data_seed,
-                                 heldout_fraction=heldout_fraction, splits=splits, rows=pool)
-            held = [r for r in held if r.get("description") and r.get("unit_tests")]
-            if len(held) < 2:
-                raise ValueError(f"{cat}: fewer than two held-out functions with descriptions and unit tests")
+            held = heldout_rows(cat, data=data, data_seed=data_seed, heldout_fraction=heldout_fraction, evaluator_data=evaluator_data,
+                                rows=pool)
             chosen = held if functions_per_category is None else sample_rows(held, functions_per_category, seed=seed)
         if cat != "strings" and encoder is None:
             from findbench.lm.encoder import load_encoder

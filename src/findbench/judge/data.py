@@ -29,18 +29,16 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from findbench._checks import integer, positive_int, str_list
 from findbench.constants import JUDGE_CATEGORIES
 from findbench.judge.scoring import judge_category
 
 log = logging.getLogger(__name__)
 
-#: Split names of functions (``excluded``: entity compositions mixing train and held-out concepts).
-SPLITS = ("train", "heldout", "excluded")
 #: Bumped when the rows change for the same arguments.
 DATA_VERSION = "2"
 SPLIT_FILE = "function_splits.json"
 _N_OPTIONS = 3
-
 
 
 def _groups(row: Mapping[str, Any]) -> list[str]:
@@ -60,8 +58,7 @@ def split_functions(rows: Sequence[Mapping[str, Any]], *, seed: int = 0, heldout
     A seeded ``heldout_fraction`` of the groups (functions, relations, or entity concepts) is
     held out; at least one group goes to each side when there are two or more.
     """
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    integer("seed", seed)
     if not isinstance(heldout_fraction, (int, float)) or not 0.0 < heldout_fraction < 1.0:
         raise ValueError(f"heldout_fraction must be in (0, 1), got {heldout_fraction!r}")
     if not rows:
@@ -209,12 +206,8 @@ def build_evaluator_rows(
         ``(train_rows, heldout_rows, function_splits)`` with ``function_splits`` mapping every
         function id to ``train`` / ``heldout`` / ``excluded``.
     """
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}")
-    if n_heldout is None:
-        n_heldout = n // 10
-    if not isinstance(n_heldout, int) or isinstance(n_heldout, bool) or n_heldout < 0:
-        raise ValueError(f"n_heldout must be a non-negative int, got {n_heldout!r}")
+    positive_int("n", n)
+    n_heldout = n // 10 if n_heldout is None else integer("n_heldout", n_heldout, 0)
     if not isinstance(rows_by_category, Mapping) or not rows_by_category:
         raise ValueError("rows_by_category must be a non-empty mapping category -> rows")
     cats = [judge_category(c) for c in rows_by_category]
@@ -248,12 +241,6 @@ def build_evaluator_rows(
             held.extend(_draw_rows(by_split["heldout"], h_c, "heldout", rng))
     random.Random(f"{seed}:shuffle").shuffle(train)
     return train, held, splits
-
-
-def _load_category_rows(category: str, seed: int, data: str | os.PathLike | None) -> list[dict]:
-    from findbench.find import load_rows
-
-    return load_rows(category, seed=seed, data=data)
 
 
 def _card(meta: Mapping[str, Any]) -> str:
@@ -319,11 +306,11 @@ def build_evaluator_data(
 
     from findbench._io import atomic_dir
     from findbench._version import __version__
+    from findbench.find import load_rows
 
     if rows_by_category is None:
-        if isinstance(categories, str) or not categories:
-            raise ValueError(f"categories must be a non-empty list, got {categories!r}")
-        rows_by_category = {judge_category(c): _load_category_rows(judge_category(c), function_seed, data) for c in categories}
+        cats = [judge_category(c) for c in str_list("categories", categories)]
+        rows_by_category = {c: load_rows(c, seed=function_seed, data=data) for c in cats}
     train, held, splits = build_evaluator_rows(
         rows_by_category, n=n, n_heldout=n_heldout, seed=seed, heldout_fraction=heldout_fraction
     )
@@ -407,11 +394,36 @@ def load_evaluator_data(path: str | os.PathLike) -> Any:
     )
 
 
+def _read_splits(path: str | os.PathLike) -> dict[str, str]:
+    return json.loads((Path(path) / SPLIT_FILE).read_text())["functions"]
+
+
 def heldout_function_ids(path_or_splits: str | os.PathLike | Mapping[str, str], category: str | None = None) -> list[str]:
     """Held-out function ids recorded in a data folder (or a splits mapping), optionally of one category."""
-    if isinstance(path_or_splits, Mapping):
-        splits = path_or_splits
-    else:
-        splits = json.loads((Path(path_or_splits) / SPLIT_FILE).read_text())["functions"]
+    splits = path_or_splits if isinstance(path_or_splits, Mapping) else _read_splits(path_or_splits)
     cat = judge_category(category) if category is not None else None
     return sorted(f for f, s in splits.items() if s == "heldout" and (cat is None or f.startswith(cat + "/")))
+
+
+def heldout_rows(category: str, *, source: str = "procedural", data: Any = None, data_dir: Any = None, function_seed: int = 0,
+                 data_seed: int = 0, heldout_fraction: float = 0.2, evaluator_data: Any = None,
+                 rows: Sequence[dict] | None = None) -> list[dict]:
+    """The held-out functions of ``category`` that have a description and unit tests: find-v1's
+    rows from ``data_dir`` (none is used in training), or the procedural rows (``rows`` when the
+    caller has them loaded) that the judge-data split holds out (recorded in ``evaluator_data``,
+    else :func:`split_functions`). ValueError when fewer than two are left."""
+    if source == "find-v1":
+        from findbench.find import find_v1
+
+        held = find_v1.load_rows(category, data_dir)
+    else:
+        from findbench.find import load_rows
+
+        rows = load_rows(category, seed=function_seed, data=data) if rows is None else rows
+        splits = _read_splits(evaluator_data) if evaluator_data is not None else split_functions(
+            rows, seed=data_seed, heldout_fraction=heldout_fraction)
+        held = [r for r in rows if splits.get(r["function_id"]) == "heldout"]
+    held = [r for r in held if r.get("description") and r.get("unit_tests")]
+    if len(held) < 2:
+        raise ValueError(f"{category}: fewer than two held-out functions with descriptions and unit tests")
+    return held

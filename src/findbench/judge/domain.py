@@ -16,14 +16,12 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from findbench._checks import one_of, positive_int
 from findbench.find.domain import domain_text, domain_unit_tests
 from findbench.judge.scoring import JUDGE_MODES, judge_mode_of, judge_unit_tests, load_judge
 from findbench.stats import bootstrap_ci
 
 log = logging.getLogger(__name__)
-
-#: Per-item status of :func:`score_relation_domain`.
-RELATION_STATUSES = ("ok", "no_exception", "no_undefined_tests")
 
 
 def score_relation_domain(
@@ -83,10 +81,9 @@ def score_relation_domain(
     for i, p in enumerate(predictions):
         if not isinstance(p, str):
             raise TypeError(f"predictions[{i}] must be a str (the interpretation), got {type(p).__name__}")
-    if mode is not None and mode not in JUDGE_MODES:
-        raise ValueError(f"mode must be one of {JUDGE_MODES} or None, got {mode!r}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    if mode is not None:
+        one_of("mode", mode, JUDGE_MODES)
+    positive_int("batch_size", batch_size)
 
     status: list[str] = []
     tests: list[list[dict]] = []

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from findbench._checks import integer, one_of, str_list
 from findbench.constants import JUDGE_CATEGORIES
 from findbench.stats import INTERVAL_NOTE, SMALL_N, SMALL_N_LEGEND, bootstrap_ci, format_ci
 
@@ -59,25 +60,6 @@ def wrong_descriptions(descriptions: Sequence[str], *, seed: int = 0) -> list[st
         j = next(k for k in range(1, n + 1) if descriptions[(i + k) % n] != d)
         out.append(descriptions[(i + j) % n])
     return out
-
-
-def _heldout_rows(category: str, *, source: str, data: Any, data_dir: Any, function_seed: int, data_seed: int,
-                  heldout_fraction: float, splits: Mapping[str, str] | None, rows: Sequence[dict] | None = None) -> list[dict]:
-    """The held-out functions of ``category``: find-v1's rows (none is used in training), or the
-    procedural rows (``rows`` when the caller has them already loaded) the judge-data split
-    (``splits``, else :func:`~findbench.judge.data.split_functions`) holds out."""
-    if source == "find-v1":
-        from findbench.find import find_v1
-
-        return find_v1.load_rows(category, data_dir)  # never used in training: all held out
-    from findbench.find import load_rows
-    from findbench.judge.data import split_functions
-
-    if rows is None:
-        rows = load_rows(category, seed=function_seed, data=data)
-    if splits is None:
-        splits = split_functions(rows, seed=data_seed, heldout_fraction=heldout_fraction)
-    return [r for r in rows if splits.get(r["function_id"]) == "heldout"]
 
 
 def _plot(results: list[dict], path: Path) -> None:
@@ -150,8 +132,7 @@ def evaluator_report(
             (the original release from ``data_dir``; none of it is used in training).
         data: procedural: a folder written by ``findbench build`` to read the functions from;
             default: regenerate them from ``function_seed``.
-        data_dir: find-v1: the original release folder (``src/find-dataset``). For backward
-            compatibility a procedural report given only ``data_dir`` reads it as ``data``.
+        data_dir: find-v1: the original release folder (``src/find-dataset``).
         evaluator_data: a judge data folder whose recorded split to use; default: the split
             recomputed from ``data_seed`` / ``heldout_fraction`` (the data builder's defaults).
         seed: seeds the function sample and the wrong-description derangement.
@@ -169,26 +150,16 @@ def evaluator_report(
         ``{"results": [{judge, label, category, descriptions, n_functions,
         unit_test_accuracy, per_function, function_ids}], "settings": {...}, "files": [...]}``.
     """
-    from findbench.judge.scoring import JUDGE_MODES, judge_category, judge_mode_of, judge_unit_tests
-    from findbench.lm import load_lm
+    from findbench.judge.data import heldout_rows
+    from findbench.judge.scoring import JUDGE_MODES, judge_category, judge_mode_of, judge_unit_tests, load_judge
 
-    if source not in ("procedural", "find-v1"):
-        raise ValueError(f"source must be 'procedural' or 'find-v1', got {source!r}")
-    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 2):
-        raise ValueError(f"limit must be an int >= 2 (wrong descriptions need two functions) or None, got {limit!r}")
-    if isinstance(categories, str) or not categories:
-        raise ValueError(f"categories must be a non-empty list, got {categories!r}")
-    if judge is None:
-        raise ValueError("judge is required")
-    if source == "procedural" and data is None:
-        data, data_dir = data_dir, None  # older callers passed the built folder as data_dir
-    elif source == "procedural" and data_dir is not None:
+    one_of("source", source, ("procedural", "find-v1"))
+    integer("limit", limit, 2, optional=True)  # wrong descriptions need two functions
+    categories = str_list("categories", categories)
+    if source == "procedural" and data_dir is not None:
         raise ValueError("data_dir names a find-v1 release folder; with source='procedural' give the built folder as data")
-    elif source == "find-v1" and data is not None:
+    if source == "find-v1" and data is not None:
         raise ValueError("data names a `findbench build` folder; with source='find-v1' give the release folder as data_dir")
-    splits = None
-    if evaluator_data is not None:
-        splits = json.loads((Path(evaluator_data) / "function_splits.json").read_text())["functions"]
 
     judge_modes = [mode if mode is not None else judge_mode_of(judge)]
     if baseline is None:
@@ -200,27 +171,19 @@ def evaluator_report(
         if not base_modes:
             raise ValueError("baseline_mode must name at least one mode")
     for m in judge_modes + base_modes:
-        if m not in JUDGE_MODES:
-            raise ValueError(f"mode must be one of {JUDGE_MODES}, got {m!r}")
+        one_of("mode", m, JUDGE_MODES)
     judges = [("before", baseline, base_modes), ("after", judge, judge_modes)] if baseline is not None else [("judge", judge, judge_modes)]
     loaded = []
     for label, spec, modes in judges:
-        cache = baseline_cache if label == "before" else judge_cache
-        if isinstance(spec, (str, os.PathLike)) and not os.fspath(spec).startswith(("http://", "https://")):
-            lm = load_lm(spec, batch_size=batch_size, cache=cache)
-        else:
-            lm = load_lm(spec, cache=cache)
+        lm = load_judge(spec, cache=baseline_cache if label == "before" else judge_cache, batch_size=batch_size)
         for m in modes:
             loaded.append((f"{label} ({m})" if len(modes) > 1 else label, lm, m))
 
     results: list[dict] = []
     for category in categories:
         cat = judge_category(category)
-        rows = _heldout_rows(cat, source=source, data=data, data_dir=data_dir, function_seed=function_seed, data_seed=data_seed,
-                             heldout_fraction=heldout_fraction, splits=splits)
-        rows = [r for r in rows if r.get("description") and r.get("unit_tests")]
-        if len(rows) < 2:
-            raise ValueError(f"{cat}: fewer than two held-out functions with descriptions and unit tests")
+        rows = heldout_rows(cat, source=source, data=data, data_dir=data_dir, function_seed=function_seed, data_seed=data_seed,
+                            heldout_fraction=heldout_fraction, evaluator_data=evaluator_data)
         if limit is not None and len(rows) > limit:
             rows = sorted(random.Random(f"{seed}:{cat}").sample(rows, limit), key=lambda r: r["function_id"])
         true_desc = [r["description"] for r in rows]

@@ -1,44 +1,17 @@
 """FIND's unit-test judge (FIND §3.1): does a description identify its function?
 
-For each function, 10 unit tests show three candidate examples (an input, or an
-input->output pair) of which exactly one comes from the function. A judge LM reads the
-interpretation (description) and picks the example it matches; the function's score is the
-fraction of its 10 tests picked right (chance 1/3).
+Each function has 10 unit tests of three options (an input, or an input -> output pair), one
+produced by the function. The judge reads the description and picks an option; the function
+scores the fraction picked right (chance 1/3). The prompt puts everything but the options first,
+so a function's prompts share a long prefix (its KV cache is reused in process).
 
-The prompt follows the structure of the paper's judge: a system message stating the task,
-then one user message with the description followed by the numbered examples and the answer
-format ``[ANSWER]: k``, then the numbered examples. Everything but the examples comes first so a function's 10 prompts share a long
-token prefix (:meth:`findbench.lm.TransformersLM.candidate_logprobs` reuses its KV cache).
-
-Three scoring modes:
-- ``"logprob"`` (default for any LM): one forward pass per test; the choice is the argmax of
-  the next-token log-probs of ``"1"``, ``"2"``, ``"3"`` after the assistant prefix ``"[ANSWER]: "``.
-- ``"generate"``: the judge writes its answer, parsed strictly by :func:`parse_answer`; an
-  answer that does not parse counts as wrong. With structured outputs (``auto``: a judge
-  running in process) the answer is generated under :func:`answer_constraint`
-  (``[ANSWER]: k``), so it always parses.
-- ``"pmi"`` (default for judges trained with ``judge_mode="pmi"``, e.g. ``embedded-evaluator``):
-  each option is scored on its own, as the judge's log-probability of writing it as an example
-  of the description minus its log-probability without a description
-  (:data:`NULL_DESCRIPTION`): the pointwise mutual information of description and example.
-  The judge picks the option the description makes most likely relative to its prior. A small
-  model cannot bind an answer number to the right option (the untuned 135M judge sits at
-  chance in ``"logprob"`` mode), but it can tell which example a description predicts; the
-  priors depend only on the option, so they are computed once per distinct option.
-
-Every choice is returned with its evidence (``"decisions"`` of :func:`judge_unit_tests`): the
-score of each option in the mode's own units and the margin of the correct option over the
-best wrong one (``"generate"``: the raw answer instead), so a score can be checked test by test.
-
-Judge input is bounded (:func:`bound_description`): the judge reads at most
-:data:`MAX_DESCRIPTION_TOKENS` tokens of a description (fewer where the judge's context window
-is smaller); a longer description is cut to that and flagged ``truncated``, so a huge text costs
-no more time or memory than a long one. Characters that UTF-8 cannot encode (lone surrogates)
-are replaced with ``?`` per description. Unit tests must have exactly :data:`N_OPTIONS` options
-and ``correct`` in ``1..3`` (:func:`check_unit_test`).
-
-Everything here is reusable by judge fine-tuning (``training/``): the prompt
-(:func:`render_judge_prompt`), the target (:func:`render_judge_target`) and the parser.
+Scoring modes (:data:`JUDGE_MODES`): ``logprob`` (argmax of the next-token log-probs of
+``1``/``2``/``3`` after ``[ANSWER]: ``), ``generate`` (the written answer, parsed strictly by
+:func:`parse_answer`; constrained by :func:`answer_constraint` with structured outputs) and
+``pmi`` (each option's log-probability as an example of the description minus without one,
+:data:`NULL_DESCRIPTION`; the default of judges trained in that mode, e.g. ``embedded-evaluator``).
+Every choice comes with its evidence (per-option scores and the margin). The judge reads at most
+:data:`MAX_DESCRIPTION_TOKENS` tokens of a description (:func:`bound_description`).
 """
 
 from __future__ import annotations
@@ -280,7 +253,10 @@ def render_judge_prompt(description: str, unit_test: Mapping[str, Any], category
     """
     category = judge_category(category)
     check_unit_test(unit_test, category)
-    desc = clean_description(description, keep_full_description=keep_full_description)
+    return _judge_prompt(clean_description(description, keep_full_description=keep_full_description), unit_test, category)
+
+
+def _judge_prompt(desc: str, unit_test: Mapping[str, Any], category: str) -> list[dict]:
     intro, question = _INTRO[category]
     # Everything but the options comes first, so a function's prompts share a long prefix.
     user = (
@@ -462,7 +438,7 @@ def judge_unit_tests(
         for k, ut in enumerate(tests):
             flat.append((i, k))
             if mode != "pmi":  # pmi renders its own prompts (one per description, not per test)
-                convs.append(render_judge_prompt(desc, ut, category, keep_full_description=keep_full_description))
+                convs.append(_judge_prompt(desc, ut, category))
     n_opts = [len(unit_tests[i][k]["inputs"]) for i, k in flat]
 
     picks: list[int | None] = [None] * len(flat)
@@ -544,11 +520,9 @@ def _pmi_picks(
     for desc, tests in zip(descriptions, unit_tests):
         conv = render_pmi_prompt(desc, category, keep_full_description=keep_full_description)
         for ut in tests:  # consecutive identical prompts: the backend runs each once
-            n = len(ut["inputs"])
-            sizes.append(n)
-            for k in range(1, n + 1):
-                convs.append(conv)
-                texts.append(render_pmi_option(ut, k, category))
+            sizes.append(len(ut["inputs"]))
+            convs += [conv] * sizes[-1]
+            texts += [line.split(". ", 1)[1] for line in _option_lines(ut, category)]
     conditional = lm.continuation_logprobs(convs, texts, progress=progress)
     distinct = sorted(set(texts))
     null = render_pmi_prompt(NULL_DESCRIPTION, category)

@@ -1,24 +1,12 @@
-"""Fine-tune FIND's judge with accelerate + peft (FIND appendix F1).
+"""Fine-tune FIND's judge with accelerate + peft (FIND appendix F1: Vicuna-13B, ~30K unit
+tests, 3 epochs, cosine schedule).
 
-The paper fine-tuned Vicuna-13B on ~30K simulated unit tests for 3 epochs with a cosine
-schedule (max LR 2e-5). :func:`train_evaluator` does the same for any causal LM: LoRA on
-all linear layers by default (``full_finetune=True`` trains every weight), loss on the
-answer tokens only (the prompt is masked), cosine schedule with warm-up, gradient
-accumulation, checkpoints written with ``Accelerator.save_state`` (model / adapter,
-optimizer, scheduler, RNG states and the step) and resumed with ``load_state``.
-
-Distribution lives in accelerate's YAML configs (``training/configs``): the same code runs
-under ``python`` and ``accelerate launch --config_file ...`` (one process per GPU, FSDP).
-
-The result is a folder that :func:`findbench.lm.load_lm` loads: a peft adapter
-(``adapter_config.json`` + weights + tokenizer) or, with ``merge=True``, also merged weights
-in ``<output_dir>/merged``. ``findbench.models.resolve("embedded-evaluator")`` points at the
-folder written with the defaults (:func:`embedded_evaluator_dir`).
-
-Arguments come in four groups, :class:`DataArgs`, :class:`ModelArgs`, :class:`OptimArgs` and
-:class:`OutputArgs`, bundled by :class:`TrainArgs`. :func:`make_parser` is the one parser of
-them (an ``HfArgumentParser``, used by ``findbench train-evaluator`` and
-``training/train_evaluator.py``); :func:`parse_train_args` adds ``--config file.yaml``.
+LoRA on all linear layers by default (``full_finetune=True`` trains every weight), loss on
+the answer tokens only, checkpoints with ``Accelerator.save_state``; the same code runs under
+``python`` and ``accelerate launch --config_file training/configs/...``. The result is a folder
+:func:`findbench.lm.load_lm` loads (a peft adapter, plus merged weights with ``merge=True``).
+The flags are the fields of :class:`DataArgs`, :class:`ModelArgs`, :class:`OptimArgs` and
+:class:`OutputArgs` (one ``HfArgumentParser``, :func:`make_parser`), bundled by :class:`TrainArgs`.
 """
 
 from __future__ import annotations
@@ -37,6 +25,7 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
+from findbench._checks import integer, one_of, positive_int
 from findbench.constants import TRAINED_MARKER
 from findbench.models import embedded_evaluator_dir
 
@@ -76,12 +65,11 @@ class DataArgs:
     max_length: int = field(default=1024, metadata={"help": "longer rows are truncated from the left of the prompt"})
 
     def validate(self) -> None:
-        _check_positive(self, ("n_data", "max_length"))
-        _check_non_negative(self, ("eval_rows",))
-        if self.max_train_rows is not None and (not isinstance(self.max_train_rows, int) or self.max_train_rows < 0):
-            raise ValueError(f"max_train_rows must be a non-negative int (0: all rows), got {self.max_train_rows!r}")
-        if self.judge_mode not in ("pmi", "logprob"):
-            raise ValueError(f"judge_mode must be 'pmi' or 'logprob', got {self.judge_mode!r}")
+        positive_int("n_data", self.n_data)
+        positive_int("max_length", self.max_length)
+        integer("eval_rows", self.eval_rows, 0)
+        integer("max_train_rows", self.max_train_rows, 0, optional=True)
+        one_of("judge_mode", self.judge_mode, ("pmi", "logprob"))
 
 
 @dataclass
@@ -104,10 +92,11 @@ class ModelArgs:
     )
 
     def validate(self) -> None:
-        _check_positive(self, ("lora_r", "lora_alpha"))
+        positive_int("lora_r", self.lora_r)
+        positive_int("lora_alpha", self.lora_alpha)
         if not 0 <= self.lora_dropout < 1:
             raise ValueError(f"lora_dropout must be in [0, 1), got {self.lora_dropout!r}")
-        _check_non_negative(self, ("lora_top_layers",))
+        integer("lora_top_layers", self.lora_top_layers, 0)
 
 
 @dataclass
@@ -135,17 +124,16 @@ class OptimArgs:
     num_threads: int | None = field(default=None, metadata={"help": "torch CPU threads (default: torch's choice)"})
 
     def validate(self) -> None:
-        _check_positive(self, ("per_device_train_batch_size", "gradient_accumulation_steps"))
+        positive_int("per_device_train_batch_size", self.per_device_train_batch_size)
+        positive_int("gradient_accumulation_steps", self.gradient_accumulation_steps)
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
         if not 0 <= self.warmup_ratio < 1:
             raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio!r}")
         if self.max_steps <= 0 and not self.num_train_epochs > 0:
             raise ValueError(f"num_train_epochs must be > 0 when max_steps is not set, got {self.num_train_epochs!r}")
-        if self.loss_reduction not in ("row", "token"):
-            raise ValueError(f"loss_reduction must be 'row' or 'token', got {self.loss_reduction!r}")
-        if self.mixed_precision not in (None, "no", "fp16", "bf16"):
-            raise ValueError(f"mixed_precision must be no, fp16 or bf16, got {self.mixed_precision!r}")
+        one_of("loss_reduction", self.loss_reduction, ("row", "token"))
+        one_of("mixed_precision", self.mixed_precision, (None, "no", "fp16", "bf16"))
 
 
 @dataclass
@@ -169,102 +157,34 @@ class OutputArgs:
     hub_private: bool = field(default=True, metadata={"help": "create the Hub repo as private"})
 
     def validate(self) -> None:
-        _check_non_negative(self, ("logging_steps", "save_steps", "save_total_limit"))
+        for name in ("logging_steps", "save_steps", "save_total_limit"):
+            integer(name, getattr(self, name), 0)
         if self.push_to_hub and not self.hub_model_id:
             raise ValueError("hub_model_id is required with push_to_hub")
 
 
-def _check_positive(group: Any, names: Sequence[str]) -> None:
-    for name in names:
-        v = getattr(group, name)
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
-
-
-def _check_non_negative(group: Any, names: Sequence[str]) -> None:
-    for name in names:
-        v = getattr(group, name)
-        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-            raise ValueError(f"{name} must be a non-negative int, got {v!r}")
-
-
-#: The argument groups in parsing order, and the TrainArgs attribute holding each.
+#: The argument groups, in parsing order (``--help`` lists the flags by group).
 ARG_GROUPS: tuple[type, ...] = (DataArgs, ModelArgs, OptimArgs, OutputArgs)
-_GROUP_ATTRS = ("data_args", "model_args", "optim_args", "output_args")
-#: flat field name -> the TrainArgs attribute of the group that owns it
-_FIELD_GROUP: dict[str, str] = {f.name: attr for attr, cls in zip(_GROUP_ATTRS, ARG_GROUPS) for f in dataclasses.fields(cls)}
 
 
-@dataclass(init=False)
-class TrainArgs:
-    """Every argument of :func:`train_evaluator`: the four groups, with flat access.
+@dataclass
+class TrainArgs(OutputArgs, OptimArgs, ModelArgs, DataArgs):
+    """Every argument of :func:`train_evaluator`: the fields of the four groups, flat.
 
-    ``TrainArgs()`` holds the defaults (the embedded-evaluator recipe). Fields can be given
-    flat, ``TrainArgs(lora_r=8, output_dir="judge")``, or as whole groups,
-    ``TrainArgs(model_args=ModelArgs(lora_r=8))``; ``args.lora_r`` reads (and assignment
-    writes) the field in its group.
+    ``TrainArgs()`` holds the defaults (the embedded-evaluator recipe);
+    ``TrainArgs(lora_r=8, output_dir="judge")`` sets fields of any group.
     """
-
-    data_args: DataArgs
-    model_args: ModelArgs
-    optim_args: OptimArgs
-    output_args: OutputArgs
-
-    def __init__(
-        self,
-        data_args: DataArgs | None = None,
-        model_args: ModelArgs | None = None,
-        optim_args: OptimArgs | None = None,
-        output_args: OutputArgs | None = None,
-        **fields: Any,
-    ) -> None:
-        unknown = sorted(set(fields) - set(_FIELD_GROUP))
-        if unknown:
-            raise TypeError(f"TrainArgs got unknown fields {unknown}")
-        given = dict(zip(_GROUP_ATTRS, (data_args, model_args, optim_args, output_args)))
-        for attr, cls in zip(_GROUP_ATTRS, ARG_GROUPS):
-            group = given[attr]
-            if group is None:
-                group = cls()
-            elif not isinstance(group, cls):
-                raise TypeError(f"{attr} must be a {cls.__name__}, got {type(group).__name__}")
-            else:
-                group = dataclasses.replace(group)  # a copy: the caller's object stays as it was
-            object.__setattr__(self, attr, group)
-        for name, value in fields.items():
-            setattr(getattr(self, _FIELD_GROUP[name]), name, value)
-
-    def __getattr__(self, name: str) -> Any:
-        # Only reached when normal lookup fails: flat fields live in the groups.
-        attr = _FIELD_GROUP.get(name)
-        if attr is None:
-            raise AttributeError(f"'TrainArgs' object has no attribute {name!r}")
-        return getattr(object.__getattribute__(self, attr), name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        attr = _FIELD_GROUP.get(name)
-        if attr is None:
-            object.__setattr__(self, name, value)
-        else:
-            setattr(getattr(self, attr), name, value)
-
-    @property
-    def groups(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, attr) for attr in _GROUP_ATTRS)
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad field."""
-        for group in self.groups:
-            group.validate()
+        for group in ARG_GROUPS:
+            group.validate(self)
         if self.full_finetune and self.merge:
             raise ValueError("merge applies to LoRA training only (a full fine-tune already writes full weights)")
 
     def to_dict(self) -> dict[str, Any]:
         """All fields, flat (the keys of a ``--config`` YAML file)."""
-        out: dict[str, Any] = {}
-        for group in self.groups:
-            out.update(dataclasses.asdict(group))
-        return out
+        return dataclasses.asdict(self)
 
 
 def make_parser(**kwargs: Any) -> Any:
@@ -288,7 +208,7 @@ def _read_config(path: str) -> dict[str, Any]:
         values = yaml.safe_load(fh) or {}
     if not isinstance(values, dict):
         raise ValueError(f"--config {path}: expected a mapping of training fields")
-    unknown = sorted(set(values) - set(_FIELD_GROUP))
+    unknown = sorted(set(values) - {f.name for f in dataclasses.fields(TrainArgs)})
     if unknown:
         raise ValueError(f"--config {path}: unknown fields {unknown}")
     return values
@@ -313,7 +233,7 @@ def parse_train_args(argv: Sequence[str] | None = None, *, prog: str | None = No
     parsed = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
     if parsed[-1]:
         parser.error(f"unrecognized arguments: {' '.join(parsed[-1])}")
-    args = TrainArgs(*parsed[: len(ARG_GROUPS)])
+    args = TrainArgs(**{k: v for group in parsed[: len(ARG_GROUPS)] for k, v in dataclasses.asdict(group).items()})
     args.validate()
     return args
 
@@ -362,8 +282,6 @@ def judge_training_pair(row: Mapping[str, Any], judge_mode: str = "pmi") -> tupl
 
     if judge_mode == "logprob":
         return list(row["messages"]), row["target"]
-    if judge_mode != "pmi":
-        raise ValueError(f"judge_mode must be 'pmi' or 'logprob', got {judge_mode!r}")
     if not row.get("description"):
         raise ValueError("row has no 'description' (judge data from findbench < 0.2?); rebuild it with `findbench evaluator-data`")
     unit_test = json.loads(row["unit_test"]) if isinstance(row["unit_test"], str) else row["unit_test"]
@@ -423,8 +341,6 @@ def answer_loss(model: Any, batch: dict, reduction: str = "row") -> Any:
 def _cross_entropy(logits: Any, labels: Any, reduction: str = "token") -> Any:
     import torch
 
-    if reduction not in ("row", "token"):
-        raise ValueError(f"loss_reduction must be 'row' or 'token', got {reduction!r}")
     flat = torch.nn.functional.cross_entropy(
         logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=-100, reduction="none"
     ).reshape(labels.shape)
@@ -433,7 +349,7 @@ def _cross_entropy(logits: Any, labels: Any, reduction: str = "token") -> Any:
     return flat.sum(dim=1).mean()
 
 
-def _load_rows(args: DataArgs) -> tuple[list[dict], list[dict]]:
+def _load_rows(args: TrainArgs) -> tuple[list[dict], list[dict]]:
     """Training rows (the first ``max_train_rows``) and up to ``eval_rows`` validation rows
     mixed across categories. Records the data folder used in ``args.data``."""
     from findbench.judge.data import default_data_dir, load_evaluator_data
@@ -614,8 +530,8 @@ def train_evaluator(args: TrainArgs) -> str:
     ckpt_root = out_dir.parent / f".{out_dir.name}.checkpoints"
     set_seed(args.seed)
 
-    model, tokenizer = _load_model(args.model_args)
-    train_rows, valid_rows = _load_rows(args.data_args)
+    model, tokenizer = _load_model(args)
+    train_rows, valid_rows = _load_rows(args)
     if not train_rows:
         raise ValueError("data: no training rows")
     encoded = [tokenize_judge_row(tokenizer, *judge_training_pair(r, args.judge_mode), args.max_length) for r in train_rows]
@@ -666,7 +582,7 @@ def train_evaluator(args: TrainArgs) -> str:
     return str(out_dir)
 
 
-def _load_model(margs: ModelArgs) -> tuple[Any, Any]:
+def _load_model(margs: TrainArgs) -> tuple[Any, Any]:
     """The base model (float32, no KV cache) with a LoRA adapter unless ``full_finetune``, and
     its tokenizer (given a chat template and a pad token when it lacks them)."""
     import torch

@@ -1,18 +1,9 @@
-"""The one LM protocol every LM-backed part of findbench talks to.
+"""The one LM protocol every LM-backed part of findbench talks to (:class:`LM`, :class:`ScoringLM`).
 
-Neurons, the judge, the explainer and the interpreter all use these two calls, so any backend
-(in-process transformers, an OpenAI-compatible server such as vLLM, a cache wrapper) serves
-all of them.
-
-A *conversation* is a list of chat messages ``{"role": "system"|"user"|"assistant",
-"content": str}``. Backends apply the model's chat template with a generation prompt.
-
-Structured outputs: a generation request may carry a :class:`Constraint` (a regular
-expression or a JSON schema) that the answer must match. Backends that honour it set
-``supports_constraints = True`` and take ``generate(..., constraint=...)``: the in-process
-backend masks the logits with xgrammar, the OpenAI-compatible one sends vLLM's
-``structured_outputs`` request field. Where a caller applies its grammar is decided by
-:func:`use_structured_outputs` from the setting ``auto`` / ``on`` / ``off``.
+A *conversation* is a list of chat messages ``{"role": "system"|"user"|"assistant", "content":
+str}``; backends apply the model's chat template with a generation prompt. A generation request
+may carry a :class:`Constraint` (a regex or a JSON schema) where the backend has
+``supports_constraints``; :func:`use_structured_outputs` decides from ``auto`` / ``on`` / ``off``.
 """
 
 from __future__ import annotations

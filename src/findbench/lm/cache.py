@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from findbench._checks import positive_int
 from findbench.lm.base import LM, Constraint, Conversation, check_candidates, check_constraints, check_continuations, check_conversations
 
 log = logging.getLogger(__name__)
@@ -109,12 +110,10 @@ class CachedLM:
     def __init__(self, lm: LM, path: str | os.PathLike, *, chunk_size: int = 32) -> None:
         if not isinstance(lm, LM):
             raise TypeError(f"lm must implement the findbench LM protocol, got {type(lm).__name__}")
-        if not isinstance(chunk_size, int) or chunk_size < 1:
-            raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
         self.inner = lm
         self.name = lm.name
         self.path = Path(path)
-        self.chunk_size = chunk_size
+        self.chunk_size = positive_int("chunk_size", chunk_size)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = _open_cache(self.path)

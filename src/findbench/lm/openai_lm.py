@@ -1,26 +1,12 @@
 """OpenAI-compatible HTTP backend (vLLM and friends): chat completions with logprobs.
 
-Generation is a plain chat completion; a :class:`~findbench.lm.base.Constraint` goes into
-vLLM's structured-output request field (``"structured_outputs": {"regex": ...}`` or
-``{"json": <schema>, "disable_any_whitespace": true}``, the field that replaced ``guided_regex`` / ``guided_json`` in vLLM
-0.12), which vLLM enforces with its own xgrammar or guidance backend. Candidate log-probs continue the assistant turn
-(vLLM's ``add_generation_prompt=False, continue_final_message=True`` extra body) for one
-token with ``top_logprobs``; a candidate missing from the top list is scored exactly with a
-second request asking for the prompt's own log-probs (vLLM's ``prompt_logprobs``).
-
-Continuation log-probs (the judge's ``"pmi"`` mode) send the conversation with the
-continuation as the assistant turn to continue and sum the prompt log-probs of the tokens
-after the generation prompt (its length from ``/tokenize``); this needs vLLM.
-
-Where the server offers vLLM's ``/tokenize`` endpoint, the assistant prefix is split the way
-:class:`~findbench.lm.TransformersLM` splits it (trailing whitespace moves into the
-candidate when that makes it one token), so both backends score the same token.
-
-Requests run in a bounded thread pool with timeouts. Completion requests are retried by
-``urllib3.util.Retry`` mounted on the session's ``HTTPAdapter`` (exponential backoff on
-connection errors, read timeouts, 408, 429 and 5xx; a ``Retry-After`` header is honoured).
-A server that is down gives a ``ConnectionError`` naming the URL at the first call, without
-retrying: the up-front ``/models`` check and ``/tokenize`` go through a session without retries.
+A :class:`~findbench.lm.base.Constraint` goes into vLLM's ``structured_outputs`` request field
+(vLLM >= 0.12). Candidate log-probs continue the assistant turn for one token with
+``top_logprobs`` (a candidate outside the top list is scored with ``prompt_logprobs``), with the
+assistant prefix split as :class:`~findbench.lm.TransformersLM` splits it where ``/tokenize``
+exists; continuation log-probs (the judge's ``pmi`` mode) need vLLM. Requests run in a bounded
+thread pool, retried with backoff on connection errors, timeouts, 408, 429 and 5xx; a server
+that is down is a ``ConnectionError`` naming the URL at the first call.
 """
 
 from __future__ import annotations
@@ -35,6 +21,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from findbench._checks import integer, number, positive_int
 from findbench.lm.base import Constraint, Conversation, check_candidates, check_constraints, check_continuations, check_conversations
 
 log = logging.getLogger(__name__)
@@ -90,14 +77,12 @@ class OpenAILM:
             raise ValueError(f"base_url must be an http(s) URL such as 'http://127.0.0.1:8000/v1', got {base_url!r}")
         if not isinstance(model, str) or not model:
             raise ValueError(f"model must be the served model name, got {model!r}")
-        if not isinstance(max_workers, int) or max_workers < 1:
-            raise ValueError(f"max_workers must be a positive int, got {max_workers!r}")
-        if not timeout or timeout <= 0:
+        positive_int("max_workers", max_workers)
+        if number("timeout", timeout) <= 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
-        if not isinstance(max_retries, int) or max_retries < 0:
-            raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
-        if not isinstance(top_logprobs, int) or not 1 <= top_logprobs <= 20:
-            raise ValueError(f"top_logprobs must be an int in 1..20, got {top_logprobs!r}")
+        integer("max_retries", max_retries, 0)
+        if integer("top_logprobs", top_logprobs, 1) > 20:
+            raise ValueError(f"top_logprobs must be at most 20 (vLLM's default limit), got {top_logprobs!r}")
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")

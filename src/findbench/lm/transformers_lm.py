@@ -1,19 +1,11 @@
 """In-process transformers backend: batched chat generation and candidate log-probs.
 
-Prompts are rendered with the tokenizer's chat template (a Vicuna v1.1 template when the
-tokenizer has none, the format FIND's judge used), left padded for generation, and scored
-with explicit position ids so a padded row gives the same log-probs as the row alone.
-``candidate_logprobs(..., shared_prefix=True)`` runs the token prefix shared by a group of
-conversations (e.g. a judge's system prompt and description) once and reuses its KV cache
-for every conversation in the group; ``continuation_logprobs`` does the same for
-consecutive identical prompts (each prompt runs once, its continuations over its cache).
-
-``generate(..., constraint=Constraint(...))`` constrains decoding with xgrammar: the grammar
-(a regex or a JSON schema, written as compact JSON) is compiled once per constraint against
-this tokenizer, and
-xgrammar's transformers logits processor masks every token that would leave it, so a greedy
-answer is the model's most likely answer *in the format*. Constrained and free conversations
-of one call run in separate batches.
+Prompts use the tokenizer's chat template (Vicuna v1.1, FIND's judge format, when it has none),
+left padded with explicit position ids, so a padded row scores as the row alone. A prefix shared
+by a group of conversations (``shared_prefix=True``; consecutive identical prompts in
+``continuation_logprobs``) runs once and its KV cache is reused. ``generate(...,
+constraint=...)`` masks the logits with xgrammar, so a greedy answer is the model's most likely
+answer in the format.
 """
 
 from __future__ import annotations
@@ -26,6 +18,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from findbench._checks import positive_int
 from findbench.lm.base import Constraint, Conversation, check_candidates, check_constraints, check_continuations, check_conversations
 
 log = logging.getLogger(__name__)
@@ -94,9 +87,7 @@ class TransformersLM:
         import torch
         from transformers import AutoTokenizer, PreTrainedModel
 
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-        self.batch_size = batch_size
+        self.batch_size = positive_int("batch_size", batch_size)
         self.device = torch.device(device or _default_device())
         if isinstance(dtype, str):
             if not hasattr(torch, dtype):

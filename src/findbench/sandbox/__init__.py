@@ -118,6 +118,7 @@ ALLOW_UNCONFINED_ENV = "FINDBENCH_ALLOW_UNCONFINED"
 _MAX_ITEMS_PER_MESSAGE = 32
 _F_SETPIPE_SZ, _F_GETPIPE_SZ = 1031, 1032  # fcntl: what a pipe holds before its writer blocks
 _MESSAGE_LIMIT = 64 * 1024
+from findbench._checks import integer, number, positive_int  # noqa: E402
 from findbench.sandbox import _worker  # noqa: E402 - stdlib only; the parent reads its constants
 
 # The fork server is a separate, import-light script: its children inherit every module it
@@ -189,15 +190,6 @@ def _env_flag(name: str) -> bool:
 
 
 # --------------------------------------------------------------------------- parent side
-
-
-def _check_positive(name: str, value: Any, *, integer: bool = False) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    if integer and int(value) != value:
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if not (value > 0) or math.isinf(value):
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
 
 
 def _check_entry(entry: Any, n: int) -> list[str]:
@@ -489,17 +481,14 @@ class Sandbox:
     ):
         if workers is None:
             workers = max(1, min(4, os.cpu_count() or 1))
-        _check_positive("workers", workers, integer=True)
-        _check_positive("timeout", timeout)
-        _check_positive("cpu_seconds", cpu_seconds)
-        _check_positive("memory_mb", memory_mb, integer=True)
-        _check_positive("max_output_bytes", max_output_bytes, integer=True)
-        _check_positive("max_result_bytes", max_result_bytes, integer=True)
-        _check_positive("max_file_bytes", max_file_bytes, integer=True)
-        _check_positive("max_disk_bytes", max_disk_bytes, integer=True)
-        _check_positive("max_files", max_files, integer=True)
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        for name, value in (("workers", workers), ("memory_mb", memory_mb), ("max_output_bytes", max_output_bytes),
+                            ("max_result_bytes", max_result_bytes), ("max_file_bytes", max_file_bytes),
+                            ("max_disk_bytes", max_disk_bytes), ("max_files", max_files)):
+            positive_int(name, value)
+        for name, value in (("timeout", timeout), ("cpu_seconds", cpu_seconds)):
+            if number(name, value) <= 0:
+                raise ValueError(f"{name} must be > 0, got {value!r}")
+        integer("seed", seed, 0)
         for name, value in (("landlock", landlock), ("isolate_network", isolate_network), ("drop_privileges", drop_privileges)):
             if not isinstance(value, bool):
                 raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
