@@ -188,7 +188,7 @@ def test_run_functions_one_shot_and_closed_sandbox():
         ({"codes": [IDENTITY], "inputs": [[1]], "entry": ["f", "g"]}, ValueError, "entry"),
         ({"codes": [IDENTITY], "inputs": [[1]], "timeout": 0}, ValueError, "timeout"),
         ({"codes": [IDENTITY], "inputs": [[1]], "memory_mb": "big"}, TypeError, "memory_mb"),
-        ({"codes": [IDENTITY], "inputs": [[1]], "workers": 1.5}, ValueError, "workers"),
+        ({"codes": [IDENTITY], "inputs": [[1]], "workers": 1.5}, TypeError, "workers"),
     ],
 )
 def test_bad_arguments_name_the_field(kwargs, exc, field):

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from findbench._checks import number, positive_int
+
 Message = dict  # {"role": str, "content": str}
 Conversation = Sequence[Message]
 
@@ -188,9 +190,18 @@ def check_conversations(conversations: object, *, argument: str = "conversations
                 raise TypeError(f"{argument}[{i}][{j}]['content'] must be a str, got {type(msg['content']).__name__}")
 
 
-def check_candidates(candidates: object, assistant_prefix: object = "") -> list[str]:
-    """The candidate tokens as a list; ValueError/TypeError naming ``candidates`` or
-    ``assistant_prefix`` unless they are a non-empty list of non-empty strings and a string."""
+def check_generate(conversations: object, max_new_tokens: object, temperature: object,
+                   constraint: object) -> list[Constraint | None]:
+    """The checks of every backend's ``generate``; returns one constraint (or None) per conversation."""
+    check_conversations(conversations)
+    positive_int("max_new_tokens", max_new_tokens)
+    number("temperature", temperature, 0)
+    return check_constraints(constraint, len(conversations))  # type: ignore[arg-type]
+
+
+def check_candidates(conversations: object, candidates: object, assistant_prefix: object = "") -> list[str]:
+    """The checks of every backend's ``candidate_logprobs``; returns the candidate tokens as a list."""
+    check_conversations(conversations)
     if isinstance(candidates, str) or not isinstance(candidates, Sequence) or not candidates or not all(
         isinstance(c, str) and c for c in candidates
     ):
@@ -200,9 +211,11 @@ def check_candidates(candidates: object, assistant_prefix: object = "") -> list[
     return list(candidates)
 
 
-def check_continuations(continuations: object, n: int) -> list[str]:
-    """The continuations as a list; ValueError/TypeError naming ``continuations`` unless
-    they are ``n`` non-empty strings (one per conversation)."""
+def check_continuations(conversations: object, continuations: object) -> list[str]:
+    """The checks of every backend's ``continuation_logprobs``; returns the continuations as a
+    list (one non-empty string per conversation)."""
+    check_conversations(conversations)
+    n = len(conversations)  # type: ignore[arg-type]
     if isinstance(continuations, str) or not isinstance(continuations, Sequence):
         raise TypeError(f"continuations must be a list of strings, got {type(continuations).__name__}")
     if len(continuations) != n:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from findbench._checks import positive_int
-from findbench.lm.base import LM, Constraint, Conversation, check_candidates, check_constraints, check_continuations, check_conversations
+from findbench.lm.base import LM, Constraint, Conversation, check_candidates, check_continuations, check_generate
 
 log = logging.getLogger(__name__)
 
@@ -193,8 +193,7 @@ class CachedLM:
         A constrained request's key holds its grammar (``constraint.to_dict()``), so a
         constrained and a free request for the same conversation never share an entry.
         """
-        check_conversations(conversations)
-        constraints = check_constraints(constraint, len(conversations))
+        constraints = check_generate(conversations, max_new_tokens, temperature, constraint)
         if any(c is not None for c in constraints) and not self.supports_constraints:
             raise TypeError(f"{self.name} cannot constrain generation (constraint= given)")
         options = {"max_new_tokens": max_new_tokens, "temperature": float(temperature)}
@@ -224,8 +223,7 @@ class CachedLM:
         **backend_options: Any,
     ) -> list[list[float]]:
         """As the wrapped LM's ``candidate_logprobs``, answering repeated requests from the cache."""
-        check_conversations(conversations)
-        options = {"candidates": check_candidates(candidates, assistant_prefix), "assistant_prefix": assistant_prefix}
+        options = {"candidates": check_candidates(conversations, candidates, assistant_prefix), "assistant_prefix": assistant_prefix}
         return self._run(
             "candidate_logprobs",
             conversations,
@@ -244,8 +242,7 @@ class CachedLM:
     ) -> list[float]:
         """As the wrapped LM's ``continuation_logprobs``, answering repeated requests from the
         cache (the continuation is part of the key, as a final assistant message)."""
-        check_conversations(conversations)
-        continuations = check_continuations(continuations, len(conversations))
+        continuations = check_continuations(conversations, continuations)
         if not callable(getattr(self.inner, "continuation_logprobs", None)):
             raise TypeError(f"{self.inner.name} cannot score continuations (no continuation_logprobs)")
         keyed = [list(c) + [{"role": "assistant", "content": t}] for c, t in zip(conversations, continuations)]

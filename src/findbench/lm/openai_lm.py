@@ -22,7 +22,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from findbench._checks import integer, number, positive_int
-from findbench.lm.base import Constraint, Conversation, check_candidates, check_constraints, check_continuations, check_conversations
+from findbench.lm.base import Constraint, Conversation, check_candidates, check_continuations, check_generate
 
 log = logging.getLogger(__name__)
 
@@ -186,12 +186,7 @@ class OpenAILM:
         (or None) per conversation, sent as vLLM's ``structured_outputs`` field
         (:func:`structured_outputs_field`).
         """
-        check_conversations(conversations)
-        if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature!r}")
-        constraints = check_constraints(constraint, len(conversations))
+        constraints = check_generate(conversations, max_new_tokens, temperature, constraint)
         url = f"{self.base_url}/chat/completions"
 
         def one(item):
@@ -276,8 +271,7 @@ class OpenAILM:
         progress: bool = False,
     ) -> list[list[float]]:
         """Next-token log-probabilities of each candidate (see :class:`~findbench.lm.base.LM`)."""
-        check_conversations(conversations)
-        check_candidates(candidates, assistant_prefix)
+        check_candidates(conversations, candidates, assistant_prefix)
         if not conversations:
             return []
         self._ensure_server()
@@ -327,8 +321,7 @@ class OpenAILM:
     ) -> list[float]:
         """Log-probability of each continuation as the start of the assistant turn (see
         :class:`~findbench.lm.base.ScoringLM`), from the prompt's own log-probs."""
-        check_conversations(conversations)
-        continuations = check_continuations(continuations, len(conversations))
+        continuations = check_continuations(conversations, continuations)
         if not conversations:
             return []
         self._ensure_server()

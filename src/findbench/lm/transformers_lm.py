@@ -19,7 +19,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from findbench._checks import positive_int
-from findbench.lm.base import Constraint, Conversation, check_candidates, check_constraints, check_continuations, check_conversations
+from findbench.lm.base import Constraint, Conversation, check_candidates, check_continuations, check_generate
 
 log = logging.getLogger(__name__)
 
@@ -206,12 +206,7 @@ class TransformersLM:
         """
         import torch
 
-        check_conversations(conversations)
-        if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature!r}")
-        constraints = check_constraints(constraint, len(conversations))
+        constraints = check_generate(conversations, max_new_tokens, temperature, constraint)
         texts = [self.render(c) for c in conversations]
         # free conversations first, then constrained ones; by length within each
         order = sorted(range(len(texts)), key=lambda i: (constraints[i] is not None, len(texts[i])))
@@ -261,8 +256,7 @@ class TransformersLM:
         shared tokens run once and their KV cache serves every member, so only the
         differing suffixes are computed. The values equal the plain path up to float error.
         """
-        check_conversations(conversations)
-        check_candidates(candidates, assistant_prefix)
+        check_candidates(conversations, candidates, assistant_prefix)
         if not conversations:
             return []
         token_lists: list[list[int]] = []
@@ -433,8 +427,7 @@ class TransformersLM:
         tokenizes an answer). Consecutive conversations with the same prompt form a group:
         the prompt runs once and all the group's continuations run over its KV cache.
         """
-        check_conversations(conversations)
-        continuations = check_continuations(continuations, len(conversations))
+        continuations = check_continuations(conversations, continuations)
         if not conversations:
             return []
         groups: list[tuple[list[int], list[int]]] = []  # (prompt ids, member indices)
