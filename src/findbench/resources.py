@@ -3,6 +3,7 @@ checkout and in an installed wheel: through :mod:`importlib.resources`, never ``
 
 from __future__ import annotations
 
+import importlib.util
 from importlib import resources
 from pathlib import Path
 
@@ -43,3 +44,13 @@ def card_template(name: str) -> str:
 def data_path(*parts: str) -> Path:
     """Path of a data file shipped under ``findbench/data/``."""
     return _package_file("data", *parts)
+
+
+def wheel_folder(module: str, marker: str, install: str) -> Path:
+    """The folder of the installed data-only package ``module`` that holds ``marker`` (the
+    embedded model and encoder ship as wheels); FileNotFoundError saying how to install it."""
+    spec = importlib.util.find_spec(module)
+    for loc in (spec.submodule_search_locations or []) if spec is not None else []:
+        if (Path(loc) / marker).is_file():
+            return Path(loc)
+    raise FileNotFoundError(f"{marker} is not installed: it ships in the {module} package (pip install {install})")

