@@ -29,7 +29,6 @@ from findbench.interpret.protocol import format_answer
 from findbench.interpret.report import (
     REPORT_FILE,
     call_points,
-    markdown_to_html,
     numeric_curves,
     plot_category,
     plot_numeric,
@@ -363,8 +362,6 @@ def test_bar_chart_has_the_paper_rows(tmp_path, monkeypatch):
     labels = [t.get_text() for t in fig.axes[0].texts]
     assert "n/a" in labels and "0.50" in labels
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["strings code (exact match)", "strings unit test"]
-    with pytest.raises(ValueError, match="category"):
-        plot_category("numbers", scores, tmp_path / "x.png")
 
 
 def test_bar_chart_has_error_bars_and_n(tmp_path, monkeypatch):
@@ -392,15 +389,6 @@ def test_bar_chart_has_error_bars_and_n(tmp_path, monkeypatch):
     assert "0.50\nn=6†" in labels and "0.90\nn=40" in labels
     with_errors = [c for c in fig.axes[0].containers if getattr(c, "errorbar", None) is not None]
     assert len(with_errors) == 1 and len(with_errors[0].errorbar.lines[2]) == 1  # drawn, on the run's bars only
-
-
-def test_markdown_to_html():
-    text = "# Title\n\nSome `a<b` and **bold**.\n\n| name | v |\n|---|---:|\n| **x\\|y** (this run) | **0.50** |\n\n- note <i>\n"
-    out = markdown_to_html(text)
-    assert "<h2>Title</h2>" in out
-    assert "<code>a&lt;b</code>" in out and "<strong>bold</strong>" in out
-    assert '<tr class="this-run"><td class="left"><strong>x|y</strong> (this run)</td><td class="right"><strong>0.50</strong></td>' in out
-    assert "<li>note &lt;i&gt;</li>" in out
 
 
 # ---------------------------------------------------------------------------------------- CLI
