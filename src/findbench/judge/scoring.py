@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from findbench._checks import integer, one_of, positive_int
 from findbench.constants import JUDGE_CATEGORIES, TRAINED_MARKER
 from findbench.find.unit_tests import N_OPTIONS
 from findbench.lm.base import Constraint, use_structured_outputs
@@ -39,8 +40,8 @@ ANSWER_PREFIX = "[ANSWER]: "
 def answer_constraint(n_options: int = N_OPTIONS) -> Constraint:
     """The grammar of a ``"generate"`` answer: :data:`ANSWER_PREFIX` and one option number in
     ``1..n_options`` (``[ANSWER]: 2``), nothing else."""
-    if isinstance(n_options, bool) or not isinstance(n_options, int) or not 1 <= n_options <= 9:
-        raise ValueError(f"n_options must be an int in 1..9, got {n_options!r}")
+    if integer("n_options", n_options, 1) > 9:
+        raise ValueError(f"n_options must be at most 9 (one digit), got {n_options!r}")
     return Constraint(regex=r"\[ANSWER\]: [1-" + str(n_options) + "]")
 
 
@@ -157,9 +158,7 @@ def bound_description(description: str, lm: Any = None, *, max_tokens: int | Non
     at ``2 * max_tokens`` characters. Characters UTF-8 cannot encode (lone surrogates) become
     ``?``. Time and memory are bounded whatever the length of ``description``.
     """
-    limit = description_token_limit(lm) if max_tokens is None else max_tokens
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise ValueError(f"max_tokens must be a positive int, got {limit!r}")
+    limit = description_token_limit(lm) if max_tokens is None else positive_int("max_tokens", max_tokens)
     text = clean_description(description, keep_full_description=keep_full_description)
     tokenizer = getattr(_inner(lm), "tokenizer", None)
     chars = limit * (_MAX_CHARS_PER_TOKEN if callable(tokenizer) else _MIN_CHARS_PER_TOKEN)
@@ -289,10 +288,9 @@ def render_pmi_option(unit_test: Mapping[str, Any], k: int, category: str) -> st
     word (entities), ``"in" -> "out"`` with JSON quotes (strings) or ``in -> out`` (relations)."""
     category = judge_category(category)
     n = check_unit_test(unit_test, category)
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n:
+    if integer("k", k, 1) > n:
         raise ValueError(f"k must be an option number in 1..{n}, got {k!r}")
-    line = _option_lines(unit_test, category)[k - 1]
-    return line.split(". ", 1)[1]
+    return _option_lines(unit_test, category)[k - 1].split(". ", 1)[1]
 
 
 def judge_mode_of(judge: Any, default: str = "logprob") -> str:
@@ -403,8 +401,7 @@ def judge_unit_tests(
         raw text in ``"generate"`` mode, else None.
     """
     category = judge_category(category)
-    if mode not in JUDGE_MODES:
-        raise ValueError(f"mode must be one of {JUDGE_MODES}, got {mode!r}")
+    one_of("mode", mode, JUDGE_MODES)
     structured = mode == "generate" and use_structured_outputs(lm, structured_outputs)
     if mode == "pmi" and not callable(getattr(lm, "continuation_logprobs", None)):
         raise TypeError(f"mode='pmi' needs an LM with continuation_logprobs (findbench.lm.ScoringLM); {getattr(lm, 'name', type(lm).__name__)} has none")

@@ -29,6 +29,8 @@ from collections.abc import Iterator, Sequence
 from importlib import resources
 from pathlib import Path
 
+from findbench._checks import number
+
 log = logging.getLogger(__name__)
 
 #: Environment variable naming the Python of a venv with vLLM installed.
@@ -143,7 +145,7 @@ def serve_vllm(
         raise FileNotFoundError(f"model_dir {model} is not a folder")
     if not isinstance(served_name, str) or not served_name:
         raise ValueError(f"served_name must be a non-empty string, got {served_name!r}")
-    if isinstance(start_timeout, bool) or not isinstance(start_timeout, (int, float)) or start_timeout <= 0:
+    if number("start_timeout", start_timeout) <= 0:
         raise ValueError(f"start_timeout must be a positive number of seconds, got {start_timeout!r}")
     if isinstance(extra_args, str) or not all(isinstance(a, str) for a in extra_args):
         raise TypeError(f"extra_args must be a sequence of strings, got {extra_args!r}")
