@@ -55,7 +55,7 @@ NUMERIC_POINTS = 401
 #: The domain a numeric row without usable ``domain_low`` / ``domain_high`` is drawn on (FIND's).
 DEFAULT_DOMAIN = (-128.0, 128.0)
 _SCORE_COLUMNS = ("nmse", "exact_match", "unit_test_accuracy", "domain_iou", "calls", "distinct_inputs", "probed_corruption")
-esc = html.escape
+_esc = html.escape
 
 
 # ------------------------------------------------------------------------------ numeric curves
@@ -271,17 +271,17 @@ def _error_bars(cells: Sequence[Mapping[str, Any] | None]) -> list[list[float]] 
 
 def _table(cls: str, head: Sequence[str], rows: Sequence[str]) -> str:
     """A table: ``head`` as text, ``rows`` as finished ``<tr>`` HTML (see :func:`_tr`)."""
-    return (f'<table class="{cls}"><thead><tr>' + "".join(f"<th>{esc(h)}</th>" for h in head) + "</tr></thead><tbody>\n"
+    return (f'<table class="{cls}"><thead><tr>' + "".join(f"<th>{_esc(h)}</th>" for h in head) + "</tr></thead><tbody>\n"
             + "\n".join(rows) + "\n</tbody></table>")
 
 
 def _tr(cells: Sequence[str], cls: str = "") -> str:
     """A row of text cells (escaped here)."""
-    return (f'<tr class="{cls}">' if cls else "<tr>") + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>"
+    return (f'<tr class="{cls}">' if cls else "<tr>") + "".join(f"<td>{_esc(c)}</td>" for c in cells) + "</tr>"
 
 
 def _notes(notes: Sequence[str]) -> str:
-    return "<ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>" if notes else ""
+    return "<ul>" + "".join(f"<li>{_esc(n)}</li>" for n in notes) + "</ul>" if notes else ""
 
 
 def _process_html(process: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
@@ -320,11 +320,11 @@ def _score_line(scored: Mapping[str, str] | None) -> str:
 def _judged_html(row: Mapping[str, Any], record: Mapping[str, Any], tests: Sequence[Mapping[str, str]]) -> str:
     """The ground-truth description beside the interpreter's, then the judge's decision on each unit
     test: the options (✓ the correct one, ▶ the pick; a wrong pick highlighted) and the margin."""
-    truth = esc(str(row.get("description") or ""))
+    truth = _esc(str(row.get("description") or ""))
     parts = [_table("judged", ("ground-truth description", "interpreter's description"),
-                    [f"<tr><td>{truth}</td><td>{esc(record['description']) or '<em>none</em>'}</td></tr>"])]
+                    [f"<tr><td>{truth}</td><td>{_esc(record['description']) or '<em>none</em>'}</td></tr>"])]
     if tests:
-        parts.append(f"<h4>Unit tests: {sum(t['right'] == '1' for t in tests)}/{len(tests)} right (judge in {esc(tests[0]['mode'])} "
+        parts.append(f"<h4>Unit tests: {sum(t['right'] == '1' for t in tests)}/{len(tests)} right (judge in {_esc(tests[0]['mode'])} "
                      "mode; ✓ correct option, ▶ the judge's pick; margin: correct option's score minus the best wrong one's)</h4>")
         rows = []
         for t in tests:
@@ -333,7 +333,7 @@ def _judged_html(row: Mapping[str, Any], record: Mapping[str, Any], tests: Seque
             for k in ("1", "2", "3"):
                 mark = ("✓ " if k == correct else "") + ("▶ " if k == chosen else "")
                 cls = (' class="pick-wrong"' if chosen != correct else ' class="pick-right"') if k == chosen else ""
-                cells.append(f"<td{cls}>{esc(mark)}<code>{esc(t[f'option_{k}'])}</code></td>")
+                cells.append(f"<td{cls}>{_esc(mark)}<code>{_esc(t[f'option_{k}'])}</code></td>")
             if t["empty"] == "1":
                 note = "empty description: not judged"
             elif not chosen:
@@ -341,7 +341,7 @@ def _judged_html(row: Mapping[str, Any], record: Mapping[str, Any], tests: Seque
             else:
                 note = f"margin {float(t['margin']):+.3g}" if t["margin"] else ""
             rows.append(f'<tr class="{"ut-right" if t["right"] == "1" else "ut-wrong"}"><td>{int(t["test"]) + 1}</td>{"".join(cells)}'
-                        f"<td>{esc(note)}</td></tr>")
+                        f"<td>{_esc(note)}</td></tr>")
         parts.append(_table("judged", ("#", "option 1", "option 2", "option 3", "judge"), rows))
     return "\n".join(parts)
 
@@ -363,24 +363,29 @@ def _transcript_html(record: Mapping[str, Any], episode: Mapping[str, Any] | Non
     score = _score_line(scored)
     body = [judged]
     if episode is None:
-        body.append(f'<p class="note">{esc(why or "")}</p>')
-        body += [f'<div class="msg"><div class="role">{part}</div><pre>{esc(record[part])}</pre></div>'
+        body.append(f'<p class="note">{_esc(why or "")}</p>')
+        body += [f'<div class="msg"><div class="role">{part}</div><pre>{_esc(record[part])}</pre></div>'
                  for part in ("description", "domain", "code") if record.get(part)]
     else:
         for m in episode.get("messages") or []:
             text = m["content"] if isinstance(m["content"], str) else json.dumps(m["content"], ensure_ascii=False, indent=1)
-            body.append(f'<div class="msg role-{_slug(m["role"])}"><div class="role">{esc(m["role"])}</div><pre>{esc(text)}</pre></div>')
+            body.append(f'<div class="msg role-{_slug(m["role"])}"><div class="role">{_esc(m["role"])}</div><pre>{_esc(text)}</pre></div>')
         calls = [_tr([str(c.get("round", "")), str(c.get("command", "")),
                       _short(", ".join(f"({x}, {e or y})" for x, y, e in _call_triples(c)) or str(c.get("error") or ""), 400)])
                  for c in episode.get("calls") or []]
         if calls:
             body.append("<h4>Function calls</h4>" + _table("calls", ("round", "command", "input - output pairs"), calls))
-    return (f'<details id="{_anchor(record)}"><summary>{esc(" · ".join(bits))}'
-            + (f' <span class="scores">{esc(score)}</span>' if score else "") + "</summary>\n" + "\n".join(body) + "\n</details>")
+    return (f'<details id="{_anchor(record)}"><summary>{_esc(" · ".join(bits))}'
+            + (f' <span class="scores">{_esc(score)}</span>' if score else "") + "</summary>\n" + "\n".join(body) + "\n</details>")
 
 
 def _figure(src: str, alt: str, caption: str) -> str:
-    return f'<figure><img src="{esc(src)}" alt="{esc(alt)}" loading="lazy"><figcaption>{caption}</figcaption></figure>'
+    return f'<figure><img src="{_esc(src)}" alt="{_esc(alt)}" loading="lazy"><figcaption>{caption}</figcaption></figure>'
+
+
+def _section(sid: str, title: str, intro: str, figures: Sequence[str]) -> str:
+    return (f'<section id="{sid}"><h2>{title}</h2>\n<p class="meta">{_esc(intro)}</p>\n<div class="figures">\n'
+            + "\n".join(figures) + "\n</div></section>")
 
 
 _PAGE = Template("""<!DOCTYPE html>
@@ -393,7 +398,7 @@ h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: 4px
 .meta { color: #555; font-size: 0.9em; }
 table { border-collapse: collapse; font-size: 0.8em; margin: 6px 0; } td, th { border: 1px solid #ddd; padding: 2px 6px; vertical-align: top; }
 table.table2 { font-size: 0.85em; } table.table2 th, table.table2 td { border-color: #bbb; padding: 4px 8px; text-align: right; }
-table.table2 th { background: #f0f0f0; } table.table2 td:first-child, table.process td:nth-child(2) { text-align: left; }
+table.table2 th { background: #f0f0f0; } table.table2 :is(td, th):first-child, table.process :is(td, th):nth-child(2) { text-align: left; }
 tr.this-run { background: #fff3e0; font-weight: 600; }
 .figures { display: flex; flex-wrap: wrap; gap: 16px; }
 figure { margin: 0; border: 1px solid #ddd; padding: 8px; background: #fff; flex: 0 1 580px; }
@@ -493,10 +498,9 @@ def write_report(
     bars = [c for c in CATEGORIES if c in scores]
     if bars:
         figures = [_figure(plot_category(c, scores, out_path / f"scores-{c}.png", interpreter=interpreter).name, f"{c} success rates",
-                           esc(c)) for c in bars]
-        sections.append(f'<section id="success-rates"><h2>Success rates by category</h2>\n<p class="meta">The run beside the rows '
-                        f"of {esc(PAPER_SOURCE)}. Error bars on the run's bars: {esc(INTERVAL_NOTE)} {esc(SMALL_N_LEGEND)}</p>\n"
-                        f'<div class="figures">\n' + "\n".join(figures) + "\n</div></section>")
+                           _esc(c)) for c in bars]
+        sections.append(_section("success-rates", "Success rates by category", f"The run beside the rows of {PAPER_SOURCE}. Error "
+                                 f"bars on the run's bars: {INTERVAL_NOTE} {SMALL_N_LEGEND}", figures))
 
     numeric = [rec for rec in records if rec["category"] == "numeric"]
     if numeric:
@@ -509,19 +513,18 @@ def write_report(
             name = f"numeric-{_slug(rec['method'])}-{rec['function_id'].split('/', 1)[1]}.png"
             plot_numeric(row, curve, (episodes[key(rec)][0] or {}).get("calls"), out_path / name, title=title)
             figures.append(_figure(name, f"{rec['function_id']} ({rec['method']})",
-                                   f"<strong>{esc(rec['function_id'])}</strong> ({esc(rec['method'])}) — ground truth: "
-                                   f"{esc(_short(str(row.get('description') or ''), 300))}<br>interpretation: "
-                                   f"{esc(_short(rec['description'], 300)) or '<em>none</em>'} "
+                                   f"<strong>{_esc(rec['function_id'])}</strong> ({_esc(rec['method'])}) — ground truth: "
+                                   f"{_esc(_short(str(row.get('description') or ''), 300))}<br>interpretation: "
+                                   f"{_esc(_short(rec['description'], 300)) or '<em>none</em>'} "
                                    f'<a href="#{_anchor(rec)}">transcript</a>'))
-        sections.append('<section id="numeric"><h2>Numeric functions</h2>\n<p class="meta">Ground truth (solid), the '
-                        "interpretation's code (dashed), the inputs the agent called (dots) and the ground truth's corrupted "
-                        'interval (shaded).</p>\n<div class="figures">\n' + "\n".join(figures) + "\n</div></section>")
+        sections.append(_section("numeric", "Numeric functions", "Ground truth (solid), the interpretation's code (dashed), the "
+                                 "inputs the agent called (dots) and the ground truth's corrupted interval (shaded).", figures))
 
     transcripts, group = ['<section id="transcripts"><h2>Transcripts</h2>'], None
     for rec in records:
         if (rec["category"], rec["method"]) != group:
             group = (rec["category"], rec["method"])
-            transcripts.append(f"<h3>{esc(rec['category'])} / {esc(rec['method'])}</h3>")
+            transcripts.append(f"<h3>{_esc(rec['category'])} / {_esc(rec['method'])}</h3>")
         judged = _judged_html(rows[rec["function_id"]], rec, unit_tests.get(key(rec), []))
         transcripts.append(_transcript_html(rec, *episodes[key(rec)], per_function.get(key(rec)), judged))
     sections.append("\n".join(transcripts) + "\n</section>")
@@ -536,9 +539,9 @@ def write_report(
               + _notes(table2_notes(scores, counts or None, notes)) + _process_html(process))
     source = f"data folder {data}" if data is not None else f"procedural data (seed {seed})"
     table_md = os.path.relpath(scores_path / "table.md", out_path)
-    meta = (f"Run <code>{esc(str(run_path))}</code>, scores <code>{esc(str(scores_path))}</code> "
-            f'(<a href="{esc(table_md)}">table.md</a>), {esc(source)}; {len(records)} episode(s).')
-    page = _PAGE.substitute(interpreter=esc(interpreter), meta=meta, caption=esc(TABLE2_CAPTION), table2=table2,
+    meta = (f"Run <code>{_esc(str(run_path))}</code>, scores <code>{_esc(str(scores_path))}</code> "
+            f'(<a href="{_esc(table_md)}">table.md</a>), {_esc(source)}; {len(records)} episode(s).')
+    page = _PAGE.substitute(interpreter=_esc(interpreter), meta=meta, caption=_esc(TABLE2_CAPTION), table2=table2,
                             sections="\n".join(sections))
     atomic_write_text(out_path / REPORT_FILE, page)
     return out_path / REPORT_FILE
