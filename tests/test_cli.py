@@ -12,35 +12,39 @@ import pytest
 from findbench import cli
 
 WORKFLOW = ("build", "call", "export-functions", "interpret", "evaluate", "report", "compare", "backbone-report", "build-neuron-tests",
-            "iia", "evaluator-data", "train-evaluator", "evaluator-report", "judge-card", "train-sae", "autointerp", "main")
+            "iia", "judge-data", "train-judge", "judge-report", "judge-card", "train-sae", "autointerp", "main")
+# the judge commands' earlier names stay as aliases
+ALIASES = {"evaluator-data": "judge-data", "train-evaluator": "train-judge", "evaluator-report": "judge-report"}
 
 
-def _subcommands(parser) -> list[str]:
+def _subcommands(parser) -> dict:
     (action,) = [a for a in parser._actions if a.dest == "command"]
-    return list(action.choices)
+    return action.choices
 
 
 def test_table_lists_every_command_once_in_workflow_order():
-    names = [name for name, _ in cli.COMMANDS]
+    names = [name for name, *_ in cli.COMMANDS]
     assert tuple(names) == WORKFLOW
-    assert len(set(names)) == len(names)
-    assert _subcommands(cli.make_parser()) == names
-    # no parser builder is left out of the table
-    builders = {name for name in vars(cli) if name.startswith("_add_")}
-    assert builders == {add.__name__ for _, add in cli.COMMANDS}
+    choices = _subcommands(cli.make_parser())
+    assert list(choices) == [n for name, aliases, *_ in cli.COMMANDS for n in (name, *aliases)]
+    for old, new in ALIASES.items():
+        assert choices[old] is choices[new]
 
 
-@pytest.mark.parametrize("command", WORKFLOW)
+@pytest.mark.parametrize("command", [*WORKFLOW, *ALIASES])
 def test_help_of_each_subcommand(command, capsys):
     with pytest.raises(SystemExit) as exc:
         cli.main([command, "--help"])
     assert exc.value.code == 0
-    assert f"findbench {command}" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"findbench {ALIASES.get(command, command)}" in out
+    assert "(default " in out or command in ("report", "train-judge", "train-evaluator")
 
 
-def test_train_evaluator_help_lists_the_training_flags(capsys):
+@pytest.mark.parametrize("command", ["train-judge", "train-evaluator"])
+def test_train_judge_help_lists_the_training_flags(command, capsys):
     with pytest.raises(SystemExit) as exc:
-        cli.main(["train-evaluator", "--help"])
+        cli.main([command, "--help"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
     for flag in ("--config", "--lora_r", "--output_dir", "--judge_mode", "--seed", "--data_seed", "--learning_rate"):
@@ -126,7 +130,7 @@ def test_evaluator_report_arguments(monkeypatch, capsys):
     assert "| strings | 2 |" in capsys.readouterr().out
 
     seen.clear()
-    assert cli.main(["evaluator-report", "--judge", "embedded", "--source", "find-v1", "--data-dir", "release"]) == 0
+    assert cli.main(["judge-report", "--judge", "embedded", "--source", "find-v1", "--data-dir", "release"]) == 0
     assert (seen["source"], seen["data"], seen["data_dir"], seen["baseline_mode"]) == ("find-v1", None, "release", None)
 
     # each folder flag with its own source only
@@ -172,9 +176,12 @@ def test_errors_are_one_line_unless_verbose(monkeypatch, capsys):
     with pytest.raises(ValueError, match="limit"):
         cli.main(["-v", "evaluator-report", "--judge", "embedded"])
 
-    # a TypeError naming an argument is the user's; any other is a bug and keeps its traceback
-    monkeypatch.setattr(report, "evaluator_report", lambda judge, **kw: (_ for _ in ()).throw(TypeError("categories must be a list")))
-    assert cli.main(["evaluator-report", "--judge", "embedded"]) == 2
+    # a TypeError from findbench._checks is the user's; any other is a bug and keeps its traceback
+    from findbench import _checks
+
+    monkeypatch.setattr(report, "evaluator_report", lambda judge, **kw: _checks.str_list("categories", 3))
+    assert cli.main(["judge-report", "--judge", "embedded"]) == 2
+    assert capsys.readouterr().err.startswith("findbench judge-report: error: categories must be")
     monkeypatch.setattr(report, "evaluator_report", lambda judge, **kw: None + 1)
     with pytest.raises(TypeError, match="unsupported operand"):
         cli.main(["evaluator-report", "--judge", "embedded"])
@@ -184,8 +191,36 @@ def test_unknown_flags_are_rejected():
     with pytest.raises(SystemExit) as exc:
         cli.parse_args(["build", "--bogus"])
     assert exc.value.code == 2
-    # train-evaluator keeps the rest of its command line for the training parser
+    # train-judge keeps the rest of its command line for the training parser
+    assert cli.parse_args(["train-judge", "--lora_r", "4"]).rest == ["--lora_r", "4"]
     assert cli.parse_args(["train-evaluator", "--lora_r", "4"]).rest == ["--lora_r", "4"]
+
+
+def test_engine_inspect_is_the_only_engine(monkeypatch, tmp_path, capsys):
+    import findbench.interpret.run as run
+
+    seen = {}
+    monkeypatch.setattr(run, "run_interpretations", lambda data, **kw: seen.update(data=data, **kw) or str(tmp_path))
+    monkeypatch.setattr(run, "summarize_run", lambda out: [])
+    assert cli.main(["interpret", "--engine", "inspect", "--interpreter", "oracle", "--method", "aia,milan", "--sample", "2"]) == 0
+    assert seen["interpreter"] == "oracle" and seen["methods"] == ["aia", "milan"] and seen["sample"] == 2 and "engine" not in seen
+    assert seen["data"] is None and seen["rounds"] == 20 and seen["structured_outputs"] == "auto"
+    seen.clear()
+    assert cli.main(["interpret", "--engine", "native", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("findbench interpret: error: --engine: the 'native' engine was removed") and len(err.splitlines()) == 1
+    assert not seen and not (tmp_path / "out").exists()
+
+
+def test_switches_go_anywhere(monkeypatch):
+    import findbench.interpret.evaluate as evaluate
+    import findbench.interpret.report as report
+
+    seen = {}
+    monkeypatch.setattr(evaluate, "evaluate_run", lambda run_dir, **kw: seen.update(run_dir=run_dir, **kw) or {"table": ""})
+    monkeypatch.setattr(report, "write_report", lambda run_dir, scores, data=None: seen.update(report=scores))
+    assert cli.main(["evaluate", "--report", "r"]) == 0
+    assert seen["run_dir"] == "r" and seen["report"] == "r/scores"
 
 
 @pytest.mark.parametrize("argv, flag, near", [

@@ -14,8 +14,9 @@ def test_help_shows_every_default_and_saebenchs_values(capsys):
     with pytest.raises(SystemExit):
         cli.main(["autointerp", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    for shown in ("(default: 10)", "(default: 100000)", "(default: auto)", "(default: embedded)", "(default: outputs/autointerp)",
-                  "SAEBench: 1000", "SAEBench: 2,000,000", "SAEBench: detection only", "--run-id", "--structured-outputs"):
+    for shown in ("(default 10)", "(default 100000)", "(default auto)", "(default embedded)", "(default outputs/autointerp)",
+                  "SAEBench's values: --n-latents 1000, --total-tokens 2000000, --scorers detection", "--run-id", "--structured-outputs",
+                  "--latents", "--seed", "--context-size"):
         assert shown in text, shown
 
 
@@ -50,7 +51,12 @@ def test_defaults_reach_the_run_and_the_summary_is_printed(monkeypatch, capsys, 
 
 
 def test_a_rerun_says_what_it_resumed_from(monkeypatch, capsys, tmp_path):
-    monkeypatch.setattr(run_mod, "run_autointerp", lambda **kw: _result(tmp_path, hits=20, evidence=f"{tmp_path}/evidence_1.json"))
-    assert cli.main(["autointerp", "--out", str(tmp_path), "--run-id", "b", "--structured-outputs", "off", "--latents", "1,2"]) == 0
+    seen = {}
+    monkeypatch.setattr(run_mod, "run_autointerp",
+                        lambda **kw: seen.update(kw) or _result(tmp_path, hits=20, evidence=f"{tmp_path}/evidence_1.json"))
+    assert cli.main(["autointerp", "--out", str(tmp_path), "--run-id", "b", "--structured-outputs", "off", "--latents", "1,2",
+                     "--seed", "3", "--scorers", "detection,fuzz"]) == 0
+    cfg = seen["config"]
+    assert (cfg.override_latents, cfg.random_seed, cfg.scorers, seen["run_id"]) == ([1, 2], 3, ["detection", "fuzz"], "b")
     out = capsys.readouterr().out
     assert f"resumed from {tmp_path}: evidence {tmp_path}/evidence_1.json; 20 of 20 LM answers from {tmp_path}/lm_cache.sqlite" in out

