@@ -179,7 +179,8 @@ def test_report_files_and_html_structure(oracle_run):
     # each of the run's cells with its interval and n, marked (n < 10), and the legend under the table
     assert by_name["oracle (this run)"][:3] == ["1.00 [1.00, 1.00] (n=3)†"] * 3
     text = "".join(page.text)
-    assert SMALL_N_LEGEND in text and INTERVAL_NOTE in text
+    assert SMALL_N_LEGEND in text and INTERVAL_NOTE in text and "Functions scored in this run: numeric code (NMSE<0.1): 3," in text
+    assert "How the interpreters experimented" in text and 'href="table.md"' in report.read_text(encoding="utf-8")
     # a transcript per episode, messages labelled by role
     assert len(page.details) == len(_episodes(oracle_run)) == 3 + 3 + 3
     assert "t-numeric_f00000-aia" in page.details
