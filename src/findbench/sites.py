@@ -1,182 +1,130 @@
-"""Reading and writing MLP neuron activations (and block outputs) of Hugging Face models.
+"""Reading and writing activations of Hugging Face models at named sites.
 
-Where a model family keeps its components is *data*: :data:`MODEL_SITES` maps a
-``config.model_type`` to abstract sites and, for each, the module path template, whether the
-site is that module's input (forward pre-hook) or output (forward hook), and its width. A new
-architecture is a new table entry, not new code.
+Sites (one vocabulary for neurons and SAEs; :data:`SAE_HOOKS` maps sae_lens hook names onto them):
 
-Sites:
+- ``"mlp_activation"``: the MLP's hidden activation, one value per neuron (``blocks.L.mlp.hook_post``).
+  Llama-style models: the input to ``mlp.down_proj`` (``act(gate_proj(x)) * up_proj(x)``); GPT-2:
+  the input to ``mlp.c_proj``; GPT-NeoX: the input to ``mlp.dense_4h_to_h``;
+- ``"block_output"``: the residual stream after decoder block ``L`` (``blocks.L.hook_resid_post``;
+  Hugging Face's ``hidden_states[L + 1]``, except after the last block, where it applies the final norm);
+- ``"block_input"``: the residual stream entering block ``L`` (``blocks.L.hook_resid_pre``);
+- ``"embed"``: the output of the input-embedding table (``hook_embed``; no layer).
 
-- ``"mlp_activation"``: the MLP's hidden activation, one value per neuron. Llama-style
-  models: the input to ``mlp.down_proj`` (``act(gate_proj(x)) * up_proj(x)``); GPT-2: the
-  input to ``mlp.c_proj`` (``gelu(c_fc(x))``); GPT-NeoX: the input to ``mlp.dense_4h_to_h``.
-- ``"block_output"``: the residual stream after the whole decoder block.
-
-All functions take already tokenised batches (``input_ids`` + optional ``attention_mask``)
-and token positions per row, so batches of any composition can be read and patched.
+Where a family keeps its blocks and its MLP is data (:data:`MODEL_SITES`); blocks are found with or
+without the task head's wrapper (``model.layers`` or ``layers`` of a bare ``AutoModel``), and for an
+unknown family (encoders such as BERT / MiniLM) as the first ``ModuleList`` with one entry per layer.
+All functions take tokenised batches (``input_ids`` + optional ``attention_mask``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
+import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any
 
 import torch
 
-__all__ = [
-    "SiteSpec",
-    "MODEL_SITES",
-    "LAYERS_PATH",
-    "SITES",
-    "site_spec",
-    "site_module",
-    "site_dim",
-    "num_layers",
-    "record",
-    "patch",
-    "skip_to_layer",
-    "block_input",
-    "StopForward",
-]
+from findbench import _checks
+from findbench.constants import UsageError
 
-
-@dataclass(frozen=True)
-class SiteSpec:
-    """Where one abstract site lives in a model family.
-
-    Attributes:
-        module: dotted module path with a ``{layer}`` placeholder.
-        hook: ``"input"`` (the module's first positional input, via a forward pre-hook) or
-            ``"output"`` (the module's output, via a forward hook).
-        dim: the site's width from the model config.
-    """
-
-    module: str
-    hook: str
-    dim: Callable[[Any], int]
-
-
-def _mlp_width(cfg) -> int:
-    for attr in ("intermediate_size", "n_inner", "ffn_dim"):
-        value = getattr(cfg, attr, None)
-        if value:
-            return int(value)
-    return 4 * int(getattr(cfg, "n_embd", None) or cfg.hidden_size)
-
-
-def _hidden_width(cfg) -> int:
-    return int(getattr(cfg, "hidden_size", None) or cfg.n_embd)
-
-
-def _llama_like(prefix: str) -> dict[str, SiteSpec]:
-    return {
-        "mlp_activation": SiteSpec(f"{prefix}.{{layer}}.mlp.down_proj", "input", _mlp_width),
-        "block_output": SiteSpec(f"{prefix}.{{layer}}", "output", _hidden_width),
-    }
-
-
-#: model_type -> site name -> :class:`SiteSpec`.
-MODEL_SITES: dict[str, dict[str, SiteSpec]] = {
-    **{t: _llama_like("model.layers") for t in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "olmo", "olmo2", "phi3")},
-    "gpt2": {
-        "mlp_activation": SiteSpec("transformer.h.{layer}.mlp.c_proj", "input", _mlp_width),
-        "block_output": SiteSpec("transformer.h.{layer}", "output", _hidden_width),
-    },
-    "gpt_neox": {
-        "mlp_activation": SiteSpec("gpt_neox.layers.{layer}.mlp.dense_4h_to_h", "input", _mlp_width),
-        "block_output": SiteSpec("gpt_neox.layers.{layer}", "output", _hidden_width),
-    },
+#: model_type -> (path of its list of decoder blocks, path inside a block of the module whose input
+#: is the MLP activation).
+MODEL_SITES: dict[str, tuple[str, str]] = {
+    **{t: ("model.layers", "mlp.down_proj") for t in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "olmo", "olmo2", "phi3")},
+    "gpt2": ("transformer.h", "mlp.c_proj"),
+    "gpt_neox": ("gpt_neox.layers", "mlp.dense_4h_to_h"),
 }
-
-#: model_type -> dotted path of the decoder-block list (used by :func:`skip_to_layer`).
-LAYERS_PATH: dict[str, str] = {
-    **{t: "model.layers" for t, s in MODEL_SITES.items() if s["block_output"].module.startswith("model.layers")},
-    "gpt2": "transformer.h",
-    "gpt_neox": "gpt_neox.layers",
-}
-
-SITES = ("mlp_activation", "block_output")
+SITES = ("mlp_activation", "block_output", "block_input", "embed")
+#: sae_lens / TransformerLens hook name (an SAE's ``cfg.metadata.hook_name``, after ``blocks.L.``) -> site.
+SAE_HOOKS = {"hook_resid_post": "block_output", "hook_resid_pre": "block_input", "mlp.hook_post": "mlp_activation"}
+_SAE_HOOK = re.compile(r"^blocks\.(\d+)\.(hook_resid_post|hook_resid_pre|mlp\.hook_post)$")
 
 
 class StopForward(Exception):
     """Raised inside a hook to end a forward pass early once the needed values are read."""
 
 
-def _model_type(model) -> str:
-    cfg = getattr(model, "config", None)
-    if cfg is None:
-        raise TypeError(f"model must be a transformers PreTrainedModel with a config, got {type(model).__name__}")
-    return cfg.model_type
-
-
-def site_spec(model, site: str) -> SiteSpec:
-    """The :class:`SiteSpec` of ``site`` for ``model``'s family (``ValueError`` when unknown)."""
-    if site not in SITES:
-        raise ValueError(f"site must be one of {SITES}, got {site!r}")
-    mtype = _model_type(model)
-    if mtype not in MODEL_SITES:
-        raise ValueError(f"model_type {mtype!r} has no entry in MODEL_SITES (known: {sorted(MODEL_SITES)})")
-    return MODEL_SITES[mtype][site]
+def parse_hook_name(hook_name: str) -> tuple[str, int | None]:
+    """``(site, layer)`` of a sae_lens hook name (``hook_embed``: ``("embed", None)``)."""
+    if hook_name == "hook_embed":
+        return "embed", None
+    m = _SAE_HOOK.match(hook_name) if isinstance(hook_name, str) else None
+    if not m:
+        raise UsageError(
+            f"hook_name must be 'hook_embed' or 'blocks.<L>.hook_resid_post|hook_resid_pre|mlp.hook_post', got {hook_name!r}")
+    return SAE_HOOKS[m.group(2)], int(m.group(1))
 
 
 def num_layers(model) -> int:
-    """Number of decoder blocks."""
+    """Number of blocks."""
     cfg = model.config
     return int(getattr(cfg, "num_hidden_layers", None) or cfg.n_layer)
 
 
-def _check_layer(model, layer) -> int:
-    if isinstance(layer, bool) or not isinstance(layer, int):
-        raise TypeError(f"layer must be an int, got {type(layer).__name__}")
+def _mlp_width(cfg) -> int:
+    for attr in ("intermediate_size", "n_inner", "ffn_dim"):
+        if getattr(cfg, attr, None):
+            return int(getattr(cfg, attr))
+    return 4 * int(getattr(cfg, "n_embd", None) or cfg.hidden_size)
+
+
+def blocks(model) -> torch.nn.ModuleList:
+    """The model's list of blocks (see the module docstring)."""
     n = num_layers(model)
-    if not 0 <= layer < n:
-        raise ValueError(f"layer must be in [0, {n}), got {layer}")
-    return layer
+    path = MODEL_SITES.get(getattr(model.config, "model_type", None), ("",))[0]
+    for candidate in (path, path.split(".", 1)[-1]) if path else ():
+        with contextlib.suppress(AttributeError):
+            return model.get_submodule(candidate)
+    for _, module in model.named_modules():
+        if isinstance(module, torch.nn.ModuleList) and len(module) == n:
+            return module
+    raise ValueError(f"cannot find the {n} blocks of {type(model).__name__}")
 
 
-def site_module(model, site: str, layer: int) -> torch.nn.Module:
-    """The module whose input/output is ``site`` at ``layer``."""
-    spec = site_spec(model, site)
-    _check_layer(model, layer)
-    return model.get_submodule(spec.module.format(layer=layer))
+def site_module(model, site: str, layer: int | None = None) -> tuple[torch.nn.Module, str]:
+    """The module whose ``"input"`` (first positional input) or ``"output"`` is ``site`` at ``layer``,
+    and which of the two."""
+    _checks.one_of("site", site, SITES)
+    if site == "embed":
+        return model.get_input_embeddings(), "output"
+    n = num_layers(model)
+    if not 0 <= _checks.integer("layer", layer) < n:
+        raise UsageError(f"layer must be in [0, {n}), got {layer}")
+    block = blocks(model)[layer]
+    if site != "mlp_activation":
+        return block, "output" if site == "block_output" else "input"
+    mtype = model.config.model_type
+    if mtype not in MODEL_SITES:
+        raise UsageError(f"model_type {mtype!r} has no entry in MODEL_SITES (known: {sorted(MODEL_SITES)})")
+    return block.get_submodule(MODEL_SITES[mtype][1]), "input"
 
 
 def site_dim(model, site: str) -> int:
     """Width of ``site`` (number of MLP neurons for ``"mlp_activation"``)."""
-    return site_spec(model, site).dim(model.config)
-
-
-def _inputs(input_ids, attention_mask) -> dict:
-    if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2:
-        raise ValueError("input_ids must be a 2-D LongTensor [batch, tokens]")
-    out = {"input_ids": input_ids}
-    if attention_mask is not None:
-        if not isinstance(attention_mask, torch.Tensor) or attention_mask.shape != input_ids.shape:
-            raise ValueError("attention_mask must be a tensor shaped like input_ids")
-        out["attention_mask"] = attention_mask
-    return out
+    cfg = model.config
+    if _checks.one_of("site", site, SITES) == "mlp_activation":
+        return _mlp_width(cfg)
+    return int(getattr(cfg, "hidden_size", None) or cfg.n_embd)
 
 
 def _hook(module: torch.nn.Module, kind: str, fn: Callable[[torch.Tensor], torch.Tensor | None]):
     """Register ``fn(tensor) -> tensor | None`` on the module's first input or its output."""
     if kind == "input":
 
-        def pre(mod, args):
-            new = fn(args[0])
-            if new is not None:
-                return (new,) + tuple(args[1:])
-            return None
+        def pre(mod, args, kwargs):
+            new = fn(args[0] if args else kwargs["hidden_states"])
+            if new is None:
+                return None
+            return ((new, *args[1:]), kwargs) if args else (args, {**kwargs, "hidden_states": new})
 
-        return module.register_forward_pre_hook(pre)
+        return module.register_forward_pre_hook(pre, with_kwargs=True)
 
     def post(mod, args, output):
-        first = output[0] if isinstance(output, tuple) else output
-        new = fn(first)
+        new = fn(output[0] if isinstance(output, tuple) else output)
         if new is None:
             return None
-        return (new,) + tuple(output[1:]) if isinstance(output, tuple) else new
+        return (new, *output[1:]) if isinstance(output, tuple) else new
 
     return module.register_forward_hook(post)
 
@@ -188,9 +136,9 @@ def _positions_tensor(positions, batch: int, seq: int) -> torch.Tensor | None:
     if pos.dim() == 1:
         pos = pos.unsqueeze(1)
     if pos.dim() != 2 or pos.shape[0] != batch:
-        raise ValueError(f"positions must be [batch, n_positions] with batch={batch}, got shape {tuple(pos.shape)}")
+        raise UsageError(f"positions must be [batch, n_positions] with batch={batch}, got shape {tuple(pos.shape)}")
     if pos.numel() and (pos.min() < -seq or pos.max() >= seq):
-        raise ValueError(f"positions must index tokens in [-{seq}, {seq}), got {pos.tolist()}")
+        raise UsageError(f"positions must index tokens in [-{seq}, {seq}), got {pos.tolist()}")
     return pos % seq
 
 
@@ -200,7 +148,7 @@ def record(
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor | None = None,
     *,
-    layer: int,
+    layer: int | None = None,
     site: str = "mlp_activation",
     positions=None,
     neurons: Sequence[int] | None = None,
@@ -210,40 +158,40 @@ def record(
     """Read ``site`` at ``layer``.
 
     Args:
+        input_ids: ``[batch, tokens]``, moved to the model's device.
         positions: ``None`` (all tokens) or per-row token positions ``[batch, P]`` (negative
             counts from the end, e.g. ``-1`` the last token).
         neurons: indices of the units to keep (default: all).
-        stop_early: end the forward pass right after the site is read (not with
-            ``return_logits``).
+        stop_early: end the forward pass right after the site is read (not with ``return_logits``).
 
     Returns:
-        Tensor ``[batch, tokens or P, units]`` (float, on the model's device); with
+        Tensor ``[batch, tokens or P, units]`` (the model's dtype, on its device); with
         ``return_logits`` a pair ``(values, logits)``.
     """
-    module = site_module(model, site, layer)
-    kind = site_spec(model, site).hook
-    inputs = _inputs(input_ids, attention_mask)
+    module, kind = site_module(model, site, layer)
+    if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2:
+        raise UsageError("input_ids must be a 2-D LongTensor [batch, tokens]")
+    inputs = {"input_ids": input_ids.to(model.device)}
+    if attention_mask is not None:
+        inputs["attention_mask"] = attention_mask.to(model.device)
+    if "use_cache" in inspect.signature(model.forward).parameters:
+        inputs["use_cache"] = False
     pos = _positions_tensor(positions, input_ids.shape[0], input_ids.shape[1])
     idx = None if neurons is None else torch.as_tensor(list(neurons), dtype=torch.long)
     box: dict[str, torch.Tensor] = {}
     stop = stop_early and not return_logits
 
     def read(t: torch.Tensor):
-        vals = t
         if pos is not None:
-            vals = torch.gather(t, 1, pos.to(t.device).unsqueeze(-1).expand(-1, -1, t.shape[-1]))
-        if idx is not None:
-            vals = vals[..., idx.to(t.device)]
-        box["values"] = vals.detach().clone()
+            t = torch.gather(t, 1, pos.to(t.device).unsqueeze(-1).expand(-1, -1, t.shape[-1]))
+        box["values"] = (t if idx is None else t[..., idx.to(t.device)]).detach().clone()
         if stop:
             raise StopForward
-        return None
 
     handle = _hook(module, kind, read)
     logits = None
     try:
-        out = model(**inputs, use_cache=False)
-        logits = out.logits
+        logits = model(**inputs).logits
     except StopForward:
         pass
     finally:
@@ -275,38 +223,31 @@ def patch(
             row with an all-false mask runs unpatched); lets one batch hold interventions on
             different neuron sets.
     """
-    module = site_module(model, site, layer)
-    kind = site_spec(model, site).hook
+    module, kind = site_module(model, site, layer)
     width = site_dim(model, site)
     pos = torch.as_tensor(positions, dtype=torch.long)
     if pos.dim() == 1:
         pos = pos.unsqueeze(1)
-    if not isinstance(values, torch.Tensor) or values.dim() != 3:
-        raise ValueError("values must be a 3-D tensor [batch, positions, units]")
     idx = torch.arange(width) if neurons is None else torch.as_tensor(neurons, dtype=torch.long).reshape(-1)
     if idx.numel() and (idx.min() < 0 or idx.max() >= width):
-        raise ValueError(f"neurons must be in [0, {width}), got min {int(idx.min())} max {int(idx.max())}")
-    if values.shape[:2] != pos.shape or values.shape[2] != idx.numel():
-        raise ValueError(
-            f"values shape {tuple(values.shape)} must be (batch, positions, units) = "
-            f"({pos.shape[0]}, {pos.shape[1]}, {idx.numel()})"
-        )
+        raise UsageError(f"neurons must be in [0, {width}), got min {int(idx.min())} max {int(idx.max())}")
+    if not isinstance(values, torch.Tensor) or values.dim() != 3 or values.shape[:2] != pos.shape or values.shape[2] != idx.numel():
+        raise UsageError(f"values must be a tensor (batch, positions, units) = ({pos.shape[0]}, {pos.shape[1]}, {idx.numel()}), "
+                         f"got {tuple(values.shape) if isinstance(values, torch.Tensor) else type(values).__name__}")
     if mask is not None and tuple(mask.shape) != (pos.shape[0], idx.numel()):
-        raise ValueError(f"mask must be [batch, units] = ({pos.shape[0]}, {idx.numel()}), got {tuple(mask.shape)}")
+        raise UsageError(f"mask must be [batch, units] = ({pos.shape[0]}, {idx.numel()}), got {tuple(mask.shape)}")
 
     def write(t: torch.Tensor):
         b, seq = t.shape[0], t.shape[1]
         if b != pos.shape[0]:
-            raise ValueError(f"patched batch has {b} rows but positions has {pos.shape[0]}")
-        p = pos.to(t.device) % seq
+            raise UsageError(f"patched batch has {b} rows but positions has {pos.shape[0]}")
         new = t.clone()
         rows = torch.arange(b, device=t.device)[:, None, None]
-        cols = p[:, :, None]
+        cols = (pos.to(t.device) % seq)[:, :, None]
         units = idx.to(t.device)[None, None, :]
         vals = values.to(device=t.device, dtype=t.dtype)
         if mask is not None:
-            current = new[rows, cols, units]
-            vals = torch.where(mask.to(t.device)[:, None, :], vals, current)
+            vals = torch.where(mask.to(t.device)[:, None, :], vals, new[rows, cols, units])
         new[rows, cols, units] = vals
         return new
 
@@ -319,35 +260,18 @@ def patch(
 
 @contextlib.contextmanager
 def skip_to_layer(model, layer: int, hidden: torch.Tensor) -> Iterator[None]:
-    """Within the block, decoder blocks ``0 .. layer-1`` are skipped: block ``layer`` receives
-    ``hidden`` (the residual stream recorded before it, ``[batch, tokens, d_model]``).
+    """Within the block, blocks ``0 .. layer-1`` are skipped: block ``layer`` receives ``hidden``
+    (the residual stream recorded at ``"block_input"``, ``[batch, tokens, d_model]``).
 
     Exact when ``hidden`` was recorded on the same inputs: the blocks before ``layer`` do not
-    depend on anything patched at or after ``layer``. Used to run many interventions at a
-    late layer without recomputing the early blocks.
+    depend on anything patched at or after ``layer``.
     """
-    _check_layer(model, layer)
-    mtype = _model_type(model)
-    if mtype not in LAYERS_PATH:
-        raise ValueError(f"model_type {mtype!r} has no entry in LAYERS_PATH")
-    blocks = model.get_submodule(LAYERS_PATH[mtype])
-    skipped = [blocks[i] for i in range(layer)]
-
-    def passthrough(*args, **kwargs):
-        return hidden
-
+    site_module(model, "block_input", layer)
+    skipped = list(blocks(model))[:layer]
     for block in skipped:
-        block.forward = passthrough
+        block.forward = lambda *args, **kwargs: hidden
     try:
         yield
     finally:
         for block in skipped:
             del block.forward
-
-
-def block_input(model, input_ids, attention_mask=None, *, layer: int) -> torch.Tensor:
-    """The residual stream entering block ``layer`` (``[batch, tokens, d_model]``)."""
-    if layer == 0:
-        raise ValueError("layer must be >= 1 to read a block input (layer 0 starts from the embeddings)")
-    return record(model, input_ids, attention_mask, layer=layer - 1, site="block_output", stop_early=True)
-

@@ -9,8 +9,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["WORDNET_FILES", "WORDNET_LICENSE", "WordNetSynset", "parse_wordnet_line", "wordnet_dir"]
-
 #: Licence of WordNet 3.0 (as Debian's ``/usr/share/doc/wordnet-base/copyright`` names it).
 WORDNET_LICENSE = "WordNet 3.0 license (Princeton University; permissive, BSD-style)"
 #: Folders where WordNet's ``data.*`` files live: Debian 12+ installs them in

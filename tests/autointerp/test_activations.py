@@ -7,14 +7,15 @@ import torch
 from sae_lens import JumpReLUSAE, JumpReLUSAEConfig, StandardSAE, StandardSAEConfig, TopKSAE, TopKSAEConfig
 from transformers import AutoModel, BertConfig, BertModel, LlamaConfig, LlamaModel
 
-from findbench.autointerp.activations import check_latents, encode_latents, hook_name_for_layer, parse_hook_name, read_hook
+from findbench.autointerp.activations import encode_latents, hook_name_for_layer, parse_hook_name, read_hook
 
 
 def test_hook_names_round_trip_and_bad_names_are_named():
     assert hook_name_for_layer(6) == "blocks.6.hook_resid_post"
     assert hook_name_for_layer(2, "resid_pre") == "blocks.2.hook_resid_pre"
     assert hook_name_for_layer(3, "blocks.3.mlp.hook_post") == "blocks.3.mlp.hook_post"
-    assert parse_hook_name("blocks.11.hook_resid_post") == ("resid_post", 11)
+    assert parse_hook_name("blocks.11.hook_resid_post") == ("block_output", 11)
+    assert parse_hook_name("blocks.2.mlp.hook_post") == ("mlp_activation", 2)
     assert parse_hook_name("hook_embed") == ("embed", None)
     with pytest.raises(ValueError, match="hook_name must be"):
         parse_hook_name("blocks.1.attn.hook_z")
@@ -94,16 +95,6 @@ def test_encode_latents_equals_the_full_encode_restricted(arch):
     assert torch.allclose(got, full[..., idx], atol=1e-5)
     assert (got > 0).any()
     assert torch.allclose(encode_latents(sae, x), full)
-
-
-def test_check_latents_names_the_bad_item():
-    assert check_latents([1, 0], 4) == [1, 0]
-    with pytest.raises(ValueError, match=r"latents\[1\] = 9 is outside \[0, 4\)"):
-        check_latents([1, 9], 4)
-    with pytest.raises(TypeError, match=r"latents\[0\] must be an int"):
-        check_latents(["1"], 4)
-    with pytest.raises(ValueError, match="repeat"):
-        check_latents([1, 1], 4)
 
 
 def test_auto_model_of_the_embedded_encoder_reads_like_its_hidden_states():

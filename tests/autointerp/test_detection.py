@@ -191,11 +191,11 @@ def test_detection_score_takes_numpy_ints_and_tuples():
 @pytest.mark.parametrize(
     ("args", "field"),
     [
-        (([5], [1], 4), r"predicted\[0\]: window number 5 is outside 1..4"),
+        (([5], [1], 4), r"predicted\[0\]: expected a window number in 1..4, got 5"),
         (([1, 0], [1], 4), r"predicted\[1\]"),
         (([1], [9], 4), r"active\[0\]"),
         (([1], [1, -1], 4), r"active\[1\]"),
-        (([1.0], [1], 4), r"predicted\[0\]: expected an int"),
+        (([1.0], [1], 4), r"predicted\[0\]: expected a window number"),
         (([True], [1], 4), r"predicted\[0\]"),
         (([1], ["1"], 4), r"active\[0\]"),
         (("1, 3", [1], 4), "predicted: expected a list"),
@@ -321,7 +321,7 @@ def test_score_detections_n_examples_per_latent():
         (([[1]], [[1], [2]], 4), r"predictions \(1\) and references \(2\)"),
         (([], [], 4), "predictions: at least one"),
         (([[1], [2]], [[1], [2]], [4]), r"n_examples \(1\) and predictions \(2\)"),
-        (([[1], [2]], [[1], [1]], [4, 1]), r"predictions\[1\]\[0\]: window number 2 is outside 1..1"),
+        (([[1], [2]], [[1], [1]], [4, 1]), r"predictions\[1\]\[0\]: expected a window number in 1..1, got 2"),
         (([[1], [2]], [[1], [5]], 4), r"references\[1\]\[0\]"),
         (([[1], [1, None]], [[1], [2]], 4), r"predictions\[1\]\[1\]"),
         (([[1], [2]], [[1], None], 4), r"references\[1\]: expected a list"),

@@ -127,14 +127,6 @@ def test_split_is_seeded_and_a_rare_latent_is_reported_not_dropped():
     assert [w.row for w in c[0].scoring] != [w.row for w in a[0].scoring]
 
 
-def test_update_checks_shapes():
-    col = EvidenceCollector([0], 2, _cfg(override_latents=[0]))
-    with pytest.raises(ValueError, match="acts must be"):
-        col.update(torch.zeros((1, CTX + 1, 1)))
-    with pytest.raises(ValueError, match="more rows"):
-        col.update(torch.zeros((3, CTX, 1)))
-
-
 @pytest.mark.parametrize("batch", [1, 3, 8])
 def test_activation_histogram_is_exact_whatever_the_batches(batch):
     acts = _sparse(8, 2, 11, density=0.4) * torch.tensor([1.0, 7.0])

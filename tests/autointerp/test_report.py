@@ -198,7 +198,7 @@ def test_report_shows_window_text_shading_planted_rules_and_a_sortable_index(run
     assert body.count("positive activations over the corpus") == len(latents)
 
 
-def test_report_escapes_run_text_and_renders_results_without_a_sidecar(run_data):
+def test_report_escapes_run_text(run_data):
     results, latents = run_data
     evil = "<script>alert('x')</script> & <b>"
     rec = json.loads(json.dumps(next(r for r in latents if not r["skipped"])))
@@ -207,12 +207,6 @@ def test_report_escapes_run_text_and_renders_results_without_a_sidecar(run_data)
     text = render_report(results, [rec])
     assert "<script>alert" not in text and "<img src=x" not in text and "<b>" not in text.split("<body>", 1)[1].split("<h2>")[0]
     assert html_escaped(evil) in text and "&lt;img src=x onerror=alert(1)&gt;" in text
-    # an older run (no latents.json): the index and the scores from the results, a note in each panel
-    old = {k: v for k, v in results.items() if k != "latents_file"}
-    page_text = render_report(old)
-    page = _parse(page_text)
-    assert page.index_rows == len(results["eval_result_unstructured"])
-    assert "No windows recorded" in page_text and not page.shaded
 
 
 def html_escaped(text: str) -> str:

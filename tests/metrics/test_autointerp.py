@@ -95,11 +95,11 @@ def test_datasets_casts_window_numbers_with_int(metric):
         ({"predictions": ["1, 3"], "references": [[1]]}, "expected a list"),
         ({"predictions": [[1], ["x"]], "references": [[1], [1]]}, "Input predictions"),
         # checked in _compute (score_detections)
-        ({"predictions": [[1], [5]], "references": [[1], [1]]}, r"predictions\[1\]\[0\]: window number 5 is outside 1..4"),
+        ({"predictions": [[1], [5]], "references": [[1], [1]]}, r"predictions\[1\]\[0\]: expected a window number in 1..4, got 5"),
         ({"predictions": [[1], [1, None]], "references": [[1], [1]]}, r"predictions\[1\]\[1\]"),
         ({"predictions": [[1], [1]], "references": [[1], [0]]}, r"references\[1\]\[0\]"),
         ({"predictions": [[1], [1]], "references": [[1], None]}, r"references\[1\]: expected a list"),
-        ({"predictions": [[1], [1]], "references": [[1], [1]], "n_examples": None}, "n_examples is required"),
+        ({"predictions": [[1], [1]], "references": [[1], [1]], "n_examples": None}, "n_examples: expected a positive int"),
         ({"predictions": [[1], [1]], "references": [[1], [1]], "n_examples": [4]}, r"n_examples \(1\) and predictions \(2\)"),
         ({"predictions": [[1], [1]], "references": [[1], [1]], "n_examples": [4, 0]}, r"n_examples\[1\]"),
         ({"predictions": [[1], [1]], "references": [[1], [1]], "n_examples": 4.0}, "n_examples: expected a positive int"),

@@ -245,11 +245,3 @@ def test_pure_metrics_import_findbench_without_torch(name):
     assert any(m.startswith("findbench.neuron_explanations.") for m in modules), modules
     loaded = _modules_after_import(*modules)
     assert loaded["torch"] is False, f"{name} imports torch through {modules}"
-
-
-def test_intervention_module_reexports_the_pure_score():
-    """``interventions.iia_score`` stays importable and is the pure function itself."""
-    from findbench.neuron_explanations import iia, interventions
-
-    assert interventions.iia_score is iia.iia_score
-    assert "iia_score" in interventions.__all__

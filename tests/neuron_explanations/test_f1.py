@@ -50,7 +50,7 @@ def test_threshold_and_fires():
     ],
 )
 def test_malformed_inputs(kwargs, field):
-    with pytest.raises(ValueError, match=field):
+    with pytest.raises((TypeError, ValueError), match=field):
         explanation_f1(**kwargs)
 
 

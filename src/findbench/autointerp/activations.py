@@ -1,36 +1,22 @@
-"""Reading an SAE's latents on a model: hook names, early-stopped forward passes, and
-encoding only the latents being explained.
+"""Reading an SAE's latents on a model: hook names (mapped onto :mod:`findbench.sites`),
+early-stopped forward passes, and encoding only the latents being explained.
 
-Hook names follow TransformerLens / sae_lens (an SAE's ``cfg.metadata.hook_name``):
-
-- ``blocks.{L}.hook_resid_post``: the residual stream after block ``L`` (Hugging Face's
-  ``hidden_states[L + 1]``, except after the last block, where Hugging Face applies the
-  final norm and the hook does not);
-- ``blocks.{L}.hook_resid_pre``: the residual stream entering block ``L`` (``hidden_states[L]``);
-- ``blocks.{L}.mlp.hook_post``: the MLP's hidden activation (families in
-  :data:`findbench.sites.MODEL_SITES`);
-- ``hook_embed``: the output of the input-embedding table (``model.get_input_embeddings()``).
-
-They work on any transformers model whose blocks sit in one ``ModuleList`` (decoders such
-as SmolLM2 and encoders such as BERT / MiniLM alike): the forward pass stops as soon as the
-hooked value is read, so the blocks after the SAE's layer never run.
+Any transformers model whose blocks :func:`findbench.sites.blocks` finds works (decoders such as
+SmolLM2, encoders such as MiniLM): the forward pass stops as soon as the hooked value is read.
 """
 
 from __future__ import annotations
 
-import inspect
 import os
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from findbench import sites
-
-__all__ = ["HOOKS", "MINILM_ALIASES", "model_path", "load_model", "hook_name_for_layer", "parse_hook_name", "read_hook", "encode_latents",
-           "check_latents"]
+from findbench import _checks, sites
+from findbench.constants import UsageError
+from findbench.sites import parse_hook_name
 
 #: The ``--hook`` short names and the hook-name template each stands for.
 HOOKS = {
@@ -70,144 +56,24 @@ def load_model(spec: str | os.PathLike = "embedded", *, device: str = "cpu") -> 
     return model, tokenizer, Path(path).name if Path(path).exists() else path.split("/")[-1]
 
 
-_BLOCK_HOOK = re.compile(r"^blocks\.(\d+)\.(hook_resid_post|hook_resid_pre|mlp\.hook_post)$")
-
-
 def hook_name_for_layer(layer: int, hook: str | None = None) -> str:
     """The full hook name for ``layer`` and a short ``hook`` name (default ``resid_post``);
     a full name (``blocks.6.hook_resid_post``) passes through after a check."""
-    if isinstance(layer, bool) or not isinstance(layer, int) or layer < 0:
-        raise ValueError(f"layer must be a non-negative int, got {layer!r}")
+    _checks.integer("layer", layer, 0)
     hook = hook or "resid_post"
-    if not isinstance(hook, str):
-        raise TypeError(f"hook must be a str, got {type(hook).__name__}")
     if hook in HOOKS:
         return HOOKS[hook].format(layer=layer)
-    kind, hook_layer = parse_hook_name(hook)
+    hook_layer = parse_hook_name(hook)[1]
     if hook_layer is not None and hook_layer != layer:
-        raise ValueError(f"hook {hook!r} is at layer {hook_layer}, not layer {layer}")
+        raise UsageError(f"hook {hook!r} is at layer {hook_layer}, not layer {layer}")
     return hook
 
 
-def parse_hook_name(hook_name: str) -> tuple[str, int | None]:
-    """``(kind, layer)`` of a hook name: kind is ``resid_post``, ``resid_pre``, ``mlp_post`` or
-    ``embed`` (layer ``None``). ValueError naming ``hook_name`` for anything else."""
-    if not isinstance(hook_name, str):
-        raise TypeError(f"hook_name must be a str, got {type(hook_name).__name__}")
-    if hook_name == "hook_embed":
-        return "embed", None
-    m = _BLOCK_HOOK.match(hook_name)
-    if not m:
-        raise ValueError(
-            f"hook_name must be 'hook_embed' or 'blocks.<L>.hook_resid_post|hook_resid_pre|mlp.hook_post', got {hook_name!r}"
-        )
-    kind = {"hook_resid_post": "resid_post", "hook_resid_pre": "resid_pre", "mlp.hook_post": "mlp_post"}[m.group(2)]
-    return kind, int(m.group(1))
-
-
-def _num_layers(model) -> int:
-    cfg = model.config
-    n = getattr(cfg, "num_hidden_layers", None) or getattr(cfg, "n_layer", None)
-    if not n:
-        raise ValueError(f"model config {type(cfg).__name__} has no num_hidden_layers")
-    return int(n)
-
-
-def _blocks(model) -> torch.nn.ModuleList:
-    """The model's list of transformer blocks: the family's known path (with or without the
-    task head's wrapper, e.g. ``model.layers`` or ``layers`` for a bare ``AutoModel``), else
-    the first ``ModuleList`` with one entry per layer."""
-    mtype = getattr(model.config, "model_type", None)
-    n = _num_layers(model)
-    if mtype in sites.LAYERS_PATH:
-        path = sites.LAYERS_PATH[mtype]
-        for candidate in (path, path.split(".", 1)[-1]):
-            try:
-                return model.get_submodule(candidate)
-            except AttributeError:
-                continue
-    for _, module in model.named_modules():
-        if isinstance(module, torch.nn.ModuleList) and len(module) == n:
-            return module
-    raise ValueError(f"cannot find the {n} transformer blocks of {type(model).__name__}")
-
-
-def _hook_target(model, hook_name: str) -> tuple[torch.nn.Module, str]:
-    kind, layer = parse_hook_name(hook_name)
-    if kind == "embed":
-        return model.get_input_embeddings(), "output"
-    n = _num_layers(model)
-    if not 0 <= layer < n:
-        raise ValueError(f"hook_name {hook_name!r}: layer must be in [0, {n}) for this model")
-    block = _blocks(model)[layer]
-    if kind == "mlp_post":
-        spec = sites.site_spec(model, "mlp_activation")
-        # the site's path inside its block, e.g. "mlp.down_proj"
-        inner = spec.module.split("{layer}.", 1)[1]
-        return block.get_submodule(inner), spec.hook
-    return block, "output" if kind == "resid_post" else "input"
-
-
-@torch.inference_mode()
 def read_hook(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *, hook_name: str) -> torch.Tensor:
-    """The value at ``hook_name`` for a tokenized batch, ``[batch, tokens, width]`` (float32).
-
-    The forward pass ends right after the value is read (:class:`findbench.sites.StopForward`).
-    """
-    if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2:
-        raise ValueError("input_ids must be a 2-D LongTensor [batch, tokens]")
-    module, kind = _hook_target(model, hook_name)
-    box: dict[str, torch.Tensor] = {}
-
-    def grab(t: torch.Tensor) -> None:
-        box["value"] = t.detach().float()
-        raise sites.StopForward
-
-    if kind == "input":
-
-        def pre(mod, args, kwargs):
-            grab(args[0] if args else kwargs["hidden_states"])
-
-        handle = module.register_forward_pre_hook(pre, with_kwargs=True)
-    else:
-
-        def post(mod, args, output):
-            grab(output[0] if isinstance(output, tuple) else output)
-
-        handle = module.register_forward_hook(post)
-    inputs: dict[str, Any] = {"input_ids": input_ids.to(model.device)}
-    if attention_mask is not None:
-        inputs["attention_mask"] = attention_mask.to(model.device)
-    try:
-        if "use_cache" in inspect.signature(model.forward).parameters:
-            inputs["use_cache"] = False
-        model(**inputs)
-    except sites.StopForward:
-        pass
-    finally:
-        handle.remove()
-    if "value" not in box:
-        raise RuntimeError(f"hook {hook_name!r} was not reached in the forward pass")
-    return box["value"]
-
-
-def check_latents(latents: object, d_sae: int) -> list[int]:
-    """``latents`` as a list of distinct ints in ``[0, d_sae)``; ValueError/TypeError naming
-    ``latents`` otherwise."""
-    if isinstance(latents, (str, bytes)) or not isinstance(latents, Sequence):
-        raise TypeError(f"latents must be a list of ints, got {type(latents).__name__}")
-    out = []
-    for i, latent in enumerate(latents):
-        if isinstance(latent, bool) or not isinstance(latent, int):
-            raise TypeError(f"latents[{i}] must be an int, got {latent!r}")
-        if not 0 <= latent < d_sae:
-            raise ValueError(f"latents[{i}] = {latent} is outside [0, {d_sae}) (the SAE's d_sae)")
-        out.append(latent)
-    if len(set(out)) != len(out):
-        raise ValueError("latents must not repeat a latent")
-    if not out:
-        raise ValueError("latents must not be empty")
-    return out
+    """The value at ``hook_name`` for a tokenized batch, ``[batch, tokens, width]`` (float32); the
+    forward pass ends right after it is read."""
+    site, layer = parse_hook_name(hook_name)
+    return sites.record(model, input_ids, attention_mask, layer=layer, site=site).float()
 
 
 @torch.inference_mode()

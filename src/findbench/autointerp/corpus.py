@@ -23,33 +23,20 @@ tokens with BOS at column 0 (SAEBench's layout: ``llm_context_size`` 128, ``tota
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from findbench._io import cache_dir
-from findbench.wordnet import WORDNET_FILES, WORDNET_LICENSE, WordNetSynset, parse_wordnet_line, wordnet_dir
-
-__all__ = [
-    "WORDNET",
-    "WORDNET_LICENSE",
-    "WordNetSynset",
-    "corpus_description",
-    "corpus_tokens",
-    "load_texts",
-    "parse_wordnet_line",
-    "special_token_ids",
-    "tokenize_corpus",
-    "wordnet_dir",
-    "wordnet_texts",
-]
+from findbench import _checks
+from findbench._io import atomic_write_bytes, cache_dir
+from findbench.wordnet import WORDNET_FILES, WORDNET_LICENSE, parse_wordnet_line, wordnet_dir
 
 log = logging.getLogger(__name__)
 
@@ -209,14 +196,6 @@ def special_token_ids(tokenizer: Any) -> set[int]:
     return ids
 
 
-def _check_positive(name: str, value: Any, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
-
-
 def tokenize_corpus(tokenizer: Any, texts: Iterable[str], *, context_size: int = 128, total_tokens: int = 2_000_000,
                     batch_size: int = 1000) -> np.ndarray:
     """Pack the tokens of consecutive ``texts`` into ``total_tokens // context_size`` rows.
@@ -232,8 +211,8 @@ def tokenize_corpus(tokenizer: Any, texts: Iterable[str], *, context_size: int =
     Raises:
         ValueError naming ``total_tokens`` when the texts hold fewer tokens than asked for.
     """
-    context_size = _check_positive("context_size", context_size, 2)
-    total_tokens = _check_positive("total_tokens", total_tokens)
+    _checks.integer("context_size", context_size, 2)
+    _checks.positive_int("total_tokens", total_tokens)
     rows = total_tokens // context_size
     if rows < 1:
         raise ValueError(f"total_tokens ({total_tokens}) must be at least context_size ({context_size})")
@@ -329,8 +308,6 @@ def corpus_tokens(tokenizer_or_path: Any, dataset: str | os.PathLike = WORDNET, 
         tokenizer_or_path: a tokenizer, or a folder / Hub id / registered model name
             (``"embedded"``) to load one from.
     """
-    context_size = _check_positive("context_size", context_size, 2)
-    total_tokens = _check_positive("total_tokens", total_tokens)
     tokenizer = tokenizer_or_path
     if isinstance(tokenizer_or_path, (str, os.PathLike)):
         from transformers import AutoTokenizer
@@ -339,8 +316,7 @@ def corpus_tokens(tokenizer_or_path: Any, dataset: str | os.PathLike = WORDNET, 
 
         tokenizer = AutoTokenizer.from_pretrained(resolve(tokenizer_or_path))
     key = f"{_tokenizer_key(tokenizer)}__{_dataset_key(dataset, split, text_column)}__{context_size}x{total_tokens}__{_CORPUS_VERSION}"
-    folder = cache_dir("autointerp", "tokens")
-    path = folder / f"{key}.npy"
+    path = cache_dir("autointerp", "tokens") / f"{key}.npy"
     if path.is_file():
         try:
             arr = np.load(path)
@@ -351,12 +327,7 @@ def corpus_tokens(tokenizer_or_path: Any, dataset: str | os.PathLike = WORDNET, 
         log.warning("cached tokens %s are unreadable; rebuilding", path)
     arr = tokenize_corpus(tokenizer, load_texts(dataset, split=split, text_column=text_column),
                           context_size=context_size, total_tokens=total_tokens)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.tmp-", suffix=".npy", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.save(fh, arr)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    buf = io.BytesIO()
+    np.save(buf, arr)
+    atomic_write_bytes(path, buf.getvalue())
     return arr

@@ -39,8 +39,6 @@ from tqdm.auto import tqdm
 from findbench.autointerp.activations import encode_latents, read_hook
 from findbench.autointerp.config import AutoInterpConfig
 
-__all__ = ["HIST_BINS", "Window", "LatentEvidence", "EvidenceCollector", "collect_evidence", "firing_counts", "choose_latents"]
-
 log = logging.getLogger(__name__)
 
 _INF = float("inf")
@@ -73,13 +71,9 @@ class Window:
 
 @dataclass
 class LatentEvidence:
-    """What the explainer and the scorers see for one latent.
-
-    ``extra`` holds what the report shows besides the windows: ``n_fired`` (positions with a
-    positive activation over the whole corpus) and ``histogram`` (``bin_width`` and
-    :data:`HIST_BINS` ``counts`` of those activations, bin ``j`` covering
-    ``[j * bin_width, (j + 1) * bin_width)``); evidence saved by older versions has neither.
-    """
+    """What the explainer and the scorers see for one latent; ``extra``: ``n_fired`` (positions
+    with a positive activation over the corpus) and ``histogram`` (``bin_width`` and
+    :data:`HIST_BINS` ``counts`` of those activations), for the report."""
 
     latent: int
     generation: list[Window]
@@ -224,12 +218,8 @@ class EvidenceCollector:
     @torch.inference_mode()
     def update(self, acts: torch.Tensor) -> None:
         """Take the next ``[rows, context, n]`` activations (special tokens already zeroed)."""
-        if acts.dim() != 3 or acts.shape[1] != self.context or acts.shape[2] != self.n:
-            raise ValueError(f"acts must be [rows, {self.context}, {self.n}], got {tuple(acts.shape)}")
         B = acts.shape[0]
         start = self.rows_seen
-        if start + B > self.n_rows:
-            raise ValueError(f"more rows than the corpus has ({start + B} > {self.n_rows})")
         b, k = self.b, self.k
         x = acts.float().permute(2, 0, 1).contiguous()  # [n, B, C]
         self.counts += (x > 0).sum(dim=(1, 2))
@@ -318,8 +308,6 @@ class EvidenceCollector:
         ``n_iw_sampled_ex`` positions to sample from is returned with ``skipped`` set (and
         no windows) rather than dropped silently.
         """
-        if self.rows_seen != self.n_rows:
-            raise ValueError(f"the pass saw {self.rows_seen} of {self.n_rows} rows")
         if self.m:
             self._release_side(torch.where(torch.isfinite(self.top_v), self.top_v, torch.full_like(self.top_v, _INF)).min(dim=1).values)
         cfg = self.cfg
@@ -384,11 +372,8 @@ def firing_counts(model, sae, tokens: np.ndarray, *, hook_name: str, special_ids
 
 
 def choose_latents(counts: np.ndarray, cfg: AutoInterpConfig) -> list[int]:
-    """``cfg.override_latents``, or ``cfg.n_latents`` latents drawn with ``cfg.random_seed``
-    among those firing more than ``cfg.dead_latent_threshold`` times (all alive ones when
-    fewer), in increasing order."""
-    if cfg.override_latents is not None:
-        return list(cfg.override_latents)
+    """``cfg.n_latents`` latents drawn with ``cfg.random_seed`` among those firing more than
+    ``cfg.dead_latent_threshold`` times (all alive ones when fewer), in increasing order."""
     alive = np.flatnonzero(np.asarray(counts) > cfg.dead_latent_threshold)
     if not len(alive):
         raise ValueError(f"no latent fires more than dead_latent_threshold={cfg.dead_latent_threshold} times on the corpus")

@@ -15,18 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from findbench import _checks
 from findbench.autointerp.evidence import Window
 from findbench.lm.base import Constraint
-
-__all__ = [
-    "TokenRenderer",
-    "mark_window",
-    "explanation_messages",
-    "detection_messages",
-    "explanation_constraint",
-    "detection_constraint",
-    "EXPLANATION_PREFIX",
-]
 
 #: What the explainer's answer starts with; the label is the text after "activates on".
 EXPLANATION_PREFIX = "This neuron activates on"
@@ -174,8 +165,7 @@ def detection_constraint(n_examples: int) -> Constraint:
     SAEBench's 14 windows. Every answer it allows parses with
     :func:`~findbench.autointerp.detection.parse_detection`.
     """
-    if isinstance(n_examples, bool) or not isinstance(n_examples, int) or n_examples < 1:
-        raise ValueError(f"n_examples must be a positive int, got {n_examples!r}")
+    _checks.positive_int("n_examples", n_examples)
     lists = ["".join([str(first), *(f"(, {k})?" for k in range(first + 1, n_examples + 1))])
              for first in range(1, n_examples + 1)]
     return Constraint(regex="None|" + "|".join(lists))

@@ -18,8 +18,7 @@ run) beside them:
 
 Everything is inline (CSS, a few lines of JavaScript for sorting, SVG): the page needs no
 network and no other file. Every piece of run text (windows, explanations, answers) is
-HTML-escaped. Results written before the sidecar existed still get the index and the scores,
-with a note in each panel that the windows were not recorded.
+HTML-escaped.
 """
 
 from __future__ import annotations
@@ -34,8 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from findbench._io import atomic_write_text
-
-__all__ = ["REPORT_FILE", "autointerp_results", "load_run", "render_report", "report_path", "write_report"]
 
 log = logging.getLogger(__name__)
 
@@ -89,20 +86,17 @@ def _resolve_results(path: str | os.PathLike) -> Path:
     return path
 
 
-def load_run(path: str | os.PathLike) -> tuple[dict, list[dict] | None]:
+def load_run(path: str | os.PathLike) -> tuple[dict, list[dict]]:
     """The results JSON at ``path`` (a file, or a folder holding one) and its latent records
-    (``latents_file``), or None for the records when the run wrote no sidecar."""
+    (the ``latents_file`` sidecar)."""
     path = _resolve_results(path)
     results = _read_json(path)
     if not isinstance(results, dict) or results.get("eval_type_id") != "autointerp":
         raise ValueError(f"{path} is not an AutoInterp results file (eval_type_id 'autointerp')")
-    name = results.get("latents_file")
-    if not name:
-        return results, None
-    side = _read_json(path.parent / name)
+    side = _read_json(path.parent / str(results.get("latents_file")))
     if not isinstance(side, dict) or not isinstance(side.get("latents"), list):
-        log.warning("%s names %s, which is missing or unreadable: the report shows no windows", path, name)
-        return results, None
+        raise ValueError(f"{path}: its latents file {results.get('latents_file')!r} is missing or unreadable; rerun "
+                         "findbench autointerp with the same arguments (its evidence and LM answers come from the cache)")
     return results, side["latents"]
 
 
@@ -114,24 +108,6 @@ def report_path(results_path: str | os.PathLike, results: Mapping[str, Any] | No
     if run_id is None and "_eval_results_" in results_path.stem:
         run_id = results_path.stem.rsplit("_eval_results_", 1)[1]
     return results_path.parent / (f"report_{run_id}.html" if run_id else REPORT_FILE)
-
-
-def _records_from_results(results: Mapping[str, Any]) -> list[dict]:
-    """Index-only records for results without a sidecar: explanation, scores, planted rule."""
-    scorers = list(results.get("eval_config", {}).get("scorers", []))
-    out = []
-    for latent, entry in results.get("eval_result_unstructured", {}).items():
-        scores = {}
-        for name in scorers:
-            value = entry.get("score") if name == "detection" else entry.get(f"{name}_score")
-            if value is not None:
-                scores[name] = value
-        out.append({"latent": int(latent), "skipped": None, "explanation": entry.get("explanation"),
-                    "explainer_answer": entry.get("explainer_answer"), "planted": entry.get("planted"), "scores": scores,
-                    "scorers": {}, "windows": None})
-    for latent, why in results.get("skipped_latents", {}).items():
-        out.append({"latent": int(latent), "skipped": why, "scores": {}, "scorers": {}, "windows": None})
-    return sorted(out, key=lambda r: r["latent"])
 
 
 # ------------------------------------------------------------------------------------ formatting
@@ -395,14 +371,9 @@ def _panel_html(rec: Mapping[str, Any], scorers: Sequence[str]) -> str:
     if rec.get("skipped"):
         return (f"<section class='latent skipped' id='latent-{latent}'>{head}{body}"
                 f"<p class='warn'>skipped: {_e(str(rec['skipped']))}</p>{_histogram_svg(rec.get('histogram'), rec.get('n_fired'))}</section>")
-    windows = rec.get("windows")
-    if windows is None:
-        wins = ("<p class='muted'>No windows recorded: this run was written before findbench stored them (latents.json). "
-                "Rerun <code>findbench autointerp</code> with the same arguments; its evidence and LM answers come from the cache.</p>")
-    else:
-        acts = [_num(a) or 0.0 for w in windows for a in (w.get("acts") or [])]
-        scale = max([_num(rec.get("max_act")) or 0.0, *acts]) or 1.0
-        wins = _windows_html(windows, scorers, scale)
+    windows = rec.get("windows") or []
+    scale = max([_num(rec.get("max_act")) or 0.0, *(_num(a) or 0.0 for w in windows for a in (w.get("acts") or []))]) or 1.0
+    wins = _windows_html(windows, scorers, scale)
     return (f"<section class='latent' id='latent-{latent}'>{head}<div class='top'>{body}"
             f"{_histogram_svg(rec.get('histogram'), rec.get('n_fired'))}</div>{wins}</section>")
 
@@ -461,10 +432,9 @@ document.querySelectorAll("table.sortable").forEach(function (table) {
 """
 
 
-def render_report(results: Mapping[str, Any], latents: Sequence[Mapping[str, Any]] | None = None) -> str:
-    """The report page of one run: ``results`` (the results JSON) and ``latents`` (the
-    sidecar's records; None: index and scores only, from the results)."""
-    records = sorted(latents, key=lambda r: int(r["latent"])) if latents is not None else _records_from_results(results)
+def render_report(results: Mapping[str, Any], latents: Sequence[Mapping[str, Any]]) -> str:
+    """The report page of one run: ``results`` (the results JSON) and ``latents`` (the sidecar's records)."""
+    records = sorted(latents, key=lambda r: int(r["latent"]))
     scorers = _scorers(results, records)
     planted = any(r.get("planted") for r in records)
     explained = [r for r in records if not r.get("skipped")]
@@ -506,6 +476,6 @@ def write_report(path: str | os.PathLike, out: str | os.PathLike | None = None) 
         Path(out).mkdir(parents=True, exist_ok=True)
         target = Path(out) / target.name
     atomic_write_text(target, render_report(results, latents))
-    log.debug("wrote %s (%d latents)", target, len(latents) if latents is not None else len(results.get("eval_result_unstructured", {})))
+    log.debug("wrote %s (%d latents)", target, len(latents))
     return target
 

@@ -1,31 +1,22 @@
 """One AutoInterp run: corpus → latents → evidence → explanations → scores → result files.
 
-Resumable: the firing counts and the evidence are saved in the output folder as they are
-computed (temporary file, then rename), and every LM call goes through findbench's sqlite
-request cache (``lm_cache.sqlite`` in the output folder unless ``cache`` says otherwise), so
-a killed run started again with the same arguments repeats no finished work. The result's
-``resumed`` block says what a run found already done (the saved evidence and firing counts it
-read, the LM answers that came from the cache). The evidence does not depend on the
-settings that only change LM calls (:data:`~findbench.autointerp.config.LM_ONLY_FIELDS`), so
-a run with other scorers or structured outputs reuses it.
+Resumable: firing counts and evidence are saved in ``out`` as they are computed, and every LM
+call goes through the sqlite request cache (``<out>/lm_cache.sqlite`` unless ``cache`` says
+otherwise), so a rerun with the same arguments repeats no finished work (the result's
+``resumed`` block says what it found). The evidence does not depend on
+:data:`~findbench.autointerp.config.LM_ONLY_FIELDS`, so a run with other scorers reuses it.
 
-Outputs (SAEBench's names; a rerun with the same ``out`` overwrites them, a ``run_id`` gives
-each run its own pair):
+Outputs (SAEBench's names; a ``run_id`` gives each run its own set, else a rerun overwrites):
 
-- ``<sae_id>_eval_results[_<run_id>].json``: ``eval_result_metrics.autointerp.{autointerp_score,
-  autointerp_std_dev}`` (the detection scorer, SAEBench's number) and one block per other
-  scorer, each with ``n``, ``ci`` (bootstrap interval over latents), ``floors``,
-  ``best_floor`` and ``margin`` (:func:`~findbench.autointerp.detection.score_summary`);
-  ``eval_result_unstructured.<latent>.{explanation, score, predictions, correct seqs}``
-  plus each scorer's details; ``eval_config`` (with ``structured_outputs``, the setting, and
-  ``structured_outputs_applied``, whether the explainer's and the scorer's answers were
-  constrained); the latents skipped and why; how many detection answers did not parse
-  (counted as wrong); for a synthetic SAE each latent's ``planted`` rule; ``latents_file``
-  (the sidecar below) and ``run_id``.
-- ``<model>_layer<L>_features_summary[_<run_id>].csv``: ``layer, feature, label,
-  autointerp_score`` (plus one column per other scorer).
-- ``latents[_<run_id>].json`` (named by the results' ``latents_file``): what a person needs
-  to look at each latent (:func:`latent_records`), read by :mod:`findbench.autointerp.report`.
+- ``<sae_id>_eval_results[_<run_id>].json``: ``eval_result_metrics`` (``autointerp`` is the
+  detection scorer, SAEBench's number; one block per other scorer, each with
+  :func:`~findbench.autointerp.detection.score_summary`'s ``n``, ``ci``, ``floors``,
+  ``best_floor``, ``margin``), ``eval_result_unstructured`` (per latent: explanation, scores
+  and each scorer's details), ``eval_config`` (with ``structured_outputs_applied``), the
+  skipped latents, ``latents_file`` and ``run_id``;
+- ``<model>_layer<L>_features_summary[_<run_id>].csv``: ``layer, feature, label, autointerp_score``
+  (plus one column per other scorer);
+- ``latents[_<run_id>].json``: :func:`latent_records`, read by :mod:`findbench.autointerp.report`.
 """
 
 from __future__ import annotations
@@ -43,7 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from findbench._io import atomic_write_json, atomic_write_text
+from findbench import _checks
+from findbench._io import atomic_write_bytes, atomic_write_json, atomic_write_text
 from findbench._version import __version__
 from findbench.autointerp.activations import hook_name_for_layer, load_model, parse_hook_name
 from findbench.autointerp.config import LM_ONLY_FIELDS, AutoInterpConfig
@@ -52,8 +44,6 @@ from findbench.autointerp.evidence import LatentEvidence, choose_latents, collec
 from findbench.autointerp.prompts import TokenRenderer, explanation_constraint, explanation_messages
 from findbench.autointerp.scorers import make_scorer
 from findbench.lm.base import use_structured_outputs
-
-__all__ = ["run_autointerp", "explain", "latent_records", "LATENTS_FORMAT"]
 
 #: Version of the ``latents.json`` layout (:func:`latent_records`).
 LATENTS_FORMAT = 1
@@ -151,8 +141,8 @@ def run_autointerp(
     cfg = config or AutoInterpConfig()
     if not isinstance(cfg, AutoInterpConfig):
         raise TypeError(f"config must be an AutoInterpConfig, got {type(cfg).__name__}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    _checks.positive_int("batch_size", batch_size)
+    _checks.positive_int("max_connections", max_connections)
     if run_id is not None and (not isinstance(run_id, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", run_id)):
         raise ValueError(f"run_id must be letters, digits, '_', '.' or '-', got {run_id!r}")
     out = Path(out)
@@ -168,12 +158,12 @@ def run_autointerp(
     resumed: dict[str, Any] = {"firing_counts": None, "evidence": None}
 
     # latents: the override, or a seeded draw among alive latents (firing counts saved)
+    counts = None
     if cfg.override_latents is not None:
-        latents = choose_latents(np.zeros(0), cfg)
-        d_sae = int(sae_obj.cfg.d_sae)
-        bad = [x for x in latents if x >= d_sae]
+        latents = list(cfg.override_latents)
+        bad = [x for x in latents if x >= sae_obj.cfg.d_sae]
         if bad:
-            raise ValueError(f"override_latents {bad} are outside [0, {d_sae}) (the SAE's d_sae)")
+            raise ValueError(f"override_latents {bad} are outside [0, {sae_obj.cfg.d_sae}) (the SAE's d_sae)")
     else:
         counts_path = out / f"firing_counts_{_fingerprint({k: v for k, v in setting.items() if k != 'config'} | {'tokens': [cfg.dataset, cfg.total_tokens, cfg.llm_context_size]})}.npy"
         if counts_path.exists():
@@ -182,11 +172,11 @@ def run_autointerp(
         else:
             counts = firing_counts(hf_model, sae_obj, tokens, hook_name=hook_name, special_ids=specials, batch_size=batch_size,
                                    progress=progress)
-            tmp = counts_path.with_suffix(".tmp.npy")
-            np.save(tmp, counts)
-            os.replace(tmp, counts_path)
+            buf = io.BytesIO()
+            np.save(buf, counts)
+            atomic_write_bytes(counts_path, buf.getvalue())
         latents = choose_latents(counts, cfg)
-    counts_by_latent = {} if cfg.override_latents is not None else {x: int(counts[x]) for x in latents}
+    counts_by_latent = {} if counts is None else {x: int(counts[x]) for x in latents}
 
     # evidence, saved once computed
     ev_path = out / f"evidence_{_fingerprint(evidence_setting | {'latents': latents})}.json"
@@ -208,8 +198,6 @@ def run_autointerp(
     renderer = TokenRenderer(tokenizer)
     cache_path = Path(cache) if cache is not None else out / "lm_cache.sqlite"
     needs_lm = explanations is None or any(s in cfg.scorers for s in ("detection", "fuzz", "likelihood"))
-    if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
-        raise ValueError(f"max_connections must be a positive int, got {max_connections!r}")
     lm_args = {"model": lm_model, "max_workers": max_connections, "batch_size": cfg.llm_batch_size}
     explainer_lm = _lm(explainer, cache_path, lm_args) if needs_lm else None
     scorer_lm = explainer_lm if scorer is None or scorer == explainer else _lm(scorer, cache_path, lm_args)
@@ -310,23 +298,13 @@ def _picks(name: str, row: dict, k: int) -> Any:
 def latent_records(evidence: list[LatentEvidence], usable: list[LatentEvidence], made: list[dict], per_scorer: dict[str, list[dict]],
                    renderer: TokenRenderer, *, planted: dict[int, dict] | None = None, n_positions: int | None = None,
                    counts: dict[int, int] | None = None) -> list[dict]:
-    """One record per latent of ``evidence`` (skipped ones too), for ``latents.json``.
-
-    Each holds ``latent``, ``skipped`` (the reason, or None), ``explanation`` and
-    ``explainer_answer``, ``planted`` (a synthetic SAE's rule: ``rule``, ``explanation``,
-    ``n_tokens``; None otherwise), ``n_fired`` / ``n_positions`` / ``firing_rate`` over the
-    corpus's non-special tokens, ``max_act`` (largest activation), ``histogram``
-    (``bin_width``, ``counts``; None for evidence saved before it was collected),
-    ``scores`` (scorer -> score), ``scorers`` (scorer -> what it answered for the latent:
-    detection's ``answer``, ``parsed``, ``predictions`` and ``active`` windows; the other
-    scorers' details) and ``windows``: the explainer's windows (``role`` ``generation``)
-    then the scoring windows in the order the scorers saw them (``role`` ``scoring``,
-    ``index`` 1-based), each with ``kind`` (top, iw, random), ``label_active`` (what the
-    scorers are graded against: random windows are labelled inactive), ``row``, ``centre``,
-    ``max_act``, ``text``, ``token_ids``, ``tokens`` (decoded pieces), ``acts`` (one per
-    token) and, for scoring windows, ``picks`` (scorer -> its verdict on that window:
-    detection ``predicted`` / ``correct``, fuzz's answers, the embedding similarity, the
-    likelihood PMI).
+    """One record per latent of ``evidence`` (skipped ones too), for ``latents.json``: ``latent``,
+    ``skipped``, ``explanation``, ``explainer_answer``, ``planted``, ``n_fired``, ``n_positions``,
+    ``firing_rate``, ``max_act``, ``histogram``, ``scores`` and ``scorers`` (what each scorer
+    answered), and ``windows``: the explainer's (``role`` ``generation``) then the scoring windows
+    in the order the scorers saw them (``index`` 1-based), each with ``kind``, ``label_active``,
+    ``row``, ``centre``, ``max_act``, ``text``, ``token_ids``, ``tokens``, ``acts`` and, for
+    scoring windows, ``picks`` (each scorer's verdict on it).
     """
     position = {ev.latent: i for i, ev in enumerate(usable)}
     out = []

@@ -16,8 +16,6 @@ from typing import Any
 
 from findbench.resources import data_path
 
-__all__ = ["EMBEDDED_SAE", "SAE_SPECS", "embedded_sae_dir", "load_sae"]
-
 #: Folder name of the SAE shipped under ``findbench/data/sae/``.
 EMBEDDED_SAE = "smollm2-135m-instruct-L6-resid_post-topk"
 #: Short names ``load_sae`` knows besides folders and Hub releases.

@@ -38,8 +38,6 @@ from findbench.autointerp.detection import detection_score, parse_detection
 from findbench.autointerp.evidence import LatentEvidence
 from findbench.autointerp.prompts import EXPLANATION_PREFIX, TokenRenderer, detection_constraint, detection_messages, mark_window
 
-__all__ = ["DetectionScorer", "FuzzScorer", "EmbeddingScorer", "LikelihoodScorer", "make_scorer", "roc_auc"]
-
 Item = tuple[LatentEvidence, str]
 
 

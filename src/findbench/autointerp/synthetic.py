@@ -40,19 +40,6 @@ from findbench.autointerp.corpus import special_token_ids
 from findbench.autointerp.prompts import TokenRenderer
 from findbench.resources import data_path
 
-__all__ = [
-    "DEFAULT_RULES",
-    "HOOK_NAME",
-    "RULES",
-    "Rule",
-    "SyntheticSAE",
-    "SyntheticSAEConfig",
-    "TokenInfo",
-    "entity_rule",
-    "get_rule",
-    "token_infos",
-]
-
 log = logging.getLogger(__name__)
 
 #: The hook the synthetic SAE reads (the input embeddings).

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from findbench import _checks
 from findbench._io import atomic_write_json
 from findbench.autointerp.config import SCORERS, AutoInterpConfig
 from findbench.autointerp.corpus import corpus_tokens, special_token_ids
@@ -35,8 +36,6 @@ from findbench.autointerp.prompts import TokenRenderer
 from findbench.autointerp.scorers import make_scorer
 from findbench.autointerp.synthetic import HOOK_NAME, SyntheticSAE
 from findbench.lm.base import use_structured_outputs
-
-__all__ = ["MIN_SEPARATION", "MIN_WIN_RATE", "planted_validation", "format_planted_table", "derangement", "quick_config"]
 
 log = logging.getLogger(__name__)
 
@@ -120,10 +119,8 @@ def planted_validation(
         others; ``unparsed``: per kind, detection answers that did not parse).
     """
     t0 = time.perf_counter()
-    if isinstance(scorers, str):
-        raise TypeError(f"scorers must be a list of scorer names, got the string {scorers!r}")
-    scorers = list(scorers)
-    if not scorers or any(s not in SCORERS for s in scorers) or len(set(scorers)) != len(scorers):
+    scorers = [_checks.one_of("scorers", s, SCORERS) for s in _checks.str_list("scorers", scorers)]
+    if not scorers or len(set(scorers)) != len(scorers):
         raise ValueError(f"scorers must be distinct names from {SCORERS}, got {scorers!r}")
     needs_lm = [s for s in scorers if s in _LM_SCORERS]
     if needs_lm and lm is None:

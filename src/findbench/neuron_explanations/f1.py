@@ -39,9 +39,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from findbench import _checks
 from findbench.stats import bootstrap_ci
-
-__all__ = ["neuron_fires", "explanation_f1", "probe_scores", "prf_from_counts"]
 
 
 def _ratio(a: int, b: int) -> float:
@@ -57,15 +56,9 @@ def prf_from_counts(tp: int, n_in: int, n_fire: int) -> dict:
     return {"precision": p, "recall": r, "f1": f}
 
 
-def _check_threshold(threshold) -> float:
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or math.isnan(threshold):
-        raise ValueError(f"threshold must be a real number, got {threshold!r}")
-    return float(threshold)
-
-
 def neuron_fires(activations: Sequence[float], threshold: float = 0.0) -> bool:
     """True when the span's maximum activation exceeds ``threshold``."""
-    threshold = _check_threshold(threshold)
+    threshold = _checks.number("threshold", threshold)
     if isinstance(activations, (str, bytes)) or not hasattr(activations, "__len__") or len(activations) == 0:
         raise ValueError("references: each item must be a non-empty list of per-token activations")
     try:
@@ -99,11 +92,7 @@ def explanation_f1(
         (neuron id -> precision, recall, f1, n_items, n_in, n_fire, tp), neurons in order
         of first appearance.
     """
-    threshold = _check_threshold(threshold)
-    if isinstance(predictions, (str, bytes)) or not hasattr(predictions, "__len__"):
-        raise TypeError("predictions must be a sequence of booleans")
-    if isinstance(references, (str, bytes)) or not hasattr(references, "__len__"):
-        raise TypeError("references must be a sequence of activation lists")
+    _checks.number("threshold", threshold)
     n = len(predictions)
     if n == 0:
         raise ValueError("predictions must not be empty")

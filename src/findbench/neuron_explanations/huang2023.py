@@ -36,18 +36,6 @@ import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = [
-    "RELEASE_URL",
-    "MEMBER",
-    "LABELS",
-    "IN_DENOTATION",
-    "FIRING",
-    "ACTIVATING_PER_NEURON",
-    "load_release",
-    "iter_items",
-    "parse_literal_list",
-]
-
 log = logging.getLogger(__name__)
 
 #: Tarball of the release at the commit the anchors were taken from.

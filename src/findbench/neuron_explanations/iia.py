@@ -11,8 +11,6 @@ from collections.abc import Sequence
 
 from findbench.stats import bootstrap_ci
 
-__all__ = ["iia_score"]
-
 
 def iia_score(predictions: Sequence, references: Sequence) -> dict:
     """IIA from intervened predictions and expected outputs (token ids or strings).
@@ -21,9 +19,6 @@ def iia_score(predictions: Sequence, references: Sequence) -> dict:
     interval ``[low, high]`` over the pairs: :func:`findbench.stats.bootstrap_ci`, seed 0),
     ``n`` (the number of pairs, the bootstrap's units), ``n_success`` and ``n_total`` (= ``n``).
     """
-    for name, seq in (("predictions", predictions), ("references", references)):
-        if isinstance(seq, (str, bytes)) or not hasattr(seq, "__len__"):
-            raise TypeError(f"{name} must be a sequence of tokens (ids or strings)")
     if len(predictions) == 0:
         raise ValueError("predictions must not be empty")
     if len(predictions) != len(references):

@@ -21,16 +21,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = [
-    "InterventionTask",
-    "TASKS",
-    "CONCEPTS",
-    "get_task",
-    "build_task_rows",
-    "expected_token_id",
-    "filler_positions",
-    "next_token_argmax",
-]
+from findbench import _checks
 
 log = logging.getLogger(__name__)
 
@@ -208,11 +199,7 @@ CONCEPTS = tuple(sorted({t.concept for t in TASKS.values()}))
 
 def get_task(task: str | InterventionTask) -> InterventionTask:
     """A task by name (``ValueError`` listing the names when unknown) or the task itself."""
-    if isinstance(task, InterventionTask):
-        return task
-    if not isinstance(task, str) or task not in TASKS:
-        raise ValueError(f"task must be one of {sorted(TASKS)}, got {task!r}")
-    return TASKS[task]
+    return task if isinstance(task, InterventionTask) else TASKS[_checks.one_of("task", task, sorted(TASKS))]
 
 
 def expected_token_id(tokenizer, prompt: str, answer: str) -> int | None:

@@ -32,25 +32,9 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from findbench import _checks
 from findbench import sites as acts
-from findbench.neuron_explanations.iia import iia_score
 from findbench.neuron_explanations.intervention_tasks import build_task_rows, get_task
-
-__all__ = [
-    "DEFAULT_KS",
-    "RANKINGS",
-    "POSITIONS",
-    "make_pairs",
-    "neurons_for_k",
-    "correlation_ranking",
-    "random_ranking",
-    "interchange",
-    "iia_score",
-    "iia_sweep",
-    "plot_iia_curves",
-    "load_model",
-    "run_iia",
-]
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +46,7 @@ POSITIONS = ("auto", "concept", "last")
 
 def neurons_for_k(k: float, width: int) -> int:
     """Number of neurons in the top ``k`` percent of ``width`` (rounded, at least 1 for k > 0)."""
-    if isinstance(k, bool) or not isinstance(k, (int, float)) or not 0 <= k <= 100:
-        raise ValueError(f"ks: each K must be a percentage in [0, 100], got {k!r}")
-    if k == 0:
+    if _checks.number("ks: each K", k, 0, 100) == 0:
         return 0
     return max(1, min(width, int(round(k / 100.0 * width))))
 
@@ -77,12 +59,7 @@ def make_pairs(rows: Sequence[Mapping], n_pairs: int = 256, *, seed: int = 0) ->
     (so success is not trivial). Sampled without replacement, deterministically by ``seed``;
     all valid pairs when there are fewer than ``n_pairs``.
     """
-    if isinstance(n_pairs, bool) or not isinstance(n_pairs, int) or n_pairs < 1:
-        raise ValueError(f"n_pairs must be a positive int, got {n_pairs!r}")
-    for i, r in enumerate(rows):
-        for key in ("correct", "n_tokens", "filler_positions", "expected_token_id"):
-            if key not in r:
-                raise ValueError(f"rows[{i}] lacks the field {key!r}")
+    _checks.positive_int("n_pairs", n_pairs)
     good = [i for i, r in enumerate(rows) if r["correct"]]
     valid = [
         (b, s)
@@ -128,17 +105,6 @@ def correlation_ranking(values: Sequence[torch.Tensor], concept_masks: Sequence[
     return order
 
 
-def _check_ranking(order: Sequence[int], width: int, name: str) -> list[int]:
-    try:
-        order = [int(i) for i in order]
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"rankings[{name!r}] must be a sequence of neuron indices") from exc
-    if len(set(order)) != len(order) or any(i < 0 or i >= width for i in order):
-        raise ValueError(f"rankings[{name!r}] must hold distinct neuron indices in [0, {width})")
-    rest = [i for i in range(width) if i not in set(order)]
-    return order + rest
-
-
 @torch.no_grad()
 def interchange(
     model,
@@ -157,8 +123,6 @@ def interchange(
         neurons: units of ``site`` to patch (default all; an empty list patches nothing).
         positions: ``[batch, P]`` token positions (default: every position).
     """
-    if not isinstance(base_ids, torch.Tensor) or not isinstance(source_ids, torch.Tensor):
-        raise TypeError("base_ids and source_ids must be tensors")
     if base_ids.shape != source_ids.shape:
         raise ValueError(f"source_ids shape {tuple(source_ids.shape)} must equal base_ids shape {tuple(base_ids.shape)}")
     b, t = base_ids.shape
@@ -189,7 +153,7 @@ def _clean_pass(model, token_lists, layer, site, need_block_input, batch_size):
             chunk = idxs[s : s + batch_size]
             ids = torch.tensor([list(token_lists[i]) for i in chunk], device=device)
             v = acts.record(model, ids, layer=layer, site=site)
-            h = acts.block_input(model, ids, layer=layer) if need_block_input else None
+            h = acts.record(model, ids, layer=layer, site="block_input") if need_block_input else None
             for j, i in enumerate(chunk):
                 values[i] = v[j]
                 if h is not None:
@@ -244,23 +208,14 @@ def iia_sweep(
     task_obj = get_task(task)
     width = acts.site_dim(model, site)
     n_layers = acts.num_layers(model)
-    acts._check_layer(model, layer)
-    if position not in POSITIONS:
-        raise ValueError(f"position must be one of {POSITIONS}, got {position!r}")
+    acts.site_module(model, site, layer)
+    _checks.one_of("position", position, POSITIONS)
     ks = list(ks)
     if not ks:
         raise ValueError("ks must not be empty")
     n_neurons = [neurons_for_k(k, width) for k in ks]
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-    if isinstance(rankings, Mapping):
-        ranking_spec = dict(rankings)
-    else:
-        ranking_spec = {}
-        for r in rankings:
-            if r not in RANKINGS:
-                raise ValueError(f"rankings must be names in {RANKINGS} or a mapping name -> order, got {r!r}")
-            ranking_spec[r] = None
+    _checks.positive_int("batch_size", batch_size)
+    ranking_spec = dict(rankings) if isinstance(rankings, Mapping) else {_checks.one_of("rankings", r, RANKINGS): None for r in rankings}
     if not ranking_spec:
         raise ValueError("rankings must not be empty")
     pos_mode = position if position != "auto" else ("concept" if layer < n_layers / 2 else "last")
@@ -299,7 +254,10 @@ def iia_sweep(
             else:
                 raise ValueError(f"rankings[{name!r}]: no built-in ranking of that name; give a neuron order")
         else:
-            orders[name] = _check_ranking(spec, width, name)
+            order = [int(i) for i in spec]
+            if len(set(order)) != len(order) or any(i < 0 or i >= width for i in order):
+                raise ValueError(f"rankings[{name!r}] must hold distinct neuron indices in [0, {width})")
+            orders[name] = order + [i for i in range(width) if i not in set(order)]
 
     device = _device(model)
     n_max = max(n_neurons)

@@ -31,19 +31,9 @@ from pathlib import Path
 
 import torch
 
+from findbench import _checks
 from findbench import sites as acts
 from findbench.resources import data_path
-
-__all__ = [
-    "DEFAULT_CORPUS",
-    "load_corpus",
-    "parse_list",
-    "span_activations",
-    "top_activating_spans",
-    "make_judge",
-    "observational_rows",
-    "label_for",
-]
 
 log = logging.getLogger(__name__)
 
@@ -202,12 +192,6 @@ def make_judge(judge, explanation: str, lm=None) -> Callable[[str, str], bool]:
     raise ValueError(f"judge must be 'lm', 'regex:<pattern>' or a callable, got {judge!r}")
 
 
-def _check_int(name: str, value, lo: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-        raise ValueError(f"{name} must be an int >= {lo}, got {value!r}")
-    return value
-
-
 def observational_rows(
     model,
     tokenizer,
@@ -239,14 +223,12 @@ def observational_rows(
 
     if not isinstance(explanation, str) or not explanation.strip():
         raise ValueError("explanation must be a non-empty string")
-    _check_int("layer", layer)
-    acts._check_layer(model, layer)
+    acts.site_module(model, "mlp_activation", layer)
     width = acts.site_dim(model, "mlp_activation")
-    _check_int("neuron", neuron)
-    if neuron >= width:
+    if _checks.integer("neuron", neuron, 0) >= width:
         raise ValueError(f"neuron must be in [0, {width}), got {neuron}")
-    _check_int("n_strings", n_strings, 1)
-    _check_int("n_activating", n_activating, 1)
+    _checks.positive_int("n_strings", n_strings)
+    _checks.positive_int("n_activating", n_activating)
     sents = load_corpus(corpus)
 
     from findbench.lm import load_lm

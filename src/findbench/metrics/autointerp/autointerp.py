@@ -95,11 +95,7 @@ class Autointerp(evaluate.Metric):
         references: list[list[int]],
         n_examples: int | list[int] | None = None,
     ) -> dict:
-        if n_examples is None:
-            raise ValueError("n_examples is required: how many windows each latent was shown (an int, or a list per latent)")
-        # score_detections checks every item and names the bad one: predictions[i][j],
-        # references[i], n_examples[i], or the lengths that differ.
-        out = score_detections(predictions, references, n_examples)
+        out = score_detections(predictions, references, n_examples)  # checks every item, naming it
         return {
             "autointerp_score": float(out["autointerp_score"]),
             "autointerp_std_dev": float(out["autointerp_std_dev"]),

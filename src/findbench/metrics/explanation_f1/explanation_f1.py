@@ -4,7 +4,7 @@
 import datasets
 import evaluate
 
-from findbench import citations
+from findbench import _checks, citations
 from findbench.neuron_explanations.f1 import explanation_f1, probe_scores
 
 _DESCRIPTION = """\
@@ -61,8 +61,7 @@ class ExplanationF1(evaluate.Metric):
     """Precision / recall / F1 of neuron explanations on observational test sets."""
 
     def _info(self):
-        if self.config_name not in ("default", "probe"):
-            raise ValueError(f"config_name must be 'default' or 'probe', got {self.config_name!r}")
+        _checks.one_of("config_name", self.config_name, ("default", "probe"))
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation=_CITATION,
@@ -83,8 +82,6 @@ class ExplanationF1(evaluate.Metric):
         test_size: float = 0.3,
         seed: int = 0,
     ) -> dict:
-        # The algorithm validates its own inputs (findbench.neuron_explanations.f1): errors name
-        # predictions, references, neurons or threshold.
         if self.config_name == "probe":
             return probe_scores(references, predictions, test_size=test_size, seed=seed)
         out = explanation_f1(predictions, references, neurons, threshold=threshold)

@@ -89,9 +89,6 @@ class FindDomain(evaluate.Metric):
         )
 
     def _compute(self, *, predictions: list[str], references: list[dict]) -> dict:
-        # evaluate has checked the columns against `features` (equal lengths, the first item's
-        # types) and read them back from Arrow; score_domain checks every item and names the
-        # bad one (predictions[i], references[i]['domain_low'], ...['corruption_params']).
         out = _domain.score_domain(predictions, references, argument="references")
         return {
             "domain_iou": float(out["domain_iou"]),

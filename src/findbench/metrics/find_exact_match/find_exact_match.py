@@ -72,10 +72,6 @@ class FindExactMatch(evaluate.Metric):
         memory_mb: int = 1024,
         workers: int | None = None,
     ) -> dict:
-        # The columns passed evaluate's `features` check; test_inputs is no column, so it is
-        # checked only here (required, one non-empty input list per prediction).
-        predictions, references = code_scoring.check_code_pairs(predictions, references)
-        test_inputs = code_scoring.check_test_inputs(test_inputs, len(predictions))
         return code_scoring.score_exact_match(
             predictions,
             references,

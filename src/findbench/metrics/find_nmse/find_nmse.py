@@ -77,9 +77,6 @@ class FindNmse(evaluate.Metric):
         memory_mb: int = 1024,
         workers: int | None = None,
     ) -> dict:
-        # evaluate has already checked the columns against `features` (strings, equal lengths);
-        # what reaches here is checked again item by item, so a missing item names its index.
-        predictions, references = code_scoring.check_code_pairs(predictions, references)
         return code_scoring.score_nmse(
             predictions,
             references,

@@ -5,7 +5,7 @@ import logging
 import datasets
 import evaluate
 
-from findbench import citations
+from findbench import _checks, citations
 from findbench import judge as _judge
 from findbench.stats import bootstrap_ci
 
@@ -156,8 +156,8 @@ class FindUnitTest(evaluate.Metric):
             if not isinstance(p, str):
                 raise TypeError(f"predictions[{i}] must be a description string, got {type(p).__name__}")
         _judge.check_unit_tests(references, category, argument="references")
-        if mode is not None and mode not in _judge.JUDGE_MODES:
-            raise ValueError(f"mode must be one of {_judge.JUDGE_MODES} or None, got {mode!r}")
+        if mode is not None:
+            _checks.one_of("mode", mode, _judge.JUDGE_MODES)
         # Arrow gives back tuples/None where the caller wrote lists: one plain copy per triplet.
         references = [[_judge.normalize_unit_test(t) for t in tests] for tests in references]
         if mode is None:

@@ -5,7 +5,7 @@ outputs with the torch-free :mod:`findbench.neuron_explanations.iia`."""
 import datasets
 import evaluate
 
-from findbench import citations
+from findbench import _checks, citations
 from findbench.neuron_explanations.iia import iia_score
 
 _DESCRIPTION = """\
@@ -45,10 +45,7 @@ class IIA(evaluate.Metric):
     """Interchange-intervention accuracy."""
 
     def _info(self):
-        kinds = {"default": "string", "token_ids": "int64"}
-        if self.config_name not in kinds:
-            raise ValueError(f"config_name must be one of {sorted(kinds)}, got {self.config_name!r}")
-        kind = kinds[self.config_name]
+        kind = {"default": "string", "token_ids": "int64"}[_checks.one_of("config_name", self.config_name, ("default", "token_ids"))]
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation=_CITATION,
