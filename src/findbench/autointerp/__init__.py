@@ -22,7 +22,7 @@ _LAZY = {
     "load_sae": "findbench.autointerp.sae",
     "SyntheticSAE": "findbench.autointerp.synthetic",
     "planted_validation": "findbench.autointerp.validation",
-    "TrainSAEConfig": "findbench.autointerp.train_sae",
+    "TrainSAEConfig": "findbench.autointerp.config",
 }
 
 

@@ -18,8 +18,6 @@ from findbench.resources import data_path
 
 #: Folder name of the SAE shipped under ``findbench/data/sae/``.
 EMBEDDED_SAE = "smollm2-135m-instruct-L6-resid_post-topk"
-#: Short names ``load_sae`` knows besides folders and Hub releases.
-SAE_SPECS = ("embedded", "synthetic")
 
 
 def embedded_sae_dir() -> Path:

@@ -1,30 +1,20 @@
 """How well an explanation predicts where a latent fires: four scorers over the same windows.
 
 Every scorer takes ``(evidence, explanation)`` pairs and returns one dict per latent with a
-``score`` in [0, 1] and what it is made of. The windows are the latent's scoring windows
-(:attr:`LatentEvidence.scoring`: top and importance-weighted windows left out of
-generation, labelled active; random windows, labelled inactive).
+``score`` in [0, 1] and its details, over the latent's scoring windows (top and
+importance-weighted windows left out of generation, labelled active; random ones, inactive).
 
-- ``detection`` (SAEBench): an LM reads the explanation and the numbered windows and lists
-  the active ones; score = share of windows classified correctly. Answering "None" scores
-  ``n_random / n`` (10/14 = 0.71 with the defaults): that, not 0.5, is its floor. With
-  ``structured=True`` the answer is generated under
-  :func:`~findbench.autointerp.prompts.detection_constraint` ("None" or increasing window
-  numbers), so every answer parses.
-- ``fuzz`` (delphi's fuzzing, from its paper's definition): each active scoring window is
-  shown twice, once with its active tokens marked and once with as many marks on tokens
-  where the latent is silent; the LM says whether the marks fit the explanation
-  (``Yes``/``No`` log-probabilities, one forward pass each). Score = accuracy; chance 0.5.
-  The answer is already confined to the two words (the larger log-probability is, up to
-  tokens that spell a word in pieces, what greedy decoding under the grammar ``Yes|No``
-  writes), so structured outputs change nothing here; ``said_yes_correct`` / ``said_yes_wrong`` count how often the LM said Yes,
-  and ``answers`` lists each showing (``window``: 1-based scoring window, ``marks``: ``true`` or
-  ``decoy``, the ``marked`` token positions, ``said_yes``, ``correct``).
-- ``embedding`` (delphi's embedding scorer): cosine similarity of the explanation's and each
-  window's sentence embedding (MiniLM); score = ROC AUC of active vs inactive windows;
-  chance 0.5. No LM.
-- ``likelihood`` (in the spirit of the judge's ``pmi`` mode): log P(window | explanation) −
-  log P(window | no explanation) under the LM; score = ROC AUC of active vs inactive.
+- ``detection`` (SAEBench): an LM lists the active windows among the numbered ones; score = share
+  classified correctly (floor: answering "None", 10/14 with the defaults). ``structured=True``
+  generates under :func:`~findbench.autointerp.prompts.detection_constraint`, so every answer parses.
+- ``fuzz`` (delphi's fuzzing): each active window is shown with its active tokens marked and with
+  as many decoy marks on silent tokens; the LM says whether the marks fit the explanation (Yes/No
+  log-probabilities, already a two-word grammar). Score = accuracy, chance 0.5; ``answers`` lists
+  each showing.
+- ``embedding`` (delphi's): cosine similarity of the explanation's and each window's MiniLM
+  embedding; score = ROC AUC of active vs inactive windows. No LM.
+- ``likelihood`` (as the judge's ``pmi`` mode): log P(window | explanation) − log P(window) under
+  the LM; score = ROC AUC of active vs inactive.
 """
 
 from __future__ import annotations

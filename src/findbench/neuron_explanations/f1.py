@@ -1,34 +1,18 @@
 """Precision, recall and F1 of neuron explanations on observational test sets
 (Huang et al. 2023, "Rigorously Assessing Natural Language Explanations of Neurons").
 
-Each item is a text span with (a) whether it lies in the explanation's *denotation* (the
-explanation predicts the neuron fires on it) and (b) the neuron's per-token activations on
-the span. The neuron *fires* on an item when the maximum activation over the span's tokens
-exceeds ``threshold`` (default 0, the convention of the paper's released labels: it
-reproduces 9,580 of the 9,592 released labels).
+Each item is a text span with (a) whether it lies in the explanation's *denotation* and (b) the
+neuron's per-token activations on it; the neuron *fires* when the span's maximum activation
+exceeds ``threshold`` (default 0, the convention of the paper's released labels: it reproduces
+9,580 of the 9,592). precision = P(fires | in denotation), recall = P(in denotation | fires), F1
+their harmonic mean; a zero denominator gives 0 (``n_in`` / ``n_fire`` are reported per
+neuron). Macro scores average per neuron; pooled scores use counts summed over all items.
 
-Following the paper's definitions:
+Probe mode (:func:`probe_scores`): a logistic-regression probe over N neurons' activations
+predicts denotation membership; its positive prediction plays "fires" on held-out items.
 
-- precision = P(fires | in denotation): of the items the explanation predicts, how many make
-  the neuron fire;
-- recall = P(in denotation | fires): of the items the neuron fires on, how many the
-  explanation covers;
-- F1 = their harmonic mean.
-
-Zero-division conventions: precision of a neuron with no in-denotation item is 0; recall of
-a neuron that never fires is 0; F1 is 0 when precision + recall is 0. These counts are
-reported per neuron (``n_in``, ``n_fire``) so undefined cases can be spotted. Macro scores
-average the per-neuron scores; pooled scores compute the ratios from counts summed over all
-items.
-
-Probe mode (:func:`probe_scores`): the activations of N neurons per item feed a logistic-
-regression probe trained to predict denotation membership on a train split; the probe's
-positive prediction plays the role of "fires" on the held-out items.
-
-Intervals (:mod:`findbench.stats`, 95 % percentile bootstrap, 10,000 resamples, seed 0): the
-macro scores are resampled over neurons (``n`` = number of neurons: one neuron gives a
-zero-width interval, marked as too few units wherever findbench prints it); the probe's scores
-over its held-out items, the trained probe held fixed (``n`` = ``n_test``).
+Intervals (:mod:`findbench.stats`, 95 % percentile bootstrap, seed 0): macro scores over
+neurons (one neuron: a zero-width interval), the probe's over its held-out items.
 """
 
 from __future__ import annotations

@@ -1,29 +1,19 @@
 """Import of the observational test set released with Huang et al. (2023).
 
-Source: github.com/explanare/eval-neuron-explanation, ``eval_data.tar.gz`` with one member,
-``observational_eval_data.json``: 255 GPT-2 XL neurons ("layer:index"), each with its GPT-4
-explanation and ``eval_data`` items ``{test_input, test_tokens, neuron_activations, label}``.
-``test_tokens`` and ``neuron_activations`` are Python-literal list strings; they are parsed
-with :func:`ast.literal_eval` (literals only, never ``eval``).
+Source: github.com/explanare/eval-neuron-explanation, ``eval_data.tar.gz`` (member
+``observational_eval_data.json``): 255 GPT-2 XL neurons ("layer:index"), each with its GPT-4
+explanation and ``eval_data`` items ``{test_input, test_tokens, neuron_activations, label}``; the
+list fields are Python literals, parsed with :func:`ast.literal_eval` (never ``eval``).
 
-Label semantics (checked against the data): ``true_positive`` and ``false_positive`` items
-are in the explanation's denotation (the explanation predicts firing), ``true_positive`` and
-``false_negative`` items make the neuron fire. With firing = max span activation > 0, 9,580
-of the 9,592 labels agree with the released activations (12 disagree by a hair or sit on a
-token/activation length mismatch). So ``in_explanation = label in {TP, FP}``.
+Labels: ``true_positive`` / ``false_positive`` items are in the explanation's denotation,
+``true_positive`` / ``false_negative`` ones make the neuron fire (max activation > 0 agrees with
+9,580 of 9,592 labels).
 
-Blocks: the release does not store which half of the paper's test set an item came from.
-Per neuron the items are ordered: first the *explanation* block (strings generated from the
-explanation, judged in-denotation or not: TN/FP items, then TP items), then the
-*activating* block (top-activating corpus spans, judged: FN/TP, occasionally FP). The
-boundary lies after the last leading TN/FP and at or before the first FN, inside a run of
-TPs; we place it at ``len(items) - 20`` (the paper's 20 activating spans per neuron) clamped
-into that range. 241 of the 255 neurons have ``len - 20`` inside the range; for the others
-the clamp is used. ``block`` is therefore an inference, not a released field.
-
-Length mismatches: 36 items have more tokens than activations or vice versa. They are kept
-unchanged (the released label was computed from the activations, which the F1 metric uses)
-and flagged with ``length_mismatch``.
+``block`` is inferred, not released: per neuron the *explanation* block (TN/FP, then TP items)
+comes before the *activating* block (FN/TP); the boundary is ``len(items) - 20`` (the paper's 20
+activating spans) clamped to lie after the last leading TN/FP and within the following run of TPs
+(241 of 255 neurons need no clamp). 36 items whose token and activation counts differ are kept
+and flagged ``length_mismatch``.
 """
 
 from __future__ import annotations

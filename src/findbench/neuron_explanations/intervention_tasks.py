@@ -194,8 +194,6 @@ TASKS: dict[str, InterventionTask] = {
     ]
 }
 
-CONCEPTS = tuple(sorted({t.concept for t in TASKS.values()}))
-
 
 def get_task(task: str | InterventionTask) -> InterventionTask:
     """A task by name (``ValueError`` listing the names when unknown) or the task itself."""
@@ -277,22 +275,23 @@ def build_task_rows(
     return rows
 
 
-def next_token_argmax(model, token_lists: Sequence[Sequence[int]], *, batch_size: int = 32) -> list[int]:
-    """Greedy next token after each token list (rows batched by equal length, no padding)."""
-    import torch
-
-    out: dict[int, int] = {}
+def equal_length_batches(token_lists: Sequence[Sequence[int]], batch_size: int):
+    """Chunks of at most ``batch_size`` indices of equally long token lists, shortest first (no padding)."""
     by_len: dict[int, list[int]] = {}
     for i, ids in enumerate(token_lists):
         by_len.setdefault(len(ids), []).append(i)
-    device = next(model.parameters()).device
-    with torch.no_grad():
-        for _, idxs in sorted(by_len.items()):
-            for s in range(0, len(idxs), batch_size):
-                chunk = idxs[s : s + batch_size]
-                ids = torch.tensor([list(token_lists[i]) for i in chunk], device=device)
-                logits = model(input_ids=ids, use_cache=False, logits_to_keep=1).logits[:, -1]
-                for i, t in zip(chunk, logits.argmax(-1).tolist()):
-                    out[i] = int(t)
-    return [out[i] for i in range(len(token_lists))]
+    for _, idxs in sorted(by_len.items()):
+        for s in range(0, len(idxs), batch_size):
+            yield idxs[s : s + batch_size]
 
+
+def next_token_argmax(model, token_lists: Sequence[Sequence[int]], *, batch_size: int = 32) -> list[int]:
+    """Greedy next token after each token list."""
+    import torch
+
+    out: dict[int, int] = {}
+    with torch.no_grad():
+        for chunk in equal_length_batches(token_lists, batch_size):
+            ids = torch.tensor([list(token_lists[i]) for i in chunk], device=model.device)
+            out.update(zip(chunk, model(input_ids=ids, use_cache=False, logits_to_keep=1).logits[:, -1].argmax(-1).tolist()))
+    return [int(out[i]) for i in range(len(token_lists))]

@@ -1,22 +1,15 @@
 """Interchange interventions on MLP neurons and IIA@K sweeps (Huang et al. 2023, Sec. 5).
 
-An *interchange intervention* runs a source input, takes the chosen neurons' values at the
-chosen token positions, and runs the base input with those values written in. It succeeds
-when the patched base run predicts (greedy next token) the source's expected output.
-Interchange-intervention accuracy (IIA) is the success rate over (base, source) pairs.
+An *interchange intervention* runs the base input with the chosen neurons' values (at the
+chosen positions) taken from a source input; it succeeds when the patched run predicts (greedy
+next token) the source's expected output. IIA is the success rate over (base, source) pairs.
+IIA@K patches the top K percent of a layer's neurons under a ranking: ``"random"`` (seeded),
+``"correlation"`` (|Pearson r| with the concept-token indicator) or a user-given order.
 
-IIA@K: for K in percent of a layer's neurons, the top-K neurons under a ranking are patched:
-``"random"`` (seeded permutation), ``"correlation"`` (|Pearson r| between each neuron's
-token activation and the indicator of the concept's tokens, over the task's prompts), or a
-user-given ranking (e.g. neurons sorted by explanation scores).
-
-Speed: one clean pass per input provides both the source values and, for late layers, the
-residual stream entering the layer; patched runs then skip the blocks before the layer
-(:func:`findbench.sites.skip_to_layer`, exact because nothing before the layer
-depends on the patch); the token prefix that all base inputs share before the first patched
-position runs once and patched runs continue from its KV cache (causal attention: nothing
-there depends on the patch); and all K values of a ranking share one batched forward pass (a
-per-row neuron mask selects the top-K of each row).
+Speed, all exact: one clean pass per input gives the source values and the residual stream
+entering the layer, so patched runs skip the earlier blocks (:func:`findbench.sites.skip_to_layer`);
+the token prefix all base inputs share before the first patched position runs once (KV cache);
+and all K of a ranking share one batched forward pass (a per-row neuron mask).
 """
 
 from __future__ import annotations
@@ -34,7 +27,7 @@ from tqdm.auto import tqdm
 
 from findbench import _checks
 from findbench import sites as acts
-from findbench.neuron_explanations.intervention_tasks import build_task_rows, get_task
+from findbench.neuron_explanations.intervention_tasks import build_task_rows, equal_length_batches, get_task
 
 log = logging.getLogger(__name__)
 
@@ -135,29 +128,16 @@ def interchange(
         return model(input_ids=base_ids, use_cache=False, logits_to_keep=1).logits[:, -1]
 
 
-def _device(model):
-    return next(model.parameters()).device
-
-
 @torch.no_grad()
 def _clean_pass(model, token_lists, layer, site, need_block_input, batch_size):
     """Per item: site values ``[T, D]`` and (optionally) the residual stream entering ``layer``."""
-    device = _device(model)
-    by_len: dict[int, list[int]] = {}
-    for i, ids in enumerate(token_lists):
-        by_len.setdefault(len(ids), []).append(i)
     values: dict[int, torch.Tensor] = {}
     hidden: dict[int, torch.Tensor] = {}
-    for _, idxs in sorted(by_len.items()):
-        for s in range(0, len(idxs), batch_size):
-            chunk = idxs[s : s + batch_size]
-            ids = torch.tensor([list(token_lists[i]) for i in chunk], device=device)
-            v = acts.record(model, ids, layer=layer, site=site)
-            h = acts.record(model, ids, layer=layer, site="block_input") if need_block_input else None
-            for j, i in enumerate(chunk):
-                values[i] = v[j]
-                if h is not None:
-                    hidden[i] = h[j]
+    for chunk in equal_length_batches(token_lists, batch_size):
+        ids = torch.tensor([list(token_lists[i]) for i in chunk], device=model.device)
+        values.update(zip(chunk, acts.record(model, ids, layer=layer, site=site)))
+        if need_block_input:
+            hidden.update(zip(chunk, acts.record(model, ids, layer=layer, site="block_input")))
     return values, hidden
 
 
@@ -259,7 +239,7 @@ def iia_sweep(
                 raise ValueError(f"rankings[{name!r}] must hold distinct neuron indices in [0, {width})")
             orders[name] = order + [i for i in range(width) if i not in set(order)]
 
-    device = _device(model)
+    device = model.device
     n_max = max(n_neurons)
     per_batch = max(1, batch_size // len(ks))
     groups: dict[int, list[int]] = {}
