@@ -1,8 +1,8 @@
 """The ``findbench`` command line.
 
 Each subcommand is a config dataclass, one field per flag with its default and help written
-once (``HfArgumentParser`` makes the flags), and a ``_run_<name>`` that calls the library with
-it; no algorithm lives here. :data:`COMMANDS` lists them in workflow order.
+once (``HfArgumentParser`` makes the flags), whose ``run`` calls the library; no algorithm
+lives here. :data:`COMMANDS` lists them in workflow order.
 
 Flag names keep one meaning across subcommands: ``--data`` is a dataset folder written by
 ``findbench build`` that the command reads; ``--data-dir`` the folder of an original release
@@ -13,6 +13,7 @@ what the command writes; ``--judge`` the unit-test judge.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import traceback
@@ -73,9 +74,18 @@ class _Help(argparse.HelpFormatter):
         return action.help if hidden else f"{action.help} (default %(default)s)"
 
 
-# -- the commands' configs, in workflow order -------------------------------------------------
+class _Command:
+    """A subcommand: its flags are the dataclass's fields (and those of the library configs in
+    ``WITH``, handed to ``run`` first), its positionals ``ARGS`` (name -> argparse kwargs)."""
+
+    ARGS: dict[str, dict[str, Any]] = {}
+    WITH: tuple[type, ...] = ()
+    REST = False  # the command line's unparsed rest goes to ``run`` (train-judge: judge.train's parser reads it)
+
+
+# -- the commands, in workflow order ----------------------------------------------------------
 @dataclass
-class BuildConfig:
+class BuildConfig(_Command):
     """write the FIND dataset folder (parquet per config + README card)"""
 
     out: str = arg("find", "dataset folder to write")
@@ -84,19 +94,44 @@ class BuildConfig:
     source: str = arg("procedural", "our generator or an import of the original release", choices=["procedural", "find-v1"])
     data_dir: str | None = arg(None, "find-v1: folder of the original release (src/find-dataset layout)")
 
+    def run(self) -> None:
+        from findbench.builders.find import build
+
+        print(f"wrote {build(**asdict(self))}")
+
 
 @dataclass
-class CallConfig:
+class CallConfig(_Command):
     """call a FIND function: prints 'Function input - output pairs: (x, y) ...'"""
 
+    ARGS = {"function_id": {"help": 'e.g. "numeric/f00042"'}, "inputs": {"nargs": "+", "help": "inputs (numbers for numeric functions)"}}
     data: str | None = arg(None, _BUILT)
     seed: int = arg(0, "procedural generator seed")
     backend: str | None = arg(None, "neurons: embedding / table / lm (default: the row's backbone)")
     model: str | None = arg(None, "neurons with --backend lm: LM spec (default: embedded)")
 
+    def run(self, function_id: str, inputs: list[str]) -> None:
+        from findbench.find import load_function
+        from findbench.find.export import format_pairs
+        from findbench.schema import parse_function_id
+
+        category, _ = parse_function_id(function_id)
+        fn = load_function(function_id, seed=self.seed, data=self.data, backend=self.backend, lm=self.model)
+        if category == "numeric":
+            xs = []
+            for text in inputs:
+                try:
+                    xs.append(float(text))
+                except ValueError:
+                    raise UsageError(f"inputs: numeric functions take numbers, got {text!r}") from None
+            ys = [float(fn(x)) for x in xs]
+        else:
+            xs, ys = inputs, (list(fn(inputs)) if category.startswith("neurons") else [fn(x) for x in inputs])
+        print(format_pairs(xs, ys))
+
 
 @dataclass
-class ExportFunctionsConfig:
+class ExportFunctionsConfig(_Command):
     """write <category>/fNNNNN/function.py per function for external interpreter harnesses"""
 
     out: str = arg(MISSING, "destination folder")
@@ -104,9 +139,14 @@ class ExportFunctionsConfig:
     data: str | None = arg(None, _BUILT)
     seed: int = arg(0, "procedural generator seed")
 
+    def run(self) -> None:
+        from findbench.find.export import export_functions
+
+        print(f"wrote {export_functions(**asdict(self))} function scripts under {self.out}")
+
 
 @dataclass
-class InterpretConfig:
+class InterpretConfig(_Command):
     """run an interpreter agent on FIND functions (FIND §3): <out>/<category>/<method>/fNNNNN/ per episode"""
 
     interpreter: str = arg("embedded", "a reference (oracle, random, constant, empty) or an LM: embedded, a folder, a Hub id, a "
@@ -137,11 +177,23 @@ class InterpretConfig:
         if self.engine != "inspect":
             raise UsageError(f"--engine: the {self.engine!r} engine was removed; every episode runs through Inspect (--engine inspect)")
 
+    def run(self) -> None:
+        from findbench.interpret.run import run_interpretations, summarize_run
+
+        kw = asdict(self)
+        del kw["engine"]
+        out = run_interpretations(kw.pop("data"), methods=kw.pop("method"), **kw)
+        print(f"wrote {out}")
+        for s in summarize_run(out):
+            print(f"{s['category']}/{s['method']}: {s['episodes']} episodes, {s['answered']} answered, {s['mean_rounds']:.1f} rounds "
+                  f"on average, {s['calls']} function calls, {s['malformed_commands']} malformed commands")
+
 
 @dataclass
-class EvaluateConfig:
+class EvaluateConfig(_Command):
     """score a run of interpretations (findbench interpret, or FIND's results layout) into FIND's Table 2"""
 
+    ARGS = {"run_dir": {"help": "<run>/<category>/<method>/fNNNNN/ (findbench interpret) or <dir>/<category>/fNNNNN/ (FIND)"}}
     data: str | None = arg(None, _RUN_DATA)
     judge: str = arg("embedded-evaluator", "unit-test judge: embedded-evaluator, embedded, a folder, a Hub id or a server URL")
     judge_model: str | None = arg(None, "served model name, for a server-URL --judge")
@@ -152,27 +204,61 @@ class EvaluateConfig:
     out: str | None = arg(None, "folder for scores.json, per_function.csv, table.md (default <run_dir>/scores)")
     report: bool = arg(False, "then write report.html and its figures into the scores folder")
 
+    def run(self, run_dir: str) -> None:
+        from findbench.interpret.evaluate import evaluate_run
+
+        kw = asdict(self) | {"out": self.out or str(Path(run_dir) / "scores")}
+        del kw["report"]
+        print(evaluate_run(run_dir, **kw)["table"], end="")
+        if self.report:
+            from findbench.interpret.report import write_report
+
+            print(f"wrote {write_report(run_dir, kw['out'], data=self.data)}")
+
 
 @dataclass
-class ReportConfig:
+class ReportConfig(_Command):
     """write report.html for a scored run: Table 2, figures (FIND Figure 3 style), transcripts; or, for a `findbench autointerp` output folder, its per-latent dashboard"""  # noqa: E501
 
+    ARGS = {"run_dir": {"help": "the run folder that `findbench evaluate` scored, or a `findbench autointerp --out` folder"}}
     scores: str | None = arg(None, "folder `findbench evaluate` wrote (default <run_dir>/scores)")
     data: str | None = arg(None, _RUN_DATA)
     out: str | None = arg(None, "folder for report.html and its PNG figures (default: the scores folder)")
 
+    def run(self, run_dir: str) -> None:
+        from findbench.autointerp.report import autointerp_results, write_report
+
+        found = autointerp_results(run_dir)  # an AutoInterp output folder: a dashboard per results file (one per --run-id)
+        for results in found:
+            print(f"wrote {write_report(results, out=self.out)}")
+        if not found:
+            from findbench.interpret.report import write_report as write_run_report
+
+            print(f"wrote {write_run_report(run_dir, self.scores, data=self.data, out=self.out)}")
+
 
 @dataclass
-class CompareConfig:
+class CompareConfig(_Command):
     """whether two scored runs differ, per Table 2 column: a paired bootstrap over the functions both scored"""
 
+    ARGS = {"run_a": {"help": "folder written by `findbench evaluate` (its per_function.csv), or a run holding one as scores/"},
+            "run_b": {"help": "the run to compare it with (same form as RUN_A)"}}
     seed: int = arg(0, "seed of the bootstrap resamples")
     n_resamples: int = arg(10_000, "bootstrap resamples", parse=_positive_int)
     out: str | None = arg(None, "also write the comparison as JSON to this file (default: print only)")
 
+    def run(self, run_a: str, run_b: str) -> None:
+        from findbench._io import atomic_write_json
+        from findbench.interpret.compare import compare_runs, render_comparison_table
+
+        result = compare_runs(run_a, run_b, seed=self.seed, n_resamples=self.n_resamples)
+        print(render_comparison_table(result), end="")
+        if self.out is not None:
+            print(f"wrote {atomic_write_json(self.out, result)}")
+
 
 @dataclass
-class BackboneReportConfig:
+class BackboneReportConfig(_Command):
     """FIND appendix G for a synthetic-neuron backbone: entity selectivity/AUC (+ heatmap), relation accuracy"""
 
     out: str = arg(MISSING, "report folder (summary.json, CSVs, entity_selectivity.png)")
@@ -185,9 +271,14 @@ class BackboneReportConfig:
     entries_per_relation: int | None = arg(None, "held-out entries per relation function (default: all)")
     seed: int = arg(0, "seed of the probes and the held-out draws")
 
+    def run(self) -> None:
+        from findbench.find.synthetic_neurons import backbone_report
+
+        print(json.dumps(backbone_report(**asdict(self)), indent=2, sort_keys=True))
+
 
 @dataclass
-class BuildNeuronTestsConfig:
+class BuildNeuronTestsConfig(_Command):
     """write the neuron test sets (huang2023, observational, intervention_tasks)"""
 
     out: str = arg("neuron_test_sets", "dataset folder to write")
@@ -203,9 +294,15 @@ class BuildNeuronTestsConfig:
     corpus: str | None = arg(None, "observational: text file, one sentence per line (default: shipped corpus)")
     tasks: str | None = _csv_arg(None, "intervention_tasks: comma-separated task names (default: all)")
 
+    def run(self) -> None:
+        from findbench.builders.neuron_test_sets import build
+
+        kw = asdict(self)
+        print(f"wrote {build(kw.pop('out'), judge=kw.pop('span_judge'), **kw)}")
+
 
 @dataclass
-class IIAConfig:
+class IIAConfig(_Command):
     """IIA@K sweep of interchange interventions on MLP neurons (JSON + PNG)"""
 
     task: str = _csv_arg(MISSING, "comma-separated task names, e.g. numbers/unit_conversion")
@@ -221,9 +318,30 @@ class IIAConfig:
     seed: int = arg(0, "seed of the pairs and the random ranking")
     batch_size: int = arg(64, "pairs per forward pass")
 
+    def run(self) -> None:
+        from findbench.neuron_explanations.interventions import run_iia
+
+        try:
+            layers, ks = [int(x) for x in self.layer], [float(x) for x in self.ks]
+        except ValueError:
+            raise UsageError("--layer and --ks take comma-separated numbers") from None
+        rankings = {name: None for name in self.rankings}
+        if self.ranking_file:
+            extra = json.loads(Path(self.ranking_file).read_text(encoding="utf-8"))
+            if not isinstance(extra, dict):
+                raise UsageError("--ranking-file must hold a JSON object {name: [neuron indices]}")
+            rankings.update(extra)
+        for res in run_iia(self.model, self.task, layers, out=self.out, site=self.site, n_pairs=self.n_pairs, ks=ks, rankings=rankings,
+                           position=self.position, seed=self.seed, batch_size=self.batch_size):
+            for name, curve in res["curves"].items():
+                print(f"{res['task']} layer {res['layer']} ({res['position']}, {res['n_pairs']} pairs) {name}: "
+                      + " ".join(f"K={k:g}%:{v:.3f}" for k, v in zip(res["ks"], curve)))
+        if self.out:
+            print(f"wrote {self.out}/iia.json and {self.out}/iia.png")
+
 
 @dataclass
-class JudgeDataConfig:
+class JudgeDataConfig(_Command):
     """judge training data: simulated unit tests with ground-truth descriptions (FIND app. F1)"""
 
     out: str = arg("evaluator-data", "dataset folder to write")
@@ -233,9 +351,26 @@ class JudgeDataConfig:
     heldout_fraction: float = arg(0.2, "fraction of function groups held out")
     data: str | None = arg(None, "take function rows from a `findbench build` folder (default: procedural, seed 0)")
 
+    def run(self) -> None:
+        from findbench.judge.data import build_evaluator_data
+
+        print(build_evaluator_data(**asdict(self)))
+
 
 @dataclass
-class JudgeReportConfig:
+class TrainJudgeConfig(_Command):
+    """fine-tune the judge with accelerate + peft (defaults: the embedded-evaluator recipe); `findbench train-judge --help` lists the training flags"""  # noqa: E501
+
+    REST = True
+
+    def run(self, rest: list[str]) -> None:
+        from findbench.judge.train import parse_train_args, train_evaluator
+
+        print(train_evaluator(parse_train_args(rest, prog="findbench train-judge")))
+
+
+@dataclass
+class JudgeReportConfig(_Command):
     """judge accuracy on held-out functions, true vs wrong descriptions, before vs after (FIND Table A3)"""
 
     judge: str = arg(MISSING, "judge folder, 'embedded-evaluator', a Hub id or server URL")
@@ -259,6 +394,12 @@ class JudgeReportConfig:
         if self.source == "find-v1" and self.data:
             raise UsageError("--data is a `findbench build` folder (procedural); give the find-v1 release folder as --data-dir")
 
+    def run(self) -> None:
+        from findbench.judge.report import evaluator_report, format_table
+
+        kw = asdict(self)
+        print(format_table(evaluator_report(kw.pop("judge"), **kw)))
+
 
 def _functions_per_category(text: str) -> int | None:
     """argparse ``type=`` for ``--functions-per-category``: an int >= 2, or ``all``."""
@@ -268,7 +409,7 @@ def _functions_per_category(text: str) -> int | None:
 
 
 @dataclass
-class JudgeCardConfig:
+class JudgeCardConfig(_Command):
     """an instrument card for a judge: accuracy on held-out functions with true, partial, near-miss, other, constant and empty descriptions, AUROC, cost"""  # noqa: E501
 
     judge: str = arg(MISSING, "judge: embedded-evaluator, embedded, a judge folder, a Hub id or server URL")
@@ -282,29 +423,56 @@ class JudgeCardConfig:
     evaluator_data: str | None = arg(None, "judge data folder whose recorded function split to use")
     judge_cache: str | None = arg(None, "sqlite file caching the judge's answers (fixed models only): reruns are free")
 
+    def run(self) -> None:
+        from findbench.judge.card import format_table, judge_card
+
+        kw = asdict(self)
+        print(format_table(judge_card(kw.pop("judge"), mode=kw.pop("judge_mode"), **kw)))
+        print(f"wrote {self.out}")
+
 
 @dataclass
-class TrainSAECommand:
+class TrainSAECommand(_Command):
     """train a sae_lens SAE (TopK or standard) on one layer of a model over a text corpus; writes a folder SAE.load_from_disk reads, with a model card and held-out metrics"""  # noqa: E501
 
+    WITH = (TrainSAEConfig,)
     out: str = arg("sae", "SAE folder to write")
     resume: bool = arg(True, "reuse cached activations and the last checkpoint of an interrupted run (--no-resume: start over)")
     keep_activations: bool = arg(False, "keep the cached model activations for later runs on the same hook (GBs in ~/.cache/findbench)")
+
+    def run(self, cfg: TrainSAEConfig) -> None:
+        from findbench.autointerp.train_sae import train_sae
+
+        out = train_sae(cfg, self.out, resume=self.resume, keep_activations=self.keep_activations)
+        m = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+        print(f"explained variance {m['explained_variance']:.4f}, L0 {m['l0']:.2f}, "
+              f"dead latents {m['dead_latents']} ({m['dead_fraction']:.2%}) on {m['n_tokens']} held-out tokens")
+        print(f"wrote {out}")
+
+
+def _format_score(key: str, values: dict) -> str:
+    """One line per scorer: mean [interval] (n), the floors and the margin over the best one."""
+    line = f"{key}: {values[f'{key}_score']:.3f}"
+    if "ci" in values:
+        low, high = values["ci"]
+        floors = ", ".join(f"{k} {v:.3f}" for k, v in values["floors"].items())
+        line += f" [{low:.3f}, {high:.3f}] (n={values['n']}); floors: {floors}; margin over {values['best_floor']}: {values['margin']:+.3f}"
+    if "n_unparsed" in values:
+        line += f"; unparsed answers: {values['n_unparsed']}"
+    return line
 
 
 _SAEBENCH = AutoInterpConfig()
 
 
-def _csv_text(value: Any) -> str:
-    return ",".join(value) if isinstance(value, list) else str(value)
-
-
 @dataclass
-class AutoInterpCommand:
+class AutoInterpCommand(_Command):
     __doc__ = ("explain SAE latents in words and score the explanations (SAEBench AutoInterp + more scorers); the defaults run in "
                "minutes on the embedded model, SAEBench's values: " + ", ".join(
-                   f"--{k.replace('_', '-')} {_csv_text(getattr(_SAEBENCH, k))}" for k in QUICK_DEFAULTS))
+                   f"--{k.replace('_', '-')} {','.join(v) if isinstance(v, list) else v}"
+                   for k, v in ((k, getattr(_SAEBENCH, k)) for k in QUICK_DEFAULTS)))
 
+    WITH = (AutoInterpConfig,)
     model: str = arg("embedded", "model the SAE reads: embedded (SmolLM2), minilm, a folder or a Hub id")
     sae: str = arg("embedded", "embedded (the SAE shipped with findbench), synthetic (planted rules), a sae_lens folder, or a release")
     sae_id: str | None = arg(None, "SAE id within a sae_lens release")
@@ -321,9 +489,33 @@ class AutoInterpCommand:
                                    "instead of overwriting the plain ones")
     report: bool = arg(False, "then write report.html in --out: every latent's windows shaded by activation, explanation, scorers' picks")
 
+    def run(self, cfg: AutoInterpConfig) -> None:
+        from findbench.autointerp.report import write_report
+        from findbench.autointerp.run import run_autointerp
+
+        if cfg.override_latents is not None:
+            cfg.n_latents = _SAEBENCH.n_latents  # unused with --latents; kept at SAEBench's value so resumed runs match
+        kw = asdict(self)
+        del kw["report"]
+        result = run_autointerp(config=cfg, **kw)
+        resumed, cache = result["resumed"], result["resumed"]["lm_cache"]
+        if resumed["evidence"] or resumed["firing_counts"] or cache["hits"]:
+            done = [f"evidence {resumed['evidence']}" if resumed["evidence"] else None,
+                    f"firing counts {resumed['firing_counts']}" if resumed["firing_counts"] else None,
+                    f"{cache['hits']} of {cache['hits'] + cache['misses']} LM answers from {cache['path']}" if cache["hits"] else None]
+            print(f"resumed from {self.out}: " + "; ".join(d for d in done if d))
+        applied = result["eval_config"]["structured_outputs_applied"]
+        print(f"structured outputs {cfg.structured_outputs}: explainer {'on' if applied['explainer'] else 'off'}, "
+              f"scorer {'on' if applied['scorer'] else 'off'}")
+        for key, values in result["eval_result_metrics"].items():
+            print(_format_score(key, values))
+        print(f"wrote {result['files']['results']}\nwrote {result['files']['summary']}")
+        if self.report:
+            print(f"wrote {write_report(result['files']['results'])}")
+
 
 @dataclass
-class MainConfig:
+class MainConfig(_Command):
     """the whole job on embedded defaults: build FIND, run the oracle, random, constant, empty and embedded interpreters on a sample of every category, score them (FIND Table 2)"""  # noqa: E501
 
     dataset_out: str = arg("find", "dataset folder this job builds")
@@ -339,242 +531,26 @@ class MainConfig:
     judge_mode: str | None = arg(None, _MODE, choices=_MODES)
     max_connections: int = arg(2, "LM episodes in flight")
 
+    def run(self) -> None:
+        from findbench.pipeline import run_main
 
-# -- what each command runs ---------------------------------------------------------------------
-def _run_build(c: BuildConfig) -> None:
-    from findbench.builders.find import build
-
-    print(f"wrote {build(**asdict(c))}")
-
-
-def _run_call(c: CallConfig, function_id: str, inputs: list[str]) -> None:
-    from findbench.find import load_function
-    from findbench.find.export import format_pairs
-    from findbench.schema import parse_function_id
-
-    category, _ = parse_function_id(function_id)
-    fn = load_function(function_id, seed=c.seed, data=c.data, backend=c.backend, lm=c.model)
-    if category == "numeric":
-        xs = []
-        for text in inputs:
-            try:
-                xs.append(float(text))
-            except ValueError:
-                raise UsageError(f"inputs: numeric functions take numbers, got {text!r}") from None
-        ys = [float(fn(x)) for x in xs]
-    else:
-        xs, ys = inputs, (list(fn(inputs)) if category.startswith("neurons") else [fn(x) for x in inputs])
-    print(format_pairs(xs, ys))
+        kw = asdict(self)
+        summary = run_main(data=kw.pop("dataset_out"), **kw)
+        print((Path(self.out) / "summary.md").read_text())
+        for interpreter, path in summary.get("reports", {}).items():
+            print(f"report ({interpreter}): {path}")
 
 
-def _run_export_functions(c: ExportFunctionsConfig) -> None:
-    from findbench.find.export import export_functions
-
-    print(f"wrote {export_functions(**asdict(c))} function scripts under {c.out}")
-
-
-def _run_interpret(c: InterpretConfig) -> None:
-    from findbench.interpret.run import run_interpretations, summarize_run
-
-    kw = asdict(c)
-    del kw["engine"]
-    out = run_interpretations(kw.pop("data"), methods=kw.pop("method"), **kw)
-    print(f"wrote {out}")
-    for s in summarize_run(out):
-        print(f"{s['category']}/{s['method']}: {s['episodes']} episodes, {s['answered']} answered, {s['mean_rounds']:.1f} rounds on "
-              f"average, {s['calls']} function calls, {s['malformed_commands']} malformed commands")
-
-
-def _run_evaluate(c: EvaluateConfig, run_dir: str) -> None:
-    from findbench.interpret.evaluate import evaluate_run
-
-    kw = asdict(c) | {"out": c.out or str(Path(run_dir) / "scores")}
-    del kw["report"]
-    print(evaluate_run(run_dir, **kw)["table"], end="")
-    if c.report:
-        from findbench.interpret.report import write_report
-
-        print(f"wrote {write_report(run_dir, kw['out'], data=c.data)}")
-
-
-def _run_report(c: ReportConfig, run_dir: str) -> None:
-    from findbench.autointerp.report import autointerp_results, write_report
-
-    found = autointerp_results(run_dir)  # an AutoInterp output folder: a dashboard per results file (one per --run-id)
-    for results in found:
-        print(f"wrote {write_report(results, out=c.out)}")
-    if not found:
-        from findbench.interpret.report import write_report as write_run_report
-
-        print(f"wrote {write_run_report(run_dir, c.scores, data=c.data, out=c.out)}")
-
-
-def _run_compare(c: CompareConfig, run_a: str, run_b: str) -> None:
-    from findbench._io import atomic_write_json
-    from findbench.interpret.compare import compare_runs, render_comparison_table
-
-    result = compare_runs(run_a, run_b, seed=c.seed, n_resamples=c.n_resamples)
-    print(render_comparison_table(result), end="")
-    if c.out is not None:
-        print(f"wrote {atomic_write_json(c.out, result)}")
-
-
-def _run_backbone_report(c: BackboneReportConfig) -> None:
-    import json
-
-    from findbench.find.synthetic_neurons import backbone_report
-
-    print(json.dumps(backbone_report(**asdict(c)), indent=2, sort_keys=True))
-
-
-def _run_build_neuron_tests(c: BuildNeuronTestsConfig) -> None:
-    from findbench.builders.neuron_test_sets import build
-
-    kw = asdict(c)
-    print(f"wrote {build(kw.pop('out'), judge=kw.pop('span_judge'), **kw)}")
-
-
-def _run_iia(c: IIAConfig) -> None:
-    import json
-
-    from findbench.neuron_explanations.interventions import run_iia
-
-    try:
-        layers, ks = [int(x) for x in c.layer], [float(x) for x in c.ks]
-    except ValueError:
-        raise UsageError("--layer and --ks take comma-separated numbers") from None
-    rankings = {name: None for name in c.rankings}
-    if c.ranking_file:
-        with open(c.ranking_file, encoding="utf-8") as fh:
-            extra = json.load(fh)
-        if not isinstance(extra, dict):
-            raise UsageError("--ranking-file must hold a JSON object {name: [neuron indices]}")
-        rankings.update(extra)
-    results = run_iia(c.model, c.task, layers, out=c.out, site=c.site, n_pairs=c.n_pairs, ks=ks, rankings=rankings,
-                      position=c.position, seed=c.seed, batch_size=c.batch_size)
-    for res in results:
-        for name, curve in res["curves"].items():
-            print(f"{res['task']} layer {res['layer']} ({res['position']}, {res['n_pairs']} pairs) {name}: "
-                  + " ".join(f"K={k:g}%:{v:.3f}" for k, v in zip(res["ks"], curve)))
-    if c.out:
-        print(f"wrote {c.out}/iia.json and {c.out}/iia.png")
-
-
-def _run_judge_data(c: JudgeDataConfig) -> None:
-    from findbench.judge.data import build_evaluator_data
-
-    print(build_evaluator_data(**asdict(c)))
-
-
-def _run_train_judge(rest: list[str]) -> None:
-    """fine-tune the judge with accelerate + peft (defaults: the embedded-evaluator recipe); `findbench train-judge --help` lists the training flags"""  # noqa: E501
-    from findbench.judge.train import parse_train_args, train_evaluator
-
-    print(train_evaluator(parse_train_args(rest, prog="findbench train-judge")))
-
-
-def _run_judge_report(c: JudgeReportConfig) -> None:
-    from findbench.judge.report import evaluator_report, format_table
-
-    kw = asdict(c)
-    print(format_table(evaluator_report(kw.pop("judge"), **kw)))
-
-
-def _run_judge_card(c: JudgeCardConfig) -> None:
-    from findbench.judge.card import format_table, judge_card
-
-    kw = asdict(c)
-    print(format_table(judge_card(kw.pop("judge"), mode=kw.pop("judge_mode"), **kw)))
-    print(f"wrote {c.out}")
-
-
-def _run_train_sae(c: TrainSAECommand, cfg: TrainSAEConfig) -> None:
-    import json
-
-    from findbench.autointerp.train_sae import train_sae
-
-    out = train_sae(cfg, c.out, resume=c.resume, keep_activations=c.keep_activations)
-    m = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
-    print(f"explained variance {m['explained_variance']:.4f}, L0 {m['l0']:.2f}, "
-          f"dead latents {m['dead_latents']} ({m['dead_fraction']:.2%}) on {m['n_tokens']} held-out tokens")
-    print(f"wrote {out}")
-
-
-def _format_score(key: str, values: dict) -> str:
-    """One line per scorer: mean [interval] (n), the floors and the margin over the best one."""
-    line = f"{key}: {values[f'{key}_score']:.3f}"
-    if "ci" in values:
-        low, high = values["ci"]
-        floors = ", ".join(f"{k} {v:.3f}" for k, v in values["floors"].items())
-        line += f" [{low:.3f}, {high:.3f}] (n={values['n']}); floors: {floors}; margin over {values['best_floor']}: {values['margin']:+.3f}"
-    if "n_unparsed" in values:
-        line += f"; unparsed answers: {values['n_unparsed']}"
-    return line
-
-
-def _run_autointerp(c: AutoInterpCommand, cfg: AutoInterpConfig) -> None:
-    from findbench.autointerp.report import write_report
-    from findbench.autointerp.run import run_autointerp
-
-    if cfg.override_latents is not None:
-        cfg.n_latents = _SAEBENCH.n_latents  # unused with --latents; kept at SAEBench's value so resumed runs match
-    kw = asdict(c)
-    del kw["report"]
-    result = run_autointerp(config=cfg, **kw)
-    resumed, cache = result["resumed"], result["resumed"]["lm_cache"]
-    if resumed["evidence"] or resumed["firing_counts"] or cache["hits"]:
-        done = [f"evidence {resumed['evidence']}" if resumed["evidence"] else None,
-                f"firing counts {resumed['firing_counts']}" if resumed["firing_counts"] else None,
-                f"{cache['hits']} of {cache['hits'] + cache['misses']} LM answers from {cache['path']}" if cache["hits"] else None]
-        print(f"resumed from {c.out}: " + "; ".join(d for d in done if d))
-    applied = result["eval_config"]["structured_outputs_applied"]
-    print(f"structured outputs {cfg.structured_outputs}: explainer {'on' if applied['explainer'] else 'off'}, "
-          f"scorer {'on' if applied['scorer'] else 'off'}")
-    for key, values in result["eval_result_metrics"].items():
-        print(_format_score(key, values))
-    print(f"wrote {result['files']['results']}")
-    print(f"wrote {result['files']['summary']}")
-    if c.report:
-        print(f"wrote {write_report(result['files']['results'])}")
-
-
-def _run_main(c: MainConfig) -> None:
-    from findbench.pipeline import run_main
-
-    kw = asdict(c)
-    summary = run_main(data=kw.pop("dataset_out"), **kw)
-    print((Path(c.out) / "summary.md").read_text())
-    for interpreter, path in summary.get("reports", {}).items():
-        print(f"report ({interpreter}): {path}")
-
-
-_RUN_DIR = {"run_dir": {"help": "<run>/<category>/<method>/fNNNNN/ (findbench interpret) or <dir>/<category>/fNNNNN/ (FIND)"}}
-
-#: The subcommands in workflow order: ``(name, old names, run, configs, positionals)``; the
-#: summary is the first config's docstring.
-COMMANDS: tuple[tuple[str, tuple[str, ...], Callable[..., None], tuple[type, ...], dict[str, dict]], ...] = (
-    ("build", (), _run_build, (BuildConfig,), {}),
-    ("call", (), _run_call, (CallConfig,), {"function_id": {"help": 'e.g. "numeric/f00042"'},
-                                            "inputs": {"nargs": "+", "help": "inputs (numbers for numeric functions)"}}),
-    ("export-functions", (), _run_export_functions, (ExportFunctionsConfig,), {}),
-    ("interpret", (), _run_interpret, (InterpretConfig,), {}),
-    ("evaluate", (), _run_evaluate, (EvaluateConfig,), _RUN_DIR),
-    ("report", (), _run_report, (ReportConfig,),
-     {"run_dir": {"help": "the run folder that `findbench evaluate` scored, or a `findbench autointerp --out` folder"}}),
-    ("compare", (), _run_compare, (CompareConfig,),
-     {"run_a": {"help": "folder written by `findbench evaluate` (its per_function.csv), or a run holding one as scores/"},
-      "run_b": {"help": "the run to compare it with (same form as RUN_A)"}}),
-    ("backbone-report", (), _run_backbone_report, (BackboneReportConfig,), {}),
-    ("build-neuron-tests", (), _run_build_neuron_tests, (BuildNeuronTestsConfig,), {}),
-    ("iia", (), _run_iia, (IIAConfig,), {}),
-    ("judge-data", ("evaluator-data",), _run_judge_data, (JudgeDataConfig,), {}),
-    ("train-judge", ("train-evaluator",), _run_train_judge, (), {}),  # its flags are judge.train's parser's
-    ("judge-report", ("evaluator-report",), _run_judge_report, (JudgeReportConfig,), {}),
-    ("judge-card", (), _run_judge_card, (JudgeCardConfig,), {}),
-    ("train-sae", (), _run_train_sae, (TrainSAECommand, TrainSAEConfig), {}),
-    ("autointerp", (), _run_autointerp, (AutoInterpCommand, AutoInterpConfig), {}),
-    ("main", (), _run_main, (MainConfig,), {}),
+#: The subcommands in workflow order.
+COMMANDS: tuple[tuple[str, type[_Command]], ...] = (
+    ("build", BuildConfig), ("call", CallConfig), ("export-functions", ExportFunctionsConfig), ("interpret", InterpretConfig),
+    ("evaluate", EvaluateConfig), ("report", ReportConfig), ("compare", CompareConfig), ("backbone-report", BackboneReportConfig),
+    ("build-neuron-tests", BuildNeuronTestsConfig), ("iia", IIAConfig), ("judge-data", JudgeDataConfig),
+    ("train-judge", TrainJudgeConfig), ("judge-report", JudgeReportConfig), ("judge-card", JudgeCardConfig),
+    ("train-sae", TrainSAECommand), ("autointerp", AutoInterpCommand), ("main", MainConfig),
 )
+#: Earlier names that still work.
+ALIASES = {"judge-data": ("evaluator-data",), "train-judge": ("train-evaluator",), "judge-report": ("evaluator-report",)}
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -584,16 +560,13 @@ def make_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging; errors show their traceback")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for name, aliases, run, configs, positionals in COMMANDS:
-        summary = (configs[0] if configs else run).__doc__
+    for name, command in COMMANDS:
         # No abbreviated flags: with them `main --data` would silently mean `--dataset-out`.
-        p = sub.add_parser(name, dataclass_types=configs, aliases=aliases, help=summary, description=summary, allow_abbrev=False,
-                           formatter_class=_Help, add_help=bool(configs))
-        for dest, kwargs in positionals.items():
+        p = sub.add_parser(name, dataclass_types=(command, *command.WITH), aliases=ALIASES.get(name, ()), help=command.__doc__,
+                           description=command.__doc__, allow_abbrev=False, formatter_class=_Help, add_help=not command.REST)
+        for dest, kwargs in command.ARGS.items():
             p.add_argument(dest, **kwargs)
-        p.set_defaults(_run=run, _configs=configs, _positionals=tuple(positionals), _takes_rest=not configs)
-        if run is _run_autointerp:
-            p.set_defaults(**QUICK_DEFAULTS)
+        p.set_defaults(_command=command, **(QUICK_DEFAULTS if command is AutoInterpCommand else {}))
     return parser
 
 
@@ -602,7 +575,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     (they are read by the training parser when the command runs)."""
     parser = make_parser()
     args, rest = parser.parse_known_args(argv)
-    if args._takes_rest:
+    if args._command.REST:
         args.rest = rest
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
@@ -659,10 +632,11 @@ def check_specs(*configs: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    command = args._command
     try:
-        configs = [t(**{f.name: getattr(args, f.name) for f in fields(t)}) for t in args._configs]
+        configs = [t(**{f.name: getattr(args, f.name) for f in fields(t)}) for t in (command, *command.WITH)]
         check_specs(*configs)
-        args._run(*configs, *(getattr(args, name) for name in args._positionals), *([args.rest] if args._takes_rest else []))
+        configs[0].run(*configs[1:], *(getattr(args, name) for name in command.ARGS), *([args.rest] if command.REST else []))
     except (ValueError, TypeError, FileNotFoundError) as exc:
         # a TypeError is the user's only when findbench._checks raised it; any other is a bug
         from_checks = traceback.extract_tb(exc.__traceback__)[-1].filename.endswith("_checks.py")
