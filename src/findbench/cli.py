@@ -62,7 +62,7 @@ class _Parser(HfArgumentParser):
         if parse is not None:
             kwargs["type"] = parse
         if kwargs.get("const") is True and kwargs.get("default") is False:
-            kwargs = {"action": "store_true", "help": kwargs.get("help")}
+            kwargs = {"action": "store_true", "help": kwargs.get("help"), "dest": kwargs.get("dest")}
         return super().add_argument(*flags, **kwargs)
 
 
