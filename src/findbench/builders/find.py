@@ -106,9 +106,10 @@ def _relation_data_section() -> str:
     """Card section naming the data behind ``neurons_relations``: package versions and licences
     and a sha256 fingerprint of each relation's table, so a package release that changes an
     answer is visible."""
-    from findbench.find.synthetic_neurons.relation_tables import PACKAGE_LICENCES, relation_provenance
+    from findbench.find.synthetic_neurons.relation_tables import data_packages, relation_provenance
 
     prov = relation_provenance()
+    licences = {d: p["licence"] for d, p in data_packages().items()}
     versions = {d: v for p in prov.values() for d, v in p["packages"].items()}
     lines = [
         "## Relation data (neurons_relations)",
@@ -116,7 +117,7 @@ def _relation_data_section() -> str:
         "The relation neurons answer from knowledge tables built, when this folder was written, from "
         "these data packages (the other relations use findbench's hand-written tables):",
         "",
-        *[f"- {d} {versions[d]}: {PACKAGE_LICENCES[d]}" for d in sorted(versions)],
+        *[f"- {d} {versions[d]}: {licences[d]}" for d in sorted(versions)],
         *sorted({f"- IANA time zone database {p['tz_database']} (public domain), read through zoneinfo"
                  for p in prov.values() if "tz_database" in p}),
         "",
