@@ -29,6 +29,7 @@ included, see ``release_quirks``).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -663,15 +664,46 @@ def _mlp_arrays(w: Mapping) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     return arr(w["w1"]), arr(w["b1"]), arr(w["w2"]), float(np.float32(w["b2"]))
 
 
-def make_function(row_or_params: Any) -> Callable[[Any], Any]:
+def _noise(p: Mapping, seed: int) -> Callable[[np.ndarray, Any], Any]:
+    """What a noisy or corrupted function does to its clean values, drawing from ``default_rng(seed)``."""
+    rng = np.random.default_rng(seed)
+    if p["variant"] == "noise":
+        kind = p["noise"]["type"]
+        if kind == "normal":
+            return lambda x, y: y + rng.normal(0.0, 1.0, size=x.shape)
+        if kind == "uniform":
+            return lambda x, y: y + rng.uniform(-1.0, 1.0, size=x.shape)
+        return lambda x, y: y + rng.poisson(1.0, size=x.shape)
+    c = p["corruption"]
+    mean, std = float(c["mean"]), float(c["std"])
+    b = [float(v) for v in c["boundary"]]
+    kind = c["type"]
+
+    def corrupt(x: np.ndarray, y: Any) -> Any:
+        noise = rng.normal(mean, std, size=x.shape)
+        if kind == "below":
+            mask = x <= b[0]
+        elif kind == "above":
+            mask = x >= b[0]
+        else:
+            mask = (x > b[0]) & (x < b[1])
+        return np.where(mask, noise, y)
+
+    return corrupt
+
+
+def make_function(row_or_params: Any, *, noise_key: Any = None) -> Callable[[Any], Any]:
     """Build the served function of a row from its ``params`` (no ``exec`` of ``code``).
 
     Accepts a dataset row, its ``params`` dict, or the JSON text. The result takes a float
     (returns a float) or an array-like (returns a float64 ndarray, elementwise). Noisy and
     corrupted functions draw from their own ``numpy.random.default_rng(seed)`` created
     here, exactly like the module-level generator of the row's ``code``: the same sequence
-    of calls gives the same outputs. Raises :class:`MissingMLPWeightsError` for imported
-    MLPs whose weights are not public, ValueError/TypeError naming the bad field otherwise.
+    of calls gives the same outputs. With ``noise_key`` (a row only), each input value draws
+    from a generator of its own, seeded by the row's id, its noise seed, ``noise_key`` and the
+    value, so the same input always gets the same output whatever was asked before (the
+    interpreter's replies, keyed by the run seed). Raises :class:`MissingMLPWeightsError` for
+    imported MLPs whose weights are not public, ValueError/TypeError naming the bad field otherwise.
     """
     p = _parse_params(row_or_params)
     variant = p["variant"]
@@ -686,31 +718,17 @@ def make_function(row_or_params: Any) -> Callable[[Any], Any]:
     else:
         clean = _clean_fn(p)
     post: Callable[[np.ndarray, Any], Any] | None = None
-    if variant == "noise":
-        rng = np.random.default_rng(int(p["noise"]["seed"]))
-        kind = p["noise"]["type"]
-        if kind == "normal":
-            post = lambda x, y: y + rng.normal(0.0, 1.0, size=x.shape)  # noqa: E731
-        elif kind == "uniform":
-            post = lambda x, y: y + rng.uniform(-1.0, 1.0, size=x.shape)  # noqa: E731
-        else:
-            post = lambda x, y: y + rng.poisson(1.0, size=x.shape)  # noqa: E731
-    elif variant == "corruption":
-        c = p["corruption"]
-        rng = np.random.default_rng(int(c["seed"]))
-        mean, std = float(c["mean"]), float(c["std"])
-        b = [float(v) for v in c["boundary"]]
-        kind = c["type"]
+    if variant in ("noise", "corruption") and noise_key is None:
+        post = _noise(p, int(p[variant]["seed"]))
+    elif variant in ("noise", "corruption"):
+        prefix = f"{row_or_params['function_id']}|{p[variant]['seed']}|{noise_key}|"
 
         def post(x: np.ndarray, y: Any) -> Any:
-            noise = rng.normal(mean, std, size=x.shape)
-            if kind == "below":
-                mask = x <= b[0]
-            elif kind == "above":
-                mask = x >= b[0]
-            else:
-                mask = (x > b[0]) & (x < b[1])
-            return np.where(mask, noise, y)
+            def seed(v: float) -> int:
+                return int.from_bytes(hashlib.sha256(f"{prefix}{float(v)!r}".encode()).digest()[:4], "big") & 0x7FFFFFFF
+
+            y = np.broadcast_to(y, x.shape)
+            return np.asarray([_noise(p, seed(v))(v, w) for v, w in zip(x.reshape(-1), y.reshape(-1))]).reshape(x.shape)
 
     def function(x: Any) -> Any:
         scalar = np.ndim(x) == 0

@@ -19,8 +19,6 @@ order, differs from a reply there and only there).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -85,37 +83,16 @@ class FunctionRunner:
         self.category: str = category
         self.seed = seed
         self._function = function
-        self._params: dict | None = None
-        self._noisy = False
-        if category == "numeric":
-            raw = self.row.get("params")
-            params = json.loads(raw) if isinstance(raw, str) and raw else (dict(raw) if isinstance(raw, Mapping) else {})
-            if params.get("variant") in ("noise", "corruption"):
-                self._params, self._noisy = params, True
 
     # ------------------------------------------------------------------------------ function
     def function(self) -> Callable:
-        """The row's callable (built once)."""
+        """The row's callable (built once; numeric noise keyed by the run seed, module docstring)."""
         if self._function is None:
-            from findbench.find import load_function
+            from findbench.find import load_function, numeric
 
-            self._function = load_function(self.row)
+            self._function = (numeric.make_function(self.row, noise_key=self.seed) if self.category == "numeric"
+                              else load_function(self.row))
         return self._function
-
-    def _noise_seed(self, x: float) -> int:
-        kind = self._params["variant"]  # type: ignore[index]
-        base = self._params[kind]["seed"]  # type: ignore[index]
-        key = f"{self.row['function_id']}|{base}|{self.seed}|{x!r}"
-        return int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "big") & 0x7FFFFFFF
-
-    def _numeric_value(self, x: float) -> float:
-        if not self._noisy:
-            return float(self.function()(x))
-        from findbench.find import numeric
-
-        params = json.loads(json.dumps(self._params))
-        params[params["variant"]]["seed"] = self._noise_seed(x)
-        return float(numeric.make_function(params)(x))
 
     # ------------------------------------------------------------------------------- calling
     def evaluate(self, inputs: Sequence[str]) -> tuple[list[Any], list[Any]]:
@@ -155,7 +132,7 @@ class FunctionRunner:
                 except ValueError:
                     outputs[i] = CallError("not a number")
                     continue
-                outputs[i] = _guarded(lambda v=shown[i]: self._numeric_value(v))
+                outputs[i] = _guarded(lambda v=shown[i]: float(fn(v)))
             return shown, outputs
         batch = [inputs[i] for i in ok]
         with _BACKBONE_LOCK:
