@@ -1,23 +1,12 @@
 """The text corpus that SAE latents are trained and explained on, tokenized SAEBench-style.
 
-``load_texts`` yields English texts from one of:
-
-- ``"wordnet"`` (the default): the glosses of WordNet 3.0 (Princeton University, WordNet 3.0
-  licence, a permissive BSD-style licence), installed from Debian's ``wordnet-base`` package
-  by ``make setup`` (``apt-get install wordnet-base``). One text per synset, in file order
-  (noun, verb, adjective, adverb): ``"lemma, lemma: definition; "example"; "example""``.
-  117,659 synsets; with SmolLM2's tokenizer 2,754,288 tokens (2,636,630 of text plus one
-  newline between texts; measured), enough for SAEBench's 2 M tokens plus a held-out share,
-  so no second source is needed.
-- a Hugging Face dataset id, streamed (``datasets.load_dataset(id, split=..., streaming=True)``):
-  the path for users with Hub access (e.g. ``"monology/pile-uncopyrighted"``);
-- a local ``.txt`` (one text per non-empty line), ``.jsonl`` or ``.parquet`` file (the
-  ``text_column`` field), or a folder of such files (sorted, recursively).
-
-``tokenize_corpus`` packs the token ids of consecutive texts into rows of ``context_size``
-tokens with BOS at column 0 (SAEBench's layout: ``llm_context_size`` 128, ``total_tokens``
-2,000,000); :func:`special_token_ids` lists the positions that never count as activations;
-:func:`corpus_tokens` caches the rows as ``.npy`` under ``~/.cache/findbench/autointerp/tokens``.
+:func:`load_texts` yields English texts from ``"wordnet"`` (the default: one text per synset of
+WordNet 3.0, ``"lemma, lemma: definition; "example""``, from Debian's ``wordnet-base``; 117,659
+synsets, 2,754,288 SmolLM2 tokens, enough for SAEBench's 2 M), a Hugging Face dataset id
+(streamed), or a local ``.txt`` / ``.jsonl`` / ``.parquet`` file or folder of them.
+:func:`tokenize_corpus` packs consecutive texts into rows of ``context_size`` tokens with BOS at
+column 0 (SAEBench's layout); :func:`corpus_tokens` caches the rows under
+``~/.cache/findbench/autointerp/tokens``.
 """
 
 from __future__ import annotations

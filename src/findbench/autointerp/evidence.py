@@ -1,28 +1,19 @@
 """Evidence per latent: top-activating, importance-weighted and random windows, collected in
-one streaming pass over the corpus.
+one streaming pass over the corpus (memory does not grow with it).
 
-Nothing dense is kept: per batch of rows the SAE's chosen latents are encoded, and each
-latent keeps
+Per batch of rows the chosen latents are encoded and each latent keeps:
 
-- its ``n_top_ex`` best window centres (a centre never lies within ``buffer`` tokens of
-  another chosen centre in the same row; ties go to the earlier row, then column). Per row
-  the greedy choice is made once; the global choice is the best ``n_top_ex`` of the rows'
-  choices, which is what a greedy pass over the whole corpus would pick;
-- an exact weighted sample without replacement of ``n_iw_sampled_ex`` positions, with
-  probability proportional to act² among positions whose activation is below the smallest
-  top-window centre (Efraimidis-Spirakis: each position draws ``E / act²`` with
-  ``E ~ Exp(1)`` and the smallest draws win). That threshold is only known at the end; it
-  never decreases during the pass, so positions below the current threshold compete at
-  once and the few above it wait in a side list until the threshold passes them;
-- its ``n_random_ex`` random windows, drawn before the pass, and how many of them contain
-  activity (SAEBench labels them inactive without looking);
-- how many positions it fires on and an exact histogram of its positive activations
-  (:data:`HIST_BINS` equal bins from 0 to the smallest power of two above the largest
-  activation; when a batch brings a larger activation the range doubles and neighbouring
-  bins merge, so the counts are exact and do not depend on the batch size), for the report.
-
-Memory does not grow with the corpus: ``O(latents × (n_top_ex + n_iw_sampled_ex + n_random_ex)
-× window)`` plus the side list.
+- its ``n_top_ex`` best window centres, no centre within ``buffer`` tokens of another in the same
+  row (ties: earlier row, then column): the greedy choice per row, then the best of the rows'
+  choices, which is what a greedy pass over the whole corpus picks;
+- an exact weighted sample without replacement of ``n_iw_sampled_ex`` positions, probability ∝
+  act² among positions below the smallest top-window centre (Efraimidis-Spirakis: keys
+  ``E / act²``, ``E ~ Exp(1)``, smallest win). That threshold never decreases during the pass, so
+  positions below the current one compete at once and the others wait in a side list;
+- its ``n_random_ex`` random windows, drawn before the pass, and how many contain activity
+  (SAEBench labels them inactive without looking);
+- its firing count and an exact histogram of its positive activations (:data:`HIST_BINS` bins up
+  to the next power of two above the largest; when the range doubles, neighbouring bins merge).
 """
 
 from __future__ import annotations

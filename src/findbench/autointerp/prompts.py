@@ -1,14 +1,10 @@
-"""What the explainer and the detection scorer are shown.
+"""What the explainer and the detection scorer are shown, and the grammars their answers follow.
 
-The prompts follow the structure of SAEBench's AutoInterp (an explainer shown windows with
-the active tokens between ``<<`` and ``>>``, answering "This neuron activates on ...";
-a scorer shown numbered, unmarked windows, answering with the indices of the active ones
-or "None"), written anew for findbench, with demonstrations of our own.
-
-Beside each prompt, the grammar its answer follows (a :class:`~findbench.lm.base.Constraint`
-for structured outputs): :func:`explanation_constraint` ("This neuron activates on" and one
-line of text) and :func:`detection_constraint` ("None" or window numbers in increasing
-order, each once, comma-separated: every answer it allows parses).
+The prompts follow SAEBench's AutoInterp (the explainer sees windows with the active tokens
+between ``<<`` and ``>>`` and answers "This neuron activates on ..."; the scorer sees numbered,
+unmarked windows and answers with the active ones or "None"), written anew for findbench.
+:func:`explanation_constraint` and :func:`detection_constraint` are their structured-output
+grammars (every answer the latter allows parses).
 """
 
 from __future__ import annotations

@@ -1,24 +1,13 @@
 """The AutoInterp dashboard: one self-contained ``report.html`` per run.
 
-:func:`write_report` reads a run's results JSON (``<sae>_eval_results[_<run_id>].json``,
-written by :func:`~findbench.autointerp.run.run_autointerp`) and the ``latents.json`` sidecar
-it names (``latents_file``), and writes ``report.html`` (``report_<run_id>.html`` for a named
-run) beside them:
-
-* the run's settings and each scorer's mean with its bootstrap interval, n, floors and margin;
-* an index of latents (explanation, the planted rule of a synthetic SAE, each scorer's score,
-  firing rate, largest activation), sortable by clicking a column header;
-* a panel per latent (``#latent-<id>``, linked from the index): the explanation beside the
-  planted rule, the scores, the firing rate, a histogram of the latent's activations (inline
-  SVG), and its top-activating, importance-weighted and random windows as text, each token
-  shaded by its activation (background alpha = activation / the latent's largest, the value
-  in the token's tooltip), with each scorer's verdict on every window it was shown (detection:
-  flagged or not against the label, ✓/✗; fuzz: its Yes/No to the true and the decoy marks;
-  the embedding similarity; the likelihood PMI).
-
-Everything is inline (CSS, a few lines of JavaScript for sorting, SVG): the page needs no
-network and no other file. Every piece of run text (windows, explanations, answers) is
-HTML-escaped.
+:func:`write_report` reads a run's results JSON and its ``latents.json`` sidecar (written by
+:func:`~findbench.autointerp.run.run_autointerp`) and writes ``report.html``
+(``report_<run_id>.html`` for a named run) beside them: the settings, each scorer's mean with
+its interval, floors and margin; a sortable index of latents; and a panel per latent
+(``#latent-<id>``) with the explanation, the planted rule of a synthetic SAE, the scores, an
+activation histogram (SVG) and its windows, each token shaded by its activation, with each
+scorer's verdict on every window it saw. Everything is inline (no network, no other file);
+all run text is HTML-escaped.
 """
 
 from __future__ import annotations

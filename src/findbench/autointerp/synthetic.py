@@ -1,25 +1,15 @@
 """A ``synthetic`` SAE whose latents are planted rules over tokens, with known explanations.
 
-Each latent fires on the tokens one rule picks out (digits, capitalised words, the word
-"the", ...) and nowhere else, so the true explanation of every latent is known and the whole
-AutoInterp pipeline (evidence, explainer, scorers) can be checked on it: a scorer that cannot
-tell a latent's true explanation from another latent's is not measuring anything (see
-:mod:`findbench.autointerp.validation`).
+Each latent fires on the tokens one rule picks out (digits, capitalised words, "the", ...), so
+the whole AutoInterp pipeline can be checked on it: a scorer that cannot tell a latent's true
+explanation from another latent's measures nothing (:mod:`findbench.autointerp.validation`).
 
-The SAE reads ``hook_embed``, the output of the model's input-embedding table, so an input
-vector is one row of that table. Encoding recovers the token id from the vector exactly: at
-construction every row's float32 bit pattern is hashed to an int64 (a random linear
-combination of the 32-bit words, wrapping modulo 2^64, which gives the same value on any
-device and in any summation order), rows are grouped when identical (SmolLM2 has a few
-untrained rows that are) and the distinct keys are sorted; encoding hashes the input the same
-way and finds its key with ``searchsorted``, ``O(d_in + log vocab)`` per token, never a
-vocab-sized product. A vector that is not a row of the table gets no activation.
-
-Activation of latent ``j`` on token ``t`` comes from a ``[vocab, d_sae]`` table built once from
-the token's text piece (:class:`findbench.autointerp.prompts.TokenRenderer`): where the rule
-holds, ``1 + 0.5 * (r mod 10) / 10`` with ``r`` the token's rank among the rule's tokens (so
-top windows have an order and lie above the importance-weighted ones), 0 elsewhere. Special
-and reserved tokens (BOS, EOS, PAD, CLS, SEP, ``[unused3]``) never fire.
+The SAE reads ``hook_embed``: an input vector is one row of the embedding table, and encoding
+recovers its token id exactly by hashing the row's float32 bits (a random linear combination
+of the 32-bit words modulo 2^64, the same on any device) and a ``searchsorted`` among the
+table's sorted keys (identical rows are grouped). Latent ``j`` on token ``t`` is ``1 + 0.5 *
+(r mod 10) / 10`` where the rule holds (``r``: the token's rank among the rule's tokens, so
+windows have an order), else 0; special and reserved tokens never fire.
 
 Rules see one token at a time: a *word* is a token that starts a word (a leading space in
 byte-level BPE, no ``##`` in WordPiece, or a first capital letter), compared in lower case.
@@ -287,7 +277,6 @@ class SyntheticSAE(torch.nn.Module):
         if activation_table.shape != (vocab, len(rules)):
             raise ValueError(f"activation_table must be [{vocab}, {len(rules)}], got {tuple(activation_table.shape)}")
         self.name = "synthetic"
-        self.rule_objects = list(rules)
         self.rules = [r.name for r in rules]
         self.explanations = [r.explanation for r in rules]
         self.cfg = SyntheticSAEConfig(d_in=int(d_in), d_sae=len(rules), metadata=SyntheticSAEMetadata(model_name=model_name))

@@ -1,19 +1,11 @@
 """Validation on known answers: do the scorers prefer a planted feature's true explanation?
 
-:func:`planted_validation` builds the :class:`~findbench.autointerp.synthetic.SyntheticSAE`
-for a model, collects the evidence of all its latents on the corpus (the same
-:func:`~findbench.autointerp.evidence.collect_evidence` pass a real SAE gets) and has each
-scorer score three explanations per latent on the same scoring windows:
-
-- ``true``: the latent's planted explanation;
-- ``wrong``: another latent's true explanation (a seeded derangement: no latent keeps its own);
-- ``empty``: ``""`` (what the scorer gives with nothing to go on).
-
-A scorer **separates** when ``mean(true − wrong) ≥ 0.1`` (:data:`MIN_SEPARATION`, a tenth of
-the [0, 1] score range) **and** the true explanation scores strictly higher than the wrong
-one on at least 75% of the scored latents (:data:`MIN_WIN_RATE`, so one or two latents
-cannot carry the mean). A scorer that does not separate true from wrong explanations of
-planted features is not measuring explanation quality.
+:func:`planted_validation` collects the evidence of every latent of the
+:class:`~findbench.autointerp.synthetic.SyntheticSAE` (the same pass a real SAE gets) and has
+each scorer score three explanations per latent on the same windows: ``true`` (the planted
+one), ``wrong`` (another latent's, a seeded derangement) and ``empty`` (``""``). A scorer
+**separates** when ``mean(true − wrong) ≥`` :data:`MIN_SEPARATION` (0.1) **and** true beats
+wrong on at least :data:`MIN_WIN_RATE` (75 %) of the latents.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """Templated next-token tasks for interchange interventions (Huang et al. 2023, Sec. 5).
 
-Each task tests one *concept* (numbers, verbs, locations, names, time, plurals): a prompt
-template with one slot ``{x}`` for a concept filler, and for each filler the expected
-continuation. A base input and a source input share the template and differ in the filler;
-an interchange intervention that moves the concept's representation from the source into
-the base should make the base predict the *source's* answer.
-
-A task is only usable on inputs the model under study answers correctly (greedy next
-token): :func:`build_task_rows` runs the model and records, for every filler, the prompt,
-the expected next token and whether the model predicts it.
-
-Number answers: the SmolLM2/Llama tokenisers write ``" 21"`` as ``" ", "2", "1"``, so
-numeric templates end with a space and the answer is the digits (the expected token is then
-the first digit, which differs between fillers).
+Each task tests one *concept* (numbers, verbs, locations, names, time, plurals): a template with
+one slot ``{x}`` for a filler and, per filler, the expected continuation. An intervention that
+moves the concept from a source input into a base input should make the base predict the
+source's answer. Only inputs the model answers correctly are usable (:func:`build_task_rows`).
+Numeric templates end with a space: SmolLM2/Llama tokenisers write ``" 21"`` as ``" ", "2",
+"1"``, so the expected token is the first digit.
 """
 
 from __future__ import annotations
