@@ -24,8 +24,6 @@ import yaml
 from findbench._io import atomic_dir
 from findbench._version import __version__
 
-__all__ = ["build_dataset_folder", "PARQUET_NAME", "SIDECAR_NAME"]
-
 logger = logging.getLogger(__name__)
 
 PARQUET_NAME = "test-00000-of-00001.parquet"

@@ -1,7 +1,7 @@
 """FIND (Schwettmann et al., NeurIPS 2023): functions with ground-truth descriptions.
 
 - :mod:`findbench.find.rows`: :func:`generate_rows` / :func:`load_rows` /
-  :func:`load_function`, the one entry point to build or call any FIND function
+  :func:`load_function` (and :func:`sample_rows`), the one entry point to build or call any FIND function
   (re-exported here).
 - function families: :mod:`~findbench.find.numeric` (with :mod:`~findbench.find.mlp`),
   :mod:`~findbench.find.strings` (with :mod:`~findbench.find.string_ops`) and
@@ -17,6 +17,6 @@
 
 from __future__ import annotations
 
-from findbench.find.rows import generate_rows, load_function, load_rows
+from findbench.find.rows import generate_rows, load_function, load_rows, sample_rows
 
-__all__ = ["generate_rows", "load_function", "load_rows"]
+__all__ = ["generate_rows", "load_function", "load_rows", "sample_rows"]

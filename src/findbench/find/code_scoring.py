@@ -31,18 +31,6 @@ from findbench.sandbox import (
 )
 from findbench.stats import bootstrap_ci
 
-__all__ = [
-    "NMSE_GRID",
-    "NMSE_THRESHOLD",
-    "REFERENCE_ENTRY",
-    "nmse",
-    "nmse_from_results",
-    "check_code_pairs",
-    "check_test_inputs",
-    "score_nmse",
-    "score_exact_match",
-]
-
 NMSE_GRID: tuple[float, ...] = tuple(float(x) for x in np.arange(-127.5, 128.0, 1.0))
 """FIND's 256 evaluation points for numeric functions: -127.5, -126.5, ..., 127.5."""
 NMSE_THRESHOLD = 0.1

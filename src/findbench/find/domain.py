@@ -33,19 +33,6 @@ from typing import Any
 from findbench.find.synthetic_neurons.prompts import UNDEFINED, parse_relation_answer
 from findbench.stats import bootstrap_ci
 
-__all__ = [
-    "REFERENCE_COLUMNS",
-    "STATUSES",
-    "domain_text",
-    "parse_intervals",
-    "corrupted_interval",
-    "interval_iou",
-    "domain_reference",
-    "score_domain",
-    "domain_unit_tests",
-    "in_corrupted_subdomain",
-]
-
 #: The columns of a numeric row that :func:`corrupted_interval` reads (the ``references`` of
 #: the ``find_domain`` metric).
 REFERENCE_COLUMNS = ("domain_low", "domain_high", "corruption_type", "corruption_params")

@@ -17,8 +17,6 @@ from findbench._io import atomic_dir
 from findbench._version import __version__
 from findbench.schema import CATEGORIES
 
-__all__ = ["export_functions", "format_value", "format_pairs", "render_script"]
-
 
 def format_value(value) -> str:
     """How a value is shown to an interpreter: floats with at most 4 decimals."""

@@ -36,17 +36,6 @@ from typing import Any
 from findbench._io import atomic_dir, cache_dir
 from findbench.schema import CATEGORIES, dumps, empty_row, function_id
 
-__all__ = [
-    "FIND_V1_COMMIT",
-    "FIND_V1_URL",
-    "EXPECTED_COUNTS",
-    "RELEASE_FILES",
-    "load_rows",
-    "download_release",
-    "parse_test_inputs",
-    "convert_unit_tests",
-]
-
 log = logging.getLogger(__name__)
 
 #: Commit of github.com/multimodal-interpretability/FIND the importer was written against.

@@ -31,16 +31,6 @@ from typing import Any
 
 import numpy as np
 
-__all__ = [
-    "HIDDEN",
-    "fit_mlps",
-    "reference_fit",
-    "mlp_forward",
-    "weights_from_state_dict",
-    "state_dict_from_weights",
-    "float32_list",
-]
-
 logger = logging.getLogger(__name__)
 
 #: Hidden width of FIND's approximating MLPs.

@@ -41,27 +41,6 @@ import numpy as np
 from findbench import schema
 from findbench.find import mlp as _mlp
 
-__all__ = [
-    "FAMILIES",
-    "ATOMIC_FAMILIES",
-    "COMPOSABLE_FAMILIES",
-    "OPS",
-    "NOISE_TYPES",
-    "CORRUPTION_TYPES",
-    "VARIANTS",
-    "MIX",
-    "MLP_TRAIN_POINTS",
-    "CORRUPTION_STD",
-    "MissingMLPWeightsError",
-    "generate",
-    "make_function",
-    "make_code",
-    "describe",
-    "row_from_params",
-    "row_from_find_v1",
-    "family_domain",
-]
-
 logger = logging.getLogger(__name__)
 
 #: Atomic families, in FIND's order.

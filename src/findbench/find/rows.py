@@ -19,8 +19,6 @@ from typing import Any
 
 from findbench.schema import CATEGORIES, SOURCES, parse_function_id
 
-__all__ = ["generate_rows", "load_rows", "load_function", "generator_fingerprint", "sample_rows", "CATEGORIES", "SOURCES"]
-
 logger = logging.getLogger(__name__)
 
 

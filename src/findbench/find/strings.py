@@ -40,21 +40,6 @@ from findbench import schema
 from findbench.find import string_ops as ops
 from findbench.find.unit_tests import build_unit_tests
 
-__all__ = [
-    "OPERATIONS",
-    "OpSpec",
-    "COMPOSITION_FRACTION",
-    "N_TEST_INPUTS",
-    "PROBES",
-    "generate",
-    "make_function",
-    "function_code",
-    "describe",
-    "function_name",
-    "validate_params",
-    "composition_allowed",
-]
-
 logger = logging.getLogger(__name__)
 
 COMPOSITION_FRACTION = 0.7

@@ -49,19 +49,6 @@ from findbench.find.synthetic_neurons.prompts import (
 )
 from findbench.lm.encoder import EMBEDDED_ENCODER
 
-__all__ = [
-    "ENTITY_BACKENDS",
-    "RELATION_BACKENDS",
-    "DEFAULT_BACKENDS",
-    "DEFAULT_LM",
-    "EntityProbe",
-    "fit_entity_probes",
-    "EntityNeuron",
-    "RelationNeuron",
-    "make_function",
-    "table_answer",
-]
-
 log = logging.getLogger(__name__)
 
 ENTITY_BACKENDS = ("embedding", "lm")

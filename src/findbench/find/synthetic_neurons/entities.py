@@ -24,21 +24,10 @@ from typing import Any
 
 from findbench import schema
 from findbench.find.synthetic_neurons.backbones import DEFAULT_LM, fit_entity_probes
-from findbench.find.synthetic_neurons.entity_words import default_unit_words, probe_words
+from findbench.find.synthetic_neurons.entity_words import probe_words
 from findbench.find.synthetic_neurons.features import DEFAULT_ENTITY_FEATURES
 from findbench.find.synthetic_neurons.prompts import ENTITY_ANSWER_PREFIX, ENTITY_CANDIDATES, render_prompt
 from findbench.find.unit_tests import build_unit_tests
-
-__all__ = [
-    "CATEGORY",
-    "N_COMPOSITIONS",
-    "N_UNIT",
-    "default_unit_words",
-    "entity_splits",
-    "composition_pairs",
-    "generate_entities",
-    "describe_entity",
-]
 
 log = logging.getLogger(__name__)
 

@@ -26,19 +26,6 @@ import random
 from collections.abc import Mapping, Sequence
 from importlib import resources
 
-__all__ = [
-    "ENTITY_CONCEPTS",
-    "ENTITY_WORDS_VERSION",
-    "load_entity_words",
-    "split_words",
-    "default_unit_words",
-    "default_probe_words",
-    "probe_words",
-    "load_associations",
-    "training_associations",
-    "heldout_associations",
-]
-
 _RESOURCE = "entities.json"
 ENTITY_WORDS_VERSION = 1
 

@@ -28,8 +28,6 @@ import numpy as np
 
 from findbench.lm.encoder import EMBEDDED_ENCODER, CachedTextEncoder, load_encoder
 
-__all__ = ["PROMPT", "DEFAULT_ENTITY_FEATURES", "PromptStateFeatures", "ConcatFeatures", "load_features"]
-
 #: The prompt whose last-token state is read; ``{word}`` is replaced by the input.
 PROMPT = "Topic: {word}. Related topic:"
 #: What entity probes read by default: MiniLM's embedding beside SmolLM2's state at layer 24.

@@ -16,16 +16,6 @@ from __future__ import annotations
 
 import re
 
-__all__ = [
-    "INPUT_PLACEHOLDER",
-    "ENTITY_ANSWER_PREFIX",
-    "ENTITY_CANDIDATES",
-    "UNDEFINED",
-    "render_prompt",
-    "fill_prompt",
-    "parse_relation_answer",
-]
-
 INPUT_PLACEHOLDER = "{input}"
 #: The assistant turn starts with this text before the scored "1"/"0" token.
 ENTITY_ANSWER_PREFIX = "Answer: "

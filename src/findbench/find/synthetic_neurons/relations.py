@@ -28,8 +28,6 @@ from findbench.find.synthetic_neurons.backbones import DEFAULT_LM, table_answer
 from findbench.find.synthetic_neurons.prompts import UNDEFINED, render_prompt
 from findbench.find.unit_tests import build_unit_tests
 
-__all__ = ["CATEGORY", "VARIANTS", "relation_splits", "generate_relations", "describe_relation", "expected_answer"]
-
 log = logging.getLogger(__name__)
 
 CATEGORY = "neurons_relations"

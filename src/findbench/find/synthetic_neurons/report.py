@@ -32,8 +32,6 @@ from findbench.find.synthetic_neurons.backbones import DEFAULT_LM, ENTITY_BACKEN
 from findbench.find.synthetic_neurons.prompts import UNDEFINED
 from findbench.stats import bootstrap_ci
 
-__all__ = ["backbone_report", "entity_selectivity", "relation_accuracy", "relation_check_accuracy"]
-
 log = logging.getLogger(__name__)
 
 
