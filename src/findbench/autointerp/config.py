@@ -176,7 +176,8 @@ class TrainSAEConfig:
         _checks.one_of("architecture", self.architecture, ARCHITECTURES)
         _checks.one_of("save_dtype", self.save_dtype, ("float16", "bfloat16", "float32"))
         _checks.integer("layer", self.layer, 0)
-        self.hook_name  # noqa: B018 - checks hook against layer
+        if self.hook_name == "hook_embed" and self.layer != 0:  # hook_name checks hook against layer
+            raise UsageError("layer must be 0 with hook 'hook_embed'")
         _checks.integer("context_size", self.context_size, 2)
         for name in ("d_sae", "k", "epochs", "train_batch_size", "dead_feature_window", "model_batch_size"):
             _checks.positive_int(name, getattr(self, name))

@@ -1,27 +1,16 @@
 """``findbench train-sae``: train a sae_lens SAE (TopK or standard) on one hook of any
 Hugging Face model (causal LM or encoder) over a text corpus.
 
-The trainer is sae_lens's own :class:`sae_lens.SAETrainer` (optimizer, LR schedule, TopK
-auxiliary loss for dead latents, activation-norm scaling, checkpoints), fed by an
-activation source written here instead of sae_lens's ``ActivationsStore``. sae_lens's
-``LanguageModelSAETrainingRunner`` does run offline on the local SmolLM2 (through
-``TransformerBridge.boot_transformers``), but the activation source here is what makes the
-run fit this machine and this package:
-
-- it reads activations with :func:`findbench.autointerp.activations.read_hook`, the very
-  function AutoInterp uses to read them back, on any transformers model: decoders
-  (SmolLM2) and encoders (MiniLM through ``AutoModel``, which ``TransformerBridge`` would
-  wrap as a masked LM) alike, stopping the forward pass at the hooked layer;
-- the model's activations, the expensive part on a CPU (~80 % of the time), are computed
-  once into fp16 shards, so an interrupted run resumes where it stopped and a second SAE
-  on the same hook (another ``d_sae``, ``k`` or ``lr``) does not run the model again;
-- BOS/EOS/PAD/CLS/SEP positions never reach the SAE (``exclude_special_tokens``), and a
-  fixed held-out share of the corpus rows (never trained on) measures explained variance,
-  L0 and dead latents for ``metrics.json`` and the card.
+The trainer is sae_lens's own :class:`sae_lens.SAETrainer`, fed by an activation source
+written here instead of sae_lens's ``ActivationsStore``: activations are read with
+:func:`findbench.autointerp.activations.read_hook` (the function AutoInterp reads them back
+with, on decoders and encoders alike), computed once into fp16 shards (an interrupted run
+resumes; another SAE on the same hook does not run the model again), special-token positions
+never reach the SAE, and a fixed held-out share of the corpus rows measures explained
+variance, L0 and dead latents.
 
 Output folder (written atomically): ``cfg.json`` + ``sae_weights.safetensors`` (loads with
-``sae_lens.SAE.load_from_disk``; ``cfg.metadata.hook_name`` such as
-``blocks.6.hook_resid_post``), ``README.md`` (model card), ``training_config.json``,
+``sae_lens.SAE.load_from_disk``), ``README.md`` (model card), ``training_config.json``,
 ``metrics.json``.
 """
 
@@ -41,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from findbench._io import atomic_dir, atomic_write_json, atomic_write_text, cache_dir
-from findbench.autointerp.activations import load_model, model_path, parse_hook_name, read_hook
+from findbench.autointerp.activations import load_model, model_path, read_hook
 from findbench.autointerp.config import TrainSAEConfig
 from findbench.autointerp.corpus import corpus_description, corpus_tokens, special_token_ids
 
@@ -347,9 +336,6 @@ def train_sae(cfg: TrainSAEConfig | None = None, out: str | os.PathLike = "sae",
     if not isinstance(out, (str, os.PathLike)) or not os.fspath(out):
         raise ValueError(f"out must be a folder path, got {out!r}")
     out = Path(out)
-    kind, _ = parse_hook_name(cfg.hook_name)
-    if kind == "embed" and cfg.layer != 0:
-        raise ValueError("layer must be 0 with hook 'hook_embed'")
     torch.manual_seed(cfg.seed)
 
     folder = model_path(cfg.model)
