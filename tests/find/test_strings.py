@@ -350,17 +350,6 @@ def test_unit_tests_shape_and_correctness(rows):
 
 
 @pytest.mark.parametrize(
-    "kwargs, exc, field",
-    [({"n": 0}, ValueError, "n"), ({"n": -5}, ValueError, "n"), ({"n": "10"}, TypeError, "n"), ({"n": True}, TypeError, "n"),
-     ({"n": 10, "seed": 1.5}, TypeError, "seed"), ({"n": 10, "seed": "0"}, TypeError, "seed"),
-     ({"n": 10, "progress": "yes"}, TypeError, "progress")],
-)
-def test_generate_rejects_bad_arguments(kwargs, exc, field):
-    with pytest.raises(exc, match=field):
-        S.generate(**kwargs)
-
-
-@pytest.mark.parametrize(
     "params, exc, field",
     [
         ("{not json", ValueError, "params"),

@@ -237,13 +237,6 @@ def fit_mlps(
     import torch
     from tqdm.auto import tqdm
 
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    for name, val in (("epochs", epochs), ("hidden", hidden), ("batch_size", batch_size)):
-        if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < (0 if name == "epochs" else 1):
-            raise ValueError(f"{name} must be a {'non-negative' if name == 'epochs' else 'positive'} int, got {val!r}")
-    if not (isinstance(lr, (int, float)) and lr > 0 and math.isfinite(lr)):
-        raise ValueError(f"lr must be a positive finite float, got {lr!r}")
     xs, ys = _check_xy(xs, ys)
     m, n = ys.shape
 
@@ -345,8 +338,6 @@ def reference_fit(
     import torch
     from tqdm.auto import tqdm
 
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
     x = np.asarray(x, dtype=np.float64).ravel()
     y = np.asarray(y, dtype=np.float64).ravel()
     if x.shape != y.shape or x.size < 2:

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from findbench import schema
+from findbench import _checks, schema
 from findbench.find import mlp as _mlp
 
 logger = logging.getLogger(__name__)
@@ -912,10 +912,6 @@ def _test_inputs(p: Mapping) -> list[str]:
 def row_from_params(params: Any, index: int, *, source: str = "procedural") -> dict[str, Any]:
     """The schema row (``findbench.schema.empty_row``) of a validated params dict."""
     p = _parse_params(params)
-    if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or index < 0:
-        raise ValueError(f"index must be a non-negative int, got {index!r}")
-    if source not in schema.SOURCES:
-        raise ValueError(f"source must be one of {schema.SOURCES}, got {source!r}")
     c = p.get("corruption") if p["variant"] == "corruption" else None
     return schema.empty_row(
         function_id=schema.function_id("numeric", int(index)),
@@ -1061,13 +1057,6 @@ def _sample_params(seed: int, index: int, structure: str, variant: str) -> dict:
     return p
 
 
-def _check_int(v: Any, name: str, minimum: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(v).__name__}")
-    if v < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {v}")
-    return int(v)
-
 
 def generate(n: int = 1000, seed: int = 0, *, progress: bool = True) -> list[dict]:
     """Generate ``n`` FIND numeric functions as schema rows (``source`` "procedural").
@@ -1080,8 +1069,7 @@ def generate(n: int = 1000, seed: int = 0, *, progress: bool = True) -> list[dic
     """
     from tqdm.auto import tqdm
 
-    n = _check_int(n, "n", 1)
-    seed = _check_int(seed, "seed", 0)
+    _checks.integer("seed", seed, 0)  # numpy's generators take non-negative seeds only
     plan = _plan(n, seed)
     params = [
         _sample_params(seed, i, s, v)
@@ -1184,7 +1172,7 @@ def row_from_find_v1(
     dir_name = d.rsplit("/", 1)[-1]
     if index is None:
         index = int(dir_name[1:])
-    index = _check_int(index, "index", 0)
+    _checks.integer("index", index, 0)
     structure, fams, op = _v1_parse_name(record)
     raw = record.get("params")
     raw_terms = [raw] if structure == "atomic" else raw

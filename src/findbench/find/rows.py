@@ -17,14 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from findbench import _checks
 from findbench.schema import CATEGORIES, SOURCES, parse_function_id
 
 logger = logging.getLogger(__name__)
-
-
-def _check_category(category: str) -> None:
-    if category not in CATEGORIES:
-        raise ValueError(f"category must be one of {CATEGORIES}, got {category!r}")
 
 
 def generate_rows(
@@ -44,11 +40,9 @@ def generate_rows(
         data_dir: ``find-v1`` only: folder of the original release (``None`` downloads it
             from its published URLs when online).
     """
-    _check_category(category)
-    if source not in SOURCES:
-        raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    _checks.one_of("category", category, CATEGORIES)
+    _checks.one_of("source", source, SOURCES)
+    _checks.integer("seed", seed)
     if source == "find-v1":
         from findbench.find import find_v1
 
@@ -71,7 +65,7 @@ def generate_rows(
 def load_rows(category: str, *, seed: int = 0, data: str | os.PathLike | None = None) -> list[dict]:
     """Rows of one config: from a built / imported dataset folder ``data`` (as written by
     ``findbench build``) or else regenerated procedurally from ``seed`` (cached on disk)."""
-    _check_category(category)
+    _checks.one_of("category", category, CATEGORIES)
     if data is not None:
         import datasets
 
@@ -184,8 +178,7 @@ def load_function(
             raise ValueError("function: a row needs 'function_id' and 'category'")
     else:
         raise TypeError(f"function must be a function id or a row mapping, got {type(function).__name__}")
-    category = row["category"]
-    _check_category(category)
+    category = _checks.one_of("category", row["category"], CATEGORIES)
     if category == "numeric":
         from findbench.find import numeric
 

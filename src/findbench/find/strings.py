@@ -953,17 +953,6 @@ def degenerate(row: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _check_generate_args(n: Any, seed: Any, progress: Any) -> None:
-    if not _is_int(n):
-        raise TypeError(f"n must be an int, got {type(n).__name__}")
-    if n <= 0:
-        raise ValueError(f"n must be positive, got {n}")
-    if not _is_int(seed):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    if not isinstance(progress, bool):
-        raise TypeError(f"progress must be a bool, got {type(progress).__name__}")
-
-
 def _sample_functions(n: int, rng: random.Random) -> list[list[tuple[OpSpec, dict]]]:
     n_comp = round(COMPOSITION_FRACTION * n)
     n_atomic = n - n_comp
@@ -1040,12 +1029,10 @@ def generate(n: int = 1000, seed: int = 0, *, progress: bool = True) -> list[dic
         ``n == 1`` there is no other function to draw distractors from, so ``unit_tests`` is empty.
 
     Raises:
-        TypeError / ValueError naming ``n``, ``seed`` or ``progress`` when they are invalid, or
         ValueError when ``n`` exceeds the number of distinct functions the registry can make.
     """
     from tqdm.auto import tqdm
 
-    _check_generate_args(n, seed, progress)
     rng = random.Random(seed)
     functions = _sample_functions(n, rng)
     rng.shuffle(functions)

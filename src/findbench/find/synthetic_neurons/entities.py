@@ -22,7 +22,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from findbench import schema
+from findbench import _checks, schema
 from findbench.find.synthetic_neurons.backbones import DEFAULT_LM, fit_entity_probes
 from findbench.find.synthetic_neurons.entity_words import probe_words
 from findbench.find.synthetic_neurons.features import DEFAULT_ENTITY_FEATURES
@@ -117,8 +117,7 @@ def generate_entities(
     Returns:
         Schema rows (``findbench.schema.empty_row``), deterministic for a given seed.
     """
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    _checks.integer("seed", seed)
     splits = entity_splits(seed, words=words)
     concepts = list(splits)
     training = probe_words({c: u for c, (u, _h) in splits.items()}, associations=words is None)

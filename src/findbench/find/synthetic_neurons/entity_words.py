@@ -26,6 +26,8 @@ import random
 from collections.abc import Mapping, Sequence
 from importlib import resources
 
+from findbench import _checks
+
 _RESOURCE = "entities.json"
 ENTITY_WORDS_VERSION = 1
 
@@ -71,10 +73,8 @@ def split_words(concept: str, n_unit: int = 10, seed: int = 0) -> tuple[list[str
     """
     if not isinstance(concept, str):
         raise TypeError(f"concept must be a str, got {type(concept).__name__}")
-    if isinstance(n_unit, bool) or not isinstance(n_unit, int):
-        raise TypeError(f"n_unit must be an int, got {type(n_unit).__name__}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    _checks.integer("n_unit", n_unit)
+    _checks.integer("seed", seed)
     words = dict(_load_raw()).get(concept)
     if words is None:
         raise ValueError(f"concept: unknown entity concept {concept!r}")

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from findbench import _checks
 from findbench.lm.encoder import EMBEDDED_ENCODER, CachedTextEncoder, load_encoder
 
 #: The prompt whose last-token state is read; ``{word}`` is replaced by the input.
@@ -57,8 +58,7 @@ class PromptStateFeatures(CachedTextEncoder):
         from findbench import sites
         from findbench.models import resolve
 
-        if isinstance(layer, bool) or not isinstance(layer, int):
-            raise TypeError(f"layer must be an int, got {type(layer).__name__}")
+        _checks.integer("layer", layer)
         if not isinstance(prompt, str) or prompt.count("{word}") != 1:
             raise ValueError("prompt must contain exactly one '{word}' placeholder")
         super().__init__(batch_size)

@@ -23,7 +23,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from findbench import schema
+from findbench import _checks, schema
 from findbench.find.synthetic_neurons.backbones import DEFAULT_LM, table_answer
 from findbench.find.synthetic_neurons.prompts import UNDEFINED, render_prompt
 from findbench.find.unit_tests import build_unit_tests
@@ -114,8 +114,7 @@ def generate_relations(seed: int = 0, *, tables=None, lm_model: str = DEFAULT_LM
         tables: relation tables to use instead of the packaged ones (tests).
         lm_model: model recorded for the ``lm`` backbone.
     """
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    _checks.integer("seed", seed)
     tables = _tables(tables)
     splits = [relation_splits(t, seed) for t in tables]
     others = [_other_kind_inputs(tables, i) for i in range(len(tables))]

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from findbench import _checks
 from findbench._io import atomic_dir
 from findbench.find.synthetic_neurons.backbones import DEFAULT_LM, ENTITY_BACKENDS, RELATION_BACKENDS, make_function
 from findbench.find.synthetic_neurons.prompts import UNDEFINED
@@ -45,11 +46,6 @@ def _backends(backend: str | None) -> tuple[str, str]:
     if backend == "table":
         return "embedding", "table"
     raise ValueError(f"backend must be one of {sorted(set(ENTITY_BACKENDS) | set(RELATION_BACKENDS))} or None, got {backend!r}")
-
-
-def _check_limit(name: str, value: int | None) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise ValueError(f"{name} must be a positive int or None, got {value!r}")
 
 
 def entity_selectivity(
@@ -88,8 +84,8 @@ def entity_selectivity(
 
     if backend not in ENTITY_BACKENDS:
         raise ValueError(f"backend must be one of {ENTITY_BACKENDS}, got {backend!r}")
-    _check_limit("limit", limit)
-    _check_limit("words_per_concept", words_per_concept)
+    _checks.positive_int("limit", limit, optional=True)
+    _checks.positive_int("words_per_concept", words_per_concept, optional=True)
     if held_out not in ("members", "associations"):
         raise ValueError(f"held_out must be 'members' or 'associations', got {held_out!r}")
     rows = list(rows) if rows is not None else generate_entities(seed)
@@ -255,8 +251,8 @@ def relation_accuracy(
 
     if backend not in RELATION_BACKENDS:
         raise ValueError(f"backend must be one of {RELATION_BACKENDS}, got {backend!r}")
-    _check_limit("limit", limit)
-    _check_limit("entries_per_relation", entries_per_relation)
+    _checks.positive_int("limit", limit, optional=True)
+    _checks.positive_int("entries_per_relation", entries_per_relation, optional=True)
     check = tables is None if check is None else check
     tables = _tables(tables)
     rows = list(rows) if rows is not None else generate_relations(seed, tables=tables)
