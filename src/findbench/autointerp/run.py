@@ -112,28 +112,22 @@ def run_autointerp(
     """Explain and score SAE latents (see the module docstring for the files written).
 
     Args:
-        model: the model the SAE reads (:func:`~findbench.autointerp.activations.load_model`:
-            ``embedded``, ``minilm``, a folder or a Hub id).
-        sae: ``"embedded"`` (the SAE shipped with findbench), ``"synthetic"`` (planted
-            rules on the input embeddings, explanations known), a sae_lens folder, a sae_lens
-            release (with ``sae_id``), or an SAE object.
+        model: the model the SAE reads (:func:`~findbench.autointerp.activations.load_model`).
+        sae, sae_id: the SAE (:func:`~findbench.autointerp.sae.load_sae`: ``embedded``,
+            ``synthetic``, a sae_lens folder, a release with ``sae_id``, or an SAE object).
         layer, hook: where the SAE reads (default: the SAE's own ``hook_name``).
         explainer, scorer: LM specs (``load_lm``) or LM objects; the scorer defaults to the explainer.
         config: the method's settings (:class:`AutoInterpConfig`).
         cache: sqlite request cache for both LMs (default ``<out>/lm_cache.sqlite``).
-        max_connections: requests in flight for a server-URL LM (vLLM); in-process LMs batch
-            ``config.llm_batch_size`` conversations per forward pass instead.
+        max_connections: requests in flight for a server-URL LM (in-process LMs batch
+            ``config.llm_batch_size`` conversations instead).
         lm_model: the served model name, for server-URL explainer / scorer specs.
-        explanations: use these explanations (latent → text) instead of asking the explainer
-            (e.g. a planted SAE's true explanations).
-        run_id: a name for this run's result files (``<sae>_eval_results_<run_id>.json``,
-            ``..._features_summary_<run_id>.csv``); None: the plain names, overwritten by a
-            rerun in the same ``out``.
+        explanations: latent → text, used instead of asking the explainer.
+        run_id: a name for this run's result files (None: the plain names).
 
     Returns:
-        The results JSON's content, plus ``files`` (the paths written) and ``resumed`` (what
-        was found already done: ``evidence`` / ``firing_counts`` paths read or None,
-        ``lm_cache`` path with its ``hits`` and ``misses`` in this run).
+        The results JSON's content, plus ``files`` (the paths written) and ``resumed`` (the
+        saved evidence / firing counts read, and the LM cache's ``hits`` and ``misses``).
     """
     from findbench.autointerp.corpus import corpus_tokens, special_token_ids
     from findbench.autointerp.sae import load_sae

@@ -26,7 +26,7 @@ given the description than given none, and picks the highest. A trained judge fo
 the mode it was trained for (`embedded-evaluator`: "pmi") and is scored in that mode by default.
 The judge is `embedded` (SmolLM2-135M-Instruct, offline) unless `judge=` names another model, a
 local folder, `embedded-evaluator` (the embedded model fine-tuned as a judge by
-`findbench train-evaluator`), or an OpenAI-compatible server URL (e.g. vLLM serving the paper's
+`findbench train-judge`), or an OpenAI-compatible server URL (e.g. vLLM serving the paper's
 Vicuna judge). The judge reads at most `findbench.judge.MAX_DESCRIPTION_TOKENS` (512) tokens of a
 description; a longer one is cut to that and flagged in `truncated`.
 """
