@@ -1,7 +1,7 @@
 """`findbench report`: the HTML report of a scored run, its figures, and the page in a browser.
 
 The runs are real ones on the small data folder of conftest.py: the ``oracle`` and ``random``
-reference interpreters (no LM), and a scripted chat that calls the numeric functions before
+reference interpreters (no LM), and a scripted LM that calls the numeric functions before
 answering with wrong code (so its episodes carry calls). They are scored by ``evaluate_run``
 with a scripted judge (right on ground-truth descriptions, option 1 otherwise) and drawn by
 ``write_report``. The page is checked twice: its HTML with ``html.parser``, and as rendered by
@@ -37,7 +37,7 @@ from findbench.interpret.report import (
 from findbench.interpret.run import run_interpretations
 from findbench.interpret.scoreboard import PAPER_TABLE2
 from findbench.stats import INTERVAL_NOTE, SMALL_N_LEGEND
-from tests.interpret.fakes import KnowingJudge
+from tests.interpret.fakes import GenerationLM, KnowingJudge
 
 CHROMIUM = Path("/usr/bin/chromium")
 CONFIGS = ["numeric", "strings", "neurons_relations"]
@@ -45,11 +45,16 @@ WRONG_NUMERIC = "def interpretation(x):\n    return 3.0 * x + 40.0\n"
 CALLED = ["-50", "-10", "0", "15", "50", "250"]  # 250 lies outside the domain [-100, 100]
 
 
-async def calling_chat(messages):
+class CallingLM(GenerationLM):
     """Calls the function on CALLED first, then answers with wrong code."""
-    if not any(m["role"] == "assistant" for m in messages):
-        return "Let me look at a few values.\nPYTHON(function.py " + " ".join(CALLED) + ")"
-    return format_answer("A line with slope 3 and intercept 40.", "There is no unusual interval.", WRONG_NUMERIC)
+
+    name = "calling-lm"
+
+    def generate(self, conversations, **kwargs):
+        return ["Let me look at a few values.\nPYTHON(function.py " + " ".join(CALLED) + ")"
+                if not any(m["role"] == "assistant" for m in messages) else
+                format_answer("A line with slope 3 and intercept 40.", "There is no unusual interval.", WRONG_NUMERIC)
+                for messages in conversations]
 
 
 def _scored_run(root: Path, data_dir: Path, interpreter, rows, *, configs=CONFIGS, limit=3) -> Path:
@@ -74,7 +79,7 @@ def random_run(tmp_path_factory, data_dir, rows) -> Path:
 
 @pytest.fixture(scope="module")
 def calling_run(tmp_path_factory, data_dir, rows) -> Path:
-    return _scored_run(tmp_path_factory.mktemp("report") / "calling", data_dir, calling_chat, rows, configs=["numeric"], limit=None)
+    return _scored_run(tmp_path_factory.mktemp("report") / "calling", data_dir, CallingLM(), rows, configs=["numeric"], limit=None)
 
 
 class Page(HTMLParser):
