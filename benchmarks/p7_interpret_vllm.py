@@ -10,10 +10,9 @@ model turns at most, ``--max-tokens`` per turn) run twice through the library's 
   their requests;
 - sequential: ``max_connections=1``, one episode (one request) at a time.
 
-The interpreter is :func:`~findbench.interpret.episode.lm_chat` over an
-:class:`~findbench.lm.OpenAILM` of the server, in a thread pool of ``max_connections``
-threads: what ``run_interpretations`` builds for the spec ``(url, model="embedded")`` except
-the request cache. The cache would skew the comparison: the embedded model rarely calls the
+The interpreter is an :class:`~findbench.lm.OpenAILM` of the server, behind findbench's
+Inspect model API: what ``run_interpretations`` builds for the spec ``(url, model="embedded")``
+except the request cache (``model_args={"cache": None}``). The cache would skew the comparison: the embedded model rarely calls the
 function, so episodes of a config tend to share one transcript; one episode at a time then
 answers all but the first from the cache, while episodes in flight together all miss it.
 
@@ -42,7 +41,6 @@ import json
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from _vllm import SERVED, add_server_args, machine_info, server, write_result  # benchmarks/_vllm.py (the script's folder is on sys.path)
@@ -52,20 +50,17 @@ GOAL_SPEEDUP = 2.0
 
 
 def _one_run(url: str, args, out: Path, connections: int) -> dict:
-    from findbench.interpret.episode import lm_chat
     from findbench.interpret.run import EPISODE_FILES, run_interpretations, summarize_run
     from findbench.lm import OpenAILM
 
-    # the server LM without the request cache (see the module docstring), one thread per
-    # episode in flight, as run_interpretations runs an LM spec
-    with ThreadPoolExecutor(max_workers=connections, thread_name_prefix="p7") as pool:
-        chat = lm_chat(OpenAILM(url, model=SERVED, max_workers=connections, timeout=600), max_tokens=args.max_tokens, executor=pool)
-        t0 = time.perf_counter()
-        run_interpretations(
-            args.data, chat, methods="aia", configs=args.configs, limit=args.limit, rounds=args.rounds,
-            max_tokens=args.max_tokens, seed=args.seed, out=out, max_connections=connections, progress=False,
-        )
-        seconds = time.perf_counter() - t0
+    # the server LM without the request cache (see the module docstring)
+    lm = OpenAILM(url, model=SERVED, max_workers=connections, timeout=600)
+    t0 = time.perf_counter()
+    run_interpretations(
+        args.data, lm, methods="aia", configs=args.configs, limit=args.limit, rounds=args.rounds, max_tokens=args.max_tokens,
+        seed=args.seed, out=out, max_connections=connections, progress=False, model_args={"cache": None},
+    )
+    seconds = time.perf_counter() - t0
     summary = summarize_run(out)
     done = sorted(p for p in out.glob("*/aia/f*") if all((p / f).is_file() for f in EPISODE_FILES))
     transcripts = {f"{p.parent.parent.name}/{p.name}": json.loads((p / "episode.json").read_text())["messages"] for p in done}

@@ -34,12 +34,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from findbench import _checks
 from findbench._io import atomic_write_json, atomic_write_text
-from findbench.constants import JUDGE_CATEGORIES
+from findbench.constants import JUDGE_CATEGORIES, UsageError
 from findbench.judge.data import split_functions
 from findbench.schema import CATEGORIES
-
-__all__ = ["run_main", "load_metric", "DEFAULT_INTERPRETERS"]
 
 logger = logging.getLogger(__name__)
 
@@ -193,10 +192,9 @@ def run_main(
 
     for name, value in (("functions_per_category", functions_per_category), ("lm_functions", lm_functions),
                         ("rounds", rounds), ("max_tokens", max_tokens), ("max_connections", max_connections)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    if isinstance(interpreters, str) or not interpreters or not all(isinstance(i, str) and i for i in interpreters):
-        raise ValueError(f"interpreters must be a non-empty list of names or LM specs, got {interpreters!r}")
+        _checks.positive_int(name, value)
+    if not _checks.str_list("interpreters", interpreters):
+        raise UsageError("interpreters: give at least one name or LM spec")
     data, out = Path(data), Path(out)
     out.mkdir(parents=True, exist_ok=True)
     source = "procedural"

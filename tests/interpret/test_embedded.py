@@ -7,17 +7,11 @@ import json
 
 import pytest
 
-from findbench.interpret.episode import run_episode_sync
 from findbench.interpret.run import EPISODE_FILES, run_interpretations
 
 
 @pytest.mark.slow
-def test_embedded_lm_episode_and_run(embedded_lm, by_id, data_dir, tmp_path):
-    ep = run_episode_sync(by_id["strings/f00000"], embedded_lm, rounds=2, max_tokens=48)
-    assert 1 <= ep.rounds <= 2 and ep.stop_reason in ("answer", "round_limit")
-    assert [m["role"] for m in ep.messages[:3]] == ["system", "user", "assistant"]
-    assert all(m["content"] for m in ep.messages if m["role"] == "user")
-
+def test_embedded_lm_run(embedded_lm, data_dir, tmp_path):
     out = run_interpretations(data_dir, embedded_lm, functions=["neurons_relations/f00000"], methods="aia,milan", rounds=2,
                               max_tokens=48, out=tmp_path / "run", progress=False)
     for method in ("aia", "milan"):

@@ -15,9 +15,7 @@ from findbench.interpret.episode import (
     Episode,
     count_tokens,
     estimate_tokens,
-    lm_chat,
     run_episode,
-    run_episode_sync,
 )
 from findbench.interpret.protocol import UNRECOGNIZED_REPLY, Answer
 from tests.interpret.fakes import GenerationLM
@@ -30,7 +28,7 @@ class ScriptedChat:
         self.replies = list(replies)
         self.seen: list[list[dict]] = []
 
-    async def __call__(self, messages):
+    async def __call__(self, messages, max_tokens=None):
         self.seen.append(messages)
         return self.replies[min(len(self.seen) - 1, len(self.replies) - 1)]
 
@@ -126,18 +124,6 @@ def test_aia_milan_shows_exemplars_then_runs_the_full_loop(rows):
     assert ep.messages[3]["content"] == "Response: Function input - output pairs: (France, Paris)"
 
 
-def test_methods_apply_to_neurons_only(by_id, rows):
-    for fid in ("numeric/f00000", "strings/f00000"):
-        for method in ("milan", "aia+milan"):
-            with pytest.raises(ValueError, match="method"):
-                run(by_id[fid], ScriptedChat(["x"]), method=method)
-    with pytest.raises(ValueError, match="method"):
-        run(by_id["strings/f00000"], ScriptedChat(["x"]), method="MILAN")
-    row = dict(rows["neurons_entities"][0], exemplars=[])
-    with pytest.raises(ValueError, match="exemplars"):
-        run(row, ScriptedChat(["x"]), method="milan")
-
-
 def test_max_tokens_and_usage(by_id):
     seen = []
 
@@ -147,18 +133,6 @@ def test_max_tokens_and_usage(by_id):
 
     ep = run(by_id["numeric/f00000"], chat, max_tokens=77)
     assert seen == [77, 77] and ep.usage == {"input_tokens": 20, "output_tokens": 6}
-    with pytest.raises(TypeError, match="max_tokens"):
-        run(by_id["numeric/f00000"], ScriptedChat(["x"]), max_tokens=10)
-    with pytest.raises(ValueError, match="max_tokens"):
-        run(by_id["numeric/f00000"], chat, max_tokens=0)
-    with pytest.raises(ValueError, match="rounds"):
-        run(by_id["numeric/f00000"], chat, rounds=0)
-
-    async def bad(messages):
-        return 42
-
-    with pytest.raises(TypeError, match="chat must return"):
-        run(by_id["numeric/f00000"], bad)
 
 
 def test_episode_record_round_trips_through_json(by_id):
@@ -180,19 +154,6 @@ class FakeLM(GenerationLM):
     def generate(self, conversations, *, max_new_tokens=64, temperature=0.0, progress=False):
         self.calls.append((conversations, max_new_tokens, temperature))
         return [self.replies[min(len(self.calls) - 1, len(self.replies) - 1)] for _ in conversations]
-
-
-def test_run_episode_sync_adapts_a_findbench_lm(by_id):
-    lm = FakeLM(["PYTHON(function.py 4)", "[DESCRIPTION]: linear"])
-    ep = run_episode_sync(by_id["numeric/f00000"], lm)
-    assert ep.finished and ep.rounds == 2 and ep.messages[3]["content"].endswith("(4, 7)")
-    assert [c[1:] for c in lm.calls] == [(DEFAULT_MAX_TOKENS, 0.0)] * 2
-    assert lm.calls[1][0] == [ep.messages[:4]]
-    lm = FakeLM(["[DESCRIPTION]: x"])
-    run_episode_sync(by_id["numeric/f00000"], lm, max_tokens=33, temperature=0.5)
-    assert lm.calls[0][1:] == (33, 0.5)
-    with pytest.raises(TypeError, match="lm"):
-        lm_chat(object())
 
 
 # ------------------------------------------------------------------- the episode's token budget
@@ -259,17 +220,6 @@ def test_token_budget_counts_reported_usage_else_an_estimate(by_id):
     assert chat.limits == [25, 23, 21, 19] and ep.generated_tokens == 8 and ep.stop_reason == "round_limit"
 
 
-def test_token_budget_arguments(by_id):
-    row = by_id["numeric/f00000"]
-    for bad in (0, -1, 2.5, "100", True):
-        with pytest.raises(ValueError, match="episode_tokens"):
-            run(row, BudgetChat(), episode_tokens=bad)
-    with pytest.raises(TypeError, match="episode_tokens: chat does not take a max_tokens keyword"):
-        run(row, ScriptedChat(["x"]), episode_tokens=10)
-    with pytest.raises(ValueError, match="episode_tokens"):
-        run_episode_sync(row, FakeLM(["x"]), episode_tokens=0)
-
-
 def test_an_episode_record_without_the_token_fields_still_loads(by_id):
     ep = run(by_id["numeric/f00000"], BudgetChat(tokens=lambda limit: 5), episode_tokens=12)
     d = json.loads(json.dumps(ep.to_dict()))
@@ -309,20 +259,3 @@ def test_count_tokens_uses_the_lms_tokenizer_else_the_estimate():
     conversation = [{"role": "user", "content": "a b"}, {"role": "assistant", "content": "c"}]
     assert count_tokens(TokenizingLM([]), conversation=conversation) == 5
     assert count_tokens(FakeLM([]), conversation=conversation) == 1  # "a bc": 4 characters
-
-
-def test_lm_chat_reports_output_tokens_and_the_budget_counts_them(by_id):
-    row = by_id["numeric/f00000"]
-    reply = asyncio.run(lm_chat(TokenizingLM(["one two three"]))([{"role": "user", "content": "hi"}]))
-    assert reply == ChatReply("one two three", {"output_tokens": 3})
-    reply = asyncio.run(lm_chat(FakeLM(["one two three"]))([{"role": "user", "content": "hi"}]))
-    assert reply == ChatReply("one two three", {"output_tokens": 4})  # 13 characters, estimated
-    # counted with the tokenizer: 4 tokens a turn, so turns of 5 then 3 tokens and the budget of 7 is spent
-    lm = TokenizingLM(["PYTHON(function.py 4) and more"])
-    ep = run_episode_sync(row, lm, max_tokens=5, episode_tokens=7)
-    assert [c[1] for c in lm.calls] == [5, 3] and (ep.rounds, ep.generated_tokens, ep.stop_reason) == (2, 8, "token_limit")
-    assert ep.usage == {"output_tokens": 8}
-    # estimated (30 characters: 8 tokens), the first turn spends it
-    lm = FakeLM(["PYTHON(function.py 4) and more"])
-    ep = run_episode_sync(row, lm, max_tokens=5, episode_tokens=7)
-    assert [c[1] for c in lm.calls] == [5] and (ep.rounds, ep.generated_tokens, ep.stop_reason) == (1, 8, "token_limit")

@@ -260,30 +260,6 @@ def test_data_folder_from_run_json(rows, tmp_path):
 
 
 @pytest.mark.slow  # the packaged entity rows' probes read the embedded LM's features
-def test_domain_iou_comes_from_the_domain_scorer(rows, tmp_path, monkeypatch):
-    calls = []
-
-    def score_domain(predictions, rows_):
-        calls.append((list(predictions), [r["function_id"] for r in rows_]))
-        iou = [1.0 if p == "good" else (None if p == "" else 0.25) for p in predictions]
-        return {"domain_iou": sum(v or 0.0 for v in iou) / len(iou), "parse_rate": 1.0, "iou": iou,
-                "status": ["ok"] * len(iou)}
-
-    monkeypatch.setattr(DOMAIN_MODULE + ".score_domain", score_domain)
-    run = tmp_path / "run"
-    write_run_info(run)
-    a, b = rows["numeric"][:2]
-    write_episode(run, "numeric", "aia", a, domain="good", code=a["code"])
-    write_episode(run, "numeric", "aia", b, domain="so-so", code=b["code"])
-    write_episode(run, "numeric", "aia+milan", a, code=a["code"])  # no domain.txt
-    result = evaluate_run(run, out=tmp_path / "out", progress=False)  # numeric only: no judge is loaded
-    assert calls == [(["good", "so-so"], [a["function_id"], b["function_id"]]), ([""], [a["function_id"]])]
-    assert result["scores"]["numeric"]["aia"]["domain_iou"] == pytest.approx(0.625)
-    assert result["scores"]["numeric"]["aia+milan"]["domain_iou"] == 0.0
-    _, table = read_csv(tmp_path / "out" / "per_function.csv")
-    assert [r["domain_iou"] for r in table] == ["1.0", "0.25", ""]
-
-
 def test_domain_iou_with_the_real_domain_scorer(tmp_path):
     domain = pytest.importorskip(DOMAIN_MODULE)
     corrupted = [r for r in load_rows("numeric") if r["subcategory"] == "corruption"][:2]
@@ -338,15 +314,6 @@ def test_errors_name_the_field(rows, tmp_path):
 
     with pytest.raises(ValueError, match="method must be one of"):
         load_interpretations(bad_method, method="gpt")
-
-    no_name = tmp_path / "no_name"
-    write_episode(no_name, "numeric", "aia", row, code="x")
-    (no_name / "run.json").write_text(json.dumps({"seed": 0}))
-    with pytest.raises(ValueError, match=r"run.json\['interpreter'\]"):
-        evaluate_run(no_name, out=tmp_path / "o1", progress=False)
-    (no_name / "run.json").write_text(json.dumps({"interpreter": "x", "seed": "zero"}))
-    with pytest.raises(ValueError, match=r"run.json\['seed'\]"):
-        evaluate_run(no_name, out=tmp_path / "o2", progress=False)
 
     run = tmp_path / "run"
     write_run_info(run)

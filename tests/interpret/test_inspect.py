@@ -1,5 +1,5 @@
 """The harness on Inspect: the task, solver, scorers, the findbench model API, the registry
-entry point and ``findbench interpret --engine inspect``.
+entry point and the run folder ``run_interpretations`` exports from the logs.
 
 No LM is loaded: episodes are driven by Inspect's ``mockllm/model`` with scripted outputs,
 by a scripted findbench LM behind ``findbench/...``, or by the ``oracle`` interpreter; the
@@ -34,11 +34,10 @@ from findbench.interpret.inspect_tasks import (  # noqa: E402
     find_interpret,
     find_samples,
     inspect_model_name,
-    run_inspect_interpretations,
 )
 from findbench.interpret.protocol import UNRECOGNIZED_REPLY, format_answer  # noqa: E402
 from findbench.interpret.references import oracle_answer  # noqa: E402
-from findbench.interpret.run import EPISODE_FILES, LM_CACHE, episode_dir, record_run_info, run_interpretations, write_episode  # noqa: E402
+from findbench.interpret.run import EPISODE_FILES, LM_CACHE, episode_dir, run_interpretations, write_episode  # noqa: E402
 from tests.interpret.fakes import GenerationLM, KnowingJudge
 
 # Inspect's own retry set-up warns on every model call (a tenacity deprecation).
@@ -137,8 +136,8 @@ def test_run_folder_from_the_log_is_scored_by_evaluate(mock_log, data_dir, by_id
     out = tmp_path / "run"
     episodes = episodes_from_log(mock_log.location)
     assert sorted(e.function_id for e in episodes) == sorted(INPUTS)
-    record_run_info(out, {"interpreter": "mockllm/model", "protocol": "text", "rounds": 20, "seed": 0, "data": str(data_dir),
-                          "methods": ["aia"], "configs": ["numeric", "strings"], "findbench_version": "test", "engine": "inspect"})
+    out.mkdir()
+    (out / "run.json").write_text(json.dumps({"interpreter": "mockllm/model", "seed": 0, "data": str(data_dir)}))
     for episode in episodes:
         folder = write_episode(out, episode)
         assert folder == episode_dir(out, episode.function_id, "aia")
@@ -226,8 +225,7 @@ def test_samples_and_their_arguments(data_dir):
     assert {s.metadata["row"]["category"] for s in find_samples(method="milan", data=str(data_dir))} == {
         "neurons_entities", "neurons_relations"}
     for kwargs, field in [({"configs": "images"}, "configs"), ({"configs": "numeric", "method": "milan"}, "method"),
-                          ({"limit": 0}, "limit"), ({"functions": "strings/f99999"}, "functions"),
-                          ({"interpreter": "psychic"}, "interpreter")]:
+                          ({"limit": 0}, "limit"), ({"functions": "strings/f99999"}, "functions")]:
         with pytest.raises(ValueError, match=field):
             find_samples(data=str(data_dir), **kwargs)
 
@@ -240,18 +238,15 @@ def test_milan_on_inspect(data_dir, tmp_path):
     assert episode["calls"][0]["command"] == "exemplars" and episode["finished"]
 
 
-# ---------------------------------------------------------------- findbench interpret --engine inspect
+# ---------------------------------------------------------------- run_interpretations on Inspect
 
 
-def test_cli_engine_inspect_writes_a_run_folder_evaluate_scores(data_dir, by_id, tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("INSPECT_DISPLAY", "none")
+def test_run_folder_is_exported_from_the_logs_and_resumed(data_dir, by_id, tmp_path):
     out = tmp_path / "run"
-    argv = ["interpret", "--engine", "inspect", "--interpreter", "oracle", "--configs", "numeric,strings", "--limit", "2",
-            "--data", str(data_dir), "--out", str(out), "--max-connections", "2"]
-    assert cli.main(argv) == 0
-    assert "numeric/aia: 2 episodes, 2 answered" in capsys.readouterr().out
+    kwargs = dict(configs="numeric,strings", limit=2, out=out, max_connections=2, display="none")
+    run_interpretations(data_dir, "oracle", **kwargs)
     info = json.loads((out / "run.json").read_text())
-    assert info["engine"] == "inspect" and info["protocol"] == "text" and info["interpreter"] == "oracle"
+    assert info["protocol"] == "text" and info["interpreter"] == "oracle"
     assert info["inspect_model"] == "none" and info["configs"] == ["numeric", "strings"] and info["data"] == str(data_dir.resolve())
     assert len(list((out / "logs").glob("*.eval"))) == 1
     folders = sorted(p.relative_to(out).as_posix() for p in out.glob("*/*/f*"))
@@ -263,21 +258,17 @@ def test_cli_engine_inspect_writes_a_run_folder_evaluate_scores(data_dir, by_id,
                                                   "unit_test_accuracy": 1.0, "unit_test_accuracy_ci": [1.0, 1.0],
                                                   "unit_test_accuracy_n": 2}
     # a rerun runs nothing; a lost episode is run again, alone
-    assert cli.main(argv) == 0 and len(list((out / "logs").glob("*.eval"))) == 1
+    run_interpretations(data_dir, "oracle", **kwargs)
+    assert len(list((out / "logs").glob("*.eval"))) == 1
     shutil.rmtree(episode_dir(out, "strings/f00001", "aia"))
-    assert cli.main(argv) == 0
+    run_interpretations(data_dir, "oracle", **kwargs)
     [newest] = sorted((out / "logs").glob("*.eval"))[-1:]
     assert [s.id for s in read_eval_log(str(newest)).samples] == ["strings/f00001"]
     assert (episode_dir(out, "strings/f00001", "aia") / "episode.json").is_file()
-    # settings that change answers, or the other engine, need another folder
-    capsys.readouterr()
-    assert cli.main(argv + ["--rounds", "3"]) == 2
-    assert "other settings: rounds=20 (now 3)" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="other settings: rounds=20 \\(now 3\\)"):
+        run_interpretations(data_dir, "oracle", rounds=3, **kwargs)
     with pytest.raises(ValueError, match="model: the served model name"):
-        run_inspect_interpretations(data_dir, "mockllm/model", model="x", configs="strings", limit=1, out=tmp_path / "other")
-    run_interpretations(data_dir, "oracle", configs="strings", limit=1, out=tmp_path / "native", progress=False)
-    with pytest.raises(ValueError, match="native engine"):
-        run_inspect_interpretations(data_dir, "oracle", configs="strings", limit=1, out=tmp_path / "native")
+        run_interpretations(data_dir, "mockllm/model", model="x", configs="strings", limit=1, out=tmp_path / "other")
 
 
 def test_engine_inspect_with_a_findbench_lm_and_its_cache(data_dir, tmp_path, monkeypatch):
@@ -291,15 +282,14 @@ def test_engine_inspect_with_a_findbench_lm_and_its_cache(data_dir, tmp_path, mo
     monkeypatch.setattr(findbench.lm, "load_lm", load_lm)
     out = tmp_path / "run"
     kwargs = dict(configs="strings", limit=3, out=out, max_tokens=21, display="none")
-    run_inspect_interpretations(data_dir, "scripted-lm", **kwargs)
+    run_interpretations(data_dir, "scripted-lm", **kwargs)
     info = json.loads((out / "run.json").read_text())
-    assert info["interpreter"] == info["inspect_model"] == "findbench/scripted-lm" and info["max_tokens"] == 21
-    assert info["inspect_model_args"] == {"cache": str((out / LM_CACHE).resolve())}
+    assert (info["interpreter"], info["inspect_model"], info["max_tokens"]) == ("scripted-lm", "findbench/scripted-lm", 21)
     assert (out / LM_CACHE).is_file()
     # the first turn is the same request for every string function: the cache answers it twice
     assert lm.limits == [21] * 4
     shutil.rmtree(episode_dir(out, "strings/f00002", "aia"))
-    run_inspect_interpretations(data_dir, "scripted-lm", **kwargs)
+    run_interpretations(data_dir, "scripted-lm", **kwargs)
     assert lm.limits == [21] * 4  # redone from the request cache
     ep = json.loads((episode_dir(out, "strings/f00002", "aia") / "episode.json").read_text())
     assert ep["finished"] and ep["answer"]["description"] == "adds a letter"
@@ -328,8 +318,6 @@ def test_episode_tokens_on_inspect_cap_turns_and_stop_the_episode(data_dir, tmp_
     assert (episode["stop_reason"], episode["rounds"], episode["generated_tokens"], episode["max_episode_tokens"]) == (
         "token_limit", 3, 21, 20)
     assert episode["usage"]["output_tokens"] == 21
-    with pytest.raises(ValueError, match="episode_tokens"):
-        find_interpret(functions="strings/f00000", data=str(data_dir), judge=None, episode_tokens=0)
 
 
 def test_findbench_model_api_counts_for_the_budget(data_dir, tmp_path):
@@ -342,26 +330,6 @@ def test_findbench_model_api_counts_for_the_budget(data_dir, tmp_path):
     # "PYTHON(function.py abc)" is 23 characters (6 tokens), then 6 a turn: 10, 10, 8, then 2 left
     assert lm.limits == [10, 10, 8, 2]
     assert (episode["stop_reason"], episode["rounds"], episode["generated_tokens"]) == ("token_limit", 4, 24)
-
-
-def test_engine_inspect_records_episode_tokens_and_refuses_another(data_dir, tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("INSPECT_DISPLAY", "none")
-    out = tmp_path / "run"
-    kwargs = dict(configs="strings", limit=1, out=out, display="none")
-    run_inspect_interpretations(data_dir, "oracle", episode_tokens=300, **kwargs)
-    assert json.loads((out / "run.json").read_text())["episode_tokens"] == 300
-    ep = json.loads((episode_dir(out, "strings/f00000", "aia") / "episode.json").read_text())
-    assert ep["finished"] and ep["max_episode_tokens"] == 300
-    with pytest.raises(ValueError, match="other settings: episode_tokens=300 \\(now None\\)"):
-        run_inspect_interpretations(data_dir, "oracle", **kwargs)
-    with pytest.raises(ValueError, match="episode_tokens"):
-        run_inspect_interpretations(data_dir, "oracle", episode_tokens=-5, **kwargs)
-    argv = ["interpret", "--engine", "inspect", "--interpreter", "oracle", "--configs", "strings", "--limit", "1",
-            "--data", str(data_dir), "--out", str(out)]
-    capsys.readouterr()
-    assert cli.main(argv + ["--episode-tokens", "301"]) == 2
-    assert "episode_tokens=300 (now 301)" in capsys.readouterr().err
-    assert cli.main(argv + ["--episode-tokens", "300"]) == 0
 
 
 # ---------------------------------------------------------------------------- the entry point
@@ -411,39 +379,6 @@ def test_inspect_cli_finds_the_task_through_the_entry_point(data_dir, tmp_path):
         assert episode["max_episode_tokens"] == 1000  # -T episode_tokens=1000 reached the solver as an int
         assert episode["messages"][3]["content"] == UNRECOGNIZED_REPLY
         assert sample.scores["exact_match"].value == 0.0
-
-
-class FlakyLM(ScriptedLM):
-    """A ScriptedLM whose call number ``fail_at`` (1-based) raises, once."""
-
-    name = "flaky-lm"
-
-    def __init__(self, fail_at):
-        super().__init__()
-        self.fail_at, self.calls = fail_at, 0
-
-    def generate(self, conversations, **kwargs):
-        self.calls += 1
-        if self.calls == self.fail_at:
-            raise RuntimeError("connection lost")
-        return super().generate(conversations, **kwargs)
-
-
-def test_engine_inspect_resumes_after_a_failed_sample(data_dir, tmp_path, monkeypatch):
-    import findbench.lm
-
-    lm, real_load_lm = FlakyLM(fail_at=4), findbench.lm.load_lm
-    monkeypatch.setattr(findbench.lm, "load_lm", lambda spec, *, cache=None, **kw: real_load_lm(lm, cache=cache))
-    out = tmp_path / "run"
-    kwargs = dict(configs="strings", limit=4, out=out, max_connections=1, display="none")
-    with pytest.raises(RuntimeError, match="did not finish.*connection lost"):
-        run_inspect_interpretations(data_dir, "flaky-lm", **kwargs)
-    done = sorted(p.name for p in out.glob("strings/aia/f*"))
-    assert 1 <= len(done) < 4
-    for name in done:
-        assert (out / "strings" / "aia" / name / "episode.json").is_file()
-    run_inspect_interpretations(data_dir, "flaky-lm", **kwargs)
-    assert sorted(p.name for p in out.glob("strings/aia/f*")) == [f"f0000{i}" for i in range(4)]
 
 
 def test_a_missing_judge_fails_before_any_episode(data_dir, monkeypatch):

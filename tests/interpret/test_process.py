@@ -284,15 +284,17 @@ def test_report_shows_the_judges_decisions(judged_run):
 
 
 def test_inspect_explanation_lists_the_decisions():
+    from findbench.interpret.evaluate import score_interpretations
     from findbench.interpret.inspect_tasks import judge_explanation
 
     row = load_rows("strings")[0]
-    tests = [normalize_unit_test(t) for t in row["unit_tests"]]
-    out = judge_unit_tests(HashJudge(), ["reverses the string"], [tests], "strings", mode="pmi")
-    lines = judge_explanation(tests, out["decisions"][0], "strings", "pmi").splitlines()
-    right = sum(d["right"] for d in out["decisions"][0])
-    assert lines[0].startswith(f"judge (pmi): {right}/{len(tests)} unit tests right")
-    for line, test, d in zip(lines[1:], tests, out["decisions"][0]):
-        assert line.startswith(f"{tests.index(test) + 1}. {'right' if d['right'] else 'WRONG'}: chose {d['chosen']}, "
-                               f"correct {d['correct']}, margin {d['margin']:+.3g}")
-        assert render_pmi_option(test, 3, "strings") in line
+    record = {"function_id": row["function_id"], "category": "strings", "method": "aia", "description": "reverses the string",
+              "domain": "", "code": ""}
+    [record] = score_interpretations([record], [row], metrics=("unit_test_accuracy",), judge=HashJudge(), mode="pmi")
+    rows = record["unit_test_rows"]
+    lines = judge_explanation(rows, "pmi").splitlines()
+    assert lines[0].startswith(f"judge (pmi): {sum(r['right'] for r in rows)}/{len(rows)} unit tests right")
+    for k, (line, r) in enumerate(zip(lines[1:], rows), 1):
+        assert line.startswith(f"{k}. {'right' if r['right'] else 'WRONG'}: chose {r['chosen']}, correct {r['correct']}, "
+                               f"margin {r['margin']:+.3g}")
+        assert r["option_3"] in line

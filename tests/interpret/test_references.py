@@ -8,16 +8,24 @@ import asyncio
 import pytest
 
 from findbench.interpret.episode import run_episode
-from findbench.interpret.protocol import Answer
+from findbench.interpret.protocol import Answer, format_answer
 from findbench.interpret.references import (
     CONSTANT_ANSWERS,
-    answer_chat,
     oracle_answer,
     random_answer,
     reference_answer,
     reference_domain,
 )
 from tests.interpret.fakes import KnowingJudge
+
+
+def answer_chat(answer: Answer):
+    """A chat that gives ``answer`` on its first turn, as the solver answers for a reference."""
+
+    async def chat(messages, max_tokens=None):
+        return format_answer(answer.description, answer.domain, answer.code)
+
+    return chat
 
 
 def test_oracle_answers_with_the_ground_truth(by_id, rows):
@@ -129,7 +137,7 @@ _UNIT_TESTS = (("strings", "unit_test_accuracy"), ("neurons_relations", "unit_te
 
 
 def _score_references(data, rows, out, names, limit=None):
-    """Each reference interpreter run (native engine) and scored by ``evaluate_run`` with the
+    """Each reference interpreter run and scored by ``evaluate_run`` with the
     scripted judge (right on a ground-truth description, option 1 otherwise)."""
     from findbench.interpret.evaluate import evaluate_run
     from findbench.interpret.run import run_interpretations

@@ -28,7 +28,6 @@ from inspect_ai.model import (  # noqa: E402
 )
 from inspect_ai.tool import ToolCall  # noqa: E402
 
-from findbench import cli  # noqa: E402
 from findbench.interpret import prompts  # noqa: E402
 from findbench.interpret.calls import FunctionRunner  # noqa: E402
 from findbench.interpret.episode import Episode, run_episode  # noqa: E402
@@ -38,7 +37,6 @@ from findbench.interpret.inspect_tasks import (  # noqa: E402
     call_function_tool,
     find_interpret,
     from_chat_messages,
-    run_inspect_interpretations,
 )
 from findbench.interpret.protocol import (  # noqa: E402
     MAX_INPUT_CHARS,
@@ -98,7 +96,7 @@ def text_protocol_reply(row, command: str) -> str:
     """The text protocol's reply to ``command`` on ``row`` (seed 0), from a whole text episode."""
     replies = iter([command, "[DESCRIPTION]: done"])
 
-    async def chat(messages):
+    async def chat(messages, max_tokens=None):
         return next(replies)
 
     episode = asyncio.run(run_episode(row, chat))
@@ -272,8 +270,6 @@ def test_the_tool_on_its_own(by_id):
     with pytest.raises(ToolError, match="no inputs"):
         asyncio.run(tool.tool(inputs=[]))
     assert episode.malformed_commands == 1 and episode.calls[1]["error"].startswith("no inputs")
-    with pytest.raises(TypeError, match="runner"):
-        call_function_tool(row, episode)
 
 
 def test_milan_with_tools_and_the_oracle(data_dir, tmp_path):
@@ -315,9 +311,9 @@ def test_engine_inspect_with_tools_writes_and_checks_run_json(data_dir, by_id, t
 
     out = tmp_path / "run"
     kwargs = dict(functions="strings/f00000,numeric/f00000", out=out, display="none", protocol="tools")
-    run_inspect_interpretations(data_dir, "mockllm/model", model_args={"custom_outputs": outputs}, **kwargs)
+    run_interpretations(data_dir, "mockllm/model", model_args={"custom_outputs": outputs}, **kwargs)
     info = json.loads((out / "run.json").read_text())
-    assert info["protocol"] == "tools" and info["engine"] == "inspect" and info["inspect_model"] == "mockllm/model"
+    assert info["protocol"] == "tools" and info["inspect_model"] == "mockllm/model"
     for fid in ("strings/f00000", "numeric/f00000"):
         ep = json.loads((episode_dir(out, fid, "aia") / "episode.json").read_text())
         assert ep["protocol"] == "tools" and ep["finished"] and ep["calls"][0]["inputs"] == [str(x) for x in INPUTS[fid][0]]
@@ -326,30 +322,21 @@ def test_engine_inspect_with_tools_writes_and_checks_run_json(data_dir, by_id, t
     assert result["scores"]["numeric"]["aia"]["nmse_success"] == 1.0 and result["scores"]["strings"]["aia"]["exact_match"] == 1.0
     # a folder holds one protocol
     with pytest.raises(ValueError, match="protocol='tools' \\(now 'text'\\)"):
-        run_inspect_interpretations(data_dir, "mockllm/model", **{**kwargs, "protocol": "text"})
+        run_interpretations(data_dir, "mockllm/model", **{**kwargs, "protocol": "text"})
 
 
-def test_cli_protocol_tools(data_dir, tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("INSPECT_DISPLAY", "none")
-    out = tmp_path / "run"
-    argv = ["interpret", "--interpreter", "oracle", "--configs", "strings", "--limit", "1", "--data", str(data_dir),
-            "--out", str(out), "--protocol", "tools"]
-    assert cli.main(argv + ["--engine", "inspect"]) == 0
+def test_references_answer_in_the_tools_protocol(data_dir, tmp_path):
+    out = run_interpretations(data_dir, "oracle", configs="strings", limit=1, out=tmp_path / "run", protocol="tools",
+                              display="none")
     assert json.loads((out / "run.json").read_text())["protocol"] == "tools"
     assert json.loads((episode_dir(out, "strings/f00000", "aia") / "episode.json").read_text())["protocol"] == "tools"
-    # the native engine speaks the text protocol only
-    capsys.readouterr()
-    assert cli.main(argv[:-4] + ["--out", str(tmp_path / "native"), "--protocol", "tools"]) == 2
-    err = capsys.readouterr().err
-    assert "Inspect engine" in err and "supports tool calls" in err and "text protocol only" in err
-    assert not (tmp_path / "native").exists()
-    with pytest.raises(ValueError, match="protocol must be one of"):
+    with pytest.raises(ValueError, match="protocol"):
         run_interpretations(data_dir, "oracle", configs="strings", limit=1, out=tmp_path / "x", protocol="json")
 
 
 def test_findbench_models_refuse_tools(data_dir, tmp_path):
     with pytest.raises(ValueError, match="findbench's own models.*text protocol only"):
-        run_inspect_interpretations(data_dir, "embedded", configs="strings", limit=1, out=tmp_path / "run", protocol="tools")
+        run_interpretations(data_dir, "embedded", configs="strings", limit=1, out=tmp_path / "run", protocol="tools")
     assert not (tmp_path / "run").exists()
     from tests.interpret.test_inspect import ScriptedLM
 

@@ -11,15 +11,14 @@ This package is FIND's interpreter harness; its core needs no agent framework:
   (``aia``; ``milan`` and ``aia+milan`` for neurons).
 - :mod:`~findbench.interpret.calls`: the function runs in this process on the agent's values,
   as ``findbench call`` runs it; no shell, no path, no flag ever reaches it.
-- :mod:`~findbench.interpret.episode`: the agent loop, async around any ``chat(messages)``
-  (an Inspect model, a server), with a synchronous wrapper for findbench LMs.
+- :mod:`~findbench.interpret.episode`: the episode record and the text loop, async around a
+  ``chat(messages)`` (the Inspect solver's model).
 - :mod:`~findbench.interpret.references`: ``oracle`` and ``random`` interpreters and the
   ``constant`` and ``empty`` baselines (no LM).
-- :mod:`~findbench.interpret.run`: many episodes, concurrently, into a resumable run folder
-  ``<out>/<category>/<method>/fNNNNN/`` (``findbench interpret``).
-- :mod:`~findbench.interpret.inspect_tasks`: the same episodes on Inspect (the ``interpret``
-  extra): task ``findbench/find_interpret``, its solver and scorers, the ``findbench/<spec>``
-  model API, and ``findbench interpret --engine inspect``. Not imported here (it imports
+- :mod:`~findbench.interpret.run`: many episodes through ``inspect_ai.eval``, exported as a
+  resumable run folder ``<out>/<category>/<method>/fNNNNN/`` (``findbench interpret``).
+- :mod:`~findbench.interpret.inspect_tasks`: task ``findbench/find_interpret``, its solver and
+  scorers, and the ``findbench/<spec>`` model API. Not imported here (it imports
   ``inspect_ai``); Inspect finds it through the ``inspect_ai`` entry point.
 
 The run folders are scored by :mod:`findbench.interpret.evaluate` (rendered as Table 2 by
@@ -37,9 +36,7 @@ from findbench.interpret.episode import (
     Chat,
     ChatReply,
     Episode,
-    lm_chat,
     run_episode,
-    run_episode_sync,
 )
 from findbench.interpret.prompts import MILAN_TURNS, build_messages, system_prompt, task_prompt
 from findbench.interpret.protocol import (
@@ -87,7 +84,6 @@ __all__ = [
     "empty_answer",
     "format_answer",
     "format_reply",
-    "lm_chat",
     "oracle_answer",
     "parse_answer",
     "parse_commands",
@@ -95,7 +91,6 @@ __all__ = [
     "reference_answer",
     "reference_domain",
     "run_episode",
-    "run_episode_sync",
     "run_interpretations",
     "summarize_run",
     "system_prompt",

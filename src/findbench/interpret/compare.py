@@ -29,8 +29,6 @@ from findbench.interpret.scoreboard import TABLE2_COLUMNS
 from findbench.schema import CATEGORIES
 from findbench.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED, SMALL_N_LEGEND, is_small, paired_bootstrap
 
-__all__ = ["COMPARED_METRICS", "read_per_function", "compare_runs", "render_comparison_table"]
-
 #: The metrics of ``scores.json`` compared (per category: those of ``CATEGORY_METRICS``).
 COMPARED_METRICS = ("nmse_success", "exact_match", "unit_test_accuracy", "domain_iou")
 _PER_FUNCTION = "per_function.csv"

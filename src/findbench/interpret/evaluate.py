@@ -1,49 +1,25 @@
 """Score a folder of interpretations into FIND's Table 2 (``findbench evaluate``).
 
-Two folder layouts are read:
+Two layouts are read: a ``findbench interpret`` run, ``<run>/run.json`` and
+``<run>/<category>/<method>/fNNNNN/{description.txt, domain.txt, code.py, episode.json}``, whose
+``episode.json`` carries the row interpreted (the ground truth it is scored against); and FIND's
+own results layout, ``<dir>/<category>/fNNNNN/{description.txt, domain.txt, code.py}`` (every
+episode ``aia`` unless ``method`` says otherwise), scored against the rows of ``data``.
+A missing or empty part is scored as a failure where its metric applies.
 
-* a run written by ``findbench interpret``: ``<run>/run.json`` (``interpreter``, and
-  optionally ``seed`` and ``data``) and one folder per episode,
-  ``<run>/<category>/<method>/fNNNNN/{description.txt, domain.txt, code.py, episode.json}``;
-* FIND's own results layout: ``<dir>/<category>/fNNNNN/{description.txt, domain.txt, code.py}``
-  (no method level: every episode counts as ``aia`` unless ``method`` says otherwise).
-
-A part the interpreter did not give (a missing or empty file) is scored as a failure where
-its metric applies: NMSE ``inf`` without code, exact match 0 without code, a description
-judged as written (an empty one is at chance).
-
-Per function (``per_function.csv``):
-
-* ``nmse`` (numeric): :func:`findbench.find.code_scoring.score_nmse` of ``code.py`` against
-  the row's ground-truth code;
-* ``exact_match`` (strings): :func:`findbench.find.code_scoring.score_exact_match` on the
-  row's ``test_inputs`` (a row without code, as in FIND v1's release, is compared on its unit
-  tests' correct pairs instead: :func:`reference_program`; with neither the cell is empty);
-* ``unit_test_accuracy`` (strings, entities, relations): the description judged on the row's
-  ``unit_tests`` (:func:`findbench.judge.judge_unit_tests`);
-* ``domain_iou`` (numeric): ``findbench.find.domain.score_domain`` of ``domain.txt``;
-* ``calls``, ``distinct_inputs``, ``probed_corruption`` (episodes with an ``episode.json``):
-  how the agent experimented (:mod:`findbench.interpret.process`); ``probed_corruption`` is
-  1/0 for corrupted functions only. Their summary per category and method is in
-  ``process.json`` and a section of ``table.md`` (``scores.json`` keeps Table 2's shape).
-
-Per unit test (``unit_tests.csv``, :data:`UNIT_TEST_COLUMNS`): the judge's own decisions
-(``"decisions"`` of :func:`findbench.judge.judge_unit_tests`): the three options as the judge
-read them (``"in" -> "out"`` for strings, ``in -> out`` for relations, the word for entities),
-the correct option, the one chosen, ``right`` (1/0), the judge's score of each option and the
-``margin`` (score of the correct option minus the best wrong one, in the mode's units: the
-answer-token log-prob for ``logprob``, the PMI for ``pmi``, in nats; empty for ``generate``,
-whose raw ``answer`` is kept instead). A function's ``unit_test_accuracy`` is the mean of its
-rows' ``right``.
+Per function (``per_function.csv``, :func:`score_interpretations`): ``nmse`` (numeric),
+``exact_match`` (strings; a row without code is compared on its unit tests' correct pairs,
+:func:`reference_program`), ``unit_test_accuracy`` (strings and neurons, the judge on the row's
+``unit_tests``), ``domain_iou`` (numeric), and how the agent experimented (``calls``,
+``distinct_inputs``, ``probed_corruption``: :mod:`findbench.interpret.process`, summarised in
+``process.json``). Per unit test (``unit_tests.csv``, :data:`UNIT_TEST_COLUMNS`): the judge's
+options, choice, scores and ``margin`` (correct option minus the best wrong one, in the mode's
+units; the raw ``answer`` in ``generate`` mode).
 
 Per category and method (``scores.json``): ``nmse_success`` (share with NMSE below FIND's
-threshold), ``mean_nmse`` (over finite values), ``exact_match``, ``unit_test_accuracy``,
-``domain_iou`` (means over functions); ``null`` where no value exists. Beside each metric,
-``<metric>_ci`` is its 95 % percentile bootstrap interval ``[low, high]`` over the functions
-averaged (:func:`findbench.stats.bootstrap_ci`, seed 0; ``null`` without any) and
-``<metric>_n`` their number (:func:`unit_values`: a function is one unit; for
-``nmse_success`` its 0/1 success). ``table.md`` renders them as Table 2, each cell
-``0.83 [0.62, 0.97] (n=6)`` with n < 10 marked (:mod:`findbench.interpret.scoreboard`).
+threshold), ``mean_nmse`` (finite values), ``exact_match``, ``unit_test_accuracy``,
+``domain_iou``; beside each, ``<metric>_ci`` (95 % percentile bootstrap interval over the
+functions, seed 0) and ``<metric>_n`` (:func:`unit_values`). ``table.md`` renders them as Table 2.
 """
 
 from __future__ import annotations
@@ -63,20 +39,6 @@ from findbench._io import atomic_dir, read_json_object
 from findbench.interpret.protocol import METHODS
 from findbench.schema import CATEGORIES
 from findbench.stats import bootstrap_ci
-
-__all__ = [
-    "METHODS",
-    "PARTS",
-    "SCORE_METRICS",
-    "CSV_COLUMNS",
-    "CATEGORY_METRICS",
-    "OUTPUT_FILES",
-    "UNIT_TEST_COLUMNS",
-    "load_interpretations",
-    "read_run_info",
-    "evaluate_run",
-    "unit_values",
-]
 
 logger = logging.getLogger(__name__)
 
@@ -110,25 +72,9 @@ _RUN_INFO = "run.json"
 
 
 def read_run_info(run_dir: str | os.PathLike) -> dict[str, Any]:
-    """``<run_dir>/run.json`` as a dict (``{}`` when the folder has none).
-
-    ValueError naming the field when the file is not a JSON object, ``interpreter`` is
-    missing or not a non-empty string, or ``seed`` is not an int.
-    """
+    """``<run_dir>/run.json`` as a dict (``{}`` when the folder has none)."""
     path = Path(run_dir) / _RUN_INFO
-    if not path.is_file():
-        return {}
-    info = read_json_object(path, "run.json:")
-    interpreter = info.get("interpreter")
-    if not isinstance(interpreter, str) or not interpreter.strip():
-        raise ValueError(f"run.json['interpreter'] must name the interpreter (a non-empty string) in {path}, got {interpreter!r}")
-    seed = info.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise ValueError(f"run.json['seed'] must be an int or null in {path}, got {seed!r}")
-    data = info.get("data")
-    if data is not None and not isinstance(data, str):
-        raise ValueError(f"run.json['data'] must be a folder path or null in {path}, got {data!r}")
-    return info
+    return read_json_object(path, "run.json:") if path.is_file() else {}
 
 
 def _subdirs(folder: Path) -> list[Path]:
@@ -224,9 +170,9 @@ def load_interpretations(run_dir: str | os.PathLike, method: str | None = None) 
     FIND-layout folder (default ``aia``) and, for a ``findbench interpret`` run, keeps only
     that method's episodes. Records come in category, method, function order.
 
-    Raises FileNotFoundError when ``run_dir`` is not a folder and ValueError naming the field
-    for a folder with nothing to score, a folder of episodes under an unknown category or
-    method, a misnamed episode folder, or mixed layouts.
+    FileNotFoundError when ``run_dir`` is not a folder; ValueError naming the field for a folder
+    with nothing to score, an unknown category or method folder, a misnamed episode folder, or
+    mixed layouts.
     """
     return _scan(Path(run_dir), method)[1]
 
@@ -287,56 +233,35 @@ def _join_rows(records: list[dict[str, Any]], data: Any, seed: int) -> dict[str,
     return rows
 
 
-def _score_domains(records: list[dict[str, Any]], rows: dict[str, dict]) -> tuple[list[float | None], dict[str, float | None]]:
-    """Per-record domain IoU and per-method aggregates."""
-    from findbench.find.domain import score_domain
-
-    per: list[float | None] = [None] * len(records)
-    by_method: dict[str, float | None] = {}
-    for method in METHODS:
-        idx = [i for i, r in enumerate(records) if r["method"] == method]
-        if not idx:
-            continue
-        out = score_domain([records[i]["domain"] for i in idx], [rows[records[i]["function_id"]] for i in idx])
-        for i, value in zip(idx, out["iou"]):
-            per[i] = None if value is None else float(value)
-        agg = out.get("domain_iou")
-        by_method[method] = float(agg) if isinstance(agg, (int, float)) and math.isfinite(agg) else None
-    return per, by_method
-
-
-def _score_category(
-    category: str,
-    records: list[dict[str, Any]],
-    rows: dict[str, dict],
-    lm: Any,
-    mode: str,
-    progress: bool,
-) -> dict[str, dict[str, Any]]:
-    """Fill each record's metric fields; return ``{method: {metric: value, "<metric>_ci": [low,
-    high] | None, "<metric>_n": n}}``."""
+def score_interpretations(records: list[dict[str, Any]], rows: list[dict], *, metrics: Sequence[str] = CSV_COLUMNS[3:],
+                          judge: Any = None, mode: str = "logprob", progress: bool = False) -> list[dict[str, Any]]:
+    """Score interpretations of one category against their rows (``rows[i]`` is ``records[i]``'s
+    function): set each record's ``nmse`` (numeric; ``inf`` without code), ``exact_match``
+    (strings; against :func:`reference_program`), ``domain_iou`` (numeric) and
+    ``unit_test_accuracy`` (strings and neurons, with the ``judge`` LM, and the judge's decision
+    on each unit test under ``"unit_test_rows"``), None where a metric does not apply; only the
+    ``metrics`` asked. The one scoring path of ``findbench evaluate`` and the Inspect scorers."""
     from findbench.find.code_scoring import score_exact_match, score_nmse
 
+    category = records[0]["category"] if records else None
     for rec in records:
         for metric in CSV_COLUMNS[3:]:
-            rec[metric] = None
-    truth = [rows[r["function_id"]] for r in records]
-    has_code = [bool(r["code"].strip()) for r in records]
-    coded = [i for i, ok in enumerate(has_code) if ok]
-    domain_by_method: dict[str, float | None] | None = None
-
-    if category == "numeric":
+            rec.setdefault(metric, None)
+    coded = [i for i, r in enumerate(records) if r["code"].strip()]
+    if category == "numeric" and "nmse" in metrics:
         for rec in records:
             rec["nmse"] = math.inf
         if coded:
-            out = score_nmse([records[i]["code"] for i in coded], [truth[i]["code"] for i in coded], progress=progress)
+            out = score_nmse([records[i]["code"] for i in coded], [rows[i]["code"] for i in coded], progress=progress)
             for i, value in zip(coded, out["nmse"]):
                 records[i]["nmse"] = float(value)
-        per, domain_by_method = _score_domains(records, rows)
-        for rec, value in zip(records, per):
-            rec["domain_iou"] = value
-    if category == "strings":
-        references = [reference_program(row) for row in truth]
+    if category == "numeric" and "domain_iou" in metrics:
+        from findbench.find.domain import score_domain
+
+        for rec, value in zip(records, score_domain([r["domain"] for r in records], rows)["iou"]):
+            rec["domain_iou"] = float(value)
+    if category == "strings" and "exact_match" in metrics:
+        references = [reference_program(row) for row in rows]
         for rec, ref in zip(records, references):
             rec["exact_match"] = 0.0 if ref is not None else None
         missing = sum(ref is None for ref in references)
@@ -344,28 +269,30 @@ def _score_category(
             logger.warning("exact_match: %d strings function(s) have neither reference code nor unit-test outputs; left empty", missing)
         scored = [i for i in coded if references[i] is not None]
         if scored:
-            out = score_exact_match(
-                [records[i]["code"] for i in scored], [references[i][0] for i in scored],
-                [references[i][1] for i in scored], progress=progress,
-            )
+            out = score_exact_match([records[i]["code"] for i in scored], [references[i][0] for i in scored],
+                                    [references[i][1] for i in scored], progress=progress)
             for i, value in zip(scored, out["per_function"]):
                 records[i]["exact_match"] = float(value)
-    if category != "numeric":
+    if category not in (None, "numeric") and "unit_test_accuracy" in metrics:
         from findbench.judge import judge_unit_tests, normalize_unit_test
 
-        judged = [i for i, row in enumerate(truth) if row.get("unit_tests")]
+        judged = [i for i, row in enumerate(rows) if row.get("unit_tests")]
         if len(judged) < len(records):
             logger.info("unit_test_accuracy: %d %s function(s) have no unit tests; left empty", len(records) - len(judged), category)
         if judged:
-            out = judge_unit_tests(
-                lm, [records[i]["description"] for i in judged],
-                [[normalize_unit_test(t) for t in truth[i]["unit_tests"]] for i in judged],
-                category, mode=mode, progress=progress,
-            )
+            out = judge_unit_tests(judge, [records[i]["description"] for i in judged],
+                                   [[normalize_unit_test(t) for t in rows[i]["unit_tests"]] for i in judged],
+                                   category, mode=mode, progress=progress)
             for i, value in zip(judged, out["per_function"]):
                 records[i]["unit_test_accuracy"] = float(value)
-            _keep_decisions(records, judged, truth, out, category, mode)
+            _keep_decisions(records, judged, rows, out, category, mode)
+    return records
 
+
+def _score_category(category: str, records: list[dict[str, Any]], rows: dict[str, dict], lm: Any, mode: str,
+                    progress: bool) -> dict[str, dict[str, Any]]:
+    """Score each record; return ``{method: {metric: value, "<metric>_ci": [low, high] | None, "<metric>_n": n}}``."""
+    score_interpretations(records, [rows[r["function_id"]] for r in records], judge=lm, mode=mode, progress=progress)
     scores: dict[str, dict[str, Any]] = {}
     for method in METHODS:
         group = [r for r in records if r["method"] == method]
@@ -374,14 +301,7 @@ def _score_category(
         agg: dict[str, Any] = {}
         for metric in CATEGORY_METRICS[category]:
             units = unit_values(metric, group)
-            if metric == "nmse_success":
-                agg[metric] = float(sum(units) / len(units))
-            elif metric == "domain_iou":
-                agg[metric] = None if domain_by_method is None else domain_by_method.get(method)
-                if agg[metric] is None:
-                    units = []
-            else:
-                agg[metric] = _finite_mean(units)
+            agg[metric] = float(sum(units) / len(units)) if metric == "nmse_success" else _finite_mean(units)
             agg[f"{metric}_ci"], agg[f"{metric}_n"] = _interval(units)
         scores[method] = agg
     return scores
@@ -480,21 +400,27 @@ def _episode_json(run_dir: Path, layout: str, record: dict[str, Any]) -> Path:
     return folder / "episode.json"
 
 
-def _add_process(run_dir: Path, layout: str, records: list[dict[str, Any]], rows: dict[str, dict[str, dict]]) -> None:
-    """Fill each record's process columns from its ``episode.json`` (None without one; a
-    damaged file is logged and counts as none)."""
+def _read_episodes(run_dir: Path, layout: str, records: list[dict[str, Any]]) -> None:
+    """Attach each record's ``episode.json`` (``"episode"``, None without one; a damaged file is
+    logged and counts as none) and the row it carries (``"row"``)."""
     from findbench.interpret.episode import read_episode_file
+
+    for rec in records:
+        path, rec["episode"] = _episode_json(run_dir, layout, rec), None
+        if path.is_file():
+            try:
+                rec["episode"] = read_episode_file(path)
+            except ValueError as exc:
+                logger.warning("process metrics: %s", exc)
+        rec["row"] = (rec["episode"] or {}).get("row")
+
+
+def _add_process(records: list[dict[str, Any]], rows: dict[str, dict[str, dict]]) -> None:
+    """Fill each record's process columns from its episode."""
     from findbench.interpret.process import episode_process
 
     for rec in records:
-        path = _episode_json(run_dir, layout, rec)
-        episode = None
-        if path.is_file():
-            try:
-                episode = read_episode_file(path)
-            except ValueError as exc:
-                logger.warning("process metrics: %s", exc)
-        values = episode_process(episode, rows[rec["category"]][rec["function_id"]])
+        values = episode_process(rec["episode"], rows[rec["category"]][rec["function_id"]])
         if values["probed_corruption"] is not None:
             values["probed_corruption"] = int(values["probed_corruption"])
         rec.update(values)
@@ -534,8 +460,10 @@ def evaluate_run(
 
     Args:
         run_dir: a ``findbench interpret`` run or a FIND results folder (see the module docstring).
-        data: dataset folder written by ``findbench build`` holding the functions; default:
-            ``data`` in ``run.json``, else procedural rows with ``run.json``'s ``seed`` (or 0).
+        data: dataset folder written by ``findbench build`` holding the functions, for episodes
+            that carry no row (FIND's layout, older runs); default: ``data`` in ``run.json``,
+            else procedural rows with ``run.json``'s ``seed`` (or 0). A run on in-memory rows
+            whose episodes carry none is refused without it.
         judge: the unit-test judge: ``"embedded-evaluator"`` (trained by
             ``findbench train-evaluator``), ``"embedded"``, a folder, a Hub id, a server URL
             (with ``judge_model``) or a :class:`findbench.lm.LM` instance. Loaded only when
@@ -549,13 +477,9 @@ def evaluate_run(
         judge_cache: sqlite file caching the judge's answers (resumable runs).
         progress: progress bars of the sandbox and the judge.
 
-    Returns ``{"interpreter", "layout", "scores", "counts", "out", "table"}``: ``scores`` as in
-    ``scores.json`` (``{category: {method: {metric: value, "<metric>_ci": [low, high],
-    "<metric>_n": n}}}``, ``None`` where undefined),
-    ``counts`` the number of functions per category and method, ``table`` the markdown,
-    ``process`` as in ``process.json`` (:func:`findbench.interpret.process.aggregate_process`).
-    Also written: ``unit_tests.csv`` (the judge's decision on every unit test; header only
-    when no unit test was judged).
+    Returns ``{"interpreter", "layout", "scores", "counts", "out", "table", "process"}``: ``scores``
+    as in ``scores.json`` (``None`` where undefined), ``counts`` the functions per category and
+    method, ``table`` the markdown, ``process`` as in ``process.json``.
     """
     from findbench.interpret.scoreboard import render_table
 
@@ -572,8 +496,14 @@ def evaluate_run(
     seed = info.get("seed") or 0
     if data is None and info.get("data"):
         data = info["data"]
-    check_rows_known(info, data, run_path)
-    rows = _join_rows(records, data, seed)
+    _read_episodes(run_path, layout, records)
+    if all(r["row"] for r in records):  # the rows the episodes ran on, carried in episode.json
+        rows = {c: {r["function_id"]: r["row"] for r in records if r["category"] == c} for c in CATEGORIES}
+        where = "the rows carried in each episode.json"
+    else:
+        check_rows_known(info, data, run_path)
+        rows = _join_rows(records, data, seed)
+        where = f"`{data}`" if data is not None else f"procedural, seed {seed}"
 
     lm, mode = None, "logprob"
     if any(r["category"] != "numeric" for r in records):
@@ -592,13 +522,13 @@ def evaluate_run(
         scores[category] = _score_category(category, group, rows[category], lm, mode, progress)
         counts[category] = {m: sum(r["method"] == m for r in group) for m in METHODS if any(r["method"] == m for r in group)}
 
-    notes = [f"Run: `{run_path}` ({layout} layout); data: " + (f"`{data}`" if data is not None else f"procedural, seed {seed}") + "."]
+    notes = [f"Run: `{run_path}` ({layout} layout); data: {where}."]
     if lm is not None:
         notes.append(f"Judge: `{getattr(lm, 'name', type(lm).__name__)}` in `{mode}` mode.")
     table = render_table(interpreter, scores, counts=counts, notes=notes)
     from findbench.interpret.process import aggregate_process, render_process
 
-    _add_process(run_path, layout, records, rows)
+    _add_process(records, rows)
     process = aggregate_process(records)
     section = render_process(process)
     if section:

@@ -1,68 +1,28 @@
-"""FIND's interpreter harness on Inspect (``inspect-ai``, the ``interpret`` extra).
+"""FIND's interpreter harness on Inspect: every episode runs through ``inspect_ai.eval``.
 
-Inspect supplies the parts around an episode: model providers, concurrency limits, retries,
-token accounting, transcripts and ``.eval`` logs (read them with ``inspect view``). The
-episode itself is findbench's: the solver hands :func:`findbench.interpret.episode.run_episode`
-a chat that calls Inspect's model, so prompts, the text command protocol and the function
-calls are those of ``findbench interpret --engine native``. Inspect also runs the ``tools``
-protocol, which the native engine does not: the agent experiments with native tool calls of
-``call_function(inputs)`` (:func:`call_function_tool`, :func:`run_tool_episode`).
-
-What this module registers (importing it registers them; Inspect imports it through the
-``inspect_ai`` entry point of the findbench distribution, :mod:`findbench.interpret._inspect_registry`):
+What this module registers (Inspect imports it through the ``inspect_ai`` entry point,
+:mod:`findbench.interpret._inspect_registry`):
 
 - task ``findbench/find_interpret``: one :class:`~inspect_ai.dataset.Sample` per FIND function
-  (id: the function id, metadata: the dataset row and the method), solved by
-  :func:`find_agent` and scored by the scorers below::
+  (id: the function id, metadata: the dataset row and the method), solved by :func:`find_agent`
+  and scored by the scorers below::
 
-      inspect eval findbench/find_interpret -T configs=strings -T limit=2 --model hf/local -M model_path=<folder>
+      inspect eval findbench/find_interpret -T configs=strings -T limit=2 --model findbench/embedded
 
-- solver :func:`find_agent`: one episode; the :class:`~findbench.interpret.episode.Episode`
-  record goes to the sample's store under :data:`STORE_KEY`, the conversation to the
-  sample's messages (``tools``: Inspect's own, tool calls and results included), the parsed
-  answer (in the protocol's format) to its output.
-- scorers, thin wrappers over findbench's scoring functions: :func:`nmse_success` (numeric,
-  :func:`~findbench.find.code_scoring.score_nmse`), :func:`exact_match` (strings,
-  :func:`~findbench.find.code_scoring.score_exact_match`), :func:`domain_iou` (numeric,
-  :func:`findbench.find.domain.score_domain`) and :func:`unit_test_accuracy` (strings and
-  neurons, :func:`findbench.judge.judge_unit_tests`). Interpreter code runs in findbench's
-  sandbox, never in this process. A scorer gives no score for a category it does not apply to.
+- solver :func:`find_agent`: one episode in the ``text`` protocol (FIND's ``PYTHON(...)``
+  commands, :func:`~findbench.interpret.episode.run_episode`, any model) or the ``tools``
+  protocol (native calls of ``call_function(inputs)``, :func:`run_tool_episode`; the model's
+  provider must support tools, findbench's own models do not). The episode record goes to the
+  sample's store under :data:`STORE_KEY`. Token budgets (``episode_tokens``) cap each turn at
+  what is left; a turn without an answer that spends it ends the episode (``token_limit``).
+- scorers :func:`nmse_success`, :func:`exact_match`, :func:`domain_iou` and
+  :func:`unit_test_accuracy`, each a view of :func:`findbench.interpret.evaluate.score_interpretations`.
 - model API ``findbench``: ``--model findbench/<spec>`` answers with a findbench LM
-  (:func:`findbench.lm.load_lm`: ``embedded``, a folder, a Hub id; a server URL with
-  ``-M model=<served name>``, or ``--model findbench/<served name> --model-base-url <URL>``).
-  ``-M cache=<file>`` puts findbench's sqlite request cache
-  (:class:`~findbench.lm.cache.CachedLM`) around it, so a rerun after an interruption does
-  not repeat finished requests.
+  (:func:`findbench.lm.load_lm`; ``-M cache=<file>`` puts the sqlite request cache around it,
+  ``-M lm=<instance>`` from Python).
 
-:func:`run_inspect_interpretations` (``findbench interpret --engine inspect``) runs the task
-with Inspect's ``eval()`` and writes the usual run folder from the logs, so
-``findbench evaluate`` scores it unchanged.
-
-Protocols (task argument ``protocol``, recorded in the task's metadata, each episode and
-``run.json``):
-
-- ``text`` (default): FIND's ``PYTHON(function.py ...)`` commands in the messages, with every model.
-- ``tools``: the model gets one tool, ``call_function(inputs: list[str | float])``; each call
-  runs the row's function in this process through the same
-  :class:`~findbench.interpret.calls.FunctionRunner` as a text command (same values, same
-  outputs and seeded noise, the same ``Response: ...`` line as the tool's result) and is
-  recorded in the episode's ``calls`` with its round. A call with bad inputs
-  (:func:`~findbench.interpret.protocol.tool_command`: not a list of strings or numbers,
-  empty, too many or too long values) is a tool error, counted in ``malformed_commands``; a
-  message with neither a tool call nor an answer gets
-  :data:`~findbench.interpret.protocol.TOOL_UNRECOGNIZED_REPLY` and is counted in
-  ``unrecognized_turns``, as in ``text``. The answer is text, as in
-  ``text``, and ends the episode (tool calls in it are not run); so does the round limit. It
-  needs a provider that passes tools to its model (``openai-api/...``, ``vllm/...``, ``hf/...``
-  with a chat template that has tools, ``mockllm/model`` in tests); findbench's own models
-  (``findbench/<spec>``) are text-only and refuse tools.
-
-Both protocols take a budget of generated tokens per episode (task argument
-``episode_tokens``, ``findbench interpret --episode-tokens``): each turn's ``max_tokens`` is
-capped at what is left, and a turn without an answer that spends it ends the episode
-(``stop_reason`` ``"token_limit"``). Turns count the ``output_tokens`` Inspect reports for
-them (``findbench/<spec>`` models: counted with the LM's tokenizer), else an estimate of 4
-characters a token.
+:func:`findbench.interpret.run.run_interpretations` (``findbench interpret``) runs these and
+exports the logs as FIND's run folder.
 """
 
 from __future__ import annotations
@@ -97,23 +57,21 @@ from inspect_ai.scorer import Score, Target, mean, scorer, stderr
 from inspect_ai.solver import Generate, TaskState, solver
 from inspect_ai.tool import ToolChoice, ToolDef, ToolError, ToolInfo
 
+from findbench import _checks
 from findbench._version import __version__
+from findbench.constants import UsageError
 from findbench.interpret.calls import FunctionRunner
 from findbench.interpret.episode import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_ROUNDS,
     ChatReply,
     Episode,
-    _add_usage,
-    _budget_spent,
-    _reply_tokens,
-    _turn_limit,
     count_tokens,
     open_episode,
     run_command,
     run_episode,
 )
-from findbench.interpret.prompts import check_method, turn_grammar
+from findbench.interpret.prompts import MILAN_TURNS, check_method, turn_grammar
 from findbench.interpret.protocol import (
     MAX_INPUT_CHARS,
     MAX_INPUTS_PER_COMMAND,
@@ -122,54 +80,15 @@ from findbench.interpret.protocol import (
     REPLY_PREFIX,
     TOOL_NAME,
     TOOL_UNRECOGNIZED_REPLY,
-    check_protocol,
     format_answer,
     parse_answer,
     tool_call_text,
     tool_command,
 )
 from findbench.interpret.references import REFERENCE_INTERPRETERS, reference_answer
-from findbench.interpret.run import (
-    LM_CACHE,
-    _as_list,
-    _check_int,
-    check_methods,
-    episode_dir,
-    is_complete_episode,
-    record_run_info,
-    run_info,
-    write_episode,
-)
-from findbench.lm.base import Constraint, check_structured_outputs, use_structured_outputs
+from findbench.lm.base import Constraint, use_structured_outputs
 from findbench.schema import CATEGORIES, parse_function_id
 
-__all__ = [
-    "ENGINE",
-    "STORE_KEY",
-    "TASK_NAME",
-    "LOG_DIR",
-    "find_interpret",
-    "find_samples",
-    "find_agent",
-    "call_function_tool",
-    "run_tool_episode",
-    "inspect_chat",
-    "nmse_success",
-    "exact_match",
-    "domain_iou",
-    "unit_test_accuracy",
-    "judge_explanation",
-    "FindbenchModelAPI",
-    "findbench_model_api",
-    "to_chat_messages",
-    "from_chat_messages",
-    "inspect_model_name",
-    "episodes_from_log",
-    "run_inspect_interpretations",
-]
-
-#: ``engine`` of run folders written from Inspect logs.
-ENGINE = "inspect"
 #: Key of the episode record (``Episode.to_dict()``) in a sample's store.
 STORE_KEY = "findbench_episode"
 #: The task's registry name (``inspect eval findbench/find_interpret``).
@@ -267,11 +186,6 @@ def call_function_tool(runner: FunctionRunner, episode: Episode) -> ToolDef:
     a :class:`~inspect_ai.tool.ToolError` for the model to read. Calls run one at a time, in
     the order the model made them; the result is never truncated.
     """
-    if not isinstance(runner, FunctionRunner):
-        raise TypeError(f"runner must be a FunctionRunner, got {type(runner).__name__}")
-    if not isinstance(episode, Episode):
-        raise TypeError(f"episode must be an Episode, got {type(episode).__name__}")
-
     async def execute(inputs: list[str | float]) -> str:
         command = tool_command(inputs)
         line = await run_command(runner, command, episode.rounds, episode)
@@ -310,38 +224,18 @@ async def _run_tool_calls(messages: list[ChatMessage], tool: ToolDef, episode: E
     episode.calls.extend(ran)
 
 
-async def run_tool_episode(
-    row: Mapping[str, Any],
-    model: Any = None,
-    *,
-    method: str = "aia",
-    rounds: int = DEFAULT_ROUNDS,
-    max_tokens: int | None = None,
-    seed: int = 0,
-    function: Any = None,
-    reference: str | None = None,
-    episode_tokens: int | None = None,
-) -> tuple[Episode, list[ChatMessage]]:
-    """One episode of the ``tools`` protocol on ``row`` with an Inspect model (the task's
-    model when None); the record and Inspect's conversation (tool calls and results included).
+async def run_tool_episode(row: Mapping[str, Any], model: Any = None, *, method: str = "aia", rounds: int = DEFAULT_ROUNDS,
+                           max_tokens: int | None = None, seed: int = 0, reference: str | None = None,
+                           episode_tokens: int | None = None) -> tuple[Episode, list[ChatMessage]]:
+    """One episode of the ``tools`` protocol on ``row`` with an Inspect model (the task's model
+    when None); the record and Inspect's conversation (tool calls and results included).
 
-    The loop of :func:`~findbench.interpret.episode.run_episode`, with the ``tools`` prompts
-    and :func:`call_function_tool` offered on every turn: a message with an answer ends the
-    episode (its tool calls are not run), one with tool calls has them run, one with neither
-    gets :data:`~findbench.interpret.protocol.TOOL_UNRECOGNIZED_REPLY` and counts in
-    ``unrecognized_turns``. Arguments as :func:`~findbench.interpret.episode.run_episode`'s; ``max_tokens``
-    goes to the model's ``GenerateConfig``; ``reference`` is an answer given on the first turn
-    instead of calling a model (the ``oracle`` / ``random`` interpreters). With
-    ``episode_tokens``, each turn's ``max_tokens`` is capped at what is left of that budget and
-    a turn without an answer that spends it ends the episode (after its tool calls run),
-    ``stop_reason`` ``"token_limit"``; a turn counts the ``output_tokens`` of its
-    ``ModelOutput.usage``, else an estimate of 4 characters a token of its text and tool calls.
+    The loop of :func:`~findbench.interpret.episode.run_episode` with :func:`call_function_tool`
+    offered on every turn: an answer ends the episode (its tool calls are not run), tool calls
+    are run, a message with neither gets :data:`~findbench.interpret.protocol.TOOL_UNRECOGNIZED_REPLY`.
+    ``reference`` is an answer given on the first turn instead of calling a model.
     """
-    _check_int("max_tokens", max_tokens, 1, optional=True)
-    _check_int("episode_tokens", episode_tokens, 1, optional=True)
-    if reference is not None and not isinstance(reference, str):
-        raise TypeError(f"reference must be an answer text or None, got {type(reference).__name__}")
-    runner, episode = await open_episode(row, method=method, rounds=rounds, seed=seed, function=function, protocol="tools",
+    runner, episode = await open_episode(row, method=method, rounds=rounds, seed=seed, protocol="tools",
                                          episode_tokens=episode_tokens)
     tool = call_function_tool(runner, episode)
     messages = to_chat_messages(episode.messages)
@@ -350,14 +244,11 @@ async def run_tool_episode(
         if reference is not None:
             output = ModelOutput.from_content(model="none", content=reference)
         else:
-            limit = _turn_limit(max_tokens, episode_tokens, episode.generated_tokens or 0)
-            config = GenerateConfig(max_tokens=limit) if limit is not None else GenerateConfig()
+            config = GenerateConfig(max_tokens=episode.turn_limit(max_tokens))
             output = await get_model(model).generate(messages, tools=[tool], config=config)
-        usage = _usage_dict(output.usage)
-        episode.usage = _add_usage(episode.usage, usage)
         message = output.message
-        generated = "\n".join([message.text] + [tool_call_text(c.arguments, c.function) for c in message.tool_calls or []])
-        episode.generated_tokens = (episode.generated_tokens or 0) + _reply_tokens(usage, generated)
+        episode.count_turn(_usage_dict(output.usage),
+                           "\n".join([message.text] + [tool_call_text(c.arguments, c.function) for c in message.tool_calls or []]))
         messages.append(message)
         answer = parse_answer(message.text)
         if answer is not None:
@@ -368,7 +259,7 @@ async def run_tool_episode(
         else:
             messages.append(ChatMessageUser(content=TOOL_UNRECOGNIZED_REPLY))
             episode.unrecognized_turns += 1
-        if _budget_spent(episode):
+        if episode.budget_spent:
             episode.stop_reason = "token_limit"
             break
     episode.messages = from_chat_messages(messages)
@@ -383,6 +274,29 @@ def _json_row(row: Mapping[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(dict(row), default=lambda v: v.tolist() if hasattr(v, "tolist") else str(v)))
 
 
+def _rows(data: Any, category: str, seed: int) -> list[dict]:
+    from findbench.find import load_rows
+
+    if data is None or isinstance(data, (str, os.PathLike)):
+        return load_rows(category, seed=seed, data=data)
+    return [dict(r) for r in data if r.get("category") == category]
+
+
+def default_configs(data: Any, methods: Sequence[str], functions: Sequence[str] | None) -> list[str]:
+    """The categories a run covers when none are named: those ``data`` (a folder, rows or None:
+    procedural) holds, only the neuron ones when a MILAN method is asked, only those of ``functions``."""
+    present = set(CATEGORIES)
+    if functions:
+        present = {f.split("/", 1)[0] for f in functions}
+    elif isinstance(data, (str, os.PathLike)):
+        present = {c for c in CATEGORIES if (Path(data) / c).is_dir()}
+    elif data is not None:
+        present = {r.get("category") for r in data}
+    if any(m != "aia" for m in methods):
+        present &= set(NEURON_CATEGORIES)
+    return [c for c in CATEGORIES if c in present]
+
+
 def find_samples(
     configs: Sequence[str] | str | None = None,
     method: str = "aia",
@@ -390,54 +304,49 @@ def find_samples(
     limit: int | None = None,
     sample: int | None = None,
     functions: Sequence[str] | str | None = None,
-    data: str | os.PathLike | None = None,
+    data: Any = None,
     seed: int = 0,
     interpreter: str | None = None,
 ) -> list[Sample]:
     """One sample per FIND function: id the function id, metadata ``{"row", "method"}``.
 
-    ``configs`` default to every category (``aia``) or the neuron ones (MILAN methods), less
-    those ``functions`` leave out; ``limit`` keeps the first functions of each config,
-    ``sample`` a seeded sample of them stratified by subcategory;
-    ``interpreter`` ``"oracle"`` / ``"random"`` / ``"constant"`` / ``"empty"`` adds the reference
-    answer (:func:`findbench.interpret.references.reference_answer`) to the metadata
-    (the solver then answers with it, no model is called).
+    ``data``: a dataset folder, rows (a list of mappings) or None (procedural rows of ``seed``).
+    ``configs`` default to :func:`default_configs`; ``functions`` keeps those ids, ``limit``
+    the first functions of each config, ``sample`` a seeded sample of them stratified by
+    subcategory. ``interpreter`` ``"oracle"`` / ``"random"`` / ``"constant"`` / ``"empty"``
+    adds the reference answer to the metadata (the solver answers with it, no model is called).
     """
-    check_method(method, "neurons_entities")
-    function_list = _as_list("functions", functions)
+    from findbench.find.rows import sample_rows
+
+    function_list = _checks.str_list("functions", functions, optional=True)
     for f in function_list or []:
         try:
             parse_function_id(f)
         except ValueError as exc:
-            raise ValueError(f"functions: {exc}") from None
-    config_list = _as_list("configs", configs)
+            raise UsageError(f"functions: {exc}") from None
+    config_list = _checks.str_list("configs", configs, optional=True)
     if config_list is None:
-        config_list = [c for c in CATEGORIES if method == "aia" or c in NEURON_CATEGORIES]
-        if function_list:
-            config_list = [c for c in config_list if any(parse_function_id(f)[0] == c for f in function_list)]
+        config_list = default_configs(data, [method], function_list)
     if not config_list:
-        raise ValueError(f"configs: give at least one of {CATEGORIES}")
+        raise UsageError(f"configs: nothing to run for method {method!r} (MILAN methods need {', '.join(NEURON_CATEGORIES)})")
     for c in config_list:
-        if c not in CATEGORIES:
-            raise ValueError(f"configs: unknown config {c!r}; choose from {CATEGORIES}")
+        _checks.one_of("configs", c, CATEGORIES)
         try:
             check_method(method, c)
         except ValueError as exc:
-            raise ValueError(f"method: {exc}") from None
-    _check_int("limit", limit, 1, optional=True)
-    _check_int("sample", sample, 1, optional=True)
-    _check_int("seed", seed, None)
-    if interpreter is not None and interpreter not in REFERENCE_INTERPRETERS:
-        raise ValueError(f"interpreter must be one of {REFERENCE_INTERPRETERS} or None (the task's model), got {interpreter!r}")
-
-    from findbench.find import load_rows
-    from findbench.find.rows import sample_rows
+            raise UsageError(f"methods: {exc}; drop {c!r} from configs or run it with method 'aia'") from None
+    stray = sorted(f for f in function_list or [] if parse_function_id(f)[0] not in config_list)
+    if stray:
+        raise UsageError(f"functions: {stray} are not in configs {config_list}")
+    _checks.positive_int("limit", limit, optional=True)
+    _checks.positive_int("sample", sample, optional=True)
+    _checks.integer("seed", seed)
 
     wanted = set(function_list or [])
     samples: list[Sample] = []
     found: set[str] = set()
     for category in config_list:
-        pool = load_rows(category, seed=seed, data=data)
+        pool = _rows(data, category, seed)
         rows = [r for r in pool if not wanted or r["function_id"] in wanted]
         if limit is not None:
             rows = rows[:limit]
@@ -451,13 +360,10 @@ def find_samples(
                 metadata["reference_answer"] = format_answer(answer.description, answer.domain, answer.code)
             samples.append(Sample(input=f"Interpret the FIND function {row['function_id']} (method {method}).",
                                   target=str(row.get("description") or ""), id=row["function_id"], metadata=metadata))
-    missing = sorted(f for f in wanted - found if parse_function_id(f)[0] in config_list)
+    missing = sorted(wanted - found)
     if missing:
-        where = f"data folder {data}" if data is not None else f"procedural data (seed {seed})"
-        raise ValueError(f"functions: {missing} are not in the {where}")
-    stray = sorted(f for f in wanted if parse_function_id(f)[0] not in config_list)
-    if stray:
-        raise ValueError(f"functions: {stray} are not in configs {config_list}")
+        where = f"data folder {data}" if isinstance(data, (str, os.PathLike)) else "rows given" if data else f"procedural data (seed {seed})"
+        raise UsageError(f"functions: {missing} are not in the {where}")
     return samples
 
 
@@ -467,23 +373,15 @@ def find_samples(
 @solver
 def find_agent(rounds: int = DEFAULT_ROUNDS, max_tokens: int | None = None, seed: int = 0, protocol: str = PROTOCOL,
                episode_tokens: int | None = None, structured_outputs: str = "auto"):
-    """One FIND episode per sample with the task's model (or the sample's reference answer),
-    in ``protocol`` (``text``: :func:`~findbench.interpret.episode.run_episode`; ``tools``:
-    :func:`run_tool_episode`), at most ``rounds`` turns of at most ``max_tokens`` tokens and,
-    with ``episode_tokens``, at most that many generated tokens in all.
-
-    The episode's record is stored under :data:`STORE_KEY`; the sample's messages become the
-    episode's conversation and its output the parsed answer (empty when a limit came first).
+    """One FIND episode per sample with the task's model (or the sample's reference answer) in
+    ``protocol``, at most ``rounds`` turns of at most ``max_tokens`` tokens and, with
+    ``episode_tokens``, that many generated tokens in all. The record goes to the store under
+    :data:`STORE_KEY`, the conversation to the sample's messages, the parsed answer to its output.
     ``structured_outputs`` (``auto``/``on``/``off``): each ``text`` turn follows
     :func:`~findbench.interpret.prompts.turn_grammar` where
-    :func:`~findbench.lm.base.use_structured_outputs` says so for a findbench model (``auto``:
-    in-process models), and with ``on`` for any other provider (as vLLM's request field).
+    :func:`~findbench.lm.base.use_structured_outputs` says so for a findbench model, and with
+    ``on`` for any other provider (as vLLM's request field).
     """
-    _check_int("rounds", rounds, 1)
-    _check_int("max_tokens", max_tokens, 1, optional=True)
-    _check_int("episode_tokens", episode_tokens, 1, optional=True)
-    check_protocol(protocol)
-    check_structured_outputs(structured_outputs)
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         row, method = state.metadata["row"], state.metadata["method"]
@@ -497,10 +395,7 @@ def find_agent(rounds: int = DEFAULT_ROUNDS, max_tokens: int | None = None, seed
                 async def chat(messages: list[dict[str, str]], max_tokens: int | None = None) -> str:
                     return reference
             else:
-                api = getattr(get_model(), "api", None)
-                applied = (use_structured_outputs(api.lm, structured_outputs) if isinstance(api, FindbenchModelAPI)
-                           else structured_outputs == "on")
-                chat = inspect_chat(constraint=turn_grammar(row["category"], rounds) if applied else None)
+                chat = inspect_chat(constraint=_turn_grammar(row["category"], method, rounds, structured_outputs))
             episode = await run_episode(row, chat, method=method, rounds=rounds, max_tokens=max_tokens, seed=seed,
                                         episode_tokens=episode_tokens)
             state.messages = to_chat_messages(episode.messages)
@@ -510,6 +405,13 @@ def find_agent(rounds: int = DEFAULT_ROUNDS, max_tokens: int | None = None, seed
         return state
 
     return solve
+
+
+def _turn_grammar(category: str, method: str, rounds: int, setting: str) -> Any:
+    """The turn grammar of an episode on the task's model, or None where structured outputs do not apply."""
+    api = getattr(get_model(), "api", None)
+    applied = use_structured_outputs(api.lm, setting) if isinstance(api, FindbenchModelAPI) else setting == "on"
+    return turn_grammar(category, min(rounds, MILAN_TURNS) if method == "milan" else rounds) if applied else None
 
 
 def _episode(state: TaskState) -> Episode:
@@ -522,27 +424,28 @@ def _episode(state: TaskState) -> Episode:
 # ------------------------------------------------------------------------------------ scorers
 
 
-def _finite(value: float) -> float | None:
-    return float(value) if math.isfinite(value) else None
+def _scored(state: TaskState, metric: str, **judge: Any) -> dict[str, Any]:
+    """The sample's episode scored on ``metric`` by :func:`~findbench.interpret.evaluate.score_interpretations`."""
+    from findbench.interpret.evaluate import score_interpretations
+
+    ep = _episode(state)
+    record = {"function_id": ep.function_id, "category": ep.category, "method": ep.method, "description": ep.description,
+              "domain": ep.domain, "code": ep.code}
+    return score_interpretations([record], [state.metadata["row"]], metrics=(metric,), **judge)[0]
 
 
 @scorer(metrics=[mean(), stderr()])
 def nmse_success():
-    """Numeric functions: 1.0 when the answer's code has NMSE below FIND's threshold
-    (:func:`~findbench.find.code_scoring.score_nmse`, run in the sandbox), else 0.0; the
-    NMSE itself in the score's metadata (None for inf: no code, failure)."""
-    from findbench.find.code_scoring import NMSE_THRESHOLD, score_nmse
+    """Numeric functions: 1.0 when the answer's code has NMSE below FIND's threshold (run in the
+    sandbox), else 0.0; the NMSE in the score's metadata (None for inf: no code, failure)."""
+    from findbench.find.code_scoring import NMSE_THRESHOLD
 
     async def score(state: TaskState, target: Target) -> Score | None:
-        row = state.metadata["row"]
-        if row["category"] != "numeric":
+        if state.metadata["row"]["category"] != "numeric":
             return None
-        code = _episode(state).code
-        value = math.inf
-        if code.strip():
-            value = float((await asyncio.to_thread(score_nmse, [code], [row["code"]]))["nmse"][0])
-        return Score(value=float(value < NMSE_THRESHOLD), answer=code, explanation=f"NMSE {value}",
-                     metadata={"nmse": _finite(value)})
+        value = (await asyncio.to_thread(_scored, state, "nmse"))["nmse"]
+        return Score(value=float(value < NMSE_THRESHOLD), answer=_episode(state).code, explanation=f"NMSE {value}",
+                     metadata={"nmse": value if math.isfinite(value) else None})
 
     return score
 
@@ -550,37 +453,26 @@ def nmse_success():
 @scorer(metrics=[mean(), stderr()])
 def exact_match():
     """String functions: the share of the row's test inputs on which the answer's code returns
-    the ground truth's output (:func:`~findbench.find.code_scoring.score_exact_match`, run in
-    the sandbox); 0.0 without code."""
-    from findbench.find.code_scoring import score_exact_match
+    the function's output (run in the sandbox); 0.0 without code."""
 
     async def score(state: TaskState, target: Target) -> Score | None:
-        row = state.metadata["row"]
-        if row["category"] != "strings":
+        if state.metadata["row"]["category"] != "strings":
             return None
-        code = _episode(state).code
-        value = 0.0
-        if code.strip():
-            out = await asyncio.to_thread(score_exact_match, [code], [row["code"]], [list(row["test_inputs"])])
-            value = float(out["per_function"][0])
-        return Score(value=value, answer=code)
+        value = (await asyncio.to_thread(_scored, state, "exact_match"))["exact_match"]
+        return None if value is None else Score(value=value, answer=_episode(state).code)
 
     return score
 
 
 @scorer(metrics=[mean(), stderr()])
 def domain_iou():
-    """Numeric functions: IoU of the answer's ``[DOMAIN]`` with the corrupted interval
-    (:func:`findbench.find.domain.score_domain`)."""
-    from findbench.find.domain import score_domain
+    """Numeric functions: IoU of the answer's ``[DOMAIN]`` with the corrupted interval."""
 
     async def score(state: TaskState, target: Target) -> Score | None:
-        row = state.metadata["row"]
-        if row["category"] != "numeric":
+        if state.metadata["row"]["category"] != "numeric":
             return None
-        domain = _episode(state).domain
-        out = await asyncio.to_thread(score_domain, [domain], [row])
-        return Score(value=float(out["iou"][0]), answer=domain, metadata={"status": out["status"][0]})
+        value = (await asyncio.to_thread(_scored, state, "domain_iou"))["domain_iou"]
+        return Score(value=value, answer=_episode(state).domain)
 
     return score
 
@@ -604,61 +496,49 @@ def _check_judge(judge: Any) -> None:
 def unit_test_accuracy(judge: Any = "embedded-evaluator", judge_mode: str | None = None, judge_model: str | None = None,
                        judge_cache: str | None = None):
     """Strings and neurons: the share of the row's unit tests the judge answers right from the
-    answer's description (:func:`findbench.judge.judge_unit_tests`).
-
-    ``judge`` is a spec for :func:`findbench.lm.load_lm` (loaded on the first score, once per
-    scorer) or an LM instance; ``judge_mode`` defaults to the mode a trained judge records.
-    Calls to the judge run one at a time. The score's metadata records ``truncated``: whether
-    the description was cut to the judge's limit (:data:`findbench.judge.MAX_DESCRIPTION_TOKENS`),
-    and ``decisions``: the judge's decision on each unit test (``"decisions"`` of
-    :func:`~findbench.judge.judge_unit_tests`), which the explanation lists with the options
-    (:func:`judge_explanation`).
-    """
-    from findbench.judge import judge_mode_of, judge_unit_tests, load_judge, normalize_unit_test
+    answer's description (``judge``: a spec for :func:`findbench.lm.load_lm`, loaded on the
+    first score, or an LM). The metadata holds ``truncated`` (the description was cut to the
+    judge's limit) and ``decisions`` (the rows of ``unit_tests.csv``), which the explanation lists."""
+    from findbench.judge import judge_mode_of, load_judge
 
     mode = judge_mode or judge_mode_of(judge)
     lock = threading.Lock()
     loaded: list[Any] = []
 
-    def run(description: str, tests: list[dict], category: str) -> tuple[float, bool, list[dict]]:
+    def run(state: TaskState) -> dict[str, Any]:
         with lock:
             if not loaded:
                 loaded.append(load_judge(judge, judge_model=judge_model, cache=judge_cache))
-            out = judge_unit_tests(loaded[0], [description], [tests], category, mode=mode)
-        return float(out["per_function"][0]), bool(out["truncated"]), out["decisions"][0]
+            return _scored(state, "unit_test_accuracy", judge=loaded[0], mode=mode)
 
     async def score(state: TaskState, target: Target) -> Score | None:
         row = state.metadata["row"]
         if row["category"] == "numeric" or not row.get("unit_tests"):
             return None
-        description = _episode(state).description
-        tests = [normalize_unit_test(t) for t in row["unit_tests"]]
-        value, truncated, decisions = await asyncio.to_thread(run, description, tests, row["category"])
-        return Score(value=value, answer=description, explanation=judge_explanation(tests, decisions, row["category"], mode),
-                     metadata={"judge_mode": mode, "truncated": truncated, "decisions": decisions})
+        record = await asyncio.to_thread(run, state)
+        rows = record["unit_test_rows"]
+        return Score(value=record["unit_test_accuracy"], answer=record["description"], explanation=judge_explanation(rows, mode),
+                     metadata={"judge_mode": mode, "truncated": bool(rows[0]["truncated"]), "decisions": rows})
 
     return score
 
 
-def judge_explanation(tests: list[dict], decisions: list[dict], category: str, mode: str) -> str:
-    """The judge's decisions on a function's unit tests as text, one line per test: right or
-    wrong, the pick, the correct option, the margin (the correct option's score minus the best
-    wrong one's, in the ``mode``'s units; the raw answer in ``generate`` mode) and the options."""
-    from findbench.judge import render_pmi_option
-
+def judge_explanation(decisions: list[dict], mode: str) -> str:
+    """The judge's decisions on a function's unit tests (rows of ``unit_tests.csv``) as text, one
+    line per test: right or wrong, the pick, the correct option, the margin (the correct
+    option's score minus the best wrong one's; the raw answer in ``generate`` mode), the options."""
     right = sum(bool(d["right"]) for d in decisions)
     lines = [f"judge ({mode}): {right}/{len(decisions)} unit tests right; margin = score of the correct option "
              "minus the best wrong one"]
-    for k, (test, d) in enumerate(zip(tests, decisions), 1):
-        options = " | ".join(f"{c}: {render_pmi_option(test, c, category)}" for c in range(1, len(test["inputs"]) + 1))
+    for k, d in enumerate(decisions, 1):
+        options = " | ".join(f"{c}: {d[f'option_{c}']}" for c in range(1, 10) if f"option_{c}" in d)
         if d["margin"] is not None:
             how = f", margin {d['margin']:+.3g}"
         elif d["answer"] is not None:
             how = f", answer {d['answer'][:80]!r}"
         else:
             how = ", not judged (empty description)" if d["chosen"] is None else ""
-        verdict = "right" if d["right"] else "WRONG"
-        lines.append(f"{k}. {verdict}: chose {d['chosen']}, correct {d['correct']}{how} — {options}")
+        lines.append(f"{k}. {'right' if d['right'] else 'WRONG'}: chose {d['chosen']}, correct {d['correct']}{how} — {options}")
     return "\n".join(lines)
 
 
@@ -685,51 +565,38 @@ def find_interpret(
     episode_tokens: int | None = None,
     structured_outputs: str = "auto",
 ) -> Task:
-    """FIND's interpretation task (FIND §3, Table 2) for one method.
+    """FIND's interpretation task (FIND §3, Table 2) for one method (``-T name=value``).
 
-    Args:
-        configs: categories (comma-separated or a list); default: all (``aia``) or the neuron
-            ones (MILAN methods).
-        method: ``aia``, ``milan`` or ``aia+milan``.
-        limit: first ``limit`` functions per config; ``sample``: that many per config, seeded
-            and stratified by subcategory; ``functions``: function ids to keep.
-        rounds: most model turns per episode; ``max_tokens``: per-turn limit (None: the
-            model's ``GenerateConfig``).
-        data: dataset folder written by ``findbench build`` (default: procedural rows of ``seed``).
-        seed: procedural rows and numeric noise.
-        interpreter: ``oracle`` / ``random`` / ``constant`` / ``empty`` answer without a model
-            (:mod:`findbench.interpret.references`); None
-            uses the eval's model.
-        judge: unit-test judge spec (or LM); ``None`` or ``"none"`` leaves the description
-            unscored (``findbench evaluate`` scores it later). Loaded only when scored.
-        judge_mode, judge_model, judge_cache: as ``findbench evaluate``'s.
-        protocol: ``text`` (FIND's ``PYTHON(...)`` commands, any model) or ``tools`` (native
-            calls of the ``call_function`` tool; the model's provider must support tools).
-            Recorded in the task's metadata and each episode.
-        episode_tokens: most tokens the model may generate over one episode, summed over its
-            turns (``-T episode_tokens=N``; None: no limit); an episode that spends it without
-            answering stops with ``stop_reason`` ``"token_limit"``.
-        structured_outputs: ``auto`` / ``on`` / ``off``: whether each ``text`` turn follows the
-            turn grammar (see :func:`find_agent`).
+    The rows and their selection (``configs``, ``limit``, ``sample``, ``functions``, ``data``,
+    ``seed``) as :func:`find_samples`; the episode (``rounds``, ``max_tokens``, ``protocol``,
+    ``episode_tokens``, ``structured_outputs``) as :func:`find_agent`; ``interpreter``: a
+    reference answering without a model (None: the eval's model). ``judge`` (with
+    ``judge_mode``, ``judge_model``, ``judge_cache``, as ``findbench evaluate``'s) scores the
+    descriptions; ``None`` or ``"none"`` leaves them unscored.
     """
-    check_protocol(protocol)
-    _check_int("episode_tokens", episode_tokens, 1, optional=True)
-    samples = find_samples(configs, method, limit=limit, sample=sample, functions=functions, data=data, seed=seed, interpreter=interpreter)
+    samples = find_samples(configs, method, limit=limit, sample=sample, functions=functions, data=data, seed=seed,
+                           interpreter=interpreter)
     present = {s.metadata["row"]["category"] for s in samples}
-    scorers = []
-    if "numeric" in present:
-        scorers += [nmse_success(), domain_iou()]
-    if "strings" in present:
-        scorers.append(exact_match())
-    if judge not in (None, "none") and present - {"numeric"}:
+    judged = judge not in (None, "none") and bool(present - {"numeric"})
+    if judged:
         _check_judge(judge)
+    scorers = [s for s, wanted in ((nmse_success(), "numeric" in present), (domain_iou(), "numeric" in present),
+                                   (exact_match(), "strings" in present)) if wanted]
+    if judged:
         scorers.append(unit_test_accuracy(judge, judge_mode=judge_mode, judge_model=judge_model, judge_cache=judge_cache))
+    return interpret_task(samples, scorers, rounds=rounds, max_tokens=max_tokens, seed=seed, protocol=protocol,
+                          episode_tokens=episode_tokens, structured_outputs=structured_outputs)
+
+
+def interpret_task(samples: list[Sample], scorers: list | None = None, *, rounds: int, max_tokens: int | None, seed: int,
+                   protocol: str, episode_tokens: int | None, structured_outputs: str) -> Task:
+    """The task over ``samples`` (of one method), solved by :func:`find_agent`."""
     return Task(
         dataset=MemoryDataset(samples, name="find"),
         solver=find_agent(rounds=rounds, max_tokens=max_tokens, seed=seed, protocol=protocol, episode_tokens=episode_tokens,
                           structured_outputs=structured_outputs),
         scorer=scorers or None,
-        metadata={"findbench_version": __version__, "protocol": protocol, "method": method, "episode_tokens": episode_tokens,
+        metadata={"findbench_version": __version__, "protocol": protocol, "episode_tokens": episode_tokens,
                   "structured_outputs": structured_outputs},
     )
 
@@ -751,8 +618,7 @@ class FindbenchModelAPI(ModelAPI):
     ``model`` (served model name, for URL specs), ``lm`` (an LM instance instead of a spec,
     from Python), and backend options passed to :func:`findbench.lm.load_lm` (``batch_size``,
     ``device``, ``dtype``, ...). Token usage is counted with the backend's tokenizer where it
-    has one (prompt rendered with the chat template), else estimated at 4 characters a token
-    (:func:`~findbench.interpret.episode.count_tokens`, as the native engine counts).
+    has one (prompt rendered with the chat template), else estimated at 4 characters a token.
 
     The LM is loaded on the first ``generate``: Inspect also builds providers just to look up
     model information, and those must not load weights.
@@ -872,127 +738,3 @@ def episodes_from_log(log: Any) -> list[Episode]:
         if sample.error is None and record is not None:
             episodes.append(Episode.from_dict(record))
     return episodes
-
-
-def _shown_args(args: Mapping[str, Any]) -> dict[str, Any]:
-    """Model args for run.json: JSON values as they are, anything else by its name."""
-    plain = (str, int, float, bool, type(None))
-    return {k: v if isinstance(v, plain) else getattr(v, "name", None) or type(v).__name__ for k, v in args.items()}
-
-
-def run_inspect_interpretations(
-    rows_or_data: str | os.PathLike | None = None,
-    interpreter: str = "embedded",
-    *,
-    methods: Sequence[str] | str = ("aia",),
-    configs: Sequence[str] | str | None = None,
-    limit: int | None = None,
-    sample: int | None = None,
-    functions: Sequence[str] | str | None = None,
-    rounds: int = DEFAULT_ROUNDS,
-    out: str | os.PathLike = "outputs/interpret",
-    seed: int = 0,
-    max_connections: int = 4,
-    max_tokens: int | None = None,
-    model: str | None = None,
-    model_args: Mapping[str, Any] | None = None,
-    display: str | None = None,
-    protocol: str = PROTOCOL,
-    episode_tokens: int | None = None,
-    structured_outputs: str = "auto",
-) -> Path:
-    """:func:`findbench.interpret.run.run_interpretations` on Inspect: ``eval()`` of
-    :func:`find_interpret` (one task per method) with ``interpreter`` as the model, the
-    ``.eval`` logs in ``<out>/logs/``, then the run folder written from the logs.
-
-    ``interpreter`` is mapped by :func:`inspect_model_name`; findbench models get the run's
-    request cache (``<out>/lm-cache.sqlite``) and ``model`` (served name, URL specs).
-    Other Inspect models take their model args from ``model_args`` or, when that is empty,
-    from ``INSPECT_EVAL_MODEL_ARGS`` (e.g. ``model_path=<folder>`` for ``hf/local``).
-    ``max_connections`` is Inspect's limit of concurrent model calls; ``max_tokens`` the
-    per-turn limit (default :data:`~findbench.interpret.episode.DEFAULT_MAX_TOKENS`);
-    ``episode_tokens`` the most tokens generated over one episode (None: no limit; recorded in
-    ``run.json``, a resumed run must give the same). A rerun
-    with the same ``out`` runs only the episodes without a folder. Samples that fail leave
-    no folder; RuntimeError names the log when a task did not finish.
-
-    ``protocol`` ``tools`` runs native tool calls (see the module docstring): it needs an
-    Inspect provider whose model supports tools (or a reference such as ``oracle``, which calls no
-    model); findbench's own models (``findbench/<spec>``) are text-only, ValueError. The
-    protocol is recorded in ``run.json``; a folder holds runs of one protocol.
-    ``structured_outputs`` (``auto``/``on``/``off``, see :func:`find_agent`) is recorded there
-    too, and a resumed run must give the same.
-    """
-    from inspect_ai import eval as inspect_eval
-
-    method_list = check_methods(methods)
-    check_protocol(protocol)
-    check_structured_outputs(structured_outputs)
-    _check_int("rounds", rounds, 1)
-    _check_int("max_connections", max_connections, 1)
-    _check_int("max_tokens", max_tokens, 1, optional=True)
-    _check_int("episode_tokens", episode_tokens, 1, optional=True)
-    if rows_or_data is not None and not isinstance(rows_or_data, (str, os.PathLike)):
-        raise TypeError(f"rows_or_data must be a data folder or None with the inspect engine, got {type(rows_or_data).__name__}")
-    data = str(Path(rows_or_data).resolve()) if rows_or_data is not None else None
-    model_name = inspect_model_name(interpreter)
-    reference = interpreter if interpreter in REFERENCE_INTERPRETERS else None
-    if protocol == "tools" and model_name.startswith("findbench/"):
-        raise ValueError(f"protocol 'tools': {model_name} is one of findbench's own models, which speak FIND's text protocol "
-                         "only (no tool calls); give an Inspect model whose provider supports tool calls as --interpreter "
-                         "(e.g. openai-api/<service>/<model>, vllm/<model>), or use --protocol text")
-    out = Path(out)
-    args = dict(model_args or {})
-    if model_name.startswith("findbench/"):
-        args.setdefault("cache", str(out.resolve() / LM_CACHE))
-        if model is not None:
-            args.setdefault("model", model)
-    elif model is not None:
-        raise ValueError(f"model: the served model name applies to findbench server URLs; for {model_name!r} name the model "
-                         "in the interpreter (e.g. openai-api/<service>/<model>)")
-    tokens = max_tokens or DEFAULT_MAX_TOKENS
-
-    tasks, config_list = [], []
-    for m in method_list:
-        samples = find_samples(configs, m, limit=limit, sample=sample, functions=functions, data=data, seed=seed, interpreter=reference)
-        config_list += [c for c in CATEGORIES if c not in config_list and any(s.metadata["row"]["category"] == c for s in samples)]
-        pending = [str(s.id) for s in samples if not is_complete_episode(episode_dir(out, str(s.id), m))]
-        if pending:
-            tasks.append(find_interpret(configs=sorted({parse_function_id(f)[0] for f in pending}), method=m, functions=pending,
-                                        rounds=rounds, data=data, seed=seed, max_tokens=tokens, interpreter=reference, judge=None,
-                                        protocol=protocol, episode_tokens=episode_tokens,
-                                        structured_outputs=structured_outputs))
-    info = {
-        **run_info(interpreter=interpreter if reference else model_name, model=model, rounds=rounds, seed=seed, data=data,
-                   source="data" if data is not None else "procedural", max_tokens=max_tokens, methods=method_list,
-                   configs=config_list, protocol=protocol, episode_tokens=episode_tokens),
-        "engine": ENGINE,
-        "structured_outputs": structured_outputs,
-        "inspect_model": model_name,
-        "inspect_model_args": _shown_args(args) if args else os.environ.get("INSPECT_EVAL_MODEL_ARGS") or None,
-    }
-    out.mkdir(parents=True, exist_ok=True)
-    old = out / "run.json"
-    if old.is_file():
-        recorded = json.loads(old.read_text(encoding="utf-8"))
-        engine = recorded.get("engine", "native")
-        if engine != ENGINE:
-            raise ValueError(f"out: {out} holds a run of the {engine} engine; give a new folder for an inspect run")
-        if recorded.get("structured_outputs", structured_outputs) != structured_outputs:
-            raise ValueError(f"out: {out} holds a run with other settings: structured_outputs={recorded['structured_outputs']!r} "
-                             f"(now {structured_outputs!r}); give a new folder to start another run")
-    record_run_info(out, info)
-    if not tasks:
-        return out
-
-    logs = inspect_eval(tasks, model=model_name, model_args=args, log_dir=str(out / LOG_DIR), max_connections=max_connections,
-                        display=display, log_format="eval")
-    unfinished = []
-    for log in logs:
-        for episode in episodes_from_log(log):
-            write_episode(out, episode)
-        if log.status != "success":
-            unfinished.append(f"{log.location} ({log.status}{': ' + log.error.message if log.error else ''})")
-    if unfinished:
-        raise RuntimeError(f"inspect eval did not finish: {'; '.join(unfinished)}; rerun with the same --out to run the rest")
-    return out

@@ -29,8 +29,6 @@ from typing import Any
 
 from findbench.stats import format_ci, mean_ci
 
-__all__ = ["PROCESS_COLUMNS", "agent_calls", "episode_process", "aggregate_process", "render_process"]
-
 #: Per-episode columns (``per_function.csv``).
 PROCESS_COLUMNS = ("calls", "distinct_inputs", "probed_corruption")
 

@@ -42,9 +42,6 @@ from findbench.interpret.protocol import (
 from findbench.lm.base import Constraint
 from findbench.schema import CATEGORIES
 
-__all__ = ["MILAN_TURNS", "MAX_TURN_COMMANDS", "system_prompt", "task_prompt", "build_messages", "is_mlp", "check_method",
-           "check_row", "turn_constraint", "turn_grammar"]
-
 #: Model turns a ``milan`` episode allows (FIND's single-round setting).
 MILAN_TURNS = 2
 

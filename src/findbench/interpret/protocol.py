@@ -66,31 +66,6 @@ from typing import Any
 
 from findbench.find.export import format_value
 
-__all__ = [
-    "METHODS",
-    "NEURON_CATEGORIES",
-    "PROTOCOL",
-    "PROTOCOLS",
-    "SCRIPT_NAME",
-    "TOOL_NAME",
-    "MAX_INPUTS_PER_COMMAND",
-    "MAX_INPUT_CHARS",
-    "REPLY_PREFIX",
-    "UNRECOGNIZED_REPLY",
-    "TOOL_UNRECOGNIZED_REPLY",
-    "Command",
-    "Answer",
-    "CallError",
-    "check_protocol",
-    "parse_commands",
-    "tool_call_text",
-    "tool_command",
-    "parse_answer",
-    "format_answer",
-    "format_reply",
-    "malformed_reply",
-]
-
 #: Interpreter methods of FIND Table 2: the interactive agent (AIA), MILAN-style description
 #: from exemplars (at most two model turns) and the agent started from exemplars.
 METHODS = ("aia", "milan", "aia+milan")

@@ -24,23 +24,9 @@ from typing import Any
 
 from findbench.constants import CONSTANT_DESCRIPTIONS
 from findbench.find.export import format_value
-from findbench.interpret.episode import Chat
-from findbench.interpret.protocol import Answer, format_answer
+from findbench.interpret.protocol import Answer
 
-__all__ = [
-    "REFERENCE_INTERPRETERS",
-    "CONSTANT_ANSWERS",
-    "reference_domain",
-    "oracle_answer",
-    "random_answer",
-    "constant_answer",
-    "empty_answer",
-    "reference_answer",
-    "answer_chat",
-]
-
-#: Interpreter names answered without an LM (both engines: :mod:`findbench.interpret.run` and
-#: :mod:`findbench.interpret.inspect_tasks`): the ceiling, and the floors a method must clear.
+#: Interpreter names answered without an LM: the ceiling, and the floors a method must clear.
 REFERENCE_INTERPRETERS = ("oracle", "random", "constant", "empty")
 
 #: The ``constant`` baseline: one fixed answer per category, whatever the function. Its
@@ -148,15 +134,3 @@ def reference_answer(name: str, row: Mapping[str, Any], pool: Sequence[Mapping[s
     if name == "empty":
         return empty_answer(row)
     raise ValueError(f"name must be one of {REFERENCE_INTERPRETERS}, got {name!r}")
-
-
-def answer_chat(answer: Answer) -> Chat:
-    """A chat that gives ``answer`` on its first turn, whatever it is asked. It takes the
-    ``max_tokens`` keyword of a chat and ignores it: no model runs, so token limits do not
-    bind (an episode still records its budget)."""
-    text = format_answer(answer.description, answer.domain, answer.code)
-
-    async def chat(messages: list[dict[str, str]], max_tokens: int | None = None) -> str:
-        return text
-
-    return chat
