@@ -122,15 +122,9 @@ class EvidenceCollector:
         self.gen = torch.Generator().manual_seed(cfg.random_seed)
         self.counts = torch.zeros(n, dtype=torch.long)
         # top windows, best first; -inf marks an empty slot
-        self.top_v = torch.full((n, k), -_INF)
-        self.top_r = torch.full((n, k), -1, dtype=torch.long)
-        self.top_c = torch.full((n, k), -1, dtype=torch.long)
-        self.top_win = torch.zeros((n, k, self.w))
+        self.top_v, self.top_r, self.top_c, self.top_win = self._slots(k, -_INF)
         # importance-weighted sample (smallest keys first; inf marks an empty slot) and side list
-        self.iw_key = torch.full((n, m), _INF)
-        self.iw_r = torch.full((n, m), -1, dtype=torch.long)
-        self.iw_c = torch.full((n, m), -1, dtype=torch.long)
-        self.iw_win = torch.zeros((n, m, self.w))
+        self.iw_key, self.iw_r, self.iw_c, self.iw_win = self._slots(m, _INF)
         self.side = {**self._entries(), "act": torch.zeros(0)}
         # random windows, drawn up front
         rng = np.random.default_rng(cfg.random_seed)
@@ -169,15 +163,19 @@ class EvidenceCollector:
         """A lower bound of the final IW threshold per latent (-inf until k windows exist)."""
         return self.top_v[:, -1]
 
+    def _slots(self, k: int, empty: float, e=None, keep=None, rank=None) -> tuple[torch.Tensor, ...]:
+        """``[n, k]`` values (``empty`` in an empty slot), rows, columns and ``[n, k, w]`` windows,
+        holding entries ``e[keep]`` at slot ``rank`` of their latent."""
+        v, r, c = torch.full((self.n, k), empty), torch.full((self.n, k), -1), torch.full((self.n, k), -1)
+        win = torch.zeros((self.n, k, self.w))
+        if e is not None:
+            lat = e["lat"][keep]
+            v[lat, rank], r[lat, rank], c[lat, rank], win[lat, rank] = e["value"][keep], e["row"][keep], e["col"][keep], e["win"][keep]
+        return v, r, c, win
+
     def _set_top(self, e: dict[str, torch.Tensor]) -> None:
         keep, rank = _group_best(e["lat"], -e["value"], torch.where(torch.isfinite(e["value"]), e["row"], self.n_rows), e["col"], self.k)
-        lat = e["lat"][keep]
-        self.top_v = torch.full((self.n, self.k), -_INF)
-        self.top_r = torch.full((self.n, self.k), -1, dtype=torch.long)
-        self.top_c = torch.full((self.n, self.k), -1, dtype=torch.long)
-        self.top_win = torch.zeros((self.n, self.k, self.w))
-        self.top_v[lat, rank], self.top_r[lat, rank], self.top_c[lat, rank] = e["value"][keep], e["row"][keep], e["col"][keep]
-        self.top_win[lat, rank] = e["win"][keep]
+        self.top_v, self.top_r, self.top_c, self.top_win = self._slots(self.k, -_INF, e, keep, rank)
 
     def _merge_iw(self, new: dict[str, torch.Tensor]) -> None:
         """Keep the ``m`` smallest keys (entries' ``value``) per latent among the pool and ``new``."""
@@ -185,13 +183,7 @@ class EvidenceCollector:
             return
         e = self._cat(self._flat(self.iw_key, self.iw_r, self.iw_c, self.iw_win), new)
         keep, rank = _group_best(e["lat"], e["value"], e["row"], e["col"], self.m)
-        lat = e["lat"][keep]
-        self.iw_key = torch.full((self.n, self.m), _INF)
-        self.iw_r = torch.full((self.n, self.m), -1, dtype=torch.long)
-        self.iw_c = torch.full((self.n, self.m), -1, dtype=torch.long)
-        self.iw_win = torch.zeros((self.n, self.m, self.w))
-        self.iw_key[lat, rank], self.iw_r[lat, rank], self.iw_c[lat, rank] = e["value"][keep], e["row"][keep], e["col"][keep]
-        self.iw_win[lat, rank] = e["win"][keep]
+        self.iw_key, self.iw_r, self.iw_c, self.iw_win = self._slots(self.m, _INF, e, keep, rank)
 
     def _release_side(self, threshold: torch.Tensor) -> None:
         """Move side-list positions below ``threshold`` into the eligible pool (the side list

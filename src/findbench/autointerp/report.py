@@ -130,15 +130,11 @@ def _scorers(results: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -
     return names
 
 
-def _metric_key(name: str) -> str:
-    return "autointerp" if name == "detection" else name
-
-
 def _summary_html(results: Mapping[str, Any], scorers: Sequence[str]) -> str:
     metrics = results.get("eval_result_metrics", {})
     rows = []
     for name in scorers:
-        key = _metric_key(name)
+        key = "autointerp" if name == "detection" else name
         m = metrics.get(key)
         if not isinstance(m, Mapping):
             continue

@@ -256,6 +256,13 @@ def observational_rows(
     ]
     written = lm.generate(convs, max_new_tokens=48, progress=progress) if convs else []
     rows: list[dict] = []
+
+    def add(sentence, span, tokens, values, inside, block, source, judged_by):
+        fires = max(values) > 0
+        rows.append({**base, "sentence": sentence, "span": span, "span_tokens": tokens, "activations": values,
+                     "max_activation": max(values), "in_explanation": inside, "fires": fires, "label": label_for(inside, fires),
+                     "block": block, "sentence_source": source, "judge": judged_by, "item_index": len(rows)})
+
     for s, text in tqdm(list(zip(strings, written)), desc="explanation items", disable=not progress):
         sentence = text.strip().splitlines()[0].strip() if text.strip() else ""
         at = sentence.lower().find(s.lower())
@@ -265,43 +272,9 @@ def observational_rows(
             at = sentence.find(s)
             source = "template"
         tokens, values = span_activations(model, tokenizer, sentence, at, at + len(s), layer=layer, neuron=neuron)
-        fires = max(values) > 0
-        rows.append(
-            {
-                **base,
-                "sentence": sentence,
-                "span": sentence[at : at + len(s)],
-                "span_tokens": tokens,
-                "activations": values,
-                "max_activation": max(values),
-                "in_explanation": True,
-                "fires": fires,
-                "label": label_for(True, fires),
-                "block": "explanation",
-                "sentence_source": source,
-                "judge": "",
-            }
-        )
+        add(sentence, sentence[at : at + len(s)], tokens, values, True, "explanation", source, "")
     judge_name = judge if isinstance(judge, str) else getattr(judge, "__name__", "callable")
     for item in tqdm(top_activating_spans(model, tokenizer, sents, layer=layer, neuron=neuron, k=n_activating), desc="activating items", disable=not progress):
-        inside = bool(judge_fn(item["span"], item["sentence"]))
-        fires = max(item["activations"]) > 0
-        rows.append(
-            {
-                **base,
-                "sentence": item["sentence"],
-                "span": item["span"],
-                "span_tokens": item["span_tokens"],
-                "activations": item["activations"],
-                "max_activation": max(item["activations"]),
-                "in_explanation": inside,
-                "fires": fires,
-                "label": label_for(inside, fires),
-                "block": "activating",
-                "sentence_source": "corpus",
-                "judge": judge_name,
-            }
-        )
-    for i, r in enumerate(rows):
-        r["item_index"] = i
+        add(item["sentence"], item["span"], item["span_tokens"], item["activations"], bool(judge_fn(item["span"], item["sentence"])),
+            "activating", "corpus", judge_name)
     return rows

@@ -95,15 +95,4 @@ class Autointerp(evaluate.Metric):
         references: list[list[int]],
         n_examples: int | list[int] | None = None,
     ) -> dict:
-        out = score_detections(predictions, references, n_examples)  # checks every item, naming it
-        return {
-            "autointerp_score": float(out["autointerp_score"]),
-            "autointerp_std_dev": float(out["autointerp_std_dev"]),
-            "scores": [float(s) for s in out["scores"]],
-            "n_unparsed": int(out["n_unparsed"]),
-            "n": int(out["n"]),
-            "ci": [float(x) for x in out["ci"]],
-            "floors": {k: float(v) for k, v in out["floors"].items()},
-            "best_floor": str(out["best_floor"]),
-            "margin": float(out["margin"]),
-        }
+        return score_detections(predictions, references, n_examples)  # checks every item, naming it; plain Python out
