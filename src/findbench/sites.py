@@ -129,19 +129,6 @@ def _hook(module: torch.nn.Module, kind: str, fn: Callable[[torch.Tensor], torch
     return module.register_forward_hook(post)
 
 
-def _positions_tensor(positions, batch: int, seq: int) -> torch.Tensor | None:
-    if positions is None:
-        return None
-    pos = torch.as_tensor(positions, dtype=torch.long)
-    if pos.dim() == 1:
-        pos = pos.unsqueeze(1)
-    if pos.dim() != 2 or pos.shape[0] != batch:
-        raise UsageError(f"positions must be [batch, n_positions] with batch={batch}, got shape {tuple(pos.shape)}")
-    if pos.numel() and (pos.min() < -seq or pos.max() >= seq):
-        raise UsageError(f"positions must index tokens in [-{seq}, {seq}), got {pos.tolist()}")
-    return pos % seq
-
-
 @torch.no_grad()
 def record(
     model,
@@ -176,7 +163,15 @@ def record(
         inputs["attention_mask"] = attention_mask.to(model.device)
     if "use_cache" in inspect.signature(model.forward).parameters:
         inputs["use_cache"] = False
-    pos = _positions_tensor(positions, input_ids.shape[0], input_ids.shape[1])
+    batch, seq = input_ids.shape
+    pos = None if positions is None else torch.as_tensor(positions, dtype=torch.long)
+    if pos is not None:
+        pos = pos.unsqueeze(1) if pos.dim() == 1 else pos
+        if pos.dim() != 2 or pos.shape[0] != batch:
+            raise UsageError(f"positions must be [batch, n_positions] with batch={batch}, got shape {tuple(pos.shape)}")
+        if pos.numel() and (pos.min() < -seq or pos.max() >= seq):
+            raise UsageError(f"positions must index tokens in [-{seq}, {seq}), got {pos.tolist()}")
+        pos = pos % seq
     idx = None if neurons is None else torch.as_tensor(list(neurons), dtype=torch.long)
     box: dict[str, torch.Tensor] = {}
     stop = stop_early and not return_logits

@@ -1,12 +1,9 @@
 """Parsing and scoring of SAEBench's AutoInterp *detection* task, as pure functions.
 
-In SAEBench's AutoInterp an explainer LM reads a latent's top-activating windows and writes
-"This neuron activates on ...". A scorer LM then sees that explanation and ``n`` shuffled windows
-(SAEBench's default: 14, usually 4 of them active) and answers with the 1-based numbers of
-the windows it thinks activate it, comma-separated, or "None". A latent's score is the share of
-the ``n`` windows classified correctly (active and predicted, or inactive and not predicted); an
-SAE's ``autointerp_score`` is the mean over latents and ``autointerp_std_dev`` their standard
-deviation.
+A scorer LM reads a latent's explanation and ``n`` shuffled windows (SAEBench: 14, usually 4
+active) and answers with the 1-based numbers of the active ones, or "None". A latent scores the
+share of windows classified correctly; ``autointerp_score`` is the mean over latents and
+``autointerp_std_dev`` their standard deviation.
 
 This module holds the parts that need no LM and no torch (the ``autointerp`` metric calls
 :func:`score_detections`), and what every AutoInterp score is reported with
