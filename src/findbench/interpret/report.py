@@ -459,8 +459,9 @@ def write_report(
     Args:
         run_dir: the run folder (``findbench interpret`` or FIND's results layout).
         scores_dir: the folder ``findbench evaluate`` wrote (default ``<run_dir>/scores``).
-        data: the dataset folder holding the run's functions; default ``data`` in ``run.json``,
-            else procedural rows with ``run.json``'s ``seed``.
+        data: the dataset folder holding the run's functions, for episodes that do not carry their
+            row (FIND's layout, older runs); default ``data`` in ``run.json``, else procedural rows
+            with ``run.json``'s ``seed``.
         out: the report folder (default ``scores_dir``); figures and the HTML go side by side.
 
     Raises FileNotFoundError when ``scores_dir`` has no ``scores.json``, and the errors of
@@ -480,10 +481,7 @@ def write_report(
     interpreter = info.get("interpreter") or run_path.resolve().name
     seed = info.get("seed") or 0
     data = data if data is not None else info.get("data")
-    check_rows_known(info, data, run_path)
     records = load_interpretations(run_path)
-    rows = {fid: row for by_id in _join_rows(records, data, seed).values() for fid, row in by_id.items()}
-    out_path.mkdir(parents=True, exist_ok=True)
 
     def key(rec: Mapping[str, Any]) -> tuple[str, str]:
         return rec["function_id"], rec["method"]
@@ -494,6 +492,13 @@ def write_report(
         return nested if nested.is_dir() else run_path / category / local
 
     episodes = {key(rec): _read_episode(folder(rec)) for rec in records}
+    rows = {rec["function_id"]: (episodes[key(rec)][0] or {}).get("row") for rec in records}
+    source = "the rows carried in each episode.json"
+    if not all(rows.values()):  # as findbench evaluate: FIND's layout and older runs carry no row
+        check_rows_known(info, data, run_path)
+        rows = {fid: row for by_id in _join_rows(records, data, seed).values() for fid, row in by_id.items()}
+        source = f"data folder {data}" if data is not None else f"procedural data (seed {seed})"
+    out_path.mkdir(parents=True, exist_ok=True)
     sections = []
     bars = [c for c in CATEGORIES if c in scores]
     if bars:
@@ -537,7 +542,6 @@ def write_report(
     *paper, run = table2_rows(interpreter, scores)
     table2 = (_table("table2", TABLE2_HEADERS, [_tr(r) for r in paper] + [_tr([f"{run[0]} (this run)", *run[1:]], "this-run")])
               + _notes(table2_notes(scores, counts or None, notes)) + _process_html(process))
-    source = f"data folder {data}" if data is not None else f"procedural data (seed {seed})"
     table_md = os.path.relpath(scores_path / "table.md", out_path)
     meta = (f"Run <code>{_esc(str(run_path))}</code>, scores <code>{_esc(str(scores_path))}</code> "
             f'(<a href="{_esc(table_md)}">table.md</a>), {_esc(source)}; {len(records)} episode(s).')
