@@ -239,11 +239,13 @@ def run_interpretations(
     tasks = [interpret_task(ss, rounds=rounds, max_tokens=max_tokens, seed=seed, protocol=protocol,
                             episode_tokens=episode_tokens, structured_outputs=structured_outputs)
              for ss in pending.values() if ss]
+    level = logging.getLogger().level  # Inspect sets the root logger's level to its own
     try:
         logs = inspect_eval(tasks, model=inspect_model, model_args={} if findbench_model else args, log_dir=str(out / LOG_DIR),
                             max_connections=max_connections, display=display or (None if progress else "none"),
                             log_format="eval")
     finally:
+        logging.getLogger().setLevel(level)
         if findbench_model:
             inspect_model.api.close()
     unfinished = []
