@@ -1,27 +1,17 @@
 """Intervals for findbench's aggregates: one seeded bootstrap, one paired comparison, one way
 to print them.
 
-Method (every interval findbench writes): a **percentile bootstrap over the scored units**.
-A *unit* is what an aggregate averages over, and is resampled whole:
-
-* a function (Table 2 cells, ``find_unit_test``, ``find_exact_match``, ``find_domain``);
-* an item (``find_nmse``'s success rate: an item is one function's program);
-* a neuron (``explanation_f1``'s macro scores; the ``probe`` config: a held-out item);
-* an intervention pair (``iia``).
-
-The units are drawn with replacement ``n_resamples`` times (default
-:data:`DEFAULT_RESAMPLES` = 10,000), the statistic (by default the mean) is computed on each
-draw, and the interval is the ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles
-of those values (default :data:`DEFAULT_CONFIDENCE` = 95 %). The draws come from numpy's
-``default_rng(seed)`` (default seed 0), so an interval is reproducible for a given seed, vector
-and numpy. Units whose values are all equal give a zero-width interval at that value. With few
-units (n < :data:`SMALL_N`) a percentile interval is too narrow as a rule, and findbench marks
-such cells with :data:`SMALL_N_MARK` (legend: :data:`SMALL_N_LEGEND`).
-
-Two runs scored on the same units are compared by :func:`paired_bootstrap`: the bootstrap of
-the per-unit differences ``a - b`` (units drawn together, so what the two runs share cancels).
-(numpy, not ``scipy.stats.bootstrap``: the paired p-value and vectorised statistics need the
-resampled values themselves.)
+Every interval findbench writes is a **percentile bootstrap over the scored units**, the things
+an aggregate averages over, resampled whole: a function (Table 2 cells, ``find_unit_test``,
+``find_exact_match``, ``find_domain``), an item (``find_nmse``'s success rate), a neuron
+(``explanation_f1``; the ``probe`` config: a held-out item) or an intervention pair (``iia``).
+Units are drawn with replacement :data:`DEFAULT_RESAMPLES` times from numpy's
+``default_rng(seed)``; the interval is the ``(1 ± confidence) / 2`` quantiles of the statistic
+(default: the mean) over the draws. All-equal units give a zero-width interval. Cells with
+n < :data:`SMALL_N` units are marked :data:`SMALL_N_MARK` (legend: :data:`SMALL_N_LEGEND`).
+:func:`paired_bootstrap` compares two runs on the same units through the bootstrap of the
+per-unit differences (numpy, not ``scipy.stats.bootstrap``: the paired p-value needs the
+resampled values themselves).
 """
 
 from __future__ import annotations
@@ -100,29 +90,18 @@ def _interval(stats: np.ndarray, confidence: float) -> tuple[float, float]:
     return float(low), float(high)
 
 
-def bootstrap_ci(
-    values: Sequence[float] | np.ndarray,
-    *,
-    statistic: Statistic | None = None,
-    seed: int = DEFAULT_SEED,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    confidence: float = DEFAULT_CONFIDENCE,
-) -> tuple[float, float]:
+def bootstrap_ci(values: Sequence[float] | np.ndarray, *, statistic: Statistic | None = None, seed: int = DEFAULT_SEED,
+                 n_resamples: int = DEFAULT_RESAMPLES, confidence: float = DEFAULT_CONFIDENCE) -> tuple[float, float]:
     """Percentile bootstrap interval ``(low, high)`` of a statistic over scored units.
 
     Args:
-        values: one score per unit (a function, neuron, item or pair), e.g. per-function
-            accuracies or 0/1 successes; or one row per unit (``(n, k)``) for a ``statistic``
-            that needs several numbers per unit. Every value must be finite.
-        statistic: vectorised statistic: takes the resampled units as an array of shape
-            ``(resamples, n, ...)`` and returns one value per resample (shape ``(resamples,)``).
-            Default: the mean over units.
-        seed: seed of numpy's ``default_rng`` that draws the resamples.
-        n_resamples: number of bootstrap resamples.
+        values: one finite score per unit, or one row per unit (``(n, k)``) for a ``statistic``
+            that needs several numbers per unit.
+        statistic: vectorised: maps resampled units ``(resamples, n, ...)`` to ``(resamples,)``.
+            Default: the mean.
         confidence: coverage of the interval, in (0, 1).
 
-    Returns ``(nan, nan)`` for no units. All values equal (and the default mean) gives a
-    zero-width interval at that value. The same ``values`` and ``seed`` give the same interval.
+    Returns ``(nan, nan)`` for no units.
     """
     _check_options(n_resamples, confidence)
     units = _as_units(values)
@@ -136,13 +115,8 @@ def bootstrap_ci(
     return _interval(_resampled_statistics(units, statistic, seed, n_resamples), confidence)
 
 
-def mean_ci(
-    values: Sequence[float] | np.ndarray,
-    *,
-    seed: int = DEFAULT_SEED,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    confidence: float = DEFAULT_CONFIDENCE,
-) -> dict[str, Any]:
+def mean_ci(values: Sequence[float] | np.ndarray, *, seed: int = DEFAULT_SEED, n_resamples: int = DEFAULT_RESAMPLES,
+            confidence: float = DEFAULT_CONFIDENCE) -> dict[str, Any]:
     """``{"mean": float, "ci": [low, high], "n": int}`` of per-unit scores (plain Python types,
     ready for JSON and for :func:`format_ci` as ``format_ci(**mean_ci(v))``). No units: NaNs and
     ``n = 0``."""
@@ -175,24 +149,13 @@ class PairedComparison:
         return out
 
 
-def paired_bootstrap(
-    a: Sequence[float] | np.ndarray,
-    b: Sequence[float] | np.ndarray,
-    *,
-    seed: int = DEFAULT_SEED,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    confidence: float = DEFAULT_CONFIDENCE,
-) -> PairedComparison:
-    """Paired percentile bootstrap of ``mean(a) - mean(b)`` over units scored in both.
+def paired_bootstrap(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, *, seed: int = DEFAULT_SEED,
+                     n_resamples: int = DEFAULT_RESAMPLES, confidence: float = DEFAULT_CONFIDENCE) -> PairedComparison:
+    """Paired percentile bootstrap of ``mean(a) - mean(b)``; ``a[i]`` and ``b[i]`` score the same unit.
 
-    ``a[i]`` and ``b[i]`` are the two runs' scores of the same unit (e.g. one function); the
-    units are resampled together, so what is common to both scores of a unit cancels.
-    ``diff_ci`` is the percentile interval of the mean difference; ``differs`` says whether it
-    excludes 0; ``p_value`` is the two-sided bootstrap p-value
-    ``min(1, 2 (min(#{d* <= 0}, #{d* >= 0}) + 1) / (n_resamples + 1))`` over the resampled mean
-    differences ``d*`` (so ``p_value < 1 - confidence`` agrees with ``differs`` up to the
-    resolution of the resamples). Identical runs give ``diff = 0``, a zero-width interval,
-    ``p_value = 1`` and ``differs = False``; no shared unit gives NaNs.
+    ``p_value`` is the two-sided ``min(1, 2 (min(#{d* <= 0}, #{d* >= 0}) + 1) / (n_resamples + 1))``
+    over the resampled mean differences ``d*``. Identical runs give ``diff = 0``, ``p_value = 1``
+    and ``differs = False``; no shared unit gives NaNs.
     """
     _check_options(n_resamples, confidence)
     ua, ub = _as_units(a, "a"), _as_units(b, "b")
@@ -213,16 +176,8 @@ def paired_bootstrap(
     low, high = _interval(stats, confidence)
     extreme = min(int(np.sum(stats <= 0)), int(np.sum(stats >= 0)))
     p_value = min(1.0, 2.0 * (extreme + 1) / (n_resamples + 1))
-    return PairedComparison(
-        n=n,
-        mean_a=float(np.mean(ua)),
-        mean_b=float(np.mean(ub)),
-        diff=diff,
-        diff_ci=(low, high),
-        p_value=float(p_value),
-        differs=bool(low > 0 or high < 0),
-        confidence=float(confidence),
-    )
+    return PairedComparison(n, float(np.mean(ua)), float(np.mean(ub)), diff, (low, high), float(p_value),
+                            bool(low > 0 or high < 0), float(confidence))
 
 
 def is_small(n: int) -> bool:
@@ -230,19 +185,11 @@ def is_small(n: int) -> bool:
     return n < SMALL_N
 
 
-def format_ci(
-    mean: float | None,
-    ci: Sequence[float] | None,
-    n: int,
-    *,
-    digits: int = 2,
-    mark: str = SMALL_N_MARK,
-) -> str:
-    """A cell such as ``0.83 [0.62, 0.97] (n=6)†``: the mean, its interval, the number of
-    units, and ``mark`` when n < :data:`SMALL_N` (legend: :data:`SMALL_N_LEGEND`).
+def format_ci(mean: float | None, ci: Sequence[float] | None, n: int, *, digits: int = 2, mark: str = SMALL_N_MARK) -> str:
+    """A cell such as ``0.83 [0.62, 0.97] (n=6)†`` (``mark`` when n < :data:`SMALL_N`).
 
-    A missing or non-finite mean prints ``–``; a missing interval is left out
-    (``0.83 (n=6)``). ``format_ci(**mean_ci(values))`` prints a :func:`mean_ci` summary.
+    A missing or non-finite mean prints ``–``; a missing interval is left out. Takes
+    ``**mean_ci(values)``.
     """
     suffix = f"(n={n}){mark if is_small(n) else ''}"
     if mean is None or not math.isfinite(mean):
