@@ -1,56 +1,31 @@
 """Run untrusted interpreter code: a fresh, kernel-confined process per program.
 
-FIND's interpreters write Python (``def function(x): ...``) that the benchmark must execute to
-score it. Only this module runs such code, and never in the caller's process:
+FIND's interpreters write Python that the benchmark must execute to score it; only this module
+runs such code, never in the caller's process. Each pool slot is a fork server (``_worker.py``)
+that forks one child per program, so nothing a program does survives it; ``random`` and
+``numpy.random`` are seeded with ``seed`` in every child. A child's memory holds its own request
+only, and the parent accepts exactly one framed, bounded, validated reply per program.
 
-* **A fresh process per program.** Each pool slot is a fork server (``_worker.py``): a
-  ``python -s -P`` subprocess that imports numpy and the usual stdlib modules once, then forks
-  one child per program. Nothing a program does survives it (monkeypatched modules or
-  builtins, threads, files in its directory, a tampered ``sys.audit``), so the same program
-  gives the same result whatever ran before it. ``random`` and ``numpy.random`` are seeded
-  with ``seed`` in every child.
-* **Nothing but its own request.** The fork server never holds a request as data (it reads
-  each into a buffer no child inherits, copies it out for its child only, and zeroes the
-  copy after the fork), so a child's memory has its own code and inputs
-  and nothing of any other program, ground truth included. Each child keeps only its own reply
-  pipe; the server frames what it wrote, and the parent accepts exactly one well-formed,
-  bounded reply line per program: a stray or forged line fails that program only.
-* **Confinement by the kernel**, applied in the child before any untrusted byte runs:
-  Landlock (read-only access to the interpreter, its stdlib, shared libraries, the packages in
-  ``PROGRAM_PACKAGES`` (numpy) and ``/dev/null``/``/dev/urandom``, never another
-  site-packages entry, findbench or its caches; read-write access to the program's own fresh
-  directory only; no TCP bind/connect; with Landlock ABI >= 6 no signals or abstract unix
-  sockets outside the domain); a seccomp filter (libseccomp, through ``pyseccomp``) refusing
-  keyrings, SysV/POSIX IPC, io_uring, userfaultfd, namespaces, mounts, ptrace, BPF and AF_UNIX
-  sockets; fresh network, IPC and mount namespaces (set up once in the fork server); the
-  program's folder a size-capped tmpfs; ``PR_SET_NO_NEW_PRIVS``; uid/gid ``nobody`` when
-  started as root; a parent-death signal; and resource limits (address space, CPU seconds,
-  file size, open files, no new processes, no core dumps).
-  Where ``bwrap`` (bubblewrap) is installed, the fork server itself also runs inside a
-  bubblewrap container that mounts only those read-only paths, with fresh pid, ipc and network
-  namespaces (``bwrap=None`` uses it when present).
-* **An audit hook** (``sys.addaudithook``) refuses sockets, process creation, ``ctypes``,
-  signals and writes outside the program's directory with clear messages. It is a first line
-  for readable errors; the kernel layers hold whether or not it does.
-* **Limits of time and size**: wall-clock per program (the fork server kills the child),
-  CPU time (``RLIMIT_CPU``), stdout + stderr captured up to ``max_output_bytes`` characters,
-  results larger than ``max_result_bytes`` refused. A program that times out, dies or is
-  killed gets status ``"timeout"`` / ``"killed"``; the batch goes on and every call returns
-  one :class:`SandboxResult` per program.
+Layers, applied in the child before any untrusted byte runs: Landlock (read-only access to the
+interpreter, stdlib, shared libraries and ``PROGRAM_PACKAGES``; read-write to the program's own
+size-capped tmpfs; no TCP; ABI >= 6: scoped signals and abstract sockets), a seccomp filter,
+fresh network/IPC/mount namespaces, ``PR_SET_NO_NEW_PRIVS``, uid ``nobody`` when root, a
+parent-death signal, rlimits, and bubblewrap around the fork server where ``bwrap`` is installed.
+An audit hook gives readable refusals; the kernel layers hold without it. Limits: wall-clock and
+CPU time per program (status ``"timeout"`` / ``"killed"``), output capped at
+``max_output_bytes``, results over ``max_result_bytes`` refused.
 
-**Say what is in force.** :attr:`Sandbox.isolation_level` (and ``SandboxResult.isolation``)
-names the layers actually applied, e.g. ``"landlock+seccomp+netns+ipcns+uid"`` or
-``"bwrap+landlock+seccomp+netns+ipcns+uid"``. Without a kernel boundary (no Landlock in the kernel and no
-bwrap) the sandbox refuses to run anything unless the caller opts in with
-``allow_unconfined=True`` or ``FINDBENCH_ALLOW_UNCONFINED=1``; the level then reads
-``"unconfined"`` (rlimits and the audit hook only).
+:attr:`Sandbox.isolation_level` (and ``SandboxResult.isolation``) names the layers in force,
+e.g. ``"landlock+seccomp+netns+ipcns+uid"``. Without a kernel boundary (no Landlock, no bwrap)
+the sandbox refuses to run unless ``allow_unconfined=True`` or ``FINDBENCH_ALLOW_UNCONFINED=1``
+(level ``"unconfined"``).
 
 Example::
 
     from findbench.sandbox import Sandbox, run_functions
 
     res = run_functions(["def f(x):\\n    return 2 * x\\n"], [[1, 2, 3]])
-    res[0].status, res[0].values, res[0].isolation   # ('ok', [2, 4, 6], 'landlock+seccomp+netns+ipcns+uid')
+    res[0].status, res[0].values   # ('ok', [2, 4, 6])
 
     with Sandbox(workers=2, timeout=5) as box:   # reuse the fork servers across calls
         box.run(codes, inputs, entry="function")
@@ -130,19 +105,12 @@ _WORKER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_work
 class SandboxResult:
     """What one program did.
 
-    ``status``:
-      * ``"ok"``: the program loaded and its entry function was called on every input (an
-        exception on one input only fails that input: see ``errors``);
-      * ``"error"``: the program could not be loaded (syntax error, exception at module level,
-        no entry function, ...): ``message`` says why, ``values``/``errors`` are all ``None``
-        / the message;
-      * ``"timeout"``: wall-clock or CPU-time limit exceeded (the worker was replaced);
-      * ``"killed"``: the worker died (segfault, ``os._exit``, oversized reply, ...).
-
-    ``values[i]`` is the JSON-plain result for ``inputs[i]`` (numpy scalars/arrays become
-    Python floats/lists, tuples become lists, NaN/inf are kept) or ``None`` when
-    ``errors[i]`` (``"ExcType: message"``) is set.  ``stdout`` holds the program's stdout and
-    stderr, capped. ``isolation`` names the layers that confined it (``"landlock+netns+uid"``).
+    ``status``: ``"ok"`` (loaded; an exception on one input fails that input only, see
+    ``errors``), ``"error"`` (could not be loaded: ``message`` says why), ``"timeout"`` (wall-clock
+    or CPU limit) or ``"killed"`` (the worker died, oversized or malformed reply).
+    ``values[i]`` is the JSON-plain result for ``inputs[i]`` (numpy becomes floats/lists, NaN/inf
+    kept), ``None`` when ``errors[i]`` (``"ExcType: message"``) is set. ``stdout``: stdout and
+    stderr, capped. ``isolation``: the layers that confined it.
     """
 
     status: str
@@ -150,7 +118,6 @@ class SandboxResult:
     errors: list
     stdout: str = ""
     message: str = ""
-    #: The isolation layers in force for this program (:attr:`Sandbox.isolation_level`).
     isolation: str = ""
 
     @property
@@ -160,8 +127,7 @@ class SandboxResult:
 
 
 class SandboxUnavailableError(RuntimeError):
-    """No kernel boundary can be applied (no Landlock, no bwrap) and the caller did not opt in
-    to running untrusted code without one."""
+    """No kernel boundary (Landlock or bwrap) and no opt-in to running without one."""
 
 
 def _failed(status: str, n_inputs: int, message: str, stdout: str = "", isolation: str = "") -> SandboxResult:
@@ -169,9 +135,7 @@ def _failed(status: str, n_inputs: int, message: str, stdout: str = "", isolatio
 
 
 def isolation_level(isolation: dict) -> str:
-    """The layers in a fork server's report, joined by ``+`` (``"unconfined"`` without a
-    kernel boundary): ``bwrap``, ``landlock``, ``seccomp``, ``netns``, ``ipcns`` and ``uid``
-    (an unprivileged uid)."""
+    """The layers in a fork server's report joined by ``+`` (``"unconfined"`` without a kernel boundary)."""
     parts = [name for name, on in (
         ("bwrap", isolation.get("bwrap")),
         ("landlock", isolation.get("landlock")),
@@ -220,9 +184,9 @@ def _unavailable_message(iso: dict) -> str:
     )
 
 
-#: What a program may never read even where it lies beneath a read-only root: findbench's
-#: own package (its generators rebuild the ground truth) and its caches.
 def _denied_paths() -> tuple[str, ...]:
+    """What a program may never read even beneath a read-only root: findbench (its generators
+    rebuild the ground truth) and its caches."""
     import findbench
 
     paths = [os.path.dirname(os.path.abspath(findbench.__file__))]
@@ -262,10 +226,8 @@ _CLONE_NAMESPACE_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x1000
 
 @functools.lru_cache(maxsize=1)
 def seccomp_program() -> str | None:
-    """The sandbox's seccomp filter, compiled by libseccomp (``pyseccomp``) to classic BPF and
-    base64-encoded for the fork servers, which load it into each child; ``None`` (and one
-    warning) where libseccomp cannot be loaded. Everything not listed is allowed: Landlock,
-    the uid and the rlimits confine the rest."""
+    """The seccomp filter as base64 classic BPF (compiled by libseccomp through ``pyseccomp``);
+    ``None`` and one warning without libseccomp. Everything not listed is allowed."""
     import base64
     import errno
     import socket
@@ -321,11 +283,7 @@ def _clean_stale_dirs() -> None:
 
 
 class _Worker:
-    """One worker subprocess and the parent's end of its pipes.
-
-    Requests go out as a 4-byte length and the item's JSON; each reply comes back as a header
-    line the fork server writes (``{"outcome", "size"}``) and then ``size`` bytes the program's
-    process wrote, which :meth:`Sandbox._parse_reply` checks."""
+    """One fork server and the parent's end of its pipes (protocol: see ``_worker.py``)."""
 
     def __init__(self, proc: subprocess.Popen, tmpdir: str, line_limit: int):
         self.proc = proc
@@ -429,35 +387,21 @@ class _Worker:
 
 
 class Sandbox:
-    """A pool of reusable sandboxed worker processes (use as a context manager).
+    """A pool of reusable sandboxed fork servers (use as a context manager).
 
     Args:
-        workers: number of worker processes; default ``min(4, os.cpu_count())``.  Workers
-            start lazily on the first :meth:`run` and stay up until :meth:`close`.
-        timeout: wall-clock seconds allowed per program (loading it and calling it on all its
-            inputs), measured by the parent.
-        cpu_seconds: CPU seconds per program (``RLIMIT_CPU``, 1 s granularity upward).
-        memory_mb: address-space limit of a worker in MiB (includes the ~100-200 MiB of the
-            interpreter and numpy).
+        workers: fork servers, started on the first :meth:`run`; default ``min(4, os.cpu_count())``.
+        timeout: wall-clock seconds per program (loading it and all its inputs).
+        cpu_seconds: ``RLIMIT_CPU`` per program (1 s granularity upward).
+        memory_mb: address-space limit in MiB (includes ~100-200 MiB of interpreter and numpy).
         max_output_bytes: characters of stdout+stderr kept per program.
-        max_result_bytes: largest serialized result of one program; larger results fail
-            with status ``"error"``.
-        seed: ``random`` and ``numpy.random`` are seeded with it before every program.
-        isolate_network: a fresh network namespace for the fork servers.
-        drop_privileges: when running as root, run programs as uid/gid 65534 (``nobody``).
-            Import directories ``nobody`` cannot reach (an interpreter under ``/root``) stay
-            importable through descriptors the fork server opened as root.
-        max_file_bytes: ``RLIMIT_FSIZE`` of a program (largest file it may write).
-        max_disk_bytes, max_files: the most bytes and files a program may write in all: its
-            folder is a tmpfs of that size in the fork server's own mount namespace (gone with
-            it); ``isolation["disk_cap_bytes"]`` is ``None`` where no mount namespace could be
-            made (then only ``max_file_bytes`` per file holds).
-        landlock: confine every program with Landlock when the kernel supports it.
-        bwrap: run the fork servers inside bubblewrap: ``None`` when ``bwrap`` is installed,
-            ``True`` to require it, ``False`` never.
-        allow_unconfined: run programs even when no kernel boundary (Landlock or bwrap) can
-            be applied; default: the ``FINDBENCH_ALLOW_UNCONFINED`` environment variable.
-            Otherwise :class:`SandboxUnavailableError` says what is missing.
+        max_result_bytes: largest serialized result of one program (larger: status ``"error"``).
+        drop_privileges: when root, run programs as uid/gid 65534 (``nobody``).
+        max_file_bytes: ``RLIMIT_FSIZE`` of a program.
+        max_disk_bytes, max_files: size of the program's tmpfs; ``isolation["disk_cap_bytes"]``
+            is ``None`` where no mount namespace could be made.
+        bwrap: run the fork servers in bubblewrap: ``None`` when installed, ``True`` required.
+        allow_unconfined: run without a kernel boundary; default ``$FINDBENCH_ALLOW_UNCONFINED``.
     """
 
     def __init__(
@@ -533,7 +477,6 @@ class Sandbox:
         self._closed = False
         #: What the fork servers applied (filled when the first one starts).
         self.isolation: dict = {}
-        self._base_dirs: list[str] = []
 
     # -- life cycle
     def __enter__(self) -> Sandbox:
@@ -648,15 +591,12 @@ class Sandbox:
         entry: str | Sequence[str] = "last_def",
         progress: bool = False,
     ) -> list[SandboxResult]:
-        """Run every program ``codes[k]`` on its inputs ``inputs[k]``; one result per program.
+        """Run every program ``codes[k]`` on its JSON inputs ``inputs[k]``; one result per program.
 
-        ``entry="last_def"`` calls the last top-level ``def`` of each program (FIND's rule for
-        interpreter code); any other value names the function to call (e.g. ``"function"``);
-        a sequence gives one such entry per program.
-        Each input is passed as the single positional argument; inputs must be JSON data
-        (numbers, strings, lists, dicts, None) and are passed as data, never formatted into code.
-        Programs run with ``__name__ == "__findbench_program__"`` (so ``if __name__ ==
-        "__main__":`` demo blocks are skipped) in a fresh namespace each.
+        ``entry="last_def"`` calls each program's last top-level ``def`` (FIND's rule); any other
+        value names the function (or one entry per program). Each input is the single argument,
+        passed as data. Programs run as ``__name__ == "__findbench_program__"`` (so ``__main__``
+        demo blocks are skipped).
         """
         if isinstance(codes, (str, bytes)) or not isinstance(codes, Sequence):
             raise TypeError(f"codes must be a sequence of strings, got {type(codes).__name__}")
@@ -805,9 +745,8 @@ class Sandbox:
 
     @staticmethod
     def _parse_reply(body: bytes, item: dict, level: str) -> SandboxResult:
-        """The program's reply, checked: exactly one JSON line of the expected shape for this
-        item; anything else (extra lines a program wrote into its pipe, a forged or truncated
-        reply, nesting deeper than a result may have) fails this item only and never raises."""
+        """The program's reply if it is exactly one JSON line of the expected shape for this item;
+        anything else fails this item only and never raises."""
         n_inputs = len(item["inputs"])
         try:
             if body.count(b"\n") != 1 or not body.endswith(b"\n"):
@@ -861,15 +800,10 @@ def run_functions(
     sandbox: Sandbox | None = None,
     allow_unconfined: bool | None = None,
 ) -> list[SandboxResult]:
-    """Run each program on its inputs in sandboxed workers; one :class:`SandboxResult` each.
+    """Run each program on its inputs (see :meth:`Sandbox.run`); one :class:`SandboxResult` each.
 
-    ``codes[k]`` is Python source; the function called is its last top-level ``def``
-    (``entry="last_def"``) or the function named ``entry``; it is called once per element of
-    ``inputs[k]`` (as its single argument).  Pass ``sandbox=`` to reuse a running
-    :class:`Sandbox` (its limits apply and the limit arguments here are ignored); otherwise a
-    pool is started with these limits and stopped before returning. Each result's
-    ``isolation`` names the layers that confined it; without a kernel boundary the call raises
-    :class:`SandboxUnavailableError` unless ``allow_unconfined`` (or ``FINDBENCH_ALLOW_UNCONFINED=1``).
+    ``sandbox=`` reuses a running :class:`Sandbox` (its limits apply, the ones here are ignored);
+    otherwise a pool with these limits runs for this call only.
     """
     if sandbox is not None:
         if not isinstance(sandbox, Sandbox):

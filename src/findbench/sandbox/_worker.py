@@ -1,28 +1,13 @@
 """Fork server of :mod:`findbench.sandbox` (run as ``python -s -P .../sandbox/_worker.py --worker CONFIG``).
 
 One such process (the *zygote*) starts per pool slot. It sets up what every program shares
-(die-with-parent, no-new-privileges, fresh network, IPC and mount namespaces with a tmpfs as
-its folder, numpy and the usual stdlib modules imported once), then serves requests: for every
-program it forks a child that
-
-1. gets a fresh private directory (a size-capped tmpfs: its working directory, ``$HOME`` and
-   ``$TMPDIR``) and closes every descriptor but its reply pipe;
-2. is confined by the kernel before any untrusted byte runs: a Landlock domain (read-only
-   access to what Python and numpy need, read-write to its own directory only, no TCP, no
-   signals or abstract unix sockets outside the domain), an unprivileged uid when the zygote is
-   root, a parent-death signal, resource limits (memory, CPU, file size, open files, no
-   processes, no core dumps), and last the seccomp filter the parent compiled;
-3. installs an audit hook (a readable first line of refusal with clear messages; never the
-   boundary itself), runs the program and writes one JSON reply into its pipe, then exits.
-
-The zygote enforces the wall-clock limit on the child, relays its reply and unmounts its
-directory. Nothing a program does survives it: module monkeypatches, threads, files, changed
-builtins all die with the child, so a program's result does not depend on what ran before.
-The zygote never holds a request or a reply where a child could find it (see
-:class:`_Zygote`), so no child finds another program's code, inputs or outputs in memory.
-
-Kept apart from the package (the worker imports no findbench module and nothing it does not
-need) and import-light, because children inherit every module the zygote loaded.
+(die-with-parent, no-new-privileges, fresh namespaces, a tmpfs, numpy imported once), then forks
+one child per program. The child gets a fresh size-capped tmpfs directory, closes every
+descriptor but its reply pipe, is confined (Landlock, uid, parent-death signal, rlimits, seccomp
+last), installs the audit hook, runs the program, writes one JSON reply and exits. The zygote
+enforces the wall-clock limit, relays the reply and never holds a request or reply where a child
+could find it (see :class:`_Zygote`). It imports no findbench module: children inherit every
+module it loaded.
 
 Protocol with the parent (two private pipes, never pickle): one line
 ``{"ready": true, "isolation": {...}}`` after set-up; then per request a 4-byte big-endian
@@ -189,9 +174,8 @@ def _site_dirs() -> set[str]:
 
 
 def _carve(roots: list[str], denied: set[str]) -> list[str]:
-    """``roots`` minus everything beneath a denied path: a root that holds a denied path is
-    replaced by its entries (Landlock and bubblewrap grant whole trees, so a carve-out is a
-    list of the siblings). Iterative, so deep trees cannot exhaust the stack."""
+    """``roots`` minus everything beneath a denied path: a root holding a denied path is replaced
+    by its entries (Landlock and bubblewrap grant whole trees)."""
     out: list[str] = []
     todo = sorted({os.path.realpath(r) for r in roots}, reverse=True)
     while todo:
@@ -206,11 +190,9 @@ def _carve(roots: list[str], denied: set[str]) -> list[str]:
 
 
 def _read_roots(packages: tuple[str, ...] = PROGRAM_PACKAGES, deny: tuple[str, ...] = ()) -> list[str]:
-    """What a child may read: the interpreter, its stdlib and shared libraries, the
-    third-party ``packages`` programs may import (numpy: its folder and its ``.libs``), and a
-    few device files. Never any other site-packages entry (findbench itself, torch, the data
-    packages), ``$HOME``, the caller's checkout, caches, ``deny`` or ``/etc`` (beyond the
-    loader's cache)."""
+    """What a child may read: the interpreter, its stdlib and shared libraries, ``packages``
+    (with their ``.libs``) and a few device files; never another site-packages entry, ``deny``,
+    ``$HOME`` or ``/etc`` beyond the loader's cache."""
     import importlib.util
     import sysconfig
 
@@ -294,8 +276,7 @@ class _CappedText:
 
 
 def _make_audit_hook(tmpdir: str):
-    """The first line of refusal: clear messages for what a careless program tries. The kernel
-    (Landlock, uid, rlimits, network namespace) enforces the same whatever happens here."""
+    """Clear refusals for what a careless program tries; the kernel layers enforce the same."""
     blocked_prefixes = ("socket.", "ctypes.", "subprocess.", "os.exec", "os.spawn", "os.posix_spawn", "pty.", "_winapi.")
     blocked = frozenset({
         "os.system", "os.fork", "os.forkpty", "os.kill", "os.killpg", "os.startfile",
@@ -548,10 +529,9 @@ def _private_buffer(size: int) -> Any:
 class _Zygote:
     """Set-up shared by all programs, and the fork-per-program loop.
 
-    The zygote never holds a program's request as data: requests and replies pass through
-    buffers that no child inherits (``MADV_DONTFORK``), and each request is copied out just
-    before its child is forked and zeroed right after. So a child finds, in the memory it
-    inherits, its own request and nothing of any other program."""
+    Requests and replies pass through buffers no child inherits (``MADV_DONTFORK``); each
+    request is copied out just before its child is forked and zeroed right after, so a child's
+    memory holds its own request and nothing of any other program."""
 
     def __init__(self, config: dict, req_fd: int, resp_fd: int):
         self.config = config
@@ -564,9 +544,6 @@ class _Zygote:
         self.tmpfs = False
         self.seccomp: Any = None
         self.iso: dict = {}
-        # The buffers requests and replies arrive in are never mapped into a child (no copy on
-        # fork, no copy-on-write, nothing of them to find); a child gets its own request only,
-        # copied out just before its fork.
         self.inbox = _private_buffer(config["max_request_bytes"])
         self.reply = _private_buffer(config["max_result_bytes"] + 8 * config["max_output_bytes"] + 65536)
         self.request = bytearray()
@@ -732,10 +709,8 @@ class _Zygote:
             sys.addaudithook(_make_audit_hook(os.path.realpath(tmpdir)))
 
     def _import_through_fds(self) -> None:
-        """Point the import system at /proc/self/fd/N for directories only root can reach.
-
-        Done once in the fork server: its children inherit both the descriptors (same numbers)
-        and the rewritten paths."""
+        """Point the import system at /proc/self/fd/N for directories only root can reach
+        (children inherit the descriptors and the rewritten paths)."""
         remap = {path: f"/proc/self/fd/{fd}" for path, fd in self.path_fds.items()}
 
         def moved(path: str) -> str:
