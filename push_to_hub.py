@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from findbench import hub
-from findbench.resources import metric_path
+from findbench.resources import METRICS, metric_path
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -33,7 +33,7 @@ def make_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = make_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO)
-    metrics = list(hub.METRIC_NAMES) if args.metrics == ["all"] else args.metrics
+    metrics = list(METRICS) if args.metrics == ["all"] else args.metrics
     uploads = [hub.plan_dataset(d, f"{args.org}/{Path(d).name}") for d in args.datasets]
     uploads += [hub.plan_metric(Path(metric_path(m)).parent, f"{args.org}/{m}") for m in metrics]
     if args.checkpoint:

@@ -18,11 +18,8 @@ from typing import Any
 
 import yaml
 
-from findbench.resources import METRICS
-
 logger = logging.getLogger(__name__)
 
-METRIC_NAMES = METRICS
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
@@ -110,11 +107,7 @@ def plan_checkpoint(checkpoint_dir: str | Path, repo_id: str) -> Upload:
 
 
 def publish(uploads: Sequence[Upload], *, private: bool = False, token: str | None = None, api: Any = None) -> list[str]:
-    """Create the repositories and upload every staged folder; returns the repo URLs.
-
-    All uploads are validated by their ``plan_*`` call first, so this is the first and only
-    step that touches the network.
-    """
+    """Create the repositories and upload every staged folder (the only step that touches the network); the repo URLs."""
     from huggingface_hub import HfApi
 
     api = api or HfApi(token=token)
