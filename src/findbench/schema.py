@@ -45,13 +45,11 @@ COLUMNS: dict[str, tuple[Any, str]] = {
 
 
 def _to_feature(spec: Any):
-    from datasets import Value
+    from datasets import List, Value
 
     if isinstance(spec, str):
         return Value(spec)
     if isinstance(spec, list):
-        from datasets import List
-
         return List(_to_feature(spec[0]))
     if isinstance(spec, dict):
         return {k: _to_feature(v) for k, v in spec.items()}
@@ -66,18 +64,12 @@ def features():
 
 
 def empty_row(**values: Any) -> dict[str, Any]:
-    """A row with every column present (None / [] defaults), updated with ``values``.
-
-    Raises ValueError naming any unknown column, so a typo never silently drops data.
-    """
+    """A row with every column present (None / [] defaults), updated with ``values``; ValueError
+    naming any unknown column."""
     unknown = set(values) - set(COLUMNS)
     if unknown:
         raise ValueError(f"unknown column(s) {sorted(unknown)}; known: {list(COLUMNS)}")
-    row: dict[str, Any] = {}
-    for name, (spec, _doc) in COLUMNS.items():
-        row[name] = [] if isinstance(spec, list) else None
-    row.update(values)
-    return row
+    return {name: [] if isinstance(spec, list) else None for name, (spec, _doc) in COLUMNS.items()} | values
 
 
 def dumps(obj: Any) -> str:
