@@ -16,15 +16,11 @@ from typing import Any
 
 
 @contextlib.contextmanager
-def atomic_dir(path: str | os.PathLike, *, overwrite: bool = True) -> Iterator[Path]:
-    """Yield a temporary directory beside ``path``; on success it replaces ``path`` at once.
-
-    On an exception the temporary directory is removed and ``path`` is left as it was.
-    """
+def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary directory beside ``path``; on success it replaces ``path`` at once, on an
+    exception it is removed and ``path`` is left as it was."""
     path = Path(path).resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} exists (pass overwrite=True to replace it)")
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
     try:
         os.chmod(tmp, 0o777 & ~umask())
