@@ -96,8 +96,6 @@ _MESSAGE_LIMIT = 64 * 1024
 from findbench._checks import integer, number, positive_int  # noqa: E402
 from findbench.sandbox import _worker  # noqa: E402 - stdlib only; the parent reads its constants
 
-# The fork server is a separate, import-light script: its children inherit every module it
-# loaded, so it loads no findbench module and nothing a program does not need.
 _WORKER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_worker.py")
 
 
@@ -203,10 +201,8 @@ def _read_roots() -> list[str]:
     return roots(PROGRAM_PACKAGES, _denied_paths())
 
 
-# Refused with EPERM (ENOSYS for clone3, so the C library falls back to clone, whose flags a
-# filter can read): every way between programs or out of the sandbox that the other layers do
-# not already close: keyrings, SysV and POSIX IPC, io_uring, userfaultfd, namespaces and
-# mounts, tracing and other processes' memory, BPF, perf, kernel modules.
+# Refused with EPERM (clone3 with ENOSYS, so the C library falls back to clone, whose flags a
+# filter can read): the ways between programs or out of the sandbox the other layers leave open.
 _SECCOMP_DENIED = (
     "keyctl", "add_key", "request_key",
     "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semtimedop", "semctl",
@@ -293,7 +289,6 @@ class _Worker:
         self.fd = proc.stdout.fileno()
         self.poller = select.poll()
         self.poller.register(self.fd, select.POLLIN | select.POLLHUP | select.POLLERR)
-        self.hello: dict = {}
         try:  # a request pipe that holds a whole batch (Linux allows 1 MiB to anyone by default)
             fcntl.fcntl(proc.stdin.fileno(), _F_SETPIPE_SZ, 1 << 20)
         except OSError:
@@ -511,8 +506,7 @@ class Sandbox:
         command = [sys.executable, "-s", "-P", _WORKER_SCRIPT, "--worker", json.dumps(config)]
         if not self._bwrap:
             return command
-        # bubblewrap: a new mount namespace that shows only what the programs may read, the
-        # fork server's directory, and a minimal /dev; fresh pid, ipc, uts and network namespaces.
+        # bubblewrap: a mount namespace showing only what programs may read, the server's folder and /dev.
         binds: list[str] = []
         for path in _read_roots() + [os.path.realpath(_WORKER_SCRIPT)]:
             binds += ["--ro-bind", path, path]
@@ -571,7 +565,6 @@ class Sandbox:
         if not hello.get("ready"):
             rc = worker.kill()
             raise RuntimeError(f"sandbox worker failed to start (exit code {rc}): {hello.get('error', '')}")
-        worker.hello = hello
         iso = dict(hello.get("isolation", {}))
         if not (iso.get("landlock") or iso.get("bwrap")) and not self.allow_unconfined:
             worker.kill()

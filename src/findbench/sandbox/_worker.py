@@ -38,8 +38,7 @@ _PRELOAD = (
     "dataclasses", "abc", "array", "struct", "base64", "binascii", "hashlib", "codecs",
     "encodings.idna", "ast", "tempfile", "resource",
 )
-# ``__name__`` of a program: not "__main__", so demo code under ``if __name__ == "__main__":``
-# that interpreters like to append does not run.
+# ``__name__`` of a program: not "__main__", so appended ``if __name__ == "__main__":`` demos do not run.
 PROGRAM_NAME = "__findbench_program__"
 #: The third-party packages a program may import (its read-only roots beside the stdlib).
 PROGRAM_PACKAGES = ("numpy",)
@@ -355,8 +354,6 @@ def _plain(value: Any, np: Any, depth: int = 0) -> Any:
         return [_plain(v, np, depth + 1) for v in value]
     if isinstance(value, dict) and all(type(k) is str for k in value):
         return {k: _plain(v, np, depth + 1) for k, v in value.items()}
-    if isinstance(value, bool):
-        return bool(value)
     if isinstance(value, int):
         return int(value)
     if isinstance(value, float):
@@ -543,7 +540,6 @@ class _Zygote:
         self.drop_uid = False
         self.tmpfs = False
         self.seccomp: Any = None
-        self.iso: dict = {}
         self.inbox = _private_buffer(config["max_request_bytes"])
         self.reply = _private_buffer(config["max_result_bytes"] + 8 * config["max_output_bytes"] + 65536)
         self.request = bytearray()
@@ -641,7 +637,6 @@ class _Zygote:
         self.resource = resource
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         sys.dont_write_bytecode = True
-        self.iso = iso
         # Everything loaded so far is shared with the children copy-on-write; keep the garbage
         # collector from walking (and so copying) those pages in every child.
         import gc
@@ -776,8 +771,7 @@ class _Zygote:
             rmtree(tmpdir)
 
     def run_item(self, size: int) -> None:
-        """Fork a child for the request in ``self.request``; relay its reply framed by
-        a header line the zygote writes: ``{"outcome": null | [status, message], "size": N}``."""
+        """Fork a child for the request in ``self.request``; relay its reply behind a header line."""
         tmpdir = self._program_dir()
         r, w = os.pipe()
         pid = os.fork()
