@@ -388,12 +388,6 @@ class JudgeReportConfig(_Command):
     baseline_mode: str | None = _csv_arg(None, "the baseline's mode(s), comma-separated, e.g. logprob,pmi (default: as for --mode)")
     seed: int = arg(0, "seed of the sample and the wrong descriptions")
 
-    def __post_init__(self) -> None:
-        if self.source == "procedural" and self.data_dir:
-            raise UsageError("--data-dir is the find-v1 release folder (with --source find-v1); give a built folder as --data")
-        if self.source == "find-v1" and self.data:
-            raise UsageError("--data is a `findbench build` folder (procedural); give the find-v1 release folder as --data-dir")
-
     def run(self) -> None:
         from findbench.judge.report import evaluator_report, format_table
 
@@ -630,10 +624,13 @@ def check_specs(*configs: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     command = args._command
     try:
+        if command is AutoInterpCommand and args.override_latents is not None and "--n-latents" in (a.split("=")[0] for a in argv):
+            raise UsageError("--latents and --n-latents are mutually exclusive: give one")
         configs = [t(**{f.name: getattr(args, f.name) for f in fields(t)}) for t in (command, *command.WITH)]
         check_specs(*configs)
         configs[0].run(*configs[1:], *(getattr(args, name) for name in command.ARGS), *([args.rest] if command.REST else []))

@@ -60,3 +60,10 @@ def test_a_rerun_says_what_it_resumed_from(monkeypatch, capsys, tmp_path):
     assert (cfg.override_latents, cfg.random_seed, cfg.scorers, seen["run_id"]) == ([1, 2], 3, ["detection", "fuzz"], "b")
     out = capsys.readouterr().out
     assert f"resumed from {tmp_path}: evidence {tmp_path}/evidence_1.json; 20 of 20 LM answers from {tmp_path}/lm_cache.sqlite" in out
+
+
+def test_latents_and_n_latents_are_refused_together(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(run_mod, "run_autointerp", lambda **kw: pytest.fail("ran"))
+    for n_latents in (["--n-latents", "10"], ["--n-latents=5"]):
+        assert cli.main(["autointerp", "--out", str(tmp_path), "--latents", "1,2", *n_latents]) == 2
+        assert "--latents and --n-latents are mutually exclusive" in capsys.readouterr().err
