@@ -1,25 +1,14 @@
 """Parsing and scoring of SAEBench's AutoInterp *detection* task, as pure functions.
 
-A scorer LM reads a latent's explanation and ``n`` shuffled windows (SAEBench: 14, usually 4
-active) and answers with the 1-based numbers of the active ones, or "None". A latent scores the
-share of windows classified correctly; ``autointerp_score`` is the mean over latents and
-``autointerp_std_dev`` their standard deviation.
+A scorer LM reads a latent's explanation and ``n`` shuffled windows (SAEBench: 14) and answers
+with the 1-based numbers of the active ones, or "None"; a latent scores the share of windows
+classified correctly. Every AutoInterp score is reported with n, a seeded bootstrap interval
+and its scorer's floors (:func:`score_summary`).
 
-This module holds the parts that need no LM and no torch (the ``autointerp`` metric calls
-:func:`score_detections`), and what every AutoInterp score is reported with
-(:func:`score_summary`): n, a seeded bootstrap interval over latents and the floors of its
-scorer, the scores of answers that need no explanation (:func:`detection_floors`; chance,
-:data:`CHANCE`, for the other scorers).
-
-Where findbench departs from SAEBench (``sae_bench/evals/autointerp/main.py``), on purpose:
-
-* an unparseable scorer answer scores 0 and is counted (``n_unparsed``); SAEBench drops the latent
-  from the mean, which rewards a scorer for failing on hard latents;
-* a window number outside ``1..n`` makes the answer unparseable; SAEBench keeps it and it simply
-  matches no window;
-* "and" is not a separator ("1 and 3" is unparseable); SAEBench reads it as a comma;
-* the explanation is the text after the *first* "activates on" (any case), on that line; SAEBench
-  takes the text after the last, case-sensitive occurrence, to the end of the answer.
+Departures from SAEBench (``sae_bench/evals/autointerp/main.py``), on purpose: an unparseable
+answer scores 0 and is counted (``n_unparsed``) instead of dropping the latent; a window number
+outside ``1..n`` or "and" as a separator makes the answer unparseable; the explanation is the
+text after the *first* "activates on" (any case), on that line.
 """
 
 from __future__ import annotations
@@ -32,17 +21,13 @@ from typing import Any
 
 from findbench.stats import DEFAULT_SEED, bootstrap_ci
 
-#: Score of a constant answer for the fuzz scorer (as many correctly as wrongly marked windows)
-#: and of any constant score for the AUC scorers (embedding, likelihood).
+#: Floor of the fuzz, embedding and likelihood scorers (a constant answer).
 CHANCE = 0.5
 
 _PHRASE = re.compile(r"activates\s+on", re.IGNORECASE)
 #: Opening quote -> its closing quote, for labels wrapped in quotes.
 _QUOTES = {'"': '"', "'": "'", "`": "`", "\u201c": "\u201d", "\u2018": "\u2019"}
 _INDEX = re.compile(r"[0-9]+")
-
-
-# ----------------------------------------------------------------------------- explanations
 
 
 def _clean_label(text: str) -> str:
@@ -60,10 +45,8 @@ def _clean_label(text: str) -> str:
 
 
 def parse_explanation(text: str) -> str:
-    """The label an explainer's answer gives a latent: what follows the first "activates on"
-    (any case and whitespace) to the end of that line, or the next non-empty line when nothing
-    follows; without the phrase, the first non-empty line. Cleaned of surrounding whitespace, a
-    leading colon, trailing periods and surrounding quotes; "" for a blank answer.
+    """The label in an explainer's answer: the rest of the line after the first "activates on"
+    (else the next non-empty line; without the phrase, the first one), cleaned; "" when blank.
 
     >>> parse_explanation('This neuron activates on the word "knows" in rhetorical questions.')
     'the word "knows" in rhetorical questions'
@@ -75,9 +58,6 @@ def parse_explanation(text: str) -> str:
     match = _PHRASE.search(text)
     rest = text[match.end():] if match else text
     return next((label for label in map(_clean_label, rest.splitlines()) if label), "")
-
-
-# ------------------------------------------------------------------------- scorer answers
 
 
 def _n(value: Any, name: str) -> int:
@@ -111,13 +91,10 @@ def _per_latent(n_examples: Any, count: int, other: str) -> list[tuple[int, str]
 
 
 def parse_detection(text: str, n_examples: int) -> list[int] | None:
-    """The windows a scorer's answer marks as active, or ``None`` when it is unparseable.
+    """The windows a scorer's answer marks as active (sorted, unique), or ``None`` when unparseable.
 
-    Strict, as SAEBench's prompt asks for "nothing else" than the list: surrounding whitespace
-    and one trailing period are ignored; "None" in any case means ``[]``; otherwise the answer
-    must be comma-separated plain decimal numbers in ``1..n_examples`` (any whitespace around
-    them), returned sorted and unique. Anything else (words, brackets, an empty item, a number
-    out of range, "None" mixed with numbers, an empty answer) is unparseable.
+    Strict: only comma-separated numbers in ``1..n_examples`` or "None" (any case), with one
+    trailing period allowed.
 
     >>> parse_detection("1, 3, 5", 14)
     [1, 3, 5]
@@ -142,15 +119,10 @@ def parse_detection(text: str, n_examples: int) -> list[int] | None:
     return sorted({int(item) for item in items})
 
 
-# -------------------------------------------------------------------------------- scoring
-
-
 def detection_score(predicted: Sequence[int] | None, active: Sequence[int], n_examples: int, *,
                     names: tuple[str, str, str] = ("predicted", "active", "n_examples")) -> float:
-    """Share of a latent's ``n_examples`` windows the scorer classified correctly (SAEBench's
-    per-latent score): window ``i`` (1-based) counts when it is in both ``predicted`` and
-    ``active`` or in neither. Repeated numbers count once; an unparseable answer (``None``)
-    scores 0.0. Errors name the argument and item (``names``).
+    """Share of ``n_examples`` windows classified correctly (SAEBench's per-latent score);
+    an unparseable answer (``None``) scores 0.0. Errors name the item (``names``).
 
     >>> detection_score([1, 3], [1, 2], 4)   # window 1 right, 2 missed, 3 false alarm, 4 right
     0.5
@@ -179,8 +151,7 @@ def _finite_scores(scores: Any) -> list[float]:
 
 
 def summarize(scores: Sequence[float]) -> tuple[float, float]:
-    """Mean and *sample* standard deviation (``n - 1``, as SAEBench's ``torch.std``; ``nan`` for
-    one score) of per-latent scores: ``autointerp_score`` and ``autointerp_std_dev``.
+    """Mean and sample standard deviation (``n - 1``, as SAEBench; ``nan`` for one score) of per-latent scores.
 
     >>> summarize([1.0, 0.5, 0.75])
     (0.75, 0.25)
@@ -194,8 +165,7 @@ def summarize(scores: Sequence[float]) -> tuple[float, float]:
 
 
 def detection_floors(references: Sequence[Sequence[int]], n_examples: int | Sequence[int]) -> dict[str, float]:
-    """Mean detection score of the two constant answers over the given latents: ``"none"``
-    (right on each inactive window) and ``"all"`` (right on each active one).
+    """Mean detection score of the constant answers ``"none"`` and ``"all"`` over the latents.
 
     >>> detection_floors([[1, 2, 3, 4]], 14)
     {'none': 0.7142857142857143, 'all': 0.2857142857142857}
@@ -212,9 +182,7 @@ def detection_floors(references: Sequence[Sequence[int]], n_examples: int | Sequ
 
 
 def score_summary(scores: Sequence[float], floors: Mapping[str, float], *, seed: int = DEFAULT_SEED) -> dict:
-    """A scorer's summary over latents: ``n``, ``mean``, ``ci`` (95 % percentile bootstrap
-    interval over latents, :func:`findbench.stats.bootstrap_ci`, seeded), ``floors``,
-    ``best_floor`` (the highest floor's name) and ``margin`` (``mean`` minus it).
+    """``n``, ``mean``, ``ci`` (seeded 95 % bootstrap over latents), ``floors``, ``best_floor`` and ``margin`` over it.
 
     >>> s = score_summary([0.75, 0.75], {"none": 0.714, "all": 0.286})
     >>> s["n"], s["ci"], s["best_floor"], round(s["margin"], 3)
@@ -230,16 +198,10 @@ def score_summary(scores: Sequence[float], floors: Mapping[str, float], *, seed:
             "best_floor": best, "margin": mean - float(floors[best])}
 
 
-def score_detections(
-    predictions: Sequence[Sequence[int] | None],
-    references: Sequence[Sequence[int]],
-    n_examples: int | Sequence[int],
-) -> dict:
-    """Score many latents at once (``n_examples``: one int for all or one per latent):
-    ``autointerp_score``, ``autointerp_std_dev`` (:func:`summarize`), ``scores`` (per latent),
-    ``n_unparsed`` (predictions that are ``None``) and :func:`score_summary`'s ``n``, ``ci``,
-    ``floors`` (:func:`detection_floors`), ``best_floor`` and ``margin``. Errors name the field
-    (``predictions[2][0]``, ``references[1]``, ``n_examples (2) and predictions (3)``).
+def score_detections(predictions: Sequence[Sequence[int] | None], references: Sequence[Sequence[int]],
+                     n_examples: int | Sequence[int]) -> dict:
+    """Score many latents (``n_examples``: one int or one per latent): ``autointerp_score``,
+    ``autointerp_std_dev``, ``scores``, ``n_unparsed`` and :func:`score_summary`'s keys.
 
     >>> out = score_detections([[1, 3], None, []], [[1, 2], [1], []], 4)
     >>> out["scores"], out["n_unparsed"]
