@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from findbench import _checks
 from findbench._io import atomic_dir, cache_dir
 from findbench.schema import CATEGORIES, dumps, empty_row, function_id
 
@@ -58,17 +59,12 @@ RELEASE_FILES: dict[str, list[str]] = {
 _QUOTES = {"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'"}
 
 
-def _check_category(category: str) -> None:
-    if category not in CATEGORIES:
-        raise ValueError(f"category must be one of {CATEGORIES}, got {category!r}")
-
-
 def download_release(category: str, dest: str | os.PathLike | None = None) -> Path:
     """Download the release files of ``category`` from :data:`FIND_V1_URL` (once) and return the
     release folder. ``dest`` defaults to findbench's cache (``find-v1/<commit>``)."""
     import requests
 
-    _check_category(category)
+    _checks.one_of("category", category, CATEGORIES)
     root = Path(dest) if dest is not None else cache_dir("find-v1", FIND_V1_COMMIT)
     target = root / category
     marker = target / ".complete"
@@ -321,7 +317,7 @@ def load_rows(category: str, data_dir: str | os.PathLike | None = None) -> list[
         FileNotFoundError: a release file is missing under ``data_dir``.
         ValueError: a record does not follow the release format (names the record).
     """
-    _check_category(category)
+    _checks.one_of("category", category, CATEGORIES)
     if data_dir is None:
         root = download_release(category)
     else:
