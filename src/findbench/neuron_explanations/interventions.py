@@ -6,10 +6,8 @@ next token) the source's expected output. IIA is the success rate over (base, so
 IIA@K patches the top K percent of a layer's neurons under a ranking: ``"random"`` (seeded),
 ``"correlation"`` (|Pearson r| with the concept-token indicator) or a user-given order.
 
-Speed, all exact: one clean pass per input gives the source values and the residual stream
-entering the layer, so patched runs skip the earlier blocks (:func:`findbench.sites.skip_to_layer`);
-the token prefix all base inputs share before the first patched position runs once (KV cache);
-and all K of a ranking share one batched forward pass (a per-row neuron mask).
+Speed, all exact: patched runs skip the blocks before the layer, start from the KV cache of
+the base inputs' shared prefix, and all K of a ranking share one batched pass.
 """
 
 from __future__ import annotations
@@ -45,24 +43,14 @@ def neurons_for_k(k: float, width: int) -> int:
 
 
 def make_pairs(rows: Sequence[Mapping], n_pairs: int = 256, *, seed: int = 0) -> list[tuple[int, int]]:
-    """Sample (base, source) index pairs from one task's rows.
-
-    A pair is valid when both inputs are answered correctly by the model, have the same token
-    length and filler positions (so positions correspond), and expect different next tokens
-    (so success is not trivial). Sampled without replacement, deterministically by ``seed``;
-    all valid pairs when there are fewer than ``n_pairs``.
-    """
+    """Up to ``n_pairs`` seeded (base, source) index pairs of one task's rows: both answered
+    correctly, same token length and filler positions, different expected next tokens."""
     _checks.positive_int("n_pairs", n_pairs)
     good = [i for i, r in enumerate(rows) if r["correct"]]
-    valid = [
-        (b, s)
-        for b in good
-        for s in good
-        if b != s
-        and rows[b]["n_tokens"] == rows[s]["n_tokens"]
-        and list(rows[b]["filler_positions"]) == list(rows[s]["filler_positions"])
-        and rows[b]["expected_token_id"] != rows[s]["expected_token_id"]
-    ]
+    valid = [(b, s) for b in good for s in good
+             if b != s and rows[b]["n_tokens"] == rows[s]["n_tokens"]
+             and list(rows[b]["filler_positions"]) == list(rows[s]["filler_positions"])
+             and rows[b]["expected_token_id"] != rows[s]["expected_token_id"]]
     if len(valid) <= n_pairs:
         return valid
     rng = np.random.default_rng(seed)
@@ -77,13 +65,8 @@ def random_ranking(width: int, seed: int = 0) -> list[int]:
 
 
 def correlation_ranking(values: Sequence[torch.Tensor], concept_masks: Sequence[Sequence[bool]]) -> list[int]:
-    """Neurons sorted by |Pearson r| between token activation and the concept-token indicator.
-
-    Args:
-        values: per prompt, ``[tokens, width]`` activations.
-        concept_masks: per prompt, one bool per token (True on the concept's tokens).
-    Neurons with zero variance get r = 0; ties keep index order.
-    """
+    """Neurons sorted by |Pearson r| between token activation (per prompt ``[tokens, width]``) and
+    the concept-token indicator (per prompt, a bool per token); zero variance gives r = 0."""
     if len(values) != len(concept_masks) or not values:
         raise ValueError("values and concept_masks must be non-empty and of equal length")
     x = torch.cat([v.double() for v in values], 0)
@@ -94,28 +77,14 @@ def correlation_ranking(values: Sequence[torch.Tensor], concept_masks: Sequence[
     yc = y - y.mean()
     denom = xc.norm(dim=0) * yc.norm()
     r = torch.where(denom > 0, (xc * yc[:, None]).sum(0) / denom.clamp_min(1e-300), torch.zeros_like(denom))
-    order = sorted(range(r.numel()), key=lambda i: (-abs(float(r[i])), i))
-    return order
+    return sorted(range(r.numel()), key=lambda i: (-abs(float(r[i])), i))
 
 
 @torch.no_grad()
-def interchange(
-    model,
-    base_ids: torch.Tensor,
-    source_ids: torch.Tensor,
-    *,
-    layer: int,
-    site: str = "mlp_activation",
-    neurons: Sequence[int] | None = None,
-    positions=None,
-) -> torch.Tensor:
-    """One batched interchange intervention; returns the patched base's last-token logits.
-
-    Args:
-        base_ids, source_ids: ``[batch, tokens]`` (same shape; no padding).
-        neurons: units of ``site`` to patch (default all; an empty list patches nothing).
-        positions: ``[batch, P]`` token positions (default: every position).
-    """
+def interchange(model, base_ids: torch.Tensor, source_ids: torch.Tensor, *, layer: int, site: str = "mlp_activation",
+                 neurons: Sequence[int] | None = None, positions=None) -> torch.Tensor:
+    """One batched interchange intervention (ids ``[batch, tokens]``, no padding; ``neurons``
+    default all, ``positions`` ``[batch, P]`` default all); the patched base's last-token logits."""
     if base_ids.shape != source_ids.shape:
         raise ValueError(f"source_ids shape {tuple(source_ids.shape)} must equal base_ids shape {tuple(base_ids.shape)}")
     b, t = base_ids.shape
@@ -141,49 +110,25 @@ def _clean_pass(model, token_lists, layer, site, need_block_input, batch_size):
     return values, hidden
 
 
-def iia_sweep(
-    model,
-    tokenizer,
-    task,
-    layer: int,
-    *,
-    rows: Sequence[Mapping] | None = None,
-    site: str = "mlp_activation",
-    n_pairs: int = 256,
-    ks: Sequence[float] = DEFAULT_KS,
-    rankings: Sequence[str] | Mapping[str, Sequence[int]] = RANKINGS,
-    position: str = "auto",
-    seed: int = 0,
-    batch_size: int = 64,
-    skip_early_layers: bool = True,
-    prefix_cache: bool = True,
-    progress: bool = False,
-) -> dict:
-    """IIA@K curves of one task at one layer.
+def iia_sweep(model, tokenizer, task, layer: int, *, rows: Sequence[Mapping] | None = None, site: str = "mlp_activation",
+              n_pairs: int = 256, ks: Sequence[float] = DEFAULT_KS, rankings: Sequence[str] | Mapping[str, Sequence[int]] = RANKINGS,
+              position: str = "auto", seed: int = 0, batch_size: int = 64, skip_early_layers: bool = True, prefix_cache: bool = True,
+              progress: bool = False) -> dict:
+    """IIA@K curves of one task (a name or the task) at one layer.
 
     Args:
-        task: a task name from :data:`findbench.neuron_explanations.intervention_tasks.TASKS` (or the task).
-        layer: decoder block whose ``site`` is patched.
         rows: the task's rows from :func:`build_task_rows` (built here when ``None``).
-        n_pairs: (base, source) pairs (fewer when the task has fewer valid pairs).
         ks: percentages of the layer's neurons.
-        rankings: names in :data:`RANKINGS` and/or a mapping name -> neuron order (neurons
-            not listed follow in index order); a mapping may also map a name to ``None`` to
-            use the built-in ranking of that name.
-        position: ``"concept"`` (the filler's tokens), ``"last"`` (the last token) or
-            ``"auto"`` (concept tokens in the first half of the layers, last token after).
-        batch_size: rows per patched forward pass.
-        skip_early_layers: reuse the recorded residual stream instead of recomputing blocks
-            before ``layer`` (exact; set False to run full forwards).
-        prefix_cache: run the token prefix shared by the base inputs before the first
-            patched position once and start patched runs from its KV cache (exact up to
-            float rounding; set False to run whole sequences).
+        rankings: names in :data:`RANKINGS` and/or a mapping name -> neuron order (unlisted
+            neurons follow in index order; ``None`` uses the built-in ranking of that name).
+        position: ``"concept"`` (the filler's tokens), ``"last"`` or ``"auto"`` (concept in
+            the first half of the layers, last after).
+        skip_early_layers, prefix_cache: exact speed-ups (the latter up to float rounding).
 
     Returns:
         dict with ``task``, ``layer``, ``site``, ``position``, ``ks``, ``n_neurons`` (per K),
-        ``width``, ``n_pairs``, ``pairs`` (base/source fillers), ``curves`` (ranking -> IIA
-        per K), ``successes`` (ranking -> count per K), ``rankings`` (ranking -> neuron
-        order), ``interventions``, ``seconds``, ``interventions_per_second``.
+        ``width``, ``n_pairs``, ``pairs``, ``curves`` (ranking -> IIA per K), ``successes``,
+        ``rankings`` (ranking -> neuron order), ``interventions``, ``seconds``, ``interventions_per_second``.
     """
     task_obj = get_task(task)
     width = acts.site_dim(model, site)
@@ -208,10 +153,8 @@ def iia_sweep(
     t0 = time.perf_counter()
     pairs = make_pairs(rows, n_pairs, seed=seed)
     if not pairs:
-        raise ValueError(
-            f"task {task_obj.name!r} has no valid (base, source) pair for this model "
-            f"({sum(bool(r['correct']) for r in rows)} of {len(rows)} inputs answered correctly)"
-        )
+        raise ValueError(f"task {task_obj.name!r} has no valid (base, source) pair for this model "
+                         f"({sum(bool(r['correct']) for r in rows)} of {len(rows)} inputs answered correctly)")
     tokens = {i: tokenizer(rows[i]["prompt"], add_special_tokens=True)["input_ids"] for i in range(len(rows))}
     correct = [i for i, r in enumerate(rows) if r["correct"]]
     needed = sorted(set(correct) | {i for p in pairs for i in p})
@@ -226,10 +169,7 @@ def iia_sweep(
             if name == "random":
                 orders[name] = random_ranking(width, seed)
             elif name == "correlation":
-                masks = []
-                for i in correct:
-                    fp = set(rows[i]["filler_positions"])
-                    masks.append([j in fp for j in range(len(tokens[i]))])
+                masks = [[j in set(rows[i]["filler_positions"]) for j in range(len(tokens[i]))] for i in correct]
                 orders[name] = correlation_ranking([values[i] for i in correct], masks)
             else:
                 raise ValueError(f"rankings[{name!r}]: no built-in ranking of that name; give a neuron order")
@@ -254,13 +194,10 @@ def iia_sweep(
     bar = tqdm(total=total_batches, desc=f"IIA {task_obj.name} L{layer}", disable=not progress)
 
     def patched_positions(b: int) -> list[int]:
-        if pos_mode == "concept":
-            return list(rows[b]["filler_positions"])
-        return [len(tokens[b]) - 1]
+        return list(rows[b]["filler_positions"]) if pos_mode == "concept" else [len(tokens[b]) - 1]
 
-    # Per length group: the token prefix shared by every base input before the first patched
-    # position is run once; patched runs start from its KV cache (causal attention: nothing
-    # before the first patched position can change).
+    # Per length group, the prefix every base input shares before the first patched position
+    # runs once (causal attention: nothing before it can change).
     prefixes: dict[int, tuple[int, object]] = {}
     for length, pidx in groups.items():
         bases = [tokens[pairs[p][0]] for p in pidx]
@@ -297,19 +234,12 @@ def iia_sweep(
                     pos_r = pos.repeat_interleave(rep, 0) - n_pre
                     vals_r = vals.repeat_interleave(rep, 0)
                     mask_r = kmask.repeat(len(chunk), 1)
-                    ctx_skip = (
-                        acts.skip_to_layer(
-                            model, layer, torch.stack([hidden[b][n_pre:] for b in base_rows]).repeat_interleave(rep, 0)
-                        )
-                        if skip
-                        else contextlib.nullcontext()
-                    )
+                    ctx_skip = (acts.skip_to_layer(model, layer, torch.stack([hidden[b][n_pre:] for b in base_rows]).repeat_interleave(rep, 0))
+                                if skip else contextlib.nullcontext())
                     if n_max == 0:
                         logits = model(input_ids=ids, **kwargs).logits[:, -1]
                     else:
-                        with ctx_skip, acts.patch(
-                            model, layer=layer, site=site, positions=pos_r, values=vals_r, neurons=top, mask=mask_r
-                        ):
+                        with ctx_skip, acts.patch(model, layer=layer, site=site, positions=pos_r, values=vals_r, neurons=top, mask=mask_r):
                             logits = model(input_ids=ids, **kwargs).logits[:, -1]
                     pred = logits.argmax(-1).view(len(chunk), rep).tolist()
                     for j, p in enumerate(chunk):
@@ -321,34 +251,17 @@ def iia_sweep(
     bar.close()
     seconds = time.perf_counter() - t0
     n_int = len(pairs) * len(ks) * len(orders)
-    return {
-        "task": task_obj.name,
-        "concept": task_obj.concept,
-        "layer": layer,
-        "site": site,
-        "position": pos_mode,
-        "ks": ks,
-        "n_neurons": n_neurons,
-        "width": width,
-        "n_pairs": len(pairs),
-        "n_correct_inputs": len(correct),
-        "n_inputs": len(rows),
-        "pairs": [{"base": rows[b]["filler"], "source": rows[s]["filler"]} for b, s in pairs],
-        "pair_indices": [list(p) for p in pairs],
-        "expected": [int(rows[s]["expected_token_id"]) for _, s in pairs],
-        "predictions": predictions,
-        "curves": {name: [c / len(pairs) for c in successes[name]] for name in orders},
-        "successes": successes,
-        "rankings": orders,
-        "interventions": n_int,
-        "seconds": seconds,
-        "interventions_per_second": n_int / seconds if seconds > 0 else float("inf"),
-    }
+    return {"task": task_obj.name, "concept": task_obj.concept, "layer": layer, "site": site, "position": pos_mode, "ks": ks,
+            "n_neurons": n_neurons, "width": width, "n_pairs": len(pairs), "n_correct_inputs": len(correct), "n_inputs": len(rows),
+            "pairs": [{"base": rows[b]["filler"], "source": rows[s]["filler"]} for b, s in pairs],
+            "pair_indices": [list(p) for p in pairs], "expected": [int(rows[s]["expected_token_id"]) for _, s in pairs],
+            "predictions": predictions, "curves": {name: [c / len(pairs) for c in successes[name]] for name in orders},
+            "successes": successes, "rankings": orders, "interventions": n_int, "seconds": seconds,
+            "interventions_per_second": n_int / seconds if seconds > 0 else float("inf")}
 
 
 def plot_iia_curves(results: Sequence[Mapping] | Mapping, path) -> None:
     """Write a PNG of IIA@K curves (one panel per result, one line per ranking)."""
-    # Figure() renders through its own Agg canvas: no pyplot state, no global backend switch.
     from matplotlib.figure import Figure
 
     results = [results] if isinstance(results, Mapping) else list(results)
@@ -377,21 +290,10 @@ def load_model(model: str = "embedded", *, device: str | None = None):
     return load_causal_lm(model, dtype=torch.float32, device=device)
 
 
-def run_iia(
-    model: str = "embedded",
-    tasks: Sequence[str] = ("numbers/unit_conversion",),
-    layers: Sequence[int] = (0,),
-    *,
-    out=None,
-    site: str = "mlp_activation",
-    n_pairs: int = 256,
-    ks: Sequence[float] = DEFAULT_KS,
-    rankings: Sequence[str] | Mapping[str, Sequence[int]] = RANKINGS,
-    position: str = "auto",
-    seed: int = 0,
-    batch_size: int = 64,
-    progress: bool = True,
-) -> list[dict]:
+def run_iia(model: str = "embedded", tasks: Sequence[str] = ("numbers/unit_conversion",), layers: Sequence[int] = (0,), *, out=None,
+            site: str = "mlp_activation", n_pairs: int = 256, ks: Sequence[float] = DEFAULT_KS,
+            rankings: Sequence[str] | Mapping[str, Sequence[int]] = RANKINGS, position: str = "auto", seed: int = 0, batch_size: int = 64,
+            progress: bool = True) -> list[dict]:
     """IIA@K sweeps for each (task, layer); with ``out``, writes ``out/iia.json`` (all
     results) and ``out/iia.png`` (the curves), atomically."""
     import json
@@ -410,10 +312,8 @@ def run_iia(
     results = []
     for t in tasks:
         for layer in layers:
-            res = iia_sweep(
-                lm, tok, t, int(layer), rows=rows, site=site, n_pairs=n_pairs, ks=ks, rankings=rankings,
-                position=position, seed=seed, batch_size=batch_size, progress=progress,
-            )
+            res = iia_sweep(lm, tok, t, int(layer), rows=rows, site=site, n_pairs=n_pairs, ks=ks, rankings=rankings,
+                            position=position, seed=seed, batch_size=batch_size, progress=progress)
             res["model"] = str(model)
             log.info("%s layer %d (%s): %s", t, layer, res["position"], {k: [round(v, 3) for v in c] for k, c in res["curves"].items()})
             results.append(res)
