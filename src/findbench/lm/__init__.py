@@ -1,14 +1,8 @@
 """LM backends behind one protocol (:class:`findbench.lm.base.LM`).
 
-- :class:`TransformersLM`: in-process transformers (batched, CPU or GPU).
-- :class:`OpenAILM`: an OpenAI-compatible HTTP server such as vLLM.
-- :class:`CachedLM`: a persistent sqlite request cache around either, so long runs resume.
-
-Generation may be constrained by a grammar (:class:`Constraint`: a regex or a JSON schema):
-xgrammar in-process, vLLM's structured outputs on a server.
-
-:func:`load_lm` picks one from a spec string. Heavy imports (torch, transformers) happen
-only when a backend is built.
+:class:`TransformersLM` (in process), :class:`OpenAILM` (an OpenAI-compatible server such as
+vLLM) and :class:`CachedLM` (a sqlite request cache around either); :func:`load_lm` picks one from
+a spec. Generation may be constrained by a :class:`Constraint` (a regex or a JSON schema).
 """
 
 from __future__ import annotations
@@ -54,18 +48,9 @@ __getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 def load_lm(spec: Any = "embedded", *, model: str | None = None, cache: str | os.PathLike | None = None, **kwargs: Any) -> LM:
-    """Build an LM from a spec.
-
-    Args:
-        spec: an :class:`LM` instance (returned as is); ``"embedded"``, a local folder or a
-            Hub id (-> :class:`TransformersLM`); or an ``http(s)://`` base URL of an
-            OpenAI-compatible server such as ``"http://127.0.0.1:8000/v1"`` (-> :class:`OpenAILM`,
-            with ``model=`` naming the served model).
-        model: served model name, for URL specs only.
-        cache: path of a sqlite file; when given the LM is wrapped in :class:`CachedLM`.
-        **kwargs: passed to the backend's constructor (``batch_size``, ``device``, ``dtype``,
-            ``max_workers``, ``timeout``, ...).
-    """
+    """Build an LM from ``spec``: an :class:`LM` (as is); ``"embedded"``, a folder or a Hub id
+    (:class:`TransformersLM`); or an ``http(s)://`` server URL (:class:`OpenAILM`, ``model=`` naming
+    the served model). ``cache``: a sqlite file (:class:`CachedLM`); ``kwargs`` go to the backend."""
     if isinstance(spec, LM) and not isinstance(spec, (str, os.PathLike)):
         if model is not None or kwargs:
             raise ValueError("model= and backend options cannot be applied to an LM instance")

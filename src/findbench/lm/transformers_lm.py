@@ -1,11 +1,8 @@
 """In-process transformers backend: batched chat generation and candidate log-probs.
 
-Prompts use the tokenizer's chat template (Vicuna v1.1, FIND's judge format, when it has none),
-left padded with explicit position ids, so a padded row scores as the row alone. A prefix shared
-by a group of conversations (``shared_prefix=True``; consecutive identical prompts in
-``continuation_logprobs``) runs once and its KV cache is reused. ``generate(...,
-constraint=...)`` masks the logits with xgrammar, so a greedy answer is the model's most likely
-answer in the format.
+Prompts are left padded with explicit position ids, so a padded row scores as the row alone; a
+prefix shared by a group of conversations runs once and its KV cache is reused. ``generate(...,
+constraint=...)`` masks the logits with xgrammar.
 """
 
 from __future__ import annotations
@@ -53,37 +50,36 @@ def _batches(items: Sequence[Any], size: int):
         yield items[start : start + size]
 
 
+def _left_pad(token_lists: Sequence[Sequence[int]], pad: int) -> tuple[Any, Any]:
+    """``(ids, mask)`` of ``token_lists`` left padded to one width."""
+    import torch
+
+    width = max(len(t) for t in token_lists)
+    ids = torch.full((len(token_lists), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(token_lists), width), dtype=torch.long)
+    for r, toks in enumerate(token_lists):
+        ids[r, width - len(toks) :] = torch.tensor(toks)
+        mask[r, width - len(toks) :] = 1
+    return ids, mask
+
+
 class TransformersLM:
-    """An :class:`~findbench.lm.base.LM` running a causal LM in this process (generation may be
-    constrained by a :class:`~findbench.lm.base.Constraint`, through xgrammar).
+    """An :class:`~findbench.lm.base.LM` running a causal LM in this process.
 
     Args:
-        model: ``"embedded"``, a local folder or a Hub id (through :func:`findbench.models.resolve`),
-            or an already loaded ``PreTrainedModel``.
-        tokenizer: a tokenizer, required when ``model`` is a loaded model; loaded from the
-            same folder / id otherwise.
-        device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``...; default: CUDA when available.
+        model: ``"embedded"``, a local folder, a Hub id or a loaded ``PreTrainedModel`` (then
+            ``tokenizer`` is required).
+        device: default CUDA when available.
         dtype: torch dtype or its name; default float32 on CPU, bfloat16 on CUDA.
-        batch_size: conversations per forward pass.
-        chat_template: overrides the tokenizer's chat template (Jinja text).
-        name: identity in cache keys and reports; default ``"transformers:<model>"``.
+        chat_template: overrides the tokenizer's (default Vicuna v1.1 where it has none).
     """
 
     #: ``generate`` takes ``constraint=`` (xgrammar); structured outputs ``auto`` applies them here.
     supports_constraints = True
     in_process = True
 
-    def __init__(
-        self,
-        model: Any = "embedded",
-        *,
-        tokenizer: Any = None,
-        device: str | None = None,
-        dtype: Any = None,
-        batch_size: int = 16,
-        chat_template: str | None = None,
-        name: str | None = None,
-    ) -> None:
+    def __init__(self, model: Any = "embedded", *, tokenizer: Any = None, device: str | None = None, dtype: Any = None,
+                 batch_size: int = 16, chat_template: str | None = None, name: str | None = None) -> None:
         import torch
         from transformers import AutoTokenizer, PreTrainedModel
 
@@ -136,11 +132,8 @@ class TransformersLM:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def _candidate_ids(self, context: str, candidates: Sequence[str]) -> tuple[str, list[int]]:
-        """Context text to score after and the token id of each candidate.
-
-        Trailing whitespace of the context moves into the candidates when that makes each
-        candidate one token (BPE tokenizers write "[ANSWER]: 1" as "[ANSWER]:" + " 1").
-        """
+        """Context text to score after and each candidate's token id; trailing whitespace of the
+        context moves into the candidates where that makes each one token ("[ANSWER]:" + " 1")."""
         stripped = context.rstrip()
         tail = context[len(stripped) :]
         attempts = [(stripped, tail)] if tail else []
@@ -185,21 +178,10 @@ class TransformersLM:
             self._grammars[constraint] = compiled
         return self._grammars[constraint]
 
-    def generate(
-        self,
-        conversations: Sequence[Conversation],
-        *,
-        max_new_tokens: int = 64,
-        temperature: float = 0.0,
-        progress: bool = False,
-        constraint: Constraint | Sequence[Constraint | None] | None = None,
-    ) -> list[str]:
-        """Complete each conversation (greedy when ``temperature == 0``); one string each.
-
-        ``constraint``: a :class:`~findbench.lm.base.Constraint` for every conversation, or one
-        (or None) per conversation; each constrained answer matches its grammar, up to
-        ``max_new_tokens`` (an answer cut by the limit may stop before the grammar ends).
-        """
+    def generate(self, conversations: Sequence[Conversation], *, max_new_tokens: int = 64, temperature: float = 0.0,
+                 progress: bool = False, constraint: Constraint | Sequence[Constraint | None] | None = None) -> list[str]:
+        """Complete each conversation (see :class:`~findbench.lm.base.LM`), under ``constraint``
+        (one for all, or one or None per conversation)."""
         import torch
 
         constraints = check_generate(conversations, max_new_tokens, temperature, constraint)
@@ -233,24 +215,13 @@ class TransformersLM:
         return [s if s is not None else "" for s in out]
 
     # -- candidate log-probs ----------------------------------------------------------------
-    def candidate_logprobs(
-        self,
-        conversations: Sequence[Conversation],
-        candidates: Sequence[str],
-        *,
-        assistant_prefix: str = "",
-        progress: bool = False,
-        shared_prefix: bool = False,
-        min_shared_tokens: int = 16,
-    ) -> list[list[float]]:
+    def candidate_logprobs(self, conversations: Sequence[Conversation], candidates: Sequence[str], *, assistant_prefix: str = "",
+                           progress: bool = False, shared_prefix: bool = False, min_shared_tokens: int = 16) -> list[list[float]]:
         """Next-token log-probabilities of each candidate (see :class:`~findbench.lm.base.LM`).
 
-        With ``shared_prefix=True``, consecutive conversations whose prompts share at least
-        ``min_shared_tokens`` leading tokens form a group (at most ``batch_size`` long; a
-        conversation that would shorten the group's shared prefix by more than a few tokens
-        starts a new group); the
-        shared tokens run once and their KV cache serves every member, so only the
-        differing suffixes are computed. The values equal the plain path up to float error.
+        With ``shared_prefix=True``, consecutive conversations sharing at least ``min_shared_tokens``
+        leading tokens form a group whose shared tokens run once (equal to the plain path up to
+        float error).
         """
         check_candidates(conversations, candidates, assistant_prefix)
         if not conversations:
@@ -283,22 +254,11 @@ class TransformersLM:
         pad = self.tokenizer.pad_token_id
         bar = tqdm(total=len(token_lists), desc="candidate log-probs", disable=not progress)
         for idx in _batches(order, self.batch_size):
-            width = max(len(token_lists[i]) for i in idx)
-            ids = torch.full((len(idx), width), pad, dtype=torch.long)
-            mask = torch.zeros((len(idx), width), dtype=torch.long)
-            for r, i in enumerate(idx):
-                toks = token_lists[i]
-                ids[r, width - len(toks) :] = torch.tensor(toks)
-                mask[r, width - len(toks) :] = 1
+            ids, mask = _left_pad([token_lists[i] for i in idx], pad)
             pos = (mask.cumsum(-1) - 1).clamp(min=0)
             with torch.no_grad():
-                logits = self.model(
-                    input_ids=ids.to(self.device),
-                    attention_mask=mask.to(self.device),
-                    position_ids=pos.to(self.device),
-                    use_cache=False,
-                    logits_to_keep=1,
-                ).logits[:, -1, :]
+                logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), position_ids=pos.to(self.device),
+                                    use_cache=False, logits_to_keep=1).logits[:, -1, :]
             self.tokens_forwarded += int(mask.sum())
             for i, row in zip(idx, self._last_logprobs(logits, cand_ids)):
                 out[i] = row
@@ -306,10 +266,7 @@ class TransformersLM:
         bar.close()
         return [r for r in out if r is not None]
 
-    def _logprobs_shared(
-        self, token_lists: list[list[int]], cand_ids: list[int], progress: bool, min_shared: int
-    ) -> list[list[float]]:
-        # Group consecutive conversations sharing a long enough token prefix.
+    def _logprobs_shared(self, token_lists: list[list[int]], cand_ids: list[int], progress: bool, min_shared: int) -> list[list[float]]:
         groups: list[tuple[list[int], int]] = []  # (member indices, shared length)
         for i, toks in enumerate(token_lists):
             if groups:
@@ -319,8 +276,7 @@ class TransformersLM:
                 limit = min(shared, len(toks) - 1)
                 while n < limit and first[n] == toks[n]:
                     n += 1
-                # Join when the group's shared prefix stays long and does not shrink much
-                # (a new function's prompt shares only the system prompt: new group).
+                # join while the shared prefix stays long (a new function's prompt shares only the system prompt)
                 if n >= min_shared and len(members) < self.batch_size and (len(members) == 1 or n >= shared - _MAX_SHRINK):
                     members.append(i)
                     groups[-1] = (members, n)
@@ -334,8 +290,7 @@ class TransformersLM:
         for i, row in zip(alone, self._logprobs_plain([token_lists[i] for i in alone], cand_ids, False) if alone else []):
             out[i] = row
         bar.update(len(alone))
-        # Batch several groups: their prefixes in one padded forward, then all their suffixes
-        # in one forward over the prefix caches (one cache row per member).
+        # several groups per pack: their prefixes in one forward, then all their suffixes over the caches
         row_cap = 4 * self.batch_size
         pack: list[tuple[list[int], int]] = []
         packs: list[list[tuple[list[int], int]]] = []
@@ -361,68 +316,34 @@ class TransformersLM:
         return self._last_logprobs(logits[:, -1, :], cand_ids)
 
     def _prefix_suffix_forward(self, prefixes: list[list[int]], rows: list[tuple[int, list[int]]], *, suffix_logits_to_keep: int = 0) -> tuple[Any, Any]:
-        """Run every prefix once (left padded), give each row a copy of its prefix's KV cache,
-        then run the rows' suffixes (left padded: every suffix ends at the last column) over it.
-
-        ``rows`` are ``(prefix index, suffix ids)``. Returns the logits at each row's prefix end
-        ``(R, V)`` and the suffix logits ``(R, S, V)`` (the last ``suffix_logits_to_keep``
-        columns; 0: all).
+        """Run every prefix once, give each row ``(prefix index, suffix ids)`` a copy of its prefix's
+        KV cache and run the suffixes over it. Returns the logits at each row's prefix end ``(R, V)``
+        and the suffix logits ``(R, S, V)`` (the last ``suffix_logits_to_keep`` columns; 0: all).
         """
         import torch
 
-        pad = self.tokenizer.pad_token_id
-        p_width = max(len(p) for p in prefixes)
-        p_ids = torch.full((len(prefixes), p_width), pad, dtype=torch.long)
-        p_mask = torch.zeros((len(prefixes), p_width), dtype=torch.long)
-        for g, pre in enumerate(prefixes):
-            p_ids[g, p_width - len(pre) :] = torch.tensor(pre)
-            p_mask[g, p_width - len(pre) :] = 1
-        s_width = max(len(suf) for _, suf in rows)
-        s_ids = torch.full((len(rows), s_width), pad, dtype=torch.long)
-        s_mask = torch.zeros((len(rows), s_width), dtype=torch.long)
-        for r, (_, suf) in enumerate(rows):
-            s_ids[r, s_width - len(suf) :] = torch.tensor(suf)
-            s_mask[r, s_width - len(suf) :] = 1
+        p_ids, p_mask = _left_pad(prefixes, self.tokenizer.pad_token_id)
+        s_ids, s_mask = _left_pad([suf for _, suf in rows], self.tokenizer.pad_token_id)
         owner = torch.tensor([g for g, _ in rows])
         prefix_len = torch.tensor([len(p) for p in prefixes])[owner]
         positions = prefix_len[:, None] + (s_mask.cumsum(-1) - 1).clamp(min=0)
         dev = self.device
         with torch.no_grad():
-            first = self.model(
-                input_ids=p_ids.to(dev),
-                attention_mask=p_mask.to(dev),
-                position_ids=(p_mask.cumsum(-1) - 1).clamp(min=0).to(dev),
-                use_cache=True,
-                logits_to_keep=1,
-            )
+            first = self.model(input_ids=p_ids.to(dev), attention_mask=p_mask.to(dev),
+                               position_ids=(p_mask.cumsum(-1) - 1).clamp(min=0).to(dev), use_cache=True, logits_to_keep=1)
             cache = first.past_key_values
             cache.batch_select_indices(owner.to(dev))  # one cache row per suffix
-            logits = self.model(
-                input_ids=s_ids.to(dev),
-                attention_mask=torch.cat([p_mask[owner], s_mask], dim=1).to(dev),
-                position_ids=positions.to(dev),
-                past_key_values=cache,
-                use_cache=True,
-                logits_to_keep=suffix_logits_to_keep,
-            ).logits
+            logits = self.model(input_ids=s_ids.to(dev), attention_mask=torch.cat([p_mask[owner], s_mask], dim=1).to(dev),
+                                position_ids=positions.to(dev), past_key_values=cache, use_cache=True,
+                                logits_to_keep=suffix_logits_to_keep).logits
         self.tokens_forwarded += int(p_mask.sum()) + int(s_mask.sum())
         return first.logits[:, -1, :][owner.to(dev)], logits
 
     # -- whole continuations ---------------------------------------------------------------
-    def continuation_logprobs(
-        self,
-        conversations: Sequence[Conversation],
-        continuations: Sequence[str],
-        *,
-        progress: bool = False,
-    ) -> list[float]:
-        """Log-probability of each continuation as the start of the assistant turn (see
-        :class:`~findbench.lm.base.ScoringLM`).
-
-        The continuation is tokenized on its own after the rendered prompt (as training
-        tokenizes an answer). Consecutive conversations with the same prompt form a group:
-        the prompt runs once and all the group's continuations run over its KV cache.
-        """
+    def continuation_logprobs(self, conversations: Sequence[Conversation], continuations: Sequence[str], *,
+                              progress: bool = False) -> list[float]:
+        """Log-probability of each continuation (see :class:`~findbench.lm.base.ScoringLM`); consecutive
+        conversations with the same prompt run it once."""
         continuations = check_continuations(conversations, continuations)
         if not conversations:
             return []

@@ -11,8 +11,7 @@ made by ``make setup-vllm``) and runs as a subprocess::
         lm = OpenAILM(url, model="embedded")
         print(lm.generate([[{"role": "user", "content": "Hi"}]]))
 
-The server runs in its own session (process group), so leaving the ``with`` block stops it
-and the engine process it started: SIGTERM to the group, SIGKILL after a grace period.
+Leaving the ``with`` block stops the server's process group (SIGTERM, then SIGKILL).
 """
 
 from __future__ import annotations
@@ -46,8 +45,7 @@ _LOG_TAIL = 3000
 
 
 def _checkout_venv_python() -> Path | None:
-    # A checkout has the package at <repo>/src/findbench (src layout) beside pyproject.toml;
-    # an installed wheel has no such parent and no default venv.
+    # a checkout has <repo>/src/findbench beside pyproject.toml; an installed wheel has no default venv
     package = Path(str(resources.files("findbench")))
     repo = package.parent.parent
     if package.parent.name != "src" or not (repo / "pyproject.toml").is_file():
@@ -56,9 +54,8 @@ def _checkout_venv_python() -> Path | None:
 
 
 def find_vllm_python(python: str | os.PathLike | None = None) -> Path:
-    """The Python to run vLLM with: ``python`` if given, else ``$FINDBENCH_VLLM_PYTHON``, else
-    the checkout's ``.venv-vllm/bin/python``. FileNotFoundError (saying how to make one) when
-    that file does not exist."""
+    """The Python to run vLLM with: ``python``, else ``$FINDBENCH_VLLM_PYTHON``, else the checkout's
+    ``.venv-vllm/bin/python``; FileNotFoundError saying how to make one."""
     hint = f"run `make setup-vllm` (scripts/setup_vllm.sh) in the checkout, or set {VLLM_PYTHON_ENV} to a Python with vllm installed"
     if python is not None:
         if not isinstance(python, (str, os.PathLike)) or not os.fspath(python):
@@ -91,8 +88,7 @@ def _tail(path: Path) -> str:
 
 
 def _stop(proc: subprocess.Popen) -> None:
-    """SIGTERM the server's process group (the server and the engine process it started),
-    SIGKILL it after the grace period; the group is ours (``start_new_session``)."""
+    """SIGTERM the server's process group (``start_new_session``), SIGKILL after the grace period."""
     if proc.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
@@ -109,34 +105,21 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def serve_vllm(
-    model_dir: str | os.PathLike,
-    *,
-    served_name: str = "embedded",
-    python: str | os.PathLike | None = None,
-    port: int | None = None,
-    log_path: str | os.PathLike | None = None,
-    start_timeout: float = 600,
-    extra_args: Sequence[str] = (),
-) -> Iterator[str]:
+def serve_vllm(model_dir: str | os.PathLike, *, served_name: str = "embedded", python: str | os.PathLike | None = None,
+               port: int | None = None, log_path: str | os.PathLike | None = None, start_timeout: float = 600,
+               extra_args: Sequence[str] = ()) -> Iterator[str]:
     """Serve ``model_dir`` with vLLM's OpenAI-compatible server; yield its base URL
     (``http://127.0.0.1:<port>/v1``) once ``/models`` answers, stop it on exit.
 
     Args:
-        model_dir: the model folder (e.g. ``findbench.models.resolve("embedded")``).
-        served_name: the model name clients ask for (``OpenAILM(url, model=served_name)``).
         python: the vLLM venv's Python (default: :func:`find_vllm_python`).
-        port: port on 127.0.0.1 (default: a free one).
-        log_path: file for the server's output (default: a temporary file, removed on exit).
-        start_timeout: seconds to wait for the server (~40 s on an idle machine, minutes on a
-            busy 2-core one).
-        extra_args: more ``vllm.entrypoints.openai.api_server`` flags, after the defaults
-            (:data:`VLLM_ARGS`).
+        port: default a free one.
+        log_path: the server's output (default: a temporary file).
+        start_timeout: seconds to wait (~40 s on an idle machine, minutes on a busy 2-core one).
+        extra_args: more ``vllm.entrypoints.openai.api_server`` flags, after :data:`VLLM_ARGS`.
 
-    Raises:
-        FileNotFoundError: no vLLM Python, or ``model_dir`` is not a folder.
-        RuntimeError: the server exited before it was ready (the message ends with its log).
-        TimeoutError: not ready after ``start_timeout`` seconds (the message ends with its log).
+    RuntimeError if the server exits before it is ready, TimeoutError if it is not ready in time
+    (both messages end with its log).
     """
     import requests
 
@@ -157,12 +140,8 @@ def serve_vllm(
         else:
             log_file = Path(log_path)
             log_file.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [
-            str(exe), "-m", "vllm.entrypoints.openai.api_server",
-            "--model", str(model), "--served-model-name", served_name,
-            "--host", "127.0.0.1", "--port", str(port),
-            *VLLM_ARGS, *extra_args,
-        ]
+        cmd = [str(exe), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--served-model-name", served_name,
+               "--host", "127.0.0.1", "--port", str(port), *VLLM_ARGS, *extra_args]
         env = {**os.environ, **VLLM_ENV}
         log.info("starting vLLM on port %d (log %s): %s", port, log_file, " ".join(cmd))
         with open(log_file, "wb") as out:
