@@ -13,7 +13,6 @@ from findbench.judge.data import (
     build_evaluator_data,
     build_evaluator_rows,
     function_items,
-    heldout_function_ids,
     load_evaluator_data,
     split_functions,
 )
@@ -151,7 +150,8 @@ def test_data_folder_round_trip(tmp_path, strings_rows):
     assert dd["train"][0]["messages"][0]["role"] == "system"
     card = (out / "README.md").read_text()
     assert card.startswith("---\n") and "data/train-*.parquet" in card and "| strings | 24 | 6 | 0 | 6 |" in card
-    held = heldout_function_ids(out, "strings")
+    splits = json.loads((out / "function_splits.json").read_text())["functions"]
+    held = sorted(f for f, s in splits.items() if s == "heldout" and f.startswith("strings/"))
     assert len(held) == 6 and all(h.startswith("strings/") for h in held)
     assert not set(held) & set(dd["train"]["function_id"])
     with pytest.raises(FileNotFoundError, match="evaluator-data"):

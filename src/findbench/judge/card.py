@@ -1,13 +1,8 @@
 """Instrument cards for judges: how well does a judge tell a right description from a close one?
 
-:func:`judge_card` judges held-out functions (those the judge-data split keeps out of training)
-with a ladder of descriptions per function, from right to empty (:data:`RUNGS`, defined in
-:data:`RUNG_DEFINITIONS`, built by :func:`description_ladder`), all through
-:func:`~findbench.judge.scoring.judge_unit_tests` on the same unit tests. It reports accuracy
-per rung (bootstrap over functions, :func:`findbench.stats.mean_ci`), the AUROC of ``true``
-against each other rung (:func:`auroc_ci`), unparsed answers and tokens and seconds per 1,000
-unit tests; :func:`write_card` writes ``README.md``, ``judge_card.json`` and ``judge_card.png``.
-The shipped judges' cards are in the package (:func:`shipped_card`).
+:func:`judge_card` judges held-out functions with a ladder of descriptions each, from right to
+empty (:data:`RUNGS`, :func:`description_ladder`), and reports accuracy per rung, the AUROC of
+``true`` against each other rung (:func:`auroc_ci`) and the cost; :func:`write_card` writes it.
 """
 
 from __future__ import annotations
@@ -133,13 +128,12 @@ def _strings_near_miss(row: Mapping[str, Any], seed: int) -> tuple[str, str]:
 
 
 def _cosine_neighbours(names: Sequence[str], encoder: Any) -> np.ndarray:
-    """Indices of ``names`` ordered by cosine similarity of their embeddings, most similar
-    first, per name (row ``i`` lists every other index)."""
+    """Per name, every other index ordered by cosine similarity of the embeddings, most similar first."""
     vecs = np.asarray(encoder.encode(list(names)), dtype=np.float64)
     vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
     sims = vecs @ vecs.T
     np.fill_diagonal(sims, -np.inf)
-    # a stable sort on -similarity: ties keep the names' order, so the choice is deterministic
+    # stable: ties keep the names' order
     return np.argsort(-sims, axis=1, kind="stable")[:, :-1]
 
 
@@ -151,9 +145,8 @@ def _entity_concepts(row: Mapping[str, Any]) -> list[str]:
 
 
 def _entity_member(row: Mapping[str, Any], concept: str, seed: int) -> tuple[str, str]:
-    """An atomic entity's ``partial`` rung: the concept narrowed to one of its member words (from
-    the packaged word lists, never a word its unit tests show), as the judge reads a description
-    of it; the concept's name alone where the lists do not hold the concept."""
+    """An atomic entity's ``partial`` rung: one member word of the concept that its unit tests do not
+    show; the concept's name alone where the word lists lack the concept."""
     from findbench.find.synthetic_neurons.entities import describe_entity
     from findbench.find.synthetic_neurons.entity_words import load_entity_words
 
@@ -278,22 +271,15 @@ def _category_of(rows: Any, argument: str = "rows") -> str:
 
 def description_ladder(rows: Sequence[Mapping[str, Any]], *, pool: Sequence[Mapping[str, Any]] | None = None, seed: int = 0,
                        encoder: Any = None) -> dict[str, list[str]]:
-    """The ladder of descriptions (:data:`RUNGS`) of each function in ``rows`` (one category).
+    """``{rung: [one description per row]}`` (:data:`RUNGS`) for two or more dataset rows of one category.
 
     Args:
-        rows: the functions (dataset rows: ``function_id``, ``category``, ``description``,
-            ``params``; entities ``concept1`` / ``concept2``; relations ``concept1``,
-            ``concept2``, ``exception`` and ``params.relation`` / ``params.exception_index``;
-            strings ``test_inputs``). At least two.
-        pool: the category's rows the near misses are drawn from (entity concepts, relations
-            and their other exceptions); default ``rows``.
-        seed: seeds the choice of part and changed step, parameter draws and the ``other`` rung.
-        encoder: what embeds concept and relation names (``encode(texts) -> (n, dim)``);
-            default the embedded MiniLM encoder (:func:`findbench.lm.encoder.load_encoder`),
-            loaded only for entities and relations.
+        pool: the category's rows near misses are drawn from; default ``rows``.
+        encoder: embeds concept and relation names (``encode(texts) -> (n, dim)``); default the
+            embedded MiniLM encoder, loaded for entities and relations only.
 
-    Returns ``{rung: [one description per row]}``; the same rows, pool and seed give the same
-    ladder. ValueError where a ``partial`` or ``near_miss`` description would equal the true one.
+    Deterministic for the same rows, pool and seed. ValueError where a ``partial`` or
+    ``near_miss`` description would equal the true one.
     """
     category = _category_of(rows)
     if category != "strings" and encoder is None:
@@ -307,9 +293,7 @@ def description_ladder(rows: Sequence[Mapping[str, Any]], *, pool: Sequence[Mapp
 
 
 def auroc(positive: Sequence[float], negative: Sequence[float]) -> float:
-    """Area under the ROC curve of scores ``positive`` (label 1) against ``negative`` (label 0):
-    the chance that a positive outscores a negative, ties counting half
-    (:func:`sklearn.metrics.roc_auc_score`)."""
+    """AUROC of scores ``positive`` against ``negative``: the chance a positive outscores a negative, ties half."""
     from sklearn.metrics import roc_auc_score
 
     pos, neg = np.asarray(positive, dtype=np.float64), np.asarray(negative, dtype=np.float64)
@@ -321,8 +305,7 @@ def auroc(positive: Sequence[float], negative: Sequence[float]) -> float:
 
 
 def _auroc_statistic(n_levels: int):
-    """Vectorised AUROC of paired units ``(resamples, n, 2)`` holding the level index of the
-    positive and of the negative score: counts per level, then the Mann-Whitney sum."""
+    """Vectorised AUROC of paired units ``(resamples, n, 2)`` of level indices (Mann-Whitney sum)."""
 
     def statistic(sample: np.ndarray) -> np.ndarray:
         size, n, _ = sample.shape
@@ -337,10 +320,8 @@ def _auroc_statistic(n_levels: int):
 
 def auroc_ci(positive: Sequence[float], negative: Sequence[float], *, seed: int | None = None,
              n_resamples: int | None = None) -> dict[str, Any]:
-    """``{"auroc", "ci": [low, high], "n"}`` of paired per-unit scores: unit ``i`` has a
-    positive score ``positive[i]`` and a negative one ``negative[i]`` (a function judged with
-    its true and with another description); the interval is :func:`findbench.stats.bootstrap_ci`
-    over units, each resampled with both of its scores."""
+    """``{"auroc", "ci": [low, high], "n"}`` of paired scores (unit ``i``: ``positive[i]``,
+    ``negative[i]``), bootstrapped over units (:func:`findbench.stats.bootstrap_ci`)."""
     from findbench import stats
 
     pos, neg = np.asarray(positive, dtype=np.float64), np.asarray(negative, dtype=np.float64)
@@ -361,10 +342,8 @@ def auroc_ci(positive: Sequence[float], negative: Sequence[float], *, seed: int 
 
 
 class _MeteredLM:
-    """Counts the tokens a judge reads and writes (prompts, once per run of consecutive requests
-    that share one, plus the scored or generated tokens), with the judge's own tokenizer where it has one (else about 4 characters a token),
-    and passes everything through; ``.inner`` lets :mod:`findbench.judge.scoring` reach the LM
-    underneath (its tokenizer, context window and options)."""
+    """Passes everything to ``inner`` and counts the tokens read and written, with the judge's
+    tokenizer where it has one (else 4 characters a token)."""
 
     def __init__(self, lm: Any):
         from findbench.judge.scoring import _inner
@@ -393,8 +372,7 @@ class _MeteredLM:
         return self._memo[text]
 
     def _prompts(self, conversations: Sequence[Sequence[Mapping[str, str]]], prefix: str = "") -> int:
-        """Tokens of the prompts of one call; a prompt repeated by consecutive requests (the
-        options of one unit test in pmi mode) counts once, as the backends run it once."""
+        """Tokens of the prompts of one call; consecutive repeats count once, as the backends run them once."""
         total, last = 0, None
         for conv in conversations:
             if self.exact:
@@ -432,57 +410,27 @@ def _per_1000(value: float, n: int) -> float | None:
     return None if not n else float(value) * 1000.0 / n
 
 
-def judge_card(
-    judge: Any,
-    *,
-    out: str | os.PathLike | None = None,
-    mode: str | None = None,
-    categories: Sequence[str] | None = None,
-    functions_per_category: int | None = 8,
-    seed: int = 0,
-    data: str | os.PathLike | None = None,
-    evaluator_data: str | os.PathLike | None = None,
-    function_seed: int = 0,
-    data_seed: int = 0,
-    heldout_fraction: float = 0.2,
-    rows: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-    judge_cache: str | os.PathLike | None = None,
-    batch_size: int = 8,
-    encoder: Any = None,
-    n_resamples: int | None = None,
-    progress: bool = True,
-) -> dict[str, Any]:
-    """Measure ``judge`` on held-out functions with the description ladder (:data:`RUNGS`).
+def judge_card(judge: Any, *, out: str | os.PathLike | None = None, mode: str | None = None, categories: Sequence[str] | None = None,
+               functions_per_category: int | None = 8, seed: int = 0, data: str | os.PathLike | None = None,
+               evaluator_data: str | os.PathLike | None = None, function_seed: int = 0, data_seed: int = 0, heldout_fraction: float = 0.2,
+               rows: Mapping[str, Sequence[Mapping[str, Any]]] | None = None, judge_cache: str | os.PathLike | None = None,
+               batch_size: int = 8, encoder: Any = None, n_resamples: int | None = None, progress: bool = True) -> dict[str, Any]:
+    """Measure ``judge`` (a :func:`~findbench.judge.scoring.load_judge` spec or an LM) on held-out
+    functions with the description ladder (:data:`RUNGS`).
 
     Args:
-        judge: a judge spec for :func:`findbench.judge.scoring.load_judge` (``"embedded"``,
-            ``"embedded-evaluator"``, a judge folder, a Hub id, a server URL) or an LM instance.
-        out: card folder to write (:func:`write_card`, replaced atomically); None: nothing written.
-        mode: the judge's scoring mode; default the mode a trained judge records
-            (:func:`findbench.judge.scoring.judge_mode_of`), else ``logprob``.
-        categories: judged categories (``entities`` / ``relations`` accepted); default every
-            judged category (:data:`findbench.constants.JUDGE_CATEGORIES`), or those of ``rows``.
-        functions_per_category: held-out functions judged per category (a seeded sample,
-            stratified by subcategory: :func:`findbench.find.rows.sample_rows`); None: all.
-        seed: seeds the sample and the ladder (:func:`description_ladder`).
-        data: a ``findbench build`` folder to read the functions from; default: regenerate
-            them from ``function_seed``.
+        out: card folder to write (:func:`write_card`); None: nothing written.
+        mode: default the mode a trained judge records, else ``logprob``.
+        functions_per_category: held-out functions judged per category (a seeded sample
+            stratified by subcategory); None: all.
+        data: a ``findbench build`` folder; default: regenerate the functions from ``function_seed``.
         evaluator_data: a judge-data folder whose recorded split to use; default the split
-            recomputed from ``data_seed`` / ``heldout_fraction`` (the data builder's defaults).
-        rows: ``{category: rows}`` to judge instead of the held-out sample (tests, custom sets);
-            they are also the pool near misses are drawn from.
-        judge_cache: sqlite file caching the judge's answers (fixed judges only): a rerun is free.
-        batch_size: prompts per forward pass of an in-process judge.
-        encoder: embeds concept and relation names for near misses (default: embedded MiniLM).
-        n_resamples: bootstrap resamples per interval (default :data:`findbench.stats.DEFAULT_RESAMPLES`).
+            recomputed from ``data_seed`` / ``heldout_fraction``.
+        rows: ``{category: rows}`` to judge instead of the held-out sample (also the near-miss pool).
+        judge_cache: sqlite file caching the judge's answers: a rerun is free.
 
-    Returns:
-        The card: ``{"judge", "spec", "mode", "rungs", "accuracy": {category | "all": {rung:
-        {mean, ci, n}}}, "auroc": {category | "all": {rung: {auroc, ci, n}}}, "results": [one
-        entry per category and rung: per-function accuracies, unit tests, unparsed answers],
-        "cost": {seconds and tokens in all, per 1,000 unit tests and per category, cache use,
-        device}, "ladder": {category: [one entry per function: its descriptions and the rules
-        that made them]}, "settings": {...}, "files": [...]}``.
+    Returns the card: ``{"judge", "spec", "mode", "rungs", "accuracy": {category | "all": {rung:
+    {mean, ci, n}}}, "auroc": {... {auroc, ci, n}}, "results", "cost", "ladder", "settings", "files"}``.
     """
     from findbench import stats
     from findbench._version import __version__
@@ -640,8 +588,7 @@ def _cell(summary: Mapping[str, Any], key: str = "mean") -> str:
 
 
 def format_table(card: Mapping[str, Any], *, what: str = "accuracy") -> str:
-    """The card's accuracy (``what="accuracy"``) or AUROC (``what="auroc"``) as a Markdown
-    table: one row per rung, one column per category (and ``all``), cells ``mean [low, high] (n=…)``."""
+    """The card's ``accuracy`` or ``auroc`` as a Markdown table: a row per rung, a column per category."""
     if what not in ("accuracy", "auroc"):
         raise ValueError(f"what must be 'accuracy' or 'auroc', got {what!r}")
     table = card[what]
@@ -784,8 +731,7 @@ def _plot(card: Mapping[str, Any], path: Path) -> None:
 
 
 def write_card(card: Mapping[str, Any], out: str | os.PathLike) -> list[str]:
-    """Write ``card`` (from :func:`judge_card`) as a folder (replaced atomically): ``README.md``,
-    ``judge_card.json`` and ``judge_card.png``. Returns the paths written."""
+    """Write ``card`` as a folder (replaced atomically) of :data:`CARD_FILES`; returns their paths."""
     from findbench._io import atomic_dir
 
     body = {k: v for k, v in card.items() if k != "files"}

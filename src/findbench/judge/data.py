@@ -1,21 +1,12 @@
 """Training data for FIND's judge: simulated unit tests answered with ground-truth descriptions.
 
-FIND (appendix F1) fine-tuned its judge on ~30K unit tests, uniform over strings, entities
-and relations: the judge reads a function's ground-truth description and three items (one
-from the function, two from other functions of the same category) and answers the number of
-the matching one. Here every training row is rendered with exactly the judge's prompt
-(:func:`findbench.judge.render_judge_prompt`) and target (:func:`findbench.judge.render_judge_target`),
-so training and scoring see the same text.
-
-Functions are split into ``train`` and ``heldout`` by group before any row is drawn:
-- strings: each function is its own group;
-- relations: a base relation and its corrupted variants form one group (they share
-  items), so no relation is seen in training and held out at once;
-- entities: held-out *concepts* are drawn; a function is held out when all its concepts
-  are, trained on when none is, and ``excluded`` (in neither) when it mixes both.
-Distractors come from functions of the same split and never share a concept / relation with
-the correct function; string and relation distractors that the function itself would
-produce are rejected (checked by calling the function).
+FIND (appendix F1) trained its judge on ~30K unit tests, uniform over the categories: a
+ground-truth description and three items, one from the function. Rows use exactly the judge's
+prompt and target. Functions are split into ``train`` and ``heldout`` by group before any row
+is drawn (strings: the function; relations: a base relation with its corrupted variants;
+entities: concepts, a function mixing held-out and trained concepts is ``excluded``).
+Distractors come from functions of the same split sharing no group, and never from what the
+function itself produces.
 """
 
 from __future__ import annotations
@@ -53,11 +44,8 @@ def _groups(row: Mapping[str, Any]) -> list[str]:
 
 
 def split_functions(rows: Sequence[Mapping[str, Any]], *, seed: int = 0, heldout_fraction: float = 0.2) -> dict[str, str]:
-    """``function_id -> "train" | "heldout" | "excluded"`` for one category's rows.
-
-    A seeded ``heldout_fraction`` of the groups (functions, relations, or entity concepts) is
-    held out; at least one group goes to each side when there are two or more.
-    """
+    """``function_id -> "train" | "heldout" | "excluded"`` for one category's rows: a seeded
+    ``heldout_fraction`` of the groups is held out, at least one group on each side."""
     integer("seed", seed)
     if not isinstance(heldout_fraction, (int, float)) or not 0.0 < heldout_fraction < 1.0:
         raise ValueError(f"heldout_fraction must be in (0, 1), got {heldout_fraction!r}")
@@ -82,8 +70,7 @@ def split_functions(rows: Sequence[Mapping[str, Any]], *, seed: int = 0, heldout
 
 
 def function_items(row: Mapping[str, Any]) -> list[str | tuple[str, str]]:
-    """The function's correct items, taken from its unit tests: words (entities) or
-    ``(input, output)`` pairs (strings, relations), in order, without repeats."""
+    """The function's correct items from its unit tests: words or ``(input, output)`` pairs, without repeats."""
     seen: dict[Any, None] = {}
     for ut in row["unit_tests"]:
         k = int(ut["correct"]) - 1
@@ -96,8 +83,7 @@ def function_items(row: Mapping[str, Any]) -> list[str | tuple[str, str]]:
 
 
 def _consistency_check(row: Mapping[str, Any]) -> Callable[[Any], bool] | None:
-    """A function telling whether an ``(input, output)`` item is what ``row`` itself gives
-    (so it cannot be a distractor); None for entities."""
+    """Whether an ``(input, output)`` item is what ``row`` itself gives (no distractor); None for entities."""
     if row["category"] == "neurons_entities":
         return None
     from findbench.find import load_function
@@ -117,12 +103,7 @@ def _consistency_check(row: Mapping[str, Any]) -> Callable[[Any], bool] | None:
     return produces
 
 
-def _draw_rows(
-    rows: Sequence[Mapping[str, Any]],
-    n: int,
-    split: str,
-    rng: random.Random,
-) -> list[dict]:
+def _draw_rows(rows: Sequence[Mapping[str, Any]], n: int, split: str, rng: random.Random) -> list[dict]:
     """``n`` judge rows from ``rows`` (all of one category and one split)."""
     from findbench.judge.scoring import render_judge_prompt, render_judge_target
 
@@ -132,7 +113,7 @@ def _draw_rows(
     items = [function_items(r) for r in rows]
     groups = [set(_groups(r)) for r in rows]
     checks = [_consistency_check(r) for r in rows]
-    # Balanced correct positions and a function order cycling through every function.
+    # balanced correct positions; the function order cycles through every function
     positions = [1 + (i % _N_OPTIONS) for i in range(n)]
     rng.shuffle(positions)
     order: list[int] = []
@@ -185,27 +166,10 @@ def _shares(n: int, k: int) -> list[int]:
     return [n // k + (1 if i < n % k else 0) for i in range(k)]
 
 
-def build_evaluator_rows(
-    rows_by_category: Mapping[str, Sequence[Mapping[str, Any]]],
-    *,
-    n: int = 30000,
-    n_heldout: int | None = None,
-    seed: int = 0,
-    heldout_fraction: float = 0.2,
-) -> tuple[list[dict], list[dict], dict[str, str]]:
-    """Judge training rows from function rows, in memory.
-
-    Args:
-        rows_by_category: category -> its function rows (with ``description`` and ``unit_tests``).
-        n: training rows in all, split evenly across the categories.
-        n_heldout: rows drawn from held-out functions (a validation set); default ``n // 10``.
-        seed: seeds the function split and every draw.
-        heldout_fraction: fraction of function groups held out (see :func:`split_functions`).
-
-    Returns:
-        ``(train_rows, heldout_rows, function_splits)`` with ``function_splits`` mapping every
-        function id to ``train`` / ``heldout`` / ``excluded``.
-    """
+def build_evaluator_rows(rows_by_category: Mapping[str, Sequence[Mapping[str, Any]]], *, n: int = 30000, n_heldout: int | None = None,
+                         seed: int = 0, heldout_fraction: float = 0.2) -> tuple[list[dict], list[dict], dict[str, str]]:
+    """``(train_rows, heldout_rows, function_splits)`` from function rows, in memory: ``n`` training
+    rows split evenly across the categories, ``n_heldout`` (default ``n // 10``) from held-out functions."""
     positive_int("n", n)
     n_heldout = n // 10 if n_heldout is None else integer("n_heldout", n_heldout, 0)
     if not isinstance(rows_by_category, Mapping) or not rows_by_category:
@@ -274,33 +238,15 @@ def _card(meta: Mapping[str, Any]) -> str:
     return "---\n" + yaml.safe_dump(header, sort_keys=False) + "---\n\n" + body
 
 
-def build_evaluator_data(
-    out: str | os.PathLike,
-    *,
-    n: int = 30000,
-    n_heldout: int | None = None,
-    seed: int = 0,
-    heldout_fraction: float = 0.2,
-    categories: Sequence[str] = JUDGE_CATEGORIES,
-    function_seed: int = 0,
-    data: str | os.PathLike | None = None,
-    rows_by_category: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-) -> Path:
-    """Write the judge's training data as a dataset folder and return its path.
+def build_evaluator_data(out: str | os.PathLike, *, n: int = 30000, n_heldout: int | None = None, seed: int = 0,
+                         heldout_fraction: float = 0.2, categories: Sequence[str] = JUDGE_CATEGORIES, function_seed: int = 0,
+                         data: str | os.PathLike | None = None,
+                         rows_by_category: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> Path:
+    """Write the judge's training data to the folder ``out`` (replaced atomically) and return it.
 
-    The folder holds ``data/train-00000-of-00001.parquet`` (rows of train functions),
-    ``data/validation-00000-of-00001.parquet`` (rows of held-out functions), a README card
-    whose ``configs:`` makes ``datasets.load_dataset(out)`` work offline, and
-    ``function_splits.json`` (every function id -> train / heldout / excluded, plus the
-    arguments). Written in a temporary folder and renamed: complete or absent.
-
-    Args:
-        out: destination folder (replaced).
-        n, n_heldout, seed, heldout_fraction: see :func:`build_evaluator_rows`.
-        categories: the categories to draw from (uniformly).
-        function_seed: procedural seed of the FIND functions (when ``data`` is None).
-        data: a dataset folder written by ``findbench build`` to take function rows from.
-        rows_by_category: function rows to use instead of loading them (tests, custom data).
+    It holds ``data/{train,validation}-00000-of-00001.parquet``, a README card that makes
+    ``datasets.load_dataset(out)`` work offline, and ``function_splits.json``. The functions come
+    from ``rows_by_category``, else a ``findbench build`` folder ``data``, else ``function_seed``.
     """
     import datasets
 
@@ -362,10 +308,8 @@ def build_evaluator_data(
 
 
 def default_data_dir(*, n: int = 30000, seed: int = 0) -> Path:
-    """The cached judge data folder for ``(n, seed)`` from the procedural functions (seed 0),
-    built on first use (``findbench evaluator-data`` with its defaults writes the same rows).
-    The folder name carries :func:`~findbench.find.rows.generator_fingerprint`, so data made
-    from older generators or relation tables is never reused."""
+    """The cached judge data folder for ``(n, seed)`` from the procedural functions, built on first
+    use; its name carries the generators' fingerprint, so stale data is never reused."""
     from filelock import FileLock
 
     from findbench._io import cache_dir
@@ -387,8 +331,7 @@ def load_evaluator_data(path: str | os.PathLike) -> Any:
     root = Path(path)
     if not (root / SPLIT_FILE).is_file():
         raise FileNotFoundError(f"path: {root} is not a judge data folder (no {SPLIT_FILE}); run `findbench evaluator-data`")
-    # Read the parquet files directly: datasets' cache is keyed by the folder's path, so a
-    # folder rebuilt in place (same path, new rows) would otherwise load the old rows.
+    # parquet read directly: datasets' cache, keyed by path, would load a rebuilt folder's old rows
     return datasets.DatasetDict(
         {split: datasets.Dataset(pq.read_table(root / "data" / f"{split}-00000-of-00001.parquet")) for split in ("train", "validation")}
     )
@@ -398,20 +341,12 @@ def _read_splits(path: str | os.PathLike) -> dict[str, str]:
     return json.loads((Path(path) / SPLIT_FILE).read_text())["functions"]
 
 
-def heldout_function_ids(path_or_splits: str | os.PathLike | Mapping[str, str], category: str | None = None) -> list[str]:
-    """Held-out function ids recorded in a data folder (or a splits mapping), optionally of one category."""
-    splits = path_or_splits if isinstance(path_or_splits, Mapping) else _read_splits(path_or_splits)
-    cat = judge_category(category) if category is not None else None
-    return sorted(f for f, s in splits.items() if s == "heldout" and (cat is None or f.startswith(cat + "/")))
-
-
 def heldout_rows(category: str, *, source: str = "procedural", data: Any = None, data_dir: Any = None, function_seed: int = 0,
                  data_seed: int = 0, heldout_fraction: float = 0.2, evaluator_data: Any = None,
                  rows: Sequence[dict] | None = None) -> list[dict]:
-    """The held-out functions of ``category`` that have a description and unit tests: find-v1's
-    rows from ``data_dir`` (none is used in training), or the procedural rows (``rows`` when the
-    caller has them loaded) that the judge-data split holds out (recorded in ``evaluator_data``,
-    else :func:`split_functions`). ValueError when fewer than two are left."""
+    """The held-out functions of ``category`` with a description and unit tests: find-v1's rows, or the
+    procedural rows (``rows`` if loaded) the judge-data split holds out (``evaluator_data``'s recorded
+    split, else :func:`split_functions`). ValueError when fewer than two are left."""
     if source == "find-v1":
         from findbench.find import find_v1
 

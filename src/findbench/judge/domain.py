@@ -1,12 +1,8 @@
 """Judge the ``[DOMAIN]`` answers of interpretations of corrupted relation neurons.
 
-A relation neuron with an ``exception`` answers "undefined" on an excepted subdomain ("the
-input country is in Asia"). Its unit tests whose correct item lies there
-(:func:`findbench.find.domain.domain_unit_tests`) ask the judge to tell an input of the
-subdomain, answered "undefined", from other relations' examples. Shown only the
-interpreter's ``[DOMAIN]`` text, a judge can pick those items only when that text names the
-subdomain: :func:`score_relation_domain` reports the unit-test accuracy on them. This is an
-extension of FIND, which asks for the domain but does not score it.
+A relation neuron with an ``exception`` answers "undefined" on a subdomain; shown only the
+``[DOMAIN]`` text, a judge picks those unit tests' items only when the text names the subdomain.
+An extension of FIND, which asks for the domain but does not score it.
 """
 
 from __future__ import annotations
@@ -24,52 +20,19 @@ from findbench.stats import bootstrap_ci
 log = logging.getLogger(__name__)
 
 
-def score_relation_domain(
-    predictions: Sequence[str],
-    rows: Sequence[Mapping[str, Any]],
-    *,
-    judge: Any,
-    mode: str | None = None,
-    judge_model: str | None = None,
-    judge_cache: str | None = None,
-    batch_size: int = 16,
-    progress: bool = False,
-) -> dict[str, Any]:
-    """Unit-test accuracy of ``[DOMAIN]`` answers on the excepted subdomain of relation neurons.
+def score_relation_domain(predictions: Sequence[str], rows: Sequence[Mapping[str, Any]], *, judge: Any, mode: str | None = None,
+                          judge_model: str | None = None, judge_cache: str | None = None, batch_size: int = 16,
+                          progress: bool = False) -> dict[str, Any]:
+    """Unit-test accuracy of ``[DOMAIN]`` answers (:func:`findbench.find.domain.domain_text`) on the
+    unit tests of ``neurons_relations`` rows whose correct output is "undefined".
 
-    For every row with an ``exception``, the judge sees the interpretation's ``[DOMAIN]``
-    section (:func:`findbench.find.domain.domain_text`: the text after the label up to
-    ``[CODE]``; an unlabelled text is taken whole, a labelled one without ``[DOMAIN]`` gives an
-    empty answer, judged as given) and answers the row's unit tests whose correct output is
-    "undefined" (:func:`findbench.find.domain.domain_unit_tests`), with
-    :func:`findbench.judge.judge_unit_tests` (category ``neurons_relations``).
+    ``judge``: an LM or a :func:`findbench.lm.load_lm` spec; ``mode`` defaults to the mode a trained
+    judge records, else ``"logprob"``.
 
-    Args:
-        predictions: one interpretation per row.
-        rows: ``neurons_relations`` dataset rows (``exception`` and ``unit_tests`` are read).
-        judge: a :mod:`findbench.lm` LM instance, or a spec for :func:`findbench.lm.load_lm`
-            (``"embedded"``, a model folder or Hub id, an OpenAI-compatible server URL).
-        mode: ``"logprob"``, ``"generate"`` or ``"pmi"``; default: the mode a trained judge
-            folder records, else ``"logprob"``.
-        judge_model: the served model name, for URL judges.
-        judge_cache: sqlite file caching the judge's answers.
-        batch_size: prompts per forward pass (in-process judges loaded from a spec).
-        progress: show the judge's progress bars.
-
-    Returns:
-        ``{"domain_unit_test_accuracy": mean over the scored rows (None when no row could
-        be scored), "domain_unit_test_accuracy_ci": its 95 % percentile bootstrap interval
-        [low, high] over the scored rows (:func:`findbench.stats.bootstrap_ci`, seed 0; None
-        when no row could be scored), "n": the number of scored rows, "per_function":
-        [fraction right, or None], "status": ["ok" |
-        "no_exception" | "no_undefined_tests"], "n_tests": [tests judged per row], "judge":
-        the judge's name (None when nothing was judged)}``. Rows without an exception are
-        skipped (``"no_exception"``); a corrupted row whose unit tests hold no item with the
-        output "undefined" (possible in imported data) is reported as
-        ``"no_undefined_tests"`` instead of being given made-up tests.
-
-    Raises ValueError/TypeError naming the bad field (lengths, ``predictions[i]``,
-    ``rows[i]['category']``, ``rows[i]['unit_tests']``, ``mode``) before any judge loads.
+    Returns ``{"domain_unit_test_accuracy", "domain_unit_test_accuracy_ci" (95 % bootstrap over the
+    scored rows), "n", "per_function": [fraction right or None], "status": ["ok" | "no_exception" |
+    "no_undefined_tests"], "n_tests", "judge"}``; the accuracy, interval and judge are None when
+    nothing was scored. Bad input raises naming the field before any judge loads.
     """
     for name, seq in (("predictions", predictions), ("rows", rows)):
         if isinstance(seq, (str, Mapping)) or not isinstance(seq, Sequence):
@@ -112,15 +75,8 @@ def score_relation_domain(
         if mode is None:
             mode = judge_mode_of(judge)
         lm = load_judge(judge, judge_model=judge_model, cache=judge_cache, batch_size=batch_size)
-        out = judge_unit_tests(
-            lm,
-            [domain_text(predictions[i]) for i in scored],
-            [tests[i] for i in scored],
-            "neurons_relations",
-            mode=mode,
-            keep_full_description=True,  # the [DOMAIN] section is already cut out
-            progress=progress,
-        )
+        out = judge_unit_tests(lm, [domain_text(predictions[i]) for i in scored], [tests[i] for i in scored], "neurons_relations",
+                               mode=mode, keep_full_description=True, progress=progress)  # the [DOMAIN] section is already cut out
         for i, acc in zip(scored, out["per_function"]):
             per_function[i] = float(acc)
         name = out["judge"]

@@ -1,15 +1,8 @@
 """How good is a judge? FIND Table A3 for any judge, before vs after fine-tuning.
 
-For held-out functions of each category (never seen in judge training), the judge scores the
-functions' FIND unit tests twice: with the **ground-truth** descriptions (a good judge is
-near 1) and with **wrong** descriptions — each function gets the description of another
-held-out function of the same category (a good judge falls to chance, 1/3). The paper
-reports 0.956 / 0.981 / 0.998 (strings / entities / relations) for its fine-tuned Vicuna
-judge with ground-truth descriptions and 0.345 / 0.390 / 0.400 untuned.
-
-Outputs (written atomically into ``out``): ``evaluator_report.csv`` (one row per judge,
-category and description kind), ``evaluator_report.json`` (the same plus per-function
-scores and settings) and ``evaluator_report.png`` (grouped bar chart).
+The judge scores held-out functions' unit tests with their **ground-truth** descriptions (a
+good judge is near 1) and with **wrong** ones, another held-out function's (chance, 1/3).
+Written to :data:`REPORT_FILES`.
 """
 
 from __future__ import annotations
@@ -41,8 +34,7 @@ _FIELDS = ("judge", "label", "mode", "category", "descriptions", "n_functions", 
 
 
 def wrong_descriptions(descriptions: Sequence[str], *, seed: int = 0) -> list[str]:
-    """Each description replaced by another one of the list (a seeded derangement that never
-    keeps a function's own text). Needs at least two distinct descriptions."""
+    """Each description replaced by another of the list (a seeded derangement never keeping its own text)."""
     if isinstance(descriptions, str) or not isinstance(descriptions, Sequence):
         raise TypeError(f"descriptions must be a list of strings, got {type(descriptions).__name__}")
     n = len(descriptions)
@@ -54,7 +46,7 @@ def wrong_descriptions(descriptions: Sequence[str], *, seed: int = 0) -> list[st
         rng.shuffle(perm)
         if all(descriptions[perm[i]] != descriptions[i] for i in range(n)):
             return [descriptions[j] for j in perm]
-    # Many repeated texts: fall back to the next distinct description in a rotation.
+    # many repeated texts: the next distinct description in a rotation
     out = []
     for i, d in enumerate(descriptions):
         j = next(k for k in range(1, n + 1) if descriptions[(i + k) % n] != d)
@@ -63,15 +55,10 @@ def wrong_descriptions(descriptions: Sequence[str], *, seed: int = 0) -> list[st
 
 
 def _plot(results: list[dict], path: Path) -> None:
-    # A bare Figure renders through its own Agg canvas: no pyplot state, no global backend switch.
     from matplotlib.figure import Figure
 
     cats = [c for c in JUDGE_CATEGORIES if any(r["category"] == c for r in results)]
-    series = []
-    for r in results:
-        key = (r["label"], r["descriptions"])
-        if key not in series:
-            series.append(key)
+    series = list(dict.fromkeys((r["label"], r["descriptions"]) for r in results))
     width = 0.8 / max(len(series), 1)
     fig = Figure(figsize=(2.2 + 2.2 * len(cats), 3.6))
     ax = fig.subplots()
@@ -97,58 +84,30 @@ def _plot(results: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
-def evaluator_report(
-    judge: Any,
-    *,
-    baseline: Any = None,
-    out: str | os.PathLike | None = None,
-    limit: int | None = 15,
-    categories: Sequence[str] = JUDGE_CATEGORIES,
-    source: str = "procedural",
-    data: str | os.PathLike | None = None,
-    data_dir: str | os.PathLike | None = None,
-    evaluator_data: str | os.PathLike | None = None,
-    function_seed: int = 0,
-    data_seed: int = 0,
-    heldout_fraction: float = 0.2,
-    seed: int = 0,
-    mode: str | None = None,
-    baseline_mode: str | Sequence[str] | None = None,
-    batch_size: int = 8,
-    judge_cache: str | os.PathLike | None = None,
-    baseline_cache: str | os.PathLike | None = None,
-    progress: bool = True,
-) -> dict[str, Any]:
+def evaluator_report(judge: Any, *, baseline: Any = None, out: str | os.PathLike | None = None, limit: int | None = 15,
+                     categories: Sequence[str] = JUDGE_CATEGORIES, source: str = "procedural", data: str | os.PathLike | None = None,
+                     data_dir: str | os.PathLike | None = None, evaluator_data: str | os.PathLike | None = None, function_seed: int = 0,
+                     data_seed: int = 0, heldout_fraction: float = 0.2, seed: int = 0, mode: str | None = None,
+                     baseline_mode: str | Sequence[str] | None = None, batch_size: int = 8,
+                     judge_cache: str | os.PathLike | None = None, baseline_cache: str | os.PathLike | None = None,
+                     progress: bool = True) -> dict[str, Any]:
     """Judge accuracy on held-out functions with true and with wrong descriptions.
 
     Args:
-        judge: the judge to report (a spec for :func:`findbench.lm.load_lm` — a judge folder,
-            ``"embedded-evaluator"``, a Hub id — or an LM instance).
-        baseline: a second judge (e.g. ``"embedded"``, the untuned base) reported beside it.
+        baseline: a second judge (e.g. the untuned ``"embedded"``) reported beside ``judge``.
         out: folder for the CSV / JSON / PNG (replaced atomically); None: nothing written.
         limit: at most this many held-out functions per category (seeded sample); None: all.
-        categories: categories to report.
-        source: ``procedural`` (held-out functions of the judge data split) or ``find-v1``
-            (the original release from ``data_dir``; none of it is used in training).
-        data: procedural: a folder written by ``findbench build`` to read the functions from;
-            default: regenerate them from ``function_seed``.
-        data_dir: find-v1: the original release folder (``src/find-dataset``).
+        source: ``procedural`` (held out by the judge-data split; functions from the ``findbench
+            build`` folder ``data``, else ``function_seed``) or ``find-v1`` (the release in ``data_dir``).
         evaluator_data: a judge data folder whose recorded split to use; default: the split
-            recomputed from ``data_seed`` / ``heldout_fraction`` (the data builder's defaults).
-        seed: seeds the function sample and the wrong-description derangement.
-        mode: the judge's scoring mode (``logprob``, ``generate`` or ``pmi``); default: the
-            mode a trained judge folder records (:func:`findbench.judge.judge_mode_of`).
-        baseline_mode: the baseline's mode, or several (e.g. ``["logprob", "pmi"]``: the
-            untuned model in FIND's format and in the trained judge's format, labelled
-            ``before (logprob)`` / ``before (pmi)``); default as for ``mode``.
-        batch_size: prompts per forward pass of in-process judges.
-        judge_cache / baseline_cache: sqlite files caching each judge's answers (keyed by the
-            judge's name: use them for fixed models such as ``"embedded"``, not for a judge
-            folder that is retrained under the same name).
+            recomputed from ``data_seed`` / ``heldout_fraction``.
+        mode: default: the mode a trained judge folder records.
+        baseline_mode: the baseline's mode, or several (labelled ``before (logprob)``, ...).
+        judge_cache / baseline_cache: sqlite files caching each judge's answers, keyed by name
+            (for fixed models, not for a judge folder retrained under the same name).
 
-    Returns:
-        ``{"results": [{judge, label, category, descriptions, n_functions,
-        unit_test_accuracy, per_function, function_ids}], "settings": {...}, "files": [...]}``.
+    Returns ``{"results": [{judge, label, category, descriptions, n_functions, unit_test_accuracy,
+    per_function, function_ids}], "settings", "paper_table_a3", "files"}``.
     """
     from findbench.judge.data import heldout_rows
     from findbench.judge.scoring import JUDGE_MODES, judge_category, judge_mode_of, judge_unit_tests, load_judge
@@ -196,7 +155,6 @@ def evaluator_report(
                 results.append({
                     "judge": lm.name, "label": label, "mode": m, "category": cat, "descriptions": kind,
                     "n_functions": len(rows), "unit_test_accuracy": res["unit_test_accuracy"],
-                    # a percentile bootstrap over the functions (findbench.stats)
                     "unit_test_accuracy_ci": list(bootstrap_ci(res["per_function"])),
                     "per_function": res["per_function"], "function_ids": [r["function_id"] for r in rows],
                 })
@@ -227,15 +185,9 @@ def evaluator_report(
 
 
 def format_table(report: Mapping[str, Any]) -> str:
-    """The report as a Markdown table: one row per category, one column per judge and description
-    kind; each cell is the accuracy with its 95 % bootstrap interval over the functions and n
-    (:func:`findbench.stats.format_ci`), followed by the legend."""
+    """The report as a Markdown table: a row per category, a column per judge and description kind."""
     results = report["results"]
-    cols = []
-    for r in results:
-        key = (r["label"], r["descriptions"])
-        if key not in cols:
-            cols.append(key)
+    cols = list(dict.fromkeys((r["label"], r["descriptions"]) for r in results))
     lines = ["| category | n | " + " | ".join(f"{label} ({k})" for label, k in cols) + " |", "|---|---|" + "---|" * len(cols)]
     for cat in dict.fromkeys(r["category"] for r in results):
         vals = {(r["label"], r["descriptions"]): r for r in results if r["category"] == cat}

@@ -1,17 +1,10 @@
 """FIND's unit-test judge (FIND §3.1): does a description identify its function?
 
-Each function has 10 unit tests of three options (an input, or an input -> output pair), one
-produced by the function. The judge reads the description and picks an option; the function
-scores the fraction picked right (chance 1/3). The prompt puts everything but the options first,
-so a function's prompts share a long prefix (its KV cache is reused in process).
-
-Scoring modes (:data:`JUDGE_MODES`): ``logprob`` (argmax of the next-token log-probs of
-``1``/``2``/``3`` after ``[ANSWER]: ``), ``generate`` (the written answer, parsed strictly by
-:func:`parse_answer`; constrained by :func:`answer_constraint` with structured outputs) and
-``pmi`` (each option's log-probability as an example of the description minus without one,
-:data:`NULL_DESCRIPTION`; the default of judges trained in that mode, e.g. ``embedded-evaluator``).
-Every choice comes with its evidence (per-option scores and the margin). The judge reads at most
-:data:`MAX_DESCRIPTION_TOKENS` tokens of a description (:func:`bound_description`).
+Each function has 10 unit tests of three options, one produced by the function; it scores the
+fraction the judge picks right (chance 1/3). Modes (:data:`JUDGE_MODES`): ``logprob`` (argmax of
+the log-probs of ``1``/``2``/``3`` after ``[ANSWER]: ``), ``generate`` (the written answer,
+:func:`parse_answer`) and ``pmi`` (each option's log-probability as an example of the description
+minus without one, :data:`NULL_DESCRIPTION`; the mode of ``embedded-evaluator``).
 """
 
 from __future__ import annotations
@@ -54,7 +47,6 @@ SYSTEM_PROMPT = (
     "[ANSWER]: k"
 )
 
-# Per category: how the described object is introduced and what the options are.
 _INTRO = {
     "strings": (
         "Here is a description of a Python function that takes a string as input and returns a string.",
@@ -83,19 +75,14 @@ _PMI_ASK = {
     "neurons_relations": "Give one input -> output example of this function.",
 }
 
-#: The most tokens of a description the judge reads (counted with the judge's tokenizer); a
-#: longer one is cut to this many and flagged ``truncated``. FIND's reference descriptions
-#: have at most 234 tokens (median 10-64 by category) and the embedded judge was trained on
-#: prompts of at most 1024 tokens. A judge whose context window is smaller than this plus
-#: :data:`_PROMPT_ROOM` gets less (:func:`description_token_limit`).
+#: The most tokens of a description the judge reads; a longer one is cut and flagged ``truncated``
+#: (FIND's reference descriptions have at most 234 tokens).
 MAX_DESCRIPTION_TOKENS = 512
 #: Tokens of the judge's context kept for the rest of a prompt (instructions and options).
 _PROMPT_ROOM = 256
-#: At most this many characters per token of the limit are tokenized, so a huge description is
-#: never tokenized whole (FIND's descriptions average at most 6.5 characters a token).
+#: Characters per token of the limit: at most this many are tokenized (FIND averages <= 6.5) ...
 _MAX_CHARS_PER_TOKEN = 8
-#: Without the judge's tokenizer (a server judge) the limit is this many characters per token:
-#: conservative, as ordinary text has 4-6.5, and every FIND reference description fits whole.
+#: ... and the cut without a tokenizer (a server judge; every FIND reference description fits).
 _MIN_CHARS_PER_TOKEN = 2
 
 _CUT_MARKERS = ("[DOMAIN]", "[CODE]")
@@ -115,12 +102,8 @@ def judge_category(category: str) -> str:
 
 
 def clean_description(description: str, *, keep_full_description: bool = False) -> str:
-    """The description the judge sees.
-
-    By default it is cut before ``[DOMAIN]`` or ``[CODE]`` (interpreters of FIND append a
-    domain and code after the description) and a leading ``[DESCRIPTION]:`` label is
-    dropped; ``keep_full_description=True`` keeps the text unchanged (stripped).
-    """
+    """The description the judge sees: cut before ``[DOMAIN]`` or ``[CODE]``, without a leading
+    ``[DESCRIPTION]:`` label (``keep_full_description=True``: only stripped)."""
     if not isinstance(description, str):
         raise TypeError(f"description must be a str, got {type(description).__name__}")
     text = description
@@ -153,10 +136,8 @@ def bound_description(description: str, lm: Any = None, *, max_tokens: int | Non
     """The description the judge ``lm`` reads (:func:`clean_description`) cut to ``max_tokens``
     (default :func:`description_token_limit`), and whether it was cut.
 
-    Characters are cut first (``8 * max_tokens``), then the rest is counted with ``lm``'s
-    tokenizer and cut to ``max_tokens`` tokens; without a tokenizer (a server judge) the cut is
-    at ``2 * max_tokens`` characters. Characters UTF-8 cannot encode (lone surrogates) become
-    ``?``. Time and memory are bounded whatever the length of ``description``.
+    Without a tokenizer (a server judge) the cut is at ``2 * max_tokens`` characters; lone
+    surrogates become ``?``.
     """
     limit = description_token_limit(lm) if max_tokens is None else positive_int("max_tokens", max_tokens)
     text = clean_description(description, keep_full_description=keep_full_description)
@@ -244,12 +225,7 @@ def check_unit_tests(unit_tests: Any, category: str, *, argument: str = "unit_te
 
 
 def render_judge_prompt(description: str, unit_test: Mapping[str, Any], category: str, *, keep_full_description: bool = False) -> list[dict]:
-    """The judge's chat messages for one unit test: ``[system, user]``.
-
-    ``unit_test`` is ``{"inputs": [...], "outputs": [...] | None, "correct": k}``; the
-    correct index is not shown. Strings show quoted ``input -> output`` pairs, relations
-    plain pairs, entities the words alone.
-    """
+    """The judge's chat messages ``[system, user]`` for one unit test ``{"inputs", "outputs", "correct"}``."""
     category = judge_category(category)
     check_unit_test(unit_test, category)
     return _judge_prompt(clean_description(description, keep_full_description=keep_full_description), unit_test, category)
@@ -257,7 +233,7 @@ def render_judge_prompt(description: str, unit_test: Mapping[str, Any], category
 
 def _judge_prompt(desc: str, unit_test: Mapping[str, Any], category: str) -> list[dict]:
     intro, question = _INTRO[category]
-    # Everything but the options comes first, so a function's prompts share a long prefix.
+    # everything but the options first: a function's prompts share a long prefix
     user = (
         f"{intro}\n\nDescription: {desc}\n\n{question} "
         f"Answer with its number, as {ANSWER_PREFIX}k\n\n" + "\n".join(_option_lines(unit_test, category))
@@ -271,10 +247,8 @@ def render_judge_target(unit_test: Mapping[str, Any]) -> str:
 
 
 def render_pmi_prompt(description: str, category: str, *, keep_full_description: bool = False) -> list[dict]:
-    """The ``"pmi"`` judge's chat messages for a description: ``[system, user]``; the
-    options are scored as the assistant's reply (:func:`render_pmi_option`). The same
-    prompt with :data:`NULL_DESCRIPTION` gives an option's prior. (:func:`judge_unit_tests`
-    never renders an empty description: it scores those functions 0.)"""
+    """The ``"pmi"`` judge's chat messages ``[system, user]`` for a description; the options are
+    scored as the assistant's reply (:func:`render_pmi_option`)."""
     category = judge_category(category)
     desc = clean_description(description, keep_full_description=keep_full_description)
     return [
@@ -316,12 +290,8 @@ def judge_mode_of(judge: Any, default: str = "logprob") -> str:
 
 
 def parse_answer(text: str, n_options: int = 3) -> int | None:
-    """The 1-based option a judge answered, or None.
-
-    Only ``[ANSWER]: k`` counts (any spacing around the colon). None when there is no such
-    answer, when ``k`` is outside ``1..n_options``, or when the text gives different answers.
-    A bare number or an option quoted elsewhere in the text never counts.
-    """
+    """The 1-based option of the one ``[ANSWER]: k`` in ``text`` (any spacing around the colon);
+    None when there is none, several differing ones, or ``k`` outside ``1..n_options``."""
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     found = {int(m) for m in _ANSWER.findall(text)}
@@ -354,51 +324,26 @@ def judge_unit_tests(
     structured_outputs: str = "auto",
     progress: bool = False,
 ) -> dict[str, Any]:
-    """Score descriptions with FIND's unit tests.
+    """Score descriptions (one per function) with FIND's unit tests (per function, its triplets).
 
     Args:
-        lm: an :class:`findbench.lm.LM` (see :func:`findbench.lm.load_lm`).
-        descriptions: one description per function.
-        unit_tests: per function, its list of triplets ``{"inputs", "outputs", "correct"}``.
-        category: ``strings``, ``neurons_entities`` or ``neurons_relations``.
-        mode: ``"logprob"`` (argmax over the option tokens), ``"generate"`` (strict parse)
-            or ``"pmi"`` (per-option pointwise mutual information; needs an LM with
-            ``continuation_logprobs``, see :class:`findbench.lm.ScoringLM`).
-        keep_full_description: do not cut the description before ``[DOMAIN]``/``[CODE]``.
+        mode: ``"logprob"``, ``"generate"`` or ``"pmi"`` (needs a :class:`findbench.lm.ScoringLM`).
         shared_prefix: reuse the KV cache of a function's shared prompt prefix (in-process
             backends); default: on where the backend supports it.
-        max_new_tokens: answer length in ``"generate"`` mode.
-        max_description_tokens: the most tokens of a description the judge reads; default
-            :func:`description_token_limit` (:data:`MAX_DESCRIPTION_TOKENS`). A longer
-            description is cut (:func:`bound_description`) and listed in ``"truncated"``.
-        structured_outputs: ``"generate"`` mode: ``auto`` (answers under
-            :func:`answer_constraint` where the judge runs in process), ``on`` (also on a
-            server, through vLLM's structured outputs) or ``off`` (free answers).
+        max_description_tokens: default :func:`description_token_limit`; a longer description
+            is cut (:func:`bound_description`) and listed in ``"truncated"``.
+        structured_outputs: ``"generate"`` mode: ``auto`` (answers under :func:`answer_constraint`
+            where the judge runs in process), ``on`` (also on a server) or ``off``.
 
-    A description that is empty after cleaning (an interpreter that gave no answer) is not
-    shown to the judge: its function scores 0 and is listed in ``"empty"``. Judged as given, an
-    empty description leaves the judge with its prior over the options, which can sit well
-    above chance on FIND's unit tests (measured with the pmi embedded-evaluator: 0.5-0.7 on a
-    function each of strings, entities and relations).
+    A description empty after cleaning is not shown to the judge (its prior over the options can
+    sit well above chance): its function scores 0 and is listed in ``"empty"``.
 
-    Returns:
-        ``{"unit_test_accuracy": mean of per_function, "per_function": [fraction right per
-        function], "choices": [[chosen 1-based option or None per test]], "decisions": [[one
-        dict per test]], "empty": [indices of empty descriptions], "truncated": [indices of
-        descriptions cut to the limit],
-        "judge": lm.name, "structured_outputs": whether the answers were constrained (generate
-        mode only)}``.
-
-        Each decision is ``{"chosen", "correct", "right", "scores", "margin", "answer"}``:
-        ``chosen`` as in ``choices``; ``correct`` the right option (1-based); ``right``
-        whether they are equal; ``scores`` the judge's score of every option in its own units
-        (``"logprob"``: the log-probability of the option's number as the answer's next token;
-        ``"pmi"``: the option's PMI, log-probability with the description minus without; in
-        nats), None in ``"generate"`` mode and for empty descriptions; ``margin`` the score of
-        the correct option minus the best score of a wrong one (positive: the judge prefers the
-        right option by that much; negative: a wrong one wins by that much; 0: a tie, decided
-        for the lower option number), None where there are no scores; ``answer`` the judge's
-        raw text in ``"generate"`` mode, else None.
+    Returns ``{"unit_test_accuracy", "per_function", "choices": [[1-based option or None]],
+    "decisions", "empty", "truncated", "judge", "structured_outputs"}``. Each decision is
+    ``{"chosen", "correct", "right", "scores", "margin", "answer"}``: ``scores`` per option in
+    nats (``logprob``: the option number's log-probability; ``pmi``: with minus without the
+    description; None in ``generate`` mode), ``margin`` the correct option's score minus the best
+    wrong one's (ties go to the lower number), ``answer`` the raw text in ``generate`` mode.
     """
     category = judge_category(category)
     one_of("mode", mode, JUDGE_MODES)
@@ -421,7 +366,6 @@ def judge_unit_tests(
     if truncated:
         log.warning("judge: %d description(s) longer than %d tokens cut to that and flagged 'truncated' (indices %s)",
                     len(truncated), limit, truncated[:20])
-    # from here on the descriptions are the bounded, cleaned texts
     descriptions, keep_full_description = [text for text, _ in bounded], True
     empty = [i for i, d in enumerate(descriptions) if not d]
     if empty:
@@ -501,16 +445,9 @@ def _decision(unit_test: Mapping[str, Any], chosen: int | None, scores: Sequence
             "scores": None if scores is None else [float(v) for v in scores], "margin": margin, "answer": answer}
 
 
-def _pmi_picks(
-    lm: Any,
-    descriptions: Sequence[str],
-    unit_tests: Sequence[Sequence[Mapping[str, Any]]],
-    category: str,
-    keep_full_description: bool,
-    progress: bool,
-) -> tuple[list[int | None], list[list[float] | None]]:
-    """``"pmi"`` choices and the PMI of every option, tests in the flat order of
-    :func:`judge_unit_tests`."""
+def _pmi_picks(lm: Any, descriptions: Sequence[str], unit_tests: Sequence[Sequence[Mapping[str, Any]]], category: str,
+               keep_full_description: bool, progress: bool) -> tuple[list[int | None], list[list[float] | None]]:
+    """``"pmi"`` choices and the PMI of every option, tests in :func:`judge_unit_tests`' flat order."""
     convs: list[list[dict]] = []
     texts: list[str] = []
     sizes: list[int] = []

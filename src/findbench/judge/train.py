@@ -1,12 +1,9 @@
 """Fine-tune FIND's judge with accelerate + peft (FIND appendix F1: Vicuna-13B, ~30K unit
 tests, 3 epochs, cosine schedule).
 
-LoRA on all linear layers by default (``full_finetune=True`` trains every weight), loss on
-the answer tokens only, checkpoints with ``Accelerator.save_state``; the same code runs under
-``python`` and ``accelerate launch --config_file training/configs/...``. The result is a folder
-:func:`findbench.lm.load_lm` loads (a peft adapter, plus merged weights with ``merge=True``).
-The flags are the fields of :class:`DataArgs`, :class:`ModelArgs`, :class:`OptimArgs` and
-:class:`OutputArgs` (one ``HfArgumentParser``, :func:`make_parser`), bundled by :class:`TrainArgs`.
+LoRA (or ``full_finetune``), loss on the answer tokens only, checkpoints with
+``Accelerator.save_state``; runs under ``python`` and ``accelerate launch``. The result is a folder
+:func:`findbench.lm.load_lm` loads. The flags are the fields of :class:`TrainArgs` (:func:`make_parser`).
 """
 
 from __future__ import annotations
@@ -35,9 +32,7 @@ _STATE_FILE = "trainer_state.json"
 _CKPT = re.compile(r"^step-(\d+)$")
 
 
-# -- arguments ----------------------------------------------------------------------------
-# The flags are grouped in four dataclasses that one HfArgumentParser reads together. A field's
-# name is its flag (``--lora_r``) and its key in a ``--config`` YAML file, which stays flat.
+# -- arguments: four groups, one HfArgumentParser; a field's name is its flag and its --config YAML key
 
 
 @dataclass
@@ -118,9 +113,7 @@ class OptimArgs:
     per_device_train_batch_size: int = field(default=8, metadata={"help": "rows per forward pass and device"})
     gradient_accumulation_steps: int = field(default=1, metadata={"help": "forward passes per optimizer step"})
     seed: int = field(default=0, metadata={"help": "seed of initialisation and data order"})
-    mixed_precision: str | None = field(
-        default=None, metadata={"help": "no, fp16 or bf16; default: the accelerate config's (or no)"}
-    )
+    mixed_precision: str | None = field(default=None, metadata={"help": "no, fp16 or bf16; default: the accelerate config's (or no)"})
     num_threads: int | None = field(default=None, metadata={"help": "torch CPU threads (default: torch's choice)"})
 
     def validate(self) -> None:
@@ -169,11 +162,7 @@ ARG_GROUPS: tuple[type, ...] = (DataArgs, ModelArgs, OptimArgs, OutputArgs)
 
 @dataclass
 class TrainArgs(OutputArgs, OptimArgs, ModelArgs, DataArgs):
-    """Every argument of :func:`train_evaluator`: the fields of the four groups, flat.
-
-    ``TrainArgs()`` holds the defaults (the embedded-evaluator recipe);
-    ``TrainArgs(lora_r=8, output_dir="judge")`` sets fields of any group.
-    """
+    """Every argument of :func:`train_evaluator`, flat; the defaults are the embedded-evaluator recipe."""
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad field."""
@@ -188,8 +177,7 @@ class TrainArgs(OutputArgs, OptimArgs, ModelArgs, DataArgs):
 
 
 def make_parser(**kwargs: Any) -> Any:
-    """The one parser of the training flags: an ``HfArgumentParser`` over :data:`ARG_GROUPS`
-    plus ``--config``. ``kwargs`` go to the parser (``prog``, ...)."""
+    """The ``HfArgumentParser`` of the training flags (:data:`ARG_GROUPS`) plus ``--config``."""
     from transformers import HfArgumentParser
 
     kwargs.setdefault("description", "Fine-tune FIND's unit-test judge (accelerate + peft).")
@@ -215,21 +203,16 @@ def _read_config(path: str) -> dict[str, Any]:
 
 
 def parse_train_args(argv: Sequence[str] | None = None, *, prog: str | None = None) -> TrainArgs:
-    """TrainArgs from command-line flags; ``--config file.yaml`` supplies values that flags override.
-
-    ``argv`` defaults to ``sys.argv[1:]``; ``prog`` names the command in usage and errors.
-    Raises ValueError for unknown YAML fields or an invalid value (naming the field).
-    """
+    """TrainArgs from command-line flags (default ``sys.argv[1:]``); ``--config file.yaml`` supplies
+    values that flags override. ValueError naming an unknown YAML field or a bad value."""
     import sys
 
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = make_parser(**({"prog": prog} if prog else {}))
-    # First pass: only to find --config (and to answer --help); the YAML values then become
-    # the parser's defaults, so the second pass lets any flag given on the command line win.
+    # first pass: find --config, whose values become defaults that flags override in the second
     known, _ = parser.parse_known_args(argv)
     if known.config:
         parser.set_defaults(**_read_config(known.config))
-    # -> one instance per group, a namespace holding --config, the unrecognised strings
     parsed = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
     if parsed[-1]:
         parser.error(f"unrecognized arguments: {' '.join(parsed[-1])}")
@@ -247,16 +230,11 @@ def _ensure_chat_template(tokenizer: Any) -> None:
 
 
 def tokenize_judge_row(tokenizer: Any, messages: Sequence[dict], target: str, max_length: int = 1024) -> dict[str, list[int]]:
-    """Token ids and labels of one judge row: the prompt exactly as the judge renders it
-    (chat template + generation prompt), then the answer; labels are -100 on the prompt.
-
-    The answer is the assistant turn's text as the chat template writes it (``target`` plus
-    the template's end-of-turn tokens), so the model learns to stop after the answer.
-    """
+    """Token ids and labels of one judge row: the prompt as the judge renders it, then the answer
+    with the template's end-of-turn tokens (so the model learns to stop); labels are -100 on the prompt."""
     prompt = tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
     full = tokenizer.apply_chat_template(list(messages) + [{"role": "assistant", "content": target}], tokenize=False)
     if not full.startswith(prompt):
-        # Templates that render the final turn differently: fall back to the bare target + EOS.
         answer = target + (tokenizer.eos_token or "")
     else:
         answer = full[len(prompt) :]
@@ -271,13 +249,8 @@ def tokenize_judge_row(tokenizer: Any, messages: Sequence[dict], target: str, ma
 
 
 def judge_training_pair(row: Mapping[str, Any], judge_mode: str = "pmi") -> tuple[list[dict], str]:
-    """The ``(messages, target)`` a judge row trains on.
-
-    ``"logprob"``: the row's own judge prompt and ``"[ANSWER]: k"``. ``"pmi"``: the ``"pmi"``
-    judge's prompt for the row's ground-truth description and, as target, the correct option
-    written as an example (:func:`findbench.judge.render_pmi_prompt` / ``render_pmi_option``),
-    so the judge learns which examples a description predicts.
-    """
+    """The ``(messages, target)`` a judge row trains on: ``"logprob"``, the row's prompt and
+    ``"[ANSWER]: k"``; ``"pmi"``, the pmi prompt of its description and the correct option as an example."""
     from findbench.judge.scoring import render_pmi_option, render_pmi_prompt
 
     if judge_mode == "logprob":
@@ -290,20 +263,12 @@ def judge_training_pair(row: Mapping[str, Any], judge_mode: str = "pmi") -> tupl
 
 
 def _collate(pad_id: int):
-    """Left-padded batches with explicit position ids: every row ends at the last column, so
-    the answer tokens are the last columns and only their logits need computing."""
-    import torch
+    """Left-padded batches with position ids: the answer tokens are the last columns."""
+    from findbench.lm.transformers_lm import _left_pad
 
     def collate(batch: list[dict]) -> dict[str, Any]:
-        width = max(len(b["input_ids"]) for b in batch)
-        ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-        labels = torch.full((len(batch), width), -100, dtype=torch.long)
-        mask = torch.zeros((len(batch), width), dtype=torch.long)
-        for r, b in enumerate(batch):
-            n = len(b["input_ids"])
-            ids[r, width - n :] = torch.tensor(b["input_ids"])
-            labels[r, width - n :] = torch.tensor(b["labels"])
-            mask[r, width - n :] = 1
+        ids, mask = _left_pad([b["input_ids"] for b in batch], pad_id)
+        labels, _ = _left_pad([b["labels"] for b in batch], -100)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         return {"input_ids": ids, "labels": labels, "attention_mask": mask, "position_ids": positions}
 
@@ -311,11 +276,8 @@ def _collate(pad_id: int):
 
 
 def _answer_logits_and_labels(model: Any, batch: dict) -> tuple[Any, Any]:
-    """Logits predicting the answer tokens and their labels, ``(B, K, V)`` and ``(B, K)``.
-
-    The LM head runs only on the last ``K + 1`` positions (``logits_to_keep``), where ``K``
-    spans every labelled token of the (left-padded) batch.
-    """
+    """Logits predicting the answer tokens and their labels, ``(B, K, V)`` and ``(B, K)``; the LM
+    head runs on the last ``K + 1`` positions only."""
     labels = batch["labels"]
     labelled = (labels != -100).any(dim=0).nonzero().flatten()
     if labelled.numel() == 0:
@@ -329,12 +291,8 @@ def _answer_logits_and_labels(model: Any, batch: dict) -> tuple[Any, Any]:
 
 
 def answer_loss(model: Any, batch: dict, reduction: str = "row") -> Any:
-    """Cross-entropy on the answer tokens of a batch made by the training collator.
-
-    ``reduction="row"``: summed over a row's answer tokens, averaged over rows — the option
-    number keeps its full weight once the fixed ``[ANSWER]:`` tokens are learned;
-    ``"token"``: averaged over all answer tokens.
-    """
+    """Cross-entropy on a batch's answer tokens: ``"row"``, summed per row and averaged over rows;
+    ``"token"``, averaged over all answer tokens."""
     return _cross_entropy(*_answer_logits_and_labels(model, batch), reduction=reduction)
 
 
@@ -350,8 +308,7 @@ def _cross_entropy(logits: Any, labels: Any, reduction: str = "token") -> Any:
 
 
 def _load_rows(args: TrainArgs) -> tuple[list[dict], list[dict]]:
-    """Training rows (the first ``max_train_rows``) and up to ``eval_rows`` validation rows
-    mixed across categories. Records the data folder used in ``args.data``."""
+    """Training rows and up to ``eval_rows`` validation rows mixed across categories; sets ``args.data``."""
     from findbench.judge.data import default_data_dir, load_evaluator_data
 
     data = args.data if args.data is not None else default_data_dir(n=args.n_data, seed=args.data_seed)
@@ -439,8 +396,7 @@ def _model_card(args: TrainArgs, summary: dict) -> str:
 
 # -- evaluation ---------------------------------------------------------------------------
 def _option_token_ids(tokenizer: Any, n_options: int = 3) -> list[int]:
-    """Token ids of the option numbers as they follow the answer prefix (tried with the
-    prefix's trailing space kept in the context, then moved into the digit, as the judge does)."""
+    """Token ids of the option numbers after the answer prefix (its trailing space kept, else moved into the digit)."""
     from findbench.judge.scoring import ANSWER_PREFIX
 
     for ctx, moved in ((ANSWER_PREFIX, ""), (ANSWER_PREFIX.rstrip(), ANSWER_PREFIX[len(ANSWER_PREFIX.rstrip()) :])):
@@ -486,8 +442,7 @@ def _evaluate(model: Any, tokenizer: Any, encoded: list[dict], accelerator: Any,
 
 
 def _evaluate_pmi(model: Any, tokenizer: Any, rows: list[dict], encoded: list[dict], accelerator: Any, batch_size: int) -> dict[str, Any]:
-    """Mean target loss, and the ``"pmi"`` judge's accuracy on the validation unit tests
-    (overall and per category)."""
+    """Mean target loss and the ``"pmi"`` judge's accuracy on the validation unit tests (and per category)."""
     from findbench.judge.scoring import judge_unit_tests
     from findbench.lm import TransformersLM
 
@@ -513,8 +468,7 @@ def _evaluate_pmi(model: Any, tokenizer: Any, rows: list[dict], encoded: list[di
 
 # -- training -----------------------------------------------------------------------------
 def train_evaluator(args: TrainArgs) -> str:
-    """Fine-tune a judge; returns the output folder (adapter or full weights + tokenizer +
-    model card). Resumes from ``args.resume_from_checkpoint`` when given."""
+    """Fine-tune a judge; returns the output folder. Resumes from ``args.resume_from_checkpoint``."""
     import torch
     from accelerate import Accelerator
     from accelerate.utils import set_seed
@@ -583,8 +537,7 @@ def train_evaluator(args: TrainArgs) -> str:
 
 
 def _load_model(margs: TrainArgs) -> tuple[Any, Any]:
-    """The base model (float32, no KV cache) with a LoRA adapter unless ``full_finetune``, and
-    its tokenizer (given a chat template and a pad token when it lacks them)."""
+    """The base model (float32) with a LoRA adapter unless ``full_finetune``, and its tokenizer."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -642,8 +595,7 @@ class _Run:
 
 
 def _prepare(args: TrainArgs, accelerator: Any, model: Any, tokenizer: Any, encoded: list[dict]) -> _Run:
-    """Data loader, AdamW (no weight decay on biases and norms) and the warm-up schedule,
-    passed through ``accelerator.prepare``."""
+    """Data loader, AdamW (no weight decay on biases and norms) and schedule, prepared by accelerate."""
     import torch
     from transformers import get_scheduler
 
@@ -673,8 +625,7 @@ def _prepare(args: TrainArgs, accelerator: Any, model: Any, tokenizer: Any, enco
 
 
 def _train_loop(args: TrainArgs, accelerator: Any, run: _Run, ckpt_root: Path, t_start: float) -> None:
-    """Optimizer steps from ``run.step`` to ``run.total_steps``: logs, checkpoints, and
-    records the progress in ``run``."""
+    """Optimizer steps from ``run.step`` to ``run.total_steps``, with logs and checkpoints."""
     from tqdm.auto import tqdm
 
     model, optimizer, scheduler = run.model, run.optimizer, run.scheduler
@@ -721,8 +672,7 @@ def _train_loop(args: TrainArgs, accelerator: Any, run: _Run, ckpt_root: Path, t
 
 
 def _write_judge(args: TrainArgs, accelerator: Any, model: Any, tokenizer: Any, summary: dict, out_dir: Path) -> None:
-    """The judge folder, written whole into a temporary folder and renamed: weights or
-    adapter, tokenizer, optional merged weights, model card and the training summary."""
+    """The judge folder, written atomically: weights or adapter, tokenizer, merged weights, card, summary."""
     from findbench._io import atomic_dir, atomic_write_json
 
     unwrapped = accelerator.unwrap_model(model)
@@ -794,8 +744,7 @@ def _save_checkpoint(accelerator: Any, root: Path, step: int, history: list, arg
 
 
 def _portable_adapter_config(folder: Path, model: str) -> None:
-    """Record the base model as given (``"embedded"``, a Hub id) instead of a local cache path,
-    so findbench (and peft, for Hub ids) can find it on another machine."""
+    """Record the base model as given (``"embedded"``, a Hub id), not a local cache path."""
     path = folder / "adapter_config.json"
     cfg = json.loads(path.read_text())
     cfg["base_model_name_or_path"] = model
