@@ -94,8 +94,7 @@ def plan_metric(metric_dir: str | Path, repo_id: str) -> Upload:
 def plan_checkpoint(checkpoint_dir: str | Path, repo_id: str) -> Upload:
     """Stage a trained judge (peft adapter or merged weights) with its model card."""
     checkpoint_dir = Path(checkpoint_dir)
-    has_weights = any(checkpoint_dir.glob("*.safetensors")) or any(checkpoint_dir.glob("*.bin"))
-    if not has_weights:
+    if not (any(checkpoint_dir.glob("*.safetensors")) or any(checkpoint_dir.glob("*.bin"))):
         raise FileNotFoundError(f"checkpoint_dir: {checkpoint_dir} has no weights (*.safetensors)")
     if not ((checkpoint_dir / "adapter_config.json").is_file() or (checkpoint_dir / "config.json").is_file()):
         raise FileNotFoundError(f"checkpoint_dir: {checkpoint_dir} has neither adapter_config.json nor config.json")

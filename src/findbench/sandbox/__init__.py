@@ -151,9 +151,6 @@ def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
-# --------------------------------------------------------------------------- parent side
-
-
 def _check_entry(entry: Any, n: int) -> list[str]:
     """One validated entry per program (``entry`` is one string or one per program)."""
     entries = [entry] * n if isinstance(entry, str) else entry
@@ -473,7 +470,6 @@ class Sandbox:
         #: What the fork servers applied (filled when the first one starts).
         self.isolation: dict = {}
 
-    # -- life cycle
     def __enter__(self) -> Sandbox:
         return self
 
@@ -575,7 +571,6 @@ class Sandbox:
                 logger.debug("sandbox isolation: %s (%s)", isolation_level(iso), iso)
         return worker
 
-    # -- running
     def run(
         self,
         codes: Sequence[str],
