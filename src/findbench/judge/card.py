@@ -40,8 +40,6 @@ RUNG_DEFINITIONS = {
     "empty": "no description: never shown to the judge, scores 0 by rule",
 }
 CARD_FILES = ("README.md", "judge_card.json", "judge_card.png")
-#: Judges whose cards ship in the package (``findbench/data/judge/cards/<name>/``).
-SHIPPED_CARDS = ("embedded", "embedded-evaluator")
 _SHORT = {"strings": "strings", "neurons_entities": "entities", "neurons_relations": "relations", "all": "all"}
 
 #: Atomic string functions' ``partial`` rung: what kind of operation, not which one.
@@ -742,15 +740,3 @@ def write_card(card: Mapping[str, Any], out: str | os.PathLike) -> list[str]:
         (tmp / CARD_FILES[1]).write_text(buf.getvalue() + "\n", encoding="utf-8")
         _plot(card, tmp / CARD_FILES[2])
     return [str(Path(out) / f) for f in CARD_FILES]
-
-
-def shipped_card(name: str) -> Path:
-    """The folder of a judge card shipped in the package (one of :data:`SHIPPED_CARDS`)."""
-    from findbench.resources import data_path
-
-    if name not in SHIPPED_CARDS:
-        raise ValueError(f"name must be one of {SHIPPED_CARDS}, got {name!r}")
-    path = data_path("judge", "cards", name)
-    if not (path / CARD_FILES[1]).is_file():
-        raise FileNotFoundError(f"judge card {name!r} is missing from the installed package ({path})")
-    return path
