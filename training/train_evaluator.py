@@ -5,11 +5,8 @@
     accelerate launch --config_file training/configs/single_gpu.yaml training/train_evaluator.py \
         --config training/configs/vicuna.yaml
 
-The flags are the fields of :class:`findbench.judge.train.TrainArgs`' four groups (data,
-model, optimisation, output), read by :func:`findbench.judge.train.make_parser`, the same
-``HfArgumentParser`` as ``findbench train-evaluator``; ``--config file.yaml`` reads them from
-flat YAML (flags on the command line win). The training loop lives in the library
-(:func:`findbench.judge.train.train_evaluator`).
+The flags are those of ``findbench train-evaluator`` (:class:`findbench.judge.train.TrainArgs`);
+``--config file.yaml`` reads them from flat YAML (flags on the command line win).
 """
 
 from __future__ import annotations
@@ -17,9 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from findbench.judge.train import make_parser, parse_train_args, train_evaluator
-
-__all__ = ["main", "make_parser"]
+from findbench.judge.train import parse_train_args, train_evaluator
 
 
 def main(argv: Sequence[str] | None = None) -> str:
@@ -28,10 +23,7 @@ def main(argv: Sequence[str] | None = None) -> str:
 
     args = parse_train_args(argv)
     rank0 = PartialState().is_main_process
-    logging.basicConfig(
-        level=logging.INFO if rank0 else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logging.basicConfig(level=logging.INFO if rank0 else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return train_evaluator(args)
 
 
