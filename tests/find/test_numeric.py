@@ -194,6 +194,18 @@ def test_noise_statistics_and_seed_reproducibility(kind, mean, std):
     assert not np.array_equal(other(x), noise + 5.0)
 
 
+def test_noise_key_draws_per_input_value():
+    """With a noise key, an input's output does not depend on what was asked before (the
+    interpreter's replies); another key or another value draws other noise."""
+    p = {**atomic("linear", slope=2.0, intercept=0.0), "variant": "noise", "noise": {"type": "normal", "seed": 3}}
+    row = nm.row_from_params(p, 4)
+    f = nm.make_function(row, noise_key=0)
+    first = f(1.5)
+    assert [f(2.0), f(1.5), f(1.5)][1:] == [first, first]
+    np.testing.assert_array_equal(f(np.array([2.0, 1.5])), [f(2.0), first])
+    assert nm.make_function(row, noise_key=0)(1.5) == first != nm.make_function(row, noise_key=1)(1.5)
+
+
 @pytest.mark.parametrize(
     "kind,boundary,replaced",
     [
