@@ -147,18 +147,9 @@ def _draw_rows(rows: Sequence[Mapping[str, Any]], n: int, split: str, rng: rando
             unit_test = {"inputs": list(options), "outputs": None, "correct": pos}
         else:
             unit_test = {"inputs": [o[0] for o in options], "outputs": [o[1] for o in options], "correct": pos}
-        out.append(
-            {
-                "messages": render_judge_prompt(rows[i]["description"], unit_test, category),
-                "target": render_judge_target(unit_test),
-                "description": rows[i]["description"],
-                "category": category,
-                "function_id": rows[i]["function_id"],
-                "correct": pos,
-                "split": split,
-                "unit_test": json.dumps(unit_test, ensure_ascii=False, sort_keys=True),
-            }
-        )
+        out.append({"messages": render_judge_prompt(rows[i]["description"], unit_test, category), "target": render_judge_target(unit_test),
+                    "description": rows[i]["description"], "category": category, "function_id": rows[i]["function_id"], "correct": pos,
+                    "split": split, "unit_test": json.dumps(unit_test, ensure_ascii=False, sort_keys=True)})
     return out
 
 
@@ -180,9 +171,7 @@ def build_evaluator_rows(rows_by_category: Mapping[str, Sequence[Mapping[str, An
     train: list[dict] = []
     held: list[dict] = []
     splits: dict[str, str] = {}
-    for (key, rows), cat, n_c, h_c in zip(
-        rows_by_category.items(), cats, _shares(n, len(cats)), _shares(n_heldout, len(cats))
-    ):
+    for (key, rows), cat, n_c, h_c in zip(rows_by_category.items(), cats, _shares(n, len(cats)), _shares(n_heldout, len(cats))):
         for i, r in enumerate(rows):
             if r.get("category") != cat:
                 raise ValueError(f"rows_by_category[{key!r}][{i}]['category'] is {r.get('category')!r}, not {cat!r}")
@@ -196,10 +185,8 @@ def build_evaluator_rows(rows_by_category: Mapping[str, Sequence[Mapping[str, An
         by_split = defaultdict(list)
         for r in rows:
             by_split[cat_split[r["function_id"]]].append(r)
-        log.info(
-            "%s: %d train / %d held-out / %d excluded functions",
-            cat, len(by_split["train"]), len(by_split["heldout"]), len(by_split["excluded"]),
-        )
+        log.info("%s: %d train / %d held-out / %d excluded functions", cat, len(by_split["train"]), len(by_split["heldout"]),
+                 len(by_split["excluded"]))
         train.extend(_draw_rows(by_split["train"], n_c, "train", rng))
         if h_c and len(by_split["heldout"]) >= 2:
             held.extend(_draw_rows(by_split["heldout"], h_c, "heldout", rng))
@@ -216,15 +203,8 @@ def _card(meta: Mapping[str, Any]) -> str:
         "license": "mit",
         "task_categories": ["text-generation"],
         "tags": ["interpretability", "find", "judge"],
-        "configs": [
-            {
-                "config_name": "default",
-                "data_files": [
-                    {"split": "train", "path": "data/train-*.parquet"},
-                    {"split": "validation", "path": "data/validation-*.parquet"},
-                ],
-            }
-        ],
+        "configs": [{"config_name": "default", "data_files": [{"split": "train", "path": "data/train-*.parquet"},
+                                                                {"split": "validation", "path": "data/validation-*.parquet"}]}],
     }
     import yaml
 
@@ -257,9 +237,7 @@ def build_evaluator_data(out: str | os.PathLike, *, n: int = 30000, n_heldout: i
     if rows_by_category is None:
         cats = [judge_category(c) for c in str_list("categories", categories)]
         rows_by_category = {c: load_rows(c, seed=function_seed, data=data) for c in cats}
-    train, held, splits = build_evaluator_rows(
-        rows_by_category, n=n, n_heldout=n_heldout, seed=seed, heldout_fraction=heldout_fraction
-    )
+    train, held, splits = build_evaluator_rows(rows_by_category, n=n, n_heldout=n_heldout, seed=seed, heldout_fraction=heldout_fraction)
     per_category: dict[str, dict[str, int]] = {}
     for cat, rows in rows_by_category.items():
         cat = judge_category(cat)
@@ -271,35 +249,17 @@ def build_evaluator_data(out: str | os.PathLike, *, n: int = 30000, n_heldout: i
             "train_rows": sum(r["category"] == cat for r in train),
             "heldout_rows": sum(r["category"] == cat for r in held),
         }
-    meta = {
-        "findbench_version": __version__,
-        "data_version": DATA_VERSION,
-        "n": n,
-        "n_heldout": len(held),
-        "seed": seed,
-        "heldout_fraction": heldout_fraction,
-        "function_seed": function_seed,
-        "function_source": str(data) if data is not None else "procedural",
-        "per_category": per_category,
-    }
-    features = datasets.Features(
-        {
-            "messages": [{"role": datasets.Value("string"), "content": datasets.Value("string")}],
-            "target": datasets.Value("string"),
-            "description": datasets.Value("string"),
-            "category": datasets.Value("string"),
-            "function_id": datasets.Value("string"),
-            "correct": datasets.Value("int32"),
-            "split": datasets.Value("string"),
-            "unit_test": datasets.Value("string"),
-        }
-    )
+    meta = {"findbench_version": __version__, "data_version": DATA_VERSION, "n": n, "n_heldout": len(held), "seed": seed,
+            "heldout_fraction": heldout_fraction, "function_seed": function_seed,
+            "function_source": str(data) if data is not None else "procedural", "per_category": per_category}
+    text = datasets.Value("string")
+    features = datasets.Features({"messages": [{"role": text, "content": text}], "target": text, "description": text, "category": text,
+                                  "function_id": text, "correct": datasets.Value("int32"), "split": text, "unit_test": text})
     with atomic_dir(out) as tmp:
         (tmp / "data").mkdir()
         for name, rows in (("train", train), ("validation", held)):
-            ds = datasets.Dataset.from_list(rows, features=features) if rows else datasets.Dataset.from_dict(
-                {k: [] for k in features}, features=features
-            )
+            ds = (datasets.Dataset.from_list(rows, features=features) if rows
+                  else datasets.Dataset.from_dict({k: [] for k in features}, features=features))
             ds.to_parquet(str(tmp / "data" / f"{name}-00000-of-00001.parquet"))
         (tmp / SPLIT_FILE).write_text(json.dumps({"meta": meta, "functions": dict(sorted(splits.items()))}, indent=1) + "\n")
         (tmp / "README.md").write_text(_card(meta), encoding="utf-8")
