@@ -167,10 +167,8 @@ def _option_lines(unit_test: Mapping[str, Any], category: str) -> list[str]:
 
 
 def check_unit_test(unit_test: Any, category: str | None, *, where: str = "unit_test") -> int:
-    """Validate one triplet: ``inputs`` exactly :data:`N_OPTIONS` strings, ``outputs`` one
-    string per input (not read for entities; with ``category=None``, checked where given),
-    ``correct`` an int in ``1..3``. Returns the number of options; ValueError/TypeError naming
-    the field."""
+    """Validate one triplet (``outputs`` not read for entities; with ``category=None``, checked where
+    given) and return its number of options; ValueError/TypeError naming the field."""
     if category is not None:
         category = judge_category(category)
     if not isinstance(unit_test, Mapping):
@@ -196,9 +194,8 @@ def check_unit_test(unit_test: Any, category: str | None, *, where: str = "unit_
 
 
 def normalize_unit_test(unit_test: Mapping[str, Any]) -> dict:
-    """A plain ``{"inputs": list, "outputs": list | None, "correct": int}`` copy of a triplet
-    (e.g. one read back from Arrow, where lists may be numpy arrays or tuples). Only an integer
-    ``correct`` becomes an int; anything else is kept for :func:`check_unit_test` to name."""
+    """A plain ``{"inputs": list, "outputs": list | None, "correct": int}`` copy of a triplet (e.g. read
+    back from Arrow); a non-integer ``correct`` is kept for :func:`check_unit_test` to name."""
     if not isinstance(unit_test, Mapping):
         raise TypeError(f"unit_test must be a dict with inputs/outputs/correct, got {type(unit_test).__name__}")
     outputs = unit_test.get("outputs")
@@ -268,9 +265,7 @@ def render_pmi_option(unit_test: Mapping[str, Any], k: int, category: str) -> st
 
 
 def judge_mode_of(judge: Any, default: str = "logprob") -> str:
-    """The scoring mode a judge was trained for: ``judge_mode`` recorded in a trained judge
-    folder's ``findbench_evaluator.json`` (a folder path or a registered name such as
-    ``"embedded-evaluator"``), else ``default``."""
+    """The scoring mode a trained judge folder (or registered name) records, else ``default``."""
     if not isinstance(judge, (str, os.PathLike)) or str(judge).startswith(("http://", "https://")):
         return default
     from findbench.models import REGISTRY, resolve
@@ -474,10 +469,8 @@ def _pmi_picks(lm: Any, descriptions: Sequence[str], unit_tests: Sequence[Sequen
 
 def load_judge(judge: Any, *, judge_model: str | None = None, cache: str | os.PathLike | None = None,
                batch_size: int = 16) -> Any:
-    """The judge LM for a spec: a registered name (``"embedded-evaluator"``, ``"embedded"``), a
-    judge folder, a Hub id (in-process, ``batch_size`` prompts per forward pass) or an
-    OpenAI-compatible server URL (``judge_model`` names the served model); an LM instance is
-    used as given. ``cache``: a sqlite file caching its answers (fixed judges only)."""
+    """The judge LM for a spec (:func:`findbench.lm.load_lm`; ``judge_model`` names a server's model,
+    ``batch_size`` applies in process); ``cache``: a sqlite file caching its answers."""
     from findbench.lm import load_lm
 
     if not isinstance(judge, (str, os.PathLike)):

@@ -188,15 +188,13 @@ class OpenAILM:
         if tail:
             probe = [{"role": "user", "content": "x"}]
             base = self._tokenize(probe + [{"role": "assistant", "content": stripped}])
-            if base is not None:
-                ok = True
-                for cand in candidates:
-                    full = self._tokenize(probe + [{"role": "assistant", "content": stripped + tail + cand}])
-                    if full is None or len(full) != len(base) + 1 or full[: len(base)] != base:
-                        ok = False
-                        break
-                if ok:
-                    plan = (stripped, [tail + c for c in candidates])
+
+            def one_token(cand: str) -> bool:
+                full = self._tokenize(probe + [{"role": "assistant", "content": stripped + tail + cand}])
+                return full is not None and len(full) == len(base) + 1 and full[: len(base)] == base
+
+            if base is not None and all(one_token(c) for c in candidates):
+                plan = (stripped, [tail + c for c in candidates])
         self._plans[key] = plan
         return plan
 
