@@ -132,7 +132,7 @@ def test_minilm_sae_has_the_sae_lens_surface(minilm, minilm_sae):
     assert sae.decode(z).shape == x.shape and torch.allclose(sae(x), sae.decode(z))
     # W_dec: each latent's mean embedding of the tokens it fires on
     for j in range(cfg.d_sae):
-        toks = sae.firing_tokens(j)
+        toks = torch.nonzero(sae.activation_table[:, j] > 0).flatten().tolist()
         assert torch.allclose(sae.W_dec[j], table[toks].mean(0), atol=1e-6)
 
 

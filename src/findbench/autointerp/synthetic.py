@@ -1,18 +1,12 @@
 """A ``synthetic`` SAE whose latents are planted rules over tokens, with known explanations.
 
 Each latent fires on the tokens one rule picks out (digits, capitalised words, "the", ...), so
-the whole AutoInterp pipeline can be checked on it: a scorer that cannot tell a latent's true
-explanation from another latent's measures nothing (:mod:`findbench.autointerp.validation`).
+the AutoInterp pipeline can be checked on it (:mod:`findbench.autointerp.validation`).
 
-The SAE reads ``hook_embed``: an input vector is one row of the embedding table, and encoding
-recovers its token id exactly by hashing the row's float32 bits (a random linear combination
-of the 32-bit words modulo 2^64, the same on any device) and a ``searchsorted`` among the
-table's sorted keys (identical rows are grouped). Latent ``j`` on token ``t`` is ``1 + 0.5 *
-(r mod 10) / 10`` where the rule holds (``r``: the token's rank among the rule's tokens, so
-windows have an order), else 0; special and reserved tokens never fire.
-
-Rules see one token at a time: a *word* is a token that starts a word (a leading space in
-byte-level BPE, no ``##`` in WordPiece, or a first capital letter), compared in lower case.
+The SAE reads ``hook_embed``: encoding recovers an input row's token id exactly by hashing its
+float32 bits; latent ``j`` on token ``t`` is ``1 + 0.5 * (r mod 10) / 10`` where the rule holds
+(``r``: the token's rank among the rule's tokens), else 0. A *word* is a token that starts a
+word (leading space, no ``##``, or a first capital), compared in lower case.
 """
 
 from __future__ import annotations
@@ -36,14 +30,9 @@ log = logging.getLogger(__name__)
 HOOK_NAME = "hook_embed"
 
 
-# ------------------------------------------------------------------------------ rules
-
-
 @dataclass(frozen=True)
 class TokenInfo:
-    """What a rule sees of one token: its text piece (with its leading space, if any), the
-    piece without surrounding whitespace, whether it starts a word, and whether the
-    tokenizer keeps case at all."""
+    """What a rule sees of one token (``cased``: whether the tokenizer keeps case at all)."""
 
     piece: str
     stripped: str
@@ -57,8 +46,7 @@ class TokenInfo:
 
 @dataclass(frozen=True)
 class Rule:
-    """A planted feature: ``name``, the true ``explanation`` (the text that follows "This
-    neuron activates on") and the ``fires`` predicate over one token."""
+    """A planted feature: ``name``, the true ``explanation`` (after "This neuron activates on") and ``fires``."""
 
     name: str
     explanation: str
@@ -118,9 +106,7 @@ def _entity_words(concept: str) -> list[str]:
 
 
 def entity_rule(concept: str, name: str | None = None, explanation: str | None = None) -> Rule:
-    """A rule firing on the single-word entries of a FIND entity concept (``entities.json``)
-    that are one word-initial token. The explanation names the concept and its first words
-    unless ``explanation`` is given."""
+    """A rule firing on the single-token words of a FIND entity concept (``entities.json``)."""
     words = _entity_words(concept)
     explanation = explanation or f"words about {concept}, such as {', '.join(words[:6])}"
     return Rule(name or f"entity:{concept}", explanation, _words(words))
@@ -146,17 +132,12 @@ RULES: dict[str, Rule] = {
 }
 
 #: The rules of ``SyntheticSAE.for_model(..., rules=None)``: each fires hundreds of times in
-#: 200k tokens of WordNet glosses, with at least two common tokens of different activation.
-#: Left out: ``days_months`` (too rare there), ``number_words`` (would blur with ``digits``),
-#: ``the`` and ``closing_bracket`` (in practice one token each in WordPiece, so one activation
-#: value and no positions below the top windows to sample from: ``articles`` and
-#: ``brackets`` instead).
+#: 200k tokens of WordNet glosses, on at least two common tokens of different activation.
 DEFAULT_RULES = ("digits", "capitalized", "ing", "brackets", "birds", "colours", "pronouns", "articles")
 
 
 def get_rule(rule: str | Rule) -> Rule:
-    """A :class:`Rule` by name (a key of :data:`RULES` or ``entity:<FIND concept>``), or the
-    rule itself."""
+    """A :class:`Rule` by name (a key of :data:`RULES` or ``entity:<FIND concept>``), or the rule itself."""
     if isinstance(rule, Rule):
         return rule
     if not isinstance(rule, str):
@@ -173,8 +154,7 @@ _RESERVED = re.compile(r"^\s*(\[unused\d+\]|\[[A-Z]{3,}\]|<\|[^|]*\|>)$")
 
 
 def _special_ids(tokenizer) -> set[int]:
-    """The corpus's special tokens plus every other special one (UNK, chat markers): no rule
-    fires on a piece that is not text."""
+    """Every special token (the corpus's, UNK, chat markers): no rule fires on them."""
     ids = special_token_ids(tokenizer) | {int(i) for i in getattr(tokenizer, "all_special_ids", []) or []}
     unk = getattr(tokenizer, "unk_token_id", None)
     return ids | ({unk} if isinstance(unk, int) else set())
@@ -190,21 +170,8 @@ def token_infos(tokenizer, n: int | None = None) -> list[TokenInfo | None]:
     pieces = [renderer.piece(i) if i < size and i not in special else None for i in range(n)]
     upper = sum(1 for p in pieces if p and any("A" <= c <= "Z" for c in p))
     cased = upper > 0.01 * max(1, sum(p is not None for p in pieces))
-    out: list[TokenInfo | None] = []
-    for p in pieces:
-        if p is None:
-            out.append(None)
-            continue
-        stripped = p.strip()
-        if _RESERVED.match(p):
-            out.append(None)
-            continue
-        word_start = bool(stripped) and (p[:1].isspace() or stripped[:1].isupper())
-        out.append(TokenInfo(p, stripped, word_start, cased))
-    return out
-
-
-# ------------------------------------------------------------------------------ the SAE
+    return [None if p is None or _RESERVED.match(p) else
+            TokenInfo(p, p.strip(), bool(p.strip()) and (p[:1].isspace() or p.strip()[:1].isupper()), cased) for p in pieces]
 
 
 class _Architecture(str):
@@ -236,8 +203,6 @@ class SyntheticSAEConfig:
     dtype: str = "float32"
     device: str = "cpu"
     architecture: str = field(default_factory=lambda: _Architecture("synthetic"))
-    apply_b_dec_to_input: bool = False
-    normalize_activations: str = "none"
 
     def to_dict(self) -> dict[str, Any]:
         return {"d_in": self.d_in, "d_sae": self.d_sae, "dtype": self.dtype, "device": self.device, "architecture": str(self.architecture),
@@ -252,22 +217,14 @@ def _row_keys(rows: torch.Tensor, coef: torch.Tensor) -> torch.Tensor:
 
 
 def _activation_values(n: int) -> torch.Tensor:
-    """Activations of a rule's ``n`` tokens, in token-id order: ``1 + 0.5 * (rank mod 10) / 10``.
-
-    Every level differs from its neighbours, so a rule of a few tokens (``a`` / ``an`` /
-    ``the``) has positions below its top windows for the importance-weighted sample, which
-    takes only positions strictly below the smallest top-window activation."""
+    """Activations of a rule's ``n`` tokens, in token-id order: ``1 + 0.5 * (rank mod 10) / 10``
+    (neighbouring levels differ, so the importance-weighted sample has positions below the top windows)."""
     return 1.0 + 0.5 * (torch.arange(n) % 10).float() / 10
 
 
 class SyntheticSAE(torch.nn.Module):
-    """Planted-feature SAE on ``hook_embed`` (see the module docstring).
-
-    Build it with :meth:`for_model`. Attributes besides the sae_lens surface (``cfg``,
-    ``encode``, ``encode_latents``, ``decode``, ``forward``, ``W_dec``, ``b_dec``):
-    ``rules`` (names), ``explanations`` (the true explanation of each latent),
-    ``activation_table`` (``[vocab, d_sae]``) and :meth:`token_ids`.
-    """
+    """Planted-feature SAE on ``hook_embed`` with the sae_lens surface, built by :meth:`for_model`;
+    ``rules``, ``explanations`` (the true one per latent) and ``activation_table`` ``[vocab, d_sae]``."""
 
     def __init__(self, embeddings: torch.Tensor, activation_table: torch.Tensor, rules: Sequence[Rule], *, model_name: str = "model",
                  seed: int = 0):
@@ -315,18 +272,14 @@ class SyntheticSAE(torch.nn.Module):
         self.W_dec = torch.nn.Parameter((fires.T @ embeddings) / counts[:, None], requires_grad=False)
         self.b_dec = torch.nn.Parameter(torch.zeros(d_in), requires_grad=False)
 
-    # -- construction ------------------------------------------------------------------------
     @classmethod
     @torch.no_grad()
     def for_model(cls, model, tokenizer, rules: Sequence[str | Rule] | None = None, *, model_name: str | None = None,
                   seed: int = 0) -> SyntheticSAE:
         """The planted-rule SAE for ``model``'s input embeddings and ``tokenizer``'s pieces.
 
-        Args:
-            rules: rule names (:data:`RULES`, ``entity:<FIND concept>``) or :class:`Rule`
-                objects; ``None`` for :data:`DEFAULT_RULES`, leaving out those the tokenizer
-                cannot express (``capitalized`` on an uncased tokenizer) or that match no token.
-                A rule asked for by name that matches no token is a ValueError.
+        ``rules``: names (:data:`RULES`, ``entity:<FIND concept>``) or :class:`Rule` objects;
+        ``None`` for :data:`DEFAULT_RULES` less those matching no token (a named one is a ValueError).
         """
         default = rules is None
         chosen = [get_rule(r) for r in (DEFAULT_RULES if default else rules)]
@@ -361,7 +314,6 @@ class SyntheticSAE(torch.nn.Module):
             log.info("synthetic SAE: %d groups of identical embedding rows (each recovered as its smallest id)", sae.n_duplicate_groups)
         return sae
 
-    # -- the sae_lens surface ------------------------------------------------------------------
     @property
     def device(self) -> torch.device:
         return self.sorted_keys.device
@@ -372,8 +324,7 @@ class SyntheticSAE(torch.nn.Module):
 
     @torch.no_grad()
     def token_ids(self, x: torch.Tensor) -> torch.Tensor:
-        """The token id whose embedding row ``x [..., d_in]`` is (its group's smallest id for
-        identical rows), ``-1`` where ``x`` is no row of the table."""
+        """The token id whose embedding row ``x [..., d_in]`` is (smallest of identical rows), ``-1`` for none."""
         if x.shape[-1] != self.cfg.d_in:
             raise ValueError(f"x must end in d_in={self.cfg.d_in}, got shape {tuple(x.shape)}")
         keys = _row_keys(x, self.hash_coef)
@@ -403,11 +354,6 @@ class SyntheticSAE(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.decode(self.encode(x))
-
-    # -- inspection ----------------------------------------------------------------------------
-    def firing_tokens(self, latent: int) -> list[int]:
-        """The token ids latent ``latent`` fires on."""
-        return torch.nonzero(self.activation_table[:, latent] > 0).flatten().tolist()
 
     def describe(self) -> list[dict[str, Any]]:
         """Per latent: rule name, explanation and how many vocabulary tokens it fires on."""
