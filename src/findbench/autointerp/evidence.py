@@ -1,19 +1,11 @@
-"""Evidence per latent: top-activating, importance-weighted and random windows, collected in
-one streaming pass over the corpus (memory does not grow with it).
+"""Evidence per latent, collected in one streaming pass over the corpus:
 
-Per batch of rows the chosen latents are encoded and each latent keeps:
-
-- its ``n_top_ex`` best window centres, no centre within ``buffer`` tokens of another in the same
-  row (ties: earlier row, then column): the greedy choice per row, then the best of the rows'
-  choices, which is what a greedy pass over the whole corpus picks;
+- the ``n_top_ex`` best window centres, none within ``buffer`` tokens of another in the same row
+  (ties: earlier row, then column), as a greedy pass over the whole corpus picks them;
 - an exact weighted sample without replacement of ``n_iw_sampled_ex`` positions, probability ∝
-  act² among positions below the smallest top-window centre (Efraimidis-Spirakis: keys
-  ``E / act²``, ``E ~ Exp(1)``, smallest win). That threshold never decreases during the pass, so
-  positions below the current one compete at once and the others wait in a side list;
-- its ``n_random_ex`` random windows, drawn before the pass, and how many contain activity
-  (SAEBench labels them inactive without looking);
-- its firing count and an exact histogram of its positive activations (:data:`HIST_BINS` bins up
-  to the next power of two above the largest; when the range doubles, neighbouring bins merge).
+  act² among positions below the smallest top-window centre (Efraimidis-Spirakis keys ``E / act²``);
+- ``n_random_ex`` random windows drawn before the pass (labelled inactive, as SAEBench);
+- the firing count and an exact histogram of the positive activations (:data:`HIST_BINS` bins).
 """
 
 from __future__ import annotations
@@ -40,8 +32,7 @@ HIST_BINS = 32
 
 @dataclass
 class Window:
-    """``2 * buffer + 1`` tokens of one corpus row centred on ``centre``, with the latent's
-    activation on each token. ``kind`` is ``top``, ``iw`` or ``random``."""
+    """``2 * buffer + 1`` tokens of one corpus row around ``centre`` with the latent's activations; ``kind``: top, iw or random."""
 
     row: int
     centre: int
@@ -55,16 +46,13 @@ class Window:
 
     @property
     def active(self) -> bool:
-        """Whether the scorer should call this window active (top and importance-weighted
-        windows are; random windows are labelled inactive, as in SAEBench)."""
+        """Whether the scorer should call it active (random windows are labelled inactive, as in SAEBench)."""
         return self.kind != "random"
 
 
 @dataclass
 class LatentEvidence:
-    """What the explainer and the scorers see for one latent; ``extra``: ``n_fired`` (positions
-    with a positive activation over the corpus) and ``histogram`` (``bin_width`` and
-    :data:`HIST_BINS` ``counts`` of those activations), for the report."""
+    """What the explainer and the scorers see for one latent; ``extra``: ``n_fired`` and ``histogram`` for the report."""
 
     latent: int
     generation: list[Window]
@@ -99,14 +87,8 @@ def _group_best(lat: torch.Tensor, primary: torch.Tensor, rows: torch.Tensor, co
 
 
 class EvidenceCollector:
-    """Streaming top / importance-weighted / random windows for ``n`` latents.
-
-    Call :meth:`update` with each batch of activations ``[rows, context, n]`` in corpus
-    order, then :meth:`finish` with the corpus tokens. Work per batch is dense only in one
-    reduction (each row's maximum per latent); the greedy window choice runs on the
-    (latent, row) pairs whose maximum can still enter the latent's top list, and the
-    importance-weighted sampling on the active positions only.
-    """
+    """Streaming top / importance-weighted / random windows for ``n`` latents: :meth:`update` with
+    each batch of activations ``[rows, context, n]`` in corpus order, then :meth:`finish`."""
 
     def __init__(self, latents: Sequence[int], n_rows: int, cfg: AutoInterpConfig):
         self.latents = list(latents)
@@ -197,7 +179,6 @@ class EvidenceCollector:
             self.side = self._take(side, ~go)
             self._merge_iw({key: moved[key] for key in ("lat", "row", "col", "value", "win")})
 
-    # -- the pass ----------------------------------------------------------------------------
     @torch.inference_mode()
     def update(self, acts: torch.Tensor) -> None:
         """Take the next ``[rows, context, n]`` activations (special tokens already zeroed)."""
@@ -261,9 +242,8 @@ class EvidenceCollector:
         self.rows_seen += B
 
     def _histogram(self, x: torch.Tensor) -> None:
-        """Add the positive activations of ``x [n, B, C]`` to the histograms. A latent whose
-        largest activation reaches its range gets range ``2 ** (floor(log2(max)) + 1)`` and its
-        bins merge by that factor; bin widths are powers of two, so every division is exact."""
+        """Add the positive activations of ``x [n, B, C]`` to the histograms; when a latent's range
+        doubles, its bins merge (bin widths are powers of two, so every division is exact)."""
         top = x.amax(dim=(1, 2))
         grow = (top > 0) & (top >= self.hist_hi)
         for i in grow.nonzero().flatten().tolist():
@@ -283,14 +263,9 @@ class EvidenceCollector:
         return {"n_fired": int(self.counts[i]),
                 "histogram": {"bin_width": float(self.hist_hi[i]) / HIST_BINS, "counts": self.hist[i].tolist()}}
 
-    # -- results -------------------------------------------------------------------------------
     def finish(self, tokens: np.ndarray) -> list[LatentEvidence]:
-        """The evidence per latent, split into generation and scoring windows (seeded per latent).
-
-        A latent with fewer than ``n_top_ex`` active top windows or fewer than
-        ``n_iw_sampled_ex`` positions to sample from is returned with ``skipped`` set (and
-        no windows) rather than dropped silently.
-        """
+        """The evidence per latent, split into generation and scoring windows (seeded per latent);
+        a latent short of top windows or positions to sample comes back with ``skipped`` set."""
         if self.m:
             self._release_side(torch.where(torch.isfinite(self.top_v), self.top_v, torch.full_like(self.top_v, _INF)).min(dim=1).values)
         cfg = self.cfg
@@ -384,10 +359,8 @@ def collect_evidence(model, sae, tokens: np.ndarray, latents: Sequence[int], cfg
 
 
 def dense_top_windows(acts: torch.Tensor, k: int, buffer: int) -> list[tuple[int, int]]:
-    """The reference procedure on a dense ``[rows, context]`` activation tensor of one latent:
-    a greedy pass over all centre positions by activation (ties: earlier row, then column),
-    skipping a centre within ``buffer`` tokens of a chosen one in the same row. Used to check
-    :class:`EvidenceCollector` and as the dense path in ``benchmarks/p5_evidence.py``."""
+    """The reference greedy top-window choice on a dense ``[rows, context]`` tensor of one latent
+    (checks :class:`EvidenceCollector`; the dense path of ``benchmarks/p5_evidence.py``)."""
     rows, context = acts.shape
     centre = acts[:, buffer : context - buffer]
     flat = centre.reshape(-1)
