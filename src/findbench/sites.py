@@ -2,18 +2,14 @@
 
 Sites (one vocabulary for neurons and SAEs; :data:`SAE_HOOKS` maps sae_lens hook names onto them):
 
-- ``"mlp_activation"``: the MLP's hidden activation, one value per neuron (``blocks.L.mlp.hook_post``).
-  Llama-style models: the input to ``mlp.down_proj`` (``act(gate_proj(x)) * up_proj(x)``); GPT-2:
-  the input to ``mlp.c_proj``; GPT-NeoX: the input to ``mlp.dense_4h_to_h``;
-- ``"block_output"``: the residual stream after decoder block ``L`` (``blocks.L.hook_resid_post``;
-  Hugging Face's ``hidden_states[L + 1]``, except after the last block, where it applies the final norm);
+- ``"mlp_activation"``: the MLP's hidden activation, one value per neuron (``blocks.L.mlp.hook_post``),
+  the input of the MLP's down projection (:data:`MODEL_SITES`);
+- ``"block_output"``: the residual stream after block ``L`` (``blocks.L.hook_resid_post``; before
+  the final norm);
 - ``"block_input"``: the residual stream entering block ``L`` (``blocks.L.hook_resid_pre``);
 - ``"embed"``: the output of the input-embedding table (``hook_embed``; no layer).
 
-Where a family keeps its blocks and its MLP is data (:data:`MODEL_SITES`); blocks are found with or
-without the task head's wrapper (``model.layers`` or ``layers`` of a bare ``AutoModel``), and for an
-unknown family (encoders such as BERT / MiniLM) as the first ``ModuleList`` with one entry per layer.
-All functions take tokenised batches (``input_ids`` + optional ``attention_mask``).
+Blocks of an unknown family (encoders such as MiniLM) are the first ``ModuleList`` with one entry per layer.
 """
 
 from __future__ import annotations
@@ -28,8 +24,7 @@ import torch
 from findbench import _checks
 from findbench.constants import UsageError
 
-#: model_type -> (path of its list of decoder blocks, path inside a block of the module whose input
-#: is the MLP activation).
+#: model_type -> (path of its blocks, path inside a block of the module whose input is the MLP activation).
 MODEL_SITES: dict[str, tuple[str, str]] = {
     **{t: ("model.layers", "mlp.down_proj") for t in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "olmo", "olmo2", "phi3")},
     "gpt2": ("transformer.h", "mlp.c_proj"),
@@ -130,30 +125,13 @@ def _hook(module: torch.nn.Module, kind: str, fn: Callable[[torch.Tensor], torch
 
 
 @torch.no_grad()
-def record(
-    model,
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor | None = None,
-    *,
-    layer: int | None = None,
-    site: str = "mlp_activation",
-    positions=None,
-    neurons: Sequence[int] | None = None,
-    stop_early: bool = True,
-    return_logits: bool = False,
-):
-    """Read ``site`` at ``layer``.
+def record(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *, layer: int | None = None,
+           site: str = "mlp_activation", positions=None, neurons: Sequence[int] | None = None, stop_early: bool = True,
+           return_logits: bool = False):
+    """Read ``site`` at ``layer``: ``[batch, tokens or P, units]`` (with ``return_logits``, ``(values, logits)``).
 
-    Args:
-        input_ids: ``[batch, tokens]``, moved to the model's device.
-        positions: ``None`` (all tokens) or per-row token positions ``[batch, P]`` (negative
-            counts from the end, e.g. ``-1`` the last token).
-        neurons: indices of the units to keep (default: all).
-        stop_early: end the forward pass right after the site is read (not with ``return_logits``).
-
-    Returns:
-        Tensor ``[batch, tokens or P, units]`` (the model's dtype, on its device); with
-        ``return_logits`` a pair ``(values, logits)``.
+    ``positions``: per-row token positions ``[batch, P]`` (negative from the end; default all);
+    ``neurons``: the units kept (default all); ``stop_early``: end the forward pass once read.
     """
     module, kind = site_module(model, site, layer)
     if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2:
@@ -197,27 +175,11 @@ def record(
 
 
 @contextlib.contextmanager
-def patch(
-    model,
-    *,
-    layer: int,
-    site: str = "mlp_activation",
-    positions,
-    values: torch.Tensor,
-    neurons: Sequence[int] | torch.Tensor | None = None,
-    mask: torch.Tensor | None = None,
-) -> Iterator[None]:
-    """Within the block, forward passes have ``site`` at ``layer`` overwritten.
-
-    Args:
-        positions: ``[batch, P]`` token positions per row.
-        values: ``[batch, P, n]`` the values to write, where ``n`` is ``len(neurons)`` (or the
-            site's width when ``neurons`` is ``None``).
-        neurons: unit indices written (default: all units).
-        mask: optional bool ``[batch, n]``: per row, which of the ``n`` units are written (a
-            row with an all-false mask runs unpatched); lets one batch hold interventions on
-            different neuron sets.
-    """
+def patch(model, *, layer: int, site: str = "mlp_activation", positions, values: torch.Tensor,
+          neurons: Sequence[int] | torch.Tensor | None = None, mask: torch.Tensor | None = None) -> Iterator[None]:
+    """Within the block, forward passes have ``site`` at ``layer`` overwritten at ``positions [batch, P]``
+    with ``values [batch, P, len(neurons)]`` (``neurons`` default all); the optional bool ``mask
+    [batch, n]`` picks per row which units are written (one batch, different neuron sets)."""
     module, kind = site_module(model, site, layer)
     width = site_dim(model, site)
     pos = torch.as_tensor(positions, dtype=torch.long)
@@ -255,12 +217,8 @@ def patch(
 
 @contextlib.contextmanager
 def skip_to_layer(model, layer: int, hidden: torch.Tensor) -> Iterator[None]:
-    """Within the block, blocks ``0 .. layer-1`` are skipped: block ``layer`` receives ``hidden``
-    (the residual stream recorded at ``"block_input"``, ``[batch, tokens, d_model]``).
-
-    Exact when ``hidden`` was recorded on the same inputs: the blocks before ``layer`` do not
-    depend on anything patched at or after ``layer``.
-    """
+    """Within the block, blocks ``0 .. layer-1`` are skipped and block ``layer`` receives ``hidden``
+    (recorded at ``"block_input"`` on the same inputs: exact)."""
     site_module(model, "block_input", layer)
     skipped = list(blocks(model))[:layer]
     for block in skipped:
