@@ -1,18 +1,11 @@
 """Precision, recall and F1 of neuron explanations on observational test sets
 (Huang et al. 2023, "Rigorously Assessing Natural Language Explanations of Neurons").
 
-Each item is a text span with (a) whether it lies in the explanation's *denotation* and (b) the
-neuron's per-token activations on it; the neuron *fires* when the span's maximum activation
-exceeds ``threshold`` (default 0, the convention of the paper's released labels: it reproduces
-9,580 of the 9,592). precision = P(fires | in denotation), recall = P(in denotation | fires), F1
-their harmonic mean; a zero denominator gives 0 (``n_in`` / ``n_fire`` are reported per
-neuron). Macro scores average per neuron; pooled scores use counts summed over all items.
-
-Probe mode (:func:`probe_scores`): a logistic-regression probe over N neurons' activations
-predicts denotation membership; its positive prediction plays "fires" on held-out items.
-
-Intervals (:mod:`findbench.stats`, 95 % percentile bootstrap, seed 0): macro scores over
-neurons (one neuron: a zero-width interval), the probe's over its held-out items.
+The neuron *fires* on a span when its maximum activation exceeds ``threshold`` (default 0, the
+convention of the paper's released labels: it reproduces 9,580 of the 9,592). precision =
+P(fires | in denotation), recall = P(in denotation | fires); a zero denominator gives 0. Macro
+scores average per neuron, pooled ones sum counts; 95 % bootstrap intervals (seed 0) are over
+neurons, or over held-out items for the probe (:func:`probe_scores`).
 """
 
 from __future__ import annotations
@@ -32,8 +25,7 @@ def _ratio(a: int, b: int) -> float:
 
 
 def prf_from_counts(tp: int, n_in: int, n_fire: int) -> dict:
-    """Precision/recall/F1 from: items in denotation that fire (``tp``), in denotation
-    (``n_in``), firing (``n_fire``)."""
+    """Precision/recall/F1 from the counts: in denotation and firing (``tp``), in denotation, firing."""
     p = _ratio(tp, n_in)
     r = _ratio(tp, n_fire)
     f = 2 * p * r / (p + r) if p + r > 0 else 0.0
@@ -54,27 +46,14 @@ def neuron_fires(activations: Sequence[float], threshold: float = 0.0) -> bool:
     return max(vals) > threshold
 
 
-def explanation_f1(
-    predictions: Sequence[bool],
-    references: Sequence[Sequence[float]],
-    neurons: Sequence[str] | None = None,
-    threshold: float = 0.0,
-) -> dict:
+def explanation_f1(predictions: Sequence[bool], references: Sequence[Sequence[float]], neurons: Sequence[str] | None = None,
+                   threshold: float = 0.0) -> dict:
     """Per-neuron, macro and pooled precision/recall/F1 of explanations.
 
-    Args:
-        predictions: per item, whether the span is in the explanation's denotation.
-        references: per item, the span's per-token activations.
-        neurons: per item, the neuron id (default: all items belong to one neuron ``"0"``).
-        threshold: the neuron fires when the span's max activation exceeds it.
-
-    Returns:
-        ``precision``, ``recall``, ``f1`` (macro over neurons), ``precision_ci``,
-        ``recall_ci``, ``f1_ci`` (their bootstrap intervals ``[low, high]`` over neurons),
-        ``n`` (number of neurons, the bootstrap's units), ``pooled_precision``,
-        ``pooled_recall``, ``pooled_f1``, ``n_neurons``, ``n_items`` and ``per_neuron``
-        (neuron id -> precision, recall, f1, n_items, n_in, n_fire, tp), neurons in order
-        of first appearance.
+    ``predictions``: per item, whether the span is in the explanation's denotation;
+    ``references``: its per-token activations; ``neurons``: its neuron id (default ``"0"``).
+    Returns macro ``precision``, ``recall``, ``f1`` with ``*_ci`` and ``n`` (neurons),
+    ``pooled_*``, ``n_neurons``, ``n_items`` and ``per_neuron`` (in order of first appearance).
     """
     _checks.number("threshold", threshold)
     n = len(predictions)
@@ -102,43 +81,16 @@ def explanation_f1(
     tot = np.array(list(counts.values())).sum(0)
     pooled = prf_from_counts(int(tot[3]), int(tot[1]), int(tot[2]))
     macro = {key: [v[key] for v in per.values()] for key in ("precision", "recall", "f1")}
-    return {
-        "precision": float(np.mean(macro["precision"])),
-        "recall": float(np.mean(macro["recall"])),
-        "f1": float(np.mean(macro["f1"])),
-        "precision_ci": list(bootstrap_ci(macro["precision"])),
-        "recall_ci": list(bootstrap_ci(macro["recall"])),
-        "f1_ci": list(bootstrap_ci(macro["f1"])),
-        "n": len(per),
-        "pooled_precision": pooled["precision"],
-        "pooled_recall": pooled["recall"],
-        "pooled_f1": pooled["f1"],
-        "n_neurons": len(per),
-        "n_items": n,
-        "per_neuron": dict(per),
-    }
+    return {**{key: float(np.mean(macro[key])) for key in macro}, **{f"{key}_ci": list(bootstrap_ci(macro[key])) for key in macro},
+            "n": len(per), **{f"pooled_{key}": pooled[key] for key in macro}, "n_neurons": len(per), "n_items": n, "per_neuron": dict(per)}
 
 
-def probe_scores(
-    features: Sequence[Sequence[float]],
-    labels: Sequence[bool],
-    *,
-    test_size: float = 0.3,
-    seed: int = 0,
-    C: float = 1.0,
-) -> dict:
-    """Explanation F1 of a linear probe over N neurons' activations.
-
-    A logistic-regression probe (scikit-learn, standardised inputs, balanced class weights)
-    is trained on a stratified ``1 - test_size`` split to predict denotation membership
-    (``labels``) from each item's ``features`` (activations of N neurons, e.g. the max over
-    the span per neuron). On the held-out items, the probe's positive prediction stands for
-    "fires" and precision/recall/F1 follow the definitions above.
-
-    Returns ``precision``, ``recall``, ``f1``, ``accuracy``, their bootstrap intervals
-    ``precision_ci``, ``recall_ci``, ``f1_ci``, ``accuracy_ci`` (``[low, high]`` over the
-    held-out items, the trained probe held fixed), ``n`` (= ``n_test``, the bootstrap's units),
-    ``n_train`` and ``n_test``.
+def probe_scores(features: Sequence[Sequence[float]], labels: Sequence[bool], *, test_size: float = 0.3, seed: int = 0,
+                 C: float = 1.0) -> dict:
+    """Explanation F1 of a logistic-regression probe (standardised, balanced) over N neurons' activations
+    per item, trained on a stratified ``1 - test_size`` split to predict denotation membership; its
+    positive prediction plays "fires" on the held-out items. ``precision``, ``recall``, ``f1``,
+    ``accuracy``, their ``*_ci`` over the held-out items, ``n`` (= ``n_test``), ``n_train``, ``n_test``.
     """
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import train_test_split
