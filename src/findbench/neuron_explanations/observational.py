@@ -3,23 +3,13 @@
 Given a model under study, a (layer, neuron) of its MLP and an explanation E:
 
 1. *Explanation block*: a generator LM lists about 20 strings in E's denotation and writes a
-   sentence around each; the string is the marked span. (A sentence that does not contain
-   its string verbatim is replaced by the template ``"Here is an example: <string>."``,
-   recorded in ``sentence_source``.) Items here are in E's denotation by construction.
-2. *Activating block*: a scan of a corpus finds the neuron's top-activating spans (per
-   sentence, the word whose tokens reach the highest activation; the top sentences by that
-   value), and a judge decides whether each span is in E's denotation: an LM judge (Yes/No
-   next-token log-probabilities of the generator LM) or, for form-based explanations such
-   as spelling, a regular expression (``judge="regex:<pattern>"``, case-insensitive search
-   on the span) or any callable ``(span, sentence) -> bool``.
-3. Every item records the span's per-token activations at the neuron (the MLP activation
-   site of :mod:`findbench.sites`); ``fires`` is max > 0 and ``label`` the
-   paper's TP/FP/FN/TN from (in_explanation, fires).
-
-The default corpus is ``findbench/data/neurons/corpus.txt``: 83 short English sentences
-written for findbench (varied topics: numbers, days, places, names, verbs, plurals), small
-enough to scan in seconds on a CPU. Pass ``corpus=`` (a list of strings or a text file, one
-sentence per line) to use another.
+   sentence around each (``"Here is an example: <string>."`` when it leaves the string out,
+   recorded in ``sentence_source``).
+2. *Activating block*: the neuron's top-activating word per sentence of a corpus (default: 83
+   short sentences shipped with findbench), judged in or out of E's denotation by the generator
+   LM (Yes/No log-probabilities), a regular expression (``"regex:<pattern>"``) or a callable.
+3. Every item records the span's per-token activations; ``fires`` is max > 0 and ``label`` the
+   paper's TP/FP/FN/TN.
 """
 
 from __future__ import annotations
@@ -124,11 +114,7 @@ def span_activations(model, tokenizer, sentence: str, start: int, end: int, *, l
 
 
 def top_activating_spans(model, tokenizer, corpus: Sequence[str], *, layer: int, neuron: int, k: int = 20) -> list[dict]:
-    """Per sentence the word with the highest max-token activation; the ``k`` best sentences.
-
-    Returns dicts ``sentence``, ``span``, ``start``, ``end``, ``span_tokens``, ``activations``.
-    Ties keep corpus order.
-    """
+    """Per sentence the word with the highest max-token activation; the ``k`` best sentences (ties: corpus order)."""
     encs = [_encode(tokenizer, s) for s in corpus]
     values = _neuron_values(model, [e[0] for e in encs], layer, neuron)
     found = []
@@ -143,17 +129,8 @@ def top_activating_spans(model, tokenizer, corpus: Sequence[str], *, layer: int,
                 best = (top, m, pos)
         if best is not None:
             top, m, pos = best
-            found.append(
-                {
-                    "order": (-top, s_i),
-                    "sentence": sent,
-                    "span": m.group(0),
-                    "start": m.start(),
-                    "end": m.end(),
-                    "span_tokens": [tokenizer.decode([ids[i]]) for i in pos],
-                    "activations": [vals[i] for i in pos],
-                }
-            )
+            found.append({"order": (-top, s_i), "sentence": sent, "span": m.group(0), "start": m.start(), "end": m.end(),
+                          "span_tokens": [tokenizer.decode([ids[i]]) for i in pos], "activations": [vals[i] for i in pos]})
     found.sort(key=lambda d: d["order"])
     for d in found:
         d.pop("order")
@@ -176,15 +153,8 @@ def make_judge(judge, explanation: str, lm=None) -> Callable[[str, str], bool]:
             raise ValueError("judge='lm' needs a generator LM")
 
         def ask(span: str, sentence: str) -> bool:
-            conv = [
-                {
-                    "role": "user",
-                    "content": (
-                        f'Description: {explanation}\nSentence: "{sentence}"\n'
-                        f'Does the word "{span}" in this sentence match the description? Answer Yes or No.'
-                    ),
-                }
-            ]
+            conv = [{"role": "user", "content": f'Description: {explanation}\nSentence: "{sentence}"\n'
+                                                f'Does the word "{span}" in this sentence match the description? Answer Yes or No.'}]
             yes, no = lm.candidate_logprobs([conv], ["Yes", "No"])[0]
             return yes > no
 
@@ -192,32 +162,13 @@ def make_judge(judge, explanation: str, lm=None) -> Callable[[str, str], bool]:
     raise ValueError(f"judge must be 'lm', 'regex:<pattern>' or a callable, got {judge!r}")
 
 
-def observational_rows(
-    model,
-    tokenizer,
-    *,
-    layer: int,
-    neuron: int,
-    explanation: str,
-    generator=None,
-    judge="lm",
-    corpus=None,
-    n_strings: int = 20,
-    n_activating: int = 20,
-    model_name: str = "",
-    max_new_tokens: int = 160,
-    progress: bool = False,
-) -> list[dict]:
-    """Rows of the ``observational`` config for one neuron (see the module docstring).
+def observational_rows(model, tokenizer, *, layer: int, neuron: int, explanation: str, generator=None, judge="lm", corpus=None,
+                       n_strings: int = 20, n_activating: int = 20, model_name: str = "", max_new_tokens: int = 160,
+                       progress: bool = False) -> list[dict]:
+    """Rows of the ``observational`` config for one MLP neuron of a causal LM (see the module docstring).
 
-    Args:
-        model, tokenizer: the model under study (a transformers causal LM).
-        layer, neuron: the MLP neuron (``neuron`` indexes the MLP activation site).
-        explanation: the explanation E to test.
-        generator: an :class:`~findbench.lm.base.LM` or spec for :func:`findbench.lm.load_lm`
-            (writes strings and sentences; the LM judge too). Default ``"embedded"``.
-        judge: ``"lm"``, ``"regex:<pattern>"`` or ``(span, sentence) -> bool``.
-        corpus: sentences scanned for activating spans (default: the shipped corpus).
+    ``generator``: an :class:`~findbench.lm.base.LM` or spec (default ``"embedded"``) writing the
+    strings and sentences, and judging with ``judge="lm"``.
     """
     from tqdm.auto import tqdm
 
@@ -238,22 +189,13 @@ def observational_rows(
     nid = f"{layer}:{neuron}"
     base = {"neuron": nid, "layer": layer, "neuron_index": neuron, "explanation": explanation, "model": model_name}
 
-    ask_list = [
-        {
-            "role": "user",
-            "content": (
-                f"List {n_strings} different words or short phrases that match this description: {explanation}\n"
-                "Write one per line, with no numbering and no other text."
-            ),
-        }
-    ]
+    ask_list = [{"role": "user", "content": f"List {n_strings} different words or short phrases that match this description: {explanation}\n"
+                                            "Write one per line, with no numbering and no other text."}]
     strings = parse_list(lm.generate([ask_list], max_new_tokens=max_new_tokens)[0], n_strings)
     if not strings:
         log.warning("the generator listed no strings for %r", explanation)
-    convs = [
-        [{"role": "user", "content": f'Write one short sentence that contains the phrase "{s}". Reply with the sentence only.'}]
-        for s in strings
-    ]
+    convs = [[{"role": "user", "content": f'Write one short sentence that contains the phrase "{s}". Reply with the sentence only.'}]
+             for s in strings]
     written = lm.generate(convs, max_new_tokens=48, progress=progress) if convs else []
     rows: list[dict] = []
 
