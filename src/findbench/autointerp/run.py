@@ -1,21 +1,15 @@
 """One AutoInterp run: corpus → latents → evidence → explanations → scores → result files.
 
-Resumable: firing counts and evidence are saved in ``out`` as they are computed, and every LM
-call goes through the sqlite request cache (``<out>/lm_cache.sqlite`` unless ``cache`` says
-otherwise), so a rerun with the same arguments repeats no finished work (the result's
-``resumed`` block says what it found). The evidence does not depend on
-:data:`~findbench.autointerp.config.LM_ONLY_FIELDS`, so a run with other scorers reuses it.
+Resumable: firing counts and evidence are saved in ``out`` and every LM call goes through a
+sqlite request cache, so a rerun repeats no finished work (evidence is shared across
+:data:`~findbench.autointerp.config.LM_ONLY_FIELDS`).
 
-Outputs (SAEBench's names; a ``run_id`` gives each run its own set, else a rerun overwrites):
+Outputs (SAEBench's names; ``run_id`` gives each run its own set):
 
-- ``<sae_id>_eval_results[_<run_id>].json``: ``eval_result_metrics`` (``autointerp`` is the
-  detection scorer, SAEBench's number; one block per other scorer, each with
-  :func:`~findbench.autointerp.detection.score_summary`'s ``n``, ``ci``, ``floors``,
-  ``best_floor``, ``margin``), ``eval_result_unstructured`` (per latent: explanation, scores
-  and each scorer's details), ``eval_config`` (with ``structured_outputs_applied``), the
-  skipped latents, ``latents_file`` and ``run_id``;
-- ``<model>_layer<L>_features_summary[_<run_id>].csv``: ``layer, feature, label, autointerp_score``
-  (plus one column per other scorer);
+- ``<sae_id>_eval_results[_<run_id>].json``: ``eval_result_metrics`` (``autointerp`` is
+  SAEBench's detection score; one block per other scorer, each with :func:`score_summary`'s keys),
+  ``eval_result_unstructured`` (per latent), ``eval_config``, the skipped latents;
+- ``<model>_layer<L>_features_summary[_<run_id>].csv``: ``layer, feature, label, autointerp_score`` (+ one column per scorer);
 - ``latents[_<run_id>].json``: :func:`latent_records`, read by :mod:`findbench.autointerp.report`.
 """
 
@@ -55,10 +49,8 @@ def explain(lm, evidence: list[LatentEvidence], renderer: TokenRenderer, cfg: Au
             structured: bool = False) -> list[dict]:
     """One explanation per latent: the explainer's raw answer and the parsed label
     (``structured``: the answer is generated under :func:`explanation_constraint`)."""
-    convs = [
-        explanation_messages(ev.generation, renderer, cfg.act_threshold_frac * ev.top_max_act, demos=cfg.use_demos_in_explanation)
-        for ev in evidence
-    ]
+    convs = [explanation_messages(ev.generation, renderer, cfg.act_threshold_frac * ev.top_max_act, demos=cfg.use_demos_in_explanation)
+             for ev in evidence]
     kwargs = {"constraint": explanation_constraint()} if structured else {}
     answers = lm.generate(convs, max_new_tokens=cfg.max_tokens_in_explanation, progress=progress, **kwargs) if convs else []
     return [{"raw": a, "explanation": parse_explanation(a)} for a in answers]
@@ -90,44 +82,24 @@ def _resolve_hook(sae, layer: int | None, hook: str | None) -> tuple[str, int | 
     return asked, parse_hook_name(asked)[1]
 
 
-def run_autointerp(
-    *,
-    model: str | os.PathLike = "embedded",
-    sae: Any = "embedded",
-    sae_id: str | None = None,
-    layer: int | None = None,
-    hook: str | None = None,
-    explainer: Any = "embedded",
-    scorer: Any = None,
-    config: AutoInterpConfig | None = None,
-    out: str | os.PathLike = "outputs/autointerp",
-    cache: str | os.PathLike | None = None,
-    batch_size: int = 32,
-    max_connections: int = 8,
-    lm_model: str | None = None,
-    explanations: dict[int, str] | None = None,
-    run_id: str | None = None,
-    progress: bool = True,
-) -> dict:
-    """Explain and score SAE latents (see the module docstring for the files written).
+def run_autointerp(*, model: str | os.PathLike = "embedded", sae: Any = "embedded", sae_id: str | None = None, layer: int | None = None,
+                   hook: str | None = None, explainer: Any = "embedded", scorer: Any = None, config: AutoInterpConfig | None = None,
+                   out: str | os.PathLike = "outputs/autointerp", cache: str | os.PathLike | None = None, batch_size: int = 32,
+                   max_connections: int = 8, lm_model: str | None = None, explanations: dict[int, str] | None = None,
+                   run_id: str | None = None, progress: bool = True) -> dict:
+    """Explain and score SAE latents (the files written: see the module docstring).
 
     Args:
-        model: the model the SAE reads (:func:`~findbench.autointerp.activations.load_model`).
-        sae, sae_id: the SAE (:func:`~findbench.autointerp.sae.load_sae`: ``embedded``,
-            ``synthetic``, a sae_lens folder, a release with ``sae_id``, or an SAE object).
+        sae, sae_id: :func:`~findbench.autointerp.sae.load_sae` (``embedded``, ``synthetic``, a
+            sae_lens folder, a release with ``sae_id``, or an SAE object).
         layer, hook: where the SAE reads (default: the SAE's own ``hook_name``).
-        explainer, scorer: LM specs (``load_lm``) or LM objects; the scorer defaults to the explainer.
-        config: the method's settings (:class:`AutoInterpConfig`).
+        explainer, scorer: LM specs or objects; the scorer defaults to the explainer.
         cache: sqlite request cache for both LMs (default ``<out>/lm_cache.sqlite``).
-        max_connections: requests in flight for a server-URL LM (in-process LMs batch
-            ``config.llm_batch_size`` conversations instead).
-        lm_model: the served model name, for server-URL explainer / scorer specs.
         explanations: latent → text, used instead of asking the explainer.
-        run_id: a name for this run's result files (None: the plain names).
 
     Returns:
-        The results JSON's content, plus ``files`` (the paths written) and ``resumed`` (the
-        saved evidence / firing counts read, and the LM cache's ``hits`` and ``misses``).
+        The results JSON's content, plus ``files`` (the paths written) and ``resumed`` (what
+        was read back, and the LM cache's ``hits`` and ``misses``).
     """
     from findbench.autointerp.corpus import corpus_tokens, special_token_ids
     from findbench.autointerp.sae import load_sae
@@ -260,8 +232,7 @@ def _describe(spec) -> str:
 
 
 def _planted(sae) -> dict[int, dict] | None:
-    """The planted rule of each latent of a synthetic SAE (``rule``, ``explanation``,
-    ``n_tokens``), None for any other SAE."""
+    """The planted rule of each latent of a synthetic SAE, None for any other SAE."""
     from findbench.autointerp.synthetic import SyntheticSAE
 
     if not isinstance(sae, SyntheticSAE):
@@ -292,13 +263,9 @@ def _picks(name: str, row: dict, k: int) -> Any:
 def latent_records(evidence: list[LatentEvidence], usable: list[LatentEvidence], made: list[dict], per_scorer: dict[str, list[dict]],
                    renderer: TokenRenderer, *, planted: dict[int, dict] | None = None, n_positions: int | None = None,
                    counts: dict[int, int] | None = None) -> list[dict]:
-    """One record per latent of ``evidence`` (skipped ones too), for ``latents.json``: ``latent``,
-    ``skipped``, ``explanation``, ``explainer_answer``, ``planted``, ``n_fired``, ``n_positions``,
-    ``firing_rate``, ``max_act``, ``histogram``, ``scores`` and ``scorers`` (what each scorer
-    answered), and ``windows``: the explainer's (``role`` ``generation``) then the scoring windows
-    in the order the scorers saw them (``index`` 1-based), each with ``kind``, ``label_active``,
-    ``row``, ``centre``, ``max_act``, ``text``, ``token_ids``, ``tokens``, ``acts`` and, for
-    scoring windows, ``picks`` (each scorer's verdict on it).
+    """One record per latent of ``evidence`` (skipped ones too) for ``latents.json``: explanation,
+    firing statistics, each scorer's score and answer, and ``windows``: the explainer's, then the
+    scoring windows in the order the scorers saw them, each with ``picks`` (each scorer's verdict).
     """
     position = {ev.latent: i for i, ev in enumerate(usable)}
     out = []
