@@ -81,19 +81,6 @@ def weights_from_state_dict(state_dict: Mapping[str, Any]) -> dict[str, Any]:
     return {"w1": float32_list(w1), "b1": float32_list(b1), "w2": float32_list(w2), "b2": float32_list(b2)[0]}
 
 
-def state_dict_from_weights(weights: Mapping[str, Any]):
-    """Inverse of :func:`weights_from_state_dict`: a torch state dict loadable into FIND's MLP."""
-    import torch
-
-    w1 = torch.tensor(np.asarray(weights["w1"], dtype=np.float32)).reshape(-1, 1)
-    return {
-        "layers.0.weight": w1,
-        "layers.0.bias": torch.tensor(np.asarray(weights["b1"], dtype=np.float32)),
-        "layers.2.weight": torch.tensor(np.asarray(weights["w2"], dtype=np.float32)).reshape(1, -1),
-        "layers.2.bias": torch.tensor([np.float32(weights["b2"])]),
-    }
-
-
 @contextlib.contextmanager
 def _single_thread() -> Iterator[None]:
     import torch

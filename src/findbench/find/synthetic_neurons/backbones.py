@@ -342,9 +342,7 @@ class RelationNeuron:
         prompt: FIND prompt with the input placeholder (lm backend; rendered when None).
         max_new_tokens: generation budget of the lm backend.
 
-    The table backend answers "undefined" for inputs its table lacks, as FIND does, and keeps
-    them in :attr:`unanswered` (input -> times asked); :meth:`coverage_counts` tells real
-    members of the relation's kind it could not serve (coverage misses) from other inputs.
+    The table backend answers "undefined" for inputs its table lacks, as FIND does.
     """
 
     def __init__(self, table, exception_index: int | None = None, backend: str = "table", *, lm: Any = None,
@@ -357,8 +355,6 @@ class RelationNeuron:
         self.exception_index = exception_index
         self.backend = backend
         self.exception = None if exception_index is None else table.exceptions[exception_index].text
-        self.n_served = 0
-        self.unanswered: dict[str, int] = {}
         if backend == "lm":
             self._lm = _resolve_lm(lm)
             self.prompt = prompt or render_prompt("neurons_relations", table.concept1, table.concept2, self.exception)
@@ -368,13 +364,7 @@ class RelationNeuron:
         """Answers for a batch of inputs."""
         texts, _ = _as_batch(list(texts) if not isinstance(texts, str) else texts, "inputs")
         if self.backend == "table":
-            entries = [self.table.lookup(t) for t in texts]
-            for t, entry in zip(texts, entries):
-                if entry is None:
-                    self.unanswered[t] = self.unanswered.get(t, 0) + 1
-                else:
-                    self.n_served += 1
-            return [_entry_answer(self.table, self.exception_index, e) for e in entries]
+            return [_entry_answer(self.table, self.exception_index, self.table.lookup(t)) for t in texts]
         if not texts:
             return []
         convs = [[{"role": "user", "content": fill_prompt(self.prompt, t)}] for t in texts]
@@ -385,15 +375,6 @@ class RelationNeuron:
         texts, single = _as_batch(x)
         out = self.answers(texts)
         return out[0] if single else out
-
-    def coverage_counts(self) -> dict[str, int]:
-        """Inputs the table backend was asked so far: ``served`` (the table holds them),
-        ``coverage_miss`` (of the relation's kind but missing from the table, answered
-        "undefined"), ``out_of_domain`` (not of its kind)."""
-        counts = {"served": self.n_served, "coverage_miss": 0, "out_of_domain": 0}
-        for text, n in self.unanswered.items():
-            counts[self.table.coverage(text)] += n
-        return counts
 
 
 # --------------------------------------------------------------------------- rows -> callables

@@ -354,21 +354,6 @@ class RelationTable:
             return "coverage_miss"
         return "out_of_domain"
 
-    def subdomain(self, which: int) -> tuple[Entry, ...]:
-        """Entries inside exception ``which`` (0 or 1), i.e. those its corruption maps to "undefined"."""
-        exc = self._exception(which)
-        return tuple(e for e in self.entries if exc.matches(e))
-
-    def complement(self, which: int) -> tuple[Entry, ...]:
-        """Entries outside exception ``which`` (0 or 1)."""
-        exc = self._exception(which)
-        return tuple(e for e in self.entries if not exc.matches(e))
-
-    def _exception(self, which: int) -> RelationException:
-        if which not in (0, 1) or isinstance(which, bool):
-            raise ValueError(f"which must be 0 or 1, got {which!r}")
-        return self.exceptions[which]
-
 
 def _exact_spellings(entries: Iterable[Entry]) -> Mapping[str, frozenset[str]]:
     """Keys served only on an exact spelling -> the spellings (of the entry's names with that key)."""
