@@ -36,9 +36,6 @@ _TEXT_SUFFIXES = (".txt", ".jsonl", ".parquet")
 _CORPUS_VERSION = "v1"
 
 
-# ----------------------------------------------------------------------------- WordNet
-
-
 def wordnet_texts(dict_dir: str | os.PathLike | None = None) -> Iterator[str]:
     """The texts of every synset, in file order (``data.noun``, ``data.verb``, ``data.adj``,
     ``data.adv``; files that are missing are skipped, ``data.noun`` must exist)."""
@@ -52,9 +49,6 @@ def wordnet_texts(dict_dir: str | os.PathLike | None = None) -> Iterator[str]:
                 synset = parse_wordnet_line(line)
                 if synset is not None and synset.definition:
                     yield synset.text
-
-
-# ------------------------------------------------------------------------- other sources
 
 
 def _local_files(path: Path) -> list[Path]:
@@ -110,15 +104,8 @@ def _hub_texts(dataset: str, split: str, text_column: str) -> Iterator[str]:
 
 
 def load_texts(dataset: str | os.PathLike = WORDNET, *, split: str = "train", text_column: str = "text") -> Iterator[str]:
-    """English texts from ``dataset``, in a fixed order (see the module docstring).
-
-    Args:
-        dataset: ``"wordnet"``; a local ``.txt``/``.jsonl``/``.parquet`` file or a folder of
-            them; or a Hugging Face dataset id (``"org/name"`` or ``"org/name:config"``),
-            streamed.
-        split: the split of a Hub dataset.
-        text_column: the field holding the text (jsonl, parquet, Hub datasets).
-    """
+    """English texts from ``dataset``, in a fixed order: ``"wordnet"``, a local ``.txt``/``.jsonl``/``.parquet``
+    file or folder, or a Hugging Face dataset id (``"org/name[:config]"``, streamed)."""
     if not isinstance(dataset, (str, os.PathLike)):
         raise TypeError(f"dataset must be a string or path, got {type(dataset).__name__}")
     if not isinstance(text_column, str) or not text_column:
@@ -148,9 +135,6 @@ def corpus_description(dataset: str | os.PathLike) -> dict[str, str]:
     if path.exists():
         return {"name": path.name, "source": f"local files ({path})", "license": "as the files' owner states"}
     return {"name": str(dataset), "source": f"Hugging Face dataset {dataset} (streamed)", "license": "see the dataset's card"}
-
-
-# --------------------------------------------------------------------------- tokenization
 
 
 def _bos_id(tokenizer: Any) -> int:
@@ -187,19 +171,9 @@ def special_token_ids(tokenizer: Any) -> set[int]:
 
 def tokenize_corpus(tokenizer: Any, texts: Iterable[str], *, context_size: int = 128, total_tokens: int = 2_000_000,
                     batch_size: int = 1000) -> np.ndarray:
-    """Pack the tokens of consecutive ``texts`` into ``total_tokens // context_size`` rows.
-
-    Each row is BOS (``bos_token_id``, or ``cls_token_id`` for BERT-style tokenizers) then
-    ``context_size - 1`` corpus tokens; texts are joined by a newline token (or EOS/SEP, see
-    :func:`_separator_ids`) and a text that does not fit goes on in the next row. The result
-    depends only on the tokenizer and the texts' order.
-
-    Returns:
-        int32 array ``[rows, context_size]``.
-
-    Raises:
-        ValueError naming ``total_tokens`` when the texts hold fewer tokens than asked for.
-    """
+    """Pack the tokens of consecutive ``texts`` into ``total_tokens // context_size`` int32 rows, each
+    BOS (or CLS) then ``context_size - 1`` tokens; texts are joined by a newline token (or EOS/SEP)
+    and run on into the next row."""
     _checks.integer("context_size", context_size, 2)
     _checks.positive_int("total_tokens", total_tokens)
     rows = total_tokens // context_size
@@ -289,14 +263,8 @@ def _dataset_key(dataset: str | os.PathLike, split: str, text_column: str) -> st
 
 def corpus_tokens(tokenizer_or_path: Any, dataset: str | os.PathLike = WORDNET, *, context_size: int = 128,
                   total_tokens: int = 2_000_000, split: str = "train", text_column: str = "text") -> np.ndarray:
-    """:func:`tokenize_corpus` over :func:`load_texts`, cached as ``.npy`` under
-    ``cache_dir("autointerp", "tokens")`` (keyed by tokenizer name and vocabulary hash,
-    dataset and sizes; written to a temporary file and renamed).
-
-    Args:
-        tokenizer_or_path: a tokenizer, or a folder / Hub id / registered model name
-            (``"embedded"``) to load one from.
-    """
+    """:func:`tokenize_corpus` over :func:`load_texts`, cached under ``cache_dir("autointerp", "tokens")``;
+    ``tokenizer_or_path``: a tokenizer, or a folder / Hub id / model name to load one from."""
     tokenizer = tokenizer_or_path
     if isinstance(tokenizer_or_path, (str, os.PathLike)):
         from transformers import AutoTokenizer

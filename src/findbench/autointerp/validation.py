@@ -69,46 +69,25 @@ def _verdict(true: Sequence[float], wrong: Sequence[float]) -> tuple[float, floa
     return separation, win_rate, "separates" if ok else "does not separate"
 
 
-def planted_validation(
-    model,
-    tokenizer,
-    *,
-    scorers: Sequence[str] = SCORERS,
-    lm=None,
-    encoder=None,
-    config: AutoInterpConfig | None = None,
-    tokens: np.ndarray | None = None,
-    rules: Sequence[str] | None = None,
-    batch_size: int = 32,
-    output: str | os.PathLike | None = None,
-    structured_outputs: str | None = None,
-    progress: bool = True,
-) -> dict[str, Any]:
+def planted_validation(model, tokenizer, *, scorers: Sequence[str] = SCORERS, lm=None, encoder=None, config: AutoInterpConfig | None = None,
+                       tokens: np.ndarray | None = None, rules: Sequence[str] | None = None, batch_size: int = 32,
+                       output: str | os.PathLike | None = None, structured_outputs: str | None = None,
+                       progress: bool = True) -> dict[str, Any]:
     """Score true, wrong and empty explanations of planted features with each scorer.
 
     Args:
-        model, tokenizer: a transformers model (its input embeddings are the SAE's input)
-            and its tokenizer.
-        scorers: scorer names (``detection``, ``fuzz``, ``embedding``, ``likelihood``).
-        lm: the scoring LM for ``detection``, ``fuzz`` and ``likelihood`` (any findbench LM;
-            ``likelihood`` needs ``continuation_logprobs``).
+        lm: the scoring LM of ``detection``, ``fuzz`` and ``likelihood``.
         encoder: sentence encoder of the ``embedding`` scorer (default: the embedded MiniLM).
-        config: evidence settings (default :func:`quick_config`); ``override_latents``
-            defaults to every latent.
-        tokens: corpus rows ``[rows, llm_context_size]`` (default: ``config.dataset``
-            tokenized with ``tokenizer``, ``config.total_tokens`` tokens).
+        config: evidence settings (default :func:`quick_config`).
+        tokens: corpus rows ``[rows, llm_context_size]`` (default: ``config.dataset``, tokenized).
         rules: the planted rules (default :data:`~findbench.autointerp.synthetic.DEFAULT_RULES`).
-        output: a JSON file to write the result to (atomically).
-        structured_outputs: ``auto`` / ``on`` / ``off`` for the detection answers (default:
-            ``config.structured_outputs``); recorded with whether it applied.
+        output: a JSON file to write the result to.
+        structured_outputs: for the detection answers (default ``config.structured_outputs``).
 
     Returns:
         ``{"scorers": {name: {"true", "wrong", "empty", "separation", "win_rate", "verdict",
-        "n_latents", "floors", "unparsed", "seconds", "rows"}}, "latents": [...], "skipped": {...},
-        "criterion", "config", "model", "structured_outputs", "corpus_tokens", "seconds"}``: means
-        over the scored latents, and per latent the three scores and each scorer's details
-        (``floors``: detection's "None" / "all" answers on these windows, chance 0.5 for the
-        others; ``unparsed``: per kind, detection answers that did not parse).
+        "n_latents", "floors", "unparsed", "seconds", "rows"}}, "latents", "skipped", "criterion",
+        "config", "model", "structured_outputs", "corpus_tokens", "seconds"}``.
     """
     t0 = time.perf_counter()
     scorers = [_checks.one_of("scorers", s, SCORERS) for s in _checks.str_list("scorers", scorers)]
