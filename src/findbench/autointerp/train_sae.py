@@ -1,17 +1,11 @@
 """``findbench train-sae``: train a sae_lens SAE (TopK or standard) on one hook of any
 Hugging Face model (causal LM or encoder) over a text corpus.
 
-The trainer is sae_lens's own :class:`sae_lens.SAETrainer`, fed by an activation source
-written here instead of sae_lens's ``ActivationsStore``: activations are read with
-:func:`findbench.autointerp.activations.read_hook` (the function AutoInterp reads them back
-with, on decoders and encoders alike), computed once into fp16 shards (an interrupted run
-resumes; another SAE on the same hook does not run the model again), special-token positions
-never reach the SAE, and a fixed held-out share of the corpus rows measures explained
-variance, L0 and dead latents.
-
-Output folder (written atomically): ``cfg.json`` + ``sae_weights.safetensors`` (loads with
-``sae_lens.SAE.load_from_disk``), ``README.md`` (model card), ``training_config.json``,
-``metrics.json``.
+sae_lens's :class:`sae_lens.SAETrainer` reads activations that
+:func:`findbench.autointerp.activations.read_hook` computed once into resumable fp16 shards,
+special-token positions dropped; a fixed held-out share of the corpus rows gives the metrics.
+Output folder: ``cfg.json`` + ``sae_weights.safetensors`` (``sae_lens.SAE.load_from_disk``),
+``README.md`` (model card), ``training_config.json``, ``metrics.json``.
 """
 
 from __future__ import annotations
@@ -46,9 +40,6 @@ _DONE = "complete"
 _ACT_VERSION = "v1"
 
 
-# ---------------------------------------------------------------------------- model + rows
-
-
 def split_rows(n_rows: int, n_eval_rows: int) -> tuple[np.ndarray, np.ndarray]:
     """``(train_rows, eval_rows)``: row indices of a packed corpus, the held-out ones a
     random subset drawn with :data:`SPLIT_SEED`; both sorted."""
@@ -71,9 +62,6 @@ def heldout_rows(cfg: TrainSAEConfig, tokenizer: Any) -> np.ndarray:
     return tokens[eval_idx]
 
 
-# ---------------------------------------------------------------------------- activations
-
-
 def _activations(model: Any, rows: np.ndarray, hook_name: str, specials: set[int], batch_size: int) -> Iterator[np.ndarray]:
     """float32 ``[n_tokens, d]`` per batch of rows, special-token positions dropped."""
     import torch
@@ -89,14 +77,8 @@ def _activations(model: Any, rows: np.ndarray, hook_name: str, specials: set[int
 
 def _cache_activations(model: Any, rows: np.ndarray, hook_name: str, specials: set[int], folder: Path, *,
                        batch_size: int, rows_per_shard: int = 512, what: str = "activations") -> tuple[np.ndarray, float]:
-    """The activations of ``rows`` (special positions dropped) as one float16 array, computed
-    in shards of ``rows_per_shard`` rows under ``folder``; shards already on disk are reused,
-    so an interrupted run resumes at the first missing shard.
-
-    Returns:
-        ``(activations, seconds)``: seconds is the model time of every shard, summed over the
-        runs that computed them (``seconds.json`` beside the shards).
-    """
+    """``(activations, seconds)``: the activations of ``rows`` as one float16 array from shards under
+    ``folder`` (reused when on disk), and the model time of every shard (``seconds.json``)."""
     folder.mkdir(parents=True, exist_ok=True)
     timing_path = folder / "seconds.json"
     timing = json.loads(timing_path.read_text()) if timing_path.is_file() else {}
@@ -125,16 +107,9 @@ def _activation_dir(cfg: TrainSAEConfig, model_path: str, tokens: np.ndarray, sp
     return cache_dir("autointerp", "activations") / f"{Path(model_path).name}-{cfg.hook_name}-{digest.hexdigest()[:16]}"
 
 
-# ---------------------------------------------------------------------------- evaluation
-
-
 def evaluate_sae(sae: Any, acts: np.ndarray | Any, *, batch_size: int = 8192) -> dict[str, float]:
-    """Explained variance, L0, MSE and dead latents of ``sae`` on activations ``[n, d_in]``.
-
-    ``explained_variance = 1 - sum ||x - sae(x)||^2 / sum ||x - mean(x)||^2`` over all
-    tokens (SAEBench's core metric); ``l0`` is the mean number of active latents per token;
-    ``dead_fraction`` the share of latents active on no token.
-    """
+    """Explained variance (``1 - sum ||x - sae(x)||^2 / sum ||x - mean(x)||^2``, SAEBench's), L0,
+    MSE and dead latents of ``sae`` on activations ``[n, d_in]``."""
     import torch
 
     x_all = torch.as_tensor(np.asarray(acts), dtype=torch.float32)
@@ -158,17 +133,8 @@ def evaluate_sae(sae: Any, acts: np.ndarray | Any, *, batch_size: int = 8192) ->
             fired = f if fired is None else fired | f
     n = len(x_all)
     dead = int((~fired).sum())
-    return {
-        "explained_variance": 1.0 - sse / var,
-        "l0": l0 / n,
-        "mse": sse / (n * x_all.shape[1]),
-        "dead_latents": dead,
-        "dead_fraction": dead / int(fired.numel()),
-        "n_tokens": n,
-    }
-
-
-# ---------------------------------------------------------------------------- training
+    return {"explained_variance": 1.0 - sse / var, "l0": l0 / n, "mse": sse / (n * x_all.shape[1]), "dead_latents": dead,
+            "dead_fraction": dead / int(fired.numel()), "n_tokens": n}
 
 
 def _training_sae(cfg: TrainSAEConfig, d_in: int, metadata: dict[str, Any]) -> Any:
@@ -308,21 +274,10 @@ def _card(cfg: TrainSAEConfig, *, base_model: str, model_path: str, d_in: int, c
 
 def train_sae(cfg: TrainSAEConfig | None = None, out: str | os.PathLike = "sae", *, resume: bool = True,
               keep_activations: bool = False) -> Path:
-    """Train an SAE as ``cfg`` says and write its folder to ``out`` (atomically).
+    """Train an SAE as ``cfg`` says (default: the shipped SAE's recipe) and write its folder to ``out``.
 
-    Args:
-        cfg: the run's settings (defaults: SmolLM2 layer 6 resid_post, TopK 3072 latents,
-            k=32, 1M WordNet tokens: the shipped SAE's recipe).
-        out: folder to write.
-        resume: reuse cached activation shards and the latest complete trainer checkpoint of
-            an interrupted run with the same settings (the default); ``False`` starts over.
-        keep_activations: keep the cached activations for later runs on the same hook
-            (``cache_dir("autointerp", "activations")``, 2.3 GB for 2M tokens of a 576-wide
-            stream); without it they are removed once the folder is written, as are the
-            trainer's checkpoints.
-
-    Returns:
-        The written folder.
+    ``resume`` reuses cached activation shards and the latest trainer checkpoint of an interrupted
+    run; ``keep_activations`` keeps the cached activations (2.3 GB for 2M tokens of a 576-wide stream).
     """
     import sae_lens
     import torch
@@ -355,17 +310,9 @@ def train_sae(cfg: TrainSAEConfig | None = None, out: str | os.PathLike = "sae",
     d_in = int(train_acts.shape[1])
 
     hub_name = _HUB_NAMES.get(cfg.model, cfg.model)
-    metadata = {
-        "model_name": hub_name,
-        "findbench_model": cfg.model,
-        "hook_name": cfg.hook_name,
-        "hook_head_index": None,
-        "context_size": cfg.context_size,
-        "prepend_bos": True,
-        "exclude_special_tokens": sorted(specials),
-        "dataset_path": cfg.dataset,
-        "model_from_pretrained_kwargs": {},
-    }
+    metadata = {"model_name": hub_name, "findbench_model": cfg.model, "hook_name": cfg.hook_name, "hook_head_index": None,
+                "context_size": cfg.context_size, "prepend_bos": True, "exclude_special_tokens": sorted(specials),
+                "dataset_path": cfg.dataset, "model_from_pretrained_kwargs": {}}
     sae = _training_sae(cfg, d_in, metadata)
     total_samples = len(train_acts) * cfg.epochs
     steps = total_samples // cfg.train_batch_size
@@ -376,20 +323,11 @@ def train_sae(cfg: TrainSAEConfig | None = None, out: str | os.PathLike = "sae",
     if not resume and run_dir.exists():
         shutil.rmtree(run_dir)
     trainer_cfg = SAETrainerConfig(
-        total_training_samples=steps * cfg.train_batch_size,
-        train_batch_size_samples=cfg.train_batch_size,
-        lr=cfg.lr,
-        lr_end=cfg.lr / 10,
-        lr_scheduler_name="constant",
-        lr_warm_up_steps=int(steps * cfg.lr_warm_up_fraction),
-        lr_decay_steps=int(steps * cfg.lr_decay_fraction),
-        device=cfg.device,
-        dead_feature_window=cfg.dead_feature_window,
-        feature_sampling_window=max(cfg.dead_feature_window, 100),
-        n_checkpoints=n_checkpoints,
-        checkpoint_path=str(run_dir),
-        save_final_checkpoint=False,
-    )
+        total_training_samples=steps * cfg.train_batch_size, train_batch_size_samples=cfg.train_batch_size, lr=cfg.lr,
+        lr_end=cfg.lr / 10, lr_scheduler_name="constant", lr_warm_up_steps=int(steps * cfg.lr_warm_up_fraction),
+        lr_decay_steps=int(steps * cfg.lr_decay_fraction), device=cfg.device, dead_feature_window=cfg.dead_feature_window,
+        feature_sampling_window=max(cfg.dead_feature_window, 100), n_checkpoints=n_checkpoints, checkpoint_path=str(run_dir),
+        save_final_checkpoint=False)
 
     def mark_complete(checkpoint_path: Path | None) -> None:
         if checkpoint_path is not None:
@@ -439,37 +377,17 @@ def train_sae(cfg: TrainSAEConfig | None = None, out: str | os.PathLike = "sae",
             "train_l0_last_window": _maybe_float(trained.cfg.metadata.get("l0")),
             "train_dead_latents_last_window": _maybe_float(trained.cfg.metadata.get("num_dead_features")),
         })
-        stats = {
-            "out": str(out),
-            "train_rows": len(train_idx),
-            "eval_rows": len(eval_idx),
-            "train_samples": len(train_acts),
-            "steps": steps,
-            "train_seconds": train_seconds,
-            "sae_seconds": sae_seconds,
-            "device_note": f"{cfg.device} ({torch.get_num_threads()} threads)",
-            "sae_lens_version": sae_lens.__version__,
-        }
+        stats = {"out": str(out), "train_rows": len(train_idx), "eval_rows": len(eval_idx), "train_samples": len(train_acts),
+                 "steps": steps, "train_seconds": train_seconds, "sae_seconds": sae_seconds,
+                 "device_note": f"{cfg.device} ({torch.get_num_threads()} threads)", "sae_lens_version": sae_lens.__version__}
         corpus = corpus_description(cfg.dataset)
         atomic_write_json(tmp / "metrics.json", metrics)
         atomic_write_json(tmp / "training_config.json", {
-            **cfg.to_dict(),
-            "hook_name": cfg.hook_name,
-            "base_model": hub_name,
-            "model_folder": Path(folder).name,
-            "d_in": d_in,
-            "corpus": corpus,
-            "split_seed": SPLIT_SEED,
-            "train_rows": len(train_idx),
-            "eval_rows": len(eval_idx),
-            "train_activations": len(train_acts),
-            "eval_activations": len(eval_acts),
-            "training_steps": steps,
-            "activation_seconds": round(train_seconds, 1),
-            "sae_seconds": round(sae_seconds, 1),
-            "sae_lens_version": sae_lens.__version__,
-            "trainer": "sae_lens.SAETrainer",
-        })
+            **cfg.to_dict(), "hook_name": cfg.hook_name, "base_model": hub_name, "model_folder": Path(folder).name, "d_in": d_in,
+            "corpus": corpus, "split_seed": SPLIT_SEED, "train_rows": len(train_idx), "eval_rows": len(eval_idx),
+            "train_activations": len(train_acts), "eval_activations": len(eval_acts), "training_steps": steps,
+            "activation_seconds": round(train_seconds, 1), "sae_seconds": round(sae_seconds, 1),
+            "sae_lens_version": sae_lens.__version__, "trainer": "sae_lens.SAETrainer"})
         atomic_write_text(tmp / "README.md", _card(cfg, base_model=hub_name, model_path=folder, d_in=d_in,
                                                    corpus=corpus, metrics=metrics, stats=stats))
     shutil.rmtree(run_dir, ignore_errors=True)

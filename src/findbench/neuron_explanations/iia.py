@@ -1,9 +1,5 @@
-"""Interchange-intervention accuracy (IIA) from predictions and expected outputs.
-
-Pure Python on purpose: the ``iia`` evaluate metric and anything else that only scores the
-outputs of interventions import this module without pulling in torch. Running the
-interventions themselves is :mod:`findbench.neuron_explanations.interventions`.
-"""
+"""Interchange-intervention accuracy (IIA) from predictions and expected outputs (no torch import;
+the interventions themselves: :mod:`findbench.neuron_explanations.interventions`)."""
 
 from __future__ import annotations
 
@@ -13,12 +9,8 @@ from findbench.stats import bootstrap_ci
 
 
 def iia_score(predictions: Sequence, references: Sequence) -> dict:
-    """IIA from intervened predictions and expected outputs (token ids or strings).
-
-    Returns ``iia`` (fraction equal, in [0, 1]), ``iia_ci`` (its 95 % percentile bootstrap
-    interval ``[low, high]`` over the pairs: :func:`findbench.stats.bootstrap_ci`, seed 0),
-    ``n`` (the number of pairs, the bootstrap's units), ``n_success`` and ``n_total`` (= ``n``).
-    """
+    """IIA from intervened predictions and expected outputs (token ids or strings): ``iia`` (fraction
+    equal), ``iia_ci`` (95 % bootstrap over the pairs, seed 0), ``n``, ``n_success`` and ``n_total`` (= ``n``)."""
     if len(predictions) == 0:
         raise ValueError("predictions must not be empty")
     if len(predictions) != len(references):

@@ -75,24 +75,12 @@ class Autointerp(evaluate.Metric):
 
     def _info(self):
         return evaluate.MetricInfo(
-            description=_DESCRIPTION,
-            citation=_CITATION,
-            inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features(
-                {
-                    # a whole list may be None (an unparseable answer): datasets keeps a null list
-                    "predictions": datasets.Sequence(datasets.Value("int64")),
-                    "references": datasets.Sequence(datasets.Value("int64")),
-                }
-            ),
+            description=_DESCRIPTION, citation=_CITATION, inputs_description=_KWARGS_DESCRIPTION,
+            # a whole list may be None (an unparseable answer): datasets keeps a null list
+            features=datasets.Features({"predictions": datasets.Sequence(datasets.Value("int64")),
+                                        "references": datasets.Sequence(datasets.Value("int64"))}),
             reference_urls=["https://arxiv.org/abs/2503.09532", "https://github.com/adamkarvonen/SAEBench"],
         )
 
-    def _compute(
-        self,
-        *,
-        predictions: list[list[int] | None],
-        references: list[list[int]],
-        n_examples: int | list[int] | None = None,
-    ) -> dict:
+    def _compute(self, *, predictions: list[list[int] | None], references: list[list[int]], n_examples: int | list[int] | None = None) -> dict:
         return score_detections(predictions, references, n_examples)  # checks every item, naming it; plain Python out
