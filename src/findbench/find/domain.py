@@ -1,24 +1,13 @@
 """Scoring the ``[DOMAIN]`` part of a FIND interpretation (an extension: FIND asks for it but
 never scores it).
 
-FIND's interpreter prompt asks for three parts: ``[DESCRIPTION]``, ``[DOMAIN]`` (the domain of
-the function and any interval where it behaves unexpectedly) and ``[CODE]``. Two kinds of
-FIND functions have a ground truth for the second part:
+- numeric ``corruption`` functions: :func:`parse_intervals` reads the interval(s) an
+  interpreter named, :func:`corrupted_interval` gives a row's true one, :func:`interval_iou`
+  compares them; :func:`score_domain` does all three over a list.
+- relation neurons with an ``exception``: :func:`domain_unit_tests` picks the unit tests inside
+  the excepted subdomain for a judge (:func:`findbench.judge.domain.score_relation_domain`).
 
-- **numeric** functions of the ``corruption`` variant replace their output by noise on one
-  part of the domain. :func:`parse_intervals` reads the numeric interval(s) an interpreter
-  named, :func:`corrupted_interval` gives the true corrupted interval of a dataset row, and
-  :func:`interval_iou` compares them (intersection over union of lengths inside the
-  function's domain); :func:`score_domain` does all three over a list of interpretations.
-- **relation** neurons with an ``exception`` answer "undefined" on an excepted subdomain.
-  :func:`domain_unit_tests` picks a row's unit tests whose correct item lies in that
-  subdomain, so that a judge can score the ``[DOMAIN]`` text on them
-  (:func:`findbench.judge.domain.score_relation_domain`; the judge lives a layer above).
-
-:func:`in_corrupted_subdomain` tells, per input, whether a function serves it from its corrupted
-interval or excepted subdomain (whether an agent's experiment probed it).
-
-Everything here is pure Python + numpy.
+:func:`in_corrupted_subdomain` tells, per input, whether an experiment probed that part.
 """
 
 from __future__ import annotations
@@ -42,9 +31,6 @@ STATUSES = ("ok", "unparseable")
 _CORRUPTION_TYPES = ("below", "above", "inside")
 _INF = math.inf
 
-# --------------------------------------------------------------------------------------
-# the [DOMAIN] section
-# --------------------------------------------------------------------------------------
 
 # "[DOMAIN]:", "[DOMAIN]", "**[DOMAIN]**:", "[ DOMAIN ] :"; at a line start also "Domain:"
 _DOMAIN_LABEL = re.compile(r"\[\s*domain\s*\][\s*_]*:?|(?im:^[\s*#_]*domain[\s*_]*:)", re.IGNORECASE)
@@ -52,11 +38,8 @@ _OTHER_LABEL = re.compile(r"\[\s*(?:description|code|domain)\s*\]|(?im:^[\s*#_]*
 
 
 def domain_text(text: str) -> str:
-    """The interpreter's answer to ``[DOMAIN]``: the text after the label, up to the next
-    ``[CODE]`` / ``[DESCRIPTION]`` label (or the end), stripped.
-
-    A text without any label is taken whole (the caller passed the domain answer alone); a
-    text with other labels but no ``[DOMAIN]`` gives ``""`` (the interpreter did not answer).
+    """The text after the ``[DOMAIN]`` label up to the next ``[CODE]`` / ``[DESCRIPTION]`` label,
+    stripped; a text without labels is taken whole, one with only other labels gives ``""``.
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
@@ -67,10 +50,6 @@ def domain_text(text: str) -> str:
     nxt = _OTHER_LABEL.search(rest)
     return (rest[: nxt.start()] if nxt else rest).strip()
 
-
-# --------------------------------------------------------------------------------------
-# parsing intervals
-# --------------------------------------------------------------------------------------
 
 # A number: signed decimal / scientific notation or an infinity (after normalisation). It may
 # not continue a word or another number ("f00042", "x2" hold no number).
@@ -223,45 +202,22 @@ def _sentence_intervals(sentence: str) -> tuple[list[tuple[float, float]], bool]
 
 
 def parse_intervals(text: str) -> list[tuple[float, float]] | None:
-    """The numeric interval(s) of unexpected behaviour an interpreter named in its ``[DOMAIN]``
-    answer, as ``(low, high)`` pairs with ``low <= high`` (``±inf`` for open ends), in the
-    order written; ``[]`` when the answer says there is no such interval; ``None`` when
-    nothing can be read from it.
+    """The interval(s) of unexpected behaviour named in a ``[DOMAIN]`` answer, as ``(low, high)``
+    pairs (``±inf`` for open ends) in the order written; ``[]`` when the answer says there is
+    none; ``None`` when nothing can be read.
 
-    ``text`` may be the whole interpretation (the ``[DOMAIN]`` section is cut out by
-    :func:`domain_text`, label with or without a colon, text after the interval allowed) or
-    the domain answer alone. What is read:
+    ``text`` is the whole interpretation (cut by :func:`domain_text`) or the domain answer alone.
+    Read: brackets ``(2, 7)`` / ``[-inf, -2]``; ``between a and b``, ``from a to b``, ``a–b``,
+    ``20-30``; ``a < x < b``; one-sided bounds (``x < a``, ``less than a``, ``below a``, ``a and
+    above``, ``negative x``, ...); a lower and an upper bound joined by "and" are one interval when
+    they overlap; ``outside (2, 7)`` gives the two tails; decimals, ``1e2``, ``inf`` / ``∞``.
 
-    - brackets ``(2, 7)``, ``[2, 7]``, ``[-inf, -2]``, ``(-∞, 4)``: one interval each
-      (open or closed ends make no difference to lengths);
-    - ``between a and b``, ``from a to b``, ``a to b``, ``a–b``, ``20-30`` (unsigned numbers
-      written together): ``(a, b)`` (either order);
-    - ``a < x < b`` (or with ``<=``, or ``a > x > b``): ``(a, b)``;
-    - ``x < a``, ``x <= a``, ``a > x``, ``less than a``, ``below a``, ``under a``, ``a and
-      below``, ``negative x``: ``(-inf, a)`` (``0`` for "negative"); ``x > a``, ``greater
-      than a``, ``above a``, ``beyond a``, ``a and above``, ``positive x``: ``(a, inf)``;
-    - a lower and an upper bound joined by "and" (``x > 2 and x < 7``, ``greater than 2 and
-      less than 7``) are one interval when they overlap, two tails otherwise;
-    - ``outside (2, 7)`` / ``outside of 2 to 7``: the two tails ``(-inf, 2)``, ``(7, inf)``;
-    - numbers: decimals, scientific notation (``1e2``), ``inf`` / ``infinity`` / ``∞`` /
-      ``negative infinity``, ``x = 3`` inside ranges.
-
-    Which intervals count: the answer is split into sentences (and at ``;``). An interval
-    right after "the domain is" / "defined for" (or "the range is": outputs) states the
-    function's domain and is dropped. A sentence that says there is nothing unexpected
-    ("no unexpected behaviour", "no corruption", "none", "behaves normally", …, unless it
-    also says "except"/"but") contributes no interval. If some sentences mention the
-    unexpected part ("unexpected", "corrupted", "noise", "random", "interval", "differently",
-    …) only their intervals count, else every remaining interval does.
-
-    Empty results: ``[]`` when no interval is left and the answer says there is nothing
-    unexpected, says the whole domain / all real numbers / everywhere behaves alike, or only
-    stated the function's domain; ``None`` otherwise (no number, "I am not sure", an empty
-    or missing ``[DOMAIN]`` section). A single point (``x = 5``) is no interval.
-
-    This is a heuristic reader of free text: it takes every interval in the counted
-    sentences as an input interval, so intervals of *outputs* written there ("outputs
-    greater than 100 for x < 0") are read too.
+    Per sentence: an interval right after "the domain is" / "defined for" / "the range is" is
+    dropped; a sentence saying nothing is unexpected (unless it says "except"/"but") adds none;
+    if some sentences mention the unexpected part ("corrupted", "noise", "interval", ...) only
+    their intervals count. ``[]`` also when the answer says the whole domain behaves alike or
+    only states the domain; a single point is no interval. A heuristic: intervals of outputs
+    written in a counted sentence are read too.
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
@@ -288,11 +244,6 @@ def parse_intervals(text: str) -> list[tuple[float, float]] | None:
     if says_none or declared or whole:
         return []
     return None
-
-
-# --------------------------------------------------------------------------------------
-# ground truth
-# --------------------------------------------------------------------------------------
 
 
 def _is_num(v: Any) -> bool:
@@ -366,19 +317,11 @@ def _corrupted_interval(row: Any, where: str) -> tuple[float, float] | None:
 
 
 def corrupted_interval(row: Mapping[str, Any]) -> tuple[float, float] | None:
-    """The corrupted interval of a numeric dataset row, clipped to ``[domain_low, domain_high]``.
+    """The corrupted interval of a numeric row, clipped to ``[domain_low, domain_high]``.
 
-    The row's ``corruption_type`` and ``corruption_params`` (JSON text, or a dict, holding
-    ``boundary``) follow the served function (:func:`findbench.find.numeric.make_function`,
-    the same for procedural and FIND-v1 rows): ``below`` replaces the output by noise for
-    ``x <= b0``, ``above`` for ``x >= b0``, ``inside`` for ``b0 < x < b1``. So the interval is
-    ``(domain_low, b0)``, ``(b0, domain_high)`` or ``(b0, b1)``, each clipped to the domain
-    (procedural ``inside`` intervals can reach past 100).
-
-    Returns None for a row without corruption (``corruption_type`` None: clean, noisy and
-    MLP functions) and for one whose corrupted part lies wholly outside the domain. Raises
-    ValueError/TypeError naming the bad field (``row['domain_low']``, ``row['corruption_params']``,
-    …) for a malformed or non-numeric row.
+    As served (:func:`findbench.find.numeric.make_function`): ``below`` is ``x <= b0``, ``above``
+    ``x >= b0``, ``inside`` ``b0 < x < b1``. None for a row without corruption or whose corrupted
+    part misses the domain; a malformed row raises ValueError/TypeError naming the field.
     """
     return _corrupted_interval(row, "row")
 
@@ -392,11 +335,6 @@ def domain_reference(row: Mapping[str, Any]) -> dict[str, Any]:
     if missing:
         raise ValueError(f"row is missing column(s) {missing}")
     return {c: row[c] for c in REFERENCE_COLUMNS}
-
-
-# --------------------------------------------------------------------------------------
-# comparison
-# --------------------------------------------------------------------------------------
 
 
 def _clip_union(intervals: Sequence[tuple[float, float]], lo: float, hi: float) -> list[tuple[float, float]]:
@@ -432,24 +370,13 @@ def interval_iou(
     truth: tuple[float, float] | None,
     domain: tuple[float, float],
 ) -> float:
-    """Intersection over union (of lengths) of the predicted intervals and the true one.
+    """Intersection over union (of lengths) of the predicted intervals and the true one, in [0, 1].
 
-    Args:
-        pred: the predicted intervals (:func:`parse_intervals`); their union is compared,
-            so overlaps count once. ``[]`` means "no corrupted interval".
-        truth: the true interval (:func:`corrupted_interval`), or None for a function
-            without corruption.
-        domain: ``(domain_low, domain_high)``, finite. Both sides are clipped to it first
-            (infinite ends included), and what has no length left is dropped: a predicted
-            interval outside the domain, or a single point, counts as no interval. A
-            prediction whose union covers the whole domain ("[-128, 128]", "(-inf, inf)")
-            also counts as no interval: it restates the domain, and a corruption never
-            spans all of it (if the truth does, the two match).
-
-    Returns:
-        A float in [0, 1]. When neither side has any interval left (a clean function
-        said to have none) the score is 1.0; when exactly one side has one it is 0.0;
-        otherwise ``|pred ∩ truth| / |pred ∪ truth|``.
+    ``pred`` (:func:`parse_intervals`; overlaps count once, ``[]`` = no interval) and ``truth``
+    (:func:`corrupted_interval`, None = no corruption) are clipped to the finite ``domain``
+    first; what has no length left is dropped, and a prediction covering the whole domain counts
+    as no interval (unless the truth does too). Neither side with an interval scores 1.0,
+    exactly one 0.0.
     """
     if isinstance(pred, (str, Mapping)) or not isinstance(pred, Sequence):
         raise TypeError(
@@ -484,22 +411,10 @@ def score_domain(
 ) -> dict[str, Any]:
     """Score the ``[DOMAIN]`` answers of interpretations of numeric functions.
 
-    Args:
-        predictions: one interpretation (or domain answer alone) per function.
-        rows: the functions' dataset rows, or any dicts with :data:`REFERENCE_COLUMNS`
-            (a ``category`` other than ``numeric`` is refused).
-        argument: the name ``rows`` goes by in error messages (the metric says ``references``).
-
-    Returns:
-        ``{"domain_iou": mean of "iou", "domain_iou_ci": [low, high], "n": number of functions,
-        "parse_rate": share of parseable answers, "iou": [per item, in [0, 1]], "status": [per
-        item "ok" | "unparseable"]}``. An unparseable answer (:func:`parse_intervals` gives
-        None) scores 0. ``domain_iou_ci`` is the 95 % percentile bootstrap interval of
-        ``domain_iou`` over the functions (:func:`findbench.stats.bootstrap_ci`, seed 0).
-
-    Raises ValueError/TypeError naming the bad field: unequal lengths, an empty list, a
-    non-string ``predictions[i]``, a row that is not numeric (``rows[i]['category']``,
-    ``rows[i]['domain_low']``) or has a malformed corruption (``rows[i]['corruption_params']``).
+    ``rows`` are dataset rows or dicts with :data:`REFERENCE_COLUMNS`; ``argument`` is their name
+    in error messages. Returns ``{"domain_iou", "domain_iou_ci" (95 % bootstrap, seed 0), "n",
+    "parse_rate", "iou": [per item], "status": [per item "ok" | "unparseable"]}``; an
+    unparseable answer scores 0. Bad input raises ValueError/TypeError naming the field.
     """
     for name, seq in (("predictions", predictions), (argument, rows)):
         if isinstance(seq, (str, Mapping)) or not isinstance(seq, Sequence):
@@ -532,22 +447,13 @@ def score_domain(
     }
 
 
-# --------------------------------------------------------------------------------------
-# relations
-# --------------------------------------------------------------------------------------
-
-
 def domain_unit_tests(row: Mapping[str, Any], *, where: str = "row") -> list[dict]:
     """The unit tests of a relation row whose correct item lies in its excepted subdomain.
 
-    A corrupted relation neuron (``exception`` set) answers "undefined" inside its exception;
-    its unit tests (column ``unit_tests``) include items of that subdomain, recognisable as
-    the tests whose *correct* option has the output "undefined" (procedural rows have 2 of
-    10; imported rows have what the release has, possibly none). Returns plain copies
-    ``{"inputs", "outputs", "correct"}`` of those tests, in row order; ``[]`` for a row
-    without exception or without such tests. Outputs are compared as relation answers
-    (:func:`findbench.find.synthetic_neurons.parse_relation_answer`: case, quotes and a
-    final period ignored). ``where`` is the name of ``row`` in error messages.
+    Those are the tests whose correct output is "undefined" (compared with
+    :func:`findbench.find.synthetic_neurons.parse_relation_answer`; procedural rows have 2 of 10).
+    Returns ``{"inputs", "outputs", "correct"}`` copies in row order, ``[]`` for a row without
+    exception; ``where`` names ``row`` in error messages.
     """
     if not isinstance(row, Mapping):
         raise TypeError(f"{where} must be a dict (a neurons_relations dataset row), got {type(row).__name__}")
@@ -596,19 +502,11 @@ def _as_number(x: Any) -> float | None:
 
 def in_corrupted_subdomain(row: Mapping[str, Any], inputs: Sequence[Any]) -> list[bool] | None:
     """Per input, whether the function of ``row`` serves it from its corrupted part; None for a
-    row that has none (a clean, noisy or MLP numeric function, an atomic relation, strings,
-    entities).
+    row without one.
 
-    - numeric (``corruption_type`` set): the served function's masks
-      (:func:`findbench.find.numeric.make_function`): ``below`` ``x <= b0``, ``above``
-      ``x >= b0``, ``inside`` ``b0 < x < b1``, wherever ``x`` lies (the served function corrupts
-      outside ``[domain_low, domain_high]`` too). An input is a number or its text; one that is
-      not a finite number is never inside.
-    - neurons_relations (``exception`` set): the input names an entry of the relation's table
-      (looked up as the neuron looks it up, case- and accent-insensitively) that lies in the
-      excepted subdomain.
-
-    Raises ValueError/TypeError naming the field of a malformed row.
+    Numeric rows use the served masks (:func:`corrupted_interval`) over all x, an input that is
+    not a finite number never inside; relation rows look the input up as the neuron does and test
+    the exception. A malformed row raises ValueError/TypeError naming the field.
     """
     if not isinstance(row, Mapping):
         raise TypeError(f"row must be a dict (a dataset row), got {type(row).__name__}")

@@ -1,26 +1,13 @@
 """Import of the original FIND release ("arxiv v1", Schwettmann et al. 2023) into findbench's schema.
 
-:func:`load_rows` reads one config of the release's ``src/find-dataset`` folder and returns
-rows of :mod:`findbench.schema` with ``source="find-v1"``:
-
-- ``numeric`` (1000): ``numeric/data.json`` + the served variant of each function from
-  ``numeric/func_name_dict.json``, converted by
-  :func:`findbench.find.numeric.row_from_find_v1`; MLP weights from
-  ``fNNNNN/mlp_approx_model.pt`` where present (rows without them are marked by that function).
-- ``strings`` (1000): ground-truth descriptions (the release's ": " prefix removed), the 10 test
-  inputs parsed from the single string that lists them, and the unit tests. The functions'
-  code is only in the Zenodo archive: it is read from ``strings/fNNNNN/function_code.py``
-  when ``data_dir`` holds it, else left empty.
-- ``neurons_entities`` (200) and ``neurons_relations`` (75): concepts, the relation exception
-  (the release's key ``exeption``), exemplars (``initial``) and unit tests.
-
-Unit tests of every config become ``unit_tests``: 10 ``{"inputs": [3], "outputs": [3] | None,
-"correct": 1-based}`` (the release's ``test_vec`` / ``correct_inx``). Unit-test inputs are kept
-verbatim (their outputs were computed on them, stray quotes included); relation outputs lose
-the leading space the release's LM answers kept.
-
-With ``data_dir=None`` the files are downloaded once from :data:`FIND_V1_URL` (the release's
-GitHub files at a fixed commit) into findbench's cache.
+:func:`load_rows` reads one config of the release's ``src/find-dataset`` folder (downloaded once
+from :data:`FIND_V1_URL` when ``data_dir`` is None) and returns :mod:`findbench.schema` rows with
+``source="find-v1"``: ``numeric`` (1000, via :func:`findbench.find.numeric.row_from_find_v1`,
+MLP weights from ``fNNNNN/mlp_approx_model.pt``), ``strings`` (1000; code only when ``data_dir``
+holds the Zenodo ``function_code.py`` files), ``neurons_entities`` (200) and
+``neurons_relations`` (75; the release's key ``exeption``). Unit tests become 10
+``{"inputs": [3], "outputs": [3] | None, "correct": 1-based}``; inputs are kept verbatim,
+relation outputs lose the leading space of the release's LM answers.
 """
 
 from __future__ import annotations

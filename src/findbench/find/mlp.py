@@ -1,24 +1,11 @@
 """One-hidden-layer ReLU MLPs (1 → 64 → 1) that approximate FIND numeric functions.
 
-FIND serves 15 % of its numeric functions through an MLP fitted to the function on its
-domain. The reference recipe fits one network at a time from a random initialisation with
-Adam (lr 0.01) for 10,000 full-batch epochs on raw inputs and outputs. :func:`fit_mlps`
-fits many networks at once and reaches a lower error in a small fraction of the time:
-
-1. inputs and outputs are normalised per network (inputs to [-1, 1], outputs to zero mean
-   and unit variance) and the weights are mapped back at the end;
-2. the hidden units start as ReLU hinges whose knots follow the target's curvature (half
-   of them evenly spaced, half placed by the quantiles of ``|f''|^0.4``), and the output
-   layer is then solved exactly by least squares, which already gives the best
-   piecewise-linear fit with those knots;
-3. all weights of all networks are refined together (one batched model, ``torch.baddbmm``)
-   with Adam on random mini-batches under a cosine learning-rate schedule;
-4. the output layer is solved by least squares once more for the refined hidden layer,
-   and each network keeps whichever of (2) and (4) has the lower error on all points.
-
-Everything is seeded and runs single-threaded, so the same inputs and seed give
-bit-identical float32 weights. :func:`reference_fit` runs the reference recipe; it is only
-used by the benchmark and a small test.
+FIND serves 15 % of its numeric functions through an MLP fitted on the function's domain; its
+reference recipe (:func:`reference_fit`) runs Adam (lr 0.01) for 10,000 full-batch epochs per
+network. :func:`fit_mlps` fits many networks at once to a lower error: normalised inputs and
+outputs, hidden ReLU knots following the target's curvature with a least-squares output layer,
+batched Adam refinement under a cosine schedule, a final least-squares solve, keeping the better
+fit. Seeded and single-threaded: the same inputs and seed give bit-identical float32 weights.
 """
 
 from __future__ import annotations

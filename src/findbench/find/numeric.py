@@ -1,30 +1,15 @@
 """FIND numeric functions (FIND §2.1, appendix E): procedural generation and release import.
 
-A numeric function maps a float to a float. It is either *atomic* (one of 16 parametric
-families) or a *composition* (sum or product of two functions from a composable subset),
-and it is served in one of four variants:
-
-- ``clean``: the function itself (subcategory ``atomic`` or ``composition``);
-- ``noise``: the function plus additive observation noise, normal(0, 1), uniform(-1, 1) or
-  poisson(1), drawn from a seeded generator on every call;
-- ``corruption``: on one part of the domain (below a boundary, above it, or inside an
-  interval of width 5–25) the output is replaced by draws from N(mean of f on its
-  domain, 0.1);
-- ``mlp``: a 1→64→1 ReLU MLP fitted to the function on 10,000 evenly spaced points of its
-  domain (see :mod:`findbench.find.mlp`); the MLP is what is served.
-
-Every row carries ``params`` (canonical JSON with everything needed to rebuild the served
-function), ``code`` (self-contained Python source defining ``function(x)``, runnable alone;
-it takes a float or a numpy array) and an English ``description``. :func:`make_function`
-rebuilds the served function from ``params`` alone, without executing ``code``, and gives
-bit-identical outputs (noise included: both seed the same numpy generator).
-
-Parameter conventions follow the FIND release (see the families' docstrings in
-``FAMILIES``), but two bugs of the reference source-code writer are not repeated: the
-``absolute`` family keeps its bias, and ``square_wave`` stays a square wave inside
-compositions and in the noisy and corrupted variants. :func:`row_from_find_v1` imports the
-original release's records; by default it serves what the release served (both bugs
-included, see ``release_quirks``).
+A function ``float -> float`` is *atomic* (16 parametric families) or a *composition* (sum or
+product of two), served as ``clean``, ``noise`` (additive normal(0, 1), uniform(-1, 1) or
+poisson(1), seeded), ``corruption`` (below/above a boundary or inside an interval of width
+5–25 the output is drawn from N(mean of f on its domain, 0.1)) or ``mlp`` (a 1→64→1 ReLU MLP
+fitted on 10,000 points, :mod:`findbench.find.mlp`). Rows carry ``params`` (canonical JSON),
+runnable ``code`` and a ``description``; :func:`make_function` rebuilds the served function
+from ``params`` alone, bit-identical to ``code``. Unlike the reference source writer,
+``absolute`` keeps its bias and ``square_wave`` stays a square wave in compositions;
+:func:`row_from_find_v1` imports release records and by default serves what the release
+served (``release_quirks``).
 """
 
 from __future__ import annotations

@@ -1,25 +1,13 @@
 """FIND string functions (FIND §2.2, appendix F): a seeded procedural generator.
 
-The ``strings`` config holds 1000 functions ``str -> str``: 30% *atomic* operations from
-:data:`OPERATIONS` and 70% *compositions* ``f1(f2(s))`` (``name`` ``"f1∘f2"``). Each row carries
-
-* ``params``: JSON ``{"ops": [{"op": name, "params": {...}}, ...]}`` listing the operations in
-  the order they are applied (so a composition ``f1∘f2`` lists ``f2`` first);
-* ``code``: self-contained Python source defining ``function(x)``; it is built from the very
-  source of the implementations in :mod:`findbench.find.string_ops`;
-* ``description``: an English description precise enough to re-implement the function;
-* ``test_inputs``: 10 seeded strings chosen to reveal the behaviour (they contain the
-  parameter characters, padding for whitespace operations, digits for digit operations, ...);
-* ``unit_tests``: 10 FIND triplets from :func:`findbench.find.unit_tests.build_unit_tests`, with no
-  distractor pair that the function itself would produce.
-
-Degenerate compositions are never generated: two operations of the same family (e.g.
-``lowercase∘uppercase``, ``reverse∘reverse_words``), a length-only operation after a
-length-preserving one, a case-insensitive one after a case-only one, an order-insensitive one
-after a reordering one, and any pair whose behaviour on a fixed probe set equals the identity,
-a constant, one of its parts, a parameterless operation or an earlier function, or equals the
-identity or one of its parts on every probe of two or more characters. Test inputs are drawn so
-that each composition differs from the identity and from each of its steps on some input.
+The ``strings`` config holds 1000 functions ``str -> str``: 30% atomic operations from
+:data:`OPERATIONS`, 70% compositions ``f1(f2(s))`` (``name`` ``"f1∘f2"``; ``params`` lists the
+operations in the order applied, ``f2`` first). ``code`` is built from the source of
+:mod:`findbench.find.string_ops`; ``test_inputs`` are 10 seeded strings that reveal the
+behaviour; ``unit_tests`` come from :func:`findbench.find.unit_tests.build_unit_tests`.
+Degenerate compositions are never generated (same family twice, steps that cancel or hide each
+other, or behaviour on a probe set equal to the identity, a constant, a part or an earlier
+function); every composition differs from the identity and each step on some test input.
 """
 
 from __future__ import annotations

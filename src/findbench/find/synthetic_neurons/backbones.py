@@ -2,25 +2,18 @@
 
 Entity neurons (score in [0, 1]):
 
-- ``embedding`` (default): a calibrated linear read-out of word features (MiniLM's sentence
-  embedding beside SmolLM2's residual stream after "Topic: <word>. Related topic:"; see
-  :mod:`~findbench.find.synthetic_neurons.features`). For every
-  concept a logistic probe is fitted on the concept's ten unit-test words and its training
-  associations (loose associations: places, moods, objects, people; see
-  :func:`~findbench.find.synthetic_neurons.entity_words.default_probe_words`) against the other
-  concepts' training words; its score is standardised against the concept's background
-  (cross-fitted scores of other concepts' words) and mapped to [0, 1] by one global Platt
-  calibration fitted on cross-fitted scores, for a positive prior of 1/3 (a neuron fires on
-  a minority of inputs), its intercept then set so that other concepts' words average 0.08.
-  Held-out words are never seen by the fit. All of it folds into one
-  ``sigmoid(w · e(x) + b)`` per concept, stored in the row's ``params``. A composition (OR)
-  scores the max over its concepts.
+- ``embedding`` (default): per concept one ``sigmoid(w · e(x) + b)`` over word features
+  (:mod:`~findbench.find.synthetic_neurons.features`), stored in the row's ``params``: a
+  logistic probe on the concept's unit-test words and training associations against other
+  concepts' words, standardised against its background and Platt-calibrated for a positive
+  prior of 1/3, other concepts' words averaging 0.08 (:func:`fit_entity_probes`). Held-out
+  words are never fitted. A composition (OR) scores the max over its concepts.
 - ``lm``: FIND's prompt on any LM; activation ``p("1") / (p("0") + p("1"))``.
 
 Relation neurons (answer string):
 
-- ``table`` (default): the curated knowledge table: the entry's canonical output, or
-  ``"undefined"`` outside the table or inside the exception subdomain.
+- ``table`` (default): the knowledge table's canonical output, or ``"undefined"`` outside the
+  table or inside the exception subdomain.
 - ``lm``: FIND's prompt on any LM, greedy generation.
 """
 
