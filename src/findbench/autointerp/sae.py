@@ -2,10 +2,7 @@
 folder, or a sae_lens release from the Hub.
 
 ``EMBEDDED_SAE`` is a TopK SAE (3072 latents, k=32) on ``blocks.6.hook_resid_post`` of the
-embedded SmolLM2-135M-Instruct, trained by ``findbench train-sae`` on WordNet glosses and
-shipped as package data (fp16 weights, card, ``training_config.json``, ``metrics.json``)
-under ``findbench/data/sae/``: training it takes longer on a 2-core CPU than a first run
-should wait, and the folder is small (7 MB).
+embedded SmolLM2-135M-Instruct, trained by ``findbench train-sae`` on WordNet glosses (7 MB, fp16).
 """
 
 from __future__ import annotations
@@ -36,20 +33,10 @@ def _from_folder(path: str | os.PathLike, device: str) -> Any:
 
 def load_sae(spec: Any = "embedded", *, sae_id: str | None = None, device: str = "cpu", model: Any = None,
              tokenizer: Any = None) -> Any:
-    """A sae_lens ``SAE`` in float32, eval mode.
-
-    Args:
-        spec: an SAE object (returned as it is); ``"embedded"`` (the SAE shipped with
-            findbench, :data:`EMBEDDED_SAE`); ``"synthetic"`` (planted rules over tokens on
-            ``model``'s input embeddings, :class:`findbench.autointerp.synthetic.SyntheticSAE`;
-            needs ``model`` and ``tokenizer``); a local
-            folder written by ``SAE.save_model`` / ``findbench train-sae``; or a sae_lens
-            release name (``"gpt2-small-res-jb"``) or Hub repo, loaded with
-            ``SAE.from_pretrained(release=spec, sae_id=sae_id)``.
-        sae_id: the SAE inside a release (``"blocks.8.hook_resid_pre"``); required for
-            releases, ignored otherwise.
-        device: where to put it.
-        model, tokenizer: the model the SAE reads (for ``"synthetic"``).
+    """A sae_lens ``SAE`` in float32, eval mode, from ``spec``: an SAE object (returned as it is);
+    ``"embedded"`` (:data:`EMBEDDED_SAE`); ``"synthetic"`` (:class:`~findbench.autointerp.synthetic.SyntheticSAE`
+    on ``model``'s input embeddings, with ``tokenizer``); a folder written by ``SAE.save_model``;
+    or a sae_lens release (``"gpt2-small-res-jb"``) or Hub repo with ``sae_id`` (``"blocks.8.hook_resid_pre"``).
     """
     if not isinstance(spec, (str, os.PathLike)) and hasattr(spec, "cfg") and callable(getattr(spec, "encode", None)):
         return spec

@@ -21,16 +21,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class InterventionTask:
-    """One templated task.
-
-    Attributes:
-        name: task id, e.g. ``"numbers/unit_conversion"``.
-        concept: the concept the fillers instantiate.
-        template: prompt with one ``{x}`` slot.
-        fillers: the slot values.
-        answers: the expected continuation per filler (same order).
-        description: what the task asks, in words.
-    """
+    """One templated task (``name`` e.g. ``"numbers/unit_conversion"``): a ``template`` with one ``{x}``
+    slot, its ``fillers`` and the expected continuation of each (``answers``)."""
 
     name: str
     concept: str
@@ -213,22 +205,9 @@ def filler_positions(tokenizer, task: InterventionTask, filler: str) -> tuple[li
     return list(enc["input_ids"]), pos
 
 
-def build_task_rows(
-    model,
-    tokenizer,
-    tasks: Sequence[str] | None = None,
-    *,
-    model_name: str = "",
-    batch_size: int = 32,
-    progress: bool = False,
-) -> list[dict]:
-    """One row per (task, filler): prompt, expected next token, the model's greedy next
-    token and whether it is correct.
-
-    Rows: ``task``, ``concept``, ``template``, ``filler``, ``prompt``, ``answer``,
-    ``expected_token`` (text), ``expected_token_id``, ``filler_positions``, ``n_tokens``,
-    ``predicted_token``, ``predicted_token_id``, ``correct``, ``model``.
-    """
+def build_task_rows(model, tokenizer, tasks: Sequence[str] | None = None, *, model_name: str = "", batch_size: int = 32,
+                    progress: bool = False) -> list[dict]:
+    """One row per (task, filler): prompt, expected next token, the model's greedy next token and whether it is correct."""
     from tqdm.auto import tqdm
 
     names = sorted(TASKS) if tasks is None else list(tasks)
@@ -247,24 +226,10 @@ def build_task_rows(
             items.append((filler, answer, exp, ids, pos))
         preds = next_token_argmax(model, [it[3] for it in items], batch_size=batch_size)
         for (filler, answer, exp, ids, pos), pred in zip(items, preds):
-            rows.append(
-                {
-                    "task": name,
-                    "concept": task.concept,
-                    "template": task.template,
-                    "filler": filler,
-                    "prompt": task.prompt(filler),
-                    "answer": answer,
-                    "expected_token": tokenizer.decode([exp]),
-                    "expected_token_id": exp,
-                    "filler_positions": pos,
-                    "n_tokens": len(ids),
-                    "predicted_token": tokenizer.decode([pred]),
-                    "predicted_token_id": int(pred),
-                    "correct": bool(pred == exp),
-                    "model": model_name,
-                }
-            )
+            rows.append({"task": name, "concept": task.concept, "template": task.template, "filler": filler, "prompt": task.prompt(filler),
+                         "answer": answer, "expected_token": tokenizer.decode([exp]), "expected_token_id": exp, "filler_positions": pos,
+                         "n_tokens": len(ids), "predicted_token": tokenizer.decode([pred]), "predicted_token_id": int(pred),
+                         "correct": bool(pred == exp), "model": model_name})
     return rows
 
 
