@@ -134,19 +134,12 @@ def score_nmse(
 ) -> dict:
     """Score interpreter code for numeric functions by NMSE on :data:`NMSE_GRID`.
 
-    ``predictions[i]`` is the interpreter's code (its last top-level ``def`` is the
-    interpretation), ``references[i]`` the ground-truth code defining ``function(x)``.  Both run
-    in the sandbox (one pool for the whole call, or ``sandbox`` if given).
-
-    Returns ``{"success_rate", "success_rate_ci", "n", "mean_nmse", "n_failed", "nmse",
-    "isolation"}``: ``nmse[i]`` per item (``inf`` on any failure: no function, exception,
-    timeout, non-finite or non-numeric prediction on a point where the ground truth is finite);
-    ``success_rate`` the share of items with NMSE < ``threshold``, ``success_rate_ci`` its 95 %
-    percentile bootstrap interval ``[low, high]`` over the ``n`` items
-    (:func:`findbench.stats.bootstrap_ci`, seed 0); ``mean_nmse`` the mean over the finite NMSE
-    values (NaN if there is none); ``n_failed`` the number of items whose NMSE is infinite;
-    ``isolation`` the sandbox layers the programs ran under
-    (:attr:`findbench.sandbox.Sandbox.isolation_level`).
+    ``predictions[i]`` is the interpreter's code (its last top-level ``def`` counts),
+    ``references[i]`` the ground-truth code; both run in the sandbox (one pool per call, or
+    ``sandbox``). Returns ``{"success_rate" (share with NMSE < ``threshold``), "success_rate_ci"
+    (95 % bootstrap, seed 0), "n", "mean_nmse" (over finite values, NaN if none), "n_failed",
+    "nmse" (per item; ``inf`` on any failure or a non-finite prediction where the truth is finite),
+    "isolation"}``.
     """
     preds, refs = check_code_pairs(predictions, references)
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not threshold > 0:

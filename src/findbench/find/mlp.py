@@ -194,19 +194,15 @@ def fit_mlps(
         xs: inputs, shape ``(n_points,)`` shared by all models or ``(n_models, n_points)``.
         ys: finite targets, shape ``(n_models, n_points)`` (or ``(n_points,)`` for one model).
         seed: seeds the mini-batch sampling (the initialisation is deterministic).
-        epochs: Adam refinement steps (each on ``batch_size`` random points per model; 0
-            keeps the least-squares initialisation).
-        hidden: hidden width (64 in FIND).
+        epochs: Adam refinement steps (0 keeps the least-squares initialisation).
         lr: peak Adam learning rate in normalised units (cosine-decayed to 0).
-        batch_size: points per model and step.
         curvature_power: exponent of ``|f''|`` for placing half of the initial knots.
         ridge: relative ridge term of the least-squares output-layer solves.
-        progress: show a tqdm bar over the refinement steps.
 
     Returns:
         ``{"w1", "b1", "w2": float32 (n_models, hidden), "b2": float32 (n_models,),
-        "mse": float64 (n_models,)}`` in raw units; ``mse`` is the mean squared error on all
-        the given points, evaluated in float64 with the float32 weights (as served).
+        "mse": float64 (n_models,)}`` in raw units; ``mse`` on all given points with the float32
+        weights (as served).
     """
     import torch
     from tqdm.auto import tqdm

@@ -1,20 +1,10 @@
 """Implementations of the atomic FIND string operations (FIND §2.2, appendix F).
 
-Every operation is a plain module-level function ``op(s, **params) -> str`` that uses only
-builtins and the helpers defined here, so that :mod:`findbench.find.strings` can copy its
-source (``inspect.getsource``) into the self-contained ``code`` of a dataset row: the code a row
-carries and the callable :func:`findbench.find.strings.make_function` returns are the very
-same text, not two hand-kept copies.
-
-Conventions shared by all operations:
-
-* "letter" means an ASCII letter ``a``-``z`` / ``A``-``Z``; vowels are ``aeiouAEIOU``;
-  consonants are the other ASCII letters; digits are ``0``-``9``.
-* Positions are 0-based; the *middle* index of ``s`` is ``len(s) // 2`` (for an even length
-  the first character of the second half); the first half is ``s[:len(s) // 2]``.
-* Counts are returned as lowercase English number words (``number_to_words``).
-* A shift moves a letter through the alphabet with wrap-around and keeps its case.
-* Every operation accepts the empty string.
+Every operation is a module-level function ``op(s, **params) -> str`` using only builtins and
+the helpers here, so :mod:`findbench.find.strings` copies its source into a row's ``code``.
+Conventions: "letter" is ASCII ``a``-``z`` / ``A``-``Z``, vowels ``aeiouAEIOU``; positions are
+0-based, the middle index is ``len(s) // 2``; counts are lowercase English number words; a shift
+wraps around the alphabet and keeps case; every operation accepts the empty string.
 """
 
 from __future__ import annotations

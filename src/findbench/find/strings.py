@@ -285,21 +285,14 @@ class OpSpec:
     """One atomic string operation.
 
     Attributes:
-        name: registry key (also the name in a row's ``name``).
-        family: operations of one family never compose with each other (their compositions
-            collapse, e.g. ``lowercase∘uppercase`` or ``reverse∘reverse_words``).
+        family: operations of one family never compose with each other.
         impl: the implementation in :mod:`string_ops`, ``impl(s, **params) -> str``.
         param_kinds: parameter name -> kind (char, text, sub, shift, index, count, direction, mapping).
-        sample: draws the parameters from a ``random.Random``.
-        describe: parameters -> English verb phrase ("shifts every ASCII letter ...").
+        describe: parameters -> English verb phrase.
         composable: may be the inner function ``f2`` of a composition.
-        length_preserving: output length equals input length.
-        case_only: only changes the case of letters.
-        reorders: output is a permutation of the input characters.
-        case_invariant: output does not change when the case of the input changes.
-        order_invariant: output does not change when the input characters are permuted.
-        length_only: output depends on the input length only.
         hints: parameters -> what the test inputs should contain to reveal the behaviour.
+        The boolean traits (``length_preserving``, ``case_only``, ``reorders``, ``case_invariant``,
+        ``order_invariant``, ``length_only``) rule out degenerate compositions.
     """
 
     name: str
@@ -1004,20 +997,11 @@ def _sample_functions(n: int, rng: random.Random) -> list[list[tuple[OpSpec, dic
 
 
 def generate(n: int = 1000, seed: int = 0, *, progress: bool = True) -> list[dict]:
-    """Generate ``n`` FIND string functions as schema rows (see the module docstring).
+    """Generate ``n`` FIND string functions as schema rows (``round(0.7 * n)`` compositions).
 
-    Args:
-        n: number of functions; ``round(0.7 * n)`` are compositions.
-        seed: every draw (operations, parameters, order, test inputs, unit tests) derives from
-            it; the same seed gives identical rows.
-        progress: show a tqdm bar while making test inputs.
-
-    Returns:
-        Rows from :func:`findbench.schema.empty_row`, ids ``"strings/f00000"`` onwards. With
-        ``n == 1`` there is no other function to draw distractors from, so ``unit_tests`` is empty.
-
-    Raises:
-        ValueError when ``n`` exceeds the number of distinct functions the registry can make.
+    Every draw derives from ``seed``; ids run from ``"strings/f00000"``. With ``n == 1`` there is
+    no distractor source and ``unit_tests`` is empty. ValueError when ``n`` exceeds the number of
+    distinct functions the registry can make.
     """
     from tqdm.auto import tqdm
 

@@ -33,24 +33,18 @@ def build_unit_tests(
     """Unit tests for every function of one category.
 
     Args:
-        correct_items: ``correct_items[i]`` lists function i's correct items (usually 10).
-            Items are strings (inputs only, e.g. entity words) or ``(input, output)`` pairs;
-            one category uses one kind.
-        seed: every draw (distractor function, distractor item, correct position) comes from
-            ``random.Random(seed)`` in a fixed order, so the same inputs give the same tests.
+        correct_items: ``correct_items[i]`` lists function i's correct items: strings (inputs only)
+            or ``(input, output)`` pairs, one kind per category.
+        seed: every draw comes from ``random.Random(seed)`` in a fixed order.
         n_options: options per test (FIND uses 3).
-        allowed: ``allowed(i, j)`` says whether function ``j`` may lend distractors to
-            function ``i`` (e.g. not a relation's own corrupted variants).
-        is_correct: ``is_correct(i, item)`` says whether ``item`` is also right for function
-            ``i`` (functions can overlap: a composition contains an atomic concept, a string
-            function may map a distractor's input to its output); such items are never drawn
-            as its distractors, so every test has exactly one right answer.
+        allowed: ``allowed(i, j)``: whether function ``j`` may lend distractors to function ``i``.
+        is_correct: ``is_correct(i, item)``: whether ``item`` is also right for function ``i``;
+            such items are never its distractors, so every test has exactly one right answer.
 
     Returns:
-        ``tests[i]`` is a list of ``{"inputs": [...], "outputs": [...] | None, "correct": k}``
-        with ``k`` the 1-based position of the correct item. A distractor never equals the
-        correct item nor another option of the same test. ValueError when no valid distractor
-        can be found for a function.
+        ``tests[i]``: ``{"inputs": [...], "outputs": [...] | None, "correct": k}`` (``k`` 1-based);
+        a distractor never equals another option of its test. ValueError when no valid distractor
+        can be found.
     """
     if not isinstance(seed, int):
         raise TypeError(f"seed must be an int, got {type(seed).__name__}")

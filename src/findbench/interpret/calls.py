@@ -1,20 +1,11 @@
-"""Run a FIND function on the values of an agent's commands, in this process.
+"""Run a FIND function on the values of an agent's commands, in this process (no shell).
 
-Nothing here starts a process or a shell: the values an agent writes are passed to the
-findbench callable of the row (:func:`findbench.find.load_function`) exactly as
-``findbench call`` passes its command-line inputs, so a reply equals what ``findbench call``
-prints for the same inputs:
-
-- numeric: each value is parsed with ``float``; a value that is not a number gets an error
-  for that value only, the others still run. Each value is one call, ``float(f(x))``.
-- strings: each value is one call ``f(x)``, the value exactly as written.
-- neurons (entities and relations): the values go to the neuron as one batch ``f([x1, ...])``
-  (entities: activations in [0, 1]; relations: answers), on the row's default backbone.
-
-Noisy and corrupted numeric functions draw their noise from a generator seeded by the row's
-own noise seed, the run seed and the input value, so within a run the same input always gets
-the same output, whatever was asked before (``findbench call``, which draws the noise in call
-order, differs from a reply there and only there).
+Values go to the row's callable (:func:`findbench.find.load_function`) as ``findbench call``
+passes them, so a reply equals what it prints: numeric values are parsed with ``float`` (a bad
+value errors alone) and called one by one; strings are called as written; neurons get one
+batch ``f([x1, ...])`` on the row's default backbone. Noisy and corrupted numeric functions
+seed their noise from the row, the run seed and the input, so within a run an input always
+gets the same output (``findbench call`` draws in call order and differs only there).
 """
 
 from __future__ import annotations

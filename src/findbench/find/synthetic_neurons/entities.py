@@ -1,18 +1,11 @@
 """FIND's synthetic entity neurons (FIND §2.3): 140 atomic concepts + 60 OR compositions.
 
-An atomic neuron fires on words related to one concept ("chess"); a composition fires on
-words related to either of two concepts (OR = max of the two atomic activations). Function
-``neurons_entities/fNNNNN`` rows follow :mod:`findbench.schema`: the first 140 rows are the
-atomic concepts in FIND's order, the next 60 the compositions (pairs drawn by seed).
-
-The embedding probes learn from each concept's unit-test words and its training associations
-(:func:`~findbench.find.synthetic_neurons.entity_words.probe_words`), so that loose
-associations, not only members, make a neuron fire.
-
-Per function: 10 unit-test words (FIND §3.1 correct items) — the concept's unit words from
-:func:`findbench.find.synthetic_neurons.entity_words.split_words` (for a composition, five of each
-concept's) — 10 exemplars (2 held-out own words, 8 other concepts' held-out words) and 10
-probe inputs (5 held-out own words, 5 other words).
+An atomic neuron fires on words related to one concept ("chess"); a composition on words of
+either of two (max of the two activations). Rows ``neurons_entities/fNNNNN``: the 140 atomic
+concepts in FIND's order, then 60 seeded pairs. Per function: 10 unit-test words
+(:func:`~findbench.find.synthetic_neurons.entity_words.split_words`; five per concept for a
+composition), 10 exemplars (2 held-out own words, 8 of other concepts) and 10 probe inputs
+(5 held-out own, 5 other).
 """
 
 from __future__ import annotations

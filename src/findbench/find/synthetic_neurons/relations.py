@@ -1,19 +1,11 @@
 """FIND's synthetic relation neurons (FIND §2.3): 25 relations, each atomic and corrupted twice.
 
-A relation neuron maps an input of one kind to an attribute of it ("a country" -> "the
-capital of that country") and answers "undefined" for inputs of another kind; a corrupted
-variant also answers "undefined" inside an exception subdomain ("the input country is in
-Asia"). Rows follow FIND's order: the 25 atomic relations, then the 25 relations corrupted
-by their first exception, then the 25 corrupted by their second.
-
-Per function: 10 unit-test items (input, output) — for a corrupted relation 8 from outside
-the exception and 2 from inside it with output "undefined" (FIND §3.1) — 10 probe inputs
-(6 held-out inputs of the relation, 4 inputs of other relations' kinds) and 8 exemplars
-(3 held-out inputs, 5 inputs of other kinds). All of these are drawn from each table's
-well-known core (:attr:`RelationTable.sample_entries`: UN members, cities of a million people,
-common first names ...) although a neuron answers for its whole served domain. Core entries
-used by no unit test of the relation are its *held-out* entries (:func:`relation_splits`), used
-by the backbone report.
+Rows follow FIND's order: 25 atomic relations, then the 25 corrupted by their first exception,
+then by their second. Per function: 10 unit-test items (input, output), for a corrupted
+relation 8 outside the exception and 2 inside it answering "undefined" (FIND §3.1); 10 probe
+inputs (6 held-out own, 4 of other kinds) and 8 exemplars (3 held-out own, 5 of other kinds),
+all drawn from each table's well-known core (:attr:`RelationTable.sample_entries`). Core
+entries no unit test uses are the held-out entries (:func:`relation_splits`).
 """
 
 from __future__ import annotations
