@@ -67,11 +67,6 @@ class MissingMLPWeightsError(RuntimeError):
     """Raised when an MLP function's weights are not available (FIND v1 publishes 5 of 150)."""
 
 
-# --------------------------------------------------------------------------------------
-# number formatting
-# --------------------------------------------------------------------------------------
-
-
 def _r1(v: float) -> float:
     """Round to one decimal as FIND does, normalising -0.0 to 0.0."""
     return round(float(v), 1) + 0.0
@@ -116,11 +111,6 @@ def _minus_shift(c: float) -> str:
     if c == 0:
         return "x"
     return f"(x + {_num(-c)})" if c < 0 else f"(x - {_num(c)})"
-
-
-# --------------------------------------------------------------------------------------
-# families
-# --------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -470,11 +460,6 @@ def family_domain(family: str) -> tuple[float, float]:
     return _DOMAINS.get(family, _DEFAULT_DOMAIN)
 
 
-# --------------------------------------------------------------------------------------
-# validation of params
-# --------------------------------------------------------------------------------------
-
-
 def _is_num(v: Any) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and math.isfinite(float(v))
 
@@ -600,11 +585,6 @@ def _check_seed(v: Any, field: str) -> int:
     return int(v)
 
 
-# --------------------------------------------------------------------------------------
-# building the served function
-# --------------------------------------------------------------------------------------
-
-
 def _term_fn(term: Mapping) -> Callable[[np.ndarray], Any]:
     fam = FAMILIES[term["family"]]
     p = dict(term["params"])
@@ -708,11 +688,6 @@ def make_function(row_or_params: Any, *, noise_key: Any = None) -> Callable[[Any
     return function
 
 
-# --------------------------------------------------------------------------------------
-# source code
-# --------------------------------------------------------------------------------------
-
-
 def _array_src(values: Sequence[float]) -> str:
     body = ", ".join(repr(float(v)) for v in values)
     return f"np.array([{body}], dtype=np.float32).astype(np.float64)"
@@ -798,11 +773,6 @@ def make_code(params: Any) -> str:
     return "\n".join(lines)
 
 
-# --------------------------------------------------------------------------------------
-# descriptions
-# --------------------------------------------------------------------------------------
-
-
 def _term_text(term: Mapping) -> str:
     fam = FAMILIES[term["family"]]
     text = fam.formula(term["params"])
@@ -865,11 +835,6 @@ def describe(params: Any) -> str:
     )
 
 
-# --------------------------------------------------------------------------------------
-# rows
-# --------------------------------------------------------------------------------------
-
-
 def _name(p: Mapping) -> str:
     fams = [t["family"] for t in p["terms"]]
     if p["structure"] == "atomic":
@@ -915,11 +880,6 @@ def row_from_params(params: Any, index: int, *, source: str = "procedural") -> d
         test_inputs=_test_inputs(p),
         unit_tests=[],
     )
-
-
-# --------------------------------------------------------------------------------------
-# procedural generation
-# --------------------------------------------------------------------------------------
 
 
 def _round_half_up(v: float) -> int:
@@ -1042,7 +1002,6 @@ def _sample_params(seed: int, index: int, structure: str, variant: str) -> dict:
     return p
 
 
-
 def generate(n: int = 1000, seed: int = 0, *, progress: bool = True) -> list[dict]:
     """Generate ``n`` FIND numeric functions as schema rows (``source`` "procedural").
 
@@ -1086,10 +1045,6 @@ def generate(n: int = 1000, seed: int = 0, *, progress: bool = True) -> list[dic
         for i, p in enumerate(tqdm(params, desc="writing numeric rows", disable=not progress, leave=False))
     ]
 
-
-# --------------------------------------------------------------------------------------
-# FIND v1 import
-# --------------------------------------------------------------------------------------
 
 _V1_VARIANTS = {
     "load_mlp.py": "mlp",
