@@ -143,8 +143,6 @@ def detection_messages(explanation: str, windows: Sequence[Window], renderer: To
     return [{"role": "system", "content": _DETECT_SYSTEM}, {"role": "user", "content": user}]
 
 
-# ------------------------------------------------------------------------------ grammars
-
 
 def explanation_constraint() -> Constraint:
     """The explainer's answer: :data:`EXPLANATION_PREFIX`, a space and one line of text (the

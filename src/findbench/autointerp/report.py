@@ -1,13 +1,7 @@
-"""The AutoInterp dashboard: one self-contained ``report.html`` per run.
-
-:func:`write_report` reads a run's results JSON and its ``latents.json`` sidecar (written by
-:func:`~findbench.autointerp.run.run_autointerp`) and writes ``report.html``
-(``report_<run_id>.html`` for a named run) beside them: the settings, each scorer's mean with
-its interval, floors and margin; a sortable index of latents; and a panel per latent
-(``#latent-<id>``) with the explanation, the planted rule of a synthetic SAE, the scores, an
-activation histogram (SVG) and its windows, each token shaded by its activation, with each
-scorer's verdict on every window it saw. Everything is inline (no network, no other file);
-all run text is HTML-escaped.
+"""The AutoInterp dashboard: one self-contained ``report.html`` per run (``report_<run_id>.html``
+for a named run), from its results JSON and ``latents.json``: the settings, each scorer's score,
+a sortable index of latents and a panel per latent (``#latent-<id>``) with its explanation,
+scores, activation histogram and windows shaded by activation. Everything is inline and escaped.
 """
 
 from __future__ import annotations
@@ -37,8 +31,6 @@ _KIND_TITLES = {
 }
 _SCORER_HEADS = {"detection": "detection", "fuzz": "fuzz (Yes/No)", "embedding": "embedding sim.", "likelihood": "likelihood PMI"}
 
-
-# ------------------------------------------------------------------------------------ reading
 
 
 def _read_json(path: Path) -> Any:
@@ -98,8 +90,6 @@ def report_path(results_path: str | os.PathLike, results: Mapping[str, Any] | No
         run_id = results_path.stem.rsplit("_eval_results_", 1)[1]
     return results_path.parent / (f"report_{run_id}.html" if run_id else REPORT_FILE)
 
-
-# ------------------------------------------------------------------------------------ formatting
 
 _e = html.escape
 _DASH = "<span class='muted'>—</span>"
@@ -232,10 +222,8 @@ def _histogram_svg(hist: Mapping[str, Any] | None, n_fired: Any) -> str:
 
 
 def _tokens_html(tokens: Sequence[str], acts: Sequence[float], scale: float, token_ids: Sequence[int] | None = None) -> str:
-    """The window's text, each active token in a span shaded with alpha = activation /
-    ``scale`` and its value (and token id) in a tooltip; a token's leading spaces stay outside
-    its span. The window's centre token is outlined; silent tokens are plain text (a report of
-    1,000 latents stays a few MB)."""
+    """The window's text, each active token shaded with alpha = activation / ``scale`` (value and id
+    in a tooltip), the centre token outlined; silent tokens are plain text (keeps reports small)."""
     centre = len(tokens) // 2
     parts = []
     for j, (piece, act) in enumerate(zip(tokens, acts)):
