@@ -143,7 +143,6 @@ def detection_messages(explanation: str, windows: Sequence[Window], renderer: To
     return [{"role": "system", "content": _DETECT_SYSTEM}, {"role": "user", "content": user}]
 
 
-
 def explanation_constraint() -> Constraint:
     """The explainer's answer: :data:`EXPLANATION_PREFIX`, a space and one line of text (the
     label; the token limit ends it if the model does not)."""

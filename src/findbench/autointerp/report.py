@@ -32,7 +32,6 @@ _KIND_TITLES = {
 _SCORER_HEADS = {"detection": "detection", "fuzz": "fuzz (Yes/No)", "embedding": "embedding sim.", "likelihood": "likelihood PMI"}
 
 
-
 def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
