@@ -365,11 +365,7 @@ def _check_pair(v: Any, where: str) -> tuple[float, float]:
     return a, b
 
 
-def interval_iou(
-    pred: Sequence[tuple[float, float]],
-    truth: tuple[float, float] | None,
-    domain: tuple[float, float],
-) -> float:
+def interval_iou(pred: Sequence[tuple[float, float]], truth: tuple[float, float] | None, domain: tuple[float, float]) -> float:
     """Intersection over union (of lengths) of the predicted intervals and the true one, in [0, 1].
 
     ``pred`` (:func:`parse_intervals`; overlaps count once, ``[]`` = no interval) and ``truth``

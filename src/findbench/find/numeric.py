@@ -153,19 +153,24 @@ def _poly_terms(coeffs: Sequence[float]) -> list[tuple[float, int]]:
     return [(float(c), d - i) for i, c in enumerate(coeffs)]
 
 
-def _poly_eval(p: dict, x: np.ndarray) -> Any:
+def _terms_eval(terms: list[tuple[float, int]], x: np.ndarray) -> Any:
     y: Any = None
-    for c, k in _poly_terms(p["coeffs"]):
+    for c, k in terms:
         t = c if k == 0 else (c * x if k == 1 else c * x**k)
         y = t if y is None else y + t
     return y
 
 
+def _terms_source(terms: list[tuple[float, int]]) -> str:
+    return " + ".join(_lit(c) if k == 0 else (f"{_lit(c)} * x" if k == 1 else f"{_lit(c)} * x**{k}") for c, k in terms)
+
+
+def _poly_eval(p: dict, x: np.ndarray) -> Any:
+    return _terms_eval(_poly_terms(p["coeffs"]), x)
+
+
 def _poly_source(p: dict) -> str:
-    parts = []
-    for c, k in _poly_terms(p["coeffs"]):
-        parts.append(_lit(c) if k == 0 else (f"{_lit(c)} * x" if k == 1 else f"{_lit(c)} * x**{k}"))
-    return " + ".join(parts)
+    return _terms_source(_poly_terms(p["coeffs"]))
 
 
 def _poly_formula(p: dict) -> str:
@@ -199,20 +204,8 @@ def _polynomial() -> _Family:
 
 
 # --- rational (ascending powers, as in FIND) -------------------------------------------
-def _asc_eval(coeffs: Sequence[float], x: np.ndarray) -> Any:
-    y: Any = None
-    for k, c in enumerate(coeffs):
-        c = float(c)
-        t = c if k == 0 else (c * x if k == 1 else c * x**k)
-        y = t if y is None else y + t
-    return y
-
-
-def _asc_source(coeffs: Sequence[float]) -> str:
-    parts = []
-    for k, c in enumerate(coeffs):
-        parts.append(_lit(c) if k == 0 else (f"{_lit(c)} * x" if k == 1 else f"{_lit(c)} * x**{k}"))
-    return " + ".join(parts)
+def _asc_terms(coeffs: Sequence[float]) -> list[tuple[float, int]]:
+    return [(float(c), k) for k, c in enumerate(coeffs)]
 
 
 def _rational_sample(r: np.random.Generator) -> dict:
@@ -234,8 +227,8 @@ def _rational() -> _Family:
     return _Family(
         "rational", ("numerator", "denominator"), "rational function",
         sample=_rational_sample,
-        evaluate=lambda p, x: _asc_eval(p["numerator"], x) / _asc_eval(p["denominator"], x),
-        source=lambda p: f"({_asc_source(p['numerator'])}) / ({_asc_source(p['denominator'])})",
+        evaluate=lambda p, x: _terms_eval(_asc_terms(p["numerator"]), x) / _terms_eval(_asc_terms(p["denominator"]), x),
+        source=lambda p: f"({_terms_source(_asc_terms(p['numerator']))}) / ({_terms_source(_asc_terms(p['denominator']))})",
         formula=lambda p: f"({_poly_formula({'coeffs': p['numerator'][::-1]})}) / ({_poly_formula({'coeffs': p['denominator'][::-1]})})",
         from_v1=_rational_v1,
     )  # fmt: skip
@@ -639,15 +632,12 @@ def _noise(p: Mapping, seed: int) -> Callable[[np.ndarray, Any], Any]:
 def make_function(row_or_params: Any, *, noise_key: Any = None) -> Callable[[Any], Any]:
     """Build the served function of a row from its ``params`` (no ``exec`` of ``code``).
 
-    Accepts a dataset row, its ``params`` dict, or the JSON text. The result takes a float
-    (returns a float) or an array-like (returns a float64 ndarray, elementwise). Noisy and
-    corrupted functions draw from their own ``numpy.random.default_rng(seed)`` created
-    here, exactly like the module-level generator of the row's ``code``: the same sequence
-    of calls gives the same outputs. With ``noise_key`` (a row only), each input value draws
-    from a generator of its own, seeded by the row's id, its noise seed, ``noise_key`` and the
-    value, so the same input always gets the same output whatever was asked before (the
-    interpreter's replies, keyed by the run seed). Raises :class:`MissingMLPWeightsError` for
-    imported MLPs whose weights are not public, ValueError/TypeError naming the bad field otherwise.
+    Accepts a dataset row, its ``params`` dict or the JSON text; the result maps a float to a float
+    and an array-like elementwise to a float64 ndarray. Noise draws from the same
+    ``default_rng(seed)`` as the row's ``code``; with ``noise_key`` (a row only) each input value
+    draws from its own generator (row id, noise seed, key, value), so the same input always gets
+    the same output. Raises :class:`MissingMLPWeightsError` for imported MLPs without public
+    weights, ValueError/TypeError naming the bad field otherwise.
     """
     p = _parse_params(row_or_params)
     variant = p["variant"]
@@ -1084,22 +1074,17 @@ def row_from_find_v1(
     """Convert one record of FIND v1's ``numeric/data.json`` into a schema row (source "find-v1").
 
     Args:
-        record: one element of the release's ``data.json`` list.
-        variant: the served file from ``func_name_dict.json``: ``load_mlp.py``,
-            ``function_code.py``, ``noised_function_code.py`` or ``corrupted_function_code.py``
-            (or directly ``mlp`` / ``clean`` / ``noise`` / ``corruption``).
-        mlp_state_dict: the function's ``mlp_approx_model.pt`` state dict (MLP rows only);
-            without it an MLP row is marked ``params["mlp_weights_missing"] = true`` and its
-            code and :func:`make_function` raise a clear error.
-        index: the row index (``function_id``); defaults to the number in ``record["dir"]``.
-        release_quirks: serve what the release's code files served (default): its
-            ``absolute`` code drops the bias, and inside compositions and in the noisy and
-            corrupted files a ``square_wave`` term became ``1 if x > 0 else -1``. The
-            rewritten terms are listed in ``params.find_v1.quirks`` and the description.
-            With ``False`` the row serves the function that the record's name states.
+        variant: the served file from ``func_name_dict.json`` (``load_mlp.py``,
+            ``function_code.py``, ``noised_function_code.py``, ``corrupted_function_code.py``) or
+            ``mlp`` / ``clean`` / ``noise`` / ``corruption``.
+        mlp_state_dict: the function's ``mlp_approx_model.pt`` state dict; without it an MLP row is
+            marked ``params["mlp_weights_missing"]`` and cannot be served.
+        index: the ``function_id`` number; defaults to the number in ``record["dir"]``.
+        release_quirks: serve what the release served (default: ``absolute`` without its bias,
+            ``square_wave`` as ``1 if x > 0 else -1`` in compositions and noisy/corrupted files;
+            listed in ``params.find_v1.quirks``); ``False`` serves the function the name states.
 
-    The release's noise is unseeded; here the noisy and corrupted rows draw from
-    ``default_rng(index)``.
+    The release's noise is unseeded; here noisy and corrupted rows draw from ``default_rng(index)``.
     """
     if not isinstance(record, Mapping):
         raise TypeError(f"record must be a dict (one element of data.json), got {type(record).__name__}")

@@ -96,15 +96,11 @@ def fit_entity_probes(
 
     Args:
         unit_words: ``{concept: words}``, at least ``n_folds`` words each, at least two concepts.
-        encoder: what the probes read: a feature spec (:mod:`~findbench.find.synthetic_neurons.features`).
+        encoder: a feature spec (:mod:`~findbench.find.synthetic_neurons.features`).
         C: inverse L2 strength of the per-concept logistic probes.
-        n_folds: folds of the cross-fit that yields out-of-sample scores for calibration.
-        positive_prior: prior of the positive class the Platt calibration assumes (its slope).
-        background_rate: the calibration's intercept is then set so that, cross-fitted, the
-            words of other concepts average this activation (FIND's Vicuna backbone: 0.079);
-            None keeps Platt's intercept. It pins the false-positive level, so probes that learn
-            from broader word lists fire more on associations without firing more elsewhere.
-        seed: fold assignment.
+        positive_prior: prior of the positive class the Platt calibration assumes.
+        background_rate: cross-fitted mean activation on other concepts' words the intercept is set
+            to (FIND's Vicuna backbone: 0.079); None keeps Platt's intercept.
         decimals: rounding of stored weights (keeps rebuilt rows byte-identical).
         use_cache: reuse a fit stored under the findbench cache (keyed by all arguments).
 

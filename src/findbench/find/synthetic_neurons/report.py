@@ -62,16 +62,12 @@ def entity_selectivity(
     """Selectivity of atomic entity neurons on held-out words.
 
     Args:
-        backend: ``"embedding"`` or ``"lm"``.
         model: encoder (embedding) or LM / model spec (lm); default: the rows' own.
         limit: number of concepts (seeded sample, kept in FIND order); None = all.
         words_per_concept: held-out words per concept (seeded sample); None = all.
-        seed: generation seed and sampling seed.
         rows, splits: precomputed ``generate_entities`` rows / ``entity_splits`` (tests).
-        held_out: which words are scored: ``"members"`` (each concept's held-out member
-            words) or ``"associations"`` (the held-out loose associations of
-            :func:`~findbench.find.synthetic_neurons.entity_words.heldout_associations`,
-            written apart from every word the probes learn from).
+        held_out: ``"members"`` (held-out member words) or ``"associations"`` (the held-out loose
+            associations, :func:`~findbench.find.synthetic_neurons.entity_words.heldout_associations`).
 
     Returns:
         ``{"concepts", "matrix" (mean score of neuron i on concept j's words), "per_concept"
@@ -180,8 +176,7 @@ def _nan_mean(values: Sequence[bool]) -> float:
     return float(np.mean(values)) if len(values) else float("nan")
 
 
-def relation_check_accuracy(table, answer, *, seed: int = 0, limit: int | None = None,
-                            held_out: Sequence | None = None) -> dict[str, Any]:
+def relation_check_accuracy(table, answer, *, seed: int = 0, limit: int | None = None, held_out: Sequence | None = None) -> dict[str, Any]:
     """Check one relation against its independent check set.
 
     Args:
@@ -391,21 +386,11 @@ def backbone_report(
 ) -> dict[str, Any]:
     """Write FIND's appendix-G backbone report into ``out`` (replaced atomically).
 
-    Args:
-        out: output folder: ``summary.json``, ``entities.csv`` (held-out member words),
-            ``entity_associations.csv`` (held-out loose associations), ``entity_matrix.csv``,
-            ``entity_selectivity.png``, ``relations.csv``.
-        backend: None (defaults: embedding / table), ``"embedding"``, ``"table"`` or ``"lm"``
-            (both categories through the LM).
-        model: LM spec or instance (lm), or sentence encoder (embedding).
-        categories: any of ``"entities"``, ``"relations"``.
-        limit: concepts (entities, seeded sample) and functions (relations, first in FIND
-            order) to evaluate; None = all. Use it for slow LM backbones.
-        words_per_concept, entries_per_relation: held-out items per neuron; None = all.
-        seed: generation and sampling seed.
-
-    Returns:
-        The summary dict also written to ``summary.json``.
+    ``out`` receives ``summary.json``, ``entities.csv``, ``entity_associations.csv``,
+    ``entity_matrix.csv``, ``entity_selectivity.png`` and ``relations.csv``. ``backend`` None uses
+    the defaults (embedding / table); ``"lm"`` runs both categories through ``model``. ``limit``
+    caps concepts (seeded sample) and relation functions (FIND order); ``words_per_concept`` and
+    ``entries_per_relation`` cap held-out items per neuron. Returns the summary dict.
     """
     if not isinstance(out, (str, Path)):
         raise TypeError(f"out must be a path, got {type(out).__name__}")
