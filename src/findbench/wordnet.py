@@ -45,18 +45,13 @@ _EXAMPLE = re.compile(r'"([^"]*)"(?:\s*-+\s*[^;"]*)?')
 
 
 def _split_gloss(gloss: str) -> tuple[str, tuple[str, ...]]:
-    """A gloss ``definition; "example"; "example"`` -> (definition, examples).
-
-    The definition is everything before the first quote that opens an example (a quote at the
-    start or after ``;``); a quote inside the definition ("called `x'") stays in it.
-    """
+    """A gloss ``definition; "example"; "example"`` -> (definition, examples); the first quote at the
+    start or after ``;`` opens the examples (a quote inside the definition stays in it)."""
     gloss = gloss.strip()
-    start = None
-    for match in re.finditer(r'(?:^|;)\s*"', gloss):
-        start = match.start()
-        break
-    if start is None:
+    match = re.search(r'(?:^|;)\s*"', gloss)
+    if match is None:
         return gloss.rstrip("; ").strip(), ()
+    start = match.start()
     definition = gloss[:start].rstrip("; ").strip()
     examples = tuple(ex.strip() for ex in _EXAMPLE.findall(gloss[start:]) if ex.strip())
     return definition, examples

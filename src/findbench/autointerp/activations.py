@@ -78,14 +78,9 @@ def read_hook(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | Non
 
 @torch.inference_mode()
 def encode_latents(sae, x: torch.Tensor, latents: torch.Tensor | Sequence[int] | None = None) -> torch.Tensor:
-    """The SAE's activations of ``latents`` (all when ``None``) for inputs ``x [..., d_in]``.
-
-    Equal to ``sae.encode(x)[..., latents]``, computed without the full encoder where the
-    architecture allows: ``standard`` and ``jumprelu`` multiply by the chosen columns of
-    ``W_enc`` only; ``topk`` needs every pre-activation (a latent fires when it is among the
-    k largest) but keeps only the chosen columns. Other architectures, and SAEs that define
-    ``encode_latents`` themselves (the planted-feature SAE), use their own method.
-    """
+    """``sae.encode(x)[..., latents]`` (all when ``None``) for inputs ``x [..., d_in]``, using only the
+    chosen columns of ``W_enc`` for ``standard`` and ``jumprelu`` SAEs (``topk`` needs every
+    pre-activation); an SAE with its own ``encode_latents`` uses it."""
     if latents is None:
         return sae.encode(x).float()
     idx = torch.as_tensor(latents, dtype=torch.long, device=x.device)
