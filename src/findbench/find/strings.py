@@ -45,42 +45,7 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _check_char(where: str, value: Any) -> None:
-    if not isinstance(value, str) or len(value) != 1:
-        raise ValueError(f"{where} must be a single character, got {value!r}")
-
-
-def _check_text(where: str, value: Any) -> None:
-    if not isinstance(value, str) or not 1 <= len(value) <= 12:
-        raise ValueError(f"{where} must be a string of 1 to 12 characters, got {value!r}")
-
-
-def _check_sub(where: str, value: Any) -> None:
-    if not isinstance(value, str) or not 2 <= len(value) <= 6:
-        raise ValueError(f"{where} must be a substring of 2 to 6 characters, got {value!r}")
-
-
-def _check_shift(where: str, value: Any) -> None:
-    if not _is_int(value) or value == 0 or not -25 <= value <= 25:
-        raise ValueError(f"{where} must be a non-zero int in -25..25, got {value!r}")
-
-
-def _check_index(where: str, value: Any) -> None:
-    if not _is_int(value) or not 0 <= value <= 1000:
-        raise ValueError(f"{where} must be an int in 0..1000, got {value!r}")
-
-
-def _check_count(where: str, value: Any) -> None:
-    if not _is_int(value) or not 1 <= value <= 1000:
-        raise ValueError(f"{where} must be an int in 1..1000, got {value!r}")
-
-
-def _check_direction(where: str, value: Any) -> None:
-    if not _is_int(value) or value not in (1, -1):
-        raise ValueError(f"{where} must be 1 (forward) or -1 (backward), got {value!r}")
-
-
-def _check_mapping(where: str, value: Any) -> None:
+def _check_mapping(value: Any, where: str) -> None:
     if not isinstance(value, Mapping) or not value:
         raise ValueError(f"{where} must be a non-empty mapping of lowercase letters, got {value!r}")
     for key, val in value.items():
@@ -93,16 +58,23 @@ def _check_mapping(where: str, value: Any) -> None:
         raise ValueError(f"{where} must move at least one letter, got the identity {dict(value)!r}")
 
 
-_KIND_CHECKS: dict[str, Callable[[str, Any], None]] = {
-    "char": _check_char,
-    "text": _check_text,
-    "sub": _check_sub,
-    "shift": _check_shift,
-    "index": _check_index,
-    "count": _check_count,
-    "direction": _check_direction,
-    "mapping": _check_mapping,
+#: parameter kind -> (valid?, what a valid value is); ``mapping`` has its own messages.
+_KIND_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "char": (lambda v: isinstance(v, str) and len(v) == 1, "a single character"),
+    "text": (lambda v: isinstance(v, str) and 1 <= len(v) <= 12, "a string of 1 to 12 characters"),
+    "sub": (lambda v: isinstance(v, str) and 2 <= len(v) <= 6, "a substring of 2 to 6 characters"),
+    "shift": (lambda v: _is_int(v) and v != 0 and -25 <= v <= 25, "a non-zero int in -25..25"),
+    "index": (lambda v: _is_int(v) and 0 <= v <= 1000, "an int in 0..1000"),
+    "count": (lambda v: _is_int(v) and 1 <= v <= 1000, "an int in 1..1000"),
+    "direction": (lambda v: _is_int(v) and v in (1, -1), "1 (forward) or -1 (backward)"),
 }
+
+
+def _check_kind(kind: str, value: Any, where: str) -> None:
+    if kind == "mapping":
+        _check_mapping(value, where)
+    elif not _KIND_CHECKS[kind][0](value):
+        raise ValueError(f"{where} must be {_KIND_CHECKS[kind][1]}, got {value!r}")
 
 # ----------------------------------------------------------------------------- samplers
 
@@ -480,7 +452,7 @@ def _validate_step(k: int, step: Any) -> tuple[OpSpec, dict]:
     if unknown:
         raise ValueError(f"{where}.params has unknown key(s) {unknown} for operation {name!r}")
     for pname, kind in spec.param_kinds.items():
-        _KIND_CHECKS[kind](f"{where}.params.{pname}", params[pname])
+        _check_kind(kind, params[pname], f"{where}.params.{pname}")
     params = {pname: _canonical(params[pname]) for pname in spec.param_kinds}
     if name in _EXTRA_CHECKS:
         _EXTRA_CHECKS[name](f"{where}.params", params)
