@@ -226,13 +226,16 @@ def test_model_text_is_escaped(tmp_path, data_dir, rows):
 
 def test_a_damaged_episode_is_named_on_its_page(tmp_path):
     """A truncated episode.json does not stop the report: its page says which file and why."""
-    from findbench.interpret.report import _read_episode
+    from findbench.interpret.evaluate import read_scored_run
 
-    (tmp_path / "episode.json").write_text('{"function_id": "strings/f0')
-    episode, why = _read_episode(tmp_path)
-    assert episode is None and why.startswith(f"episode file {tmp_path / 'episode.json'} is unreadable") and "\n" not in why
-    (tmp_path / "episode.json").write_text('{"function_id": "strings/f00000"}')
-    assert _read_episode(tmp_path)[1] == f"episode file {tmp_path / 'episode.json'} lacks ['category', 'method']"
+    folder = tmp_path / "strings" / "aia" / "f00000"
+    folder.mkdir(parents=True)
+    (folder / "episode.json").write_text('{"function_id": "strings/f0')
+    (record,) = read_scored_run(tmp_path)["records"]
+    why = record["damage"]
+    assert record["episode"] is None and why.startswith(f"episode file {folder / 'episode.json'} is unreadable") and "\n" not in why
+    (folder / "episode.json").write_text('{"function_id": "strings/f00000"}')
+    assert read_scored_run(tmp_path)["records"][0]["damage"] == f"episode file {folder / 'episode.json'} lacks ['category', 'method']"
 
 
 def test_calls_are_recorded_and_marked(calling_run):

@@ -213,26 +213,6 @@ def check_rows_known(info: dict[str, Any], data: Any, run_path: Path) -> None:
                          "identified; pass --data with the dataset folder those rows came from")
 
 
-def _join_rows(records: list[dict[str, Any]], data: Any, seed: int) -> dict[str, dict[str, dict]]:
-    """``{category: {function_id: row}}`` for the categories of ``records``; ValueError naming
-    ``function_id`` for an episode whose function is not in the data."""
-    from findbench.find.rows import load_rows
-
-    rows: dict[str, dict[str, dict]] = {}
-    for category in CATEGORIES:
-        wanted = [r for r in records if r["category"] == category]
-        if not wanted:
-            continue
-        by_id = {row["function_id"]: row for row in load_rows(category, seed=seed, data=data)}
-        source = f"data folder {data}" if data is not None else f"procedural data (seed {seed})"
-        for rec in wanted:
-            if rec["function_id"] not in by_id:
-                raise ValueError(f"function_id: {rec['function_id']} ({rec['method']}) is not in the {category} "
-                                 f"{source} ({len(by_id)} functions)")
-        rows[category] = by_id
-    return rows
-
-
 def score_interpretations(records: list[dict[str, Any]], rows: list[dict], *, metrics: Sequence[str] = CSV_COLUMNS[3:],
                           judge: Any = None, mode: str = "logprob", progress: bool = False) -> list[dict[str, Any]]:
     """Score interpretations of one category against their rows (``rows[i]`` is ``records[i]``'s
@@ -289,10 +269,9 @@ def score_interpretations(records: list[dict[str, Any]], rows: list[dict], *, me
     return records
 
 
-def _score_category(category: str, records: list[dict[str, Any]], rows: dict[str, dict], lm: Any, mode: str,
-                    progress: bool) -> dict[str, dict[str, Any]]:
+def _score_category(category: str, records: list[dict[str, Any]], lm: Any, mode: str, progress: bool) -> dict[str, dict[str, Any]]:
     """Score each record; return ``{method: {metric: value, "<metric>_ci": [low, high] | None, "<metric>_n": n}}``."""
-    score_interpretations(records, [rows[r["function_id"]] for r in records], judge=lm, mode=mode, progress=progress)
+    score_interpretations(records, [r["row"] for r in records], judge=lm, mode=mode, progress=progress)
     scores: dict[str, dict[str, Any]] = {}
     for method in METHODS:
         group = [r for r in records if r["method"] == method]
@@ -394,33 +373,55 @@ def _unit_tests_csv(records: list[dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
-def _episode_json(run_dir: Path, layout: str, record: dict[str, Any]) -> Path:
-    category, local = record["function_id"].split("/", 1)
-    folder = run_dir / category / record["method"] / local if layout == "run" else run_dir / category / local
-    return folder / "episode.json"
-
-
-def _read_episodes(run_dir: Path, layout: str, records: list[dict[str, Any]]) -> None:
-    """Attach each record's ``episode.json`` (``"episode"``, None without one; a damaged file is
-    logged and counts as none) and the row it carries (``"row"``)."""
+def read_scored_run(run_dir: str | os.PathLike, *, data: str | os.PathLike | None = None, method: str | None = None,
+                    exclude: Sequence[Path] = ()) -> dict[str, Any]:
+    """A run as ``findbench evaluate`` and ``findbench report`` score it: ``{"layout", "info"
+    (run.json), "interpreter", "seed", "data", "carried", "records"}``. Each record of
+    :func:`load_interpretations` gains ``"episode"`` (None without a readable ``episode.json``),
+    ``"damage"`` (why a damaged one is unreadable, else None) and ``"row"``: the
+    row every episode carries (``carried``), else the row of ``data`` (default run.json's, else
+    procedural with its seed), refused by :func:`check_rows_known`."""
     from findbench.interpret.episode import read_episode_file
 
+    run_path = Path(run_dir)
+    layout, records = _scan(run_path, method, exclude)
+    info = read_run_info(run_path)
+    seed = info.get("seed") or 0
+    if data is None and info.get("data"):
+        data = info["data"]
     for rec in records:
-        path, rec["episode"] = _episode_json(run_dir, layout, rec), None
-        if path.is_file():
+        category, local = rec["function_id"].split("/", 1)
+        folder = run_path / category / rec["method"] / local if layout == "run" else run_path / category / local
+        rec["episode"] = rec["damage"] = None
+        if (folder / "episode.json").is_file():
             try:
-                rec["episode"] = read_episode_file(path)
+                rec["episode"] = read_episode_file(folder / "episode.json")
             except ValueError as exc:
-                logger.warning("process metrics: %s", exc)
+                rec["damage"] = str(exc)
         rec["row"] = (rec["episode"] or {}).get("row")
+    carried = all(r["row"] for r in records)
+    if not carried:  # FIND's layout and older runs carry no row
+        from findbench.find.rows import load_rows
+
+        check_rows_known(info, data, run_path)
+        source = f"data folder {data}" if data is not None else f"procedural data (seed {seed})"
+        for category in (c for c in CATEGORIES if any(r["category"] == c for r in records)):
+            by_id = {row["function_id"]: row for row in load_rows(category, seed=seed, data=data)}
+            for rec in (r for r in records if r["category"] == category):
+                if rec["function_id"] not in by_id:
+                    raise ValueError(f"function_id: {rec['function_id']} ({rec['method']}) is not in the {category} "
+                                     f"{source} ({len(by_id)} functions)")
+                rec["row"] = by_id[rec["function_id"]]
+    return {"layout": layout, "info": info, "interpreter": info.get("interpreter") or run_path.resolve().name, "seed": seed,
+            "data": data, "carried": carried, "records": records}
 
 
-def _add_process(records: list[dict[str, Any]], rows: dict[str, dict[str, dict]]) -> None:
+def _add_process(records: list[dict[str, Any]]) -> None:
     """Fill each record's process columns from its episode."""
     from findbench.interpret.process import episode_process
 
     for rec in records:
-        values = episode_process(rec["episode"], rows[rec["category"]][rec["function_id"]])
+        values = episode_process(rec["episode"], rec["row"])
         if values["probed_corruption"] is not None:
             values["probed_corruption"] = int(values["probed_corruption"])
         rec.update(values)
@@ -489,20 +490,15 @@ def evaluate_run(
 
         if judge_mode not in JUDGE_MODES:
             raise ValueError(f"judge_mode must be one of {JUDGE_MODES} or None, got {judge_mode!r}")
-    layout, records = _scan(run_path, method, exclude=[out_path])
     _check_out(out_path, run_path)
-    info = read_run_info(run_path)
-    interpreter = info.get("interpreter") or run_path.resolve().name
-    seed = info.get("seed") or 0
-    if data is None and info.get("data"):
-        data = info["data"]
-    _read_episodes(run_path, layout, records)
-    if all(r["row"] for r in records):  # the rows the episodes ran on, carried in episode.json
-        rows = {c: {r["function_id"]: r["row"] for r in records if r["category"] == c} for c in CATEGORIES}
+    run = read_scored_run(run_path, data=data, method=method, exclude=[out_path])
+    layout, records, interpreter, seed, data = run["layout"], run["records"], run["interpreter"], run["seed"], run["data"]
+    for rec in records:
+        if rec["damage"]:
+            logger.warning("process metrics: %s", rec["damage"])
+    if run["carried"]:
         where = "the rows carried in each episode.json"
     else:
-        check_rows_known(info, data, run_path)
-        rows = _join_rows(records, data, seed)
         where = f"`{data}`" if data is not None else f"procedural, seed {seed}"
 
     lm, mode = None, "logprob"
@@ -519,7 +515,7 @@ def evaluate_run(
         if not group:
             continue
         logger.info("scoring %d %s interpretation(s)", len(group), category)
-        scores[category] = _score_category(category, group, rows[category], lm, mode, progress)
+        scores[category] = _score_category(category, group, lm, mode, progress)
         counts[category] = {m: sum(r["method"] == m for r in group) for m in METHODS if any(r["method"] == m for r in group)}
 
     notes = [f"Run: `{run_path}` ({layout} layout); data: {where}."]
@@ -528,7 +524,7 @@ def evaluate_run(
     table = render_table(interpreter, scores, counts=counts, notes=notes)
     from findbench.interpret.process import aggregate_process, render_process
 
-    _add_process(records, rows)
+    _add_process(records)
     process = aggregate_process(records)
     section = render_process(process)
     if section:

@@ -113,35 +113,37 @@ def aggregate_process(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[st
     return out
 
 
-def _cell(summary: Mapping[str, Any] | None, digits: int = 2) -> str:
-    return "—" if summary is None else format_ci(summary["mean"], summary["ci"], summary["n"], digits=digits)
+#: Headers of the process table (``table.md`` and ``report.html``) and its notes (markdown).
+PROCESS_HEADERS = ("category", "method", "transcripts", "calls", "distinct inputs", "corrupted", "probed corruption",
+                   "domain IoU (probed)", "domain IoU (not probed)")
+PROCESS_NOTES = (
+    "calls: commands the agent issued (exemplars not counted); distinct inputs: distinct values it asked about.",
+    "probed corruption: share of corrupted functions (numeric corrupted interval, relation exception) where the agent called "
+    "the function inside the corrupted part; domain IoU: numeric `[DOMAIN]` score of those episodes, split by whether the agent "
+    "probed.",
+)
+
+
+def process_rows(process: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[list[str]]:
+    """The cells of the process table, one row per category and method of :func:`aggregate_process`'s
+    summary; ``[]`` when no episode has a transcript."""
+    if not any(s["transcripts"] for methods in process.values() for s in methods.values()):
+        return []
+
+    def cell(summary: Mapping[str, Any] | None, digits: int = 2) -> str:
+        return "—" if summary is None else format_ci(summary["mean"], summary["ci"], summary["n"], digits=digits)
+
+    return [[c, m, f"{s['transcripts']}/{s['episodes']}", cell(s["calls"], 1), cell(s["distinct_inputs"], 1), str(s["corrupted"]),
+             cell(s["probed_corruption"]), cell(s.get("domain_iou_probed")), cell(s.get("domain_iou_not_probed"))]
+            for c, methods in process.items() for m, s in methods.items()]
 
 
 def render_process(process: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
     """A markdown section (heading, table, notes) of :func:`aggregate_process`'s summary; ``""``
     when no episode has a transcript."""
-    if not any(s["transcripts"] for methods in process.values() for s in methods.values()):
+    rows = process_rows(process)
+    if not rows:
         return ""
-    lines = [
-        "## How the interpreters experimented",
-        "",
-        "| category | method | transcripts | calls | distinct inputs | corrupted | probed corruption "
-        "| domain IoU (probed) | domain IoU (not probed) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for category, methods in process.items():
-        for method, s in methods.items():
-            lines.append(
-                f"| {category} | {method} | {s['transcripts']}/{s['episodes']} | {_cell(s['calls'], 1)} "
-                f"| {_cell(s['distinct_inputs'], 1)} | {s['corrupted']} | {_cell(s['probed_corruption'])} "
-                f"| {_cell(s.get('domain_iou_probed'))} | {_cell(s.get('domain_iou_not_probed'))} |"
-            )
-    lines += [
-        "",
-        "- calls: commands the agent issued (exemplars not counted); distinct inputs: distinct values it asked about.",
-        "- probed corruption: share of corrupted functions (numeric corrupted interval, relation exception) where "
-        "the agent called the function inside the corrupted part; domain IoU: numeric `[DOMAIN]` score of those "
-        "episodes, split by whether the agent probed.",
-        "",
-    ]
-    return "\n".join(lines)
+    lines = ["## How the interpreters experimented", "", "| " + " | ".join(PROCESS_HEADERS) + " |", "|---|---|" + "---:|" * 7]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines + ["", *(f"- {n}" for n in PROCESS_NOTES), ""])

@@ -32,8 +32,8 @@ from string import Template
 from typing import Any
 
 from findbench._io import atomic_write_text, read_json_object
-from findbench.interpret.episode import read_episode_file
-from findbench.interpret.evaluate import _join_rows, check_rows_known, load_interpretations, read_run_info
+from findbench.interpret.evaluate import read_scored_run
+from findbench.interpret.process import PROCESS_HEADERS, PROCESS_NOTES, process_rows
 from findbench.interpret.scoreboard import (
     PAPER_SOURCE,
     PAPER_TABLE2,
@@ -45,7 +45,7 @@ from findbench.interpret.scoreboard import (
     table2_summaries,
 )
 from findbench.schema import CATEGORIES
-from findbench.stats import INTERVAL_NOTE, SMALL_N_LEGEND, SMALL_N_MARK, format_ci, is_small
+from findbench.stats import INTERVAL_NOTE, SMALL_N_LEGEND, SMALL_N_MARK, is_small
 
 logger = logging.getLogger(__name__)
 
@@ -286,22 +286,11 @@ def _notes(notes: Sequence[str]) -> str:
 
 def _process_html(process: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
     """``process.json`` as the table ``table.md`` shows under Table 2; ``""`` without transcripts."""
-    if not any(s["transcripts"] for methods in process.values() for s in methods.values()):
+    rows = process_rows(process)
+    if not rows:
         return ""
-
-    def cell(s: Mapping[str, Any] | None, digits: int = 2) -> str:
-        return "—" if s is None else format_ci(s["mean"], s["ci"], s["n"], digits=digits)
-
-    rows = [_tr([c, m, f"{s['transcripts']}/{s['episodes']}", cell(s["calls"], 1), cell(s["distinct_inputs"], 1), str(s["corrupted"]),
-                 cell(s["probed_corruption"]), cell(s.get("domain_iou_probed")), cell(s.get("domain_iou_not_probed"))])
-            for c, methods in process.items() for m, s in methods.items()]
-    head = ("category", "method", "transcripts", "calls", "distinct inputs", "corrupted", "probed corruption",
-            "domain IoU (probed)", "domain IoU (not probed)")
-    return "<h3>How the interpreters experimented</h3>\n" + _table("table2 process", head, rows) + _notes([
-        "calls: commands the agent issued (exemplars not counted); distinct inputs: distinct values it asked about.",
-        "probed corruption: share of corrupted functions (numeric corrupted interval, relation exception) where the agent called "
-        "the function inside the corrupted part; domain IoU: numeric [DOMAIN] score of those episodes, split by whether the agent "
-        "probed."])
+    return ("<h3>How the interpreters experimented</h3>\n" + _table("table2 process", PROCESS_HEADERS, [_tr(r) for r in rows])
+            + _notes([n.replace("`", "") for n in PROCESS_NOTES]))
 
 
 def _score_line(scored: Mapping[str, str] | None) -> str:
@@ -354,8 +343,8 @@ def _anchor(record: Mapping[str, Any]) -> str:
     return f"t-{_slug(record['function_id'])}-{_slug(record['method'])}"
 
 
-def _transcript_html(record: Mapping[str, Any], episode: Mapping[str, Any] | None, why: str | None, scored: Mapping[str, str] | None,
-                     judged: str) -> str:
+def _transcript_html(record: Mapping[str, Any], scored: Mapping[str, str] | None, judged: str) -> str:
+    episode = record["episode"]
     bits = [f"{record['function_id']} ({record['method']})"]
     if episode is not None:
         bits += [f"{episode['rounds']} round(s)"] if episode.get("rounds") is not None else []
@@ -363,7 +352,8 @@ def _transcript_html(record: Mapping[str, Any], episode: Mapping[str, Any] | Non
     score = _score_line(scored)
     body = [judged]
     if episode is None:
-        body.append(f'<p class="note">{_esc(why or "")}</p>')
+        why = record["damage"] or "no episode.json in this folder (no transcript recorded)"
+        body.append(f'<p class="note">{_esc(why)}</p>')
         body += [f'<div class="msg"><div class="role">{part}</div><pre>{_esc(record[part])}</pre></div>'
                  for part in ("description", "domain", "code") if record.get(part)]
     else:
@@ -437,16 +427,6 @@ def _read_csv(path: Path) -> dict[tuple[str, str], list[dict[str, str]]]:
     return out
 
 
-def _read_episode(folder: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """``episode.json`` as a dict, or None and why not (naming a damaged file)."""
-    if not (folder / "episode.json").is_file():
-        return None, "no episode.json in this folder (no transcript recorded)"
-    try:
-        return read_episode_file(folder / "episode.json"), None
-    except ValueError as exc:
-        return None, str(exc)
-
-
 def write_report(
     run_dir: str | os.PathLike,
     scores_dir: str | os.PathLike | None = None,
@@ -477,27 +457,14 @@ def write_report(
     unit_tests = _read_csv(scores_path / "unit_tests.csv")
     process_file = scores_path / "process.json"
     process = read_json_object(process_file, "scores_dir:") if process_file.is_file() else {}
-    info = read_run_info(run_path)
-    interpreter = info.get("interpreter") or run_path.resolve().name
-    seed = info.get("seed") or 0
-    data = data if data is not None else info.get("data")
-    records = load_interpretations(run_path)
+    run = read_scored_run(run_path, data=data)
+    interpreter, seed, records = run["interpreter"], run["seed"], run["records"]
+    source = "the rows carried in each episode.json" if run["carried"] else (
+        f"data folder {run['data']}" if run["data"] is not None else f"procedural data (seed {seed})")
 
     def key(rec: Mapping[str, Any]) -> tuple[str, str]:
         return rec["function_id"], rec["method"]
 
-    def folder(rec: Mapping[str, Any]) -> Path:
-        category, local = rec["function_id"].split("/", 1)
-        nested = run_path / category / rec["method"] / local
-        return nested if nested.is_dir() else run_path / category / local
-
-    episodes = {key(rec): _read_episode(folder(rec)) for rec in records}
-    rows = {rec["function_id"]: (episodes[key(rec)][0] or {}).get("row") for rec in records}
-    source = "the rows carried in each episode.json"
-    if not all(rows.values()):  # as findbench evaluate: FIND's layout and older runs carry no row
-        check_rows_known(info, data, run_path)
-        rows = {fid: row for by_id in _join_rows(records, data, seed).values() for fid, row in by_id.items()}
-        source = f"data folder {data}" if data is not None else f"procedural data (seed {seed})"
     out_path.mkdir(parents=True, exist_ok=True)
     sections = []
     bars = [c for c in CATEGORIES if c in scores]
@@ -510,13 +477,13 @@ def write_report(
     numeric = [rec for rec in records if rec["category"] == "numeric"]
     if numeric:
         logger.info("report: sampling %d numeric function(s) and their interpretations in the sandbox", len(numeric))
-        curves = numeric_curves([rows[rec["function_id"]] for rec in numeric], [rec["code"] for rec in numeric], seed=seed)
+        curves = numeric_curves([rec["row"] for rec in numeric], [rec["code"] for rec in numeric], seed=seed)
         figures = []
         for rec, curve in zip(numeric, curves):
-            row, score = rows[rec["function_id"]], _score_line(per_function.get(key(rec)))
+            row, score = rec["row"], _score_line(per_function.get(key(rec)))
             title = f"{rec['function_id']} ({rec['method']})" + (f"\n{score}" if score else "")
             name = f"numeric-{_slug(rec['method'])}-{rec['function_id'].split('/', 1)[1]}.png"
-            plot_numeric(row, curve, (episodes[key(rec)][0] or {}).get("calls"), out_path / name, title=title)
+            plot_numeric(row, curve, (rec["episode"] or {}).get("calls"), out_path / name, title=title)
             figures.append(_figure(name, f"{rec['function_id']} ({rec['method']})",
                                    f"<strong>{_esc(rec['function_id'])}</strong> ({_esc(rec['method'])}) — ground truth: "
                                    f"{_esc(_short(str(row.get('description') or ''), 300))}<br>interpretation: "
@@ -530,8 +497,8 @@ def write_report(
         if (rec["category"], rec["method"]) != group:
             group = (rec["category"], rec["method"])
             transcripts.append(f"<h3>{_esc(rec['category'])} / {_esc(rec['method'])}</h3>")
-        judged = _judged_html(rows[rec["function_id"]], rec, unit_tests.get(key(rec), []))
-        transcripts.append(_transcript_html(rec, *episodes[key(rec)], per_function.get(key(rec)), judged))
+        judged = _judged_html(rec["row"], rec, unit_tests.get(key(rec), []))
+        transcripts.append(_transcript_html(rec, per_function.get(key(rec)), judged))
     sections.append("\n".join(transcripts) + "\n</section>")
 
     counts: dict[str, Counter] = {}
