@@ -18,7 +18,7 @@ from findbench.autointerp.config import AutoInterpConfig
 from findbench.autointerp.corpus import load_texts, special_token_ids, tokenize_corpus, wordnet_dir
 from findbench.autointerp.evidence import collect_evidence
 from findbench.autointerp.synthetic import DEFAULT_RULES, RULES, SyntheticSAE, TokenInfo, get_rule, token_infos
-from findbench.autointerp.validation import MIN_SEPARATION, derangement, format_planted_table, planted_validation, quick_config
+from findbench.autointerp.validation import MIN_SEPARATION, derangement, planted_validation, quick_config
 
 
 @pytest.fixture(scope="module")
@@ -235,8 +235,6 @@ def test_embedding_scorer_prefers_true_explanations_on_minilm(minilm, tmp_path):
     assert emb["separation"] == pytest.approx(np.mean([r["true"] - r["wrong"] for r in emb["rows"]]))
     assert all(r["true_explanation"] != r["wrong_explanation"] for r in emb["rows"])
     assert json.loads(out.read_text())["scorers"]["embedding"]["verdict"] == emb["verdict"]
-    table = format_planted_table(res)
-    assert table.splitlines()[0].startswith("| scorer | true | wrong | empty | true−wrong") and "| embedding |" in table
 
 
 # ------------------------------------------------------------- byte-level BPE without SmolLM2
@@ -318,7 +316,6 @@ def test_planted_validation_on_smollm2_with_all_scorers(embedded_model_dir, embe
         assert s["true"] == pytest.approx(np.mean([r["true"] for r in s["rows"]]))
         assert s["verdict"] in ("separates", "does not separate")
     assert json.loads((tmp_path / "p.json").read_text())["scorers"].keys() == res["scorers"].keys()
-    assert len(format_planted_table(res).splitlines()) == 6
     # structured outputs (auto, an in-process LM): every detection answer parses, even cut at 16 tokens
     assert res["structured_outputs"] == {"setting": "auto", "applied": True}
     assert res["scorers"]["detection"]["unparsed"] == {"true": 0, "wrong": 0, "empty": 0}

@@ -178,12 +178,3 @@ def planted_validation(model, tokenizer, *, scorers: Sequence[str] = SCORERS, lm
         atomic_write_json(output, result)
     return result
 
-
-def format_planted_table(result: dict[str, Any]) -> str:
-    """The result as a markdown table: scorer | true | wrong | empty | true−wrong | verdict."""
-    lines = ["| scorer | true | wrong | empty | true−wrong | true > wrong | verdict |",
-             "|---|---|---|---|---|---|---|"]
-    for name, s in result["scorers"].items():
-        lines.append(f"| {name} | {s['true']:.3f} | {s['wrong']:.3f} | {s['empty']:.3f} | {s['separation']:+.3f} | "
-                     f"{s['win_rate']:.0%} of {s['n_latents']} | {s['verdict']} |")
-    return "\n".join(lines)
