@@ -1,6 +1,4 @@
 """The neuron-explanation test-set builder (``findbench build-neuron-tests``): see
 :mod:`findbench.builders.neuron_test_sets`."""
 
-from findbench.builders.neuron_test_sets import NeuronTestSets, NeuronTestSetsConfig, build
-
-__all__ = ["NeuronTestSets", "NeuronTestSetsConfig", "build"]
+from findbench.builders.neuron_test_sets import NeuronTestSets, NeuronTestSetsConfig, build  # noqa: F401 (re-exported)

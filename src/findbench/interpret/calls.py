@@ -25,8 +25,6 @@ from findbench.interpret.protocol import (
 )
 from findbench.schema import CATEGORIES
 
-__all__ = ["FunctionRunner"]
-
 # Neuron backbones (a torch encoder, an LM) are shared by every runner of the process; calls
 # from several episodes in flight go through them one at a time.
 _BACKBONE_LOCK = threading.Lock()
@@ -75,7 +73,6 @@ class FunctionRunner:
         self.seed = seed
         self._function = function
 
-    # ------------------------------------------------------------------------------ function
     def function(self) -> Callable:
         """The row's callable (built once; numeric noise keyed by the run seed, module docstring)."""
         if self._function is None:
@@ -85,7 +82,6 @@ class FunctionRunner:
                               else load_function(self.row))
         return self._function
 
-    # ------------------------------------------------------------------------------- calling
     def evaluate(self, inputs: Sequence[str]) -> tuple[list[Any], list[Any]]:
         """``(shown inputs, outputs)`` for values as the agent wrote them; an output is a
         :class:`~findbench.interpret.protocol.CallError` where that value failed."""
