@@ -29,10 +29,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 #: Tarball of the release at the commit the anchors were taken from.
-RELEASE_URL = (
-    "https://github.com/explanare/eval-neuron-explanation/raw/"
-    "300eea4eddb13c6a7109f2af10aca8c17be7b87e/eval_data.tar.gz"
-)
+RELEASE_URL = "https://github.com/explanare/eval-neuron-explanation/raw/300eea4eddb13c6a7109f2af10aca8c17be7b87e/eval_data.tar.gz"
 MEMBER = "observational_eval_data.json"
 LABELS = ("true_positive", "false_positive", "false_negative", "true_negative")
 IN_DENOTATION = frozenset({"true_positive", "false_positive"})
@@ -134,19 +131,7 @@ def iter_items(records: list[dict]) -> Iterator[dict]:
             if not values:
                 raise ValueError(f"{where}.neuron_activations is empty")
             label = it["label"]
-            yield {
-                "neuron": neuron,
-                "layer": int(layer),
-                "neuron_index": int(index),
-                "explanation": str(rec["gpt4_explanation"]),
-                "item_index": i,
-                "sentence": str(it.get("test_input", "")),
-                "span_tokens": tokens,
-                "activations": values,
-                "max_activation": max(values),
-                "label": label,
-                "in_explanation": label in IN_DENOTATION,
-                "fires": label in FIRING,
-                "block": "explanation" if i < boundary else "activating",
-                "length_mismatch": len(tokens) != len(values),
-            }
+            yield {"neuron": neuron, "layer": int(layer), "neuron_index": int(index), "explanation": str(rec["gpt4_explanation"]),
+                   "item_index": i, "sentence": str(it.get("test_input", "")), "span_tokens": tokens, "activations": values,
+                   "max_activation": max(values), "label": label, "in_explanation": label in IN_DENOTATION, "fires": label in FIRING,
+                   "block": "explanation" if i < boundary else "activating", "length_mismatch": len(tokens) != len(values)}
