@@ -59,12 +59,8 @@ _DETECT_SYSTEM = (
 
 
 class TokenRenderer:
-    """Token ids → the text pieces a window is written with.
-
-    Byte-level BPE tokenizers (GPT-2, Llama 3, SmolLM2) decode one id at a time to a piece
-    carrying its own leading space; WordPiece tokenizers (BERT, MiniLM) mark word
-    continuations with ``##`` and get a space before every other piece.
-    """
+    """Token ids → the text pieces a window is written with (byte-level BPE pieces carry their own
+    leading space; WordPiece pieces get one unless they continue a word with ``##``)."""
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
@@ -150,14 +146,8 @@ def explanation_constraint() -> Constraint:
 
 
 def detection_constraint(n_examples: int) -> Constraint:
-    """The detection scorer's answer for ``n_examples`` windows: ``None``, or window numbers
-    in ``1..n_examples`` in increasing order, each once, separated by ``", "`` (``"2, 5, 9"``).
-
-    Written as one alternative per first number, each followed by the optional later numbers
-    in order (``1(, 2)?(, 3)?|2(, 3)?|3`` for three windows): ``n(n+1)/2`` items, 105 for
-    SAEBench's 14 windows. Every answer it allows parses with
-    :func:`~findbench.autointerp.detection.parse_detection`.
-    """
+    """The detection scorer's answer for ``n_examples`` windows: ``None``, or increasing window numbers
+    separated by ``", "`` (``1(, 2)?(, 3)?|2(, 3)?|3`` for three); every answer it allows parses."""
     _checks.positive_int("n_examples", n_examples)
     lists = ["".join([str(first), *(f"(, {k})?" for k in range(first + 1, n_examples + 1))])
              for first in range(1, n_examples + 1)]
