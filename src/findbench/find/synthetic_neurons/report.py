@@ -1,15 +1,11 @@
 """Backbone report (FIND appendix G) for any synthetic-neuron backbone.
 
-Entities: for each atomic neuron, the mean activation on held-out words of its own concept
-vs on held-out words of the other concepts, the ROC AUC separating them, and the
-concepts x concepts matrix of mean activations (FIND Figure A4 analog, saved as a PNG
-heatmap); the same numbers on held-out loose associations written apart from every word the
-probes learn from. Relations: per function, accuracy on held-out table entries (answer accepted by
-the entry, or "undefined" inside the exception), plus "undefined" accuracy on inputs of other
-relations' kinds when there are any; per relation, the served domain size, the data source,
-and the accuracy and coverage-miss rate on an independent check set
-(:func:`~findbench.find.synthetic_neurons.relation_tables.relation_check`). Everything is
-written at once into ``out``.
+Entities: per atomic neuron, mean activation on held-out words of its own concept vs other
+concepts', their ROC AUC and the concept x concept matrix (FIND Figure A4 analog, a PNG
+heatmap), on held-out member words and on held-out loose associations. Relations: per function,
+accuracy on held-out table entries (and "undefined" on other relations' inputs); per relation,
+served domain size, source, and accuracy and coverage-miss rate on an independent check set
+(:func:`~findbench.find.synthetic_neurons.relation_tables.relation_check`).
 """
 
 from __future__ import annotations
@@ -37,14 +33,10 @@ log = logging.getLogger(__name__)
 
 
 def _backends(backend: str | None) -> tuple[str, str]:
-    if backend is None:
+    if backend in (None, "embedding", "table"):
         return "embedding", "table"
     if backend == "lm":
         return "lm", "lm"
-    if backend == "embedding":
-        return "embedding", "table"
-    if backend == "table":
-        return "embedding", "table"
     raise ValueError(f"backend must be one of {sorted(set(ENTITY_BACKENDS) | set(RELATION_BACKENDS))} or None, got {backend!r}")
 
 
