@@ -1,13 +1,9 @@
 """Run a ``datasets`` builder and write the folder layout the Hub uses.
 
-``<out>/<config>/test-00000-of-00001.parquet`` per config, a README.md dataset card whose YAML
-front matter carries ``configs:`` and ``dataset_info:``, and a ``findbench.json`` provenance
-sidecar. A local folder and a Hub repo are interchangeable: ``datasets.load_dataset(out,
-config)`` offline, ``load_dataset("<org>/<name>", config)`` after ``push_to_hub.py``.
-
-The whole folder is written in a temporary directory and renamed into place, so a crash
-never leaves a half-written dataset. Rebuilding with the same inputs gives byte-identical
-files (no timestamps anywhere).
+``<out>/<config>/test-00000-of-00001.parquet`` per config, a README.md card whose YAML front
+matter carries ``configs:`` and ``dataset_info:``, and a ``findbench.json`` provenance sidecar;
+``datasets.load_dataset(out, config)`` reads it offline, the Hub after ``push_to_hub.py``. The
+folder is written atomically, byte-identical for the same inputs (no timestamps).
 """
 
 from __future__ import annotations
@@ -47,17 +43,11 @@ def build_dataset_folder(
     keep_existing: bool = True,
     progress: bool = True,
 ) -> Path:
-    """Build ``configs`` with ``builder_cls`` into the dataset folder ``out``.
+    """Build ``configs`` with ``builder_cls`` into the dataset folder ``out`` (replaced atomically).
 
-    Args:
-        out: destination folder (replaced atomically).
-        builder_cls: a ``datasets.GeneratorBasedBuilder`` subclass.
-        configs: config name -> keyword arguments for that builder config (seed, source, …);
-            each also goes into the provenance sidecar.
-        card_header: YAML front-matter fields besides ``configs``/``dataset_info`` (licence,
-            pretty_name, tags, …).
-        card_body: renders the card's Markdown body from the sidecar's per-config entries.
-        keep_existing: keep configs already in ``out`` that are not rebuilt now.
+    ``configs`` maps config name -> builder-config keyword arguments (also recorded in the
+    sidecar); ``card_header`` adds YAML front-matter fields; ``card_body`` renders the card's
+    Markdown from the sidecar's per-config entries; ``keep_existing`` keeps configs not rebuilt.
     """
     from tqdm.auto import tqdm
 

@@ -30,8 +30,6 @@ log = logging.getLogger(__name__)
 FIND_V1_COMMIT = "670d837a27cfd39e82d8eefd82976657f3b46a58"
 #: Raw-file base URL of the release folder at that commit.
 FIND_V1_URL = f"https://raw.githubusercontent.com/multimodal-interpretability/FIND/{FIND_V1_COMMIT}/src/find-dataset"
-#: Zenodo record with the full archive (string-function code, all 150 MLPs).
-FIND_V1_ZENODO = "https://zenodo.org/records/8039658"
 #: Functions per config in the release.
 EXPECTED_COUNTS = {"numeric": 1000, "strings": 1000, "neurons_entities": 200, "neurons_relations": 75}
 #: Files each config needs, relative to the release folder.

@@ -31,14 +31,10 @@ def generate_rows(
     data_dir: str | os.PathLike | None = None,
     progress: bool = True,
 ) -> list[dict]:
-    """All rows of one config, freshly made (no cache).
+    """All rows of one config (:data:`findbench.schema.CATEGORIES`), freshly made (no cache).
 
-    Args:
-        category: config name, one of :data:`findbench.schema.CATEGORIES`.
-        seed: generator seed (``procedural`` only): the same seed gives identical rows.
-        source: ``procedural`` or ``find-v1``.
-        data_dir: ``find-v1`` only: folder of the original release (``None`` downloads it
-            from its published URLs when online).
+    ``seed`` drives ``procedural`` rows (same seed, identical rows); ``data_dir`` is the original
+    release folder for ``find-v1`` (``None`` downloads it).
     """
     _checks.one_of("category", category, CATEGORIES)
     _checks.one_of("source", source, SOURCES)
@@ -152,18 +148,12 @@ def load_function(
     backend: str | None = None,
     lm: Any = None,
 ) -> Callable:
-    """A callable for one FIND function.
+    """A callable for one FIND function: a function id (``"numeric/f00042"``) or a dataset row.
 
-    Args:
-        function: a function id (``"numeric/f00042"``) or a dataset row (a mapping with the
-            schema's columns).
-        seed: procedural seed used when ``function`` is an id and ``data`` is None.
-        data: a dataset folder written by ``findbench build`` to take the row from.
-        backend / lm: neurons only: backbone (``embedding`` / ``table`` / ``lm``) and the LM
-            (spec or instance) the ``lm`` backbone uses.
-
-    Numeric functions take floats (or numpy arrays) and return floats; string functions
-    map str -> str; entity neurons return a score in [0, 1]; relation neurons an answer.
+    ``seed`` picks the procedural rows when ``function`` is an id and ``data`` (a folder written by
+    ``findbench build``) is None; ``backend`` / ``lm`` choose a neuron's backbone (``embedding`` /
+    ``table`` / ``lm``) and its LM. Numeric functions map floats (or arrays) to floats, string
+    functions str -> str; entity neurons return a score in [0, 1], relation neurons an answer.
     """
     if isinstance(function, str):
         category, index = parse_function_id(function)

@@ -1,10 +1,7 @@
-"""FIND unit tests (FIND §3.1): for each function, triplets of one correct item and two
-distractors drawn from other functions of the same category.
-
-An *item* is what a judge sees for one option: a single input (entities) or an
-``(input, output)`` pair (strings, relations). Callers choose each function's correct items
-(for corrupted relations, two of them from the excluded subdomain with output
-"undefined"); this module only draws distractors and positions, by seed.
+"""FIND unit tests (FIND §3.1): per function, triplets of one correct item and two distractors
+from other functions of the same category. An item is an input (entities) or an
+``(input, output)`` pair (strings, relations); callers choose the correct items, this module
+draws distractors and positions by seed.
 """
 
 from __future__ import annotations

@@ -97,18 +97,10 @@ def generate_entities(
     encoder: str = DEFAULT_ENTITY_FEATURES,
     lm_model: str = DEFAULT_LM,
 ) -> list[dict[str, Any]]:
-    """The ``neurons_entities`` rows: atomic concepts first, then the compositions.
+    """The ``neurons_entities`` rows (deterministic per ``seed``): atomic concepts, then compositions.
 
-    Args:
-        seed: drives word splits, composition pairs, exemplars, probes and unit tests.
-        words: ``{concept: words}`` to use instead of the packaged lists (tests).
-        n_compositions: number of OR compositions (FIND: 60).
-        encoder: what the default ``embedding`` backbone's probes read (a feature spec,
-            :mod:`~findbench.find.synthetic_neurons.features`).
-        lm_model: model recorded for the ``lm`` backbone.
-
-    Returns:
-        Schema rows (``findbench.schema.empty_row``), deterministic for a given seed.
+    ``words`` replaces the packaged lists (tests); ``n_compositions`` is FIND's 60; ``encoder`` is
+    the feature spec the ``embedding`` probes read; ``lm_model`` is recorded for the ``lm`` backbone.
     """
     _checks.integer("seed", seed)
     splits = entity_splits(seed, words=words)

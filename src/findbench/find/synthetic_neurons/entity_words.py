@@ -48,18 +48,11 @@ def load_entity_words() -> dict[str, list[str]]:
 
 
 def split_words(concept: str, n_unit: int = 10, seed: int = 0) -> tuple[list[str], list[str]]:
-    """Split one concept's words into unit-test words and held-out words.
+    """Split one concept's words into ``(unit_words, held_out)``: disjoint, together every word.
 
-    Args:
-        concept: one of :data:`ENTITY_CONCEPTS` (exact spelling).
-        n_unit: how many words go to the unit tests (FIND uses 10); at least 1 and
-            leaving at least one word held out.
-        seed: the split is a shuffle by ``random.Random(f"{seed}:{concept}")``, so it is
-            the same in every process and differs between concepts.
-
-    Returns:
-        ``(unit_words, held_out)``: disjoint lists that together hold every word of the
-        concept; ``unit_words`` in shuffled order, ``held_out`` in the file's order.
+    ``n_unit`` words (FIND: 10; at least one word stays held out) go to the unit tests, drawn by a
+    ``random.Random(f"{seed}:{concept}")`` shuffle (same in every process, different per concept);
+    ``held_out`` keeps the file's order.
     """
     if not isinstance(concept, str):
         raise TypeError(f"concept must be a str, got {type(concept).__name__}")

@@ -36,12 +36,8 @@ class PromptStateFeatures(CachedTextEncoder):
     """``encode(words)`` → the LM's residual stream at ``layer`` on the last prompt token,
     standardised per vector, clipped at ±5 σ and L2-normalised (float32 rows), cached per word.
 
-    Args:
-        model: a model spec (:func:`findbench.models.resolve`: ``embedded``, a folder, a Hub id).
-        layer: which ``hidden_states`` entry, in ``[1, num_hidden_layers)``; the forward
-            pass stops there.
-        prompt: the prompt, with one ``{word}`` placeholder.
-        batch_size: prompts per forward pass.
+    ``model`` is a :func:`findbench.models.resolve` spec; ``layer`` a ``hidden_states`` index in
+    ``[1, num_hidden_layers)`` (the forward pass stops there); ``prompt`` has one ``{word}``.
     """
 
     def __init__(self, model: str = "embedded", layer: int = 24, *, prompt: str = PROMPT, batch_size: int = 64):

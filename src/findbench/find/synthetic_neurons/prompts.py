@@ -1,15 +1,9 @@
 """FIND's prompts for the ``lm`` backbone of synthetic neurons (FIND §2.3, appendix G).
 
-FIND implements its neurons with an instruction-following LM (Vicuna-13B):
-
-- an *entity* neuron asks whether the input relates to its concept (or to either of two
-  concepts for a composition) and reads the activation off the next-token distribution as
-  ``p("1") / (p("0") + p("1"))``;
-- a *relation* neuron asks the LM to map an input of one kind to an attribute of it, and to
-  answer "undefined" when the input is of another kind or falls inside the exception clause.
-
-The texts below are written for findbench following that description. A prompt holds the
-placeholder :data:`INPUT_PLACEHOLDER`, which :func:`fill_prompt` replaces with the input.
+FIND runs its neurons on Vicuna-13B: an entity neuron asks whether the input relates to its
+concept(s) and reads ``p("1") / (p("0") + p("1"))``; a relation neuron asks for the attribute,
+or "undefined" for another kind or inside the exception. The texts are written for findbench
+after that description; :func:`fill_prompt` replaces :data:`INPUT_PLACEHOLDER` with the input.
 """
 
 from __future__ import annotations
@@ -59,18 +53,12 @@ def _check_text(name: str, value: object, *, optional: bool) -> str | None:
 
 
 def render_prompt(category: str, concept1: str, concept2: str | None = None, exception: str | None = None) -> str:
-    """The FIND prompt of one synthetic neuron, with :data:`INPUT_PLACEHOLDER` for the input.
+    """The FIND prompt (user message) of one synthetic neuron, with :data:`INPUT_PLACEHOLDER`.
 
-    Args:
-        category: ``"neurons_entities"`` / ``"entities"`` or ``"neurons_relations"`` / ``"relations"``.
-        concept1: the entity concept, or the relation's input kind (``"a country"``).
-        concept2: the second concept of an OR composition (entities; None for atomic), or the
-            relation's output (``"the capital of that country"``; required for relations).
-        exception: the corruption clause of a relation (``"the input country is in Asia"``),
-            or None. Entities take no exception.
-
-    Returns:
-        The user message text.
+    ``category`` is ``"neurons_entities"`` / ``"entities"`` or ``"neurons_relations"`` /
+    ``"relations"``. Entities: ``concept1`` and, for an OR composition, ``concept2``; no exception.
+    Relations: ``concept1`` the input kind (``"a country"``), ``concept2`` the output (required),
+    ``exception`` the corruption clause or None.
     """
     if not isinstance(category, str) or category not in _CATEGORIES:
         raise ValueError(f"category must be one of {sorted(_CATEGORIES)}, got {category!r}")
