@@ -1,28 +1,16 @@
 """``findbench main``: evaluate interpretability methods on FIND, on embedded defaults.
 
-1. build the FIND dataset folder (procedural, every config);
-2. run the ground-truth code through the code metrics (``find_nmse``, ``find_exact_match``):
-   a check that the served functions, their code and the sandbox agree;
-3. interpret a sample of functions per category with each interpreter: the built-in
-   ``oracle`` (answers with the ground truth: the upper bound), ``random`` (another
-   function's ground truth), ``constant`` (one fixed answer per category) and ``empty`` (no
-   answer) — the floors — on every sampled function, and the embedded LM
-   (SmolLM2-135M) with AIA on every category and MILAN / AIA+MILAN on the neuron categories,
-   on the first ``lm_functions`` of each sample (a small model, few rounds, few tokens: the job
-   must finish in minutes on two CPU cores);
-4. score every run with ``findbench evaluate`` (NMSE, exact match, unit-test accuracy with the
-   judge, domain IoU): the trained ``embedded-evaluator`` judge when it is on this machine,
-   else the untuned embedded judge in ``pmi`` mode (it never trains the judge);
-5. write ``summary.json`` and ``summary.md`` (FIND Table 2 with the paper's rows and one row
-   per interpreter, each cell with its interval and n, and how far above the ``constant``
-   floor each interpreter is) in the output folder; every run folder and score folder stays under it.
+1. build the FIND dataset folder; 2. run the ground-truth code through ``find_nmse`` and
+``find_exact_match`` (served functions, code and sandbox agree); 3. interpret a sample of
+functions per category with ``oracle`` (the upper bound), ``random``, ``constant``, ``empty``
+(the floors) and the embedded LM (SmolLM2-135M; AIA, and MILAN / AIA+MILAN on neurons) on the
+first ``lm_functions``; 4. score every run with ``findbench evaluate`` (``embedded-evaluator``
+when trained here, else the embedded judge in ``pmi`` mode); 5. write ``summary.json`` and
+``summary.md`` (Table 2 with the paper's rows, intervals, n, and the margin over ``constant``).
 
-Functions are sampled from the judge data's held-out split (``findbench evaluator-data``,
-seed 0), so a trained judge never saw them. Every stage is resumable: the build and the code
-metrics keep their result in ``<out>/stages/<name>.json`` together with the arguments they
-were computed from (their key) and rerun when the key changes; interpreter runs skip finished
-episodes; a run's scores are recomputed only when its interpretations or the judge changed.
-"""
+Functions come from the judge data's held-out split (seed 0). Every stage is resumable: results
+are kept in ``<out>/stages/<name>.json`` with their key, runs skip finished episodes, scores are
+recomputed only when the interpretations or the judge change."""
 
 from __future__ import annotations
 
@@ -73,12 +61,8 @@ def _fingerprint(obj: Any) -> str:
 
 
 def _stage(out: Path, name: str, key: dict[str, Any], fn: Callable[[], Any], *, force: bool = False) -> Any:
-    """``fn()``, or the result saved by an earlier run with the same ``key``.
-
-    The file ``<out>/stages/<name>.json`` holds ``{"stage", "format", "key", "result"}``. When
-    the saved key differs from ``key`` (or the file is unreadable, of an older layout, or
-    ``force`` is set) the stage runs again and the file is replaced in one rename.
-    """
+    """``fn()``, or the result saved in ``<out>/stages/<name>.json`` under the same ``key`` (rerun on a
+    different key, an unreadable file or ``force``)."""
     path = out / "stages" / f"{name}.json"
     # compare keys as they read back from JSON (tuples become lists, ints stay ints)
     key = json.loads(json.dumps(key, sort_keys=True, default=str))
@@ -170,18 +154,10 @@ def run_main(
     """Run the main job; returns (and writes) the summary.
 
     Args:
-        data: dataset folder to build (and read).
-        out: results folder: ``summary.{json,md}``, ``stages/``, ``runs/<interpreter>/``,
-            ``scores/<interpreter>/``.
-        seed: dataset seed (and the interpreters' seed).
-        interpreters: references (``oracle``, ``random``, ``constant``, ``empty``) and/or LM
-            specs (``embedded``, a folder, an HF id, a server URL).
+        out: results folder: ``summary.{json,md}``, ``stages/``, ``runs/<interpreter>/``, ``scores/<interpreter>/``.
         functions_per_category: functions sampled per category for the reference interpreters.
         lm_functions: how many of those each LM interpreter interprets (per category and method).
-        rounds / max_tokens: an LM interpreter's budget per episode (FIND used 20 rounds).
-        judge / judge_mode: the unit-test judge (default: see :func:`_judge_choice`).
-        max_connections: LM episodes in flight.
-    """
+        rounds / max_tokens: an LM interpreter's budget per episode (FIND used 20 rounds)."""
     import datasets
 
     from findbench.builders.find import build

@@ -1,31 +1,18 @@
 """Interpreting FIND functions and scoring the interpretations (FIND §3, Table 2).
 
 An *interpreter* is an agent that experiments on a black-box function and then describes it.
-This package is FIND's interpreter harness; its core needs no agent framework:
 
-- :mod:`~findbench.interpret.protocol`: the text protocol. The agent writes
-  ``PYTHON(function.py x1 x2 ...)`` commands; the harness replies
-  ``Response: Function input - output pairs: (x1, y1) ...``; the agent ends with
-  ``[DESCRIPTION]:`` (and ``[DOMAIN]:`` / ``[CODE]:`` where the category asks for them).
-- :mod:`~findbench.interpret.prompts`: the system and task messages per category and method
-  (``aia``; ``milan`` and ``aia+milan`` for neurons).
-- :mod:`~findbench.interpret.calls`: the function runs in this process on the agent's values,
-  as ``findbench call`` runs it; no shell, no path, no flag ever reaches it.
-- :mod:`~findbench.interpret.episode`: the episode record and the text loop, async around a
-  ``chat(messages)`` (the Inspect solver's model).
-- :mod:`~findbench.interpret.references`: ``oracle`` and ``random`` interpreters and the
-  ``constant`` and ``empty`` baselines (no LM).
-- :mod:`~findbench.interpret.run`: many episodes through ``inspect_ai.eval``, exported as a
-  resumable run folder ``<out>/<category>/<method>/fNNNNN/`` (``findbench interpret``).
-- :mod:`~findbench.interpret.inspect_tasks`: task ``findbench/find_interpret``, its solver and
-  scorers, and the ``findbench/<spec>`` model API. Not imported here (it imports
-  ``inspect_ai``); Inspect finds it through the ``inspect_ai`` entry point.
+- :mod:`~findbench.interpret.protocol`: ``PYTHON(function.py x1 x2 ...)`` commands, their reply
+  lines and the ``[DESCRIPTION]:`` / ``[DOMAIN]:`` / ``[CODE]:`` answer;
+- :mod:`~findbench.interpret.prompts`: the system and task messages per category and method;
+- :mod:`~findbench.interpret.calls`: the function runs in this process on the agent's values;
+- :mod:`~findbench.interpret.episode`: the episode record and the text loop;
+- :mod:`~findbench.interpret.references`: ``oracle``, ``random``, ``constant``, ``empty`` (no LM);
+- :mod:`~findbench.interpret.run`: episodes through ``inspect_ai.eval``, exported as a run folder;
+- :mod:`~findbench.interpret.inspect_tasks`: the Inspect task, solver, scorers and model API.
 
-The run folders are scored by :mod:`findbench.interpret.evaluate` (rendered as Table 2 by
-:mod:`findbench.interpret.scoreboard`), and a scored run is drawn as ``report.html`` with its
-figures by :mod:`findbench.interpret.report` (``findbench report``); none of the three is
-imported here.
-"""
+Not imported here: ``inspect_tasks`` (Inspect finds it through its entry point), ``evaluate``
+(scoring), ``scoreboard`` (Table 2) and ``report`` (``report.html``)."""
 
 from __future__ import annotations
 

@@ -1,19 +1,10 @@
 """Whether two scored runs differ, per column of Table 2 (``findbench compare RUN_A RUN_B``).
 
-Each run is a folder written by ``findbench evaluate`` (its ``per_function.csv``; a run folder
-holding such a folder as ``scores/`` is read through it). For every ``(category, method,
-metric)`` both runs scored, the functions scored in both are paired by ``function_id`` and
-:func:`findbench.stats.paired_bootstrap` resamples them together: the mean of each run, the
-mean difference ``A - B`` with its percentile interval, a two-sided bootstrap p-value, and
-whether the interval excludes 0. The per-function values are those ``scores.json``'s means
-average (:func:`findbench.interpret.evaluate.unit_values`): for ``nmse_success`` a function's
-0/1 success, for ``exact_match``, ``unit_test_accuracy`` and ``domain_iou`` its value; a
-function a metric left empty in either run is not a unit of that column. ``mean_nmse`` is
-not compared (an unbounded mean over the finite NMSEs only).
-
-Functions are paired by id alone: compare runs scored on the same dataset (the same folder,
-or the same procedural seed).
-"""
+For every ``(category, method, metric)`` both ``findbench evaluate`` folders scored, the functions
+scored in both are paired by ``function_id`` (so compare runs on the same dataset) and resampled
+together (:func:`findbench.stats.paired_bootstrap`): each run's mean, the difference ``A - B``
+with its interval, a two-sided p-value. Units as :func:`findbench.interpret.evaluate.unit_values`;
+``mean_nmse`` is not compared (an unbounded mean)."""
 
 from __future__ import annotations
 

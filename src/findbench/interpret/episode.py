@@ -1,17 +1,11 @@
 """One interpreter episode on one FIND function: the record and the text loop of FIND §3.
 
-:func:`run_episode` drives the ``text`` protocol over a *chat*, an async callable
-``chat(messages, max_tokens=None) -> str | ChatReply`` (the Inspect solver hands it the
-task's model, :func:`findbench.interpret.inspect_tasks.inspect_chat`). Up to ``rounds`` model
-turns: a message with an answer (``[DESCRIPTION]:``) ends the episode; otherwise every
-``PYTHON(...)`` command in it is run in order and the reply lines go back as the next user
-message, or the unrecognized-command reply when there is none. With ``episode_tokens`` each
-turn's limit is capped at what is left, and a turn without an answer that spends it ends the
-episode. ``milan`` shows the function's outputs on the row's exemplars first and allows two
-turns; ``aia+milan`` shows them, then runs the full loop. The ``tools`` protocol
-(:func:`findbench.interpret.inspect_tasks.run_tool_episode`) uses the same record,
-:func:`open_episode` and :func:`run_command`.
-"""
+:func:`run_episode` drives the ``text`` protocol over an async ``chat(messages, max_tokens=None)
+-> str | ChatReply``: up to ``rounds`` turns; an answer ends the episode, else every command is
+run and the reply lines go back. ``milan`` shows the outputs on the row's exemplars first and
+allows two turns; ``aia+milan`` shows them, then runs the full loop. The ``tools`` protocol
+(:func:`findbench.interpret.inspect_tasks.run_tool_episode`) shares the record,
+:func:`open_episode` and :func:`run_command`."""
 
 from __future__ import annotations
 
@@ -51,33 +45,17 @@ class Episode:
     """The record of one episode (written as ``episode.json``).
 
     Attributes:
-        function_id, category, method: what was interpreted, and how.
-        messages: the transcript, system and task messages first (``tools`` protocol: each tool
-            call as a line ``call_function(inputs=[...])`` after the assistant's text, each
-            result as a message of role ``tool`` holding the reply line).
+        messages: the transcript, system and task messages first (``tools``: each tool call as a
+            line ``call_function(inputs=[...])``, each result a ``tool`` message).
         answer: the parsed final answer, or None when a limit came first.
-        rounds: model turns used; ``max_rounds`` the limit that applied.
-        finished: whether the agent answered; ``stop_reason`` is ``"answer"``, ``"round_limit"``
-            (``max_rounds`` turns without an answer) or ``"token_limit"`` (a turn without an
-            answer spent the episode's token budget, ``max_episode_tokens``).
-        calls: one record per command run (see :meth:`FunctionRunner.run`), exemplars first
-            (round 0) for the MILAN methods.
-        malformed_commands: commands that could not run (unclosed, unbalanced quotes, no inputs);
-            ``tools`` protocol: tool calls refused (bad inputs).
-        unrecognized_turns: model turns with neither a command (tool call) nor an answer,
-            answered with the "Unrecognized command" reply (both protocols).
-        protocol: ``"text"`` (commands and answers in the message text) or ``"tools"``
-            (experiments as native tool calls, answers in text).
-        usage: summed token usage when the chat reported it, else None.
-        max_episode_tokens: the most tokens the interpreter could generate over the episode
-            (None: no such limit; also in records written before the limit existed).
-        generated_tokens: tokens generated over the episode as counted against that budget:
-            each turn's reported ``output_tokens``, else an estimate (:func:`estimate_tokens`);
-            None in records written before it was counted.
-        seed: the run seed.
-        row: the dataset row interpreted (JSON values): the ground truth ``findbench evaluate``
-            scores against (None in records written before it was carried).
-    """
+        stop_reason: ``"answer"``, ``"round_limit"`` or ``"token_limit"`` (a turn without an answer
+            spent ``max_episode_tokens``).
+        calls: one record per command run (:meth:`FunctionRunner.run`), exemplars first (round 0).
+        malformed_commands: commands (tool calls) that could not run.
+        unrecognized_turns: turns with neither a command (tool call) nor an answer.
+        usage: summed token usage when the chat reported it.
+        generated_tokens: tokens counted against the budget (reported, else :func:`estimate_tokens`).
+        row: the dataset row interpreted (JSON values), the ground truth ``findbench evaluate`` uses."""
 
     function_id: str
     category: str

@@ -1,26 +1,16 @@
 """Score a folder of interpretations into FIND's Table 2 (``findbench evaluate``).
 
-Two layouts are read: a ``findbench interpret`` run, ``<run>/run.json`` and
-``<run>/<category>/<method>/fNNNNN/{description.txt, domain.txt, code.py, episode.json}``, whose
-``episode.json`` carries the row interpreted (the ground truth it is scored against); and FIND's
-own results layout, ``<dir>/<category>/fNNNNN/{description.txt, domain.txt, code.py}`` (every
-episode ``aia`` unless ``method`` says otherwise), scored against the rows of ``data``.
-A missing or empty part is scored as a failure where its metric applies.
+Layouts: a ``findbench interpret`` run, ``<run>/<category>/<method>/fNNNNN/{description.txt,
+domain.txt, code.py, episode.json}`` (``episode.json`` carries the row interpreted), and FIND's
+results layout, ``<dir>/<category>/fNNNNN/`` (scored against the rows of ``data``). A missing
+part is scored as a failure where its metric applies.
 
-Per function (``per_function.csv``, :func:`score_interpretations`): ``nmse`` (numeric),
-``exact_match`` (strings; a row without code is compared on its unit tests' correct pairs,
-:func:`reference_program`), ``unit_test_accuracy`` (strings and neurons, the judge on the row's
-``unit_tests``), ``domain_iou`` (numeric), and how the agent experimented (``calls``,
-``distinct_inputs``, ``probed_corruption``: :mod:`findbench.interpret.process`, summarised in
-``process.json``). Per unit test (``unit_tests.csv``, :data:`UNIT_TEST_COLUMNS`): the judge's
-options, choice, scores and ``margin`` (correct option minus the best wrong one, in the mode's
-units; the raw ``answer`` in ``generate`` mode).
-
-Per category and method (``scores.json``): ``nmse_success`` (share with NMSE below FIND's
-threshold), ``mean_nmse`` (finite values), ``exact_match``, ``unit_test_accuracy``,
-``domain_iou``; beside each, ``<metric>_ci`` (95 % percentile bootstrap interval over the
-functions, seed 0) and ``<metric>_n`` (:func:`unit_values`). ``table.md`` renders them as Table 2.
-"""
+Outputs: ``per_function.csv`` (:func:`score_interpretations` and the process columns of
+:mod:`findbench.interpret.process`), ``unit_tests.csv`` (:data:`UNIT_TEST_COLUMNS`; ``margin``:
+correct option minus the best wrong one, in the mode's units), ``process.json``, ``scores.json``
+(per category and method: :data:`SCORE_METRICS`, each with ``<metric>_ci``, the 95 % percentile
+bootstrap interval over functions, seed 0, and ``<metric>_n``, :func:`unit_values`) and
+``table.md`` (Table 2)."""
 
 from __future__ import annotations
 
@@ -83,8 +73,7 @@ def _subdirs(folder: Path) -> list[Path]:
 
 
 def _kind(folder: Path) -> str | None:
-    """``"run"`` when ``folder`` holds method folders, ``"find"`` when it holds episode
-    folders, None when it holds neither (e.g. a scores folder)."""
+    """``"run"`` (method folders), ``"find"`` (episode folders) or None (neither, e.g. a scores folder)."""
     names = [p.name for p in _subdirs(folder)]
     if any(n in METHODS for n in names):
         return "run"
@@ -93,25 +82,16 @@ def _kind(folder: Path) -> str | None:
     return None
 
 
-def _read_part(path: Path) -> str:
-    if not path.is_file():
-        return ""
-    return path.read_text(encoding="utf-8", errors="replace")
-
-
-def _episode(folder: Path, category: str, method: str) -> dict[str, Any]:
-    record: dict[str, Any] = {"function_id": f"{category}/{folder.name}", "category": category, "method": method}
-    for part in PARTS:
-        record[part] = _read_part(folder / _PART_FILES[part])
-    return record
-
-
 def _episodes_of(folder: Path, category: str, method: str, where: str) -> list[dict[str, Any]]:
     records = []
     for sub in _subdirs(folder):
         if not _EPISODE.match(sub.name):
             raise ValueError(f"run_dir: episode folder {where}/{sub.name} must be named fNNNNN (a function id such as f00042)")
-        records.append(_episode(sub, category, method))
+        record: dict[str, Any] = {"function_id": f"{category}/{sub.name}", "category": category, "method": method}
+        for part in PARTS:
+            path = sub / _PART_FILES[part]
+            record[part] = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+        records.append(record)
     return records
 
 
@@ -163,17 +143,10 @@ def _scan(run_dir: Path, method: str | None, exclude: Sequence[Path] = ()) -> tu
 
 
 def load_interpretations(run_dir: str | os.PathLike, method: str | None = None) -> list[dict[str, Any]]:
-    """One record per episode folder of ``run_dir`` (either layout, detected from the tree).
-
-    Each record is ``{"function_id", "category", "method", "description", "domain", "code"}``;
-    a part whose file is missing is ``""``. ``method`` names the method of every episode of a
-    FIND-layout folder (default ``aia``) and, for a ``findbench interpret`` run, keeps only
-    that method's episodes. Records come in category, method, function order.
-
-    FileNotFoundError when ``run_dir`` is not a folder; ValueError naming the field for a folder
-    with nothing to score, an unknown category or method folder, a misnamed episode folder, or
-    mixed layouts.
-    """
+    """One record per episode folder of ``run_dir`` (either layout), in category, method, function order:
+    ``{"function_id", "category", "method", "description", "domain", "code"}`` (``""`` for a missing
+    file). ``method``: the method of a FIND-layout folder's episodes (default ``aia``); for a run,
+    keep only that method's episodes."""
     return _scan(Path(run_dir), method)[1]
 
 
@@ -186,10 +159,9 @@ def _finite_mean(values: Sequence[float]) -> float | None:
 
 
 def reference_program(row: dict) -> tuple[str, list[str]] | None:
-    """What a string interpretation's exact match is measured against: the row's ground-truth
-    code on its test inputs; for a row without code (FIND v1's release ships none for strings),
-    a lookup table of its unit tests' correct pairs, which are the function's own outputs on
-    those inputs; ``None`` when the row has neither (the column is then left empty)."""
+    """What a string interpretation's exact match is measured against: the row's code on its test
+    inputs; without code (FIND v1's strings), a lookup table of its unit tests' correct pairs; None
+    when the row has neither."""
     if str(row.get("code") or "").strip():
         return row["code"], [str(x) for x in row.get("test_inputs") or []]
     table: dict[str, str] = {}
@@ -203,9 +175,8 @@ def reference_program(row: dict) -> tuple[str, list[str]] | None:
 
 
 def check_rows_known(info: dict[str, Any], data: Any, run_path: Path) -> None:
-    """Refuse a run made from in-memory rows (``run.json`` source ``rows``) when no dataset
-    folder is given: procedural rows share its function ids, and scoring against them would be
-    scoring against other functions, silently."""
+    """Refuse a run on in-memory rows (``run.json`` source ``rows``) without a dataset folder: procedural
+    rows share its function ids, and would be other functions."""
     if data is None and info.get("source") == "rows":
         from findbench.constants import UsageError
 
@@ -215,12 +186,11 @@ def check_rows_known(info: dict[str, Any], data: Any, run_path: Path) -> None:
 
 def score_interpretations(records: list[dict[str, Any]], rows: list[dict], *, metrics: Sequence[str] = CSV_COLUMNS[3:],
                           judge: Any = None, mode: str = "logprob", progress: bool = False) -> list[dict[str, Any]]:
-    """Score interpretations of one category against their rows (``rows[i]`` is ``records[i]``'s
-    function): set each record's ``nmse`` (numeric; ``inf`` without code), ``exact_match``
-    (strings; against :func:`reference_program`), ``domain_iou`` (numeric) and
-    ``unit_test_accuracy`` (strings and neurons, with the ``judge`` LM, and the judge's decision
-    on each unit test under ``"unit_test_rows"``), None where a metric does not apply; only the
-    ``metrics`` asked. The one scoring path of ``findbench evaluate`` and the Inspect scorers."""
+    """Score interpretations of one category against their rows (``rows[i]`` is ``records[i]``'s): set
+    ``nmse`` (numeric; ``inf`` without code), ``exact_match`` (strings, :func:`reference_program`),
+    ``domain_iou`` (numeric) and ``unit_test_accuracy`` (strings and neurons, with the ``judge``; its
+    decisions under ``"unit_test_rows"``), None where a metric does not apply; only ``metrics``.
+    The one scoring path of ``findbench evaluate`` and the Inspect scorers."""
     from findbench.find.code_scoring import score_exact_match, score_nmse
 
     category = records[0]["category"] if records else None
@@ -287,11 +257,9 @@ def _score_category(category: str, records: list[dict[str, Any]], lm: Any, mode:
 
 
 def unit_values(metric: str, records: Sequence[dict[str, Any]]) -> list[float]:
-    """The per-function values an aggregate of ``scores.json`` averages over (its bootstrap
-    units), from episode records or ``per_function.csv`` rows (numbers, or their text):
-    ``nmse_success`` 1/0 per function (NMSE below FIND's threshold; a function without a
-    finite NMSE fails), ``mean_nmse`` the finite NMSEs, the other metrics their finite values
-    (a function the metric left empty is not a unit)."""
+    """The per-function values (bootstrap units) an aggregate of ``scores.json`` averages, from records
+    or ``per_function.csv`` rows: ``nmse_success`` 1/0 per function (no finite NMSE fails),
+    ``mean_nmse`` the finite NMSEs, the others their finite values."""
     from findbench.find.code_scoring import NMSE_THRESHOLD
 
     def number(value: Any) -> float | None:
@@ -308,8 +276,7 @@ def unit_values(metric: str, records: Sequence[dict[str, Any]]) -> list[float]:
 
 
 def _interval(units: Sequence[float]) -> tuple[list[float] | None, int]:
-    """The seeded bootstrap interval of the mean of ``units`` (:func:`findbench.stats.bootstrap_ci`)
-    and their number; ``(None, 0)`` without units."""
+    """The seeded bootstrap interval of the mean of ``units`` and their number; ``(None, 0)`` without units."""
     if not units:
         return None, 0
     low, high = bootstrap_ci(units)
@@ -341,8 +308,7 @@ def _per_function_csv(records: list[dict[str, Any]]) -> str:
 
 def _keep_decisions(records: list[dict[str, Any]], judged: list[int], truth: list[dict], out: dict[str, Any],
                     category: str, mode: str) -> None:
-    """Store the judge's decision on every unit test of the judged records (their rows of
-    ``unit_tests.csv``) under ``"unit_test_rows"``."""
+    """Store the judge's decision on each unit test of the judged records under ``"unit_test_rows"``."""
     from findbench.judge import normalize_unit_test, render_pmi_option
 
     truncated, empty = set(out.get("truncated") or []), set(out.get("empty") or [])
@@ -375,12 +341,11 @@ def _unit_tests_csv(records: list[dict[str, Any]]) -> str:
 
 def read_scored_run(run_dir: str | os.PathLike, *, data: str | os.PathLike | None = None, method: str | None = None,
                     exclude: Sequence[Path] = ()) -> dict[str, Any]:
-    """A run as ``findbench evaluate`` and ``findbench report`` score it: ``{"layout", "info"
+    """A run as ``findbench evaluate`` and ``findbench report`` read it: ``{"layout", "info"
     (run.json), "interpreter", "seed", "data", "carried", "records"}``. Each record of
     :func:`load_interpretations` gains ``"episode"`` (None without a readable ``episode.json``),
-    ``"damage"`` (why a damaged one is unreadable, else None) and ``"row"``: the
-    row every episode carries (``carried``), else the row of ``data`` (default run.json's, else
-    procedural with its seed), refused by :func:`check_rows_known`."""
+    ``"damage"`` (why a damaged one is unreadable) and ``"row"``: the one every episode carries
+    (``carried``), else the row of ``data`` (default run.json's, else procedural with its seed)."""
     from findbench.interpret.episode import read_episode_file
 
     run_path = Path(run_dir)
@@ -460,28 +425,15 @@ def evaluate_run(
     ``unit_tests.csv``, ``process.json`` and ``table.md`` to ``out`` (replaced in one rename).
 
     Args:
-        run_dir: a ``findbench interpret`` run or a FIND results folder (see the module docstring).
-        data: dataset folder written by ``findbench build`` holding the functions, for episodes
-            that carry no row (FIND's layout, older runs); default: ``data`` in ``run.json``,
-            else procedural rows with ``run.json``'s ``seed`` (or 0). A run on in-memory rows
-            whose episodes carry none is refused without it.
-        judge: the unit-test judge: ``"embedded-evaluator"`` (trained by
-            ``findbench train-evaluator``), ``"embedded"``, a folder, a Hub id, a server URL
-            (with ``judge_model``) or a :class:`findbench.lm.LM` instance. Loaded only when
-            the run has string or neuron episodes.
-        judge_mode: ``logprob`` / ``generate`` / ``pmi``; default: the mode a trained judge
-            folder records, else ``logprob``.
-        judge_model: the served model name, for server-URL judges.
-        method: FIND-layout folders: the method of every episode (default ``aia``); runs: keep
-            only that method's episodes.
-        out: output folder; it must not be ``run_dir`` (or hold it), nor hold other files.
-        judge_cache: sqlite file caching the judge's answers (resumable runs).
-        progress: progress bars of the sandbox and the judge.
+        data: dataset folder for episodes that carry no row (FIND's layout, older runs); default
+            ``data`` in ``run.json``, else procedural rows with its ``seed``.
+        judge: ``"embedded-evaluator"``, ``"embedded"``, a folder, a Hub id, a server URL (with
+            ``judge_model``) or a :class:`findbench.lm.LM`; loaded only for string or neuron episodes.
+        judge_mode: ``logprob`` / ``generate`` / ``pmi`` (default: a trained judge's, else ``logprob``).
+        method: FIND-layout folders: the method of every episode (default ``aia``); runs: only it.
+        out: must not be ``run_dir`` (or hold it), nor hold other files.
 
-    Returns ``{"interpreter", "layout", "scores", "counts", "out", "table", "process"}``: ``scores``
-    as in ``scores.json`` (``None`` where undefined), ``counts`` the functions per category and
-    method, ``table`` the markdown, ``process`` as in ``process.json``.
-    """
+    Returns ``{"interpreter", "layout", "scores", "counts", "out", "table", "process"}``."""
     from findbench.interpret.scoreboard import render_table
 
     run_path, out_path = Path(run_dir), Path(out)

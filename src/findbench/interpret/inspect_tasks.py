@@ -1,29 +1,17 @@
-"""FIND's interpreter harness on Inspect: every episode runs through ``inspect_ai.eval``.
+"""FIND's interpreter harness on Inspect (registered via :mod:`findbench.interpret._inspect_registry`).
 
-What this module registers (Inspect imports it through the ``inspect_ai`` entry point,
-:mod:`findbench.interpret._inspect_registry`):
-
-- task ``findbench/find_interpret``: one :class:`~inspect_ai.dataset.Sample` per FIND function
-  (id: the function id, metadata: the dataset row and the method), solved by :func:`find_agent`
-  and scored by the scorers below::
+- task ``findbench/find_interpret``: one sample per FIND function (metadata: the row and the method),
+  solved by :func:`find_agent` and scored by :func:`nmse_success`, :func:`exact_match`,
+  :func:`domain_iou` and :func:`unit_test_accuracy` (views of
+  :func:`findbench.interpret.evaluate.score_interpretations`)::
 
       inspect eval findbench/find_interpret -T configs=strings -T limit=2 --model findbench/embedded
 
-- solver :func:`find_agent`: one episode in the ``text`` protocol (FIND's ``PYTHON(...)``
-  commands, :func:`~findbench.interpret.episode.run_episode`, any model) or the ``tools``
-  protocol (native calls of ``call_function(inputs)``, :func:`run_tool_episode`; the model's
-  provider must support tools, findbench's own models do not). The episode record goes to the
-  sample's store under :data:`STORE_KEY`. Token budgets (``episode_tokens``) cap each turn at
-  what is left; a turn without an answer that spends it ends the episode (``token_limit``).
-- scorers :func:`nmse_success`, :func:`exact_match`, :func:`domain_iou` and
-  :func:`unit_test_accuracy`, each a view of :func:`findbench.interpret.evaluate.score_interpretations`.
+- solver :func:`find_agent`: one episode in the ``text`` protocol (FIND's ``PYTHON(...)`` commands, any
+  model) or the ``tools`` protocol (``call_function(inputs)`` tool calls, :func:`run_tool_episode`);
+  the record goes to the store under :data:`STORE_KEY`.
 - model API ``findbench``: ``--model findbench/<spec>`` answers with a findbench LM
-  (:func:`findbench.lm.load_lm`; ``-M cache=<file>`` puts the sqlite request cache around it,
-  ``-M lm=<instance>`` from Python).
-
-:func:`findbench.interpret.run.run_interpretations` (``findbench interpret``) runs these and
-exports the logs as FIND's run folder.
-"""
+  (``-M cache=<file>``: sqlite request cache; ``-M lm=<instance>`` from Python)."""
 
 from __future__ import annotations
 
@@ -107,11 +95,9 @@ def to_chat_messages(messages: Iterable[Mapping[str, str]]) -> list[ChatMessage]
 
 
 def from_chat_messages(messages: Iterable[ChatMessage]) -> list[dict[str, str]]:
-    """Inspect chat messages as findbench's ``{"role", "content"}`` dicts (text content only),
-    the transcript of an episode record. Tool calls become text lines after the assistant's
-    text (``call_function(inputs=["a", "b"])``, :func:`~findbench.interpret.protocol.tool_call_text`);
-    a tool result becomes a message of role ``tool`` holding its reply line, or for a refused
-    call ``Response: Error in <call>: <why>.`` as a malformed text command is answered."""
+    """Inspect chat messages as findbench's ``{"role", "content"}`` dicts (text only): tool calls
+    become text lines after the assistant's text, a tool result a ``tool`` message with its reply line
+    (``Response: Error in <call>: <why>.`` for a refused call)."""
     out = []
     calls: dict[str, str] = {}
     for m in messages:
@@ -137,11 +123,9 @@ def _usage_dict(usage: ModelUsage | None) -> dict[str, int] | None:
 
 
 def inspect_chat(model: Any = None, constraint: Any = None) -> Any:
-    """An episode chat over an Inspect model (the task's model when None): each turn is one
-    ``generate`` call, so it is logged, retried, rate-limited and counted by Inspect; the
-    reply carries the call's token usage. ``constraint`` (a grammar, or a function of the
-    messages giving the next turn's) travels as vLLM's ``structured_outputs`` request field in
-    the call's ``extra_body``: findbench's model API applies it, and so does a vLLM server."""
+    """An episode chat over an Inspect model (the task's model when None), one ``generate`` per turn.
+    ``constraint`` (a grammar, or a function of the messages giving one) travels as vLLM's
+    ``structured_outputs`` field in ``extra_body``."""
     from findbench.lm.openai_lm import structured_outputs_field
 
     async def chat(messages: list[dict[str, str]], max_tokens: int | None = None) -> ChatReply:
@@ -169,15 +153,9 @@ _INPUTS_DESCRIPTION = (
 
 
 def call_function_tool(runner: FunctionRunner, episode: Episode) -> ToolDef:
-    """The ``call_function(inputs)`` tool of one episode.
-
-    Each call checks its inputs (:func:`~findbench.interpret.protocol.tool_command`), runs
-    them through ``runner`` as a text command's values run, adds the call's record to
-    ``episode.calls`` with round ``episode.rounds`` (the turn in progress) and returns the reply
-    line. Bad inputs are recorded and counted in ``episode.malformed_commands``, then raised as
-    a :class:`~inspect_ai.tool.ToolError` for the model to read. Calls run one at a time, in
-    the order the model made them; the result is never truncated.
-    """
+    """The ``call_function(inputs)`` tool of one episode: runs the inputs through ``runner`` as a text
+    command's values, records the call in ``episode.calls`` and returns the reply line; bad inputs are
+    recorded as malformed and raised as :class:`~inspect_ai.tool.ToolError`."""
     async def execute(inputs: list[str | float]) -> str:
         command = tool_command(inputs)
         line = await run_command(runner, command, episode.rounds, episode)
@@ -190,10 +168,8 @@ def call_function_tool(runner: FunctionRunner, episode: Episode) -> ToolDef:
 
 
 async def _run_tool_calls(messages: list[ChatMessage], tool: ToolDef, episode: Episode) -> None:
-    """Run the tool calls of the last (assistant) message, append the results to ``messages``
-    and keep ``episode.calls`` in the order of the calls. A call Inspect refuses before the tool
-    runs (arguments that do not fit the tool's schema, another tool's name, unparsable JSON)
-    is recorded and counted here as malformed; the tool records the calls it runs."""
+    """Run the tool calls of the last (assistant) message, append the results to ``messages`` and keep
+    ``episode.calls`` in call order; a call Inspect refuses before the tool runs is recorded as malformed."""
     assistant = messages[-1]
     assert isinstance(assistant, ChatMessageAssistant)
     by_id = {call.id: call for call in assistant.tool_calls or []}
@@ -219,14 +195,9 @@ async def _run_tool_calls(messages: list[ChatMessage], tool: ToolDef, episode: E
 async def run_tool_episode(row: Mapping[str, Any], model: Any = None, *, method: str = "aia", rounds: int = DEFAULT_ROUNDS,
                            max_tokens: int | None = None, seed: int = 0, reference: str | None = None,
                            episode_tokens: int | None = None) -> tuple[Episode, list[ChatMessage]]:
-    """One episode of the ``tools`` protocol on ``row`` with an Inspect model (the task's model
-    when None); the record and Inspect's conversation (tool calls and results included).
-
-    The loop of :func:`~findbench.interpret.episode.run_episode` with :func:`call_function_tool`
-    offered on every turn: an answer ends the episode (its tool calls are not run), tool calls
-    are run, a message with neither gets :data:`~findbench.interpret.protocol.TOOL_UNRECOGNIZED_REPLY`.
-    ``reference`` is an answer given on the first turn instead of calling a model.
-    """
+    """One ``tools``-protocol episode on ``row``: the record and Inspect's conversation. The loop of
+    :func:`~findbench.interpret.episode.run_episode` with :func:`call_function_tool` offered each turn;
+    ``reference`` is an answer given on the first turn instead of calling a model."""
     runner, episode = await open_episode(row, method=method, rounds=rounds, seed=seed, protocol="tools",
                                          episode_tokens=episode_tokens)
     tool = call_function_tool(runner, episode)
@@ -302,12 +273,9 @@ def find_samples(
 ) -> list[Sample]:
     """One sample per FIND function: id the function id, metadata ``{"row", "method"}``.
 
-    ``data``: a dataset folder, rows (a list of mappings) or None (procedural rows of ``seed``).
-    ``configs`` default to :func:`default_configs`; ``functions`` keeps those ids, ``limit``
-    the first functions of each config, ``sample`` a seeded sample of them stratified by
-    subcategory. ``interpreter`` ``"oracle"`` / ``"random"`` / ``"constant"`` / ``"empty"``
-    adds the reference answer to the metadata (the solver answers with it, no model is called).
-    """
+    ``data``: a dataset folder, rows or None (procedural rows of ``seed``); ``configs`` default to
+    :func:`default_configs`; ``sample`` is seeded and stratified by subcategory (after ``limit``).
+    A reference ``interpreter`` (``oracle``, ``random``, ...) adds its answer to the metadata."""
     from findbench.find.rows import sample_rows
 
     function_list = _checks.str_list("functions", functions, optional=True)
@@ -366,14 +334,10 @@ def find_samples(
 def find_agent(rounds: int = DEFAULT_ROUNDS, max_tokens: int | None = None, seed: int = 0, protocol: str = PROTOCOL,
                episode_tokens: int | None = None, structured_outputs: str = "auto"):
     """One FIND episode per sample with the task's model (or the sample's reference answer) in
-    ``protocol``, at most ``rounds`` turns of at most ``max_tokens`` tokens and, with
-    ``episode_tokens``, that many generated tokens in all. The record goes to the store under
-    :data:`STORE_KEY`, the conversation to the sample's messages, the parsed answer to its output.
+    ``protocol``; the record goes to the store under :data:`STORE_KEY`, the parsed answer to the output.
     ``structured_outputs`` (``auto``/``on``/``off``): each ``text`` turn follows
-    :func:`~findbench.interpret.prompts.turn_grammar` where
-    :func:`~findbench.lm.base.use_structured_outputs` says so for a findbench model, and with
-    ``on`` for any other provider (as vLLM's request field).
-    """
+    :func:`~findbench.interpret.prompts.turn_grammar` (``auto``: where
+    :func:`~findbench.lm.base.use_structured_outputs` says so for a findbench model)."""
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         row, method = state.metadata["row"], state.metadata["method"]
@@ -426,52 +390,41 @@ def _scored(state: TaskState, metric: str, **judge: Any) -> dict[str, Any]:
     return score_interpretations([record], [state.metadata["row"]], metrics=(metric,), **judge)[0]
 
 
-@scorer(metrics=[mean(), stderr()])
-def nmse_success():
-    """Numeric functions: 1.0 when the answer's code has NMSE below FIND's threshold (run in the
-    sandbox), else 0.0; the NMSE in the score's metadata (None for inf: no code, failure)."""
-    from findbench.find.code_scoring import NMSE_THRESHOLD
+def _metric_scorer(category: str, metric: str, to_score: Any) -> Any:
+    """A scorer of ``category``'s samples: ``to_score(value, episode)`` of the episode's ``metric``."""
 
     async def score(state: TaskState, target: Target) -> Score | None:
-        if state.metadata["row"]["category"] != "numeric":
+        if state.metadata["row"]["category"] != category:
             return None
-        value = (await asyncio.to_thread(_scored, state, "nmse"))["nmse"]
-        return Score(value=float(value < NMSE_THRESHOLD), answer=_episode(state).code, explanation=f"NMSE {value}",
-                     metadata={"nmse": value if math.isfinite(value) else None})
+        return to_score((await asyncio.to_thread(_scored, state, metric))[metric], _episode(state))
 
     return score
+
+
+@scorer(metrics=[mean(), stderr()])
+def nmse_success():
+    """Numeric functions: 1.0 when the answer's code has NMSE below FIND's threshold, else 0.0 (NMSE in the metadata)."""
+    from findbench.find.code_scoring import NMSE_THRESHOLD
+
+    return _metric_scorer("numeric", "nmse", lambda value, ep: Score(
+        value=float(value < NMSE_THRESHOLD), answer=ep.code, explanation=f"NMSE {value}",
+        metadata={"nmse": value if math.isfinite(value) else None}))
 
 
 @scorer(metrics=[mean(), stderr()])
 def exact_match():
-    """String functions: the share of the row's test inputs on which the answer's code returns
-    the function's output (run in the sandbox); 0.0 without code."""
-
-    async def score(state: TaskState, target: Target) -> Score | None:
-        if state.metadata["row"]["category"] != "strings":
-            return None
-        value = (await asyncio.to_thread(_scored, state, "exact_match"))["exact_match"]
-        return None if value is None else Score(value=value, answer=_episode(state).code)
-
-    return score
+    """String functions: the share of the row's test inputs on which the answer's code is right."""
+    return _metric_scorer("strings", "exact_match", lambda value, ep: None if value is None else Score(value=value, answer=ep.code))
 
 
 @scorer(metrics=[mean(), stderr()])
 def domain_iou():
     """Numeric functions: IoU of the answer's ``[DOMAIN]`` with the corrupted interval."""
-
-    async def score(state: TaskState, target: Target) -> Score | None:
-        if state.metadata["row"]["category"] != "numeric":
-            return None
-        value = (await asyncio.to_thread(_scored, state, "domain_iou"))["domain_iou"]
-        return Score(value=value, answer=_episode(state).domain)
-
-    return score
+    return _metric_scorer("numeric", "domain_iou", lambda value, ep: Score(value=value, answer=ep.domain))
 
 
 def _check_judge(judge: Any) -> None:
-    """Fail before any episode runs when a registered judge (``embedded-evaluator``) is not
-    available, rather than at the first score."""
+    """Fail before any episode runs when a registered judge (``embedded-evaluator``) is not available."""
     if not isinstance(judge, str) or judge.startswith(("http://", "https://")) or Path(judge).is_dir():
         return
     from findbench.models import REGISTRY, resolve
@@ -487,10 +440,9 @@ def _check_judge(judge: Any) -> None:
 @scorer(metrics=[mean(), stderr()])
 def unit_test_accuracy(judge: Any = "embedded-evaluator", judge_mode: str | None = None, judge_model: str | None = None,
                        judge_cache: str | None = None):
-    """Strings and neurons: the share of the row's unit tests the judge answers right from the
-    answer's description (``judge``: a spec for :func:`findbench.lm.load_lm`, loaded on the
-    first score, or an LM). The metadata holds ``truncated`` (the description was cut to the
-    judge's limit) and ``decisions`` (the rows of ``unit_tests.csv``), which the explanation lists."""
+    """Strings and neurons: the share of the row's unit tests the judge answers right from the answer's
+    description (``judge``: a :func:`findbench.lm.load_lm` spec, loaded on the first score, or an LM);
+    the metadata holds ``truncated`` and ``decisions`` (the rows of ``unit_tests.csv``)."""
     from findbench.judge import judge_mode_of, load_judge
 
     mode = judge_mode or judge_mode_of(judge)
@@ -516,9 +468,7 @@ def unit_test_accuracy(judge: Any = "embedded-evaluator", judge_mode: str | None
 
 
 def judge_explanation(decisions: list[dict], mode: str) -> str:
-    """The judge's decisions on a function's unit tests (rows of ``unit_tests.csv``) as text, one
-    line per test: right or wrong, the pick, the correct option, the margin (the correct
-    option's score minus the best wrong one's; the raw answer in ``generate`` mode), the options."""
+    """The judge's decisions on a function's unit tests (rows of ``unit_tests.csv``) as text, one line per test."""
     right = sum(bool(d["right"]) for d in decisions)
     lines = [f"judge ({mode}): {right}/{len(decisions)} unit tests right; margin = score of the correct option "
              "minus the best wrong one"]
@@ -559,13 +509,9 @@ def find_interpret(
 ) -> Task:
     """FIND's interpretation task (FIND §3, Table 2) for one method (``-T name=value``).
 
-    The rows and their selection (``configs``, ``limit``, ``sample``, ``functions``, ``data``,
-    ``seed``) as :func:`find_samples`; the episode (``rounds``, ``max_tokens``, ``protocol``,
-    ``episode_tokens``, ``structured_outputs``) as :func:`find_agent`; ``interpreter``: a
-    reference answering without a model (None: the eval's model). ``judge`` (with
-    ``judge_mode``, ``judge_model``, ``judge_cache``, as ``findbench evaluate``'s) scores the
-    descriptions; ``None`` or ``"none"`` leaves them unscored.
-    """
+    Row selection as :func:`find_samples`, the episode as :func:`find_agent`; ``interpreter``: a
+    reference answering without a model; ``judge`` (``None``/``"none"``: descriptions unscored) as
+    ``findbench evaluate``'s."""
     samples = find_samples(configs, method, limit=limit, sample=sample, functions=functions, data=data, seed=seed,
                            interpreter=interpreter)
     present = {s.metadata["row"]["category"] for s in samples}
@@ -606,15 +552,10 @@ def _thread_safe(lm: Any) -> bool:
 class FindbenchModelAPI(ModelAPI):
     """Inspect's view of a findbench LM (``--model findbench/<spec>``).
 
-    Model args (``-M``): ``cache`` (sqlite file of :class:`~findbench.lm.cache.CachedLM`),
-    ``model`` (served model name, for URL specs), ``lm`` (an LM instance instead of a spec,
-    from Python), and backend options passed to :func:`findbench.lm.load_lm` (``batch_size``,
-    ``device``, ``dtype``, ...). Token usage is counted with the backend's tokenizer where it
-    has one (prompt rendered with the chat template), else estimated at 4 characters a token.
-
-    The LM is loaded on the first ``generate``: Inspect also builds providers just to look up
-    model information, and those must not load weights.
-    """
+    Model args (``-M``): ``cache`` (sqlite file), ``model`` (served name, for URL specs), ``lm`` (an LM
+    instance) and options of :func:`findbench.lm.load_lm`. Token usage uses the backend's tokenizer
+    where it has one, else 4 characters a token. The LM is loaded on the first ``generate`` (Inspect
+    also builds providers only to look up model information)."""
 
     def __init__(self, model_name: str, base_url: str | None = None, api_key: str | None = None,
                  config: GenerateConfig = GenerateConfig(), **model_args: Any) -> None:
@@ -701,11 +642,9 @@ def _inspect_providers() -> set[str]:
 
 
 def inspect_model_name(interpreter: str) -> str:
-    """The Inspect model for an interpreter: ``"none"`` for the references (``oracle``,
-    ``random``, ``constant``, ``empty``: no model is called); ``<provider>/<model>`` as is
-    when Inspect knows the provider (``hf/local``, ``mockllm/model``, ``openai-api/...``,
-    ``vllm/...``, ``findbench/...``); any other spec (``embedded``, a folder, a Hub id, a
-    server URL) as ``findbench/<spec>``."""
+    """The Inspect model for an interpreter: ``"none"`` for the references; ``<provider>/<model>`` as
+    is when Inspect knows the provider; any other spec (``embedded``, a folder, a Hub id, a URL) as
+    ``findbench/<spec>``."""
     if interpreter in REFERENCE_INTERPRETERS:
         return "none"
     head, sep, _ = interpreter.partition("/")
@@ -716,8 +655,7 @@ def inspect_model_name(interpreter: str) -> str:
 
 
 def episodes_from_log(log: Any) -> list[Episode]:
-    """The episodes of a log's samples that finished without error (an ``EvalLog``, or the
-    path of a ``.eval`` / ``.json`` log)."""
+    """The episodes of a log's samples that finished without error (an ``EvalLog`` or a log path)."""
     if isinstance(log, (str, os.PathLike)):
         from inspect_ai.log import read_eval_log
 

@@ -1,25 +1,11 @@
 """How an interpreter experimented: process metrics read from its transcripts (``episode.json``).
 
-FIND's documented failure is that agents miss the corrupted interval of a function; a score
-alone does not say whether an agent never looked there or looked and did not see it. Per
-episode (:func:`episode_process`):
-
-* ``calls``: commands the agent issued (its ``calls`` records after the exemplars, malformed
-  commands included; the MILAN methods' exemplars are shown to the agent, not asked for, and
-  are not counted);
-* ``distinct_inputs``: distinct values the agent asked about over those commands (numeric:
-  distinct numbers, so ``1`` and ``1.0`` are one; strings: exact texts; neurons: texts without
-  surrounding spaces);
-* ``probed_corruption`` (corrupted functions only: numeric ``corruption`` rows, relations with
-  an exception): whether any of the agent's inputs lies in the corrupted interval or excepted
-  subdomain (:func:`findbench.find.domain.in_corrupted_subdomain`); None for other functions.
-
-An episode without a transcript (FIND's results layout, or a missing file) has all three None.
-:func:`aggregate_process` summarises them per category and method (means with their n and a
-bootstrap interval, :func:`findbench.stats.mean_ci`), beside the mean ``domain_iou`` of the
-corrupted numeric episodes that probed and that did not; :func:`render_process` writes the
-summary as a markdown section.
-"""
+Per episode (:func:`episode_process`; all None without a transcript): ``calls`` (commands the
+agent issued, exemplars not counted), ``distinct_inputs`` (numeric: distinct numbers; strings:
+texts; neurons: stripped texts) and ``probed_corruption`` (corrupted functions only: whether an
+input lies in the corrupted interval or excepted subdomain). FIND's documented failure is that
+agents miss the corrupted interval; this says whether they looked there.
+:func:`aggregate_process` summarises per category and method, :func:`render_process` as markdown."""
 
 from __future__ import annotations
 
@@ -34,8 +20,7 @@ PROCESS_COLUMNS = ("calls", "distinct_inputs", "probed_corruption")
 
 
 def agent_calls(calls: Sequence[Any] | None) -> list[Mapping[str, Any]]:
-    """The records of ``episode.json``'s ``calls`` that the agent issued: every record but the
-    exemplars (round 0, which only the MILAN methods' exemplars use)."""
+    """The records of ``episode.json``'s ``calls`` the agent issued (not round 0, the MILAN exemplars)."""
     return [c for c in calls or [] if isinstance(c, Mapping) and c.get("round") != 0]
 
 
@@ -78,16 +63,10 @@ def _summary(values: Sequence[float]) -> dict[str, Any] | None:
 
 
 def aggregate_process(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
-    """``{category: {method: summary}}`` over episode records carrying ``category``, ``method``,
-    the :data:`PROCESS_COLUMNS` and (numeric) ``domain_iou``.
-
-    A summary: ``episodes`` (records), ``transcripts`` (those with a transcript), ``calls`` and
-    ``distinct_inputs`` (``{"mean", "ci", "n"}`` over transcripts), ``corrupted`` (transcripts
-    of corrupted functions), ``probed_corruption`` (share of those that probed, as ``{"mean",
-    "ci", "n"}``), and for numeric ``domain_iou_probed`` / ``domain_iou_not_probed`` (mean
-    domain IoU of the corrupted episodes that probed / did not, where scored). A summary that
-    has no unit is None.
-    """
+    """``{category: {method: summary}}`` over records carrying ``category``, ``method``, the
+    :data:`PROCESS_COLUMNS` and (numeric) ``domain_iou``: ``episodes``, ``transcripts``, ``calls`` and
+    ``distinct_inputs`` (``{"mean", "ci", "n"}``), ``corrupted``, ``probed_corruption`` (share), and
+    for numeric ``domain_iou_probed`` / ``domain_iou_not_probed``; None for a summary without units."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for rec in records:
         out.setdefault(rec["category"], {}).setdefault(rec["method"], {})

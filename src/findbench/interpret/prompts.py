@@ -1,29 +1,13 @@
 """What the interpreter agent is told: one system message and one task message per episode.
 
-The task messages follow the structure of FIND's interpreter prompts (per category: what
-f(x) takes and returns, how to call it, what to look for, and the answer format), written
-anew for findbench. The answer format is the one FIND scores:
+The task messages follow FIND's interpreter prompts (written anew) and ask for the answer FIND
+scores: numeric ``[DESCRIPTION]``, ``[DOMAIN]``, ``[CODE]`` (``mlp`` rows: a neural network);
+strings ``[DESCRIPTION]``, ``[CODE]``; neurons_entities ``[DESCRIPTION]``; neurons_relations
+``[DESCRIPTION]``, ``[DOMAIN]``. MILAN methods add the outputs on the row's exemplars (``milan``:
+answer within two messages). ``text`` and ``tools`` differ in the system message and one sentence.
 
-- numeric: ``[DESCRIPTION]``, ``[DOMAIN]`` and ``[CODE]``; rows of subcategory ``mlp`` are
-  told that f(x) is computed by a neural network approximating a function;
-- strings: ``[DESCRIPTION]`` and ``[CODE]``;
-- neurons_entities: ``[DESCRIPTION]``;
-- neurons_relations: ``[DESCRIPTION]`` and ``[DOMAIN]``.
-
-MILAN methods (neurons only) add the function's outputs on the row's exemplars to the task
-message: ``milan`` asks for the description within two messages, ``aia+milan`` lets the
-agent go on experimenting as in ``aia``.
-
-Each protocol has its system message: ``text`` teaches the ``PYTHON(function.py ...)``
-commands, ``tools`` the ``call_function`` tool. The task messages are the same for both, less
-one sentence that ``tools`` adds: ``PYTHON(...)`` in them stands for a tool call.
-
-The grammar of a ``text`` turn, for structured outputs (:func:`turn_constraint`): an optional
-short line of free text (the agent's reasoning; no brackets or parentheses, so no command or
-answer hides in it), then either one to :data:`MAX_TURN_COMMANDS` commands, one per line, or
-the final answer in the category's format above. On an episode's last turn the answer is the
-only choice (``answer_only=True``): a turn limit is not a reason to end without one.
-"""
+A ``text`` turn's grammar (:func:`turn_constraint`): an optional short line without brackets or
+parentheses, then 1 to :data:`MAX_TURN_COMMANDS` commands or the answer; on the last turn only the answer."""
 
 from __future__ import annotations
 

@@ -1,16 +1,10 @@
 """The protocols between an interpreter agent and the harness (FIND §3).
 
-``text`` (the default, FIND's): the agent experiments by writing commands in its messages::
+``text`` (the default, FIND's): the agent writes commands, each answered with one line, and ends
+with its answer::
 
-    PYTHON(function.py 1 2.5 -3)
-    PYTHON(function.py "New York" cat 'two words')
-
-and the harness answers each command with one line::
-
-    Response: Function input - output pairs: (1, y1) (2.5, y2) (-3, y3)
-
-When the agent is done it writes its answer, which ends the episode::
-
+    PYTHON(function.py 1 2.5 "New York")
+    Response: Function input - output pairs: (1, y1) (2.5, y2) (New York, y3)
     [DESCRIPTION]: what the function does
     [DOMAIN]: where it behaves differently (numeric functions, relation neurons)
     [CODE]:
@@ -18,40 +12,24 @@ When the agent is done it writes its answer, which ends the episode::
     def function(x): ...
     ```
 
-Rules (decided here, tested in ``tests/interpret/test_protocol.py``):
+Rules (tested in ``tests/interpret/test_protocol.py``):
 
-- A command is ``PYTHON`` (upper case, a word of its own) followed by a parenthesised
-  argument list; spaces before the ``(`` are allowed. Parentheses inside the arguments must
-  balance or be quoted, so ``PYTHON(function.py $(id))`` is one command.
-- Every command of a message is run, in the order written (FIND ran only the first).
-- The argument list is split with POSIX shell quoting rules (:mod:`shlex`): double or single
-  quotes group words (``"hello world"``), adjacent quoted parts join (``'it''s'`` is ``its``),
-  a backslash escapes the next character; ``#`` is an ordinary character. Unquoted commas
-  separate values too, so ``PYTHON(function.py 1, 2, 3)`` passes ``1``, ``2`` and ``3`` (FIND's
-  own argument pattern split on commas); quote a value to keep its comma.
-- The first value is dropped when it names the script (``function.py``, also as a path such as
-  ``./temp/function.py``, optionally after ``python``); the file is never opened. Every other
-  value is passed to the function as a plain value: nothing is executed by a shell, no path
-  is read, no flag is interpreted. A command without the script name passes all its values.
-- A command is *malformed* (counted in the episode record and answered with an error line)
-  when its parenthesis never closes, its quotes do not balance, or it passes no value.
-- A message *answers* when it contains ``[DESCRIPTION]`` followed by a colon or a line break.
-  Commands in an answering message are not run.
+- A command is ``PYTHON`` (a word of its own) and a parenthesised argument list; parentheses
+  inside must balance or be quoted. Every command of a message runs, in order (FIND ran only the first).
+- Arguments split with POSIX shell quoting (:mod:`shlex`; ``#`` is ordinary); unquoted commas
+  separate values too (FIND's pattern split on commas).
+- A first value naming the script (``function.py``, ``./temp/function.py``, after ``python``) is
+  dropped; every other value is passed as a plain value: no shell, no path, no flag.
+- A command is *malformed* (counted, answered with an error line) when its parenthesis never
+  closes, its quotes do not balance, or it passes no value.
+- A message *answers* when it contains ``[DESCRIPTION]`` followed by a colon or a line break;
+  its commands are not run.
 
-``tools``: the agent experiments with native tool calls of one tool, ``call_function(inputs)``
-(:data:`TOOL_NAME`, defined on Inspect in :mod:`findbench.interpret.inspect_tasks`), and answers
-in text as above. :func:`tool_command` turns a call's ``inputs`` into the same
-:class:`Command` a ``PYTHON(...)`` command gives, so the same values get the same reply line.
-Its rules:
-
-- ``inputs`` is a list of strings and numbers (not booleans); a number is passed as its text
-  (``2.5`` as ``"2.5"``), as if written in a command.
-- A call is *malformed* (a tool error, counted like a malformed command) when ``inputs`` is not
-  such a list, is empty, holds more than :data:`MAX_INPUTS_PER_COMMAND` values or a value
-  longer than :data:`MAX_INPUT_CHARS` characters. (A text command is cut to its first
-  :data:`MAX_INPUTS_PER_COMMAND` values instead, and a too-long value there gets an error in
-  its pair: a tool call can be refused whole, and the agent told why.)
-"""
+``tools``: the agent calls ``call_function(inputs)`` (:data:`TOOL_NAME`) and answers in text.
+:func:`tool_command` turns ``inputs`` (strings and numbers, a number passed as its text) into
+the :class:`Command` a ``PYTHON(...)`` command gives. A call is malformed (a tool error) when
+``inputs`` is not such a list, is empty, or holds more than :data:`MAX_INPUTS_PER_COMMAND` values
+or one longer than :data:`MAX_INPUT_CHARS` (a text command is cut, or errs per value, instead)."""
 
 from __future__ import annotations
 
@@ -383,13 +361,8 @@ def _shown(value: Any) -> str:
 
 
 def format_reply(inputs: Sequence[Any], outputs: Sequence[Any], *, note: str | None = None) -> str:
-    """``Response: Function input - output pairs: (x1, y1) (x2, y2) ...``.
-
-    Values are shown as :func:`findbench.find.export.format_pairs` shows them (floats with at
-    most 4 decimals), so a reply equals ``findbench call``'s line for the same inputs; an
-    output that is a :class:`CallError` shows as ``error: <message>``. ``note`` is appended
-    after the pairs.
-    """
+    """``Response: Function input - output pairs: (x1, y1) (x2, y2) ...`` (``findbench call``'s line;
+    a :class:`CallError` shows as ``error: <message>``), ``note`` appended."""
     if len(inputs) != len(outputs):
         raise ValueError(f"inputs ({len(inputs)}) and outputs ({len(outputs)}) differ in length")
     pairs = " ".join(f"({_shown(x)}, {_shown(y)})" for x, y in zip(inputs, outputs))

@@ -1,19 +1,13 @@
 """Reference interpreters that need no LM: the ceiling and the floor of a scoreboard.
 
-- ``oracle`` answers with the row's own ground truth: its ``description``; as ``[DOMAIN]``
-  the corrupted interval (numeric) or the exception subdomain (relations); as ``[CODE]`` the
-  ground-truth ``code`` (numeric, strings).
-- ``random`` answers with the ground truth of another function of the same category, picked
-  deterministically from the run seed and the function id (never the function itself).
-- ``constant`` answers every function of a category with the same category-generic answer
-  (:data:`CONSTANT_ANSWERS`: "f(x) returns a number" and ``return 0`` for numeric functions):
-  the floor an interpreter must clear to have learnt anything about the function.
-- ``empty`` answers with nothing: an empty description, no domain, no code (the judge never
-  sees an empty description, so it scores 0).
+- ``oracle``: the row's ground truth (description; corrupted interval or exception subdomain as
+  ``[DOMAIN]``; ``code`` as ``[CODE]``).
+- ``random``: the ground truth of another function of the category, picked from the run seed and
+  the function id.
+- ``constant``: one category-generic answer (:data:`CONSTANT_ANSWERS`), the floor to clear.
+- ``empty``: no answer (scores 0).
 
-All answer in the protocol's text format on their first turn, so their episodes go through
-the same loop, parser, run folder and scoring as an LM's (:func:`reference_answer`).
-"""
+They answer in the text format on their first turn, through the same loop and scoring as an LM."""
 
 from __future__ import annotations
 

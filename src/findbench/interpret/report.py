@@ -1,19 +1,10 @@
 """An HTML report with figures for a scored run (``findbench report``, ``findbench evaluate --report``).
 
-:func:`write_report` reads what ``findbench evaluate`` wrote (``scores.json``, ``per_function.csv``,
-``unit_tests.csv``, ``process.json``) and the run's episode folders, and writes into one folder:
-
-* ``report.html``: Table 2 and the process summary, the figures, and each episode's transcript
-  (messages, calls, the ground-truth description beside the interpreter's, the judge's decision on
-  each unit test). Every piece of run text is HTML-escaped.
-* ``scores-<category>.png``: the run's success rates beside FIND's Table 2 rows.
-* ``numeric-<method>-fNNNNN.png`` per numeric episode (FIND Figure 3 style): the ground truth and
-  the interpretation's code over the row's domain, the agent's calls, the corrupted interval shaded.
-
-No stored file holds the two functions' values on a grid, so the numeric figures run both programs
-again, in :mod:`findbench.sandbox` only (one batch); code that is missing or fails leaves the ground
-truth alone in the figure, with the reason in its legend.
-"""
+:func:`write_report` writes ``report.html`` (Table 2, the process summary, the figures and each
+episode's transcript, all run text HTML-escaped), ``scores-<category>.png`` (the run beside
+FIND's Table 2) and ``numeric-<method>-fNNNNN.png`` per numeric episode (FIND Figure 3 style:
+ground truth, the interpretation's code, the agent's calls, the corrupted interval; both
+programs run again in :mod:`findbench.sandbox`)."""
 
 from __future__ import annotations
 
@@ -91,9 +82,8 @@ def _row_domain(row: Mapping[str, Any]) -> tuple[float, float]:
 
 def numeric_curves(rows: Sequence[Mapping[str, Any]], codes: Sequence[str | None], *, points: int = NUMERIC_POINTS,
                    seed: int = 0) -> list[NumericCurve]:
-    """Sample each numeric row's ground truth (its ``function``) and ``codes[i]`` (its last
-    top-level ``def``; None or blank: no code) on the row's domain, all in one sandbox batch.
-    ``seed`` seeds ``random`` / ``numpy.random`` in each program."""
+    """Sample each numeric row's ground truth and ``codes[i]`` (its last top-level ``def``; None or
+    blank: no code) on the row's domain, in one sandbox batch seeded by ``seed``."""
     from findbench.sandbox import run_functions
 
     grids = []
@@ -222,9 +212,8 @@ _RUN_COLOR = "#ff7f0e"
 
 
 def plot_category(category: str, scores: Mapping[str, Any], path: str | os.PathLike, *, interpreter: str = "this run") -> Path:
-    """Bars of one category's Table-2 columns into the PNG ``path``: the FIND paper's rows beside
-    the run's (``scores.json``'s) values, "n/a" where the run has none. The run's bars carry their
-    bootstrap interval as error bars and their n, marked when n < 10."""
+    """Bars of one category's Table-2 columns into the PNG ``path``: the FIND paper's rows beside the
+    run's values ("n/a" where none), with its bootstrap intervals and n (marked when n < 10)."""
     from matplotlib.figure import Figure
 
     index = [i for i, col in enumerate(TABLE2_COLUMNS) if col.category == category]
@@ -436,17 +425,9 @@ def write_report(
 ) -> Path:
     """Write ``report.html`` and its PNG figures for a scored run; returns the HTML's path.
 
-    Args:
-        run_dir: the run folder (``findbench interpret`` or FIND's results layout).
-        scores_dir: the folder ``findbench evaluate`` wrote (default ``<run_dir>/scores``).
-        data: the dataset folder holding the run's functions, for episodes that do not carry their
-            row (FIND's layout, older runs); default ``data`` in ``run.json``, else procedural rows
-            with ``run.json``'s ``seed``.
-        out: the report folder (default ``scores_dir``); figures and the HTML go side by side.
-
-    Raises FileNotFoundError when ``scores_dir`` has no ``scores.json``, and the errors of
-    :func:`findbench.interpret.evaluate.load_interpretations` for a run folder it cannot read.
-    """
+    ``scores_dir``: the folder ``findbench evaluate`` wrote (default ``<run_dir>/scores``); ``data``
+    as :func:`findbench.interpret.evaluate.read_scored_run`; ``out``: default ``scores_dir``.
+    FileNotFoundError when ``scores_dir`` has no ``scores.json``."""
     run_path = Path(run_dir)
     scores_path = Path(scores_dir) if scores_dir is not None else run_path / "scores"
     out_path = Path(out) if out is not None else scores_path

@@ -3,17 +3,14 @@
 Layout of ``out``::
 
     run.json                                  interpreter, protocol, rounds, token limits, seed, data, version
-    lm-cache.sqlite                           findbench LM interpreters: the request cache (reruns are free)
+    lm-cache.sqlite                           findbench LM interpreters: the request cache
     logs/                                     Inspect's ``.eval`` logs (``inspect view``)
     <category>/<method>/fNNNNN/
         description.txt  domain.txt  code.py  the answer's parts ("" where not given)
         episode.json                          the Episode record: transcript and the row interpreted
 
-Each episode folder is written in a temporary folder and renamed into place, so a folder is
-either complete or absent. A rerun with the same ``out`` runs only the episodes without a
-complete folder (one warning line names a damaged ``episode.json``); ``run.json`` must then
-agree on the settings that change answers, else ValueError naming ``out``.
-"""
+Episode folders are renamed into place when complete; a rerun runs only the missing ones and
+its ``run.json`` settings that change answers must agree (else ValueError naming ``out``)."""
 
 from __future__ import annotations
 
@@ -52,8 +49,7 @@ def episode_dir(out: str | os.PathLike, function_id: str, method: str) -> Path:
 
 
 def is_complete_episode(folder: str | os.PathLike) -> bool:
-    """Whether ``folder`` holds every file of :data:`EPISODE_FILES` and a readable
-    ``episode.json`` (a finished episode); a damaged one is logged as a warning naming it."""
+    """Whether ``folder`` holds every file of :data:`EPISODE_FILES` and a readable ``episode.json``."""
     folder = Path(folder)
     if not all((folder / name).is_file() for name in EPISODE_FILES):
         return False
@@ -120,42 +116,21 @@ def run_interpretations(
     model_args: Mapping[str, Any] | None = None,
     display: str | None = None,
 ) -> Path:
-    """Interpret FIND functions with ``inspect_ai.eval`` and export the run folder ``out``.
+    """Interpret FIND functions with ``inspect_ai.eval`` and export the run folder ``out`` (returned).
 
     Args:
-        rows_or_data: None (procedural rows of ``seed``), a dataset folder written by
-            ``findbench build``, or rows (an iterable of mappings, e.g. a ``datasets.Dataset``).
-        interpreter: a reference (``oracle``, ``random``, ``constant``, ``empty``:
-            :mod:`findbench.interpret.references`; no model is called), a findbench LM spec
-            (``embedded``, a folder, a Hub id, an OpenAI-compatible URL with ``model=``), an
-            Inspect model (``hf/local``, ``openai-api/...``, ``vllm/...``, ``mockllm/model``) or
-            a findbench LM instance.
-        methods: ``aia``, ``milan``, ``aia+milan`` (a list or comma-separated); the MILAN ones
-            need neuron configs.
-        configs: categories to run (default: those available, neurons only for MILAN methods).
-        limit: first ``limit`` functions per config (after ``functions``); ``sample``: that
-            many per config, seeded and stratified by subcategory (after ``limit``).
-        functions: function ids to run (e.g. ``["strings/f00007"]``).
-        rounds: most model turns per episode (FIND: 20).
-        out: run folder; a rerun with the same ``out`` resumes it.
-        seed: procedural rows, numeric noise and the ``random`` interpreter's picks.
-        max_connections: model calls in flight at once.
-        max_tokens: per-turn generation limit (default :data:`~findbench.interpret.episode.DEFAULT_MAX_TOKENS`).
-        model: served model name, for findbench URL interpreters.
-        progress: show Inspect's progress display (``display`` picks one; ``"none"`` hides it).
-        protocol: ``text`` (FIND's ``PYTHON(...)`` commands) or ``tools`` (native tool calls;
-            needs an Inspect provider whose model supports tools; findbench's models are text-only).
-        episode_tokens: most tokens generated over one episode, all turns together (None: no
-            limit); an episode that spends it without answering stops (``token_limit``).
-        structured_outputs: ``auto`` (in-process findbench LMs follow the turn grammar,
-            :func:`~findbench.interpret.prompts.turn_grammar`), ``on`` (server models too) or
-            ``off``; recorded in ``run.json`` with ``structured_outputs_applied``.
-        model_args: Inspect model args (a non-findbench interpreter's, else ``INSPECT_EVAL_MODEL_ARGS``;
-            a findbench interpreter's ``cache=None`` turns the request cache off).
-
-    Returns:
-        The run folder.
-    """
+        rows_or_data: None (procedural rows of ``seed``), a ``findbench build`` folder, or rows.
+        interpreter: a reference (``oracle``, ``random``, ``constant``, ``empty``: no model), a
+            findbench LM spec (``embedded``, a folder, a Hub id, a URL with ``model=``), an Inspect
+            model (``hf/local``, ``openai-api/...``, ``vllm/...``, ``mockllm/model``) or an LM.
+        methods: ``aia``, ``milan``, ``aia+milan`` (the MILAN ones need neuron configs).
+        limit: first functions per config (after ``functions``); ``sample``: that many per config,
+            seeded and stratified by subcategory (after ``limit``).
+        rounds: most model turns per episode (FIND: 20); ``max_tokens`` per turn.
+        protocol: ``text`` (``PYTHON(...)`` commands) or ``tools`` (native tool calls).
+        episode_tokens: most tokens generated over one episode (None: no limit).
+        structured_outputs: ``auto`` (in-process findbench LMs follow the turn grammar), ``on`` or ``off``.
+        model_args: Inspect model args (``cache=None`` turns a findbench LM's request cache off)."""
     from inspect_ai import eval as inspect_eval
     from inspect_ai.model import get_model
 

@@ -1,12 +1,7 @@
 """FIND's Table 2: a run's scores beside the interpreters the paper reported.
 
-Each column is one ``(category, method, metric)`` cell of the ``scores.json`` mapping
-``{category: {method: {metric: value, "<metric>_ci": [low, high], "<metric>_n": n}}}``. A cell
-with an interval prints as ``0.83 [0.62, 0.97] (n=6)†`` (:func:`findbench.stats.format_ci`; the
-dagger marks n < 10, with the legend under the table); a cell without one prints the bare mean.
-:func:`table2_rows` and :func:`table2_notes` are the table as text, which ``table.md``
-(:func:`render_table`) and ``report.html`` both print.
-"""
+A cell with an interval prints as ``0.83 [0.62, 0.97] (n=6)†`` (:func:`findbench.stats.format_ci`;
+† marks n < 10); :func:`table2_rows` and :func:`table2_notes` feed ``table.md`` and ``report.html``."""
 
 from __future__ import annotations
 
