@@ -458,10 +458,7 @@ def _is_num(v: Any) -> bool:
 
 
 _PARAM_RULES: dict[str, tuple[str, Callable[[Mapping], bool]]] = {
-    "tanh": ("period must be non-zero", lambda p: float(p["period"]) != 0),
-    "sin": ("period must be non-zero", lambda p: float(p["period"]) != 0),
-    "cos": ("period must be non-zero", lambda p: float(p["period"]) != 0),
-    "square_wave": ("period must be non-zero", lambda p: float(p["period"]) != 0),
+    **{f: ("period must be non-zero", lambda p: float(p["period"]) != 0) for f in ("tanh", "sin", "cos", "square_wave")},
     "gaussian": ("std must be > 0", lambda p: float(p["std"]) > 0),
     "logarithm": ("base must be > 0 and != 1", lambda p: float(p["base"]) > 0 and float(p["base"]) != 1),
     "reciprocal": ("scale must be non-zero", lambda p: float(p["scale"]) != 0),
@@ -701,10 +698,8 @@ def make_code(params: Any) -> str:
         msg = _missing_weights_message(p)
         lines += ["", "def function(x):", f"    raise RuntimeError({msg!r})", ""]
         return "\n".join(lines)
-    if variant == "noise":
-        lines += [f"_rng = np.random.default_rng({int(p['noise']['seed'])})", ""]
-    if variant == "corruption":
-        lines += [f"_rng = np.random.default_rng({int(p['corruption']['seed'])})", ""]
+    if variant in ("noise", "corruption"):
+        lines += [f"_rng = np.random.default_rng({int(p[variant]['seed'])})", ""]
     if variant == "mlp":
         w = p["mlp"]
         lines += [
@@ -787,9 +782,7 @@ def describe(params: Any) -> str:
         base = f"f(x) = g(x) {sym} h(x), the {word} of g(x) = {_term_text(g)} and h(x) = {_term_text(h)}"
     base += f", on the domain {_interval(lo, hi)}"
     quirks = (p.get("find_v1") or {}).get("quirks") or []
-    quirk_text = ""
-    if quirks:
-        quirk_text = " As served by the FIND v1 release: " + "; ".join(quirks) + "."
+    quirk_text = " As served by the FIND v1 release: " + "; ".join(quirks) + "." if quirks else ""
     v = p["variant"]
     if v == "clean":
         return base + "." + quirk_text
