@@ -533,16 +533,9 @@ def function_code(steps: list[tuple[OpSpec, dict]]) -> str:
     The operations' source is copied from :mod:`string_ops`, so ``exec`` of this text behaves
     exactly like :func:`make_function`.
     """
-    helpers: list[str] = []
-    impls: list[Callable] = []
-    for spec, _ in steps:
-        for h in _helpers_of(spec.impl):
-            if h not in helpers:
-                helpers.append(h)
-        if spec.impl not in impls:
-            impls.append(spec.impl)
-    helpers = [h for h in _HELPERS if h in helpers]
-    parts = [_source(getattr(ops, h)) for h in helpers] + [_source(fn) for fn in impls]
+    needed = {h for spec, _ in steps for h in _helpers_of(spec.impl)}
+    impls = dict.fromkeys(spec.impl for spec, _ in steps)
+    parts = [_source(getattr(ops, h)) for h in _HELPERS if h in needed] + [_source(fn) for fn in impls]
     if len(steps) == 1:
         spec, p = steps[0]
         body = f"def function(x):\n    return {spec.call_expr('x', p)}\n"
@@ -584,49 +577,20 @@ def make_function(row_or_params: Any) -> Callable[[str], str]:
 
 def composition_allowed(outer: OpSpec, inner: OpSpec) -> bool:
     """Structural ban list for ``outer∘inner`` (see the module docstring)."""
-    if not inner.composable:
-        return False
-    if outer.family == inner.family:
-        return False
-    if outer.length_only and inner.length_preserving:
-        return False
-    if outer.case_invariant and inner.case_only:
-        return False
-    if outer.order_invariant and inner.reorders:
-        return False
-    return True
+    return bool(inner.composable and outer.family != inner.family and not (outer.length_only and inner.length_preserving)
+                and not (outer.case_invariant and inner.case_only) and not (outer.order_invariant and inner.reorders))
 
 
 #: Fixed probe strings for behavioural de-duplication: every ASCII letter, digit and
 #: punctuation mark and every sampled substring occurs somewhere, so parameterised functions
 #: are told apart.
 PROBES: tuple[str, ...] = (
-    "",
-    "a",
-    "Ab",
-    "abc",
-    "Hello World",
-    "  padded  text ",
-    "\ttab\tand\nnewline ",
-    "The quick brown fox jumps over the lazy dog",
-    "MiXeD CaSe 123",
-    "room 42b, floor 7",
-    "aeiou AEIOU",
-    "mississippi",
-    "level",
-    "one two  three",
-    "abcdefghijklmnopqrstuvwxyz",
-    "ZYXWVUTSRQPONMLKJIHGFEDCBA",
-    "0123456789",
-    "a-b_c.d,e!f*g#h/i",
-    "then the thing in the inn at the station, sound and shell",
-    "ere they read the stall ease; you are here ON AN island",
-    "café Zoë naïve",
-    "it's \"quoted\" \\ back",
-    "Tom & Jerry: 3 mice?",
-    "x1y2z3",
-    "QUIZ jazz PYTHON",
-)
+    "", "a", "Ab", "abc", "Hello World", "  padded  text ", "\ttab\tand\nnewline ", "The quick brown fox jumps over the lazy dog",
+    "MiXeD CaSe 123", "room 42b, floor 7", "aeiou AEIOU", "mississippi", "level", "one two  three", "abcdefghijklmnopqrstuvwxyz",
+    "ZYXWVUTSRQPONMLKJIHGFEDCBA", "0123456789", "a-b_c.d,e!f*g#h/i", "then the thing in the inn at the station, sound and shell",
+    "ere they read the stall ease; you are here ON AN island", "café Zoë naïve", "it's \"quoted\" \\ back", "Tom & Jerry: 3 mice?",
+    "x1y2z3", "QUIZ jazz PYTHON",
+)  # fmt: skip
 
 
 def _signature(fn: Callable[[str], str]) -> tuple[str, ...]:
