@@ -137,20 +137,9 @@ def _run_fingerprint(run_dir: Path) -> str:
     return _fingerprint(load_interpretations(run_dir))
 
 
-def run_main(
-    *,
-    data: str | Path = "find",
-    out: str | Path = "outputs/main",
-    seed: int = 0,
-    interpreters: Sequence[str] = DEFAULT_INTERPRETERS,
-    functions_per_category: int = 3,
-    lm_functions: int = 1,
-    rounds: int = 3,
-    max_tokens: int = 128,
-    judge: str | None = None,
-    judge_mode: str | None = None,
-    max_connections: int = 2,
-) -> dict:
+def run_main(*, data: str | Path = "find", out: str | Path = "outputs/main", seed: int = 0,
+             interpreters: Sequence[str] = DEFAULT_INTERPRETERS, functions_per_category: int = 3, lm_functions: int = 1, rounds: int = 3,
+             max_tokens: int = 128, judge: str | None = None, judge_mode: str | None = None, max_connections: int = 2) -> dict:
     """Run the main job; returns (and writes) the summary.
 
     Args:

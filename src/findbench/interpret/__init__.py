@@ -17,14 +17,7 @@ Not imported here: ``inspect_tasks`` (Inspect finds it through its entry point),
 from __future__ import annotations
 
 from findbench.interpret.calls import FunctionRunner
-from findbench.interpret.episode import (
-    DEFAULT_MAX_TOKENS,
-    DEFAULT_ROUNDS,
-    Chat,
-    ChatReply,
-    Episode,
-    run_episode,
-)
+from findbench.interpret.episode import DEFAULT_MAX_TOKENS, DEFAULT_ROUNDS, Chat, ChatReply, Episode, run_episode
 from findbench.interpret.prompts import MILAN_TURNS, build_messages, system_prompt, task_prompt
 from findbench.interpret.protocol import (
     METHODS,

@@ -74,14 +74,8 @@ def _finite_or_none(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def compare_runs(
-    run_a: str | os.PathLike,
-    run_b: str | os.PathLike,
-    *,
-    seed: int = DEFAULT_SEED,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    confidence: float = DEFAULT_CONFIDENCE,
-) -> dict[str, Any]:
+def compare_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, *, seed: int = DEFAULT_SEED, n_resamples: int = DEFAULT_RESAMPLES,
+                 confidence: float = DEFAULT_CONFIDENCE) -> dict[str, Any]:
     """Paired bootstrap of ``run_a`` against ``run_b`` per column (see the module docstring).
 
     Args:

@@ -409,18 +409,9 @@ def _check_out(out: Path, run_dir: Path) -> None:
                              f"give a new folder or one holding only {', '.join(OUTPUT_FILES)}")
 
 
-def evaluate_run(
-    run_dir: str | os.PathLike,
-    *,
-    data: str | os.PathLike | None = None,
-    judge: Any = "embedded-evaluator",
-    judge_mode: str | None = None,
-    judge_model: str | None = None,
-    method: str | None = None,
-    out: str | os.PathLike,
-    judge_cache: str | os.PathLike | None = None,
-    progress: bool = True,
-) -> dict[str, Any]:
+def evaluate_run(run_dir: str | os.PathLike, *, data: str | os.PathLike | None = None, judge: Any = "embedded-evaluator",
+                 judge_mode: str | None = None, judge_model: str | None = None, method: str | None = None, out: str | os.PathLike,
+                 judge_cache: str | os.PathLike | None = None, progress: bool = True) -> dict[str, Any]:
     """Score the interpretations in ``run_dir`` and write ``scores.json``, ``per_function.csv``,
     ``unit_tests.csv``, ``process.json`` and ``table.md`` to ``out`` (replaced in one rename).
 

@@ -260,17 +260,9 @@ def default_configs(data: Any, methods: Sequence[str], functions: Sequence[str] 
     return [c for c in CATEGORIES if c in present]
 
 
-def find_samples(
-    configs: Sequence[str] | str | None = None,
-    method: str = "aia",
-    *,
-    limit: int | None = None,
-    sample: int | None = None,
-    functions: Sequence[str] | str | None = None,
-    data: Any = None,
-    seed: int = 0,
-    interpreter: str | None = None,
-) -> list[Sample]:
+def find_samples(configs: Sequence[str] | str | None = None, method: str = "aia", *, limit: int | None = None, sample: int | None = None,
+                 functions: Sequence[str] | str | None = None, data: Any = None, seed: int = 0,
+                 interpreter: str | None = None) -> list[Sample]:
     """One sample per FIND function: id the function id, metadata ``{"row", "method"}``.
 
     ``data``: a dataset folder, rows or None (procedural rows of ``seed``); ``configs`` default to
@@ -488,25 +480,11 @@ def judge_explanation(decisions: list[dict], mode: str) -> str:
 
 
 @task
-def find_interpret(
-    configs: str | list[str] | None = None,
-    method: str = "aia",
-    limit: int | None = None,
-    sample: int | None = None,
-    functions: str | list[str] | None = None,
-    rounds: int = DEFAULT_ROUNDS,
-    data: str | None = None,
-    seed: int = 0,
-    max_tokens: int | None = None,
-    interpreter: str | None = None,
-    judge: Any = "embedded-evaluator",
-    judge_mode: str | None = None,
-    judge_model: str | None = None,
-    judge_cache: str | None = None,
-    protocol: str = PROTOCOL,
-    episode_tokens: int | None = None,
-    structured_outputs: str = "auto",
-) -> Task:
+def find_interpret(configs: str | list[str] | None = None, method: str = "aia", limit: int | None = None, sample: int | None = None,
+                   functions: str | list[str] | None = None, rounds: int = DEFAULT_ROUNDS, data: str | None = None, seed: int = 0,
+                   max_tokens: int | None = None, interpreter: str | None = None, judge: Any = "embedded-evaluator",
+                   judge_mode: str | None = None, judge_model: str | None = None, judge_cache: str | None = None, protocol: str = PROTOCOL,
+                   episode_tokens: int | None = None, structured_outputs: str = "auto") -> Task:
     """FIND's interpretation task (FIND §3, Table 2) for one method (``-T name=value``).
 
     Row selection as :func:`find_samples`, the episode as :func:`find_agent`; ``interpreter``: a

@@ -416,13 +416,8 @@ def _read_csv(path: Path) -> dict[tuple[str, str], list[dict[str, str]]]:
     return out
 
 
-def write_report(
-    run_dir: str | os.PathLike,
-    scores_dir: str | os.PathLike | None = None,
-    *,
-    data: str | os.PathLike | None = None,
-    out: str | os.PathLike | None = None,
-) -> Path:
+def write_report(run_dir: str | os.PathLike, scores_dir: str | os.PathLike | None = None, *, data: str | os.PathLike | None = None,
+                 out: str | os.PathLike | None = None) -> Path:
     """Write ``report.html`` and its PNG figures for a scored run; returns the HTML's path.
 
     ``scores_dir``: the folder ``findbench evaluate`` wrote (default ``<run_dir>/scores``); ``data``

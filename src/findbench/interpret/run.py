@@ -94,28 +94,13 @@ def _record_run_info(out: Path, info: dict[str, Any]) -> None:
         atomic_write_json(path, merged)
 
 
-def run_interpretations(
-    rows_or_data: Any = None,
-    interpreter: Any = "embedded",
-    *,
-    methods: Sequence[str] | str = ("aia",),
-    configs: Sequence[str] | str | None = None,
-    limit: int | None = None,
-    sample: int | None = None,
-    functions: Sequence[str] | str | None = None,
-    rounds: int = DEFAULT_ROUNDS,
-    out: str | os.PathLike = "outputs/interpret",
-    seed: int = 0,
-    max_connections: int = 4,
-    max_tokens: int | None = None,
-    model: str | None = None,
-    progress: bool = True,
-    protocol: str = PROTOCOL,
-    episode_tokens: int | None = None,
-    structured_outputs: str = "auto",
-    model_args: Mapping[str, Any] | None = None,
-    display: str | None = None,
-) -> Path:
+def run_interpretations(rows_or_data: Any = None, interpreter: Any = "embedded", *, methods: Sequence[str] | str = ("aia",),
+                        configs: Sequence[str] | str | None = None, limit: int | None = None, sample: int | None = None,
+                        functions: Sequence[str] | str | None = None, rounds: int = DEFAULT_ROUNDS,
+                        out: str | os.PathLike = "outputs/interpret", seed: int = 0, max_connections: int = 4,
+                        max_tokens: int | None = None, model: str | None = None, progress: bool = True, protocol: str = PROTOCOL,
+                        episode_tokens: int | None = None, structured_outputs: str = "auto", model_args: Mapping[str, Any] | None = None,
+                        display: str | None = None) -> Path:
     """Interpret FIND functions with ``inspect_ai.eval`` and export the run folder ``out`` (returned).
 
     Args:
