@@ -9,8 +9,6 @@ wraps around the alphabet and keeps case; every operation accepts the empty stri
 
 from __future__ import annotations
 
-# --------------------------------------------------------------------------- helpers
-
 
 def number_to_words(n):
     """Lowercase English words for an integer, e.g. 0 -> 'zero', 21 -> 'twenty-one',
@@ -74,9 +72,6 @@ def map_words(s, transform):
     return "".join(out)
 
 
-# --------------------------------------------------------------------------- case
-
-
 def uppercase(s):
     return s.upper()
 
@@ -108,9 +103,6 @@ def alternate_case(s):
 
 def uppercase_vowels(s):
     return "".join(ch.upper() if ch in "aeiou" else ch for ch in s)
-
-
-# --------------------------------------------------------------------------- reversals
 
 
 def reverse(s):
@@ -149,9 +141,6 @@ def reverse_vowels(s):
     return "".join(out)
 
 
-# --------------------------------------------------------------------------- filters
-
-
 def extract_digits(s):
     return "".join(ch for ch in s if ch in "0123456789")
 
@@ -180,9 +169,6 @@ def remove_duplicate_chars(s):
 
 def digits_to_words(s):
     return "".join(number_to_words(int(ch)) if ch in "0123456789" else ch for ch in s)
-
-
-# --------------------------------------------------------------------------- counts as words
 
 
 def length_word(s):
@@ -222,9 +208,6 @@ def find_substring_word(s, sub):
     return "none" if index < 0 else number_to_words(index)
 
 
-# --------------------------------------------------------------------------- positions
-
-
 def first_char(s):
     return s[:1]
 
@@ -256,9 +239,6 @@ def last_char_order(s):
     return number_to_words(order) if order else "none"
 
 
-# --------------------------------------------------------------------------- whitespace
-
-
 def strip_whitespace(s):
     return s.strip()
 
@@ -286,9 +266,6 @@ def collapse_whitespace(s):
     return "".join(out)
 
 
-# --------------------------------------------------------------------------- replacement
-
-
 def replace_vowels(s, char):
     return "".join(char if ch in "aeiouAEIOU" else ch for ch in s)
 
@@ -311,9 +288,6 @@ def remove_char(s, char):
 
 def remove_substring(s, sub):
     return s.replace(sub, "")
-
-
-# --------------------------------------------------------------------------- shifts / ciphers
 
 
 def caesar_shift(s, shift):
@@ -368,9 +342,6 @@ def letter_permutation(s, mapping):
     return "".join(out)
 
 
-# --------------------------------------------------------------------------- insertion
-
-
 def insert_at_middle(s, text):
     middle = len(s) // 2
     return s[:middle] + text + s[middle:]
@@ -400,9 +371,6 @@ def concat_reverse(s):
     return s + s[::-1]
 
 
-# --------------------------------------------------------------------------- splitting
-
-
 def split_keep_first(s, char):
     return s.split(char)[0]
 
@@ -413,9 +381,6 @@ def split_keep_last(s, char):
 
 def split_reverse_pieces(s, char):
     return char.join(s.split(char)[::-1])
-
-
-# --------------------------------------------------------------------------- duplication
 
 
 def duplicate_first_char(s):
@@ -435,9 +400,6 @@ def duplicate_last_char(s):
 
 def duplicate_each_char(s):
     return "".join(ch + ch for ch in s)
-
-
-# --------------------------------------------------------------------------- swaps
 
 
 def swap_first_last(s):

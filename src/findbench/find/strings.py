@@ -33,7 +33,6 @@ logger = logging.getLogger(__name__)
 COMPOSITION_FRACTION = 0.7
 N_TEST_INPUTS = 10
 
-# ----------------------------------------------------------------------------- parameter kinds
 
 _VOWELS = "aeiou"
 _COMMON_LOWER = "etaoinsrhldcum"
@@ -75,8 +74,6 @@ def _check_kind(kind: str, value: Any, where: str) -> None:
         _check_mapping(value, where)
     elif not _KIND_CHECKS[kind][0](value):
         raise ValueError(f"{where} must be {_KIND_CHECKS[kind][1]}, got {value!r}")
-
-# ----------------------------------------------------------------------------- samplers
 
 
 def _rand_case(rng: random.Random, ch: str) -> str:
@@ -213,9 +210,6 @@ def _s_mapping(rng: random.Random) -> dict:
     return {"mapping": _sample_mapping(rng)}
 
 
-# ----------------------------------------------------------------------------- descriptions
-
-
 def _q(text: str) -> str:
     return repr(text)
 
@@ -247,9 +241,6 @@ def _too_short(index: int) -> str:
 
 def _mapping_text(mapping: Mapping[str, str]) -> str:
     return ", ".join(f"{k} -> {mapping[k]}" for k in sorted(mapping))
-
-
-# ----------------------------------------------------------------------------- the registry
 
 
 @dataclass(frozen=True)
@@ -431,8 +422,6 @@ def _extra_swap(where: str, p: dict) -> None:
 
 _EXTRA_CHECKS.update({"replace_char": _extra_replace, "replace_substring": _extra_replace, "swap_indices": _extra_swap})
 
-# ----------------------------------------------------------------------------- params, code, description
-
 
 def _validate_step(k: int, step: Any) -> tuple[OpSpec, dict]:
     where = f"params.ops[{k}]"
@@ -572,9 +561,6 @@ def make_function(row_or_params: Any) -> Callable[[str], str]:
     return _compose(validate_params(params))
 
 
-# ----------------------------------------------------------------------------- degeneracy
-
-
 def composition_allowed(outer: OpSpec, inner: OpSpec) -> bool:
     """Structural ban list for ``outer∘inner`` (see the module docstring)."""
     return bool(inner.composable and outer.family != inner.family and not (outer.length_only and inner.length_preserving)
@@ -623,7 +609,6 @@ _IDENTITY = PROBES
 #: The probes of two or more characters: what the inputs a function is tested on look like.
 _NATURAL = tuple(i for i, probe in enumerate(PROBES) if len(probe.strip()) >= 2)
 
-# ----------------------------------------------------------------------------- test inputs
 
 _WORDS_POOL = (
     "apple", "banana", "cherry", "garden", "window", "pencil", "rocket", "silver", "forest", "planet",
@@ -814,9 +799,6 @@ def _make_test_inputs(rng: random.Random, fn: Callable[[str], str], hints: dict,
             break
     assert best is not None
     return best[1]
-
-
-# ----------------------------------------------------------------------------- generation
 
 
 def _draw_steps(rng: random.Random, specs: list[OpSpec]) -> list[tuple[OpSpec, dict]]:

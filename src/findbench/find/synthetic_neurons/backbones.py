@@ -53,7 +53,6 @@ DEFAULT_LM = "embedded"
 _PROBE_VERSION = 4
 
 
-# --------------------------------------------------------------------------- entity probes
 @dataclass(frozen=True)
 class EntityProbe:
     """Calibrated read-out of one concept: ``score(x) = sigmoid(weights · e(x) + bias)``."""
@@ -225,7 +224,6 @@ def _fit_entity_probes(config: Mapping[str, Any]) -> tuple[dict[str, EntityProbe
     return probes, info
 
 
-# --------------------------------------------------------------------------- inputs
 def _as_batch(x: Any, name: str = "x") -> tuple[list[str], bool]:
     """(inputs, was_single) for a str or a sequence of str; TypeError naming the bad one."""
     if isinstance(x, str):
@@ -255,7 +253,6 @@ def _resolve_lm(lm: Any):
     return lm
 
 
-# --------------------------------------------------------------------------- neurons
 class EntityNeuron:
     """A synthetic entity neuron: ``neuron(word) -> float`` or ``neuron([words]) -> [floats]``.
 
@@ -366,7 +363,6 @@ class RelationNeuron:
         return out[0] if single else out
 
 
-# --------------------------------------------------------------------------- rows -> callables
 def _row_params(row: Mapping[str, Any]) -> dict[str, Any]:
     raw = row.get("params")
     if raw in (None, ""):

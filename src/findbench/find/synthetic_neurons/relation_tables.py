@@ -355,7 +355,6 @@ def _drop_the(text: str) -> str:
     return text[4:] if text[:4].casefold() == "the " else text
 
 
-# ------------------------------------------------------------------------------ build tables
 def _as_list(value: Any) -> list[Any]:
     if value is None:
         return []
@@ -448,7 +447,6 @@ def get_relation_table(key: str) -> RelationTable:
     raise ValueError(f"key {key!r} is not a relation table; known: {known}")
 
 
-# --------------------------------------------------------------------------------- provenance
 def table_fingerprint(table: RelationTable) -> str:
     """sha256 of the canonical JSON of ``table``'s entries (inputs, answers, aliases, attributes):
     a data package release that changes any answer changes the fingerprint."""
@@ -475,7 +473,6 @@ def relation_provenance() -> dict[str, dict[str, Any]]:
                     "n_core": len(t.sample_entries), "fingerprint": table_fingerprint(t)} for t in _load()}
 
 
-# ------------------------------------------------------------------------------- check sets
 @dataclass(frozen=True)
 class RelationCheck:
     """An independent check of one relation.
