@@ -591,13 +591,6 @@ def _clean_fn(p: Mapping) -> Callable[[np.ndarray], Any]:
     return lambda x: g(x) * h(x)
 
 
-def _mlp_arrays(w: Mapping) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    def arr(v: Any) -> np.ndarray:
-        return np.asarray(v, dtype=np.float32).astype(np.float64)
-
-    return arr(w["w1"]), arr(w["b1"]), arr(w["w2"]), float(np.float32(w["b2"]))
-
-
 def _noise(p: Mapping, seed: int) -> Callable[[np.ndarray, Any], Any]:
     """What a noisy or corrupted function does to its clean values, drawing from ``default_rng(seed)``."""
     rng = np.random.default_rng(seed)
@@ -641,10 +634,11 @@ def make_function(row_or_params: Any, *, noise_key: Any = None) -> Callable[[Any
     if variant == "mlp":
         if p.get("mlp_weights_missing"):
             raise MissingMLPWeightsError(_missing_weights_message(p))
-        w1, b1, w2, b2 = _mlp_arrays(p["mlp"])
+        w1, b1, w2 = (np.asarray(p["mlp"][k], dtype=np.float32).astype(np.float64) for k in ("w1", "b1", "w2"))
+        b2 = float(np.float32(p["mlp"]["b2"]))
 
         def clean(x: np.ndarray) -> Any:
-            return np.maximum(np.multiply.outer(x, w1) + b1, 0.0) @ w2 + b2
+            return _mlp.mlp_forward(w1, b1, w2, b2, x)
 
     else:
         clean = _clean_fn(p)
