@@ -37,12 +37,8 @@ def _per_function_path(folder: Path, name: str) -> Path:
 
 def read_per_function(scores_dir: str | os.PathLike, *, name: str = "scores_dir") -> dict[tuple[str, str], dict[str, dict[str, str]]]:
     """``per_function.csv`` of a ``findbench evaluate`` folder (or of ``<run>/scores``) as
-    ``{(category, method): {function_id: row}}`` (the row's cells as text).
-
-    FileNotFoundError naming ``name`` without such a file; ValueError naming it for a file
-    that lacks a column of :data:`findbench.interpret.evaluate.CSV_COLUMNS` or holds the same
-    function and method twice.
-    """
+    ``{(category, method): {function_id: row}}``; ValueError naming ``name`` for a file lacking a
+    column of :data:`~findbench.interpret.evaluate.CSV_COLUMNS` or scoring a function twice."""
     path = _per_function_path(Path(scores_dir), name)
     with open(path, newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
@@ -78,18 +74,11 @@ def compare_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, *, seed: in
                  confidence: float = DEFAULT_CONFIDENCE) -> dict[str, Any]:
     """Paired bootstrap of ``run_a`` against ``run_b`` per column (see the module docstring).
 
-    Args:
-        run_a, run_b: folders written by ``findbench evaluate`` (or runs holding one as
-            ``scores/``).
-        seed, n_resamples, confidence: of :func:`findbench.stats.paired_bootstrap`.
-
-    Returns ``{"run_a", "run_b", "seed", "n_resamples", "confidence", "columns",
-    "only_one_run"}``: ``columns`` lists, for every column both runs scored with at least one
-    shared function, ``{"category", "method", "metric", "header", "n", "mean_a", "mean_b",
-    "diff", "diff_ci", "p_value", "differs", "only_a", "only_b"}`` (``only_a`` / ``only_b``:
-    functions of the column scored by one run alone, left out); ``only_one_run`` names the
-    columns (their headers) scored by one run only. Plain Python types, ready for JSON.
-    """
+    Returns ``{"run_a", "run_b", "seed", "n_resamples", "confidence", "columns", "only_one_run"}``
+    (plain Python types): ``columns`` lists, for every column both runs scored with a shared
+    function, ``{"category", "method", "metric", "header", "n", "mean_a", "mean_b", "diff",
+    "diff_ci", "p_value", "differs", "only_a", "only_b"}`` (``only_a`` / ``only_b``: functions scored
+    by one run alone, left out); ``only_one_run`` the headers of columns scored by one run only."""
     a = read_per_function(run_a, name="run_a")
     b = read_per_function(run_b, name="run_b")
     columns: list[dict[str, Any]] = []

@@ -171,15 +171,8 @@ def check_row(row: Any, method: str) -> str:
 
 def task_prompt(row: Mapping[str, Any], method: str = "aia", *, exemplar_reply: str | None = None,
                 protocol: str = PROTOCOL) -> str:
-    """The first user message of an episode on ``row``.
-
-    Args:
-        row: a dataset row (its ``category`` and ``subcategory`` pick the text).
-        method: ``aia``, ``milan`` or ``aia+milan`` (the MILAN ones only for neurons).
-        exemplar_reply: MILAN methods: the harness's reply line for the row's exemplars
-            (``Response: Function input - output pairs: ...``), shown to the agent.
-        protocol: ``text``, or ``tools`` (one more sentence: ``PYTHON(...)`` means a tool call).
-    """
+    """The first user message of an episode on ``row``; ``exemplar_reply`` (MILAN methods): the reply
+    line for the row's exemplars; ``protocol`` ``tools`` adds a sentence (``PYTHON(...)`` means a tool call)."""
     category = check_row(row, method)
     text = _TEMPLATES[category].format(script=_S, mlp=_MLP if is_mlp(row) else "")
     if check_protocol(protocol) == "tools":
@@ -242,13 +235,9 @@ def turn_grammar(category: str, turns: int):
 
 
 def turn_constraint(category: str, *, answer_only: bool = False) -> Constraint:
-    """The grammar of one ``text``-protocol turn on a ``category`` function: an optional short
-    line of free text, then commands (``PYTHON(function.py v1 v2 ...)``, one per line, at most
-    :data:`MAX_TURN_COMMANDS`, each with 1-10 values) or the answer (``[DESCRIPTION]: ...`` and,
-    as the category asks, ``[DOMAIN]: ...`` and ``[CODE]:`` with a fenced ``def function(x):``).
-    ``answer_only``: the answer is the only choice (an episode's last turn). Every turn it
-    allows is read by :func:`~findbench.interpret.protocol.parse_commands` /
-    :func:`~findbench.interpret.protocol.parse_answer` as commands or an answer."""
+    """The grammar of one ``text``-protocol turn on a ``category`` function: an optional short line,
+    then at most :data:`MAX_TURN_COMMANDS` commands of 1-10 values, one per line, or the category's
+    answer; ``answer_only`` (an episode's last turn): the answer only."""
     if category not in _ANSWER_PARTS:
         raise ValueError(f"category must be one of {tuple(_ANSWER_PARTS)}, got {category!r}")
     parts = []

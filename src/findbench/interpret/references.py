@@ -88,11 +88,8 @@ def _pick_key(seed: int, function_id: str, candidate: str) -> str:
 
 
 def random_answer(row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]], *, seed: int = 0) -> Answer:
-    """The ground truth of another function of ``row``'s category from ``pool``.
-
-    The pick depends only on ``seed``, the row's id and the ids in the pool (not on their
-    order); ValueError naming ``pool`` when it holds no other function of that category.
-    """
+    """The ground truth of another function of ``row``'s category from ``pool``, picked from ``seed``,
+    the row's id and the pool's ids (not their order); ValueError naming ``pool`` when there is none."""
     fid, category = row.get("function_id"), row.get("category")
     others = [r for r in pool if r.get("category") == category and r.get("function_id") != fid]
     if not others:

@@ -89,11 +89,8 @@ def table2_rows(interpreter: str, scores: Mapping[str, Mapping[str, Mapping[str,
     return rows + [[interpreter, *(format_cell(s) for s in table2_summaries(scores))]]
 
 
-def table2_notes(
-    scores: Mapping[str, Mapping[str, Mapping[str, Any]]],
-    counts: Mapping[str, Mapping[str, int]] | None = None,
-    notes: Iterable[str] = (),
-) -> list[str]:
+def table2_notes(scores: Mapping[str, Mapping[str, Mapping[str, Any]]], counts: Mapping[str, Mapping[str, int]] | None = None,
+                 notes: Iterable[str] = ()) -> list[str]:
     """The lines under Table 2: the functions behind each of the run's cells (from ``counts``,
     ``{category: {method: n}}``), ``notes``, the interval method and the small-n legend."""
     out = list(notes) + _interval_notes(table2_summaries(scores))
@@ -125,13 +122,8 @@ def _md_table(rows: Iterable[Iterable[str]]) -> list[str]:
             *("| " + " | ".join(row) + " |" for row in rows)]
 
 
-def render_table(
-    interpreter: str,
-    scores: Mapping[str, Mapping[str, Mapping[str, Any]]],
-    *,
-    counts: Mapping[str, Mapping[str, int]] | None = None,
-    notes: Iterable[str] = (),
-) -> str:
+def render_table(interpreter: str, scores: Mapping[str, Mapping[str, Mapping[str, Any]]], *,
+                 counts: Mapping[str, Mapping[str, int]] | None = None, notes: Iterable[str] = ()) -> str:
     """Markdown of Table 2 (``table.md``): the paper's interpreters, then ``interpreter`` (this
     run) in bold, and :func:`table2_notes` as a list under the table."""
     *paper, (_, *cells) = table2_rows(interpreter, scores)
@@ -143,18 +135,10 @@ def render_table(
     return "\n".join(lines) + "\n"
 
 
-def render_comparison(
-    runs: Mapping[str, Mapping[str, Mapping[str, Mapping[str, Any]]]],
-    *,
-    title: str = "FIND Table 2",
-    floor: str = FLOOR,
-) -> str:
-    """Markdown of Table 2 with the paper's rows and one row per run (``{name: scores}``).
-
-    When ``floor`` (default the ``constant`` baseline) is one of the runs, a second table gives
-    each other run's mean minus the floor's, per column ("—" where either has no value);
-    ``findbench compare`` tests such a difference on the functions both runs scored.
-    """
+def render_comparison(runs: Mapping[str, Mapping[str, Mapping[str, Mapping[str, Any]]]], *, title: str = "FIND Table 2",
+                      floor: str = FLOOR) -> str:
+    """Markdown of Table 2 with the paper's rows and one row per run (``{name: scores}``); when ``floor``
+    (default ``constant``) is a run, a second table gives each run's mean minus the floor's."""
     summaries = {name: table2_summaries(scores) for name, scores in runs.items()}
     rows = [[f"{name} (paper)", *(_fmt(v) for v in values)] for name, values in PAPER_TABLE2.items()]
     rows += [[f"**{_escape(name)}**", *(format_cell(v) for v in cells)] for name, cells in summaries.items()]
