@@ -213,28 +213,6 @@ def _strings_rows(root: Path) -> list[dict]:
     return rows
 
 
-def _neuron_extras(category: str):
-    """E's description and prompt helpers when importable (None otherwise)."""
-    try:
-        from findbench.find.synthetic_neurons import render_prompt
-    except ImportError:  # pragma: no cover - the neurons package is part of findbench
-        render_prompt = None
-    try:
-        if category == "neurons_entities":
-            from findbench.find.synthetic_neurons.entities import describe_entity as describe
-        else:
-            from findbench.find.synthetic_neurons.relations import describe_relation as describe
-    except ImportError:  # pragma: no cover
-        describe = None
-    try:
-        from findbench.find.synthetic_neurons.backbones import DEFAULT_BACKENDS
-
-        backbone = DEFAULT_BACKENDS.get(category)
-    except ImportError:  # pragma: no cover
-        backbone = None
-    return render_prompt, describe, backbone
-
-
 def _clean(text: Any) -> str | None:
     if text is None:
         return None
@@ -244,8 +222,12 @@ def _clean(text: Any) -> str | None:
 
 def _neuron_rows(root: Path, category: str) -> list[dict]:
     records = _read_json(root / category / "data.json")
+    from findbench.find.synthetic_neurons import render_prompt
+    from findbench.find.synthetic_neurons.backbones import DEFAULT_BACKENDS
+    from findbench.find.synthetic_neurons.entities import describe_entity
+    from findbench.find.synthetic_neurons.relations import describe_relation
+
     unit = _unit_tests_by_index(root / category / "unit_test_data.json", category)
-    render_prompt, describe, backbone = _neuron_extras(category)
     rows = []
     for rec in records:
         name = _dir_name(rec.get("dir"), f"{category} record dir")
@@ -259,15 +241,14 @@ def _neuron_rows(root: Path, category: str) -> list[dict]:
             concepts = [c1] if c2 is None else [c1, c2]
             sub = "atomic" if c2 is None else "composition"
             fname = c1 if c2 is None else f"{c1} OR {c2}"
-            desc = describe(concepts) if describe else (f"The neuron fires on words related to {' or to '.join(concepts)}.")
+            desc = describe_entity(concepts)
         else:
             if c2 is None:
                 raise ValueError(f"{category}/{name}: concept2 (the relation's output) is empty")
             exception = _clean(rec.get("exeption", rec.get("exception")))  # the release spells it "exeption"
             sub = "atomic" if exception is None else "corruption"
             fname = f"{c1} -> {c2}" + ("" if exception is None else f" except {exception}")
-            desc = describe(c1, c2, exception) if describe else f"Maps {c1} to {c2}."
-        prompt = render_prompt(category, c1, c2, exception) if render_prompt else None
+            desc = describe_relation(c1, c2, exception)
         rows.append(
             empty_row(
                 function_id=function_id(category, i),
@@ -283,8 +264,8 @@ def _neuron_rows(root: Path, category: str) -> list[dict]:
                 concept1=c1,
                 concept2=c2,
                 exception=exception,
-                backbone=backbone,
-                prompt=prompt,
+                backbone=DEFAULT_BACKENDS[category],
+                prompt=render_prompt(category, c1, c2, exception),
             )
         )
     return rows
