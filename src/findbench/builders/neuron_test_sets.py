@@ -28,51 +28,25 @@ _HOMEPAGE = "https://github.com/explanare/eval-neuron-explanation"
 
 CONFIG_NAMES = ("huang2023", "observational", "intervention_tasks")
 
-_OBS_COMMON = {
-    "neuron": datasets.Value("string"),
-    "layer": datasets.Value("int32"),
-    "neuron_index": datasets.Value("int32"),
-    "explanation": datasets.Value("string"),
-    "item_index": datasets.Value("int32"),
-    "sentence": datasets.Value("string"),
-    "span_tokens": datasets.Sequence(datasets.Value("string")),
-    "activations": datasets.Sequence(datasets.Value("float64")),
-    "max_activation": datasets.Value("float64"),
-    "label": datasets.Value("string"),
-    "in_explanation": datasets.Value("bool"),
-    "fires": datasets.Value("bool"),
-    "block": datasets.Value("string"),
-}
+def _features(**columns: str) -> dict:
+    """``datasets`` features from dtype names; ``"[dtype]"`` is a sequence of them."""
+    return {k: datasets.Sequence(datasets.Value(t[1:-1])) if t.startswith("[") else datasets.Value(t) for k, t in columns.items()}
+
+
+_OBS_COMMON = _features(
+    neuron="string", layer="int32", neuron_index="int32", explanation="string", item_index="int32", sentence="string",
+    span_tokens="[string]", activations="[float64]", max_activation="float64", label="string", in_explanation="bool",
+    fires="bool", block="string",
+)
 
 FEATURES = {
-    "huang2023": datasets.Features({**_OBS_COMMON, "length_mismatch": datasets.Value("bool")}),
-    "observational": datasets.Features(
-        {
-            **_OBS_COMMON,
-            "span": datasets.Value("string"),
-            "model": datasets.Value("string"),
-            "sentence_source": datasets.Value("string"),
-            "judge": datasets.Value("string"),
-        }
-    ),
-    "intervention_tasks": datasets.Features(
-        {
-            "task": datasets.Value("string"),
-            "concept": datasets.Value("string"),
-            "template": datasets.Value("string"),
-            "filler": datasets.Value("string"),
-            "prompt": datasets.Value("string"),
-            "answer": datasets.Value("string"),
-            "expected_token": datasets.Value("string"),
-            "expected_token_id": datasets.Value("int64"),
-            "filler_positions": datasets.Sequence(datasets.Value("int32")),
-            "n_tokens": datasets.Value("int32"),
-            "predicted_token": datasets.Value("string"),
-            "predicted_token_id": datasets.Value("int64"),
-            "correct": datasets.Value("bool"),
-            "model": datasets.Value("string"),
-        }
-    ),
+    "huang2023": datasets.Features({**_OBS_COMMON, **_features(length_mismatch="bool")}),
+    "observational": datasets.Features({**_OBS_COMMON, **_features(span="string", model="string", sentence_source="string", judge="string")}),
+    "intervention_tasks": datasets.Features(_features(
+        task="string", concept="string", template="string", filler="string", prompt="string", answer="string",
+        expected_token="string", expected_token_id="int64", filler_positions="[int32]", n_tokens="int32",
+        predicted_token="string", predicted_token_id="int64", correct="bool", model="string",
+    )),
 }
 
 _DESCRIPTIONS = {
