@@ -163,9 +163,7 @@ def run_main(*, data: str | Path = "find", out: str | Path = "outputs/main", see
     data, out = Path(data), Path(out)
     out.mkdir(parents=True, exist_ok=True)
     source = "procedural"
-    # the dataset folder by absolute path: the same relative name run from another folder is
-    # another dataset
-    # and by what generates it, so a findbench whose generators or data changed rebuilds it
+    # keyed by absolute path and generator: a changed findbench or another folder rebuilds it
     from findbench.find.rows import generator_fingerprint
 
     data_key = {"data": str(data.resolve()), "source": source, "seed": seed, "generator": generator_fingerprint()}

@@ -58,9 +58,6 @@ _EPISODE = re.compile(r"^f\d{5}$")
 _RUN_INFO = "run.json"
 
 
-# ------------------------------------------------------------------------------ reading a run
-
-
 def read_run_info(run_dir: str | os.PathLike) -> dict[str, Any]:
     """``<run_dir>/run.json`` as a dict (``{}`` when the folder has none)."""
     path = Path(run_dir) / _RUN_INFO
@@ -148,9 +145,6 @@ def load_interpretations(run_dir: str | os.PathLike, method: str | None = None) 
     file). ``method``: the method of a FIND-layout folder's episodes (default ``aia``); for a run,
     keep only that method's episodes."""
     return _scan(Path(run_dir), method)[1]
-
-
-# ---------------------------------------------------------------------------------- scoring
 
 
 def _finite_mean(values: Sequence[float]) -> float | None:
@@ -283,9 +277,6 @@ def _interval(units: Sequence[float]) -> tuple[list[float] | None, int]:
     return [low, high], len(units)
 
 
-# ---------------------------------------------------------------------------------- writing
-
-
 def _cell(value: Any) -> str:
     if value is None:
         return ""
@@ -400,8 +391,7 @@ def _check_out(out: Path, run_dir: Path) -> None:
     if out.exists():
         if not out.is_dir():
             raise ValueError(f"out: {out} exists and is not a folder")
-        # the report (findbench report / evaluate --report) writes report.html and PNG figures
-        # beside the scores; they describe the old scores and go with them
+        # report.html and its PNG figures describe the old scores and go with them
         others = sorted(p.name for p in out.iterdir()
                         if p.name not in OUTPUT_FILES and p.name != "report.html" and not (p.suffix == ".png" and p.is_file()))
         if others:

@@ -85,9 +85,6 @@ TASK_NAME = "findbench/find_interpret"
 LOG_DIR = "logs"
 
 
-# ----------------------------------------------------------------------------------- messages
-
-
 def to_chat_messages(messages: Iterable[Mapping[str, str]]) -> list[ChatMessage]:
     """findbench's ``{"role", "content"}`` dicts as Inspect chat messages."""
     kinds = {"system": ChatMessageSystem, "user": ChatMessageUser, "assistant": ChatMessageAssistant}
@@ -137,9 +134,6 @@ def inspect_chat(model: Any = None, constraint: Any = None) -> Any:
         return ChatReply(output.completion, usage=_usage_dict(output.usage))
 
     return chat
-
-
-# -------------------------------------------------------------------------- the tools protocol
 
 
 _TOOL_DESCRIPTION = (
@@ -229,9 +223,6 @@ async def run_tool_episode(row: Mapping[str, Any], model: Any = None, *, method:
     return episode, messages
 
 
-# ------------------------------------------------------------------------------------ dataset
-
-
 def _json_row(row: Mapping[str, Any]) -> dict[str, Any]:
     """A row as plain JSON values (the log stores sample metadata as JSON)."""
     return json.loads(json.dumps(dict(row), default=lambda v: v.tolist() if hasattr(v, "tolist") else str(v)))
@@ -319,9 +310,6 @@ def find_samples(configs: Sequence[str] | str | None = None, method: str = "aia"
     return samples
 
 
-# ------------------------------------------------------------------------------------- solver
-
-
 @solver
 def find_agent(rounds: int = DEFAULT_ROUNDS, max_tokens: int | None = None, seed: int = 0, protocol: str = PROTOCOL,
                episode_tokens: int | None = None, structured_outputs: str = "auto"):
@@ -367,9 +355,6 @@ def _episode(state: TaskState) -> Episode:
     if record is None:
         raise ValueError(f"sample {state.sample_id}: no episode in the store under {STORE_KEY!r} (solve it with find_agent)")
     return Episode.from_dict(record)
-
-
-# ------------------------------------------------------------------------------------ scorers
 
 
 def _scored(state: TaskState, metric: str, **judge: Any) -> dict[str, Any]:
@@ -476,9 +461,6 @@ def judge_explanation(decisions: list[dict], mode: str) -> str:
     return "\n".join(lines)
 
 
-# --------------------------------------------------------------------------------------- task
-
-
 @task
 def find_interpret(configs: str | list[str] | None = None, method: str = "aia", limit: int | None = None, sample: int | None = None,
                    functions: str | list[str] | None = None, rounds: int = DEFAULT_ROUNDS, data: str | None = None, seed: int = 0,
@@ -515,9 +497,6 @@ def interpret_task(samples: list[Sample], scorers: list | None = None, *, rounds
         metadata={"findbench_version": __version__, "protocol": protocol, "episode_tokens": episode_tokens,
                   "structured_outputs": structured_outputs},
     )
-
-
-# ---------------------------------------------------------------------------------- model API
 
 
 def _thread_safe(lm: Any) -> bool:
@@ -607,9 +586,6 @@ class FindbenchModelAPI(ModelAPI):
 def findbench_model_api() -> type[ModelAPI]:
     """The ``findbench`` model API (``--model findbench/<spec>``)."""
     return FindbenchModelAPI
-
-
-# ----------------------------------------------------------------------------- run folders
 
 
 def _inspect_providers() -> set[str]:

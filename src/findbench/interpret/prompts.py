@@ -201,8 +201,6 @@ def build_messages(row: Mapping[str, Any], method: str = "aia", *, exemplar_repl
     ]
 
 
-# ------------------------------------------------------------------------------ the grammar
-
 #: Commands a constrained turn may hold (one per line).
 MAX_TURN_COMMANDS = 3
 #: Values per constrained command, and characters per value / per free-text line.

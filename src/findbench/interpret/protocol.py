@@ -83,9 +83,6 @@ def check_protocol(protocol: object) -> str:
     return protocol  # type: ignore[return-value]
 
 
-# ----------------------------------------------------------------------------------- commands
-
-
 @dataclass(frozen=True)
 class Command:
     """One ``PYTHON(...)`` command found in an agent message.
@@ -206,9 +203,6 @@ def parse_commands(text: str) -> list[Command]:
         pos = end + 1
 
 
-# --------------------------------------------------------------------------------- tool calls
-
-
 def _json_text(value: object) -> str:
     try:
         return json.dumps(value, ensure_ascii=False, allow_nan=False)
@@ -254,9 +248,6 @@ def tool_command(inputs: object) -> Command:
             return Command(text, (), f"inputs[{i}] is longer than {MAX_INPUT_CHARS} characters")
         values.append(value)
     return Command(text, tuple(values))
-
-
-# ------------------------------------------------------------------------------------ answers
 
 
 @dataclass(frozen=True)
@@ -341,9 +332,6 @@ def format_answer(description: str, domain: str | None = None, code: str | None 
     if code is not None:
         parts.append(f"[CODE]:\n{_FENCE}python\n{code.strip(chr(10)).rstrip()}\n{_FENCE}")
     return "\n".join(parts)
-
-
-# ------------------------------------------------------------------------------------ replies
 
 
 @dataclass(frozen=True)

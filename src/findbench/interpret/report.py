@@ -49,9 +49,6 @@ _SCORE_COLUMNS = ("nmse", "exact_match", "unit_test_accuracy", "domain_iou", "ca
 _esc = html.escape
 
 
-# ------------------------------------------------------------------------------ numeric curves
-
-
 @dataclass
 class NumericCurve:
     """A numeric function and its interpretation on a grid: ``truth`` and ``interpretation`` are
@@ -134,9 +131,6 @@ def call_points(calls: Sequence[Mapping[str, Any]] | None) -> list[tuple[float, 
         if err is None and math.isfinite(xv) and not math.isnan(_as_float(y)):
             pairs.append((xv, _as_float(y)))
     return pairs
-
-
-# ------------------------------------------------------------------------------------ figures
 
 
 def _y_limits(curve: NumericCurve, points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
@@ -253,9 +247,6 @@ def _error_bars(cells: Sequence[Mapping[str, Any] | None]) -> list[list[float]] 
     if all(s is None for s in spans):
         return None
     return [[max(0.0, s[k]) if s is not None else 0.0 for s in spans] for k in (0, 1)]
-
-
-# ---------------------------------------------------------------------------------------- HTML
 
 
 def _table(cls: str, head: Sequence[str], rows: Sequence[str]) -> str:
@@ -401,9 +392,6 @@ $table2
 $sections
 </body></html>
 """)
-
-
-# ------------------------------------------------------------------------------------ the run
 
 
 def _read_csv(path: Path) -> dict[tuple[str, str], list[dict[str, str]]]:
