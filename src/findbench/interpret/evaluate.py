@@ -147,11 +147,6 @@ def load_interpretations(run_dir: str | os.PathLike, method: str | None = None) 
     return _scan(Path(run_dir), method)[1]
 
 
-def _finite_mean(values: Sequence[float]) -> float | None:
-    finite = [v for v in values if v is not None and math.isfinite(v)]
-    return float(sum(finite) / len(finite)) if finite else None
-
-
 def reference_program(row: dict) -> tuple[str, list[str]] | None:
     """What a string interpretation's exact match is measured against: the row's code on its test
     inputs; without code (FIND v1's strings), a lookup table of its unit tests' correct pairs; None
@@ -244,7 +239,7 @@ def _score_category(category: str, records: list[dict[str, Any]], lm: Any, mode:
         agg: dict[str, Any] = {}
         for metric in CATEGORY_METRICS[category]:
             units = unit_values(metric, group)
-            agg[metric] = float(sum(units) / len(units)) if metric == "nmse_success" else _finite_mean(units)
+            agg[metric] = float(sum(units) / len(units)) if units else None  # units are finite (unit_values)
             agg[f"{metric}_ci"], agg[f"{metric}_n"] = _interval(units)
         scores[method] = agg
     return scores
@@ -257,9 +252,7 @@ def unit_values(metric: str, records: Sequence[dict[str, Any]]) -> list[float]:
     from findbench.find.code_scoring import NMSE_THRESHOLD
 
     def number(value: Any) -> float | None:
-        if value is None or value == "":
-            return None
-        return float(value)
+        return None if value is None or value == "" else float(value)
 
     if metric == "nmse_success":
         values = [number(r.get("nmse")) for r in records]
