@@ -96,13 +96,6 @@ def _load_associations(role: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
     return tuple((c, tuple(ws)) for c, ws in assoc.items())
 
 
-def load_associations(role: str) -> dict[str, list[str]]:
-    """The packaged association lists as written: ``role`` ``"train"`` or ``"held-out"``."""
-    if role not in _ASSOCIATIONS:
-        raise ValueError(f"role must be one of {tuple(_ASSOCIATIONS)}, got {role!r}")
-    return {c: list(ws) for c, ws in _load_associations(role)}
-
-
 def _member_keys() -> set[str]:
     return {w.casefold() for _c, ws in _load_raw() for w in ws}
 
