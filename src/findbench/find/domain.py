@@ -523,11 +523,11 @@ def in_corrupted_subdomain(row: Mapping[str, Any], inputs: Sequence[Any]) -> lis
         exception = row.get("exception")
         if not isinstance(exception, str) or not exception.strip():
             return None
-        from findbench.find.synthetic_neurons.backbones import _relation_for_row
+        from findbench.find.synthetic_neurons.backbones import relation_for_row
 
         raw = row.get("params")
         params = json.loads(raw) if isinstance(raw, str) and raw else (dict(raw) if isinstance(raw, Mapping) else {})
-        table, index = _relation_for_row(row, params)
+        table, index = relation_for_row(row, params)
         if index is None:
             raise ValueError(f"row['params'] of {row.get('function_id')} names no exception_index, but row['exception'] is {exception!r}")
         excepted = table.exceptions[index]

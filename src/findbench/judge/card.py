@@ -344,11 +344,11 @@ class _MeteredLM:
     tokenizer where it has one (else 4 characters a token)."""
 
     def __init__(self, lm: Any):
-        from findbench.judge.scoring import _inner
+        from findbench.judge.scoring import unwrap_lm
 
         self.inner = lm
         self.name = getattr(lm, "name", type(lm).__name__)
-        base = _inner(lm)
+        base = unwrap_lm(lm)
         tokenizer, render = getattr(base, "tokenizer", None), getattr(base, "render", None)
         self.exact = callable(tokenizer) and callable(render)
         self._tokenizer, self._render = tokenizer, render
@@ -432,7 +432,7 @@ def judge_card(judge: Any, *, out: str | os.PathLike | None = None, mode: str | 
     """
     from findbench import stats
     from findbench._version import __version__
-    from findbench.judge.scoring import JUDGE_MODES, _inner, judge_category, judge_mode_of, judge_unit_tests, load_judge
+    from findbench.judge.scoring import JUDGE_MODES, judge_category, judge_mode_of, judge_unit_tests, load_judge, unwrap_lm
 
     if categories is None:
         categories = list(rows) if rows is not None else JUDGE_CATEGORIES
@@ -522,7 +522,7 @@ def judge_card(judge: Any, *, out: str | os.PathLike | None = None, mode: str | 
     seconds_total = sum(t["seconds"] for t in timing)
     tokens_total = sum(t["tokens"] for t in timing)
     unparsed_total = sum(r["unparsed"] for r in results) if mode == "generate" else None
-    base = _inner(lm)
+    base = unwrap_lm(lm)
     cost = {
         "judged_unit_tests": judged_total,
         "seconds": seconds_total,

@@ -113,7 +113,7 @@ def clean_description(description: str, *, keep_full_description: bool = False) 
     return text.strip()
 
 
-def _inner(lm: Any) -> Any:
+def unwrap_lm(lm: Any) -> Any:
     """The LM a wrapper (e.g. :class:`findbench.lm.CachedLM`) holds, or ``lm`` itself."""
     while hasattr(lm, "inner"):
         lm = lm.inner
@@ -124,7 +124,7 @@ def description_token_limit(lm: Any = None) -> int:
     """Tokens of a description ``lm`` reads: :data:`MAX_DESCRIPTION_TOKENS`, or its context
     window (``model.config.max_position_embeddings`` of an in-process judge) less
     :data:`_PROMPT_ROOM` where that is smaller."""
-    config = getattr(getattr(_inner(lm), "model", None), "config", None)
+    config = getattr(getattr(unwrap_lm(lm), "model", None), "config", None)
     window = getattr(config, "max_position_embeddings", None)
     if isinstance(window, int) and window > 0:
         return max(1, min(MAX_DESCRIPTION_TOKENS, window - _PROMPT_ROOM))
@@ -141,7 +141,7 @@ def bound_description(description: str, lm: Any = None, *, max_tokens: int | Non
     """
     limit = description_token_limit(lm) if max_tokens is None else positive_int("max_tokens", max_tokens)
     text = clean_description(description, keep_full_description=keep_full_description)
-    tokenizer = getattr(_inner(lm), "tokenizer", None)
+    tokenizer = getattr(unwrap_lm(lm), "tokenizer", None)
     chars = limit * (_MAX_CHARS_PER_TOKEN if callable(tokenizer) else _MIN_CHARS_PER_TOKEN)
     cut = len(text) > chars
     text = text[:chars].encode("utf-8", "replace").decode("utf-8")
@@ -299,7 +299,7 @@ def parse_answer(text: str, n_options: int = 3) -> int | None:
 def _accepts(lm: Any, option: str) -> bool:
     """Whether ``lm.candidate_logprobs`` (of ``lm`` or the LM a wrapper holds) takes ``option``."""
     try:
-        params = inspect.signature(_inner(lm).candidate_logprobs).parameters
+        params = inspect.signature(unwrap_lm(lm).candidate_logprobs).parameters
     except (TypeError, ValueError, AttributeError):
         return False
     return option in params

@@ -264,11 +264,11 @@ def judge_training_pair(row: Mapping[str, Any], judge_mode: str = "pmi") -> tupl
 
 def _collate(pad_id: int):
     """Left-padded batches with position ids: the answer tokens are the last columns."""
-    from findbench.lm.transformers_lm import _left_pad
+    from findbench.lm.transformers_lm import left_pad
 
     def collate(batch: list[dict]) -> dict[str, Any]:
-        ids, mask = _left_pad([b["input_ids"] for b in batch], pad_id)
-        labels, _ = _left_pad([b["labels"] for b in batch], -100)
+        ids, mask = left_pad([b["input_ids"] for b in batch], pad_id)
+        labels, _ = left_pad([b["labels"] for b in batch], -100)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         return {"input_ids": ids, "labels": labels, "attention_mask": mask, "position_ids": positions}
 

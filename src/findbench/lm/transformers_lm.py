@@ -50,7 +50,7 @@ def _batches(items: Sequence[Any], size: int):
         yield items[start : start + size]
 
 
-def _left_pad(token_lists: Sequence[Sequence[int]], pad: int) -> tuple[Any, Any]:
+def left_pad(token_lists: Sequence[Sequence[int]], pad: int) -> tuple[Any, Any]:
     """``(ids, mask)`` of ``token_lists`` left padded to one width."""
     import torch
 
@@ -254,7 +254,7 @@ class TransformersLM:
         pad = self.tokenizer.pad_token_id
         bar = tqdm(total=len(token_lists), desc="candidate log-probs", disable=not progress)
         for idx in _batches(order, self.batch_size):
-            ids, mask = _left_pad([token_lists[i] for i in idx], pad)
+            ids, mask = left_pad([token_lists[i] for i in idx], pad)
             pos = (mask.cumsum(-1) - 1).clamp(min=0)
             with torch.no_grad():
                 logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), position_ids=pos.to(self.device),
@@ -322,8 +322,8 @@ class TransformersLM:
         """
         import torch
 
-        p_ids, p_mask = _left_pad(prefixes, self.tokenizer.pad_token_id)
-        s_ids, s_mask = _left_pad([suf for _, suf in rows], self.tokenizer.pad_token_id)
+        p_ids, p_mask = left_pad(prefixes, self.tokenizer.pad_token_id)
+        s_ids, s_mask = left_pad([suf for _, suf in rows], self.tokenizer.pad_token_id)
         owner = torch.tensor([g for g, _ in rows])
         prefix_len = torch.tensor([len(p) for p in prefixes])[owner]
         positions = prefix_len[:, None] + (s_mask.cumsum(-1) - 1).clamp(min=0)

@@ -382,7 +382,7 @@ def _default_probes(encoder: str = DEFAULT_ENTITY_FEATURES) -> dict[str, EntityP
     return fit_entity_probes(default_probe_words(), encoder=encoder)[0]
 
 
-def _relation_for_row(row: Mapping[str, Any], params: Mapping[str, Any], tables=None):
+def relation_for_row(row: Mapping[str, Any], params: Mapping[str, Any], tables=None):
     """(table, exception_index) of a relation row: from params, else by matching the concept
     and exception texts of a find-v1 row against the tables."""
     from findbench.find.synthetic_neurons.relation_tables import load_relation_tables, normalize_text
@@ -454,7 +454,7 @@ def make_function(row: Mapping[str, Any], backend: str | None = None, lm: Any = 
             if missing:
                 raise ValueError(f"concept1/concept2: no entity word list for {missing}")
         return EntityNeuron(concepts, "embedding", probes=probes, encoder=encoder)
-    table, idx = _relation_for_row(row, params, tables)
+    table, idx = relation_for_row(row, params, tables)
     if backend == "lm":
         return RelationNeuron(table, idx, "lm", lm=lm, prompt=row.get("prompt") or None)
     return RelationNeuron(table, idx, "table")

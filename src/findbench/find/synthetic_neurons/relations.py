@@ -30,7 +30,7 @@ N_PROBES_OWN, N_PROBES = 6, 10
 N_EXEMPLARS_OWN, N_EXEMPLARS = 3, 8
 
 
-def _tables(tables):
+def resolve_tables(tables):
     if tables is None:
         from findbench.find.synthetic_neurons.relation_tables import load_relation_tables
 
@@ -83,7 +83,7 @@ def relation_splits(table, seed: int = 0) -> dict[str, Any]:
     return {"order": order, "unit": unit, "held_out": [e for e in order if id(e) not in used]}
 
 
-def _other_kind_inputs(tables: Sequence, i: int) -> list[str]:
+def other_kind_inputs(tables: Sequence, i: int) -> list[str]:
     """Core inputs of relations whose input kind differs from table ``i``'s and that table ``i``
     does not know (its out-of-domain inputs)."""
     me = tables[i]
@@ -107,9 +107,9 @@ def generate_relations(seed: int = 0, *, tables=None, lm_model: str = DEFAULT_LM
         lm_model: model recorded for the ``lm`` backbone.
     """
     _checks.integer("seed", seed)
-    tables = _tables(tables)
+    tables = resolve_tables(tables)
     splits = [relation_splits(t, seed) for t in tables]
-    others = [_other_kind_inputs(tables, i) for i in range(len(tables))]
+    others = [other_kind_inputs(tables, i) for i in range(len(tables))]
     specs = [(ti, v) for v in VARIANTS for ti in range(len(tables))]
     rows, correct_items = [], []
     for index, (ti, v) in enumerate(specs):

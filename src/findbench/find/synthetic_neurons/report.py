@@ -234,14 +234,20 @@ def relation_accuracy(
     """
     from tqdm.auto import tqdm
 
-    from findbench.find.synthetic_neurons.relations import _other_kind_inputs, _tables, expected_answer, generate_relations, relation_splits
+    from findbench.find.synthetic_neurons.relations import (
+        expected_answer,
+        generate_relations,
+        other_kind_inputs,
+        relation_splits,
+        resolve_tables,
+    )
 
     if backend not in RELATION_BACKENDS:
         raise ValueError(f"backend must be one of {RELATION_BACKENDS}, got {backend!r}")
     _checks.positive_int("limit", limit, optional=True)
     _checks.positive_int("entries_per_relation", entries_per_relation, optional=True)
     check = tables is None if check is None else check
-    tables = _tables(tables)
+    tables = resolve_tables(tables)
     rows = list(rows) if rows is not None else generate_relations(seed, tables=tables)
     if limit is not None:
         rows = rows[:limit]
@@ -257,7 +263,7 @@ def relation_accuracy(
         held = relation_splits(table, seed)["held_out"]
         if entries_per_relation is not None and entries_per_relation < len(held):
             held = rng.sample(held, entries_per_relation)
-        pool = _other_kind_inputs(tables, ti)
+        pool = other_kind_inputs(tables, ti)
         ood = rng.sample(pool, min(n_out_of_domain, len(pool)))
         fn = make_function(row, backend, lm=model if backend == "lm" else None, tables=tables)
         if table.key not in per_relation:
