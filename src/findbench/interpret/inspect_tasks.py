@@ -345,9 +345,15 @@ def find_agent(rounds: int = DEFAULT_ROUNDS, max_tokens: int | None = None, seed
 
 def _turn_grammar(category: str, method: str, rounds: int, setting: str) -> Any:
     """The turn grammar of an episode on the task's model, or None where structured outputs do not apply."""
-    api = getattr(get_model(), "api", None)
-    applied = use_structured_outputs(api.lm, setting) if isinstance(api, FindbenchModelAPI) else setting == "on"
+    applied = structured_outputs_applied(get_model(), setting)
     return turn_grammar(category, min(rounds, MILAN_TURNS) if method == "milan" else rounds) if applied else None
+
+
+def structured_outputs_applied(model: Any, setting: str) -> bool:
+    """Whether ``text`` turns on ``model`` follow the turn grammar: a findbench model as
+    :func:`~findbench.lm.base.use_structured_outputs` says, any other with ``on``."""
+    api = getattr(model, "api", None)
+    return use_structured_outputs(api.lm, setting) if isinstance(api, FindbenchModelAPI) else setting == "on"
 
 
 def _episode(state: TaskState) -> Episode:

@@ -28,7 +28,7 @@ from findbench.constants import UsageError
 from findbench.interpret.episode import DEFAULT_ROUNDS, Episode, read_episode_file
 from findbench.interpret.protocol import METHODS, PROTOCOL, PROTOCOLS
 from findbench.interpret.references import REFERENCE_INTERPRETERS
-from findbench.lm.base import check_structured_outputs, use_structured_outputs
+from findbench.lm.base import check_structured_outputs
 from findbench.schema import CATEGORIES, parse_function_id
 
 logger = logging.getLogger(__name__)
@@ -121,12 +121,12 @@ def run_interpretations(rows_or_data: Any = None, interpreter: Any = "embedded",
 
     from findbench.interpret.inspect_tasks import (
         LOG_DIR,
-        FindbenchModelAPI,
         default_configs,
         episodes_from_log,
         find_samples,
         inspect_model_name,
         interpret_task,
+        structured_outputs_applied,
     )
 
     if isinstance(rows_or_data, Mapping) or not (rows_or_data is None or isinstance(rows_or_data, (str, os.PathLike, Iterable))):
@@ -215,8 +215,7 @@ def run_interpretations(rows_or_data: Any = None, interpreter: Any = "embedded",
         if log.status != "success":
             unfinished.append(f"{log.location} ({log.status}{': ' + log.error.message if log.error else ''})")
     if not reference:
-        api = getattr(inspect_model, "api", None)
-        applied = use_structured_outputs(api.lm, structured_outputs) if isinstance(api, FindbenchModelAPI) else structured_outputs == "on"
+        applied = structured_outputs_applied(inspect_model, structured_outputs)
         atomic_write_json(out / RUN_INFO, {**json.loads((out / RUN_INFO).read_text(encoding="utf-8")),
                                            "structured_outputs_applied": applied})
     if unfinished:
