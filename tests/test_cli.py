@@ -173,7 +173,7 @@ def test_errors_are_one_line_unless_verbose(monkeypatch, capsys):
 
     monkeypatch.setattr(report, "evaluator_report", boom)
     assert cli.main(["evaluator-report", "--judge", "embedded"]) == 2
-    assert capsys.readouterr().err.strip() == "findbench evaluator-report: error: limit must be an int >= 2"
+    assert capsys.readouterr().err.strip() == "findbench evaluator-report: error: --limit must be an int >= 2"  # the flag, not the parameter
     with pytest.raises(ValueError, match="limit"):
         cli.main(["-v", "evaluator-report", "--judge", "embedded"])
 
@@ -182,7 +182,7 @@ def test_errors_are_one_line_unless_verbose(monkeypatch, capsys):
 
     monkeypatch.setattr(report, "evaluator_report", lambda judge, **kw: _checks.str_list("categories", 3))
     assert cli.main(["judge-report", "--judge", "embedded"]) == 2
-    assert capsys.readouterr().err.startswith("findbench judge-report: error: categories must be")
+    assert capsys.readouterr().err.startswith("findbench judge-report: error: --categories must be")
     monkeypatch.setattr(report, "evaluator_report", lambda judge, **kw: None + 1)
     with pytest.raises(TypeError, match="unsupported operand"):
         cli.main(["evaluator-report", "--judge", "embedded"])

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 import traceback
 from collections.abc import Callable
@@ -623,6 +624,21 @@ def check_specs(*configs: Any) -> None:
                 check_spec(spec, flag=f"--{name.replace('_', '-')}", names=names(), hub=name != "sae")
 
 
+# library parameters whose flag has another name
+_PARAM_FLAGS = {"methods": "method", "rows_or_data": "data", "override_latents": "latents"}
+
+
+def _as_flag(message: str, command: type) -> str:
+    """A library error that opens with a parameter's name (``limit must be ≥ 1``, ``configs: ...``)
+    names the command's flag instead (``--limit must be ≥ 1``)."""
+    head = re.match(r"([a-z_]+)(?=:| must )", message)
+    flags = {f.name for t in (command, *command.WITH) for f in fields(t)}
+    name = head and _PARAM_FLAGS.get(head[1], head[1])
+    if not name or name not in flags:
+        return message
+    return f"--{name.replace('_', '-')}{message[head.end():]}"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
@@ -639,7 +655,7 @@ def main(argv: list[str] | None = None) -> int:
         from_checks = traceback.extract_tb(exc.__traceback__)[-1].filename.endswith("_checks.py")
         if args.verbose or (isinstance(exc, TypeError) and not from_checks):
             raise
-        print(f"findbench {args.command}: error: {exc}", file=sys.stderr)
+        print(f"findbench {args.command}: error: {_as_flag(str(exc), command)}", file=sys.stderr)
         return 2
     return 0
 

@@ -230,7 +230,7 @@ def test_cli_interpret(data_dir, tmp_path, capsys):
     assert len(episode_folders(out)) == 4
     rc = cli.main(["interpret", "--interpreter", "oracle", "--data", str(data_dir), "--configs", "numeric", "--method", "milan",
                    "--out", str(tmp_path / "other")])
-    assert rc == 2 and "methods" in capsys.readouterr().err
+    assert rc == 2 and "error: --method: " in capsys.readouterr().err
     args = cli.parse_args(["interpret"])
     assert (args.interpreter, args.method, args.rounds, args.out, args.max_connections, args.data) == (
         "embedded", ["aia"], 20, "outputs/interpret", 4, None)

@@ -29,6 +29,7 @@ from findbench.interpret.episode import DEFAULT_ROUNDS, Episode, read_episode_fi
 from findbench.interpret.protocol import METHODS, PROTOCOL, PROTOCOLS
 from findbench.interpret.references import REFERENCE_INTERPRETERS
 from findbench.lm.base import check_structured_outputs
+from findbench.models import check_spec
 from findbench.schema import CATEGORIES, parse_function_id
 
 logger = logging.getLogger(__name__)
@@ -151,10 +152,8 @@ def run_interpretations(rows_or_data: Any = None, interpreter: Any = "embedded",
     _checks.positive_int("episode_tokens", episode_tokens, optional=True)
     _checks.one_of("protocol", protocol, PROTOCOLS)
     check_structured_outputs(structured_outputs)
-    if isinstance(interpreter, str):
-        if not interpreter.strip():
-            raise UsageError("interpreter must be a non-empty spec")
-        name = interpreter
+    if isinstance(interpreter, str):  # resolved before anything is written: a typo is one line
+        name = check_spec(interpreter, flag="interpreter", names=REFERENCE_INTERPRETERS)
     elif callable(getattr(interpreter, "generate", None)):
         name = getattr(interpreter, "name", None) or type(interpreter).__name__
     else:
