@@ -360,3 +360,11 @@ def test_sample_picks_representative_functions(data_dir, tmp_path):
     done = [p.name for p in sorted((out / "strings" / "aia").iterdir())]
     kinds = Counter(r["subcategory"] for r in load_rows("strings", data=data_dir) if r["function_id"].split("/")[1] in done)
     assert len(done) == 3 and set(kinds) == {"atomic", "composition"}
+
+
+def test_a_misspelled_interpreter_is_one_line_and_writes_nothing(tmp_path):
+    from findbench.constants import UsageError
+
+    with pytest.raises(UsageError, match="interpreter: unknown model 'embeded'.*did you mean 'embedded'"):
+        run_interpretations(None, "embeded", configs="numeric", limit=1, out=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
