@@ -42,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from findbench.find.export import format_value
+from findbench.find.export import format_pairs
 
 #: Interpreter methods of FIND Table 2: the interactive agent (AIA), MILAN-style description
 #: from exemplars (at most two model turns) and the agent started from exemplars.
@@ -344,17 +344,12 @@ class CallError:
         return f"error: {self.message}"
 
 
-def _shown(value: Any) -> str:
-    return str(value) if isinstance(value, CallError) else format_value(value)
-
-
 def format_reply(inputs: Sequence[Any], outputs: Sequence[Any], *, note: str | None = None) -> str:
     """``Response: Function input - output pairs: (x1, y1) (x2, y2) ...`` (``findbench call``'s line;
     a :class:`CallError` shows as ``error: <message>``), ``note`` appended."""
     if len(inputs) != len(outputs):
         raise ValueError(f"inputs ({len(inputs)}) and outputs ({len(outputs)}) differ in length")
-    pairs = " ".join(f"({_shown(x)}, {_shown(y)})" for x, y in zip(inputs, outputs))
-    line = f"{REPLY_PREFIX}Function input - output pairs: {pairs}"
+    line = REPLY_PREFIX + format_pairs(inputs, outputs)  # findbench call's line; a CallError shows as its message
     return f"{line} {note}" if note else line
 
 
