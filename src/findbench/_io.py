@@ -86,6 +86,11 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
+def fingerprint(obj: Any) -> str:
+    """A short content hash of JSON-able data: the key of findbench's resumable stages."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
+
+
 def files_digest(paths: Iterable[Path], root: Path) -> str:
     """sha256 over the names (relative to ``root``, sorted) and bytes of ``paths``: what a
     cache keyed by files' contents depends on."""

@@ -14,7 +14,6 @@ recomputed only when the interpretations or the judge change."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import random
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from findbench import _checks
-from findbench._io import atomic_write_json, atomic_write_text
+from findbench._io import atomic_write_json, atomic_write_text, fingerprint
 from findbench.constants import JUDGE_CATEGORIES, UsageError
 from findbench.judge.data import split_functions
 from findbench.schema import CATEGORIES
@@ -52,12 +51,6 @@ def load_metric(name: str):
 #: Layout of a ``<out>/stages/<name>.json`` file; files of another layout (or of the older
 #: key-less layout, which held the bare result) are recomputed.
 _STAGE_FORMAT = 2
-
-
-def _fingerprint(obj: Any) -> str:
-    """A short content hash of JSON-able data (rows, descriptions, unit tests)."""
-    blob = json.dumps(obj, sort_keys=True, default=str, ensure_ascii=False)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
 def _stage(out: Path, name: str, key: dict[str, Any], fn: Callable[[], Any], *, force: bool = False) -> Any:
@@ -102,7 +95,7 @@ def _evaluator_key(path: str) -> dict[str, Any]:
 
     marker = Path(path) / TRAINED_MARKER
     record = marker.read_text(encoding="utf-8") if marker.is_file() else None
-    return {"path": str(path), "trained": _fingerprint(record) if record is not None else None}
+    return {"path": str(path), "trained": fingerprint(record) if record is not None else None}
 
 
 def _evaluator_dir() -> str | None:
@@ -134,7 +127,7 @@ def _run_fingerprint(run_dir: Path) -> str:
     """Content hash of a run's interpretations (what its scores depend on)."""
     from findbench.interpret.evaluate import load_interpretations
 
-    return _fingerprint(load_interpretations(run_dir))
+    return fingerprint(load_interpretations(run_dir))
 
 
 def run_main(*, data: str | Path = "find", out: str | Path = "outputs/main", seed: int = 0,
@@ -194,7 +187,7 @@ def run_main(*, data: str | Path = "find", out: str | Path = "outputs/main", see
     code_key = {
         **data_key,
         "metrics": ["find_nmse", "find_exact_match"],
-        "inputs": _fingerprint({
+        "inputs": fingerprint({
             "numeric": [r["code"] for r in rows["numeric"]],
             "strings": [[r["code"], r["test_inputs"]] for r in rows["strings"]],
         }),
@@ -231,7 +224,7 @@ def run_main(*, data: str | Path = "find", out: str | Path = "outputs/main", see
         def _score(run_dir=run_dir, scores_dir=scores_dir):
             # the judge's answers are cached per judge (a retrained judge gets a new file)
             res = evaluate_run(run_dir, data=str(data), judge=judge, judge_mode=judge_mode, out=scores_dir,
-                               judge_cache=out / f"judge-cache-{_fingerprint(judge_key)}.sqlite", progress=False)
+                               judge_cache=out / f"judge-cache-{fingerprint(judge_key)}.sqlite", progress=False)
             return {"scores": res["scores"], "counts": res["counts"]}
 
         results[interpreter] = _stage(out, f"scores_{name}", key, _score)

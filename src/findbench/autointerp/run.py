@@ -16,7 +16,6 @@ Outputs (SAEBench's names; ``run_id`` gives each run its own set):
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import logging
@@ -29,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from findbench import _checks
-from findbench._io import atomic_write_bytes, atomic_write_json, atomic_write_text
+from findbench._io import atomic_write_bytes, atomic_write_json, atomic_write_text, fingerprint
 from findbench._version import __version__
 from findbench.autointerp.activations import hook_name_for_layer, load_model, parse_hook_name
 from findbench.autointerp.config import LM_ONLY_FIELDS, AutoInterpConfig
@@ -54,10 +53,6 @@ def explain(lm, evidence: list[LatentEvidence], renderer: TokenRenderer, cfg: Au
     kwargs = {"constraint": explanation_constraint()} if structured else {}
     answers = lm.generate(convs, max_new_tokens=cfg.max_tokens_in_explanation, progress=progress, **kwargs) if convs else []
     return [{"raw": a, "explanation": parse_explanation(a)} for a in answers]
-
-
-def _fingerprint(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _safe(name: str) -> str:
@@ -131,7 +126,7 @@ def run_autointerp(*, model: str | os.PathLike = "embedded", sae: Any = "embedde
         if bad:
             raise ValueError(f"override_latents {bad} are outside [0, {sae_obj.cfg.d_sae}) (the SAE's d_sae)")
     else:
-        counts_path = out / f"firing_counts_{_fingerprint({k: v for k, v in setting.items() if k != 'config'} | {'tokens': [cfg.dataset, cfg.total_tokens, cfg.llm_context_size]})}.npy"
+        counts_path = out / f"firing_counts_{fingerprint({k: v for k, v in setting.items() if k != 'config'} | {'tokens': [cfg.dataset, cfg.total_tokens, cfg.llm_context_size]})}.npy"
         if counts_path.exists():
             counts = np.load(counts_path)
             resumed["firing_counts"] = str(counts_path)
@@ -145,7 +140,7 @@ def run_autointerp(*, model: str | os.PathLike = "embedded", sae: Any = "embedde
     counts_by_latent = {} if counts is None else {x: int(counts[x]) for x in latents}
 
     # evidence, saved once computed
-    ev_path = out / f"evidence_{_fingerprint(evidence_setting | {'latents': latents})}.json"
+    ev_path = out / f"evidence_{fingerprint(evidence_setting | {'latents': latents})}.json"
     if ev_path.exists():
         evidence = [LatentEvidence.from_dict(d) for d in json.loads(ev_path.read_text())]
         resumed["evidence"] = str(ev_path)

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from findbench._io import atomic_dir, atomic_write_json, atomic_write_text, cache_dir
+from findbench._io import atomic_dir, atomic_write_json, atomic_write_text, cache_dir, fingerprint
 from findbench.autointerp.activations import load_model, model_path, read_hook
 from findbench.autointerp.config import TrainSAEConfig
 from findbench.autointerp.corpus import corpus_description, corpus_tokens, special_token_ids
@@ -183,11 +183,6 @@ def _latest_checkpoint(folder: Path) -> Path | None:
     return max(done, key=lambda p: int(p.name)) if done else None
 
 
-def _run_key(cfg: TrainSAEConfig, act_dir: Path) -> str:
-    blob = json.dumps({"cfg": cfg.to_dict(), "acts": act_dir.name}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
 def _fmt_tokens(n: int) -> str:
     return f"{n / 1e6:.2f}M" if n >= 1e5 else f"{n:,}"
 
@@ -319,7 +314,7 @@ def train_sae(cfg: TrainSAEConfig | None = None, out: str | os.PathLike = "sae",
     if steps < 1:
         raise ValueError(f"total_tokens: {len(train_acts)} training activations make no batch of train_batch_size={cfg.train_batch_size}")
     n_checkpoints = max(0, min(9, steps // 50))
-    run_dir = cache_dir("autointerp", "train-sae") / _run_key(cfg, act_dir)
+    run_dir = cache_dir("autointerp", "train-sae") / fingerprint({"cfg": cfg.to_dict(), "acts": act_dir.name})
     if not resume and run_dir.exists():
         shutil.rmtree(run_dir)
     trainer_cfg = SAETrainerConfig(
