@@ -6,15 +6,6 @@ code that writes the files they name.
 
 from __future__ import annotations
 
-__all__ = [
-    "JUDGE_CATEGORIES",
-    "TRAINED_MARKER",
-    "EMBEDDED_EVALUATOR_NAME",
-    "EMBEDDED_EVALUATOR_VERSION",
-    "CONSTANT_DESCRIPTIONS",
-    "UsageError",
-]
-
 
 class UsageError(ValueError):
     """A user's input (a flag, a config field, an argument) is wrong. Raised at the boundary
