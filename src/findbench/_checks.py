@@ -51,9 +51,14 @@ def one_of(name: str, value: Any, choices: Iterable[Any]) -> Any:
     choices = list(choices)
     if value in choices:
         return value
-    close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else f" (choose from {', '.join(map(str, choices))})"
+    hint = did_you_mean(str(value), [str(c) for c in choices], n=1) or f" (choose from {', '.join(map(str, choices))})"
     raise UsageError(f"{name}: unknown value {value!r}{hint}")
+
+
+def did_you_mean(value: str, known: Iterable[str], n: int = 3) -> str:
+    """``"; did you mean 'a' or 'b'?"`` with the names of ``known`` nearest to ``value``, or ``""``."""
+    near = difflib.get_close_matches(value, list(known), n=n, cutoff=0.6)
+    return f"; did you mean {' or '.join(repr(k) for k in near)}?" if near else ""
 
 
 def str_list(name: str, value: Any, *, optional: bool = False) -> list[str] | None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from filelock import FileLock
 
+from findbench._checks import did_you_mean
 from findbench._io import atomic_dir, cache_dir
 from findbench.constants import EMBEDDED_EVALUATOR_NAME, EMBEDDED_EVALUATOR_VERSION, TRAINED_MARKER, UsageError
 from findbench.resources import wheel_folder
@@ -82,12 +83,8 @@ def check_spec(spec: Any, *, flag: str, names: tuple[str, ...] = (), hub: bool =
     if hub and (spec in REGISTRY or spec.startswith(("http://", "https://")) or _hub_cached(spec)
                 or ("/" in spec.strip("/") and not spec.startswith((".", "/", "~")))):
         return spec  # org/name: a Hub id (from_pretrained says if it cannot be had)
-    import difflib
-
     known = sorted({*REGISTRY, *names} if hub else set(names))
-    near = difflib.get_close_matches(spec, known, n=3, cutoff=0.6)
-    hint = (f"; did you mean {' or '.join(repr(n) for n in near)}?" if near
-            else f" (known names: {', '.join(known)})" if len(known) <= 8 else "")
+    hint = did_you_mean(spec, known) or (f" (known names: {', '.join(known)})" if len(known) <= 8 else "")
     what = "a registered name, a folder, a server URL or a cached Hub id" if hub else "a known name or a folder"
     raise UsageError(f"{flag}: unknown {'model' if hub else 'name'} {spec!r}: not {what}{hint}")
 
