@@ -6,14 +6,17 @@ import pytest
 
 from findbench.find.export import format_pairs
 from findbench.interpret.protocol import (
+    MAX_COMMANDS_PER_MESSAGE,
     MAX_INPUT_CHARS,
     MAX_INPUTS_PER_COMMAND,
+    MAX_MESSAGE_CHARS,
     PROTOCOLS,
     TOOL_UNRECOGNIZED_REPLY,
     UNRECOGNIZED_REPLY,
     Answer,
     CallError,
     Command,
+    TurnCommands,
     check_protocol,
     format_answer,
     format_reply,
@@ -22,6 +25,7 @@ from findbench.interpret.protocol import (
     parse_commands,
     tool_call_text,
     tool_command,
+    turn_commands,
 )
 
 
@@ -105,6 +109,46 @@ def test_malformed_command_does_not_hide_the_next_one():
     assert cmds[0].text == "PYTHON(function.py 1"
     cmds = parse_commands("PYTHON(function.py don't) and PYTHON(function.py 3)")
     assert [c.malformed for c in cmds] == [True, False] and cmds[1].inputs == ("3",)
+
+
+def test_unclosed_command_runs_to_the_next_command():
+    cmds = parse_commands("PYTHON(PYTHON(function.py 1) and PYTHON(function.py (2)")
+    assert [(c.text, c.inputs, c.malformed) for c in cmds] == [
+        ("PYTHON(", (), True), ("PYTHON(function.py 1)", ("1",), False), ("PYTHON(function.py (2)", (), True)]
+    # a quoted ")" closes nothing; when quotes never close, the plain parenthesis does (and the command errs)
+    first, second = parse_commands('PYTHON(function.py ")" PYTHON(function.py 2)')
+    assert first.text == 'PYTHON(function.py ")' and "No closing quotation" in first.error and second.inputs == ("2",)
+    assert inputs("PYTHON(function.py ')' x) PYTHON(function.py it's)") == [(")", "x"), ()]
+
+
+def test_28_kb_of_unclosed_commands():
+    text = "PYTHON(" * 4000  # 28 KB: the old parser rescanned the rest for each (minutes); now one pass
+    cmds = parse_commands(text)
+    assert len(cmds) == 4000 and all(c.text == "PYTHON(" and "missing closing parenthesis" in c.error for c in cmds)
+    turn = turn_commands(text)
+    assert len(turn.commands) == MAX_COMMANDS_PER_MESSAGE and turn.dropped == 4000 - MAX_COMMANDS_PER_MESSAGE
+    assert not turn.truncated and turn.commands == tuple(cmds[:MAX_COMMANDS_PER_MESSAGE])
+    assert turn.note == (f"Response: Note: only the first {MAX_COMMANDS_PER_MESSAGE} of 4000 commands were run "
+                         f"(at most {MAX_COMMANDS_PER_MESSAGE} per message).")
+    # nested and quoted starts that never close, and starts inside one long command
+    assert len(parse_commands("PYTHON('(" * 4000)) == 4000
+    text = "PYTHON(don't " * 3999 + ")" * 3999
+    (long,) = parse_commands(text)
+    assert long.text == text and "No closing quotation" in long.error
+
+
+def test_turn_caps():
+    ok = "PYTHON(function.py 1) " * 3
+    assert turn_commands(ok) == TurnCommands(tuple(parse_commands(ok))) and turn_commands(ok).note is None
+    long = ok + "x" * MAX_MESSAGE_CHARS + " PYTHON(function.py 2)"
+    turn = turn_commands(long)
+    assert turn.truncated and turn.dropped == 0 and [c.inputs for c in turn.commands] == [("1",)] * 3
+    assert f"only its first {MAX_MESSAGE_CHARS} were read" in turn.note
+    cut = "x" * (MAX_MESSAGE_CHARS - 13) + " PYTHON(function.py 3)"  # a command across the cut is unclosed
+    (command,) = turn_commands(cut).commands
+    assert command.malformed and command.text == "PYTHON(funct"
+    with pytest.raises(TypeError, match="text"):
+        turn_commands(b"PYTHON(1)")
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -21,7 +21,12 @@ Rules (tested in ``tests/interpret/test_protocol.py``):
 - A first value naming the script (``function.py``, ``./temp/function.py``, after ``python``) is
   dropped; every other value is passed as a plain value: no shell, no path, no flag.
 - A command is *malformed* (counted, answered with an error line) when its parenthesis never
-  closes, its quotes do not balance, or it passes no value.
+  closes (its text then runs to the end of the line or the next command), its quotes do not
+  balance, or it passes no value.
+- One message is read for commands up to :data:`MAX_MESSAGE_CHARS` characters, and at most
+  :data:`MAX_COMMANDS_PER_MESSAGE` of its commands run (:func:`turn_commands`); what goes over is
+  counted in the episode record and said in a last reply line. Parsing takes time linear in
+  the message's length.
 - A message *answers* when it contains ``[DESCRIPTION]`` followed by a colon or a line break;
   its commands are not run.
 
@@ -62,6 +67,10 @@ TOOL_NAME = "call_function"
 MAX_INPUTS_PER_COMMAND = 100
 #: Longest value passed to a function; a longer one gets an error for that value.
 MAX_INPUT_CHARS = 500
+#: Characters of one agent message read for commands (``text``); the rest is not, with a note in the reply.
+MAX_MESSAGE_CHARS = 32_000
+#: Commands (tool calls) of one agent message that run; the rest are dropped with a note in the reply.
+MAX_COMMANDS_PER_MESSAGE = 20
 #: How every harness reply line starts.
 REPLY_PREFIX = "Response: "
 #: The reply to a message with neither a command nor an answer.
@@ -104,46 +113,80 @@ class Command:
 
 _COMMAND_START = re.compile(r"\bPYTHON[ \t]*\(")
 
+# Lexer states of the quote-aware scan: unquoted, in '...', in "...", and the two after a backslash;
+# the state after each character (a character not listed keeps the state; an escaped one ends the escape).
+_PLAIN, _PLAIN_ESCAPED, _SINGLE, _DOUBLE, _DOUBLE_ESCAPED = range(5)
+_AFTER = {_PLAIN: {"\\": _PLAIN_ESCAPED, "'": _SINGLE, '"': _DOUBLE}, _SINGLE: {"'": _PLAIN},
+          _DOUBLE: {"\\": _DOUBLE_ESCAPED, '"': _PLAIN}}
+_ESCAPE_END = {_PLAIN_ESCAPED: _PLAIN, _DOUBLE_ESCAPED: _DOUBLE}
 
-def _close_quoted(text: str, i: int) -> int | None:
-    """Index of the ``)`` closing the parenthesis opened just before ``i``, reading quotes
-    and backslash escapes as a POSIX shell does; None when it never closes."""
-    depth, quote, n = 1, None, len(text)
+
+class _Runs:
+    """Scans that are in the same lexer state at the same character: from here on they read the text
+    alike. ``closes_at[k]`` lists the scans that end when the shared depth ``counter`` falls to ``k``."""
+
+    __slots__ = ("closes_at", "counter")
+
+    def __init__(self) -> None:
+        self.counter = 0
+        self.closes_at: dict[int, list[int]] = {}
+
+    def absorb(self, other: _Runs) -> _Runs:
+        """These runs and ``other``'s as one group (the smaller group's keys are moved)."""
+        big, small = (self, other) if len(self.closes_at) >= len(other.closes_at) else (other, self)
+        shift = big.counter - small.counter
+        for key, ids in small.closes_at.items():
+            big.closes_at.setdefault(key + shift, []).extend(ids)
+        return big
+
+
+def _quoted_closes(text: str, body_starts: Sequence[int]) -> dict[int, int]:
+    """For each index of ``body_starts`` (just after an opening parenthesis), the index of the ``)`` closing
+    it, reading quotes and backslash escapes as a POSIX shell does; absent when it never closes.
+
+    One pass over ``text``: every scan started so far is in one of five lexer states, and scans in the same
+    state move together (their depths differ by a constant), so each character costs a few steps whatever
+    the number of open scans."""
+    closes: dict[int, int] = {}
+    groups: dict[int, _Runs] = {}
+    next_start, n_starts, i, n = 0, len(body_starts), 0, len(text)
     while i < n:
+        if not groups:  # nothing open: skip to the next start
+            if next_start == n_starts:
+                break
+            i = body_starts[next_start]
+            if i >= n:
+                break
+        while next_start < n_starts and body_starts[next_start] == i:
+            runs = groups.setdefault(_PLAIN, _Runs())
+            runs.closes_at.setdefault(runs.counter - 1, []).append(body_starts[next_start])
+            next_start += 1
         c = text[i]
-        if quote == "'":
-            if c == "'":
-                quote = None
-        elif quote == '"':
-            if c == "\\":
-                i += 1
-            elif c == '"':
-                quote = None
-        elif c == "\\":
-            i += 1
-        elif c in "'\"":
-            quote = c
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth == 0:
-                return i
+        moved: dict[int, _Runs] = {}
+        for state, runs in groups.items():
+            if state == _PLAIN and c in "()":
+                runs.counter += 1 if c == "(" else -1
+                for start in runs.closes_at.pop(runs.counter, ()) if c == ")" else ():
+                    closes[start] = i
+            state = _ESCAPE_END[state] if state in _ESCAPE_END else _AFTER[state].get(c, state)
+            if runs.closes_at:
+                moved[state] = moved[state].absorb(runs) if state in moved else runs
+        groups = moved
         i += 1
-    return None
+    return closes
 
 
-def _close_plain(text: str, i: int) -> int | None:
-    """Like :func:`_close_quoted`, ignoring quotes (for unbalanced apostrophes)."""
-    depth = 1
-    for j in range(i, len(text)):
-        if text[j] == "(":
-            depth += 1
-        elif text[j] == ")":
-            depth -= 1
-            if depth == 0:
-                return j
-    return None
+def _plain_closes(text: str) -> dict[int, int]:
+    """Index of the ``)`` matching each ``(`` (by the ``(``'s index), ignoring quotes (for unbalanced
+    apostrophes); absent when it never closes. One pass with a stack."""
+    closes: dict[int, int] = {}
+    stack: list[int] = []
+    for m in re.finditer(r"[()]", text):
+        if m.group() == "(":
+            stack.append(m.start())
+        elif stack:
+            closes[stack.pop()] = m.start()
+    return closes
 
 
 def _split_values(body: str) -> list[str]:
@@ -177,30 +220,72 @@ def _command(raw: str, body: str) -> Command:
 
 def parse_commands(text: str) -> list[Command]:
     """Every ``PYTHON(...)`` command in ``text``, in order (malformed ones included, with
-    their ``error`` set). See the module docstring for the rules."""
+    their ``error`` set). See the module docstring for the rules; time linear in ``len(text)``
+    (no caps: :func:`turn_commands` applies them)."""
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
+    starts = [(m.start(), m.end()) for m in _COMMAND_START.finditer(text)]
+    if not starts:
+        return []
+    quoted = _quoted_closes(text, [body for _, body in starts])
+    plain = _plain_closes(text)
     commands: list[Command] = []
     pos = 0
-    while True:
-        m = _COMMAND_START.search(text, pos)
-        if m is None:
-            return commands
-        start, body_start = m.start(), m.end()
-        candidates = []
-        for close in (_close_quoted, _close_plain):
-            end = close(text, body_start)
-            if end is not None and end not in [e for e, _ in candidates]:
-                candidates.append((end, _command(text[start : end + 1], text[body_start:end])))
-        if not candidates:
-            line_end = text.find("\n", body_start)
-            raw = text[start : line_end if line_end >= 0 else len(text)]
-            commands.append(Command(raw, (), "missing closing parenthesis ')'"))
+    for k, (start, body_start) in enumerate(starts):
+        if start < pos:  # inside the previous command
+            continue
+        chosen: tuple[int, Command] | None = None  # the first way of closing that parses, else the last
+        for end in (quoted.get(body_start), plain.get(body_start - 1)):
+            if end is not None and (chosen is None or end != chosen[0]):
+                chosen = (end, _command(text[start : end + 1], text[body_start:end]))
+                if not chosen[1].malformed:
+                    break
+        if chosen is None:  # neither way closes: the text up to the line's end (or the next command)
+            stop = starts[k + 1][0] if k + 1 < len(starts) else len(text)
+            line_end = text.find("\n", body_start, stop)
+            commands.append(Command(text[start : line_end if line_end >= 0 else stop], (), "missing closing parenthesis ')'"))
             pos = body_start
             continue
-        end, command = next(((e, c) for e, c in candidates if not c.malformed), candidates[-1])
-        commands.append(command)
-        pos = end + 1
+        commands.append(chosen[1])
+        pos = chosen[0] + 1
+    return commands
+
+
+@dataclass(frozen=True)
+class TurnCommands:
+    """The commands of one agent message, within the per-turn caps.
+
+    Attributes:
+        commands: the commands to run, at most :data:`MAX_COMMANDS_PER_MESSAGE`.
+        dropped: commands past that cap (not run).
+        truncated: whether the message was longer than :data:`MAX_MESSAGE_CHARS` (only its first
+            :data:`MAX_MESSAGE_CHARS` characters were read for commands)."""
+
+    commands: tuple[Command, ...]
+    dropped: int = 0
+    truncated: bool = False
+
+    @property
+    def note(self) -> str | None:
+        """The reply line saying what went over a cap, or None."""
+        parts = []
+        if self.truncated:
+            parts.append(f"your message is longer than {MAX_MESSAGE_CHARS} characters; only its first "
+                         f"{MAX_MESSAGE_CHARS} were read for commands")
+        if self.dropped:
+            parts.append(f"only the first {len(self.commands)} of {len(self.commands) + self.dropped} commands were run "
+                         f"(at most {MAX_COMMANDS_PER_MESSAGE} per message)")
+        return f"{REPLY_PREFIX}Note: {'; '.join(parts)}." if parts else None
+
+
+def turn_commands(text: str) -> TurnCommands:
+    """The commands of an agent message as the episode loop runs them: those of its first
+    :data:`MAX_MESSAGE_CHARS` characters, at most :data:`MAX_COMMANDS_PER_MESSAGE` of them."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    commands = parse_commands(text[:MAX_MESSAGE_CHARS])
+    return TurnCommands(tuple(commands[:MAX_COMMANDS_PER_MESSAGE]), max(0, len(commands) - MAX_COMMANDS_PER_MESSAGE),
+                        len(text) > MAX_MESSAGE_CHARS)
 
 
 def _json_text(value: object) -> str:
