@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -69,6 +71,7 @@ def test_score_nmse_hand_computed(box):
     low, high = out["success_rate_ci"]
     assert 0.0 <= low < out["success_rate"] < high <= 1.0
     assert out["n_failed"] == len(failing)
+    assert out["errors"][:3] == [None] * 3 and all(out["errors"][3:])  # one reason per failed item
     assert out["mean_nmse"] == pytest.approx((expected_shift + expected_sine) / 3, rel=1e-9)
     assert all(type(v) is float for v in out["nmse"])
     # The threshold decides success.
@@ -108,6 +111,60 @@ def test_exact_match_quotes_and_one_raising_input(box):
     assert out["exact_match"] == pytest.approx((1.0 + 0.8 + 0.4) / 3)
 
 
+def _findbench_file() -> str:
+    import findbench
+
+    return str(Path(findbench.__file__).resolve().parent / "find" / "code_scoring.py")
+
+
+def test_failed_items_say_why(box):
+    """The sandbox's reason per failed item, one short line, no host path of findbench; None for
+    an item that ran."""
+    secret = _findbench_file()
+    preds = [
+        GT,
+        "def f(x):\n    y = (x +\n    return y\n",
+        "def f(x):\n    return float(open('/etc/shadow').read())\n",
+        f"def f(x):\n    return float(open({secret!r}).read())\n",
+        "def f(x):\n    raise ValueError('first line\\n  second line')\n",
+        "import math\ndef f(x):\n    return math.inf\n",
+        "def f(x):\n    while True:\n        pass\n",
+    ]
+    out = score_nmse(preds, [GT] * len(preds), sandbox=box)
+    errors = out["errors"]
+    assert len(errors) == len(preds) and errors[0] is None and out["nmse"][0] == 0.0
+    assert re.fullmatch(r"SyntaxError: .+ \(line 2\)", errors[1]), errors[1]
+    # refused by Landlock (EACCES), or absent from bubblewrap's view of the file system (ENOENT)
+    refused = r"(PermissionError: \[Errno 13\] Permission denied|FileNotFoundError: \[Errno 2\] No such file or directory)"
+    assert re.fullmatch(refused + r": '/etc/shadow' \(at x = -127\.5\)", errors[2]), errors[2]
+    assert re.fullmatch(refused + r": '<findbench>/find/code_scoring\.py' \(at x = -127\.5\)", errors[3]), errors[3]
+    assert errors[4] == "ValueError: first line second line (at x = -127.5)"
+    assert errors[5] == "returned inf (at x = -127.5)"
+    assert errors[6].startswith("timeout: ") and "limit" in errors[6]
+    for e in errors[1:]:
+        assert "\n" not in e and "Traceback" not in e and "<program>" not in e and len(e) <= 240
+        assert str(Path(secret).parent.parent) not in e
+    assert out["n_failed"] == sum(e is not None for e in errors)
+
+    gt = "def function(s):\n    return s.upper()\n"
+    raises_once = "def f(s):\n    if not s:\n        raise IndexError('empty')\n    return s.upper()\n"
+    shadow = "def f(s):\n    return open('/etc/shadow').read()\n"
+    out = score_exact_match([gt, "def f(s:\n", raises_once, shadow], [gt] * 4, [["ab", "", "c"]] * 4, sandbox=box)
+    assert out["per_function"] == [1.0, 0.0, pytest.approx(2 / 3), 0.0]
+    assert out["errors"][0] is None
+    assert re.fullmatch(r"SyntaxError: .+ \(line 1\)", out["errors"][1]), out["errors"][1]
+    assert out["errors"][2] == "IndexError: empty (on test input 1; 1 of 3 inputs raised)"
+    assert re.fullmatch(refused + r": '/etc/shadow' \(on test input 0; 3 of 3 inputs raised\)", out["errors"][3])
+
+
+def test_nmse_reasons_without_an_exception():
+    assert code_scoring._nmse([1.0, 2.0], [1.0, "x"]) == (math.inf, 1, "returned str, not a number")
+    assert code_scoring._nmse([1.0, 2.0], [None, 2.0]) == (math.inf, 0, "no value")
+    assert code_scoring._nmse([0.0, 0.0], [0.0, 1.0])[2].startswith("NMSE undefined")
+    assert code_scoring._nmse([1.0], [1e300])[2] == "the squared error overflows float64"
+    assert code_scoring._nmse([1.0, 2.0], [1.0, 2.5])[1:] == (None, None)
+
+
 def test_exact_match_types_must_agree(box):
     gt = "def function(s):\n    return len(s) > 2\n"
     pred = "def f(s):\n    return int(len(s) > 2)\n"
@@ -143,6 +200,7 @@ def test_evaluate_modules_load_and_compute():
     assert out["nmse"][0] == 0.0 and out["nmse"][2] == math.inf
     assert out["nmse"][1] == pytest.approx(256 / np.sum(GT_VALUES**2), rel=1e-9)
     assert out["success_rate"] == pytest.approx(2 / 3) and out["n_failed"] == 1
+    assert out["errors"] == [None, None, "LookupError: the program defines no top-level function"]
     assert "landlock" in out["isolation"].split("+")
     # evaluate checks the columns against the metric's features before _compute runs: a
     # non-string first item or unequal lengths are refused there, the message showing the input
@@ -161,7 +219,7 @@ def test_evaluate_modules_load_and_compute():
         test_inputs=[["it's", "A"], ['"q"', "B"]], workers=1,
     )
     assert out == {"exact_match": 0.75, "exact_match_ci": [0.5, 1.0], "n": 2, "per_function": [1.0, 0.5],
-                   "isolation": out["isolation"]}
+                   "errors": [None, None], "isolation": out["isolation"]}
     assert "landlock" in out["isolation"].split("+")  # the metric output says what confined the code
     with pytest.raises(ValueError, match="test_inputs"):
         find_em.compute(predictions=[gt], references=[gt])

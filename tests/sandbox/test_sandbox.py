@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from findbench.sandbox import STATUSES, Sandbox, SandboxResult, run_functions
+from findbench.sandbox import REASON_CHARS, STATUSES, Sandbox, SandboxResult, run_functions, short_reason
 
 IDENTITY = "def f(x):\n    return x\n"
 
@@ -205,3 +205,20 @@ def test_result_size_cap_and_main_guard():
     assert "larger than 10000 bytes" in res[0].errors[1]
     assert res[1].status == "ok" and res[1].values == [5]
     assert res[2].values == [7]
+
+
+def test_short_reason_is_one_line_without_host_paths(tmp_path, monkeypatch):
+    import findbench
+
+    monkeypatch.setenv("FINDBENCH_CACHE", str(tmp_path / "cache"))
+    package = os.path.dirname(os.path.abspath(findbench.__file__))
+    assert short_reason("SyntaxError: invalid syntax (<program>, line 3)") == "SyntaxError: invalid syntax (line 3)"
+    assert short_reason(f"PermissionError: [Errno 13] Permission denied: '{package}/find/numeric.py'") == (
+        "PermissionError: [Errno 13] Permission denied: '<findbench>/find/numeric.py'")
+    assert short_reason(f"FileNotFoundError: '{tmp_path}/cache/rows/x.json'") == "FileNotFoundError: '<findbench cache>/rows/x.json'"
+    assert short_reason("OSError: '/tmp/findbench-sandbox-123-ab_c9/p8812/out.txt' and /tmp/findbench-sandbox-9-x") == (
+        "OSError: '<program dir>/out.txt' and <program dir>")
+    assert short_reason("ValueError: a\n  b\r\x1b[31mc\x00") == "ValueError: a b [31mc"
+    assert short_reason("MemoryError") == "MemoryError: the sandbox's memory limit was reached"
+    long = short_reason("E: " + "x" * 5000)
+    assert len(long) == REASON_CHARS and long.endswith("...")

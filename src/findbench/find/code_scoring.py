@@ -10,6 +10,10 @@ Two scores, both computed by running the code in :mod:`findbench.sandbox` (never
 * :func:`score_exact_match` (string functions): the share of test inputs on which the
   interpretation returns exactly the ground truth's output, averaged over functions.
 
+Both return ``errors``, one entry per item: ``None`` where the interpretation ran, else one short
+line saying why it did not (the sandbox's reason, e.g. ``SyntaxError: invalid syntax (line 3)``
+or ``PermissionError: [Errno 13] Permission denied: '/etc/shadow'``; :func:`failure_reason`).
+
 The metric modules ``metrics/find_nmse`` and ``metrics/find_exact_match`` are thin wrappers.
 """
 
@@ -28,6 +32,7 @@ from findbench.sandbox import (
     Sandbox,
     SandboxResult,
     run_functions,
+    short_reason,
 )
 from findbench.stats import bootstrap_ci
 
@@ -51,14 +56,22 @@ def nmse(ground_truth: Sequence[Any], prediction: Sequence[Any]) -> float:
     truth is identically zero on those points NMSE is undefined: it is ``0.0`` for an exact
     match and ``inf`` otherwise.  Raises ``ValueError`` when no point is usable.
     """
+    return _nmse(ground_truth, prediction)[0]
+
+
+def _nmse(ground_truth: Sequence[Any], prediction: Sequence[Any]) -> tuple[float, int | None, str | None]:
+    """``(NMSE, point, why)``: :func:`nmse`, and where it is ``inf`` why (``None`` otherwise) and the
+    index of the first point the prediction failed on (``None`` when no one point is to blame)."""
     if len(ground_truth) != len(prediction):
         raise ValueError(f"ground_truth and prediction must have the same length ({len(ground_truth)} != {len(prediction)})")
     gt, pred = [], []
-    for g, p in zip(ground_truth, prediction):
+    for i, (g, p) in enumerate(zip(ground_truth, prediction)):
         if not _is_real(g) or not math.isfinite(g):
             continue
-        if not _is_real(p) or not math.isfinite(p):
-            return math.inf
+        if not _is_real(p):
+            return math.inf, i, "no value" if p is None else f"returned {type(p).__name__}, not a number"
+        if not math.isfinite(p):
+            return math.inf, i, f"returned {float(p)}"
         gt.append(float(g))
         pred.append(float(p))
     if not gt:
@@ -68,11 +81,22 @@ def nmse(ground_truth: Sequence[Any], prediction: Sequence[Any]) -> float:
     with np.errstate(over="ignore", invalid="ignore"):
         num = float(np.sum((g - p) ** 2))
         den = float(np.sum(g**2))
-    if not math.isfinite(num) or not math.isfinite(den):
-        return math.inf
+    if not math.isfinite(den):
+        return math.inf, None, "NMSE undefined: the ground truth's squares overflow float64"
+    if not math.isfinite(num):
+        return math.inf, None, "the squared error overflows float64"
     if den == 0.0:
-        return 0.0 if num == 0.0 else math.inf
-    return num / den
+        if num == 0.0:
+            return 0.0, None, None
+        return math.inf, None, "NMSE undefined: the ground truth is 0 wherever it is finite, and the prediction is not"
+    return num / den, None, None
+
+
+def failure_reason(result: SandboxResult) -> str:
+    """Why a program did not run (its status is not ``"ok"``), as one short line: the sandbox's
+    message (:func:`findbench.sandbox.short_reason`), after ``timeout: `` or ``killed: ``."""
+    prefix = "" if result.status == "error" else f"{result.status}: "
+    return prefix + short_reason(result.message or "no reason given")
 
 
 def nmse_from_results(reference: SandboxResult, prediction: SandboxResult, *, index: int = 0) -> float:
@@ -81,16 +105,29 @@ def nmse_from_results(reference: SandboxResult, prediction: SandboxResult, *, in
     A reference that did not run (status other than ``"ok"``) or has no finite value raises
     ``ValueError`` naming ``references[index]``.
     """
+    return nmse_and_reason(reference, prediction, index=index)[0]
+
+
+def nmse_and_reason(reference: SandboxResult, prediction: SandboxResult, *, index: int = 0) -> tuple[float, str | None]:
+    """:func:`nmse_from_results` and, where it is ``inf``, why in one short line (``None`` otherwise):
+    the program's failure (:func:`failure_reason`), or the first grid point where it raised or gave
+    no finite number (``ZeroDivisionError: division by zero (at x = 0.5)``)."""
     if reference.status != "ok":
         raise ValueError(f"references[{index}]: ground-truth code failed ({reference.status}): {reference.message}")
     gt = [v if e is None else None for v, e in zip(reference.values, reference.errors)]
     if prediction.status != "ok":
-        return math.inf
+        return math.inf, failure_reason(prediction)
     pred = [v if e is None else None for v, e in zip(prediction.values, prediction.errors)]
     try:
-        return nmse(gt, pred)
+        value, point, why = _nmse(gt, pred)
     except ValueError:
         raise ValueError(f"references[{index}]: ground-truth code gives no finite value on the grid") from None
+    if point is not None:
+        if prediction.errors[point] is not None:
+            why = short_reason(prediction.errors[point])
+        where = f"x = {NMSE_GRID[point]:g}" if len(gt) == len(NMSE_GRID) else f"input {point}"
+        why = f"{why} (at {where})"
+    return value, why
 
 
 def _check_codes(name: str, codes: Any) -> list[str]:
@@ -139,7 +176,8 @@ def score_nmse(
     ``sandbox``). Returns ``{"success_rate" (share with NMSE < ``threshold``), "success_rate_ci"
     (95 % bootstrap, seed 0), "n", "mean_nmse" (over finite values, NaN if none), "n_failed",
     "nmse" (per item; ``inf`` on any failure or a non-finite prediction where the truth is finite),
-    "isolation"}``.
+    "errors" (per item: ``None`` where NMSE is finite, else why it is ``inf`` in one short line;
+    :func:`nmse_and_reason`), "isolation"}``.
     """
     preds, refs = check_code_pairs(predictions, references)
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not threshold > 0:
@@ -147,14 +185,15 @@ def score_nmse(
     n = len(preds)
     if n == 0:
         return {"success_rate": math.nan, "success_rate_ci": [math.nan, math.nan], "n": 0, "mean_nmse": math.nan,
-                "n_failed": 0, "nmse": [], "isolation": ""}
+                "n_failed": 0, "nmse": [], "errors": [], "isolation": ""}
     grid = list(NMSE_GRID)
     results = _run(
         refs + preds, [grid] * (2 * n), [REFERENCE_ENTRY] * n + ["last_def"] * n,
         sandbox=sandbox, timeout=timeout, cpu_seconds=cpu_seconds, memory_mb=memory_mb,
         workers=workers, progress=progress,
     )
-    scores = [nmse_from_results(results[i], results[n + i], index=i) for i in range(n)]
+    scored = [nmse_and_reason(results[i], results[n + i], index=i) for i in range(n)]
+    scores = [s for s, _ in scored]
     finite = [s for s in scores if math.isfinite(s)]
     success = [float(s < threshold) for s in scores]
     return {
@@ -164,6 +203,7 @@ def score_nmse(
         "mean_nmse": float(np.mean(finite)) if finite else math.nan,
         "n_failed": int(n - len(finite)),
         "nmse": [float(s) for s in scores],
+        "errors": [why for _, why in scored],
         "isolation": _isolation(results),
     }
 
@@ -189,41 +229,56 @@ def score_exact_match(
     ``references[i]``); an exception fails only that input.  Inputs on which the ground truth
     itself raises are not counted.
 
-    Returns ``{"exact_match", "exact_match_ci", "n", "per_function", "isolation"}``: the
+    Returns ``{"exact_match", "exact_match_ci", "n", "per_function", "errors", "isolation"}``: the
     per-function accuracies, their mean, its 95 % percentile bootstrap interval ``[low, high]``
-    over the ``n`` functions (:func:`findbench.stats.bootstrap_ci`, seed 0), and the sandbox
-    layers the programs ran under.
+    over the ``n`` functions (:func:`findbench.stats.bootstrap_ci`, seed 0), per function ``None``
+    when the interpretation ran on every counted input, else one short line: why the program did not
+    run (:func:`failure_reason`), or the first exception it raised and on how many inputs
+    (``IndexError: empty (on test input 3; 1 of 5 inputs raised)``), and the sandbox layers the
+    programs ran under.
     """
     preds, refs = check_code_pairs(predictions, references)
     inputs = check_test_inputs(test_inputs, len(preds))
     n = len(preds)
     if n == 0:
-        return {"exact_match": math.nan, "exact_match_ci": [math.nan, math.nan], "n": 0, "per_function": [], "isolation": ""}
+        return {"exact_match": math.nan, "exact_match_ci": [math.nan, math.nan], "n": 0, "per_function": [], "errors": [],
+                "isolation": ""}
     results = _run(
         refs + preds, inputs + inputs, [REFERENCE_ENTRY] * n + ["last_def"] * n,
         sandbox=sandbox, timeout=timeout, cpu_seconds=cpu_seconds, memory_mb=memory_mb,
         workers=workers, progress=progress,
     )
-    per_function = []
+    per_function, errors = [], []
     for i in range(n):
         ref, pred = results[i], results[n + i]
         if ref.status != "ok":
             raise ValueError(f"references[{i}]: ground-truth code failed ({ref.status}): {ref.message}")
         counted = right = 0
+        raised = []
         for j in range(len(inputs[i])):
             if ref.errors[j] is not None:
                 continue
             counted += 1
-            if pred.status == "ok" and pred.errors[j] is None and _same(pred.values[j], ref.values[j]):
+            if pred.status == "ok" and pred.errors[j] is not None:
+                raised.append(j)
+            elif pred.status == "ok" and _same(pred.values[j], ref.values[j]):
                 right += 1
         if counted == 0:
             raise ValueError(f"references[{i}]: ground-truth code raised on every test input")
         per_function.append(right / counted)
+        if pred.status != "ok":
+            errors.append(failure_reason(pred))
+        elif raised:
+            errors.append(f"{short_reason(pred.errors[raised[0]])} (on test input {raised[0]}; "
+                          f"{len(raised)} of {counted} inputs raised)")
+        else:
+            errors.append(None)
     return {
         "exact_match": float(np.mean(per_function)),
         "exact_match_ci": list(bootstrap_ci(per_function)),
         "n": n,
         "per_function": [float(s) for s in per_function],
+        "errors": errors,
         "isolation": _isolation(results),
     }
 

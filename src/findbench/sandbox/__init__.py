@@ -41,6 +41,7 @@ import json
 import logging
 import math
 import os
+import re
 import select
 import shutil
 import signal
@@ -66,6 +67,8 @@ __all__ = [
     "DEFAULT_MAX_DISK_BYTES",
     "ALLOW_UNCONFINED_ENV",
     "SandboxUnavailableError",
+    "short_reason",
+    "REASON_CHARS",
 ]
 
 logger = logging.getLogger(__name__)
@@ -130,6 +133,32 @@ class SandboxUnavailableError(RuntimeError):
 
 def _failed(status: str, n_inputs: int, message: str, stdout: str = "", isolation: str = "") -> SandboxResult:
     return SandboxResult(status, [None] * n_inputs, [message] * n_inputs, stdout, message, isolation)
+
+
+#: Longest reason :func:`short_reason` gives.
+REASON_CHARS = 200
+_PROGRAM_DIR = re.compile(r"[^\s'\"]*" + re.escape(_DIR_PREFIX) + r"[^/\s'\"]*(?:/p\d+)?")
+
+
+def short_reason(text: str, limit: int = REASON_CHARS) -> str:
+    """A program's failure (a result's ``message`` or one of its ``errors``) as one short line for
+    a user: the program's file name dropped (``invalid syntax (line 3)``), the host paths of
+    findbench, its cache and the program's own folder replaced by ``<findbench>``,
+    ``<findbench cache>`` and ``<program dir>``, control characters and runs of whitespace made
+    one space, a bare ``MemoryError`` named as the memory limit, and at most ``limit`` characters."""
+    import findbench
+
+    text = str(text).replace("(<program>, line ", "(line ").replace('File "<program>", ', "")
+    package, cache = _denied_paths()
+    places = {package: "<findbench>", os.path.dirname(os.path.abspath(findbench.__file__)): "<findbench>",
+              cache: "<findbench cache>", os.environ.get("FINDBENCH_CACHE", ""): "<findbench cache>"}
+    for path in sorted((p for p in places if os.path.isabs(p) and len(p) > 1), key=len, reverse=True):
+        text = text.replace(path, places[path])
+    text = _PROGRAM_DIR.sub("<program dir>", text)
+    text = " ".join(re.sub(r"[\x00-\x1f\x7f-\x9f]", " ", text).split())
+    if text == "MemoryError":
+        text = "MemoryError: the sandbox's memory limit was reached"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def isolation_level(isolation: dict) -> str:

@@ -33,6 +33,10 @@ Returns:
         `exact_match` over the functions (10,000 resamples, seed 0; `findbench.stats`).
     n (`int`): number of functions scored (the bootstrap's units).
     per_function (`list` of `float`): per-input accuracy of each function, in [0, 1].
+    errors (`list` of `str` or `None`): per function, None when the interpretation ran on every
+        input, else one short line: the sandbox's reason the program did not run
+        (``SyntaxError: invalid syntax (line 3)``, ``timeout: ...``), or the first exception it raised
+        and on how many inputs; never a traceback, findbench's own paths shown as ``<findbench>``.
     isolation (`str`): the sandbox layers the programs ran under (e.g. ``landlock+netns+uid``).
 Examples:
     >>> import evaluate, findbench
@@ -41,8 +45,11 @@ Examples:
     >>> guess = "def f(x):\\n    return x.upper() if len(x) < 4 else x\\n"
     >>> out = find_exact_match.compute(predictions=[gt, guess], references=[gt, gt],
     ...                                test_inputs=[["ab", "it's"], ["ab", "it's"]])
-    >>> out["exact_match"], out["per_function"], out["exact_match_ci"], out["n"]
-    (0.75, [1.0, 0.5], [0.5, 1.0], 2)
+    >>> out["exact_match"], out["per_function"], out["exact_match_ci"], out["n"], out["errors"]
+    (0.75, [1.0, 0.5], [0.5, 1.0], 2, [None, None])
+    >>> find_exact_match.compute(predictions=["def f(x):\\n    return x[2]\\n"], references=[gt],
+    ...                          test_inputs=[["ab", "it's"]])["errors"]
+    ['IndexError: string index out of range (on test input 0; 1 of 2 inputs raised)']
 """
 
 

@@ -38,6 +38,10 @@ Returns:
     n_failed (`int`): items whose NMSE is inf (the program failed).
     isolation (`str`): the sandbox layers the programs ran under (e.g. ``landlock+netns+uid``).
     nmse (`list` of `float`): NMSE per item (inf on failure).
+    errors (`list` of `str` or `None`): per item, None where NMSE is finite, else why it is inf in one
+        short line: the sandbox's reason (``SyntaxError: invalid syntax (line 3)``, ``timeout: ...``)
+        or the first grid point the code raised or gave no finite number on (``... (at x = 0.5)``);
+        never a traceback, findbench's own paths shown as ``<findbench>``.
 Examples:
     >>> import evaluate, findbench
     >>> find_nmse = evaluate.load(findbench.metric_path("find_nmse"))
@@ -46,8 +50,10 @@ Examples:
     >>> out = find_nmse.compute(predictions=[gt, guess], references=[gt, gt])
     >>> out["success_rate"], out["nmse"][0], round(out["nmse"][1], 7)
     (1.0, 0.0, 4.58e-05)
-    >>> out["success_rate_ci"], out["n"]
-    ([1.0, 1.0], 2)
+    >>> out["success_rate_ci"], out["n"], out["errors"]
+    ([1.0, 1.0], 2, [None, None])
+    >>> find_nmse.compute(predictions=["def f(x):\\n    return 1 / 0\\n"], references=[gt])["errors"]
+    ['ZeroDivisionError: division by zero (at x = -127.5)']
 """
 
 
