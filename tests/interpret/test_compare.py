@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from findbench import cli
-from findbench.interpret.compare import compare_runs, read_per_function, render_comparison_table
+from findbench.interpret.compare import N_TOO_SMALL_NOTE, compare_runs, read_per_function, render_comparison_table
 from findbench.interpret.evaluate import CSV_COLUMNS
 from findbench.stats import SMALL_N_LEGEND
 
@@ -70,6 +70,7 @@ def test_one_column_differs_the_others_do_not(two_runs):
     ]
     differs = by[("strings", "aia", "unit_test_accuracy")]
     assert differs["differs"] is True and differs["n"] == N
+    assert differs["verdict"] == "differs" and differs["n_too_small"] is False
     assert (differs["mean_a"], differs["mean_b"], differs["diff"]) == (1.0, 0.0, 1.0)
     assert differs["diff_ci"] == [1.0, 1.0] and differs["p_value"] < 0.01
     assert differs["only_b"] == 1 and differs["only_a"] == 0  # strings/f00999: B alone
@@ -77,6 +78,7 @@ def test_one_column_differs_the_others_do_not(two_runs):
         if key == ("strings", "aia", "unit_test_accuracy"):
             continue
         assert col["differs"] is False and col["diff"] == 0.0 and col["p_value"] == 1.0
+        assert col["verdict"] == "no difference" and col["n_too_small"] is False
         assert col["diff_ci"] == [0.0, 0.0] and col["n"] == N
     success = by[("numeric", "aia", "nmse_success")]
     assert success["mean_a"] == pytest.approx(sum(1 for i in range(N) if i % 3) / N)  # inf NMSE: a failure
@@ -93,10 +95,29 @@ def test_a_noisy_difference_is_not_called(tmp_path):
     result = compare_runs(a, b, seed=3, n_resamples=2000)
     em = result["columns"][0]
     assert em["metric"] == "exact_match" and em["n"] == 6
-    assert em["diff"] == pytest.approx(0.5 - 2 / 6) and em["diff_ci"][0] < 0 < em["diff_ci"][1] and not em["differs"]
+    assert em["diff"] == pytest.approx(0.5 - 2 / 6) and em["diff_ci"][0] < 0 < em["diff_ci"][1]
+    assert em["differs"] is None and em["verdict"] == "n too small" and em["n_too_small"] is True
     assert compare_runs(a, b, seed=3, n_resamples=2000) == result  # seeded
     text = render_comparison_table(result)
-    assert "| strings code (exact match) | 6† |" in text and SMALL_N_LEGEND in text
+    assert "| strings code (exact match) | 6† |" in text and SMALL_N_LEGEND in text and N_TOO_SMALL_NOTE in text
+
+
+def test_one_shared_function_gets_no_verdict(tmp_path, capsys):
+    """n = 1: the bootstrap's interval is a point and its p-value tiny; the table and the JSON
+    say `n too small` instead of a verdict."""
+    row = {"function_id": "strings/f00000", "category": "strings", "method": "aia", "exact_match": "1.0"}
+    a = _write(tmp_path / "a", [row])
+    b = _write(tmp_path / "b", [{**row, "exact_match": "0.0"}])
+    col = compare_runs(a, b)["columns"][0]
+    assert col["n"] == 1 and col["diff"] == 1.0 and col["p_value"] < 0.001  # what the bootstrap alone would call
+    assert (col["verdict"], col["n_too_small"], col["differs"]) == ("n too small", True, None)
+    out = tmp_path / "cmp.json"
+    assert cli.main(["compare", str(a), str(b), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "| strings code (exact match) | 1† | 1.00 | 0.00 | +1.00 [+1.00, +1.00] | – | n too small |" in printed
+    assert "**yes**" not in printed and "<0.001" not in printed
+    saved = json.loads(out.read_text())["columns"][0]
+    assert (saved["verdict"], saved["n_too_small"], saved["differs"]) == ("n too small", True, None)
 
 
 def test_rendered_table(two_runs):
@@ -106,7 +127,7 @@ def test_rendered_table(two_runs):
     assert f"| strings unit test | {N} (+1 B only) | 1.00 | 0.00 | +1.00 [+1.00, +1.00] | <0.001 | **yes** |" in text
     assert f"| numeric code (NMSE<0.1) | {N} | 0.65 | 0.65 | +0.00 [+0.00, +0.00] | 1.000 | no |" in text
     assert "Scored by one run only (not compared): entities AIA." in text
-    assert SMALL_N_LEGEND not in text
+    assert SMALL_N_LEGEND not in text and N_TOO_SMALL_NOTE not in text
 
 
 def test_errors_name_the_argument(tmp_path, two_runs):

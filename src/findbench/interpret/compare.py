@@ -3,8 +3,10 @@
 For every ``(category, method, metric)`` both ``findbench evaluate`` folders scored, the functions
 scored in both are paired by ``function_id`` (so compare runs on the same dataset) and resampled
 together (:func:`findbench.stats.paired_bootstrap`): each run's mean, the difference ``A - B``
-with its interval, a two-sided p-value. Units as :func:`findbench.interpret.evaluate.unit_values`;
-``mean_nmse`` is not compared (an unbounded mean)."""
+with its interval, a two-sided p-value and a verdict. A column with fewer than
+:data:`~findbench.stats.SMALL_N` shared functions gets no verdict (``n too small``): a percentile
+bootstrap on so few units is too narrow to call a difference. Units as
+:func:`findbench.interpret.evaluate.unit_values`; ``mean_nmse`` is not compared (an unbounded mean)."""
 
 from __future__ import annotations
 
@@ -18,11 +20,23 @@ from typing import Any
 from findbench.interpret.evaluate import CATEGORY_METRICS, CSV_COLUMNS, METHODS, unit_values
 from findbench.interpret.scoreboard import TABLE2_COLUMNS
 from findbench.schema import CATEGORIES
-from findbench.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED, SMALL_N_LEGEND, is_small, paired_bootstrap
+from findbench.stats import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    SMALL_N,
+    SMALL_N_LEGEND,
+    is_small,
+    paired_bootstrap,
+)
 
 #: The metrics of ``scores.json`` compared (per category: those of ``CATEGORY_METRICS``).
 COMPARED_METRICS = ("nmse_success", "exact_match", "unit_test_accuracy", "domain_iou")
 _PER_FUNCTION = "per_function.csv"
+#: A column's ``verdict``: the interval excludes 0, it does not, or too few shared functions to say.
+DIFFERS, NO_DIFFERENCE, N_TOO_SMALL = "differs", "no difference", "n too small"
+N_TOO_SMALL_NOTE = (f"{N_TOO_SMALL}: fewer than {SMALL_N} functions scored by both runs; no verdict and no p-value "
+                    "are given (A − B and its interval are shown for reference only).")
 
 
 def _per_function_path(folder: Path, name: str) -> Path:
@@ -77,8 +91,11 @@ def compare_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, *, seed: in
     Returns ``{"run_a", "run_b", "seed", "n_resamples", "confidence", "columns", "only_one_run"}``
     (plain Python types): ``columns`` lists, for every column both runs scored with a shared
     function, ``{"category", "method", "metric", "header", "n", "mean_a", "mean_b", "diff",
-    "diff_ci", "p_value", "differs", "only_a", "only_b"}`` (``only_a`` / ``only_b``: functions scored
-    by one run alone, left out); ``only_one_run`` the headers of columns scored by one run only."""
+    "diff_ci", "p_value", "differs", "verdict", "n_too_small", "only_a", "only_b"}`` (``only_a`` /
+    ``only_b``: functions scored by one run alone, left out); ``only_one_run`` the headers of columns
+    scored by one run only. ``verdict`` is ``"differs"`` or ``"no difference"`` (whether the interval
+    excludes 0; ``differs`` the same as a bool), or ``"n too small"`` with ``n_too_small`` true and
+    ``differs`` None where ``n`` < :data:`~findbench.stats.SMALL_N`."""
     a = read_per_function(run_a, name="run_a")
     b = read_per_function(run_b, name="run_b")
     columns: list[dict[str, Any]] = []
@@ -96,10 +113,13 @@ def compare_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, *, seed: in
         values_a = [unit_values(metric, [group_a[f]])[0] for f in shared]
         values_b = [unit_values(metric, [group_b[f]])[0] for f in shared]
         result = paired_bootstrap(values_a, values_b, seed=seed, n_resamples=n_resamples, confidence=confidence)
+        too_small = is_small(result.n)
         columns.append({
             "category": category, "method": method, "metric": metric, "header": header, "n": result.n,
             "mean_a": result.mean_a, "mean_b": result.mean_b, "diff": result.diff,
-            "diff_ci": [_finite_or_none(x) for x in result.diff_ci], "p_value": result.p_value, "differs": result.differs,
+            "diff_ci": [_finite_or_none(x) for x in result.diff_ci], "p_value": result.p_value,
+            "differs": None if too_small else result.differs,
+            "verdict": N_TOO_SMALL if too_small else DIFFERS if result.differs else NO_DIFFERENCE, "n_too_small": too_small,
             "only_a": len(scored_a - scored_b), "only_b": len(scored_b - scored_a),
         })
     return {"run_a": str(run_a), "run_b": str(run_b), "seed": seed, "n_resamples": n_resamples, "confidence": confidence,
@@ -111,7 +131,8 @@ def _p(value: float) -> str:
 
 
 def render_comparison_table(result: Mapping[str, Any]) -> str:
-    """Markdown of :func:`compare_runs`'s result: one row per column, n marked when < 10."""
+    """Markdown of :func:`compare_runs`'s result: one row per column; where n < 10 the n is marked and
+    the p and differs cells say ``n too small`` instead of a verdict."""
     conf = f"{result['confidence']:.0%}"
     lines = [
         "# Paired comparison",
@@ -132,15 +153,19 @@ def render_comparison_table(result: Mapping[str, Any]) -> str:
         mark = "†" if is_small(n) else ""
         left = f" (+{col['only_a']} A only)" if col["only_a"] else ""
         right = f" (+{col['only_b']} B only)" if col["only_b"] else ""
+        if is_small(n):
+            p, verdict = "–", N_TOO_SMALL
+        else:
+            p, verdict = _p(col["p_value"]), "**yes**" if col["differs"] else "no"
         lines.append(f"| {col['header']} | {n}{mark}{left}{right} | {col['mean_a']:.2f} | {col['mean_b']:.2f} | "
-                     f"{col['diff']:+.2f}{interval} | {_p(col['p_value'])} | {'**yes**' if col['differs'] else 'no'} |")
+                     f"{col['diff']:+.2f}{interval} | {p} | {verdict} |")
     if not result["columns"]:
         lines.append("| (no column scored by both runs) | | | | | | |")
     notes = []
     if result.get("only_one_run"):
         notes.append("Scored by one run only (not compared): " + ", ".join(result["only_one_run"]) + ".")
     if small:
-        notes.append(SMALL_N_LEGEND)
+        notes += [SMALL_N_LEGEND, N_TOO_SMALL_NOTE]
     if notes:
         lines += [""] + [f"- {note}" for note in notes]
     return "\n".join(lines) + "\n"
