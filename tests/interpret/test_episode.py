@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 
 import pytest
 
 from findbench import cli
+from findbench.interpret import episode as episode_module
 from findbench.interpret import prompts
 from findbench.interpret.episode import (
     DEFAULT_MAX_TOKENS,
@@ -17,7 +19,13 @@ from findbench.interpret.episode import (
     estimate_tokens,
     run_episode,
 )
-from findbench.interpret.protocol import UNRECOGNIZED_REPLY, Answer
+from findbench.interpret.protocol import (
+    MAX_COMMANDS_PER_MESSAGE,
+    MAX_MESSAGE_CHARS,
+    UNRECOGNIZED_REPLY,
+    Answer,
+    turn_commands,
+)
 from tests.interpret.fakes import GenerationLM
 
 
@@ -90,6 +98,48 @@ def test_round_cap(by_id):
     chat = ScriptedChat(["no idea"])
     ep = run(by_id["numeric/f00000"], chat)
     assert ep.rounds == 20 and len(chat.seen) == 20 and ep.calls == [] and ep.messages[-1]["content"] == UNRECOGNIZED_REPLY
+
+
+def test_a_flood_of_commands_is_capped_counted_and_noted(by_id):
+    flood = "PYTHON(" * 4000  # 28 KB of unclosed commands
+    long = "PYTHON(function.py 1) " + "x" * MAX_MESSAGE_CHARS + " PYTHON(function.py 2)"
+    ep = run(by_id["numeric/f00000"], ScriptedChat([flood, long, "no command " * (MAX_MESSAGE_CHARS // 5), "[DESCRIPTION]: d"]))
+    assert ep.finished and ep.rounds == 4
+    assert (ep.malformed_commands, ep.dropped_commands, ep.truncated_messages, ep.unrecognized_turns) == (
+        MAX_COMMANDS_PER_MESSAGE, 4000 - MAX_COMMANDS_PER_MESSAGE, 2, 1)
+    first, second, third = (m["content"].split("\n") for m in ep.messages[3:8:2])
+    assert len(first) == MAX_COMMANDS_PER_MESSAGE + 1 and first[0] == "Response: Error in PYTHON(: missing closing parenthesis ')'."
+    assert first[-1] == turn_commands(flood).note and f"only the first {MAX_COMMANDS_PER_MESSAGE} of 4000" in first[-1]
+    assert second == ["Response: Function input - output pairs: (1, 1)", turn_commands(long).note]  # the 2 was past the cut
+    assert third == [UNRECOGNIZED_REPLY, turn_commands(long).note]
+    assert [c["inputs"] for c in ep.calls[MAX_COMMANDS_PER_MESSAGE:]] == [["1"]]
+    assert Episode.from_dict(json.loads(json.dumps(ep.to_dict()))) == ep
+    old = {k: v for k, v in ep.to_dict().items() if k not in ("truncated_messages", "dropped_commands")}
+    assert (Episode.from_dict(old).truncated_messages, Episode.from_dict(old).dropped_commands) == (0, 0)
+
+
+def test_a_message_is_read_off_the_event_loop(by_id, monkeypatch):
+    """While one episode's message is being read (held here until the other episode's model is
+    asked), the other episode goes on: reading does not block the event loop."""
+    other_asked = threading.Event()
+    read = episode_module.turn_commands
+
+    def slow_read(text):
+        if text.startswith("SLOW"):
+            assert other_asked.wait(10), "no other episode ran while a message was read"
+        return read(text)
+
+    async def other(messages, max_tokens=None):
+        other_asked.set()
+        return "[DESCRIPTION]: d"
+
+    async def both():
+        slow = ScriptedChat(["SLOW PYTHON(function.py 1)", "[DESCRIPTION]: d"])
+        return await asyncio.gather(run_episode(by_id["numeric/f00000"], slow), run_episode(by_id["numeric/f00000"], other))
+
+    monkeypatch.setattr(episode_module, "turn_commands", slow_read)
+    first, second = asyncio.run(both())
+    assert first.finished and second.finished and first.calls[0]["inputs"] == ["1"]
 
 
 def test_answer_ends_the_episode_and_its_commands_do_not_run(by_id):

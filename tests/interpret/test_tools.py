@@ -39,6 +39,7 @@ from findbench.interpret.inspect_tasks import (  # noqa: E402
     from_chat_messages,
 )
 from findbench.interpret.protocol import (  # noqa: E402
+    MAX_COMMANDS_PER_MESSAGE,
     MAX_INPUT_CHARS,
     MAX_INPUTS_PER_COMMAND,
     TOOL_NAME,
@@ -209,6 +210,26 @@ def test_bad_tool_inputs_are_counted_as_malformed_and_a_turn_without_a_call_as_u
     assert lines[2] == text_protocol_reply(by_id["strings/f00000"], "PYTHON(function.py abc)")
     assert [m["content"] for m in episode.messages if m["role"] == "user"][-1] == TOOL_UNRECOGNIZED_REPLY
     assert TOOL_UNRECOGNIZED_REPLY.startswith("Response: Unrecognized command")
+
+
+def test_tool_calls_past_the_cap_do_not_run(data_dir, tmp_path):
+    n = MAX_COMMANDS_PER_MESSAGE + 3
+    turns = [tool_calls(*({"inputs": [f"w{i}"]} for i in range(n))), text("[DESCRIPTION]: adds a letter")]
+    model = get_model("mockllm/model", custom_outputs=iter(turns), memoize=False)
+    task = find_interpret(functions="strings/f00000", data=str(data_dir), judge=None, protocol="tools")
+    [log] = inspect_eval(task, model=model, log_dir=str(tmp_path / "logs"), display="none")
+    assert log.status == "success"
+    [sample] = log.samples
+    episode = Episode.from_dict(sample.store[STORE_KEY])
+    assert episode.finished and (episode.dropped_commands, episode.malformed_commands) == (3, 0)
+    assert [c["inputs"] for c in episode.calls] == [[f"w{i}"] for i in range(MAX_COMMANDS_PER_MESSAGE)]
+    # every call has its result (the provider needs one per call id); the dropped ones a limit error
+    tool_messages = [m for m in sample.messages if m.role == "tool"]
+    assert [m.tool_call_id for m in tool_messages] == [f"call-{i}" for i in range(n)]
+    assert [m.error.type if m.error else None for m in tool_messages] == [None] * MAX_COMMANDS_PER_MESSAGE + ["limit"] * 3
+    lines = [m["content"] for m in episode.messages if m["role"] == "tool"]
+    assert lines[-1] == (f'Response: Error in call_function(inputs=["w{n - 1}"]): not run: at most '
+                         f"{MAX_COMMANDS_PER_MESSAGE} call_function calls per message.")
 
 
 def test_round_limit_stops_a_model_that_never_answers(data_dir, tmp_path):

@@ -3,8 +3,10 @@
 :func:`run_episode` drives the ``text`` protocol over an async ``chat(messages, max_tokens=None)
 -> str | ChatReply``: up to ``rounds`` turns; an answer ends the episode, else every command is
 run and the reply lines go back. ``milan`` shows the outputs on the row's exemplars first and
-allows two turns; ``aia+milan`` shows them, then runs the full loop. The ``tools`` protocol
-(:func:`findbench.interpret.inspect_tasks.run_tool_episode`) shares the record,
+allows two turns; ``aia+milan`` shows them, then runs the full loop. Each message is read, and
+each command run, in a worker thread (one long message must not stall the other episodes in
+flight), within the per-turn caps of :func:`~findbench.interpret.protocol.turn_commands`. The
+``tools`` protocol (:func:`findbench.interpret.inspect_tasks.run_tool_episode`) shares the record,
 :func:`open_episode` and :func:`run_command`."""
 
 from __future__ import annotations
@@ -19,7 +21,15 @@ from typing import Any
 from findbench._io import read_json_object
 from findbench.interpret.calls import FunctionRunner
 from findbench.interpret.prompts import MILAN_TURNS, build_messages
-from findbench.interpret.protocol import PROTOCOL, UNRECOGNIZED_REPLY, Answer, Command, parse_answer, parse_commands
+from findbench.interpret.protocol import (
+    PROTOCOL,
+    UNRECOGNIZED_REPLY,
+    Answer,
+    Command,
+    TurnCommands,
+    parse_answer,
+    turn_commands,
+)
 
 #: FIND's cap on model turns per episode.
 DEFAULT_ROUNDS = 20
@@ -53,6 +63,10 @@ class Episode:
         calls: one record per command run (:meth:`FunctionRunner.run`), exemplars first (round 0).
         malformed_commands: commands (tool calls) that could not run.
         unrecognized_turns: turns with neither a command (tool call) nor an answer.
+        truncated_messages: messages longer than :data:`~findbench.interpret.protocol.MAX_MESSAGE_CHARS`
+            (only their start was read for commands).
+        dropped_commands: commands (tool calls) past :data:`~findbench.interpret.protocol.MAX_COMMANDS_PER_MESSAGE`
+            in their message, not run.
         usage: summed token usage when the chat reported it.
         generated_tokens: tokens counted against the budget (reported, else :func:`estimate_tokens`).
         row: the dataset row interpreted (JSON values), the ground truth ``findbench evaluate`` uses."""
@@ -69,6 +83,8 @@ class Episode:
     calls: list[dict[str, Any]] = field(default_factory=list)
     malformed_commands: int = 0
     unrecognized_turns: int = 0
+    truncated_messages: int = 0
+    dropped_commands: int = 0
     protocol: str = PROTOCOL
     usage: dict[str, int] | None = None
     max_episode_tokens: int | None = None
@@ -160,6 +176,12 @@ def count_tokens(lm: Any, text: str = "", *, conversation: list[Mapping[str, str
     return estimate_tokens(text)
 
 
+def read_turn(text: str) -> Answer | TurnCommands:
+    """An agent message's answer, or (when it does not answer) its commands within the per-turn caps."""
+    answer = parse_answer(text)
+    return answer if answer is not None else turn_commands(text)
+
+
 async def run_command(runner: FunctionRunner, command: Command, round: int, episode: Episode) -> str:
     """Run ``command`` (in a worker thread), add its record to ``episode.calls`` (and count it
     when malformed); return the reply line."""
@@ -200,17 +222,18 @@ async def run_episode(row: Mapping[str, Any], chat: Chat, *, method: str = "aia"
         episode.count_turn(usage, text)
         episode.rounds = turn
         episode.messages.append({"role": "assistant", "content": text})
-        answer = parse_answer(text)
-        if answer is not None:
-            episode.answer, episode.finished, episode.stop_reason = answer, True, "answer"
+        commands = await asyncio.to_thread(read_turn, text)  # off the event loop: the message is the agent's
+        if isinstance(commands, Answer):
+            episode.answer, episode.finished, episode.stop_reason = commands, True, "answer"
             return episode
-        commands = parse_commands(text)
-        if commands:
-            response = "\n".join([await run_command(runner, c, turn, episode) for c in commands])
+        if commands.commands:
+            lines = [await run_command(runner, c, turn, episode) for c in commands.commands]
         else:
-            response = UNRECOGNIZED_REPLY
+            lines = [UNRECOGNIZED_REPLY]
             episode.unrecognized_turns += 1
-        episode.messages.append({"role": "user", "content": response})
+        episode.truncated_messages += commands.truncated
+        episode.dropped_commands += commands.dropped
+        episode.messages.append({"role": "user", "content": "\n".join(lines + ([commands.note] if commands.note else []))})
         if episode.budget_spent:
             episode.stop_reason = "token_limit"
             return episode

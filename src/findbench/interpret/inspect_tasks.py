@@ -43,7 +43,7 @@ from inspect_ai.model import (
 )
 from inspect_ai.scorer import Score, Target, mean, scorer, stderr
 from inspect_ai.solver import Generate, TaskState, solver
-from inspect_ai.tool import ToolChoice, ToolDef, ToolError, ToolInfo
+from inspect_ai.tool import ToolCallError, ToolChoice, ToolDef, ToolError, ToolInfo
 
 from findbench import _checks
 from findbench._version import __version__
@@ -61,6 +61,7 @@ from findbench.interpret.episode import (
 )
 from findbench.interpret.prompts import MILAN_TURNS, check_method, turn_grammar
 from findbench.interpret.protocol import (
+    MAX_COMMANDS_PER_MESSAGE,
     MAX_INPUT_CHARS,
     MAX_INPUTS_PER_COMMAND,
     NEURON_CATEGORIES,
@@ -151,7 +152,7 @@ def call_function_tool(runner: FunctionRunner, episode: Episode) -> ToolDef:
     command's values, records the call in ``episode.calls`` and returns the reply line; bad inputs are
     recorded as malformed and raised as :class:`~inspect_ai.tool.ToolError`."""
     async def execute(inputs: list[str | float]) -> str:
-        command = tool_command(inputs)
+        command = await asyncio.to_thread(tool_command, inputs)  # the agent's list: checked off the event loop
         line = await run_command(runner, command, episode.rounds, episode)
         if command.malformed:
             raise ToolError(str(command.error))
@@ -163,12 +164,17 @@ def call_function_tool(runner: FunctionRunner, episode: Episode) -> ToolDef:
 
 async def _run_tool_calls(messages: list[ChatMessage], tool: ToolDef, episode: Episode) -> None:
     """Run the tool calls of the last (assistant) message, append the results to ``messages`` and keep
-    ``episode.calls`` in call order; a call Inspect refuses before the tool runs is recorded as malformed."""
+    ``episode.calls`` in call order; a call Inspect refuses before the tool runs is recorded as malformed.
+    Calls past :data:`MAX_COMMANDS_PER_MESSAGE` do not run: each gets a ``limit`` error and is counted in
+    ``episode.dropped_commands``."""
     assistant = messages[-1]
     assert isinstance(assistant, ChatMessageAssistant)
-    by_id = {call.id: call for call in assistant.tool_calls or []}
+    tool_calls = assistant.tool_calls or []
+    by_id = {call.id: call for call in tool_calls}
     start = len(episode.calls)
-    result = await execute_tools(messages, [tool])
+    dropped = tool_calls[MAX_COMMANDS_PER_MESSAGE:]
+    capped = [*messages[:-1], assistant.model_copy(update={"tool_calls": tool_calls[:MAX_COMMANDS_PER_MESSAGE]})]
+    result = await execute_tools(capped if dropped else messages, [tool])
     ran = episode.calls[start:]
     del episode.calls[start:]
     for m in result.messages:
@@ -184,6 +190,10 @@ async def _run_tool_calls(messages: list[ChatMessage], tool: ToolDef, episode: E
                               "command": tool_call_text(call.arguments if call else None, call.function if call else TOOL_NAME)})
         episode.malformed_commands += 1
     episode.calls.extend(ran)
+    why = f"not run: at most {MAX_COMMANDS_PER_MESSAGE} {TOOL_NAME} calls per message"
+    messages.extend(ChatMessageTool(content="", tool_call_id=call.id, function=call.function,
+                                    error=ToolCallError("limit", why)) for call in dropped)
+    episode.dropped_commands += len(dropped)
 
 
 async def run_tool_episode(row: Mapping[str, Any], model: Any = None, *, method: str = "aia", rounds: int = DEFAULT_ROUNDS,
@@ -207,7 +217,7 @@ async def run_tool_episode(row: Mapping[str, Any], model: Any = None, *, method:
         episode.count_turn(_usage_dict(output.usage),
                            "\n".join([message.text] + [tool_call_text(c.arguments, c.function) for c in message.tool_calls or []]))
         messages.append(message)
-        answer = parse_answer(message.text)
+        answer = await asyncio.to_thread(parse_answer, message.text)  # off the event loop: the message is the agent's
         if answer is not None:
             episode.answer, episode.finished, episode.stop_reason = answer, True, "answer"
             break
