@@ -27,6 +27,7 @@ from transformers import HfArgumentParser
 
 from findbench.autointerp.config import QUICK_DEFAULTS, AutoInterpConfig, TrainSAEConfig, arg
 from findbench.constants import UsageError
+from findbench.interpret.episode import DEFAULT_API_MAX_TOKENS, DEFAULT_MAX_TOKENS
 from findbench.lm.base import STRUCTURED_OUTPUTS
 
 _MODES = ("logprob", "generate", "pmi")
@@ -160,7 +161,8 @@ class InterpretConfig(_Command):
                              parse=_positive_int, metavar="N")
     functions: str | None = _csv_arg(None, "comma-separated function ids, e.g. strings/f00007,numeric/f00042")
     rounds: int = arg(20, "most model turns per episode")
-    max_tokens: int | None = arg(None, "tokens the interpreter may generate per turn (default 512)")
+    max_tokens: int | None = arg(None, f"tokens the interpreter may generate per turn (default: {DEFAULT_MAX_TOKENS} for "
+                                       f"findbench's own models, {DEFAULT_API_MAX_TOKENS} for an Inspect provider's model)")
     episode_tokens: int | None = arg(None, "tokens the interpreter may generate over one episode, all turns together; an "
                                            "episode that spends them without answering stops (default: no limit)",
                                      parse=_positive_int, metavar="N")
@@ -187,7 +189,9 @@ class InterpretConfig(_Command):
         print(f"wrote {out}")
         for s in summarize_run(out):
             print(f"{s['category']}/{s['method']}: {s['episodes']} episodes, {s['answered']} answered, {s['mean_rounds']:.1f} rounds "
-                  f"on average, {s['calls']} function calls, {s['malformed_commands']} malformed commands")
+                  f"on average, {s['calls']} function calls, {s['malformed_commands']} malformed commands"
+                  + (f", {s['dropped_commands']} commands dropped and {s['truncated_messages']} messages cut by the "
+                     "per-turn caps" if s["dropped_commands"] or s["truncated_messages"] else ""))
 
 
 @dataclass

@@ -25,7 +25,7 @@ from inspect_ai.model import ChatMessageSystem, ChatMessageUser, ModelOutput, Mo
 
 from findbench import cli  # noqa: E402
 from findbench.interpret import prompts  # noqa: E402
-from findbench.interpret.episode import DEFAULT_MAX_TOKENS  # noqa: E402
+from findbench.interpret.episode import DEFAULT_API_MAX_TOKENS, DEFAULT_MAX_TOKENS  # noqa: E402
 from findbench.interpret.evaluate import evaluate_run  # noqa: E402
 from findbench.interpret.inspect_tasks import (  # noqa: E402
     STORE_KEY,
@@ -269,6 +269,28 @@ def test_run_folder_is_exported_from_the_logs_and_resumed(data_dir, by_id, tmp_p
         run_interpretations(data_dir, "oracle", rounds=3, **kwargs)
     with pytest.raises(ValueError, match="model: the served model name"):
         run_interpretations(data_dir, "mockllm/model", model="x", configs="strings", limit=1, out=tmp_path / "other")
+
+
+def test_an_inspect_providers_model_gets_a_default_max_tokens(data_dir, tmp_path):
+    limits = []
+
+    def outputs(input, tools, tool_choice, config):
+        limits.append(config.max_tokens)
+        output = ModelOutput.from_content("mockllm/model", "[DESCRIPTION]: adds a letter")
+        output.usage = ModelUsage(input_tokens=3, output_tokens=2, total_tokens=5)  # mockllm would count with tiktoken
+        return output
+
+    kwargs = dict(functions="strings/f00000", display="none", model_args={"custom_outputs": outputs})
+    out = run_interpretations(data_dir, "mockllm/model", out=tmp_path / "run", **kwargs)
+    assert json.loads((out / "run.json").read_text())["max_tokens"] == DEFAULT_API_MAX_TOKENS == limits[0]
+    run_interpretations(data_dir, "mockllm/model", out=tmp_path / "run", **kwargs)  # resuming with nothing given agrees
+    with pytest.raises(ValueError, match=f"max_tokens={DEFAULT_API_MAX_TOKENS} \\(now 50\\)"):
+        run_interpretations(data_dir, "mockllm/model", out=tmp_path / "run", max_tokens=50, **kwargs)
+    out = run_interpretations(data_dir, "mockllm/model", out=tmp_path / "given", max_tokens=50, **kwargs)
+    assert json.loads((out / "run.json").read_text())["max_tokens"] == 50 == limits[-1] and len(limits) == 2
+    # the references generate nothing: no limit recorded
+    out = run_interpretations(data_dir, "oracle", functions="strings/f00000", out=tmp_path / "oracle", display="none")
+    assert json.loads((out / "run.json").read_text())["max_tokens"] is None
 
 
 def test_engine_inspect_with_a_findbench_lm_and_its_cache(data_dir, tmp_path, monkeypatch):

@@ -35,6 +35,9 @@ from findbench.interpret.protocol import (
 DEFAULT_ROUNDS = 20
 #: Tokens a findbench LM may generate per turn when ``max_tokens`` is not given.
 DEFAULT_MAX_TOKENS = 512
+#: Tokens an Inspect provider's model may generate per turn when ``findbench interpret`` is given no
+#: ``max_tokens`` (without one, a provider lets a turn run to tens of thousands of tokens).
+DEFAULT_API_MAX_TOKENS = 1024
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from findbench import _checks
 from findbench._io import atomic_dir, atomic_write_json
 from findbench._version import __version__
 from findbench.constants import UsageError
-from findbench.interpret.episode import DEFAULT_ROUNDS, Episode, read_episode_file
+from findbench.interpret.episode import DEFAULT_API_MAX_TOKENS, DEFAULT_ROUNDS, Episode, read_episode_file
 from findbench.interpret.protocol import METHODS, PROTOCOL, PROTOCOLS
 from findbench.interpret.references import REFERENCE_INTERPRETERS
 from findbench.lm.base import check_structured_outputs
@@ -112,7 +112,9 @@ def run_interpretations(rows_or_data: Any = None, interpreter: Any = "embedded",
         methods: ``aia``, ``milan``, ``aia+milan`` (the MILAN ones need neuron configs).
         limit: first functions per config (after ``functions``); ``sample``: that many per config,
             seeded and stratified by subcategory (after ``limit``).
-        rounds: most model turns per episode (FIND: 20); ``max_tokens`` per turn.
+        rounds: most model turns per episode (FIND: 20); ``max_tokens`` per turn (None: a findbench
+            LM's :data:`~findbench.interpret.episode.DEFAULT_MAX_TOKENS`, an Inspect provider's model
+            :data:`~findbench.interpret.episode.DEFAULT_API_MAX_TOKENS`, as ``run.json`` records).
         protocol: ``text`` (``PYTHON(...)`` commands) or ``tools`` (native tool calls).
         episode_tokens: most tokens generated over one episode (None: no limit).
         structured_outputs: ``auto`` (in-process findbench LMs follow the turn grammar), ``on`` or ``off``.
@@ -177,6 +179,8 @@ def run_interpretations(rows_or_data: Any = None, interpreter: Any = "embedded",
     if model is not None and not findbench_model:
         raise UsageError(f"model: the served model name applies to findbench server URLs; for {model_name!r} name the model "
                          "in the interpreter (e.g. openai-api/<service>/<model>)")
+    if max_tokens is None and not reference and not findbench_model:
+        max_tokens = DEFAULT_API_MAX_TOKENS
     info = {"interpreter": name, "model": model, "protocol": protocol, "rounds": rounds, "seed": seed, "data": data,
             "source": source, "max_tokens": max_tokens, "episode_tokens": episode_tokens, "methods": method_list,
             "configs": config_list, "structured_outputs": structured_outputs, "inspect_model": model_name,
@@ -224,7 +228,8 @@ def run_interpretations(rows_or_data: Any = None, interpreter: Any = "embedded",
 
 def summarize_run(out: str | os.PathLike) -> list[dict[str, Any]]:
     """One summary per (category, method) of the episodes in the run folder ``out``:
-    ``{"category", "method", "episodes", "answered", "mean_rounds", "calls", "malformed_commands"}``.
+    ``{"category", "method", "episodes", "answered", "mean_rounds", "calls", "malformed_commands",
+    "dropped_commands", "truncated_messages"}`` (the last two: over the per-turn caps).
     ValueError naming the file for a damaged ``episode.json``."""
     root = Path(out)
     summary = []
@@ -246,5 +251,7 @@ def summarize_run(out: str | os.PathLike) -> list[dict[str, Any]]:
                 "mean_rounds": sum(int(r.get("rounds", 0)) for r in records) / len(records),
                 "calls": sum(len(r.get("calls", [])) for r in records),
                 "malformed_commands": sum(int(r.get("malformed_commands", 0)) for r in records),
+                "dropped_commands": sum(int(r.get("dropped_commands", 0)) for r in records),
+                "truncated_messages": sum(int(r.get("truncated_messages", 0)) for r in records),
             })
     return summary
