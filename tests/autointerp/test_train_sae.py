@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 
 import numpy as np
 import pytest
 import torch
 
+from findbench._io import umask
 from findbench.autointerp import train_sae as ts
 from findbench.autointerp.activations import load_model, model_path
 from findbench.autointerp.sae import EMBEDDED_SAE, embedded_sae_dir, load_sae
@@ -51,6 +53,9 @@ def test_tiny_run_writes_a_sae_lens_folder(tiny_run):
     assert sae.cfg.metadata.hook_name == "blocks.3.hook_resid_post"
     assert sae.cfg.metadata.context_size == 32 and sae.cfg.metadata.prepend_bos is True
     assert sae.W_enc.dtype == torch.float16  # shipped weights are fp16 by default
+    # every file as open() makes it (safetensors alone writes 0600)
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in out.iterdir()} == {
+        p.name: oct(0o666 & ~umask()) for p in out.iterdir()}
     # no temporary folders left beside the output, checkpoints removed after success
     assert [p.name for p in out.parent.iterdir() if p.name.startswith(".sae")] == []
     assert list((tiny_run["root"] / "cache" / "autointerp" / "train-sae").iterdir()) == []
@@ -76,7 +81,7 @@ def test_metrics_config_and_card(tiny_run):
             "n_tokens"} <= set(metrics)
     assert metrics["l0"] == pytest.approx(8.0, abs=0.01)  # TopK: exactly k unless pre-activations are <= 0
     assert 0 <= metrics["dead_fraction"] <= 1
-    assert metrics["explained_variance"] > 0.3
+    assert metrics["explained_variance"] > 0.3 and metrics["explained_variance_below_zero"] is False
     # held-out tokens are the eval rows minus their CLS/SEP positions
     assert 0 < metrics["n_tokens"] < cfg.eval_tokens
     train_cfg = json.loads((out / "training_config.json").read_text())
@@ -87,6 +92,27 @@ def test_metrics_config_and_card(tiny_run):
     for field in ("base model", "layer", "hook", "architecture", "d_sae", "| k |", "corpus", "licence", "training tokens",
                   "explained variance", "L0", "dead latents", "sentence-transformers/all-MiniLM-L6-v2"):
         assert field in card, field
+    assert "**Warning:**" not in card
+
+
+def test_explained_variance_below_zero_is_warned(tiny_run, tmp_path, caplog):
+    """An SAE that barely moved from its initialisation (lr 1e-7) reconstructs held-out activations
+    worse than their mean: a warning in the log, a flag in metrics.json, a line on the card."""
+    cfg = TrainSAEConfig(**{**tiny_run["cfg"].to_dict(), "architecture": "standard", "l1_coefficient": 1.0, "lr": 1e-7})
+    with caplog.at_level(logging.WARNING, logger="findbench.autointerp.train_sae"):
+        out = train_sae(cfg, tmp_path / "untrained", keep_activations=True)
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["explained_variance"] < 0 and metrics["explained_variance_below_zero"] is True
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and f"explained variance {metrics['explained_variance']:.2f} is below 0" in warned[0]
+    assert str(out) in warned[0] and "--total-tokens" in warned[0]
+    assert f"**Warning:** explained variance {metrics['explained_variance']:.2f} is below 0" in (out / "README.md").read_text()
+
+
+def test_below_zero_warning():
+    assert ts.below_zero_warning(-0.43).startswith("explained variance -0.43 is below 0: ")
+    assert ts.below_zero_warning(0.0) is None and ts.below_zero_warning(0.8) is None
+    assert ts.below_zero_warning(float("nan")) is None
 
 
 def test_metrics_match_a_fresh_evaluation_on_heldout_rows(tiny_run):

@@ -5,7 +5,10 @@ sae_lens's :class:`sae_lens.SAETrainer` reads activations that
 :func:`findbench.autointerp.activations.read_hook` computed once into resumable fp16 shards,
 special-token positions dropped; a fixed held-out share of the corpus rows gives the metrics.
 Output folder: ``cfg.json`` + ``sae_weights.safetensors`` (``sae_lens.SAE.load_from_disk``),
-``README.md`` (model card), ``training_config.json``, ``metrics.json``.
+``README.md`` (model card), ``training_config.json``, ``metrics.json``; every file readable as
+the umask allows (safetensors writes 0600). A held-out explained variance below 0 (worse than
+predicting the mean activation) is logged as a warning, flagged in ``metrics.json``
+(``explained_variance_below_zero``) and stated on the card.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from findbench._io import atomic_dir, atomic_write_json, atomic_write_text, cache_dir, fingerprint
+from findbench._io import atomic_dir, atomic_write_json, atomic_write_text, cache_dir, fingerprint, umask
 from findbench.autointerp.activations import load_model, model_path, read_hook
 from findbench.autointerp.config import TrainSAEConfig
 from findbench.autointerp.corpus import corpus_description, corpus_tokens, special_token_ids
@@ -183,6 +186,15 @@ def _latest_checkpoint(folder: Path) -> Path | None:
     return max(done, key=lambda p: int(p.name)) if done else None
 
 
+def below_zero_warning(explained_variance: float) -> str | None:
+    """What to say about a held-out explained variance below 0 (``None`` for 0 and above): the SAE
+    reconstructs held-out activations worse than their mean would."""
+    if not explained_variance < 0:
+        return None
+    return (f"explained variance {explained_variance:.2f} is below 0: the SAE reconstructs held-out activations worse "
+            "than their mean would; train on more tokens (--total-tokens, --epochs) or with another --lr")
+
+
 def _fmt_tokens(n: int) -> str:
     return f"{n / 1e6:.2f}M" if n >= 1e5 else f"{n:,}"
 
@@ -236,6 +248,11 @@ def _card(cfg: TrainSAEConfig, *, base_model: str, model_path: str, d_in: int, c
         f"| MSE | {metrics['mse']:.4g} |",
         f"| dead latents | {metrics['dead_latents']} / {cfg.d_sae} ({metrics['dead_fraction']:.2%}) |",
         "",
+    ]
+    warning = below_zero_warning(metrics["explained_variance"])
+    if warning is not None:
+        lines += [f"**Warning:** {warning}.", ""]
+    lines += [
         "## Training",
         "",
         f"sae_lens `SAETrainer` (Adam, lr {cfg.lr}, warm-up {cfg.lr_warm_up_fraction:.0%} and decay {cfg.lr_decay_fraction:.0%} "
@@ -371,6 +388,7 @@ def train_sae(cfg: TrainSAEConfig | None = None, out: str | os.PathLike = "sae",
             "split": "held-out corpus rows",
             "train_l0_last_window": _maybe_float(trained.cfg.metadata.get("l0")),
             "train_dead_latents_last_window": _maybe_float(trained.cfg.metadata.get("num_dead_features")),
+            "explained_variance_below_zero": bool(metrics["explained_variance"] < 0),
         })
         stats = {"out": str(out), "train_rows": len(train_idx), "eval_rows": len(eval_idx), "train_samples": len(train_acts),
                  "steps": steps, "train_seconds": train_seconds, "sae_seconds": sae_seconds,
@@ -385,11 +403,17 @@ def train_sae(cfg: TrainSAEConfig | None = None, out: str | os.PathLike = "sae",
             "sae_lens_version": sae_lens.__version__, "trainer": "sae_lens.SAETrainer"})
         atomic_write_text(tmp / "README.md", _card(cfg, base_model=hub_name, model_path=folder, d_in=d_in,
                                                    corpus=corpus, metrics=metrics, stats=stats))
+        for path in tmp.iterdir():  # safetensors writes its file 0600; share it as open() would
+            if path.is_file():
+                os.chmod(path, 0o666 & ~umask())
     shutil.rmtree(run_dir, ignore_errors=True)
     if not keep_activations:
         shutil.rmtree(act_dir, ignore_errors=True)
     log.info("wrote %s: explained variance %.4f, L0 %.1f, dead %.2f%%", out, metrics["explained_variance"], metrics["l0"],
              100 * metrics["dead_fraction"])
+    warning = below_zero_warning(metrics["explained_variance"])
+    if warning is not None:
+        log.warning("%s: %s", out, warning)
     return out
 
 
