@@ -35,6 +35,11 @@ COLUMNS: dict[str, tuple[Any, str]] = {
         [{"inputs": ["string"], "outputs": ["string"], "correct": "int32"}],
         "10 triplets: 3 candidate inputs, their outputs (null for entities) and the 1-based index of the one that matches the function.",
     ),
+    "unit_tests_near": (
+        [{"inputs": ["string"], "outputs": ["string"], "correct": "int32"}],
+        "10 near-miss triplets, as unit_tests but with distractors from near misses of the function: the same input with "
+        "a near miss's output (strings, relations) or words of the nearest concepts (entities). Empty for numeric and find-v1.",
+    ),
     "exemplars": (["string"], "Initial exemplar inputs for MILAN-style interpreters (neurons)."),
     "concept1": ("string", "Entity concept or relation input kind (neurons)."),
     "concept2": ("string", "Second entity concept (OR composition) or relation output kind (neurons)."),
@@ -105,9 +110,10 @@ def check_row(row: Mapping[str, Any]) -> None:
                 json.loads(row[name])
             except (TypeError, json.JSONDecodeError) as exc:
                 raise ValueError(f"row[{name!r}] of {row['function_id']} is not JSON text: {exc}") from None
-    for k, ut in enumerate(row["unit_tests"] or []):
-        n = len(ut["inputs"])
-        if ut.get("outputs") is not None and len(ut["outputs"]) != n:
-            raise ValueError(f"unit_tests[{k}] of {row['function_id']}: outputs and inputs differ in length")
-        if not 1 <= int(ut["correct"]) <= n:
-            raise ValueError(f"unit_tests[{k}].correct of {row['function_id']} must be in 1..{n}")
+    for column in ("unit_tests", "unit_tests_near"):
+        for k, ut in enumerate(row[column] or []):
+            n = len(ut["inputs"])
+            if ut.get("outputs") is not None and len(ut["outputs"]) != n:
+                raise ValueError(f"{column}[{k}] of {row['function_id']}: outputs and inputs differ in length")
+            if not 1 <= int(ut["correct"]) <= n:
+                raise ValueError(f"{column}[{k}].correct of {row['function_id']} must be in 1..{n}")

@@ -29,8 +29,10 @@ def test_build_is_loadable_and_documented(built):
     row = ds[7]
     assert row["function_id"] == "strings/f00007" and row["source"] == "procedural"
     assert len(row["unit_tests"]) == 10 and len(row["test_inputs"]) == 10
+    assert len(row["unit_tests_near"]) == 10 and all(len(set(t["inputs"])) == 1 for t in row["unit_tests_near"])
     card = (built / "README.md").read_text()
-    for needed in ("configs:", "config_name: strings", "license: mit", "schwettmann2023find", "`unit_tests`"):
+    for needed in ("configs:", "config_name: strings", "license: mit", "schwettmann2023find", "`unit_tests`",
+                   "`unit_tests_near`", "## Unit tests", "find-v1"):
         assert needed in card
     assert (built / "findbench.json").is_file()
 

@@ -64,6 +64,7 @@ def test_counts_schema_and_ids(rows):
             check_row(r)
             assert r["source"] == "find-v1" and r["category"] == cat
             assert len(r["unit_tests"]) == 10
+            assert r["unit_tests_near"] == []  # no generators to draw near misses from (see the card)
 
 
 def test_unit_tests_match_release(rows, release):

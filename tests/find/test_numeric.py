@@ -340,6 +340,7 @@ def test_generate_is_deterministic_and_seed_dependent():
     c = nm.generate(30, seed=8, progress=False)
     assert [r["params"] for r in a] != [r["params"] for r in c]
     assert sum(r["subcategory"] == "mlp" for r in a) == 5  # round(0.15 * 30) ~ 4.5 -> 5
+    assert all(r["unit_tests_near"] == [] for r in a)  # numeric has no unit tests, near-miss or other
 
 
 # ---------------------------------------------------------------------------------------

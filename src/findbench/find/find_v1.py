@@ -7,7 +7,10 @@ MLP weights from ``fNNNNN/mlp_approx_model.pt``), ``strings`` (1000; code only w
 holds the Zenodo ``function_code.py`` files), ``neurons_entities`` (200) and
 ``neurons_relations`` (75; the release's key ``exeption``). Unit tests become 10
 ``{"inputs": [3], "outputs": [3] | None, "correct": 1-based}``; inputs are kept verbatim,
-relation outputs lose the leading space of the release's LM answers.
+relation outputs lose the leading space of the release's LM answers. ``unit_tests_near`` stays
+empty: near misses come from findbench's generators (a function's operations and parameters, a
+relation's tables and exceptions, the concepts' word lists and probes), which the release's
+functions are not made of.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from typing import Any
 
 from findbench import schema
 from findbench.find import string_ops as ops
-from findbench.find.unit_tests import build_unit_tests
+from findbench.find.unit_tests import NearMissTests, build_unit_tests, near_miss_tests
 
 logger = logging.getLogger(__name__)
 
@@ -914,6 +914,88 @@ def _sample_functions(n: int, rng: random.Random) -> list[list[tuple[OpSpec, dic
     return chosen
 
 
+def _near_values(spec: OpSpec, name: str, value: Any, rng: random.Random) -> list[Any]:
+    """Values near ``value`` for parameter ``name`` of ``spec``: one step either way for numbers
+    (the opposite direction too for shifts), the other case of a letter, the inverse permutation,
+    and one value the operation's own sampler draws."""
+    kind = spec.param_kinds[name]
+    if kind == "shift":
+        return [value - 1, value + 1, -value]
+    if kind in ("index", "count"):
+        return [value - 1, value + 1]
+    if kind == "direction":
+        return [-value]
+    near = [value.swapcase()] if kind == "char" and value.isalpha() else []
+    if kind == "mapping":
+        near.append({b: a for a, b in value.items()})
+    return near + [spec.sample(rng)[name]]
+
+
+def _valid_step(spec: OpSpec, params: dict) -> dict | None:
+    """``params`` in canonical form when they are valid for ``spec``, else None."""
+    try:
+        for name, kind in spec.param_kinds.items():
+            _check_kind(kind, params[name], name)
+        params = {name: _canonical(params[name]) for name in spec.param_kinds}
+        if spec.name in _EXTRA_CHECKS:
+            _EXTRA_CHECKS[spec.name](spec.name, params)
+    except ValueError:
+        return None
+    return params
+
+
+def near_miss_steps(steps: list[tuple[OpSpec, dict]], rng: random.Random) -> list[list[tuple[OpSpec, dict]]]:
+    """The near misses of the function made of ``steps``: every function that differs from it in
+    one step, by one parameter (:func:`_near_values`) or by a sibling operation (another operation
+    of the step's family, keeping the parameters it shares with the step when they are valid for
+    it, drawing the others with its sampler). Duplicates and the function itself are left out."""
+    out, seen = [], {_key(steps)}
+    for k, (spec, p) in enumerate(steps):
+        variants = [(spec, {**p, name: v}) for name in spec.param_kinds for v in _near_values(spec, name, p[name], rng)]
+        for sib in _OPS:
+            if sib.family == spec.family and sib is not spec:
+                drawn = sib.sample(rng)
+                reused = {n: p[n] for n in sib.param_kinds if n in p and _valid_step(sib, {**drawn, n: p[n]}) is not None}
+                variants.append((sib, {**drawn, **reused}))
+        for op, params in variants:
+            valid = _valid_step(op, params)
+            new = [*steps[:k], (op, valid), *steps[k + 1 :]] if valid is not None else None
+            if new is not None and _key(new) not in seen:
+                seen.add(_key(new))
+                out.append(new)
+    return out
+
+
+#: Inputs drawn (in batches of the generator's own test inputs) beyond a function's test inputs
+#: when too few of those tell its near misses apart.
+N_NEAR_EXTRA_BATCHES = 3
+
+
+def near_miss_unit_tests(steps: list[tuple[OpSpec, dict]], test_inputs: Sequence[str], rng: random.Random) -> NearMissTests:
+    """``unit_tests_near`` of one function: per input, the correct pair ``(x, f(x))`` and two pairs
+    ``(x, g(x))`` of near misses ``g`` (:func:`near_miss_steps`, in a fresh random order per input)
+    whose outputs differ from ``f(x)`` and from each other. The inputs are the function's test
+    inputs, then new ones drawn like them while some of those have fewer than two such near misses."""
+    fn = _compose(steps)
+    misses = [_compose(m) for m in near_miss_steps(steps, rng)]
+
+    def candidates():
+        seen = set()
+        for batch in range(N_NEAR_EXTRA_BATCHES + 1):
+            for x in test_inputs if batch == 0 else _make_test_inputs(rng, fn, _merge_hints(steps)):
+                if x not in seen:
+                    seen.add(x)
+                    yield (x, fn(x))
+
+    def near(item):
+        x, y = item
+        order = list(misses)
+        rng.shuffle(order)
+        return ((x, out) for g in order if (out := g(x)) != y)
+
+    return near_miss_tests(candidates(), near, rng=rng)
+
+
 def generate(n: int = 1000, seed: int = 0, *, progress: bool = True) -> list[dict]:
     """Generate ``n`` FIND string functions as schema rows (``round(0.7 * n)`` compositions).
 
@@ -944,6 +1026,11 @@ def generate(n: int = 1000, seed: int = 0, *, progress: bool = True) -> list[dic
         else [[] for _ in items]
     )
 
+    # near misses draw from a stream per function of their own: the draws above stay as they were
+    near = [near_miss_unit_tests(steps, inputs, random.Random(f"strings-near:{seed}:{i}"))
+            for i, (steps, inputs) in enumerate(zip(functions, all_inputs))]
+    if sum(t.skipped for t in near):
+        logger.info("strings: %d test inputs without two distinct near misses were replaced", sum(t.skipped for t in near))
     rows = []
     for i, (steps, inputs, function_tests) in enumerate(zip(functions, all_inputs, tests)):
         rows.append(
@@ -958,6 +1045,7 @@ def generate(n: int = 1000, seed: int = 0, *, progress: bool = True) -> list[dic
                 source="procedural",
                 test_inputs=list(inputs),
                 unit_tests=function_tests,
+                unit_tests_near=near[i].tests,
             )
         )
     # the build-time check: every description says what its function does on its test inputs

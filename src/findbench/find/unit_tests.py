@@ -2,12 +2,18 @@
 from other functions of the same category. An item is an input (entities) or an
 ``(input, output)`` pair (strings, relations); callers choose the correct items, this module
 draws distractors and positions by seed.
+
+Near-miss unit tests (``unit_tests_near``, :func:`near_miss_tests`) have the same form, but their
+distractors are near misses of the function itself: for pairs the same input with the output of
+a slightly different function, for words the words of the nearest concepts. The categories
+say what is near; this module assembles the triplets.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
 
 Item = str | tuple[str, str]
 
@@ -91,3 +97,67 @@ def build_unit_tests(
             function_tests.append(test)
         tests.append(function_tests)
     return tests
+
+
+@dataclass
+class NearMissTests:
+    """What :func:`near_miss_tests` made for one function.
+
+    Attributes:
+        tests: the triplets, ``{"inputs", "outputs" | None, "correct"}`` as in :func:`build_unit_tests`.
+        skipped: candidate correct items passed over for want of enough distinct near misses.
+    """
+
+    tests: list[dict]
+    skipped: int = 0
+
+
+def near_miss_tests(
+    candidates: Iterable[Item],
+    near: Callable[[Item], Iterable[Item]],
+    *,
+    rng: random.Random,
+    n_tests: int = N_TESTS,
+    n_options: int = N_OPTIONS,
+) -> NearMissTests:
+    """Unit tests of one function whose distractors are its near misses.
+
+    Args:
+        candidates: correct items (inputs or ``(input, output)`` pairs, one kind), best first; read
+            lazily until ``n_tests`` tests are made.
+        near: ``near(item)``: wrong items for ``item`` in order of preference (for a pair, its input
+            with a near-miss output); the caller guarantees the function does not produce them.
+        rng: draws the correct option's position (a stream of its own, so other draws stay as they are).
+
+    Returns:
+        :class:`NearMissTests`: the first ``n_options - 1`` distinct wrong items of ``near`` (none equal
+        to the correct item) with the correct one at a random position; an item with fewer is
+        skipped. ValueError when the candidates run out before ``n_tests`` tests.
+    """
+    if n_options < 2:
+        raise ValueError(f"n_options must be at least 2, got {n_options}")
+    out = NearMissTests([])
+    for item in candidates:
+        if len(out.tests) == n_tests:
+            break
+        seen = {_key(item)}
+        wrong: list[Item] = []
+        for cand in near(item):
+            if _key(cand) not in seen:
+                seen.add(_key(cand))
+                wrong.append(cand)
+                if len(wrong) == n_options - 1:
+                    break
+        if len(wrong) < n_options - 1:
+            out.skipped += 1
+            continue
+        pos = rng.randrange(n_options)
+        options = list(wrong)
+        options.insert(pos, item)
+        if isinstance(item, str):
+            out.tests.append({"inputs": list(options), "outputs": None, "correct": pos + 1})
+        else:
+            out.tests.append({"inputs": [o[0] for o in options], "outputs": [o[1] for o in options], "correct": pos + 1})
+    if len(out.tests) < n_tests:
+        raise ValueError(f"candidates: only {len(out.tests)} of {n_tests} items have {n_options - 1} distinct near misses")
+    return out

@@ -6,6 +6,11 @@ concepts in FIND's order, then 60 seeded pairs. Per function: 10 unit-test words
 (:func:`~findbench.find.synthetic_neurons.entity_words.split_words`; five per concept for a
 composition), 10 exemplars (2 held-out own words, 8 of other concepts) and 10 probe inputs
 (5 held-out own, 5 other).
+
+``unit_tests_near`` keeps the unit-test words as the correct options and draws the wrong ones
+from the nearest concepts (:func:`near_miss_words`): the concepts on whose words the neuron
+itself fires most (its mean activation over each other concept's words), and of their words
+only those it does not select (activation below :data:`SELECT_THRESHOLD`).
 """
 
 from __future__ import annotations
@@ -15,12 +20,14 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from findbench import _checks, schema
-from findbench.find.synthetic_neurons.backbones import DEFAULT_LM, fit_entity_probes
+from findbench.find.synthetic_neurons.backbones import DEFAULT_LM, EntityNeuron, fit_entity_probes
 from findbench.find.synthetic_neurons.entity_words import probe_words
-from findbench.find.synthetic_neurons.features import DEFAULT_ENTITY_FEATURES
+from findbench.find.synthetic_neurons.features import DEFAULT_ENTITY_FEATURES, load_features
 from findbench.find.synthetic_neurons.prompts import ENTITY_ANSWER_PREFIX, ENTITY_CANDIDATES, render_prompt
-from findbench.find.unit_tests import build_unit_tests
+from findbench.find.unit_tests import build_unit_tests, near_miss_tests
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +36,11 @@ N_COMPOSITIONS = 60
 N_UNIT = 10
 N_EXEMPLARS_OWN, N_EXEMPLARS = 2, 10
 N_PROBES_OWN, N_PROBES = 5, 10
+#: A neuron selects a word when its activation on it is at least this.
+SELECT_THRESHOLD = 0.5
+#: Near-miss distractors come from at least this many nearest concepts (more while these have
+#: fewer unselected words than the tests need).
+N_NEAR_CONCEPTS = 3
 
 
 def _split(words: Sequence[str], concept: str, seed: int) -> tuple[list[str], list[str]]:
@@ -82,6 +94,25 @@ def describe_entity(concepts: Sequence[str]) -> str:
     return f"The neuron fires on words related to {concepts[0]} or to {concepts[1]}."
 
 
+def near_miss_words(neuron: EntityNeuron, member: Mapping[str, Sequence[str]], n_words: int = 2 * N_UNIT) -> list[str]:
+    """Words of the concepts nearest to ``neuron`` that it does not select, nearest concept first.
+
+    ``member`` maps every concept to its words. The nearest concepts are those (not the neuron's
+    own) with the highest mean activation of ``neuron`` over their words; the first
+    :data:`N_NEAR_CONCEPTS` of them and then more, until ``n_words`` words are found, lend their
+    words with activation below :data:`SELECT_THRESHOLD`."""
+    words = [w for ws in member.values() for w in ws]
+    act = dict(zip(words, neuron.scores(words)))
+    others = [c for c in member if c not in neuron.concepts]
+    nearest = sorted(others, key=lambda c: -float(np.mean([act[w] for w in member[c]])))  # stable: ties keep order
+    out: list[str] = []
+    for k, c in enumerate(nearest):
+        if k >= N_NEAR_CONCEPTS and len(out) >= n_words:
+            break
+        out += [w for w in member[c] if act[w] < SELECT_THRESHOLD]
+    return out
+
+
 def _interleave(a: Sequence[str], b: Sequence[str]) -> list[str]:
     out = []
     for x, y in zip(a, b):
@@ -96,17 +127,19 @@ def generate_entities(
     n_compositions: int = N_COMPOSITIONS,
     encoder: str = DEFAULT_ENTITY_FEATURES,
     lm_model: str = DEFAULT_LM,
+    progress: bool = True,
 ) -> list[dict[str, Any]]:
     """The ``neurons_entities`` rows (deterministic per ``seed``): atomic concepts, then compositions.
 
     ``words`` replaces the packaged lists (tests); ``n_compositions`` is FIND's 60; ``encoder`` is
-    the feature spec the ``embedding`` probes read; ``lm_model`` is recorded for the ``lm`` backbone.
+    the feature spec the ``embedding`` probes read; ``lm_model`` is recorded for the ``lm`` backbone;
+    ``progress`` shows the probe fit's progress bars.
     """
     _checks.integer("seed", seed)
     splits = entity_splits(seed, words=words)
     concepts = list(splits)
     training = probe_words({c: u for c, (u, _h) in splits.items()}, associations=words is None)
-    probes, fit_info = fit_entity_probes(training, encoder=encoder, seed=seed)
+    probes, fit_info = fit_entity_probes(training, encoder=encoder, seed=seed, progress=progress)
     specs: list[tuple[str, ...]] = [(c,) for c in concepts] + list(composition_pairs(concepts, n_compositions, seed))
     rng = random.Random(f"entities:{seed}")
     held_all = {c: h for c, (_u, h) in splits.items()}
@@ -169,5 +202,19 @@ def generate_entities(
     )
     for row, t in zip(rows, tests):
         row["unit_tests"] = t
+    # near misses draw from a stream per function of their own: the draws above stay as they were
+    member = {c: [*u, *h] for c, (u, h) in splits.items()}
+    # a word's features differ in the last bits with the batch it was encoded in: encode every member
+    # word afresh in one call, so the batches (and the activations below) never depend on what this
+    # process encoded before (the probe fit, or nothing when the fit came from the cache)
+    features = load_features(encoder)
+    features.clear_cache()
+    features.encode([w for ws in member.values() for w in ws])
+    for index, (spec, row, unit) in enumerate(zip(specs, rows, correct_items)):
+        pool = near_miss_words(EntityNeuron(spec, probes=probes, encoder=encoder), member)
+        rng = random.Random(f"entities-near:{seed}:{index}")
+        rng.shuffle(pool)
+        words = iter(pool)
+        row["unit_tests_near"] = near_miss_tests(unit, lambda _word, words=words: words, rng=rng).tests
     log.info("generated %d entity neurons (%d compositions)", len(rows), n_compositions)
     return rows

@@ -6,19 +6,27 @@ relation 8 outside the exception and 2 inside it answering "undefined" (FIND §3
 inputs (6 held-out own, 4 of other kinds) and 8 exemplars (3 held-out own, 5 of other kinds),
 all drawn from each table's well-known core (:attr:`RelationTable.sample_entries`). Core
 entries no unit test uses are the held-out entries (:func:`relation_splits`).
+
+``unit_tests_near`` (:func:`near_miss_answers`) keeps each unit test's correct pair and puts the
+answers of near misses beside it, on the same input: the relation with its other exception
+(or with none, or with one for an atomic relation), then the nearest relations (the other
+relations that answer at least half of this one's core inputs, most overlapping first), and,
+where those give fewer than two answers that differ from the neuron's, the relation with this
+input's answer swapped for another core entry's (a table that differs in one entry), and last
+"undefined" (the relation corrupted on a subdomain holding this input).
 """
 
 from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from findbench import _checks, schema
 from findbench.find.synthetic_neurons.backbones import DEFAULT_LM, table_answer
 from findbench.find.synthetic_neurons.prompts import UNDEFINED, render_prompt
-from findbench.find.unit_tests import build_unit_tests
+from findbench.find.unit_tests import build_unit_tests, near_miss_tests
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +104,46 @@ def other_kind_inputs(tables: Sequence, i: int) -> list[str]:
                 seen.add(e.input)
                 out.append(e.input)
     return out
+
+
+#: Another relation is "of the same kind" (a near miss) when it answers at least this share of
+#: the relation's core inputs.
+NEAR_RELATION_OVERLAP = 0.5
+
+
+def nearest_relations(tables: Sequence, i: int) -> list[tuple[float, int]]:
+    """``(share, index)`` of the relations of the same kind as table ``i``: other keys answering a
+    share of at least :data:`NEAR_RELATION_OVERLAP` of its core inputs, the largest first."""
+    inputs = [e.input for e in tables[i].sample_entries]
+    shares = [(sum(t.lookup(x) is not None for x in inputs) / len(inputs), j)
+              for j, t in enumerate(tables) if t.key != tables[i].key]
+    return sorted((s for s in shares if s[0] >= NEAR_RELATION_OVERLAP), key=lambda s: (-s[0], s[1]))
+
+
+def near_miss_answers(tables: Sequence, ti: int, v: int | None, entry, near: Sequence[tuple[float, int]],
+                      rng: random.Random) -> Iterator[tuple[str, bool]]:
+    """``(answer, fallback)`` of the near misses of relation ``ti`` with exception ``v`` on core
+    ``entry``, best first (see the module doc; ``near``: :func:`nearest_relations`, equally near
+    ones in a random order): never the neuron's answer nor one it accepts. ``fallback`` marks the
+    one-entry swaps and "undefined", reached only when the others run short."""
+    t = tables[ti]
+    answer = expected_answer(t, v, entry)
+
+    def wrong(out: str) -> bool:
+        return out != UNDEFINED if answer == UNDEFINED else out != answer and not entry.accepts(out)
+
+    for out in [expected_answer(t, w, entry) for w in ((0, 1) if v is None else (1 - v, None))]:
+        if wrong(out):
+            yield out, False
+    for _share, j in sorted(near, key=lambda s: (-s[0], rng.random())):
+        other = tables[j].lookup(entry.input)
+        if other is not None and wrong(other.output):
+            yield other.output, False
+    pool = [e for e in t.sample_entries if e is not entry]
+    rng.shuffle(pool)
+    yield from ((e.output, True) for e in pool if wrong(e.output))
+    if wrong(UNDEFINED):  # a relation of two answers (name -> gender) has one other: add a corruption's
+        yield UNDEFINED, True
 
 
 def generate_relations(seed: int = 0, *, tables=None, lm_model: str = DEFAULT_LM) -> list[dict[str, Any]]:
@@ -180,5 +228,21 @@ def generate_relations(seed: int = 0, *, tables=None, lm_model: str = DEFAULT_LM
     )
     for row, tst in zip(rows, tests):
         row["unit_tests"] = tst
-    log.info("generated %d relation neurons", len(rows))
+    # near misses draw from a stream per function of their own: the draws above stay as they were
+    near = [nearest_relations(tables, i) for i in range(len(tables))]
+    n_fallback = 0
+    for index, ((ti, v), row) in enumerate(zip(specs, rows)):
+        rng = random.Random(f"relations-near:{seed}:{index}")
+        entries = {x: e for x, e in zip(correct_items[index], splits[ti]["unit"][v])}
+        fallback: set[str] = set()
+
+        def answers(item, ti=ti, v=v, rng=rng, entries=entries, fallback=fallback):
+            for out, swapped in near_miss_answers(tables, ti, v, entries[item], near[ti], rng):
+                if swapped:
+                    fallback.add(item[0])
+                yield item[0], out
+
+        row["unit_tests_near"] = near_miss_tests(correct_items[index], answers, rng=rng).tests
+        n_fallback += len(fallback)
+    log.info("generated %d relation neurons (%d near-miss tests needed a one-entry swap)", len(rows), n_fallback)
     return rows
