@@ -120,7 +120,7 @@ def test_shell_and_paths_are_plain_values(function_id, text, expected_values, by
 
 def test_shell_syntax_to_a_numeric_function_is_an_error_reply(by_id):
     runner = FunctionRunner(by_id["numeric/f00000"])
-    assert reply(runner, "PYTHON(function.py $(id))") == "Response: Function input - output pairs: ($(id), error: not a number)"
+    assert reply(runner, "PYTHON(function.py $(id))") == 'Response: Function input - output pairs: ("$(id)", error: not a number)'
     assert reply(runner, "PYTHON(../../etc/passwd)") == "Response: Function input - output pairs: (../../etc/passwd, error: not a number)"
     line = reply(runner, "PYTHON(function.py; cat /etc/passwd)")
     assert line.count("error: not a number") == 3
@@ -163,7 +163,7 @@ def test_mlp_without_public_weights_answers_with_errors():
     params["mlp_weights_missing"] = True
     row = numeric.row_from_params(params, 7, source="find-v1")
     line = reply(FunctionRunner(row), "PYTHON(function.py 1)")
-    assert line.startswith("Response: Function input - output pairs: (1, error: this function cannot be evaluated")
+    assert line.startswith('Response: Function input - output pairs: (1, "error: this function cannot be evaluated')
 
 
 def test_runner_bad_input_names_the_field(by_id):

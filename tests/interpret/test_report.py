@@ -426,3 +426,13 @@ def test_evaluate_again_into_a_folder_holding_a_report(calling_run, tmp_path):
     assert cli.main(["evaluate", str(calling_run), "--out", str(tmp_path / "s")]) == 0
     assert not (tmp_path / "s" / REPORT_FILE).exists()
     assert (tmp_path / "s" / "scores.json").is_file()
+
+
+def test_transcript_calls_show_pairs_as_the_reply_did():
+    from findbench.find.export import format_pair_list
+    from findbench.interpret.report import _pairs
+
+    call = {"inputs": ["x) (1, 2", "line\n(3, 4)", "5"], "outputs": ["y", "z", None], "errors": [None, None, "not a number"]}
+    assert _pairs(call) == r'("x) (1, 2", y) ("line\n(3, 4)", z) (5, error: not a number)'
+    assert _pairs(call) == format_pair_list(call["inputs"], ["y", "z", "error: not a number"])
+    assert _pairs({"inputs": [], "outputs": [], "errors": [], "error": "no inputs"}) == ""

@@ -23,6 +23,7 @@ from string import Template
 from typing import Any
 
 from findbench._io import atomic_write_text, read_json_object
+from findbench.find.export import format_pair_list
 from findbench.interpret.evaluate import read_scored_run
 from findbench.interpret.process import PROCESS_HEADERS, PROCESS_NOTES, process_rows
 from findbench.interpret.scoreboard import (
@@ -117,6 +118,12 @@ def _call_triples(call: Mapping[str, Any]) -> list[tuple[Any, Any, Any]]:
     """``(input, output, error)`` of each value of one record of ``episode.json``'s ``calls``."""
     inputs = call.get("inputs") or []
     return list(zip(inputs, call.get("outputs") or [], call.get("errors") or [None] * len(inputs)))
+
+
+def _pairs(call: Mapping[str, Any]) -> str:
+    """One record of ``calls`` as its reply showed the pairs (:func:`~findbench.find.export.format_pair_list`)."""
+    triples = _call_triples(call)
+    return format_pair_list([x for x, _, _ in triples], [f"error: {e}" if e else y for _, y, e in triples])
 
 
 def call_points(calls: Sequence[Mapping[str, Any]] | None) -> list[tuple[float, float]]:
@@ -341,7 +348,7 @@ def _transcript_html(record: Mapping[str, Any], scored: Mapping[str, str] | None
             text = m["content"] if isinstance(m["content"], str) else json.dumps(m["content"], ensure_ascii=False, indent=1)
             body.append(f'<div class="msg role-{_slug(m["role"])}"><div class="role">{_esc(m["role"])}</div><pre>{_esc(text)}</pre></div>')
         calls = [_tr([str(c.get("round", "")), str(c.get("command", "")),
-                      _short(", ".join(f"({x}, {e or y})" for x, y, e in _call_triples(c)) or str(c.get("error") or ""), 400)])
+                      _short(_pairs(c) or str(c.get("error") or ""), 400)])
                  for c in episode.get("calls") or []]
         if calls:
             body.append("<h4>Function calls</h4>" + _table("calls", ("round", "command", "input - output pairs"), calls))
