@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -107,3 +108,22 @@ def cache_dir(*parts: str) -> Path:
     path = root.joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+@contextlib.contextmanager
+def cache_lock(path: str | os.PathLike, doing: str) -> Iterator[None]:
+    """Hold the cross-process lock ``<path>.lock`` while making the cache entry ``path``. When
+    another process holds it, a warning says so ("waiting for another process <doing> (lock
+    <file>)") and this one waits; the caller then looks for the finished entry before making it."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(f"{os.fspath(path)}.lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        logging.getLogger(__name__).warning("waiting for another process %s (lock %s)", doing, lock.lock_file)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()

@@ -14,10 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-
 from findbench._checks import did_you_mean
-from findbench._io import atomic_dir, cache_dir
+from findbench._io import atomic_dir, cache_dir, cache_lock
 from findbench.constants import EMBEDDED_EVALUATOR_NAME, EMBEDDED_EVALUATOR_VERSION, TRAINED_MARKER, UsageError
 from findbench.resources import wheel_folder
 
@@ -127,7 +125,7 @@ def embedded_model_dir() -> str:
     dest = root / f"{_EMBEDDED_NAME}-{_EMBEDDED_VERSION}"
     if (dest / _DONE).is_file():
         return str(dest)
-    with FileLock(str(root / f"{dest.name}.lock")):
+    with cache_lock(dest, "converting the embedded model"):
         if not (dest / _DONE).is_file():
             _convert_embedded(dest)
     return str(dest)

@@ -23,6 +23,7 @@ import functools
 import hashlib
 import json
 import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from findbench import schema
-from findbench._io import atomic_write_json, cache_dir
+from findbench._io import atomic_write_json, cache_dir, cache_lock
 from findbench.find.synthetic_neurons.features import DEFAULT_ENTITY_FEATURES, load_features
 from findbench.find.synthetic_neurons.prompts import (
     ENTITY_ANSWER_PREFIX,
@@ -90,6 +91,7 @@ def fit_entity_probes(
     seed: int = 0,
     decimals: int = 5,
     use_cache: bool = True,
+    progress: bool = True,
 ) -> tuple[dict[str, EntityProbe], dict[str, Any]]:
     """Fit one calibrated probe per concept from its unit-test words (see module doc).
 
@@ -101,7 +103,10 @@ def fit_entity_probes(
         background_rate: cross-fitted mean activation on other concepts' words the intercept is set
             to (FIND's Vicuna backbone: 0.079); None keeps Platt's intercept.
         decimals: rounding of stored weights (keeps rebuilt rows byte-identical).
-        use_cache: reuse a fit stored under the findbench cache (keyed by all arguments).
+        use_cache: reuse a fit stored under the findbench cache (keyed by all arguments but
+            ``progress``); a process that finds another fitting the same entry waits for it
+            under a file lock (and says so), then reads its fit.
+        progress: progress bars (with an ETA) over the word features and the fits.
 
     Returns:
         ``(probes, info)``: ``probes[concept]`` and a JSON-able summary of the fit.
@@ -123,17 +128,28 @@ def fit_entity_probes(
     key = hashlib.sha256(schema.dumps(config).encode()).hexdigest()[:24]
     if key in _FIT_MEMO:
         return _FIT_MEMO[key]
-    path = cache_dir("neuron_probes") / f"{key}.json"
-    if use_cache and path.is_file():
-        payload = json.loads(path.read_text())
-        result = ({c: EntityProbe.from_dict(p) for c, p in payload["probes"].items()}, payload["info"])
-        _FIT_MEMO[key] = result
-        return result
-    result = _fit_entity_probes(config)
-    if use_cache:
-        atomic_write_json(path, {"probes": {c: p.to_dict() for c, p in result[0].items()}, "info": result[1]})
+    if not use_cache:
+        result = _fit_entity_probes(config, progress=progress)
+    else:
+        path = cache_dir("neuron_probes") / f"{key}.json"
+        result = _read_fit(path)
+        if result is None:
+            with cache_lock(path, "fitting the entity probes"):
+                result = _read_fit(path)  # another process may have fitted it while this one waited
+                if result is None:
+                    result = _fit_entity_probes(config, progress=progress)
+                    probes = {c: p.to_dict() for c, p in result[0].items()}
+                    atomic_write_json(path, {"probes": probes, "info": result[1]})
     _FIT_MEMO[key] = result
     return result
+
+
+def _read_fit(path) -> tuple[dict[str, EntityProbe], dict[str, Any]] | None:
+    """The fit cached at ``path`` (written whole: :func:`~findbench._io.atomic_write_json`), or None."""
+    if not path.is_file():
+        return None
+    payload = json.loads(path.read_text())
+    return {c: EntityProbe.from_dict(p) for c, p in payload["probes"].items()}, payload["info"]
 
 
 def _ovr_logistic(X: np.ndarray, labels: np.ndarray, n: int, C: float) -> tuple[np.ndarray, np.ndarray]:
@@ -178,7 +194,24 @@ def _intercept_for_rate(scores: np.ndarray, rate: float) -> float:
     return 0.5 * (lo + hi)
 
 
-def _fit_entity_probes(config: Mapping[str, Any]) -> tuple[dict[str, EntityProbe], dict[str, Any]]:
+def _encode(spec: str, words: list[str], *, progress: bool) -> np.ndarray:
+    """The features ``spec`` of ``words`` under a progress bar with an ETA. The distinct words go
+    in the encoders' own order (length, then text) and in chunks of whole batches of every part,
+    so the batches, and thus the floats, are those of a single ``encode(words)`` call."""
+    from tqdm.auto import tqdm
+
+    feats = load_features(spec)
+    todo = sorted(set(words), key=lambda t: (len(t), t))
+    step = math.lcm(*(int(getattr(p, "batch_size", 1)) for p in getattr(feats, "parts", [feats])))
+    with tqdm(total=len(todo), desc="entity probe features", unit="word", disable=not progress, leave=False) as bar:
+        for start in range(0, len(todo), step):
+            feats.encode(todo[start : start + step])
+            bar.update(len(todo[start : start + step]))
+    return feats.encode(words)
+
+
+def _fit_entity_probes(config: Mapping[str, Any], *, progress: bool = True
+                       ) -> tuple[dict[str, EntityProbe], dict[str, Any]]:
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import roc_auc_score
     from sklearn.model_selection import StratifiedKFold
@@ -187,15 +220,18 @@ def _fit_entity_probes(config: Mapping[str, Any]) -> tuple[dict[str, EntityProbe
     concepts = list(config["words"])
     words = [w for c in concepts for w in config["words"][c]]
     labels = np.array([i for i, c in enumerate(concepts) for _ in config["words"][c]])
-    X = load_features(config["encoder"]).encode(words).astype(np.float64)
+    X = _encode(config["encoder"], words, progress=progress).astype(np.float64)
     n = len(concepts)
     folds = list(StratifiedKFold(config["n_folds"], shuffle=True, random_state=config["seed"]).split(X, labels))
 
     cross = np.zeros((len(X), n))
-    for tr, te in tqdm(folds, desc="cross-fitting entity probes", leave=False):
-        w, b = _ovr_logistic(X[tr], labels[tr], n, config["C"])
-        cross[te] = X[te] @ w.T + b
-    full_w, full_b = _ovr_logistic(X, labels, n, config["C"])
+    with tqdm(total=len(folds) + 1, desc="fitting entity probes", unit="fit", disable=not progress, leave=False) as bar:
+        for tr, te in folds:  # cross-fitted scores for the calibration, then the fit on every word
+            w, b = _ovr_logistic(X[tr], labels[tr], n, config["C"])
+            cross[te] = X[te] @ w.T + b
+            bar.update()
+        full_w, full_b = _ovr_logistic(X, labels, n, config["C"])
+        bar.update()
     positive = labels[:, None] == np.arange(n)[None, :]
     mu = np.array([cross[~positive[:, j], j].mean() for j in range(n)])
     sd = np.array([cross[~positive[:, j], j].std() for j in range(n)]) + 1e-12
