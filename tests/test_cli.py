@@ -274,3 +274,74 @@ def test_cli_judge_card(monkeypatch, tmp_path, capsys):
     assert main(["judge-card", "--judge", "embedded", "--out", "x"]) == 0 and seen["functions_per_category"] == 8
     with pytest.raises(SystemExit):
         main(["judge-card", "--judge", "embedded", "--functions-per-category", "1", "--out", "x"])
+
+
+def _built_find(root, rows: list[dict], *, seed: int | str = 0, source: str = "procedural"):
+    """A ``find`` folder under ``root`` as `findbench build` leaves it: parquet, card and sidecar."""
+    import datasets
+
+    from findbench import schema
+
+    folder = root / "find" / "numeric"
+    folder.mkdir(parents=True)
+    datasets.Dataset.from_list(rows, features=schema.features()).to_parquet(str(folder / "test-00000-of-00001.parquet"))
+    (root / "find" / "README.md").write_text("---\nconfigs:\n- config_name: numeric\n  data_files:\n  - split: test\n"
+                                             "    path: numeric/test-*\n---\n", encoding="utf-8")
+    prov = {"source": source, **({"seed": seed} if source == "procedural" else {})}
+    (root / "find" / "findbench.json").write_text(json.dumps({"configs": {"numeric": {"provenance": prov}}}))
+
+
+def test_call_reads_the_built_find_folder_when_present(monkeypatch, tmp_path, capsys, caplog):
+    import logging
+
+    from findbench.find import numeric, rows
+    from findbench.find.export import format_pairs
+
+    # ./find holds another function under the id numeric/f00500, so its answers tell where the row came from
+    other = numeric.generate_row(503, 1000, 0) | {"function_id": "numeric/f00500"}
+    ys = [numeric.make_function(other)(x) for x in (3.0, 7.0)]
+    assert ys != [numeric.make_function(numeric.generate_row(500, 1000, 0))(x) for x in (3.0, 7.0)]
+    _built_find(tmp_path, [other])
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(rows, "generate_rows", lambda *a, **k: pytest.fail("generated rows"))
+    monkeypatch.setattr(numeric, "generate_row", lambda *a, **k: pytest.fail("generated a row"))
+    caplog.set_level(logging.INFO, logger="findbench.cli")
+    assert cli.main(["call", "numeric/f00500", "3", "7"]) == 0
+    assert capsys.readouterr().out.strip() == format_pairs([3.0, 7.0], ys)
+    assert "call: reading numeric from ./find (written by `findbench build`" in caplog.text
+    # an id past ./find's rows names them
+    assert cli.main(["call", "numeric/f00501", "3"]) == 2
+    assert "no function 'numeric/f00501' in numeric of find (1 functions, numeric/f00500 to numeric/f00500)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("built_seed, source, used", [(0, "procedural", "find"), (4, "procedural", None), ("-", "find-v1", "find")])
+def test_call_uses_find_only_for_its_seed_and_else_regenerates(built_seed, source, used, monkeypatch, tmp_path, caplog):
+    import logging
+
+    import findbench.find
+    from findbench.find import numeric
+
+    _built_find(tmp_path, [numeric.generate_row(503, 1000, 0)], seed=built_seed, source=source)
+    monkeypatch.chdir(tmp_path)
+    got = []
+    monkeypatch.setattr(findbench.find, "load_function", lambda fid, **kw: got.append(kw["data"]) or (lambda x: x))
+    caplog.set_level(logging.INFO, logger="findbench.cli")
+    assert cli.main(["call", "numeric/f00001", "1"]) == 0
+    assert cli.main(["call", "strings/f00001", "a"]) == 0  # ./find holds no strings
+    assert got == [used, None]
+    assert "holds no strings config; regenerating it from --seed 0" in caplog.text
+    assert ("holds numeric of seed 4, not --seed 0; regenerating" in caplog.text) == (used is None)
+    assert cli.main(["call", "numeric/f00001", "1", "--data", "elsewhere"]) == 0
+    assert got[-1] == "elsewhere"
+
+
+def test_call_refuses_an_id_past_the_category_at_once(monkeypatch, tmp_path, capsys):
+    from findbench.find import numeric, rows
+
+    monkeypatch.chdir(tmp_path)  # no ./find
+    monkeypatch.setattr(rows, "generate_rows", lambda *a, **k: pytest.fail("generated rows"))
+    monkeypatch.setattr(numeric, "generate_row", lambda *a, **k: pytest.fail("generated a row"))
+    assert cli.main(["call", "numeric/f99999", "1", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("findbench call: error: function: no function 'numeric/f99999': numeric has 1000 functions, "
+                   "numeric/f00000 to numeric/f00999")

@@ -107,7 +107,8 @@ class CallConfig(_Command):
     """call a FIND function: prints 'Function input - output pairs: (x, y) ...'"""
 
     ARGS = {"function_id": {"help": 'e.g. "numeric/f00042"'}, "inputs": {"nargs": "+", "help": "inputs (numbers for numeric functions)"}}
-    data: str | None = arg(None, _BUILT)
+    data: str | None = arg(None, "dataset folder written by `findbench build` (default: ./find when it holds "
+                                 "the config built with --seed, else regenerate from --seed)")
     seed: int = arg(0, "procedural generator seed")
     backend: str | None = arg(None, "neurons: embedding / table / lm (default: the row's backbone)")
     model: str | None = arg(None, "neurons with --backend lm: LM spec (default: embedded)")
@@ -118,7 +119,8 @@ class CallConfig(_Command):
         from findbench.schema import parse_function_id
 
         category, _ = parse_function_id(function_id)
-        fn = load_function(function_id, seed=self.seed, data=self.data, backend=self.backend, lm=self.model)
+        data = self.data if self.data is not None else self._built(category)
+        fn = load_function(function_id, seed=self.seed, data=data, backend=self.backend, lm=self.model)
         if category == "numeric":
             xs = []
             for text in inputs:
@@ -130,6 +132,32 @@ class CallConfig(_Command):
         else:
             xs, ys = inputs, (list(fn(inputs)) if category.startswith("neurons") else [fn(x) for x in inputs])
         print(format_pairs(xs, ys))
+
+    def _built(self, category: str, folder: str = "find") -> str | None:
+        """``./find`` (``findbench build``'s default --out) when its sidecar lists ``category``,
+        built from --seed or imported; None (regenerate) otherwise. A log line says which."""
+        from findbench._io import read_json_object
+        from findbench.builders.folder import SIDECAR_NAME
+
+        log = logging.getLogger(__name__)
+        sidecar = Path(folder) / SIDECAR_NAME
+        if not sidecar.is_file():
+            return None
+        try:
+            configs = read_json_object(sidecar, "dataset sidecar").get("configs")
+            prov = dict(configs[category]["provenance"]) if isinstance(configs, dict) and category in configs else None
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("call: not reading ./%s (%s); regenerating %s", folder, exc, category)
+            return None
+        if prov is None:
+            log.info("call: ./%s holds no %s config; regenerating it from --seed %d", folder, category, self.seed)
+            return None
+        if prov.get("source", "procedural") == "procedural" and prov.get("seed") != self.seed:
+            log.info("call: ./%s holds %s of seed %s, not --seed %d; regenerating", folder, category, prov.get("seed"),
+                     self.seed)
+            return None
+        log.info("call: reading %s from ./%s (written by `findbench build`; --data picks another)", category, folder)
+        return folder
 
 
 @dataclass

@@ -1023,6 +1023,19 @@ def generate(n: int = 1000, seed: int = 0, *, progress: bool = True) -> list[dic
     ]
 
 
+def generate_row(index: int, n: int = 1000, seed: int = 0) -> dict | None:
+    """Row ``index`` of :func:`generate` ``(n, seed)`` without making the others (every draw is
+    seeded per index), or None for an MLP approximation: the MLPs are fitted all at once."""
+    _checks.integer("seed", seed, 0)
+    _checks.integer("index", index, 0)
+    if index >= n:
+        raise ValueError(f"index must be below n={n}, got {index}")
+    structure, variant = _plan(n, seed)[index]
+    if variant == "mlp":
+        return None
+    return row_from_params(_sample_params(seed, index, structure, variant), index)
+
+
 _V1_VARIANTS = {
     "load_mlp.py": "mlp",
     "function_code.py": "clean",

@@ -6,7 +6,9 @@
 - :func:`load_function` turns a function id or a dataset row into a callable.
 
 Procedural rows are cached on disk per (package version, category, seed), so
-``findbench call numeric/f00155 1 2 3`` regenerates a category once, then answers at once.
+``findbench call numeric/f00155 1 2 3`` regenerates a category once, then answers at once; a
+numeric function other than an MLP approximation is made alone, without the others, and an id
+past the category's size (:func:`procedural_size`) is refused before anything is generated.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from findbench import _checks
 from findbench.schema import CATEGORIES, SOURCES, parse_function_id
 
 logger = logging.getLogger(__name__)
+
+#: Functions the procedural ``numeric`` and ``strings`` generators make (FIND's sizes).
+N_GENERATED = 1000
 
 
 def generate_rows(
@@ -46,16 +51,33 @@ def generate_rows(
     if category == "numeric":
         from findbench.find import numeric
 
-        return numeric.generate(1000, seed=seed, progress=progress)
+        return numeric.generate(N_GENERATED, seed=seed, progress=progress)
     if category == "strings":
         from findbench.find import strings
 
-        return strings.generate(1000, seed=seed, progress=progress)
+        return strings.generate(N_GENERATED, seed=seed, progress=progress)
     from findbench.find import synthetic_neurons as neurons
 
     if category == "neurons_entities":
-        return neurons.generate_entities(seed=seed)
+        return neurons.generate_entities(seed=seed, progress=progress)
     return neurons.generate_relations(seed=seed)
+
+
+def procedural_size(category: str) -> int:
+    """How many functions the procedural generator makes for ``category`` (ids ``f00000`` up to
+    ``f{n-1}``), read off the generators' constants and data without generating anything."""
+    _checks.one_of("category", category, CATEGORIES)
+    if category in ("numeric", "strings"):
+        return N_GENERATED
+    if category == "neurons_entities":
+        from findbench.find.synthetic_neurons.entities import N_COMPOSITIONS
+        from findbench.find.synthetic_neurons.entity_words import ENTITY_CONCEPTS
+
+        return len(ENTITY_CONCEPTS) + N_COMPOSITIONS
+    from findbench.find.synthetic_neurons.relation_tables import read_json
+    from findbench.find.synthetic_neurons.relations import VARIANTS
+
+    return len(read_json("relations.json")["relations"]) * len(VARIANTS)
 
 
 def load_rows(category: str, *, seed: int = 0, data: str | os.PathLike | None = None) -> list[dict]:
@@ -63,13 +85,15 @@ def load_rows(category: str, *, seed: int = 0, data: str | os.PathLike | None = 
     ``findbench build``) or else regenerated procedurally from ``seed`` (cached on disk)."""
     _checks.one_of("category", category, CATEGORIES)
     if data is not None:
-        import datasets
+        import pyarrow.parquet as pq
 
         root = Path(data)
-        if not (root / category).is_dir():
+        files = sorted((root / category).glob("test-*.parquet"))
+        if not files:
             raise FileNotFoundError(f"data: no config {category!r} in {root} (run `findbench build --out {root}`)")
-        ds = datasets.load_dataset(str(root), category, split="test")
-        return ds.to_list()
+        # The files themselves: datasets.load_dataset keys its cache by the folder's name and card,
+        # so a rebuilt ./find, or another folder of the same name, would be served stale rows.
+        return [row for f in files for row in pq.read_table(f).to_pylist()]
     return _cached_procedural_rows(category, seed)
 
 
@@ -122,15 +146,14 @@ def generator_fingerprint() -> str:
 
 def _cached_procedural_rows(category: str, seed: int) -> list[dict]:
     import datasets
-    from filelock import FileLock
 
     from findbench import schema
-    from findbench._io import cache_dir
+    from findbench._io import cache_dir, cache_lock
     from findbench._version import __version__
 
     folder = cache_dir("rows", __version__)
     path = folder / f"{category}-seed{seed}-{generator_fingerprint()}.parquet"
-    with FileLock(str(path) + ".lock"):
+    with cache_lock(path, f"generating {category} (seed {seed})"):
         if not path.exists():
             logger.info("generating %s (seed %d) once; cached at %s", category, seed, path)
             rows = generate_rows(category, seed=seed)
@@ -156,12 +179,7 @@ def load_function(
     functions str -> str; entity neurons return a score in [0, 1], relation neurons an answer.
     """
     if isinstance(function, str):
-        category, index = parse_function_id(function)
-        rows = load_rows(category, seed=seed, data=data)
-        matches = [r for r in rows if r["function_id"] == function]
-        if not matches:
-            raise ValueError(f"function: no function {function!r} in {category} ({len(rows)} functions)")
-        row = matches[0]
+        row = _row_by_id(function, seed=seed, data=data)
     elif isinstance(function, Mapping):
         row = dict(function)
         if "function_id" not in row or "category" not in row:
@@ -180,3 +198,27 @@ def load_function(
     from findbench.find import synthetic_neurons as neurons
 
     return neurons.make_function(row, backend=backend, lm=lm)
+
+
+def _row_by_id(fid: str, *, seed: int, data: str | os.PathLike | None) -> dict:
+    """The row of the function id ``fid``: from ``data``, else procedural. An id past the
+    category's size is refused (naming the valid range) before anything is generated."""
+    category, index = parse_function_id(fid)
+    if data is None:
+        n = procedural_size(category)
+        if index >= n:
+            raise ValueError(f"function: no function {fid!r}: {category} has {n} functions, "
+                             f"{category}/f00000 to {category}/f{n - 1:05d}")
+        if category == "numeric":
+            from findbench.find import numeric
+
+            row = numeric.generate_row(index, N_GENERATED, seed)
+            if row is not None:  # an MLP approximation needs the joint fit of them all
+                return row
+    rows = load_rows(category, seed=seed, data=data)
+    matches = [r for r in rows if r["function_id"] == fid]
+    if not matches:
+        span = f", {rows[0]['function_id']} to {rows[-1]['function_id']}" if rows else ""
+        where = "" if data is None else f" of {data}"
+        raise ValueError(f"function: no function {fid!r} in {category}{where} ({len(rows)} functions{span})")
+    return matches[0]
