@@ -437,7 +437,7 @@ def _functions_per_category(text: str) -> int | None:
 
 @dataclass
 class JudgeCardConfig(_Command):
-    """an instrument card for a judge: accuracy on held-out functions with true, partial, near-miss, other, constant and empty descriptions, AUROC, cost"""  # noqa: E501
+    """an instrument card for a judge: accuracy on held-out functions with true, partial, near-miss, other, constant and empty descriptions and gaming probes (examples_only, hedged, stuffed, padded, master_key), AUROC, each probe's inflation over the truth, cost"""  # noqa: E501
 
     judge: str = arg(MISSING, "judge: embedded-evaluator, embedded, a judge folder, a Hub id or server URL")
     out: str = arg(MISSING, "card folder: README.md, judge_card.json, judge_card.png")
@@ -449,12 +449,16 @@ class JudgeCardConfig(_Command):
     data: str | None = arg(None, "dataset folder written by `findbench build` (default: regenerate the functions)")
     evaluator_data: str | None = arg(None, "judge data folder whose recorded function split to use")
     judge_cache: str | None = arg(None, "sqlite file caching the judge's answers (fixed models only): reruns are free")
+    tests: str = arg("find", "unit tests that judge the descriptions: find (the rows' unit_tests, FIND's), near (their "
+                             "unit_tests_near) or both", choices=["find", "near", "both"])
 
     def run(self) -> None:
-        from findbench.judge.card import format_table, judge_card
+        from findbench.judge.card import card_tests, format_table, judge_card
 
         kw = asdict(self)
-        print(format_table(judge_card(kw.pop("judge"), mode=kw.pop("judge_mode"), **kw)))
+        card = judge_card(kw.pop("judge"), mode=kw.pop("judge_mode"), **kw)
+        for tests in card_tests(card):
+            print(format_table(card, tests=tests), format_table(card, what="probes", tests=tests), sep="\n\n", end="\n\n")
         print(f"wrote {self.out}")
 
 

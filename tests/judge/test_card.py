@@ -15,6 +15,7 @@ from findbench.find.synthetic_neurons.relations import describe_relation
 from findbench.judge.card import (
     CARD_FILES,
     RUNGS,
+    TEST_COLUMNS,
     auroc,
     auroc_ci,
     description_ladder,
@@ -22,6 +23,7 @@ from findbench.judge.card import (
     judge_card,
     write_card,
 )
+from findbench.judge.probes import PROBE_RUNGS
 from findbench.resources import data_path
 from tests.interpret.fakes import KnowingJudge
 
@@ -253,23 +255,31 @@ def test_card_of_a_judge_that_knows_the_truth(tmp_path, string_rows, entity_rows
                       n_resamples=1000)
     assert sorted(p.name for p in (tmp_path / "card").iterdir()) == sorted(CARD_FILES)
     saved = json.loads((tmp_path / "card" / "judge_card.json").read_text())
-    assert saved["judge"] == "knowing-judge" and saved["mode"] == "logprob" and tuple(saved["rungs"]) == RUNGS
+    rungs = (*RUNGS, *PROBE_RUNGS)
+    assert saved["judge"] == "knowing-judge" and saved["mode"] == "logprob" and tuple(saved["rungs"]) == rungs
     assert list(saved["accuracy"]) == ["strings", "neurons_entities", "neurons_relations", "all"]
-    assert len(saved["results"]) == 3 * len(RUNGS)
+    assert saved["tests"] == ["find"] and "accuracy_near" not in saved
+    assert len(saved["results"]) == 3 * len(rungs) and {r["tests"] for r in saved["results"]} == {"find"}
     assert [len(saved["ladder"][c]) for c in rows] == [6, 5, 9]
-    assert {"function_id", "partial_rule", "near_miss_rule", *[r for r in RUNGS if r != "empty"]} <= set(saved["ladder"]["strings"][0])
+    assert {"function_id", "partial_rule", "near_miss_rule", "examples_only", "hedged_4", "padded",
+            *[r for r in RUNGS if r != "empty"]} <= set(saved["ladder"]["strings"][0])
     for group, table in card["accuracy"].items():
         n = 20 if group == "all" else len(rows[group])
-        assert all(table[r]["n"] == n for r in RUNGS)
+        assert tuple(table) == rungs and all(table[r]["n"] == n for r in rungs)
         assert table["true"] == {"mean": 1.0, "ci": [1.0, 1.0], "n": n}
-        assert all(table[r]["mean"] < 1.0 and table[r]["ci"][0] <= table[r]["mean"] <= table[r]["ci"][1] for r in RUNGS[1:])
+        assert all(table[r]["mean"] < 1.0 and table[r]["ci"][0] <= table[r]["mean"] <= table[r]["ci"][1] for r in rungs[1:])
         assert table["empty"] == {"mean": 0.0, "ci": [0.0, 0.0], "n": n}
         # a function scores higher with its true description than with any other: AUROC 1
-        assert all(card["auroc"][group][r]["auroc"] == 1.0 for r in RUNGS[1:]), group
+        assert all(card["auroc"][group][r]["auroc"] == 1.0 for r in rungs[1:]), group
+        # every probe (the judge picks option 1 for it) is below the truth: negative inflation, verdict "truth above probe"
+        for rung, probe in card["probes"][group].items():
+            assert probe["score"] == table[rung]
+            assert probe["inflation"]["mean"] == pytest.approx(table[rung]["mean"] - 1.0)
+            assert probe["inflation"]["ci"][1] < 0 and probe["truth_above_probe"] is True, (group, rung)
     empty = [r for r in card["results"] if r["rung"] == "empty"]
     assert all(r["judged_unit_tests"] == 0 and r["accuracy"] == 0.0 for r in empty)  # never shown to the judge
     cost = card["cost"]
-    assert cost["judged_unit_tests"] == 5 * 10 * 20 and cost["requests"] == cost["judged_unit_tests"]
+    assert cost["judged_unit_tests"] == (len(rungs) - 1) * 10 * 20 and cost["requests"] == cost["judged_unit_tests"]
     assert cost["tokens"] > 0 and cost["tokens_per_1000_unit_tests"] == pytest.approx(1000 * cost["tokens"] / cost["judged_unit_tests"])
     assert cost["tokens_counted_with"].startswith("an estimate") and cost["unparsed"] is None
     # the README: model-card front matter, the accuracy and AUROC tables, the method, the command
@@ -279,25 +289,74 @@ def test_card_of_a_judge_that_knows_the_truth(tmp_path, string_rows, entity_rows
     assert table in readme and format_table(card, what="auroc") in readme
     lines = table.splitlines()
     assert lines[0] == "| rung | strings | entities | relations | all |"
-    assert [line.split(" | ")[0] for line in lines[2:]] == [f"| {r}" for r in RUNGS]
+    assert [line.split(" | ")[0] for line in lines[2:]] == [f"| {r}" for r in rungs]
+    probes = format_table(card, what="probes")
+    assert probes in readme and probes.splitlines()[0] == "| probe | strings | entities | relations | all |"
+    assert all(line.endswith("✓ |") for line in probes.splitlines()[2:]) and len(probes.splitlines()) == 2 + len(PROBE_RUNGS)
     assert "| true | 1.00 [1.00, 1.00] (n=6)† | 1.00 [1.00, 1.00] (n=5)† | 1.00 [1.00, 1.00] (n=9)† | 1.00 [1.00, 1.00] (n=20) |" in lines
     assert "findbench judge-card --judge knowing-judge --judge-mode logprob" in readme and "near_miss" in readme
     assert (tmp_path / "card" / "judge_card.png").stat().st_size > 5000
 
 
 def test_card_counts_answers_that_do_not_parse(string_rows):
-    rows = {"strings": string_rows[:4]}
+    rows = {"strings": string_rows[:5]}  # hedged_4 needs four other descriptions
     card = judge_card(MuddledJudge(rows), rows=rows, mode="generate", progress=False, n_resamples=200)
     cost = card["cost"]
     judged = cost["judged_unit_tests"]
-    assert judged == 5 * 10 * 4 and cost["unparsed"] == sum(r["unparsed"] for r in card["results"]) > 0
+    assert judged == (len(RUNGS) + len(PROBE_RUNGS) - 1) * 10 * 5 and cost["unparsed"] == sum(r["unparsed"] for r in card["results"]) > 0
     assert cost["unparsed_rate"] == pytest.approx(cost["unparsed"] / judged)
     true = next(r for r in card["results"] if r["rung"] == "true")
-    assert true["unparsed_rate"] == pytest.approx(true["unparsed"] / 40) and true["accuracy"] < 1.0
+    assert true["unparsed_rate"] == pytest.approx(true["unparsed"] / 50) and true["accuracy"] < 1.0
+
+
+def _near(tests: list[dict]) -> list[dict]:
+    """Stand-in near-miss tests: each test's options rotated by one (a valid ``unit_tests_near``)."""
+    out = []
+    for ut in tests:
+        k = len(ut["inputs"])
+        order = [(i + 1) % k for i in range(k)]
+        out.append({"inputs": [ut["inputs"][i] for i in order], "outputs": [ut["outputs"][i] for i in order],
+                    "correct": order.index(ut["correct"] - 1) + 1})
+    return out
+
+
+class KnowingBothJudge(KnowingJudge):
+    """Knows the truth on FIND's unit tests and on the near-miss ones."""
+
+    def __init__(self, rows):
+        super().__init__(rows)
+        near = {c: [dict(r, unit_tests=r[TEST_COLUMNS["near"]]) for r in group] for c, group in rows.items()}
+        self.answers.update(KnowingJudge(near).answers)
+
+
+def test_card_on_both_test_sets(tmp_path, string_rows):
+    rows = {"strings": [dict(r, unit_tests_near=_near(r["unit_tests"])) for r in string_rows[:6]]}
+    card = judge_card(KnowingBothJudge(rows), rows=rows, mode="logprob", tests="both", out=tmp_path / "card", progress=False,
+                      n_resamples=300)
+    assert card["tests"] == ["find", "near"] and card["settings"]["tests"] == "both"
+    for suffix in ("", "_near"):
+        table = card["accuracy" + suffix]["strings"]
+        assert table["true"]["mean"] == 1.0 and all(table[r]["mean"] < 1.0 for r in PROBE_RUNGS)
+        assert all(p["truth_above_probe"] for p in card["probes" + suffix]["strings"].values())
+    assert {(r["tests"], r["rung"]) for r in card["results"]} == {(t, r) for t in ("find", "near") for r in (*RUNGS, *PROBE_RUNGS)}
+    # the near tests put the correct option elsewhere: a judge that picks option 1 scores differently on them
+    other = {t: next(r for r in card["results"] if r["tests"] == t and r["rung"] == "other")["per_function"] for t in ("find", "near")}
+    assert other["find"] != other["near"]
+    assert card["cost"]["judged_unit_tests"] == 2 * (len(RUNGS) + len(PROBE_RUNGS) - 1) * 10 * 6
+    readme = (tmp_path / "card" / "README.md").read_text()
+    for what in ("accuracy", "auroc", "probes"):
+        assert format_table(card, what=what) in readme and format_table(card, what=what, tests="near") in readme
+    assert "## Gaming probes: inflation over the true description (near-miss unit tests)" in readme
+    assert "its 10 FIND unit tests and, separately, its 10 near-miss unit tests" in readme and "--tests both" in readme
+    # near only: no FIND tables
+    near = judge_card(KnowingBothJudge(rows), rows=rows, mode="logprob", tests="near", progress=False, n_resamples=300)
+    assert "accuracy" not in near and near["accuracy_near"] == card["accuracy_near"]
+    with pytest.raises(ValueError, match="tests: the card has no 'accuracy' table"):
+        format_table(near)
 
 
 def test_card_argument_checks(string_rows):
-    rows = {"strings": string_rows[:4]}
+    rows = {"strings": string_rows[:5]}
     with pytest.raises(ValueError, match="functions_per_category"):
         judge_card(KnowingJudge(rows), functions_per_category=1)
     with pytest.raises(ValueError, match="mode"):
@@ -306,6 +365,27 @@ def test_card_argument_checks(string_rows):
         judge_card(KnowingJudge(rows), rows=rows, categories=["entities"])
     with pytest.raises(TypeError, match="continuation_logprobs"):
         judge_card(KnowingJudge(rows), rows=rows, mode="pmi", progress=False)
+    with pytest.raises(ValueError, match="tests: unknown value .nearby.; did you mean .near."):
+        judge_card(KnowingJudge(rows), rows=rows, tests="nearby")
+    # near-miss tests need the column: one line naming tests= (--tests) and the column, before any judge loads
+    lacking = {"strings": [{k: v for k, v in r.items() if k != "unit_tests_near"} for r in rows["strings"]]}
+    with pytest.raises(ValueError, match=r"^tests: near-miss tests need the rows' 'unit_tests_near' column, which 5 of 5"):
+        judge_card(KnowingJudge(rows), rows=lacking, tests="both")
+    with pytest.raises(ValueError, match="hedged needs 4"):
+        judge_card(KnowingJudge(rows), rows={"strings": string_rows[:4]})
+    # without probes four functions are enough, and the card has the ladder only
+    card = judge_card(KnowingJudge(rows), rows={"strings": string_rows[:4]}, probes=False, progress=False, n_resamples=100)
+    assert tuple(card["accuracy"]["strings"]) == RUNGS and "probes" not in card
+
+
+def test_cli_tests_flag():
+    from findbench.cli import parse_args
+
+    args = parse_args(["judge-card", "--judge", "embedded", "--out", "card", "--tests", "both"])
+    assert args.tests == "both"
+    assert parse_args(["judge-card", "--judge", "embedded", "--out", "card"]).tests == "find"
+    with pytest.raises(SystemExit):
+        parse_args(["judge-card", "--judge", "embedded", "--out", "card", "--tests", "all"])
 
 
 # ----------------------------------------------------------------------------- shipped cards
@@ -319,25 +399,42 @@ def test_shipped_cards(name):
     assert card["spec"] == name and card["mode"] == "pmi"
     assert list(card["accuracy"]) == ["strings", "neurons_entities", "neurons_relations", "all"]
     for group, table in card["accuracy"].items():
-        assert tuple(table) == RUNGS and all(table[r]["n"] >= 8 for r in RUNGS)
+        # the ladder, then the probes (cards made before the probes have none)
+        probes = tuple(table)[len(RUNGS):]
+        assert tuple(table)[:len(RUNGS)] == RUNGS and probes in ((), PROBE_RUNGS) and all(table[r]["n"] >= 8 for r in table)
         assert table["empty"]["mean"] == 0.0
-        assert tuple(card["auroc"][group]) == RUNGS[1:]
+        assert tuple(card["auroc"][group]) == (*RUNGS[1:], *probes)
     cost = card["cost"]
-    assert cost["judged_unit_tests"] == 5 * 10 * 8 * 3 and cost["seconds_per_1000_unit_tests"] > 0
+    n_rungs = len(card["accuracy"]["all"])
+    assert cost["judged_unit_tests"] == (n_rungs - 1) * 10 * 8 * 3 * len(card.get("tests", ["find"]))
+    assert cost["seconds_per_1000_unit_tests"] > 0
     assert format_table(card) in (folder / "README.md").read_text()
 
 
 @pytest.mark.parametrize("name", SHIPPED_CARDS)
 def test_the_card_code_rewrites_the_shipped_cards_byte_for_byte(name, tmp_path):
-    """The statistics and the writer reproduce the shipped README.md and judge_card.json exactly."""
+    """The statistics and the writer reproduce the shipped README.md and judge_card.json exactly.
+
+    A card made before the gaming probes (no ``tests`` key, the six ladder rungs only) goes
+    through the same code as a new one: its per-function results give its numbers again, and
+    the writer writes its files as they were."""
     from findbench import stats
+    from findbench.judge.card import _summaries, card_tests
 
     folder = shipped_card(name)
     card = json.loads((folder / "judge_card.json").read_text())
     resamples = card["settings"]["bootstrap"]["resamples"]
-    for group in card["accuracy"]:
+    cats = card["settings"]["categories"]
+    for tests in card_tests(card):
+        suffix = "" if tests == "find" else "_near"
+        probes = tuple(card["accuracy" + suffix]["all"])[len(RUNGS):]
+        tables = _summaries(card["results"], cats, RUNGS, probes, tests, resamples)
+        assert tables == {k: v for k, v in card.items() if k in tables}
+        assert ("accuracy" + suffix, "auroc" + suffix) == tuple(tables)[:2] and ("probes" + suffix in tables) == bool(probes)
+    for group in card["accuracy"]:  # and by hand, for the ladder on FIND's tests
         def per_function(rung, group=group):
-            return [v for r in card["results"] if r["rung"] == rung and group in ("all", r["category"]) for v in r["per_function"]]
+            return [v for r in card["results"] if r["rung"] == rung and group in ("all", r["category"])
+                    and r.get("tests", "find") == "find" for v in r["per_function"]]
 
         for rung in RUNGS:
             assert stats.mean_ci(per_function(rung), n_resamples=resamples) == card["accuracy"][group][rung]

@@ -1,8 +1,11 @@
 """Instrument cards for judges: how well does a judge tell a right description from a close one?
 
 :func:`judge_card` judges held-out functions with a ladder of descriptions each, from right to
-empty (:data:`RUNGS`, :func:`description_ladder`), and reports accuracy per rung, the AUROC of
-``true`` against each other rung (:func:`auroc_ci`) and the cost; :func:`write_card` writes it.
+empty (:data:`RUNGS`, :func:`description_ladder`), and with gaming probes that state no rule or
+hedge it (:mod:`findbench.judge.probes`), on FIND's unit tests, the near-miss ones or both
+(:data:`TESTS`). It reports accuracy per rung, the AUROC of ``true`` against each other rung
+(:func:`auroc_ci`), each probe's inflation over the truth with a paired-bootstrap verdict, and
+the cost; :func:`write_card` writes it.
 """
 
 from __future__ import annotations
@@ -40,6 +43,10 @@ RUNG_DEFINITIONS = {
     "empty": "no description: never shown to the judge, scores 0 by rule",
 }
 CARD_FILES = ("README.md", "judge_card.json", "judge_card.png")
+#: ``tests=``: which unit tests judge the descriptions; the rows' column of each, and the suffix of its tables' keys.
+TESTS = ("find", "near", "both")
+TEST_COLUMNS = {"find": "unit_tests", "near": "unit_tests_near"}
+TEST_SUFFIX = {"find": "", "near": "_near"}
 _SHORT = {"strings": "strings", "neurons_entities": "entities", "neurons_relations": "relations", "all": "all"}
 
 #: Atomic string functions' ``partial`` rung: what kind of operation, not which one.
@@ -408,13 +415,62 @@ def _per_1000(value: float, n: int) -> float | None:
     return None if not n else float(value) * 1000.0 / n
 
 
+def _test_sets(tests: str) -> list[str]:
+    one_of("tests", tests, TESTS)
+    return ["find", "near"] if tests == "both" else [tests]
+
+
+def _check_near(rows: Sequence[Mapping[str, Any]], category: str) -> None:
+    lacking = [r.get("function_id") for r in rows if not r.get(TEST_COLUMNS["near"])]
+    if lacking:
+        raise ValueError(f"tests: near-miss tests need the rows' {TEST_COLUMNS['near']!r} column, which {len(lacking)} of "
+                         f"{len(rows)} {category} rows lack (e.g. {lacking[0]}); build data that has it, or judge on 'find'")
+
+
+def _probe_summary(truth: Sequence[float], probe: Sequence[float], resamples: int) -> dict[str, Any]:
+    """A probe's score, its inflation over the truth (probe - truth, paired bootstrap over functions)
+    and whether the truth is above it (the inflation's interval lies below 0)."""
+    from findbench import stats
+
+    cmp = stats.paired_bootstrap(probe, truth, n_resamples=resamples)
+    return {"score": stats.mean_ci(probe, n_resamples=resamples),
+            "inflation": {"mean": cmp.diff, "ci": [float(x) for x in cmp.diff_ci], "n": cmp.n, "p_value": cmp.p_value},
+            "truth_above_probe": bool(cmp.diff_ci[1] < 0)}
+
+
+def _summaries(results: Sequence[Mapping[str, Any]], cats: Sequence[str], rungs: Sequence[str], probe_rungs: Sequence[str],
+               test_set: str, resamples: int) -> dict[str, Any]:
+    """``accuracy``, ``auroc`` and (with probes) ``probes`` of one test set, keys suffixed as :data:`TEST_SUFFIX` says."""
+    from findbench import stats
+
+    def per_function(cat: str | None, rung: str) -> list[float]:
+        return [v for r in results if r["rung"] == rung and r.get("tests", "find") == test_set and (cat is None or r["category"] == cat)
+                for v in r["per_function"]]
+
+    groups: list[tuple[str, str | None]] = [(c, c) for c in cats] + ([("all", None)] if len(cats) > 1 else [])
+    everything = [*rungs, *probe_rungs]
+    suffix = TEST_SUFFIX[test_set]
+    out: dict[str, Any] = {
+        "accuracy" + suffix: {name: {rung: stats.mean_ci(per_function(cat, rung), n_resamples=resamples) for rung in everything}
+                              for name, cat in groups},
+        "auroc" + suffix: {name: {rung: auroc_ci(per_function(cat, "true"), per_function(cat, rung), n_resamples=resamples)
+                                  for rung in everything if rung != "true"} for name, cat in groups},
+    }
+    if probe_rungs:
+        out["probes" + suffix] = {name: {rung: _probe_summary(per_function(cat, "true"), per_function(cat, rung), resamples)
+                                         for rung in probe_rungs} for name, cat in groups}
+    return out
+
+
 def judge_card(judge: Any, *, out: str | os.PathLike | None = None, mode: str | None = None, categories: Sequence[str] | None = None,
                functions_per_category: int | None = 8, seed: int = 0, data: str | os.PathLike | None = None,
                evaluator_data: str | os.PathLike | None = None, function_seed: int = 0, data_seed: int = 0, heldout_fraction: float = 0.2,
                rows: Mapping[str, Sequence[Mapping[str, Any]]] | None = None, judge_cache: str | os.PathLike | None = None,
-               batch_size: int = 8, encoder: Any = None, n_resamples: int | None = None, progress: bool = True) -> dict[str, Any]:
+               batch_size: int = 8, encoder: Any = None, n_resamples: int | None = None, progress: bool = True,
+               tests: str = "find", probes: bool = True) -> dict[str, Any]:
     """Measure ``judge`` (a :func:`~findbench.judge.scoring.load_judge` spec or an LM) on held-out
-    functions with the description ladder (:data:`RUNGS`).
+    functions with the description ladder (:data:`RUNGS`) and the gaming probes
+    (:data:`~findbench.judge.probes.PROBE_RUNGS`).
 
     Args:
         out: card folder to write (:func:`write_card`); None: nothing written.
@@ -426,12 +482,18 @@ def judge_card(judge: Any, *, out: str | os.PathLike | None = None, mode: str | 
             recomputed from ``data_seed`` / ``heldout_fraction``.
         rows: ``{category: rows}`` to judge instead of the held-out sample (also the near-miss pool).
         judge_cache: sqlite file caching the judge's answers: a rerun is free.
+        tests: ``find`` (the rows' ``unit_tests``, FIND's), ``near`` (their ``unit_tests_near``)
+            or ``both``.
+        probes: also judge the gaming probes.
 
-    Returns the card: ``{"judge", "spec", "mode", "rungs", "accuracy": {category | "all": {rung:
-    {mean, ci, n}}}, "auroc": {... {auroc, ci, n}}, "results", "cost", "ladder", "settings", "files"}``.
+    Returns the card: ``{"judge", "spec", "mode", "rungs", "tests", "accuracy": {category | "all":
+    {rung: {mean, ci, n}}}, "auroc": {... {auroc, ci, n}}, "probes": {... {probe rung: {score,
+    inflation, truth_above_probe}}}, "results", "cost", "ladder", "settings", "files"}``; the
+    near-miss tests' tables are ``accuracy_near``, ``auroc_near`` and ``probes_near``.
     """
     from findbench import stats
     from findbench._version import __version__
+    from findbench.judge.probes import PROBE_DEFINITIONS, PROBE_RUNGS, probe_ladder
     from findbench.judge.scoring import JUDGE_MODES, judge_category, judge_mode_of, judge_unit_tests, load_judge, unwrap_lm
 
     if categories is None:
@@ -441,8 +503,11 @@ def judge_card(judge: Any, *, out: str | os.PathLike | None = None, mode: str | 
         raise ValueError("categories must name at least one category")
     integer("functions_per_category", functions_per_category, 2, optional=True)  # the other rung needs two functions
     integer("seed", seed)
+    test_sets = _test_sets(tests)
     mode = one_of("mode", mode if mode is not None else judge_mode_of(judge), JUDGE_MODES)
     resamples = stats.DEFAULT_RESAMPLES if n_resamples is None else n_resamples
+    probe_rungs = PROBE_RUNGS if probes else ()
+    rungs = (*RUNGS, *probe_rungs)
     if rows is not None:
         given = {judge_category(c): list(v) for c, v in rows.items()}
         missing = [c for c in cats if c not in given]
@@ -467,12 +532,16 @@ def judge_card(judge: Any, *, out: str | os.PathLike | None = None, mode: str | 
             held = heldout_rows(cat, data=data, data_seed=data_seed, heldout_fraction=heldout_fraction, evaluator_data=evaluator_data,
                                 rows=pool)
             chosen = held if functions_per_category is None else sample_rows(held, functions_per_category, seed=seed)
+        if "near" in test_sets:
+            _check_near(chosen, cat)
         if cat != "strings" and encoder is None:
             from findbench.lm.encoder import load_encoder
 
             encoder = load_encoder()
         judged[cat] = chosen
         ladders[cat], rules[cat] = _ladder(chosen, cat, pool, seed, encoder)
+        if probes:
+            ladders[cat].update(probe_ladder(chosen, cat, pool, seed=seed)[0])
 
     lm = load_judge(judge, cache=judge_cache, batch_size=batch_size)
     if mode == "pmi" and not callable(getattr(lm, "continuation_logprobs", None)):
@@ -484,40 +553,39 @@ def judge_card(judge: Any, *, out: str | os.PathLike | None = None, mode: str | 
 
     results: list[dict] = []
     for cat in cats:
-        # one judge call per category with every rung: the options' priors (pmi) are computed once
-        fn_rows = judged[cat]
-        n = len(fn_rows)
-        unit_tests = [r["unit_tests"] for r in fn_rows]
-        log.info("judge card %s (%s): %s, %d functions x %d descriptions", meter.name, mode, cat, n, len(RUNGS))
-        tokens0 = meter.tokens
-        t0 = time.perf_counter()
-        res = judge_unit_tests(meter, [d for rung in RUNGS for d in ladders[cat][rung]], unit_tests * len(RUNGS), cat, mode=mode,
-                               progress=progress)
-        seconds, tokens = time.perf_counter() - t0, meter.tokens - tokens0
-        empty = set(res["empty"])
-        for j, rung in enumerate(RUNGS):
-            idx = range(j * n, (j + 1) * n)
-            judged_tests = [d for i in idx if i not in empty for d in res["decisions"][i]]
-            unparsed = sum(d["chosen"] is None for d in judged_tests) if mode == "generate" else None
-            results.append({
-                "category": cat, "rung": rung, "n_functions": n,
-                "n_unit_tests": sum(len(t) for t in unit_tests), "judged_unit_tests": len(judged_tests),
-                "accuracy": float(np.mean([res["per_function"][i] for i in idx])),
-                "per_function": [res["per_function"][i] for i in idx],
-                "function_ids": [r["function_id"] for r in fn_rows],
-                "unparsed": unparsed,
-                "unparsed_rate": (unparsed / len(judged_tests) if judged_tests else None) if unparsed is not None else None,
-            })
-        timing.append({"category": cat, "seconds": seconds, "tokens": tokens,
-                       "judged_unit_tests": sum(r["judged_unit_tests"] for r in results if r["category"] == cat)})
+        for test_set in test_sets:
+            # one judge call per category and test set with every rung: the options' priors (pmi) are computed once
+            fn_rows = judged[cat]
+            n = len(fn_rows)
+            unit_tests = [r[TEST_COLUMNS[test_set]] for r in fn_rows]
+            log.info("judge card %s (%s): %s, %s tests, %d functions x %d descriptions", meter.name, mode, cat, test_set, n, len(rungs))
+            tokens0 = meter.tokens
+            t0 = time.perf_counter()
+            res = judge_unit_tests(meter, [d for rung in rungs for d in ladders[cat][rung]], unit_tests * len(rungs), cat, mode=mode,
+                                   progress=progress)
+            seconds, tokens = time.perf_counter() - t0, meter.tokens - tokens0
+            empty, truncated = set(res["empty"]), set(res["truncated"])
+            start = len(results)
+            for j, rung in enumerate(rungs):
+                idx = range(j * n, (j + 1) * n)
+                judged_tests = [d for i in idx if i not in empty for d in res["decisions"][i]]
+                unparsed = sum(d["chosen"] is None for d in judged_tests) if mode == "generate" else None
+                results.append({
+                    "category": cat, "rung": rung, "tests": test_set,
+                    "n_functions": n, "n_unit_tests": sum(len(t) for t in unit_tests), "judged_unit_tests": len(judged_tests),
+                    "accuracy": float(np.mean([res["per_function"][i] for i in idx])),
+                    "per_function": [res["per_function"][i] for i in idx],
+                    "function_ids": [r["function_id"] for r in fn_rows],
+                    "truncated": sum(i in truncated for i in idx),
+                    "unparsed": unparsed,
+                    "unparsed_rate": (unparsed / len(judged_tests) if judged_tests else None) if unparsed is not None else None,
+                })
+            timing.append({"category": cat, "tests": test_set, "seconds": seconds,
+                           "tokens": tokens, "judged_unit_tests": sum(r["judged_unit_tests"] for r in results[start:])})
 
-    def per_function(cat: str | None, rung: str) -> list[float]:
-        return [v for r in results if r["rung"] == rung and (cat is None or r["category"] == cat) for v in r["per_function"]]
-
-    groups: list[tuple[str, str | None]] = [(c, c) for c in cats] + ([("all", None)] if len(cats) > 1 else [])
-    accuracy = {name: {rung: stats.mean_ci(per_function(cat, rung), n_resamples=resamples) for rung in RUNGS} for name, cat in groups}
-    separation = {name: {rung: auroc_ci(per_function(cat, "true"), per_function(cat, rung), n_resamples=resamples)
-                         for rung in RUNGS if rung != "true"} for name, cat in groups}
+    tables: dict[str, Any] = {}
+    for test_set in test_sets:
+        tables.update(_summaries(results, cats, RUNGS, probe_rungs, test_set, resamples))
     judged_total = sum(t["judged_unit_tests"] for t in timing)
     seconds_total = sum(t["seconds"] for t in timing)
     tokens_total = sum(t["tokens"] for t in timing)
@@ -541,10 +609,11 @@ def judge_card(judge: Any, *, out: str | os.PathLike | None = None, mode: str | 
         "machine": platform.machine(),
         "per_category": timing,
     }
+    shown = [r for r in rungs if r != "empty" and not r.startswith("master_key")]  # the master keys are the same for every function
     ladder_json = {
         cat: [
             {"function_id": r["function_id"], "subcategory": r.get("subcategory"),
-             **{rung: ladders[cat][rung][i] for rung in RUNGS if rung != "empty"},
+             **{rung: ladders[cat][rung][i] for rung in shown},
              "partial_rule": rules[cat]["partial"][i], "near_miss_rule": rules[cat]["near_miss"][i]}
             for i, r in enumerate(judged[cat])
         ]
@@ -554,9 +623,9 @@ def judge_card(judge: Any, *, out: str | os.PathLike | None = None, mode: str | 
         "judge": meter.name,
         "spec": os.fspath(judge) if isinstance(judge, (str, os.PathLike)) else meter.name,
         "mode": mode,
-        "rungs": dict(RUNG_DEFINITIONS),
-        "accuracy": accuracy,
-        "auroc": separation,
+        "rungs": {**RUNG_DEFINITIONS, **{r: PROBE_DEFINITIONS[r] for r in probe_rungs}},
+        "tests": test_sets,
+        **tables,
         "results": results,
         "cost": cost,
         "ladder": ladder_json,
@@ -568,6 +637,7 @@ def judge_card(judge: Any, *, out: str | os.PathLike | None = None, mode: str | 
             "encoder": None if encoder is None else getattr(encoder, "name", type(encoder).__name__),
             "bootstrap": {"resamples": resamples, "seed": stats.DEFAULT_SEED, "confidence": stats.DEFAULT_CONFIDENCE},
             "findbench": __version__,
+            "tests": tests, "probes": probes,
         },
         "files": [],
     }
@@ -585,23 +655,96 @@ def _cell(summary: Mapping[str, Any], key: str = "mean") -> str:
     return format_ci(summary[key], summary["ci"], summary["n"])
 
 
-def format_table(card: Mapping[str, Any], *, what: str = "accuracy") -> str:
-    """The card's ``accuracy`` or ``auroc`` as a Markdown table: a row per rung, a column per category."""
-    if what not in ("accuracy", "auroc"):
-        raise ValueError(f"what must be 'accuracy' or 'auroc', got {what!r}")
-    table = card[what]
+#: Marks of the ``probes`` table: the truth scores above the probe, or that is not established.
+ABOVE, NOT_ABOVE = "✓", "✗"
+
+
+def _probe_cell(summary: Mapping[str, Any]) -> str:
+    return f"{_cell(summary['inflation'])} {ABOVE if summary['truth_above_probe'] else NOT_ABOVE}"
+
+
+def card_tests(card: Mapping[str, Any]) -> list[str]:
+    """The test sets a card was judged on (a card without ``tests`` predates near-miss tests: ``["find"]``)."""
+    return list(card.get("tests") or ["find"])
+
+
+def format_table(card: Mapping[str, Any], *, what: str = "accuracy", tests: str = "find") -> str:
+    """The card's ``accuracy``, ``auroc`` or ``probes`` (inflation over the truth and verdict) on the
+    ``tests`` unit tests as a Markdown table: a row per rung, a column per category."""
+    from findbench.judge.probes import PROBE_RUNGS
+
+    if what not in ("accuracy", "auroc", "probes"):
+        raise ValueError(f"what must be 'accuracy', 'auroc' or 'probes', got {what!r}")
+    one_of("tests", tests, tuple(TEST_SUFFIX))
+    key = what + TEST_SUFFIX[tests]
+    if key not in card:
+        raise ValueError(f"tests: the card has no {key!r} table (judged on {card_tests(card)}, probes: {'probes' in card})")
+    table = card[key]
     cols = list(table)
-    rungs = [r for r in RUNGS if r in next(iter(table.values()))]
-    head = "rung" if what == "accuracy" else "true vs"
+    rungs = [r for r in (*RUNGS, *PROBE_RUNGS) if r in next(iter(table.values()))]
+    head = {"accuracy": "rung", "auroc": "true vs", "probes": "probe"}[what]
     lines = [f"| {head} | " + " | ".join(_SHORT.get(c, c) for c in cols) + " |", "|---|" + "---:|" * len(cols)]
     for rung in rungs:
-        key = "mean" if what == "accuracy" else "auroc"
-        lines.append(f"| {rung} | " + " | ".join(_cell(table[c][rung], key) for c in cols) + " |")
+        if what == "probes":
+            cells = [_probe_cell(table[c][rung]) for c in cols]
+        else:
+            cells = [_cell(table[c][rung], "mean" if what == "accuracy" else "auroc") for c in cols]
+        lines.append(f"| {rung} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def _fmt(value: float | None, digits: int = 1) -> str:
     return "–" if value is None else f"{value:,.{digits}f}"
+
+
+_TEST_NAMES = {"find": "", "near": " (near-miss unit tests)"}
+
+
+def _test_sections(card: Mapping[str, Any], tests: str) -> list[str]:
+    """The accuracy, AUROC and (with probes) probe sections of one test set."""
+    name = _TEST_NAMES[tests]
+    lines = ["## Unit-test accuracy per description" + name, ""]
+    if tests == "near":
+        lines += ["The same descriptions, each judged on the function's `unit_tests_near`: the correct option's input in "
+                  "all three options, the two wrong outputs from near misses of the function (one step or parameter "
+                  "changed, a sibling operation, the nearest concept or relation). Details of the rule now matter.", ""]
+    lines += [
+        format_table(card, tests=tests),
+        "",
+        "## AUROC: true description vs each other one" + name,
+        "",
+        "The score is a function's unit-test accuracy; 1 means every function scores higher with its true description, "
+        "0.5 that the judge cannot tell them apart.",
+        "",
+        format_table(card, what="auroc", tests=tests),
+        "",
+    ]
+    if "probes" + TEST_SUFFIX[tests] in card:
+        lines += [
+            "## Gaming probes: inflation over the true description" + name,
+            "",
+            "A probe's unit-test accuracy minus the true description's, per function, averaged over functions, with a "
+            f"paired bootstrap interval over functions. {ABOVE}: truth above probe (the interval lies below 0); "
+            f"{NOT_ABOVE}: not established, the probe earns as much credit as the rule or more. Each probe's own "
+            "accuracy is in the accuracy table above.",
+            "",
+            format_table(card, what="probes", tests=tests),
+            "",
+        ]
+    return lines
+
+
+def _truncation_line(card: Mapping[str, Any]) -> list[str]:
+    """A cost line on the descriptions the judge's cap cut (cards before the count have none)."""
+    cut: dict[str, int] = {}
+    for r in card["results"]:
+        if r.get("truncated"):
+            cut[r["rung"]] = cut.get(r["rung"], 0) + r["truncated"]
+    if not cut:
+        return []
+    rungs = ", ".join(f"`{rung}` {n}" for rung, n in cut.items())
+    return [f"- descriptions cut to the judge's description cap (`findbench.judge.MAX_DESCRIPTION_TOKENS`) and judged "
+            f"as cut: {sum(cut.values())} ({rungs})"]
 
 
 def _readme(card: Mapping[str, Any]) -> str:
@@ -611,8 +754,11 @@ def _readme(card: Mapping[str, Any]) -> str:
     cats = ", ".join(_SHORT[c] for c in s["categories"])
     k = s["functions_per_category"]
     spec = card["spec"]
+    tests = card_tests(card)
+    probes = any(key.startswith("probes") for key in card)
     command = (f"findbench judge-card --judge {spec} --judge-mode {card['mode']} --categories {','.join(s['categories'])} "
-               f"--functions-per-category {'all' if k is None else k} --seed {s['seed']} --out DIR")
+               f"--functions-per-category {'all' if k is None else k} --seed {s['seed']}"
+               + ("" if s.get("tests", "find") == "find" else f" --tests {s['tests']}") + " --out DIR")
     if cost["unparsed_rate"] is None:
         unparsed = f"none possible in `{card['mode']}` mode (the judge's pick is the option with the highest score)"
     else:
@@ -626,6 +772,19 @@ def _readme(card: Mapping[str, Any]) -> str:
         else:
             cache = (f" {total} were not recomputed: repeats of an earlier request of the run, or answers a request cache "
                      "kept from an earlier run, which make the seconds understate a fresh run.")
+    judged_on = {("find",): "its 10 FIND unit tests", ("near",): "its 10 near-miss unit tests",
+                 ("find", "near"): "its 10 FIND unit tests and, separately, its 10 near-miss unit tests"}[tuple(tests)]
+    notes = []
+    if probes:
+        notes.append("It also judges gaming probes (descriptions that list observations and no rule, hedge the rule with "
+                     "other functions' descriptions, stuff it with the function's outputs, pad it, or claim an answer; see "
+                     "Method): the true description must score above each, and the probe tables say whether a paired "
+                     "bootstrap over functions shows it does.")
+    if "near" in tests:
+        notes.append("FIND's unit tests draw the wrong options from other functions, with other inputs, so any evidence of "
+                     "the function singles out the right one; the near-miss tests keep the input and take the wrong outputs "
+                     "from near misses of the function.")
+    extra = ["", " ".join(notes)] if notes else []
     lines = [
         "---",
         "tags:",
@@ -640,23 +799,14 @@ def _readme(card: Mapping[str, Any]) -> str:
         "",
         f"How well the judge `{spec}` tells a function's description from close and wrong ones, measured on ground truth: "
         f"{'all' if k is None else k} functions per category ({cats}) that the judge-data split holds out of training, "
-        "each judged on its 10 FIND unit tests (three options, one produced by the function; chance is 1/3) with six "
+        f"each judged on {judged_on} (three options, one produced by the function; chance is 1/3) with six "
         "descriptions, from its own to none. A good judge scores the true description near 1, the others lower, in "
         "this order; AUROC says how well a function's score tells the true description from each other one.",
+        *extra,
         "",
         "![accuracy per rung and category](judge_card.png)",
         "",
-        "## Unit-test accuracy per description",
-        "",
-        format_table(card),
-        "",
-        "## AUROC: true description vs each other one",
-        "",
-        "The score is a function's unit-test accuracy; 1 means every function scores higher with its true description, "
-        "0.5 that the judge cannot tell them apart.",
-        "",
-        format_table(card, what="auroc"),
-        "",
+        *[line for t in tests for line in _test_sections(card, t)],
         INTERVAL_NOTE + " " + SMALL_N_LEGEND,
         "",
         "## Cost",
@@ -668,16 +818,21 @@ def _readme(card: Mapping[str, Any]) -> str:
         f"options of one unit test counted once, plus the scored or generated tokens; counted with "
         f"{cost['tokens_counted_with']}; {cost['requests']:,} requests in all)",
         f"- answers that do not parse: {unparsed}",
+        *_truncation_line(card),
         "",
         "## Method",
         "",
-        "The descriptions (`findbench.judge.card.description_ladder`):",
+        "The descriptions (`findbench.judge.card.description_ladder`"
+        + (" and `findbench.judge.probes.probe_ladder`" if probes else "") + "):",
         "",
         *[f"- `{rung}`: {text}" for rung, text in card["rungs"].items()],
         "",
         "Near misses are deterministic: the string step to change and its new parameters come from the seed, and the first "
         "candidate whose outputs differ from the function's on its test inputs is kept; concept and relation neighbours are "
-        f"the nearest by cosine similarity of their names' embeddings ({s['encoder'] or 'not needed'}). Every description goes "
+        f"the nearest by cosine similarity of their names' embeddings ({s['encoder'] or 'not needed'}). "
+        + ("Probes are deterministic too: the observed inputs, the other descriptions a hedge adds and the truth's place "
+           "among them come from the seed. " if probes else "")
+        + "Every description goes "
         "through `findbench.judge.judge_unit_tests` exactly as an interpreter's would, and `judge_card.json` lists each "
         "function's ladder, the rule that made its partial and near-miss descriptions, and its accuracy on every rung.",
         "",
@@ -692,8 +847,10 @@ def _readme(card: Mapping[str, Any]) -> str:
         f"{'All' if k is None else k} functions per category: intervals are wide and cells with n < 10 are marked. The "
         "descriptions are the generators' templates, so the ladder measures how the judge reads findbench's own phrasing; "
         "interpreters write freer text. `partial` and `near_miss` descriptions are still partly right (one step or one "
-        "concept kept), so scores above chance on them are expected; the gap to `true` is what matters. Seconds depend "
-        "on the machine and its load.",
+        "concept kept), so scores above chance on them are expected; the gap to `true` is what matters. "
+        + (f"A probe marked {NOT_ABOVE} is one the truth is not shown to beat on these functions, not one shown to win. "
+           if probes else "")
+        + "Seconds depend on the machine and its load.",
         "",
         f"findbench {s['findbench']}.",
         "",
@@ -702,27 +859,35 @@ def _readme(card: Mapping[str, Any]) -> str:
 
 
 def _plot(card: Mapping[str, Any], path: Path) -> None:
+    from matplotlib import colormaps
     from matplotlib.figure import Figure
 
-    table = card["accuracy"]
+    from findbench.judge.probes import PROBE_RUNGS
+
+    tests = card_tests(card)[0]
+    table = card["accuracy" + TEST_SUFFIX[tests]]
     cols = list(table)
-    width = 0.8 / len(RUNGS)
-    fig = Figure(figsize=(2.0 + 1.9 * len(cols), 3.6))
+    rungs = [r for r in (*RUNGS, *PROBE_RUNGS) if r in next(iter(table.values()))]
+    width = 0.8 / len(rungs)
+    fig = Figure(figsize=(2.0 + 1.9 * len(cols) * max(1.0, len(rungs) / len(RUNGS)), 3.6))
     ax = fig.subplots()
     colours = ["#1b7837", "#7fbf7b", "#d9f0d3", "#e7d4e8", "#af8dc3", "#762a83"]
-    for j, rung in enumerate(RUNGS):
-        xs = [i + (j - (len(RUNGS) - 1) / 2) * width for i in range(len(cols))]
+    probe_colours = colormaps["Oranges"]([0.25 + 0.7 * i / max(1, len(PROBE_RUNGS) - 1) for i in range(len(PROBE_RUNGS))])
+    colour = {**dict(zip(RUNGS, colours)), **dict(zip(PROBE_RUNGS, probe_colours))}
+    for j, rung in enumerate(rungs):
+        xs = [i + (j - (len(rungs) - 1) / 2) * width for i in range(len(cols))]
         means = [table[c][rung]["mean"] for c in cols]
         low = [max(0.0, m - table[c][rung]["ci"][0]) for m, c in zip(means, cols)]
         high = [max(0.0, table[c][rung]["ci"][1] - m) for m, c in zip(means, cols)]
-        ax.bar(xs, means, width, yerr=[low, high], capsize=2, label=rung, color=colours[j], edgecolor="#333333", linewidth=0.5,
+        ax.bar(xs, means, width, yerr=[low, high], capsize=2, label=rung, color=colour[rung], edgecolor="#333333", linewidth=0.5,
                error_kw={"elinewidth": 0.8})
     ax.axhline(1 / 3, color="grey", linestyle=":", linewidth=1, label="chance (1/3)")
     ax.set_xticks(range(len(cols)))
     ax.set_xticklabels([_SHORT.get(c, c) for c in cols])
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("unit-test accuracy (95% CI)")
-    ax.set_title(f"{card['spec']} ({card['mode']}): accuracy per description", fontsize=10)
+    where = " (near-miss tests)" if tests == "near" else ""
+    ax.set_title(f"{card['spec']} ({card['mode']}): accuracy per description{where}", fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=120)
