@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from findbench.find.export import format_pairs
@@ -135,6 +137,45 @@ def test_28_kb_of_unclosed_commands():
     text = "PYTHON(don't " * 3999 + ")" * 3999
     (long,) = parse_commands(text)
     assert long.text == text and "No closing quotation" in long.error
+
+
+def _naive_quoted_close(text, i):
+    """The close of one start by scanning on from it (what the one-pass scanner must agree with)."""
+    depth, quote = 1, None
+    while i < len(text):
+        c = text[i]
+        if quote is not None:
+            if c == "\\" and quote == '"':
+                i += 1
+            elif c == quote:
+                quote = None
+        elif c == "\\":
+            i += 1
+        elif c in "'\"":
+            quote = c
+        elif c in "()":
+            depth += 1 if c == "(" else -1
+            if depth == 0:
+                return i
+        i += 1
+    return None
+
+
+def test_one_pass_closes_agree_with_scanning_each_start():
+    from findbench.interpret.protocol import _COMMAND_START, _plain_closes, _quoted_closes
+
+    rng = random.Random(0)
+    pieces = ["PYTHON(", "(", ")", ")", "'", '"', "\\", "a"]  # dense in what the scanner reads: its states meet often
+    texts = ["PYTHON(( ' PYTHON(\\')"]  # scans at different depths meet (after ' and after \') and move on as one
+    texts += ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 30))) for _ in range(3000)]
+    for text in texts:
+        starts = [m.end() for m in _COMMAND_START.finditer(text)]
+        naive = {b: _naive_quoted_close(text, b) for b in starts}
+        assert _quoted_closes(text, starts) == {b: e for b, e in naive.items() if e is not None}, text
+        plain = _plain_closes(text)
+        for b in starts:
+            depth = [text[b:j + 1].count("(") - text[b:j + 1].count(")") for j in range(b, len(text))]
+            assert plain.get(b - 1) == next((b + k for k, d in enumerate(depth) if d == -1), None), text
 
 
 def test_turn_caps():
