@@ -5,11 +5,15 @@ is meant to be shared, so the final modes follow the umask like any ``open()``).
 from __future__ import annotations
 
 import contextlib
+import csv
+import errno
 import hashlib
+import io
 import json
 import logging
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -73,11 +77,22 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
 
 def read_json_object(path: str | os.PathLike, what: str) -> dict:
     """The JSON object in ``path``; ValueError, one line naming ``what`` and the file, when it
-    cannot be read (missing, truncated, not UTF-8, not JSON) or holds something else."""
+    cannot be read (missing, truncated, not UTF-8, not JSON, nested too deeply) or holds something else."""
     try:
-        obj = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = Path(path).read_bytes()
+    except OSError as exc:
         raise ValueError(f"{what} {path} is unreadable ({type(exc).__name__}: {exc})") from None
+    return parse_json_object(data, path, what)
+
+
+def parse_json_object(data: bytes, path: str | os.PathLike, what: str) -> dict:
+    """The JSON object ``data`` (the bytes of ``path``) holds; the errors of :func:`read_json_object`.
+    A RecursionError of the parser (thousands of nested brackets) is one of them."""
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise ValueError(f"{what} {path} is unreadable ({type(exc).__name__}: {reason})") from None
     if not isinstance(obj, dict):
         raise ValueError(f"{what} {path} must hold a JSON object, got {type(obj).__name__}")
     return obj
@@ -127,3 +142,75 @@ def cache_lock(path: str | os.PathLike, doing: str) -> Iterator[None]:
         yield
     finally:
         lock.release()
+
+
+def read_untrusted_bytes(path: str | os.PathLike, max_bytes: int, what: str) -> bytes:
+    """The bytes of ``path`` read as a file someone else may have planted: a regular file only
+    (a symlink, device, FIFO or socket is refused without being followed or opened for reading
+    its target: ``O_NOFOLLOW | O_NONBLOCK``, then ``fstat``), at most ``max_bytes`` long.
+    ValueError, one line naming ``what`` and the file, otherwise."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        reason = "is a symbolic link (refused)" if exc.errno in (errno.ELOOP, errno.EMLINK) else f"cannot be opened ({exc.strerror})"
+        raise ValueError(f"{what} {path} {reason}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"{what} {path} is not a regular file (refused)")
+        if info.st_size > max_bytes:
+            raise ValueError(f"{what} {path} is {info.st_size:,} bytes, over the {max_bytes:,}-byte cap")
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise ValueError(f"{what} {path} cannot be read ({exc.strerror})") from None
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:  # grew after fstat
+        raise ValueError(f"{what} {path} is over the {max_bytes:,}-byte cap")
+    return data
+
+
+def read_untrusted_text(path: str | os.PathLike, max_bytes: int, what: str) -> str:
+    """:func:`read_untrusted_bytes` decoded as UTF-8 (undecodable bytes replaced)."""
+    return read_untrusted_bytes(path, max_bytes, what).decode("utf-8", errors="replace")
+
+
+def read_untrusted_json(path: str | os.PathLike, max_bytes: int, what: str) -> dict:
+    """The JSON object of an untrusted file (:func:`read_untrusted_bytes`, :func:`parse_json_object`)."""
+    return parse_json_object(read_untrusted_bytes(path, max_bytes, what), path, what)
+
+
+#: First characters that make a spreadsheet read a cell as a formula (OWASP's CSV injection list).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """A CSV cell that no spreadsheet runs: text starting with a formula character (``=``, ``+``,
+    ``-``, ``@``, tab, carriage return) or with ``'`` gets a leading ``'``; numbers stay as they
+    are. :func:`csv_uncell` undoes it."""
+    if isinstance(value, str) and value.startswith((*_FORMULA_START, "'")):
+        return "'" + value
+    return value
+
+
+def csv_uncell(text: str) -> str:
+    """The text a cell of :func:`csv_cell` held."""
+    return text[1:] if text.startswith("'") else text
+
+
+def csv_text(columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> str:
+    """A CSV document (header, then rows; ``\\n`` line ends) with every cell through :func:`csv_cell`:
+    the one CSV writer of findbench."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow([csv_cell(c) for c in columns])
+    writer.writerows([csv_cell(v) for v in row] for row in rows)
+    return buf.getvalue()
+
+
+def read_csv_rows(path: str | os.PathLike) -> list[dict[str, str]]:
+    """The rows of a CSV file findbench wrote (:func:`csv_text`) as dicts, cells decoded with :func:`csv_uncell`."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        return [{csv_uncell(k): csv_uncell(v or "") for k, v in row.items()} for row in csv.DictReader(fh)]

@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 
 #: Interpreters the main job runs: the references (the ``oracle`` ceiling, the ``random``,
 #: ``constant`` and ``empty`` floors; no LM) and the embedded LM.
-DEFAULT_INTERPRETERS = ("oracle", "random", "constant", "empty", "embedded")
+DEFAULT_INTERPRETERS = ("oracle", "random", "constant", "empty", "observed", "embedded")
 #: Layout of the scores a ``scores_<name>`` stage keeps; scores of another layout are recomputed
 #: (2: each metric with ``<metric>_ci`` and ``<metric>_n``).
 _SCORES_FORMAT = 2

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from findbench._io import read_json_object
+from findbench._io import read_untrusted_json
 from findbench.interpret.calls import FunctionRunner
 from findbench.interpret.prompts import MILAN_TURNS, build_messages
 from findbench.interpret.protocol import (
@@ -72,7 +72,8 @@ class Episode:
             in their message, not run.
         usage: summed token usage when the chat reported it.
         generated_tokens: tokens counted against the budget (reported, else :func:`estimate_tokens`).
-        row: the dataset row interpreted (JSON values), the ground truth ``findbench evaluate`` uses."""
+        row: the dataset row interpreted (JSON values); ``findbench evaluate`` checks it against the data.
+        row_fingerprint: :func:`findbench.interpret.truth.row_fingerprint` of ``row``, set when written."""
 
     function_id: str
     category: str
@@ -94,6 +95,7 @@ class Episode:
     generated_tokens: int | None = None
     seed: int = 0
     row: dict[str, Any] | None = None
+    row_fingerprint: str | None = None
 
     @property
     def description(self) -> str:
@@ -146,13 +148,16 @@ class Episode:
 
 #: Keys every ``episode.json`` holds (the fields of :class:`Episode` without a default).
 EPISODE_KEYS = ("function_id", "category", "method")
+#: The largest ``episode.json`` read (16 MiB; a 20-round episode with its row is well under 1 MiB).
+EPISODE_MAX_BYTES = 16 * 2**20
 
 
 def read_episode_file(path: str | os.PathLike) -> dict[str, Any]:
-    """The record an ``episode.json`` holds. ValueError, one line naming the file, when it cannot
-    be read, is not a JSON object or lacks one of :data:`EPISODE_KEYS` (e.g. truncated by a crash
-    or a full disk); a run resumed with the same ``out`` runs such an episode again."""
-    record = read_json_object(path, "episode file")
+    """The record an ``episode.json`` holds, read as an untrusted file (a regular file of at most
+    :data:`EPISODE_MAX_BYTES`, no symlink). ValueError, one line naming the file, when it cannot be
+    read, is not a JSON object or lacks one of :data:`EPISODE_KEYS` (e.g. truncated by a crash or a
+    full disk); a run resumed with the same ``out`` runs such an episode again."""
+    record = read_untrusted_json(path, EPISODE_MAX_BYTES, "episode file")
     missing = [k for k in EPISODE_KEYS if k not in record]
     if missing:
         raise ValueError(f"episode file {path} lacks {missing}")

@@ -1,9 +1,15 @@
 """Score a folder of interpretations into FIND's Table 2 (``findbench evaluate``).
 
 Layouts: a ``findbench interpret`` run, ``<run>/<category>/<method>/fNNNNN/{description.txt,
-domain.txt, code.py, episode.json}`` (``episode.json`` carries the row interpreted), and FIND's
-results layout, ``<dir>/<category>/fNNNNN/`` (scored against the rows of ``data``). A missing
-part is scored as a failure where its metric applies.
+domain.txt, code.py, episode.json}`` (``episode.json`` carries the row interpreted and its
+fingerprint), and FIND's results layout, ``<dir>/<category>/fNNNNN/``. Either way the truth comes
+from the data (:mod:`findbench.interpret.truth`), never from the folder being scored.
+
+A run folder is untrusted: only regular files are read (no symlinks, devices or FIFOs; symlinked
+folders are skipped), each part at most :data:`PART_MAX_BYTES`. A missing part is scored as a
+failure where its metric applies; a part or ``episode.json`` that cannot be read marks its
+episode damaged (``damage`` in ``per_function.csv``, named in ``table.md``), scored as if the part
+were missing, and the other episodes are scored as usual.
 
 Outputs: ``per_function.csv`` (:func:`score_interpretations` and the process columns of
 :mod:`findbench.interpret.process`), ``unit_tests.csv`` (:data:`UNIT_TEST_COLUMNS`; ``margin``:
@@ -14,8 +20,6 @@ bootstrap interval over functions, seed 0, and ``<metric>_n``, :func:`unit_value
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import logging
 import math
@@ -25,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from findbench._io import atomic_dir, read_json_object
+from findbench._io import atomic_dir, csv_text, read_untrusted_json, read_untrusted_text
 from findbench.interpret.protocol import METHODS
 from findbench.schema import CATEGORIES
 from findbench.stats import bootstrap_ci
@@ -36,22 +40,40 @@ logger = logging.getLogger(__name__)
 #: ``domain.txt``, ``code.py``.
 PARTS = ("description", "domain", "code")
 _PART_FILES = {"description": "description.txt", "domain": "domain.txt", "code": "code.py"}
+#: The largest part read; a larger one marks its episode damaged.
+PART_MAX_BYTES = {"description": 64 * 1024, "domain": 64 * 1024, "code": 256 * 1024}
+#: The largest ``run.json`` read.
+RUN_INFO_MAX_BYTES = 1024 * 1024
 #: Aggregate metric names in ``scores.json``.
-SCORE_METRICS = ("nmse_success", "mean_nmse", "exact_match", "unit_test_accuracy", "domain_iou")
-#: Columns of ``per_function.csv``.
-CSV_COLUMNS = ("function_id", "category", "method", "nmse", "exact_match", "unit_test_accuracy", "domain_iou")
+SCORE_METRICS = ("nmse_success", "mean_nmse", "exact_match", "unit_test_accuracy", "domain_iou", "unit_test_accuracy_near")
+#: Columns of ``per_function.csv`` (then :data:`FLOOR_COLUMNS`, ``degenerate``, ``code_error``: why the
+#: answer's code failed in the sandbox, ``damage``: why a part of the episode could not be read, then
+#: the process columns).
+CSV_COLUMNS = ("function_id", "category", "method", "nmse", "exact_match", "unit_test_accuracy", "domain_iou",
+               "unit_test_accuracy_near")
 #: Which aggregates a category has in ``scores.json``.
 CATEGORY_METRICS: dict[str, tuple[str, ...]] = {
     "numeric": ("nmse_success", "mean_nmse", "domain_iou"),
-    "strings": ("exact_match", "unit_test_accuracy"),
-    "neurons_entities": ("unit_test_accuracy",),
-    "neurons_relations": ("unit_test_accuracy",),
+    "strings": ("exact_match", "unit_test_accuracy", "unit_test_accuracy_near"),
+    "neurons_entities": ("unit_test_accuracy", "unit_test_accuracy_near"),
+    "neurons_relations": ("unit_test_accuracy", "unit_test_accuracy_near"),
 }
+#: The per-function metrics with a floor from the agent's own observations (:mod:`findbench.interpret.floors`).
+FLOOR_METRICS = ("nmse", "exact_match", "unit_test_accuracy", "unit_test_accuracy_near")
+#: ``per_function.csv``: each floor metric's ``<metric>_observed`` and ``<metric>_margin`` (metric
+#: minus its floor; for ``nmse`` lower is better, so a negative margin is the good side).
+FLOOR_COLUMNS = tuple(f"{m}_{kind}" for m in FLOOR_METRICS for kind in ("observed", "margin"))
+#: Aggregates of ``scores.json`` with a floor: each gets ``<metric>_observed`` and ``<metric>_margin``
+#: (with ``_ci`` and ``_n``; the margin's interval is a paired bootstrap over functions).
+FLOORED_SCORES = ("nmse_success", "exact_match", "unit_test_accuracy", "unit_test_accuracy_near")
+#: The unit tests each judged metric reads from a row: FIND's, and the near misses of the function.
+UNIT_TEST_SETS = {"unit_test_accuracy": ("unit_tests", "find"), "unit_test_accuracy_near": ("unit_tests_near", "near")}
 #: Columns of ``unit_tests.csv``: one row per unit test judged (``test``: its 0-based position
-#: in the row's ``unit_tests``; ``empty``: 1 when the description was empty and not shown to the
-#: judge, which then chose nothing).
+#: in the row's ``unit_tests`` or ``unit_tests_near``, which ``tests`` names: ``find`` or ``near``;
+#: ``empty``: 1 when the description was empty and not shown to the judge, which then chose nothing).
 UNIT_TEST_COLUMNS = ("function_id", "category", "method", "test", "option_1", "option_2", "option_3", "correct",
-                     "chosen", "right", "score_1", "score_2", "score_3", "margin", "mode", "truncated", "empty", "answer")
+                     "chosen", "right", "score_1", "score_2", "score_3", "margin", "mode", "truncated", "empty", "answer",
+                     "tests")
 OUTPUT_FILES = ("scores.json", "per_function.csv", "table.md", "unit_tests.csv", "process.json")
 
 _EPISODE = re.compile(r"^f\d{5}$")
@@ -61,12 +83,23 @@ _RUN_INFO = "run.json"
 def read_run_info(run_dir: str | os.PathLike) -> dict[str, Any]:
     """``<run_dir>/run.json`` as a dict (``{}`` when the folder has none)."""
     path = Path(run_dir) / _RUN_INFO
-    return read_json_object(path, "run.json:") if path.is_file() else {}
+    return read_untrusted_json(path, RUN_INFO_MAX_BYTES, "run.json:") if os.path.lexists(path) else {}
 
 
 def _subdirs(folder: Path) -> list[Path]:
-    """Visible subfolders, sorted (hidden ones are temporary folders of atomic writers)."""
-    return sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    """Visible subfolders, sorted (hidden ones are temporary folders of atomic writers); a symlink
+    to a folder is not followed (a warning names it)."""
+    found = []
+    for p in sorted(folder.iterdir()):
+        if p.name.startswith("."):
+            continue
+        if p.is_symlink():
+            if p.is_dir():
+                logger.warning("run_dir: %s is a symbolic link to a folder; skipped (run folders are read without links)", p)
+            continue
+        if p.is_dir():
+            found.append(p)
+    return found
 
 
 def _kind(folder: Path) -> str | None:
@@ -84,10 +117,17 @@ def _episodes_of(folder: Path, category: str, method: str, where: str) -> list[d
     for sub in _subdirs(folder):
         if not _EPISODE.match(sub.name):
             raise ValueError(f"run_dir: episode folder {where}/{sub.name} must be named fNNNNN (a function id such as f00042)")
-        record: dict[str, Any] = {"function_id": f"{category}/{sub.name}", "category": category, "method": method}
+        record: dict[str, Any] = {"function_id": f"{category}/{sub.name}", "category": category, "method": method,
+                                  "damage": None}
         for part in PARTS:
             path = sub / _PART_FILES[part]
-            record[part] = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+            record[part] = ""
+            if not os.path.lexists(path):
+                continue
+            try:
+                record[part] = read_untrusted_text(path, PART_MAX_BYTES[part], f"{part} of {category}/{sub.name} ({method}):")
+            except ValueError as exc:
+                record["damage"] = "; ".join(filter(None, (record["damage"], str(exc))))
         records.append(record)
     return records
 
@@ -141,8 +181,8 @@ def _scan(run_dir: Path, method: str | None, exclude: Sequence[Path] = ()) -> tu
 
 def load_interpretations(run_dir: str | os.PathLike, method: str | None = None) -> list[dict[str, Any]]:
     """One record per episode folder of ``run_dir`` (either layout), in category, method, function order:
-    ``{"function_id", "category", "method", "description", "domain", "code"}`` (``""`` for a missing
-    file). ``method``: the method of a FIND-layout folder's episodes (default ``aia``); for a run,
+    ``{"function_id", "category", "method", "description", "domain", "code", "damage"}`` (``""`` for a
+    missing or unreadable file; ``damage``: why a part could not be read, else None). ``method``: the method of a FIND-layout folder's episodes (default ``aia``); for a run,
     keep only that method's episodes."""
     return _scan(Path(run_dir), method)[1]
 
@@ -161,16 +201,6 @@ def reference_program(row: dict) -> tuple[str, list[str]] | None:
     if not table:
         return None
     return f"_TABLE = {table!r}\n\n\ndef function(s):\n    return _TABLE[s]\n", list(table)
-
-
-def check_rows_known(info: dict[str, Any], data: Any, run_path: Path) -> None:
-    """Refuse a run on in-memory rows (``run.json`` source ``rows``) without a dataset folder: procedural
-    rows share its function ids, and would be other functions."""
-    if data is None and info.get("source") == "rows":
-        from findbench.constants import UsageError
-
-        raise UsageError(f"--data: {run_path} was run on in-memory rows (run.json source 'rows'), so its functions cannot be "
-                         "identified; pass --data with the dataset folder those rows came from")
 
 
 def score_interpretations(records: list[dict[str, Any]], rows: list[dict], *, metrics: Sequence[str] = CSV_COLUMNS[3:],
@@ -192,8 +222,8 @@ def score_interpretations(records: list[dict[str, Any]], rows: list[dict], *, me
             rec["nmse"] = math.inf
         if coded:
             out = score_nmse([records[i]["code"] for i in coded], [rows[i]["code"] for i in coded], progress=progress)
-            for i, value in zip(coded, out["nmse"]):
-                records[i]["nmse"] = float(value)
+            for i, value, why in zip(coded, out["nmse"], out["errors"]):
+                records[i]["nmse"], records[i]["code_error"] = float(value), why
     if category == "numeric" and "domain_iou" in metrics:
         from findbench.find.domain import score_domain
 
@@ -210,27 +240,58 @@ def score_interpretations(records: list[dict[str, Any]], rows: list[dict], *, me
         if scored:
             out = score_exact_match([records[i]["code"] for i in scored], [references[i][0] for i in scored],
                                     [references[i][1] for i in scored], progress=progress)
-            for i, value in zip(scored, out["per_function"]):
-                records[i]["exact_match"] = float(value)
-    if category not in (None, "numeric") and "unit_test_accuracy" in metrics:
+            for i, value, why in zip(scored, out["per_function"], out["errors"]):
+                records[i]["exact_match"], records[i]["code_error"] = float(value), why
+    for metric, (column, tests) in UNIT_TEST_SETS.items():
+        if category in (None, "numeric") or metric not in metrics:
+            continue
         from findbench.judge import judge_unit_tests, normalize_unit_test
 
-        judged = [i for i, row in enumerate(rows) if row.get("unit_tests")]
+        judged = [i for i, row in enumerate(rows) if row.get(column)]
         if len(judged) < len(records):
-            logger.info("unit_test_accuracy: %d %s function(s) have no unit tests; left empty", len(records) - len(judged), category)
+            logger.info("%s: %d %s function(s) have no %s; left empty", metric, len(records) - len(judged), category, column)
         if judged:
             out = judge_unit_tests(judge, [records[i]["description"] for i in judged],
-                                   [[normalize_unit_test(t) for t in rows[i]["unit_tests"]] for i in judged],
+                                   [[normalize_unit_test(t) for t in rows[i][column]] for i in judged],
                                    category, mode=mode, progress=progress)
             for i, value in zip(judged, out["per_function"]):
-                records[i]["unit_test_accuracy"] = float(value)
-            _keep_decisions(records, judged, rows, out, category, mode)
+                records[i][metric] = float(value)
+            _keep_decisions(records, judged, rows, out, category, mode, column, tests)
     return records
 
 
+def _add_floors(category: str, records: list[dict[str, Any]], lm: Any, mode: str) -> None:
+    """Set each record's ``<metric>_observed`` (:data:`FLOOR_METRICS`: the best the floor answers of
+    its own observations score, :func:`findbench.interpret.floors.floor_answers`) and ``<metric>_margin``."""
+    from findbench.interpret.floors import floor_answers, observed_pairs
+
+    floors, owners = [], []
+    for k, rec in enumerate(records):
+        for answer in floor_answers(category, observed_pairs(rec.get("episode"))):
+            floors.append({"function_id": rec["function_id"], "category": category, "method": rec["method"],
+                           "description": answer.description, "domain": "", "code": answer.code or ""})
+            owners.append(k)
+    metrics = [m for m in FLOOR_METRICS if any(r.get(m) is not None for r in records)]
+    if floors and metrics:
+        score_interpretations(floors, [records[k]["row"] for k in owners], metrics=metrics, judge=lm, mode=mode)
+    for k, rec in enumerate(records):
+        mine = [f for f, owner in zip(floors, owners) if owner == k]
+        for metric in FLOOR_METRICS:
+            values = [f[metric] for f in mine if f.get(metric) is not None]
+            best = (min if metric == "nmse" else max)(values) if values and rec.get(metric) is not None else None
+            rec[f"{metric}_observed"] = best
+            rec[f"{metric}_margin"] = rec[metric] - best if best is not None and math.isfinite(rec[metric] - best) else None
+
+
 def _score_category(category: str, records: list[dict[str, Any]], lm: Any, mode: str, progress: bool) -> dict[str, dict[str, Any]]:
-    """Score each record; return ``{method: {metric: value, "<metric>_ci": [low, high] | None, "<metric>_n": n}}``."""
+    """Score each record and its floors; return ``{method: {metric: value, "<metric>_ci": [low, high] | None,
+    "<metric>_n": n, "<metric>_observed…", "<metric>_margin…", "n_degenerate"}}``."""
+    from findbench.interpret.floors import degenerate_reasons
+
     score_interpretations(records, [r["row"] for r in records], judge=lm, mode=mode, progress=progress)
+    _add_floors(category, records, lm, mode)
+    for rec, reason in zip(records, degenerate_reasons(records)):
+        rec["degenerate"] = reason
     scores: dict[str, dict[str, Any]] = {}
     for method in METHODS:
         group = [r for r in records if r["method"] == method]
@@ -239,10 +300,23 @@ def _score_category(category: str, records: list[dict[str, Any]], lm: Any, mode:
         agg: dict[str, Any] = {}
         for metric in CATEGORY_METRICS[category]:
             units = unit_values(metric, group)
-            agg[metric] = float(sum(units) / len(units)) if units else None  # units are finite (unit_values)
+            agg[metric] = _mean(units)
             agg[f"{metric}_ci"], agg[f"{metric}_n"] = _interval(units)
+            if metric not in FLOORED_SCORES:
+                continue
+            column = "nmse" if metric == "nmse_success" else metric
+            paired = [(unit_values(metric, [r])[0], unit_values(metric, [{column: r[f"{column}_observed"]}])[0])
+                      for r in group if r.get(f"{column}_observed") is not None and unit_values(metric, [r])]
+            for kind, values in (("observed", [b for _, b in paired]), ("margin", [a - b for a, b in paired])):
+                agg[f"{metric}_{kind}"] = _mean(values)
+                agg[f"{metric}_{kind}_ci"], agg[f"{metric}_{kind}_n"] = _interval(values)
+        agg["n_degenerate"] = sum(bool(r["degenerate"]) for r in group)
         scores[method] = agg
     return scores
+
+
+def _mean(units: Sequence[float]) -> float | None:
+    return float(sum(units) / len(units)) if units else None  # units are finite (unit_values)
 
 
 def unit_values(metric: str, records: Sequence[dict[str, Any]]) -> list[float]:
@@ -281,24 +355,19 @@ def _cell(value: Any) -> str:
 def _per_function_csv(records: list[dict[str, Any]]) -> str:
     from findbench.interpret.process import PROCESS_COLUMNS
 
-    columns = CSV_COLUMNS + PROCESS_COLUMNS
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(columns)
-    for rec in records:
-        writer.writerow([_cell(rec.get(col)) for col in columns])
-    return buf.getvalue()
+    columns = (*CSV_COLUMNS, *FLOOR_COLUMNS, "degenerate", "code_error", "damage", *PROCESS_COLUMNS)
+    return csv_text(columns, ([_cell(rec.get(col)) for col in columns] for rec in records))
 
 
 def _keep_decisions(records: list[dict[str, Any]], judged: list[int], truth: list[dict], out: dict[str, Any],
-                    category: str, mode: str) -> None:
-    """Store the judge's decision on each unit test of the judged records under ``"unit_test_rows"``."""
+                    category: str, mode: str, column: str = "unit_tests", tests_name: str = "find") -> None:
+    """Add the judge's decision on each unit test of ``column`` of the judged records to ``"unit_test_rows"``."""
     from findbench.judge import normalize_unit_test, render_pmi_option
 
     truncated, empty = set(out.get("truncated") or []), set(out.get("empty") or [])
     for pos, i in enumerate(judged):
         rec, rows = records[i], []
-        tests = [normalize_unit_test(t) for t in truth[i]["unit_tests"]]
+        tests = [normalize_unit_test(t) for t in truth[i][column]]
         for k, (test, d) in enumerate(zip(tests, out["decisions"][pos])):
             options = [render_pmi_option(test, c, category) for c in range(1, len(test["inputs"]) + 1)]
             scores = d["scores"] or []
@@ -308,61 +377,54 @@ def _keep_decisions(records: list[dict[str, Any]], judged: list[int], truth: lis
                 "correct": d["correct"], "chosen": d["chosen"], "right": int(d["right"]),
                 **{f"score_{c}": v for c, v in enumerate(scores, 1)},
                 "margin": d["margin"], "mode": mode, "truncated": int(pos in truncated), "empty": int(pos in empty),
-                "answer": d["answer"],
+                "answer": d["answer"], "tests": tests_name,
             })
-        rec["unit_test_rows"] = rows
+        rec["unit_test_rows"] = [r for r in rec.get("unit_test_rows") or [] if r["tests"] != tests_name] + rows
 
 
 def _unit_tests_csv(records: list[dict[str, Any]]) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(UNIT_TEST_COLUMNS)
-    for rec in records:
-        for row in rec.get("unit_test_rows") or []:
-            writer.writerow([_cell(row.get(col)) for col in UNIT_TEST_COLUMNS])
-    return buf.getvalue()
+    rows = (row for rec in records for row in rec.get("unit_test_rows") or [])
+    return csv_text(UNIT_TEST_COLUMNS, ([_cell(row.get(col)) for col in UNIT_TEST_COLUMNS] for row in rows))
 
 
 def read_scored_run(run_dir: str | os.PathLike, *, data: str | os.PathLike | None = None, method: str | None = None,
                     exclude: Sequence[Path] = ()) -> dict[str, Any]:
     """A run as ``findbench evaluate`` and ``findbench report`` read it: ``{"layout", "info"
-    (run.json), "interpreter", "seed", "data", "carried", "records"}``. Each record of
-    :func:`load_interpretations` gains ``"episode"`` (None without a readable ``episode.json``),
-    ``"damage"`` (why a damaged one is unreadable) and ``"row"``: the one every episode carries
-    (``carried``), else the row of ``data`` (default run.json's, else procedural with its seed)."""
+    (run.json), "interpreter", "seed", "data", "verified", "truth" (where the rows come from, in
+    words), "records"}``. Each record of :func:`load_interpretations` gains ``"episode"`` (None
+    without a readable ``episode.json``), ``"damage"`` (why a damaged one is unreadable) and
+    ``"row"``, the truth it is scored against (:func:`findbench.interpret.truth.attach_truth`:
+    the data's row, checked against the carried one; on an unverifiable run the carried row)."""
     from findbench.interpret.episode import read_episode_file
+    from findbench.interpret.truth import attach_truth
 
     run_path = Path(run_dir)
     layout, records = _scan(run_path, method, exclude)
     info = read_run_info(run_path)
     seed = info.get("seed") or 0
-    if data is None and info.get("data"):
-        data = info["data"]
     for rec in records:
         category, local = rec["function_id"].split("/", 1)
         folder = run_path / category / rec["method"] / local if layout == "run" else run_path / category / local
-        rec["episode"] = rec["damage"] = None
-        if (folder / "episode.json").is_file():
+        rec["episode"] = None
+        if os.path.lexists(folder / "episode.json"):
             try:
                 rec["episode"] = read_episode_file(folder / "episode.json")
             except ValueError as exc:
-                rec["damage"] = str(exc)
-        rec["row"] = (rec["episode"] or {}).get("row")
-    carried = all(r["row"] for r in records)
-    if not carried:  # FIND's layout and older runs carry no row
-        from findbench.find.rows import load_rows
-
-        check_rows_known(info, data, run_path)
-        source = f"data folder {data}" if data is not None else f"procedural data (seed {seed})"
-        for category in (c for c in CATEGORIES if any(r["category"] == c for r in records)):
-            by_id = {row["function_id"]: row for row in load_rows(category, seed=seed, data=data)}
-            for rec in (r for r in records if r["category"] == category):
-                if rec["function_id"] not in by_id:
-                    raise ValueError(f"function_id: {rec['function_id']} ({rec['method']}) is not in the {category} "
-                                     f"{source} ({len(by_id)} functions)")
-                rec["row"] = by_id[rec["function_id"]]
+                rec["damage"] = "; ".join(filter(None, (rec["damage"], str(exc))))
+            if rec["episode"] is not None and (rec["episode"].get("function_id"), rec["episode"].get("method")) != (
+                    rec["function_id"], rec["method"]):
+                rec["damage"] = "; ".join(filter(None, (rec["damage"], f"episode file {folder / 'episode.json'} is the record "
+                                                        f"of another episode ({rec['episode'].get('function_id')!r}, "
+                                                        f"{rec['episode'].get('method')!r})")))
+                rec["episode"] = None
+    verified, truth = attach_truth(records, info, data, run_path)
+    unscorable = [r for r in records if r["row"] is None]
+    for rec in unscorable:
+        logger.warning("not scored: %s (%s) carries no readable row (%s)", rec["function_id"], rec["method"], rec["damage"])
+    records = [r for r in records if r["row"] is not None]
     return {"layout": layout, "info": info, "interpreter": info.get("interpreter") or run_path.resolve().name, "seed": seed,
-            "data": data, "carried": carried, "records": records}
+            "data": data if data is not None else info.get("data"), "verified": verified, "truth": truth, "records": records,
+            "unscorable": unscorable}
 
 
 def _add_process(records: list[dict[str, Any]]) -> None:
@@ -407,7 +469,10 @@ def evaluate_run(run_dir: str | os.PathLike, *, data: str | os.PathLike | None =
         method: FIND-layout folders: the method of every episode (default ``aia``); runs: only it.
         out: must not be ``run_dir`` (or hold it), nor hold other files.
 
-    Returns ``{"interpreter", "layout", "scores", "counts", "out", "table", "process"}``."""
+    ``scores.json`` cells carry ``unverified`` (true when the run was made on in-memory rows and
+    scored on the rows it carries, :mod:`findbench.interpret.truth`).
+
+    Returns ``{"interpreter", "layout", "scores", "counts", "out", "table", "process", "verified"}``."""
     from findbench.interpret.scoreboard import render_table
 
     run_path, out_path = Path(run_dir), Path(out)
@@ -418,14 +483,12 @@ def evaluate_run(run_dir: str | os.PathLike, *, data: str | os.PathLike | None =
             raise ValueError(f"judge_mode must be one of {JUDGE_MODES} or None, got {judge_mode!r}")
     _check_out(out_path, run_path)
     run = read_scored_run(run_path, data=data, method=method, exclude=[out_path])
-    layout, records, interpreter, seed, data = run["layout"], run["records"], run["interpreter"], run["seed"], run["data"]
-    for rec in records:
-        if rec["damage"]:
-            logger.warning("process metrics: %s", rec["damage"])
-    if run["carried"]:
-        where = "the rows carried in each episode.json"
-    else:
-        where = f"`{data}`" if data is not None else f"procedural, seed {seed}"
+    layout, records, interpreter = run["layout"], run["records"], run["interpreter"]
+    damaged = [r for r in records + run["unscorable"] if r["damage"]]
+    for rec in damaged:
+        logger.warning("damaged episode %s (%s): %s", rec["function_id"], rec["method"], rec["damage"])
+    if not records:
+        raise ValueError(f"run_dir: nothing to score in {run_path}: no episode carries a readable row")
 
     lm, mode = None, "logprob"
     if any(r["category"] != "numeric" for r in records):
@@ -442,9 +505,16 @@ def evaluate_run(run_dir: str | os.PathLike, *, data: str | os.PathLike | None =
             continue
         logger.info("scoring %d %s interpretation(s)", len(group), category)
         scores[category] = _score_category(category, group, lm, mode, progress)
+        for method_scores in scores[category].values():
+            method_scores["unverified"] = not run["verified"]
         counts[category] = {m: sum(r["method"] == m for r in group) for m in METHODS if any(r["method"] == m for r in group)}
 
-    notes = [f"Run: `{run_path}` ({layout} layout); data: {where}."]
+    notes = [f"Run: `{run_path}` ({layout} layout); truth: {run['truth']}."]
+    if damaged or run["unscorable"]:
+        names = ", ".join(f"{r['function_id']} ({r['method']})" for r in damaged[:10]) + (" …" if len(damaged) > 10 else "")
+        notes.append(f"Damaged: {len(damaged)} episode(s) could not be read in full and are scored as if the unreadable "
+                     f"parts were missing ({len(run['unscorable'])} not scored: no row to score against): {names}; "
+                     "see the damage column of per_function.csv.")
     if lm is not None:
         notes.append(f"Judge: `{getattr(lm, 'name', type(lm).__name__)}` in `{mode}` mode.")
     table = render_table(interpreter, scores, counts=counts, notes=notes)
@@ -462,4 +532,4 @@ def evaluate_run(run_dir: str | os.PathLike, *, data: str | os.PathLike | None =
         (tmp / "process.json").write_text(json.dumps(process, indent=2, allow_nan=False) + "\n", encoding="utf-8")
         (tmp / "table.md").write_text(table, encoding="utf-8")
     return {"interpreter": interpreter, "layout": layout, "scores": scores, "counts": counts, "out": str(out_path), "table": table,
-            "process": process}
+            "process": process, "verified": run["verified"]}

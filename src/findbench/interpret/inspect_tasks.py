@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import math
 import os
 import threading
@@ -59,6 +58,7 @@ from findbench.interpret.episode import (
     run_command,
     run_episode,
 )
+from findbench.interpret.floors import DEFAULT_OBSERVED_CALLS, observed_turns
 from findbench.interpret.prompts import MILAN_TURNS, check_method, turn_grammar
 from findbench.interpret.protocol import (
     MAX_COMMANDS_PER_MESSAGE,
@@ -75,6 +75,7 @@ from findbench.interpret.protocol import (
     tool_command,
 )
 from findbench.interpret.references import REFERENCE_INTERPRETERS, reference_answer
+from findbench.interpret.truth import UNVERIFIED_NOTE, json_row
 from findbench.lm.base import Constraint, use_structured_outputs
 from findbench.schema import CATEGORIES, parse_function_id
 
@@ -197,11 +198,11 @@ async def _run_tool_calls(messages: list[ChatMessage], tool: ToolDef, episode: E
 
 
 async def run_tool_episode(row: Mapping[str, Any], model: Any = None, *, method: str = "aia", rounds: int = DEFAULT_ROUNDS,
-                           max_tokens: int | None = None, seed: int = 0, reference: str | None = None,
+                           max_tokens: int | None = None, seed: int = 0, reference: Sequence[str] | None = None,
                            episode_tokens: int | None = None) -> tuple[Episode, list[ChatMessage]]:
     """One ``tools``-protocol episode on ``row``: the record and Inspect's conversation. The loop of
     :func:`~findbench.interpret.episode.run_episode` with :func:`call_function_tool` offered each turn;
-    ``reference`` is an answer given on the first turn instead of calling a model."""
+    ``reference``: turns given instead of calling a model (the last one repeats)."""
     runner, episode = await open_episode(row, method=method, rounds=rounds, seed=seed, protocol="tools",
                                          episode_tokens=episode_tokens)
     tool = call_function_tool(runner, episode)
@@ -209,7 +210,7 @@ async def run_tool_episode(row: Mapping[str, Any], model: Any = None, *, method:
     for turn in range(1, episode.max_rounds + 1):
         episode.rounds = turn
         if reference is not None:
-            output = ModelOutput.from_content(model="none", content=reference)
+            output = ModelOutput.from_content(model="none", content=reference[min(turn, len(reference)) - 1])
         else:
             config = GenerateConfig(max_tokens=episode.turn_limit(max_tokens))
             output = await get_model(model).generate(messages, tools=[tool], config=config)
@@ -231,11 +232,6 @@ async def run_tool_episode(row: Mapping[str, Any], model: Any = None, *, method:
             break
     episode.messages = from_chat_messages(messages)
     return episode, messages
-
-
-def _json_row(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A row as plain JSON values (the log stores sample metadata as JSON)."""
-    return json.loads(json.dumps(dict(row), default=lambda v: v.tolist() if hasattr(v, "tolist") else str(v)))
 
 
 def _rows(data: Any, category: str, seed: int) -> list[dict]:
@@ -263,12 +259,14 @@ def default_configs(data: Any, methods: Sequence[str], functions: Sequence[str] 
 
 def find_samples(configs: Sequence[str] | str | None = None, method: str = "aia", *, limit: int | None = None, sample: int | None = None,
                  functions: Sequence[str] | str | None = None, data: Any = None, seed: int = 0,
-                 interpreter: str | None = None) -> list[Sample]:
-    """One sample per FIND function: id the function id, metadata ``{"row", "method"}``.
+                 interpreter: str | None = None, observed_calls: int = DEFAULT_OBSERVED_CALLS) -> list[Sample]:
+    """One sample per FIND function: id the function id, metadata ``{"row", "method", "unverified"}``
+    (``unverified``: the row came from in-memory rows, which no data checks).
 
     ``data``: a dataset folder, rows or None (procedural rows of ``seed``); ``configs`` default to
     :func:`default_configs`; ``sample`` is seeded and stratified by subcategory (after ``limit``).
-    A reference ``interpreter`` (``oracle``, ``random``, ...) adds its answer to the metadata."""
+    A reference ``interpreter`` (``oracle``, ``random``, ...) adds its turns to the metadata
+    (``reference_turns``; ``observed`` calls ``observed_calls`` inputs first)."""
     from findbench.find.rows import sample_rows
 
     function_list = _checks.str_list("functions", functions, optional=True)
@@ -307,10 +305,13 @@ def find_samples(configs: Sequence[str] | str | None = None, method: str = "aia"
             rows = sample_rows(rows, sample, seed=seed)
         for row in rows:
             found.add(row["function_id"])
-            metadata: dict[str, Any] = {"row": _json_row(row), "method": method}
-            if interpreter is not None:
+            metadata: dict[str, Any] = {"row": json_row(row), "method": method,
+                                        "unverified": data is not None and not isinstance(data, (str, os.PathLike))}
+            if interpreter == "observed":
+                metadata["reference_turns"] = observed_turns(row, pool, method=method, calls=observed_calls, seed=seed)
+            elif interpreter is not None:
                 answer = reference_answer(interpreter, row, pool, seed=seed)
-                metadata["reference_answer"] = format_answer(answer.description, answer.domain, answer.code)
+                metadata["reference_turns"] = [format_answer(answer.description, answer.domain, answer.code)]
             samples.append(Sample(input=f"Interpret the FIND function {row['function_id']} (method {method}).",
                                   target=str(row.get("description") or ""), id=row["function_id"], metadata=metadata))
     missing = sorted(wanted - found)
@@ -331,7 +332,7 @@ def find_agent(rounds: int = DEFAULT_ROUNDS, max_tokens: int | None = None, seed
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         row, method = state.metadata["row"], state.metadata["method"]
-        reference = state.metadata.get("reference_answer")
+        reference = state.metadata.get("reference_turns")
         if protocol == "tools":
             episode, messages = await run_tool_episode(row, method=method, rounds=rounds, max_tokens=max_tokens, seed=seed,
                                                        reference=reference, episode_tokens=episode_tokens)
@@ -339,7 +340,8 @@ def find_agent(rounds: int = DEFAULT_ROUNDS, max_tokens: int | None = None, seed
         else:
             if reference is not None:
                 async def chat(messages: list[dict[str, str]], max_tokens: int | None = None) -> str:
-                    return reference
+                    turn = sum(m.get("role") == "assistant" for m in messages)
+                    return reference[min(turn, len(reference) - 1)]
             else:
                 chat = inspect_chat(constraint=_turn_grammar(row["category"], method, rounds, structured_outputs))
             episode = await run_episode(row, chat, method=method, rounds=rounds, max_tokens=max_tokens, seed=seed,
@@ -383,13 +385,21 @@ def _scored(state: TaskState, metric: str, **judge: Any) -> dict[str, Any]:
     return score_interpretations([record], [state.metadata["row"]], metrics=(metric,), **judge)[0]
 
 
+def _marked(state: TaskState, score: Score | None) -> Score | None:
+    """``score`` with :data:`~findbench.interpret.truth.UNVERIFIED_NOTE` opening its explanation
+    when the sample's row came from in-memory rows."""
+    if score is not None and state.metadata.get("unverified"):
+        score.explanation = UNVERIFIED_NOTE + (f"\n{score.explanation}" if score.explanation else "")
+    return score
+
+
 def _metric_scorer(category: str, metric: str, to_score: Any) -> Any:
     """A scorer of ``category``'s samples: ``to_score(value, episode)`` of the episode's ``metric``."""
 
     async def score(state: TaskState, target: Target) -> Score | None:
         if state.metadata["row"]["category"] != category:
             return None
-        return to_score((await asyncio.to_thread(_scored, state, metric))[metric], _episode(state))
+        return _marked(state, to_score((await asyncio.to_thread(_scored, state, metric))[metric], _episode(state)))
 
     return score
 
@@ -454,8 +464,9 @@ def unit_test_accuracy(judge: Any = "embedded-evaluator", judge_mode: str | None
             return None
         record = await asyncio.to_thread(run, state)
         rows = record["unit_test_rows"]
-        return Score(value=record["unit_test_accuracy"], answer=record["description"], explanation=judge_explanation(rows, mode),
-                     metadata={"judge_mode": mode, "truncated": bool(rows[0]["truncated"]), "decisions": rows})
+        return _marked(state, Score(value=record["unit_test_accuracy"], answer=record["description"],
+                                    explanation=judge_explanation(rows, mode),
+                                    metadata={"judge_mode": mode, "truncated": bool(rows[0]["truncated"]), "decisions": rows}))
 
     return score
 

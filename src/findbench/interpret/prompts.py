@@ -249,3 +249,10 @@ def turn_constraint(category: str, *, answer_only: bool = False) -> Constraint:
         return Constraint(regex=f"{_PREAMBLE}{answer}")
     commands = rf"{_COMMAND}(\n{_COMMAND}){{0,{MAX_TURN_COMMANDS - 1}}}"
     return Constraint(regex=f"{_PREAMBLE}({commands}|{answer})")
+
+
+#: The text each task prompt shows after ``[DESCRIPTION]:`` as the form of an answer: an answer
+#: that only repeats it is degenerate (:func:`findbench.interpret.floors.degenerate_reasons`).
+DESCRIPTION_PLACEHOLDERS = tuple(dict.fromkeys(
+    line.split("[DESCRIPTION]:", 1)[1].strip() for template in (_NUMERIC, _STRINGS, _ENTITIES, _RELATIONS)
+    for line in template.splitlines() if line.startswith("[DESCRIPTION]:")))

@@ -6,8 +6,12 @@
   the function id.
 - ``constant``: one category-generic answer (:data:`CONSTANT_ANSWERS`), the floor to clear.
 - ``empty``: no answer (scores 0).
+- ``observed``: calls the function on a fixed seeded plan, then answers with what those
+  observations alone support (:mod:`findbench.interpret.floors`): the floor every interpreter's
+  margin is measured from, met by construction (margin 0).
 
-They answer in the text format on their first turn, through the same loop and scoring as an LM."""
+They answer in the text format (``observed`` after one turn of commands), through the same loop
+and scoring as an LM."""
 
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ from findbench.find.export import format_value
 from findbench.interpret.protocol import Answer
 
 #: Interpreter names answered without an LM: the ceiling, and the floors a method must clear.
-REFERENCE_INTERPRETERS = ("oracle", "random", "constant", "empty")
+REFERENCE_INTERPRETERS = ("oracle", "random", "constant", "empty", "observed")
 
 #: The ``constant`` baseline: one fixed answer per category, whatever the function. Its
 #: numeric ``[DOMAIN]`` says there is no corrupted interval (right for every clean function,
@@ -124,4 +128,7 @@ def reference_answer(name: str, row: Mapping[str, Any], pool: Sequence[Mapping[s
         return constant_answer(row)
     if name == "empty":
         return empty_answer(row)
+    if name == "observed":
+        raise ValueError("name: 'observed' answers after calling the function; its turns come from "
+                         "findbench.interpret.floors.observed_turns")
     raise ValueError(f"name must be one of {REFERENCE_INTERPRETERS}, got {name!r}")

@@ -8,7 +8,6 @@ programs run again in :mod:`findbench.sandbox`)."""
 
 from __future__ import annotations
 
-import csv
 import html
 import json
 import logging
@@ -22,7 +21,7 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from findbench._io import atomic_write_text, read_json_object
+from findbench._io import atomic_write_text, read_csv_rows, read_json_object
 from findbench.find.export import format_pair_list
 from findbench.interpret.evaluate import read_scored_run
 from findbench.interpret.process import PROCESS_HEADERS, PROCESS_NOTES, process_rows
@@ -32,9 +31,12 @@ from findbench.interpret.scoreboard import (
     TABLE2_CAPTION,
     TABLE2_COLUMNS,
     TABLE2_HEADERS,
+    VARIANTS_NOTE,
+    degenerate_note,
     table2_notes,
     table2_rows,
     table2_summaries,
+    variant_rows,
 )
 from findbench.schema import CATEGORIES
 from findbench.stats import INTERVAL_NOTE, SMALL_N_LEGEND, SMALL_N_MARK, is_small
@@ -405,9 +407,8 @@ def _read_csv(path: Path) -> dict[tuple[str, str], list[dict[str, str]]]:
     """A file of ``findbench evaluate``'s, its rows per ``(function_id, method)`` (``{}`` without it)."""
     out: dict[tuple[str, str], list[dict[str, str]]] = {}
     if path.is_file():
-        with open(path, newline="", encoding="utf-8") as fh:
-            for r in csv.DictReader(fh):
-                out.setdefault((r["function_id"], r["method"]), []).append(r)
+        for r in read_csv_rows(path):
+            out.setdefault((r["function_id"], r["method"]), []).append(r)
     return out
 
 
@@ -430,8 +431,7 @@ def write_report(run_dir: str | os.PathLike, scores_dir: str | os.PathLike | Non
     process = read_json_object(process_file, "scores_dir:") if process_file.is_file() else {}
     run = read_scored_run(run_path, data=data)
     interpreter, seed, records = run["interpreter"], run["seed"], run["records"]
-    source = "the rows carried in each episode.json" if run["carried"] else (
-        f"data folder {run['data']}" if run["data"] is not None else f"procedural data (seed {seed})")
+    source, verified = f"truth: {run['truth']}", run["verified"]
 
     def key(rec: Mapping[str, Any]) -> tuple[str, str]:
         return rec["function_id"], rec["method"]
@@ -478,11 +478,17 @@ def write_report(run_dir: str | os.PathLike, scores_dir: str | os.PathLike | Non
     modes = sorted({t["mode"] for tests in unit_tests.values() for t in tests})
     notes = [f"Judge mode: {', '.join(modes)} (the judge is named in table.md)."] if modes else []
     *paper, run = table2_rows(interpreter, scores)
-    table2 = (_table("table2", TABLE2_HEADERS, [_tr(r) for r in paper] + [_tr([f"{run[0]} (this run)", *run[1:]], "this-run")])
+    variants = variant_rows(interpreter, scores)
+    notes += [VARIANTS_NOTE] if variants else []
+    notes += [n for n in [degenerate_note(scores)] if n]
+    table2 = (_table("table2", TABLE2_HEADERS, [_tr(r) for r in paper] + [_tr([f"{run[0]} (this run)", *run[1:]], "this-run")]
+                     + [_tr(r, "variant") for r in variants])
               + _notes(table2_notes(scores, counts or None, notes)) + _process_html(process))
     table_md = os.path.relpath(scores_path / "table.md", out_path)
     meta = (f"Run <code>{_esc(str(run_path))}</code>, scores <code>{_esc(str(scores_path))}</code> "
             f'(<a href="{_esc(table_md)}">table.md</a>), {_esc(source)}; {len(records)} episode(s).')
+    if not verified:
+        meta += " <strong>Scores unverified:</strong> no data checked the rows this run folder carries."
     page = _PAGE.substitute(interpreter=_esc(interpreter), meta=meta, caption=_esc(TABLE2_CAPTION), table2=table2,
                             sections="\n".join(sections))
     atomic_write_text(out_path / REPORT_FILE, page)

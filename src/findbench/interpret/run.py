@@ -26,8 +26,10 @@ from findbench._io import atomic_dir, atomic_write_json
 from findbench._version import __version__
 from findbench.constants import UsageError
 from findbench.interpret.episode import DEFAULT_API_MAX_TOKENS, DEFAULT_ROUNDS, Episode, read_episode_file
+from findbench.interpret.floors import DEFAULT_OBSERVED_CALLS
 from findbench.interpret.protocol import METHODS, PROTOCOL, PROTOCOLS
 from findbench.interpret.references import REFERENCE_INTERPRETERS
+from findbench.interpret.truth import row_fingerprint
 from findbench.lm.base import check_structured_outputs
 from findbench.models import check_spec
 from findbench.schema import CATEGORIES, parse_function_id
@@ -40,7 +42,7 @@ LM_CACHE = "lm-cache.sqlite"
 EPISODE_FILES = ("description.txt", "domain.txt", "code.py", "episode.json")
 #: run.json fields a resumed run must share with the folder's.
 _SETTINGS = ("interpreter", "model", "protocol", "rounds", "seed", "data", "source", "max_tokens", "episode_tokens",
-             "structured_outputs")
+             "structured_outputs", "observed_calls")
 
 
 def episode_dir(out: str | os.PathLike, function_id: str, method: str) -> Path:
@@ -63,8 +65,11 @@ def is_complete_episode(folder: str | os.PathLike) -> bool:
 
 
 def write_episode(out: str | os.PathLike, episode: Episode) -> Path:
-    """Write ``episode`` to its folder of the run ``out`` (replaced at once); return the folder."""
+    """Write ``episode`` to its folder of the run ``out`` (replaced at once), its row's fingerprint
+    recorded; return the folder."""
     folder = episode_dir(out, episode.function_id, episode.method)
+    if episode.row is not None and episode.row_fingerprint is None:
+        episode.row_fingerprint = row_fingerprint(episode.row)
     with atomic_dir(folder) as tmp:
         for name, text in (("description.txt", episode.description), ("domain.txt", episode.domain), ("code.py", episode.code)):
             (tmp / name).write_text(text + ("\n" if text else ""), encoding="utf-8")
@@ -101,7 +106,7 @@ def run_interpretations(rows_or_data: Any = None, interpreter: Any = "embedded",
                         out: str | os.PathLike = "outputs/interpret", seed: int = 0, max_connections: int = 4,
                         max_tokens: int | None = None, model: str | None = None, progress: bool = True, protocol: str = PROTOCOL,
                         episode_tokens: int | None = None, structured_outputs: str = "auto", model_args: Mapping[str, Any] | None = None,
-                        display: str | None = None) -> Path:
+                        display: str | None = None, observed_calls: int = DEFAULT_OBSERVED_CALLS) -> Path:
     """Interpret FIND functions with ``inspect_ai.eval`` and export the run folder ``out`` (returned).
 
     Args:
@@ -118,7 +123,8 @@ def run_interpretations(rows_or_data: Any = None, interpreter: Any = "embedded",
         protocol: ``text`` (``PYTHON(...)`` commands) or ``tools`` (native tool calls).
         episode_tokens: most tokens generated over one episode (None: no limit).
         structured_outputs: ``auto`` (in-process findbench LMs follow the turn grammar), ``on`` or ``off``.
-        model_args: Inspect model args (``cache=None`` turns a findbench LM's request cache off)."""
+        model_args: Inspect model args (``cache=None`` turns a findbench LM's request cache off).
+        observed_calls: the calls of the ``observed`` reference interpreter's plan."""
     from inspect_ai import eval as inspect_eval
     from inspect_ai.model import get_model
 
@@ -152,6 +158,7 @@ def run_interpretations(rows_or_data: Any = None, interpreter: Any = "embedded",
         _checks.positive_int(name, value)
     _checks.positive_int("max_tokens", max_tokens, optional=True)
     _checks.positive_int("episode_tokens", episode_tokens, optional=True)
+    _checks.positive_int("observed_calls", observed_calls)
     _checks.one_of("protocol", protocol, PROTOCOLS)
     check_structured_outputs(structured_outputs)
     if isinstance(interpreter, str):  # resolved before anything is written: a typo is one line
@@ -166,7 +173,8 @@ def run_interpretations(rows_or_data: Any = None, interpreter: Any = "embedded",
         config_list = default_configs(rows_or_data if source != "data" else data, method_list, function_list)
     reference = interpreter if interpreter in REFERENCE_INTERPRETERS else None
     samples = {m: find_samples(config_list, m, limit=limit, sample=sample, functions=function_list,
-                               data=rows_or_data if source != "data" else data, seed=seed, interpreter=reference)
+                               data=rows_or_data if source != "data" else data, seed=seed, interpreter=reference,
+                               observed_calls=observed_calls)
                for m in method_list}
 
     out = Path(out)
@@ -184,7 +192,7 @@ def run_interpretations(rows_or_data: Any = None, interpreter: Any = "embedded",
     info = {"interpreter": name, "model": model, "protocol": protocol, "rounds": rounds, "seed": seed, "data": data,
             "source": source, "max_tokens": max_tokens, "episode_tokens": episode_tokens, "methods": method_list,
             "configs": config_list, "structured_outputs": structured_outputs, "inspect_model": model_name,
-            "findbench_version": __version__}
+            "observed_calls": observed_calls if reference == "observed" else None, "findbench_version": __version__}
     out.mkdir(parents=True, exist_ok=True)
     _record_run_info(out.resolve(), info)
     pending = {m: [s for s in ss if not is_complete_episode(episode_dir(out, str(s.id), m))] for m, ss in samples.items()}

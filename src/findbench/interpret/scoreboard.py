@@ -64,23 +64,67 @@ def table2_cells(scores: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[
     return cells
 
 
-def table2_summaries(scores: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[dict[str, Any] | None]:
+def table2_summaries(scores: Mapping[str, Mapping[str, Mapping[str, Any]]], variant: str = "") -> list[dict[str, Any] | None]:
     """Per column of :data:`TABLE2_COLUMNS`, the run's ``{"mean", "ci", "n"}`` (``ci`` and
-    ``n`` None when the scores carry no interval), or None where it has no finite value."""
+    ``n`` None when the scores carry no interval), or None where it has no finite value.
+    ``variant`` (one of :data:`VARIANTS`) reads another key of each cell than the column's metric."""
     out: list[dict[str, Any] | None] = []
-    for col, mean in zip(TABLE2_COLUMNS, table2_cells(scores)):
+    for col in TABLE2_COLUMNS:
         cell = (scores.get(col.category) or {}).get(col.method, {})
-        out.append(None if mean is None else {"mean": mean, "ci": cell.get(f"{col.metric}_ci"), "n": cell.get(f"{col.metric}_n")})
+        key = VARIANTS[variant](col.metric) if variant else col.metric
+        value = cell.get(key) if key else None
+        ok = isinstance(value, (int, float)) and math.isfinite(value)
+        out.append({"mean": float(value), "ci": cell.get(f"{key}_ci"), "n": cell.get(f"{key}_n")} if ok else None)
     return out
 
 
-def format_cell(summary: Mapping[str, Any] | None) -> str:
-    """One cell: ``0.83 [0.62, 0.97] (n=6)†``, the bare mean when it has no n, "—" for None."""
+#: Rows beside a run's Table 2 row: the keys of each cell they read (None: the column has none).
+VARIANTS = {
+    "observed": lambda m: f"{m}_observed",
+    "margin": lambda m: f"{m}_margin",
+    "near": lambda m: "unit_test_accuracy_near" if m == "unit_test_accuracy" else None,
+    "near_margin": lambda m: "unit_test_accuracy_near_margin" if m == "unit_test_accuracy" else None,
+}
+#: How each variant row is labelled after the interpreter's name.
+VARIANT_LABELS = {"observed": "floor: its own observations", "margin": "margin over its own observations",
+                  "near": "near-miss unit tests", "near_margin": "near-miss margin over its own observations"}
+#: What the variant rows mean, under the table.
+VARIANTS_NOTE = ("Floor: what an agent that understood nothing but made the same calls would score (numeric: the best "
+                 "of a constant, a least-squares line and linear interpolation of the observed pairs; strings code: a "
+                 "lookup table of them; descriptions: the observed pairs listed, no rule). Margin: score minus that "
+                 "floor, per function, with a paired bootstrap interval. Near-miss unit tests: every option shares the "
+                 "input, the wrong outputs come from near misses of the function (FIND v1 rows have none).")
+
+
+def variant_rows(interpreter: str, scores: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[list[str]]:
+    """The rows under a run's Table 2 row: :data:`VARIANTS` that have any value, as cell text."""
+    rows = []
+    for variant, label in VARIANT_LABELS.items():
+        summaries = table2_summaries(scores, variant)
+        if any(s is not None for s in summaries):
+            rows.append([f"{interpreter}: {label}", *(format_cell(s, signed=variant.endswith("margin")) for s in summaries)])
+    return rows
+
+
+def degenerate_note(scores: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str | None:
+    """A line counting degenerate answers per category and method, or None when there are none."""
+    found = [f"{c}/{m}: {cell['n_degenerate']}" for c, methods in scores.items() for m, cell in methods.items()
+             if cell.get("n_degenerate")]
+    if not found:
+        return None
+    return ("Degenerate answers (empty, the prompt's placeholder, or identical across functions; still scored): "
+            + ", ".join(found) + ".")
+
+
+def format_cell(summary: Mapping[str, Any] | None, *, signed: bool = False) -> str:
+    """One cell: ``0.83 [0.62, 0.97] (n=6)†``, the bare mean when it has no n, "—" for None;
+    ``signed``: the mean with its sign (a margin)."""
     if summary is None:
         return _MISSING
     if summary.get("n") is None:
-        return _fmt(summary["mean"])
-    return format_ci(summary["mean"], summary.get("ci"), summary["n"])
+        return f"{summary['mean']:+.2f}" if signed else _fmt(summary["mean"])
+    text = format_ci(summary["mean"], summary.get("ci"), summary["n"])
+    return ("+" + text) if signed and summary["mean"] >= 0 else text
 
 
 def table2_rows(interpreter: str, scores: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[list[str]]:
@@ -128,7 +172,10 @@ def render_table(interpreter: str, scores: Mapping[str, Mapping[str, Mapping[str
     run) in bold, and :func:`table2_notes` as a list under the table."""
     *paper, (_, *cells) = table2_rows(interpreter, scores)
     run = [f"**{_escape(interpreter)}** (this run)", *(c if c == _MISSING else f"**{c}**" for c in cells)]
-    lines = ["# FIND Table 2", "", TABLE2_CAPTION, "", *_md_table([*paper, run])]
+    extra_rows = [[_escape(r[0]), *r[1:]] for r in variant_rows(interpreter, scores)]
+    lines = ["# FIND Table 2", "", TABLE2_CAPTION, "", *_md_table([*paper, run, *extra_rows])]
+    degenerate = degenerate_note(scores)
+    notes = [*notes, *([VARIANTS_NOTE] if extra_rows else []), *([degenerate] if degenerate else [])]
     extra = table2_notes(scores, counts, notes)
     if extra:
         lines += [""] + [f"- {note}" for note in extra]
@@ -148,6 +195,15 @@ def render_comparison(runs: Mapping[str, Mapping[str, Mapping[str, Mapping[str, 
     notes += _interval_notes(v for cells in summaries.values() for v in cells)
     for note in notes:
         lines += ["", note]
+    margins = {name: table2_summaries(scores, "margin") for name, scores in runs.items()}
+    if any(v is not None for cells in margins.values() for v in cells):
+        lines += ["", "#### Margin over each interpreter's own observations", "", VARIANTS_NOTE, "",
+                  *_md_table([f"**{_escape(name)}**", *(format_cell(v, signed=True) for v in cells)]
+                             for name, cells in margins.items())]
+    near = {name: table2_summaries(scores, "near") for name, scores in runs.items()}
+    if any(v is not None for cells in near.values() for v in cells):
+        lines += ["", "#### Near-miss unit tests", "",
+                  *_md_table([f"**{_escape(name)}**", *(format_cell(v) for v in cells)] for name, cells in near.items())]
     others = [name for name in summaries if name != floor]
     if floor in summaries and others:
         base = summaries[floor]

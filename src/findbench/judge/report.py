@@ -7,8 +7,6 @@ Written to :data:`REPORT_FILES`.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import logging
 import os
@@ -167,17 +165,14 @@ def evaluator_report(judge: Any, *, baseline: Any = None, out: str | os.PathLike
         "files": [],
     }
     if out is not None:
-        from findbench._io import atomic_dir
+        from findbench._io import atomic_dir, csv_text
 
         with atomic_dir(out) as tmp:
-            buf = io.StringIO()
-            writer = csv.DictWriter(buf, fieldnames=_FIELDS, lineterminator="\n")
-            writer.writeheader()
-            for r in results:
-                low, high = r["unit_test_accuracy_ci"]
-                row = {**r, "unit_test_accuracy_low": low, "unit_test_accuracy_high": high}
-                writer.writerow({k: (round(row[k], 4) if k.startswith("unit_test_accuracy") else row[k]) for k in _FIELDS})
-            (tmp / REPORT_FILES[0]).write_text(buf.getvalue(), encoding="utf-8")
+            rows = [{**r, "unit_test_accuracy_low": r["unit_test_accuracy_ci"][0],
+                     "unit_test_accuracy_high": r["unit_test_accuracy_ci"][1]} for r in results]
+            text = csv_text(_FIELDS, ([round(row[k], 4) if k.startswith("unit_test_accuracy") else row[k] for k in _FIELDS]
+                                      for row in rows))
+            (tmp / REPORT_FILES[0]).write_text(text, encoding="utf-8")
             (tmp / REPORT_FILES[1]).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
             _plot(results, tmp / REPORT_FILES[2])
         report["files"] = [str(Path(out) / f) for f in REPORT_FILES]

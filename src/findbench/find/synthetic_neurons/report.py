@@ -10,8 +10,6 @@ served domain size, source, and accuracy and coverage-miss rate on an independen
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import logging
 import math
@@ -24,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from findbench import _checks
-from findbench._io import atomic_dir
+from findbench._io import atomic_dir, csv_text
 from findbench.find.synthetic_neurons.backbones import DEFAULT_LM, ENTITY_BACKENDS, RELATION_BACKENDS, make_function
 from findbench.find.synthetic_neurons.prompts import UNDEFINED
 from findbench.stats import bootstrap_ci
@@ -343,12 +341,8 @@ def _relation_columns(table, backend: str, lm: Any, seed: int, limit: int | None
 
 
 def _csv(rows: list[dict], columns: Sequence[str]) -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
-    w.writeheader()
-    for r in rows:
-        w.writerow({k: (f"{v:.6f}" if isinstance(v, float) else v) for k, v in r.items()})
-    return buf.getvalue()
+    return csv_text(columns, ([f"{v:.6f}" if isinstance(v, float) else v for v in (r.get(k, "") for k in columns)]
+                              for r in rows))
 
 
 def _heatmap(path: Path, concepts: Sequence[str], matrix: np.ndarray, title: str) -> None:

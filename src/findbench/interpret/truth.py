@@ -1,0 +1,112 @@
+"""The ground truth a run is scored against.
+
+An episode carries the row it interpreted (``episode.json``'s ``row``) and that row's
+:func:`row_fingerprint` (``row_fingerprint``). Both come from a folder someone handed over, so
+they are a convenience, never the truth: :func:`attach_truth` takes each function's row from
+the data (``--data``, else the dataset folder or procedural seed ``run.json`` records) and
+refuses a run whose carried rows or fingerprints differ from it. Only a run made on in-memory
+rows, with no data to check against, is scored on its carried rows, and is marked
+``unverified`` wherever its scores are shown."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from findbench._io import fingerprint
+from findbench.constants import UsageError
+from findbench.schema import CATEGORIES
+
+#: The fields of a row its fingerprint covers: what defines the function and its tests.
+TRUTH_FIELDS = ("function_id", "code", "params", "description", "test_inputs", "unit_tests")
+#: Shown where scores come from carried rows nobody checked.
+UNVERIFIED_NOTE = ("unverified: scored against the rows the run folder carries (the run was made on in-memory rows, "
+                   "so no data can check them)")
+
+
+def json_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row as plain JSON values (arrays as lists), as episodes carry it and Inspect logs it."""
+    return json.loads(json.dumps(dict(row), default=lambda v: v.tolist() if hasattr(v, "tolist") else str(v)))
+
+
+def row_fingerprint(row: Mapping[str, Any]) -> str:
+    """The content hash of a row's :data:`TRUTH_FIELDS` (as JSON values)."""
+    values = json_row(row)
+    return fingerprint({k: values.get(k) for k in TRUTH_FIELDS})
+
+
+def _truth_source(info: Mapping[str, Any], data: str | os.PathLike | None, run_path: Path) -> tuple[Any, str] | None:
+    """``(data, text)``: where the truth comes from (a folder, or None for procedural rows), or None
+    for an unverifiable run (in-memory rows and no ``--data``)."""
+    if data is not None:
+        return data, f"data folder `{data}` (--data)"
+    if info.get("source") == "rows":
+        return None
+    recorded = info.get("data")
+    if recorded:
+        folder = Path(str(recorded)).resolve()
+        if folder == run_path.resolve() or run_path.resolve() in folder.parents:
+            raise UsageError(f"--data: {run_path}/run.json names a data folder inside the run folder ({recorded}); the truth "
+                             "cannot come from the folder being scored: pass --data with the dataset folder")
+        return str(recorded), f"data folder `{recorded}` (recorded in run.json)"
+    seed = info.get("seed") or 0
+    return None, f"procedural, seed {seed}"
+
+
+def attach_truth(records: Sequence[dict[str, Any]], info: Mapping[str, Any], data: str | os.PathLike | None,
+                 run_path: Path) -> tuple[bool, str]:
+    """Set each record's ``"row"``, the row it is scored against; return ``(verified, source text)``.
+
+    Records hold ``"episode"`` (the parsed ``episode.json`` or None). With data (``data``, else
+    ``run.json``'s folder or seed), every function's row comes from it and every carried row and
+    recorded fingerprint must match it (UsageError naming the functions otherwise). A run on
+    in-memory rows without ``data`` keeps its carried rows, each checked against its recorded
+    fingerprint; an episode with no readable row is then left without one (``"row"`` None)."""
+    from findbench.find.rows import load_rows
+
+    source = _truth_source(info, data, run_path)
+    if source is None:
+        mismatched = []
+        for rec in records:
+            episode = rec.get("episode") or {}
+            row = episode.get("row")
+            rec["row"] = row if isinstance(row, dict) else None
+            recorded = episode.get("row_fingerprint")
+            if rec["row"] is not None and recorded is not None and recorded != row_fingerprint(rec["row"]):
+                mismatched.append(f"{rec['function_id']} ({rec['method']})")
+        if mismatched:
+            raise UsageError(f"--data: {run_path}: the rows carried by {_names(mismatched)} do not match their recorded "
+                             "fingerprints; the run folder was changed after the run")
+        if all(rec["row"] is None for rec in records):
+            raise UsageError(f"--data: {run_path} was run on in-memory rows (run.json source 'rows') and carries no readable "
+                             "row; pass --data with the dataset folder those rows came from")
+        return False, UNVERIFIED_NOTE
+    folder, text = source
+    seed = info.get("seed") or 0
+    mismatched = []
+    for category in (c for c in CATEGORIES if any(r["category"] == c for r in records)):
+        by_id = {row["function_id"]: row for row in load_rows(category, seed=seed, data=folder)}
+        for rec in (r for r in records if r["category"] == category):
+            truth = by_id.get(rec["function_id"])
+            if truth is None:
+                raise ValueError(f"function_id: {rec['function_id']} ({rec['method']}) is not in the {category} rows of the "
+                                 f"{text} ({len(by_id)} functions)")
+            expected = row_fingerprint(truth)
+            episode = rec.get("episode") or {}
+            carried, recorded = episode.get("row"), episode.get("row_fingerprint")
+            if (carried is not None and (not isinstance(carried, dict) or row_fingerprint(carried) != expected)) or (
+                    recorded is not None and recorded != expected):
+                mismatched.append(f"{rec['function_id']} ({rec['method']})")
+            rec["row"] = truth
+    if mismatched:
+        raise UsageError(f"--data: the rows carried by {_names(mismatched)} differ from the {text}: the run was made on other "
+                         "rows, or its folder was changed; pass --data with the dataset folder the run used")
+    return True, text
+
+
+def _names(items: Sequence[str], most: int = 5) -> str:
+    shown = ", ".join(items[:most])
+    return f"{len(items)} episode(s): {shown}" + (f" and {len(items) - most} more" if len(items) > most else "")
