@@ -14,6 +14,14 @@ from findbench.lm.base import STRUCTURED_OUTPUTS
 #: Scorers an AutoInterp run can apply to each explanation (see :mod:`findbench.autointerp.scorers`).
 SCORERS = ("detection", "fuzz", "embedding", "likelihood")
 
+#: Gaming probes of the planted validation (see :mod:`findbench.autointerp.probes`), in report order.
+PROBES = ("everything", "hedged", "examples_only", "stuffed", "padded")
+
+#: The most tokens of an explanation a scorer reads; longer ones are cut and flagged ``explanation_truncated``
+#: (the unit-test judge's ``MAX_DESCRIPTION_TOKENS``, mirrored: the judge is a layer above; see
+#: :mod:`findbench.autointerp.explanations`).
+MAX_EXPLANATION_TOKENS = 512
+
 #: ``findbench autointerp``'s defaults where they differ from SAEBench's, so a first run on the
 #: embedded model takes minutes: beside detection, the two scorers that separate true from wrong
 #: explanations of planted features with the embedded SmolLM2 (see the README).
@@ -22,7 +30,7 @@ QUICK_DEFAULTS: dict[str, Any] = {"n_latents": 10, "total_tokens": 100_000, "sco
 #: Settings that change only the LM calls (answers come from the request cache), not the
 #: corpus, the latents or their evidence; a run's saved evidence is reused across them.
 LM_ONLY_FIELDS = ("scorers", "use_demos_in_explanation", "max_tokens_in_explanation", "max_tokens_in_prediction",
-                  "llm_batch_size", "structured_outputs")
+                  "llm_batch_size", "structured_outputs", "max_explanation_tokens")
 
 #: A list of strings that the command line takes comma-separated (``--scorers a,b``).
 Csv = list[str] | str | None
@@ -57,6 +65,8 @@ class AutoInterpConfig:
     max_tokens_in_explanation: int = arg(30, "explainer's token limit")
     max_tokens_in_prediction: int = arg(200, "detection scorer's token limit (raised to fit every window's number under "
                                              "structured outputs)")
+    max_explanation_tokens: int = arg(MAX_EXPLANATION_TOKENS, "explanations longer than this many tokens are cut "
+                                                              "before scoring, flagged explanation_truncated")
     scorers: Csv = arg(["detection"], f"comma-separated, from {', '.join(SCORERS)}")
     llm_batch_size: int = arg(32, "LM prompts per batch")
     dataset: str = arg("wordnet", "corpus: wordnet (Debian wordnet-base), an HF dataset id, or text/parquet files")
@@ -68,7 +78,8 @@ class AutoInterpConfig:
         for name in ("random_seed", "buffer", "n_top_ex_for_generation", "n_iw_sampled_ex", "n_iw_sampled_ex_for_generation",
                      "n_random_ex"):
             _checks.integer(name, getattr(self, name), 0)
-        for name in ("n_top_ex", "max_tokens_in_explanation", "max_tokens_in_prediction", "llm_batch_size"):
+        for name in ("n_top_ex", "max_tokens_in_explanation", "max_tokens_in_prediction", "llm_batch_size",
+                     "max_explanation_tokens"):
             _checks.positive_int(name, getattr(self, name))
         _checks.integer("llm_context_size", self.llm_context_size, 2 * self.buffer + 2)
         _checks.integer("total_tokens", self.total_tokens, self.llm_context_size)

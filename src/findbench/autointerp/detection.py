@@ -30,7 +30,7 @@ _QUOTES = {'"': '"', "'": "'", "`": "`", "\u201c": "\u201d", "\u2018": "\u2019"}
 _INDEX = re.compile(r"[0-9]+")
 
 
-def _clean_label(text: str) -> str:
+def clean_label(text: str) -> str:
     """Strip whitespace, a leading colon, trailing periods and one pair of surrounding quotes
     (only when the quote does not also occur inside), until nothing changes."""
     while True:
@@ -57,7 +57,7 @@ def parse_explanation(text: str) -> str:
         raise TypeError(f"text: expected a string, got {type(text).__name__}")
     match = _PHRASE.search(text)
     rest = text[match.end():] if match else text
-    return next((label for label in map(_clean_label, rest.splitlines()) if label), "")
+    return next((label for label in map(clean_label, rest.splitlines()) if label), "")
 
 
 def _n(value: Any, name: str) -> int:

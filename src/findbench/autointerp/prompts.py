@@ -139,6 +139,12 @@ def detection_messages(explanation: str, windows: Sequence[Window], renderer: To
     return [{"role": "system", "content": _DETECT_SYSTEM}, {"role": "user", "content": user}]
 
 
+def prompt_explanations() -> tuple[str, ...]:
+    """The explanations the explainer's prompt itself holds: the ``...`` of its answer template and
+    each demonstration's label (an explanation equal to one was copied from the prompt)."""
+    return ("...", *(answer[len(EXPLANATION_PREFIX):].strip().rstrip(".") for _, answer in _DEMOS))
+
+
 def explanation_constraint() -> Constraint:
     """The explainer's answer: :data:`EXPLANATION_PREFIX`, a space and one line of text (the
     label; the token limit ends it if the model does not)."""
