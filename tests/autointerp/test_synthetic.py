@@ -14,11 +14,11 @@ import torch
 from transformers import AutoModel, AutoTokenizer, LlamaConfig, LlamaModel
 
 from findbench.autointerp.activations import encode_latents, read_hook
-from findbench.autointerp.config import AutoInterpConfig
+from findbench.autointerp.config import PROBES, AutoInterpConfig
 from findbench.autointerp.corpus import load_texts, special_token_ids, tokenize_corpus, wordnet_dir
 from findbench.autointerp.evidence import collect_evidence
 from findbench.autointerp.synthetic import DEFAULT_RULES, RULES, SyntheticSAE, TokenInfo, get_rule, token_infos
-from findbench.autointerp.validation import MIN_SEPARATION, derangement, planted_validation, quick_config
+from findbench.autointerp.validation import MIN_SEPARATION, VERDICTS, derangement, planted_validation, quick_config
 
 
 @pytest.fixture(scope="module")
@@ -235,6 +235,33 @@ def test_embedding_scorer_prefers_true_explanations_on_minilm(minilm, tmp_path):
     assert emb["separation"] == pytest.approx(np.mean([r["true"] - r["wrong"] for r in emb["rows"]]))
     assert all(r["true_explanation"] != r["wrong_explanation"] for r in emb["rows"])
     assert json.loads(out.read_text())["scorers"]["embedding"]["verdict"] == emb["verdict"]
+    # every gaming probe is scored on the same latents, with a paired verdict against the truth
+    assert list(emb["probes"]) == list(PROBES) and res["kinds"] == ["true", "wrong", "empty", *PROBES]
+    for name, probe in emb["probes"].items():
+        assert probe["n"] == emb["n_latents"]
+        assert probe["mean"] == pytest.approx(np.mean([r[name] for r in emb["rows"]]))
+        assert probe["inflation"] == pytest.approx(probe["mean"] - emb["truth"]["mean"])
+        assert probe["verdict"] in VERDICTS and probe["truth_above_probe"] == (probe["verdict"] == "truth above probe")
+    assert emb["truth_above_every_probe"] == all(p["truth_above_probe"] for p in emb["probes"].values())
+    # the one "every token" line for every latent is flagged; the truth is not; nothing is long enough to be cut
+    assert res["explanations"]["everything"]["degenerate_reasons"] == {"identical": emb["n_latents"]}
+    assert res["explanations"]["true"]["n_degenerate"] == 0
+    assert res["explanations"]["empty"]["n_degenerate"] == emb["n_latents"]
+    assert all(f["n_truncated"] == 0 for f in res["explanations"].values())
+    row = emb["rows"][0]
+    assert row["probe_explanations"]["stuffed"].startswith(row["true_explanation"] + "; keywords: ")
+    # deterministic: the same seed gives the same probes and scores
+    again = planted_validation(model, tok, scorers=["embedding"], config=cfg, tokens=tokens, progress=False,
+                               probes=["hedged", "padded"], max_explanation_tokens=16)
+    assert again["kinds"] == ["true", "wrong", "empty", "hedged", "padded"]
+    hedges = [r["probe_explanations"]["hedged"] for r in res["latents"]]
+    assert [r["probe_explanations"]["hedged"] for r in again["latents"]] == hedges
+    # a 16-token cap cuts every padded explanation (4 restatements) and is recorded
+    assert again["explanations"]["padded"]["n_truncated"] == emb["n_latents"]
+    assert all(r["explanation_truncated"]["padded"] for r in again["latents"])
+    with pytest.raises(ValueError, match="probes"):
+        planted_validation(model, tok, scorers=["embedding"], config=cfg, tokens=tokens, probes=["nonsense"],
+                           progress=False)
 
 
 # ------------------------------------------------------------- byte-level BPE without SmolLM2
@@ -294,8 +321,8 @@ def test_smollm2_token_recovery_and_rules(embedded_model_dir, smollm):
 
 @pytest.mark.slow
 def test_planted_validation_on_smollm2_with_all_scorers(embedded_model_dir, embedded_lm, smollm, tmp_path):
-    """All four scorers run end to end on 40k tokens (three rules, few windows: the LM scorers
-    are slow on CPU); the result has the documented structure."""
+    """All four scorers run end to end on 40k tokens (three rules, few windows, two of the probes:
+    the LM scorers are slow on CPU); the result has the documented structure."""
     try:
         wordnet_dir()
     except FileNotFoundError as exc:
@@ -306,19 +333,20 @@ def test_planted_validation_on_smollm2_with_all_scorers(embedded_model_dir, embe
                        n_iw_sampled_ex_for_generation=1, n_random_ex=3, max_tokens_in_prediction=16)
     tokens = tokenize_corpus(tok, load_texts("wordnet"), context_size=cfg.llm_context_size, total_tokens=cfg.total_tokens)
     res = planted_validation(model, tok, lm=embedded_lm, config=cfg, tokens=tokens, rules=rules, output=tmp_path / "p.json",
-                             progress=False)
+                             probes=["everything", "stuffed"], progress=False)
     assert res["skipped"] == {} and [r["rule"] for r in res["latents"]] == rules
     assert list(res["scorers"]) == ["detection", "fuzz", "embedding", "likelihood"]
     for name, s in res["scorers"].items():
         assert {"true", "wrong", "empty", "separation", "win_rate", "verdict", "rows", "n_latents"} <= set(s), name
         assert s["n_latents"] == len(s["rows"]) == len(rules)
-        assert all(0.0 <= r[k] <= 1.0 for r in s["rows"] for k in ("true", "wrong", "empty"))
+        assert all(0.0 <= r[k] <= 1.0 for r in s["rows"] for k in ("true", "wrong", "empty", "everything", "stuffed"))
+        assert list(s["probes"]) == ["everything", "stuffed"] and all(p["n"] == len(rules) for p in s["probes"].values())
         assert s["true"] == pytest.approx(np.mean([r["true"] for r in s["rows"]]))
         assert s["verdict"] in ("separates", "does not separate")
     assert json.loads((tmp_path / "p.json").read_text())["scorers"].keys() == res["scorers"].keys()
     # structured outputs (auto, an in-process LM): every detection answer parses, even cut at 16 tokens
     assert res["structured_outputs"] == {"setting": "auto", "applied": True}
-    assert res["scorers"]["detection"]["unparsed"] == {"true": 0, "wrong": 0, "empty": 0}
+    assert res["scorers"]["detection"]["unparsed"] == dict.fromkeys(res["kinds"], 0)
     assert res["scorers"]["detection"]["floors"]["none"] == pytest.approx(3 / 7)
 
 
