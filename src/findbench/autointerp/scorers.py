@@ -172,19 +172,22 @@ class LikelihoodScorer:
                                             f"{EXPLANATION_PREFIX} {expl}"}]
 
     def score(self, items: Sequence[Item]) -> list[dict[str, Any]]:
-        convs, conts, owners = [], [], []
-        for k, (ev, expl) in enumerate(items):
-            for w in ev.scoring:
-                text = self.renderer.text(w.tokens) or "."
-                convs += [self._conv(expl), self._conv(None)]
-                conts += [text, text]
-                owners.append(k)
+        # per item: its windows under the explanation, then under no explanation (runs of one
+        # prompt, which the LM encodes once)
+        convs, conts = [], []
+        for ev, expl in items:
+            texts = [self.renderer.text(w.tokens) or "." for w in ev.scoring]
+            convs += [self._conv(expl)] * len(texts) + [self._conv(None)] * len(texts)
+            conts += texts + texts
         lps = self.lm.continuation_logprobs(convs, conts, progress=self.progress) if convs else []
-        pmis: list[list[float]] = [[] for _ in items]
-        for j, k in enumerate(owners):
-            pmis[k].append(lps[2 * j] - lps[2 * j + 1])
-        return [{"score": roc_auc(p, [w.active for w in ev.scoring]), "pmi": [round(float(x), 4) for x in p]}
-                for (ev, _), p in zip(items, pmis)]
+        out, start = [], 0
+        for ev, _ in items:
+            n = len(ev.scoring)
+            pmi = [a - b for a, b in zip(lps[start:start + n], lps[start + n:start + 2 * n])]
+            start += 2 * n
+            out.append({"score": roc_auc(pmi, [w.active for w in ev.scoring]),
+                        "pmi": [round(float(x), 4) for x in pmi]})
+        return out
 
 
 def make_scorer(name: str, *, lm=None, renderer: TokenRenderer, encoder=None, act_threshold_frac: float = 0.01, seed: int = 42,
