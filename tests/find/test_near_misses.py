@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import json
 import random
 
 import pytest
@@ -117,3 +118,13 @@ def test_string_near_tests_are_deterministic_and_leave_everything_else_as_it_was
     monkeypatch.setattr(strings, "near_miss_unit_tests", lambda *a: NearMissTests([]))
     without = strings.generate(80, seed=3, progress=False)
     assert [{**r, "unit_tests_near": []} for r in rows] == without
+
+
+def test_the_judge_reads_near_tests_as_it_reads_unit_tests(rows):
+    from findbench.judge import check_unit_tests, normalize_unit_test, render_judge_prompt
+
+    near = [[normalize_unit_test(t) for t in row["unit_tests_near"]] for row in rows[:5]]
+    check_unit_tests(near, "strings", argument="unit_tests_near")
+    prompt = render_judge_prompt(rows[0]["description"], near[0][0], "strings")[1]["content"]
+    x = near[0][0]["inputs"][0]
+    assert all(f"{k}. {json.dumps(x, ensure_ascii=False)} -> {json.dumps(o, ensure_ascii=False)}" in prompt for k, o in enumerate(near[0][0]["outputs"], 1))
