@@ -12,7 +12,8 @@ import pytest
 from findbench import cli
 
 WORKFLOW = ("build", "call", "export-functions", "interpret", "evaluate", "report", "compare", "backbone-report", "build-neuron-tests",
-            "iia", "judge-data", "train-judge", "judge-report", "judge-card", "train-sae", "autointerp", "main")
+            "iia", "judge-data", "train-judge", "judge-report", "judge-card", "train-sae", "autointerp", "autointerp-validate",
+            "main")
 # the judge commands' earlier names stay as aliases
 ALIASES = {"evaluator-data": "judge-data", "train-evaluator": "train-judge", "evaluator-report": "judge-report"}
 

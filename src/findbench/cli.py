@@ -25,6 +25,7 @@ from typing import Any
 
 from transformers import HfArgumentParser
 
+from findbench.autointerp import config as autointerp_config
 from findbench.autointerp.config import QUICK_DEFAULTS, AutoInterpConfig, TrainSAEConfig, arg
 from findbench.constants import UsageError
 from findbench.interpret.episode import DEFAULT_API_MAX_TOKENS, DEFAULT_MAX_TOKENS
@@ -492,6 +493,10 @@ def _format_score(key: str, values: dict) -> str:
         line += f"; unparsed answers: {values['n_unparsed']}"
     return line
 
+    if values.get("n_degenerate"):
+        line += f"; degenerate explanations: {values['n_degenerate']} of {values.get('n', '?')}"
+    if values.get("n_explanation_truncated"):
+        line += f"; explanations cut to the length cap: {values['n_explanation_truncated']}"
 
 _SAEBENCH = AutoInterpConfig()
 
@@ -547,6 +552,48 @@ class AutoInterpCommand(_Command):
 
 @dataclass
 class MainConfig(_Command):
+@dataclass
+class AutoInterpValidateCommand(_Command):
+    """score planted features (the synthetic SAE) with each AutoInterp scorer: the true explanation against a wrong,
+    an empty and the gaming probes (everything, hedged, examples_only, stuffed, padded), a paired-bootstrap verdict
+    per probe"""
+
+    model: str = arg("embedded", "model whose input embeddings the planted-rule SAE reads: embedded (SmolLM2), "
+                                 "minilm, a folder or a Hub id")
+    scorer: str = arg("embedded", "LM spec of the detection, fuzz and likelihood scorers")
+    scorers: str = _csv_arg(",".join(autointerp_config.SCORERS), "comma-separated scorers")
+    probes: str = _csv_arg(",".join(autointerp_config.PROBES), "comma-separated gaming probes")
+    rules: str | None = _csv_arg(None, "comma-separated planted rules (default: the eight of synthetic.DEFAULT_RULES)")
+    total_tokens: int = arg(200_000, "corpus tokens (WordNet glosses)")
+    seed: int = arg(42, "seed of the windows, the wrong explanations and the probes")
+    max_explanation_tokens: int = arg(autointerp_config.MAX_EXPLANATION_TOKENS, "explanations are cut to this many "
+                                                                                "tokens before scoring (0: no cap)")
+    structured_outputs: str = arg("auto", "detection answers under their grammar: auto, on or off",
+                                  choices=STRUCTURED_OUTPUTS)
+    cache: str | None = arg(None, "sqlite LM request cache (a rerun repeats no LM call)")
+    out: str = arg("outputs/autointerp/planted_validation.json", "result JSON")
+
+    def run(self) -> None:
+        from findbench import _checks
+        from findbench.autointerp.activations import load_model
+        from findbench.autointerp.validation import planted_validation, validation_tables
+
+        _checks.integer("max_explanation_tokens", self.max_explanation_tokens, 0)
+        model, tokenizer, _ = load_model(self.model)
+        lm = None
+        if any(s in ("detection", "fuzz", "likelihood") for s in self.scorers):
+            from findbench.lm import load_lm
+
+            lm = load_lm(self.scorer, cache=self.cache)
+        cfg = AutoInterpConfig(total_tokens=self.total_tokens, random_seed=self.seed, scorers=self.scorers,
+                               structured_outputs=self.structured_outputs)
+        result = planted_validation(model, tokenizer, scorers=self.scorers, lm=lm, config=cfg, rules=self.rules,
+                                    probes=self.probes, max_explanation_tokens=self.max_explanation_tokens or None,
+                                    output=self.out)
+        print(validation_tables(result))
+        print(f"{result['seconds']['total']:.0f} s; wrote {self.out}")
+
+
     """the whole job on embedded defaults: build FIND, run the oracle, random, constant, empty and embedded interpreters on a sample of every category, score them (FIND Table 2)"""  # noqa: E501
 
     dataset_out: str = arg("find", "dataset folder this job builds")
@@ -578,7 +625,8 @@ COMMANDS: tuple[tuple[str, type[_Command]], ...] = (
     ("evaluate", EvaluateConfig), ("report", ReportConfig), ("compare", CompareConfig), ("backbone-report", BackboneReportConfig),
     ("build-neuron-tests", BuildNeuronTestsConfig), ("iia", IIAConfig), ("judge-data", JudgeDataConfig),
     ("train-judge", TrainJudgeConfig), ("judge-report", JudgeReportConfig), ("judge-card", JudgeCardConfig),
-    ("train-sae", TrainSAECommand), ("autointerp", AutoInterpCommand), ("main", MainConfig),
+    ("train-sae", TrainSAECommand), ("autointerp", AutoInterpCommand),
+    ("autointerp-validate", AutoInterpValidateCommand), ("main", MainConfig),
 )
 #: Earlier names that still work.
 ALIASES = {"judge-data": ("evaluator-data",), "train-judge": ("train-evaluator",), "judge-report": ("evaluator-report",)}
@@ -646,6 +694,7 @@ _SPECS: dict[type, dict[str, Callable[[], tuple[str, ...]]]] = {
     AutoInterpCommand: {"model": _encoder_names, "explainer": tuple, "scorer": tuple, "sae": _sae_names},
     TrainSAEConfig: {"model": _encoder_names},
 }
+    AutoInterpValidateCommand: {"model": _encoder_names, "scorer": tuple},
 
 
 def check_specs(*configs: Any) -> None:

@@ -67,3 +67,36 @@ def test_latents_and_n_latents_are_refused_together(monkeypatch, capsys, tmp_pat
     for n_latents in (["--n-latents", "10"], ["--n-latents=5"]):
         assert cli.main(["autointerp", "--out", str(tmp_path), "--latents", "1,2", *n_latents]) == 2
         assert "--latents and --n-latents are mutually exclusive" in capsys.readouterr().err
+
+
+def test_degenerate_and_cut_explanations_are_printed_with_the_scores(monkeypatch, capsys, tmp_path):
+    result = _result(tmp_path)
+    result["eval_result_metrics"]["autointerp"].update(n_degenerate=9, n_explanation_truncated=2)
+    monkeypatch.setattr(run_mod, "run_autointerp", lambda **kw: result)
+    assert cli.main(["autointerp", "--out", str(tmp_path), "--max-explanation-tokens", "64"]) == 0
+    out = capsys.readouterr().out
+    assert "unparsed answers: 0; degenerate explanations: 9 of 9; explanations cut to the length cap: 2" in out
+    assert "likelihood: 0.600 [0.500, 0.700] (n=9); floors: chance 0.500; margin over chance: +0.100\n" in out
+
+
+def test_autointerp_validate_scores_the_probes_and_prints_the_tables(monkeypatch, capsys, tmp_path):
+    from findbench.autointerp import validation
+
+    seen = {}
+
+    def fake(model, tokenizer, **kw):
+        seen.update(kw)
+        return {"scorers": {}, "seconds": {"total": 1.0}}
+
+    monkeypatch.setattr(validation, "planted_validation", fake)
+    monkeypatch.setattr(validation, "validation_tables", lambda result: "TABLES")
+    out = tmp_path / "p.json"
+    assert cli.main(["autointerp-validate", "--model", "minilm", "--scorers", "embedding", "--probes", "hedged,padded",
+                     "--max-explanation-tokens", "0", "--seed", "3", "--out", str(out)]) == 0
+    assert seen["scorers"] == ["embedding"] and seen["probes"] == ["hedged", "padded"] and seen["lm"] is None
+    assert seen["max_explanation_tokens"] is None and seen["output"] == str(out) and seen["rules"] is None
+    assert seen["config"].random_seed == 3 and seen["config"].total_tokens == 200_000
+    assert capsys.readouterr().out.startswith("TABLES\n")
+    assert cli.main(["autointerp-validate", "--model", "minilm", "--scorers", "embedding",
+                     "--max-explanation-tokens", "-1", "--out", str(out)]) == 2
+    assert "--max-explanation-tokens must be ≥ 0" in capsys.readouterr().err
