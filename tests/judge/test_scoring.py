@@ -218,7 +218,7 @@ def test_embedded_judge_end_to_end(metric, anchor):
     rows = load_rows("neurons_entities", anchor("find-v1"))[:3]
     refs = [r["unit_tests"] for r in rows]
     out = metric.compute(predictions=[r["description"] for r in rows], references=refs, category="neurons_entities")
-    assert out["judge"] == "transformers:embedded"
+    assert out["judge"] == "transformers:embedded-evaluator"  # the default judge
     assert len(out["per_function"]) == 3
     assert all(x in {k / 10 for k in range(11)} for x in out["per_function"])
     assert out["unit_test_accuracy"] == pytest.approx(sum(out["per_function"]) / 3)

@@ -13,22 +13,26 @@ _CITATION = citations.FIND
 
 log = logging.getLogger(__name__)
 
+#: The judge without `judge=`: the shipped trained judge, scored in the mode it records ("pmi").
+DEFAULT_JUDGE = "embedded-evaluator"
+
 _DESCRIPTION = """\
 FIND's unit-test score for descriptions of string functions and synthetic neurons. Each function
 has 10 unit tests; a test shows three examples (entities: words; strings and relations:
 input -> output pairs) of which exactly one comes from the function. A judge LM reads the
 description and picks the matching example ("[ANSWER]: k"). A function scores the fraction of its
-tests picked right; `unit_test_accuracy` is the mean over functions (chance: 1/3). By default the
-judge's choice is the most probable of the option tokens "1", "2", "3" after the assistant prefix
-"[ANSWER]: " (one forward pass per test); `mode="generate"` parses a written answer strictly;
-`mode="pmi"` scores each example on its own, as how much more likely the judge is to write it
-given the description than given none, and picks the highest. A trained judge folder records
-the mode it was trained for (`embedded-evaluator`: "pmi") and is scored in that mode by default.
-The judge is `embedded` (SmolLM2-135M-Instruct, offline) unless `judge=` names another model, a
-local folder, `embedded-evaluator` (the embedded model fine-tuned as a judge by
-`findbench train-judge`), or an OpenAI-compatible server URL (e.g. vLLM serving the paper's
-Vicuna judge). The judge reads at most `findbench.judge.MAX_DESCRIPTION_TOKENS` (512) tokens of a
-description; a longer one is cut to that and flagged in `truncated`.
+tests picked right; `unit_test_accuracy` is the mean over functions (chance: 1/3). The default
+judge is `embedded-evaluator` (SmolLM2-135M-Instruct fine-tuned as a judge by `findbench
+train-judge`, shipped with findbench, offline) in the mode it was trained for, "pmi": each example
+is scored on its own, as how much more likely the judge is to write it given the description
+than given none, and the highest wins. `judge=` names another model, a local folder, `embedded`
+(the untuned model), or an OpenAI-compatible server URL (e.g. vLLM serving the paper's Vicuna
+judge); a trained judge folder is scored in the mode it records, any other judge by default in
+"logprob" mode (the most probable of the option tokens "1", "2", "3" after the assistant prefix
+"[ANSWER]: ", one forward pass per test); `mode="generate"` parses a written answer strictly.
+The judge reads at most `findbench.judge.MAX_DESCRIPTION_TOKENS` (512) tokens of a description;
+a longer one is cut to that and flagged in `truncated`. What each judge measures, with its
+gaming probes: the metric card and the judge cards in `findbench/data/judge/cards/`.
 """
 
 _KWARGS_DESCRIPTION = """
@@ -42,12 +46,12 @@ Args:
         `unit_tests` column: `{"inputs": [3 str], "outputs": [3 str] or None, "correct": 1, 2 or 3}`;
         anything else is refused naming it, e.g. `references[3][2]['correct']`.
     category (`str`): `strings`, `neurons_entities` or `neurons_relations`.
-    judge (`str` or LM, optional, default "embedded"): `embedded`, a local folder or Hub id
-        (in-process transformers), an OpenAI-compatible base URL such as "http://127.0.0.1:8000/v1",
-        or a `findbench.lm` LM instance.
+    judge (`str` or LM, optional, default "embedded-evaluator"): `embedded-evaluator` (the shipped
+        trained judge), `embedded` (untuned), a local folder or Hub id (in-process transformers), an
+        OpenAI-compatible base URL such as "http://127.0.0.1:8000/v1", or a `findbench.lm` LM instance.
     judge_model (`str`, optional): the served model name, for URL judges.
     mode (`str`, optional): "logprob", "generate" or "pmi"; default: the mode a trained judge
-        folder records, else "logprob".
+        records ("pmi" for the default `embedded-evaluator`), else "logprob".
     keep_full_description (`bool`, optional, default False): show the description uncut.
     judge_cache (`str`, optional): sqlite file caching the judge's answers (resumable runs).
     batch_size (`int`, optional, default 16): prompts per forward pass (in-process judges).
@@ -62,7 +66,7 @@ Returns:
     judge (`str`): the judge's identity.
 Examples:
     A stand-in judge that always prefers option 2 (any `findbench.lm` LM works the same way;
-    real runs use `judge="embedded"`, a model folder or a server URL):
+    real runs leave the default `embedded-evaluator` or name a model folder or a server URL):
 
     >>> import evaluate, findbench
     >>> class PickTwo:
@@ -128,7 +132,7 @@ class FindUnitTest(evaluate.Metric):
             judges[key] = load_judge(judge, judge_model=judge_model, cache=judge_cache, batch_size=batch_size)
         return judges[key]
 
-    def _compute(self, *, predictions: list[str], references: list[list[dict]], category: str | None = None, judge="embedded",
+    def _compute(self, *, predictions: list[str], references: list[list[dict]], category: str | None = None, judge=DEFAULT_JUDGE,
                  judge_model: str | None = None, mode: str | None = None, keep_full_description: bool = False,
                  judge_cache: str | None = None, batch_size: int = 16) -> dict:
         # evaluate has checked the columns against `features` (types, equal lengths) and read
