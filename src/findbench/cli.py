@@ -491,12 +491,12 @@ def _format_score(key: str, values: dict) -> str:
         line += f" [{low:.3f}, {high:.3f}] (n={values['n']}); floors: {floors}; margin over {values['best_floor']}: {values['margin']:+.3f}"
     if "n_unparsed" in values:
         line += f"; unparsed answers: {values['n_unparsed']}"
-    return line
-
     if values.get("n_degenerate"):
         line += f"; degenerate explanations: {values['n_degenerate']} of {values.get('n', '?')}"
     if values.get("n_explanation_truncated"):
         line += f"; explanations cut to the length cap: {values['n_explanation_truncated']}"
+    return line
+
 
 _SAEBENCH = AutoInterpConfig()
 
@@ -551,8 +551,6 @@ class AutoInterpCommand(_Command):
 
 
 @dataclass
-class MainConfig(_Command):
-@dataclass
 class AutoInterpValidateCommand(_Command):
     """score planted features (the synthetic SAE) with each AutoInterp scorer: the true explanation against a wrong,
     an empty and the gaming probes (everything, hedged, examples_only, stuffed, padded), a paired-bootstrap verdict
@@ -594,6 +592,8 @@ class AutoInterpValidateCommand(_Command):
         print(f"{result['seconds']['total']:.0f} s; wrote {self.out}")
 
 
+@dataclass
+class MainConfig(_Command):
     """the whole job on embedded defaults: build FIND, run the oracle, random, constant, empty and embedded interpreters on a sample of every category, score them (FIND Table 2)"""  # noqa: E501
 
     dataset_out: str = arg("find", "dataset folder this job builds")
@@ -692,9 +692,9 @@ _SPECS: dict[type, dict[str, Callable[[], tuple[str, ...]]]] = {
     JudgeReportConfig: {"judge": tuple},
     JudgeCardConfig: {"judge": tuple},
     AutoInterpCommand: {"model": _encoder_names, "explainer": tuple, "scorer": tuple, "sae": _sae_names},
+    AutoInterpValidateCommand: {"model": _encoder_names, "scorer": tuple},
     TrainSAEConfig: {"model": _encoder_names},
 }
-    AutoInterpValidateCommand: {"model": _encoder_names, "scorer": tuple},
 
 
 def check_specs(*configs: Any) -> None:
