@@ -116,6 +116,9 @@ def test_each_latent_is_stored_with_its_windows_picks_and_planted_rule(run_dir, 
         assert rec["planted"] == {k: rules[latent][k] for k in ("rule", "explanation", "n_tokens")}
         assert entry["planted"] == {k: rules[latent][k] for k in ("rule", "explanation")}
         assert rec["explanation"] == entry["explanation"] == "digits and numbers"
+        # the same line for every latent: flagged in the sidecar as in the results
+        assert rec["degenerate"] is entry["degenerate"] is True and rec["degenerate_reason"] == "identical"
+        assert rec["explanation_truncated"] is entry["explanation_truncated"] is False
         assert rec["scores"] == {"detection": entry["score"], "fuzz": entry["fuzz_score"], "embedding": entry["embedding_score"]}
         # firing rate over the corpus's non-special tokens, and a histogram of exactly those activations
         assert 0 < rec["n_fired"] < rec["n_positions"] <= cfg["total_tokens"]
@@ -195,6 +198,14 @@ def test_report_shows_window_text_shading_planted_rules_and_a_sortable_index(run
     assert len(alphas) > 2  # the planted activations differ by token (1 + 0.05 * rank mod 10)
     assert "✓" in body and "flagged" in body and "decoy marks: Yes" in body
     assert "activation histogram" not in body  # recorded for every latent
+    # the scripted explainer's one line for every latent: flagged in the summary, the index and each panel
+    n = len(explained)
+    assert f"⚠ {n} of {n} explanations are degenerate ({n} identical to another latent's); they are still scored." \
+        in body
+    assert body.count("(degenerate: identical to another latent's)") == n
+    assert body.count("⚠ degenerate: identical to another latent's") == n
+    assert results["eval_result_metrics"]["autointerp"]["n_degenerate"] == n
+    assert "cut to the length cap" not in body
     assert body.count("positive activations over the corpus") == len(latents)
 
 

@@ -70,7 +70,7 @@ def test_run_writes_saebench_files_and_resumes_without_repeating_work(corpus, tm
 
     results = json.loads((out / "synthetic_eval_results.json").read_text())
     metrics = results["eval_result_metrics"]
-    summary = {"n", "ci", "floors", "best_floor", "margin"}
+    summary = {"n", "ci", "floors", "best_floor", "margin", "n_degenerate", "n_explanation_truncated"}
     assert set(metrics["autointerp"]) == {"autointerp_score", "autointerp_std_dev", "n_unparsed"} | summary
     assert set(metrics["embedding"]) == {"embedding_score", "embedding_std_dev"} | summary
     det = metrics["autointerp"]
@@ -84,15 +84,22 @@ def test_run_writes_saebench_files_and_resumes_without_repeating_work(corpus, tm
     assert result["resumed"]["evidence"] is None and result["resumed"]["lm_cache"]["hits"] == 0
     latents = results["eval_result_unstructured"]
     assert 1 <= len(latents) <= 3
+    # the scripted explainer writes one line for every latent: each is flagged, all are still scored
+    assert det["n_degenerate"] == metrics["embedding"]["n_degenerate"] == len(latents) >= 2
+    assert det["n_explanation_truncated"] == 0
     for entry in latents.values():
         assert {"explanation", "score", "predictions", "correct seqs"} <= set(entry)
         assert entry["explanation"] == "digits and numbers"
+        assert entry["degenerate"] is True and entry["degenerate_reason"] == "identical"
+        assert entry["explanation_truncated"] is False
         assert len(entry["correct seqs"]) == 2  # the top and the importance-weighted window left for scoring
     assert results["eval_config"]["n_top_ex"] == 4 and results["eval_config"]["hook_name"] == "hook_embed"
     (csv_path,) = out.glob("*_layerembed_features_summary*.csv")
     assert csv_path.name.endswith("_layerembed_features_summary.csv")
     rows = list(csv.DictReader(csv_path.open()))
-    assert list(rows[0]) == ["layer", "feature", "label", "autointerp_score", "embedding_score"]
+    assert list(rows[0]) == ["layer", "feature", "label", "autointerp_score", "embedding_score", "degenerate",
+                             "explanation_truncated"]
+    assert {(r["degenerate"], r["explanation_truncated"]) for r in rows} == {("identical", "0")}
     assert {r["feature"] for r in rows} == set(latents)
     assert result["eval_result_metrics"] == metrics
 
@@ -162,6 +169,32 @@ def test_digit_latent_scored_by_a_digit_detector_misses_only_random_windows_with
     # right on every window but the random ones that happen to hold a digit (labelled inactive, as in SAEBench)
     assert entry["score"] == 1 - entry["random_windows_with_activity"] / 6
     assert entry["predictions"][: len(entry["correct seqs"])] != [] and set(entry["correct seqs"]) <= set(entry["predictions"])
+
+
+def test_long_empty_and_copied_explanations_are_cut_flagged_and_still_scored(corpus, tmp_path):
+    from findbench.autointerp.activations import load_model
+
+    _, tokenizer, _ = load_model("minilm")
+    cfg = AutoInterpConfig(**_cfg(dataset=str(corpus), override_latents=[0, 1, 2, 3], scorers=["embedding"],
+                                  max_explanation_tokens=8))
+    texts = {0: "numbers written with digits " * 10, 1: "", 2: "Units of measurement following a number.",
+             3: "brackets"}
+    result = run_autointerp(model="minilm", sae="synthetic", config=cfg, out=tmp_path / "o", explanations=texts,
+                            progress=False)
+    u = result["eval_result_unstructured"]
+    assert set(u) == {"0", "1", "2", "3"}
+    assert u["0"]["explanation_truncated"] is True and u["0"]["explainer_answer"] == texts[0]
+    assert u["0"]["explanation"] == "numbers written with digits numbers written with digits"
+    assert len(tokenizer(u["0"]["explanation"], add_special_tokens=False)["input_ids"]) == 8
+    assert [u[k]["degenerate_reason"] for k in "0123"] == [None, "empty", "prompt_text", None]
+    assert [u[k]["degenerate"] for k in "0123"] == [False, True, True, False]
+    assert all(0 <= u[k]["embedding_score"] <= 1 for k in "0123")  # still scored
+    m = result["eval_result_metrics"]["embedding"]
+    assert m["n_degenerate"] == 2 and m["n_explanation_truncated"] == 1 and m["n"] == 4
+    records = {r["latent"]: r for r in json.loads((tmp_path / "o" / "latents.json").read_text())["latents"]}
+    assert records[0]["explanation_truncated"] is True and records[2]["degenerate_reason"] == "prompt_text"
+    rows = {r["feature"]: r for r in csv.DictReader(open(result["files"]["summary"]))}
+    assert (rows["0"]["explanation_truncated"], rows["1"]["degenerate"], rows["3"]["degenerate"]) == ("1", "empty", "")
 
 
 def test_bad_arguments_are_named(corpus, tmp_path):

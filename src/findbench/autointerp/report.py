@@ -1,7 +1,9 @@
 """The AutoInterp dashboard: one self-contained ``report.html`` per run (``report_<run_id>.html``
 for a named run), from its results JSON and ``latents.json``: the settings, each scorer's score,
 a sortable index of latents and a panel per latent (``#latent-<id>``) with its explanation,
-scores, activation histogram and windows shaded by activation. Everything is inline and escaped.
+scores, activation histogram and windows shaded by activation. Degenerate explanations (empty,
+copied from the prompt, identical across latents) and those cut to the length cap are flagged in
+the summary, the index and their panel. Everything is inline and escaped.
 """
 
 from __future__ import annotations
@@ -133,17 +135,55 @@ def _summary_html(results: Mapping[str, Any], scorers: Sequence[str]) -> str:
         margin = _num(m.get("margin"))
         margin_html = "—" if margin is None else f'<span class="{"good" if margin > 0 else "bad"}">{margin:+.3f}</span>'
         unparsed = m.get("n_unparsed")
+        degenerate = m.get("n_degenerate")
         label = f"{name} (SAEBench's autointerp_score)" if name == "detection" else name
         rows.append(f"<tr><td>{_e(label)}</td><td class='num'>{_fmt(m.get(f'{key}_score'))}</td><td class='num'>{interval}</td>"
                     f"<td class='num'>{_e(str(m.get('n', '—')))}</td><td>{floors}</td>"
                     f"<td class='num'>{margin_html} <span class='muted'>over {_e(str(m.get('best_floor', '—')))}</span></td>"
-                    f"<td class='num'>{'' if unparsed is None else _e(str(unparsed))}</td></tr>")
+                    f"<td class='num'>{'' if unparsed is None else _e(str(unparsed))}</td>"
+                    f"<td class='num'>{'—' if degenerate is None else _e(str(degenerate))}</td></tr>")
     if not rows:
         return ""
     return ("<table class='summary'><thead><tr><th>scorer</th><th>mean</th><th>95% interval</th><th>n</th><th>floors</th>"
-            "<th>margin</th><th>unparsed</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+            "<th>margin</th><th>unparsed</th><th>degenerate</th></tr></thead><tbody>" + "".join(rows)
+            + "</tbody></table>"
             "<p class='note'>Interval: seeded percentile bootstrap over latents. Floors: the score of answers that need no "
-            "explanation (detection: “None” for every latent, or every window; the other scorers: chance).</p>")
+            "explanation (detection: “None” for every latent, or every window; the other scorers: chance). "
+            "Degenerate: latents whose explanation is empty, copied from the explainer's prompt or identical to "
+            "another latent's (still scored).</p>")
+
+
+_REASONS = {"empty": "empty", "prompt_text": "copied from the prompt", "identical": "identical to another latent's"}
+
+
+def _flags(rec: Mapping[str, Any]) -> list[str]:
+    """The warnings on a latent's explanation: degenerate (and why), cut to the length cap."""
+    out = []
+    if rec.get("degenerate"):
+        out.append(f"degenerate: {_REASONS.get(rec.get('degenerate_reason'), rec.get('degenerate_reason'))}")
+    if rec.get("explanation_truncated"):
+        out.append("cut to the length cap")
+    return out
+
+
+def _flags_html(records: Sequence[Mapping[str, Any]]) -> str:
+    """One warning line for the run's degenerate and cut explanations ("" when none)."""
+    explained = [r for r in records if not r.get("skipped")]
+    degenerate = [r for r in explained if r.get("degenerate")]
+    cut = [r for r in explained if r.get("explanation_truncated")]
+    if not degenerate and not cut:
+        return ""
+    parts = []
+    if degenerate:
+        why = {}
+        for r in degenerate:
+            reason = _REASONS.get(r.get("degenerate_reason"), str(r.get("degenerate_reason")))
+            why[reason] = why.get(reason, 0) + 1
+        parts.append(f"{len(degenerate)} of {len(explained)} explanations are degenerate ("
+                     + ", ".join(f"{n} {reason}" for reason, n in why.items()) + "); they are still scored")
+    if cut:
+        parts.append(f"{len(cut)} of {len(explained)} explanations were cut to the length cap before scoring")
+    return f"<p class='warn flags'>⚠ {_e('; '.join(parts))}.</p>"
 
 
 def _settings_html(results: Mapping[str, Any], n_latents: int, n_skipped: int) -> str:
@@ -174,8 +214,9 @@ def _index_html(records: Sequence[Mapping[str, Any]], scorers: Sequence[str], pl
         if r.get("skipped"):
             continue
         latent = int(r["latent"])
+        flags = "".join(f" <span class='warn'>({_e(f)})</span>" for f in _flags(r))
         cells = [f"<td data-sort='{latent}'><a href='#latent-{latent}'>{latent}</a></td>",
-                 f"<td>{_e(r.get('explanation') or '')}</td>"]
+                 f"<td>{_e(r.get('explanation') or '')}{flags}</td>"]
         if planted:
             rule = (r.get("planted") or {}).get("rule", "")
             cells.append(f"<td><code>{_e(rule)}</code></td>")
@@ -327,6 +368,7 @@ def _panel_html(rec: Mapping[str, Any], scorers: Sequence[str]) -> str:
     expl = rec.get("explanation")
     facts = [f"<div class='expl'><span class='lbl'>Explanation</span> “{_e(expl)}”</div>" if expl is not None else
              "<div class='expl'><span class='lbl'>Explanation</span> <span class='muted'>none</span></div>"]
+    facts += [f"<div class='warn'>⚠ {_e(f)}</div>" for f in _flags(rec)]
     raw = rec.get("explainer_answer")
     if raw and expl is not None and raw.strip() not in (expl, f"This neuron activates on {expl}", f"This neuron activates on {expl}."):
         facts.append(f"<div class='muted raw'>explainer's answer: {_e(raw)}</div>")
@@ -426,6 +468,7 @@ def render_report(results: Mapping[str, Any], latents: Sequence[Mapping[str, Any
         f"<h1 id='top'>{_e(title)}</h1>",
         _settings_html(results, len(explained), len(skipped)),
         _summary_html(results, scorers),
+        _flags_html(records),
         "<h2>Latents</h2>", legend,
         _index_html(records, scorers, planted),
     ]

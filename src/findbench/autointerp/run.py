@@ -1,5 +1,10 @@
 """One AutoInterp run: corpus → latents → evidence → explanations → scores → result files.
 
+Every explanation passes :func:`~findbench.autointerp.explanations.guard_explanations` before it
+is scored: cut to ``max_explanation_tokens`` tokens of the model's tokenizer (flagged
+``explanation_truncated``) and marked ``degenerate`` when empty, copied from the prompt or
+identical to another latent's (still scored).
+
 Resumable: firing counts and evidence are saved in ``out`` and every LM call goes through a
 sqlite request cache, so a rerun repeats no finished work (evidence is shared across
 :data:`~findbench.autointerp.config.LM_ONLY_FIELDS`).
@@ -7,9 +12,11 @@ sqlite request cache, so a rerun repeats no finished work (evidence is shared ac
 Outputs (SAEBench's names; ``run_id`` gives each run its own set):
 
 - ``<sae_id>_eval_results[_<run_id>].json``: ``eval_result_metrics`` (``autointerp`` is
-  SAEBench's detection score; one block per other scorer, each with :func:`score_summary`'s keys),
-  ``eval_result_unstructured`` (per latent), ``eval_config``, the skipped latents;
-- ``<model>_layer<L>_features_summary[_<run_id>].csv``: ``layer, feature, label, autointerp_score`` (+ one column per scorer);
+  SAEBench's detection score; one block per other scorer, each with :func:`score_summary`'s keys
+  and ``n_degenerate`` / ``n_explanation_truncated``), ``eval_result_unstructured`` (per latent),
+  ``eval_config``, the skipped latents;
+- ``<model>_layer<L>_features_summary[_<run_id>].csv``: ``layer, feature, label, autointerp_score`` (+ one column
+  per scorer, then ``degenerate``: the reason or empty, and ``explanation_truncated``: 1 or 0);
 - ``latents[_<run_id>].json``: :func:`latent_records`, read by :mod:`findbench.autointerp.report`.
 """
 
@@ -34,6 +41,7 @@ from findbench.autointerp.activations import hook_name_for_layer, load_model, pa
 from findbench.autointerp.config import LM_ONLY_FIELDS, AutoInterpConfig
 from findbench.autointerp.detection import CHANCE, detection_floors, parse_explanation, score_summary, summarize
 from findbench.autointerp.evidence import LatentEvidence, choose_latents, collect_evidence, firing_counts
+from findbench.autointerp.explanations import guard_explanations
 from findbench.autointerp.prompts import TokenRenderer, explanation_constraint, explanation_messages
 from findbench.autointerp.scorers import make_scorer
 from findbench.lm.base import use_structured_outputs
@@ -172,6 +180,13 @@ def run_autointerp(*, model: str | os.PathLike = "embedded", sae: Any = "embedde
         if missing:
             raise ValueError(f"explanations has no entry for latents {missing[:10]}")
         made = [{"raw": explanations[ev.latent], "explanation": explanations[ev.latent]} for ev in usable]
+    guarded = guard_explanations([m["explanation"] for m in made], tokenizer, cfg.max_explanation_tokens)
+    for m, g in zip(made, guarded):
+        m.update(g)
+    n_degenerate, n_cut = sum(g["degenerate"] for g in guarded), sum(g["explanation_truncated"] for g in guarded)
+    if n_degenerate or n_cut:
+        log.warning("explanations: %d of %d degenerate (empty, copied from the prompt or identical across latents), "
+                    "%d cut to %d tokens", n_degenerate, len(made), n_cut, cfg.max_explanation_tokens)
 
     per_scorer: dict[str, list[dict]] = {}
     items = [(ev, m["explanation"]) for ev, m in zip(usable, made)]
@@ -268,6 +283,7 @@ def latent_records(evidence: list[LatentEvidence], usable: list[LatentEvidence],
         n_fired = ev.extra.get("n_fired", (counts or {}).get(ev.latent))
         rec: dict[str, Any] = {
             "latent": ev.latent, "skipped": ev.skipped, "explanation": None, "explainer_answer": None,
+            "degenerate": None, "degenerate_reason": None, "explanation_truncated": None,
             "planted": (planted or {}).get(ev.latent), "n_fired": n_fired, "n_positions": n_positions,
             "firing_rate": n_fired / n_positions if n_fired is not None and n_positions else None,
             "max_act": ev.top_max_act, "histogram": ev.extra.get("histogram"), "scores": {}, "scorers": {}, "windows": [],
@@ -275,6 +291,7 @@ def latent_records(evidence: list[LatentEvidence], usable: list[LatentEvidence],
         i = position.get(ev.latent)
         if i is not None:
             rec["explanation"], rec["explainer_answer"] = made[i]["explanation"], made[i]["raw"]
+            rec.update({k: made[i][k] for k in ("degenerate", "degenerate_reason", "explanation_truncated")})
             for name, rows in per_scorer.items():
                 row = rows[i]
                 rec["scores"][name] = row["score"]
@@ -301,6 +318,8 @@ def _results(cfg, setting, usable, made, per_scorer, skipped, explainer, scorer,
         metrics[key] = {f"{key}_score": mean, f"{key}_std_dev": std}
         if name == "detection":
             metrics[key]["n_unparsed"] = sum(not r["parsed"] for r in rows)
+        metrics[key]["n_degenerate"] = sum(m["degenerate"] for m in made)
+        metrics[key]["n_explanation_truncated"] = sum(m["explanation_truncated"] for m in made)
         if scores:
             truth = [[i for i, w in enumerate(ev.scoring, start=1) if w.active] for ev in usable]
             floors = (detection_floors(truth, [len(ev.scoring) for ev in usable])
@@ -308,7 +327,8 @@ def _results(cfg, setting, usable, made, per_scorer, skipped, explainer, scorer,
             metrics[key].update({k: v for k, v in score_summary(scores, floors).items() if k != "mean"})
     unstructured = {}
     for i, (ev, m) in enumerate(zip(usable, made)):
-        entry: dict[str, Any] = {"explanation": m["explanation"], "explainer_answer": m["raw"]}
+        entry: dict[str, Any] = {"explanation": m["explanation"], "explainer_answer": m["raw"],
+                                 **{k: m[k] for k in ("degenerate", "degenerate_reason", "explanation_truncated")}}
         if "detection" in per_scorer:
             d = per_scorer["detection"][i]
             entry.update({"score": d["score"], "predictions": d["predictions"], "correct seqs": d["correct seqs"],
@@ -338,9 +358,11 @@ def _summary_csv(layer, usable, made, per_scorer, scorers) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     extra = [s for s in scorers if s != "detection"]
-    writer.writerow(["layer", "feature", "label", "autointerp_score", *[f"{s}_score" for s in extra]])
+    writer.writerow(["layer", "feature", "label", "autointerp_score", *[f"{s}_score" for s in extra],
+                     "degenerate", "explanation_truncated"])
     for i, (ev, m) in enumerate(zip(usable, made)):
         det = per_scorer["detection"][i]["score"] if "detection" in per_scorer else ""
         writer.writerow([layer if layer is not None else "embed", ev.latent, m["explanation"], det,
-                         *[per_scorer[s][i]["score"] for s in extra]])
+                         *[per_scorer[s][i]["score"] for s in extra],
+                         m["degenerate_reason"] or "", int(m["explanation_truncated"])])
     return buf.getvalue()
