@@ -167,3 +167,25 @@ def test_cli_compare_help(capsys):
     assert exc.value.code == 0
     text = capsys.readouterr().out
     assert "run_a" in text and "--n-resamples" in text and "default 10000" in text and "(default 0)" in text
+
+
+def test_margins_over_own_observations_are_compared(tmp_path):
+    """Each column with a floor is followed by its margin: A's code passes where its floor does,
+    B's passes where its floor fails, so B is further above its own observations."""
+    columns = ("function_id", "category", "method", "nmse", "nmse_observed", "exact_match", "exact_match_margin")
+    for name, floor in (("a", "0.01"), ("b", "5.0")):
+        folder = tmp_path / name
+        folder.mkdir()
+        with open(folder / "per_function.csv", "w", newline="", encoding="utf-8") as fh:
+            writer = csv.writer(fh, lineterminator="\n")
+            writer.writerow(columns)
+            for i in range(N):
+                writer.writerow([f"numeric/f{i:05d}", "numeric", "aia", "0.01", floor, "", ""])
+                writer.writerow([f"strings/f{i:05d}", "strings", "aia", "", "", "1.0", "0.5" if name == "a" else "0.0"])
+    result = compare_runs(tmp_path / "a", tmp_path / "b")
+    by = {c["header"]: c for c in result["columns"]}
+    numeric = by["numeric code (NMSE<0.1): margin over own observations"]
+    assert (numeric["mean_a"], numeric["mean_b"], numeric["verdict"]) == (0.0, 1.0, "differs")
+    strings = by["strings code (exact match): margin over own observations"]
+    assert (strings["mean_a"], strings["mean_b"]) == (0.5, 0.0)
+    assert by["numeric code (NMSE<0.1)"]["verdict"] == "no difference"

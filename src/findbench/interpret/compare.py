@@ -10,14 +10,14 @@ bootstrap on so few units is too narrow to call a difference. Units as
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from findbench.interpret.evaluate import CATEGORY_METRICS, CSV_COLUMNS, METHODS, unit_values
+from findbench._io import read_csv_rows
+from findbench.interpret.evaluate import CATEGORY_METRICS, FLOORED_SCORES, METHODS, unit_values
 from findbench.interpret.scoreboard import TABLE2_COLUMNS
 from findbench.schema import CATEGORIES
 from findbench.stats import (
@@ -30,8 +30,10 @@ from findbench.stats import (
     paired_bootstrap,
 )
 
-#: The metrics of ``scores.json`` compared (per category: those of ``CATEGORY_METRICS``).
-COMPARED_METRICS = ("nmse_success", "exact_match", "unit_test_accuracy", "domain_iou")
+#: The metrics of ``scores.json`` compared (per category: those of ``CATEGORY_METRICS``), each followed
+#: by its margin over the run's own observations where it has one (:data:`MARGINS`).
+COMPARED_METRICS = ("nmse_success", "exact_match", "unit_test_accuracy", "domain_iou", "unit_test_accuracy_near")
+MARGINS = tuple(f"{m}_margin" for m in FLOORED_SCORES)
 _PER_FUNCTION = "per_function.csv"
 #: A column's ``verdict``: the interval excludes 0, it does not, or too few shared functions to say.
 DIFFERS, NO_DIFFERENCE, N_TOO_SMALL = "differs", "no difference", "n too small"
@@ -51,20 +53,20 @@ def _per_function_path(folder: Path, name: str) -> Path:
 
 def read_per_function(scores_dir: str | os.PathLike, *, name: str = "scores_dir") -> dict[tuple[str, str], dict[str, dict[str, str]]]:
     """``per_function.csv`` of a ``findbench evaluate`` folder (or of ``<run>/scores``) as
-    ``{(category, method): {function_id: row}}``; ValueError naming ``name`` for a file lacking a
-    column of :data:`~findbench.interpret.evaluate.CSV_COLUMNS` or scoring a function twice."""
+    ``{(category, method): {function_id: row}}``; ValueError naming ``name`` for a file lacking an
+    id column (``function_id``, ``category``, ``method``) or scoring a function twice. Metric columns
+    a file lacks (written by an older findbench) leave those columns unscored."""
     path = _per_function_path(Path(scores_dir), name)
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        missing = [c for c in CSV_COLUMNS if c not in (reader.fieldnames or [])]
-        if missing:
-            raise ValueError(f"{name}: {path} lacks the column(s) {', '.join(missing)} (not written by `findbench evaluate`)")
-        out: dict[tuple[str, str], dict[str, dict[str, str]]] = {}
-        for line, row in enumerate(reader, start=2):
-            group = out.setdefault((row["category"], row["method"]), {})
-            if row["function_id"] in group:
-                raise ValueError(f"{name}: {path} line {line} scores {row['function_id']} ({row['method']}) a second time")
-            group[row["function_id"]] = row
+    rows = read_csv_rows(path)
+    missing = [c for c in ("function_id", "category", "method") if rows and c not in rows[0]]
+    if missing:
+        raise ValueError(f"{name}: {path} lacks the column(s) {', '.join(missing)} (not written by `findbench evaluate`)")
+    out: dict[tuple[str, str], dict[str, dict[str, str]]] = {}
+    for line, row in enumerate(rows, start=2):
+        group = out.setdefault((row["category"], row["method"]), {})
+        if row["function_id"] in group:
+            raise ValueError(f"{name}: {path} line {line} scores {row['function_id']} ({row['method']}) a second time")
+        group[row["function_id"]] = row
     return out
 
 
@@ -77,7 +79,12 @@ def _columns() -> list[tuple[str, str, str, str]]:
             for metric in CATEGORY_METRICS[category]:
                 if metric in COMPARED_METRICS and (category, method, metric) not in seen:
                     cols.append((category, method, metric, f"{category} {method} {metric}"))
-    return cols
+    out = []
+    for category, method, metric, header in cols:
+        out.append((category, method, metric, header))
+        if f"{metric}_margin" in MARGINS:
+            out.append((category, method, f"{metric}_margin", f"{header}: margin over own observations"))
+    return out
 
 
 def _finite_or_none(value: float) -> float | None:

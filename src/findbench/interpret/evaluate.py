@@ -321,16 +321,25 @@ def _mean(units: Sequence[float]) -> float | None:
 
 def unit_values(metric: str, records: Sequence[dict[str, Any]]) -> list[float]:
     """The per-function values (bootstrap units) an aggregate of ``scores.json`` averages, from records
-    or ``per_function.csv`` rows: ``nmse_success`` 1/0 per function (no finite NMSE fails),
-    ``mean_nmse`` the finite NMSEs, the others their finite values."""
+    or ``per_function.csv`` rows: ``nmse_success`` 1/0 per function (no finite NMSE fails; its
+    ``_observed`` and ``_margin`` from ``nmse_observed``), ``mean_nmse`` the finite NMSEs, the
+    others (``<metric>_observed`` and ``<metric>_margin`` too) their finite values."""
     from findbench.find.code_scoring import NMSE_THRESHOLD
 
     def number(value: Any) -> float | None:
         return None if value is None or value == "" else float(value)
 
+    def success(value: Any) -> float:
+        v = number(value)
+        return 1.0 if v is not None and v < NMSE_THRESHOLD else 0.0
+
     if metric == "nmse_success":
-        values = [number(r.get("nmse")) for r in records]
-        return [1.0 if v is not None and v < NMSE_THRESHOLD else 0.0 for v in values]
+        return [success(r.get("nmse")) for r in records]
+    if metric in ("nmse_success_observed", "nmse_success_margin"):  # functions with a floor only
+        floored = [r for r in records if number(r.get("nmse_observed")) is not None]
+        if metric.endswith("observed"):
+            return [success(r["nmse_observed"]) for r in floored]
+        return [success(r.get("nmse")) - success(r["nmse_observed"]) for r in floored]
     column = "nmse" if metric == "mean_nmse" else metric
     values = [number(r.get(column)) for r in records]
     return [v for v in values if v is not None and math.isfinite(v)]
