@@ -180,7 +180,7 @@ class ExportFunctionsConfig(_Command):
 class InterpretConfig(_Command):
     """run an interpreter agent on FIND functions (FIND §3): <out>/<category>/<method>/fNNNNN/ per episode"""
 
-    interpreter: str = arg("embedded", "a reference (oracle, random, constant, empty) or an LM: embedded, a folder, a Hub id, a "
+    interpreter: str = arg("embedded", "a reference (oracle, random, constant, empty, observed) or an LM: embedded, a folder, a Hub id, a "
                                        "server URL (with --model) or an Inspect model (hf/local, mockllm/model, openai-api/..., vllm/...)")
     model: str | None = arg(None, "served model name, for a server-URL --interpreter")
     method: str = _csv_arg("aia", "comma-separated: aia, milan, aia+milan (the MILAN ones for neuron configs only)")
@@ -199,6 +199,8 @@ class InterpretConfig(_Command):
     seed: int = arg(0, "procedural rows, numeric noise, the random interpreter's picks")
     out: str = arg("outputs/interpret", "run folder; rerunning resumes it")
     max_connections: int = arg(4, "episodes in flight at once")
+    observed_calls: int = arg(40, "calls of the observed interpreter's plan (evenly spaced numeric inputs; other categories' "
+                                  "test inputs for strings and neurons)", parse=_positive_int, metavar="K")
     engine: str = arg("inspect", "the only engine, Inspect's eval() (.eval logs go to <out>/logs/: inspect view); kept for old scripts")
     structured_outputs: str = arg("auto", "each text-protocol turn follows FIND's command / answer grammar: auto for models "
                                           "running in this process, on for any model, off never", choices=STRUCTURED_OUTPUTS)

@@ -22,7 +22,6 @@ Outputs (SAEBench's names; ``run_id`` gives each run its own set):
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import logging
@@ -35,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from findbench import _checks
-from findbench._io import atomic_write_bytes, atomic_write_json, atomic_write_text, fingerprint
+from findbench._io import atomic_write_bytes, atomic_write_json, atomic_write_text, csv_text, fingerprint
 from findbench._version import __version__
 from findbench.autointerp.activations import hook_name_for_layer, load_model, parse_hook_name
 from findbench.autointerp.config import LM_ONLY_FIELDS, AutoInterpConfig
@@ -355,14 +354,11 @@ def _results(cfg, setting, usable, made, per_scorer, skipped, explainer, scorer,
 
 
 def _summary_csv(layer, usable, made, per_scorer, scorers) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
     extra = [s for s in scorers if s != "detection"]
-    writer.writerow(["layer", "feature", "label", "autointerp_score", *[f"{s}_score" for s in extra],
-                     "degenerate", "explanation_truncated"])
-    for i, (ev, m) in enumerate(zip(usable, made)):
-        det = per_scorer["detection"][i]["score"] if "detection" in per_scorer else ""
-        writer.writerow([layer if layer is not None else "embed", ev.latent, m["explanation"], det,
-                         *[per_scorer[s][i]["score"] for s in extra],
-                         m["degenerate_reason"] or "", int(m["explanation_truncated"])])
-    return buf.getvalue()
+    columns = ["layer", "feature", "label", "autointerp_score", *[f"{s}_score" for s in extra],
+               "degenerate", "explanation_truncated"]
+    return csv_text(columns, ([layer if layer is not None else "embed", ev.latent, m["explanation"],
+                               per_scorer["detection"][i]["score"] if "detection" in per_scorer else "",
+                               *[per_scorer[s][i]["score"] for s in extra],
+                               m["degenerate_reason"] or "", int(m["explanation_truncated"])]
+                              for i, (ev, m) in enumerate(zip(usable, made))))
