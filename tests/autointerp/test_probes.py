@@ -91,6 +91,7 @@ def test_probe_verdict_from_a_paired_bootstrap():
     assert probe_verdict(true, above)["verdict"] == "probe above truth"
     same = probe_verdict(true, list(true))
     assert same["verdict"] == "no difference shown" and same["inflation"] == 0 and not same["truth_above_probe"]
+    assert f"{same['inflation']:+.3f}" == "+0.000" and [f"{x:+.3f}" for x in same["inflation_ci"]] == ["+0.000", "+0.000"]
     mixed = [t + (0.1 if k % 2 else -0.1) for k, t in enumerate(true)]
     assert probe_verdict(true, mixed)["verdict"] == "no difference shown"
     assert probe_verdict(true, below) == probe_verdict(true, below)  # seeded

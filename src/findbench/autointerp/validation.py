@@ -91,8 +91,9 @@ def probe_verdict(true: Sequence[float], probe: Sequence[float], *, seed: int = 
     cmp = paired_bootstrap(true, probe, seed=seed)
     low, high = cmp.diff_ci
     verdict = VERDICTS[0] if low > 0 else VERDICTS[1] if high < 0 else VERDICTS[2]
-    return {**mean_ci(probe, seed=seed), "inflation": -cmp.diff, "inflation_ci": [-high, -low], "p_value": cmp.p_value,
-            "verdict": verdict, "truth_above_probe": verdict == VERDICTS[0]}
+    # (+ 0.0: a zero difference is reported as 0.0, not -0.0)
+    return {**mean_ci(probe, seed=seed), "inflation": -cmp.diff + 0.0, "inflation_ci": [-high + 0.0, -low + 0.0],
+            "p_value": cmp.p_value, "verdict": verdict, "truth_above_probe": verdict == VERDICTS[0]}
 
 
 def planted_validation(model, tokenizer, *, scorers: Sequence[str] = SCORERS, lm=None, encoder=None, config: AutoInterpConfig | None = None,
