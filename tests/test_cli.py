@@ -12,8 +12,8 @@ import pytest
 from findbench import cli
 
 WORKFLOW = ("build", "call", "export-functions", "interpret", "evaluate", "report", "compare", "backbone-report", "build-neuron-tests",
-            "iia", "judge-data", "train-judge", "judge-report", "judge-card", "train-sae", "autointerp", "autointerp-validate",
-            "main")
+            "iia", "judge-data", "train-judge", "judge-report", "judge-card", "train-sae", "autointerp", "autointerp-merge",
+            "autointerp-validate", "main")
 # the judge commands' earlier names stay as aliases
 ALIASES = {"evaluator-data": "judge-data", "train-evaluator": "train-judge", "evaluator-report": "judge-report"}
 
@@ -39,7 +39,7 @@ def test_help_of_each_subcommand(command, capsys):
     assert exc.value.code == 0
     out = capsys.readouterr().out
     assert f"findbench {ALIASES.get(command, command)}" in out
-    assert "(default " in out or command in ("report", "train-judge", "train-evaluator")
+    assert "(default " in out or command in ("report", "train-judge", "train-evaluator", "autointerp-merge")
 
 
 @pytest.mark.parametrize("command", ["train-judge", "train-evaluator"])

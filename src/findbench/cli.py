@@ -508,7 +508,8 @@ class AutoInterpCommand(_Command):
     __doc__ = ("explain SAE latents in words and score the explanations (SAEBench AutoInterp + more scorers); the defaults run in "
                "minutes on the embedded model, SAEBench's values: " + ", ".join(
                    f"--{k.replace('_', '-')} {','.join(v) if isinstance(v, list) else v}"
-                   for k, v in ((k, getattr(_SAEBENCH, k)) for k in QUICK_DEFAULTS)))
+                   for k, v in ((k, getattr(_SAEBENCH, k)) for k in QUICK_DEFAULTS))
+               + "; `findbench autointerp merge DIR... --out OUT` joins the folders of --shard runs")
 
     WITH = (AutoInterpConfig,)
     model: str = arg("embedded", "model the SAE reads: embedded (SmolLM2), minilm, a folder or a Hub id")
@@ -526,6 +527,8 @@ class AutoInterpCommand(_Command):
     run_id: str | None = arg(None, "name this run's result files (<sae>_eval_results_<id>.json, ..._features_summary_<id>.csv) "
                                    "instead of overwriting the plain ones")
     report: bool = arg(False, "then write report.html in --out: every latent's windows shaded by activation, explanation, scorers' picks")
+    shard: str | None = arg(None, "I/N: explain and score only the selected latents at positions p with p %% N == I (evidence "
+                                  "is still collected for all); `findbench autointerp merge` joins the N --out folders")
 
     def run(self, cfg: AutoInterpConfig) -> None:
         from findbench.autointerp.report import write_report
@@ -545,11 +548,31 @@ class AutoInterpCommand(_Command):
         applied = result["eval_config"]["structured_outputs_applied"]
         print(f"structured outputs {cfg.structured_outputs}: explainer {'on' if applied['explainer'] else 'off'}, "
               f"scorer {'on' if applied['scorer'] else 'off'}")
+        if result.get("shard"):
+            print(f"shard {self.shard}: the scores of this shard's latents only (`findbench autointerp merge` joins the shards)")
         for key, values in result["eval_result_metrics"].items():
             print(_format_score(key, values))
         print(f"wrote {result['files']['results']}\nwrote {result['files']['summary']}")
         if self.report:
             print(f"wrote {write_report(result['files']['results'])}")
+
+
+@dataclass
+class AutoInterpMergeCommand(_Command):
+    """join the --out folders of `findbench autointerp --shard I/N` runs (each of 0..N-1 once, the same settings) into the
+    files one unsharded run writes (also: `findbench autointerp merge DIR... --out OUT`)"""
+
+    ARGS = {"dirs": {"nargs": "+", "metavar": "DIR", "help": "the shards' --out folders"}}
+    out: str = arg(None, "folder to write (replaced whole, atomically)", required=True)
+    run_id: str | None = arg(None, "the shards' --run-id")
+
+    def run(self, dirs: list[str]) -> None:
+        from findbench.autointerp.run import merge_shards
+
+        result = merge_shards(dirs, self.out, run_id=self.run_id)
+        for key, values in result["eval_result_metrics"].items():
+            print(_format_score(key, values))
+        print("\n".join(f"wrote {path}" for path in result["files"].values()))
 
 
 @dataclass
@@ -627,7 +650,7 @@ COMMANDS: tuple[tuple[str, type[_Command]], ...] = (
     ("evaluate", EvaluateConfig), ("report", ReportConfig), ("compare", CompareConfig), ("backbone-report", BackboneReportConfig),
     ("build-neuron-tests", BuildNeuronTestsConfig), ("iia", IIAConfig), ("judge-data", JudgeDataConfig),
     ("train-judge", TrainJudgeConfig), ("judge-report", JudgeReportConfig), ("judge-card", JudgeCardConfig),
-    ("train-sae", TrainSAECommand), ("autointerp", AutoInterpCommand),
+    ("train-sae", TrainSAECommand), ("autointerp", AutoInterpCommand), ("autointerp-merge", AutoInterpMergeCommand),
     ("autointerp-validate", AutoInterpValidateCommand), ("main", MainConfig),
 )
 #: Earlier names that still work.
@@ -728,6 +751,9 @@ def _as_flag(message: str, command: type) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    at = next((i for i, a in enumerate(argv) if not a.startswith("-")), len(argv))
+    if argv[at : at + 2] == ["autointerp", "merge"]:  # `findbench autointerp merge ...` is autointerp-merge
+        argv = [*argv[:at], "autointerp-merge", *argv[at + 2 :]]
     args = parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     command = args._command

@@ -18,6 +18,12 @@ Outputs (SAEBench's names; ``run_id`` gives each run its own set):
 - ``<model>_layer<L>_features_summary[_<run_id>].csv``: ``layer, feature, label, autointerp_score`` (+ one column
   per scorer, then ``degenerate``: the reason or empty, and ``explanation_truncated``: 1 or 0);
 - ``latents[_<run_id>].json``: :func:`latent_records`, read by :mod:`findbench.autointerp.report`.
+
+Sharded (``shard="I/N"``): the run explains and scores only the latents at positions ``p`` of the
+selected list with ``p % N == I`` and writes the same files (``shard`` in the results JSON records
+it). Its evidence is collected for the whole list (the collector's random draws are joint over the
+list, so that is what keeps a shard's windows those of the unsharded run) and saved under the
+unsharded run's fingerprint. :func:`merge_shards` joins the N folders into the unsharded files.
 """
 
 from __future__ import annotations
@@ -34,15 +40,16 @@ from typing import Any
 import numpy as np
 
 from findbench import _checks
-from findbench._io import atomic_write_bytes, atomic_write_json, atomic_write_text, csv_text, fingerprint
+from findbench._io import atomic_dir, atomic_write_bytes, atomic_write_json, atomic_write_text, csv_text, fingerprint
 from findbench._version import __version__
 from findbench.autointerp.activations import hook_name_for_layer, load_model, parse_hook_name
 from findbench.autointerp.config import LM_ONLY_FIELDS, AutoInterpConfig
 from findbench.autointerp.detection import CHANCE, detection_floors, parse_explanation, score_summary, summarize
 from findbench.autointerp.evidence import LatentEvidence, choose_latents, collect_evidence, firing_counts
-from findbench.autointerp.explanations import guard_explanations
+from findbench.autointerp.explanations import degenerate_reasons, guard_explanations
 from findbench.autointerp.prompts import TokenRenderer, explanation_constraint, explanation_messages
 from findbench.autointerp.scorers import make_scorer
+from findbench.constants import UsageError
 from findbench.lm.base import use_structured_outputs
 
 #: Version of the ``latents.json`` layout (:func:`latent_records`).
@@ -60,6 +67,16 @@ def explain(lm, evidence: list[LatentEvidence], renderer: TokenRenderer, cfg: Au
     kwargs = {"constraint": explanation_constraint()} if structured else {}
     answers = lm.generate(convs, max_new_tokens=cfg.max_tokens_in_explanation, progress=progress, **kwargs) if convs else []
     return [{"raw": a, "explanation": parse_explanation(a)} for a in answers]
+
+
+def parse_shard(shard: str | None) -> tuple[int, int] | None:
+    """``"I/N"`` as ``(I, N)`` with ``0 <= I < N`` (None: unsharded); a UsageError naming ``shard`` otherwise."""
+    if shard is None:
+        return None
+    m = re.fullmatch(r"(\d+)/(\d+)", shard.strip()) if isinstance(shard, str) else None
+    if not m or not int(m[1]) < int(m[2]):
+        raise UsageError(f"shard must be I/N with 0 <= I < N (e.g. 0/4), got {shard!r}")
+    return int(m[1]), int(m[2])
 
 
 def _safe(name: str) -> str:
@@ -88,7 +105,7 @@ def run_autointerp(*, model: str | os.PathLike = "embedded", sae: Any = "embedde
                    hook: str | None = None, explainer: Any = "embedded", scorer: Any = None, config: AutoInterpConfig | None = None,
                    out: str | os.PathLike = "outputs/autointerp", cache: str | os.PathLike | None = None, batch_size: int = 32,
                    max_connections: int = 8, lm_model: str | None = None, explanations: dict[int, str] | None = None,
-                   run_id: str | None = None, progress: bool = True) -> dict:
+                   run_id: str | None = None, shard: str | None = None, progress: bool = True) -> dict:
     """Explain and score SAE latents (the files written: see the module docstring).
 
     Args:
@@ -98,6 +115,7 @@ def run_autointerp(*, model: str | os.PathLike = "embedded", sae: Any = "embedde
         explainer, scorer: LM specs or objects; the scorer defaults to the explainer.
         cache: sqlite request cache for both LMs (default ``<out>/lm_cache.sqlite``).
         explanations: latent → text, used instead of asking the explainer.
+        shard: ``"I/N"``: explain and score only this shard's latents (see the module docstring).
 
     Returns:
         The results JSON's content, plus ``files`` (the paths written) and ``resumed`` (what
@@ -106,6 +124,7 @@ def run_autointerp(*, model: str | os.PathLike = "embedded", sae: Any = "embedde
     from findbench.autointerp.corpus import corpus_tokens, special_token_ids
     from findbench.autointerp.sae import load_sae
 
+    where = parse_shard(shard)
     cfg = config or AutoInterpConfig()
     if not isinstance(cfg, AutoInterpConfig):
         raise TypeError(f"config must be an AutoInterpConfig, got {type(cfg).__name__}")
@@ -158,6 +177,9 @@ def run_autointerp(*, model: str | os.PathLike = "embedded", sae: Any = "embedde
                                     batch_size=batch_size, progress=progress)
         log.info("evidence for %d latents over %d tokens in %.1f s", len(latents), tokens.size, time.perf_counter() - t0)
         atomic_write_json(ev_path, [e.to_dict() for e in evidence])
+    if where is not None:
+        evidence = evidence[where[0]::where[1]]
+        log.info("shard %d/%d: %d of %d latents", *where, len(evidence), len(latents))
     usable = [ev for ev in evidence if ev.skipped is None]
     skipped = {str(ev.latent): ev.skipped for ev in evidence if ev.skipped is not None}
     if skipped:
@@ -196,20 +218,22 @@ def run_autointerp(*, model: str | os.PathLike = "embedded", sae: Any = "embedde
         per_scorer[name] = scorer_obj.score(items)
 
     planted = _planted(sae_obj)
-    result = _results(cfg, setting, usable, made, per_scorer, skipped, explainer, scorer, hook_layer, planted)
+    n_positions = int(tokens.size - np.isin(tokens, specials).sum())
+    records = latent_records(evidence, usable, made, per_scorer, renderer, planted=planted, n_positions=n_positions,
+                             counts=counts_by_latent)
+    result = _results(cfg, setting, usable, made, per_scorer, skipped, explainer, scorer, hook_layer, planted,
+                      metrics=aggregate_metrics(records, cfg.scorers))
     result["eval_config"]["structured_outputs_applied"] = applied
     suffix = f"_{run_id}" if run_id else ""
     json_path = out / f"{sae_name}_eval_results{suffix}.json"
     latents_path = out / f"latents{suffix}.json"
-    n_positions = int(tokens.size - np.isin(tokens, specials).sum())
-    records = latent_records(evidence, usable, made, per_scorer, renderer, planted=planted, n_positions=n_positions,
-                             counts=counts_by_latent)
     atomic_write_json(latents_path, {"format": LATENTS_FORMAT, "results": json_path.name, "latents": records})
     result["latents_file"] = latents_path.name
     result["run_id"] = run_id
+    result["shard"] = None if where is None else {"index": where[0], "count": where[1]}
     atomic_write_json(json_path, result)
     csv_path = out / f"{_safe(model_name)}_layer{hook_layer if hook_layer is not None else 'embed'}_features_summary{suffix}.csv"
-    atomic_write_text(csv_path, _summary_csv(hook_layer, usable, made, per_scorer, cfg.scorers))
+    atomic_write_text(csv_path, _summary_csv(hook_layer, records, cfg.scorers))
     result["files"] = {"results": str(json_path), "summary": str(csv_path), "latents": str(latents_path)}
     lms = list({id(x): x for x in (explainer_lm, scorer_lm) if x is not None}.values())
     resumed["lm_cache"] = {"path": str(cache_path), "hits": sum(getattr(x, "hits", 0) for x in lms),
@@ -308,22 +332,31 @@ def latent_records(evidence: list[LatentEvidence], usable: list[LatentEvidence],
     return out
 
 
-def _results(cfg, setting, usable, made, per_scorer, skipped, explainer, scorer, layer, planted=None) -> dict:
+def aggregate_metrics(records: list[dict], scorers: list[str]) -> dict[str, dict]:
+    """``eval_result_metrics`` from the per-latent :func:`latent_records` (skipped latents left
+    out): per scorer its mean, std, :func:`score_summary` (floors from each latent's scoring
+    windows) and the degenerate / cut explanation counts. A run and :func:`merge_shards` both call it."""
+    scored = [r for r in records if r["skipped"] is None]
     metrics: dict[str, dict] = {}
-    for name, rows in per_scorer.items():
-        scores = [r["score"] for r in rows]
+    for name in scorers:
+        scores = [r["scores"][name] for r in scored]
         mean, std = summarize(scores) if scores else (float("nan"), float("nan"))
         key = "autointerp" if name == "detection" else name
         metrics[key] = {f"{key}_score": mean, f"{key}_std_dev": std}
         if name == "detection":
-            metrics[key]["n_unparsed"] = sum(not r["parsed"] for r in rows)
-        metrics[key]["n_degenerate"] = sum(m["degenerate"] for m in made)
-        metrics[key]["n_explanation_truncated"] = sum(m["explanation_truncated"] for m in made)
+            metrics[key]["n_unparsed"] = sum(not r["scorers"][name]["parsed"] for r in scored)
+        metrics[key]["n_degenerate"] = sum(r["degenerate"] for r in scored)
+        metrics[key]["n_explanation_truncated"] = sum(r["explanation_truncated"] for r in scored)
         if scores:
-            truth = [[i for i, w in enumerate(ev.scoring, start=1) if w.active] for ev in usable]
-            floors = (detection_floors(truth, [len(ev.scoring) for ev in usable])
+            windows = [[w for w in r["windows"] if w["role"] == "scoring"] for r in scored]
+            floors = (detection_floors([[w["index"] for w in ws if w["label_active"]] for ws in windows],
+                                       [len(ws) for ws in windows])
                       if name == "detection" else {"chance": CHANCE})
             metrics[key].update({k: v for k, v in score_summary(scores, floors).items() if k != "mean"})
+    return metrics
+
+
+def _results(cfg, setting, usable, made, per_scorer, skipped, explainer, scorer, layer, planted=None, *, metrics) -> dict:
     unstructured = {}
     for i, (ev, m) in enumerate(zip(usable, made)):
         entry: dict[str, Any] = {"explanation": m["explanation"], "explainer_answer": m["raw"],
@@ -353,12 +386,84 @@ def _results(cfg, setting, usable, made, per_scorer, skipped, explainer, scorer,
     }
 
 
-def _summary_csv(layer, usable, made, per_scorer, scorers) -> str:
+def _summary_csv(layer, records: list[dict], scorers: list[str]) -> str:
     extra = [s for s in scorers if s != "detection"]
     columns = ["layer", "feature", "label", "autointerp_score", *[f"{s}_score" for s in extra],
                "degenerate", "explanation_truncated"]
-    return csv_text(columns, ([layer if layer is not None else "embed", ev.latent, m["explanation"],
-                               per_scorer["detection"][i]["score"] if "detection" in per_scorer else "",
-                               *[per_scorer[s][i]["score"] for s in extra],
-                               m["degenerate_reason"] or "", int(m["explanation_truncated"])]
-                              for i, (ev, m) in enumerate(zip(usable, made))))
+    return csv_text(columns, ([layer if layer is not None else "embed", r["latent"], r["explanation"],
+                               r["scores"]["detection"] if "detection" in scorers else "",
+                               *[r["scores"][s] for s in extra], r["degenerate_reason"] or "", int(r["explanation_truncated"])]
+                              for r in records if r["skipped"] is None))
+
+
+def _shard_files(folder: Path, run_id: str | None) -> tuple[Path, dict, dict, Path]:
+    """A shard folder's results JSON (for ``run_id``), its content, its latents file's and its CSV."""
+    if not folder.is_dir():
+        raise FileNotFoundError(f"shard folder {folder} does not exist")
+    found = []
+    for path in sorted(folder.glob("*_eval_results*.json")):
+        data = json.loads(path.read_text())
+        if isinstance(data, dict) and data.get("eval_type_id") == "autointerp" and data.get("run_id") == run_id:
+            found.append((path, data))
+    if len(found) != 1:
+        raise ValueError(f"shard folder {folder}: {len(found)} AutoInterp results files with run_id {run_id!r}, needs one")
+    path, data = found[0]
+    if not isinstance(data.get("shard"), dict):
+        raise ValueError(f"shard folder {folder}: {path.name} is not a sharded run (made without --shard)")
+    summary = list(folder.glob(f"*_features_summary{f'_{run_id}' if run_id else ''}.csv"))
+    if len(summary) != 1:
+        raise ValueError(f"shard folder {folder}: {len(summary)} features summary CSVs for run_id {run_id!r}, needs one")
+    return path, data, json.loads((folder / data["latents_file"]).read_text()), summary[0]
+
+
+def merge_shards(dirs: list[str | os.PathLike], out: str | os.PathLike, *, run_id: str | None = None) -> dict:
+    """Join the output folders of ``shard="I/N"`` runs (each I of 0..N-1 once, the same settings)
+    into ``out`` (replaced atomically): the files one unsharded run writes, latents in its order,
+    explanations' ``identical`` flags and the aggregates recomputed over all of them
+    (:func:`aggregate_metrics`). The results JSON records ``merged_from``. Returns its content."""
+    folders = [Path(d) for d in dirs]
+    if not folders:
+        raise UsageError("merge needs at least one shard folder")
+    if Path(out).resolve() in {f.resolve() for f in folders}:
+        raise UsageError(f"out must not be one of the shard folders, got {os.fspath(out)!r}")
+    shards = [_shard_files(f, run_id) for f in folders]
+    first, (path0, res0, _, csv0) = folders[0], shards[0]
+    settings = res0["eval_config"]  # the run's whole config; the shard is recorded beside it
+    by_index: dict[int, tuple[Path, list[dict]]] = {}
+    count = res0["shard"]["count"]
+    for folder, (path, res, lat, csv_path) in zip(folders, shards):
+        mine = res["eval_config"]
+        if fingerprint(mine) != fingerprint(settings) or (path.name, csv_path.name) != (path0.name, csv0.name):
+            diff = sorted(k for k in settings.keys() | mine.keys() if settings.get(k) != mine.get(k)) or ["file names"]
+            raise ValueError(f"shard folder {folder}: settings differ from {first}'s ({', '.join(diff)})")
+        index, n = res["shard"]["index"], res["shard"]["count"]
+        if n != count:
+            raise ValueError(f"shard folder {folder}: shard {index}/{n}, but {first} is one of {count}")
+        if index in by_index:
+            raise ValueError(f"shard folder {folder}: shard {index}/{n} again (also {by_index[index][0]})")
+        by_index[index] = (folder, lat["latents"])
+    missing = [f"{i}/{count}" for i in range(count) if i not in by_index]
+    if missing:
+        raise ValueError(f"shard {', '.join(missing)} missing from the folders given")
+    total = sum(len(lat) for _, lat in by_index.values())
+    for i, (folder, lat) in by_index.items():
+        if len(lat) != len(range(i, total, count)):
+            raise ValueError(f"shard folder {folder}: {len(lat)} latents, but shard {i}/{count} of {total} has "
+                             f"{len(range(i, total, count))}")
+    records = [by_index[j % count][1][j // count] for j in range(total)]  # the unsharded order
+    entries = {k: v for _, res, _, _ in shards for k, v in res["eval_result_unstructured"].items()}
+    scored = [r for r in records if r["skipped"] is None]
+    for r, reason in zip(scored, degenerate_reasons([r["explanation"] for r in scored])):
+        for target in (r, entries[str(r["latent"])]):
+            target.update(degenerate=reason is not None, degenerate_reason=reason)
+    result = dict(res0, datetime_epoch_millis=int(time.time() * 1000),
+                  eval_result_metrics=aggregate_metrics(records, res0["eval_config"]["scorers"]),
+                  eval_result_unstructured={str(r["latent"]): entries[str(r["latent"])] for r in scored},
+                  skipped_latents={str(r["latent"]): r["skipped"] for r in records if r["skipped"] is not None},
+                  shard=None, merged_from=[os.fspath(f) for f in folders])
+    with atomic_dir(out) as tmp:
+        atomic_write_json(tmp / res0["latents_file"], {"format": LATENTS_FORMAT, "results": path0.name, "latents": records})
+        atomic_write_json(tmp / path0.name, result)
+        atomic_write_text(tmp / csv0.name, _summary_csv(res0["eval_config"]["layer"], records, res0["eval_config"]["scorers"]))
+    return result | {"files": {"results": str(Path(out) / path0.name), "summary": str(Path(out) / csv0.name),
+                               "latents": str(Path(out) / res0["latents_file"])}}
