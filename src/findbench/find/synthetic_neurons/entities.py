@@ -8,13 +8,16 @@ composition), 10 exemplars (2 held-out own words, 8 of other concepts) and 10 pr
 (5 held-out own, 5 other).
 
 ``unit_tests_near`` keeps the unit-test words as the correct options and draws the wrong ones
-from the nearest concepts (:func:`near_miss_words`): the concepts on whose words the neuron
-itself fires most (its mean activation over each other concept's words), and of their words
-only those it does not select (activation below :data:`SELECT_THRESHOLD`).
+from the pool FIND's distractors come from (other concepts' unit-test words), but only from the
+nearest concepts (:func:`near_miss_words`): those on whose words the neuron itself fires most
+(its mean activation over each other concept's unit-test words) without overlapping its own
+(it selects fewer than half of their words: "air transport" is no near miss of "transport"),
+and of their words only those it does not select (activation below :data:`SELECT_THRESHOLD`).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
 from collections.abc import Mapping, Sequence
@@ -41,6 +44,9 @@ SELECT_THRESHOLD = 0.5
 #: Near-miss distractors come from at least this many nearest concepts (more while these have
 #: fewer unselected words than the tests need).
 N_NEAR_CONCEPTS = 3
+#: A concept of whose words a neuron selects at least this share overlaps the neuron's own
+#: (a part or a synonym of it) and lends no near misses.
+OVERLAP_SHARE = 0.5
 
 
 def _split(words: Sequence[str], concept: str, seed: int) -> tuple[list[str], list[str]]:
@@ -98,12 +104,14 @@ def near_miss_words(neuron: EntityNeuron, member: Mapping[str, Sequence[str]], n
     """Words of the concepts nearest to ``neuron`` that it does not select, nearest concept first.
 
     ``member`` maps every concept to its words. The nearest concepts are those (not the neuron's
-    own) with the highest mean activation of ``neuron`` over their words; the first
-    :data:`N_NEAR_CONCEPTS` of them and then more, until ``n_words`` words are found, lend their
-    words with activation below :data:`SELECT_THRESHOLD`."""
+    own, nor overlapping it: it selects less than :data:`OVERLAP_SHARE` of their words) with the
+    highest mean activation of ``neuron`` over their words; the first :data:`N_NEAR_CONCEPTS` of
+    them and then more, until ``n_words`` words are found, lend their words with activation
+    below :data:`SELECT_THRESHOLD`."""
     words = [w for ws in member.values() for w in ws]
     act = dict(zip(words, neuron.scores(words)))
-    others = [c for c in member if c not in neuron.concepts]
+    others = [c for c in member if c not in neuron.concepts
+              and np.mean([act[w] >= SELECT_THRESHOLD for w in member[c]]) < OVERLAP_SHARE]
     nearest = sorted(others, key=lambda c: -float(np.mean([act[w] for w in member[c]])))  # stable: ties keep order
     out: list[str] = []
     for k, c in enumerate(nearest):
@@ -203,18 +211,20 @@ def generate_entities(
     for row, t in zip(rows, tests):
         row["unit_tests"] = t
     # near misses draw from a stream per function of their own: the draws above stay as they were
-    member = {c: [*u, *h] for c, (u, h) in splits.items()}
-    # a word's features differ in the last bits with the batch it was encoded in: encode every member
-    # word afresh in one call, so the batches (and the activations below) never depend on what this
+    unit_words = {c: u for c, (u, _h) in splits.items()}
+    # a word's features differ in the last bits with the batch it was encoded in: encode the words
+    # afresh in one call, so the batches (and the activations below) never depend on what this
     # process encoded before (the probe fit, or nothing when the fit came from the cache)
     features = load_features(encoder)
     features.clear_cache()
-    features.encode([w for ws in member.values() for w in ws])
+    features.encode([w for ws in unit_words.values() for w in ws])
     for index, (spec, row, unit) in enumerate(zip(specs, rows, correct_items)):
-        pool = near_miss_words(EntityNeuron(spec, probes=probes, encoder=encoder), member)
+        pool = near_miss_words(EntityNeuron(spec, probes=probes, encoder=encoder), unit_words)
+        if len(pool) < 2:
+            raise ValueError(f"words: the concepts other than {spec} have fewer than two words the neuron does not select")
         rng = random.Random(f"entities-near:{seed}:{index}")
         rng.shuffle(pool)
-        words = iter(pool)
+        words = itertools.cycle(pool)  # round again only when too few concepts lend words (tiny word lists)
         row["unit_tests_near"] = near_miss_tests(unit, lambda _word, words=words: words, rng=rng).tests
     log.info("generated %d entity neurons (%d compositions)", len(rows), n_compositions)
     return rows
