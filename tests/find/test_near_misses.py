@@ -128,3 +128,12 @@ def test_the_judge_reads_near_tests_as_it_reads_unit_tests(rows):
     prompt = render_judge_prompt(rows[0]["description"], near[0][0], "strings")[1]["content"]
     x = near[0][0]["inputs"][0]
     assert all(f"{k}. {json.dumps(x, ensure_ascii=False)} -> {json.dumps(o, ensure_ascii=False)}" in prompt for k, o in enumerate(near[0][0]["outputs"], 1))
+
+
+def test_a_function_without_enough_near_misses_is_named(monkeypatch):
+    def short(*a):
+        raise ValueError("candidates: only 3 of 10 items have 2 distinct near misses")
+
+    monkeypatch.setattr(strings, "near_miss_unit_tests", short)
+    with pytest.raises(ValueError, match=r"unit_tests_near of strings/f00000 \(.+\): candidates: only 3 of 10"):
+        strings.generate(5, seed=0, progress=False)

@@ -1027,8 +1027,12 @@ def generate(n: int = 1000, seed: int = 0, *, progress: bool = True) -> list[dic
     )
 
     # near misses draw from a stream per function of their own: the draws above stay as they were
-    near = [near_miss_unit_tests(steps, inputs, random.Random(f"strings-near:{seed}:{i}"))
-            for i, (steps, inputs) in enumerate(zip(functions, all_inputs))]
+    near = []
+    for i, (steps, inputs) in enumerate(zip(functions, all_inputs)):
+        try:
+            near.append(near_miss_unit_tests(steps, inputs, random.Random(f"strings-near:{seed}:{i}")))
+        except ValueError as exc:
+            raise ValueError(f"unit_tests_near of {schema.function_id('strings', i)} ({function_name(steps)}): {exc}") from None
     if sum(t.skipped for t in near):
         logger.info("strings: %d test inputs without two distinct near misses were replaced", sum(t.skipped for t in near))
     rows = []

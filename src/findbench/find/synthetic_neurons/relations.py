@@ -244,5 +244,5 @@ def generate_relations(seed: int = 0, *, tables=None, lm_model: str = DEFAULT_LM
 
         row["unit_tests_near"] = near_miss_tests(correct_items[index], answers, rng=rng).tests
         n_fallback += len(fallback)
-    log.info("generated %d relation neurons (%d near-miss tests needed a one-entry swap)", len(rows), n_fallback)
+    log.info("generated %d relation neurons (%d near-miss tests needed a one-entry swap or 'undefined')", len(rows), n_fallback)
     return rows
