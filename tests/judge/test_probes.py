@@ -79,7 +79,8 @@ def test_entity_and_relation_probes(entity_rows, relation_rows):  # noqa: F811
         assert all(y is None and x in members for x, y in pairs)
         assert text == ", ".join(x for x, _ in pairs)
         if row["concept2"]:  # a composition: words of both concepts
-            assert {x for x, _ in pairs} & set(words[row["concept1"]]) and {x for x, _ in pairs} & set(words[row["concept2"]])
+            listed = {x for x, _ in pairs}
+            assert listed & set(words[row["concept1"]]) and listed & set(words[row["concept2"]])
 
     ladder, observed = probe_ladder(relation_rows, "neurons_relations", relation_rows, seed=0)
     _check_common(ladder, observed, relation_rows, relation_rows)

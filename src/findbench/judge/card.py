@@ -423,8 +423,9 @@ def _test_sets(tests: str) -> list[str]:
 def _check_near(rows: Sequence[Mapping[str, Any]], category: str) -> None:
     lacking = [r.get("function_id") for r in rows if not r.get(TEST_COLUMNS["near"])]
     if lacking:
-        raise ValueError(f"tests: near-miss tests need the rows' {TEST_COLUMNS['near']!r} column, which {len(lacking)} of "
-                         f"{len(rows)} {category} rows lack (e.g. {lacking[0]}); build data that has it, or judge on 'find'")
+        raise ValueError(f"tests: near-miss tests need the rows' {TEST_COLUMNS['near']!r} column, which "
+                         f"{len(lacking)} of {len(rows)} {category} rows lack (e.g. {lacking[0]}); build data that "
+                         "has it, or judge on 'find'")
 
 
 def _probe_summary(truth: Sequence[float], probe: Sequence[float], resamples: int) -> dict[str, Any]:
@@ -438,26 +439,30 @@ def _probe_summary(truth: Sequence[float], probe: Sequence[float], resamples: in
             "truth_above_probe": bool(cmp.diff_ci[1] < 0)}
 
 
-def _summaries(results: Sequence[Mapping[str, Any]], cats: Sequence[str], rungs: Sequence[str], probe_rungs: Sequence[str],
-               test_set: str, resamples: int) -> dict[str, Any]:
-    """``accuracy``, ``auroc`` and (with probes) ``probes`` of one test set, keys suffixed as :data:`TEST_SUFFIX` says."""
+def _summaries(results: Sequence[Mapping[str, Any]], cats: Sequence[str], rungs: Sequence[str],
+               probe_rungs: Sequence[str], test_set: str, resamples: int) -> dict[str, Any]:
+    """``accuracy``, ``auroc`` and (with probes) ``probes`` of one test set, keys suffixed as
+    :data:`TEST_SUFFIX` says."""
     from findbench import stats
 
     def per_function(cat: str | None, rung: str) -> list[float]:
-        return [v for r in results if r["rung"] == rung and r.get("tests", "find") == test_set and (cat is None or r["category"] == cat)
+        return [v for r in results
+                if r["rung"] == rung and r.get("tests", "find") == test_set and cat in (None, r["category"])
                 for v in r["per_function"]]
 
     groups: list[tuple[str, str | None]] = [(c, c) for c in cats] + ([("all", None)] if len(cats) > 1 else [])
     everything = [*rungs, *probe_rungs]
     suffix = TEST_SUFFIX[test_set]
     out: dict[str, Any] = {
-        "accuracy" + suffix: {name: {rung: stats.mean_ci(per_function(cat, rung), n_resamples=resamples) for rung in everything}
-                              for name, cat in groups},
-        "auroc" + suffix: {name: {rung: auroc_ci(per_function(cat, "true"), per_function(cat, rung), n_resamples=resamples)
+        "accuracy" + suffix: {name: {rung: stats.mean_ci(per_function(cat, rung), n_resamples=resamples)
+                                     for rung in everything} for name, cat in groups},
+        "auroc" + suffix: {name: {rung: auroc_ci(per_function(cat, "true"), per_function(cat, rung),
+                                                 n_resamples=resamples)
                                   for rung in everything if rung != "true"} for name, cat in groups},
     }
     if probe_rungs:
-        out["probes" + suffix] = {name: {rung: _probe_summary(per_function(cat, "true"), per_function(cat, rung), resamples)
+        out["probes" + suffix] = {name: {rung: _probe_summary(per_function(cat, "true"), per_function(cat, rung),
+                                                              resamples)
                                          for rung in probe_rungs} for name, cat in groups}
     return out
 
@@ -558,11 +563,12 @@ def judge_card(judge: Any, *, out: str | os.PathLike | None = None, mode: str | 
             fn_rows = judged[cat]
             n = len(fn_rows)
             unit_tests = [r[TEST_COLUMNS[test_set]] for r in fn_rows]
-            log.info("judge card %s (%s): %s, %s tests, %d functions x %d descriptions", meter.name, mode, cat, test_set, n, len(rungs))
+            log.info("judge card %s (%s): %s, %s tests, %d functions x %d descriptions", meter.name, mode, cat,
+                     test_set, n, len(rungs))
             tokens0 = meter.tokens
             t0 = time.perf_counter()
-            res = judge_unit_tests(meter, [d for rung in rungs for d in ladders[cat][rung]], unit_tests * len(rungs), cat, mode=mode,
-                                   progress=progress)
+            res = judge_unit_tests(meter, [d for rung in rungs for d in ladders[cat][rung]], unit_tests * len(rungs),
+                                   cat, mode=mode, progress=progress)
             seconds, tokens = time.perf_counter() - t0, meter.tokens - tokens0
             empty, truncated = set(res["empty"]), set(res["truncated"])
             start = len(results)
@@ -572,13 +578,15 @@ def judge_card(judge: Any, *, out: str | os.PathLike | None = None, mode: str | 
                 unparsed = sum(d["chosen"] is None for d in judged_tests) if mode == "generate" else None
                 results.append({
                     "category": cat, "rung": rung, "tests": test_set,
-                    "n_functions": n, "n_unit_tests": sum(len(t) for t in unit_tests), "judged_unit_tests": len(judged_tests),
+                    "n_functions": n, "n_unit_tests": sum(len(t) for t in unit_tests),
+                    "judged_unit_tests": len(judged_tests),
                     "accuracy": float(np.mean([res["per_function"][i] for i in idx])),
                     "per_function": [res["per_function"][i] for i in idx],
                     "function_ids": [r["function_id"] for r in fn_rows],
                     "truncated": sum(i in truncated for i in idx),
                     "unparsed": unparsed,
-                    "unparsed_rate": (unparsed / len(judged_tests) if judged_tests else None) if unparsed is not None else None,
+                    "unparsed_rate": (None if unparsed is None or not judged_tests
+                                      else unparsed / len(judged_tests)),
                 })
             timing.append({"category": cat, "tests": test_set, "seconds": seconds,
                            "tokens": tokens, "judged_unit_tests": sum(r["judged_unit_tests"] for r in results[start:])})
@@ -609,7 +617,8 @@ def judge_card(judge: Any, *, out: str | os.PathLike | None = None, mode: str | 
         "machine": platform.machine(),
         "per_category": timing,
     }
-    shown = [r for r in rungs if r != "empty" and not r.startswith("master_key")]  # the master keys are the same for every function
+    # the master keys are the same for every function
+    shown = [r for r in rungs if r != "empty" and not r.startswith("master_key")]
     ladder_json = {
         cat: [
             {"function_id": r["function_id"], "subcategory": r.get("subcategory"),
@@ -678,7 +687,8 @@ def format_table(card: Mapping[str, Any], *, what: str = "accuracy", tests: str 
     one_of("tests", tests, tuple(TEST_SUFFIX))
     key = what + TEST_SUFFIX[tests]
     if key not in card:
-        raise ValueError(f"tests: the card has no {key!r} table (judged on {card_tests(card)}, probes: {'probes' in card})")
+        raise ValueError(f"tests: the card has no {key!r} table (judged on {card_tests(card)}, "
+                         f"probes: {'probes' in card})")
     table = card[key]
     cols = list(table)
     rungs = [r for r in (*RUNGS, *PROBE_RUNGS) if r in next(iter(table.values()))]
@@ -705,9 +715,10 @@ def _test_sections(card: Mapping[str, Any], tests: str) -> list[str]:
     name = _TEST_NAMES[tests]
     lines = ["## Unit-test accuracy per description" + name, ""]
     if tests == "near":
-        lines += ["The same descriptions, each judged on the function's `unit_tests_near`: the correct option's input in "
-                  "all three options, the two wrong outputs from near misses of the function (one step or parameter "
-                  "changed, a sibling operation, the nearest concept or relation). Details of the rule now matter.", ""]
+        lines += ["The same descriptions, each judged on the function's `unit_tests_near`: the correct option's "
+                  "input in all three options, the two wrong outputs from near misses of the function (one step or "
+                  "parameter changed, a sibling operation, the nearest concept or relation). Details of the rule now "
+                  "matter.", ""]
     lines += [
         format_table(card, tests=tests),
         "",
@@ -776,14 +787,14 @@ def _readme(card: Mapping[str, Any]) -> str:
                  ("find", "near"): "its 10 FIND unit tests and, separately, its 10 near-miss unit tests"}[tuple(tests)]
     notes = []
     if probes:
-        notes.append("It also judges gaming probes (descriptions that list observations and no rule, hedge the rule with "
-                     "other functions' descriptions, stuff it with the function's outputs, pad it, or claim an answer; see "
-                     "Method): the true description must score above each, and the probe tables say whether a paired "
-                     "bootstrap over functions shows it does.")
+        notes.append("It also judges gaming probes (descriptions that list observations and no rule, hedge the rule "
+                     "with other functions' descriptions, stuff it with the function's outputs, pad it, or claim an "
+                     "answer; see Method): the true description must score above each, and the probe tables say "
+                     "whether a paired bootstrap over functions shows it does.")
     if "near" in tests:
-        notes.append("FIND's unit tests draw the wrong options from other functions, with other inputs, so any evidence of "
-                     "the function singles out the right one; the near-miss tests keep the input and take the wrong outputs "
-                     "from near misses of the function.")
+        notes.append("FIND's unit tests draw the wrong options from other functions, with other inputs, so any "
+                     "evidence of the function singles out the right one; the near-miss tests keep the input and take "
+                     "the wrong outputs from near misses of the function.")
     extra = ["", " ".join(notes)] if notes else []
     lines = [
         "---",
@@ -830,8 +841,8 @@ def _readme(card: Mapping[str, Any]) -> str:
         "Near misses are deterministic: the string step to change and its new parameters come from the seed, and the first "
         "candidate whose outputs differ from the function's on its test inputs is kept; concept and relation neighbours are "
         f"the nearest by cosine similarity of their names' embeddings ({s['encoder'] or 'not needed'}). "
-        + ("Probes are deterministic too: the observed inputs, the other descriptions a hedge adds and the truth's place "
-           "among them come from the seed. " if probes else "")
+        + ("Probes are deterministic too: the observed inputs, the other descriptions a hedge adds and the truth's "
+           "place among them come from the seed. " if probes else "")
         + "Every description goes "
         "through `findbench.judge.judge_unit_tests` exactly as an interpreter's would, and `judge_card.json` lists each "
         "function's ladder, the rule that made its partial and near-miss descriptions, and its accuracy on every rung.",
@@ -848,8 +859,8 @@ def _readme(card: Mapping[str, Any]) -> str:
         "descriptions are the generators' templates, so the ladder measures how the judge reads findbench's own phrasing; "
         "interpreters write freer text. `partial` and `near_miss` descriptions are still partly right (one step or one "
         "concept kept), so scores above chance on them are expected; the gap to `true` is what matters. "
-        + (f"A probe marked {NOT_ABOVE} is one the truth is not shown to beat on these functions, not one shown to win. "
-           if probes else "")
+        + (f"A probe marked {NOT_ABOVE} is one the truth is not shown to beat on these functions, not one shown to "
+           "win. " if probes else "")
         + "Seconds depend on the machine and its load.",
         "",
         f"findbench {s['findbench']}.",
@@ -872,15 +883,16 @@ def _plot(card: Mapping[str, Any], path: Path) -> None:
     fig = Figure(figsize=(2.0 + 1.9 * len(cols) * max(1.0, len(rungs) / len(RUNGS)), 3.6))
     ax = fig.subplots()
     colours = ["#1b7837", "#7fbf7b", "#d9f0d3", "#e7d4e8", "#af8dc3", "#762a83"]
-    probe_colours = colormaps["Oranges"]([0.25 + 0.7 * i / max(1, len(PROBE_RUNGS) - 1) for i in range(len(PROBE_RUNGS))])
+    shades = [0.25 + 0.7 * i / max(1, len(PROBE_RUNGS) - 1) for i in range(len(PROBE_RUNGS))]
+    probe_colours = colormaps["Oranges"](shades)
     colour = {**dict(zip(RUNGS, colours)), **dict(zip(PROBE_RUNGS, probe_colours))}
     for j, rung in enumerate(rungs):
         xs = [i + (j - (len(rungs) - 1) / 2) * width for i in range(len(cols))]
         means = [table[c][rung]["mean"] for c in cols]
         low = [max(0.0, m - table[c][rung]["ci"][0]) for m, c in zip(means, cols)]
         high = [max(0.0, table[c][rung]["ci"][1] - m) for m, c in zip(means, cols)]
-        ax.bar(xs, means, width, yerr=[low, high], capsize=2, label=rung, color=colour[rung], edgecolor="#333333", linewidth=0.5,
-               error_kw={"elinewidth": 0.8})
+        ax.bar(xs, means, width, yerr=[low, high], capsize=2, label=rung, color=colour[rung], edgecolor="#333333",
+               linewidth=0.5, error_kw={"elinewidth": 0.8})
     ax.axhline(1 / 3, color="grey", linestyle=":", linewidth=1, label="chance (1/3)")
     ax.set_xticks(range(len(cols)))
     ax.set_xticklabels([_SHORT.get(c, c) for c in cols])

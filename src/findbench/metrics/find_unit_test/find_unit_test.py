@@ -132,9 +132,9 @@ class FindUnitTest(evaluate.Metric):
             judges[key] = load_judge(judge, judge_model=judge_model, cache=judge_cache, batch_size=batch_size)
         return judges[key]
 
-    def _compute(self, *, predictions: list[str], references: list[list[dict]], category: str | None = None, judge=DEFAULT_JUDGE,
-                 judge_model: str | None = None, mode: str | None = None, keep_full_description: bool = False,
-                 judge_cache: str | None = None, batch_size: int = 16) -> dict:
+    def _compute(self, *, predictions: list[str], references: list[list[dict]], category: str | None = None,
+                 judge=DEFAULT_JUDGE, judge_model: str | None = None, mode: str | None = None,
+                 keep_full_description: bool = False, judge_cache: str | None = None, batch_size: int = 16) -> dict:
         # evaluate has checked the columns against `features` (types, equal lengths) and read
         # them back from Arrow; the checks below name the bad field before any judge loads.
         if category is None:
