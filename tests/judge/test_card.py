@@ -229,6 +229,23 @@ def test_auroc_and_its_interval():
         auroc_ci([1.0, 0.5], [0.2])
 
 
+def test_probe_verdicts_from_the_paired_bootstrap():
+    from findbench.judge.card import VERDICTS, _probe_summary
+
+    truth = [1.0, 0.9, 0.8, 1.0, 0.7, 0.9, 1.0, 0.8]
+    below = _probe_summary(truth, [t - 0.3 for t in truth], 1000)
+    assert below["verdict"] == VERDICTS[0] == "truth above probe" and below["truth_above_probe"] is True
+    assert below["inflation"]["mean"] == pytest.approx(-0.3) and below["inflation"]["ci"] == pytest.approx([-0.3, -0.3])
+    assert below["score"]["mean"] == pytest.approx(np.mean(truth) - 0.3)
+    same = _probe_summary(truth, truth, 1000)  # padding that changes nothing: not established either way
+    assert same["verdict"] == "not established" and same["truth_above_probe"] is False
+    assert same["inflation"] == {"mean": 0.0, "ci": [0.0, 0.0], "n": 8, "p_value": 1.0}
+    mixed = _probe_summary(truth, [t + d for t, d in zip(truth, [0.1, -0.1] * 4)], 1000)
+    assert mixed["verdict"] == "not established"
+    above = _probe_summary([t - 0.5 for t in truth], truth, 1000)
+    assert above["verdict"] == "probe above truth" and above["truth_above_probe"] is False
+
+
 def test_constant_rung_is_the_constant_interpreter_answer():
     from findbench.interpret.references import CONSTANT_ANSWERS
 

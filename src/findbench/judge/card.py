@@ -47,6 +47,8 @@ CARD_FILES = ("README.md", "judge_card.json", "judge_card.png")
 TESTS = ("find", "near", "both")
 TEST_COLUMNS = {"find": "unit_tests", "near": "unit_tests_near"}
 TEST_SUFFIX = {"find": "", "near": "_near"}
+#: A probe's verdict from the paired bootstrap of its inflation over the truth (probe - truth).
+VERDICTS = ("truth above probe", "not established", "probe above truth")
 _SHORT = {"strings": "strings", "neurons_entities": "entities", "neurons_relations": "relations", "all": "all"}
 
 #: Atomic string functions' ``partial`` rung: what kind of operation, not which one.
@@ -434,9 +436,11 @@ def _probe_summary(truth: Sequence[float], probe: Sequence[float], resamples: in
     from findbench import stats
 
     cmp = stats.paired_bootstrap(probe, truth, n_resamples=resamples)
+    low, high = (float(x) for x in cmp.diff_ci)
     return {"score": stats.mean_ci(probe, n_resamples=resamples),
-            "inflation": {"mean": cmp.diff, "ci": [float(x) for x in cmp.diff_ci], "n": cmp.n, "p_value": cmp.p_value},
-            "truth_above_probe": bool(cmp.diff_ci[1] < 0)}
+            "inflation": {"mean": cmp.diff, "ci": [low, high], "n": cmp.n, "p_value": cmp.p_value},
+            "truth_above_probe": high < 0,
+            "verdict": VERDICTS[0] if high < 0 else VERDICTS[2] if low > 0 else VERDICTS[1]}
 
 
 def _summaries(results: Sequence[Mapping[str, Any]], cats: Sequence[str], rungs: Sequence[str],
@@ -664,12 +668,12 @@ def _cell(summary: Mapping[str, Any], key: str = "mean") -> str:
     return format_ci(summary[key], summary["ci"], summary["n"])
 
 
-#: Marks of the ``probes`` table: the truth scores above the probe, or that is not established.
-ABOVE, NOT_ABOVE = "✓", "✗"
+#: Marks of the ``probes`` table, one per verdict (:data:`VERDICTS`).
+MARKS = {"truth above probe": "✓", "not established": "?", "probe above truth": "✗"}
 
 
 def _probe_cell(summary: Mapping[str, Any]) -> str:
-    return f"{_cell(summary['inflation'])} {ABOVE if summary['truth_above_probe'] else NOT_ABOVE}"
+    return f"{_cell(summary['inflation'])} {MARKS[summary['verdict']]}"
 
 
 def card_tests(card: Mapping[str, Any]) -> list[str]:
@@ -735,8 +739,9 @@ def _test_sections(card: Mapping[str, Any], tests: str) -> list[str]:
             "## Gaming probes: inflation over the true description" + name,
             "",
             "A probe's unit-test accuracy minus the true description's, per function, averaged over functions, with a "
-            f"paired bootstrap interval over functions. {ABOVE}: truth above probe (the interval lies below 0); "
-            f"{NOT_ABOVE}: not established, the probe earns as much credit as the rule or more. Each probe's own "
+            "paired bootstrap interval over functions. "
+            + "; ".join(f"{mark}: {verdict}" for verdict, mark in MARKS.items())
+            + " (the interval lies below 0, contains it, lies above it). Each probe's own "
             "accuracy is in the accuracy table above.",
             "",
             format_table(card, what="probes", tests=tests),
@@ -859,8 +864,8 @@ def _readme(card: Mapping[str, Any]) -> str:
         "descriptions are the generators' templates, so the ladder measures how the judge reads findbench's own phrasing; "
         "interpreters write freer text. `partial` and `near_miss` descriptions are still partly right (one step or one "
         "concept kept), so scores above chance on them are expected; the gap to `true` is what matters. "
-        + (f"A probe marked {NOT_ABOVE} is one the truth is not shown to beat on these functions, not one shown to "
-           "win. " if probes else "")
+        + (f"A probe marked {MARKS[VERDICTS[1]]} is one the truth is not shown to beat on these functions, not "
+           "one shown to win. " if probes else "")
         + "Seconds depend on the machine and its load.",
         "",
         f"findbench {s['findbench']}.",
