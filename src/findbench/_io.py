@@ -188,11 +188,20 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 def csv_cell(value: Any) -> Any:
     """A CSV cell that no spreadsheet runs: text starting with a formula character (``=``, ``+``,
-    ``-``, ``@``, tab, carriage return) or with ``'`` gets a leading ``'``; numbers stay as they
-    are. :func:`csv_uncell` undoes it."""
-    if isinstance(value, str) and value.startswith((*_FORMULA_START, "'")):
+    ``-``, ``@``, tab, carriage return) or with ``'`` gets a leading ``'``; numbers, and text that
+    is a plain number (``-6.25``), stay as they are. :func:`csv_uncell` undoes it."""
+    if isinstance(value, str) and value.startswith((*_FORMULA_START, "'")) and not _is_number(value):
         return "'" + value
     return value
+
+
+def _is_number(text: str) -> bool:
+    """Whether ``text`` is a plain number (``-6.25``, ``-inf``): written as it is, a spreadsheet reads a number."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return text.strip() == text
 
 
 def csv_uncell(text: str) -> str:

@@ -21,6 +21,8 @@ from findbench.find.rows import load_rows
 from findbench.interpret.evaluate import (
     CATEGORY_METRICS,
     CSV_COLUMNS,
+    FLOOR_COLUMNS,
+    FLOORED_SCORES,
     SCORE_METRICS,
     evaluate_run,
     load_interpretations,
@@ -143,10 +145,16 @@ def test_scores_json_shape_and_metric_names(scored):
     assert set(on_disk["neurons_relations"]) == {"aia"}
     for category, methods in on_disk.items():
         for metrics in methods.values():
-            # each metric with its interval and n beside it
-            assert tuple(metrics) == tuple(k for m in CATEGORY_METRICS[category] for k in (m, f"{m}_ci", f"{m}_n"))
+            # each metric with its interval and n beside it, then its floor and margin where it has one
+            expected = []
+            for m in CATEGORY_METRICS[category]:
+                expected += [m, f"{m}_ci", f"{m}_n"]
+                if m in FLOORED_SCORES:
+                    expected += [f"{m}_{kind}{end}" for kind in ("observed", "margin") for end in ("", "_ci", "_n")]
+            assert tuple(metrics) == (*expected, "n_degenerate", "unverified")
             assert set(CATEGORY_METRICS[category]) <= set(SCORE_METRICS)
-    assert SCORE_METRICS == ("nmse_success", "mean_nmse", "exact_match", "unit_test_accuracy", "domain_iou")
+    assert SCORE_METRICS == ("nmse_success", "mean_nmse", "exact_match", "unit_test_accuracy", "domain_iou",
+                             "unit_test_accuracy_near")
     assert 0.0 <= on_disk["numeric"]["aia"]["domain_iou"] <= 1.0  # find.domain's scorer on domain.txt
 
 
@@ -155,7 +163,7 @@ def test_per_function_csv(scored, rows):
     run, _, _ = scored
     header, table = read_csv(run / "scores" / "per_function.csv")
     assert header[:7] == ["function_id", "category", "method", "nmse", "exact_match", "unit_test_accuracy", "domain_iou"]
-    assert tuple(header) == CSV_COLUMNS + PROCESS_COLUMNS
+    assert tuple(header) == (*CSV_COLUMNS, *FLOOR_COLUMNS, "degenerate", "code_error", "damage", *PROCESS_COLUMNS)
     assert len(table) == 3 + 2 + 3 + 3 + 9 + 3
     cells = {(r["function_id"], r["method"]): r for r in table}
     gt_num = cells[(rows["numeric"][0]["function_id"], "aia")]
@@ -198,7 +206,7 @@ def test_scores_folder_inside_the_run_is_not_read_back(scored):
     run, _, _ = scored
     records = load_interpretations(run)  # scores/ and notes/ hold no episodes: ignored
     assert len(records) == 23
-    assert set(records[0]) == {"function_id", "category", "method", "description", "domain", "code"}
+    assert set(records[0]) == {"function_id", "category", "method", "description", "domain", "code", "damage"}
     missing = [r for r in records if r["method"] == "milan" and r["category"] == "numeric" and not r["code"]]
     assert len(missing) == 1 and missing[0]["domain"] == ""
 
@@ -319,7 +327,7 @@ def test_errors_name_the_field(rows, tmp_path):
     run = tmp_path / "run"
     write_run_info(run)
     write_episode(run, "numeric", "aia", {"function_id": "numeric/f99999"}, code="x")
-    with pytest.raises(ValueError, match=r"function_id: numeric/f99999 .*procedural data \(seed 0\)"):
+    with pytest.raises(ValueError, match=r"function_id: numeric/f99999 .*procedural, seed 0"):
         evaluate_run(run, out=tmp_path / "o3", progress=False)
     with pytest.raises(ValueError, match="out: .* would replace the run folder"):
         evaluate_run(run, out=run, progress=False)

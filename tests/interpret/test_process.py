@@ -18,7 +18,7 @@ import pytest
 
 from findbench.find.domain import corrupted_interval, domain_unit_tests, in_corrupted_subdomain
 from findbench.find.rows import load_rows
-from findbench.interpret.evaluate import CSV_COLUMNS, UNIT_TEST_COLUMNS, evaluate_run
+from findbench.interpret.evaluate import CSV_COLUMNS, FLOOR_COLUMNS, UNIT_TEST_COLUMNS, evaluate_run
 from findbench.interpret.process import PROCESS_COLUMNS, aggregate_process, episode_process, render_process
 from findbench.judge import judge_unit_tests, normalize_unit_test, render_pmi_option
 
@@ -146,7 +146,7 @@ def test_evaluate_writes_process_metrics(tmp_path):
     result = evaluate_run(run, out=tmp_path / "out", progress=False)
 
     header, table = read_csv(tmp_path / "out" / "per_function.csv")
-    assert tuple(header) == CSV_COLUMNS + PROCESS_COLUMNS
+    assert tuple(header) == (*CSV_COLUMNS, *FLOOR_COLUMNS, "degenerate", "code_error", "damage", *PROCESS_COLUMNS)
     cells = {(r["function_id"], r["method"]): r for r in table}
     assert [cells[(a["function_id"], "aia")][c] for c in PROCESS_COLUMNS] == ["2", "2", "1"]
     assert [cells[(b["function_id"], "aia")][c] for c in PROCESS_COLUMNS] == ["1", str(len(set(outside_points(b)))), "0"]
@@ -226,6 +226,8 @@ def test_unit_tests_csv_rows_are_the_judges_choices(judged_run, mode):
     run, rows, _ = judged_run
     header, table = read_csv(run.parent / f"scores-{mode}" / "unit_tests.csv")
     assert tuple(header) == UNIT_TEST_COLUMNS
+    assert {r["tests"] for r in table} == {"find", "near"}
+    table = [r for r in table if r["tests"] == "find"]  # FIND's own tests; the near-miss ones are judged the same way
     _, per_function = read_csv(run.parent / f"scores-{mode}" / "per_function.csv")
     assert len(table) == sum(len(r["unit_tests"]) for r in per_function_rows(rows, per_function))
     by_fn: dict[tuple[str, str], list[dict]] = {}

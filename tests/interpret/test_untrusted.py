@@ -228,9 +228,10 @@ def test_an_unreadable_episode_of_an_unverified_run_is_left_out(rows, tmp_path):
 
 
 def test_csv_cells_never_start_a_formula():
-    for text in ("=HYPERLINK(\"http://x\")", "+1", "-2+3", "@SUM(A1)", "\tx", "\rx", "'quoted"):
+    for text in ("=HYPERLINK(\"http://x\")", "+A1", "-2+3", "@SUM(A1)", "\tx", "\rx", "'quoted"):
         assert csv_cell(text).startswith("'") and csv_uncell(csv_cell(text)) == text
-    assert csv_cell("plain") == "plain" and csv_cell(-1.5) == -1.5
+    assert csv_cell("plain") == "plain" and csv_cell(-1.5) == -1.5 and csv_cell("-6.25") == "-6.25"
+    assert csv_cell("-inf") == "-inf" and csv_cell("-1+1") == "'-1+1" and csv_cell(" -1") == " -1"
     assert csv_text(["a", "=b"], [["=1+1", 2]]) == "a,'=b\n'=1+1,2\n"
 
 
@@ -247,8 +248,6 @@ def test_every_csv_writer_goes_through_csv_text():
 
 
 def test_each_csv_writer_neutralises_a_formula(tmp_path):
-    from types import SimpleNamespace
-
     from findbench.autointerp.run import _summary_csv
     from findbench.find.synthetic_neurons.report import _csv
     from findbench.interpret.evaluate import _per_function_csv, _unit_tests_csv
@@ -257,8 +256,7 @@ def test_each_csv_writer_neutralises_a_formula(tmp_path):
     rec = {"function_id": "strings/f00000", "category": "strings", "method": "aia", "damage": evil,
            "unit_test_rows": [{"function_id": "strings/f00000", "option_1": evil, "answer": "-1"}]}
     texts = [_per_function_csv([rec]), _unit_tests_csv([rec]), _csv([{"concept": evil, "x": 0.5}], ["concept", "x"]),
-             _summary_csv(3, [SimpleNamespace(latent=1)],
-                          [{"explanation": evil, "degenerate_reason": None, "explanation_truncated": False}],
-                          {"detection": [{"score": 0.5}]}, ["detection"])]
+             _summary_csv(3, [{"latent": 1, "explanation": evil, "scores": {"detection": 0.5}, "degenerate_reason": None,
+                               "explanation_truncated": False, "skipped": None}], ["detection"])]
     for text in texts:
         assert "'" + evil in text and f",{evil}" not in text and not text.startswith(evil)
