@@ -91,7 +91,7 @@ def test_oracle_episode_round_trips_through_the_protocol(fid, by_id):
 def test_constant_and_empty_answers():
     from findbench.interpret.references import REFERENCE_INTERPRETERS, constant_answer, empty_answer
 
-    assert REFERENCE_INTERPRETERS == ("oracle", "random", "constant", "empty")
+    assert REFERENCE_INTERPRETERS == ("oracle", "random", "constant", "empty", "observed")
     assert set(CONSTANT_ANSWERS) == {"numeric", "strings", "neurons_entities", "neurons_relations"}
     numeric = constant_answer({"category": "numeric", "function_id": "numeric/f00009"})
     assert numeric.description == "f(x) returns a number" and numeric.code == "def f(x):\n    return 0\n"
@@ -127,9 +127,9 @@ def test_inspect_samples_carry_the_baseline_answer(data_dir):
     from findbench.interpret.inspect_tasks import find_samples
 
     (sample,) = find_samples(["strings"], limit=1, data=data_dir, interpreter="constant")
-    assert sample.metadata["reference_answer"].startswith("[DESCRIPTION]: f(s) returns a string")
+    assert sample.metadata["reference_turns"][0].startswith("[DESCRIPTION]: f(s) returns a string")
     (sample,) = find_samples(["strings"], limit=1, data=data_dir, interpreter="empty")
-    assert sample.metadata["reference_answer"] == "[DESCRIPTION]: "
+    assert sample.metadata["reference_turns"] == ["[DESCRIPTION]: "]
 
 
 _CODE_METRICS = (("numeric", "nmse_success"), ("strings", "exact_match"))
