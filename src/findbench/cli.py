@@ -619,12 +619,12 @@ class AutoInterpValidateCommand(_Command):
 
 @dataclass
 class MainConfig(_Command):
-    """the whole job on embedded defaults: build FIND, run the oracle, random, constant, empty and embedded interpreters on a sample of every category, score them (FIND Table 2)"""  # noqa: E501
+    """the whole job on embedded defaults: build FIND, run the oracle, random, constant, empty, observed and embedded interpreters on a sample of every category, score them (FIND Table 2)"""  # noqa: E501
 
     dataset_out: str = arg("find", "dataset folder this job builds")
     out: str = arg("outputs/main", "results folder: summary.json, summary.md, stages/, runs/, scores/")
     seed: int = arg(0, "seed of the dataset, the samples and the interpreters")
-    interpreters: str = _csv_arg("oracle,random,constant,empty,embedded", "comma-separated: references (oracle, random, "
+    interpreters: str = _csv_arg("oracle,random,constant,empty,observed,embedded", "comma-separated: references (oracle, random, "
                                                                            "constant, empty) and/or LM specs")
     functions_per_category: int = arg(3, "functions sampled per category")
     lm_functions: int = arg(1, "of those, how many each LM interpreter interprets per category and method")
