@@ -456,12 +456,13 @@ class JudgeCardConfig(_Command):
                              "unit_tests_near) or both", choices=["find", "near", "both"])
 
     def run(self) -> None:
-        from findbench.judge.card import card_tests, format_table, judge_card
+        from findbench.judge.card import TEST_SUFFIX, card_tests, format_table, judge_card
 
         kw = asdict(self)
         card = judge_card(kw.pop("judge"), mode=kw.pop("judge_mode"), **kw)
-        for tests in card_tests(card):
-            print(format_table(card, tests=tests), format_table(card, what="probes", tests=tests), sep="\n\n", end="\n\n")
+        for tests in card_tests(card):  # a card judged without the probe rungs has no probes table
+            whats = ["accuracy"] + (["probes"] if "probes" + TEST_SUFFIX[tests] in card else [])
+            print(*(format_table(card, what=w, tests=tests) for w in whats), sep="\n\n", end="\n\n")
         print(f"wrote {self.out}")
 
 
