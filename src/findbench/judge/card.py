@@ -866,6 +866,9 @@ def _readme(card: Mapping[str, Any]) -> str:
         "concept kept), so scores above chance on them are expected; the gap to `true` is what matters. "
         + (f"A probe marked {MARKS[VERDICTS[1]]} is one the truth is not shown to beat on these functions, not "
            "one shown to win. " if probes else "")
+        + ("In `pmi` mode a test's options are compared under one description, so a penalty that depends on the "
+           "description alone (its length, its repetitions) cannot change a pick; only what the description says, "
+           "or the unit tests it is judged on, can. " if probes and card["mode"] == "pmi" else "")
         + "Seconds depend on the machine and its load.",
         "",
         f"findbench {s['findbench']}.",
