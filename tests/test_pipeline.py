@@ -140,10 +140,11 @@ def test_main_runs_each_interpreter_with_its_methods_and_sample(fake_main):
     summary = fake_main(functions_per_category=3, lm_functions=1, max_tokens=64)
     runs = fake_main.calls["interpret"]
     assert [r[0] for r in runs] == ["oracle", "oracle", "random", "random", "constant", "constant", "empty", "empty",
-                                    "embedded", "embedded"]
+                                    "observed", "observed", "embedded", "embedded"]
     oracle_aia, oracle_milan, *_, lm_aia, lm_milan = runs
     # the floors run on the whole sample, like the oracle, with no LM budget
-    assert all(r[3] == oracle_aia[3] and r[4] is None for r in runs if r[0] in ("random", "constant", "empty") and r[1] == ("aia",))
+    assert all(r[3] == oracle_aia[3] and r[4] is None for r in runs
+               if r[0] in ("random", "constant", "empty", "observed") and r[1] == ("aia",))
     assert oracle_aia[1] == ("aia",) and oracle_aia[2] == CATEGORIES and len(oracle_aia[3]) == 3 * len(CATEGORIES)
     assert oracle_milan[1] == ("milan", "aia+milan") and oracle_milan[2] == ("neurons_entities", "neurons_relations")
     # the LM takes the first function of each category's sample, with its token budget
@@ -157,7 +158,7 @@ def test_main_runs_each_interpreter_with_its_methods_and_sample(fake_main):
         splits = split_functions(_fake_rows(category, 50), seed=0)
         assert all(splits[f] == "heldout" for f in oracle_aia[3] if f.startswith(category))
     assert summary["judge"] == "embedded" and summary["judge_mode"] == "pmi"
-    assert [e[0] for e in fake_main.calls["evaluate"]] == ["oracle", "random", "constant", "empty", "embedded"]
+    assert [e[0] for e in fake_main.calls["evaluate"]] == ["oracle", "random", "constant", "empty", "observed", "embedded"]
     md = (fake_main.out / "summary.md").read_text()
     assert "| **embedded** |" in md and "| GPT-4 (paper) |" in md
     assert "| **constant** |" in md and "| **empty** |" in md and "#### Δ vs constant" in md
