@@ -174,6 +174,16 @@ def test_the_answer_is_scored(tools_logs):
     assert scores["numeric/f00001"]["nmse_success"] == 1.0
 
 
+def scripted_episode(data_dir, tmp_path, outputs, **task_args):
+    """``(log, sample, episode)`` of one tools-protocol episode on strings/f00000 with a mock model
+    answering ``outputs`` (an iterator of turns or a function of the request)."""
+    model = get_model("mockllm/model", custom_outputs=outputs, memoize=False)
+    task = find_interpret(functions="strings/f00000", data=str(data_dir), judge=None, protocol="tools", **task_args)
+    [log] = inspect_eval(task, model=model, log_dir=str(tmp_path / "logs"), display="none")
+    [sample] = log.samples
+    return log, sample, Episode.from_dict(sample.store[STORE_KEY])
+
+
 def test_bad_tool_inputs_are_counted_as_malformed_and_a_turn_without_a_call_as_unrecognized(data_dir, by_id, tmp_path):
     long = "x" * (MAX_INPUT_CHARS + 1)
     turns = [
@@ -184,12 +194,8 @@ def test_bad_tool_inputs_are_counted_as_malformed_and_a_turn_without_a_call_as_u
         text("Let me think about PYTHON(function.py abc) for a moment."),     # 5: neither a tool call nor an answer
         text("[DESCRIPTION]: adds a letter"),                                 # 6: the answer
     ]
-    model = get_model("mockllm/model", custom_outputs=iter(turns), memoize=False)
-    task = find_interpret(functions="strings/f00000", data=str(data_dir), judge=None, protocol="tools")
-    [log] = inspect_eval(task, model=model, log_dir=str(tmp_path / "logs"), display="none")
+    log, sample, episode = scripted_episode(data_dir, tmp_path, iter(turns))
     assert log.status == "success"
-    [sample] = log.samples
-    episode = Episode.from_dict(sample.store[STORE_KEY])
     assert episode.finished and episode.rounds == 6 and episode.answer.description == "adds a letter"
     # six refused calls; the message with no call is an unrecognized turn, as in the text protocol
     assert episode.malformed_commands == 6 and episode.unrecognized_turns == 1
@@ -215,12 +221,8 @@ def test_bad_tool_inputs_are_counted_as_malformed_and_a_turn_without_a_call_as_u
 def test_tool_calls_past_the_cap_do_not_run(data_dir, tmp_path):
     n = MAX_COMMANDS_PER_MESSAGE + 3
     turns = [tool_calls(*({"inputs": [f"w{i}"]} for i in range(n))), text("[DESCRIPTION]: adds a letter")]
-    model = get_model("mockllm/model", custom_outputs=iter(turns), memoize=False)
-    task = find_interpret(functions="strings/f00000", data=str(data_dir), judge=None, protocol="tools")
-    [log] = inspect_eval(task, model=model, log_dir=str(tmp_path / "logs"), display="none")
+    log, sample, episode = scripted_episode(data_dir, tmp_path, iter(turns))
     assert log.status == "success"
-    [sample] = log.samples
-    episode = Episode.from_dict(sample.store[STORE_KEY])
     assert episode.finished and (episode.dropped_commands, episode.malformed_commands) == (3, 0)
     assert [c["inputs"] for c in episode.calls] == [[f"w{i}"] for i in range(MAX_COMMANDS_PER_MESSAGE)]
     # every call has its result (the provider needs one per call id); the dropped ones a limit error
@@ -236,11 +238,7 @@ def test_round_limit_stops_a_model_that_never_answers(data_dir, tmp_path):
     def outputs(input, tools, tool_choice, config):
         return tool_calls({"inputs": ["abc"]})
 
-    model = get_model("mockllm/model", custom_outputs=outputs, memoize=False)
-    task = find_interpret(functions="strings/f00000", data=str(data_dir), judge=None, rounds=3, protocol="tools")
-    [log] = inspect_eval(task, model=model, log_dir=str(tmp_path / "logs"), display="none")
-    [sample] = log.samples
-    episode = Episode.from_dict(sample.store[STORE_KEY])
+    _, sample, episode = scripted_episode(data_dir, tmp_path, outputs, rounds=3)
     assert (episode.finished, episode.stop_reason, episode.rounds, episode.max_rounds) == (False, "round_limit", 3, 3)
     assert [c["round"] for c in episode.calls] == [1, 2, 3] and episode.answer is None
     assert len([e for e in sample.events if e.event == "model"]) == 3
@@ -254,12 +252,7 @@ def test_token_budget_stops_a_model_that_never_answers(data_dir, tmp_path):
         limits.append(config.max_tokens)
         return tool_calls({"inputs": ["abc"]})  # 5 output tokens each
 
-    model = get_model("mockllm/model", custom_outputs=outputs, memoize=False)
-    task = find_interpret(functions="strings/f00000", data=str(data_dir), judge=None, protocol="tools", max_tokens=100,
-                          episode_tokens=12)
-    [log] = inspect_eval(task, model=model, log_dir=str(tmp_path / "logs"), display="none")
-    [sample] = log.samples
-    episode = Episode.from_dict(sample.store[STORE_KEY])
+    _, sample, episode = scripted_episode(data_dir, tmp_path, outputs, max_tokens=100, episode_tokens=12)
     # turns capped at what is left: 12, 7, 2; the third spends the budget, its call still runs
     assert limits == [12, 7, 2]
     assert (episode.finished, episode.stop_reason, episode.rounds, episode.answer) == (False, "token_limit", 3, None)
@@ -269,11 +262,7 @@ def test_token_budget_stops_a_model_that_never_answers(data_dir, tmp_path):
 
 
 def test_an_answer_ends_the_episode_before_its_tool_calls_run(data_dir, tmp_path):
-    model = get_model("mockllm/model", custom_outputs=iter([tool_calls({"inputs": ["abc"]}, content="[DESCRIPTION]: adds a letter")]),
-                      memoize=False)
-    task = find_interpret(functions="strings/f00000", data=str(data_dir), judge=None, protocol="tools")
-    [log] = inspect_eval(task, model=model, log_dir=str(tmp_path / "logs"), display="none")
-    episode = Episode.from_dict(log.samples[0].store[STORE_KEY])
+    _, _, episode = scripted_episode(data_dir, tmp_path, iter([tool_calls({"inputs": ["abc"]}, content="[DESCRIPTION]: adds a letter")]))
     assert episode.finished and episode.rounds == 1 and episode.calls == [] and episode.description == "adds a letter"
 
 
