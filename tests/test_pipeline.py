@@ -167,7 +167,7 @@ def test_main_runs_each_interpreter_with_its_methods_and_sample(fake_main):
 def test_main_stage_keys_follow_the_arguments(fake_main, monkeypatch):
     calls, out = fake_main.calls, fake_main.out
     first = fake_main()
-    assert calls["build"] == [0] and len(calls["evaluate"]) == 5
+    assert calls["build"] == [0] and len(calls["evaluate"]) == len(pipeline.DEFAULT_INTERPRETERS)
 
     # same arguments: the build, the code metrics and the scores are reused
     assert fake_main() == first
@@ -175,11 +175,11 @@ def test_main_stage_keys_follow_the_arguments(fake_main, monkeypatch):
 
     # a bigger sample changes the runs' contents: they are rescored, nothing is rebuilt
     fake_main(functions_per_category=5)
-    assert calls["build"] == [] and calls["metric"] == [] and len(calls["evaluate"]) == 5
+    assert calls["build"] == [] and calls["metric"] == [] and len(calls["evaluate"]) == len(pipeline.DEFAULT_INTERPRETERS)
 
     # another judge: every run is rescored with it
     fake_main(functions_per_category=5, judge_mode="logprob")
-    assert {e[2] for e in calls["evaluate"]} == {"logprob"} and len(calls["evaluate"]) == 5
+    assert {e[2] for e in calls["evaluate"]} == {"logprob"} and len(calls["evaluate"]) == len(pipeline.DEFAULT_INTERPRETERS)
 
     # another seed: the dataset is rebuilt and every dependent stage reruns
     fake_main(functions_per_category=5, seed=1)
@@ -223,7 +223,7 @@ def test_main_uses_the_trained_judge_when_present_and_never_trains(fake_main, mo
     # a retrained judge: its scores are recomputed
     (folder / TRAINED_MARKER).write_text('{"run": 2}')
     fake_main(judge=None, judge_mode=None)
-    assert len(fake_main.calls["evaluate"]) == 5
+    assert len(fake_main.calls["evaluate"]) == len(pipeline.DEFAULT_INTERPRETERS)
 
 
 @pytest.mark.parametrize(("kwargs", "field"), [

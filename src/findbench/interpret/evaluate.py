@@ -274,10 +274,12 @@ def _add_floors(category: str, records: list[dict[str, Any]], lm: Any, mode: str
     metrics = [m for m in FLOOR_METRICS if any(r.get(m) is not None for r in records)]
     if floors and metrics:
         score_interpretations(floors, [records[k]["row"] for k in owners], metrics=metrics, judge=lm, mode=mode)
+    mine: dict[int, list[dict[str, Any]]] = {}
+    for floor, owner in zip(floors, owners):
+        mine.setdefault(owner, []).append(floor)
     for k, rec in enumerate(records):
-        mine = [f for f, owner in zip(floors, owners) if owner == k]
         for metric in FLOOR_METRICS:
-            values = [f[metric] for f in mine if f.get(metric) is not None]
+            values = [f[metric] for f in mine.get(k, []) if f.get(metric) is not None]
             best = (min if metric == "nmse" else max)(values) if values and rec.get(metric) is not None else None
             rec[f"{metric}_observed"] = best
             rec[f"{metric}_margin"] = rec[metric] - best if best is not None and math.isfinite(rec[metric] - best) else None
@@ -304,10 +306,8 @@ def _score_category(category: str, records: list[dict[str, Any]], lm: Any, mode:
             agg[f"{metric}_ci"], agg[f"{metric}_n"] = _interval(units)
             if metric not in FLOORED_SCORES:
                 continue
-            column = "nmse" if metric == "nmse_success" else metric
-            paired = [(unit_values(metric, [r])[0], unit_values(metric, [{column: r[f"{column}_observed"]}])[0])
-                      for r in group if r.get(f"{column}_observed") is not None and unit_values(metric, [r])]
-            for kind, values in (("observed", [b for _, b in paired]), ("margin", [a - b for a, b in paired])):
+            for kind in ("observed", "margin"):  # margins are per-function differences: their interval is paired
+                values = unit_values(f"{metric}_{kind}", group)
                 agg[f"{metric}_{kind}"] = _mean(values)
                 agg[f"{metric}_{kind}_ci"], agg[f"{metric}_{kind}_n"] = _interval(values)
         agg["n_degenerate"] = sum(bool(r["degenerate"]) for r in group)
