@@ -247,6 +247,7 @@ def _run_name(interpreter: str) -> str:
 
 def _markdown(summary: dict) -> str:
     from findbench.interpret.scoreboard import render_comparison
+    from findbench.interpret.scores import Scores
 
     lines = ["# findbench main job", "", f"Dataset: `{summary['data']}` (seed {summary['seed']}): "
              + ", ".join(f"{c} {n}" for c, n in summary["rows"].items()), ""]
@@ -261,5 +262,6 @@ def _markdown(summary: dict) -> str:
               f"Functions per category (held out of judge training): {sizes}; LM interpreters take the first "
               f"{budget['functions']} of each, {budget['rounds']} rounds of at most {budget['max_tokens']} tokens. "
               f"Judge: `{summary['judge']}`" + (f" ({summary['judge_mode']} mode)" if summary.get("judge_mode") else "") + ".", ""]
-    lines.append(render_comparison({name: res["scores"] for name, res in summary["results"].items()}).strip())
+    runs = {name: Scores.from_json(res["scores"], f"scores of {name}") for name, res in summary["results"].items()}
+    lines.append(render_comparison(runs).strip())
     return "\n".join(lines) + "\n"

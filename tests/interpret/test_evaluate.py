@@ -29,6 +29,7 @@ from findbench.interpret.evaluate import (
 )
 from findbench.interpret.process import PROCESS_COLUMNS
 from findbench.interpret.scoreboard import PAPER_TABLE2, TABLE2_COLUMNS, render_table, table2_cells
+from findbench.interpret.scores import Cell, Estimate, Scores
 from findbench.schema import CATEGORIES
 from tests.interpret.fakes import KnowingJudge
 
@@ -337,7 +338,7 @@ def test_errors_name_the_field(rows, tmp_path):
     with pytest.raises(ValueError, match="out: .* holds other files"):
         evaluate_run(run, out=busy, progress=False)
     assert (busy / "keep.txt").read_text() == "mine"
-    with pytest.raises(ValueError, match="judge_mode"):
+    with pytest.raises(ValueError, match="--judge-mode"):
         evaluate_run(run, out=tmp_path / "o4", judge_mode="vote", progress=False)
 
 
@@ -347,44 +348,44 @@ def test_errors_name_the_field(rows, tmp_path):
 def test_scoreboard_renders_missing_values_as_dashes():
     assert len(TABLE2_COLUMNS) == 9 and all(len(v) == 9 for v in PAPER_TABLE2.values())
     assert list(PAPER_TABLE2) == ["GPT-4", "GPT-3.5", "Llama-2-70b-chat"]
-    scores = {"numeric": {"aia": {"nmse_success": 0.5, "mean_nmse": None, "domain_iou": None}},
-              "neurons_relations": {"milan": {"unit_test_accuracy": math.nan}}}
+    scores = Scores({"numeric": {"aia": Cell(nmse_success=Estimate(0.5, (0.0, 1.0), 2), mean_nmse=Estimate(None, None, 0))},
+                     "neurons_relations": {"milan": Cell(unit_test_accuracy=Estimate(math.nan, None, 1))}})
     assert table2_cells(scores) == [0.5] + [None] * 8
     text = render_table("a|b", scores, counts={"numeric": {"aia": 2}}, notes=["hello"])
     run_row = next(line for line in text.splitlines() if "(this run)" in line)
-    assert run_row.startswith("| **a\\|b** (this run) | **0.50** | — |")
+    assert run_row.startswith("| **a\\|b** (this run) | **0.50 [0.00, 1.00] (n=2)†** | — |")
     assert "Functions scored in this run: numeric code (NMSE<0.1): 2." in text and "- hello" in text
 
 
 def test_scoreboard_cells_carry_interval_n_and_the_small_n_mark():
     from findbench.stats import INTERVAL_NOTE, SMALL_N_LEGEND
 
-    scores = {"numeric": {"aia": {"nmse_success": 0.5, "nmse_success_ci": [0.0, 1.0], "nmse_success_n": 2}},
-              "strings": {"aia": {"exact_match": 0.25, "exact_match_ci": [0.1, 0.4], "exact_match_n": 12,
-                                  "unit_test_accuracy": 0.8, "unit_test_accuracy_ci": None, "unit_test_accuracy_n": 12}}}
+    scores = Scores({"numeric": {"aia": Cell(nmse_success=Estimate(0.5, (0.0, 1.0), 2))},
+                     "strings": {"aia": Cell(exact_match=Estimate(0.25, (0.1, 0.4), 12),
+                                             unit_test_accuracy=Estimate(0.8, None, 12))}})
     text = render_table("run", scores)
     run_row = next(line for line in text.splitlines() if "(this run)" in line)
     cells = [c.strip() for c in run_row.strip("|").split("|")]
     assert cells[1:4] == ["**0.50 [0.00, 1.00] (n=2)†**", "**0.25 [0.10, 0.40] (n=12)**", "**0.80 (n=12)**"]
     assert f"- {SMALL_N_LEGEND}" in text and f"- {INTERVAL_NOTE}" in text
     # no cell below n = 10: no legend for the mark
-    big = {"strings": {"aia": {"exact_match": 0.25, "exact_match_ci": [0.1, 0.4], "exact_match_n": 12}}}
+    big = Scores({"strings": {"aia": Cell(exact_match=Estimate(0.25, (0.1, 0.4), 12))}})
     assert SMALL_N_LEGEND not in render_table("run", big) and INTERVAL_NOTE in render_table("run", big)
 
 
 def test_comparison_states_the_distance_to_the_constant_floor():
     from findbench.interpret.scoreboard import render_comparison
 
-    def cell(metric, mean, n):
-        return {metric: mean, f"{metric}_ci": [max(0.0, mean - 0.1), min(1.0, mean + 0.1)], f"{metric}_n": n}
+    def est(mean, n):
+        return Estimate(mean, (max(0.0, mean - 0.1), min(1.0, mean + 0.1)), n)
 
-    runs = {"oracle": {"strings": {"aia": {**cell("exact_match", 1.0, 3), **cell("unit_test_accuracy", 0.9, 3)}}},
-            "constant": {"strings": {"aia": {**cell("exact_match", 0.0, 3), **cell("unit_test_accuracy", 0.3, 3)}}},
-            "old": {"strings": {"aia": {"exact_match": 0.5}}}}  # a run scored before intervals: bare mean
+    runs = {"oracle": Scores({"strings": {"aia": Cell(exact_match=est(1.0, 3), unit_test_accuracy=est(0.9, 3))}}),
+            "constant": Scores({"strings": {"aia": Cell(exact_match=est(0.0, 3), unit_test_accuracy=est(0.3, 3))}}),
+            "old": Scores({"strings": {"aia": Cell(exact_match=Estimate(0.5, None, 12))}})}  # no interval: none printed
     text = render_comparison(runs)
     lines = text.splitlines()
     assert "| **oracle** | — | 1.00 [0.90, 1.00] (n=3)† | 0.90 [0.80, 1.00] (n=3)† | — |" in text
-    assert "| **old** | — | 0.50 | — |" in text
+    assert "| **old** | — | 0.50 (n=12) | — |" in text
     delta = lines.index("#### Δ vs constant")
     below = lines[delta:]
     assert any(line.startswith("| **oracle** | — | +1.00 | +0.60 | — |") for line in below)

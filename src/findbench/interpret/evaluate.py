@@ -31,8 +31,8 @@ from typing import Any
 
 from findbench._io import atomic_dir, csv_text, read_untrusted_json, read_untrusted_text
 from findbench.interpret.protocol import METHODS
+from findbench.interpret.scores import SCORES_FILE, Cell, Estimate, Scores
 from findbench.schema import CATEGORIES
-from findbench.stats import bootstrap_ci
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ UNIT_TEST_SETS = {"unit_test_accuracy": ("unit_tests", "find"), "unit_test_accur
 UNIT_TEST_COLUMNS = ("function_id", "category", "method", "test", "option_1", "option_2", "option_3", "correct",
                      "chosen", "right", "score_1", "score_2", "score_3", "margin", "mode", "truncated", "empty", "answer",
                      "tests")
-OUTPUT_FILES = ("scores.json", "per_function.csv", "table.md", "unit_tests.csv", "process.json")
+OUTPUT_FILES = (SCORES_FILE, "per_function.csv", "table.md", "unit_tests.csv", "process.json")
 
 _EPISODE = re.compile(r"^f\d{5}$")
 _RUN_INFO = "run.json"
@@ -285,38 +285,26 @@ def _add_floors(category: str, records: list[dict[str, Any]], lm: Any, mode: str
             rec[f"{metric}_margin"] = rec[metric] - best if best is not None and math.isfinite(rec[metric] - best) else None
 
 
-def _score_category(category: str, records: list[dict[str, Any]], lm: Any, mode: str, progress: bool) -> dict[str, dict[str, Any]]:
-    """Score each record and its floors; return ``{method: {metric: value, "<metric>_ci": [low, high] | None,
-    "<metric>_n": n, "<metric>_observed…", "<metric>_margin…", "n_degenerate"}}``."""
+def _score_category(category: str, records: list[dict[str, Any]], lm: Any, mode: str, progress: bool,
+                    unverified: bool) -> dict[str, Cell]:
+    """Score each record and its floors; return each method's :class:`~findbench.interpret.scores.Cell`:
+    an estimate of each aggregate of :data:`CATEGORY_METRICS` (the floored ones followed by
+    ``<metric>_observed`` and ``<metric>_margin``, paired per function), ``n_degenerate`` and ``unverified``."""
     from findbench.interpret.floors import degenerate_reasons
 
     score_interpretations(records, [r["row"] for r in records], judge=lm, mode=mode, progress=progress)
     _add_floors(category, records, lm, mode)
     for rec, reason in zip(records, degenerate_reasons(records)):
         rec["degenerate"] = reason
-    scores: dict[str, dict[str, Any]] = {}
+    names = [f"{m}{kind}" for m in CATEGORY_METRICS[category] for kind in ("", "_observed", "_margin")
+             if not kind or m in FLOORED_SCORES]
+    cells: dict[str, Cell] = {}
     for method in METHODS:
         group = [r for r in records if r["method"] == method]
-        if not group:
-            continue
-        agg: dict[str, Any] = {}
-        for metric in CATEGORY_METRICS[category]:
-            units = unit_values(metric, group)
-            agg[metric] = _mean(units)
-            agg[f"{metric}_ci"], agg[f"{metric}_n"] = _interval(units)
-            if metric not in FLOORED_SCORES:
-                continue
-            for kind in ("observed", "margin"):  # margins are per-function differences: their interval is paired
-                values = unit_values(f"{metric}_{kind}", group)
-                agg[f"{metric}_{kind}"] = _mean(values)
-                agg[f"{metric}_{kind}_ci"], agg[f"{metric}_{kind}_n"] = _interval(values)
-        agg["n_degenerate"] = sum(bool(r["degenerate"]) for r in group)
-        scores[method] = agg
-    return scores
-
-
-def _mean(units: Sequence[float]) -> float | None:
-    return float(sum(units) / len(units)) if units else None  # units are finite (unit_values)
+        if group:
+            cells[method] = Cell(**{name: Estimate.of(unit_values(name, group)) for name in names},
+                                 n_degenerate=sum(bool(r["degenerate"]) for r in group), unverified=unverified)
+    return cells
 
 
 def unit_values(metric: str, records: Sequence[dict[str, Any]]) -> list[float]:
@@ -343,14 +331,6 @@ def unit_values(metric: str, records: Sequence[dict[str, Any]]) -> list[float]:
     column = "nmse" if metric == "mean_nmse" else metric
     values = [number(r.get(column)) for r in records]
     return [v for v in values if v is not None and math.isfinite(v)]
-
-
-def _interval(units: Sequence[float]) -> tuple[list[float] | None, int]:
-    """The seeded bootstrap interval of the mean of ``units`` and their number; ``(None, 0)`` without units."""
-    if not units:
-        return None, 0
-    low, high = bootstrap_ci(units)
-    return [low, high], len(units)
 
 
 def _cell(value: Any) -> str:
@@ -506,16 +486,14 @@ def evaluate_run(run_dir: str | os.PathLike, *, data: str | os.PathLike | None =
         mode = judge_mode or judge_mode_of(judge)
         lm = load_judge(judge, judge_model=judge_model, cache=judge_cache)  # before the sandbox runs: a missing judge fails fast
 
-    scores: dict[str, dict[str, dict[str, Any]]] = {}
+    cells: dict[str, dict[str, Cell]] = {}
     counts: dict[str, dict[str, int]] = {}
     for category in CATEGORIES:
         group = [r for r in records if r["category"] == category]
         if not group:
             continue
         logger.info("scoring %d %s interpretation(s)", len(group), category)
-        scores[category] = _score_category(category, group, lm, mode, progress)
-        for method_scores in scores[category].values():
-            method_scores["unverified"] = not run["verified"]
+        cells[category] = _score_category(category, group, lm, mode, progress, unverified=not run["verified"])
         counts[category] = {m: sum(r["method"] == m for r in group) for m in METHODS if any(r["method"] == m for r in group)}
 
     notes = [f"Run: `{run_path}` ({layout} layout); truth: {run['truth']}."]
@@ -526,6 +504,7 @@ def evaluate_run(run_dir: str | os.PathLike, *, data: str | os.PathLike | None =
                      "see the damage column of per_function.csv.")
     if lm is not None:
         notes.append(f"Judge: `{getattr(lm, 'name', type(lm).__name__)}` in `{mode}` mode.")
+    scores = Scores(cells)
     table = render_table(interpreter, scores, counts=counts, notes=notes)
     from findbench.interpret.process import aggregate_process, render_process
 
@@ -535,10 +514,10 @@ def evaluate_run(run_dir: str | os.PathLike, *, data: str | os.PathLike | None =
     if section:
         table = table.rstrip("\n") + "\n\n" + section
     with atomic_dir(out_path) as tmp:
-        (tmp / "scores.json").write_text(json.dumps(scores, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+        (tmp / SCORES_FILE).write_text(scores.dumps(), encoding="utf-8")
         (tmp / "per_function.csv").write_text(_per_function_csv(records), encoding="utf-8")
         (tmp / "unit_tests.csv").write_text(_unit_tests_csv(records), encoding="utf-8")
         (tmp / "process.json").write_text(json.dumps(process, indent=2, allow_nan=False) + "\n", encoding="utf-8")
         (tmp / "table.md").write_text(table, encoding="utf-8")
-    return {"interpreter": interpreter, "layout": layout, "scores": scores, "counts": counts, "out": str(out_path), "table": table,
+    return {"interpreter": interpreter, "layout": layout, "scores": scores.to_json(), "counts": counts, "out": str(out_path), "table": table,
             "process": process, "verified": run["verified"]}

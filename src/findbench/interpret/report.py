@@ -38,6 +38,7 @@ from findbench.interpret.scoreboard import (
     table2_summaries,
     variant_rows,
 )
+from findbench.interpret.scores import SCORES_FILE, Estimate, Scores
 from findbench.schema import CATEGORIES
 from findbench.stats import INTERVAL_NOTE, SMALL_N_LEGEND, SMALL_N_MARK, is_small
 
@@ -214,7 +215,7 @@ _PAPER_COLORS = ("#08519c", "#6baed6", "#9e9e9e")
 _RUN_COLOR = "#ff7f0e"
 
 
-def plot_category(category: str, scores: Mapping[str, Any], path: str | os.PathLike, *, interpreter: str = "this run") -> Path:
+def plot_category(category: str, scores: Scores, path: str | os.PathLike, *, interpreter: str = "this run") -> Path:
     """Bars of one category's Table-2 columns into the PNG ``path``: the FIND paper's rows beside the
     run's values ("n/a" where none), with its bootstrap intervals and n (marked when n < 10)."""
     from matplotlib.figure import Figure
@@ -222,7 +223,7 @@ def plot_category(category: str, scores: Mapping[str, Any], path: str | os.PathL
     index = [i for i, col in enumerate(TABLE2_COLUMNS) if col.category == category]
     cells = [table2_summaries(scores)[i] for i in index]
     series = [(name, [values[i] for i in index], color) for (name, values), color in zip(PAPER_TABLE2.items(), _PAPER_COLORS)]
-    series.append((f"{interpreter} (this run)", [None if c is None else c["mean"] for c in cells], _RUN_COLOR))
+    series.append((f"{interpreter} (this run)", [None if c is None else c.mean for c in cells], _RUN_COLOR))
     width = 0.8 / len(series)
     ax = (fig := Figure(figsize=(2.8 + 1.9 * len(index), 3.6))).subplots()
     for s, (name, values, color) in enumerate(series):
@@ -234,7 +235,7 @@ def plot_category(category: str, scores: Mapping[str, Any], path: str | os.PathL
                       error_kw={"elinewidth": 0.9, "ecolor": "black"})
         for k, (bar, value) in enumerate(zip(bars, values)):
             text, top = ("n/a" if value is None else f"{value:.2f}"), value or 0.0
-            n = cells[k].get("n") if is_run and cells[k] is not None else None
+            n = cells[k].n if is_run and cells[k] is not None else None
             if n is not None:
                 text += f"\nn={n}{SMALL_N_MARK if is_small(n) else ''}"
                 top += yerr[1][k] if yerr is not None else 0.0
@@ -249,10 +250,10 @@ def plot_category(category: str, scores: Mapping[str, Any], path: str | os.PathL
     return _save(fig, path)
 
 
-def _error_bars(cells: Sequence[Mapping[str, Any] | None]) -> list[list[float]] | None:
+def _error_bars(cells: Sequence[Estimate | None]) -> list[list[float]] | None:
     """matplotlib ``yerr`` (``[below, above]`` per bar) from the cells' intervals (0 for a bar
     without one); None when no cell has one."""
-    spans = [None if c is None or c.get("ci") is None else (c["mean"] - c["ci"][0], c["ci"][1] - c["mean"]) for c in cells]
+    spans = [None if c is None or c.ci is None or c.mean is None else (c.mean - c.ci[0], c.ci[1] - c.mean) for c in cells]
     if all(s is None for s in spans):
         return None
     return [[max(0.0, s[k]) if s is not None else 0.0 for s in spans] for k in (0, 1)]
@@ -422,9 +423,9 @@ def write_report(run_dir: str | os.PathLike, scores_dir: str | os.PathLike | Non
     run_path = Path(run_dir)
     scores_path = Path(scores_dir) if scores_dir is not None else run_path / "scores"
     out_path = Path(out) if out is not None else scores_path
-    if not (scores_path / "scores.json").is_file():
+    if not (scores_path / SCORES_FILE).is_file():
         raise FileNotFoundError(f"scores_dir: no scores.json in {scores_path} (score the run with `findbench evaluate` first)")
-    scores = read_json_object(scores_path / "scores.json", "scores_dir:")
+    scores = Scores.read(scores_path / SCORES_FILE)
     per_function = {key: found[0] for key, found in _read_csv(scores_path / "per_function.csv").items()}
     unit_tests = _read_csv(scores_path / "unit_tests.csv")
     process_file = scores_path / "process.json"
@@ -438,7 +439,7 @@ def write_report(run_dir: str | os.PathLike, scores_dir: str | os.PathLike | Non
 
     out_path.mkdir(parents=True, exist_ok=True)
     sections = []
-    bars = [c for c in CATEGORIES if c in scores]
+    bars = [c for c in CATEGORIES if c in scores.categories()]
     if bars:
         figures = [_figure(plot_category(c, scores, out_path / f"scores-{c}.png", interpreter=interpreter).name, f"{c} success rates",
                            _esc(c)) for c in bars]

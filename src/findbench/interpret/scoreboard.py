@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
+from findbench.interpret.scores import Estimate, Scores
 from findbench.stats import INTERVAL_NOTE, SMALL_N_LEGEND, format_ci, is_small
 
 
 class Column(NamedTuple):
-    """One column of Table 2: where its value sits in ``scores.json`` and its header."""
+    """One column of Table 2: its cell of :class:`~findbench.interpret.scores.Scores`, the aggregate read and its header."""
 
     category: str
     method: str
@@ -55,30 +56,23 @@ _MISSING = "—"
 FLOOR = "constant"
 
 
-def table2_cells(scores: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[float | None]:
+def table2_cells(scores: Scores) -> list[float | None]:
     """The run's value for each column of :data:`TABLE2_COLUMNS` (None where it has none)."""
-    cells: list[float | None] = []
-    for col in TABLE2_COLUMNS:
-        value = (scores.get(col.category) or {}).get(col.method, {}).get(col.metric)
-        cells.append(float(value) if value is not None and math.isfinite(value) else None)
-    return cells
+    return [None if s is None else s.mean for s in table2_summaries(scores)]
 
 
-def table2_summaries(scores: Mapping[str, Mapping[str, Mapping[str, Any]]], variant: str = "") -> list[dict[str, Any] | None]:
-    """Per column of :data:`TABLE2_COLUMNS`, the run's ``{"mean", "ci", "n"}`` (``ci`` and
-    ``n`` None when the scores carry no interval), or None where it has no finite value.
-    ``variant`` (one of :data:`VARIANTS`) reads another key of each cell than the column's metric."""
-    out: list[dict[str, Any] | None] = []
+def table2_summaries(scores: Scores, variant: str = "") -> list[Estimate | None]:
+    """Per column of :data:`TABLE2_COLUMNS`, the run's estimate, or None where it has no finite mean.
+    ``variant`` (one of :data:`VARIANTS`) reads another aggregate of each cell than the column's metric."""
+    out: list[Estimate | None] = []
     for col in TABLE2_COLUMNS:
-        cell = (scores.get(col.category) or {}).get(col.method, {})
-        key = VARIANTS[variant](col.metric) if variant else col.metric
-        value = cell.get(key) if key else None
-        ok = isinstance(value, (int, float)) and math.isfinite(value)
-        out.append({"mean": float(value), "ci": cell.get(f"{key}_ci"), "n": cell.get(f"{key}_n")} if ok else None)
+        name = VARIANTS[variant](col.metric) if variant else col.metric
+        est = scores.estimate(col.category, col.method, name) if name else None
+        out.append(est if est is not None and est.mean is not None and math.isfinite(est.mean) else None)
     return out
 
 
-#: Rows beside a run's Table 2 row: the keys of each cell they read (None: the column has none).
+#: Rows beside a run's Table 2 row: the aggregate of each cell they read (None: the column has none).
 VARIANTS = {
     "observed": lambda m: f"{m}_observed",
     "margin": lambda m: f"{m}_margin",
@@ -96,7 +90,7 @@ VARIANTS_NOTE = ("Floor: what an agent that understood nothing but made the same
                  "input, the wrong outputs come from near misses of the function (FIND v1 rows have none).")
 
 
-def variant_rows(interpreter: str, scores: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[list[str]]:
+def variant_rows(interpreter: str, scores: Scores) -> list[list[str]]:
     """The rows under a run's Table 2 row: :data:`VARIANTS` that have any value, as cell text."""
     rows = []
     for variant, label in VARIANT_LABELS.items():
@@ -106,34 +100,30 @@ def variant_rows(interpreter: str, scores: Mapping[str, Mapping[str, Mapping[str
     return rows
 
 
-def degenerate_note(scores: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str | None:
+def degenerate_note(scores: Scores) -> str | None:
     """A line counting degenerate answers per category and method, or None when there are none."""
-    found = [f"{c}/{m}: {cell['n_degenerate']}" for c, methods in scores.items() for m, cell in methods.items()
-             if cell.get("n_degenerate")]
+    found = [f"{c}/{m}: {cell.n_degenerate}" for c, m, cell in scores if cell.n_degenerate]
     if not found:
         return None
     return ("Degenerate answers (empty, the prompt's placeholder, or identical across functions; still scored): "
             + ", ".join(found) + ".")
 
 
-def format_cell(summary: Mapping[str, Any] | None, *, signed: bool = False) -> str:
-    """One cell: ``0.83 [0.62, 0.97] (n=6)†``, the bare mean when it has no n, "—" for None;
-    ``signed``: the mean with its sign (a margin)."""
-    if summary is None:
+def format_cell(summary: Estimate | None, *, signed: bool = False) -> str:
+    """One cell: ``0.83 [0.62, 0.97] (n=6)†``, "—" for None; ``signed``: the mean with its sign (a margin)."""
+    if summary is None or summary.mean is None:
         return _MISSING
-    if summary.get("n") is None:
-        return f"{summary['mean']:+.2f}" if signed else _fmt(summary["mean"])
-    text = format_ci(summary["mean"], summary.get("ci"), summary["n"])
-    return ("+" + text) if signed and summary["mean"] >= 0 else text
+    text = format_ci(summary.mean, summary.ci, summary.n)
+    return ("+" + text) if signed and summary.mean >= 0 else text
 
 
-def table2_rows(interpreter: str, scores: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[list[str]]:
+def table2_rows(interpreter: str, scores: Scores) -> list[list[str]]:
     """Table 2's body as cell text: the paper's rows, then ``interpreter``'s (this run), last."""
     rows = [[name, *(_fmt(v) for v in values)] for name, values in PAPER_TABLE2.items()]
     return rows + [[interpreter, *(format_cell(s) for s in table2_summaries(scores))]]
 
 
-def table2_notes(scores: Mapping[str, Mapping[str, Mapping[str, Any]]], counts: Mapping[str, Mapping[str, int]] | None = None,
+def table2_notes(scores: Scores, counts: Mapping[str, Mapping[str, int]] | None = None,
                  notes: Iterable[str] = ()) -> list[str]:
     """The lines under Table 2: the functions behind each of the run's cells (from ``counts``,
     ``{category: {method: n}}``), ``notes``, the interval method and the small-n legend."""
@@ -145,9 +135,9 @@ def table2_notes(scores: Mapping[str, Mapping[str, Mapping[str, Any]]], counts: 
     return out
 
 
-def _interval_notes(summaries: Iterable[Mapping[str, Any] | None]) -> list[str]:
+def _interval_notes(summaries: Iterable[Estimate | None]) -> list[str]:
     """The interval method and, when a cell is marked, the small-n legend."""
-    ns = [s["n"] for s in summaries if s is not None and s.get("n") is not None]
+    ns = [s.n for s in summaries if s is not None]
     if not ns:
         return []
     return [INTERVAL_NOTE] + ([SMALL_N_LEGEND] if any(is_small(n) for n in ns) else [])
@@ -166,7 +156,7 @@ def _md_table(rows: Iterable[Iterable[str]]) -> list[str]:
             *("| " + " | ".join(row) + " |" for row in rows)]
 
 
-def render_table(interpreter: str, scores: Mapping[str, Mapping[str, Mapping[str, Any]]], *,
+def render_table(interpreter: str, scores: Scores, *,
                  counts: Mapping[str, Mapping[str, int]] | None = None, notes: Iterable[str] = ()) -> str:
     """Markdown of Table 2 (``table.md``): the paper's interpreters, then ``interpreter`` (this
     run) in bold, and :func:`table2_notes` as a list under the table."""
@@ -182,7 +172,7 @@ def render_table(interpreter: str, scores: Mapping[str, Mapping[str, Mapping[str
     return "\n".join(lines) + "\n"
 
 
-def render_comparison(runs: Mapping[str, Mapping[str, Mapping[str, Mapping[str, Any]]]], *, title: str = "FIND Table 2",
+def render_comparison(runs: Mapping[str, Scores], *, title: str = "FIND Table 2",
                       floor: str = FLOOR) -> str:
     """Markdown of Table 2 with the paper's rows and one row per run (``{name: scores}``); when ``floor``
     (default ``constant``) is a run, a second table gives each run's mean minus the floor's."""
@@ -210,6 +200,6 @@ def render_comparison(runs: Mapping[str, Mapping[str, Mapping[str, Mapping[str, 
         lines += ["", f"#### Δ vs {floor}", "",
                   f"How far above the `{floor}` baseline (one fixed answer per category) each interpreter is: its mean "
                   f"minus `{floor}`'s, per column (a difference of means; `findbench compare` tests it on shared functions).",
-                  "", *_md_table([f"**{_escape(name)}**", *(_MISSING if a is None or b is None else f"{a['mean'] - b['mean']:+.2f}"
+                  "", *_md_table([f"**{_escape(name)}**", *(_MISSING if a is None or b is None else f"{a.mean - b.mean:+.2f}"
                                                           for a, b in zip(summaries[name], base))] for name in others)]
     return "\n".join(lines) + "\n"
