@@ -28,6 +28,7 @@ unsharded run's fingerprint. :func:`merge_shards` joins the N folders into the u
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import logging
@@ -48,6 +49,7 @@ from findbench.autointerp.detection import CHANCE, detection_floors, parse_expla
 from findbench.autointerp.evidence import LatentEvidence, choose_latents, collect_evidence, firing_counts
 from findbench.autointerp.explanations import degenerate_reasons, guard_explanations
 from findbench.autointerp.prompts import TokenRenderer, explanation_constraint, explanation_messages
+from findbench.autointerp.results import METRIC_KEYS, AutoInterpResults, EvalMetrics, ScorerMetrics, Shard
 from findbench.autointerp.scorers import make_scorer
 from findbench.constants import UsageError
 from findbench.lm.base import use_structured_outputs
@@ -221,17 +223,15 @@ def run_autointerp(*, model: str | os.PathLike = "embedded", sae: Any = "embedde
     n_positions = int(tokens.size - np.isin(tokens, specials).sum())
     records = latent_records(evidence, usable, made, per_scorer, renderer, planted=planted, n_positions=n_positions,
                              counts=counts_by_latent)
-    result = _results(cfg, setting, usable, made, per_scorer, skipped, explainer, scorer, hook_layer, planted,
-                      metrics=aggregate_metrics(records, cfg.scorers))
-    result["eval_config"]["structured_outputs_applied"] = applied
     suffix = f"_{run_id}" if run_id else ""
     json_path = out / f"{sae_name}_eval_results{suffix}.json"
     latents_path = out / f"latents{suffix}.json"
+    results = _results(cfg, setting, usable, made, per_scorer, skipped, explainer, scorer, hook_layer, planted,
+                       metrics=aggregate_metrics(records, cfg.scorers), applied=applied, latents_file=latents_path.name,
+                       run_id=run_id, shard=None if where is None else Shard(*where))
     atomic_write_json(latents_path, {"format": LATENTS_FORMAT, "results": json_path.name, "latents": records})
-    result["latents_file"] = latents_path.name
-    result["run_id"] = run_id
-    result["shard"] = None if where is None else {"index": where[0], "count": where[1]}
-    atomic_write_json(json_path, result)
+    results.write(json_path)
+    result = results.to_json()
     csv_path = out / f"{_safe(model_name)}_layer{hook_layer if hook_layer is not None else 'embed'}_features_summary{suffix}.csv"
     atomic_write_text(csv_path, _summary_csv(hook_layer, records, cfg.scorers))
     result["files"] = {"results": str(json_path), "summary": str(csv_path), "latents": str(latents_path)}
@@ -332,31 +332,32 @@ def latent_records(evidence: list[LatentEvidence], usable: list[LatentEvidence],
     return out
 
 
-def aggregate_metrics(records: list[dict], scorers: list[str]) -> dict[str, dict]:
+def aggregate_metrics(records: list[dict], scorers: list[str]) -> EvalMetrics:
     """``eval_result_metrics`` from the per-latent :func:`latent_records` (skipped latents left
     out): per scorer its mean, std, :func:`score_summary` (floors from each latent's scoring
     windows) and the degenerate / cut explanation counts. A run and :func:`merge_shards` both call it."""
     scored = [r for r in records if r["skipped"] is None]
-    metrics: dict[str, dict] = {}
+    blocks: dict[str, ScorerMetrics] = {}
     for name in scorers:
         scores = [r["scores"][name] for r in scored]
         mean, std = summarize(scores) if scores else (float("nan"), float("nan"))
-        key = "autointerp" if name == "detection" else name
-        metrics[key] = {f"{key}_score": mean, f"{key}_std_dev": std}
-        if name == "detection":
-            metrics[key]["n_unparsed"] = sum(not r["scorers"][name]["parsed"] for r in scored)
-        metrics[key]["n_degenerate"] = sum(r["degenerate"] for r in scored)
-        metrics[key]["n_explanation_truncated"] = sum(r["explanation_truncated"] for r in scored)
+        summary: dict[str, Any] = {}
         if scores:
             windows = [[w for w in r["windows"] if w["role"] == "scoring"] for r in scored]
             floors = (detection_floors([[w["index"] for w in ws if w["label_active"]] for ws in windows],
                                        [len(ws) for ws in windows])
                       if name == "detection" else {"chance": CHANCE})
-            metrics[key].update({k: v for k, v in score_summary(scores, floors).items() if k != "mean"})
-    return metrics
+            summary = {k: v for k, v in score_summary(scores, floors).items() if k != "mean"}
+            summary["ci"] = tuple(summary["ci"])
+        blocks[METRIC_KEYS[name]] = ScorerMetrics(
+            score=mean, std_dev=std, n_degenerate=sum(r["degenerate"] for r in scored),
+            n_unparsed=sum(not r["scorers"][name]["parsed"] for r in scored) if name == "detection" else None,
+            n_explanation_truncated=sum(r["explanation_truncated"] for r in scored), **summary)
+    return EvalMetrics(blocks)
 
 
-def _results(cfg, setting, usable, made, per_scorer, skipped, explainer, scorer, layer, planted=None, *, metrics) -> dict:
+def _results(cfg, setting, usable, made, per_scorer, skipped, explainer, scorer, layer, planted=None, *, metrics: EvalMetrics,
+             applied: dict[str, bool], latents_file: str, run_id: str | None, shard: Shard | None) -> AutoInterpResults:
     unstructured = {}
     for i, (ev, m) in enumerate(zip(usable, made)):
         entry: dict[str, Any] = {"explanation": m["explanation"], "explainer_answer": m["raw"],
@@ -373,17 +374,14 @@ def _results(cfg, setting, usable, made, per_scorer, skipped, explainer, scorer,
         if planted is not None and ev.latent in planted:
             entry["planted"] = {k: planted[ev.latent][k] for k in ("rule", "explanation")}
         unstructured[str(ev.latent)] = entry
-    return {
-        "eval_type_id": "autointerp",
-        "eval_config": {**cfg.to_dict(), "model_name": setting["model"], "sae": setting["sae"], "hook_name": setting["hook_name"],
-                        "layer": layer, "explainer": _describe(explainer), "scorer": _describe(scorer)},
-        "datetime_epoch_millis": int(time.time() * 1000),
-        "findbench_version": __version__,
-        "eval_result_metrics": metrics,
-        "eval_result_details": [],
-        "eval_result_unstructured": unstructured,
-        "skipped_latents": skipped,
-    }
+    return AutoInterpResults(
+        eval_type_id="autointerp",
+        eval_config={**cfg.to_dict(), "model_name": setting["model"], "sae": setting["sae"], "hook_name": setting["hook_name"],
+                     "layer": layer, "explainer": _describe(explainer), "scorer": _describe(scorer),
+                     "structured_outputs_applied": applied},
+        datetime_epoch_millis=int(time.time() * 1000), findbench_version=__version__, eval_result_metrics=metrics,
+        eval_result_details=[], eval_result_unstructured=unstructured, skipped_latents=skipped, latents_file=latents_file,
+        run_id=run_id, shard=shard)
 
 
 def _summary_csv(layer, records: list[dict], scorers: list[str]) -> str:
@@ -396,7 +394,7 @@ def _summary_csv(layer, records: list[dict], scorers: list[str]) -> str:
                               for r in records if r["skipped"] is None))
 
 
-def _shard_files(folder: Path, run_id: str | None) -> tuple[Path, dict, dict, Path]:
+def _shard_files(folder: Path, run_id: str | None) -> tuple[Path, AutoInterpResults, dict, Path]:
     """A shard folder's results JSON (for ``run_id``), its content, its latents file's and its CSV."""
     if not folder.is_dir():
         raise FileNotFoundError(f"shard folder {folder} does not exist")
@@ -408,12 +406,13 @@ def _shard_files(folder: Path, run_id: str | None) -> tuple[Path, dict, dict, Pa
     if len(found) != 1:
         raise ValueError(f"shard folder {folder}: {len(found)} AutoInterp results files with run_id {run_id!r}, needs one")
     path, data = found[0]
-    if not isinstance(data.get("shard"), dict):
+    results = AutoInterpResults.from_json(data, f"shard folder {folder}: {path.name}")
+    if results.shard is None:
         raise ValueError(f"shard folder {folder}: {path.name} is not a sharded run (made without --shard)")
     summary = list(folder.glob(f"*_features_summary{f'_{run_id}' if run_id else ''}.csv"))
     if len(summary) != 1:
         raise ValueError(f"shard folder {folder}: {len(summary)} features summary CSVs for run_id {run_id!r}, needs one")
-    return path, data, json.loads((folder / data["latents_file"]).read_text()), summary[0]
+    return path, results, json.loads((folder / results.latents_file).read_text()), summary[0]
 
 
 def merge_shards(dirs: list[str | os.PathLike], out: str | os.PathLike, *, run_id: str | None = None) -> dict:
@@ -428,15 +427,15 @@ def merge_shards(dirs: list[str | os.PathLike], out: str | os.PathLike, *, run_i
         raise UsageError(f"out must not be one of the shard folders, got {os.fspath(out)!r}")
     shards = [_shard_files(f, run_id) for f in folders]
     first, (path0, res0, _, csv0) = folders[0], shards[0]
-    settings = res0["eval_config"]  # the run's whole config; the shard is recorded beside it
+    settings = res0.eval_config  # the run's whole config; the shard is recorded beside it
     by_index: dict[int, tuple[Path, list[dict]]] = {}
-    count = res0["shard"]["count"]
+    count = res0.shard.count
     for folder, (path, res, lat, csv_path) in zip(folders, shards):
-        mine = res["eval_config"]
+        mine = res.eval_config
         if fingerprint(mine) != fingerprint(settings) or (path.name, csv_path.name) != (path0.name, csv0.name):
             diff = sorted(k for k in settings.keys() | mine.keys() if settings.get(k) != mine.get(k)) or ["file names"]
             raise ValueError(f"shard folder {folder}: settings differ from {first}'s ({', '.join(diff)})")
-        index, n = res["shard"]["index"], res["shard"]["count"]
+        index, n = res.shard.index, res.shard.count
         if n != count:
             raise ValueError(f"shard folder {folder}: shard {index}/{n}, but {first} is one of {count}")
         if index in by_index:
@@ -451,19 +450,19 @@ def merge_shards(dirs: list[str | os.PathLike], out: str | os.PathLike, *, run_i
             raise ValueError(f"shard folder {folder}: {len(lat)} latents, but shard {i}/{count} of {total} has "
                              f"{len(range(i, total, count))}")
     records = [by_index[j % count][1][j // count] for j in range(total)]  # the unsharded order
-    entries = {k: v for _, res, _, _ in shards for k, v in res["eval_result_unstructured"].items()}
+    entries = {k: v for _, res, _, _ in shards for k, v in res.eval_result_unstructured.items()}
     scored = [r for r in records if r["skipped"] is None]
     for r, reason in zip(scored, degenerate_reasons([r["explanation"] for r in scored])):
         for target in (r, entries[str(r["latent"])]):
             target.update(degenerate=reason is not None, degenerate_reason=reason)
-    result = dict(res0, datetime_epoch_millis=int(time.time() * 1000),
-                  eval_result_metrics=aggregate_metrics(records, res0["eval_config"]["scorers"]),
-                  eval_result_unstructured={str(r["latent"]): entries[str(r["latent"])] for r in scored},
-                  skipped_latents={str(r["latent"]): r["skipped"] for r in records if r["skipped"] is not None},
-                  shard=None, merged_from=[os.fspath(f) for f in folders])
+    merged = dataclasses.replace(
+        res0, datetime_epoch_millis=int(time.time() * 1000), eval_result_metrics=aggregate_metrics(records, res0.scorers),
+        eval_result_unstructured={str(r["latent"]): entries[str(r["latent"])] for r in scored},
+        skipped_latents={str(r["latent"]): r["skipped"] for r in records if r["skipped"] is not None},
+        shard=None, merged_from=[os.fspath(f) for f in folders])
     with atomic_dir(out) as tmp:
-        atomic_write_json(tmp / res0["latents_file"], {"format": LATENTS_FORMAT, "results": path0.name, "latents": records})
-        atomic_write_json(tmp / path0.name, result)
-        atomic_write_text(tmp / csv0.name, _summary_csv(res0["eval_config"]["layer"], records, res0["eval_config"]["scorers"]))
-    return result | {"files": {"results": str(Path(out) / path0.name), "summary": str(Path(out) / csv0.name),
-                               "latents": str(Path(out) / res0["latents_file"])}}
+        atomic_write_json(tmp / res0.latents_file, {"format": LATENTS_FORMAT, "results": path0.name, "latents": records})
+        merged.write(tmp / path0.name)
+        atomic_write_text(tmp / csv0.name, _summary_csv(res0.eval_config["layer"], records, res0.scorers))
+    return merged.to_json() | {"files": {"results": str(Path(out) / path0.name), "summary": str(Path(out) / csv0.name),
+                                         "latents": str(Path(out) / res0.latents_file)}}
