@@ -3,11 +3,8 @@ constant (one fixed answer per category) and empty (no answer), scored by the sa
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
-from findbench.interpret.episode import run_episode
 from findbench.interpret.protocol import Answer, format_answer
 from findbench.interpret.references import (
     CONSTANT_ANSWERS,
@@ -17,15 +14,12 @@ from findbench.interpret.references import (
     reference_domain,
 )
 from tests.interpret.fakes import KnowingJudge
+from tests.interpret.scripted import run_episode
 
 
-def answer_chat(answer: Answer):
-    """A chat that gives ``answer`` on its first turn, as the solver answers for a reference."""
-
-    async def chat(messages, max_tokens=None):
-        return format_answer(answer.description, answer.domain, answer.code)
-
-    return chat
+def answer_turns(answer: Answer) -> list[str]:
+    """The reference turns giving ``answer`` on the first turn, as a sample's ``reference_turns``."""
+    return [format_answer(answer.description, answer.domain, answer.code)]
 
 
 def test_oracle_answers_with_the_ground_truth(by_id, rows):
@@ -76,10 +70,10 @@ def test_random_needs_another_function(rows):
 
 
 @pytest.mark.parametrize("fid", ["numeric/f00002", "strings/f00001", "neurons_entities/f00004", "neurons_relations/f00030"])
-def test_oracle_episode_round_trips_through_the_protocol(fid, by_id):
+def test_oracle_episode_round_trips_through_the_protocol(fid, by_id, tmp_path):
     row = by_id[fid]
     truth = oracle_answer(row)
-    ep = asyncio.run(run_episode(row, answer_chat(truth)))
+    ep = run_episode(row, None, reference=answer_turns(truth), log_dir=tmp_path)
     assert ep.finished and ep.rounds == 1 and ep.calls == []
     assert ep.answer.description == truth.description and ep.answer.domain == truth.domain
     assert (ep.answer.code or "").strip() == (truth.code or "").strip()
@@ -113,10 +107,10 @@ def test_constant_domain_says_no_interval():
 
 @pytest.mark.parametrize("name", ["constant", "empty"])
 @pytest.mark.parametrize("fid", ["numeric/f00002", "strings/f00001", "neurons_relations/f00030"])
-def test_baseline_episodes_round_trip_through_the_protocol(name, fid, by_id):
+def test_baseline_episodes_round_trip_through_the_protocol(name, fid, by_id, tmp_path):
     row = by_id[fid]
     answer = reference_answer(name, row)
-    ep = asyncio.run(run_episode(row, answer_chat(answer)))
+    ep = run_episode(row, None, reference=answer_turns(answer), log_dir=tmp_path)
     assert ep.finished and ep.rounds == 1 and ep.calls == []
     assert ep.answer.description == answer.description and ep.answer.domain == answer.domain
     assert (ep.answer.code or "").strip() == (answer.code or "").strip()

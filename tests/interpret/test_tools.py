@@ -3,13 +3,15 @@
 Episodes are driven by Inspect's ``mockllm/model`` with scripted outputs holding tool calls
 (every output carries its usage, so mockllm never counts tokens with tiktoken, which would
 download its encoding); the ``oracle`` interpreter answers without a model. The text protocol
-runs beside it on the same inputs, through :func:`findbench.interpret.episode.run_episode`.
+runs beside it on the same inputs (reference turns through the same solver).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -29,15 +31,11 @@ from inspect_ai.model import (  # noqa: E402
 from inspect_ai.tool import ToolCall  # noqa: E402
 
 from findbench.interpret import prompts  # noqa: E402
+from findbench.interpret.agent import DROPPED_CALL, call_function_tool, transcript  # noqa: E402
 from findbench.interpret.calls import FunctionRunner  # noqa: E402
-from findbench.interpret.episode import Episode, run_episode  # noqa: E402
+from findbench.interpret.episode import Episode  # noqa: E402
 from findbench.interpret.evaluate import evaluate_run  # noqa: E402
-from findbench.interpret.inspect_tasks import (  # noqa: E402
-    STORE_KEY,
-    call_function_tool,
-    find_interpret,
-    from_chat_messages,
-)
+from findbench.interpret.inspect_tasks import STORE_KEY, find_interpret  # noqa: E402
 from findbench.interpret.protocol import (  # noqa: E402
     MAX_COMMANDS_PER_MESSAGE,
     MAX_INPUT_CHARS,
@@ -49,7 +47,8 @@ from findbench.interpret.protocol import (  # noqa: E402
 )
 from findbench.interpret.references import oracle_answer  # noqa: E402
 from findbench.interpret.run import episode_dir, run_interpretations  # noqa: E402
-from tests.interpret.fakes import KnowingJudge
+from tests.interpret.fakes import KnowingJudge  # noqa: E402
+from tests.interpret.scripted import run_episode  # noqa: E402
 
 # Inspect's own retry set-up warns on every model call (a tenacity deprecation).
 pytestmark = pytest.mark.filterwarnings("ignore:The 'initial' parameter is deprecated:DeprecationWarning")
@@ -95,12 +94,8 @@ def function_of(by_id, ids, input) -> str:
 
 def text_protocol_reply(row, command: str) -> str:
     """The text protocol's reply to ``command`` on ``row`` (seed 0), from a whole text episode."""
-    replies = iter([command, "[DESCRIPTION]: done"])
-
-    async def chat(messages, max_tokens=None):
-        return next(replies)
-
-    episode = asyncio.run(run_episode(row, chat))
+    with tempfile.TemporaryDirectory() as log_dir:
+        episode = run_episode(row, None, reference=[command, "[DESCRIPTION]: done"], log_dir=Path(log_dir))
     return episode.messages[3]["content"]
 
 
@@ -228,7 +223,7 @@ def test_tool_calls_past_the_cap_do_not_run(data_dir, tmp_path):
     # every call has its result (the provider needs one per call id); the dropped ones a limit error
     tool_messages = [m for m in sample.messages if m.role == "tool"]
     assert [m.tool_call_id for m in tool_messages] == [f"call-{i}" for i in range(n)]
-    assert [m.error.type if m.error else None for m in tool_messages] == [None] * MAX_COMMANDS_PER_MESSAGE + ["limit"] * 3
+    assert [m.error.message if m.error else None for m in tool_messages] == [None] * MAX_COMMANDS_PER_MESSAGE + [DROPPED_CALL] * 3
     lines = [m["content"] for m in episode.messages if m["role"] == "tool"]
     assert lines[-1] == (f'Response: Error in call_function(inputs=["w{n - 1}"]): not run: at most '
                          f"{MAX_COMMANDS_PER_MESSAGE} call_function calls per message.")
@@ -253,11 +248,12 @@ def test_token_budget_stops_a_model_that_never_answers(data_dir, tmp_path):
         return tool_calls({"inputs": ["abc"]})  # 5 output tokens each
 
     _, sample, episode = scripted_episode(data_dir, tmp_path, outputs, max_tokens=100, episode_tokens=12)
-    # turns capped at what is left: 12, 7, 2; the third spends the budget, its call still runs
-    assert limits == [12, 7, 2]
-    assert (episode.finished, episode.stop_reason, episode.rounds, episode.answer) == (False, "token_limit", 3, None)
+    # turns are not capped at what is left: the third passes the budget (15 > 12) and stops the episode, without it
+    assert limits == [100, 100, 100]
+    assert (episode.finished, episode.stop_reason, episode.rounds, episode.answer) == (False, "token_limit", 2, None)
     assert (episode.max_episode_tokens, episode.generated_tokens) == (12, 15)
-    assert [c["round"] for c in episode.calls] == [1, 2, 3] and sample.messages[-1].role == "tool"
+    assert [c["round"] for c in episode.calls] == [1, 2] and sample.messages[-1].role == "tool"
+    assert [m.role for m in sample.messages].count("assistant") == 2
     assert sample.output.completion == ""
 
 
@@ -292,7 +288,7 @@ def test_milan_with_tools_and_the_oracle(data_dir, tmp_path):
     assert episode["messages"][0]["content"] == prompts.system_prompt("tools")
 
 
-def test_from_chat_messages_renders_tool_traffic_as_text():
+def test_transcript_renders_tool_traffic_as_text():
     from inspect_ai.model import ChatMessageTool
     from inspect_ai.tool import ToolCallError
 
@@ -301,7 +297,7 @@ def test_from_chat_messages_renders_tool_traffic_as_text():
                 ChatMessageAssistant(content="", tool_calls=[call]),
                 ChatMessageTool(content="", tool_call_id="c1", function=TOOL_NAME, error=ToolCallError("parsing", "bad")),
                 ChatMessageAssistant(content="[DESCRIPTION]: x")]
-    assert from_chat_messages(messages) == [
+    assert transcript(messages) == [
         {"role": "system", "content": "s"}, {"role": "user", "content": "u"},
         {"role": "assistant", "content": 'call_function(inputs=["a", 2])'},
         {"role": "tool", "content": 'Response: Error in call_function(inputs=["a", 2]): bad.'},

@@ -6,18 +6,19 @@ An *interpreter* is an agent that experiments on a black-box function and then d
   lines and the ``[DESCRIPTION]:`` / ``[DOMAIN]:`` / ``[CODE]:`` answer;
 - :mod:`~findbench.interpret.prompts`: the system and task messages per category and method;
 - :mod:`~findbench.interpret.calls`: the function runs in this process on the agent's values;
-- :mod:`~findbench.interpret.episode`: the episode record and the text loop;
+- :mod:`~findbench.interpret.episode`: the episode record;
+- :mod:`~findbench.interpret.agent`: the agent loops on Inspect (``text`` and ``tools``);
 - :mod:`~findbench.interpret.references`: ``oracle``, ``random``, ``constant``, ``empty`` (no LM);
 - :mod:`~findbench.interpret.run`: episodes through ``inspect_ai.eval``, exported as a run folder;
 - :mod:`~findbench.interpret.inspect_tasks`: the Inspect task, solver, scorers and model API.
 
-Not imported here: ``inspect_tasks`` (Inspect finds it through its entry point), ``evaluate``
+Not imported here: ``agent`` and ``inspect_tasks`` (Inspect finds it through its entry point), ``evaluate``
 (scoring), ``scoreboard`` (Table 2) and ``report`` (``report.html``)."""
 
 from __future__ import annotations
 
 from findbench.interpret.calls import FunctionRunner
-from findbench.interpret.episode import DEFAULT_MAX_TOKENS, DEFAULT_ROUNDS, Chat, ChatReply, Episode, run_episode
+from findbench.interpret.episode import DEFAULT_MAX_TOKENS, DEFAULT_ROUNDS, Episode
 from findbench.interpret.prompts import MILAN_TURNS, build_messages, system_prompt, task_prompt
 from findbench.interpret.protocol import (
     METHODS,
@@ -54,8 +55,6 @@ __all__ = [
     "UNRECOGNIZED_REPLY",
     "Answer",
     "CallError",
-    "Chat",
-    "ChatReply",
     "Command",
     "Episode",
     "FunctionRunner",
@@ -70,7 +69,6 @@ __all__ = [
     "random_answer",
     "reference_answer",
     "reference_domain",
-    "run_episode",
     "run_interpretations",
     "summarize_run",
     "system_prompt",

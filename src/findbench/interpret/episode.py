@@ -1,20 +1,17 @@
-"""One interpreter episode on one FIND function: the record and the text loop of FIND §3.
+"""One interpreter episode on one FIND function (FIND §3): the record and its steps.
 
-:func:`run_episode` drives the ``text`` protocol over an async ``chat(messages, max_tokens=None)
--> str | ChatReply``: up to ``rounds`` turns; an answer ends the episode, else every command is
-run and the reply lines go back. ``milan`` shows the outputs on the row's exemplars first and
-allows two turns; ``aia+milan`` shows them, then runs the full loop. Each message is read, and
-each command run, in a worker thread (one long message must not stall the other episodes in
-flight), within the per-turn caps of :func:`~findbench.interpret.protocol.turn_commands`. The
-``tools`` protocol (:func:`findbench.interpret.inspect_tasks.run_tool_episode`) shares the record,
-:func:`open_episode` and :func:`run_command`."""
+:func:`open_episode` starts one (``milan`` shows the outputs on the row's exemplars first and
+allows two turns; ``aia+milan`` shows them, then allows the full loop), :func:`read_turn` reads an
+agent message within the per-turn caps of :func:`~findbench.interpret.protocol.turn_commands` and
+:func:`run_command` runs a command in a worker thread (one long message must not stall the other
+episodes in flight). The loops on Inspect are in :mod:`findbench.interpret.agent`."""
 
 from __future__ import annotations
 
 import asyncio
 import math
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -23,7 +20,6 @@ from findbench.interpret.calls import FunctionRunner
 from findbench.interpret.prompts import MILAN_TURNS, build_messages
 from findbench.interpret.protocol import (
     PROTOCOL,
-    UNRECOGNIZED_REPLY,
     Answer,
     Command,
     TurnCommands,
@@ -40,19 +36,6 @@ DEFAULT_MAX_TOKENS = 512
 DEFAULT_API_MAX_TOKENS = 1024
 
 
-@dataclass(frozen=True)
-class ChatReply:
-    """An assistant message with the token usage of the request that made it (keys such as
-    ``input_tokens``, ``output_tokens``, ``total_tokens``)."""
-
-    text: str
-    usage: Mapping[str, int] | None = None
-
-
-#: ``async chat(messages) -> str | ChatReply``; it may also take a ``max_tokens`` keyword.
-Chat = Callable[..., Awaitable[str | ChatReply]]
-
-
 @dataclass
 class Episode:
     """The record of one episode (written as ``episode.json``).
@@ -61,8 +44,8 @@ class Episode:
         messages: the transcript, system and task messages first (``tools``: each tool call as a
             line ``call_function(inputs=[...])``, each result a ``tool`` message).
         answer: the parsed final answer, or None when a limit came first.
-        stop_reason: ``"answer"``, ``"round_limit"`` or ``"token_limit"`` (a turn without an answer
-            spent ``max_episode_tokens``).
+        stop_reason: ``"answer"``, ``"round_limit"`` or ``"token_limit"`` (a turn passed
+            ``max_episode_tokens``: the episode stopped, without that turn).
         calls: one record per command run (:meth:`FunctionRunner.run`), exemplars first (round 0).
         malformed_commands: commands (tool calls) that could not run.
         unrecognized_turns: turns with neither a command (tool call) nor an answer.
@@ -70,8 +53,9 @@ class Episode:
             (only their start was read for commands).
         dropped_commands: commands (tool calls) past :data:`~findbench.interpret.protocol.MAX_COMMANDS_PER_MESSAGE`
             in their message, not run.
-        usage: summed token usage when the chat reported it.
-        generated_tokens: tokens counted against the budget (reported, else :func:`estimate_tokens`).
+        usage: summed token usage of the turns kept, when the model reported it.
+        generated_tokens: tokens generated (reported, else :func:`estimate_tokens`), with a budget
+            also those of a turn that passed it.
         row: the dataset row interpreted (JSON values); ``findbench evaluate`` checks it against the data.
         row_fingerprint: :func:`findbench.interpret.truth.row_fingerprint` of ``row``, set when written."""
 
@@ -109,13 +93,6 @@ class Episode:
     def code(self) -> str:
         return (self.answer.code or "") if self.answer else ""
 
-    def turn_limit(self, max_tokens: int | None) -> int | None:
-        """The next turn's generation limit: ``max_tokens`` (None: the model's default), capped,
-        with an episode budget, at what is left of it (``min(max_tokens or DEFAULT_MAX_TOKENS, left)``)."""
-        if self.max_episode_tokens is None:
-            return max_tokens
-        return max(1, min(max_tokens or DEFAULT_MAX_TOKENS, self.max_episode_tokens - (self.generated_tokens or 0)))
-
     def count_turn(self, usage: Mapping[str, Any] | None, text: str) -> None:
         """Add a turn's usage, and its ``output_tokens`` (else :func:`estimate_tokens` of ``text``)
         to ``generated_tokens``."""
@@ -124,11 +101,6 @@ class Episode:
                 self.usage = {**(self.usage or {}), key: (self.usage or {}).get(key, 0) + value}
         spent = (usage or {}).get("output_tokens")
         self.generated_tokens = (self.generated_tokens or 0) + (spent if isinstance(spent, int) else estimate_tokens(text))
-
-    @property
-    def budget_spent(self) -> bool:
-        """Whether the episode has a token budget and its turns generated all of it."""
-        return self.max_episode_tokens is not None and (self.generated_tokens or 0) >= self.max_episode_tokens
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict of every field."""
@@ -214,35 +186,3 @@ async def open_episode(row: Mapping[str, Any], *, method: str = "aia", rounds: i
         exemplar_reply = await run_command(runner, Command("exemplars", tuple(exemplars)), 0, episode)
     episode.messages = build_messages(row, method, exemplar_reply=exemplar_reply, protocol=protocol)
     return runner, episode
-
-
-async def run_episode(row: Mapping[str, Any], chat: Chat, *, method: str = "aia",
-                      rounds: int = DEFAULT_ROUNDS, max_tokens: int | None = None, seed: int = 0,
-                      episode_tokens: int | None = None) -> Episode:
-    """Interpret ``row``'s function in the ``text`` protocol with the agent behind ``chat``
-    (``chat(messages, max_tokens=None) -> str | ChatReply``, a fresh copy of the messages each
-    call): at most ``rounds`` turns (``milan``: :data:`MILAN_TURNS`) of at most ``max_tokens``
-    tokens and, with ``episode_tokens``, that many in all (``stop_reason`` ``"token_limit"``)."""
-    runner, episode = await open_episode(row, method=method, rounds=rounds, seed=seed, episode_tokens=episode_tokens)
-    for turn in range(1, episode.max_rounds + 1):
-        reply = await chat([dict(m) for m in episode.messages], max_tokens=episode.turn_limit(max_tokens))
-        text, usage = (reply.text, reply.usage) if isinstance(reply, ChatReply) else (reply, None)
-        episode.count_turn(usage, text)
-        episode.rounds = turn
-        episode.messages.append({"role": "assistant", "content": text})
-        commands = await asyncio.to_thread(read_turn, text)  # off the event loop: the message is the agent's
-        if isinstance(commands, Answer):
-            episode.answer, episode.finished, episode.stop_reason = commands, True, "answer"
-            return episode
-        if commands.commands:
-            lines = [await run_command(runner, c, turn, episode) for c in commands.commands]
-        else:
-            lines = [UNRECOGNIZED_REPLY]
-            episode.unrecognized_turns += 1
-        episode.truncated_messages += commands.truncated
-        episode.dropped_commands += commands.dropped
-        episode.messages.append({"role": "user", "content": "\n".join(lines + ([commands.note] if commands.note else []))})
-        if episode.budget_spent:
-            episode.stop_reason = "token_limit"
-            return episode
-    return episode

@@ -8,8 +8,8 @@
       inspect eval findbench/find_interpret -T configs=strings -T limit=2 --model findbench/embedded
 
 - solver :func:`find_agent`: one episode in the ``text`` protocol (FIND's ``PYTHON(...)`` commands, any
-  model) or the ``tools`` protocol (``call_function(inputs)`` tool calls, :func:`run_tool_episode`);
-  the record goes to the store under :data:`STORE_KEY`.
+  model) or the ``tools`` protocol (``call_function(inputs)`` tool calls), the loops of
+  :mod:`findbench.interpret.agent`; the record is per-sample state (``store_as(EpisodeState)``).
 - model API ``findbench``: ``--model findbench/<spec>`` answers with a findbench LM
   (``-M cache=<file>``: sqlite request cache; ``-M lm=<instance>`` from Python)."""
 
@@ -20,218 +20,38 @@ import contextlib
 import math
 import os
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from inspect_ai import Task, task
 from inspect_ai.dataset import MemoryDataset, Sample
-from inspect_ai.model import (
-    ChatMessage,
-    ChatMessageAssistant,
-    ChatMessageSystem,
-    ChatMessageTool,
-    ChatMessageUser,
-    GenerateConfig,
-    ModelAPI,
-    ModelOutput,
-    ModelUsage,
-    execute_tools,
-    get_model,
-    modelapi,
-)
+from inspect_ai.model import ChatMessage, GenerateConfig, ModelAPI, ModelOutput, ModelUsage, get_model, modelapi
 from inspect_ai.scorer import Score, Target, mean, scorer, stderr
 from inspect_ai.solver import Generate, TaskState, solver
-from inspect_ai.tool import ToolCallError, ToolChoice, ToolDef, ToolError, ToolInfo
+from inspect_ai.tool import ToolChoice, ToolInfo
 
 from findbench import _checks
 from findbench._version import __version__
 from findbench.constants import UsageError
-from findbench.interpret.calls import FunctionRunner
-from findbench.interpret.episode import (
-    DEFAULT_MAX_TOKENS,
-    DEFAULT_ROUNDS,
-    ChatReply,
-    Episode,
-    count_tokens,
-    open_episode,
-    run_command,
-    run_episode,
-)
+from findbench.interpret.agent import STORE_KEY, EpisodeState, text_episode, tools_episode, transcript
+from findbench.interpret.episode import DEFAULT_MAX_TOKENS, DEFAULT_ROUNDS, Episode, count_tokens
 from findbench.interpret.floors import DEFAULT_OBSERVED_CALLS, observed_turns
 from findbench.interpret.prompts import MILAN_TURNS, check_method, turn_grammar
 from findbench.interpret.protocol import (
-    MAX_COMMANDS_PER_MESSAGE,
-    MAX_INPUT_CHARS,
-    MAX_INPUTS_PER_COMMAND,
     NEURON_CATEGORIES,
     PROTOCOL,
-    REPLY_PREFIX,
-    TOOL_NAME,
-    TOOL_UNRECOGNIZED_REPLY,
     format_answer,
-    parse_answer,
-    tool_call_text,
-    tool_command,
 )
 from findbench.interpret.references import REFERENCE_INTERPRETERS, reference_answer
 from findbench.interpret.truth import UNVERIFIED_NOTE, json_row
 from findbench.lm.base import Constraint, use_structured_outputs
 from findbench.schema import CATEGORIES, parse_function_id
 
-#: Key of the episode record (``Episode.to_dict()``) in a sample's store.
-STORE_KEY = "findbench_episode"
 #: The task's registry name (``inspect eval findbench/find_interpret``).
 TASK_NAME = "findbench/find_interpret"
 #: Folder of the ``.eval`` logs inside a run folder.
 LOG_DIR = "logs"
-
-
-def to_chat_messages(messages: Iterable[Mapping[str, str]]) -> list[ChatMessage]:
-    """findbench's ``{"role", "content"}`` dicts as Inspect chat messages."""
-    kinds = {"system": ChatMessageSystem, "user": ChatMessageUser, "assistant": ChatMessageAssistant}
-    return [kinds[m["role"]](content=str(m.get("content", ""))) for m in messages]
-
-
-def from_chat_messages(messages: Iterable[ChatMessage]) -> list[dict[str, str]]:
-    """Inspect chat messages as findbench's ``{"role", "content"}`` dicts (text only): tool calls
-    become text lines after the assistant's text, a tool result a ``tool`` message with its reply line
-    (``Response: Error in <call>: <why>.`` for a refused call)."""
-    out = []
-    calls: dict[str, str] = {}
-    for m in messages:
-        if m.role in ("system", "user"):
-            out.append({"role": m.role, "content": m.text})
-        elif isinstance(m, ChatMessageAssistant):
-            lines = [m.text] if m.text else []
-            for call in m.tool_calls or []:
-                calls[call.id] = tool_call_text(call.arguments, call.function)
-                lines.append(calls[call.id])
-            out.append({"role": "assistant", "content": "\n".join(lines)})
-        elif isinstance(m, ChatMessageTool):
-            call = calls.get(m.tool_call_id or "") or tool_call_text(None, m.function or TOOL_NAME)
-            content = f"{REPLY_PREFIX}Error in {call}: {m.error.message}." if m.error is not None else m.text
-            out.append({"role": "tool", "content": content})
-    return out
-
-
-def _usage_dict(usage: ModelUsage | None) -> dict[str, int] | None:
-    if usage is None:
-        return None
-    return {k: v for k, v in usage.model_dump().items() if isinstance(v, int) and not isinstance(v, bool)}
-
-
-def inspect_chat(model: Any = None, constraint: Any = None) -> Any:
-    """An episode chat over an Inspect model (the task's model when None), one ``generate`` per turn.
-    ``constraint`` (a grammar, or a function of the messages giving one) travels as vLLM's
-    ``structured_outputs`` field in ``extra_body``."""
-    from findbench.lm.openai_lm import structured_outputs_field
-
-    async def chat(messages: list[dict[str, str]], max_tokens: int | None = None) -> ChatReply:
-        active = get_model(model)
-        grammar = constraint(messages) if callable(constraint) else constraint
-        config = GenerateConfig(max_tokens=max_tokens,
-                                extra_body={"structured_outputs": structured_outputs_field(grammar)} if grammar else None)
-        output = await active.generate(to_chat_messages(messages), config=config)
-        return ChatReply(output.completion, usage=_usage_dict(output.usage))
-
-    return chat
-
-
-_TOOL_DESCRIPTION = (
-    "Run the unknown function f(x) on each of the inputs. Returns one line: "
-    "'Response: Function input - output pairs: (x1, f(x1)) (x2, f(x2)) ...'."
-)
-_INPUTS_DESCRIPTION = (
-    f"The inputs to run f(x) on, one call per input: strings, or numbers for a function of numbers. "
-    f"1 to {MAX_INPUTS_PER_COMMAND} inputs, each at most {MAX_INPUT_CHARS} characters."
-)
-
-
-def call_function_tool(runner: FunctionRunner, episode: Episode) -> ToolDef:
-    """The ``call_function(inputs)`` tool of one episode: runs the inputs through ``runner`` as a text
-    command's values, records the call in ``episode.calls`` and returns the reply line; bad inputs are
-    recorded as malformed and raised as :class:`~inspect_ai.tool.ToolError`."""
-    async def execute(inputs: list[str | float]) -> str:
-        command = await asyncio.to_thread(tool_command, inputs)  # the agent's list: checked off the event loop
-        line = await run_command(runner, command, episode.rounds, episode)
-        if command.malformed:
-            raise ToolError(str(command.error))
-        return line
-
-    return ToolDef(execute, name=TOOL_NAME, description=_TOOL_DESCRIPTION, parameters={"inputs": _INPUTS_DESCRIPTION},
-                   parallel=False, max_output=0)
-
-
-async def _run_tool_calls(messages: list[ChatMessage], tool: ToolDef, episode: Episode) -> None:
-    """Run the tool calls of the last (assistant) message, append the results to ``messages`` and keep
-    ``episode.calls`` in call order; a call Inspect refuses before the tool runs is recorded as malformed.
-    Calls past :data:`MAX_COMMANDS_PER_MESSAGE` do not run: each gets a ``limit`` error and is counted in
-    ``episode.dropped_commands``."""
-    assistant = messages[-1]
-    assert isinstance(assistant, ChatMessageAssistant)
-    tool_calls = assistant.tool_calls or []
-    by_id = {call.id: call for call in tool_calls}
-    start = len(episode.calls)
-    dropped = tool_calls[MAX_COMMANDS_PER_MESSAGE:]
-    capped = [*messages[:-1], assistant.model_copy(update={"tool_calls": tool_calls[:MAX_COMMANDS_PER_MESSAGE]})]
-    result = await execute_tools(capped if dropped else messages, [tool])
-    ran = episode.calls[start:]
-    del episode.calls[start:]
-    for m in result.messages:
-        messages.append(m)
-        if not isinstance(m, ChatMessageTool):
-            continue
-        if (m.error is None or m.error.type == "unknown") and ran:  # the tool ran (a ToolError is "unknown")
-            episode.calls.append(ran.pop(0))
-            continue
-        call = by_id.get(m.tool_call_id or "")
-        why = m.error.message if m.error is not None else "the tool did not run"
-        episode.calls.append({"round": episode.rounds, "inputs": [], "outputs": [], "errors": [], "error": why,
-                              "command": tool_call_text(call.arguments if call else None, call.function if call else TOOL_NAME)})
-        episode.malformed_commands += 1
-    episode.calls.extend(ran)
-    why = f"not run: at most {MAX_COMMANDS_PER_MESSAGE} {TOOL_NAME} calls per message"
-    messages.extend(ChatMessageTool(content="", tool_call_id=call.id, function=call.function,
-                                    error=ToolCallError("limit", why)) for call in dropped)
-    episode.dropped_commands += len(dropped)
-
-
-async def run_tool_episode(row: Mapping[str, Any], model: Any = None, *, method: str = "aia", rounds: int = DEFAULT_ROUNDS,
-                           max_tokens: int | None = None, seed: int = 0, reference: Sequence[str] | None = None,
-                           episode_tokens: int | None = None) -> tuple[Episode, list[ChatMessage]]:
-    """One ``tools``-protocol episode on ``row``: the record and Inspect's conversation. The loop of
-    :func:`~findbench.interpret.episode.run_episode` with :func:`call_function_tool` offered each turn;
-    ``reference``: turns given instead of calling a model (the last one repeats)."""
-    runner, episode = await open_episode(row, method=method, rounds=rounds, seed=seed, protocol="tools",
-                                         episode_tokens=episode_tokens)
-    tool = call_function_tool(runner, episode)
-    messages = to_chat_messages(episode.messages)
-    for turn in range(1, episode.max_rounds + 1):
-        episode.rounds = turn
-        if reference is not None:
-            output = ModelOutput.from_content(model="none", content=reference[min(turn, len(reference)) - 1])
-        else:
-            config = GenerateConfig(max_tokens=episode.turn_limit(max_tokens))
-            output = await get_model(model).generate(messages, tools=[tool], config=config)
-        message = output.message
-        episode.count_turn(_usage_dict(output.usage),
-                           "\n".join([message.text] + [tool_call_text(c.arguments, c.function) for c in message.tool_calls or []]))
-        messages.append(message)
-        answer = await asyncio.to_thread(parse_answer, message.text)  # off the event loop: the message is the agent's
-        if answer is not None:
-            episode.answer, episode.finished, episode.stop_reason = answer, True, "answer"
-            break
-        if message.tool_calls:
-            await _run_tool_calls(messages, tool, episode)
-        else:
-            messages.append(ChatMessageUser(content=TOOL_UNRECOGNIZED_REPLY))
-            episode.unrecognized_turns += 1
-        if episode.budget_spent:
-            episode.stop_reason = "token_limit"
-            break
-    episode.messages = from_chat_messages(messages)
-    return episode, messages
 
 
 def _rows(data: Any, category: str, seed: int) -> list[dict]:
@@ -334,20 +154,12 @@ def find_agent(rounds: int = DEFAULT_ROUNDS, max_tokens: int | None = None, seed
         row, method = state.metadata["row"], state.metadata["method"]
         reference = state.metadata.get("reference_turns")
         if protocol == "tools":
-            episode, messages = await run_tool_episode(row, method=method, rounds=rounds, max_tokens=max_tokens, seed=seed,
-                                                       reference=reference, episode_tokens=episode_tokens)
-            state.messages = messages
+            episode = await tools_episode(state, rounds=rounds, max_tokens=max_tokens, seed=seed, episode_tokens=episode_tokens,
+                                          reference=reference)
         else:
-            if reference is not None:
-                async def chat(messages: list[dict[str, str]], max_tokens: int | None = None) -> str:
-                    turn = sum(m.get("role") == "assistant" for m in messages)
-                    return reference[min(turn, len(reference) - 1)]
-            else:
-                chat = inspect_chat(constraint=_turn_grammar(row["category"], method, rounds, structured_outputs))
-            episode = await run_episode(row, chat, method=method, rounds=rounds, max_tokens=max_tokens, seed=seed,
-                                        episode_tokens=episode_tokens)
-            state.messages = to_chat_messages(episode.messages)
-        state.store.set(STORE_KEY, episode.to_dict())
+            grammar = None if reference is not None else _turn_grammar(row["category"], method, rounds, structured_outputs)
+            episode = await text_episode(state, generate, rounds=rounds, max_tokens=max_tokens, seed=seed,
+                                         episode_tokens=episode_tokens, grammar=grammar, reference=reference)
         answer = format_answer(episode.description, episode.answer.domain, episode.answer.code) if episode.answer else ""
         state.output = ModelOutput.from_content(model=str(state.model), content=answer)
         return state
@@ -369,10 +181,10 @@ def structured_outputs_applied(model: Any, setting: str) -> bool:
 
 
 def _episode(state: TaskState) -> Episode:
-    record = state.store.get(STORE_KEY)
-    if record is None:
+    episode = state.store_as(EpisodeState).episode
+    if episode is None:
         raise ValueError(f"sample {state.sample_id}: no episode in the store under {STORE_KEY!r} (solve it with find_agent)")
-    return Episode.from_dict(record)
+    return episode
 
 
 def _scored(state: TaskState, metric: str, **judge: Any) -> dict[str, Any]:
@@ -444,25 +256,39 @@ def _check_judge(judge: Any) -> None:
 def unit_test_accuracy(judge: Any = "embedded-evaluator", judge_mode: str | None = None, judge_model: str | None = None,
                        judge_cache: str | None = None):
     """Strings and neurons: the share of the row's unit tests the judge answers right from the answer's
-    description (``judge``: a :func:`findbench.lm.load_lm` spec, loaded on the first score, or an LM);
-    the metadata holds ``truncated`` and ``decisions`` (the rows of ``unit_tests.csv``)."""
-    from findbench.judge import judge_mode_of, load_judge
+    description; the metadata holds ``truncated`` and ``decisions`` (the rows of ``unit_tests.csv``).
 
-    mode = judge_mode or judge_mode_of(judge)
-    lock = threading.Lock()
-    loaded: list[Any] = []
+    The judge is the eval's ``judge`` model role (``--model-role judge=…``) where it names one, else
+    ``judge`` (a :func:`findbench.lm.load_lm` spec or an LM), both loaded on the first score and read
+    as :func:`findbench.interpret.roles.role_judge` says."""
+    from inspect_ai.model import model_roles
 
-    def run(state: TaskState) -> dict[str, Any]:
+    from findbench.interpret.roles import JUDGE_ROLE, judge_model_of, role_judge
+
+    default = judge_model_of(judge, judge_model=judge_model, judge_cache=judge_cache)
+    resolving, lock = asyncio.Lock(), threading.Lock()
+    judges: list[tuple[Any, Any, str]] = []  # (Inspect model, findbench LM, mode)
+
+    async def judge_of(model: Any) -> tuple[Any, str]:
+        async with resolving:
+            for known, lm, mode in judges:
+                if known is model:
+                    return lm, mode
+            lm, mode = await role_judge(model, judge_mode=judge_mode, judge_cache=judge_cache)
+            judges.append((model, lm, mode))
+            return lm, mode
+
+    def run(state: TaskState, lm: Any, mode: str) -> dict[str, Any]:
         with lock:
-            if not loaded:
-                loaded.append(load_judge(judge, judge_model=judge_model, cache=judge_cache))
-            return _scored(state, "unit_test_accuracy", judge=loaded[0], mode=mode)
+            return _scored(state, "unit_test_accuracy", judge=lm, mode=mode)
 
     async def score(state: TaskState, target: Target) -> Score | None:
         row = state.metadata["row"]
         if row["category"] == "numeric" or not row.get("unit_tests"):
             return None
-        record = await asyncio.to_thread(run, state)
+        role = model_roles().get(JUDGE_ROLE) or default
+        lm, mode = await judge_of(role[0] if isinstance(role, list) else role)
+        record = await asyncio.to_thread(run, state, lm, mode)
         rows = record["unit_test_rows"]
         return _marked(state, Score(value=record["unit_test_accuracy"], answer=record["description"],
                                     explanation=judge_explanation(rows, mode),
@@ -595,11 +421,11 @@ class FindbenchModelAPI(ModelAPI):
             raise ValueError(f"findbench/{self.model_name} takes FIND's text protocol only: findbench's own models do not "
                              "support tool calls; run the text protocol (-T protocol=text, findbench interpret --protocol text) "
                              "or, for the tools protocol, an Inspect provider whose models support tool calls")
-        messages = from_chat_messages(input)
+        messages = transcript(input)
         limit = config.max_tokens or DEFAULT_MAX_TOKENS
         field = (config.extra_body or {}).get("structured_outputs")
         constraint = None
-        if field:  # vLLM's request field, as inspect_chat (or a caller) sends it
+        if field:  # vLLM's request field, as the text loop (or a caller) sends it
             constraint = Constraint(regex=field["regex"]) if "regex" in field else Constraint(json_schema=field["json"])
             if not getattr(self.lm, "supports_constraints", False):
                 raise ValueError(f"structured_outputs: findbench/{self.model_name} cannot constrain generation")

@@ -1,0 +1,276 @@
+"""FIND's agent loops on Inspect: one episode per sample, over Inspect's own chat messages.
+
+- ``text`` (:func:`text_episode`): a loop on the solver's ``generate(state)``; each completion is read
+  for FIND's commands (:func:`~findbench.interpret.episode.read_turn`, in a worker thread, within
+  the per-turn caps) and answered with one ``ChatMessageUser``.
+- ``tools`` (:func:`tools_episode`): Inspect's ``react`` agent with :func:`call_function_tool`,
+  no submit tool; its ``on_continue`` keeps the record (call order, refused and dropped calls)
+  and stops on an answer or the round limit.
+
+Reference interpreters answer with the sample's ``reference_turns`` instead of a model. The record
+(:class:`~findbench.interpret.episode.Episode`) is per-sample state (``store_as(EpisodeState)``).
+
+Budgets are Inspect limits: ``episode_tokens`` is an output-token limit scoped to the episode
+(``token_limit(..., type="output")``). Behaviour change: the turn whose generation passes the
+budget stops the episode (``stop_reason`` ``"token_limit"``) and is not kept (its tokens count in
+``generated_tokens``); turns are no longer capped at what is left of the budget."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from inspect_ai.agent import AgentState, react
+from inspect_ai.model import (
+    ChatMessage,
+    ChatMessageAssistant,
+    ChatMessageSystem,
+    ChatMessageTool,
+    ChatMessageUser,
+    GenerateConfig,
+    ModelOutput,
+    ModelUsage,
+    get_model,
+)
+from inspect_ai.solver import Generate, TaskState
+from inspect_ai.tool import ToolDef, ToolError
+from inspect_ai.util import StoreModel, apply_limits, token_limit
+
+from findbench.interpret.calls import FunctionRunner
+from findbench.interpret.episode import Episode, open_episode, read_turn, run_command
+from findbench.interpret.protocol import (
+    MAX_COMMANDS_PER_MESSAGE,
+    MAX_INPUT_CHARS,
+    MAX_INPUTS_PER_COMMAND,
+    REPLY_PREFIX,
+    TOOL_NAME,
+    TOOL_UNRECOGNIZED_REPLY,
+    UNRECOGNIZED_REPLY,
+    Answer,
+    parse_answer,
+    tool_call_text,
+    tool_command,
+)
+
+
+class EpisodeState(StoreModel):
+    """A sample's episode record (``state.store_as(EpisodeState).episode``)."""
+
+    episode: Episode | None = None
+
+
+#: Key of the episode record in a sample's store (as a log holds it: ``Episode.to_dict()``).
+STORE_KEY = f"{EpisodeState.__name__}:episode"
+
+
+def transcript(messages: Iterable[ChatMessage]) -> list[dict[str, str]]:
+    """Inspect chat messages as the record's ``{"role", "content"}`` dicts (text only): tool calls
+    become text lines after the assistant's text, a tool result a ``tool`` message with its reply line
+    (``Response: Error in <call>: <why>.`` for a refused call)."""
+    out = []
+    calls: dict[str, str] = {}
+    for m in messages:
+        if m.role in ("system", "user"):
+            out.append({"role": m.role, "content": m.text})
+        elif isinstance(m, ChatMessageAssistant):
+            lines = [m.text] if m.text else []
+            for call in m.tool_calls or []:
+                calls[call.id] = tool_call_text(call.arguments, call.function)
+                lines.append(calls[call.id])
+            out.append({"role": "assistant", "content": "\n".join(lines)})
+        elif isinstance(m, ChatMessageTool):
+            call = calls.get(m.tool_call_id or "") or tool_call_text(None, m.function or TOOL_NAME)
+            content = f"{REPLY_PREFIX}Error in {call}: {m.error.message}." if m.error is not None else m.text
+            out.append({"role": "tool", "content": content})
+    return out
+
+
+def _usage_dict(usage: ModelUsage | None) -> dict[str, int] | None:
+    if usage is None:
+        return None
+    return {k: v for k, v in usage.model_dump().items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+def _opening(episode: Episode) -> list[ChatMessage]:
+    """The episode's system and task messages as Inspect messages."""
+    kinds = {"system": ChatMessageSystem, "user": ChatMessageUser}
+    return [kinds[m["role"]](content=m["content"]) for m in episode.messages]
+
+
+def _reference_output(reference: Sequence[str], turn: int) -> ModelOutput:
+    """A reference interpreter's ``turn``-th message (the last one repeats)."""
+    return ModelOutput.from_content(model="none", content=reference[min(turn, len(reference)) - 1])
+
+
+async def _start(state: TaskState, *, protocol: str, rounds: int, seed: int,
+                 episode_tokens: int | None) -> tuple[FunctionRunner, Episode]:
+    """Open the sample's episode, put its record in the store and its opening messages in ``state``."""
+    runner, episode = await open_episode(state.metadata["row"], method=state.metadata["method"], rounds=rounds, seed=seed,
+                                         protocol=protocol, episode_tokens=episode_tokens)
+    state.store_as(EpisodeState).episode = episode
+    state.messages = _opening(episode)
+    return runner, episode
+
+
+def _budget_stop(episode: Episode, scope: Any) -> None:
+    """Record a stop by the episode's token budget (the scope's limit error, if any)."""
+    if scope.limit_error is not None:
+        episode.stop_reason = "token_limit"
+        episode.generated_tokens = max(episode.generated_tokens or 0, int(scope.limit_error.value))
+
+
+async def text_episode(state: TaskState, generate: Generate, *, rounds: int, max_tokens: int | None, seed: int,
+                       episode_tokens: int | None, grammar: Any = None, reference: Sequence[str] | None = None) -> Episode:
+    """One ``text``-protocol episode on the sample's row: at most ``rounds`` turns (``milan``: two) of
+    ``generate(state)`` (``max_tokens`` each; ``grammar``: a function of the messages giving each turn's
+    constraint, sent as vLLM's ``structured_outputs``), or of the ``reference`` turns."""
+    from findbench.lm.openai_lm import structured_outputs_field
+
+    runner, episode = await _start(state, protocol="text", rounds=rounds, seed=seed, episode_tokens=episode_tokens)
+    with apply_limits([token_limit(episode_tokens, type="output")], catch_errors=True) as scope:
+        for turn in range(1, episode.max_rounds + 1):
+            if reference is not None:
+                state.output = _reference_output(reference, turn)
+                state.messages.append(state.output.message)
+            else:
+                config: dict[str, Any] = {"max_tokens": max_tokens} if max_tokens is not None else {}
+                if grammar is not None:
+                    field = structured_outputs_field(grammar([{"role": m.role} for m in state.messages]))
+                    config["extra_body"] = {"structured_outputs": field}
+                state = await generate(state, tool_calls="none", **config)
+            text = state.output.completion
+            episode.rounds = turn
+            episode.count_turn(_usage_dict(state.output.usage), text)
+            commands = await asyncio.to_thread(read_turn, text)  # off the event loop: the message is the agent's
+            if isinstance(commands, Answer):
+                episode.answer, episode.finished, episode.stop_reason = commands, True, "answer"
+                break
+            if commands.commands:
+                lines = [await run_command(runner, c, turn, episode) for c in commands.commands]
+            else:
+                lines = [UNRECOGNIZED_REPLY]
+                episode.unrecognized_turns += 1
+            episode.truncated_messages += commands.truncated
+            episode.dropped_commands += commands.dropped
+            state.messages.append(ChatMessageUser(content="\n".join(lines + ([commands.note] if commands.note else []))))
+    _budget_stop(episode, scope)
+    episode.messages = transcript(state.messages)
+    return episode
+
+
+# ----------------------------------------------------------------------------- the tools protocol
+
+_TOOL_DESCRIPTION = (
+    "Run the unknown function f(x) on each of the inputs. Returns one line: "
+    "'Response: Function input - output pairs: (x1, f(x1)) (x2, f(x2)) ...'."
+)
+_INPUTS_DESCRIPTION = (
+    f"The inputs to run f(x) on, one call per input: strings, or numbers for a function of numbers. "
+    f"1 to {MAX_INPUTS_PER_COMMAND} inputs, each at most {MAX_INPUT_CHARS} characters."
+)
+#: The tool error of a call past :data:`MAX_COMMANDS_PER_MESSAGE` in its message.
+DROPPED_CALL = f"not run: at most {MAX_COMMANDS_PER_MESSAGE} {TOOL_NAME} calls per message"
+#: The tool error of a call in a message that gives the answer.
+ANSWERED_CALL = "not run: the message gives the answer, which ends the episode"
+
+
+class _Turn:
+    """What the tool did during the current turn, in call order: a call record, or None for a call
+    that did not run (past the cap, or in a message that answers)."""
+
+    def __init__(self) -> None:
+        self.outcomes: list[dict[str, Any] | None] = []
+        self.answered = False
+
+
+def call_function_tool(runner: FunctionRunner, episode: Episode, turn: _Turn | None = None) -> ToolDef:
+    """The ``call_function(inputs)`` tool of one episode: runs the inputs through ``runner`` as a text
+    command's values, records the call in ``episode.calls`` and returns the reply line; bad inputs are
+    recorded as malformed and raised as :class:`~inspect_ai.tool.ToolError`. With ``turn`` (the
+    ``tools`` loop's), calls past :data:`MAX_COMMANDS_PER_MESSAGE` in a message, or in a message that
+    answers, do not run (a ToolError) and each outcome goes to ``turn.outcomes``."""
+    async def execute(inputs: list[str | float]) -> str:
+        if turn is not None and (turn.answered or len(turn.outcomes) >= MAX_COMMANDS_PER_MESSAGE):
+            turn.outcomes.append(None)
+            raise ToolError(ANSWERED_CALL if turn.answered else DROPPED_CALL)
+        command = await asyncio.to_thread(tool_command, inputs)  # the agent's list: checked off the event loop
+        line = await run_command(runner, command, episode.rounds, episode)
+        if turn is not None:
+            turn.outcomes.append(episode.calls[-1])
+        if command.malformed:
+            raise ToolError(str(command.error))
+        return line
+
+    return ToolDef(execute, name=TOOL_NAME, description=_TOOL_DESCRIPTION, parameters={"inputs": _INPUTS_DESCRIPTION},
+                   parallel=False, max_output=0)
+
+
+def _settle_calls(messages: list[ChatMessage], turn: _Turn, episode: Episode) -> None:
+    """Put the turn's calls in ``episode.calls`` in call order: a call Inspect refused before the tool
+    ran (a schema error) is recorded as malformed; one past the cap is counted in ``dropped_commands``."""
+    assistant = next(m for m in reversed(messages) if isinstance(m, ChatMessageAssistant))
+    by_id = {call.id: call for call in assistant.tool_calls or []}
+    results = [m for m in messages[messages.index(assistant) + 1:] if isinstance(m, ChatMessageTool)]
+    start = len(episode.calls) - sum(o is not None for o in turn.outcomes)
+    del episode.calls[start:]
+    outcomes = iter(turn.outcomes)
+    for m in results:
+        if m.error is None or m.error.type == "unknown":  # the tool ran (a ToolError is "unknown")
+            record = next(outcomes, None)
+            if record is not None:
+                episode.calls.append(record)
+            elif m.error is not None and m.error.message == DROPPED_CALL:
+                episode.dropped_commands += 1
+            continue
+        call = by_id.get(m.tool_call_id or "")
+        episode.calls.append({"round": episode.rounds, "inputs": [], "outputs": [], "errors": [], "error": m.error.message,
+                              "command": tool_call_text(call.arguments if call else None, call.function if call else TOOL_NAME)})
+        episode.malformed_commands += 1
+
+
+async def tools_episode(state: TaskState, *, rounds: int, max_tokens: int | None, seed: int, episode_tokens: int | None,
+                        reference: Sequence[str] | None = None) -> Episode:
+    """One ``tools``-protocol episode on the sample's row: ``react`` with :func:`call_function_tool`
+    and no submit tool, the task's model (``max_tokens`` a turn) or the ``reference`` turns answering;
+    an answer in a message, or the round limit, ends it."""
+    runner, episode = await _start(state, protocol="tools", rounds=rounds, seed=seed, episode_tokens=episode_tokens)
+    turn = _Turn()
+    tool = call_function_tool(runner, episode, turn)
+
+    async def model(agent: AgentState, tools: list) -> AgentState:
+        if reference is not None:
+            output = _reference_output(reference, episode.rounds + 1)
+        else:
+            output = await get_model().generate(agent.messages, tools, config=GenerateConfig(max_tokens=max_tokens))
+        episode.rounds += 1
+        message = output.message
+        episode.count_turn(_usage_dict(output.usage), "\n".join(
+            [message.text] + [tool_call_text(c.arguments, c.function) for c in message.tool_calls or []]))
+        turn.outcomes, turn.answered = [], False
+        answer = await asyncio.to_thread(parse_answer, message.text)  # off the event loop: the message is the agent's
+        if answer is not None:
+            episode.answer, episode.finished, episode.stop_reason, turn.answered = answer, True, "answer", True
+        agent.output = output
+        agent.messages.append(message)
+        return agent
+
+    async def on_continue(agent: AgentState) -> bool | str:
+        _settle_calls(agent.messages, turn, episode)
+        if episode.finished:
+            return False
+        if not agent.output.message.tool_calls:
+            episode.unrecognized_turns += 1
+            if episode.rounds < episode.max_rounds:
+                return TOOL_UNRECOGNIZED_REPLY
+            agent.messages.append(ChatMessageUser(content=TOOL_UNRECOGNIZED_REPLY))
+        return episode.rounds < episode.max_rounds
+
+    agent = AgentState(messages=state.messages)
+    loop = react(prompt=None, tools=[tool], model=model, submit=False, on_continue=on_continue)
+    with apply_limits([token_limit(episode_tokens, type="output")], catch_errors=True) as scope:
+        agent = await loop(agent)
+    _budget_stop(episode, scope)
+    state.messages = agent.messages
+    episode.messages = transcript(state.messages)
+    return episode
