@@ -37,6 +37,19 @@ def _seed_rngs():
         sys.modules["torch"].manual_seed(0)
 
 
+# ------------------------------------------------------------- typed outputs fit their schemas
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _typed_outputs_fit_their_schemas():
+    """Every scores.json, AutoInterp results file (…: the classes of scripts/generate_json_schemas.py)
+    a test writes is checked against its shipped schema (tests/test_schemas.py pins the schemas)."""
+    from tests._schemas import documents_checked
+
+    with documents_checked():
+        yield
+
+
 # ------------------------------------------------------------------ embedded model: slow only
 
 _current_item: list[pytest.Item] = []

@@ -69,7 +69,8 @@ def decode(tp: Any, value: Any, where: str) -> Any:
                 return decode(arm, value, where)
             except ValueError as exc:
                 errors.append(exc)
-        if len(errors) == 1:
+        deeper = [e for e in errors if not str(e).startswith(f"{where}: expected ")]
+        if len(errors) == 1 and deeper:  # the one arm fitted but a field inside it did not: name that field
             raise errors[0]
     elif origin is Literal:
         if any(type(value) is type(a) and value == a for a in args):
