@@ -115,7 +115,10 @@ def fake_main(tmp_path, monkeypatch):
 
     def fake_evaluate(run_dir, *, judge, judge_mode, out, **kwargs):
         calls["evaluate"].append((Path(run_dir).name, judge, judge_mode))
-        return {"scores": {"strings": {"aia": {"unit_test_accuracy": 0.5, "exact_match": 1.0}}}, "counts": {}}
+        from findbench.interpret.scores import Cell, Estimate, Scores
+
+        cell = Cell(unit_test_accuracy=Estimate(0.5, (0.5, 0.5), 1), exact_match=Estimate(1.0, (1.0, 1.0), 1))
+        return {"scores": Scores({"strings": {"aia": cell}}).to_json(), "counts": {}}
 
     monkeypatch.setattr("findbench.builders.find.build", fake_build)
     monkeypatch.setattr("datasets.load_dataset", lambda path, config, split: _Split(_fake_rows(config, sizes[config])))
