@@ -441,11 +441,21 @@ def findbench_model_api() -> type[ModelAPI]:
     return FindbenchModelAPI
 
 
-def _inspect_providers() -> set[str]:
-    from inspect_ai._util.registry import registry_find, registry_unqualified_name
+def _is_inspect_provider(name: str) -> bool:
+    """Whether Inspect has a model API ``name`` (``findbench`` is this module's), by its public
+    ``registry_create``: an unknown name is a LookupError; a known provider's class, given no
+    model name, fails to bind its arguments (TypeError) or asks for its optional package first."""
+    from inspect_ai.util import registry_create
 
-    return {registry_unqualified_name(info) for info in
-            (getattr(o, "__registry_info__", None) for o in registry_find(lambda i: i.type == "modelapi")) if info is not None}
+    if name == "findbench":
+        return True
+    try:
+        registry_create("modelapi", name)
+    except LookupError:
+        return False
+    except Exception:  # found: its class refused to be built without a model name
+        return True
+    return True
 
 
 def inspect_model_name(interpreter: str) -> str:
@@ -456,7 +466,7 @@ def inspect_model_name(interpreter: str) -> str:
         return "none"
     head, sep, _ = interpreter.partition("/")
     if sep and head and not interpreter.startswith(("http://", "https://")) and not Path(interpreter).exists():
-        if head in _inspect_providers():
+        if _is_inspect_provider(head):
             return interpreter
     return f"findbench/{interpreter}"
 
