@@ -36,6 +36,7 @@ from findbench.interpret.report import (
 )
 from findbench.interpret.run import run_interpretations
 from findbench.interpret.scoreboard import PAPER_TABLE2
+from findbench.interpret.scores import Cell, Estimate, Scores
 from findbench.stats import INTERVAL_NOTE, SMALL_N_LEGEND
 from tests.interpret.fakes import GenerationLM, KnowingJudge
 
@@ -362,14 +363,14 @@ def test_numeric_figure_without_usable_code(by_id, tmp_path, monkeypatch):
 
 def test_bar_chart_has_the_paper_rows(tmp_path, monkeypatch):
     seen = _capture(monkeypatch)
-    scores = {"strings": {"aia": {"exact_match": 0.5, "unit_test_accuracy": None}}}
+    scores = Scores({"strings": {"aia": Cell(exact_match=Estimate(0.5, None, 12))}})
     _non_blank(plot_category("strings", scores, tmp_path / "strings.png", interpreter="mine"))
     (fig,) = seen
     assert _legend(fig) == ["GPT-4", "GPT-3.5", "Llama-2-70b-chat", "mine (this run)"]
     heights = [round(p.get_height(), 2) for p in fig.axes[0].patches]
     assert heights == [0.23, 0.82, 0.13, 0.66, 0.01, 0.33, 0.5, 0.0]
     labels = [t.get_text() for t in fig.axes[0].texts]
-    assert "n/a" in labels and "0.50" in labels
+    assert "n/a" in labels and "0.50\nn=12" in labels
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["strings code (exact match)", "strings unit test"]
 
 
@@ -387,8 +388,8 @@ def test_bar_chart_has_error_bars_and_n(tmp_path, monkeypatch):
 
     monkeypatch.setattr(matplotlib.axes.Axes, "bar", bar)
     seen = _capture(monkeypatch)
-    scores = {"strings": {"aia": {"exact_match": 0.5, "exact_match_ci": [0.2, 0.8], "exact_match_n": 6,
-                                  "unit_test_accuracy": 0.9, "unit_test_accuracy_ci": [0.85, 0.95], "unit_test_accuracy_n": 40}}}
+    scores = Scores({"strings": {"aia": Cell(exact_match=Estimate(0.5, (0.2, 0.8), 6),
+                                             unit_test_accuracy=Estimate(0.9, (0.85, 0.95), 40))}})
     _non_blank(plot_category("strings", scores, tmp_path / "strings.png"))
     assert [b["yerr"] for b in bars[:3]] == [None] * 3  # the paper's rows: no interval reported
     below, above = bars[3]["yerr"]
