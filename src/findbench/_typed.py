@@ -138,7 +138,7 @@ def schema_of(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
     raise TypeError(f"type {tp!r} has no JSON schema")
 
 
-def _summary(cls: type) -> str:
+def doc_summary(cls: type) -> str:
     """The first paragraph of a class's docstring, on one line."""
     doc = inspect.getdoc(cls) or ""
     return " ".join(doc.split("\n\n", 1)[0].split())
@@ -195,7 +195,7 @@ class JsonDoc:
                 props[f.name] = {"description": doc, **props[f.name]}
             if not f.metadata.get("omit_none") and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 required.append(f.name)
-        out = {"type": "object", "description": _summary(cls), "properties": props, "required": required,
+        out = {"type": "object", "description": doc_summary(cls), "properties": props, "required": required,
                "additionalProperties": False}
         return out if out["description"] else {k: v for k, v in out.items() if k != "description"}
 

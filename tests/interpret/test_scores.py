@@ -68,3 +68,10 @@ def test_a_file_that_does_not_fit_is_refused_naming_the_key(tmp_path, edit, mess
         Scores.read(path)
     with pytest.raises(ValueError, match=f"^{path}: "):
         Scores.read(path)
+
+
+def test_the_estimates_are_the_cells_fields_in_writing_order():
+    import dataclasses
+
+    fields = [f.name for f in dataclasses.fields(Cell)]
+    assert fields == [*Cell.ESTIMATES, "n_degenerate", "unverified"]

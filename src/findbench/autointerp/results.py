@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from findbench._io import atomic_write_json
-from findbench._typed import OMIT_NONE, JsonDoc
+from findbench._typed import OMIT_NONE, JsonDoc, doc_summary
 from findbench.autointerp.config import SCORERS
 
 #: SAEBench's key of each scorer's block in ``eval_result_metrics``.
@@ -102,7 +102,7 @@ class EvalMetrics(JsonDoc):
 
     @classmethod
     def _object_schema(cls, defs: dict[str, Any]) -> dict[str, Any]:
-        return {"type": "object", "description": " ".join((cls.__doc__ or "").split()),
+        return {"type": "object", "description": doc_summary(cls),
                 "properties": {key: ScorerMetrics.block_schema(key, defs) for key in METRIC_KEYS.values()},
                 "additionalProperties": False}
 

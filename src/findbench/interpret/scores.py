@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from findbench._io import read_json_object
-from findbench._typed import JsonDoc, decode, schema_of
+from findbench._typed import JsonDoc, decode, doc_summary, schema_of
 from findbench.interpret.protocol import METHODS
 from findbench.schema import CATEGORIES
 from findbench.stats import bootstrap_ci
@@ -129,7 +129,7 @@ class Cell(JsonDoc):
             props[f"{name}_n"] = {"description": "the functions averaged", "type": "integer", "minimum": 0}
         props["n_degenerate"] = {"description": docs["n_degenerate"], "type": "integer", "minimum": 0}
         props["unverified"] = {"description": docs["unverified"], "type": "boolean"}
-        return {"type": "object", "description": cls.__doc__ and " ".join(cls.__doc__.split()), "properties": props,
+        return {"type": "object", "description": doc_summary(cls), "properties": props,
                 "required": ["n_degenerate", "unverified"],
                 "dependentRequired": {name: [f"{name}_ci", f"{name}_n"] for name in cls.ESTIMATES},
                 "additionalProperties": False}
@@ -195,6 +195,7 @@ class Scores(JsonDoc):
 
     @classmethod
     def _object_schema(cls, defs: dict[str, Any]) -> dict[str, Any]:
-        by_method = {"type": "object", "properties": {m: schema_of(Cell, defs) for m in METHODS}, "additionalProperties": False}
-        return {"type": "object", "description": " ".join((cls.__doc__ or "").split()),
-                "properties": {c: by_method for c in CATEGORIES}, "additionalProperties": False}
+        defs["Methods"] = {"type": "object", "description": "a category's cells, by interpreter method",
+                           "properties": {m: schema_of(Cell, defs) for m in METHODS}, "additionalProperties": False}
+        return {"type": "object", "description": doc_summary(cls),
+                "properties": {c: {"$ref": "#/$defs/Methods"} for c in CATEGORIES}, "additionalProperties": False}
