@@ -483,7 +483,7 @@ def evaluate_run(run_dir: str | os.PathLike, *, data: str | os.PathLike | None =
     if any(r["category"] != "numeric" for r in records):
         from findbench.judge import judge_mode_of, load_judge
 
-        mode = judge_mode or judge_mode_of(judge)
+        mode = judge_mode or judge_mode_of(judge, judge_model=judge_model)
         lm = load_judge(judge, judge_model=judge_model, cache=judge_cache)  # before the sandbox runs: a missing judge fails fast
 
     cells: dict[str, dict[str, Cell]] = {}

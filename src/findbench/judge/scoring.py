@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from findbench._checks import integer, one_of, positive_int
-from findbench.constants import JUDGE_CATEGORIES, TRAINED_MARKER
+from findbench.constants import EMBEDDED_EVALUATOR_NAME, JUDGE_CATEGORIES, TRAINED_MARKER
 from findbench.find.unit_tests import N_OPTIONS
 from findbench.lm.base import Constraint, use_structured_outputs
 
@@ -264,9 +264,16 @@ def render_pmi_option(unit_test: Mapping[str, Any], k: int, category: str) -> st
     return _option_lines(unit_test, category)[k - 1].split(". ", 1)[1]
 
 
-def judge_mode_of(judge: Any, default: str = "logprob") -> str:
-    """The scoring mode a trained judge folder (or registered name) records, else ``default``."""
-    if not isinstance(judge, (str, os.PathLike)) or str(judge).startswith(("http://", "https://")):
+def judge_mode_of(judge: Any, default: str = "logprob", *, judge_model: str | None = None) -> str:
+    """The scoring mode a trained judge folder (or registered name) records, else ``default``.
+
+    A server URL's judge is its served model ``judge_model`` where that names a judge folder or
+    ``embedded-evaluator`` (its LoRA adapter served as ``vllm serve … --lora-modules
+    embedded-evaluator=<folder>``): the mode that judge records here."""
+    if isinstance(judge, (str, os.PathLike)) and str(judge).startswith(("http://", "https://")):
+        served = judge_model is not None and (judge_model == EMBEDDED_EVALUATOR_NAME or Path(judge_model).is_dir())
+        judge = judge_model if served else None
+    if not isinstance(judge, (str, os.PathLike)) or not str(judge):
         return default
     from findbench.models import REGISTRY, resolve
 

