@@ -8,21 +8,13 @@ import json
 import numpy as np
 import pytest
 
-from findbench.constants import CONSTANT_DESCRIPTIONS
+from findbench.constants import CONSTANT_DESCRIPTIONS, JUDGE_CATEGORIES
 from findbench.find.synthetic_neurons.entities import describe_entity
 from findbench.find.synthetic_neurons.entity_words import load_entity_words
 from findbench.find.synthetic_neurons.relations import describe_relation
-from findbench.judge.card import (
-    CARD_FILES,
-    RUNGS,
-    TEST_COLUMNS,
-    auroc,
-    auroc_ci,
-    description_ladder,
-    format_table,
-    judge_card,
-    write_card,
-)
+from findbench.judge.card import RUNGS, TEST_COLUMNS, auroc, auroc_ci, description_ladder, judge_card
+from findbench.judge.card_doc import CARD_FILES, JudgeCard, format_table, read_card, write_card
+from findbench.judge.config import JudgeCardConfig
 from findbench.judge.probes import PROBE_RUNGS
 from findbench.resources import data_path
 from tests.interpret.fakes import KnowingJudge
@@ -230,20 +222,21 @@ def test_auroc_and_its_interval():
 
 
 def test_probe_verdicts_from_the_paired_bootstrap():
-    from findbench.judge.card import VERDICTS, _probe_summary
+    from findbench.judge.card import _probe_summary
+    from findbench.judge.card_doc import VERDICTS, Inflation
 
     truth = [1.0, 0.9, 0.8, 1.0, 0.7, 0.9, 1.0, 0.8]
     below = _probe_summary(truth, [t - 0.3 for t in truth], 1000)
-    assert below["verdict"] == VERDICTS[0] == "truth above probe" and below["truth_above_probe"] is True
-    assert below["inflation"]["mean"] == pytest.approx(-0.3) and below["inflation"]["ci"] == pytest.approx([-0.3, -0.3])
-    assert below["score"]["mean"] == pytest.approx(np.mean(truth) - 0.3)
+    assert below.verdict == VERDICTS[0] == "truth above probe" and below.truth_above_probe is True and below.mark == "✓"
+    assert below.inflation.mean == pytest.approx(-0.3) and below.inflation.ci == pytest.approx([-0.3, -0.3])
+    assert below.score.mean == pytest.approx(np.mean(truth) - 0.3)
     same = _probe_summary(truth, truth, 1000)  # padding that changes nothing: not established either way
-    assert same["verdict"] == "not established" and same["truth_above_probe"] is False
-    assert same["inflation"] == {"mean": 0.0, "ci": [0.0, 0.0], "n": 8, "p_value": 1.0}
+    assert same.verdict == "not established" and same.truth_above_probe is False and same.mark == "?"
+    assert same.inflation == Inflation(mean=0.0, ci=[0.0, 0.0], n=8, p_value=1.0)
     mixed = _probe_summary(truth, [t + d for t, d in zip(truth, [0.1, -0.1] * 4)], 1000)
-    assert mixed["verdict"] == "not established"
+    assert mixed.verdict == "not established"
     above = _probe_summary([t - 0.5 for t in truth], truth, 1000)
-    assert above["verdict"] == "probe above truth" and above["truth_above_probe"] is False
+    assert above.verdict == "probe above truth" and above.truth_above_probe is False and above.mark == "✗"
 
 
 def test_constant_rung_is_the_constant_interpreter_answer():
@@ -265,42 +258,54 @@ class MuddledJudge(KnowingJudge):
         return [a if i % 3 else "I cannot tell." for i, a in enumerate(out)]
 
 
+def _card(judge, rows, **settings) -> JudgeCard:
+    """The card of ``judge`` on ``rows`` (the letter encoder, no progress bars)."""
+    settings = {"out": None, "categories": list(rows), **settings}
+    cfg = JudgeCardConfig(judge=judge, **settings)
+    return judge_card(cfg, rows, encoder=LetterEncoder(), progress=False)
+
+
 def test_card_of_a_judge_that_knows_the_truth(tmp_path, string_rows, entity_rows, relation_rows):
+    from findbench.judge.card_doc import Interval
+
     rows = {"strings": string_rows[:6], "neurons_entities": entity_rows, "neurons_relations": relation_rows}
-    judge = KnowingJudge(rows)
-    card = judge_card(judge, rows=rows, mode="logprob", encoder=LetterEncoder(), out=tmp_path / "card", progress=False,
-                      n_resamples=1000)
+    card = _card(KnowingJudge(rows), rows, judge_mode="logprob", out=str(tmp_path / "card"), n_resamples=1000)
     assert sorted(p.name for p in (tmp_path / "card").iterdir()) == sorted(CARD_FILES)
-    saved = json.loads((tmp_path / "card" / "judge_card.json").read_text())
+    text = (tmp_path / "card" / "judge_card.json").read_text()
+    saved = json.loads(text)
     rungs = (*RUNGS, *PROBE_RUNGS)
+    assert list(saved)[:5] == ["judge", "spec", "mode", "rungs", "tests"] and "baseline" not in saved
     assert saved["judge"] == "knowing-judge" and saved["mode"] == "logprob" and tuple(saved["rungs"]) == rungs
     assert list(saved["accuracy"]) == ["strings", "neurons_entities", "neurons_relations", "all"]
-    assert saved["tests"] == ["find"] and "accuracy_near" not in saved
+    assert saved["tests"] == ["find"] and "accuracy_near" not in saved and "rungs" not in saved["settings"]
     assert len(saved["results"]) == 3 * len(rungs) and {r["tests"] for r in saved["results"]} == {"find"}
     assert [len(saved["ladder"][c]) for c in rows] == [6, 5, 9]
     assert {"function_id", "partial_rule", "near_miss_rule", "examples_only", "hedged_4", "padded",
             *[r for r in RUNGS if r != "empty"]} <= set(saved["ladder"]["strings"][0])
-    for group, table in card["accuracy"].items():
+    # the file is the card's JSON, and reads back to the same card and the same text
+    assert read_card(tmp_path / "card") == card and saved == card.to_json()
+    assert json.dumps(JudgeCard.from_json(saved).to_json(), indent=1) + "\n" == text
+    for group, table in card.accuracy.items():
         n = 20 if group == "all" else len(rows[group])
-        assert tuple(table) == rungs and all(table[r]["n"] == n for r in rungs)
-        assert table["true"] == {"mean": 1.0, "ci": [1.0, 1.0], "n": n}
-        assert all(table[r]["mean"] < 1.0 and table[r]["ci"][0] <= table[r]["mean"] <= table[r]["ci"][1]
-                   for r in rungs[1:])
-        assert table["empty"] == {"mean": 0.0, "ci": [0.0, 0.0], "n": n}
+        assert tuple(table) == rungs and all(table[r].n == n for r in rungs)
+        assert table["true"] == Interval(mean=1.0, ci=[1.0, 1.0], n=n)
+        assert all(table[r].mean < 1.0 and table[r].ci[0] <= table[r].mean <= table[r].ci[1] for r in rungs[1:])
+        assert table["empty"] == Interval(mean=0.0, ci=[0.0, 0.0], n=n)
         # a function scores higher with its true description than with any other: AUROC 1
-        assert all(card["auroc"][group][r]["auroc"] == 1.0 for r in rungs[1:]), group
+        assert all(card.auroc[group][r].auroc == 1.0 for r in rungs[1:]), group
         # every probe (the judge picks option 1 for it) is below the truth: negative inflation, verdict
         # "truth above probe"
-        for rung, probe in card["probes"][group].items():
-            assert probe["score"] == table[rung]
-            assert probe["inflation"]["mean"] == pytest.approx(table[rung]["mean"] - 1.0)
-            assert probe["inflation"]["ci"][1] < 0 and probe["truth_above_probe"] is True, (group, rung)
-    empty = [r for r in card["results"] if r["rung"] == "empty"]
-    assert all(r["judged_unit_tests"] == 0 and r["accuracy"] == 0.0 for r in empty)  # never shown to the judge
-    cost = card["cost"]
-    assert cost["judged_unit_tests"] == (len(rungs) - 1) * 10 * 20 and cost["requests"] == cost["judged_unit_tests"]
-    assert cost["tokens"] > 0 and cost["tokens_per_1000_unit_tests"] == pytest.approx(1000 * cost["tokens"] / cost["judged_unit_tests"])
-    assert cost["tokens_counted_with"].startswith("an estimate") and cost["unparsed"] is None
+        for rung, probe in card.probes[group].items():
+            assert probe.score == table[rung]
+            assert probe.inflation.mean == pytest.approx(table[rung].mean - 1.0)
+            assert probe.inflation.ci[1] < 0 and probe.truth_above_probe is True, (group, rung)
+    empty = [r for r in card.results if r.rung == "empty"]
+    assert all(r.judged_unit_tests == 0 and r.accuracy == 0.0 for r in empty)  # never shown to the judge
+    cost = card.cost
+    assert cost.judged_unit_tests == (len(rungs) - 1) * 10 * 20 and cost.requests == cost.judged_unit_tests
+    assert cost.tokens > 0 and cost.tokens_per_1000_unit_tests == pytest.approx(1000 * cost.tokens / cost.judged_unit_tests)
+    assert cost.tokens_counted_with.startswith("an estimate") and cost.unparsed is None
+    assert [(c.category, c.tests) for c in cost.per_category] == [(c, "find") for c in rows]
     # the README: model-card front matter, the accuracy and AUROC tables, the method, the command
     readme = (tmp_path / "card" / "README.md").read_text()
     assert readme.startswith("---\n") and "judge_mode: logprob" in readme
@@ -315,19 +320,19 @@ def test_card_of_a_judge_that_knows_the_truth(tmp_path, string_rows, entity_rows
     assert len(probes.splitlines()) == 2 + len(PROBE_RUNGS)
     assert "| true | 1.00 [1.00, 1.00] (n=6)† | 1.00 [1.00, 1.00] (n=5)† | 1.00 [1.00, 1.00] (n=9)† | 1.00 [1.00, 1.00] (n=20) |" in lines
     assert "findbench judge-card --judge knowing-judge --judge-mode logprob" in readme and "near_miss" in readme
+    assert "--rungs" not in readme and "Beside the baseline" not in readme
     assert (tmp_path / "card" / "judge_card.png").stat().st_size > 5000
 
 
 def test_card_counts_answers_that_do_not_parse(string_rows):
     rows = {"strings": string_rows[:5]}  # hedged_4 needs four other descriptions
-    card = judge_card(MuddledJudge(rows), rows=rows, mode="generate", progress=False, n_resamples=200)
-    cost = card["cost"]
-    judged = cost["judged_unit_tests"]
+    card = _card(MuddledJudge(rows), rows, judge_mode="generate", n_resamples=200)
+    judged = card.cost.judged_unit_tests
     assert judged == (len(RUNGS) + len(PROBE_RUNGS) - 1) * 10 * 5
-    assert cost["unparsed"] == sum(r["unparsed"] for r in card["results"]) > 0
-    assert cost["unparsed_rate"] == pytest.approx(cost["unparsed"] / judged)
-    true = next(r for r in card["results"] if r["rung"] == "true")
-    assert true["unparsed_rate"] == pytest.approx(true["unparsed"] / 50) and true["accuracy"] < 1.0
+    assert card.cost.unparsed == sum(r.unparsed for r in card.results) > 0
+    assert card.cost.unparsed_rate == pytest.approx(card.cost.unparsed / judged)
+    true = next(r for r in card.results if r.rung == "true")
+    assert true.unparsed_rate == pytest.approx(true.unparsed / 50) and true.accuracy < 1.0
 
 
 def _near(tests: list[dict]) -> list[dict]:
@@ -352,54 +357,191 @@ class KnowingBothJudge(KnowingJudge):
 
 def test_card_on_both_test_sets(tmp_path, string_rows):
     rows = {"strings": [dict(r, unit_tests_near=_near(r["unit_tests"])) for r in string_rows[:6]]}
-    card = judge_card(KnowingBothJudge(rows), rows=rows, mode="logprob", tests="both", out=tmp_path / "card",
-                      progress=False, n_resamples=300)
-    assert card["tests"] == ["find", "near"] and card["settings"]["tests"] == "both"
-    for suffix in ("", "_near"):
-        table = card["accuracy" + suffix]["strings"]
-        assert table["true"]["mean"] == 1.0 and all(table[r]["mean"] < 1.0 for r in PROBE_RUNGS)
-        assert all(p["truth_above_probe"] for p in card["probes" + suffix]["strings"].values())
+    card = _card(KnowingBothJudge(rows), rows, judge_mode="logprob", tests="both", out=str(tmp_path / "card"),
+                 n_resamples=300)
+    assert card.tests == ["find", "near"] and card.settings.tests == "both"
+    for tests in ("find", "near"):
+        table = card.table("accuracy", tests)["strings"]
+        assert table["true"].mean == 1.0 and all(table[r].mean < 1.0 for r in PROBE_RUNGS)
+        assert all(p.truth_above_probe for p in card.table("probes", tests)["strings"].values())
     rungs = (*RUNGS, *PROBE_RUNGS)
-    assert {(r["tests"], r["rung"]) for r in card["results"]} == {(t, r) for t in ("find", "near") for r in rungs}
+    assert {(r.tests, r.rung) for r in card.results} == {(t, r) for t in ("find", "near") for r in rungs}
     # the near tests put the correct option elsewhere: a judge that picks option 1 scores differently on them
-    other = {t: next(r for r in card["results"] if r["tests"] == t and r["rung"] == "other")["per_function"]
-             for t in ("find", "near")}
+    other = {t: next(r for r in card.results if r.tests == t and r.rung == "other").per_function for t in ("find", "near")}
     assert other["find"] != other["near"]
-    assert card["cost"]["judged_unit_tests"] == 2 * (len(RUNGS) + len(PROBE_RUNGS) - 1) * 10 * 6
+    assert card.cost.judged_unit_tests == 2 * (len(RUNGS) + len(PROBE_RUNGS) - 1) * 10 * 6
     readme = (tmp_path / "card" / "README.md").read_text()
     for what in ("accuracy", "auroc", "probes"):
         assert format_table(card, what=what) in readme and format_table(card, what=what, tests="near") in readme
     assert "## Gaming probes: inflation over the true description (near-miss unit tests)" in readme
     assert "its 10 FIND unit tests and, separately, its 10 near-miss unit tests" in readme and "--tests both" in readme
     # near only: no FIND tables
-    near = judge_card(KnowingBothJudge(rows), rows=rows, mode="logprob", tests="near", progress=False, n_resamples=300)
-    assert "accuracy" not in near and near["accuracy_near"] == card["accuracy_near"]
+    near = _card(KnowingBothJudge(rows), rows, judge_mode="logprob", tests="near", n_resamples=300)
+    assert near.accuracy is None and near.accuracy_near == card.accuracy_near
     with pytest.raises(ValueError, match="tests: the card has no 'accuracy' table"):
         format_table(near)
 
 
 def test_card_argument_checks(string_rows):
+    from findbench.constants import UsageError
+
     rows = {"strings": string_rows[:5]}
-    with pytest.raises(ValueError, match="functions_per_category"):
-        judge_card(KnowingJudge(rows), functions_per_category=1)
-    with pytest.raises(ValueError, match="mode"):
-        judge_card(KnowingJudge(rows), rows=rows, mode="vote")
+    with pytest.raises(UsageError, match="functions_per_category"):
+        JudgeCardConfig(judge="embedded", out=None, functions_per_category=1)
+    with pytest.raises(UsageError, match="judge_mode: unknown value 'vote'"):
+        JudgeCardConfig(judge="embedded", out=None, judge_mode="vote")
+    with pytest.raises(UsageError, match="tests: unknown value .nearby.; did you mean .near."):
+        JudgeCardConfig(judge="embedded", out=None, tests="nearby")
+    with pytest.raises(UsageError, match="--judge: unknown model 'embeded'.*did you mean 'embedded'"):
+        JudgeCardConfig(judge="embeded", out=None)
+    # the rungs: known names, the truth among them; a baseline's modes need a baseline
+    with pytest.raises(UsageError, match="rungs: unknown value 'wrong'"):
+        JudgeCardConfig(judge="embedded", out=None, rungs="true,wrong")
+    with pytest.raises(UsageError, match="rungs must include 'true'"):
+        JudgeCardConfig(judge="embedded", out=None, rungs=["other", "empty"])
+    with pytest.raises(UsageError, match="baseline_mode needs a baseline"):
+        JudgeCardConfig(judge="embedded", out=None, baseline_mode="pmi")
+    with pytest.raises(UsageError, match="baseline_mode: unknown value 'vote'"):
+        JudgeCardConfig(judge="embedded", out=None, baseline="embedded", baseline_mode="pmi,vote")
+    cfg = JudgeCardConfig(judge="embedded", out=None, rungs="other, true", baseline="embedded", baseline_mode="pmi")
+    assert (cfg.rungs, cfg.baseline_mode, cfg.categories) == (["other", "true"], ["pmi"], list(JUDGE_CATEGORIES))
     with pytest.raises(ValueError, match="no functions for"):
-        judge_card(KnowingJudge(rows), rows=rows, categories=["entities"])
+        _card(KnowingJudge(rows), {**rows}, categories=["entities"])
     with pytest.raises(TypeError, match="continuation_logprobs"):
-        judge_card(KnowingJudge(rows), rows=rows, mode="pmi", progress=False)
-    with pytest.raises(ValueError, match="tests: unknown value .nearby.; did you mean .near."):
-        judge_card(KnowingJudge(rows), rows=rows, tests="nearby")
+        _card(KnowingJudge(rows), rows, judge_mode="pmi")
     # near-miss tests need the column: one line naming tests= (--tests) and the column, before any judge loads
     lacking = {"strings": [{k: v for k, v in r.items() if k != "unit_tests_near"} for r in rows["strings"]]}
     with pytest.raises(ValueError, match=r"^tests: near-miss tests need the rows' 'unit_tests_near' column, which 5 "):
-        judge_card(KnowingJudge(rows), rows=lacking, tests="both")
+        _card(KnowingJudge(rows), lacking, tests="both")
     with pytest.raises(ValueError, match="hedged needs 4"):
-        judge_card(KnowingJudge(rows), rows={"strings": string_rows[:4]})
+        _card(KnowingJudge(rows), {"strings": string_rows[:4]})
     # without probes four functions are enough, and the card has the ladder only
-    card = judge_card(KnowingJudge(rows), rows={"strings": string_rows[:4]}, probes=False, progress=False,
-                      n_resamples=100)
-    assert tuple(card["accuracy"]["strings"]) == RUNGS and "probes" not in card
+    card = _card(KnowingJudge(rows), {"strings": string_rows[:4]}, rungs=list(RUNGS), n_resamples=100)
+    assert tuple(card.accuracy["strings"]) == RUNGS and card.probes is None and card.settings.probes is False
+
+
+def _first_option(judge):
+    """``judge`` that always picks option 1 in logprob mode (its generate mode unchanged)."""
+
+    class FirstOption(type(judge)):
+        name = "first-option"
+
+        def candidate_logprobs(self, conversations, candidates, *, assistant_prefix="", progress=False):
+            return [[0.0 if cand == "1" else -5.0 for cand in candidates] for _ in conversations]
+
+    out = FirstOption.__new__(FirstOption)
+    out.__dict__.update(judge.__dict__)
+    return out
+
+
+def test_table_a3_is_a_view_of_the_card(tmp_path, string_rows, entity_rows):
+    """``--rungs true,other`` with a baseline is FIND's Table A3: the same functions and descriptions as
+    the full card, each judge's numbers as the full card has them, the baseline(s) beside."""
+    from findbench.judge.card_doc import format_comparison
+    from findbench.judge.report import table_a3
+
+    rows = {"strings": string_rows[:5], "neurons_entities": entity_rows}
+    judge = KnowingJudge(rows)
+    full = _card(judge, rows, judge_mode="logprob", n_resamples=300)
+    a3 = _card(judge, rows, judge_mode="logprob", rungs="true,other", baseline=_first_option(MuddledJudge(rows)),
+               baseline_mode="generate,logprob", n_resamples=300, out=str(tmp_path / "a3"))
+    assert list(a3.rungs) == ["true", "other"] and a3.probes is None and a3.settings.rungs == ["true", "other"]
+    assert set(a3.ladder["strings"][0]) == {"function_id", "subcategory", "true", "other"}
+    assert a3.settings.encoder is None  # no near misses: no encoder
+    for cat in ("strings", "neurons_entities", "all"):
+        for rung in ("true", "other"):
+            assert a3.accuracy[cat][rung] == full.accuracy[cat][rung]
+        assert a3.auroc[cat]["other"] == full.auroc[cat]["other"]
+    # the baseline in each of its modes, on the same descriptions
+    assert [m.label for m in a3.baseline] == ["before (generate)", "before (logprob)"]
+    assert [m.mode for m in a3.baseline] == ["generate", "logprob"] and a3.baseline[0].judge == "first-option"
+    generate, logprob = a3.baseline
+    assert generate.accuracy["strings"]["true"].mean < 1.0 and generate.cost.unparsed > 0
+    assert logprob.cost.unparsed is None and logprob.cost.judged_unit_tests == a3.cost.judged_unit_tests
+    rows_a3 = table_a3(a3)
+    assert [(r["category"], r["label"], r["descriptions"]) for r in rows_a3[:6]] == [
+        ("strings", label, kind) for label in ("before (generate)", "before (logprob)", "after") for kind in ("true", "wrong")]
+    after_true = next(r for r in rows_a3 if r["label"] == "after" and r["descriptions"] == "true" and r["category"] == "strings")
+    assert after_true["unit_test_accuracy"] == 1.0 and after_true["unit_test_accuracy_ci"] == [1.0, 1.0]
+    assert after_true["function_ids"] == [r["function_id"] for r in string_rows[:5]] and after_true["n_functions"] == 5
+    table = format_comparison(a3)
+    assert table.splitlines()[0] == "| category | rung | before (generate) | before (logprob) | after |"
+    assert len(table.splitlines()) == 2 + 2 * 2  # two categories, two rungs; no `all` row
+    readme = (tmp_path / "a3" / "README.md").read_text()
+    assert "## Beside the baseline" in readme and table in readme and "with 2 of its ladder's descriptions (true, other)" in readme
+    assert "--rungs true,other --baseline first-option --baseline-mode generate,logprob --out DIR" in readme
+    assert read_card(tmp_path / "a3") == a3  # the baseline reads back too
+
+
+def test_judge_report_runs_the_card_and_writes_table_a3(tmp_path, monkeypatch, string_rows):
+    import csv
+    import warnings
+
+    from findbench.judge import data
+    from findbench.judge.config import JudgeReportConfig
+    from findbench.judge.report import REPORT_FILES, evaluator_report, format_table, judge_report
+
+    seen = []
+
+    def heldout_rows(category, **kw):
+        seen.append((category, kw["source"]))
+        return string_rows[:8]
+
+    monkeypatch.setattr(data, "heldout_rows", heldout_rows)
+    judge = KnowingJudge({"strings": string_rows[:8]})
+    cfg = JudgeReportConfig(judge=judge, baseline=_first_option(judge), baseline_mode="logprob", categories="strings",
+                            limit=5, mode="logprob", out=str(tmp_path / "report"))
+    report = judge_report(cfg, progress=False)
+    assert seen == [("strings", "procedural")]
+    assert list(report) == ["results", "settings", "paper_table_a3", "files"]
+    assert [(r["label"], r["descriptions"]) for r in report["results"]] == [
+        ("before", "true"), ("before", "wrong"), ("after", "true"), ("after", "wrong")]
+    after = report["results"][2]
+    assert after["unit_test_accuracy"] == 1.0 and after["n_functions"] == 5 and after["judge"] == "knowing-judge"
+    # the same seeded sample as before the card: five of the eight, in function order
+    import random
+
+    picked = sorted(random.Random("0:strings").sample(string_rows[:8], 5), key=lambda r: r["function_id"])
+    assert after["function_ids"] == [r["function_id"] for r in picked]
+    assert report["settings"]["modes"] == {"before": "logprob", "after": "logprob"} and report["settings"]["limit"] == 5
+    assert report["files"] == [str(tmp_path / "report" / f) for f in REPORT_FILES]
+    with open(tmp_path / "report" / "evaluator_report.csv") as fh:
+        lines = list(csv.DictReader(fh))
+    assert [(r["label"], r["descriptions"], r["unit_test_accuracy"]) for r in lines][2] == ("after", "true", "1.0")
+    assert json.loads((tmp_path / "report" / "evaluator_report.json").read_text())["results"] == report["results"]
+    assert "| strings | 5 |" in format_table(report)
+    # the old Python entry point: the same report, with a warning that says what replaced it
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = evaluator_report(judge, baseline=_first_option(judge), baseline_mode="logprob", categories=["strings"],
+                               limit=5, mode="logprob", progress=False)
+    assert old["results"] == report["results"] and old["files"] == []
+    assert any("judge-card --rungs true,other" in str(w.message) for w in caught)
+
+
+# ----------------------------------------------------------------------------- the schema
+
+
+def test_cards_follow_the_schema(string_rows):
+    """Shipped cards and a card with a baseline fit the schema; a document that does not is refused
+    naming the field."""
+    import jsonschema
+
+    rows = {"strings": string_rows[:5]}
+    card = _card(KnowingJudge(rows), rows, judge_mode="logprob", rungs="true,other", baseline=KnowingJudge(rows),
+                 n_resamples=100)
+    schema = JudgeCard.json_schema()  # pinned in findbench/data/schemas by tests/test_schemas.py
+    assert {"judge", "spec", "mode", "rungs", "results", "cost", "ladder", "settings"} <= set(schema["required"])
+    assert "baseline" in schema["properties"] and "Measurement" in schema["$defs"]
+    validator = jsonschema.Draft202012Validator(schema)
+    for doc in (card.to_json(), *(json.loads((shipped_card(n) / "judge_card.json").read_text()) for n in SHIPPED_CARDS)):
+        assert not list(validator.iter_errors(doc))
+    bad = dict(card.to_json(), mode=3)
+    assert list(validator.iter_errors(bad))
+    with pytest.raises(ValueError, match=r"^judge_card.json.mode: expected a string, got int$"):
+        JudgeCard.from_json(bad)
+    with pytest.raises(ValueError, match=r"judge_card.json: unknown key 'extra'"):
+        JudgeCard.from_json(dict(card.to_json(), extra=1))
 
 
 def test_cli_tests_flag():
@@ -419,56 +561,60 @@ def test_cli_tests_flag():
 def test_shipped_cards(name):
     folder = shipped_card(name)
     assert sorted(p.name for p in folder.iterdir()) == sorted(CARD_FILES)
-    card = json.loads((folder / "judge_card.json").read_text())
-    assert card["spec"] == name and card["mode"] == "pmi"
-    assert list(card["accuracy"]) == ["strings", "neurons_entities", "neurons_relations", "all"]
-    for group, table in card["accuracy"].items():
+    card = read_card(folder)
+    assert card.spec == name and card.mode == "pmi"
+    assert list(card.accuracy) == ["strings", "neurons_entities", "neurons_relations", "all"]
+    for group, table in card.accuracy.items():
         # the ladder, then the probes (cards made before the probes have none)
         probes = tuple(table)[len(RUNGS):]
         assert tuple(table)[:len(RUNGS)] == RUNGS and probes in ((), PROBE_RUNGS)
-        assert all(table[r]["n"] >= 8 for r in table)
-        assert table["empty"]["mean"] == 0.0
-        assert tuple(card["auroc"][group]) == (*RUNGS[1:], *probes)
-    cost = card["cost"]
-    n_rungs = len(card["accuracy"]["all"])
-    assert cost["judged_unit_tests"] == (n_rungs - 1) * 10 * 8 * 3 * len(card.get("tests", ["find"]))
-    assert cost["seconds_per_1000_unit_tests"] > 0
+        assert all(table[r].n >= 8 for r in table)
+        assert table["empty"].mean == 0.0
+        assert tuple(card.auroc[group]) == (*RUNGS[1:], *probes)
+    n_rungs = len(card.accuracy["all"])
+    assert card.cost.judged_unit_tests == (n_rungs - 1) * 10 * 8 * 3 * len(card.test_sets)
+    assert card.cost.seconds_per_1000_unit_tests > 0
     assert format_table(card) in (folder / "README.md").read_text()
 
 
 @pytest.mark.parametrize("name", SHIPPED_CARDS)
-def test_the_card_code_rewrites_the_shipped_cards_byte_for_byte(name, tmp_path):
-    """The statistics and the writer reproduce the shipped README.md and judge_card.json exactly.
+def test_the_card_code_rewrites_the_shipped_cards(name, tmp_path):
+    """The statistics and the writer reproduce the shipped README.md byte for byte and
+    judge_card.json key for key and number for number (byte for byte for a card with ``tests``;
+    an older one wrote ``cache_entries_before`` last).
 
     A card made before the gaming probes (no ``tests`` key, the six ladder rungs only) goes
     through the same code as a new one: its per-function results give its numbers again, and
     the writer writes its files as they were."""
     from findbench import stats
-    from findbench.judge.card import _summaries, card_tests
+    from findbench.judge.card import _summaries
 
     folder = shipped_card(name)
-    card = json.loads((folder / "judge_card.json").read_text())
-    resamples = card["settings"]["bootstrap"]["resamples"]
-    cats = card["settings"]["categories"]
-    for tests in card_tests(card):
+    card = read_card(folder)
+    resamples = card.settings.bootstrap.resamples
+    cats = card.settings.categories
+    for tests in card.test_sets:
         suffix = "" if tests == "find" else "_near"
-        probes = tuple(card["accuracy" + suffix]["all"])[len(RUNGS):]
-        tables = _summaries(card["results"], cats, RUNGS, probes, tests, resamples)
-        assert tables == {k: v for k, v in card.items() if k in tables}
+        probes = tuple(card.table("accuracy", tests)["all"])[len(RUNGS):]
+        tables = _summaries(card.results, cats, RUNGS, probes, tests, resamples)
+        assert tables == {k: getattr(card, k) for k in tables}
         assert ("accuracy" + suffix, "auroc" + suffix) == tuple(tables)[:2]
         assert ("probes" + suffix in tables) == bool(probes)
-    for group in card["accuracy"]:  # and by hand, for the ladder on FIND's tests
+    for group in card.accuracy:  # and by hand, for the ladder on FIND's tests
         def per_function(rung, group=group):
-            return [v for r in card["results"] if r["rung"] == rung and group in ("all", r["category"])
-                    and r.get("tests", "find") == "find" for v in r["per_function"]]
+            return [v for r in card.results if r.rung == rung and group in ("all", r.category)
+                    and r.test_set == "find" for v in r.per_function]
 
         for rung in RUNGS:
-            assert stats.mean_ci(per_function(rung), n_resamples=resamples) == card["accuracy"][group][rung]
+            assert stats.mean_ci(per_function(rung), n_resamples=resamples) == card.accuracy[group][rung].to_json()
             if rung != "true":
-                assert auroc_ci(per_function("true"), per_function(rung), n_resamples=resamples) == card["auroc"][group][rung]
+                assert auroc_ci(per_function("true"), per_function(rung), n_resamples=resamples) == card.auroc[group][rung].to_json()
     write_card(card, tmp_path / "card")
-    for file in CARD_FILES[:2]:
-        assert (tmp_path / "card" / file).read_bytes() == (folder / file).read_bytes()
+    assert (tmp_path / "card" / "README.md").read_bytes() == (folder / "README.md").read_bytes()
+    written, shipped = ((f / "judge_card.json").read_text() for f in (tmp_path / "card", folder))
+    assert json.loads(written) == json.loads(shipped)
+    if card.tests is not None:
+        assert written == shipped
 
 
 def test_the_shipped_judge_card_links_its_instrument_card():
@@ -478,15 +624,15 @@ def test_the_shipped_judge_card_links_its_instrument_card():
     assert shipped_evaluator_dir() is not None
     assert "cards/embedded-evaluator/README.md" in model_card
 
-
 # ----------------------------------------------------------------------------- the embedded judges
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("judge", ["embedded", "embedded-evaluator"])
 def test_embedded_judges_rank_the_true_description_first_on_entities(judge):
-    card = judge_card(judge, mode="pmi", categories=["neurons_entities"], functions_per_category=8, progress=False,
-                      n_resamples=1000, probes=False)
-    acc = {r: s["mean"] for r, s in card["accuracy"]["neurons_entities"].items()}
+    cfg = JudgeCardConfig(judge=judge, out=None, judge_mode="pmi", categories="neurons_entities", functions_per_category=8,
+                          n_resamples=1000, rungs=list(RUNGS))
+    card = judge_card(cfg, progress=False)
+    acc = {r: s.mean for r, s in card.accuracy["neurons_entities"].items()}
     assert all(acc["true"] > acc[r] for r in RUNGS[1:]), acc
-    assert all(card["auroc"]["neurons_entities"][r]["auroc"] > 0.5 for r in RUNGS[1:])
+    assert all(card.auroc["neurons_entities"][r].auroc > 0.5 for r in RUNGS[1:])

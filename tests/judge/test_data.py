@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from findbench.judge import render_judge_prompt
+from findbench.judge.card import wrong_descriptions
 from findbench.judge.data import (
     build_evaluator_data,
     build_evaluator_rows,
@@ -16,7 +17,6 @@ from findbench.judge.data import (
     load_evaluator_data,
     split_functions,
 )
-from findbench.judge.report import wrong_descriptions
 
 
 def _entity_rows() -> list[dict]:

@@ -252,11 +252,12 @@ def test_resume_continues_from_the_checkpoint(tmp_path, smol_base, judge_data, m
 
 @pytest.mark.slow
 def test_report_end_to_end_on_tiny_judges(tmp_path, smol_base, judge_data):
-    from findbench.judge.report import evaluator_report, format_table
+    from findbench.judge.config import JudgeReportConfig
+    from findbench.judge.report import format_table, judge_report
 
     judge = train_evaluator(_args(smol_base, judge_data, tmp_path / "judge", max_steps=2))
-    report = evaluator_report(judge, baseline=smol_base, out=tmp_path / "report", limit=2, categories=["strings"],
-                              evaluator_data=judge_data, progress=False)
+    report = judge_report(JudgeReportConfig(judge=judge, baseline=smol_base, out=tmp_path / "report", limit=2,
+                                            categories=["strings"], evaluator_data=judge_data), progress=False)
     with open(tmp_path / "report" / "evaluator_report.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert [(r["label"], r["descriptions"]) for r in rows] == [("before", "true"), ("before", "wrong"), ("after", "true"), ("after", "wrong")]
@@ -273,14 +274,15 @@ def test_report_end_to_end_on_tiny_judges(tmp_path, smol_base, judge_data):
     # each judge in its own mode: the tiny base in FIND's format, the trained judge in pmi
     assert [r["mode"] for r in rows] == ["logprob", "logprob", "pmi", "pmi"]
     with pytest.raises(ValueError, match="limit"):
-        evaluator_report(judge, limit=1)
+        JudgeReportConfig(judge=judge, limit=1)
     # the baseline in several modes, labelled by mode
-    multi = evaluator_report(judge, baseline=smol_base, baseline_mode=["logprob", "pmi"], limit=2, categories=["strings"],
-                             evaluator_data=judge_data, progress=False)
+    multi = judge_report(JudgeReportConfig(judge=judge, baseline=smol_base, baseline_mode=["logprob", "pmi"], limit=2,
+                                           categories=["strings"], evaluator_data=judge_data, out=None), progress=False)
     assert [(r["label"], r["mode"]) for r in multi["results"] if r["descriptions"] == "true"] == [
         ("before (logprob)", "logprob"), ("before (pmi)", "pmi"), ("after", "pmi")]
     with pytest.raises(ValueError, match="mode"):
-        evaluator_report(judge, baseline=smol_base, baseline_mode="vote", limit=2, categories=["strings"], evaluator_data=judge_data)
+        JudgeReportConfig(judge=judge, baseline=smol_base, baseline_mode="vote", limit=2, categories=["strings"],
+                          evaluator_data=judge_data)
 
 
 def test_cli_train_evaluator_options(tmp_path, monkeypatch, capsys):

@@ -1,25 +1,25 @@
-"""How good is a judge? FIND Table A3 for any judge, before vs after fine-tuning.
+"""FIND Table A3 for any judge, before vs after fine-tuning: a view of the judge card.
 
-The judge scores held-out functions' unit tests with their **ground-truth** descriptions (a
-good judge is near 1) and with **wrong** ones, another held-out function's (chance, 1/3).
-Written to :data:`REPORT_FILES`.
+The table is the card's ``true`` and ``other`` rungs (a held-out function's ground-truth
+description, a good judge near 1, and another held-out function's, chance 1/3) with a baseline
+judge beside the judged one: ``findbench judge-card --rungs true,other --baseline ...``.
+:func:`judge_report` keeps ``findbench judge-report`` (deprecated) for one release: it samples
+the functions as it did, runs the card and writes :data:`REPORT_FILES`.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import os
 import random
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from findbench._checks import integer, one_of, str_list
 from findbench.constants import JUDGE_CATEGORIES
-from findbench.stats import INTERVAL_NOTE, SMALL_N, SMALL_N_LEGEND, bootstrap_ci, format_ci
-
-log = logging.getLogger(__name__)
+from findbench.judge.card_doc import JudgeCard
+from findbench.judge.config import JudgeCardConfig, JudgeReportConfig
+from findbench.stats import INTERVAL_NOTE, SMALL_N, SMALL_N_LEGEND, format_ci
 
 #: FIND Table A3: unit-test accuracy with ground-truth descriptions.
 PAPER_TABLE_A3 = {
@@ -27,29 +27,99 @@ PAPER_TABLE_A3 = {
     "vicuna-13b (untuned)": {"strings": 0.345, "neurons_entities": 0.390, "neurons_relations": 0.400},
 }
 REPORT_FILES = ("evaluator_report.csv", "evaluator_report.json", "evaluator_report.png")
+#: The card's rungs that make the table, and what FIND calls their descriptions.
+A3_RUNGS = {"true": "true", "other": "wrong"}
+DEPRECATION = "judge-report is deprecated and will be removed in the next release; it runs " \
+              "`findbench judge-card --rungs true,other` (with --baseline) and writes its Table A3 view"
 _FIELDS = ("judge", "label", "mode", "category", "descriptions", "n_functions", "unit_test_accuracy",
            "unit_test_accuracy_low", "unit_test_accuracy_high")
 
 
-def wrong_descriptions(descriptions: Sequence[str], *, seed: int = 0) -> list[str]:
-    """Each description replaced by another of the list (a seeded derangement never keeping its own text)."""
-    if isinstance(descriptions, str) or not isinstance(descriptions, Sequence):
-        raise TypeError(f"descriptions must be a list of strings, got {type(descriptions).__name__}")
-    n = len(descriptions)
-    if n < 2 or len(set(descriptions)) < 2:
-        raise ValueError("descriptions: need at least two distinct descriptions to swap")
-    rng = random.Random(seed)
-    for _ in range(1000):
-        perm = list(range(n))
-        rng.shuffle(perm)
-        if all(descriptions[perm[i]] != descriptions[i] for i in range(n)):
-            return [descriptions[j] for j in perm]
-    # many repeated texts: the next distinct description in a rotation
-    out = []
-    for i, d in enumerate(descriptions):
-        j = next(k for k in range(1, n + 1) if descriptions[(i + k) % n] != d)
-        out.append(descriptions[(i + j) % n])
+def table_a3(card: JudgeCard) -> list[dict[str, Any]]:
+    """The card's ``true`` and ``other`` rungs on FIND's unit tests as Table A3 rows: per category,
+    judge (baselines first, ``before``; then ``after``, or ``judge`` alone) and description kind,
+    ``{judge, label, mode, category, descriptions, n_functions, unit_test_accuracy,
+    unit_test_accuracy_ci, per_function, function_ids}``."""
+    rows = []
+    for cat in card.settings.categories:
+        for label, m in card.measurements():
+            for rung, kind in A3_RUNGS.items():
+                r = next(r for r in m.results if r.category == cat and r.rung == rung and r.test_set == "find")
+                rows.append({
+                    "judge": m.judge, "label": label, "mode": m.mode, "category": cat, "descriptions": kind,
+                    "n_functions": r.n_functions, "unit_test_accuracy": float(sum(r.per_function) / len(r.per_function)),
+                    "unit_test_accuracy_ci": list(m.accuracy[cat][rung].ci),
+                    "per_function": r.per_function, "function_ids": r.function_ids,
+                })
+    return rows
+
+
+def _rows(cfg: JudgeReportConfig) -> dict[str, list[dict]]:
+    """The held-out functions per category as judge-report sampled them: at most ``limit``, a
+    seeded sample in function order."""
+    from findbench.judge.data import heldout_rows
+    from findbench.judge.scoring import judge_category
+
+    out = {}
+    for category in cfg.categories:
+        cat = judge_category(category)
+        rows = heldout_rows(cat, source=cfg.source, data=cfg.data, data_dir=cfg.data_dir, function_seed=cfg.function_seed,
+                            data_seed=cfg.data_seed, heldout_fraction=cfg.heldout_fraction,
+                            evaluator_data=cfg.evaluator_data)
+        if cfg.limit is not None and len(rows) > cfg.limit:
+            rows = sorted(random.Random(f"{cfg.seed}:{cat}").sample(rows, cfg.limit), key=lambda r: r["function_id"])
+        out[cat] = rows
     return out
+
+
+def judge_report(cfg: JudgeReportConfig, *, progress: bool = True) -> dict[str, Any]:
+    """Judge accuracy on held-out functions with true and with wrong descriptions, the baseline
+    beside the judge: the judge card's Table A3 view (:func:`table_a3`), written to
+    :data:`REPORT_FILES` in ``cfg.out`` (unless None).
+
+    Returns ``{"results": [{judge, label, category, descriptions, n_functions, unit_test_accuracy,
+    per_function, function_ids}], "settings", "paper_table_a3", "files"}``.
+    """
+    from findbench.judge.card import judge_card
+
+    rows = _rows(cfg)
+    card = judge_card(JudgeCardConfig(
+        judge=cfg.judge, out=None, judge_mode=cfg.mode, categories=list(rows), functions_per_category=cfg.limit,
+        seed=cfg.seed, data=cfg.data, evaluator_data=cfg.evaluator_data, judge_cache=cfg.judge_cache,
+        rungs=list(A3_RUNGS), baseline=cfg.baseline,
+        baseline_mode=cfg.baseline_mode if cfg.baseline is not None else None, baseline_cache=cfg.baseline_cache,
+        batch_size=cfg.batch_size, function_seed=cfg.function_seed, data_seed=cfg.data_seed,
+        heldout_fraction=cfg.heldout_fraction), rows, progress=progress)
+    results = table_a3(card)
+    report: dict[str, Any] = {
+        "results": results,
+        "settings": {"limit": cfg.limit, "source": cfg.source, "seed": cfg.seed,
+                     "modes": {label: m.mode for label, m in card.measurements()}, "data_seed": cfg.data_seed,
+                     "function_seed": cfg.function_seed, "heldout_fraction": cfg.heldout_fraction,
+                     "evaluator_data": str(cfg.evaluator_data) if cfg.evaluator_data else None},
+        "paper_table_a3": PAPER_TABLE_A3,
+        "files": [],
+    }
+    if cfg.out is not None:
+        from findbench._io import atomic_dir, csv_text
+
+        with atomic_dir(cfg.out) as tmp:
+            lines = [{**r, "unit_test_accuracy_low": r["unit_test_accuracy_ci"][0],
+                      "unit_test_accuracy_high": r["unit_test_accuracy_ci"][1]} for r in results]
+            text = csv_text(_FIELDS, ([round(row[k], 4) if k.startswith("unit_test_accuracy") else row[k] for k in _FIELDS]
+                                      for row in lines))
+            (tmp / REPORT_FILES[0]).write_text(text, encoding="utf-8")
+            (tmp / REPORT_FILES[1]).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+            _plot(results, tmp / REPORT_FILES[2])
+        report["files"] = [str(Path(cfg.out) / f) for f in REPORT_FILES]
+    return report
+
+
+def evaluator_report(judge: Any, *, progress: bool = True, **settings: Any) -> dict[str, Any]:
+    """Deprecated: :func:`judge_report` with ``JudgeReportConfig(judge=judge, **settings)``
+    (``out`` None by default: nothing written)."""
+    warnings.warn(DEPRECATION, FutureWarning, stacklevel=2)
+    return judge_report(JudgeReportConfig(judge=judge, **{"out": None, **settings}), progress=progress)
 
 
 def _plot(results: list[dict], path: Path) -> None:
@@ -82,103 +152,6 @@ def _plot(results: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
-def evaluator_report(judge: Any, *, baseline: Any = None, out: str | os.PathLike | None = None, limit: int | None = 15,
-                     categories: Sequence[str] = JUDGE_CATEGORIES, source: str = "procedural", data: str | os.PathLike | None = None,
-                     data_dir: str | os.PathLike | None = None, evaluator_data: str | os.PathLike | None = None, function_seed: int = 0,
-                     data_seed: int = 0, heldout_fraction: float = 0.2, seed: int = 0, mode: str | None = None,
-                     baseline_mode: str | Sequence[str] | None = None, batch_size: int = 8,
-                     judge_cache: str | os.PathLike | None = None, baseline_cache: str | os.PathLike | None = None,
-                     progress: bool = True) -> dict[str, Any]:
-    """Judge accuracy on held-out functions with true and with wrong descriptions.
-
-    Args:
-        baseline: a second judge (e.g. the untuned ``"embedded"``) reported beside ``judge``.
-        out: folder for the CSV / JSON / PNG (replaced atomically); None: nothing written.
-        limit: at most this many held-out functions per category (seeded sample); None: all.
-        source: ``procedural`` (held out by the judge-data split; functions from the ``findbench
-            build`` folder ``data``, else ``function_seed``) or ``find-v1`` (the release in ``data_dir``).
-        evaluator_data: a judge data folder whose recorded split to use; default: the split
-            recomputed from ``data_seed`` / ``heldout_fraction``.
-        mode: default: the mode a trained judge folder records.
-        baseline_mode: the baseline's mode, or several (labelled ``before (logprob)``, ...).
-        judge_cache / baseline_cache: sqlite files caching each judge's answers, keyed by name
-            (for fixed models, not for a judge folder retrained under the same name).
-
-    Returns ``{"results": [{judge, label, category, descriptions, n_functions, unit_test_accuracy,
-    per_function, function_ids}], "settings", "paper_table_a3", "files"}``.
-    """
-    from findbench.judge.data import heldout_rows
-    from findbench.judge.scoring import JUDGE_MODES, judge_category, judge_mode_of, judge_unit_tests, load_judge
-
-    one_of("source", source, ("procedural", "find-v1"))
-    integer("limit", limit, 2, optional=True)  # wrong descriptions need two functions
-    categories = str_list("categories", categories)
-    if source == "procedural" and data_dir is not None:
-        raise ValueError("data_dir names a find-v1 release folder; with source='procedural' give the built folder as data")
-    if source == "find-v1" and data is not None:
-        raise ValueError("data names a `findbench build` folder; with source='find-v1' give the release folder as data_dir")
-
-    judge_modes = [mode if mode is not None else judge_mode_of(judge)]
-    if baseline is None:
-        base_modes: list[str] = []
-    elif baseline_mode is None:
-        base_modes = [judge_mode_of(baseline)]
-    else:
-        base_modes = [baseline_mode] if isinstance(baseline_mode, str) else list(baseline_mode)
-        if not base_modes:
-            raise ValueError("baseline_mode must name at least one mode")
-    for m in judge_modes + base_modes:
-        one_of("mode", m, JUDGE_MODES)
-    judges = [("before", baseline, base_modes), ("after", judge, judge_modes)] if baseline is not None else [("judge", judge, judge_modes)]
-    loaded = []
-    for label, spec, modes in judges:
-        lm = load_judge(spec, cache=baseline_cache if label == "before" else judge_cache, batch_size=batch_size)
-        for m in modes:
-            loaded.append((f"{label} ({m})" if len(modes) > 1 else label, lm, m))
-
-    results: list[dict] = []
-    for category in categories:
-        cat = judge_category(category)
-        rows = heldout_rows(cat, source=source, data=data, data_dir=data_dir, function_seed=function_seed, data_seed=data_seed,
-                            heldout_fraction=heldout_fraction, evaluator_data=evaluator_data)
-        if limit is not None and len(rows) > limit:
-            rows = sorted(random.Random(f"{seed}:{cat}").sample(rows, limit), key=lambda r: r["function_id"])
-        true_desc = [r["description"] for r in rows]
-        kinds = {"true": true_desc, "wrong": wrong_descriptions(true_desc, seed=seed)}
-        unit_tests = [r["unit_tests"] for r in rows]
-        for label, lm, m in loaded:
-            for kind, descs in kinds.items():
-                log.info("%s judge %s (%s): %s, %s descriptions, %d functions", label, lm.name, m, cat, kind, len(rows))
-                res = judge_unit_tests(lm, descs, unit_tests, cat, mode=m, progress=progress)
-                results.append({
-                    "judge": lm.name, "label": label, "mode": m, "category": cat, "descriptions": kind,
-                    "n_functions": len(rows), "unit_test_accuracy": res["unit_test_accuracy"],
-                    "unit_test_accuracy_ci": list(bootstrap_ci(res["per_function"])),
-                    "per_function": res["per_function"], "function_ids": [r["function_id"] for r in rows],
-                })
-    report: dict[str, Any] = {
-        "results": results,
-        "settings": {"limit": limit, "source": source, "seed": seed, "modes": {label: m for label, _, m in loaded}, "data_seed": data_seed,
-                     "function_seed": function_seed, "heldout_fraction": heldout_fraction,
-                     "evaluator_data": str(evaluator_data) if evaluator_data else None},
-        "paper_table_a3": PAPER_TABLE_A3,
-        "files": [],
-    }
-    if out is not None:
-        from findbench._io import atomic_dir, csv_text
-
-        with atomic_dir(out) as tmp:
-            rows = [{**r, "unit_test_accuracy_low": r["unit_test_accuracy_ci"][0],
-                     "unit_test_accuracy_high": r["unit_test_accuracy_ci"][1]} for r in results]
-            text = csv_text(_FIELDS, ([round(row[k], 4) if k.startswith("unit_test_accuracy") else row[k] for k in _FIELDS]
-                                      for row in rows))
-            (tmp / REPORT_FILES[0]).write_text(text, encoding="utf-8")
-            (tmp / REPORT_FILES[1]).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
-            _plot(results, tmp / REPORT_FILES[2])
-        report["files"] = [str(Path(out) / f) for f in REPORT_FILES]
-    return report
-
-
 def format_table(report: Mapping[str, Any]) -> str:
     """The report as a Markdown table: a row per category, a column per judge and description kind."""
     results = report["results"]
@@ -194,4 +167,3 @@ def format_table(report: Mapping[str, Any]) -> str:
     if any(r["n_functions"] < SMALL_N for r in results):
         lines.append(SMALL_N_LEGEND)
     return "\n".join(lines)
-

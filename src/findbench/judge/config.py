@@ -1,0 +1,175 @@
+"""The settings of the judge commands, each written once: a field's default, its help (the flag
+``findbench`` makes of it) and its check (``__post_init__``, one line naming the field).
+
+:class:`JudgeCardConfig` is what :func:`findbench.judge.card.judge_card` takes; FIND's Table A3
+(true vs wrong descriptions, untuned vs tuned) is the card with ``rungs=["true", "other"]`` and a
+``baseline``. :class:`JudgeReportConfig` keeps ``findbench judge-report``'s flags for one release
+(:func:`findbench.judge.report.judge_report` runs the card); :class:`JudgeDataConfig` is
+``findbench judge-data``'s (:func:`findbench.judge.data.build_evaluator_data`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import MISSING, dataclass
+from typing import Any, ClassVar
+
+from findbench import _checks
+from findbench._config import Csv, arg, flag
+from findbench.constants import JUDGE_CATEGORIES, UsageError
+from findbench.judge.probes import PROBE_RUNGS
+from findbench.judge.scoring import JUDGE_MODES
+
+#: ``tests=``: which unit tests judge the descriptions: the rows' ``unit_tests`` (FIND's), their
+#: ``unit_tests_near`` or both.
+TESTS = ("find", "near", "both")
+#: The card's ladder of descriptions, from the right one to none (:data:`findbench.judge.card.RUNG_DEFINITIONS`).
+RUNGS = ("true", "partial", "near_miss", "other", "constant", "empty")
+#: Every rung a card can judge (``rungs=``): the ladder, then the gaming probes.
+ALL_RUNGS = (*RUNGS, *PROBE_RUNGS)
+_CATEGORIES = ",".join(JUDGE_CATEGORIES)
+_MODE = "the judge's scoring mode (default: the mode a trained judge folder records, else logprob)"
+
+
+def _functions_per_category(text: str) -> int | None:
+    """argparse ``type=`` for ``--functions-per-category``: an int >= 2, or ``all``."""
+    if text != "all" and (not text.isdigit() or int(text) < 2):
+        raise argparse.ArgumentTypeError(f"--functions-per-category must be an int >= 2 or 'all', got {text!r}")
+    return None if text == "all" else int(text)
+
+
+def _check_judge(name: str, judge: Any) -> None:
+    """A judge named by a string must name a model (from Python, an LM object is taken as it is)."""
+    if isinstance(judge, (str, os.PathLike)):
+        from findbench.models import check_spec
+
+        check_spec(judge, flag=flag(name))
+
+
+def _modes(name: str, value: Csv) -> list[str] | None:
+    modes = _checks.str_list(name, value, optional=True)
+    if modes is not None and not modes:
+        raise UsageError(f"{name} must name at least one mode")
+    for mode in modes or ():
+        _checks.one_of(name, mode, JUDGE_MODES)
+    return modes
+
+
+@dataclass
+class JudgeCardConfig:
+    """an instrument card for a judge: accuracy on held-out functions with true, partial, near-miss, other, constant and empty descriptions and gaming probes (examples_only, hedged, stuffed, padded, master_key), AUROC, each probe's inflation over the truth, cost"""  # noqa: E501
+
+    judge: Any = arg(MISSING, "judge: embedded-evaluator, embedded, a judge folder, a Hub id or server URL")
+    out: str | None = arg(MISSING, "card folder: README.md, judge_card.json, judge_card.png")
+    judge_mode: str | None = arg(None, _MODE, choices=JUDGE_MODES)
+    categories: Csv = arg(_CATEGORIES, "comma-separated categories")
+    functions_per_category: int | None = arg(8, "held-out functions per category, a seeded sample stratified by "
+                                                "subcategory, or 'all'", parse=_functions_per_category)
+    seed: int = arg(0, "seeds the sample and the description ladder")
+    data: str | None = arg(None, "dataset folder written by `findbench build` (default: regenerate the functions)")
+    evaluator_data: str | None = arg(None, "judge data folder whose recorded function split to use")
+    judge_cache: str | None = arg(None, "sqlite file caching the judge's answers (fixed models only): reruns are free")
+    tests: str = arg("find", "unit tests that judge the descriptions: find (the rows' unit_tests, FIND's), near (their "
+                             "unit_tests_near) or both", choices=list(TESTS))
+    rungs: Csv = arg(None, "comma-separated descriptions to judge, true among them (default: every rung and probe); "
+                           "true,other is FIND's Table A3 (true vs wrong)")
+    baseline: Any = arg(None, "a second judge (e.g. embedded, the untuned model) measured on the same "
+                                     "descriptions, reported as 'before' beside --judge")
+    baseline_mode: Csv = arg(None, "the baseline's mode(s), comma-separated, e.g. logprob,pmi (default: as for "
+                                   "--judge-mode)")
+    baseline_cache: str | None = arg(None, "sqlite file caching the baseline's answers")
+    batch_size: int = arg(8, "judge prompts per batch")
+    n_resamples: int | None = arg(None, "bootstrap resamples of every interval (default 10,000)")
+    function_seed: int = arg(0, "seed the functions are regenerated from (without --data)")
+    data_seed: int = arg(0, "seed of the judge-data split (without --evaluator-data)")
+    heldout_fraction: float = arg(0.2, "fraction of function groups the judge-data split holds out")
+
+    def __post_init__(self) -> None:
+        _check_judge("judge", self.judge)
+        if self.judge_mode is not None:
+            _checks.one_of("judge_mode", self.judge_mode, JUDGE_MODES)
+        self.categories = _checks.str_list("categories", self.categories)
+        if not self.categories:
+            raise UsageError("categories must name at least one category")
+        _checks.integer("functions_per_category", self.functions_per_category, 2, optional=True)  # `other` needs two
+        _checks.integer("seed", self.seed)
+        _checks.one_of("tests", self.tests, TESTS)
+        self.rungs = _checks.str_list("rungs", self.rungs, optional=True)
+        if self.rungs is not None:
+            for rung in self.rungs:
+                _checks.one_of("rungs", rung, ALL_RUNGS)
+            if "true" not in self.rungs:
+                raise UsageError(f"rungs must include 'true' (every other rung is compared with it), got {self.rungs}")
+        if self.baseline is not None:
+            _check_judge("baseline", self.baseline)
+        self.baseline_mode = _modes("baseline_mode", self.baseline_mode)
+        if self.baseline_mode is not None and self.baseline is None:
+            raise UsageError("baseline_mode needs a baseline (--baseline)")
+        _checks.positive_int("batch_size", self.batch_size)
+        _checks.positive_int("n_resamples", self.n_resamples, optional=True)
+        _checks.integer("function_seed", self.function_seed)
+        _checks.integer("data_seed", self.data_seed)
+        if not 0 < _checks.number("heldout_fraction", self.heldout_fraction) < 1:
+            raise UsageError(f"heldout_fraction must be in (0, 1), got {self.heldout_fraction}")
+
+
+@dataclass
+class JudgeReportConfig:
+    """deprecated (runs judge-card with --rungs true,other): judge accuracy on held-out functions, true vs wrong descriptions, before vs after (FIND Table A3)"""  # noqa: E501
+
+    judge: Any = arg(MISSING, "judge folder, 'embedded-evaluator', a Hub id or server URL")
+    baseline: Any = arg(None, "second judge reported as 'before' (e.g. embedded)")
+    out: str | None = arg("evaluator-report", "report folder: CSV, JSON, PNG")
+    limit: int | None = arg(15, "held-out functions per category")
+    categories: Csv = arg(_CATEGORIES, "comma-separated categories")
+    source: str = arg("procedural", "functions to judge", choices=["procedural", "find-v1"])
+    data: str | None = arg(None, "procedural: dataset folder written by `findbench build` (default: regenerate the functions)")
+    data_dir: str | None = arg(None, "find-v1: folder of the original release (src/find-dataset layout)")
+    evaluator_data: str | None = arg(None, "judge data folder whose recorded function split to use")
+    judge_cache: str | None = arg(None, "sqlite file caching the judge's answers (fixed models only)")
+    baseline_cache: str | None = arg(None, "sqlite file caching the baseline's answers (reruns score only --judge)")
+    mode: str | None = arg(None, _MODE, choices=JUDGE_MODES)
+    baseline_mode: Csv = arg(None, "the baseline's mode(s), comma-separated, e.g. logprob,pmi (default: as for --mode)")
+    seed: int = arg(0, "seed of the sample and the wrong descriptions")
+    batch_size: int = arg(8, "judge prompts per batch")
+    function_seed: int = arg(0, "procedural: seed the functions are regenerated from (without --data)")
+    data_seed: int = arg(0, "procedural: seed of the judge-data split (without --evaluator-data)")
+    heldout_fraction: float = arg(0.2, "procedural: fraction of function groups the judge-data split holds out")
+
+    def __post_init__(self) -> None:
+        _check_judge("judge", self.judge)
+        if self.baseline is not None:
+            _check_judge("baseline", self.baseline)
+        _checks.one_of("source", self.source, ("procedural", "find-v1"))
+        _checks.integer("limit", self.limit, 2, optional=True)  # wrong descriptions need two functions
+        self.categories = _checks.str_list("categories", self.categories)
+        if self.source == "procedural" and self.data_dir is not None:
+            raise UsageError("data_dir names a find-v1 release folder; with source='procedural' give the built folder as data")
+        if self.source == "find-v1" and self.data is not None:
+            raise UsageError("data names a `findbench build` folder; with source='find-v1' give the release folder as data_dir")
+        if self.mode is not None:
+            _checks.one_of("mode", self.mode, JUDGE_MODES)
+        self.baseline_mode = _modes("baseline_mode", self.baseline_mode)
+        _checks.integer("seed", self.seed)
+
+
+@dataclass
+class JudgeDataConfig:
+    """judge training data: simulated unit tests with ground-truth descriptions (FIND app. F1)"""
+
+    out: str = arg("evaluator-data", "dataset folder to write")
+    n: int = arg(30000, "training rows, uniform over strings/entities/relations")
+    n_heldout: int | None = arg(None, "validation rows from held-out functions (default n/10)")
+    seed: int = arg(0, "seed of the function split and the draws")
+    heldout_fraction: float = arg(0.2, "fraction of function groups held out")
+    data: str | None = arg(None, "take function rows from a `findbench build` folder (default: procedural, seed 0)")
+
+
+@dataclass
+class TrainJudgeConfig:
+    """fine-tune the judge with accelerate + peft (defaults: the embedded-evaluator recipe); `findbench train-judge --help` lists the training flags"""  # noqa: E501
+
+    #: Its flags are :class:`findbench.judge.train.TrainArgs`', read from the command line's rest
+    #: by :func:`findbench.judge.train.parse_train_args`.
+    REST: ClassVar[bool] = True
