@@ -182,6 +182,17 @@ def test_episode_record_round_trips_through_json(run, by_id):
     assert d["calls"][0]["errors"] == [None, "not a number"]
 
 
+def test_the_record_is_typed_per_sample_state(run, by_id):
+    """The store holds the record as an Episode; a log's store (JSON) reads back as the same Episode."""
+    from inspect_ai.util import Store
+
+    from findbench.interpret.agent import STORE_KEY, EpisodeState
+
+    ep = run(by_id["numeric/f00002"], Script(["PYTHON(function.py 15)", "[DESCRIPTION]: d\n[DOMAIN]: 10 to 20"]))
+    state = EpisodeState(store=Store({STORE_KEY: json.loads(json.dumps(ep.to_dict()))}))
+    assert isinstance(state.episode, Episode) and state.episode == ep and isinstance(state.episode.answer, Answer)
+
+
 class FakeLM(GenerationLM):
     """A findbench LM stand-in: records generate calls, answers from a script."""
 

@@ -31,7 +31,7 @@ from inspect_ai.model import (  # noqa: E402
 from inspect_ai.tool import ToolCall  # noqa: E402
 
 from findbench.interpret import prompts  # noqa: E402
-from findbench.interpret.agent import DROPPED_CALL, call_function_tool, transcript  # noqa: E402
+from findbench.interpret.agent import ANSWERED_CALL, DROPPED_CALL, call_function_tool, transcript  # noqa: E402
 from findbench.interpret.calls import FunctionRunner  # noqa: E402
 from findbench.interpret.episode import Episode  # noqa: E402
 from findbench.interpret.evaluate import evaluate_run  # noqa: E402
@@ -258,8 +258,18 @@ def test_token_budget_stops_a_model_that_never_answers(data_dir, tmp_path):
 
 
 def test_an_answer_ends_the_episode_before_its_tool_calls_run(data_dir, tmp_path):
-    _, _, episode = scripted_episode(data_dir, tmp_path, iter([tool_calls({"inputs": ["abc"]}, content="[DESCRIPTION]: adds a letter")]))
+    _, sample, episode = scripted_episode(data_dir, tmp_path, iter([tool_calls({"inputs": ["abc"]}, content="[DESCRIPTION]: adds a letter")]))
     assert episode.finished and episode.rounds == 1 and episode.calls == [] and episode.description == "adds a letter"
+    # react gives every call its result: here a refusal, neither a call, a malformed command nor a dropped one
+    assert [m.error.message for m in sample.messages if m.role == "tool"] == [ANSWERED_CALL]
+    assert (episode.malformed_commands, episode.dropped_commands) == (0, 0)
+
+
+def test_a_last_turn_without_a_call_gets_the_reply_and_the_round_limit_stops(data_dir, tmp_path):
+    _, sample, episode = scripted_episode(data_dir, tmp_path, iter([tool_calls({"inputs": ["abc"]}), text("hmm")]), rounds=2)
+    assert (episode.stop_reason, episode.rounds, episode.unrecognized_turns, len(episode.calls)) == ("round_limit", 2, 1, 1)
+    assert [m.role for m in sample.messages] == ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert sample.messages[-1].text == TOOL_UNRECOGNIZED_REPLY
 
 
 def test_the_tool_on_its_own(by_id):
