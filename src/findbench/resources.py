@@ -3,9 +3,11 @@ checkout and in an installed wheel: through :mod:`importlib.resources`, never ``
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 #: The evaluate modules shipped with findbench (``findbench/metrics/<name>/<name>.py``).
 METRICS = ("autointerp", "explanation_f1", "find_domain", "find_exact_match", "find_nmse", "find_unit_test", "iia")
@@ -39,6 +41,20 @@ def card_template(name: str) -> str:
     if not path.is_file():
         raise FileNotFoundError(f"card template {name!r} is not in findbench/cards")
     return path.read_text(encoding="utf-8")
+
+
+@functools.lru_cache(maxsize=1)
+def _pages():
+    import jinja2  # imported on first use: parsing the command line stays fast
+
+    return jinja2.Environment(loader=jinja2.PackageLoader("findbench", "templates"), autoescape=True, trim_blocks=True,
+                              lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+
+
+def render_page(template: str, **context: Any) -> str:
+    """An HTML page from ``findbench/templates/<template>``, which extends ``page.html.j2`` (the one page
+    shell, with the stylesheet ``page.css`` inline); Jinja2's autoescape escapes every value."""
+    return _pages().get_template(template).render(**context)
 
 
 def data_path(*parts: str) -> Path:

@@ -16,6 +16,7 @@ import math
 import os
 import subprocess
 from html.parser import HTMLParser
+from importlib.resources import files
 from pathlib import Path
 
 import numpy as np
@@ -96,12 +97,14 @@ class Page(HTMLParser):
         self.details: list[str] = []  # the id of each <details>
         self.roles: list[str] = []
         self.text: list[str] = []
+        self.attr_names: set[str] = set()
         self._cell: list[str] | None = None
         self._row: list[str] | None = None
         self._role = False
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
+        self.attr_names.update(attrs)
         self.tags[tag] = self.tags.get(tag, 0) + 1
         if tag not in ("img", "meta", "br"):
             self.stack.append(tag)
@@ -173,6 +176,10 @@ def test_report_files_and_html_structure(oracle_run):
 
     page = _parse(report)
     assert page.tags["html"] == page.tags["body"] == 1 and page.tags["table"] >= 1
+    # the one page shell and stylesheet of findbench's reports (the AutoInterp dashboard's too), inline
+    css = files("findbench").joinpath("templates", "page.css").read_text(encoding="utf-8")
+    source = report.read_text(encoding="utf-8")
+    assert source.split("<style>", 1)[1].split("</style>", 1)[0].strip() == css.strip() and page.tags["style"] == 1
     # every image is a relative path to a file beside the page
     assert page.images and all(not src.startswith(("/", "file:", "http")) for src in page.images)
     assert all((scores / src).is_file() for src in page.images)
@@ -209,7 +216,8 @@ def test_model_text_is_escaped(tmp_path, data_dir, rows):
     run = tmp_path / "find-results"
     folder = run / "numeric" / "f00000"
     folder.mkdir(parents=True)
-    (folder / "description.txt").write_text("<script>document.title='pwned'</script> & <b>bold</b>")
+    hostile = "<script>document.title='pwned'</script> & <b>bold</b> \" onmouseover=\"alert(1)"
+    (folder / "description.txt").write_text(hostile)
     (folder / "code.py").write_text(WRONG_NUMERIC)
     evaluate_run(run, data=data_dir, out=tmp_path / "scores", progress=False)
     report = write_report(run, tmp_path / "scores", data=data_dir, out=tmp_path / "report")
@@ -219,6 +227,8 @@ def test_model_text_is_escaped(tmp_path, data_dir, rows):
     assert "&lt;script&gt;document.title=" in source
     page = _parse(report)
     assert page.tags.get("script") is None
+    assert not any(name.startswith("on") for name in page.attr_names) and page.tags.get("b") is None
+    assert "".join(page.text).count(hostile) == 3  # figure caption, judged table, the answer's description part
     assert page.details == ["t-numeric_f00000-aia"]
     assert "no episode.json" in "".join(page.text)
     assert (tmp_path / "report" / "numeric-aia-f00000.png").is_file()

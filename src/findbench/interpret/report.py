@@ -1,14 +1,14 @@
 """An HTML report with figures for a scored run (``findbench report``, ``findbench evaluate --report``).
 
 :func:`write_report` writes ``report.html`` (Table 2, the process summary, the figures and each
-episode's transcript, all run text HTML-escaped), ``scores-<category>.png`` (the run beside
+episode's transcript; the template ``templates/find_report.html.j2`` in the one page shell,
+run text escaped by Jinja2's autoescape), ``scores-<category>.png`` (the run beside
 FIND's Table 2) and ``numeric-<method>-fNNNNN.png`` per numeric episode (FIND Figure 3 style:
 ground truth, the interpretation's code, the agent's calls, the corrupted interval; both
 programs run again in :mod:`findbench.sandbox`)."""
 
 from __future__ import annotations
 
-import html
 import json
 import logging
 import math
@@ -18,7 +18,6 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from string import Template
 from typing import Any
 
 from findbench._io import atomic_write_text, read_csv_rows, read_json_object
@@ -39,6 +38,7 @@ from findbench.interpret.scoreboard import (
     variant_rows,
 )
 from findbench.interpret.scores import SCORES_FILE, Estimate, Scores
+from findbench.resources import render_page
 from findbench.schema import CATEGORIES
 from findbench.stats import INTERVAL_NOTE, SMALL_N_LEGEND, SMALL_N_MARK, is_small
 
@@ -50,7 +50,6 @@ NUMERIC_POINTS = 401
 #: The domain a numeric row without usable ``domain_low`` / ``domain_high`` is drawn on (FIND's).
 DEFAULT_DOMAIN = (-128.0, 128.0)
 _SCORE_COLUMNS = ("nmse", "exact_match", "unit_test_accuracy", "domain_iou", "calls", "distinct_inputs", "probed_corruption")
-_esc = html.escape
 
 
 @dataclass
@@ -259,30 +258,6 @@ def _error_bars(cells: Sequence[Estimate | None]) -> list[list[float]] | None:
     return [[max(0.0, s[k]) if s is not None else 0.0 for s in spans] for k in (0, 1)]
 
 
-def _table(cls: str, head: Sequence[str], rows: Sequence[str]) -> str:
-    """A table: ``head`` as text, ``rows`` as finished ``<tr>`` HTML (see :func:`_tr`)."""
-    return (f'<table class="{cls}"><thead><tr>' + "".join(f"<th>{_esc(h)}</th>" for h in head) + "</tr></thead><tbody>\n"
-            + "\n".join(rows) + "\n</tbody></table>")
-
-
-def _tr(cells: Sequence[str], cls: str = "") -> str:
-    """A row of text cells (escaped here)."""
-    return (f'<tr class="{cls}">' if cls else "<tr>") + "".join(f"<td>{_esc(c)}</td>" for c in cells) + "</tr>"
-
-
-def _notes(notes: Sequence[str]) -> str:
-    return "<ul>" + "".join(f"<li>{_esc(n)}</li>" for n in notes) + "</ul>" if notes else ""
-
-
-def _process_html(process: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
-    """``process.json`` as the table ``table.md`` shows under Table 2; ``""`` without transcripts."""
-    rows = process_rows(process)
-    if not rows:
-        return ""
-    return ("<h3>How the interpreters experimented</h3>\n" + _table("table2 process", PROCESS_HEADERS, [_tr(r) for r in rows])
-            + _notes([n.replace("`", "") for n in PROCESS_NOTES]))
-
-
 def _score_line(scored: Mapping[str, str] | None) -> str:
     parts = []
     for metric in _SCORE_COLUMNS:
@@ -296,33 +271,25 @@ def _score_line(scored: Mapping[str, str] | None) -> str:
     return ", ".join(parts)
 
 
-def _judged_html(row: Mapping[str, Any], record: Mapping[str, Any], tests: Sequence[Mapping[str, str]]) -> str:
+def _judged(row: Mapping[str, Any], record: Mapping[str, Any], tests: Sequence[Mapping[str, str]]) -> dict[str, Any]:
     """The ground-truth description beside the interpreter's, then the judge's decision on each unit
     test: the options (✓ the correct one, ▶ the pick; a wrong pick highlighted) and the margin."""
-    truth = _esc(str(row.get("description") or ""))
-    parts = [_table("judged", ("ground-truth description", "interpreter's description"),
-                    [f"<tr><td>{truth}</td><td>{_esc(record['description']) or '<em>none</em>'}</td></tr>"])]
-    if tests:
-        parts.append(f"<h4>Unit tests: {sum(t['right'] == '1' for t in tests)}/{len(tests)} right (judge in {_esc(tests[0]['mode'])} "
-                     "mode; ✓ correct option, ▶ the judge's pick; margin: correct option's score minus the best wrong one's)</h4>")
-        rows = []
-        for t in tests:
-            correct, chosen = t["correct"], t["chosen"]
-            cells = []
-            for k in ("1", "2", "3"):
-                mark = ("✓ " if k == correct else "") + ("▶ " if k == chosen else "")
-                cls = (' class="pick-wrong"' if chosen != correct else ' class="pick-right"') if k == chosen else ""
-                cells.append(f"<td{cls}>{_esc(mark)}<code>{_esc(t[f'option_{k}'])}</code></td>")
-            if t["empty"] == "1":
-                note = "empty description: not judged"
-            elif not chosen:
-                note = "no answer: " + _short(t["answer"], 80)
-            else:
-                note = f"margin {float(t['margin']):+.3g}" if t["margin"] else ""
-            rows.append(f'<tr class="{"ut-right" if t["right"] == "1" else "ut-wrong"}"><td>{int(t["test"]) + 1}</td>{"".join(cells)}'
-                        f"<td>{_esc(note)}</td></tr>")
-        parts.append(_table("judged", ("#", "option 1", "option 2", "option 3", "judge"), rows))
-    return "\n".join(parts)
+    rows = []
+    for t in tests:
+        correct, chosen = t["correct"], t["chosen"]
+        options = [(("✓ " if k == correct else "") + ("▶ " if k == chosen else ""),
+                    ("pick-wrong" if chosen != correct else "pick-right") if k == chosen else "", t[f"option_{k}"])
+                   for k in ("1", "2", "3")]
+        if t["empty"] == "1":
+            note = "empty description: not judged"
+        elif not chosen:
+            note = "no answer: " + _short(t["answer"], 80)
+        else:
+            note = f"margin {float(t['margin']):+.3g}" if t["margin"] else ""
+        rows.append({"n": int(t["test"]) + 1, "cls": "ut-right" if t["right"] == "1" else "ut-wrong",
+                     "options": options, "note": note})
+    return {"truth": str(row.get("description") or ""), "description": record["description"], "tests": rows,
+            "right": sum(t["right"] == "1" for t in tests), "mode": tests[0]["mode"] if tests else ""}
 
 
 def _slug(text: str) -> str:
@@ -333,75 +300,25 @@ def _anchor(record: Mapping[str, Any]) -> str:
     return f"t-{_slug(record['function_id'])}-{_slug(record['method'])}"
 
 
-def _transcript_html(record: Mapping[str, Any], scored: Mapping[str, str] | None, judged: str) -> str:
+def _transcript(record: Mapping[str, Any], scored: Mapping[str, str] | None,
+                tests: Sequence[Mapping[str, str]]) -> dict[str, Any]:
+    """One episode's ``<details>``: its summary line, the judged descriptions, the messages (or, without
+    ``episode.json``, why not and the answer's parts) and the calls."""
     episode = record["episode"]
     bits = [f"{record['function_id']} ({record['method']})"]
-    if episode is not None:
-        bits += [f"{episode['rounds']} round(s)"] if episode.get("rounds") is not None else []
-        bits += [str(episode["stop_reason"])] if "stop_reason" in episode else []
-    score = _score_line(scored)
-    body = [judged]
+    messages, calls, why = [], [], None
     if episode is None:
         why = record["damage"] or "no episode.json in this folder (no transcript recorded)"
-        body.append(f'<p class="note">{_esc(why)}</p>')
-        body += [f'<div class="msg"><div class="role">{part}</div><pre>{_esc(record[part])}</pre></div>'
-                 for part in ("description", "domain", "code") if record.get(part)]
+        messages = [("msg", part, record[part]) for part in ("description", "domain", "code") if record.get(part)]
     else:
-        for m in episode.get("messages") or []:
-            text = m["content"] if isinstance(m["content"], str) else json.dumps(m["content"], ensure_ascii=False, indent=1)
-            body.append(f'<div class="msg role-{_slug(m["role"])}"><div class="role">{_esc(m["role"])}</div><pre>{_esc(text)}</pre></div>')
-        calls = [_tr([str(c.get("round", "")), str(c.get("command", "")),
-                      _short(_pairs(c) or str(c.get("error") or ""), 400)])
-                 for c in episode.get("calls") or []]
-        if calls:
-            body.append("<h4>Function calls</h4>" + _table("calls", ("round", "command", "input - output pairs"), calls))
-    return (f'<details id="{_anchor(record)}"><summary>{_esc(" · ".join(bits))}'
-            + (f' <span class="scores">{_esc(score)}</span>' if score else "") + "</summary>\n" + "\n".join(body) + "\n</details>")
-
-
-def _figure(src: str, alt: str, caption: str) -> str:
-    return f'<figure><img src="{_esc(src)}" alt="{_esc(alt)}" loading="lazy"><figcaption>{caption}</figcaption></figure>'
-
-
-def _section(sid: str, title: str, intro: str, figures: Sequence[str]) -> str:
-    return (f'<section id="{sid}"><h2>{title}</h2>\n<p class="meta">{_esc(intro)}</p>\n<div class="figures">\n'
-            + "\n".join(figures) + "\n</div></section>")
-
-
-_PAGE = Template("""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>FIND report: $interpreter</title>
-<style>
-body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 24px; color: #222; max-width: 1400px; }
-h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: 4px; margin-top: 1.6em; }
-.meta { color: #555; font-size: 0.9em; }
-table { border-collapse: collapse; font-size: 0.8em; margin: 6px 0; } td, th { border: 1px solid #ddd; padding: 2px 6px; vertical-align: top; }
-table.table2 { font-size: 0.85em; } table.table2 th, table.table2 td { border-color: #bbb; padding: 4px 8px; text-align: right; }
-table.table2 th { background: #f0f0f0; } table.table2 :is(td, th):first-child, table.process :is(td, th):nth-child(2) { text-align: left; }
-tr.this-run { background: #fff3e0; font-weight: 600; }
-.figures { display: flex; flex-wrap: wrap; gap: 16px; }
-figure { margin: 0; border: 1px solid #ddd; padding: 8px; background: #fff; flex: 0 1 580px; }
-figure img { max-width: 100%; height: auto; display: block; } figcaption { font-size: 0.8em; color: #444; margin-top: 4px; }
-details { border: 1px solid #ddd; border-radius: 4px; margin: 6px 0; padding: 4px 8px; }
-summary { cursor: pointer; font-weight: 600; } summary .scores { font-weight: normal; color: #555; }
-.msg { margin: 6px 0; border-left: 4px solid #ccc; padding: 2px 8px; }
-.msg .role { font-size: 0.75em; font-weight: 700; text-transform: uppercase; color: #555; }
-.msg pre { white-space: pre-wrap; word-break: break-word; margin: 2px 0; font-size: 0.82em; }
-.role-system { border-color: #9e9e9e; } .role-user { border-color: #1f77b4; } .role-assistant { border-color: #ff7f0e; }
-.note { color: #8a4b00; font-size: 0.85em; }
-tr.ut-wrong { background: #fdecea; } td.pick-wrong { background: #f8b4ae; font-weight: 600; } td.pick-right { background: #d4edda; }
-</style></head><body>
-<h1>FIND report: $interpreter</h1>
-<p class="meta">$meta</p>
-<section id="table2">
-<h2>FIND Table 2</h2>
-<p>$caption</p>
-$table2
-</section>
-$sections
-</body></html>
-""")
+        bits += [f"{episode['rounds']} round(s)"] if episode.get("rounds") is not None else []
+        bits += [str(episode["stop_reason"])] if "stop_reason" in episode else []
+        messages = [(f"msg role-{_slug(m['role'])}", m["role"], m["content"] if isinstance(m["content"], str) else
+                     json.dumps(m["content"], ensure_ascii=False, indent=1)) for m in episode.get("messages") or []]
+        calls = [("", [str(c.get("round", "")), str(c.get("command", "")),
+                       _short(_pairs(c) or str(c.get("error") or ""), 400)]) for c in episode.get("calls") or []]
+    return {"anchor": _anchor(record), "summary": " · ".join(bits), "score": _score_line(scored), "why": why,
+            "messages": messages, "calls": calls, **_judged(record["row"], record, tests)}
 
 
 def _read_csv(path: Path) -> dict[tuple[str, str], list[dict[str, str]]]:
@@ -438,40 +355,28 @@ def write_report(run_dir: str | os.PathLike, scores_dir: str | os.PathLike | Non
         return rec["function_id"], rec["method"]
 
     out_path.mkdir(parents=True, exist_ok=True)
-    sections = []
-    bars = [c for c in CATEGORIES if c in scores.categories()]
-    if bars:
-        figures = [_figure(plot_category(c, scores, out_path / f"scores-{c}.png", interpreter=interpreter).name, f"{c} success rates",
-                           _esc(c)) for c in bars]
-        sections.append(_section("success-rates", "Success rates by category", f"The run beside the rows of {PAPER_SOURCE}. Error "
-                                 f"bars on the run's bars: {INTERVAL_NOTE} {SMALL_N_LEGEND}", figures))
+    bars = [{"src": plot_category(c, scores, out_path / f"scores-{c}.png", interpreter=interpreter).name,
+             "alt": f"{c} success rates", "category": c} for c in CATEGORIES if c in scores.categories()]
 
     numeric = [rec for rec in records if rec["category"] == "numeric"]
+    figures = []
     if numeric:
         logger.info("report: sampling %d numeric function(s) and their interpretations in the sandbox", len(numeric))
         curves = numeric_curves([rec["row"] for rec in numeric], [rec["code"] for rec in numeric], seed=seed)
-        figures = []
         for rec, curve in zip(numeric, curves):
             row, score = rec["row"], _score_line(per_function.get(key(rec)))
             title = f"{rec['function_id']} ({rec['method']})" + (f"\n{score}" if score else "")
             name = f"numeric-{_slug(rec['method'])}-{rec['function_id'].split('/', 1)[1]}.png"
             plot_numeric(row, curve, (rec["episode"] or {}).get("calls"), out_path / name, title=title)
-            figures.append(_figure(name, f"{rec['function_id']} ({rec['method']})",
-                                   f"<strong>{_esc(rec['function_id'])}</strong> ({_esc(rec['method'])}) — ground truth: "
-                                   f"{_esc(_short(str(row.get('description') or ''), 300))}<br>interpretation: "
-                                   f"{_esc(_short(rec['description'], 300)) or '<em>none</em>'} "
-                                   f'<a href="#{_anchor(rec)}">transcript</a>'))
-        sections.append(_section("numeric", "Numeric functions", "Ground truth (solid), the interpretation's code (dashed), the "
-                                 "inputs the agent called (dots) and the ground truth's corrupted interval (shaded).", figures))
+            figures.append({"src": name, "alt": f"{rec['function_id']} ({rec['method']})",
+                            "function_id": rec["function_id"], "method": rec["method"],
+                            "truth": _short(str(row.get("description") or ""), 300),
+                            "description": _short(rec["description"], 300), "anchor": _anchor(rec)})
 
-    transcripts, group = ['<section id="transcripts"><h2>Transcripts</h2>'], None
+    transcripts: dict[str, list[dict[str, Any]]] = {}
     for rec in records:
-        if (rec["category"], rec["method"]) != group:
-            group = (rec["category"], rec["method"])
-            transcripts.append(f"<h3>{_esc(rec['category'])} / {_esc(rec['method'])}</h3>")
-        judged = _judged_html(rec["row"], rec, unit_tests.get(key(rec), []))
-        transcripts.append(_transcript_html(rec, per_function.get(key(rec)), judged))
-    sections.append("\n".join(transcripts) + "\n</section>")
+        episodes = transcripts.setdefault(f"{rec['category']} / {rec['method']}", [])
+        episodes.append(_transcript(rec, per_function.get(key(rec)), unit_tests.get(key(rec), [])))
 
     counts: dict[str, Counter] = {}
     for r in per_function.values():
@@ -482,15 +387,17 @@ def write_report(run_dir: str | os.PathLike, scores_dir: str | os.PathLike | Non
     variants = variant_rows(interpreter, scores)
     notes += [VARIANTS_NOTE] if variants else []
     notes += [n for n in [degenerate_note(scores)] if n]
-    table2 = (_table("table2", TABLE2_HEADERS, [_tr(r) for r in paper] + [_tr([f"{run[0]} (this run)", *run[1:]], "this-run")]
-                     + [_tr(r, "variant") for r in variants])
-              + _notes(table2_notes(scores, counts or None, notes)) + _process_html(process))
-    table_md = os.path.relpath(scores_path / "table.md", out_path)
-    meta = (f"Run <code>{_esc(str(run_path))}</code>, scores <code>{_esc(str(scores_path))}</code> "
-            f'(<a href="{_esc(table_md)}">table.md</a>), {_esc(source)}; {len(records)} episode(s).')
-    if not verified:
-        meta += " <strong>Scores unverified:</strong> no data checked the rows this run folder carries."
-    page = _PAGE.substitute(interpreter=_esc(interpreter), meta=meta, caption=_esc(TABLE2_CAPTION), table2=table2,
-                            sections="\n".join(sections))
+    rows = [("", r) for r in paper] + [("this-run", [f"{run[0]} (this run)", *run[1:]])]
+    rows += [("variant", r) for r in variants]
+    process_table = process_rows(process)
+    page = render_page(
+        "find_report.html.j2", title=f"FIND report: {interpreter}", interpreter=interpreter, caption=TABLE2_CAPTION,
+        table2={"head": TABLE2_HEADERS, "rows": rows, "notes": table2_notes(scores, counts or None, notes)},
+        process={"head": PROCESS_HEADERS, "rows": [("", r) for r in process_table],
+                 "notes": [n.replace("`", "") for n in PROCESS_NOTES]} if process_table else None,
+        run_path=str(run_path), scores_path=str(scores_path), source=source, verified=verified, n_episodes=len(records),
+        table_md=os.path.relpath(scores_path / "table.md", out_path), bars=bars, numeric=figures,
+        bars_intro=f"The run beside the rows of {PAPER_SOURCE}. Error bars on the run's bars: {INTERVAL_NOTE} "
+                   f"{SMALL_N_LEGEND}", transcripts=list(transcripts.items()))
     atomic_write_text(out_path / REPORT_FILE, page)
     return out_path / REPORT_FILE
