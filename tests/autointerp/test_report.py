@@ -9,10 +9,12 @@ latents' rules are known, and the scripted LM of test_run.py (explains every lat
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
 from html.parser import HTMLParser
+from importlib.resources import files
 from pathlib import Path
 
 import numpy as np
@@ -59,11 +61,15 @@ class Page(HTMLParser):
         self.index_rows = 0
         self.scripts = 0
         self.text: list[str] = []
+        self.attr_names: set[str] = set()
+        self.tags: set[str] = set()
         self._stack: list[tuple[str, dict]] = []
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
         self._stack.append((tag, a))
+        self.attr_names.update(a)
+        self.tags.add(tag)
         if tag == "section" and "latent" in a.get("class", "").split():
             self.sections.append(a.get("id", ""))
         if tag == "a" and a.get("href", "").startswith("#latent-"):
@@ -179,6 +185,9 @@ def test_report_shows_window_text_shading_planted_rules_and_a_sortable_index(run
     assert page.sortable_heads[:3] == ["latent", "explanation", "planted rule"] and "firing rate" in page.sortable_heads
     assert all(s in page.sortable_heads for s in SCORERS)
     assert page.scripts == 1 and "addEventListener(\"click\"" in text and "http://" not in text and "https://" not in text
+    # the one page shell and stylesheet of findbench's reports (the FIND report's too), inline
+    css = files("findbench").joinpath("templates", "page.css").read_text(encoding="utf-8")
+    assert text.count("<style>") == 1 and text.split("<style>", 1)[1].split("</style>", 1)[0].strip() == css.strip()
     body = "".join(page.text)
     for rec in explained:
         assert rec["planted"]["explanation"] in body and rec["planted"]["rule"] in body
@@ -209,21 +218,27 @@ def test_report_shows_window_text_shading_planted_rules_and_a_sortable_index(run
     assert body.count("positive activations over the corpus") == len(latents)
 
 
+#: Run text that would be markup or break out of an attribute if it were not escaped.
+EVIL = ("<script>alert(1)</script>", '" onmouseover="alert(2)', "<img src=x onerror=alert(3)>", "' onfocus='alert(4)")
+
+
 def test_report_escapes_run_text(run_data):
+    """Jinja2's autoescape: hostile text in every run-text field shows as that text, never as markup."""
     results, latents = run_data
-    evil = "<script>alert('x')</script> & <b>"
+    results = dataclasses.replace(results, eval_config={**results.eval_config, "sae": EVIL[1]})
     rec = json.loads(json.dumps(next(r for r in latents if not r["skipped"])))
-    rec["explanation"] = evil
-    rec["windows"][0]["tokens"][0] = "<img src=x onerror=alert(1)>"
-    text = render_report(results, [rec])
-    assert "<script>alert" not in text and "<img src=x" not in text and "<b>" not in text.split("<body>", 1)[1].split("<h2>")[0]
-    assert html_escaped(evil) in text and "&lt;img src=x onerror=alert(1)&gt;" in text
-
-
-def html_escaped(text: str) -> str:
-    import html
-
-    return html.escape(text)
+    rec["explanation"], rec["explainer_answer"] = EVIL[0] + EVIL[1], EVIL[3]
+    rec["planted"]["rule"] = EVIL[1]
+    rec["windows"][0]["tokens"][0] = EVIL[2]
+    skipped = dict(rec, latent=rec["latent"] + 1, skipped=EVIL[0])
+    text = render_report(results, [rec, skipped])
+    page = _parse(text)
+    assert page.scripts == 1 and text.count("<script") == 1  # the page's own sorting script only
+    assert not any(name.startswith("on") for name in page.attr_names) and "img" not in page.tags
+    body = "".join(page.text)
+    for evil in EVIL:
+        assert evil in body, evil
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;&#34; onmouseover=&#34;alert(2)" in text
 
 
 def test_load_run_names_bad_input(tmp_path, run_dir):
