@@ -249,6 +249,15 @@ def test_an_answer_within_the_budget_finishes_one_past_it_is_lost(run, by_id):
     assert [m["role"] for m in ep.messages] == ["system", "user"]
 
 
+def test_a_sample_limit_stops_the_episode_with_its_transcript(run, by_id):
+    """A limit of the sample (here Inspect's message limit: 6 messages) ends the episode too; the
+    record keeps the transcript so far and names the limit."""
+    ep = run(by_id["numeric/f00000"], ["PYTHON(function.py 1)"], eval_args={"message_limit": 6})
+    assert (ep.stop_reason, ep.finished, ep.rounds) == ("message_limit", False, 2)
+    assert [m["role"] for m in ep.messages] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert [c["round"] for c in ep.calls] == [1, 2]
+
+
 def test_reference_turns_count_an_estimate_and_spend_no_budget(run, by_id):
     text = "I wonder what this function does, really."  # 41 characters, no command: ceil(41 / 4) = 11 tokens a turn
     assert len(text) == 41 and estimate_tokens(text) == 11 and estimate_tokens("") == 0

@@ -18,7 +18,8 @@ budget stops the episode (``stop_reason`` ``"token_limit"``) and is not kept (it
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from inspect_ai.agent import AgentState, react
@@ -35,7 +36,7 @@ from inspect_ai.model import (
 )
 from inspect_ai.solver import Generate, TaskState
 from inspect_ai.tool import ToolDef, ToolError
-from inspect_ai.util import StoreModel, apply_limits, token_limit
+from inspect_ai.util import LimitExceededError, StoreModel, apply_limits, token_limit
 
 from findbench.interpret.calls import FunctionRunner
 from findbench.interpret.episode import Episode, open_episode, read_turn, run_command
@@ -113,11 +114,22 @@ async def _start(state: TaskState, *, protocol: str, rounds: int, seed: int,
     return runner, episode
 
 
-def _budget_stop(episode: Episode, scope: Any) -> None:
-    """Record a stop by the episode's token budget (the scope's limit error, if any)."""
+@contextlib.contextmanager
+def _episode_limits(episode: Episode, messages: Callable[[], list[ChatMessage]]) -> Iterator[None]:
+    """The loop's scope: the episode's token budget (``stop_reason`` ``token_limit`` when a turn passes
+    it); however the loop stops, the record gets the transcript of ``messages()`` (a limit of the sample,
+    which goes on, also gives ``stop_reason`` ``<type>_limit``)."""
+    try:
+        with apply_limits([token_limit(episode.max_episode_tokens, type="output")], catch_errors=True) as scope:
+            yield
+    except LimitExceededError as exc:
+        episode.stop_reason = f"{exc.type}_limit"
+        raise
+    finally:
+        episode.messages = transcript(messages())
     if scope.limit_error is not None:
         episode.stop_reason = "token_limit"
-        episode.generated_tokens = max(episode.generated_tokens or 0, int(scope.limit_error.value))
+        episode.generated_tokens = max(episode.generated_tokens or 0, int(scope.limit_error.value or 0))
 
 
 async def text_episode(state: TaskState, generate: Generate, *, rounds: int, max_tokens: int | None, seed: int,
@@ -128,7 +140,7 @@ async def text_episode(state: TaskState, generate: Generate, *, rounds: int, max
     from findbench.lm.openai_lm import structured_outputs_field
 
     runner, episode = await _start(state, protocol="text", rounds=rounds, seed=seed, episode_tokens=episode_tokens)
-    with apply_limits([token_limit(episode_tokens, type="output")], catch_errors=True) as scope:
+    with _episode_limits(episode, lambda: state.messages):
         for turn in range(1, episode.max_rounds + 1):
             if reference is not None:
                 state.output = _reference_output(reference, turn)
@@ -154,8 +166,6 @@ async def text_episode(state: TaskState, generate: Generate, *, rounds: int, max
             episode.truncated_messages += commands.truncated
             episode.dropped_commands += commands.dropped
             state.messages.append(ChatMessageUser(content="\n".join(lines + ([commands.note] if commands.note else []))))
-    _budget_stop(episode, scope)
-    episode.messages = transcript(state.messages)
     return episode
 
 
@@ -209,9 +219,9 @@ def call_function_tool(runner: FunctionRunner, episode: Episode, turn: _Turn | N
 def _settle_calls(messages: list[ChatMessage], turn: _Turn, episode: Episode) -> None:
     """Put the turn's calls in ``episode.calls`` in call order: a call Inspect refused before the tool
     ran (a schema error) is recorded as malformed; one past the cap is counted in ``dropped_commands``."""
-    assistant = next(m for m in reversed(messages) if isinstance(m, ChatMessageAssistant))
-    by_id = {call.id: call for call in assistant.tool_calls or []}
-    results = [m for m in messages[messages.index(assistant) + 1:] if isinstance(m, ChatMessageTool)]
+    last = max(i for i, m in enumerate(messages) if isinstance(m, ChatMessageAssistant))
+    by_id = {call.id: call for call in messages[last].tool_calls or []}
+    results = [m for m in messages[last + 1:] if isinstance(m, ChatMessageTool)]
     start = len(episode.calls) - sum(o is not None for o in turn.outcomes)
     del episode.calls[start:]
     outcomes = iter(turn.outcomes)
@@ -227,6 +237,7 @@ def _settle_calls(messages: list[ChatMessage], turn: _Turn, episode: Episode) ->
         episode.calls.append({"round": episode.rounds, "inputs": [], "outputs": [], "errors": [], "error": m.error.message,
                               "command": tool_call_text(call.arguments if call else None, call.function if call else TOOL_NAME)})
         episode.malformed_commands += 1
+    episode.calls.extend(record for record in outcomes if record is not None)  # ran, with no result to show
 
 
 async def tools_episode(state: TaskState, *, rounds: int, max_tokens: int | None, seed: int, episode_tokens: int | None,
@@ -268,9 +279,9 @@ async def tools_episode(state: TaskState, *, rounds: int, max_tokens: int | None
 
     agent = AgentState(messages=state.messages)
     loop = react(prompt=None, tools=[tool], model=model, submit=False, on_continue=on_continue)
-    with apply_limits([token_limit(episode_tokens, type="output")], catch_errors=True) as scope:
-        agent = await loop(agent)
-    _budget_stop(episode, scope)
-    state.messages = agent.messages
-    episode.messages = transcript(state.messages)
+    try:
+        with _episode_limits(episode, lambda: agent.messages):
+            agent = await loop(agent)
+    finally:
+        state.messages = agent.messages
     return episode
