@@ -35,8 +35,10 @@ def wheel(tmp_path_factory) -> Path:
 
 def test_wheel_carries_cards_data_and_metric_modules(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    for card in ("find.md", "evaluator_data_card.md", "evaluator_model_card.md"):
+    for card in ("find.md", "evaluator_data_card.md", "evaluator_model_card.md", "sae_model_card.md"):
         assert f"findbench/cards/{card}" in names
+    for page in ("page.html.j2", "page.css", "find_report.html.j2", "autointerp_report.html.j2"):  # the HTML reports
+        assert f"findbench/templates/{page}" in names
     for data in ("findbench/data/entities.json", "findbench/data/neurons/corpus.txt", "findbench/data/relations/countries.json",
                  "findbench/data/relations/geonames_cities.json", "findbench/data/relations/recognizers.json"):
         assert data in names
