@@ -6,6 +6,7 @@ library function they call and looking at the arguments it received."""
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import pytest
 
@@ -24,7 +25,7 @@ def _subcommands(parser) -> dict:
 
 
 def test_table_lists_every_command_once_in_workflow_order():
-    names = [name for name, _ in cli.COMMANDS]
+    names = [name for name, *_ in cli.COMMANDS]
     assert tuple(names) == WORKFLOW
     choices = _subcommands(cli.make_parser())
     assert list(choices) == [n for name in names for n in (name, *cli.ALIASES.get(name, ()))]
@@ -52,20 +53,21 @@ def test_train_judge_help_lists_the_training_flags(command, capsys):
         assert flag in out
 
 
-def test_csv_type():
-    assert cli._csv("a, b,,c ") == ["a", "b", "c"]
-    assert cli._csv("") == []
-    assert cli._csv("numeric") == ["numeric"]
-    # string defaults go through the type too
-    args = cli.parse_args(["export-functions", "--out", "x"])
-    assert args.configs == ["numeric", "strings"]
-    assert cli.parse_args(["build", "--configs", "strings,numeric"]).configs == ["strings", "numeric"]
-    assert cli.parse_args(["build"]).configs is None
+def test_comma_separated_flags():
+    # a config splits its comma-separated settings (stripped, empty items dropped), the default included
+    from findbench._config import from_namespace
+    from findbench.builders.config import BuildConfig
+    from findbench.find.config import ExportFunctionsConfig
+
+    assert from_namespace(ExportFunctionsConfig, cli.parse_args(["export-functions", "--out", "x"])).configs == ["numeric", "strings"]
+    assert from_namespace(BuildConfig, cli.parse_args(["build", "--configs", "strings, numeric"])).configs == ["strings", "numeric"]
+    assert BuildConfig().configs is None
+    assert BuildConfig(configs="strings,, numeric ").configs == ["strings", "numeric"]
 
 
 def test_renamed_flags_parse():
     args = cli.parse_args(["build-neuron-tests", "--span-judge", "regex:foo", "--tasks", "a,b"])
-    assert args.span_judge == "regex:foo" and args.tasks == ["a", "b"]
+    assert args.span_judge == "regex:foo" and args.tasks == "a,b"
     assert cli.parse_args(["main", "--dataset-out", "d", "--out", "o"]).dataset_out == "d"
     args = cli.parse_args(["evaluator-report", "--judge", "embedded", "--data", "built", "--evaluator-data", "ed"])
     assert (args.data, args.data_dir, args.evaluator_data) == ("built", None, "ed")
@@ -92,8 +94,8 @@ def test_main_passes_the_dataset_folder(monkeypatch, tmp_path):
 
     seen = {}
 
-    def fake_run_main(**kw):
-        seen.update(kw)
+    def fake_run_main(cfg):
+        seen.update(asdict(cfg))
         (tmp_path / "o").mkdir()
         (tmp_path / "o" / "summary.md").write_text("# done\n")
         return {"reports": {}}
@@ -101,7 +103,7 @@ def test_main_passes_the_dataset_folder(monkeypatch, tmp_path):
     monkeypatch.setattr(pipeline, "run_main", fake_run_main)
     assert cli.main(["main", "--dataset-out", str(tmp_path / "d"), "--out", str(tmp_path / "o"),
                      "--interpreters", "oracle,random", "--rounds", "5", "--judge", "embedded", "--judge-mode", "pmi"]) == 0
-    assert seen == {"data": str(tmp_path / "d"), "out": str(tmp_path / "o"), "seed": 0, "interpreters": ["oracle", "random"],
+    assert seen == {"dataset_out": str(tmp_path / "d"), "out": str(tmp_path / "o"), "seed": 0, "interpreters": ["oracle", "random"],
                     "functions_per_category": 3, "lm_functions": 1, "rounds": 5, "max_tokens": 128, "judge": "embedded",
                     "judge_mode": "pmi", "max_connections": 2}
     # the old flags are gone: the main job never trains the judge
@@ -110,31 +112,34 @@ def test_main_passes_the_dataset_folder(monkeypatch, tmp_path):
 
 
 def _fake_report(seen: dict):
-    def evaluator_report(judge, **kw):
-        seen.update(judge=judge, **kw)
+    def judge_report(cfg, **kw):
+        seen.update(asdict(cfg))
         return {"results": [{"label": "judge", "descriptions": "true", "category": "strings", "n_functions": 2,
                              "unit_test_accuracy": 1.0}]}
 
-    return evaluator_report
+    return judge_report
 
 
 def test_evaluator_report_arguments(monkeypatch, capsys):
     import findbench.judge.report as report
 
     seen: dict = {}
-    monkeypatch.setattr(report, "evaluator_report", _fake_report(seen))
+    monkeypatch.setattr(report, "judge_report", _fake_report(seen))
     assert cli.main(["evaluator-report", "--judge", "embedded", "--baseline", "embedded", "--baseline-mode", "logprob, pmi",
                      "--categories", "strings,neurons_entities", "--data", "built", "--limit", "4", "--out", "r"]) == 0
     assert seen["judge"] == "embedded" and seen["baseline"] == "embedded"
     assert seen["baseline_mode"] == ["logprob", "pmi"] and seen["categories"] == ["strings", "neurons_entities"]
     assert (seen["source"], seen["data"], seen["data_dir"], seen["limit"], seen["out"]) == ("procedural", "built", None, 4, "r")
-    assert "| strings | 2 |" in capsys.readouterr().out
+    out = capsys.readouterr()
+    assert "| strings | 2 |" in out.out
+    # deprecated: it says so on stderr, and what replaced it
+    assert out.err.startswith("findbench judge-report: judge-report is deprecated") and "judge-card --rungs true,other" in out.err
 
     seen.clear()
     assert cli.main(["judge-report", "--judge", "embedded", "--source", "find-v1", "--data-dir", "release"]) == 0
     assert (seen["source"], seen["data"], seen["data_dir"], seen["baseline_mode"]) == ("find-v1", None, "release", None)
 
-    # each folder flag with its own source only (judge.report.evaluator_report says so, before any work)
+    # each folder flag with its own source only (JudgeReportConfig says so, before any work)
     monkeypatch.undo()
     capsys.readouterr()
     assert cli.main(["evaluator-report", "--judge", "embedded", "--data-dir", "release"]) == 2
@@ -169,22 +174,23 @@ def test_iia_arguments(monkeypatch, tmp_path, capsys):
 def test_errors_are_one_line_unless_verbose(monkeypatch, capsys):
     import findbench.judge.report as report
 
-    def boom(judge, **kw):
+    def boom(cfg, **kw):
         raise ValueError("limit must be an int >= 2")
 
-    monkeypatch.setattr(report, "evaluator_report", boom)
+    monkeypatch.setattr(report, "judge_report", boom)
     assert cli.main(["evaluator-report", "--judge", "embedded"]) == 2
-    assert capsys.readouterr().err.strip() == "findbench evaluator-report: error: --limit must be an int >= 2"  # the flag, not the parameter
+    # the flag, not the parameter (after judge-report's deprecation line)
+    assert capsys.readouterr().err.splitlines()[-1] == "findbench evaluator-report: error: --limit must be an int >= 2"
     with pytest.raises(ValueError, match="limit"):
         cli.main(["-v", "evaluator-report", "--judge", "embedded"])
 
     # a TypeError from findbench._checks is the user's; any other is a bug and keeps its traceback
     from findbench import _checks
 
-    monkeypatch.setattr(report, "evaluator_report", lambda judge, **kw: _checks.str_list("categories", 3))
+    monkeypatch.setattr(report, "judge_report", lambda cfg, **kw: _checks.str_list("categories", 3))
     assert cli.main(["judge-report", "--judge", "embedded"]) == 2
-    assert capsys.readouterr().err.startswith("findbench judge-report: error: --categories must be")
-    monkeypatch.setattr(report, "evaluator_report", lambda judge, **kw: None + 1)
+    assert capsys.readouterr().err.splitlines()[-1].startswith("findbench judge-report: error: --categories must be")
+    monkeypatch.setattr(report, "judge_report", lambda cfg, **kw: None + 1)
     with pytest.raises(TypeError, match="unsupported operand"):
         cli.main(["evaluator-report", "--judge", "embedded"])
 
@@ -202,10 +208,10 @@ def test_engine_inspect_is_the_only_engine(monkeypatch, tmp_path, capsys):
     import findbench.interpret.run as run
 
     seen = {}
-    monkeypatch.setattr(run, "run_interpretations", lambda data, **kw: seen.update(data=data, **kw) or str(tmp_path))
+    monkeypatch.setattr(run, "run_interpretations", lambda cfg: seen.update(asdict(cfg)) or str(tmp_path))
     monkeypatch.setattr(run, "summarize_run", lambda out: [])
     assert cli.main(["interpret", "--engine", "inspect", "--interpreter", "oracle", "--method", "aia,milan", "--sample", "2"]) == 0
-    assert seen["interpreter"] == "oracle" and seen["methods"] == ["aia", "milan"] and seen["sample"] == 2 and "engine" not in seen
+    assert seen["interpreter"] == "oracle" and seen["method"] == ["aia", "milan"] and seen["sample"] == 2
     assert seen["data"] is None and seen["rounds"] == 20 and seen["structured_outputs"] == "auto"
     seen.clear()
     assert cli.main(["interpret", "--engine", "native", "--out", str(tmp_path / "out")]) == 2
@@ -219,7 +225,7 @@ def test_switches_go_anywhere(monkeypatch):
     import findbench.interpret.report as report
 
     seen = {}
-    monkeypatch.setattr(evaluate, "evaluate_run", lambda run_dir, **kw: seen.update(run_dir=run_dir, **kw) or {"table": ""})
+    monkeypatch.setattr(evaluate, "evaluate_run", lambda cfg: seen.update(asdict(cfg)) or {"table": ""})
     monkeypatch.setattr(report, "write_report", lambda run_dir, scores, data=None: seen.update(report=scores))
     assert cli.main(["evaluate", "--report", "r"]) == 0
     assert seen["run_dir"] == "r" and seen["report"] == "r/scores"
@@ -257,24 +263,35 @@ def test_check_spec_accepts_what_can_name_a_model(tmp_path):
 def test_cli_judge_card(monkeypatch, tmp_path, capsys):
     import findbench.judge.card as card_mod
     from findbench.cli import main
-    from findbench.judge.card import RUNGS
+    from findbench.judge.card_doc import read_card
+    from findbench.resources import data_path
 
     seen: dict = {}
+    shipped = read_card(data_path("judge", "cards", "embedded"))
 
-    def fake(judge, **kw):
-        seen.update(judge=judge, **kw)
-        return {"accuracy": {"strings": {r: {"mean": 0.5, "ci": [0.4, 0.6], "n": 8} for r in RUNGS}}}
+    def fake(cfg, **kw):
+        seen.update(asdict(cfg))
+        return shipped
 
     monkeypatch.setattr(card_mod, "judge_card", fake)
     assert main(["judge-card", "--judge", "embedded", "--judge-mode", "pmi", "--categories", "strings", "--functions-per-category",
                  "all", "--seed", "3", "--judge-cache", str(tmp_path / "c.sqlite"), "--out", str(tmp_path / "card")]) == 0
-    assert seen["judge"] == "embedded" and seen["mode"] == "pmi" and seen["categories"] == ["strings"]
+    assert seen["judge"] == "embedded" and seen["judge_mode"] == "pmi" and seen["categories"] == ["strings"]
     assert seen["functions_per_category"] is None and seen["seed"] == 3 and seen["out"] == str(tmp_path / "card")
-    assert seen["judge_cache"] == str(tmp_path / "c.sqlite")
-    assert "| true | 0.50 [0.40, 0.60] (n=8)† |" in capsys.readouterr().out
+    assert seen["judge_cache"] == str(tmp_path / "c.sqlite") and seen["rungs"] is None and seen["baseline"] is None
+    out = capsys.readouterr().out
+    assert "| rung | strings | entities | relations | all |" in out and "| true | " in out
     assert main(["judge-card", "--judge", "embedded", "--out", "x"]) == 0 and seen["functions_per_category"] == 8
+    # FIND's Table A3: two rungs and a baseline in two modes
+    assert main(["judge-card", "--judge", "embedded-evaluator", "--out", "x", "--rungs", "true,other", "--baseline", "embedded",
+                 "--baseline-mode", "logprob,pmi"]) == 0
+    assert (seen["rungs"], seen["baseline"], seen["baseline_mode"]) == (["true", "other"], "embedded", ["logprob", "pmi"])
     with pytest.raises(SystemExit):
         main(["judge-card", "--judge", "embedded", "--functions-per-category", "1", "--out", "x"])
+    capsys.readouterr()
+    assert main(["judge-card", "--judge", "embedded", "--out", "x", "--rungs", "other"]) == 2
+    assert capsys.readouterr().err.strip() == ("findbench judge-card: error: --rungs must include 'true' (every other rung "
+                                               "is compared with it), got ['other']")
 
 
 def _built_find(root, rows: list[dict], *, seed: int | str = 0, source: str = "procedural"):

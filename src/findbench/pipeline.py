@@ -17,14 +17,16 @@ from __future__ import annotations
 import json
 import logging
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from findbench import _checks
+from findbench._config import Csv, arg, flag
 from findbench._io import atomic_write_json, atomic_write_text, fingerprint
 from findbench.constants import JUDGE_CATEGORIES, UsageError
-from findbench.judge.data import split_functions
+from findbench.judge.scoring import JUDGE_MODES
 from findbench.schema import CATEGORIES
 
 logger = logging.getLogger(__name__)
@@ -110,6 +112,8 @@ def _evaluator_dir() -> str | None:
 
 def _sample_functions(rows: dict[str, list[dict]], k: int, seed: int) -> dict[str, list[str]]:
     """``k`` function ids per category, from the judge data's held-out split where there is one."""
+    from findbench.judge.data import split_functions
+
     out = {}
     for category, category_rows in rows.items():
         pool = category_rows
@@ -130,16 +134,52 @@ def _run_fingerprint(run_dir: Path) -> str:
     return fingerprint(load_interpretations(run_dir))
 
 
-def run_main(*, data: str | Path = "find", out: str | Path = "outputs/main", seed: int = 0,
-             interpreters: Sequence[str] = DEFAULT_INTERPRETERS, functions_per_category: int = 3, lm_functions: int = 1, rounds: int = 3,
-             max_tokens: int = 128, judge: str | None = None, judge_mode: str | None = None, max_connections: int = 2) -> dict:
-    """Run the main job; returns (and writes) the summary.
+@dataclass
+class MainConfig:
+    """the whole job on embedded defaults: build FIND, run the oracle, random, constant, empty, observed and embedded interpreters on a sample of every category, score them (FIND Table 2)"""  # noqa: E501
 
-    Args:
-        out: results folder: ``summary.{json,md}``, ``stages/``, ``runs/<interpreter>/``, ``scores/<interpreter>/``.
-        functions_per_category: functions sampled per category for the reference interpreters.
-        lm_functions: how many of those each LM interpreter interprets (per category and method).
-        rounds / max_tokens: an LM interpreter's budget per episode (FIND used 20 rounds)."""
+    dataset_out: str = arg("find", "dataset folder this job builds")
+    out: str = arg("outputs/main", "results folder: summary.json, summary.md, stages/, runs/, scores/")
+    seed: int = arg(0, "seed of the dataset, the samples and the interpreters")
+    interpreters: Csv = arg(",".join(DEFAULT_INTERPRETERS), "comma-separated: references (oracle, random, constant, empty, "
+                                                            "observed) and/or LM specs")
+    functions_per_category: int = arg(3, "functions sampled per category")
+    lm_functions: int = arg(1, "of those, how many each LM interpreter interprets per category and method")
+    rounds: int = arg(3, "an LM interpreter's rounds per episode (FIND: 20)")
+    max_tokens: int = arg(128, "an LM interpreter's tokens per turn")
+    judge: str | None = arg(None, "unit-test judge (default: the trained embedded-evaluator when present, else embedded in "
+                                  "pmi mode)")
+    judge_mode: str | None = arg(None, "the judge's scoring mode (default: the mode a trained judge folder records, else "
+                                       "logprob)", choices=JUDGE_MODES)
+    max_connections: int = arg(2, "LM episodes in flight")
+
+    def __post_init__(self) -> None:
+        from findbench.interpret.references import REFERENCE_INTERPRETERS
+        from findbench.models import check_spec
+
+        for name in ("functions_per_category", "lm_functions", "rounds", "max_tokens", "max_connections"):
+            _checks.positive_int(flag(name), getattr(self, name))
+        _checks.integer("--seed", self.seed)
+        self.interpreters = _checks.str_list("--interpreters", self.interpreters)
+        if not self.interpreters:
+            raise UsageError("--interpreters: give at least one name or LM spec")
+        for spec in self.interpreters:
+            check_spec(spec, flag="--interpreters", names=REFERENCE_INTERPRETERS)
+        if self.judge is not None:
+            check_spec(self.judge, flag="--judge")
+        if self.judge_mode is not None:
+            _checks.one_of("--judge-mode", self.judge_mode, JUDGE_MODES)
+
+
+def run_main(cfg: MainConfig | None = None, **settings: Any) -> dict:
+    """Run the main job (settings: :class:`MainConfig`, ``findbench main``'s flags); returns (and
+    writes) the summary. The keyword form ``run_main(data=..., out=..., ...)`` builds the same config
+    (``data``: the dataset folder, ``--dataset-out``).
+
+    ``out``: ``summary.{json,md}``, ``stages/``, ``runs/<interpreter>/``, ``scores/<interpreter>/``;
+    ``functions_per_category`` are sampled per category for the reference interpreters, of which each
+    LM interpreter interprets the first ``lm_functions`` (per category and method) with ``rounds`` /
+    ``max_tokens`` per episode (FIND used 20 rounds)."""
     import datasets
 
     from findbench.builders.find import build
@@ -148,11 +188,16 @@ def run_main(*, data: str | Path = "find", out: str | Path = "outputs/main", see
     from findbench.interpret.report import write_report
     from findbench.interpret.run import run_interpretations
 
-    for name, value in (("functions_per_category", functions_per_category), ("lm_functions", lm_functions),
-                        ("rounds", rounds), ("max_tokens", max_tokens), ("max_connections", max_connections)):
-        _checks.positive_int(name, value)
-    if not _checks.str_list("interpreters", interpreters):
-        raise UsageError("interpreters: give at least one name or LM spec")
+    if cfg is None:
+        if "data" in settings:
+            settings["dataset_out"] = settings.pop("data")
+        cfg = MainConfig(**{k: str(v) if isinstance(v, Path) else v for k, v in settings.items()})
+    elif settings:
+        raise TypeError(f"run_main(cfg) takes no settings beside the config, got {sorted(settings)}")
+    data, out, seed, interpreters, rounds, max_tokens = (cfg.dataset_out, cfg.out, cfg.seed, cfg.interpreters, cfg.rounds,
+                                                         cfg.max_tokens)
+    functions_per_category, lm_functions, max_connections = cfg.functions_per_category, cfg.lm_functions, cfg.max_connections
+    judge, judge_mode = cfg.judge, cfg.judge_mode
     data, out = Path(data), Path(out)
     out.mkdir(parents=True, exist_ok=True)
     source = "procedural"

@@ -452,13 +452,15 @@ def test_cli_evaluate_prints_the_table(rows, tmp_path, capsys, monkeypatch):
 
 
 def test_cli_evaluate_arguments_and_errors(monkeypatch, tmp_path, capsys):
+    import dataclasses
+
     import findbench.interpret.evaluate as evaluate
 
     seen = {}
 
-    def fake(run_dir, **kw):
-        seen.update(run_dir=run_dir, **kw)
-        if kw["judge"] == "embedded-evaluator":
+    def fake(cfg):
+        seen.update(dataclasses.asdict(cfg))
+        if cfg.judge == "embedded-evaluator":
             raise FileNotFoundError("embedded-evaluator is not trained yet: run `findbench train-evaluator`")
         return {"table": "| table |\n"}
 
@@ -466,7 +468,7 @@ def test_cli_evaluate_arguments_and_errors(monkeypatch, tmp_path, capsys):
     assert cli.main(["evaluate", "r", "--judge", "embedded", "--judge-mode", "pmi", "--method", "milan",
                      "--data", "d", "--judge-cache", "c.sqlite", "--out", "o"]) == 0
     assert seen == {"run_dir": "r", "data": "d", "judge": "embedded", "judge_mode": "pmi", "judge_model": None,
-                    "method": "milan", "out": "o", "judge_cache": "c.sqlite"}
+                    "method": "milan", "out": "o", "judge_cache": "c.sqlite", "report": False}
     assert capsys.readouterr().out == "| table |\n"
     seen.clear()
     assert cli.main(["evaluate", str(tmp_path / "r")]) == 2

@@ -9,6 +9,8 @@ import re
 import pytest
 
 from findbench import cli
+from findbench._config import from_namespace
+from findbench.interpret.config import InterpretConfig
 from findbench.interpret.episode import Episode
 from findbench.interpret.run import EPISODE_FILES, LM_CACHE, episode_dir, is_complete_episode, run_interpretations, summarize_run
 from tests.interpret.fakes import GenerationLM
@@ -156,17 +158,17 @@ def test_milan_methods(data_dir, tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, field", [
-    ({"methods": "aia,bogus"}, "methods"),
-    ({"methods": []}, "methods"),
-    ({"methods": "milan", "configs": "numeric"}, "methods"),
-    ({"methods": "aia+milan", "configs": "strings,neurons_entities"}, "methods"),
+    ({"methods": "aia,bogus"}, "method"),
+    ({"methods": []}, "method"),
+    ({"methods": "milan", "configs": "numeric"}, "method"),
+    ({"methods": "aia+milan", "configs": "strings,neurons_entities"}, "method"),
     ({"configs": "numeric,images"}, "configs"),
     ({"limit": 0}, "limit"),
     ({"rounds": 0}, "rounds"),
-    ({"max_connections": 0}, "max_connections"),
-    ({"max_tokens": -1}, "max_tokens"),
-    ({"episode_tokens": 0}, "episode_tokens"),
-    ({"episode_tokens": "100"}, "episode_tokens"),
+    ({"max_connections": 0}, "max-connections"),
+    ({"max_tokens": -1}, "max-tokens"),
+    ({"episode_tokens": 0}, "episode-tokens"),
+    ({"episode_tokens": "100"}, "episode-tokens"),
     ({"functions": "strings/f99999"}, "functions"),
     ({"functions": "strings/7"}, "functions"),
     ({"functions": "strings/f00001", "configs": "numeric"}, "functions"),
@@ -231,10 +233,12 @@ def test_cli_interpret(data_dir, tmp_path, capsys):
     rc = cli.main(["interpret", "--interpreter", "oracle", "--data", str(data_dir), "--configs", "numeric", "--method", "milan",
                    "--out", str(tmp_path / "other")])
     assert rc == 2 and "error: --method: " in capsys.readouterr().err
-    args = cli.parse_args(["interpret"])
-    assert (args.interpreter, args.method, args.rounds, args.out, args.max_connections, args.data) == (
+    cfg = from_namespace(InterpretConfig, cli.parse_args(["interpret"]))
+    assert (cfg.interpreter, cfg.method, cfg.rounds, cfg.out, cfg.max_connections, cfg.data) == (
         "embedded", ["aia"], 20, "outputs/interpret", 4, None)
-    assert cli.parse_args(["interpret", "--method", "milan,aia+milan", "--functions", "a/f1, b/f2"]).method == ["milan", "aia+milan"]
+    cfg = from_namespace(InterpretConfig, cli.parse_args(["interpret", "--method", "milan,aia+milan", "--functions",
+                                                          "strings/f00001, numeric/f00002"]))
+    assert cfg.method == ["milan", "aia+milan"] and cfg.functions == ["strings/f00001", "numeric/f00002"]
 
 
 # ------------------------------------------------------------------- the episode's token budget
@@ -325,12 +329,14 @@ def test_episode_tokens_without_a_tokenizer_are_estimated(data_dir, tmp_path):
 def test_cli_episode_tokens(data_dir, tmp_path, capsys):
     assert cli.parse_args(["interpret"]).episode_tokens is None
     assert cli.parse_args(["interpret", "--episode-tokens", "4096"]).episode_tokens == 4096
-    for bad in ("0", "-1", "abc", "2.5", ""):
+    for bad in ("0", "-1", "abc", "2.5", ""):  # refused by argparse (not an int) or by the config (not >= 1)
         capsys.readouterr()
-        with pytest.raises(SystemExit) as exc:
-            cli.parse_args(["interpret", "--episode-tokens", bad])
-        assert exc.value.code == 2
-        assert f"argument --episode-tokens: must be a positive integer, got {bad!r}" in capsys.readouterr().err
+        try:
+            rc = cli.main(["interpret", "--episode-tokens", bad, "--out", str(tmp_path / "bad")])
+        except SystemExit as exc:
+            rc = exc.code
+        err = capsys.readouterr().err.strip().splitlines()
+        assert rc == 2 and "--episode-tokens" in err[-1] and not (tmp_path / "bad").exists()
     out = tmp_path / "run"
     rc = cli.main(["interpret", "--interpreter", "oracle", "--data", str(data_dir), "--configs", "strings", "--limit", "1",
                    "--out", str(out), "--episode-tokens", "300"])

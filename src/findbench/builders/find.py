@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import datasets
 
 from findbench import citations, schema
+from findbench.builders.config import BuildConfig
 from findbench.find import generate_rows
 from findbench.resources import card_template
 
@@ -142,35 +144,26 @@ CARD_HEADER = {
 }
 
 
-def build(
-    out: str = "find",
-    *,
-    seed: int = 0,
-    configs: list[str] | None = None,
-    source: str = "procedural",
-    data_dir: str | None = None,
-    progress: bool = True,
-):
-    """Write the FIND dataset folder ``out`` (parquet per config + README card).
+def build(cfg: BuildConfig | str = "find", *, progress: bool = True, **settings: Any):
+    """Write the FIND dataset folder ``cfg.out`` (parquet per config + README card).
 
-    Configs already in ``out`` and not named in ``configs`` are kept, so
-    ``--configs neurons_entities,neurons_relations`` adds those two to an existing build.
+    ``cfg``: the settings (:class:`~findbench.builders.config.BuildConfig`, ``findbench build``'s
+    flags); the keyword form ``build(out, **settings)`` builds the same config. Configs already in
+    ``out`` and not named in ``configs`` are kept, so ``--configs neurons_entities,neurons_relations``
+    adds those two to an existing build.
     """
     from pathlib import Path
 
     from findbench.builders.folder import build_dataset_folder
 
-    configs = list(configs or schema.CATEGORIES)
-    bad = [c for c in configs if c not in schema.CATEGORIES]
-    if bad:
-        raise ValueError(f"configs: unknown config(s) {bad}; choose from {schema.CATEGORIES}")
-    if source not in schema.SOURCES:
-        raise ValueError(f"source must be one of {schema.SOURCES}, got {source!r}")
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    release_dir = str(Path(data_dir).resolve()) if data_dir else None
+    if not isinstance(cfg, BuildConfig):
+        cfg = BuildConfig(out=str(cfg), **settings)
+    elif settings:
+        raise TypeError(f"build(cfg) takes no settings beside the config, got {sorted(settings)}")
+    out, seed, source, configs = cfg.out, cfg.seed, cfg.source, cfg.configs or list(schema.CATEGORIES)
+    release_dir = str(Path(cfg.data_dir).resolve()) if cfg.data_dir else None
     if source == "find-v1" and release_dir and not Path(release_dir).is_dir():
-        raise FileNotFoundError(f"data_dir: {release_dir} is not a folder")
+        raise FileNotFoundError(f"--data-dir: {release_dir} is not a folder")
     kwargs = {c: ({"seed": seed, "source": source} if source == "procedural" else {"source": source, "release_dir": release_dir}) for c in configs}
     return build_dataset_folder(
         out,

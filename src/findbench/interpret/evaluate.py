@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from findbench._io import atomic_dir, csv_text, read_untrusted_json, read_untrusted_text
+from findbench.interpret.config import EvaluateConfig
 from findbench.interpret.protocol import METHODS
 from findbench.interpret.scores import SCORES_FILE, Cell, Estimate, Scores
 from findbench.schema import CATEGORIES
@@ -443,33 +444,34 @@ def _check_out(out: Path, run_dir: Path) -> None:
                              f"give a new folder or one holding only {', '.join(OUTPUT_FILES)}")
 
 
-def evaluate_run(run_dir: str | os.PathLike, *, data: str | os.PathLike | None = None, judge: Any = "embedded-evaluator",
-                 judge_mode: str | None = None, judge_model: str | None = None, method: str | None = None, out: str | os.PathLike,
-                 judge_cache: str | os.PathLike | None = None, progress: bool = True) -> dict[str, Any]:
-    """Score the interpretations in ``run_dir`` and write ``scores.json``, ``per_function.csv``,
-    ``unit_tests.csv``, ``process.json`` and ``table.md`` to ``out`` (replaced in one rename).
+def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = True, **settings: Any) -> dict[str, Any]:
+    """Score the interpretations in ``cfg.run_dir`` and write ``scores.json``, ``per_function.csv``,
+    ``unit_tests.csv``, ``process.json`` and ``table.md`` to ``cfg.out`` (replaced in one rename).
 
     Args:
-        data: dataset folder for episodes that carry no row (FIND's layout, older runs); default
-            ``data`` in ``run.json``, else procedural rows with its ``seed``.
-        judge: ``"embedded-evaluator"``, ``"embedded"``, a folder, a Hub id, a server URL (with
-            ``judge_model``) or a :class:`findbench.lm.LM`; loaded only for string or neuron episodes.
-        judge_mode: ``logprob`` / ``generate`` / ``pmi`` (default: a trained judge's, else ``logprob``).
-        method: FIND-layout folders: the method of every episode (default ``aia``); runs: only it.
-        out: must not be ``run_dir`` (or hold it), nor hold other files.
+        cfg: the settings (:class:`~findbench.interpret.config.EvaluateConfig`, ``findbench
+            evaluate``'s flags). ``data``: dataset folder for episodes that carry no row (FIND's
+            layout, older runs); default ``data`` in ``run.json``, else procedural rows with its
+            ``seed``. ``judge``: as the flag, or a :class:`findbench.lm.LM`; loaded only for string or
+            neuron episodes. ``out``: must not be ``run_dir`` (or hold it), nor hold other files.
+        progress: show a progress bar while judging.
+
+    The keyword form ``evaluate_run(run_dir, **settings)`` builds the same config.
 
     ``scores.json`` cells carry ``unverified`` (true when the run was made on in-memory rows and
     scored on the rows it carries, :mod:`findbench.interpret.truth`).
 
     Returns ``{"interpreter", "layout", "scores", "counts", "out", "table", "process", "verified"}``."""
+    if not isinstance(cfg, EvaluateConfig):
+        paths = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in settings.items()}
+        cfg = EvaluateConfig(run_dir=os.fspath(cfg), **paths)
+    elif settings:
+        raise TypeError(f"evaluate_run(cfg) takes no settings beside the config, got {sorted(settings)}")
     from findbench.interpret.scoreboard import render_table
 
-    run_path, out_path = Path(run_dir), Path(out)
-    if judge_mode is not None:
-        from findbench.judge import JUDGE_MODES
-
-        if judge_mode not in JUDGE_MODES:
-            raise ValueError(f"judge_mode must be one of {JUDGE_MODES} or None, got {judge_mode!r}")
+    data, judge, judge_mode, judge_model, judge_cache, method = (cfg.data, cfg.judge, cfg.judge_mode, cfg.judge_model,
+                                                                 cfg.judge_cache, cfg.method)
+    run_path, out_path = Path(cfg.run_dir), Path(cfg.out)
     _check_out(out_path, run_path)
     run = read_scored_run(run_path, data=data, method=method, exclude=[out_path])
     layout, records, interpreter = run["layout"], run["records"], run["interpreter"]

@@ -17,21 +17,17 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from findbench import _checks
 from findbench._io import atomic_dir, atomic_write_json
 from findbench._version import __version__
 from findbench.constants import UsageError
-from findbench.interpret.episode import DEFAULT_API_MAX_TOKENS, DEFAULT_ROUNDS, Episode, read_episode_file
-from findbench.interpret.floors import DEFAULT_OBSERVED_CALLS
-from findbench.interpret.protocol import METHODS, PROTOCOL, PROTOCOLS
-from findbench.interpret.references import REFERENCE_INTERPRETERS
+from findbench.interpret.config import InterpretConfig
+from findbench.interpret.episode import DEFAULT_API_MAX_TOKENS, Episode, read_episode_file
+from findbench.interpret.protocol import METHODS
 from findbench.interpret.truth import row_fingerprint
-from findbench.lm.base import check_structured_outputs
-from findbench.models import check_spec
 from findbench.schema import CATEGORIES, parse_function_id
 
 logger = logging.getLogger(__name__)
@@ -100,31 +96,37 @@ def _record_run_info(out: Path, info: dict[str, Any]) -> None:
         atomic_write_json(path, merged)
 
 
-def run_interpretations(rows_or_data: Any = None, interpreter: Any = "embedded", *, methods: Sequence[str] | str = ("aia",),
-                        configs: Sequence[str] | str | None = None, limit: int | None = None, sample: int | None = None,
-                        functions: Sequence[str] | str | None = None, rounds: int = DEFAULT_ROUNDS,
-                        out: str | os.PathLike = "outputs/interpret", seed: int = 0, max_connections: int = 4,
-                        max_tokens: int | None = None, model: str | None = None, progress: bool = True, protocol: str = PROTOCOL,
-                        episode_tokens: int | None = None, structured_outputs: str = "auto", model_args: Mapping[str, Any] | None = None,
-                        display: str | None = None, observed_calls: int = DEFAULT_OBSERVED_CALLS) -> Path:
-    """Interpret FIND functions with ``inspect_ai.eval`` and export the run folder ``out`` (returned).
+def run_interpretations(cfg: InterpretConfig | Any = None, rows: Any = None, /, *, progress: bool = True,
+                        model_args: Mapping[str, Any] | None = None, display: str | None = None, **settings: Any) -> Path:
+    """Interpret FIND functions with ``inspect_ai.eval`` and export the run folder ``cfg.out`` (returned).
 
     Args:
-        rows_or_data: None (procedural rows of ``seed``), a ``findbench build`` folder, or rows.
-        interpreter: a reference (``oracle``, ``random``, ``constant``, ``empty``: no model), a
-            findbench LM spec (``embedded``, a folder, a Hub id, a URL with ``model=``), an Inspect
-            model (``hf/local``, ``openai-api/...``, ``vllm/...``, ``mockllm/model``) or an LM.
-        methods: ``aia``, ``milan``, ``aia+milan`` (the MILAN ones need neuron configs).
-        limit: first functions per config (after ``functions``); ``sample``: that many per config,
-            seeded and stratified by subcategory (after ``limit``).
-        rounds: most model turns per episode (FIND: 20); ``max_tokens`` per turn (None: a findbench
-            LM's :data:`~findbench.interpret.episode.DEFAULT_MAX_TOKENS`, an Inspect provider's model
-            :data:`~findbench.interpret.episode.DEFAULT_API_MAX_TOKENS`, as ``run.json`` records).
-        protocol: ``text`` (``PYTHON(...)`` commands) or ``tools`` (native tool calls).
-        episode_tokens: most tokens generated over one episode (None: no limit).
-        structured_outputs: ``auto`` (in-process findbench LMs follow the turn grammar), ``on`` or ``off``.
+        cfg: the settings (:class:`~findbench.interpret.config.InterpretConfig`, ``findbench
+            interpret``'s flags); ``cfg.interpreter`` may also be an LM object.
+        rows: in-memory rows to interpret instead of ``cfg.data``'s (or the procedural rows of
+            ``cfg.seed``); such a run is marked unverified.
+        progress, display: Inspect's progress display (``display`` wins).
         model_args: Inspect model args (``cache=None`` turns a findbench LM's request cache off).
-        observed_calls: the calls of the ``observed`` reference interpreter's plan."""
+
+    The keyword form ``run_interpretations(rows_or_data, interpreter, **settings)`` (``rows_or_data``:
+    None, a ``findbench build`` folder or rows; ``methods=`` for ``method``) builds the same config."""
+    if not isinstance(cfg, InterpretConfig):
+        cfg, rows = _config_from_keywords(cfg, rows, settings)
+    elif settings:
+        raise TypeError(f"run_interpretations(cfg) takes no settings beside the config, got {sorted(settings)}")
+    if rows is not None:
+        if isinstance(rows, (Mapping, str, os.PathLike)) or not isinstance(rows, Iterable):
+            raise TypeError(f"rows must be an iterable of rows, got {type(rows).__name__}")
+        rows = list(rows)
+        if not all(isinstance(r, Mapping) for r in rows):
+            raise TypeError("rows must be an iterable of rows (mappings)")
+        data, source = None, "rows"
+    elif cfg.data is not None:
+        if not Path(cfg.data).is_dir():
+            raise FileNotFoundError(f"--data: data folder {cfg.data} does not exist (run `findbench build --out {cfg.data}`)")
+        data, source = str(Path(cfg.data).resolve()), "data"
+    else:
+        data, source = None, "procedural"
     from inspect_ai import eval as inspect_eval
     from inspect_ai.model import get_model
 
@@ -138,61 +140,30 @@ def run_interpretations(rows_or_data: Any = None, interpreter: Any = "embedded",
         structured_outputs_applied,
     )
 
-    if isinstance(rows_or_data, Mapping) or not (rows_or_data is None or isinstance(rows_or_data, (str, os.PathLike, Iterable))):
-        raise TypeError(f"rows_or_data must be a data folder, None or an iterable of rows, got {type(rows_or_data).__name__}")
-    if isinstance(rows_or_data, (str, os.PathLike)):
-        if not Path(rows_or_data).is_dir():
-            raise FileNotFoundError(f"--data: data folder {rows_or_data} does not exist (run `findbench build --out {rows_or_data}`)")
-        data, source = str(Path(rows_or_data).resolve()), "data"
-    elif rows_or_data is None:
-        data, source = None, "procedural"
-    else:
-        rows_or_data = list(rows_or_data)
-        if not all(isinstance(r, Mapping) for r in rows_or_data):
-            raise TypeError("rows_or_data must be a data folder, None or an iterable of rows (mappings)")
-        data, source = None, "rows"
-    method_list = [_checks.one_of("methods", m, METHODS) for m in _checks.str_list("methods", methods)]
-    if not method_list:
-        raise UsageError(f"methods: give at least one of {METHODS}")
-    for name, value in (("rounds", rounds), ("max_connections", max_connections)):
-        _checks.positive_int(name, value)
-    _checks.positive_int("max_tokens", max_tokens, optional=True)
-    _checks.positive_int("episode_tokens", episode_tokens, optional=True)
-    _checks.positive_int("observed_calls", observed_calls)
-    _checks.one_of("protocol", protocol, PROTOCOLS)
-    check_structured_outputs(structured_outputs)
-    if isinstance(interpreter, str):  # resolved before anything is written: a typo is one line
-        name = check_spec(interpreter, flag="interpreter", names=REFERENCE_INTERPRETERS)
-    elif callable(getattr(interpreter, "generate", None)):
-        name = getattr(interpreter, "name", None) or type(interpreter).__name__
-    else:
-        raise TypeError(f"interpreter must be one of {REFERENCE_INTERPRETERS}, an LM spec or an LM, got {type(interpreter).__name__}")
-    function_list = _checks.str_list("functions", functions, optional=True)
-    config_list = _checks.str_list("configs", configs, optional=True)
-    if config_list is None:
-        config_list = default_configs(rows_or_data if source != "data" else data, method_list, function_list)
-    reference = interpreter if interpreter in REFERENCE_INTERPRETERS else None
-    samples = {m: find_samples(config_list, m, limit=limit, sample=sample, functions=function_list,
-                               data=rows_or_data if source != "data" else data, seed=seed, interpreter=reference,
-                               observed_calls=observed_calls)
-               for m in method_list}
+    interpreter, reference, max_tokens = cfg.interpreter, cfg.reference, cfg.max_tokens
+    name = interpreter if isinstance(interpreter, str) else getattr(interpreter, "name", None) or type(interpreter).__name__
+    rows_or_data = rows if source == "rows" else data
+    configs = cfg.configs if cfg.configs is not None else default_configs(rows_or_data, cfg.method, cfg.functions)
+    samples = {m: find_samples(configs, m, limit=cfg.limit, sample=cfg.sample, functions=cfg.functions, data=rows_or_data,
+                               seed=cfg.seed, interpreter=reference, observed_calls=cfg.observed_calls)
+               for m in cfg.method}
 
-    out = Path(out)
+    out = Path(cfg.out)
     model_name = "none" if reference else inspect_model_name(name)
     findbench_model = model_name.startswith("findbench/")
-    if protocol == "tools" and findbench_model:
-        raise UsageError(f"protocol 'tools': {model_name} is one of findbench's own models, which speak FIND's text protocol "
+    if cfg.protocol == "tools" and findbench_model:
+        raise UsageError(f"--protocol tools: {model_name} is one of findbench's own models, which speak FIND's text protocol "
                          "only; give an Inspect model whose provider supports tool calls (e.g. openai-api/<service>/<model>, "
                          "vllm/<model>), or use --protocol text")
-    if model is not None and not findbench_model:
-        raise UsageError(f"model: the served model name applies to findbench server URLs; for {model_name!r} name the model "
+    if cfg.model is not None and not findbench_model:
+        raise UsageError(f"--model: the served model name applies to findbench server URLs; for {model_name!r} name the model "
                          "in the interpreter (e.g. openai-api/<service>/<model>)")
     if max_tokens is None and not reference and not findbench_model:
         max_tokens = DEFAULT_API_MAX_TOKENS
-    info = {"interpreter": name, "model": model, "protocol": protocol, "rounds": rounds, "seed": seed, "data": data,
-            "source": source, "max_tokens": max_tokens, "episode_tokens": episode_tokens, "methods": method_list,
-            "configs": config_list, "structured_outputs": structured_outputs, "inspect_model": model_name,
-            "observed_calls": observed_calls if reference == "observed" else None, "findbench_version": __version__}
+    info = {"interpreter": name, "model": cfg.model, "protocol": cfg.protocol, "rounds": cfg.rounds, "seed": cfg.seed, "data": data,
+            "source": source, "max_tokens": max_tokens, "episode_tokens": cfg.episode_tokens, "methods": cfg.method,
+            "configs": configs, "structured_outputs": cfg.structured_outputs, "inspect_model": model_name,
+            "observed_calls": cfg.observed_calls if reference == "observed" else None, "findbench_version": __version__}
     out.mkdir(parents=True, exist_ok=True)
     _record_run_info(out.resolve(), info)
     pending = {m: [s for s in ss if not is_complete_episode(episode_dir(out, str(s.id), m))] for m, ss in samples.items()}
@@ -204,16 +175,16 @@ def run_interpretations(rows_or_data: Any = None, interpreter: Any = "embedded",
 
     args = dict(model_args or {})
     if findbench_model:
-        args = {"cache": str(out.resolve() / LM_CACHE), **({"model": model} if model is not None else {}),
+        args = {"cache": str(out.resolve() / LM_CACHE), **({"model": cfg.model} if cfg.model is not None else {}),
                 **({"lm": interpreter} if not isinstance(interpreter, str) else {}), **args}
     inspect_model = get_model(model_name, memoize=False, **args) if findbench_model else model_name
-    tasks = [interpret_task(ss, rounds=rounds, max_tokens=max_tokens, seed=seed, protocol=protocol,
-                            episode_tokens=episode_tokens, structured_outputs=structured_outputs)
+    tasks = [interpret_task(ss, rounds=cfg.rounds, max_tokens=max_tokens, seed=cfg.seed, protocol=cfg.protocol,
+                            episode_tokens=cfg.episode_tokens, structured_outputs=cfg.structured_outputs)
              for ss in pending.values() if ss]
     level = logging.getLogger().level  # Inspect sets the root logger's level to its own
     try:
         logs = inspect_eval(tasks, model=inspect_model, model_args={} if findbench_model else args, log_dir=str(out / LOG_DIR),
-                            max_connections=max_connections, display=display or (None if progress else "none"),
+                            max_connections=cfg.max_connections, display=display or (None if progress else "none"),
                             log_format="eval")
     finally:
         logging.getLogger().setLevel(level)
@@ -226,12 +197,27 @@ def run_interpretations(rows_or_data: Any = None, interpreter: Any = "embedded",
         if log.status != "success":
             unfinished.append(f"{log.location} ({log.status}{': ' + log.error.message if log.error else ''})")
     if not reference:
-        applied = structured_outputs_applied(inspect_model, structured_outputs)
+        applied = structured_outputs_applied(inspect_model, cfg.structured_outputs)
         atomic_write_json(out / RUN_INFO, {**json.loads((out / RUN_INFO).read_text(encoding="utf-8")),
                                            "structured_outputs_applied": applied})
     if unfinished:
         raise RuntimeError(f"inspect eval did not finish: {'; '.join(unfinished)}; rerun with the same --out to run the rest")
     return out
+
+
+def _config_from_keywords(rows_or_data: Any, interpreter: Any, settings: dict[str, Any]) -> tuple[InterpretConfig, Any]:
+    """The config and rows of the keyword form ``run_interpretations(rows_or_data, interpreter, **settings)``."""
+    if isinstance(rows_or_data, Mapping) or not (rows_or_data is None or isinstance(rows_or_data, (str, os.PathLike, Iterable))):
+        raise TypeError(f"rows_or_data must be a data folder, None or an iterable of rows, got {type(rows_or_data).__name__}")
+    if "methods" in settings:
+        settings["method"] = settings.pop("methods")
+    if interpreter is not None:
+        settings["interpreter"] = interpreter
+    if "out" in settings:
+        settings["out"] = os.fspath(settings["out"])
+    if isinstance(rows_or_data, (str, os.PathLike)):
+        return InterpretConfig(data=os.fspath(rows_or_data), **settings), None
+    return InterpretConfig(**settings), rows_or_data
 
 
 def summarize_run(out: str | os.PathLike) -> list[dict[str, Any]]:

@@ -1,0 +1,154 @@
+"""The settings of the ``findbench`` AutoInterp commands beside :class:`~findbench.autointerp.config.AutoInterpConfig`
+and :class:`~findbench.autointerp.config.TrainSAEConfig` (which hold what decides a result): where the
+SAE, the model and the LMs come from, where the results go. Each field is a flag, written once; the
+model, SAE and LM names are resolved in ``__post_init__``, before anything is loaded."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from dataclasses import MISSING, dataclass
+from pathlib import Path
+
+from findbench._config import Csv, arg
+from findbench.autointerp.config import MAX_EXPLANATION_TOKENS, PROBES, QUICK_DEFAULTS, SCORERS, AutoInterpConfig
+from findbench.constants import UsageError
+from findbench.lm.base import STRUCTURED_OUTPUTS
+
+
+def check_encoder(spec: str, name: str) -> None:
+    """``check_spec`` of a model that an encoder alias (``minilm``) may also name: the aliases
+    (whose module imports torch) are read only when the spec names nothing else."""
+    from findbench.models import check_spec
+
+    try:
+        check_spec(spec, flag=f"--{name}")
+    except UsageError:
+        from findbench.autointerp.activations import MINILM_ALIASES
+
+        check_spec(spec, flag=f"--{name}", names=MINILM_ALIASES)
+
+
+def _sae_releases() -> tuple[str, ...]:
+    """The releases of sae_lens' registry, read from its YAML file without importing sae_lens (torch)."""
+    spec = importlib.util.find_spec("sae_lens")
+    if spec is None or not spec.submodule_search_locations:
+        return ()
+    registry = Path(next(iter(spec.submodule_search_locations))) / "pretrained_saes.yaml"
+    text = registry.read_text(encoding="utf-8") if registry.is_file() else ""
+    return tuple(re.findall(r"^([^\s#:][^:]*):\s*$", text, flags=re.M))
+
+
+def format_score(key: str, values: dict) -> str:
+    """One line per scorer: mean [interval] (n), the floors and the margin over the best one."""
+    line = f"{key}: {values[f'{key}_score']:.3f}"
+    if "ci" in values:
+        low, high = values["ci"]
+        floors = ", ".join(f"{k} {v:.3f}" for k, v in values["floors"].items())
+        line += (f" [{low:.3f}, {high:.3f}] (n={values['n']}); floors: {floors}; margin over {values['best_floor']}: "
+                 f"{values['margin']:+.3f}")
+    if "n_unparsed" in values:
+        line += f"; unparsed answers: {values['n_unparsed']}"
+    if values.get("n_degenerate"):
+        line += f"; degenerate explanations: {values['n_degenerate']} of {values.get('n', '?')}"
+    if values.get("n_explanation_truncated"):
+        line += f"; explanations cut to the length cap: {values['n_explanation_truncated']}"
+    return line
+
+
+@dataclass
+class TrainSAECommand:
+    """train a sae_lens SAE (TopK or standard) on one layer of a model over a text corpus; writes a folder SAE.load_from_disk reads, with a model card and held-out metrics"""  # noqa: E501
+
+    out: str = arg("sae", "SAE folder to write")
+    resume: bool = arg(True, "reuse cached activations and the last checkpoint of an interrupted run (--no-resume: start over)")
+    keep_activations: bool = arg(False, "keep the cached model activations for later runs on the same hook (GBs in "
+                                        "~/.cache/findbench)")
+
+
+SAEBENCH = AutoInterpConfig()
+
+
+@dataclass
+class AutoInterpCommand:
+    __doc__ = ("explain SAE latents in words and score the explanations (SAEBench AutoInterp + more scorers); the defaults run "
+               "in minutes on the embedded model, SAEBench's values: " + ", ".join(
+                   f"--{k.replace('_', '-')} {','.join(v) if isinstance(v, list) else v}"
+                   for k, v in ((k, getattr(SAEBENCH, k)) for k in QUICK_DEFAULTS))
+               + "; `findbench autointerp merge DIR... --out OUT` joins the folders of --shard runs")
+
+    model: str = arg("embedded", "model the SAE reads: embedded (SmolLM2), minilm, a folder or a Hub id")
+    sae: str = arg("embedded", "embedded (the SAE shipped with findbench), synthetic (planted rules), a sae_lens folder, "
+                               "or a release")
+    sae_id: str | None = arg(None, "SAE id within a sae_lens release")
+    layer: int | None = arg(None, "layer the SAE reads (default: the SAE's own hook)")
+    hook: str | None = arg(None, "resid_post, resid_pre, mlp_post, hook_embed or a full hook name (default: the SAE's own)")
+    explainer: str = arg("embedded", "LM spec writing explanations: embedded, a folder, an HF id or a vLLM URL")
+    scorer: str | None = arg(None, "LM spec of the scorers (default: the explainer)")
+    lm_model: str | None = arg(None, "served model name, for server-URL --explainer / --scorer")
+    batch_size: int = arg(32, "corpus rows per forward pass")
+    max_connections: int = arg(8, "requests in flight for a server-URL LM")
+    cache: str | None = arg(None, "sqlite LM request cache (default: <out>/lm_cache.sqlite)")
+    out: str = arg("outputs/autointerp", "results folder (a rerun resumes there and overwrites its results)")
+    run_id: str | None = arg(None, "name this run's result files (<sae>_eval_results_<id>.json, "
+                                   "..._features_summary_<id>.csv) instead of overwriting the plain ones")
+    report: bool = arg(False, "then write report.html in --out: every latent's windows shaded by activation, explanation, "
+                              "scorers' picks")
+    shard: str | None = arg(None, "I/N: explain and score only the selected latents at positions p with p %% N == I "
+                                  "(evidence is still collected for all); `findbench autointerp merge` joins the N --out folders")
+
+    def __post_init__(self) -> None:
+        from findbench.models import check_spec
+
+        check_encoder(self.model, "model")
+        for name in ("explainer", "scorer"):
+            if getattr(self, name) is not None:
+                check_spec(getattr(self, name), flag=f"--{name}")
+        try:
+            check_spec(self.sae, flag="--sae", names=("embedded", "synthetic"), hub=False)
+        except UsageError:
+            check_spec(self.sae, flag="--sae", names=("embedded", "synthetic", *_sae_releases()), hub=False)
+
+
+@dataclass
+class AutoInterpMergeCommand:
+    """join the --out folders of `findbench autointerp --shard I/N` runs (each of 0..N-1 once, the same settings) into the
+    files one unsharded run writes (also: `findbench autointerp merge DIR... --out OUT`)"""
+
+    dirs: list[str] = arg(MISSING, "the shards' --out folders", positional=True, nargs="+", metavar="DIR")
+    out: str = arg(MISSING, "folder to write (replaced whole, atomically)")
+    run_id: str | None = arg(None, "the shards' --run-id")
+
+
+@dataclass
+class AutoInterpValidateCommand:
+    """score planted features (the synthetic SAE) with each AutoInterp scorer: the true explanation against a wrong,
+    an empty and the gaming probes (everything, hedged, examples_only, stuffed, padded), a paired-bootstrap verdict
+    per probe"""
+
+    model: str = arg("embedded", "model whose input embeddings the planted-rule SAE reads: embedded (SmolLM2), "
+                                 "minilm, a folder or a Hub id")
+    scorer: str = arg("embedded", "LM spec of the detection, fuzz and likelihood scorers")
+    scorers: Csv = arg(",".join(SCORERS), "comma-separated scorers")
+    probes: Csv = arg(",".join(PROBES), "comma-separated gaming probes")
+    rules: Csv = arg(None, "comma-separated planted rules (default: the eight of synthetic.DEFAULT_RULES)")
+    total_tokens: int = arg(200_000, "corpus tokens (WordNet glosses)")
+    seed: int = arg(42, "seed of the windows, the wrong explanations and the probes")
+    max_explanation_tokens: int = arg(MAX_EXPLANATION_TOKENS, "explanations are cut to this many "
+                                                                                "tokens before scoring (0: no cap)")
+    structured_outputs: str = arg("auto", "detection answers under their grammar: auto, on or off", choices=STRUCTURED_OUTPUTS)
+    cache: str | None = arg(None, "sqlite LM request cache (a rerun repeats no LM call)")
+    out: str = arg("outputs/autointerp/planted_validation.json", "result JSON")
+
+    def __post_init__(self) -> None:
+        from findbench import _checks
+        from findbench.models import check_spec
+
+        _checks.integer("--max-explanation-tokens", self.max_explanation_tokens, 0)
+        self.scorers, self.probes = _checks.str_list("--scorers", self.scorers), _checks.str_list("--probes", self.probes)
+        for name, values, known in (("--scorers", self.scorers, SCORERS), ("--probes", self.probes, PROBES)):
+            for value in values:
+                _checks.one_of(name, value, known)
+        self.rules = _checks.str_list("--rules", self.rules, optional=True)
+        check_encoder(self.model, "model")
+        check_spec(self.scorer, flag="--scorer")

@@ -1,0 +1,142 @@
+"""One definition per setting: every flag of `findbench` is a field of the config its library
+function takes, with the same default and help; parsing imports no model library, and a bad
+flag is refused before any data, model or SAE is touched."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import subprocess
+import sys
+
+import pytest
+
+from findbench import cli
+from findbench._config import field_default, flag
+
+
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
+    (action,) = [a for a in cli.make_parser()._actions if a.dest == "command"]
+    return action.choices
+
+
+def _fields(command):
+    return [f for cls in cli.configs_of(command) for f in dataclasses.fields(cls) if f.init]
+
+
+@pytest.mark.parametrize("name, command", [(name, command) for name, command, _ in cli.COMMANDS])
+def test_every_flag_is_a_config_field_with_its_default(name, command):
+    parser = _subparsers()[name]
+    actions: dict[str, argparse.Action] = {}
+    for action in parser._actions:  # a switch's --no-... shares its dest; the first action holds the default
+        if action.dest != "help":
+            actions.setdefault(action.dest, action)
+    fields = _fields(command)
+    assert sorted(actions) == sorted(f.name for f in fields)  # no flag beside the config, no field without a flag
+    quick = {cls: cli._DEFAULTS.get(cls, {}) for cls in cli.configs_of(command)}
+    for cls in cli.configs_of(command):
+        for f in dataclasses.fields(cls):
+            default = field_default(f)
+            expected = quick[cls].get(f.name, None if default is dataclasses.MISSING else default)
+            assert actions[f.name].default == expected, f"{name} --{f.name}"
+            assert actions[f.name].help == f.metadata["help"]
+
+
+def test_only_autointerp_changes_a_default_on_purpose():
+    from findbench.autointerp.config import QUICK_DEFAULTS, AutoInterpConfig
+
+    assert cli._DEFAULTS == {AutoInterpConfig: QUICK_DEFAULTS}
+    for key, value in QUICK_DEFAULTS.items():  # the help names SAEBench's value
+        assert f"--{key.replace('_', '-')} " in cli.AutoInterpCommand.__doc__
+        assert value != getattr(AutoInterpConfig(), key)
+
+
+@pytest.mark.parametrize("name, command", [(name, command) for name, command, _ in cli.COMMANDS
+                                           if not getattr(cli.configs_of(command)[0], "REST", False)])
+def test_help_lists_every_config_field(name, command, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main([name, "--help"])
+    assert exc.value.code == 0
+    text = capsys.readouterr().out
+    for f in _fields(command):
+        shown = f.metadata.get("metavar", f.name) if f.metadata.get("positional") else flag(f.name)
+        assert shown in text, f"{name}: {shown}"
+
+
+def _python(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
+def test_parsing_imports_no_model_library():
+    code = ("import sys, contextlib, io, findbench.cli as cli\n"
+            "for name, *_ in cli.COMMANDS:\n"
+            "    with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+            "        cli.parse_args([name, '--help'])\n"
+            "print(sorted(m for m in ('torch', 'transformers', 'inspect_ai', 'datasets', 'sae_lens', 'numpy') if m in sys.modules))\n")
+    result = _python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("argv, flag_name", [
+    (["interpret", "--limit", "-1"], "--limit"),
+    (["interpret", "--configs", "numerc"], "--configs"),
+    (["interpret", "--method", "aia,milam"], "--method"),
+    (["interpret", "--functions", "strings/fx"], "--functions"),
+    (["interpret", "--interpreter", "embeded"], "--interpreter"),
+    (["evaluate", "RUN", "--judge", "embeded-evaluator"], "--judge"),
+    (["main", "--interpreters", "oracle,randon"], "--interpreters"),
+    (["main", "--rounds", "0"], "--rounds"),
+    (["build", "--configs", "numerc"], "--configs"),
+    (["export-functions", "--out", "x", "--configs", "string"], "--configs"),
+    (["compare", "a", "b", "--n-resamples", "0"], "--n-resamples"),
+    (["iia", "--task", "t", "--layer", "zero"], "--layer"),
+    (["autointerp", "--sae", "my-sae"], "--sae"),
+    (["autointerp", "--explainer", "embeded"], "--explainer"),
+    (["autointerp", "--n-top-ex", "0"], "--n-top-ex"),
+    (["autointerp-validate", "--probes", "hedge"], "--probes"),
+])
+def test_bad_flags_are_refused_in_one_line_before_any_work(argv, flag_name, tmp_path):
+    code = ("import sys, json, findbench.cli as cli\n"
+            f"rc = cli.main({[*argv, '--out', str(tmp_path / 'out')] if 'compare' not in argv and 'export-functions' not in argv else argv!r})\n"
+            "print(json.dumps([rc, sorted(m for m in ('torch', 'transformers', 'inspect_ai', 'datasets', 'sae_lens') "
+            "if m in sys.modules)]))\n")
+    result = _python(code)
+    rc, heavy = json.loads(result.stdout.strip().splitlines()[-1])
+    err = result.stderr.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and err.startswith(f"findbench {argv[0]}: error: {flag_name}"), err
+    assert heavy == [] and not (tmp_path / "out").exists()
+
+
+def test_the_keyword_form_builds_the_config_the_command_line_parses(tmp_path):
+    from findbench._config import from_namespace
+    from findbench.builders.config import BuildConfig
+    from findbench.interpret.config import EvaluateConfig, InterpretConfig
+    from findbench.interpret.run import _config_from_keywords
+    from findbench.pipeline import MainConfig
+
+    (tmp_path / "find").mkdir()
+    argv = ["interpret", "--interpreter", "oracle", "--method", "aia,milan", "--limit", "2", "--data", str(tmp_path / "find")]
+    parsed = from_namespace(InterpretConfig, cli.parse_args(argv))
+    built, rows = _config_from_keywords(tmp_path / "find", "oracle", {"methods": ["aia", "milan"], "limit": 2})
+    assert built == parsed and rows is None and parsed.method == ["aia", "milan"]
+    assert from_namespace(EvaluateConfig, cli.parse_args(["evaluate", "r"])) == EvaluateConfig(run_dir="r")
+    assert EvaluateConfig(run_dir="r").out == "r/scores"
+    assert from_namespace(BuildConfig, cli.parse_args(["build", "--configs", "strings"])) == BuildConfig(configs=["strings"])
+    assert from_namespace(MainConfig, cli.parse_args(["main"])) == MainConfig()
+
+
+def test_library_entry_points_take_the_config(monkeypatch, tmp_path):
+    from findbench.builders import find
+    from findbench.builders.config import BuildConfig
+
+    seen = {}
+    monkeypatch.setattr("findbench.builders.folder.build_dataset_folder", lambda out, builder, kwargs, **kw: seen.update(kwargs) or out)
+    assert find.build(BuildConfig(out=str(tmp_path), configs="strings", seed=3), progress=False) == str(tmp_path)
+    assert seen == {"strings": {"seed": 3, "source": "procedural"}}
+    seen.clear()
+    find.build(str(tmp_path), configs=["numeric"], progress=False)  # the keyword form: the same config
+    assert seen == {"numeric": {"seed": 0, "source": "procedural"}}
+    with pytest.raises(TypeError, match="no settings beside the config"):
+        find.build(BuildConfig(), seed=1)
