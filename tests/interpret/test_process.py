@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import html
 import json
 from pathlib import Path
 
 import pytest
+from markupsafe import escape
 
 from findbench.find.domain import corrupted_interval, domain_unit_tests, in_corrupted_subdomain
 from findbench.find.rows import load_rows
@@ -277,7 +277,7 @@ def test_report_shows_the_judges_decisions(judged_run):
     page = write_report(run, scores, out=run.parent / "report-pmi").read_text()
     _, table = read_csv(scores / "unit_tests.csv")
     rel = rows["neurons_relations"][0]
-    assert html.escape(f"{rel['description']} <b>&</b>") in page and "<b>&</b>" not in page  # escaped
+    assert escape(f"{rel['description']} <b>&</b>") in page and "<b>&</b>" not in page  # escaped (Jinja2's autoescape)
     assert page.count('<tr class="ut-wrong">') == sum(r["right"] == "0" for r in table)
     assert page.count('class="pick-wrong"') == sum(r["right"] == "0" and r["chosen"] != "" for r in table)
     assert page.count('class="pick-right"') == sum(r["right"] == "1" for r in table)
