@@ -144,6 +144,12 @@ def doc_summary(cls: type) -> str:
     return " ".join(doc.split("\n\n", 1)[0].split())
 
 
+def _required(f: dataclasses.Field) -> bool:
+    """Whether a field's key must be in the JSON: no default, and not left out while None."""
+    has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+    return not has_default and not f.metadata.get("omit_none")
+
+
 class JsonDoc:
     """Base of dataclasses written as JSON objects (see the module docstring)."""
 
@@ -180,7 +186,7 @@ class JsonDoc:
             f = fields[name]
             if name in obj:
                 values[name] = decode(tp, obj[name], f"{where}.{name}")
-            elif not f.metadata.get("omit_none") and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            elif _required(f):
                 raise ValueError(f"{where}: missing key {name!r}")
         return cls(**values)
 
@@ -193,7 +199,7 @@ class JsonDoc:
             doc = f.metadata.get("doc")
             if doc:
                 props[f.name] = {"description": doc, **props[f.name]}
-            if not f.metadata.get("omit_none") and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            if _required(f):
                 required.append(f.name)
         out = {"type": "object", "description": doc_summary(cls), "properties": props, "required": required,
                "additionalProperties": False}

@@ -35,12 +35,14 @@ class ScorerMetrics(JsonDoc):
     score: float = _doc("mean score over the scored latents (SAEBench's <key>_score; NaN when none)")
     std_dev: float = _doc("their standard deviation (<key>_std_dev)")
     n_unparsed: int | None = _doc("detection: answers that could not be parsed", default=None, metadata=OMIT_NONE)
-    n_degenerate: int = _doc("explanations flagged degenerate: empty, copied from the prompt or identical (still scored)")
+    n_degenerate: int = _doc(
+        "explanations flagged degenerate: empty, copied from the prompt or identical (still scored)")
     n_explanation_truncated: int = _doc("explanations cut to the length cap")
     n: int | None = _doc("latents scored", default=None, metadata=OMIT_NONE)
     ci: tuple[float, float] | None = _doc("seeded 95 % percentile bootstrap interval of the mean over latents",
                                           default=None, metadata=OMIT_NONE)
-    floors: dict[str, float] | None = _doc("scores of answers that need no explanation", default=None, metadata=OMIT_NONE)
+    floors: dict[str, float] | None = _doc("scores of answers that need no explanation", default=None,
+                                           metadata=OMIT_NONE)
     best_floor: str | None = _doc("the highest floor", default=None, metadata=OMIT_NONE)
     margin: float | None = _doc("mean minus the best floor", default=None, metadata=OMIT_NONE)
 
@@ -132,7 +134,8 @@ class AutoInterpResults(JsonDoc):
     latents_file: str = _doc("the latents.json sidecar beside it (windows, picks, histograms)")
     run_id: str | None = _doc("the run's --run-id")
     shard: Shard | None = _doc("the shard a sharded run scored (null when unsharded)")
-    merged_from: list[str] | None = _doc("the shard folders `autointerp merge` joined", default=None, metadata=OMIT_NONE)
+    merged_from: list[str] | None = _doc("the shard folders `autointerp merge` joined", default=None,
+                                         metadata=OMIT_NONE)
 
     JSON_NAME = "AutoInterp results"
 

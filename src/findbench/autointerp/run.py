@@ -356,8 +356,9 @@ def aggregate_metrics(records: list[dict], scorers: list[str]) -> EvalMetrics:
     return EvalMetrics(blocks)
 
 
-def _results(cfg, setting, usable, made, per_scorer, skipped, explainer, scorer, layer, planted=None, *, metrics: EvalMetrics,
-             applied: dict[str, bool], latents_file: str, run_id: str | None, shard: Shard | None) -> AutoInterpResults:
+def _results(cfg, setting, usable, made, per_scorer, skipped, explainer, scorer, layer, planted=None, *,
+             metrics: EvalMetrics, applied: dict[str, bool], latents_file: str, run_id: str | None,
+             shard: Shard | None) -> AutoInterpResults:
     unstructured = {}
     for i, (ev, m) in enumerate(zip(usable, made)):
         entry: dict[str, Any] = {"explanation": m["explanation"], "explainer_answer": m["raw"],
@@ -376,12 +377,12 @@ def _results(cfg, setting, usable, made, per_scorer, skipped, explainer, scorer,
         unstructured[str(ev.latent)] = entry
     return AutoInterpResults(
         eval_type_id="autointerp",
-        eval_config={**cfg.to_dict(), "model_name": setting["model"], "sae": setting["sae"], "hook_name": setting["hook_name"],
-                     "layer": layer, "explainer": _describe(explainer), "scorer": _describe(scorer),
-                     "structured_outputs_applied": applied},
+        eval_config={**cfg.to_dict(), "model_name": setting["model"], "sae": setting["sae"],
+                     "hook_name": setting["hook_name"], "layer": layer, "explainer": _describe(explainer),
+                     "scorer": _describe(scorer), "structured_outputs_applied": applied},
         datetime_epoch_millis=int(time.time() * 1000), findbench_version=__version__, eval_result_metrics=metrics,
-        eval_result_details=[], eval_result_unstructured=unstructured, skipped_latents=skipped, latents_file=latents_file,
-        run_id=run_id, shard=shard)
+        eval_result_details=[], eval_result_unstructured=unstructured, skipped_latents=skipped,
+        latents_file=latents_file, run_id=run_id, shard=shard)
 
 
 def _summary_csv(layer, records: list[dict], scorers: list[str]) -> str:
@@ -456,12 +457,14 @@ def merge_shards(dirs: list[str | os.PathLike], out: str | os.PathLike, *, run_i
         for target in (r, entries[str(r["latent"])]):
             target.update(degenerate=reason is not None, degenerate_reason=reason)
     merged = dataclasses.replace(
-        res0, datetime_epoch_millis=int(time.time() * 1000), eval_result_metrics=aggregate_metrics(records, res0.scorers),
+        res0, datetime_epoch_millis=int(time.time() * 1000),
+        eval_result_metrics=aggregate_metrics(records, res0.scorers),
         eval_result_unstructured={str(r["latent"]): entries[str(r["latent"])] for r in scored},
         skipped_latents={str(r["latent"]): r["skipped"] for r in records if r["skipped"] is not None},
         shard=None, merged_from=[os.fspath(f) for f in folders])
     with atomic_dir(out) as tmp:
-        atomic_write_json(tmp / res0.latents_file, {"format": LATENTS_FORMAT, "results": path0.name, "latents": records})
+        atomic_write_json(tmp / res0.latents_file,
+                          {"format": LATENTS_FORMAT, "results": path0.name, "latents": records})
         merged.write(tmp / path0.name)
         atomic_write_text(tmp / csv0.name, _summary_csv(res0.eval_config["layer"], records, res0.scorers))
     return merged.to_json() | {"files": {"results": str(Path(out) / path0.name), "summary": str(Path(out) / csv0.name),

@@ -521,5 +521,5 @@ def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = Tr
         (tmp / "unit_tests.csv").write_text(_unit_tests_csv(records), encoding="utf-8")
         (tmp / "process.json").write_text(json.dumps(process, indent=2, allow_nan=False) + "\n", encoding="utf-8")
         (tmp / "table.md").write_text(table, encoding="utf-8")
-    return {"interpreter": interpreter, "layout": layout, "scores": scores.to_json(), "counts": counts, "out": str(out_path), "table": table,
-            "process": process, "verified": run["verified"]}
+    return {"interpreter": interpreter, "layout": layout, "scores": scores.to_json(), "counts": counts,
+            "out": str(out_path), "table": table, "process": process, "verified": run["verified"]}

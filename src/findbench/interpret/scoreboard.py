@@ -14,7 +14,8 @@ from findbench.stats import INTERVAL_NOTE, SMALL_N_LEGEND, format_ci, is_small
 
 
 class Column(NamedTuple):
-    """One column of Table 2: its cell of :class:`~findbench.interpret.scores.Scores`, the aggregate read and its header."""
+    """One column of Table 2: its cell of :class:`~findbench.interpret.scores.Scores`, the aggregate it reads and
+    its header."""
 
     category: str
     method: str
@@ -200,6 +201,7 @@ def render_comparison(runs: Mapping[str, Scores], *, title: str = "FIND Table 2"
         lines += ["", f"#### Δ vs {floor}", "",
                   f"How far above the `{floor}` baseline (one fixed answer per category) each interpreter is: its mean "
                   f"minus `{floor}`'s, per column (a difference of means; `findbench compare` tests it on shared functions).",
-                  "", *_md_table([f"**{_escape(name)}**", *(_MISSING if a is None or b is None else f"{a.mean - b.mean:+.2f}"
-                                                          for a, b in zip(summaries[name], base))] for name in others)]
+                  "", *_md_table([f"**{_escape(name)}**", *(_MISSING if a is None or b is None
+                                                            else f"{a.mean - b.mean:+.2f}"
+                                                            for a, b in zip(summaries[name], base))] for name in others)]
     return "\n".join(lines) + "\n"

@@ -37,7 +37,8 @@ class Estimate:
 
     @classmethod
     def of(cls, units: Sequence[float]) -> Estimate:
-        """The estimate of the mean of ``units`` (finite per-function values, :func:`~findbench.interpret.evaluate.unit_values`)."""
+        """The estimate of the mean of ``units`` (finite per-function values,
+        :func:`~findbench.interpret.evaluate.unit_values`)."""
         if not units:
             return cls(None, None, 0)
         low, high = bootstrap_ci(units)
@@ -56,7 +57,8 @@ class Cell(JsonDoc):
     """One (category, method) cell of ``scores.json``: an :class:`Estimate` per aggregate of its category."""
 
     nmse_success: Estimate | None = _estimate("numeric: share of functions whose code has NMSE < 0.1")
-    nmse_success_observed: Estimate | None = _estimate("the same for the best floor answer of the agent's own observations")
+    nmse_success_observed: Estimate | None = _estimate(
+        "the same for the best floor answer of the agent's own observations")
     nmse_success_margin: Estimate | None = _estimate("per function: success minus the floor's (functions with a floor)")
     mean_nmse: Estimate | None = _estimate("numeric: mean of the finite NMSEs")
     domain_iou: Estimate | None = _estimate("numeric: mean IoU of the stated domain with the true one")
@@ -70,13 +72,14 @@ class Cell(JsonDoc):
     unit_test_accuracy_near_observed: Estimate | None = _estimate("the floor's on the near-miss unit tests")
     unit_test_accuracy_near_margin: Estimate | None = _estimate("per function: near-miss accuracy minus the floor's")
     n_degenerate: int = field(default=0, metadata={_D: "answers flagged degenerate (still scored)"})
-    unverified: bool = field(default=False, metadata={_D: "scored on the rows the run carries, not checked against the data"})
+    unverified: bool = field(default=False,
+                             metadata={_D: "scored on the rows the run carries, not checked against the data"})
 
     #: The aggregates a cell may hold, in the order they are written.
-    ESTIMATES = ("nmse_success", "nmse_success_observed", "nmse_success_margin", "mean_nmse", "domain_iou", "exact_match",
-                 "exact_match_observed", "exact_match_margin", "unit_test_accuracy", "unit_test_accuracy_observed",
-                 "unit_test_accuracy_margin", "unit_test_accuracy_near", "unit_test_accuracy_near_observed",
-                 "unit_test_accuracy_near_margin")
+    ESTIMATES = ("nmse_success", "nmse_success_observed", "nmse_success_margin", "mean_nmse", "domain_iou",
+                 "exact_match", "exact_match_observed", "exact_match_margin",
+                 "unit_test_accuracy", "unit_test_accuracy_observed", "unit_test_accuracy_margin",
+                 "unit_test_accuracy_near", "unit_test_accuracy_near_observed", "unit_test_accuracy_near_margin")
 
     def estimate(self, name: str) -> Estimate | None:
         """The aggregate ``name`` (one of :attr:`ESTIMATES`), None where the cell has none."""
@@ -97,7 +100,8 @@ class Cell(JsonDoc):
         where = where or "cell"
         if not isinstance(obj, dict):
             raise ValueError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-        known = {f"{name}{suffix}" for name in cls.ESTIMATES for suffix in ("", "_ci", "_n")} | {"n_degenerate", "unverified"}
+        known = {f"{name}{suffix}" for name in cls.ESTIMATES for suffix in ("", "_ci", "_n")}
+        known |= {"n_degenerate", "unverified"}
         unknown = [k for k in obj if k not in known]
         if unknown:
             raise ValueError(f"{where}: unknown key {unknown[0]!r}")
