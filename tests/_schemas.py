@@ -17,7 +17,8 @@ from tests._paths import REPO
 
 def generator() -> ModuleType:
     """``scripts/generate_json_schemas.py`` as a module."""
-    spec = importlib.util.spec_from_file_location("generate_json_schemas", REPO / "scripts" / "generate_json_schemas.py")
+    path = REPO / "scripts" / "generate_json_schemas.py"
+    spec = importlib.util.spec_from_file_location("generate_json_schemas", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -24,24 +24,27 @@ def test_a_file_written_before_the_types_reads_back_to_the_same_text(tmp_path):
     assert detection.score == pytest.approx(0.5833333333333334) and detection.n_unparsed == 0
     assert detection.ci is not None and len(detection.ci) == 2 and detection.best_floor in detection.floors
     assert results.eval_result_metrics["fuzz"].n_unparsed is None  # detection only
-    assert results.scorers == ["detection", "fuzz", "embedding"] and results.shard is None and results.merged_from is None
+    assert results.scorers == ["detection", "fuzz", "embedding"]
+    assert results.shard is None and results.merged_from is None
 
 
 def test_a_block_is_written_under_saebench_keys():
     m = ScorerMetrics(score=0.5, std_dev=0.1, n_degenerate=0, n_explanation_truncated=1, n_unparsed=2)
-    assert m.block("autointerp") == {"autointerp_score": 0.5, "autointerp_std_dev": 0.1, "n_unparsed": 2, "n_degenerate": 0,
-                                     "n_explanation_truncated": 1}
+    assert m.block("autointerp") == {"autointerp_score": 0.5, "autointerp_std_dev": 0.1, "n_unparsed": 2,
+                                     "n_degenerate": 0, "n_explanation_truncated": 1}
     assert ScorerMetrics.from_block(m.block("autointerp"), "autointerp", "m") == m
     with pytest.raises(ValueError, match=r"^m: unknown key 'score'$"):
         ScorerMetrics.from_block({**m.block("fuzz"), "score": 1.0}, "fuzz", "m")
     with pytest.raises(ValueError, match=r"^m: unknown key 'autointerp_score'"):  # the block of another scorer
         ScorerMetrics.from_block(m.block("autointerp"), "fuzz", "m")
-    assert METRIC_KEYS == {"detection": "autointerp", "fuzz": "fuzz", "embedding": "embedding", "likelihood": "likelihood"}
+    assert METRIC_KEYS == {"detection": "autointerp", "fuzz": "fuzz", "embedding": "embedding",
+                           "likelihood": "likelihood"}
 
 
 def test_a_merged_or_sharded_file_round_trips(tmp_path):
     results = AutoInterpResults.from_json(json.loads(PATH.read_text(encoding="utf-8")))
-    for variant in (dataclasses.replace(results, shard=Shard(1, 4)), dataclasses.replace(results, merged_from=["a", "b"])):
+    for variant in (dataclasses.replace(results, shard=Shard(1, 4)),
+                    dataclasses.replace(results, merged_from=["a", "b"])):
         atomic_write_json(tmp_path / "r.json", variant.to_json())
         obj = json.loads((tmp_path / "r.json").read_text())
         assert AutoInterpResults.from_json(obj) == variant
@@ -50,9 +53,12 @@ def test_a_merged_or_sharded_file_round_trips(tmp_path):
 
 @pytest.mark.parametrize(("edit", "message"), [
     (lambda d: d.update(eval_type_id="core"), r"eval_type_id: expected one of 'autointerp'"),
-    (lambda d: d["eval_result_metrics"].update(sparse_probing={}), r"eval_result_metrics: unknown scorer key 'sparse_probing'"),
-    (lambda d: d["eval_result_metrics"]["fuzz"].pop("n_degenerate"), r"eval_result_metrics\.fuzz: missing key 'n_degenerate'"),
-    (lambda d: d["eval_result_metrics"]["fuzz"].update(ci=[0.1]), r"eval_result_metrics\.fuzz\.ci: expected a list of 2"),
+    (lambda d: d["eval_result_metrics"].update(sparse_probing={}),
+     r"eval_result_metrics: unknown scorer key 'sparse_probing'"),
+    (lambda d: d["eval_result_metrics"]["fuzz"].pop("n_degenerate"),
+     r"eval_result_metrics\.fuzz: missing key 'n_degenerate'"),
+    (lambda d: d["eval_result_metrics"]["fuzz"].update(ci=[0.1]),
+     r"eval_result_metrics\.fuzz\.ci: expected a list of 2"),
     (lambda d: d.update(shard={"index": 0}), r"shard: missing key 'count'"),
     (lambda d: d.pop("latents_file"), r"missing key 'latents_file'"),
 ])
