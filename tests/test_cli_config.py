@@ -140,3 +140,14 @@ def test_library_entry_points_take_the_config(monkeypatch, tmp_path):
     assert seen == {"numeric": {"seed": 0, "source": "procedural"}}
     with pytest.raises(TypeError, match="no settings beside the config"):
         find.build(BuildConfig(), seed=1)
+
+
+def test_the_inspect_task_checks_its_arguments_with_the_same_config():
+    from findbench.constants import UsageError
+    from findbench.interpret.inspect_tasks import find_interpret
+
+    for task_args, message in (({"limit": -1}, "--limit must be"), ({"configs": "numerc"}, "--configs: unknown value 'numerc'"),
+                               ({"method": "aia,milan"}, "method: the task runs one method"),
+                               ({"protocol": "json"}, "--protocol: unknown value")):
+        with pytest.raises(UsageError, match=message):
+            find_interpret(judge=None, **task_args)

@@ -302,7 +302,7 @@ def test_engine_inspect_with_a_findbench_lm_and_its_cache(data_dir, tmp_path, mo
         return real_load_lm(lm, cache=cache) if spec == "scripted-lm" else real_load_lm(spec, cache=cache, **kwargs)
 
     monkeypatch.setattr(findbench.lm, "load_lm", load_lm)
-    monkeypatch.setattr("findbench.interpret.run.check_spec", lambda spec, **kw: spec)  # a made-up spec that load_lm knows
+    monkeypatch.setattr("findbench.models.check_spec", lambda spec, **kw: spec)  # a made-up spec that load_lm knows
     out = tmp_path / "run"
     kwargs = dict(configs="strings", limit=3, out=out, max_tokens=21, display="none")
     run_interpretations(data_dir, "scripted-lm", **kwargs)

@@ -4,10 +4,11 @@ also a flag of ``findbench autointerp`` / ``findbench train-sae``."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from findbench import _checks
+from findbench._config import Csv, arg
 from findbench.constants import UsageError
 from findbench.lm.base import STRUCTURED_OUTPUTS
 
@@ -31,17 +32,6 @@ QUICK_DEFAULTS: dict[str, Any] = {"n_latents": 10, "total_tokens": 100_000, "sco
 #: corpus, the latents or their evidence; a run's saved evidence is reused across them.
 LM_ONLY_FIELDS = ("scorers", "use_demos_in_explanation", "max_tokens_in_explanation", "max_tokens_in_prediction",
                   "llm_batch_size", "structured_outputs", "max_explanation_tokens")
-
-#: A list of strings that the command line takes comma-separated (``--scorers a,b``).
-Csv = list[str] | str | None
-
-
-def arg(default: Any, help: str, **kwargs: Any) -> Any:
-    """A dataclass field that is also a flag: its ``help`` and argparse ``kwargs`` (``choices``, ``aliases``)."""
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata={"help": help, **kwargs})
-    return field(default=default, metadata={"help": help, **kwargs})
-
 
 @dataclass
 class AutoInterpConfig:

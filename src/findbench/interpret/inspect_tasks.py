@@ -315,18 +315,24 @@ def judge_explanation(decisions: list[dict], mode: str) -> str:
 
 
 @task
-def find_interpret(configs: str | list[str] | None = None, method: str = "aia", limit: int | None = None, sample: int | None = None,
-                   functions: str | list[str] | None = None, rounds: int = DEFAULT_ROUNDS, data: str | None = None, seed: int = 0,
-                   max_tokens: int | None = None, interpreter: str | None = None, judge: Any = "embedded-evaluator",
-                   judge_mode: str | None = None, judge_model: str | None = None, judge_cache: str | None = None, protocol: str = PROTOCOL,
-                   episode_tokens: int | None = None, structured_outputs: str = "auto") -> Task:
+def find_interpret(judge: Any = "embedded-evaluator", judge_mode: str | None = None, judge_model: str | None = None,
+                   judge_cache: str | None = None, **settings: Any) -> Task:
     """FIND's interpretation task (FIND §3, Table 2) for one method (``-T name=value``).
 
-    Row selection as :func:`find_samples`, the episode as :func:`find_agent`; ``interpreter``: a
-    reference answering without a model; ``judge`` (``None``/``"none"``: descriptions unscored) as
-    ``findbench evaluate``'s."""
-    samples = find_samples(configs, method, limit=limit, sample=sample, functions=functions, data=data, seed=seed,
-                           interpreter=interpreter)
+    ``settings``: ``findbench interpret``'s (:class:`~findbench.interpret.config.InterpretConfig`,
+    which checks them), for one ``method``; rows as :func:`find_samples`, the episode as
+    :func:`find_agent`; a reference ``interpreter`` answers without a model. ``judge``
+    (``None``/``"none"``: descriptions unscored) as ``findbench evaluate``'s."""
+    from findbench.interpret.config import InterpretConfig
+
+    settings.pop("model", None)  # Inspect passes its --model to every task: that model is the interpreter
+    if settings.get("interpreter") is None:
+        settings.pop("interpreter", None)
+    cfg = InterpretConfig(**settings)
+    if len(cfg.method) != 1:
+        raise UsageError(f"method: the task runs one method, got {','.join(cfg.method)}")
+    samples = find_samples(cfg.configs, cfg.method[0], limit=cfg.limit, sample=cfg.sample, functions=cfg.functions, data=cfg.data,
+                           seed=cfg.seed, interpreter=cfg.reference, observed_calls=cfg.observed_calls)
     present = {s.metadata["row"]["category"] for s in samples}
     judged = judge not in (None, "none") and bool(present - {"numeric"})
     if judged:
@@ -335,8 +341,8 @@ def find_interpret(configs: str | list[str] | None = None, method: str = "aia", 
                                    (exact_match(), "strings" in present)) if wanted]
     if judged:
         scorers.append(unit_test_accuracy(judge, judge_mode=judge_mode, judge_model=judge_model, judge_cache=judge_cache))
-    return interpret_task(samples, scorers, rounds=rounds, max_tokens=max_tokens, seed=seed, protocol=protocol,
-                          episode_tokens=episode_tokens, structured_outputs=structured_outputs)
+    return interpret_task(samples, scorers, rounds=cfg.rounds, max_tokens=cfg.max_tokens, seed=cfg.seed, protocol=cfg.protocol,
+                          episode_tokens=cfg.episode_tokens, structured_outputs=cfg.structured_outputs)
 
 
 def interpret_task(samples: list[Sample], scorers: list | None = None, *, rounds: int, max_tokens: int | None, seed: int,
