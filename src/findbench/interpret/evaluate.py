@@ -461,7 +461,8 @@ def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = Tr
     ``scores.json`` cells carry ``unverified`` (true when the run was made on in-memory rows and
     scored on the rows it carries, :mod:`findbench.interpret.truth`).
 
-    Returns ``{"interpreter", "layout", "scores", "counts", "out", "table", "process", "verified"}``."""
+    Returns ``{"interpreter", "layout", "scores", "counts", "out", "table", "process", "verified"}``
+    (``scores``: the content of ``scores.json``; :meth:`findbench.interpret.scores.Scores.from_json` types it)."""
     if not isinstance(cfg, EvaluateConfig):
         paths = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in settings.items()}
         cfg = EvaluateConfig(run_dir=os.fspath(cfg), **paths)
