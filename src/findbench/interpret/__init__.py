@@ -12,37 +12,26 @@ An *interpreter* is an agent that experiments on a black-box function and then d
 - :mod:`~findbench.interpret.run`: episodes through ``inspect_ai.eval``, exported as a run folder;
 - :mod:`~findbench.interpret.inspect_tasks`: the Inspect task, solver, scorers and model API.
 
-Not imported here: ``agent`` and ``inspect_tasks`` (Inspect finds it through its entry point), ``evaluate``
+Names below load their module on first use. Not exported: ``agent`` and ``inspect_tasks`` (Inspect finds it through its entry point), ``evaluate``
 (scoring), ``scoreboard`` (Table 2) and ``report`` (``report.html``)."""
 
 from __future__ import annotations
 
-from findbench.interpret.calls import FunctionRunner
-from findbench.interpret.episode import DEFAULT_MAX_TOKENS, DEFAULT_ROUNDS, Episode
-from findbench.interpret.prompts import MILAN_TURNS, build_messages, system_prompt, task_prompt
-from findbench.interpret.protocol import (
-    METHODS,
-    PROTOCOL,
-    UNRECOGNIZED_REPLY,
-    Answer,
-    CallError,
-    Command,
-    format_answer,
-    format_reply,
-    parse_answer,
-    parse_commands,
-)
-from findbench.interpret.references import (
-    CONSTANT_ANSWERS,
-    REFERENCE_INTERPRETERS,
-    constant_answer,
-    empty_answer,
-    oracle_answer,
-    random_answer,
-    reference_answer,
-    reference_domain,
-)
-from findbench.interpret.run import run_interpretations, summarize_run
+from findbench._lazy import lazy_getattr
+
+# Loaded on first use, so that ``findbench --help`` (which reads interpret/config.py) imports
+# none of the episode machinery.
+_MODULES = {
+    "findbench.interpret.calls": ("FunctionRunner",),
+    "findbench.interpret.episode": ("DEFAULT_MAX_TOKENS", "DEFAULT_ROUNDS", "Episode"),
+    "findbench.interpret.prompts": ("MILAN_TURNS", "build_messages", "system_prompt", "task_prompt"),
+    "findbench.interpret.protocol": ("METHODS", "PROTOCOL", "UNRECOGNIZED_REPLY", "Answer", "CallError", "Command",
+                                     "format_answer", "format_reply", "parse_answer", "parse_commands"),
+    "findbench.interpret.references": ("CONSTANT_ANSWERS", "REFERENCE_INTERPRETERS", "constant_answer", "empty_answer",
+                                       "oracle_answer", "random_answer", "reference_answer", "reference_domain"),
+    "findbench.interpret.run": ("run_interpretations", "summarize_run"),
+}
+__getattr__ = lazy_getattr(__name__, {name: module for module, names in _MODULES.items() for name in names})
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
