@@ -230,10 +230,10 @@ def test_main_uses_the_trained_judge_when_present_and_never_trains(fake_main, mo
 
 
 @pytest.mark.parametrize(("kwargs", "field"), [
-    ({"functions_per_category": 0}, "functions_per_category"),
-    ({"lm_functions": 0}, "lm_functions"),
-    ({"rounds": 0}, "rounds"),
-    ({"interpreters": []}, "interpreters"),
+    ({"functions_per_category": 0}, "--functions-per-category"),
+    ({"lm_functions": 0}, "--lm-functions"),
+    ({"rounds": 0}, "--rounds"),
+    ({"interpreters": []}, "--interpreters"),
 ])
 def test_main_rejects_bad_arguments(tmp_path, kwargs, field):
     with pytest.raises(ValueError, match=field):
