@@ -89,7 +89,7 @@ def test_run_applies_and_records_the_setting(setting, applied, data_dir, tmp_pat
         assert record["answer"]["description"] == "my guess" and record["rounds"] == 3
     else:
         assert lm.constraints == [None] * 3 and record["answer"] is None
-    with pytest.raises(ValueError, match="structured_outputs"):
+    with pytest.raises(ValueError, match="--structured-outputs"):
         run_interpretations(data_dir, lm, configs="strings", limit=1, out=tmp_path / "bad", structured_outputs="yes")
     # a resumed run keeps the setting its episodes were generated under
     other = "off" if setting == "auto" else "on"
