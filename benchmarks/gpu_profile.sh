@@ -14,22 +14,29 @@ PYTHON=${PYTHON:-.venv/bin/python}
 VLLM=${VLLM:-vllm}
 PORT=${PORT:-8011}
 RESULTS=benchmarks/results
-command -v "$VLLM" >/dev/null || { echo "gpu_profile.sh: no vLLM command '$VLLM' (pip install vllm, or set VLLM=...)" >&2; exit 2; }
+if ! command -v "$VLLM" >/dev/null; then
+    echo "gpu_profile.sh: no vLLM command '$VLLM' (pip install vllm, or set VLLM=...)" >&2
+    exit 2
+fi
 "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" \
     || { echo "gpu_profile.sh: torch in $PYTHON sees no CUDA GPU" >&2; exit 2; }
 
 BASE=$("$PYTHON" -c "from findbench.models import resolve; print(resolve('embedded'))")
-read -r -a LORA <<< "$("$PYTHON" -c "from findbench.lm.vllm_server import lora_args; from findbench.models import resolve; \
+read -r -a LORA <<< "$("$PYTHON" -c "from findbench.lm.vllm_server import lora_args
+from findbench.models import resolve
 print(' '.join(lora_args(resolve('embedded-evaluator'), 'embedded-evaluator')))")"
 mkdir -p "$RESULTS"
-"$VLLM" serve "$BASE" --served-model-name embedded --dtype float32 --max-model-len 2048 --host 127.0.0.1 --port "$PORT" \
-    "${LORA[@]}" > "$RESULTS/profile-gpu-server.log" 2>&1 &
+"$VLLM" serve "$BASE" --served-model-name embedded --dtype float32 --max-model-len 2048 \
+    --host 127.0.0.1 --port "$PORT" "${LORA[@]}" > "$RESULTS/profile-gpu-server.log" 2>&1 &
 SERVER=$!
 trap 'kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null || true' EXIT
 URL="http://127.0.0.1:$PORT/v1"
 for _ in $(seq 150); do
     curl -sf "$URL/models" >/dev/null && break
-    kill -0 "$SERVER" 2>/dev/null || { echo "gpu_profile.sh: vLLM exited; see $RESULTS/profile-gpu-server.log" >&2; exit 1; }
+    if ! kill -0 "$SERVER" 2>/dev/null; then
+        echo "gpu_profile.sh: vLLM exited; see $RESULTS/profile-gpu-server.log" >&2
+        exit 1
+    fi
     sleep 2
 done
 curl -sf "$URL/models" >/dev/null || { echo "gpu_profile.sh: vLLM not ready after 300 s" >&2; exit 1; }

