@@ -48,7 +48,9 @@ def test_the_judge_role_and_the_judge_argument_reach_the_same_decisions(data_dir
     assert all(all(c == d["correct"] for c, d in zip(by_argument[f], by_id[f]["unit_tests"])) for f in FUNCTIONS)
     calls = knowing.calls
     # the role wins over the task's judge argument, which is never asked
-    log = run(data_dir, tmp_path / "role", first, {JUDGE_ROLE: get_model("findbench/knowing", lm=knowing, memoize=False)})
+    log = run(
+        data_dir, tmp_path / "role", first, {JUDGE_ROLE: get_model("findbench/knowing", lm=knowing, memoize=False)}
+    )
     assert decisions(log) == by_argument and first.calls == 0 and knowing.calls > calls
     # the argument alone is a different judge, so the comparison above can fail
     assert decisions(run(data_dir, tmp_path / "first", first)) != by_argument
@@ -79,3 +81,27 @@ def test_a_role_gets_the_mode_its_judge_records():
 def test_a_role_without_log_probabilities_is_refused():
     with pytest.raises(ValueError, match="--model-role judge=mockllm/model: findbench's judge reads log-probabilities"):
         asyncio.run(role_judge(get_model("mockllm/model", memoize=False)))
+
+
+def test_a_vllm_lora_role_is_read_at_its_server_under_the_adapters_name(monkeypatch):
+    """``vllm/<base>:<adapter>`` (Inspect's vLLM provider, whose optional ``openai`` package this
+    environment lacks): the judge is the adapter's served name at ``base_url`` or ``$VLLM_BASE_URL``."""
+    from types import SimpleNamespace
+
+    from findbench.interpret.roles import _served
+
+    def vllm(base_url, adapter):
+        api = SimpleNamespace(
+            base_url=base_url,
+            base_model="embedded",
+            model_name=f"embedded:{adapter}",
+            adapter=SimpleNamespace(name=adapter) if adapter else None,
+        )
+        return SimpleNamespace(api=api)
+
+    monkeypatch.delenv("VLLM_BASE_URL", raising=False)
+    assert _served(vllm(None, "embedded-evaluator")) is None  # not connected yet: role_judge asks Inspect once
+    assert _served(vllm("http://b:8001/v1", "embedded-evaluator")) == ("http://b:8001/v1", "embedded-evaluator")
+    monkeypatch.setenv("VLLM_BASE_URL", "http://b:8001/v1")
+    assert _served(vllm(None, "embedded-evaluator")) == ("http://b:8001/v1", "embedded-evaluator")
+    assert _served(vllm(None, None)) == ("http://b:8001/v1", "embedded")

@@ -6,8 +6,9 @@ One server (``.venv-vllm``) serves the embedded model as ``embedded`` and the ad
 ``embedded-evaluator`` (:func:`findbench.lm.vllm_server.lora_args`); the judge reads vLLM's
 ``prompt_logprobs`` in its own ``pmi`` mode. In process the adapter is merged into the base
 weights; vLLM adds it unmerged, so scores differ by float32 rounding only (measured: at most
-1e-4 nats on the strings half of this set): the test asks for the same picks on every unit test and scores within 2e-2 nats
-(the tolerance of the base model's continuation log-probs in test_openai_vllm.py)."""
+1e-4 nats on the strings half of this set): the test asks for the same picks on every unit test
+and scores within 2e-2 nats (the tolerance of the base model's continuation log-probs in
+test_openai_vllm.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,11 @@ import pytest
 from findbench.lm import OpenAILM
 from findbench.lm.vllm_server import find_vllm_python, lora_args, serve_vllm
 
-pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.filterwarnings("ignore:The 'initial' parameter is deprecated")]
+pytestmark = [
+    pytest.mark.vllm,
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore:The 'initial' parameter is deprecated"),
+]
 
 START_TIMEOUT = 600  # seconds; ~40 s on an idle machine, minutes on a busy 2-core one
 JUDGE = "embedded-evaluator"
@@ -38,8 +43,15 @@ def lora_url(embedded_model_dir, tmp_path_factory):
     log_path = tmp_path_factory.mktemp("vllm-lora") / "server.log"
     with contextlib.ExitStack() as stack:
         try:
-            url = stack.enter_context(serve_vllm(embedded_model_dir, python=python, log_path=log_path, start_timeout=START_TIMEOUT,
-                                                 extra_args=lora_args(resolve(JUDGE), JUDGE)))
+            url = stack.enter_context(
+                serve_vllm(
+                    embedded_model_dir,
+                    python=python,
+                    log_path=log_path,
+                    start_timeout=START_TIMEOUT,
+                    extra_args=lora_args(resolve(JUDGE), JUDGE),
+                )
+            )
         except (RuntimeError, TimeoutError) as exc:
             pytest.fail(str(exc))
         yield url
@@ -64,7 +76,9 @@ def test_served_adapter_decides_as_in_process(lora_url, local_judge):
     from findbench.judge import judge_mode_of, judge_unit_tests
 
     remote = OpenAILM(lora_url, model=JUDGE, max_workers=8, timeout=600)
-    assert judge_mode_of(lora_url, judge_model=JUDGE) == "pmi"  # findbench evaluate --judge URL --judge-model embedded-evaluator
+    assert (
+        judge_mode_of(lora_url, judge_model=JUDGE) == "pmi"
+    )  # findbench evaluate --judge URL --judge-model embedded-evaluator
     n = 0
     for category, descriptions, tests in fixed_set():
         got = judge_unit_tests(remote, descriptions, tests, category, mode="pmi")

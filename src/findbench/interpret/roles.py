@@ -73,9 +73,10 @@ async def role_judge(model: Any, *, judge_mode: str | None = None, judge_cache: 
         await model.generate("Reply with OK.", config=GenerateConfig(max_tokens=1, temperature=0.0))
         served = _served(model)
     if served is None:
-        raise ValueError(f"--model-role {JUDGE_ROLE}={model}: findbench's judge reads log-probabilities from an "
-                         "OpenAI-compatible server (vllm/<model> with base_url, openai-api/…) or a findbench model "
-                         "(findbench/<spec>); this model has neither")
+        raise ValueError(
+            f"--model-role {JUDGE_ROLE}={model}: findbench's judge reads log-probabilities from an "
+            "OpenAI-compatible server (vllm/<model> with base_url, openai-api/…) or a findbench model "
+            "(findbench/<spec>); this model has neither"
+        )
     url, name = served
     return load_judge(url, judge_model=name, cache=judge_cache), judge_mode or judge_mode_of(url, judge_model=name)
-
