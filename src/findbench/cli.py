@@ -305,7 +305,7 @@ def _as_flag(message: str, configs: tuple[type, ...]) -> str:
     """A library error that opens with a parameter's name (``limit must be ≥ 1``, ``configs: ...``)
     names the command's flag instead (``--limit must be ≥ 1``)."""
     head = re.match(r"([a-z_]+)(?=:| must )", message)
-    names = {f.name for t in configs for f in fields(t)}
+    names = {f.name for t in configs for f in fields(t) if not f.metadata.get("positional")}  # arguments keep their name
     name = head and _PARAM_FLAGS.get(head[1], head[1])
     if not name or name not in names:
         return message
