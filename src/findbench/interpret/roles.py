@@ -7,12 +7,13 @@ scoring mode, which :func:`findbench.interpret.evaluate.score_interpretations` u
 scoring path). A role is read through the model it names:
 
 - ``findbench/<spec>``: the findbench LM of :class:`~findbench.interpret.inspect_tasks.FindbenchModelAPI`
-  (``findbench/embedded-evaluator``, ``findbench/<folder>``, ``findbench/http://host:8000/v1`` with
-  ``model_args: {model: <served name>}``);
+  (``findbench/embedded-evaluator`` in process; with ``base_url``, the model of that name served
+  there: ``judge={model: findbench/embedded-evaluator, model_args: {base_url: http://host:8001/v1}}``);
 - any OpenAI-compatible provider with a server URL (``vllm/<base>:<adapter>`` or ``vllm/<model>``
   with ``base_url`` or ``$VLLM_BASE_URL``, ``openai-api/…``): an :class:`~findbench.lm.OpenAILM` on
   that URL naming the served model (the LoRA adapter's name for ``vllm/<base>:<adapter>``), which
-  reads vLLM's ``prompt_logprobs``. Inspect connects to the server first with one one-token request.
+  reads vLLM's ``prompt_logprobs``. A ``vllm/…`` model not yet connected answers one one-token
+  request first, so that Inspect resolves its URL.
 
 The mode is ``judge_mode`` where given, else the one the served judge records
 (:func:`findbench.judge.judge_mode_of`: ``pmi`` for ``embedded-evaluator``), else ``logprob``.
