@@ -92,6 +92,8 @@ def test_parsing_imports_no_model_library():
     (["export-functions", "--out", "x", "--configs", "string"], "--configs"),
     (["compare", "a", "b", "--n-resamples", "0"], "--n-resamples"),
     (["iia", "--task", "t", "--layer", "zero"], "--layer"),
+    (["iia", "--task", "t", "--layer", "1", "--model", "embeded"], "--model"),
+    (["build-neuron-tests", "--generator", "embeded"], "--generator"),
     (["autointerp", "--sae", "my-sae"], "--sae"),
     (["autointerp", "--explainer", "embeded"], "--explainer"),
     (["autointerp", "--n-top-ex", "0"], "--n-top-ex"),

@@ -58,6 +58,11 @@ class BuildNeuronTestsConfig:
         self.tasks = _checks.str_list("--tasks", self.tasks, optional=True)
         if self.span_judge != "lm" and not self.span_judge.startswith("regex:"):
             raise UsageError(f"--span-judge: 'lm' or 'regex:<pattern>', got {self.span_judge!r}")
+        from findbench.models import check_spec
+
+        for name in ("model", "generator"):
+            if getattr(self, name) is not None:
+                check_spec(getattr(self, name), flag=f"--{name}")
 
 
 @dataclass

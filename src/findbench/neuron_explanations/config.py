@@ -39,6 +39,9 @@ class IIAConfig:
             raise UsageError("--layer and --ks take comma-separated numbers") from None
         for name in ("n_pairs", "batch_size"):
             _checks.positive_int("--" + name.replace("_", "-"), getattr(self, name))
+        from findbench.models import check_spec
+
+        check_spec(self.model, flag="--model")
 
     def all_rankings(self) -> dict[str, Any]:
         """The built-in rankings (None: computed) and those of --ranking-file."""
