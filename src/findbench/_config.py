@@ -74,7 +74,8 @@ def add_arguments(parser: argparse.ArgumentParser, config: type, defaults: dict[
         if kind is bool:
             if default is True:
                 parser.add_argument(*flags, dest=f.name, type=_to_bool, nargs="?", const=True, default=True, **kw)
-                parser.add_argument(flag("no_" + f.name), dest=f.name, action="store_false", default=argparse.SUPPRESS, **kw)
+                parser.add_argument(flag("no_" + f.name), dest=f.name, action="store_false", default=argparse.SUPPRESS,
+                                    **kw)
             else:
                 parser.add_argument(*flags, dest=f.name, action="store_true", **kw)
             continue

@@ -61,7 +61,8 @@ def _call(cfg: CallConfig) -> None:
         xs = [float(x) for x in cfg.inputs]
         ys = [float(fn(x)) for x in xs]
     else:
-        xs, ys = cfg.inputs, (list(fn(cfg.inputs)) if cfg.category.startswith("neurons") else [fn(x) for x in cfg.inputs])
+        xs = cfg.inputs
+        ys = list(fn(xs)) if cfg.category.startswith("neurons") else [fn(x) for x in xs]
     print(format_pairs(xs, ys))
 
 
@@ -77,8 +78,9 @@ def _interpret(cfg: InterpretConfig) -> None:
     out = run_interpretations(cfg)
     print(f"wrote {out}")
     for s in summarize_run(out):
-        print(f"{s['category']}/{s['method']}: {s['episodes']} episodes, {s['answered']} answered, {s['mean_rounds']:.1f} rounds "
-              f"on average, {s['calls']} function calls, {s['malformed_commands']} malformed commands"
+        print(f"{s['category']}/{s['method']}: {s['episodes']} episodes, {s['answered']} answered, "
+              f"{s['mean_rounds']:.1f} rounds on average, {s['calls']} function calls, {s['malformed_commands']} "
+              "malformed commands"
               + (f", {s['dropped_commands']} commands dropped and {s['truncated_messages']} messages cut by the "
                  "per-turn caps" if s["dropped_commands"] or s["truncated_messages"] else ""))
 
@@ -96,7 +98,8 @@ def _evaluate(cfg: EvaluateConfig) -> None:
 def _report(cfg: ReportConfig) -> None:
     from findbench.autointerp.report import autointerp_results, write_report
 
-    found = autointerp_results(cfg.run_dir)  # an AutoInterp output folder: a dashboard per results file (one per --run-id)
+    # an AutoInterp output folder: a dashboard per results file (one per --run-id)
+    found = autointerp_results(cfg.run_dir)
     for results in found:
         print(f"wrote {write_report(results, out=cfg.out)}")
     if not found:
@@ -131,8 +134,9 @@ def _build_neuron_tests(cfg: BuildNeuronTestsConfig) -> None:
 def _iia(cfg: IIAConfig) -> None:
     from findbench.neuron_explanations.interventions import run_iia
 
-    for res in run_iia(cfg.model, cfg.task, cfg.layers, out=cfg.out, site=cfg.site, n_pairs=cfg.n_pairs, ks=cfg.k_values,
-                       rankings=cfg.all_rankings(), position=cfg.position, seed=cfg.seed, batch_size=cfg.batch_size):
+    for res in run_iia(cfg.model, cfg.task, cfg.layers, out=cfg.out, site=cfg.site, n_pairs=cfg.n_pairs,
+                       ks=cfg.k_values, rankings=cfg.all_rankings(), position=cfg.position, seed=cfg.seed,
+                       batch_size=cfg.batch_size):
         for name, curve in res["curves"].items():
             print(f"{res['task']} layer {res['layer']} ({res['position']}, {res['n_pairs']} pairs) {name}: "
                   + " ".join(f"K={k:g}%:{v:.3f}" for k, v in zip(res["ks"], curve)))
@@ -194,13 +198,15 @@ def _autointerp(command: AutoInterpCommand, cfg: AutoInterpConfig) -> None:
     if resumed["evidence"] or resumed["firing_counts"] or cache["hits"]:
         done = [f"evidence {resumed['evidence']}" if resumed["evidence"] else None,
                 f"firing counts {resumed['firing_counts']}" if resumed["firing_counts"] else None,
-                f"{cache['hits']} of {cache['hits'] + cache['misses']} LM answers from {cache['path']}" if cache["hits"] else None]
+                f"{cache['hits']} of {cache['hits'] + cache['misses']} LM answers from {cache['path']}"
+                if cache["hits"] else None]
         print(f"resumed from {command.out}: " + "; ".join(d for d in done if d))
     applied = result["eval_config"]["structured_outputs_applied"]
     print(f"structured outputs {cfg.structured_outputs}: explainer {'on' if applied['explainer'] else 'off'}, "
           f"scorer {'on' if applied['scorer'] else 'off'}")
     if result.get("shard"):
-        print(f"shard {command.shard}: the scores of this shard's latents only (`findbench autointerp merge` joins the shards)")
+        print(f"shard {command.shard}: the scores of this shard's latents only (`findbench autointerp merge` joins "
+              "the shards)")
     for key, values in result["eval_result_metrics"].items():
         print(format_score(key, values))
     print(f"wrote {result['files']['results']}\nwrote {result['files']['summary']}")
@@ -230,7 +236,8 @@ def _autointerp_validate(cfg: AutoInterpValidateCommand) -> None:
     settings = AutoInterpConfig(total_tokens=cfg.total_tokens, random_seed=cfg.seed, scorers=cfg.scorers,
                                 structured_outputs=cfg.structured_outputs)
     result = planted_validation(model, tokenizer, scorers=cfg.scorers, lm=lm, config=settings, rules=cfg.rules,
-                                probes=cfg.probes, max_explanation_tokens=cfg.max_explanation_tokens or None, output=cfg.out)
+                                probes=cfg.probes, max_explanation_tokens=cfg.max_explanation_tokens or None,
+                                output=cfg.out)
     print(validation_tables(result))
     print(f"{result['seconds']['total']:.0f} s; wrote {cfg.out}")
 
@@ -246,18 +253,21 @@ def _main(cfg: MainConfig) -> None:
 
 #: The subcommands in workflow order: (name, config (or configs, each a flag group), function taking them).
 COMMANDS: tuple[tuple[str, Any, Callable[..., None]], ...] = (
-    ("build", BuildConfig, _build), ("call", CallConfig, _call), ("export-functions", ExportFunctionsConfig, _export_functions),
-    ("interpret", InterpretConfig, _interpret), ("evaluate", EvaluateConfig, _evaluate), ("report", ReportConfig, _report),
-    ("compare", CompareConfig, _compare), ("backbone-report", BackboneReportConfig, _backbone_report),
+    ("build", BuildConfig, _build), ("call", CallConfig, _call),
+    ("export-functions", ExportFunctionsConfig, _export_functions), ("interpret", InterpretConfig, _interpret),
+    ("evaluate", EvaluateConfig, _evaluate), ("report", ReportConfig, _report), ("compare", CompareConfig, _compare),
+    ("backbone-report", BackboneReportConfig, _backbone_report),
     ("build-neuron-tests", BuildNeuronTestsConfig, _build_neuron_tests), ("iia", IIAConfig, _iia),
     ("judge-data", JudgeDataConfig, _judge_data), ("train-judge", TrainJudgeConfig, _train_judge),
     ("judge-report", JudgeReportConfig, _judge_report), ("judge-card", JudgeCardConfig, _judge_card),
-    ("train-sae", (TrainSAECommand, TrainSAEConfig), _train_sae), ("autointerp", (AutoInterpCommand, AutoInterpConfig), _autointerp),
+    ("train-sae", (TrainSAECommand, TrainSAEConfig), _train_sae),
+    ("autointerp", (AutoInterpCommand, AutoInterpConfig), _autointerp),
     ("autointerp-merge", AutoInterpMergeCommand, _autointerp_merge),
     ("autointerp-validate", AutoInterpValidateCommand, _autointerp_validate), ("main", MainConfig, _main),
 )
 #: Earlier names that still work.
-ALIASES = {"judge-data": ("evaluator-data",), "train-judge": ("train-evaluator",), "judge-report": ("evaluator-report",)}
+ALIASES = {"judge-data": ("evaluator-data",), "train-judge": ("train-evaluator",),
+           "judge-report": ("evaluator-report",)}
 #: Parser defaults that differ from the config's on purpose (the quick AutoInterp run; SAEBench's values in the help).
 _DEFAULTS = {AutoInterpConfig: QUICK_DEFAULTS}
 
@@ -277,8 +287,8 @@ def make_parser() -> argparse.ArgumentParser:
     for name, config, function in COMMANDS:
         first, rest = configs_of(config)[0], getattr(configs_of(config)[0], "REST", False)
         # No abbreviated flags: with them `main --data` would silently mean `--dataset-out`.
-        p = sub.add_parser(name, aliases=ALIASES.get(name, ()), help=first.__doc__, description=first.__doc__, allow_abbrev=False,
-                           formatter_class=HelpFormatter, add_help=not rest)
+        p = sub.add_parser(name, aliases=ALIASES.get(name, ()), help=first.__doc__, description=first.__doc__,
+                           allow_abbrev=False, formatter_class=HelpFormatter, add_help=not rest)
         for cls in configs_of(config):
             add_arguments(p, cls, _DEFAULTS.get(cls))
         p.set_defaults(_command=(config, function, rest))
@@ -305,7 +315,8 @@ def _as_flag(message: str, configs: tuple[type, ...]) -> str:
     """A library error that opens with a parameter's name (``limit must be ≥ 1``, ``configs: ...``)
     names the command's flag instead (``--limit must be ≥ 1``)."""
     head = re.match(r"([a-z_]+)(?=:| must )", message)
-    names = {f.name for t in configs for f in fields(t) if not f.metadata.get("positional")}  # arguments keep their name
+    # fields that are flags (an argument keeps its name)
+    names = {f.name for t in configs for f in fields(t) if not f.metadata.get("positional")}
     name = head and _PARAM_FLAGS.get(head[1], head[1])
     if not name or name not in names:
         return message
@@ -320,7 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import logging
 
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(levelname)s %(name)s: %(message)s")
     config, function, rest = args._command
     try:
         if config == (AutoInterpCommand, AutoInterpConfig) and args.override_latents is not None \

@@ -136,21 +136,22 @@ def _run_fingerprint(run_dir: Path) -> str:
 
 @dataclass
 class MainConfig:
-    """the whole job on embedded defaults: build FIND, run the oracle, random, constant, empty, observed and embedded interpreters on a sample of every category, score them (FIND Table 2)"""  # noqa: E501
+    """the whole job on embedded defaults: build FIND, run the oracle, random, constant, empty, observed and
+    embedded interpreters on a sample of every category, score them (FIND Table 2)"""
 
     dataset_out: str = arg("find", "dataset folder this job builds")
     out: str = arg("outputs/main", "results folder: summary.json, summary.md, stages/, runs/, scores/")
     seed: int = arg(0, "seed of the dataset, the samples and the interpreters")
-    interpreters: Csv = arg(",".join(DEFAULT_INTERPRETERS), "comma-separated: references (oracle, random, constant, empty, "
-                                                            "observed) and/or LM specs")
+    interpreters: Csv = arg(",".join(DEFAULT_INTERPRETERS), "comma-separated: references (oracle, random, "
+                                                            "constant, empty, observed) and/or LM specs")
     functions_per_category: int = arg(3, "functions sampled per category")
     lm_functions: int = arg(1, "of those, how many each LM interpreter interprets per category and method")
     rounds: int = arg(3, "an LM interpreter's rounds per episode (FIND: 20)")
     max_tokens: int = arg(128, "an LM interpreter's tokens per turn")
-    judge: str | None = arg(None, "unit-test judge (default: the trained embedded-evaluator when present, else embedded in "
-                                  "pmi mode)")
-    judge_mode: str | None = arg(None, "the judge's scoring mode (default: the mode a trained judge folder records, else "
-                                       "logprob)", choices=JUDGE_MODES)
+    judge: str | None = arg(None, "unit-test judge (default: the trained embedded-evaluator when present, else "
+                                  "embedded in pmi mode)")
+    judge_mode: str | None = arg(None, "the judge's scoring mode (default: the mode a trained judge folder records, "
+                                       "else logprob)", choices=JUDGE_MODES)
     max_connections: int = arg(2, "LM episodes in flight")
 
     def __post_init__(self) -> None:
@@ -194,11 +195,10 @@ def run_main(cfg: MainConfig | None = None, **settings: Any) -> dict:
         cfg = MainConfig(**{k: str(v) if isinstance(v, Path) else v for k, v in settings.items()})
     elif settings:
         raise TypeError(f"run_main(cfg) takes no settings beside the config, got {sorted(settings)}")
-    data, out, seed, interpreters, rounds, max_tokens = (cfg.dataset_out, cfg.out, cfg.seed, cfg.interpreters, cfg.rounds,
-                                                         cfg.max_tokens)
-    functions_per_category, lm_functions, max_connections = cfg.functions_per_category, cfg.lm_functions, cfg.max_connections
-    judge, judge_mode = cfg.judge, cfg.judge_mode
-    data, out = Path(data), Path(out)
+    seed, interpreters, rounds, max_tokens = cfg.seed, cfg.interpreters, cfg.rounds, cfg.max_tokens
+    functions_per_category, lm_functions = cfg.functions_per_category, cfg.lm_functions
+    judge, judge_mode, max_connections = cfg.judge, cfg.judge_mode, cfg.max_connections
+    data, out = Path(cfg.dataset_out), Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     source = "procedural"
     # keyed by absolute path and generator: a changed findbench or another folder rebuilds it

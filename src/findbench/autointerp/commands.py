@@ -58,10 +58,12 @@ def format_score(key: str, values: dict) -> str:
 
 @dataclass
 class TrainSAECommand:
-    """train a sae_lens SAE (TopK or standard) on one layer of a model over a text corpus; writes a folder SAE.load_from_disk reads, with a model card and held-out metrics"""  # noqa: E501
+    """train a sae_lens SAE (TopK or standard) on one layer of a model over a text corpus; writes a folder
+    SAE.load_from_disk reads, with a model card and held-out metrics"""
 
     out: str = arg("sae", "SAE folder to write")
-    resume: bool = arg(True, "reuse cached activations and the last checkpoint of an interrupted run (--no-resume: start over)")
+    resume: bool = arg(True, "reuse cached activations and the last checkpoint of an interrupted run (--no-resume: "
+                             "start over)")
     keep_activations: bool = arg(False, "keep the cached model activations for later runs on the same hook (GBs in "
                                         "~/.cache/findbench)")
 
@@ -71,18 +73,19 @@ SAEBENCH = AutoInterpConfig()
 
 @dataclass
 class AutoInterpCommand:
-    __doc__ = ("explain SAE latents in words and score the explanations (SAEBench AutoInterp + more scorers); the defaults run "
-               "in minutes on the embedded model, SAEBench's values: " + ", ".join(
+    __doc__ = ("explain SAE latents in words and score the explanations (SAEBench AutoInterp + more scorers); the "
+               "defaults run in minutes on the embedded model, SAEBench's values: " + ", ".join(
                    f"--{k.replace('_', '-')} {','.join(v) if isinstance(v, list) else v}"
                    for k, v in ((k, getattr(SAEBENCH, k)) for k in QUICK_DEFAULTS))
                + "; `findbench autointerp merge DIR... --out OUT` joins the folders of --shard runs")
 
     model: str = arg("embedded", "model the SAE reads: embedded (SmolLM2), minilm, a folder or a Hub id")
-    sae: str = arg("embedded", "embedded (the SAE shipped with findbench), synthetic (planted rules), a sae_lens folder, "
-                               "or a release")
+    sae: str = arg("embedded", "embedded (the SAE shipped with findbench), synthetic (planted rules), a sae_lens "
+                               "folder, or a release")
     sae_id: str | None = arg(None, "SAE id within a sae_lens release")
     layer: int | None = arg(None, "layer the SAE reads (default: the SAE's own hook)")
-    hook: str | None = arg(None, "resid_post, resid_pre, mlp_post, hook_embed or a full hook name (default: the SAE's own)")
+    hook: str | None = arg(None, "resid_post, resid_pre, mlp_post, hook_embed or a full hook name (default: the "
+                                 "SAE's own)")
     explainer: str = arg("embedded", "LM spec writing explanations: embedded, a folder, an HF id or a vLLM URL")
     scorer: str | None = arg(None, "LM spec of the scorers (default: the explainer)")
     lm_model: str | None = arg(None, "served model name, for server-URL --explainer / --scorer")
@@ -92,10 +95,11 @@ class AutoInterpCommand:
     out: str = arg("outputs/autointerp", "results folder (a rerun resumes there and overwrites its results)")
     run_id: str | None = arg(None, "name this run's result files (<sae>_eval_results_<id>.json, "
                                    "..._features_summary_<id>.csv) instead of overwriting the plain ones")
-    report: bool = arg(False, "then write report.html in --out: every latent's windows shaded by activation, explanation, "
-                              "scorers' picks")
+    report: bool = arg(False, "then write report.html in --out: every latent's windows shaded by activation, "
+                              "explanation, scorers' picks")
     shard: str | None = arg(None, "I/N: explain and score only the selected latents at positions p with p %% N == I "
-                                  "(evidence is still collected for all); `findbench autointerp merge` joins the N --out folders")
+                                  "(evidence is still collected for all); `findbench autointerp merge` joins the N "
+                                  "--out folders")
 
     def __post_init__(self) -> None:
         from findbench.models import check_spec
@@ -112,8 +116,8 @@ class AutoInterpCommand:
 
 @dataclass
 class AutoInterpMergeCommand:
-    """join the --out folders of `findbench autointerp --shard I/N` runs (each of 0..N-1 once, the same settings) into the
-    files one unsharded run writes (also: `findbench autointerp merge DIR... --out OUT`)"""
+    """join the --out folders of `findbench autointerp --shard I/N` runs (each of 0..N-1 once, the same settings)
+    into the files one unsharded run writes (also: `findbench autointerp merge DIR... --out OUT`)"""
 
     dirs: list[str] = arg(MISSING, "the shards' --out folders", positional=True, nargs="+", metavar="DIR")
     out: str = arg(MISSING, "folder to write (replaced whole, atomically)")
@@ -136,7 +140,8 @@ class AutoInterpValidateCommand:
     seed: int = arg(42, "seed of the windows, the wrong explanations and the probes")
     max_explanation_tokens: int = arg(MAX_EXPLANATION_TOKENS, "explanations are cut to this many "
                                                                                 "tokens before scoring (0: no cap)")
-    structured_outputs: str = arg("auto", "detection answers under their grammar: auto, on or off", choices=STRUCTURED_OUTPUTS)
+    structured_outputs: str = arg("auto", "detection answers under their grammar: auto, on or off",
+                                  choices=STRUCTURED_OUTPUTS)
     cache: str | None = arg(None, "sqlite LM request cache (a rerun repeats no LM call)")
     out: str = arg("outputs/autointerp/planted_validation.json", "result JSON")
 
@@ -145,7 +150,8 @@ class AutoInterpValidateCommand:
         from findbench.models import check_spec
 
         _checks.integer("--max-explanation-tokens", self.max_explanation_tokens, 0)
-        self.scorers, self.probes = _checks.str_list("--scorers", self.scorers), _checks.str_list("--probes", self.probes)
+        self.scorers = _checks.str_list("--scorers", self.scorers)
+        self.probes = _checks.str_list("--probes", self.probes)
         for name, values, known in (("--scorers", self.scorers, SCORERS), ("--probes", self.probes, PROBES)):
             for value in values:
                 _checks.one_of(name, value, known)

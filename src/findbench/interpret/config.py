@@ -53,31 +53,35 @@ def _check_judge(name: str, judge: Any) -> None:
 class InterpretConfig:
     """run an interpreter agent on FIND functions (FIND §3): <out>/<category>/<method>/fNNNNN/ per episode"""
 
-    interpreter: Any = arg("embedded", "a reference (oracle, random, constant, empty, observed) or an LM: embedded, a folder, a "
-                                       "Hub id, a server URL (with --model) or an Inspect model (hf/local, mockllm/model, "
-                                       "openai-api/..., vllm/...)")
+    interpreter: Any = arg("embedded", "a reference (oracle, random, constant, empty, observed) or an LM: embedded, "
+                                       "a folder, a Hub id, a server URL (with --model) or an Inspect model (hf/local, "
+                                       "mockllm/model, openai-api/..., vllm/...)")
     model: str | None = arg(None, "served model name, for a server-URL --interpreter")
     method: Csv = arg("aia", "comma-separated: aia, milan, aia+milan (the MILAN ones for neuron configs only)")
     configs: Csv = arg(None, "comma-separated configs (default: all available; neuron configs for MILAN methods)")
     limit: int | None = arg(None, "first N functions per config")
-    sample: int | None = arg(None, "N functions per config, seeded by --seed and stratified by subcategory (after --limit)",
-                             metavar="N")
+    sample: int | None = arg(None, "N functions per config, seeded by --seed and stratified by subcategory (after "
+                                   "--limit)", metavar="N")
     functions: Csv = arg(None, "comma-separated function ids, e.g. strings/f00007,numeric/f00042")
     rounds: int = arg(DEFAULT_ROUNDS, "most model turns per episode")
-    max_tokens: int | None = arg(None, f"tokens the interpreter may generate per turn (default: {DEFAULT_MAX_TOKENS} for "
-                                       f"findbench's own models, {DEFAULT_API_MAX_TOKENS} for an Inspect provider's model)")
-    episode_tokens: int | None = arg(None, "tokens the interpreter may generate over one episode, all turns together; an "
-                                           "episode that spends them without answering stops (default: no limit)", metavar="N")
+    max_tokens: int | None = arg(None, f"tokens the interpreter may generate per turn (default: {DEFAULT_MAX_TOKENS} "
+                                       f"for findbench's own models, {DEFAULT_API_MAX_TOKENS} for an Inspect "
+                                       "provider's model)")
+    episode_tokens: int | None = arg(None, "tokens the interpreter may generate over one episode, all turns "
+                                           "together; an episode that spends them without answering stops "
+                                           "(default: no limit)", metavar="N")
     data: str | None = arg(None, _BUILT)
     seed: int = arg(0, "procedural rows, numeric noise, the random interpreter's picks")
     out: str = arg("outputs/interpret", "run folder; rerunning resumes it")
     max_connections: int = arg(4, "episodes in flight at once")
-    observed_calls: int = arg(DEFAULT_OBSERVED_CALLS, "calls of the observed interpreter's plan (evenly spaced numeric inputs; "
-                                                      "other categories' test inputs for strings and neurons)", metavar="K")
-    engine: str = arg("inspect", "the only engine, Inspect's eval() (.eval logs go to <out>/logs/: inspect view); kept for "
-                                 "old scripts")
-    structured_outputs: str = arg("auto", "each text-protocol turn follows FIND's command / answer grammar: auto for models "
-                                          "running in this process, on for any model, off never", choices=STRUCTURED_OUTPUTS)
+    observed_calls: int = arg(DEFAULT_OBSERVED_CALLS, "calls of the observed interpreter's plan (evenly spaced "
+                                                      "numeric inputs; other categories' test inputs for strings "
+                                                      "and neurons)", metavar="K")
+    engine: str = arg("inspect", "the only engine, Inspect's eval() (.eval logs go to <out>/logs/: inspect view); "
+                                 "kept for old scripts")
+    structured_outputs: str = arg("auto", "each text-protocol turn follows FIND's command / answer grammar: auto "
+                                          "for models running in this process, on for any model, off never",
+                                  choices=STRUCTURED_OUTPUTS)
     protocol: str = arg(PROTOCOL, "text: FIND's PYTHON(function.py ...) commands; tools: call_function tool calls "
                                   "(a model whose provider supports tools)", choices=PROTOCOLS)
 
@@ -113,21 +117,23 @@ class InterpretConfig:
     @property
     def reference(self) -> str | None:
         """The reference interpreter (no model), or None for an LM."""
-        return self.interpreter if isinstance(self.interpreter, str) and self.interpreter in REFERENCE_INTERPRETERS else None
+        name = self.interpreter
+        return name if isinstance(name, str) and name in REFERENCE_INTERPRETERS else None
 
 
 @dataclass
 class EvaluateConfig:
     """score a run of interpretations (findbench interpret, or FIND's results layout) into FIND's Table 2"""
 
-    run_dir: str = arg(MISSING, "<run>/<category>/<method>/fNNNNN/ (findbench interpret) or <dir>/<category>/fNNNNN/ (FIND)",
-                       positional=True)
+    run_dir: str = arg(MISSING, "<run>/<category>/<method>/fNNNNN/ (findbench interpret) or "
+                                "<dir>/<category>/fNNNNN/ (FIND)", positional=True)
     data: str | None = arg(None, _RUN_DATA)
-    judge: Any = arg("embedded-evaluator", "unit-test judge: embedded-evaluator, embedded, a folder, a Hub id or a server URL")
+    judge: Any = arg("embedded-evaluator", "unit-test judge: embedded-evaluator, embedded, a folder, a Hub id or a "
+                                           "server URL")
     judge_model: str | None = arg(None, "served model name, for a server-URL --judge")
     judge_mode: str | None = arg(None, _MODE, choices=JUDGE_MODES)
-    method: str | None = arg(None, "FIND-layout folders: the method of every episode (default aia); runs: score only this "
-                                   "method", choices=METHODS)
+    method: str | None = arg(None, "FIND-layout folders: the method of every episode (default aia); runs: score "
+                                   "only this method", choices=METHODS)
     judge_cache: str | None = arg(None, "sqlite file caching the judge's answers (resumable)")
     out: str | None = arg(None, "folder for scores.json, per_function.csv, table.md (default <run_dir>/scores)")
     report: bool = arg(False, "then write report.html and its figures into the scores folder")
@@ -144,10 +150,11 @@ class EvaluateConfig:
 
 @dataclass
 class ReportConfig:
-    """write report.html for a scored run: Table 2, figures (FIND Figure 3 style), transcripts; or, for a `findbench autointerp` output folder, its per-latent dashboard"""  # noqa: E501
+    """write report.html for a scored run: Table 2, figures (FIND Figure 3 style), transcripts; or, for a
+    `findbench autointerp` output folder, its per-latent dashboard"""
 
-    run_dir: str = arg(MISSING, "the run folder that `findbench evaluate` scored, or a `findbench autointerp --out` folder",
-                       positional=True)
+    run_dir: str = arg(MISSING, "the run folder that `findbench evaluate` scored, or a `findbench autointerp "
+                                "--out` folder", positional=True)
     scores: str | None = arg(None, "folder `findbench evaluate` wrote (default <run_dir>/scores)")
     data: str | None = arg(None, _RUN_DATA)
     out: str | None = arg(None, "folder for report.html and its PNG figures (default: the scores folder)")
@@ -157,8 +164,8 @@ class ReportConfig:
 class CompareConfig:
     """whether two scored runs differ, per Table 2 column: a paired bootstrap over the functions both scored"""
 
-    run_a: str = arg(MISSING, "folder written by `findbench evaluate` (its per_function.csv), or a run holding one as scores/",
-                     positional=True)
+    run_a: str = arg(MISSING, "folder written by `findbench evaluate` (its per_function.csv), or a run holding one "
+                              "as scores/", positional=True)
     run_b: str = arg(MISSING, "the run to compare it with (same form as RUN_A)", positional=True)
     seed: int = arg(0, "seed of the bootstrap resamples")
     n_resamples: int = arg(10_000, "bootstrap resamples")
