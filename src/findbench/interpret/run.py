@@ -9,15 +9,19 @@ Layout of ``out``::
         description.txt  domain.txt  code.py  the answer's parts ("" where not given)
         episode.json                          the Episode record: transcript and the row interpreted
 
-Episode folders are renamed into place when complete; a rerun runs only the missing ones and
-its ``run.json`` settings that change answers must agree (else ValueError naming ``out``)."""
+The logs are the record: the run is one ``inspect_ai.eval_set`` over ``logs/`` (one task per method
+and set of missing episodes), so a killed run, rerun with the same ``out``, resumes its unfinished
+log reusing the samples already done. Episode folders are exported from the logs, each written once
+and renamed into place; a rerun runs only the missing ones, and its ``run.json`` settings that change
+answers must agree (else ValueError naming ``out``)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 from pathlib import Path
 from typing import Any
 
@@ -74,13 +78,13 @@ def write_episode(out: str | os.PathLike, episode: Episode) -> Path:
     return folder
 
 
-def _record_run_info(out: Path, info: dict[str, Any]) -> None:
-    """Write ``<out>/run.json``, or check it against the one there (resuming): ValueError when a
-    setting that changes answers differs; ``methods`` and ``configs`` are merged."""
+def _run_info(out: Path, info: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``<out>/run.json`` to write for ``info`` (None: the one there stands), checked against the
+    one there (resuming): UsageError when a setting that changes answers differs; ``methods`` and
+    ``configs`` are merged."""
     path = out / RUN_INFO
     if not path.is_file():
-        atomic_write_json(path, info)
-        return
+        return info
     old = json.loads(path.read_text(encoding="utf-8"))
     # runs of the references recorded no structured_outputs: it does not change their answers
     diff = [k for k in _SETTINGS if old.get(k, info[k] if k == "structured_outputs" else None) != info.get(k)]
@@ -92,8 +96,28 @@ def _record_run_info(out: Path, info: dict[str, Any]) -> None:
     merged = {**info, **old}
     for key in ("methods", "configs"):
         merged[key] = list(dict.fromkeys(list(old.get(key) or []) + list(info[key])))
-    if merged != old:
-        atomic_write_json(path, merged)
+    return None if merged == old else merged
+
+
+def _samples_version(samples: Iterable[Any]) -> str:
+    """The task version of a set of samples (a hash of their ids): ``eval_set`` pairs a task with
+    its log by name, model, plan and version, so another set of missing episodes is another task."""
+    return hashlib.sha256("\n".join(sorted(str(s.id) for s in samples)).encode()).hexdigest()[:12]
+
+
+def export_episodes(out: str | os.PathLike, log: Any, missing: Set[tuple[str, str]] | None = None) -> int:
+    """Write the episodes of ``log`` (an ``EvalLog``, its samples read from ``log.location`` when it
+    has none, or a log path) to the run folder ``out``: those ``missing`` names (``(method,
+    function_id)``), or where their folder is not complete; return how many were written."""
+    from findbench.interpret.inspect_tasks import episodes_from_log
+
+    written = 0
+    for episode in episodes_from_log(log if getattr(log, "samples", None) else getattr(log, "location", log)):
+        if ((episode.method, episode.function_id) in missing if missing is not None
+                else not is_complete_episode(episode_dir(out, episode.function_id, episode.method))):
+            write_episode(out, episode)
+            written += 1
+    return written
 
 
 def run_interpretations(cfg: InterpretConfig | Any = None, rows: Any = None, /, *, progress: bool = True,
@@ -127,13 +151,12 @@ def run_interpretations(cfg: InterpretConfig | Any = None, rows: Any = None, /, 
         data, source = str(Path(cfg.data).resolve()), "data"
     else:
         data, source = None, "procedural"
-    from inspect_ai import eval as inspect_eval
+    from inspect_ai import eval_set, task_with
     from inspect_ai.model import get_model
 
     from findbench.interpret.inspect_tasks import (
         LOG_DIR,
         default_configs,
-        episodes_from_log,
         find_samples,
         inspect_model_name,
         interpret_task,
@@ -165,12 +188,14 @@ def run_interpretations(cfg: InterpretConfig | Any = None, rows: Any = None, /, 
             "configs": configs, "structured_outputs": cfg.structured_outputs, "inspect_model": model_name,
             "observed_calls": cfg.observed_calls if reference == "observed" else None, "findbench_version": __version__}
     out.mkdir(parents=True, exist_ok=True)
-    _record_run_info(out.resolve(), info)
+    record = _run_info(out.resolve(), info)
     pending = {m: [s for s in ss if not is_complete_episode(episode_dir(out, str(s.id), m))] for m, ss in samples.items()}
     todo = sum(map(len, pending.values()))
     logger.info("%d episodes, %d already done, %d to run -> %s", sum(map(len, samples.values())),
                 sum(map(len, samples.values())) - todo, todo, out)
     if not todo:
+        if record is not None:
+            atomic_write_json(out / RUN_INFO, record)
         return out
 
     args = dict(model_args or {})
@@ -178,28 +203,33 @@ def run_interpretations(cfg: InterpretConfig | Any = None, rows: Any = None, /, 
         args = {"cache": str(out.resolve() / LM_CACHE), **({"model": cfg.model} if cfg.model is not None else {}),
                 **({"lm": interpreter} if not isinstance(interpreter, str) else {}), **args}
     inspect_model = get_model(model_name, memoize=False, **args) if findbench_model else model_name
-    tasks = [interpret_task(ss, rounds=cfg.rounds, max_tokens=max_tokens, seed=cfg.seed, protocol=cfg.protocol,
-                            episode_tokens=cfg.episode_tokens, structured_outputs=cfg.structured_outputs)
-             for ss in pending.values() if ss]
+    if findbench_model and "lm" in args:  # an LM instance: no part of the task's identity (its repr changes per process)
+        inspect_model.model_args.pop("lm")
+    tasks = [task_with(interpret_task(ss, rounds=cfg.rounds, max_tokens=max_tokens, seed=cfg.seed, protocol=cfg.protocol,
+                                      episode_tokens=cfg.episode_tokens, structured_outputs=cfg.structured_outputs),
+                       name=f"find_interpret_{m}", version=_samples_version(ss))
+             for m, ss in pending.items() if ss]
     level = logging.getLogger().level  # Inspect sets the root logger's level to its own
     try:
-        logs = inspect_eval(tasks, model=inspect_model, model_args={} if findbench_model else args, log_dir=str(out / LOG_DIR),
-                            max_connections=cfg.max_connections, display=display or (None if progress else "none"),
-                            log_format="eval")
+        if not reference:
+            record = {**(record or json.loads((out / RUN_INFO).read_text(encoding="utf-8"))),
+                      "structured_outputs_applied": structured_outputs_applied(inspect_model, cfg.structured_outputs)}
+        if record is not None:
+            atomic_write_json(out / RUN_INFO, record)
+        # no retries: a failed task stops the run (rerun with the same out to resume it)
+        _, logs = eval_set(tasks, log_dir=str(out / LOG_DIR), retry_attempts=0, retry_immediate=False, log_dir_allow_dirty=True,
+                           model=inspect_model, model_args={} if findbench_model else args, max_connections=cfg.max_connections,
+                           display=display or (None if progress else "none"), log_format="eval")
     finally:
         logging.getLogger().setLevel(level)
         if findbench_model:
             inspect_model.api.close()
     unfinished = []
+    missing = {(m, str(s.id)) for m, ss in pending.items() for s in ss}
     for log in logs:
-        for episode in episodes_from_log(log):
-            write_episode(out, episode)
+        export_episodes(out, log, missing)
         if log.status != "success":
             unfinished.append(f"{log.location} ({log.status}{': ' + log.error.message if log.error else ''})")
-    if not reference:
-        applied = structured_outputs_applied(inspect_model, cfg.structured_outputs)
-        atomic_write_json(out / RUN_INFO, {**json.loads((out / RUN_INFO).read_text(encoding="utf-8")),
-                                           "structured_outputs_applied": applied})
     if unfinished:
         raise RuntimeError(f"inspect eval did not finish: {'; '.join(unfinished)}; rerun with the same --out to run the rest")
     return out
