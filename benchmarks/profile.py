@@ -382,7 +382,9 @@ def card(result: dict) -> str:
         "of its own, started before its clock (start-up: "
         + (", ".join(f"{k} {v:.0f} s" for k, v in result["server_start_seconds"].items()) or "a server at --url")
         + "). Rates are units per hour of the run's wall time; tokens per unit are prompt + answer (+ scored "
-        "continuations) counted with the model's tokenizer.",
+        "continuations) counted with the model's tokenizer. Structured outputs are findbench's default (`auto`): "
+        "interpreter turns, explanations and detection answers follow their grammars in process and are free on "
+        "the server, so answers (and their tokens) differ between the rows.",
         "",
         f"AutoInterp's evidence (forward passes of the model and SAE over {ev['total_tokens']} corpus tokens, once "
         f"for all rows, with an instant stub LM) took {ev['seconds']:.0f} s; the latents/h above time the LM work "
