@@ -105,6 +105,24 @@ def _samples_version(samples: Iterable[Any]) -> str:
     return hashlib.sha256("\n".join(sorted(str(s.id) for s in samples)).encode()).hexdigest()[:12]
 
 
+def _task_samples(log_dir: Path, method: str, samples: list[Any], missing: list[Any]) -> list[list[Any]]:
+    """The sample sets of the tasks that run a method's ``missing`` episodes (of its ``samples``):
+    that of each unfinished log of the method in ``log_dir`` (newest first) holding some of them,
+    so ``eval_set`` resumes that log reusing its samples done, and one of the rest."""
+    from inspect_ai.log import read_eval_log
+
+    ids = {str(s.id) for s in samples}
+    left = {str(s.id) for s in missing}
+    groups = []
+    for path in sorted(log_dir.glob("*.eval"), reverse=True):
+        header = read_eval_log(str(path), header_only=True)
+        held = {str(i) for i in header.eval.dataset.sample_ids or []}
+        if header.eval.task == f"find_interpret_{method}" and header.status != "success" and held <= ids and held & left:
+            groups.append([s for s in samples if str(s.id) in held])
+            left -= held
+    return groups + ([[s for s in missing if str(s.id) in left]] if left else [])
+
+
 def export_episodes(out: str | os.PathLike, log: Any, missing: Set[tuple[str, str]] | None = None) -> int:
     """Write the episodes of ``log`` (an ``EvalLog``, its samples read from ``log.location`` when it
     has none, or a log path) to the run folder ``out``: those ``missing`` names (``(method,
@@ -208,7 +226,7 @@ def run_interpretations(cfg: InterpretConfig | Any = None, rows: Any = None, /, 
     tasks = [task_with(interpret_task(ss, rounds=cfg.rounds, max_tokens=max_tokens, seed=cfg.seed, protocol=cfg.protocol,
                                       episode_tokens=cfg.episode_tokens, structured_outputs=cfg.structured_outputs),
                        name=f"find_interpret_{m}", version=_samples_version(ss))
-             for m, ss in pending.items() if ss]
+             for m, missing in pending.items() if missing for ss in _task_samples(out / LOG_DIR, m, samples[m], missing)]
     level = logging.getLogger().level  # Inspect sets the root logger's level to its own
     try:
         if not reference:
