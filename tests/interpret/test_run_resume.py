@@ -100,3 +100,19 @@ def test_a_killed_run_resumes_its_log(data_dir, tmp_path):
     crashed = logs_of(out)
     assert [read_eval_log(str(p), header_only=True).status for p in crashed] == ["started"]
     check_resumed(data_dir, out, {"strings/f00000", "strings/f00001"}, logs_left=2)  # a crashed log is recovered, not removed
+
+
+def test_a_resumed_log_and_new_functions_run_as_two_tasks(data_dir, tmp_path):
+    """A rerun asking for more functions resumes the unfinished log as it was and runs the new
+    function as a task of its own (another version of the same task name)."""
+    out = tmp_path / "run"
+    with pytest.raises(RuntimeError, match="connection lost"):
+        run_interpretations(data_dir, CountingLM(stop_at=6), **settings(out))
+    lm = CountingLM()
+    run_interpretations(data_dir, lm, **{**settings(out), "functions": [*FUNCTIONS, "strings/f00004"]})
+    assert lm.calls == 2 * 3
+    assert sorted(f"strings/{p.name}" for p in out.glob("strings/aia/f*")) == [*FUNCTIONS, "strings/f00004"]
+    logs = [read_eval_log(str(p)) for p in logs_of(out)]
+    assert sorted(sorted(str(s.id) for s in log.samples) for log in logs) == [FUNCTIONS, ["strings/f00004"]]
+    assert all(log.status == "success" and log.eval.task == "find_interpret_aia" for log in logs)
+    assert len({log.eval.task_version for log in logs}) == 2
