@@ -204,19 +204,21 @@ def test_unknown_flags_are_rejected():
     assert cli.parse_args(["train-evaluator", "--lora_r", "4"]).rest == ["--lora_r", "4"]
 
 
-def test_engine_inspect_is_the_only_engine(monkeypatch, tmp_path, capsys):
+def test_interpret_passes_its_config_and_has_no_engine_flag(monkeypatch, tmp_path, capsys):
     import findbench.interpret.run as run
 
     seen = {}
     monkeypatch.setattr(run, "run_interpretations", lambda cfg: seen.update(asdict(cfg)) or str(tmp_path))
     monkeypatch.setattr(run, "summarize_run", lambda out: [])
-    assert cli.main(["interpret", "--engine", "inspect", "--interpreter", "oracle", "--method", "aia,milan", "--sample", "2"]) == 0
+    assert cli.main(["interpret", "--interpreter", "oracle", "--method", "aia,milan", "--sample", "2"]) == 0
     assert seen["interpreter"] == "oracle" and seen["method"] == ["aia", "milan"] and seen["sample"] == 2
     assert seen["data"] is None and seen["rounds"] == 20 and seen["structured_outputs"] == "auto"
+    assert "engine" not in seen
     seen.clear()
-    assert cli.main(["interpret", "--engine", "native", "--out", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("findbench interpret: error: --engine: the 'native' engine was removed") and len(err.splitlines()) == 1
+    # the removed --engine is an unknown flag now
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["interpret", "--engine", "inspect", "--out", str(tmp_path / "out")])
+    assert exc.value.code == 2 and "--engine" in capsys.readouterr().err
     assert not seen and not (tmp_path / "out").exists()
 
 

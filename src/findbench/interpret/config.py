@@ -77,8 +77,6 @@ class InterpretConfig:
     observed_calls: int = arg(DEFAULT_OBSERVED_CALLS, "calls of the observed interpreter's plan (evenly spaced "
                                                       "numeric inputs; other categories' test inputs for strings "
                                                       "and neurons)", metavar="K")
-    engine: str = arg("inspect", "the only engine, Inspect's eval() (.eval logs go to <out>/logs/: inspect view); "
-                                 "kept for old scripts")
     structured_outputs: str = arg("auto", "each text-protocol turn follows FIND's command / answer grammar: auto "
                                           "for models running in this process, on for any model, off never",
                                   choices=STRUCTURED_OUTPUTS)
@@ -86,9 +84,6 @@ class InterpretConfig:
                                   "(a model whose provider supports tools)", choices=PROTOCOLS)
 
     def __post_init__(self) -> None:
-        if self.engine != "inspect":
-            raise UsageError(f"--engine: the {self.engine!r} engine was removed; every episode runs through Inspect "
-                             "(--engine inspect)")
         self.method = _csv("method", self.method, METHODS)
         if not self.method:
             raise UsageError(f"--method: give at least one of {', '.join(METHODS)}")

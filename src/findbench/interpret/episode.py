@@ -110,8 +110,7 @@ class Episode:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Episode:
-        """The inverse of :meth:`to_dict`; a field missing from an older record gets its
-        default (``max_episode_tokens``, ``generated_tokens``: None)."""
+        """The inverse of :meth:`to_dict`."""
         values = dict(d)
         answer = values.get("answer")
         values["answer"] = Answer(**answer) if answer else None
