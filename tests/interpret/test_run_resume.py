@@ -83,7 +83,22 @@ def test_a_failed_run_resumes_its_log(data_dir, tmp_path):
     done = done_in_logs(out)
     assert len(done) == 2  # two episodes of two requests each, then the third failed
     assert sorted(f"strings/{p.name}" for p in out.glob("strings/aia/f*")) == sorted(done)  # exported from the log
+    info = (out / "run.json").read_text()
+    assert json.loads(info)["structured_outputs_applied"] is False
+    before = (out / "run.json").stat().st_mtime_ns
     check_resumed(data_dir, out, done, logs_left=1)  # eval_set removed the log it resumed
+    assert (out / "run.json").stat().st_mtime_ns == before  # written once, before the first eval
+
+
+def test_an_unreadable_log_is_named(data_dir, tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(RuntimeError, match="connection lost"):
+        run_interpretations(data_dir, CountingLM(stop_at=6), **settings(out))
+    bad = out / "logs" / "2099-01-01T00-00-00-00-00_find-interpret-aia_bad.eval"
+    bad.write_bytes(b"not a zip")
+    with pytest.raises(ValueError, match=f"^out: log {bad} cannot be read \\(.*\\); move it out of {out / 'logs'}") as exc:
+        run_interpretations(data_dir, CountingLM(), **settings(out))
+    assert "\n" not in str(exc.value)
 
 
 def test_a_killed_run_resumes_its_log(data_dir, tmp_path):
@@ -116,3 +131,20 @@ def test_a_resumed_log_and_new_functions_run_as_two_tasks(data_dir, tmp_path):
     assert sorted(sorted(str(s.id) for s in log.samples) for log in logs) == [FUNCTIONS, ["strings/f00004"]]
     assert all(log.status == "success" and log.eval.task == "find_interpret_aia" for log in logs)
     assert len({log.eval.task_version for log in logs}) == 2
+
+
+def test_a_lost_episode_folder_is_exported_again_from_its_log(data_dir, tmp_path):
+    import shutil
+
+    out = tmp_path / "run"
+    run_interpretations(data_dir, CountingLM(), **settings(out))
+    folder = out / "strings" / "aia" / "f00002"
+    record = (folder / "episode.json").read_text()
+    other = (out / "strings" / "aia" / "f00001" / "episode.json").stat().st_mtime_ns
+    logs = logs_of(out)
+    shutil.rmtree(folder)
+    lm = CountingLM()
+    run_interpretations(data_dir, lm, **settings(out))
+    assert lm.calls == 0 and logs_of(out) == logs  # nothing ran: the finished log holds it
+    assert (folder / "episode.json").read_text() == record
+    assert (out / "strings" / "aia" / "f00001" / "episode.json").stat().st_mtime_ns == other

@@ -9,11 +9,12 @@ Layout of ``out``::
         description.txt  domain.txt  code.py  the answer's parts ("" where not given)
         episode.json                          the Episode record: transcript and the row interpreted
 
-The logs are the record: the run is one ``inspect_ai.eval_set`` over ``logs/`` (one task per method
-and set of missing episodes), so a killed run, rerun with the same ``out``, resumes its unfinished
-log reusing the samples already done. Episode folders are exported from the logs, each written once
-and renamed into place; a rerun runs only the missing ones, and its ``run.json`` settings that change
-answers must agree (else ValueError naming ``out``)."""
+The logs are the record: the run is one ``inspect_ai.eval_set`` over ``logs/`` (no retries; one task
+per method and set of missing episodes, each set that of the log holding them), so a failed or killed
+run, rerun with the same ``out``, resumes its unfinished log reusing the samples already done, and a
+lost episode folder is exported again from its finished log. Episode folders are exported from the
+logs, each written once and renamed into place; a rerun runs only the missing ones, and its
+``run.json`` settings that change answers must agree (else ValueError naming ``out``)."""
 
 from __future__ import annotations
 
@@ -107,34 +108,39 @@ def _samples_version(samples: Iterable[Any]) -> str:
 
 def _task_samples(log_dir: Path, method: str, samples: list[Any], missing: list[Any]) -> list[list[Any]]:
     """The sample sets of the tasks that run a method's ``missing`` episodes (of its ``samples``):
-    that of each unfinished log of the method in ``log_dir`` (newest first) holding some of them,
-    so ``eval_set`` resumes that log reusing its samples done, and one of the rest."""
+    that of each log of the method in ``log_dir`` (newest first) holding some of them, so
+    ``eval_set`` resumes an unfinished one reusing its samples done (a finished one: nothing runs,
+    its episodes are exported again), and one of the rest."""
     from inspect_ai.log import read_eval_log
 
     ids = {str(s.id) for s in samples}
     left = {str(s.id) for s in missing}
     groups = []
     for path in sorted(log_dir.glob("*.eval"), reverse=True):
-        header = read_eval_log(str(path), header_only=True)
+        try:
+            header = read_eval_log(str(path), header_only=True)
+        except Exception as exc:  # a damaged zip, or a file that is no log
+            raise ValueError(f"out: log {path} cannot be read ({type(exc).__name__}: {exc}); move it out of {log_dir} "
+                             "to resume without it") from None
         held = {str(i) for i in header.eval.dataset.sample_ids or []}
-        if header.eval.task == f"find_interpret_{method}" and header.status != "success" and held <= ids and held & left:
+        if header.eval.task == f"find_interpret_{method}" and held <= ids and held & left:
             groups.append([s for s in samples if str(s.id) in held])
             left -= held
     return groups + ([[s for s in missing if str(s.id) in left]] if left else [])
 
 
-def export_episodes(out: str | os.PathLike, log: Any, missing: Set[tuple[str, str]] | None = None) -> int:
+def export_episodes(out: str | os.PathLike, log: Any, missing: Set[tuple[str, str]]) -> set[tuple[str, str]]:
     """Write the episodes of ``log`` (an ``EvalLog``, its samples read from ``log.location`` when it
-    has none, or a log path) to the run folder ``out``: those ``missing`` names (``(method,
-    function_id)``), or where their folder is not complete; return how many were written."""
+    has none, or a log path) that ``missing`` names (``(method, function_id)``) to the run folder
+    ``out``; return the names written."""
     from findbench.interpret.inspect_tasks import episodes_from_log
 
-    written = 0
+    written = set()
     for episode in episodes_from_log(log if getattr(log, "samples", None) else getattr(log, "location", log)):
-        if ((episode.method, episode.function_id) in missing if missing is not None
-                else not is_complete_episode(episode_dir(out, episode.function_id, episode.method))):
+        key = (episode.method, episode.function_id)
+        if key in missing and key not in written:
             write_episode(out, episode)
-            written += 1
+            written.add(key)
     return written
 
 
@@ -230,8 +236,10 @@ def run_interpretations(cfg: InterpretConfig | Any = None, rows: Any = None, /, 
     level = logging.getLogger().level  # Inspect sets the root logger's level to its own
     try:
         if not reference:
-            record = {**(record or json.loads((out / RUN_INFO).read_text(encoding="utf-8"))),
-                      "structured_outputs_applied": structured_outputs_applied(inspect_model, cfg.structured_outputs)}
+            current = record or json.loads((out / RUN_INFO).read_text(encoding="utf-8"))
+            applied = structured_outputs_applied(inspect_model, cfg.structured_outputs)
+            record = None if current.get("structured_outputs_applied") == applied and record is None else {
+                **current, "structured_outputs_applied": applied}
         if record is not None:
             atomic_write_json(out / RUN_INFO, record)
         # no retries: a failed task stops the run (rerun with the same out to resume it)
@@ -245,11 +253,15 @@ def run_interpretations(cfg: InterpretConfig | Any = None, rows: Any = None, /, 
     unfinished = []
     missing = {(m, str(s.id)) for m, ss in pending.items() for s in ss}
     for log in logs:
-        export_episodes(out, log, missing)
+        missing -= export_episodes(out, log, missing)
         if log.status != "success":
             unfinished.append(f"{log.location} ({log.status}{': ' + log.error.message if log.error else ''})")
     if unfinished:
         raise RuntimeError(f"inspect eval did not finish: {'; '.join(unfinished)}; rerun with the same --out to run the rest")
+    if missing:  # finished logs without an episode record for them (logs of another findbench)
+        names = ", ".join(f"{f} ({m})" for m, f in sorted(missing)[:5]) + (" ..." if len(missing) > 5 else "")
+        raise RuntimeError(f"out: the logs in {out / LOG_DIR} hold no episode record for {len(missing)} episode(s): {names}; "
+                           "move those logs out of it to run the episodes again")
     return out
 
 
