@@ -272,11 +272,12 @@ def test_episode_tokens_stop_an_lm_interpreter_and_are_recorded(data_dir, tmp_pa
     out = tmp_path / "run"
     lm = WordLM()
     run_interpretations(data_dir, lm, functions="strings/f00000", out=out, max_tokens=3, episode_tokens=5, progress=False)
-    # 2 tokens a turn (the LM's tokenizer, through the request cache): turns of 3, 3, then the 1 left
-    assert lm.limits == [3, 3, 1]
+    # 2 tokens a turn (the LM's tokenizer, through the request cache); every turn may use --max-tokens (3): the
+    # third brings the episode to 6 > 5 tokens, which stops it (Inspect's token limit), and that turn is not kept
+    assert lm.limits == [3, 3, 3]
     ep = json.loads((episode_dir(out, "strings/f00000", "aia") / "episode.json").read_text())
     assert (ep["stop_reason"], ep["finished"], ep["rounds"], ep["max_episode_tokens"], ep["generated_tokens"]) == (
-        "token_limit", False, 3, 5, 6)
+        "token_limit", False, 2, 5, 6)  # 2 turns kept; the tokens of the third still count
     info = json.loads((out / "run.json").read_text())
     assert (info["max_tokens"], info["episode_tokens"]) == (3, 5)
     assert summarize_run(out)[0]["answered"] == 0
@@ -322,7 +323,7 @@ def test_episode_tokens_without_a_tokenizer_are_estimated(data_dir, tmp_path):
     out = tmp_path / "run"
     lm = PlainLM()
     run_interpretations(data_dir, lm, configs="strings", limit=1, out=out, episode_tokens=10, progress=False)
-    assert lm.limits == [10, 4]
+    assert lm.limits == [512, 512]  # turns are not capped at what is left of the budget: the second passes it
     ep = json.loads((episode_dir(out, "strings/f00000", "aia") / "episode.json").read_text())
     assert (ep["stop_reason"], ep["generated_tokens"]) == ("token_limit", 12)
 
