@@ -3,7 +3,7 @@
 
 setup: .venv/.findbench-setup
 
-.venv/.findbench-setup: pyproject.toml scripts/setup.sh
+.venv/.findbench-setup: pyproject.toml scripts/setup.sh scripts/prepare_models.py
 	bash scripts/setup.sh
 
 main: setup

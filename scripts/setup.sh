@@ -38,4 +38,8 @@ if [ ! -f /usr/share/wordnet/data.noun ] && [ ! -f /usr/share/wordnet/dict/data.
   { apt-get install -y -q wordnet-base || { apt-get update -q && apt-get install -y -q wordnet-base; }; } >/dev/null 2>&1 \
     || echo "note: wordnet-base not installed; AutoInterp and train-sae need --dataset (an HF dataset id or local text files)" >&2
 fi
+# The embedded models made ready once (cached; seconds when present): SmolLM2 converted to
+# safetensors and the synthetic entity neurons' probes fitted on its features (about 12 CPU-minutes
+# the first time, with a progress bar), so the first `findbench main` does not pay for them.
+.venv/bin/python scripts/prepare_models.py
 touch .venv/.findbench-setup

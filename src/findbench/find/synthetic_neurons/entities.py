@@ -128,6 +128,15 @@ def _interleave(a: Sequence[str], b: Sequence[str]) -> list[str]:
     return out
 
 
+def entity_probes(seed: int = 0, *, words: Mapping[str, Sequence[str]] | None = None,
+                  encoder: str = DEFAULT_ENTITY_FEATURES, progress: bool = True) -> tuple[dict, dict[str, Any]]:
+    """The entity neurons' probes of ``seed`` (fitted on the concepts' unit-test words and, with the
+    packaged lists, their associations) and the fit's summary: :func:`fit_entity_probes`, cached."""
+    splits = entity_splits(seed, words=words)
+    training = probe_words({c: u for c, (u, _h) in splits.items()}, associations=words is None)
+    return fit_entity_probes(training, encoder=encoder, seed=seed, progress=progress)
+
+
 def generate_entities(
     seed: int = 0,
     *,
@@ -146,8 +155,7 @@ def generate_entities(
     _checks.integer("seed", seed)
     splits = entity_splits(seed, words=words)
     concepts = list(splits)
-    training = probe_words({c: u for c, (u, _h) in splits.items()}, associations=words is None)
-    probes, fit_info = fit_entity_probes(training, encoder=encoder, seed=seed, progress=progress)
+    probes, fit_info = entity_probes(seed, words=words, encoder=encoder, progress=progress)
     specs: list[tuple[str, ...]] = [(c,) for c in concepts] + list(composition_pairs(concepts, n_compositions, seed))
     rng = random.Random(f"entities:{seed}")
     held_all = {c: h for c, (_u, h) in splits.items()}
