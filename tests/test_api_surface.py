@@ -88,3 +88,30 @@ def test_an_allowed_import_is_not_found(tree, module, line):
     path = tree / module
     path.write_text(path.read_text() + f"\n{line}  # noqa\n")
     assert internal_imports(tree) == []
+
+
+@pytest.mark.parametrize(("module", "old", "new"), [
+    ("findbench.models", "shipped_evaluator_dir", "shipped_judge_dir"),
+    ("findbench.models", "embedded_evaluator_dir", "embedded_judge_dir"),
+    ("findbench.judge.data", "build_evaluator_data", "build_judge_data"),
+    ("findbench.judge.data", "build_evaluator_rows", "build_judge_rows"),
+    ("findbench.judge.data", "load_evaluator_data", "load_judge_data"),
+    ("findbench.judge.train", "train_evaluator", "train_judge"),
+])
+def test_a_renamed_function_keeps_its_old_name_one_release(module, old, new):
+    import importlib
+
+    mod = importlib.import_module(module)
+    assert getattr(mod, old).__wrapped__ is getattr(mod, new) and getattr(mod, old).__name__ == old
+    if module.startswith("findbench.judge.") and old != "load_evaluator_data":  # the package's API: the new name
+        import findbench.judge
+
+        assert getattr(findbench.judge, new) is getattr(mod, new) and new in findbench.judge.__all__
+        assert getattr(findbench.judge, old) is getattr(mod, old) and old not in findbench.judge.__all__
+
+
+def test_an_old_name_warns_and_calls_the_new_one():
+    from findbench.models import shipped_evaluator_dir, shipped_judge_dir
+
+    with pytest.warns(FutureWarning, match="shipped_evaluator_dir is deprecated .* use shipped_judge_dir"):
+        assert shipped_evaluator_dir() == shipped_judge_dir()

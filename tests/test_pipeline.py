@@ -7,7 +7,7 @@ import pytest
 
 from findbench import pipeline
 from findbench.constants import JUDGE_CATEGORIES, TRAINED_MARKER
-from findbench.models import embedded_evaluator_dir
+from findbench.models import embedded_judge_dir
 from findbench.schema import CATEGORIES
 
 
@@ -206,16 +206,16 @@ def test_main_stage_keys_follow_the_arguments(fake_main, monkeypatch):
 def test_main_uses_the_trained_judge_when_present_and_never_trains(fake_main, monkeypatch):
     import findbench.models
 
-    shipped = findbench.models.shipped_evaluator_dir()
+    shipped = findbench.models.shipped_judge_dir()
     assert shipped is not None
     summary = fake_main(judge=None, judge_mode=None)  # nothing trained here: the adapter shipped with the package
     assert summary["judge"] == "embedded-evaluator" and summary["judge_mode"] is None
     assert {e[1] for e in fake_main.calls["evaluate"]} == {"embedded-evaluator"}
-    monkeypatch.setattr(findbench.models, "shipped_evaluator_dir", lambda: None)
+    monkeypatch.setattr(findbench.models, "shipped_judge_dir", lambda: None)
     summary = fake_main(judge=None, judge_mode=None)
     assert summary["judge"] == "embedded" and summary["judge_mode"] == "pmi"  # untuned fallback, no training
-    monkeypatch.setattr(findbench.models, "shipped_evaluator_dir", lambda: shipped)
-    folder = Path(embedded_evaluator_dir(must_exist=False))
+    monkeypatch.setattr(findbench.models, "shipped_judge_dir", lambda: shipped)
+    folder = Path(embedded_judge_dir(must_exist=False))
     folder.mkdir(parents=True)
     (folder / TRAINED_MARKER).write_text('{"run": 1}')
     summary = fake_main(judge=None, judge_mode=None)  # a judge trained here wins over the shipped one: rescored

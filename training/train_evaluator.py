@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from findbench.judge.train import parse_train_args, train_evaluator
+from findbench.judge.train import parse_train_args, train_judge
 
 
 def main(argv: Sequence[str] | None = None) -> str:
@@ -24,7 +24,7 @@ def main(argv: Sequence[str] | None = None) -> str:
     args = parse_train_args(argv)
     rank0 = PartialState().is_main_process
     logging.basicConfig(level=logging.INFO if rank0 else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return train_evaluator(args)
+    return train_judge(args)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,11 @@
-"""Lazy package attributes (PEP 562), so importing a package does not import torch."""
+"""Lazy package attributes (PEP 562), so importing a package does not import torch; and
+renamed functions' old names, kept one release (:func:`renamed`)."""
 
 from __future__ import annotations
 
+import functools
 import importlib
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -17,3 +20,17 @@ def lazy_getattr(package: str, names: Mapping[str, str]) -> Callable[[str], Any]
         raise AttributeError(f"module {package!r} has no attribute {name!r}")
 
     return __getattr__
+
+
+def renamed(function: Callable[..., Any], old: str) -> Callable[..., Any]:
+    """``function`` under its old name ``old``, kept one release: each call warns (FutureWarning) and calls it."""
+
+    @functools.wraps(function)
+    def alias(*args: Any, **kwargs: Any) -> Any:
+        warnings.warn(f"{old} is deprecated and will be removed in the next release; use {function.__name__}",
+                      FutureWarning, stacklevel=2)
+        return function(*args, **kwargs)
+
+    alias.__name__ = alias.__qualname__ = old
+    alias.__doc__ = f"Deprecated: :func:`{function.__name__}`."
+    return alias

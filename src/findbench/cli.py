@@ -145,15 +145,15 @@ def _iia(cfg: IIAConfig) -> None:
 
 
 def _judge_data(cfg: JudgeDataConfig) -> None:
-    from findbench.judge.data import build_evaluator_data
+    from findbench.judge.data import build_judge_data
 
-    print(build_evaluator_data(**asdict(cfg)))
+    print(build_judge_data(**asdict(cfg)))
 
 
 def _train_judge(cfg: TrainJudgeConfig, rest: list[str]) -> None:
-    from findbench.judge.train import parse_train_args, train_evaluator
+    from findbench.judge.train import parse_train_args, train_judge
 
-    print(train_evaluator(parse_train_args(rest, prog="findbench train-judge")))
+    print(train_judge(parse_train_args(rest, prog="findbench train-judge")))
 
 
 def _judge_report(cfg: JudgeReportConfig) -> None:

@@ -15,14 +15,14 @@ class UsageError(ValueError):
 #: scored by NMSE instead).
 JUDGE_CATEGORIES = ("strings", "neurons_entities", "neurons_relations")
 
-#: File written last into a finished judge folder (``findbench train-evaluator``): the
+#: File written last into a finished judge folder (``findbench train-judge``): the
 #: training summary, including the ``judge_mode`` the judge was trained for.
 TRAINED_MARKER = "findbench_evaluator.json"
 
 #: Registered name of the judge fine-tuned from the embedded model, and the recipe version in
 #: its cache folder name (bumped when the recipe changes, so an old judge is never picked up).
-EMBEDDED_EVALUATOR_NAME = "embedded-evaluator"
-EMBEDDED_EVALUATOR_VERSION = "v2"
+EMBEDDED_JUDGE_NAME = "embedded-evaluator"
+EMBEDDED_JUDGE_VERSION = "v2"
 
 #: The category-generic description of the ``constant`` floor: one fixed text per category,
 #: whatever the function. The ``constant`` reference interpreter answers with it

@@ -16,7 +16,8 @@ from typing import Any
 
 from findbench._checks import did_you_mean
 from findbench._io import atomic_dir, cache_dir, cache_lock
-from findbench.constants import EMBEDDED_EVALUATOR_NAME, EMBEDDED_EVALUATOR_VERSION, TRAINED_MARKER, UsageError
+from findbench._lazy import renamed
+from findbench.constants import EMBEDDED_JUDGE_NAME, EMBEDDED_JUDGE_VERSION, TRAINED_MARKER, UsageError
 from findbench.resources import wheel_folder
 
 log = logging.getLogger(__name__)
@@ -139,7 +140,7 @@ def load_causal_lm(model: str | os.PathLike, *, dtype: Any = None, device: str |
 
     Args:
         model: anything :func:`resolve` takes. A peft adapter folder (``adapter_config.json``,
-            e.g. from ``findbench train-evaluator``) is loaded onto its resolved base model and merged.
+            e.g. from ``findbench train-judge``) is loaded onto its resolved base model and merged.
         dtype: a ``torch.dtype`` or its name (``"float32"``); default float32.
         device: move the model there (default: where ``from_pretrained`` put it).
     """
@@ -173,31 +174,33 @@ def load_causal_lm(model: str | os.PathLike, *, dtype: Any = None, device: str |
     return lm, AutoTokenizer.from_pretrained(path)
 
 
-def shipped_evaluator_dir() -> str | None:
+def shipped_judge_dir() -> str | None:
     """Folder of the embedded-evaluator adapter shipped in ``findbench/data/judge/``, or None."""
     from findbench.resources import data_path
 
-    path = data_path("judge", f"{EMBEDDED_EVALUATOR_NAME}-{EMBEDDED_EVALUATOR_VERSION}")
+    path = data_path("judge", f"{EMBEDDED_JUDGE_NAME}-{EMBEDDED_JUDGE_VERSION}")
     return str(path) if (path / TRAINED_MARKER).is_file() else None
 
 
-def embedded_evaluator_dir(*, must_exist: bool = True) -> str:
+def embedded_judge_dir(*, must_exist: bool = True) -> str:
     """Folder of the judge fine-tuned from the embedded model.
 
-    With ``must_exist`` (the default): the judge ``findbench train-evaluator`` wrote in the cache,
-    else the shipped one (:func:`shipped_evaluator_dir`), else FileNotFoundError saying how to
-    train it. With ``must_exist=False``: the cache folder ``train-evaluator`` writes.
+    With ``must_exist`` (the default): the judge ``findbench train-judge`` wrote in the cache,
+    else the shipped one (:func:`shipped_judge_dir`), else FileNotFoundError saying how to
+    train it. With ``must_exist=False``: the cache folder ``train-judge`` writes.
     """
-    path = cache_dir("models") / f"{EMBEDDED_EVALUATOR_NAME}-{EMBEDDED_EVALUATOR_VERSION}"
+    path = cache_dir("models") / f"{EMBEDDED_JUDGE_NAME}-{EMBEDDED_JUDGE_VERSION}"
     if not must_exist or (path / TRAINED_MARKER).is_file():
         return str(path)
-    shipped = shipped_evaluator_dir()
+    shipped = shipped_judge_dir()
     if shipped is not None:
         return shipped
     raise FileNotFoundError(
-        f"the embedded evaluator is not trained yet (expected at {path}, and this installation ships none); run "
-        "`findbench train-evaluator` (35-40 min on 2 CPU cores) or pass a judge folder"
+        f"the embedded judge is not trained yet (expected at {path}, and this installation ships none); run "
+        "`findbench train-judge` (35-40 min on 2 CPU cores) or pass a judge folder"
     )
 
 
-register(EMBEDDED_EVALUATOR_NAME, embedded_evaluator_dir)
+register(EMBEDDED_JUDGE_NAME, embedded_judge_dir)
+shipped_evaluator_dir = renamed(shipped_judge_dir, "shipped_evaluator_dir")
+embedded_evaluator_dir = renamed(embedded_judge_dir, "embedded_evaluator_dir")

@@ -83,14 +83,14 @@ def _judge_choice(judge: str | None, judge_mode: str | None) -> tuple[str, str |
     when present, else the untuned embedded model in ``pmi`` mode (never training one here)."""
     if judge is not None:
         return judge, judge_mode
-    if _evaluator_dir() is not None:
+    if _judge_dir() is not None:
         return "embedded-evaluator", judge_mode
     logger.warning("no embedded-evaluator judge on this machine (neither trained here nor shipped with the package); "
                    "scoring descriptions with the untuned embedded judge in pmi mode")
     return "embedded", judge_mode or "pmi"
 
 
-def _evaluator_key(path: str) -> dict[str, Any]:
+def _judge_dir_key(path: str) -> dict[str, Any]:
     """What identifies a trained judge folder: its path and its training record (rewritten by
     every training run), so scores of a retrained judge are not reused."""
     from findbench.constants import TRAINED_MARKER
@@ -100,12 +100,12 @@ def _evaluator_key(path: str) -> dict[str, Any]:
     return {"path": str(path), "trained": fingerprint(record) if record is not None else None}
 
 
-def _evaluator_dir() -> str | None:
+def _judge_dir() -> str | None:
     """The embedded-evaluator that will score (trained here, else shipped), or None."""
-    from findbench.models import embedded_evaluator_dir
+    from findbench.models import embedded_judge_dir
 
     try:
-        return embedded_evaluator_dir()
+        return embedded_judge_dir()
     except FileNotFoundError:
         return None
 
@@ -243,9 +243,10 @@ def run_main(cfg: MainConfig | None = None, **settings: Any) -> dict:
     judge, judge_mode = _judge_choice(judge, judge_mode)
     judge_key: dict[str, Any] = {"judge": judge, "judge_mode": judge_mode}
     if judge == "embedded-evaluator":
-        from findbench.models import embedded_evaluator_dir
+        from findbench.models import embedded_judge_dir
 
-        judge_key["evaluator"] = _evaluator_key(_evaluator_dir() or embedded_evaluator_dir(must_exist=False))
+        # the key's name stays "evaluator", so stages cached before the rename are reused
+        judge_key["evaluator"] = _judge_dir_key(_judge_dir() or embedded_judge_dir(must_exist=False))
     summary.update(judge=judge, judge_mode=judge_mode, sample={c: len(ids) for c, ids in sample.items()},
                    lm_budget={"functions": lm_functions, "rounds": rounds, "max_tokens": max_tokens})
 

@@ -618,10 +618,10 @@ def test_the_card_code_rewrites_the_shipped_cards(name, tmp_path):
 
 
 def test_the_shipped_judge_card_links_its_instrument_card():
-    from findbench.models import shipped_evaluator_dir
+    from findbench.models import shipped_judge_dir
 
     model_card = (shipped_card("embedded-evaluator").parents[1] / "embedded-evaluator-v2" / "README.md").read_text()
-    assert shipped_evaluator_dir() is not None
+    assert shipped_judge_dir() is not None
     assert "cards/embedded-evaluator/README.md" in model_card
 
 # ----------------------------------------------------------------------------- the embedded judges

@@ -11,10 +11,10 @@ import pytest
 from findbench.judge import render_judge_prompt
 from findbench.judge.card import wrong_descriptions
 from findbench.judge.data import (
-    build_evaluator_data,
-    build_evaluator_rows,
+    build_judge_data,
+    build_judge_rows,
     function_items,
-    load_evaluator_data,
+    load_judge_data,
     split_functions,
 )
 
@@ -82,7 +82,7 @@ def test_entity_split_by_concept():
 
 def test_rows_follow_the_rules(strings_rows, relation_rows):
     rows = {"strings": strings_rows, "neurons_entities": _entity_rows(), "neurons_relations": relation_rows}
-    train, held, splits = build_evaluator_rows(rows, n=90, n_heldout=30, seed=0, heldout_fraction=0.3)
+    train, held, splits = build_judge_rows(rows, n=90, n_heldout=30, seed=0, heldout_fraction=0.3)
     assert len(train) == 90 and len(held) == 30
     by_id = {r["function_id"]: r for rs in rows.values() for r in rs}
     counts = Counter(r["category"] for r in train)
@@ -106,14 +106,14 @@ def test_rows_follow_the_rules(strings_rows, relation_rows):
     held_ids = {r["function_id"] for r in held}
     assert not train_ids & held_ids
     # the same seed gives the same rows
-    again, _, _ = build_evaluator_rows(rows, n=90, n_heldout=30, seed=0, heldout_fraction=0.3)
+    again, _, _ = build_judge_rows(rows, n=90, n_heldout=30, seed=0, heldout_fraction=0.3)
     assert again == train
 
 
 def test_string_distractors_are_not_produced_by_the_function(strings_rows):
     from findbench.find import load_function
 
-    train, _, _ = build_evaluator_rows({"strings": strings_rows}, n=30, n_heldout=0, seed=1)
+    train, _, _ = build_judge_rows({"strings": strings_rows}, n=30, n_heldout=0, seed=1)
     assert train  # an empty build would pass the loop below without checking anything
     by_id = {r["function_id"]: r for r in strings_rows}
     checked = 0
@@ -129,23 +129,23 @@ def test_string_distractors_are_not_produced_by_the_function(strings_rows):
 
 def test_bad_input_names_the_argument(strings_rows):
     with pytest.raises(ValueError, match="n must be"):
-        build_evaluator_rows({"strings": strings_rows}, n=0)
+        build_judge_rows({"strings": strings_rows}, n=0)
     with pytest.raises(ValueError, match="heldout_fraction"):
         split_functions(strings_rows, heldout_fraction=1.5)
     with pytest.raises(ValueError, match="category"):
-        build_evaluator_rows({"neurons_relations": strings_rows}, n=3)
+        build_judge_rows({"neurons_relations": strings_rows}, n=3)
     with pytest.raises(ValueError, match="category must be one of"):
-        build_evaluator_rows({"numeric": strings_rows}, n=3)
+        build_judge_rows({"numeric": strings_rows}, n=3)
     no_desc = [dict(r, description="") for r in strings_rows[:5]]
     with pytest.raises(ValueError, match="description"):
-        build_evaluator_rows({"strings": no_desc}, n=3)
+        build_judge_rows({"strings": no_desc}, n=3)
 
 
 def test_data_folder_round_trip(tmp_path, strings_rows):
-    out = build_evaluator_data(tmp_path / "judge-data", n=12, n_heldout=6, seed=0,
+    out = build_judge_data(tmp_path / "judge-data", n=12, n_heldout=6, seed=0,
                                rows_by_category={"strings": strings_rows[:30], "neurons_entities": _entity_rows()})
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary leftovers
-    dd = load_evaluator_data(out)
+    dd = load_judge_data(out)
     assert dd["train"].num_rows == 12 and dd["validation"].num_rows == 6
     assert dd["train"][0]["messages"][0]["role"] == "system"
     card = (out / "README.md").read_text()
@@ -154,8 +154,8 @@ def test_data_folder_round_trip(tmp_path, strings_rows):
     held = sorted(f for f, s in splits.items() if s == "heldout" and f.startswith("strings/"))
     assert len(held) == 6 and all(h.startswith("strings/") for h in held)
     assert not set(held) & set(dd["train"]["function_id"])
-    with pytest.raises(FileNotFoundError, match="evaluator-data"):
-        load_evaluator_data(tmp_path)
+    with pytest.raises(FileNotFoundError, match="findbench judge-data"):
+        load_judge_data(tmp_path)
 
 
 def test_wrong_descriptions_never_keep_the_own_text():
@@ -170,15 +170,15 @@ def test_wrong_descriptions_never_keep_the_own_text():
 
 def test_embedded_evaluator_name_resolves_to_the_cached_judge(tmp_path, monkeypatch):
     import findbench.models
-    from findbench.judge.train import TRAINED_MARKER, TrainArgs, embedded_evaluator_dir
+    from findbench.judge.train import TRAINED_MARKER, TrainArgs, embedded_judge_dir
     from findbench.models import resolve
 
     monkeypatch.setenv("FINDBENCH_CACHE", str(tmp_path))
-    shipped = findbench.models.shipped_evaluator_dir()
+    shipped = findbench.models.shipped_judge_dir()
     assert shipped is not None and Path(shipped, TRAINED_MARKER).is_file()
     assert resolve("embedded-evaluator") == shipped  # nothing trained here: the packaged adapter
-    monkeypatch.setattr(findbench.models, "shipped_evaluator_dir", lambda: None)
-    with pytest.raises(FileNotFoundError, match="findbench train-evaluator"):
+    monkeypatch.setattr(findbench.models, "shipped_judge_dir", lambda: None)
+    with pytest.raises(FileNotFoundError, match="findbench train-judge"):
         resolve("embedded-evaluator")
     old = tmp_path / "models" / "embedded-evaluator-v1"  # a judge of the earlier (logprob) recipe is not reused
     old.mkdir(parents=True)
@@ -190,4 +190,4 @@ def test_embedded_evaluator_name_resolves_to_the_cached_judge(tmp_path, monkeypa
     (folder / TRAINED_MARKER).write_text("{}")
     assert resolve("embedded-evaluator") == str(folder)
     # train-evaluator's defaults (no output_dir) write exactly there
-    assert TrainArgs().output_dir is None and embedded_evaluator_dir(must_exist=False) == str(folder)
+    assert TrainArgs().output_dir is None and embedded_judge_dir(must_exist=False) == str(folder)

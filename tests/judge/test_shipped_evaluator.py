@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from findbench.constants import TRAINED_MARKER
-from findbench.models import shipped_evaluator_dir
+from findbench.models import shipped_judge_dir
 
 
 @pytest.fixture(scope="module")
 def shipped() -> Path:
-    folder = shipped_evaluator_dir()
+    folder = shipped_judge_dir()
     assert folder is not None, "the package ships no embedded-evaluator adapter"
     return Path(folder)
 
@@ -37,11 +37,11 @@ def test_shipped_adapter_is_the_recipe_its_record_names(shipped):
 
 
 def test_a_judge_trained_here_wins_over_the_shipped_one(shipped, tmp_path, monkeypatch):
-    from findbench.models import embedded_evaluator_dir, resolve
+    from findbench.models import embedded_judge_dir, resolve
 
     monkeypatch.setenv("FINDBENCH_CACHE", str(tmp_path))
     assert resolve("embedded-evaluator") == str(shipped)
-    assert embedded_evaluator_dir(must_exist=False) == str(tmp_path / "models" / "embedded-evaluator-v2")  # training target
+    assert embedded_judge_dir(must_exist=False) == str(tmp_path / "models" / "embedded-evaluator-v2")  # training target
     trained = tmp_path / "models" / "embedded-evaluator-v2"
     trained.mkdir(parents=True)
     (trained / TRAINED_MARKER).write_text("{}")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from findbench.judge.train import TrainArgs, parse_train_args, tokenize_judge_row, train_evaluator
+from findbench.judge.train import TrainArgs, parse_train_args, tokenize_judge_row, train_judge
 from tests._paths import REPO
 
 
@@ -56,10 +56,10 @@ def strings_rows():
 
 @pytest.fixture(scope="module")
 def judge_data(tmp_path_factory, strings_rows) -> str:
-    from findbench.judge.data import build_evaluator_data
+    from findbench.judge.data import build_judge_data
 
     out = tmp_path_factory.mktemp("data") / "judge-data"
-    return str(build_evaluator_data(out, n=24, n_heldout=6, seed=0, rows_by_category={"strings": strings_rows}))
+    return str(build_judge_data(out, n=24, n_heldout=6, seed=0, rows_by_category={"strings": strings_rows}))
 
 
 def _args(base: str, data: str, out: Path, **kw) -> TrainArgs:
@@ -147,7 +147,7 @@ def test_train_args_groups():
 @pytest.mark.slow
 def test_training_lowers_loss_and_writes_a_loadable_judge(tmp_path, smol_base, judge_data):
     out = tmp_path / "judge"
-    path = train_evaluator(_args(smol_base, judge_data, out, eval_rows=4, merge=True, judge_mode="logprob"))
+    path = train_judge(_args(smol_base, judge_data, out, eval_rows=4, merge=True, judge_mode="logprob"))
     assert Path(path) == out.resolve()
     summary = json.loads((out / "findbench_evaluator.json").read_text())
     losses = [e["loss"] for e in summary["log_history"]]
@@ -190,7 +190,7 @@ def test_pmi_training_lowers_loss_and_the_metric_scores_in_pmi_mode(tmp_path, ba
     from findbench.lm import load_lm
 
     out = tmp_path / "pmi-judge"
-    train_evaluator(_args(request.getfixturevalue(base), judge_data, out, eval_rows=6))  # judge_mode defaults to pmi
+    train_judge(_args(request.getfixturevalue(base), judge_data, out, eval_rows=6))  # judge_mode defaults to pmi
     summary = json.loads((out / "findbench_evaluator.json").read_text())
     assert summary["judge_mode"] == "pmi" and judge_mode_of(str(out)) == "pmi"
     losses = [e["loss"] for e in summary["log_history"]]
@@ -199,9 +199,9 @@ def test_pmi_training_lowers_loss_and_the_metric_scores_in_pmi_mode(tmp_path, ba
     ev = summary["eval"]
     assert ev["eval_rows"] == 6 and 0.0 <= ev["eval_judge_accuracy"] <= 1.0 and set(ev["eval_judge_accuracy_per_category"]) == {"strings"}
     # a training pair is the correct option written as an example of the description
-    from findbench.judge.data import load_evaluator_data
+    from findbench.judge.data import load_judge_data
 
-    row = load_evaluator_data(judge_data)["train"][0]
+    row = load_judge_data(judge_data)["train"][0]
     msgs, target = judge_training_pair(row, "pmi")
     ut = json.loads(row["unit_test"])
     assert target == render_pmi_option(ut, ut["correct"], "strings") and row["description"].split(".")[0] in msgs[1]["content"]
@@ -222,7 +222,7 @@ def test_pmi_training_lowers_loss_and_the_metric_scores_in_pmi_mode(tmp_path, ba
 def test_resume_continues_from_the_checkpoint(tmp_path, smol_base, judge_data, monkeypatch):
     import findbench.judge.train as train_mod
 
-    full = train_evaluator(_args(smol_base, judge_data, tmp_path / "full", max_steps=6))
+    full = train_judge(_args(smol_base, judge_data, tmp_path / "full", max_steps=6))
     full_log = json.loads((Path(full) / "findbench_evaluator.json").read_text())["log_history"]
 
     real_save = train_mod._save_checkpoint
@@ -235,19 +235,19 @@ def test_resume_continues_from_the_checkpoint(tmp_path, smol_base, judge_data, m
     monkeypatch.setattr(train_mod, "_save_checkpoint", save_then_crash)
     out = tmp_path / "resumed"
     with pytest.raises(KeyboardInterrupt):
-        train_evaluator(_args(smol_base, judge_data, out, max_steps=6, save_steps=2))
+        train_judge(_args(smol_base, judge_data, out, max_steps=6, save_steps=2))
     assert not out.exists()
     ckpts = sorted(p.name for p in (tmp_path / ".resumed.checkpoints").iterdir())
     assert ckpts == ["step-2", "step-4"]
     monkeypatch.setattr(train_mod, "_save_checkpoint", real_save)
-    train_evaluator(_args(smol_base, judge_data, out, max_steps=6, save_steps=2, resume_from_checkpoint="latest"))
+    train_judge(_args(smol_base, judge_data, out, max_steps=6, save_steps=2, resume_from_checkpoint="latest"))
     summary = json.loads((out / "findbench_evaluator.json").read_text())
     assert summary["steps"] == 6
     assert [e["step"] for e in summary["log_history"]] == [1, 2, 3, 4, 5, 6]
     # same batches, optimizer and schedule as the unbroken run
     assert [e["loss"] for e in summary["log_history"]] == pytest.approx([e["loss"] for e in full_log], rel=1e-3)
     with pytest.raises(ValueError, match="resume_from_checkpoint"):
-        train_evaluator(_args(smol_base, judge_data, out, resume_from_checkpoint=str(tmp_path)))
+        train_judge(_args(smol_base, judge_data, out, resume_from_checkpoint=str(tmp_path)))
 
 
 @pytest.mark.slow
@@ -255,7 +255,7 @@ def test_report_end_to_end_on_tiny_judges(tmp_path, smol_base, judge_data):
     from findbench.judge.config import JudgeReportConfig
     from findbench.judge.report import format_table, judge_report
 
-    judge = train_evaluator(_args(smol_base, judge_data, tmp_path / "judge", max_steps=2))
+    judge = train_judge(_args(smol_base, judge_data, tmp_path / "judge", max_steps=2))
     report = judge_report(JudgeReportConfig(judge=judge, baseline=smol_base, out=tmp_path / "report", limit=2,
                                             categories=["strings"], evaluator_data=judge_data), progress=False)
     with open(tmp_path / "report" / "evaluator_report.csv") as fh:
@@ -291,7 +291,7 @@ def test_cli_train_evaluator_options(tmp_path, monkeypatch, capsys):
     from findbench.cli import main
 
     seen: list[TrainArgs] = []
-    monkeypatch.setattr(train_mod, "train_evaluator", lambda args: seen.append(args) or "judge-folder")
+    monkeypatch.setattr(train_mod, "train_judge", lambda args: seen.append(args) or "judge-folder")
     cfg = tmp_path / "c.yaml"
     cfg.write_text("learning_rate: 3.0e-4\nlora_r: 4\nmodel: some/model\n")
     assert main(["train-evaluator", "--config", str(cfg), "--lora_r", "2", "--full_finetune"]) == 0

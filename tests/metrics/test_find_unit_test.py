@@ -38,13 +38,13 @@ class PmiOnly:
 def test_the_default_judge_is_the_shipped_evaluator_in_pmi_mode(metric, monkeypatch):
     from findbench import judge
     from findbench.constants import TRAINED_MARKER
-    from findbench.models import shipped_evaluator_dir
+    from findbench.models import shipped_judge_dir
 
     module = sys.modules[type(metric).__module__]
     assert module.DEFAULT_JUDGE == "embedded-evaluator"
     assert inspect.signature(metric._compute).parameters["judge"].default == "embedded-evaluator"
     # the shipped judge records pmi, and the mode a judge records is the metric's default
-    shipped = shipped_evaluator_dir()
+    shipped = shipped_judge_dir()
     assert shipped is not None and json.loads((Path(shipped) / TRAINED_MARKER).read_text())["judge_mode"] == "pmi"
     assert judge.judge_mode_of("embedded-evaluator") == "pmi"
 

@@ -4,8 +4,8 @@
 :func:`judge_unit_tests`; re-exported here), :mod:`~findbench.judge.data` (judge training
 data, split by function), :mod:`~findbench.judge.train` (accelerate + peft fine-tuning),
 :mod:`~findbench.judge.report` (FIND Table A3 for any judge) and :mod:`~findbench.judge.card`
-(a judge's instrument card). The trained judge keeps FIND's name, "evaluator"
-(``embedded-evaluator``). Heavy imports happen inside the functions.
+(a judge's instrument card). The shipped judge keeps FIND's name, "evaluator"
+(``embedded-evaluator``); the library calls it the judge. Heavy imports happen inside the functions.
 """
 
 from __future__ import annotations
@@ -61,23 +61,28 @@ __all__ = [
     "render_judge_target",
     "render_pmi_option",
     "render_pmi_prompt",
-    "build_evaluator_data",
-    "build_evaluator_rows",
+    "build_judge_data",
+    "build_judge_rows",
     "split_functions",
     "TrainArgs",
-    "train_evaluator",
-    "evaluator_report",
+    "train_judge",
+    "judge_report",
     "judge_card",
 ]
 
 _LAZY = {
-    "build_evaluator_data": "findbench.judge.data",
-    "build_evaluator_rows": "findbench.judge.data",
+    "build_judge_data": "findbench.judge.data",
+    "build_judge_rows": "findbench.judge.data",
     "split_functions": "findbench.judge.data",
     "TrainArgs": "findbench.judge.train",
+    "train_judge": "findbench.judge.train",
+    "judge_report": "findbench.judge.report",
+    "judge_card": "findbench.judge.card",
+    # old names, kept one release (each call warns)
+    "build_evaluator_data": "findbench.judge.data",
+    "build_evaluator_rows": "findbench.judge.data",
     "train_evaluator": "findbench.judge.train",
     "evaluator_report": "findbench.judge.report",
-    "judge_card": "findbench.judge.card",
 }
 
 

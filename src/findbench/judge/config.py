@@ -5,7 +5,7 @@
 (true vs wrong descriptions, untuned vs tuned) is the card with ``rungs=["true", "other"]`` and a
 ``baseline``. :class:`JudgeReportConfig` keeps ``findbench judge-report``'s flags for one release
 (:func:`findbench.judge.report.judge_report` runs the card); :class:`JudgeDataConfig` is
-``findbench judge-data``'s (:func:`findbench.judge.data.build_evaluator_data`).
+``findbench judge-data``'s (:func:`findbench.judge.data.build_judge_data`).
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from findbench._checks import integer, positive_int, str_list
+from findbench._lazy import renamed
 from findbench.constants import JUDGE_CATEGORIES
 from findbench.judge.scoring import judge_category
 
@@ -157,8 +158,8 @@ def _shares(n: int, k: int) -> list[int]:
     return [n // k + (1 if i < n % k else 0) for i in range(k)]
 
 
-def build_evaluator_rows(rows_by_category: Mapping[str, Sequence[Mapping[str, Any]]], *, n: int = 30000, n_heldout: int | None = None,
-                         seed: int = 0, heldout_fraction: float = 0.2) -> tuple[list[dict], list[dict], dict[str, str]]:
+def build_judge_rows(rows_by_category: Mapping[str, Sequence[Mapping[str, Any]]], *, n: int = 30000, n_heldout: int | None = None,
+                     seed: int = 0, heldout_fraction: float = 0.2) -> tuple[list[dict], list[dict], dict[str, str]]:
     """``(train_rows, heldout_rows, function_splits)`` from function rows, in memory: ``n`` training
     rows split evenly across the categories, ``n_heldout`` (default ``n // 10``) from held-out functions."""
     positive_int("n", n)
@@ -218,10 +219,10 @@ def _card(meta: Mapping[str, Any]) -> str:
     return "---\n" + yaml.safe_dump(header, sort_keys=False) + "---\n\n" + body
 
 
-def build_evaluator_data(out: str | os.PathLike, *, n: int = 30000, n_heldout: int | None = None, seed: int = 0,
-                         heldout_fraction: float = 0.2, categories: Sequence[str] = JUDGE_CATEGORIES, function_seed: int = 0,
-                         data: str | os.PathLike | None = None,
-                         rows_by_category: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> Path:
+def build_judge_data(out: str | os.PathLike, *, n: int = 30000, n_heldout: int | None = None, seed: int = 0,
+                     heldout_fraction: float = 0.2, categories: Sequence[str] = JUDGE_CATEGORIES, function_seed: int = 0,
+                     data: str | os.PathLike | None = None,
+                     rows_by_category: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> Path:
     """Write the judge's training data to the folder ``out`` (replaced atomically) and return it.
 
     It holds ``data/{train,validation}-00000-of-00001.parquet``, a README card that makes
@@ -237,7 +238,7 @@ def build_evaluator_data(out: str | os.PathLike, *, n: int = 30000, n_heldout: i
     if rows_by_category is None:
         cats = [judge_category(c) for c in str_list("categories", categories)]
         rows_by_category = {c: load_rows(c, seed=function_seed, data=data) for c in cats}
-    train, held, splits = build_evaluator_rows(rows_by_category, n=n, n_heldout=n_heldout, seed=seed, heldout_fraction=heldout_fraction)
+    train, held, splits = build_judge_rows(rows_by_category, n=n, n_heldout=n_heldout, seed=seed, heldout_fraction=heldout_fraction)
     per_category: dict[str, dict[str, int]] = {}
     for cat, rows in rows_by_category.items():
         cat = judge_category(cat)
@@ -279,18 +280,18 @@ def default_data_dir(*, n: int = 30000, seed: int = 0) -> Path:
     path = root / f"n{n}-seed{seed}-v{DATA_VERSION}-{generator_fingerprint()}"
     with FileLock(str(root / f"{path.name}.lock")):
         if not (path / SPLIT_FILE).is_file():
-            build_evaluator_data(path, n=n, seed=seed)
+            build_judge_data(path, n=n, seed=seed)
     return path
 
 
-def load_evaluator_data(path: str | os.PathLike) -> Any:
-    """The ``DatasetDict`` (train / validation) of a folder written by :func:`build_evaluator_data`."""
+def load_judge_data(path: str | os.PathLike) -> Any:
+    """The ``DatasetDict`` (train / validation) of a folder written by :func:`build_judge_data`."""
     import datasets
     import pyarrow.parquet as pq
 
     root = Path(path)
     if not (root / SPLIT_FILE).is_file():
-        raise FileNotFoundError(f"path: {root} is not a judge data folder (no {SPLIT_FILE}); run `findbench evaluator-data`")
+        raise FileNotFoundError(f"path: {root} is not a judge data folder (no {SPLIT_FILE}); run `findbench judge-data`")
     # parquet read directly: datasets' cache, keyed by path, would load a rebuilt folder's old rows
     return datasets.DatasetDict(
         {split: datasets.Dataset(pq.read_table(root / "data" / f"{split}-00000-of-00001.parquet")) for split in ("train", "validation")}
@@ -322,3 +323,8 @@ def heldout_rows(category: str, *, source: str = "procedural", data: Any = None,
     if len(held) < 2:
         raise ValueError(f"{category}: fewer than two held-out functions with descriptions and unit tests")
     return held
+
+
+build_evaluator_rows = renamed(build_judge_rows, "build_evaluator_rows")
+build_evaluator_data = renamed(build_judge_data, "build_evaluator_data")
+load_evaluator_data = renamed(load_judge_data, "load_evaluator_data")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from findbench._checks import integer, one_of, positive_int
-from findbench.constants import EMBEDDED_EVALUATOR_NAME, JUDGE_CATEGORIES, TRAINED_MARKER
+from findbench.constants import EMBEDDED_JUDGE_NAME, JUDGE_CATEGORIES, TRAINED_MARKER
 from findbench.find.unit_tests import N_OPTIONS
 from findbench.lm.base import Constraint, use_structured_outputs
 
@@ -271,7 +271,7 @@ def judge_mode_of(judge: Any, default: str = "logprob", *, judge_model: str | No
     ``embedded-evaluator`` (its LoRA adapter served as ``vllm serve … --lora-modules
     embedded-evaluator=<folder>``): the mode that judge records here."""
     if isinstance(judge, (str, os.PathLike)) and str(judge).startswith(("http://", "https://")):
-        served = judge_model is not None and (judge_model == EMBEDDED_EVALUATOR_NAME or Path(judge_model).is_dir())
+        served = judge_model is not None and (judge_model == EMBEDDED_JUDGE_NAME or Path(judge_model).is_dir())
         judge = judge_model if served else None
     if not isinstance(judge, (str, os.PathLike)) or not str(judge):
         return default

@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from findbench._checks import integer, one_of, positive_int
+from findbench._lazy import renamed
 from findbench.constants import TRAINED_MARKER
-from findbench.models import embedded_evaluator_dir
+from findbench.models import embedded_judge_dir
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ class DataArgs:
     _argument_group_name = "data"
 
     data: str | None = field(
-        default=None, metadata={"help": "judge data folder (findbench evaluator-data); default: build n_data rows in memory"}
+        default=None, metadata={"help": "judge data folder (findbench judge-data); default: build n_data rows in memory"}
     )
     n_data: int = field(default=30000, metadata={"help": "rows to build when --data is not given"})
     data_seed: int = field(default=0, metadata={"help": "seed of the data build (function split, draws)"})
@@ -162,7 +163,7 @@ ARG_GROUPS: tuple[type, ...] = (DataArgs, ModelArgs, OptimArgs, OutputArgs)
 
 @dataclass
 class TrainArgs(OutputArgs, OptimArgs, ModelArgs, DataArgs):
-    """Every argument of :func:`train_evaluator`, flat; the defaults are the embedded-evaluator recipe."""
+    """Every argument of :func:`train_judge`, flat; the defaults are the embedded-evaluator recipe."""
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad field."""
@@ -256,7 +257,7 @@ def judge_training_pair(row: Mapping[str, Any], judge_mode: str = "pmi") -> tupl
     if judge_mode == "logprob":
         return list(row["messages"]), row["target"]
     if not row.get("description"):
-        raise ValueError("row has no 'description' (judge data from findbench < 0.2?); rebuild it with `findbench evaluator-data`")
+        raise ValueError("row has no 'description' (judge data from findbench < 0.2?); rebuild it with `findbench judge-data`")
     unit_test = json.loads(row["unit_test"]) if isinstance(row["unit_test"], str) else row["unit_test"]
     category = row["category"]
     return render_pmi_prompt(row["description"], category), render_pmi_option(unit_test, int(unit_test["correct"]), category)
@@ -309,11 +310,11 @@ def _cross_entropy(logits: Any, labels: Any, reduction: str = "token") -> Any:
 
 def _load_rows(args: TrainArgs) -> tuple[list[dict], list[dict]]:
     """Training rows and up to ``eval_rows`` validation rows mixed across categories; sets ``args.data``."""
-    from findbench.judge.data import default_data_dir, load_evaluator_data
+    from findbench.judge.data import default_data_dir, load_judge_data
 
     data = args.data if args.data is not None else default_data_dir(n=args.n_data, seed=args.data_seed)
     args.data = str(data)
-    dd = load_evaluator_data(data)
+    dd = load_judge_data(data)
     train = dd["train"].to_list()
     valid = dd["validation"].to_list() if "validation" in dd else []
     if args.max_train_rows:
@@ -467,7 +468,7 @@ def _evaluate_pmi(model: Any, tokenizer: Any, rows: list[dict], encoded: list[di
 
 
 # -- training -----------------------------------------------------------------------------
-def train_evaluator(args: TrainArgs) -> str:
+def train_judge(args: TrainArgs) -> str:
     """Fine-tune a judge; returns the output folder. Resumes from ``args.resume_from_checkpoint``."""
     import torch
     from accelerate import Accelerator
@@ -480,7 +481,7 @@ def train_evaluator(args: TrainArgs) -> str:
         torch.set_num_threads(args.num_threads)
     t_start = time.time()
     accelerator = Accelerator(gradient_accumulation_steps=args.gradient_accumulation_steps, mixed_precision=args.mixed_precision)
-    out_dir = Path(args.output_dir or embedded_evaluator_dir(must_exist=False)).resolve()
+    out_dir = Path(args.output_dir or embedded_judge_dir(must_exist=False)).resolve()
     ckpt_root = out_dir.parent / f".{out_dir.name}.checkpoints"
     set_seed(args.seed)
 
@@ -757,5 +758,8 @@ def _push(folder: Path, args: TrainArgs) -> None:
     api = HfApi()
     api.create_repo(args.hub_model_id, private=args.hub_private, exist_ok=True, repo_type="model")
     api.upload_folder(folder_path=str(folder), repo_id=args.hub_model_id, repo_type="model",
-                      commit_message="Upload FIND judge (findbench train-evaluator)")
+                      commit_message="Upload FIND judge (findbench train-judge)")
     log.info("pushed %s to %s", folder, args.hub_model_id)
+
+
+train_evaluator = renamed(train_judge, "train_evaluator")
