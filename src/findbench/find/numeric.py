@@ -38,10 +38,10 @@ COMPOSABLE_FAMILIES = ("linear", "polynomial", "step", "relu", "constant", "ceil
 #: Composition operators.
 OPS = ("sum", "product")
 NOISE_TYPES = ("normal", "uniform", "poisson")
-CORRUPTION_TYPES = ("below", "above", "inside")
+_CORRUPTION_TYPES = ("below", "above", "inside")
 VARIANTS = ("clean", "noise", "corruption", "mlp")
 #: Standard deviation of the values that replace a corrupted subdomain.
-CORRUPTION_STD = 0.1
+_CORRUPTION_STD = 0.1
 #: The MLP approximation is fitted on this many evenly spaced points of the domain.
 MLP_TRAIN_POINTS = 10_000
 #: Points over which the "mean of f on its domain" of a corruption is taken (as in FIND).
@@ -51,7 +51,7 @@ _MEAN_POINTS = 100
 #: 1000 functions): 150 MLPs (the first ids), 850 atomic / 150 composed; of the 850 others
 #: 483 clean, 191 corrupted, 176 noisy; noise types 342 normal / 435 uniform / 223 poisson;
 #: corruption types 261 below / 248 above / 491 inside.
-MIX: dict[str, Any] = {
+_MIX: dict[str, Any] = {
     "mlp": 0.15,
     "atomic": 0.85,
     "served": {"clean": 483, "corruption": 191, "noise": 176},
@@ -433,7 +433,7 @@ def _rounding(name: str, kind: str, text: str) -> _Family:
     )  # fmt: skip
 
 
-FAMILIES: dict[str, _Family] = {
+_FAMILIES: dict[str, _Family] = {
     f.name: f
     for f in (
         _linear(), _polynomial(), _absolute(), _root(), _logarithm(), _step(), _relu(),
@@ -448,8 +448,8 @@ FAMILIES: dict[str, _Family] = {
 
 def family_domain(family: str) -> tuple[float, float]:
     """FIND's domain of an atomic family: [0, 100] for root, [1, 100] for logarithm, else [-100, 100]."""
-    if family not in FAMILIES:
-        raise ValueError(f"family must be one of {sorted(FAMILIES)}, got {family!r}")
+    if family not in _FAMILIES:
+        raise ValueError(f"family must be one of {sorted(_FAMILIES)}, got {family!r}")
     return _DOMAINS.get(family, _DEFAULT_DOMAIN)
 
 
@@ -469,12 +469,12 @@ def _check_term(term: Any, where: str) -> dict:
     if not isinstance(term, Mapping):
         raise ValueError(f"{where} must be an object with 'family' and 'params', got {term!r}")
     fam = term.get("family")
-    if fam not in FAMILIES:
-        raise ValueError(f"{where}.family must be one of {sorted(FAMILIES)}, got {fam!r}")
+    if fam not in _FAMILIES:
+        raise ValueError(f"{where}.family must be one of {sorted(_FAMILIES)}, got {fam!r}")
     p = term.get("params")
     if not isinstance(p, Mapping):
         raise ValueError(f"{where}.params must be an object, got {p!r}")
-    spec = FAMILIES[fam]
+    spec = _FAMILIES[fam]
     missing = [k for k in spec.params if k not in p]
     extra = [k for k in p if k not in spec.params]
     if missing or extra:
@@ -540,8 +540,8 @@ def _check_params(p: dict) -> dict:
         _check_seed(nz.get("seed"), "params.noise.seed")
     if variant == "corruption":
         c = p.get("corruption")
-        if not isinstance(c, Mapping) or c.get("type") not in CORRUPTION_TYPES:
-            raise ValueError(f"params.corruption.type must be one of {CORRUPTION_TYPES}, got {c!r}")
+        if not isinstance(c, Mapping) or c.get("type") not in _CORRUPTION_TYPES:
+            raise ValueError(f"params.corruption.type must be one of {_CORRUPTION_TYPES}, got {c!r}")
         b = c.get("boundary")
         nb = 2 if c["type"] == "inside" else 1
         if not (isinstance(b, (list, tuple)) and len(b) == nb and all(_is_num(v) for v in b)):
@@ -576,7 +576,7 @@ def _check_seed(v: Any, field: str) -> int:
 
 
 def _term_fn(term: Mapping) -> Callable[[np.ndarray], Any]:
-    fam = FAMILIES[term["family"]]
+    fam = _FAMILIES[term["family"]]
     p = dict(term["params"])
     return lambda x: fam.evaluate(p, x)
 
@@ -708,13 +708,13 @@ def make_code(params: Any) -> str:
         ]
     elif p["structure"] == "atomic":
         t = p["terms"][0]
-        lines += ["", "def _clean(x):", f"    return {FAMILIES[t['family']].source(t['params'])}"]
+        lines += ["", "def _clean(x):", f"    return {_FAMILIES[t['family']].source(t['params'])}"]
     else:
         g, h = p["terms"]
         sym = "+" if p["op"] == "sum" else "*"
         lines += [
-            "", "def _g(x):", f"    return {FAMILIES[g['family']].source(g['params'])}", "",
-            "", "def _h(x):", f"    return {FAMILIES[h['family']].source(h['params'])}", "",
+            "", "def _g(x):", f"    return {_FAMILIES[g['family']].source(g['params'])}", "",
+            "", "def _h(x):", f"    return {_FAMILIES[h['family']].source(h['params'])}", "",
             "", "def _clean(x):", f"    return _g(x) {sym} _h(x)",
         ]  # fmt: skip
     body = ["        y = _clean(x)"]
@@ -753,7 +753,7 @@ def make_code(params: Any) -> str:
 
 
 def _term_text(term: Mapping) -> str:
-    fam = FAMILIES[term["family"]]
+    fam = _FAMILIES[term["family"]]
     text = fam.formula(term["params"])
     return text if text.endswith(")") else f"{text} (a {fam.kind})"
 
@@ -768,7 +768,7 @@ def describe(params: Any) -> str:
     lo, hi = p["domain"]
     if p["structure"] == "atomic":
         t = p["terms"][0]
-        fam = FAMILIES[t["family"]]
+        fam = _FAMILIES[t["family"]]
         base = f"f(x) = {fam.formula(t['params'])}, a {fam.kind}"
     else:
         g, h = p["terms"]
@@ -878,11 +878,11 @@ def _plan(n: int, seed: int) -> list[tuple[str, str]]:
     """(structure, variant) per index: the first 15 % are MLPs (as in FIND's ids), the
     composed ones and the served variants of the rest are exact counts, shuffled by seed."""
     rng = np.random.default_rng([seed, 0])
-    n_mlp = _round_half_up(n * MIX["mlp"])
-    n_atomic = _round_half_up(n * MIX["atomic"])
+    n_mlp = _round_half_up(n * _MIX["mlp"])
+    n_atomic = _round_half_up(n * _MIX["atomic"])
     structures = np.array(["atomic"] * n_atomic + ["composition"] * (n - n_atomic))
     structures = list(structures[rng.permutation(n)]) if n else []
-    counts = _apportion(n - n_mlp, MIX["served"])
+    counts = _apportion(n - n_mlp, _MIX["served"])
     rest = np.array([k for k, c in counts.items() for _ in range(c)])
     rest = list(rest[rng.permutation(len(rest))]) if len(rest) else []
     variants = ["mlp"] * n_mlp + rest
@@ -936,7 +936,7 @@ def _sample_params(seed: int, index: int, structure: str, variant: str) -> dict:
     for _attempt in range(1000):
         if structure == "atomic":
             fam = _choice(rng, ATOMIC_FAMILIES)
-            terms = [{"family": fam, "params": FAMILIES[fam].sample(rng)}]
+            terms = [{"family": fam, "params": _FAMILIES[fam].sample(rng)}]
             op = None
             domain = list(family_domain(fam))
         else:
@@ -944,7 +944,7 @@ def _sample_params(seed: int, index: int, structure: str, variant: str) -> dict:
             terms = []
             for _ in range(2):
                 fam = _choice(rng, COMPOSABLE_FAMILIES)
-                terms.append({"family": fam, "params": FAMILIES[fam].sample(rng)})
+                terms.append({"family": fam, "params": _FAMILIES[fam].sample(rng)})
             domain = list(_DEFAULT_DOMAIN)
         p: dict[str, Any] = {"structure": structure, "op": op, "terms": terms, "domain": domain, "variant": variant}
         clean = _clean_fn(p)
@@ -963,9 +963,9 @@ def _sample_params(seed: int, index: int, structure: str, variant: str) -> dict:
     p["corruption"] = None
     p["mlp"] = None
     if variant == "noise":
-        p["noise"] = {"type": _choice(rng, NOISE_TYPES, MIX["noise_type"]), "seed": int(rng.integers(2**31))}
+        p["noise"] = {"type": _choice(rng, NOISE_TYPES, _MIX["noise_type"]), "seed": int(rng.integers(2**31))}
     elif variant == "corruption":
-        kind = _choice(rng, CORRUPTION_TYPES, MIX["corruption_type"])
+        kind = _choice(rng, _CORRUPTION_TYPES, _MIX["corruption_type"])
         lo = max(float(domain[0]), -100.0)
         a = _u(rng, lo, 100.0)
         boundary = [a] if kind != "inside" else [a, _u(rng, a + 5, a + 25)]
@@ -973,7 +973,7 @@ def _sample_params(seed: int, index: int, structure: str, variant: str) -> dict:
             "type": kind,
             "boundary": boundary,
             "mean": float(np.mean(y_mean)),
-            "std": CORRUPTION_STD,
+            "std": _CORRUPTION_STD,
             "seed": int(rng.integers(2**31)),
         }
     return p
@@ -982,7 +982,7 @@ def _sample_params(seed: int, index: int, structure: str, variant: str) -> dict:
 def generate(n: int = 1000, seed: int = 0, *, progress: bool = True) -> list[dict]:
     """Generate ``n`` FIND numeric functions as schema rows (``source`` "procedural").
 
-    The mix follows the FIND release (see ``MIX``): the first 15 % of ids are MLP
+    The mix follows the FIND release (see ``_MIX``): the first 15 % of ids are MLP
     approximations, 85 % of all functions are atomic and 15 % compositions, and the others
     are served clean (≈57 %), corrupted (≈22 %) or noisy (≈21 %). All MLPs are fitted at
     once with :func:`findbench.find.mlp.fit_mlps`. Every draw is seeded: the same
@@ -1106,7 +1106,7 @@ def row_from_find_v1(
     terms = []
     for k, (fam, rp) in enumerate(zip(fams, raw_terms)):
         try:
-            terms.append({"family": fam, "params": FAMILIES[fam].from_v1(rp)})
+            terms.append({"family": fam, "params": _FAMILIES[fam].from_v1(rp)})
         except ValueError as exc:
             raise ValueError(f"record['params'] (term {k}): {exc}") from None
     domain = record.get("domain")
@@ -1162,7 +1162,7 @@ def row_from_find_v1(
             "boundary": [float(b) for b in cp["boundary"]],
             # FIND v1 stores the mean of f under the key "std"; the spread is always 0.1
             "mean": float(cp["std"]),
-            "std": CORRUPTION_STD,
+            "std": _CORRUPTION_STD,
             "seed": index,
         }
     elif served == "mlp":

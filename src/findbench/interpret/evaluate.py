@@ -6,7 +6,7 @@ fingerprint), and FIND's results layout, ``<dir>/<category>/fNNNNN/``. Either wa
 from the data (:mod:`findbench.interpret.truth`), never from the folder being scored.
 
 A run folder is untrusted: only regular files are read (no symlinks, devices or FIFOs; symlinked
-folders are skipped), each part at most :data:`PART_MAX_BYTES`. A missing part is scored as a
+folders are skipped), each part at most :data:`_PART_MAX_BYTES`. A missing part is scored as a
 failure where its metric applies; a part or ``episode.json`` that cannot be read marks its
 episode damaged (``damage`` in ``per_function.csv``, named in ``table.md``), scored as if the part
 were missing, and the other episodes are scored as usual.
@@ -42,9 +42,9 @@ logger = logging.getLogger(__name__)
 PARTS = ("description", "domain", "code")
 _PART_FILES = {"description": "description.txt", "domain": "domain.txt", "code": "code.py"}
 #: The largest part read; a larger one marks its episode damaged.
-PART_MAX_BYTES = {"description": 64 * 1024, "domain": 64 * 1024, "code": 256 * 1024}
+_PART_MAX_BYTES = {"description": 64 * 1024, "domain": 64 * 1024, "code": 256 * 1024}
 #: The largest ``run.json`` read.
-RUN_INFO_MAX_BYTES = 1024 * 1024
+_RUN_INFO_MAX_BYTES = 1024 * 1024
 #: Aggregate metric names in ``scores.json``.
 SCORE_METRICS = ("nmse_success", "mean_nmse", "exact_match", "unit_test_accuracy", "domain_iou", "unit_test_accuracy_near")
 #: Columns of ``per_function.csv`` (then :data:`FLOOR_COLUMNS`, ``degenerate``, ``code_error``: why the
@@ -60,22 +60,22 @@ CATEGORY_METRICS: dict[str, tuple[str, ...]] = {
     "neurons_relations": ("unit_test_accuracy", "unit_test_accuracy_near"),
 }
 #: The per-function metrics with a floor from the agent's own observations (:mod:`findbench.interpret.floors`).
-FLOOR_METRICS = ("nmse", "exact_match", "unit_test_accuracy", "unit_test_accuracy_near")
+_FLOOR_METRICS = ("nmse", "exact_match", "unit_test_accuracy", "unit_test_accuracy_near")
 #: ``per_function.csv``: each floor metric's ``<metric>_observed`` and ``<metric>_margin`` (metric
 #: minus its floor; for ``nmse`` lower is better, so a negative margin is the good side).
-FLOOR_COLUMNS = tuple(f"{m}_{kind}" for m in FLOOR_METRICS for kind in ("observed", "margin"))
+FLOOR_COLUMNS = tuple(f"{m}_{kind}" for m in _FLOOR_METRICS for kind in ("observed", "margin"))
 #: Aggregates of ``scores.json`` with a floor: each gets ``<metric>_observed`` and ``<metric>_margin``
 #: (with ``_ci`` and ``_n``; the margin's interval is a paired bootstrap over functions).
 FLOORED_SCORES = ("nmse_success", "exact_match", "unit_test_accuracy", "unit_test_accuracy_near")
 #: The unit tests each judged metric reads from a row: FIND's, and the near misses of the function.
-UNIT_TEST_SETS = {"unit_test_accuracy": ("unit_tests", "find"), "unit_test_accuracy_near": ("unit_tests_near", "near")}
+_UNIT_TEST_SETS = {"unit_test_accuracy": ("unit_tests", "find"), "unit_test_accuracy_near": ("unit_tests_near", "near")}
 #: Columns of ``unit_tests.csv``: one row per unit test judged (``test``: its 0-based position
 #: in the row's ``unit_tests`` or ``unit_tests_near``, which ``tests`` names: ``find`` or ``near``;
 #: ``empty``: 1 when the description was empty and not shown to the judge, which then chose nothing).
 UNIT_TEST_COLUMNS = ("function_id", "category", "method", "test", "option_1", "option_2", "option_3", "correct",
                      "chosen", "right", "score_1", "score_2", "score_3", "margin", "mode", "truncated", "empty", "answer",
                      "tests")
-OUTPUT_FILES = (SCORES_FILE, "per_function.csv", "table.md", "unit_tests.csv", "process.json")
+_OUTPUT_FILES = (SCORES_FILE, "per_function.csv", "table.md", "unit_tests.csv", "process.json")
 
 _EPISODE = re.compile(r"^f\d{5}$")
 _RUN_INFO = "run.json"
@@ -84,7 +84,7 @@ _RUN_INFO = "run.json"
 def read_run_info(run_dir: str | os.PathLike) -> dict[str, Any]:
     """``<run_dir>/run.json`` as a dict (``{}`` when the folder has none)."""
     path = Path(run_dir) / _RUN_INFO
-    return read_untrusted_json(path, RUN_INFO_MAX_BYTES, "run.json:") if os.path.lexists(path) else {}
+    return read_untrusted_json(path, _RUN_INFO_MAX_BYTES, "run.json:") if os.path.lexists(path) else {}
 
 
 def _subdirs(folder: Path) -> list[Path]:
@@ -126,7 +126,7 @@ def _episodes_of(folder: Path, category: str, method: str, where: str) -> list[d
             if not os.path.lexists(path):
                 continue
             try:
-                record[part] = read_untrusted_text(path, PART_MAX_BYTES[part], f"{part} of {category}/{sub.name} ({method}):")
+                record[part] = read_untrusted_text(path, _PART_MAX_BYTES[part], f"{part} of {category}/{sub.name} ({method}):")
             except ValueError as exc:
                 record["damage"] = "; ".join(filter(None, (record["damage"], str(exc))))
         records.append(record)
@@ -243,7 +243,7 @@ def score_interpretations(records: list[dict[str, Any]], rows: list[dict], *, me
                                     [references[i][1] for i in scored], progress=progress)
             for i, value, why in zip(scored, out["per_function"], out["errors"]):
                 records[i]["exact_match"], records[i]["code_error"] = float(value), why
-    for metric, (column, tests) in UNIT_TEST_SETS.items():
+    for metric, (column, tests) in _UNIT_TEST_SETS.items():
         if category in (None, "numeric") or metric not in metrics:
             continue
         from findbench.judge import judge_unit_tests, normalize_unit_test
@@ -262,7 +262,7 @@ def score_interpretations(records: list[dict[str, Any]], rows: list[dict], *, me
 
 
 def _add_floors(category: str, records: list[dict[str, Any]], lm: Any, mode: str) -> None:
-    """Set each record's ``<metric>_observed`` (:data:`FLOOR_METRICS`: the best the floor answers of
+    """Set each record's ``<metric>_observed`` (:data:`_FLOOR_METRICS`: the best the floor answers of
     its own observations score, :func:`findbench.interpret.floors.floor_answers`) and ``<metric>_margin``."""
     from findbench.interpret.floors import floor_answers, observed_pairs
 
@@ -272,14 +272,14 @@ def _add_floors(category: str, records: list[dict[str, Any]], lm: Any, mode: str
             floors.append({"function_id": rec["function_id"], "category": category, "method": rec["method"],
                            "description": answer.description, "domain": "", "code": answer.code or ""})
             owners.append(k)
-    metrics = [m for m in FLOOR_METRICS if any(r.get(m) is not None for r in records)]
+    metrics = [m for m in _FLOOR_METRICS if any(r.get(m) is not None for r in records)]
     if floors and metrics:
         score_interpretations(floors, [records[k]["row"] for k in owners], metrics=metrics, judge=lm, mode=mode)
     mine: dict[int, list[dict[str, Any]]] = {}
     for floor, owner in zip(floors, owners):
         mine.setdefault(owner, []).append(floor)
     for k, rec in enumerate(records):
-        for metric in FLOOR_METRICS:
+        for metric in _FLOOR_METRICS:
             values = [f[metric] for f in mine.get(k, []) if f.get(metric) is not None]
             best = (min if metric == "nmse" else max)(values) if values and rec.get(metric) is not None else None
             rec[f"{metric}_observed"] = best
@@ -438,10 +438,10 @@ def _check_out(out: Path, run_dir: Path) -> None:
             raise ValueError(f"out: {out} exists and is not a folder")
         # report.html and its PNG figures describe the old scores and go with them
         others = sorted(p.name for p in out.iterdir()
-                        if p.name not in OUTPUT_FILES and p.name != "report.html" and not (p.suffix == ".png" and p.is_file()))
+                        if p.name not in _OUTPUT_FILES and p.name != "report.html" and not (p.suffix == ".png" and p.is_file()))
         if others:
             raise ValueError(f"out: {out} holds other files ({', '.join(others[:5])}); it is replaced as a whole, so "
-                             f"give a new folder or one holding only {', '.join(OUTPUT_FILES)}")
+                             f"give a new folder or one holding only {', '.join(_OUTPUT_FILES)}")
 
 
 def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = True, **settings: Any) -> dict[str, Any]:

@@ -54,7 +54,7 @@ TABLE2_CAPTION = (f"Success rates: numeric code NMSE < 0.1, string code exact ma
 _MISSING = "—"
 #: The baseline whose scores :func:`render_comparison` subtracts from every other row: the
 #: ``constant`` reference interpreter (one fixed answer per category).
-FLOOR = "constant"
+_FLOOR = "constant"
 
 
 def table2_cells(scores: Scores) -> list[float | None]:
@@ -81,7 +81,7 @@ VARIANTS = {
     "near_margin": lambda m: "unit_test_accuracy_near_margin" if m == "unit_test_accuracy" else None,
 }
 #: How each variant row is labelled after the interpreter's name.
-VARIANT_LABELS = {"observed": "floor: its own observations", "margin": "margin over its own observations",
+_VARIANT_LABELS = {"observed": "floor: its own observations", "margin": "margin over its own observations",
                   "near": "near-miss unit tests", "near_margin": "near-miss margin over its own observations"}
 #: What the variant rows mean, under the table.
 VARIANTS_NOTE = ("Floor: what an agent that understood nothing but made the same calls would score (numeric: the best "
@@ -94,10 +94,10 @@ VARIANTS_NOTE = ("Floor: what an agent that understood nothing but made the same
 def variant_rows(interpreter: str, scores: Scores) -> list[list[str]]:
     """The rows under a run's Table 2 row: :data:`VARIANTS` that have any value, as cell text."""
     rows = []
-    for variant, label in VARIANT_LABELS.items():
+    for variant, label in _VARIANT_LABELS.items():
         summaries = table2_summaries(scores, variant)
         if any(s is not None for s in summaries):
-            rows.append([f"{interpreter}: {label}", *(format_cell(s, signed=variant.endswith("margin")) for s in summaries)])
+            rows.append([f"{interpreter}: {label}", *(_format_cell(s, signed=variant.endswith("margin")) for s in summaries)])
     return rows
 
 
@@ -110,7 +110,7 @@ def degenerate_note(scores: Scores) -> str | None:
             + ", ".join(found) + ".")
 
 
-def format_cell(summary: Estimate | None, *, signed: bool = False) -> str:
+def _format_cell(summary: Estimate | None, *, signed: bool = False) -> str:
     """One cell: ``0.83 [0.62, 0.97] (n=6)†``, "—" for None; ``signed``: the mean with its sign (a margin)."""
     if summary is None or summary.mean is None:
         return _MISSING
@@ -121,7 +121,7 @@ def format_cell(summary: Estimate | None, *, signed: bool = False) -> str:
 def table2_rows(interpreter: str, scores: Scores) -> list[list[str]]:
     """Table 2's body as cell text: the paper's rows, then ``interpreter``'s (this run), last."""
     rows = [[name, *(_fmt(v) for v in values)] for name, values in PAPER_TABLE2.items()]
-    return rows + [[interpreter, *(format_cell(s) for s in table2_summaries(scores))]]
+    return rows + [[interpreter, *(_format_cell(s) for s in table2_summaries(scores))]]
 
 
 def table2_notes(scores: Scores, counts: Mapping[str, Mapping[str, int]] | None = None,
@@ -174,12 +174,12 @@ def render_table(interpreter: str, scores: Scores, *,
 
 
 def render_comparison(runs: Mapping[str, Scores], *, title: str = "FIND Table 2",
-                      floor: str = FLOOR) -> str:
+                      floor: str = _FLOOR) -> str:
     """Markdown of Table 2 with the paper's rows and one row per run (``{name: scores}``); when ``floor``
     (default ``constant``) is a run, a second table gives each run's mean minus the floor's."""
     summaries = {name: table2_summaries(scores) for name, scores in runs.items()}
     rows = [[f"{name} (paper)", *(_fmt(v) for v in values)] for name, values in PAPER_TABLE2.items()]
-    rows += [[f"**{_escape(name)}**", *(format_cell(v) for v in cells)] for name, cells in summaries.items()]
+    rows += [[f"**{_escape(name)}**", *(_format_cell(v) for v in cells)] for name, cells in summaries.items()]
     lines = [f"### {title}", "", *_md_table(rows)]
     notes = [f"Paper rows: {PAPER_SOURCE}, on the whole benchmark (no interval reported). Success rates: numeric code "
              "NMSE < 0.1, string code exact match, unit-test accuracy of descriptions."]
@@ -189,12 +189,12 @@ def render_comparison(runs: Mapping[str, Scores], *, title: str = "FIND Table 2"
     margins = {name: table2_summaries(scores, "margin") for name, scores in runs.items()}
     if any(v is not None for cells in margins.values() for v in cells):
         lines += ["", "#### Margin over each interpreter's own observations", "", VARIANTS_NOTE, "",
-                  *_md_table([f"**{_escape(name)}**", *(format_cell(v, signed=True) for v in cells)]
+                  *_md_table([f"**{_escape(name)}**", *(_format_cell(v, signed=True) for v in cells)]
                              for name, cells in margins.items())]
     near = {name: table2_summaries(scores, "near") for name, scores in runs.items()}
     if any(v is not None for cells in near.values() for v in cells):
         lines += ["", "#### Near-miss unit tests", "",
-                  *_md_table([f"**{_escape(name)}**", *(format_cell(v) for v in cells)] for name, cells in near.items())]
+                  *_md_table([f"**{_escape(name)}**", *(_format_cell(v) for v in cells)] for name, cells in near.items())]
     others = [name for name in summaries if name != floor]
     if floor in summaries and others:
         base = summaries[floor]
