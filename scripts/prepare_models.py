@@ -1,7 +1,7 @@
 """Set-up's last step: the embedded models made ready once, in ``~/.cache/findbench`` (or
 ``$FINDBENCH_CACHE``), so that the first ``findbench main`` does not pay for them: SmolLM2-135M
 converted from its GGUF to safetensors, and the synthetic entity neurons' probes fitted on its
-features for the default dataset (seed 0; about 12 CPU-minutes, with a progress bar). Each is
+features for the default dataset (seed 0; a few minutes, with a progress bar). Each is
 cached and found again on a rerun, which then takes seconds."""
 
 import time

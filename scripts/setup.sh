@@ -39,7 +39,7 @@ if [ ! -f /usr/share/wordnet/data.noun ] && [ ! -f /usr/share/wordnet/dict/data.
     || echo "note: wordnet-base not installed; AutoInterp and train-sae need --dataset (an HF dataset id or local text files)" >&2
 fi
 # The embedded models made ready once (cached; seconds when present): SmolLM2 converted to
-# safetensors and the synthetic entity neurons' probes fitted on its features (about 12 CPU-minutes
+# safetensors and the synthetic entity neurons' probes fitted on its features (a few minutes
 # the first time, with a progress bar), so the first `findbench main` does not pay for them.
 .venv/bin/python scripts/prepare_models.py
 touch .venv/.findbench-setup
