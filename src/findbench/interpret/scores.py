@@ -14,7 +14,7 @@ import json
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from findbench._io import read_json_object
 from findbench._typed import JsonDoc, decode, doc_summary, schema_of
@@ -75,11 +75,9 @@ class Cell(JsonDoc):
     unverified: bool = field(default=False,
                              metadata={_D: "scored on the rows the run carries, not checked against the data"})
 
-    #: The aggregates a cell may hold, in the order they are written.
-    ESTIMATES = ("nmse_success", "nmse_success_observed", "nmse_success_margin", "mean_nmse", "domain_iou",
-                 "exact_match", "exact_match_observed", "exact_match_margin",
-                 "unit_test_accuracy", "unit_test_accuracy_observed", "unit_test_accuracy_margin",
-                 "unit_test_accuracy_near", "unit_test_accuracy_near_observed", "unit_test_accuracy_near_margin")
+    #: The aggregates a cell may hold, in the order they are written: its :class:`Estimate` fields
+    #: (set below the class, from the fields themselves).
+    ESTIMATES: ClassVar[tuple[str, ...]] = ()
 
     def estimate(self, name: str) -> Estimate | None:
         """The aggregate ``name`` (one of :attr:`ESTIMATES`), None where the cell has none."""
@@ -137,6 +135,9 @@ class Cell(JsonDoc):
                 "required": ["n_degenerate", "unverified"],
                 "dependentRequired": {name: [f"{name}_ci", f"{name}_n"] for name in cls.ESTIMATES},
                 "additionalProperties": False}
+
+
+Cell.ESTIMATES = tuple(f.name for f in dataclasses.fields(Cell) if f.name not in ("n_degenerate", "unverified"))
 
 
 @dataclass(frozen=True)
