@@ -3,32 +3,18 @@ serving the embedded model, compared with the in-process backend."""
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 
 from findbench.lm import CachedLM, OpenAILM
-from findbench.lm.vllm_server import find_vllm_python, serve_vllm
+from tests.lm._vllm import served_vllm
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
-
-START_TIMEOUT = 600  # seconds; ~40 s on an idle machine, minutes on a busy 2-core one
 
 
 @pytest.fixture(scope="module")
 def vllm_url(embedded_model_dir, tmp_path_factory):
-    """Start `vllm serve` on the embedded model folder; stop it after the module."""
-    try:
-        python = find_vllm_python()
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
-    log_path = tmp_path_factory.mktemp("vllm") / "server.log"
-    with contextlib.ExitStack() as stack:
-        try:
-            url = stack.enter_context(serve_vllm(embedded_model_dir, python=python, log_path=log_path, start_timeout=START_TIMEOUT))
-        except (RuntimeError, TimeoutError) as exc:
-            pytest.fail(str(exc))
-        yield url
+    """`vllm serve` on the embedded model folder; stopped after the module."""
+    yield from served_vllm(embedded_model_dir, tmp_path_factory, "vllm")
 
 
 @pytest.fixture(scope="module")

@@ -12,12 +12,11 @@ test_openai_vllm.py)."""
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 
 from findbench.lm import OpenAILM
-from findbench.lm.vllm_server import find_vllm_python, lora_args, serve_vllm
+from findbench.lm.vllm_server import lora_args
+from tests.lm._vllm import served_vllm
 
 pytestmark = [
     pytest.mark.vllm,
@@ -25,7 +24,6 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:The 'initial' parameter is deprecated"),
 ]
 
-START_TIMEOUT = 600  # seconds; ~40 s on an idle machine, minutes on a busy 2-core one
 JUDGE = "embedded-evaluator"
 #: The fixed set: 5 unit tests of each of the first 2 procedural strings and relations functions.
 CATEGORIES, FUNCTIONS, TESTS = ("strings", "neurons_relations"), 2, 5
@@ -36,25 +34,7 @@ def lora_url(embedded_model_dir, tmp_path_factory):
     """`vllm serve` on the embedded model with the shipped judge's adapter; stopped after the module."""
     from findbench.models import resolve
 
-    try:
-        python = find_vllm_python()
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
-    log_path = tmp_path_factory.mktemp("vllm-lora") / "server.log"
-    with contextlib.ExitStack() as stack:
-        try:
-            url = stack.enter_context(
-                serve_vllm(
-                    embedded_model_dir,
-                    python=python,
-                    log_path=log_path,
-                    start_timeout=START_TIMEOUT,
-                    extra_args=lora_args(resolve(JUDGE), JUDGE),
-                )
-            )
-        except (RuntimeError, TimeoutError) as exc:
-            pytest.fail(str(exc))
-        yield url
+    yield from served_vllm(embedded_model_dir, tmp_path_factory, "vllm-lora", lora_args(resolve(JUDGE), JUDGE))
 
 
 @pytest.fixture(scope="module")
