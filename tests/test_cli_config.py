@@ -82,6 +82,32 @@ def test_parsing_imports_no_model_library():
     assert result.stdout.strip() == "[]"
 
 
+def test_train_judge_help_imports_no_model_library():
+    # train-judge reads its rest with the training parser (findbench.judge.train.make_parser): standard library too
+    code = ("import sys, contextlib, io, findbench.cli as cli\n"
+            "out = io.StringIO()\n"
+            "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(out):\n"
+            "    cli.main(['train-judge', '--help'])\n"
+            "print(all(f in out.getvalue() for f in ('--lora_r', '--lora-r', '--no_hub_private', '--config')))\n"
+            f"print(sorted(m for m in {HEAVY + ('numpy',)!r} if m in sys.modules))\n")
+    result = _python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "[]"]
+
+
+@pytest.mark.parametrize("argv", [["--lora-r", "0"], ["--lora_r", "0"]])
+def test_train_judge_refuses_a_bad_value_in_one_line_before_any_work(argv, tmp_path):
+    argv = ["train-judge", *argv, "--output-dir", str(tmp_path / "out")]
+    code = ("import sys, json, findbench.cli as cli\n"
+            f"rc = cli.main({argv!r})\n"
+            f"print(json.dumps([rc, sorted(m for m in {HEAVY!r} if m in sys.modules)]))\n")
+    result = _python(code)
+    rc, heavy = json.loads(result.stdout.strip().splitlines()[-1])
+    err = result.stderr.strip()
+    assert rc == 2 and err == "findbench train-judge: error: lora_r must be ≥ 1, got 0", err
+    assert heavy == [] and not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("argv, flag_name", [
     (["interpret", "--limit", "-1"], "--limit"),
     (["interpret", "--configs", "numerc"], "--configs"),

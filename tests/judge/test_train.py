@@ -4,6 +4,7 @@ resuming continues the step count, the report runs end to end."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 from pathlib import Path
 
@@ -129,6 +130,44 @@ def test_args_validation_and_yaml(tmp_path):
     recipe = yaml.safe_load(embedded.read_text())
     args = parse_train_args(["--config", str(embedded), "--lora_r", "4"])
     assert args.lora_r == 4 and args.to_dict() == {**TrainArgs().to_dict(), **recipe, "lora_r": 4}
+
+
+def test_flags_are_the_fields_in_both_spellings_and_override_the_yaml(tmp_path, capsys):
+    """Every TrainArgs field is a flag spelled --field_name and --field-name (as HfArgumentParser
+    made them) with the field's default and help; --config YAML sets fields, flags override them."""
+    from findbench.judge.train import make_parser
+
+    actions: dict = {}
+    for action in make_parser()._actions:  # --no_hub_private shares hub_private's dest; the first holds the default
+        actions.setdefault(action.dest, action)
+    for f in dataclasses.fields(TrainArgs):
+        assert actions[f.name].default == f.default and actions[f.name].help == f.metadata["help"], f.name
+        assert {f"--{f.name}", f"--{f.name.replace('_', '-')}"} <= set(actions[f.name].option_strings), f.name
+    assert sorted(actions) == sorted(["help", "config", *(f.name for f in dataclasses.fields(TrainArgs))])
+    assert parse_train_args([]) == TrainArgs()
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("learning_rate: 3.0e-4\nlora_r: 4\nmerge: true\nhub_private: false\nmodel: some/model\n")
+    expected = TrainArgs(learning_rate=3e-4, lora_r=2, merge=False, hub_private=False, model="some/model", data_seed=5)
+    for spelled in (["--lora_r", "2", "--merge", "false", "--data_seed", "5"],
+                    ["--lora-r=2", "--merge=no", "--data-seed", "5"]):
+        assert parse_train_args(["--config", str(cfg), *spelled]) == expected
+    assert parse_train_args(["--config", str(cfg)]) == TrainArgs(learning_rate=3e-4, lora_r=4, merge=True,
+                                                                 hub_private=False, model="some/model")
+    assert parse_train_args(["--no_hub_private"]).hub_private is False
+    assert parse_train_args(["--no-hub-private", "--hub-private"]).hub_private is True  # the last one wins
+    switched = parse_train_args(["--full_finetune", "--push-to-hub", "--hub_model_id", "o/j",
+                                 "--mixed-precision", "bf16"])
+    assert (switched.full_finetune, switched.push_to_hub, switched.hub_model_id, switched.mixed_precision) == (
+        True, True, "o/j", "bf16")
+    # a value argparse cannot read: its one-line error naming the flag, exit 2
+    for argv, message in ((["--lora-r", "x"], "argument --lora_r/--lora-r: invalid int value: 'x'"),
+                          (["--merge", "maybe"], "argument --merge: expected a truth value"),
+                          (["--lora_r", "2", "--bogus"], "unrecognized arguments: --bogus")):
+        with pytest.raises(SystemExit) as exc:
+            parse_train_args(argv, prog="findbench train-judge")
+        assert exc.value.code == 2
+        assert capsys.readouterr().err.splitlines()[-1].startswith(f"findbench train-judge: error: {message}")
 
 
 def test_train_args_groups():
@@ -286,7 +325,7 @@ def test_report_end_to_end_on_tiny_judges(tmp_path, smol_base, judge_data):
 
 
 def test_cli_train_evaluator_options(tmp_path, monkeypatch, capsys):
-    """`findbench train-evaluator` reads its flags with the training HfArgumentParser."""
+    """`findbench train-evaluator` reads its flags with the training parser (make_parser)."""
     import findbench.judge.train as train_mod
     from findbench.cli import main
 

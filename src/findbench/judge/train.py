@@ -8,6 +8,7 @@ LoRA (or ``full_finetune``), loss on the answer tokens only, checkpoints with
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import logging
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from findbench._checks import integer, one_of, positive_int
+from findbench._config import HelpFormatter, add_arguments, arg, from_namespace
 from findbench._lazy import renamed
 from findbench.constants import TRAINED_MARKER
 from findbench.models import embedded_judge_dir
@@ -33,7 +35,8 @@ _STATE_FILE = "trainer_state.json"
 _CKPT = re.compile(r"^step-(\d+)$")
 
 
-# -- arguments: four groups, one HfArgumentParser; a field's name is its flag and its --config YAML key
+# -- arguments: four groups, one parser (findbench._config); a field's name is its flag (--lora_r or --lora-r)
+# and its --config YAML key
 
 
 @dataclass
@@ -42,23 +45,19 @@ class DataArgs:
 
     _argument_group_name = "data"
 
-    data: str | None = field(
-        default=None, metadata={"help": "judge data folder (findbench judge-data); default: build n_data rows in memory"}
+    data: str | None = arg(None, "judge data folder (findbench judge-data); default: build n_data rows in memory")
+    n_data: int = arg(30000, "rows to build when --data is not given")
+    data_seed: int = arg(0, "seed of the data build (function split, draws)")
+    max_train_rows: int | None = arg(3600, "train on the first N (shuffled) rows only; 0: all")
+    eval_rows: int = arg(
+        150, "validation rows scored at the end (loss, judge accuracy), taken evenly across categories"
     )
-    n_data: int = field(default=30000, metadata={"help": "rows to build when --data is not given"})
-    data_seed: int = field(default=0, metadata={"help": "seed of the data build (function split, draws)"})
-    max_train_rows: int | None = field(default=3600, metadata={"help": "train on the first N (shuffled) rows only; 0: all"})
-    eval_rows: int = field(
-        default=150, metadata={"help": "validation rows scored at the end (loss, judge accuracy), taken evenly across categories"}
+    judge_mode: str = arg(
+        "pmi",
+        "pmi: learn to write a function's example given its description (the judge scores options by "
+        "pointwise mutual information, findbench.judge mode 'pmi'); logprob: learn FIND's answer '[ANSWER]: k'",
     )
-    judge_mode: str = field(
-        default="pmi",
-        metadata={
-            "help": "pmi: learn to write a function's example given its description (the judge scores options by "
-            "pointwise mutual information, findbench.judge mode 'pmi'); logprob: learn FIND's answer '[ANSWER]: k'"
-        },
-    )
-    max_length: int = field(default=1024, metadata={"help": "longer rows are truncated from the left of the prompt"})
+    max_length: int = arg(1024, "longer rows are truncated from the left of the prompt")
 
     def validate(self) -> None:
         positive_int("n_data", self.n_data)
@@ -74,18 +73,15 @@ class ModelArgs:
 
     _argument_group_name = "model"
 
-    model: str = field(default="embedded", metadata={"help": "base model: 'embedded', a folder or a Hub id"})
-    full_finetune: bool = field(default=False, metadata={"help": "train every weight instead of a LoRA adapter"})
-    lora_r: int = field(default=16, metadata={"help": "LoRA rank"})
-    lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha"})
-    lora_dropout: float = field(default=0.05, metadata={"help": "LoRA dropout"})
-    lora_top_layers: int = field(
-        default=12,
-        metadata={"help": "LoRA on the top N decoder layers only (0: all); the frozen layers below need no backward pass"},
+    model: str = arg("embedded", "base model: 'embedded', a folder or a Hub id")
+    full_finetune: bool = arg(False, "train every weight instead of a LoRA adapter")
+    lora_r: int = arg(16, "LoRA rank")
+    lora_alpha: int = arg(32, "LoRA alpha")
+    lora_dropout: float = arg(0.05, "LoRA dropout")
+    lora_top_layers: int = arg(
+        12, "LoRA on the top N decoder layers only (0: all); the frozen layers below need no backward pass"
     )
-    lora_target_modules: str = field(
-        default="all-linear", metadata={"help": "peft target_modules: 'all-linear' or comma-separated module names"}
-    )
+    lora_target_modules: str = arg("all-linear", "peft target_modules: 'all-linear' or comma-separated module names")
 
     def validate(self) -> None:
         positive_int("lora_r", self.lora_r)
@@ -101,21 +97,21 @@ class OptimArgs:
 
     _argument_group_name = "optimisation"
 
-    learning_rate: float = field(default=1e-3, metadata={"help": "peak learning rate"})
-    loss_reduction: str = field(
-        default="token", metadata={"help": "row: answer-token losses summed per row, mean over rows; token: mean over tokens"}
+    learning_rate: float = arg(1e-3, "peak learning rate")
+    loss_reduction: str = arg(
+        "token", "row: answer-token losses summed per row, mean over rows; token: mean over tokens"
     )
-    lr_scheduler_type: str = field(default="cosine", metadata={"help": "transformers scheduler name"})
-    warmup_ratio: float = field(default=0.05, metadata={"help": "fraction of steps of linear warm-up"})
-    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay"})
-    max_grad_norm: float = field(default=1.0, metadata={"help": "gradient clipping (0: off)"})
-    num_train_epochs: float = field(default=1.0, metadata={"help": "epochs over the training rows"})
-    max_steps: int = field(default=-1, metadata={"help": "optimizer steps (overrides epochs when > 0)"})
-    per_device_train_batch_size: int = field(default=8, metadata={"help": "rows per forward pass and device"})
-    gradient_accumulation_steps: int = field(default=1, metadata={"help": "forward passes per optimizer step"})
-    seed: int = field(default=0, metadata={"help": "seed of initialisation and data order"})
-    mixed_precision: str | None = field(default=None, metadata={"help": "no, fp16 or bf16; default: the accelerate config's (or no)"})
-    num_threads: int | None = field(default=None, metadata={"help": "torch CPU threads (default: torch's choice)"})
+    lr_scheduler_type: str = arg("cosine", "transformers scheduler name")
+    warmup_ratio: float = arg(0.05, "fraction of steps of linear warm-up")
+    weight_decay: float = arg(0.0, "AdamW weight decay")
+    max_grad_norm: float = arg(1.0, "gradient clipping (0: off)")
+    num_train_epochs: float = arg(1.0, "epochs over the training rows")
+    max_steps: int = arg(-1, "optimizer steps (overrides epochs when > 0)")
+    per_device_train_batch_size: int = arg(8, "rows per forward pass and device")
+    gradient_accumulation_steps: int = arg(1, "forward passes per optimizer step")
+    seed: int = arg(0, "seed of initialisation and data order")
+    mixed_precision: str | None = arg(None, "no, fp16 or bf16; default: the accelerate config's (or no)")
+    num_threads: int | None = arg(None, "torch CPU threads (default: torch's choice)")
 
     def validate(self) -> None:
         positive_int("per_device_train_batch_size", self.per_device_train_batch_size)
@@ -136,19 +132,17 @@ class OutputArgs:
 
     _argument_group_name = "output"
 
-    output_dir: str | None = field(
-        default=None, metadata={"help": "where the judge is written; default: the embedded-evaluator cache folder"}
+    output_dir: str | None = arg(None, "where the judge is written; default: the embedded-evaluator cache folder")
+    logging_steps: int = arg(25, "log every N optimizer steps")
+    save_steps: int = arg(50, "checkpoint every N optimizer steps (0: only at the end)")
+    save_total_limit: int = arg(2, "checkpoints kept")
+    resume_from_checkpoint: str | None = arg(
+        None, "a checkpoint folder, or 'latest' for the newest under output_dir/checkpoints"
     )
-    logging_steps: int = field(default=25, metadata={"help": "log every N optimizer steps"})
-    save_steps: int = field(default=50, metadata={"help": "checkpoint every N optimizer steps (0: only at the end)"})
-    save_total_limit: int = field(default=2, metadata={"help": "checkpoints kept"})
-    resume_from_checkpoint: str | None = field(
-        default=None, metadata={"help": "a checkpoint folder, or 'latest' for the newest under output_dir/checkpoints"}
-    )
-    merge: bool = field(default=False, metadata={"help": "also write merged weights to output_dir/merged (LoRA)"})
-    push_to_hub: bool = field(default=False, metadata={"help": "upload the judge folder to the Hub at the end"})
-    hub_model_id: str | None = field(default=None, metadata={"help": "Hub repo id for --push_to_hub"})
-    hub_private: bool = field(default=True, metadata={"help": "create the Hub repo as private"})
+    merge: bool = arg(False, "also write merged weights to output_dir/merged (LoRA)")
+    push_to_hub: bool = arg(False, "upload the judge folder to the Hub at the end")
+    hub_model_id: str | None = arg(None, "Hub repo id for --push_to_hub")
+    hub_private: bool = arg(True, "create the Hub repo as private")
 
     def validate(self) -> None:
         for name in ("logging_steps", "save_steps", "save_total_limit"):
@@ -177,12 +171,15 @@ class TrainArgs(OutputArgs, OptimArgs, ModelArgs, DataArgs):
         return dataclasses.asdict(self)
 
 
-def make_parser(**kwargs: Any) -> Any:
-    """The ``HfArgumentParser`` of the training flags (:data:`ARG_GROUPS`) plus ``--config``."""
-    from transformers import HfArgumentParser
-
+def make_parser(**kwargs: Any) -> argparse.ArgumentParser:
+    """The parser of the training flags, a group per class of :data:`ARG_GROUPS` (each flag spelled
+    ``--lora_r`` and ``--lora-r``, as ``HfArgumentParser`` made them), plus ``--config``. Standard
+    library only: ``train-judge --help`` imports no model library."""
     kwargs.setdefault("description", "Fine-tune FIND's unit-test judge (accelerate + peft).")
-    parser = HfArgumentParser(ARG_GROUPS, **kwargs)
+    kwargs.setdefault("formatter_class", HelpFormatter)
+    parser = argparse.ArgumentParser(**kwargs)
+    for group in ARG_GROUPS:
+        add_arguments(parser.add_argument_group(group._argument_group_name, group.__doc__), group, hf_style=True)
     parser.add_argument(
         "--config", default=None, metavar="FILE.yaml",
         help="YAML file of flat field: value pairs (e.g. training/configs/embedded.yaml); flags given here win",
@@ -214,10 +211,7 @@ def parse_train_args(argv: Sequence[str] | None = None, *, prog: str | None = No
     known, _ = parser.parse_known_args(argv)
     if known.config:
         parser.set_defaults(**_read_config(known.config))
-    parsed = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
-    if parsed[-1]:
-        parser.error(f"unrecognized arguments: {' '.join(parsed[-1])}")
-    args = TrainArgs(**{k: v for group in parsed[: len(ARG_GROUPS)] for k, v in dataclasses.asdict(group).items()})
+    args = from_namespace(TrainArgs, parser.parse_args(argv))
     args.validate()
     return args
 
