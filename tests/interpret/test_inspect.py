@@ -30,11 +30,11 @@ from findbench.interpret.evaluate import evaluate_run  # noqa: E402
 from findbench.interpret.inspect_tasks import (  # noqa: E402
     STORE_KEY,
     TASK_NAME,
-    episodes_from_log,
     find_interpret,
     find_samples,
     inspect_model_name,
 )
+from findbench.interpret.logs import episodes_from_log  # noqa: E402
 from findbench.interpret.protocol import UNRECOGNIZED_REPLY, format_answer  # noqa: E402
 from findbench.interpret.references import oracle_answer  # noqa: E402
 from findbench.interpret.run import EPISODE_FILES, LM_CACHE, episode_dir, run_interpretations, write_episode  # noqa: E402

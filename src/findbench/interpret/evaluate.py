@@ -1,15 +1,20 @@
 """Score a folder of interpretations into FIND's Table 2 (``findbench evaluate``).
 
-Layouts: a ``findbench interpret`` run, ``<run>/<category>/<method>/fNNNNN/{description.txt,
-domain.txt, code.py, episode.json}`` (``episode.json`` carries the row interpreted and its
-fingerprint), and FIND's results layout, ``<dir>/<category>/fNNNNN/``. Either way the truth comes
-from the data (:mod:`findbench.interpret.truth`), never from the folder being scored.
+Layouts: a ``findbench interpret`` run, whose record is its Inspect logs (``<run>/logs/*.eval``, read
+by :mod:`findbench.interpret.logs`; each episode carries the row interpreted and its fingerprint),
+and FIND's results layout, ``<dir>/<category>/fNNNNN/{description.txt, domain.txt, code.py}``. A run
+without logs (older runs, folders written by :func:`~findbench.interpret.run.write_episode`) is read
+from its exported ``<category>/<method>/fNNNNN/{..., episode.json}`` folders; in a run with logs
+those folders are an export for FIND's tools and are not read, and one that no readable log records
+is named and not scored. Either way the truth comes from the data
+(:mod:`findbench.interpret.truth`), never from the folder being scored.
 
 A run folder is untrusted: only regular files are read (no symlinks, devices or FIFOs; symlinked
-folders are skipped), each part at most :data:`_PART_MAX_BYTES`. A missing part is scored as a
-failure where its metric applies; a part or ``episode.json`` that cannot be read marks its
-episode damaged (``damage`` in ``per_function.csv``, named in ``table.md``), scored as if the part
-were missing, and the other episodes are scored as usual.
+folders are skipped), each part at most :data:`_PART_MAX_BYTES`, each log within the caps of
+:mod:`findbench.interpret.logs`. A missing part is scored as a failure where its metric applies; a
+part or episode record that cannot be read marks its episode damaged (``damage`` in
+``per_function.csv``, named in ``table.md``), scored as if the part were missing, and the other
+episodes are scored as usual; a log that cannot be read is named in ``table.md``.
 
 Outputs: ``per_function.csv`` (:func:`score_interpretations` and the process columns of
 :mod:`findbench.interpret.process`), ``unit_tests.csv`` (:data:`UNIT_TEST_COLUMNS`; ``margin``:
@@ -31,6 +36,8 @@ from typing import Any
 
 from findbench._io import atomic_dir, csv_text, read_untrusted_json, read_untrusted_text
 from findbench.interpret.config import EvaluateConfig
+from findbench.interpret.episode import Episode
+from findbench.interpret.logs import LOG_DIR, log_files
 from findbench.interpret.protocol import METHODS
 from findbench.interpret.scores import SCORES_FILE, Cell, Estimate, Scores
 from findbench.schema import CATEGORIES
@@ -133,8 +140,9 @@ def _episodes_of(folder: Path, category: str, method: str, where: str) -> list[d
     return records
 
 
-def _scan(run_dir: Path, method: str | None, exclude: Sequence[Path] = ()) -> tuple[str, list[dict[str, Any]]]:
-    """The layout (``"run"`` or ``"find"``) and the episode records of ``run_dir``."""
+def _scan(run_dir: Path, method: str | None, exclude: Sequence[Path] = ()) -> tuple[str, list[dict[str, Any]], list[str]]:
+    """The layout (``"run"`` or ``"find"``), the episode records of ``run_dir`` and the problems met
+    reading its logs (one line each). A run with logs is read from them (:func:`_from_logs`)."""
     if method is not None and method not in METHODS:
         raise ValueError(f"method must be one of {METHODS} or None, got {method!r}")
     if not run_dir.is_dir():
@@ -151,16 +159,18 @@ def _scan(run_dir: Path, method: str | None, exclude: Sequence[Path] = ()) -> tu
             continue
         if kind is not None:
             kinds[folder.name] = kind
-    if not kinds:
+    has_logs = bool(log_files(run_dir))
+    if not kinds and not has_logs:
         raise ValueError(
-            f"run_dir: nothing to score in {run_dir}: no <category>/<method>/fNNNNN/ (findbench interpret) or "
-            f"<category>/fNNNNN/ (FIND results) folders, with category in {CATEGORIES}"
+            f"run_dir: nothing to score in {run_dir}: no {LOG_DIR}/*.eval or <category>/<method>/fNNNNN/ (findbench "
+            f"interpret) or <category>/fNNNNN/ (FIND results) folders, with category in {CATEGORIES}"
         )
     has_info = (run_dir / _RUN_INFO).is_file()
-    layouts = set(kinds.values()) | ({"run"} if has_info else set())
+    layouts = set(kinds.values()) | ({"run"} if has_info or has_logs else set())
     if len(layouts) > 1:
         raise ValueError(f"run_dir: {run_dir} mixes layouts: " + ", ".join(f"{c}: {k}" for c, k in kinds.items())
-                         + (" (and has a run.json)" if has_info else "") + "; expected <category>/<method>/fNNNNN/ throughout")
+                         + (" (and has a run.json or logs)" if has_info or has_logs else "")
+                         + "; expected <category>/<method>/fNNNNN/ throughout")
     layout = layouts.pop()
     records: list[dict[str, Any]] = []
     for category in (c for c in CATEGORIES if c in kinds):
@@ -174,17 +184,61 @@ def _scan(run_dir: Path, method: str | None, exclude: Sequence[Path] = ()) -> tu
         for m in METHODS:
             if (folder / m).is_dir() and (method is None or m == method):
                 records += _episodes_of(folder / m, category, m, f"{category}/{m}")
+    problems: list[str] = []
+    if has_logs:
+        records, problems = _from_logs(run_dir, method, records)
     if not records:
         what = f" for method {method!r}" if method is not None else ""
-        raise ValueError(f"run_dir: nothing to score in {run_dir}: no episode folders{what}")
-    return layout, records
+        raise ValueError(f"run_dir: nothing to score in {run_dir}: no episodes{what}"
+                         + (f" ({'; '.join(problems[:3])})" if problems else ""))
+    return layout, records, problems
+
+
+def _from_logs(run_dir: Path, method: str | None, exported: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The records of a run's logs (:func:`findbench.interpret.logs.read_run_logs`), each with its
+    ``"episode"``; an exported episode folder no readable log records is kept with ``"unrecorded"``
+    set (not scored: the logs are the record). Returns the records and the logs' problems."""
+    from findbench.interpret.logs import read_run_logs
+
+    logs = read_run_logs(run_dir)
+    records = []
+    for (m, function_id), found in logs.episodes.items():
+        if method is not None and m != method:
+            continue
+        category = function_id.split("/", 1)[0]
+        rec: dict[str, Any] = {"function_id": function_id, "category": category, "method": m, "damage": found.damage,
+                               "episode": found.record, **dict.fromkeys(PARTS, "")}
+        if found.record is not None:
+            answer = Episode.from_dict(found.record)
+            for part in PARTS:
+                value = getattr(answer, part)
+                if not isinstance(value, str):
+                    rec["damage"] = "; ".join(filter(None, (rec["damage"], f"{part} of {function_id} ({m}) in {found.log} "
+                                                                           f"is a {type(value).__name__}, not text")))
+                elif len(value.encode("utf-8", errors="replace")) > _PART_MAX_BYTES[part]:
+                    rec["damage"] = "; ".join(filter(None, (rec["damage"], f"{part} of {function_id} ({m}) in {found.log} "
+                                                                           f"is over the {_PART_MAX_BYTES[part]:,}-byte cap")))
+                else:
+                    rec[part] = value
+        records.append(rec)
+    held = {(r["method"], r["function_id"]) for r in records}
+    for rec in exported:
+        if (rec["method"], rec["function_id"]) not in held:
+            records.append({**rec, **dict.fromkeys(PARTS, ""), "episode": None, "unrecorded": True,
+                            "damage": f"no readable log in {run_dir / LOG_DIR} records this episode; its exported folder is "
+                                      "not the record and is not scored"})
+    order = {c: i for i, c in enumerate(CATEGORIES)}
+    records.sort(key=lambda r: (order[r["category"]], METHODS.index(r["method"]), r["function_id"]))
+    return records, logs.problems
 
 
 def load_interpretations(run_dir: str | os.PathLike, method: str | None = None) -> list[dict[str, Any]]:
-    """One record per episode folder of ``run_dir`` (either layout), in category, method, function order:
+    """One record per episode of ``run_dir`` (either layout), in category, method, function order:
     ``{"function_id", "category", "method", "description", "domain", "code", "damage"}`` (``""`` for a
-    missing or unreadable file; ``damage``: why a part could not be read, else None). ``method``: the method of a FIND-layout folder's episodes (default ``aia``); for a run,
-    keep only that method's episodes."""
+    missing or unreadable part; ``damage``: why a part could not be read, else None). A run with logs
+    is read from them: its records also carry ``"episode"``, and an exported folder no log records
+    carries ``"unrecorded"``. ``method``: the method of a FIND-layout folder's episodes (default
+    ``aia``); for a run, keep only that method's episodes."""
     return _scan(Path(run_dir), method)[1]
 
 
@@ -381,18 +435,24 @@ def read_scored_run(run_dir: str | os.PathLike, *, data: str | os.PathLike | Non
                     exclude: Sequence[Path] = ()) -> dict[str, Any]:
     """A run as ``findbench evaluate`` and ``findbench report`` read it: ``{"layout", "info"
     (run.json), "interpreter", "seed", "data", "verified", "truth" (where the rows come from, in
-    words), "records"}``. Each record of :func:`load_interpretations` gains ``"episode"`` (None
-    without a readable ``episode.json``), ``"damage"`` (why a damaged one is unreadable) and
-    ``"row"``, the truth it is scored against (:func:`findbench.interpret.truth.attach_truth`:
-    the data's row, checked against the carried one; on an unverifiable run the carried row)."""
+    words), "records", "unscorable" (records not scored: no row, or no log record), "log_problems"
+    (one line per unreadable log), "from_logs"}``. Each record of :func:`load_interpretations` has
+    ``"episode"`` (the log's record, else the ``episode.json`` of a run without logs; None when
+    unreadable), ``"damage"`` (why a damaged one is unreadable) and ``"row"``, the truth it is
+    scored against (:func:`findbench.interpret.truth.attach_truth`: the data's row, checked against
+    the carried one; on an unverifiable run the carried row)."""
     from findbench.interpret.episode import read_episode_file
     from findbench.interpret.truth import attach_truth
 
     run_path = Path(run_dir)
-    layout, records = _scan(run_path, method, exclude)
+    layout, records, problems = _scan(run_path, method, exclude)
     info = read_run_info(run_path)
     seed = info.get("seed") or 0
+    unrecorded = [r for r in records if r.get("unrecorded")]
+    records = [r for r in records if not r.get("unrecorded")]
     for rec in records:
+        if "episode" in rec:  # read from the logs
+            continue
         category, local = rec["function_id"].split("/", 1)
         folder = run_path / category / rec["method"] / local if layout == "run" else run_path / category / local
         rec["episode"] = None
@@ -411,10 +471,15 @@ def read_scored_run(run_dir: str | os.PathLike, *, data: str | os.PathLike | Non
     unscorable = [r for r in records if r["row"] is None]
     for rec in unscorable:
         logger.warning("not scored: %s (%s) carries no readable row (%s)", rec["function_id"], rec["method"], rec["damage"])
+    for rec in unrecorded:
+        logger.warning("not scored: %s (%s): %s", rec["function_id"], rec["method"], rec["damage"])
     records = [r for r in records if r["row"] is not None]
+    for problem in problems:
+        logger.warning("%s", problem)
     return {"layout": layout, "info": info, "interpreter": info.get("interpreter") or run_path.resolve().name, "seed": seed,
             "data": data if data is not None else info.get("data"), "verified": verified, "truth": truth, "records": records,
-            "unscorable": unscorable}
+            "unscorable": unscorable + [{**r, "row": None} for r in unrecorded], "log_problems": problems,
+            "from_logs": bool(log_files(run_path))}
 
 
 def _add_process(records: list[dict[str, Any]]) -> None:
@@ -480,7 +545,9 @@ def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = Tr
     for rec in damaged:
         logger.warning("damaged episode %s (%s): %s", rec["function_id"], rec["method"], rec["damage"])
     if not records:
-        raise ValueError(f"run_dir: nothing to score in {run_path}: no episode carries a readable row")
+        why = (f"no readable log records an episode ({run['log_problems'][0]})" if run["log_problems"]
+               else "no episode carries a readable row")
+        raise ValueError(f"run_dir: nothing to score in {run_path}: {why}")
 
     lm, mode = None, "logprob"
     if any(r["category"] != "numeric" for r in records):
@@ -499,12 +566,16 @@ def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = Tr
         cells[category] = _score_category(category, group, lm, mode, progress, unverified=not run["verified"])
         counts[category] = {m: sum(r["method"] == m for r in group) for m in METHODS if any(r["method"] == m for r in group)}
 
-    notes = [f"Run: `{run_path}` ({layout} layout); truth: {run['truth']}."]
+    source = f"episodes from its {LOG_DIR}/" if run["from_logs"] else f"{layout} layout"
+    notes = [f"Run: `{run_path}` ({source}); truth: {run['truth']}."]
     if damaged or run["unscorable"]:
         names = ", ".join(f"{r['function_id']} ({r['method']})" for r in damaged[:10]) + (" …" if len(damaged) > 10 else "")
         notes.append(f"Damaged: {len(damaged)} episode(s) could not be read in full and are scored as if the unreadable "
-                     f"parts were missing ({len(run['unscorable'])} not scored: no row to score against): {names}; "
-                     "see the damage column of per_function.csv.")
+                     f"parts were missing ({len(run['unscorable'])} not scored: no log record or no row to score against): "
+                     f"{names}; see the damage column of per_function.csv.")
+    if run["log_problems"]:
+        notes.append(f"Unreadable logs: {len(run['log_problems'])}, not scored: {run['log_problems'][0]}"
+                     + (" …" if len(run["log_problems"]) > 1 else "") + ".")
     if lm is not None:
         notes.append(f"Judge: `{getattr(lm, 'name', type(lm).__name__)}` in `{mode}` mode.")
     scores = Scores(cells)

@@ -50,8 +50,6 @@ from findbench.schema import CATEGORIES, parse_function_id
 
 #: The task's registry name (``inspect eval findbench/find_interpret``).
 TASK_NAME = "findbench/find_interpret"
-#: Folder of the ``.eval`` logs inside a run folder.
-LOG_DIR = "logs"
 
 
 def _rows(data: Any, category: str, seed: int) -> list[dict]:
@@ -475,17 +473,3 @@ def inspect_model_name(interpreter: str) -> str:
         if _is_inspect_provider(head):
             return interpreter
     return f"findbench/{interpreter}"
-
-
-def episodes_from_log(log: Any) -> list[Episode]:
-    """The episodes of a log's samples that finished without error (an ``EvalLog`` or a log path)."""
-    if isinstance(log, (str, os.PathLike)):
-        from inspect_ai.log import read_eval_log
-
-        log = read_eval_log(os.fspath(log))
-    episodes = []
-    for sample in log.samples or []:
-        record = (sample.store or {}).get(STORE_KEY)
-        if sample.error is None and record is not None:
-            episodes.append(Episode.from_dict(record))
-    return episodes

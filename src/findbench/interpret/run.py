@@ -31,6 +31,7 @@ from findbench._version import __version__
 from findbench.constants import UsageError
 from findbench.interpret.config import InterpretConfig
 from findbench.interpret.episode import DEFAULT_API_MAX_TOKENS, Episode, read_episode_file
+from findbench.interpret.logs import LOG_DIR
 from findbench.interpret.protocol import METHODS
 from findbench.interpret.truth import row_fingerprint
 from findbench.schema import CATEGORIES, parse_function_id
@@ -133,10 +134,14 @@ def export_episodes(out: str | os.PathLike, log: Any, missing: Set[tuple[str, st
     """Write the episodes of ``log`` (an ``EvalLog``, its samples read from ``log.location`` when it
     has none, or a log path) that ``missing`` names (``(method, function_id)``) to the run folder
     ``out``; return the names written."""
-    from findbench.interpret.inspect_tasks import episodes_from_log
+    from inspect_ai.log import read_eval_log
 
+    from findbench.interpret.logs import episodes_from_log
+
+    if not isinstance(log, (str, os.PathLike)) and not log.samples:  # a log eval_set just wrote, by its location (a URI)
+        log = read_eval_log(log.location)
     written = set()
-    for episode in episodes_from_log(log if getattr(log, "samples", None) else getattr(log, "location", log)):
+    for episode in episodes_from_log(log):
         key = (episode.method, episode.function_id)
         if key in missing and key not in written:
             write_episode(out, episode)
@@ -179,7 +184,6 @@ def run_interpretations(cfg: InterpretConfig | Any = None, rows: Any = None, /, 
     from inspect_ai.model import get_model
 
     from findbench.interpret.inspect_tasks import (
-        LOG_DIR,
         default_configs,
         find_samples,
         inspect_model_name,
