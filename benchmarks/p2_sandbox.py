@@ -64,7 +64,9 @@ def make_interpretations(codes: list[str], seed: int) -> list[str]:
                 f"    return scale(function(x)) + {b}\n"
             )
         elif i % 20 == 9:  # raises on half the grid
-            out.append(f"{code}\n\ndef interpretation(x):\n    if x < 0:\n        raise ValueError(x)\n    return function(x)\n")
+            out.append(
+                f"{code}\n\ndef interpretation(x):\n    if x < 0:\n        raise ValueError(x)\n    return function(x)\n"
+            )
         else:  # returns NaN
             out.append("def interpretation(x):\n    return float('nan')\n")
     return out
@@ -95,7 +97,9 @@ def _values_in_process(code: str, entry: str | None, grid: list[float]) -> list 
     for x in grid:
         try:
             v = fn(x)
-            values.append(float(v) if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) else None)
+            values.append(
+                float(v) if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) else None
+            )
         except Exception:
             values.append(None)
     return values
@@ -157,10 +161,14 @@ def main(argv: list[str] | None = None) -> dict:
             start = time.perf_counter()
             warm = score_nmse(preds, refs, sandbox=box)
             t_warm.append(time.perf_counter() - start)
-    same = all(
-        (a == b) or (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-12, abs_tol=0.0)
-        for a, b in zip(ref_scores, sandbox_scores)
-    ) and warm["nmse"] == sandbox_scores and one["nmse"] == sandbox_scores
+    same = (
+        all(
+            (a == b) or (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-12, abs_tol=0.0)
+            for a, b in zip(ref_scores, sandbox_scores)
+        )
+        and warm["nmse"] == sandbox_scores
+        and one["nmse"] == sandbox_scores
+    )
 
     ref_t, cold_t, warm_t = min(t_ref), min(t_cold), min(t_warm)
     result = {

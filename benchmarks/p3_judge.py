@@ -44,9 +44,18 @@ from findbench.models import resolve
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "anchors" / "find-v1"
 DEMO = {
-    "strings": ("The function returns the input in upper case.", {"inputs": ["abc", "hello", "Tree"], "outputs": ["cba", "HELLO", "Tree!"], "correct": 2}),
-    "neurons_entities": ("The neuron fires on words related to fruit.", {"inputs": ["car", "banana", "river"], "outputs": None, "correct": 2}),
-    "neurons_relations": ("Maps a country to its capital.", {"inputs": ["dog", "France", "blue"], "outputs": ["bark", "Paris", "sky"], "correct": 2}),
+    "strings": (
+        "The function returns the input in upper case.",
+        {"inputs": ["abc", "hello", "Tree"], "outputs": ["cba", "HELLO", "Tree!"], "correct": 2},
+    ),
+    "neurons_entities": (
+        "The neuron fires on words related to fruit.",
+        {"inputs": ["car", "banana", "river"], "outputs": None, "correct": 2},
+    ),
+    "neurons_relations": (
+        "Maps a country to its capital.",
+        {"inputs": ["dog", "France", "blue"], "outputs": ["bark", "Paris", "sky"], "correct": 2},
+    ),
 }
 
 
@@ -58,7 +67,9 @@ def conversations(rows, category):
     for r in rows:
         for t in r["unit_tests"]:
             system, user = render_judge_prompt(r["description"], t, category)
-            convs.append([system, demo[1], {"role": "assistant", "content": f"{ANSWER_PREFIX}{demo_test['correct']}"}, user])
+            convs.append(
+                [system, demo[1], {"role": "assistant", "content": f"{ANSWER_PREFIX}{demo_test['correct']}"}, user]
+            )
     return convs
 
 
@@ -103,7 +114,12 @@ def naive_pmi_choices(lm, rows, category, batch_size):
             ids[i, width - len(sq) :] = torch.tensor(sq)
             mask[i, width - len(sq) :] = 1
         with torch.no_grad():
-            logp = torch.log_softmax(model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0)).logits.float(), -1)
+            logp = torch.log_softmax(
+                model(
+                    input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0)
+                ).logits.float(),
+                -1,
+            )
         for i, n in enumerate(ns):
             cols = torch.arange(width - n - 1, width - 1)
             values.append(float(logp[i, cols, ids[i, width - n :]].sum()))
@@ -142,7 +158,9 @@ def main() -> None:
     lm.candidate_logprobs(convs[:2], cands, assistant_prefix=ANSWER_PREFIX)  # warm-up
 
     lm.tokens_forwarded = 0
-    naive, w_naive, t_naive = best_of(args.repeats, lambda: lm.candidate_logprobs(convs, cands, assistant_prefix=ANSWER_PREFIX))
+    naive, w_naive, t_naive = best_of(
+        args.repeats, lambda: lm.candidate_logprobs(convs, cands, assistant_prefix=ANSWER_PREFIX)
+    )
     tok_naive = lm.tokens_forwarded // args.repeats
     lm.tokens_forwarded = 0
     shared, w_shared, t_shared = best_of(
@@ -154,11 +172,14 @@ def main() -> None:
     # (b) again on the judge's own prompts (no demonstration: a shorter shared prefix).
     plain_convs = [render_judge_prompt(r["description"], t, args.category) for r in rows for t in r["unit_tests"]]
     lm.tokens_forwarded = 0
-    p_naive, _, tp_naive = best_of(args.repeats, lambda: lm.candidate_logprobs(plain_convs, cands, assistant_prefix=ANSWER_PREFIX))
+    p_naive, _, tp_naive = best_of(
+        args.repeats, lambda: lm.candidate_logprobs(plain_convs, cands, assistant_prefix=ANSWER_PREFIX)
+    )
     tokp_naive = lm.tokens_forwarded // args.repeats
     lm.tokens_forwarded = 0
     p_shared, _, tp_shared = best_of(
-        args.repeats, lambda: lm.candidate_logprobs(plain_convs, cands, assistant_prefix=ANSWER_PREFIX, shared_prefix=True)
+        args.repeats,
+        lambda: lm.candidate_logprobs(plain_convs, cands, assistant_prefix=ANSWER_PREFIX, shared_prefix=True),
     )
     tokp_shared = lm.tokens_forwarded // args.repeats
 
@@ -169,7 +190,9 @@ def main() -> None:
     lm.tokens_forwarded = 0
     pmi, w_pmi, t_pmi = best_of(args.repeats, lambda: judge_unit_tests(lm, descs, tests, args.category, mode="pmi"))
     tok_pmi = lm.tokens_forwarded // args.repeats
-    pmi_naive, w_pmi_naive, t_pmi_naive = best_of(args.repeats, lambda: naive_pmi_choices(lm, rows, args.category, args.batch_size))
+    pmi_naive, w_pmi_naive, t_pmi_naive = best_of(
+        args.repeats, lambda: naive_pmi_choices(lm, rows, args.category, args.batch_size)
+    )
     pmi_choices = [c for per in pmi["choices"] for c in per]
 
     c_naive, c_shared = argmax_choices(naive), argmax_choices(shared)
@@ -235,18 +258,26 @@ def main() -> None:
     atomic_write_json(args.out, result)
     a, b = result["a_logprob_vs_generate"], result["b_shared_prefix_vs_naive"]
     print(f"P3 judge throughput, {n} {args.category} unit-test prompts, {lm.name}, {result['device']}")
-    print(f"(a) logprob {a['cpu_seconds_per_prompt_logprob']:.3f} vs generate {a['cpu_seconds_per_prompt_generate']:.3f} CPU s/prompt: "
-          f"{a['speedup']:.2f}x (wall {a['wall_speedup']:.2f}x), identical choices {a['identical_choices']:.1%} (generate parse rate {a['generate_parse_rate']:.1%})")
-    print(f"(b) shared prefix {b['cpu_seconds_per_prompt_shared']:.3f} vs naive {b['cpu_seconds_per_prompt_naive']:.3f} CPU s/prompt: "
-          f"{b['speedup']:.2f}x (wall {b['wall_speedup']:.2f}x; {b['token_ratio']:.2f}x fewer tokens), identical choices {b['identical_choices']:.1%}, "
-          f"max |dlogp| {b['max_abs_logprob_diff']:.1e}")
+    print(
+        f"(a) logprob {a['cpu_seconds_per_prompt_logprob']:.3f} vs generate {a['cpu_seconds_per_prompt_generate']:.3f} CPU s/prompt: "
+        f"{a['speedup']:.2f}x (wall {a['wall_speedup']:.2f}x), identical choices {a['identical_choices']:.1%} (generate parse rate {a['generate_parse_rate']:.1%})"
+    )
+    print(
+        f"(b) shared prefix {b['cpu_seconds_per_prompt_shared']:.3f} vs naive {b['cpu_seconds_per_prompt_naive']:.3f} CPU s/prompt: "
+        f"{b['speedup']:.2f}x (wall {b['wall_speedup']:.2f}x; {b['token_ratio']:.2f}x fewer tokens), identical choices {b['identical_choices']:.1%}, "
+        f"max |dlogp| {b['max_abs_logprob_diff']:.1e}"
+    )
     c = result["b_judge_prompts_without_demonstration"]
-    print(f"(b') judge prompts without the demonstration: {c['speedup']:.2f}x CPU ({c['token_ratio']:.2f}x fewer tokens), "
-          f"identical choices {c['identical_choices']:.1%}")
+    print(
+        f"(b') judge prompts without the demonstration: {c['speedup']:.2f}x CPU ({c['token_ratio']:.2f}x fewer tokens), "
+        f"identical choices {c['identical_choices']:.1%}"
+    )
     d = result["c_pmi_vs_naive"]
-    print(f"(c) pmi judge {d['cpu_seconds_per_test_pmi']:.3f} vs naive {d['cpu_seconds_per_test_naive']:.3f} CPU s/test: "
-          f"{d['speedup']:.2f}x (wall {d['wall_speedup']:.2f}x), identical choices {d['identical_choices']:.1%}; "
-          f"logprob mode {d['cpu_seconds_per_test_logprob']:.3f} s/test")
+    print(
+        f"(c) pmi judge {d['cpu_seconds_per_test_pmi']:.3f} vs naive {d['cpu_seconds_per_test_naive']:.3f} CPU s/test: "
+        f"{d['speedup']:.2f}x (wall {d['wall_speedup']:.2f}x), identical choices {d['identical_choices']:.1%}; "
+        f"logprob mode {d['cpu_seconds_per_test_logprob']:.3f} s/test"
+    )
     print(f"wrote {args.out}")
 
 

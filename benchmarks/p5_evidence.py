@@ -98,13 +98,29 @@ def child_ours(args) -> dict:
     memory = _PassMemory()
     memory.start()
     t0 = time.perf_counter()
-    evidence = collect_evidence(model, sae, tokens, latents, cfg, hook_name=hook, special_ids=specials, batch_size=args.batch_size,
-                                progress=False)
+    evidence = collect_evidence(
+        model,
+        sae,
+        tokens,
+        latents,
+        cfg,
+        hook_name=hook,
+        special_ids=specials,
+        batch_size=args.batch_size,
+        progress=False,
+    )
     seconds = time.perf_counter() - t0
     growth = memory.stop()
-    tops = {ev.latent: sorted((w.row, w.centre, w.acts[cfg.buffer]) for w in ev.generation + ev.scoring if w.kind == "top")
-            for ev in evidence}
-    return {"seconds": seconds, "pass_rss_mb": growth, "tops": tops, "skipped": sorted(ev.latent for ev in evidence if ev.skipped)}
+    tops = {
+        ev.latent: sorted((w.row, w.centre, w.acts[cfg.buffer]) for w in ev.generation + ev.scoring if w.kind == "top")
+        for ev in evidence
+    }
+    return {
+        "seconds": seconds,
+        "pass_rss_mb": growth,
+        "tops": tops,
+        "skipped": sorted(ev.latent for ev in evidence if ev.skipped),
+    }
 
 
 def child_reference(args) -> dict:
@@ -153,9 +169,15 @@ def _agreement(ours: dict, ref: dict, skipped: list) -> dict:
     skip = {str(k) for k in skipped}
     kept = [k for k in ours if k not in skip]
     same = sum([w[:2] for w in ours[k]] == [w[:2] for w in ref[k]] for k in kept)
-    gap = max((abs(a - b) for k in kept for a, b in zip(sorted(w[2] for w in ours[k]), sorted(w[2] for w in ref[k]))), default=0.0)
-    return {"identical_top_windows": f"{same}/{len(kept)}", "max_centre_activation_gap": gap,
-            "latents_skipped_for_too_little_evidence": len(skip)}
+    gap = max(
+        (abs(a - b) for k in kept for a, b in zip(sorted(w[2] for w in ours[k]), sorted(w[2] for w in ref[k]))),
+        default=0.0,
+    )
+    return {
+        "identical_top_windows": f"{same}/{len(kept)}",
+        "max_centre_activation_gap": gap,
+        "latents_skipped_for_too_little_evidence": len(skip),
+    }
 
 
 def _forward_flops_per_token(cfg: dict, layer: int, d_sae: int, context: int) -> float:
@@ -215,8 +237,24 @@ def _child_main(args) -> int:
 
 
 def _spawn(path: str, args, total_tokens: int) -> dict:
-    cmd = [sys.executable, __file__, "--child", path, "--total-tokens", str(total_tokens), "--n-latents", str(args.n_latents),
-           "--threads", str(args.threads), "--batch-size", str(args.batch_size), "--model", args.model, "--sae", args.sae]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        path,
+        "--total-tokens",
+        str(total_tokens),
+        "--n-latents",
+        str(args.n_latents),
+        "--threads",
+        str(args.threads),
+        "--batch-size",
+        str(args.batch_size),
+        "--model",
+        args.model,
+        "--sae",
+        args.sae,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("P5JSON ")]
     if proc.returncode != 0 or not lines:

@@ -106,7 +106,9 @@ def main(argv=None) -> int:
     ap.add_argument("--n-pairs", type=int, default=256)
     ap.add_argument("--rankings", default="random,correlation")
     ap.add_argument("--position", default="auto")
-    ap.add_argument("--batch-size", type=int, default=64, help="rows per forward pass (ours); pyvene gets batch-size/len(ks) pairs")
+    ap.add_argument(
+        "--batch-size", type=int, default=64, help="rows per forward pass (ours); pyvene gets batch-size/len(ks) pairs"
+    )
     ap.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1")))
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args(argv)
@@ -116,8 +118,15 @@ def main(argv=None) -> int:
     rows = build_task_rows(model, tok, [args.task])
     rankings = [r.strip() for r in args.rankings.split(",") if r.strip()]
     ours = iv.iia_sweep(
-        model, tok, args.task, args.layer, rows=rows, n_pairs=args.n_pairs, rankings=rankings,
-        position=args.position, batch_size=args.batch_size,
+        model,
+        tok,
+        args.task,
+        args.layer,
+        rows=rows,
+        n_pairs=args.n_pairs,
+        rankings=rankings,
+        position=args.position,
+        batch_size=args.batch_size,
     )
     per_batch = max(1, args.batch_size // len(ours["ks"]))
     ref_curves, ref_preds, ref_seconds = pyvene_sweep(model, tok, rows, ours, layer=args.layer, batch_size=per_batch)
@@ -138,21 +147,34 @@ def main(argv=None) -> int:
         "ks": ours["ks"],
         "rankings": list(ours["rankings"]),
         "interventions": ours["interventions"],
-        "ours": {"seconds": ours["seconds"], "interventions_per_second": ours["interventions_per_second"], "curves": ours["curves"]},
+        "ours": {
+            "seconds": ours["seconds"],
+            "interventions_per_second": ours["interventions_per_second"],
+            "curves": ours["curves"],
+        },
         "pyvene": {"seconds": ref_seconds, "interventions_per_second": ref_ips, "curves": ref_curves},
         "speedup": ours["interventions_per_second"] / ref_ips,
         "identical_iia": ours["curves"] == ref_curves,
         "mismatched_predictions": mismatched,
-        "machine": {"python": sys.version.split()[0], "torch": torch.__version__, "threads": args.threads, "platform": platform.platform()},
+        "machine": {
+            "python": sys.version.split()[0],
+            "torch": torch.__version__,
+            "threads": args.threads,
+            "platform": platform.platform(),
+        },
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     from findbench._io import atomic_write_json
 
     atomic_write_json(args.out, result)
-    print(f"{args.task} layer {args.layer} ({ours['position']}), {ours['n_pairs']} pairs, {ours['interventions']} interventions")
+    print(
+        f"{args.task} layer {args.layer} ({ours['position']}), {ours['n_pairs']} pairs, {ours['interventions']} interventions"
+    )
     print(f"ours:   {ours['seconds']:.1f} s  {ours['interventions_per_second']:.1f} interventions/s  {ours['curves']}")
     print(f"pyvene: {ref_seconds:.1f} s  {ref_ips:.1f} interventions/s  {ref_curves}")
-    print(f"speedup {result['speedup']:.2f}x; identical IIA: {result['identical_iia']}; mismatched predictions: {mismatched}")
+    print(
+        f"speedup {result['speedup']:.2f}x; identical IIA: {result['identical_iia']}; mismatched predictions: {mismatched}"
+    )
     print(f"wrote {args.out}")
     return 0
 

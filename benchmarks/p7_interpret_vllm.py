@@ -43,7 +43,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from _vllm import SERVED, add_server_args, machine_info, server, write_result  # benchmarks/_vllm.py (the script's folder is on sys.path)
+from _vllm import (
+    SERVED,
+    add_server_args,
+    machine_info,
+    server,
+    write_result,
+)  # benchmarks/_vllm.py (the script's folder is on sys.path)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "p7_interpret_vllm.json"
 GOAL_SPEEDUP = 2.0
@@ -57,13 +63,25 @@ def _one_run(url: str, args, out: Path, connections: int) -> dict:
     lm = OpenAILM(url, model=SERVED, max_workers=connections, timeout=600)
     t0 = time.perf_counter()
     run_interpretations(
-        args.data, lm, methods="aia", configs=args.configs, limit=args.limit, rounds=args.rounds, max_tokens=args.max_tokens,
-        seed=args.seed, out=out, max_connections=connections, progress=False, model_args={"cache": None},
+        args.data,
+        lm,
+        methods="aia",
+        configs=args.configs,
+        limit=args.limit,
+        rounds=args.rounds,
+        max_tokens=args.max_tokens,
+        seed=args.seed,
+        out=out,
+        max_connections=connections,
+        progress=False,
+        model_args={"cache": None},
     )
     seconds = time.perf_counter() - t0
     summary = summarize_run(out)
     done = sorted(p for p in out.glob("*/aia/f*") if all((p / f).is_file() for f in EPISODE_FILES))
-    transcripts = {f"{p.parent.parent.name}/{p.name}": json.loads((p / "episode.json").read_text())["messages"] for p in done}
+    transcripts = {
+        f"{p.parent.parent.name}/{p.name}": json.loads((p / "episode.json").read_text())["messages"] for p in done
+    }
     turns = sum(round(s["mean_rounds"] * s["episodes"]) for s in summary)
     return {
         "max_connections": connections,
@@ -87,7 +105,9 @@ def main(argv=None) -> int:
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--connections", type=int, default=8, help="episodes in flight in the concurrent run")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--data", default=None, help="a folder written by `findbench build` (default: procedural rows of --seed)")
+    ap.add_argument(
+        "--data", default=None, help="a folder written by `findbench build` (default: procedural rows of --seed)"
+    )
     add_server_args(ap)
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args(argv)
@@ -103,8 +123,11 @@ def main(argv=None) -> int:
             with server(args.url, python, Path(tmp) / f"server-{name}.log", args.start_timeout) as url:
                 print(f"{name}: max_connections={n} ...", flush=True)
                 runs[name] = _one_run(url, args, Path(tmp) / name, n)
-            print(f"  {runs[name]['episodes']} episodes in {runs[name]['seconds']:.1f} s: "
-                  f"{runs[name]['episodes_per_minute']:.2f} episodes/min, {runs[name]['turns_per_minute']:.1f} turns/min", flush=True)
+            print(
+                f"  {runs[name]['episodes']} episodes in {runs[name]['seconds']:.1f} s: "
+                f"{runs[name]['episodes_per_minute']:.2f} episodes/min, {runs[name]['turns_per_minute']:.1f} turns/min",
+                flush=True,
+            )
     con, seq = runs["concurrent"], runs["sequential"]
     same = sum(con["transcripts"].get(k) == v for k, v in seq["transcripts"].items())
     for r in (con, seq):
@@ -133,9 +156,11 @@ def main(argv=None) -> int:
         "machine": machine_info(python),
     }
     write_result(args.out, result)
-    print(f"speedup {speedup:.2f}x episodes/min (goal >= {GOAL_SPEEDUP}x), "
-          f"{result['speedup_turns_per_minute']:.2f}x turns/min; same episode count: {result['same_episode_count']}; "
-          f"identical transcripts {same}/{seq['episodes']}")
+    print(
+        f"speedup {speedup:.2f}x episodes/min (goal >= {GOAL_SPEEDUP}x), "
+        f"{result['speedup_turns_per_minute']:.2f}x turns/min; same episode count: {result['same_episode_count']}; "
+        f"identical transcripts {same}/{seq['episodes']}"
+    )
     print(f"wrote {args.out}")
     return 0 if result["same_episode_count"] else 1
 

@@ -35,7 +35,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from _vllm import SERVED, add_server_args, machine_info, server, write_result  # benchmarks/_vllm.py (the script's folder is on sys.path)
+from _vllm import (
+    SERVED,
+    add_server_args,
+    machine_info,
+    server,
+    write_result,
+)  # benchmarks/_vllm.py (the script's folder is on sys.path)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "p8_autointerp_vllm.json"
 GOAL_SPEEDUP = 2.0
@@ -89,9 +95,13 @@ def _config(args, structured_outputs: str | None = None):
     from findbench.autointerp.config import AutoInterpConfig
 
     latents = [int(x) for x in args.latents.split(",")] if args.latents else None
-    return AutoInterpConfig(total_tokens=args.total_tokens, n_latents=None if latents else args.n_latents,
-                            override_latents=latents, scorers=["detection"],
-                            structured_outputs=structured_outputs or args.structured_outputs)
+    return AutoInterpConfig(
+        total_tokens=args.total_tokens,
+        n_latents=None if latents else args.n_latents,
+        override_latents=latents,
+        scorers=["detection"],
+        structured_outputs=structured_outputs or args.structured_outputs,
+    )
 
 
 def _timed_run(url: str, args, out: Path, cache: Path, connections: int) -> dict:
@@ -100,8 +110,16 @@ def _timed_run(url: str, args, out: Path, cache: Path, connections: int) -> dict
 
     lm = Stopwatch(load_lm(url, model=SERVED, cache=cache, max_workers=connections))
     t0 = time.perf_counter()
-    result = run_autointerp(model=args.model, sae=args.sae, explainer=lm, config=_config(args), out=out, cache=cache,
-                            max_connections=connections, progress=False)
+    result = run_autointerp(
+        model=args.model,
+        sae=args.sae,
+        explainer=lm,
+        config=_config(args),
+        out=out,
+        cache=cache,
+        max_connections=connections,
+        progress=False,
+    )
     total = time.perf_counter() - t0
     unstructured = result["eval_result_unstructured"]
     n = len(unstructured)
@@ -131,9 +149,13 @@ def main(argv=None) -> int:
     ap.add_argument("--connections", type=int, default=8, help="requests in flight in the concurrent run")
     ap.add_argument("--model", default="embedded")
     ap.add_argument("--sae", default="embedded")
-    ap.add_argument("--structured-outputs", default="on", choices=["auto", "on", "off"],
-                    help="explanations and detection answers under their grammars (vLLM's structured_outputs field); "
-                         "default on: a server model is constrained only when asked")
+    ap.add_argument(
+        "--structured-outputs",
+        default="on",
+        choices=["auto", "on", "off"],
+        help="explanations and detection answers under their grammars (vLLM's structured_outputs field); "
+        "default on: a server model is constrained only when asked",
+    )
     add_server_args(ap)
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args(argv)
@@ -151,8 +173,15 @@ def main(argv=None) -> int:
         out = Path(tmp) / "autointerp"
         print(f"evidence pass ({args.total_tokens} tokens) ...", flush=True)
         t0 = time.perf_counter()
-        run_autointerp(model=args.model, sae=args.sae, explainer=StubLM(), config=_config(args, "off"), out=out,
-                       cache=Path(tmp) / "stub.sqlite", progress=False)
+        run_autointerp(
+            model=args.model,
+            sae=args.sae,
+            explainer=StubLM(),
+            config=_config(args, "off"),
+            out=out,
+            cache=Path(tmp) / "stub.sqlite",
+            progress=False,
+        )
         evidence_seconds = time.perf_counter() - t0
         print(f"  {evidence_seconds:.1f} s", flush=True)
         for name, n in (("concurrent", args.connections), ("sequential", 1)):
@@ -160,8 +189,11 @@ def main(argv=None) -> int:
                 print(f"{name}: max_workers={n} ...", flush=True)
                 runs[name] = _timed_run(url, args, out, Path(tmp) / f"{name}.sqlite", n)
             r = runs[name]
-            print(f"  {r['latents']} latents, LM {r['lm_seconds']:.1f} s (call {r['call_seconds']:.1f} s): "
-                  f"{r['latents_per_minute']:.2f} latents/min, detection {r['detection_score']:.3f}", flush=True)
+            print(
+                f"  {r['latents']} latents, LM {r['lm_seconds']:.1f} s (call {r['call_seconds']:.1f} s): "
+                f"{r['latents_per_minute']:.2f} latents/min, detection {r['detection_score']:.3f}",
+                flush=True,
+            )
     con, seq = runs["concurrent"], runs["sequential"]
     speedup = con["latents_per_minute"] / seq["latents_per_minute"]
 
@@ -185,8 +217,10 @@ def main(argv=None) -> int:
         "machine": machine_info(python),
     }
     write_result(args.out, result)
-    print(f"speedup {speedup:.2f}x latents/min (goal >= {GOAL_SPEEDUP}x); same latent count: {result['same_latent_count']}; "
-          f"identical explanations {result['same_explanations']}/{seq['latents']}")
+    print(
+        f"speedup {speedup:.2f}x latents/min (goal >= {GOAL_SPEEDUP}x); same latent count: {result['same_latent_count']}; "
+        f"identical explanations {result['same_explanations']}/{seq['latents']}"
+    )
     print(f"wrote {args.out}")
     return 0 if result["same_latent_count"] else 1
 

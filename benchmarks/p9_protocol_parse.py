@@ -86,7 +86,9 @@ def _command(raw: str, body: str) -> Command:
         values = list(lexer)
     except ValueError as exc:
         reason = str(exc).strip() or "cannot split the arguments"
-        return Command(raw, (), f"{reason}: put double quotes around an input that contains an apostrophe, e.g. \"it's\"")
+        return Command(
+            raw, (), f'{reason}: put double quotes around an input that contains an apostrophe, e.g. "it\'s"'
+        )
     script = [posixpath.basename(v.replace("\\", "/")) == SCRIPT_NAME for v in values]
     if len(values) >= 2 and values[0] in ("python", "python3") and script[1]:
         values = values[2:]
@@ -138,7 +140,9 @@ def same_commands(ours: list[Command], reference: list[Command]) -> bool:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="500,1000,2000,4000", help="comma-separated numbers of unclosed PYTHON( starts")
+    parser.add_argument(
+        "--sizes", default="500,1000,2000,4000", help="comma-separated numbers of unclosed PYTHON( starts"
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
@@ -151,10 +155,21 @@ def main(argv: list[str] | None = None) -> dict:
         ours_t, ours = cpu_seconds(parse_commands, text, args.repeats)
         if not same_commands(ours, ref):
             raise SystemExit(f"{n} starts: the two parsers found different commands")
-        rows.append({"starts": n, "chars": len(text), "commands": len(ours), "reference_cpu_s": round(ref_t, 4),
-                     "ours_cpu_s": round(ours_t, 5), "speedup": round(ref_t / ours_t, 1)})
-        print(f"{n:6d} starts ({len(text) / 1000:5.1f} KB): reference {ref_t:8.3f} s, ours {ours_t:.4f} s "
-              f"-> {ref_t / ours_t:,.0f}x", flush=True)
+        rows.append(
+            {
+                "starts": n,
+                "chars": len(text),
+                "commands": len(ours),
+                "reference_cpu_s": round(ref_t, 4),
+                "ours_cpu_s": round(ours_t, 5),
+                "speedup": round(ref_t / ours_t, 1),
+            }
+        )
+        print(
+            f"{n:6d} starts ({len(text) / 1000:5.1f} KB): reference {ref_t:8.3f} s, ours {ours_t:.4f} s "
+            f"-> {ref_t / ours_t:,.0f}x",
+            flush=True,
+        )
 
     linear = {}
     for name, unit in (("unclosed_quotes", "PYTHON('("), ("unclosed", "PYTHON(")):

@@ -57,8 +57,12 @@ def planted(lm, model, tok, tokens) -> dict:
             shown = sum(r["details"][k]["n_shown"] for r in fz["rows"] for k in ("true", "wrong", "empty"))
             yes = sum(r["details"][k]["said_yes_correct"] + r["details"][k]["said_yes_wrong"] for r in fz["rows"]
                       for k in ("true", "wrong", "empty"))
-            out["fuzz"] = {"answers": shown, "said_yes": yes, **{k: round(fz[k], 4) for k in ("true", "wrong", "empty")},
-                           "verdict": fz["verdict"]}
+            out["fuzz"] = {
+                "answers": shown,
+                "said_yes": yes,
+                **{k: round(fz[k], 4) for k in ("true", "wrong", "empty")},
+                "verdict": fz["verdict"],
+            }
     return out
 
 
@@ -72,8 +76,16 @@ def explanations(lm, model, tok, tokens) -> dict:
 
     sae = SyntheticSAE.for_model(model, tok)
     cfg = quick_config(sae.cfg.d_sae, ["detection"])
-    evidence = collect_evidence(model, sae, tokens, list(range(sae.cfg.d_sae)), cfg, hook_name=HOOK_NAME,
-                                special_ids=sorted(special_token_ids(tok)), progress=False)
+    evidence = collect_evidence(
+        model,
+        sae,
+        tokens,
+        list(range(sae.cfg.d_sae)),
+        cfg,
+        hook_name=HOOK_NAME,
+        special_ids=sorted(special_token_ids(tok)),
+        progress=False,
+    )
     usable = [ev for ev in evidence if ev.skipped is None]
     renderer = TokenRenderer(tok)
     out = {}
@@ -81,12 +93,16 @@ def explanations(lm, model, tok, tokens) -> dict:
         t0 = time.perf_counter()
         made = explain(lm, usable, renderer, cfg, progress=False, structured=setting == "on")
         labels = [m["explanation"] for m in made]
-        out[setting] = {"seconds": round(time.perf_counter() - t0, 1), "latents": len(made),
-                        "in_form": sum(m["raw"].startswith(EXPLANATION_PREFIX) for m in made),
-                        "distinct_labels": len(set(labels)),
-                        "copies_a_demonstration": sum(any(d in re.sub("[\"'`]", "", label) for d in DEMO_LABELS)
-                                                      for label in labels),
-                        "labels": {sae.rules[ev.latent]: label for ev, label in zip(usable, labels)}}
+        out[setting] = {
+            "seconds": round(time.perf_counter() - t0, 1),
+            "latents": len(made),
+            "in_form": sum(m["raw"].startswith(EXPLANATION_PREFIX) for m in made),
+            "distinct_labels": len(set(labels)),
+            "copies_a_demonstration": sum(
+                any(d in re.sub("[\"'`]", "", label) for d in DEMO_LABELS) for label in labels
+            ),
+            "labels": {sae.rules[ev.latent]: label for ev, label in zip(usable, labels)},
+        }
     return out
 
 
@@ -100,11 +116,20 @@ def judge(lm, n_functions: int) -> dict:
         t0 = time.perf_counter()
         for category in ("strings", "neurons_relations"):
             rows = load_rows(category, seed=0)[:n_functions]
-            res = judge_unit_tests(lm, [r["description"] for r in rows], [r["unit_tests"] for r in rows], category,
-                                   mode="generate", structured_outputs=setting)
+            res = judge_unit_tests(
+                lm,
+                [r["description"] for r in rows],
+                [r["unit_tests"] for r in rows],
+                category,
+                mode="generate",
+                structured_outputs=setting,
+            )
             choices = [c for row in res["choices"] for c in row]
-            per_cat[category] = {"answers": len(choices), "parsed": sum(c is not None for c in choices),
-                                 "accuracy": round(res["unit_test_accuracy"], 4)}
+            per_cat[category] = {
+                "answers": len(choices),
+                "parsed": sum(c is not None for c in choices),
+                "accuracy": round(res["unit_test_accuracy"], 4),
+            }
         out[setting] = {"seconds": round(time.perf_counter() - t0, 1), **per_cat}
     return out
 
@@ -117,8 +142,16 @@ def interpreter(lm, data: str) -> dict:
     for setting in SETTINGS:
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
-            run = run_interpretations(data, lm, limit=1, rounds=3, max_tokens=128, out=Path(tmp) / "run", progress=False,
-                                      structured_outputs=setting)
+            run = run_interpretations(
+                data,
+                lm,
+                limit=1,
+                rounds=3,
+                max_tokens=128,
+                out=Path(tmp) / "run",
+                progress=False,
+                structured_outputs=setting,
+            )
             turns, ok, answered, episodes = 0, 0, 0, 0
             for path in sorted(run.glob("*/aia/f*/episode.json")):
                 record = json.loads(path.read_text())
@@ -128,16 +161,25 @@ def interpreter(lm, data: str) -> dict:
                     if m["role"] == "assistant":
                         turns += 1
                         ok += bool(parse_commands(m["content"])) or parse_answer(m["content"]) is not None
-            out[setting] = {"seconds": round(time.perf_counter() - t0, 1), "episodes": episodes, "answered": answered,
-                            "turns": turns, "command_or_answer": ok}
+            out[setting] = {
+                "seconds": round(time.perf_counter() - t0, 1),
+                "episodes": episodes,
+                "answered": answered,
+                "turns": turns,
+                "command_or_answer": ok,
+            }
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--parts", default="planted,explanations,judge,interpreter")
-    parser.add_argument("--judge-functions", type=int, default=5, help="functions per category for the judge (10 tests each)")
-    parser.add_argument("--data", default=None, help="dataset folder for the interpreter part (default: procedural rows)")
+    parser.add_argument(
+        "--judge-functions", type=int, default=5, help="functions per category for the judge (10 tests each)"
+    )
+    parser.add_argument(
+        "--data", default=None, help="dataset folder for the interpreter part (default: procedural rows)"
+    )
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args()
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]

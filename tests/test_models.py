@@ -42,7 +42,9 @@ def test_embedded_folder_is_a_plain_safetensors_model(embedded_model_dir):
     config = json.loads((folder / "config.json").read_text())
     assert config["model_type"] == "llama" and config["num_hidden_layers"] == 30
     assert "quantization_config" not in config  # plain weights: loaders must not look for a GGUF
-    assert (folder / "chat_template.jinja").is_file() or "chat_template" in (folder / "tokenizer_config.json").read_text()
+    assert (folder / "chat_template.jinja").is_file() or "chat_template" in (
+        folder / "tokenizer_config.json"
+    ).read_text()
     t0 = time.perf_counter()
     assert models.resolve("embedded") == embedded_model_dir  # cached: no rebuild
     assert time.perf_counter() - t0 < 1.0

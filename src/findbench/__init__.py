@@ -13,4 +13,6 @@ from findbench.resources import metric_path
 
 __all__ = ["__version__", "generate_rows", "load_function", "load_rows", "metric_path"]
 
-__getattr__ = lazy_getattr(__name__, dict.fromkeys(("generate_rows", "load_function", "load_rows"), "findbench.find.rows"))
+__getattr__ = lazy_getattr(
+    __name__, dict.fromkeys(("generate_rows", "load_function", "load_rows"), "findbench.find.rows")
+)

@@ -104,7 +104,9 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
 
 def fingerprint(obj: Any) -> str:
     """A short content hash of JSON-able data: the key of findbench's resumable stages."""
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str, ensure_ascii=False).encode("utf-8")).hexdigest()[
+        :16
+    ]
 
 
 def files_digest(paths: Iterable[Path], root: Path) -> str:
@@ -153,7 +155,11 @@ def read_untrusted_bytes(path: str | os.PathLike, max_bytes: int, what: str) -> 
     try:
         fd = os.open(path, flags)
     except OSError as exc:
-        reason = "is a symbolic link (refused)" if exc.errno in (errno.ELOOP, errno.EMLINK) else f"cannot be opened ({exc.strerror})"
+        reason = (
+            "is a symbolic link (refused)"
+            if exc.errno in (errno.ELOOP, errno.EMLINK)
+            else f"cannot be opened ({exc.strerror})"
+        )
         raise ValueError(f"{what} {path} {reason}") from None
     try:
         info = os.fstat(fd)

@@ -47,7 +47,9 @@ def _front_matter(readme: Path) -> dict:
     return meta
 
 
-def _stage(src: Path, repo_id: str, ignore: Sequence[str] = ("__pycache__", ".cache", "*.pyc", ".*")) -> tuple[Path, list[str]]:
+def _stage(
+    src: Path, repo_id: str, ignore: Sequence[str] = ("__pycache__", ".cache", "*.pyc", ".*")
+) -> tuple[Path, list[str]]:
     """A staged copy of ``src`` and its files, once ``repo_id`` is checked."""
     if not isinstance(repo_id, str) or not _REPO_ID.match(repo_id):
         raise ValueError(f"repo_id must look like 'org/name', got {repo_id!r}")
@@ -101,20 +103,32 @@ def plan_checkpoint(checkpoint_dir: str | Path, repo_id: str) -> Upload:
     if not (checkpoint_dir / "README.md").is_file():
         raise FileNotFoundError(f"checkpoint_dir: {checkpoint_dir} has no README.md model card")
     _front_matter(checkpoint_dir / "README.md")
-    staged, files = _stage(checkpoint_dir, repo_id, ignore=("__pycache__", "*.pyc", ".*", "checkpoint-*", "optimizer*", "scheduler*", "rng_state*"))
+    staged, files = _stage(
+        checkpoint_dir,
+        repo_id,
+        ignore=("__pycache__", "*.pyc", ".*", "checkpoint-*", "optimizer*", "scheduler*", "rng_state*"),
+    )
     return Upload(repo_id, "model", staged, files=files)
 
 
-def publish(uploads: Sequence[Upload], *, private: bool = False, token: str | None = None, api: Any = None) -> list[str]:
+def publish(
+    uploads: Sequence[Upload], *, private: bool = False, token: str | None = None, api: Any = None
+) -> list[str]:
     """Create the repositories and upload every staged folder (the only step that touches the network); the repo URLs."""
     from huggingface_hub import HfApi
 
     api = api or HfApi(token=token)
     urls = []
     for up in uploads:
-        url = api.create_repo(up.repo_id, repo_type=up.repo_type, private=private, exist_ok=True, space_sdk=up.space_sdk)
-        api.upload_folder(repo_id=up.repo_id, repo_type=up.repo_type, folder_path=str(up.folder),
-                          commit_message=f"Upload {up.repo_type} with findbench")
+        url = api.create_repo(
+            up.repo_id, repo_type=up.repo_type, private=private, exist_ok=True, space_sdk=up.space_sdk
+        )
+        api.upload_folder(
+            repo_id=up.repo_id,
+            repo_type=up.repo_type,
+            folder_path=str(up.folder),
+            commit_message=f"Upload {up.repo_type} with findbench",
+        )
         logger.info("published %s (%s, %d files)", up.repo_id, up.repo_type, len(up.files))
         urls.append(str(url))
     return urls

@@ -66,7 +66,12 @@ def _stage(out: Path, name: str, key: dict[str, Any], fn: Callable[[], Any], *, 
             saved = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             saved = None
-        if isinstance(saved, dict) and saved.get("format") == _STAGE_FORMAT and saved.get("key") == key and "result" in saved:
+        if (
+            isinstance(saved, dict)
+            and saved.get("format") == _STAGE_FORMAT
+            and saved.get("key") == key
+            and "result" in saved
+        ):
             logger.info("stage %s: reusing %s", name, path)
             return saved["result"]
         old = saved.get("key") if isinstance(saved, dict) else None
@@ -85,8 +90,10 @@ def _judge_choice(judge: str | None, judge_mode: str | None) -> tuple[str, str |
         return judge, judge_mode
     if _judge_dir() is not None:
         return "embedded-evaluator", judge_mode
-    logger.warning("no embedded-evaluator judge on this machine (neither trained here nor shipped with the package); "
-                   "scoring descriptions with the untuned embedded judge in pmi mode")
+    logger.warning(
+        "no embedded-evaluator judge on this machine (neither trained here nor shipped with the package); "
+        "scoring descriptions with the untuned embedded judge in pmi mode"
+    )
     return "embedded", judge_mode or "pmi"
 
 
@@ -142,16 +149,22 @@ class MainConfig:
     dataset_out: str = arg("find", "dataset folder this job builds")
     out: str = arg("outputs/main", "results folder: summary.json, summary.md, stages/, runs/, scores/")
     seed: int = arg(0, "seed of the dataset, the samples and the interpreters")
-    interpreters: Csv = arg(",".join(DEFAULT_INTERPRETERS), "comma-separated: references (oracle, random, "
-                                                            "constant, empty, observed) and/or LM specs")
+    interpreters: Csv = arg(
+        ",".join(DEFAULT_INTERPRETERS),
+        "comma-separated: references (oracle, random, constant, empty, observed) and/or LM specs",
+    )
     functions_per_category: int = arg(3, "functions sampled per category")
     lm_functions: int = arg(1, "of those, how many each LM interpreter interprets per category and method")
     rounds: int = arg(3, "an LM interpreter's rounds per episode (FIND: 20)")
     max_tokens: int = arg(128, "an LM interpreter's tokens per turn")
-    judge: str | None = arg(None, "unit-test judge (default: the trained embedded-evaluator when present, else "
-                                  "embedded in pmi mode)")
-    judge_mode: str | None = arg(None, "the judge's scoring mode (default: the mode a trained judge folder records, "
-                                       "else logprob)", choices=JUDGE_MODES)
+    judge: str | None = arg(
+        None, "unit-test judge (default: the trained embedded-evaluator when present, else embedded in pmi mode)"
+    )
+    judge_mode: str | None = arg(
+        None,
+        "the judge's scoring mode (default: the mode a trained judge folder records, else logprob)",
+        choices=JUDGE_MODES,
+    )
     max_connections: int = arg(2, "LM episodes in flight")
 
     def __post_init__(self) -> None:
@@ -232,10 +245,12 @@ def run_main(cfg: MainConfig | None = None, **settings: Any) -> dict:
     code_key = {
         **data_key,
         "metrics": ["find_nmse", "find_exact_match"],
-        "inputs": fingerprint({
-            "numeric": [r["code"] for r in rows["numeric"]],
-            "strings": [[r["code"], r["test_inputs"]] for r in rows["strings"]],
-        }),
+        "inputs": fingerprint(
+            {
+                "numeric": [r["code"] for r in rows["numeric"]],
+                "strings": [[r["code"], r["test_inputs"]] for r in rows["strings"]],
+            }
+        ),
     }
     summary["code_metrics"] = _stage(out, "code_metrics", code_key, _code)
 
@@ -247,8 +262,12 @@ def run_main(cfg: MainConfig | None = None, **settings: Any) -> dict:
 
         # the key's name stays "evaluator", so stages cached before the rename are reused
         judge_key["evaluator"] = _judge_dir_key(_judge_dir() or embedded_judge_dir(must_exist=False))
-    summary.update(judge=judge, judge_mode=judge_mode, sample={c: len(ids) for c, ids in sample.items()},
-                   lm_budget={"functions": lm_functions, "rounds": rounds, "max_tokens": max_tokens})
+    summary.update(
+        judge=judge,
+        judge_mode=judge_mode,
+        sample={c: len(ids) for c, ids in sample.items()},
+        lm_budget={"functions": lm_functions, "rounds": rounds, "max_tokens": max_tokens},
+    )
 
     results: dict[str, dict] = {}
     reports: dict[str, str] = {}
@@ -257,20 +276,45 @@ def run_main(cfg: MainConfig | None = None, **settings: Any) -> dict:
         run_dir = out / "runs" / name
         lm = interpreter not in REFERENCE_INTERPRETERS
         ids = {c: (v[:lm_functions] if lm else v) for c, v in sample.items()}
-        common = dict(out=run_dir, seed=seed, rounds=rounds, max_connections=max_connections,
-                      max_tokens=max_tokens if lm else None, progress=True)
+        common = dict(
+            out=run_dir,
+            seed=seed,
+            rounds=rounds,
+            max_connections=max_connections,
+            max_tokens=max_tokens if lm else None,
+            progress=True,
+        )
         logger.info("interpreting with %s", interpreter)
-        run_interpretations(str(data), interpreter, methods=("aia",), configs=list(CATEGORIES),
-                            functions=[f for c in CATEGORIES for f in ids[c]], **common)
-        run_interpretations(str(data), interpreter, methods=("milan", "aia+milan"), configs=list(_NEURONS),
-                            functions=[f for c in _NEURONS for f in ids[c]], **common)
+        run_interpretations(
+            str(data),
+            interpreter,
+            methods=("aia",),
+            configs=list(CATEGORIES),
+            functions=[f for c in CATEGORIES for f in ids[c]],
+            **common,
+        )
+        run_interpretations(
+            str(data),
+            interpreter,
+            methods=("milan", "aia+milan"),
+            configs=list(_NEURONS),
+            functions=[f for c in _NEURONS for f in ids[c]],
+            **common,
+        )
         key = {**judge_key, **data_key, "run": _run_fingerprint(run_dir), "scores_format": _SCORES_FORMAT}
         scores_dir = out / "scores" / name
 
         def _score(run_dir=run_dir, scores_dir=scores_dir):
             # the judge's answers are cached per judge (a retrained judge gets a new file)
-            res = evaluate_run(run_dir, data=str(data), judge=judge, judge_mode=judge_mode, out=scores_dir,
-                               judge_cache=out / f"judge-cache-{fingerprint(judge_key)}.sqlite", progress=False)
+            res = evaluate_run(
+                run_dir,
+                data=str(data),
+                judge=judge,
+                judge_mode=judge_mode,
+                out=scores_dir,
+                judge_cache=out / f"judge-cache-{fingerprint(judge_key)}.sqlite",
+                progress=False,
+            )
             return {"scores": res["scores"], "counts": res["counts"]}
 
         results[interpreter] = _stage(out, f"scores_{name}", key, _score)
@@ -295,19 +339,34 @@ def _markdown(summary: dict) -> str:
     from findbench.interpret.scoreboard import render_comparison
     from findbench.interpret.scores import Scores
 
-    lines = ["# findbench main job", "", f"Dataset: `{summary['data']}` (seed {summary['seed']}): "
-             + ", ".join(f"{c} {n}" for c, n in summary["rows"].items()), ""]
+    lines = [
+        "# findbench main job",
+        "",
+        f"Dataset: `{summary['data']}` (seed {summary['seed']}): "
+        + ", ".join(f"{c} {n}" for c, n in summary["rows"].items()),
+        "",
+    ]
     cm = summary["code_metrics"]
-    lines += ["## Ground-truth code through the code metrics", "",
-              f"- numeric: success rate {cm['numeric_ground_truth']['success_rate']:.3f}, mean NMSE {cm['numeric_ground_truth']['mean_nmse']:.3g}",
-              f"- strings: exact match {cm['strings_ground_truth']['exact_match']:.3f}",
-              f"- sandbox: {cm.get('isolation', '')}", ""]
+    lines += [
+        "## Ground-truth code through the code metrics",
+        "",
+        f"- numeric: success rate {cm['numeric_ground_truth']['success_rate']:.3f}, mean NMSE {cm['numeric_ground_truth']['mean_nmse']:.3g}",
+        f"- strings: exact match {cm['strings_ground_truth']['exact_match']:.3f}",
+        f"- sandbox: {cm.get('isolation', '')}",
+        "",
+    ]
     budget = summary["lm_budget"]
     sizes = ", ".join(f"{c} {n}" for c, n in summary["sample"].items())
-    lines += ["## Interpreters on FIND", "",
-              f"Functions per category (held out of judge training): {sizes}; LM interpreters take the first "
-              f"{budget['functions']} of each, {budget['rounds']} rounds of at most {budget['max_tokens']} tokens. "
-              f"Judge: `{summary['judge']}`" + (f" ({summary['judge_mode']} mode)" if summary.get("judge_mode") else "") + ".", ""]
+    lines += [
+        "## Interpreters on FIND",
+        "",
+        f"Functions per category (held out of judge training): {sizes}; LM interpreters take the first "
+        f"{budget['functions']} of each, {budget['rounds']} rounds of at most {budget['max_tokens']} tokens. "
+        f"Judge: `{summary['judge']}`"
+        + (f" ({summary['judge_mode']} mode)" if summary.get("judge_mode") else "")
+        + ".",
+        "",
+    ]
     runs = {name: Scores.from_json(res["scores"], f"scores of {name}") for name, res in summary["results"].items()}
     lines.append(render_comparison(runs).strip())
     return "\n".join(lines) + "\n"

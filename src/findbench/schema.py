@@ -19,7 +19,10 @@ SOURCES = ("procedural", "find-v1")
 COLUMNS: dict[str, tuple[Any, str]] = {
     "function_id": ("string", 'Stable id "<category>/fNNNNN", e.g. "numeric/f00042".'),
     "category": ("string", "One of numeric, strings, neurons_entities, neurons_relations."),
-    "subcategory": ("string", "atomic / composition / mlp / noise / corruption (numeric), atomic / composition (strings, entities), atomic / corruption (relations)."),
+    "subcategory": (
+        "string",
+        "atomic / composition / mlp / noise / corruption (numeric), atomic / composition (strings, entities), atomic / corruption (relations).",
+    ),
     "name": ("string", "Short machine-readable name of the function, e.g. 'relu' or 'reverse∘uppercase'."),
     "params": ("string", "JSON text with every parameter needed to rebuild the function."),
     "code": ("string", "Self-contained Python source defining function(x) (numeric, strings). Empty for neurons."),

@@ -26,7 +26,10 @@ from findbench.constants import UsageError
 
 #: model_type -> (path of its blocks, path inside a block of the module whose input is the MLP activation).
 MODEL_SITES: dict[str, tuple[str, str]] = {
-    **{t: ("model.layers", "mlp.down_proj") for t in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "olmo", "olmo2", "phi3")},
+    **{
+        t: ("model.layers", "mlp.down_proj")
+        for t in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "olmo", "olmo2", "phi3")
+    },
     "gpt2": ("transformer.h", "mlp.c_proj"),
     "gpt_neox": ("gpt_neox.layers", "mlp.dense_4h_to_h"),
 }
@@ -47,7 +50,8 @@ def parse_hook_name(hook_name: str) -> tuple[str, int | None]:
     m = _SAE_HOOK.match(hook_name) if isinstance(hook_name, str) else None
     if not m:
         raise UsageError(
-            f"hook_name must be 'hook_embed' or 'blocks.<L>.hook_resid_post|hook_resid_pre|mlp.hook_post', got {hook_name!r}")
+            f"hook_name must be 'hook_embed' or 'blocks.<L>.hook_resid_post|hook_resid_pre|mlp.hook_post', got {hook_name!r}"
+        )
     return SAE_HOOKS[m.group(2)], int(m.group(1))
 
 
@@ -125,9 +129,18 @@ def _hook(module: torch.nn.Module, kind: str, fn: Callable[[torch.Tensor], torch
 
 
 @torch.no_grad()
-def record(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *, layer: int | None = None,
-           site: str = "mlp_activation", positions=None, neurons: Sequence[int] | None = None, stop_early: bool = True,
-           return_logits: bool = False):
+def record(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    *,
+    layer: int | None = None,
+    site: str = "mlp_activation",
+    positions=None,
+    neurons: Sequence[int] | None = None,
+    stop_early: bool = True,
+    return_logits: bool = False,
+):
     """Read ``site`` at ``layer``: ``[batch, tokens or P, units]`` (with ``return_logits``, ``(values, logits)``).
 
     ``positions``: per-row token positions ``[batch, P]`` (negative from the end; default all);
@@ -175,8 +188,16 @@ def record(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None =
 
 
 @contextlib.contextmanager
-def patch(model, *, layer: int, site: str = "mlp_activation", positions, values: torch.Tensor,
-          neurons: Sequence[int] | torch.Tensor | None = None, mask: torch.Tensor | None = None) -> Iterator[None]:
+def patch(
+    model,
+    *,
+    layer: int,
+    site: str = "mlp_activation",
+    positions,
+    values: torch.Tensor,
+    neurons: Sequence[int] | torch.Tensor | None = None,
+    mask: torch.Tensor | None = None,
+) -> Iterator[None]:
     """Within the block, forward passes have ``site`` at ``layer`` overwritten at ``positions [batch, P]``
     with ``values [batch, P, len(neurons)]`` (``neurons`` default all); the optional bool ``mask
     [batch, n]`` picks per row which units are written (one batch, different neuron sets)."""
@@ -188,9 +209,16 @@ def patch(model, *, layer: int, site: str = "mlp_activation", positions, values:
     idx = torch.arange(width) if neurons is None else torch.as_tensor(neurons, dtype=torch.long).reshape(-1)
     if idx.numel() and (idx.min() < 0 or idx.max() >= width):
         raise UsageError(f"neurons must be in [0, {width}), got min {int(idx.min())} max {int(idx.max())}")
-    if not isinstance(values, torch.Tensor) or values.dim() != 3 or values.shape[:2] != pos.shape or values.shape[2] != idx.numel():
-        raise UsageError(f"values must be a tensor (batch, positions, units) = ({pos.shape[0]}, {pos.shape[1]}, {idx.numel()}), "
-                         f"got {tuple(values.shape) if isinstance(values, torch.Tensor) else type(values).__name__}")
+    if (
+        not isinstance(values, torch.Tensor)
+        or values.dim() != 3
+        or values.shape[:2] != pos.shape
+        or values.shape[2] != idx.numel()
+    ):
+        raise UsageError(
+            f"values must be a tensor (batch, positions, units) = ({pos.shape[0]}, {pos.shape[1]}, {idx.numel()}), "
+            f"got {tuple(values.shape) if isinstance(values, torch.Tensor) else type(values).__name__}"
+        )
     if mask is not None and tuple(mask.shape) != (pos.shape[0], idx.numel()):
         raise UsageError(f"mask must be [batch, units] = ({pos.shape[0]}, {idx.numel()}), got {tuple(mask.shape)}")
 

@@ -63,7 +63,9 @@ def _as_units(values: Any, name: str = "values") -> np.ndarray:
         raise TypeError(f"{name} must be a sequence of numbers, got a scalar")
     bad = np.flatnonzero(~np.isfinite(arr.reshape(len(arr), -1)).all(axis=1)) if arr.size else []
     if len(bad):
-        raise ValueError(f"{name}[{int(bad[0])}] is not finite ({arr[bad[0]]!r}); drop or score it before the bootstrap")
+        raise ValueError(
+            f"{name}[{int(bad[0])}] is not finite ({arr[bad[0]]!r}); drop or score it before the bootstrap"
+        )
     return arr
 
 
@@ -76,7 +78,7 @@ def _resampled_statistics(units: np.ndarray, statistic: Statistic, seed: int, n_
     for start in range(0, n_resamples, chunk):
         size = min(chunk, n_resamples - start)
         idx = rng.integers(0, n, size=(size, n))
-        out[start:start + size] = np.asarray(statistic(units[idx]), dtype=np.float64).reshape(size)
+        out[start : start + size] = np.asarray(statistic(units[idx]), dtype=np.float64).reshape(size)
     return out
 
 
@@ -90,8 +92,14 @@ def _interval(stats: np.ndarray, confidence: float) -> tuple[float, float]:
     return float(low), float(high)
 
 
-def bootstrap_ci(values: Sequence[float] | np.ndarray, *, statistic: Statistic | None = None, seed: int = DEFAULT_SEED,
-                 n_resamples: int = DEFAULT_RESAMPLES, confidence: float = DEFAULT_CONFIDENCE) -> tuple[float, float]:
+def bootstrap_ci(
+    values: Sequence[float] | np.ndarray,
+    *,
+    statistic: Statistic | None = None,
+    seed: int = DEFAULT_SEED,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> tuple[float, float]:
     """Percentile bootstrap interval ``(low, high)`` of a statistic over scored units.
 
     Args:
@@ -115,8 +123,13 @@ def bootstrap_ci(values: Sequence[float] | np.ndarray, *, statistic: Statistic |
     return _interval(_resampled_statistics(units, statistic, seed, n_resamples), confidence)
 
 
-def mean_ci(values: Sequence[float] | np.ndarray, *, seed: int = DEFAULT_SEED, n_resamples: int = DEFAULT_RESAMPLES,
-            confidence: float = DEFAULT_CONFIDENCE) -> dict[str, Any]:
+def mean_ci(
+    values: Sequence[float] | np.ndarray,
+    *,
+    seed: int = DEFAULT_SEED,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> dict[str, Any]:
     """``{"mean": float, "ci": [low, high], "n": int}`` of per-unit scores (plain Python types,
     ready for JSON and for :func:`format_ci` as ``format_ci(**mean_ci(v))``). No units: NaNs and
     ``n = 0``."""
@@ -149,8 +162,14 @@ class PairedComparison:
         return out
 
 
-def paired_bootstrap(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, *, seed: int = DEFAULT_SEED,
-                     n_resamples: int = DEFAULT_RESAMPLES, confidence: float = DEFAULT_CONFIDENCE) -> PairedComparison:
+def paired_bootstrap(
+    a: Sequence[float] | np.ndarray,
+    b: Sequence[float] | np.ndarray,
+    *,
+    seed: int = DEFAULT_SEED,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> PairedComparison:
     """Paired percentile bootstrap of ``mean(a) - mean(b)``; ``a[i]`` and ``b[i]`` score the same unit.
 
     ``p_value`` is the two-sided ``min(1, 2 (min(#{d* <= 0}, #{d* >= 0}) + 1) / (n_resamples + 1))``
@@ -176,8 +195,16 @@ def paired_bootstrap(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.nd
     low, high = _interval(stats, confidence)
     extreme = min(int(np.sum(stats <= 0)), int(np.sum(stats >= 0)))
     p_value = min(1.0, 2.0 * (extreme + 1) / (n_resamples + 1))
-    return PairedComparison(n, float(np.mean(ua)), float(np.mean(ub)), diff, (low, high), float(p_value),
-                            bool(low > 0 or high < 0), float(confidence))
+    return PairedComparison(
+        n,
+        float(np.mean(ua)),
+        float(np.mean(ub)),
+        diff,
+        (low, high),
+        float(p_value),
+        bool(low > 0 or high < 0),
+        float(confidence),
+    )
 
 
 def is_small(n: int) -> bool:
@@ -185,7 +212,9 @@ def is_small(n: int) -> bool:
     return n < SMALL_N
 
 
-def format_ci(mean: float | None, ci: Sequence[float] | None, n: int, *, digits: int = 2, mark: str = SMALL_N_MARK) -> str:
+def format_ci(
+    mean: float | None, ci: Sequence[float] | None, n: int, *, digits: int = 2, mark: str = SMALL_N_MARK
+) -> str:
     """A cell such as ``0.83 [0.62, 0.97] (n=6)†`` (``mark`` when n < :data:`SMALL_N`).
 
     A missing or non-finite mean prints ``–``; a missing interval is left out. Takes

@@ -46,14 +46,19 @@ def test_read_hook_equals_hidden_states_and_stops_early(make):
     hidden = model(ids, output_hidden_states=True).hidden_states
     # Llama's last hidden state has the final norm applied; the residual stream is read before it
     for layer in range(2 if isinstance(model, LlamaModel) else 3):
-        assert torch.allclose(read_hook(model, ids, hook_name=f"blocks.{layer}.hook_resid_post"), hidden[layer + 1], atol=1e-5)
+        assert torch.allclose(
+            read_hook(model, ids, hook_name=f"blocks.{layer}.hook_resid_post"), hidden[layer + 1], atol=1e-5
+        )
     for layer in range(3):
-        assert torch.allclose(read_hook(model, ids, hook_name=f"blocks.{layer}.hook_resid_pre"), hidden[layer], atol=1e-5)
+        assert torch.allclose(
+            read_hook(model, ids, hook_name=f"blocks.{layer}.hook_resid_pre"), hidden[layer], atol=1e-5
+        )
     assert torch.equal(read_hook(model, ids, hook_name="hook_embed"), model.get_input_embeddings()(ids))
     # the blocks after the hooked one never run
     ran = []
-    handle = model.get_submodule("layers" if isinstance(model, LlamaModel) else "encoder.layer")[2].register_forward_hook(
-        lambda *a: ran.append(1))
+    handle = model.get_submodule("layers" if isinstance(model, LlamaModel) else "encoder.layer")[
+        2
+    ].register_forward_hook(lambda *a: ran.append(1))
     read_hook(model, ids, hook_name="blocks.1.hook_resid_post")
     handle.remove()
     assert ran == []

@@ -14,21 +14,54 @@ def test_help_shows_every_default_and_saebenchs_values(capsys):
     with pytest.raises(SystemExit):
         cli.main(["autointerp", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    for shown in ("(default 10)", "(default 100000)", "(default auto)", "(default embedded)", "(default outputs/autointerp)",
-                  "SAEBench's values: --n-latents 1000, --total-tokens 2000000, --scorers detection", "--run-id", "--structured-outputs",
-                  "--latents", "--seed", "--context-size"):
+    for shown in (
+        "(default 10)",
+        "(default 100000)",
+        "(default auto)",
+        "(default embedded)",
+        "(default outputs/autointerp)",
+        "SAEBench's values: --n-latents 1000, --total-tokens 2000000, --scorers detection",
+        "--run-id",
+        "--structured-outputs",
+        "--latents",
+        "--seed",
+        "--context-size",
+    ):
         assert shown in text, shown
 
 
 def _result(out, hits=0, evidence=None):
-    metrics = {"autointerp": {"autointerp_score": 0.75, "autointerp_std_dev": 0.1, "n_unparsed": 0, "n": 9, "ci": [0.7, 0.8],
-                              "floors": {"none": 0.714, "all": 0.286}, "best_floor": "none", "margin": 0.036},
-               "likelihood": {"likelihood_score": 0.6, "likelihood_std_dev": 0.2, "n": 9, "ci": [0.5, 0.7],
-                              "floors": {"chance": 0.5}, "best_floor": "chance", "margin": 0.1}}
-    return {"eval_result_metrics": metrics, "eval_config": {"structured_outputs_applied": {"explainer": True, "scorer": True}},
-            "files": {"results": f"{out}/x_eval_results.json", "summary": f"{out}/m_layer6_features_summary.csv"},
-            "resumed": {"evidence": evidence, "firing_counts": None,
-                        "lm_cache": {"path": f"{out}/lm_cache.sqlite", "hits": hits, "misses": 20 - hits}}}
+    metrics = {
+        "autointerp": {
+            "autointerp_score": 0.75,
+            "autointerp_std_dev": 0.1,
+            "n_unparsed": 0,
+            "n": 9,
+            "ci": [0.7, 0.8],
+            "floors": {"none": 0.714, "all": 0.286},
+            "best_floor": "none",
+            "margin": 0.036,
+        },
+        "likelihood": {
+            "likelihood_score": 0.6,
+            "likelihood_std_dev": 0.2,
+            "n": 9,
+            "ci": [0.5, 0.7],
+            "floors": {"chance": 0.5},
+            "best_floor": "chance",
+            "margin": 0.1,
+        },
+    }
+    return {
+        "eval_result_metrics": metrics,
+        "eval_config": {"structured_outputs_applied": {"explainer": True, "scorer": True}},
+        "files": {"results": f"{out}/x_eval_results.json", "summary": f"{out}/m_layer6_features_summary.csv"},
+        "resumed": {
+            "evidence": evidence,
+            "firing_counts": None,
+            "lm_cache": {"path": f"{out}/lm_cache.sqlite", "hits": hits, "misses": 20 - hits},
+        },
+    }
 
 
 def test_defaults_reach_the_run_and_the_summary_is_printed(monkeypatch, capsys, tmp_path):
@@ -52,14 +85,43 @@ def test_defaults_reach_the_run_and_the_summary_is_printed(monkeypatch, capsys, 
 
 def test_a_rerun_says_what_it_resumed_from(monkeypatch, capsys, tmp_path):
     seen = {}
-    monkeypatch.setattr(run_mod, "run_autointerp",
-                        lambda **kw: seen.update(kw) or _result(tmp_path, hits=20, evidence=f"{tmp_path}/evidence_1.json"))
-    assert cli.main(["autointerp", "--out", str(tmp_path), "--run-id", "b", "--structured-outputs", "off", "--latents", "1,2",
-                     "--seed", "3", "--scorers", "detection,fuzz"]) == 0
+    monkeypatch.setattr(
+        run_mod,
+        "run_autointerp",
+        lambda **kw: seen.update(kw) or _result(tmp_path, hits=20, evidence=f"{tmp_path}/evidence_1.json"),
+    )
+    assert (
+        cli.main(
+            [
+                "autointerp",
+                "--out",
+                str(tmp_path),
+                "--run-id",
+                "b",
+                "--structured-outputs",
+                "off",
+                "--latents",
+                "1,2",
+                "--seed",
+                "3",
+                "--scorers",
+                "detection,fuzz",
+            ]
+        )
+        == 0
+    )
     cfg = seen["config"]
-    assert (cfg.override_latents, cfg.random_seed, cfg.scorers, seen["run_id"]) == ([1, 2], 3, ["detection", "fuzz"], "b")
+    assert (cfg.override_latents, cfg.random_seed, cfg.scorers, seen["run_id"]) == (
+        [1, 2],
+        3,
+        ["detection", "fuzz"],
+        "b",
+    )
     out = capsys.readouterr().out
-    assert f"resumed from {tmp_path}: evidence {tmp_path}/evidence_1.json; 20 of 20 LM answers from {tmp_path}/lm_cache.sqlite" in out
+    assert (
+        f"resumed from {tmp_path}: evidence {tmp_path}/evidence_1.json; 20 of 20 LM answers from {tmp_path}/lm_cache.sqlite"
+        in out
+    )
 
 
 def test_latents_and_n_latents_are_refused_together(monkeypatch, capsys, tmp_path):
@@ -91,12 +153,44 @@ def test_autointerp_validate_scores_the_probes_and_prints_the_tables(monkeypatch
     monkeypatch.setattr(validation, "planted_validation", fake)
     monkeypatch.setattr(validation, "validation_tables", lambda result: "TABLES")
     out = tmp_path / "p.json"
-    assert cli.main(["autointerp-validate", "--model", "minilm", "--scorers", "embedding", "--probes", "hedged,padded",
-                     "--max-explanation-tokens", "0", "--seed", "3", "--out", str(out)]) == 0
+    assert (
+        cli.main(
+            [
+                "autointerp-validate",
+                "--model",
+                "minilm",
+                "--scorers",
+                "embedding",
+                "--probes",
+                "hedged,padded",
+                "--max-explanation-tokens",
+                "0",
+                "--seed",
+                "3",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert seen["scorers"] == ["embedding"] and seen["probes"] == ["hedged", "padded"] and seen["lm"] is None
     assert seen["max_explanation_tokens"] is None and seen["output"] == str(out) and seen["rules"] is None
     assert seen["config"].random_seed == 3 and seen["config"].total_tokens == 200_000
     assert capsys.readouterr().out.startswith("TABLES\n")
-    assert cli.main(["autointerp-validate", "--model", "minilm", "--scorers", "embedding",
-                     "--max-explanation-tokens", "-1", "--out", str(out)]) == 2
+    assert (
+        cli.main(
+            [
+                "autointerp-validate",
+                "--model",
+                "minilm",
+                "--scorers",
+                "embedding",
+                "--max-explanation-tokens",
+                "-1",
+                "--out",
+                str(out),
+            ]
+        )
+        == 2
+    )
     assert "--max-explanation-tokens must be ≥ 0" in capsys.readouterr().err

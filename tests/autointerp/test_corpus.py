@@ -80,8 +80,10 @@ def test_parse_wordnet_line_definition_examples_and_lemmas():
     assert syn.lemmas == ("breathe", "take a breath", "respire", "suspire")
     assert syn.definition == "draw air into, and expel out of, the lungs"
     assert syn.examples == ("I can breathe better when the air is clean", "The patient is respiring")
-    assert syn.text == ('breathe, take a breath, respire, suspire: draw air into, and expel out of, the lungs; '
-                        '"I can breathe better when the air is clean"; "The patient is respiring"')
+    assert syn.text == (
+        "breathe, take a breath, respire, suspire: draw air into, and expel out of, the lungs; "
+        '"I can breathe better when the air is clean"; "The patient is respiring"'
+    )
     adj = parse_wordnet_line(ADJS)
     assert adj.lemmas == ("big",)  # the (a) marker is dropped
     assert adj.examples == ("a big house",)  # the attribution is dropped
@@ -96,7 +98,7 @@ def test_wordnet_texts_in_file_order(wn_dir):
     assert texts == [
         "entity: that which is perceived or known or inferred to have its own distinct existence (living or nonliving)",
         'knock, knocking: the sound of knocking (as on a door or in an engine or bearing); "the knocking grew louder"',
-        'breathe, take a breath, respire, suspire: draw air into, and expel out of, the lungs; '
+        "breathe, take a breath, respire, suspire: draw air into, and expel out of, the lungs; "
         '"I can breathe better when the air is clean"; "The patient is respiring"',
         'big: above average in size; "a big house"',
     ]
@@ -177,12 +179,15 @@ def test_too_small_corpus_names_total_tokens(tok):
         tokenize_corpus(tok, TEXTS[:5], context_size=8, total_tokens=800)
 
 
-@pytest.mark.parametrize(("field", "kwargs", "exc"), [
-    ("context_size", {"context_size": 1}, ValueError),
-    ("context_size", {"context_size": 8.0}, TypeError),
-    ("total_tokens", {"total_tokens": 0}, ValueError),
-    ("total_tokens", {"context_size": 8, "total_tokens": 4}, ValueError),
-])
+@pytest.mark.parametrize(
+    ("field", "kwargs", "exc"),
+    [
+        ("context_size", {"context_size": 1}, ValueError),
+        ("context_size", {"context_size": 8.0}, TypeError),
+        ("total_tokens", {"total_tokens": 0}, ValueError),
+        ("total_tokens", {"context_size": 8, "total_tokens": 4}, ValueError),
+    ],
+)
 def test_bad_sizes_name_the_field(tok, field, kwargs, exc):
     with pytest.raises(exc, match=field):
         tokenize_corpus(tok, TEXTS, **kwargs)

@@ -13,8 +13,17 @@ CTX = 32
 
 
 def _cfg(**kw) -> AutoInterpConfig:
-    base = dict(llm_context_size=CTX, total_tokens=CTX * 8, buffer=3, n_top_ex=4, n_top_ex_for_generation=3, n_iw_sampled_ex=3,
-                n_iw_sampled_ex_for_generation=2, n_random_ex=4, override_latents=[0, 1])
+    base = dict(
+        llm_context_size=CTX,
+        total_tokens=CTX * 8,
+        buffer=3,
+        n_top_ex=4,
+        n_top_ex_for_generation=3,
+        n_iw_sampled_ex=3,
+        n_iw_sampled_ex_for_generation=2,
+        n_random_ex=4,
+        override_latents=[0, 1],
+    )
     base.update(kw)
     return AutoInterpConfig(**base)
 
@@ -51,7 +60,9 @@ def test_top_windows_never_overlap_and_stay_inside_the_row():
     acts = torch.zeros((2, CTX, 1))
     acts[0, 10:20, 0] = torch.linspace(1, 2, 10)  # a ramp: greedy must skip neighbours
     acts[1, 5, 0] = 0.5
-    cfg = _cfg(override_latents=[0], n_top_ex=3, n_top_ex_for_generation=2, n_iw_sampled_ex=0, n_iw_sampled_ex_for_generation=0)
+    cfg = _cfg(
+        override_latents=[0], n_top_ex=3, n_top_ex_for_generation=2, n_iw_sampled_ex=0, n_iw_sampled_ex_for_generation=0
+    )
     col, _, _ = _run(acts, cfg)
     picks = list(zip(col.top_r[0].tolist(), col.top_c[0].tolist()))
     assert picks == [(0, 19), (0, 15), (0, 11)]
@@ -80,8 +91,14 @@ def test_importance_weighted_positions_lie_below_the_top_centres_and_follow_act_
     acts[3, 8, 0], acts[3, 20, 0] = 1.0, 3.0
     hits = {8: 0, 20: 0}
     for seed in range(300):
-        cfg = _cfg(override_latents=[0], n_top_ex=3, n_top_ex_for_generation=2, n_iw_sampled_ex=1, n_iw_sampled_ex_for_generation=0,
-                   random_seed=seed)
+        cfg = _cfg(
+            override_latents=[0],
+            n_top_ex=3,
+            n_top_ex_for_generation=2,
+            n_iw_sampled_ex=1,
+            n_iw_sampled_ex_for_generation=0,
+            random_seed=seed,
+        )
         col, _, _ = _run(acts, cfg, batch=1)
         assert col.iw_r[0, 0].item() == 3
         hits[col.iw_c[0, 0].item()] += 1
@@ -95,8 +112,14 @@ def test_positions_at_or_above_the_final_threshold_are_never_sampled_even_when_s
     acts[0, 6, 0], acts[0, 20, 0] = 2.0, 0.1
     acts[1, 6, 0], acts[2, 6, 0] = 5.0, 4.0
     for seed in range(20):
-        cfg = _cfg(override_latents=[0], n_top_ex=2, n_top_ex_for_generation=1, n_iw_sampled_ex=1, n_iw_sampled_ex_for_generation=0,
-                   random_seed=seed)
+        cfg = _cfg(
+            override_latents=[0],
+            n_top_ex=2,
+            n_top_ex_for_generation=1,
+            n_iw_sampled_ex=1,
+            n_iw_sampled_ex_for_generation=0,
+            random_seed=seed,
+        )
         col, _, _ = _run(acts, cfg, batch=1)
         # threshold = 4.0: act 2.0 (row 0) and 0.1 are eligible, 5.0 and 4.0 are not
         assert (col.iw_r[0, 0].item(), col.iw_c[0, 0].item()) in {(0, 6), (0, 20)}

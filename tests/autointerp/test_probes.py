@@ -91,7 +91,10 @@ def test_probe_verdict_from_a_paired_bootstrap():
     assert probe_verdict(true, above)["verdict"] == "probe above truth"
     same = probe_verdict(true, list(true))
     assert same["verdict"] == "no difference shown" and same["inflation"] == 0 and not same["truth_above_probe"]
-    assert f"{same['inflation']:+.3f}" == "+0.000" and [f"{x:+.3f}" for x in same["inflation_ci"]] == ["+0.000", "+0.000"]
+    assert f"{same['inflation']:+.3f}" == "+0.000" and [f"{x:+.3f}" for x in same["inflation_ci"]] == [
+        "+0.000",
+        "+0.000",
+    ]
     mixed = [t + (0.1 if k % 2 else -0.1) for k, t in enumerate(true)]
     assert probe_verdict(true, mixed)["verdict"] == "no difference shown"
     assert probe_verdict(true, below) == probe_verdict(true, below)  # seeded
@@ -102,11 +105,25 @@ def test_validation_tables_show_every_probe_with_its_verdict():
     probes = {"everything": probe_verdict(true, [0.5] * 4), "padded": probe_verdict(true, true)}
     from findbench.stats import mean_ci
 
-    scorer = {"true": 0.8125, "wrong": 0.5, "empty": 0.4, "separation": 0.3125, "win_rate": 1.0, "verdict": "separates",
-              "n_latents": 4, "truth": mean_ci(true), "probes": probes, "truth_above_every_probe": False}
-    result = {"scorers": {"embedding": scorer},
-              "explanations": {"everything": {"n_truncated": 0, "n_degenerate": 4},
-                               "padded": {"n_truncated": 1, "n_degenerate": 0}}}
+    scorer = {
+        "true": 0.8125,
+        "wrong": 0.5,
+        "empty": 0.4,
+        "separation": 0.3125,
+        "win_rate": 1.0,
+        "verdict": "separates",
+        "n_latents": 4,
+        "truth": mean_ci(true),
+        "probes": probes,
+        "truth_above_every_probe": False,
+    }
+    result = {
+        "scorers": {"embedding": scorer},
+        "explanations": {
+            "everything": {"n_truncated": 0, "n_degenerate": 4},
+            "padded": {"n_truncated": 1, "n_degenerate": 0},
+        },
+    }
     text = validation_tables(result)
     assert "| embedding | 0.812 | 0.500 | 0.400 | +0.312 | 4 of 4 | separates |" in text
     assert "| embedding | everything | 0.500 [0.500, 0.500] | -0.312 [" in text

@@ -6,7 +6,13 @@ import pytest
 from transformers import AutoTokenizer
 
 from findbench.autointerp.evidence import Window
-from findbench.autointerp.prompts import EXPLANATION_PREFIX, TokenRenderer, detection_messages, explanation_messages, mark_window
+from findbench.autointerp.prompts import (
+    EXPLANATION_PREFIX,
+    TokenRenderer,
+    detection_messages,
+    explanation_messages,
+    mark_window,
+)
 from findbench.lm.encoder import encoder_dir
 
 

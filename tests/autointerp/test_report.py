@@ -39,7 +39,9 @@ def run_dir(tmp_path_factory) -> Path:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("FINDBENCH_CACHE", str(root / "cache"))
         cfg = AutoInterpConfig(**_cfg(dataset=str(corpus), scorers=SCORERS, n_latents=4))
-        run_autointerp(model="minilm", sae="synthetic", explainer=ScriptedLM(), config=cfg, out=root / "out", progress=False)
+        run_autointerp(
+            model="minilm", sae="synthetic", explainer=ScriptedLM(), config=cfg, out=root / "out", progress=False
+        )
     return root / "out"
 
 
@@ -76,8 +78,11 @@ class Page(HTMLParser):
             self.links.append(a["href"][1:])
         if tag == "script":
             self.scripts += 1
-        if tag == "tr" and any(t == "table" and b.get("id") == "index" for t, b in self._stack) and \
-                any(t == "tbody" for t, _ in self._stack):
+        if (
+            tag == "tr"
+            and any(t == "table" and b.get("id") == "index" for t, b in self._stack)
+            and any(t == "tbody" for t, _ in self._stack)
+        ):
             self.index_rows += 1
 
     def handle_endtag(self, tag):
@@ -125,7 +130,11 @@ def test_each_latent_is_stored_with_its_windows_picks_and_planted_rule(run_dir, 
         # the same line for every latent: flagged in the sidecar as in the results
         assert rec["degenerate"] is entry["degenerate"] is True and rec["degenerate_reason"] == "identical"
         assert rec["explanation_truncated"] is entry["explanation_truncated"] is False
-        assert rec["scores"] == {"detection": entry["score"], "fuzz": entry["fuzz_score"], "embedding": entry["embedding_score"]}
+        assert rec["scores"] == {
+            "detection": entry["score"],
+            "fuzz": entry["fuzz_score"],
+            "embedding": entry["embedding_score"],
+        }
         # firing rate over the corpus's non-special tokens, and a histogram of exactly those activations
         assert 0 < rec["n_fired"] < rec["n_positions"] <= cfg["total_tokens"]
         assert rec["firing_rate"] == pytest.approx(rec["n_fired"] / rec["n_positions"])
@@ -152,7 +161,9 @@ def test_each_latent_is_stored_with_its_windows_picks_and_planted_rule(run_dir, 
             fuzz = w["picks"]["fuzz"]
             assert [a["marks"] for a in fuzz] == (["true", "decoy"] if w["label_active"] else [])
             assert all(a["said_yes"] for a in fuzz)  # the scripted LM says Yes to everything
-        assert sum(p["correct"] for p in (w["picks"]["detection"] for w in scoring)) == round(rec["scores"]["detection"] * 6)
+        assert sum(p["correct"] for p in (w["picks"]["detection"] for w in scoring)) == round(
+            rec["scores"]["detection"] * 6
+        )
 
 
 _TABLES: dict[int, np.ndarray] = {}
@@ -184,7 +195,7 @@ def test_report_shows_window_text_shading_planted_rules_and_a_sortable_index(run
     assert page.index_rows == len(explained)
     assert page.sortable_heads[:3] == ["latent", "explanation", "planted rule"] and "firing rate" in page.sortable_heads
     assert all(s in page.sortable_heads for s in SCORERS)
-    assert page.scripts == 1 and "addEventListener(\"click\"" in text and "http://" not in text and "https://" not in text
+    assert page.scripts == 1 and 'addEventListener("click"' in text and "http://" not in text and "https://" not in text
     # the one page shell and stylesheet of findbench's reports (the FIND report's too), inline
     css = files("findbench").joinpath("templates", "page.css").read_text(encoding="utf-8")
     assert text.count("<style>") == 1 and text.split("<style>", 1)[1].split("</style>", 1)[0].strip() == css.strip()
@@ -209,8 +220,9 @@ def test_report_shows_window_text_shading_planted_rules_and_a_sortable_index(run
     assert "activation histogram" not in body  # recorded for every latent
     # the scripted explainer's one line for every latent: flagged in the summary, the index and each panel
     n = len(explained)
-    assert f"⚠ {n} of {n} explanations are degenerate ({n} identical to another latent's); they are still scored." \
-        in body
+    assert (
+        f"⚠ {n} of {n} explanations are degenerate ({n} identical to another latent's); they are still scored." in body
+    )
     assert body.count("(degenerate: identical to another latent's)") == n
     assert body.count("⚠ degenerate: identical to another latent's") == n
     assert results.eval_result_metrics["autointerp"].n_degenerate == n
@@ -250,7 +262,9 @@ def test_load_run_names_bad_input(tmp_path, run_dir):
     other.write_text(json.dumps({"eval_type_id": "core"}))
     with pytest.raises(ValueError, match="not an AutoInterp results file"):
         load_run(other)
-    assert autointerp_results(tmp_path) == [] and autointerp_results(run_dir) == [run_dir / "synthetic_eval_results.json"]
+    assert autointerp_results(tmp_path) == [] and autointerp_results(run_dir) == [
+        run_dir / "synthetic_eval_results.json"
+    ]
 
 
 # ------------------------------------------------------------------------------------ commands
@@ -267,12 +281,18 @@ def test_findbench_report_on_an_autointerp_folder_and_autointerp_report(run_dir,
     # `findbench autointerp --report`: the run's results, then the page beside them (report_<run id>.html for a named run)
     named = tmp_path / "named"
     named.mkdir()
-    results = json.loads((run_dir / "synthetic_eval_results.json").read_text()) | {"run_id": "b", "latents_file": "latents_b.json"}
+    results = json.loads((run_dir / "synthetic_eval_results.json").read_text()) | {
+        "run_id": "b",
+        "latents_file": "latents_b.json",
+    }
     (named / "synthetic_eval_results_b.json").write_text(json.dumps(results))
     (named / "latents_b.json").write_text((run_dir / "latents.json").read_text())
     files = {"results": str(named / "synthetic_eval_results_b.json"), "summary": str(named / "s.csv")}
-    fake = dict(results, files=files, resumed={"evidence": None, "firing_counts": None,
-                                               "lm_cache": {"path": "c", "hits": 0, "misses": 0}})
+    fake = dict(
+        results,
+        files=files,
+        resumed={"evidence": None, "firing_counts": None, "lm_cache": {"path": "c", "hits": 0, "misses": 0}},
+    )
     monkeypatch.setattr(run_mod, "run_autointerp", lambda **kw: fake)
     assert cli.main(["autointerp", "--out", str(named), "--run-id", "b", "--report"]) == 0
     assert f"wrote {named / 'report_b.html'}" in capsys.readouterr().out
@@ -284,9 +304,20 @@ def test_findbench_report_on_an_autointerp_folder_and_autointerp_report(run_dir,
 
 
 def _chromium(*args: str, profile: Path) -> subprocess.CompletedProcess:
-    cmd = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-           f"--user-data-dir={profile}", *args]
+    cmd = [
+        str(CHROMIUM),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={profile}",
+        *args,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
 
 
@@ -298,7 +329,9 @@ def test_report_renders_in_chromium(run_dir, run_data, tmp_path):
     _, latents = run_data
     url = write_report(run_dir).resolve().as_uri()
     shot = tmp_path / "shot.png"
-    done = _chromium(f"--screenshot={shot}", "--window-size=1280,1600", "--hide-scrollbars", url, profile=tmp_path / "profile1")
+    done = _chromium(
+        f"--screenshot={shot}", "--window-size=1280,1600", "--hide-scrollbars", url, profile=tmp_path / "profile1"
+    )
     assert shot.is_file(), f"no screenshot (rc {done.returncode}): {done.stderr[-2000:]}"
     rgb = imread(shot)[..., :3]
     assert rgb.shape[:2] == (1600, 1280) and rgb.std() > 0.05
@@ -321,7 +354,9 @@ def test_report_renders_in_chromium(run_dir, run_data, tmp_path):
     for clicks, order in ((1, want), (2, want[::-1])):
         clicked = tmp_path / f"clicked{clicks}.html"
         click = f"document.querySelectorAll('#index th')[{heads.index('firing rate')}].click();" * clicks
-        clicked.write_text(Path(url[len("file://"):]).read_text().replace("</body>", f"<script>{click}</script></body>"))
+        clicked.write_text(
+            Path(url[len("file://") :]).read_text().replace("</body>", f"<script>{click}</script></body>")
+        )
         dom = _chromium("--dump-dom", clicked.as_uri(), profile=tmp_path / f"profile-click{clicks}")
         index = dom.stdout.split('id="index"', 1)[1].split("</table>", 1)[0]
         assert re.findall(r'href="#(latent-\d+)"', index) == order

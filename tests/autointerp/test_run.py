@@ -55,9 +55,20 @@ class ScriptedLM:
 
 
 def _cfg(**kw):
-    base = dict(llm_context_size=32, total_tokens=32 * 60, buffer=4, n_top_ex=4, n_top_ex_for_generation=3, n_iw_sampled_ex=2,
-                n_iw_sampled_ex_for_generation=1, n_random_ex=4, dataset=None, n_latents=3, dead_latent_threshold=5,
-                scorers=["detection", "embedding"])
+    base = dict(
+        llm_context_size=32,
+        total_tokens=32 * 60,
+        buffer=4,
+        n_top_ex=4,
+        n_top_ex_for_generation=3,
+        n_iw_sampled_ex=2,
+        n_iw_sampled_ex_for_generation=1,
+        n_random_ex=4,
+        dataset=None,
+        n_latents=3,
+        dead_latent_threshold=5,
+        scorers=["detection", "embedding"],
+    )
     base.update(kw)
     return base
 
@@ -80,7 +91,10 @@ def test_run_writes_saebench_files_and_resumes_without_repeating_work(corpus, tm
     assert det["ci"][0] <= det["autointerp_score"] <= det["ci"][1]
     assert metrics["embedding"]["floors"] == {"chance": 0.5} and metrics["embedding"]["n"] == det["n"]
     assert results["eval_config"]["structured_outputs"] == "auto"
-    assert results["eval_config"]["structured_outputs_applied"] == {"explainer": False, "scorer": False}  # no grammar support
+    assert results["eval_config"]["structured_outputs_applied"] == {
+        "explainer": False,
+        "scorer": False,
+    }  # no grammar support
     assert result["resumed"]["evidence"] is None and result["resumed"]["lm_cache"]["hits"] == 0
     latents = results["eval_result_unstructured"]
     assert 1 <= len(latents) <= 3
@@ -97,8 +111,15 @@ def test_run_writes_saebench_files_and_resumes_without_repeating_work(corpus, tm
     (csv_path,) = out.glob("*_layerembed_features_summary*.csv")
     assert csv_path.name.endswith("_layerembed_features_summary.csv")
     rows = list(csv.DictReader(csv_path.open()))
-    assert list(rows[0]) == ["layer", "feature", "label", "autointerp_score", "embedding_score", "degenerate",
-                             "explanation_truncated"]
+    assert list(rows[0]) == [
+        "layer",
+        "feature",
+        "label",
+        "autointerp_score",
+        "embedding_score",
+        "degenerate",
+        "explanation_truncated",
+    ]
     assert {(r["degenerate"], r["explanation_truncated"]) for r in rows} == {("identical", "0")}
     assert {r["feature"] for r in rows} == set(latents)
     assert result["eval_result_metrics"] == metrics
@@ -116,12 +137,16 @@ def test_run_writes_saebench_files_and_resumes_without_repeating_work(corpus, tm
 
     # other scorers reuse the evidence (settings of the LM calls only); a run id names its own files
     other = AutoInterpConfig(**_cfg(dataset=str(corpus), scorers=["detection"], structured_outputs="off"))
-    named = run_autointerp(model="minilm", sae="synthetic", explainer=lm, config=other, out=out, run_id="try-2", progress=False)
+    named = run_autointerp(
+        model="minilm", sae="synthetic", explainer=lm, config=other, out=out, run_id="try-2", progress=False
+    )
     assert named["files"]["summary"].endswith("_layerembed_features_summary_try-2.csv")
     assert named["files"]["results"].endswith("synthetic_eval_results_try-2.json")
     assert sorted(p.name for p in out.glob("*.csv")) == [csv_path.name, csv_path.name.replace(".csv", "_try-2.csv")]
     with pytest.raises(ValueError, match="run_id"):
-        run_autointerp(model="minilm", sae="synthetic", explainer=lm, config=other, out=out, run_id="a/b", progress=False)
+        run_autointerp(
+            model="minilm", sae="synthetic", explainer=lm, config=other, out=out, run_id="a/b", progress=False
+        )
 
 
 class GrammarLM(ScriptedLM):
@@ -145,7 +170,9 @@ def test_structured_outputs_reach_the_lm_and_are_recorded(corpus, tmp_path, sett
 
     lm = GrammarLM()
     cfg = AutoInterpConfig(**_cfg(dataset=str(corpus), scorers=["detection"], structured_outputs=setting))
-    result = run_autointerp(model="minilm", sae="synthetic", explainer=lm, config=cfg, out=tmp_path / setting, progress=False)
+    result = run_autointerp(
+        model="minilm", sae="synthetic", explainer=lm, config=cfg, out=tmp_path / setting, progress=False
+    )
     on = setting == "auto"
     assert result["eval_config"]["structured_outputs_applied"] == {"explainer": on, "scorer": on}
     explain_c, detect_c = lm.constraints
@@ -164,23 +191,33 @@ def test_digit_latent_scored_by_a_digit_detector_misses_only_random_windows_with
     sae = SyntheticSAE.for_model(model, tokenizer)
     digits = sae.rules.index("digits") if isinstance(sae.rules[0], str) else [r.name for r in sae.rules].index("digits")
     cfg = AutoInterpConfig(**_cfg(dataset=str(corpus), override_latents=[digits], scorers=["detection"]))
-    result = run_autointerp(model="minilm", sae=sae, explainer=ScriptedLM(), config=cfg, out=tmp_path / "o", progress=False)
+    result = run_autointerp(
+        model="minilm", sae=sae, explainer=ScriptedLM(), config=cfg, out=tmp_path / "o", progress=False
+    )
     (entry,) = result["eval_result_unstructured"].values()
     # right on every window but the random ones that happen to hold a digit (labelled inactive, as in SAEBench)
     assert entry["score"] == 1 - entry["random_windows_with_activity"] / 6
-    assert entry["predictions"][: len(entry["correct seqs"])] != [] and set(entry["correct seqs"]) <= set(entry["predictions"])
+    assert entry["predictions"][: len(entry["correct seqs"])] != [] and set(entry["correct seqs"]) <= set(
+        entry["predictions"]
+    )
 
 
 def test_long_empty_and_copied_explanations_are_cut_flagged_and_still_scored(corpus, tmp_path):
     from findbench.autointerp.activations import load_model
 
     _, tokenizer, _ = load_model("minilm")
-    cfg = AutoInterpConfig(**_cfg(dataset=str(corpus), override_latents=[0, 1, 2, 3], scorers=["embedding"],
-                                  max_explanation_tokens=8))
-    texts = {0: "numbers written with digits " * 10, 1: "", 2: "Units of measurement following a number.",
-             3: "brackets"}
-    result = run_autointerp(model="minilm", sae="synthetic", config=cfg, out=tmp_path / "o", explanations=texts,
-                            progress=False)
+    cfg = AutoInterpConfig(
+        **_cfg(dataset=str(corpus), override_latents=[0, 1, 2, 3], scorers=["embedding"], max_explanation_tokens=8)
+    )
+    texts = {
+        0: "numbers written with digits " * 10,
+        1: "",
+        2: "Units of measurement following a number.",
+        3: "brackets",
+    }
+    result = run_autointerp(
+        model="minilm", sae="synthetic", config=cfg, out=tmp_path / "o", explanations=texts, progress=False
+    )
     u = result["eval_result_unstructured"]
     assert set(u) == {"0", "1", "2", "3"}
     assert u["0"]["explanation_truncated"] is True and u["0"]["explainer_answer"] == texts[0]
@@ -199,11 +236,29 @@ def test_long_empty_and_copied_explanations_are_cut_flagged_and_still_scored(cor
 
 def test_bad_arguments_are_named(corpus, tmp_path):
     with pytest.raises(ValueError, match="override_latents"):
-        run_autointerp(model="minilm", sae="synthetic", explainer=ScriptedLM(), out=tmp_path,
-                       config=AutoInterpConfig(**_cfg(dataset=str(corpus), override_latents=[999])), progress=False)
+        run_autointerp(
+            model="minilm",
+            sae="synthetic",
+            explainer=ScriptedLM(),
+            out=tmp_path,
+            config=AutoInterpConfig(**_cfg(dataset=str(corpus), override_latents=[999])),
+            progress=False,
+        )
     with pytest.raises(ValueError, match="batch_size"):
-        run_autointerp(model="minilm", sae="synthetic", config=AutoInterpConfig(**_cfg(dataset=str(corpus))), out=tmp_path,
-                       batch_size=0)
+        run_autointerp(
+            model="minilm",
+            sae="synthetic",
+            config=AutoInterpConfig(**_cfg(dataset=str(corpus))),
+            out=tmp_path,
+            batch_size=0,
+        )
     with pytest.raises(ValueError, match="trained on 'hook_embed'"):
-        run_autointerp(model="minilm", sae="synthetic", layer=2, explainer=ScriptedLM(),
-                       config=AutoInterpConfig(**_cfg(dataset=str(corpus))), out=tmp_path, progress=False)
+        run_autointerp(
+            model="minilm",
+            sae="synthetic",
+            layer=2,
+            explainer=ScriptedLM(),
+            config=AutoInterpConfig(**_cfg(dataset=str(corpus))),
+            out=tmp_path,
+            progress=False,
+        )

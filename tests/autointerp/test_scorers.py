@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 
 from findbench.autointerp.evidence import LatentEvidence, Window
-from findbench.autointerp.scorers import DetectionScorer, EmbeddingScorer, FuzzScorer, LikelihoodScorer, make_scorer, roc_auc
+from findbench.autointerp.scorers import (
+    DetectionScorer,
+    EmbeddingScorer,
+    FuzzScorer,
+    LikelihoodScorer,
+    make_scorer,
+    roc_auc,
+)
 
 WORDS = ["alpha", "dog", "beta", "gamma", "cat", "delta", "eps"]
 
@@ -26,8 +33,11 @@ class WordRenderer:
 def _evidence(latent=3) -> LatentEvidence:
     # animal windows are active (dog = 1, cat = 4 in the middle); random ones hold no animal
     active = [Window(0, 1, [0, 1, 2], [0.0, 2.0, 0.0], "top"), Window(1, 1, [3, 4, 5], [0.0, 1.0, 0.0], "iw")]
-    inactive = [Window(2, 1, [0, 2, 3], [0.0, 0.0, 0.0], "random"), Window(3, 1, [5, 6, 0], [0.0, 0.0, 0.0], "random"),
-                Window(4, 1, [2, 2, 3], [0.0, 0.0, 0.0], "random")]
+    inactive = [
+        Window(2, 1, [0, 2, 3], [0.0, 0.0, 0.0], "random"),
+        Window(3, 1, [5, 6, 0], [0.0, 0.0, 0.0], "random"),
+        Window(4, 1, [2, 2, 3], [0.0, 0.0, 0.0], "random"),
+    ]
     scoring = [inactive[0], active[0], inactive[1], active[1], inactive[2]]
     return LatentEvidence(latent, generation=active, scoring=scoring, top_max_act=2.0)
 
@@ -51,7 +61,11 @@ class AnimalDetector:
             if "animal" not in user:
                 out.append("None")
                 continue
-            hits = [m.group(1) for m in re.finditer(r"^(\d+)\. (.*)$", user, re.M) if re.search(r"\b(dog|cat)\b", m.group(2))]
+            hits = [
+                m.group(1)
+                for m in re.finditer(r"^(\d+)\. (.*)$", user, re.M)
+                if re.search(r"\b(dog|cat)\b", m.group(2))
+            ]
             out.append(", ".join(hits) or "None")
         return out
 

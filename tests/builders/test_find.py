@@ -50,7 +50,10 @@ def test_call_prints_find_format(built, capsys):
     fn = load_function(row)
     assert main(["call", "strings/f00003", "hello", "it's", "--data", str(built)]) == 0
     out = capsys.readouterr().out.strip()
-    assert out == f"Function input - output pairs: (hello, {fn('hello')}) (it's, {fn(chr(105) + chr(116) + chr(39) + chr(115))})"
+    assert (
+        out
+        == f"Function input - output pairs: (hello, {fn('hello')}) (it's, {fn(chr(105) + chr(116) + chr(39) + chr(115))})"
+    )
 
 
 def test_call_and_build_errors_name_the_field(capsys):
@@ -66,8 +69,13 @@ def test_export_functions_scripts_run_alone(built, tmp_path):
     scripts = sorted(out.glob("strings/f*/function.py"))
     assert len(scripts) == 1000
     fn = load_function("strings/f00010", data=built)
-    res = subprocess.run([sys.executable, "-I", str(out / "strings/f00010/function.py"), "ab c", 'q"uote'],
-                         capture_output=True, text=True, timeout=60, check=True)
+    res = subprocess.run(
+        [sys.executable, "-I", str(out / "strings/f00010/function.py"), "ab c", 'q"uote'],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert res.stdout.strip() == format_pairs(["ab c", 'q"uote'], [fn("ab c"), fn('q"uote')])
     assert '("q\\"uote", ' in res.stdout  # a value with a quote is shown as a JSON string
 

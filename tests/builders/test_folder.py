@@ -20,7 +20,9 @@ class Toy(datasets.GeneratorBasedBuilder):
     BUILDER_CONFIGS = [ToyConfig(name="a"), ToyConfig(name="b")]
 
     def _info(self):
-        return datasets.DatasetInfo(features=datasets.Features({"k": datasets.Value("int32"), "s": datasets.Value("string")}))
+        return datasets.DatasetInfo(
+            features=datasets.Features({"k": datasets.Value("int32"), "s": datasets.Value("string")})
+        )
 
     def _split_generators(self, dl_manager):
         return [datasets.SplitGenerator(name=datasets.Split.TEST, gen_kwargs={})]
@@ -34,7 +36,13 @@ class Toy(datasets.GeneratorBasedBuilder):
 
 def _build(out, configs, **kw):
     return build_dataset_folder(
-        out, Toy, configs, card_header={"license": "mit"}, card_body=lambda e: "body: " + ",".join(e), progress=False, **kw
+        out,
+        Toy,
+        configs,
+        card_header={"license": "mit"},
+        card_body=lambda e: "body: " + ",".join(e),
+        progress=False,
+        **kw,
     )
 
 

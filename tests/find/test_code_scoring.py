@@ -215,11 +215,19 @@ def test_evaluate_modules_load_and_compute():
     find_em = evaluate.load(str(REPO / "metrics" / "find_exact_match"))
     gt = "def function(s):\n    return s.upper()\n"
     out = find_em.compute(
-        predictions=[gt, "def f(s):\n    return s\n"], references=[gt, gt],
-        test_inputs=[["it's", "A"], ['"q"', "B"]], workers=1,
+        predictions=[gt, "def f(s):\n    return s\n"],
+        references=[gt, gt],
+        test_inputs=[["it's", "A"], ['"q"', "B"]],
+        workers=1,
     )
-    assert out == {"exact_match": 0.75, "exact_match_ci": [0.5, 1.0], "n": 2, "per_function": [1.0, 0.5],
-                   "errors": [None, None], "isolation": out["isolation"]}
+    assert out == {
+        "exact_match": 0.75,
+        "exact_match_ci": [0.5, 1.0],
+        "n": 2,
+        "per_function": [1.0, 0.5],
+        "errors": [None, None],
+        "isolation": out["isolation"],
+    }
     assert "landlock" in out["isolation"].split("+")  # the metric output says what confined the code
     with pytest.raises(ValueError, match="test_inputs"):
         find_em.compute(predictions=[gt], references=[gt])

@@ -215,7 +215,11 @@ def test_uncorrupted_rows_have_no_interval(numeric_rows):
         ({"corruption_type": "left"}, ValueError, r"row\['corruption_type'\]"),
         ({"corruption_params": "{oops"}, ValueError, r"row\['corruption_params'\] is not JSON"),
         ({"corruption_params": None}, ValueError, r"row\['corruption_params'\]"),
-        ({"corruption_params": '{"boundary": [1.0]}'}, ValueError, r"row\['corruption_params'\] boundary must be a list of 2"),
+        (
+            {"corruption_params": '{"boundary": [1.0]}'},
+            ValueError,
+            r"row\['corruption_params'\] boundary must be a list of 2",
+        ),
         ({"corruption_params": '{"boundary": [7.0, 2.0]}'}, ValueError, "increasing"),
         ({"category": "strings"}, ValueError, r"row\['category'\] is 'strings'"),
     ],
@@ -248,7 +252,9 @@ def test_score_domain_on_generated_rows(numeric_rows):
     perfect = []
     for row in numeric_rows:
         iv = corrupted_interval(row)
-        perfect.append("[DOMAIN]: no unexpected behaviour" if iv is None else f"[DOMAIN]: noise between {iv[0]!r} and {iv[1]!r}")
+        perfect.append(
+            "[DOMAIN]: no unexpected behaviour" if iv is None else f"[DOMAIN]: noise between {iv[0]!r} and {iv[1]!r}"
+        )
     out = score_domain(perfect, numeric_rows)
     assert out["domain_iou"] == pytest.approx(1.0)
     assert out["parse_rate"] == 1.0 and set(out["status"]) == {"ok"}
@@ -286,7 +292,12 @@ def test_score_domain_hand_computed():
         (["a", 3], [_row(None, None)] * 2, TypeError, r"predictions\[1\]"),
         ("a", [_row(None, None)], TypeError, "predictions must be a list"),
         (["a"], [{**_row(None, None), "category": "neurons_relations"}], ValueError, r"rows\[0\]\['category'\]"),
-        (["a", "b"], [_row(None, None), {**_row(None, None), "domain_low": None}], ValueError, r"rows\[1\]\['domain_low'\]"),
+        (
+            ["a", "b"],
+            [_row(None, None), {**_row(None, None), "domain_low": None}],
+            ValueError,
+            r"rows\[1\]\['domain_low'\]",
+        ),
         (["a"], [{**_row("below", [1.0]), "corruption_params": "[]"}], ValueError, r"rows\[0\]\['corruption_params'\]"),
         (["a"], ["numeric/f00001"], TypeError, r"rows\[0\] must be a dict"),
     ],

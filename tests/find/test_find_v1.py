@@ -45,10 +45,14 @@ def test_parse_test_inputs_rejects_non_text():
 
 def test_convert_unit_tests_formats():
     rec = {"name": "f00003", "test_vec": [[["a", "b", "c"], [" A", "B ", "C"]]], "correct_inx": [2]}
-    assert convert_unit_tests(rec, "strings") == [{"inputs": ["a", "b", "c"], "outputs": [" A", "B ", "C"], "correct": 2}]
+    assert convert_unit_tests(rec, "strings") == [
+        {"inputs": ["a", "b", "c"], "outputs": [" A", "B ", "C"], "correct": 2}
+    ]
     assert convert_unit_tests(rec, "neurons_relations")[0]["outputs"] == ["A", "B", "C"]
     ent = {"name": "f00001", "test_vec": [["w1", "w2", "w3"]], "correct_inx": [3]}
-    assert convert_unit_tests(ent, "neurons_entities") == [{"inputs": ["w1", "w2", "w3"], "outputs": None, "correct": 3}]
+    assert convert_unit_tests(ent, "neurons_entities") == [
+        {"inputs": ["w1", "w2", "w3"], "outputs": None, "correct": 3}
+    ]
     with pytest.raises(ValueError, match="correct_inx"):
         convert_unit_tests({"name": "f1", "test_vec": [["a", "b", "c"]], "correct_inx": [4]}, "neurons_entities")
     with pytest.raises(ValueError, match="test_vec"):
@@ -70,7 +74,11 @@ def test_counts_schema_and_ids(rows):
 def test_unit_tests_match_release(rows, release):
     raw = json.loads((release / "strings" / "unit_test_data.json").read_text())
     first = rows["strings"][0]["unit_tests"]
-    assert first[0] == {"inputs": raw[0]["test_vec"][0][0], "outputs": raw[0]["test_vec"][0][1], "correct": raw[0]["correct_inx"][0]}
+    assert first[0] == {
+        "inputs": raw[0]["test_vec"][0][0],
+        "outputs": raw[0]["test_vec"][0][1],
+        "correct": raw[0]["correct_inx"][0],
+    }
     assert [t["correct"] for t in first] == [3, 2, 1, 3, 1, 3, 2, 3, 1, 2]
     # unit-test inputs stay verbatim: their outputs were computed on them
     assert first[0]["inputs"][2] == '"hello'
@@ -86,7 +94,18 @@ def test_strings_fields(rows):
     r = rows["strings"][1]
     assert r["description"].startswith("The function takes a string as input and appends")
     assert not r["description"].startswith(":")
-    assert r["test_inputs"] == ["Hello", "World", "test", "example", "concatenate", "Python", "function", "strings", "append", "coding"]
+    assert r["test_inputs"] == [
+        "Hello",
+        "World",
+        "test",
+        "example",
+        "concatenate",
+        "Python",
+        "function",
+        "strings",
+        "append",
+        "coding",
+    ]
     assert r["code"] == ""  # code is only in the Zenodo archive
     assert rows["strings"][0]["test_inputs"][3:5] == ["abcdefghji", "function is working properly"]
     n10 = sum(len(r["test_inputs"]) == 10 for r in rows["strings"])

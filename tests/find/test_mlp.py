@@ -49,7 +49,9 @@ def test_fit_mlps_beats_reference_recipe_on_same_function():
     ours = mlp.fit_mlps(x, y, seed=0, epochs=30)
     assert ref["w1"].shape == (64,) and isinstance(ref["mse"], float)
     assert ours["mse"][0] <= ref["mse"]
-    assert ref["mse"] == pytest.approx(np.mean((mlp.mlp_forward(ref["w1"], ref["b1"], ref["w2"], ref["b2"], x) - y) ** 2))
+    assert ref["mse"] == pytest.approx(
+        np.mean((mlp.mlp_forward(ref["w1"], ref["b1"], ref["w2"], ref["b2"], x) - y) ** 2)
+    )
 
 
 def test_zero_epochs_is_least_squares_only_and_refinement_never_hurts():

@@ -42,8 +42,11 @@ def test_near_miss_tests_of_words_and_running_out():
     assert all(t["outputs"] is None and len(set(t["inputs"])) == 3 for t in got.tests)
     assert len({w for t in got.tests for w in t["inputs"]}) == 30  # one shared stream: no word twice
     with pytest.raises(ValueError, match="candidates: only 9 of 10"):
-        near_miss_tests([("x", "y")] * 9 + [("z", "y")], lambda item: [(item[0], "q"), (item[0], "r")] * (item[0] == "x"),
-                        rng=random.Random(0))
+        near_miss_tests(
+            [("x", "y")] * 9 + [("z", "y")],
+            lambda item: [(item[0], "q"), (item[0], "r")] * (item[0] == "x"),
+            rng=random.Random(0),
+        )
 
 
 def _steps(*ops):
@@ -53,7 +56,9 @@ def _steps(*ops):
 def test_near_miss_steps_change_one_step_by_a_parameter_or_a_sibling():
     steps = _steps(("caesar_shift", {"shift": 3}), ("remove_char", {"char": "a"}))
     misses = near_miss_steps(steps, random.Random(0))
-    assert len({strings._key(m) for m in misses}) == len(misses) and strings._key(steps) not in {strings._key(m) for m in misses}
+    assert len({strings._key(m) for m in misses}) == len(misses) and strings._key(steps) not in {
+        strings._key(m) for m in misses
+    }
     shifts = {m[0][1]["shift"] for m in misses if m[0][0].name == "caesar_shift" and m[1] == steps[1]}
     assert {2, 4, -3} <= shifts  # one step either way, and the other direction
     assert any(m[1][0].name == "remove_char" and m[1][1] == {"char": "A"} for m in misses)  # the other case
@@ -70,10 +75,15 @@ def test_near_miss_steps_change_one_step_by_a_parameter_or_a_sibling():
 
 def test_near_miss_outputs_of_an_atomic_function_are_its_siblings():
     steps = _steps(("uppercase", {}))
-    got = near_miss_unit_tests(steps, ["Hello World", "the cat", "MiXeD", "a b c", "Quiet", "ok go", "Tom & Jerry",
-                                       "alpha beta", "x1y2", "Bob"], random.Random(0))
-    siblings = [OPERATIONS[n].impl for n in ("lowercase", "swapcase", "capitalize_first", "title_case", "alternate_case",
-                                             "uppercase_vowels")]
+    got = near_miss_unit_tests(
+        steps,
+        ["Hello World", "the cat", "MiXeD", "a b c", "Quiet", "ok go", "Tom & Jerry", "alpha beta", "x1y2", "Bob"],
+        random.Random(0),
+    )
+    siblings = [
+        OPERATIONS[n].impl
+        for n in ("lowercase", "swapcase", "capitalize_first", "title_case", "alternate_case", "uppercase_vowels")
+    ]
     for t in got.tests:
         x = t["inputs"][0]
         assert t["outputs"][t["correct"] - 1] == x.upper()
@@ -127,7 +137,10 @@ def test_the_judge_reads_near_tests_as_it_reads_unit_tests(rows):
     check_unit_tests(near, "strings", argument="unit_tests_near")
     prompt = render_judge_prompt(rows[0]["description"], near[0][0], "strings")[1]["content"]
     x = near[0][0]["inputs"][0]
-    assert all(f"{k}. {json.dumps(x, ensure_ascii=False)} -> {json.dumps(o, ensure_ascii=False)}" in prompt for k, o in enumerate(near[0][0]["outputs"], 1))
+    assert all(
+        f"{k}. {json.dumps(x, ensure_ascii=False)} -> {json.dumps(o, ensure_ascii=False)}" in prompt
+        for k, o in enumerate(near[0][0]["outputs"], 1)
+    )
 
 
 def test_a_function_without_enough_near_misses_is_named(monkeypatch):

@@ -71,12 +71,20 @@ HAND_CHECKED = [
     ("logarithm", {"scale": 3.0, "bias": 1.0, "base": 10.0}, [(100.0, 7.0), (1.0, 1.0)]),
     ("step", {"scale": 2.0, "bias": 1.0, "value_at_zero": 5.0}, [(-1.0, 1.0), (0.0, 11.0), (3.0, 3.0)]),
     ("relu", {"scale": -20.7, "bias": -5.2, "leak": 0.7}, [(2.0, -46.6), (-3.0, 38.27), (0.0, -5.2)]),
-    ("tanh", {"amplitude": 2.0, "period": 4.0, "shift": 1.0, "offset": 3.0}, [(1.0, 3.0), (2.0, 2 * math.tanh(math.pi / 2) + 3)]),
+    (
+        "tanh",
+        {"amplitude": 2.0, "period": 4.0, "shift": 1.0, "offset": 3.0},
+        [(1.0, 3.0), (2.0, 2 * math.tanh(math.pi / 2) + 3)],
+    ),
     ("sin", {"amplitude": 2.0, "period": 4.0, "shift": 1.0, "offset": 3.0}, [(2.0, 5.0), (1.0, 3.0), (0.0, 1.0)]),
     ("cos", {"amplitude": 2.0, "period": 4.0, "shift": 1.0, "offset": 3.0}, [(1.0, 5.0), (3.0, 1.0)]),
     ("constant", {"value": 54.0}, [(-7.0, 54.0), (99.0, 54.0)]),
     ("reciprocal", {"scale": 2.0}, [(0.25, 2.0), (-5.0, -0.1)]),
-    ("gaussian", {"mean": 1.0, "std": 2.0}, [(1.0, 1 / (2 * math.sqrt(2 * math.pi))), (3.0, math.exp(-0.5) / (2 * math.sqrt(2 * math.pi)))]),
+    (
+        "gaussian",
+        {"mean": 1.0, "std": 2.0},
+        [(1.0, 1 / (2 * math.sqrt(2 * math.pi))), (3.0, math.exp(-0.5) / (2 * math.sqrt(2 * math.pi)))],
+    ),
     ("rational", {"numerator": [1.0, 1.0], "denominator": [0.0, 0.0, 1.0]}, [(2.0, 0.75), (-1.0, 0.0)]),  # (1+x)/x^2
     ("rectangle", {"width": 4.0}, [(2.0, 1.0), (-2.0, 1.0), (2.01, 0.0), (0.0, 1.0)]),
     ("square_wave", {"period": 4.0, "shift": 0.0}, [(1.0, 1.0), (3.0, -1.0), (-1.0, -1.0), (-3.0, 1.0), (0.0, -1.0)]),
@@ -143,7 +151,11 @@ def test_square_wave_stays_square_in_composition_noise_and_corruption():
     comp = composed("sum", SQUARE, ZERO)
     np.testing.assert_array_equal(nm.make_function(comp)(SQ_X), SQ_Y)
     np.testing.assert_array_equal(run_code(nm.make_code(comp))(SQ_X), SQ_Y)
-    noisy = {**atomic("square_wave", period=4.0, shift=0.0), "variant": "noise", "noise": {"type": "uniform", "seed": 3}}
+    noisy = {
+        **atomic("square_wave", period=4.0, shift=0.0),
+        "variant": "noise",
+        "noise": {"type": "uniform", "seed": 3},
+    }
     out = nm.make_function(noisy)(SQ_X)
     assert np.all(np.abs(out - SQ_Y) < 1)
     corr = {
@@ -171,7 +183,9 @@ def test_generated_absolute_keeps_bias(rows1000):
     assert found >= 5
 
 
-@pytest.mark.parametrize("kind,mean,std", [("normal", 0.0, 1.0), ("uniform", 0.0, 1 / math.sqrt(3)), ("poisson", 1.0, 1.0)])
+@pytest.mark.parametrize(
+    "kind,mean,std", [("normal", 0.0, 1.0), ("uniform", 0.0, 1 / math.sqrt(3)), ("poisson", 1.0, 1.0)]
+)
 def test_noise_statistics_and_seed_reproducibility(kind, mean, std):
     p = {**atomic("constant", value=5.0), "variant": "noise", "noise": {"type": kind, "seed": 11}}
     x = np.zeros(20000)
@@ -216,7 +230,11 @@ def test_noise_key_draws_per_input_value():
 )
 def test_corruption_replaces_exactly_the_stated_subdomain(kind, boundary, replaced):
     lin = atomic("linear", slope=1.0, intercept=1000.0)  # values 900..1100, far from the mean 0
-    p = {**lin, "variant": "corruption", "corruption": {"type": kind, "boundary": boundary, "mean": 0.0, "std": 0.1, "seed": 5}}
+    p = {
+        **lin,
+        "variant": "corruption",
+        "corruption": {"type": kind, "boundary": boundary, "mean": 0.0, "std": 0.1, "seed": 5},
+    }
     x = np.concatenate([np.linspace(-100, 100, 4001), np.array(boundary)])
     y = nm.make_function(p)(x)
     clean = x + 1000.0
@@ -254,7 +272,9 @@ def test_generate_mix_matches_find_release(rows1000):
     assert sub["atomic"] + sub["composition"] == 483
     noise = collections.Counter(r["noise_type"] for r in rows if r["noise_type"])
     assert set(noise) == set(nm.NOISE_TYPES)
-    assert 0.3 < noise["uniform"] / 176 < 0.6 and 0.2 < noise["normal"] / 176 < 0.5 and 0.1 < noise["poisson"] / 176 < 0.35
+    assert (
+        0.3 < noise["uniform"] / 176 < 0.6 and 0.2 < noise["normal"] / 176 < 0.5 and 0.1 < noise["poisson"] / 176 < 0.35
+    )
     corr = collections.Counter(r["corruption_type"] for r in rows if r["corruption_type"])
     assert 0.38 < corr["inside"] / 191 < 0.62 and corr["below"] > 25 and corr["above"] > 25
     atomic_names = collections.Counter(p["terms"][0]["family"] for p in params if p["structure"] == "atomic")
@@ -303,11 +323,17 @@ def test_code_and_make_function_agree_for_every_row(rows1000):
 
 
 def test_code_runs_alone(tmp_path, rows1000):
-    picks = [rows1000[0], next(r for r in rows1000 if r["subcategory"] == "noise"), next(r for r in rows1000 if r["subcategory"] == "corruption")]
+    picks = [
+        rows1000[0],
+        next(r for r in rows1000 if r["subcategory"] == "noise"),
+        next(r for r in rows1000 if r["subcategory"] == "corruption"),
+    ]
     for r in picks:
         path = tmp_path / "function_code.py"
         path.write_text(r["code"] + "\nprint(repr(function(3.5)))\nprint(repr(function([1.0, 2.0]).tolist()))\n")
-        out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=60, check=True).stdout.split("\n")
+        out = subprocess.run(
+            [sys.executable, str(path)], capture_output=True, text=True, timeout=60, check=True
+        ).stdout.split("\n")
         f = nm.make_function(r)
         assert float(out[0]) == f(3.5)
         assert json.loads(out[1]) == f([1.0, 2.0]).tolist()
@@ -325,7 +351,11 @@ def test_descriptions_state_parameters_noise_and_corruption(rows1000):
                     if k != "n" and abs(val) not in (0, 1):  # 0 and 1 coefficients are elided
                         assert nm._num(abs(val)) in d, (r["function_id"], k, val, d)
         if r["noise_type"]:
-            assert {"normal": "normal distribution", "uniform": "uniform distribution on [-1, 1]", "poisson": "Poisson"}[r["noise_type"]] in d
+            assert {
+                "normal": "normal distribution",
+                "uniform": "uniform distribution on [-1, 1]",
+                "poisson": "Poisson",
+            }[r["noise_type"]] in d
         if r["corruption_type"]:
             assert "corrupted subdomain" in d
         if r["subcategory"] == "mlp":
@@ -374,13 +404,21 @@ def test_bad_input_names_the_field():
     with pytest.raises(TypeError, match="row_or_params"):
         nm.make_function(42)
     with pytest.raises(ValueError, match="variant"):
-        nm.row_from_find_v1({"dir": "f00001", "name": "relu((1, 2, 0.5))", "params": [1, 2, 0.5], "domain": [-100, 100]}, "x.py")
+        nm.row_from_find_v1(
+            {"dir": "f00001", "name": "relu((1, 2, 0.5))", "params": [1, 2, 0.5], "domain": [-100, 100]}, "x.py"
+        )
     with pytest.raises(ValueError, match=r"record\['name'\]"):
-        nm.row_from_find_v1({"dir": "f00001", "name": "tan((1, 2))", "params": [1, 2], "domain": [-100, 100]}, "function_code.py")
+        nm.row_from_find_v1(
+            {"dir": "f00001", "name": "tan((1, 2))", "params": [1, 2], "domain": [-100, 100]}, "function_code.py"
+        )
     with pytest.raises(ValueError, match=r"record\['params'\]"):
-        nm.row_from_find_v1({"dir": "f00001", "name": "relu((1, 2))", "params": [1, 2], "domain": [-100, 100]}, "function_code.py")
+        nm.row_from_find_v1(
+            {"dir": "f00001", "name": "relu((1, 2))", "params": [1, 2], "domain": [-100, 100]}, "function_code.py"
+        )
     with pytest.raises(ValueError, match=r"record\['dir'\]"):
-        nm.row_from_find_v1({"dir": 3, "name": "relu((1, 2, 0.5))", "params": [1, 2, 0.5], "domain": [-100, 100]}, "function_code.py")
+        nm.row_from_find_v1(
+            {"dir": 3, "name": "relu((1, 2, 0.5))", "params": [1, 2, 0.5], "domain": [-100, 100]}, "function_code.py"
+        )
 
 
 # ---------------------------------------------------------------------------------------
@@ -461,14 +499,31 @@ def test_find_v1_release_quirks():
     assert json.loads(c["corruption_params"]) == {"boundary": [31.1], "mean": 1.0, "std": 0.1}
 
 
-@pytest.mark.parametrize("terms, op, why", [
-    ([{"family": "tanh", "params": {"amplitude": 0.0, "period": 1.5, "shift": 4.2, "offset": -16.0}}], None, "constant on the grid"),
-    ([{"family": "linear", "params": {"slope": 0.0, "intercept": 3.0}}], None, "constant on the grid"),
-    ([{"family": "cos", "params": {"amplitude": 3.0, "period": 0.3, "shift": 1.0, "offset": 0.0}}], None, "aliases"),
-    ([{"family": "square_wave", "params": {"period": 1.0, "shift": 0.5}}], None, "aliases"),
-    ([{"family": "constant", "params": {"value": 0.0}}, {"family": "linear", "params": {"slope": 2.0, "intercept": 1.0}}],
-     "product", "product of its terms is constant"),
-])
+@pytest.mark.parametrize(
+    "terms, op, why",
+    [
+        (
+            [{"family": "tanh", "params": {"amplitude": 0.0, "period": 1.5, "shift": 4.2, "offset": -16.0}}],
+            None,
+            "constant on the grid",
+        ),
+        ([{"family": "linear", "params": {"slope": 0.0, "intercept": 3.0}}], None, "constant on the grid"),
+        (
+            [{"family": "cos", "params": {"amplitude": 3.0, "period": 0.3, "shift": 1.0, "offset": 0.0}}],
+            None,
+            "aliases",
+        ),
+        ([{"family": "square_wave", "params": {"period": 1.0, "shift": 0.5}}], None, "aliases"),
+        (
+            [
+                {"family": "constant", "params": {"value": 0.0}},
+                {"family": "linear", "params": {"slope": 2.0, "intercept": 1.0}},
+            ],
+            "product",
+            "product of its terms is constant",
+        ),
+    ],
+)
 def test_degenerate_draws_are_named(terms, op, why):
     from findbench.find.numeric import degenerate
 
@@ -479,8 +534,10 @@ def test_degenerate_draws_are_named(terms, op, why):
 def test_honest_draws_are_not_degenerate():
     from findbench.find.numeric import degenerate
 
-    for terms in ([{"family": "sin", "params": {"amplitude": 2.9, "period": 6.1, "shift": 2.0, "offset": -1.4}}],
-                  [{"family": "constant", "params": {"value": -16.0}}]):
+    for terms in (
+        [{"family": "sin", "params": {"amplitude": 2.9, "period": 6.1, "shift": 2.0, "offset": -1.4}}],
+        [{"family": "constant", "params": {"value": -16.0}}],
+    ):
         assert degenerate({"structure": "atomic", "op": None, "terms": terms}) is None
 
 

@@ -57,8 +57,10 @@ def test_an_id_past_the_category_is_refused_before_generating(fid, last, monkeyp
         load_function(fid)
     assert time.perf_counter() - started < 1.0  # the category's size is read, not generated
     category = fid.split("/")[0]
-    assert str(exc.value) == (f"function: no function {fid!r}: {category} has {rows.procedural_size(category)} functions, "
-                              f"{category}/f00000 to {last}")
+    assert str(exc.value) == (
+        f"function: no function {fid!r}: {category} has {rows.procedural_size(category)} functions, "
+        f"{category}/f00000 to {last}"
+    )
 
 
 def test_one_numeric_function_is_made_alone_unless_it_is_an_mlp(monkeypatch, tmp_path):
@@ -99,9 +101,13 @@ def test_rows_of_a_dataset_folder_are_read_from_its_files(tmp_path):
         folder = parent / "find" / "numeric"
         folder.mkdir(parents=True)
         row = numeric.generate_row(k, 1000, 0)
-        datasets.Dataset.from_list([row], features=schema.features()).to_parquet(str(folder / "test-00000-of-00001.parquet"))
-        (parent / "find" / "README.md").write_text("---\nconfigs:\n- config_name: numeric\n  data_files:\n  - split: test\n"
-                                                   "    path: numeric/test-*\n---\n", encoding="utf-8")
+        datasets.Dataset.from_list([row], features=schema.features()).to_parquet(
+            str(folder / "test-00000-of-00001.parquet")
+        )
+        (parent / "find" / "README.md").write_text(
+            "---\nconfigs:\n- config_name: numeric\n  data_files:\n  - split: test\n    path: numeric/test-*\n---\n",
+            encoding="utf-8",
+        )
         got = rows.load_rows("numeric", data=parent / "find")
         assert got == [row]
         names.append(got[0]["name"])

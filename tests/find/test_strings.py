@@ -206,9 +206,17 @@ def test_no_duplicates_by_params_or_behaviour(rows):
 
 def test_no_degenerate_compositions(rows):
     names = {r["name"] for r in rows}
-    for banned in ("lowercase∘uppercase", "uppercase∘lowercase", "reverse∘reverse", "length_word∘reverse",
-                   "length_word∘uppercase", "count_vowels_word∘reverse", "count_vowels_word∘swapcase",
-                   "reverse∘reverse_words", "strip_whitespace∘strip_left"):
+    for banned in (
+        "lowercase∘uppercase",
+        "uppercase∘lowercase",
+        "reverse∘reverse",
+        "length_word∘reverse",
+        "length_word∘uppercase",
+        "count_vowels_word∘reverse",
+        "count_vowels_word∘swapcase",
+        "reverse∘reverse_words",
+        "strip_whitespace∘strip_left",
+    ):
         assert banned not in names
     identity = S.PROBES
     for r in rows:
@@ -268,7 +276,7 @@ def test_test_inputs_reveal_parameters(rows):
 
 # ----------------------------------------------------------------------------- code and descriptions
 
-TRICKY = ["", "a", "it's \"quoted\"", "back\\slash\\n", "naïve café Zoë ß", "tab\tnew\nline", "  ", "123 ABC xyz!?"]
+TRICKY = ["", "a", 'it\'s "quoted"', "back\\slash\\n", "naïve café Zoë ß", "tab\tnew\nline", "  ", "123 ABC xyz!?"]
 
 
 def _exec_code(code: str):
@@ -289,8 +297,17 @@ def test_code_agrees_with_make_function_on_all_rows(rows):
 def test_code_runs_alone_in_a_fresh_interpreter(rows):
     row = next(r for r in rows if r["name"].startswith("caesar_shift_by_char_order"))
     inputs = row["test_inputs"] + TRICKY
-    script = row["code"] + "\nimport json, sys\nprint(json.dumps([function(x) for x in json.loads(sys.stdin.read())]))\n"
-    done = subprocess.run([sys.executable, "-I", "-c", script], input=json.dumps(inputs), capture_output=True, text=True, timeout=60, check=True)
+    script = (
+        row["code"] + "\nimport json, sys\nprint(json.dumps([function(x) for x in json.loads(sys.stdin.read())]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", script],
+        input=json.dumps(inputs),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert json.loads(done.stdout) == [S.make_function(row)(x) for x in inputs]
 
 
@@ -308,11 +325,21 @@ def test_descriptions_carry_parameters(rows):
                     assert ("forward" if value > 0 else "backward") in text
                 else:
                     assert (repr(value) if isinstance(value, str) else str(value)) in text, (r["name"], name, value)
-    assert S.describe(S.validate_params({"ops": [{"op": "caesar_shift", "params": {"shift": -4}}]})).count("4 places backward") == 1
+    assert (
+        S.describe(S.validate_params({"ops": [{"op": "caesar_shift", "params": {"shift": -4}}]})).count(
+            "4 places backward"
+        )
+        == 1
+    )
 
 
 def test_quotes_backslashes_unicode_parameters():
-    params = {"ops": [{"op": "replace_char", "params": {"old": "'", "new": "\\"}}, {"op": "append_text", "params": {"text": 'é"\\'}}]}
+    params = {
+        "ops": [
+            {"op": "replace_char", "params": {"old": "'", "new": "\\"}},
+            {"op": "append_text", "params": {"text": 'é"\\'}},
+        ]
+    }
     steps = S.validate_params(params)
     code_fn = _exec_code(S.function_code(steps))
     made = S.make_function(params)
@@ -368,7 +395,11 @@ def test_unit_tests_shape_and_correctness(rows):
         ({"ops": [{"op": "rotate_left", "params": {"k": 0}}]}, ValueError, r"\.k"),
         ({"ops": [{"op": "letter_permutation", "params": {"mapping": {"a": "b", "b": "b"}}}]}, ValueError, "mapping"),
         ({"ops": [{"op": "letter_permutation", "params": {"mapping": {"a": "a"}}}]}, ValueError, "mapping"),
-        ({"ops": [{"op": "caesar_shift_by_char_order", "params": {"index": 1, "direction": 2}}]}, ValueError, "direction"),
+        (
+            {"ops": [{"op": "caesar_shift_by_char_order", "params": {"index": 1, "direction": 2}}]},
+            ValueError,
+            "direction",
+        ),
         ({"function_id": "strings/f00000"}, ValueError, "params"),
     ],
 )
@@ -400,7 +431,10 @@ def test_small_n_and_dataset_features():
     assert all(len(r["unit_tests"]) == 10 for r in two)
     rows20 = S.generate(20, seed=3, progress=False)
     ds = datasets.Dataset.from_list(rows20, features=schema.features())
-    assert ds[5]["name"] == rows20[5]["name"] and ds[5]["unit_tests"][0]["correct"] == rows20[5]["unit_tests"][0]["correct"]
+    assert (
+        ds[5]["name"] == rows20[5]["name"]
+        and ds[5]["unit_tests"][0]["correct"] == rows20[5]["unit_tests"][0]["correct"]
+    )
 
 
 def test_index_descriptions_read_well():
@@ -418,7 +452,11 @@ def test_compositions_show_both_steps_on_their_test_inputs(rows):
     assert all(degenerate(row) is None for row in rows)
     append_then_first = [(OPERATIONS["append_text"], {"text": "abc"}), (OPERATIONS["first_char_order"], {})]
     assert not _shows_both_steps(append_then_first, _steps_signature(append_then_first))
-    row = dict(rows[0], params=json.dumps({"ops": [{"op": "insert_separator", "params": {"sep": "0"}},
-                                                    {"op": "first_char", "params": {}}]}),
-               test_inputs=["abc", "xyz"])
+    row = dict(
+        rows[0],
+        params=json.dumps(
+            {"ops": [{"op": "insert_separator", "params": {"sep": "0"}}, {"op": "first_char", "params": {}}]}
+        ),
+        test_inputs=["abc", "xyz"],
+    )
     assert "equals its second step" in degenerate(row)

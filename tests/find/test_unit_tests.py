@@ -31,7 +31,9 @@ def test_check_row_names_bad_field():
     row = schema.empty_row(function_id="numeric/f00001", params="{not json")
     with pytest.raises(ValueError, match="params"):
         schema.check_row(row)
-    row = schema.empty_row(function_id="numeric/f00001", unit_tests=[{"inputs": ["a", "b", "c"], "outputs": None, "correct": 4}])
+    row = schema.empty_row(
+        function_id="numeric/f00001", unit_tests=[{"inputs": ["a", "b", "c"], "outputs": None, "correct": 4}]
+    )
     with pytest.raises(ValueError, match="correct"):
         schema.check_row(row)
 

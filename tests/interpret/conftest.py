@@ -18,17 +18,31 @@ from tests._words import ENTITY_WORDS
 
 
 def numeric_params(family, variant="clean", *, noise=None, corruption=None, mlp=None, **params):
-    return {"structure": "atomic", "op": None, "terms": [{"family": family, "params": params}], "domain": [-100.0, 100.0],
-            "variant": variant, "noise": noise, "corruption": corruption, "mlp": mlp}
+    return {
+        "structure": "atomic",
+        "op": None,
+        "terms": [{"family": family, "params": params}],
+        "domain": [-100.0, 100.0],
+        "variant": variant,
+        "noise": noise,
+        "corruption": corruption,
+        "mlp": mlp,
+    }
 
 
 #: numeric/f00000 clean, f00001 noisy, f00002 corrupted inside (10, 20), f00003 an MLP (|x|).
 NUMERIC_PARAMS = [
     numeric_params("linear", slope=2.0, intercept=-1.0),
     numeric_params("relu", "noise", noise={"type": "normal", "seed": 7}, scale=2.0, bias=1.0, leak=0.1),
-    numeric_params("polynomial", "corruption", corruption={"type": "inside", "boundary": [10.0, 20.0], "mean": 5.0, "std": 0.1,
-                                                            "seed": 3}, coeffs=[1.0, 0.0, 1.0]),
-    numeric_params("absolute", "mlp", mlp={"w1": [1.0, -1.0], "b1": [0.0, 0.0], "w2": [1.0, 1.0], "b2": 0.0}, scale=1.0, bias=0.0),
+    numeric_params(
+        "polynomial",
+        "corruption",
+        corruption={"type": "inside", "boundary": [10.0, 20.0], "mean": 5.0, "std": 0.1, "seed": 3},
+        coeffs=[1.0, 0.0, 1.0],
+    ),
+    numeric_params(
+        "absolute", "mlp", mlp={"w1": [1.0, -1.0], "b1": [0.0, 0.0], "w2": [1.0, 1.0], "b2": 0.0}, scale=1.0, bias=0.0
+    ),
 ]
 
 
@@ -42,7 +56,9 @@ def write_data_folder(root: Path, rows_by_category: dict[str, list[dict]]) -> Pa
     for category, rows in rows_by_category.items():
         folder = root / category
         folder.mkdir(parents=True)
-        datasets.Dataset.from_list(rows, features=schema.features()).to_parquet(str(folder / "test-00000-of-00001.parquet"))
+        datasets.Dataset.from_list(rows, features=schema.features()).to_parquet(
+            str(folder / "test-00000-of-00001.parquet")
+        )
         lines += [f"- config_name: {category}", "  data_files:", "  - split: test", f"    path: {category}/test-*"]
     (root / "README.md").write_text("\n".join(lines + ["---", ""]), encoding="utf-8")
     return root

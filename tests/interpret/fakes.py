@@ -38,7 +38,9 @@ class KnowingJudge:
                     continue
                 for ut in row.get("unit_tests") or []:
                     ut = normalize_unit_test(ut)
-                    self.answers[render_judge_prompt(row["description"], ut, row["category"])[-1]["content"]] = ut["correct"]
+                    self.answers[render_judge_prompt(row["description"], ut, row["category"])[-1]["content"]] = ut[
+                        "correct"
+                    ]
         self.calls = 0
 
     def _pick(self, conversation) -> str:

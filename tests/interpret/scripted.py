@@ -52,16 +52,28 @@ class Script:
         return [limit for _, limit in self.seen]
 
 
-def run_episodes(rows, script, *, log_dir, method="aia", reference=None, eval_args=None, **solver_args) -> list[Episode]:
+def run_episodes(
+    rows, script, *, log_dir, method="aia", reference=None, eval_args=None, **solver_args
+) -> list[Episode]:
     """The episodes of ``rows`` (one sample each, run concurrently) answered by ``script``, or
     by ``reference`` turns; ``solver_args`` go to :func:`find_agent`, ``eval_args`` to Inspect's ``eval``."""
-    samples = [Sample(input="interpret", id=row["function_id"],
-                      metadata={"row": json_row(row), "method": method,
-                                **({"reference_turns": reference} if reference is not None else {})})
-               for row in rows]
+    samples = [
+        Sample(
+            input="interpret",
+            id=row["function_id"],
+            metadata={
+                "row": json_row(row),
+                "method": method,
+                **({"reference_turns": reference} if reference is not None else {}),
+            },
+        )
+        for row in rows
+    ]
     model = get_model("mockllm/model", custom_outputs=script, memoize=False) if script is not None else "none"
     task = Task(dataset=samples, solver=find_agent(**solver_args))
-    [log] = inspect_eval(task, model=model, log_dir=str(log_dir / f"log-{next(_logs)}"), display="none", **(eval_args or {}))
+    [log] = inspect_eval(
+        task, model=model, log_dir=str(log_dir / f"log-{next(_logs)}"), display="none", **(eval_args or {})
+    )
     assert log.status == "success", log.error
     by_id = {s.id: s for s in log.samples}
     return [Episode.from_dict(by_id[row["function_id"]].store[STORE_KEY]) for row in rows]

@@ -27,21 +27,42 @@ def findbench_call(capsys, data_dir, function_id: str, values: list[str]) -> str
     return capsys.readouterr().out.rstrip("\n")
 
 
-@pytest.mark.parametrize("function_id, command, values", [
-    # numeric: clean, an MLP, and a corrupted one outside its corrupted interval; floats in several spellings
-    ("numeric/f00000", "PYTHON(function.py 1 -2.5 0.333333 1e3 -128, 127.99)", ["1", "-2.5", "0.333333", "1e3", "-128", "127.99"]),
-    ("numeric/f00003", "PYTHON(function.py -3 2.5 0)", ["-3", "2.5", "0"]),
-    ("numeric/f00002", "PYTHON(function.py -50 0 9.5 20 64)", ["-50", "0", "9.5", "20", "64"]),
-    # strings: quoting, commas, apostrophes, empty and odd values
-    ("strings/f00000", "PYTHON(function.py \"hello world\" 'it''s' \"a, b\" x \"it's\" \"\")",
-     ["hello world", "its", "a, b", "x", "it's", ""]),
-    ("strings/f00003", "PYTHON(function.py Hello \"MiXeD case 123\" ' padded ')", ["Hello", "MiXeD case 123", " padded "]),
-    # neurons through their default backbones (entities: embedding probes; relations: tables)
-    ("neurons_entities/f00000", "PYTHON(function.py rook \"frying pan\" galaxy touchdown \"Magnus Carlsen\")",
-     ["rook", "frying pan", "galaxy", "touchdown", "Magnus Carlsen"]),
-    ("neurons_entities/f00004", "PYTHON(function.py rook, oven, comet)", ["rook", "oven", "comet"]),
-    ("neurons_relations/f00000", "PYTHON(function.py France Japan \"New Zealand\" cat)", ["France", "Japan", "New Zealand", "cat"]),
-])
+@pytest.mark.parametrize(
+    "function_id, command, values",
+    [
+        # numeric: clean, an MLP, and a corrupted one outside its corrupted interval; floats in several spellings
+        (
+            "numeric/f00000",
+            "PYTHON(function.py 1 -2.5 0.333333 1e3 -128, 127.99)",
+            ["1", "-2.5", "0.333333", "1e3", "-128", "127.99"],
+        ),
+        ("numeric/f00003", "PYTHON(function.py -3 2.5 0)", ["-3", "2.5", "0"]),
+        ("numeric/f00002", "PYTHON(function.py -50 0 9.5 20 64)", ["-50", "0", "9.5", "20", "64"]),
+        # strings: quoting, commas, apostrophes, empty and odd values
+        (
+            "strings/f00000",
+            'PYTHON(function.py "hello world" \'it\'\'s\' "a, b" x "it\'s" "")',
+            ["hello world", "its", "a, b", "x", "it's", ""],
+        ),
+        (
+            "strings/f00003",
+            "PYTHON(function.py Hello \"MiXeD case 123\" ' padded ')",
+            ["Hello", "MiXeD case 123", " padded "],
+        ),
+        # neurons through their default backbones (entities: embedding probes; relations: tables)
+        (
+            "neurons_entities/f00000",
+            'PYTHON(function.py rook "frying pan" galaxy touchdown "Magnus Carlsen")',
+            ["rook", "frying pan", "galaxy", "touchdown", "Magnus Carlsen"],
+        ),
+        ("neurons_entities/f00004", "PYTHON(function.py rook, oven, comet)", ["rook", "oven", "comet"]),
+        (
+            "neurons_relations/f00000",
+            'PYTHON(function.py France Japan "New Zealand" cat)',
+            ["France", "Japan", "New Zealand", "cat"],
+        ),
+    ],
+)
 def test_reply_equals_findbench_call(function_id, command, values, by_id, data_dir, capsys):
     (cmd,) = parse_commands(command)
     assert list(cmd.inputs) == values
@@ -51,7 +72,11 @@ def test_reply_equals_findbench_call(function_id, command, values, by_id, data_d
 
 
 def test_corrupted_relation_equals_findbench_call(rows, data_dir, capsys):
-    row = next(r for r in rows["neurons_relations"] if r["exception"] and "Asia" in r["exception"] and "capital" in r["concept2"])
+    row = next(
+        r
+        for r in rows["neurons_relations"]
+        if r["exception"] and "Asia" in r["exception"] and "capital" in r["concept2"]
+    )
     values = ["France", "Japan", "China", "Brazil", "banana"]
     line = reply(FunctionRunner(row), "PYTHON(function.py " + " ".join(values) + ")")
     assert line == "Response: " + findbench_call(capsys, data_dir, row["function_id"], values)
@@ -61,7 +86,10 @@ def test_corrupted_relation_equals_findbench_call(rows, data_dir, capsys):
 def test_non_numbers_get_an_error_for_that_value_only(by_id):
     runner = FunctionRunner(by_id["numeric/f00000"])  # 2x - 1
     line, record = runner.run(parse_commands("PYTHON(function.py 1 abc 2 [3] nan inf)")[0])
-    assert line == "Response: Function input - output pairs: (1, 1) (abc, error: not a number) (2, 3) ([3], error: not a number) (nan, nan) (inf, inf)"
+    assert (
+        line
+        == "Response: Function input - output pairs: (1, 1) (abc, error: not a number) (2, 3) ([3], error: not a number) (nan, nan) (inf, inf)"
+    )
     assert record["outputs"] == [1.0, None, 3.0, None, "nan", "inf"]
     assert record["errors"] == [None, "not a number", None, "not a number", None, None]
 
@@ -72,10 +100,10 @@ def test_noisy_numeric_answers_the_same_input_the_same_way_within_a_run(by_id):
     first = a.run(parse_commands("PYTHON(function.py 5 5 6 -3)")[0])[1]["outputs"]
     assert first[0] == first[1] and first[0] != 11.0  # noisy: not the clean 2*5 + 1
     again = FunctionRunner(row, seed=0).run(parse_commands("PYTHON(function.py -3 6 5)")[0])[1]["outputs"]
-    assert again == [first[3], first[2], first[0]]      # whatever the order, whatever was asked before
+    assert again == [first[3], first[2], first[0]]  # whatever the order, whatever was asked before
     assert a.run(parse_commands("PYTHON(function.py 5.0)")[0])[1]["outputs"] == [first[0]]
     other = FunctionRunner(row, seed=1).run(parse_commands("PYTHON(function.py 5 6)")[0])[1]["outputs"]
-    assert other != first[1:3]                          # the run seed changes the draws
+    assert other != first[1:3]  # the run seed changes the draws
     # noise of a normal(0, 1) around the clean value
     assert abs(first[0] - 11.0) < 6 and abs(first[2] - 13.0) < 6
 
@@ -87,13 +115,20 @@ def test_corrupted_numeric_is_stable_inside_its_interval(by_id):
     assert out1[:2] == out2[::-1] and all(abs(v - 5.0) < 1 for v in out1[:2]) and out1[2] == 901.0
 
 
-@pytest.mark.parametrize("function_id, text, expected_values", [
-    ("strings/f00000", "PYTHON(function.py; cat /etc/passwd)", ["function.py;", "cat", "/etc/passwd"]),
-    ("strings/f00000", "PYTHON(function.py $(id))", ["$(id)"]),
-    ("strings/f00000", "PYTHON(../../etc/passwd)", ["../../etc/passwd"]),
-    ("strings/f00000", "PYTHON(function.py `touch pwned` && touch pwned2)", ["`touch", "pwned`", "&&", "touch", "pwned2"]),
-    ("neurons_relations/f00000", "PYTHON(function.py $(id) ../../etc/passwd)", ["$(id)", "../../etc/passwd"]),
-])
+@pytest.mark.parametrize(
+    "function_id, text, expected_values",
+    [
+        ("strings/f00000", "PYTHON(function.py; cat /etc/passwd)", ["function.py;", "cat", "/etc/passwd"]),
+        ("strings/f00000", "PYTHON(function.py $(id))", ["$(id)"]),
+        ("strings/f00000", "PYTHON(../../etc/passwd)", ["../../etc/passwd"]),
+        (
+            "strings/f00000",
+            "PYTHON(function.py `touch pwned` && touch pwned2)",
+            ["`touch", "pwned`", "&&", "touch", "pwned2"],
+        ),
+        ("neurons_relations/f00000", "PYTHON(function.py $(id) ../../etc/passwd)", ["$(id)", "../../etc/passwd"]),
+    ],
+)
 def test_shell_and_paths_are_plain_values(function_id, text, expected_values, by_id, tmp_path, monkeypatch):
     row = by_id[function_id]
     fn = load_function(row)
@@ -120,8 +155,14 @@ def test_shell_and_paths_are_plain_values(function_id, text, expected_values, by
 
 def test_shell_syntax_to_a_numeric_function_is_an_error_reply(by_id):
     runner = FunctionRunner(by_id["numeric/f00000"])
-    assert reply(runner, "PYTHON(function.py $(id))") == 'Response: Function input - output pairs: ("$(id)", error: not a number)'
-    assert reply(runner, "PYTHON(../../etc/passwd)") == "Response: Function input - output pairs: (../../etc/passwd, error: not a number)"
+    assert (
+        reply(runner, "PYTHON(function.py $(id))")
+        == 'Response: Function input - output pairs: ("$(id)", error: not a number)'
+    )
+    assert (
+        reply(runner, "PYTHON(../../etc/passwd)")
+        == "Response: Function input - output pairs: (../../etc/passwd, error: not a number)"
+    )
     line = reply(runner, "PYTHON(function.py; cat /etc/passwd)")
     assert line.count("error: not a number") == 3
 
@@ -144,8 +185,10 @@ def test_function_errors_are_per_value_replies(by_id):
         return x.upper()
 
     runner = FunctionRunner(by_id["strings/f00000"], function=picky)
-    assert reply(runner, "PYTHON(function.py ok bad)") == \
-        "Response: Function input - output pairs: (ok, OK) (bad, error: ValueError: cannot take this)"
+    assert (
+        reply(runner, "PYTHON(function.py ok bad)")
+        == "Response: Function input - output pairs: (ok, OK) (bad, error: ValueError: cannot take this)"
+    )
 
 
 def test_malformed_command_runs_nothing(by_id):

@@ -90,8 +90,19 @@ def test_a_noisy_difference_is_not_called(tmp_path):
     """A small difference on few functions: the interval spans 0 and n is marked."""
     a = _write(tmp_path / "a", [{"function_id": f"strings/f{i:05d}", "category": "strings", "method": "aia",
                                  "exact_match": str(float(i % 2)), "unit_test_accuracy": "0.5"} for i in range(6)])
-    b = _write(tmp_path / "b", [{"function_id": f"strings/f{i:05d}", "category": "strings", "method": "aia",
-                                 "exact_match": str(float(i in (0, 1))), "unit_test_accuracy": "0.5"} for i in range(6)])
+    b = _write(
+        tmp_path / "b",
+        [
+            {
+                "function_id": f"strings/f{i:05d}",
+                "category": "strings",
+                "method": "aia",
+                "exact_match": str(float(i in (0, 1))),
+                "unit_test_accuracy": "0.5",
+            }
+            for i in range(6)
+        ],
+    )
     result = compare_runs(a, b, seed=3, n_resamples=2000)
     em = result["columns"][0]
     assert em["metric"] == "exact_match" and em["n"] == 6

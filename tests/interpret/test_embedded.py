@@ -12,8 +12,16 @@ from findbench.interpret.run import EPISODE_FILES, run_interpretations
 
 @pytest.mark.slow
 def test_embedded_lm_run(embedded_lm, data_dir, tmp_path):
-    out = run_interpretations(data_dir, embedded_lm, functions=["neurons_relations/f00000"], methods="aia,milan", rounds=2,
-                              max_tokens=48, out=tmp_path / "run", progress=False)
+    out = run_interpretations(
+        data_dir,
+        embedded_lm,
+        functions=["neurons_relations/f00000"],
+        methods="aia,milan",
+        rounds=2,
+        max_tokens=48,
+        out=tmp_path / "run",
+        progress=False,
+    )
     for method in ("aia", "milan"):
         folder = out / "neurons_relations" / method / "f00000"
         assert sorted(p.name for p in folder.iterdir()) == sorted(EPISODE_FILES)

@@ -58,14 +58,18 @@ def test_full_episode_with_a_scripted_model(run, by_id, data_dir, capsys):
     ])
     ep = run(row, chat)
     assert (ep.finished, ep.stop_reason, ep.rounds, ep.max_rounds) == (True, "answer", 4, 20)
-    assert ep.answer == Answer("Inserts text and capitalizes the first letter.", None, "def function(x):\n    return x.capitalize()")
+    assert ep.answer == Answer(
+        "Inserts text and capitalizes the first letter.", None, "def function(x):\n    return x.capitalize()"
+    )
     assert ep.description.startswith("Inserts") and ep.domain == "" and ep.code.startswith("def function")
     roles = [m["role"] for m in ep.messages]
     assert roles == ["system", "user"] + ["assistant", "user"] * 3 + ["assistant"]
     assert ep.messages[0]["content"] == prompts.system_prompt()
     assert ep.messages[1]["content"] == prompts.task_prompt(row)
     # the harness replies: the pairs exactly as `findbench call` prints them, the nudge, two lines
-    assert ep.messages[3]["content"] == "Response: " + findbench_call(capsys, data_dir, row["function_id"], ["hello", "two words"])
+    assert ep.messages[3]["content"] == "Response: " + findbench_call(
+        capsys, data_dir, row["function_id"], ["hello", "two words"]
+    )
     assert ep.messages[5]["content"] == UNRECOGNIZED_REPLY
     first, second = ep.messages[7]["content"].split("\n")
     assert first == "Response: " + findbench_call(capsys, data_dir, row["function_id"], ["abc"])
@@ -86,20 +90,34 @@ def test_round_cap(run, by_id):
     assert ep.description == ep.domain == ep.code == ""
     chat = Script(["no idea"])
     ep = run(by_id["numeric/f00000"], chat)
-    assert ep.rounds == 20 and len(chat.seen) == 20 and ep.calls == [] and ep.messages[-1]["content"] == UNRECOGNIZED_REPLY
+    assert (
+        ep.rounds == 20 and len(chat.seen) == 20 and ep.calls == [] and ep.messages[-1]["content"] == UNRECOGNIZED_REPLY
+    )
 
 
 def test_a_flood_of_commands_is_capped_counted_and_noted(run, by_id):
     flood = "PYTHON(" * 4000  # 28 KB of unclosed commands
     long = "PYTHON(function.py 1) " + "x" * MAX_MESSAGE_CHARS + " PYTHON(function.py 2)"
-    ep = run(by_id["numeric/f00000"], Script([flood, long, "no command " * (MAX_MESSAGE_CHARS // 5), "[DESCRIPTION]: d"]))
+    ep = run(
+        by_id["numeric/f00000"], Script([flood, long, "no command " * (MAX_MESSAGE_CHARS // 5), "[DESCRIPTION]: d"])
+    )
     assert ep.finished and ep.rounds == 4
     assert (ep.malformed_commands, ep.dropped_commands, ep.truncated_messages, ep.unrecognized_turns) == (
-        MAX_COMMANDS_PER_MESSAGE, 4000 - MAX_COMMANDS_PER_MESSAGE, 2, 1)
+        MAX_COMMANDS_PER_MESSAGE,
+        4000 - MAX_COMMANDS_PER_MESSAGE,
+        2,
+        1,
+    )
     first, second, third = (m["content"].split("\n") for m in ep.messages[3:8:2])
-    assert len(first) == MAX_COMMANDS_PER_MESSAGE + 1 and first[0] == "Response: Error in PYTHON(: missing closing parenthesis ')'."
+    assert (
+        len(first) == MAX_COMMANDS_PER_MESSAGE + 1
+        and first[0] == "Response: Error in PYTHON(: missing closing parenthesis ')'."
+    )
     assert first[-1] == turn_commands(flood).note and f"only the first {MAX_COMMANDS_PER_MESSAGE} of 4000" in first[-1]
-    assert second == ["Response: Function input - output pairs: (1, 1)", turn_commands(long).note]  # the 2 was past the cut
+    assert second == [
+        "Response: Function input - output pairs: (1, 1)",
+        turn_commands(long).note,
+    ]  # the 2 was past the cut
     assert third == [UNRECOGNIZED_REPLY, turn_commands(long).note]
     assert [c["inputs"] for c in ep.calls[MAX_COMMANDS_PER_MESSAGE:]] == [["1"]]
     assert Episode.from_dict(json.loads(json.dumps(ep.to_dict()))) == ep
@@ -158,7 +176,9 @@ def test_aia_milan_shows_exemplars_then_runs_the_full_loop(run, rows):
     chat = Script(["PYTHON(function.py France)"] * 4 + ["[DESCRIPTION]: capitals\n[DOMAIN]: countries"])
     ep = run(row, chat, method="aia+milan")
     assert ep.rounds == 5 and ep.finished and ep.calls[0]["command"] == "exemplars"
-    assert "Function input - output pairs" in ep.messages[1]["content"] and "2 messages" not in ep.messages[1]["content"]
+    assert (
+        "Function input - output pairs" in ep.messages[1]["content"] and "2 messages" not in ep.messages[1]["content"]
+    )
     assert ep.messages[3]["content"] == "Response: Function input - output pairs: (France, Paris)"
 
 
@@ -211,7 +231,9 @@ class FakeLM(GenerationLM):
 
 def spending(tokens):
     """A model that never answers (a command each turn) and reports ``tokens(max_tokens)`` output tokens."""
-    return Script(lambda messages, limit: ("PYTHON(function.py 1)", {"input_tokens": 9, "output_tokens": tokens(limit)}))
+    return Script(
+        lambda messages, limit: ("PYTHON(function.py 1)", {"input_tokens": 9, "output_tokens": tokens(limit)})
+    )
 
 
 def test_token_budget_stops_the_episode_without_the_turn_that_passes_it(run, by_id):
@@ -245,7 +267,13 @@ def test_an_answer_within_the_budget_finishes_one_past_it_is_lost(run, by_id):
     ep = run(by_id["numeric/f00000"], [(answer, {"output_tokens": 10})], episode_tokens=10)
     assert (ep.finished, ep.stop_reason, ep.rounds, ep.generated_tokens) == (True, "answer", 1, 10)
     ep = run(by_id["numeric/f00000"], [(answer, {"output_tokens": 11})], episode_tokens=10)
-    assert (ep.finished, ep.stop_reason, ep.rounds, ep.generated_tokens, ep.answer) == (False, "token_limit", 0, 11, None)
+    assert (ep.finished, ep.stop_reason, ep.rounds, ep.generated_tokens, ep.answer) == (
+        False,
+        "token_limit",
+        0,
+        11,
+        None,
+    )
     assert [m["role"] for m in ep.messages] == ["system", "user"]
 
 
@@ -262,7 +290,13 @@ def test_reference_turns_count_an_estimate_and_spend_no_budget(run, by_id):
     text = "I wonder what this function does, really."  # 41 characters, no command: ceil(41 / 4) = 11 tokens a turn
     assert len(text) == 41 and estimate_tokens(text) == 11 and estimate_tokens("") == 0
     ep = run(by_id["numeric/f00000"], None, reference=[text], rounds=3, episode_tokens=20)
-    assert (ep.rounds, ep.generated_tokens, ep.stop_reason, ep.usage, ep.unrecognized_turns) == (3, 33, "round_limit", None, 3)
+    assert (ep.rounds, ep.generated_tokens, ep.stop_reason, ep.usage, ep.unrecognized_turns) == (
+        3,
+        33,
+        "round_limit",
+        None,
+        3,
+    )
 
 
 def test_an_episode_record_without_the_token_fields_still_loads(run, by_id):

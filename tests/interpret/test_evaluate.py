@@ -89,7 +89,9 @@ def scored(rows, tmp_path_factory):
     write_run_info(run)
     num, st, ent, rel = (rows[c] for c in CATEGORIES)
     for row in num:
-        write_episode(run, "numeric", "aia", row, description=row["description"], domain="[-128, 128]", code=row["code"])
+        write_episode(
+            run, "numeric", "aia", row, description=row["description"], domain="[-128, 128]", code=row["code"]
+        )
     write_episode(run, "numeric", "milan", num[0], description="wrong", code=WRONG_NUMERIC)
     write_episode(run, "numeric", "milan", num[1], description="no code given")  # no code.py: NMSE inf
     for row in st:
@@ -154,8 +156,14 @@ def test_scores_json_shape_and_metric_names(scored):
                     expected += [f"{m}_{kind}{end}" for kind in ("observed", "margin") for end in ("", "_ci", "_n")]
             assert tuple(metrics) == (*expected, "n_degenerate", "unverified")
             assert set(CATEGORY_METRICS[category]) <= set(SCORE_METRICS)
-    assert SCORE_METRICS == ("nmse_success", "mean_nmse", "exact_match", "unit_test_accuracy", "domain_iou",
-                             "unit_test_accuracy_near")
+    assert SCORE_METRICS == (
+        "nmse_success",
+        "mean_nmse",
+        "exact_match",
+        "unit_test_accuracy",
+        "domain_iou",
+        "unit_test_accuracy_near",
+    )
     assert 0.0 <= on_disk["numeric"]["aia"]["domain_iou"] <= 1.0  # find.domain's scorer on domain.txt
 
 
@@ -163,7 +171,15 @@ def test_scores_json_shape_and_metric_names(scored):
 def test_per_function_csv(scored, rows):
     run, _, _ = scored
     header, table = read_csv(run / "scores" / "per_function.csv")
-    assert header[:7] == ["function_id", "category", "method", "nmse", "exact_match", "unit_test_accuracy", "domain_iou"]
+    assert header[:7] == [
+        "function_id",
+        "category",
+        "method",
+        "nmse",
+        "exact_match",
+        "unit_test_accuracy",
+        "domain_iou",
+    ]
     assert tuple(header) == (*CSV_COLUMNS, *FLOOR_COLUMNS, "degenerate", "code_error", "damage", *PROCESS_COLUMNS)
     assert len(table) == 3 + 2 + 3 + 3 + 9 + 3
     cells = {(r["function_id"], r["method"]): r for r in table}
@@ -220,11 +236,19 @@ def test_find_layout_is_detected(rows, tmp_path):
     root = tmp_path / "gpt-4-results"
     for row in rows["numeric"][:2]:
         write_episode(root, "numeric", None, row, description=row["description"], code=row["code"])
-    write_episode(root, "strings", None, rows["strings"][0], description=rows["strings"][0]["description"],
-                  code=rows["strings"][0]["code"])
+    write_episode(
+        root,
+        "strings",
+        None,
+        rows["strings"][0],
+        description=rows["strings"][0]["description"],
+        code=rows["strings"][0]["code"],
+    )
     records = load_interpretations(root)
     assert [r["method"] for r in records] == ["aia"] * 3
-    assert [r["function_id"] for r in records] == [r["function_id"] for r in rows["numeric"][:2]] + [rows["strings"][0]["function_id"]]
+    assert [r["function_id"] for r in records] == [r["function_id"] for r in rows["numeric"][:2]] + [
+        rows["strings"][0]["function_id"]
+    ]
     assert {r["method"] for r in load_interpretations(root, method="milan")} == {"milan"}
 
     result = evaluate_run(root, judge=KnowingJudge(rows), out=tmp_path / "out", progress=False)
@@ -259,7 +283,12 @@ def test_data_folder_from_run_json(rows, tmp_path):
     row = rows["neurons_relations"][1]
     write_episode(run, "neurons_relations", "aia", row, description=row["description"])
     result = evaluate_run(run, judge=KnowingJudge(rows), out=tmp_path / "out", progress=False)
-    expected = {"unit_test_accuracy": 1.0, "unit_test_accuracy_ci": [1.0, 1.0], "unit_test_accuracy_n": 1, "unverified": False}
+    expected = {
+        "unit_test_accuracy": 1.0,
+        "unit_test_accuracy_ci": [1.0, 1.0],
+        "unit_test_accuracy_n": 1,
+        "unverified": False,
+    }
     assert list(result["scores"]) == ["neurons_relations"]
     assert {k: result["scores"]["neurons_relations"]["aia"].get(k) for k in expected} == expected
     assert f"truth: data folder `{data}` (recorded in run.json)" in result["table"]
@@ -280,8 +309,17 @@ def test_domain_iou_with_the_real_domain_scorer(tmp_path):
         write_episode(run, "numeric", "aia", row, domain=f"The function behaves unexpectedly on [{low}, {high}].")
         write_episode(run, "numeric", "milan", row, domain="all real numbers")
     result = evaluate_run(run, out=tmp_path / "out", progress=False)  # no code.py: nothing runs in the sandbox
-    expected = {"nmse_success": 0.0, "nmse_success_ci": [0.0, 0.0], "nmse_success_n": 2, "mean_nmse": None,
-                "mean_nmse_ci": None, "mean_nmse_n": 0, "domain_iou": 1.0, "domain_iou_ci": [1.0, 1.0], "domain_iou_n": 2}
+    expected = {
+        "nmse_success": 0.0,
+        "nmse_success_ci": [0.0, 0.0],
+        "nmse_success_n": 2,
+        "mean_nmse": None,
+        "mean_nmse_ci": None,
+        "mean_nmse_n": 0,
+        "domain_iou": 1.0,
+        "domain_iou_ci": [1.0, 1.0],
+        "domain_iou_n": 2,
+    }
     assert {k: result["scores"]["numeric"]["aia"].get(k) for k in expected} == expected
     assert result["scores"]["numeric"]["milan"]["domain_iou"] == 0.0
 
@@ -348,8 +386,12 @@ def test_errors_name_the_field(rows, tmp_path):
 def test_scoreboard_renders_missing_values_as_dashes():
     assert len(TABLE2_COLUMNS) == 9 and all(len(v) == 9 for v in PAPER_TABLE2.values())
     assert list(PAPER_TABLE2) == ["GPT-4", "GPT-3.5", "Llama-2-70b-chat"]
-    scores = Scores({"numeric": {"aia": Cell(nmse_success=Estimate(0.5, (0.0, 1.0), 2), mean_nmse=Estimate(None, None, 0))},
-                     "neurons_relations": {"milan": Cell(unit_test_accuracy=Estimate(math.nan, None, 1))}})
+    scores = Scores(
+        {
+            "numeric": {"aia": Cell(nmse_success=Estimate(0.5, (0.0, 1.0), 2), mean_nmse=Estimate(None, None, 0))},
+            "neurons_relations": {"milan": Cell(unit_test_accuracy=Estimate(math.nan, None, 1))},
+        }
+    )
     assert table2_cells(scores) == [0.5] + [None] * 8
     text = render_table("a|b", scores, counts={"numeric": {"aia": 2}}, notes=["hello"])
     run_row = next(line for line in text.splitlines() if "(this run)" in line)
@@ -360,9 +402,14 @@ def test_scoreboard_renders_missing_values_as_dashes():
 def test_scoreboard_cells_carry_interval_n_and_the_small_n_mark():
     from findbench.stats import INTERVAL_NOTE, SMALL_N_LEGEND
 
-    scores = Scores({"numeric": {"aia": Cell(nmse_success=Estimate(0.5, (0.0, 1.0), 2))},
-                     "strings": {"aia": Cell(exact_match=Estimate(0.25, (0.1, 0.4), 12),
-                                             unit_test_accuracy=Estimate(0.8, None, 12))}})
+    scores = Scores(
+        {
+            "numeric": {"aia": Cell(nmse_success=Estimate(0.5, (0.0, 1.0), 2))},
+            "strings": {
+                "aia": Cell(exact_match=Estimate(0.25, (0.1, 0.4), 12), unit_test_accuracy=Estimate(0.8, None, 12))
+            },
+        }
+    )
     text = render_table("run", scores)
     run_row = next(line for line in text.splitlines() if "(this run)" in line)
     cells = [c.strip() for c in run_row.strip("|").split("|")]
@@ -379,9 +426,11 @@ def test_comparison_states_the_distance_to_the_constant_floor():
     def est(mean, n):
         return Estimate(mean, (max(0.0, mean - 0.1), min(1.0, mean + 0.1)), n)
 
-    runs = {"oracle": Scores({"strings": {"aia": Cell(exact_match=est(1.0, 3), unit_test_accuracy=est(0.9, 3))}}),
-            "constant": Scores({"strings": {"aia": Cell(exact_match=est(0.0, 3), unit_test_accuracy=est(0.3, 3))}}),
-            "old": Scores({"strings": {"aia": Cell(exact_match=Estimate(0.5, None, 12))}})}  # no interval: none printed
+    runs = {
+        "oracle": Scores({"strings": {"aia": Cell(exact_match=est(1.0, 3), unit_test_accuracy=est(0.9, 3))}}),
+        "constant": Scores({"strings": {"aia": Cell(exact_match=est(0.0, 3), unit_test_accuracy=est(0.3, 3))}}),
+        "old": Scores({"strings": {"aia": Cell(exact_match=Estimate(0.5, None, 12))}}),
+    }  # no interval: none printed
     text = render_comparison(runs)
     lines = text.splitlines()
     assert "| **oracle** | — | 1.00 [0.90, 1.00] (n=3)† | 0.90 [0.80, 1.00] (n=3)† | — |" in text
@@ -406,7 +455,9 @@ def test_scores_json_carries_intervals_and_n(tmp_path):
     for row in st:  # 12 right: n = 12, no mark
         write_episode(run, "strings", "aia", row, description=row["description"], code=row["code"])
     for k, row in enumerate(st[:4]):  # 3 right of 4: n = 4, marked
-        write_episode(run, "strings", "milan", row, description=row["description"], code=row["code"] if k else WRONG_STRING)
+        write_episode(
+            run, "strings", "milan", row, description=row["description"], code=row["code"] if k else WRONG_STRING
+        )
     write_episode(run, "numeric", "aia", num[0], code=num[0]["code"])
     write_episode(run, "numeric", "aia", num[1], code=WRONG_NUMERIC)
     result = evaluate_run(run, judge=KnowingJudge({"strings": st}), out=tmp_path / "out", progress=False)
@@ -445,8 +496,13 @@ def test_cli_evaluate_prints_the_table(rows, tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "| **cli-interp** (this run) | **1.00 [1.00, 1.00] (n=1)†** |" in out and "| GPT-4 |" in out
     assert out == (run / "scores" / "table.md").read_text()
-    assert sorted(p.name for p in (run / "scores").iterdir()) == ["per_function.csv", "process.json", "scores.json", "table.md",
-                                                                  "unit_tests.csv"]
+    assert sorted(p.name for p in (run / "scores").iterdir()) == [
+        "per_function.csv",
+        "process.json",
+        "scores.json",
+        "table.md",
+        "unit_tests.csv",
+    ]
     assert cli.main(["evaluate", str(run)]) == 0  # rerun replaces its own scores folder
     capsys.readouterr()
 
@@ -465,10 +521,38 @@ def test_cli_evaluate_arguments_and_errors(monkeypatch, tmp_path, capsys):
         return {"table": "| table |\n"}
 
     monkeypatch.setattr(evaluate, "evaluate_run", fake)
-    assert cli.main(["evaluate", "r", "--judge", "embedded", "--judge-mode", "pmi", "--method", "milan",
-                     "--data", "d", "--judge-cache", "c.sqlite", "--out", "o"]) == 0
-    assert seen == {"run_dir": "r", "data": "d", "judge": "embedded", "judge_mode": "pmi", "judge_model": None,
-                    "method": "milan", "out": "o", "judge_cache": "c.sqlite", "report": False}
+    assert (
+        cli.main(
+            [
+                "evaluate",
+                "r",
+                "--judge",
+                "embedded",
+                "--judge-mode",
+                "pmi",
+                "--method",
+                "milan",
+                "--data",
+                "d",
+                "--judge-cache",
+                "c.sqlite",
+                "--out",
+                "o",
+            ]
+        )
+        == 0
+    )
+    assert seen == {
+        "run_dir": "r",
+        "data": "d",
+        "judge": "embedded",
+        "judge_mode": "pmi",
+        "judge_model": None,
+        "method": "milan",
+        "out": "o",
+        "judge_cache": "c.sqlite",
+        "report": False,
+    }
     assert capsys.readouterr().out == "| table |\n"
     seen.clear()
     assert cli.main(["evaluate", str(tmp_path / "r")]) == 2

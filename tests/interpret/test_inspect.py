@@ -86,7 +86,9 @@ def mock_log(data_dir, by_id, tmp_path_factory):
     logs_dir = tmp_path_factory.mktemp("inspect-logs")
     rows = [by_id[f] for f in INPUTS]
     model = get_model("mockllm/model", custom_outputs=scripted_outputs(by_id))
-    task = find_interpret(configs="numeric,strings", functions=list(INPUTS), data=str(data_dir), judge=KnowingJudge(rows))
+    task = find_interpret(
+        configs="numeric,strings", functions=list(INPUTS), data=str(data_dir), judge=KnowingJudge(rows)
+    )
     [log] = inspect_eval(task, model=model, log_dir=str(logs_dir), display="none")
     return log
 
@@ -145,8 +147,15 @@ def test_run_folder_from_the_log_is_scored_by_evaluate(mock_log, data_dir, by_id
     result = evaluate_run(out, judge=KnowingJudge([by_id[f] for f in INPUTS]), out=tmp_path / "scores", progress=False)
     assert result["scores"]["numeric"]["aia"]["nmse_success"] == 1.0
     assert result["scores"]["numeric"]["aia"]["domain_iou"] == 1.0
-    expected = {"exact_match": 1.0, "exact_match_ci": [1.0, 1.0], "exact_match_n": 1, "unit_test_accuracy": 1.0,
-                "unit_test_accuracy_ci": [1.0, 1.0], "unit_test_accuracy_n": 1, "unverified": False}
+    expected = {
+        "exact_match": 1.0,
+        "exact_match_ci": [1.0, 1.0],
+        "exact_match_n": 1,
+        "unit_test_accuracy": 1.0,
+        "unit_test_accuracy_ci": [1.0, 1.0],
+        "unit_test_accuracy_n": 1,
+        "unverified": False,
+    }
     assert {k: result["scores"]["strings"]["aia"].get(k) for k in expected} == expected
 
 
@@ -201,18 +210,21 @@ def test_findbench_model_api_loads_its_lm_on_first_use(tmp_path):
     assert output.usage.input_tokens == 1 and output.usage.output_tokens == 6  # 4 characters a token
 
 
-@pytest.mark.parametrize("interpreter, model", [
-    ("oracle", "none"),
-    ("random", "none"),
-    ("embedded", "findbench/embedded"),
-    ("HuggingFaceTB/SmolLM2-135M-Instruct", "findbench/HuggingFaceTB/SmolLM2-135M-Instruct"),
-    ("http://127.0.0.1:8000/v1", "findbench/http://127.0.0.1:8000/v1"),
-    ("hf/local", "hf/local"),
-    ("mockllm/model", "mockllm/model"),
-    ("openai-api/lab/some-model", "openai-api/lab/some-model"),
-    ("vllm/Qwen/Qwen2.5-7B-Instruct", "vllm/Qwen/Qwen2.5-7B-Instruct"),
-    ("findbench/embedded", "findbench/embedded"),
-])
+@pytest.mark.parametrize(
+    "interpreter, model",
+    [
+        ("oracle", "none"),
+        ("random", "none"),
+        ("embedded", "findbench/embedded"),
+        ("HuggingFaceTB/SmolLM2-135M-Instruct", "findbench/HuggingFaceTB/SmolLM2-135M-Instruct"),
+        ("http://127.0.0.1:8000/v1", "findbench/http://127.0.0.1:8000/v1"),
+        ("hf/local", "hf/local"),
+        ("mockllm/model", "mockllm/model"),
+        ("openai-api/lab/some-model", "openai-api/lab/some-model"),
+        ("vllm/Qwen/Qwen2.5-7B-Instruct", "vllm/Qwen/Qwen2.5-7B-Instruct"),
+        ("findbench/embedded", "findbench/embedded"),
+    ],
+)
 def test_interpreter_to_inspect_model(interpreter, model):
     assert inspect_model_name(interpreter) == model
 
@@ -223,15 +235,23 @@ def test_samples_and_their_arguments(data_dir):
     assert samples[0].metadata["method"] == "aia" and samples[0].metadata["row"]["function_id"] == "strings/f00000"
     json.dumps([s.metadata for s in samples])  # the log stores them as JSON
     assert {s.metadata["row"]["category"] for s in find_samples(method="milan", data=str(data_dir))} == {
-        "neurons_entities", "neurons_relations"}
-    for kwargs, field in [({"configs": "images"}, "configs"), ({"configs": "numeric", "method": "milan"}, "method"),
-                          ({"limit": 0}, "limit"), ({"functions": "strings/f99999"}, "functions")]:
+        "neurons_entities",
+        "neurons_relations",
+    }
+    for kwargs, field in [
+        ({"configs": "images"}, "configs"),
+        ({"configs": "numeric", "method": "milan"}, "method"),
+        ({"limit": 0}, "limit"),
+        ({"functions": "strings/f99999"}, "functions"),
+    ]:
         with pytest.raises(ValueError, match=field):
             find_samples(data=str(data_dir), **kwargs)
 
 
 def test_milan_on_inspect(data_dir, tmp_path):
-    task = find_interpret(configs="neurons_relations", method="milan", limit=1, data=str(data_dir), interpreter="oracle", judge=None)
+    task = find_interpret(
+        configs="neurons_relations", method="milan", limit=1, data=str(data_dir), interpreter="oracle", judge=None
+    )
     [log] = inspect_eval(task, model="none", log_dir=str(tmp_path / "logs"), display="none")
     episode = log.samples[0].store[STORE_KEY]
     assert log.status == "success" and episode["method"] == "milan" and episode["max_rounds"] == 2
@@ -247,15 +267,26 @@ def test_run_folder_is_exported_from_the_logs_and_resumed(data_dir, by_id, tmp_p
     run_interpretations(data_dir, "oracle", **kwargs)
     info = json.loads((out / "run.json").read_text())
     assert info["protocol"] == "text" and info["interpreter"] == "oracle"
-    assert info["inspect_model"] == "none" and info["configs"] == ["numeric", "strings"] and info["data"] == str(data_dir.resolve())
+    assert (
+        info["inspect_model"] == "none"
+        and info["configs"] == ["numeric", "strings"]
+        and info["data"] == str(data_dir.resolve())
+    )
     assert len(list((out / "logs").glob("*.eval"))) == 1
     folders = sorted(p.relative_to(out).as_posix() for p in out.glob("*/*/f*"))
     assert folders == ["numeric/aia/f00000", "numeric/aia/f00001", "strings/aia/f00000", "strings/aia/f00001"]
     judge = KnowingJudge([by_id[f"strings/f0000{i}"] for i in range(2)])
     result = evaluate_run(out, judge=judge, out=tmp_path / "scores", progress=False)
     assert result["scores"]["numeric"]["aia"]["nmse_success"] == 1.0
-    expected = {"exact_match": 1.0, "exact_match_ci": [1.0, 1.0], "exact_match_n": 2, "unit_test_accuracy": 1.0,
-                "unit_test_accuracy_ci": [1.0, 1.0], "unit_test_accuracy_n": 2, "unverified": False}
+    expected = {
+        "exact_match": 1.0,
+        "exact_match_ci": [1.0, 1.0],
+        "exact_match_n": 2,
+        "unit_test_accuracy": 1.0,
+        "unit_test_accuracy_ci": [1.0, 1.0],
+        "unit_test_accuracy_n": 2,
+        "unverified": False,
+    }
     assert {k: result["scores"]["strings"]["aia"].get(k) for k in expected} == expected
     # a rerun runs nothing; a lost episode is exported again from the log, which runs nothing
     run_interpretations(data_dir, "oracle", **kwargs)
@@ -308,7 +339,11 @@ def test_engine_inspect_with_a_findbench_lm_and_its_cache(data_dir, tmp_path, mo
     kwargs = dict(configs="strings", limit=3, out=out, max_tokens=21, display="none")
     run_interpretations(data_dir, "scripted-lm", **kwargs)
     info = json.loads((out / "run.json").read_text())
-    assert (info["interpreter"], info["inspect_model"], info["max_tokens"]) == ("scripted-lm", "findbench/scripted-lm", 21)
+    assert (info["interpreter"], info["inspect_model"], info["max_tokens"]) == (
+        "scripted-lm",
+        "findbench/scripted-lm",
+        21,
+    )
     assert (out / LM_CACHE).is_file()
     # the first turn is the same request for every string function: the cache answers it twice
     assert lm.limits == [21] * 4
@@ -340,7 +375,11 @@ def test_episode_tokens_on_inspect_stop_the_episode(data_dir, tmp_path):
     # 7 tokens a turn as Inspect reported them, turns not capped: the third passes 20 and stops the episode, without it
     assert limits == [None, None, None]
     assert (episode["stop_reason"], episode["rounds"], episode["generated_tokens"], episode["max_episode_tokens"]) == (
-        "token_limit", 2, 21, 20)
+        "token_limit",
+        2,
+        21,
+        20,
+    )
     assert episode["usage"]["output_tokens"] == 14
     assert log.samples[0].output.completion == "" and [m.role for m in log.samples[0].messages].count("assistant") == 2
 
@@ -363,7 +402,7 @@ def test_findbench_model_api_counts_for_the_budget(data_dir, tmp_path):
 #: Inspect's mockllm counts tokens with tiktoken's o200k_base encoding when an output has no
 #: usage, and tiktoken downloads that encoding on first use. This stand-in keeps the
 #: subprocess offline (the count only feeds mockllm's made-up usage).
-TIKTOKEN_STANDIN = '''
+TIKTOKEN_STANDIN = """
 class _Encoding:
     def encode(self, text, **kwargs):
         return text.split()
@@ -375,7 +414,7 @@ def get_encoding(name):
 
 def encoding_for_model(name):
     return _Encoding()
-'''
+"""
 
 
 def test_inspect_cli_finds_the_task_through_the_entry_point(data_dir, tmp_path):
@@ -387,9 +426,27 @@ def test_inspect_cli_finds_the_task_through_the_entry_point(data_dir, tmp_path):
     (shim / "tiktoken").mkdir(parents=True)
     (shim / "tiktoken" / "__init__.py").write_text(TIKTOKEN_STANDIN)
     env = {**os.environ, "PYTHONPATH": str(shim), "INSPECT_DISPLAY": "none"}
-    cmd = [str(inspect_cli), "eval", "findbench/find_interpret", "-T", "configs=strings", "-T", "limit=2", "-T", "rounds=2",
-           "-T", "judge=none", "-T", f"data={data_dir}", "-T", "episode_tokens=1000", "--model", "mockllm/model",
-           "--log-dir", str(logs)]
+    cmd = [
+        str(inspect_cli),
+        "eval",
+        "findbench/find_interpret",
+        "-T",
+        "configs=strings",
+        "-T",
+        "limit=2",
+        "-T",
+        "rounds=2",
+        "-T",
+        "judge=none",
+        "-T",
+        f"data={data_dir}",
+        "-T",
+        "episode_tokens=1000",
+        "--model",
+        "mockllm/model",
+        "--log-dir",
+        str(logs),
+    ]
     proc = subprocess.run(cmd, cwd=empty, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert list(empty.iterdir()) == []

@@ -77,13 +77,21 @@ def test_damaged_and_planted_logs_are_named_and_the_others_read(oracle_run, tmp_
     os.symlink(_log(oracle_run), run / "logs" / "zzz-linked.eval")
     result = _score(run, tmp_path)
     assert _cell(result) == (1.0, 2)
-    assert "Unreadable logs: 1, not scored: log " in result["table"] and "zz-not-a-log.eval is not an Inspect" in result["table"]
+    assert (
+        "Unreadable logs: 1, not scored: log " in result["table"]
+        and "zz-not-a-log.eval is not an Inspect" in result["table"]
+    )
     assert "zzz-linked.eval is not a regular file; skipped" in caplog.text
 
 
-@pytest.mark.parametrize(("cap", "value", "why"), [("LOG_MAX_BYTES", 1000, "-byte cap"),
-                                                   ("LOG_MAX_UNPACKED_BYTES", 1000, "unpacks to"),
-                                                   ("LOG_MAX_MEMBERS", 2, "members, over the cap")])
+@pytest.mark.parametrize(
+    ("cap", "value", "why"),
+    [
+        ("LOG_MAX_BYTES", 1000, "-byte cap"),
+        ("LOG_MAX_UNPACKED_BYTES", 1000, "unpacks to"),
+        ("LOG_MAX_MEMBERS", 2, "members, over the cap"),
+    ],
+)
 def test_a_log_over_a_cap_is_not_unpacked(oracle_run, tmp_path, monkeypatch, cap, value, why):
     monkeypatch.setattr(run_logs, cap, value)
     found = run_logs.read_run_logs(oracle_run)

@@ -53,17 +53,35 @@ def test_numeric_probes_inside_and_outside_the_corrupted_interval():
     got = episode_process(episode(INSIDE, "aia+milan", outside), INSIDE)
     assert got == {"calls": 3, "distinct_inputs": 4, "probed_corruption": False}  # 0, 1 (= 1.0), 25, -1000
     inside = outside + [call(4, "12.5")]
-    assert episode_process(episode(INSIDE, "aia", inside), INSIDE) == {"calls": 4, "distinct_inputs": 5, "probed_corruption": True}
+    assert episode_process(episode(INSIDE, "aia", inside), INSIDE) == {
+        "calls": 4,
+        "distinct_inputs": 5,
+        "probed_corruption": True,
+    }
     # the served masks: inside is open (b0 < x < b1); below is x <= b0, wherever x lies
-    assert in_corrupted_subdomain(INSIDE, ["10", "10.001", "19.99", 20, "nan", "inf", "x"]) == [False, True, True, False, False,
-                                                                                                 False, False]
+    assert in_corrupted_subdomain(INSIDE, ["10", "10.001", "19.99", 20, "nan", "inf", "x"]) == [
+        False,
+        True,
+        True,
+        False,
+        False,
+        False,
+        False,
+    ]
     assert in_corrupted_subdomain(BELOW, ["-50", "-49.9", "-1e6"]) == [True, False, True]
     assert episode_process(episode(BELOW, "aia", [call(1, "-1000")]), BELOW)["probed_corruption"] is True
     # a function without corruption: nothing to probe; no transcript: nothing known
-    assert episode_process(episode(CLEAN, "aia", inside), CLEAN) == {"calls": 4, "distinct_inputs": 5, "probed_corruption": None}
+    assert episode_process(episode(CLEAN, "aia", inside), CLEAN) == {
+        "calls": 4,
+        "distinct_inputs": 5,
+        "probed_corruption": None,
+    }
     assert episode_process(None, INSIDE) == dict.fromkeys(PROCESS_COLUMNS)
-    assert episode_process(episode(INSIDE, "milan", [call(0, "15")]), INSIDE) == {"calls": 0, "distinct_inputs": 0,
-                                                                                 "probed_corruption": False}
+    assert episode_process(episode(INSIDE, "milan", [call(0, "15")]), INSIDE) == {
+        "calls": 0,
+        "distinct_inputs": 0,
+        "probed_corruption": False,
+    }
 
 
 def test_relations_probe_the_excepted_subdomain():
@@ -71,11 +89,16 @@ def test_relations_probe_the_excepted_subdomain():
     row = next(r for r in rows if r.get("exception"))
     excepted = domain_unit_tests(row)[0]
     inside = excepted["inputs"][excepted["correct"] - 1]
-    kept = next(normalize_unit_test(t) for t in row["unit_tests"] if normalize_unit_test(t) not in domain_unit_tests(row))
+    kept = next(
+        normalize_unit_test(t) for t in row["unit_tests"] if normalize_unit_test(t) not in domain_unit_tests(row)
+    )
     outside = kept["inputs"][kept["correct"] - 1]  # of the relation, outside its exception
     assert in_corrupted_subdomain(row, [inside, f"  {inside.upper()} ", outside, "zzz"]) == [True, True, False, False]
     assert episode_process(episode(row, "aia", [call(1, outside, "zzz", f" {outside}")]), row) == {
-        "calls": 1, "distinct_inputs": 2, "probed_corruption": False}
+        "calls": 1,
+        "distinct_inputs": 2,
+        "probed_corruption": False,
+    }
     assert episode_process(episode(row, "aia", [call(1, outside), call(2, inside)]), row)["probed_corruption"] is True
     atomic = next(r for r in rows if not r.get("exception"))
     assert episode_process(episode(atomic, "aia", [call(1, inside)]), atomic)["probed_corruption"] is None
@@ -83,16 +106,39 @@ def test_relations_probe_the_excepted_subdomain():
 
 def test_aggregate_and_section():
     records = [
-        {"category": "numeric", "method": "aia", "calls": 4, "distinct_inputs": 8, "probed_corruption": 1, "domain_iou": 0.5},
-        {"category": "numeric", "method": "aia", "calls": 2, "distinct_inputs": 2, "probed_corruption": 0, "domain_iou": 0.0},
-        {"category": "numeric", "method": "aia", "calls": 6, "distinct_inputs": 5, "probed_corruption": None, "domain_iou": None},
+        {
+            "category": "numeric",
+            "method": "aia",
+            "calls": 4,
+            "distinct_inputs": 8,
+            "probed_corruption": 1,
+            "domain_iou": 0.5,
+        },
+        {
+            "category": "numeric",
+            "method": "aia",
+            "calls": 2,
+            "distinct_inputs": 2,
+            "probed_corruption": 0,
+            "domain_iou": 0.0,
+        },
+        {
+            "category": "numeric",
+            "method": "aia",
+            "calls": 6,
+            "distinct_inputs": 5,
+            "probed_corruption": None,
+            "domain_iou": None,
+        },
         {"category": "numeric", "method": "aia", "calls": None, "distinct_inputs": None, "probed_corruption": None},
         {"category": "strings", "method": "milan", "calls": 0, "distinct_inputs": 0, "probed_corruption": None},
     ]
     out = aggregate_process(records)
     aia = out["numeric"]["aia"]
     assert (aia["episodes"], aia["transcripts"], aia["corrupted"]) == (4, 3, 2)
-    assert aia["calls"]["mean"] == 4.0 and aia["calls"]["n"] == 3 and aia["calls"]["ci"][0] <= 4.0 <= aia["calls"]["ci"][1]
+    assert (
+        aia["calls"]["mean"] == 4.0 and aia["calls"]["n"] == 3 and aia["calls"]["ci"][0] <= 4.0 <= aia["calls"]["ci"][1]
+    )
     assert aia["probed_corruption"]["mean"] == 0.5 and aia["probed_corruption"]["n"] == 2
     assert aia["domain_iou_probed"]["mean"] == 0.5 and aia["domain_iou_not_probed"]["mean"] == 0.0
     assert aggregate_process(records) == out  # seeded
@@ -115,8 +161,9 @@ def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
         return list(reader.fieldnames or []), list(reader)
 
 
-def write_episode(run: Path, row: dict, method: str, *, description: str = "", domain: str = "",
-                  calls: list | None = None) -> None:
+def write_episode(
+    run: Path, row: dict, method: str, *, description: str = "", domain: str = "", calls: list | None = None
+) -> None:
     folder = run / row["category"] / method / row["function_id"].split("/")[1]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "description.txt").write_text(description, encoding="utf-8")
@@ -139,7 +186,9 @@ def test_evaluate_writes_process_metrics(tmp_path):
     run = tmp_path / "run"
     write_run_info(run)
     # a: probed (one call inside), domain named; b: only outside calls; clean: calls, nothing to probe
-    write_episode(run, a, "aia", domain=f"The output is random on [{lo}, {hi}].", calls=[call(1, "0", str(x)), call(2, "0")])
+    write_episode(
+        run, a, "aia", domain=f"The output is random on [{lo}, {hi}].", calls=[call(1, "0", str(x)), call(2, "0")]
+    )
     write_episode(run, b, "aia", domain="none", calls=[call(1, *outside_points(b))])
     write_episode(run, clean, "aia", calls=[call(1, "1", "2", "3")])
     write_episode(run, a, "milan", calls=None)  # no transcript
@@ -149,7 +198,11 @@ def test_evaluate_writes_process_metrics(tmp_path):
     assert tuple(header) == (*CSV_COLUMNS, *FLOOR_COLUMNS, "degenerate", "code_error", "damage", *PROCESS_COLUMNS)
     cells = {(r["function_id"], r["method"]): r for r in table}
     assert [cells[(a["function_id"], "aia")][c] for c in PROCESS_COLUMNS] == ["2", "2", "1"]
-    assert [cells[(b["function_id"], "aia")][c] for c in PROCESS_COLUMNS] == ["1", str(len(set(outside_points(b)))), "0"]
+    assert [cells[(b["function_id"], "aia")][c] for c in PROCESS_COLUMNS] == [
+        "1",
+        str(len(set(outside_points(b)))),
+        "0",
+    ]
     assert [cells[(clean["function_id"], "aia")][c] for c in PROCESS_COLUMNS] == ["1", "3", ""]
     assert [cells[(a["function_id"], "milan")][c] for c in PROCESS_COLUMNS] == ["", "", ""]
 
@@ -217,7 +270,9 @@ def judged_run(tmp_path_factory):
         write_episode(run, row, "aia", description=f"{row['description']} <b>&</b>")
     outs = {}
     for mode in ("logprob", "pmi", "generate"):
-        outs[mode] = evaluate_run(run, judge=HashJudge(), judge_mode=mode, out=run.parent / f"scores-{mode}", progress=False)
+        outs[mode] = evaluate_run(
+            run, judge=HashJudge(), judge_mode=mode, out=run.parent / f"scores-{mode}", progress=False
+        )
     return run, {"strings": st, "neurons_relations": rel}, outs
 
 
@@ -236,12 +291,18 @@ def test_unit_tests_csv_rows_are_the_judges_choices(judged_run, mode):
     for pf in per_function:
         row = find_row(rows, pf["function_id"])
         tests = [normalize_unit_test(t) for t in row["unit_tests"]]
-        description = (run / row["category"] / pf["method"] / row["function_id"].split("/")[1] / "description.txt").read_text()
-        want = judge_unit_tests(HashJudge(), [description], [tests], row["category"], mode=mode)  # the judge, asked again
+        description = (
+            run / row["category"] / pf["method"] / row["function_id"].split("/")[1] / "description.txt"
+        ).read_text()
+        want = judge_unit_tests(
+            HashJudge(), [description], [tests], row["category"], mode=mode
+        )  # the judge, asked again
         got = by_fn[(pf["function_id"], pf["method"])]
         assert [int(r["test"]) for r in got] == list(range(len(tests)))
         for r, test, d in zip(got, tests, want["decisions"][0]):
-            assert [r[f"option_{c}"] for c in (1, 2, 3)] == [render_pmi_option(test, c, row["category"]) for c in (1, 2, 3)]
+            assert [r[f"option_{c}"] for c in (1, 2, 3)] == [
+                render_pmi_option(test, c, row["category"]) for c in (1, 2, 3)
+            ]
             assert int(r["correct"]) == test["correct"] == d["correct"]
             assert r["chosen"] == ("" if d["chosen"] is None else str(d["chosen"]))
             assert r["right"] == str(int(d["right"])) and r["mode"] == mode
@@ -253,7 +314,8 @@ def test_unit_tests_csv_rows_are_the_judges_choices(judged_run, mode):
                 scores = [float(r[f"score_{c}"]) for c in (1, 2, 3)]
                 assert scores == d["scores"] and float(r["margin"]) == d["margin"]
                 assert float(r["margin"]) == scores[test["correct"] - 1] - max(
-                    v for c, v in enumerate(scores, 1) if c != test["correct"])
+                    v for c, v in enumerate(scores, 1) if c != test["correct"]
+                )
                 assert r["answer"] == ""
         # accuracy recomputed from the csv is the function's unit_test_accuracy
         assert sum(int(r["right"]) for r in got) / len(got) == float(pf["unit_test_accuracy"])
@@ -290,13 +352,21 @@ def test_inspect_explanation_lists_the_decisions():
     from findbench.interpret.inspect_tasks import judge_explanation
 
     row = load_rows("strings")[0]
-    record = {"function_id": row["function_id"], "category": "strings", "method": "aia", "description": "reverses the string",
-              "domain": "", "code": ""}
+    record = {
+        "function_id": row["function_id"],
+        "category": "strings",
+        "method": "aia",
+        "description": "reverses the string",
+        "domain": "",
+        "code": "",
+    }
     [record] = score_interpretations([record], [row], metrics=("unit_test_accuracy",), judge=HashJudge(), mode="pmi")
     rows = record["unit_test_rows"]
     lines = judge_explanation(rows, "pmi").splitlines()
     assert lines[0].startswith(f"judge (pmi): {sum(r['right'] for r in rows)}/{len(rows)} unit tests right")
     for k, (line, r) in enumerate(zip(lines[1:], rows), 1):
-        assert line.startswith(f"{k}. {'right' if r['right'] else 'WRONG'}: chose {r['chosen']}, correct {r['correct']}, "
-                               f"margin {r['margin']:+.3g}")
+        assert line.startswith(
+            f"{k}. {'right' if r['right'] else 'WRONG'}: chose {r['chosen']}, correct {r['correct']}, "
+            f"margin {r['margin']:+.3g}"
+        )
         assert r["option_3"] in line

@@ -55,9 +55,15 @@ def test_tools_protocol_prompts(category, rows):
     assert prompts.system_prompt() == prompts.system_prompt("text") != system
     text, tools = prompts.task_prompt(row), prompts.task_prompt(row, protocol="tools")
     # the same task, one sentence more: PYTHON(...) stands for a call of the tool
-    assert tools != text and tools.replace(
-        " In this session you call f(x) with the call_function tool: where this message writes PYTHON(function.py input1 "
-        "input2 ...), call call_function with the inputs [input1, input2, ...] instead of writing a command.", "") == text
+    assert (
+        tools != text
+        and tools.replace(
+            " In this session you call f(x) with the call_function tool: where this message writes PYTHON(function.py input1 "
+            "input2 ...), call call_function with the inputs [input1, input2, ...] instead of writing a command.",
+            "",
+        )
+        == text
+    )
     messages = prompts.build_messages(row, protocol="tools")
     assert [m["content"] for m in messages] == [system, tools]
     with pytest.raises(ValueError, match="protocol"):

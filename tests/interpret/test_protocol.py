@@ -36,36 +36,42 @@ def inputs(text: str) -> list[tuple[str, ...]]:
 
 
 # ----------------------------------------------------------------------------------- commands
-@pytest.mark.parametrize("text, expected", [
-    # FIND's own form, with the script name
-    ("PYTHON(function.py 1 2 3)", [("1", "2", "3")]),
-    ("COMMAND: PYTHON(function.py -128 0.5 1e3)", [("-128", "0.5", "1e3")]),
-    # spaces: inside the parentheses and before them
-    ("PYTHON( function.py   1    2 )", [("1", "2")]),
-    ("PYTHON (function.py 7)", [("7",)]),
-    # commas outside quotes separate values, inside quotes they stay
-    ("PYTHON(function.py 1, 2, 3)", [("1", "2", "3")]),
-    ("PYTHON(function.py,1,2)", [("1", "2")]),
-    ('PYTHON(function.py "a, b" c)', [("a, b", "c")]),
-    # shell-style quoting
-    ('PYTHON(function.py "hello world" \'it\'\'s\')', [("hello world", "its")]),
-    ('PYTHON(function.py "it\'s" \'say "hi"\')', [("it's", 'say "hi"')]),
-    (r"PYTHON(function.py it\'s a\ b)", [("it's", "a b")]),
-    ('PYTHON(function.py "" x)', [("", "x")]),
-    ("PYTHON(function.py #hashtag a#b)", [("#hashtag", "a#b")]),
-    # parentheses inside a value: balanced, or quoted
-    ("PYTHON(function.py f(x) (a))", [("f(x)", "(a)")]),
-    ('PYTHON(function.py ")" "(")', [(")", "(")]),
-    # the script as a path, after `python`, or missing
-    ("PYTHON(./temp/function.py 4)", [("4",)]),
-    ("PYTHON(python function.py 4)", [("4",)]),
-    ('PYTHON("function.py" 4)', [("4",)]),
-    ("PYTHON(4 5)", [("4", "5")]),
-    # several commands, all run in order, across lines and in prose
-    ("First PYTHON(function.py 1) then\nPYTHON(function.py a b)\nand PYTHON(function.py 2).", [("1",), ("a", "b"), ("2",)]),
-    # multi-line arguments
-    ("PYTHON(function.py\n  1\n  2)", [("1", "2")]),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # FIND's own form, with the script name
+        ("PYTHON(function.py 1 2 3)", [("1", "2", "3")]),
+        ("COMMAND: PYTHON(function.py -128 0.5 1e3)", [("-128", "0.5", "1e3")]),
+        # spaces: inside the parentheses and before them
+        ("PYTHON( function.py   1    2 )", [("1", "2")]),
+        ("PYTHON (function.py 7)", [("7",)]),
+        # commas outside quotes separate values, inside quotes they stay
+        ("PYTHON(function.py 1, 2, 3)", [("1", "2", "3")]),
+        ("PYTHON(function.py,1,2)", [("1", "2")]),
+        ('PYTHON(function.py "a, b" c)', [("a, b", "c")]),
+        # shell-style quoting
+        ("PYTHON(function.py \"hello world\" 'it''s')", [("hello world", "its")]),
+        ('PYTHON(function.py "it\'s" \'say "hi"\')', [("it's", 'say "hi"')]),
+        (r"PYTHON(function.py it\'s a\ b)", [("it's", "a b")]),
+        ('PYTHON(function.py "" x)', [("", "x")]),
+        ("PYTHON(function.py #hashtag a#b)", [("#hashtag", "a#b")]),
+        # parentheses inside a value: balanced, or quoted
+        ("PYTHON(function.py f(x) (a))", [("f(x)", "(a)")]),
+        ('PYTHON(function.py ")" "(")', [(")", "(")]),
+        # the script as a path, after `python`, or missing
+        ("PYTHON(./temp/function.py 4)", [("4",)]),
+        ("PYTHON(python function.py 4)", [("4",)]),
+        ('PYTHON("function.py" 4)', [("4",)]),
+        ("PYTHON(4 5)", [("4", "5")]),
+        # several commands, all run in order, across lines and in prose
+        (
+            "First PYTHON(function.py 1) then\nPYTHON(function.py a b)\nand PYTHON(function.py 2).",
+            [("1",), ("a", "b"), ("2",)],
+        ),
+        # multi-line arguments
+        ("PYTHON(function.py\n  1\n  2)", [("1", "2")]),
+    ],
+)
 def test_commands(text, expected):
     assert inputs(text) == expected
     assert not any(c.malformed for c in parse_commands(text))
@@ -77,27 +83,33 @@ def test_command_records_its_text():
     assert not cmd.malformed
 
 
-@pytest.mark.parametrize("text", [
-    "",
-    "I think the function doubles its input.",
-    "python(function.py 1 2)",           # lower case is prose
-    "Python(function.py 1)",
-    "MYPYTHON(function.py 1)",           # not a word of its own
-    "RUN(function.py 1) EXEC(ls)",       # other commands are not commands
-    "```python\nprint(function(3))\n```",
-    "\x00\x01 garbage ))) (((",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "I think the function doubles its input.",
+        "python(function.py 1 2)",  # lower case is prose
+        "Python(function.py 1)",
+        "MYPYTHON(function.py 1)",  # not a word of its own
+        "RUN(function.py 1) EXEC(ls)",  # other commands are not commands
+        "```python\nprint(function(3))\n```",
+        "\x00\x01 garbage ))) (((",
+    ],
+)
 def test_no_command(text):
     assert parse_commands(text) == []
 
 
-@pytest.mark.parametrize("text, error", [
-    ("PYTHON(function.py 1 2", "missing closing parenthesis"),
-    ("PYTHON(function.py)", "no inputs"),
-    ("PYTHON()", "no inputs"),
-    ("PYTHON(function.py don't)", "No closing quotation"),
-    ('PYTHON(function.py "open)', "No closing quotation"),
-])
+@pytest.mark.parametrize(
+    "text, error",
+    [
+        ("PYTHON(function.py 1 2", "missing closing parenthesis"),
+        ("PYTHON(function.py)", "no inputs"),
+        ("PYTHON()", "no inputs"),
+        ("PYTHON(function.py don't)", "No closing quotation"),
+        ('PYTHON(function.py "open)', "No closing quotation"),
+    ],
+)
 def test_malformed_commands(text, error):
     (cmd,) = parse_commands(text)
     assert cmd.malformed and error in cmd.error and cmd.inputs == ()
@@ -116,7 +128,10 @@ def test_malformed_command_does_not_hide_the_next_one():
 def test_unclosed_command_runs_to_the_next_command():
     cmds = parse_commands("PYTHON(PYTHON(function.py 1) and PYTHON(function.py (2)")
     assert [(c.text, c.inputs, c.malformed) for c in cmds] == [
-        ("PYTHON(", (), True), ("PYTHON(function.py 1)", ("1",), False), ("PYTHON(function.py (2)", (), True)]
+        ("PYTHON(", (), True),
+        ("PYTHON(function.py 1)", ("1",), False),
+        ("PYTHON(function.py (2)", (), True),
+    ]
     # a quoted ")" closes nothing; when quotes never close, the plain parenthesis does (and the command errs)
     first, second = parse_commands('PYTHON(function.py ")" PYTHON(function.py 2)')
     assert first.text == 'PYTHON(function.py ")' and "No closing quotation" in first.error and second.inputs == ("2",)
@@ -130,8 +145,10 @@ def test_28_kb_of_unclosed_commands():
     turn = turn_commands(text)
     assert len(turn.commands) == MAX_COMMANDS_PER_MESSAGE and turn.dropped == 4000 - MAX_COMMANDS_PER_MESSAGE
     assert not turn.truncated and turn.commands == tuple(cmds[:MAX_COMMANDS_PER_MESSAGE])
-    assert turn.note == (f"Response: Note: only the first {MAX_COMMANDS_PER_MESSAGE} of 4000 commands were run "
-                         f"(at most {MAX_COMMANDS_PER_MESSAGE} per message).")
+    assert turn.note == (
+        f"Response: Note: only the first {MAX_COMMANDS_PER_MESSAGE} of 4000 commands were run "
+        f"(at most {MAX_COMMANDS_PER_MESSAGE} per message)."
+    )
     # nested and quoted starts that never close, and starts inside one long command
     assert len(parse_commands("PYTHON('(" * 4000)) == 4000
     text = "PYTHON(don't " * 3999 + ")" * 3999
@@ -174,7 +191,7 @@ def test_one_pass_closes_agree_with_scanning_each_start():
         assert _quoted_closes(text, starts) == {b: e for b, e in naive.items() if e is not None}, text
         plain = _plain_closes(text)
         for b in starts:
-            depth = [text[b:j + 1].count("(") - text[b:j + 1].count(")") for j in range(b, len(text))]
+            depth = [text[b : j + 1].count("(") - text[b : j + 1].count(")") for j in range(b, len(text))]
             assert plain.get(b - 1) == next((b + k for k, d in enumerate(depth) if d == -1), None), text
 
 
@@ -192,14 +209,20 @@ def test_turn_caps():
         turn_commands(b"PYTHON(1)")
 
 
-@pytest.mark.parametrize("text, expected", [
-    # shell syntax is just text: each token is a value, nothing else
-    ("PYTHON(function.py; cat /etc/passwd)", ("function.py;", "cat", "/etc/passwd")),
-    ("PYTHON(function.py $(id))", ("$(id)",)),
-    ("PYTHON(function.py `id` && rm -rf / | tee x > y)", ("`id`", "&&", "rm", "-rf", "/", "|", "tee", "x", ">", "y")),
-    ("PYTHON(../../etc/passwd)", ("../../etc/passwd",)),
-    ("PYTHON(function.py --help -c 'import os')", ("--help", "-c", "import os")),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # shell syntax is just text: each token is a value, nothing else
+        ("PYTHON(function.py; cat /etc/passwd)", ("function.py;", "cat", "/etc/passwd")),
+        ("PYTHON(function.py $(id))", ("$(id)",)),
+        (
+            "PYTHON(function.py `id` && rm -rf / | tee x > y)",
+            ("`id`", "&&", "rm", "-rf", "/", "|", "tee", "x", ">", "y"),
+        ),
+        ("PYTHON(../../etc/passwd)", ("../../etc/passwd",)),
+        ("PYTHON(function.py --help -c 'import os')", ("--help", "-c", "import os")),
+    ],
+)
 def test_shell_syntax_is_plain_values(text, expected):
     (cmd,) = parse_commands(text)
     assert cmd.inputs == expected
@@ -229,7 +252,7 @@ def test_answer_with_all_parts_code_is_last_fenced_block_after_code():
 def test_answer_missing_parts():
     assert parse_answer("[DESCRIPTION]: sports teams") == Answer("sports teams", None, None)
     ans = parse_answer("[DESCRIPTION]: reverses the string\n[CODE]: def function(x): return x[::-1]")
-    assert ans == Answer("reverses the string", None, None)       # code only counts in a fenced block
+    assert ans == Answer("reverses the string", None, None)  # code only counts in a fenced block
     ans = parse_answer("[DESCRIPTION]:\n[DOMAIN]:")
     assert ans == Answer("", "", None)
 
@@ -249,20 +272,27 @@ def test_answer_code_cut_by_the_token_limit():
     assert ans.code == "def function(x):\n    return x ** 2"
 
 
-@pytest.mark.parametrize("text", [
-    "",
-    "PYTHON(function.py 1 2)",
-    "I will write the [DESCRIPTION] after a few more experiments.",   # a mention, not a marker
-    "[DOMAIN]: everything\n[CODE]:\n```\nx\n```",
-    "[description]: lower case is not the marker",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "PYTHON(function.py 1 2)",
+        "I will write the [DESCRIPTION] after a few more experiments.",  # a mention, not a marker
+        "[DOMAIN]: everything\n[CODE]:\n```\nx\n```",
+        "[description]: lower case is not the marker",
+    ],
+)
 def test_not_an_answer(text):
     assert parse_answer(text) is None
 
 
 def test_format_answer_round_trips():
-    for answer in [Answer("d"), Answer("d", "dom"), Answer("multi\nline", None, "def function(x):\n    return x"),
-                   Answer("d", "a [bracket] here", "import numpy as np\n\ndef function(x):\n    return np.sin(x)")]:
+    for answer in [
+        Answer("d"),
+        Answer("d", "dom"),
+        Answer("multi\nline", None, "def function(x):\n    return x"),
+        Answer("d", "a [bracket] here", "import numpy as np\n\ndef function(x):\n    return np.sin(x)"),
+    ]:
         assert parse_answer(format_answer(answer.description, answer.domain, answer.code)) == answer
     with pytest.raises(TypeError, match="description"):
         format_answer(None)
@@ -278,7 +308,9 @@ def test_reply_format_matches_format_pairs():
     assert format_reply([1.0], [2.0], note="(note)").endswith("(1, 2) (note)")
     with pytest.raises(ValueError, match="length"):
         format_reply([1.0], [])
-    assert UNRECOGNIZED_REPLY.startswith("Response: Unrecognized command") and "PYTHON(function.py" in UNRECOGNIZED_REPLY
+    assert (
+        UNRECOGNIZED_REPLY.startswith("Response: Unrecognized command") and "PYTHON(function.py" in UNRECOGNIZED_REPLY
+    )
 
 
 # --------------------------------------------------------------------------------- tool calls
@@ -290,17 +322,20 @@ def test_tool_inputs_are_the_values_a_command_passes():
     assert tool_command(["x"] * MAX_INPUTS_PER_COMMAND).inputs == ("x",) * MAX_INPUTS_PER_COMMAND
 
 
-@pytest.mark.parametrize("inputs, error", [
-    ("abc", "must be a list"),
-    ({"a": 1}, "must be a list"),
-    (None, "must be a list"),
-    ([], "no inputs"),
-    (["x"] * (MAX_INPUTS_PER_COMMAND + 1), f"at most {MAX_INPUTS_PER_COMMAND}"),
-    (["ok", "x" * (MAX_INPUT_CHARS + 1)], "inputs[1] is longer than"),
-    ([True], "inputs[0] must be a string or a finite number"),
-    ([float("nan")], "finite number"),
-    ([["nested"]], "inputs[0]"),
-])
+@pytest.mark.parametrize(
+    "inputs, error",
+    [
+        ("abc", "must be a list"),
+        ({"a": 1}, "must be a list"),
+        (None, "must be a list"),
+        ([], "no inputs"),
+        (["x"] * (MAX_INPUTS_PER_COMMAND + 1), f"at most {MAX_INPUTS_PER_COMMAND}"),
+        (["ok", "x" * (MAX_INPUT_CHARS + 1)], "inputs[1] is longer than"),
+        ([True], "inputs[0] must be a string or a finite number"),
+        ([float("nan")], "finite number"),
+        ([["nested"]], "inputs[0]"),
+    ],
+)
 def test_bad_tool_inputs_are_malformed(inputs, error):
     command = tool_command(inputs)
     assert command.malformed and error in command.error and command.inputs == ()
@@ -314,4 +349,7 @@ def test_tool_call_text_and_protocols():
     assert PROTOCOLS == ("text", "tools") and [check_protocol(p) for p in PROTOCOLS] == ["text", "tools"]
     with pytest.raises(ValueError, match="protocol must be one of"):
         check_protocol("json")
-    assert TOOL_UNRECOGNIZED_REPLY.startswith("Response: Unrecognized command") and "call_function" in TOOL_UNRECOGNIZED_REPLY
+    assert (
+        TOOL_UNRECOGNIZED_REPLY.startswith("Response: Unrecognized command")
+        and "call_function" in TOOL_UNRECOGNIZED_REPLY
+    )

@@ -31,7 +31,11 @@ def test_oracle_answers_with_the_ground_truth(by_id, rows):
     strings = oracle_answer(by_id["strings/f00000"])
     assert strings.domain is None and strings.code == by_id["strings/f00000"]["code"]
     entity = oracle_answer(rows["neurons_entities"][0])
-    assert entity.description == rows["neurons_entities"][0]["description"] and entity.domain is None and entity.code is None
+    assert (
+        entity.description == rows["neurons_entities"][0]["description"]
+        and entity.domain is None
+        and entity.code is None
+    )
     relations = rows["neurons_relations"]
     exc = next(r for r in relations if r["exception"])
     assert exc["exception"] in oracle_answer(exc).domain and oracle_answer(exc).code is None
@@ -41,7 +45,11 @@ def test_oracle_answers_with_the_ground_truth(by_id, rows):
 
 def test_numeric_domains_for_each_corruption_kind(by_id):
     row = dict(by_id["numeric/f00002"])
-    for kind, boundary, interval in [("below", [-20.0], "[-100, -20]"), ("above", [30.5], "[30.5, 100]"), ("inside", [1, 6], "[1, 6]")]:
+    for kind, boundary, interval in [
+        ("below", [-20.0], "[-100, -20]"),
+        ("above", [30.5], "[30.5, 100]"),
+        ("inside", [1, 6], "[1, 6]"),
+    ]:
         row.update(corruption_type=kind, corruption_params=f'{{"boundary": {boundary}, "mean": 1.5, "std": 0.1}}')
         text = reference_domain(row)
         assert interval in text and "mean 1.5" in text
@@ -56,9 +64,9 @@ def test_random_never_answers_with_its_own_and_is_seeded(category, rows):
         assert ans.description in descriptions
         picked = next(r for r in pool if r["description"] == ans.description and r["function_id"] != row["function_id"])
         assert picked["function_id"] != row["function_id"]
-        assert random_answer(row, list(reversed(pool)), seed=0) == ans          # not the pool's order
+        assert random_answer(row, list(reversed(pool)), seed=0) == ans  # not the pool's order
     picks = {s: [random_answer(r, pool, seed=s).description for r in pool] for s in range(4)}
-    assert len({tuple(p) for p in picks.values()}) > 1                          # the seed matters
+    assert len({tuple(p) for p in picks.values()}) > 1  # the seed matters
 
 
 def test_random_needs_another_function(rows):
@@ -69,7 +77,9 @@ def test_random_needs_another_function(rows):
         random_answer(row, rows["numeric"])
 
 
-@pytest.mark.parametrize("fid", ["numeric/f00002", "strings/f00001", "neurons_entities/f00004", "neurons_relations/f00030"])
+@pytest.mark.parametrize(
+    "fid", ["numeric/f00002", "strings/f00001", "neurons_entities/f00004", "neurons_relations/f00030"]
+)
 def test_oracle_episode_round_trips_through_the_protocol(fid, by_id, tmp_path):
     row = by_id[fid]
     truth = oracle_answer(row)
@@ -138,8 +148,9 @@ def _score_references(data, rows, out, names, limit=None):
 
     scores = {}
     for name in names:
-        run = run_interpretations(data, name, configs=["numeric", "strings", "neurons_relations"], limit=limit,
-                                  out=out / name, progress=False)
+        run = run_interpretations(
+            data, name, configs=["numeric", "strings", "neurons_relations"], limit=limit, out=out / name, progress=False
+        )
         scores[name] = evaluate_run(run, judge=KnowingJudge(rows), out=run / "scores", progress=False)["scores"]
     return scores
 

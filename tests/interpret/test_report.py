@@ -81,7 +81,9 @@ def random_run(tmp_path_factory, data_dir, rows) -> Path:
 
 @pytest.fixture(scope="module")
 def calling_run(tmp_path_factory, data_dir, rows) -> Path:
-    return _scored_run(tmp_path_factory.mktemp("report") / "calling", data_dir, CallingLM(), rows, configs=["numeric"], limit=None)
+    return _scored_run(
+        tmp_path_factory.mktemp("report") / "calling", data_dir, CallingLM(), rows, configs=["numeric"], limit=None
+    )
 
 
 class Page(HTMLParser):
@@ -192,7 +194,11 @@ def test_report_files_and_html_structure(oracle_run):
     # each of the run's cells with its interval and n, marked (n < 10), and the legend under the table
     assert by_name["oracle (this run)"][:3] == ["1.00 [1.00, 1.00] (n=3)†"] * 3
     text = "".join(page.text)
-    assert SMALL_N_LEGEND in text and INTERVAL_NOTE in text and "Functions scored in this run: numeric code (NMSE<0.1): 3," in text
+    assert (
+        SMALL_N_LEGEND in text
+        and INTERVAL_NOTE in text
+        and "Functions scored in this run: numeric code (NMSE<0.1): 3," in text
+    )
     assert "How the interpreters experimented" in text and 'href="table.md"' in report.read_text(encoding="utf-8")
     # a transcript per episode, messages labelled by role
     assert len(page.details) == len(_episodes(oracle_run)) == 3 + 3 + 3
@@ -244,9 +250,16 @@ def test_a_damaged_episode_is_named_on_its_page(tmp_path):
     (folder / "episode.json").write_text('{"function_id": "strings/f0')
     (record,) = read_scored_run(tmp_path)["records"]
     why = record["damage"]
-    assert record["episode"] is None and why.startswith(f"episode file {folder / 'episode.json'} is unreadable") and "\n" not in why
+    assert (
+        record["episode"] is None
+        and why.startswith(f"episode file {folder / 'episode.json'} is unreadable")
+        and "\n" not in why
+    )
     (folder / "episode.json").write_text('{"function_id": "strings/f00000"}')
-    assert read_scored_run(tmp_path)["records"][0]["damage"] == f"episode file {folder / 'episode.json'} lacks ['category', 'method']"
+    assert (
+        read_scored_run(tmp_path)["records"][0]["damage"]
+        == f"episode file {folder / 'episode.json'} lacks ['category', 'method']"
+    )
 
 
 def test_calls_are_recorded_and_marked(calling_run):
@@ -270,9 +283,20 @@ def test_errors_name_the_field(tmp_path, oracle_run):
 
 
 def _chromium(*args: str, profile: Path) -> subprocess.CompletedProcess:
-    cmd = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-           f"--user-data-dir={profile}", *args]
+    cmd = [
+        str(CHROMIUM),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={profile}",
+        *args,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
 
 
@@ -282,7 +306,9 @@ def test_report_renders_in_chromium(oracle_run, tmp_path):
     report = (oracle_run / "scores" / REPORT_FILE).resolve()
     url = report.as_uri()
     shot = tmp_path / "shot.png"
-    done = _chromium(f"--screenshot={shot}", "--window-size=1280,2000", "--hide-scrollbars", url, profile=tmp_path / "profile1")
+    done = _chromium(
+        f"--screenshot={shot}", "--window-size=1280,2000", "--hide-scrollbars", url, profile=tmp_path / "profile1"
+    )
     assert shot.is_file(), f"no screenshot (rc {done.returncode}): {done.stderr[-2000:]}"
     assert shot.stat().st_size > 20_000
     image = _non_blank(shot)
@@ -333,10 +359,20 @@ def test_numeric_figure_oracle_and_wrong(by_id, tmp_path, monkeypatch):
     assert np.allclose(oracle.truth, [2 * x - 1 for x in oracle.x])
     assert not np.allclose(wrong.interpretation, wrong.truth) and wrong.note is None
 
-    calls = [{"round": 1, "command": "PYTHON(function.py 5 12 bad)", "inputs": ["5", "12", "bad"], "outputs": [26.0, 5.02, None],
-              "errors": [None, None, "ValueError: not a number"]}]
-    paths = [plot_numeric(clean, oracle, [], tmp_path / "oracle.png"), plot_numeric(clean, wrong, calls, tmp_path / "wrong.png"),
-             plot_numeric(corrupted, oracle_corrupted, calls, tmp_path / "corrupted.png")]
+    calls = [
+        {
+            "round": 1,
+            "command": "PYTHON(function.py 5 12 bad)",
+            "inputs": ["5", "12", "bad"],
+            "outputs": [26.0, 5.02, None],
+            "errors": [None, None, "ValueError: not a number"],
+        }
+    ]
+    paths = [
+        plot_numeric(clean, oracle, [], tmp_path / "oracle.png"),
+        plot_numeric(clean, wrong, calls, tmp_path / "wrong.png"),
+        plot_numeric(corrupted, oracle_corrupted, calls, tmp_path / "corrupted.png"),
+    ]
     images = [_non_blank(p) for p in paths]
     assert not np.array_equal(images[0], images[1])
     legends = [_legend(f) for f in seen]
@@ -352,10 +388,15 @@ def test_numeric_figure_oracle_and_wrong(by_id, tmp_path, monkeypatch):
 def test_numeric_figure_without_usable_code(by_id, tmp_path, monkeypatch):
     seen = _capture(monkeypatch)
     row = by_id["numeric/f00000"]
-    codes = [None, "   \n", "def f(x:\n", "def f(x):\n    raise ValueError('nope')\n",
-             "def f(x):\n    return 'text' if x < 0 else x\n",
-             # runs in the sandbox only: the environment of this process is untouched
-             "import os\nos.environ['FINDBENCH_REPORT_TEST'] = 'ran here'\ndef f(x):\n    return x\n"]
+    codes = [
+        None,
+        "   \n",
+        "def f(x:\n",
+        "def f(x):\n    raise ValueError('nope')\n",
+        "def f(x):\n    return 'text' if x < 0 else x\n",
+        # runs in the sandbox only: the environment of this process is untouched
+        "import os\nos.environ['FINDBENCH_REPORT_TEST'] = 'ran here'\ndef f(x):\n    return x\n",
+    ]
     curves = numeric_curves([row] * len(codes), codes)
     assert [c.note for c in curves[:2]] == ["no code given", "no code given"]
     assert curves[2].interpretation is None and curves[2].note.startswith("code failed (error): SyntaxError")
@@ -398,8 +439,15 @@ def test_bar_chart_has_error_bars_and_n(tmp_path, monkeypatch):
 
     monkeypatch.setattr(matplotlib.axes.Axes, "bar", bar)
     seen = _capture(monkeypatch)
-    scores = Scores({"strings": {"aia": Cell(exact_match=Estimate(0.5, (0.2, 0.8), 6),
-                                             unit_test_accuracy=Estimate(0.9, (0.85, 0.95), 40))}})
+    scores = Scores(
+        {
+            "strings": {
+                "aia": Cell(
+                    exact_match=Estimate(0.5, (0.2, 0.8), 6), unit_test_accuracy=Estimate(0.9, (0.85, 0.95), 40)
+                )
+            }
+        }
+    )
     _non_blank(plot_category("strings", scores, tmp_path / "strings.png"))
     assert [b["yerr"] for b in bars[:3]] == [None] * 3  # the paper's rows: no interval reported
     below, above = bars[3]["yerr"]
@@ -422,8 +470,14 @@ def test_cli_report_and_evaluate_report(calling_run, tmp_path, capsys):
     assert cli.main(["evaluate", str(calling_run), "--out", str(tmp_path / "s"), "--report"]) == 0
     out = capsys.readouterr().out
     assert "| GPT-4 |" in out and f"wrote {tmp_path / 's' / REPORT_FILE}" in out
-    assert sorted(p.name for p in (tmp_path / "s").iterdir() if p.suffix != ".png") == \
-        ["per_function.csv", "process.json", REPORT_FILE, "scores.json", "table.md", "unit_tests.csv"]
+    assert sorted(p.name for p in (tmp_path / "s").iterdir() if p.suffix != ".png") == [
+        "per_function.csv",
+        "process.json",
+        REPORT_FILE,
+        "scores.json",
+        "table.md",
+        "unit_tests.csv",
+    ]
     assert cli.main(["report", str(tmp_path / "absent")]) == 2
 
 
@@ -443,7 +497,11 @@ def test_transcript_calls_show_pairs_as_the_reply_did():
     from findbench.find.export import format_pair_list
     from findbench.interpret.report import _pairs
 
-    call = {"inputs": ["x) (1, 2", "line\n(3, 4)", "5"], "outputs": ["y", "z", None], "errors": [None, None, "not a number"]}
+    call = {
+        "inputs": ["x) (1, 2", "line\n(3, 4)", "5"],
+        "outputs": ["y", "z", None],
+        "errors": [None, None, "not a number"],
+    }
     assert _pairs(call) == r'("x) (1, 2", y) ("line\n(3, 4)", z) (5, error: not a number)'
     assert _pairs(call) == format_pair_list(call["inputs"], ["y", "z", "error: not a number"])
     assert _pairs({"inputs": [], "outputs": [], "errors": [], "error": "no inputs"}) == ""

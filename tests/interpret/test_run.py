@@ -12,7 +12,14 @@ from findbench import cli
 from findbench._config import from_namespace
 from findbench.interpret.config import InterpretConfig
 from findbench.interpret.episode import Episode
-from findbench.interpret.run import EPISODE_FILES, LM_CACHE, episode_dir, is_complete_episode, run_interpretations, summarize_run
+from findbench.interpret.run import (
+    EPISODE_FILES,
+    LM_CACHE,
+    episode_dir,
+    is_complete_episode,
+    run_interpretations,
+    summarize_run,
+)
 from tests.interpret.fakes import GenerationLM
 
 
@@ -30,7 +37,9 @@ def test_oracle_run_folder_layout(data_dir, by_id, tmp_path):
     info = json.loads((out / "run.json").read_text())
     assert info["interpreter"] == "oracle" and info["protocol"] == "text" and info["rounds"] == 20 and info["seed"] == 0
     assert info["data"] == str(data_dir.resolve()) and info["source"] == "data" and info["findbench_version"]
-    assert info["configs"] == ["numeric", "strings", "neurons_entities", "neurons_relations"] and info["methods"] == ["aia"]
+    assert info["configs"] == ["numeric", "strings", "neurons_entities", "neurons_relations"] and info["methods"] == [
+        "aia"
+    ]
     folders = episode_folders(out)
     assert [f.relative_to(out).as_posix() for f in folders] == [
         f"{c}/aia/f0000{i}" for c in ("neurons_entities", "neurons_relations", "numeric", "strings") for i in (0, 1)
@@ -86,7 +95,9 @@ class FailingLM(GenerationLM):
 @pytest.mark.parametrize("max_connections", [1, 3])
 def test_resume_after_an_interruption(max_connections, data_dir, tmp_path):
     out = tmp_path / "run"
-    kwargs = dict(configs=["strings", "neurons_relations"], limit=4, out=out, max_connections=max_connections, progress=False)
+    kwargs = dict(
+        configs=["strings", "neurons_relations"], limit=4, out=out, max_connections=max_connections, progress=False
+    )
     total = 8
     with pytest.raises(RuntimeError, match="connection lost"):
         run_interpretations(data_dir, FailingLM(fail_at=3), **kwargs)
@@ -107,8 +118,16 @@ def test_resume_after_an_interruption(max_connections, data_dir, tmp_path):
     assert 1 <= fourth.calls <= 2 and len(episode_folders(out)) == total + 2
 
 
-@pytest.mark.parametrize("damage", [b'{"function_id": "strings/f00001", "categ', b"", b"\x00\xff garbage", b"[1, 2]",
-                                    b'{"function_id": "strings/f00001"}'])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        b'{"function_id": "strings/f00001", "categ',
+        b"",
+        b"\x00\xff garbage",
+        b"[1, 2]",
+        b'{"function_id": "strings/f00001"}',
+    ],
+)
 def test_resume_reruns_a_damaged_episode(damage, data_dir, tmp_path, caplog):
     """A truncated, empty or otherwise damaged episode.json is not a finished episode: resume
     names it in one warning line and runs that episode again; reading it names the file."""
@@ -127,7 +146,9 @@ def test_resume_reruns_a_damaged_episode(damage, data_dir, tmp_path, caplog):
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="findbench.interpret.run"):
         run_interpretations(data_dir, FailingLM(), **kwargs)
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and r.name == "findbench.interpret.run"]
+    warnings = [
+        r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and r.name == "findbench.interpret.run"
+    ]
     assert len(warnings) == 1 and str(path) in warnings[0] and warnings[0].endswith("running that episode again")
     assert json.loads(path.read_text()) == good and other.stat().st_mtime_ns == before
     assert [s["episodes"] for s in summarize_run(out)] == [2] and no_temporaries(out)
@@ -139,42 +160,58 @@ def test_resume_refuses_other_settings(data_dir, tmp_path):
     for change in ({"rounds": 5}, {"seed": 1}, {"interpreter": "random"}, {"rows_or_data": None}):
         args = {"rows_or_data": data_dir, "interpreter": "oracle", **change}
         with pytest.raises(ValueError, match="out: .* other settings"):
-            run_interpretations(args.pop("rows_or_data"), args.pop("interpreter"), configs="strings", limit=1, out=out,
-                                progress=False, **args)
+            run_interpretations(
+                args.pop("rows_or_data"),
+                args.pop("interpreter"),
+                configs="strings",
+                limit=1,
+                out=out,
+                progress=False,
+                **args,
+            )
     # methods and configs may grow
-    run_interpretations(data_dir, "oracle", configs="neurons_entities", methods="aia,milan", limit=1, out=out, progress=False)
+    run_interpretations(
+        data_dir, "oracle", configs="neurons_entities", methods="aia,milan", limit=1, out=out, progress=False
+    )
     info = json.loads((out / "run.json").read_text())
     assert info["configs"] == ["strings", "neurons_entities"] and info["methods"] == ["aia", "milan"]
 
 
 def test_milan_methods(data_dir, tmp_path):
-    out = run_interpretations(data_dir, "oracle", methods=["milan", "aia+milan"], limit=1, out=tmp_path / "run", progress=False)
+    out = run_interpretations(
+        data_dir, "oracle", methods=["milan", "aia+milan"], limit=1, out=tmp_path / "run", progress=False
+    )
     assert json.loads((out / "run.json").read_text())["configs"] == ["neurons_entities", "neurons_relations"]
     assert [f.relative_to(out).as_posix() for f in episode_folders(out)] == [
-        "neurons_entities/aia+milan/f00000", "neurons_entities/milan/f00000",
-        "neurons_relations/aia+milan/f00000", "neurons_relations/milan/f00000",
+        "neurons_entities/aia+milan/f00000",
+        "neurons_entities/milan/f00000",
+        "neurons_relations/aia+milan/f00000",
+        "neurons_relations/milan/f00000",
     ]
     ep = json.loads((out / "neurons_entities" / "milan" / "f00000" / "episode.json").read_text())
     assert ep["calls"][0]["command"] == "exemplars" and ep["max_rounds"] == 2
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({"methods": "aia,bogus"}, "method"),
-    ({"methods": []}, "method"),
-    ({"methods": "milan", "configs": "numeric"}, "method"),
-    ({"methods": "aia+milan", "configs": "strings,neurons_entities"}, "method"),
-    ({"configs": "numeric,images"}, "configs"),
-    ({"limit": 0}, "limit"),
-    ({"rounds": 0}, "rounds"),
-    ({"max_connections": 0}, "max-connections"),
-    ({"max_tokens": -1}, "max-tokens"),
-    ({"episode_tokens": 0}, "episode-tokens"),
-    ({"episode_tokens": "100"}, "episode-tokens"),
-    ({"functions": "strings/f99999"}, "functions"),
-    ({"functions": "strings/7"}, "functions"),
-    ({"functions": "strings/f00001", "configs": "numeric"}, "functions"),
-    ({"interpreter": ""}, "interpreter"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"methods": "aia,bogus"}, "method"),
+        ({"methods": []}, "method"),
+        ({"methods": "milan", "configs": "numeric"}, "method"),
+        ({"methods": "aia+milan", "configs": "strings,neurons_entities"}, "method"),
+        ({"configs": "numeric,images"}, "configs"),
+        ({"limit": 0}, "limit"),
+        ({"rounds": 0}, "rounds"),
+        ({"max_connections": 0}, "max-connections"),
+        ({"max_tokens": -1}, "max-tokens"),
+        ({"episode_tokens": 0}, "episode-tokens"),
+        ({"episode_tokens": "100"}, "episode-tokens"),
+        ({"functions": "strings/f99999"}, "functions"),
+        ({"functions": "strings/7"}, "functions"),
+        ({"functions": "strings/f00001", "configs": "numeric"}, "functions"),
+        ({"interpreter": ""}, "interpreter"),
+    ],
+)
 def test_bad_arguments_name_the_field(kwargs, field, data_dir, tmp_path):
     args = {"interpreter": "oracle", **kwargs}
     with pytest.raises((ValueError, TypeError), match=field):
@@ -224,21 +261,61 @@ def test_lm_interpreter_uses_a_request_cache_under_out(data_dir, tmp_path):
 
 def test_cli_interpret(data_dir, tmp_path, capsys):
     out = tmp_path / "run"
-    rc = cli.main(["interpret", "--interpreter", "oracle", "--data", str(data_dir), "--configs", "strings,neurons_relations",
-                   "--method", "aia", "--limit", "2", "--out", str(out), "--max-connections", "2"])
+    rc = cli.main(
+        [
+            "interpret",
+            "--interpreter",
+            "oracle",
+            "--data",
+            str(data_dir),
+            "--configs",
+            "strings,neurons_relations",
+            "--method",
+            "aia",
+            "--limit",
+            "2",
+            "--out",
+            str(out),
+            "--max-connections",
+            "2",
+        ]
+    )
     assert rc == 0
     printed = capsys.readouterr().out.splitlines()
     assert printed[0] == f"wrote {out}"
-    assert printed[1].startswith("strings/aia: 2 episodes, 2 answered") and printed[2].startswith("neurons_relations/aia: 2 episodes")
+    assert printed[1].startswith("strings/aia: 2 episodes, 2 answered") and printed[2].startswith(
+        "neurons_relations/aia: 2 episodes"
+    )
     assert len(episode_folders(out)) == 4
-    rc = cli.main(["interpret", "--interpreter", "oracle", "--data", str(data_dir), "--configs", "numeric", "--method", "milan",
-                   "--out", str(tmp_path / "other")])
+    rc = cli.main(
+        [
+            "interpret",
+            "--interpreter",
+            "oracle",
+            "--data",
+            str(data_dir),
+            "--configs",
+            "numeric",
+            "--method",
+            "milan",
+            "--out",
+            str(tmp_path / "other"),
+        ]
+    )
     assert rc == 2 and "error: --method: " in capsys.readouterr().err
     cfg = from_namespace(InterpretConfig, cli.parse_args(["interpret"]))
     assert (cfg.interpreter, cfg.method, cfg.rounds, cfg.out, cfg.max_connections, cfg.data) == (
-        "embedded", ["aia"], 20, "outputs/interpret", 4, None)
-    cfg = from_namespace(InterpretConfig, cli.parse_args(["interpret", "--method", "milan,aia+milan", "--functions",
-                                                          "strings/f00001, numeric/f00002"]))
+        "embedded",
+        ["aia"],
+        20,
+        "outputs/interpret",
+        4,
+        None,
+    )
+    cfg = from_namespace(
+        InterpretConfig,
+        cli.parse_args(["interpret", "--method", "milan,aia+milan", "--functions", "strings/f00001, numeric/f00002"]),
+    )
     assert cfg.method == ["milan", "aia+milan"] and cfg.functions == ["strings/f00001", "numeric/f00002"]
 
 
@@ -271,13 +348,20 @@ class WordLM(GenerationLM):
 def test_episode_tokens_stop_an_lm_interpreter_and_are_recorded(data_dir, tmp_path):
     out = tmp_path / "run"
     lm = WordLM()
-    run_interpretations(data_dir, lm, functions="strings/f00000", out=out, max_tokens=3, episode_tokens=5, progress=False)
+    run_interpretations(
+        data_dir, lm, functions="strings/f00000", out=out, max_tokens=3, episode_tokens=5, progress=False
+    )
     # 2 tokens a turn (the LM's tokenizer, through the request cache); every turn may use --max-tokens (3): the
     # third brings the episode to 6 > 5 tokens, which stops it (Inspect's token limit), and that turn is not kept
     assert lm.limits == [3, 3, 3]
     ep = json.loads((episode_dir(out, "strings/f00000", "aia") / "episode.json").read_text())
     assert (ep["stop_reason"], ep["finished"], ep["rounds"], ep["max_episode_tokens"], ep["generated_tokens"]) == (
-        "token_limit", False, 2, 5, 6)  # 2 turns kept; the tokens of the third still count
+        "token_limit",
+        False,
+        2,
+        5,
+        6,
+    )  # 2 turns kept; the tokens of the third still count
     info = json.loads((out / "run.json").read_text())
     assert (info["max_tokens"], info["episode_tokens"]) == (3, 5)
     assert summarize_run(out)[0]["answered"] == 0
@@ -340,12 +424,42 @@ def test_cli_episode_tokens(data_dir, tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert rc == 2 and "--episode-tokens" in err[-1] and not (tmp_path / "bad").exists()
     out = tmp_path / "run"
-    rc = cli.main(["interpret", "--interpreter", "oracle", "--data", str(data_dir), "--configs", "strings", "--limit", "1",
-                   "--out", str(out), "--episode-tokens", "300"])
+    rc = cli.main(
+        [
+            "interpret",
+            "--interpreter",
+            "oracle",
+            "--data",
+            str(data_dir),
+            "--configs",
+            "strings",
+            "--limit",
+            "1",
+            "--out",
+            str(out),
+            "--episode-tokens",
+            "300",
+        ]
+    )
     assert rc == 0 and json.loads((out / "run.json").read_text())["episode_tokens"] == 300
     capsys.readouterr()
-    rc = cli.main(["interpret", "--interpreter", "oracle", "--data", str(data_dir), "--configs", "strings", "--limit", "1",
-                   "--out", str(out), "--episode-tokens", "301"])
+    rc = cli.main(
+        [
+            "interpret",
+            "--interpreter",
+            "oracle",
+            "--data",
+            str(data_dir),
+            "--configs",
+            "strings",
+            "--limit",
+            "1",
+            "--out",
+            str(out),
+            "--episode-tokens",
+            "301",
+        ]
+    )
     assert rc == 2 and "episode_tokens=300 (now 301)" in capsys.readouterr().err
 
 
@@ -366,7 +480,9 @@ def test_sample_picks_representative_functions(data_dir, tmp_path):
 
     out = run_interpretations(data_dir, "oracle", configs="strings", sample=3, out=tmp_path / "run", progress=False)
     done = [p.name for p in sorted((out / "strings" / "aia").iterdir())]
-    kinds = Counter(r["subcategory"] for r in load_rows("strings", data=data_dir) if r["function_id"].split("/")[1] in done)
+    kinds = Counter(
+        r["subcategory"] for r in load_rows("strings", data=data_dir) if r["function_id"].split("/")[1] in done
+    )
     assert len(done) == 3 and set(kinds) == {"atomic", "composition"}
 
 

@@ -62,7 +62,9 @@ def check_resumed(data_dir, out, done, logs_left):
     assert [f"strings/{p.name}" for p in folders] == FUNCTIONS
     assert all(sorted(q.name for q in p.iterdir()) == sorted(EPISODE_FILES) for p in folders)
     logs = logs_of(out)
-    assert len(logs) == logs_left and all(read_eval_log(str(p), header_only=True).status != "success" for p in logs[:-1])
+    assert len(logs) == logs_left and all(
+        read_eval_log(str(p), header_only=True).status != "success" for p in logs[:-1]
+    )
     log = read_eval_log(str(logs[-1]))
     assert log.status == "success" and log.eval.task == "find_interpret_aia"
     assert sorted(str(s.id) for s in log.samples) == FUNCTIONS and all(s.error is None for s in log.samples)
@@ -96,7 +98,9 @@ def test_an_unreadable_log_is_named(data_dir, tmp_path):
         run_interpretations(data_dir, CountingLM(stop_at=6), **settings(out))
     bad = out / "logs" / "2099-01-01T00-00-00-00-00_find-interpret-aia_bad.eval"
     bad.write_bytes(b"not a zip")
-    with pytest.raises(ValueError, match=f"^out: log {bad} cannot be read \\(.*\\); move it out of {out / 'logs'}") as exc:
+    with pytest.raises(
+        ValueError, match=f"^out: log {bad} cannot be read \\(.*\\); move it out of {out / 'logs'}"
+    ) as exc:
         run_interpretations(data_dir, CountingLM(), **settings(out))
     assert "\n" not in str(exc.value)
 
@@ -114,7 +118,9 @@ def test_a_killed_run_resumes_its_log(data_dir, tmp_path):
     assert not list(out.glob("strings/aia/f*"))  # killed before the export
     crashed = logs_of(out)
     assert [read_eval_log(str(p), header_only=True).status for p in crashed] == ["started"]
-    check_resumed(data_dir, out, {"strings/f00000", "strings/f00001"}, logs_left=2)  # a crashed log is recovered, not removed
+    check_resumed(
+        data_dir, out, {"strings/f00000", "strings/f00001"}, logs_left=2
+    )  # a crashed log is recovered, not removed
 
 
 def test_a_resumed_log_and_new_functions_run_as_two_tasks(data_dir, tmp_path):

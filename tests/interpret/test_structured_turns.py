@@ -19,8 +19,12 @@ CODE = "def function(x):\n    return x + 2"
 
 
 def _answer(category: str) -> str:
-    parts = {"numeric": ("adds 2", "all inputs", CODE), "strings": ("reverses", None, CODE),
-             "neurons_entities": ("birds", None, None), "neurons_relations": ("capital of a country", "countries", None)}[category]
+    parts = {
+        "numeric": ("adds 2", "all inputs", CODE),
+        "strings": ("reverses", None, CODE),
+        "neurons_entities": ("birds", None, None),
+        "neurons_relations": ("capital of a country", "countries", None),
+    }[category]
     return format_answer(*parts)
 
 
@@ -35,16 +39,27 @@ def test_the_grammar_allows_commands_or_the_answer_and_both_parse(category):
     for text in (_answer(category), "Here is my answer.\n" + _answer(category)):
         assert grammar.fullmatch(text) and last.fullmatch(text), text
         assert parse_answer(text) is not None and not parse_commands(text)
-    for bad in ("Let me think (hard).\nPYTHON(function.py 1)", "PYTHON(function.py)", "just prose",
-                "\n".join(["PYTHON(function.py 1)"] * (MAX_TURN_COMMANDS + 1)), "[DESCRIPTION]: a\nPYTHON(function.py 1)"):
+    for bad in (
+        "Let me think (hard).\nPYTHON(function.py 1)",
+        "PYTHON(function.py)",
+        "just prose",
+        "\n".join(["PYTHON(function.py 1)"] * (MAX_TURN_COMMANDS + 1)),
+        "[DESCRIPTION]: a\nPYTHON(function.py 1)",
+    ):
         assert not grammar.fullmatch(bad), bad
 
 
 def test_answer_parts_follow_each_categorys_task_message():
     assert "DOMAIN" in turn_constraint("numeric").regex and "CODE" in turn_constraint("numeric").regex
     assert "DOMAIN" not in turn_constraint("strings").regex and "CODE" in turn_constraint("strings").regex
-    assert "DOMAIN" not in turn_constraint("neurons_entities").regex and "CODE" not in turn_constraint("neurons_entities").regex
-    assert "DOMAIN" in turn_constraint("neurons_relations").regex and "CODE" not in turn_constraint("neurons_relations").regex
+    assert (
+        "DOMAIN" not in turn_constraint("neurons_entities").regex
+        and "CODE" not in turn_constraint("neurons_entities").regex
+    )
+    assert (
+        "DOMAIN" in turn_constraint("neurons_relations").regex
+        and "CODE" not in turn_constraint("neurons_relations").regex
+    )
     with pytest.raises(ValueError, match="category"):
         turn_constraint("images")
 
@@ -78,8 +93,16 @@ class GrammarAgent(GenerationLM):
 @pytest.mark.parametrize(("setting", "applied"), [("auto", True), ("off", False)])
 def test_run_applies_and_records_the_setting(setting, applied, data_dir, tmp_path):
     lm = GrammarAgent()
-    out = run_interpretations(data_dir, lm, configs="strings", limit=1, rounds=3, out=tmp_path / setting, progress=False,
-                              structured_outputs=setting)
+    out = run_interpretations(
+        data_dir,
+        lm,
+        configs="strings",
+        limit=1,
+        rounds=3,
+        out=tmp_path / setting,
+        progress=False,
+        structured_outputs=setting,
+    )
     info = json.loads((out / "run.json").read_text())
     assert info["structured_outputs"] == setting and info["structured_outputs_applied"] is applied
     (episode,) = out.glob("strings/aia/f*/episode.json")
@@ -94,13 +117,23 @@ def test_run_applies_and_records_the_setting(setting, applied, data_dir, tmp_pat
     # a resumed run keeps the setting its episodes were generated under
     other = "off" if setting == "auto" else "on"
     with pytest.raises(ValueError, match=f"structured_outputs='{setting}' \\(now '{other}'\\)"):
-        run_interpretations(data_dir, lm, configs="strings", limit=2, rounds=3, out=out, progress=False, structured_outputs=other)
+        run_interpretations(
+            data_dir, lm, configs="strings", limit=2, rounds=3, out=out, progress=False, structured_outputs=other
+        )
 
 
 @pytest.mark.slow
 def test_every_embedded_turn_is_a_command_or_an_answer(embedded_lm, data_dir, tmp_path):
-    out = run_interpretations(data_dir, embedded_lm, configs="numeric,neurons_entities", limit=1, rounds=2, max_tokens=96,
-                              out=tmp_path / "run", progress=False)
+    out = run_interpretations(
+        data_dir,
+        embedded_lm,
+        configs="numeric,neurons_entities",
+        limit=1,
+        rounds=2,
+        max_tokens=96,
+        out=tmp_path / "run",
+        progress=False,
+    )
     assert json.loads((out / "run.json").read_text())["structured_outputs_applied"] is True
     episodes = [json.loads(p.read_text()) for p in sorted(out.glob("*/aia/f*/episode.json"))]
     assert len(episodes) == 2
@@ -120,9 +153,15 @@ def test_the_inspect_engine_applies_the_same_turn_grammar(setting, applied, data
     from findbench.interpret.inspect_tasks import STORE_KEY, find_interpret
 
     lm = GrammarAgent()
-    task = find_interpret(configs="strings", limit=1, data=str(data_dir), rounds=3, judge=None, structured_outputs=setting)
-    [log] = inspect_eval(task, model=get_model("findbench/grammar-agent", lm=lm, memoize=False), log_dir=str(tmp_path / "logs"),
-                         display="none")
+    task = find_interpret(
+        configs="strings", limit=1, data=str(data_dir), rounds=3, judge=None, structured_outputs=setting
+    )
+    [log] = inspect_eval(
+        task,
+        model=get_model("findbench/grammar-agent", lm=lm, memoize=False),
+        log_dir=str(tmp_path / "logs"),
+        display="none",
+    )
     assert log.status == "success"
     episode = log.samples[0].store[STORE_KEY]
     if applied:

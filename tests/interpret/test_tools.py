@@ -77,7 +77,9 @@ def tool_calls(*arguments, content="", ids=None) -> ModelOutput:
     ids = ids or [f"call-{i}" for i in range(len(arguments))]
     calls = [ToolCall(id=i, function=TOOL_NAME, arguments=a) for i, a in zip(ids, arguments)]
     message = ChatMessageAssistant(content=content, tool_calls=calls, model="mockllm/model", source="generate")
-    return with_usage(ModelOutput(model="mockllm/model", choices=[ChatCompletionChoice(message=message, stop_reason="tool_calls")]))
+    return with_usage(
+        ModelOutput(model="mockllm/model", choices=[ChatCompletionChoice(message=message, stop_reason="tool_calls")])
+    )
 
 
 def text(content: str) -> ModelOutput:
@@ -110,12 +112,16 @@ def tools_eval(by_id, ids, data_dir, log_dir):
         assert [t.name for t in tools] == [TOOL_NAME]
         fid = function_of(by_id, ids, input)
         if len(input) == 2:
-            call = ModelOutput.for_tool_call("mockllm/model", TOOL_NAME, {"inputs": INPUTS[fid][0]}, content="Let me try.")
+            call = ModelOutput.for_tool_call(
+                "mockllm/model", TOOL_NAME, {"inputs": INPUTS[fid][0]}, content="Let me try."
+            )
             return with_usage(call)
         return text("I am done.\n" + oracle_text(by_id[fid]))
 
     model = get_model("mockllm/model", custom_outputs=outputs, memoize=False)
-    task = find_interpret(functions=ids, data=str(data_dir), judge=KnowingJudge([by_id[f] for f in ids]), protocol="tools")
+    task = find_interpret(
+        functions=ids, data=str(data_dir), judge=KnowingJudge([by_id[f] for f in ids]), protocol="tools"
+    )
     [log] = inspect_eval(task, model=model, log_dir=str(log_dir), display="none")
     return log
 
@@ -125,8 +131,10 @@ def tools_logs(data_dir, by_id, tmp_path_factory):
     """Two evals (numeric/f00000 and numeric/f00001 have the same task message): the clean
     functions, then the noisy one."""
     log_dir = tmp_path_factory.mktemp("tools-logs")
-    return [tools_eval(by_id, ["strings/f00000", "numeric/f00000"], data_dir, log_dir),
-            tools_eval(by_id, ["numeric/f00001"], data_dir, log_dir)]
+    return [
+        tools_eval(by_id, ["strings/f00000", "numeric/f00000"], data_dir, log_dir),
+        tools_eval(by_id, ["numeric/f00001"], data_dir, log_dir),
+    ]
 
 
 def test_tool_calls_reply_as_the_text_protocol_does(tools_logs, by_id):
@@ -148,7 +156,9 @@ def test_tool_calls_reply_as_the_text_protocol_does(tools_logs, by_id):
         calls = [e for e in sample.events if e.event == "model"]
         assert len(calls) == 2 and calls[1].input[-1].text == expected
         episode = Episode.from_dict(sample.store[STORE_KEY])
-        assert episode.protocol == "tools" and episode.finished and episode.stop_reason == "answer" and episode.rounds == 2
+        assert (
+            episode.protocol == "tools" and episode.finished and episode.stop_reason == "answer" and episode.rounds == 2
+        )
         assert episode.malformed_commands == 0
         [call] = episode.calls
         assert call["round"] == 1 and call["inputs"] == [str(x) for x in INPUTS[fid][0]]
@@ -182,12 +192,14 @@ def scripted_episode(data_dir, tmp_path, outputs, **task_args):
 def test_bad_tool_inputs_are_counted_as_malformed_and_a_turn_without_a_call_as_unrecognized(data_dir, by_id, tmp_path):
     long = "x" * (MAX_INPUT_CHARS + 1)
     turns = [
-        tool_calls({"inputs": []}),                                           # 1: empty
-        tool_calls({"inputs": "abc"}, {"inputs": ["abc"]}),                   # 2: not a list (Inspect's schema), then a good one
-        tool_calls({"inputs": ["a"] * (MAX_INPUTS_PER_COMMAND + 1)}),          # 3: too many
-        tool_calls({"inputs": [long]}, {"inputs": [True]}, {"values": ["a"]}),  # 4: too long, a boolean, a wrong argument
-        text("Let me think about PYTHON(function.py abc) for a moment."),     # 5: neither a tool call nor an answer
-        text("[DESCRIPTION]: adds a letter"),                                 # 6: the answer
+        tool_calls({"inputs": []}),  # 1: empty
+        tool_calls({"inputs": "abc"}, {"inputs": ["abc"]}),  # 2: not a list (Inspect's schema), then a good one
+        tool_calls({"inputs": ["a"] * (MAX_INPUTS_PER_COMMAND + 1)}),  # 3: too many
+        tool_calls(
+            {"inputs": [long]}, {"inputs": [True]}, {"values": ["a"]}
+        ),  # 4: too long, a boolean, a wrong argument
+        text("Let me think about PYTHON(function.py abc) for a moment."),  # 5: neither a tool call nor an answer
+        text("[DESCRIPTION]: adds a letter"),  # 6: the answer
     ]
     log, sample, episode = scripted_episode(data_dir, tmp_path, iter(turns))
     assert log.status == "success"
@@ -195,7 +207,14 @@ def test_bad_tool_inputs_are_counted_as_malformed_and_a_turn_without_a_call_as_u
     # six refused calls; the message with no call is an unrecognized turn, as in the text protocol
     assert episode.malformed_commands == 6 and episode.unrecognized_turns == 1
     assert [(c["round"], bool(c.get("error"))) for c in episode.calls] == [
-        (1, True), (2, True), (2, False), (3, True), (4, True), (4, True), (4, True)]
+        (1, True),
+        (2, True),
+        (2, False),
+        (3, True),
+        (4, True),
+        (4, True),
+        (4, True),
+    ]
     good = episode.calls[2]
     assert good["inputs"] == ["abc"] and good["errors"] == [None]
     assert "no inputs" in episode.calls[0]["error"] and "not of type 'array'" in episode.calls[1]["error"]
@@ -207,7 +226,10 @@ def test_bad_tool_inputs_are_counted_as_malformed_and_a_turn_without_a_call_as_u
     tool_messages = [m for m in sample.messages if m.role == "tool"]
     assert [m.error is not None for m in tool_messages] == [True, True, False, True, True, True, True]
     lines = [m["content"] for m in episode.messages if m["role"] == "tool"]
-    assert lines[0] == "Response: Error in call_function(inputs=[]): no inputs: call call_function with a list of one or more inputs."
+    assert (
+        lines[0]
+        == "Response: Error in call_function(inputs=[]): no inputs: call call_function with a list of one or more inputs."
+    )
     assert lines[2] == text_protocol_reply(by_id["strings/f00000"], "PYTHON(function.py abc)")
     assert [m["content"] for m in episode.messages if m["role"] == "user"][-1] == TOOL_UNRECOGNIZED_REPLY
     assert TOOL_UNRECOGNIZED_REPLY.startswith("Response: Unrecognized command")
@@ -223,10 +245,14 @@ def test_tool_calls_past_the_cap_do_not_run(data_dir, tmp_path):
     # every call has its result (the provider needs one per call id); the dropped ones a limit error
     tool_messages = [m for m in sample.messages if m.role == "tool"]
     assert [m.tool_call_id for m in tool_messages] == [f"call-{i}" for i in range(n)]
-    assert [m.error.message if m.error else None for m in tool_messages] == [None] * MAX_COMMANDS_PER_MESSAGE + [DROPPED_CALL] * 3
+    assert [m.error.message if m.error else None for m in tool_messages] == [None] * MAX_COMMANDS_PER_MESSAGE + [
+        DROPPED_CALL
+    ] * 3
     lines = [m["content"] for m in episode.messages if m["role"] == "tool"]
-    assert lines[-1] == (f'Response: Error in call_function(inputs=["w{n - 1}"]): not run: at most '
-                         f"{MAX_COMMANDS_PER_MESSAGE} call_function calls per message.")
+    assert lines[-1] == (
+        f'Response: Error in call_function(inputs=["w{n - 1}"]): not run: at most '
+        f"{MAX_COMMANDS_PER_MESSAGE} call_function calls per message."
+    )
 
 
 def test_round_limit_stops_a_model_that_never_answers(data_dir, tmp_path):
@@ -258,7 +284,9 @@ def test_token_budget_stops_a_model_that_never_answers(data_dir, tmp_path):
 
 
 def test_an_answer_ends_the_episode_before_its_tool_calls_run(data_dir, tmp_path):
-    _, sample, episode = scripted_episode(data_dir, tmp_path, iter([tool_calls({"inputs": ["abc"]}, content="[DESCRIPTION]: adds a letter")]))
+    _, sample, episode = scripted_episode(
+        data_dir, tmp_path, iter([tool_calls({"inputs": ["abc"]}, content="[DESCRIPTION]: adds a letter")])
+    )
     assert episode.finished and episode.rounds == 1 and episode.calls == [] and episode.description == "adds a letter"
     # react gives every call its result: here a refusal, neither a call, a malformed command nor a dropped one
     assert [m.error.message for m in sample.messages if m.role == "tool"] == [ANSWERED_CALL]
@@ -266,8 +294,15 @@ def test_an_answer_ends_the_episode_before_its_tool_calls_run(data_dir, tmp_path
 
 
 def test_a_last_turn_without_a_call_gets_the_reply_and_the_round_limit_stops(data_dir, tmp_path):
-    _, sample, episode = scripted_episode(data_dir, tmp_path, iter([tool_calls({"inputs": ["abc"]}), text("hmm")]), rounds=2)
-    assert (episode.stop_reason, episode.rounds, episode.unrecognized_turns, len(episode.calls)) == ("round_limit", 2, 1, 1)
+    _, sample, episode = scripted_episode(
+        data_dir, tmp_path, iter([tool_calls({"inputs": ["abc"]}), text("hmm")]), rounds=2
+    )
+    assert (episode.stop_reason, episode.rounds, episode.unrecognized_turns, len(episode.calls)) == (
+        "round_limit",
+        2,
+        1,
+        1,
+    )
     assert [m.role for m in sample.messages] == ["system", "user", "assistant", "tool", "assistant", "user"]
     assert sample.messages[-1].text == TOOL_UNRECOGNIZED_REPLY
 
@@ -289,8 +324,15 @@ def test_the_tool_on_its_own(by_id):
 
 
 def test_milan_with_tools_and_the_oracle(data_dir, tmp_path):
-    task = find_interpret(configs="neurons_relations", method="milan", limit=1, data=str(data_dir), interpreter="oracle",
-                          judge=None, protocol="tools")
+    task = find_interpret(
+        configs="neurons_relations",
+        method="milan",
+        limit=1,
+        data=str(data_dir),
+        interpreter="oracle",
+        judge=None,
+        protocol="tools",
+    )
     [log] = inspect_eval(task, model="none", log_dir=str(tmp_path / "logs"), display="none")
     episode = log.samples[0].store[STORE_KEY]
     assert log.status == "success" and episode["protocol"] == "tools" and episode["max_rounds"] == 2
@@ -303,12 +345,16 @@ def test_transcript_renders_tool_traffic_as_text():
     from inspect_ai.tool import ToolCallError
 
     call = ToolCall(id="c1", function=TOOL_NAME, arguments={"inputs": ["a", 2]})
-    messages = [ChatMessageSystem(content="s"), ChatMessageUser(content="u"),
-                ChatMessageAssistant(content="", tool_calls=[call]),
-                ChatMessageTool(content="", tool_call_id="c1", function=TOOL_NAME, error=ToolCallError("parsing", "bad")),
-                ChatMessageAssistant(content="[DESCRIPTION]: x")]
+    messages = [
+        ChatMessageSystem(content="s"),
+        ChatMessageUser(content="u"),
+        ChatMessageAssistant(content="", tool_calls=[call]),
+        ChatMessageTool(content="", tool_call_id="c1", function=TOOL_NAME, error=ToolCallError("parsing", "bad")),
+        ChatMessageAssistant(content="[DESCRIPTION]: x"),
+    ]
     assert transcript(messages) == [
-        {"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "u"},
         {"role": "assistant", "content": 'call_function(inputs=["a", 2])'},
         {"role": "tool", "content": 'Response: Error in call_function(inputs=["a", 2]): bad.'},
         {"role": "assistant", "content": "[DESCRIPTION]: x"},
@@ -332,18 +378,26 @@ def test_engine_inspect_with_tools_writes_and_checks_run_json(data_dir, by_id, t
     assert info["protocol"] == "tools" and info["inspect_model"] == "mockllm/model"
     for fid in ("strings/f00000", "numeric/f00000"):
         ep = json.loads((episode_dir(out, fid, "aia") / "episode.json").read_text())
-        assert ep["protocol"] == "tools" and ep["finished"] and ep["calls"][0]["inputs"] == [str(x) for x in INPUTS[fid][0]]
+        assert (
+            ep["protocol"] == "tools"
+            and ep["finished"]
+            and ep["calls"][0]["inputs"] == [str(x) for x in INPUTS[fid][0]]
+        )
         assert [m["role"] for m in ep["messages"]] == ["system", "user", "assistant", "tool", "assistant"]
     result = evaluate_run(out, judge=KnowingJudge([by_id["strings/f00000"]]), out=tmp_path / "scores", progress=False)
-    assert result["scores"]["numeric"]["aia"]["nmse_success"] == 1.0 and result["scores"]["strings"]["aia"]["exact_match"] == 1.0
+    assert (
+        result["scores"]["numeric"]["aia"]["nmse_success"] == 1.0
+        and result["scores"]["strings"]["aia"]["exact_match"] == 1.0
+    )
     # a folder holds one protocol
     with pytest.raises(ValueError, match="protocol='tools' \\(now 'text'\\)"):
         run_interpretations(data_dir, "mockllm/model", **{**kwargs, "protocol": "text"})
 
 
 def test_references_answer_in_the_tools_protocol(data_dir, tmp_path):
-    out = run_interpretations(data_dir, "oracle", configs="strings", limit=1, out=tmp_path / "run", protocol="tools",
-                              display="none")
+    out = run_interpretations(
+        data_dir, "oracle", configs="strings", limit=1, out=tmp_path / "run", protocol="tools", display="none"
+    )
     assert json.loads((out / "run.json").read_text())["protocol"] == "tools"
     assert json.loads((episode_dir(out, "strings/f00000", "aia") / "episode.json").read_text())["protocol"] == "tools"
     with pytest.raises(ValueError, match="protocol"):

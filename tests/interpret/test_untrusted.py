@@ -253,10 +253,31 @@ def test_each_csv_writer_neutralises_a_formula(tmp_path):
     from findbench.interpret.evaluate import _per_function_csv, _unit_tests_csv
 
     evil = "=cmd|' /C calc'!A0"
-    rec = {"function_id": "strings/f00000", "category": "strings", "method": "aia", "damage": evil,
-           "unit_test_rows": [{"function_id": "strings/f00000", "option_1": evil, "answer": "-1"}]}
-    texts = [_per_function_csv([rec]), _unit_tests_csv([rec]), _csv([{"concept": evil, "x": 0.5}], ["concept", "x"]),
-             _summary_csv(3, [{"latent": 1, "explanation": evil, "scores": {"detection": 0.5}, "degenerate_reason": None,
-                               "explanation_truncated": False, "skipped": None}], ["detection"])]
+    rec = {
+        "function_id": "strings/f00000",
+        "category": "strings",
+        "method": "aia",
+        "damage": evil,
+        "unit_test_rows": [{"function_id": "strings/f00000", "option_1": evil, "answer": "-1"}],
+    }
+    texts = [
+        _per_function_csv([rec]),
+        _unit_tests_csv([rec]),
+        _csv([{"concept": evil, "x": 0.5}], ["concept", "x"]),
+        _summary_csv(
+            3,
+            [
+                {
+                    "latent": 1,
+                    "explanation": evil,
+                    "scores": {"detection": 0.5},
+                    "degenerate_reason": None,
+                    "explanation_truncated": False,
+                    "skipped": None,
+                }
+            ],
+            ["detection"],
+        ),
+    ]
     for text in texts:
         assert "'" + evil in text and f",{evil}" not in text and not text.startswith(evil)

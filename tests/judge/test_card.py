@@ -79,14 +79,24 @@ def entity_rows() -> list[dict]:
 
 
 _RELATIONS = {
-    "country_capital": ("a country", "the capital of that country", ["the input country is in Asia", "the input country is in Europe"],
-                        [("France", "Paris"), ("Japan", "Tokyo"), ("Peru", "Lima")]),
-    "country_language": ("a country", "the official language of that country",
-                         ["the input country is in North America", "the input country is in South America"],
-                         [("France", "French"), ("Japan", "Japanese"), ("Peru", "Spanish")]),
-    "book_author": ("the title of a book", "the author of that book",
-                    ["the input book was written after 1900", "the input book was written before 1900"],
-                    [("Emma", "Jane Austen"), ("Ulysses", "James Joyce"), ("Dracula", "Bram Stoker")]),
+    "country_capital": (
+        "a country",
+        "the capital of that country",
+        ["the input country is in Asia", "the input country is in Europe"],
+        [("France", "Paris"), ("Japan", "Tokyo"), ("Peru", "Lima")],
+    ),
+    "country_language": (
+        "a country",
+        "the official language of that country",
+        ["the input country is in North America", "the input country is in South America"],
+        [("France", "French"), ("Japan", "Japanese"), ("Peru", "Spanish")],
+    ),
+    "book_author": (
+        "the title of a book",
+        "the author of that book",
+        ["the input book was written after 1900", "the input book was written before 1900"],
+        [("Emma", "Jane Austen"), ("Ulysses", "James Joyce"), ("Dracula", "Bram Stoker")],
+    ),
 }
 
 
@@ -97,11 +107,20 @@ def relation_rows() -> list[dict]:
         for key, (c1, c2, excs, pairs) in _RELATIONS.items():
             other = [p for k, (_, _, _, ps) in _RELATIONS.items() if k != key for p in ps]
             exc = None if v is None else excs[v]
-            rows.append({"function_id": f"neurons_relations/f{len(rows):05d}", "category": "neurons_relations",
-                         "subcategory": "atomic" if v is None else "corruption", "name": key if v is None else f"{key}~except{v + 1}",
-                         "params": json.dumps({"relation": key, "exception_index": v}), "concept1": c1, "concept2": c2,
-                         "exception": exc, "description": describe_relation(c1, c2, exc),
-                         "unit_tests": _tests(pairs, other, entities=False, shift=0 if v is None else v + 1)})
+            rows.append(
+                {
+                    "function_id": f"neurons_relations/f{len(rows):05d}",
+                    "category": "neurons_relations",
+                    "subcategory": "atomic" if v is None else "corruption",
+                    "name": key if v is None else f"{key}~except{v + 1}",
+                    "params": json.dumps({"relation": key, "exception_index": v}),
+                    "concept1": c1,
+                    "concept2": c2,
+                    "exception": exc,
+                    "description": describe_relation(c1, c2, exc),
+                    "unit_tests": _tests(pairs, other, entities=False, shift=0 if v is None else v + 1),
+                }
+            )
     return rows
 
 
@@ -143,8 +162,12 @@ def test_strings_ladder(string_rows):
     # every near miss behaves differently from the function on its test inputs
     _, rules = _ladder(string_rows, "strings", string_rows, 0, None)
     assert not any("same outputs" in r for r in rules["near_miss"])
-    assert any("other parameter" in r for r in rules["near_miss"]) and any("sibling operation" in r for r in rules["near_miss"])
-    assert any(r.startswith("family only") for r in rules["partial"]) and any(r.startswith("step") for r in rules["partial"])
+    assert any("other parameter" in r for r in rules["near_miss"]) and any(
+        "sibling operation" in r for r in rules["near_miss"]
+    )
+    assert any(r.startswith("family only") for r in rules["partial"]) and any(
+        r.startswith("step") for r in rules["partial"]
+    )
     # deterministic by seed; another seed draws other parts, parameters and pairings
     assert description_ladder(string_rows, seed=0) == ladder
     other_seed = description_ladder(string_rows, seed=1)
@@ -280,8 +303,15 @@ def test_card_of_a_judge_that_knows_the_truth(tmp_path, string_rows, entity_rows
     assert saved["tests"] == ["find"] and "accuracy_near" not in saved and "rungs" not in saved["settings"]
     assert len(saved["results"]) == 3 * len(rungs) and {r["tests"] for r in saved["results"]} == {"find"}
     assert [len(saved["ladder"][c]) for c in rows] == [6, 5, 9]
-    assert {"function_id", "partial_rule", "near_miss_rule", "examples_only", "hedged_4", "padded",
-            *[r for r in RUNGS if r != "empty"]} <= set(saved["ladder"]["strings"][0])
+    assert {
+        "function_id",
+        "partial_rule",
+        "near_miss_rule",
+        "examples_only",
+        "hedged_4",
+        "padded",
+        *[r for r in RUNGS if r != "empty"],
+    } <= set(saved["ladder"]["strings"][0])
     # the file is the card's JSON, and reads back to the same card and the same text
     assert read_card(tmp_path / "card") == card and saved == card.to_json()
     assert json.dumps(JudgeCard.from_json(saved).to_json(), indent=1) + "\n" == text
@@ -303,7 +333,9 @@ def test_card_of_a_judge_that_knows_the_truth(tmp_path, string_rows, entity_rows
     assert all(r.judged_unit_tests == 0 and r.accuracy == 0.0 for r in empty)  # never shown to the judge
     cost = card.cost
     assert cost.judged_unit_tests == (len(rungs) - 1) * 10 * 20 and cost.requests == cost.judged_unit_tests
-    assert cost.tokens > 0 and cost.tokens_per_1000_unit_tests == pytest.approx(1000 * cost.tokens / cost.judged_unit_tests)
+    assert cost.tokens > 0 and cost.tokens_per_1000_unit_tests == pytest.approx(
+        1000 * cost.tokens / cost.judged_unit_tests
+    )
     assert cost.tokens_counted_with.startswith("an estimate") and cost.unparsed is None
     assert [(c.category, c.tests) for c in cost.per_category] == [(c, "find") for c in rows]
     # the README: model-card front matter, the accuracy and AUROC tables, the method, the command
@@ -318,7 +350,10 @@ def test_card_of_a_judge_that_knows_the_truth(tmp_path, string_rows, entity_rows
     assert probes in readme and probes.splitlines()[0] == "| probe | strings | entities | relations | all |"
     assert all(line.endswith("✓ |") for line in probes.splitlines()[2:])
     assert len(probes.splitlines()) == 2 + len(PROBE_RUNGS)
-    assert "| true | 1.00 [1.00, 1.00] (n=6)† | 1.00 [1.00, 1.00] (n=5)† | 1.00 [1.00, 1.00] (n=9)† | 1.00 [1.00, 1.00] (n=20) |" in lines
+    assert (
+        "| true | 1.00 [1.00, 1.00] (n=6)† | 1.00 [1.00, 1.00] (n=5)† | 1.00 [1.00, 1.00] (n=9)† | 1.00 [1.00, 1.00] (n=20) |"
+        in lines
+    )
     assert "findbench judge-card --judge knowing-judge --judge-mode logprob" in readme and "near_miss" in readme
     assert "--rungs" not in readme and "Beside the baseline" not in readme
     assert (tmp_path / "card" / "judge_card.png").stat().st_size > 5000
@@ -341,8 +376,13 @@ def _near(tests: list[dict]) -> list[dict]:
     for ut in tests:
         k = len(ut["inputs"])
         order = [(i + 1) % k for i in range(k)]
-        out.append({"inputs": [ut["inputs"][i] for i in order], "outputs": [ut["outputs"][i] for i in order],
-                    "correct": order.index(ut["correct"] - 1) + 1})
+        out.append(
+            {
+                "inputs": [ut["inputs"][i] for i in order],
+                "outputs": [ut["outputs"][i] for i in order],
+                "correct": order.index(ut["correct"] - 1) + 1,
+            }
+        )
     return out
 
 
@@ -357,8 +397,9 @@ class KnowingBothJudge(KnowingJudge):
 
 def test_card_on_both_test_sets(tmp_path, string_rows):
     rows = {"strings": [dict(r, unit_tests_near=_near(r["unit_tests"])) for r in string_rows[:6]]}
-    card = _card(KnowingBothJudge(rows), rows, judge_mode="logprob", tests="both", out=str(tmp_path / "card"),
-                 n_resamples=300)
+    card = _card(
+        KnowingBothJudge(rows), rows, judge_mode="logprob", tests="both", out=str(tmp_path / "card"), n_resamples=300
+    )
     assert card.tests == ["find", "near"] and card.settings.tests == "both"
     for tests in ("find", "near"):
         table = card.table("accuracy", tests)["strings"]
@@ -367,7 +408,9 @@ def test_card_on_both_test_sets(tmp_path, string_rows):
     rungs = (*RUNGS, *PROBE_RUNGS)
     assert {(r.tests, r.rung) for r in card.results} == {(t, r) for t in ("find", "near") for r in rungs}
     # the near tests put the correct option elsewhere: a judge that picks option 1 scores differently on them
-    other = {t: next(r for r in card.results if r.tests == t and r.rung == "other").per_function for t in ("find", "near")}
+    other = {
+        t: next(r for r in card.results if r.tests == t and r.rung == "other").per_function for t in ("find", "near")
+    }
     assert other["find"] != other["near"]
     assert card.cost.judged_unit_tests == 2 * (len(RUNGS) + len(PROBE_RUNGS) - 1) * 10 * 6
     readme = (tmp_path / "card" / "README.md").read_text()
@@ -443,8 +486,16 @@ def test_table_a3_is_a_view_of_the_card(tmp_path, string_rows, entity_rows):
     rows = {"strings": string_rows[:5], "neurons_entities": entity_rows}
     judge = KnowingJudge(rows)
     full = _card(judge, rows, judge_mode="logprob", n_resamples=300)
-    a3 = _card(judge, rows, judge_mode="logprob", rungs="true,other", baseline=_first_option(MuddledJudge(rows)),
-               baseline_mode="generate,logprob", n_resamples=300, out=str(tmp_path / "a3"))
+    a3 = _card(
+        judge,
+        rows,
+        judge_mode="logprob",
+        rungs="true,other",
+        baseline=_first_option(MuddledJudge(rows)),
+        baseline_mode="generate,logprob",
+        n_resamples=300,
+        out=str(tmp_path / "a3"),
+    )
     assert list(a3.rungs) == ["true", "other"] and a3.probes is None and a3.settings.rungs == ["true", "other"]
     assert set(a3.ladder["strings"][0]) == {"function_id", "subcategory", "true", "other"}
     assert a3.settings.encoder is None  # no near misses: no encoder
@@ -460,15 +511,24 @@ def test_table_a3_is_a_view_of_the_card(tmp_path, string_rows, entity_rows):
     assert logprob.cost.unparsed is None and logprob.cost.judged_unit_tests == a3.cost.judged_unit_tests
     rows_a3 = table_a3(a3)
     assert [(r["category"], r["label"], r["descriptions"]) for r in rows_a3[:6]] == [
-        ("strings", label, kind) for label in ("before (generate)", "before (logprob)", "after") for kind in ("true", "wrong")]
-    after_true = next(r for r in rows_a3 if r["label"] == "after" and r["descriptions"] == "true" and r["category"] == "strings")
+        ("strings", label, kind)
+        for label in ("before (generate)", "before (logprob)", "after")
+        for kind in ("true", "wrong")
+    ]
+    after_true = next(
+        r for r in rows_a3 if r["label"] == "after" and r["descriptions"] == "true" and r["category"] == "strings"
+    )
     assert after_true["unit_test_accuracy"] == 1.0 and after_true["unit_test_accuracy_ci"] == [1.0, 1.0]
     assert after_true["function_ids"] == [r["function_id"] for r in string_rows[:5]] and after_true["n_functions"] == 5
     table = format_comparison(a3)
     assert table.splitlines()[0] == "| category | rung | before (generate) | before (logprob) | after |"
     assert len(table.splitlines()) == 2 + 2 * 2  # two categories, two rungs; no `all` row
     readme = (tmp_path / "a3" / "README.md").read_text()
-    assert "## Beside the baseline" in readme and table in readme and "with 2 of its ladder's descriptions (true, other)" in readme
+    assert (
+        "## Beside the baseline" in readme
+        and table in readme
+        and "with 2 of its ladder's descriptions (true, other)" in readme
+    )
     assert "--rungs true,other --baseline first-option --baseline-mode generate,logprob --out DIR" in readme
     assert read_card(tmp_path / "a3") == a3  # the baseline reads back too
 
@@ -489,13 +549,24 @@ def test_judge_report_runs_the_card_and_writes_table_a3(tmp_path, monkeypatch, s
 
     monkeypatch.setattr(data, "heldout_rows", heldout_rows)
     judge = KnowingJudge({"strings": string_rows[:8]})
-    cfg = JudgeReportConfig(judge=judge, baseline=_first_option(judge), baseline_mode="logprob", categories="strings",
-                            limit=5, mode="logprob", out=str(tmp_path / "report"))
+    cfg = JudgeReportConfig(
+        judge=judge,
+        baseline=_first_option(judge),
+        baseline_mode="logprob",
+        categories="strings",
+        limit=5,
+        mode="logprob",
+        out=str(tmp_path / "report"),
+    )
     report = judge_report(cfg, progress=False)
     assert seen == [("strings", "procedural")]
     assert list(report) == ["results", "settings", "paper_table_a3", "files"]
     assert [(r["label"], r["descriptions"]) for r in report["results"]] == [
-        ("before", "true"), ("before", "wrong"), ("after", "true"), ("after", "wrong")]
+        ("before", "true"),
+        ("before", "wrong"),
+        ("after", "true"),
+        ("after", "wrong"),
+    ]
     after = report["results"][2]
     assert after["unit_test_accuracy"] == 1.0 and after["n_functions"] == 5 and after["judge"] == "knowing-judge"
     # the same seeded sample as before the card: five of the eight, in function order
@@ -513,8 +584,15 @@ def test_judge_report_runs_the_card_and_writes_table_a3(tmp_path, monkeypatch, s
     # the old Python entry point: the same report, with a warning that says what replaced it
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        old = evaluator_report(judge, baseline=_first_option(judge), baseline_mode="logprob", categories=["strings"],
-                               limit=5, mode="logprob", progress=False)
+        old = evaluator_report(
+            judge,
+            baseline=_first_option(judge),
+            baseline_mode="logprob",
+            categories=["strings"],
+            limit=5,
+            mode="logprob",
+            progress=False,
+        )
     assert old["results"] == report["results"] and old["files"] == []
     assert any("judge-card --rungs true,other" in str(w.message) for w in caught)
 
@@ -528,13 +606,17 @@ def test_cards_follow_the_schema(string_rows):
     import jsonschema
 
     rows = {"strings": string_rows[:5]}
-    card = _card(KnowingJudge(rows), rows, judge_mode="logprob", rungs="true,other", baseline=KnowingJudge(rows),
-                 n_resamples=100)
+    card = _card(
+        KnowingJudge(rows), rows, judge_mode="logprob", rungs="true,other", baseline=KnowingJudge(rows), n_resamples=100
+    )
     schema = JudgeCard.json_schema()  # pinned in findbench/data/schemas by tests/test_schemas.py
     assert {"judge", "spec", "mode", "rungs", "results", "cost", "ladder", "settings"} <= set(schema["required"])
     assert "baseline" in schema["properties"] and "Measurement" in schema["$defs"]
     validator = jsonschema.Draft202012Validator(schema)
-    for doc in (card.to_json(), *(json.loads((shipped_card(n) / "judge_card.json").read_text()) for n in SHIPPED_CARDS)):
+    for doc in (
+        card.to_json(),
+        *(json.loads((shipped_card(n) / "judge_card.json").read_text()) for n in SHIPPED_CARDS),
+    ):
         assert not list(validator.iter_errors(doc))
     bad = dict(card.to_json(), mode=3)
     assert list(validator.iter_errors(bad))
@@ -566,8 +648,8 @@ def test_shipped_cards(name):
     assert list(card.accuracy) == ["strings", "neurons_entities", "neurons_relations", "all"]
     for group, table in card.accuracy.items():
         # the ladder, then the probes (cards made before the probes have none)
-        probes = tuple(table)[len(RUNGS):]
-        assert tuple(table)[:len(RUNGS)] == RUNGS and probes in ((), PROBE_RUNGS)
+        probes = tuple(table)[len(RUNGS) :]
+        assert tuple(table)[: len(RUNGS)] == RUNGS and probes in ((), PROBE_RUNGS)
         assert all(table[r].n >= 8 for r in table)
         assert table["empty"].mean == 0.0
         assert tuple(card.auroc[group]) == (*RUNGS[1:], *probes)
@@ -595,20 +677,28 @@ def test_the_card_code_rewrites_the_shipped_cards(name, tmp_path):
     cats = card.settings.categories
     for tests in card.test_sets:
         suffix = "" if tests == "find" else "_near"
-        probes = tuple(card.table("accuracy", tests)["all"])[len(RUNGS):]
+        probes = tuple(card.table("accuracy", tests)["all"])[len(RUNGS) :]
         tables = _summaries(card.results, cats, RUNGS, probes, tests, resamples)
         assert tables == {k: getattr(card, k) for k in tables}
         assert ("accuracy" + suffix, "auroc" + suffix) == tuple(tables)[:2]
         assert ("probes" + suffix in tables) == bool(probes)
     for group in card.accuracy:  # and by hand, for the ladder on FIND's tests
+
         def per_function(rung, group=group):
-            return [v for r in card.results if r.rung == rung and group in ("all", r.category)
-                    and r.test_set == "find" for v in r.per_function]
+            return [
+                v
+                for r in card.results
+                if r.rung == rung and group in ("all", r.category) and r.test_set == "find"
+                for v in r.per_function
+            ]
 
         for rung in RUNGS:
             assert stats.mean_ci(per_function(rung), n_resamples=resamples) == card.accuracy[group][rung].to_json()
             if rung != "true":
-                assert auroc_ci(per_function("true"), per_function(rung), n_resamples=resamples) == card.auroc[group][rung].to_json()
+                assert (
+                    auroc_ci(per_function("true"), per_function(rung), n_resamples=resamples)
+                    == card.auroc[group][rung].to_json()
+                )
     write_card(card, tmp_path / "card")
     assert (tmp_path / "card" / "README.md").read_bytes() == (folder / "README.md").read_bytes()
     written, shipped = ((f / "judge_card.json").read_text() for f in (tmp_path / "card", folder))
@@ -624,14 +714,22 @@ def test_the_shipped_judge_card_links_its_instrument_card():
     assert shipped_judge_dir() is not None
     assert "cards/embedded-evaluator/README.md" in model_card
 
+
 # ----------------------------------------------------------------------------- the embedded judges
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("judge", ["embedded", "embedded-evaluator"])
 def test_embedded_judges_rank_the_true_description_first_on_entities(judge):
-    cfg = JudgeCardConfig(judge=judge, out=None, judge_mode="pmi", categories="neurons_entities", functions_per_category=8,
-                          n_resamples=1000, rungs=list(RUNGS))
+    cfg = JudgeCardConfig(
+        judge=judge,
+        out=None,
+        judge_mode="pmi",
+        categories="neurons_entities",
+        functions_per_category=8,
+        n_resamples=1000,
+        rungs=list(RUNGS),
+    )
     card = judge_card(cfg, progress=False)
     acc = {r: s.mean for r, s in card.accuracy["neurons_entities"].items()}
     assert all(acc["true"] > acc[r] for r in RUNGS[1:]), acc

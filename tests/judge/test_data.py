@@ -25,13 +25,29 @@ def _entity_rows() -> list[dict]:
     rows = []
     for i, (c, words) in enumerate(concepts.items()):
         tests = [{"inputs": [w, "x", "y"], "outputs": None, "correct": 1} for w in words]
-        rows.append({"function_id": f"neurons_entities/f{i:05d}", "category": "neurons_entities", "concept1": c,
-                     "concept2": None, "description": f"The neuron fires on words related to {c}.", "unit_tests": tests})
+        rows.append(
+            {
+                "function_id": f"neurons_entities/f{i:05d}",
+                "category": "neurons_entities",
+                "concept1": c,
+                "concept2": None,
+                "description": f"The neuron fires on words related to {c}.",
+                "unit_tests": tests,
+            }
+        )
     for k, (a, b) in enumerate([("c0", "c1"), ("c2", "c3"), ("c4", "c5"), ("c6", "c7")]):
         words = concepts[a][:1] + concepts[b][:1]
         tests = [{"inputs": ["x", w, "y"], "outputs": None, "correct": 2} for w in words]
-        rows.append({"function_id": f"neurons_entities/f{10 + k:05d}", "category": "neurons_entities", "concept1": a,
-                     "concept2": b, "description": f"Words related to {a} or to {b}.", "unit_tests": tests})
+        rows.append(
+            {
+                "function_id": f"neurons_entities/f{10 + k:05d}",
+                "category": "neurons_entities",
+                "concept1": a,
+                "concept2": b,
+                "description": f"Words related to {a} or to {b}.",
+                "unit_tests": tests,
+            }
+        )
     return rows
 
 
@@ -50,9 +66,13 @@ def relation_rows():
 
 
 def test_function_items_are_the_correct_options():
-    row = {"unit_tests": [{"inputs": ["a", "b", "c"], "outputs": ["A", "B", "C"], "correct": 2},
-                          {"inputs": ["d", "b", "e"], "outputs": ["D", "B", "E"], "correct": 2},
-                          {"inputs": ["f", "g", "h"], "outputs": ["F", "G", "H"], "correct": 3}]}
+    row = {
+        "unit_tests": [
+            {"inputs": ["a", "b", "c"], "outputs": ["A", "B", "C"], "correct": 2},
+            {"inputs": ["d", "b", "e"], "outputs": ["D", "B", "E"], "correct": 2},
+            {"inputs": ["f", "g", "h"], "outputs": ["F", "G", "H"], "correct": 3},
+        ]
+    }
     assert function_items(row) == [("b", "B"), ("h", "H")]
     assert function_items({"unit_tests": [{"inputs": ["x", "y", "z"], "outputs": None, "correct": 1}]}) == ["x"]
 
@@ -142,8 +162,13 @@ def test_bad_input_names_the_argument(strings_rows):
 
 
 def test_data_folder_round_trip(tmp_path, strings_rows):
-    out = build_judge_data(tmp_path / "judge-data", n=12, n_heldout=6, seed=0,
-                               rows_by_category={"strings": strings_rows[:30], "neurons_entities": _entity_rows()})
+    out = build_judge_data(
+        tmp_path / "judge-data",
+        n=12,
+        n_heldout=6,
+        seed=0,
+        rows_by_category={"strings": strings_rows[:30], "neurons_entities": _entity_rows()},
+    )
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary leftovers
     dd = load_judge_data(out)
     assert dd["train"].num_rows == 12 and dd["validation"].num_rows == 6

@@ -189,12 +189,16 @@ def metric():
 
 def test_metric_loads_offline_and_scores(metric, always_two_lm):
     out = metric.compute(
-        predictions=["d1", "d2"], references=[_tests([2, 2, 1, 3]), _tests([1, 2])],
-        category="neurons_entities", judge=always_two_lm,
+        predictions=["d1", "d2"],
+        references=[_tests([2, 2, 1, 3]), _tests([1, 2])],
+        category="neurons_entities",
+        judge=always_two_lm,
     )
     assert out["unit_test_accuracy"] == pytest.approx(0.5) and out["per_function"] == [0.5, 0.5]
     assert out["truncated"] == [False, False] and out["judge"] == "always-two"
-    strings = metric.compute(predictions=["d"], references=[_tests([2, 1], "strings")], category="strings", judge=always_two_lm)
+    strings = metric.compute(
+        predictions=["d"], references=[_tests([2, 1], "strings")], category="strings", judge=always_two_lm
+    )
     assert strings["per_function"] == [0.5]
 
 
@@ -207,7 +211,9 @@ def test_metric_validates(metric, always_two_lm):
     with pytest.raises(ValueError, match=r"Input predictions: \[1\]"):
         metric.compute(predictions=[1], references=[_tests([1])], category="neurons_entities", judge=always_two_lm)
     with pytest.raises(TypeError, match=r"predictions\[1\]"):
-        metric.compute(predictions=["d", None], references=[_tests([1])] * 2, category="neurons_entities", judge=always_two_lm)
+        metric.compute(
+            predictions=["d", None], references=[_tests([1])] * 2, category="neurons_entities", judge=always_two_lm
+        )
 
 
 @pytest.mark.slow
@@ -259,8 +265,14 @@ def test_render_pmi_prompt_and_options():
 
     msgs = render_pmi_prompt("[DESCRIPTION]: Uppercases the input. [CODE]: def f(x): ...", "strings")
     assert [m["role"] for m in msgs] == ["system", "user"]
-    assert msgs[1]["content"].startswith("Description: Uppercases the input.\n\n") and "[CODE]" not in msgs[1]["content"]
-    assert [render_pmi_option(STR_TEST, k, "strings") for k in (1, 2, 3)] == ['"ab" -> "AB"', '"say \\"hi\\"" -> "SAY"', '"x " -> "X "']
+    assert (
+        msgs[1]["content"].startswith("Description: Uppercases the input.\n\n") and "[CODE]" not in msgs[1]["content"]
+    )
+    assert [render_pmi_option(STR_TEST, k, "strings") for k in (1, 2, 3)] == [
+        '"ab" -> "AB"',
+        '"say \\"hi\\"" -> "SAY"',
+        '"x " -> "X "',
+    ]
     assert render_pmi_option(ENT_TEST, 2, "entities") == "tulip"
     assert render_pmi_option(REL_TEST, 1, "relations") == "France -> Paris"
     # options are never part of the prompt, so every option of a description shares it
@@ -275,9 +287,15 @@ def test_pmi_mode_subtracts_each_options_prior_once():
     ut = {"inputs": ["NBA", "tulip", "the"], "outputs": None, "correct": 1}
     table = {
         # "the" is the likeliest word under the description, but only because it is likely anyway
-        ("sports leagues", "NBA"): -5.0, ("sports leagues", "tulip"): -9.0, ("sports leagues", "the"): -2.0,
-        ("flowers", "NBA"): -9.0, ("flowers", "tulip"): -4.0, ("flowers", "the"): -2.0,
-        (None, "NBA"): -8.0, (None, "tulip"): -8.0, (None, "the"): -1.0,
+        ("sports leagues", "NBA"): -5.0,
+        ("sports leagues", "tulip"): -9.0,
+        ("sports leagues", "the"): -2.0,
+        ("flowers", "NBA"): -9.0,
+        ("flowers", "tulip"): -4.0,
+        ("flowers", "the"): -2.0,
+        (None, "NBA"): -8.0,
+        (None, "tulip"): -8.0,
+        (None, "the"): -1.0,
     }
     lm = TableLM(table)
     ut2 = {**ut, "correct": 2}
@@ -295,8 +313,13 @@ def test_empty_descriptions_score_zero_without_a_judge_call(always_two_lm):
     table = {("sports leagues", w): v for w, v in (("NBA", -5.0), ("tulip", -9.0), ("the", -2.0))}
     table.update({(None, "NBA"): -8.0, (None, "tulip"): -8.0, (None, "the"): -1.0})
     lm = TableLM(table)
-    out = judge_unit_tests(lm, ["", "sports leagues", "[CODE]: def f(x): ...", "  "], [[ut], [ut], [ut], [ut]],
-                           "neurons_entities", mode="pmi")
+    out = judge_unit_tests(
+        lm,
+        ["", "sports leagues", "[CODE]: def f(x): ...", "  "],
+        [[ut], [ut], [ut], [ut]],
+        "neurons_entities",
+        mode="pmi",
+    )
     assert out["per_function"] == [0.0, 1.0, 0.0, 0.0] and out["empty"] == [0, 2, 3]
     assert out["choices"] == [[None], [1], [None], [None]] and out["unit_test_accuracy"] == 0.25
     assert {k[0] for k in lm.scored} == {"sports leagues", None}  # no empty description reached the judge
@@ -312,15 +335,30 @@ def test_decisions_record_each_choice_with_its_margin(always_two_lm):
     margin of the correct option over the best wrong one; generate mode keeps the raw answer."""
     # pmi: PMI = conditional - prior; NBA 3, tulip -1, the -1 under "sports leagues"
     ut = {"inputs": ["NBA", "tulip", "the"], "outputs": None, "correct": 1}
-    table = {("sports leagues", "NBA"): -5.0, ("sports leagues", "tulip"): -9.0, ("sports leagues", "the"): -2.0,
-             (None, "NBA"): -8.0, (None, "tulip"): -8.0, (None, "the"): -1.0}
-    out = judge_unit_tests(TableLM(table), ["sports leagues", ""], [[ut, {**ut, "correct": 2}], [ut]],
-                           "neurons_entities", mode="pmi")
+    table = {
+        ("sports leagues", "NBA"): -5.0,
+        ("sports leagues", "tulip"): -9.0,
+        ("sports leagues", "the"): -2.0,
+        (None, "NBA"): -8.0,
+        (None, "tulip"): -8.0,
+        (None, "the"): -1.0,
+    }
+    out = judge_unit_tests(
+        TableLM(table), ["sports leagues", ""], [[ut, {**ut, "correct": 2}], [ut]], "neurons_entities", mode="pmi"
+    )
     first, second = out["decisions"][0]
-    assert first == {"chosen": 1, "correct": 1, "right": True, "scores": [3.0, -1.0, -1.0], "margin": 4.0, "answer": None}
+    assert first == {
+        "chosen": 1,
+        "correct": 1,
+        "right": True,
+        "scores": [3.0, -1.0, -1.0],
+        "margin": 4.0,
+        "answer": None,
+    }
     assert second["chosen"] == 1 and not second["right"] and second["margin"] == -4.0
-    assert out["decisions"][1] == [{"chosen": None, "correct": 1, "right": False, "scores": None, "margin": None,
-                                    "answer": None}]  # an empty description: not judged
+    assert out["decisions"][1] == [
+        {"chosen": None, "correct": 1, "right": False, "scores": None, "margin": None, "answer": None}
+    ]  # an empty description: not judged
     assert [[d["chosen"] for d in f] for f in out["decisions"]] == out["choices"]
     assert [sum(d["right"] for d in f) / len(f) for f in out["decisions"]] == out["per_function"]
 
@@ -331,14 +369,19 @@ def test_decisions_record_each_choice_with_its_margin(always_two_lm):
     for d in decisions:
         s = d["scores"]
         assert len(s) == 3 and max(s) == s[1] and s[2] > s[0]
-        assert d["margin"] == pytest.approx(s[d["correct"] - 1] - max(v for k, v in enumerate(s, 1) if k != d["correct"]))
+        assert d["margin"] == pytest.approx(
+            s[d["correct"] - 1] - max(v for k, v in enumerate(s, 1) if k != d["correct"])
+        )
     assert decisions[0]["margin"] > 0 > decisions[1]["margin"] > decisions[2]["margin"]
 
     # generate: no margin, the raw answer
-    out = judge_unit_tests(ScriptedLM(["[ANSWER]: 1", "The answer is 2"]), ["a"], [_tests([1, 2])], "neurons_entities",
-                           mode="generate")
+    out = judge_unit_tests(
+        ScriptedLM(["[ANSWER]: 1", "The answer is 2"]), ["a"], [_tests([1, 2])], "neurons_entities", mode="generate"
+    )
     assert [(d["chosen"], d["right"], d["margin"], d["scores"], d["answer"]) for d in out["decisions"][0]] == [
-        (1, True, None, None, "[ANSWER]: 1"), (None, False, None, None, "The answer is 2")]
+        (1, True, None, None, "[ANSWER]: 1"),
+        (None, False, None, None, "The answer is 2"),
+    ]
 
 
 def test_pmi_mode_needs_a_scoring_lm(always_two_lm):
@@ -368,7 +411,9 @@ def test_untuned_embedded_pmi_judge_on_clear_cases(embedded_lm):
         {"inputs": ["Tristan", "Italy", "piano"], "outputs": ["male", "Rome", "instrument"], "correct": 2},
         {"inputs": ["Tristan", "piano", "Japan"], "outputs": ["male", "instrument", "Tokyo"], "correct": 3},
     ]
-    out = judge_unit_tests(embedded_lm, ["Maps a country to its capital city."], [tests], "neurons_relations", mode="pmi")
+    out = judge_unit_tests(
+        embedded_lm, ["Maps a country to its capital city."], [tests], "neurons_relations", mode="pmi"
+    )
     assert out["per_function"][0] >= 2 / 3
 
 
@@ -396,14 +441,21 @@ def test_a_2mb_description_is_cut_to_the_limit_and_flagged(metric, always_two_lm
     huge = "Counts the vowels of the input and repeats them. " * 42_000
     assert len(huge) > 2_000_000
     start = time.perf_counter()
-    out = metric.compute(predictions=[huge, "d"], references=[_tests([2, 1]), _tests([2])], category="neurons_entities",
-                         judge=always_two_lm)
+    out = metric.compute(
+        predictions=[huge, "d"],
+        references=[_tests([2, 1]), _tests([2])],
+        category="neurons_entities",
+        judge=always_two_lm,
+    )
     assert time.perf_counter() - start < 20
     assert out["truncated"] == [True, False] and out["per_function"] == [0.5, 1.0]
     text, cut = bound_description(huge, always_two_lm)
     assert cut and huge.startswith(text)
     assert len(always_two_lm.tokenizer(text, add_special_tokens=False)["input_ids"]) == MAX_DESCRIPTION_TOKENS
-    assert bound_description("short [CODE]" + "x" * 100_000, always_two_lm) == ("short", False)  # cut by cleaning, not the limit
+    assert bound_description("short [CODE]" + "x" * 100_000, always_two_lm) == (
+        "short",
+        False,
+    )  # cut by cleaning, not the limit
 
 
 def test_judge_without_a_tokenizer_cuts_characters_conservatively():
@@ -448,8 +500,12 @@ def test_malformed_unit_tests_are_refused_naming_field_and_index(metric, bad, ex
     with pytest.raises(exc, match="unit_tests" + field):
         judge_unit_tests(RecordingLM(), ["a", "b"], [[ENT_TEST], [unit_test]], "neurons_entities")
     with pytest.raises(exc, match="references" + field):
-        metric.compute(predictions=["a", "b"], references=[[ENT_TEST], [unit_test]], category="neurons_entities",
-                       judge=RecordingLM())
+        metric.compute(
+            predictions=["a", "b"],
+            references=[[ENT_TEST], [unit_test]],
+            category="neurons_entities",
+            judge=RecordingLM(),
+        )
     # rows read back from files (findbench evaluate) go through normalize_unit_test first: it
     # converts integers only, so the check still names what was there
     with pytest.raises(exc, match="unit_tests" + field):
@@ -467,8 +523,12 @@ def test_normalize_keeps_integers_only():
 
 def test_a_lone_surrogate_fails_only_its_own_text(metric, always_two_lm, caplog):
     """An unencodable character is replaced in its description; the other items score as usual."""
-    out = metric.compute(predictions=["d1", "x\ud800y", "d3"], references=[_tests([2]), _tests([2]), _tests([1])],
-                         category="neurons_entities", judge=always_two_lm)
+    out = metric.compute(
+        predictions=["d1", "x\ud800y", "d3"],
+        references=[_tests([2]), _tests([2]), _tests([1])],
+        category="neurons_entities",
+        judge=always_two_lm,
+    )
     assert out["per_function"] == [1.0, 1.0, 0.0]
     assert "predictions[1]" in caplog.text
     assert bound_description("x\ud800y") == ("x?y", False)

@@ -210,7 +210,8 @@ def test_training_lowers_loss_and_writes_a_loadable_judge(tmp_path, smol_base, j
     lm = load_lm(str(out), device="cpu")
     ut = {"inputs": ["ab", "cd", "ef"], "outputs": ["AB", "x", "y"], "correct": 1}
     res = evaluate.load(str(REPO / "metrics" / "find_unit_test")).compute(
-        predictions=["Uppercases the input."], references=[[ut]], category="strings", judge=str(out))
+        predictions=["Uppercases the input."], references=[[ut]], category="strings", judge=str(out)
+    )
     assert 0.0 <= res["unit_test_accuracy"] <= 1.0
     # the adapter folder and the merged weights give the same judge
     merged = load_lm(str(out / "merged"), device="cpu")
@@ -236,14 +237,21 @@ def test_pmi_training_lowers_loss_and_the_metric_scores_in_pmi_mode(tmp_path, ba
     # measured: tiny tokenizer 6.35 -> 6.24, embedded tokenizer 10.78 -> 10.63
     assert sum(losses[-3:]) / 3 < sum(losses[:3]) / 3 - {"tiny_base": 0.05, "smol_base": 0.1}[base]
     ev = summary["eval"]
-    assert ev["eval_rows"] == 6 and 0.0 <= ev["eval_judge_accuracy"] <= 1.0 and set(ev["eval_judge_accuracy_per_category"]) == {"strings"}
+    assert (
+        ev["eval_rows"] == 6
+        and 0.0 <= ev["eval_judge_accuracy"] <= 1.0
+        and set(ev["eval_judge_accuracy_per_category"]) == {"strings"}
+    )
     # a training pair is the correct option written as an example of the description
     from findbench.judge.data import load_judge_data
 
     row = load_judge_data(judge_data)["train"][0]
     msgs, target = judge_training_pair(row, "pmi")
     ut = json.loads(row["unit_test"])
-    assert target == render_pmi_option(ut, ut["correct"], "strings") and row["description"].split(".")[0] in msgs[1]["content"]
+    assert (
+        target == render_pmi_option(ut, ut["correct"], "strings")
+        and row["description"].split(".")[0] in msgs[1]["content"]
+    )
     with pytest.raises(ValueError, match="description"):
         judge_training_pair({k: v for k, v in row.items() if k != "description"}, "pmi")
 
@@ -252,7 +260,8 @@ def test_pmi_training_lowers_loss_and_the_metric_scores_in_pmi_mode(tmp_path, ba
     descs = ["Uppercases the input.", "Reverses the input.", "Deletes every vowel."]
     tests = [[{"inputs": ["ab", "cd", "ef"], "outputs": ["AB", "dc", "f"], "correct": c}] * 2 for c in (1, 2, 3)]
     res = evaluate.load(str(REPO / "metrics" / "find_unit_test")).compute(
-        predictions=descs, references=tests, category="strings", judge=str(out))
+        predictions=descs, references=tests, category="strings", judge=str(out)
+    )
     want = judge_unit_tests(load_lm(str(out), device="cpu"), descs, tests, "strings", mode="pmi")
     assert res["per_function"] == want["per_function"]
 
@@ -295,14 +304,30 @@ def test_report_end_to_end_on_tiny_judges(tmp_path, smol_base, judge_data):
     from findbench.judge.report import format_table, judge_report
 
     judge = train_judge(_args(smol_base, judge_data, tmp_path / "judge", max_steps=2))
-    report = judge_report(JudgeReportConfig(judge=judge, baseline=smol_base, out=tmp_path / "report", limit=2,
-                                            categories=["strings"], evaluator_data=judge_data), progress=False)
+    report = judge_report(
+        JudgeReportConfig(
+            judge=judge,
+            baseline=smol_base,
+            out=tmp_path / "report",
+            limit=2,
+            categories=["strings"],
+            evaluator_data=judge_data,
+        ),
+        progress=False,
+    )
     with open(tmp_path / "report" / "evaluator_report.csv") as fh:
         rows = list(csv.DictReader(fh))
-    assert [(r["label"], r["descriptions"]) for r in rows] == [("before", "true"), ("before", "wrong"), ("after", "true"), ("after", "wrong")]
+    assert [(r["label"], r["descriptions"]) for r in rows] == [
+        ("before", "true"),
+        ("before", "wrong"),
+        ("after", "true"),
+        ("after", "wrong"),
+    ]
     assert all(r["n_functions"] == "2" and 0 <= float(r["unit_test_accuracy"]) <= 1 for r in rows)
-    assert all(float(r["unit_test_accuracy_low"]) <= float(r["unit_test_accuracy"]) <= float(r["unit_test_accuracy_high"])
-               for r in rows)
+    assert all(
+        float(r["unit_test_accuracy_low"]) <= float(r["unit_test_accuracy"]) <= float(r["unit_test_accuracy_high"])
+        for r in rows
+    )
     assert (tmp_path / "report" / "evaluator_report.png").stat().st_size > 1000
     # only held-out functions of the judge data are judged
     held = set(json.loads((Path(judge_data) / "function_splits.json").read_text())["functions"].items())
@@ -315,13 +340,32 @@ def test_report_end_to_end_on_tiny_judges(tmp_path, smol_base, judge_data):
     with pytest.raises(ValueError, match="limit"):
         JudgeReportConfig(judge=judge, limit=1)
     # the baseline in several modes, labelled by mode
-    multi = judge_report(JudgeReportConfig(judge=judge, baseline=smol_base, baseline_mode=["logprob", "pmi"], limit=2,
-                                           categories=["strings"], evaluator_data=judge_data, out=None), progress=False)
+    multi = judge_report(
+        JudgeReportConfig(
+            judge=judge,
+            baseline=smol_base,
+            baseline_mode=["logprob", "pmi"],
+            limit=2,
+            categories=["strings"],
+            evaluator_data=judge_data,
+            out=None,
+        ),
+        progress=False,
+    )
     assert [(r["label"], r["mode"]) for r in multi["results"] if r["descriptions"] == "true"] == [
-        ("before (logprob)", "logprob"), ("before (pmi)", "pmi"), ("after", "pmi")]
+        ("before (logprob)", "logprob"),
+        ("before (pmi)", "pmi"),
+        ("after", "pmi"),
+    ]
     with pytest.raises(ValueError, match="mode"):
-        JudgeReportConfig(judge=judge, baseline=smol_base, baseline_mode="vote", limit=2, categories=["strings"],
-                          evaluator_data=judge_data)
+        JudgeReportConfig(
+            judge=judge,
+            baseline=smol_base,
+            baseline_mode="vote",
+            limit=2,
+            categories=["strings"],
+            evaluator_data=judge_data,
+        )
 
 
 def test_cli_train_evaluator_options(tmp_path, monkeypatch, capsys):
@@ -351,8 +395,17 @@ def test_judge_report_table_shows_intervals_and_n():
     from findbench.stats import SMALL_N_LEGEND, bootstrap_ci
 
     per_function = [1.0, 0.5, 0.0, 1.0]
-    result = {"judge": "j", "label": "after", "mode": "pmi", "category": "strings", "descriptions": "true", "n_functions": 4,
-              "unit_test_accuracy": 0.625, "unit_test_accuracy_ci": list(bootstrap_ci(per_function)), "per_function": per_function}
+    result = {
+        "judge": "j",
+        "label": "after",
+        "mode": "pmi",
+        "category": "strings",
+        "descriptions": "true",
+        "n_functions": 4,
+        "unit_test_accuracy": 0.625,
+        "unit_test_accuracy_ci": list(bootstrap_ci(per_function)),
+        "per_function": per_function,
+    }
     table = format_table({"results": [result]})
     low, high = result["unit_test_accuracy_ci"]
     assert f"| strings | 4 | 0.625 [{low:.3f}, {high:.3f}] (n=4)† |" in table

@@ -24,7 +24,10 @@ def remote(vllm_url):
 
 CONVS = [
     [{"role": "user", "content": "Pick a number: 1, 2 or 3."}],
-    [{"role": "system", "content": "Answer with one digit."}, {"role": "user", "content": "Which is largest? 1. ant 2. whale 3. cat"}],
+    [
+        {"role": "system", "content": "Answer with one digit."},
+        {"role": "user", "content": "Which is largest? 1. ant 2. whale 3. cat"},
+    ],
     [{"role": "user", "content": "What is the capital of France?"}],
 ]
 
@@ -96,8 +99,12 @@ def test_structured_outputs_reach_the_server(remote, embedded_lm):
     assert all(re.fullmatch(numbers.regex, g) for g in got), got
     assert not all(re.fullmatch(numbers.regex, f) for f in free)
     assert got == embedded_lm.generate(CONVS, max_new_tokens=12, constraint=numbers)
-    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}}, "required": ["city"],
-              "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 20}},
+        "required": ["city"],
+        "additionalProperties": False,
+    }
     (answer,) = remote.generate(CONVS[2:], max_new_tokens=24, constraint=Constraint(json_schema=schema))
     assert set(json.loads(answer)) == {"city"}
 

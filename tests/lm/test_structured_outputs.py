@@ -15,11 +15,19 @@ from findbench.lm.base import check_constraints, check_structured_outputs
 
 CONVS = [
     [{"role": "user", "content": "Pick a number: 1, 2 or 3."}],
-    [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "A much longer question that forces padding of the other rows?"}],
+    [
+        {"role": "system", "content": "Answer briefly."},
+        {"role": "user", "content": "A much longer question that forces padding of the other rows?"},
+    ],
     [{"role": "user", "content": "Hi"}],
 ]
 LIST = Constraint(regex=r"None|[1-3](, [1-3]){0,2}")
-SCHEMA = {"type": "object", "properties": {"pick": {"enum": ["a", "b"]}}, "required": ["pick"], "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "properties": {"pick": {"enum": ["a", "b"]}},
+    "required": ["pick"],
+    "additionalProperties": False,
+}
 
 
 # --------------------------------------------------------------------------- the Constraint
@@ -86,9 +94,17 @@ def tiny_lm(chat_tokenizer):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(chat_tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                      tie_word_embeddings=False, pad_token_id=chat_tokenizer.pad_token_id)
+    cfg = LlamaConfig(
+        vocab_size=len(chat_tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=False,
+        pad_token_id=chat_tokenizer.pad_token_id,
+    )
     model = LlamaForCausalLM(cfg).eval()
     return TransformersLM(model, tokenizer=chat_tokenizer, device="cpu", batch_size=2, name="tiny")
 
@@ -174,7 +190,9 @@ def test_openai_backend_sends_vllm_structured_outputs(monkeypatch):
     lm = OpenAILM("http://127.0.0.1:9/v1", model="m", max_workers=1)
     bodies = []
     monkeypatch.setattr(lm, "_ensure_server", lambda: None)
-    monkeypatch.setattr(lm, "_post", lambda url, body: bodies.append(body) or {"choices": [{"message": {"content": " 1 "}}]})
+    monkeypatch.setattr(
+        lm, "_post", lambda url, body: bodies.append(body) or {"choices": [{"message": {"content": " 1 "}}]}
+    )
     assert lm.supports_constraints and not lm.in_process
     assert lm.generate(CONVS, max_new_tokens=4, constraint=[LIST, Constraint(json_schema=SCHEMA), None]) == ["1"] * 3
     assert bodies[0]["structured_outputs"] == {"regex": LIST.regex}
@@ -195,10 +213,26 @@ def test_embedded_detection_answers_all_parse(embedded_lm):
 
     tok = embedded_lm.tokenizer
     renderer = TokenRenderer(tok)
-    texts = ["a robin sang in the tree", "the car would not start", "eagles fly over the hills", "tax forms are due",
-             "the sparrow ate a seed", "he paid the bill", "owls hunt at night", "a red brick wall"]
-    windows = [Window(i, 0, tok(t, add_special_tokens=False)["input_ids"], [0.0] * len(tok(t, add_special_tokens=False)["input_ids"]),
-                      "top" if i % 2 == 0 else "random") for i, t in enumerate(texts)]
+    texts = [
+        "a robin sang in the tree",
+        "the car would not start",
+        "eagles fly over the hills",
+        "tax forms are due",
+        "the sparrow ate a seed",
+        "he paid the bill",
+        "owls hunt at night",
+        "a red brick wall",
+    ]
+    windows = [
+        Window(
+            i,
+            0,
+            tok(t, add_special_tokens=False)["input_ids"],
+            [0.0] * len(tok(t, add_special_tokens=False)["input_ids"]),
+            "top" if i % 2 == 0 else "random",
+        )
+        for i, t in enumerate(texts)
+    ]
     explanations = ["bird names", "", "words about money", "the letter q"]
     convs = [detection_messages(e, windows, renderer) for e in explanations]
     free = embedded_lm.generate(convs, max_new_tokens=32)

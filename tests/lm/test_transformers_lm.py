@@ -18,7 +18,10 @@ from findbench.lm.base import LM
 
 CONVS = [
     [{"role": "user", "content": "Pick a number: 1, 2 or 3."}],
-    [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "A much longer question that forces padding of the other rows?"}],
+    [
+        {"role": "system", "content": "Answer briefly."},
+        {"role": "user", "content": "A much longer question that forces padding of the other rows?"},
+    ],
     [{"role": "user", "content": "Hi"}],
 ]
 
@@ -37,9 +40,15 @@ def tiny_model(tokenizer):
 
     torch.manual_seed(0)
     cfg = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-        tie_word_embeddings=False, pad_token_id=tokenizer.pad_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=False,
+        pad_token_id=tokenizer.pad_token_id,
     )
     model = LlamaForCausalLM(cfg).eval()
     with torch.no_grad():  # widen the logits so argmaxes are far from ties
@@ -109,7 +118,10 @@ def test_shared_prefix_packs_groups_with_different_prefix_lengths(tiny_model, to
     lm = TransformersLM(tiny_model, tokenizer=tokenizer, device="cpu", batch_size=4)
     convs = []
     for desc in ("short desc", "a much longer description of another function " * 4, "mid length words " * 2):
-        convs += [[{"role": "system", "content": "judge"}, {"role": "user", "content": f"{desc}\nOption {k}: " + "z " * k}] for k in range(3)]
+        convs += [
+            [{"role": "system", "content": "judge"}, {"role": "user", "content": f"{desc}\nOption {k}: " + "z " * k}]
+            for k in range(3)
+        ]
     plain = lm.candidate_logprobs(convs, ["1", "2", "3"], assistant_prefix="[ANSWER]: ")
     shared = lm.candidate_logprobs(convs, ["1", "2", "3"], assistant_prefix="[ANSWER]: ", shared_prefix=True)
     assert torch.allclose(torch.tensor(plain), torch.tensor(shared), atol=1e-4)
@@ -117,7 +129,9 @@ def test_shared_prefix_packs_groups_with_different_prefix_lengths(tiny_model, to
 
 def _manual_continuation(model, tokenizer, conv, continuation):
     """Independent reference: prompt and continuation unpadded, one forward, summed log-probs."""
-    prompt = tokenizer(tokenizer.apply_chat_template(conv, tokenize=False, add_generation_prompt=True), add_special_tokens=False)["input_ids"]
+    prompt = tokenizer(
+        tokenizer.apply_chat_template(conv, tokenize=False, add_generation_prompt=True), add_special_tokens=False
+    )["input_ids"]
     cont = tokenizer(continuation, add_special_tokens=False)["input_ids"]
     with torch.no_grad():
         logp = torch.log_softmax(model(torch.tensor([prompt + cont])).logits[0].float(), dim=-1)
@@ -126,11 +140,21 @@ def _manual_continuation(model, tokenizer, conv, continuation):
 
 def test_continuation_logprobs_equal_manual_sum(tiny_model, tokenizer):
     lm = TransformersLM(tiny_model, tokenizer=tokenizer, device="cpu", batch_size=2)
-    desc = [{"role": "system", "content": "judge"}, {"role": "user", "content": "Description: maps a country to its capital"}]
+    desc = [
+        {"role": "system", "content": "judge"},
+        {"role": "user", "content": "Description: maps a country to its capital"},
+    ]
     other = [{"role": "user", "content": "Description: (none)"}]
     # identical consecutive prompts share one prefix run; lengths differ; groups span packs
     convs = [desc, desc, desc, other, other, desc]
-    conts = ["France -> Paris", "x", "Peru -> Lima, a much longer continuation", "France -> Paris", "y z", "Kenya -> Nairobi"]
+    conts = [
+        "France -> Paris",
+        "x",
+        "Peru -> Lima, a much longer continuation",
+        "France -> Paris",
+        "y z",
+        "Kenya -> Nairobi",
+    ]
     lm.tokens_forwarded = 0
     got = lm.continuation_logprobs(convs, conts)
     assert len(got) == len(convs)
@@ -283,7 +307,11 @@ def _cache_file(path, damage: str) -> None:
         path.write_bytes(b"")
     else:
         db = sqlite3.connect(path)
-        db.execute("CREATE TABLE notes (body TEXT)" if damage == "other table" else "CREATE TABLE cache (key TEXT, answer TEXT)")
+        db.execute(
+            "CREATE TABLE notes (body TEXT)"
+            if damage == "other table"
+            else "CREATE TABLE cache (key TEXT, answer TEXT)"
+        )
         db.commit()
         db.close()
 
@@ -331,7 +359,9 @@ def test_a_cache_that_cannot_be_opened_is_named_in_one_line(tmp_path, monkeypatc
     db.execute("CREATE TABLE cache (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
     db.execute("BEGIN EXCLUSIVE")
     monkeypatch.setattr(cache_module, "_BUSY_TIMEOUT_S", 0.1)
-    with pytest.raises(sqlite3.OperationalError, match=f"^lm cache {re.escape(str(path))} cannot be opened \\(database is locked\\)"):
+    with pytest.raises(
+        sqlite3.OperationalError, match=f"^lm cache {re.escape(str(path))} cannot be opened \\(database is locked\\)"
+    ):
         CachedLM(CountingLM(), path)
     db.close()
     (tmp_path / "folder.sqlite").mkdir()

@@ -47,7 +47,17 @@ def test_equals_the_library_function(metric):
 
 def test_output_is_plain_python(metric):
     out = metric.compute(predictions=[[1], None], references=[[1], [2]], n_examples=2)
-    assert set(out) == {"autointerp_score", "autointerp_std_dev", "scores", "n_unparsed", "n", "ci", "floors", "best_floor", "margin"}
+    assert set(out) == {
+        "autointerp_score",
+        "autointerp_std_dev",
+        "scores",
+        "n_unparsed",
+        "n",
+        "ci",
+        "floors",
+        "best_floor",
+        "margin",
+    }
     assert type(out["autointerp_score"]) is float and type(out["autointerp_std_dev"]) is float
     assert all(type(s) is float for s in out["scores"]) and type(out["n_unparsed"]) is int
     assert type(out["n"]) is int and all(type(x) is float for x in out["ci"]) and type(out["margin"]) is float
@@ -95,14 +105,26 @@ def test_datasets_casts_window_numbers_with_int(metric):
         ({"predictions": ["1, 3"], "references": [[1]]}, "expected a list"),
         ({"predictions": [[1], ["x"]], "references": [[1], [1]]}, "Input predictions"),
         # checked in _compute (score_detections)
-        ({"predictions": [[1], [5]], "references": [[1], [1]]}, r"predictions\[1\]\[0\]: expected a window number in 1..4, got 5"),
+        (
+            {"predictions": [[1], [5]], "references": [[1], [1]]},
+            r"predictions\[1\]\[0\]: expected a window number in 1..4, got 5",
+        ),
         ({"predictions": [[1], [1, None]], "references": [[1], [1]]}, r"predictions\[1\]\[1\]"),
         ({"predictions": [[1], [1]], "references": [[1], [0]]}, r"references\[1\]\[0\]"),
         ({"predictions": [[1], [1]], "references": [[1], None]}, r"references\[1\]: expected a list"),
-        ({"predictions": [[1], [1]], "references": [[1], [1]], "n_examples": None}, "n_examples: expected a positive int"),
-        ({"predictions": [[1], [1]], "references": [[1], [1]], "n_examples": [4]}, r"n_examples \(1\) and predictions \(2\)"),
+        (
+            {"predictions": [[1], [1]], "references": [[1], [1]], "n_examples": None},
+            "n_examples: expected a positive int",
+        ),
+        (
+            {"predictions": [[1], [1]], "references": [[1], [1]], "n_examples": [4]},
+            r"n_examples \(1\) and predictions \(2\)",
+        ),
         ({"predictions": [[1], [1]], "references": [[1], [1]], "n_examples": [4, 0]}, r"n_examples\[1\]"),
-        ({"predictions": [[1], [1]], "references": [[1], [1]], "n_examples": 4.0}, "n_examples: expected a positive int"),
+        (
+            {"predictions": [[1], [1]], "references": [[1], [1]], "n_examples": 4.0},
+            "n_examples: expected a positive int",
+        ),
         ({"predictions": [], "references": []}, "predictions: at least one"),
     ],
 )

@@ -92,7 +92,9 @@ def test_compute_arguments_are_explicit(evaluate, name):
     # the feature columns come first and have no default (evaluate always passes them)
     assert [p.name for p in params[:2]] == ["predictions", "references"]
     assert all(p.default is inspect.Parameter.empty for p in params[:2])
-    assert all(p.default is not inspect.Parameter.empty for p in params[2:]), f"{name}: optional arguments need defaults"
+    assert all(p.default is not inspect.Parameter.empty for p in params[2:]), (
+        f"{name}: optional arguments need defaults"
+    )
     # every argument is documented in the inputs description
     described = metric.info.inputs_description
     for p in params:
@@ -107,8 +109,10 @@ def test_unknown_argument_names_itself(evaluate, name):
     inputs = {
         "autointerp": ([[1, 3], None], [[1, 2], [1]]),
         "explanation_f1": ([True, False], [[0.5], [-0.5]]),
-        "find_domain": (["[DOMAIN]: none"], [{"domain_low": -100.0, "domain_high": 100.0, "corruption_type": None,
-                                              "corruption_params": None}]),
+        "find_domain": (
+            ["[DOMAIN]: none"],
+            [{"domain_low": -100.0, "domain_high": 100.0, "corruption_type": None, "corruption_params": None}],
+        ),
         "find_exact_match": (["def f(x):\n    return x\n"], ["def function(x):\n    return x\n"]),
         "find_nmse": (["def f(x):\n    return x\n"], ["def function(x):\n    return x\n"]),
         "find_unit_test": (["d"], [[{"inputs": ["a", "b", "c"], "outputs": None, "correct": 1}]]),
@@ -161,11 +165,23 @@ ENTITY_TEST = {"inputs": ["NBA", "tulip", "cat"], "outputs": None, "correct": 1}
     [
         # checked by evaluate against the features before _compute runs
         ({"predictions": [1], "references": [[ENTITY_TEST]]}, ValueError, r"Input predictions: \[1\]"),
-        ({"predictions": ["a", "b"], "references": [[ENTITY_TEST]]}, ValueError, r"predictions \(2\) and references \(1\)"),
+        (
+            {"predictions": ["a", "b"], "references": [[ENTITY_TEST]]},
+            ValueError,
+            r"predictions \(2\) and references \(1\)",
+        ),
         # checked in _compute
         ({"predictions": ["a", None], "references": [[ENTITY_TEST]] * 2}, TypeError, r"predictions\[1\]"),
-        ({"predictions": ["a"], "references": [[dict(ENTITY_TEST, correct=4)]]}, ValueError, r"references\[0\]\[0\]\['correct'\]"),
-        ({"predictions": ["a"], "references": [[ENTITY_TEST]], "category": "strings"}, ValueError, r"references\[0\]\[0\]\['outputs'\]"),
+        (
+            {"predictions": ["a"], "references": [[dict(ENTITY_TEST, correct=4)]]},
+            ValueError,
+            r"references\[0\]\[0\]\['correct'\]",
+        ),
+        (
+            {"predictions": ["a"], "references": [[ENTITY_TEST]], "category": "strings"},
+            ValueError,
+            r"references\[0\]\[0\]\['outputs'\]",
+        ),
         ({"predictions": ["a"], "references": [[]]}, ValueError, r"references\[0\]"),
         ({"predictions": ["a"], "references": [[ENTITY_TEST]], "mode": "vote"}, ValueError, "mode"),
         ({"predictions": ["a"], "references": [[ENTITY_TEST]], "category": None}, ValueError, "category is required"),
@@ -189,8 +205,14 @@ def test_unit_test_references_from_add_batch_are_checked(evaluate):
     metric.add_batch(predictions=["a", "b"], references=[[ENTITY_TEST], [dict(ENTITY_TEST, correct=2)]])
     metric.add(prediction="c\ud800", reference=[ENTITY_TEST])
     out = metric.compute(category="neurons_entities", judge=_PickOne())
-    assert out == {"unit_test_accuracy": 2 / 3, "unit_test_accuracy_ci": [0.0, 1.0], "n": 3,
-                   "per_function": [1.0, 0.0, 1.0], "truncated": [False] * 3, "judge": "pick-one"}
+    assert out == {
+        "unit_test_accuracy": 2 / 3,
+        "unit_test_accuracy_ci": [0.0, 1.0],
+        "n": 3,
+        "per_function": [1.0, 0.0, 1.0],
+        "truncated": [False] * 3,
+        "judge": "pick-one",
+    }
 
 
 def test_code_metrics_check_items_in_compute(evaluate):
@@ -200,7 +222,9 @@ def test_code_metrics_check_items_in_compute(evaluate):
     with pytest.raises(TypeError, match=r"predictions\[1\]"):
         _load(evaluate, "find_nmse").compute(predictions=[gt, None], references=[gt, gt])
     with pytest.raises(TypeError, match=r"references\[1\]"):
-        _load(evaluate, "find_exact_match").compute(predictions=[gt, gt], references=[gt, None], test_inputs=[["a"], ["b"]])
+        _load(evaluate, "find_exact_match").compute(
+            predictions=[gt, gt], references=[gt, None], test_inputs=[["a"], ["b"]]
+        )
     with pytest.raises(ValueError, match="test_inputs"):
         _load(evaluate, "find_exact_match").compute(predictions=[gt], references=[gt], test_inputs=[["a"], ["b"]])
 

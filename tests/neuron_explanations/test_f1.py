@@ -17,7 +17,11 @@ def test_hand_made_two_neurons():
     neurons = ["A", "A", "A", "A", "A", "B", "B"]
     out = explanation_f1(preds, refs, neurons)
     a, b = out["per_neuron"]["A"], out["per_neuron"]["B"]
-    assert a["precision"] == pytest.approx(2 / 3) and a["recall"] == pytest.approx(2 / 3) and a["f1"] == pytest.approx(2 / 3)
+    assert (
+        a["precision"] == pytest.approx(2 / 3)
+        and a["recall"] == pytest.approx(2 / 3)
+        and a["f1"] == pytest.approx(2 / 3)
+    )
     assert (a["n_items"], a["n_in"], a["n_fire"], a["tp"]) == (5, 3, 3, 2)
     assert (b["precision"], b["recall"], b["f1"], b["n_fire"]) == (0.0, 0.0, 0.0, 0)
     assert out["precision"] == pytest.approx(1 / 3) and out["f1"] == pytest.approx(1 / 3)
@@ -74,7 +78,11 @@ def test_evaluate_modules_load_offline():
     import evaluate
 
     f1 = evaluate.load(str(REPO / "metrics" / "explanation_f1"))
-    out = f1.compute(predictions=[True, True, False, False], references=[[0.5, -0.1], [-0.2], [0.9], [-0.3, -0.1]], neurons=["3:7"] * 4)
+    out = f1.compute(
+        predictions=[True, True, False, False],
+        references=[[0.5, -0.1], [-0.2], [0.9], [-0.3, -0.1]],
+        neurons=["3:7"] * 4,
+    )
     assert (out["precision"], out["recall"], out["f1"]) == (0.5, 0.5, 0.5)
     assert out["per_neuron"][0]["neuron"] == "3:7" and out["per_neuron"][0]["tp"] == 1
     probe = evaluate.load(str(REPO / "metrics" / "explanation_f1"), "probe")
@@ -83,7 +91,12 @@ def test_evaluate_modules_load_offline():
     assert probe.compute(predictions=(x[:, 0] > 0).tolist(), references=x.tolist())["f1"] > 0.85
     iia = evaluate.load(str(REPO / "metrics" / "iia"))
     assert iia.compute(predictions=["7", "3", "5", "5"], references=["7", "4", "5", "2"]) == {
-        "iia": 0.5, "iia_ci": [0.0, 1.0], "n": 4, "n_success": 2, "n_total": 4}
+        "iia": 0.5,
+        "iia_ci": [0.0, 1.0],
+        "n": 4,
+        "n_success": 2,
+        "n_total": 4,
+    }
     ids = evaluate.load(str(REPO / "metrics" / "iia"), "token_ids")
     assert ids.compute(predictions=[10, 11, 12], references=[10, 11, 0])["iia"] == pytest.approx(2 / 3)
     with pytest.raises(ValueError):

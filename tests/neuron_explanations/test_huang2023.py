@@ -36,7 +36,9 @@ def test_parses_all_neurons_and_items(rows):
     first = rows[0]
     assert first["neuron"] == "0:1016" and first["layer"] == 0 and first["neuron_index"] == 1016
     assert first["explanation"].startswith('the word "then"')
-    assert first["span_tokens"] == [" posterior", "ly"] and first["activations"][0] == pytest.approx(-0.11711282283067703)
+    assert first["span_tokens"] == [" posterior", "ly"] and first["activations"][0] == pytest.approx(
+        -0.11711282283067703
+    )
     assert first["label"] == "true_negative" and first["in_explanation"] is False and first["fires"] is False
 
 
@@ -63,7 +65,9 @@ def test_block_inference(rows):
 def test_full_set_f1(rows):
     from findbench.neuron_explanations.f1 import explanation_f1
 
-    out = explanation_f1([r["in_explanation"] for r in rows], [r["activations"] for r in rows], [r["neuron"] for r in rows])
+    out = explanation_f1(
+        [r["in_explanation"] for r in rows], [r["activations"] for r in rows], [r["neuron"] for r in rows]
+    )
     assert out["n_neurons"] == 255
     assert out["precision"] == pytest.approx(0.6404, abs=1e-4)
     assert out["recall"] == pytest.approx(0.4623, abs=1e-4)
@@ -72,7 +76,15 @@ def test_full_set_f1(rows):
 
 
 def test_malformed_release(tmp_path):
-    bad = [{"neuron": "1:2", "gpt4_explanation": "x", "eval_data": [{"test_input": "a", "test_tokens": "['a'", "neuron_activations": "[1.0]", "label": "true_positive"}]}]
+    bad = [
+        {
+            "neuron": "1:2",
+            "gpt4_explanation": "x",
+            "eval_data": [
+                {"test_input": "a", "test_tokens": "['a'", "neuron_activations": "[1.0]", "label": "true_positive"}
+            ],
+        }
+    ]
     with pytest.raises(ValueError, match="test_tokens"):
         list(h.iter_items(bad))
     bad[0]["eval_data"][0].update(test_tokens="['a']", neuron_activations="[__import__('os')]")
@@ -88,10 +100,26 @@ def test_malformed_release(tmp_path):
 
 
 def test_reads_json_and_tarball(tmp_path):
-    rec = [{"neuron": "3:4", "gpt4_explanation": "days", "eval_data": [
-        {"test_input": "On Monday.", "test_tokens": "[' Monday']", "neuron_activations": "[-0.5]", "label": "false_positive"},
-        {"test_input": "Blue sky.", "test_tokens": "[' sky']", "neuron_activations": "[1.5, 0.1]", "label": "false_negative"},
-    ]}]
+    rec = [
+        {
+            "neuron": "3:4",
+            "gpt4_explanation": "days",
+            "eval_data": [
+                {
+                    "test_input": "On Monday.",
+                    "test_tokens": "[' Monday']",
+                    "neuron_activations": "[-0.5]",
+                    "label": "false_positive",
+                },
+                {
+                    "test_input": "Blue sky.",
+                    "test_tokens": "[' sky']",
+                    "neuron_activations": "[1.5, 0.1]",
+                    "label": "false_negative",
+                },
+            ],
+        }
+    ]
     (tmp_path / h.MEMBER).write_text(json.dumps(rec))
     rows = list(h.iter_items(h.load_release(tmp_path)))
     assert [r["block"] for r in rows] == ["explanation", "activating"]
@@ -134,13 +162,24 @@ def test_builder_model_configs_with_a_local_tiny_model(tmp_path):
     from tests.neuron_explanations._tiny import tiny_llama, word_tokenizer
 
     task = TASKS["time/next_day"]
-    tok = word_tokenizer([task.prompt(f) + a for f, a in zip(task.fillers, task.answers)] + load_corpus() + ["USER ASSISTANT : List"])
+    tok = word_tokenizer(
+        [task.prompt(f) + a for f, a in zip(task.fillers, task.answers)] + load_corpus() + ["USER ASSISTANT : List"]
+    )
     folder = tmp_path / "tiny"
     tiny_llama(len(tok), seed=1).save_pretrained(folder)
     tok.save_pretrained(folder)
     out = build(
-        str(tmp_path / "nts"), configs=["intervention_tasks", "observational"], model=str(folder), tasks=["time/next_day"],
-        layer=1, neuron=3, explanation="days of the week", judge="regex:day$", n_strings=3, n_activating=4, progress=False,
+        str(tmp_path / "nts"),
+        configs=["intervention_tasks", "observational"],
+        model=str(folder),
+        tasks=["time/next_day"],
+        layer=1,
+        neuron=3,
+        explanation="days of the week",
+        judge="regex:day$",
+        n_strings=3,
+        n_activating=4,
+        progress=False,
     )
     it = datasets.load_dataset(str(out), "intervention_tasks", split="test")
     assert it["filler"] == list(task.fillers) and set(it["task"]) == {"time/next_day"}

@@ -62,7 +62,9 @@ def test_gpt2_mlp_activation_matches_hand_computation():
     block = model.transformer.h[layer]
     captured = {}
     h = block.ln_2.register_forward_hook(lambda m, a, o: captured.setdefault("x", o))
-    got = acts.record(model, ids, layer=layer, site="mlp_activation", positions=[[0, 3]] * 3, neurons=[5, 0, 39], stop_early=False)
+    got = acts.record(
+        model, ids, layer=layer, site="mlp_activation", positions=[[0, 3]] * 3, neurons=[5, 0, 39], stop_early=False
+    )
     h.remove()
     x = captured["x"]
     pre = x @ block.mlp.c_fc.weight + block.mlp.c_fc.bias  # Conv1D: x W + b
@@ -202,7 +204,9 @@ def test_sweep_laws_on_tiny_model(tok):
     b = iv.iia_sweep(model, tok, task, 2, position="concept", skip_early_layers=False, prefix_cache=False, **common)
     assert a["predictions"] == b["predictions"] and a["curves"] == b["curves"]
     last = iv.iia_sweep(model, tok, task, 1, position="last", **common)
-    last_full = iv.iia_sweep(model, tok, task, 1, position="last", skip_early_layers=False, prefix_cache=False, **common)
+    last_full = iv.iia_sweep(
+        model, tok, task, 1, position="last", skip_early_layers=False, prefix_cache=False, **common
+    )
     assert last["predictions"] == last_full["predictions"]
     assert a["interventions"] == a["n_pairs"] * 3 * 2
     # a user ranking is used as given
@@ -223,7 +227,9 @@ def test_sweep_fast_path_exact_on_gpt2(tok):
     common = dict(rows=rows, n_pairs=10, ks=(25, 100), rankings=("random",), batch_size=8)
     for layer, position in ((1, "concept"), (2, "last")):
         fast = iv.iia_sweep(model, tok, task, layer, position=position, **common)
-        slow = iv.iia_sweep(model, tok, task, layer, position=position, skip_early_layers=False, prefix_cache=False, **common)
+        slow = iv.iia_sweep(
+            model, tok, task, layer, position=position, skip_early_layers=False, prefix_cache=False, **common
+        )
         assert fast["predictions"] == slow["predictions"]
 
 

@@ -83,16 +83,20 @@ def test_file_system_attacks_leave_the_host_untouched(box, victim):
     v, secret = str(victim), str(victim / "secret.txt")
     programs = {
         "dir_fd_unlink": f"import os\nfd = os.open({v!r}, os.O_PATH)\nos.unlink('keep.txt', dir_fd=fd)\n" + IDENTITY,
-        "dir_fd_create": f"import os\nfd = os.open({v!r}, os.O_PATH)\nos.open('new.txt', os.O_WRONLY | os.O_CREAT, dir_fd=fd)\n" + IDENTITY,
-        "dir_fd_rename": f"import os\nfd = os.open({v!r}, os.O_PATH)\nos.rename('keep.txt', 'moved.txt', src_dir_fd=fd, dst_dir_fd=fd)\n" + IDENTITY,
+        "dir_fd_create": f"import os\nfd = os.open({v!r}, os.O_PATH)\nos.open('new.txt', os.O_WRONLY | os.O_CREAT, dir_fd=fd)\n"
+        + IDENTITY,
+        "dir_fd_rename": f"import os\nfd = os.open({v!r}, os.O_PATH)\nos.rename('keep.txt', 'moved.txt', src_dir_fd=fd, dst_dir_fd=fd)\n"
+        + IDENTITY,
         "dir_fd_read": f"import os\nfd = os.open({v!r}, os.O_PATH)\ndef f(x):\n    return os.read(os.open('secret.txt', os.O_RDONLY, dir_fd=fd), 100).decode()\n",
         "absolute_write": f"open({v + '/new.txt'!r}, 'w').write('x')\n" + IDENTITY,
         "absolute_unlink": f"import os\nos.unlink({v + '/keep.txt'!r})\n" + IDENTITY,
         "absolute_rename": f"import os\nos.rename({v + '/keep.txt'!r}, {v + '/moved.txt'!r})\n" + IDENTITY,
-        "relative_write": f"import os\nrel = os.path.relpath({v!r})\nopen(os.path.join(rel, 'new.txt'), 'w').write('x')\n" + IDENTITY,
+        "relative_write": f"import os\nrel = os.path.relpath({v!r})\nopen(os.path.join(rel, 'new.txt'), 'w').write('x')\n"
+        + IDENTITY,
         "relative_unlink": f"import os\nos.unlink(os.path.join(os.path.relpath({v!r}), 'keep.txt'))\n" + IDENTITY,
         "symlink_read": f"import os\nos.symlink({secret!r}, 'link')\ndef f(x):\n    return open('link').read()\n",
-        "symlink_write": f"import os\nos.symlink({v + '/keep.txt'!r}, 'link')\nopen('link', 'w').write('gone')\n" + IDENTITY,
+        "symlink_write": f"import os\nos.symlink({v + '/keep.txt'!r}, 'link')\nopen('link', 'w').write('gone')\n"
+        + IDENTITY,
         "symlink_dir": f"import os, shutil\nos.symlink({v!r}, 'dir')\nshutil.rmtree('dir/sub')\n" + IDENTITY,
         "hardlink": f"import os\nos.link({secret!r}, 'hard')\ndef f(x):\n    return open('hard').read()\n",
         "rmtree": f"import shutil\nshutil.rmtree({v!r})\n" + IDENTITY,
@@ -103,17 +107,24 @@ def test_file_system_attacks_leave_the_host_untouched(box, victim):
             "import sys\nsys.audit = lambda *a: None\nsys.addaudithook(lambda *a: None)\n"
             f"open({v + '/new.txt'!r}, 'w').write('x')\n" + IDENTITY
         ),
-        "write_site_packages": "import os, numpy\nopen(os.path.join(os.path.dirname(numpy.__file__), 'pwned.py'), 'w').write('x')\n" + IDENTITY,
+        "write_site_packages": "import os, numpy\nopen(os.path.join(os.path.dirname(numpy.__file__), 'pwned.py'), 'w').write('x')\n"
+        + IDENTITY,
     }
     if box.kernel_only:  # without the hook ctypes imports; the kernel must still say no
-        programs["ctypes_unlink"] = f"import ctypes\nctypes.CDLL(None).unlink({(v + '/keep.txt').encode()!r})\n" + IDENTITY
-        programs["ctypes_system"] = f"import ctypes\nctypes.CDLL(None).system({('touch ' + v + '/system.txt').encode()!r})\n" + IDENTITY
+        programs["ctypes_unlink"] = (
+            f"import ctypes\nctypes.CDLL(None).unlink({(v + '/keep.txt').encode()!r})\n" + IDENTITY
+        )
+        programs["ctypes_system"] = (
+            f"import ctypes\nctypes.CDLL(None).system({('touch ' + v + '/system.txt').encode()!r})\n" + IDENTITY
+        )
         programs["ctypes_syscall_unlinkat"] = (
             f"import ctypes, os\nfd = os.open({v!r}, os.O_PATH)\n"
             "ctypes.CDLL(None).syscall(263, fd, b'keep.txt', 0)\n" + IDENTITY  # 263: unlinkat on x86-64
         )
     else:
-        programs["ctypes_import"] = f"import ctypes\nctypes.CDLL(None).unlink({(v + '/keep.txt').encode()!r})\n" + IDENTITY
+        programs["ctypes_import"] = (
+            f"import ctypes\nctypes.CDLL(None).unlink({(v + '/keep.txt').encode()!r})\n" + IDENTITY
+        )
     results = _run_hostile(box, programs)
     for name, res in results.items():
         if name.startswith("ctypes") and box.kernel_only:
@@ -156,8 +167,7 @@ def test_processes_signals_and_network_fail_only_their_item(box):
         "thread": "import threading\nt = threading.Thread(target=print)\nt.start()\nt.join()\n" + IDENTITY,
         "subprocess": "import subprocess\nsubprocess.run(['true'])\n" + IDENTITY,
         "socket": (
-            "import socket\n"
-            f"socket.create_connection(('127.0.0.1', {port}), timeout=1).sendall(b'hi')\n" + IDENTITY
+            f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=1).sendall(b'hi')\n" + IDENTITY
         ),
     }
     results = _run_hostile(box, programs)

@@ -209,7 +209,9 @@ def test_findbench_itself_is_out_of_reach(box):
 
 
 def test_folders_and_disk_use_are_bounded_and_cleaned(box):
-    nested = "import os\ndef f(x):\n    for i in range(3000):\n        os.mkdir('d')\n        os.chdir('d')\n    return x\n"
+    nested = (
+        "import os\ndef f(x):\n    for i in range(3000):\n        os.mkdir('d')\n        os.chdir('d')\n    return x\n"
+    )
     fill = textwrap.dedent("""
         def f(x):
             n = 0
@@ -286,7 +288,7 @@ def test_a_key_or_message_left_by_one_run_is_not_seen_by_the_next():
             except Exception as exc:
                 return str(exc)
     """)
-    for bwrap in ([False, True] if shutil.which("bwrap") else [False]):
+    for bwrap in [False, True] if shutil.which("bwrap") else [False]:
         with Sandbox(workers=1, bwrap=bwrap) as first:
             first.config["audit_hook"] = False
             [wrote] = first.run([put], [[0]])
@@ -314,12 +316,14 @@ def _processes_with(marker: str) -> list[int]:
 @pytest.mark.parametrize("bwrap", [False, True] if shutil.which("bwrap") else [False])
 def test_programs_die_with_their_caller_and_leave_no_folder(bwrap, tmp_path):
     script = tmp_path / "caller.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         from findbench.sandbox import Sandbox
         box = Sandbox(workers=1, timeout=120, cpu_seconds=120, bwrap={bwrap})
         print("started", flush=True)
         box.run(["import time\\ndef f(x):\\n    time.sleep(100)\\n"], [[0]])
-    """))
+    """)
+    )
     caller = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     assert caller.stdout.readline().strip() == "started"
     marker = f"findbench-sandbox-{caller.pid}-"
@@ -342,8 +346,12 @@ def test_programs_die_with_their_caller_and_leave_no_folder(bwrap, tmp_path):
 def test_string_scoring_keeps_honest_neighbours_exact(box):
     reference = "def function(s):\n    return s.upper()\n"
     cheat = FDS + "def f(s):\n    _write_all(b'\\n')\n    return s.upper()\n"
-    out = score_exact_match([reference.replace("function", "f"), cheat, reference.replace("function", "f")],
-                            [reference] * 3, [["ab", "cd"]] * 3, sandbox=box)
+    out = score_exact_match(
+        [reference.replace("function", "f"), cheat, reference.replace("function", "f")],
+        [reference] * 3,
+        [["ab", "cd"]] * 3,
+        sandbox=box,
+    )
     assert out["per_function"] == [1.0, 0.0, 1.0]
 
 
@@ -371,5 +379,8 @@ def test_read_roots_hold_no_site_packages_but_numpy():
             if root == site or root.startswith(site + os.sep):
                 assert root.startswith((numpy_dir, numpy_dir + ".libs")), root
         for denied in _denied_paths():
-            assert not (root == denied or root.startswith(denied + os.sep) or denied.startswith(root + os.sep)), (root, denied)
+            assert not (root == denied or root.startswith(denied + os.sep) or denied.startswith(root + os.sep)), (
+                root,
+                denied,
+            )
     assert numpy_dir in roots

@@ -35,8 +35,7 @@ def test_hostile_batch_completes_and_fails_only_hostile_items(box, tmp_path):
         "write_system": "open('/etc/findbench-sandbox-test', 'w').write('x')\n" + IDENTITY,
         "write_outside": f"open({str(outside)!r}, 'w').write('x')\n" + IDENTITY,
         "socket": (
-            "import socket\n"
-            f"socket.create_connection(('127.0.0.1', {port}), timeout=1).sendall(b'hi')\n" + IDENTITY
+            f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=1).sendall(b'hi')\n" + IDENTITY
         ),
         "fork": "import os\ndef f(x):\n    pid = os.fork()\n    return pid\n",
         "subprocess": "import subprocess\nsubprocess.run(['true'])\n" + IDENTITY,
@@ -148,7 +147,9 @@ def test_seeded_noise_is_deterministic_across_workers_and_calls(box):
 def test_programs_do_not_share_files_or_threads(box):
     writer = "open('note.txt', 'w').write('secret')\ndef f(x):\n    return open('note.txt').read()\n"
     reader = "def f(x):\n    return open('note.txt').read()\n"
-    threads = "import threading, time\nthreading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n" + IDENTITY
+    threads = (
+        "import threading, time\nthreading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n" + IDENTITY
+    )
     results = box.run([writer, threads, reader], [[0]] * 3)
     assert results[0].values == ["secret"]
     if box.isolation["nproc_enforced"]:  # RLIMIT_NPROC=0 forbids threads outright
@@ -214,10 +215,15 @@ def test_short_reason_is_one_line_without_host_paths(tmp_path, monkeypatch):
     package = os.path.dirname(os.path.abspath(findbench.__file__))
     assert short_reason("SyntaxError: invalid syntax (<program>, line 3)") == "SyntaxError: invalid syntax (line 3)"
     assert short_reason(f"PermissionError: [Errno 13] Permission denied: '{package}/find/numeric.py'") == (
-        "PermissionError: [Errno 13] Permission denied: '<findbench>/find/numeric.py'")
-    assert short_reason(f"FileNotFoundError: '{tmp_path}/cache/rows/x.json'") == "FileNotFoundError: '<findbench cache>/rows/x.json'"
+        "PermissionError: [Errno 13] Permission denied: '<findbench>/find/numeric.py'"
+    )
+    assert (
+        short_reason(f"FileNotFoundError: '{tmp_path}/cache/rows/x.json'")
+        == "FileNotFoundError: '<findbench cache>/rows/x.json'"
+    )
     assert short_reason("OSError: '/tmp/findbench-sandbox-123-ab_c9/p8812/out.txt' and /tmp/findbench-sandbox-9-x") == (
-        "OSError: '<program dir>/out.txt' and <program dir>")
+        "OSError: '<program dir>/out.txt' and <program dir>"
+    )
     assert short_reason("ValueError: a\n  b\r\x1b[31mc\x00") == "ValueError: a b [31mc"
     assert short_reason("MemoryError") == "MemoryError: the sandbox's memory limit was reached"
     long = short_reason("E: " + "x" * 5000)

@@ -13,7 +13,15 @@ from __future__ import annotations
 from findbench._lazy import lazy_getattr
 
 # (train_sae, the function, stays in findbench.autointerp.train_sae: the submodule shares its name)
-__all__ = ["AutoInterpConfig", "SCORERS", "run_autointerp", "load_sae", "SyntheticSAE", "planted_validation", "TrainSAEConfig"]
+__all__ = [
+    "AutoInterpConfig",
+    "SCORERS",
+    "run_autointerp",
+    "load_sae",
+    "SyntheticSAE",
+    "planted_validation",
+    "TrainSAEConfig",
+]
 
 _LAZY = {
     "AutoInterpConfig": "findbench.autointerp.config",

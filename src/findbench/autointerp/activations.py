@@ -69,7 +69,9 @@ def hook_name_for_layer(layer: int, hook: str | None = None) -> str:
     return hook
 
 
-def read_hook(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *, hook_name: str) -> torch.Tensor:
+def read_hook(
+    model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *, hook_name: str
+) -> torch.Tensor:
     """The value at ``hook_name`` for a tokenized batch, ``[batch, tokens, width]`` (float32); the
     forward pass ends right after it is read."""
     site, layer = parse_hook_name(hook_name)
@@ -87,7 +89,11 @@ def encode_latents(sae, x: torch.Tensor, latents: torch.Tensor | Sequence[int] |
     own = getattr(sae, "encode_latents", None)
     if callable(own):
         return own(x, idx).float()
-    arch = sae.cfg.architecture() if callable(getattr(sae.cfg, "architecture", None)) else getattr(sae.cfg, "architecture", "")
+    arch = (
+        sae.cfg.architecture()
+        if callable(getattr(sae.cfg, "architecture", None))
+        else getattr(sae.cfg, "architecture", "")
+    )
     if arch not in ("standard", "jumprelu", "topk") or getattr(sae, "hook_sae_acts_pre", None) is None:
         return sae.encode(x)[..., idx].float()
     sae_in = sae.process_sae_in(x)

@@ -26,12 +26,24 @@ MAX_EXPLANATION_TOKENS = 512
 #: ``findbench autointerp``'s defaults where they differ from SAEBench's, so a first run on the
 #: embedded model takes minutes: beside detection, the two scorers that separate true from wrong
 #: explanations of planted features with the embedded SmolLM2 (see the README).
-QUICK_DEFAULTS: dict[str, Any] = {"n_latents": 10, "total_tokens": 100_000, "scorers": ["detection", "embedding", "likelihood"]}
+QUICK_DEFAULTS: dict[str, Any] = {
+    "n_latents": 10,
+    "total_tokens": 100_000,
+    "scorers": ["detection", "embedding", "likelihood"],
+}
 
 #: Settings that change only the LM calls (answers come from the request cache), not the
 #: corpus, the latents or their evidence; a run's saved evidence is reused across them.
-LM_ONLY_FIELDS = ("scorers", "use_demos_in_explanation", "max_tokens_in_explanation", "max_tokens_in_prediction",
-                  "llm_batch_size", "structured_outputs", "max_explanation_tokens")
+LM_ONLY_FIELDS = (
+    "scorers",
+    "use_demos_in_explanation",
+    "max_tokens_in_explanation",
+    "max_tokens_in_prediction",
+    "llm_batch_size",
+    "structured_outputs",
+    "max_explanation_tokens",
+)
+
 
 @dataclass
 class AutoInterpConfig:
@@ -53,42 +65,69 @@ class AutoInterpConfig:
     act_threshold_frac: float = arg(0.01, "activations below this fraction of the latent's maximum are shown as 0")
     use_demos_in_explanation: bool = arg(True, "show the explainer SAEBench's worked example")
     max_tokens_in_explanation: int = arg(30, "explainer's token limit")
-    max_tokens_in_prediction: int = arg(200, "detection scorer's token limit (raised to fit every window's number under "
-                                             "structured outputs)")
-    max_explanation_tokens: int = arg(MAX_EXPLANATION_TOKENS, "explanations longer than this many tokens are cut "
-                                                              "before scoring, flagged explanation_truncated")
+    max_tokens_in_prediction: int = arg(
+        200, "detection scorer's token limit (raised to fit every window's number under structured outputs)"
+    )
+    max_explanation_tokens: int = arg(
+        MAX_EXPLANATION_TOKENS,
+        "explanations longer than this many tokens are cut before scoring, flagged explanation_truncated",
+    )
     scorers: Csv = arg(["detection"], f"comma-separated, from {', '.join(SCORERS)}")
     llm_batch_size: int = arg(32, "LM prompts per batch")
     dataset: str = arg("wordnet", "corpus: wordnet (Debian wordnet-base), an HF dataset id, or text/parquet files")
-    structured_outputs: str = arg("auto", "grammar-constrained explanations and detection answers: auto (in-process LMs "
-                                          "such as the embedded model), on (also a vLLM server), off (free answers, as SAEBench)",
-                                  choices=STRUCTURED_OUTPUTS)
+    structured_outputs: str = arg(
+        "auto",
+        "grammar-constrained explanations and detection answers: auto (in-process LMs "
+        "such as the embedded model), on (also a vLLM server), off (free answers, as SAEBench)",
+        choices=STRUCTURED_OUTPUTS,
+    )
 
     def __post_init__(self) -> None:
-        for name in ("random_seed", "buffer", "n_top_ex_for_generation", "n_iw_sampled_ex", "n_iw_sampled_ex_for_generation",
-                     "n_random_ex"):
+        for name in (
+            "random_seed",
+            "buffer",
+            "n_top_ex_for_generation",
+            "n_iw_sampled_ex",
+            "n_iw_sampled_ex_for_generation",
+            "n_random_ex",
+        ):
             _checks.integer(name, getattr(self, name), 0)
-        for name in ("n_top_ex", "max_tokens_in_explanation", "max_tokens_in_prediction", "llm_batch_size",
-                     "max_explanation_tokens"):
+        for name in (
+            "n_top_ex",
+            "max_tokens_in_explanation",
+            "max_tokens_in_prediction",
+            "llm_batch_size",
+            "max_explanation_tokens",
+        ):
             _checks.positive_int(name, getattr(self, name))
         _checks.integer("llm_context_size", self.llm_context_size, 2 * self.buffer + 2)
         _checks.integer("total_tokens", self.total_tokens, self.llm_context_size)
         if self.n_top_ex_for_generation > self.n_top_ex:
-            raise UsageError(f"n_top_ex_for_generation ({self.n_top_ex_for_generation}) must be <= n_top_ex ({self.n_top_ex})")
+            raise UsageError(
+                f"n_top_ex_for_generation ({self.n_top_ex_for_generation}) must be <= n_top_ex ({self.n_top_ex})"
+            )
         if self.n_iw_sampled_ex_for_generation > self.n_iw_sampled_ex:
-            raise UsageError(f"n_iw_sampled_ex_for_generation ({self.n_iw_sampled_ex_for_generation}) must be <= "
-                             f"n_iw_sampled_ex ({self.n_iw_sampled_ex})")
+            raise UsageError(
+                f"n_iw_sampled_ex_for_generation ({self.n_iw_sampled_ex_for_generation}) must be <= "
+                f"n_iw_sampled_ex ({self.n_iw_sampled_ex})"
+            )
         if self.n_scoring_examples < 1:
-            raise UsageError("the scoring windows (top + importance-weighted left for scoring, plus random) must not be empty")
+            raise UsageError(
+                "the scoring windows (top + importance-weighted left for scoring, plus random) must not be empty"
+            )
         if not 0 <= _checks.number("act_threshold_frac", self.act_threshold_frac) < 1:
             raise UsageError(f"act_threshold_frac must be in [0, 1), got {self.act_threshold_frac!r}")
         _checks.number("dead_latent_threshold", self.dead_latent_threshold, 0)
         if self.override_latents is None:
             _checks.positive_int("n_latents", self.n_latents)
         else:
-            latents = self.override_latents.split(",") if isinstance(self.override_latents, str) else self.override_latents
+            latents = (
+                self.override_latents.split(",") if isinstance(self.override_latents, str) else self.override_latents
+            )
             try:
-                self.override_latents = [_checks.integer("override_latents", int(x) if isinstance(x, str) else x, 0) for x in latents]
+                self.override_latents = [
+                    _checks.integer("override_latents", int(x) if isinstance(x, str) else x, 0) for x in latents
+                ]
             except ValueError:
                 raise UsageError(f"override_latents must be non-negative ints, got {self.override_latents!r}") from None
             if not self.override_latents:
@@ -110,7 +149,13 @@ class AutoInterpConfig:
     @property
     def n_scoring_examples(self) -> int:
         """Windows the scorer sees per latent (14 with the defaults)."""
-        return self.n_top_ex - self.n_top_ex_for_generation + self.n_iw_sampled_ex - self.n_iw_sampled_ex_for_generation + self.n_random_ex
+        return (
+            self.n_top_ex
+            - self.n_top_ex_for_generation
+            + self.n_iw_sampled_ex
+            - self.n_iw_sampled_ex_for_generation
+            + self.n_random_ex
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -132,8 +177,10 @@ class TrainSAEConfig:
     d_sae: int = arg(3072, "number of latents")
     k: int = arg(32, "topk: active latents per token")
     l1_coefficient: float = arg(5.0, "standard: L1 sparsity coefficient")
-    dataset: str = arg("wordnet", "corpus: wordnet (Debian wordnet-base), an HF dataset id (streamed), or "
-                                  ".txt/.jsonl/.parquet files or a folder")
+    dataset: str = arg(
+        "wordnet",
+        "corpus: wordnet (Debian wordnet-base), an HF dataset id (streamed), or .txt/.jsonl/.parquet files or a folder",
+    )
     split: str = arg("train", "split of an HF dataset")
     text_column: str = arg("text", "text field of jsonl/parquet/HF datasets")
     total_tokens: int = arg(1_048_576, "training tokens, BOS included")

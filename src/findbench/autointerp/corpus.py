@@ -103,7 +103,9 @@ def _hub_texts(dataset: str, split: str, text_column: str) -> Iterator[str]:
             yield str(row[text_column])
 
 
-def load_texts(dataset: str | os.PathLike = WORDNET, *, split: str = "train", text_column: str = "text") -> Iterator[str]:
+def load_texts(
+    dataset: str | os.PathLike = WORDNET, *, split: str = "train", text_column: str = "text"
+) -> Iterator[str]:
     """English texts from ``dataset``, in a fixed order: ``"wordnet"``, a local ``.txt``/``.jsonl``/``.parquet``
     file or folder, or a Hugging Face dataset id (``"org/name[:config]"``, streamed)."""
     if not isinstance(dataset, (str, os.PathLike)):
@@ -134,7 +136,11 @@ def corpus_description(dataset: str | os.PathLike) -> dict[str, str]:
     path = Path(dataset)
     if path.exists():
         return {"name": path.name, "source": f"local files ({path})", "license": "as the files' owner states"}
-    return {"name": str(dataset), "source": f"Hugging Face dataset {dataset} (streamed)", "license": "see the dataset's card"}
+    return {
+        "name": str(dataset),
+        "source": f"Hugging Face dataset {dataset} (streamed)",
+        "license": "see the dataset's card",
+    }
 
 
 def _bos_id(tokenizer: Any) -> int:
@@ -169,8 +175,14 @@ def special_token_ids(tokenizer: Any) -> set[int]:
     return ids
 
 
-def tokenize_corpus(tokenizer: Any, texts: Iterable[str], *, context_size: int = 128, total_tokens: int = 2_000_000,
-                    batch_size: int = 1000) -> np.ndarray:
+def tokenize_corpus(
+    tokenizer: Any,
+    texts: Iterable[str],
+    *,
+    context_size: int = 128,
+    total_tokens: int = 2_000_000,
+    batch_size: int = 1000,
+) -> np.ndarray:
     """Pack the tokens of consecutive ``texts`` into ``total_tokens // context_size`` int32 rows, each
     BOS (or CLS) then ``context_size - 1`` tokens; texts are joined by a newline token (or EOS/SEP)
     and run on into the next row."""
@@ -261,8 +273,15 @@ def _dataset_key(dataset: str | os.PathLike, split: str, text_column: str) -> st
     return f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', text)}-{split}-{text_column}"
 
 
-def corpus_tokens(tokenizer_or_path: Any, dataset: str | os.PathLike = WORDNET, *, context_size: int = 128,
-                  total_tokens: int = 2_000_000, split: str = "train", text_column: str = "text") -> np.ndarray:
+def corpus_tokens(
+    tokenizer_or_path: Any,
+    dataset: str | os.PathLike = WORDNET,
+    *,
+    context_size: int = 128,
+    total_tokens: int = 2_000_000,
+    split: str = "train",
+    text_column: str = "text",
+) -> np.ndarray:
     """:func:`tokenize_corpus` over :func:`load_texts`, cached under ``cache_dir("autointerp", "tokens")``;
     ``tokenizer_or_path``: a tokenizer, or a folder / Hub id / model name to load one from."""
     tokenizer = tokenizer_or_path
@@ -282,8 +301,12 @@ def corpus_tokens(tokenizer_or_path: Any, dataset: str | os.PathLike = WORDNET, 
         except (OSError, ValueError):
             pass
         log.warning("cached tokens %s are unreadable; rebuilding", path)
-    arr = tokenize_corpus(tokenizer, load_texts(dataset, split=split, text_column=text_column),
-                          context_size=context_size, total_tokens=total_tokens)
+    arr = tokenize_corpus(
+        tokenizer,
+        load_texts(dataset, split=split, text_column=text_column),
+        context_size=context_size,
+        total_tokens=total_tokens,
+    )
     buf = io.BytesIO()
     np.save(buf, arr)
     atomic_write_bytes(path, buf.getvalue())

@@ -73,7 +73,9 @@ class LatentEvidence:
         return cls(**d)
 
 
-def _group_best(lat: torch.Tensor, primary: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _group_best(
+    lat: torch.Tensor, primary: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, k: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Among flat entries grouped by latent, the first ``k`` of each group ordered by
     ``primary`` ascending, then row, then column: ``(indices, rank within the group)``."""
     order = torch.argsort(cols, stable=True)
@@ -111,7 +113,9 @@ class EvidenceCollector:
         # random windows, drawn up front
         rng = np.random.default_rng(cfg.random_seed)
         self.rand_r = torch.as_tensor(rng.integers(0, n_rows, size=(n, cfg.n_random_ex)), dtype=torch.long)
-        self.rand_c = torch.as_tensor(rng.integers(self.b, self.context - self.b, size=(n, cfg.n_random_ex)), dtype=torch.long)
+        self.rand_c = torch.as_tensor(
+            rng.integers(self.b, self.context - self.b, size=(n, cfg.n_random_ex)), dtype=torch.long
+        )
         self.rand_win = torch.zeros((n, cfg.n_random_ex, self.w))
         # activation histograms: HIST_BINS bins over [0, hist_hi) per latent (0: nothing seen yet)
         self.hist = torch.zeros((n, HIST_BINS), dtype=torch.long)
@@ -135,10 +139,17 @@ class EvidenceCollector:
     def _flat(self, value, row, col, win) -> dict[str, torch.Tensor]:
         """The ``[n, slots]`` state as flat entries."""
         slots = value.shape[1]
-        return self._entries(torch.arange(self.n).repeat_interleave(slots), row.reshape(-1), col.reshape(-1), value.reshape(-1),
-                             win.reshape(-1, self.w))
+        return self._entries(
+            torch.arange(self.n).repeat_interleave(slots),
+            row.reshape(-1),
+            col.reshape(-1),
+            value.reshape(-1),
+            win.reshape(-1, self.w),
+        )
 
-    def _window_acts(self, x: torch.Tensor, lat: torch.Tensor, row_local: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
+    def _window_acts(
+        self, x: torch.Tensor, lat: torch.Tensor, row_local: torch.Tensor, col: torch.Tensor
+    ) -> torch.Tensor:
         return x[lat[:, None], row_local[:, None], col[:, None] + torch.arange(-self.b, self.b + 1)]
 
     def _threshold(self) -> torch.Tensor:
@@ -152,11 +163,18 @@ class EvidenceCollector:
         win = torch.zeros((self.n, k, self.w))
         if e is not None:
             lat = e["lat"][keep]
-            v[lat, rank], r[lat, rank], c[lat, rank], win[lat, rank] = e["value"][keep], e["row"][keep], e["col"][keep], e["win"][keep]
+            v[lat, rank], r[lat, rank], c[lat, rank], win[lat, rank] = (
+                e["value"][keep],
+                e["row"][keep],
+                e["col"][keep],
+                e["win"][keep],
+            )
         return v, r, c, win
 
     def _set_top(self, e: dict[str, torch.Tensor]) -> None:
-        keep, rank = _group_best(e["lat"], -e["value"], torch.where(torch.isfinite(e["value"]), e["row"], self.n_rows), e["col"], self.k)
+        keep, rank = _group_best(
+            e["lat"], -e["value"], torch.where(torch.isfinite(e["value"]), e["row"], self.n_rows), e["col"], self.k
+        )
         self.top_v, self.top_r, self.top_c, self.top_win = self._slots(self.k, -_INF, e, keep, rank)
 
     def _merge_iw(self, new: dict[str, torch.Tensor]) -> None:
@@ -260,31 +278,55 @@ class EvidenceCollector:
             self.hist.view(-1).index_add_(0, lat * HIST_BINS + bins, torch.ones_like(bins))
 
     def _extra(self, i: int) -> dict:
-        return {"n_fired": int(self.counts[i]),
-                "histogram": {"bin_width": float(self.hist_hi[i]) / HIST_BINS, "counts": self.hist[i].tolist()}}
+        return {
+            "n_fired": int(self.counts[i]),
+            "histogram": {"bin_width": float(self.hist_hi[i]) / HIST_BINS, "counts": self.hist[i].tolist()},
+        }
 
     def finish(self, tokens: np.ndarray) -> list[LatentEvidence]:
         """The evidence per latent, split into generation and scoring windows (seeded per latent);
         a latent short of top windows or positions to sample comes back with ``skipped`` set."""
         if self.m:
-            self._release_side(torch.where(torch.isfinite(self.top_v), self.top_v, torch.full_like(self.top_v, _INF)).min(dim=1).values)
+            self._release_side(
+                torch.where(torch.isfinite(self.top_v), self.top_v, torch.full_like(self.top_v, _INF)).min(dim=1).values
+            )
         cfg = self.cfg
         out = []
         for i, latent in enumerate(self.latents):
             top_ok = torch.isfinite(self.top_v[i]) & (self.top_v[i] > 0)
             iw_ok = torch.isfinite(self.iw_key[i])
             n_top, n_iw = int(top_ok.sum()), int(iw_ok.sum())
-            randoms = [self._window(tokens, int(self.rand_r[i, j]), int(self.rand_c[i, j]), self.rand_win[i, j], "random")
-                       for j in range(cfg.n_random_ex)]
+            randoms = [
+                self._window(tokens, int(self.rand_r[i, j]), int(self.rand_c[i, j]), self.rand_win[i, j], "random")
+                for j in range(cfg.n_random_ex)
+            ]
             n_rand_active = sum(w.max_act > 0 for w in randoms)
             if n_top < self.k or n_iw < self.m:
-                reason = (f"{n_top} active top windows (needs {self.k})" if n_top < self.k
-                          else f"{n_iw} positions below the top windows to sample from (needs {self.m})")
-                out.append(LatentEvidence(latent, [], [], float(self.top_v[i, 0].clamp_min(0)), n_rand_active, skipped=reason,
-                                          extra=self._extra(i)))
+                reason = (
+                    f"{n_top} active top windows (needs {self.k})"
+                    if n_top < self.k
+                    else f"{n_iw} positions below the top windows to sample from (needs {self.m})"
+                )
+                out.append(
+                    LatentEvidence(
+                        latent,
+                        [],
+                        [],
+                        float(self.top_v[i, 0].clamp_min(0)),
+                        n_rand_active,
+                        skipped=reason,
+                        extra=self._extra(i),
+                    )
+                )
                 continue
-            tops = [self._window(tokens, int(self.top_r[i, j]), int(self.top_c[i, j]), self.top_win[i, j], "top") for j in range(self.k)]
-            iws = [self._window(tokens, int(self.iw_r[i, j]), int(self.iw_c[i, j]), self.iw_win[i, j], "iw") for j in range(self.m)]
+            tops = [
+                self._window(tokens, int(self.top_r[i, j]), int(self.top_c[i, j]), self.top_win[i, j], "top")
+                for j in range(self.k)
+            ]
+            iws = [
+                self._window(tokens, int(self.iw_r[i, j]), int(self.iw_c[i, j]), self.iw_win[i, j], "iw")
+                for j in range(self.m)
+            ]
             rng = np.random.default_rng([cfg.random_seed, latent])
             top_perm, iw_perm = rng.permutation(self.k), rng.permutation(self.m)
             gen = [tops[j] for j in top_perm[: cfg.n_top_ex_for_generation]]
@@ -293,7 +335,9 @@ class EvidenceCollector:
             scoring = [tops[j] for j in top_perm[cfg.n_top_ex_for_generation :]]
             scoring += [iws[j] for j in iw_perm[cfg.n_iw_sampled_ex_for_generation :]] + randoms
             scoring = [scoring[j] for j in rng.permutation(len(scoring))]
-            out.append(LatentEvidence(latent, gen, scoring, float(self.top_v[i, 0]), n_rand_active, extra=self._extra(i)))
+            out.append(
+                LatentEvidence(latent, gen, scoring, float(self.top_v[i, 0]), n_rand_active, extra=self._extra(i))
+            )
         return out
 
     def _window(self, tokens: np.ndarray, row: int, centre: int, acts: torch.Tensor, kind: str) -> Window:
@@ -316,8 +360,16 @@ def _batches(n_rows: int, batch_size: int, desc: str, progress: bool):
 
 
 @torch.inference_mode()
-def firing_counts(model, sae, tokens: np.ndarray, *, hook_name: str, special_ids: Sequence[int] = (), batch_size: int = 32,
-                  progress: bool = True) -> np.ndarray:
+def firing_counts(
+    model,
+    sae,
+    tokens: np.ndarray,
+    *,
+    hook_name: str,
+    special_ids: Sequence[int] = (),
+    batch_size: int = 32,
+    progress: bool = True,
+) -> np.ndarray:
     """How many corpus positions each of the SAE's latents fires on (special tokens excluded)."""
     counts = torch.zeros(int(sae.cfg.d_sae), dtype=torch.long)
     for start, stop in _batches(len(tokens), batch_size, "latent firing counts", progress):
@@ -334,15 +386,27 @@ def choose_latents(counts: np.ndarray, cfg: AutoInterpConfig) -> list[int]:
     ``cfg.dead_latent_threshold`` times (all alive ones when fewer), in increasing order."""
     alive = np.flatnonzero(np.asarray(counts) > cfg.dead_latent_threshold)
     if not len(alive):
-        raise ValueError(f"no latent fires more than dead_latent_threshold={cfg.dead_latent_threshold} times on the corpus")
+        raise ValueError(
+            f"no latent fires more than dead_latent_threshold={cfg.dead_latent_threshold} times on the corpus"
+        )
     rng = np.random.default_rng(cfg.random_seed)
     picked = rng.choice(alive, size=min(cfg.n_latents, len(alive)), replace=False)
     return sorted(int(x) for x in picked)
 
 
 @torch.inference_mode()
-def collect_evidence(model, sae, tokens: np.ndarray, latents: Sequence[int], cfg: AutoInterpConfig, *, hook_name: str,
-                     special_ids: Sequence[int] = (), batch_size: int = 32, progress: bool = True) -> list[LatentEvidence]:
+def collect_evidence(
+    model,
+    sae,
+    tokens: np.ndarray,
+    latents: Sequence[int],
+    cfg: AutoInterpConfig,
+    *,
+    hook_name: str,
+    special_ids: Sequence[int] = (),
+    batch_size: int = 32,
+    progress: bool = True,
+) -> list[LatentEvidence]:
     """One pass over ``tokens [rows, context]``: the evidence of each latent in ``latents``."""
     tokens = np.asarray(tokens)
     if tokens.ndim != 2 or tokens.shape[1] != cfg.llm_context_size:

@@ -118,7 +118,9 @@ def _numbered(texts: Sequence[str]) -> str:
     return "\n".join(f"{i}. {t}" for i, t in enumerate(texts, start=1))
 
 
-def explanation_messages(windows: Sequence[Window], renderer: TokenRenderer, threshold: float, *, demos: bool = True) -> list[dict]:
+def explanation_messages(
+    windows: Sequence[Window], renderer: TokenRenderer, threshold: float, *, demos: bool = True
+) -> list[dict]:
     """The explainer's conversation for one latent (``threshold``: the activation above which a
     token is marked, ``act_threshold_frac`` × the largest activation in the top windows)."""
     system = _EXPLAIN_SYSTEM + " " + _EXPLAIN_FORMAT
@@ -142,7 +144,7 @@ def detection_messages(explanation: str, windows: Sequence[Window], renderer: To
 def prompt_explanations() -> tuple[str, ...]:
     """The explanations the explainer's prompt itself holds: the ``...`` of its answer template and
     each demonstration's label (an explanation equal to one was copied from the prompt)."""
-    return ("...", *(answer[len(EXPLANATION_PREFIX):].strip().rstrip(".") for _, answer in _DEMOS))
+    return ("...", *(answer[len(EXPLANATION_PREFIX) :].strip().rstrip(".") for _, answer in _DEMOS))
 
 
 def explanation_constraint() -> Constraint:
@@ -155,6 +157,8 @@ def detection_constraint(n_examples: int) -> Constraint:
     """The detection scorer's answer for ``n_examples`` windows: ``None``, or increasing window numbers
     separated by ``", "`` (``1(, 2)?(, 3)?|2(, 3)?|3`` for three); every answer it allows parses."""
     _checks.positive_int("n_examples", n_examples)
-    lists = ["".join([str(first), *(f"(, {k})?" for k in range(first + 1, n_examples + 1))])
-             for first in range(1, n_examples + 1)]
+    lists = [
+        "".join([str(first), *(f"(, {k})?" for k in range(first + 1, n_examples + 1))])
+        for first in range(1, n_examples + 1)
+    ]
     return Constraint(regex="None|" + "|".join(lists))

@@ -31,10 +31,21 @@ RESULTS_GLOB = "*_eval_results*.json"
 
 _KIND_TITLES = {
     "top": ("Top-activating windows", "the latent's strongest windows; labelled active for the scorers"),
-    "iw": ("Importance-weighted windows", "sampled with probability ∝ activation² below the top windows; labelled active"),
-    "random": ("Random windows", "drawn from the whole corpus; labelled inactive, as in SAEBench, even where the latent fires"),
+    "iw": (
+        "Importance-weighted windows",
+        "sampled with probability ∝ activation² below the top windows; labelled active",
+    ),
+    "random": (
+        "Random windows",
+        "drawn from the whole corpus; labelled inactive, as in SAEBench, even where the latent fires",
+    ),
 }
-_SCORER_HEADS = {"detection": "detection", "fuzz": "fuzz (Yes/No)", "embedding": "embedding sim.", "likelihood": "likelihood PMI"}
+_SCORER_HEADS = {
+    "detection": "detection",
+    "fuzz": "fuzz (Yes/No)",
+    "embedding": "embedding sim.",
+    "likelihood": "likelihood PMI",
+}
 
 
 def _read_json(path: Path) -> Any:
@@ -64,7 +75,9 @@ def _resolve_results(path: str | os.PathLike) -> Path:
         found = autointerp_results(path)
         if len(found) != 1:
             which = ", ".join(p.name for p in found) or "none"
-            raise ValueError(f"{path} must hold exactly one AutoInterp results file ({RESULTS_GLOB}); found {which}: pass one")
+            raise ValueError(
+                f"{path} must hold exactly one AutoInterp results file ({RESULTS_GLOB}); found {which}: pass one"
+            )
         return found[0]
     if not path.is_file():
         raise FileNotFoundError(f"no AutoInterp results at {path}")
@@ -81,8 +94,10 @@ def load_run(path: str | os.PathLike) -> tuple[AutoInterpResults, list[dict]]:
     results = AutoInterpResults.from_json(data, str(path))
     side = _read_json(path.parent / results.latents_file)
     if not isinstance(side, dict) or not isinstance(side.get("latents"), list):
-        raise ValueError(f"{path}: its latents file {results.latents_file!r} is missing or unreadable; rerun "
-                         "findbench autointerp with the same arguments (its evidence and LM answers come from the cache)")
+        raise ValueError(
+            f"{path}: its latents file {results.latents_file!r} is missing or unreadable; rerun "
+            "findbench autointerp with the same arguments (its evidence and LM answers come from the cache)"
+        )
     return results, side["latents"]
 
 
@@ -132,13 +147,19 @@ def _summary(results: AutoInterpResults, scorers: Sequence[str]) -> list[dict[st
         m = results.eval_result_metrics.get(METRIC_KEYS.get(name, name))
         if m is None:
             continue
-        rows.append({
-            "label": f"{name} (SAEBench's autointerp_score)" if name == "detection" else name,
-            "mean": _fmt(m.score), "interval": "—" if m.ci is None else f"[{_fmt(m.ci[0])}, {_fmt(m.ci[1])}]",
-            "n": "—" if m.n is None else str(m.n), "margin": _num(m.margin),
-            "best_floor": "—" if m.best_floor is None else m.best_floor,
-            "floors": ", ".join(f"{k} {_fmt(v)}" for k, v in (m.floors or {}).items()) or "—",
-            "unparsed": "" if m.n_unparsed is None else str(m.n_unparsed), "degenerate": str(m.n_degenerate)})
+        rows.append(
+            {
+                "label": f"{name} (SAEBench's autointerp_score)" if name == "detection" else name,
+                "mean": _fmt(m.score),
+                "interval": "—" if m.ci is None else f"[{_fmt(m.ci[0])}, {_fmt(m.ci[1])}]",
+                "n": "—" if m.n is None else str(m.n),
+                "margin": _num(m.margin),
+                "best_floor": "—" if m.best_floor is None else m.best_floor,
+                "floors": ", ".join(f"{k} {_fmt(v)}" for k, v in (m.floors or {}).items()) or "—",
+                "unparsed": "" if m.n_unparsed is None else str(m.n_unparsed),
+                "degenerate": str(m.n_degenerate),
+            }
+        )
     return rows
 
 
@@ -163,8 +184,11 @@ def _flags_line(records: Sequence[Mapping[str, Any]]) -> str:
     parts = []
     if degenerate:
         why = Counter(_REASONS.get(r.get("degenerate_reason"), str(r.get("degenerate_reason"))) for r in degenerate)
-        parts.append(f"{len(degenerate)} of {len(explained)} explanations are degenerate ("
-                     + ", ".join(f"{n} {reason}" for reason, n in why.items()) + "); they are still scored")
+        parts.append(
+            f"{len(degenerate)} of {len(explained)} explanations are degenerate ("
+            + ", ".join(f"{n} {reason}" for reason, n in why.items())
+            + "); they are still scored"
+        )
     if cut:
         parts.append(f"{len(cut)} of {len(explained)} explanations were cut to the length cap before scoring")
     return "; ".join(parts)
@@ -175,16 +199,28 @@ def _settings(results: AutoInterpResults, n_latents: int, n_skipped: int) -> lis
     applied = cfg.get("structured_outputs_applied") or {}
     structured = cfg.get("structured_outputs", "—")
     if applied:
-        structured = (f"{structured} (explainer {'on' if applied.get('explainer') else 'off'}, "
-                      f"scorer {'on' if applied.get('scorer') else 'off'})")
+        structured = (
+            f"{structured} (explainer {'on' if applied.get('explainer') else 'off'}, "
+            f"scorer {'on' if applied.get('scorer') else 'off'})"
+        )
     tokens = f", {cfg['total_tokens']:,} tokens" if isinstance(cfg.get("total_tokens"), int) else ""
-    items = [("model", cfg.get("model_name")), ("SAE", cfg.get("sae")), ("hook", cfg.get("hook_name")),
-             ("explainer", cfg.get("explainer")), ("scorer LM", cfg.get("scorer")), ("structured outputs", structured),
-             ("corpus", f"{cfg.get('dataset')}{tokens}"),
-             ("latents", f"{n_latents} explained" + (f", {n_skipped} skipped" if n_skipped else "")),
-             ("windows", f"{cfg.get('n_top_ex_for_generation', '?')} top + {cfg.get('n_iw_sampled_ex_for_generation', '?')} "
-                         f"importance-weighted to the explainer; scorers see the rest plus {cfg.get('n_random_ex', '?')} random"),
-             ("findbench", results.findbench_version), ("run id", results.run_id)]
+    items = [
+        ("model", cfg.get("model_name")),
+        ("SAE", cfg.get("sae")),
+        ("hook", cfg.get("hook_name")),
+        ("explainer", cfg.get("explainer")),
+        ("scorer LM", cfg.get("scorer")),
+        ("structured outputs", structured),
+        ("corpus", f"{cfg.get('dataset')}{tokens}"),
+        ("latents", f"{n_latents} explained" + (f", {n_skipped} skipped" if n_skipped else "")),
+        (
+            "windows",
+            f"{cfg.get('n_top_ex_for_generation', '?')} top + {cfg.get('n_iw_sampled_ex_for_generation', '?')} "
+            f"importance-weighted to the explainer; scorers see the rest plus {cfg.get('n_random_ex', '?')} random",
+        ),
+        ("findbench", results.findbench_version),
+        ("run id", results.run_id),
+    ]
     return [(k, str(v)) for k, v in items if v is not None]
 
 
@@ -198,8 +234,15 @@ def _index(records: Sequence[Mapping[str, Any]], scorers: Sequence[str]) -> list
         cells = [(_sort_key(x), _fmt(x)) for x in (_num(r.get("scores", {}).get(s)) for s in scorers)]
         rate, top = _num(r.get("firing_rate")), _num(r.get("max_act"))
         cells += [(_sort_key(rate), _rate(rate)), (_sort_key(top), _fmt(top, 2))]
-        rows.append({"latent": int(r["latent"]), "explanation": r.get("explanation") or "", "flags": _flags(r),
-                     "rule": (r.get("planted") or {}).get("rule", ""), "cells": cells})
+        rows.append(
+            {
+                "latent": int(r["latent"]),
+                "explanation": r.get("explanation") or "",
+                "flags": _flags(r),
+                "rule": (r.get("planted") or {}).get("rule", ""),
+                "cells": cells,
+            }
+        )
     return rows
 
 
@@ -215,15 +258,38 @@ def _histogram(hist: Mapping[str, Any] | None, n_fired: Any) -> dict[str, Any] |
     W, H, left, bottom, pad = 340, 120, 44, 22, 8
     plot_w, plot_h = W - left - pad, H - bottom - pad
     bar = plot_w / len(counts)
-    bars = [(f"{left + i * bar:.1f}", f"{pad + plot_h - plot_h * c / top:.1f}", f"{max(bar - 1, 0.5):.1f}",
-             f"{plot_h * c / top:.1f}", f"[{i * width:.3g}, {(i + 1) * width:.3g}): {c}") for i, c in enumerate(counts)]
-    label = f"positive activations over the corpus (n = {n_fired:,})" if isinstance(n_fired, int) else "positive activations"
-    return {"W": W, "H": H, "left": left, "right": left + plot_w, "pad": pad, "base": pad + plot_h, "top": top,
-            "bars": bars, "xmax": f"{last * width:.3g}", "label": label}
+    bars = [
+        (
+            f"{left + i * bar:.1f}",
+            f"{pad + plot_h - plot_h * c / top:.1f}",
+            f"{max(bar - 1, 0.5):.1f}",
+            f"{plot_h * c / top:.1f}",
+            f"[{i * width:.3g}, {(i + 1) * width:.3g}): {c}",
+        )
+        for i, c in enumerate(counts)
+    ]
+    label = (
+        f"positive activations over the corpus (n = {n_fired:,})"
+        if isinstance(n_fired, int)
+        else "positive activations"
+    )
+    return {
+        "W": W,
+        "H": H,
+        "left": left,
+        "right": left + plot_w,
+        "pad": pad,
+        "base": pad + plot_h,
+        "top": top,
+        "bars": bars,
+        "xmax": f"{last * width:.3g}",
+        "label": label,
+    }
 
 
-def _tokens(tokens: Sequence[str], acts: Sequence[float], scale: float,
-            token_ids: Sequence[int] | None = None) -> list[tuple]:
+def _tokens(
+    tokens: Sequence[str], acts: Sequence[float], scale: float, token_ids: Sequence[int] | None = None
+) -> list[tuple]:
     """The window's text as ``(lead, word, class, alpha, title)``: each active token shaded with
     alpha = activation / ``scale`` (value and id in a tooltip), the centre token outlined; silent
     tokens are plain text (keeps reports small)."""
@@ -257,8 +323,13 @@ def _pick(name: str, pick: Any) -> str | list[tuple[str, bool | None]]:
             return [("unparsed", False)]
         return [("flagged" if pick["predicted"] else "not flagged", bool(pick.get("correct")))]
     if name == "fuzz":
-        return [(f"{'true' if a.get('marks') == 'true' else 'decoy'} marks: {'Yes' if a.get('said_yes') else 'No'}",
-                 bool(a.get("correct"))) for a in pick] or "not shown"
+        return [
+            (
+                f"{'true' if a.get('marks') == 'true' else 'decoy'} marks: {'Yes' if a.get('said_yes') else 'No'}",
+                bool(a.get("correct")),
+            )
+            for a in pick
+        ] or "not shown"
     if name == "embedding":
         return [(_fmt(pick.get("similarity")), None)]
     if name == "likelihood":
@@ -279,11 +350,17 @@ def _windows(windows: Sequence[Mapping[str, Any]], scorers: Sequence[str], scale
             scoring = w.get("role") == "scoring"
             picks = w.get("picks") or {}
             seen = f"scorers #{int(w['index'])}" if scoring and w.get("index") is not None else "explainer"
-            rows.append({"cls": "scoring" if scoring else "generation", "max": _fmt(w.get("max_act"), 2), "seen": seen,
-                         "label": ("active" if w.get("label_active") else "inactive") if scoring else "",
-                         "fires": scoring and not w.get("label_active") and (_num(w.get("max_act")) or 0.0) > 0,
-                         "picks": [_pick(s, picks.get(s)) if scoring else "—" for s in scorers],
-                         "tokens": _tokens(w.get("tokens") or [], w.get("acts") or [], scale, w.get("token_ids"))})
+            rows.append(
+                {
+                    "cls": "scoring" if scoring else "generation",
+                    "max": _fmt(w.get("max_act"), 2),
+                    "seen": seen,
+                    "label": ("active" if w.get("label_active") else "inactive") if scoring else "",
+                    "fires": scoring and not w.get("label_active") and (_num(w.get("max_act")) or 0.0) > 0,
+                    "picks": [_pick(s, picks.get(s)) if scoring else "—" for s in scorers],
+                    "tokens": _tokens(w.get("tokens") or [], w.get("acts") or [], scale, w.get("token_ids")),
+                }
+            )
         if rows:
             out.append({"title": title, "note": note, "rows": rows})
     return out
@@ -306,8 +383,10 @@ def _scorer_lines(rec: Mapping[str, Any], scorers: Sequence[str]) -> list[tuple[
                 extra += f"; {round(score * n)} of {n} windows right; active: {active}"
         elif s == "fuzz" and detail:
             shown = detail.get("n_shown", 0) // 2
-            extra = (f" — Yes to {detail.get('said_yes_correct', 0)} of {shown} truly marked and "
-                     f"{detail.get('said_yes_wrong', 0)} of {shown} decoy-marked windows")
+            extra = (
+                f" — Yes to {detail.get('said_yes_correct', 0)} of {shown} truly marked and "
+                f"{detail.get('said_yes_wrong', 0)} of {shown} decoy-marked windows"
+            )
         lines.append((s, _fmt(score), extra))
     return lines
 
@@ -315,23 +394,40 @@ def _scorer_lines(rec: Mapping[str, Any], scorers: Sequence[str]) -> list[tuple[
 def _panel(rec: Mapping[str, Any], scorers: Sequence[str]) -> dict[str, Any]:
     """A latent's panel: explanation, flags, planted rule, firing, scores, histogram and windows."""
     expl, raw, planted = rec.get("explanation"), rec.get("explainer_answer"), rec.get("planted")
-    shown_raw = raw and expl is not None and raw.strip() not in (expl, f"This neuron activates on {expl}",
-                                                                  f"This neuron activates on {expl}.")
+    shown_raw = (
+        raw
+        and expl is not None
+        and raw.strip() not in (expl, f"This neuron activates on {expl}", f"This neuron activates on {expl}.")
+    )
     fires = None
     if rec.get("firing_rate") is not None:
-        fires = (f"fires on {int(rec['n_fired']):,} of {int(rec['n_positions']):,} corpus tokens "
-                 f"({_rate(rec['firing_rate'])}); largest activation {_fmt(rec.get('max_act'), 3)}")
+        fires = (
+            f"fires on {int(rec['n_fired']):,} of {int(rec['n_positions']):,} corpus tokens "
+            f"({_rate(rec['firing_rate'])}); largest activation {_fmt(rec.get('max_act'), 3)}"
+        )
     windows = rec.get("windows") or []
-    scale = max([_num(rec.get("max_act")) or 0.0, *(_num(a) or 0.0 for w in windows for a in (w.get("acts") or []))]) or 1.0
+    scale = (
+        max([_num(rec.get("max_act")) or 0.0, *(_num(a) or 0.0 for w in windows for a in (w.get("acts") or []))]) or 1.0
+    )
     if planted:
         n_tokens = planted.get("n_tokens")
-        planted = {"rule": str(planted.get("rule", "")), "explanation": str(planted.get("explanation", "")),
-                   "n_tokens": f"{n_tokens:,}" if isinstance(n_tokens, int) else ""}
-    return {"latent": int(rec["latent"]), "explanation": expl, "flags": _flags(rec), "raw": raw if shown_raw else None,
-            "planted": planted, "fires": fires, "scores": _scorer_lines(rec, scorers),
-            "skipped": str(rec["skipped"]) if rec.get("skipped") else None,
-            "histogram": _histogram(rec.get("histogram"), rec.get("n_fired")),
-            "windows": [] if rec.get("skipped") else _windows(windows, scorers, scale)}
+        planted = {
+            "rule": str(planted.get("rule", "")),
+            "explanation": str(planted.get("explanation", "")),
+            "n_tokens": f"{n_tokens:,}" if isinstance(n_tokens, int) else "",
+        }
+    return {
+        "latent": int(rec["latent"]),
+        "explanation": expl,
+        "flags": _flags(rec),
+        "raw": raw if shown_raw else None,
+        "planted": planted,
+        "fires": fires,
+        "scores": _scorer_lines(rec, scorers),
+        "skipped": str(rec["skipped"]) if rec.get("skipped") else None,
+        "histogram": _histogram(rec.get("histogram"), rec.get("n_fired")),
+        "windows": [] if rec.get("skipped") else _windows(windows, scorers, scale),
+    }
 
 
 def render_report(results: AutoInterpResults, latents: Sequence[Mapping[str, Any]]) -> str:
@@ -341,11 +437,18 @@ def render_report(results: AutoInterpResults, latents: Sequence[Mapping[str, Any
     skipped = [r for r in records if r.get("skipped")]
     cfg = results.eval_config
     return render_page(
-        "autointerp_report.html.j2", title=f"AutoInterp: {cfg.get('sae', 'SAE')} on {cfg.get('model_name', 'model')}",
-        settings=_settings(results, len(records) - len(skipped), len(skipped)), summary=_summary(results, scorers),
-        flags=_flags_line(records), scorers=scorers, heads=[_SCORER_HEADS.get(s, s) for s in scorers],
-        planted=any(r.get("planted") for r in records), index=_index(records, scorers),
-        skipped=[(int(r["latent"]), str(r["skipped"])) for r in skipped], panels=[_panel(r, scorers) for r in records])
+        "autointerp_report.html.j2",
+        title=f"AutoInterp: {cfg.get('sae', 'SAE')} on {cfg.get('model_name', 'model')}",
+        settings=_settings(results, len(records) - len(skipped), len(skipped)),
+        summary=_summary(results, scorers),
+        flags=_flags_line(records),
+        scorers=scorers,
+        heads=[_SCORER_HEADS.get(s, s) for s in scorers],
+        planted=any(r.get("planted") for r in records),
+        index=_index(records, scorers),
+        skipped=[(int(r["latent"]), str(r["skipped"])) for r in skipped],
+        panels=[_panel(r, scorers) for r in records],
+    )
 
 
 def write_report(path: str | os.PathLike, out: str | os.PathLike | None = None) -> Path:
@@ -361,4 +464,3 @@ def write_report(path: str | os.PathLike, out: str | os.PathLike | None = None) 
     atomic_write_text(target, render_report(results, latents))
     log.debug("wrote %s (%d latents)", target, len(latents))
     return target
-

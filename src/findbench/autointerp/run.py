@@ -60,14 +60,27 @@ LATENTS_FORMAT = 1
 log = logging.getLogger(__name__)
 
 
-def explain(lm, evidence: list[LatentEvidence], renderer: TokenRenderer, cfg: AutoInterpConfig, *, progress: bool = True,
-            structured: bool = False) -> list[dict]:
+def explain(
+    lm,
+    evidence: list[LatentEvidence],
+    renderer: TokenRenderer,
+    cfg: AutoInterpConfig,
+    *,
+    progress: bool = True,
+    structured: bool = False,
+) -> list[dict]:
     """One explanation per latent: the explainer's raw answer and the parsed label
     (``structured``: the answer is generated under :func:`explanation_constraint`)."""
-    convs = [explanation_messages(ev.generation, renderer, cfg.act_threshold_frac * ev.top_max_act, demos=cfg.use_demos_in_explanation)
-             for ev in evidence]
+    convs = [
+        explanation_messages(
+            ev.generation, renderer, cfg.act_threshold_frac * ev.top_max_act, demos=cfg.use_demos_in_explanation
+        )
+        for ev in evidence
+    ]
     kwargs = {"constraint": explanation_constraint()} if structured else {}
-    answers = lm.generate(convs, max_new_tokens=cfg.max_tokens_in_explanation, progress=progress, **kwargs) if convs else []
+    answers = (
+        lm.generate(convs, max_new_tokens=cfg.max_tokens_in_explanation, progress=progress, **kwargs) if convs else []
+    )
     return [{"raw": a, "explanation": parse_explanation(a)} for a in answers]
 
 
@@ -103,11 +116,26 @@ def _resolve_hook(sae, layer: int | None, hook: str | None) -> tuple[str, int | 
     return asked, parse_hook_name(asked)[1]
 
 
-def run_autointerp(*, model: str | os.PathLike = "embedded", sae: Any = "embedded", sae_id: str | None = None, layer: int | None = None,
-                   hook: str | None = None, explainer: Any = "embedded", scorer: Any = None, config: AutoInterpConfig | None = None,
-                   out: str | os.PathLike = "outputs/autointerp", cache: str | os.PathLike | None = None, batch_size: int = 32,
-                   max_connections: int = 8, lm_model: str | None = None, explanations: dict[int, str] | None = None,
-                   run_id: str | None = None, shard: str | None = None, progress: bool = True) -> dict:
+def run_autointerp(
+    *,
+    model: str | os.PathLike = "embedded",
+    sae: Any = "embedded",
+    sae_id: str | None = None,
+    layer: int | None = None,
+    hook: str | None = None,
+    explainer: Any = "embedded",
+    scorer: Any = None,
+    config: AutoInterpConfig | None = None,
+    out: str | os.PathLike = "outputs/autointerp",
+    cache: str | os.PathLike | None = None,
+    batch_size: int = 32,
+    max_connections: int = 8,
+    lm_model: str | None = None,
+    explanations: dict[int, str] | None = None,
+    run_id: str | None = None,
+    shard: str | None = None,
+    progress: bool = True,
+) -> dict:
     """Explain and score SAE latents (the files written: see the module docstring).
 
     Args:
@@ -139,10 +167,20 @@ def run_autointerp(*, model: str | os.PathLike = "embedded", sae: Any = "embedde
     hf_model, tokenizer, model_name = load_model(model)
     sae_obj = load_sae(sae, sae_id=sae_id, model=hf_model, tokenizer=tokenizer)
     hook_name, hook_layer = _resolve_hook(sae_obj, layer, hook)
-    sae_name = _safe(sae_id or getattr(sae_obj, "name", None) or (Path(os.fspath(sae)).name if isinstance(sae, (str, os.PathLike)) else "sae"))
+    sae_name = _safe(
+        sae_id
+        or getattr(sae_obj, "name", None)
+        or (Path(os.fspath(sae)).name if isinstance(sae, (str, os.PathLike)) else "sae")
+    )
     tokens = corpus_tokens(tokenizer, cfg.dataset, context_size=cfg.llm_context_size, total_tokens=cfg.total_tokens)
     specials = sorted(special_token_ids(tokenizer))
-    setting = {"model": model_name, "sae": sae_name, "hook_name": hook_name, "config": cfg.to_dict(), "rows": len(tokens)}
+    setting = {
+        "model": model_name,
+        "sae": sae_name,
+        "hook_name": hook_name,
+        "config": cfg.to_dict(),
+        "rows": len(tokens),
+    }
     evidence_setting = setting | {"config": {k: v for k, v in cfg.to_dict().items() if k not in LM_ONLY_FIELDS}}
     resumed: dict[str, Any] = {"firing_counts": None, "evidence": None}
 
@@ -154,13 +192,23 @@ def run_autointerp(*, model: str | os.PathLike = "embedded", sae: Any = "embedde
         if bad:
             raise ValueError(f"override_latents {bad} are outside [0, {sae_obj.cfg.d_sae}) (the SAE's d_sae)")
     else:
-        counts_path = out / f"firing_counts_{fingerprint({k: v for k, v in setting.items() if k != 'config'} | {'tokens': [cfg.dataset, cfg.total_tokens, cfg.llm_context_size]})}.npy"
+        counts_path = (
+            out
+            / f"firing_counts_{fingerprint({k: v for k, v in setting.items() if k != 'config'} | {'tokens': [cfg.dataset, cfg.total_tokens, cfg.llm_context_size]})}.npy"
+        )
         if counts_path.exists():
             counts = np.load(counts_path)
             resumed["firing_counts"] = str(counts_path)
         else:
-            counts = firing_counts(hf_model, sae_obj, tokens, hook_name=hook_name, special_ids=specials, batch_size=batch_size,
-                                   progress=progress)
+            counts = firing_counts(
+                hf_model,
+                sae_obj,
+                tokens,
+                hook_name=hook_name,
+                special_ids=specials,
+                batch_size=batch_size,
+                progress=progress,
+            )
             buf = io.BytesIO()
             np.save(buf, counts)
             atomic_write_bytes(counts_path, buf.getvalue())
@@ -175,17 +223,30 @@ def run_autointerp(*, model: str | os.PathLike = "embedded", sae: Any = "embedde
         log.info("resumed from %s: evidence of %d latents", ev_path, len(evidence))
     else:
         t0 = time.perf_counter()
-        evidence = collect_evidence(hf_model, sae_obj, tokens, latents, cfg, hook_name=hook_name, special_ids=specials,
-                                    batch_size=batch_size, progress=progress)
-        log.info("evidence for %d latents over %d tokens in %.1f s", len(latents), tokens.size, time.perf_counter() - t0)
+        evidence = collect_evidence(
+            hf_model,
+            sae_obj,
+            tokens,
+            latents,
+            cfg,
+            hook_name=hook_name,
+            special_ids=specials,
+            batch_size=batch_size,
+            progress=progress,
+        )
+        log.info(
+            "evidence for %d latents over %d tokens in %.1f s", len(latents), tokens.size, time.perf_counter() - t0
+        )
         atomic_write_json(ev_path, [e.to_dict() for e in evidence])
     if where is not None:
-        evidence = evidence[where[0]::where[1]]
+        evidence = evidence[where[0] :: where[1]]
         log.info("shard %d/%d: %d of %d latents", *where, len(evidence), len(latents))
     usable = [ev for ev in evidence if ev.skipped is None]
     skipped = {str(ev.latent): ev.skipped for ev in evidence if ev.skipped is not None}
     if skipped:
-        log.warning("%d latents skipped (too few activations): %s", len(skipped), ", ".join(sorted(skipped, key=int)[:10]))
+        log.warning(
+            "%d latents skipped (too few activations): %s", len(skipped), ", ".join(sorted(skipped, key=int)[:10])
+        )
 
     renderer = TokenRenderer(tokenizer)
     cache_path = Path(cache) if cache is not None else out / "lm_cache.sqlite"
@@ -194,8 +255,10 @@ def run_autointerp(*, model: str | os.PathLike = "embedded", sae: Any = "embedde
     explainer_lm = _lm(explainer, cache_path, lm_args) if needs_lm else None
     scorer_lm = explainer_lm if scorer is None or scorer == explainer else _lm(scorer, cache_path, lm_args)
 
-    applied = {"explainer": explanations is None and use_structured_outputs(explainer_lm, cfg.structured_outputs),
-               "scorer": scorer_lm is not None and use_structured_outputs(scorer_lm, cfg.structured_outputs)}
+    applied = {
+        "explainer": explanations is None and use_structured_outputs(explainer_lm, cfg.structured_outputs),
+        "scorer": scorer_lm is not None and use_structured_outputs(scorer_lm, cfg.structured_outputs),
+    }
     if explanations is None:
         made = explain(explainer_lm, usable, renderer, cfg, progress=progress, structured=applied["explainer"])
     else:
@@ -208,36 +271,70 @@ def run_autointerp(*, model: str | os.PathLike = "embedded", sae: Any = "embedde
         m.update(g)
     n_degenerate, n_cut = sum(g["degenerate"] for g in guarded), sum(g["explanation_truncated"] for g in guarded)
     if n_degenerate or n_cut:
-        log.warning("explanations: %d of %d degenerate (empty, copied from the prompt or identical across latents), "
-                    "%d cut to %d tokens", n_degenerate, len(made), n_cut, cfg.max_explanation_tokens)
+        log.warning(
+            "explanations: %d of %d degenerate (empty, copied from the prompt or identical across latents), "
+            "%d cut to %d tokens",
+            n_degenerate,
+            len(made),
+            n_cut,
+            cfg.max_explanation_tokens,
+        )
 
     per_scorer: dict[str, list[dict]] = {}
     items = [(ev, m["explanation"]) for ev, m in zip(usable, made)]
     for name in cfg.scorers:
-        scorer_obj = make_scorer(name, lm=scorer_lm, renderer=renderer, act_threshold_frac=cfg.act_threshold_frac,
-                                 seed=cfg.random_seed, max_new_tokens=cfg.max_tokens_in_prediction, progress=progress,
-                                 structured=applied["scorer"])
+        scorer_obj = make_scorer(
+            name,
+            lm=scorer_lm,
+            renderer=renderer,
+            act_threshold_frac=cfg.act_threshold_frac,
+            seed=cfg.random_seed,
+            max_new_tokens=cfg.max_tokens_in_prediction,
+            progress=progress,
+            structured=applied["scorer"],
+        )
         per_scorer[name] = scorer_obj.score(items)
 
     planted = _planted(sae_obj)
     n_positions = int(tokens.size - np.isin(tokens, specials).sum())
-    records = latent_records(evidence, usable, made, per_scorer, renderer, planted=planted, n_positions=n_positions,
-                             counts=counts_by_latent)
+    records = latent_records(
+        evidence, usable, made, per_scorer, renderer, planted=planted, n_positions=n_positions, counts=counts_by_latent
+    )
     suffix = f"_{run_id}" if run_id else ""
     json_path = out / f"{sae_name}_eval_results{suffix}.json"
     latents_path = out / f"latents{suffix}.json"
-    results = _results(cfg, setting, usable, made, per_scorer, skipped, explainer, scorer, hook_layer, planted,
-                       metrics=aggregate_metrics(records, cfg.scorers), applied=applied, latents_file=latents_path.name,
-                       run_id=run_id, shard=None if where is None else Shard(*where))
+    results = _results(
+        cfg,
+        setting,
+        usable,
+        made,
+        per_scorer,
+        skipped,
+        explainer,
+        scorer,
+        hook_layer,
+        planted,
+        metrics=aggregate_metrics(records, cfg.scorers),
+        applied=applied,
+        latents_file=latents_path.name,
+        run_id=run_id,
+        shard=None if where is None else Shard(*where),
+    )
     atomic_write_json(latents_path, {"format": LATENTS_FORMAT, "results": json_path.name, "latents": records})
     results.write(json_path)
     result = results.to_json()
-    csv_path = out / f"{_safe(model_name)}_layer{hook_layer if hook_layer is not None else 'embed'}_features_summary{suffix}.csv"
+    csv_path = (
+        out
+        / f"{_safe(model_name)}_layer{hook_layer if hook_layer is not None else 'embed'}_features_summary{suffix}.csv"
+    )
     atomic_write_text(csv_path, _summary_csv(hook_layer, records, cfg.scorers))
     result["files"] = {"results": str(json_path), "summary": str(csv_path), "latents": str(latents_path)}
     lms = list({id(x): x for x in (explainer_lm, scorer_lm) if x is not None}.values())
-    resumed["lm_cache"] = {"path": str(cache_path), "hits": sum(getattr(x, "hits", 0) for x in lms),
-                           "misses": sum(getattr(x, "misses", 0) for x in lms)}
+    resumed["lm_cache"] = {
+        "path": str(cache_path),
+        "hits": sum(getattr(x, "hits", 0) for x in lms),
+        "misses": sum(getattr(x, "misses", 0) for x in lms),
+    }
     result["resumed"] = resumed
     for lm in lms:
         if hasattr(lm, "close"):
@@ -274,9 +371,19 @@ def _planted(sae) -> dict[int, dict] | None:
 
 
 def _window_record(w, renderer: TokenRenderer, role: str, index: int | None) -> dict:
-    return {"kind": w.kind, "role": role, "index": index, "row": w.row, "centre": w.centre, "label_active": w.active,
-            "max_act": w.max_act, "text": renderer.text(w.tokens), "token_ids": list(w.tokens), "tokens": renderer.pieces(w.tokens),
-            "acts": list(w.acts)}
+    return {
+        "kind": w.kind,
+        "role": role,
+        "index": index,
+        "row": w.row,
+        "centre": w.centre,
+        "label_active": w.active,
+        "max_act": w.max_act,
+        "text": renderer.text(w.tokens),
+        "token_ids": list(w.tokens),
+        "tokens": renderer.pieces(w.tokens),
+        "acts": list(w.acts),
+    }
 
 
 def _picks(name: str, row: dict, k: int) -> Any:
@@ -293,9 +400,17 @@ def _picks(name: str, row: dict, k: int) -> Any:
     return None
 
 
-def latent_records(evidence: list[LatentEvidence], usable: list[LatentEvidence], made: list[dict], per_scorer: dict[str, list[dict]],
-                   renderer: TokenRenderer, *, planted: dict[int, dict] | None = None, n_positions: int | None = None,
-                   counts: dict[int, int] | None = None) -> list[dict]:
+def latent_records(
+    evidence: list[LatentEvidence],
+    usable: list[LatentEvidence],
+    made: list[dict],
+    per_scorer: dict[str, list[dict]],
+    renderer: TokenRenderer,
+    *,
+    planted: dict[int, dict] | None = None,
+    n_positions: int | None = None,
+    counts: dict[int, int] | None = None,
+) -> list[dict]:
     """One record per latent of ``evidence`` (skipped ones too) for ``latents.json``: explanation,
     firing statistics, each scorer's score and answer, and ``windows``: the explainer's, then the
     scoring windows in the order the scorers saw them, each with ``picks`` (each scorer's verdict).
@@ -305,11 +420,22 @@ def latent_records(evidence: list[LatentEvidence], usable: list[LatentEvidence],
     for ev in evidence:
         n_fired = ev.extra.get("n_fired", (counts or {}).get(ev.latent))
         rec: dict[str, Any] = {
-            "latent": ev.latent, "skipped": ev.skipped, "explanation": None, "explainer_answer": None,
-            "degenerate": None, "degenerate_reason": None, "explanation_truncated": None,
-            "planted": (planted or {}).get(ev.latent), "n_fired": n_fired, "n_positions": n_positions,
+            "latent": ev.latent,
+            "skipped": ev.skipped,
+            "explanation": None,
+            "explainer_answer": None,
+            "degenerate": None,
+            "degenerate_reason": None,
+            "explanation_truncated": None,
+            "planted": (planted or {}).get(ev.latent),
+            "n_fired": n_fired,
+            "n_positions": n_positions,
             "firing_rate": n_fired / n_positions if n_fired is not None and n_positions else None,
-            "max_act": ev.top_max_act, "histogram": ev.extra.get("histogram"), "scores": {}, "scorers": {}, "windows": [],
+            "max_act": ev.top_max_act,
+            "histogram": ev.extra.get("histogram"),
+            "scores": {},
+            "scorers": {},
+            "windows": [],
         }
         i = position.get(ev.latent)
         if i is not None:
@@ -319,10 +445,16 @@ def latent_records(evidence: list[LatentEvidence], usable: list[LatentEvidence],
                 row = rows[i]
                 rec["scores"][name] = row["score"]
                 if name == "detection":
-                    rec["scorers"][name] = {"answer": row["answer"], "parsed": row["parsed"], "predictions": row["predictions"],
-                                            "active": row["correct seqs"]}
+                    rec["scorers"][name] = {
+                        "answer": row["answer"],
+                        "parsed": row["parsed"],
+                        "predictions": row["predictions"],
+                        "active": row["correct seqs"],
+                    }
                 else:
-                    rec["scorers"][name] = {k: v for k, v in row.items() if k not in ("score", "answers", "similarities", "pmi")}
+                    rec["scorers"][name] = {
+                        k: v for k, v in row.items() if k not in ("score", "answers", "similarities", "pmi")
+                    }
             rec["windows"] = [_window_record(w, renderer, "generation", None) for w in ev.generation]
             for k, w in enumerate(ev.scoring, start=1):
                 win = _window_record(w, renderer, "scoring", k)
@@ -344,29 +476,61 @@ def aggregate_metrics(records: list[dict], scorers: list[str]) -> EvalMetrics:
         summary: dict[str, Any] = {}
         if scores:
             windows = [[w for w in r["windows"] if w["role"] == "scoring"] for r in scored]
-            floors = (detection_floors([[w["index"] for w in ws if w["label_active"]] for ws in windows],
-                                       [len(ws) for ws in windows])
-                      if name == "detection" else {"chance": CHANCE})
+            floors = (
+                detection_floors(
+                    [[w["index"] for w in ws if w["label_active"]] for ws in windows], [len(ws) for ws in windows]
+                )
+                if name == "detection"
+                else {"chance": CHANCE}
+            )
             summary = {k: v for k, v in score_summary(scores, floors).items() if k != "mean"}
             summary["ci"] = tuple(summary["ci"])
         blocks[METRIC_KEYS[name]] = ScorerMetrics(
-            score=mean, std_dev=std, n_degenerate=sum(r["degenerate"] for r in scored),
+            score=mean,
+            std_dev=std,
+            n_degenerate=sum(r["degenerate"] for r in scored),
             n_unparsed=sum(not r["scorers"][name]["parsed"] for r in scored) if name == "detection" else None,
-            n_explanation_truncated=sum(r["explanation_truncated"] for r in scored), **summary)
+            n_explanation_truncated=sum(r["explanation_truncated"] for r in scored),
+            **summary,
+        )
     return EvalMetrics(blocks)
 
 
-def _results(cfg, setting, usable, made, per_scorer, skipped, explainer, scorer, layer, planted=None, *,
-             metrics: EvalMetrics, applied: dict[str, bool], latents_file: str, run_id: str | None,
-             shard: Shard | None) -> AutoInterpResults:
+def _results(
+    cfg,
+    setting,
+    usable,
+    made,
+    per_scorer,
+    skipped,
+    explainer,
+    scorer,
+    layer,
+    planted=None,
+    *,
+    metrics: EvalMetrics,
+    applied: dict[str, bool],
+    latents_file: str,
+    run_id: str | None,
+    shard: Shard | None,
+) -> AutoInterpResults:
     unstructured = {}
     for i, (ev, m) in enumerate(zip(usable, made)):
-        entry: dict[str, Any] = {"explanation": m["explanation"], "explainer_answer": m["raw"],
-                                 **{k: m[k] for k in ("degenerate", "degenerate_reason", "explanation_truncated")}}
+        entry: dict[str, Any] = {
+            "explanation": m["explanation"],
+            "explainer_answer": m["raw"],
+            **{k: m[k] for k in ("degenerate", "degenerate_reason", "explanation_truncated")},
+        }
         if "detection" in per_scorer:
             d = per_scorer["detection"][i]
-            entry.update({"score": d["score"], "predictions": d["predictions"], "correct seqs": d["correct seqs"],
-                          "scorer_answer": d["answer"]})
+            entry.update(
+                {
+                    "score": d["score"],
+                    "predictions": d["predictions"],
+                    "correct seqs": d["correct seqs"],
+                    "scorer_answer": d["answer"],
+                }
+            )
         for name, rows in per_scorer.items():
             if name != "detection":
                 entry[f"{name}_score"] = rows[i]["score"]
@@ -377,22 +541,55 @@ def _results(cfg, setting, usable, made, per_scorer, skipped, explainer, scorer,
         unstructured[str(ev.latent)] = entry
     return AutoInterpResults(
         eval_type_id="autointerp",
-        eval_config={**cfg.to_dict(), "model_name": setting["model"], "sae": setting["sae"],
-                     "hook_name": setting["hook_name"], "layer": layer, "explainer": _describe(explainer),
-                     "scorer": _describe(scorer), "structured_outputs_applied": applied},
-        datetime_epoch_millis=int(time.time() * 1000), findbench_version=__version__, eval_result_metrics=metrics,
-        eval_result_details=[], eval_result_unstructured=unstructured, skipped_latents=skipped,
-        latents_file=latents_file, run_id=run_id, shard=shard)
+        eval_config={
+            **cfg.to_dict(),
+            "model_name": setting["model"],
+            "sae": setting["sae"],
+            "hook_name": setting["hook_name"],
+            "layer": layer,
+            "explainer": _describe(explainer),
+            "scorer": _describe(scorer),
+            "structured_outputs_applied": applied,
+        },
+        datetime_epoch_millis=int(time.time() * 1000),
+        findbench_version=__version__,
+        eval_result_metrics=metrics,
+        eval_result_details=[],
+        eval_result_unstructured=unstructured,
+        skipped_latents=skipped,
+        latents_file=latents_file,
+        run_id=run_id,
+        shard=shard,
+    )
 
 
 def _summary_csv(layer, records: list[dict], scorers: list[str]) -> str:
     extra = [s for s in scorers if s != "detection"]
-    columns = ["layer", "feature", "label", "autointerp_score", *[f"{s}_score" for s in extra],
-               "degenerate", "explanation_truncated"]
-    return csv_text(columns, ([layer if layer is not None else "embed", r["latent"], r["explanation"],
-                               r["scores"]["detection"] if "detection" in scorers else "",
-                               *[r["scores"][s] for s in extra], r["degenerate_reason"] or "", int(r["explanation_truncated"])]
-                              for r in records if r["skipped"] is None))
+    columns = [
+        "layer",
+        "feature",
+        "label",
+        "autointerp_score",
+        *[f"{s}_score" for s in extra],
+        "degenerate",
+        "explanation_truncated",
+    ]
+    return csv_text(
+        columns,
+        (
+            [
+                layer if layer is not None else "embed",
+                r["latent"],
+                r["explanation"],
+                r["scores"]["detection"] if "detection" in scorers else "",
+                *[r["scores"][s] for s in extra],
+                r["degenerate_reason"] or "",
+                int(r["explanation_truncated"]),
+            ]
+            for r in records
+            if r["skipped"] is None
+        ),
+    )
 
 
 def _shard_files(folder: Path, run_id: str | None) -> tuple[Path, AutoInterpResults, dict, Path]:
@@ -405,14 +602,18 @@ def _shard_files(folder: Path, run_id: str | None) -> tuple[Path, AutoInterpResu
         if isinstance(data, dict) and data.get("eval_type_id") == "autointerp" and data.get("run_id") == run_id:
             found.append((path, data))
     if len(found) != 1:
-        raise ValueError(f"shard folder {folder}: {len(found)} AutoInterp results files with run_id {run_id!r}, needs one")
+        raise ValueError(
+            f"shard folder {folder}: {len(found)} AutoInterp results files with run_id {run_id!r}, needs one"
+        )
     path, data = found[0]
     results = AutoInterpResults.from_json(data, f"shard folder {folder}: {path.name}")
     if results.shard is None:
         raise ValueError(f"shard folder {folder}: {path.name} is not a sharded run (made without --shard)")
     summary = list(folder.glob(f"*_features_summary{f'_{run_id}' if run_id else ''}.csv"))
     if len(summary) != 1:
-        raise ValueError(f"shard folder {folder}: {len(summary)} features summary CSVs for run_id {run_id!r}, needs one")
+        raise ValueError(
+            f"shard folder {folder}: {len(summary)} features summary CSVs for run_id {run_id!r}, needs one"
+        )
     return path, results, json.loads((folder / results.latents_file).read_text()), summary[0]
 
 
@@ -448,8 +649,10 @@ def merge_shards(dirs: list[str | os.PathLike], out: str | os.PathLike, *, run_i
     total = sum(len(lat) for _, lat in by_index.values())
     for i, (folder, lat) in by_index.items():
         if len(lat) != len(range(i, total, count)):
-            raise ValueError(f"shard folder {folder}: {len(lat)} latents, but shard {i}/{count} of {total} has "
-                             f"{len(range(i, total, count))}")
+            raise ValueError(
+                f"shard folder {folder}: {len(lat)} latents, but shard {i}/{count} of {total} has "
+                f"{len(range(i, total, count))}"
+            )
     records = [by_index[j % count][1][j // count] for j in range(total)]  # the unsharded order
     entries = {k: v for _, res, _, _ in shards for k, v in res.eval_result_unstructured.items()}
     scored = [r for r in records if r["skipped"] is None]
@@ -457,15 +660,24 @@ def merge_shards(dirs: list[str | os.PathLike], out: str | os.PathLike, *, run_i
         for target in (r, entries[str(r["latent"])]):
             target.update(degenerate=reason is not None, degenerate_reason=reason)
     merged = dataclasses.replace(
-        res0, datetime_epoch_millis=int(time.time() * 1000),
+        res0,
+        datetime_epoch_millis=int(time.time() * 1000),
         eval_result_metrics=aggregate_metrics(records, res0.scorers),
         eval_result_unstructured={str(r["latent"]): entries[str(r["latent"])] for r in scored},
         skipped_latents={str(r["latent"]): r["skipped"] for r in records if r["skipped"] is not None},
-        shard=None, merged_from=[os.fspath(f) for f in folders])
+        shard=None,
+        merged_from=[os.fspath(f) for f in folders],
+    )
     with atomic_dir(out) as tmp:
-        atomic_write_json(tmp / res0.latents_file,
-                          {"format": LATENTS_FORMAT, "results": path0.name, "latents": records})
+        atomic_write_json(
+            tmp / res0.latents_file, {"format": LATENTS_FORMAT, "results": path0.name, "latents": records}
+        )
         merged.write(tmp / path0.name)
         atomic_write_text(tmp / csv0.name, _summary_csv(res0.eval_config["layer"], records, res0.scorers))
-    return merged.to_json() | {"files": {"results": str(Path(out) / path0.name), "summary": str(Path(out) / csv0.name),
-                                         "latents": str(Path(out) / res0.latents_file)}}
+    return merged.to_json() | {
+        "files": {
+            "results": str(Path(out) / path0.name),
+            "summary": str(Path(out) / csv0.name),
+            "latents": str(Path(out) / res0.latents_file),
+        }
+    }

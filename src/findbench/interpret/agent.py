@@ -107,8 +107,14 @@ def _reference_output(reference: Sequence[str], turn: int) -> ModelOutput:
 async def _start(state: TaskState, *, protocol: str, rounds: int, seed: int,
                  episode_tokens: int | None) -> tuple[FunctionRunner, Episode]:
     """Open the sample's episode, put its record in the store and its opening messages in ``state``."""
-    runner, episode = await open_episode(state.metadata["row"], method=state.metadata["method"], rounds=rounds, seed=seed,
-                                         protocol=protocol, episode_tokens=episode_tokens)
+    runner, episode = await open_episode(
+        state.metadata["row"],
+        method=state.metadata["method"],
+        rounds=rounds,
+        seed=seed,
+        protocol=protocol,
+        episode_tokens=episode_tokens,
+    )
     state.store_as(EpisodeState).episode = episode
     state.messages = _opening(episode)
     return runner, episode
@@ -132,8 +138,17 @@ def _episode_limits(episode: Episode, messages: Callable[[], list[ChatMessage]])
         episode.generated_tokens = max(episode.generated_tokens or 0, int(scope.limit_error.value or 0))
 
 
-async def text_episode(state: TaskState, generate: Generate, *, rounds: int, max_tokens: int | None, seed: int,
-                       episode_tokens: int | None, grammar: Any = None, reference: Sequence[str] | None = None) -> Episode:
+async def text_episode(
+    state: TaskState,
+    generate: Generate,
+    *,
+    rounds: int,
+    max_tokens: int | None,
+    seed: int,
+    episode_tokens: int | None,
+    grammar: Any = None,
+    reference: Sequence[str] | None = None,
+) -> Episode:
     """One ``text``-protocol episode on the sample's row: at most ``rounds`` turns (``milan``: two) of
     ``generate(state)`` (``max_tokens`` each; ``grammar``: a function of the messages giving each turn's
     constraint, sent as vLLM's ``structured_outputs``), or of the ``reference`` turns."""
@@ -165,7 +180,9 @@ async def text_episode(state: TaskState, generate: Generate, *, rounds: int, max
                 episode.unrecognized_turns += 1
             episode.truncated_messages += commands.truncated
             episode.dropped_commands += commands.dropped
-            state.messages.append(ChatMessageUser(content="\n".join(lines + ([commands.note] if commands.note else []))))
+            state.messages.append(
+                ChatMessageUser(content="\n".join(lines + ([commands.note] if commands.note else [])))
+            )
     return episode
 
 
@@ -200,6 +217,7 @@ def call_function_tool(runner: FunctionRunner, episode: Episode, turn: _Turn | N
     recorded as malformed and raised as :class:`~inspect_ai.tool.ToolError`. With ``turn`` (the
     ``tools`` loop's), calls past :data:`MAX_COMMANDS_PER_MESSAGE` in a message, or in a message that
     answers, do not run (a ToolError) and each outcome goes to ``turn.outcomes``."""
+
     async def execute(inputs: list[str | float]) -> str:
         if turn is not None and (turn.answered or len(turn.outcomes) >= MAX_COMMANDS_PER_MESSAGE):
             turn.outcomes.append(None)
@@ -212,8 +230,14 @@ def call_function_tool(runner: FunctionRunner, episode: Episode, turn: _Turn | N
             raise ToolError(str(command.error))
         return line
 
-    return ToolDef(execute, name=TOOL_NAME, description=_TOOL_DESCRIPTION, parameters={"inputs": _INPUTS_DESCRIPTION},
-                   parallel=False, max_output=0)
+    return ToolDef(
+        execute,
+        name=TOOL_NAME,
+        description=_TOOL_DESCRIPTION,
+        parameters={"inputs": _INPUTS_DESCRIPTION},
+        parallel=False,
+        max_output=0,
+    )
 
 
 def _settle_calls(messages: list[ChatMessage], turn: _Turn, episode: Episode) -> None:
@@ -221,7 +245,7 @@ def _settle_calls(messages: list[ChatMessage], turn: _Turn, episode: Episode) ->
     ran (a schema error) is recorded as malformed; one past the cap is counted in ``dropped_commands``."""
     last = max(i for i, m in enumerate(messages) if isinstance(m, ChatMessageAssistant))
     by_id = {call.id: call for call in messages[last].tool_calls or []}
-    results = [m for m in messages[last + 1:] if isinstance(m, ChatMessageTool)]
+    results = [m for m in messages[last + 1 :] if isinstance(m, ChatMessageTool)]
     start = len(episode.calls) - sum(o is not None for o in turn.outcomes)
     del episode.calls[start:]
     outcomes = iter(turn.outcomes)
@@ -234,14 +258,29 @@ def _settle_calls(messages: list[ChatMessage], turn: _Turn, episode: Episode) ->
                 episode.dropped_commands += 1
             continue
         call = by_id.get(m.tool_call_id or "")
-        episode.calls.append({"round": episode.rounds, "inputs": [], "outputs": [], "errors": [], "error": m.error.message,
-                              "command": tool_call_text(call.arguments if call else None, call.function if call else TOOL_NAME)})
+        episode.calls.append(
+            {
+                "round": episode.rounds,
+                "inputs": [],
+                "outputs": [],
+                "errors": [],
+                "error": m.error.message,
+                "command": tool_call_text(call.arguments if call else None, call.function if call else TOOL_NAME),
+            }
+        )
         episode.malformed_commands += 1
     episode.calls.extend(record for record in outcomes if record is not None)  # ran, with no result to show
 
 
-async def tools_episode(state: TaskState, *, rounds: int, max_tokens: int | None, seed: int, episode_tokens: int | None,
-                        reference: Sequence[str] | None = None) -> Episode:
+async def tools_episode(
+    state: TaskState,
+    *,
+    rounds: int,
+    max_tokens: int | None,
+    seed: int,
+    episode_tokens: int | None,
+    reference: Sequence[str] | None = None,
+) -> Episode:
     """One ``tools``-protocol episode on the sample's row: ``react`` with :func:`call_function_tool`
     and no submit tool, the task's model (``max_tokens`` a turn) or the ``reference`` turns answering;
     an answer in a message, or the round limit, ends it."""
@@ -256,8 +295,10 @@ async def tools_episode(state: TaskState, *, rounds: int, max_tokens: int | None
             output = await get_model().generate(agent.messages, tools, config=GenerateConfig(max_tokens=max_tokens))
         episode.rounds += 1
         message = output.message
-        episode.count_turn(_usage_dict(output.usage), "\n".join(
-            [message.text] + [tool_call_text(c.arguments, c.function) for c in message.tool_calls or []]))
+        episode.count_turn(
+            _usage_dict(output.usage),
+            "\n".join([message.text] + [tool_call_text(c.arguments, c.function) for c in message.tool_calls or []]),
+        )
         turn.outcomes, turn.answered = [], False
         answer = await asyncio.to_thread(parse_answer, message.text)  # off the event loop: the message is the agent's
         if answer is not None:

@@ -47,11 +47,15 @@ def _per_function_path(folder: Path, name: str) -> Path:
             return candidate
     if not folder.is_dir():
         raise FileNotFoundError(f"{name}: {folder} is not a folder")
-    raise FileNotFoundError(f"{name}: no {_PER_FUNCTION} in {folder} (nor in {folder / 'scores'}); give a folder written "
-                            "by `findbench evaluate`")
+    raise FileNotFoundError(
+        f"{name}: no {_PER_FUNCTION} in {folder} (nor in {folder / 'scores'}); give a folder written "
+        "by `findbench evaluate`"
+    )
 
 
-def read_per_function(scores_dir: str | os.PathLike, *, name: str = "scores_dir") -> dict[tuple[str, str], dict[str, dict[str, str]]]:
+def read_per_function(
+    scores_dir: str | os.PathLike, *, name: str = "scores_dir"
+) -> dict[tuple[str, str], dict[str, dict[str, str]]]:
     """``per_function.csv`` of a ``findbench evaluate`` folder (or of ``<run>/scores``) as
     ``{(category, method): {function_id: row}}``; ValueError naming ``name`` for a file lacking an
     id column (``function_id``, ``category``, ``method``) or scoring a function twice. Metric columns
@@ -60,7 +64,9 @@ def read_per_function(scores_dir: str | os.PathLike, *, name: str = "scores_dir"
     rows = read_csv_rows(path)
     missing = [c for c in ("function_id", "category", "method") if rows and c not in rows[0]]
     if missing:
-        raise ValueError(f"{name}: {path} lacks the column(s) {', '.join(missing)} (not written by `findbench evaluate`)")
+        raise ValueError(
+            f"{name}: {path} lacks the column(s) {', '.join(missing)} (not written by `findbench evaluate`)"
+        )
     out: dict[tuple[str, str], dict[str, dict[str, str]]] = {}
     for line, row in enumerate(rows, start=2):
         group = out.setdefault((row["category"], row["method"]), {})
@@ -91,8 +97,14 @@ def _finite_or_none(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def compare_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, *, seed: int = DEFAULT_SEED, n_resamples: int = DEFAULT_RESAMPLES,
-                 confidence: float = DEFAULT_CONFIDENCE) -> dict[str, Any]:
+def compare_runs(
+    run_a: str | os.PathLike,
+    run_b: str | os.PathLike,
+    *,
+    seed: int = DEFAULT_SEED,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> dict[str, Any]:
     """Paired bootstrap of ``run_a`` against ``run_b`` per column (see the module docstring).
 
     Returns ``{"run_a", "run_b", "seed", "n_resamples", "confidence", "columns", "only_one_run"}``
@@ -121,16 +133,34 @@ def compare_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, *, seed: in
         values_b = [unit_values(metric, [group_b[f]])[0] for f in shared]
         result = paired_bootstrap(values_a, values_b, seed=seed, n_resamples=n_resamples, confidence=confidence)
         too_small = is_small(result.n)
-        columns.append({
-            "category": category, "method": method, "metric": metric, "header": header, "n": result.n,
-            "mean_a": result.mean_a, "mean_b": result.mean_b, "diff": result.diff,
-            "diff_ci": [_finite_or_none(x) for x in result.diff_ci], "p_value": result.p_value,
-            "differs": None if too_small else result.differs,
-            "verdict": N_TOO_SMALL if too_small else DIFFERS if result.differs else NO_DIFFERENCE, "n_too_small": too_small,
-            "only_a": len(scored_a - scored_b), "only_b": len(scored_b - scored_a),
-        })
-    return {"run_a": str(run_a), "run_b": str(run_b), "seed": seed, "n_resamples": n_resamples, "confidence": confidence,
-            "columns": columns, "only_one_run": single}
+        columns.append(
+            {
+                "category": category,
+                "method": method,
+                "metric": metric,
+                "header": header,
+                "n": result.n,
+                "mean_a": result.mean_a,
+                "mean_b": result.mean_b,
+                "diff": result.diff,
+                "diff_ci": [_finite_or_none(x) for x in result.diff_ci],
+                "p_value": result.p_value,
+                "differs": None if too_small else result.differs,
+                "verdict": N_TOO_SMALL if too_small else DIFFERS if result.differs else NO_DIFFERENCE,
+                "n_too_small": too_small,
+                "only_a": len(scored_a - scored_b),
+                "only_b": len(scored_b - scored_a),
+            }
+        )
+    return {
+        "run_a": str(run_a),
+        "run_b": str(run_b),
+        "seed": seed,
+        "n_resamples": n_resamples,
+        "confidence": confidence,
+        "columns": columns,
+        "only_one_run": single,
+    }
 
 
 def _p(value: float) -> str:
@@ -164,8 +194,10 @@ def render_comparison_table(result: Mapping[str, Any]) -> str:
             p, verdict = "–", N_TOO_SMALL
         else:
             p, verdict = _p(col["p_value"]), "**yes**" if col["differs"] else "no"
-        lines.append(f"| {col['header']} | {n}{mark}{left}{right} | {col['mean_a']:.2f} | {col['mean_b']:.2f} | "
-                     f"{col['diff']:+.2f}{interval} | {p} | {verdict} |")
+        lines.append(
+            f"| {col['header']} | {n}{mark}{left}{right} | {col['mean_a']:.2f} | {col['mean_b']:.2f} | "
+            f"{col['diff']:+.2f}{interval} | {p} | {verdict} |"
+        )
     if not result["columns"]:
         lines.append("| (no column scored by both runs) | | | | | | |")
     notes = []

@@ -100,7 +100,9 @@ class Episode:
             if isinstance(value, int) and not isinstance(value, bool):
                 self.usage = {**(self.usage or {}), key: (self.usage or {}).get(key, 0) + value}
         spent = (usage or {}).get("output_tokens")
-        self.generated_tokens = (self.generated_tokens or 0) + (spent if isinstance(spent, int) else estimate_tokens(text))
+        self.generated_tokens = (self.generated_tokens or 0) + (
+            spent if isinstance(spent, int) else estimate_tokens(text)
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict of every field."""
@@ -170,15 +172,30 @@ async def run_command(runner: FunctionRunner, command: Command, round: int, epis
     return line
 
 
-async def open_episode(row: Mapping[str, Any], *, method: str = "aia", rounds: int = DEFAULT_ROUNDS, seed: int = 0,
-                       protocol: str = PROTOCOL, episode_tokens: int | None = None) -> tuple[FunctionRunner, Episode]:
+async def open_episode(
+    row: Mapping[str, Any],
+    *,
+    method: str = "aia",
+    rounds: int = DEFAULT_ROUNDS,
+    seed: int = 0,
+    protocol: str = PROTOCOL,
+    episode_tokens: int | None = None,
+) -> tuple[FunctionRunner, Episode]:
     """Start an episode on ``row``: the function's runner and the record, its messages the
     system and task messages of ``protocol`` (the MILAN methods run the exemplars first, as round 0)."""
     runner = FunctionRunner(row, seed=seed)
     max_rounds = min(rounds, MILAN_TURNS) if method == "milan" else rounds
-    episode = Episode(function_id=row["function_id"], category=row["category"], method=method, max_rounds=max_rounds,
-                      protocol=protocol, max_episode_tokens=episode_tokens, generated_tokens=0, seed=seed,
-                      row=dict(row))
+    episode = Episode(
+        function_id=row["function_id"],
+        category=row["category"],
+        method=method,
+        max_rounds=max_rounds,
+        protocol=protocol,
+        max_episode_tokens=episode_tokens,
+        generated_tokens=0,
+        seed=seed,
+        row=dict(row),
+    )
     exemplar_reply = None
     if method != "aia":
         exemplars = [str(x) for x in (row.get("exemplars") or [])]

@@ -53,12 +53,27 @@ _PART_MAX_BYTES = {"description": 64 * 1024, "domain": 64 * 1024, "code": 256 * 
 #: The largest ``run.json`` read.
 _RUN_INFO_MAX_BYTES = 1024 * 1024
 #: Aggregate metric names in ``scores.json``.
-SCORE_METRICS = ("nmse_success", "mean_nmse", "exact_match", "unit_test_accuracy", "domain_iou", "unit_test_accuracy_near")
+SCORE_METRICS = (
+    "nmse_success",
+    "mean_nmse",
+    "exact_match",
+    "unit_test_accuracy",
+    "domain_iou",
+    "unit_test_accuracy_near",
+)
 #: Columns of ``per_function.csv`` (then :data:`FLOOR_COLUMNS`, ``degenerate``, ``code_error``: why the
 #: answer's code failed in the sandbox, ``damage``: why a part of the episode could not be read, then
 #: the process columns).
-CSV_COLUMNS = ("function_id", "category", "method", "nmse", "exact_match", "unit_test_accuracy", "domain_iou",
-               "unit_test_accuracy_near")
+CSV_COLUMNS = (
+    "function_id",
+    "category",
+    "method",
+    "nmse",
+    "exact_match",
+    "unit_test_accuracy",
+    "domain_iou",
+    "unit_test_accuracy_near",
+)
 #: Which aggregates a category has in ``scores.json``.
 CATEGORY_METRICS: dict[str, tuple[str, ...]] = {
     "numeric": ("nmse_success", "mean_nmse", "domain_iou"),
@@ -79,9 +94,27 @@ _UNIT_TEST_SETS = {"unit_test_accuracy": ("unit_tests", "find"), "unit_test_accu
 #: Columns of ``unit_tests.csv``: one row per unit test judged (``test``: its 0-based position
 #: in the row's ``unit_tests`` or ``unit_tests_near``, which ``tests`` names: ``find`` or ``near``;
 #: ``empty``: 1 when the description was empty and not shown to the judge, which then chose nothing).
-UNIT_TEST_COLUMNS = ("function_id", "category", "method", "test", "option_1", "option_2", "option_3", "correct",
-                     "chosen", "right", "score_1", "score_2", "score_3", "margin", "mode", "truncated", "empty", "answer",
-                     "tests")
+UNIT_TEST_COLUMNS = (
+    "function_id",
+    "category",
+    "method",
+    "test",
+    "option_1",
+    "option_2",
+    "option_3",
+    "correct",
+    "chosen",
+    "right",
+    "score_1",
+    "score_2",
+    "score_3",
+    "margin",
+    "mode",
+    "truncated",
+    "empty",
+    "answer",
+    "tests",
+)
 _OUTPUT_FILES = (SCORES_FILE, "per_function.csv", "table.md", "unit_tests.csv", "process.json")
 
 _EPISODE = re.compile(r"^f\d{5}$")
@@ -103,7 +136,9 @@ def _subdirs(folder: Path) -> list[Path]:
             continue
         if p.is_symlink():
             if p.is_dir():
-                logger.warning("run_dir: %s is a symbolic link to a folder; skipped (run folders are read without links)", p)
+                logger.warning(
+                    "run_dir: %s is a symbolic link to a folder; skipped (run folders are read without links)", p
+                )
             continue
         if p.is_dir():
             found.append(p)
@@ -124,23 +159,33 @@ def _episodes_of(folder: Path, category: str, method: str, where: str) -> list[d
     records = []
     for sub in _subdirs(folder):
         if not _EPISODE.match(sub.name):
-            raise ValueError(f"run_dir: episode folder {where}/{sub.name} must be named fNNNNN (a function id such as f00042)")
-        record: dict[str, Any] = {"function_id": f"{category}/{sub.name}", "category": category, "method": method,
-                                  "damage": None}
+            raise ValueError(
+                f"run_dir: episode folder {where}/{sub.name} must be named fNNNNN (a function id such as f00042)"
+            )
+        record: dict[str, Any] = {
+            "function_id": f"{category}/{sub.name}",
+            "category": category,
+            "method": method,
+            "damage": None,
+        }
         for part in PARTS:
             path = sub / _PART_FILES[part]
             record[part] = ""
             if not os.path.lexists(path):
                 continue
             try:
-                record[part] = read_untrusted_text(path, _PART_MAX_BYTES[part], f"{part} of {category}/{sub.name} ({method}):")
+                record[part] = read_untrusted_text(
+                    path, _PART_MAX_BYTES[part], f"{part} of {category}/{sub.name} ({method}):"
+                )
             except ValueError as exc:
                 record["damage"] = "; ".join(filter(None, (record["damage"], str(exc))))
         records.append(record)
     return records
 
 
-def _scan(run_dir: Path, method: str | None, exclude: Sequence[Path] = ()) -> tuple[str, list[dict[str, Any]], list[str]]:
+def _scan(
+    run_dir: Path, method: str | None, exclude: Sequence[Path] = ()
+) -> tuple[str, list[dict[str, Any]], list[str]]:
     """The layout (``"run"`` or ``"find"``), the episode records of ``run_dir`` and the problems met
     reading its logs (one line each). A run with logs is read from them (:func:`_from_logs`)."""
     if method is not None and method not in METHODS:
@@ -155,7 +200,9 @@ def _scan(run_dir: Path, method: str | None, exclude: Sequence[Path] = ()) -> tu
         kind = _kind(folder)
         if folder.name not in CATEGORIES:
             if kind is not None:  # holds episodes: a category this benchmark does not have
-                raise ValueError(f"category: unknown category folder {folder.name!r} in {run_dir}; categories are {CATEGORIES}")
+                raise ValueError(
+                    f"category: unknown category folder {folder.name!r} in {run_dir}; categories are {CATEGORIES}"
+                )
             continue
         if kind is not None:
             kinds[folder.name] = kind
@@ -168,9 +215,12 @@ def _scan(run_dir: Path, method: str | None, exclude: Sequence[Path] = ()) -> tu
     has_info = (run_dir / _RUN_INFO).is_file()
     layouts = set(kinds.values()) | ({"run"} if has_info or has_logs else set())
     if len(layouts) > 1:
-        raise ValueError(f"run_dir: {run_dir} mixes layouts: " + ", ".join(f"{c}: {k}" for c, k in kinds.items())
-                         + (" (and has a run.json or logs)" if has_info or has_logs else "")
-                         + "; expected <category>/<method>/fNNNNN/ throughout")
+        raise ValueError(
+            f"run_dir: {run_dir} mixes layouts: "
+            + ", ".join(f"{c}: {k}" for c, k in kinds.items())
+            + (" (and has a run.json or logs)" if has_info or has_logs else "")
+            + "; expected <category>/<method>/fNNNNN/ throughout"
+        )
     layout = layouts.pop()
     records: list[dict[str, Any]] = []
     for category in (c for c in CATEGORIES if c in kinds):
@@ -180,7 +230,9 @@ def _scan(run_dir: Path, method: str | None, exclude: Sequence[Path] = ()) -> tu
             continue
         for sub in _subdirs(folder):
             if sub.name not in METHODS:
-                raise ValueError(f"method: unknown method folder {category}/{sub.name!r} in {run_dir}; methods are {METHODS}")
+                raise ValueError(
+                    f"method: unknown method folder {category}/{sub.name!r} in {run_dir}; methods are {METHODS}"
+                )
         for m in METHODS:
             if (folder / m).is_dir() and (method is None or m == method):
                 records += _episodes_of(folder / m, category, m, f"{category}/{m}")
@@ -189,12 +241,16 @@ def _scan(run_dir: Path, method: str | None, exclude: Sequence[Path] = ()) -> tu
         records, problems = _from_logs(run_dir, method, records)
     if not records:
         what = f" for method {method!r}" if method is not None else ""
-        raise ValueError(f"run_dir: nothing to score in {run_dir}: no episodes{what}"
-                         + (f" ({'; '.join(problems[:3])})" if problems else ""))
+        raise ValueError(
+            f"run_dir: nothing to score in {run_dir}: no episodes{what}"
+            + (f" ({'; '.join(problems[:3])})" if problems else "")
+        )
     return layout, records, problems
 
 
-def _from_logs(run_dir: Path, method: str | None, exported: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+def _from_logs(
+    run_dir: Path, method: str | None, exported: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[str]]:
     """The records of a run's logs (:func:`findbench.interpret.logs.read_run_logs`), each with its
     ``"episode"``; an exported episode folder no readable log records is kept with ``"unrecorded"``
     set (not scored: the logs are the record). Returns the records and the logs' problems."""
@@ -206,27 +262,55 @@ def _from_logs(run_dir: Path, method: str | None, exported: list[dict[str, Any]]
         if method is not None and m != method:
             continue
         category = function_id.split("/", 1)[0]
-        rec: dict[str, Any] = {"function_id": function_id, "category": category, "method": m, "damage": found.damage,
-                               "episode": found.record, **dict.fromkeys(PARTS, "")}
+        rec: dict[str, Any] = {
+            "function_id": function_id,
+            "category": category,
+            "method": m,
+            "damage": found.damage,
+            "episode": found.record,
+            **dict.fromkeys(PARTS, ""),
+        }
         if found.record is not None:
             answer = Episode.from_dict(found.record)
             for part in PARTS:
                 value = getattr(answer, part)
                 if not isinstance(value, str):
-                    rec["damage"] = "; ".join(filter(None, (rec["damage"], f"{part} of {function_id} ({m}) in {found.log} "
-                                                                           f"is a {type(value).__name__}, not text")))
+                    rec["damage"] = "; ".join(
+                        filter(
+                            None,
+                            (
+                                rec["damage"],
+                                f"{part} of {function_id} ({m}) in {found.log} is a {type(value).__name__}, not text",
+                            ),
+                        )
+                    )
                 elif len(value.encode("utf-8", errors="replace")) > _PART_MAX_BYTES[part]:
-                    rec["damage"] = "; ".join(filter(None, (rec["damage"], f"{part} of {function_id} ({m}) in {found.log} "
-                                                                           f"is over the {_PART_MAX_BYTES[part]:,}-byte cap")))
+                    rec["damage"] = "; ".join(
+                        filter(
+                            None,
+                            (
+                                rec["damage"],
+                                f"{part} of {function_id} ({m}) in {found.log} "
+                                f"is over the {_PART_MAX_BYTES[part]:,}-byte cap",
+                            ),
+                        )
+                    )
                 else:
                     rec[part] = value
         records.append(rec)
     held = {(r["method"], r["function_id"]) for r in records}
     for rec in exported:
         if (rec["method"], rec["function_id"]) not in held:
-            records.append({**rec, **dict.fromkeys(PARTS, ""), "episode": None, "unrecorded": True,
-                            "damage": f"no readable log in {run_dir / LOG_DIR} records this episode; its exported folder is "
-                                      "not the record and is not scored"})
+            records.append(
+                {
+                    **rec,
+                    **dict.fromkeys(PARTS, ""),
+                    "episode": None,
+                    "unrecorded": True,
+                    "damage": f"no readable log in {run_dir / LOG_DIR} records this episode; its exported folder is "
+                    "not the record and is not scored",
+                }
+            )
     order = {c: i for i, c in enumerate(CATEGORIES)}
     records.sort(key=lambda r: (order[r["category"]], METHODS.index(r["method"]), r["function_id"]))
     return records, logs.problems
@@ -258,8 +342,15 @@ def reference_program(row: dict) -> tuple[str, list[str]] | None:
     return f"_TABLE = {table!r}\n\n\ndef function(s):\n    return _TABLE[s]\n", list(table)
 
 
-def score_interpretations(records: list[dict[str, Any]], rows: list[dict], *, metrics: Sequence[str] = CSV_COLUMNS[3:],
-                          judge: Any = None, mode: str = "logprob", progress: bool = False) -> list[dict[str, Any]]:
+def score_interpretations(
+    records: list[dict[str, Any]],
+    rows: list[dict],
+    *,
+    metrics: Sequence[str] = CSV_COLUMNS[3:],
+    judge: Any = None,
+    mode: str = "logprob",
+    progress: bool = False,
+) -> list[dict[str, Any]]:
     """Score interpretations of one category against their rows (``rows[i]`` is ``records[i]``'s): set
     ``nmse`` (numeric; ``inf`` without code), ``exact_match`` (strings, :func:`reference_program`),
     ``domain_iou`` (numeric) and ``unit_test_accuracy`` (strings and neurons, with the ``judge``; its
@@ -290,11 +381,18 @@ def score_interpretations(records: list[dict[str, Any]], rows: list[dict], *, me
             rec["exact_match"] = 0.0 if ref is not None else None
         missing = sum(ref is None for ref in references)
         if missing:
-            logger.warning("exact_match: %d strings function(s) have neither reference code nor unit-test outputs; left empty", missing)
+            logger.warning(
+                "exact_match: %d strings function(s) have neither reference code nor unit-test outputs; left empty",
+                missing,
+            )
         scored = [i for i in coded if references[i] is not None]
         if scored:
-            out = score_exact_match([records[i]["code"] for i in scored], [references[i][0] for i in scored],
-                                    [references[i][1] for i in scored], progress=progress)
+            out = score_exact_match(
+                [records[i]["code"] for i in scored],
+                [references[i][0] for i in scored],
+                [references[i][1] for i in scored],
+                progress=progress,
+            )
             for i, value, why in zip(scored, out["per_function"], out["errors"]):
                 records[i]["exact_match"], records[i]["code_error"] = float(value), why
     for metric, (column, tests) in _UNIT_TEST_SETS.items():
@@ -304,11 +402,18 @@ def score_interpretations(records: list[dict[str, Any]], rows: list[dict], *, me
 
         judged = [i for i, row in enumerate(rows) if row.get(column)]
         if len(judged) < len(records):
-            logger.info("%s: %d %s function(s) have no %s; left empty", metric, len(records) - len(judged), category, column)
+            logger.info(
+                "%s: %d %s function(s) have no %s; left empty", metric, len(records) - len(judged), category, column
+            )
         if judged:
-            out = judge_unit_tests(judge, [records[i]["description"] for i in judged],
-                                   [[normalize_unit_test(t) for t in rows[i][column]] for i in judged],
-                                   category, mode=mode, progress=progress)
+            out = judge_unit_tests(
+                judge,
+                [records[i]["description"] for i in judged],
+                [[normalize_unit_test(t) for t in rows[i][column]] for i in judged],
+                category,
+                mode=mode,
+                progress=progress,
+            )
             for i, value in zip(judged, out["per_function"]):
                 records[i][metric] = float(value)
             _keep_decisions(records, judged, rows, out, category, mode, column, tests)
@@ -323,8 +428,16 @@ def _add_floors(category: str, records: list[dict[str, Any]], lm: Any, mode: str
     floors, owners = [], []
     for k, rec in enumerate(records):
         for answer in floor_answers(category, observed_pairs(rec.get("episode"))):
-            floors.append({"function_id": rec["function_id"], "category": category, "method": rec["method"],
-                           "description": answer.description, "domain": "", "code": answer.code or ""})
+            floors.append(
+                {
+                    "function_id": rec["function_id"],
+                    "category": category,
+                    "method": rec["method"],
+                    "description": answer.description,
+                    "domain": "",
+                    "code": answer.code or "",
+                }
+            )
             owners.append(k)
     metrics = [m for m in _FLOOR_METRICS if any(r.get(m) is not None for r in records)]
     if floors and metrics:
@@ -337,11 +450,14 @@ def _add_floors(category: str, records: list[dict[str, Any]], lm: Any, mode: str
             values = [f[metric] for f in mine.get(k, []) if f.get(metric) is not None]
             best = (min if metric == "nmse" else max)(values) if values and rec.get(metric) is not None else None
             rec[f"{metric}_observed"] = best
-            rec[f"{metric}_margin"] = rec[metric] - best if best is not None and math.isfinite(rec[metric] - best) else None
+            rec[f"{metric}_margin"] = (
+                rec[metric] - best if best is not None and math.isfinite(rec[metric] - best) else None
+            )
 
 
-def _score_category(category: str, records: list[dict[str, Any]], lm: Any, mode: str, progress: bool,
-                    unverified: bool) -> dict[str, Cell]:
+def _score_category(
+    category: str, records: list[dict[str, Any]], lm: Any, mode: str, progress: bool, unverified: bool
+) -> dict[str, Cell]:
     """Score each record and its floors; return each method's :class:`~findbench.interpret.scores.Cell`:
     an estimate of each aggregate of :data:`CATEGORY_METRICS` (the floored ones followed by
     ``<metric>_observed`` and ``<metric>_margin``, paired per function), ``n_degenerate`` and ``unverified``."""
@@ -351,14 +467,21 @@ def _score_category(category: str, records: list[dict[str, Any]], lm: Any, mode:
     _add_floors(category, records, lm, mode)
     for rec, reason in zip(records, degenerate_reasons(records)):
         rec["degenerate"] = reason
-    names = [f"{m}{kind}" for m in CATEGORY_METRICS[category] for kind in ("", "_observed", "_margin")
-             if not kind or m in FLOORED_SCORES]
+    names = [
+        f"{m}{kind}"
+        for m in CATEGORY_METRICS[category]
+        for kind in ("", "_observed", "_margin")
+        if not kind or m in FLOORED_SCORES
+    ]
     cells: dict[str, Cell] = {}
     for method in METHODS:
         group = [r for r in records if r["method"] == method]
         if group:
-            cells[method] = Cell(**{name: Estimate.of(unit_values(name, group)) for name in names},
-                                 n_degenerate=sum(bool(r["degenerate"]) for r in group), unverified=unverified)
+            cells[method] = Cell(
+                **{name: Estimate.of(unit_values(name, group)) for name in names},
+                n_degenerate=sum(bool(r["degenerate"]) for r in group),
+                unverified=unverified,
+            )
     return cells
 
 
@@ -403,8 +526,16 @@ def _per_function_csv(records: list[dict[str, Any]]) -> str:
     return csv_text(columns, ([_cell(rec.get(col)) for col in columns] for rec in records))
 
 
-def _keep_decisions(records: list[dict[str, Any]], judged: list[int], truth: list[dict], out: dict[str, Any],
-                    category: str, mode: str, column: str = "unit_tests", tests_name: str = "find") -> None:
+def _keep_decisions(
+    records: list[dict[str, Any]],
+    judged: list[int],
+    truth: list[dict],
+    out: dict[str, Any],
+    category: str,
+    mode: str,
+    column: str = "unit_tests",
+    tests_name: str = "find",
+) -> None:
     """Add the judge's decision on each unit test of ``column`` of the judged records to ``"unit_test_rows"``."""
     from findbench.judge import normalize_unit_test, render_pmi_option
 
@@ -415,14 +546,25 @@ def _keep_decisions(records: list[dict[str, Any]], judged: list[int], truth: lis
         for k, (test, d) in enumerate(zip(tests, out["decisions"][pos])):
             options = [render_pmi_option(test, c, category) for c in range(1, len(test["inputs"]) + 1)]
             scores = d["scores"] or []
-            rows.append({
-                "function_id": rec["function_id"], "category": category, "method": rec["method"], "test": k,
-                **{f"option_{c}": text for c, text in enumerate(options, 1)},
-                "correct": d["correct"], "chosen": d["chosen"], "right": int(d["right"]),
-                **{f"score_{c}": v for c, v in enumerate(scores, 1)},
-                "margin": d["margin"], "mode": mode, "truncated": int(pos in truncated), "empty": int(pos in empty),
-                "answer": d["answer"], "tests": tests_name,
-            })
+            rows.append(
+                {
+                    "function_id": rec["function_id"],
+                    "category": category,
+                    "method": rec["method"],
+                    "test": k,
+                    **{f"option_{c}": text for c, text in enumerate(options, 1)},
+                    "correct": d["correct"],
+                    "chosen": d["chosen"],
+                    "right": int(d["right"]),
+                    **{f"score_{c}": v for c, v in enumerate(scores, 1)},
+                    "margin": d["margin"],
+                    "mode": mode,
+                    "truncated": int(pos in truncated),
+                    "empty": int(pos in empty),
+                    "answer": d["answer"],
+                    "tests": tests_name,
+                }
+            )
         rec["unit_test_rows"] = [r for r in rec.get("unit_test_rows") or [] if r["tests"] != tests_name] + rows
 
 
@@ -431,8 +573,13 @@ def _unit_tests_csv(records: list[dict[str, Any]]) -> str:
     return csv_text(UNIT_TEST_COLUMNS, ([_cell(row.get(col)) for col in UNIT_TEST_COLUMNS] for row in rows))
 
 
-def read_scored_run(run_dir: str | os.PathLike, *, data: str | os.PathLike | None = None, method: str | None = None,
-                    exclude: Sequence[Path] = ()) -> dict[str, Any]:
+def read_scored_run(
+    run_dir: str | os.PathLike,
+    *,
+    data: str | os.PathLike | None = None,
+    method: str | None = None,
+    exclude: Sequence[Path] = (),
+) -> dict[str, Any]:
     """A run as ``findbench evaluate`` and ``findbench report`` read it: ``{"layout", "info"
     (run.json), "interpreter", "seed", "data", "verified", "truth" (where the rows come from, in
     words), "records", "unscorable" (records not scored: no row, or no log record), "log_problems"
@@ -462,24 +609,45 @@ def read_scored_run(run_dir: str | os.PathLike, *, data: str | os.PathLike | Non
             except ValueError as exc:
                 rec["damage"] = "; ".join(filter(None, (rec["damage"], str(exc))))
             if rec["episode"] is not None and (rec["episode"].get("function_id"), rec["episode"].get("method")) != (
-                    rec["function_id"], rec["method"]):
-                rec["damage"] = "; ".join(filter(None, (rec["damage"], f"episode file {folder / 'episode.json'} is the record "
-                                                        f"of another episode ({rec['episode'].get('function_id')!r}, "
-                                                        f"{rec['episode'].get('method')!r})")))
+                rec["function_id"],
+                rec["method"],
+            ):
+                rec["damage"] = "; ".join(
+                    filter(
+                        None,
+                        (
+                            rec["damage"],
+                            f"episode file {folder / 'episode.json'} is the record "
+                            f"of another episode ({rec['episode'].get('function_id')!r}, "
+                            f"{rec['episode'].get('method')!r})",
+                        ),
+                    )
+                )
                 rec["episode"] = None
     verified, truth = attach_truth(records, info, data, run_path)
     unscorable = [r for r in records if r["row"] is None]
     for rec in unscorable:
-        logger.warning("not scored: %s (%s) carries no readable row (%s)", rec["function_id"], rec["method"], rec["damage"])
+        logger.warning(
+            "not scored: %s (%s) carries no readable row (%s)", rec["function_id"], rec["method"], rec["damage"]
+        )
     for rec in unrecorded:
         logger.warning("not scored: %s (%s): %s", rec["function_id"], rec["method"], rec["damage"])
     records = [r for r in records if r["row"] is not None]
     for problem in problems:
         logger.warning("%s", problem)
-    return {"layout": layout, "info": info, "interpreter": info.get("interpreter") or run_path.resolve().name, "seed": seed,
-            "data": data if data is not None else info.get("data"), "verified": verified, "truth": truth, "records": records,
-            "unscorable": unscorable + [{**r, "row": None} for r in unrecorded], "log_problems": problems,
-            "from_logs": bool(log_files(run_path))}
+    return {
+        "layout": layout,
+        "info": info,
+        "interpreter": info.get("interpreter") or run_path.resolve().name,
+        "seed": seed,
+        "data": data if data is not None else info.get("data"),
+        "verified": verified,
+        "truth": truth,
+        "records": records,
+        "unscorable": unscorable + [{**r, "row": None} for r in unrecorded],
+        "log_problems": problems,
+        "from_logs": bool(log_files(run_path)),
+    }
 
 
 def _add_process(records: list[dict[str, Any]]) -> None:
@@ -497,16 +665,23 @@ def _check_out(out: Path, run_dir: Path) -> None:
     """Refuse an output folder whose replacement would lose other files."""
     out_r, run_r = out.resolve(), run_dir.resolve()
     if out_r == run_r or out_r in run_r.parents:
-        raise ValueError(f"out: {out} would replace the run folder {run_dir}; give a folder of its own (default <run_dir>/scores)")
+        raise ValueError(
+            f"out: {out} would replace the run folder {run_dir}; give a folder of its own (default <run_dir>/scores)"
+        )
     if out.exists():
         if not out.is_dir():
             raise ValueError(f"out: {out} exists and is not a folder")
         # report.html and its PNG figures describe the old scores and go with them
-        others = sorted(p.name for p in out.iterdir()
-                        if p.name not in _OUTPUT_FILES and p.name != "report.html" and not (p.suffix == ".png" and p.is_file()))
+        others = sorted(
+            p.name
+            for p in out.iterdir()
+            if p.name not in _OUTPUT_FILES and p.name != "report.html" and not (p.suffix == ".png" and p.is_file())
+        )
         if others:
-            raise ValueError(f"out: {out} holds other files ({', '.join(others[:5])}); it is replaced as a whole, so "
-                             f"give a new folder or one holding only {', '.join(_OUTPUT_FILES)}")
+            raise ValueError(
+                f"out: {out} holds other files ({', '.join(others[:5])}); it is replaced as a whole, so "
+                f"give a new folder or one holding only {', '.join(_OUTPUT_FILES)}"
+            )
 
 
 def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = True, **settings: Any) -> dict[str, Any]:
@@ -535,8 +710,14 @@ def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = Tr
         raise TypeError(f"evaluate_run(cfg) takes no settings beside the config, got {sorted(settings)}")
     from findbench.interpret.scoreboard import render_table
 
-    data, judge, judge_mode, judge_model, judge_cache, method = (cfg.data, cfg.judge, cfg.judge_mode, cfg.judge_model,
-                                                                 cfg.judge_cache, cfg.method)
+    data, judge, judge_mode, judge_model, judge_cache, method = (
+        cfg.data,
+        cfg.judge,
+        cfg.judge_mode,
+        cfg.judge_model,
+        cfg.judge_cache,
+        cfg.method,
+    )
     run_path, out_path = Path(cfg.run_dir), Path(cfg.out)
     _check_out(out_path, run_path)
     run = read_scored_run(run_path, data=data, method=method, exclude=[out_path])
@@ -545,8 +726,11 @@ def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = Tr
     for rec in damaged:
         logger.warning("damaged episode %s (%s): %s", rec["function_id"], rec["method"], rec["damage"])
     if not records:
-        why = (f"no readable log records an episode ({run['log_problems'][0]})" if run["log_problems"]
-               else "no episode carries a readable row")
+        why = (
+            f"no readable log records an episode ({run['log_problems'][0]})"
+            if run["log_problems"]
+            else "no episode carries a readable row"
+        )
         raise ValueError(f"run_dir: nothing to score in {run_path}: {why}")
 
     lm, mode = None, "logprob"
@@ -554,7 +738,9 @@ def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = Tr
         from findbench.judge import judge_mode_of, load_judge
 
         mode = judge_mode or judge_mode_of(judge, judge_model=judge_model)
-        lm = load_judge(judge, judge_model=judge_model, cache=judge_cache)  # before the sandbox runs: a missing judge fails fast
+        lm = load_judge(
+            judge, judge_model=judge_model, cache=judge_cache
+        )  # before the sandbox runs: a missing judge fails fast
 
     cells: dict[str, dict[str, Cell]] = {}
     counts: dict[str, dict[str, int]] = {}
@@ -564,18 +750,27 @@ def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = Tr
             continue
         logger.info("scoring %d %s interpretation(s)", len(group), category)
         cells[category] = _score_category(category, group, lm, mode, progress, unverified=not run["verified"])
-        counts[category] = {m: sum(r["method"] == m for r in group) for m in METHODS if any(r["method"] == m for r in group)}
+        counts[category] = {
+            m: sum(r["method"] == m for r in group) for m in METHODS if any(r["method"] == m for r in group)
+        }
 
     source = f"episodes from its {LOG_DIR}/" if run["from_logs"] else f"{layout} layout"
     notes = [f"Run: `{run_path}` ({source}); truth: {run['truth']}."]
     if damaged or run["unscorable"]:
-        names = ", ".join(f"{r['function_id']} ({r['method']})" for r in damaged[:10]) + (" …" if len(damaged) > 10 else "")
-        notes.append(f"Damaged: {len(damaged)} episode(s) could not be read in full and are scored as if the unreadable "
-                     f"parts were missing ({len(run['unscorable'])} not scored: no log record or no row to score against): "
-                     f"{names}; see the damage column of per_function.csv.")
+        names = ", ".join(f"{r['function_id']} ({r['method']})" for r in damaged[:10]) + (
+            " …" if len(damaged) > 10 else ""
+        )
+        notes.append(
+            f"Damaged: {len(damaged)} episode(s) could not be read in full and are scored as if the unreadable "
+            f"parts were missing ({len(run['unscorable'])} not scored: no log record or no row to score against): "
+            f"{names}; see the damage column of per_function.csv."
+        )
     if run["log_problems"]:
-        notes.append(f"Unreadable logs: {len(run['log_problems'])}, not scored: {run['log_problems'][0]}"
-                     + (" …" if len(run["log_problems"]) > 1 else "") + ".")
+        notes.append(
+            f"Unreadable logs: {len(run['log_problems'])}, not scored: {run['log_problems'][0]}"
+            + (" …" if len(run["log_problems"]) > 1 else "")
+            + "."
+        )
     if lm is not None:
         notes.append(f"Judge: `{getattr(lm, 'name', type(lm).__name__)}` in `{mode}` mode.")
     scores = Scores(cells)
@@ -593,5 +788,13 @@ def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = Tr
         (tmp / "unit_tests.csv").write_text(_unit_tests_csv(records), encoding="utf-8")
         (tmp / "process.json").write_text(json.dumps(process, indent=2, allow_nan=False) + "\n", encoding="utf-8")
         (tmp / "table.md").write_text(table, encoding="utf-8")
-    return {"interpreter": interpreter, "layout": layout, "scores": scores.to_json(), "counts": counts,
-            "out": str(out_path), "table": table, "process": process, "verified": run["verified"]}
+    return {
+        "interpreter": interpreter,
+        "layout": layout,
+        "scores": scores.to_json(),
+        "counts": counts,
+        "out": str(out_path),
+        "table": table,
+        "process": process,
+        "verified": run["verified"],
+    }

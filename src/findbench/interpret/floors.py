@@ -41,7 +41,9 @@ def observed_pairs(episode: Mapping[str, Any] | None) -> list[Pair]:
     for call in found if isinstance(found, list) else []:  # the record is read from a file: any shape
         if not isinstance(call, Mapping):
             continue
-        inputs, outputs, errors = (call.get(k) if isinstance(call.get(k), list) else [] for k in ("inputs", "outputs", "errors"))
+        inputs, outputs, errors = (
+            call.get(k) if isinstance(call.get(k), list) else [] for k in ("inputs", "outputs", "errors")
+        )
         for k, (x, y) in enumerate(zip(inputs, outputs)):
             failed = k < len(errors) and errors[k] is not None
             if isinstance(x, str) and y is not None and not failed and isinstance(y, (str, int, float)):
@@ -114,8 +116,9 @@ def floor_answers(category: str, pairs: Sequence[Pair]) -> list[Answer]:
     return [Answer(description=description, code=lookup_code(pairs) if category == "strings" else None)]
 
 
-def observed_plan(row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]], *, calls: int = DEFAULT_OBSERVED_CALLS,
-                  seed: int = 0) -> list[str]:
+def observed_plan(
+    row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]], *, calls: int = DEFAULT_OBSERVED_CALLS, seed: int = 0
+) -> list[str]:
     """The inputs the ``observed`` interpreter calls ``row``'s function on: numeric, ``calls`` values
     evenly spaced over :data:`NUMERIC_RANGE`; otherwise ``calls`` inputs drawn (seeded by ``seed``
     and the function id) from the category's input pool: every test and unit-test input of the
@@ -158,8 +161,14 @@ def _quoted(value: str) -> str:
     return "'" + value.replace("'", "'\"'\"'") + "'"
 
 
-def observed_turns(row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]], *, method: str = "aia",
-                   calls: int = DEFAULT_OBSERVED_CALLS, seed: int = 0) -> list[str]:
+def observed_turns(
+    row: Mapping[str, Any],
+    pool: Sequence[Mapping[str, Any]],
+    *,
+    method: str = "aia",
+    calls: int = DEFAULT_OBSERVED_CALLS,
+    seed: int = 0,
+) -> list[str]:
     """The ``observed`` interpreter's two turns on ``row``: its plan as ``PYTHON(...)`` commands
     (:func:`observed_plan`), then the floor answer of what those calls (and, for the MILAN
     methods, the exemplars shown first) return, run here exactly as the harness runs them."""
@@ -167,7 +176,7 @@ def observed_turns(row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]], *,
     from findbench.interpret.protocol import MAX_INPUTS_PER_COMMAND, SCRIPT_NAME, Command, format_answer
 
     plan = observed_plan(row, pool, calls=calls, seed=seed)
-    chunks = [plan[i:i + MAX_INPUTS_PER_COMMAND] for i in range(0, len(plan), MAX_INPUTS_PER_COMMAND)]
+    chunks = [plan[i : i + MAX_INPUTS_PER_COMMAND] for i in range(0, len(plan), MAX_INPUTS_PER_COMMAND)]
     commands = [f"PYTHON({SCRIPT_NAME} {' '.join(_quoted(x) for x in chunk)})" for chunk in chunks]
     runner = FunctionRunner(row, seed=seed)
     records = []

@@ -75,9 +75,18 @@ def default_configs(data: Any, methods: Sequence[str], functions: Sequence[str] 
     return [c for c in CATEGORIES if c in present]
 
 
-def find_samples(configs: Sequence[str] | str | None = None, method: str = "aia", *, limit: int | None = None, sample: int | None = None,
-                 functions: Sequence[str] | str | None = None, data: Any = None, seed: int = 0,
-                 interpreter: str | None = None, observed_calls: int = DEFAULT_OBSERVED_CALLS) -> list[Sample]:
+def find_samples(
+    configs: Sequence[str] | str | None = None,
+    method: str = "aia",
+    *,
+    limit: int | None = None,
+    sample: int | None = None,
+    functions: Sequence[str] | str | None = None,
+    data: Any = None,
+    seed: int = 0,
+    interpreter: str | None = None,
+    observed_calls: int = DEFAULT_OBSERVED_CALLS,
+) -> list[Sample]:
     """One sample per FIND function: id the function id, metadata ``{"row", "method", "unverified"}``
     (``unverified``: the row came from in-memory rows, which no data checks).
 
@@ -97,7 +106,9 @@ def find_samples(configs: Sequence[str] | str | None = None, method: str = "aia"
     if config_list is None:
         config_list = default_configs(data, [method], function_list)
     if not config_list:
-        raise UsageError(f"configs: nothing to run for method {method!r} (MILAN methods need {', '.join(NEURON_CATEGORIES)})")
+        raise UsageError(
+            f"configs: nothing to run for method {method!r} (MILAN methods need {', '.join(NEURON_CATEGORIES)})"
+        )
     for c in config_list:
         _checks.one_of("configs", c, CATEGORIES)
         try:
@@ -123,25 +134,46 @@ def find_samples(configs: Sequence[str] | str | None = None, method: str = "aia"
             rows = sample_rows(rows, sample, seed=seed)
         for row in rows:
             found.add(row["function_id"])
-            metadata: dict[str, Any] = {"row": json_row(row), "method": method,
-                                        "unverified": data is not None and not isinstance(data, (str, os.PathLike))}
+            metadata: dict[str, Any] = {
+                "row": json_row(row),
+                "method": method,
+                "unverified": data is not None and not isinstance(data, (str, os.PathLike)),
+            }
             if interpreter == "observed":
                 metadata["reference_turns"] = observed_turns(row, pool, method=method, calls=observed_calls, seed=seed)
             elif interpreter is not None:
                 answer = reference_answer(interpreter, row, pool, seed=seed)
                 metadata["reference_turns"] = [format_answer(answer.description, answer.domain, answer.code)]
-            samples.append(Sample(input=f"Interpret the FIND function {row['function_id']} (method {method}).",
-                                  target=str(row.get("description") or ""), id=row["function_id"], metadata=metadata))
+            samples.append(
+                Sample(
+                    input=f"Interpret the FIND function {row['function_id']} (method {method}).",
+                    target=str(row.get("description") or ""),
+                    id=row["function_id"],
+                    metadata=metadata,
+                )
+            )
     missing = sorted(wanted - found)
     if missing:
-        where = f"data folder {data}" if isinstance(data, (str, os.PathLike)) else "rows given" if data else f"procedural data (seed {seed})"
+        where = (
+            f"data folder {data}"
+            if isinstance(data, (str, os.PathLike))
+            else "rows given"
+            if data
+            else f"procedural data (seed {seed})"
+        )
         raise UsageError(f"functions: {missing} are not in the {where}")
     return samples
 
 
 @solver
-def find_agent(rounds: int = DEFAULT_ROUNDS, max_tokens: int | None = None, seed: int = 0, protocol: str = PROTOCOL,
-               episode_tokens: int | None = None, structured_outputs: str = "auto"):
+def find_agent(
+    rounds: int = DEFAULT_ROUNDS,
+    max_tokens: int | None = None,
+    seed: int = 0,
+    protocol: str = PROTOCOL,
+    episode_tokens: int | None = None,
+    structured_outputs: str = "auto",
+):
     """One FIND episode per sample with the task's model (or the sample's reference answer) in
     ``protocol``; the record goes to the store under :data:`STORE_KEY`, the parsed answer to the output.
     ``structured_outputs`` (``auto``/``on``/``off``): each ``text`` turn follows
@@ -152,13 +184,31 @@ def find_agent(rounds: int = DEFAULT_ROUNDS, max_tokens: int | None = None, seed
         row, method = state.metadata["row"], state.metadata["method"]
         reference = state.metadata.get("reference_turns")
         if protocol == "tools":
-            episode = await tools_episode(state, rounds=rounds, max_tokens=max_tokens, seed=seed, episode_tokens=episode_tokens,
-                                          reference=reference)
+            episode = await tools_episode(
+                state,
+                rounds=rounds,
+                max_tokens=max_tokens,
+                seed=seed,
+                episode_tokens=episode_tokens,
+                reference=reference,
+            )
         else:
-            grammar = None if reference is not None else _turn_grammar(row["category"], method, rounds, structured_outputs)
-            episode = await text_episode(state, generate, rounds=rounds, max_tokens=max_tokens, seed=seed,
-                                         episode_tokens=episode_tokens, grammar=grammar, reference=reference)
-        answer = format_answer(episode.description, episode.answer.domain, episode.answer.code) if episode.answer else ""
+            grammar = (
+                None if reference is not None else _turn_grammar(row["category"], method, rounds, structured_outputs)
+            )
+            episode = await text_episode(
+                state,
+                generate,
+                rounds=rounds,
+                max_tokens=max_tokens,
+                seed=seed,
+                episode_tokens=episode_tokens,
+                grammar=grammar,
+                reference=reference,
+            )
+        answer = (
+            format_answer(episode.description, episode.answer.domain, episode.answer.code) if episode.answer else ""
+        )
         state.output = ModelOutput.from_content(model=str(state.model), content=answer)
         return state
 
@@ -181,7 +231,9 @@ def structured_outputs_applied(model: Any, setting: str) -> bool:
 def _episode(state: TaskState) -> Episode:
     episode = state.store_as(EpisodeState).episode
     if episode is None:
-        raise ValueError(f"sample {state.sample_id}: no episode in the store under {STORE_KEY!r} (solve it with find_agent)")
+        raise ValueError(
+            f"sample {state.sample_id}: no episode in the store under {STORE_KEY!r} (solve it with find_agent)"
+        )
     return episode
 
 
@@ -190,8 +242,14 @@ def _scored(state: TaskState, metric: str, **judge: Any) -> dict[str, Any]:
     from findbench.interpret.evaluate import score_interpretations
 
     ep = _episode(state)
-    record = {"function_id": ep.function_id, "category": ep.category, "method": ep.method, "description": ep.description,
-              "domain": ep.domain, "code": ep.code}
+    record = {
+        "function_id": ep.function_id,
+        "category": ep.category,
+        "method": ep.method,
+        "description": ep.description,
+        "domain": ep.domain,
+        "code": ep.code,
+    }
     return score_interpretations([record], [state.metadata["row"]], metrics=(metric,), **judge)[0]
 
 
@@ -219,15 +277,24 @@ def nmse_success():
     """Numeric functions: 1.0 when the answer's code has NMSE below FIND's threshold, else 0.0 (NMSE in the metadata)."""
     from findbench.find.code_scoring import NMSE_THRESHOLD
 
-    return _metric_scorer("numeric", "nmse", lambda value, ep: Score(
-        value=float(value < NMSE_THRESHOLD), answer=ep.code, explanation=f"NMSE {value}",
-        metadata={"nmse": value if math.isfinite(value) else None}))
+    return _metric_scorer(
+        "numeric",
+        "nmse",
+        lambda value, ep: Score(
+            value=float(value < NMSE_THRESHOLD),
+            answer=ep.code,
+            explanation=f"NMSE {value}",
+            metadata={"nmse": value if math.isfinite(value) else None},
+        ),
+    )
 
 
 @scorer(metrics=[mean(), stderr()])
 def exact_match():
     """String functions: the share of the row's test inputs on which the answer's code is right."""
-    return _metric_scorer("strings", "exact_match", lambda value, ep: None if value is None else Score(value=value, answer=ep.code))
+    return _metric_scorer(
+        "strings", "exact_match", lambda value, ep: None if value is None else Score(value=value, answer=ep.code)
+    )
 
 
 @scorer(metrics=[mean(), stderr()])
@@ -246,13 +313,19 @@ def _check_judge(judge: Any) -> None:
         try:
             resolve(judge)
         except FileNotFoundError as exc:
-            raise FileNotFoundError(f"judge: {exc}; or pass judge=none (-T judge=none) to leave descriptions unscored "
-                                    "here (findbench evaluate scores them later)") from None
+            raise FileNotFoundError(
+                f"judge: {exc}; or pass judge=none (-T judge=none) to leave descriptions unscored "
+                "here (findbench evaluate scores them later)"
+            ) from None
 
 
 @scorer(metrics=[mean(), stderr()])
-def unit_test_accuracy(judge: Any = "embedded-evaluator", judge_mode: str | None = None, judge_model: str | None = None,
-                       judge_cache: str | None = None):
+def unit_test_accuracy(
+    judge: Any = "embedded-evaluator",
+    judge_mode: str | None = None,
+    judge_model: str | None = None,
+    judge_cache: str | None = None,
+):
     """Strings and neurons: the share of the row's unit tests the judge answers right from the answer's
     description; the metadata holds ``truncated`` and ``decisions`` (the rows of ``unit_tests.csv``).
 
@@ -288,9 +361,15 @@ def unit_test_accuracy(judge: Any = "embedded-evaluator", judge_mode: str | None
         lm, mode = await judge_of(role[0] if isinstance(role, list) else role)
         record = await asyncio.to_thread(run, state, lm, mode)
         rows = record["unit_test_rows"]
-        return _marked(state, Score(value=record["unit_test_accuracy"], answer=record["description"],
-                                    explanation=judge_explanation(rows, mode),
-                                    metadata={"judge_mode": mode, "truncated": bool(rows[0]["truncated"]), "decisions": rows}))
+        return _marked(
+            state,
+            Score(
+                value=record["unit_test_accuracy"],
+                answer=record["description"],
+                explanation=judge_explanation(rows, mode),
+                metadata={"judge_mode": mode, "truncated": bool(rows[0]["truncated"]), "decisions": rows},
+            ),
+        )
 
     return score
 
@@ -298,8 +377,10 @@ def unit_test_accuracy(judge: Any = "embedded-evaluator", judge_mode: str | None
 def judge_explanation(decisions: list[dict], mode: str) -> str:
     """The judge's decisions on a function's unit tests (rows of ``unit_tests.csv``) as text, one line per test."""
     right = sum(bool(d["right"]) for d in decisions)
-    lines = [f"judge ({mode}): {right}/{len(decisions)} unit tests right; margin = score of the correct option "
-             "minus the best wrong one"]
+    lines = [
+        f"judge ({mode}): {right}/{len(decisions)} unit tests right; margin = score of the correct option "
+        "minus the best wrong one"
+    ]
     for k, d in enumerate(decisions, 1):
         options = " | ".join(f"{c}: {d[f'option_{c}']}" for c in range(1, 10) if f"option_{c}" in d)
         if d["margin"] is not None:
@@ -308,13 +389,20 @@ def judge_explanation(decisions: list[dict], mode: str) -> str:
             how = f", answer {d['answer'][:80]!r}"
         else:
             how = ", not judged (empty description)" if d["chosen"] is None else ""
-        lines.append(f"{k}. {'right' if d['right'] else 'WRONG'}: chose {d['chosen']}, correct {d['correct']}{how} — {options}")
+        lines.append(
+            f"{k}. {'right' if d['right'] else 'WRONG'}: chose {d['chosen']}, correct {d['correct']}{how} — {options}"
+        )
     return "\n".join(lines)
 
 
 @task
-def find_interpret(judge: Any = "embedded-evaluator", judge_mode: str | None = None, judge_model: str | None = None,
-                   judge_cache: str | None = None, **settings: Any) -> Task:
+def find_interpret(
+    judge: Any = "embedded-evaluator",
+    judge_mode: str | None = None,
+    judge_model: str | None = None,
+    judge_cache: str | None = None,
+    **settings: Any,
+) -> Task:
     """FIND's interpretation task (FIND §3, Table 2) for one method (``-T name=value``).
 
     ``settings``: ``findbench interpret``'s (:class:`~findbench.interpret.config.InterpretConfig`,
@@ -329,30 +417,75 @@ def find_interpret(judge: Any = "embedded-evaluator", judge_mode: str | None = N
     cfg = InterpretConfig(**settings)
     if len(cfg.method) != 1:
         raise UsageError(f"method: the task runs one method, got {','.join(cfg.method)}")
-    samples = find_samples(cfg.configs, cfg.method[0], limit=cfg.limit, sample=cfg.sample, functions=cfg.functions, data=cfg.data,
-                           seed=cfg.seed, interpreter=cfg.reference, observed_calls=cfg.observed_calls)
+    samples = find_samples(
+        cfg.configs,
+        cfg.method[0],
+        limit=cfg.limit,
+        sample=cfg.sample,
+        functions=cfg.functions,
+        data=cfg.data,
+        seed=cfg.seed,
+        interpreter=cfg.reference,
+        observed_calls=cfg.observed_calls,
+    )
     present = {s.metadata["row"]["category"] for s in samples}
     judged = judge not in (None, "none") and bool(present - {"numeric"})
     if judged:
         _check_judge(judge)
-    scorers = [s for s, wanted in ((nmse_success(), "numeric" in present), (domain_iou(), "numeric" in present),
-                                   (exact_match(), "strings" in present)) if wanted]
+    scorers = [
+        s
+        for s, wanted in (
+            (nmse_success(), "numeric" in present),
+            (domain_iou(), "numeric" in present),
+            (exact_match(), "strings" in present),
+        )
+        if wanted
+    ]
     if judged:
-        scorers.append(unit_test_accuracy(judge, judge_mode=judge_mode, judge_model=judge_model, judge_cache=judge_cache))
-    return interpret_task(samples, scorers, rounds=cfg.rounds, max_tokens=cfg.max_tokens, seed=cfg.seed, protocol=cfg.protocol,
-                          episode_tokens=cfg.episode_tokens, structured_outputs=cfg.structured_outputs)
+        scorers.append(
+            unit_test_accuracy(judge, judge_mode=judge_mode, judge_model=judge_model, judge_cache=judge_cache)
+        )
+    return interpret_task(
+        samples,
+        scorers,
+        rounds=cfg.rounds,
+        max_tokens=cfg.max_tokens,
+        seed=cfg.seed,
+        protocol=cfg.protocol,
+        episode_tokens=cfg.episode_tokens,
+        structured_outputs=cfg.structured_outputs,
+    )
 
 
-def interpret_task(samples: list[Sample], scorers: list | None = None, *, rounds: int, max_tokens: int | None, seed: int,
-                   protocol: str, episode_tokens: int | None, structured_outputs: str) -> Task:
+def interpret_task(
+    samples: list[Sample],
+    scorers: list | None = None,
+    *,
+    rounds: int,
+    max_tokens: int | None,
+    seed: int,
+    protocol: str,
+    episode_tokens: int | None,
+    structured_outputs: str,
+) -> Task:
     """The task over ``samples`` (of one method), solved by :func:`find_agent`."""
     return Task(
         dataset=MemoryDataset(samples, name="find"),
-        solver=find_agent(rounds=rounds, max_tokens=max_tokens, seed=seed, protocol=protocol, episode_tokens=episode_tokens,
-                          structured_outputs=structured_outputs),
+        solver=find_agent(
+            rounds=rounds,
+            max_tokens=max_tokens,
+            seed=seed,
+            protocol=protocol,
+            episode_tokens=episode_tokens,
+            structured_outputs=structured_outputs,
+        ),
         scorer=scorers or None,
-        metadata={"findbench_version": __version__, "protocol": protocol, "episode_tokens": episode_tokens,
-                  "structured_outputs": structured_outputs},
+        metadata={
+            "findbench_version": __version__,
+            "protocol": protocol,
+            "episode_tokens": episode_tokens,
+            "structured_outputs": structured_outputs,
+        },
     )
 
 
@@ -371,8 +504,14 @@ class FindbenchModelAPI(ModelAPI):
     where it has one, else 4 characters a token. The LM is loaded on the first ``generate`` (Inspect
     also builds providers only to look up model information)."""
 
-    def __init__(self, model_name: str, base_url: str | None = None, api_key: str | None = None,
-                 config: GenerateConfig = GenerateConfig(), **model_args: Any) -> None:
+    def __init__(
+        self,
+        model_name: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        config: GenerateConfig = GenerateConfig(),
+        **model_args: Any,
+    ) -> None:
         super().__init__(model_name, base_url, api_key, [], config)
         self._cache = model_args.pop("cache", None)
         lm = model_args.pop("lm", None)
@@ -412,19 +551,24 @@ class FindbenchModelAPI(ModelAPI):
     async def count_text_tokens(self, text: str) -> int:
         return await asyncio.to_thread(self._count, text)
 
-    def _generate(self, messages: list[dict[str, str]], limit: int, temperature: float, constraint: Any) -> tuple[str, int, int]:
+    def _generate(
+        self, messages: list[dict[str, str]], limit: int, temperature: float, constraint: Any
+    ) -> tuple[str, int, int]:
         lm = self.lm
         kwargs = {"constraint": constraint} if constraint is not None else {}
         with self._lock:
             text = lm.generate([messages], max_new_tokens=limit, temperature=temperature, **kwargs)[0]
             return text, count_tokens(lm, conversation=messages), count_tokens(lm, text)
 
-    async def generate(self, input: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice,
-                       config: GenerateConfig) -> ModelOutput:
+    async def generate(
+        self, input: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice, config: GenerateConfig
+    ) -> ModelOutput:
         if tools or any(m.role == "tool" or getattr(m, "tool_calls", None) for m in input):
-            raise ValueError(f"findbench/{self.model_name} takes FIND's text protocol only: findbench's own models do not "
-                             "support tool calls; run the text protocol (-T protocol=text, findbench interpret --protocol text) "
-                             "or, for the tools protocol, an Inspect provider whose models support tool calls")
+            raise ValueError(
+                f"findbench/{self.model_name} takes FIND's text protocol only: findbench's own models do not "
+                "support tool calls; run the text protocol (-T protocol=text, findbench interpret --protocol text) "
+                "or, for the tools protocol, an Inspect provider whose models support tool calls"
+            )
         messages = transcript(input)
         limit = config.max_tokens or DEFAULT_MAX_TOKENS
         field = (config.extra_body or {}).get("structured_outputs")
@@ -433,7 +577,9 @@ class FindbenchModelAPI(ModelAPI):
             constraint = Constraint(regex=field["regex"]) if "regex" in field else Constraint(json_schema=field["json"])
             if not getattr(self.lm, "supports_constraints", False):
                 raise ValueError(f"structured_outputs: findbench/{self.model_name} cannot constrain generation")
-        text, n_in, n_out = await asyncio.to_thread(self._generate, messages, limit, float(config.temperature or 0.0), constraint)
+        text, n_in, n_out = await asyncio.to_thread(
+            self._generate, messages, limit, float(config.temperature or 0.0), constraint
+        )
         output = ModelOutput.from_content(model=self.model_name, content=text)
         output.usage = ModelUsage(input_tokens=n_in, output_tokens=n_out, total_tokens=n_in + n_out)
         return output

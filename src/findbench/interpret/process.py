@@ -112,9 +112,21 @@ def process_rows(process: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list
     def cell(summary: Mapping[str, Any] | None, digits: int = 2) -> str:
         return "—" if summary is None else format_ci(summary["mean"], summary["ci"], summary["n"], digits=digits)
 
-    return [[c, m, f"{s['transcripts']}/{s['episodes']}", cell(s["calls"], 1), cell(s["distinct_inputs"], 1), str(s["corrupted"]),
-             cell(s["probed_corruption"]), cell(s.get("domain_iou_probed")), cell(s.get("domain_iou_not_probed"))]
-            for c, methods in process.items() for m, s in methods.items()]
+    return [
+        [
+            c,
+            m,
+            f"{s['transcripts']}/{s['episodes']}",
+            cell(s["calls"], 1),
+            cell(s["distinct_inputs"], 1),
+            str(s["corrupted"]),
+            cell(s["probed_corruption"]),
+            cell(s.get("domain_iou_probed")),
+            cell(s.get("domain_iou_not_probed")),
+        ]
+        for c, methods in process.items()
+        for m, s in methods.items()
+    ]
 
 
 def render_process(process: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
@@ -123,6 +135,11 @@ def render_process(process: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> st
     rows = process_rows(process)
     if not rows:
         return ""
-    lines = ["## How the interpreters experimented", "", "| " + " | ".join(PROCESS_HEADERS) + " |", "|---|---|" + "---:|" * 7]
+    lines = [
+        "## How the interpreters experimented",
+        "",
+        "| " + " | ".join(PROCESS_HEADERS) + " |",
+        "|---|---|" + "---:|" * 7,
+    ]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines + ["", *(f"- {n}" for n in PROCESS_NOTES), ""])

@@ -169,8 +169,9 @@ def check_row(row: Any, method: str) -> str:
     return category
 
 
-def task_prompt(row: Mapping[str, Any], method: str = "aia", *, exemplar_reply: str | None = None,
-                protocol: str = PROTOCOL) -> str:
+def task_prompt(
+    row: Mapping[str, Any], method: str = "aia", *, exemplar_reply: str | None = None, protocol: str = PROTOCOL
+) -> str:
     """The first user message of an episode on ``row``; ``exemplar_reply`` (MILAN methods): the reply
     line for the row's exemplars; ``protocol`` ``tools`` adds a sentence (``PYTHON(...)`` means a tool call)."""
     category = check_row(row, method)
@@ -192,8 +193,9 @@ def task_prompt(row: Mapping[str, Any], method: str = "aia", *, exemplar_reply: 
     return text
 
 
-def build_messages(row: Mapping[str, Any], method: str = "aia", *, exemplar_reply: str | None = None,
-                   protocol: str = PROTOCOL) -> list[dict[str, str]]:
+def build_messages(
+    row: Mapping[str, Any], method: str = "aia", *, exemplar_reply: str | None = None, protocol: str = PROTOCOL
+) -> list[dict[str, str]]:
     """``[system message, task message]`` for an episode on ``row`` in ``protocol``."""
     return [
         {"role": "system", "content": system_prompt(protocol)},
@@ -253,6 +255,11 @@ def turn_constraint(category: str, *, answer_only: bool = False) -> Constraint:
 
 #: The text each task prompt shows after ``[DESCRIPTION]:`` as the form of an answer: an answer
 #: that only repeats it is degenerate (:func:`findbench.interpret.floors.degenerate_reasons`).
-DESCRIPTION_PLACEHOLDERS = tuple(dict.fromkeys(
-    line.split("[DESCRIPTION]:", 1)[1].strip() for template in (_NUMERIC, _STRINGS, _ENTITIES, _RELATIONS)
-    for line in template.splitlines() if line.startswith("[DESCRIPTION]:")))
+DESCRIPTION_PLACEHOLDERS = tuple(
+    dict.fromkeys(
+        line.split("[DESCRIPTION]:", 1)[1].strip()
+        for template in (_NUMERIC, _STRINGS, _ENTITIES, _RELATIONS)
+        for line in template.splitlines()
+        if line.startswith("[DESCRIPTION]:")
+    )
+)

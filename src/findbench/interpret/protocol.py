@@ -243,7 +243,9 @@ def parse_commands(text: str) -> list[Command]:
         if chosen is None:  # neither way closes: the text up to the line's end (or the next command)
             stop = starts[k + 1][0] if k + 1 < len(starts) else len(text)
             line_end = text.find("\n", body_start, stop)
-            commands.append(Command(text[start : line_end if line_end >= 0 else stop], (), "missing closing parenthesis ')'"))
+            commands.append(
+                Command(text[start : line_end if line_end >= 0 else stop], (), "missing closing parenthesis ')'")
+            )
             pos = body_start
             continue
         commands.append(chosen[1])
@@ -270,11 +272,15 @@ class TurnCommands:
         """The reply line saying what went over a cap, or None."""
         parts = []
         if self.truncated:
-            parts.append(f"your message is longer than {MAX_MESSAGE_CHARS} characters; only its first "
-                         f"{MAX_MESSAGE_CHARS} were read for commands")
+            parts.append(
+                f"your message is longer than {MAX_MESSAGE_CHARS} characters; only its first "
+                f"{MAX_MESSAGE_CHARS} were read for commands"
+            )
         if self.dropped:
-            parts.append(f"only the first {len(self.commands)} of {len(self.commands) + self.dropped} commands were run "
-                         f"(at most {MAX_COMMANDS_PER_MESSAGE} per message)")
+            parts.append(
+                f"only the first {len(self.commands)} of {len(self.commands) + self.dropped} commands were run "
+                f"(at most {MAX_COMMANDS_PER_MESSAGE} per message)"
+            )
         return f"{REPLY_PREFIX}Note: {'; '.join(parts)}." if parts else None
 
 
@@ -284,8 +290,11 @@ def turn_commands(text: str) -> TurnCommands:
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     commands = parse_commands(text[:MAX_MESSAGE_CHARS])
-    return TurnCommands(tuple(commands[:MAX_COMMANDS_PER_MESSAGE]), max(0, len(commands) - MAX_COMMANDS_PER_MESSAGE),
-                        len(text) > MAX_MESSAGE_CHARS)
+    return TurnCommands(
+        tuple(commands[:MAX_COMMANDS_PER_MESSAGE]),
+        max(0, len(commands) - MAX_COMMANDS_PER_MESSAGE),
+        len(text) > MAX_MESSAGE_CHARS,
+    )
 
 
 def _json_text(value: object) -> str:

@@ -84,7 +84,9 @@ def reference_domain(row: Mapping[str, Any]) -> str | None:
 def oracle_answer(row: Mapping[str, Any]) -> Answer:
     """The row's own ground truth as an answer."""
     code = row.get("code") if row.get("category") in ("numeric", "strings") else None
-    return Answer(description=str(row.get("description") or "").strip(), domain=reference_domain(row), code=(code or None))
+    return Answer(
+        description=str(row.get("description") or "").strip(), domain=reference_domain(row), code=(code or None)
+    )
 
 
 def _pick_key(seed: int, function_id: str, candidate: str) -> str:
@@ -116,7 +118,9 @@ def empty_answer(row: Mapping[str, Any]) -> Answer:
     return Answer(description="")
 
 
-def reference_answer(name: str, row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]] = (), *, seed: int = 0) -> Answer:
+def reference_answer(
+    name: str, row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]] = (), *, seed: int = 0
+) -> Answer:
     """The answer of the reference interpreter ``name`` (one of :data:`REFERENCE_INTERPRETERS`)
     for ``row``; ``pool`` (the functions ``random`` picks from) and ``seed`` matter only to
     ``random``."""
@@ -129,6 +133,8 @@ def reference_answer(name: str, row: Mapping[str, Any], pool: Sequence[Mapping[s
     if name == "empty":
         return empty_answer(row)
     if name == "observed":
-        raise ValueError("name: 'observed' answers after calling the function; its turns come from "
-                         "findbench.interpret.floors.observed_turns")
+        raise ValueError(
+            "name: 'observed' answers after calling the function; its turns come from "
+            "findbench.interpret.floors.observed_turns"
+        )
     raise ValueError(f"name must be one of {REFERENCE_INTERPRETERS}, got {name!r}")

@@ -49,7 +49,15 @@ REPORT_FILE = "report.html"
 NUMERIC_POINTS = 401
 #: The domain a numeric row without usable ``domain_low`` / ``domain_high`` is drawn on (FIND's).
 DEFAULT_DOMAIN = (-128.0, 128.0)
-_SCORE_COLUMNS = ("nmse", "exact_match", "unit_test_accuracy", "domain_iou", "calls", "distinct_inputs", "probed_corruption")
+_SCORE_COLUMNS = (
+    "nmse",
+    "exact_match",
+    "unit_test_accuracy",
+    "domain_iou",
+    "calls",
+    "distinct_inputs",
+    "probed_corruption",
+)
 
 
 @dataclass
@@ -80,8 +88,9 @@ def _row_domain(row: Mapping[str, Any]) -> tuple[float, float]:
     return (lo, hi) if lo < hi else DEFAULT_DOMAIN
 
 
-def numeric_curves(rows: Sequence[Mapping[str, Any]], codes: Sequence[str | None], *, points: int = NUMERIC_POINTS,
-                   seed: int = 0) -> list[NumericCurve]:
+def numeric_curves(
+    rows: Sequence[Mapping[str, Any]], codes: Sequence[str | None], *, points: int = NUMERIC_POINTS, seed: int = 0
+) -> list[NumericCurve]:
     """Sample each numeric row's ground truth and ``codes[i]`` (its last top-level ``def``; None or
     blank: no code) on the row's domain, in one sandbox batch seeded by ``seed``."""
     from findbench.sandbox import run_functions
@@ -165,8 +174,14 @@ def _save(fig, path: str | os.PathLike) -> Path:
     return path
 
 
-def plot_numeric(row: Mapping[str, Any], curve: NumericCurve, calls: Sequence[Mapping[str, Any]] | None,
-                 path: str | os.PathLike, *, title: str | None = None) -> Path:
+def plot_numeric(
+    row: Mapping[str, Any],
+    curve: NumericCurve,
+    calls: Sequence[Mapping[str, Any]] | None,
+    path: str | os.PathLike,
+    *,
+    title: str | None = None,
+) -> Path:
     """Draw one numeric episode into the PNG ``path``: the ground truth solid, the interpretation
     dashed (or a legend entry saying why there is none), the agent's calls as dots and the row's
     corrupted interval shaded."""
@@ -191,13 +206,30 @@ def plot_numeric(row: Mapping[str, Any], curve: NumericCurve, calls: Sequence[Ma
         label = "interpretation (code)" + (f": {curve.note}" if curve.note else "")
     else:
         label = f"interpretation not drawn: {curve.note or 'no code'}; ground truth only"
-    ax.plot(curve.x if curve.interpretation is not None else [], curve.interpretation or [], color="#1f77b4", linewidth=1.4,
-            linestyle="--", label=label)
+    ax.plot(
+        curve.x if curve.interpretation is not None else [],
+        curve.interpretation or [],
+        color="#1f77b4",
+        linewidth=1.4,
+        linestyle="--",
+        label=label,
+    )
     outside = len(points) - len(shown)
-    label = (f"agent's calls ({len(shown)})" + (f", {outside} outside the domain not shown" if outside else "")) if points \
+    label = (
+        (f"agent's calls ({len(shown)})" + (f", {outside} outside the domain not shown" if outside else ""))
+        if points
         else "agent's calls: none"
-    ax.scatter([x for x, _ in shown], [y for _, y in shown], s=20, color="#ff7f0e", edgecolors="black", linewidths=0.4, zorder=3,
-               label=label)
+    )
+    ax.scatter(
+        [x for x, _ in shown],
+        [y for _, y in shown],
+        s=20,
+        color="#ff7f0e",
+        edgecolors="black",
+        linewidths=0.4,
+        zorder=3,
+        label=label,
+    )
     ax.set_xlim(lo, hi)
     limits = _y_limits(curve, shown)
     if limits is not None:
@@ -221,7 +253,9 @@ def plot_category(category: str, scores: Scores, path: str | os.PathLike, *, int
 
     index = [i for i, col in enumerate(TABLE2_COLUMNS) if col.category == category]
     cells = [table2_summaries(scores)[i] for i in index]
-    series = [(name, [values[i] for i in index], color) for (name, values), color in zip(PAPER_TABLE2.items(), _PAPER_COLORS)]
+    series = [
+        (name, [values[i] for i in index], color) for (name, values), color in zip(PAPER_TABLE2.items(), _PAPER_COLORS)
+    ]
     series.append((f"{interpreter} (this run)", [None if c is None else c.mean for c in cells], _RUN_COLOR))
     width = 0.8 / len(series)
     ax = (fig := Figure(figsize=(2.8 + 1.9 * len(index), 3.6))).subplots()
@@ -229,17 +263,33 @@ def plot_category(category: str, scores: Scores, path: str | os.PathLike, *, int
         is_run = s == len(series) - 1
         xs = [g + (s - (len(series) - 1) / 2) * width for g in range(len(index))]
         yerr = _error_bars(cells) if is_run else None
-        bars = ax.bar(xs, [v or 0.0 for v in values], width, color=color, label=name, edgecolor="black" if is_run else None,
-                      linewidth=0.8 if is_run else 0, yerr=yerr, capsize=3 if yerr is not None else 0,
-                      error_kw={"elinewidth": 0.9, "ecolor": "black"})
+        bars = ax.bar(
+            xs,
+            [v or 0.0 for v in values],
+            width,
+            color=color,
+            label=name,
+            edgecolor="black" if is_run else None,
+            linewidth=0.8 if is_run else 0,
+            yerr=yerr,
+            capsize=3 if yerr is not None else 0,
+            error_kw={"elinewidth": 0.9, "ecolor": "black"},
+        )
         for k, (bar, value) in enumerate(zip(bars, values)):
             text, top = ("n/a" if value is None else f"{value:.2f}"), value or 0.0
             n = cells[k].n if is_run and cells[k] is not None else None
             if n is not None:
                 text += f"\nn={n}{SMALL_N_MARK if is_small(n) else ''}"
                 top += yerr[1][k] if yerr is not None else 0.0
-            ax.text(bar.get_x() + bar.get_width() / 2, top + 0.01, text, ha="center", va="bottom", fontsize=7,
-                    rotation=90 if value is None else 0)
+            ax.text(
+                bar.get_x() + bar.get_width() / 2,
+                top + 0.01,
+                text,
+                ha="center",
+                va="bottom",
+                fontsize=7,
+                rotation=90 if value is None else 0,
+            )
     ax.set_xticks(range(len(index)))
     ax.set_xticklabels([TABLE2_COLUMNS[i].header for i in index], fontsize=8)
     ax.set_ylim(0, 1.22)
@@ -252,7 +302,9 @@ def plot_category(category: str, scores: Scores, path: str | os.PathLike, *, int
 def _error_bars(cells: Sequence[Estimate | None]) -> list[list[float]] | None:
     """matplotlib ``yerr`` (``[below, above]`` per bar) from the cells' intervals (0 for a bar
     without one); None when no cell has one."""
-    spans = [None if c is None or c.ci is None or c.mean is None else (c.mean - c.ci[0], c.ci[1] - c.mean) for c in cells]
+    spans = [
+        None if c is None or c.ci is None or c.mean is None else (c.mean - c.ci[0], c.ci[1] - c.mean) for c in cells
+    ]
     if all(s is None for s in spans):
         return None
     return [[max(0.0, s[k]) if s is not None else 0.0 for s in spans] for k in (0, 1)]
@@ -277,19 +329,35 @@ def _judged(row: Mapping[str, Any], record: Mapping[str, Any], tests: Sequence[M
     rows = []
     for t in tests:
         correct, chosen = t["correct"], t["chosen"]
-        options = [(("✓ " if k == correct else "") + ("▶ " if k == chosen else ""),
-                    ("pick-wrong" if chosen != correct else "pick-right") if k == chosen else "", t[f"option_{k}"])
-                   for k in ("1", "2", "3")]
+        options = [
+            (
+                ("✓ " if k == correct else "") + ("▶ " if k == chosen else ""),
+                ("pick-wrong" if chosen != correct else "pick-right") if k == chosen else "",
+                t[f"option_{k}"],
+            )
+            for k in ("1", "2", "3")
+        ]
         if t["empty"] == "1":
             note = "empty description: not judged"
         elif not chosen:
             note = "no answer: " + _short(t["answer"], 80)
         else:
             note = f"margin {float(t['margin']):+.3g}" if t["margin"] else ""
-        rows.append({"n": int(t["test"]) + 1, "cls": "ut-right" if t["right"] == "1" else "ut-wrong",
-                     "options": options, "note": note})
-    return {"truth": str(row.get("description") or ""), "description": record["description"], "tests": rows,
-            "right": sum(t["right"] == "1" for t in tests), "mode": tests[0]["mode"] if tests else ""}
+        rows.append(
+            {
+                "n": int(t["test"]) + 1,
+                "cls": "ut-right" if t["right"] == "1" else "ut-wrong",
+                "options": options,
+                "note": note,
+            }
+        )
+    return {
+        "truth": str(row.get("description") or ""),
+        "description": record["description"],
+        "tests": rows,
+        "right": sum(t["right"] == "1" for t in tests),
+        "mode": tests[0]["mode"] if tests else "",
+    }
 
 
 def _slug(text: str) -> str:
@@ -300,8 +368,9 @@ def _anchor(record: Mapping[str, Any]) -> str:
     return f"t-{_slug(record['function_id'])}-{_slug(record['method'])}"
 
 
-def _transcript(record: Mapping[str, Any], scored: Mapping[str, str] | None,
-                tests: Sequence[Mapping[str, str]]) -> dict[str, Any]:
+def _transcript(
+    record: Mapping[str, Any], scored: Mapping[str, str] | None, tests: Sequence[Mapping[str, str]]
+) -> dict[str, Any]:
     """One episode's ``<details>``: its summary line, the judged descriptions, the messages (or, without
     ``episode.json``, why not and the answer's parts) and the calls."""
     episode = record["episode"]
@@ -313,12 +382,36 @@ def _transcript(record: Mapping[str, Any], scored: Mapping[str, str] | None,
     else:
         bits += [f"{episode['rounds']} round(s)"] if episode.get("rounds") is not None else []
         bits += [str(episode["stop_reason"])] if "stop_reason" in episode else []
-        messages = [(f"msg role-{_slug(m['role'])}", m["role"], m["content"] if isinstance(m["content"], str) else
-                     json.dumps(m["content"], ensure_ascii=False, indent=1)) for m in episode.get("messages") or []]
-        calls = [("", [str(c.get("round", "")), str(c.get("command", "")),
-                       _short(_pairs(c) or str(c.get("error") or ""), 400)]) for c in episode.get("calls") or []]
-    return {"anchor": _anchor(record), "summary": " · ".join(bits), "score": _score_line(scored), "why": why,
-            "messages": messages, "calls": calls, **_judged(record["row"], record, tests)}
+        messages = [
+            (
+                f"msg role-{_slug(m['role'])}",
+                m["role"],
+                m["content"]
+                if isinstance(m["content"], str)
+                else json.dumps(m["content"], ensure_ascii=False, indent=1),
+            )
+            for m in episode.get("messages") or []
+        ]
+        calls = [
+            (
+                "",
+                [
+                    str(c.get("round", "")),
+                    str(c.get("command", "")),
+                    _short(_pairs(c) or str(c.get("error") or ""), 400),
+                ],
+            )
+            for c in episode.get("calls") or []
+        ]
+    return {
+        "anchor": _anchor(record),
+        "summary": " · ".join(bits),
+        "score": _score_line(scored),
+        "why": why,
+        "messages": messages,
+        "calls": calls,
+        **_judged(record["row"], record, tests),
+    }
 
 
 def _read_csv(path: Path) -> dict[tuple[str, str], list[dict[str, str]]]:
@@ -330,8 +423,13 @@ def _read_csv(path: Path) -> dict[tuple[str, str], list[dict[str, str]]]:
     return out
 
 
-def write_report(run_dir: str | os.PathLike, scores_dir: str | os.PathLike | None = None, *, data: str | os.PathLike | None = None,
-                 out: str | os.PathLike | None = None) -> Path:
+def write_report(
+    run_dir: str | os.PathLike,
+    scores_dir: str | os.PathLike | None = None,
+    *,
+    data: str | os.PathLike | None = None,
+    out: str | os.PathLike | None = None,
+) -> Path:
     """Write ``report.html`` and its PNG figures for a scored run; returns the HTML's path.
 
     ``scores_dir``: the folder ``findbench evaluate`` wrote (default ``<run_dir>/scores``); ``data``
@@ -341,7 +439,9 @@ def write_report(run_dir: str | os.PathLike, scores_dir: str | os.PathLike | Non
     scores_path = Path(scores_dir) if scores_dir is not None else run_path / "scores"
     out_path = Path(out) if out is not None else scores_path
     if not (scores_path / SCORES_FILE).is_file():
-        raise FileNotFoundError(f"scores_dir: no scores.json in {scores_path} (score the run with `findbench evaluate` first)")
+        raise FileNotFoundError(
+            f"scores_dir: no scores.json in {scores_path} (score the run with `findbench evaluate` first)"
+        )
     scores = Scores.read(scores_path / SCORES_FILE)
     per_function = {key: found[0] for key, found in _read_csv(scores_path / "per_function.csv").items()}
     unit_tests = _read_csv(scores_path / "unit_tests.csv")
@@ -355,8 +455,15 @@ def write_report(run_dir: str | os.PathLike, scores_dir: str | os.PathLike | Non
         return rec["function_id"], rec["method"]
 
     out_path.mkdir(parents=True, exist_ok=True)
-    bars = [{"src": plot_category(c, scores, out_path / f"scores-{c}.png", interpreter=interpreter).name,
-             "alt": f"{c} success rates", "category": c} for c in CATEGORIES if c in scores.categories()]
+    bars = [
+        {
+            "src": plot_category(c, scores, out_path / f"scores-{c}.png", interpreter=interpreter).name,
+            "alt": f"{c} success rates",
+            "category": c,
+        }
+        for c in CATEGORIES
+        if c in scores.categories()
+    ]
 
     numeric = [rec for rec in records if rec["category"] == "numeric"]
     figures = []
@@ -368,10 +475,17 @@ def write_report(run_dir: str | os.PathLike, scores_dir: str | os.PathLike | Non
             title = f"{rec['function_id']} ({rec['method']})" + (f"\n{score}" if score else "")
             name = f"numeric-{_slug(rec['method'])}-{rec['function_id'].split('/', 1)[1]}.png"
             plot_numeric(row, curve, (rec["episode"] or {}).get("calls"), out_path / name, title=title)
-            figures.append({"src": name, "alt": f"{rec['function_id']} ({rec['method']})",
-                            "function_id": rec["function_id"], "method": rec["method"],
-                            "truth": _short(str(row.get("description") or ""), 300),
-                            "description": _short(rec["description"], 300), "anchor": _anchor(rec)})
+            figures.append(
+                {
+                    "src": name,
+                    "alt": f"{rec['function_id']} ({rec['method']})",
+                    "function_id": rec["function_id"],
+                    "method": rec["method"],
+                    "truth": _short(str(row.get("description") or ""), 300),
+                    "description": _short(rec["description"], 300),
+                    "anchor": _anchor(rec),
+                }
+            )
 
     transcripts: dict[str, list[dict[str, Any]]] = {}
     for rec in records:
@@ -391,13 +505,29 @@ def write_report(run_dir: str | os.PathLike, scores_dir: str | os.PathLike | Non
     rows += [("variant", r) for r in variants]
     process_table = process_rows(process)
     page = render_page(
-        "find_report.html.j2", title=f"FIND report: {interpreter}", interpreter=interpreter, caption=TABLE2_CAPTION,
+        "find_report.html.j2",
+        title=f"FIND report: {interpreter}",
+        interpreter=interpreter,
+        caption=TABLE2_CAPTION,
         table2={"head": TABLE2_HEADERS, "rows": rows, "notes": table2_notes(scores, counts or None, notes)},
-        process={"head": PROCESS_HEADERS, "rows": [("", r) for r in process_table],
-                 "notes": [n.replace("`", "") for n in PROCESS_NOTES]} if process_table else None,
-        run_path=str(run_path), scores_path=str(scores_path), source=source, verified=verified, n_episodes=len(records),
-        table_md=os.path.relpath(scores_path / "table.md", out_path), bars=bars, numeric=figures,
+        process={
+            "head": PROCESS_HEADERS,
+            "rows": [("", r) for r in process_table],
+            "notes": [n.replace("`", "") for n in PROCESS_NOTES],
+        }
+        if process_table
+        else None,
+        run_path=str(run_path),
+        scores_path=str(scores_path),
+        source=source,
+        verified=verified,
+        n_episodes=len(records),
+        table_md=os.path.relpath(scores_path / "table.md", out_path),
+        bars=bars,
+        numeric=figures,
         bars_intro=f"The run beside the rows of {PAPER_SOURCE}. Error bars on the run's bars: {INTERVAL_NOTE} "
-                   f"{SMALL_N_LEGEND}", transcripts=list(transcripts.items()))
+        f"{SMALL_N_LEGEND}",
+        transcripts=list(transcripts.items()),
+    )
     atomic_write_text(out_path / REPORT_FILE, page)
     return out_path / REPORT_FILE

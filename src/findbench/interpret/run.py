@@ -73,7 +73,11 @@ def write_episode(out: str | os.PathLike, episode: Episode) -> Path:
     if episode.row is not None and episode.row_fingerprint is None:
         episode.row_fingerprint = row_fingerprint(episode.row)
     with atomic_dir(folder) as tmp:
-        for name, text in (("description.txt", episode.description), ("domain.txt", episode.domain), ("code.py", episode.code)):
+        for name, text in (
+            ("description.txt", episode.description),
+            ("domain.txt", episode.domain),
+            ("code.py", episode.code),
+        ):
             (tmp / name).write_text(text + ("\n" if text else ""), encoding="utf-8")
         text = json.dumps(episode.to_dict(), indent=2, ensure_ascii=False, allow_nan=False)
         (tmp / "episode.json").write_text(text + "\n", encoding="utf-8")
@@ -94,7 +98,9 @@ def _run_info(out: Path, info: dict[str, Any]) -> dict[str, Any] | None:
         what = ", ".join(f"{k}={old.get(k)!r} (now {info.get(k)!r})" for k in diff)
         raise UsageError(f"out: {out} holds a run with other settings: {what}; give a new folder to start another run")
     if old.get("findbench_version") != info["findbench_version"]:
-        logger.warning("resuming a run of findbench %s with findbench %s", old.get("findbench_version"), info["findbench_version"])
+        logger.warning(
+            "resuming a run of findbench %s with findbench %s", old.get("findbench_version"), info["findbench_version"]
+        )
     merged = {**info, **old}
     for key in ("methods", "configs"):
         merged[key] = list(dict.fromkeys(list(old.get(key) or []) + list(info[key])))
@@ -121,8 +127,10 @@ def _task_samples(log_dir: Path, method: str, samples: list[Any], missing: list[
         try:
             header = read_eval_log(str(path), header_only=True)
         except Exception as exc:  # a damaged zip, or a file that is no log
-            raise ValueError(f"out: log {path} cannot be read ({type(exc).__name__}: {exc}); move it out of {log_dir} "
-                             "to resume without it") from None
+            raise ValueError(
+                f"out: log {path} cannot be read ({type(exc).__name__}: {exc}); move it out of {log_dir} "
+                "to resume without it"
+            ) from None
         held = {str(i) for i in header.eval.dataset.sample_ids or []}
         if header.eval.task == f"find_interpret_{method}" and held <= ids and held & left:
             groups.append([s for s in samples if str(s.id) in held])
@@ -138,7 +146,9 @@ def export_episodes(out: str | os.PathLike, log: Any, missing: Set[tuple[str, st
 
     from findbench.interpret.logs import episodes_from_log
 
-    if not isinstance(log, (str, os.PathLike)) and not log.samples:  # a log eval_set just wrote, by its location (a URI)
+    if (
+        not isinstance(log, (str, os.PathLike)) and not log.samples
+    ):  # a log eval_set just wrote, by its location (a URI)
         log = read_eval_log(log.location)
     written = set()
     for episode in episodes_from_log(log):
@@ -149,8 +159,16 @@ def export_episodes(out: str | os.PathLike, log: Any, missing: Set[tuple[str, st
     return written
 
 
-def run_interpretations(cfg: InterpretConfig | Any = None, rows: Any = None, /, *, progress: bool = True,
-                        model_args: Mapping[str, Any] | None = None, display: str | None = None, **settings: Any) -> Path:
+def run_interpretations(
+    cfg: InterpretConfig | Any = None,
+    rows: Any = None,
+    /,
+    *,
+    progress: bool = True,
+    model_args: Mapping[str, Any] | None = None,
+    display: str | None = None,
+    **settings: Any,
+) -> Path:
     """Interpret FIND functions with ``inspect_ai.eval`` and export the run folder ``cfg.out`` (returned).
 
     Args:
@@ -176,7 +194,9 @@ def run_interpretations(cfg: InterpretConfig | Any = None, rows: Any = None, /, 
         data, source = None, "rows"
     elif cfg.data is not None:
         if not Path(cfg.data).is_dir():
-            raise FileNotFoundError(f"--data: data folder {cfg.data} does not exist (run `findbench build --out {cfg.data}`)")
+            raise FileNotFoundError(
+                f"--data: data folder {cfg.data} does not exist (run `findbench build --out {cfg.data}`)"
+            )
         data, source = str(Path(cfg.data).resolve()), "data"
     else:
         data, source = None, "procedural"
@@ -192,35 +212,74 @@ def run_interpretations(cfg: InterpretConfig | Any = None, rows: Any = None, /, 
     )
 
     interpreter, reference, max_tokens = cfg.interpreter, cfg.reference, cfg.max_tokens
-    name = interpreter if isinstance(interpreter, str) else getattr(interpreter, "name", None) or type(interpreter).__name__
+    name = (
+        interpreter
+        if isinstance(interpreter, str)
+        else getattr(interpreter, "name", None) or type(interpreter).__name__
+    )
     rows_or_data = rows if source == "rows" else data
     configs = cfg.configs if cfg.configs is not None else default_configs(rows_or_data, cfg.method, cfg.functions)
-    samples = {m: find_samples(configs, m, limit=cfg.limit, sample=cfg.sample, functions=cfg.functions, data=rows_or_data,
-                               seed=cfg.seed, interpreter=reference, observed_calls=cfg.observed_calls)
-               for m in cfg.method}
+    samples = {
+        m: find_samples(
+            configs,
+            m,
+            limit=cfg.limit,
+            sample=cfg.sample,
+            functions=cfg.functions,
+            data=rows_or_data,
+            seed=cfg.seed,
+            interpreter=reference,
+            observed_calls=cfg.observed_calls,
+        )
+        for m in cfg.method
+    }
 
     out = Path(cfg.out)
     model_name = "none" if reference else inspect_model_name(name)
     findbench_model = model_name.startswith("findbench/")
     if cfg.protocol == "tools" and findbench_model:
-        raise UsageError(f"--protocol tools: {model_name} is one of findbench's own models, which speak FIND's text protocol "
-                         "only; give an Inspect model whose provider supports tool calls (e.g. openai-api/<service>/<model>, "
-                         "vllm/<model>), or use --protocol text")
+        raise UsageError(
+            f"--protocol tools: {model_name} is one of findbench's own models, which speak FIND's text protocol "
+            "only; give an Inspect model whose provider supports tool calls (e.g. openai-api/<service>/<model>, "
+            "vllm/<model>), or use --protocol text"
+        )
     if cfg.model is not None and not findbench_model:
-        raise UsageError(f"--model: the served model name applies to findbench server URLs; for {model_name!r} name the model "
-                         "in the interpreter (e.g. openai-api/<service>/<model>)")
+        raise UsageError(
+            f"--model: the served model name applies to findbench server URLs; for {model_name!r} name the model "
+            "in the interpreter (e.g. openai-api/<service>/<model>)"
+        )
     if max_tokens is None and not reference and not findbench_model:
         max_tokens = DEFAULT_API_MAX_TOKENS
-    info = {"interpreter": name, "model": cfg.model, "protocol": cfg.protocol, "rounds": cfg.rounds, "seed": cfg.seed, "data": data,
-            "source": source, "max_tokens": max_tokens, "episode_tokens": cfg.episode_tokens, "methods": cfg.method,
-            "configs": configs, "structured_outputs": cfg.structured_outputs, "inspect_model": model_name,
-            "observed_calls": cfg.observed_calls if reference == "observed" else None, "findbench_version": __version__}
+    info = {
+        "interpreter": name,
+        "model": cfg.model,
+        "protocol": cfg.protocol,
+        "rounds": cfg.rounds,
+        "seed": cfg.seed,
+        "data": data,
+        "source": source,
+        "max_tokens": max_tokens,
+        "episode_tokens": cfg.episode_tokens,
+        "methods": cfg.method,
+        "configs": configs,
+        "structured_outputs": cfg.structured_outputs,
+        "inspect_model": model_name,
+        "observed_calls": cfg.observed_calls if reference == "observed" else None,
+        "findbench_version": __version__,
+    }
     out.mkdir(parents=True, exist_ok=True)
     record = _run_info(out.resolve(), info)
-    pending = {m: [s for s in ss if not is_complete_episode(episode_dir(out, str(s.id), m))] for m, ss in samples.items()}
+    pending = {
+        m: [s for s in ss if not is_complete_episode(episode_dir(out, str(s.id), m))] for m, ss in samples.items()
+    }
     todo = sum(map(len, pending.values()))
-    logger.info("%d episodes, %d already done, %d to run -> %s", sum(map(len, samples.values())),
-                sum(map(len, samples.values())) - todo, todo, out)
+    logger.info(
+        "%d episodes, %d already done, %d to run -> %s",
+        sum(map(len, samples.values())),
+        sum(map(len, samples.values())) - todo,
+        todo,
+        out,
+    )
     if not todo:
         if record is not None:
             atomic_write_json(out / RUN_INFO, record)
@@ -228,28 +287,60 @@ def run_interpretations(cfg: InterpretConfig | Any = None, rows: Any = None, /, 
 
     args = dict(model_args or {})
     if findbench_model:
-        args = {"cache": str(out.resolve() / LM_CACHE), **({"model": cfg.model} if cfg.model is not None else {}),
-                **({"lm": interpreter} if not isinstance(interpreter, str) else {}), **args}
+        args = {
+            "cache": str(out.resolve() / LM_CACHE),
+            **({"model": cfg.model} if cfg.model is not None else {}),
+            **({"lm": interpreter} if not isinstance(interpreter, str) else {}),
+            **args,
+        }
     inspect_model = get_model(model_name, memoize=False, **args) if findbench_model else model_name
-    if findbench_model and "lm" in args:  # an LM instance: no part of the task's identity (its repr changes per process)
+    if (
+        findbench_model and "lm" in args
+    ):  # an LM instance: no part of the task's identity (its repr changes per process)
         inspect_model.model_args.pop("lm")
-    tasks = [task_with(interpret_task(ss, rounds=cfg.rounds, max_tokens=max_tokens, seed=cfg.seed, protocol=cfg.protocol,
-                                      episode_tokens=cfg.episode_tokens, structured_outputs=cfg.structured_outputs),
-                       name=f"find_interpret_{m}", version=_samples_version(ss))
-             for m, missing in pending.items() if missing for ss in _task_samples(out / LOG_DIR, m, samples[m], missing)]
+    tasks = [
+        task_with(
+            interpret_task(
+                ss,
+                rounds=cfg.rounds,
+                max_tokens=max_tokens,
+                seed=cfg.seed,
+                protocol=cfg.protocol,
+                episode_tokens=cfg.episode_tokens,
+                structured_outputs=cfg.structured_outputs,
+            ),
+            name=f"find_interpret_{m}",
+            version=_samples_version(ss),
+        )
+        for m, missing in pending.items()
+        if missing
+        for ss in _task_samples(out / LOG_DIR, m, samples[m], missing)
+    ]
     level = logging.getLogger().level  # Inspect sets the root logger's level to its own
     try:
         if not reference:
             current = record or json.loads((out / RUN_INFO).read_text(encoding="utf-8"))
             applied = structured_outputs_applied(inspect_model, cfg.structured_outputs)
-            record = None if current.get("structured_outputs_applied") == applied and record is None else {
-                **current, "structured_outputs_applied": applied}
+            record = (
+                None
+                if current.get("structured_outputs_applied") == applied and record is None
+                else {**current, "structured_outputs_applied": applied}
+            )
         if record is not None:
             atomic_write_json(out / RUN_INFO, record)
         # no retries: a failed task stops the run (rerun with the same out to resume it)
-        _, logs = eval_set(tasks, log_dir=str(out / LOG_DIR), retry_attempts=0, retry_immediate=False, log_dir_allow_dirty=True,
-                           model=inspect_model, model_args={} if findbench_model else args, max_connections=cfg.max_connections,
-                           display=display or (None if progress else "none"), log_format="eval")
+        _, logs = eval_set(
+            tasks,
+            log_dir=str(out / LOG_DIR),
+            retry_attempts=0,
+            retry_immediate=False,
+            log_dir_allow_dirty=True,
+            model=inspect_model,
+            model_args={} if findbench_model else args,
+            max_connections=cfg.max_connections,
+            display=display or (None if progress else "none"),
+            log_format="eval",
+        )
     finally:
         logging.getLogger().setLevel(level)
         if findbench_model:
@@ -261,18 +352,26 @@ def run_interpretations(cfg: InterpretConfig | Any = None, rows: Any = None, /, 
         if log.status != "success":
             unfinished.append(f"{log.location} ({log.status}{': ' + log.error.message if log.error else ''})")
     if unfinished:
-        raise RuntimeError(f"inspect eval did not finish: {'; '.join(unfinished)}; rerun with the same --out to run the rest")
+        raise RuntimeError(
+            f"inspect eval did not finish: {'; '.join(unfinished)}; rerun with the same --out to run the rest"
+        )
     if missing:  # finished logs without an episode record for them (logs of another findbench)
         names = ", ".join(f"{f} ({m})" for m, f in sorted(missing)[:5]) + (" ..." if len(missing) > 5 else "")
-        raise RuntimeError(f"out: the logs in {out / LOG_DIR} hold no episode record for {len(missing)} episode(s): {names}; "
-                           "move those logs out of it to run the episodes again")
+        raise RuntimeError(
+            f"out: the logs in {out / LOG_DIR} hold no episode record for {len(missing)} episode(s): {names}; "
+            "move those logs out of it to run the episodes again"
+        )
     return out
 
 
 def _config_from_keywords(rows_or_data: Any, interpreter: Any, settings: dict[str, Any]) -> tuple[InterpretConfig, Any]:
     """The config and rows of the keyword form ``run_interpretations(rows_or_data, interpreter, **settings)``."""
-    if isinstance(rows_or_data, Mapping) or not (rows_or_data is None or isinstance(rows_or_data, (str, os.PathLike, Iterable))):
-        raise TypeError(f"rows_or_data must be a data folder, None or an iterable of rows, got {type(rows_or_data).__name__}")
+    if isinstance(rows_or_data, Mapping) or not (
+        rows_or_data is None or isinstance(rows_or_data, (str, os.PathLike, Iterable))
+    ):
+        raise TypeError(
+            f"rows_or_data must be a data folder, None or an iterable of rows, got {type(rows_or_data).__name__}"
+        )
     if "methods" in settings:
         settings["method"] = settings.pop("methods")
     if interpreter is not None:
@@ -301,15 +400,17 @@ def summarize_run(out: str | os.PathLike) -> list[dict[str, Any]]:
                     raise ValueError(f"{exc}; rerun with the same out to run that episode again") from None
             if not records:
                 continue
-            summary.append({
-                "category": category,
-                "method": method,
-                "episodes": len(records),
-                "answered": sum(bool(r.get("finished")) for r in records),
-                "mean_rounds": sum(int(r.get("rounds", 0)) for r in records) / len(records),
-                "calls": sum(len(r.get("calls", [])) for r in records),
-                "malformed_commands": sum(int(r.get("malformed_commands", 0)) for r in records),
-                "dropped_commands": sum(int(r.get("dropped_commands", 0)) for r in records),
-                "truncated_messages": sum(int(r.get("truncated_messages", 0)) for r in records),
-            })
+            summary.append(
+                {
+                    "category": category,
+                    "method": method,
+                    "episodes": len(records),
+                    "answered": sum(bool(r.get("finished")) for r in records),
+                    "mean_rounds": sum(int(r.get("rounds", 0)) for r in records) / len(records),
+                    "calls": sum(len(r.get("calls", [])) for r in records),
+                    "malformed_commands": sum(int(r.get("malformed_commands", 0)) for r in records),
+                    "dropped_commands": sum(int(r.get("dropped_commands", 0)) for r in records),
+                    "truncated_messages": sum(int(r.get("truncated_messages", 0)) for r in records),
+                }
+            )
     return summary

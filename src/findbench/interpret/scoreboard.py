@@ -48,8 +48,10 @@ PAPER_TABLE2: dict[str, tuple[float, ...]] = {
     "GPT-3.5": (0.12, 0.13, 0.66, 0.39, 0.81, 0.88, 0.37, 0.64, 0.68),
     "Llama-2-70b-chat": (0.01, 0.01, 0.33, 0.34, 0.61, 0.62, 0.47, 0.44, 0.46),
 }
-TABLE2_CAPTION = (f"Success rates: numeric code NMSE < 0.1, string code exact match, unit-test accuracy of descriptions. "
-                  f"{', '.join(PAPER_TABLE2)}: {PAPER_SOURCE}.")
+TABLE2_CAPTION = (
+    f"Success rates: numeric code NMSE < 0.1, string code exact match, unit-test accuracy of descriptions. "
+    f"{', '.join(PAPER_TABLE2)}: {PAPER_SOURCE}."
+)
 
 _MISSING = "—"
 #: The baseline whose scores :func:`render_comparison` subtracts from every other row: the
@@ -81,14 +83,20 @@ VARIANTS = {
     "near_margin": lambda m: "unit_test_accuracy_near_margin" if m == "unit_test_accuracy" else None,
 }
 #: How each variant row is labelled after the interpreter's name.
-_VARIANT_LABELS = {"observed": "floor: its own observations", "margin": "margin over its own observations",
-                  "near": "near-miss unit tests", "near_margin": "near-miss margin over its own observations"}
+_VARIANT_LABELS = {
+    "observed": "floor: its own observations",
+    "margin": "margin over its own observations",
+    "near": "near-miss unit tests",
+    "near_margin": "near-miss margin over its own observations",
+}
 #: What the variant rows mean, under the table.
-VARIANTS_NOTE = ("Floor: what an agent that understood nothing but made the same calls would score (numeric: the best "
-                 "of a constant, a least-squares line and linear interpolation of the observed pairs; strings code: a "
-                 "lookup table of them; descriptions: the observed pairs listed, no rule). Margin: score minus that "
-                 "floor, per function, with a paired bootstrap interval. Near-miss unit tests: every option shares the "
-                 "input, the wrong outputs come from near misses of the function (FIND v1 rows have none).")
+VARIANTS_NOTE = (
+    "Floor: what an agent that understood nothing but made the same calls would score (numeric: the best "
+    "of a constant, a least-squares line and linear interpolation of the observed pairs; strings code: a "
+    "lookup table of them; descriptions: the observed pairs listed, no rule). Margin: score minus that "
+    "floor, per function, with a paired bootstrap interval. Near-miss unit tests: every option shares the "
+    "input, the wrong outputs come from near misses of the function (FIND v1 rows have none)."
+)
 
 
 def variant_rows(interpreter: str, scores: Scores) -> list[list[str]]:
@@ -97,7 +105,9 @@ def variant_rows(interpreter: str, scores: Scores) -> list[list[str]]:
     for variant, label in _VARIANT_LABELS.items():
         summaries = table2_summaries(scores, variant)
         if any(s is not None for s in summaries):
-            rows.append([f"{interpreter}: {label}", *(_format_cell(s, signed=variant.endswith("margin")) for s in summaries)])
+            rows.append(
+                [f"{interpreter}: {label}", *(_format_cell(s, signed=variant.endswith("margin")) for s in summaries)]
+            )
     return rows
 
 
@@ -106,8 +116,11 @@ def degenerate_note(scores: Scores) -> str | None:
     found = [f"{c}/{m}: {cell.n_degenerate}" for c, m, cell in scores if cell.n_degenerate]
     if not found:
         return None
-    return ("Degenerate answers (empty, the prompt's placeholder, or identical across functions; still scored): "
-            + ", ".join(found) + ".")
+    return (
+        "Degenerate answers (empty, the prompt's placeholder, or identical across functions; still scored): "
+        + ", ".join(found)
+        + "."
+    )
 
 
 def _format_cell(summary: Estimate | None, *, signed: bool = False) -> str:
@@ -124,8 +137,9 @@ def table2_rows(interpreter: str, scores: Scores) -> list[list[str]]:
     return rows + [[interpreter, *(_format_cell(s) for s in table2_summaries(scores))]]
 
 
-def table2_notes(scores: Scores, counts: Mapping[str, Mapping[str, int]] | None = None,
-                 notes: Iterable[str] = ()) -> list[str]:
+def table2_notes(
+    scores: Scores, counts: Mapping[str, Mapping[str, int]] | None = None, notes: Iterable[str] = ()
+) -> list[str]:
     """The lines under Table 2: the functions behind each of the run's cells (from ``counts``,
     ``{category: {method: n}}``), ``notes``, the interval method and the small-n legend."""
     out = list(notes) + _interval_notes(table2_summaries(scores))
@@ -153,12 +167,20 @@ def _escape(text: str) -> str:
 
 
 def _md_table(rows: Iterable[Iterable[str]]) -> list[str]:
-    return ["| " + " | ".join(TABLE2_HEADERS) + " |", "|---|" + "---:|" * len(TABLE2_COLUMNS),
-            *("| " + " | ".join(row) + " |" for row in rows)]
+    return [
+        "| " + " | ".join(TABLE2_HEADERS) + " |",
+        "|---|" + "---:|" * len(TABLE2_COLUMNS),
+        *("| " + " | ".join(row) + " |" for row in rows),
+    ]
 
 
-def render_table(interpreter: str, scores: Scores, *,
-                 counts: Mapping[str, Mapping[str, int]] | None = None, notes: Iterable[str] = ()) -> str:
+def render_table(
+    interpreter: str,
+    scores: Scores,
+    *,
+    counts: Mapping[str, Mapping[str, int]] | None = None,
+    notes: Iterable[str] = (),
+) -> str:
     """Markdown of Table 2 (``table.md``): the paper's interpreters, then ``interpreter`` (this
     run) in bold, and :func:`table2_notes` as a list under the table."""
     *paper, (_, *cells) = table2_rows(interpreter, scores)
@@ -173,35 +195,60 @@ def render_table(interpreter: str, scores: Scores, *,
     return "\n".join(lines) + "\n"
 
 
-def render_comparison(runs: Mapping[str, Scores], *, title: str = "FIND Table 2",
-                      floor: str = _FLOOR) -> str:
+def render_comparison(runs: Mapping[str, Scores], *, title: str = "FIND Table 2", floor: str = _FLOOR) -> str:
     """Markdown of Table 2 with the paper's rows and one row per run (``{name: scores}``); when ``floor``
     (default ``constant``) is a run, a second table gives each run's mean minus the floor's."""
     summaries = {name: table2_summaries(scores) for name, scores in runs.items()}
     rows = [[f"{name} (paper)", *(_fmt(v) for v in values)] for name, values in PAPER_TABLE2.items()]
     rows += [[f"**{_escape(name)}**", *(_format_cell(v) for v in cells)] for name, cells in summaries.items()]
     lines = [f"### {title}", "", *_md_table(rows)]
-    notes = [f"Paper rows: {PAPER_SOURCE}, on the whole benchmark (no interval reported). Success rates: numeric code "
-             "NMSE < 0.1, string code exact match, unit-test accuracy of descriptions."]
+    notes = [
+        f"Paper rows: {PAPER_SOURCE}, on the whole benchmark (no interval reported). Success rates: numeric code "
+        "NMSE < 0.1, string code exact match, unit-test accuracy of descriptions."
+    ]
     notes += _interval_notes(v for cells in summaries.values() for v in cells)
     for note in notes:
         lines += ["", note]
     margins = {name: table2_summaries(scores, "margin") for name, scores in runs.items()}
     if any(v is not None for cells in margins.values() for v in cells):
-        lines += ["", "#### Margin over each interpreter's own observations", "", VARIANTS_NOTE, "",
-                  *_md_table([f"**{_escape(name)}**", *(_format_cell(v, signed=True) for v in cells)]
-                             for name, cells in margins.items())]
+        lines += [
+            "",
+            "#### Margin over each interpreter's own observations",
+            "",
+            VARIANTS_NOTE,
+            "",
+            *_md_table(
+                [f"**{_escape(name)}**", *(_format_cell(v, signed=True) for v in cells)]
+                for name, cells in margins.items()
+            ),
+        ]
     near = {name: table2_summaries(scores, "near") for name, scores in runs.items()}
     if any(v is not None for cells in near.values() for v in cells):
-        lines += ["", "#### Near-miss unit tests", "",
-                  *_md_table([f"**{_escape(name)}**", *(_format_cell(v) for v in cells)] for name, cells in near.items())]
+        lines += [
+            "",
+            "#### Near-miss unit tests",
+            "",
+            *_md_table([f"**{_escape(name)}**", *(_format_cell(v) for v in cells)] for name, cells in near.items()),
+        ]
     others = [name for name in summaries if name != floor]
     if floor in summaries and others:
         base = summaries[floor]
-        lines += ["", f"#### Δ vs {floor}", "",
-                  f"How far above the `{floor}` baseline (one fixed answer per category) each interpreter is: its mean "
-                  f"minus `{floor}`'s, per column (a difference of means; `findbench compare` tests it on shared functions).",
-                  "", *_md_table([f"**{_escape(name)}**", *(_MISSING if a is None or b is None
-                                                            else f"{a.mean - b.mean:+.2f}"
-                                                            for a, b in zip(summaries[name], base))] for name in others)]
+        lines += [
+            "",
+            f"#### Δ vs {floor}",
+            "",
+            f"How far above the `{floor}` baseline (one fixed answer per category) each interpreter is: its mean "
+            f"minus `{floor}`'s, per column (a difference of means; `findbench compare` tests it on shared functions).",
+            "",
+            *_md_table(
+                [
+                    f"**{_escape(name)}**",
+                    *(
+                        _MISSING if a is None or b is None else f"{a.mean - b.mean:+.2f}"
+                        for a, b in zip(summaries[name], base)
+                    ),
+                ]
+                for name in others
+            ),
+        ]
     return "\n".join(lines) + "\n"

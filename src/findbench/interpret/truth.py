@@ -49,15 +49,18 @@ def _truth_source(info: Mapping[str, Any], data: str | os.PathLike | None, run_p
     if recorded:
         folder = Path(str(recorded)).resolve()
         if folder == run_path.resolve() or run_path.resolve() in folder.parents:
-            raise UsageError(f"--data: {run_path}/run.json names a data folder inside the run folder ({recorded}); the truth "
-                             "cannot come from the folder being scored: pass --data with the dataset folder")
+            raise UsageError(
+                f"--data: {run_path}/run.json names a data folder inside the run folder ({recorded}); the truth "
+                "cannot come from the folder being scored: pass --data with the dataset folder"
+            )
         return str(recorded), f"data folder `{recorded}` (recorded in run.json)"
     seed = info.get("seed") or 0
     return None, f"procedural, seed {seed}"
 
 
-def attach_truth(records: Sequence[dict[str, Any]], info: Mapping[str, Any], data: str | os.PathLike | None,
-                 run_path: Path) -> tuple[bool, str]:
+def attach_truth(
+    records: Sequence[dict[str, Any]], info: Mapping[str, Any], data: str | os.PathLike | None, run_path: Path
+) -> tuple[bool, str]:
     """Set each record's ``"row"``, the row it is scored against; return ``(verified, source text)``.
 
     Records hold ``"episode"`` (the parsed ``episode.json`` or None). With data (``data``, else
@@ -78,11 +81,15 @@ def attach_truth(records: Sequence[dict[str, Any]], info: Mapping[str, Any], dat
             if rec["row"] is not None and recorded is not None and recorded != row_fingerprint(rec["row"]):
                 mismatched.append(f"{rec['function_id']} ({rec['method']})")
         if mismatched:
-            raise UsageError(f"--data: {run_path}: the rows carried by {_names(mismatched)} do not match their recorded "
-                             "fingerprints; the run folder was changed after the run")
+            raise UsageError(
+                f"--data: {run_path}: the rows carried by {_names(mismatched)} do not match their recorded "
+                "fingerprints; the run folder was changed after the run"
+            )
         if all(rec["row"] is None for rec in records):
-            raise UsageError(f"--data: {run_path} was run on in-memory rows (run.json source 'rows') and carries no readable "
-                             "row; pass --data with the dataset folder those rows came from")
+            raise UsageError(
+                f"--data: {run_path} was run on in-memory rows (run.json source 'rows') and carries no readable "
+                "row; pass --data with the dataset folder those rows came from"
+            )
         return False, UNVERIFIED_NOTE
     folder, text = source
     seed = info.get("seed") or 0
@@ -92,18 +99,23 @@ def attach_truth(records: Sequence[dict[str, Any]], info: Mapping[str, Any], dat
         for rec in (r for r in records if r["category"] == category):
             truth = by_id.get(rec["function_id"])
             if truth is None:
-                raise ValueError(f"function_id: {rec['function_id']} ({rec['method']}) is not in the {category} rows of the "
-                                 f"{text} ({len(by_id)} functions)")
+                raise ValueError(
+                    f"function_id: {rec['function_id']} ({rec['method']}) is not in the {category} rows of the "
+                    f"{text} ({len(by_id)} functions)"
+                )
             expected = row_fingerprint(truth)
             episode = rec.get("episode") or {}
             carried, recorded = episode.get("row"), episode.get("row_fingerprint")
             if (carried is not None and (not isinstance(carried, dict) or row_fingerprint(carried) != expected)) or (
-                    recorded is not None and recorded != expected):
+                recorded is not None and recorded != expected
+            ):
                 mismatched.append(f"{rec['function_id']} ({rec['method']})")
             rec["row"] = truth
     if mismatched:
-        raise UsageError(f"--data: the rows carried by {_names(mismatched)} differ from the {text}: the run was made on other "
-                         "rows, or its folder was changed; pass --data with the dataset folder the run used")
+        raise UsageError(
+            f"--data: the rows carried by {_names(mismatched)} differ from the {text}: the run was made on other "
+            "rows, or its folder was changed; pass --data with the dataset folder the run used"
+        )
     return True, text
 
 

@@ -52,10 +52,10 @@ log = logging.getLogger(__name__)
 RUNG_DEFINITIONS = {
     "true": "the function's own ground-truth description",
     "partial": "one part of it: one step of a string composition (atomic: the operation's family only), one of two entity "
-               "concepts (atomic: one member word of the concept that no unit test shows), a corrupted relation without its exception (atomic: the input kind only)",
+    "concepts (atomic: one member word of the concept that no unit test shows), a corrupted relation without its exception (atomic: the input kind only)",
     "near_miss": "close but wrong: one string step with another parameter or a sibling operation of its family; the nearest "
-                 "other entity concept(s) by name embedding; a corrupted relation with its other exception, an atomic "
-                 "relation's nearest other relation by name embedding",
+    "other entity concept(s) by name embedding; a corrupted relation with its other exception, an atomic "
+    "relation's nearest other relation by name embedding",
     "other": "another judged function's description (seeded derangement)",
     "constant": "the category-generic description of the `constant` floor",
     "empty": "no description: never shown to the judge, scores 0 by rule",
@@ -191,7 +191,11 @@ class _Neighbours:
     def __init__(self, names: Sequence[str], encoder: Any):
         self.names = list(dict.fromkeys(names))
         self.index = {n: i for i, n in enumerate(self.names)}
-        self.order = _cosine_neighbours(self.names, encoder) if len(self.names) > 1 else np.zeros((len(self.names), 0), dtype=int)
+        self.order = (
+            _cosine_neighbours(self.names, encoder)
+            if len(self.names) > 1
+            else np.zeros((len(self.names), 0), dtype=int)
+        )
 
     def nearest(self, name: str, exclude: Sequence[str]) -> str | None:
         for j in self.order[self.index[name]]:
@@ -224,14 +228,20 @@ def _partial(rows: Sequence[Mapping[str, Any]], category: str, seed: int) -> lis
         _, v = _relation_key(r)
         c1, c2 = str(r["concept1"]), str(r["concept2"])
         if v is None or not r.get("exception"):
-            out.append((f'Maps {c1} to an attribute of it; returns "{UNDEFINED}" when the input is not {c1}.', "input kind only"))
+            out.append(
+                (
+                    f'Maps {c1} to an attribute of it; returns "{UNDEFINED}" when the input is not {c1}.',
+                    "input kind only",
+                )
+            )
         else:
             out.append((describe_relation(c1, c2), "without its exception"))
     return out
 
 
-def _entity_near_misses(rows: Sequence[Mapping[str, Any]], pool: Sequence[Mapping[str, Any]],
-                        encoder: Any) -> list[tuple[str, str]]:
+def _entity_near_misses(
+    rows: Sequence[Mapping[str, Any]], pool: Sequence[Mapping[str, Any]], encoder: Any
+) -> list[tuple[str, str]]:
     from findbench.find.synthetic_neurons.entities import describe_entity
 
     neighbours = _Neighbours([c for r in (*pool, *rows) for c in _entity_concepts(r)], encoder)
@@ -244,12 +254,18 @@ def _entity_near_misses(rows: Sequence[Mapping[str, Any]], pool: Sequence[Mappin
             if other is None:
                 raise ValueError(f"{r['function_id']}: no other concept to make a near miss from; give a larger pool")
             swapped.append(other)
-        out.append((describe_entity(swapped), "nearest concept: " + ", ".join(f"{a} -> {b}" for a, b in zip(concepts, swapped))))
+        out.append(
+            (
+                describe_entity(swapped),
+                "nearest concept: " + ", ".join(f"{a} -> {b}" for a, b in zip(concepts, swapped)),
+            )
+        )
     return out
 
 
-def _relation_near_misses(rows: Sequence[Mapping[str, Any]], pool: Sequence[Mapping[str, Any]],
-                          encoder: Any) -> list[tuple[str, str]]:
+def _relation_near_misses(
+    rows: Sequence[Mapping[str, Any]], pool: Sequence[Mapping[str, Any]], encoder: Any
+) -> list[tuple[str, str]]:
     from findbench.find.synthetic_neurons.relations import describe_relation
 
     kinds: dict[str, tuple[str, str]] = {}
@@ -275,14 +291,20 @@ def _relation_near_misses(rows: Sequence[Mapping[str, Any]], pool: Sequence[Mapp
         key, v = _relation_key(r)
         other_exc = None if v is None or not r.get("exception") else exceptions.get((key, 1 - int(v)))
         if other_exc and other_exc != r["exception"]:
-            out.append((describe_relation(str(r["concept1"]), str(r["concept2"]), other_exc), f"other exception ({2 - int(v)})"))
+            out.append(
+                (
+                    describe_relation(str(r["concept1"]), str(r["concept2"]), other_exc),
+                    f"other exception ({2 - int(v)})",
+                )
+            )
         else:  # an uncorrupted relation, or the pool lacks the relation's other corruption
             out.append(sibling(key))
     return out
 
 
-def _near_misses(rows: Sequence[Mapping[str, Any]], category: str, pool: Sequence[Mapping[str, Any]], seed: int,
-                 encoder: Any) -> list[tuple[str, str]]:
+def _near_misses(
+    rows: Sequence[Mapping[str, Any]], category: str, pool: Sequence[Mapping[str, Any]], seed: int, encoder: Any
+) -> list[tuple[str, str]]:
     """Each row's ``near_miss`` description and the rule that made it."""
     if category == "strings":
         return [_strings_near_miss(r, seed) for r in rows]
@@ -291,8 +313,14 @@ def _near_misses(rows: Sequence[Mapping[str, Any]], category: str, pool: Sequenc
     return _relation_near_misses(rows, pool, encoder)
 
 
-def _ladder(rows: Sequence[Mapping[str, Any]], category: str, pool: Sequence[Mapping[str, Any]], seed: int,
-            encoder: Any, rungs: Sequence[str] = RUNGS) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+def _ladder(
+    rows: Sequence[Mapping[str, Any]],
+    category: str,
+    pool: Sequence[Mapping[str, Any]],
+    seed: int,
+    encoder: Any,
+    rungs: Sequence[str] = RUNGS,
+) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     """``({rung: descriptions}, {rung: rules})`` for the ladder's ``rungs``; ``partial`` and ``near_miss``
     come with the rule that made each description."""
     true = [str(r["description"]) for r in rows]
@@ -312,8 +340,11 @@ def _ladder(rows: Sequence[Mapping[str, Any]], category: str, pool: Sequence[Map
         elif rung == "other":
             ladder[rung] = wrong_descriptions(true, seed=seed)
         else:
-            ladder[rung] = {"true": true, "constant": [CONSTANT_DESCRIPTIONS[category]] * len(rows),
-                            "empty": [""] * len(rows)}[rung]
+            ladder[rung] = {
+                "true": true,
+                "constant": [CONSTANT_DESCRIPTIONS[category]] * len(rows),
+                "empty": [""] * len(rows),
+            }[rung]
     return ladder, {rung: [rule for _, rule in pairs] for rung, pairs in made.items()}
 
 
@@ -345,12 +376,19 @@ def _category_of(rows: Any, argument: str = "rows") -> str:
 
     cats = {r.get("category") for r in rows} if isinstance(rows, Sequence) and not isinstance(rows, str) else set()
     if len(rows) < 2 or len(cats) != 1:
-        raise ValueError(f"{argument} must list at least two functions of one category, got {len(rows)} of {sorted(map(str, cats))}")
+        raise ValueError(
+            f"{argument} must list at least two functions of one category, got {len(rows)} of {sorted(map(str, cats))}"
+        )
     return judge_category(str(next(iter(cats))))
 
 
-def description_ladder(rows: Sequence[Mapping[str, Any]], *, pool: Sequence[Mapping[str, Any]] | None = None, seed: int = 0,
-                       encoder: Any = None) -> dict[str, list[str]]:
+def description_ladder(
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    pool: Sequence[Mapping[str, Any]] | None = None,
+    seed: int = 0,
+    encoder: Any = None,
+) -> dict[str, list[str]]:
     """``{rung: [one description per row]}`` (:data:`RUNGS`) for two or more dataset rows of one category.
 
     Args:
@@ -390,31 +428,41 @@ def _auroc_statistic(n_levels: int):
     def statistic(sample: np.ndarray) -> np.ndarray:
         size, n, _ = sample.shape
         offset = (np.arange(size) * n_levels)[:, None]
-        pos = np.bincount((sample[..., 0].astype(np.int64) + offset).ravel(), minlength=size * n_levels).reshape(size, n_levels)
-        neg = np.bincount((sample[..., 1].astype(np.int64) + offset).ravel(), minlength=size * n_levels).reshape(size, n_levels)
+        pos = np.bincount((sample[..., 0].astype(np.int64) + offset).ravel(), minlength=size * n_levels).reshape(
+            size, n_levels
+        )
+        neg = np.bincount((sample[..., 1].astype(np.int64) + offset).ravel(), minlength=size * n_levels).reshape(
+            size, n_levels
+        )
         below = np.cumsum(neg, axis=1) - neg  # negatives strictly below each level
         return ((pos * below).sum(1) + 0.5 * (pos * neg).sum(1)) / (n * n)
 
     return statistic
 
 
-def auroc_ci(positive: Sequence[float], negative: Sequence[float], *, seed: int | None = None,
-             n_resamples: int | None = None) -> dict[str, Any]:
+def auroc_ci(
+    positive: Sequence[float], negative: Sequence[float], *, seed: int | None = None, n_resamples: int | None = None
+) -> dict[str, Any]:
     """``{"auroc", "ci": [low, high], "n"}`` of paired scores (unit ``i``: ``positive[i]``,
     ``negative[i]``), bootstrapped over units (:func:`findbench.stats.bootstrap_ci`)."""
     from findbench import stats
 
     pos, neg = np.asarray(positive, dtype=np.float64), np.asarray(negative, dtype=np.float64)
     if pos.shape != neg.shape or pos.ndim != 1:
-        raise ValueError(f"positive and negative must be paired 1-d score lists, got shapes {pos.shape} and {neg.shape}")
+        raise ValueError(
+            f"positive and negative must be paired 1-d score lists, got shapes {pos.shape} and {neg.shape}"
+        )
     n = int(len(pos))
     if n == 0:
         return {"auroc": math.nan, "ci": [math.nan, math.nan], "n": 0}
     levels = np.unique(np.concatenate([pos, neg]))
     units = np.stack([np.searchsorted(levels, pos), np.searchsorted(levels, neg)], axis=1).astype(np.float64)
-    low, high = stats.bootstrap_ci(units, statistic=_auroc_statistic(len(levels)),
-                                   seed=stats.DEFAULT_SEED if seed is None else seed,
-                                   n_resamples=stats.DEFAULT_RESAMPLES if n_resamples is None else n_resamples)
+    low, high = stats.bootstrap_ci(
+        units,
+        statistic=_auroc_statistic(len(levels)),
+        seed=stats.DEFAULT_SEED if seed is None else seed,
+        n_resamples=stats.DEFAULT_RESAMPLES if n_resamples is None else n_resamples,
+    )
     return {"auroc": auroc(pos, neg), "ci": [low, high], "n": n}
 
 
@@ -507,13 +555,16 @@ def _chosen_rungs(cfg: JudgeCardConfig) -> tuple[tuple[str, ...], tuple[str, ...
 def _check_near(rows: Sequence[Mapping[str, Any]], category: str) -> None:
     lacking = [r.get("function_id") for r in rows if not r.get(TEST_COLUMNS["near"])]
     if lacking:
-        raise ValueError(f"tests: near-miss tests need the rows' {TEST_COLUMNS['near']!r} column, which "
-                         f"{len(lacking)} of {len(rows)} {category} rows lack (e.g. {lacking[0]}); build data that "
-                         "has it, or judge on 'find'")
+        raise ValueError(
+            f"tests: near-miss tests need the rows' {TEST_COLUMNS['near']!r} column, which "
+            f"{len(lacking)} of {len(rows)} {category} rows lack (e.g. {lacking[0]}); build data that "
+            "has it, or judge on 'find'"
+        )
 
 
-def _functions(cfg: JudgeCardConfig, category: str,
-               rows: Mapping[str, Sequence[Mapping[str, Any]]] | None) -> tuple[list[dict], Sequence[Mapping[str, Any]]]:
+def _functions(
+    cfg: JudgeCardConfig, category: str, rows: Mapping[str, Sequence[Mapping[str, Any]]] | None
+) -> tuple[list[dict], Sequence[Mapping[str, Any]]]:
     """``(the functions judged, the pool near misses come from)``: ``rows[category]`` (both), else
     a seeded sample of the judge-data split's held-out functions (of the category's functions)."""
     if rows is not None:
@@ -525,14 +576,21 @@ def _functions(cfg: JudgeCardConfig, category: str,
     from findbench.judge.data import heldout_rows
 
     pool = load_rows(category, seed=cfg.function_seed, data=cfg.data)
-    held = heldout_rows(category, data=cfg.data, data_seed=cfg.data_seed, heldout_fraction=cfg.heldout_fraction,
-                        evaluator_data=cfg.evaluator_data, rows=pool)
+    held = heldout_rows(
+        category,
+        data=cfg.data,
+        data_seed=cfg.data_seed,
+        heldout_fraction=cfg.heldout_fraction,
+        evaluator_data=cfg.evaluator_data,
+        rows=pool,
+    )
     k = cfg.functions_per_category
     return (held if k is None else sample_rows(held, k, seed=cfg.seed)), pool
 
 
-def _ladders(cfg: JudgeCardConfig, cats: Sequence[str], rows: Mapping[str, Sequence[Mapping[str, Any]]] | None,
-             encoder: Any) -> tuple[dict[str, _Judged], Any]:
+def _ladders(
+    cfg: JudgeCardConfig, cats: Sequence[str], rows: Mapping[str, Sequence[Mapping[str, Any]]] | None, encoder: Any
+) -> tuple[dict[str, _Judged], Any]:
     """Every category's functions and descriptions (a bad row fails here, before any judge loads),
     and the encoder of the near misses (None without them)."""
     from findbench.judge.probes import probe_ladder
@@ -559,18 +617,31 @@ def _ladder_json(judged: Mapping[str, _Judged], rungs: Sequence[str]) -> dict[st
     """Each function's descriptions (the master keys are the same for every function, ``empty`` is
     empty) and rules, per category."""
     shown = [r for r in rungs if r != "empty" and not r.startswith("master_key")]
-    return {cat: [{"function_id": r["function_id"], "subcategory": r.get("subcategory"),
-                   **{rung: j.ladder[rung][i] for rung in shown},
-                   **{f"{rung}_rule": rules[i] for rung, rules in j.rules.items()}}
-                  for i, r in enumerate(j.rows)]
-            for cat, j in judged.items()}
+    return {
+        cat: [
+            {
+                "function_id": r["function_id"],
+                "subcategory": r.get("subcategory"),
+                **{rung: j.ladder[rung][i] for rung in shown},
+                **{f"{rung}_rule": rules[i] for rung, rules in j.rules.items()},
+            }
+            for i, r in enumerate(j.rows)
+        ]
+        for cat, j in judged.items()
+    }
 
 
 # ----------------------------------------------------------------------------- judging
 
 
-def _judge(meter: _MeteredLM, mode: str, judged: Mapping[str, _Judged], rungs: Sequence[str], test_sets: Sequence[str],
-           progress: bool) -> tuple[list[RungResult], list[CategoryCost]]:
+def _judge(
+    meter: _MeteredLM,
+    mode: str,
+    judged: Mapping[str, _Judged],
+    rungs: Sequence[str],
+    test_sets: Sequence[str],
+    progress: bool,
+) -> tuple[list[RungResult], list[CategoryCost]]:
     """Every category's descriptions judged on each test set: a result per rung and a cost per call."""
     from findbench.judge.scoring import judge_unit_tests
 
@@ -581,12 +652,25 @@ def _judge(meter: _MeteredLM, mode: str, judged: Mapping[str, _Judged], rungs: S
             # one judge call per category and test set with every rung: the options' priors (pmi) are computed once
             n = len(j.rows)
             unit_tests = [r[TEST_COLUMNS[test_set]] for r in j.rows]
-            log.info("judge card %s (%s): %s, %s tests, %d functions x %d descriptions", meter.name, mode, cat,
-                     test_set, n, len(rungs))
+            log.info(
+                "judge card %s (%s): %s, %s tests, %d functions x %d descriptions",
+                meter.name,
+                mode,
+                cat,
+                test_set,
+                n,
+                len(rungs),
+            )
             tokens0 = meter.tokens
             t0 = time.perf_counter()
-            res = judge_unit_tests(meter, [d for rung in rungs for d in j.ladder[rung]], unit_tests * len(rungs),
-                                   cat, mode=mode, progress=progress)
+            res = judge_unit_tests(
+                meter,
+                [d for rung in rungs for d in j.ladder[rung]],
+                unit_tests * len(rungs),
+                cat,
+                mode=mode,
+                progress=progress,
+            )
             seconds, tokens = time.perf_counter() - t0, meter.tokens - tokens0
             empty, truncated = set(res["empty"]), set(res["truncated"])
             start = len(results)
@@ -594,14 +678,31 @@ def _judge(meter: _MeteredLM, mode: str, judged: Mapping[str, _Judged], rungs: S
                 idx = range(k * n, (k + 1) * n)
                 judged_tests = [d for i in idx if i not in empty for d in res["decisions"][i]]
                 unparsed = sum(d["chosen"] is None for d in judged_tests) if mode == "generate" else None
-                results.append(RungResult(
-                    category=cat, rung=rung, tests=test_set, n_functions=n, n_unit_tests=sum(len(t) for t in unit_tests),
-                    judged_unit_tests=len(judged_tests), accuracy=float(np.mean([res["per_function"][i] for i in idx])),
-                    per_function=[res["per_function"][i] for i in idx], function_ids=[r["function_id"] for r in j.rows],
-                    truncated=sum(i in truncated for i in idx), unparsed=unparsed,
-                    unparsed_rate=None if unparsed is None or not judged_tests else unparsed / len(judged_tests)))
-            timing.append(CategoryCost(category=cat, tests=test_set, seconds=seconds, tokens=tokens,
-                                       judged_unit_tests=sum(r.judged_unit_tests for r in results[start:])))
+                results.append(
+                    RungResult(
+                        category=cat,
+                        rung=rung,
+                        tests=test_set,
+                        n_functions=n,
+                        n_unit_tests=sum(len(t) for t in unit_tests),
+                        judged_unit_tests=len(judged_tests),
+                        accuracy=float(np.mean([res["per_function"][i] for i in idx])),
+                        per_function=[res["per_function"][i] for i in idx],
+                        function_ids=[r["function_id"] for r in j.rows],
+                        truncated=sum(i in truncated for i in idx),
+                        unparsed=unparsed,
+                        unparsed_rate=None if unparsed is None or not judged_tests else unparsed / len(judged_tests),
+                    )
+                )
+            timing.append(
+                CategoryCost(
+                    category=cat,
+                    tests=test_set,
+                    seconds=seconds,
+                    tokens=tokens,
+                    judged_unit_tests=sum(r.judged_unit_tests for r in results[start:]),
+                )
+            )
     return results, timing
 
 
@@ -618,8 +719,14 @@ def _cache_state(lm: Any) -> tuple[int | None, int | None, int | None]:
     return hits, misses, len(lm) if hits is not None and hasattr(lm, "__len__") else None
 
 
-def _cost(meter: _MeteredLM, lm: Any, before: tuple[int | None, int | None, int | None], mode: str,
-          results: Sequence[RungResult], timing: Sequence[CategoryCost]) -> Cost:
+def _cost(
+    meter: _MeteredLM,
+    lm: Any,
+    before: tuple[int | None, int | None, int | None],
+    mode: str,
+    results: Sequence[RungResult],
+    timing: Sequence[CategoryCost],
+) -> Cost:
     """What judging cost: unit tests, seconds, tokens and requests (per 1,000 unit tests too),
     unparsed answers, the request cache's part, the machine."""
     from findbench.judge.scoring import unwrap_lm
@@ -629,14 +736,23 @@ def _cost(meter: _MeteredLM, lm: Any, before: tuple[int | None, int | None, int 
     unparsed = sum(r.unparsed for r in results) if mode == "generate" else None
     hits0, misses0, entries0 = before
     return Cost(
-        judged_unit_tests=judged, seconds=seconds, tokens=tokens, requests=meter.requests,
-        seconds_per_1000_unit_tests=_per_1000(seconds, judged), tokens_per_1000_unit_tests=_per_1000(tokens, judged),
+        judged_unit_tests=judged,
+        seconds=seconds,
+        tokens=tokens,
+        requests=meter.requests,
+        seconds_per_1000_unit_tests=_per_1000(seconds, judged),
+        tokens_per_1000_unit_tests=_per_1000(tokens, judged),
         tokens_counted_with="the judge's tokenizer" if meter.exact else "an estimate (4 characters a token)",
-        unparsed=unparsed, unparsed_rate=None if unparsed is None or not judged else unparsed / judged,
-        cache_hits=None if hits0 is None else lm.hits - hits0, cache_misses=None if misses0 is None else lm.misses - misses0,
-        cache_entries_before=entries0, device=str(getattr(unwrap_lm(lm), "device", "")) or None,
+        unparsed=unparsed,
+        unparsed_rate=None if unparsed is None or not judged else unparsed / judged,
+        cache_hits=None if hits0 is None else lm.hits - hits0,
+        cache_misses=None if misses0 is None else lm.misses - misses0,
+        cache_entries_before=entries0,
+        device=str(getattr(unwrap_lm(lm), "device", "")) or None,
         cpus=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        machine=platform.machine(), per_category=list(timing))
+        machine=platform.machine(),
+        per_category=list(timing),
+    )
 
 
 # ----------------------------------------------------------------------------- statistics per rung
@@ -649,50 +765,80 @@ def _probe_summary(truth: Sequence[float], probe: Sequence[float], resamples: in
 
     cmp = stats.paired_bootstrap(probe, truth, n_resamples=resamples)
     low, high = (float(x) for x in cmp.diff_ci)
-    return ProbeSummary(score=Interval(**stats.mean_ci(probe, n_resamples=resamples)),
-                        inflation=Inflation(mean=cmp.diff, ci=[low, high], n=cmp.n, p_value=cmp.p_value),
-                        truth_above_probe=high < 0,
-                        verdict=VERDICTS[0] if high < 0 else VERDICTS[2] if low > 0 else VERDICTS[1])
+    return ProbeSummary(
+        score=Interval(**stats.mean_ci(probe, n_resamples=resamples)),
+        inflation=Inflation(mean=cmp.diff, ci=[low, high], n=cmp.n, p_value=cmp.p_value),
+        truth_above_probe=high < 0,
+        verdict=VERDICTS[0] if high < 0 else VERDICTS[2] if low > 0 else VERDICTS[1],
+    )
 
 
-def _summaries(results: Sequence[RungResult], cats: Sequence[str], rungs: Sequence[str],
-               probe_rungs: Sequence[str], test_set: str, resamples: int) -> dict[str, Any]:
+def _summaries(
+    results: Sequence[RungResult],
+    cats: Sequence[str],
+    rungs: Sequence[str],
+    probe_rungs: Sequence[str],
+    test_set: str,
+    resamples: int,
+) -> dict[str, Any]:
     """``accuracy``, ``auroc`` and (with probes) ``probes`` of one test set, keys suffixed as
     :data:`TEST_SUFFIX` says."""
     from findbench import stats
 
     def per_function(cat: str | None, rung: str) -> list[float]:
-        return [v for r in results if r.rung == rung and r.test_set == test_set and cat in (None, r.category)
-                for v in r.per_function]
+        return [
+            v
+            for r in results
+            if r.rung == rung and r.test_set == test_set and cat in (None, r.category)
+            for v in r.per_function
+        ]
 
     groups: list[tuple[str, str | None]] = [(c, c) for c in cats] + ([("all", None)] if len(cats) > 1 else [])
     everything = [*rungs, *probe_rungs]
     suffix = TEST_SUFFIX[test_set]
     out: dict[str, Any] = {
-        "accuracy" + suffix: {name: {rung: Interval(**stats.mean_ci(per_function(cat, rung), n_resamples=resamples))
-                                     for rung in everything} for name, cat in groups},
-        "auroc" + suffix: {name: {rung: AurocInterval(**auroc_ci(per_function(cat, "true"), per_function(cat, rung),
-                                                                 n_resamples=resamples))
-                                  for rung in everything if rung != "true"} for name, cat in groups},
+        "accuracy" + suffix: {
+            name: {
+                rung: Interval(**stats.mean_ci(per_function(cat, rung), n_resamples=resamples)) for rung in everything
+            }
+            for name, cat in groups
+        },
+        "auroc" + suffix: {
+            name: {
+                rung: AurocInterval(
+                    **auroc_ci(per_function(cat, "true"), per_function(cat, rung), n_resamples=resamples)
+                )
+                for rung in everything
+                if rung != "true"
+            }
+            for name, cat in groups
+        },
     }
     if probe_rungs:
-        out["probes" + suffix] = {name: {rung: _probe_summary(per_function(cat, "true"), per_function(cat, rung),
-                                                              resamples)
-                                         for rung in probe_rungs} for name, cat in groups}
+        out["probes" + suffix] = {
+            name: {
+                rung: _probe_summary(per_function(cat, "true"), per_function(cat, rung), resamples)
+                for rung in probe_rungs
+            }
+            for name, cat in groups
+        }
     return out
 
 
 # ----------------------------------------------------------------------------- the card
 
 
-def _measure(spec: Any, lm: Any, mode: str, judged: Mapping[str, _Judged], cfg: JudgeCardConfig, resamples: int,
-             progress: bool) -> dict[str, Any]:
+def _measure(
+    spec: Any, lm: Any, mode: str, judged: Mapping[str, _Judged], cfg: JudgeCardConfig, resamples: int, progress: bool
+) -> dict[str, Any]:
     """One judge in one mode on every description: its name, tables, results and cost."""
     from findbench.judge.scoring import JUDGE_MODES
 
     one_of("mode", mode, JUDGE_MODES)
     if mode == "pmi" and not callable(getattr(lm, "continuation_logprobs", None)):
-        raise TypeError(f"mode='pmi' needs an LM with continuation_logprobs (findbench.lm.ScoringLM); {lm.name} has none")
+        raise TypeError(
+            f"mode='pmi' needs an LM with continuation_logprobs (findbench.lm.ScoringLM); {lm.name} has none"
+        )
     ladder_rungs, probe_rungs = _chosen_rungs(cfg)
     test_sets = _test_sets(cfg.tests)
     meter, before = _MeteredLM(lm), _cache_state(lm)
@@ -700,11 +846,19 @@ def _measure(spec: Any, lm: Any, mode: str, judged: Mapping[str, _Judged], cfg: 
     tables: dict[str, Any] = {}
     for test_set in test_sets:
         tables.update(_summaries(results, list(judged), ladder_rungs, probe_rungs, test_set, resamples))
-    return {"judge": meter.name, "spec": os.fspath(spec) if isinstance(spec, (str, os.PathLike)) else meter.name,
-            "mode": mode, **tables, "results": results, "cost": _cost(meter, lm, before, mode, results, timing)}
+    return {
+        "judge": meter.name,
+        "spec": os.fspath(spec) if isinstance(spec, (str, os.PathLike)) else meter.name,
+        "mode": mode,
+        **tables,
+        "results": results,
+        "cost": _cost(meter, lm, before, mode, results, timing),
+    }
 
 
-def _baselines(cfg: JudgeCardConfig, judged: Mapping[str, _Judged], resamples: int, progress: bool) -> list[Measurement] | None:
+def _baselines(
+    cfg: JudgeCardConfig, judged: Mapping[str, _Judged], resamples: int, progress: bool
+) -> list[Measurement] | None:
     """The baseline judge in each of its modes (labelled ``before``, or ``before (<mode>)`` for several)."""
     from findbench.judge.scoring import judge_mode_of, load_judge
 
@@ -712,16 +866,26 @@ def _baselines(cfg: JudgeCardConfig, judged: Mapping[str, _Judged], resamples: i
         return None
     modes = cfg.baseline_mode or [judge_mode_of(cfg.baseline)]
     lm = load_judge(cfg.baseline, cache=cfg.baseline_cache, batch_size=cfg.batch_size)
-    return [Measurement(label=f"before ({m})" if len(modes) > 1 else "before",
-                        **_measure(cfg.baseline, lm, m, judged, cfg, resamples, progress)) for m in modes]
+    return [
+        Measurement(
+            label=f"before ({m})" if len(modes) > 1 else "before",
+            **_measure(cfg.baseline, lm, m, judged, cfg, resamples, progress),
+        )
+        for m in modes
+    ]
 
 
 def _test_sets(tests: str) -> list[str]:
     return ["find", "near"] if tests == "both" else [tests]
 
 
-def judge_card(cfg: JudgeCardConfig, rows: Mapping[str, Sequence[Mapping[str, Any]]] | None = None, *,
-               encoder: Any = None, progress: bool = True) -> JudgeCard:
+def judge_card(
+    cfg: JudgeCardConfig,
+    rows: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+    *,
+    encoder: Any = None,
+    progress: bool = True,
+) -> JudgeCard:
     """Measure ``cfg.judge`` (a :func:`~findbench.judge.scoring.load_judge` spec or, from Python, an
     LM) on held-out functions with the description ladder (:data:`RUNGS`) and the gaming probes
     (:data:`~findbench.judge.probes.PROBE_RUNGS`), or the rungs ``cfg.rungs``; beside it the
@@ -756,19 +920,30 @@ def judge_card(cfg: JudgeCardConfig, rows: Mapping[str, Sequence[Mapping[str, An
     card = JudgeCard(
         **{k: v for k, v in measured.items() if k not in ("results", "cost")},
         rungs={**{r: RUNG_DEFINITIONS[r] for r in ladder_rungs}, **{r: PROBE_DEFINITIONS[r] for r in probe_rungs}},
-        tests=_test_sets(cfg.tests), results=measured["results"], cost=measured["cost"],
+        tests=_test_sets(cfg.tests),
+        results=measured["results"],
+        cost=measured["cost"],
         baseline=_baselines(cfg, judged, resamples, progress),
         ladder=_ladder_json(judged, (*ladder_rungs, *probe_rungs)),
         settings=CardSettings(
-            categories=cats, functions_per_category=cfg.functions_per_category, seed=cfg.seed,
+            categories=cats,
+            functions_per_category=cfg.functions_per_category,
+            seed=cfg.seed,
             source="rows given" if rows is not None else "procedural held-out (judge-data split)",
             data=None if cfg.data is None else str(cfg.data),
-            evaluator_data=None if cfg.evaluator_data is None else str(cfg.evaluator_data), function_seed=cfg.function_seed, data_seed=cfg.data_seed,
+            evaluator_data=None if cfg.evaluator_data is None else str(cfg.evaluator_data),
+            function_seed=cfg.function_seed,
+            data_seed=cfg.data_seed,
             heldout_fraction=cfg.heldout_fraction,
             encoder=None if encoder is None else getattr(encoder, "name", type(encoder).__name__),
             bootstrap=Bootstrap(resamples=resamples, seed=stats.DEFAULT_SEED, confidence=stats.DEFAULT_CONFIDENCE),
-            findbench=__version__, tests=cfg.tests, probes=bool(probe_rungs), rungs=cfg.rungs,
-            baseline_mode=cfg.baseline_mode))
+            findbench=__version__,
+            tests=cfg.tests,
+            probes=bool(probe_rungs),
+            rungs=cfg.rungs,
+            baseline_mode=cfg.baseline_mode,
+        ),
+    )
     if cfg.out is not None:
         write_card(card, cfg.out)
     return card

@@ -283,10 +283,15 @@ def format_comparison(card: JudgeCard, *, tests: str = "find") -> str:
     if any(table is None for _, table in measured):
         raise ValueError(f"tests: the card has no {'accuracy' + TEST_SUFFIX[tests]!r} table (judged on {card.test_sets})")
     first = measured[0][1]
-    lines = ["| category | rung | " + " | ".join(label for label, _ in measured) + " |", "|---|---|" + "---:|" * len(measured)]
+    lines = [
+        "| category | rung | " + " | ".join(label for label, _ in measured) + " |",
+        "|---|---|" + "---:|" * len(measured),
+    ]
     for cat in [c for c in first if c != "all"]:
         for rung in first[cat]:
-            lines.append(f"| {_SHORT.get(cat, cat)} | {rung} | " + " | ".join(_cell(t[cat][rung]) for _, t in measured) + " |")
+            lines.append(
+                f"| {_SHORT.get(cat, cat)} | {rung} | " + " | ".join(_cell(t[cat][rung]) for _, t in measured) + " |"
+            )
     return "\n".join(lines)
 
 
@@ -299,9 +304,11 @@ def _fmt(value: float | None, digits: int = 1) -> str:
 
 def _command(card: JudgeCard) -> str:
     s, k = card.settings, card.settings.functions_per_category
-    command = (f"findbench judge-card --judge {card.spec} --judge-mode {card.mode} --categories {','.join(s.categories)} "
-               f"--functions-per-category {'all' if k is None else k} --seed {s.seed}"
-               + ("" if (s.tests or "find") == "find" else f" --tests {s.tests}"))
+    command = (
+        f"findbench judge-card --judge {card.spec} --judge-mode {card.mode} --categories {','.join(s.categories)} "
+        f"--functions-per-category {'all' if k is None else k} --seed {s.seed}"
+        + ("" if (s.tests or "find") == "find" else f" --tests {s.tests}")
+    )
     if s.rungs is not None:
         command += f" --rungs {','.join(s.rungs)}"
     if card.baseline:
@@ -316,10 +323,14 @@ def _cache_note(cost: Cost) -> str:
         return ""
     total = f"{cost.cache_hits:,} of {cost.cache_hits + (cost.cache_misses or 0):,} requests"
     if cost.cache_entries_before == 0:
-        return (f" {total} repeated an earlier request of the run (a description and an option shared by two functions) "
-                "and were not recomputed; the request cache started empty.")
-    return (f" {total} were not recomputed: repeats of an earlier request of the run, or answers a request cache "
-            "kept from an earlier run, which make the seconds understate a fresh run.")
+        return (
+            f" {total} repeated an earlier request of the run (a description and an option shared by two functions) "
+            "and were not recomputed; the request cache started empty."
+        )
+    return (
+        f" {total} were not recomputed: repeats of an earlier request of the run, or answers a request cache "
+        "kept from an earlier run, which make the seconds understate a fresh run."
+    )
 
 
 def _truncated(card: JudgeCard) -> str:
@@ -339,20 +350,39 @@ def _readme(card: JudgeCard) -> str:
 
     s, cost, k = card.settings, card.cost, card.settings.functions_per_category
     ladder = [r for r in RUNGS if r in card.rungs]
-    template = jinja2.Environment(keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
-                                  undefined=jinja2.StrictUndefined).from_string(card_template("judge_card.md"))
+    template = jinja2.Environment(
+        keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined
+    ).from_string(card_template("judge_card.md"))
     return template.render(
-        card=card, s=s, cost=cost, k="all" if k is None else k, All="All" if k is None else k,
-        cats=", ".join(_SHORT[c] for c in s.categories), tests=card.test_sets, probes=card.has_probes,
-        descriptions=("six descriptions, from its own to none" if tuple(ladder) == RUNGS
-                      else f"{len(ladder)} of its ladder's descriptions ({', '.join(ladder)})"),
-        tables={(what, t): format_table(card, what=what, tests=t) for t in card.test_sets for what in _WHAT
-                if card.table(what, t) is not None},
+        card=card,
+        s=s,
+        cost=cost,
+        k="all" if k is None else k,
+        All="All" if k is None else k,
+        cats=", ".join(_SHORT[c] for c in s.categories),
+        tests=card.test_sets,
+        probes=card.has_probes,
+        descriptions=(
+            "six descriptions, from its own to none"
+            if tuple(ladder) == RUNGS
+            else f"{len(ladder)} of its ladder's descriptions ({', '.join(ladder)})"
+        ),
+        tables={
+            (what, t): format_table(card, what=what, tests=t)
+            for t in card.test_sets
+            for what in _WHAT
+            if card.table(what, t) is not None
+        },
         comparison={t: format_comparison(card, tests=t) for t in card.test_sets} if card.baseline else {},
-        suffix=TEST_SUFFIX, marks=MARKS, not_established=MARKS[VERDICTS[1]],
+        suffix=TEST_SUFFIX,
+        marks=MARKS,
+        not_established=MARKS[VERDICTS[1]],
         interval_note=INTERVAL_NOTE + " " + SMALL_N_LEGEND,
-        seconds_per_1000=_fmt(cost.seconds_per_1000_unit_tests), tokens_per_1000=_fmt(cost.tokens_per_1000_unit_tests, 0),
-        cache_note=_cache_note(cost), truncated=_truncated(card), command=_command(card),
+        seconds_per_1000=_fmt(cost.seconds_per_1000_unit_tests),
+        tokens_per_1000=_fmt(cost.tokens_per_1000_unit_tests, 0),
+        cache_note=_cache_note(cost),
+        truncated=_truncated(card),
+        command=_command(card),
     )
 
 
@@ -381,8 +411,18 @@ def _plot(card: JudgeCard, path: Path) -> None:
         means = [table[c][rung].mean for c in cols]
         low = [max(0.0, m - table[c][rung].ci[0]) for m, c in zip(means, cols)]
         high = [max(0.0, table[c][rung].ci[1] - m) for m, c in zip(means, cols)]
-        ax.bar(xs, means, width, yerr=[low, high], capsize=2, label=rung, color=colour[rung], edgecolor="#333333",
-               linewidth=0.5, error_kw={"elinewidth": 0.8})
+        ax.bar(
+            xs,
+            means,
+            width,
+            yerr=[low, high],
+            capsize=2,
+            label=rung,
+            color=colour[rung],
+            edgecolor="#333333",
+            linewidth=0.5,
+            error_kw={"elinewidth": 0.8},
+        )
     ax.axhline(1 / 3, color="grey", linestyle=":", linewidth=1, label="chance (1/3)")
     ax.set_xticks(range(len(cols)))
     ax.set_xticklabels([_SHORT.get(c, c) for c in cols])

@@ -124,7 +124,9 @@ class JudgeReportConfig:
     limit: int | None = arg(15, "held-out functions per category")
     categories: Csv = arg(_CATEGORIES, "comma-separated categories")
     source: str = arg("procedural", "functions to judge", choices=["procedural", "find-v1"])
-    data: str | None = arg(None, "procedural: dataset folder written by `findbench build` (default: regenerate the functions)")
+    data: str | None = arg(
+        None, "procedural: dataset folder written by `findbench build` (default: regenerate the functions)"
+    )
     data_dir: str | None = arg(None, "find-v1: folder of the original release (src/find-dataset layout)")
     evaluator_data: str | None = arg(None, "judge data folder whose recorded function split to use")
     judge_cache: str | None = arg(None, "sqlite file caching the judge's answers (fixed models only)")
@@ -145,9 +147,13 @@ class JudgeReportConfig:
         _checks.integer("limit", self.limit, 2, optional=True)  # wrong descriptions need two functions
         self.categories = _checks.str_list("categories", self.categories)
         if self.source == "procedural" and self.data_dir is not None:
-            raise UsageError("data_dir names a find-v1 release folder; with source='procedural' give the built folder as data")
+            raise UsageError(
+                "data_dir names a find-v1 release folder; with source='procedural' give the built folder as data"
+            )
         if self.source == "find-v1" and self.data is not None:
-            raise UsageError("data names a `findbench build` folder; with source='find-v1' give the release folder as data_dir")
+            raise UsageError(
+                "data names a `findbench build` folder; with source='find-v1' give the release folder as data_dir"
+            )
         if self.mode is not None:
             _checks.one_of("mode", self.mode, JUDGE_MODES)
         self.baseline_mode = _modes("baseline_mode", self.baseline_mode)

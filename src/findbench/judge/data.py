@@ -44,7 +44,9 @@ def _groups(row: Mapping[str, Any]) -> list[str]:
     return concepts or [row["function_id"]]
 
 
-def split_functions(rows: Sequence[Mapping[str, Any]], *, seed: int = 0, heldout_fraction: float = 0.2) -> dict[str, str]:
+def split_functions(
+    rows: Sequence[Mapping[str, Any]], *, seed: int = 0, heldout_fraction: float = 0.2
+) -> dict[str, str]:
     """``function_id -> "train" | "heldout" | "excluded"`` for one category's rows: a seeded
     ``heldout_fraction`` of the groups is held out, at least one group on each side."""
     integer("seed", seed)
@@ -148,9 +150,18 @@ def _draw_rows(rows: Sequence[Mapping[str, Any]], n: int, split: str, rng: rando
             unit_test = {"inputs": list(options), "outputs": None, "correct": pos}
         else:
             unit_test = {"inputs": [o[0] for o in options], "outputs": [o[1] for o in options], "correct": pos}
-        out.append({"messages": render_judge_prompt(rows[i]["description"], unit_test, category), "target": render_judge_target(unit_test),
-                    "description": rows[i]["description"], "category": category, "function_id": rows[i]["function_id"], "correct": pos,
-                    "split": split, "unit_test": json.dumps(unit_test, ensure_ascii=False, sort_keys=True)})
+        out.append(
+            {
+                "messages": render_judge_prompt(rows[i]["description"], unit_test, category),
+                "target": render_judge_target(unit_test),
+                "description": rows[i]["description"],
+                "category": category,
+                "function_id": rows[i]["function_id"],
+                "correct": pos,
+                "split": split,
+                "unit_test": json.dumps(unit_test, ensure_ascii=False, sort_keys=True),
+            }
+        )
     return out
 
 
@@ -158,8 +169,14 @@ def _shares(n: int, k: int) -> list[int]:
     return [n // k + (1 if i < n % k else 0) for i in range(k)]
 
 
-def build_judge_rows(rows_by_category: Mapping[str, Sequence[Mapping[str, Any]]], *, n: int = 30000, n_heldout: int | None = None,
-                     seed: int = 0, heldout_fraction: float = 0.2) -> tuple[list[dict], list[dict], dict[str, str]]:
+def build_judge_rows(
+    rows_by_category: Mapping[str, Sequence[Mapping[str, Any]]],
+    *,
+    n: int = 30000,
+    n_heldout: int | None = None,
+    seed: int = 0,
+    heldout_fraction: float = 0.2,
+) -> tuple[list[dict], list[dict], dict[str, str]]:
     """``(train_rows, heldout_rows, function_splits)`` from function rows, in memory: ``n`` training
     rows split evenly across the categories, ``n_heldout`` (default ``n // 10``) from held-out functions."""
     positive_int("n", n)
@@ -172,7 +189,9 @@ def build_judge_rows(rows_by_category: Mapping[str, Sequence[Mapping[str, Any]]]
     train: list[dict] = []
     held: list[dict] = []
     splits: dict[str, str] = {}
-    for (key, rows), cat, n_c, h_c in zip(rows_by_category.items(), cats, _shares(n, len(cats)), _shares(n_heldout, len(cats))):
+    for (key, rows), cat, n_c, h_c in zip(
+        rows_by_category.items(), cats, _shares(n, len(cats)), _shares(n_heldout, len(cats))
+    ):
         for i, r in enumerate(rows):
             if r.get("category") != cat:
                 raise ValueError(f"rows_by_category[{key!r}][{i}]['category'] is {r.get('category')!r}, not {cat!r}")
@@ -186,8 +205,13 @@ def build_judge_rows(rows_by_category: Mapping[str, Sequence[Mapping[str, Any]]]
         by_split = defaultdict(list)
         for r in rows:
             by_split[cat_split[r["function_id"]]].append(r)
-        log.info("%s: %d train / %d held-out / %d excluded functions", cat, len(by_split["train"]), len(by_split["heldout"]),
-                 len(by_split["excluded"]))
+        log.info(
+            "%s: %d train / %d held-out / %d excluded functions",
+            cat,
+            len(by_split["train"]),
+            len(by_split["heldout"]),
+            len(by_split["excluded"]),
+        )
         train.extend(_draw_rows(by_split["train"], n_c, "train", rng))
         if h_c and len(by_split["heldout"]) >= 2:
             held.extend(_draw_rows(by_split["heldout"], h_c, "heldout", rng))
@@ -204,8 +228,15 @@ def _card(meta: Mapping[str, Any]) -> str:
         "license": "mit",
         "task_categories": ["text-generation"],
         "tags": ["interpretability", "find", "judge"],
-        "configs": [{"config_name": "default", "data_files": [{"split": "train", "path": "data/train-*.parquet"},
-                                                                {"split": "validation", "path": "data/validation-*.parquet"}]}],
+        "configs": [
+            {
+                "config_name": "default",
+                "data_files": [
+                    {"split": "train", "path": "data/train-*.parquet"},
+                    {"split": "validation", "path": "data/validation-*.parquet"},
+                ],
+            }
+        ],
     }
     import yaml
 
@@ -219,10 +250,18 @@ def _card(meta: Mapping[str, Any]) -> str:
     return "---\n" + yaml.safe_dump(header, sort_keys=False) + "---\n\n" + body
 
 
-def build_judge_data(out: str | os.PathLike, *, n: int = 30000, n_heldout: int | None = None, seed: int = 0,
-                     heldout_fraction: float = 0.2, categories: Sequence[str] = JUDGE_CATEGORIES, function_seed: int = 0,
-                     data: str | os.PathLike | None = None,
-                     rows_by_category: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> Path:
+def build_judge_data(
+    out: str | os.PathLike,
+    *,
+    n: int = 30000,
+    n_heldout: int | None = None,
+    seed: int = 0,
+    heldout_fraction: float = 0.2,
+    categories: Sequence[str] = JUDGE_CATEGORIES,
+    function_seed: int = 0,
+    data: str | os.PathLike | None = None,
+    rows_by_category: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+) -> Path:
     """Write the judge's training data to the folder ``out`` (replaced atomically) and return it.
 
     It holds ``data/{train,validation}-00000-of-00001.parquet``, a README card that makes
@@ -238,7 +277,9 @@ def build_judge_data(out: str | os.PathLike, *, n: int = 30000, n_heldout: int |
     if rows_by_category is None:
         cats = [judge_category(c) for c in str_list("categories", categories)]
         rows_by_category = {c: load_rows(c, seed=function_seed, data=data) for c in cats}
-    train, held, splits = build_judge_rows(rows_by_category, n=n, n_heldout=n_heldout, seed=seed, heldout_fraction=heldout_fraction)
+    train, held, splits = build_judge_rows(
+        rows_by_category, n=n, n_heldout=n_heldout, seed=seed, heldout_fraction=heldout_fraction
+    )
     per_category: dict[str, dict[str, int]] = {}
     for cat, rows in rows_by_category.items():
         cat = judge_category(cat)
@@ -250,19 +291,42 @@ def build_judge_data(out: str | os.PathLike, *, n: int = 30000, n_heldout: int |
             "train_rows": sum(r["category"] == cat for r in train),
             "heldout_rows": sum(r["category"] == cat for r in held),
         }
-    meta = {"findbench_version": __version__, "data_version": DATA_VERSION, "n": n, "n_heldout": len(held), "seed": seed,
-            "heldout_fraction": heldout_fraction, "function_seed": function_seed,
-            "function_source": str(data) if data is not None else "procedural", "per_category": per_category}
+    meta = {
+        "findbench_version": __version__,
+        "data_version": DATA_VERSION,
+        "n": n,
+        "n_heldout": len(held),
+        "seed": seed,
+        "heldout_fraction": heldout_fraction,
+        "function_seed": function_seed,
+        "function_source": str(data) if data is not None else "procedural",
+        "per_category": per_category,
+    }
     text = datasets.Value("string")
-    features = datasets.Features({"messages": [{"role": text, "content": text}], "target": text, "description": text, "category": text,
-                                  "function_id": text, "correct": datasets.Value("int32"), "split": text, "unit_test": text})
+    features = datasets.Features(
+        {
+            "messages": [{"role": text, "content": text}],
+            "target": text,
+            "description": text,
+            "category": text,
+            "function_id": text,
+            "correct": datasets.Value("int32"),
+            "split": text,
+            "unit_test": text,
+        }
+    )
     with atomic_dir(out) as tmp:
         (tmp / "data").mkdir()
         for name, rows in (("train", train), ("validation", held)):
-            ds = (datasets.Dataset.from_list(rows, features=features) if rows
-                  else datasets.Dataset.from_dict({k: [] for k in features}, features=features))
+            ds = (
+                datasets.Dataset.from_list(rows, features=features)
+                if rows
+                else datasets.Dataset.from_dict({k: [] for k in features}, features=features)
+            )
             ds.to_parquet(str(tmp / "data" / f"{name}-00000-of-00001.parquet"))
-        (tmp / SPLIT_FILE).write_text(json.dumps({"meta": meta, "functions": dict(sorted(splits.items()))}, indent=1) + "\n")
+        (tmp / SPLIT_FILE).write_text(
+            json.dumps({"meta": meta, "functions": dict(sorted(splits.items()))}, indent=1) + "\n"
+        )
         (tmp / "README.md").write_text(_card(meta), encoding="utf-8")
     log.info("wrote %d train + %d validation judge rows to %s", len(train), len(held), out)
     return Path(out)
@@ -291,10 +355,15 @@ def load_judge_data(path: str | os.PathLike) -> Any:
 
     root = Path(path)
     if not (root / SPLIT_FILE).is_file():
-        raise FileNotFoundError(f"path: {root} is not a judge data folder (no {SPLIT_FILE}); run `findbench judge-data`")
+        raise FileNotFoundError(
+            f"path: {root} is not a judge data folder (no {SPLIT_FILE}); run `findbench judge-data`"
+        )
     # parquet read directly: datasets' cache, keyed by path, would load a rebuilt folder's old rows
     return datasets.DatasetDict(
-        {split: datasets.Dataset(pq.read_table(root / "data" / f"{split}-00000-of-00001.parquet")) for split in ("train", "validation")}
+        {
+            split: datasets.Dataset(pq.read_table(root / "data" / f"{split}-00000-of-00001.parquet"))
+            for split in ("train", "validation")
+        }
     )
 
 
@@ -302,9 +371,18 @@ def _read_splits(path: str | os.PathLike) -> dict[str, str]:
     return json.loads((Path(path) / SPLIT_FILE).read_text())["functions"]
 
 
-def heldout_rows(category: str, *, source: str = "procedural", data: Any = None, data_dir: Any = None, function_seed: int = 0,
-                 data_seed: int = 0, heldout_fraction: float = 0.2, evaluator_data: Any = None,
-                 rows: Sequence[dict] | None = None) -> list[dict]:
+def heldout_rows(
+    category: str,
+    *,
+    source: str = "procedural",
+    data: Any = None,
+    data_dir: Any = None,
+    function_seed: int = 0,
+    data_seed: int = 0,
+    heldout_fraction: float = 0.2,
+    evaluator_data: Any = None,
+    rows: Sequence[dict] | None = None,
+) -> list[dict]:
     """The held-out functions of ``category`` with a description and unit tests: find-v1's rows, or the
     procedural rows (``rows`` if loaded) the judge-data split holds out (``evaluator_data``'s recorded
     split, else :func:`split_functions`). ValueError when fewer than two are left."""
@@ -316,8 +394,11 @@ def heldout_rows(category: str, *, source: str = "procedural", data: Any = None,
         from findbench.find import load_rows
 
         rows = load_rows(category, seed=function_seed, data=data) if rows is None else rows
-        splits = _read_splits(evaluator_data) if evaluator_data is not None else split_functions(
-            rows, seed=data_seed, heldout_fraction=heldout_fraction)
+        splits = (
+            _read_splits(evaluator_data)
+            if evaluator_data is not None
+            else split_functions(rows, seed=data_seed, heldout_fraction=heldout_fraction)
+        )
         held = [r for r in rows if splits.get(r["function_id"]) == "heldout"]
     held = [r for r in held if r.get("description") and r.get("unit_tests")]
     if len(held) < 2:

@@ -20,9 +20,17 @@ from findbench.stats import bootstrap_ci
 log = logging.getLogger(__name__)
 
 
-def score_relation_domain(predictions: Sequence[str], rows: Sequence[Mapping[str, Any]], *, judge: Any, mode: str | None = None,
-                          judge_model: str | None = None, judge_cache: str | None = None, batch_size: int = 16,
-                          progress: bool = False) -> dict[str, Any]:
+def score_relation_domain(
+    predictions: Sequence[str],
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    judge: Any,
+    mode: str | None = None,
+    judge_model: str | None = None,
+    judge_cache: str | None = None,
+    batch_size: int = 16,
+    progress: bool = False,
+) -> dict[str, Any]:
     """Unit-test accuracy of ``[DOMAIN]`` answers (:func:`findbench.find.domain.domain_text`) on the
     unit tests of ``neurons_relations`` rows whose correct output is "undefined".
 
@@ -68,15 +76,24 @@ def score_relation_domain(predictions: Sequence[str], rows: Sequence[Mapping[str
     scored = [i for i, s in enumerate(status) if s == "ok"]
     missing = status.count("no_undefined_tests")
     if missing:
-        log.info("find_domain: %d corrupted relation(s) have no unit test with the output 'undefined' (not scored)", missing)
+        log.info(
+            "find_domain: %d corrupted relation(s) have no unit test with the output 'undefined' (not scored)", missing
+        )
     per_function: list[float | None] = [None] * len(rows)
     name = None
     if scored:
         if mode is None:
             mode = judge_mode_of(judge)
         lm = load_judge(judge, judge_model=judge_model, cache=judge_cache, batch_size=batch_size)
-        out = judge_unit_tests(lm, [domain_text(predictions[i]) for i in scored], [tests[i] for i in scored], "neurons_relations",
-                               mode=mode, keep_full_description=True, progress=progress)  # the [DOMAIN] section is already cut out
+        out = judge_unit_tests(
+            lm,
+            [domain_text(predictions[i]) for i in scored],
+            [tests[i] for i in scored],
+            "neurons_relations",
+            mode=mode,
+            keep_full_description=True,
+            progress=progress,
+        )  # the [DOMAIN] section is already cut out
         for i, acc in zip(scored, out["per_function"]):
             per_function[i] = float(acc)
         name = out["judge"]

@@ -45,12 +45,20 @@ def table_a3(card: JudgeCard) -> list[dict[str, Any]]:
         for label, m in card.measurements():
             for rung, kind in A3_RUNGS.items():
                 r = next(r for r in m.results if r.category == cat and r.rung == rung and r.test_set == "find")
-                rows.append({
-                    "judge": m.judge, "label": label, "mode": m.mode, "category": cat, "descriptions": kind,
-                    "n_functions": r.n_functions, "unit_test_accuracy": float(sum(r.per_function) / len(r.per_function)),
-                    "unit_test_accuracy_ci": list(m.accuracy[cat][rung].ci),
-                    "per_function": r.per_function, "function_ids": r.function_ids,
-                })
+                rows.append(
+                    {
+                        "judge": m.judge,
+                        "label": label,
+                        "mode": m.mode,
+                        "category": cat,
+                        "descriptions": kind,
+                        "n_functions": r.n_functions,
+                        "unit_test_accuracy": float(sum(r.per_function) / len(r.per_function)),
+                        "unit_test_accuracy_ci": list(m.accuracy[cat][rung].ci),
+                        "per_function": r.per_function,
+                        "function_ids": r.function_ids,
+                    }
+                )
     return rows
 
 
@@ -63,9 +71,16 @@ def _rows(cfg: JudgeReportConfig) -> dict[str, list[dict]]:
     out = {}
     for category in cfg.categories:
         cat = judge_category(category)
-        rows = heldout_rows(cat, source=cfg.source, data=cfg.data, data_dir=cfg.data_dir, function_seed=cfg.function_seed,
-                            data_seed=cfg.data_seed, heldout_fraction=cfg.heldout_fraction,
-                            evaluator_data=cfg.evaluator_data)
+        rows = heldout_rows(
+            cat,
+            source=cfg.source,
+            data=cfg.data,
+            data_dir=cfg.data_dir,
+            function_seed=cfg.function_seed,
+            data_seed=cfg.data_seed,
+            heldout_fraction=cfg.heldout_fraction,
+            evaluator_data=cfg.evaluator_data,
+        )
         if cfg.limit is not None and len(rows) > cfg.limit:
             rows = sorted(random.Random(f"{cfg.seed}:{cat}").sample(rows, cfg.limit), key=lambda r: r["function_id"])
         out[cat] = rows
@@ -83,20 +98,42 @@ def judge_report(cfg: JudgeReportConfig, *, progress: bool = True) -> dict[str, 
     from findbench.judge.card import judge_card
 
     rows = _rows(cfg)
-    card = judge_card(JudgeCardConfig(
-        judge=cfg.judge, out=None, judge_mode=cfg.mode, categories=list(rows), functions_per_category=cfg.limit,
-        seed=cfg.seed, data=cfg.data, evaluator_data=cfg.evaluator_data, judge_cache=cfg.judge_cache,
-        rungs=list(A3_RUNGS), baseline=cfg.baseline,
-        baseline_mode=cfg.baseline_mode if cfg.baseline is not None else None, baseline_cache=cfg.baseline_cache,
-        batch_size=cfg.batch_size, function_seed=cfg.function_seed, data_seed=cfg.data_seed,
-        heldout_fraction=cfg.heldout_fraction), rows, progress=progress)
+    card = judge_card(
+        JudgeCardConfig(
+            judge=cfg.judge,
+            out=None,
+            judge_mode=cfg.mode,
+            categories=list(rows),
+            functions_per_category=cfg.limit,
+            seed=cfg.seed,
+            data=cfg.data,
+            evaluator_data=cfg.evaluator_data,
+            judge_cache=cfg.judge_cache,
+            rungs=list(A3_RUNGS),
+            baseline=cfg.baseline,
+            baseline_mode=cfg.baseline_mode if cfg.baseline is not None else None,
+            baseline_cache=cfg.baseline_cache,
+            batch_size=cfg.batch_size,
+            function_seed=cfg.function_seed,
+            data_seed=cfg.data_seed,
+            heldout_fraction=cfg.heldout_fraction,
+        ),
+        rows,
+        progress=progress,
+    )
     results = table_a3(card)
     report: dict[str, Any] = {
         "results": results,
-        "settings": {"limit": cfg.limit, "source": cfg.source, "seed": cfg.seed,
-                     "modes": {label: m.mode for label, m in card.measurements()}, "data_seed": cfg.data_seed,
-                     "function_seed": cfg.function_seed, "heldout_fraction": cfg.heldout_fraction,
-                     "evaluator_data": str(cfg.evaluator_data) if cfg.evaluator_data else None},
+        "settings": {
+            "limit": cfg.limit,
+            "source": cfg.source,
+            "seed": cfg.seed,
+            "modes": {label: m.mode for label, m in card.measurements()},
+            "data_seed": cfg.data_seed,
+            "function_seed": cfg.function_seed,
+            "heldout_fraction": cfg.heldout_fraction,
+            "evaluator_data": str(cfg.evaluator_data) if cfg.evaluator_data else None,
+        },
         "paper_table_a3": PAPER_TABLE_A3,
         "files": [],
     }
@@ -104,10 +141,21 @@ def judge_report(cfg: JudgeReportConfig, *, progress: bool = True) -> dict[str, 
         from findbench._io import atomic_dir, csv_text
 
         with atomic_dir(cfg.out) as tmp:
-            lines = [{**r, "unit_test_accuracy_low": r["unit_test_accuracy_ci"][0],
-                      "unit_test_accuracy_high": r["unit_test_accuracy_ci"][1]} for r in results]
-            text = csv_text(_FIELDS, ([round(row[k], 4) if k.startswith("unit_test_accuracy") else row[k] for k in _FIELDS]
-                                      for row in lines))
+            lines = [
+                {
+                    **r,
+                    "unit_test_accuracy_low": r["unit_test_accuracy_ci"][0],
+                    "unit_test_accuracy_high": r["unit_test_accuracy_ci"][1],
+                }
+                for r in results
+            ]
+            text = csv_text(
+                _FIELDS,
+                (
+                    [round(row[k], 4) if k.startswith("unit_test_accuracy") else row[k] for k in _FIELDS]
+                    for row in lines
+                ),
+            )
             (tmp / REPORT_FILES[0]).write_text(text, encoding="utf-8")
             (tmp / REPORT_FILES[1]).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
             _plot(results, tmp / REPORT_FILES[2])
@@ -131,14 +179,27 @@ def _plot(results: list[dict], path: Path) -> None:
     fig = Figure(figsize=(2.2 + 2.2 * len(cats), 3.6))
     ax = fig.subplots()
     for s, (label, kind) in enumerate(series):
-        picked = [next((r for r in results if r["category"] == c and r["label"] == label and r["descriptions"] == kind), None)
-                  for c in cats]
+        picked = [
+            next((r for r in results if r["category"] == c and r["label"] == label and r["descriptions"] == kind), None)
+            for c in cats
+        ]
         vals = [r["unit_test_accuracy"] if r else 0.0 for r in picked]
         cis = [r.get("unit_test_accuracy_ci") if r else None for r in picked]
-        yerr = [[v - ci[0] if ci else 0.0 for v, ci in zip(vals, cis)], [ci[1] - v if ci else 0.0 for v, ci in zip(vals, cis)]]
+        yerr = [
+            [v - ci[0] if ci else 0.0 for v, ci in zip(vals, cis)],
+            [ci[1] - v if ci else 0.0 for v, ci in zip(vals, cis)],
+        ]
         xs = [i + (s - (len(series) - 1) / 2) * width for i in range(len(cats))]
-        bars = ax.bar(xs, vals, width, yerr=yerr, capsize=2, label=f"{label}, {kind} descriptions",
-                      hatch="//" if kind == "wrong" else None, alpha=0.55 if kind == "wrong" else 0.9)
+        bars = ax.bar(
+            xs,
+            vals,
+            width,
+            yerr=yerr,
+            capsize=2,
+            label=f"{label}, {kind} descriptions",
+            hatch="//" if kind == "wrong" else None,
+            alpha=0.55 if kind == "wrong" else 0.9,
+        )
         for b, v in zip(bars, vals):
             ax.text(b.get_x() + b.get_width() / 2, v + 0.01, f"{v:.2f}", ha="center", va="bottom", fontsize=7)
     ax.axhline(1 / 3, color="grey", linestyle=":", linewidth=1, label="chance (1/3)")
@@ -156,13 +217,23 @@ def format_table(report: Mapping[str, Any]) -> str:
     """The report as a Markdown table: a row per category, a column per judge and description kind."""
     results = report["results"]
     cols = list(dict.fromkeys((r["label"], r["descriptions"]) for r in results))
-    lines = ["| category | n | " + " | ".join(f"{label} ({k})" for label, k in cols) + " |", "|---|---|" + "---|" * len(cols)]
+    lines = [
+        "| category | n | " + " | ".join(f"{label} ({k})" for label, k in cols) + " |",
+        "|---|---|" + "---|" * len(cols),
+    ]
     for cat in dict.fromkeys(r["category"] for r in results):
         vals = {(r["label"], r["descriptions"]): r for r in results if r["category"] == cat}
         n = next(iter(vals.values()))["n_functions"]
-        lines.append(f"| {cat} | {n} | " + " | ".join(
-            format_ci(vals[c]["unit_test_accuracy"], vals[c].get("unit_test_accuracy_ci"), n, digits=3) if c in vals else ""
-            for c in cols) + " |")
+        lines.append(
+            f"| {cat} | {n} | "
+            + " | ".join(
+                format_ci(vals[c]["unit_test_accuracy"], vals[c].get("unit_test_accuracy_ci"), n, digits=3)
+                if c in vals
+                else ""
+                for c in cols
+            )
+            + " |"
+        )
     lines += ["", INTERVAL_NOTE]
     if any(r["n_functions"] < SMALL_N for r in results):
         lines.append(SMALL_N_LEGEND)

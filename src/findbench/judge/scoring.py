@@ -97,7 +97,9 @@ def judge_category(category: str) -> str:
         raise TypeError(f"category must be a str, got {type(category).__name__}")
     cat = _ALIASES.get(category, category)
     if cat not in JUDGE_CATEGORIES:
-        raise ValueError(f"category must be one of {JUDGE_CATEGORIES} (unit tests exist only for these), got {category!r}")
+        raise ValueError(
+            f"category must be one of {JUDGE_CATEGORIES} (unit tests exist only for these), got {category!r}"
+        )
     return cat
 
 
@@ -131,8 +133,9 @@ def description_token_limit(lm: Any = None) -> int:
     return MAX_DESCRIPTION_TOKENS
 
 
-def bound_description(description: str, lm: Any = None, *, max_tokens: int | None = None,
-                      keep_full_description: bool = False) -> tuple[str, bool]:
+def bound_description(
+    description: str, lm: Any = None, *, max_tokens: int | None = None, keep_full_description: bool = False
+) -> tuple[str, bool]:
     """The description the judge ``lm`` reads (:func:`clean_description`) cut to ``max_tokens``
     (default :func:`description_token_limit`), and whether it was cut.
 
@@ -183,8 +186,15 @@ def check_unit_test(unit_test: Any, category: str | None, *, where: str = "unit_
         raise TypeError(f"{where}['inputs'] must hold strings, got {inputs!r:.100}")
     outputs = unit_test.get("outputs")
     if category != "neurons_entities" and (category is not None or outputs is not None):
-        if outputs is None or isinstance(outputs, str) or not isinstance(outputs, Sequence) or len(outputs) != len(inputs):
-            raise ValueError(f"{where}['outputs'] must list one output per input for {category or 'these tests'}, got {outputs!r:.100}")
+        if (
+            outputs is None
+            or isinstance(outputs, str)
+            or not isinstance(outputs, Sequence)
+            or len(outputs) != len(inputs)
+        ):
+            raise ValueError(
+                f"{where}['outputs'] must list one output per input for {category or 'these tests'}, got {outputs!r:.100}"
+            )
         if not all(isinstance(x, str) for x in outputs):
             raise TypeError(f"{where}['outputs'] must hold strings, got {outputs!r:.100}")
     correct = unit_test["correct"]
@@ -205,7 +215,9 @@ def normalize_unit_test(unit_test: Mapping[str, Any]) -> dict:
     }
     if "correct" in unit_test:
         correct = unit_test["correct"]
-        out["correct"] = int(correct) if isinstance(correct, numbers.Integral) and not isinstance(correct, bool) else correct
+        out["correct"] = (
+            int(correct) if isinstance(correct, numbers.Integral) and not isinstance(correct, bool) else correct
+        )
     return out
 
 
@@ -213,7 +225,9 @@ def check_unit_tests(unit_tests: Any, category: str, *, argument: str = "unit_te
     """Validate every function's list of triplets (raises naming the bad one)."""
     category = judge_category(category)
     if isinstance(unit_tests, (str, Mapping)) or not isinstance(unit_tests, Sequence):
-        raise TypeError(f"{argument} must be a list (one list of triplets per function), got {type(unit_tests).__name__}")
+        raise TypeError(
+            f"{argument} must be a list (one list of triplets per function), got {type(unit_tests).__name__}"
+        )
     for i, tests in enumerate(unit_tests):
         if isinstance(tests, (str, Mapping)) or not isinstance(tests, Sequence) or not tests:
             raise ValueError(f"{argument}[{i}] must be a non-empty list of unit-test triplets")
@@ -221,19 +235,22 @@ def check_unit_tests(unit_tests: Any, category: str, *, argument: str = "unit_te
             check_unit_test(ut, category, where=f"{argument}[{i}][{k}]")
 
 
-def render_judge_prompt(description: str, unit_test: Mapping[str, Any], category: str, *, keep_full_description: bool = False) -> list[dict]:
+def render_judge_prompt(
+    description: str, unit_test: Mapping[str, Any], category: str, *, keep_full_description: bool = False
+) -> list[dict]:
     """The judge's chat messages ``[system, user]`` for one unit test ``{"inputs", "outputs", "correct"}``."""
     category = judge_category(category)
     check_unit_test(unit_test, category)
-    return _judge_prompt(clean_description(description, keep_full_description=keep_full_description), unit_test, category)
+    return _judge_prompt(
+        clean_description(description, keep_full_description=keep_full_description), unit_test, category
+    )
 
 
 def _judge_prompt(desc: str, unit_test: Mapping[str, Any], category: str) -> list[dict]:
     intro, question = _INTRO[category]
     # everything but the options first: a function's prompts share a long prefix
-    user = (
-        f"{intro}\n\nDescription: {desc}\n\n{question} "
-        f"Answer with its number, as {ANSWER_PREFIX}k\n\n" + "\n".join(_option_lines(unit_test, category))
+    user = f"{intro}\n\nDescription: {desc}\n\n{question} Answer with its number, as {ANSWER_PREFIX}k\n\n" + "\n".join(
+        _option_lines(unit_test, category)
     )
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
@@ -351,7 +368,9 @@ def judge_unit_tests(
     one_of("mode", mode, JUDGE_MODES)
     structured = mode == "generate" and use_structured_outputs(lm, structured_outputs)
     if mode == "pmi" and not callable(getattr(lm, "continuation_logprobs", None)):
-        raise TypeError(f"mode='pmi' needs an LM with continuation_logprobs (findbench.lm.ScoringLM); {getattr(lm, 'name', type(lm).__name__)} has none")
+        raise TypeError(
+            f"mode='pmi' needs an LM with continuation_logprobs (findbench.lm.ScoringLM); {getattr(lm, 'name', type(lm).__name__)} has none"
+        )
     if isinstance(descriptions, str) or not isinstance(descriptions, Sequence):
         raise TypeError(f"descriptions must be a list of strings, got {type(descriptions).__name__}")
     for i, d in enumerate(descriptions):
@@ -363,11 +382,17 @@ def judge_unit_tests(
     if len(descriptions) != len(unit_tests):
         raise ValueError(f"descriptions ({len(descriptions)}) and unit_tests ({len(unit_tests)}) differ in length")
     limit = description_token_limit(lm) if max_description_tokens is None else max_description_tokens
-    bounded = [bound_description(d, lm, max_tokens=limit, keep_full_description=keep_full_description) for d in descriptions]
+    bounded = [
+        bound_description(d, lm, max_tokens=limit, keep_full_description=keep_full_description) for d in descriptions
+    ]
     truncated = [i for i, (_, cut) in enumerate(bounded) if cut]
     if truncated:
-        log.warning("judge: %d description(s) longer than %d tokens cut to that and flagged 'truncated' (indices %s)",
-                    len(truncated), limit, truncated[:20])
+        log.warning(
+            "judge: %d description(s) longer than %d tokens cut to that and flagged 'truncated' (indices %s)",
+            len(truncated),
+            limit,
+            truncated[:20],
+        )
     descriptions, keep_full_description = [text for text, _ in bounded], True
     empty = [i for i, d in enumerate(descriptions) if not d]
     if empty:
@@ -390,8 +415,14 @@ def judge_unit_tests(
     if not flat:  # every description empty: no judge call
         pass
     elif mode == "pmi":
-        picks, option_scores = _pmi_picks(lm, [descriptions[i] for i in kept], [unit_tests[i] for i in kept], category,
-                                          keep_full_description, progress)
+        picks, option_scores = _pmi_picks(
+            lm,
+            [descriptions[i] for i in kept],
+            [unit_tests[i] for i in kept],
+            category,
+            keep_full_description,
+            progress,
+        )
     elif mode == "logprob":
         options: dict[str, Any] = {"assistant_prefix": ANSWER_PREFIX, "progress": progress}
         use_shared = _accepts(lm, "shared_prefix") if shared_prefix is None else shared_prefix
@@ -411,7 +442,9 @@ def judge_unit_tests(
             picks[j] = parse_answer(text, n_opts[j])
         unparsed = sum(p is None for p in picks)
         if unparsed:
-            log.info("judge: %d of %d answers did not parse as '%sk' (counted wrong)", unparsed, len(picks), ANSWER_PREFIX)
+            log.info(
+                "judge: %d of %d answers did not parse as '%sk' (counted wrong)", unparsed, len(picks), ANSWER_PREFIX
+            )
 
     choices: list[list[int | None]] = [[None] * len(t) for t in unit_tests]
     for (i, k), p in zip(flat, picks):
@@ -436,19 +469,32 @@ def judge_unit_tests(
     }
 
 
-def _decision(unit_test: Mapping[str, Any], chosen: int | None, scores: Sequence[float] | None,
-              answer: str | None) -> dict[str, Any]:
+def _decision(
+    unit_test: Mapping[str, Any], chosen: int | None, scores: Sequence[float] | None, answer: str | None
+) -> dict[str, Any]:
     """One entry of ``"decisions"`` (see :func:`judge_unit_tests`)."""
     correct = int(unit_test["correct"])
     margin = None
     if scores is not None and len(scores) > 1:
         margin = float(scores[correct - 1] - max(v for c, v in enumerate(scores, 1) if c != correct))
-    return {"chosen": chosen, "correct": correct, "right": chosen == correct,
-            "scores": None if scores is None else [float(v) for v in scores], "margin": margin, "answer": answer}
+    return {
+        "chosen": chosen,
+        "correct": correct,
+        "right": chosen == correct,
+        "scores": None if scores is None else [float(v) for v in scores],
+        "margin": margin,
+        "answer": answer,
+    }
 
 
-def _pmi_picks(lm: Any, descriptions: Sequence[str], unit_tests: Sequence[Sequence[Mapping[str, Any]]], category: str,
-               keep_full_description: bool, progress: bool) -> tuple[list[int | None], list[list[float] | None]]:
+def _pmi_picks(
+    lm: Any,
+    descriptions: Sequence[str],
+    unit_tests: Sequence[Sequence[Mapping[str, Any]]],
+    category: str,
+    keep_full_description: bool,
+    progress: bool,
+) -> tuple[list[int | None], list[list[float] | None]]:
     """``"pmi"`` choices and the PMI of every option, tests in :func:`judge_unit_tests`' flat order."""
     convs: list[list[dict]] = []
     texts: list[str] = []
@@ -474,8 +520,9 @@ def _pmi_picks(lm: Any, descriptions: Sequence[str], unit_tests: Sequence[Sequen
     return picks, pmis
 
 
-def load_judge(judge: Any, *, judge_model: str | None = None, cache: str | os.PathLike | None = None,
-               batch_size: int = 16) -> Any:
+def load_judge(
+    judge: Any, *, judge_model: str | None = None, cache: str | os.PathLike | None = None, batch_size: int = 16
+) -> Any:
     """The judge LM for a spec (:func:`findbench.lm.load_lm`; ``judge_model`` names a server's model,
     ``batch_size`` applies in process); ``cache``: a sqlite file caching its answers."""
     from findbench.lm import load_lm
@@ -483,5 +530,7 @@ def load_judge(judge: Any, *, judge_model: str | None = None, cache: str | os.Pa
     if not isinstance(judge, (str, os.PathLike)):
         return load_lm(judge, cache=cache)
     spec = os.fspath(judge)
-    kwargs: dict[str, Any] = {"model": judge_model} if spec.startswith(("http://", "https://")) else {"batch_size": batch_size}
+    kwargs: dict[str, Any] = (
+        {"model": judge_model} if spec.startswith(("http://", "https://")) else {"batch_size": batch_size}
+    )
     return load_lm(spec, cache=cache, **kwargs)

@@ -251,10 +251,14 @@ def judge_training_pair(row: Mapping[str, Any], judge_mode: str = "pmi") -> tupl
     if judge_mode == "logprob":
         return list(row["messages"]), row["target"]
     if not row.get("description"):
-        raise ValueError("row has no 'description' (judge data from findbench < 0.2?); rebuild it with `findbench judge-data`")
+        raise ValueError(
+            "row has no 'description' (judge data from findbench < 0.2?); rebuild it with `findbench judge-data`"
+        )
     unit_test = json.loads(row["unit_test"]) if isinstance(row["unit_test"], str) else row["unit_test"]
     category = row["category"]
-    return render_pmi_prompt(row["description"], category), render_pmi_option(unit_test, int(unit_test["correct"]), category)
+    return render_pmi_prompt(row["description"], category), render_pmi_option(
+        unit_test, int(unit_test["correct"]), category
+    )
 
 
 def _collate(pad_id: int):
@@ -279,8 +283,11 @@ def _answer_logits_and_labels(model: Any, batch: dict) -> tuple[Any, Any]:
         raise ValueError("batch has no answer tokens (every label is -100)")
     k = labels.shape[1] - int(labelled[0])
     out = model(
-        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-        position_ids=batch["position_ids"], use_cache=False, logits_to_keep=k + 1,
+        input_ids=batch["input_ids"],
+        attention_mask=batch["attention_mask"],
+        position_ids=batch["position_ids"],
+        use_cache=False,
+        logits_to_keep=k + 1,
     )
     return out.logits[:, :-1, :], labels[:, -k:]
 
@@ -359,9 +366,12 @@ def _model_card(args: TrainArgs, summary: dict) -> str:
     }
     values = {
         "base_model": args.model,
-        "method": "full fine-tune" if args.full_finetune else (
+        "method": "full fine-tune"
+        if args.full_finetune
+        else (
             f"LoRA (r={args.lora_r}, alpha={args.lora_alpha}, targets {args.lora_target_modules}"
-            + (f", top {args.lora_top_layers} layers" if args.lora_top_layers else "") + ")"
+            + (f", top {args.lora_top_layers} layers" if args.lora_top_layers else "")
+            + ")"
         ),
         "train_rows": str(summary["train_rows"]),
         "steps": str(summary["steps"]),
@@ -436,7 +446,9 @@ def _evaluate(model: Any, tokenizer: Any, encoded: list[dict], accelerator: Any,
     return {"eval_loss": sum(losses) / n, "eval_answer_accuracy": right / n, "eval_rows": len(encoded)}
 
 
-def _evaluate_pmi(model: Any, tokenizer: Any, rows: list[dict], encoded: list[dict], accelerator: Any, batch_size: int) -> dict[str, Any]:
+def _evaluate_pmi(
+    model: Any, tokenizer: Any, rows: list[dict], encoded: list[dict], accelerator: Any, batch_size: int
+) -> dict[str, Any]:
     """Mean target loss and the ``"pmi"`` judge's accuracy on the validation unit tests (and per category)."""
     from findbench.judge.scoring import judge_unit_tests
     from findbench.lm import TransformersLM
@@ -446,7 +458,9 @@ def _evaluate_pmi(model: Any, tokenizer: Any, rows: list[dict], encoded: list[di
         float(_cross_entropy(logits, labels)) * len(labels)
         for logits, labels in _eval_batches(model, tokenizer, encoded, accelerator.device, batch_size)
     ]
-    lm = TransformersLM(model, tokenizer=tokenizer, device=str(accelerator.device), batch_size=max(batch_size, 8), name="training")
+    lm = TransformersLM(
+        model, tokenizer=tokenizer, device=str(accelerator.device), batch_size=max(batch_size, 8), name="training"
+    )
     by_cat: dict[str, list[dict]] = {}
     for r in rows:
         by_cat.setdefault(r["category"], []).append(r)
@@ -458,7 +472,12 @@ def _evaluate_pmi(model: Any, tokenizer: Any, rows: list[dict], encoded: list[di
         right += sum(out["per_function"])
     model.train()
     n = max(len(encoded), 1)
-    return {"eval_loss": sum(losses) / n, "eval_judge_accuracy": right / n, "eval_judge_accuracy_per_category": per_category, "eval_rows": len(encoded)}
+    return {
+        "eval_loss": sum(losses) / n,
+        "eval_judge_accuracy": right / n,
+        "eval_judge_accuracy_per_category": per_category,
+        "eval_rows": len(encoded),
+    }
 
 
 # -- training -----------------------------------------------------------------------------
@@ -474,7 +493,9 @@ def train_judge(args: TrainArgs) -> str:
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
     t_start = time.time()
-    accelerator = Accelerator(gradient_accumulation_steps=args.gradient_accumulation_steps, mixed_precision=args.mixed_precision)
+    accelerator = Accelerator(
+        gradient_accumulation_steps=args.gradient_accumulation_steps, mixed_precision=args.mixed_precision
+    )
     out_dir = Path(args.output_dir or embedded_judge_dir(must_exist=False)).resolve()
     ckpt_root = out_dir.parent / f".{out_dir.name}.checkpoints"
     set_seed(args.seed)
@@ -483,10 +504,16 @@ def train_judge(args: TrainArgs) -> str:
     train_rows, valid_rows = _load_rows(args)
     if not train_rows:
         raise ValueError("data: no training rows")
-    encoded = [tokenize_judge_row(tokenizer, *judge_training_pair(r, args.judge_mode), args.max_length) for r in train_rows]
-    valid_encoded = [tokenize_judge_row(tokenizer, *judge_training_pair(r, args.judge_mode), args.max_length) for r in valid_rows]
+    encoded = [
+        tokenize_judge_row(tokenizer, *judge_training_pair(r, args.judge_mode), args.max_length) for r in train_rows
+    ]
+    valid_encoded = [
+        tokenize_judge_row(tokenizer, *judge_training_pair(r, args.judge_mode), args.max_length) for r in valid_rows
+    ]
     lengths = [len(e["input_ids"]) for e in encoded]
-    log.info("training rows: %d (tokens per row: mean %.0f, max %d)", len(encoded), sum(lengths) / len(lengths), max(lengths))
+    log.info(
+        "training rows: %d (tokens per row: mean %.0f, max %d)", len(encoded), sum(lengths) / len(lengths), max(lengths)
+    )
 
     run = _prepare(args, accelerator, model, tokenizer, encoded)
     if not args.full_finetune:
@@ -507,7 +534,9 @@ def train_judge(args: TrainArgs) -> str:
         "train_rows": len(encoded),
         "steps": run.step,
         "epochs": run.step / run.steps_per_epoch,
-        "effective_batch_size": args.per_device_train_batch_size * args.gradient_accumulation_steps * accelerator.num_processes,
+        "effective_batch_size": args.per_device_train_batch_size
+        * args.gradient_accumulation_steps
+        * accelerator.num_processes,
         "final_loss": run.last_loss,
         "wall_seconds": time.time() - t_start,
         "log_history": run.history,
@@ -516,9 +545,13 @@ def train_judge(args: TrainArgs) -> str:
     unwrapped = accelerator.unwrap_model(run.model)
     if valid_encoded and accelerator.is_main_process:
         if args.judge_mode == "pmi":
-            summary["eval"] = _evaluate_pmi(unwrapped, tokenizer, valid_rows, valid_encoded, accelerator, args.per_device_train_batch_size)
+            summary["eval"] = _evaluate_pmi(
+                unwrapped, tokenizer, valid_rows, valid_encoded, accelerator, args.per_device_train_batch_size
+            )
         else:
-            summary["eval"] = _evaluate(unwrapped, tokenizer, valid_encoded, accelerator, args.per_device_train_batch_size)
+            summary["eval"] = _evaluate(
+                unwrapped, tokenizer, valid_encoded, accelerator, args.per_device_train_batch_size
+            )
         log.info("validation: %s", summary["eval"])
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
@@ -555,16 +588,27 @@ def _load_model(margs: TrainArgs) -> tuple[Any, Any]:
         if margs.lora_top_layers:
             n_layers = int(model.config.num_hidden_layers)
             if margs.lora_top_layers > n_layers:
-                raise ValueError(f"lora_top_layers must be at most the model's {n_layers} layers, got {margs.lora_top_layers}")
+                raise ValueError(
+                    f"lora_top_layers must be at most the model's {n_layers} layers, got {margs.lora_top_layers}"
+                )
             layers["layers_to_transform"] = list(range(n_layers - margs.lora_top_layers, n_layers))
             if targets == "all-linear":  # peft wants module names with layers_to_transform
                 out_emb = model.get_output_embeddings()
                 targets = sorted(
-                    {n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and m is not out_emb}
+                    {
+                        n.rsplit(".", 1)[-1]
+                        for n, m in model.named_modules()
+                        if isinstance(m, torch.nn.Linear) and m is not out_emb
+                    }
                 )
         peft_config = LoraConfig(
-            r=margs.lora_r, lora_alpha=margs.lora_alpha, lora_dropout=margs.lora_dropout,
-            target_modules=targets, task_type="CAUSAL_LM", bias="none", **layers,
+            r=margs.lora_r,
+            lora_alpha=margs.lora_alpha,
+            lora_dropout=margs.lora_dropout,
+            target_modules=targets,
+            task_type="CAUSAL_LM",
+            bias="none",
+            **layers,
         )
         model = get_peft_model(model, peft_config)
     n_trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -596,7 +640,10 @@ def _prepare(args: TrainArgs, accelerator: Any, model: Any, tokenizer: Any, enco
 
     generator = torch.Generator().manual_seed(args.seed)
     loader = torch.utils.data.DataLoader(
-        encoded, batch_size=args.per_device_train_batch_size, shuffle=True, generator=generator,
+        encoded,
+        batch_size=args.per_device_train_batch_size,
+        shuffle=True,
+        generator=generator,
         collate_fn=_collate(tokenizer.pad_token_id),
     )
     decay = [p for n, p in model.named_parameters() if p.requires_grad and p.ndim >= 2]
@@ -612,8 +659,10 @@ def _prepare(args: TrainArgs, accelerator: Any, model: Any, tokenizer: Any, enco
     warmup = int(round(args.warmup_ratio * total_steps))
     # accelerate steps a prepared scheduler once per process: scale its horizon accordingly.
     scheduler = get_scheduler(
-        args.lr_scheduler_type, optimizer=optimizer,
-        num_warmup_steps=warmup * accelerator.num_processes, num_training_steps=total_steps * accelerator.num_processes,
+        args.lr_scheduler_type,
+        optimizer=optimizer,
+        num_warmup_steps=warmup * accelerator.num_processes,
+        num_training_steps=total_steps * accelerator.num_processes,
     )
     scheduler = accelerator.prepare(scheduler)
     return _Run(model, optimizer, scheduler, loader, generator, steps_per_epoch, total_steps)
@@ -625,7 +674,9 @@ def _train_loop(args: TrainArgs, accelerator: Any, run: _Run, ckpt_root: Path, t
 
     model, optimizer, scheduler = run.model, run.optimizer, run.scheduler
     model.train()
-    bar = tqdm(total=run.total_steps, initial=run.step, desc="train judge", disable=not accelerator.is_local_main_process)
+    bar = tqdm(
+        total=run.total_steps, initial=run.step, desc="train judge", disable=not accelerator.is_local_main_process
+    )
     running, running_n = 0.0, 0
     epoch = run.step // run.steps_per_epoch
     while run.step < run.total_steps:
@@ -650,8 +701,13 @@ def _train_loop(args: TrainArgs, accelerator: Any, run: _Run, ckpt_root: Path, t
             bar.update(1)
             if args.logging_steps and (run.step % args.logging_steps == 0 or run.step == run.total_steps):
                 run.last_loss = running / max(running_n, 1)
-                entry = {"step": run.step, "loss": round(run.last_loss, 5), "lr": scheduler.get_last_lr()[0],
-                         "epoch": round(run.step / run.steps_per_epoch, 4), "elapsed_s": round(time.time() - t_start, 1)}
+                entry = {
+                    "step": run.step,
+                    "loss": round(run.last_loss, 5),
+                    "lr": scheduler.get_last_lr()[0],
+                    "epoch": round(run.step / run.steps_per_epoch, 4),
+                    "elapsed_s": round(time.time() - t_start, 1),
+                }
                 run.history.append(entry)
                 bar.set_postfix(loss=f"{run.last_loss:.4f}")
                 log.info("step %d/%d loss %.4f lr %.3g", run.step, run.total_steps, run.last_loss, entry["lr"])
@@ -751,8 +807,12 @@ def _push(folder: Path, args: TrainArgs) -> None:
 
     api = HfApi()
     api.create_repo(args.hub_model_id, private=args.hub_private, exist_ok=True, repo_type="model")
-    api.upload_folder(folder_path=str(folder), repo_id=args.hub_model_id, repo_type="model",
-                      commit_message="Upload FIND judge (findbench train-judge)")
+    api.upload_folder(
+        folder_path=str(folder),
+        repo_id=args.hub_model_id,
+        repo_type="model",
+        commit_message="Upload FIND judge (findbench train-judge)",
+    )
     log.info("pushed %s to %s", folder, args.hub_model_id)
 
 

@@ -47,7 +47,9 @@ _LAZY = {
 __getattr__ = lazy_getattr(__name__, _LAZY)
 
 
-def load_lm(spec: Any = "embedded", *, model: str | None = None, cache: str | os.PathLike | None = None, **kwargs: Any) -> LM:
+def load_lm(
+    spec: Any = "embedded", *, model: str | None = None, cache: str | os.PathLike | None = None, **kwargs: Any
+) -> LM:
     """Build an LM from ``spec``: an :class:`LM` (as is); ``"embedded"``, a folder or a Hub id
     (:class:`TransformersLM`); or an ``http(s)://`` server URL (:class:`OpenAILM`, ``model=`` naming
     the served model). ``cache``: a sqlite file (:class:`CachedLM`); ``kwargs`` go to the backend."""

@@ -91,7 +91,9 @@ def use_structured_outputs(lm: object, setting: str = "auto") -> bool:
     supported = bool(getattr(lm, "supports_constraints", False))
     if setting == "on":
         if not supported:
-            raise ValueError(f"structured_outputs='on' but {getattr(lm, 'name', type(lm).__name__)} cannot constrain generation")
+            raise ValueError(
+                f"structured_outputs='on' but {getattr(lm, 'name', type(lm).__name__)} cannot constrain generation"
+            )
         return True
     return supported and bool(getattr(lm, "in_process", False))
 
@@ -103,8 +105,14 @@ class LM(Protocol):
     #: Identity used in cache keys and reports, e.g. "transformers:/path/to/model".
     name: str
 
-    def generate(self, conversations: Sequence[Conversation], *, max_new_tokens: int = 64, temperature: float = 0.0,
-                 progress: bool = False) -> list[str]:
+    def generate(
+        self,
+        conversations: Sequence[Conversation],
+        *,
+        max_new_tokens: int = 64,
+        temperature: float = 0.0,
+        progress: bool = False,
+    ) -> list[str]:
         """Complete each conversation (greedy when ``temperature == 0``); one string each.
 
         Backends with ``supports_constraints = True`` also take ``constraint=`` (a
@@ -113,8 +121,14 @@ class LM(Protocol):
         """
         ...
 
-    def candidate_logprobs(self, conversations: Sequence[Conversation], candidates: Sequence[str], *, assistant_prefix: str = "",
-                           progress: bool = False) -> list[list[float]]:
+    def candidate_logprobs(
+        self,
+        conversations: Sequence[Conversation],
+        candidates: Sequence[str],
+        *,
+        assistant_prefix: str = "",
+        progress: bool = False,
+    ) -> list[list[float]]:
         """Next-token log-probabilities of each one-token candidate after the generation prompt and
         ``assistant_prefix`` (e.g. ``"[ANSWER]: "``), under the full distribution (not renormalised)."""
         ...
@@ -124,8 +138,9 @@ class LM(Protocol):
 class ScoringLM(LM, Protocol):
     """An LM that can also score whole continuations (the judge's ``"pmi"`` mode needs it)."""
 
-    def continuation_logprobs(self, conversations: Sequence[Conversation], continuations: Sequence[str], *,
-                              progress: bool = False) -> list[float]:
+    def continuation_logprobs(
+        self, conversations: Sequence[Conversation], continuations: Sequence[str], *, progress: bool = False
+    ) -> list[float]:
         """Log-probability of each conversation's continuation as the start of the assistant turn:
         the sum over its tokens (tokenized on their own, after the generation prompt)."""
         ...
@@ -150,8 +165,9 @@ def check_conversations(conversations: object, *, argument: str = "conversations
                 raise TypeError(f"{argument}[{i}][{j}]['content'] must be a str, got {type(msg['content']).__name__}")
 
 
-def check_generate(conversations: object, max_new_tokens: object, temperature: object,
-                   constraint: object) -> list[Constraint | None]:
+def check_generate(
+    conversations: object, max_new_tokens: object, temperature: object, constraint: object
+) -> list[Constraint | None]:
     """The checks of every backend's ``generate``; returns one constraint (or None) per conversation."""
     check_conversations(conversations)
     positive_int("max_new_tokens", max_new_tokens)
@@ -162,8 +178,11 @@ def check_generate(conversations: object, max_new_tokens: object, temperature: o
 def check_candidates(conversations: object, candidates: object, assistant_prefix: object = "") -> list[str]:
     """The checks of every backend's ``candidate_logprobs``; returns the candidate tokens as a list."""
     check_conversations(conversations)
-    if isinstance(candidates, str) or not isinstance(candidates, Sequence) or not candidates or not all(
-        isinstance(c, str) and c for c in candidates
+    if (
+        isinstance(candidates, str)
+        or not isinstance(candidates, Sequence)
+        or not candidates
+        or not all(isinstance(c, str) and c for c in candidates)
     ):
         raise ValueError(f"candidates must be a non-empty list of non-empty strings, got {candidates!r}")
     if not isinstance(assistant_prefix, str):

@@ -77,12 +77,18 @@ def _open_cache(path: Path) -> sqlite3.Connection:
     except (_NotACache, sqlite3.DatabaseError) as exc:
         if isinstance(exc, sqlite3.OperationalError):  # could not open or lock: nothing wrong with the content
             if path.exists() and not os.access(path, os.R_OK | os.W_OK):
-                raise PermissionError(f"lm cache {path} is not readable and writable by this user; fix its permissions "
-                                      "or give another cache path") from None
-            raise sqlite3.OperationalError(f"lm cache {path} cannot be opened ({exc}); check that no other process holds "
-                                           "it and that it and its folder are writable, or give another cache path") from None
+                raise PermissionError(
+                    f"lm cache {path} is not readable and writable by this user; fix its permissions "
+                    "or give another cache path"
+                ) from None
+            raise sqlite3.OperationalError(
+                f"lm cache {path} cannot be opened ({exc}); check that no other process holds "
+                "it and that it and its folder are writable, or give another cache path"
+            ) from None
         aside = _set_aside(path)
-        log.warning("lm cache %s is not a readable cache (%s); set aside as %s, starting a fresh cache", path, exc, aside)
+        log.warning(
+            "lm cache %s is not a readable cache (%s); set aside as %s, starting a fresh cache", path, exc, aside
+        )
     return _connect(path)
 
 
@@ -121,13 +127,17 @@ class CachedLM:
         text = json.dumps(request, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
-    def _run(self, kind: str, conversations: Sequence[Conversation], options: dict, compute: Callable[[list], list]) -> list:
+    def _run(
+        self, kind: str, conversations: Sequence[Conversation], options: dict, compute: Callable[[list], list]
+    ) -> list:
         keys = [self._key(kind, c, options) for c in conversations]
         found: dict[str, Any] = {}
         with self._lock:
             for start in range(0, len(keys), 500):
                 part = list(set(keys[start : start + 500]))
-                rows = self._db.execute(f"SELECT key, value FROM cache WHERE key IN ({','.join('?' * len(part))})", part)
+                rows = self._db.execute(
+                    f"SELECT key, value FROM cache WHERE key IN ({','.join('?' * len(part))})", part
+                )
                 found.update({k: json.loads(v) for k, v in rows})
         todo: list[int] = []
         seen: set[str] = set()
@@ -163,8 +173,15 @@ class CachedLM:
         """Whether the wrapped LM runs its model in this process."""
         return bool(getattr(self.inner, "in_process", False))
 
-    def generate(self, conversations: Sequence[Conversation], *, max_new_tokens: int = 64, temperature: float = 0.0,
-                 progress: bool = False, constraint: Constraint | Sequence[Constraint | None] | None = None) -> list[str]:
+    def generate(
+        self,
+        conversations: Sequence[Conversation],
+        *,
+        max_new_tokens: int = 64,
+        temperature: float = 0.0,
+        progress: bool = False,
+        constraint: Constraint | Sequence[Constraint | None] | None = None,
+    ) -> list[str]:
         """As the wrapped LM's ``generate``, answering repeated requests from the cache (the key holds the grammar)."""
         constraints = check_generate(conversations, max_new_tokens, temperature, constraint)
         if any(c is not None for c in constraints) and not self.supports_constraints:
@@ -175,27 +192,55 @@ class CachedLM:
             idx = [i for i, ci in enumerate(constraints) if ci == c]
             extra = {} if c is None else {"constraint": c.to_dict()}
             kw: dict[str, Any] = {} if c is None else {"constraint": c}
-            texts = self._run("generate", [conversations[i] for i in idx], options | extra,
-                              lambda convs, kw=kw: self.inner.generate(convs, max_new_tokens=max_new_tokens, temperature=temperature,
-                                                                       progress=progress, **kw))
+            texts = self._run(
+                "generate",
+                [conversations[i] for i in idx],
+                options | extra,
+                lambda convs, kw=kw: self.inner.generate(
+                    convs, max_new_tokens=max_new_tokens, temperature=temperature, progress=progress, **kw
+                ),
+            )
             for i, t in zip(idx, texts):
                 out[i] = t
         return [t if t is not None else "" for t in out]
 
-    def candidate_logprobs(self, conversations: Sequence[Conversation], candidates: Sequence[str], *, assistant_prefix: str = "",
-                           progress: bool = False, **backend_options: Any) -> list[list[float]]:
+    def candidate_logprobs(
+        self,
+        conversations: Sequence[Conversation],
+        candidates: Sequence[str],
+        *,
+        assistant_prefix: str = "",
+        progress: bool = False,
+        **backend_options: Any,
+    ) -> list[list[float]]:
         """As the wrapped LM's ``candidate_logprobs``, answering repeated requests from the cache."""
-        options = {"candidates": check_candidates(conversations, candidates, assistant_prefix), "assistant_prefix": assistant_prefix}
-        return self._run("candidate_logprobs", conversations, options, lambda convs: self.inner.candidate_logprobs(
-            convs, candidates, assistant_prefix=assistant_prefix, progress=progress, **backend_options))
+        options = {
+            "candidates": check_candidates(conversations, candidates, assistant_prefix),
+            "assistant_prefix": assistant_prefix,
+        }
+        return self._run(
+            "candidate_logprobs",
+            conversations,
+            options,
+            lambda convs: self.inner.candidate_logprobs(
+                convs, candidates, assistant_prefix=assistant_prefix, progress=progress, **backend_options
+            ),
+        )
 
-    def continuation_logprobs(self, conversations: Sequence[Conversation], continuations: Sequence[str], *,
-                              progress: bool = False) -> list[float]:
+    def continuation_logprobs(
+        self, conversations: Sequence[Conversation], continuations: Sequence[str], *, progress: bool = False
+    ) -> list[float]:
         """As the wrapped LM's ``continuation_logprobs``, answering repeated requests from the cache
         (the continuation is keyed as a final assistant message)."""
         continuations = check_continuations(conversations, continuations)
         if not callable(getattr(self.inner, "continuation_logprobs", None)):
             raise TypeError(f"{self.inner.name} cannot score continuations (no continuation_logprobs)")
         keyed = [list(c) + [{"role": "assistant", "content": t}] for c, t in zip(conversations, continuations)]
-        return self._run("continuation_logprobs", keyed, {}, lambda convs: self.inner.continuation_logprobs(
-            [c[:-1] for c in convs], [c[-1]["content"] for c in convs], progress=progress))
+        return self._run(
+            "continuation_logprobs",
+            keyed,
+            {},
+            lambda convs: self.inner.continuation_logprobs(
+                [c[:-1] for c in convs], [c[-1]["content"] for c in convs], progress=progress
+            ),
+        )

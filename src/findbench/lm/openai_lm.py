@@ -51,8 +51,19 @@ class OpenAILM:
     supports_constraints = True
     in_process = False
 
-    def __init__(self, base_url: str, *, model: str, api_key: str | None = None, max_workers: int = 8, timeout: float = 120.0,
-                 max_retries: int = 4, backoff: float = 0.5, top_logprobs: int = 20, name: str | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str,
+        api_key: str | None = None,
+        max_workers: int = 8,
+        timeout: float = 120.0,
+        max_retries: int = 4,
+        backoff: float = 0.5,
+        top_logprobs: int = 20,
+        name: str | None = None,
+    ) -> None:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must be an http(s) URL such as 'http://127.0.0.1:8000/v1', got {base_url!r}")
         if not isinstance(model, str) or not model:
@@ -94,8 +105,13 @@ class OpenAILM:
                 s.headers["Authorization"] = f"Bearer {self.api_key}"
             if retry:
                 # POSTs retried too (no side effects); out of retries, the last answer is reported by _post
-                policy = Retry(total=self.max_retries, backoff_factor=self.backoff, status_forcelist=_RETRY_STATUS, allowed_methods=None,
-                               raise_on_status=False)
+                policy = Retry(
+                    total=self.max_retries,
+                    backoff_factor=self.backoff,
+                    status_forcelist=_RETRY_STATUS,
+                    allowed_methods=None,
+                    raise_on_status=False,
+                )
                 adapter = HTTPAdapter(max_retries=policy)
                 s.mount("http://", adapter)
                 s.mount("https://", adapter)
@@ -115,9 +131,13 @@ class OpenAILM:
         try:
             r = self._session().get(url, timeout=min(self.timeout, 10.0))
         except requests.RequestException as exc:
-            raise ConnectionError(f"cannot reach the OpenAI-compatible server at {self.base_url} ({type(exc).__name__}: {exc})") from exc
+            raise ConnectionError(
+                f"cannot reach the OpenAI-compatible server at {self.base_url} ({type(exc).__name__}: {exc})"
+            ) from exc
         if r.status_code >= 400:
-            raise ConnectionError(f"the server at {self.base_url} answered {r.status_code} to GET /models: {r.text[:200]}")
+            raise ConnectionError(
+                f"the server at {self.base_url} answered {r.status_code} to GET /models: {r.text[:200]}"
+            )
         served = [m.get("id") for m in r.json().get("data", [])]
         if served and self.model not in served:
             raise ValueError(f"model {self.model!r} is not served at {self.base_url}; it serves {served}")
@@ -147,8 +167,15 @@ class OpenAILM:
             return list(tqdm(pool.map(fn, items), total=len(items), desc=desc, disable=not progress))
 
     # -- generation ------------------------------------------------------------------------
-    def generate(self, conversations: Sequence[Conversation], *, max_new_tokens: int = 64, temperature: float = 0.0,
-                 progress: bool = False, constraint: Constraint | Sequence[Constraint | None] | None = None) -> list[str]:
+    def generate(
+        self,
+        conversations: Sequence[Conversation],
+        *,
+        max_new_tokens: int = 64,
+        temperature: float = 0.0,
+        progress: bool = False,
+        constraint: Constraint | Sequence[Constraint | None] | None = None,
+    ) -> list[str]:
         """Complete each conversation (see :class:`~findbench.lm.base.LM`), under ``constraint``
         (one for all, or one or None per conversation)."""
         constraints = check_generate(conversations, max_new_tokens, temperature, constraint)
@@ -156,7 +183,12 @@ class OpenAILM:
 
         def one(item):
             conv, c = item
-            body = {"model": self.model, "messages": list(conv), "max_tokens": max_new_tokens, "temperature": float(temperature)}
+            body = {
+                "model": self.model,
+                "messages": list(conv),
+                "max_tokens": max_new_tokens,
+                "temperature": float(temperature),
+            }
             if c is not None:
                 body["structured_outputs"] = structured_outputs_field(c)
             out = self._post(url, body)
@@ -168,7 +200,12 @@ class OpenAILM:
     def _tokenize(self, messages: list[dict]) -> list[int] | None:
         import requests
 
-        body = {"model": self.model, "messages": messages, "add_generation_prompt": False, "continue_final_message": True}
+        body = {
+            "model": self.model,
+            "messages": messages,
+            "add_generation_prompt": False,
+            "continue_final_message": True,
+        }
         try:
             r = self._session().post(f"{self._root}/tokenize", json=body, timeout=self.timeout)
         except requests.RequestException:
@@ -200,18 +237,32 @@ class OpenAILM:
 
     def _messages(self, conv: Conversation, prefix: str) -> tuple[list[dict], dict]:
         if prefix:
-            return list(conv) + [{"role": "assistant", "content": prefix}], {"add_generation_prompt": False, "continue_final_message": True}
+            return list(conv) + [{"role": "assistant", "content": prefix}], {
+                "add_generation_prompt": False,
+                "continue_final_message": True,
+            }
         return list(conv), {}
 
     def _exact_logprob(self, conv: Conversation, prefix: str, token_text: str) -> float:
         """Log-prob of ``token_text`` after the prefix, from the prompt's own log-probs."""
         url = f"{self.base_url}/chat/completions"
         msgs, extra = self._messages(conv, prefix + token_text)
-        body = {"model": self.model, "messages": msgs, "max_tokens": 1, "temperature": 0.0, "prompt_logprobs": 0, **extra}
+        body = {
+            "model": self.model,
+            "messages": msgs,
+            "max_tokens": 1,
+            "temperature": 0.0,
+            "prompt_logprobs": 0,
+            **extra,
+        }
         out = self._post(url, body)
         entries = out.get("prompt_logprobs")
         if not entries or not entries[-1]:
-            log.warning("server gives no prompt_logprobs; candidate %r outside the top %d counts as -inf", token_text, self.top_logprobs)
+            log.warning(
+                "server gives no prompt_logprobs; candidate %r outside the top %d counts as -inf",
+                token_text,
+                self.top_logprobs,
+            )
             return -math.inf
         last = entries[-1]
         token_ids = out.get("prompt_token_ids")
@@ -222,8 +273,14 @@ class OpenAILM:
                 return float(entry["logprob"])
         return -math.inf
 
-    def candidate_logprobs(self, conversations: Sequence[Conversation], candidates: Sequence[str], *, assistant_prefix: str = "",
-                           progress: bool = False) -> list[list[float]]:
+    def candidate_logprobs(
+        self,
+        conversations: Sequence[Conversation],
+        candidates: Sequence[str],
+        *,
+        assistant_prefix: str = "",
+        progress: bool = False,
+    ) -> list[list[float]]:
         """Next-token log-probabilities of each candidate (see :class:`~findbench.lm.base.LM`)."""
         check_candidates(conversations, candidates, assistant_prefix)
         if not conversations:
@@ -234,8 +291,15 @@ class OpenAILM:
 
         def one(conv):
             msgs, extra = self._messages(conv, prefix)
-            body = {"model": self.model, "messages": msgs, "max_tokens": 1, "temperature": 0.0, "logprobs": True,
-                    "top_logprobs": self.top_logprobs, **extra}
+            body = {
+                "model": self.model,
+                "messages": msgs,
+                "max_tokens": 1,
+                "temperature": 0.0,
+                "logprobs": True,
+                "top_logprobs": self.top_logprobs,
+                **extra,
+            }
             out = self._post(url, body)
             content = ((out["choices"][0].get("logprobs") or {}).get("content")) or []
             if not content:
@@ -256,11 +320,14 @@ class OpenAILM:
         except requests.RequestException as exc:
             raise ConnectionError(f"{self._root}/tokenize: {exc}") from exc
         if r.status_code >= 400 or "tokens" not in r.json():
-            raise RuntimeError(f"{self._root}/tokenize failed ({r.status_code}); scoring continuations needs vLLM's /tokenize")
+            raise RuntimeError(
+                f"{self._root}/tokenize failed ({r.status_code}); scoring continuations needs vLLM's /tokenize"
+            )
         return len(r.json()["tokens"])
 
-    def continuation_logprobs(self, conversations: Sequence[Conversation], continuations: Sequence[str], *,
-                              progress: bool = False) -> list[float]:
+    def continuation_logprobs(
+        self, conversations: Sequence[Conversation], continuations: Sequence[str], *, progress: bool = False
+    ) -> list[float]:
         """Log-probability of each continuation (see :class:`~findbench.lm.base.ScoringLM`), from the prompt's own log-probs."""
         continuations = check_continuations(conversations, continuations)
         if not conversations:
@@ -280,10 +347,19 @@ class OpenAILM:
                 with lock:
                     lengths[key] = n_prompt
             msgs, extra = self._messages(conv, cont)
-            body = {"model": self.model, "messages": msgs, "max_tokens": 1, "temperature": 0.0, "prompt_logprobs": 0, **extra}
+            body = {
+                "model": self.model,
+                "messages": msgs,
+                "max_tokens": 1,
+                "temperature": 0.0,
+                "prompt_logprobs": 0,
+                **extra,
+            }
             entries = self._post(url, body).get("prompt_logprobs")
             if not entries or len(entries) <= n_prompt:
-                raise RuntimeError(f"{url} returned no prompt_logprobs for the continuation; scoring continuations needs vLLM")
+                raise RuntimeError(
+                    f"{url} returned no prompt_logprobs for the continuation; scoring continuations needs vLLM"
+                )
             total = 0.0
             for entry in entries[n_prompt:]:
                 # prompt_logprobs=0: each entry holds the prompt's own token only

@@ -188,8 +188,11 @@ class TransformersLM:
         texts = [self.render(c) for c in conversations]
         # free conversations first, then constrained ones; by length within each
         order = sorted(range(len(texts)), key=lambda i: (constraints[i] is not None, len(texts[i])))
-        batches = [idx for part in (False, True) for idx in _batches([i for i in order if (constraints[i] is not None) == part],
-                                                                     self.batch_size)]
+        batches = [
+            idx
+            for part in (False, True)
+            for idx in _batches([i for i in order if (constraints[i] is not None) == part], self.batch_size)
+        ]
         out: list[str | None] = [None] * len(texts)
         bar = tqdm(total=len(texts), desc="generate", disable=not progress)
         for idx in batches:
@@ -215,8 +218,16 @@ class TransformersLM:
         return [s if s is not None else "" for s in out]
 
     # -- candidate log-probs ----------------------------------------------------------------
-    def candidate_logprobs(self, conversations: Sequence[Conversation], candidates: Sequence[str], *, assistant_prefix: str = "",
-                           progress: bool = False, shared_prefix: bool = False, min_shared_tokens: int = 16) -> list[list[float]]:
+    def candidate_logprobs(
+        self,
+        conversations: Sequence[Conversation],
+        candidates: Sequence[str],
+        *,
+        assistant_prefix: str = "",
+        progress: bool = False,
+        shared_prefix: bool = False,
+        min_shared_tokens: int = 16,
+    ) -> list[list[float]]:
         """Next-token log-probabilities of each candidate (see :class:`~findbench.lm.base.LM`).
 
         With ``shared_prefix=True``, consecutive conversations sharing at least ``min_shared_tokens``
@@ -257,8 +268,13 @@ class TransformersLM:
             ids, mask = left_pad([token_lists[i] for i in idx], pad)
             pos = (mask.cumsum(-1) - 1).clamp(min=0)
             with torch.no_grad():
-                logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), position_ids=pos.to(self.device),
-                                    use_cache=False, logits_to_keep=1).logits[:, -1, :]
+                logits = self.model(
+                    input_ids=ids.to(self.device),
+                    attention_mask=mask.to(self.device),
+                    position_ids=pos.to(self.device),
+                    use_cache=False,
+                    logits_to_keep=1,
+                ).logits[:, -1, :]
             self.tokens_forwarded += int(mask.sum())
             for i, row in zip(idx, self._last_logprobs(logits, cand_ids)):
                 out[i] = row
@@ -266,7 +282,9 @@ class TransformersLM:
         bar.close()
         return [r for r in out if r is not None]
 
-    def _logprobs_shared(self, token_lists: list[list[int]], cand_ids: list[int], progress: bool, min_shared: int) -> list[list[float]]:
+    def _logprobs_shared(
+        self, token_lists: list[list[int]], cand_ids: list[int], progress: bool, min_shared: int
+    ) -> list[list[float]]:
         groups: list[tuple[list[int], int]] = []  # (member indices, shared length)
         for i, toks in enumerate(token_lists):
             if groups:
@@ -277,7 +295,11 @@ class TransformersLM:
                 while n < limit and first[n] == toks[n]:
                     n += 1
                 # join while the shared prefix stays long (a new function's prompt shares only the system prompt)
-                if n >= min_shared and len(members) < self.batch_size and (len(members) == 1 or n >= shared - _MAX_SHRINK):
+                if (
+                    n >= min_shared
+                    and len(members) < self.batch_size
+                    and (len(members) == 1 or n >= shared - _MAX_SHRINK)
+                ):
                     members.append(i)
                     groups[-1] = (members, n)
                     continue
@@ -287,7 +309,9 @@ class TransformersLM:
         singles = [g for g in groups if len(g[0]) == 1 or g[1] < min_shared]
         multi = [g for g in groups if not (len(g[0]) == 1 or g[1] < min_shared)]
         alone = [i for members, _ in singles for i in members]
-        for i, row in zip(alone, self._logprobs_plain([token_lists[i] for i in alone], cand_ids, False) if alone else []):
+        for i, row in zip(
+            alone, self._logprobs_plain([token_lists[i] for i in alone], cand_ids, False) if alone else []
+        ):
             out[i] = row
         bar.update(len(alone))
         # several groups per pack: their prefixes in one forward, then all their suffixes over the caches
@@ -308,14 +332,18 @@ class TransformersLM:
         bar.close()
         return [r for r in out if r is not None]
 
-    def _shared_pack(self, token_lists: list[list[int]], pack: list[tuple[list[int], int]], cand_ids: list[int]) -> list[list[float]]:
+    def _shared_pack(
+        self, token_lists: list[list[int]], pack: list[tuple[list[int], int]], cand_ids: list[int]
+    ) -> list[list[float]]:
         """Log-probs of every member of the groups in ``pack`` (members in order)."""
         prefixes = [token_lists[members[0]][:shared] for members, shared in pack]
         rows = [(g, token_lists[i][shared:]) for g, (members, shared) in enumerate(pack) for i in members]
         _, logits = self._prefix_suffix_forward(prefixes, rows, suffix_logits_to_keep=1)
         return self._last_logprobs(logits[:, -1, :], cand_ids)
 
-    def _prefix_suffix_forward(self, prefixes: list[list[int]], rows: list[tuple[int, list[int]]], *, suffix_logits_to_keep: int = 0) -> tuple[Any, Any]:
+    def _prefix_suffix_forward(
+        self, prefixes: list[list[int]], rows: list[tuple[int, list[int]]], *, suffix_logits_to_keep: int = 0
+    ) -> tuple[Any, Any]:
         """Run every prefix once, give each row ``(prefix index, suffix ids)`` a copy of its prefix's
         KV cache and run the suffixes over it. Returns the logits at each row's prefix end ``(R, V)``
         and the suffix logits ``(R, S, V)`` (the last ``suffix_logits_to_keep`` columns; 0: all).
@@ -329,19 +357,30 @@ class TransformersLM:
         positions = prefix_len[:, None] + (s_mask.cumsum(-1) - 1).clamp(min=0)
         dev = self.device
         with torch.no_grad():
-            first = self.model(input_ids=p_ids.to(dev), attention_mask=p_mask.to(dev),
-                               position_ids=(p_mask.cumsum(-1) - 1).clamp(min=0).to(dev), use_cache=True, logits_to_keep=1)
+            first = self.model(
+                input_ids=p_ids.to(dev),
+                attention_mask=p_mask.to(dev),
+                position_ids=(p_mask.cumsum(-1) - 1).clamp(min=0).to(dev),
+                use_cache=True,
+                logits_to_keep=1,
+            )
             cache = first.past_key_values
             cache.batch_select_indices(owner.to(dev))  # one cache row per suffix
-            logits = self.model(input_ids=s_ids.to(dev), attention_mask=torch.cat([p_mask[owner], s_mask], dim=1).to(dev),
-                                position_ids=positions.to(dev), past_key_values=cache, use_cache=True,
-                                logits_to_keep=suffix_logits_to_keep).logits
+            logits = self.model(
+                input_ids=s_ids.to(dev),
+                attention_mask=torch.cat([p_mask[owner], s_mask], dim=1).to(dev),
+                position_ids=positions.to(dev),
+                past_key_values=cache,
+                use_cache=True,
+                logits_to_keep=suffix_logits_to_keep,
+            ).logits
         self.tokens_forwarded += int(p_mask.sum()) + int(s_mask.sum())
         return first.logits[:, -1, :][owner.to(dev)], logits
 
     # -- whole continuations ---------------------------------------------------------------
-    def continuation_logprobs(self, conversations: Sequence[Conversation], continuations: Sequence[str], *,
-                              progress: bool = False) -> list[float]:
+    def continuation_logprobs(
+        self, conversations: Sequence[Conversation], continuations: Sequence[str], *, progress: bool = False
+    ) -> list[float]:
         """Log-probability of each continuation (see :class:`~findbench.lm.base.ScoringLM`); consecutive
         conversations with the same prompt run it once."""
         continuations = check_continuations(conversations, continuations)
@@ -361,7 +400,11 @@ class TransformersLM:
         bar = tqdm(total=len(conversations), desc="continuation log-probs", disable=not progress)
         pack: list[tuple[list[int], list[int]]] = []
         for g in groups + [None]:  # type: ignore[list-item]
-            if pack and (g is None or len(pack) >= self.batch_size or sum(len(m) for _, m in pack) + len(g[1]) > 4 * self.batch_size):
+            if pack and (
+                g is None
+                or len(pack) >= self.batch_size
+                or sum(len(m) for _, m in pack) + len(g[1]) > 4 * self.batch_size
+            ):
                 for i, v in zip([i for _, m in pack for i in m], self._continuation_pack(pack, conts)):
                     out[i] = v
                 bar.update(sum(len(m) for _, m in pack))

@@ -96,8 +96,15 @@ def lora_args(adapter_dir: str | os.PathLike, name: str) -> list[str]:
         raise ValueError(f"{config_file}: r must be a LoRA rank in 1..{_LORA_RANKS[-1]}, got {rank!r}")
     if isinstance(targets, str) or not targets or not all(isinstance(t, str) for t in targets):
         raise ValueError(f"{config_file}: target_modules must list module names, got {targets!r}")
-    return ["--enable-lora", "--lora-modules", f"{name}={Path(adapter_dir).resolve()}",
-            "--max-lora-rank", str(min(r for r in _LORA_RANKS if r >= rank)), "--lora-target-modules", *sorted(targets)]
+    return [
+        "--enable-lora",
+        "--lora-modules",
+        f"{name}={Path(adapter_dir).resolve()}",
+        "--max-lora-rank",
+        str(min(r for r in _LORA_RANKS if r >= rank)),
+        "--lora-target-modules",
+        *sorted(targets),
+    ]
 
 
 def free_port() -> int:
@@ -132,9 +139,16 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def serve_vllm(model_dir: str | os.PathLike, *, served_name: str = "embedded", python: str | os.PathLike | None = None,
-               port: int | None = None, log_path: str | os.PathLike | None = None, start_timeout: float = 600,
-               extra_args: Sequence[str] = ()) -> Iterator[str]:
+def serve_vllm(
+    model_dir: str | os.PathLike,
+    *,
+    served_name: str = "embedded",
+    python: str | os.PathLike | None = None,
+    port: int | None = None,
+    log_path: str | os.PathLike | None = None,
+    start_timeout: float = 600,
+    extra_args: Sequence[str] = (),
+) -> Iterator[str]:
     """Serve ``model_dir`` with vLLM's OpenAI-compatible server; yield its base URL
     (``http://127.0.0.1:<port>/v1``) once ``/models`` answers, stop it on exit.
 
@@ -167,26 +181,44 @@ def serve_vllm(model_dir: str | os.PathLike, *, served_name: str = "embedded", p
         else:
             log_file = Path(log_path)
             log_file.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [str(exe), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--served-model-name", served_name,
-               "--host", "127.0.0.1", "--port", str(port), *VLLM_ARGS, *extra_args]
+        cmd = [
+            str(exe),
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(model),
+            "--served-model-name",
+            served_name,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            *VLLM_ARGS,
+            *extra_args,
+        ]
         env = {**os.environ, **VLLM_ENV}
         log.info("starting vLLM on port %d (log %s): %s", port, log_file, " ".join(cmd))
         with open(log_file, "wb") as out:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
         url = f"http://127.0.0.1:{port}/v1"
         try:
             t0 = time.monotonic()
             while True:
                 if proc.poll() is not None:
-                    raise RuntimeError(f"vLLM server exited with {proc.returncode} before it was ready (log {log_file}):\n{_tail(log_file)}")
+                    raise RuntimeError(
+                        f"vLLM server exited with {proc.returncode} before it was ready (log {log_file}):\n{_tail(log_file)}"
+                    )
                 try:
                     if requests.get(f"{url}/models", timeout=2).status_code == 200:
                         break
                 except requests.RequestException:
                     pass
                 if time.monotonic() - t0 > start_timeout:
-                    raise TimeoutError(f"vLLM server not ready after {start_timeout} s (log {log_file}):\n{_tail(log_file)}")
+                    raise TimeoutError(
+                        f"vLLM server not ready after {start_timeout} s (log {log_file}):\n{_tail(log_file)}"
+                    )
                 time.sleep(2)
             log.info("vLLM ready at %s after %.0f s", url, time.monotonic() - t0)
             yield url

@@ -46,8 +46,12 @@ def neuron_fires(activations: Sequence[float], threshold: float = 0.0) -> bool:
     return max(vals) > threshold
 
 
-def explanation_f1(predictions: Sequence[bool], references: Sequence[Sequence[float]], neurons: Sequence[str] | None = None,
-                   threshold: float = 0.0) -> dict:
+def explanation_f1(
+    predictions: Sequence[bool],
+    references: Sequence[Sequence[float]],
+    neurons: Sequence[str] | None = None,
+    threshold: float = 0.0,
+) -> dict:
     """Per-neuron, macro and pooled precision/recall/F1 of explanations.
 
     ``predictions``: per item, whether the span is in the explanation's denotation;
@@ -81,12 +85,25 @@ def explanation_f1(predictions: Sequence[bool], references: Sequence[Sequence[fl
     tot = np.array(list(counts.values())).sum(0)
     pooled = prf_from_counts(int(tot[3]), int(tot[1]), int(tot[2]))
     macro = {key: [v[key] for v in per.values()] for key in ("precision", "recall", "f1")}
-    return {**{key: float(np.mean(macro[key])) for key in macro}, **{f"{key}_ci": list(bootstrap_ci(macro[key])) for key in macro},
-            "n": len(per), **{f"pooled_{key}": pooled[key] for key in macro}, "n_neurons": len(per), "n_items": n, "per_neuron": dict(per)}
+    return {
+        **{key: float(np.mean(macro[key])) for key in macro},
+        **{f"{key}_ci": list(bootstrap_ci(macro[key])) for key in macro},
+        "n": len(per),
+        **{f"pooled_{key}": pooled[key] for key in macro},
+        "n_neurons": len(per),
+        "n_items": n,
+        "per_neuron": dict(per),
+    }
 
 
-def probe_scores(features: Sequence[Sequence[float]], labels: Sequence[bool], *, test_size: float = 0.3, seed: int = 0,
-                 C: float = 1.0) -> dict:
+def probe_scores(
+    features: Sequence[Sequence[float]],
+    labels: Sequence[bool],
+    *,
+    test_size: float = 0.3,
+    seed: int = 0,
+    C: float = 1.0,
+) -> dict:
     """Explanation F1 of a logistic-regression probe (standardised, balanced) over N neurons' activations
     per item, trained on a stratified ``1 - test_size`` split to predict denotation membership; its
     positive prediction plays "fires" on the held-out items. ``precision``, ``recall``, ``f1``,
@@ -113,7 +130,9 @@ def probe_scores(features: Sequence[Sequence[float]], labels: Sequence[bool], *,
     if y.all() or not y.any():
         raise ValueError("predictions: the probe needs both in- and out-of-denotation items")
     x_tr, x_te, y_tr, y_te = train_test_split(x, y, test_size=test_size, random_state=seed, stratify=y)
-    probe = make_pipeline(StandardScaler(), LogisticRegression(C=C, class_weight="balanced", max_iter=2000, random_state=seed))
+    probe = make_pipeline(
+        StandardScaler(), LogisticRegression(C=C, class_weight="balanced", max_iter=2000, random_state=seed)
+    )
     probe.fit(x_tr, y_tr)
     fire = probe.predict(x_te).astype(bool)
     tp = int((fire & y_te).sum())

@@ -131,7 +131,19 @@ def iter_items(records: list[dict]) -> Iterator[dict]:
             if not values:
                 raise ValueError(f"{where}.neuron_activations is empty")
             label = it["label"]
-            yield {"neuron": neuron, "layer": int(layer), "neuron_index": int(index), "explanation": str(rec["gpt4_explanation"]),
-                   "item_index": i, "sentence": str(it.get("test_input", "")), "span_tokens": tokens, "activations": values,
-                   "max_activation": max(values), "label": label, "in_explanation": label in IN_DENOTATION, "fires": label in FIRING,
-                   "block": "explanation" if i < boundary else "activating", "length_mismatch": len(tokens) != len(values)}
+            yield {
+                "neuron": neuron,
+                "layer": int(layer),
+                "neuron_index": int(index),
+                "explanation": str(rec["gpt4_explanation"]),
+                "item_index": i,
+                "sentence": str(it.get("test_input", "")),
+                "span_tokens": tokens,
+                "activations": values,
+                "max_activation": max(values),
+                "label": label,
+                "in_explanation": label in IN_DENOTATION,
+                "fires": label in FIRING,
+                "block": "explanation" if i < boundary else "activating",
+                "length_mismatch": len(tokens) != len(values),
+            }

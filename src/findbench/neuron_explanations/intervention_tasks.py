@@ -41,7 +41,9 @@ class InterventionTask:
         return self.template.replace("{x}", filler)
 
 
-def _task(name: str, concept: str, template: str, pairs: Sequence[tuple[str, str]], description: str) -> InterventionTask:
+def _task(
+    name: str, concept: str, template: str, pairs: Sequence[tuple[str, str]], description: str
+) -> InterventionTask:
     return InterventionTask(
         name=name,
         concept=concept,
@@ -66,44 +68,159 @@ def _comparison() -> list[tuple[str, str]]:
 
 
 _VERBS_PAST = [
-    ("walk", "walked"), ("play", "played"), ("jump", "jumped"), ("cook", "cooked"), ("talk", "talked"),
-    ("watch", "watched"), ("clean", "cleaned"), ("open", "opened"), ("call", "called"), ("help", "helped"),
-    ("go", "went"), ("eat", "ate"), ("see", "saw"), ("run", "ran"), ("write", "wrote"), ("drink", "drank"),
-    ("sing", "sang"), ("swim", "swam"), ("buy", "bought"), ("sleep", "slept"), ("read", "read"),
-    ("make", "made"), ("take", "took"), ("give", "gave"), ("find", "found"), ("think", "thought"),
+    ("walk", "walked"),
+    ("play", "played"),
+    ("jump", "jumped"),
+    ("cook", "cooked"),
+    ("talk", "talked"),
+    ("watch", "watched"),
+    ("clean", "cleaned"),
+    ("open", "opened"),
+    ("call", "called"),
+    ("help", "helped"),
+    ("go", "went"),
+    ("eat", "ate"),
+    ("see", "saw"),
+    ("run", "ran"),
+    ("write", "wrote"),
+    ("drink", "drank"),
+    ("sing", "sang"),
+    ("swim", "swam"),
+    ("buy", "bought"),
+    ("sleep", "slept"),
+    ("read", "read"),
+    ("make", "made"),
+    ("take", "took"),
+    ("give", "gave"),
+    ("find", "found"),
+    ("think", "thought"),
 ]
 _VERBS_TRANSITIVE = [
-    ("carry", "Yes"), ("build", "Yes"), ("hit", "Yes"), ("buy", "Yes"), ("throw", "Yes"), ("push", "Yes"),
-    ("destroy", "Yes"), ("wash", "Yes"), ("kick", "Yes"), ("paint", "Yes"), ("bring", "Yes"), ("hold", "Yes"),
-    ("sleep", "No"), ("arrive", "No"), ("laugh", "No"), ("cry", "No"), ("sneeze", "No"), ("die", "No"),
-    ("fall", "No"), ("smile", "No"), ("yawn", "No"), ("wait", "No"), ("exist", "No"), ("sit", "No"),
+    ("carry", "Yes"),
+    ("build", "Yes"),
+    ("hit", "Yes"),
+    ("buy", "Yes"),
+    ("throw", "Yes"),
+    ("push", "Yes"),
+    ("destroy", "Yes"),
+    ("wash", "Yes"),
+    ("kick", "Yes"),
+    ("paint", "Yes"),
+    ("bring", "Yes"),
+    ("hold", "Yes"),
+    ("sleep", "No"),
+    ("arrive", "No"),
+    ("laugh", "No"),
+    ("cry", "No"),
+    ("sneeze", "No"),
+    ("die", "No"),
+    ("fall", "No"),
+    ("smile", "No"),
+    ("yawn", "No"),
+    ("wait", "No"),
+    ("exist", "No"),
+    ("sit", "No"),
 ]
 _CAPITALS = [
-    ("France", "Paris"), ("Germany", "Berlin"), ("Italy", "Rome"), ("Spain", "Madrid"), ("Japan", "Tokyo"),
-    ("China", "Beijing"), ("Russia", "Moscow"), ("Egypt", "Cairo"), ("Greece", "Athens"), ("England", "London"),
-    ("Canada", "Ottawa"), ("Australia", "Canberra"), ("Portugal", "Lisbon"), ("Austria", "Vienna"),
-    ("Ireland", "Dublin"), ("Norway", "Oslo"), ("Sweden", "Stockholm"), ("Poland", "Warsaw"),
-    ("Hungary", "Budapest"), ("Kenya", "Nairobi"), ("Peru", "Lima"), ("Cuba", "Havana"), ("Thailand", "Bangkok"),
-    ("India", "New"), ("Turkey", "Ankara"), ("Mexico", "Mexico"), ("Belgium", "Brussels"), ("Denmark", "Copenhagen"),
+    ("France", "Paris"),
+    ("Germany", "Berlin"),
+    ("Italy", "Rome"),
+    ("Spain", "Madrid"),
+    ("Japan", "Tokyo"),
+    ("China", "Beijing"),
+    ("Russia", "Moscow"),
+    ("Egypt", "Cairo"),
+    ("Greece", "Athens"),
+    ("England", "London"),
+    ("Canada", "Ottawa"),
+    ("Australia", "Canberra"),
+    ("Portugal", "Lisbon"),
+    ("Austria", "Vienna"),
+    ("Ireland", "Dublin"),
+    ("Norway", "Oslo"),
+    ("Sweden", "Stockholm"),
+    ("Poland", "Warsaw"),
+    ("Hungary", "Budapest"),
+    ("Kenya", "Nairobi"),
+    ("Peru", "Lima"),
+    ("Cuba", "Havana"),
+    ("Thailand", "Bangkok"),
+    ("India", "New"),
+    ("Turkey", "Ankara"),
+    ("Mexico", "Mexico"),
+    ("Belgium", "Brussels"),
+    ("Denmark", "Copenhagen"),
 ]
 _CITIES = [
-    ("Paris", "France"), ("Berlin", "Germany"), ("Rome", "Italy"), ("Madrid", "Spain"), ("Tokyo", "Japan"),
-    ("Beijing", "China"), ("Moscow", "Russia"), ("Cairo", "Egypt"), ("Athens", "Greece"), ("London", "England"),
-    ("Toronto", "Canada"), ("Sydney", "Australia"), ("Lisbon", "Portugal"), ("Vienna", "Austria"),
-    ("Dublin", "Ireland"), ("Munich", "Germany"), ("Milan", "Italy"), ("Barcelona", "Spain"), ("Osaka", "Japan"),
-    ("Shanghai", "China"), ("Chicago", "America"), ("Mumbai", "India"), ("Istanbul", "Turkey"), ("Lyon", "France"),
+    ("Paris", "France"),
+    ("Berlin", "Germany"),
+    ("Rome", "Italy"),
+    ("Madrid", "Spain"),
+    ("Tokyo", "Japan"),
+    ("Beijing", "China"),
+    ("Moscow", "Russia"),
+    ("Cairo", "Egypt"),
+    ("Athens", "Greece"),
+    ("London", "England"),
+    ("Toronto", "Canada"),
+    ("Sydney", "Australia"),
+    ("Lisbon", "Portugal"),
+    ("Vienna", "Austria"),
+    ("Dublin", "Ireland"),
+    ("Munich", "Germany"),
+    ("Milan", "Italy"),
+    ("Barcelona", "Spain"),
+    ("Osaka", "Japan"),
+    ("Shanghai", "China"),
+    ("Chicago", "America"),
+    ("Mumbai", "India"),
+    ("Istanbul", "Turkey"),
+    ("Lyon", "France"),
 ]
 _NAMES = [
-    ("John", "he"), ("Michael", "he"), ("David", "he"), ("James", "he"), ("Robert", "he"), ("Peter", "he"),
-    ("Thomas", "he"), ("Paul", "he"), ("Mark", "he"), ("George", "he"), ("Daniel", "he"), ("Steven", "he"),
-    ("Mary", "she"), ("Sarah", "she"), ("Anna", "she"), ("Emily", "she"), ("Laura", "she"), ("Lisa", "she"),
-    ("Jessica", "she"), ("Susan", "she"), ("Emma", "she"), ("Rachel", "she"), ("Julia", "she"), ("Linda", "she"),
+    ("John", "he"),
+    ("Michael", "he"),
+    ("David", "he"),
+    ("James", "he"),
+    ("Robert", "he"),
+    ("Peter", "he"),
+    ("Thomas", "he"),
+    ("Paul", "he"),
+    ("Mark", "he"),
+    ("George", "he"),
+    ("Daniel", "he"),
+    ("Steven", "he"),
+    ("Mary", "she"),
+    ("Sarah", "she"),
+    ("Anna", "she"),
+    ("Emily", "she"),
+    ("Laura", "she"),
+    ("Lisa", "she"),
+    ("Jessica", "she"),
+    ("Susan", "she"),
+    ("Emma", "she"),
+    ("Rachel", "she"),
+    ("Julia", "she"),
+    ("Linda", "she"),
 ]
 _DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 _NOUNS = [
-    ("dog", "dogs"), ("cat", "cats"), ("book", "books"), ("car", "cars"), ("chair", "chairs"), ("apple", "apples"),
-    ("house", "houses"), ("bird", "birds"), ("table", "tables"), ("flower", "flowers"), ("bottle", "bottles"),
-    ("shoe", "shoes"), ("key", "keys"), ("box", "boxes"), ("cup", "cups"), ("phone", "phones"),
+    ("dog", "dogs"),
+    ("cat", "cats"),
+    ("book", "books"),
+    ("car", "cars"),
+    ("chair", "chairs"),
+    ("apple", "apples"),
+    ("house", "houses"),
+    ("bird", "birds"),
+    ("table", "tables"),
+    ("flower", "flowers"),
+    ("bottle", "bottles"),
+    ("shoe", "shoes"),
+    ("key", "keys"),
+    ("box", "boxes"),
+    ("cup", "cups"),
+    ("phone", "phones"),
 ]
 
 
@@ -121,60 +238,82 @@ TASKS: dict[str, InterventionTask] = {
     t.name: t
     for t in [
         _task(
-            "numbers/unit_conversion", "numbers",
+            "numbers/unit_conversion",
+            "numbers",
             "1 meter is 100 centimeters, 2 meters is 200 centimeters, {x} meters is ",
-            _unit_conversion(), "meters to centimeters (first digit of 100x)",
+            _unit_conversion(),
+            "meters to centimeters (first digit of 100x)",
         ),
         _task(
-            "numbers/comparison", "numbers",
+            "numbers/comparison",
+            "numbers",
             "Q: Which number is larger, 2 or 5? A: 5\nQ: Which number is larger, {x}? A: ",
-            _comparison(), "the larger of two one-digit numbers",
+            _comparison(),
+            "the larger of two one-digit numbers",
         ),
         _task(
-            "verbs/tense", "verbs",
+            "verbs/tense",
+            "verbs",
             "Today I jump. Yesterday I jumped. Today I {x}. Yesterday I",
-            [(a, " " + b) for a, b in _VERBS_PAST], "past tense of the present-tense verb",
+            [(a, " " + b) for a, b in _VERBS_PAST],
+            "past tense of the present-tense verb",
         ),
         _task(
-            "verbs/transitivity", "verbs",
+            "verbs/transitivity",
+            "verbs",
             "Can the verb 'eat' take a direct object? Yes\nCan the verb 'go' take a direct object? No\n"
             "Can the verb '{x}' take a direct object?",
-            [(a, " " + b) for a, b in _VERBS_TRANSITIVE], "whether the verb is transitive",
+            [(a, " " + b) for a, b in _VERBS_TRANSITIVE],
+            "whether the verb is transitive",
         ),
         _task(
-            "locations/capital", "locations",
+            "locations/capital",
+            "locations",
             "The capital of Japan is Tokyo. The capital of {x} is",
-            [(a, " " + b) for a, b in _CAPITALS], "capital city of the country",
+            [(a, " " + b) for a, b in _CAPITALS],
+            "capital city of the country",
         ),
         _task(
-            "locations/city", "locations",
+            "locations/city",
+            "locations",
             "Tokyo is a city in Japan. {x} is a city in",
-            [(a, " " + b) for a, b in _CITIES], "country of the city",
+            [(a, " " + b) for a, b in _CITIES],
+            "country of the city",
         ),
         _task(
-            "names/pronoun_gender", "names",
+            "names/pronoun_gender",
+            "names",
             "John lost his keys. Mary lost her keys. {x} lost",
-            [(a, " his" if g == "he" else " her") for a, g in _NAMES], "possessive pronoun agreeing with the name's gender",
+            [(a, " his" if g == "he" else " her") for a, g in _NAMES],
+            "possessive pronoun agreeing with the name's gender",
         ),
         _task(
-            "names/position", "names",
+            "names/position",
+            "names",
             "{x} stood in line. The second person in line was",
-            [(a, " " + b) for a, b in _position_retrieval()], "the second name of the pair",
+            [(a, " " + b) for a, b in _position_retrieval()],
+            "the second name of the pair",
         ),
         _task(
-            "time/next_day", "time",
+            "time/next_day",
+            "time",
             "The day after Sunday is Monday. The day after {x} is",
-            [(d, " " + _DAYS[(i + 1) % 7]) for i, d in enumerate(_DAYS)], "the day after the given day",
+            [(d, " " + _DAYS[(i + 1) % 7]) for i, d in enumerate(_DAYS)],
+            "the day after the given day",
         ),
         _task(
-            "plurals/subject_verb", "plurals",
+            "plurals/subject_verb",
+            "plurals",
             "The {x} in the kitchen",
-            [(s, " is") for s, _ in _NOUNS] + [(p, " are") for _, p in _NOUNS], "verb number agreeing with the subject",
+            [(s, " is") for s, _ in _NOUNS] + [(p, " are") for _, p in _NOUNS],
+            "verb number agreeing with the subject",
         ),
         _task(
-            "plurals/noun_pronoun", "plurals",
+            "plurals/noun_pronoun",
+            "plurals",
             "I found the {x} and I gave",
-            [(s, " it") for s, _ in _NOUNS] + [(p, " them") for _, p in _NOUNS], "pronoun number agreeing with the noun",
+            [(s, " it") for s, _ in _NOUNS] + [(p, " them") for _, p in _NOUNS],
+            "pronoun number agreeing with the noun",
         ),
     ]
 }
@@ -205,8 +344,15 @@ def filler_positions(tokenizer, task: InterventionTask, filler: str) -> tuple[li
     return list(enc["input_ids"]), pos
 
 
-def build_task_rows(model, tokenizer, tasks: Sequence[str] | None = None, *, model_name: str = "", batch_size: int = 32,
-                    progress: bool = False) -> list[dict]:
+def build_task_rows(
+    model,
+    tokenizer,
+    tasks: Sequence[str] | None = None,
+    *,
+    model_name: str = "",
+    batch_size: int = 32,
+    progress: bool = False,
+) -> list[dict]:
     """One row per (task, filler): prompt, expected next token, the model's greedy next token and whether it is correct."""
     from tqdm.auto import tqdm
 
@@ -226,10 +372,24 @@ def build_task_rows(model, tokenizer, tasks: Sequence[str] | None = None, *, mod
             items.append((filler, answer, exp, ids, pos))
         preds = next_token_argmax(model, [it[3] for it in items], batch_size=batch_size)
         for (filler, answer, exp, ids, pos), pred in zip(items, preds):
-            rows.append({"task": name, "concept": task.concept, "template": task.template, "filler": filler, "prompt": task.prompt(filler),
-                         "answer": answer, "expected_token": tokenizer.decode([exp]), "expected_token_id": exp, "filler_positions": pos,
-                         "n_tokens": len(ids), "predicted_token": tokenizer.decode([pred]), "predicted_token_id": int(pred),
-                         "correct": bool(pred == exp), "model": model_name})
+            rows.append(
+                {
+                    "task": name,
+                    "concept": task.concept,
+                    "template": task.template,
+                    "filler": filler,
+                    "prompt": task.prompt(filler),
+                    "answer": answer,
+                    "expected_token": tokenizer.decode([exp]),
+                    "expected_token_id": exp,
+                    "filler_positions": pos,
+                    "n_tokens": len(ids),
+                    "predicted_token": tokenizer.decode([pred]),
+                    "predicted_token_id": int(pred),
+                    "correct": bool(pred == exp),
+                    "model": model_name,
+                }
+            )
     return rows
 
 
@@ -251,5 +411,7 @@ def next_token_argmax(model, token_lists: Sequence[Sequence[int]], *, batch_size
     with torch.no_grad():
         for chunk in equal_length_batches(token_lists, batch_size):
             ids = torch.tensor([list(token_lists[i]) for i in chunk], device=model.device)
-            out.update(zip(chunk, model(input_ids=ids, use_cache=False, logits_to_keep=1).logits[:, -1].argmax(-1).tolist()))
+            out.update(
+                zip(chunk, model(input_ids=ids, use_cache=False, logits_to_keep=1).logits[:, -1].argmax(-1).tolist())
+            )
     return [int(out[i]) for i in range(len(token_lists))]

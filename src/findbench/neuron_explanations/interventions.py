@@ -86,7 +86,9 @@ def interchange(model, base_ids: torch.Tensor, source_ids: torch.Tensor, *, laye
     """One batched interchange intervention (ids ``[batch, tokens]``, no padding; ``neurons``
     default all, ``positions`` ``[batch, P]`` default all); the patched base's last-token logits."""
     if base_ids.shape != source_ids.shape:
-        raise ValueError(f"source_ids shape {tuple(source_ids.shape)} must equal base_ids shape {tuple(base_ids.shape)}")
+        raise ValueError(
+            f"source_ids shape {tuple(source_ids.shape)} must equal base_ids shape {tuple(base_ids.shape)}"
+        )
     b, t = base_ids.shape
     pos = torch.arange(t).expand(b, t) if positions is None else torch.as_tensor(positions, dtype=torch.long)
     idx = None if neurons is None else [int(i) for i in neurons]
@@ -110,10 +112,24 @@ def _clean_pass(model, token_lists, layer, site, need_block_input, batch_size):
     return values, hidden
 
 
-def iia_sweep(model, tokenizer, task, layer: int, *, rows: Sequence[Mapping] | None = None, site: str = "mlp_activation",
-              n_pairs: int = 256, ks: Sequence[float] = DEFAULT_KS, rankings: Sequence[str] | Mapping[str, Sequence[int]] = RANKINGS,
-              position: str = "auto", seed: int = 0, batch_size: int = 64, skip_early_layers: bool = True, prefix_cache: bool = True,
-              progress: bool = False) -> dict:
+def iia_sweep(
+    model,
+    tokenizer,
+    task,
+    layer: int,
+    *,
+    rows: Sequence[Mapping] | None = None,
+    site: str = "mlp_activation",
+    n_pairs: int = 256,
+    ks: Sequence[float] = DEFAULT_KS,
+    rankings: Sequence[str] | Mapping[str, Sequence[int]] = RANKINGS,
+    position: str = "auto",
+    seed: int = 0,
+    batch_size: int = 64,
+    skip_early_layers: bool = True,
+    prefix_cache: bool = True,
+    progress: bool = False,
+) -> dict:
     """IIA@K curves of one task (a name or the task) at one layer.
 
     Args:
@@ -140,7 +156,11 @@ def iia_sweep(model, tokenizer, task, layer: int, *, rows: Sequence[Mapping] | N
         raise ValueError("ks must not be empty")
     n_neurons = [neurons_for_k(k, width) for k in ks]
     _checks.positive_int("batch_size", batch_size)
-    ranking_spec = dict(rankings) if isinstance(rankings, Mapping) else {_checks.one_of("rankings", r, RANKINGS): None for r in rankings}
+    ranking_spec = (
+        dict(rankings)
+        if isinstance(rankings, Mapping)
+        else {_checks.one_of("rankings", r, RANKINGS): None for r in rankings}
+    )
     if not ranking_spec:
         raise ValueError("rankings must not be empty")
     pos_mode = position if position != "auto" else ("concept" if layer < n_layers / 2 else "last")
@@ -153,8 +173,10 @@ def iia_sweep(model, tokenizer, task, layer: int, *, rows: Sequence[Mapping] | N
     t0 = time.perf_counter()
     pairs = make_pairs(rows, n_pairs, seed=seed)
     if not pairs:
-        raise ValueError(f"task {task_obj.name!r} has no valid (base, source) pair for this model "
-                         f"({sum(bool(r['correct']) for r in rows)} of {len(rows)} inputs answered correctly)")
+        raise ValueError(
+            f"task {task_obj.name!r} has no valid (base, source) pair for this model "
+            f"({sum(bool(r['correct']) for r in rows)} of {len(rows)} inputs answered correctly)"
+        )
     tokens = {i: tokenizer(rows[i]["prompt"], add_special_tokens=True)["input_ids"] for i in range(len(rows))}
     correct = [i for i, r in enumerate(rows) if r["correct"]]
     needed = sorted(set(correct) | {i for p in pairs for i in p})
@@ -234,12 +256,22 @@ def iia_sweep(model, tokenizer, task, layer: int, *, rows: Sequence[Mapping] | N
                     pos_r = pos.repeat_interleave(rep, 0) - n_pre
                     vals_r = vals.repeat_interleave(rep, 0)
                     mask_r = kmask.repeat(len(chunk), 1)
-                    ctx_skip = (acts.skip_to_layer(model, layer, torch.stack([hidden[b][n_pre:] for b in base_rows]).repeat_interleave(rep, 0))
-                                if skip else contextlib.nullcontext())
+                    ctx_skip = (
+                        acts.skip_to_layer(
+                            model, layer, torch.stack([hidden[b][n_pre:] for b in base_rows]).repeat_interleave(rep, 0)
+                        )
+                        if skip
+                        else contextlib.nullcontext()
+                    )
                     if n_max == 0:
                         logits = model(input_ids=ids, **kwargs).logits[:, -1]
                     else:
-                        with ctx_skip, acts.patch(model, layer=layer, site=site, positions=pos_r, values=vals_r, neurons=top, mask=mask_r):
+                        with (
+                            ctx_skip,
+                            acts.patch(
+                                model, layer=layer, site=site, positions=pos_r, values=vals_r, neurons=top, mask=mask_r
+                            ),
+                        ):
                             logits = model(input_ids=ids, **kwargs).logits[:, -1]
                     pred = logits.argmax(-1).view(len(chunk), rep).tolist()
                     for j, p in enumerate(chunk):
@@ -251,13 +283,29 @@ def iia_sweep(model, tokenizer, task, layer: int, *, rows: Sequence[Mapping] | N
     bar.close()
     seconds = time.perf_counter() - t0
     n_int = len(pairs) * len(ks) * len(orders)
-    return {"task": task_obj.name, "concept": task_obj.concept, "layer": layer, "site": site, "position": pos_mode, "ks": ks,
-            "n_neurons": n_neurons, "width": width, "n_pairs": len(pairs), "n_correct_inputs": len(correct), "n_inputs": len(rows),
-            "pairs": [{"base": rows[b]["filler"], "source": rows[s]["filler"]} for b, s in pairs],
-            "pair_indices": [list(p) for p in pairs], "expected": [int(rows[s]["expected_token_id"]) for _, s in pairs],
-            "predictions": predictions, "curves": {name: [c / len(pairs) for c in successes[name]] for name in orders},
-            "successes": successes, "rankings": orders, "interventions": n_int, "seconds": seconds,
-            "interventions_per_second": n_int / seconds if seconds > 0 else float("inf")}
+    return {
+        "task": task_obj.name,
+        "concept": task_obj.concept,
+        "layer": layer,
+        "site": site,
+        "position": pos_mode,
+        "ks": ks,
+        "n_neurons": n_neurons,
+        "width": width,
+        "n_pairs": len(pairs),
+        "n_correct_inputs": len(correct),
+        "n_inputs": len(rows),
+        "pairs": [{"base": rows[b]["filler"], "source": rows[s]["filler"]} for b, s in pairs],
+        "pair_indices": [list(p) for p in pairs],
+        "expected": [int(rows[s]["expected_token_id"]) for _, s in pairs],
+        "predictions": predictions,
+        "curves": {name: [c / len(pairs) for c in successes[name]] for name in orders},
+        "successes": successes,
+        "rankings": orders,
+        "interventions": n_int,
+        "seconds": seconds,
+        "interventions_per_second": n_int / seconds if seconds > 0 else float("inf"),
+    }
 
 
 def plot_iia_curves(results: Sequence[Mapping] | Mapping, path) -> None:
@@ -290,10 +338,21 @@ def load_model(model: str = "embedded", *, device: str | None = None):
     return load_causal_lm(model, dtype=torch.float32, device=device)
 
 
-def run_iia(model: str = "embedded", tasks: Sequence[str] = ("numbers/unit_conversion",), layers: Sequence[int] = (0,), *, out=None,
-            site: str = "mlp_activation", n_pairs: int = 256, ks: Sequence[float] = DEFAULT_KS,
-            rankings: Sequence[str] | Mapping[str, Sequence[int]] = RANKINGS, position: str = "auto", seed: int = 0, batch_size: int = 64,
-            progress: bool = True) -> list[dict]:
+def run_iia(
+    model: str = "embedded",
+    tasks: Sequence[str] = ("numbers/unit_conversion",),
+    layers: Sequence[int] = (0,),
+    *,
+    out=None,
+    site: str = "mlp_activation",
+    n_pairs: int = 256,
+    ks: Sequence[float] = DEFAULT_KS,
+    rankings: Sequence[str] | Mapping[str, Sequence[int]] = RANKINGS,
+    position: str = "auto",
+    seed: int = 0,
+    batch_size: int = 64,
+    progress: bool = True,
+) -> list[dict]:
     """IIA@K sweeps for each (task, layer); with ``out``, writes ``out/iia.json`` (all
     results) and ``out/iia.png`` (the curves), atomically."""
     import json
@@ -312,10 +371,29 @@ def run_iia(model: str = "embedded", tasks: Sequence[str] = ("numbers/unit_conve
     results = []
     for t in tasks:
         for layer in layers:
-            res = iia_sweep(lm, tok, t, int(layer), rows=rows, site=site, n_pairs=n_pairs, ks=ks, rankings=rankings,
-                            position=position, seed=seed, batch_size=batch_size, progress=progress)
+            res = iia_sweep(
+                lm,
+                tok,
+                t,
+                int(layer),
+                rows=rows,
+                site=site,
+                n_pairs=n_pairs,
+                ks=ks,
+                rankings=rankings,
+                position=position,
+                seed=seed,
+                batch_size=batch_size,
+                progress=progress,
+            )
             res["model"] = str(model)
-            log.info("%s layer %d (%s): %s", t, layer, res["position"], {k: [round(v, 3) for v in c] for k, c in res["curves"].items()})
+            log.info(
+                "%s layer %d (%s): %s",
+                t,
+                layer,
+                res["position"],
+                {k: [round(v, 3) for v in c] for k, c in res["curves"].items()},
+            )
             results.append(res)
     if out is not None:
         with atomic_dir(out) as tmp:

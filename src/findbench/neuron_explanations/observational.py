@@ -102,7 +102,9 @@ def _neuron_values(model, token_lists: Sequence[Sequence[int]], layer: int, neur
     return out
 
 
-def span_activations(model, tokenizer, sentence: str, start: int, end: int, *, layer: int, neuron: int) -> tuple[list[str], list[float]]:
+def span_activations(
+    model, tokenizer, sentence: str, start: int, end: int, *, layer: int, neuron: int
+) -> tuple[list[str], list[float]]:
     """Tokens overlapping characters ``[start, end)`` of ``sentence`` and the neuron's
     activation on each."""
     ids, offsets = _encode(tokenizer, sentence)
@@ -113,7 +115,9 @@ def span_activations(model, tokenizer, sentence: str, start: int, end: int, *, l
     return [tokenizer.decode([ids[i]]) for i in pos], [vals[i] for i in pos]
 
 
-def top_activating_spans(model, tokenizer, corpus: Sequence[str], *, layer: int, neuron: int, k: int = 20) -> list[dict]:
+def top_activating_spans(
+    model, tokenizer, corpus: Sequence[str], *, layer: int, neuron: int, k: int = 20
+) -> list[dict]:
     """Per sentence the word with the highest max-token activation; the ``k`` best sentences (ties: corpus order)."""
     encs = [_encode(tokenizer, s) for s in corpus]
     values = _neuron_values(model, [e[0] for e in encs], layer, neuron)
@@ -129,8 +133,17 @@ def top_activating_spans(model, tokenizer, corpus: Sequence[str], *, layer: int,
                 best = (top, m, pos)
         if best is not None:
             top, m, pos = best
-            found.append({"order": (-top, s_i), "sentence": sent, "span": m.group(0), "start": m.start(), "end": m.end(),
-                          "span_tokens": [tokenizer.decode([ids[i]]) for i in pos], "activations": [vals[i] for i in pos]})
+            found.append(
+                {
+                    "order": (-top, s_i),
+                    "sentence": sent,
+                    "span": m.group(0),
+                    "start": m.start(),
+                    "end": m.end(),
+                    "span_tokens": [tokenizer.decode([ids[i]]) for i in pos],
+                    "activations": [vals[i] for i in pos],
+                }
+            )
     found.sort(key=lambda d: d["order"])
     for d in found:
         d.pop("order")
@@ -153,8 +166,13 @@ def make_judge(judge, explanation: str, lm=None) -> Callable[[str, str], bool]:
             raise ValueError("judge='lm' needs a generator LM")
 
         def ask(span: str, sentence: str) -> bool:
-            conv = [{"role": "user", "content": f'Description: {explanation}\nSentence: "{sentence}"\n'
-                                                f'Does the word "{span}" in this sentence match the description? Answer Yes or No.'}]
+            conv = [
+                {
+                    "role": "user",
+                    "content": f'Description: {explanation}\nSentence: "{sentence}"\n'
+                    f'Does the word "{span}" in this sentence match the description? Answer Yes or No.',
+                }
+            ]
             yes, no = lm.candidate_logprobs([conv], ["Yes", "No"])[0]
             return yes > no
 
@@ -162,9 +180,22 @@ def make_judge(judge, explanation: str, lm=None) -> Callable[[str, str], bool]:
     raise ValueError(f"judge must be 'lm', 'regex:<pattern>' or a callable, got {judge!r}")
 
 
-def observational_rows(model, tokenizer, *, layer: int, neuron: int, explanation: str, generator=None, judge="lm", corpus=None,
-                       n_strings: int = 20, n_activating: int = 20, model_name: str = "", max_new_tokens: int = 160,
-                       progress: bool = False) -> list[dict]:
+def observational_rows(
+    model,
+    tokenizer,
+    *,
+    layer: int,
+    neuron: int,
+    explanation: str,
+    generator=None,
+    judge="lm",
+    corpus=None,
+    n_strings: int = 20,
+    n_activating: int = 20,
+    model_name: str = "",
+    max_new_tokens: int = 160,
+    progress: bool = False,
+) -> list[dict]:
     """Rows of the ``observational`` config for one MLP neuron of a causal LM (see the module docstring).
 
     ``generator``: an :class:`~findbench.lm.base.LM` or spec (default ``"embedded"``) writing the
@@ -189,21 +220,47 @@ def observational_rows(model, tokenizer, *, layer: int, neuron: int, explanation
     nid = f"{layer}:{neuron}"
     base = {"neuron": nid, "layer": layer, "neuron_index": neuron, "explanation": explanation, "model": model_name}
 
-    ask_list = [{"role": "user", "content": f"List {n_strings} different words or short phrases that match this description: {explanation}\n"
-                                            "Write one per line, with no numbering and no other text."}]
+    ask_list = [
+        {
+            "role": "user",
+            "content": f"List {n_strings} different words or short phrases that match this description: {explanation}\n"
+            "Write one per line, with no numbering and no other text.",
+        }
+    ]
     strings = parse_list(lm.generate([ask_list], max_new_tokens=max_new_tokens)[0], n_strings)
     if not strings:
         log.warning("the generator listed no strings for %r", explanation)
-    convs = [[{"role": "user", "content": f'Write one short sentence that contains the phrase "{s}". Reply with the sentence only.'}]
-             for s in strings]
+    convs = [
+        [
+            {
+                "role": "user",
+                "content": f'Write one short sentence that contains the phrase "{s}". Reply with the sentence only.',
+            }
+        ]
+        for s in strings
+    ]
     written = lm.generate(convs, max_new_tokens=48, progress=progress) if convs else []
     rows: list[dict] = []
 
     def add(sentence, span, tokens, values, inside, block, source, judged_by):
         fires = max(values) > 0
-        rows.append({**base, "sentence": sentence, "span": span, "span_tokens": tokens, "activations": values,
-                     "max_activation": max(values), "in_explanation": inside, "fires": fires, "label": label_for(inside, fires),
-                     "block": block, "sentence_source": source, "judge": judged_by, "item_index": len(rows)})
+        rows.append(
+            {
+                **base,
+                "sentence": sentence,
+                "span": span,
+                "span_tokens": tokens,
+                "activations": values,
+                "max_activation": max(values),
+                "in_explanation": inside,
+                "fires": fires,
+                "label": label_for(inside, fires),
+                "block": block,
+                "sentence_source": source,
+                "judge": judged_by,
+                "item_index": len(rows),
+            }
+        )
 
     for s, text in tqdm(list(zip(strings, written)), desc="explanation items", disable=not progress):
         sentence = text.strip().splitlines()[0].strip() if text.strip() else ""
@@ -216,7 +273,19 @@ def observational_rows(model, tokenizer, *, layer: int, neuron: int, explanation
         tokens, values = span_activations(model, tokenizer, sentence, at, at + len(s), layer=layer, neuron=neuron)
         add(sentence, sentence[at : at + len(s)], tokens, values, True, "explanation", source, "")
     judge_name = judge if isinstance(judge, str) else getattr(judge, "__name__", "callable")
-    for item in tqdm(top_activating_spans(model, tokenizer, sents, layer=layer, neuron=neuron, k=n_activating), desc="activating items", disable=not progress):
-        add(item["sentence"], item["span"], item["span_tokens"], item["activations"], bool(judge_fn(item["span"], item["sentence"])),
-            "activating", "corpus", judge_name)
+    for item in tqdm(
+        top_activating_spans(model, tokenizer, sents, layer=layer, neuron=neuron, k=n_activating),
+        desc="activating items",
+        disable=not progress,
+    ):
+        add(
+            item["sentence"],
+            item["span"],
+            item["span_tokens"],
+            item["activations"],
+            bool(judge_fn(item["span"], item["sentence"])),
+            "activating",
+            "corpus",
+            judge_name,
+        )
     return rows

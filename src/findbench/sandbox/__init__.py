@@ -198,9 +198,12 @@ def _check_entry(entry: Any, n: int) -> list[str]:
 
 def _unavailable_message(iso: dict) -> str:
     abi = iso.get("landlock_abi", 0)
-    why = ("Landlock was switched off (landlock=False)" if abi and not iso.get("landlock")
-           else "this kernel does not offer Landlock (Linux >= 5.13 built with CONFIG_SECURITY_LANDLOCK and "
-           "'landlock' in the lsm= boot parameter)")
+    why = (
+        "Landlock was switched off (landlock=False)"
+        if abi and not iso.get("landlock")
+        else "this kernel does not offer Landlock (Linux >= 5.13 built with CONFIG_SECURITY_LANDLOCK and "
+        "'landlock' in the lsm= boot parameter)"
+    )
     return (
         f"no kernel boundary for untrusted code: {why}, and bubblewrap is not in use "
         "(apt-get install bubblewrap, or bwrap=None/True). To run model-written code with only rlimits, "
@@ -230,20 +233,74 @@ def _read_roots() -> list[str]:
 # Refused with EPERM (clone3 with ENOSYS, so the C library falls back to clone, whose flags a
 # filter can read): the ways between programs or out of the sandbox the other layers leave open.
 _SECCOMP_DENIED = (
-    "keyctl", "add_key", "request_key",
-    "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semtimedop", "semctl",
-    "shmget", "shmat", "shmdt", "shmctl",
-    "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
-    "io_uring_setup", "io_uring_enter", "io_uring_register", "userfaultfd",
-    "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree",
-    "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
-    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
-    "bpf", "perf_event_open", "init_module", "finit_module", "delete_module", "kexec_load",
-    "kexec_file_load", "name_to_handle_at", "open_by_handle_at", "swapon", "swapoff", "reboot",
-    "acct", "quotactl",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "msgget",
+    "msgsnd",
+    "msgrcv",
+    "msgctl",
+    "semget",
+    "semop",
+    "semtimedop",
+    "semctl",
+    "shmget",
+    "shmat",
+    "shmdt",
+    "shmctl",
+    "mq_open",
+    "mq_unlink",
+    "mq_timedsend",
+    "mq_timedreceive",
+    "mq_notify",
+    "mq_getsetattr",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "userfaultfd",
+    "unshare",
+    "setns",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "move_mount",
+    "open_tree",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "mount_setattr",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "pidfd_getfd",
+    "kcmp",
+    "bpf",
+    "perf_event_open",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "kexec_load",
+    "kexec_file_load",
+    "name_to_handle_at",
+    "open_by_handle_at",
+    "swapon",
+    "swapoff",
+    "reboot",
+    "acct",
+    "quotactl",
 )
-_CLONE_NAMESPACE_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000,
-                          0x40000000, 0x00000080)  # NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME
+_CLONE_NAMESPACE_FLAGS = (
+    0x00020000,
+    0x02000000,
+    0x04000000,
+    0x08000000,
+    0x10000000,
+    0x20000000,
+    0x40000000,
+    0x00000080,
+)  # NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME
 
 
 @functools.lru_cache(maxsize=1)
@@ -446,15 +503,25 @@ class Sandbox:
     ):
         if workers is None:
             workers = max(1, min(4, os.cpu_count() or 1))
-        for name, value in (("workers", workers), ("memory_mb", memory_mb), ("max_output_bytes", max_output_bytes),
-                            ("max_result_bytes", max_result_bytes), ("max_file_bytes", max_file_bytes),
-                            ("max_disk_bytes", max_disk_bytes), ("max_files", max_files)):
+        for name, value in (
+            ("workers", workers),
+            ("memory_mb", memory_mb),
+            ("max_output_bytes", max_output_bytes),
+            ("max_result_bytes", max_result_bytes),
+            ("max_file_bytes", max_file_bytes),
+            ("max_disk_bytes", max_disk_bytes),
+            ("max_files", max_files),
+        ):
             positive_int(name, value)
         for name, value in (("timeout", timeout), ("cpu_seconds", cpu_seconds)):
             if number(name, value) <= 0:
                 raise ValueError(f"{name} must be > 0, got {value!r}")
         integer("seed", seed, 0)
-        for name, value in (("landlock", landlock), ("isolate_network", isolate_network), ("drop_privileges", drop_privileges)):
+        for name, value in (
+            ("landlock", landlock),
+            ("isolate_network", isolate_network),
+            ("drop_privileges", drop_privileges),
+        ):
             if not isinstance(value, bool):
                 raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
         for name, value in (("bwrap", bwrap), ("allow_unconfined", allow_unconfined)):
@@ -545,10 +612,26 @@ class Sandbox:
             if os.path.islink(link):
                 binds += ["--symlink", os.readlink(link), link]
         return [
-            self._bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
-            "--unshare-uts", "--unshare-cgroup-try", *(["--unshare-net"] if config["isolate_network"] else []),
-            *binds, "--dev", "/dev", "--proc", "/proc", "--bind", config["tmpdir"], config["tmpdir"],
-            "--chdir", config["tmpdir"], "--", *command,
+            self._bwrap,
+            "--die-with-parent",
+            "--new-session",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            *(["--unshare-net"] if config["isolate_network"] else []),
+            *binds,
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--bind",
+            config["tmpdir"],
+            config["tmpdir"],
+            "--chdir",
+            config["tmpdir"],
+            "--",
+            *command,
         ]
 
     def _popen(self) -> _Worker:
@@ -636,7 +719,9 @@ class Sandbox:
             item = {"k": k, "code": code, "inputs": args, "entry": entries[k]}
             payload = json.dumps(item, separators=(",", ":"), allow_nan=True).encode("utf-8", "surrogatepass")
             if len(payload) > MAX_REQUEST_BYTES:
-                raise ValueError(f"codes[{k}] with inputs[{k}] is {len(payload)} bytes as JSON (at most {MAX_REQUEST_BYTES})")
+                raise ValueError(
+                    f"codes[{k}] with inputs[{k}] is {len(payload)} bytes as JSON (at most {MAX_REQUEST_BYTES})"
+                )
             item["payload"] = payload
             items.append(item)
         if self._closed:
@@ -729,7 +814,9 @@ class Sandbox:
             except TimeoutError:
                 worker.kill()
                 self._workers[slot] = None
-                results[item["k"]] = _failed("timeout", n_inputs, f"wall-clock limit of {self.timeout:g} s exceeded", isolation=level)
+                results[item["k"]] = _failed(
+                    "timeout", n_inputs, f"wall-clock limit of {self.timeout:g} s exceeded", isolation=level
+                )
                 return done + 1
             except (OverflowError, ValueError, KeyError, TypeError) as exc:
                 worker.kill()
@@ -751,14 +838,21 @@ class Sandbox:
 
     def _death_result(self, rc: int | None, n_inputs: int) -> SandboxResult:
         if rc is not None and rc == -signal.SIGXCPU:
-            return _failed("timeout", n_inputs, f"CPU time limit of {self.config['cpu_seconds']:g} s exceeded", isolation=self.isolation_level)
+            return _failed(
+                "timeout",
+                n_inputs,
+                f"CPU time limit of {self.config['cpu_seconds']:g} s exceeded",
+                isolation=self.isolation_level,
+            )
         if rc is not None and rc < 0:
             try:
                 name = signal.Signals(-rc).name
             except ValueError:
                 name = str(-rc)
             return _failed("killed", n_inputs, f"worker killed by signal {name}", isolation=self.isolation_level)
-        return _failed("killed", n_inputs, f"worker exited unexpectedly (exit code {rc})", isolation=self.isolation_level)
+        return _failed(
+            "killed", n_inputs, f"worker exited unexpectedly (exit code {rc})", isolation=self.isolation_level
+        )
 
     @staticmethod
     def _parse_reply(body: bytes, item: dict, level: str) -> SandboxResult:

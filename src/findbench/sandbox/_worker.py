@@ -277,24 +277,69 @@ class _CappedText:
 def _make_audit_hook(tmpdir: str):
     """Clear refusals for what a careless program tries; the kernel layers enforce the same."""
     blocked_prefixes = ("socket.", "ctypes.", "subprocess.", "os.exec", "os.spawn", "os.posix_spawn", "pty.", "_winapi.")
-    blocked = frozenset({
-        "os.system", "os.fork", "os.forkpty", "os.kill", "os.killpg", "os.startfile",
-        "_thread.start_new_thread", "resource.prlimit", "resource.setrlimit", "gc.get_referrers",
-        "gc.get_objects", "sys._current_frames", "os.register_at_fork", "signal.pthread_kill",
-    })
-    path_events = frozenset({
-        "os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.link",
-        "os.symlink", "os.truncate", "os.utime", "os.chflags", "os.lchflags", "os.setxattr",
-        "os.removexattr", "shutil.rmtree", "shutil.copyfile", "shutil.copytree", "shutil.move",
-        "shutil.copymode", "shutil.copystat", "shutil.chown", "os.mkfifo", "os.mknod",
-    })
+    blocked = frozenset(
+        {
+            "os.system",
+            "os.fork",
+            "os.forkpty",
+            "os.kill",
+            "os.killpg",
+            "os.startfile",
+            "_thread.start_new_thread",
+            "resource.prlimit",
+            "resource.setrlimit",
+            "gc.get_referrers",
+            "gc.get_objects",
+            "sys._current_frames",
+            "os.register_at_fork",
+            "signal.pthread_kill",
+        }
+    )
+    path_events = frozenset(
+        {
+            "os.remove",
+            "os.rename",
+            "os.rmdir",
+            "os.mkdir",
+            "os.chmod",
+            "os.chown",
+            "os.link",
+            "os.symlink",
+            "os.truncate",
+            "os.utime",
+            "os.chflags",
+            "os.lchflags",
+            "os.setxattr",
+            "os.removexattr",
+            "shutil.rmtree",
+            "shutil.copyfile",
+            "shutil.copytree",
+            "shutil.move",
+            "shutil.copymode",
+            "shutil.copystat",
+            "shutil.chown",
+            "os.mkfifo",
+            "os.mknod",
+        }
+    )
     # (index of a path argument, index of its dir_fd argument) per event, as CPython raises them
     path_args = {
-        "os.remove": ((0, 1),), "os.rmdir": ((0, 1),), "os.mkdir": ((0, 2),), "os.chmod": ((0, 2),),
-        "os.chown": ((0, 3),), "os.utime": ((0, 3),), "os.mkfifo": ((0, 2),), "os.mknod": ((0, 3),),
-        "os.symlink": ((1, 2),), "os.rename": ((0, 2), (1, 3)), "os.link": ((0, 2), (1, 3)),
-        "shutil.copyfile": ((1, None),), "shutil.copytree": ((1, None),), "shutil.move": ((0, None), (1, None)),
-        "shutil.copymode": ((1, None),), "shutil.copystat": ((1, None),),
+        "os.remove": ((0, 1),),
+        "os.rmdir": ((0, 1),),
+        "os.mkdir": ((0, 2),),
+        "os.chmod": ((0, 2),),
+        "os.chown": ((0, 3),),
+        "os.utime": ((0, 3),),
+        "os.mkfifo": ((0, 2),),
+        "os.mknod": ((0, 3),),
+        "os.symlink": ((1, 2),),
+        "os.rename": ((0, 2), (1, 3)),
+        "os.link": ((0, 2), (1, 3)),
+        "shutil.copyfile": ((1, None),),
+        "shutil.copytree": ((1, None),),
+        "shutil.move": ((0, None), (1, None)),
+        "shutil.copymode": ((1, None),),
+        "shutil.copystat": ((1, None),),
     }
     blocked_imports = frozenset({"ctypes", "_ctypes", "_posixsubprocess", "multiprocessing", "_multiprocessing"})
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
@@ -322,7 +367,9 @@ def _make_audit_hook(tmpdir: str):
             else:
                 writing = bool(flags & write_flags) if isinstance(flags, int) else False
             if writing and not inside(path):
-                raise PermissionError(f"sandbox: writing {path!r} is not allowed (only inside the program's own directory)")
+                raise PermissionError(
+                    f"sandbox: writing {path!r} is not allowed (only inside the program's own directory)"
+                )
         elif event in blocked or event.startswith(blocked_prefixes):
             raise PermissionError(f"sandbox: {event} is not allowed")
         elif event in path_events:
@@ -450,8 +497,14 @@ def _encode_reply(reply: dict, n_inputs: int, config: dict) -> bytes:
     if data is None or len(data) > limit:
         msg = f"results larger than {limit} bytes in all or not encodable"
         data = json.dumps(
-            {"k": reply["k"], "status": "error", "values": [None] * n_inputs, "errors": [msg] * n_inputs,
-             "stdout": reply.get("stdout", "")[:1000], "message": msg},
+            {
+                "k": reply["k"],
+                "status": "error",
+                "values": [None] * n_inputs,
+                "errors": [msg] * n_inputs,
+                "stdout": reply.get("stdout", "")[:1000],
+                "message": msg,
+            },
             separators=(",", ":"),
         )
     return data.encode("utf-8", "surrogatepass") + b"\n"
@@ -550,8 +603,11 @@ class _Zygote:
         """Fresh network, IPC and mount namespaces for the zygote and its children (a user
         namespace too when not root), and a size-capped tmpfs as the children's base folder."""
         cfg = self.config
-        wanted = {"network_namespace": _CLONE_NEWNET if cfg["isolate_network"] else 0,
-                  "ipc_namespace": _CLONE_NEWIPC, "mount_namespace": _CLONE_NEWNS}
+        wanted = {
+            "network_namespace": _CLONE_NEWNET if cfg["isolate_network"] else 0,
+            "ipc_namespace": _CLONE_NEWIPC,
+            "mount_namespace": _CLONE_NEWNS,
+        }
         for name in wanted:
             iso[name] = False
         if os.geteuid() == 0:
@@ -564,7 +620,11 @@ class _Zygote:
             uid, gid = os.geteuid(), os.getegid()
             if _libc.unshare(_CLONE_NEWUSER | flags) == 0:
                 try:  # map ourselves, so the files we make keep our uid
-                    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+                    for name, text in (
+                        ("setgroups", "deny"),
+                        ("uid_map", f"{uid} {uid} 1"),
+                        ("gid_map", f"{gid} {gid} 1"),
+                    ):
                         with open(f"/proc/self/{name}", "w") as fh:
                             fh.write(text)
                 except OSError:
@@ -711,7 +771,7 @@ class _Zygote:
         def moved(path: str) -> str:
             for old, new in remap.items():
                 if path == old or path.startswith(old + os.sep):
-                    return new + path[len(old):]
+                    return new + path[len(old) :]
             return path
 
         sys.path[:] = [moved(p) for p in sys.path]
@@ -737,8 +797,14 @@ class _Zygote:
                     msg = None
             if msg is not None:
                 n = len(item["inputs"]) if item is not None else 0
-                reply = {"k": item["k"] if item is not None else -1, "status": "error", "values": [None] * n,
-                         "errors": [msg] * n, "stdout": "", "message": msg}
+                reply = {
+                    "k": item["k"] if item is not None else -1,
+                    "status": "error",
+                    "values": [None] * n,
+                    "errors": [msg] * n,
+                    "stdout": "",
+                    "message": msg,
+                }
                 _write_all(w, json.dumps(reply).encode() + b"\n")
             else:
                 reply = _run_program(item, self.config, self.np)

@@ -9,7 +9,14 @@ import numpy as np
 import pytest
 
 from findbench import schema
-from findbench.find.synthetic_neurons import UNDEFINED, entities, generate_entities, generate_relations, make_function, relations
+from findbench.find.synthetic_neurons import (
+    UNDEFINED,
+    entities,
+    generate_entities,
+    generate_relations,
+    make_function,
+    relations,
+)
 from findbench.find.synthetic_neurons.entities import (
     N_NEAR_CONCEPTS,
     OVERLAP_SHARE,
@@ -28,10 +35,16 @@ from tests.find.synthetic_neurons.test_neurons import COUNTRIES, _tables
 def _three_tables():
     """The two test tables and a second relation on the same countries (their continent)."""
     capital, rivers = _tables()
-    continent = RelationTable("country_continent", "a country", "the continent where that country is located",
-                              tuple(Entry(e.input, e.attrs["continent"], (), e.attrs) for e in COUNTRIES),
-                              (RelationException("the input country is in Asia", "continent", "eq", "Asia"),
-                               RelationException("the input country is in Europe", "continent", "eq", "Europe")))
+    continent = RelationTable(
+        "country_continent",
+        "a country",
+        "the continent where that country is located",
+        tuple(Entry(e.input, e.attrs["continent"], (), e.attrs) for e in COUNTRIES),
+        (
+            RelationException("the input country is in Asia", "continent", "eq", "Asia"),
+            RelationException("the input country is in Europe", "continent", "eq", "Europe"),
+        ),
+    )
     return [capital, rivers, continent]
 
 
@@ -60,7 +73,8 @@ def test_relation_near_tests_share_the_input_and_only_the_neuron_gives_the_right
         assert len(row["unit_tests_near"]) == 10
         # the correct pairs are FIND's unit-test pairs, in their order
         assert [(t["inputs"][t["correct"] - 1], t["outputs"][t["correct"] - 1]) for t in row["unit_tests_near"]] == [
-            (t["inputs"][t["correct"] - 1], t["outputs"][t["correct"] - 1]) for t in row["unit_tests"]]
+            (t["inputs"][t["correct"] - 1], t["outputs"][t["correct"] - 1]) for t in row["unit_tests"]
+        ]
         for t in row["unit_tests_near"]:
             k = t["correct"] - 1
             x, y = t["inputs"][0], t["outputs"][k]
@@ -127,8 +141,11 @@ def test_entity_near_tests_offer_words_of_other_concepts_the_neuron_does_not_sel
         assert len(set(wrong)) == 20 if len(params["concepts"]) == 1 else len(set(wrong)) >= 15
         assert max(fn(wrong)) < SELECT_THRESHOLD  # the neuron selects none of them
         # the right word scores above both wrong ones in every test
-        assert all(fn(t["inputs"][t["correct"] - 1]) > max(fn([w for w in t["inputs"]])[j] for j in range(3)
-                                                             if j != t["correct"] - 1) for t in tests)
+        assert all(
+            fn(t["inputs"][t["correct"] - 1])
+            > max(fn([w for w in t["inputs"]])[j] for j in range(3) if j != t["correct"] - 1)
+            for t in tests
+        )
         schema.check_row(row)
 
 

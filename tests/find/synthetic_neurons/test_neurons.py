@@ -35,32 +35,76 @@ def _country(name, capital, continent, alt=()):
 
 
 COUNTRIES = [
-    _country("France", "Paris", "Europe"), _country("Germany", "Berlin", "Europe"), _country("Spain", "Madrid", "Europe"),
-    _country("Italy", "Rome", "Europe"), _country("Japan", "Tokyo", "Asia"), _country("China", "Beijing", "Asia"),
-    _country("India", "New Delhi", "Asia", ["Delhi"]), _country("Kenya", "Nairobi", "Africa"),
-    _country("Egypt", "Cairo", "Africa"), _country("Brazil", "Brasília", "South America"),
-    _country("Peru", "Lima", "South America"), _country("Canada", "Ottawa", "North America"),
-    _country("Mexico", "Mexico City", "North America"), _country("Australia", "Canberra", "Oceania"),
-    _country("Chile", "Santiago", "South America"), _country("Nigeria", "Abuja", "Africa"),
-    _country("Norway", "Oslo", "Europe"), _country("Thailand", "Bangkok", "Asia"), _country("Ghana", "Accra", "Africa"),
+    _country("France", "Paris", "Europe"),
+    _country("Germany", "Berlin", "Europe"),
+    _country("Spain", "Madrid", "Europe"),
+    _country("Italy", "Rome", "Europe"),
+    _country("Japan", "Tokyo", "Asia"),
+    _country("China", "Beijing", "Asia"),
+    _country("India", "New Delhi", "Asia", ["Delhi"]),
+    _country("Kenya", "Nairobi", "Africa"),
+    _country("Egypt", "Cairo", "Africa"),
+    _country("Brazil", "Brasília", "South America"),
+    _country("Peru", "Lima", "South America"),
+    _country("Canada", "Ottawa", "North America"),
+    _country("Mexico", "Mexico City", "North America"),
+    _country("Australia", "Canberra", "Oceania"),
+    _country("Chile", "Santiago", "South America"),
+    _country("Nigeria", "Abuja", "Africa"),
+    _country("Norway", "Oslo", "Europe"),
+    _country("Thailand", "Bangkok", "Asia"),
+    _country("Ghana", "Accra", "Africa"),
     _country("Cuba", "Havana", "North America"),
 ]
-RIVERS = [Entry(n, c, (), {"continent": c}) for n, c in [
-    ("Nile", "Africa"), ("Amazon", "South America"), ("Danube", "Europe"), ("Rhine", "Europe"), ("Yangtze", "Asia"),
-    ("Ganges", "Asia"), ("Mississippi", "North America"), ("Congo", "Africa"), ("Volga", "Europe"), ("Mekong", "Asia"),
-    ("Niger", "Africa"), ("Thames", "Europe"), ("Orinoco", "South America"), ("Yukon", "North America"),
-    ("Murray", "Oceania"), ("Loire", "Europe"), ("Indus", "Asia"), ("Zambezi", "Africa"), ("Rio Grande", "North America"),
-    ("Paraná", "South America")]]
+RIVERS = [
+    Entry(n, c, (), {"continent": c})
+    for n, c in [
+        ("Nile", "Africa"),
+        ("Amazon", "South America"),
+        ("Danube", "Europe"),
+        ("Rhine", "Europe"),
+        ("Yangtze", "Asia"),
+        ("Ganges", "Asia"),
+        ("Mississippi", "North America"),
+        ("Congo", "Africa"),
+        ("Volga", "Europe"),
+        ("Mekong", "Asia"),
+        ("Niger", "Africa"),
+        ("Thames", "Europe"),
+        ("Orinoco", "South America"),
+        ("Yukon", "North America"),
+        ("Murray", "Oceania"),
+        ("Loire", "Europe"),
+        ("Indus", "Asia"),
+        ("Zambezi", "Africa"),
+        ("Rio Grande", "North America"),
+        ("Paraná", "South America"),
+    ]
+]
 
 
 def _tables():
     return [
-        RelationTable("country_capital", "a country", "the capital of that country", tuple(COUNTRIES),
-                      (RelationException("the input country is in Asia", "continent", "eq", "Asia"),
-                       RelationException("the input country is in Africa", "continent", "eq", "Africa"))),
-        RelationTable("river_continent", "a river", "the continent where that river is located", tuple(RIVERS),
-                      (RelationException("the input is in Africa", "continent", "eq", "Africa"),
-                       RelationException("the input is in Europe", "continent", "eq", "Europe"))),
+        RelationTable(
+            "country_capital",
+            "a country",
+            "the capital of that country",
+            tuple(COUNTRIES),
+            (
+                RelationException("the input country is in Asia", "continent", "eq", "Asia"),
+                RelationException("the input country is in Africa", "continent", "eq", "Africa"),
+            ),
+        ),
+        RelationTable(
+            "river_continent",
+            "a river",
+            "the continent where that river is located",
+            tuple(RIVERS),
+            (
+                RelationException("the input is in Africa", "continent", "eq", "Africa"),
+                RelationException("the input is in Europe", "continent", "eq", "Europe"),
+            ),
+        ),
     ]
 
 
@@ -106,10 +150,18 @@ def test_render_prompt_bad_input_names_field():
         render_prompt("neurons_entities", 3)
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("Answer: Paris.", "Paris"), ("  \nTokyo\nbecause...", "Tokyo"), ("Undefined.", UNDEFINED),
-    ('"undefined"', UNDEFINED), ("1.72.", "1.72"), ("[ANSWER]: Mexico City", "Mexico City"), ("", ""),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Answer: Paris.", "Paris"),
+        ("  \nTokyo\nbecause...", "Tokyo"),
+        ("Undefined.", UNDEFINED),
+        ('"undefined"', UNDEFINED),
+        ("1.72.", "1.72"),
+        ("[ANSWER]: Mexico City", "Mexico City"),
+        ("", ""),
+    ],
+)
 def test_parse_relation_answer(text, expected):
     assert parse_relation_answer(text) == expected
 
@@ -221,13 +273,20 @@ def test_entity_determinism(entity_rows):
 def test_relation_rows_find_order(relation_rows):
     assert len(relation_rows) == 6
     assert [r["subcategory"] for r in relation_rows] == ["atomic"] * 2 + ["corruption"] * 4
-    assert [r["name"] for r in relation_rows] == ["country_capital", "river_continent", "country_capital~except1",
-                                                 "river_continent~except1", "country_capital~except2",
-                                                 "river_continent~except2"]
+    assert [r["name"] for r in relation_rows] == [
+        "country_capital",
+        "river_continent",
+        "country_capital~except1",
+        "river_continent~except1",
+        "country_capital~except2",
+        "river_continent~except2",
+    ]
     r = relation_rows[2]
     assert r["exception"] == "the input country is in Asia"
-    assert r["description"] == ('Maps a country to the capital of that country; returns "undefined" when the input is '
-                                'not a country or when the input country is in Asia.')
+    assert r["description"] == (
+        'Maps a country to the capital of that country; returns "undefined" when the input is '
+        "not a country or when the input country is in Asia."
+    )
     for row in relation_rows:
         schema.check_row(row)
         assert row["backbone"] == "table" and "{input}" in row["prompt"]
@@ -238,7 +297,13 @@ def test_relation_exception_subdomain_is_undefined(relation_rows):
     atomic = make_function(relation_rows[0], tables=tables)
     no_asia = make_function(relation_rows[2], tables=tables)
     no_africa = make_function(relation_rows[4], tables=tables)
-    assert atomic(["France", "Japan", "Kenya", "Nile", "toaster"]) == ["Paris", "Tokyo", "Nairobi", UNDEFINED, UNDEFINED]
+    assert atomic(["France", "Japan", "Kenya", "Nile", "toaster"]) == [
+        "Paris",
+        "Tokyo",
+        "Nairobi",
+        UNDEFINED,
+        UNDEFINED,
+    ]
     assert no_asia(["France", "Japan", "thailand", "Kenya"]) == ["Paris", UNDEFINED, UNDEFINED, "Nairobi"]
     assert no_africa(["Japan", "Kenya", "Egypt"]) == ["Tokyo", UNDEFINED, UNDEFINED]
     assert no_asia("Peru") == "Lima"
@@ -268,7 +333,9 @@ def test_relation_unit_tests_rules(relation_rows):
 
 def test_relation_determinism(relation_rows):
     assert generate_relations(0, tables=_tables()) == relation_rows
-    assert [r["unit_tests"] for r in generate_relations(3, tables=_tables())] != [r["unit_tests"] for r in relation_rows]
+    assert [r["unit_tests"] for r in generate_relations(3, tables=_tables())] != [
+        r["unit_tests"] for r in relation_rows
+    ]
 
 
 def test_relation_core_and_coverage():
@@ -276,28 +343,50 @@ def test_relation_core_and_coverage():
     every entry and tells coverage misses (its recognizer) from other unknown inputs."""
     cap, rivers = _tables()
     core = tuple(e for e in cap.entries if e.input not in ("Cuba", "Norway"))
-    cored = RelationTable(cap.key, cap.concept1, cap.concept2, cap.entries, cap.exceptions, source="test table",
-                          core=core, recognizer=lambda key: key == "atlantis")
+    cored = RelationTable(
+        cap.key,
+        cap.concept1,
+        cap.concept2,
+        cap.entries,
+        cap.exceptions,
+        source="test table",
+        core=core,
+        recognizer=lambda key: key == "atlantis",
+    )
     tables = [cored, rivers]
     rows = generate_relations(0, tables=tables)
-    shown = {x for r in rows for u in r["unit_tests"] for x in u["inputs"]} | {x for r in rows for x in r["test_inputs"] + r["exemplars"]}
+    shown = {x for r in rows for u in r["unit_tests"] for x in u["inputs"]} | {
+        x for r in rows for x in r["test_inputs"] + r["exemplars"]
+    }
     assert "Cuba" not in shown and "Norway" not in shown and "France" in shown
     fn = make_function(rows[0], tables=tables)
     assert fn(["Cuba", "Atlantis", "toaster", "the Atlantis"]) == ["Havana", UNDEFINED, UNDEFINED, UNDEFINED]
-    assert [fn.table.coverage(t) for t in ["Cuba", "Atlantis", "toaster", "the Atlantis"]] == ["served", "coverage_miss", "out_of_domain", "coverage_miss"]
+    assert [fn.table.coverage(t) for t in ["Cuba", "Atlantis", "toaster", "the Atlantis"]] == [
+        "served",
+        "coverage_miss",
+        "out_of_domain",
+        "coverage_miss",
+    ]
     assert [cored.coverage(x) for x in ("norway", "ATLANTIS", "Nile")] == ["served", "coverage_miss", "out_of_domain"]
     assert cap.coverage("Atlantis") == "out_of_domain" and cap.sample_entries == cap.entries
     assert cored.sample_entries == core
     with pytest.raises(ValueError, match="core"):
-        RelationTable(cap.key, cap.concept1, cap.concept2, cap.entries, cap.exceptions, core=(Entry("Oz", "Emerald City"),))
+        RelationTable(
+            cap.key, cap.concept1, cap.concept2, cap.entries, cap.exceptions, core=(Entry("Oz", "Emerald City"),)
+        )
     with pytest.raises(ValueError, match="source"):
         RelationTable(cap.key, cap.concept1, cap.concept2, cap.entries, cap.exceptions, source=" ")
 
 
 def test_relation_find_v1_style_row_resolves_by_text():
-    row = schema.empty_row(function_id="neurons_relations/f00025", category="neurons_relations", subcategory="corruption",
-                           concept1="a country", concept2="the capital of that country",
-                           exception=" the input country is in Asia")
+    row = schema.empty_row(
+        function_id="neurons_relations/f00025",
+        category="neurons_relations",
+        subcategory="corruption",
+        concept1="a country",
+        concept2="the capital of that country",
+        exception=" the input country is in Asia",
+    )
     fn = make_function(row, tables=_tables())
     assert fn(["Japan", "France"]) == [UNDEFINED, "Paris"]
     row["exception"] = "the input is purple"

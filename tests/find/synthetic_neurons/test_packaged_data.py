@@ -48,7 +48,11 @@ def test_relation_unit_tests_on_packaged_tables(relation_rows):
                 x, y = t["inputs"][j], t["outputs"][j]
                 answer = fn(x)
                 entry = tables[key].lookup(x)
-                assert not (answer == y or (answer != UNDEFINED and entry is not None and entry.accepts(y))), (row["function_id"], x, y)
+                assert not (answer == y or (answer != UNDEFINED and entry is not None and entry.accepts(y))), (
+                    row["function_id"],
+                    x,
+                    y,
+                )
 
 
 def test_table_backbone_on_held_out_entries(relation_rows):
@@ -101,8 +105,13 @@ def test_embedded_entity_neurons_reach_find_selectivity(tmp_path):
     a = summary["entity_associations"]
     assert a["held_out"] == "associations" and a["n_words"] > 140 * 8
     assert a["own_mean"] >= 0.58 and a["other_mean"] <= 0.1 and a["auc_mean"] >= 0.91
-    assert {p.name for p in (tmp_path / "report").iterdir()} == {"summary.json", "entities.csv", "entity_associations.csv",
-                                                                  "entity_matrix.csv", "entity_selectivity.png"}
+    assert {p.name for p in (tmp_path / "report").iterdir()} == {
+        "summary.json",
+        "entities.csv",
+        "entity_associations.csv",
+        "entity_matrix.csv",
+        "entity_selectivity.png",
+    }
 
 
 @pytest.mark.slow
@@ -110,8 +119,19 @@ def test_backbone_report_cli_small_subset(tmp_path):
     from findbench.cli import main
 
     out = tmp_path / "r"
-    rc = main(["backbone-report", "--out", str(out), "--limit", "3", "--words-per-concept", "2",
-               "--entries-per-relation", "2"])
+    rc = main(
+        [
+            "backbone-report",
+            "--out",
+            str(out),
+            "--limit",
+            "3",
+            "--words-per-concept",
+            "2",
+            "--entries-per-relation",
+            "2",
+        ]
+    )
     assert rc == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["entities"]["n_concepts"] == 3 and summary["entities"]["n_words"] == 6

@@ -33,7 +33,9 @@ class _HashFeatures(CachedTextEncoder):
 
     def _forward(self, texts: list[str]) -> np.ndarray:
         self.batches.append(list(texts))
-        return np.array([[random.Random(f"{t}:{k}").gauss(0, 1) for k in range(self.dim)] for t in texts], dtype=np.float32)
+        return np.array(
+            [[random.Random(f"{t}:{k}").gauss(0, 1) for k in range(self.dim)] for t in texts], dtype=np.float32
+        )
 
 
 def _words(n: int) -> list[str]:
@@ -56,8 +58,11 @@ def test_encoding_under_a_bar_uses_the_batches_of_one_encode_call(monkeypatch):
 def test_probe_fit_shows_progress_bars_unless_told_not_to(monkeypatch, capsys):
     monkeypatch.setattr(backbones, "load_features", lambda spec: _HashFeatures(5, dim=12))
     # class means stand in for torch's L-BFGS (seconds per fit on a busy machine): the bars are tested here
-    monkeypatch.setattr(backbones, "_ovr_logistic",
-                        lambda X, labels, n, C: (np.stack([X[labels == j].mean(0) for j in range(n)]), np.zeros(n)))
+    monkeypatch.setattr(
+        backbones,
+        "_ovr_logistic",
+        lambda X, labels, n, C: (np.stack([X[labels == j].mean(0) for j in range(n)]), np.zeros(n)),
+    )
     unit = {c: [f"{c}{i}" for i in range(8)] for c in ("red", "green", "blue")}
     backbones._FIT_MEMO.clear()
     probes, info = backbones.fit_entity_probes(unit, encoder="stand-in", use_cache=False, progress=False)
@@ -103,8 +108,14 @@ def test_two_processes_fit_the_same_probes_once(tmp_path):
     env = {**os.environ, "FINDBENCH_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(REPO / "src")}
 
     def start():
-        return subprocess.Popen([sys.executable, "-c", _CHILD, str(marker), str(release)], env=env, cwd=tmp_path,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen(
+            [sys.executable, "-c", _CHILD, str(marker), str(release)],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     first = start()
     try:
@@ -115,7 +126,9 @@ def test_two_processes_fit_the_same_probes_once(tmp_path):
         assert marker.exists(), "the first process never started fitting"
         second = start()
         try:
-            said = next((line for line in iter(second.stderr.readline, "") if "waiting for another process" in line), "")
+            said = next(
+                (line for line in iter(second.stderr.readline, "") if "waiting for another process" in line), ""
+            )
             # the second waits on the first's lock; only now may the first finish
             release.touch()
             out_second, err_second = second.communicate(timeout=60)
@@ -137,7 +150,10 @@ def test_two_processes_fit_the_same_probes_once(tmp_path):
 
 def test_a_failed_fit_leaves_no_entry_and_frees_the_lock(tmp_path, monkeypatch):
     monkeypatch.setenv("FINDBENCH_CACHE", str(tmp_path))
-    words = {"chess": ["rook", "pawn", "king", "queen", "bishop"], "tea": ["oolong", "matcha", "chai", "sencha", "kettle"]}
+    words = {
+        "chess": ["rook", "pawn", "king", "queen", "bishop"],
+        "tea": ["oolong", "matcha", "chai", "sencha", "kettle"],
+    }
 
     def broken(config, *, progress=True):
         raise RuntimeError("features failed")

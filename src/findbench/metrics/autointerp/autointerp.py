@@ -82,5 +82,11 @@ class Autointerp(evaluate.Metric):
             reference_urls=["https://arxiv.org/abs/2503.09532", "https://github.com/adamkarvonen/SAEBench"],
         )
 
-    def _compute(self, *, predictions: list[list[int] | None], references: list[list[int]], n_examples: int | list[int] | None = None) -> dict:
+    def _compute(
+        self,
+        *,
+        predictions: list[list[int] | None],
+        references: list[list[int]],
+        n_examples: int | list[int] | None = None,
+    ) -> dict:
         return score_detections(predictions, references, n_examples)  # checks every item, naming it; plain Python out

@@ -63,13 +63,25 @@ class ExplanationF1(evaluate.Metric):
     def _info(self):
         _checks.one_of("config_name", self.config_name, ("default", "probe"))
         return evaluate.MetricInfo(
-            description=_DESCRIPTION, citation=_CITATION, inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({"predictions": datasets.Value("bool"), "references": datasets.Sequence(datasets.Value("float64"))}),
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features(
+                {"predictions": datasets.Value("bool"), "references": datasets.Sequence(datasets.Value("float64"))}
+            ),
             reference_urls=["https://arxiv.org/abs/2309.10312", "https://github.com/explanare/eval-neuron-explanation"],
         )
 
-    def _compute(self, *, predictions: list[bool], references: list[list[float]], neurons: list[str] | None = None,
-                 threshold: float = 0.0, test_size: float = 0.3, seed: int = 0) -> dict:
+    def _compute(
+        self,
+        *,
+        predictions: list[bool],
+        references: list[list[float]],
+        neurons: list[str] | None = None,
+        threshold: float = 0.0,
+        test_size: float = 0.3,
+        seed: int = 0,
+    ) -> dict:
         if self.config_name == "probe":
             return probe_scores(references, predictions, test_size=test_size, seed=seed)
         out = explanation_f1(predictions, references, neurons, threshold=threshold)

@@ -71,14 +71,30 @@ class FindDomain(evaluate.Metric):
 
     def _info(self):
         return evaluate.MetricInfo(
-            description=_DESCRIPTION, citation=_CITATION, inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({"predictions": datasets.Value("string"), "references": {
-                "domain_low": datasets.Value("float64"), "domain_high": datasets.Value("float64"),
-                "corruption_type": datasets.Value("large_string"), "corruption_params": datasets.Value("large_string")}}),
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features(
+                {
+                    "predictions": datasets.Value("string"),
+                    "references": {
+                        "domain_low": datasets.Value("float64"),
+                        "domain_high": datasets.Value("float64"),
+                        "corruption_type": datasets.Value("large_string"),
+                        "corruption_params": datasets.Value("large_string"),
+                    },
+                }
+            ),
             reference_urls=["https://github.com/multimodal-interpretability/FIND", "https://arxiv.org/abs/2309.03886"],
         )
 
     def _compute(self, *, predictions: list[str], references: list[dict]) -> dict:
         out = _domain.score_domain(predictions, references, argument="references")
-        return {"domain_iou": float(out["domain_iou"]), "domain_iou_ci": [float(v) for v in out["domain_iou_ci"]], "n": int(out["n"]),
-                "parse_rate": float(out["parse_rate"]), "iou": [float(v) for v in out["iou"]], "status": list(out["status"])}
+        return {
+            "domain_iou": float(out["domain_iou"]),
+            "domain_iou_ci": [float(v) for v in out["domain_iou_ci"]],
+            "n": int(out["n"]),
+            "parse_rate": float(out["parse_rate"]),
+            "iou": [float(v) for v in out["iou"]],
+            "status": list(out["status"]),
+        }

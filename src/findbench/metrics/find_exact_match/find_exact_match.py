@@ -59,12 +59,32 @@ class FindExactMatch(evaluate.Metric):
 
     def _info(self):
         return evaluate.MetricInfo(
-            description=_DESCRIPTION, citation=_CITATION, inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({"predictions": datasets.Value("string"), "references": datasets.Value("string")}),
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features(
+                {"predictions": datasets.Value("string"), "references": datasets.Value("string")}
+            ),
             reference_urls=["https://github.com/multimodal-interpretability/FIND", "https://arxiv.org/abs/2309.03886"],
         )
 
-    def _compute(self, *, predictions: list[str], references: list[str], test_inputs: list[list[str]] | None = None, timeout: float = 10.0,
-                 cpu_seconds: float = 5.0, memory_mb: int = 1024, workers: int | None = None) -> dict:
-        return code_scoring.score_exact_match(predictions, references, test_inputs, timeout=timeout, cpu_seconds=cpu_seconds,
-                                              memory_mb=memory_mb, workers=workers)
+    def _compute(
+        self,
+        *,
+        predictions: list[str],
+        references: list[str],
+        test_inputs: list[list[str]] | None = None,
+        timeout: float = 10.0,
+        cpu_seconds: float = 5.0,
+        memory_mb: int = 1024,
+        workers: int | None = None,
+    ) -> dict:
+        return code_scoring.score_exact_match(
+            predictions,
+            references,
+            test_inputs,
+            timeout=timeout,
+            cpu_seconds=cpu_seconds,
+            memory_mb=memory_mb,
+            workers=workers,
+        )

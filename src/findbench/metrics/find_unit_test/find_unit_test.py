@@ -92,11 +92,18 @@ class FindUnitTest(evaluate.Metric):
     """FIND unit-test accuracy of descriptions, judged by an LM (findbench.judge)."""
 
     def _info(self):
-        unit_test = {"inputs": datasets.List(datasets.Value("string")), "outputs": datasets.List(datasets.Value("string")),
-                     "correct": datasets.Value("int32")}
+        unit_test = {
+            "inputs": datasets.List(datasets.Value("string")),
+            "outputs": datasets.List(datasets.Value("string")),
+            "correct": datasets.Value("int32"),
+        }
         return evaluate.MetricInfo(
-            description=_DESCRIPTION, citation=_CITATION, inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({"predictions": datasets.Value("string"), "references": datasets.List(unit_test)}),
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features(
+                {"predictions": datasets.Value("string"), "references": datasets.List(unit_test)}
+            ),
             reference_urls=["https://github.com/multimodal-interpretability/FIND", "https://arxiv.org/abs/2309.03886"],
         )
 
@@ -132,9 +139,19 @@ class FindUnitTest(evaluate.Metric):
             judges[key] = load_judge(judge, judge_model=judge_model, cache=judge_cache, batch_size=batch_size)
         return judges[key]
 
-    def _compute(self, *, predictions: list[str], references: list[list[dict]], category: str | None = None,
-                 judge=DEFAULT_JUDGE, judge_model: str | None = None, mode: str | None = None,
-                 keep_full_description: bool = False, judge_cache: str | None = None, batch_size: int = 16) -> dict:
+    def _compute(
+        self,
+        *,
+        predictions: list[str],
+        references: list[list[dict]],
+        category: str | None = None,
+        judge=DEFAULT_JUDGE,
+        judge_model: str | None = None,
+        mode: str | None = None,
+        keep_full_description: bool = False,
+        judge_cache: str | None = None,
+        batch_size: int = 16,
+    ) -> dict:
         # evaluate has checked the columns against `features` (types, equal lengths) and read
         # them back from Arrow; the checks below name the bad field before any judge loads.
         if category is None:
@@ -150,7 +167,9 @@ class FindUnitTest(evaluate.Metric):
         if mode is None:
             mode = _judge.judge_mode_of(judge)
         lm = self._judge_lm(judge, judge_model, judge_cache, batch_size)
-        out = _judge.judge_unit_tests(lm, predictions, references, category, mode=mode, keep_full_description=keep_full_description)
+        out = _judge.judge_unit_tests(
+            lm, predictions, references, category, mode=mode, keep_full_description=keep_full_description
+        )
         truncated = set(out["truncated"])
         return {
             "unit_test_accuracy": float(out["unit_test_accuracy"]),

@@ -45,9 +45,13 @@ class IIA(evaluate.Metric):
     """Interchange-intervention accuracy."""
 
     def _info(self):
-        kind = {"default": "string", "token_ids": "int64"}[_checks.one_of("config_name", self.config_name, ("default", "token_ids"))]
+        kind = {"default": "string", "token_ids": "int64"}[
+            _checks.one_of("config_name", self.config_name, ("default", "token_ids"))
+        ]
         return evaluate.MetricInfo(
-            description=_DESCRIPTION, citation=_CITATION, inputs_description=_KWARGS_DESCRIPTION,
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
             features=datasets.Features({"predictions": datasets.Value(kind), "references": datasets.Value(kind)}),
             reference_urls=["https://arxiv.org/abs/2309.10312"],
         )
