@@ -63,7 +63,9 @@ def _nmse(ground_truth: Sequence[Any], prediction: Sequence[Any]) -> tuple[float
     """``(NMSE, point, why)``: :func:`nmse`, and where it is ``inf`` why (``None`` otherwise) and the
     index of the first point the prediction failed on (``None`` when no one point is to blame)."""
     if len(ground_truth) != len(prediction):
-        raise ValueError(f"ground_truth and prediction must have the same length ({len(ground_truth)} != {len(prediction)})")
+        raise ValueError(
+            f"ground_truth and prediction must have the same length ({len(ground_truth)} != {len(prediction)})"
+        )
     gt, pred = [], []
     for i, (g, p) in enumerate(zip(ground_truth, prediction)):
         if not _is_real(g) or not math.isfinite(g):
@@ -152,8 +154,14 @@ def _run(codes, inputs, entries, *, sandbox, timeout, cpu_seconds, memory_mb, wo
     if sandbox is not None:
         return run_functions(codes, inputs, entry=entries, sandbox=sandbox, progress=progress)
     return run_functions(
-        codes, inputs, entry=entries, timeout=timeout, cpu_seconds=cpu_seconds,
-        memory_mb=memory_mb, workers=workers, progress=progress,
+        codes,
+        inputs,
+        entry=entries,
+        timeout=timeout,
+        cpu_seconds=cpu_seconds,
+        memory_mb=memory_mb,
+        workers=workers,
+        progress=progress,
     )
 
 
@@ -184,13 +192,27 @@ def score_nmse(
         raise ValueError(f"threshold must be a positive number, got {threshold!r}")
     n = len(preds)
     if n == 0:
-        return {"success_rate": math.nan, "success_rate_ci": [math.nan, math.nan], "n": 0, "mean_nmse": math.nan,
-                "n_failed": 0, "nmse": [], "errors": [], "isolation": ""}
+        return {
+            "success_rate": math.nan,
+            "success_rate_ci": [math.nan, math.nan],
+            "n": 0,
+            "mean_nmse": math.nan,
+            "n_failed": 0,
+            "nmse": [],
+            "errors": [],
+            "isolation": "",
+        }
     grid = list(NMSE_GRID)
     results = _run(
-        refs + preds, [grid] * (2 * n), [REFERENCE_ENTRY] * n + ["last_def"] * n,
-        sandbox=sandbox, timeout=timeout, cpu_seconds=cpu_seconds, memory_mb=memory_mb,
-        workers=workers, progress=progress,
+        refs + preds,
+        [grid] * (2 * n),
+        [REFERENCE_ENTRY] * n + ["last_def"] * n,
+        sandbox=sandbox,
+        timeout=timeout,
+        cpu_seconds=cpu_seconds,
+        memory_mb=memory_mb,
+        workers=workers,
+        progress=progress,
     )
     scored = [nmse_and_reason(results[i], results[n + i], index=i) for i in range(n)]
     scores = [s for s, _ in scored]
@@ -241,12 +263,24 @@ def score_exact_match(
     inputs = check_test_inputs(test_inputs, len(preds))
     n = len(preds)
     if n == 0:
-        return {"exact_match": math.nan, "exact_match_ci": [math.nan, math.nan], "n": 0, "per_function": [], "errors": [],
-                "isolation": ""}
+        return {
+            "exact_match": math.nan,
+            "exact_match_ci": [math.nan, math.nan],
+            "n": 0,
+            "per_function": [],
+            "errors": [],
+            "isolation": "",
+        }
     results = _run(
-        refs + preds, inputs + inputs, [REFERENCE_ENTRY] * n + ["last_def"] * n,
-        sandbox=sandbox, timeout=timeout, cpu_seconds=cpu_seconds, memory_mb=memory_mb,
-        workers=workers, progress=progress,
+        refs + preds,
+        inputs + inputs,
+        [REFERENCE_ENTRY] * n + ["last_def"] * n,
+        sandbox=sandbox,
+        timeout=timeout,
+        cpu_seconds=cpu_seconds,
+        memory_mb=memory_mb,
+        workers=workers,
+        progress=progress,
     )
     per_function, errors = [], []
     for i in range(n):
@@ -269,8 +303,10 @@ def score_exact_match(
         if pred.status != "ok":
             errors.append(failure_reason(pred))
         elif raised:
-            errors.append(f"{short_reason(pred.errors[raised[0]])} (on test input {raised[0]}; "
-                          f"{len(raised)} of {counted} inputs raised)")
+            errors.append(
+                f"{short_reason(pred.errors[raised[0]])} (on test input {raised[0]}; "
+                f"{len(raised)} of {counted} inputs raised)"
+            )
         else:
             errors.append(None)
     return {

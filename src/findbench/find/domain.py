@@ -34,7 +34,9 @@ _INF = math.inf
 
 # "[DOMAIN]:", "[DOMAIN]", "**[DOMAIN]**:", "[ DOMAIN ] :"; at a line start also "Domain:"
 _DOMAIN_LABEL = re.compile(r"\[\s*domain\s*\][\s*_]*:?|(?im:^[\s*#_]*domain[\s*_]*:)", re.IGNORECASE)
-_OTHER_LABEL = re.compile(r"\[\s*(?:description|code|domain)\s*\]|(?im:^[\s*#_]*(?:description|code)[\s*_]*:)", re.IGNORECASE)
+_OTHER_LABEL = re.compile(
+    r"\[\s*(?:description|code|domain)\s*\]|(?im:^[\s*#_]*(?:description|code)[\s*_]*:)", re.IGNORECASE
+)
 
 
 def domain_text(text: str) -> str:
@@ -66,7 +68,10 @@ _PATTERNS: list[tuple[re.Pattern, str]] = [
     (re.compile(rf"({_NUM})\s*{_LT}\s*{_X}\s*{_LT}\s*({_NUM})"), "two"),
     (re.compile(rf"({_NUM})\s*{_GT}\s*{_X}\s*{_GT}\s*({_NUM})"), "two"),
     (re.compile(rf"\bbetween\s+{_N}\s*(?:and|&|,)\s*{_N}"), "two"),
-    (re.compile(rf"(?:\bfrom\s+)?{_N}\s*(?:\bto\b|\bthrough\b|\buntil\b|\btill\b|\bup\s+to\b|–|—|\.\.\.?)\s*{_N}"), "two"),
+    (
+        re.compile(rf"(?:\bfrom\s+)?{_N}\s*(?:\bto\b|\bthrough\b|\buntil\b|\btill\b|\bup\s+to\b|–|—|\.\.\.?)\s*{_N}"),
+        "two",
+    ),
     # "20-30": a hyphen between two unsigned numbers written together
     (re.compile(r"(?<![\w.\-])(\d+(?:\.\d+)?)-(\d+(?:\.\d+)?)(?![\w.])"), "two"),
     (re.compile(rf"\b{_X}\s*{_LT}\s*({_NUM})"), "upper"),
@@ -91,7 +96,9 @@ _DECLARATION = re.compile(
     r"\s+(?:the\s+)?(?:whole\s+|entire\s+)?(?:(?:set|interval|range)\s+(?:of\s+)?)?(?:all\s+)?(?:x\s+(?:in|∈)\s+|x\s*:\s*)?",
 )
 # "the (output) range is [0, 1]": outputs, not inputs
-_RANGE_STATEMENT = re.compile(r"\b(?:output\s+range|range\s+of\s+(?:the\s+)?(?:function|outputs?)|range)\s+(?:is|=|:)\s+")
+_RANGE_STATEMENT = re.compile(
+    r"\b(?:output\s+range|range\s+of\s+(?:the\s+)?(?:function|outputs?)|range)\s+(?:is|=|:)\s+"
+)
 _WHOLE_DOMAIN = re.compile(
     r"\b(?:(?:whole|entire|full)\s+(?:domain|real\s+line|range)|all\s+(?:real\s+)?(?:numbers|reals|inputs|values|x)\b"
     r"|everywhere|real\s+numbers|ℝ)"
@@ -180,7 +187,9 @@ def _sentence_intervals(sentence: str) -> tuple[list[tuple[float, float]], bool]
         if hit:
             matches.remove(hit[0])
             declared = True
-        elif _WHOLE_DOMAIN.match(sentence, decl.end()) or re.match(r"(?:all\s+)?(?:real\s+numbers|reals|ℝ|r\b)", sentence[decl.end() :]):
+        elif _WHOLE_DOMAIN.match(sentence, decl.end()) or re.match(
+            r"(?:all\s+)?(?:real\s+numbers|reals|ℝ|r\b)", sentence[decl.end() :]
+        ):
             declared = True
     out: list[tuple[float, float]] = []
     prev: tuple[int, int, str, tuple[float, float]] | None = None
@@ -285,11 +294,15 @@ def _corruption(row: Mapping[str, Any], where: str) -> tuple[str, list[float]] |
     else:
         params = raw
     if not isinstance(params, Mapping):
-        raise ValueError(f"{where}['corruption_params'] must be JSON text (or a dict) with 'boundary', got {raw!r:.100}")
+        raise ValueError(
+            f"{where}['corruption_params'] must be JSON text (or a dict) with 'boundary', got {raw!r:.100}"
+        )
     b = params.get("boundary")
     n = 2 if kind == "inside" else 1
     if isinstance(b, str) or not isinstance(b, Sequence) or len(b) != n or not all(_is_num(v) for v in b):
-        raise ValueError(f"{where}['corruption_params'] boundary must be a list of {n} finite number(s) for {kind!r}, got {b!r}")
+        raise ValueError(
+            f"{where}['corruption_params'] boundary must be a list of {n} finite number(s) for {kind!r}, got {b!r}"
+        )
     b = [float(v) for v in b]
     if n == 2 and not b[0] < b[1]:
         raise ValueError(f"{where}['corruption_params'] boundary must be increasing, got {b!r}")
@@ -365,7 +378,9 @@ def _check_pair(v: Any, where: str) -> tuple[float, float]:
     return a, b
 
 
-def interval_iou(pred: Sequence[tuple[float, float]], truth: tuple[float, float] | None, domain: tuple[float, float]) -> float:
+def interval_iou(
+    pred: Sequence[tuple[float, float]], truth: tuple[float, float] | None, domain: tuple[float, float]
+) -> float:
     """Intersection over union (of lengths) of the predicted intervals and the true one, in [0, 1].
 
     ``pred`` (:func:`parse_intervals`; overlaps count once, ``[]`` = no interval) and ``truth``
@@ -422,7 +437,9 @@ def score_domain(
     for i, p in enumerate(predictions):
         if not isinstance(p, str):
             raise TypeError(f"predictions[{i}] must be a str (the interpretation), got {type(p).__name__}")
-    truths = [(_row_domain(r, f"{argument}[{i}]"), _corrupted_interval(r, f"{argument}[{i}]")) for i, r in enumerate(rows)]
+    truths = [
+        (_row_domain(r, f"{argument}[{i}]"), _corrupted_interval(r, f"{argument}[{i}]")) for i, r in enumerate(rows)
+    ]
     ious: list[float] = []
     status: list[str] = []
     for p, (dom, truth) in zip(predictions, truths):
@@ -469,7 +486,9 @@ def domain_unit_tests(row: Mapping[str, Any], *, where: str = "row") -> list[dic
     out = []
     for k, t in enumerate(tests):
         if not isinstance(t, Mapping):
-            raise TypeError(f"{where}['unit_tests'][{k}] must be a dict with inputs/outputs/correct, got {type(t).__name__}")
+            raise TypeError(
+                f"{where}['unit_tests'][{k}] must be a dict with inputs/outputs/correct, got {type(t).__name__}"
+            )
         inputs, outputs, correct = t.get("inputs"), t.get("outputs"), t.get("correct")
         if inputs is None or outputs is None or correct is None:
             raise ValueError(f"{where}['unit_tests'][{k}] needs inputs, outputs and correct (relations)")
@@ -477,9 +496,13 @@ def domain_unit_tests(row: Mapping[str, Any], *, where: str = "row") -> list[dic
         try:
             c = int(correct)
         except (TypeError, ValueError):
-            raise ValueError(f"{where}['unit_tests'][{k}]['correct'] must be a 1-based index, got {correct!r}") from None
+            raise ValueError(
+                f"{where}['unit_tests'][{k}]['correct'] must be a 1-based index, got {correct!r}"
+            ) from None
         if not (1 <= c <= len(outputs) and len(outputs) == len(inputs)):
-            raise ValueError(f"{where}['unit_tests'][{k}]: correct ({c}) must index the {len(inputs)} input/output pairs")
+            raise ValueError(
+                f"{where}['unit_tests'][{k}]: correct ({c}) must index the {len(inputs)} input/output pairs"
+            )
         if parse_relation_answer(outputs[c - 1]) == UNDEFINED:
             out.append({"inputs": inputs, "outputs": outputs, "correct": c})
     return out
@@ -517,7 +540,9 @@ def in_corrupted_subdomain(row: Mapping[str, Any], inputs: Sequence[Any]) -> lis
         out = []
         for x in inputs:
             v = _as_number(x)
-            out.append(v is not None and (v <= b[0] if kind == "below" else v >= b[0] if kind == "above" else b[0] < v < b[1]))
+            out.append(
+                v is not None and (v <= b[0] if kind == "below" else v >= b[0] if kind == "above" else b[0] < v < b[1])
+            )
         return out
     if category == "neurons_relations":
         exception = row.get("exception")
@@ -529,7 +554,9 @@ def in_corrupted_subdomain(row: Mapping[str, Any], inputs: Sequence[Any]) -> lis
         params = json.loads(raw) if isinstance(raw, str) and raw else (dict(raw) if isinstance(raw, Mapping) else {})
         table, index = relation_for_row(row, params)
         if index is None:
-            raise ValueError(f"row['params'] of {row.get('function_id')} names no exception_index, but row['exception'] is {exception!r}")
+            raise ValueError(
+                f"row['params'] of {row.get('function_id')} names no exception_index, but row['exception'] is {exception!r}"
+            )
         excepted = table.exceptions[index]
         out = []
         for x in inputs:

@@ -258,7 +258,9 @@ def _neuron_rows(root: Path, category: str) -> list[dict]:
                 category=category,
                 subcategory=sub,
                 name=fname,
-                params=dumps({"find_v1": {"dir": name}, "concepts": [c for c in (c1, c2) if c], "exception": exception}),
+                params=dumps(
+                    {"find_v1": {"dir": name}, "concepts": [c for c in (c1, c2) if c], "exception": exception}
+                ),
                 code="",
                 description=desc,
                 source="find-v1",

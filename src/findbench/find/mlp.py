@@ -296,7 +296,9 @@ def fit_mlps(
     }
 
 
-def reference_fit(x: Any, y: Any, seed: int, *, epochs: int = 10_000, lr: float = 0.01, progress: bool = False) -> dict[str, Any]:
+def reference_fit(
+    x: Any, y: Any, seed: int, *, epochs: int = 10_000, lr: float = 0.01, progress: bool = False
+) -> dict[str, Any]:
     """FIND's reference recipe: one ``Linear(1,64)-ReLU-Linear(64,1)`` from PyTorch's default
     initialisation, Adam(lr=0.01), ``epochs`` full-batch steps of plain MSE on raw values (float32).
 

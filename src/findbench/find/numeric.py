@@ -458,7 +458,9 @@ def _is_num(v: Any) -> bool:
 
 
 _PARAM_RULES: dict[str, tuple[str, Callable[[Mapping], bool]]] = {
-    **{f: ("period must be non-zero", lambda p: float(p["period"]) != 0) for f in ("tanh", "sin", "cos", "square_wave")},
+    **{
+        f: ("period must be non-zero", lambda p: float(p["period"]) != 0) for f in ("tanh", "sin", "cos", "square_wave")
+    },
     "gaussian": ("std must be > 0", lambda p: float(p["std"]) > 0),
     "logarithm": ("base must be > 0 and != 1", lambda p: float(p["base"]) > 0 and float(p["base"]) != 1),
     "reciprocal": ("scale must be non-zero", lambda p: float(p["scale"]) != 0),
@@ -478,7 +480,9 @@ def _check_term(term: Any, where: str) -> dict:
     missing = [k for k in spec.params if k not in p]
     extra = [k for k in p if k not in spec.params]
     if missing or extra:
-        raise ValueError(f"{where}.params of {fam} must have exactly {list(spec.params)}; missing {missing}, unknown {extra}")
+        raise ValueError(
+            f"{where}.params of {fam} must have exactly {list(spec.params)}; missing {missing}, unknown {extra}"
+        )
     for k in spec.params:
         v = p[k]
         if k in ("coeffs", "numerator", "denominator"):
@@ -545,7 +549,9 @@ def _check_params(p: dict) -> dict:
         b = c.get("boundary")
         nb = 2 if c["type"] == "inside" else 1
         if not (isinstance(b, (list, tuple)) and len(b) == nb and all(_is_num(v) for v in b)):
-            raise ValueError(f"params.corruption.boundary must be a list of {nb} number(s) for type {c['type']!r}, got {b!r}")
+            raise ValueError(
+                f"params.corruption.boundary must be a list of {nb} number(s) for type {c['type']!r}, got {b!r}"
+            )
         if nb == 2 and not b[0] < b[1]:
             raise ValueError(f"params.corruption.boundary must be increasing, got {b!r}")
         for k in ("mean", "std"):
@@ -804,7 +810,11 @@ def describe(params: Any) -> str:
     # mlp
     w = p.get("mlp") or {}
     err = w.get("mse")
-    err_text = f" (mean squared error {float(err):.4g} on {MLP_TRAIN_POINTS:,} evenly spaced points)" if err is not None else ""
+    err_text = (
+        f" (mean squared error {float(err):.4g} on {MLP_TRAIN_POINTS:,} evenly spaced points)"
+        if err is not None
+        else ""
+    )
     hidden = len(w.get("w1", [])) or _mlp.HIDDEN
     return (
         f"The output of a 1-{hidden}-1 ReLU MLP trained to approximate {base}{err_text}; "
@@ -853,7 +863,9 @@ def row_from_params(params: Any, index: int, *, source: str = "procedural") -> d
         domain_high=float(p["domain"][1]),
         noise_type=p["noise"]["type"] if p["variant"] == "noise" else None,
         corruption_type=c["type"] if c else None,
-        corruption_params=schema.dumps({"boundary": list(c["boundary"]), "mean": c["mean"], "std": c["std"]}) if c else None,
+        corruption_params=schema.dumps({"boundary": list(c["boundary"]), "mean": c["mean"], "std": c["std"]})
+        if c
+        else None,
         test_inputs=_test_inputs(p),
         unit_tests=[],
     )
@@ -954,8 +966,12 @@ def _sample_params(seed: int, index: int, structure: str, variant: str) -> dict:
         # a pole (reciprocal, rational) sitting on a grid point would make the corruption
         # mean or the MLP targets non-finite, and a degenerate draw would be described as what
         # it is not: redraw, deterministically
-        if (np.all(np.isfinite(y_mean)) and np.all(np.isfinite(y_fit)) and np.all(np.abs(y_fit) < 1e30)
-                and degenerate(p) is None):
+        if (
+            np.all(np.isfinite(y_mean))
+            and np.all(np.isfinite(y_fit))
+            and np.all(np.abs(y_fit) < 1e30)
+            and degenerate(p) is None
+        ):
             break
     else:  # pragma: no cover - needs 1000 consecutive poles
         raise RuntimeError(f"could not draw a finite function for index {index}")
@@ -1016,7 +1032,9 @@ def generate(n: int = 1000, seed: int = 0, *, progress: bool = True) -> list[dic
     # the build-time check: every description says what its function does on the grid
     bad = [(i, why) for i, p in enumerate(params) if (why := degenerate(p))]
     if bad:  # pragma: no cover - _sample_params redraws these
-        raise RuntimeError(f"numeric generator made {len(bad)} degenerate function(s), e.g. f{bad[0][0]:05d}: {bad[0][1]}")
+        raise RuntimeError(
+            f"numeric generator made {len(bad)} degenerate function(s), e.g. f{bad[0][0]:05d}: {bad[0][1]}"
+        )
     return [
         row_from_params(p, i)
         for i, p in enumerate(tqdm(params, desc="writing numeric rows", disable=not progress, leave=False))
@@ -1059,7 +1077,9 @@ def _v1_parse_name(record: Mapping) -> tuple[str, list[str], str | None]:
             raise ValueError(f"record['name'] has unknown family {fam!r}")
         return "atomic", [fam], None
     if len(parts) != 3 or parts[2] not in _V1_OPS or not all(f in COMPOSABLE_FAMILIES for f in parts[:2]):
-        raise ValueError(f"record['name'] must be 'f1;f2;sum_two|multiply_two(...)' with composable f1, f2, got {name!r}")
+        raise ValueError(
+            f"record['name'] must be 'f1;f2;sum_two|multiply_two(...)' with composable f1, f2, got {name!r}"
+        )
     return "composition", parts[:2], _V1_OPS[parts[2]]
 
 
@@ -1171,5 +1191,10 @@ def row_from_find_v1(
         else:
             w = _mlp.weights_from_state_dict(mlp_state_dict)
             ame = record.get("approx_mse_error")
-            p["mlp"] = {"hidden": len(w["w1"]), **w, "mse": float(ame) if _is_num(ame) else None, "train_points": MLP_TRAIN_POINTS}
+            p["mlp"] = {
+                "hidden": len(w["w1"]),
+                **w,
+                "mse": float(ame) if _is_num(ame) else None,
+                "train_points": MLP_TRAIN_POINTS,
+            }
     return row_from_params(p, index, source="find-v1")

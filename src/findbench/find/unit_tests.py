@@ -77,7 +77,9 @@ def build_unit_tests(
             while len(chosen) < n_options:
                 tries += 1
                 if tries > 10000:
-                    raise ValueError(f"correct_items: cannot find {n_options - 1} distinct distractors for function {i}")
+                    raise ValueError(
+                        f"correct_items: cannot find {n_options - 1} distinct distractors for function {i}"
+                    )
                 j = rng.randrange(n - 1)
                 j = j + 1 if j >= i else j  # any function but i
                 if allowed is not None and not allowed(i, j):
@@ -157,7 +159,11 @@ def near_miss_tests(
         if isinstance(item, str):
             out.tests.append({"inputs": list(options), "outputs": None, "correct": pos + 1})
         else:
-            out.tests.append({"inputs": [o[0] for o in options], "outputs": [o[1] for o in options], "correct": pos + 1})
+            out.tests.append(
+                {"inputs": [o[0] for o in options], "outputs": [o[1] for o in options], "correct": pos + 1}
+            )
     if len(out.tests) < n_tests:
-        raise ValueError(f"candidates: only {len(out.tests)} of {n_tests} items have {n_options - 1} distinct near misses")
+        raise ValueError(
+            f"candidates: only {len(out.tests)} of {n_tests} items have {n_options - 1} distinct near misses"
+        )
     return out

@@ -252,10 +252,18 @@ def _fit_entity_probes(config: Mapping[str, Any], *, progress: bool = True
         bias = a * (full_b[j] - mu[j]) / sd[j] + b
         probes[c] = EntityProbe(c, tuple(round(float(v), d) for v in w), round(float(bias), d))
     cv_auc = float(np.mean([roc_auc_score(positive[:, j], cross[:, j]) for j in range(n)]))
-    info = {"method": "logistic probe on word features + Platt calibration of cross-fitted, background-standardised scores",
-            "encoder": config["encoder"], "C": config["C"], "n_folds": config["n_folds"], "seed": config["seed"],
-            "positive_prior": round(prior, 6), "background_rate": rate, "platt_slope": round(a, 6), "platt_intercept": round(b, 6),
-            "cross_fitted_auc": round(cv_auc, 6)}
+    info = {
+        "method": "logistic probe on word features + Platt calibration of cross-fitted, background-standardised scores",
+        "encoder": config["encoder"],
+        "C": config["C"],
+        "n_folds": config["n_folds"],
+        "seed": config["seed"],
+        "positive_prior": round(prior, 6),
+        "background_rate": rate,
+        "platt_slope": round(a, 6),
+        "platt_intercept": round(b, 6),
+        "cross_fitted_auc": round(cv_auc, 6),
+    }
     log.info("fitted %d entity probes (cross-fitted AUC %.3f)", n, cv_auc)
     return probes, info
 
@@ -301,8 +309,16 @@ class EntityNeuron:
         prompt: FIND prompt with the input placeholder (lm backend; rendered when None).
     """
 
-    def __init__(self, concepts: Sequence[str], backend: str = "embedding", *, probes: Mapping[str, EntityProbe] | None = None,
-                 encoder: str = DEFAULT_ENTITY_FEATURES, lm: Any = None, prompt: str | None = None):
+    def __init__(
+        self,
+        concepts: Sequence[str],
+        backend: str = "embedding",
+        *,
+        probes: Mapping[str, EntityProbe] | None = None,
+        encoder: str = DEFAULT_ENTITY_FEATURES,
+        lm: Any = None,
+        prompt: str | None = None,
+    ):
         if isinstance(concepts, str) or not 1 <= len(concepts) <= 2:
             raise ValueError(f"concepts must list one or two concepts, got {concepts!r}")
         if backend not in ENTITY_BACKENDS:
@@ -367,8 +383,16 @@ class RelationNeuron:
     The table backend answers "undefined" for inputs its table lacks, as FIND does.
     """
 
-    def __init__(self, table, exception_index: int | None = None, backend: str = "table", *, lm: Any = None,
-                 prompt: str | None = None, max_new_tokens: int = 24):
+    def __init__(
+        self,
+        table,
+        exception_index: int | None = None,
+        backend: str = "table",
+        *,
+        lm: Any = None,
+        prompt: str | None = None,
+        max_new_tokens: int = 24,
+    ):
         if backend not in RELATION_BACKENDS:
             raise ValueError(f"backend must be one of {RELATION_BACKENDS} for relation neurons, got {backend!r}")
         if exception_index not in (None, 0, 1) or isinstance(exception_index, bool):
@@ -435,7 +459,11 @@ def relation_for_row(row: Mapping[str, Any], params: Mapping[str, Any], tables=N
     c1, c2 = row.get("concept1"), row.get("concept2")
     if not isinstance(c1, str) or not isinstance(c2, str):
         raise ValueError("row: a relation row needs params.relation or concept1 and concept2")
-    match = [t for t in tables if normalize_text(t.concept1) == normalize_text(c1) and normalize_text(t.concept2) == normalize_text(c2)]
+    match = [
+        t
+        for t in tables
+        if normalize_text(t.concept1) == normalize_text(c1) and normalize_text(t.concept2) == normalize_text(c2)
+    ]
     if not match:
         raise ValueError(f"concept1/concept2: no relation table for {c1!r} -> {c2!r}")
     exc = row.get("exception")
@@ -494,4 +522,3 @@ def make_function(row: Mapping[str, Any], backend: str | None = None, lm: Any = 
     if backend == "lm":
         return RelationNeuron(table, idx, "lm", lm=lm, prompt=row.get("prompt") or None)
     return RelationNeuron(table, idx, "table")
-

@@ -56,7 +56,9 @@ def _split(words: Sequence[str], concept: str, seed: int) -> tuple[list[str], li
     return [words[i] for i in order[:N_UNIT]], [w for i, w in enumerate(words) if i not in chosen]
 
 
-def entity_splits(seed: int = 0, *, words: Mapping[str, Sequence[str]] | None = None) -> dict[str, tuple[list[str], list[str]]]:
+def entity_splits(
+    seed: int = 0, *, words: Mapping[str, Sequence[str]] | None = None
+) -> dict[str, tuple[list[str], list[str]]]:
     """``{concept: (unit_words, held_out)}`` in concept order.
 
     With ``words=None`` the packaged lists and :func:`~findbench.find.synthetic_neurons.entity_words.split_words`
@@ -110,8 +112,11 @@ def near_miss_words(neuron: EntityNeuron, member: Mapping[str, Sequence[str]], n
     below :data:`SELECT_THRESHOLD`."""
     words = [w for ws in member.values() for w in ws]
     act = dict(zip(words, neuron.scores(words)))
-    others = [c for c in member if c not in neuron.concepts
-              and np.mean([act[w] >= SELECT_THRESHOLD for w in member[c]]) < OVERLAP_SHARE]
+    others = [
+        c
+        for c in member
+        if c not in neuron.concepts and np.mean([act[w] >= SELECT_THRESHOLD for w in member[c]]) < OVERLAP_SHARE
+    ]
     nearest = sorted(others, key=lambda c: -float(np.mean([act[w] for w in member[c]])))  # stable: ties keep order
     out: list[str] = []
     for k, c in enumerate(nearest):
@@ -128,8 +133,13 @@ def _interleave(a: Sequence[str], b: Sequence[str]) -> list[str]:
     return out
 
 
-def entity_probes(seed: int = 0, *, words: Mapping[str, Sequence[str]] | None = None,
-                  encoder: str = DEFAULT_ENTITY_FEATURES, progress: bool = True) -> tuple[dict, dict[str, Any]]:
+def entity_probes(
+    seed: int = 0,
+    *,
+    words: Mapping[str, Sequence[str]] | None = None,
+    encoder: str = DEFAULT_ENTITY_FEATURES,
+    progress: bool = True,
+) -> tuple[dict, dict[str, Any]]:
     """The entity neurons' probes of ``seed`` (fitted on the concepts' unit-test words and, with the
     packaged lists, their associations) and the fit's summary: :func:`fit_entity_probes`, cached."""
     splits = entity_splits(seed, words=words)
@@ -185,10 +195,18 @@ def generate_entities(
             "unit_words": unit,
             "seed": seed,
             "backbones": {
-                "embedding": {"encoder": encoder, "probes": [probes[c].to_dict() for c in spec], "fit": fit_info,
-                              "composition": "max"},
-                "lm": {"model": lm_model, "candidates": list(ENTITY_CANDIDATES), "assistant_prefix": ENTITY_ANSWER_PREFIX,
-                       "activation": "p1/(p0+p1)"},
+                "embedding": {
+                    "encoder": encoder,
+                    "probes": [probes[c].to_dict() for c in spec],
+                    "fit": fit_info,
+                    "composition": "max",
+                },
+                "lm": {
+                    "model": lm_model,
+                    "candidates": list(ENTITY_CANDIDATES),
+                    "assistant_prefix": ENTITY_ANSWER_PREFIX,
+                    "activation": "p1/(p0+p1)",
+                },
             },
         }
         rows.append(
@@ -229,7 +247,9 @@ def generate_entities(
     for index, (spec, row, unit) in enumerate(zip(specs, rows, correct_items)):
         pool = near_miss_words(EntityNeuron(spec, probes=probes, encoder=encoder), unit_words)
         if len(pool) < 2:
-            raise ValueError(f"words: the concepts other than {spec} have fewer than two words the neuron does not select")
+            raise ValueError(
+                f"words: the concepts other than {spec} have fewer than two words the neuron does not select"
+            )
         rng = random.Random(f"entities-near:{seed}:{index}")
         rng.shuffle(pool)
         words = itertools.cycle(pool)  # round again only when too few concepts lend words (tiny word lists)

@@ -68,8 +68,18 @@ class PromptStateFeatures(CachedTextEncoder):
         enc = self.tokenizer([self.prompt.replace("{word}", w) for w in words], return_tensors="pt", padding=True)
         last = (enc["attention_mask"].sum(1, keepdim=True) - 1).tolist()  # each prompt's own last token
         with self._torch.inference_mode():
-            h = self._sites.record(self.model, enc["input_ids"], enc["attention_mask"], layer=self.layer - 1, site="block_output",
-                                   positions=last)[:, 0].double().numpy()
+            h = (
+                self._sites.record(
+                    self.model,
+                    enc["input_ids"],
+                    enc["attention_mask"],
+                    layer=self.layer - 1,
+                    site="block_output",
+                    positions=last,
+                )[:, 0]
+                .double()
+                .numpy()
+            )
         z = (h - h.mean(1, keepdims=True)) / (h.std(1, keepdims=True) + 1e-12)
         z = np.clip(z, -_CLIP_SIGMAS, _CLIP_SIGMAS)
         return (z / np.linalg.norm(z, axis=1, keepdims=True)).astype(np.float32)

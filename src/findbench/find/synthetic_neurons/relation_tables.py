@@ -334,8 +334,11 @@ class RelationTable:
         key = normalize_text(text)
         if key in self._exact or (key.startswith("the ") and key[4:] in self._exact):
             return "out_of_domain"
-        if self.recognizer is not None and key and (
-                self.recognizer(key) or (key.startswith("the ") and self.recognizer(key[4:]))):
+        if (
+            self.recognizer is not None
+            and key
+            and (self.recognizer(key) or (key.startswith("the ") and self.recognizer(key[4:])))
+        ):
             return "coverage_miss"
         return "out_of_domain"
 
@@ -387,8 +390,14 @@ def _build_entry(row: Mapping[str, Any], spec: Mapping[str, Any], attrs: Mapping
     alt_field = spec.get("alternatives_field")
     if alt_field:
         alternatives += [_render(v, fmt) for v in _as_list(row.get(alt_field))]
-    return Entry(input=row["name"], output=output, alternatives=_alternatives(output, tuple(alternatives)), attrs=attrs,
-                 aliases=tuple(row.get("aliases", ())), exact=tuple(row.get("exact", ())))
+    return Entry(
+        input=row["name"],
+        output=output,
+        alternatives=_alternatives(output, tuple(alternatives)),
+        attrs=attrs,
+        aliases=tuple(row.get("aliases", ())),
+        exact=tuple(row.get("exact", ())),
+    )
 
 
 @functools.lru_cache(maxsize=1 << 14)
@@ -403,16 +412,24 @@ def _build_table(spec: Mapping[str, Any]) -> RelationTable:
     entries = tuple(e for _r, e in built if e is not None)
     core = tuple(e for r, e in built if e is not None and r.get("core", False))
     keys = _recognizers().get(spec["concept1"])
-    return RelationTable(key=spec["key"], concept1=spec["concept1"], concept2=spec["concept2"], entries=entries,
-                         exceptions=tuple(RelationException(**e) for e in spec["exceptions"]),  # type: ignore[arg-type]
-                         source=_provenance_records()[spec["key"]]["source_text"], core=core,
-                         recognizer=keys.__contains__ if keys is not None else None)
+    return RelationTable(
+        key=spec["key"],
+        concept1=spec["concept1"],
+        concept2=spec["concept2"],
+        entries=entries,
+        exceptions=tuple(RelationException(**e) for e in spec["exceptions"]),  # type: ignore[arg-type]
+        source=_provenance_records()[spec["key"]]["source_text"],
+        core=core,
+        recognizer=keys.__contains__ if keys is not None else None,
+    )
 
 
 @functools.cache
 def _row_attrs(name: str) -> tuple[Mapping[str, Any], ...]:
     """The frozen attributes of each row of table ``name`` (shared by the relations on it)."""
-    out = tuple(_freeze({k: v for k, v in r.items() if k not in ("name", "aliases", "exact")}) for r in table_rows(name))
+    out = tuple(
+        _freeze({k: v for k, v in r.items() if k not in ("name", "aliases", "exact")}) for r in table_rows(name)
+    )
     _FROZEN_ATTRS.update(id(a) for a in out)
     return out
 
@@ -452,7 +469,9 @@ def table_fingerprint(table: RelationTable) -> str:
     a data package release that changes any answer changes the fingerprint."""
     digest = hashlib.sha256()
     for entry in table.entries:
-        digest.update(json.dumps(entry.to_dict(), sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+        digest.update(
+            json.dumps(entry.to_dict(), sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        )
         digest.update(b"\n")
     return digest.hexdigest()
 
@@ -469,8 +488,15 @@ def relation_provenance() -> dict[str, dict[str, Any]]:
     ``tz_database`` (the IANA release of the build) and, for the tables applying the
     common-word rule, ``wordnet``. For dataset cards."""
     records = _provenance_records()
-    return {t.key: {**{k: v for k, v in records[t.key].items() if k != "source_text"}, "n_entries": len(t.entries),
-                    "n_core": len(t.sample_entries), "fingerprint": table_fingerprint(t)} for t in _load()}
+    return {
+        t.key: {
+            **{k: v for k, v in records[t.key].items() if k != "source_text"},
+            "n_entries": len(t.entries),
+            "n_core": len(t.sample_entries),
+            "fingerprint": table_fingerprint(t),
+        }
+        for t in _load()
+    }
 
 
 @dataclass(frozen=True)
@@ -502,5 +528,8 @@ def relation_check(key: str) -> RelationCheck:
     """
     get_relation_table(key)  # validates the key
     check = read_json("checks.json")[key]
-    return RelationCheck(source=check["source"], items=tuple((text, tuple(answers)) for text, answers in check["items"]),
-                         held_out=check["held_out"])
+    return RelationCheck(
+        source=check["source"],
+        items=tuple((text, tuple(answers)) for text, answers in check["items"]),
+        held_out=check["held_out"],
+    )

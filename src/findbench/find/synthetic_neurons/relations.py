@@ -80,7 +80,9 @@ def relation_splits(table, seed: int = 0) -> dict[str, Any]:
         inside = [e for e in order if exc.matches(e)][:N_UNIT_UNDEFINED]
         outside = [e for e in order if not exc.matches(e)][: N_UNIT - N_UNIT_UNDEFINED]
         if len(inside) < N_UNIT_UNDEFINED or len(outside) < N_UNIT - N_UNIT_UNDEFINED:
-            raise ValueError(f"tables: relation {table.key!r} exception {k} leaves too few entries inside/outside its subdomain")
+            raise ValueError(
+                f"tables: relation {table.key!r} exception {k} leaves too few entries inside/outside its subdomain"
+            )
         # keep the shuffled order, then place the undefined items at seeded positions
         items = list(outside)
         rng = random.Random(f"relations:{seed}:{table.key}:{k}")
@@ -115,13 +117,17 @@ def nearest_relations(tables: Sequence, i: int) -> list[tuple[float, int]]:
     """``(share, index)`` of the relations of the same kind as table ``i``: other keys answering a
     share of at least :data:`NEAR_RELATION_OVERLAP` of its core inputs, the largest first."""
     inputs = [e.input for e in tables[i].sample_entries]
-    shares = [(sum(t.lookup(x) is not None for x in inputs) / len(inputs), j)
-              for j, t in enumerate(tables) if t.key != tables[i].key]
+    shares = [
+        (sum(t.lookup(x) is not None for x in inputs) / len(inputs), j)
+        for j, t in enumerate(tables)
+        if t.key != tables[i].key
+    ]
     return sorted((s for s in shares if s[0] >= NEAR_RELATION_OVERLAP), key=lambda s: (-s[0], s[1]))
 
 
-def near_miss_answers(tables: Sequence, ti: int, v: int | None, entry, near: Sequence[tuple[float, int]],
-                      rng: random.Random) -> Iterator[tuple[str, bool]]:
+def near_miss_answers(
+    tables: Sequence, ti: int, v: int | None, entry, near: Sequence[tuple[float, int]], rng: random.Random
+) -> Iterator[tuple[str, bool]]:
     """``(answer, fallback)`` of the near misses of relation ``ti`` with exception ``v`` on core
     ``entry``, best first (see the module doc; ``near``: :func:`nearest_relations`, equally near
     ones in a random order): never the neuron's answer nor one it accepts. ``fallback`` marks the
@@ -186,7 +192,11 @@ def generate_relations(seed: int = 0, *, tables=None, lm_model: str = DEFAULT_LM
             "unit_inputs": [e.input for e in unit],
             "seed": seed,
             "backbones": {
-                "table": {"undefined": UNDEFINED, "outside": "input not in the table", "inside_exception": exc is not None},
+                "table": {
+                    "undefined": UNDEFINED,
+                    "outside": "input not in the table",
+                    "inside_exception": exc is not None,
+                },
                 "lm": {"model": lm_model, "decoding": "greedy", "max_new_tokens": 24},
             },
         }
@@ -244,5 +254,9 @@ def generate_relations(seed: int = 0, *, tables=None, lm_model: str = DEFAULT_LM
 
         row["unit_tests_near"] = near_miss_tests(correct_items[index], answers, rng=rng).tests
         n_fallback += len(fallback)
-    log.info("generated %d relation neurons (%d near-miss tests needed a one-entry swap or 'undefined')", len(rows), n_fallback)
+    log.info(
+        "generated %d relation neurons (%d near-miss tests needed a one-entry swap or 'undefined')",
+        len(rows),
+        n_fallback,
+    )
     return rows

@@ -35,7 +35,9 @@ def _backends(backend: str | None) -> tuple[str, str]:
         return "embedding", "table"
     if backend == "lm":
         return "lm", "lm"
-    raise ValueError(f"backend must be one of {sorted(set(ENTITY_BACKENDS) | set(RELATION_BACKENDS))} or None, got {backend!r}")
+    raise ValueError(
+        f"backend must be one of {sorted(set(ENTITY_BACKENDS) | set(RELATION_BACKENDS))} or None, got {backend!r}"
+    )
 
 
 def entity_selectivity(
@@ -103,7 +105,9 @@ def entity_selectivity(
     lm = model if backend == "lm" else None
     refit = backend == "embedding" and model is not None
     if refit:  # what generate_entities fits on: associations for the packaged concepts only
-        training = probe_words({c: u for c, (u, _h) in splits.items()}, associations=list(splits) == list(ENTITY_CONCEPTS))
+        training = probe_words(
+            {c: u for c, (u, _h) in splits.items()}, associations=list(splits) == list(ENTITY_CONCEPTS)
+        )
     for i, row in enumerate(tqdm(atomic, desc=f"entity neurons ({backend})", leave=False)):
         if refit:
             fn = make_function(_with_encoder(row, model, training), backend)
@@ -113,14 +117,16 @@ def entity_selectivity(
         for j in range(n):
             matrix[i, j] = scores[owner_arr == j].mean()
         own = owner_arr == i
-        per_concept.append({
-            "concept": concepts[i],
-            "own_mean": float(scores[own].mean()),
-            "other_mean": float(scores[~own].mean()),
-            "auc": float(roc_auc_score(own, scores)) if n > 1 else float("nan"),
-            "n_own": int(own.sum()),
-            "n_other": int((~own).sum()),
-        })
+        per_concept.append(
+            {
+                "concept": concepts[i],
+                "own_mean": float(scores[own].mean()),
+                "other_mean": float(scores[~own].mean()),
+                "auc": float(roc_auc_score(own, scores)) if n > 1 else float("nan"),
+                "n_own": int(own.sum()),
+                "n_other": int((~own).sum()),
+            }
+        )
     seconds = time.perf_counter() - t0
     summary = {
         "backend": backend,
@@ -133,8 +139,10 @@ def entity_selectivity(
         "other_mean": float(np.mean([p["other_mean"] for p in per_concept])),
         "auc_mean": float(np.mean([p["auc"] for p in per_concept])),
         # 95 % bootstrap intervals over the concepts (findbench.stats); n = n_concepts
-        **{f"{key}_ci": list(bootstrap_ci([p[src] for p in per_concept if math.isfinite(p[src])]))
-           for key, src in (("own_mean", "own_mean"), ("other_mean", "other_mean"), ("auc_mean", "auc"))},
+        **{
+            f"{key}_ci": list(bootstrap_ci([p[src] for p in per_concept if math.isfinite(p[src])]))
+            for key, src in (("own_mean", "own_mean"), ("other_mean", "other_mean"), ("auc_mean", "auc"))
+        },
         "auc_min": float(np.min([p["auc"] for p in per_concept])),
         "seconds": round(seconds, 3),
     }
@@ -158,7 +166,8 @@ def _with_encoder(row: dict, encoder: str, training: dict) -> dict:
     params = json.loads(row["params"])
     probes, info = fit_entity_probes(training, encoder=encoder, seed=params.get("seed", 0))
     params["backbones"]["embedding"].update(
-        encoder=encoder, probes=[probes[c].to_dict() for c in params["concepts"]], fit=info)
+        encoder=encoder, probes=[probes[c].to_dict() for c in params["concepts"]], fit=info
+    )
     return {**row, "params": schema.dumps(params)}
 
 
@@ -166,7 +175,9 @@ def _nan_mean(values: Sequence[bool]) -> float:
     return float(np.mean(values)) if len(values) else float("nan")
 
 
-def relation_check_accuracy(table, answer, *, seed: int = 0, limit: int | None = None, held_out: Sequence | None = None) -> dict[str, Any]:
+def relation_check_accuracy(
+    table, answer, *, seed: int = 0, limit: int | None = None, held_out: Sequence | None = None
+) -> dict[str, Any]:
     """Check one relation against its independent check set.
 
     Args:
@@ -199,9 +210,13 @@ def relation_check_accuracy(table, answer, *, seed: int = 0, limit: int | None =
         answers = answer([x for x, _e in asked]) if asked else []
         ok = [normalize_text(a) in {normalize_text(e) for e in expected} for (_x, expected), a in zip(asked, answers)]
     return {
-        "n_served": len(table.entries), "source": table.source, "check_source": check.source,
-        "n_check": len(ok), "check_accuracy": _nan_mean(ok),
-        "n_coverage_check": len(items), "coverage_miss_rate": (1.0 - len(served) / len(items)) if items else float("nan"),
+        "n_served": len(table.entries),
+        "source": table.source,
+        "check_source": check.source,
+        "n_check": len(ok),
+        "check_accuracy": _nan_mean(ok),
+        "n_coverage_check": len(items),
+        "coverage_miss_rate": (1.0 - len(served) / len(items)) if items else float("nan"),
     }
 
 
@@ -265,7 +280,9 @@ def relation_accuracy(
         ood = rng.sample(pool, min(n_out_of_domain, len(pool)))
         fn = make_function(row, backend, lm=model if backend == "lm" else None, tables=tables)
         if table.key not in per_relation:
-            per_relation[table.key] = _relation_columns(table, backend, getattr(fn, "_lm", None), seed, entries_per_relation, check)
+            per_relation[table.key] = _relation_columns(
+                table, backend, getattr(fn, "_lm", None), seed, entries_per_relation, check
+            )
         answers = fn([e.input for e in held] + ood)
         ok_in, ok_undef, n_undef = [], 0, 0
         for e, a in zip(held, answers[: len(held)]):
@@ -275,17 +292,26 @@ def relation_accuracy(
             if exp == UNDEFINED:
                 n_undef += 1
                 ok_undef += good
-        ok_ood = [a == UNDEFINED for a in answers[len(held):]]
-        per_function.append({
-            "function_id": row["function_id"], "relation": table.key, "subcategory": row["subcategory"],
-            "exception": row["exception"] or "", "n_entries": len(held),
-            "accuracy": float(np.mean(ok_in)) if ok_in else float("nan"),
-            "n_exception_entries": n_undef, "exception_accuracy": (ok_undef / n_undef) if n_undef else float("nan"),
-            "n_out_of_domain": len(ood), "out_of_domain_accuracy": float(np.mean(ok_ood)) if ok_ood else float("nan"),
-            **per_relation[table.key],
-            "examples": [{"input": e.input, "expected": expected_answer(table, v, e), "answer": a}
-                         for e, a in list(zip(held, answers))[:3]],
-        })
+        ok_ood = [a == UNDEFINED for a in answers[len(held) :]]
+        per_function.append(
+            {
+                "function_id": row["function_id"],
+                "relation": table.key,
+                "subcategory": row["subcategory"],
+                "exception": row["exception"] or "",
+                "n_entries": len(held),
+                "accuracy": float(np.mean(ok_in)) if ok_in else float("nan"),
+                "n_exception_entries": n_undef,
+                "exception_accuracy": (ok_undef / n_undef) if n_undef else float("nan"),
+                "n_out_of_domain": len(ood),
+                "out_of_domain_accuracy": float(np.mean(ok_ood)) if ok_ood else float("nan"),
+                **per_relation[table.key],
+                "examples": [
+                    {"input": e.input, "expected": expected_answer(table, v, e), "answer": a}
+                    for e, a in list(zip(held, answers))[:3]
+                ],
+            }
+        )
     seconds = time.perf_counter() - t0
 
     def pooled(key_n: str, key_acc: str, subset=None) -> float:
@@ -296,8 +322,11 @@ def relation_accuracy(
     def pooled_ci(key_n: str, key_acc: str) -> list[float]:
         """95 % bootstrap interval of the entry-weighted accuracy, resampling whole functions."""
         units = [(p[key_n], p[key_acc] * p[key_n]) for p in per_function if p[key_n] > 0]
-        return list(bootstrap_ci(units, statistic=lambda s: s[..., 1].sum(axis=1) / s[..., 0].sum(axis=1))) if units else [
-            float("nan"), float("nan")]
+        return (
+            list(bootstrap_ci(units, statistic=lambda s: s[..., 1].sum(axis=1) / s[..., 0].sum(axis=1)))
+            if units
+            else [float("nan"), float("nan")]
+        )
 
     summary = {
         "backend": backend,
@@ -316,15 +345,23 @@ def relation_accuracy(
         rel = list(per_relation.values())
         answered = sum(r["n_check"] for r in rel)
         n_check = sum(r["n_coverage_check"] for r in rel)
-        summary.update({
-            "n_served": sum(r["n_served"] for r in rel),
-            "check_accuracy": (sum(r["check_accuracy"] * r["n_check"] for r in rel if r["n_check"]) / answered
-                               if answered else float("nan")),
-            "check_accuracy_min": min((r["check_accuracy"] for r in rel if r["n_check"]), default=float("nan")),
-            "coverage_miss_rate": (sum(r["coverage_miss_rate"] * r["n_coverage_check"] for r in rel if r["n_coverage_check"])
-                                   / n_check if n_check else float("nan")),
-            "per_relation": {k: dict(r) for k, r in per_relation.items()},
-        })
+        summary.update(
+            {
+                "n_served": sum(r["n_served"] for r in rel),
+                "check_accuracy": (
+                    sum(r["check_accuracy"] * r["n_check"] for r in rel if r["n_check"]) / answered
+                    if answered
+                    else float("nan")
+                ),
+                "check_accuracy_min": min((r["check_accuracy"] for r in rel if r["n_check"]), default=float("nan")),
+                "coverage_miss_rate": (
+                    sum(r["coverage_miss_rate"] * r["n_coverage_check"] for r in rel if r["n_coverage_check"]) / n_check
+                    if n_check
+                    else float("nan")
+                ),
+                "per_relation": {k: dict(r) for k, r in per_relation.items()},
+            }
+        )
     return {"per_function": per_function, "per_relation": per_relation, "summary": summary}
 
 
@@ -336,13 +373,15 @@ def _relation_columns(table, backend: str, lm: Any, seed: int, limit: int | None
     from findbench.find.synthetic_neurons.relations import relation_splits
 
     neuron = RelationNeuron(table, None, backend, lm=lm)
-    return relation_check_accuracy(table, neuron.answers, seed=seed, limit=limit,
-                                   held_out=relation_splits(table, seed)["held_out"])
+    return relation_check_accuracy(
+        table, neuron.answers, seed=seed, limit=limit, held_out=relation_splits(table, seed)["held_out"]
+    )
 
 
 def _csv(rows: list[dict], columns: Sequence[str]) -> str:
-    return csv_text(columns, ([f"{v:.6f}" if isinstance(v, float) else v for v in (r.get(k, "") for k in columns)]
-                              for r in rows))
+    return csv_text(
+        columns, ([f"{v:.6f}" if isinstance(v, float) else v for v in (r.get(k, "") for k in columns)] for r in rows)
+    )
 
 
 def _heatmap(path: Path, concepts: Sequence[str], matrix: np.ndarray, title: str) -> None:
@@ -400,39 +439,94 @@ def backbone_report(
         from findbench.find.synthetic_neurons.entities import entity_splits, generate_entities
 
         ent_model = model if backend in ("lm", "embedding") else None
-        shared = {"rows": generate_entities(seed), "splits": entity_splits(seed)}  # both held-out sets score the same neurons
-        entity_result = entity_selectivity(backend=ent_backend, model=ent_model, limit=limit, words_per_concept=words_per_concept,
-                                           seed=seed, **shared)
+        shared = {
+            "rows": generate_entities(seed),
+            "splits": entity_splits(seed),
+        }  # both held-out sets score the same neurons
+        entity_result = entity_selectivity(
+            backend=ent_backend, model=ent_model, limit=limit, words_per_concept=words_per_concept, seed=seed, **shared
+        )
         summary["entities"] = entity_result["summary"]
-        files["entities.csv"] = _csv(entity_result["per_concept"], ["concept", "own_mean", "other_mean", "auc", "n_own", "n_other"])
+        files["entities.csv"] = _csv(
+            entity_result["per_concept"], ["concept", "own_mean", "other_mean", "auc", "n_own", "n_other"]
+        )
         m = entity_result["matrix"]
-        mrows = [{"concept": c, **{c2: float(m[i, j]) for j, c2 in enumerate(entity_result["concepts"])}}
-                 for i, c in enumerate(entity_result["concepts"])]
+        mrows = [
+            {"concept": c, **{c2: float(m[i, j]) for j, c2 in enumerate(entity_result["concepts"])}}
+            for i, c in enumerate(entity_result["concepts"])
+        ]
         files["entity_matrix.csv"] = _csv(mrows, ["concept", *entity_result["concepts"]])
-        assoc = entity_selectivity(backend=ent_backend, model=ent_model, limit=limit, words_per_concept=words_per_concept,
-                                   seed=seed, held_out="associations", **shared)
+        assoc = entity_selectivity(
+            backend=ent_backend,
+            model=ent_model,
+            limit=limit,
+            words_per_concept=words_per_concept,
+            seed=seed,
+            held_out="associations",
+            **shared,
+        )
         summary["entity_associations"] = assoc["summary"]
-        files["entity_associations.csv"] = _csv(assoc["per_concept"], ["concept", "own_mean", "other_mean", "auc", "n_own", "n_other"])
-        log.info("entities on held-out associations (%s): own %.3f vs other %.3f, AUC %.3f", ent_backend,
-                 assoc["summary"]["own_mean"], assoc["summary"]["other_mean"], assoc["summary"]["auc_mean"])
-        log.info("entities (%s): own %.3f vs other %.3f, AUC %.3f", ent_backend, summary["entities"]["own_mean"],
-                 summary["entities"]["other_mean"], summary["entities"]["auc_mean"])
+        files["entity_associations.csv"] = _csv(
+            assoc["per_concept"], ["concept", "own_mean", "other_mean", "auc", "n_own", "n_other"]
+        )
+        log.info(
+            "entities on held-out associations (%s): own %.3f vs other %.3f, AUC %.3f",
+            ent_backend,
+            assoc["summary"]["own_mean"],
+            assoc["summary"]["other_mean"],
+            assoc["summary"]["auc_mean"],
+        )
+        log.info(
+            "entities (%s): own %.3f vs other %.3f, AUC %.3f",
+            ent_backend,
+            summary["entities"]["own_mean"],
+            summary["entities"]["other_mean"],
+            summary["entities"]["auc_mean"],
+        )
     if "relations" in categories:
-        rel = relation_accuracy(backend=rel_backend, model=model if backend == "lm" else None, limit=limit,
-                                entries_per_relation=entries_per_relation, seed=seed)
+        rel = relation_accuracy(
+            backend=rel_backend,
+            model=model if backend == "lm" else None,
+            limit=limit,
+            entries_per_relation=entries_per_relation,
+            seed=seed,
+        )
         summary["relations"] = rel["summary"]
-        files["relations.csv"] = _csv(rel["per_function"], ["function_id", "relation", "subcategory", "exception", "n_entries",
-                                                            "accuracy", "n_exception_entries", "exception_accuracy",
-                                                            "n_out_of_domain", "out_of_domain_accuracy", "n_served",
-                                                            "source", "check_source", "n_check", "check_accuracy",
-                                                            "n_coverage_check", "coverage_miss_rate"])
+        files["relations.csv"] = _csv(
+            rel["per_function"],
+            [
+                "function_id",
+                "relation",
+                "subcategory",
+                "exception",
+                "n_entries",
+                "accuracy",
+                "n_exception_entries",
+                "exception_accuracy",
+                "n_out_of_domain",
+                "out_of_domain_accuracy",
+                "n_served",
+                "source",
+                "check_source",
+                "n_check",
+                "check_accuracy",
+                "n_coverage_check",
+                "coverage_miss_rate",
+            ],
+        )
         log.info("relations (%s): accuracy %.3f", rel_backend, summary["relations"]["accuracy"])
     with atomic_dir(out) as tmp:
         for name, text in files.items():
             (tmp / name).write_text(text, encoding="utf-8")
         if entity_result is not None:
             s = entity_result["summary"]
-            _heatmap(tmp / "entity_selectivity.png", entity_result["concepts"], entity_result["matrix"],
-                     f"entity neurons, {s['backend']} ({s['model']}): own {s['own_mean']:.2f} vs other {s['other_mean']:.2f}")
-        (tmp / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=float) + "\n", encoding="utf-8")
+            _heatmap(
+                tmp / "entity_selectivity.png",
+                entity_result["concepts"],
+                entity_result["matrix"],
+                f"entity neurons, {s['backend']} ({s['model']}): own {s['own_mean']:.2f} vs other {s['other_mean']:.2f}",
+            )
+        (tmp / "summary.json").write_text(
+            json.dumps(summary, indent=2, sort_keys=True, default=float) + "\n", encoding="utf-8"
+        )
     return summary
