@@ -555,7 +555,8 @@ def in_corrupted_subdomain(row: Mapping[str, Any], inputs: Sequence[Any]) -> lis
         table, index = relation_for_row(row, params)
         if index is None:
             raise ValueError(
-                f"row['params'] of {row.get('function_id')} names no exception_index, but row['exception'] is {exception!r}"
+                f"row['params'] of {row.get('function_id')} names no exception_index, "
+                f"but row['exception'] is {exception!r}"
             )
         excepted = table.exceptions[index]
         out = []

@@ -183,7 +183,9 @@ def _numeric_rows(root: Path) -> list[dict]:
                 n_missing += 1
         rows.append(row_from_find_v1(rec, variant, state, int(name[1:])))
     if n_missing:
-        log.info("numeric: %d of %d MLP functions have no weights in %s (only in the Zenodo archive)", n_missing, n_mlp, root)
+        log.info(
+            "numeric: %d of %d MLP functions have no weights in %s (only in the Zenodo archive)", n_missing, n_mlp, root
+        )
     return rows
 
 

@@ -284,7 +284,9 @@ def fit_mlps(
             mse_ref = _raw_mse(xs, ys, *refined)
 
     better = mse_ref <= mse_init
-    w1, b1, w2, b2 = (np.where(better[:, None] if a.ndim == 2 else better, r, i) for a, r, i in zip(init, refined, init))
+    w1, b1, w2, b2 = (
+        np.where(better[:, None] if a.ndim == 2 else better, r, i) for a, r, i in zip(init, refined, init)
+    )
     mse = np.where(better, mse_ref, mse_init)
     logger.debug("fit %d MLPs: refinement helped %d", m, int(better.sum()))
     return {

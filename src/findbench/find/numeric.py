@@ -200,7 +200,9 @@ def _poly_v1(v: Any) -> dict:
 
 
 def _polynomial() -> _Family:
-    return _Family("polynomial", ("coeffs",), "polynomial", _poly_sample, _poly_eval, _poly_source, _poly_formula, _poly_v1)
+    return _Family(
+        "polynomial", ("coeffs",), "polynomial", _poly_sample, _poly_eval, _poly_source, _poly_formula, _poly_v1
+    )
 
 
 # --- rational (ascending powers, as in FIND) -------------------------------------------
@@ -228,8 +230,14 @@ def _rational() -> _Family:
         "rational", ("numerator", "denominator"), "rational function",
         sample=_rational_sample,
         evaluate=lambda p, x: _terms_eval(_asc_terms(p["numerator"]), x) / _terms_eval(_asc_terms(p["denominator"]), x),
-        source=lambda p: f"({_terms_source(_asc_terms(p['numerator']))}) / ({_terms_source(_asc_terms(p['denominator']))})",
-        formula=lambda p: f"({_poly_formula({'coeffs': p['numerator'][::-1]})}) / ({_poly_formula({'coeffs': p['denominator'][::-1]})})",
+        source=lambda p: (
+            f"({_terms_source(_asc_terms(p['numerator']))})"
+            f" / ({_terms_source(_asc_terms(p['denominator']))})"
+        ),
+        formula=lambda p: (
+            f"({_poly_formula({'coeffs': p['numerator'][::-1]})})"
+            f" / ({_poly_formula({'coeffs': p['denominator'][::-1]})})"
+        ),
         from_v1=_rational_v1,
     )  # fmt: skip
 
@@ -310,7 +318,10 @@ def _relu() -> _Family:
         sample=lambda r: {"scale": _u(r, -30, 30), "bias": _u(r, -30, 30), "leak": _u(r, 0, 1)},
         evaluate=lambda p, x: p["scale"] * np.where(x > 0, x, x * p["leak"]) + p["bias"],
         source=lambda p: f"{_lit(p['scale'])} * np.where(x > 0, x, x * {_lit(p['leak'])}) + {_lit(p['bias'])}",
-        formula=lambda p: f"{_times(p['scale'], 'g(x)')}{_plus(p['bias'])}, where g(x) = x for x > 0 and g(x) = {_times(p['leak'], 'x')} otherwise",
+        formula=lambda p: (
+            f"{_times(p['scale'], 'g(x)')}{_plus(p['bias'])}, "
+            f"where g(x) = x for x > 0 and g(x) = {_times(p['leak'], 'x')} otherwise"
+        ),
         from_v1=lambda v: dict(zip(("scale", "bias", "leak"), map(float, _v1_list(v, 3, "relu")))),
     )  # fmt: skip
 
@@ -331,8 +342,13 @@ def _periodic(name: str, kind: str) -> _Family:
     return _Family(
         name, names, kind, sample,
         evaluate=lambda p, x: p["amplitude"] * ufunc((2 * np.pi / p["period"]) * (x - p["shift"])) + p["offset"],
-        source=lambda p: f"{_lit(p['amplitude'])} * np.{name}((2 * np.pi / {_lit(p['period'])}) * (x - {_lit(p['shift'])})) + {_lit(p['offset'])}",
-        formula=lambda p: _times(p["amplitude"], f"{name}(2*pi*{_minus_shift(p['shift'])}/{_num(p['period'])})") + _plus(p["offset"]),
+        source=lambda p: (
+            f"{_lit(p['amplitude'])} * np.{name}((2 * np.pi / {_lit(p['period'])})"
+            f" * (x - {_lit(p['shift'])})) + {_lit(p['offset'])}"
+        ),
+        formula=lambda p: (
+            _times(p["amplitude"], f"{name}(2*pi*{_minus_shift(p['shift'])}/{_num(p['period'])})") + _plus(p["offset"])
+        ),
         from_v1=lambda v: dict(zip(names, map(float, _v1_list(v, 4, name)))),
     )  # fmt: skip
 
@@ -382,8 +398,15 @@ def _gaussian() -> _Family:
         "gaussian", ("mean", "std"), "Gaussian density",
         sample=lambda r: {"mean": _u(r, -50, 50), "std": _u(r, 1, 10)},
         evaluate=lambda p, x: (1 / (p["std"] * np.sqrt(2 * np.pi))) * np.exp(-0.5 * ((x - p["mean"]) / p["std"]) ** 2),
-        source=lambda p: f"(1 / ({_lit(p['std'])} * np.sqrt(2 * np.pi))) * np.exp(-0.5 * ((x - {_lit(p['mean'])}) / {_lit(p['std'])}) ** 2)",
-        formula=lambda p: f"exp(-0.5*({_minus_shift(p['mean'])}/{_num(p['std'])})^2) / ({_num(p['std'])}*sqrt(2*pi)) (the density of a normal distribution with mean {_num(p['mean'])} and standard deviation {_num(p['std'])})",
+        source=lambda p: (
+            f"(1 / ({_lit(p['std'])} * np.sqrt(2 * np.pi)))"
+            f" * np.exp(-0.5 * ((x - {_lit(p['mean'])}) / {_lit(p['std'])}) ** 2)"
+        ),
+        formula=lambda p: (
+            f"exp(-0.5*({_minus_shift(p['mean'])}/{_num(p['std'])})^2) / ({_num(p['std'])}*sqrt(2*pi))"
+            f" (the density of a normal distribution with mean {_num(p['mean'])}"
+            f" and standard deviation {_num(p['std'])})"
+        ),
         from_v1=lambda v: dict(zip(("mean", "std"), map(float, _v1_list(v, 2, "gaussian")))),
     )  # fmt: skip
 
@@ -406,8 +429,13 @@ def _square_wave() -> _Family:
         "square_wave", ("period", "shift"), "square wave",
         sample=lambda r: {"period": _u(r, 1, 10), "shift": _u(r, -5, 5)},
         evaluate=lambda p, x: np.where(np.sin((x - p["shift"]) * (2 * np.pi / p["period"])) > 0, 1.0, -1.0),
-        source=lambda p: f"np.where(np.sin((x - {_lit(p['shift'])}) * (2 * np.pi / {_lit(p['period'])})) > 0, 1.0, -1.0)",
-        formula=lambda p: f"1 if sin(2*pi*{_minus_shift(p['shift'])}/{_num(p['period'])}) > 0 else -1 (a square wave of period {_num(p['period'])} between -1 and 1)",
+        source=lambda p: (
+            f"np.where(np.sin((x - {_lit(p['shift'])}) * (2 * np.pi / {_lit(p['period'])})) > 0, 1.0, -1.0)"
+        ),
+        formula=lambda p: (
+            f"1 if sin(2*pi*{_minus_shift(p['shift'])}/{_num(p['period'])}) > 0 else -1"
+            f" (a square wave of period {_num(p['period'])} between -1 and 1)"
+        ),
         from_v1=lambda v: dict(zip(("period", "shift"), map(float, _v1_list(v, 2, "square_wave")))),
     )  # fmt: skip
 
@@ -1142,7 +1170,8 @@ def row_from_find_v1(
                 t["params"] = {**t["params"], "bias": 0.0}
             if t["family"] == "square_wave" and (structure == "composition" or served != "clean"):
                 quirks.append(
-                    f"the square wave {where} (period {_num(t['params']['period'])}, shift {_num(t['params']['shift'])}) "
+                    f"the square wave {where} (period {_num(t['params']['period'])}, "
+                    f"shift {_num(t['params']['shift'])}) "
                     "is replaced by 1 if x > 0 else -1, written as the step 2*H(x) - 1 with H(0) = 0"
                 )
                 terms[k] = {"family": "step", "params": dict(_V1_SIGN["params"])}

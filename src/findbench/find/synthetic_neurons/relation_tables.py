@@ -291,7 +291,9 @@ class RelationTable:
             for alias in entry.aliases:
                 key = normalize_text(alias)
                 if key in index and index[key] is not entry:
-                    raise ValueError(f"{self.key}: alias {alias!r} of {entry.input!r} collides with {index[key].input!r}")
+                    raise ValueError(
+                        f"{self.key}: alias {alias!r} of {entry.input!r} collides with {index[key].input!r}"
+                    )
                 index[key] = entry
         members = {id(e) for e in self.entries}
         if any(id(e) not in members for e in self.core):

@@ -524,7 +524,8 @@ def backbone_report(
                 tmp / "entity_selectivity.png",
                 entity_result["concepts"],
                 entity_result["matrix"],
-                f"entity neurons, {s['backend']} ({s['model']}): own {s['own_mean']:.2f} vs other {s['other_mean']:.2f}",
+                f"entity neurons, {s['backend']} ({s['model']}): "
+                f"own {s['own_mean']:.2f} vs other {s['other_mean']:.2f}",
             )
         (tmp / "summary.json").write_text(
             json.dumps(summary, indent=2, sort_keys=True, default=float) + "\n", encoding="utf-8"
