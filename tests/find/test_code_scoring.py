@@ -135,7 +135,10 @@ def test_failed_items_say_why(box):
     assert len(errors) == len(preds) and errors[0] is None and out["nmse"][0] == 0.0
     assert re.fullmatch(r"SyntaxError: .+ \(line 2\)", errors[1]), errors[1]
     # refused by Landlock (EACCES), or absent from bubblewrap's view of the file system (ENOENT)
-    refused = r"(PermissionError: \[Errno 13\] Permission denied|FileNotFoundError: \[Errno 2\] No such file or directory)"
+    refused = (
+        r"(PermissionError: \[Errno 13\] Permission denied"
+        r"|FileNotFoundError: \[Errno 2\] No such file or directory)"
+    )
     assert re.fullmatch(refused + r": '/etc/shadow' \(at x = -127\.5\)", errors[2]), errors[2]
     assert re.fullmatch(refused + r": '<findbench>/find/code_scoring\.py' \(at x = -127\.5\)", errors[3]), errors[3]
     assert errors[4] == "ValueError: first line second line (at x = -127.5)"

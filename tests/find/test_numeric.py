@@ -304,7 +304,18 @@ def test_generated_mlps_fit_well(rows1000):
         mse = float(np.mean((served - clean) ** 2))
         assert mse == pytest.approx(p["mlp"]["mse"], rel=1e-4, abs=1e-12)
         assert mse <= clean.var() + 1e-12  # never worse than predicting the mean
-    rel = [json.loads(r["params"])["mlp"]["mse"] / max(np.var(nm.make_function({**json.loads(r["params"]), "variant": "clean", "mlp": None})(np.linspace(r["domain_low"], r["domain_high"], 10_000))), 1e-300) for r in rows1000[:150]]  # fmt: skip
+    rel = [
+        json.loads(r["params"])["mlp"]["mse"]
+        / max(
+            np.var(
+                nm.make_function({**json.loads(r["params"]), "variant": "clean", "mlp": None})(
+                    np.linspace(r["domain_low"], r["domain_high"], 10_000)
+                )
+            ),
+            1e-300,
+        )
+        for r in rows1000[:150]
+    ]
     assert np.median(rel) < 1e-3
 
 
@@ -481,7 +492,8 @@ def test_find_v1_public_mlps_reproduce_their_recorded_error(find_v1):
 
 def test_find_v1_release_quirks():
     rec_abs = {"dir": "f00200", "name": "absolute((26.8, -8.2))", "params": [26.8, -8.2], "domain": [-100, 100],
-               "noise_type": "normal", "corruption_type": "interval_smaller", "corruption_params": {"std": 1.0, "boundary": [31.1]}}  # fmt: skip
+               "noise_type": "normal", "corruption_type": "interval_smaller",
+               "corruption_params": {"std": 1.0, "boundary": [31.1]}}  # fmt: skip
     quirky = nm.row_from_find_v1(rec_abs, "function_code.py")
     faithful = nm.row_from_find_v1(rec_abs, "function_code.py", release_quirks=False)
     assert nm.make_function(quirky)(0.0) == 0.0 and nm.make_function(faithful)(0.0) == -8.2

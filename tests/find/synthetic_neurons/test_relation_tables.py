@@ -197,7 +197,9 @@ def test_attribute_exceptions(tables):
     assert inside("city_country", 1, "Houston")
     assert inside("head_of_state_country", 0, "Charles de Gaulle")
     assert inside("head_of_state_country", 1, "Catherine the Great")
-    assert inside("monument_country", 0, "Statue of Liberty") and not inside("monument_country", 0, "Golden Gate Bridge")
+    assert inside("monument_country", 0, "Statue of Liberty") and not inside(
+        "monument_country", 0, "Golden Gate Bridge"
+    )
     assert inside("monument_country", 1, "Eiffel Tower")
     assert inside("monument_continent", 1, "Uluru") and not inside("monument_continent", 1, "Sky Tower")
     assert inside("us_city_state", 0, "San Diego") and inside("us_city_state", 1, "Dallas")
