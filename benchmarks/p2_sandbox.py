@@ -65,7 +65,8 @@ def make_interpretations(codes: list[str], seed: int) -> list[str]:
             )
         elif i % 20 == 9:  # raises on half the grid
             out.append(
-                f"{code}\n\ndef interpretation(x):\n    if x < 0:\n        raise ValueError(x)\n    return function(x)\n"
+                f"{code}\n\ndef interpretation(x):\n    if x < 0:\n        raise ValueError(x)\n"
+                "    return function(x)\n"
             )
         else:  # returns NaN
             out.append("def interpretation(x):\n    return float('nan')\n")

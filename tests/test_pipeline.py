@@ -131,7 +131,9 @@ def fake_main(tmp_path, monkeypatch):
     def run(**kwargs):
         for v in calls.values():
             v.clear()
-        kwargs = {"data": tmp_path / "find", "out": tmp_path / "out", "judge": "embedded", "judge_mode": "pmi", **kwargs}
+        kwargs = {
+            "data": tmp_path / "find", "out": tmp_path / "out", "judge": "embedded", "judge_mode": "pmi", **kwargs
+        }
         return pipeline.run_main(**kwargs)
 
     run.calls = calls

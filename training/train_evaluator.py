@@ -23,7 +23,9 @@ def main(argv: Sequence[str] | None = None) -> str:
 
     args = parse_train_args(argv)
     rank0 = PartialState().is_main_process
-    logging.basicConfig(level=logging.INFO if rank0 else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if rank0 else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     return train_judge(args)
 
 

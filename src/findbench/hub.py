@@ -114,7 +114,8 @@ def plan_checkpoint(checkpoint_dir: str | Path, repo_id: str) -> Upload:
 def publish(
     uploads: Sequence[Upload], *, private: bool = False, token: str | None = None, api: Any = None
 ) -> list[str]:
-    """Create the repositories and upload every staged folder (the only step that touches the network); the repo URLs."""
+    """Create the repositories and upload every staged folder (the only step that touches the network); the repo
+    URLs."""
     from huggingface_hub import HfApi
 
     api = api or HfApi(token=token)

@@ -135,7 +135,9 @@ def embedded_model_dir() -> str:
 register("embedded", embedded_model_dir)
 
 
-def load_causal_lm(model: str | os.PathLike, *, dtype: Any = None, device: str | None = None, tokenizer: bool = True) -> Any:
+def load_causal_lm(
+    model: str | os.PathLike, *, dtype: Any = None, device: str | None = None, tokenizer: bool = True
+) -> Any:
     """Load a causal LM in eval mode: ``(model, tokenizer)``, or the model alone with ``tokenizer=False``.
 
     Args:

@@ -350,7 +350,8 @@ def _markdown(summary: dict) -> str:
     lines += [
         "## Ground-truth code through the code metrics",
         "",
-        f"- numeric: success rate {cm['numeric_ground_truth']['success_rate']:.3f}, mean NMSE {cm['numeric_ground_truth']['mean_nmse']:.3g}",
+        f"- numeric: success rate {cm['numeric_ground_truth']['success_rate']:.3f}, "
+        f"mean NMSE {cm['numeric_ground_truth']['mean_nmse']:.3g}",
         f"- strings: exact match {cm['strings_ground_truth']['exact_match']:.3f}",
         f"- sandbox: {cm.get('isolation', '')}",
         "",

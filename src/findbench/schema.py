@@ -21,7 +21,8 @@ COLUMNS: dict[str, tuple[Any, str]] = {
     "category": ("string", "One of numeric, strings, neurons_entities, neurons_relations."),
     "subcategory": (
         "string",
-        "atomic / composition / mlp / noise / corruption (numeric), atomic / composition (strings, entities), atomic / corruption (relations).",
+        "atomic / composition / mlp / noise / corruption (numeric), atomic / composition (strings, entities), "
+        "atomic / corruption (relations).",
     ),
     "name": ("string", "Short machine-readable name of the function, e.g. 'relu' or 'reverse∘uppercase'."),
     "params": ("string", "JSON text with every parameter needed to rebuild the function."),
@@ -36,12 +37,14 @@ COLUMNS: dict[str, tuple[Any, str]] = {
     "test_inputs": (["string"], "Inputs chosen to reveal the behaviour (strings: 10 test strings)."),
     "unit_tests": (
         [{"inputs": ["string"], "outputs": ["string"], "correct": "int32"}],
-        "10 triplets: 3 candidate inputs, their outputs (null for entities) and the 1-based index of the one that matches the function.",
+        "10 triplets: 3 candidate inputs, their outputs (null for entities) and the 1-based index of the one that "
+        "matches the function.",
     ),
     "unit_tests_near": (
         [{"inputs": ["string"], "outputs": ["string"], "correct": "int32"}],
-        "10 near-miss triplets, as unit_tests but with distractors from near misses of the function: the same input with "
-        "a near miss's output (strings, relations) or words of the nearest concepts (entities). Empty for numeric and find-v1.",
+        "10 near-miss triplets, as unit_tests but with distractors from near misses of the function: "
+        "the same input with a near miss's output (strings, relations) or words of the nearest concepts (entities). "
+        "Empty for numeric and find-v1.",
     ),
     "exemplars": (["string"], "Initial exemplar inputs for MILAN-style interpreters (neurons)."),
     "concept1": ("string", "Entity concept or relation input kind (neurons)."),

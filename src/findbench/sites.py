@@ -50,7 +50,8 @@ def parse_hook_name(hook_name: str) -> tuple[str, int | None]:
     m = _SAE_HOOK.match(hook_name) if isinstance(hook_name, str) else None
     if not m:
         raise UsageError(
-            f"hook_name must be 'hook_embed' or 'blocks.<L>.hook_resid_post|hook_resid_pre|mlp.hook_post', got {hook_name!r}"
+            "hook_name must be 'hook_embed' or 'blocks.<L>.hook_resid_post|hook_resid_pre|mlp.hook_post', "
+            f"got {hook_name!r}"
         )
     return SAE_HOOKS[m.group(2)], int(m.group(1))
 

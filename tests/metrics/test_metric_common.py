@@ -237,7 +237,8 @@ def _modules_after_import(*modules: str) -> dict[str, bool]:
         "import importlib, json, sys\n"
         f"for m in {list(modules)!r}:\n"
         "    importlib.import_module(m)\n"
-        "print(json.dumps({k: k in sys.modules for k in ('torch', 'transformers', 'findbench.neuron_explanations.interventions')}))\n"
+        "print(json.dumps({k: k in sys.modules for k in "
+        "('torch', 'transformers', 'findbench.neuron_explanations.interventions')}))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr

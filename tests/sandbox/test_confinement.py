@@ -83,15 +83,25 @@ def test_file_system_attacks_leave_the_host_untouched(box, victim):
     v, secret = str(victim), str(victim / "secret.txt")
     programs = {
         "dir_fd_unlink": f"import os\nfd = os.open({v!r}, os.O_PATH)\nos.unlink('keep.txt', dir_fd=fd)\n" + IDENTITY,
-        "dir_fd_create": f"import os\nfd = os.open({v!r}, os.O_PATH)\nos.open('new.txt', os.O_WRONLY | os.O_CREAT, dir_fd=fd)\n"
+        "dir_fd_create": (
+            f"import os\nfd = os.open({v!r}, os.O_PATH)\nos.open('new.txt', os.O_WRONLY | os.O_CREAT, dir_fd=fd)\n"
+        )
         + IDENTITY,
-        "dir_fd_rename": f"import os\nfd = os.open({v!r}, os.O_PATH)\nos.rename('keep.txt', 'moved.txt', src_dir_fd=fd, dst_dir_fd=fd)\n"
+        "dir_fd_rename": (
+            f"import os\nfd = os.open({v!r}, os.O_PATH)\n"
+            "os.rename('keep.txt', 'moved.txt', src_dir_fd=fd, dst_dir_fd=fd)\n"
+        )
         + IDENTITY,
-        "dir_fd_read": f"import os\nfd = os.open({v!r}, os.O_PATH)\ndef f(x):\n    return os.read(os.open('secret.txt', os.O_RDONLY, dir_fd=fd), 100).decode()\n",
+        "dir_fd_read": (
+            f"import os\nfd = os.open({v!r}, os.O_PATH)\ndef f(x):\n"
+            "    return os.read(os.open('secret.txt', os.O_RDONLY, dir_fd=fd), 100).decode()\n"
+        ),
         "absolute_write": f"open({v + '/new.txt'!r}, 'w').write('x')\n" + IDENTITY,
         "absolute_unlink": f"import os\nos.unlink({v + '/keep.txt'!r})\n" + IDENTITY,
         "absolute_rename": f"import os\nos.rename({v + '/keep.txt'!r}, {v + '/moved.txt'!r})\n" + IDENTITY,
-        "relative_write": f"import os\nrel = os.path.relpath({v!r})\nopen(os.path.join(rel, 'new.txt'), 'w').write('x')\n"
+        "relative_write": (
+            f"import os\nrel = os.path.relpath({v!r})\nopen(os.path.join(rel, 'new.txt'), 'w').write('x')\n"
+        )
         + IDENTITY,
         "relative_unlink": f"import os\nos.unlink(os.path.join(os.path.relpath({v!r}), 'keep.txt'))\n" + IDENTITY,
         "symlink_read": f"import os\nos.symlink({secret!r}, 'link')\ndef f(x):\n    return open('link').read()\n",
@@ -107,7 +117,9 @@ def test_file_system_attacks_leave_the_host_untouched(box, victim):
             "import sys\nsys.audit = lambda *a: None\nsys.addaudithook(lambda *a: None)\n"
             f"open({v + '/new.txt'!r}, 'w').write('x')\n" + IDENTITY
         ),
-        "write_site_packages": "import os, numpy\nopen(os.path.join(os.path.dirname(numpy.__file__), 'pwned.py'), 'w').write('x')\n"
+        "write_site_packages": (
+            "import os, numpy\nopen(os.path.join(os.path.dirname(numpy.__file__), 'pwned.py'), 'w').write('x')\n"
+        )
         + IDENTITY,
     }
     if box.kernel_only:  # without the hook ctypes imports; the kernel must still say no
@@ -195,7 +207,9 @@ def test_resource_attacks_are_bounded(box):
     programs = {
         "loop": "while True:\n    pass\n",
         "loop_in_call": "def f(x):\n    while True:\n        x += 1\n",
-        "memory": "import numpy as np\nblocks = []\nwhile True:\n    blocks.append(np.empty(50 * 2**20, dtype=np.uint8))\n",
+        "memory": (
+            "import numpy as np\nblocks = []\nwhile True:\n    blocks.append(np.empty(50 * 2**20, dtype=np.uint8))\n"
+        ),
         "output": "print('x' * 100_000_000)\n" + IDENTITY,
         "big_file": "open('big', 'wb').write(b'x' * (64 * 2**20))\n" + IDENTITY,
         "nan_inf": "def f(x):\n    return [float('nan'), float('inf'), -float('inf')]\n",

@@ -199,7 +199,8 @@ def test_findbench_itself_is_out_of_reach(box):
         "import findbench\ndef f(x):\n    return x\n",
         f"def f(x):\n    return open({os.path.join(package, '__init__.py')!r}).read()[:10]\n",
         f"import os\ndef f(x):\n    return os.listdir({package!r})\n",
-        "import sys, os\ndef f(x):\n    return [e for p in sys.path if os.path.isdir(p) for e in os.listdir(p) if 'findbench' in e]\n",
+        "import sys, os\ndef f(x):\n"
+        "    return [e for p in sys.path if os.path.isdir(p) for e in os.listdir(p) if 'findbench' in e]\n",
     ]
     for res in _between_honest(box, hostile, calls=1):
         assert res.status != "ok" or all(e is not None for e in res.errors) or res.values == [[], []], res
@@ -224,7 +225,10 @@ def test_folders_and_disk_use_are_bounded_and_cleaned(box):
                 pass
             return float(n)
     """)
-    files = "def f(x):\n    n = 0\n    try:\n        for i in range(100000):\n            open(f'e{i}', 'w').close()\n            n += 1\n    except OSError:\n        pass\n    return float(n)\n"
+    files = (
+        "def f(x):\n    n = 0\n    try:\n        for i in range(100000):\n            open(f'e{i}', 'w').close()\n"
+        "            n += 1\n    except OSError:\n        pass\n    return float(n)\n"
+    )
     before = set(os.listdir(tempfile.gettempdir()))
     nested_res, fill_res, files_res = _between_honest(box, [nested, fill, files])
     if box.isolation["disk_cap_bytes"]:

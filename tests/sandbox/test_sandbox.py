@@ -30,7 +30,9 @@ def test_hostile_batch_completes_and_fails_only_hostile_items(box, tmp_path):
     hostile = {
         "loop": "while True:\n    pass\n",
         "loop_in_call": "def f(x):\n    while True:\n        x += 1\n",
-        "memory": "import numpy as np\nblocks = []\nwhile True:\n    blocks.append(np.empty(50 * 2**20, dtype=np.uint8))\n",
+        "memory": (
+            "import numpy as np\nblocks = []\nwhile True:\n    blocks.append(np.empty(50 * 2**20, dtype=np.uint8))\n"
+        ),
         "system": "import os\nos.system('touch /tmp/findbench-sandbox-pwned')\n" + IDENTITY,
         "write_system": "open('/etc/findbench-sandbox-test', 'w').write('x')\n" + IDENTITY,
         "write_outside": f"open({str(outside)!r}, 'w').write('x')\n" + IDENTITY,

@@ -328,7 +328,8 @@ class OpenAILM:
     def continuation_logprobs(
         self, conversations: Sequence[Conversation], continuations: Sequence[str], *, progress: bool = False
     ) -> list[float]:
-        """Log-probability of each continuation (see :class:`~findbench.lm.base.ScoringLM`), from the prompt's own log-probs."""
+        """Log-probability of each continuation (see :class:`~findbench.lm.base.ScoringLM`), from the prompt's own
+        log-probs."""
         continuations = check_continuations(conversations, continuations)
         if not conversations:
             return []

@@ -179,7 +179,8 @@ class TransformersLM:
         return self._grammars[constraint]
 
     def generate(self, conversations: Sequence[Conversation], *, max_new_tokens: int = 64, temperature: float = 0.0,
-                 progress: bool = False, constraint: Constraint | Sequence[Constraint | None] | None = None) -> list[str]:
+                 progress: bool = False,
+                 constraint: Constraint | Sequence[Constraint | None] | None = None) -> list[str]:
         """Complete each conversation (see :class:`~findbench.lm.base.LM`), under ``constraint``
         (one for all, or one or None per conversation)."""
         import torch

@@ -56,7 +56,10 @@ def _checkout_venv_python() -> Path | None:
 def find_vllm_python(python: str | os.PathLike | None = None) -> Path:
     """The Python to run vLLM with: ``python``, else ``$FINDBENCH_VLLM_PYTHON``, else the checkout's
     ``.venv-vllm/bin/python``; FileNotFoundError saying how to make one."""
-    hint = f"run `make setup-vllm` (scripts/setup_vllm.sh) in the checkout, or set {VLLM_PYTHON_ENV} to a Python with vllm installed"
+    hint = (
+        "run `make setup-vllm` (scripts/setup_vllm.sh) in the checkout, "
+        f"or set {VLLM_PYTHON_ENV} to a Python with vllm installed"
+    )
     if python is not None:
         if not isinstance(python, (str, os.PathLike)) or not os.fspath(python):
             raise TypeError(f"python must be a path, got {python!r}")
@@ -208,7 +211,8 @@ def serve_vllm(
             while True:
                 if proc.poll() is not None:
                     raise RuntimeError(
-                        f"vLLM server exited with {proc.returncode} before it was ready (log {log_file}):\n{_tail(log_file)}"
+                        f"vLLM server exited with {proc.returncode} before it was ready "
+                        f"(log {log_file}):\n{_tail(log_file)}"
                     )
                 try:
                     if requests.get(f"{url}/models", timeout=2).status_code == 200:

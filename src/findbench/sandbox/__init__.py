@@ -184,7 +184,9 @@ def _check_entry(entry: Any, n: int) -> list[str]:
     """One validated entry per program (``entry`` is one string or one per program)."""
     entries = [entry] * n if isinstance(entry, str) else entry
     if isinstance(entries, (bytes, dict)) or not isinstance(entries, Sequence):
-        raise TypeError(f"entry must be 'last_def', a function name or one of those per program, got {type(entry).__name__}")
+        raise TypeError(
+            f"entry must be 'last_def', a function name or one of those per program, got {type(entry).__name__}"
+        )
     if len(entries) != n:
         raise ValueError(f"entry must have one element per program ({len(entries)} != {n})")
     for k, e in enumerate(entries):

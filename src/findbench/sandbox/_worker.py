@@ -276,7 +276,9 @@ class _CappedText:
 
 def _make_audit_hook(tmpdir: str):
     """Clear refusals for what a careless program tries; the kernel layers enforce the same."""
-    blocked_prefixes = ("socket.", "ctypes.", "subprocess.", "os.exec", "os.spawn", "os.posix_spawn", "pty.", "_winapi.")
+    blocked_prefixes = (
+        "socket.", "ctypes.", "subprocess.", "os.exec", "os.spawn", "os.posix_spawn", "pty.", "_winapi."
+    )
     blocked = frozenset(
         {
             "os.system",

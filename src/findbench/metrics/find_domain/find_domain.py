@@ -1,4 +1,5 @@
-"""FIND domain score: IoU of the interval an interpreter names in [DOMAIN] with a numeric function's corrupted interval."""
+"""FIND domain score: IoU of the interval an interpreter names in [DOMAIN] with a numeric function's corrupted
+interval."""
 
 import datasets
 import evaluate

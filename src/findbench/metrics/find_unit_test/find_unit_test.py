@@ -80,7 +80,8 @@ Examples:
     ...          {"inputs": ["NHL", "rose", "dog"], "outputs": None, "correct": 1}]
     >>> find_unit_test.compute(predictions=["sports leagues"], references=[tests],
     ...                        category="neurons_entities", judge=PickTwo())
-    {'unit_test_accuracy': 0.5, 'unit_test_accuracy_ci': [0.5, 0.5], 'n': 1, 'per_function': [0.5], 'truncated': [False], 'judge': 'pick-two'}
+    {'unit_test_accuracy': 0.5, 'unit_test_accuracy_ci': [0.5, 0.5], 'n': 1, 'per_function': [0.5], \
+'truncated': [False], 'judge': 'pick-two'}
     >>> find_unit_test.compute(predictions=["sports leagues"], references=[tests],
     ...                        category="neurons_entities", judge=PickTwo(), mode="generate")["per_function"]
     [0.5]
