@@ -259,17 +259,22 @@ def main() -> None:
     a, b = result["a_logprob_vs_generate"], result["b_shared_prefix_vs_naive"]
     print(f"P3 judge throughput, {n} {args.category} unit-test prompts, {lm.name}, {result['device']}")
     print(
-        f"(a) logprob {a['cpu_seconds_per_prompt_logprob']:.3f} vs generate {a['cpu_seconds_per_prompt_generate']:.3f} CPU s/prompt: "
-        f"{a['speedup']:.2f}x (wall {a['wall_speedup']:.2f}x), identical choices {a['identical_choices']:.1%} (generate parse rate {a['generate_parse_rate']:.1%})"
+        f"(a) logprob {a['cpu_seconds_per_prompt_logprob']:.3f} "
+        f"vs generate {a['cpu_seconds_per_prompt_generate']:.3f} CPU s/prompt: "
+        f"{a['speedup']:.2f}x (wall {a['wall_speedup']:.2f}x), identical choices {a['identical_choices']:.1%} "
+        f"(generate parse rate {a['generate_parse_rate']:.1%})"
     )
     print(
-        f"(b) shared prefix {b['cpu_seconds_per_prompt_shared']:.3f} vs naive {b['cpu_seconds_per_prompt_naive']:.3f} CPU s/prompt: "
-        f"{b['speedup']:.2f}x (wall {b['wall_speedup']:.2f}x; {b['token_ratio']:.2f}x fewer tokens), identical choices {b['identical_choices']:.1%}, "
+        f"(b) shared prefix {b['cpu_seconds_per_prompt_shared']:.3f} "
+        f"vs naive {b['cpu_seconds_per_prompt_naive']:.3f} CPU s/prompt: "
+        f"{b['speedup']:.2f}x (wall {b['wall_speedup']:.2f}x; {b['token_ratio']:.2f}x fewer tokens), "
+        f"identical choices {b['identical_choices']:.1%}, "
         f"max |dlogp| {b['max_abs_logprob_diff']:.1e}"
     )
     c = result["b_judge_prompts_without_demonstration"]
     print(
-        f"(b') judge prompts without the demonstration: {c['speedup']:.2f}x CPU ({c['token_ratio']:.2f}x fewer tokens), "
+        f"(b') judge prompts without the demonstration: {c['speedup']:.2f}x CPU "
+        f"({c['token_ratio']:.2f}x fewer tokens), "
         f"identical choices {c['identical_choices']:.1%}"
     )
     d = result["c_pmi_vs_naive"]

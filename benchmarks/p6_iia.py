@@ -168,12 +168,14 @@ def main(argv=None) -> int:
 
     atomic_write_json(args.out, result)
     print(
-        f"{args.task} layer {args.layer} ({ours['position']}), {ours['n_pairs']} pairs, {ours['interventions']} interventions"
+        f"{args.task} layer {args.layer} ({ours['position']}), {ours['n_pairs']} pairs, "
+        f"{ours['interventions']} interventions"
     )
     print(f"ours:   {ours['seconds']:.1f} s  {ours['interventions_per_second']:.1f} interventions/s  {ours['curves']}")
     print(f"pyvene: {ref_seconds:.1f} s  {ref_ips:.1f} interventions/s  {ref_curves}")
     print(
-        f"speedup {result['speedup']:.2f}x; identical IIA: {result['identical_iia']}; mismatched predictions: {mismatched}"
+        f"speedup {result['speedup']:.2f}x; identical IIA: {result['identical_iia']}; "
+        f"mismatched predictions: {mismatched}"
     )
     print(f"wrote {args.out}")
     return 0

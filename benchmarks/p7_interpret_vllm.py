@@ -12,9 +12,10 @@ model turns at most, ``--max-tokens`` per turn) run twice through the library's 
 
 The interpreter is an :class:`~findbench.lm.OpenAILM` of the server, behind findbench's
 Inspect model API: what ``run_interpretations`` builds for the spec ``(url, model="embedded")``
-except the request cache (``model_args={"cache": None}``). The cache would skew the comparison: the embedded model rarely calls the
-function, so episodes of a config tend to share one transcript; one episode at a time then
-answers all but the first from the cache, while episodes in flight together all miss it.
+except the request cache (``model_args={"cache": None}``). The cache would skew the comparison:
+the embedded model rarely calls the function, so episodes of a config tend to share one
+transcript; one episode at a time then answers all but the first from the cache, while episodes
+in flight together all miss it.
 
 Each run gets a server of its own, started for it and warmed up by one short request, so
 neither run finds the other's prompts in the server's prefix cache (with ``--url`` both runs

@@ -52,7 +52,8 @@ def test_call_prints_find_format(built, capsys):
     out = capsys.readouterr().out.strip()
     assert (
         out
-        == f"Function input - output pairs: (hello, {fn('hello')}) (it's, {fn(chr(105) + chr(116) + chr(39) + chr(115))})"
+        == f"Function input - output pairs: (hello, {fn('hello')}) "
+        f"(it's, {fn(chr(105) + chr(116) + chr(39) + chr(115))})"
     )
 
 

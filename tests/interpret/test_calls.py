@@ -88,7 +88,8 @@ def test_non_numbers_get_an_error_for_that_value_only(by_id):
     line, record = runner.run(parse_commands("PYTHON(function.py 1 abc 2 [3] nan inf)")[0])
     assert (
         line
-        == "Response: Function input - output pairs: (1, 1) (abc, error: not a number) (2, 3) ([3], error: not a number) (nan, nan) (inf, inf)"
+        == "Response: Function input - output pairs: (1, 1) (abc, error: not a number) (2, 3) "
+        "([3], error: not a number) (nan, nan) (inf, inf)"
     )
     assert record["outputs"] == [1.0, None, 3.0, None, "nan", "inf"]
     assert record["errors"] == [None, "not a number", None, "not a number", None, None]

@@ -58,8 +58,9 @@ def test_tools_protocol_prompts(category, rows):
     assert (
         tools != text
         and tools.replace(
-            " In this session you call f(x) with the call_function tool: where this message writes PYTHON(function.py input1 "
-            "input2 ...), call call_function with the inputs [input1, input2, ...] instead of writing a command.",
+            " In this session you call f(x) with the call_function tool: "
+            "where this message writes PYTHON(function.py input1 input2 ...), "
+            "call call_function with the inputs [input1, input2, ...] instead of writing a command.",
             "",
         )
         == text

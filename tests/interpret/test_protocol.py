@@ -239,7 +239,8 @@ def test_answer_with_all_parts_code_is_last_fenced_block_after_code():
         "Let me think.\n```python\nnot_this = 1\n```\n"
         "[DESCRIPTION]: The function doubles x and subtracts 1.\n"
         "[DOMAIN]: Defined everywhere; between 10 and 20 it returns noise.\n"
-        "[CODE]:\n```python\ndef first(x):\n    return x\n```\nBetter:\n```python\ndef function(x):\n    return 2 * x - 1\n```\n"
+        "[CODE]:\n```python\ndef first(x):\n    return x\n```\n"
+        "Better:\n```python\ndef function(x):\n    return 2 * x - 1\n```\n"
     )
     ans = parse_answer(text)
     assert ans == Answer(

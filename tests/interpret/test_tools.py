@@ -228,7 +228,8 @@ def test_bad_tool_inputs_are_counted_as_malformed_and_a_turn_without_a_call_as_u
     lines = [m["content"] for m in episode.messages if m["role"] == "tool"]
     assert (
         lines[0]
-        == "Response: Error in call_function(inputs=[]): no inputs: call call_function with a list of one or more inputs."
+        == "Response: Error in call_function(inputs=[]): no inputs: "
+        "call call_function with a list of one or more inputs."
     )
     assert lines[2] == text_protocol_reply(by_id["strings/f00000"], "PYTHON(function.py abc)")
     assert [m["content"] for m in episode.messages if m["role"] == "user"][-1] == TOOL_UNRECOGNIZED_REPLY

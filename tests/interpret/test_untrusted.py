@@ -242,7 +242,11 @@ def test_every_csv_writer_goes_through_csv_text():
         if path.name == "_io.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Attribute) and node.attr in ("writer", "DictWriter") and getattr(node.value, "id", "") == "csv":
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr in ("writer", "DictWriter")
+                and getattr(node.value, "id", "") == "csv"
+            ):
                 offenders.append(str(path.relative_to(SRC)))
     assert offenders == []
 

@@ -351,7 +351,8 @@ def test_card_of_a_judge_that_knows_the_truth(tmp_path, string_rows, entity_rows
     assert all(line.endswith("✓ |") for line in probes.splitlines()[2:])
     assert len(probes.splitlines()) == 2 + len(PROBE_RUNGS)
     assert (
-        "| true | 1.00 [1.00, 1.00] (n=6)† | 1.00 [1.00, 1.00] (n=5)† | 1.00 [1.00, 1.00] (n=9)† | 1.00 [1.00, 1.00] (n=20) |"
+        "| true | 1.00 [1.00, 1.00] (n=6)† | 1.00 [1.00, 1.00] (n=5)† | 1.00 [1.00, 1.00] (n=9)† "
+        "| 1.00 [1.00, 1.00] (n=20) |"
         in lines
     )
     assert "findbench judge-card --judge knowing-judge --judge-mode logprob" in readme and "near_miss" in readme

@@ -173,7 +173,9 @@ def test_judge_bad_arguments(always_two_lm):
     with pytest.raises(ValueError, match="differ in length"):
         judge_unit_tests(always_two_lm, ["d", "e"], [_tests([1])], "neurons_entities")
     with pytest.raises(ValueError, match=r"unit_tests\[0\]\[0\]\['correct'\]"):
-        judge_unit_tests(always_two_lm, ["d"], [[{"inputs": ["a", "b", "c"], "outputs": None, "correct": 5}]], "neurons_entities")
+        judge_unit_tests(
+            always_two_lm, ["d"], [[{"inputs": ["a", "b", "c"], "outputs": None, "correct": 5}]], "neurons_entities"
+        )
     with pytest.raises(TypeError, match=r"descriptions\[0\]"):
         judge_unit_tests(always_two_lm, [3], [_tests([1])], "neurons_entities")
     with pytest.raises(ValueError, match="empty"):

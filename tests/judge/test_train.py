@@ -175,7 +175,9 @@ def test_train_args_groups():
 
     args = TrainArgs(lora_r=3, output_dir="out", data_seed=2, model="m")
     assert (args.model, args.lora_r, args.output_dir, args.data_seed) == ("m", 3, "out", 2)  # flat access
-    assert set(args.to_dict()) == {f for cls in (DataArgs, ModelArgs, OptimArgs, OutputArgs) for f in cls.__dataclass_fields__}
+    assert set(args.to_dict()) == {
+        f for cls in (DataArgs, ModelArgs, OptimArgs, OutputArgs) for f in cls.__dataclass_fields__
+    }
     assert TrainArgs(**args.to_dict()) == args
     with pytest.raises(TypeError, match="lora_rank"):
         TrainArgs(lora_rank=3)

@@ -164,7 +164,14 @@ def build(cfg: BuildConfig | str = "find", *, progress: bool = True, **settings:
     release_dir = str(Path(cfg.data_dir).resolve()) if cfg.data_dir else None
     if source == "find-v1" and release_dir and not Path(release_dir).is_dir():
         raise FileNotFoundError(f"--data-dir: {release_dir} is not a folder")
-    kwargs = {c: ({"seed": seed, "source": source} if source == "procedural" else {"source": source, "release_dir": release_dir}) for c in configs}
+    kwargs = {
+        c: (
+            {"seed": seed, "source": source}
+            if source == "procedural"
+            else {"source": source, "release_dir": release_dir}
+        )
+        for c in configs
+    }
     return build_dataset_folder(
         out,
         Find,

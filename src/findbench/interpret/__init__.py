@@ -12,8 +12,8 @@ An *interpreter* is an agent that experiments on a black-box function and then d
 - :mod:`~findbench.interpret.run`: episodes through ``inspect_ai.eval``, exported as a run folder;
 - :mod:`~findbench.interpret.inspect_tasks`: the Inspect task, solver, scorers and model API.
 
-Names below load their module on first use. Not exported: ``agent`` and ``inspect_tasks`` (Inspect finds it through its entry point), ``evaluate``
-(scoring), ``scoreboard`` (Table 2) and ``report`` (``report.html``)."""
+Names below load their module on first use. Not exported: ``agent`` and ``inspect_tasks`` (Inspect finds it through
+its entry point), ``evaluate`` (scoring), ``scoreboard`` (Table 2) and ``report`` (``report.html``)."""
 
 from __future__ import annotations
 

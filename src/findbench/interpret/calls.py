@@ -140,7 +140,10 @@ class FunctionRunner:
         record has ``"error"`` and empty lists.
         """
         if command.malformed:
-            record = {"round": round, "command": command.text, "inputs": [], "outputs": [], "errors": [], "error": command.error}
+            record = {
+                "round": round, "command": command.text,
+                "inputs": [], "outputs": [], "errors": [], "error": command.error,
+            }  # fmt: skip
             return malformed_reply(command), record
         inputs = list(command.inputs)
         note = None

@@ -274,7 +274,8 @@ def _metric_scorer(category: str, metric: str, to_score: Any) -> Any:
 
 @scorer(metrics=[mean(), stderr()])
 def nmse_success():
-    """Numeric functions: 1.0 when the answer's code has NMSE below FIND's threshold, else 0.0 (NMSE in the metadata)."""
+    """Numeric functions: 1.0 when the answer's code has NMSE below FIND's threshold, else 0.0 (NMSE in the
+    metadata)."""
     from findbench.find.code_scoring import NMSE_THRESHOLD
 
     return _metric_scorer(

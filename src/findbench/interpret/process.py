@@ -97,9 +97,9 @@ PROCESS_HEADERS = ("category", "method", "transcripts", "calls", "distinct input
                    "domain IoU (probed)", "domain IoU (not probed)")
 PROCESS_NOTES = (
     "calls: commands the agent issued (exemplars not counted); distinct inputs: distinct values it asked about.",
-    "probed corruption: share of corrupted functions (numeric corrupted interval, relation exception) where the agent called "
-    "the function inside the corrupted part; domain IoU: numeric `[DOMAIN]` score of those episodes, split by whether the agent "
-    "probed.",
+    "probed corruption: share of corrupted functions (numeric corrupted interval, relation exception) "
+    "where the agent called the function inside the corrupted part; "
+    "domain IoU: numeric `[DOMAIN]` score of those episodes, split by whether the agent probed.",
 )
 
 

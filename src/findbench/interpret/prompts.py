@@ -140,7 +140,10 @@ def check_method(method: Any, category: str) -> str:
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if method != "aia" and category not in NEURON_CATEGORIES:
-        raise ValueError(f"method {method!r} applies only to {', '.join(NEURON_CATEGORIES)} (rows with exemplars), not to {category!r}")
+        raise ValueError(
+            f"method {method!r} applies only to {', '.join(NEURON_CATEGORIES)} (rows with exemplars), "
+            f"not to {category!r}"
+        )
     return method
 
 

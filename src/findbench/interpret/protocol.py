@@ -208,7 +208,9 @@ def _command(raw: str, body: str) -> Command:
         values = _split_values(body)
     except ValueError as exc:
         reason = str(exc).strip() or "cannot split the arguments"
-        return Command(raw, (), f"{reason}: put double quotes around an input that contains an apostrophe, e.g. \"it's\"")
+        return Command(
+            raw, (), f"{reason}: put double quotes around an input that contains an apostrophe, e.g. \"it's\""
+        )
     if len(values) >= 2 and values[0] in ("python", "python3") and _is_script(values[1]):
         values = values[2:]
     elif values and _is_script(values[0]):

@@ -52,7 +52,10 @@ def reference_domain(row: Mapping[str, Any]) -> str | None:
     if category == "numeric":
         kind = row.get("corruption_type")
         if not kind:
-            return "There is no interval where the function behaves unexpectedly: the rule in the description holds on its whole domain."
+            return (
+                "There is no interval where the function behaves unexpectedly: "
+                "the rule in the description holds on its whole domain."
+            )
         cp = row.get("corruption_params")
         cp = json.loads(cp) if isinstance(cp, str) else dict(cp or {})
         b = [float(v) for v in cp.get("boundary", [])]
@@ -67,7 +70,10 @@ def reference_domain(row: Mapping[str, Any]) -> str | None:
             interval, where = f"[{_num(b[0])}, {_num(b[-1])}]", f"{_num(b[0])} < x < {_num(b[-1])}"
         noise = ""
         if "mean" in cp and "std" in cp:
-            noise = f" drawn from a normal distribution with mean {_num(cp['mean'])} and standard deviation {_num(cp['std'])}"
+            noise = (
+                f" drawn from a normal distribution with mean {_num(cp['mean'])} "
+                f"and standard deviation {_num(cp['std'])}"
+            )
         return (
             f"The function behaves unexpectedly on the interval {interval} ({where}): there its output is replaced "
             f"by random values{noise}. Elsewhere it follows the rule in the description."

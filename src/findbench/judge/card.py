@@ -51,10 +51,11 @@ log = logging.getLogger(__name__)
 #: What each rung of the ladder (:data:`~findbench.judge.config.RUNGS`) shows the judge.
 RUNG_DEFINITIONS = {
     "true": "the function's own ground-truth description",
-    "partial": "one part of it: one step of a string composition (atomic: the operation's family only), one of two entity "
-    "concepts (atomic: one member word of the concept that no unit test shows), a corrupted relation without its exception (atomic: the input kind only)",
-    "near_miss": "close but wrong: one string step with another parameter or a sibling operation of its family; the nearest "
-    "other entity concept(s) by name embedding; a corrupted relation with its other exception, an atomic "
+    "partial": "one part of it: one step of a string composition (atomic: the operation's family only), "
+    "one of two entity concepts (atomic: one member word of the concept that no unit test shows), "
+    "a corrupted relation without its exception (atomic: the input kind only)",
+    "near_miss": "close but wrong: one string step with another parameter or a sibling operation of its family; "
+    "the nearest other entity concept(s) by name embedding; a corrupted relation with its other exception, an atomic "
     "relation's nearest other relation by name embedding",
     "other": "another judged function's description (seeded derangement)",
     "constant": "the category-generic description of the `constant` floor",

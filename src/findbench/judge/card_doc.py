@@ -281,7 +281,9 @@ def format_comparison(card: JudgeCard, *, tests: str = "find") -> str:
     (without ``all``), a column per judge (FIND Table A3 with the rungs ``true`` and ``other``)."""
     measured = [(label, m.table("accuracy", tests)) for label, m in card.measurements()]
     if any(table is None for _, table in measured):
-        raise ValueError(f"tests: the card has no {'accuracy' + TEST_SUFFIX[tests]!r} table (judged on {card.test_sets})")
+        raise ValueError(
+            f"tests: the card has no {'accuracy' + TEST_SUFFIX[tests]!r} table (judged on {card.test_sets})"
+        )
     first = measured[0][1]
     lines = [
         "| category | rung | " + " | ".join(label for label, _ in measured) + " |",

@@ -242,7 +242,8 @@ def _card(meta: Mapping[str, Any]) -> str:
 
     fields = {k: str(v) for k, v in meta.items() if not isinstance(v, (dict, list))}
     fields["counts_table"] = "\n".join(
-        f"| {cat} | {c['train_functions']} | {c['heldout_functions']} | {c['excluded_functions']} | {c['train_rows']} | {c['heldout_rows']} |"
+        f"| {cat} | {c['train_functions']} | {c['heldout_functions']} | {c['excluded_functions']} "
+        f"| {c['train_rows']} | {c['heldout_rows']} |"
         for cat, c in meta["per_category"].items()
     )
     for k, v in fields.items():

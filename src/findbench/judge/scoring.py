@@ -193,7 +193,8 @@ def check_unit_test(unit_test: Any, category: str | None, *, where: str = "unit_
             or len(outputs) != len(inputs)
         ):
             raise ValueError(
-                f"{where}['outputs'] must list one output per input for {category or 'these tests'}, got {outputs!r:.100}"
+                f"{where}['outputs'] must list one output per input for {category or 'these tests'}, "
+                f"got {outputs!r:.100}"
             )
         if not all(isinstance(x, str) for x in outputs):
             raise TypeError(f"{where}['outputs'] must hold strings, got {outputs!r:.100}")
@@ -369,7 +370,8 @@ def judge_unit_tests(
     structured = mode == "generate" and use_structured_outputs(lm, structured_outputs)
     if mode == "pmi" and not callable(getattr(lm, "continuation_logprobs", None)):
         raise TypeError(
-            f"mode='pmi' needs an LM with continuation_logprobs (findbench.lm.ScoringLM); {getattr(lm, 'name', type(lm).__name__)} has none"
+            "mode='pmi' needs an LM with continuation_logprobs (findbench.lm.ScoringLM); "
+            f"{getattr(lm, 'name', type(lm).__name__)} has none"
         )
     if isinstance(descriptions, str) or not isinstance(descriptions, Sequence):
         raise TypeError(f"descriptions must be a list of strings, got {type(descriptions).__name__}")

@@ -224,7 +224,9 @@ def _ensure_chat_template(tokenizer: Any) -> None:
         tokenizer.chat_template = VICUNA_CHAT_TEMPLATE
 
 
-def tokenize_judge_row(tokenizer: Any, messages: Sequence[dict], target: str, max_length: int = 1024) -> dict[str, list[int]]:
+def tokenize_judge_row(
+    tokenizer: Any, messages: Sequence[dict], target: str, max_length: int = 1024
+) -> dict[str, list[int]]:
     """Token ids and labels of one judge row: the prompt as the judge renders it, then the answer
     with the template's end-of-turn tokens (so the model learns to stop); labels are -100 on the prompt."""
     prompt = tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)

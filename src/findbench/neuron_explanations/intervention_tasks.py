@@ -353,7 +353,8 @@ def build_task_rows(
     batch_size: int = 32,
     progress: bool = False,
 ) -> list[dict]:
-    """One row per (task, filler): prompt, expected next token, the model's greedy next token and whether it is correct."""
+    """One row per (task, filler): prompt, expected next token, the model's greedy next token and whether it is
+    correct."""
     from tqdm.auto import tqdm
 
     names = sorted(TASKS) if tasks is None else list(tasks)

@@ -171,6 +171,9 @@ def test_heldout_associations_were_never_seen_by_the_probes():
     # a word the held-out writers gave to two concepts is dropped from both
     raw = load_associations("held-out")
     shared = {
-        _norm(w) for c, ws in raw.items() for w in ws if sum(_norm(w) in {_norm(x) for x in v} for v in raw.values()) > 1
+        _norm(w)
+        for c, ws in raw.items()
+        for w in ws
+        if sum(_norm(w) in {_norm(x) for x in v} for v in raw.values()) > 1
     }
     assert shared and not shared & set(keys)
