@@ -218,7 +218,8 @@ def main(argv=None) -> int:
     }
     write_result(args.out, result)
     print(
-        f"speedup {speedup:.2f}x latents/min (goal >= {GOAL_SPEEDUP}x); same latent count: {result['same_latent_count']}; "
+        f"speedup {speedup:.2f}x latents/min (goal >= {GOAL_SPEEDUP}x); "
+        f"same latent count: {result['same_latent_count']}; "
         f"identical explanations {result['same_explanations']}/{seq['latents']}"
     )
     print(f"wrote {args.out}")

@@ -119,7 +119,8 @@ def test_a_rerun_says_what_it_resumed_from(monkeypatch, capsys, tmp_path):
     )
     out = capsys.readouterr().out
     assert (
-        f"resumed from {tmp_path}: evidence {tmp_path}/evidence_1.json; 20 of 20 LM answers from {tmp_path}/lm_cache.sqlite"
+        f"resumed from {tmp_path}: evidence {tmp_path}/evidence_1.json; "
+        f"20 of 20 LM answers from {tmp_path}/lm_cache.sqlite"
         in out
     )
 

@@ -26,8 +26,9 @@ NOUNS = (
     'or bearing); "the knocking grew louder"  \n'
 )
 VERBS = (
-    "00001740 29 v 04 breathe 0 take_a_breath 0 respire 0 suspire 3 001 * 00005041 v 0000 02 + 02 00 + 08 00 | draw air "
-    'into, and expel out of, the lungs; "I can breathe better when the air is clean"; "The patient is respiring"  \n'
+    "00001740 29 v 04 breathe 0 take_a_breath 0 respire 0 suspire 3 001 * 00005041 v 0000 02 + 02 00 + 08 00 | "
+    "draw air into, and expel out of, the lungs; "
+    '"I can breathe better when the air is clean"; "The patient is respiring"  \n'
 )
 ADJS = '00013887 00 s 01 big(a) 0 000 | above average in size; "a big house" - Anon.  \n'
 

@@ -278,7 +278,8 @@ def test_findbench_report_on_an_autointerp_folder_and_autointerp_report(run_dir,
     assert cli.main(["report", str(run_dir), "--out", str(tmp_path / "elsewhere")]) == 0
     assert (tmp_path / "elsewhere" / REPORT_FILE).is_file()
 
-    # `findbench autointerp --report`: the run's results, then the page beside them (report_<run id>.html for a named run)
+    # `findbench autointerp --report`: the run's results, then the page beside them
+    # (report_<run id>.html for a named run)
     named = tmp_path / "named"
     named.mkdir()
     results = json.loads((run_dir / "synthetic_eval_results.json").read_text()) | {
@@ -346,7 +347,8 @@ def test_report_renders_in_chromium(run_dir, run_data, tmp_path):
     assert page.index_rows == sum(not r["skipped"] for r in latents) and page.shaded
     assert any(r["planted"]["explanation"] in "".join(page.text) for r in latents if r["planted"])
 
-    # the index sorts in the browser: a click on "firing rate" orders the rows by it, largest first; a second, smallest first
+    # the index sorts in the browser: a click on "firing rate" orders the rows by it, largest first;
+    # a second, smallest first
     heads = page.sortable_heads
     explained = [r for r in latents if not r["skipped"]]
     want = [f"latent-{r['latent']}" for r in sorted(explained, key=lambda r: -r["firing_rate"])]

@@ -165,10 +165,13 @@ def _sentences(n: int, seed: int = 0) -> list[str]:
         out.append(
             rng.choice(
                 [
-                    f"{rng.choice(['she', 'he', 'they'])} saw a {rng.choice(_COLOURS)} {rng.choice(_BIRDS)} near the {rng.choice(_NOUNS)}",
-                    f"the {rng.choice(_NOUNS)} was built in {rng.randint(1200, 1999)} (or so {rng.choice(['it', 'they'])} said)",
+                    f"{rng.choice(['she', 'he', 'they'])} saw a {rng.choice(_COLOURS)} {rng.choice(_BIRDS)} "
+                    f"near the {rng.choice(_NOUNS)}",
+                    f"the {rng.choice(_NOUNS)} was built in {rng.randint(1200, 1999)} "
+                    f"(or so {rng.choice(['it', 'they'])} said)",
                     f"an old {rng.choice(_NOUNS)} standing by a {rng.choice(_NOUNS)} after raining",
-                    f"{rng.choice(_NOUNS)} and {rng.choice(_NOUNS)} are quiet; walking home, {rng.choice(['their', 'his'])} "
+                    f"{rng.choice(_NOUNS)} and {rng.choice(_NOUNS)} are quiet; "
+                    f"walking home, {rng.choice(['their', 'his'])} "
                     f"{rng.choice(_NOUNS)} seemed {rng.choice(_COLOURS)}",
                 ]
             )

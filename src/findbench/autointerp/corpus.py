@@ -291,7 +291,10 @@ def corpus_tokens(
         from findbench.models import resolve
 
         tokenizer = AutoTokenizer.from_pretrained(resolve(tokenizer_or_path))
-    key = f"{_tokenizer_key(tokenizer)}__{_dataset_key(dataset, split, text_column)}__{context_size}x{total_tokens}__{_CORPUS_VERSION}"
+    key = (
+        f"{_tokenizer_key(tokenizer)}__{_dataset_key(dataset, split, text_column)}"
+        f"__{context_size}x{total_tokens}__{_CORPUS_VERSION}"
+    )
     path = cache_dir("autointerp", "tokens") / f"{key}.npy"
     if path.is_file():
         try:

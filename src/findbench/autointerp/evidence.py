@@ -32,7 +32,8 @@ HIST_BINS = 32
 
 @dataclass
 class Window:
-    """``2 * buffer + 1`` tokens of one corpus row around ``centre`` with the latent's activations; ``kind``: top, iw or random."""
+    """``2 * buffer + 1`` tokens of one corpus row around ``centre`` with the latent's activations; ``kind``: top, iw
+    or random."""
 
     row: int
     centre: int
@@ -52,7 +53,8 @@ class Window:
 
 @dataclass
 class LatentEvidence:
-    """What the explainer and the scorers see for one latent; ``extra``: ``n_fired`` and ``histogram`` for the report."""
+    """What the explainer and the scorers see for one latent; ``extra``: ``n_fired`` and ``histogram`` for the
+    report."""
 
     latent: int
     generation: list[Window]

@@ -137,7 +137,10 @@ def explanation_messages(
 def detection_messages(explanation: str, windows: Sequence[Window], renderer: TokenRenderer) -> list[dict]:
     """The detection scorer's conversation: the explanation and the numbered, unmarked windows."""
     texts = [renderer.text(w.tokens) for w in windows]
-    user = f"Description: {EXPLANATION_PREFIX} {explanation}\n\nTexts:\n{_numbered(texts)}\n\nWhich texts does the neuron respond to?"
+    user = (
+        f"Description: {EXPLANATION_PREFIX} {explanation}\n\nTexts:\n{_numbered(texts)}\n\n"
+        "Which texts does the neuron respond to?"
+    )
     return [{"role": "system", "content": _DETECT_SYSTEM}, {"role": "user", "content": user}]
 
 

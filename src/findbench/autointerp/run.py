@@ -194,7 +194,10 @@ def run_autointerp(
     else:
         counts_path = (
             out
-            / f"firing_counts_{fingerprint({k: v for k, v in setting.items() if k != 'config'} | {'tokens': [cfg.dataset, cfg.total_tokens, cfg.llm_context_size]})}.npy"
+            / f"""firing_counts_{fingerprint(
+                {k: v for k, v in setting.items() if k != 'config'}
+                | {'tokens': [cfg.dataset, cfg.total_tokens, cfg.llm_context_size]}
+            )}.npy"""
         )
         if counts_path.exists():
             counts = np.load(counts_path)

@@ -94,7 +94,8 @@ class DetectionScorer:
 
 _FUZZ_SYSTEM = (
     "A neuron of a neural network has been described in words. In a text, some tokens are marked <<like this>>. "
-    "Answer Yes if the marked tokens are ones the described neuron would respond to, No otherwise. Answer with one word."
+    "Answer Yes if the marked tokens are ones the described neuron would respond to, No otherwise. "
+    "Answer with one word."
 )
 
 
@@ -133,7 +134,10 @@ class FuzzScorer:
         convs, owners = [], []
         for k, ((ev, expl), shown) in enumerate(zip(items, per_item)):
             for text, *_ in shown:
-                user = f"Description: {EXPLANATION_PREFIX} {expl}\n\nText: {text}\n\nAre the marked tokens ones this neuron responds to?"
+                user = (
+                    f"Description: {EXPLANATION_PREFIX} {expl}\n\nText: {text}\n\n"
+                    "Are the marked tokens ones this neuron responds to?"
+                )
                 convs.append([{"role": "system", "content": _FUZZ_SYSTEM}, {"role": "user", "content": user}])
                 owners.append(k)
         logps = self.lm.candidate_logprobs(convs, ["Yes", "No"], progress=self.progress) if convs else []

@@ -376,7 +376,8 @@ def train_sae(
     steps = total_samples // cfg.train_batch_size
     if steps < 1:
         raise ValueError(
-            f"total_tokens: {len(train_acts)} training activations make no batch of train_batch_size={cfg.train_batch_size}"
+            f"total_tokens: {len(train_acts)} training activations make no batch of "
+            f"train_batch_size={cfg.train_batch_size}"
         )
     n_checkpoints = max(0, min(9, steps // 50))
     run_dir = cache_dir("autointerp", "train-sae") / fingerprint({"cfg": cfg.to_dict(), "acts": act_dir.name})

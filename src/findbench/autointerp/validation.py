@@ -291,7 +291,8 @@ def planted_validation(
         "criterion": {
             "min_separation": MIN_SEPARATION,
             "min_win_rate": MIN_WIN_RATE,
-            "text": f"separates: mean(true - wrong) >= {MIN_SEPARATION} and true > wrong on >= {MIN_WIN_RATE:.0%} of latents",
+            "text": f"separates: mean(true - wrong) >= {MIN_SEPARATION} "
+            f"and true > wrong on >= {MIN_WIN_RATE:.0%} of latents",
             "probes": "truth above probe: the 95% paired bootstrap interval (over latents) of true - probe "
             "lies above 0",
         },
