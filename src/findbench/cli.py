@@ -191,9 +191,7 @@ def _autointerp(command: AutoInterpCommand, cfg: AutoInterpConfig) -> None:
 
     if cfg.override_latents is not None:
         cfg.n_latents = SAEBENCH.n_latents  # unused with --latents; kept at SAEBench's value so resumed runs match
-    kw = asdict(command)
-    del kw["report"]
-    result = run_autointerp(config=cfg, **kw)
+    result = run_autointerp(command, config=cfg)
     resumed, cache = result["resumed"], result["resumed"]["lm_cache"]
     if resumed["evidence"] or resumed["firing_counts"] or cache["hits"]:
         done = [f"evidence {resumed['evidence']}" if resumed["evidence"] else None,

@@ -3,6 +3,8 @@ and what it prints (scores with interval and floors, "resumed from" on a rerun).
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import pytest
 
 from findbench import cli
@@ -67,8 +69,8 @@ def _result(out, hits=0, evidence=None):
 def test_defaults_reach_the_run_and_the_summary_is_printed(monkeypatch, capsys, tmp_path):
     seen = {}
 
-    def fake(**kw):
-        seen.update(kw)
+    def fake(command, **kw):
+        seen.update(kw, **asdict(command))
         return _result(tmp_path)
 
     monkeypatch.setattr(run_mod, "run_autointerp", fake)
@@ -88,7 +90,8 @@ def test_a_rerun_says_what_it_resumed_from(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(
         run_mod,
         "run_autointerp",
-        lambda **kw: seen.update(kw) or _result(tmp_path, hits=20, evidence=f"{tmp_path}/evidence_1.json"),
+        lambda command, **kw: seen.update(kw, **asdict(command))
+        or _result(tmp_path, hits=20, evidence=f"{tmp_path}/evidence_1.json"),
     )
     assert (
         cli.main(
@@ -126,7 +129,7 @@ def test_a_rerun_says_what_it_resumed_from(monkeypatch, capsys, tmp_path):
 
 
 def test_latents_and_n_latents_are_refused_together(monkeypatch, capsys, tmp_path):
-    monkeypatch.setattr(run_mod, "run_autointerp", lambda **kw: pytest.fail("ran"))
+    monkeypatch.setattr(run_mod, "run_autointerp", lambda *a, **kw: pytest.fail("ran"))
     for n_latents in (["--n-latents", "10"], ["--n-latents=5"]):
         assert cli.main(["autointerp", "--out", str(tmp_path), "--latents", "1,2", *n_latents]) == 2
         assert "--latents and --n-latents are mutually exclusive" in capsys.readouterr().err
@@ -135,7 +138,7 @@ def test_latents_and_n_latents_are_refused_together(monkeypatch, capsys, tmp_pat
 def test_degenerate_and_cut_explanations_are_printed_with_the_scores(monkeypatch, capsys, tmp_path):
     result = _result(tmp_path)
     result["eval_result_metrics"]["autointerp"].update(n_degenerate=9, n_explanation_truncated=2)
-    monkeypatch.setattr(run_mod, "run_autointerp", lambda **kw: result)
+    monkeypatch.setattr(run_mod, "run_autointerp", lambda *a, **kw: result)
     assert cli.main(["autointerp", "--out", str(tmp_path), "--max-explanation-tokens", "64"]) == 0
     out = capsys.readouterr().out
     assert "unparsed answers: 0; degenerate explanations: 9 of 9; explanations cut to the length cap: 2" in out

@@ -294,7 +294,7 @@ def test_findbench_report_on_an_autointerp_folder_and_autointerp_report(run_dir,
         files=files,
         resumed={"evidence": None, "firing_counts": None, "lm_cache": {"path": "c", "hits": 0, "misses": 0}},
     )
-    monkeypatch.setattr(run_mod, "run_autointerp", lambda **kw: fake)
+    monkeypatch.setattr(run_mod, "run_autointerp", lambda *a, **kw: fake)
     assert cli.main(["autointerp", "--out", str(named), "--run-id", "b", "--report"]) == 0
     assert f"wrote {named / 'report_b.html'}" in capsys.readouterr().out
     page = _parse((named / "report_b.html").read_text())

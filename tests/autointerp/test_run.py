@@ -262,3 +262,18 @@ def test_bad_arguments_are_named(corpus, tmp_path):
             out=tmp_path,
             progress=False,
         )
+
+
+def test_the_config_and_the_keyword_form_are_checked_before_any_work(tmp_path):
+    from findbench.autointerp.commands import AutoInterpCommand
+
+    out = tmp_path / "never"
+    for bad, match in ((dict(run_id="a b"), "run_id"), (dict(shard="2/2"), "shard must be I/N"),
+                       (dict(max_connections=0), "max_connections")):
+        with pytest.raises(ValueError, match=match):
+            run_autointerp(sae="synthetic", model="minilm", out=out, **bad)
+    with pytest.raises(TypeError, match=r"unexpected settings \['n_latents'\]"):
+        run_autointerp(sae="synthetic", out=out, n_latents=3)
+    with pytest.raises(TypeError, match=r"takes no settings beside the config, got \['out'\]"):
+        run_autointerp(AutoInterpCommand(sae="synthetic", model="minilm"), out=out)
+    assert not out.exists()

@@ -10,8 +10,9 @@ import pytest
 
 from findbench import cli
 from findbench.autointerp import run as run_mod
+from findbench.autointerp.commands import parse_shard
 from findbench.autointerp.config import AutoInterpConfig
-from findbench.autointerp.run import merge_shards, parse_shard, run_autointerp
+from findbench.autointerp.run import merge_shards, run_autointerp
 from findbench.constants import UsageError
 
 from .test_run import SENTENCES, ScriptedLM, _cfg

@@ -10,6 +10,7 @@ import re
 from dataclasses import MISSING, dataclass
 from pathlib import Path
 
+from findbench import _checks
 from findbench._config import Csv, arg
 from findbench.autointerp.config import MAX_EXPLANATION_TOKENS, PROBES, QUICK_DEFAULTS, SCORERS, AutoInterpConfig
 from findbench.constants import UsageError
@@ -27,6 +28,16 @@ def check_encoder(spec: str, name: str) -> None:
         from findbench.autointerp.activations import MINILM_ALIASES
 
         check_spec(spec, flag=f"--{name}", names=MINILM_ALIASES)
+
+
+def parse_shard(shard: str | None) -> tuple[int, int] | None:
+    """``"I/N"`` as ``(I, N)`` with ``0 <= I < N`` (None: unsharded); a UsageError naming ``shard`` otherwise."""
+    if shard is None:
+        return None
+    m = re.fullmatch(r"(\d+)/(\d+)", shard.strip()) if isinstance(shard, str) else None
+    if not m or not int(m[1]) < int(m[2]):
+        raise UsageError(f"shard must be I/N with 0 <= I < N (e.g. 0/4), got {shard!r}")
+    return int(m[1]), int(m[2])
 
 
 def _sae_releases() -> tuple[str, ...]:
@@ -104,6 +115,12 @@ class AutoInterpCommand:
     def __post_init__(self) -> None:
         from findbench.models import check_spec
 
+        _checks.positive_int("batch_size", self.batch_size)
+        _checks.positive_int("max_connections", self.max_connections)
+        if self.run_id is not None and (not isinstance(self.run_id, str)
+                                        or not re.fullmatch(r"[A-Za-z0-9_.-]+", self.run_id)):
+            raise UsageError(f"run_id must be letters, digits, '_', '.' or '-', got {self.run_id!r}")
+        parse_shard(self.shard)
         check_encoder(self.model, "model")
         for name in ("explainer", "scorer"):
             if getattr(self, name) is not None:

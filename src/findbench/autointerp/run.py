@@ -40,10 +40,10 @@ from typing import Any
 
 import numpy as np
 
-from findbench import _checks
 from findbench._io import atomic_dir, atomic_write_bytes, atomic_write_json, atomic_write_text, csv_text, fingerprint
 from findbench._version import __version__
 from findbench.autointerp.activations import hook_name_for_layer, load_model, parse_hook_name
+from findbench.autointerp.commands import AutoInterpCommand, parse_shard
 from findbench.autointerp.config import LM_ONLY_FIELDS, AutoInterpConfig
 from findbench.autointerp.detection import CHANCE, detection_floors, parse_explanation, score_summary, summarize
 from findbench.autointerp.evidence import LatentEvidence, choose_latents, collect_evidence, firing_counts
@@ -84,16 +84,6 @@ def explain(
     return [{"raw": a, "explanation": parse_explanation(a)} for a in answers]
 
 
-def parse_shard(shard: str | None) -> tuple[int, int] | None:
-    """``"I/N"`` as ``(I, N)`` with ``0 <= I < N`` (None: unsharded); a UsageError naming ``shard`` otherwise."""
-    if shard is None:
-        return None
-    m = re.fullmatch(r"(\d+)/(\d+)", shard.strip()) if isinstance(shard, str) else None
-    if not m or not int(m[1]) < int(m[2]):
-        raise UsageError(f"shard must be I/N with 0 <= I < N (e.g. 0/4), got {shard!r}")
-    return int(m[1]), int(m[2])
-
-
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "sae"
 
@@ -116,53 +106,65 @@ def _resolve_hook(sae, layer: int | None, hook: str | None) -> tuple[str, int | 
     return asked, parse_hook_name(asked)[1]
 
 
+def _command(cfg: AutoInterpCommand | None, settings: dict[str, Any]) -> tuple[AutoInterpCommand, dict[str, Any]]:
+    """The command config of a call (``cfg``, or one built from the keyword form's ``settings``) and
+    the objects given for ``sae``, ``explainer`` or ``scorer`` instead of names."""
+    if cfg is not None:
+        if not isinstance(cfg, AutoInterpCommand):
+            raise TypeError(f"cfg must be an AutoInterpCommand, got {type(cfg).__name__}")
+        if settings:
+            raise TypeError(f"run_autointerp(cfg) takes no settings beside the config, got {sorted(settings)}")
+        return cfg, {}
+    objects = {k: settings.pop(k) for k in ("sae", "explainer", "scorer")
+               if k in settings and settings[k] is not None and not isinstance(settings[k], (str, os.PathLike))}
+    names = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in settings.items()}
+    fields = {f.name for f in dataclasses.fields(AutoInterpCommand)} - {"report"}
+    unknown = sorted(set(names) - fields)
+    if unknown:
+        raise TypeError(f"run_autointerp() got unexpected settings {unknown}; settings are {sorted(fields)}")
+    return AutoInterpCommand(**names, **{k: "embedded" for k in objects if k != "scorer"}), objects
+
+
 def run_autointerp(
+    cfg: AutoInterpCommand | None = None,
+    /,
     *,
-    model: str | os.PathLike = "embedded",
-    sae: Any = "embedded",
-    sae_id: str | None = None,
-    layer: int | None = None,
-    hook: str | None = None,
-    explainer: Any = "embedded",
-    scorer: Any = None,
     config: AutoInterpConfig | None = None,
-    out: str | os.PathLike = "outputs/autointerp",
-    cache: str | os.PathLike | None = None,
-    batch_size: int = 32,
-    max_connections: int = 8,
-    lm_model: str | None = None,
     explanations: dict[int, str] | None = None,
-    run_id: str | None = None,
-    shard: str | None = None,
     progress: bool = True,
+    **settings: Any,
 ) -> dict:
     """Explain and score SAE latents (the files written: see the module docstring).
 
     Args:
-        sae, sae_id: :func:`~findbench.autointerp.sae.load_sae` (``embedded``, ``synthetic``, a
-            sae_lens folder, a release with ``sae_id``, or an SAE object).
-        layer, hook: where the SAE reads (default: the SAE's own ``hook_name``).
-        explainer, scorer: LM specs or objects; the scorer defaults to the explainer.
-        cache: sqlite request cache for both LMs (default ``<out>/lm_cache.sqlite``).
+        cfg: where the SAE, model and LMs come from and where the results go
+            (:class:`~findbench.autointerp.commands.AutoInterpCommand`, ``findbench autointerp``'s
+            flags: ``sae``/``sae_id`` as :func:`~findbench.autointerp.sae.load_sae` takes them,
+            ``layer``/``hook`` default to the SAE's own ``hook_name``, ``scorer`` to the explainer,
+            ``cache`` to ``<out>/lm_cache.sqlite``, ``shard`` ``"I/N"``: only this shard's latents,
+            see the module docstring). The keyword form ``run_autointerp(sae=..., out=..., ...)``
+            builds the same config; there ``sae``, ``explainer`` and ``scorer`` may also be objects
+            (an SAE, findbench LMs).
+        config: what decides the result (:class:`~findbench.autointerp.config.AutoInterpConfig`;
+            default SAEBench's values).
         explanations: latent → text, used instead of asking the explainer.
-        shard: ``"I/N"``: explain and score only this shard's latents (see the module docstring).
 
     Returns:
         The results JSON's content, plus ``files`` (the paths written) and ``resumed`` (what
         was read back, and the LM cache's ``hits`` and ``misses``).
     """
+    cfg, objects = _command(cfg, settings)
+    model, sae_id, layer, hook, lm_model, batch_size, cache, run_id = (
+        cfg.model, cfg.sae_id, cfg.layer, cfg.hook, cfg.lm_model, cfg.batch_size, cfg.cache, cfg.run_id)
+    sae, explainer, scorer = (objects.get(k, getattr(cfg, k)) for k in ("sae", "explainer", "scorer"))
+    max_connections, where = cfg.max_connections, parse_shard(cfg.shard)
     from findbench.autointerp.corpus import corpus_tokens, special_token_ids
     from findbench.autointerp.sae import load_sae
 
-    where = parse_shard(shard)
+    out = Path(cfg.out)
     cfg = config or AutoInterpConfig()
     if not isinstance(cfg, AutoInterpConfig):
         raise TypeError(f"config must be an AutoInterpConfig, got {type(cfg).__name__}")
-    _checks.positive_int("batch_size", batch_size)
-    _checks.positive_int("max_connections", max_connections)
-    if run_id is not None and (not isinstance(run_id, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", run_id)):
-        raise ValueError(f"run_id must be letters, digits, '_', '.' or '-', got {run_id!r}")
-    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     hf_model, tokenizer, model_name = load_model(model)
     sae_obj = load_sae(sae, sae_id=sae_id, model=hf_model, tokenizer=tokenizer)
