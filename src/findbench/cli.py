@@ -69,7 +69,7 @@ def _call(cfg: CallConfig) -> None:
 def _export_functions(cfg: ExportFunctionsConfig) -> None:
     from findbench.find.export import export_functions
 
-    print(f"wrote {export_functions(**asdict(cfg))} function scripts under {cfg.out}")
+    print(f"wrote {export_functions(cfg)} function scripts under {cfg.out}")
 
 
 def _interpret(cfg: InterpretConfig) -> None:

@@ -8,6 +8,7 @@ from dataclasses import MISSING, dataclass
 
 from findbench import _checks
 from findbench._config import Csv, arg
+from findbench.constants import UsageError
 from findbench.schema import CATEGORIES
 
 _BUILT = "dataset folder written by `findbench build` (default: regenerate from --seed)"
@@ -24,6 +25,8 @@ class ExportFunctionsConfig:
 
     def __post_init__(self) -> None:
         self.configs = _checks.str_list("--configs", self.configs)
+        if not self.configs:
+            raise UsageError(f"--configs: give at least one of {', '.join(CATEGORIES)}")
         for config in self.configs:
             _checks.one_of("--configs", config, CATEGORIES)
 

@@ -14,12 +14,14 @@ import json
 import os
 import textwrap
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
+from findbench._config import config_of
 from findbench._io import atomic_dir
 from findbench._version import __version__
-from findbench.schema import CATEGORIES
+from findbench.find.config import ExportFunctionsConfig
 
 
 def format_value(value) -> str:
@@ -88,26 +90,23 @@ def render_script(row, *, data: str | None = None, seed: int = 0) -> str:
     return header + _MAIN.format(show=_SHOW, convert=convert).lstrip("\n")
 
 
-def export_functions(
-    out: str | os.PathLike,
-    *,
-    configs: Sequence[str] = ("numeric", "strings"),
-    data: str | os.PathLike | None = None,
-    seed: int = 0,
-) -> int:
-    """Write one script per function of ``configs`` under ``out`` (replaced atomically).
+def export_functions(cfg: ExportFunctionsConfig | str | os.PathLike | None = None, /, **settings: Any) -> int:
+    """Write one script per function of ``cfg.configs`` under ``cfg.out`` (replaced atomically).
+
+    ``cfg``: the settings (:class:`~findbench.find.config.ExportFunctionsConfig`, ``findbench
+    export-functions``'s flags: ``out``, ``configs``, ``data``, ``seed``). The keyword form
+    ``export_functions(out, configs=..., data=..., seed=...)`` builds the same config.
 
     Returns the number of scripts written.
     """
     from findbench.find import load_rows
 
-    bad = [c for c in configs if c not in CATEGORIES]
-    if bad or not configs:
-        raise ValueError(f"configs: unknown or empty {list(configs)}; choose from {CATEGORIES}")
+    cfg = config_of(ExportFunctionsConfig, cfg, settings, function="export_functions", first="out")
+    data, seed = cfg.data, cfg.seed
     data_abs = str(Path(data).resolve()) if data is not None else None
     n = 0
-    with atomic_dir(out) as tmp:
-        for category in configs:
+    with atomic_dir(cfg.out) as tmp:
+        for category in cfg.configs:
             for row in load_rows(category, seed=seed, data=data):
                 local = row["function_id"].split("/", 1)[1]
                 folder = tmp / category / local
