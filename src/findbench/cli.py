@@ -121,7 +121,7 @@ def _compare(cfg: CompareConfig) -> None:
 def _backbone_report(cfg: BackboneReportConfig) -> None:
     from findbench.find.synthetic_neurons import backbone_report
 
-    print(json.dumps(backbone_report(**asdict(cfg)), indent=2, sort_keys=True))
+    print(json.dumps(backbone_report(cfg), indent=2, sort_keys=True))
 
 
 def _build_neuron_tests(cfg: BuildNeuronTestsConfig) -> None:

@@ -49,7 +49,11 @@ class BackboneReportConfig:
 
     def __post_init__(self) -> None:
         self.categories = _checks.str_list("--categories", self.categories)
+        if not self.categories:
+            raise UsageError("--categories: give entities, relations or both")
         for category in self.categories:
             _checks.one_of("--categories", category, ("entities", "relations"))
         for name in ("limit", "words_per_concept", "entries_per_relation"):
             _checks.positive_int("--" + name.replace("_", "-"), getattr(self, name), optional=True)
+        if self.model is not None and self.backend is None:
+            raise UsageError("--model: pass --backend too (the model applies to that backend)")

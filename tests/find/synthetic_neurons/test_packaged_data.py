@@ -114,6 +114,26 @@ def test_embedded_entity_neurons_reach_find_selectivity(tmp_path):
     }
 
 
+def test_backbone_report_keyword_form_builds_the_same_config(tmp_path):
+    from findbench.find.config import BackboneReportConfig
+    from findbench.find.synthetic_neurons import backbone_report
+
+    def timeless(summary: dict) -> str:
+        return json.dumps({**summary, "relations": {**summary["relations"], "seconds": None}}, sort_keys=True)
+
+    by_keywords = backbone_report(tmp_path / "kw", categories=["relations"], limit=2, entries_per_relation=2, seed=1)
+    by_config = backbone_report(BackboneReportConfig(out=str(tmp_path / "cfg"), categories="relations", limit=2,
+                                                     entries_per_relation=2, seed=1))
+    assert timeless(by_keywords) == timeless(by_config)
+    assert by_config["seed"] == 1 and by_config["relations"]["n_functions"] == 2
+    assert (tmp_path / "kw/relations.csv").read_text() == (tmp_path / "cfg/relations.csv").read_text()
+    with pytest.raises(TypeError, match="no settings beside the config"):
+        backbone_report(BackboneReportConfig(out=str(tmp_path / "x")), limit=1)
+    with pytest.raises(ValueError, match="--model: pass --backend"):
+        backbone_report(tmp_path / "x", model="embedded")
+    assert not (tmp_path / "x").exists()
+
+
 @pytest.mark.slow
 def test_backbone_report_cli_small_subset(tmp_path):
     from findbench.cli import main

@@ -9,7 +9,8 @@ neurons (input -> answer or "undefined"), on embedded backbones or any LM (FIND 
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from typing import TYPE_CHECKING, Any
 
 from findbench.find.synthetic_neurons.backbones import (
     DEFAULT_BACKENDS,
@@ -25,6 +26,9 @@ from findbench.find.synthetic_neurons.backbones import (
 from findbench.find.synthetic_neurons.entities import generate_entities
 from findbench.find.synthetic_neurons.prompts import UNDEFINED, fill_prompt, parse_relation_answer, render_prompt
 from findbench.find.synthetic_neurons.relations import generate_relations
+
+if TYPE_CHECKING:
+    from findbench.find.config import BackboneReportConfig
 
 __all__ = [
     "DEFAULT_BACKENDS",
@@ -46,8 +50,8 @@ __all__ = [
 ]
 
 
-def backbone_report(*args: Any, **kwargs: Any) -> dict:
+def backbone_report(cfg: BackboneReportConfig | str | os.PathLike | None = None, /, **settings: Any) -> dict:
     """See :func:`findbench.find.synthetic_neurons.report.backbone_report` (imported lazily)."""
     from findbench.find.synthetic_neurons.report import backbone_report as _impl
 
-    return _impl(*args, **kwargs)
+    return _impl(cfg, **settings)
