@@ -109,13 +109,11 @@ def _report(cfg: ReportConfig) -> None:
 
 
 def _compare(cfg: CompareConfig) -> None:
-    from findbench._io import atomic_write_json
     from findbench.interpret.compare import compare_runs, render_comparison_table
 
-    result = compare_runs(cfg.run_a, cfg.run_b, seed=cfg.seed, n_resamples=cfg.n_resamples)
-    print(render_comparison_table(result), end="")
+    print(render_comparison_table(compare_runs(cfg)), end="")
     if cfg.out is not None:
-        print(f"wrote {atomic_write_json(cfg.out, result)}")
+        print(f"wrote {Path(cfg.out)}")
 
 
 def _backbone_report(cfg: BackboneReportConfig) -> None:

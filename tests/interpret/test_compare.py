@@ -200,3 +200,22 @@ def test_margins_over_own_observations_are_compared(tmp_path):
     strings = by["strings code (exact match): margin over own observations"]
     assert (strings["mean_a"], strings["mean_b"]) == (0.5, 0.0)
     assert by["numeric code (NMSE<0.1)"]["verdict"] == "no difference"
+
+
+def test_keyword_form_builds_the_same_config(two_runs, tmp_path):
+    from findbench.interpret.config import CompareConfig
+    from findbench.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
+
+    a, b = two_runs
+    out = tmp_path / "cmp.json"
+    by_keywords = compare_runs(a, b, seed=2, n_resamples=300)
+    by_config = compare_runs(CompareConfig(run_a=str(a), run_b=str(b), seed=2, n_resamples=300, out=str(out)))
+    assert by_keywords == by_config and json.loads(out.read_text()) == by_config
+    defaults = CompareConfig(run_a="a", run_b="b")
+    assert (defaults.seed, defaults.n_resamples) == (DEFAULT_SEED, DEFAULT_RESAMPLES)
+    with pytest.raises(TypeError, match="no settings beside the config"):
+        compare_runs(CompareConfig(run_a=str(a), run_b=str(b)), seed=1)
+    with pytest.raises(TypeError, match="run_b twice"):
+        compare_runs(a, b, run_b=b)
+    with pytest.raises(ValueError, match="--n-resamples"):
+        compare_runs(a, b, n_resamples=0)
