@@ -106,7 +106,7 @@ def test_build_neuron_tests_passes_the_span_judge(monkeypatch, tmp_path):
     import findbench.builders.neuron_test_sets as nts
 
     seen = {}
-    monkeypatch.setattr(nts, "build", lambda out, **kw: seen.update(out=out, **kw) or out)
+    monkeypatch.setattr(nts, "build", lambda cfg: seen.update(vars(cfg)) or cfg.out)
     assert (
         cli.main(
             [
@@ -127,7 +127,7 @@ def test_build_neuron_tests_passes_the_span_judge(monkeypatch, tmp_path):
         )
         == 0
     )
-    assert seen["judge"] == "regex:foo" and seen["configs"] == ["observational"] and seen["tasks"] is None
+    assert seen["span_judge"] == "regex:foo" and seen["configs"] == ["observational"] and seen["tasks"] is None
     assert (seen["layer"], seen["neuron"], seen["explanation"]) == (1, 2, "x")
 
 

@@ -125,8 +125,7 @@ def _backbone_report(cfg: BackboneReportConfig) -> None:
 def _build_neuron_tests(cfg: BuildNeuronTestsConfig) -> None:
     from findbench.builders.neuron_test_sets import build
 
-    kw = asdict(cfg)
-    print(f"wrote {build(kw.pop('out'), judge=kw.pop('span_judge'), **kw)}")
+    print(f"wrote {build(cfg)}")
 
 
 def _iia(cfg: IIAConfig) -> None:

@@ -7,6 +7,7 @@ import collections
 import json
 import sys
 import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -190,3 +191,33 @@ def test_builder_model_configs_with_a_local_tiny_model(tmp_path):
     assert all(r["in_explanation"] == r["span"].lower().endswith("day") for r in act)
     side = json.loads((out / "findbench.json").read_text())
     assert side["configs"]["observational"]["provenance"]["judge"] == "regex:day$"
+
+
+def test_build_keyword_form_builds_the_same_config(tmp_path, monkeypatch):
+    import findbench.builders.folder
+    from findbench.builders.config import BuildNeuronTestsConfig
+    from findbench.builders.neuron_test_sets import build
+
+    asked = []
+
+    def build_dataset_folder(out, builder, kwargs, **options):
+        asked.append((out, kwargs, options["progress"]))
+        return Path(out)
+
+    monkeypatch.setattr(findbench.builders.folder, "build_dataset_folder", build_dataset_folder)
+    corpus = tmp_path / "corpus.txt"
+    settings = dict(configs=["intervention_tasks", "observational"], tasks=["time/next_day"], layer=1, neuron=3,
+                    explanation="days of the week", corpus=str(corpus))
+    by_keywords = build(tmp_path / "nts", judge="regex:day$", progress=False, **settings)
+    by_config = build(BuildNeuronTestsConfig(out=str(tmp_path / "nts"), span_judge="regex:day$", **settings),
+                      progress=False)
+    assert by_keywords == by_config == tmp_path / "nts"
+    assert asked[0] == asked[1] and asked[0][2] is False
+    observational = asked[0][1]["observational"]
+    assert observational["judge"] == "regex:day$" and observational["corpus"] == str(corpus.resolve())
+    assert asked[0][1]["intervention_tasks"] == {"model": "embedded", "tasks": "time/next_day"}
+    assert build() == Path("neuron_test_sets") and set(asked[-1][1]) == {"huang2023", "intervention_tasks"}
+    with pytest.raises(TypeError, match="no settings beside the config"):
+        build(BuildNeuronTestsConfig(out=str(tmp_path / "x")), model="embedded")
+    with pytest.raises(ValueError, match="--span-judge"):
+        build(tmp_path / "x", judge="bogus")

@@ -14,12 +14,16 @@ README card with YAML ``configs:`` and a ``findbench.json`` provenance sidecar (
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import datasets
 
 from findbench import citations
+from findbench._config import config_of
+from findbench.builders.config import BuildNeuronTestsConfig
 from findbench.models import load_causal_lm
 
 _CITATION = citations.HUANG2023
@@ -245,30 +249,34 @@ One row per (task, filler): `prompt`, `expected_token`(`_id`), the model's greed
 
 
 def build(
-    out: str = "neuron_test_sets",
+    cfg: BuildNeuronTestsConfig | str | os.PathLike | None = None,
+    /,
     *,
-    configs: list[str] | None = None,
-    data_dir: str | None = None,
-    model: str = "embedded",
-    generator: str | None = None,
-    layer: int | None = None,
-    neuron: int | None = None,
-    explanation: str | None = None,
-    judge: str = "lm",
-    corpus: str | None = None,
     n_strings: int = 20,
     n_activating: int = 20,
-    tasks: list[str] | None = None,
     progress: bool = True,
+    **settings: Any,
 ) -> Path:
-    """Write the neuron test-set folder ``out`` (parquet per config, README card, sidecar).
+    """Write the neuron test-set folder ``cfg.out`` (parquet per config, README card, sidecar).
 
-    ``configs`` default: ``huang2023`` and ``intervention_tasks``, plus ``observational``
-    when ``layer``, ``neuron`` and ``explanation`` are given. Configs already in ``out`` and
-    not rebuilt are kept.
+    ``cfg``: the settings (:class:`~findbench.builders.config.BuildNeuronTestsConfig`, ``findbench
+    build-neuron-tests``'s flags). The keyword form ``build(out, configs=..., data_dir=..., model=...,
+    generator=..., layer=..., neuron=..., explanation=..., judge=..., corpus=..., tasks=...)`` builds
+    the same config (``judge`` is its ``span_judge``). ``configs`` default: ``huang2023`` and
+    ``intervention_tasks``, plus ``observational`` when ``layer``, ``neuron`` and ``explanation`` are
+    given. Configs already in ``out`` and not rebuilt are kept. ``n_strings`` / ``n_activating``:
+    observational strings written per block.
     """
     from findbench.builders.folder import build_dataset_folder
 
+    if "judge" in settings:  # the keyword form's name of span_judge
+        if "span_judge" in settings:
+            raise TypeError("build() got judge and span_judge: the same setting")
+        settings["span_judge"] = settings.pop("judge")
+    cfg = config_of(BuildNeuronTestsConfig, cfg, settings, function="build", first="out")
+    out, configs, data_dir, model, generator, layer, neuron, explanation, judge, corpus, tasks = (
+        cfg.out, cfg.configs, cfg.data_dir, cfg.model, cfg.generator, cfg.layer, cfg.neuron, cfg.explanation,
+        cfg.span_judge, cfg.corpus, cfg.tasks)
     obs_given = layer is not None and neuron is not None and explanation is not None
     if configs is None:
         configs = ["huang2023", "intervention_tasks"] + (["observational"] if obs_given else [])
