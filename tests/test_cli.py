@@ -261,16 +261,16 @@ def test_iia_arguments(monkeypatch, tmp_path, capsys):
 
     seen = {}
 
-    def fake_run_iia(model, tasks, layers, **kw):
-        seen.update(model=model, tasks=tasks, layers=layers, **kw)
+    def fake_run_iia(cfg):
+        seen.update(vars(cfg), tasks=cfg.task, ks=cfg.k_values, rankings=cfg.all_rankings())
         return [
             {
-                "task": tasks[0],
-                "layer": layers[0],
+                "task": cfg.task[0],
+                "layer": cfg.layers[0],
                 "position": "last",
                 "n_pairs": 8,
-                "ks": kw["ks"],
-                "curves": {name: [0.5] * len(kw["ks"]) for name in kw["rankings"]},
+                "ks": cfg.k_values,
+                "curves": {name: [0.5] * len(cfg.k_values) for name in seen["rankings"]},
             }
         ]
 

@@ -131,9 +131,7 @@ def _build_neuron_tests(cfg: BuildNeuronTestsConfig) -> None:
 def _iia(cfg: IIAConfig) -> None:
     from findbench.neuron_explanations.interventions import run_iia
 
-    for res in run_iia(cfg.model, cfg.task, cfg.layers, out=cfg.out, site=cfg.site, n_pairs=cfg.n_pairs,
-                       ks=cfg.k_values, rankings=cfg.all_rankings(), position=cfg.position, seed=cfg.seed,
-                       batch_size=cfg.batch_size):
+    for res in run_iia(cfg):
         for name, curve in res["curves"].items():
             print(f"{res['task']} layer {res['layer']} ({res['position']}, {res['n_pairs']} pairs) {name}: "
                   + " ".join(f"K={k:g}%:{v:.3f}" for k, v in zip(res["ks"], curve)))

@@ -282,3 +282,37 @@ def test_embedded_unit_conversion_layer0(embedded):
     assert res["position"] == "concept"
     # all layer-0 MLP neurons at the number's token carry the number; none: base answer stays
     assert res["curves"]["random"] == [0.0, 1.0]
+
+
+def test_run_iia_keyword_form_builds_the_same_config(tok, tmp_path, monkeypatch):
+    import json
+
+    import findbench.neuron_explanations.intervention_tasks as intervention_tasks
+    from findbench.neuron_explanations.config import IIAConfig
+
+    model, loaded = tiny_llama(len(tok), layers=4), []
+    monkeypatch.setattr(iv, "load_model", lambda name: loaded.append(name) or (model, tok))
+    monkeypatch.setattr(intervention_tasks, "build_task_rows",
+                        lambda lm, tok, tasks, **kw: _self_consistent_rows(lm, tok, tasks[0]))
+    ranking = tmp_path / "mine.json"
+    ranking.write_text(json.dumps({"mine": [5, 4]}))
+    settings = dict(n_pairs=6, position="last", seed=2, batch_size=4, progress=False)
+    by_keywords = iv.run_iia("embedded", ["numbers/unit_conversion"], [1, 2], ks=[50, 100],
+                             rankings={"random": None, "mine": [5, 4]}, out=tmp_path / "kw", **settings)
+    by_config = iv.run_iia(IIAConfig(task="numbers/unit_conversion", layer="1,2", ks=[50, 100], rankings="random",
+                                     ranking_file=str(ranking), out=str(tmp_path / "cfg"), n_pairs=6, position="last",
+                                     seed=2, batch_size=4), progress=False)
+
+    def timeless(results):
+        return [{k: v for k, v in r.items() if k not in ("seconds", "interventions_per_second")} for r in results]
+
+    assert timeless(by_keywords) == timeless(by_config) and loaded == ["embedded", "embedded"]
+    assert [(r["layer"], r["ks"], sorted(r["curves"])) for r in by_config] == [
+        (1, [50, 100], ["mine", "random"]), (2, [50, 100], ["mine", "random"])]
+    assert timeless(json.loads((tmp_path / "kw/iia.json").read_text())) == timeless(by_config)
+    with pytest.raises(TypeError, match="no settings beside the config"):
+        iv.run_iia(IIAConfig(task="numbers/unit_conversion", layer="1"), seed=1)
+    with pytest.raises(TypeError, match="tasks twice"):
+        iv.run_iia("embedded", ["numbers/unit_conversion"], tasks=["numbers/unit_conversion"])
+    with pytest.raises(ValueError, match="--layer"):
+        iv.run_iia("embedded", ["numbers/unit_conversion"], [])

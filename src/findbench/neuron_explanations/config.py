@@ -13,6 +13,13 @@ from findbench._config import Csv, arg
 from findbench.constants import UsageError
 
 
+def _numbers(name: str, value: Any) -> list:
+    """A comma-separated string, or a list of strings or of numbers (Python callers), as a list."""
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        return list(value)
+    return _checks.str_list(name, value)
+
+
 @dataclass
 class IIAConfig:
     """IIA@K sweep of interchange interventions on MLP neurons (JSON + PNG)"""
@@ -33,10 +40,13 @@ class IIAConfig:
     def __post_init__(self) -> None:
         self.task, self.rankings = _checks.str_list("--task", self.task), _checks.str_list("--rankings", self.rankings)
         try:
-            self.layers = [int(x) for x in _checks.str_list("--layer", self.layer)]
-            self.k_values = [float(x) for x in _checks.str_list("--ks", self.ks)]
+            self.layers = [int(x) for x in _numbers("--layer", self.layer)]
+            self.k_values = [x if isinstance(x, (int, float)) else float(x) for x in _numbers("--ks", self.ks)]
         except ValueError:
             raise UsageError("--layer and --ks take comma-separated numbers") from None
+        for name, values in (("--task", self.task), ("--layer", self.layers), ("--ks", self.k_values)):
+            if not values:
+                raise UsageError(f"{name}: give at least one")
         for name in ("n_pairs", "batch_size"):
             _checks.positive_int("--" + name.replace("_", "-"), getattr(self, name))
         from findbench.models import check_spec

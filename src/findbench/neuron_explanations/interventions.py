@@ -18,6 +18,7 @@ import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -25,6 +26,8 @@ from tqdm.auto import tqdm
 
 from findbench import _checks
 from findbench import sites as acts
+from findbench._config import config_of
+from findbench.neuron_explanations.config import IIAConfig
 from findbench.neuron_explanations.intervention_tasks import build_task_rows, equal_length_batches, get_task
 
 log = logging.getLogger(__name__)
@@ -338,36 +341,55 @@ def load_model(model: str = "embedded", *, device: str | None = None):
     return load_causal_lm(model, dtype=torch.float32, device=device)
 
 
+#: The keyword form's tasks and layers when none are given (the command line requires --task and --layer).
+_KEYWORD_DEFAULTS = {"task": ("numbers/unit_conversion",), "layer": (0,)}
+
+
+def _iia_config(cfg: Any, tasks: Any, layers: Any, settings: dict[str, Any]) -> tuple[IIAConfig, Mapping | None]:
+    """The config of a :func:`run_iia` call and the rankings mapping its keyword form may give."""
+    if isinstance(cfg, IIAConfig):
+        if tasks is not None or layers is not None:
+            raise TypeError("run_iia(cfg) takes no tasks or layers beside the config")
+        return config_of(IIAConfig, cfg, settings, function="run_iia"), None
+    for name, given in (("task", tasks), ("layer", layers)):
+        values = [v for v in (given, settings.pop(name + "s", None), settings.pop(name, None)) if v is not None]
+        if len(values) > 1:
+            raise TypeError(f"run_iia() got {name}s twice")
+        settings[name] = values[0] if values else _KEYWORD_DEFAULTS[name]
+    rankings = settings.pop("rankings") if isinstance(settings.get("rankings"), Mapping) else None
+    return config_of(IIAConfig, cfg, settings, function="run_iia", first="model"), rankings
+
+
 def run_iia(
-    model: str = "embedded",
-    tasks: Sequence[str] = ("numbers/unit_conversion",),
-    layers: Sequence[int] = (0,),
+    cfg: IIAConfig | str | None = None,
+    tasks: Sequence[str] | None = None,
+    layers: Sequence[int] | None = None,
+    /,
     *,
-    out=None,
-    site: str = "mlp_activation",
-    n_pairs: int = 256,
-    ks: Sequence[float] = DEFAULT_KS,
-    rankings: Sequence[str] | Mapping[str, Sequence[int]] = RANKINGS,
-    position: str = "auto",
-    seed: int = 0,
-    batch_size: int = 64,
     progress: bool = True,
+    **settings: Any,
 ) -> list[dict]:
-    """IIA@K sweeps for each (task, layer); with ``out``, writes ``out/iia.json`` (all
-    results) and ``out/iia.png`` (the curves), atomically."""
+    """IIA@K sweeps for each (task, layer); with ``cfg.out``, writes ``out/iia.json`` (all
+    results) and ``out/iia.png`` (the curves), atomically.
+
+    ``cfg``: the settings (:class:`~findbench.neuron_explanations.config.IIAConfig`, ``findbench
+    iia``'s flags). The keyword form ``run_iia(model, tasks, layers, out=..., site=..., n_pairs=...,
+    ks=..., rankings=..., position=..., seed=..., batch_size=...)`` builds the same config:
+    ``tasks`` and ``layers`` are its ``task`` and ``layer`` (default ``numbers/unit_conversion`` at
+    layer 0), ``ks`` may be numbers and ``rankings`` a mapping name -> neuron order as
+    :func:`iia_sweep` takes."""
     import json
 
     from findbench._io import atomic_dir
     from findbench.neuron_explanations.intervention_tasks import build_task_rows
 
-    if not tasks:
-        raise ValueError("tasks must not be empty")
-    if not layers:
-        raise ValueError("layers must not be empty")
+    cfg, rankings = _iia_config(cfg, tasks, layers, settings)
+    model, tasks, layers, out = cfg.model, cfg.task, cfg.layers, cfg.out
+    rankings = cfg.all_rankings() if rankings is None else rankings
     for t in tasks:
         get_task(t)
     lm, tok = load_model(model)
-    rows = build_task_rows(lm, tok, list(tasks), model_name=str(model), batch_size=batch_size, progress=progress)
+    rows = build_task_rows(lm, tok, list(tasks), model_name=str(model), batch_size=cfg.batch_size, progress=progress)
     results = []
     for t in tasks:
         for layer in layers:
@@ -377,13 +399,13 @@ def run_iia(
                 t,
                 int(layer),
                 rows=rows,
-                site=site,
-                n_pairs=n_pairs,
-                ks=ks,
+                site=cfg.site,
+                n_pairs=cfg.n_pairs,
+                ks=cfg.k_values,
                 rankings=rankings,
-                position=position,
-                seed=seed,
-                batch_size=batch_size,
+                position=cfg.position,
+                seed=cfg.seed,
+                batch_size=cfg.batch_size,
                 progress=progress,
             )
             res["model"] = str(model)
