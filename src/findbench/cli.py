@@ -105,7 +105,7 @@ def _report(cfg: ReportConfig) -> None:
     if not found:
         from findbench.interpret.report import write_report as write_run_report
 
-        print(f"wrote {write_run_report(cfg.run_dir, cfg.scores, data=cfg.data, out=cfg.out)}")
+        print(f"wrote {write_run_report(cfg)}")
 
 
 def _compare(cfg: CompareConfig) -> None:

@@ -505,3 +505,20 @@ def test_transcript_calls_show_pairs_as_the_reply_did():
     assert _pairs(call) == r'("x) (1, 2", y) ("line\n(3, 4)", z) (5, error: not a number)'
     assert _pairs(call) == format_pair_list(call["inputs"], ["y", "z", "error: not a number"])
     assert _pairs({"inputs": [], "outputs": [], "errors": [], "error": "no inputs"}) == ""
+
+
+def test_keyword_form_builds_the_same_config(oracle_run, data_dir, tmp_path):
+    from findbench.interpret.config import ReportConfig
+
+    by_keywords = write_report(oracle_run, oracle_run / "scores", data=data_dir, out=tmp_path / "kw")
+    by_config = write_report(ReportConfig(run_dir=str(oracle_run), scores=str(oracle_run / "scores"),
+                                          data=str(data_dir), out=str(tmp_path / "cfg")))
+    assert (by_keywords, by_config) == (tmp_path / "kw" / REPORT_FILE, tmp_path / "cfg" / REPORT_FILE)
+    assert by_keywords.read_text(encoding="utf-8") == by_config.read_text(encoding="utf-8")
+    assert sorted(p.name for p in by_keywords.parent.iterdir()) == sorted(p.name for p in by_config.parent.iterdir())
+    with pytest.raises(TypeError, match="no settings beside the config"):
+        write_report(ReportConfig(run_dir=str(oracle_run)), out=tmp_path / "x")
+    with pytest.raises(TypeError, match="scores_dir twice"):
+        write_report(oracle_run, oracle_run / "scores", scores_dir=oracle_run / "scores")
+    with pytest.raises(FileNotFoundError, match="scores_dir: no scores.json"):
+        write_report(run_dir=oracle_run, scores_dir=tmp_path)
