@@ -21,7 +21,7 @@ import re
 import sys
 import traceback
 from collections.abc import Callable
-from dataclasses import asdict, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +142,7 @@ def _iia(cfg: IIAConfig) -> None:
 def _judge_data(cfg: JudgeDataConfig) -> None:
     from findbench.judge.data import build_judge_data
 
-    print(build_judge_data(**asdict(cfg)))
+    print(build_judge_data(cfg))
 
 
 def _train_judge(cfg: TrainJudgeConfig, rest: list[str]) -> None:

@@ -183,6 +183,22 @@ def test_data_folder_round_trip(tmp_path, strings_rows):
         load_judge_data(tmp_path)
 
 
+def test_the_config_and_the_keyword_form_write_the_same_data(tmp_path, strings_rows):
+    from findbench.judge.config import JudgeDataConfig
+
+    rows = {"strings": strings_rows[:30]}
+    by_keywords = build_judge_data(tmp_path / "a", n=9, n_heldout=3, seed=1, rows_by_category=rows)
+    cfg = JudgeDataConfig(out=str(tmp_path / "b"), n=9, n_heldout=3, seed=1)
+    by_config = build_judge_data(cfg, rows_by_category=rows)
+    for name in ("data/train-00000-of-00001.parquet", "data/validation-00000-of-00001.parquet", "function_splits.json"):
+        assert (by_keywords / name).read_bytes() == (by_config / name).read_bytes()
+    with pytest.raises(TypeError, match=r"build_judge_data\(cfg\) takes no settings beside the config, got \['n'\]"):
+        build_judge_data(JudgeDataConfig(out=str(tmp_path / "c")), n=3, rows_by_category=rows)
+    with pytest.raises(TypeError, match=r"unexpected settings \['rows'\]"):
+        build_judge_data(tmp_path / "c", rows=rows)
+    assert not (tmp_path / "c").exists()
+
+
 def test_wrong_descriptions_never_keep_the_own_text():
     descs = ["a", "b", "c", "d", "a"]
     wrong = wrong_descriptions(descs, seed=0)

@@ -252,28 +252,34 @@ def _card(meta: Mapping[str, Any]) -> str:
 
 
 def build_judge_data(
-    out: str | os.PathLike,
+    cfg: Any = None,
+    /,
     *,
-    n: int = 30000,
-    n_heldout: int | None = None,
-    seed: int = 0,
-    heldout_fraction: float = 0.2,
     categories: Sequence[str] = JUDGE_CATEGORIES,
     function_seed: int = 0,
-    data: str | os.PathLike | None = None,
     rows_by_category: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+    **settings: Any,
 ) -> Path:
-    """Write the judge's training data to the folder ``out`` (replaced atomically) and return it.
+    """Write the judge's training data to the folder ``cfg.out`` (replaced atomically) and return it.
 
-    It holds ``data/{train,validation}-00000-of-00001.parquet``, a README card that makes
+    ``cfg``: :class:`~findbench.judge.config.JudgeDataConfig` (``findbench judge-data``'s flags:
+    ``out``, ``n``, ``n_heldout``, ``seed``, ``heldout_fraction``, ``data``); the keyword form
+    ``build_judge_data(out, n=..., ...)`` builds the same config. The folder holds
+    ``data/{train,validation}-00000-of-00001.parquet``, a README card that makes
     ``datasets.load_dataset(out)`` work offline, and ``function_splits.json``. The functions come
-    from ``rows_by_category``, else a ``findbench build`` folder ``data``, else ``function_seed``.
+    from ``rows_by_category``, else the ``findbench build`` folder ``data``, else ``function_seed``.
     """
     import datasets
 
+    from findbench._config import config_of
     from findbench._io import atomic_dir
     from findbench._version import __version__
     from findbench.find import load_rows
+    from findbench.judge.config import JudgeDataConfig
+
+    cfg = config_of(JudgeDataConfig, cfg, settings, function="build_judge_data", first="out")
+    out, n, n_heldout, seed, heldout_fraction, data = (cfg.out, cfg.n, cfg.n_heldout, cfg.seed, cfg.heldout_fraction,
+                                                       cfg.data)
 
     if rows_by_category is None:
         cats = [judge_category(c) for c in str_list("categories", categories)]
