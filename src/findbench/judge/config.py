@@ -58,7 +58,9 @@ def _modes(name: str, value: Csv) -> list[str] | None:
 
 @dataclass
 class JudgeCardConfig:
-    """an instrument card for a judge: accuracy on held-out functions with true, partial, near-miss, other, constant and empty descriptions and gaming probes (examples_only, hedged, stuffed, padded, master_key), AUROC, each probe's inflation over the truth, cost"""  # noqa: E501
+    """an instrument card for a judge: accuracy on held-out functions with true, partial, near-miss, other, constant
+    and empty descriptions and gaming probes (examples_only, hedged, stuffed, padded, master_key), AUROC, each
+    probe's inflation over the truth, cost"""
 
     judge: Any = arg(MISSING, "judge: embedded-evaluator, embedded, a judge folder, a Hub id or server URL")
     out: str | None = arg(MISSING, "card folder: README.md, judge_card.json, judge_card.png")
@@ -116,7 +118,8 @@ class JudgeCardConfig:
 
 @dataclass
 class JudgeReportConfig:
-    """deprecated (runs judge-card with --rungs true,other): judge accuracy on held-out functions, true vs wrong descriptions, before vs after (FIND Table A3)"""  # noqa: E501
+    """deprecated (runs judge-card with --rungs true,other): judge accuracy on held-out functions, true vs wrong
+    descriptions, before vs after (FIND Table A3)"""
 
     judge: Any = arg(MISSING, "judge folder, 'embedded-evaluator', a Hub id or server URL")
     baseline: Any = arg(None, "second judge reported as 'before' (e.g. embedded)")
@@ -174,7 +177,8 @@ class JudgeDataConfig:
 
 @dataclass
 class TrainJudgeConfig:
-    """fine-tune the judge with accelerate + peft (defaults: the embedded-evaluator recipe); `findbench train-judge --help` lists the training flags"""  # noqa: E501
+    """fine-tune the judge with accelerate + peft (defaults: the embedded-evaluator recipe); `findbench train-judge
+    --help` lists the training flags"""
 
     #: Its flags are :class:`findbench.judge.train.TrainArgs`', read from the command line's rest
     #: by :func:`findbench.judge.train.parse_train_args`.
