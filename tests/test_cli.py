@@ -33,8 +33,8 @@ WORKFLOW = (
     "autointerp-validate",
     "main",
 )
-# the judge commands' earlier names stay as aliases
-ALIASES = {"evaluator-data": "judge-data", "train-evaluator": "train-judge", "evaluator-report": "judge-report"}
+# the judge commands' earlier names, removed (issue 31)
+OLD_NAMES = ("evaluator-data", "train-evaluator", "evaluator-report")
 
 
 def _subcommands(parser) -> dict:
@@ -46,25 +46,30 @@ def test_table_lists_every_command_once_in_workflow_order():
     names = [name for name, *_ in cli.COMMANDS]
     assert tuple(names) == WORKFLOW
     choices = _subcommands(cli.make_parser())
-    assert list(choices) == [n for name in names for n in (name, *cli.ALIASES.get(name, ()))]
-    for old, new in ALIASES.items():
-        assert choices[old] is choices[new]
+    assert list(choices) == names
 
 
-@pytest.mark.parametrize("command", [*WORKFLOW, *ALIASES])
+@pytest.mark.parametrize("command", OLD_NAMES)
+def test_the_judge_commands_earlier_names_are_unknown(command, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main([command, "--help"])
+    assert exc.value.code == 2
+    assert f"invalid choice: '{command}'" in capsys.readouterr().err.splitlines()[-1]
+
+
+@pytest.mark.parametrize("command", WORKFLOW)
 def test_help_of_each_subcommand(command, capsys):
     with pytest.raises(SystemExit) as exc:
         cli.main([command, "--help"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    assert f"findbench {ALIASES.get(command, command)}" in out
-    assert "(default " in out or command in ("report", "train-judge", "train-evaluator", "autointerp-merge")
+    assert f"findbench {command}" in out
+    assert "(default " in out or command in ("report", "train-judge", "autointerp-merge")
 
 
-@pytest.mark.parametrize("command", ["train-judge", "train-evaluator"])
-def test_train_judge_help_lists_the_training_flags(command, capsys):
+def test_train_judge_help_lists_the_training_flags(capsys):
     with pytest.raises(SystemExit) as exc:
-        cli.main([command, "--help"])
+        cli.main(["train-judge", "--help"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
     for flag in ("--config", "--lora_r", "--output_dir", "--judge_mode", "--seed", "--data_seed", "--learning_rate"):
@@ -93,7 +98,7 @@ def test_renamed_flags_parse():
     args = cli.parse_args(["build-neuron-tests", "--span-judge", "regex:foo", "--tasks", "a,b"])
     assert args.span_judge == "regex:foo" and args.tasks == "a,b"
     assert cli.parse_args(["main", "--dataset-out", "d", "--out", "o"]).dataset_out == "d"
-    args = cli.parse_args(["evaluator-report", "--judge", "embedded", "--data", "built", "--evaluator-data", "ed"])
+    args = cli.parse_args(["judge-report", "--judge", "embedded", "--data", "built", "--evaluator-data", "ed"])
     assert (args.data, args.data_dir, args.evaluator_data) == ("built", None, "ed")
     # the old spellings are gone (and no abbreviation stands in for them)
     for argv in (["build-neuron-tests", "--judge", "lm"], ["main", "--data", "d"]):
@@ -199,7 +204,7 @@ def _fake_report(seen: dict):
     return judge_report
 
 
-def test_evaluator_report_arguments(monkeypatch, capsys):
+def test_judge_report_arguments(monkeypatch, capsys):
     import findbench.judge.report as report
 
     seen: dict = {}
@@ -207,7 +212,7 @@ def test_evaluator_report_arguments(monkeypatch, capsys):
     assert (
         cli.main(
             [
-                "evaluator-report",
+                "judge-report",
                 "--judge",
                 "embedded",
                 "--baseline",
@@ -250,9 +255,9 @@ def test_evaluator_report_arguments(monkeypatch, capsys):
     # each folder flag with its own source only (JudgeReportConfig says so, before any work)
     monkeypatch.undo()
     capsys.readouterr()
-    assert cli.main(["evaluator-report", "--judge", "embedded", "--data-dir", "release"]) == 2
+    assert cli.main(["judge-report", "--judge", "embedded", "--data-dir", "release"]) == 2
     assert "data_dir names a find-v1 release folder" in capsys.readouterr().err
-    assert cli.main(["evaluator-report", "--judge", "embedded", "--source", "find-v1", "--data", "built"]) == 2
+    assert cli.main(["judge-report", "--judge", "embedded", "--source", "find-v1", "--data", "built"]) == 2
     assert "data names a `findbench build` folder" in capsys.readouterr().err
 
 
@@ -318,11 +323,11 @@ def test_errors_are_one_line_unless_verbose(monkeypatch, capsys):
         raise ValueError("limit must be an int >= 2")
 
     monkeypatch.setattr(report, "judge_report", boom)
-    assert cli.main(["evaluator-report", "--judge", "embedded"]) == 2
+    assert cli.main(["judge-report", "--judge", "embedded"]) == 2
     # the flag, not the parameter (after judge-report's deprecation line)
-    assert capsys.readouterr().err.splitlines()[-1] == "findbench evaluator-report: error: --limit must be an int >= 2"
+    assert capsys.readouterr().err.splitlines()[-1] == "findbench judge-report: error: --limit must be an int >= 2"
     with pytest.raises(ValueError, match="limit"):
-        cli.main(["-v", "evaluator-report", "--judge", "embedded"])
+        cli.main(["-v", "judge-report", "--judge", "embedded"])
 
     # a TypeError from findbench._checks is the user's; any other is a bug and keeps its traceback
     from findbench import _checks
@@ -332,7 +337,7 @@ def test_errors_are_one_line_unless_verbose(monkeypatch, capsys):
     assert capsys.readouterr().err.splitlines()[-1].startswith("findbench judge-report: error: --categories must be")
     monkeypatch.setattr(report, "judge_report", lambda cfg, **kw: None + 1)
     with pytest.raises(TypeError, match="unsupported operand"):
-        cli.main(["evaluator-report", "--judge", "embedded"])
+        cli.main(["judge-report", "--judge", "embedded"])
 
 
 def test_unknown_flags_are_rejected():
@@ -341,7 +346,6 @@ def test_unknown_flags_are_rejected():
     assert exc.value.code == 2
     # train-judge keeps the rest of its command line for the training parser
     assert cli.parse_args(["train-judge", "--lora_r", "4"]).rest == ["--lora_r", "4"]
-    assert cli.parse_args(["train-evaluator", "--lora_r", "4"]).rest == ["--lora_r", "4"]
 
 
 def test_interpret_passes_its_config_and_has_no_engine_flag(monkeypatch, tmp_path, capsys):

@@ -101,9 +101,7 @@ def test_installed_wheel_works_from_an_empty_folder(wheel, tmp_path):
     called = run(*cli, "call", "strings/f00001", "hello")
     assert called.startswith("Function input - output pairs: (hello, ")
     assert called == run(*cli, "call", "strings/f00001", "hello", "--data", "find")
-    assert run(*cli, "evaluator-data", "--help").startswith(
-        "usage: findbench "
-    )  # the judge-data command (old name kept)
+    assert run(*cli, "judge-data", "--help").startswith("usage: findbench judge-data")
     # the relation tables ship as data: no data package is imported to answer
     no_packages = (
         "import sys; "

@@ -258,9 +258,6 @@ COMMANDS: tuple[tuple[str, Any, Callable[..., None]], ...] = (
     ("autointerp-merge", AutoInterpMergeCommand, _autointerp_merge),
     ("autointerp-validate", AutoInterpValidateCommand, _autointerp_validate), ("main", MainConfig, _main),
 )
-#: Earlier names that still work.
-ALIASES = {"judge-data": ("evaluator-data",), "train-judge": ("train-evaluator",),
-           "judge-report": ("evaluator-report",)}
 #: Parser defaults that differ from the config's on purpose (the quick AutoInterp run; SAEBench's values in the help).
 _DEFAULTS = {AutoInterpConfig: QUICK_DEFAULTS}
 
@@ -280,7 +277,7 @@ def make_parser() -> argparse.ArgumentParser:
     for name, config, function in COMMANDS:
         first, rest = configs_of(config)[0], getattr(configs_of(config)[0], "REST", False)
         # No abbreviated flags: with them `main --data` would silently mean `--dataset-out`.
-        p = sub.add_parser(name, aliases=ALIASES.get(name, ()), help=first.__doc__, description=first.__doc__,
+        p = sub.add_parser(name, help=first.__doc__, description=first.__doc__,
                            allow_abbrev=False, formatter_class=HelpFormatter, add_help=not rest)
         for cls in configs_of(config):
             add_arguments(p, cls, _DEFAULTS.get(cls))

@@ -517,7 +517,7 @@ def test_cli_evaluate_arguments_and_errors(monkeypatch, tmp_path, capsys):
     def fake(cfg):
         seen.update(dataclasses.asdict(cfg))
         if cfg.judge == "embedded-evaluator":
-            raise FileNotFoundError("embedded-evaluator is not trained yet: run `findbench train-evaluator`")
+            raise FileNotFoundError("embedded-evaluator is not trained yet: run `findbench train-judge`")
         return {"table": "| table |\n"}
 
     monkeypatch.setattr(evaluate, "evaluate_run", fake)

@@ -370,8 +370,8 @@ def test_report_end_to_end_on_tiny_judges(tmp_path, smol_base, judge_data):
         )
 
 
-def test_cli_train_evaluator_options(tmp_path, monkeypatch, capsys):
-    """`findbench train-evaluator` reads its flags with the training parser (make_parser)."""
+def test_cli_train_judge_options(tmp_path, monkeypatch, capsys):
+    """`findbench train-judge` reads its flags with the training parser (make_parser)."""
     import findbench.judge.train as train_mod
     from findbench.cli import main
 
@@ -379,16 +379,16 @@ def test_cli_train_evaluator_options(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(train_mod, "train_judge", lambda args: seen.append(args) or "judge-folder")
     cfg = tmp_path / "c.yaml"
     cfg.write_text("learning_rate: 3.0e-4\nlora_r: 4\nmodel: some/model\n")
-    assert main(["train-evaluator", "--config", str(cfg), "--lora_r", "2", "--full_finetune"]) == 0
+    assert main(["train-judge", "--config", str(cfg), "--lora_r", "2", "--full_finetune"]) == 0
     args = seen[-1]
     assert (args.learning_rate, args.lora_r, args.full_finetune, args.model) == (3e-4, 2, True, "some/model")
-    assert main(["train-evaluator", "--merge", "false"]) == 0
+    assert main(["train-judge", "--merge", "false"]) == 0
     assert seen[-1].merge is False and seen[-1].learning_rate == TrainArgs().learning_rate
     with pytest.raises(ValueError, match="lora_r"):
         parse_train_args(["--lora_r", "0"])
     capsys.readouterr()
-    assert main(["train-evaluator", "--lora_r", "0"]) == 2
-    assert "findbench train-evaluator: error: lora_r" in capsys.readouterr().err
+    assert main(["train-judge", "--lora_r", "0"]) == 2
+    assert "findbench train-judge: error: lora_r" in capsys.readouterr().err
     assert len(seen) == 2
 
 
