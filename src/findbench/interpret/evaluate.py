@@ -3,7 +3,7 @@
 Layouts: a ``findbench interpret`` run, whose record is its Inspect logs (``<run>/logs/*.eval``, read
 by :mod:`findbench.interpret.logs`; each episode carries the row interpreted and its fingerprint),
 and FIND's results layout, ``<dir>/<category>/fNNNNN/{description.txt, domain.txt, code.py}``. A run
-without logs (older runs, folders written by :func:`~findbench.interpret.run.write_episode`) is read
+without logs (folders written by :func:`~findbench.interpret.run.write_episode`) is read
 from its exported ``<category>/<method>/fNNNNN/{..., episode.json}`` folders; in a run with logs
 those folders are an export for FIND's tools and are not read, and one that no readable log records
 is named and not scored. Either way the truth comes from the data
@@ -691,7 +691,7 @@ def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = Tr
     Args:
         cfg: the settings (:class:`~findbench.interpret.config.EvaluateConfig`, ``findbench
             evaluate``'s flags). ``data``: dataset folder for episodes that carry no row (FIND's
-            layout, older runs); default ``data`` in ``run.json``, else procedural rows with its
+            layout); default ``data`` in ``run.json``, else procedural rows with its
             ``seed``. ``judge``: as the flag, or a :class:`findbench.lm.LM`; loaded only for string or
             neuron episodes. ``out``: must not be ``run_dir`` (or hold it), nor hold other files.
         progress: show a progress bar while judging.

@@ -92,8 +92,7 @@ def _run_info(out: Path, info: dict[str, Any]) -> dict[str, Any] | None:
     if not path.is_file():
         return info
     old = json.loads(path.read_text(encoding="utf-8"))
-    # runs of the references recorded no structured_outputs: it does not change their answers
-    diff = [k for k in _SETTINGS if old.get(k, info[k] if k == "structured_outputs" else None) != info.get(k)]
+    diff = [k for k in _SETTINGS if old.get(k) != info.get(k)]
     if diff:
         what = ", ".join(f"{k}={old.get(k)!r} (now {info.get(k)!r})" for k in diff)
         raise UsageError(f"out: {out} holds a run with other settings: {what}; give a new folder to start another run")
