@@ -7,7 +7,7 @@ declared size, so the check bounds the memory a crafted archive can take). A log
 this, or that Inspect cannot parse, is named in :attr:`RunLogs.problems` and the other logs are read.
 
 An episode is a sample that finished without error and holds findbench's record in its store
-(:data:`~findbench.interpret.agent.STORE_KEY`); a record that is not an episode of that sample and
+(``findbench.interpret.agent.STORE_KEY``); a record that is not an episode of that sample and
 of the log's task (``find_interpret_<method>``) is kept as damaged. Where logs hold the same episode
 (a run resumed into a new log), the log whose name sorts last wins: Inspect names logs by their
 start time."""
@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from findbench._io import read_untrusted_bytes
-from findbench.interpret.agent import STORE_KEY
 from findbench.interpret.episode import EPISODE_KEYS, Episode
 from findbench.interpret.protocol import METHODS
 from findbench.schema import parse_function_id
@@ -111,6 +110,8 @@ def read_log(path: str | os.PathLike) -> Any:
 def log_episodes(log: Any, where: str = "") -> list[LogEpisode]:
     """The episodes of an ``EvalLog``'s samples that finished without error, checked against their
     sample and task (a mismatch, or a record :class:`Episode` cannot hold, is kept as damaged)."""
+    from findbench.interpret.agent import STORE_KEY  # imports inspect_ai: only once there is a log
+
     where = where or str(getattr(log, "location", "") or "log")
     task = str(getattr(getattr(log, "eval", None), "task", "") or "")
     task_method = task[len(_TASK_PREFIX):] if task.startswith(_TASK_PREFIX) else None
