@@ -31,10 +31,10 @@ from inspect_ai.scorer import Score, Target, mean, scorer, stderr
 from inspect_ai.solver import Generate, TaskState, solver
 from inspect_ai.tool import ToolChoice, ToolInfo
 
-from findbench import _checks
 from findbench._version import __version__
 from findbench.constants import UsageError
 from findbench.interpret.agent import STORE_KEY, EpisodeState, text_episode, tools_episode, transcript
+from findbench.interpret.config import check_selection
 from findbench.interpret.episode import DEFAULT_MAX_TOKENS, DEFAULT_ROUNDS, Episode, count_tokens
 from findbench.interpret.floors import DEFAULT_OBSERVED_CALLS, observed_turns
 from findbench.interpret.prompts import MILAN_TURNS, check_method, turn_grammar
@@ -96,13 +96,7 @@ def find_samples(
     (``reference_turns``; ``observed`` calls ``observed_calls`` inputs first)."""
     from findbench.find.rows import sample_rows
 
-    function_list = _checks.str_list("functions", functions, optional=True)
-    for f in function_list or []:
-        try:
-            parse_function_id(f)
-        except ValueError as exc:
-            raise UsageError(f"functions: {exc}") from None
-    config_list = _checks.str_list("configs", configs, optional=True)
+    _, config_list, function_list = check_selection(method, configs, functions, limit, sample, seed)
     if config_list is None:
         config_list = default_configs(data, [method], function_list)
     if not config_list:
@@ -110,7 +104,6 @@ def find_samples(
             f"configs: nothing to run for method {method!r} (MILAN methods need {', '.join(NEURON_CATEGORIES)})"
         )
     for c in config_list:
-        _checks.one_of("configs", c, CATEGORIES)
         try:
             check_method(method, c)
         except ValueError as exc:
@@ -118,9 +111,6 @@ def find_samples(
     stray = sorted(f for f in function_list or [] if parse_function_id(f)[0] not in config_list)
     if stray:
         raise UsageError(f"functions: {stray} are not in configs {config_list}")
-    _checks.positive_int("limit", limit, optional=True)
-    _checks.positive_int("sample", sample, optional=True)
-    _checks.integer("seed", seed)
 
     wanted = set(function_list or [])
     samples: list[Sample] = []
