@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import subprocess
 from html.parser import HTMLParser
 from importlib.resources import files
 from pathlib import Path
@@ -25,9 +24,9 @@ from findbench.autointerp import run as run_mod
 from findbench.autointerp.config import AutoInterpConfig
 from findbench.autointerp.report import REPORT_FILE, autointerp_results, load_run, render_report, write_report
 from findbench.autointerp.run import run_autointerp
+from tests._chromium import CHROMIUM, chromium
 from tests.autointerp.test_run import SENTENCES, ScriptedLM, _cfg
 
-CHROMIUM = Path("/usr/bin/chromium")
 SCORERS = ["detection", "fuzz", "embedding"]
 
 
@@ -304,25 +303,7 @@ def test_findbench_report_on_an_autointerp_folder_and_autointerp_report(run_dir,
 # ------------------------------------------------------------------------------------ browser
 
 
-def _chromium(*args: str, profile: Path) -> subprocess.CompletedProcess:
-    cmd = [
-        str(CHROMIUM),
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
-        f"--user-data-dir={profile}",
-        *args,
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-
-
-def test_report_renders_in_chromium(run_dir, run_data, tmp_path):
+def test_report_renders_inchromium(run_dir, run_data, tmp_path):
     if not CHROMIUM.is_file():
         pytest.skip("chromium is not installed (/usr/bin/chromium); run `make setup` to install it")
     from matplotlib.image import imread
@@ -330,7 +311,7 @@ def test_report_renders_in_chromium(run_dir, run_data, tmp_path):
     _, latents = run_data
     url = write_report(run_dir).resolve().as_uri()
     shot = tmp_path / "shot.png"
-    done = _chromium(
+    done = chromium(
         f"--screenshot={shot}", "--window-size=1280,1600", "--hide-scrollbars", url, profile=tmp_path / "profile1"
     )
     assert shot.is_file(), f"no screenshot (rc {done.returncode}): {done.stderr[-2000:]}"
@@ -340,7 +321,7 @@ def test_report_renders_in_chromium(run_dir, run_data, tmp_path):
     orange = (rgb[..., 0] > 0.95) & (rgb[..., 1] > 0.5) & (rgb[..., 1] < 0.85) & (rgb[..., 2] < 0.6)
     assert orange.sum() > 100
 
-    dom = _chromium("--dump-dom", url, profile=tmp_path / "profile2")
+    dom = chromium("--dump-dom", url, profile=tmp_path / "profile2")
     assert dom.returncode == 0, dom.stderr[-2000:]
     page = _parse(dom.stdout)
     assert page.sections == [f"latent-{r['latent']}" for r in latents]
@@ -359,6 +340,6 @@ def test_report_renders_in_chromium(run_dir, run_data, tmp_path):
         clicked.write_text(
             Path(url[len("file://") :]).read_text().replace("</body>", f"<script>{click}</script></body>")
         )
-        dom = _chromium("--dump-dom", clicked.as_uri(), profile=tmp_path / f"profile-click{clicks}")
+        dom = chromium("--dump-dom", clicked.as_uri(), profile=tmp_path / f"profile-click{clicks}")
         index = dom.stdout.split('id="index"', 1)[1].split("</table>", 1)[0]
         assert re.findall(r'href="#(latent-\d+)"', index) == order

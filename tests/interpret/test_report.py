@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
 from html.parser import HTMLParser
 from importlib.resources import files
 from pathlib import Path
@@ -39,9 +38,9 @@ from findbench.interpret.run import run_interpretations
 from findbench.interpret.scoreboard import PAPER_TABLE2
 from findbench.interpret.scores import Cell, Estimate, Scores
 from findbench.stats import INTERVAL_NOTE, SMALL_N_LEGEND
+from tests._chromium import CHROMIUM, chromium
 from tests.interpret.fakes import GenerationLM, KnowingJudge
 
-CHROMIUM = Path("/usr/bin/chromium")
 CONFIGS = ["numeric", "strings", "neurons_relations"]
 WRONG_NUMERIC = "def interpretation(x):\n    return 3.0 * x + 40.0\n"
 CALLED = ["-50", "-10", "0", "15", "50", "250"]  # 250 lies outside the domain [-100, 100]
@@ -282,31 +281,13 @@ def test_errors_name_the_field(tmp_path, oracle_run):
 # ------------------------------------------------------------------------------------ browser
 
 
-def _chromium(*args: str, profile: Path) -> subprocess.CompletedProcess:
-    cmd = [
-        str(CHROMIUM),
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
-        f"--user-data-dir={profile}",
-        *args,
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-
-
-def test_report_renders_in_chromium(oracle_run, tmp_path):
+def test_report_renders_inchromium(oracle_run, tmp_path):
     if not CHROMIUM.is_file():
         pytest.skip("chromium is not installed (/usr/bin/chromium); run `make setup` to install it")
     report = (oracle_run / "scores" / REPORT_FILE).resolve()
     url = report.as_uri()
     shot = tmp_path / "shot.png"
-    done = _chromium(
+    done = chromium(
         f"--screenshot={shot}", "--window-size=1280,2000", "--hide-scrollbars", url, profile=tmp_path / "profile1"
     )
     assert shot.is_file(), f"no screenshot (rc {done.returncode}): {done.stderr[-2000:]}"
@@ -318,7 +299,7 @@ def test_report_renders_in_chromium(oracle_run, tmp_path):
     orange = (rgb[..., 0] > 0.9) & (np.abs(rgb[..., 1] - 0.5) < 0.08) & (rgb[..., 2] < 0.15)
     assert orange.sum() > 200
 
-    dom = _chromium("--dump-dom", url, profile=tmp_path / "profile2")
+    dom = chromium("--dump-dom", url, profile=tmp_path / "profile2")
     assert dom.returncode == 0, dom.stderr[-2000:]
     page = Page()
     page.feed(dom.stdout)
