@@ -424,42 +424,12 @@ def test_cli_episode_tokens(data_dir, tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert rc == 2 and "--episode-tokens" in err[-1] and not (tmp_path / "bad").exists()
     out = tmp_path / "run"
-    rc = cli.main(
-        [
-            "interpret",
-            "--interpreter",
-            "oracle",
-            "--data",
-            str(data_dir),
-            "--configs",
-            "strings",
-            "--limit",
-            "1",
-            "--out",
-            str(out),
-            "--episode-tokens",
-            "300",
-        ]
-    )
+    args = ["interpret", "--interpreter", "oracle", "--data", str(data_dir), "--configs", "strings", "--limit", "1",
+            "--out", str(out)]
+    rc = cli.main([*args, "--episode-tokens", "300"])
     assert rc == 0 and json.loads((out / "run.json").read_text())["episode_tokens"] == 300
     capsys.readouterr()
-    rc = cli.main(
-        [
-            "interpret",
-            "--interpreter",
-            "oracle",
-            "--data",
-            str(data_dir),
-            "--configs",
-            "strings",
-            "--limit",
-            "1",
-            "--out",
-            str(out),
-            "--episode-tokens",
-            "301",
-        ]
-    )
+    rc = cli.main([*args, "--episode-tokens", "301"])
     assert rc == 2 and "episode_tokens=300 (now 301)" in capsys.readouterr().err
 
 
