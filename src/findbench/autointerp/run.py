@@ -107,22 +107,20 @@ def _resolve_hook(sae, layer: int | None, hook: str | None) -> tuple[str, int | 
 
 
 def _command(cfg: AutoInterpCommand | None, settings: dict[str, Any]) -> tuple[AutoInterpCommand, dict[str, Any]]:
-    """The command config of a call (``cfg``, or one built from the keyword form's ``settings``) and
-    the objects given for ``sae``, ``explainer`` or ``scorer`` instead of names."""
-    if cfg is not None:
-        if not isinstance(cfg, AutoInterpCommand):
-            raise TypeError(f"cfg must be an AutoInterpCommand, got {type(cfg).__name__}")
-        if settings:
-            raise TypeError(f"run_autointerp(cfg) takes no settings beside the config, got {sorted(settings)}")
-        return cfg, {}
-    objects = {k: settings.pop(k) for k in ("sae", "explainer", "scorer")
-               if k in settings and settings[k] is not None and not isinstance(settings[k], (str, os.PathLike))}
-    names = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in settings.items()}
-    fields = {f.name for f in dataclasses.fields(AutoInterpCommand)} - {"report"}
-    unknown = sorted(set(names) - fields)
-    if unknown:
-        raise TypeError(f"run_autointerp() got unexpected settings {unknown}; settings are {sorted(fields)}")
-    return AutoInterpCommand(**names, **{k: "embedded" for k in objects if k != "scorer"}), objects
+    """The command config of a call (:func:`findbench._config.config_of`) and the objects given for
+    ``sae``, ``explainer`` or ``scorer`` instead of names (the config holds ``embedded`` there)."""
+    from findbench._config import config_of
+
+    if "report" in settings:  # a command-line step after the run (findbench.autointerp.report.write_report)
+        raise TypeError("run_autointerp() got unexpected settings ['report']; write the report with "
+                        "findbench.autointerp.report.write_report")
+    objects = {k: v for k, v in settings.items()
+               if k in ("sae", "explainer", "scorer") and v is not None and not isinstance(v, (str, os.PathLike))}
+    names = {k: v for k, v in settings.items() if k not in objects}
+    if objects and cfg is None:
+        names |= {k: "embedded" for k in objects if k != "scorer"}
+    return config_of(AutoInterpCommand, cfg, {**names, **({} if cfg is None else objects)},
+                     function="run_autointerp"), objects
 
 
 def run_autointerp(
