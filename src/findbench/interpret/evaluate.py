@@ -155,6 +155,11 @@ def _kind(folder: Path) -> str | None:
     return None
 
 
+def _add_damage(record: dict[str, Any], why: str) -> None:
+    """Add ``why`` to the reasons ``record``'s episode is damaged."""
+    record["damage"] = "; ".join(filter(None, (record["damage"], why)))
+
+
 def _episodes_of(folder: Path, category: str, method: str, where: str) -> list[dict[str, Any]]:
     records = []
     for sub in _subdirs(folder):
@@ -178,7 +183,7 @@ def _episodes_of(folder: Path, category: str, method: str, where: str) -> list[d
                     path, _PART_MAX_BYTES[part], f"{part} of {category}/{sub.name} ({method}):"
                 )
             except ValueError as exc:
-                record["damage"] = "; ".join(filter(None, (record["damage"], str(exc))))
+                _add_damage(record, str(exc))
         records.append(record)
     return records
 
@@ -273,28 +278,11 @@ def _from_logs(
         if found.record is not None:
             answer = Episode.from_dict(found.record)
             for part in PARTS:
-                value = getattr(answer, part)
+                value, where = getattr(answer, part), f"{part} of {function_id} ({m}) in {found.log}"
                 if not isinstance(value, str):
-                    rec["damage"] = "; ".join(
-                        filter(
-                            None,
-                            (
-                                rec["damage"],
-                                f"{part} of {function_id} ({m}) in {found.log} is a {type(value).__name__}, not text",
-                            ),
-                        )
-                    )
+                    _add_damage(rec, f"{where} is a {type(value).__name__}, not text")
                 elif len(value.encode("utf-8", errors="replace")) > _PART_MAX_BYTES[part]:
-                    rec["damage"] = "; ".join(
-                        filter(
-                            None,
-                            (
-                                rec["damage"],
-                                f"{part} of {function_id} ({m}) in {found.log} "
-                                f"is over the {_PART_MAX_BYTES[part]:,}-byte cap",
-                            ),
-                        )
-                    )
+                    _add_damage(rec, f"{where} is over the {_PART_MAX_BYTES[part]:,}-byte cap")
                 else:
                     rec[part] = value
         records.append(rec)
@@ -607,22 +595,13 @@ def read_scored_run(
             try:
                 rec["episode"] = read_episode_file(folder / "episode.json")
             except ValueError as exc:
-                rec["damage"] = "; ".join(filter(None, (rec["damage"], str(exc))))
+                _add_damage(rec, str(exc))
             if rec["episode"] is not None and (rec["episode"].get("function_id"), rec["episode"].get("method")) != (
                 rec["function_id"],
                 rec["method"],
             ):
-                rec["damage"] = "; ".join(
-                    filter(
-                        None,
-                        (
-                            rec["damage"],
-                            f"episode file {folder / 'episode.json'} is the record "
-                            f"of another episode ({rec['episode'].get('function_id')!r}, "
-                            f"{rec['episode'].get('method')!r})",
-                        ),
-                    )
-                )
+                _add_damage(rec, f"episode file {folder / 'episode.json'} is the record of another episode "
+                                 f"({rec['episode'].get('function_id')!r}, {rec['episode'].get('method')!r})")
                 rec["episode"] = None
     verified, truth = attach_truth(records, info, data, run_path)
     unscorable = [r for r in records if r["row"] is None]
