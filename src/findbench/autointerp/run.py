@@ -192,13 +192,9 @@ def run_autointerp(
         if bad:
             raise ValueError(f"override_latents {bad} are outside [0, {sae_obj.cfg.d_sae}) (the SAE's d_sae)")
     else:
-        counts_path = (
-            out
-            / f"""firing_counts_{fingerprint(
-                {k: v for k, v in setting.items() if k != 'config'}
-                | {'tokens': [cfg.dataset, cfg.total_tokens, cfg.llm_context_size]}
-            )}.npy"""
-        )
+        counts_key = {k: v for k, v in setting.items() if k != "config"} | {
+            "tokens": [cfg.dataset, cfg.total_tokens, cfg.llm_context_size]}
+        counts_path = out / f"firing_counts_{fingerprint(counts_key)}.npy"
         if counts_path.exists():
             counts = np.load(counts_path)
             resumed["firing_counts"] = str(counts_path)
