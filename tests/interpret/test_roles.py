@@ -85,11 +85,12 @@ def test_a_role_without_log_probabilities_is_refused():
 
 
 def test_a_vllm_lora_role_is_read_at_its_server_under_the_adapters_name(monkeypatch):
-    """``vllm/<base>:<adapter>`` (Inspect's vLLM provider, whose optional ``openai`` package this
-    environment lacks): the judge is the adapter's served name at ``base_url`` or ``$VLLM_BASE_URL``."""
+    """``vllm/<base>:<adapter>`` (Inspect's vLLM provider, stood in for here; the real one against the
+    real server: tests/lm/test_vllm_lora.py): the judge is the adapter's served name at ``base_url``
+    or ``$VLLM_BASE_URL``."""
     from types import SimpleNamespace
 
-    from findbench.interpret.roles import _served
+    from findbench.lm.inspect_lm import served_at
 
     def vllm(base_url, adapter):
         api = SimpleNamespace(
@@ -101,8 +102,8 @@ def test_a_vllm_lora_role_is_read_at_its_server_under_the_adapters_name(monkeypa
         return SimpleNamespace(api=api)
 
     monkeypatch.delenv("VLLM_BASE_URL", raising=False)
-    assert _served(vllm(None, "embedded-evaluator")) is None  # not connected yet: role_judge asks Inspect once
-    assert _served(vllm("http://b:8001/v1", "embedded-evaluator")) == ("http://b:8001/v1", "embedded-evaluator")
+    assert served_at(vllm(None, "embedded-evaluator")) is None  # not connected yet: role_judge asks Inspect once
+    assert served_at(vllm("http://b:8001/v1", "embedded-evaluator")) == ("http://b:8001/v1", "embedded-evaluator")
     monkeypatch.setenv("VLLM_BASE_URL", "http://b:8001/v1")
-    assert _served(vllm(None, "embedded-evaluator")) == ("http://b:8001/v1", "embedded-evaluator")
-    assert _served(vllm(None, None)) == ("http://b:8001/v1", "embedded")
+    assert served_at(vllm(None, "embedded-evaluator")) == ("http://b:8001/v1", "embedded-evaluator")
+    assert served_at(vllm(None, None)) == ("http://b:8001/v1", "embedded")

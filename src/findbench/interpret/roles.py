@@ -4,7 +4,7 @@
 ``inspect eval findbench/find_interpret --model … --model-role judge=<model>`` and the task's
 ``judge`` argument (``-T judge=…``; ``findbench evaluate --judge``) end in one findbench LM and one
 scoring mode, which :func:`findbench.interpret.evaluate.score_interpretations` uses (the one
-scoring path). A role is read through the model it names:
+scoring path). A role is read through the model it names (as every role is: :mod:`findbench.lm.inspect_lm`):
 
 - ``findbench/<spec>``: the findbench LM of :class:`~findbench.interpret.inspect_tasks.FindbenchModelAPI`
   (``findbench/embedded-evaluator`` in process; with ``base_url``, the model of that name served
@@ -45,34 +45,20 @@ def judge_model_of(judge: Any, *, judge_model: str | None = None, judge_cache: s
     return get_model(f"findbench/{spec}", memoize=False, cache=judge_cache)
 
 
-def _served(model: Any) -> tuple[str, str] | None:
-    """(server URL, served model name) of an OpenAI-compatible provider's model, or None."""
-    api = model.api
-    url = getattr(api, "base_url", None) or (os.environ.get("VLLM_BASE_URL") if hasattr(api, "adapter") else None)
-    if not url:
-        return None
-    adapter = getattr(api, "adapter", None)  # vllm/<base>:<adapter>: the adapter's served name
-    return str(url), adapter.name if adapter is not None else str(getattr(api, "base_model", None) or api.model_name)
-
-
 async def role_judge(model: Any, *, judge_mode: str | None = None, judge_cache: str | None = None) -> tuple[Any, str]:
     """The findbench LM and scoring mode of a judge given as an Inspect model (a role, or
     :func:`judge_model_of`); ValueError naming the role for a model whose log-probabilities findbench
     cannot read."""
-    from inspect_ai.model import GenerateConfig, ModelName
-
+    from findbench.lm.inspect_lm import endpoint, is_findbench_model
     from findbench.lm.openai_lm import OpenAILM
 
     api = model.api
-    if ModelName(model).api == "findbench":  # findbench.interpret.inspect_tasks.FindbenchModelAPI
+    if is_findbench_model(model):  # findbench.interpret.inspect_tasks.FindbenchModelAPI
         lm = api.lm
         inner = unwrap_lm(lm)
         served = inner.model if isinstance(inner, OpenAILM) else None
         return lm, judge_mode or judge_mode_of(api.base_url or api.model_name, judge_model=served)
-    served = _served(model)
-    if served is None and hasattr(api, "adapter"):  # vllm/… connects lazily: one request resolves its URL
-        await model.generate("Reply with OK.", config=GenerateConfig(max_tokens=1, temperature=0.0))
-        served = _served(model)
+    served = await endpoint(model)
     if served is None:
         raise ValueError(
             f"--model-role {JUDGE_ROLE}={model}: findbench's judge reads log-probabilities from an "
