@@ -27,13 +27,14 @@ from typing import Any
 
 from findbench._config import HelpFormatter, add_arguments, from_namespace
 from findbench.autointerp.commands import (
-    SAEBENCH,
+    LATENTS_EXCLUSIVE,
     AutoInterpCommand,
     AutoInterpMergeCommand,
     AutoInterpValidateCommand,
     TrainSAECommand,
     check_encoder,
     format_score,
+    settle_latents,
 )
 from findbench.autointerp.config import QUICK_DEFAULTS, AutoInterpConfig, TrainSAEConfig
 from findbench.builders.config import BuildConfig, BuildNeuronTestsConfig, CallConfig
@@ -184,9 +185,7 @@ def _autointerp(command: AutoInterpCommand, cfg: AutoInterpConfig) -> None:
     from findbench.autointerp.report import write_report
     from findbench.autointerp.run import run_autointerp
 
-    if cfg.override_latents is not None:
-        cfg.n_latents = SAEBENCH.n_latents  # unused with --latents; kept at SAEBench's value so resumed runs match
-    result = run_autointerp(command, config=cfg)
+    result = run_autointerp(command, config=settle_latents(cfg, n_latents_given=False))  # main() checked --n-latents
     resumed, cache = result["resumed"], result["resumed"]["lm_cache"]
     if resumed["evidence"] or resumed["firing_counts"] or cache["hits"]:
         done = [f"evidence {resumed['evidence']}" if resumed["evidence"] else None,
@@ -327,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if config == (AutoInterpCommand, AutoInterpConfig) and args.override_latents is not None \
                 and "--n-latents" in (a.split("=")[0] for a in argv):
-            raise UsageError("--latents and --n-latents are mutually exclusive: give one")
+            raise UsageError(LATENTS_EXCLUSIVE)
         # every flag is checked here, building the configs, before the function touches any data or model
         function(*(from_namespace(cls, args) for cls in configs_of(config)), *([args.rest] if rest else []))
     except (ValueError, TypeError, FileNotFoundError) as exc:

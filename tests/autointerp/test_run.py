@@ -21,14 +21,6 @@ SENTENCES = [
 ]
 
 
-@pytest.fixture()
-def corpus(tmp_path, monkeypatch):
-    monkeypatch.setenv("FINDBENCH_CACHE", str(tmp_path / "cache"))
-    path = tmp_path / "corpus.txt"
-    path.write_text("\n".join(SENTENCES * 60) + "\n")
-    return path
-
-
 class ScriptedLM:
     """Explains every latent as 'digits'; the detection answer lists the windows with a digit."""
 

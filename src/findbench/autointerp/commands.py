@@ -5,10 +5,12 @@ model, SAE and LM names are resolved in ``__post_init__``, before anything is lo
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import re
 from dataclasses import MISSING, dataclass
 from pathlib import Path
+from typing import Any
 
 from findbench import _checks
 from findbench._config import Csv, arg
@@ -129,6 +131,42 @@ class AutoInterpCommand:
             check_spec(self.sae, flag="--sae", names=("embedded", "synthetic"), hub=False)
         except UsageError:
             check_spec(self.sae, flag="--sae", names=("embedded", "synthetic", *_sae_releases()), hub=False)
+
+
+LATENTS_EXCLUSIVE = "--latents and --n-latents are mutually exclusive: give one"
+
+
+def settle_latents(cfg: AutoInterpConfig, *, n_latents_given: bool) -> AutoInterpConfig:
+    """``--latents`` excludes ``--n-latents`` (UsageError when both are given); with ``--latents``,
+    ``n_latents`` is unused and kept at SAEBench's value, so that resumed runs match."""
+    if cfg.override_latents is not None:
+        if n_latents_given:
+            raise UsageError(LATENTS_EXCLUSIVE)
+        cfg.n_latents = SAEBENCH.n_latents
+    return cfg
+
+
+def autointerp_configs(settings: dict[str, Any]) -> tuple[AutoInterpCommand, AutoInterpConfig]:
+    """``findbench autointerp``'s two configs from settings named as its flags (a field name, or an
+    alias such as ``latents``, ``seed`` or ``context_size``), with the command line's defaults
+    (:data:`QUICK_DEFAULTS`): how the Inspect task reads its ``-T`` settings. UsageError naming an
+    unknown setting."""
+    names = {}
+    for config in (AutoInterpCommand, AutoInterpConfig):
+        for f in dataclasses.fields(config):
+            for name in (f.name, *(a.lstrip("-").replace("-", "_") for a in f.metadata.get("aliases", ()))):
+                names[name] = (config, f.name)
+    unknown = sorted(set(settings) - set(names))
+    if unknown:
+        raise UsageError(f"unknown settings {unknown}: the settings are findbench autointerp's flags, e.g. "
+                         "sae, model, n_latents, latents, scorers, out")
+    given: dict[type, dict[str, Any]] = {AutoInterpCommand: {}, AutoInterpConfig: dict(QUICK_DEFAULTS)}
+    for name, value in settings.items():
+        config, field = names[name]
+        given[config][field] = value
+    cfg = AutoInterpConfig(**given[AutoInterpConfig])
+    return AutoInterpCommand(**given[AutoInterpCommand]), settle_latents(
+        cfg, n_latents_given=any(names[k][1] == "n_latents" for k in settings))
 
 
 @dataclass

@@ -121,9 +121,9 @@ class AutoInterpConfig:
         if self.override_latents is None:
             _checks.positive_int("n_latents", self.n_latents)
         else:
-            latents = (
-                self.override_latents.split(",") if isinstance(self.override_latents, str) else self.override_latents
-            )
+            latents = self.override_latents
+            if isinstance(latents, (str, int)):  # "0,5,9" (a flag) or 5 (Inspect's -T latents=5)
+                latents = str(latents).split(",")
             try:
                 self.override_latents = [
                     _checks.integer("override_latents", int(x) if isinstance(x, str) else x, 0) for x in latents
