@@ -186,6 +186,11 @@ def _autointerp(command: AutoInterpCommand, cfg: AutoInterpConfig) -> None:
     from findbench.autointerp.run import run_autointerp
 
     result = run_autointerp(command, config=settle_latents(cfg, n_latents_given=False))  # main() checked --n-latents
+    if command.token_shard is not None:
+        print(f"token shard {command.token_shard}: rows {result['rows'][0]}..{result['rows'][1] - 1} "
+              f"{'already saved in' if result['resumed'] else 'saved to'} {result['activations']}; "
+              "then run with --activations and every shard's --out")
+        return
     resumed, cache = result["resumed"], result["resumed"]["lm_cache"]
     if resumed["evidence"] or resumed["firing_counts"] or cache["hits"]:
         done = [f"evidence {resumed['evidence']}" if resumed["evidence"] else None,

@@ -32,13 +32,13 @@ def check_encoder(spec: str, name: str) -> None:
         check_spec(spec, flag=f"--{name}", names=MINILM_ALIASES)
 
 
-def parse_shard(shard: str | None) -> tuple[int, int] | None:
-    """``"I/N"`` as ``(I, N)`` with ``0 <= I < N`` (None: unsharded); a UsageError naming ``shard`` otherwise."""
+def parse_shard(shard: str | None, name: str = "shard") -> tuple[int, int] | None:
+    """``"I/N"`` as ``(I, N)`` with ``0 <= I < N`` (None: unsharded); a UsageError naming ``name`` otherwise."""
     if shard is None:
         return None
     m = re.fullmatch(r"(\d+)/(\d+)", shard.strip()) if isinstance(shard, str) else None
     if not m or not int(m[1]) < int(m[2]):
-        raise UsageError(f"shard must be I/N with 0 <= I < N (e.g. 0/4), got {shard!r}")
+        raise UsageError(f"{name} must be I/N with 0 <= I < N (e.g. 0/4), got {shard!r}")
     return int(m[1]), int(m[2])
 
 
@@ -111,13 +111,32 @@ class AutoInterpCommand:
     report: bool = arg(False, "then write report.html in --out: every latent's windows shaded by activation, "
                               "explanation, scorers' picks")
     shard: str | None = arg(None, "I/N: explain and score only the selected latents at positions p with p %% N == I "
-                                  "(evidence is still collected for all); `findbench autointerp merge` joins the N "
-                                  "--out folders")
+                                  "(evidence is still collected for all, or read with --activations); "
+                                  "`findbench autointerp merge` joins the N --out folders")
+    token_shard: str | None = arg(None, "I/N: run the model and SAE on this shard's corpus rows only (whole "
+                                        "--batch-size batches), save every latent's activations in --out and stop; "
+                                        "one GPU or machine per shard, then a run with --activations")
+    activations: list[str] | None = arg(None, "the --out folders of the N --token-shard runs: count firings and "
+                                              "collect evidence from their activations instead of running the model "
+                                              "and SAE (same --batch-size and corpus)", nargs="+", metavar="DIR")
 
     def __post_init__(self) -> None:
         from findbench.models import check_spec
 
         _checks.positive_int("batch_size", self.batch_size)
+        parse_shard(self.token_shard, "token_shard")
+        if isinstance(self.activations, str):
+            self.activations = [self.activations]
+        if self.activations is not None:
+            if not self.activations or not all(isinstance(d, str) and d for d in self.activations):
+                raise UsageError(f"activations must be folders, got {self.activations!r}")
+            for folder in self.activations:
+                if not Path(folder).is_dir():
+                    raise UsageError(f"activations: {folder} is not a folder")
+            if self.token_shard is not None:
+                raise UsageError("token_shard: it writes the activations that --activations reads; give one")
+        if self.token_shard is not None and self.shard is not None:
+            raise UsageError("token_shard: it stops before any latent is explained; --shard does not apply")
         _checks.positive_int("max_connections", self.max_connections)
         if self.run_id is not None and (not isinstance(self.run_id, str)
                                         or not re.fullmatch(r"[A-Za-z0-9_.-]+", self.run_id)):

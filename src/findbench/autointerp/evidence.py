@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -353,15 +353,47 @@ def _special_mask(ids: torch.Tensor, special_ids: Sequence[int]) -> torch.Tensor
     return torch.isin(ids, torch.as_tensor(sorted(special_ids), dtype=ids.dtype))
 
 
-def _batches(n_rows: int, batch_size: int, desc: str, progress: bool):
-    bar = tqdm(total=n_rows, desc=desc, unit="row", disable=not progress)
-    for start in range(0, n_rows, batch_size):
-        yield start, min(start + batch_size, n_rows)
-        bar.update(min(batch_size, n_rows - start))
+def _batches(stop: int, batch_size: int, desc: str, progress: bool, start: int = 0):
+    bar = tqdm(total=stop - start, desc=desc, unit="row", disable=not progress)
+    for first in range(start, stop, batch_size):
+        yield first, min(first + batch_size, stop)
+        bar.update(min(batch_size, stop - first))
     bar.close()
 
 
 @torch.inference_mode()
+def corpus_acts(
+    model,
+    sae,
+    tokens: np.ndarray,
+    *,
+    hook_name: str,
+    special_ids: Sequence[int] = (),
+    batch_size: int = 32,
+    latents: Sequence[int] | None = None,
+    rows: tuple[int, int] | None = None,
+    desc: str = "activations",
+    progress: bool = True,
+) -> Iterator[tuple[int, torch.Tensor]]:
+    """``(first row, acts [rows, context, n])`` for each batch of ``batch_size`` rows of ``tokens``
+    (within ``rows``, a ``(start, stop)`` range starting at a batch boundary): the activations of
+    ``latents`` (every latent when None), special tokens zeroed, on the CPU."""
+    idx = None if latents is None else torch.as_tensor(list(latents), dtype=torch.long)
+    start, stop = rows or (0, len(tokens))
+    for first, last in _batches(stop, batch_size, desc, progress, start):
+        ids = torch.as_tensor(tokens[first:last], dtype=torch.long)
+        acts = encode_latents(sae, read_hook(model, ids, hook_name=hook_name), idx).cpu()
+        yield first, acts.masked_fill(_special_mask(ids, special_ids)[..., None], 0)
+
+
+def count_firing(batches: Iterable[tuple[int, torch.Tensor]], d_sae: int) -> np.ndarray:
+    """How many positions of ``batches`` (:func:`corpus_acts` of every latent) each latent fires on."""
+    counts = torch.zeros(int(d_sae), dtype=torch.long)
+    for _, acts in batches:
+        counts += (acts > 0).sum(dim=(0, 1))
+    return counts.numpy()
+
+
 def firing_counts(
     model,
     sae,
@@ -373,14 +405,9 @@ def firing_counts(
     progress: bool = True,
 ) -> np.ndarray:
     """How many corpus positions each of the SAE's latents fires on (special tokens excluded)."""
-    counts = torch.zeros(int(sae.cfg.d_sae), dtype=torch.long)
-    for start, stop in _batches(len(tokens), batch_size, "latent firing counts", progress):
-        ids = torch.as_tensor(tokens[start:stop], dtype=torch.long)
-        hidden = read_hook(model, ids, hook_name=hook_name)
-        acts = encode_latents(sae, hidden)
-        acts = acts.masked_fill(_special_mask(ids, special_ids)[..., None], 0)
-        counts += (acts > 0).sum(dim=(0, 1)).cpu()
-    return counts.numpy()
+    batches = corpus_acts(model, sae, tokens, hook_name=hook_name, special_ids=special_ids, batch_size=batch_size,
+                          desc="latent firing counts", progress=progress)
+    return count_firing(batches, int(sae.cfg.d_sae))
 
 
 def choose_latents(counts: np.ndarray, cfg: AutoInterpConfig) -> list[int]:
@@ -396,7 +423,6 @@ def choose_latents(counts: np.ndarray, cfg: AutoInterpConfig) -> list[int]:
     return sorted(int(x) for x in picked)
 
 
-@torch.inference_mode()
 def collect_evidence(
     model,
     sae,
@@ -410,18 +436,29 @@ def collect_evidence(
     progress: bool = True,
 ) -> list[LatentEvidence]:
     """One pass over ``tokens [rows, context]``: the evidence of each latent in ``latents``."""
-    tokens = np.asarray(tokens)
-    if tokens.ndim != 2 or tokens.shape[1] != cfg.llm_context_size:
-        raise ValueError(f"tokens must be [rows, llm_context_size={cfg.llm_context_size}], got shape {tokens.shape}")
+    check_tokens(tokens, cfg)
+    batches = corpus_acts(model, sae, np.asarray(tokens), hook_name=hook_name, special_ids=special_ids,
+                          batch_size=batch_size, latents=latents, desc="evidence", progress=progress)
+    return evidence_of(batches, tokens, latents, cfg)
+
+
+def check_tokens(tokens: np.ndarray, cfg: AutoInterpConfig) -> None:
+    """ValueError unless ``tokens`` is ``[rows, llm_context_size]``."""
+    shape = np.shape(tokens)
+    if len(shape) != 2 or shape[1] != cfg.llm_context_size:
+        raise ValueError(f"tokens must be [rows, llm_context_size={cfg.llm_context_size}], got shape {shape}")
+
+
+@torch.inference_mode()
+def evidence_of(
+    batches: Iterable[tuple[int, torch.Tensor]], tokens: np.ndarray, latents: Sequence[int], cfg: AutoInterpConfig
+) -> list[LatentEvidence]:
+    """The evidence of each latent in ``latents`` from ``batches`` (:func:`corpus_acts` of those
+    latents, every row of ``tokens`` in order)."""
     collector = EvidenceCollector(latents, len(tokens), cfg)
-    idx = torch.as_tensor(list(latents), dtype=torch.long)
-    for start, stop in _batches(len(tokens), batch_size, "evidence", progress):
-        ids = torch.as_tensor(tokens[start:stop], dtype=torch.long)
-        hidden = read_hook(model, ids, hook_name=hook_name)
-        acts = encode_latents(sae, hidden, idx).cpu()
-        acts = acts.masked_fill(_special_mask(ids, special_ids)[..., None], 0)
+    for _, acts in batches:
         collector.update(acts)
-    return collector.finish(tokens)
+    return collector.finish(np.asarray(tokens))
 
 
 def dense_top_windows(acts: torch.Tensor, k: int, buffer: int) -> list[tuple[int, int]]:

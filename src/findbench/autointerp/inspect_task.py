@@ -38,6 +38,7 @@ from inspect_ai.solver import Generate, TaskState, solver
 from findbench._version import __version__
 from findbench.autointerp.commands import AutoInterpCommand, autointerp_configs, format_score
 from findbench.autointerp.config import AutoInterpConfig
+from findbench.constants import UsageError
 
 #: The model roles of the task.
 EXPLAINER_ROLE, SCORER_ROLE = "explainer", "scorer"
@@ -105,6 +106,9 @@ def autointerp(**settings: Any) -> Task:
     """SAE latents explained and scored (``findbench autointerp``), the explainer and scorer as
     model roles (module docstring); ``settings``: ``findbench autointerp``'s (``-T name=value``)."""
     command, config = autointerp_configs(settings)
+    if command.token_shard is not None:
+        raise UsageError("token_shard: the task explains and scores; save a token shard's activations with "
+                         "findbench autointerp --token-shard, then give the folders as -T activations=[…]")
     sample = Sample(
         id=f"{command.sae}:{command.sae_id or ''}@{command.model}" + (f"#{command.shard}" if command.shard else ""),
         input=f"Explain and score the latents of SAE {command.sae} on {command.model}.",

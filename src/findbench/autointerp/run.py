@@ -24,6 +24,11 @@ selected list with ``p % N == I`` and writes the same files (``shard`` in the re
 it). Its evidence is collected for the whole list (the collector's random draws are joint over the
 list, so that is what keeps a shard's windows those of the unsharded run) and saved under the
 unsharded run's fingerprint. :func:`merge_shards` joins the N folders into the unsharded files.
+
+The model side splits over token ranges instead (:mod:`findbench.autointerp.token_shards`):
+``token_shard="I/N"`` saves the activations of the I-th of N ranges of corpus rows and returns
+``{"activations", "rows", "token_shard", "resumed"}``; ``activations=[the N folders]`` reads them
+instead of running the model and the SAE (and may be sharded by latents as above).
 """
 
 from __future__ import annotations
@@ -46,11 +51,18 @@ from findbench.autointerp.activations import hook_name_for_layer, load_model, pa
 from findbench.autointerp.commands import AutoInterpCommand, parse_shard
 from findbench.autointerp.config import LM_ONLY_FIELDS, AutoInterpConfig
 from findbench.autointerp.detection import CHANCE, detection_floors, parse_explanation, score_summary, summarize
-from findbench.autointerp.evidence import LatentEvidence, choose_latents, collect_evidence, firing_counts
+from findbench.autointerp.evidence import (
+    LatentEvidence,
+    choose_latents,
+    collect_evidence,
+    evidence_of,
+    firing_counts,
+)
 from findbench.autointerp.explanations import degenerate_reasons, guard_explanations
 from findbench.autointerp.prompts import TokenRenderer, explanation_constraint, explanation_messages
 from findbench.autointerp.results import METRIC_KEYS, AutoInterpResults, EvalMetrics, ScorerMetrics, Shard
 from findbench.autointerp.scorers import make_scorer
+from findbench.autointerp.token_shards import SavedActivations, save_shard, shard_path, shard_rows
 from findbench.constants import UsageError
 from findbench.lm.base import use_structured_outputs
 
@@ -156,6 +168,7 @@ def run_autointerp(
         cfg.model, cfg.sae_id, cfg.layer, cfg.hook, cfg.lm_model, cfg.batch_size, cfg.cache, cfg.run_id)
     sae, explainer, scorer = (objects.get(k, getattr(cfg, k)) for k in ("sae", "explainer", "scorer"))
     max_connections, where = cfg.max_connections, parse_shard(cfg.shard)
+    token_shard, activation_dirs = parse_shard(cfg.token_shard, "token_shard"), cfg.activations
     from findbench.autointerp.corpus import corpus_tokens, special_token_ids
     from findbench.autointerp.sae import load_sae
 
@@ -183,6 +196,18 @@ def run_autointerp(
     }
     evidence_setting = setting | {"config": {k: v for k, v in cfg.to_dict().items() if k not in LM_ONLY_FIELDS}}
     resumed: dict[str, Any] = {"firing_counts": None, "evidence": None}
+    corpus_key = {k: v for k, v in setting.items() if k != "config"} | {
+        "tokens": [cfg.dataset, cfg.total_tokens, cfg.llm_context_size]}
+    d_sae = int(sae_obj.cfg.d_sae)
+    acts_key = fingerprint(corpus_key | {"batch_size": batch_size, "d_sae": d_sae})
+    if token_shard is not None:
+        return _token_shard(hf_model, sae_obj, tokens, out, token_shard, key=acts_key, hook_name=hook_name,
+                            special_ids=specials, batch_size=batch_size, context=cfg.llm_context_size,
+                            progress=progress)
+    saved = None
+    if activation_dirs is not None:
+        saved = SavedActivations(activation_dirs, key=acts_key, n_rows=len(tokens), d_sae=d_sae,
+                                 context=cfg.llm_context_size)
 
     # latents: the override, or a seeded draw among alive latents (firing counts saved)
     counts = None
@@ -192,22 +217,14 @@ def run_autointerp(
         if bad:
             raise ValueError(f"override_latents {bad} are outside [0, {sae_obj.cfg.d_sae}) (the SAE's d_sae)")
     else:
-        counts_key = {k: v for k, v in setting.items() if k != "config"} | {
-            "tokens": [cfg.dataset, cfg.total_tokens, cfg.llm_context_size]}
-        counts_path = out / f"firing_counts_{fingerprint(counts_key)}.npy"
+        counts_path = out / f"firing_counts_{fingerprint(corpus_key)}.npy"
         if counts_path.exists():
             counts = np.load(counts_path)
             resumed["firing_counts"] = str(counts_path)
         else:
-            counts = firing_counts(
-                hf_model,
-                sae_obj,
-                tokens,
-                hook_name=hook_name,
-                special_ids=specials,
-                batch_size=batch_size,
-                progress=progress,
-            )
+            counts = saved.counts() if saved is not None else firing_counts(
+                hf_model, sae_obj, tokens, hook_name=hook_name, special_ids=specials, batch_size=batch_size,
+                progress=progress)
             buf = io.BytesIO()
             np.save(buf, counts)
             atomic_write_bytes(counts_path, buf.getvalue())
@@ -222,17 +239,11 @@ def run_autointerp(
         log.info("resumed from %s: evidence of %d latents", ev_path, len(evidence))
     else:
         t0 = time.perf_counter()
-        evidence = collect_evidence(
-            hf_model,
-            sae_obj,
-            tokens,
-            latents,
-            cfg,
-            hook_name=hook_name,
-            special_ids=specials,
-            batch_size=batch_size,
-            progress=progress,
-        )
+        if saved is not None:
+            evidence = evidence_of(saved.batches(latents, batch_size), tokens, latents, cfg)
+        else:
+            evidence = collect_evidence(hf_model, sae_obj, tokens, latents, cfg, hook_name=hook_name,
+                                        special_ids=specials, batch_size=batch_size, progress=progress)
         log.info(
             "evidence for %d latents over %d tokens in %.1f s", len(latents), tokens.size, time.perf_counter() - t0
         )
@@ -339,6 +350,23 @@ def run_autointerp(
         if hasattr(lm, "close"):
             lm.close()
     return result
+
+
+def _token_shard(model, sae, tokens, out: Path, shard: tuple[int, int], *, key: str, batch_size: int, context: int,
+                 progress: bool, **hook) -> dict:
+    """Save shard ``(I, N)``'s activations (:mod:`findbench.autointerp.token_shards`), unless saved."""
+    from findbench.autointerp.evidence import corpus_acts
+
+    rows = shard_rows(len(tokens), batch_size, shard)
+    path = shard_path(out, key, shard)
+    found = path.exists()
+    if not found:
+        batches = corpus_acts(model, sae, tokens, batch_size=batch_size, rows=rows, progress=progress,
+                              desc=f"activations of shard {shard[0]}/{shard[1]}", **hook)
+        save_shard(batches, path, key=key, shard=shard, rows=rows, n_rows=len(tokens), d_sae=int(sae.cfg.d_sae),
+                   context=context)
+    return {"activations": str(path), "rows": list(rows), "token_shard": {"index": shard[0], "count": shard[1]},
+            "resumed": found}
 
 
 def _lm(spec, cache_path: Path, args: dict):

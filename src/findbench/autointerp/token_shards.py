@@ -1,0 +1,151 @@
+"""AutoInterp's model side split over token ranges: one process per GPU or machine encodes its part
+of the corpus, and one run reads all parts instead of running the model and the SAE.
+
+``findbench autointerp --token-shard I/N`` takes the corpus rows of the I-th of N ranges (whole
+batches of ``--batch-size`` rows, so that each of its batches is one of the unsharded run's), runs
+the model and the SAE on them and saves every latent's non-zero activations there in
+``activations_<key>_<I>of<N>.npz`` (``key``: model, SAE, hook, corpus and batch size); a rerun finds
+the file and does nothing. ``findbench autointerp --activations DIR...`` (the N folders) then counts
+firings and collects evidence from the saved activations, batch by batch in corpus order, and goes on
+as any run: its files equal an unsharded run's for SAEs whose chosen latents' activations equal the
+full encoding's (TopK SAEs, the synthetic SAE; a standard or JumpReLU SAE's run encodes only the
+chosen latents' columns of ``W_enc``, which may round differently in the last bit).
+
+The saved files are read as untrusted input: a file that is not a regular file of at most
+:data:`MAX_BYTES`, holds another key, a wrong layout or out-of-range entries, or a set of folders
+that is not each of shards 0..N-1 once, is refused with an error naming the file or folder.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from findbench._io import atomic_write_bytes, read_untrusted_bytes
+from findbench.constants import UsageError
+
+#: Version of the saved layout.
+FORMAT = 1
+#: The largest activations file read (8 GiB: ~700M non-zero activations).
+MAX_BYTES = 8 << 30
+_COLUMNS = {"row": np.int64, "col": np.int32, "latent": np.int64, "value": np.float32}
+
+
+def shard_rows(n_rows: int, batch_size: int, shard: tuple[int, int]) -> tuple[int, int]:
+    """The ``(start, stop)`` corpus rows of ``shard`` ``(I, N)``: the I-th of N near-equal runs of whole batches."""
+    index, count = shard
+    n_batches = -(-n_rows // batch_size)
+    start, stop = (i * n_batches // count * batch_size for i in (index, index + 1))
+    return min(start, n_rows), min(stop, n_rows)
+
+
+def shard_path(out: str | Path, key: str, shard: tuple[int, int]) -> Path:
+    return Path(out) / f"activations_{key}_{shard[0]}of{shard[1]}.npz"
+
+
+def save_shard(batches: Iterator[tuple[int, torch.Tensor]], path: Path, *, key: str, shard: tuple[int, int],
+               rows: tuple[int, int], n_rows: int, d_sae: int, context: int) -> Path:
+    """Write the non-zero entries of ``batches`` (:func:`findbench.autointerp.evidence.corpus_acts` of
+    every latent over ``rows``) to ``path`` at once (atomically)."""
+    parts: dict[str, list[np.ndarray]] = {name: [] for name in _COLUMNS}
+    for first, acts in batches:
+        r, c, lat = acts.nonzero(as_tuple=True)
+        for name, values in (("row", r + first), ("col", c), ("latent", lat), ("value", acts[r, c, lat])):
+            parts[name].append(values.numpy().astype(_COLUMNS[name]))
+    meta = {"format": FORMAT, "key": key, "shard": list(shard), "rows": list(rows), "n_rows": n_rows, "d_sae": d_sae,
+            "context": context}
+    buf = io.BytesIO()
+    arrays = {name: np.concatenate(p) if p else np.zeros(0, _COLUMNS[name]) for name, p in parts.items()}
+    np.savez(buf, meta=np.array(json.dumps(meta, sort_keys=True)), **arrays)
+    return atomic_write_bytes(path, buf.getvalue())
+
+
+class SavedActivations:
+    """The activations saved by the N ``--token-shard`` runs in ``dirs`` for ``key``, checked as
+    untrusted input (module docstring), read back as :func:`~findbench.autointerp.evidence.corpus_acts` gives them."""
+
+    def __init__(self, dirs: Sequence[str | Path], *, key: str, n_rows: int, d_sae: int, context: int) -> None:
+        self.n_rows, self.d_sae, self.context = n_rows, d_sae, context
+        found: dict[int, tuple[Path, dict, dict[str, np.ndarray]]] = {}
+        count = None
+        for folder in map(Path, dirs):
+            if not folder.is_dir():
+                raise UsageError(f"--activations: {folder} is not a folder")
+            files = sorted(folder.glob(f"activations_{key}_*of*.npz"))
+            if len(files) != 1:
+                why = ("holds several shards" if files else
+                       "holds shards of other settings (model, SAE, hook, corpus or --batch-size)"
+                       if any(folder.glob("activations_*.npz")) else "holds no --token-shard activations")
+                raise UsageError(f"--activations: {folder} {why}")
+            meta, arrays = self._read(files[0], key)
+            index, n = meta["shard"]
+            if count is not None and n != count:
+                raise UsageError(f"--activations: {files[0]} is shard {index}/{n}, the others are of {count}")
+            if index in found:
+                raise UsageError(f"--activations: shard {index}/{n} twice ({found[index][0]}, {files[0]})")
+            count = n
+            found[index] = (files[0], meta, arrays)
+        missing = sorted(set(range(count or 0)) - set(found))
+        if not dirs or missing:
+            raise UsageError(f"--activations: shards {missing} of {count} are missing" if missing else
+                             "--activations: no folder given")
+        self.rows = np.concatenate([found[i][2]["row"] for i in range(count)])
+        self.cols = np.concatenate([found[i][2]["col"] for i in range(count)])
+        self.latents = np.concatenate([found[i][2]["latent"] for i in range(count)])
+        self.values = np.concatenate([found[i][2]["value"] for i in range(count)])
+        stops = [found[i][1]["rows"] for i in range(count)]
+        if stops[0][0] != 0 or stops[-1][1] != n_rows or any(a[1] != b[0] for a, b in zip(stops, stops[1:])):
+            raise UsageError(f"--activations: the shards' rows {stops} do not cover the corpus's {n_rows} rows once")
+
+    def _read(self, path: Path, key: str) -> tuple[dict, dict[str, np.ndarray]]:
+        data = read_untrusted_bytes(path, MAX_BYTES, "--activations file")
+        try:
+            with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+                meta = json.loads(str(npz["meta"]))
+                arrays = {name: npz[name] for name in _COLUMNS}
+        except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
+            raise UsageError(f"--activations: {path} is not a --token-shard activations file ({exc})") from None
+        m = re.fullmatch(r"activations_[0-9a-f]+_(\d+)of(\d+)\.npz", path.name)
+        expected = {"format": FORMAT, "key": key, "n_rows": self.n_rows, "d_sae": self.d_sae, "context": self.context}
+        if not isinstance(meta, dict) or any(meta.get(k) != v for k, v in expected.items()) or not m \
+                or meta.get("shard") != [int(m[1]), int(m[2])]:
+            raise UsageError(f"--activations: {path} records other settings than its name and this run's")
+        start, stop = meta.get("rows", [None, None])
+        n = len(arrays["row"])
+        bad = (
+            any(a.dtype != _COLUMNS[k] or a.shape != (n,) for k, a in arrays.items())
+            or not (isinstance(start, int) and isinstance(stop, int) and 0 <= start <= stop <= self.n_rows)
+            or (n and (arrays["row"].min() < start or arrays["row"].max() >= stop or arrays["col"].min() < 0
+                       or arrays["col"].max() >= self.context or arrays["latent"].min() < 0
+                       or arrays["latent"].max() >= self.d_sae or not np.isfinite(arrays["value"]).all()))
+            or (n > 1 and (np.diff(arrays["row"]) < 0).any())
+        )
+        if bad:
+            raise UsageError(f"--activations: {path} has entries of the wrong type or outside its rows, "
+                             f"{self.context} columns or {self.d_sae} latents")
+        return meta, arrays
+
+    def counts(self) -> np.ndarray:
+        """How many positions each latent fires on (as :func:`~findbench.autointerp.evidence.count_firing`)."""
+        return np.bincount(self.latents[self.values > 0], minlength=self.d_sae).astype(np.int64)
+
+    def batches(self, latents: Sequence[int], batch_size: int) -> Iterator[tuple[int, torch.Tensor]]:
+        """``(first row, acts [rows, context, len(latents)])`` per batch, in corpus order."""
+        where = np.full(self.d_sae, -1, dtype=np.int64)
+        where[np.asarray(list(latents), dtype=np.int64)] = np.arange(len(latents))
+        for first in range(0, self.n_rows, batch_size):
+            last = min(first + batch_size, self.n_rows)
+            lo, hi = np.searchsorted(self.rows, [first, last])
+            pos = where[self.latents[lo:hi]]
+            keep = pos >= 0
+            acts = torch.zeros((last - first, self.context, len(latents)))
+            index = (self.rows[lo:hi][keep] - first, self.cols[lo:hi][keep], pos[keep])
+            acts[tuple(torch.from_numpy(np.ascontiguousarray(i)) for i in index)] = torch.from_numpy(
+                self.values[lo:hi][keep])
+            yield first, acts
