@@ -377,20 +377,20 @@ def corpus_acts(
 ) -> Iterator[tuple[int, torch.Tensor]]:
     """``(first row, acts [rows, context, n])`` for each batch of ``batch_size`` rows of ``tokens``
     (within ``rows``, a ``(start, stop)`` range starting at a batch boundary): the activations of
-    ``latents`` (every latent when None), special tokens zeroed, on the CPU."""
+    ``latents`` (every latent when None), special tokens zeroed, on the model's device."""
     idx = None if latents is None else torch.as_tensor(list(latents), dtype=torch.long)
     start, stop = rows or (0, len(tokens))
     for first, last in _batches(stop, batch_size, desc, progress, start):
         ids = torch.as_tensor(tokens[first:last], dtype=torch.long)
-        acts = encode_latents(sae, read_hook(model, ids, hook_name=hook_name), idx).cpu()
-        yield first, acts.masked_fill(_special_mask(ids, special_ids)[..., None], 0)
+        acts = encode_latents(sae, read_hook(model, ids, hook_name=hook_name), idx)
+        yield first, acts.masked_fill(_special_mask(ids, special_ids).to(acts.device)[..., None], 0)
 
 
 def count_firing(batches: Iterable[tuple[int, torch.Tensor]], d_sae: int) -> np.ndarray:
     """How many positions of ``batches`` (:func:`corpus_acts` of every latent) each latent fires on."""
     counts = torch.zeros(int(d_sae), dtype=torch.long)
     for _, acts in batches:
-        counts += (acts > 0).sum(dim=(0, 1))
+        counts += (acts > 0).sum(dim=(0, 1)).cpu()
     return counts.numpy()
 
 
@@ -457,7 +457,7 @@ def evidence_of(
     latents, every row of ``tokens`` in order)."""
     collector = EvidenceCollector(latents, len(tokens), cfg)
     for _, acts in batches:
-        collector.update(acts)
+        collector.update(acts.cpu())
     return collector.finish(np.asarray(tokens))
 
 

@@ -32,9 +32,10 @@ from findbench.constants import UsageError
 
 #: Version of the saved layout.
 FORMAT = 1
-#: The largest activations file read (8 GiB: ~700M non-zero activations).
+#: The largest activations file read (8 GiB: ~500M non-zero activations).
 MAX_BYTES = 8 << 30
-_COLUMNS = {"row": np.int64, "col": np.int32, "latent": np.int64, "value": np.float32}
+#: The saved columns: 16 bytes per non-zero activation.
+_COLUMNS = {"row": np.int32, "col": np.int32, "latent": np.int32, "value": np.float32}
 
 
 def shard_rows(n_rows: int, batch_size: int, shard: tuple[int, int]) -> tuple[int, int]:
@@ -55,6 +56,7 @@ def save_shard(batches: Iterator[tuple[int, torch.Tensor]], path: Path, *, key: 
     every latent over ``rows``) to ``path`` at once (atomically)."""
     parts: dict[str, list[np.ndarray]] = {name: [] for name in _COLUMNS}
     for first, acts in batches:
+        acts = acts.cpu()
         r, c, lat = acts.nonzero(as_tuple=True)
         for name, values in (("row", r + first), ("col", c), ("latent", lat), ("value", acts[r, c, lat])):
             parts[name].append(values.numpy().astype(_COLUMNS[name]))
@@ -146,6 +148,6 @@ class SavedActivations:
             keep = pos >= 0
             acts = torch.zeros((last - first, self.context, len(latents)))
             index = (self.rows[lo:hi][keep] - first, self.cols[lo:hi][keep], pos[keep])
-            acts[tuple(torch.from_numpy(np.ascontiguousarray(i)) for i in index)] = torch.from_numpy(
+            acts[tuple(torch.from_numpy(i.astype(np.int64)) for i in index)] = torch.from_numpy(
                 self.values[lo:hi][keep])
             yield first, acts
