@@ -55,6 +55,7 @@ from findbench.autointerp.evidence import (
     LatentEvidence,
     choose_latents,
     collect_evidence,
+    corpus_acts,
     evidence_of,
     firing_counts,
 )
@@ -355,8 +356,6 @@ def run_autointerp(
 def _token_shard(model, sae, tokens, out: Path, shard: tuple[int, int], *, key: str, batch_size: int, context: int,
                  progress: bool, **hook) -> dict:
     """Save shard ``(I, N)``'s activations (:mod:`findbench.autointerp.token_shards`), unless saved."""
-    from findbench.autointerp.evidence import corpus_acts
-
     rows = shard_rows(len(tokens), batch_size, shard)
     path = shard_path(out, key, shard)
     found = path.exists()
