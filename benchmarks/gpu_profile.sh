@@ -42,4 +42,4 @@ done
 curl -sf "$URL/models" >/dev/null || { echo "gpu_profile.sh: vLLM not ready after 300 s" >&2; exit 1; }
 
 "$PYTHON" benchmarks/profile.py --url "$URL" --server-label gpu --functions 8 --rounds 3 --latents 32 \
-    --total-tokens 100000 --unit-tests 100 --out "$RESULTS/profile-gpu.json" --card "$RESULTS/profile-gpu.md"
+    --device cuda --total-tokens 100000 --unit-tests 100 --out "$RESULTS/profile-gpu.json" --card "$RESULTS/profile-gpu.md"

@@ -202,6 +202,7 @@ def evidence(args, tmp: Path) -> dict:
         config=_autointerp_config(args, "off"),
         out=tmp / "autointerp",
         cache=tmp / "stub.sqlite",
+        device=args.device,
         progress=False,
     )
     seconds = time.perf_counter() - t0
@@ -218,6 +219,7 @@ def latents(backend: str, lm, args, tmp: Path) -> dict:
         out=tmp / "autointerp",
         cache=tmp / f"latents-{backend}.sqlite",
         max_connections=_flight(backend),
+        device=args.device,
         progress=False,
     )
     seconds = time.perf_counter() - t0
@@ -429,6 +431,7 @@ def main(argv=None) -> int:
     ap.add_argument("--latents", type=int, default=3, help="SAE latents explained and scored")
     ap.add_argument("--total-tokens", type=int, default=5_000, help="corpus tokens of AutoInterp's evidence")
     ap.add_argument("--unit-tests", type=int, default=6, help="unit tests judged")
+    ap.add_argument("--device", default="cpu", help="where AutoInterp's model and SAE run (autointerp --device)")
     ap.add_argument(
         "--url",
         default=None,

@@ -12,6 +12,7 @@ import pytest
 
 from findbench import cli
 from findbench.autointerp import evidence as evidence_mod
+from findbench.autointerp.activations import available_device
 from findbench.autointerp.commands import AutoInterpCommand
 from findbench.autointerp.config import AutoInterpConfig
 from findbench.autointerp.run import run_autointerp
@@ -127,3 +128,15 @@ def test_token_shard_folders_are_checked(shards, tmp_path, monkeypatch):
         AutoInterpCommand(token_shard="0/2", shard="0/2")
     with pytest.raises(UsageError, match="token_shard must be I/N"):
         AutoInterpCommand(token_shard="2/2")
+
+
+def test_the_device_flag_is_checked(capsys):
+    """--device places the model and SAE (one GPU per token shard); this machine has no GPU."""
+    import torch
+
+    with pytest.raises(UsageError, match="device must be cpu, cuda, cuda:N or mps, got 'gpu0'"):
+        AutoInterpCommand(device="gpu0")
+    assert available_device("cpu") == "cpu"
+    if not torch.cuda.is_available():
+        assert cli.main(["autointerp", "--device", "cuda:1", "--sae", "synthetic", "--model", "minilm"]) == 2
+        assert "error: --device: 'cuda:1' is not available to torch here" in capsys.readouterr().err

@@ -44,6 +44,18 @@ def model_path(spec: str | os.PathLike) -> str:
     return resolve(text)
 
 
+def available_device(device: str) -> str:
+    """``device`` (``cpu``, ``cuda``, ``cuda:N``, ``mps``) when torch can use it here; a UsageError
+    naming ``device`` otherwise."""
+    kind = device.split(":")[0]
+    usable = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}.get(kind)
+    if not usable:
+        raise UsageError(f"device: {device!r} is not available to torch here (cpu, cuda[:N] or mps)")
+    if kind == "cuda" and ":" in device and int(device.split(":")[1]) >= torch.cuda.device_count():
+        raise UsageError(f"device: {device!r}, but torch sees {torch.cuda.device_count()} CUDA GPU(s)")
+    return device
+
+
 def load_model(spec: str | os.PathLike = "embedded", *, device: str = "cpu") -> tuple[Any, Any, str]:
     """``(model, tokenizer, name)`` for any transformers model that exposes hidden states,
     causal LMs and encoders alike, loaded with ``AutoModel`` in float32 eval mode (no task

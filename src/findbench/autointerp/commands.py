@@ -103,6 +103,8 @@ class AutoInterpCommand:
     scorer: str | None = arg(None, "LM spec of the scorers (default: the explainer)")
     lm_model: str | None = arg(None, "served model name, for server-URL --explainer / --scorer")
     batch_size: int = arg(32, "corpus rows per forward pass")
+    device: str = arg("cpu", "where the model and the SAE run: cpu, cuda, cuda:N (e.g. one GPU per --token-shard "
+                             "process) or mps")
     max_connections: int = arg(8, "requests in flight for a server-URL LM")
     cache: str | None = arg(None, "sqlite LM request cache (default: <out>/lm_cache.sqlite)")
     out: str = arg("outputs/autointerp", "results folder (a rerun resumes there and overwrites its results)")
@@ -124,6 +126,8 @@ class AutoInterpCommand:
         from findbench.models import check_spec
 
         _checks.positive_int("batch_size", self.batch_size)
+        if not isinstance(self.device, str) or not re.fullmatch(r"cpu|cuda(:\d+)?|mps", self.device):
+            raise UsageError(f"device must be cpu, cuda, cuda:N or mps, got {self.device!r}")
         parse_shard(self.token_shard, "token_shard")
         if isinstance(self.activations, str):
             self.activations = [self.activations]

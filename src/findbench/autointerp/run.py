@@ -47,7 +47,7 @@ import numpy as np
 
 from findbench._io import atomic_dir, atomic_write_bytes, atomic_write_json, atomic_write_text, csv_text, fingerprint
 from findbench._version import __version__
-from findbench.autointerp.activations import hook_name_for_layer, load_model, parse_hook_name
+from findbench.autointerp.activations import available_device, hook_name_for_layer, load_model, parse_hook_name
 from findbench.autointerp.commands import AutoInterpCommand, parse_shard
 from findbench.autointerp.config import LM_ONLY_FIELDS, AutoInterpConfig
 from findbench.autointerp.detection import CHANCE, detection_floors, parse_explanation, score_summary, summarize
@@ -170,6 +170,7 @@ def run_autointerp(
     sae, explainer, scorer = (objects.get(k, getattr(cfg, k)) for k in ("sae", "explainer", "scorer"))
     max_connections, where = cfg.max_connections, parse_shard(cfg.shard)
     token_shard, activation_dirs = parse_shard(cfg.token_shard, "token_shard"), cfg.activations
+    device = cfg.device
     from findbench.autointerp.corpus import corpus_tokens, special_token_ids
     from findbench.autointerp.sae import load_sae
 
@@ -178,8 +179,8 @@ def run_autointerp(
     if not isinstance(cfg, AutoInterpConfig):
         raise TypeError(f"config must be an AutoInterpConfig, got {type(cfg).__name__}")
     out.mkdir(parents=True, exist_ok=True)
-    hf_model, tokenizer, model_name = load_model(model)
-    sae_obj = load_sae(sae, sae_id=sae_id, model=hf_model, tokenizer=tokenizer)
+    hf_model, tokenizer, model_name = load_model(model, device=available_device(device))
+    sae_obj = load_sae(sae, sae_id=sae_id, model=hf_model, tokenizer=tokenizer, device=device)
     hook_name, hook_layer = _resolve_hook(sae_obj, layer, hook)
     sae_name = _safe(
         sae_id
