@@ -26,7 +26,6 @@ from inspect_ai.agent import AgentState, react
 from inspect_ai.model import (
     ChatMessage,
     ChatMessageAssistant,
-    ChatMessageSystem,
     ChatMessageTool,
     ChatMessageUser,
     GenerateConfig,
@@ -53,6 +52,7 @@ from findbench.interpret.protocol import (
     tool_call_text,
     tool_command,
 )
+from findbench.lm.inspect_lm import chat_messages
 
 
 class EpisodeState(StoreModel):
@@ -93,12 +93,6 @@ def _usage_dict(usage: ModelUsage | None) -> dict[str, int] | None:
     return {k: v for k, v in usage.model_dump().items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
-def _opening(episode: Episode) -> list[ChatMessage]:
-    """The episode's system and task messages as Inspect messages."""
-    kinds = {"system": ChatMessageSystem, "user": ChatMessageUser}
-    return [kinds[m["role"]](content=m["content"]) for m in episode.messages]
-
-
 def _reference_output(reference: Sequence[str], turn: int) -> ModelOutput:
     """A reference interpreter's ``turn``-th message (the last one repeats)."""
     return ModelOutput.from_content(model="none", content=reference[min(turn, len(reference)) - 1])
@@ -116,7 +110,7 @@ async def _start(state: TaskState, *, protocol: str, rounds: int, seed: int,
         episode_tokens=episode_tokens,
     )
     state.store_as(EpisodeState).episode = episode
-    state.messages = _opening(episode)
+    state.messages = chat_messages(episode.messages)  # the system and task messages
     return runner, episode
 
 

@@ -67,7 +67,8 @@ async def role_lm(model: Any, role: str, **options: Any) -> Any:
     return InspectLM(model, role=role)
 
 
-def _chat(conversation: Conversation) -> list[Any]:
+def chat_messages(conversation: Conversation) -> list[Any]:
+    """A findbench conversation (``{"role", "content"}`` dicts) as Inspect chat messages."""
     from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser
 
     kinds = {"system": ChatMessageSystem, "user": ChatMessageUser, "assistant": ChatMessageAssistant}
@@ -104,7 +105,8 @@ class InspectLM:
         config = GenerateConfig(max_tokens=max_new_tokens, temperature=temperature)
 
         async def answers() -> list[str]:
-            outputs = await asyncio.gather(*(self.model.generate(_chat(c), config=config) for c in conversations))
+            calls = (self.model.generate(chat_messages(c), config=config) for c in conversations)
+            outputs = await asyncio.gather(*calls)
             return [o.completion for o in outputs]
 
         if not conversations:
