@@ -34,6 +34,7 @@ instead of running the model and the SAE (and may be sharded by latents as above
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import json
 import logging
@@ -206,10 +207,9 @@ def run_autointerp(
         return _token_shard(hf_model, sae_obj, tokens, out, token_shard, key=acts_key, hook_name=hook_name,
                             special_ids=specials, batch_size=batch_size, context=cfg.llm_context_size,
                             progress=progress)
-    saved = None
-    if activation_dirs is not None:
-        saved = SavedActivations(activation_dirs, key=acts_key, n_rows=len(tokens), d_sae=d_sae,
-                                 context=cfg.llm_context_size)
+    # the token shards' activations, read where the firing counts or the evidence are not saved yet
+    saved = None if activation_dirs is None else functools.cache(lambda: SavedActivations(
+        activation_dirs, key=acts_key, n_rows=len(tokens), d_sae=d_sae, context=cfg.llm_context_size))
 
     # latents: the override, or a seeded draw among alive latents (firing counts saved)
     counts = None
@@ -224,7 +224,7 @@ def run_autointerp(
             counts = np.load(counts_path)
             resumed["firing_counts"] = str(counts_path)
         else:
-            counts = saved.counts() if saved is not None else firing_counts(
+            counts = saved().counts() if saved is not None else firing_counts(
                 hf_model, sae_obj, tokens, hook_name=hook_name, special_ids=specials, batch_size=batch_size,
                 progress=progress)
             buf = io.BytesIO()
@@ -242,7 +242,7 @@ def run_autointerp(
     else:
         t0 = time.perf_counter()
         if saved is not None:
-            evidence = evidence_of(saved.batches(latents, batch_size), tokens, latents, cfg)
+            evidence = evidence_of(saved().batches(latents, batch_size), tokens, latents, cfg)
         else:
             evidence = collect_evidence(hf_model, sae_obj, tokens, latents, cfg, hook_name=hook_name,
                                         special_ids=specials, batch_size=batch_size, progress=progress)

@@ -97,10 +97,8 @@ class SavedActivations:
         if not dirs or missing:
             raise UsageError(f"--activations: shards {missing} of {count} are missing" if missing else
                              "--activations: no folder given")
-        self.rows = np.concatenate([found[i][2]["row"] for i in range(count)])
-        self.cols = np.concatenate([found[i][2]["col"] for i in range(count)])
-        self.latents = np.concatenate([found[i][2]["latent"] for i in range(count)])
-        self.values = np.concatenate([found[i][2]["value"] for i in range(count)])
+        columns = {name: np.concatenate([found[i][2][name] for i in range(count)]) for name in _COLUMNS}
+        self.rows, self.cols, self.latents, self.values = (columns[name] for name in _COLUMNS)
         stops = [found[i][1]["rows"] for i in range(count)]
         if stops[0][0] != 0 or stops[-1][1] != n_rows or any(a[1] != b[0] for a, b in zip(stops, stops[1:])):
             raise UsageError(f"--activations: the shards' rows {stops} do not cover the corpus's {n_rows} rows once")
