@@ -27,6 +27,7 @@ BENCHMARKS = {
     "p7": ("p7_interpret_vllm.py", ["--limit", "2", "--rounds", "2"]),
     "p8": ("p8_autointerp_vllm.py", ["--n-latents", "8", "--total-tokens", "20000"]),
     "p9": ("p9_protocol_parse.py", ["--sizes", "500,1000", "--repeats", "1"]),
+    "p10": ("p10_rasp.py", ["--skip-build"]),
 }
 
 

@@ -61,6 +61,12 @@ def _call(cfg: CallConfig) -> None:
     if cfg.category == "numeric":
         xs = [float(x) for x in cfg.inputs]
         ys = [float(fn(x)) for x in xs]
+    elif cfg.category == "rasp":  # one token sequence in, one output per token out
+        from findbench.find.rasp.rows import show
+
+        tokens = fn.check(cfg.inputs)
+        print(f"Function input - output pairs: ({show(tokens)}, {show(fn(tokens))})")
+        return
     else:
         xs = cfg.inputs
         ys = list(fn(xs)) if cfg.category.startswith("neurons") else [fn(x) for x in xs]

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 #: The evaluate modules shipped with findbench (``findbench/metrics/<name>/<name>.py``).
-METRICS = ("autointerp", "explanation_f1", "find_domain", "find_exact_match", "find_nmse", "find_unit_test", "iia")
+METRICS = ("autointerp", "explanation_f1", "find_circuit", "find_domain", "find_exact_match", "find_nmse",
+           "find_unit_test", "iia")
 
 
 def _package_file(*parts: str) -> Path:

@@ -13,6 +13,10 @@ from collections.abc import Mapping
 from typing import Any
 
 CATEGORIES = ("numeric", "strings", "neurons_entities", "neurons_relations")
+#: The white-box config: compiled RASP programs (``findbench.find.rasp``); its rows have the
+#: common columns plus :data:`RASP_COLUMNS`.
+RASP = "rasp"
+CONFIGS = (*CATEGORIES, RASP)
 SOURCES = ("procedural", "find-v1")
 
 #: Column -> (datasets feature type, documentation). The order is the column order on disk.
@@ -55,6 +59,23 @@ COLUMNS: dict[str, tuple[Any, str]] = {
 }
 
 
+#: The ``rasp`` config's own columns (ground truth; never shown to an interpreter but ``domain``).
+RASP_COLUMNS: dict[str, tuple[Any, str]] = {
+    "domain": ("string", "JSON text: vocab, min_len, max_len, bos, preconditions, tolerance (numerical outputs)."),
+    "program": ("string", "JSON text: the RASP program spec (ops over the named registry; ground truth)."),
+    "components": (
+        [{"hook": "string", "layer": "int32", "head": "int32", "units": ["int32"], "variable": "string",
+          "op": "string", "reads": ["string"], "role": "string"}],
+        "One entry per attention head and MLP hidden-unit group of the aligned model: hook name, layer, head or "
+        "units, the variable it computes, its RASP op, the variables it reads, and its role (map, sequence_map, "
+        "linear_map, mover, averager, counter, inactive).",
+    ),
+    "variable_values": ("string", "JSON text: per test input, every variable's value at each position."),
+    "weights_sha256": ("string", "sha256 of the compiled weights and residual labels (checked on load)."),
+    "split": ("string", "dev (tracr's public library programs, never in a headline score) or test."),
+}
+
+
 def _to_feature(spec: Any):
     from datasets import List, Value
 
@@ -67,11 +88,12 @@ def _to_feature(spec: Any):
     raise TypeError(f"bad feature spec {spec!r}")
 
 
-def features():
-    """The ``datasets.Features`` of every FIND config."""
+def features(config: str | None = None):
+    """The ``datasets.Features`` of a FIND config (``rasp`` adds :data:`RASP_COLUMNS`)."""
     from datasets import Features
 
-    return Features({name: _to_feature(spec) for name, (spec, _doc) in COLUMNS.items()})
+    columns = COLUMNS | (RASP_COLUMNS if config == RASP else {})
+    return Features({name: _to_feature(spec) for name, (spec, _doc) in columns.items()})
 
 
 def empty_row(**values: Any) -> dict[str, Any]:
@@ -89,8 +111,8 @@ def dumps(obj: Any) -> str:
 
 
 def function_id(category: str, index: int) -> str:
-    if category not in CATEGORIES:
-        raise ValueError(f"category must be one of {CATEGORIES}, got {category!r}")
+    if category not in CONFIGS:
+        raise ValueError(f"category must be one of {CONFIGS}, got {category!r}")
     return f"{category}/f{index:05d}"
 
 
@@ -99,8 +121,8 @@ def parse_function_id(fid: str) -> tuple[str, int]:
     if not isinstance(fid, str) or "/" not in fid:
         raise ValueError(f"function_id must look like 'numeric/f00042', got {fid!r}")
     category, _, local = fid.partition("/")
-    if category not in CATEGORIES or not (local.startswith("f") and local[1:].isdigit()):
-        raise ValueError(f"function_id must look like '<category>/fNNNNN' with category in {CATEGORIES}, got {fid!r}")
+    if category not in CONFIGS or not (local.startswith("f") and local[1:].isdigit()):
+        raise ValueError(f"function_id must look like '<category>/fNNNNN' with category in {CONFIGS}, got {fid!r}")
     return category, int(local[1:])
 
 

@@ -113,6 +113,7 @@ def test_unknown_argument_names_itself(evaluate, name):
             ["[DOMAIN]: none"],
             [{"domain_low": -100.0, "domain_high": 100.0, "corruption_type": None, "corruption_params": None}],
         ),
+        "find_circuit": (["[]"], ["[]"]),
         "find_exact_match": (["def f(x):\n    return x\n"], ["def function(x):\n    return x\n"]),
         "find_nmse": (["def f(x):\n    return x\n"], ["def function(x):\n    return x\n"]),
         "find_unit_test": (["d"], [[{"inputs": ["a", "b", "c"], "outputs": None, "correct": 1}]]),

@@ -12,7 +12,7 @@ from pathlib import Path
 from findbench import _checks
 from findbench._config import Csv, arg
 from findbench.constants import UsageError
-from findbench.schema import CATEGORIES, SOURCES, parse_function_id
+from findbench.schema import CONFIGS, SOURCES, parse_function_id
 
 logger = logging.getLogger("findbench.cli")
 
@@ -23,14 +23,14 @@ class BuildConfig:
 
     out: str = arg("find", "dataset folder to write")
     seed: int = arg(0, "procedural generator seed")
-    configs: Csv = arg(None, f"comma-separated configs (default: all of {','.join(CATEGORIES)})")
+    configs: Csv = arg(None, f"comma-separated configs (default: all of {','.join(CONFIGS)}; find-v1: not rasp)")
     source: str = arg("procedural", "our generator or an import of the original release", choices=SOURCES)
     data_dir: str | None = arg(None, "find-v1: folder of the original release (src/find-dataset layout)")
 
     def __post_init__(self) -> None:
         self.configs = _checks.str_list("--configs", self.configs, optional=True)
         for config in self.configs or ():
-            _checks.one_of("--configs", config, CATEGORIES)
+            _checks.one_of("--configs", config, CONFIGS)
         _checks.one_of("--source", self.source, SOURCES)
         _checks.integer("--seed", self.seed)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,8 +44,10 @@ class FindConfig(datasets.BuilderConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        if self.name not in schema.CATEGORIES:
-            raise ValueError(f"config name must be one of {schema.CATEGORIES}, got {self.name!r}")
+        if self.name not in schema.CONFIGS:
+            raise ValueError(f"config name must be one of {schema.CONFIGS}, got {self.name!r}")
+        if self.name == schema.RASP and self.source != "procedural":
+            raise ValueError("source: the rasp config has no find-v1 release; it is procedural only")
         if self.source not in schema.SOURCES:
             raise ValueError(f"source must be one of {schema.SOURCES}, got {self.source!r}")
 
@@ -53,13 +56,13 @@ class Find(datasets.GeneratorBasedBuilder):
     """FIND as a ``datasets`` builder."""
 
     BUILDER_CONFIG_CLASS = FindConfig
-    BUILDER_CONFIGS = [FindConfig(name=c, description=f"FIND {c} functions") for c in schema.CATEGORIES]
+    BUILDER_CONFIGS = [FindConfig(name=c, description=f"FIND {c} functions") for c in schema.CONFIGS]
     DEFAULT_CONFIG_NAME = "numeric"
 
     def _info(self) -> datasets.DatasetInfo:
         return datasets.DatasetInfo(
             description=_DESCRIPTION,
-            features=schema.features(),
+            features=schema.features(self.config.name),
             homepage=_HOMEPAGE,
             license="mit",
             citation=_CITATION,
@@ -88,9 +91,9 @@ def _card_body(entries, folder: str) -> str:
         seed = prov.get("seed", "") if prov.get("source") == "procedural" else "—"
         rows.append(f"| {name} | {n} | {prov.get('source')} | {seed} |")
     fields = []
-    for col, (spec, doc) in schema.COLUMNS.items():
+    for col, (spec, doc) in (schema.COLUMNS | schema.RASP_COLUMNS).items():
         kind = spec if isinstance(spec, str) else ("list of " + (spec[0] if isinstance(spec[0], str) else "struct"))
-        fields.append(f"| `{col}` | {kind} | {doc} |")
+        fields.append(f"| `{col}` | {kind} | {doc + (' (rasp only)' if col in schema.RASP_COLUMNS else '')} |")
     source_line = "sources: " + ", ".join(sorted(sources))
     relations = entries.get("neurons_relations")
     procedural = relations is not None and relations["provenance"].get("source", "procedural") == "procedural"
@@ -144,6 +147,19 @@ CARD_HEADER = {
 }
 
 
+def _default_configs(cfg: BuildConfig) -> list[str]:
+    """Every config; ``rasp`` only where its compiled weights are at hand (shipped for seed 0, or
+    compiled before): compiling a new seed takes tracr and minutes, so it is asked for by name."""
+    from findbench.find.rasp.store import store_dir
+
+    if cfg.source != "procedural":
+        return list(schema.CATEGORIES)
+    if (store_dir(cfg.seed) / "models.json").is_file():
+        return list(schema.CONFIGS)
+    logging.getLogger(__name__).info("rasp: no compiled weights for seed %d; build it with --configs rasp", cfg.seed)
+    return list(schema.CATEGORIES)
+
+
 def build(cfg: BuildConfig | str = "find", *, progress: bool = True, **settings: Any):
     """Write the FIND dataset folder ``cfg.out`` (parquet per config + README card).
 
@@ -160,7 +176,7 @@ def build(cfg: BuildConfig | str = "find", *, progress: bool = True, **settings:
         cfg = BuildConfig(out=str(cfg), **settings)
     elif settings:
         raise TypeError(f"build(cfg) takes no settings beside the config, got {sorted(settings)}")
-    out, seed, source, configs = cfg.out, cfg.seed, cfg.source, cfg.configs or list(schema.CATEGORIES)
+    out, seed, source, configs = cfg.out, cfg.seed, cfg.source, cfg.configs or _default_configs(cfg)
     release_dir = str(Path(cfg.data_dir).resolve()) if cfg.data_dir else None
     if source == "find-v1" and release_dir and not Path(release_dir).is_dir():
         raise FileNotFoundError(f"--data-dir: {release_dir} is not a folder")

@@ -351,3 +351,83 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     return a == b
+
+
+#: Held-out inputs per rasp function (drawn apart from its test inputs).
+RASP_HELDOUT = 100
+
+
+def score_rasp(
+    predictions: Sequence[str],
+    function_ids: Sequence[str],
+    *,
+    n_inputs: int = RASP_HELDOUT,
+    seed: int = 0,
+    timeout: float = DEFAULT_TIMEOUT,
+    cpu_seconds: float = DEFAULT_CPU_SECONDS,
+    memory_mb: int = DEFAULT_MEMORY_MB,
+    workers: int | None = None,
+    sandbox: Sandbox | None = None,
+    progress: bool = False,
+) -> dict:
+    """Score interpreter code for ``rasp`` functions against their compiled models (not the code).
+
+    Each prediction's last top-level ``def`` runs in the sandbox on ``n_inputs`` held-out in-domain
+    token lists (seeded, drawn apart from the rows' test inputs); the truth is the compiled model's
+    output (BOS excluded). A position is right when it equals the model's (numerical outputs within
+    the domain's ``tolerance``). Returns ``{"exact_match"`` (share of inputs right at every position,
+    averaged over functions), ``"exact_match_ci"``, ``"position_accuracy"``, ``"position_accuracy_ci"``,
+    ``"n"``, ``"per_function"``, ``"per_function_positions"``, ``"errors"``, ``"isolation"}``.
+    """
+    from findbench.find.rasp import programs, store
+
+    preds = _check_codes("predictions", predictions)
+    if isinstance(function_ids, (str, bytes)) or len(function_ids) != len(preds):
+        raise ValueError("function_ids: one rasp function id per prediction")
+    n = len(preds)
+    if n == 0:
+        nan2 = [math.nan, math.nan]
+        return {"exact_match": math.nan, "exact_match_ci": nan2, "position_accuracy": math.nan,
+                "position_accuracy_ci": nan2, "n": 0, "per_function": [], "per_function_positions": [],
+                "errors": [], "isolation": ""}
+    inputs, truths, tolerances, numerical = [], [], [], []
+    for i, fid in enumerate(function_ids):
+        record = store.program_record(fid, seed)
+        dom = record["domain"]
+        xs = programs.domain_inputs(dom, n_inputs, np.random.default_rng([seed, 29, i, len(fid)]))
+        model = store.load_model(fid, seed=seed)
+        inputs.append(xs)
+        truths.append(model.run_batch(xs))
+        tolerances.append(dom["tolerance"])
+        numerical.append(model.numerical)
+    results = _run(preds, [[list(x) for x in xs] for xs in inputs], ["last_def"] * n, sandbox=sandbox,
+                   timeout=timeout, cpu_seconds=cpu_seconds, memory_mb=memory_mb, workers=workers, progress=progress)
+    exact, positions, errors = [], [], []
+    for i, res in enumerate(results):
+        right_seq = right_pos = total_pos = 0
+        for j, want in enumerate(truths[i]):
+            total_pos += len(want)
+            got = res.values[j] if res.status == "ok" and res.errors[j] is None else None
+            if not isinstance(got, list) or len(got) != len(want):
+                continue
+            ok = [_position_ok(g, w, numerical[i], tolerances[i]) for g, w in zip(got, want)]
+            right_pos += sum(ok)
+            right_seq += all(ok)
+        exact.append(right_seq / len(truths[i]))
+        positions.append(right_pos / total_pos)
+        raised = [j for j, e in enumerate(res.errors or []) if e is not None]
+        errors.append(failure_reason(res) if res.status != "ok" else (
+            f"{short_reason(res.errors[raised[0]])} (on input {raised[0]}; {len(raised)} of {len(truths[i])} raised)"
+            if raised else None))
+    return {
+        "exact_match": float(np.mean(exact)), "exact_match_ci": list(bootstrap_ci(exact)),
+        "position_accuracy": float(np.mean(positions)), "position_accuracy_ci": list(bootstrap_ci(positions)),
+        "n": n, "per_function": [float(s) for s in exact], "per_function_positions": [float(s) for s in positions],
+        "errors": errors, "isolation": _isolation(results),
+    }
+
+
+def _position_ok(got: Any, want: Any, numerical: bool, tolerance: float) -> bool:
+    if numerical:
+        return _is_real(got) and math.isfinite(got) and abs(float(got) - float(want)) <= tolerance
+    return _same(got, want)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from findbench import _checks
-from findbench.schema import CATEGORIES, SOURCES, parse_function_id
+from findbench.schema import CONFIGS, RASP, SOURCES, parse_function_id
 
 logger = logging.getLogger(__name__)
 
@@ -36,14 +36,20 @@ def generate_rows(
     data_dir: str | os.PathLike | None = None,
     progress: bool = True,
 ) -> list[dict]:
-    """All rows of one config (:data:`findbench.schema.CATEGORIES`), freshly made (no cache).
+    """All rows of one config (:data:`findbench.schema.CONFIGS`), freshly made (no cache).
 
     ``seed`` drives ``procedural`` rows (same seed, identical rows); ``data_dir`` is the original
     release folder for ``find-v1`` (``None`` downloads it).
     """
-    _checks.one_of("category", category, CATEGORIES)
+    _checks.one_of("category", category, CONFIGS)
     _checks.one_of("source", source, SOURCES)
     _checks.integer("seed", seed)
+    if category == RASP:
+        from findbench.find.rasp import rows as rasp_rows
+
+        if source != "procedural":
+            raise ValueError("source: the rasp config is procedural only")
+        return rasp_rows.generate(seed, progress=progress)
     if source == "find-v1":
         from findbench.find import find_v1
 
@@ -66,7 +72,11 @@ def generate_rows(
 def procedural_size(category: str) -> int:
     """How many functions the procedural generator makes for ``category`` (ids ``f00000`` up to
     ``f{n-1}``), read off the generators' constants and data without generating anything."""
-    _checks.one_of("category", category, CATEGORIES)
+    _checks.one_of("category", category, CONFIGS)
+    if category == RASP:
+        from findbench.find.rasp import store
+
+        return len(store.read_store()["programs"])
     if category in ("numeric", "strings"):
         return N_GENERATED
     if category == "neurons_entities":
@@ -83,7 +93,7 @@ def procedural_size(category: str) -> int:
 def load_rows(category: str, *, seed: int = 0, data: str | os.PathLike | None = None) -> list[dict]:
     """Rows of one config: from a built / imported dataset folder ``data`` (as written by
     ``findbench build``) or else regenerated procedurally from ``seed`` (cached on disk)."""
-    _checks.one_of("category", category, CATEGORIES)
+    _checks.one_of("category", category, CONFIGS)
     if data is not None:
         import pyarrow.parquet as pq
 
@@ -158,7 +168,7 @@ def _cached_procedural_rows(category: str, seed: int) -> list[dict]:
             logger.info("generating %s (seed %d) once; cached at %s", category, seed, path)
             rows = generate_rows(category, seed=seed)
             tmp = path.with_suffix(f".tmp-{os.getpid()}")
-            datasets.Dataset.from_list(rows, features=schema.features()).to_parquet(str(tmp))
+            datasets.Dataset.from_list(rows, features=schema.features(category)).to_parquet(str(tmp))
             os.replace(tmp, path)
     return datasets.Dataset.from_parquet(str(path)).to_list()
 
@@ -186,7 +196,11 @@ def load_function(
             raise ValueError("function: a row needs 'function_id' and 'category'")
     else:
         raise TypeError(f"function must be a function id or a row mapping, got {type(function).__name__}")
-    category = _checks.one_of("category", row["category"], CATEGORIES)
+    category = _checks.one_of("category", row["category"], CONFIGS)
+    if category == RASP:
+        from findbench.find.rasp import store
+
+        return store.compiled_function(row)
     if category == "numeric":
         from findbench.find import numeric
 
@@ -204,6 +218,11 @@ def _row_by_id(fid: str, *, seed: int, data: str | os.PathLike | None) -> dict:
     """The row of the function id ``fid``: from ``data``, else procedural. An id past the
     category's size is refused (naming the valid range) before anything is generated."""
     category, index = parse_function_id(fid)
+    if data is None and category == RASP and seed == 0:  # the shipped store: no rows needed
+        from findbench.find.rasp import store
+
+        record = store.program_record(fid)
+        return {"function_id": fid, "category": RASP, "domain": record["domain"]}
     if data is None:
         n = procedural_size(category)
         if index >= n:

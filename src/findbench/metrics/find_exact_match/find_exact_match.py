@@ -15,6 +15,11 @@ column) both run in findbench's sandbox on the function's test inputs (passed as
 formatted into code). On each input the interpretation is right when its output equals the ground
 truth's; an exception fails only that input. The score of a function is its share of right inputs;
 `exact_match` is the mean over functions.
+
+For `rasp` rows (white-box FIND: compiled transformers), pass `function_ids`: the interpretation
+`function(tokens)` is then scored against the compiled model itself on 100 held-out in-domain token
+lists: `exact_match` counts whole output sequences, `position_accuracy` single positions (BOS
+excluded; numerical outputs within the domain's tolerance).
 """
 
 _KWARGS_DESCRIPTION = """
@@ -27,6 +32,8 @@ Args:
     cpu_seconds (`float`, optional, default 5): CPU seconds per program.
     memory_mb (`int`, optional, default 1024): memory (address space) of a sandbox worker in MiB.
     workers (`int`, optional): sandbox worker processes (default min(4, CPUs)).
+    function_ids (`list` of `str`, optional): `rasp/fNNNNN` ids; scores against the compiled models
+        (then `test_inputs` is not used and `references` may be the rows' `code`).
 Returns:
     exact_match (`float`): mean over functions of the per-input accuracy, in [0, 1], higher is better.
     exact_match_ci (`list` of `float`): `[low, high]`, the 95% percentile bootstrap interval of
@@ -38,6 +45,7 @@ Returns:
         (``SyntaxError: invalid syntax (line 3)``, ``timeout: ...``), or the first exception it raised
         and on how many inputs; never a traceback, findbench's own paths shown as ``<findbench>``.
     isolation (`str`): the sandbox layers the programs ran under (e.g. ``landlock+netns+uid``).
+    position_accuracy, position_accuracy_ci, per_function_positions: rasp only, per position.
 Examples:
     >>> import evaluate, findbench
     >>> find_exact_match = evaluate.load(findbench.metric_path("find_exact_match"))
@@ -78,7 +86,13 @@ class FindExactMatch(evaluate.Metric):
         cpu_seconds: float = 5.0,
         memory_mb: int = 1024,
         workers: int | None = None,
+        function_ids: list[str] | None = None,
     ) -> dict:
+        if function_ids is not None:
+            if len(references) != len(predictions):
+                raise ValueError("predictions and references must have the same length")
+            return code_scoring.score_rasp(predictions, function_ids, timeout=timeout, cpu_seconds=cpu_seconds,
+                                           memory_mb=memory_mb, workers=workers)
         return code_scoring.score_exact_match(
             predictions,
             references,
