@@ -11,16 +11,122 @@ and scorer) becomes the LM findbench calls.
   log-probabilities;
 - any other Inspect model: :class:`InspectLM`, which generates through Inspect (its connection
   limits, retries and cache apply) and has no log-probabilities.
+
+What an Inspect task checks while it is built, as the command line checks its flags: its ``-T``
+arguments (:func:`task_arguments`) and the findbench models of ``--model`` and ``--model-role``
+(:func:`check_models`); a refusal is :class:`TaskArgumentError`, which ``inspect eval`` prints as one
+message (no traceback) and exits non-zero.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import os
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+# Inspect prints a PrerequisiteError as its message alone; inspect_ai 0.3.285 has no public path to it.
+from inspect_ai._util.error import PrerequisiteError
+
+from findbench._checks import did_you_mean, is_user_error
+from findbench.constants import UsageError
 from findbench.lm.base import Conversation, check_generate
+
+
+class TaskArgumentError(PrerequisiteError, UsageError):
+    """An Inspect task's argument or model refused: one line naming ``-T <name>`` (or ``--model``,
+    ``--model-role <role>``); a :class:`~findbench.constants.UsageError` to Python callers."""
+
+    def __init__(self, message: str) -> None:
+        from rich.text import Text
+
+        UsageError.__init__(self, message)
+        self.message = Text(message)  # what Inspect prints: plain text, no console markup
+
+
+def _task_message(message: str, known: Iterable[str]) -> str:
+    """A config's message about a flag (``--max-tokens must be ≥ 1``, ``configs: ...``) naming the
+    task argument instead (``-T max_tokens: must be ≥ 1``, ``-T configs: ...``); a command quoted in
+    backticks keeps its flags."""
+    names = set(known)
+
+    def argument(word: str) -> str | None:
+        name = word[2:].replace("-", "_") if word.startswith("--") else word
+        return name if name in names else None
+
+    head = re.match(r"(--[a-z][a-z0-9-]*|[a-z][a-z0-9_]*)(?=:| must )", message)
+    if head and argument(head[1]):
+        message = f"-T {argument(head[1])}: {message[head.end():].lstrip(': ')}"
+    parts = message.split("`")
+    parts[::2] = (re.sub(r"--[a-z][a-z0-9-]*", lambda m: f"-T {argument(m[0])}" if argument(m[0]) else m[0], p)
+                  for p in parts[::2])
+    return "`".join(parts)
+
+
+def task_arguments(task: str, names: Iterable[str] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate an Inspect task's builder (under ``@task``) whose arguments are ``names`` and its own
+    parameters: an unknown argument, or one its configs refuse (:func:`findbench._checks.is_user_error`),
+    raises :class:`TaskArgumentError` naming ``-T <name>`` before anything runs."""
+
+    def wrap(build: Callable[..., Any]) -> Callable[..., Any]:
+        params = inspect.signature(build).parameters.values()
+        known = sorted({*names, *(p.name for p in params if p.kind is not p.VAR_KEYWORD)})
+
+        @functools.wraps(build)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            for name in kwargs:
+                if name not in known:
+                    hint = did_you_mean(name, known) or f" (its arguments: {', '.join(known)})"
+                    raise TaskArgumentError(f"-T {name}: {task} has no such argument{hint}")
+            try:
+                return build(*args, **kwargs)
+            except TaskArgumentError:
+                raise
+            except Exception as exc:
+                if not is_user_error(exc):
+                    raise
+                raise TaskArgumentError(_task_message(str(exc), known)) from None
+
+        return checked
+
+    return wrap
+
+
+def eval_models() -> dict[str, Any]:
+    """The eval's models by the option that named them (``--model``, ``--model-role <role>``; the
+    first model of a role bound to a list); ``{}`` outside an eval. Inspect binds them before it
+    builds the tasks."""
+    from inspect_ai.model import get_model, model_roles
+
+    try:
+        models = {"--model": get_model()}
+    except (ValueError, LookupError):  # no eval: no active model
+        return {}
+    try:
+        roles = model_roles()
+    except LookupError:
+        roles = {}
+    for role, model in roles.items():
+        models[f"--model-role {role}"] = model[0] if isinstance(model, list) else model
+    return models
+
+
+def check_models(models: dict[str, Any] | None = None) -> None:
+    """Each findbench model (``findbench/<spec>``) of ``models`` (default :func:`eval_models`) names
+    a model findbench can load (:func:`findbench.models.check_spec`), else :class:`TaskArgumentError`
+    naming the option: a misspelled name fails here, not after the first sample's retries."""
+    from findbench.models import check_spec
+
+    for option, model in (eval_models() if models is None else models).items():
+        spec = getattr(model.api, "spec", None) if is_findbench_model(model) else None
+        if isinstance(spec, str) and not model.api.loaded:  # loaded: the model of an eval run before
+            try:
+                check_spec(spec, flag=f"{option}=findbench/{spec}")
+            except UsageError as exc:
+                raise TaskArgumentError(str(exc)) from None
 
 
 def served_at(model: Any) -> tuple[str, str] | None:
