@@ -534,6 +534,7 @@ def test_inspect_eval_refuses_bad_arguments_in_one_message(data_dir, tmp_path, a
         ({"configs": "images"}, "^-T configs: unknown value 'images'"),
         ({"interpreter": "orcle"}, "^-T interpreter: unknown model 'orcle'.*did you mean 'oracle'"),
         ({"judge_mode": "pmii"}, "^-T judge_mode: unknown value 'pmii'; did you mean 'pmi'"),
+        ({"judge": "embeded-evaluator"}, "^-T judge: unknown model 'embeded-evaluator'.*'embedded-evaluator'"),
         ({"method": "aia,milan"}, "^-T method: the task runs one method"),
         ({"data": "no/such/folder"}, "^-T data: data folder no/such/folder does not exist .run `findbench build --out"),
         ({"bogus": 1}, "^-T bogus: findbench/find_interpret has no such argument .its arguments: configs, data,"),
@@ -552,4 +553,7 @@ def test_a_judge_role_findbench_cannot_read_is_refused_before_any_episode(data_d
     with pytest.raises(UsageError, match="^--model-role judge=mockllm/model: findbench's judge reads log-prob"):
         inspect_eval("findbench/find_interpret", task_args={"data": str(data_dir), "configs": "strings"},
                      model=mock, model_roles={"judge": mock}, log_dir=str(tmp_path / "logs"), display="none")
+    with pytest.raises(UsageError, match="^--model-role jduge: the task has no such role; did you mean 'judge'"):
+        inspect_eval("findbench/find_interpret", task_args={"data": str(data_dir), "configs": "strings"},
+                     model=mock, model_roles={"jduge": mock}, log_dir=str(tmp_path / "logs"), display="none")
     assert not (tmp_path / "logs").exists()

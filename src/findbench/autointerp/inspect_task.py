@@ -150,7 +150,7 @@ def autointerp(**settings: Any) -> Task:
     if command.token_shard is not None:
         raise UsageError("token_shard: the task explains and scores; save a token shard's activations with "
                          "findbench autointerp --token-shard, then give the folders as -T activations=[…]")
-    check_models()
+    check_models([EXPLAINER_ROLE, SCORER_ROLE])
     latents = config.override_latents or [None] * config.n_latents
     start, step = parse_shard(command.shard) or (0, 1)
     where = f"SAE {command.sae}{':' + command.sae_id if command.sae_id else ''} on {command.model}"

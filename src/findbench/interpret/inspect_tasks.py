@@ -47,6 +47,7 @@ from findbench.interpret.protocol import (
     format_answer,
 )
 from findbench.interpret.references import REFERENCE_INTERPRETERS, reference_answer
+from findbench.interpret.roles import JUDGE_ROLE
 from findbench.interpret.truth import UNVERIFIED_NOTE, json_row
 from findbench.judge.scoring import JUDGE_MODES
 from findbench.lm.base import Constraint, use_structured_outputs
@@ -314,7 +315,7 @@ def unit_test_accuracy(
     as :func:`findbench.interpret.roles.role_judge` says."""
     from inspect_ai.model import model_roles
 
-    from findbench.interpret.roles import JUDGE_ROLE, judge_model_of, role_judge
+    from findbench.interpret.roles import judge_model_of, role_judge
 
     default = judge_model_of(judge, judge_model=judge_model, judge_cache=judge_cache)
     resolving, lock = asyncio.Lock(), threading.Lock()
@@ -380,7 +381,7 @@ def find_interpret(
     if judge_mode is not None:
         _checks.one_of("--judge-mode", judge_mode, JUDGE_MODES)
     models = eval_models()
-    check_models(models)
+    check_models([JUDGE_ROLE], models)
     samples = find_samples(
         cfg.configs,
         cfg.method[0],
@@ -395,10 +396,13 @@ def find_interpret(
     present = {s.metadata["row"]["category"] for s in samples}
     judged = judge not in (None, "none") and bool(present - {"numeric"})
     if judged:
-        from findbench.interpret.roles import JUDGE_ROLE, check_judge, check_role_judge
+        from findbench.interpret.roles import check_judge, check_role_judge
 
         role = models.get(f"--model-role {JUDGE_ROLE}")
-        check_role_judge(role) if role is not None else check_judge(judge)
+        if role is not None:
+            check_role_judge(role)
+        else:
+            check_judge(judge)
     scorers = [
         s
         for s, wanted in (

@@ -121,15 +121,32 @@ def _write(log: Any, path: Path) -> None:
         raise
 
 
+def _edit(log: Any, episodes: list[Any], wanted: dict[tuple[str, str], dict], judge: str | None, mode: str) -> int:
+    """Edit the scores of ``episodes`` (of ``log``) to their records' :func:`episode_scores`; the number
+    changed (results recomputed when any did)."""
+    from inspect_ai.log import ProvenanceData, edit_score, recompute_metrics
+
+    provenance = ProvenanceData(author=AUTHOR, reason="findbench evaluate scored the episode",
+                                metadata={"judge": judge, "judge_mode": mode})
+    changed = 0
+    for episode in episodes:
+        sample = next(s for s in log.samples if str(s.id) == episode.function_id and s.error is None)
+        for name, edit in episode_scores(wanted[(episode.method, episode.function_id)], judge, mode).items():
+            if not _same((sample.scores or {}).get(name), edit):
+                edit.provenance = provenance
+                edit_score(log, sample.id, name, edit, recompute_metrics=False, epoch=sample.epoch)
+                changed += 1
+    if changed:
+        recompute_metrics(log)
+    return changed
+
+
 def write_log_scores(run_dir: str | os.PathLike, records: list[dict[str, Any]], *, judge: str | None,
                      mode: str) -> int:
     """Write each scored record's :func:`episode_scores` into its sample of ``<run_dir>/logs`` (module
-    docstring); ``judge``: the judge's name (None: no judge ran). Returns the episodes written."""
-    from inspect_ai.log import ProvenanceData, edit_score, recompute_metrics
-
+    docstring); ``judge``: the judge's name (None: no judge ran). Returns the episodes whose log holds
+    their scores."""
     wanted = {(r["method"], r["function_id"]): r for r in records if not r.get("unrecorded")}
-    provenance = ProvenanceData(author=AUTHOR, reason="findbench evaluate scored the episode",
-                                metadata={"judge": judge, "judge_mode": mode})
     taken: set[tuple[str, str]] = set()
     written = 0
     for path in reversed(log_files(run_dir)):  # the last log by name holds the episode evaluate read
@@ -139,30 +156,14 @@ def write_log_scores(run_dir: str | os.PathLike, records: list[dict[str, Any]], 
             continue  # evaluate names it among the run's unreadable logs
         mine = [e for e in log_episodes(log, str(path)) if (e.method, e.function_id) in wanted.keys() - taken]
         taken |= {(e.method, e.function_id) for e in mine}
-        if not mine or log.status == "started":
-            if mine:
-                logger.warning("log %s is still being written; the scores of its episodes are not written into it",
-                               path)
-            continue
-        changed = 0
-        for episode in mine:
-            sample = next(s for s in log.samples if str(s.id) == episode.function_id and s.error is None)
-            for name, edit in episode_scores(wanted[(episode.method, episode.function_id)], judge, mode).items():
-                if not _same((sample.scores or {}).get(name), edit):
-                    edit.provenance = provenance
-                    edit_score(log, sample.id, name, edit, recompute_metrics=False, epoch=sample.epoch)
-                    changed += 1
-        if not changed:
-            written += len(mine)
+        if mine and log.status == "started":
+            logger.warning("log %s is still being written: the scores of its episodes are not written into it", path)
             continue
         try:
-            recompute_metrics(log)
-        except Exception as exc:  # noqa: BLE001 - a log whose header Inspect cannot rebuild metrics from
-            logger.warning("log %s: its results are not recomputed (%s: %s)", path, type(exc).__name__, exc)
-        try:
-            _write(log, path)
-        except OSError as exc:
-            logger.warning("log %s: the scores are not written into it (%s)", path, exc)
+            if mine and _edit(log, mine, wanted, judge, mode):
+                _write(log, path)
+        except Exception as exc:  # noqa: BLE001 - a log Inspect cannot edit or write (damaged, read-only) is left
+            logger.warning("log %s: the scores are not written into it (%s: %s)", path, type(exc).__name__, exc)
             continue
         written += len(mine)
     logger.info("scores of %d episode(s) written into the run's Inspect logs", written)

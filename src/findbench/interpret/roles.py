@@ -41,11 +41,13 @@ def _unreadable(model: Any) -> str:
 
 
 def check_judge(judge: Any, option: str = "judge") -> None:
-    """Fail before any episode runs when a registered judge (``embedded-evaluator``) is not available
-    (FileNotFoundError naming ``option``)."""
+    """Fail before any episode runs when ``judge`` names no model (UsageError) or a registered judge
+    (``embedded-evaluator``) that is not available (FileNotFoundError), naming ``option``."""
+    from findbench.models import REGISTRY, check_spec, resolve
+
     if not isinstance(judge, str) or judge.startswith(("http://", "https://")) or Path(judge).is_dir():
         return
-    from findbench.models import REGISTRY, resolve
+    check_spec(judge, flag=option)
 
     if judge in REGISTRY:
         try:

@@ -114,13 +114,18 @@ def eval_models() -> dict[str, Any]:
     return models
 
 
-def check_models(models: dict[str, Any] | None = None) -> None:
-    """Each findbench model (``findbench/<spec>``) of ``models`` (default :func:`eval_models`) names
-    a model findbench can load (:func:`findbench.models.check_spec`), else :class:`TaskArgumentError`
-    naming the option: a misspelled name fails here, not after the first sample's retries."""
+def check_models(roles: Sequence[str], models: dict[str, Any] | None = None) -> None:
+    """Each role of ``models`` (default :func:`eval_models`) is one of the task's ``roles``, and each
+    findbench model (``findbench/<spec>``) names a model findbench can load
+    (:func:`findbench.models.check_spec`), else :class:`TaskArgumentError` naming the option: a
+    misspelled role or model fails here, not after the first sample's retries."""
     from findbench.models import check_spec
 
     for option, model in (eval_models() if models is None else models).items():
+        role = option.removeprefix("--model-role ")
+        if role != option and role not in roles:
+            hint = did_you_mean(role, roles) or f" (its roles: {', '.join(roles)})"
+            raise TaskArgumentError(f"--model-role {role}: the task has no such role{hint}")
         spec = getattr(model.api, "spec", None) if is_findbench_model(model) else None
         if isinstance(spec, str) and not model.api.loaded:  # loaded: the model of an eval run before
             try:
