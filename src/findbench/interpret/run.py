@@ -307,6 +307,7 @@ def run_interpretations(
                 protocol=cfg.protocol,
                 episode_tokens=cfg.episode_tokens,
                 structured_outputs=cfg.structured_outputs,
+                interpreter=name,
             ),
             name=f"find_interpret_{m}",
             version=_samples_version(ss),
