@@ -683,8 +683,9 @@ def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = Tr
 
     The keyword form ``evaluate_run(run_dir, **settings)`` builds the same config.
 
-    ``scores.json`` cells carry ``unverified`` (true when the run was made on in-memory rows and
-    scored on the rows it carries, :mod:`findbench.interpret.truth`).
+    ``scores.json`` cells carry ``unverified`` (true when the truth was not the evaluator's choice:
+    the data folder the run's run.json names, or the rows an in-memory run carries;
+    :mod:`findbench.interpret.truth`).
 
     Returns ``{"interpreter", "layout", "scores", "counts", "out", "table", "process", "verified"}``
     (``scores``: the content of ``scores.json``; :meth:`findbench.interpret.scores.Scores.from_json` types it)."""

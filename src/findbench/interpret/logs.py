@@ -9,10 +9,10 @@ window at most :data:`_ZSTD_MAX_WINDOW`), and checks its CRC-32; only then does 
 archive, handed the inflated members. A log that fails any of this, or that Inspect cannot parse,
 is named in :attr:`RunLogs.problems` and the other logs are read.
 
-The logs of a run must agree (:func:`log_identity`): on the interpreter its ``run.json`` names, and
-on model, interpreter and task arguments with each other; logs of more than one epoch are refused
-(findbench scores one answer per function and method). A log that does not agree is named and its
-episodes are not scored.
+The logs of a run must agree (:func:`log_identity`): on the interpreter and agent settings its
+``run.json`` records, and on model, interpreter and task arguments with each other; logs of more
+than one epoch are refused (findbench scores one answer per function and method). A log that does
+not agree is named and its episodes are not scored.
 
 An episode is a sample that finished without error and holds findbench's record in its store
 (``findbench.interpret.agent.STORE_KEY``); a record that is not an episode of that sample and
@@ -136,8 +136,9 @@ def read_log(path: str | os.PathLike) -> Any:
             archive.writestr(member.filename, _inflate(data, member, f"log {path}: member {member.filename[:80]!r}"))
     from inspect_ai.log import read_eval_log
 
+    stored.seek(0)
     try:
-        return read_eval_log(io.BytesIO(stored.getbuffer()), format="eval")
+        return read_eval_log(stored, format="eval")
     except Exception as exc:  # noqa: BLE001 - anything Inspect raises on a crafted archive is a damaged log
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise ValueError(f"log {path} cannot be read by Inspect ({type(exc).__name__}: {first[:200]})") from None
