@@ -258,8 +258,8 @@ def _scan(
 def _from_logs(
     run_dir: Path, method: str | None, exported: list[dict[str, Any]]
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """The records of a run's logs (:func:`findbench.interpret.logs.read_run_logs`, for the interpreter
-    its run.json names), each with its ``"episode"``, ``"source_log"`` (``logs/<file>``) and the logs'
+    """The records of a run's logs (:func:`findbench.interpret.logs.read_run_logs`, checked against
+    its run.json), each with its ``"episode"``, ``"source_log"`` (``logs/<file>``) and the logs'
     ``"interpreter"``; an exported episode folder no log read records is kept with ``"unrecorded"``
     set (not scored: the logs are the record). Returns the records and the logs' problems."""
     from findbench.interpret.logs import read_run_logs
