@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from findbench._config import HelpFormatter, add_arguments, from_namespace
+from findbench._version import __version__
 from findbench.autointerp.commands import (
     LATENTS_EXCLUSIVE,
     AutoInterpCommand,
@@ -277,6 +278,7 @@ def make_parser() -> argparse.ArgumentParser:
         description="Build the FIND benchmark and neuron-explanation test sets, call functions, score interpretations.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging; errors show their traceback")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, config, function in COMMANDS:
         first, rest = configs_of(config)[0], getattr(configs_of(config)[0], "REST", False)

@@ -142,7 +142,7 @@ class OutputArgs:
     merge: bool = arg(False, "also write merged weights to output_dir/merged (LoRA)")
     push_to_hub: bool = arg(False, "upload the judge folder to the Hub at the end")
     hub_model_id: str | None = arg(None, "Hub repo id for --push_to_hub")
-    hub_private: bool = arg(True, "create the Hub repo as private")
+    hub_private: bool = arg(True, "create the Hub repo as private", no_help="create the Hub repo as public")
 
     def validate(self) -> None:
         for name in ("logging_steps", "save_steps", "save_total_limit"):
