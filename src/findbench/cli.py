@@ -39,7 +39,7 @@ from findbench.autointerp.commands import (
 )
 from findbench.autointerp.config import QUICK_DEFAULTS, AutoInterpConfig, TrainSAEConfig
 from findbench.builders.config import BuildConfig, BuildNeuronTestsConfig, CallConfig
-from findbench.constants import UsageError
+from findbench.constants import EMBEDDED_JUDGE_NAME, UsageError
 from findbench.find.config import BackboneReportConfig, ExportFunctionsConfig
 from findbench.interpret.config import CompareConfig, EvaluateConfig, InterpretConfig, ReportConfig
 from findbench.judge.config import JudgeCardConfig, JudgeDataConfig, JudgeReportConfig, TrainJudgeConfig
@@ -150,7 +150,12 @@ def _judge_data(cfg: JudgeDataConfig) -> None:
 def _train_judge(cfg: TrainJudgeConfig, rest: list[str]) -> None:
     from findbench.judge.train import parse_train_args, train_judge
 
-    print(train_judge(parse_train_args(rest, prog="findbench train-judge")))
+    args = parse_train_args(rest, prog="findbench train-judge")
+    print(f"wrote {train_judge(args)}")
+    if args.install_as_default:
+        from findbench.models import embedded_judge_dir
+
+        print(f"installed it as the default judge {EMBEDDED_JUDGE_NAME}: {embedded_judge_dir()}")
 
 
 def _judge_report(cfg: JudgeReportConfig) -> None:

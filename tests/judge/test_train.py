@@ -384,6 +384,7 @@ def test_cli_train_judge_options(tmp_path, monkeypatch, capsys):
     args = seen[-1]
     assert (args.learning_rate, args.lora_r, args.full_finetune, args.model) == (3e-4, 2, True, "some/model")
     assert main(["train-judge", "--merge", "false"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "wrote judge-folder"
     assert seen[-1].merge is False and seen[-1].learning_rate == TrainArgs().learning_rate
     with pytest.raises(ValueError, match="lora_r"):
         parse_train_args(["--lora_r", "0"])
@@ -438,6 +439,7 @@ def test_train_judge_writes_a_new_folder_and_installs_only_when_asked(tmp_path, 
             warnings.simplefilter("error", FutureWarning)
             first = Path(train_judge(_args(tiny_base, judge_data, tmp_path, output_dir=None, max_steps=2)))
             second = Path(train_judge(_args(tiny_base, judge_data, tmp_path, output_dir=None, max_steps=1)))
+            models.load_causal_lm(str(first), tokenizer=False)  # loading the adapter as a judge: no warning either
     finally:
         os.umask(old)
     for out in (first, second):
