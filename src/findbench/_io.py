@@ -29,6 +29,7 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
     try:
+        os.chmod(tmp, 0o777 & ~umask())
         yield tmp
         _share(tmp)
         if path.exists():

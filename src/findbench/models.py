@@ -204,9 +204,9 @@ def shipped_judge_dir() -> str | None:
 def embedded_judge_dir(*, must_exist: bool = True) -> str:
     """Folder of the judge fine-tuned from the embedded model.
 
-    With ``must_exist`` (the default): the judge ``findbench train-judge`` wrote in the cache,
-    else the shipped one (:func:`shipped_judge_dir`), else FileNotFoundError saying how to
-    train it. With ``must_exist=False``: the cache folder ``train-judge`` writes.
+    With ``must_exist`` (the default): the judge ``findbench train-judge --install-as-default``
+    installed in the cache, else the shipped one (:func:`shipped_judge_dir`), else FileNotFoundError
+    saying how to train it. With ``must_exist=False``: the cache folder ``--install-as-default`` writes.
     """
     path = cache_dir("models") / f"{EMBEDDED_JUDGE_NAME}-{EMBEDDED_JUDGE_VERSION}"
     if not must_exist or (path / TRAINED_MARKER).is_file():
@@ -216,15 +216,17 @@ def embedded_judge_dir(*, must_exist: bool = True) -> str:
         return shipped
     raise FileNotFoundError(
         f"the embedded judge is not trained yet (expected at {path}, and this installation ships none); run "
-        "`findbench train-judge` (35-40 min on 2 CPU cores) or pass a judge folder"
+        "`findbench train-judge --install-as-default` (35-40 min on 2 CPU cores) or pass a judge folder"
     )
 
 
 register(EMBEDDED_JUDGE_NAME, embedded_judge_dir)
+shipped_evaluator_dir = renamed(shipped_judge_dir, "shipped_evaluator_dir")
+embedded_evaluator_dir = renamed(embedded_judge_dir, "embedded_evaluator_dir")
 
 
-def _doc(text: str, default: Any = None) -> Any:
-    return field(default=default, metadata={"doc": text, **OMIT_NONE})
+def _doc(text: str) -> Any:
+    return field(default=None, metadata={"doc": text, **OMIT_NONE})
 
 
 @dataclass(frozen=True)
@@ -249,7 +251,8 @@ class JudgeIdentity(JsonDoc):
         text = {
             "shipped": f"`{self.name}` {self.version}, the adapter shipped with findbench {self.findbench}",
             "local": (f"`{self.name}`: " if self.name in REGISTRY else "") + f"the judge trained at `{self.path}` ("
-            + ("" if self.steps is None else f"{self.steps} steps, ") + f"finished {self.trained})",
+            + ("" if self.steps is None else f"{self.steps} step{'s' * (self.steps != 1)}, ")
+            + f"finished {self.trained})",
             "model": f"`{self.name}` (a model without a train-judge record)",
             "server": f"`{self.name}` served at {self.path}",
             "object": f"`{self.name}`, an LM object given from Python",
@@ -285,5 +288,3 @@ def judge_identity(judge: Any, *, judge_model: str | None = None, mode: str | No
         trained = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(marker.stat().st_mtime))
     return JudgeIdentity("local", spec, path=str(folder), steps=steps if type(steps) is int else None,
                          trained=trained, mode=mode)
-shipped_evaluator_dir = renamed(shipped_judge_dir, "shipped_evaluator_dir")
-embedded_evaluator_dir = renamed(embedded_judge_dir, "embedded_evaluator_dir")
