@@ -6,15 +6,17 @@ task's scorers name them (``nmse_success`` with ``nmse`` in its metadata, ``doma
 ``exact_match``, ``unit_test_accuracy``, ``unit_test_accuracy_near``): the value ``per_function.csv``
 holds, the answer scored, and metadata with the floor of the agent's own observations and the margin
 over it (``<metric>_observed``, ``<metric>_margin``), ``degenerate``, ``code_error`` and ``damage``;
-a judged score also ``judge`` (the judge's name), ``judge_mode`` and the judge's ``decisions`` (the
-rows of ``unit_tests.csv``), which its explanation lists. Each edit is recorded by Inspect's
+a judged score also ``judge`` (the judge's name), ``judge_identity`` (``scores.json``'s ``judge``:
+shipped adapter and version, or a local one with its path, steps and date), ``judge_mode`` and the
+judge's ``decisions`` (the rows of ``unit_tests.csv``), which its explanation lists. Each edit is recorded by Inspect's
 :func:`~inspect_ai.log.edit_score` with its provenance (author ``findbench evaluate``, the judge), so a
 score the task's own scorers wrote keeps its history; the log's results are recomputed.
 
 Logs are read as :mod:`findbench.interpret.logs` reads them (untrusted, capped; one that cannot be
-read is left as it is) and each episode goes to the log ``evaluate`` read it from (the last by
-name). A log is rewritten only when a score changed, through a temporary file and a rename; a log
-still being written (status ``started``) or one that cannot be written is left with a warning."""
+read is left as it is) and each episode goes to the log ``evaluate`` read it from (its record's
+``source_log``). A log is rewritten only when a score changed, through a temporary file and a
+rename; a log still being written (status ``started``) or one that cannot be edited or written is
+left with a warning."""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from findbench.interpret.logs import log_episodes, log_files, read_log
+from findbench.interpret.logs import log_episodes, read_log
 
 logger = logging.getLogger(__name__)
 
@@ -41,8 +43,9 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
-def episode_scores(record: dict[str, Any], judge: str | None, mode: str) -> dict[str, Any]:
-    """The Inspect scores (``ScoreEdit``s, by name) of one scored record of ``findbench evaluate``."""
+def episode_scores(record: dict[str, Any], judge: Any, mode: str) -> dict[str, Any]:
+    """The Inspect scores (``ScoreEdit``s, by name) of one scored record of ``findbench evaluate``;
+    ``judge``: the judge's :class:`~findbench.models.JudgeIdentity` (None: no judge ran)."""
     from inspect_ai.scorer import ScoreEdit
 
     from findbench.find.code_scoring import NMSE_THRESHOLD
@@ -69,8 +72,10 @@ def episode_scores(record: dict[str, Any], judge: str | None, mode: str) -> dict
             continue
         rows = [r for r in record.get("unit_test_rows") or [] if r["tests"] == tests]
         scores[metric] = ScoreEdit(
-            value=record[metric], answer=record["description"], explanation=judge_explanation(rows, mode, judge),
-            metadata={"judge": judge, "judge_mode": mode, **floor(metric), **common,
+            value=record[metric], answer=record["description"],
+            explanation=judge_explanation(rows, mode, judge.name if judge else None),
+            metadata={"judge": judge.name if judge else None, "judge_mode": mode,
+                      "judge_identity": judge.to_json() if judge else None, **floor(metric), **common,
                       "truncated": any(r["truncated"] for r in rows), "decisions": rows})
     return scores
 
@@ -121,13 +126,13 @@ def _write(log: Any, path: Path) -> None:
         raise
 
 
-def _edit(log: Any, episodes: list[Any], wanted: dict[tuple[str, str], dict], judge: str | None, mode: str) -> int:
+def _edit(log: Any, episodes: list[Any], wanted: dict[tuple[str, str], dict], judge: Any, mode: str) -> int:
     """Edit the scores of ``episodes`` (of ``log``) to their records' :func:`episode_scores`; the number
     changed (results recomputed when any did)."""
     from inspect_ai.log import ProvenanceData, edit_score, recompute_metrics
 
     provenance = ProvenanceData(author=AUTHOR, reason="findbench evaluate scored the episode",
-                                metadata={"judge": judge, "judge_mode": mode})
+                                metadata={"judge": judge.to_json() if judge else None, "judge_mode": mode})
     changed = 0
     for episode in episodes:
         sample = next(s for s in log.samples if str(s.id) == episode.function_id and s.error is None)
@@ -141,25 +146,22 @@ def _edit(log: Any, episodes: list[Any], wanted: dict[tuple[str, str], dict], ju
     return changed
 
 
-def write_log_scores(run_dir: str | os.PathLike, records: list[dict[str, Any]], *, judge: str | None,
-                     mode: str) -> int:
-    """Write each scored record's :func:`episode_scores` into its sample of ``<run_dir>/logs`` (module
-    docstring); ``judge``: the judge's name (None: no judge ran). Returns the episodes whose log holds
-    their scores."""
-    wanted = {(r["method"], r["function_id"]): r for r in records if not r.get("unrecorded")}
-    taken: set[tuple[str, str]] = set()
+def write_log_scores(run_dir: str | os.PathLike, records: list[dict[str, Any]], *, judge: Any, mode: str) -> int:
+    """Write each scored record's :func:`episode_scores` into its sample of the log it was read from
+    (its ``source_log``; module docstring); ``judge``: the judge's identity (None: no judge ran). Returns
+    the episodes whose log holds their scores."""
+    by_log: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
+    for rec in records:
+        if rec.get("source_log"):
+            by_log.setdefault(rec["source_log"], {})[(rec["method"], rec["function_id"])] = rec
     written = 0
-    for path in reversed(log_files(run_dir)):  # the last log by name holds the episode evaluate read
+    for name, wanted in sorted(by_log.items()):
+        path = Path(run_dir) / name
         try:
             log = read_log(path)
-        except ValueError:
-            continue  # evaluate names it among the run's unreadable logs
-        mine = [e for e in log_episodes(log, str(path)) if (e.method, e.function_id) in wanted.keys() - taken]
-        taken |= {(e.method, e.function_id) for e in mine}
-        if mine and log.status == "started":
-            logger.warning("log %s is still being written: the scores of its episodes are not written into it", path)
-            continue
-        try:
+            if log.status == "started":
+                raise ValueError("it is still being written")
+            mine = [e for e in log_episodes(log, str(path)) if (e.method, e.function_id) in wanted]
             if mine and _edit(log, mine, wanted, judge, mode):
                 _write(log, path)
         except Exception as exc:  # noqa: BLE001 - a log Inspect cannot edit or write (damaged, read-only) is left
