@@ -159,7 +159,8 @@ def test_inspect_eval_refuses_a_misspelled_role_in_one_message(tmp_path):
         pytest.skip("the inspect command is not installed beside this Python")
     cmd = [str(inspect_cli), "eval", "findbench/autointerp", "-T", "sae=synthetic", "--model", "none",
            "--model-role", "explainer=findbench/embeded", "--log-dir", str(tmp_path / "logs")]
-    proc = subprocess.run(cmd, cwd=tmp_path, env=dict(os.environ), capture_output=True, text=True, timeout=300)
+    env = {**os.environ, "INSPECT_DISPLAY": "plain"}  # display "none" would quiet the console it prints on
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     output = " ".join((proc.stdout + proc.stderr).split())
     assert proc.returncode != 0 and "Traceback" not in output, output
     assert "--model-role explainer=findbench/embeded: unknown model 'embeded'" in output

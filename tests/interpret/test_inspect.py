@@ -504,7 +504,9 @@ def _inspect_eval_cli(tmp_path, *args):
     shim = tmp_path / "shim"
     (shim / "tiktoken").mkdir(parents=True, exist_ok=True)
     (shim / "tiktoken" / "__init__.py").write_text(TIKTOKEN_STANDIN)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shim), os.environ.get("PYTHONPATH", "")])}
+    # display "none" would quiet the console Inspect prints a refusal on
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shim), os.environ.get("PYTHONPATH", "")]),
+           "INSPECT_DISPLAY": "plain"}
     cmd = [str(inspect_cli), "eval", *args, "--log-dir", str(tmp_path / "logs")]
     return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
 
