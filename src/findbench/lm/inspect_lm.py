@@ -98,7 +98,8 @@ def task_arguments(task: str, names: Iterable[str] = ()) -> Callable[[Callable[.
 def eval_models() -> dict[str, Any]:
     """The eval's models by the option that named them (``--model``, ``--model-role <role>``; the
     first model of a role bound to a list); ``{}`` outside an eval. Inspect binds them before it
-    builds the tasks."""
+    builds the tasks (and an ``eval_set`` leaves them bound after it: :func:`check_models` skips a
+    findbench model that already loaded its LM)."""
     from inspect_ai.model import get_model, model_roles
 
     try:
