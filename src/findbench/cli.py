@@ -41,7 +41,7 @@ from findbench.builders.config import BuildConfig, BuildNeuronTestsConfig, CallC
 from findbench.constants import UsageError
 from findbench.find.config import BackboneReportConfig, ExportFunctionsConfig
 from findbench.interpret.config import CompareConfig, EvaluateConfig, InterpretConfig, ReportConfig
-from findbench.judge.config import JudgeCardConfig, JudgeDataConfig, JudgeReportConfig, TrainJudgeConfig
+from findbench.judge.config import JudgeCardConfig, JudgeDataConfig, TrainJudgeConfig
 from findbench.neuron_explanations.config import IIAConfig
 from findbench.pipeline import MainConfig
 
@@ -152,13 +152,6 @@ def _train_judge(cfg: TrainJudgeConfig, rest: list[str]) -> None:
     print(train_judge(parse_train_args(rest, prog="findbench train-judge")))
 
 
-def _judge_report(cfg: JudgeReportConfig) -> None:
-    from findbench.judge.report import DEPRECATION, format_table, judge_report
-
-    print(f"findbench judge-report: {DEPRECATION}", file=sys.stderr)
-    print(format_table(judge_report(cfg)))
-
-
 def _judge_card(cfg: JudgeCardConfig) -> None:
     from findbench.judge.card import judge_card
     from findbench.judge.card_doc import format_comparison, format_table
@@ -256,7 +249,7 @@ COMMANDS: tuple[tuple[str, Any, Callable[..., None]], ...] = (
     ("backbone-report", BackboneReportConfig, _backbone_report),
     ("build-neuron-tests", BuildNeuronTestsConfig, _build_neuron_tests), ("iia", IIAConfig, _iia),
     ("judge-data", JudgeDataConfig, _judge_data), ("train-judge", TrainJudgeConfig, _train_judge),
-    ("judge-report", JudgeReportConfig, _judge_report), ("judge-card", JudgeCardConfig, _judge_card),
+    ("judge-card", JudgeCardConfig, _judge_card),
     ("train-sae", (TrainSAECommand, TrainSAEConfig), _train_sae),
     ("autointerp", (AutoInterpCommand, AutoInterpConfig), _autointerp),
     ("autointerp-merge", AutoInterpMergeCommand, _autointerp_merge),

@@ -16,7 +16,6 @@ from typing import Any
 
 from findbench._checks import did_you_mean
 from findbench._io import atomic_dir, cache_dir, cache_lock
-from findbench._lazy import renamed
 from findbench.constants import EMBEDDED_JUDGE_NAME, EMBEDDED_JUDGE_VERSION, TRAINED_MARKER, UsageError
 from findbench.resources import wheel_folder
 
@@ -204,5 +203,3 @@ def embedded_judge_dir(*, must_exist: bool = True) -> str:
 
 
 register(EMBEDDED_JUDGE_NAME, embedded_judge_dir)
-shipped_evaluator_dir = renamed(shipped_judge_dir, "shipped_evaluator_dir")
-embedded_evaluator_dir = renamed(embedded_judge_dir, "embedded_evaluator_dir")

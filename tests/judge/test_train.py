@@ -3,7 +3,6 @@ resuming continues the step count, the report runs end to end."""
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 from pathlib import Path
@@ -300,76 +299,6 @@ def test_resume_continues_from_the_checkpoint(tmp_path, smol_base, judge_data, m
         train_judge(_args(smol_base, judge_data, out, resume_from_checkpoint=str(tmp_path)))
 
 
-@pytest.mark.slow
-def test_report_end_to_end_on_tiny_judges(tmp_path, smol_base, judge_data):
-    from findbench.judge.config import JudgeReportConfig
-    from findbench.judge.report import format_table, judge_report
-
-    judge = train_judge(_args(smol_base, judge_data, tmp_path / "judge", max_steps=2))
-    report = judge_report(
-        JudgeReportConfig(
-            judge=judge,
-            baseline=smol_base,
-            out=tmp_path / "report",
-            limit=2,
-            categories=["strings"],
-            evaluator_data=judge_data,
-        ),
-        progress=False,
-    )
-    with open(tmp_path / "report" / "evaluator_report.csv") as fh:
-        rows = list(csv.DictReader(fh))
-    assert [(r["label"], r["descriptions"]) for r in rows] == [
-        ("before", "true"),
-        ("before", "wrong"),
-        ("after", "true"),
-        ("after", "wrong"),
-    ]
-    assert all(r["n_functions"] == "2" and 0 <= float(r["unit_test_accuracy"]) <= 1 for r in rows)
-    assert all(
-        float(r["unit_test_accuracy_low"]) <= float(r["unit_test_accuracy"]) <= float(r["unit_test_accuracy_high"])
-        for r in rows
-    )
-    assert (tmp_path / "report" / "evaluator_report.png").stat().st_size > 1000
-    # only held-out functions of the judge data are judged
-    held = set(json.loads((Path(judge_data) / "function_splits.json").read_text())["functions"].items())
-    for r in report["results"]:
-        assert all((f, "heldout") in held for f in r["function_ids"])
-    table = format_table(report)
-    assert table.splitlines()[0].startswith("| category | n | before (true)") and "| strings | 2 |" in table
-    # each judge in its own mode: the tiny base in FIND's format, the trained judge in pmi
-    assert [r["mode"] for r in rows] == ["logprob", "logprob", "pmi", "pmi"]
-    with pytest.raises(ValueError, match="limit"):
-        JudgeReportConfig(judge=judge, limit=1)
-    # the baseline in several modes, labelled by mode
-    multi = judge_report(
-        JudgeReportConfig(
-            judge=judge,
-            baseline=smol_base,
-            baseline_mode=["logprob", "pmi"],
-            limit=2,
-            categories=["strings"],
-            evaluator_data=judge_data,
-            out=None,
-        ),
-        progress=False,
-    )
-    assert [(r["label"], r["mode"]) for r in multi["results"] if r["descriptions"] == "true"] == [
-        ("before (logprob)", "logprob"),
-        ("before (pmi)", "pmi"),
-        ("after", "pmi"),
-    ]
-    with pytest.raises(ValueError, match="mode"):
-        JudgeReportConfig(
-            judge=judge,
-            baseline=smol_base,
-            baseline_mode="vote",
-            limit=2,
-            categories=["strings"],
-            evaluator_data=judge_data,
-        )
-
-
 def test_cli_train_judge_options(tmp_path, monkeypatch, capsys):
     """`findbench train-judge` reads its flags with the training parser (make_parser)."""
     import findbench.judge.train as train_mod
@@ -390,25 +319,3 @@ def test_cli_train_judge_options(tmp_path, monkeypatch, capsys):
     assert main(["train-judge", "--lora_r", "0"]) == 2
     assert "findbench train-judge: error: lora_r" in capsys.readouterr().err
     assert len(seen) == 2
-
-
-def test_judge_report_table_shows_intervals_and_n():
-    from findbench.judge.report import format_table
-    from findbench.stats import SMALL_N_LEGEND, bootstrap_ci
-
-    per_function = [1.0, 0.5, 0.0, 1.0]
-    result = {
-        "judge": "j",
-        "label": "after",
-        "mode": "pmi",
-        "category": "strings",
-        "descriptions": "true",
-        "n_functions": 4,
-        "unit_test_accuracy": 0.625,
-        "unit_test_accuracy_ci": list(bootstrap_ci(per_function)),
-        "per_function": per_function,
-    }
-    table = format_table({"results": [result]})
-    low, high = result["unit_test_accuracy_ci"]
-    assert f"| strings | 4 | 0.625 [{low:.3f}, {high:.3f}] (n=4)† |" in table
-    assert SMALL_N_LEGEND in table

@@ -25,7 +25,6 @@ from typing import Any
 
 from findbench._checks import integer, one_of, positive_int
 from findbench._config import HelpFormatter, add_arguments, arg, from_namespace
-from findbench._lazy import renamed
 from findbench.constants import TRAINED_MARKER
 from findbench.models import embedded_judge_dir
 
@@ -816,6 +815,3 @@ def _push(folder: Path, args: TrainArgs) -> None:
         commit_message="Upload FIND judge (findbench train-judge)",
     )
     log.info("pushed %s to %s", folder, args.hub_model_id)
-
-
-train_evaluator = renamed(train_judge, "train_evaluator")
