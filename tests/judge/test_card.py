@@ -12,11 +12,13 @@ from findbench.constants import CONSTANT_DESCRIPTIONS, JUDGE_CATEGORIES
 from findbench.find.synthetic_neurons.entities import describe_entity
 from findbench.find.synthetic_neurons.entity_words import load_entity_words
 from findbench.find.synthetic_neurons.relations import describe_relation
-from findbench.judge.card import RUNGS, TEST_COLUMNS, auroc, auroc_ci, description_ladder, judge_card
+from findbench.judge.card import RUNGS, TEST_COLUMNS, judge_card
 from findbench.judge.card_doc import CARD_FILES, JudgeCard, format_table, read_card, write_card
 from findbench.judge.config import JudgeCardConfig
+from findbench.judge.ladder import description_ladder
 from findbench.judge.probes import PROBE_RUNGS
 from findbench.resources import data_path
+from findbench.stats import auroc, auroc_ci
 from tests.interpret.fakes import KnowingJudge
 
 #: Judges whose cards ship in the package (findbench/data/judge/cards/<name>/).
@@ -146,7 +148,7 @@ def _check_common(ladder: dict, rows: list[dict], category: str) -> None:
 
 
 def test_strings_ladder(string_rows):
-    from findbench.judge.card import _ladder
+    from findbench.judge.ladder import _ladder
 
     ladder = description_ladder(string_rows, seed=0)
     _check_common(ladder, string_rows, "strings")
@@ -223,7 +225,7 @@ def test_ladder_refuses_bad_rows(entity_rows, relation_rows):
 def test_auroc_and_its_interval():
     from sklearn.metrics import roc_auc_score
 
-    from findbench.judge.card import _auroc_statistic
+    from findbench.stats import _auroc_statistic
 
     rng = np.random.default_rng(3)
     pos, neg = rng.integers(0, 11, 15) / 10, rng.integers(0, 8, 15) / 10

@@ -60,7 +60,7 @@ from findbench.autointerp.evidence import (
     evidence_of,
     firing_counts,
 )
-from findbench.autointerp.explanations import degenerate_reasons, guard_explanations
+from findbench.autointerp.explanations import degenerate, guard_explanations
 from findbench.autointerp.prompts import TokenRenderer, explanation_constraint, explanation_messages
 from findbench.autointerp.results import METRIC_KEYS, AutoInterpResults, EvalMetrics, ScorerMetrics, Shard
 from findbench.autointerp.scorers import make_scorer
@@ -683,7 +683,7 @@ def merge_shards(dirs: list[str | os.PathLike], out: str | os.PathLike, *, run_i
     records = [by_index[j % count][1][j // count] for j in range(total)]  # the unsharded order
     entries = {k: v for _, res, _, _ in shards for k, v in res.eval_result_unstructured.items()}
     scored = [r for r in records if r["skipped"] is None]
-    for r, reason in zip(scored, degenerate_reasons([r["explanation"] for r in scored])):
+    for r, reason in zip(scored, degenerate([r["explanation"] for r in scored])):
         for target in (r, entries[str(r["latent"])]):
             target.update(degenerate=reason is not None, degenerate_reason=reason)
     merged = dataclasses.replace(

@@ -23,7 +23,7 @@ from findbench.judge.scoring import JUDGE_MODES
 #: ``tests=``: which unit tests judge the descriptions: the rows' ``unit_tests`` (FIND's), their
 #: ``unit_tests_near`` or both.
 TESTS = ("find", "near", "both")
-#: The card's ladder of descriptions, from the right one to none (:data:`findbench.judge.card.RUNG_DEFINITIONS`).
+#: The card's ladder of descriptions, from the right one to none (:data:`findbench.judge.ladder.RUNG_DEFINITIONS`).
 RUNGS = ("true", "partial", "near_miss", "other", "constant", "empty")
 #: Every rung a card can judge (``rungs=``): the ladder, then the gaming probes.
 ALL_RUNGS = (*RUNGS, *PROBE_RUNGS)
