@@ -114,7 +114,8 @@ def derangement(keys: Sequence[Hashable], rng: Any, *, tries: int = 1000) -> lis
     """A seeded permutation ``perm`` of ``range(len(keys))`` that gives each item one with another key
     (``keys[perm[i]] != keys[i]``): the first of up to ``tries`` permutations drawn from ``rng`` (a
     ``random.Random``, by shuffling, or a numpy ``Generator``, by ``permutation``) that does; failing
-    that, each item's next one with another key in a rotation. ValueError with fewer than two keys."""
+    that (many repeated keys), each item's next one with another key in a rotation, which may repeat
+    items. ValueError with fewer than two distinct keys."""
     keys, n = list(keys), len(keys)
     if len(set(keys)) < 2:
         raise ValueError(f"a derangement needs at least two distinct items, got {n} ({len(set(keys))} distinct)")
