@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 from dataclasses import MISSING, dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from findbench import _checks
 from findbench._config import Csv, arg, flag
@@ -125,13 +125,3 @@ class JudgeDataConfig:
     seed: int = arg(0, "seed of the function split and the draws")
     heldout_fraction: float = arg(0.2, "fraction of function groups held out")
     data: str | None = arg(None, "take function rows from a `findbench build` folder (default: procedural, seed 0)")
-
-
-@dataclass
-class TrainJudgeConfig:
-    """fine-tune the judge with accelerate + peft (defaults: the embedded-evaluator recipe); `findbench train-judge
-    --help` lists the training flags"""
-
-    #: Its flags are :class:`findbench.judge.train.TrainArgs`', read from the command line's rest
-    #: by :func:`findbench.judge.train.parse_train_args`.
-    REST: ClassVar[bool] = True
