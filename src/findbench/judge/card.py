@@ -43,6 +43,7 @@ from findbench.judge.card_doc import (
 )
 from findbench.judge.config import ALL_RUNGS, RUNGS, JudgeCardConfig
 from findbench.judge.ladder import RUNG_DEFINITIONS, _category_of, _ladder
+from findbench.judge.ladder import description_ladder as description_ladder  # the written cards name it here
 from findbench.stats import auroc_ci
 
 log = logging.getLogger(__name__)
