@@ -15,6 +15,7 @@ from typing import Any
 from findbench import _checks
 from findbench._config import Csv, arg
 from findbench.autointerp.config import MAX_EXPLANATION_TOKENS, PROBES, QUICK_DEFAULTS, SCORERS, AutoInterpConfig
+from findbench.autointerp.results import RUN_ID_PATTERN
 from findbench.constants import UsageError
 from findbench.lm.base import STRUCTURED_OUTPUTS
 
@@ -143,7 +144,7 @@ class AutoInterpCommand:
             raise UsageError("token_shard: it stops before any latent is explained; --shard does not apply")
         _checks.positive_int("max_connections", self.max_connections)
         if self.run_id is not None and (not isinstance(self.run_id, str)
-                                        or not re.fullmatch(r"[A-Za-z0-9_.-]+", self.run_id)):
+                                        or not re.fullmatch(RUN_ID_PATTERN, self.run_id)):
             raise UsageError(f"run_id must be letters, digits, '_', '.' or '-', got {self.run_id!r}")
         parse_shard(self.shard)
         check_encoder(self.model, "model")

@@ -130,8 +130,8 @@ class AutoInterpConfig:
                 ]
             except ValueError:
                 raise UsageError(f"override_latents must be non-negative ints, got {self.override_latents!r}") from None
-            if not self.override_latents:
-                raise UsageError("override_latents must not be empty")
+            if not self.override_latents or len(set(self.override_latents)) != len(self.override_latents):
+                raise UsageError(f"override_latents must be a non-empty list without repeats, got {latents!r}")
         self.scorers = _checks.str_list("scorers", self.scorers)
         for scorer in self.scorers:
             _checks.one_of("scorers", scorer, SCORERS)
