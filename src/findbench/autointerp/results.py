@@ -22,6 +22,9 @@ from findbench.autointerp.config import SCORERS
 
 #: What a run id may hold (it names the run's files).
 RUN_ID_PATTERN = r"[A-Za-z0-9_.-]+"
+#: The largest results or latents file read back (by ``autointerp merge`` and the report): 512 MiB, about 6,000
+#: latents at SAEBench's window settings (~85 KB each in ``latents.json``).
+READ_MAX_BYTES = 512 << 20
 
 #: SAEBench's key of each scorer's block in ``eval_result_metrics``.
 METRIC_KEYS = {name: "autointerp" if name == "detection" else name for name in SCORERS}

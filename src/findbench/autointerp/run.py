@@ -79,6 +79,7 @@ from findbench.autointerp.explanations import degenerate_reasons, guard_explanat
 from findbench.autointerp.prompts import TokenRenderer, explanation_constraint, explanation_messages
 from findbench.autointerp.results import (
     METRIC_KEYS,
+    READ_MAX_BYTES,
     AutoInterpResults,
     EvalMetrics,
     ScorerMetrics,
@@ -92,8 +93,6 @@ from findbench.lm.base import use_structured_outputs
 
 #: Version of the ``latents.json`` layout (:func:`latent_records`).
 LATENTS_FORMAT = 1
-#: The largest results or latents file of a shard that :func:`merge_shards` reads.
-SHARD_MAX_BYTES = 256 << 20
 
 log = logging.getLogger(__name__)
 
@@ -647,13 +646,13 @@ def result_names(sae: str, model: str, layer: int | None, run_id: str | None) ->
 
 def _shard_files(folder: Path, run_id: str | None) -> tuple[tuple[str, str, str], AutoInterpResults, list[dict]]:
     """A shard folder's file names (:func:`result_names` of its settings and ``run_id``), results and latent
-    records, read as untrusted: regular files of at most :data:`SHARD_MAX_BYTES`, named as its settings name them,
+    records, read as untrusted: regular files of at most :data:`READ_MAX_BYTES`, named as its settings name them,
     their latents each once and as the results say (:func:`_check_records`)."""
     if not folder.is_dir():
         raise FileNotFoundError(f"shard folder {folder} does not exist")
     found = []
     for path in sorted(folder.glob(f"*_eval_results{f'_{run_id}' if run_id else ''}.json")):
-        data = read_untrusted_json(path, SHARD_MAX_BYTES, f"shard folder {folder}: results file")
+        data = read_untrusted_json(path, READ_MAX_BYTES, f"shard folder {folder}: results file")
         if data.get("eval_type_id") == "autointerp" and data.get("run_id") == run_id:
             found.append((path, data))
     if len(found) != 1:
@@ -670,7 +669,7 @@ def _shard_files(folder: Path, run_id: str | None) -> tuple[tuple[str, str, str]
     names = result_names(str(config.get("sae")), str(config.get("model_name")), config.get("layer"), run_id)
     if path.name != names[0]:
         raise ValueError(f"shard folder {folder}: {path.name} records the settings of {names[0]}")
-    side = read_untrusted_json(folder / names[2], SHARD_MAX_BYTES, f"shard folder {folder}: latents file")
+    side = read_untrusted_json(folder / names[2], READ_MAX_BYTES, f"shard folder {folder}: latents file")
     if side.get("format") != LATENTS_FORMAT or side.get("results") != path.name or not isinstance(
             side.get("latents"), list):
         raise ValueError(f"shard folder {folder}: {names[2]} is not the latents file of {path.name}")
