@@ -214,7 +214,19 @@ def test_merge_reads_shard_files_as_untrusted_and_writes_only_its_own_names(runs
     link = _copy(root / "part1", tmp_path / "link")
     (link / "synthetic_eval_results.json").unlink()
     (link / "synthetic_eval_results.json").symlink_to(root / "part1" / "synthetic_eval_results.json")
-    refused(link, "results file " f"{link / 'synthetic_eval_results.json'} is a symbolic link (refused)")
+    refused(link, f"results file {link / 'synthetic_eval_results.json'} is a symbolic link (refused)")
+    # --out a symbolic link (merge would replace the folder it leads to) or a FIFO
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "mine.txt").write_text("keep")
+    out.symlink_to(kept)
+    with pytest.raises(UsageError, match="is a symbolic link or not a folder"):
+        merge_shards([p0, root / "part1"], out)
+    assert [p.name for p in kept.iterdir()] == ["mine.txt"]
+    out.unlink()
+    os.mkfifo(out)
+    with pytest.raises(UsageError, match="is a symbolic link or not a folder"):
+        merge_shards([p0, root / "part1"], out)
 
 
 def test_merge_refuses_repeated_latents_and_scores_the_results_do_not_hold(runs, tmp_path, capsys):
