@@ -15,7 +15,7 @@ The saved files are read as untrusted input, refused with one line naming the fi
 that is not a regular file of at most :data:`MAX_BYTES`; members other than :func:`save_shard`'s, a
 compressed member, one not exactly as long as its header's shape × itemsize, members longer together
 than the file, more entries than the file's rows hold (rows × context × d_sae), all checked before a
-member is read (so reading takes at most about twice the file's size); another key, entries outside
+member is read (so reading the shards takes about twice their size); another key, entries outside
 the file's rows, negative or non-finite values, a (row, position, latent) entry repeated or out of
 order; a set of folders that is not each of shards 0..N-1 once.
 """
