@@ -703,7 +703,7 @@ def _check_records(records: list, results: AutoInterpResults, where: str) -> Non
                                      f"{', recomputed' if name == 'detection' else ''})")
         aggregate_metrics(records, results.scorers)
         _summary_csv(None, records, results.scorers)
-        degenerate_reasons([r["explanation"] for r in scored])
+        degenerate([r["explanation"] for r in scored])
     except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
         why = str(exc) if type(exc) is ValueError else f"malformed ({type(exc).__name__}: {exc})"
         raise ValueError(f"{where}: {why}") from None
