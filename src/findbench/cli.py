@@ -42,7 +42,8 @@ from findbench.builders.config import BuildConfig, BuildNeuronTestsConfig, CallC
 from findbench.constants import EMBEDDED_JUDGE_NAME, UsageError
 from findbench.find.config import BackboneReportConfig, ExportFunctionsConfig
 from findbench.interpret.config import CompareConfig, EvaluateConfig, InterpretConfig, ReportConfig
-from findbench.judge.config import JudgeCardConfig, JudgeDataConfig, JudgeReportConfig, TrainJudgeConfig
+from findbench.judge.config import JudgeCardConfig, JudgeDataConfig
+from findbench.judge.train import TrainArgs
 from findbench.neuron_explanations.config import IIAConfig
 from findbench.pipeline import MainConfig
 
@@ -147,22 +148,15 @@ def _judge_data(cfg: JudgeDataConfig) -> None:
     print(build_judge_data(cfg))
 
 
-def _train_judge(cfg: TrainJudgeConfig, rest: list[str]) -> None:
-    from findbench.judge.train import parse_train_args, train_judge
+def _train_judge(args: TrainArgs) -> None:
+    from findbench.judge.train import train_judge
 
-    args = parse_train_args(rest, prog="findbench train-judge")
+    args.validate()  # before train_judge imports torch
     print(f"wrote {train_judge(args)}")
     if args.install_as_default:
         from findbench.models import embedded_judge_dir
 
         print(f"installed it as the default judge {EMBEDDED_JUDGE_NAME}: {embedded_judge_dir()}")
-
-
-def _judge_report(cfg: JudgeReportConfig) -> None:
-    from findbench.judge.report import DEPRECATION, format_table, judge_report
-
-    print(f"findbench judge-report: {DEPRECATION}", file=sys.stderr)
-    print(format_table(judge_report(cfg)))
 
 
 def _judge_card(cfg: JudgeCardConfig) -> None:
@@ -261,8 +255,8 @@ COMMANDS: tuple[tuple[str, Any, Callable[..., None]], ...] = (
     ("evaluate", EvaluateConfig, _evaluate), ("report", ReportConfig, _report), ("compare", CompareConfig, _compare),
     ("backbone-report", BackboneReportConfig, _backbone_report),
     ("build-neuron-tests", BuildNeuronTestsConfig, _build_neuron_tests), ("iia", IIAConfig, _iia),
-    ("judge-data", JudgeDataConfig, _judge_data), ("train-judge", TrainJudgeConfig, _train_judge),
-    ("judge-report", JudgeReportConfig, _judge_report), ("judge-card", JudgeCardConfig, _judge_card),
+    ("judge-data", JudgeDataConfig, _judge_data), ("train-judge", TrainArgs, _train_judge),
+    ("judge-card", JudgeCardConfig, _judge_card),
     ("train-sae", (TrainSAECommand, TrainSAEConfig), _train_sae),
     ("autointerp", (AutoInterpCommand, AutoInterpConfig), _autointerp),
     ("autointerp-merge", AutoInterpMergeCommand, _autointerp_merge),
@@ -286,26 +280,19 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, config, function in COMMANDS:
-        first, rest = configs_of(config)[0], getattr(configs_of(config)[0], "REST", False)
+        first = configs_of(config)[0]
         # No abbreviated flags: with them `main --data` would silently mean `--dataset-out`.
         p = sub.add_parser(name, help=first.__doc__, description=first.__doc__,
-                           allow_abbrev=False, formatter_class=HelpFormatter, add_help=not rest)
+                           allow_abbrev=False, formatter_class=HelpFormatter)
         for cls in configs_of(config):
             add_arguments(p, cls, _DEFAULTS.get(cls))
-        p.set_defaults(_command=(config, function, rest))
+        p.set_defaults(_command=(config, function))
     return parser
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The parsed command line. ``train-judge`` gets its unparsed flags as ``args.rest``
-    (they are read by the training parser when the command runs)."""
-    parser = make_parser()
-    args, rest = parser.parse_known_args(argv)
-    if args._command[2]:
-        args.rest = rest
-    elif rest:
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    return args
+    """The parsed command line."""
+    return make_parser().parse_args(argv)
 
 
 # library parameters whose flag has another name
@@ -334,13 +321,13 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
-    config, function, rest = args._command
+    config, function = args._command
     try:
         if config == (AutoInterpCommand, AutoInterpConfig) and args.override_latents is not None \
                 and "--n-latents" in (a.split("=")[0] for a in argv):
             raise UsageError(LATENTS_EXCLUSIVE)
         # every flag is checked here, building the configs, before the function touches any data or model
-        function(*(from_namespace(cls, args) for cls in configs_of(config)), *([args.rest] if rest else []))
+        function(*(from_namespace(cls, args) for cls in configs_of(config)))
     except (ValueError, TypeError, FileNotFoundError) as exc:
         if args.verbose or not is_user_error(exc):  # a TypeError not raised by findbench._checks is a bug
             raise

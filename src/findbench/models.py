@@ -20,7 +20,6 @@ from typing import Any, Literal
 
 from findbench._checks import did_you_mean
 from findbench._io import atomic_dir, cache_dir, cache_lock, read_json_object
-from findbench._lazy import renamed
 from findbench._typed import OMIT_NONE, JsonDoc
 from findbench._version import __version__
 from findbench.constants import EMBEDDED_JUDGE_NAME, EMBEDDED_JUDGE_VERSION, TRAINED_MARKER, UsageError
@@ -221,8 +220,6 @@ def embedded_judge_dir(*, must_exist: bool = True) -> str:
 
 
 register(EMBEDDED_JUDGE_NAME, embedded_judge_dir)
-shipped_evaluator_dir = renamed(shipped_judge_dir, "shipped_evaluator_dir")
-embedded_evaluator_dir = renamed(embedded_judge_dir, "embedded_evaluator_dir")
 
 
 def _doc(text: str) -> Any:

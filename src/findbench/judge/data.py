@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from findbench._checks import integer, positive_int, str_list
-from findbench._lazy import renamed
 from findbench.constants import JUDGE_CATEGORIES
 from findbench.judge.scoring import judge_category
 
@@ -411,8 +410,3 @@ def heldout_rows(
     if len(held) < 2:
         raise ValueError(f"{category}: fewer than two held-out functions with descriptions and unit tests")
     return held
-
-
-build_evaluator_rows = renamed(build_judge_rows, "build_evaluator_rows")
-build_evaluator_data = renamed(build_judge_data, "build_evaluator_data")
-load_evaluator_data = renamed(load_judge_data, "load_evaluator_data")

@@ -26,7 +26,6 @@ from typing import Any
 
 from findbench._checks import integer, one_of, positive_int
 from findbench._config import HelpFormatter, add_arguments, arg, from_namespace
-from findbench._lazy import renamed
 from findbench.constants import TRAINED_MARKER
 from findbench.models import embedded_judge_dir, peft_wrapping
 
@@ -38,7 +37,7 @@ _NEW_JUDGE = "judge-"
 _CKPT = re.compile(r"^step-(\d+)$")
 
 
-# -- arguments: four groups, one parser (findbench._config); a field's name is its flag (--lora_r or --lora-r)
+# -- arguments: four groups, one parser (findbench._config); a field's name is its flag (lora_r: --lora-r)
 # and its --config YAML key
 
 
@@ -137,7 +136,7 @@ class OutputArgs:
 
     output_dir: str | None = arg(
         None, f"where the judge is written; default: a new folder ./{_NEW_JUDGE}<UTC date-time> (with "
-        "--resume_from_checkpoint latest: the newest such folder with checkpoints left)"
+        "--resume-from-checkpoint latest: the newest such folder with checkpoints left)"
     )
     install_as_default: bool = arg(
         False, "then install the judge as the default embedded-evaluator (a copy in findbench's cache, which evaluate, "
@@ -151,7 +150,7 @@ class OutputArgs:
     )
     merge: bool = arg(False, "also write merged weights to output_dir/merged (LoRA)")
     push_to_hub: bool = arg(False, "upload the judge folder to the Hub at the end")
-    hub_model_id: str | None = arg(None, "Hub repo id for --push_to_hub")
+    hub_model_id: str | None = arg(None, "Hub repo id for --push-to-hub")
     hub_private: bool = arg(True, "create the Hub repo as private", no_help="create the Hub repo as public")
 
     def validate(self) -> None:
@@ -167,7 +166,8 @@ ARG_GROUPS: tuple[type, ...] = (DataArgs, ModelArgs, OptimArgs, OutputArgs)
 
 @dataclass
 class TrainArgs(OutputArgs, OptimArgs, ModelArgs, DataArgs):
-    """Every argument of :func:`train_judge`, flat; the defaults are the embedded-evaluator recipe."""
+    """fine-tune the judge with accelerate + peft: every argument of train_judge, flat (defaults: the
+    embedded-evaluator recipe)"""
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad field."""
@@ -182,14 +182,14 @@ class TrainArgs(OutputArgs, OptimArgs, ModelArgs, DataArgs):
 
 
 def make_parser(**kwargs: Any) -> argparse.ArgumentParser:
-    """The parser of the training flags, a group per class of :data:`ARG_GROUPS` (each flag spelled
-    ``--lora_r`` and ``--lora-r``, as ``HfArgumentParser`` made them), plus ``--config``. Standard
-    library only: ``train-judge --help`` imports no model library."""
+    """The parser of ``training/train_evaluator.py``: the training flags, a group per class of
+    :data:`ARG_GROUPS` (``--lora-r``, as ``findbench train-judge`` has them), plus ``--config``.
+    Standard library only: ``--help`` imports no model library."""
     kwargs.setdefault("description", "Fine-tune FIND's unit-test judge (accelerate + peft).")
     kwargs.setdefault("formatter_class", HelpFormatter)
     parser = argparse.ArgumentParser(**kwargs)
     for group in ARG_GROUPS:
-        add_arguments(parser.add_argument_group(group._argument_group_name, group.__doc__), group, hf_style=True)
+        add_arguments(parser.add_argument_group(group._argument_group_name, group.__doc__), group)
     parser.add_argument(
         "--config", default=None, metavar="FILE.yaml",
         help="YAML file of flat field: value pairs (e.g. training/configs/embedded.yaml); flags given here win",
@@ -858,6 +858,3 @@ def _push(folder: Path, args: TrainArgs) -> None:
         commit_message="Upload FIND judge (findbench train-judge)",
     )
     log.info("pushed %s to %s", folder, args.hub_model_id)
-
-
-train_evaluator = renamed(train_judge, "train_evaluator")
