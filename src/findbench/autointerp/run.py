@@ -65,7 +65,7 @@ from findbench.autointerp.prompts import TokenRenderer, explanation_constraint, 
 from findbench.autointerp.results import METRIC_KEYS, AutoInterpResults, EvalMetrics, ScorerMetrics, Shard
 from findbench.autointerp.scorers import make_scorer
 from findbench.autointerp.token_shards import SavedActivations, save_shard, shard_path, shard_rows
-from findbench.constants import UsageError
+from findbench.constants import UsageError, resumable
 from findbench.lm.base import use_structured_outputs
 
 #: Version of the ``latents.json`` layout (:func:`latent_records`).
@@ -272,7 +272,10 @@ def run_autointerp(
         "scorer": scorer_lm is not None and use_structured_outputs(scorer_lm, cfg.structured_outputs),
     }
     if explanations is None:
-        made = explain(explainer_lm, usable, renderer, cfg, progress=progress, structured=applied["explainer"])
+        asked = _answered(explainer_lm)
+        with resumable(lambda: f"{len(usable) - _answered(explainer_lm) + asked} of {len(usable)} latents left to "
+                               f"explain, then to score: {', '.join(cfg.scorers)}"):
+            made = explain(explainer_lm, usable, renderer, cfg, progress=progress, structured=applied["explainer"])
     else:
         missing = [ev.latent for ev in usable if ev.latent not in explanations]
         if missing:
@@ -294,7 +297,7 @@ def run_autointerp(
 
     per_scorer: dict[str, list[dict]] = {}
     items = [(ev, m["explanation"]) for ev, m in zip(usable, made)]
-    for name in cfg.scorers:
+    for k, name in enumerate(cfg.scorers):
         scorer_obj = make_scorer(
             name,
             lm=scorer_lm,
@@ -305,7 +308,8 @@ def run_autointerp(
             progress=progress,
             structured=applied["scorer"],
         )
-        per_scorer[name] = scorer_obj.score(items)
+        with resumable(lambda k=k: f"{len(items)} latents left to score: {', '.join(cfg.scorers[k:])}"):
+            per_scorer[name] = scorer_obj.score(items)
 
     planted = _planted(sae_obj)
     n_positions = int(tokens.size - np.isin(tokens, specials).sum())
@@ -352,6 +356,11 @@ def run_autointerp(
         if hasattr(lm, "close"):
             lm.close()
     return result
+
+
+def _answered(lm) -> int:
+    """Requests a cached LM has answered so far (from its cache or its model)."""
+    return getattr(lm, "hits", 0) + getattr(lm, "misses", 0)
 
 
 def _token_shard(model, sae, tokens, out: Path, shard: tuple[int, int], *, key: str, batch_size: int, context: int,

@@ -19,7 +19,15 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from findbench._checks import integer, number, positive_int
-from findbench.lm.base import Constraint, Conversation, check_candidates, check_continuations, check_generate
+from findbench.lm.base import (
+    Constraint,
+    Conversation,
+    check_candidates,
+    check_continuations,
+    check_generate,
+    check_interrupt,
+    progress_label,
+)
 
 log = logging.getLogger(__name__)
 
@@ -161,10 +169,20 @@ class OpenAILM:
             raise RuntimeError(f"{url} answered {r.status_code}: {r.text[:500]}")
         return r.json()
 
-    def _map(self, fn, items: Sequence[Any], desc: str, progress: bool) -> list[Any]:
+    def _map(self, fn, items: Sequence[Any], desc: str, progress: bool | str) -> list[Any]:
+        """``fn`` over ``items`` on the worker threads; on Ctrl-C the requests not sent yet are dropped."""
         self._ensure_server()
-        with ThreadPoolExecutor(max_workers=self.max_workers) as pool:
-            return list(tqdm(pool.map(fn, items), total=len(items), desc=desc, disable=not progress))
+
+        def call(item: Any) -> Any:
+            check_interrupt()
+            return fn(item)
+
+        pool = ThreadPoolExecutor(max_workers=self.max_workers)
+        try:
+            return list(tqdm(pool.map(call, items), total=len(items), desc=progress_label(progress, desc),
+                             disable=not progress))
+        finally:
+            pool.shutdown(cancel_futures=True)
 
     # -- generation ------------------------------------------------------------------------
     def generate(
