@@ -93,7 +93,8 @@ def explain(
     ]
     kwargs = {"constraint": explanation_constraint()} if structured else {}
     answers = (
-        lm.generate(convs, max_new_tokens=cfg.max_tokens_in_explanation, progress=progress, **kwargs) if convs else []
+        lm.generate(convs, max_new_tokens=cfg.max_tokens_in_explanation,
+                    progress=progress and "explainer: explanations", **kwargs) if convs else []
     )
     return [{"raw": a, "explanation": parse_explanation(a)} for a in answers]
 
@@ -230,6 +231,7 @@ def run_autointerp(
             buf = io.BytesIO()
             np.save(buf, counts)
             atomic_write_bytes(counts_path, buf.getvalue())
+            log.info("counted the firings of %d latents over %d tokens", len(counts), tokens.size)
         latents = choose_latents(counts, cfg)
     counts_by_latent = {} if counts is None else {x: int(counts[x]) for x in latents}
 
@@ -281,6 +283,7 @@ def run_autointerp(
         if missing:
             raise ValueError(f"explanations has no entry for latents {missing[:10]}")
         made = [{"raw": explanations[ev.latent], "explanation": explanations[ev.latent]} for ev in usable]
+    log.info("explained %d latents", len(made))
     guarded = guard_explanations([m["explanation"] for m in made], tokenizer, cfg.max_explanation_tokens)
     for m, g in zip(made, guarded):
         m.update(g)
@@ -310,6 +313,7 @@ def run_autointerp(
         )
         with resumable(lambda k=k: f"{len(items)} latents left to score: {', '.join(cfg.scorers[k:])}"):
             per_scorer[name] = scorer_obj.score(items)
+        log.info("scored %d latents with %s (%d of %d scorers)", len(items), name, k + 1, len(cfg.scorers))
 
     planted = _planted(sae_obj)
     n_positions = int(tokens.size - np.isin(tokens, specials).sum())
