@@ -379,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if handled:
             signal.signal(signal.SIGINT, signal.default_int_handler)
+            INTERRUPT.clear()  # an in-process caller's next run generates again
     return 0
 
 
