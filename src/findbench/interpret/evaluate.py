@@ -712,14 +712,17 @@ def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = Tr
         )
         raise ValueError(f"run_dir: nothing to score in {run_path}: {why}")
 
-    lm, mode = None, "logprob"
+    lm, mode, identity = None, "logprob", None
     if any(r["category"] != "numeric" for r in records):
         from findbench.judge import judge_mode_of, load_judge
+        from findbench.models import judge_identity
 
         mode = judge_mode or judge_mode_of(judge, judge_model=judge_model)
         lm = load_judge(
             judge, judge_model=judge_model, cache=judge_cache
         )  # before the sandbox runs: a missing judge fails fast
+        identity = judge_identity(judge, judge_model=judge_model, mode=mode)
+        logger.info("judge: %s", identity.describe())
 
     cells: dict[str, dict[str, Cell]] = {}
     counts: dict[str, dict[str, int]] = {}
@@ -750,9 +753,9 @@ def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = Tr
             + (" …" if len(run["log_problems"]) > 1 else "")
             + "."
         )
-    if lm is not None:
-        notes.append(f"Judge: `{getattr(lm, 'name', type(lm).__name__)}` in `{mode}` mode.")
-    scores = Scores(cells)
+    if identity is not None:
+        notes.append(f"Judge: {identity.describe()}.")
+    scores = Scores(cells, identity)
     table = render_table(interpreter, scores, counts=counts, notes=notes)
     from findbench.interpret.process import aggregate_process, render_process
 
