@@ -191,7 +191,7 @@ class OpenAILM:
         *,
         max_new_tokens: int = 64,
         temperature: float = 0.0,
-        progress: bool = False,
+        progress: bool | str = False,
         constraint: Constraint | Sequence[Constraint | None] | None = None,
     ) -> list[str]:
         """Complete each conversation (see :class:`~findbench.lm.base.LM`), under ``constraint``
@@ -297,7 +297,7 @@ class OpenAILM:
         candidates: Sequence[str],
         *,
         assistant_prefix: str = "",
-        progress: bool = False,
+        progress: bool | str = False,
     ) -> list[list[float]]:
         """Next-token log-probabilities of each candidate (see :class:`~findbench.lm.base.LM`)."""
         check_candidates(conversations, candidates, assistant_prefix)
@@ -344,7 +344,7 @@ class OpenAILM:
         return len(r.json()["tokens"])
 
     def continuation_logprobs(
-        self, conversations: Sequence[Conversation], continuations: Sequence[str], *, progress: bool = False
+        self, conversations: Sequence[Conversation], continuations: Sequence[str], *, progress: bool | str = False
     ) -> list[float]:
         """Log-probability of each continuation (see :class:`~findbench.lm.base.ScoringLM`), from the prompt's own
         log-probs."""

@@ -200,7 +200,7 @@ class TransformersLM:
         return self._grammars[constraint]
 
     def generate(self, conversations: Sequence[Conversation], *, max_new_tokens: int = 64, temperature: float = 0.0,
-                 progress: bool = False,
+                 progress: bool | str = False,
                  constraint: Constraint | Sequence[Constraint | None] | None = None) -> list[str]:
         """Complete each conversation (see :class:`~findbench.lm.base.LM`), under ``constraint``
         (one for all, or one or None per conversation)."""
@@ -249,7 +249,7 @@ class TransformersLM:
         candidates: Sequence[str],
         *,
         assistant_prefix: str = "",
-        progress: bool = False,
+        progress: bool | str = False,
         shared_prefix: bool = False,
         min_shared_tokens: int = 16,
     ) -> list[list[float]]:
@@ -282,7 +282,9 @@ class TransformersLM:
         logp = torch.log_softmax(logits.float(), dim=-1)
         return logp[:, cand_ids].tolist()
 
-    def _logprobs_plain(self, token_lists: list[list[int]], cand_ids: list[int], progress: bool) -> list[list[float]]:
+    def _logprobs_plain(
+        self, token_lists: list[list[int]], cand_ids: list[int], progress: bool | str
+    ) -> list[list[float]]:
         import torch
 
         order = sorted(range(len(token_lists)), key=lambda i: len(token_lists[i]))
@@ -309,7 +311,7 @@ class TransformersLM:
         return [r for r in out if r is not None]
 
     def _logprobs_shared(
-        self, token_lists: list[list[int]], cand_ids: list[int], progress: bool, min_shared: int
+        self, token_lists: list[list[int]], cand_ids: list[int], progress: bool | str, min_shared: int
     ) -> list[list[float]]:
         groups: list[tuple[list[int], int]] = []  # (member indices, shared length)
         for i, toks in enumerate(token_lists):
@@ -407,7 +409,7 @@ class TransformersLM:
 
     # -- whole continuations ---------------------------------------------------------------
     def continuation_logprobs(
-        self, conversations: Sequence[Conversation], continuations: Sequence[str], *, progress: bool = False
+        self, conversations: Sequence[Conversation], continuations: Sequence[str], *, progress: bool | str = False
     ) -> list[float]:
         """Log-probability of each continuation (see :class:`~findbench.lm.base.ScoringLM`); consecutive
         conversations with the same prompt run it once."""
