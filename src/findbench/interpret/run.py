@@ -164,15 +164,16 @@ def _episode_lines() -> Any:
 def _left(log_dir: Path, pending: Mapping[str, list[Any]]) -> int:
     """How many of the ``pending`` episodes (method -> samples) no log in ``log_dir`` holds
     finished without error: what a rerun runs."""
-    from inspect_ai.log import read_eval_log, read_eval_log_sample_summaries
+    from findbench.interpret.logs import read_log
 
     left = {(m, str(s.id)) for m, ss in pending.items() for s in ss}
     for path in log_dir.glob("*.eval"):
         try:
-            method = read_eval_log(str(path), header_only=True).eval.task.removeprefix("find_interpret_")
-            left -= {(method, str(s.id)) for s in read_eval_log_sample_summaries(str(path)) if s.error is None}
-        except Exception:  # noqa: BLE001 - a log cut short by the interrupt holds nothing finished
+            log = read_log(path)
+        except ValueError:  # a log cut short by the interrupt holds nothing finished
             continue
+        method = log.eval.task.removeprefix("find_interpret_")
+        left -= {(method, str(s.id)) for s in log.samples or [] if s.error is None}
     return len(left)
 
 
