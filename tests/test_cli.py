@@ -323,10 +323,20 @@ def test_misspelled_names_are_one_line_before_any_work(argv, flag, near, tmp_pat
     assert not (tmp_path / "out").exists()  # nothing written: the corrected command starts clean
 
 
-def test_check_spec_accepts_what_can_name_a_model(tmp_path):
+def fake_hub_cache(root, repo_id):
+    """A Hugging Face cache at ``root`` holding a snapshot of ``repo_id``."""
+    snapshot = root / f"models--{repo_id.replace('/', '--')}" / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    return root
+
+
+def test_check_spec_accepts_what_can_name_a_model(tmp_path, monkeypatch):
     from findbench.constants import UsageError
     from findbench.models import check_spec
 
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE",
+                        str(fake_hub_cache(tmp_path / "hub", "HuggingFaceTB/SmolLM2-135M-Instruct")))
     for spec in ("embedded", "HuggingFaceTB/SmolLM2-135M-Instruct", "http://127.0.0.1:8000/v1", str(tmp_path)):
         assert check_spec(spec, flag="--x") == spec
     assert check_spec("oracle", flag="--x", names=("oracle",)) == "oracle"
@@ -489,3 +499,52 @@ def test_call_refuses_an_id_past_the_category_at_once(monkeypatch, tmp_path, cap
         "findbench call: error: function: no function 'numeric/f99999': numeric has 1000 functions, "
         "numeric/f00000 to numeric/f00999"
     )
+
+
+UNCACHED = "findbench-tests/no-such-model"
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["interpret", "--interpreter", UNCACHED], "--interpreter"),
+        (["interpret", "--interpreter", f"hf/{UNCACHED}"], "--interpreter"),
+        (["evaluate", "RUN", "--judge", UNCACHED], "--judge"),
+        (["main", "--interpreters", f"oracle,{UNCACHED}"], "--interpreters"),
+        (["autointerp", "--model", UNCACHED], "--model"),
+        (["autointerp", "--explainer", UNCACHED], "--explainer"),
+        (["autointerp", "--scorer", UNCACHED], "--scorer"),
+        (["backbone-report", "--backend", "lm", "--model", UNCACHED], "--model"),
+        (["iia", "--task", "numbers/unit_conversion", "--layer", "1", "--model", UNCACHED], "--model"),
+        (["judge-card", "--judge", UNCACHED], "--judge"),
+    ],
+)
+def test_an_uncached_hub_id_is_refused_in_one_line_without_the_network(argv, flag, tmp_path, monkeypatch, capsys):
+    import socket
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "hub"))
+    connects = []
+    monkeypatch.setattr(socket.socket, "connect", lambda self, address: connects.append(address) or pytest.fail(
+        f"network call to {address}"))
+    rc = cli.main([*argv, "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith(f"findbench {argv[0]}: error: {flag}: Hub model {UNCACHED!r} is not in the local Hugging "
+                          "Face cache")
+    assert f"`huggingface-cli download {UNCACHED}`" in err and "HF_HUB_OFFLINE=0" in err
+    assert not connects and not (tmp_path / "out").exists()
+
+
+def test_a_cached_or_downloadable_hub_id_passes(tmp_path, monkeypatch):
+    from findbench.constants import UsageError
+    from findbench.models import check_spec
+
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(fake_hub_cache(tmp_path / "hub", UNCACHED)))
+    assert check_spec(UNCACHED, flag="--x") == UNCACHED
+    assert check_spec(f"hf/{UNCACHED}", flag="--x", providers=lambda head: head == "hf") == f"hf/{UNCACHED}"
+    assert check_spec("openai/gpt-4o", flag="--x", providers=lambda head: head == "openai") == "openai/gpt-4o"
+    with pytest.raises(UsageError, match="--x: Hub model 'org/other' is not in the local"):
+        check_spec("org/other", flag="--x")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # downloads allowed: from_pretrained fetches it
+    assert check_spec("org/other", flag="--x") == "org/other"

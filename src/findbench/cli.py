@@ -16,9 +16,12 @@ what the command writes; ``--judge`` the unit-test judge.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import re
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
@@ -39,11 +42,12 @@ from findbench.autointerp.commands import (
 )
 from findbench.autointerp.config import QUICK_DEFAULTS, AutoInterpConfig, TrainSAEConfig
 from findbench.builders.config import BuildConfig, BuildNeuronTestsConfig, CallConfig
-from findbench.constants import EMBEDDED_JUDGE_NAME, UsageError
+from findbench.constants import EMBEDDED_JUDGE_NAME, Interrupted, UsageError, resumable
 from findbench.find.config import BackboneReportConfig, ExportFunctionsConfig
 from findbench.interpret.config import CompareConfig, EvaluateConfig, InterpretConfig, ReportConfig
 from findbench.judge.config import JudgeCardConfig, JudgeDataConfig
 from findbench.judge.train import TrainArgs
+from findbench.lm.base import INTERRUPT
 from findbench.neuron_explanations.config import IIAConfig
 from findbench.pipeline import MainConfig
 
@@ -185,7 +189,12 @@ def _autointerp(command: AutoInterpCommand, cfg: AutoInterpConfig) -> None:
     from findbench.autointerp.report import write_report
     from findbench.autointerp.run import run_autointerp
 
-    result = run_autointerp(command, config=settle_latents(cfg, n_latents_given=False))  # main() checked --n-latents
+    cfg = settle_latents(cfg, n_latents_given=False)  # main() checked --n-latents
+    n = len(cfg.override_latents) if cfg.override_latents is not None else cfg.n_latents
+    left = (f"the activations of token shard {command.token_shard} left" if command.token_shard is not None
+            else f"{n} latents left: their evidence, explanations and scores")
+    with resumable(lambda: left):  # the model's part (the LM stages say how far they got)
+        result = run_autointerp(command, config=cfg)
     if command.token_shard is not None:
         print(f"token shard {command.token_shard}: rows {result['rows'][0]}..{result['rows'][1] - 1} "
               f"{'already saved in' if result['resumed'] else 'saved to'} {result['activations']}; "
@@ -311,6 +320,20 @@ def _as_flag(message: str, configs: tuple[type, ...]) -> str:
     return f"--{name.replace('_', '-')}{message[head.end():]}"
 
 
+def _on_sigint(signum: int, frame: Any) -> None:
+    """Ctrl-C: in-process generation stops at its next token (worker threads too), then
+    KeyboardInterrupt: from the event loop itself where one runs (Inspect's tasks are cancelled
+    and write their logs; none of them sees the interrupt as its own error), else where the
+    program is. A second Ctrl-C interrupts whatever cleanup is left."""
+    INTERRUPT.set()
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        raise KeyboardInterrupt from None
+    loop.call_soon_threadsafe(signal.default_int_handler, signum, None)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     at = next((i for i, a in enumerate(argv) if not a.startswith("-")), len(argv))
@@ -322,6 +345,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
     config, function = args._command
+    # Ctrl-C handled here (not where the shell starts a background job with SIGINT ignored)
+    handled = threading.current_thread() is threading.main_thread() and \
+        signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    if handled:
+        INTERRUPT.clear()
+        signal.signal(signal.SIGINT, _on_sigint)
     try:
         if config == (AutoInterpCommand, AutoInterpConfig) and args.override_latents is not None \
                 and "--n-latents" in (a.split("=")[0] for a in argv):
@@ -333,6 +362,16 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"findbench {args.command}: error: {_as_flag(str(exc), configs_of(config))}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:
+        if args.verbose:
+            raise
+        left = f" ({exc.left})" if isinstance(exc, Interrupted) else ""
+        print(f"interrupted: rerun the same command to resume{left}", file=sys.stderr)
+        return 130
+    finally:
+        if handled:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            INTERRUPT.clear()  # an in-process caller's next run generates again
     return 0
 
 

@@ -51,7 +51,7 @@ from findbench.interpret.roles import JUDGE_ROLE
 from findbench.interpret.truth import UNVERIFIED_NOTE, json_row
 from findbench.judge.scoring import JUDGE_MODES
 from findbench.lm.base import Constraint, use_structured_outputs
-from findbench.lm.inspect_lm import check_models, eval_models, task_arguments
+from findbench.lm.inspect_lm import check_models, eval_models, is_inspect_provider, task_arguments
 from findbench.schema import CATEGORIES, parse_function_id
 
 #: The task's registry name (``inspect eval findbench/find_interpret``).
@@ -573,23 +573,6 @@ def findbench_model_api() -> type[ModelAPI]:
     return FindbenchModelAPI
 
 
-def _is_inspect_provider(name: str) -> bool:
-    """Whether Inspect has a model API ``name`` (``findbench`` is this module's), by its public
-    ``registry_create``: an unknown name is a LookupError; a known provider's class, given no
-    model name, fails to bind its arguments (TypeError) or asks for its optional package first."""
-    from inspect_ai.util import registry_create
-
-    if name == "findbench":
-        return True
-    try:
-        registry_create("modelapi", name)
-    except LookupError:
-        return False
-    except Exception:  # found: its class refused to be built without a model name
-        return True
-    return True
-
-
 def inspect_model_name(interpreter: str) -> str:
     """The Inspect model for an interpreter: ``none/<name>`` for the references (no model; Inspect
     shows the name); ``<provider>/<model>`` as
@@ -599,6 +582,6 @@ def inspect_model_name(interpreter: str) -> str:
         return f"none/{interpreter}"
     head, sep, _ = interpreter.partition("/")
     if sep and head and not interpreter.startswith(("http://", "https://")) and not Path(interpreter).exists():
-        if _is_inspect_provider(head):
+        if is_inspect_provider(head):
             return interpreter
     return f"findbench/{interpreter}"

@@ -341,14 +341,12 @@ def build_judge_data(
 def default_data_dir(*, n: int = 30000, seed: int = 0) -> Path:
     """The cached judge data folder for ``(n, seed)`` from the procedural functions, built on first
     use; its name carries the generators' fingerprint, so stale data is never reused."""
-    from filelock import FileLock
-
-    from findbench._io import cache_dir
+    from findbench._io import cache_dir, cache_lock
     from findbench.find.rows import generator_fingerprint
 
     root = cache_dir("evaluator-data")
     path = root / f"n{n}-seed{seed}-v{DATA_VERSION}-{generator_fingerprint()}"
-    with FileLock(str(root / f"{path.name}.lock")):
+    with cache_lock(path, f"building the judge data (n={n}, seed {seed})"):
         if not (path / SPLIT_FILE).is_file():
             build_judge_data(path, n=n, seed=seed)
     return path

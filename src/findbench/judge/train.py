@@ -429,14 +429,18 @@ def _option_token_ids(tokenizer: Any, n_options: int = 3) -> list[int]:
 
 
 def _eval_batches(model: Any, tokenizer: Any, encoded: list[dict], device: Any, batch_size: int):
-    """``(logits, labels)`` of the answer tokens of ``encoded``, batch by batch, without gradients."""
+    """``(logits, labels)`` of the answer tokens of ``encoded``, batch by batch, without gradients
+    (under a progress bar)."""
     import torch
+    from tqdm.auto import tqdm
 
     collate = _collate(tokenizer.pad_token_id)
-    for start in range(0, len(encoded), batch_size):
-        batch = {k: v.to(device) for k, v in collate(encoded[start : start + batch_size]).items()}
-        with torch.no_grad():
-            yield _answer_logits_and_labels(model, batch)
+    with tqdm(total=len(encoded), desc="validation: answer loss", unit="row", leave=False) as bar:
+        for start in range(0, len(encoded), batch_size):
+            batch = {k: v.to(device) for k, v in collate(encoded[start : start + batch_size]).items()}
+            with torch.no_grad():
+                yield _answer_logits_and_labels(model, batch)
+            bar.update(len(encoded[start : start + batch_size]))
 
 
 def _evaluate(model: Any, tokenizer: Any, encoded: list[dict], accelerator: Any, batch_size: int) -> dict[str, float]:
@@ -479,7 +483,7 @@ def _evaluate_pmi(
     right, per_category = 0.0, {}
     for cat, cat_rows in sorted(by_cat.items()):
         tests = [[json.loads(r["unit_test"])] for r in cat_rows]
-        out = judge_unit_tests(lm, [r["description"] for r in cat_rows], tests, cat, mode="pmi")
+        out = judge_unit_tests(lm, [r["description"] for r in cat_rows], tests, cat, mode="pmi", progress=True)
         per_category[cat] = out["unit_test_accuracy"]
         right += sum(out["per_function"])
     model.train()

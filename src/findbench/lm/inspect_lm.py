@@ -135,6 +135,23 @@ def check_models(roles: Sequence[str], models: dict[str, Any] | None = None) -> 
                 raise TaskArgumentError(str(exc)) from None
 
 
+def is_inspect_provider(name: str) -> bool:
+    """Whether Inspect has a model API ``name`` (``findbench``: :mod:`findbench.interpret.inspect_tasks`),
+    by its public ``registry_create``: an unknown name is a LookupError; a known provider's class,
+    given no model name, fails to bind its arguments (TypeError) or asks for its optional package first."""
+    from inspect_ai.util import registry_create
+
+    if name == "findbench":
+        return True
+    try:
+        registry_create("modelapi", name)
+    except LookupError:
+        return False
+    except Exception:  # found: its class refused to be built without a model name
+        return True
+    return True
+
+
 def served_at(model: Any) -> tuple[str, str] | None:
     """(server URL, served model name) of an Inspect model of an OpenAI-compatible provider, or None
     (``vllm/<base>:<adapter>`` is served under the adapter's name)."""
