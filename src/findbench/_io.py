@@ -13,8 +13,10 @@ import json
 import logging
 import os
 import shutil
+import socket
 import stat
 import tempfile
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,13 +25,15 @@ from typing import Any
 @contextlib.contextmanager
 def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary directory beside ``path``; on success it replaces ``path`` at once, on an
-    exception it is removed and ``path`` is left as it was."""
+    exception it is removed and ``path`` is left as it was. What the caller wrote inside gets the
+    umask's modes (libraries that write through their own temporary files, like safetensors, leave 0600)."""
     path = Path(path).resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
     try:
         os.chmod(tmp, 0o777 & ~umask())
         yield tmp
+        _share(tmp)
         if path.exists():
             old = path.with_name(f".{path.name}.old-{os.getpid()}")
             os.replace(path, old)
@@ -40,6 +44,19 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _share(root: Path) -> None:
+    """Give ``root`` and everything under it the modes a plain ``open()`` / ``mkdir()`` would: 0666 (0777
+    for folders and executables) less the umask. Links are left alone (never followed)."""
+    mask = umask()
+    os.chmod(root, 0o777 & ~mask)
+    for folder, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            st = os.lstat(entry := os.path.join(folder, name))
+            if stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode):
+                full = stat.S_ISDIR(st.st_mode) or st.st_mode & 0o100
+                os.chmod(entry, (0o777 if full else 0o666) & ~mask)
 
 
 def umask() -> int:
@@ -127,22 +144,52 @@ def cache_dir(*parts: str) -> Path:
     return path
 
 
+#: Seconds between the lines of a process waiting on another's :func:`cache_lock`.
+LOCK_REPORT_S = 30.0
+
+
+def _holder(owner: Path) -> str:
+    """Who holds a :func:`cache_lock` and since when, from its ``.owner`` file."""
+    try:
+        info = json.loads(owner.read_text(encoding="utf-8"))
+        since = time.strftime("%H:%M:%S", time.localtime(float(info["since"])))
+        return f"held by pid {int(info['pid'])} on {info['host']} since {since}, {info['doing']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "holder unknown"
+
+
 @contextlib.contextmanager
 def cache_lock(path: str | os.PathLike, doing: str) -> Iterator[None]:
-    """Hold the cross-process lock ``<path>.lock`` while making the cache entry ``path``. When
-    another process holds it, a warning says so ("waiting for another process <doing> (lock
-    <file>)") and this one waits; the caller then looks for the finished entry before making it."""
+    """Hold the cross-process lock ``<path>.lock`` while making the cache entry ``path``; the holder
+    is written beside it (``<path>.lock.owner``: pid, host, since when, doing what). When another
+    process holds it, a warning says so ("waiting for another process <doing> (lock <file>, held by
+    pid N on <host> since HH:MM:SS, ...)") and a line every :data:`LOCK_REPORT_S` seconds says how
+    long this one has waited; the caller then looks for the finished entry before making it."""
     from filelock import FileLock, Timeout
 
-    lock = FileLock(f"{os.fspath(path)}.lock")
+    lock, log = FileLock(f"{os.fspath(path)}.lock"), logging.getLogger(__name__)
+    owner = Path(f"{lock.lock_file}.owner")
     try:
         lock.acquire(timeout=0)
     except Timeout:
-        logging.getLogger(__name__).warning("waiting for another process %s (lock %s)", doing, lock.lock_file)
-        lock.acquire()
+        log.warning("waiting for another process %s (lock %s, %s)", doing, lock.lock_file, _holder(owner))
+        start = time.monotonic()
+        while True:
+            try:
+                lock.acquire(timeout=LOCK_REPORT_S)
+                break
+            except Timeout:
+                waited = int(time.monotonic() - start)
+                log.warning("still waiting for lock %s (%s): %d min %02d s so far", lock.lock_file, _holder(owner),
+                            waited // 60, waited % 60)
     try:
+        with contextlib.suppress(OSError):
+            atomic_write_json(owner, {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(),
+                                      "doing": doing})
         yield
     finally:
+        with contextlib.suppress(OSError):
+            owner.unlink()
         lock.release()
 
 

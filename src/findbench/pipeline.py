@@ -35,8 +35,9 @@ logger = logging.getLogger(__name__)
 #: ``constant`` and ``empty`` floors; no LM) and the embedded LM.
 DEFAULT_INTERPRETERS = ("oracle", "random", "constant", "empty", "observed", "embedded")
 #: Layout of the scores a ``scores_<name>`` stage keeps; scores of another layout are recomputed
-#: (2: each metric with ``<metric>_ci`` and ``<metric>_n``; 3: floors, margins, near-miss tests, n_degenerate).
-_SCORES_FORMAT = 3
+#: (2: each metric with ``<metric>_ci`` and ``<metric>_n``; 3: floors, margins, near-miss tests, n_degenerate;
+#: 4: the judge that scored them).
+_SCORES_FORMAT = 4
 _NEURONS = ("neurons_entities", "neurons_relations")
 
 
@@ -168,6 +169,7 @@ class MainConfig:
     max_connections: int = arg(2, "LM episodes in flight")
 
     def __post_init__(self) -> None:
+        from findbench.interpret.config import inspect_provider
         from findbench.interpret.references import REFERENCE_INTERPRETERS
         from findbench.models import check_spec
 
@@ -178,7 +180,7 @@ class MainConfig:
         if not self.interpreters:
             raise UsageError("--interpreters: give at least one name or LM spec")
         for spec in self.interpreters:
-            check_spec(spec, flag="--interpreters", names=REFERENCE_INTERPRETERS)
+            check_spec(spec, flag="--interpreters", names=REFERENCE_INTERPRETERS, providers=inspect_provider)
         if self.judge is not None:
             check_spec(self.judge, flag="--judge")
         if self.judge_mode is not None:
@@ -358,16 +360,18 @@ def _markdown(summary: dict) -> str:
     ]
     budget = summary["lm_budget"]
     sizes = ", ".join(f"{c} {n}" for c, n in summary["sample"].items())
+    runs = {name: Scores.from_json(res["scores"], f"scores of {name}") for name, res in summary["results"].items()}
+    judges = "; ".join(sorted({run.judge.describe() for run in runs.values() if run.judge is not None}))
+    mode = summary.get("judge_mode")
     lines += [
         "## Interpreters on FIND",
         "",
         f"Functions per category (held out of judge training): {sizes}; LM interpreters take the first "
         f"{budget['functions']} of each, {budget['rounds']} rounds of at most {budget['max_tokens']} tokens. "
-        f"Judge: `{summary['judge']}`"
-        + (f" ({summary['judge_mode']} mode)" if summary.get("judge_mode") else "")
+        "Judge: "
+        + (judges or f"`{summary['judge']}`" + (f" ({mode} mode)" if mode else ""))
         + ".",
         "",
     ]
-    runs = {name: Scores.from_json(res["scores"], f"scores of {name}") for name, res in summary["results"].items()}
     lines.append(render_comparison(runs).strip())
     return "\n".join(lines) + "\n"

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from findbench.judge import render_judge_prompt
-from findbench.judge.card import wrong_descriptions
 from findbench.judge.data import (
     build_judge_data,
     build_judge_rows,
@@ -17,6 +16,7 @@ from findbench.judge.data import (
     load_judge_data,
     split_functions,
 )
+from findbench.judge.ladder import wrong_descriptions
 
 
 def _entity_rows() -> list[dict]:
@@ -230,5 +230,5 @@ def test_embedded_evaluator_name_resolves_to_the_cached_judge(tmp_path, monkeypa
     folder.mkdir(parents=True)
     (folder / TRAINED_MARKER).write_text("{}")
     assert resolve("embedded-evaluator") == str(folder)
-    # train-judge's defaults (no output_dir) write exactly there
-    assert TrainArgs().output_dir is None and embedded_judge_dir(must_exist=False) == str(folder)
+    # only train-judge --install-as-default writes there (its default output is a new folder: test_train)
+    assert TrainArgs().install_as_default is False and embedded_judge_dir(must_exist=False) == str(folder)

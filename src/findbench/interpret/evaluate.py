@@ -14,7 +14,8 @@ folders are skipped), each part at most :data:`_PART_MAX_BYTES`, each log within
 :mod:`findbench.interpret.logs`. A missing part is scored as a failure where its metric applies; a
 part or episode record that cannot be read marks its episode damaged (``damage`` in
 ``per_function.csv``, named in ``table.md``), scored as if the part were missing, and the other
-episodes are scored as usual; a log that cannot be read is named in ``table.md``.
+episodes are scored as usual; a log that cannot be read, or that is not of the run (another
+interpreter, model, task arguments or more than one epoch), is named in ``table.md`` and not scored.
 
 Outputs: ``per_function.csv`` (:func:`score_interpretations` and the process columns of
 :mod:`findbench.interpret.process`), ``unit_tests.csv`` (:data:`UNIT_TEST_COLUMNS`; ``margin``:
@@ -34,9 +35,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from findbench._guards import degenerate_reasons
 from findbench._io import atomic_dir, csv_text, read_untrusted_json, read_untrusted_text
 from findbench.interpret.config import EvaluateConfig
 from findbench.interpret.episode import Episode
+from findbench.interpret.log_scores import write_log_scores
 from findbench.interpret.logs import LOG_DIR, log_files
 from findbench.interpret.protocol import METHODS
 from findbench.interpret.scores import SCORES_FILE, Cell, Estimate, Scores
@@ -62,7 +65,8 @@ SCORE_METRICS = (
     "unit_test_accuracy_near",
 )
 #: Columns of ``per_function.csv`` (then :data:`FLOOR_COLUMNS`, ``degenerate``, ``code_error``: why the
-#: answer's code failed in the sandbox, ``damage``: why a part of the episode could not be read, then
+#: answer's code failed in the sandbox, ``damage``: why a part of the episode could not be read,
+#: ``source_log``: the log it was read from, ``logs/<file>.eval``, empty for a run without logs, then
 #: the process columns).
 CSV_COLUMNS = (
     "function_id",
@@ -256,12 +260,13 @@ def _scan(
 def _from_logs(
     run_dir: Path, method: str | None, exported: list[dict[str, Any]]
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """The records of a run's logs (:func:`findbench.interpret.logs.read_run_logs`), each with its
-    ``"episode"``; an exported episode folder no readable log records is kept with ``"unrecorded"``
+    """The records of a run's logs (:func:`findbench.interpret.logs.read_run_logs`, checked against
+    its run.json), each with its ``"episode"``, ``"source_log"`` (``logs/<file>``) and the logs'
+    ``"interpreter"``; an exported episode folder no log read records is kept with ``"unrecorded"``
     set (not scored: the logs are the record). Returns the records and the logs' problems."""
     from findbench.interpret.logs import read_run_logs
 
-    logs = read_run_logs(run_dir)
+    logs = read_run_logs(run_dir, read_run_info(run_dir))
     records = []
     for (m, function_id), found in logs.episodes.items():
         if method is not None and m != method:
@@ -273,6 +278,8 @@ def _from_logs(
             "method": m,
             "damage": found.damage,
             "episode": found.record,
+            "source_log": f"{LOG_DIR}/{Path(found.log).name}",
+            "interpreter": (logs.identity or {}).get("interpreter"),
             **dict.fromkeys(PARTS, ""),
         }
         if found.record is not None:
@@ -443,17 +450,37 @@ def _add_floors(category: str, records: list[dict[str, Any]], lm: Any, mode: str
             )
 
 
+def _degenerate(records: Sequence[dict[str, Any]]) -> list[str]:
+    """Why each record's answer is degenerate (:func:`findbench._guards.degenerate_reasons`, case and
+    spacing aside), as ``per_function.csv`` writes it: ``""``, ``placeholder`` (the prompt's own form
+    text, :data:`~findbench.interpret.prompts.DESCRIPTION_PLACEHOLDERS`), ``empty`` or ``identical to N
+    other function(s)`` (of its category and method). Numeric answers count their code too."""
+    from findbench.interpret.prompts import DESCRIPTION_PLACEHOLDERS
+
+    def norm(text: Any) -> str:
+        return " ".join(str(text or "").split()).lower()
+
+    texts = [norm(r.get("description")) for r in records]
+    found = degenerate_reasons(
+        texts,
+        prompt_texts=DESCRIPTION_PLACEHOLDERS,
+        normalize=norm,
+        parts=[(t, norm(r.get("code"))) if r.get("category") == "numeric" else (t,) for t, r in zip(texts, records)],
+        groups=[(r.get("category"), r.get("method")) for r in records],
+    )
+    said = {"prompt_text": "placeholder", "empty": "empty"}
+    return ["" if why is None else said.get(why[0], f"identical to {why[1]} other function(s)") for why in found]
+
+
 def _score_category(
     category: str, records: list[dict[str, Any]], lm: Any, mode: str, progress: bool, unverified: bool
 ) -> dict[str, Cell]:
     """Score each record and its floors; return each method's :class:`~findbench.interpret.scores.Cell`:
     an estimate of each aggregate of :data:`CATEGORY_METRICS` (the floored ones followed by
     ``<metric>_observed`` and ``<metric>_margin``, paired per function), ``n_degenerate`` and ``unverified``."""
-    from findbench.interpret.floors import degenerate_reasons
-
     score_interpretations(records, [r["row"] for r in records], judge=lm, mode=mode, progress=progress)
     _add_floors(category, records, lm, mode)
-    for rec, reason in zip(records, degenerate_reasons(records)):
+    for rec, reason in zip(records, _degenerate(records)):
         rec["degenerate"] = reason
     names = [
         f"{m}{kind}"
@@ -510,7 +537,7 @@ def _cell(value: Any) -> str:
 def _per_function_csv(records: list[dict[str, Any]]) -> str:
     from findbench.interpret.process import PROCESS_COLUMNS
 
-    columns = (*CSV_COLUMNS, *FLOOR_COLUMNS, "degenerate", "code_error", "damage", *PROCESS_COLUMNS)
+    columns = (*CSV_COLUMNS, *FLOOR_COLUMNS, "degenerate", "code_error", "damage", "source_log", *PROCESS_COLUMNS)
     return csv_text(columns, ([_cell(rec.get(col)) for col in columns] for rec in records))
 
 
@@ -612,12 +639,13 @@ def read_scored_run(
     for rec in unrecorded:
         logger.warning("not scored: %s (%s): %s", rec["function_id"], rec["method"], rec["damage"])
     records = [r for r in records if r["row"] is not None]
+    logged = {str(r["interpreter"]) for r in records if r.get("interpreter")}  # the logs', without a run.json
     for problem in problems:
         logger.warning("%s", problem)
     return {
         "layout": layout,
         "info": info,
-        "interpreter": info.get("interpreter") or run_path.resolve().name,
+        "interpreter": info.get("interpreter") or next(iter(logged), None) or run_path.resolve().name,
         "seed": seed,
         "data": data if data is not None else info.get("data"),
         "verified": verified,
@@ -677,8 +705,9 @@ def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = Tr
 
     The keyword form ``evaluate_run(run_dir, **settings)`` builds the same config.
 
-    ``scores.json`` cells carry ``unverified`` (true when the run was made on in-memory rows and
-    scored on the rows it carries, :mod:`findbench.interpret.truth`).
+    ``scores.json`` cells carry ``unverified`` (true when the truth was not the evaluator's choice:
+    the data folder the run's run.json names, or the rows an in-memory run carries;
+    :mod:`findbench.interpret.truth`).
 
     Returns ``{"interpreter", "layout", "scores", "counts", "out", "table", "process", "verified"}``
     (``scores``: the content of ``scores.json``; :meth:`findbench.interpret.scores.Scores.from_json` types it)."""
@@ -712,14 +741,17 @@ def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = Tr
         )
         raise ValueError(f"run_dir: nothing to score in {run_path}: {why}")
 
-    lm, mode = None, "logprob"
+    lm, mode, identity = None, "logprob", None
     if any(r["category"] != "numeric" for r in records):
         from findbench.judge import judge_mode_of, load_judge
+        from findbench.models import judge_identity
 
         mode = judge_mode or judge_mode_of(judge, judge_model=judge_model)
         lm = load_judge(
             judge, judge_model=judge_model, cache=judge_cache
         )  # before the sandbox runs: a missing judge fails fast
+        identity = judge_identity(judge, judge_model=judge_model, mode=mode)
+        logger.info("judge: %s", identity.describe())
 
     cells: dict[str, dict[str, Cell]] = {}
     counts: dict[str, dict[str, int]] = {}
@@ -746,13 +778,13 @@ def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = Tr
         )
     if run["log_problems"]:
         notes.append(
-            f"Unreadable logs: {len(run['log_problems'])}, not scored: {run['log_problems'][0]}"
-            + (" …" if len(run["log_problems"]) > 1 else "")
+            f"Logs not scored: {len(run['log_problems'])}: {'; '.join(run['log_problems'][:5])}"
+            + (" …" if len(run["log_problems"]) > 5 else "")
             + "."
         )
-    if lm is not None:
-        notes.append(f"Judge: `{getattr(lm, 'name', type(lm).__name__)}` in `{mode}` mode.")
-    scores = Scores(cells)
+    if identity is not None:
+        notes.append(f"Judge: {identity.describe()}.")
+    scores = Scores(cells, identity)
     table = render_table(interpreter, scores, counts=counts, notes=notes)
     from findbench.interpret.process import aggregate_process, render_process
 
@@ -767,6 +799,7 @@ def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = Tr
         (tmp / "unit_tests.csv").write_text(_unit_tests_csv(records), encoding="utf-8")
         (tmp / "process.json").write_text(json.dumps(process, indent=2, allow_nan=False) + "\n", encoding="utf-8")
         (tmp / "table.md").write_text(table, encoding="utf-8")
+    write_log_scores(run_path, records, judge=identity, mode=mode)
     return {
         "interpreter": interpreter,
         "layout": layout,
