@@ -318,3 +318,25 @@ def test_judge_data_flags(tmp_path, strings_rows):
     plain = load_judge_data(build_judge_data(tmp_path / "p", n=6, n_heldout=0, n_near=0, negatives=False,
                                              rows_by_category={"strings": strings_rows}))["train"]
     assert set(plain["test_set"]) == {"find"} and set(plain["negatives"]) == {"[]"}
+
+
+def test_entities_and_relations_get_near_rows_and_negatives_from_training_functions(relation_rows):
+    """All of a category's training functions (as `findbench judge-data` takes them): near-miss rows and
+    losing descriptions on the real entity and relation rows, none of them a held-out function's text."""
+    from findbench.constants import CONSTANT_DESCRIPTIONS
+    from findbench.find import load_rows
+    from tests.judge.test_card import LetterEncoder
+
+    rows = {"neurons_entities": load_rows("neurons_entities", seed=0), "neurons_relations": relation_rows}
+    train, _, splits = build_judge_rows(rows, n=20, n_heldout=0, seed=0, n_near=20, negatives=True,
+                                        encoder=LetterEncoder())
+    for cat, cat_rows in rows.items():
+        held = [r["description"].strip().rstrip(".") for r in cat_rows if splits[r["function_id"]] != "train"]
+        mine = [r for r in train if r["category"] == cat]
+        assert Counter(r["test_set"] for r in mine) == {"find": 10, "near": 10}
+        for r in mine:
+            negatives = json.loads(r["negatives"])
+            kinds = {n["kind"] for n in negatives}
+            assert {"near_miss", "hedged_near", "hedged_2"} <= kinds and CONSTANT_DESCRIPTIONS[cat] in [
+                n["description"] for n in negatives]
+            assert not any(h in n["description"] for n in negatives for h in held)

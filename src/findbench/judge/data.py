@@ -143,15 +143,19 @@ class _Losers:
     probes' and the card ladder's builders over ``rows`` (one category, one split: the only pool)."""
 
     def __init__(self, rows: Sequence[Mapping[str, Any]], seed: int, encoder: Any = None):
-        from findbench.judge.card import description_ladder
+        from findbench.judge.card import _near_misses
         from findbench.judge.probes import hedged_description, observed_pairs, probe_ladder
 
         category = rows[0]["category"]
+        if category != "strings" and encoder is None:
+            from findbench.lm.encoder import load_encoder
+
+            encoder = load_encoder()
         seen = [i for i, r in enumerate(rows) if observed_pairs(r, rows, seed=seed)]  # the probes need observations
         probes, _ = probe_ladder([rows[i] for i in seen], category, rows, seed=seed) if seen else ({}, [])
         kinds = ("examples_only", "hedged_1", "hedged_2", "hedged_4")
         fixed = {i: [(kind, probes[kind][j]) for kind in kinds] for j, i in enumerate(seen)}
-        near = description_ladder(rows, seed=seed, encoder=encoder)["near_miss"]
+        near = [text for text, _ in _near_misses(rows, category, rows, seed, encoder)]  # the card's near_miss rung
         self.rows, self.near = rows, near
         self.fixed = [
             fixed.get(i, [])
