@@ -288,11 +288,11 @@ def test_data_folder_from_run_json(rows, tmp_path):
         "unit_test_accuracy": 1.0,
         "unit_test_accuracy_ci": [1.0, 1.0],
         "unit_test_accuracy_n": 1,
-        "unverified": False,
+        "unverified": True,  # the run named its own truth: checked against it, not verified by it
     }
     assert list(result["scores"]) == ["judge", "neurons_relations"]
     assert {k: result["scores"]["neurons_relations"]["aia"].get(k) for k in expected} == expected
-    assert f"truth: data folder `{data}` (recorded in run.json)" in result["table"]
+    assert f"truth: data folder `{data}` named by run.json (unverified" in result["table"]
     # a function the data folder does not hold
     write_episode(run, "neurons_relations", "aia", {"function_id": "neurons_relations/f00999"}, description="d")
     with pytest.raises(ValueError, match=r"function_id: neurons_relations/f00999 .* data folder"):

@@ -75,7 +75,7 @@ class Cell(JsonDoc):
     unit_test_accuracy_near_margin: Estimate | None = _estimate("per function: near-miss accuracy minus the floor's")
     n_degenerate: int = field(default=0, metadata={_D: "answers flagged degenerate (still scored)"})
     unverified: bool = field(default=False,
-                             metadata={_D: "scored on the rows the run carries, not checked against the data"})
+                             metadata={_D: "scored against a truth the run chose (carried rows, or run.json's data)"})
 
     #: The aggregates a cell may hold, in the order they are written: its :class:`Estimate` fields
     #: (set below the class, from the fields themselves).
