@@ -475,7 +475,7 @@ def _comparison_row() -> dict:
 
 
 @pytest.mark.parametrize("mode", ["pmi", "logprob"])
-def test_the_pairwise_term_scores_as_the_judge_and_is_zero_only_past_the_margin(tiny_base, mode):
+def test_the_pairwise_term_scores_as_the_judge_and_is_zero_only_past_the_margin(tiny_base, mode, monkeypatch):
     """The sequences' log-probabilities give the judge's own decision scores (judge_unit_tests in the same
     mode); the hinge is zero when the truth wins every comparison by the margin and positive otherwise."""
     import random
@@ -483,7 +483,7 @@ def test_the_pairwise_term_scores_as_the_judge_and_is_zero_only_past_the_margin(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from findbench.judge import judge_unit_tests
-    from findbench.judge.train import _collate, encode_comparison, pairwise_hinge, sequence_logprobs
+    from findbench.judge.train import _collate, comparison_logprobs, encode_comparison, pairwise_hinge
     from findbench.lm.transformers_lm import TransformersLM
 
     tok = AutoTokenizer.from_pretrained(tiny_base)
@@ -492,9 +492,14 @@ def test_the_pairwise_term_scores_as_the_judge_and_is_zero_only_past_the_margin(
     enc = encode_comparison(tok, row, mode, 3, random.Random(0))
     assert enc["layout"] == [3, 1, 3, int(mode == "pmi")] and len(enc["seqs"]) == 3 * (1 + (mode == "pmi")) + 3
     batch = _collate(tok.pad_token_id)([{**enc["seqs"][0], "pairwise": enc}])
-    cmp = {k[4:]: v for k, v in batch.items() if k.startswith("cmp_") and k != "cmp_layout"}
     with torch.no_grad():
-        lp = sequence_logprobs(model, cmp)
+        lp = comparison_logprobs(model, batch)
+    monkeypatch.setattr("findbench.judge.train._CMP_CHUNK_TOKENS", 1)  # a forward pass per sequence, shortest first
+    one_by_one = _collate(tok.pad_token_id)([{**enc["seqs"][0], "pairwise": enc}])
+    assert len(one_by_one["cmp_chunks"]) == len(enc["seqs"])
+    assert mode == "logprob" or set(one_by_one["cmp_order"].tolist()[:3]) == {3, 4, 5}  # the null prompts: shortest
+    with torch.no_grad():
+        assert comparison_logprobs(model, one_by_one).tolist() == pytest.approx(lp.tolist(), abs=1e-4)
     lm = TransformersLM(model, tokenizer=tok, device="cpu", name="tiny")
     ut = json.loads(row["unit_test"])
     score = lp[:3] - lp[3:6] if mode == "pmi" else lp[:3]
@@ -517,7 +522,7 @@ def test_the_pairwise_term_scores_as_the_judge_and_is_zero_only_past_the_margin(
     enc2 = encode_comparison(tok, swapped, mode, 1, random.Random(0))
     b2 = _collate(tok.pad_token_id)([{**enc2["seqs"][0], "pairwise": enc2}])
     with torch.no_grad():
-        lp2 = sequence_logprobs(model, {k[4:]: v for k, v in b2.items() if k.startswith("cmp_") and k != "cmp_layout"})
+        lp2 = comparison_logprobs(model, b2)
     assert float(lp2[1] - lp2[-1]) == pytest.approx(-float(diffs_desc[0]), abs=1e-3)
     assert encode_comparison(tok, {**row, "negatives": "[]"}, mode, 3, random.Random(0)) is None
 

@@ -360,9 +360,15 @@ def encode_comparison(
     return {"seqs": seqs, "layout": [n_opts, correct, len(chosen), int(judge_mode == "pmi")]}
 
 
+#: Padded tokens per forward pass of the pairwise term's sequences (sorted by length, so little is padding).
+_CMP_CHUNK_TOKENS = 4096
+
+
 def _collate(pad_id: int):
     """Left-padded batches with position ids: the answer tokens are the last columns. Rows with a
-    ``pairwise`` entry (:func:`encode_comparison`) add its sequences as ``cmp_*`` and their ``cmp_layout``."""
+    ``pairwise`` entry (:func:`encode_comparison`) add its sequences, sorted by length and padded in
+    chunks of about :data:`_CMP_CHUNK_TOKENS` (``cmp_chunks``; ``cmp_order``: their places in the
+    rows' order), and the rows' ``cmp_layout``."""
     import torch
 
     from findbench.lm.transformers_lm import left_pad
@@ -378,7 +384,15 @@ def _collate(pad_id: int):
         out = pad(batch)
         pairs = [b["pairwise"] for b in batch if b.get("pairwise")]
         if pairs:
-            out.update(pad([s for p in pairs for s in p["seqs"]], "cmp_"))
+            seqs = [s for p in pairs for s in p["seqs"]]
+            order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]["input_ids"]))
+            chunks: list[list[int]] = [[]]
+            for i in order:
+                if chunks[-1] and (len(chunks[-1]) + 1) * len(seqs[i]["input_ids"]) > _CMP_CHUNK_TOKENS:
+                    chunks.append([])
+                chunks[-1].append(i)
+            out["cmp_chunks"] = [pad([seqs[i] for i in chunk]) for chunk in chunks]
+            out["cmp_order"] = torch.tensor(order, dtype=torch.long)
             out["cmp_layout"] = torch.tensor([p["layout"] for p in pairs], dtype=torch.long)
         return out
 
@@ -417,10 +431,17 @@ def pairwise_hinge(logprobs: Any, layout: Any, margin: float) -> Any:
     return torch.stack(losses).mean()
 
 
+def comparison_logprobs(model: Any, batch: dict) -> Any:
+    """The summed log-probabilities of a collated batch's pairwise sequences, in :func:`encode_comparison`'s order."""
+    import torch
+
+    by_length = torch.cat([sequence_logprobs(model, chunk) for chunk in batch["cmp_chunks"]])
+    return by_length[torch.argsort(batch["cmp_order"])]
+
+
 def comparative_loss(model: Any, batch: dict, margin: float) -> Any:
-    """:func:`pairwise_hinge` of a collated batch's ``cmp_*`` sequences under ``model``."""
-    cmp = {k[4:]: v for k, v in batch.items() if k.startswith("cmp_") and k != "cmp_layout"}
-    return pairwise_hinge(sequence_logprobs(model, cmp), batch["cmp_layout"], margin)
+    """:func:`pairwise_hinge` of a collated batch's pairwise sequences under ``model``."""
+    return pairwise_hinge(comparison_logprobs(model, batch), batch["cmp_layout"], margin)
 
 
 def _answer_logits_and_labels(model: Any, batch: dict) -> tuple[Any, Any]:
