@@ -542,6 +542,10 @@ def _model_card(args: TrainArgs, summary: dict) -> str:
             f"LoRA (r={args.lora_r}, alpha={args.lora_alpha}, targets {args.lora_target_modules}"
             + (f", top {args.lora_top_layers} layers" if args.lora_top_layers else "")
             + ")"
+        ) + (
+            f"; loss: {args.likelihood_weight:g} x likelihood + {args.pairwise_weight:g} x pairwise hinge on the "
+            f"judge's score (margin {args.pairwise_margin:g} nats, {args.negatives_per_example} losing descriptions "
+            "per row)" if args.pairwise_weight else ""
         ),
         "train_rows": str(summary["train_rows"]),
         "steps": str(summary["steps"]),
