@@ -526,6 +526,18 @@ def test_the_pairwise_term_scores_as_the_judge_and_is_zero_only_past_the_margin(
     assert float(lp2[1] - lp2[-1]) == pytest.approx(-float(diffs_desc[0]), abs=1e-3)
     assert encode_comparison(tok, {**row, "negatives": "[]"}, mode, 3, random.Random(0)) is None
 
+    # chunk by chunk, the gradient of the one-block loss (here one sequence per chunk)
+    from findbench.judge.train import comparative_backward, comparative_loss
+
+    model.train()  # no dropout in the tiny model: both passes are one function
+    comparative_loss(model, batch, margin).backward()
+    whole = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    value = comparative_backward(model, one_by_one, margin, 2.0, lambda x: x.backward())
+    assert float(value) == pytest.approx(want, rel=1e-4)
+    for g, p in zip(whole, model.parameters()):
+        assert torch.allclose(2.0 * g, p.grad, rtol=1e-3, atol=1e-4)  # measured: at most 1.5e-5 apart
+
 
 def test_a_short_pairwise_run_lowers_the_pairwise_loss(tmp_path, tiny_base, judge_data):
     """The comparative term alone, 8 steps on the tiny model: its loss on the training rows falls, and the

@@ -360,8 +360,9 @@ def encode_comparison(
     return {"seqs": seqs, "layout": [n_opts, correct, len(chosen), int(judge_mode == "pmi")]}
 
 
-#: Padded tokens per forward pass of the pairwise term's sequences (sorted by length, so little is padding).
-_CMP_CHUNK_TOKENS = 4096
+#: Padded tokens per forward pass of the pairwise term's sequences (sorted by length, so little is padding);
+#: :func:`comparative_backward` holds one such chunk's activations at a time.
+_CMP_CHUNK_TOKENS = 2048
 
 
 def _collate(pad_id: int):
@@ -442,6 +443,33 @@ def comparison_logprobs(model: Any, batch: dict) -> Any:
 def comparative_loss(model: Any, batch: dict, margin: float) -> Any:
     """:func:`pairwise_hinge` of a collated batch's pairwise sequences under ``model``."""
     return pairwise_hinge(comparison_logprobs(model, batch), batch["cmp_layout"], margin)
+
+
+def comparative_backward(model: Any, batch: dict, margin: float, weight: float, backward: Any) -> Any:
+    """The value of :func:`comparative_loss` (detached), its gradient times ``weight`` accumulated through
+    ``backward`` (``accelerator.backward``) one chunk at a time: the log-probabilities are first computed
+    without a graph, the hinge's gradient with respect to them taken, then each chunk with a nonzero share
+    is run again with a graph (the same dropout draws) and back-propagated with it, so the activations of
+    one chunk are held at a time, not a batch's ten-odd sequences per row."""
+    import torch
+
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+    seeds = [int(torch.randint(2**62, ())) for _ in batch["cmp_chunks"]]
+
+    def run(chunk: dict, seed: int) -> Any:
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(seed)
+            return sequence_logprobs(model, chunk)
+
+    with torch.no_grad():
+        parts = [run(c, s) for c, s in zip(batch["cmp_chunks"], seeds)]
+    lp = torch.cat(parts).detach().requires_grad_(True)
+    loss = pairwise_hinge(lp[torch.argsort(batch["cmp_order"])], batch["cmp_layout"], margin)
+    (grad,) = torch.autograd.grad(loss, lp)
+    for chunk, seed, g in zip(batch["cmp_chunks"], seeds, torch.split(grad, [len(p) for p in parts])):
+        if bool(g.any()):
+            backward(weight * (run(chunk, seed) * g).sum())
+    return loss.detach()
 
 
 def _answer_logits_and_labels(model: Any, batch: dict) -> tuple[Any, Any]:
@@ -905,11 +933,12 @@ def _train_loop(args: TrainArgs, accelerator: Any, run: _Run, ckpt_root: Path, t
         for batch in epoch_loader:
             with accelerator.accumulate(model):
                 loss = args.likelihood_weight * answer_loss(model, batch, args.loss_reduction)
-                if args.pairwise_weight and "cmp_layout" in batch:
-                    pair = comparative_loss(model, batch, args.pairwise_margin)
-                    loss = loss + args.pairwise_weight * pair
-                    pair_sum, pair_n = pair_sum + float(pair.detach()), pair_n + 1
                 accelerator.backward(loss)
+                if args.pairwise_weight and "cmp_layout" in batch:
+                    pair = comparative_backward(model, batch, args.pairwise_margin, args.pairwise_weight,
+                                                accelerator.backward)
+                    loss = loss.detach() + args.pairwise_weight * pair
+                    pair_sum, pair_n = pair_sum + float(pair), pair_n + 1
                 if accelerator.sync_gradients and args.max_grad_norm > 0:
                     accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
                 optimizer.step()
