@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from findbench.judge import render_judge_prompt
-from findbench.judge.card import wrong_descriptions
 from findbench.judge.data import (
     build_judge_data,
     build_judge_rows,
@@ -17,6 +16,7 @@ from findbench.judge.data import (
     load_judge_data,
     split_functions,
 )
+from findbench.judge.ladder import wrong_descriptions
 
 
 def _entity_rows() -> list[dict]:

@@ -75,7 +75,7 @@ from findbench.autointerp.evidence import (
     evidence_of,
     firing_counts,
 )
-from findbench.autointerp.explanations import degenerate_reasons, guard_explanations
+from findbench.autointerp.explanations import degenerate, guard_explanations
 from findbench.autointerp.prompts import TokenRenderer, explanation_constraint, explanation_messages
 from findbench.autointerp.results import (
     METRIC_KEYS,
@@ -88,7 +88,7 @@ from findbench.autointerp.results import (
 )
 from findbench.autointerp.scorers import make_scorer
 from findbench.autointerp.token_shards import SavedActivations, save_shard, shard_path, shard_rows
-from findbench.constants import UsageError
+from findbench.constants import UsageError, resumable
 from findbench.lm.base import use_structured_outputs
 
 #: Version of the ``latents.json`` layout (:func:`latent_records`).
@@ -116,7 +116,8 @@ def explain(
     ]
     kwargs = {"constraint": explanation_constraint()} if structured else {}
     answers = (
-        lm.generate(convs, max_new_tokens=cfg.max_tokens_in_explanation, progress=progress, **kwargs) if convs else []
+        lm.generate(convs, max_new_tokens=cfg.max_tokens_in_explanation,
+                    progress=progress and "explainer: explanations", **kwargs) if convs else []
     )
     return [{"raw": a, "explanation": parse_explanation(a)} for a in answers]
 
@@ -253,6 +254,7 @@ def run_autointerp(
             buf = io.BytesIO()
             np.save(buf, counts)
             atomic_write_bytes(counts_path, buf.getvalue())
+            log.info("counted the firings of %d latents over %d tokens", len(counts), tokens.size)
         latents = choose_latents(counts, cfg)
     counts_by_latent = {} if counts is None else {x: int(counts[x]) for x in latents}
 
@@ -295,12 +297,16 @@ def run_autointerp(
         "scorer": scorer_lm is not None and use_structured_outputs(scorer_lm, cfg.structured_outputs),
     }
     if explanations is None:
-        made = explain(explainer_lm, usable, renderer, cfg, progress=progress, structured=applied["explainer"])
+        asked = _answered(explainer_lm)
+        with resumable(lambda: f"{len(usable) - _answered(explainer_lm) + asked} of {len(usable)} latents left to "
+                               f"explain, then to score: {', '.join(cfg.scorers)}"):
+            made = explain(explainer_lm, usable, renderer, cfg, progress=progress, structured=applied["explainer"])
     else:
         missing = [ev.latent for ev in usable if ev.latent not in explanations]
         if missing:
             raise ValueError(f"explanations has no entry for latents {missing[:10]}")
         made = [{"raw": explanations[ev.latent], "explanation": explanations[ev.latent]} for ev in usable]
+    log.info("explained %d latents", len(made))
     guarded = guard_explanations([m["explanation"] for m in made], tokenizer, cfg.max_explanation_tokens)
     for m, g in zip(made, guarded):
         m.update(g)
@@ -317,7 +323,7 @@ def run_autointerp(
 
     per_scorer: dict[str, list[dict]] = {}
     items = [(ev, m["explanation"]) for ev, m in zip(usable, made)]
-    for name in cfg.scorers:
+    for k, name in enumerate(cfg.scorers):
         scorer_obj = make_scorer(
             name,
             lm=scorer_lm,
@@ -328,7 +334,9 @@ def run_autointerp(
             progress=progress,
             structured=applied["scorer"],
         )
-        per_scorer[name] = scorer_obj.score(items)
+        with resumable(lambda k=k: f"{len(items)} latents left to score: {', '.join(cfg.scorers[k:])}"):
+            per_scorer[name] = scorer_obj.score(items)
+        log.info("scored %d latents with %s (%d of %d scorers)", len(items), name, k + 1, len(cfg.scorers))
 
     planted = _planted(sae_obj)
     n_positions = int(tokens.size - np.isin(tokens, specials).sum())
@@ -369,6 +377,11 @@ def run_autointerp(
         if hasattr(lm, "close"):
             lm.close()
     return result
+
+
+def _answered(lm) -> int:
+    """Requests a cached LM has answered so far (from its cache or its model)."""
+    return getattr(lm, "hits", 0) + getattr(lm, "misses", 0)
 
 
 def _token_shard(model, sae, tokens, out: Path, shard: tuple[int, int], *, key: str, batch_size: int, context: int,
@@ -703,7 +716,7 @@ def _check_records(records: list, results: AutoInterpResults, where: str) -> Non
                                      f"{', recomputed' if name == 'detection' else ''})")
         aggregate_metrics(records, results.scorers)
         _summary_csv(None, records, results.scorers)
-        degenerate_reasons([r["explanation"] for r in scored])
+        degenerate([r["explanation"] for r in scored])
     except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
         why = str(exc) if type(exc) is ValueError else f"malformed ({type(exc).__name__}: {exc})"
         raise ValueError(f"{where}: {why}") from None
@@ -751,7 +764,7 @@ def merge_shards(dirs: list[str | os.PathLike], out: str | os.PathLike, *, run_i
     _check_selection([r["latent"] for r in records], settings)
     entries = {k: v for _, res, _ in shards for k, v in res.eval_result_unstructured.items()}
     scored = [r for r in records if r["skipped"] is None]
-    for r, reason in zip(scored, degenerate_reasons([r["explanation"] for r in scored])):
+    for r, reason in zip(scored, degenerate([r["explanation"] for r in scored])):
         for target in (r, entries[str(r["latent"])]):
             target.update(degenerate=reason is not None, degenerate_reason=reason)
     merged = dataclasses.replace(

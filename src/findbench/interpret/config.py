@@ -63,6 +63,13 @@ def check_selection(method: Any, configs: Any, functions: Any, limit: Any, sampl
     return methods, config_list, function_list
 
 
+def inspect_provider(name: str) -> bool:
+    """Whether Inspect has a model provider ``name`` (``--interpreter <provider>/<model>``)."""
+    from findbench.interpret.inspect_tasks import _is_inspect_provider
+
+    return _is_inspect_provider(name)
+
+
 def _check_judge(name: str, judge: Any) -> None:
     """A judge named by a string must name a model (an LM object is taken as it is)."""
     if isinstance(judge, str):
@@ -117,7 +124,7 @@ class InterpretConfig:
         if isinstance(self.interpreter, str):  # resolved before anything is written: a typo is one line
             from findbench.models import check_spec
 
-            check_spec(self.interpreter, flag="--interpreter", names=REFERENCE_INTERPRETERS)
+            check_spec(self.interpreter, flag="--interpreter", names=REFERENCE_INTERPRETERS, providers=inspect_provider)
         elif not callable(getattr(self.interpreter, "generate", None)):
             raise TypeError(f"--interpreter must be one of {REFERENCE_INTERPRETERS}, an LM spec or an LM, "
                              f"got {type(self.interpreter).__name__}")

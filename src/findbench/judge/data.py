@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from findbench._checks import integer, positive_int, str_list
-from findbench._lazy import renamed
 from findbench.constants import CONSTANT_DESCRIPTIONS, JUDGE_CATEGORIES, UsageError
 from findbench.judge.scoring import judge_category, normalize_unit_test
 
@@ -143,7 +142,7 @@ class _Losers:
     probes' and the card ladder's builders over ``rows`` (one category, one split: the only pool)."""
 
     def __init__(self, rows: Sequence[Mapping[str, Any]], seed: int, encoder: Any = None):
-        from findbench.judge.card import _near_misses
+        from findbench.judge.ladder import _near_misses
         from findbench.judge.probes import hedged_description, observed_pairs, probe_ladder
 
         category = rows[0]["category"]
@@ -513,14 +512,12 @@ def build_judge_data(
 def default_data_dir(*, n: int = 30000, seed: int = 0) -> Path:
     """The cached judge data folder for ``(n, seed)`` from the procedural functions, built on first
     use; its name carries the generators' fingerprint, so stale data is never reused."""
-    from filelock import FileLock
-
-    from findbench._io import cache_dir
+    from findbench._io import cache_dir, cache_lock
     from findbench.find.rows import generator_fingerprint
 
     root = cache_dir("evaluator-data")
     path = root / f"n{n}-seed{seed}-v{DATA_VERSION}-{generator_fingerprint()}"
-    with FileLock(str(root / f"{path.name}.lock")):
+    with cache_lock(path, f"building the judge data (n={n}, seed {seed})"):
         if not (path / SPLIT_FILE).is_file():
             build_judge_data(path, n=n, seed=seed)
     return path
@@ -582,8 +579,3 @@ def heldout_rows(
     if len(held) < 2:
         raise ValueError(f"{category}: fewer than two held-out functions with descriptions and unit tests")
     return held
-
-
-build_evaluator_rows = renamed(build_judge_rows, "build_evaluator_rows")
-build_evaluator_data = renamed(build_judge_data, "build_evaluator_data")
-load_evaluator_data = renamed(load_judge_data, "load_evaluator_data")

@@ -27,7 +27,6 @@ from typing import Any
 
 from findbench._checks import integer, one_of, positive_int
 from findbench._config import HelpFormatter, add_arguments, arg, from_namespace
-from findbench._lazy import renamed
 from findbench.constants import TRAINED_MARKER
 from findbench.models import embedded_judge_dir, peft_wrapping
 
@@ -39,7 +38,7 @@ _NEW_JUDGE = "judge-"
 _CKPT = re.compile(r"^step-(\d+)$")
 
 
-# -- arguments: four groups, one parser (findbench._config); a field's name is its flag (--lora_r or --lora-r)
+# -- arguments: four groups, one parser (findbench._config); a field's name is its flag (lora_r: --lora-r)
 # and its --config YAML key
 
 
@@ -165,7 +164,7 @@ class OutputArgs:
 
     output_dir: str | None = arg(
         None, f"where the judge is written; default: a new folder ./{_NEW_JUDGE}<UTC date-time> (with "
-        "--resume_from_checkpoint latest: the newest such folder with checkpoints left)"
+        "--resume-from-checkpoint latest: the newest such folder with checkpoints left)"
     )
     install_as_default: bool = arg(
         False, "then install the judge as the default embedded-evaluator (a copy in findbench's cache, which evaluate, "
@@ -179,7 +178,7 @@ class OutputArgs:
     )
     merge: bool = arg(False, "also write merged weights to output_dir/merged (LoRA)")
     push_to_hub: bool = arg(False, "upload the judge folder to the Hub at the end")
-    hub_model_id: str | None = arg(None, "Hub repo id for --push_to_hub")
+    hub_model_id: str | None = arg(None, "Hub repo id for --push-to-hub")
     hub_private: bool = arg(True, "create the Hub repo as private", no_help="create the Hub repo as public")
 
     def validate(self) -> None:
@@ -195,7 +194,8 @@ ARG_GROUPS: tuple[type, ...] = (DataArgs, ModelArgs, OptimArgs, ComparativeArgs,
 
 @dataclass
 class TrainArgs(OutputArgs, ComparativeArgs, OptimArgs, ModelArgs, DataArgs):
-    """Every argument of :func:`train_judge`, flat; the defaults are the embedded-evaluator recipe."""
+    """fine-tune the judge with accelerate + peft: every argument of train_judge, flat (defaults: the
+    embedded-evaluator recipe)"""
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad field."""
@@ -210,14 +210,14 @@ class TrainArgs(OutputArgs, ComparativeArgs, OptimArgs, ModelArgs, DataArgs):
 
 
 def make_parser(**kwargs: Any) -> argparse.ArgumentParser:
-    """The parser of the training flags, a group per class of :data:`ARG_GROUPS` (each flag spelled
-    ``--lora_r`` and ``--lora-r``, as ``HfArgumentParser`` made them), plus ``--config``. Standard
-    library only: ``train-judge --help`` imports no model library."""
+    """The parser of ``training/train_evaluator.py``: the training flags, a group per class of
+    :data:`ARG_GROUPS` (``--lora-r``, as ``findbench train-judge`` has them), plus ``--config``.
+    Standard library only: ``--help`` imports no model library."""
     kwargs.setdefault("description", "Fine-tune FIND's unit-test judge (accelerate + peft).")
     kwargs.setdefault("formatter_class", HelpFormatter)
     parser = argparse.ArgumentParser(**kwargs)
     for group in ARG_GROUPS:
-        add_arguments(parser.add_argument_group(group._argument_group_name, group.__doc__), group, hf_style=True)
+        add_arguments(parser.add_argument_group(group._argument_group_name, group.__doc__), group)
     parser.add_argument(
         "--config", default=None, metavar="FILE.yaml",
         help="YAML file of flat field: value pairs (e.g. training/configs/embedded.yaml); flags given here win",
@@ -619,14 +619,18 @@ def _option_token_ids(tokenizer: Any, n_options: int = 3) -> list[int]:
 
 
 def _eval_batches(model: Any, tokenizer: Any, encoded: list[dict], device: Any, batch_size: int):
-    """``(logits, labels)`` of the answer tokens of ``encoded``, batch by batch, without gradients."""
+    """``(logits, labels)`` of the answer tokens of ``encoded``, batch by batch, without gradients
+    (under a progress bar)."""
     import torch
+    from tqdm.auto import tqdm
 
     collate = _collate(tokenizer.pad_token_id)
-    for start in range(0, len(encoded), batch_size):
-        batch = {k: v.to(device) for k, v in collate(encoded[start : start + batch_size]).items()}
-        with torch.no_grad():
-            yield _answer_logits_and_labels(model, batch)
+    with tqdm(total=len(encoded), desc="validation: answer loss", unit="row", leave=False) as bar:
+        for start in range(0, len(encoded), batch_size):
+            batch = {k: v.to(device) for k, v in collate(encoded[start : start + batch_size]).items()}
+            with torch.no_grad():
+                yield _answer_logits_and_labels(model, batch)
+            bar.update(len(encoded[start : start + batch_size]))
 
 
 def _evaluate(model: Any, tokenizer: Any, encoded: list[dict], accelerator: Any, batch_size: int) -> dict[str, float]:
@@ -669,7 +673,7 @@ def _evaluate_pmi(
     right, per_category = 0.0, {}
     for cat, cat_rows in sorted(by_cat.items()):
         tests = [[json.loads(r["unit_test"])] for r in cat_rows]
-        out = judge_unit_tests(lm, [r["description"] for r in cat_rows], tests, cat, mode="pmi")
+        out = judge_unit_tests(lm, [r["description"] for r in cat_rows], tests, cat, mode="pmi", progress=True)
         per_category[cat] = out["unit_test_accuracy"]
         right += sum(out["per_function"])
     model.train()
@@ -1072,6 +1076,3 @@ def _push(folder: Path, args: TrainArgs) -> None:
         commit_message="Upload FIND judge (findbench train-judge)",
     )
     log.info("pushed %s to %s", folder, args.hub_model_id)
-
-
-train_evaluator = renamed(train_judge, "train_evaluator")
