@@ -203,7 +203,7 @@ def _draw_near_rows(rows: Sequence[Mapping[str, Any]], n: int, split: str, rng: 
     """``n`` judge rows of the functions' near-miss unit tests, visiting the functions in turn."""
     have = [i for i, r in enumerate(rows) if r.get("unit_tests_near")]
     if n <= 0 or not have:
-        if n > 0:
+        if n > 0 and rows:
             log.warning("%s/%s: no function has unit_tests_near: no near-miss rows", rows[0]["category"], split)
         return []
     order: list[int] = []
