@@ -211,9 +211,9 @@ def test_the_inspect_task_checks_its_arguments_with_the_same_config():
     from findbench.constants import UsageError
     from findbench.interpret.inspect_tasks import find_interpret
 
-    for task_args, message in (({"limit": -1}, "--limit must be"),
-                               ({"configs": "numerc"}, "--configs: unknown value 'numerc'"),
-                               ({"method": "aia,milan"}, "method: the task runs one method"),
-                               ({"protocol": "json"}, "--protocol: unknown value")):
+    for task_args, message in (({"limit": -1}, "-T limit: must be"),
+                               ({"configs": "numerc"}, "-T configs: unknown value 'numerc'"),
+                               ({"method": "aia,milan"}, "-T method: the task runs one method"),
+                               ({"protocol": "json"}, "-T protocol: unknown value")):
         with pytest.raises(UsageError, match=message):
             find_interpret(judge=None, **task_args)

@@ -22,12 +22,12 @@ import re
 import signal
 import sys
 import threading
-import traceback
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from findbench._checks import is_user_error
 from findbench._config import HelpFormatter, add_arguments, from_namespace
 from findbench._version import __version__
 from findbench.autointerp.commands import (
@@ -358,9 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         # every flag is checked here, building the configs, before the function touches any data or model
         function(*(from_namespace(cls, args) for cls in configs_of(config)))
     except (ValueError, TypeError, FileNotFoundError) as exc:
-        # a TypeError is the user's only when findbench._checks raised it; any other is a bug
-        from_checks = traceback.extract_tb(exc.__traceback__)[-1].filename.endswith("_checks.py")
-        if args.verbose or (isinstance(exc, TypeError) and not from_checks):
+        if args.verbose or not is_user_error(exc):  # a TypeError not raised by findbench._checks is a bug
             raise
         print(f"findbench {args.command}: error: {_as_flag(str(exc), configs_of(config))}", file=sys.stderr)
         return 2

@@ -181,7 +181,8 @@ def test_per_function_csv(scored, rows):
         "unit_test_accuracy",
         "domain_iou",
     ]
-    assert tuple(header) == (*CSV_COLUMNS, *FLOOR_COLUMNS, "degenerate", "code_error", "damage", *PROCESS_COLUMNS)
+    assert tuple(header) == (*CSV_COLUMNS, *FLOOR_COLUMNS, "degenerate", "code_error", "damage", "source_log",
+                             *PROCESS_COLUMNS)
     assert len(table) == 3 + 2 + 3 + 3 + 9 + 3
     cells = {(r["function_id"], r["method"]): r for r in table}
     gt_num = cells[(rows["numeric"][0]["function_id"], "aia")]

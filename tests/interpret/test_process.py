@@ -195,7 +195,8 @@ def test_evaluate_writes_process_metrics(tmp_path):
     result = evaluate_run(run, out=tmp_path / "out", progress=False)
 
     header, table = read_csv(tmp_path / "out" / "per_function.csv")
-    assert tuple(header) == (*CSV_COLUMNS, *FLOOR_COLUMNS, "degenerate", "code_error", "damage", *PROCESS_COLUMNS)
+    assert tuple(header) == (*CSV_COLUMNS, *FLOOR_COLUMNS, "degenerate", "code_error", "damage", "source_log",
+                             *PROCESS_COLUMNS)
     cells = {(r["function_id"], r["method"]): r for r in table}
     assert [cells[(a["function_id"], "aia")][c] for c in PROCESS_COLUMNS] == ["2", "2", "1"]
     assert [cells[(b["function_id"], "aia")][c] for c in PROCESS_COLUMNS] == [
@@ -349,7 +350,7 @@ def test_report_shows_the_judges_decisions(judged_run):
 
 def test_inspect_explanation_lists_the_decisions():
     from findbench.interpret.evaluate import score_interpretations
-    from findbench.interpret.inspect_tasks import judge_explanation
+    from findbench.interpret.log_scores import judge_explanation
 
     row = load_rows("strings")[0]
     record = {

@@ -174,16 +174,23 @@ def settle_latents(cfg: AutoInterpConfig, *, n_latents_given: bool) -> AutoInter
     return cfg
 
 
-def autointerp_configs(settings: dict[str, Any]) -> tuple[AutoInterpCommand, AutoInterpConfig]:
-    """``findbench autointerp``'s two configs from settings named as its flags (a field name, or an
-    alias such as ``latents``, ``seed`` or ``context_size``), with the command line's defaults
-    (:data:`QUICK_DEFAULTS`): how the Inspect task reads its ``-T`` settings. UsageError naming an
-    unknown setting."""
+def setting_names() -> dict[str, tuple[type, str]]:
+    """``findbench autointerp``'s settings by name (each field's name and its aliases, such as
+    ``latents``): the config and field each sets."""
     names = {}
     for config in (AutoInterpCommand, AutoInterpConfig):
         for f in dataclasses.fields(config):
             for name in (f.name, *(a.lstrip("-").replace("-", "_") for a in f.metadata.get("aliases", ()))):
                 names[name] = (config, f.name)
+    return names
+
+
+def autointerp_configs(settings: dict[str, Any]) -> tuple[AutoInterpCommand, AutoInterpConfig]:
+    """``findbench autointerp``'s two configs from settings named as its flags (a field name, or an
+    alias such as ``latents``, ``seed`` or ``context_size``), with the command line's defaults
+    (:data:`QUICK_DEFAULTS`): how the Inspect task reads its ``-T`` settings. UsageError naming an
+    unknown setting."""
+    names = setting_names()
     unknown = sorted(set(settings) - set(names))
     if unknown:
         raise UsageError(f"unknown settings {unknown}: the settings are findbench autointerp's flags, e.g. "

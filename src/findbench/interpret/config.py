@@ -7,6 +7,7 @@ names the flag in its one-line :class:`~findbench.constants.UsageError`."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import MISSING, dataclass
 from pathlib import Path
 from typing import Any
@@ -65,9 +66,9 @@ def check_selection(method: Any, configs: Any, functions: Any, limit: Any, sampl
 
 def inspect_provider(name: str) -> bool:
     """Whether Inspect has a model provider ``name`` (``--interpreter <provider>/<model>``)."""
-    from findbench.interpret.inspect_tasks import _is_inspect_provider
+    from findbench.lm.inspect_lm import is_inspect_provider
 
-    return _is_inspect_provider(name)
+    return is_inspect_provider(name)
 
 
 def _check_judge(name: str, judge: Any) -> None:
@@ -121,6 +122,10 @@ class InterpretConfig:
             _positive(name, getattr(self, name), optional=True)
         _checks.one_of("--structured-outputs", self.structured_outputs, STRUCTURED_OUTPUTS)
         _checks.one_of("--protocol", self.protocol, PROTOCOLS)
+        if isinstance(self.data, (str, os.PathLike)) and not Path(self.data).is_dir():
+            raise FileNotFoundError(
+                f"--data: data folder {self.data} does not exist (run `findbench build --out {self.data}`)"
+            )
         if isinstance(self.interpreter, str):  # resolved before anything is written: a typo is one line
             from findbench.models import check_spec
 

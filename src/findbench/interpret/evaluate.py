@@ -39,6 +39,7 @@ from findbench._guards import degenerate_reasons
 from findbench._io import atomic_dir, csv_text, read_untrusted_json, read_untrusted_text
 from findbench.interpret.config import EvaluateConfig
 from findbench.interpret.episode import Episode
+from findbench.interpret.log_scores import write_log_scores
 from findbench.interpret.logs import LOG_DIR, log_files
 from findbench.interpret.protocol import METHODS
 from findbench.interpret.scores import SCORES_FILE, Cell, Estimate, Scores
@@ -798,6 +799,7 @@ def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = Tr
         (tmp / "unit_tests.csv").write_text(_unit_tests_csv(records), encoding="utf-8")
         (tmp / "process.json").write_text(json.dumps(process, indent=2, allow_nan=False) + "\n", encoding="utf-8")
         (tmp / "table.md").write_text(table, encoding="utf-8")
+    write_log_scores(run_path, records, judge=identity, mode=mode)
     return {
         "interpreter": interpreter,
         "layout": layout,

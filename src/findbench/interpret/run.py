@@ -231,11 +231,7 @@ def run_interpretations(
         if not all(isinstance(r, Mapping) for r in rows):
             raise TypeError("rows must be an iterable of rows (mappings)")
         data, source = None, "rows"
-    elif cfg.data is not None:
-        if not Path(cfg.data).is_dir():
-            raise FileNotFoundError(
-                f"--data: data folder {cfg.data} does not exist (run `findbench build --out {cfg.data}`)"
-            )
+    elif cfg.data is not None:  # a folder (InterpretConfig checked it)
         data, source = str(Path(cfg.data).resolve()), "data"
     else:
         data, source = None, "procedural"
@@ -274,7 +270,7 @@ def run_interpretations(
     }
 
     out = Path(cfg.out)
-    model_name = "none" if reference else inspect_model_name(name)
+    model_name = inspect_model_name(name)
     findbench_model = model_name.startswith("findbench/")
     if cfg.protocol == "tools" and findbench_model:
         raise UsageError(
