@@ -173,12 +173,12 @@ def test_flags_are_the_fields_and_override_the_yaml(tmp_path, capsys):
 
 
 def test_train_args_groups():
-    from findbench.judge.train import DataArgs, ModelArgs, OptimArgs, OutputArgs
+    from findbench.judge.train import ComparativeArgs, DataArgs, ModelArgs, OptimArgs, OutputArgs
 
     args = TrainArgs(lora_r=3, output_dir="out", data_seed=2, model="m")
     assert (args.model, args.lora_r, args.output_dir, args.data_seed) == ("m", 3, "out", 2)  # flat access
     assert set(args.to_dict()) == {
-        f for cls in (DataArgs, ModelArgs, OptimArgs, OutputArgs) for f in cls.__dataclass_fields__
+        f for cls in (DataArgs, ModelArgs, OptimArgs, ComparativeArgs, OutputArgs) for f in cls.__dataclass_fields__
     }
     assert TrainArgs(**args.to_dict()) == args
     with pytest.raises(TypeError, match="lora_rank"):
@@ -368,3 +368,121 @@ def test_train_judge_writes_a_new_folder_and_installs_only_when_asked(tmp_path, 
         "local", "embedded-evaluator", str(default), 1)
     shown = " ".join(make_parser().format_help().split())
     assert "--install-as-default then install the judge as the default" in shown
+
+
+def _comparison_row() -> dict:
+    ut = {"inputs": ["abc", "abc", "abc"], "outputs": ["cba", "ABC", "abc!"], "correct": 2}
+    negatives = [{"kind": k, "description": d} for k, d in (
+        ("near_miss", "The function takes a string and reverses it."),
+        ("examples_only", 'Function input - output pairs: (dog, DOG) (cat, CAT)'),
+        ("hedged_near", "The function takes a string and reverses it or uppercases every letter."),
+        ("constant", "f(s) returns a string"))]
+    return {"description": "The function takes a string and uppercases every letter.", "category": "strings",
+            "unit_test": json.dumps(ut), "negatives": json.dumps(negatives)}
+
+
+@pytest.mark.parametrize("mode", ["pmi", "logprob"])
+def test_the_pairwise_term_scores_as_the_judge_and_is_zero_only_past_the_margin(tiny_base, mode, monkeypatch):
+    """The sequences' log-probabilities give the judge's own decision scores (judge_unit_tests in the same
+    mode); the hinge is zero when the truth wins every comparison by the margin and positive otherwise."""
+    import random
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from findbench.judge import judge_unit_tests
+    from findbench.judge.train import _collate, comparison_logprobs, encode_comparison, pairwise_hinge
+    from findbench.lm.transformers_lm import TransformersLM
+
+    tok = AutoTokenizer.from_pretrained(tiny_base)
+    model = AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32).eval()
+    row = _comparison_row()
+    enc = encode_comparison(tok, row, mode, 3, random.Random(0))
+    assert enc["layout"] == [3, 1, 3, int(mode == "pmi")] and len(enc["seqs"]) == 3 * (1 + (mode == "pmi")) + 3
+    batch = _collate(tok.pad_token_id)([{**enc["seqs"][0], "pairwise": enc}])
+    with torch.no_grad():
+        lp = comparison_logprobs(model, batch)
+    monkeypatch.setattr("findbench.judge.train._CMP_CHUNK_TOKENS", 1)  # a forward pass per sequence, shortest first
+    one_by_one = _collate(tok.pad_token_id)([{**enc["seqs"][0], "pairwise": enc}])
+    assert len(one_by_one["cmp_chunks"]) == len(enc["seqs"])
+    assert mode == "logprob" or set(one_by_one["cmp_order"].tolist()[:3]) == {3, 4, 5}  # the null prompts: shortest
+    with torch.no_grad():
+        assert comparison_logprobs(model, one_by_one).tolist() == pytest.approx(lp.tolist(), abs=1e-4)
+    lm = TransformersLM(model, tokenizer=tok, device="cpu", name="tiny")
+    ut = json.loads(row["unit_test"])
+    score = lp[:3] - lp[3:6] if mode == "pmi" else lp[:3]
+    judged = judge_unit_tests(lm, [row["description"]], [[ut]], "strings", mode=mode)["decisions"][0][0]["scores"]
+    assert score.tolist() == pytest.approx(judged, abs=1e-3)
+    chosen = [n["description"] for n in random.Random(0).sample(json.loads(row["negatives"]), 3)]
+    losing = [judge_unit_tests(lm, [d], [[ut]], "strings", mode=mode)["decisions"][0][0]["scores"][1] for d in chosen]
+    diffs_desc = score[1] - torch.tensor(losing)
+    diffs_opt = score[1] - score[[0, 2]]
+    assert (lp[:3][1] - lp[-3:]).tolist() == pytest.approx(diffs_desc.tolist(), abs=1e-3)
+    layout = batch["cmp_layout"]
+    low = float(min(diffs_desc.min(), diffs_opt.min())) - 0.01
+    assert float(pairwise_hinge(lp, layout, low)) == 0.0  # the truth wins every comparison by the margin
+    margin = float(max(diffs_desc.max(), diffs_opt.max())) + 0.5
+    want = float((margin - diffs_opt).mean() + (margin - diffs_desc).mean())
+    assert float(pairwise_hinge(lp, layout, margin)) == pytest.approx(want, rel=1e-4) and want > 0
+    # the truth and a losing description swapped: the comparisons flip sign
+    swapped = {**row, "description": chosen[0],
+               "negatives": json.dumps([{"kind": "x", "description": row["description"]}])}
+    enc2 = encode_comparison(tok, swapped, mode, 1, random.Random(0))
+    b2 = _collate(tok.pad_token_id)([{**enc2["seqs"][0], "pairwise": enc2}])
+    with torch.no_grad():
+        lp2 = comparison_logprobs(model, b2)
+    assert float(lp2[1] - lp2[-1]) == pytest.approx(-float(diffs_desc[0]), abs=1e-3)
+    assert encode_comparison(tok, {**row, "negatives": "[]"}, mode, 3, random.Random(0)) is None
+
+    # chunk by chunk, the gradient of the one-block loss (here one sequence per chunk)
+    from findbench.judge.train import comparative_backward, comparative_loss
+
+    model.train()  # no dropout in the tiny model: both passes are one function
+    comparative_loss(model, batch, margin).backward()
+    whole = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    value = comparative_backward(model, one_by_one, margin, 2.0, lambda x: x.backward())
+    assert float(value) == pytest.approx(want, rel=1e-4)
+    for g, p in zip(whole, model.parameters()):
+        assert torch.allclose(2.0 * g, p.grad, rtol=1e-3, atol=1e-4)  # measured: at most 1.5e-5 apart
+
+
+def test_a_short_pairwise_run_lowers_the_pairwise_loss(tmp_path, tiny_base, judge_data):
+    """The comparative term alone, 8 steps on the tiny model: its loss on the training rows falls, and the
+    run logs it; without negatives in the data the pairwise term is refused."""
+    import random
+
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from findbench.judge.data import load_judge_data
+    from findbench.judge.train import _collate, comparative_loss, encode_comparison
+    from findbench.models import peft_wrapping
+
+    out = tmp_path / "pairwise"
+    args = _args(tiny_base, judge_data, out, pairwise_weight=1.0, likelihood_weight=0.0, pairwise_margin=2.0,
+                 negatives_per_example=2, max_steps=8, gradient_accumulation_steps=1, learning_rate=2e-2,
+                 max_length=384)
+    train_judge(args)
+    summary = json.loads((out / "findbench_evaluator.json").read_text())
+    assert all("pairwise_loss" in e for e in summary["log_history"]) and summary["final_pairwise_loss"] is not None
+    assert summary["args"]["pairwise_weight"] == 1.0
+
+    tok = AutoTokenizer.from_pretrained(tiny_base)
+    rows = load_judge_data(judge_data)["train"].to_list()[:12]
+    encs = [encode_comparison(tok, r, "pmi", 3, random.Random(f"0:{i}")) for i, r in enumerate(rows)]
+    batch = _collate(tok.pad_token_id)([{"input_ids": [1], "labels": [1], "pairwise": e} for e in encs])
+    base = AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32).eval()
+    with torch.no_grad(), peft_wrapping():
+        before = float(comparative_loss(base, batch, 2.0))
+        after = float(comparative_loss(PeftModel.from_pretrained(base, str(out)).eval(), batch, 2.0))
+    print(f"pairwise loss on 12 training rows: {before:.3f} -> {after:.3f}")
+    assert after < before - 0.3, (before, after)  # measured: 3.93 -> 3.22
+
+    from findbench.find import load_rows
+    from findbench.judge.data import build_judge_data
+
+    plain = tmp_path / "plain-data"
+    build_judge_data(plain, n=6, n_heldout=0, negatives=False, n_near=0,
+                     rows_by_category={"strings": load_rows("strings", seed=0)[:20]})
+    with pytest.raises(ValueError, match="negatives"):
+        train_judge(_args(tiny_base, str(plain), tmp_path / "x", pairwise_weight=1.0, max_steps=1))

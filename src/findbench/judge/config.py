@@ -125,3 +125,15 @@ class JudgeDataConfig:
     seed: int = arg(0, "seed of the function split and the draws")
     heldout_fraction: float = arg(0.2, "fraction of function groups held out")
     data: str | None = arg(None, "take function rows from a `findbench build` folder (default: procedural, seed 0)")
+    n_near: int | None = arg(None, "more training rows: the training functions' near-miss unit tests (same input, "
+                                   "outputs of near misses of the function); default n/2")
+    negatives: bool = arg(True, "each training row lists the descriptions that must lose to its truth (near misses' "
+                                "own, examples-only, hedged, category-generic) for train-judge's pairwise term",
+                          no_help="no losing descriptions")
+    extra_string_functions: int = arg(0, "more strings training functions from the generator's next seeds, none with "
+                                         "the code or description of a function of --data / seed 0")
+
+    def __post_init__(self) -> None:
+        _checks.integer("n_near", self.n_near, 0, optional=True)
+        _checks.integer("extra_string_functions", self.extra_string_functions, 0)
+
