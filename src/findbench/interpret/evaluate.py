@@ -447,26 +447,31 @@ def _add_floors(
                  "owner": (k, kind)}
                 for a in answers
             ]
+    shared: dict[tuple, dict[str, Any]] = {}  # an answer both floors of an episode give is scored once
+    for f in floors:
+        f["scored"] = shared.setdefault((f["owner"][0], f["description"], f["code"]), f)
+    scored = list(shared.values())
     metrics = [m for m in _FLOOR_METRICS if any(r.get(m) is not None for r in records)]
-    if floors and metrics:
+    if scored and metrics:
         try:
-            score_interpretations(floors, [records[f["owner"][0]]["row"] for f in floors], metrics=metrics,
+            score_interpretations(scored, [records[f["owner"][0]]["row"] for f in scored], metrics=metrics,
                                   judge=lm, mode=mode)
-        except Exception as exc:  # noqa: BLE001 - then each episode's floor alone, so only its own fails
+        except Exception as exc:  # noqa: BLE001 - then each episode's floors alone, so only its own fail
             logger.warning("floors: scored one episode at a time after %s: %s", type(exc).__name__, exc)
-            for owner in dict.fromkeys(f["owner"] for f in floors):
-                mine = [f for f in floors if f["owner"] == owner]
+            for k in dict.fromkeys(f["owner"][0] for f in scored):
+                mine = [f for f in scored if f["owner"][0] == k]
                 try:
-                    score_interpretations(mine, [records[owner[0]]["row"]] * len(mine), metrics=metrics,
-                                          judge=lm, mode=mode)
+                    score_interpretations(mine, [records[k]["row"]] * len(mine), metrics=metrics, judge=lm, mode=mode)
                 except Exception as exc:  # noqa: BLE001
-                    _floor_missing(records[owner[0]], owner[1], exc)
                     for f in mine:
                         f["failed"] = True
+                    for kind in dict.fromkeys(f["owner"][1] for f in floors if f["scored"].get("failed")
+                                              and f["owner"][0] == k):
+                        _floor_missing(records[k], kind, exc)
     by_owner: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for f in floors:
-        if not f.get("failed"):
-            by_owner.setdefault(f["owner"], []).append(f)
+        if not f["scored"].get("failed"):
+            by_owner.setdefault(f["owner"], []).append(f["scored"])
     for k, rec in enumerate(records):
         for kind, margin in _FLOOR_KINDS.items():
             for metric in _FLOOR_METRICS:

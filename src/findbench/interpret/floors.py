@@ -134,13 +134,13 @@ def lookup_code(pairs: Sequence[Pair]) -> str:
     return f"_TABLE = {table!r}\n\n\ndef function(s):\n    return _TABLE.get(s, s)\n"
 
 
-def listed_description(category: str, pairs: Sequence[Pair], *, key: str = "", lm: Any = None) -> str:
+def listed_description(category: str, pairs: Sequence[Pair], *, key: str = "", lm: Any = None) -> tuple[str, bool]:
     """The observed pairs listed, no rule (``Function input - output pairs: (x, y) …``, the line an agent's
     calls print; entities, the words comma-separated), in the order of a shuffle seeded by ``key`` of the
     pairs sorted (so the calls' order plays no part), each taken in one pass where it still fits the
     judge ``lm``'s description budget (:func:`~findbench.judge.scoring.description_token_limit`, counted
     with its tokenizer; without one, 2 characters a token, the judge's own cut): a long pair is skipped,
-    not a reason to stop. ``""`` for no pairs."""
+    not a reason to stop. Returns the text (``""`` for no pairs) and whether it lists every pair."""
     from findbench.find.export import format_value
     from findbench.judge.scoring import description_token_limit, unwrap_lm
 
@@ -166,14 +166,15 @@ def listed_description(category: str, pairs: Sequence[Pair], *, key: str = "", l
     while chosen and cost([text])[0] > limit:  # a join tokenized differently from its pieces: rare, a few steps
         chosen.pop()
         text = prefix + sep.join(chosen)
-    return text if chosen else ""
+    return (text if chosen else ""), len(chosen) == len(pieces)
 
 
 def floor_answers(category: str, pairs: Sequence[Pair], *, key: str = "", lm: Any = None) -> list[Answer]:
     """The floor answers of one episode (the best of them counts): numeric, one per fitted
     :data:`NUMERIC_FLOORS` candidate; others, :data:`DESCRIPTION_SUBSETS` listings of the pairs
     (:func:`listed_description`, seeded by ``key`` and the listing's number, within judge ``lm``'s
-    budget), the first with the lookup code for strings. No observation: the ``constant`` reference answer."""
+    budget; one where it lists every pair), the first with the lookup code for strings. No observation: the
+    ``constant`` reference answer."""
     from findbench.interpret.references import CONSTANT_ANSWERS
 
     if category == "numeric":
@@ -181,11 +182,14 @@ def floor_answers(category: str, pairs: Sequence[Pair], *, key: str = "", lm: An
         return [Answer(description="", code=code) for code in codes.values()] or [CONSTANT_ANSWERS["numeric"]]
     if not pairs:
         return [CONSTANT_ANSWERS[category]]
+    texts: dict[str, None] = {}
+    for k in range(DESCRIPTION_SUBSETS):
+        text, every = listed_description(category, pairs, key=f"{key}:{k}", lm=lm)
+        texts[text or CONSTANT_ANSWERS[category].description] = None
+        if every:  # another listing would only reorder the same pairs
+            break
     code = lookup_code(pairs) if category == "strings" else None
-    texts = dict.fromkeys(listed_description(category, pairs, key=f"{key}:{k}", lm=lm)
-                          for k in range(DESCRIPTION_SUBSETS))
-    return [Answer(description=text or CONSTANT_ANSWERS[category].description, code=code if not k else None)
-            for k, text in enumerate(texts)]
+    return [Answer(description=text, code=code if not k else None) for k, text in enumerate(texts)]
 
 
 def observed_plan(
