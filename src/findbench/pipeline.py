@@ -35,8 +35,9 @@ logger = logging.getLogger(__name__)
 #: ``constant`` and ``empty`` floors; no LM) and the embedded LM.
 DEFAULT_INTERPRETERS = ("oracle", "random", "constant", "empty", "observed", "embedded")
 #: Layout of the scores a ``scores_<name>`` stage keeps; scores of another layout are recomputed
-#: (2: each metric with ``<metric>_ci`` and ``<metric>_n``; 3: floors, margins, near-miss tests, n_degenerate).
-_SCORES_FORMAT = 3
+#: (2: each metric with ``<metric>_ci`` and ``<metric>_n``; 3: floors, margins, near-miss tests, n_degenerate;
+#: 4: floors from the recorded inputs, ``<metric>_margin_plan``).
+_SCORES_FORMAT = 4
 _NEURONS = ("neurons_entities", "neurons_relations")
 
 
