@@ -251,6 +251,12 @@ def test_deleted_or_zeroed_outputs_do_not_move_the_floor_and_the_plan_margin_ign
             for name, (per, cell) in found.items()}
     assert len(set(plan.values())) == 1 and float(plan["honest"][0]) < 1e-9
     assert found["no calls"][1]["nmse_success_margin"] == 0.0 and plan["no calls"][2] == -1.0
+    from findbench.interpret.scoreboard import render_comparison
+    from findbench.interpret.scores import Scores
+
+    table = render_comparison({"t": Scores.read(tmp_path / "no calls-out" / "scores.json")})
+    assert "#### Margin over the observed plan's floor" in table
+    assert "t: margin over the observed plan's floor" in (tmp_path / "no calls-out" / "table.md").read_text()
 
 
 def test_no_call_order_or_length_lowers_the_description_floor(tmp_path):

@@ -215,19 +215,20 @@ def render_comparison(runs: Mapping[str, Scores], *, title: str = "FIND Table 2"
     notes += _interval_notes(v for cells in summaries.values() for v in cells)
     for note in notes:
         lines += ["", note]
-    margins = {name: table2_summaries(scores, "margin") for name, scores in runs.items()}
-    if any(v is not None for cells in margins.values() for v in cells):
-        lines += [
-            "",
-            "#### Margin over each interpreter's own observations",
-            "",
-            VARIANTS_NOTE,
-            "",
-            *_md_table(
-                [f"**{_escape(name)}**", *(_format_cell(v, signed=True) for v in cells)]
-                for name, cells in margins.items()
-            ),
-        ]
+    for variant, heading in (("margin", "Margin over each interpreter's own observations"),
+                             ("margin_plan", "Margin over the observed plan's floor")):
+        margins = {name: table2_summaries(scores, variant) for name, scores in runs.items()}
+        if any(v is not None for cells in margins.values() for v in cells):
+            lines += [
+                "",
+                f"#### {heading}",
+                *(["", VARIANTS_NOTE] if variant == "margin" else []),
+                "",
+                *_md_table(
+                    [f"**{_escape(name)}**", *(_format_cell(v, signed=True) for v in cells)]
+                    for name, cells in margins.items()
+                ),
+            ]
     near = {name: table2_summaries(scores, "near") for name, scores in runs.items()}
     if any(v is not None for cells in near.values() for v in cells):
         lines += [
