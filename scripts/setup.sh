@@ -23,7 +23,7 @@ fi
 # Best effort, as above.
 if ! ldconfig -p 2>/dev/null | grep -q libseccomp.so.2 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   { apt-get install -y -q libseccomp2 || { apt-get update -q && apt-get install -y -q libseccomp2; }; } >/dev/null 2>&1 \
-    || echo "note: libseccomp2 not installed; the sandbox runs without its seccomp filter" >&2
+    || echo "note: libseccomp2 not installed; the sandbox then runs only inside bubblewrap (or with FINDBENCH_ALLOW_UNCONFINED=1)" >&2
 fi
 # Chromium (headless) lets tests/interpret/test_report.py open the HTML report in a real browser.
 # Best effort, as above: only as root with apt, never fatal.

@@ -46,6 +46,36 @@ def test_every_flag_is_a_config_field_with_its_default(name, command):
             assert actions[f.name].help == f.metadata["help"]
 
 
+def test_a_no_flag_has_its_own_help(capsys):
+    """A switch that defaults to True also has --no-...: its help says what turning it off does
+    (the field's no_help, else "don't <help>"), never the positive flag's words."""
+    from findbench.judge.train import make_parser
+
+    parsers = {**{name: p for name, p in _subparsers().items() if name != "train-judge"}, "train-judge": make_parser()}
+    seen = 0
+    for name, parser in parsers.items():
+        by_dest: dict[str, list[argparse.Action]] = {}
+        for action in parser._actions:
+            by_dest.setdefault(action.dest, []).append(action)
+        for positive, *negative in (acts for acts in by_dest.values() if len(acts) > 1):
+            (no,) = negative
+            assert all(o.lstrip("-").startswith("no") for o in no.option_strings), (name, no.option_strings)
+            assert no.help and no.help != positive.help, (name, no.option_strings)
+            seen += 1
+    assert seen >= 3  # train-sae --no-resume, autointerp --no-use-demos-in-explanation, train-judge --no-hub-private
+    with pytest.raises(SystemExit):
+        cli.main(["autointerp", "--help"])
+    assert "--no-use-demos-in-explanation\n                        don't show the explainer" in capsys.readouterr().out
+
+
+def test_version(capsys):
+    from findbench import __version__
+
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out == f"findbench {__version__}\n"
+
+
 def test_only_autointerp_changes_a_default_on_purpose():
     from findbench.autointerp.config import QUICK_DEFAULTS, AutoInterpConfig
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import stat
 
+import numpy as np
 import pytest
+from safetensors.numpy import save_file
 
 from findbench._io import atomic_dir, atomic_write_json, umask
 
@@ -18,10 +20,18 @@ def test_atomic_writes_honour_the_umask(tmp_path, mask, file_mode, dir_mode):
         path = atomic_write_json(tmp_path / "out" / "scores.json", {"a": 1})
         with atomic_dir(tmp_path / "run") as folder:
             (folder / "x.txt").write_text("x")
+            # safetensors writes through a temporary file of its own (0600), as train-judge's adapter is written
+            (folder / "sub").mkdir(mode=0o700)
+            save_file({"w": np.zeros(2, dtype=np.float32)}, str(folder / "sub" / "adapter_model.safetensors"))
+            (folder / "run.sh").write_text("#!/bin/sh\n")
+            (folder / "run.sh").chmod(0o700)
     finally:
         os.umask(old)
     assert stat.S_IMODE(path.stat().st_mode) == file_mode
     assert stat.S_IMODE((tmp_path / "run").stat().st_mode) == dir_mode
+    assert stat.S_IMODE((tmp_path / "run" / "sub").stat().st_mode) == dir_mode
+    assert stat.S_IMODE((tmp_path / "run" / "sub" / "adapter_model.safetensors").stat().st_mode) == file_mode
+    assert stat.S_IMODE((tmp_path / "run" / "run.sh").stat().st_mode) == dir_mode  # executables stay executable
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 

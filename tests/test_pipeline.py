@@ -35,7 +35,8 @@ def test_main_job_end_to_end_and_resume(tmp_path, monkeypatch):
     assert const["numeric"]["aia"]["nmse_success"] == 0.0 and const["strings"]["aia"]["exact_match"] == 0.0
     for category in JUDGE_CATEGORIES:
         assert empty[category]["aia"]["unit_test_accuracy"] == 0.0
-    assert set(summary["results"]["embedded"]["scores"]) == set(CATEGORIES)
+    assert set(summary["results"]["embedded"]["scores"]) == {"judge", *CATEGORIES}
+    assert summary["results"]["embedded"]["scores"]["judge"]["name"] == "embedded"  # the judge each score names
     assert set(summary["results"]["embedded"]["scores"]["neurons_entities"]) == {"aia", "milan", "aia+milan"}
     assert json.loads((out / "summary.json").read_text()) == summary
     md = (out / "summary.md").read_text()

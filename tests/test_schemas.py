@@ -50,3 +50,18 @@ def test_a_document_that_does_not_fit_its_schema_is_refused_when_written():
     del cell["exact_match_n"]  # a mean without its n
     assert not schema.is_valid({"strings": {"aia": cell}})
     assert not schema.is_valid({"strings": {"gpt": good.to_json()["strings"]["aia"]}})  # no such method
+
+
+def test_scores_name_their_judge_in_the_schema():
+    from findbench.models import JudgeIdentity
+
+    judge = JudgeIdentity("local", "judge-x", path="/j/judge-x", steps=12, trained="2026-11-28T12:00:00Z", mode="pmi")
+    scores = Scores({"strings": {"aia": Cell(n_degenerate=0)}}, judge)
+    obj = scores.to_json()
+    assert list(obj) == ["judge", "strings"] and Scores.from_json(obj) == scores
+    schema = jsonschema.Draft202012Validator(shipped_schema("scores"))
+    assert schema.is_valid(obj)
+    assert not schema.is_valid({**obj, "judge": {**obj["judge"], "source": "somewhere"}})
+    assert not schema.is_valid({**obj, "judge": {"source": "shipped"}})  # a judge without its name
+    with pytest.raises(ValueError, match="scores.json.judge: unknown key 'colour'"):
+        Scores.from_json({**obj, "judge": {**obj["judge"], "colour": "red"}})

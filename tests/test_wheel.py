@@ -118,3 +118,19 @@ def test_installed_wheel_works_from_an_empty_folder(wheel, tmp_path):
         )
         == "Iceland\n"
     )
+
+
+def test_project_metadata_builds_without_deprecation_warnings(monkeypatch):
+    """pyproject.toml as setuptools reads it when building: `project.license` an SPDX expression
+    (a TOML table stops building after 2027-02-18), and no other deprecation warning."""
+    import warnings
+
+    from setuptools.config.pyprojecttoml import apply_configuration
+    from setuptools.dist import Distribution
+
+    monkeypatch.chdir(REPO)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dist = apply_configuration(Distribution(), "pyproject.toml")
+    assert [str(w.message).splitlines()[0] for w in caught] == []
+    assert dist.metadata.license_expression == "MIT"

@@ -22,7 +22,8 @@ Csv = list[str] | str | None
 def arg(default: Any, help: str, **kwargs: Any) -> Any:
     """A config field that is also a flag: its ``help`` and argparse settings in ``kwargs``
     (``choices``, ``aliases``, ``metavar``, ``parse`` (the argparse ``type``), ``positional``,
-    ``nargs``). ``dataclasses.MISSING`` as ``default``: the flag (or argument) is required."""
+    ``nargs``; ``no_help``: the help of a True bool's ``--no-...``, default "don't <help>").
+    ``dataclasses.MISSING`` as ``default``: the flag (or argument) is required."""
     if isinstance(default, list):
         return dataclasses.field(default_factory=lambda: list(default), metadata={"help": help, **kwargs})
     return dataclasses.field(default=default, metadata={"help": help, **kwargs})
@@ -88,9 +89,9 @@ def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, con
                                     **kw)
             else:
                 parser.add_argument(*flags, dest=f.name, action="store_true", **kw)
-            if default is True:
+            if default is True:  # its own help: the positive one's, negated, unless the field gives no_help
                 parser.add_argument(*_spellings("no_" + f.name, hf_style), dest=f.name, action="store_false",
-                                    default=argparse.SUPPRESS, **kw)
+                                    default=argparse.SUPPRESS, help=meta.get("no_help") or f"don't {kw['help']}")
             continue
         if default is dataclasses.MISSING:
             kw["required"] = True

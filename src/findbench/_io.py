@@ -23,13 +23,15 @@ from typing import Any
 @contextlib.contextmanager
 def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary directory beside ``path``; on success it replaces ``path`` at once, on an
-    exception it is removed and ``path`` is left as it was."""
+    exception it is removed and ``path`` is left as it was. What the caller wrote inside gets the
+    umask's modes (libraries that write through their own temporary files, like safetensors, leave 0600)."""
     path = Path(path).resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
     try:
         os.chmod(tmp, 0o777 & ~umask())
         yield tmp
+        _share(tmp)
         if path.exists():
             old = path.with_name(f".{path.name}.old-{os.getpid()}")
             os.replace(path, old)
@@ -40,6 +42,19 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _share(root: Path) -> None:
+    """Give ``root`` and everything under it the modes a plain ``open()`` / ``mkdir()`` would: 0666 (0777
+    for folders and executables) less the umask. Links are left alone (never followed)."""
+    mask = umask()
+    os.chmod(root, 0o777 & ~mask)
+    for folder, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            st = os.lstat(entry := os.path.join(folder, name))
+            if stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode):
+                full = stat.S_ISDIR(st.st_mode) or st.st_mode & 0o100
+                os.chmod(entry, (0o777 if full else 0o666) & ~mask)
 
 
 def umask() -> int:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from findbench._config import HelpFormatter, add_arguments, from_namespace
+from findbench._version import __version__
 from findbench.autointerp.commands import (
     LATENTS_EXCLUSIVE,
     AutoInterpCommand,
@@ -38,7 +39,7 @@ from findbench.autointerp.commands import (
 )
 from findbench.autointerp.config import QUICK_DEFAULTS, AutoInterpConfig, TrainSAEConfig
 from findbench.builders.config import BuildConfig, BuildNeuronTestsConfig, CallConfig
-from findbench.constants import UsageError
+from findbench.constants import EMBEDDED_JUDGE_NAME, UsageError
 from findbench.find.config import BackboneReportConfig, ExportFunctionsConfig
 from findbench.interpret.config import CompareConfig, EvaluateConfig, InterpretConfig, ReportConfig
 from findbench.judge.config import JudgeCardConfig, JudgeDataConfig, JudgeReportConfig, TrainJudgeConfig
@@ -149,7 +150,12 @@ def _judge_data(cfg: JudgeDataConfig) -> None:
 def _train_judge(cfg: TrainJudgeConfig, rest: list[str]) -> None:
     from findbench.judge.train import parse_train_args, train_judge
 
-    print(train_judge(parse_train_args(rest, prog="findbench train-judge")))
+    args = parse_train_args(rest, prog="findbench train-judge")
+    print(f"wrote {train_judge(args)}")
+    if args.install_as_default:
+        from findbench.models import embedded_judge_dir
+
+        print(f"installed it as the default judge {EMBEDDED_JUDGE_NAME}: {embedded_judge_dir()}")
 
 
 def _judge_report(cfg: JudgeReportConfig) -> None:
@@ -277,6 +283,7 @@ def make_parser() -> argparse.ArgumentParser:
         description="Build the FIND benchmark and neuron-explanation test sets, call functions, score interpretations.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging; errors show their traceback")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, config, function in COMMANDS:
         first, rest = configs_of(config)[0], getattr(configs_of(config)[0], "REST", False)

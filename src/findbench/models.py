@@ -7,16 +7,22 @@ paths pass through. :data:`REGISTRY` maps names to folder builders (:func:`regis
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import os
-from collections.abc import Callable
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from findbench._checks import did_you_mean
-from findbench._io import atomic_dir, cache_dir, cache_lock
+from findbench._io import atomic_dir, cache_dir, cache_lock, read_json_object
 from findbench._lazy import renamed
+from findbench._typed import OMIT_NONE, JsonDoc
+from findbench._version import __version__
 from findbench.constants import EMBEDDED_JUDGE_NAME, EMBEDDED_JUDGE_VERSION, TRAINED_MARKER, UsageError
 from findbench.resources import wheel_folder
 
@@ -135,6 +141,16 @@ def embedded_model_dir() -> str:
 register("embedded", embedded_model_dir)
 
 
+@contextlib.contextmanager
+def peft_wrapping() -> Iterator[None]:
+    """Around a peft wrap (``get_peft_model``, ``PeftModel.from_pretrained``): peft 0.21's ``PeftModel``
+    reads transformers 5's deprecated ``is_gradient_checkpointing`` of every model it wraps, whatever the
+    caller passes, so that one FutureWarning is silenced here and nowhere else."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+        yield
+
+
 def load_causal_lm(
     model: str | os.PathLike, *, dtype: Any = None, device: str | None = None, tokenizer: bool = True
 ) -> Any:
@@ -165,7 +181,8 @@ def load_causal_lm(
         if not base_id:
             raise ValueError(f"{adapter_cfg} names no base_model_name_or_path")
         base = AutoModelForCausalLM.from_pretrained(resolve(base_id), dtype=dtype)
-        lm = PeftModel.from_pretrained(base, path).merge_and_unload()
+        with peft_wrapping():
+            lm = PeftModel.from_pretrained(base, path).merge_and_unload()
     else:
         lm = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     if device:
@@ -187,9 +204,9 @@ def shipped_judge_dir() -> str | None:
 def embedded_judge_dir(*, must_exist: bool = True) -> str:
     """Folder of the judge fine-tuned from the embedded model.
 
-    With ``must_exist`` (the default): the judge ``findbench train-judge`` wrote in the cache,
-    else the shipped one (:func:`shipped_judge_dir`), else FileNotFoundError saying how to
-    train it. With ``must_exist=False``: the cache folder ``train-judge`` writes.
+    With ``must_exist`` (the default): the judge ``findbench train-judge --install-as-default``
+    installed in the cache, else the shipped one (:func:`shipped_judge_dir`), else FileNotFoundError
+    saying how to train it. With ``must_exist=False``: the cache folder ``--install-as-default`` writes.
     """
     path = cache_dir("models") / f"{EMBEDDED_JUDGE_NAME}-{EMBEDDED_JUDGE_VERSION}"
     if not must_exist or (path / TRAINED_MARKER).is_file():
@@ -199,10 +216,75 @@ def embedded_judge_dir(*, must_exist: bool = True) -> str:
         return shipped
     raise FileNotFoundError(
         f"the embedded judge is not trained yet (expected at {path}, and this installation ships none); run "
-        "`findbench train-judge` (35-40 min on 2 CPU cores) or pass a judge folder"
+        "`findbench train-judge --install-as-default` (35-40 min on 2 CPU cores) or pass a judge folder"
     )
 
 
 register(EMBEDDED_JUDGE_NAME, embedded_judge_dir)
 shipped_evaluator_dir = renamed(shipped_judge_dir, "shipped_evaluator_dir")
 embedded_evaluator_dir = renamed(embedded_judge_dir, "embedded_evaluator_dir")
+
+
+def _doc(text: str) -> Any:
+    return field(default=None, metadata={"doc": text, **OMIT_NONE})
+
+
+@dataclass(frozen=True)
+class JudgeIdentity(JsonDoc):
+    """Which judge produced a score: the adapter shipped with findbench (its name and recipe version),
+    a judge folder ``findbench train-judge`` wrote (its path, steps and date), another model, a
+    server, or an LM object given from Python (its name)."""
+
+    source: Literal["shipped", "local", "model", "server", "object"] = field(metadata={"doc": (
+        "shipped: the adapter in findbench's package; local: a judge folder train-judge wrote; model: any other "
+        "model (a folder or Hub id); server: an OpenAI-compatible URL; object: an LM given from Python")})
+    name: str = field(metadata={"doc": "the judge as it was named (--judge, the served model, the LM's name)"})
+    version: str | None = _doc("shipped: the recipe version of the adapter")
+    findbench: str | None = _doc("shipped: the findbench release that shipped it")
+    path: str | None = _doc("local and model: the folder; server: the URL")
+    steps: int | None = _doc("local: the optimizer steps it was trained for")
+    trained: str | None = _doc("local: when its training finished (UTC, ISO 8601)")
+    mode: str | None = _doc("the scoring mode it judged in")
+
+    def describe(self) -> str:
+        """The identity in one line of words (table.md, report.html, the judge card, evaluate's output)."""
+        text = {
+            "shipped": f"`{self.name}` {self.version}, the adapter shipped with findbench {self.findbench}",
+            "local": (f"`{self.name}`: " if self.name in REGISTRY else "") + f"the judge trained at `{self.path}` ("
+            + ("" if self.steps is None else f"{self.steps} step{'s' * (self.steps != 1)}, ")
+            + f"finished {self.trained})",
+            "model": f"`{self.name}` (a model without a train-judge record)",
+            "server": f"`{self.name}` served at {self.path}",
+            "object": f"`{self.name}`, an LM object given from Python",
+        }[self.source]
+        return text + (f", in `{self.mode}` mode" if self.mode else "")
+
+
+def judge_identity(judge: Any, *, judge_model: str | None = None, mode: str | None = None) -> JudgeIdentity:
+    """The :class:`JudgeIdentity` of a judge spec (``--judge``: a registered name, folder, Hub id or
+    server URL with its ``judge_model``) or of an LM object; ``mode``: the scoring mode it judges in.
+    ``embedded-evaluator`` is the judge :func:`embedded_judge_dir` picks: one installed here, else the shipped one."""
+    if not isinstance(judge, (str, os.PathLike)):
+        return JudgeIdentity("object", str(getattr(judge, "name", None) or type(judge).__name__), mode=mode)
+    spec = os.fspath(judge)
+    if spec.startswith(("http://", "https://")):
+        return JudgeIdentity("server", str(judge_model), path=spec, mode=mode)
+    folder = Path(resolve(spec)).expanduser()
+    if not folder.is_dir():
+        return JudgeIdentity("model", spec, mode=mode)  # a Hub id
+    folder, shipped = folder.resolve(), shipped_judge_dir()
+    if shipped is not None and folder == Path(shipped).resolve():
+        return JudgeIdentity("shipped", EMBEDDED_JUDGE_NAME, version=EMBEDDED_JUDGE_VERSION, findbench=__version__,
+                             mode=mode)
+    marker = folder / TRAINED_MARKER
+    if not marker.is_file():
+        return JudgeIdentity("model", spec, path=str(folder), mode=mode)
+    try:
+        summary = read_json_object(marker, "judge:")
+    except ValueError:
+        summary = {}
+    steps, trained = summary.get("steps"), summary.get("trained")
+    if not isinstance(trained, str):  # judges trained before the date was recorded: when the record was written
+        trained = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(marker.stat().st_mtime))
+    return JudgeIdentity("local", spec, path=str(folder), steps=steps if type(steps) is int else None,
+                         trained=trained, mode=mode)

@@ -36,8 +36,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_INTERPRETERS = ("oracle", "random", "constant", "empty", "observed", "embedded")
 #: Layout of the scores a ``scores_<name>`` stage keeps; scores of another layout are recomputed
 #: (2: each metric with ``<metric>_ci`` and ``<metric>_n``; 3: floors, margins, near-miss tests, n_degenerate;
-#: 4: floors from the recorded inputs, ``<metric>_margin_plan``).
-_SCORES_FORMAT = 4
+#: 4: the judge that scored them; 5: floors from the recorded inputs, ``<metric>_margin_plan``).
+_SCORES_FORMAT = 5
 _NEURONS = ("neurons_entities", "neurons_relations")
 
 
@@ -359,16 +359,18 @@ def _markdown(summary: dict) -> str:
     ]
     budget = summary["lm_budget"]
     sizes = ", ".join(f"{c} {n}" for c, n in summary["sample"].items())
+    runs = {name: Scores.from_json(res["scores"], f"scores of {name}") for name, res in summary["results"].items()}
+    judges = "; ".join(sorted({run.judge.describe() for run in runs.values() if run.judge is not None}))
+    mode = summary.get("judge_mode")
     lines += [
         "## Interpreters on FIND",
         "",
         f"Functions per category (held out of judge training): {sizes}; LM interpreters take the first "
         f"{budget['functions']} of each, {budget['rounds']} rounds of at most {budget['max_tokens']} tokens. "
-        f"Judge: `{summary['judge']}`"
-        + (f" ({summary['judge_mode']} mode)" if summary.get("judge_mode") else "")
+        "Judge: "
+        + (judges or f"`{summary['judge']}`" + (f" ({mode} mode)" if mode else ""))
         + ".",
         "",
     ]
-    runs = {name: Scores.from_json(res["scores"], f"scores of {name}") for name, res in summary["results"].items()}
     lines.append(render_comparison(runs).strip())
     return "\n".join(lines) + "\n"

@@ -143,10 +143,11 @@ def test_scores_json_shape_and_metric_names(scored):
     run, result, _ = scored
     on_disk = json.loads((run / "scores" / "scores.json").read_text())
     assert on_disk == result["scores"]
-    assert list(on_disk) == list(CATEGORIES)
+    assert list(on_disk) == ["judge", *CATEGORIES]  # the judge that scored the unit tests first
+    assert on_disk["judge"] == {"source": "object", "name": "knowing-judge", "mode": "logprob"}
     assert set(on_disk["neurons_entities"]) == {"aia", "milan", "aia+milan"}
     assert set(on_disk["neurons_relations"]) == {"aia"}
-    for category, methods in on_disk.items():
+    for category, methods in ((c, m) for c, m in on_disk.items() if c != "judge"):
         for metrics in methods.values():
             # each metric with its interval and n beside it, then its floor and margin where it has one
             expected = []
@@ -182,7 +183,7 @@ def test_per_function_csv(scored, rows):
         "domain_iou",
     ]
     assert tuple(header) == (*CSV_COLUMNS, *FLOOR_COLUMNS, "floor_missing", "degenerate", "code_error", "damage",
-                             *PROCESS_COLUMNS)
+                             "source_log", *PROCESS_COLUMNS)
     assert len(table) == 3 + 2 + 3 + 3 + 9 + 3
     cells = {(r["function_id"], r["method"]): r for r in table}
     gt_num = cells[(rows["numeric"][0]["function_id"], "aia")]
@@ -289,11 +290,11 @@ def test_data_folder_from_run_json(rows, tmp_path):
         "unit_test_accuracy": 1.0,
         "unit_test_accuracy_ci": [1.0, 1.0],
         "unit_test_accuracy_n": 1,
-        "unverified": False,
+        "unverified": True,  # the run named its own truth: checked against it, not verified by it
     }
-    assert list(result["scores"]) == ["neurons_relations"]
+    assert list(result["scores"]) == ["judge", "neurons_relations"]
     assert {k: result["scores"]["neurons_relations"]["aia"].get(k) for k in expected} == expected
-    assert f"truth: data folder `{data}` (recorded in run.json)" in result["table"]
+    assert f"truth: data folder `{data}` named by run.json (unverified" in result["table"]
     # a function the data folder does not hold
     write_episode(run, "neurons_relations", "aia", {"function_id": "neurons_relations/f00999"}, description="d")
     with pytest.raises(ValueError, match=r"function_id: neurons_relations/f00999 .* data folder"):
@@ -629,3 +630,39 @@ def test_a_run_on_in_memory_rows_needs_its_data(tmp_path):
     with pytest.raises(UsageError, match="--data: .* in-memory rows"):
         write_report(run, scores)
     assert [p.name for p in scores.iterdir()] == ["scores.json"]
+
+
+def test_scores_name_the_judge_that_produced_them(tmp_path, monkeypatch, capsys):
+    """scores.json's "judge", table.md and evaluate's output say which judge scored the unit tests: the
+    adapter shipped with findbench and its version, or a judge trained here with its path, steps and date."""
+    import findbench.judge
+    from findbench import __version__
+    from findbench.constants import EMBEDDED_JUDGE_VERSION, TRAINED_MARKER
+
+    strings = load_rows("strings")[:2]
+    run = tmp_path / "run"
+    write_run_info(run)
+    for row in strings:
+        write_episode(run, "strings", "aia", row, description=row["description"], code=row["code"])
+    monkeypatch.setenv("FINDBENCH_CACHE", str(tmp_path / "cache"))  # nothing installed here: the shipped judge
+    monkeypatch.setattr(findbench.judge, "load_judge", lambda judge, **kw: KnowingJudge(strings))  # no model loads
+
+    result = evaluate_run(run, judge="embedded-evaluator", judge_mode="logprob", out=tmp_path / "shipped",
+                          progress=False)
+    shipped = {"source": "shipped", "name": "embedded-evaluator", "version": EMBEDDED_JUDGE_VERSION,
+               "findbench": __version__, "mode": "logprob"}
+    assert result["scores"]["judge"] == shipped
+    assert Scores.read(tmp_path / "shipped" / "scores.json").judge.to_json() == shipped
+    assert (f"Judge: `embedded-evaluator` {EMBEDDED_JUDGE_VERSION}, the adapter shipped with findbench {__version__}, "
+            "in `logprob` mode.") in (tmp_path / "shipped" / "table.md").read_text()
+
+    local = tmp_path / "judge-20261128-120000"
+    local.mkdir()
+    record = {"judge_mode": "logprob", "steps": 7, "trained": "2026-11-28T12:00:00Z"}
+    (local / TRAINED_MARKER).write_text(json.dumps(record))
+    assert cli.main(["evaluate", str(run), "--judge", str(local), "--out", str(tmp_path / "local")]) == 0
+    assert (f"Judge: the judge trained at `{local}` (7 steps, finished 2026-11-28T12:00:00Z), in `logprob` mode."
+            in capsys.readouterr().out)
+    assert json.loads((tmp_path / "local" / "scores.json").read_text())["judge"] == {
+        "source": "local", "name": str(local), "path": str(local), "steps": 7, "trained": "2026-11-28T12:00:00Z",
+        "mode": "logprob"}

@@ -144,7 +144,8 @@ def test_run_folder_from_the_log_is_scored_by_evaluate(mock_log, data_dir, by_id
         folder = write_episode(out, episode)
         assert folder == episode_dir(out, episode.function_id, "aia")
         assert sorted(p.name for p in folder.iterdir()) == sorted(EPISODE_FILES)
-    result = evaluate_run(out, judge=KnowingJudge([by_id[f] for f in INPUTS]), out=tmp_path / "scores", progress=False)
+    result = evaluate_run(out, data=data_dir, judge=KnowingJudge([by_id[f] for f in INPUTS]), out=tmp_path / "scores",
+                          progress=False)  # --data: run.json's folder alone would leave the scores unverified
     assert result["scores"]["numeric"]["aia"]["nmse_success"] == 1.0
     assert result["scores"]["numeric"]["aia"]["domain_iou"] == 1.0
     expected = {
@@ -276,7 +277,7 @@ def test_run_folder_is_exported_from_the_logs_and_resumed(data_dir, by_id, tmp_p
     folders = sorted(p.relative_to(out).as_posix() for p in out.glob("*/*/f*"))
     assert folders == ["numeric/aia/f00000", "numeric/aia/f00001", "strings/aia/f00000", "strings/aia/f00001"]
     judge = KnowingJudge([by_id[f"strings/f0000{i}"] for i in range(2)])
-    result = evaluate_run(out, judge=judge, out=tmp_path / "scores", progress=False)
+    result = evaluate_run(out, data=data_dir, judge=judge, out=tmp_path / "scores", progress=False)
     assert result["scores"]["numeric"]["aia"]["nmse_success"] == 1.0
     expected = {
         "exact_match": 1.0,

@@ -503,3 +503,31 @@ def test_keyword_form_builds_the_same_config(oracle_run, data_dir, tmp_path):
         write_report(oracle_run, oracle_run / "scores", scores_dir=oracle_run / "scores")
     with pytest.raises(FileNotFoundError, match="scores_dir: no scores.json"):
         write_report(run_dir=oracle_run, scores_dir=tmp_path)
+
+
+def test_find_and_near_miss_unit_tests_each_have_a_heading_and_count(oracle_run):
+    """An episode's judged unit tests come in two sections, FIND's and the near misses, each headed with
+    its own count of right answers (numbered from 1 in each), and the page names the judge."""
+    import html
+    import re
+
+    from findbench._io import read_csv_rows
+
+    source = (oracle_run / "scores" / REPORT_FILE).read_text(encoding="utf-8")
+    rows = read_csv_rows(oracle_run / "scores" / "unit_tests.csv")
+    judged = sorted({(r["function_id"], r["method"]) for r in rows})
+    assert judged and {r["tests"] for r in rows} == {"find", "near"}
+    for function_id, method in judged:
+        anchor = f't-{function_id.replace("/", "_")}-{method}'
+        details = source.split(f'<details id="{anchor}">', 1)[1].split("</details>", 1)[0]
+        headings = [html.unescape(h) for h in re.findall(r"<h4>(.*?)</h4>", details)]
+        expected = []
+        for name, heading in (("find", "FIND's unit tests"), ("near", "Near-miss unit tests")):
+            tests = [r for r in rows if (r["function_id"], r["method"], r["tests"]) == (function_id, method, name)]
+            if tests:
+                expected.append(f"{heading}: {sum(r['right'] == '1' for r in tests)}/{len(tests)} right")
+        assert headings == expected, anchor
+        numbers = re.findall(r'<tr class="ut-(?:right|wrong)"><td>(\d+)</td>', details)
+        assert numbers == [str(k) for n in (10, 10) for k in range(1, n + 1)][: len(numbers)] and len(numbers) == 20
+    text = html.unescape(source)
+    assert "Judge: `knowing-judge`, an LM object given from Python, in `logprob` mode." in text

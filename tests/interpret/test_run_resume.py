@@ -99,7 +99,7 @@ def test_an_unreadable_log_is_named(data_dir, tmp_path):
     bad = out / "logs" / "2099-01-01T00-00-00-00-00_find-interpret-aia_bad.eval"
     bad.write_bytes(b"not a zip")
     with pytest.raises(
-        ValueError, match=f"^out: log {bad} cannot be read \\(.*\\); move it out of {out / 'logs'}"
+        ValueError, match=f"^out: log {bad} is not an Inspect .eval archive \\(.*\\); move it out of {out / 'logs'}"
     ) as exc:
         run_interpretations(data_dir, CountingLM(), **settings(out))
     assert "\n" not in str(exc.value)

@@ -108,7 +108,8 @@ def test_in_memory_rows_are_scored_unverified(rows, tmp_path):
     forged_run(run, rows, source="rows")
     result = evaluate_run(run, judge=KnowingJudge(rows), out=tmp_path / "out", progress=False)
     assert not result["verified"]
-    assert {cell["unverified"] for cats in result["scores"].values() for cell in cats.values()} == {True}
+    cells = [cell for c, cats in result["scores"].items() if c != "judge" for cell in cats.values()]
+    assert {cell["unverified"] for cell in cells} == {True}
     scores = json.loads((tmp_path / "out" / "scores.json").read_text())
     assert scores["numeric"]["aia"]["unverified"] is True
     assert "unverified" in (tmp_path / "out" / "table.md").read_text()
@@ -118,6 +119,23 @@ def test_in_memory_rows_are_scored_unverified(rows, tmp_path):
     # the same run is checked, and refused
     with pytest.raises((UsageError, FileNotFoundError)):
         evaluate_run(run, data=tmp_path / "nodata", judge=KnowingJudge(rows), out=tmp_path / "out2", progress=False)
+
+
+def test_a_data_folder_named_by_the_run_is_unverified(rows, tmp_path):
+    """The run vouches for itself: a folder beside it, named in its run.json, holding the forged rows."""
+    from tests.interpret.conftest import write_data_folder
+
+    data = write_data_folder(tmp_path / "own-data", {c: [forged(r) for r in rows[c]] for c in rows})
+    run = tmp_path / "run"
+    forged_run(run, rows, source="data", data=str(data))
+    result = evaluate_run(run, judge=KnowingJudge(rows), out=tmp_path / "out", progress=False)
+    assert result["scores"]["numeric"]["aia"]["nmse_success"] == 1.0  # scored against the run's own truth ...
+    assert not result["verified"]  # ... and marked so
+    assert {cell["unverified"] for c in ("numeric", "strings") for cell in result["scores"][c].values()} == {True}
+    assert (f"truth: data folder `{data}` named by run.json (unverified: the run chose this truth itself; pass "
+            "--data to verify)") in result["table"]
+    # the same folder passed by the evaluator (--data) is the evaluator's choice
+    assert evaluate_run(run, data=data, judge=KnowingJudge(rows), out=tmp_path / "out2", progress=False)["verified"]
 
 
 def test_in_memory_rows_must_match_their_own_fingerprints(rows, tmp_path):

@@ -297,7 +297,8 @@ def test_card_of_a_judge_that_knows_the_truth(tmp_path, string_rows, entity_rows
     text = (tmp_path / "card" / "judge_card.json").read_text()
     saved = json.loads(text)
     rungs = (*RUNGS, *PROBE_RUNGS)
-    assert list(saved)[:5] == ["judge", "spec", "mode", "rungs", "tests"] and "baseline" not in saved
+    assert list(saved)[:6] == ["judge", "spec", "judge_identity", "mode", "rungs", "tests"] and "baseline" not in saved
+    assert saved["judge_identity"] == {"source": "object", "name": "knowing-judge", "mode": "logprob"}
     assert saved["judge"] == "knowing-judge" and saved["mode"] == "logprob" and tuple(saved["rungs"]) == rungs
     assert list(saved["accuracy"]) == ["strings", "neurons_entities", "neurons_relations", "all"]
     assert saved["tests"] == ["find"] and "accuracy_near" not in saved and "rungs" not in saved["settings"]
@@ -341,6 +342,7 @@ def test_card_of_a_judge_that_knows_the_truth(tmp_path, string_rows, entity_rows
     # the README: model-card front matter, the accuracy and AUROC tables, the method, the command
     readme = (tmp_path / "card" / "README.md").read_text()
     assert readme.startswith("---\n") and "judge_mode: logprob" in readme
+    assert "\n\nJudge: `knowing-judge`, an LM object given from Python, in `logprob` mode.\n\n" in readme
     table = format_table(card)
     assert table in readme and format_table(card, what="auroc") in readme
     lines = table.splitlines()
@@ -532,6 +534,36 @@ def test_table_a3_is_a_view_of_the_card(tmp_path, string_rows, entity_rows):
     )
     assert "--rungs true,other --baseline first-option --baseline-mode generate,logprob --out DIR" in readme
     assert read_card(tmp_path / "a3") == a3  # the baseline reads back too
+    assert ("Baseline (before (generate)): `first-option`, an LM object given from Python, in `generate` mode."
+            in readme)
+
+
+def test_the_card_names_the_shipped_judge_and_one_trained_here(tmp_path, monkeypatch, string_rows):
+    """The card says which judge it measured: the adapter shipped with findbench and its version, or a
+    folder trained here with its path, steps and date."""
+    import findbench.judge.scoring
+    from findbench import __version__
+    from findbench.constants import EMBEDDED_JUDGE_VERSION, TRAINED_MARKER
+
+    rows = {"strings": string_rows[:3]}
+    monkeypatch.setenv("FINDBENCH_CACHE", str(tmp_path / "cache"))  # nothing installed here
+    monkeypatch.setattr(findbench.judge.scoring, "load_judge", lambda judge, **kw: KnowingJudge(rows))
+    local = tmp_path / "judge-20261128-120000"
+    local.mkdir()
+    record = {"judge_mode": "logprob", "steps": 7, "trained": "2026-11-28T12:00Z"}
+    (local / TRAINED_MARKER).write_text(json.dumps(record))
+    card = _card("embedded-evaluator", rows, judge_mode="logprob", rungs="true,other", baseline=str(local),
+                 n_resamples=100, out=str(tmp_path / "card"))
+    assert card.judge_identity.to_json() == {"source": "shipped", "name": "embedded-evaluator",
+                                             "version": EMBEDDED_JUDGE_VERSION, "findbench": __version__,
+                                             "mode": "logprob"}
+    assert card.baseline[0].judge_identity.to_json() == {"source": "local", "name": str(local), "path": str(local),
+                                                         "steps": 7, "trained": "2026-11-28T12:00Z", "mode": "logprob"}
+    readme = (tmp_path / "card" / "README.md").read_text()
+    assert (f"Judge: `embedded-evaluator` {EMBEDDED_JUDGE_VERSION}, the adapter shipped with findbench {__version__}, "
+            f"in `logprob` mode. Baseline (before): the judge trained at `{local}` (7 steps, finished "
+            "2026-11-28T12:00Z), in `logprob` mode.") in readme
+    assert read_card(tmp_path / "card") == card
 
 
 def test_judge_report_runs_the_card_and_writes_table_a3(tmp_path, monkeypatch, string_rows):

@@ -230,5 +230,5 @@ def test_embedded_evaluator_name_resolves_to_the_cached_judge(tmp_path, monkeypa
     folder.mkdir(parents=True)
     (folder / TRAINED_MARKER).write_text("{}")
     assert resolve("embedded-evaluator") == str(folder)
-    # train-judge's defaults (no output_dir) write exactly there
-    assert TrainArgs().output_dir is None and embedded_judge_dir(must_exist=False) == str(folder)
+    # only train-judge --install-as-default writes there (its default output is a new folder: test_train)
+    assert TrainArgs().install_as_default is False and embedded_judge_dir(must_exist=False) == str(folder)

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from findbench.judge.train import TrainArgs, parse_train_args, tokenize_judge_row, train_judge
+from findbench.constants import TRAINED_MARKER
+from findbench.judge.train import TrainArgs, make_parser, parse_train_args, tokenize_judge_row, train_judge
 from tests._paths import REPO
 
 
@@ -383,6 +384,7 @@ def test_cli_train_judge_options(tmp_path, monkeypatch, capsys):
     args = seen[-1]
     assert (args.learning_rate, args.lora_r, args.full_finetune, args.model) == (3e-4, 2, True, "some/model")
     assert main(["train-judge", "--merge", "false"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "wrote judge-folder"
     assert seen[-1].merge is False and seen[-1].learning_rate == TrainArgs().learning_rate
     with pytest.raises(ValueError, match="lora_r"):
         parse_train_args(["--lora_r", "0"])
@@ -412,3 +414,50 @@ def test_judge_report_table_shows_intervals_and_n():
     low, high = result["unit_test_accuracy_ci"]
     assert f"| strings | 4 | 0.625 [{low:.3f}, {high:.3f}] (n=4)† |" in table
     assert SMALL_N_LEGEND in table
+
+
+def test_train_judge_writes_a_new_folder_and_installs_only_when_asked(tmp_path, tiny_base, judge_data, monkeypatch):
+    """Without --output_dir train-judge writes ./judge-<UTC date-time>, never the default judge's folder
+    (a smoke test cannot replace the judge every later score uses); --install-as-default copies it
+    there. Its files are 0644 under umask 022, no FutureWarning is raised, and the judge names itself
+    (path, steps, date)."""
+    import os
+    import stat
+    import warnings
+
+    import findbench.models as models
+
+    monkeypatch.setenv("FINDBENCH_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    default = Path(models.embedded_judge_dir(must_exist=False))
+    shipped = models.shipped_judge_dir()
+    assert models.judge_identity("embedded-evaluator").source == "shipped"
+    old = os.umask(0o022)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FutureWarning)
+            first = Path(train_judge(_args(tiny_base, judge_data, tmp_path, output_dir=None, max_steps=2)))
+            second = Path(train_judge(_args(tiny_base, judge_data, tmp_path, output_dir=None, max_steps=1)))
+            models.load_causal_lm(str(first), tokenizer=False)  # loading the adapter as a judge: no warning either
+    finally:
+        os.umask(old)
+    for out in (first, second):
+        assert out.parent == tmp_path / "work" and out.name.startswith("judge-") and (out / TRAINED_MARKER).is_file()
+    assert first != second and not default.exists() and models.resolve("embedded-evaluator") == shipped
+    assert {oct(stat.S_IMODE(p.stat().st_mode)) for p in first.rglob("*") if p.is_file()} == {"0o644"}
+    assert stat.S_IMODE((first / "adapter_model.safetensors").stat().st_mode) == 0o644
+    identity = models.judge_identity(str(first), mode="pmi")
+    assert (identity.source, identity.path, identity.steps, identity.mode) == ("local", str(first), 2, "pmi")
+    assert identity.trained.startswith(first.name[len("judge-"):len("judge-") + 4])  # the year, in both
+    assert str(first) in identity.describe() and "2 steps" in identity.describe()
+
+    installed = Path(train_judge(_args(tiny_base, judge_data, tmp_path, output_dir=str(tmp_path / "mine"),
+                                       max_steps=1, install_as_default=True)))
+    assert installed == tmp_path / "mine" and (installed / TRAINED_MARKER).is_file()  # kept where it was asked
+    assert models.resolve("embedded-evaluator") == str(default)
+    identity = models.judge_identity("embedded-evaluator")
+    assert (identity.source, identity.name, identity.path, identity.steps) == (
+        "local", "embedded-evaluator", str(default), 1)
+    shown = " ".join(make_parser().format_help().split())
+    assert "--install-as-default [INSTALL_AS_DEFAULT] then install the judge as the default" in shown

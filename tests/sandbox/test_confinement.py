@@ -9,17 +9,23 @@ the fork servers inside it.
 
 from __future__ import annotations
 
+import errno
+import json
 import math
 import os
 import shutil
 import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from findbench.sandbox import ALLOW_UNCONFINED_ENV, Sandbox, SandboxUnavailableError, run_functions
+from findbench.sandbox import ALLOW_UNCONFINED_ENV, Sandbox, SandboxUnavailableError, run_functions, seccomp_program
 
 IDENTITY = "def f(x):\n    return x\n"
 CONFIGS = ["audit_hook", "kernel_only"] + (["bwrap_kernel_only"] if shutil.which("bwrap") else [])
@@ -263,3 +269,260 @@ def test_no_kernel_boundary_refuses_unless_the_caller_opts_in(monkeypatch):
 def test_default_run_functions_is_confined():
     [res] = run_functions([IDENTITY], [[1]])
     assert res.values == [1] and "landlock" in res.isolation
+
+
+NOBODY = 65534
+
+
+def _metadata_attack(target: str) -> str:
+    """A program that tries every call that changes a file's mode, owner, times or extended
+    attributes (path, ``*at``, descriptor and raw-syscall forms) on ``target`` and on a file of
+    its own; it returns ``{"<whose>:<call>": errno, or 0 when the call succeeded}``."""
+    return textwrap.dedent(f"""
+        import ctypes, fcntl, os, platform
+        T = {target!r}
+        libc = ctypes.CDLL(None, use_errno=True)
+        VALUE = ctypes.c_char_p(b"1")
+        XATTR_ARGS = (ctypes.c_uint64 * 2)(ctypes.cast(VALUE, ctypes.c_void_p).value, 1)  # value, size
+        FILE_ATTR = (ctypes.c_uint64 * 3)()
+
+        def attempt(call):
+            try:
+                call()
+                return 0
+            except OSError as exc:
+                return exc.errno
+
+        def raw(number, *args):
+            if libc.syscall(number, *args) != 0:
+                raise OSError(ctypes.get_errno(), "")
+
+        def f(x):
+            with open("own", "w") as fh:
+                fh.write("x")
+            fd = os.open("own", os.O_RDONLY)
+            uid, gid = os.getuid(), os.getgid()
+            out = {{}}
+            for whose, path in (("caller", T), ("own", "own")):
+                p = path.encode()
+                calls = {{
+                    "chmod": lambda: os.chmod(path, 0o777),
+                    "chown": lambda: os.chown(path, uid, gid),
+                    "lchown": lambda: os.lchown(path, uid, gid),
+                    "utime": lambda: os.utime(path, (0, 0)),
+                    "setxattr": lambda: os.setxattr(path, "user.pwned", b"1"),
+                    "lsetxattr": lambda: os.setxattr(path, "user.pwned", b"1", follow_symlinks=False),
+                    "removexattr": lambda: os.removexattr(path, "user.findbench"),
+                    "fchmodat2": lambda: raw(452, -100, p, 0o777, 0),
+                    "setxattrat": lambda: raw(463, -100, p, 0, b"user.pwned", XATTR_ARGS, 16),
+                    "removexattrat": lambda: raw(466, -100, p, 0, b"user.findbench"),
+                    "file_setattr": lambda: raw(469, -100, p, FILE_ATTR, 24, 0),
+                }}
+                if platform.machine() == "x86_64":  # the older calls, by their x86-64 numbers
+                    calls.update({{
+                        "sys_chmod": lambda: raw(90, p, 0o777),
+                        "sys_fchmodat": lambda: raw(268, -100, p, 0o777),
+                        "sys_chown": lambda: raw(92, p, uid, gid),
+                        "sys_lchown": lambda: raw(94, p, uid, gid),
+                        "sys_fchownat": lambda: raw(260, -100, p, uid, gid, 0),
+                        "sys_utime": lambda: raw(132, p, None),
+                        "sys_utimes": lambda: raw(235, p, None),
+                        "sys_futimesat": lambda: raw(261, -100, p, None),
+                        "sys_utimensat": lambda: raw(280, -100, p, None, 0),
+                        "sys_setxattr": lambda: raw(188, p, b"user.pwned", b"1", 1, 0),
+                        "sys_lsetxattr": lambda: raw(189, p, b"user.pwned", b"1", 1, 0),
+                        "sys_removexattr": lambda: raw(197, p, b"user.findbench"),
+                        "sys_lremovexattr": lambda: raw(198, p, b"user.findbench"),
+                    }})
+                out.update({{f"{{whose}}:{{name}}": attempt(call) for name, call in calls.items()}})
+            for name, call in {{
+                "fchmod": lambda: os.fchmod(fd, 0o777),
+                "fchown": lambda: os.fchown(fd, uid, gid),
+                "futimens": lambda: os.utime(fd, (0, 0)),
+                "fsetxattr": lambda: os.setxattr(fd, "user.pwned", b"1"),
+                "fremovexattr": lambda: os.removexattr(fd, "user.findbench"),
+                "FS_IOC_SETFLAGS": lambda: fcntl.ioctl(fd, 0x40086602, bytes(8)),
+                "FS_IOC_FSSETXATTR": lambda: fcntl.ioctl(fd, 0x401C5820, bytes(28)),
+            }}.items():
+                out[f"own:{{name}}"] = attempt(call)
+            return out
+    """)
+
+
+def _file_state(path: str) -> tuple:
+    st = os.stat(path)
+    xattrs = {name: os.getxattr(path, name) for name in os.listxattr(path)}
+    return st.st_mode, st.st_uid, st.st_gid, st.st_atime_ns, st.st_mtime_ns, st.st_ctime_ns, xattrs
+
+
+def _caller_file(folder: str, owner: int | None) -> str:
+    """A 0600 file with an extended attribute in ``folder``, owned by ``owner`` (when given)."""
+    path = os.path.join(folder, "caller.txt")
+    with open(path, "w") as fh:
+        fh.write("the caller's")
+    os.chmod(path, 0o600)
+    try:
+        os.setxattr(path, "user.findbench", b"kept")
+    except OSError as exc:  # a file system without user xattrs: mode, owner and times remain
+        if exc.errno != errno.ENOTSUP:
+            raise
+    if owner is not None:
+        os.chown(path, owner, owner)
+    return path
+
+
+def _assert_every_call_refused(calls: dict, caller_errno: int | None = None) -> None:
+    """Every attempt on the caller's file failed (with ``caller_errno`` when given), and every
+    attempt on the program's own file was refused by seccomp."""
+    caller = {name: err for name, err in calls.items() if name.startswith("caller:")}
+    assert caller and all(err and caller_errno in (None, err) for err in caller.values()), caller
+    own = {name: err for name, err in calls.items() if name.startswith("own:")}
+    assert own and all(err == errno.EPERM for err in own.values()), own
+
+
+@pytest.fixture()
+def programs_uid_file():
+    """A 0600 file owned by the uid programs run as (``nobody`` when the caller is root), in a
+    folder that uid can enter: only the sandbox stands between a program and its metadata."""
+    folder = tempfile.mkdtemp(prefix="findbench-metadata-")  # pytest's tmp_path is closed to other uids
+    os.chmod(folder, 0o755)
+    yield _caller_file(folder, NOBODY if os.geteuid() == 0 else None)
+    shutil.rmtree(folder)
+
+
+def test_no_program_changes_a_files_mode_owner_times_or_xattrs(box, programs_uid_file):
+    before = _file_state(programs_uid_file)
+    [res] = box.run([_metadata_attack(programs_uid_file)], [[0]])
+    assert _file_state(programs_uid_file) == before
+    if box.kernel_only:
+        assert res.status == "ok" and res.errors == [None], res
+        _assert_every_call_refused(res.values[0])  # EPERM, or ENOENT where bubblewrap hides the file
+    else:  # the audit hook refuses ctypes: the program does not load
+        assert res.status == "error" and "ctypes" in res.message, res
+    assert box.isolation["file_metadata_locked"] is True
+
+
+def test_no_metadata_boundary_refuses_unless_the_caller_opts_in(monkeypatch):
+    monkeypatch.delenv(ALLOW_UNCONFINED_ENV, raising=False)
+    # No seccomp filter (libseccomp missing) and no bubblewrap: Landlock alone leaves a file's
+    # mode, owner, times and extended attributes to whoever owns it.
+    with pytest.raises(SandboxUnavailableError, match="mode, owner, times and extended attributes.*allow_unconfined"):
+        with Sandbox(workers=1, bwrap=False) as box:
+            box.config["seccomp_bpf"] = None
+            box.run([IDENTITY], [[1]])
+    with Sandbox(workers=1, bwrap=False, allow_unconfined=True) as box:
+        box.config["seccomp_bpf"] = None
+        [res] = box.run([IDENTITY], [[1]])
+    assert res.values == [1] and "seccomp" not in res.isolation.split("+")
+    assert box.isolation["file_metadata_locked"] is False
+
+
+# Run as root: show uid 65534 the folders it needs where a closed folder (``/root``, say) hides
+# them (a private mount namespace with a tmpfs over that folder and the needed folders bound
+# into it), then become uid/gid 65534 with no groups and no capabilities and exec the caller.
+_AS_NOBODY = r"""
+import ctypes, json, os, sys
+hidden, argv, env = json.loads(sys.argv[1])
+libc = ctypes.CDLL(None, use_errno=True)
+def need(ok, what):
+    if not ok:
+        print(json.dumps({"skip": f"{what} failed: {os.strerror(ctypes.get_errno())}"}), flush=True)
+        sys.exit(0)
+os.umask(0o022)
+if hidden:
+    need(libc.unshare(0x00020000) == 0, "unshare(CLONE_NEWNS)")
+    need(libc.mount(None, b"/", None, ctypes.c_ulong(0x4000 | 0x40000), None) == 0, "making / private")
+    for top, paths in hidden.items():
+        fds = [os.open(p, os.O_PATH) for p in paths]
+        need(libc.mount(b"tmpfs", top.encode(), b"tmpfs", ctypes.c_ulong(0), b"mode=0755") == 0, f"a tmpfs on {top}")
+        for path, fd in zip(paths, fds):
+            os.makedirs(path, exist_ok=True)
+            source = f"/proc/self/fd/{fd}".encode()
+            need(libc.mount(source, path.encode(), None, ctypes.c_ulong(0x1000 | 0x4000), None) == 0, f"binding {path}")
+os.setgroups([])
+os.setresgid(65534, 65534, 65534)
+os.setresuid(65534, 65534, 65534)
+os.execve(argv[0], argv, env)
+"""
+# What the non-root caller runs: the sandbox without bubblewrap, the audit hook off.
+_NONROOT_CALLER = r"""
+import json, os, sys
+try:
+    import numpy  # noqa: F401
+except (ImportError, OSError) as exc:
+    print(json.dumps({"skip": f"uid 65534 cannot import numpy from this environment: {exc}"}))
+    sys.exit(0)
+import findbench
+from findbench.sandbox import Sandbox, SandboxUnavailableError
+out = {"uid": os.geteuid(), "python": sys.version, "findbench": findbench.__file__}
+try:
+    with Sandbox(workers=1, timeout=60, bwrap=False) as box:
+        box.config["audit_hook"] = False
+        [res] = box.run([open(sys.argv[1]).read()], [[0]])
+    out.update(isolation=box.isolation, level=res.isolation, status=res.status, values=res.values,
+               errors=res.errors, message=res.message)
+except SandboxUnavailableError as exc:
+    out["refused"] = str(exc)
+print(json.dumps(out))
+"""
+
+
+def _closed_folders(paths: set[str]) -> dict[str, list[str]]:
+    """``{closed folder: [needed paths beneath it]}`` for the topmost folders above ``paths``
+    that other users cannot enter."""
+    hidden: dict[str, list[str]] = {}
+    for path in sorted(paths):
+        for parent in reversed(Path(path).parents):
+            if not os.stat(parent).st_mode & 0o001:
+                if str(parent) == "/":
+                    pytest.skip("/ is closed to other users")
+                beneath = hidden.setdefault(str(parent), [])
+                if not any(path.startswith(p + os.sep) for p in beneath):
+                    beneath.append(path)
+                break
+    return hidden
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="running as another user (uid 65534) needs root")
+def test_a_non_root_callers_files_keep_their_metadata_without_bubblewrap():
+    import findbench
+
+    work = tempfile.mkdtemp(prefix="findbench-nonroot-")
+    try:
+        shutil.copytree(Path(findbench.__file__).parent, os.path.join(work, "src", "findbench"),
+                        ignore=shutil.ignore_patterns("__pycache__", "data"))
+        target = _caller_file(work, None)
+        with open(os.path.join(work, "attack.py"), "w") as fh:
+            fh.write(_metadata_attack(target))
+        with open(os.path.join(work, "caller.py"), "w") as fh:
+            fh.write(_NONROOT_CALLER)
+        for root, dirs, files in os.walk(work):
+            for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
+                os.lchown(name, NOBODY, NOBODY)
+        os.chmod(work, 0o700)
+        before = _file_state(target)
+        needed = {os.path.realpath(p) for p in (sys.base_prefix, sys.base_exec_prefix, sys.prefix, work)}
+        needed |= {os.path.dirname(sys.executable), os.path.dirname(os.path.realpath(sys.executable))}
+        needed.add(str(Path(np.__file__).resolve().parents[1]))  # the environment's site-packages
+        env = {"PATH": "/usr/bin:/bin", "HOME": work, "TMPDIR": work, "LANG": "C.UTF-8",
+               "PYTHONPATH": os.path.join(work, "src")}
+        argv = [sys.executable, os.path.join(work, "caller.py"), os.path.join(work, "attack.py")]
+        proc = subprocess.run([sys.executable, "-c", _AS_NOBODY, json.dumps([_closed_folders(needed), argv, env])],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr[-3000:]
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+        if "skip" in out:
+            pytest.skip(out["skip"])
+        assert out["uid"] == NOBODY and out["python"] == sys.version, out  # this interpreter, not another
+        assert out["findbench"].startswith(work + os.sep), out
+        if seccomp_program() is None:  # no libseccomp here: the caller must have been refused
+            assert "mode, owner, times and extended attributes" in out.get("refused", ""), out
+            return
+        iso = out["isolation"]
+        assert not iso["bwrap"] and iso["uid"] == NOBODY and iso["seccomp"] and iso["file_metadata_locked"], iso
+        assert "seccomp" in out["level"].split("+") and "bwrap" not in out["level"].split("+")
+        assert _file_state(target) == before
+        assert out["status"] == "ok" and out["errors"] == [None], out
+        _assert_every_call_refused(out["values"][0], errno.EPERM)
+    finally:
+        shutil.rmtree(work)

@@ -75,8 +75,8 @@ class TrainSAECommand:
     SAE.load_from_disk reads, with a model card and held-out metrics"""
 
     out: str = arg("sae", "SAE folder to write")
-    resume: bool = arg(True, "reuse cached activations and the last checkpoint of an interrupted run (--no-resume: "
-                             "start over)")
+    resume: bool = arg(True, "reuse cached activations and the last checkpoint of an interrupted run",
+                       no_help="start over: ignore cached activations and checkpoints")
     keep_activations: bool = arg(False, "keep the cached model activations for later runs on the same hook (GBs in "
                                         "~/.cache/findbench)")
 

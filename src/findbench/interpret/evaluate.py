@@ -14,7 +14,8 @@ folders are skipped), each part at most :data:`_PART_MAX_BYTES`, each log within
 :mod:`findbench.interpret.logs`. A missing part is scored as a failure where its metric applies; a
 part or episode record that cannot be read marks its episode damaged (``damage`` in
 ``per_function.csv``, named in ``table.md``), scored as if the part were missing, and the other
-episodes are scored as usual; a log that cannot be read is named in ``table.md``.
+episodes are scored as usual; a log that cannot be read, or that is not of the run (another
+interpreter, model, task arguments or more than one epoch), is named in ``table.md`` and not scored.
 
 Outputs: ``per_function.csv`` (:func:`score_interpretations` and the process columns of
 :mod:`findbench.interpret.process`), ``unit_tests.csv`` (:data:`UNIT_TEST_COLUMNS`; ``margin``:
@@ -63,7 +64,8 @@ SCORE_METRICS = (
 )
 #: Columns of ``per_function.csv`` (then :data:`FLOOR_COLUMNS`, ``floor_missing``: why a floor of the
 #: episode could not be computed (its columns are then empty), ``degenerate``, ``code_error``: why the
-#: answer's code failed in the sandbox, ``damage``: why a part of the episode could not be read, then
+#: answer's code failed in the sandbox, ``damage``: why a part of the episode could not be read,
+#: ``source_log``: the log it was read from, ``logs/<file>.eval``, empty for a run without logs, then
 #: the process columns).
 CSV_COLUMNS = (
     "function_id",
@@ -264,12 +266,13 @@ def _scan(
 def _from_logs(
     run_dir: Path, method: str | None, exported: list[dict[str, Any]]
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """The records of a run's logs (:func:`findbench.interpret.logs.read_run_logs`), each with its
-    ``"episode"``; an exported episode folder no readable log records is kept with ``"unrecorded"``
+    """The records of a run's logs (:func:`findbench.interpret.logs.read_run_logs`, checked against
+    its run.json), each with its ``"episode"``, ``"source_log"`` (``logs/<file>``) and the logs'
+    ``"interpreter"``; an exported episode folder no log read records is kept with ``"unrecorded"``
     set (not scored: the logs are the record). Returns the records and the logs' problems."""
     from findbench.interpret.logs import read_run_logs
 
-    logs = read_run_logs(run_dir)
+    logs = read_run_logs(run_dir, read_run_info(run_dir))
     records = []
     for (m, function_id), found in logs.episodes.items():
         if method is not None and m != method:
@@ -281,6 +284,8 @@ def _from_logs(
             "method": m,
             "damage": found.damage,
             "episode": found.record,
+            "source_log": f"{LOG_DIR}/{Path(found.log).name}",
+            "interpreter": (logs.identity or {}).get("interpreter"),
             **dict.fromkeys(PARTS, ""),
         }
         if found.record is not None:
@@ -564,7 +569,8 @@ def _cell(value: Any) -> str:
 def _per_function_csv(records: list[dict[str, Any]]) -> str:
     from findbench.interpret.process import PROCESS_COLUMNS
 
-    columns = (*CSV_COLUMNS, *FLOOR_COLUMNS, "floor_missing", "degenerate", "code_error", "damage", *PROCESS_COLUMNS)
+    columns = (*CSV_COLUMNS, *FLOOR_COLUMNS, "floor_missing", "degenerate", "code_error", "damage", "source_log",
+               *PROCESS_COLUMNS)
     return csv_text(columns, ([_cell(rec.get(col)) for col in columns] for rec in records))
 
 
@@ -666,12 +672,13 @@ def read_scored_run(
     for rec in unrecorded:
         logger.warning("not scored: %s (%s): %s", rec["function_id"], rec["method"], rec["damage"])
     records = [r for r in records if r["row"] is not None]
+    logged = {str(r["interpreter"]) for r in records if r.get("interpreter")}  # the logs', without a run.json
     for problem in problems:
         logger.warning("%s", problem)
     return {
         "layout": layout,
         "info": info,
-        "interpreter": info.get("interpreter") or run_path.resolve().name,
+        "interpreter": info.get("interpreter") or next(iter(logged), None) or run_path.resolve().name,
         "seed": seed,
         "data": data if data is not None else info.get("data"),
         "verified": verified,
@@ -746,8 +753,9 @@ def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = Tr
 
     The keyword form ``evaluate_run(run_dir, **settings)`` builds the same config.
 
-    ``scores.json`` cells carry ``unverified`` (true when the run was made on in-memory rows and
-    scored on the rows it carries, :mod:`findbench.interpret.truth`).
+    ``scores.json`` cells carry ``unverified`` (true when the truth was not the evaluator's choice:
+    the data folder the run's run.json names, or the rows an in-memory run carries;
+    :mod:`findbench.interpret.truth`).
 
     Returns ``{"interpreter", "layout", "scores", "counts", "out", "table", "process", "verified"}``
     (``scores``: the content of ``scores.json``; :meth:`findbench.interpret.scores.Scores.from_json` types it)."""
@@ -781,14 +789,17 @@ def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = Tr
         )
         raise ValueError(f"run_dir: nothing to score in {run_path}: {why}")
 
-    lm, mode = None, "logprob"
+    lm, mode, identity = None, "logprob", None
     if any(r["category"] != "numeric" for r in records):
         from findbench.judge import judge_mode_of, load_judge
+        from findbench.models import judge_identity
 
         mode = judge_mode or judge_mode_of(judge, judge_model=judge_model)
         lm = load_judge(
             judge, judge_model=judge_model, cache=judge_cache
         )  # before the sandbox runs: a missing judge fails fast
+        identity = judge_identity(judge, judge_model=judge_model, mode=mode)
+        logger.info("judge: %s", identity.describe())
 
     cells: dict[str, dict[str, Cell]] = {}
     counts: dict[str, dict[str, int]] = {}
@@ -816,8 +827,8 @@ def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = Tr
         )
     if run["log_problems"]:
         notes.append(
-            f"Unreadable logs: {len(run['log_problems'])}, not scored: {run['log_problems'][0]}"
-            + (" …" if len(run["log_problems"]) > 1 else "")
+            f"Logs not scored: {len(run['log_problems'])}: {'; '.join(run['log_problems'][:5])}"
+            + (" …" if len(run["log_problems"]) > 5 else "")
             + "."
         )
     no_floor = [r for r in records if r.get("floor_missing")]
@@ -829,9 +840,9 @@ def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = Tr
             + (" …" if len(no_floor) > 5 else "")
             + "; see the floor_missing column of per_function.csv."
         )
-    if lm is not None:
-        notes.append(f"Judge: `{getattr(lm, 'name', type(lm).__name__)}` in `{mode}` mode.")
-    scores = Scores(cells)
+    if identity is not None:
+        notes.append(f"Judge: {identity.describe()}.")
+    scores = Scores(cells, identity)
     table = render_table(interpreter, scores, counts=counts, notes=notes)
     from findbench.interpret.process import aggregate_process, render_process
 

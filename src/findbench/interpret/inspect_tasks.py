@@ -445,6 +445,7 @@ def find_interpret(
         protocol=cfg.protocol,
         episode_tokens=cfg.episode_tokens,
         structured_outputs=cfg.structured_outputs,
+        interpreter=cfg.reference,
     )
 
 
@@ -458,8 +459,10 @@ def interpret_task(
     protocol: str,
     episode_tokens: int | None,
     structured_outputs: str,
+    interpreter: str | None = None,
 ) -> Task:
-    """The task over ``samples`` (of one method), solved by :func:`find_agent`."""
+    """The task over ``samples`` (of one method), solved by :func:`find_agent`; its metadata records
+    ``interpreter`` (the run's name for it; None: the model), which ``findbench evaluate`` checks."""
     return Task(
         dataset=MemoryDataset(samples, name="find"),
         solver=find_agent(
@@ -476,6 +479,7 @@ def interpret_task(
             "protocol": protocol,
             "episode_tokens": episode_tokens,
             "structured_outputs": structured_outputs,
+            "interpreter": interpreter,
         },
     )
 

@@ -325,10 +325,15 @@ def _score_line(scored: Mapping[str, str] | None) -> str:
     return ", ".join(parts)
 
 
+#: The headings of the unit-test sets of ``unit_tests.csv`` (its ``tests`` column), in the report's order.
+_TEST_SETS = {"find": "FIND's unit tests", "near": "Near-miss unit tests"}
+
+
 def _judged(row: Mapping[str, Any], record: Mapping[str, Any], tests: Sequence[Mapping[str, str]]) -> dict[str, Any]:
-    """The ground-truth description beside the interpreter's, then the judge's decision on each unit
-    test: the options (✓ the correct one, ▶ the pick; a wrong pick highlighted) and the margin."""
-    rows = []
+    """The ground-truth description beside the interpreter's, then per test set (FIND's, the near
+    misses) the judge's decision on each unit test: the options (✓ the correct one, ▶ the pick; a wrong
+    pick highlighted) and the margin."""
+    rows: dict[str, list[dict[str, Any]]] = {}
     for t in tests:
         correct, chosen = t["correct"], t["chosen"]
         options = [
@@ -345,9 +350,10 @@ def _judged(row: Mapping[str, Any], record: Mapping[str, Any], tests: Sequence[M
             note = "no answer: " + _short(t["answer"], 80)
         else:
             note = f"margin {float(t['margin']):+.3g}" if t["margin"] else ""
-        rows.append(
+        rows.setdefault(t.get("tests") or "find", []).append(
             {
                 "n": int(t["test"]) + 1,
+                "right": t["right"] == "1",
                 "cls": "ut-right" if t["right"] == "1" else "ut-wrong",
                 "options": options,
                 "note": note,
@@ -356,8 +362,11 @@ def _judged(row: Mapping[str, Any], record: Mapping[str, Any], tests: Sequence[M
     return {
         "truth": str(row.get("description") or ""),
         "description": record["description"],
-        "tests": rows,
-        "right": sum(t["right"] == "1" for t in tests),
+        "test_sets": [
+            {"heading": heading, "tests": rows[name], "right": sum(r["right"] for r in rows[name])}
+            for name, heading in _TEST_SETS.items()
+            if name in rows
+        ],
         "mode": tests[0]["mode"] if tests else "",
     }
 
@@ -507,7 +516,10 @@ def write_report(
     for r in per_function.values():
         counts.setdefault(r["category"], Counter())[r["method"]] += 1
     modes = sorted({t["mode"] for tests in unit_tests.values() for t in tests})
-    notes = [f"Judge mode: {', '.join(modes)} (the judge is named in table.md)."] if modes else []
+    if scores.judge is not None:
+        notes = [f"Judge: {scores.judge.describe()}."]
+    else:  # scores written before they named their judge
+        notes = [f"Judge mode: {', '.join(modes)} (the judge is named in table.md)."] if modes else []
     *paper, run = table2_rows(interpreter, scores)
     variants = variant_rows(interpreter, scores)
     notes += [VARIANTS_NOTE] if variants else []

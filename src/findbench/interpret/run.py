@@ -117,19 +117,16 @@ def _task_samples(log_dir: Path, method: str, samples: list[Any], missing: list[
     that of each log of the method in ``log_dir`` (newest first) holding some of them, so
     ``eval_set`` resumes an unfinished one reusing its samples done (a finished one: nothing runs,
     its episodes are exported again), and one of the rest."""
-    from inspect_ai.log import read_eval_log
+    from findbench.interpret.logs import read_log
 
     ids = {str(s.id) for s in samples}
     left = {str(s.id) for s in missing}
     groups = []
     for path in sorted(log_dir.glob("*.eval"), reverse=True):
         try:
-            header = read_eval_log(str(path), header_only=True)
-        except Exception as exc:  # a damaged zip, or a file that is no log
-            raise ValueError(
-                f"out: log {path} cannot be read ({type(exc).__name__}: {exc}); move it out of {log_dir} "
-                "to resume without it"
-            ) from None
+            header = read_log(path)  # within the caps of findbench.interpret.logs, as evaluate reads it
+        except ValueError as exc:  # a damaged zip, a file that is no log, a member past its size
+            raise ValueError(f"out: {exc}; move it out of {log_dir} to resume without it") from None
         held = {str(i) for i in header.eval.dataset.sample_ids or []}
         if header.eval.task == f"find_interpret_{method}" and held <= ids and held & left:
             groups.append([s for s in samples if str(s.id) in held])
@@ -307,6 +304,7 @@ def run_interpretations(
                 protocol=cfg.protocol,
                 episode_tokens=cfg.episode_tokens,
                 structured_outputs=cfg.structured_outputs,
+                interpreter=name,
             ),
             name=f"find_interpret_{m}",
             version=_samples_version(ss),

@@ -1,6 +1,7 @@
 """``scores.json``, typed: FIND's Table 2 cells of one scored run (written by ``findbench evaluate``).
 
-The document is ``{category: {method: cell}}``. A :class:`Cell` holds one :class:`Estimate` per
+The document is ``{category: {method: cell}}``, after ``"judge"`` (a :class:`~findbench.models.JudgeIdentity`:
+which judge scored the unit tests) when a judge scored. A :class:`Cell` holds one :class:`Estimate` per
 aggregate its category has (:data:`~findbench.interpret.evaluate.CATEGORY_METRICS`, the floored
 ones followed by ``<metric>_observed``, ``<metric>_margin`` and ``<metric>_margin_plan``), written
 flat as ``<name>`` (the mean), ``<name>_ci`` (the seeded 95 % bootstrap interval over functions) and ``<name>_n`` (the
@@ -19,6 +20,7 @@ from typing import Any, ClassVar
 from findbench._io import read_json_object
 from findbench._typed import JsonDoc, decode, doc_summary, schema_of
 from findbench.interpret.protocol import METHODS
+from findbench.models import JudgeIdentity
 from findbench.schema import CATEGORIES
 from findbench.stats import bootstrap_ci
 
@@ -80,7 +82,7 @@ class Cell(JsonDoc):
         "per function: near-miss accuracy minus the observed plan floor's")
     n_degenerate: int = field(default=0, metadata={_D: "answers flagged degenerate (still scored)"})
     unverified: bool = field(default=False,
-                             metadata={_D: "scored on the rows the run carries, not checked against the data"})
+                             metadata={_D: "scored against a truth the run chose (carried rows, or run.json's data)"})
 
     #: The aggregates a cell may hold, in the order they are written: its :class:`Estimate` fields
     #: (set below the class, from the fields themselves).
@@ -149,9 +151,11 @@ Cell.ESTIMATES = tuple(f.name for f in dataclasses.fields(Cell) if f.name not in
 
 @dataclass(frozen=True)
 class Scores(JsonDoc):
-    """``scores.json``: FIND's Table 2 cells of one scored run, ``{category: {method: cell}}``."""
+    """``scores.json``: FIND's Table 2 cells of one scored run, ``{category: {method: cell}}``, and the judge
+    that scored its unit tests (``"judge"``, absent when none did)."""
 
     cells: dict[str, dict[str, Cell]] = field(default_factory=dict)
+    judge: JudgeIdentity | None = None
 
     JSON_NAME = SCORES_FILE
 
@@ -173,7 +177,8 @@ class Scores(JsonDoc):
         return list(self.cells)
 
     def to_json(self) -> dict[str, Any]:
-        return {c: {m: cell.to_json() for m, cell in methods.items()} for c, methods in self.cells.items()}
+        judge = {} if self.judge is None else {"judge": self.judge.to_json()}
+        return judge | {c: {m: cell.to_json() for m, cell in methods.items()} for c, methods in self.cells.items()}
 
     def dumps(self) -> str:
         """The text of ``scores.json``."""
@@ -185,7 +190,8 @@ class Scores(JsonDoc):
         if not isinstance(obj, dict):
             raise ValueError(f"{where}: expected a JSON object, got {type(obj).__name__}")
         cells: dict[str, dict[str, Cell]] = {}
-        for category, methods in obj.items():
+        judge = JudgeIdentity.from_json(obj["judge"], f"{where}.judge") if "judge" in obj else None
+        for category, methods in ((c, m) for c, m in obj.items() if c != "judge"):
             if category not in CATEGORIES:
                 raise ValueError(f"{where}: unknown category {category!r}; categories are {CATEGORIES}")
             if not isinstance(methods, dict):
@@ -194,7 +200,7 @@ class Scores(JsonDoc):
                 if method not in METHODS:
                     raise ValueError(f"{where}.{category}: unknown method {method!r}; methods are {METHODS}")
             cells[category] = {m: Cell.from_json(v, f"{where}.{category}.{m}") for m, v in methods.items()}
-        return cls(cells)
+        return cls(cells, judge)
 
     @classmethod
     def read(cls, path: str | os.PathLike) -> Scores:
@@ -209,5 +215,6 @@ class Scores(JsonDoc):
     def _object_schema(cls, defs: dict[str, Any]) -> dict[str, Any]:
         defs["Methods"] = {"type": "object", "description": "a category's cells, by interpreter method",
                            "properties": {m: schema_of(Cell, defs) for m in METHODS}, "additionalProperties": False}
-        return {"type": "object", "description": doc_summary(cls),
-                "properties": {c: {"$ref": "#/$defs/Methods"} for c in CATEGORIES}, "additionalProperties": False}
+        judge = {"description": "the judge that scored the unit tests", **schema_of(JudgeIdentity, defs)}
+        return {"type": "object", "description": doc_summary(cls), "additionalProperties": False,
+                "properties": {"judge": judge, **{c: {"$ref": "#/$defs/Methods"} for c in CATEGORIES}}}

@@ -4,9 +4,12 @@ An episode carries the row it interpreted (``episode.json``'s ``row``) and that 
 :func:`row_fingerprint` (``row_fingerprint``). Both come from a folder someone handed over, so
 they are a convenience, never the truth: :func:`attach_truth` takes each function's row from
 the data (``--data``, else the dataset folder or procedural seed ``run.json`` records) and
-refuses a run whose carried rows or fingerprints differ from it. Only a run made on in-memory
-rows, with no data to check against, is scored on its carried rows, and is marked
-``unverified`` wherever its scores are shown."""
+refuses a run whose carried rows or fingerprints differ from it.
+
+Scores are ``verified`` only when the evaluator chose the truth: ``--data``, or the procedural
+rows regenerated from the recorded seed. A run scored against the data folder its own
+``run.json`` names, or (made on in-memory rows, with no data to check against) on its carried
+rows, is marked ``unverified`` wherever its scores are shown."""
 
 from __future__ import annotations
 
@@ -25,6 +28,8 @@ TRUTH_FIELDS = ("function_id", "code", "params", "description", "test_inputs", "
 #: Shown where scores come from carried rows nobody checked.
 UNVERIFIED_NOTE = ("unverified: scored against the rows the run folder carries (the run was made on in-memory rows, "
                    "so no data can check them)")
+#: Shown where the truth is the data folder the run's own run.json names.
+UNVERIFIED_RUN_DATA = "unverified: the run chose this truth itself; pass --data to verify"
 
 
 def json_row(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -38,11 +43,14 @@ def row_fingerprint(row: Mapping[str, Any]) -> str:
     return fingerprint({k: values.get(k) for k in TRUTH_FIELDS})
 
 
-def _truth_source(info: Mapping[str, Any], data: str | os.PathLike | None, run_path: Path) -> tuple[Any, str] | None:
-    """``(data, text)``: where the truth comes from (a folder, or None for procedural rows), or None
-    for an unverifiable run (in-memory rows and no ``--data``)."""
+def _truth_source(
+    info: Mapping[str, Any], data: str | os.PathLike | None, run_path: Path
+) -> tuple[Any, str, bool] | None:
+    """``(data, text, verified)``: where the truth comes from (a folder, or None for procedural rows)
+    and whether the evaluator chose it; None for a run with no data at all (in-memory rows and no
+    ``--data``)."""
     if data is not None:
-        return data, f"data folder `{data}` (--data)"
+        return data, f"data folder `{data}` (--data)", True
     if info.get("source") == "rows":
         return None
     recorded = info.get("data")
@@ -53,9 +61,9 @@ def _truth_source(info: Mapping[str, Any], data: str | os.PathLike | None, run_p
                 f"--data: {run_path}/run.json names a data folder inside the run folder ({recorded}); the truth "
                 "cannot come from the folder being scored: pass --data with the dataset folder"
             )
-        return str(recorded), f"data folder `{recorded}` (recorded in run.json)"
+        return str(recorded), f"data folder `{recorded}` named by run.json ({UNVERIFIED_RUN_DATA})", False
     seed = info.get("seed") or 0
-    return None, f"procedural, seed {seed}"
+    return None, f"procedural, seed {seed}", True
 
 
 def attach_truth(
@@ -65,7 +73,8 @@ def attach_truth(
 
     Records hold ``"episode"`` (the parsed ``episode.json`` or None). With data (``data``, else
     ``run.json``'s folder or seed), every function's row comes from it and every carried row and
-    recorded fingerprint must match it (UsageError naming the functions otherwise). A run on
+    recorded fingerprint must match it (UsageError naming the functions otherwise); only ``data``
+    and the procedural rows of the seed verify (the run's own folder leaves it unverified). A run on
     in-memory rows without ``data`` keeps its carried rows, each checked against its recorded
     fingerprint; an episode with no readable row is then left without one (``"row"`` None)."""
     from findbench.find.rows import load_rows
@@ -91,7 +100,7 @@ def attach_truth(
                 "row; pass --data with the dataset folder those rows came from"
             )
         return False, UNVERIFIED_NOTE
-    folder, text = source
+    folder, text, verified = source
     seed = info.get("seed") or 0
     mismatched = []
     for category in (c for c in CATEGORIES if any(r["category"] == c for r in records)):
@@ -116,7 +125,7 @@ def attach_truth(
             f"--data: the rows carried by {_names(mismatched)} differ from the {text}: the run was made on other "
             "rows, or its folder was changed; pass --data with the dataset folder the run used"
         )
-    return True, text
+    return verified, text
 
 
 def _names(items: Sequence[str], most: int = 5) -> str:

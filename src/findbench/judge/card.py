@@ -834,6 +834,7 @@ def _measure(
 ) -> dict[str, Any]:
     """One judge in one mode on every description: its name, tables, results and cost."""
     from findbench.judge.scoring import JUDGE_MODES
+    from findbench.models import judge_identity
 
     one_of("mode", mode, JUDGE_MODES)
     if mode == "pmi" and not callable(getattr(lm, "continuation_logprobs", None)):
@@ -850,6 +851,7 @@ def _measure(
     return {
         "judge": meter.name,
         "spec": os.fspath(spec) if isinstance(spec, (str, os.PathLike)) else meter.name,
+        "judge_identity": judge_identity(spec, mode=mode),
         "mode": mode,
         **tables,
         "results": results,

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from findbench._checks import one_of
 from findbench._typed import OMIT_NONE, JsonDoc
 from findbench.judge.config import ALL_RUNGS, RUNGS
+from findbench.models import JudgeIdentity
 
 #: The files of a card folder.
 CARD_FILES = ("README.md", "judge_card.json", "judge_card.png")
@@ -192,6 +193,7 @@ class Measurement(_Tables):
     label: str
     judge: str
     spec: str
+    judge_identity: JudgeIdentity | None = field(default=None, metadata=OMIT_NONE)
     mode: str
     results: list[RungResult]
     cost: Cost
@@ -207,6 +209,9 @@ class JudgeCard(_Tables):
 
     judge: str
     spec: str
+    #: Which judge this is (shipped adapter and version, a folder trained here with its steps and date, ...);
+    #: cards written before it have none.
+    judge_identity: JudgeIdentity | None = field(default=None, metadata=OMIT_NONE)
     mode: str
     rungs: dict[str, str]
     tests: list[Literal["find", "near"]] | None = field(default=None, metadata=OMIT_NONE)
@@ -219,7 +224,7 @@ class JudgeCard(_Tables):
     def to_json(self) -> dict[str, Any]:
         """The card's JSON: its judge, mode and rungs, then the tables, results, cost, ladder, settings."""
         out = super().to_json()
-        head = [k for k in ("judge", "spec", "mode", "rungs", "tests") if k in out]
+        head = [k for k in ("judge", "spec", "judge_identity", "mode", "rungs", "tests") if k in out]
         return {k: out[k] for k in (*head, *[k for k in out if k not in head])}
 
     @property

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import logging
 import math
@@ -27,11 +28,13 @@ from findbench._checks import integer, one_of, positive_int
 from findbench._config import HelpFormatter, add_arguments, arg, from_namespace
 from findbench._lazy import renamed
 from findbench.constants import TRAINED_MARKER
-from findbench.models import embedded_judge_dir
+from findbench.models import embedded_judge_dir, peft_wrapping
 
 log = logging.getLogger(__name__)
 
 _STATE_FILE = "trainer_state.json"
+#: The name of train-judge's default output folders, before the UTC date-time.
+_NEW_JUDGE = "judge-"
 _CKPT = re.compile(r"^step-(\d+)$")
 
 
@@ -132,7 +135,14 @@ class OutputArgs:
 
     _argument_group_name = "output"
 
-    output_dir: str | None = arg(None, "where the judge is written; default: the embedded-evaluator cache folder")
+    output_dir: str | None = arg(
+        None, f"where the judge is written; default: a new folder ./{_NEW_JUDGE}<UTC date-time> (with "
+        "--resume_from_checkpoint latest: the newest such folder with checkpoints left)"
+    )
+    install_as_default: bool = arg(
+        False, "then install the judge as the default embedded-evaluator (a copy in findbench's cache, which evaluate, "
+        "main and judge-card use from then on instead of the shipped one); without it the default judge is untouched"
+    )
     logging_steps: int = arg(25, "log every N optimizer steps")
     save_steps: int = arg(50, "checkpoint every N optimizer steps (0: only at the end)")
     save_total_limit: int = arg(2, "checkpoints kept")
@@ -142,7 +152,7 @@ class OutputArgs:
     merge: bool = arg(False, "also write merged weights to output_dir/merged (LoRA)")
     push_to_hub: bool = arg(False, "upload the judge folder to the Hub at the end")
     hub_model_id: str | None = arg(None, "Hub repo id for --push_to_hub")
-    hub_private: bool = arg(True, "create the Hub repo as private")
+    hub_private: bool = arg(True, "create the Hub repo as private", no_help="create the Hub repo as public")
 
     def validate(self) -> None:
         for name in ("logging_steps", "save_steps", "save_total_limit"):
@@ -487,7 +497,7 @@ def train_judge(args: TrainArgs) -> str:
     """Fine-tune a judge; returns the output folder. Resumes from ``args.resume_from_checkpoint``."""
     import torch
     from accelerate import Accelerator
-    from accelerate.utils import set_seed
+    from accelerate.utils import broadcast_object_list, set_seed
 
     if not isinstance(args, TrainArgs):
         raise TypeError(f"args must be a TrainArgs, got {type(args).__name__}")
@@ -498,7 +508,9 @@ def train_judge(args: TrainArgs) -> str:
     accelerator = Accelerator(
         gradient_accumulation_steps=args.gradient_accumulation_steps, mixed_precision=args.mixed_precision
     )
-    out_dir = Path(args.output_dir or embedded_judge_dir(must_exist=False)).resolve()
+    out_dir = Path(broadcast_object_list([str(_output_dir(args))])[0])  # the main process's name everywhere
+    args.output_dir = str(out_dir)
+    log.info("the judge will be written to %s", out_dir)
     ckpt_root = out_dir.parent / f".{out_dir.name}.checkpoints"
     set_seed(args.seed)
 
@@ -557,13 +569,42 @@ def train_judge(args: TrainArgs) -> str:
         log.info("validation: %s", summary["eval"])
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
+        summary["trained"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         _write_judge(args, accelerator, run.model, tokenizer, summary, out_dir)
+        if args.install_as_default:
+            _install_as_default(out_dir)
         if args.push_to_hub:
             _push(out_dir, args)
         shutil.rmtree(ckpt_root, ignore_errors=True)
     accelerator.wait_for_everyone()
     accelerator.end_training()
     return str(out_dir)
+
+
+def _output_dir(args: TrainArgs) -> Path:
+    """``args.output_dir``, else a new folder ``judge-<UTC date-time>`` in the working folder (never the
+    default judge's, which only ``install_as_default`` replaces); to resume the latest checkpoint, the
+    newest such folder that left checkpoints."""
+    if args.output_dir:
+        return Path(args.output_dir).resolve()
+    here = Path.cwd()
+    if args.resume_from_checkpoint == "latest":
+        left = sorted(p.name for p in here.glob(f".{_NEW_JUDGE}*.checkpoints") if _checkpoints(p))
+        if left:
+            return here / left[-1][1 : -len(".checkpoints")]
+    stamp = time.strftime(f"{_NEW_JUDGE}%Y%m%d-%H%M%S", time.gmtime())
+    names = itertools.chain([stamp], (f"{stamp}-{k}" for k in itertools.count(2)))  # runs started the same second
+    return next(here / n for n in names if not (here / n).exists() and not (here / f".{n}.checkpoints").exists())
+
+
+def _install_as_default(folder: Path) -> None:
+    """Copy a finished judge folder into the default judge's place (``embedded-evaluator``), replacing it at once."""
+    from findbench._io import atomic_dir
+
+    target = Path(embedded_judge_dir(must_exist=False))
+    with atomic_dir(target) as tmp:
+        shutil.copytree(folder, tmp, dirs_exist_ok=True)
+    log.info("installed %s as the default judge %s (evaluate, main and judge-card use it)", folder, target)
 
 
 def _load_model(margs: TrainArgs) -> tuple[Any, Any]:
@@ -612,7 +653,8 @@ def _load_model(margs: TrainArgs) -> tuple[Any, Any]:
             bias="none",
             **layers,
         )
-        model = get_peft_model(model, peft_config)
+        with peft_wrapping():
+            model = get_peft_model(model, peft_config)
     n_trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     n_total = sum(p.numel() for p in model.parameters())
     log.info("trainable parameters: %d of %d (%.2f%%)", n_trainable, n_total, 100 * n_trainable / n_total)

@@ -16,9 +16,10 @@ CPU time per program (status ``"timeout"`` / ``"killed"``), output capped at
 ``max_output_bytes``, results over ``max_result_bytes`` refused.
 
 :attr:`Sandbox.isolation_level` (and ``SandboxResult.isolation``) names the layers in force,
-e.g. ``"landlock+seccomp+netns+ipcns+uid"``. Without a kernel boundary (no Landlock, no bwrap)
-the sandbox refuses to run unless ``allow_unconfined=True`` or ``FINDBENCH_ALLOW_UNCONFINED=1``
-(level ``"unconfined"``).
+e.g. ``"landlock+seccomp+netns+ipcns+uid"``. Without a kernel boundary (no Landlock, no bwrap;
+level ``"unconfined"``), or with nothing that keeps programs from changing the mode, owner, times
+or extended attributes of files (no seccomp filter, no bwrap; ``isolation["file_metadata_locked"]``),
+the sandbox refuses to run unless ``allow_unconfined=True`` or ``FINDBENCH_ALLOW_UNCONFINED=1``.
 
 Example::
 
@@ -128,7 +129,7 @@ class SandboxResult:
 
 
 class SandboxUnavailableError(RuntimeError):
-    """No kernel boundary (Landlock or bwrap) and no opt-in to running without one."""
+    """A boundary is missing (Landlock or bwrap; seccomp or bwrap for file metadata) and the caller did not opt in."""
 
 
 def _failed(status: str, n_inputs: int, message: str, stdout: str = "", isolation: str = "") -> SandboxResult:
@@ -198,18 +199,27 @@ def _check_entry(entry: Any, n: int) -> list[str]:
     return list(entries)
 
 
-def _unavailable_message(iso: dict) -> str:
-    abi = iso.get("landlock_abi", 0)
-    why = (
-        "Landlock was switched off (landlock=False)"
-        if abi and not iso.get("landlock")
-        else "this kernel does not offer Landlock (Linux >= 5.13 built with CONFIG_SECURITY_LANDLOCK and "
-        "'landlock' in the lsm= boot parameter)"
-    )
+def _unavailable_message(iso: dict) -> str | None:
+    """Why a fork server's layers leave programs a way out of the sandbox; ``None`` when they do not."""
+    if not (iso.get("landlock") or iso.get("bwrap")):
+        abi = iso.get("landlock_abi", 0)
+        why = (
+            "Landlock was switched off (landlock=False)"
+            if abi and not iso.get("landlock")
+            else "this kernel does not offer Landlock (Linux >= 5.13 built with CONFIG_SECURITY_LANDLOCK and "
+            "'landlock' in the lsm= boot parameter)"
+        )
+        why = f"no kernel boundary for untrusted code: {why}, and bubblewrap is not in use (apt-get install bubblewrap"
+    elif not iso.get("file_metadata_locked"):
+        why = (
+            "programs could change the mode, owner, times and extended attributes of files their uid owns: "
+            "no seccomp filter, and bubblewrap is not in use (apt-get install libseccomp2 or bubblewrap"
+        )
+    else:
+        return None
     return (
-        f"no kernel boundary for untrusted code: {why}, and bubblewrap is not in use "
-        "(apt-get install bubblewrap, or bwrap=None/True). To run model-written code with only rlimits, "
-        f"a network namespace and an audit hook, opt in with allow_unconfined=True or {ALLOW_UNCONFINED_ENV}=1."
+        f"{why}, or bwrap=None/True). To run model-written code without that boundary, "
+        f"opt in with allow_unconfined=True or {ALLOW_UNCONFINED_ENV}=1."
     )
 
 
@@ -293,6 +303,41 @@ _SECCOMP_DENIED = (
     "acct",
     "quotactl",
 )
+# Also refused with EPERM: every call that changes a file's mode, owner, times or extended
+# attributes. Landlock leaves these to the file's owner, and a caller that is not root runs its
+# programs as itself (the 32-bit names only exist on 32-bit hosts).
+_SECCOMP_FILE_METADATA = (
+    "chmod",
+    "fchmod",
+    "fchmodat",
+    "fchmodat2",
+    "chown",
+    "fchown",
+    "lchown",
+    "fchownat",
+    "chown32",
+    "fchown32",
+    "lchown32",
+    "utime",
+    "utimes",
+    "utimensat",
+    "futimesat",
+    "utimensat_time64",
+    "setxattr",
+    "lsetxattr",
+    "fsetxattr",
+    "removexattr",
+    "lremovexattr",
+    "fremovexattr",
+    "setxattrat",
+    "removexattrat",
+    "file_setattr",
+)
+# Numbers of the newest of them (shared by x86-64 and aarch64) for a libseccomp that predates them.
+_NEW_SYSCALLS = {"fchmodat2": 452, "setxattrat": 463, "removexattrat": 466, "file_setattr": 469}
+# ioctl requests that set a file's inode flags or fsxattr (chattr): FS_IOC_SETFLAGS, its 32-bit
+# form, FS_IOC_FSSETXATTR.
+_IOCTL_FILE_ATTRIBUTES = (0x40086602, 0x40046602, 0x401C5820)
 _CLONE_NAMESPACE_FLAGS = (
     0x00020000,
     0x02000000,
@@ -308,9 +353,11 @@ _CLONE_NAMESPACE_FLAGS = (
 @functools.lru_cache(maxsize=1)
 def seccomp_program() -> str | None:
     """The seccomp filter as base64 classic BPF (compiled by libseccomp through ``pyseccomp``);
-    ``None`` and one warning without libseccomp. Everything not listed is allowed."""
+    ``None`` and one warning without libseccomp (the sandbox then needs bwrap or an opt-in).
+    Everything not listed is allowed."""
     import base64
     import errno
+    import platform
     import socket
 
     try:
@@ -319,11 +366,14 @@ def seccomp_program() -> str | None:
         logger.warning("sandbox: no seccomp filter (%s); install libseccomp2 and pyseccomp", exc)
         return None
     filt = sc.SyscallFilter(sc.ALLOW)
-    for name in _SECCOMP_DENIED:
-        try:
-            filt.add_rule(sc.ERRNO(errno.EPERM), name)
-        except (OSError, ValueError, RuntimeError):  # not a syscall of this architecture
-            pass
+    for name in _SECCOMP_DENIED + _SECCOMP_FILE_METADATA:
+        number = sc.resolve_syscall(sc.Arch.NATIVE, name)
+        if number == -1 and platform.machine() in ("x86_64", "aarch64"):  # unknown to this libseccomp
+            number = _NEW_SYSCALLS.get(name, -1)
+        if number >= 0:  # negative: not a syscall of this architecture (or of this libseccomp)
+            filt.add_rule(sc.ERRNO(errno.EPERM), number)
+    for request in _IOCTL_FILE_ATTRIBUTES:
+        filt.add_rule(sc.ERRNO(errno.EPERM), "ioctl", sc.Arg(1, sc.MASKED_EQ, 0xFFFFFFFF, request))
     filt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
     for flag in _CLONE_NAMESPACE_FLAGS:
         filt.add_rule(sc.ERRNO(errno.EPERM), "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
@@ -481,7 +531,8 @@ class Sandbox:
         max_disk_bytes, max_files: size of the program's tmpfs; ``isolation["disk_cap_bytes"]``
             is ``None`` where no mount namespace could be made.
         bwrap: run the fork servers in bubblewrap: ``None`` when installed, ``True`` required.
-        allow_unconfined: run without a kernel boundary; default ``$FINDBENCH_ALLOW_UNCONFINED``.
+        allow_unconfined: run where a boundary is missing (no Landlock and no bwrap, or no seccomp
+            and no bwrap); default ``$FINDBENCH_ALLOW_UNCONFINED``.
     """
 
     def __init__(
@@ -676,9 +727,10 @@ class Sandbox:
             rc = worker.kill()
             raise RuntimeError(f"sandbox worker failed to start (exit code {rc}): {hello.get('error', '')}")
         iso = dict(hello.get("isolation", {}))
-        if not (iso.get("landlock") or iso.get("bwrap")) and not self.allow_unconfined:
+        refusal = None if self.allow_unconfined else _unavailable_message(iso)
+        if refusal:
             worker.kill()
-            raise SandboxUnavailableError(_unavailable_message(iso))
+            raise SandboxUnavailableError(refusal)
         with self._lock:
             if not self.isolation:
                 self.isolation = iso

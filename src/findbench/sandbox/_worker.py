@@ -671,6 +671,9 @@ class _Zygote:
             self._seccomp_filter = ctypes.create_string_buffer(code, len(code))
             self.seccomp = _SockFprog(len(code) // 8, ctypes.cast(self._seccomp_filter, ctypes.c_void_p))
         iso["seccomp"] = self.seccomp is not None
+        # No program may change a file's mode, owner, times or xattrs: the filter refuses those
+        # calls, and inside bubblewrap every file but the server's own is on a read-only mount.
+        iso["file_metadata_locked"] = iso["seccomp"] or iso["bwrap"]
         self.drop_uid = bool(cfg["drop_privileges"]) and os.geteuid() == 0
         iso["uid"] = _NOBODY if self.drop_uid else os.geteuid()
         # Import directories that ``nobody`` may not reach (an interpreter under /root, say)
