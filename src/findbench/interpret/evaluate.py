@@ -442,14 +442,14 @@ def _add_floors(
                     if kind == "observed"
                     else plan_pairs(rec["row"], pool, method=rec["method"], seed=seed)
                 )
-                answers = floor_answers(category, pairs, key=fid, lm=lm)
+                # the plan's floor is the one answer the observed reference gives
+                answers = floor_answers(category, pairs, key=fid, lm=lm, **({"listings": 1} if kind == "plan" else {}))
             except Exception as exc:  # noqa: BLE001 - one episode's floor never stops the run
                 _floor_missing(rec, kind, exc)
                 continue
             floors += [
-                {"function_id": fid, "category": category,
-                 "method": rec["method"], "description": a.description, "domain": "", "code": a.code or "",
-                 "owner": (k, kind)}
+                {"function_id": fid, "category": category, "method": rec["method"], "description": a.description,
+                 "domain": "", "code": a.code or "", "owner": (k, kind)}
                 for a in answers
             ]
     shared: dict[tuple, dict[str, Any]] = {}  # an answer both floors of an episode give is scored once

@@ -169,9 +169,11 @@ def listed_description(category: str, pairs: Sequence[Pair], *, key: str = "", l
     return (text if chosen else ""), len(chosen) == len(pieces)
 
 
-def floor_answers(category: str, pairs: Sequence[Pair], *, key: str = "", lm: Any = None) -> list[Answer]:
+def floor_answers(
+    category: str, pairs: Sequence[Pair], *, key: str = "", lm: Any = None, listings: int = DESCRIPTION_SUBSETS
+) -> list[Answer]:
     """The floor answers of one episode (the best of them counts): numeric, one per fitted
-    :data:`NUMERIC_FLOORS` candidate; others, :data:`DESCRIPTION_SUBSETS` listings of the pairs
+    :data:`NUMERIC_FLOORS` candidate; others, ``listings`` listings of the pairs
     (:func:`listed_description`, seeded by ``key`` and the listing's number, within judge ``lm``'s
     budget; one where it lists every pair), the first with the lookup code for strings. No observation: the
     ``constant`` reference answer."""
@@ -183,7 +185,7 @@ def floor_answers(category: str, pairs: Sequence[Pair], *, key: str = "", lm: An
     if not pairs:
         return [CONSTANT_ANSWERS[category]]
     texts: dict[str, None] = {}
-    for k in range(DESCRIPTION_SUBSETS):
+    for k in range(listings):
         text, every = listed_description(category, pairs, key=f"{key}:{k}", lm=lm)
         texts[text or CONSTANT_ANSWERS[category].description] = None
         if every:  # another listing would only reorder the same pairs
@@ -241,7 +243,8 @@ def plan_pairs(
     row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]], *, method: str = "aia", seed: int = 0
 ) -> list[Pair]:
     """The pairs of the fixed ``observed`` plan (:func:`observed_plan`, :data:`DEFAULT_OBSERVED_CALLS`
-    calls; the MILAN methods' exemplars too), run through the function: the floor no transcript moves."""
+    calls; the MILAN methods' exemplars too), run through the function: the floor no transcript moves
+    (its answers: ``floor_answers(..., listings=1)``, those the ``observed`` interpreter gives)."""
     inputs = observed_plan(row, pool, seed=seed)
     if method != "aia":
         inputs += [str(x) for x in row.get("exemplars") or []]
@@ -267,13 +270,13 @@ def observed_turns(
 
 
 def observed_answer(row: Mapping[str, Any], calls: Sequence[Mapping[str, Any]], *, seed: int = 0) -> str:
-    """The ``observed`` interpreter's answer: the floor (:func:`best_floor`, the first listing for a
+    """The ``observed`` interpreter's answer: the floor (:func:`best_floor`; one listing for a
     description) of the calls its episode recorded, in the answer format."""
     from findbench.interpret.protocol import format_answer
 
     fid = str(row.get("function_id"))
     pairs = observed_pairs(row, recorded_inputs({"calls": list(calls)}, fid), seed=seed)
-    answer = best_floor(row, floor_answers(str(row.get("category")), pairs, key=fid))
+    answer = best_floor(row, floor_answers(str(row.get("category")), pairs, key=fid, listings=1))
     return format_answer(answer.description, answer.domain, answer.code)
 
 
