@@ -212,10 +212,10 @@ def test_a_call_at_huge_inputs_or_a_failing_floor_never_stops_the_run(tmp_path, 
                 for row in (far, other, third)]
     original = floors.floor_answers
 
-    def failing(category, pairs, *, key="", lm=None):
+    def failing(category, pairs, *, key="", **kwargs):
         if key == third["function_id"]:
             raise MemoryError("no room for this floor")
-        return original(category, pairs, key=key, lm=lm)
+        return original(category, pairs, key=key, **kwargs)
 
     monkeypatch.setattr(floors, "floor_answers", failing)
     run = _run_folder(tmp_path / "run", episodes)
