@@ -25,7 +25,6 @@ WORKFLOW = (
     "iia",
     "judge-data",
     "train-judge",
-    "judge-report",
     "judge-card",
     "train-sae",
     "autointerp",
@@ -33,8 +32,8 @@ WORKFLOW = (
     "autointerp-validate",
     "main",
 )
-# the judge commands' earlier names, removed (issue 31)
-OLD_NAMES = ("evaluator-data", "train-evaluator", "evaluator-report")
+# the judge commands' earlier names, removed (issue 31), and judge-report (issue 40: judge-card --rungs true,other)
+OLD_NAMES = ("evaluator-data", "train-evaluator", "evaluator-report", "judge-report")
 
 
 def _subcommands(parser) -> dict:
@@ -72,7 +71,7 @@ def test_train_judge_help_lists_the_training_flags(capsys):
         cli.main(["train-judge", "--help"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    for flag in ("--config", "--lora_r", "--output_dir", "--judge_mode", "--seed", "--data_seed", "--learning_rate"):
+    for flag in ("--lora-r", "--output-dir", "--judge-mode", "--seed", "--data-seed", "--learning-rate"):
         assert flag in out
 
 
@@ -98,8 +97,8 @@ def test_renamed_flags_parse():
     args = cli.parse_args(["build-neuron-tests", "--span-judge", "regex:foo", "--tasks", "a,b"])
     assert args.span_judge == "regex:foo" and args.tasks == "a,b"
     assert cli.parse_args(["main", "--dataset-out", "d", "--out", "o"]).dataset_out == "d"
-    args = cli.parse_args(["judge-report", "--judge", "embedded", "--data", "built", "--evaluator-data", "ed"])
-    assert (args.data, args.data_dir, args.evaluator_data) == ("built", None, "ed")
+    args = cli.parse_args(["judge-card", "--judge", "embedded", "--out", "o", "--data", "b", "--evaluator-data", "ed"])
+    assert (args.data, args.evaluator_data) == ("b", "ed")
     # the old spellings are gone (and no abbreviation stands in for them)
     for argv in (["build-neuron-tests", "--judge", "lm"], ["main", "--data", "d"]):
         with pytest.raises(SystemExit) as exc:
@@ -186,81 +185,6 @@ def test_main_passes_the_dataset_folder(monkeypatch, tmp_path):
         cli.main(["main", "--skip-train"])
 
 
-def _fake_report(seen: dict):
-    def judge_report(cfg, **kw):
-        seen.update(asdict(cfg))
-        return {
-            "results": [
-                {
-                    "label": "judge",
-                    "descriptions": "true",
-                    "category": "strings",
-                    "n_functions": 2,
-                    "unit_test_accuracy": 1.0,
-                }
-            ]
-        }
-
-    return judge_report
-
-
-def test_judge_report_arguments(monkeypatch, capsys):
-    import findbench.judge.report as report
-
-    seen: dict = {}
-    monkeypatch.setattr(report, "judge_report", _fake_report(seen))
-    assert (
-        cli.main(
-            [
-                "judge-report",
-                "--judge",
-                "embedded",
-                "--baseline",
-                "embedded",
-                "--baseline-mode",
-                "logprob, pmi",
-                "--categories",
-                "strings,neurons_entities",
-                "--data",
-                "built",
-                "--limit",
-                "4",
-                "--out",
-                "r",
-            ]
-        )
-        == 0
-    )
-    assert seen["judge"] == "embedded" and seen["baseline"] == "embedded"
-    assert seen["baseline_mode"] == ["logprob", "pmi"] and seen["categories"] == ["strings", "neurons_entities"]
-    assert (seen["source"], seen["data"], seen["data_dir"], seen["limit"], seen["out"]) == (
-        "procedural",
-        "built",
-        None,
-        4,
-        "r",
-    )
-    out = capsys.readouterr()
-    assert "| strings | 2 |" in out.out
-    # deprecated: it says so on stderr, and what replaced it
-    assert (
-        out.err.startswith("findbench judge-report: judge-report is deprecated")
-        and "judge-card --rungs true,other" in out.err
-    )
-
-    seen.clear()
-    assert cli.main(["judge-report", "--judge", "embedded", "--source", "find-v1", "--data-dir", "release"]) == 0
-    assert (seen["source"], seen["data"], seen["data_dir"], seen["baseline_mode"]) == ("find-v1", None, "release", None)
-
-    # each folder flag with its own source only (JudgeReportConfig says so, before any work)
-    monkeypatch.undo()
-    capsys.readouterr()
-    assert cli.main(["judge-report", "--judge", "embedded", "--data-dir", "release"]) == 2
-    assert "data_dir names a find-v1 release folder" in capsys.readouterr().err
-    assert cli.main(["judge-report", "--judge", "embedded", "--source", "find-v1", "--data", "built"]) == 2
-    assert "data names a `findbench build` folder" in capsys.readouterr().err
-
-
 def test_iia_arguments(monkeypatch, tmp_path, capsys):
     import findbench.neuron_explanations.interventions as interventions
 
@@ -317,35 +241,38 @@ def test_iia_arguments(monkeypatch, tmp_path, capsys):
 
 
 def test_errors_are_one_line_unless_verbose(monkeypatch, capsys):
-    import findbench.judge.report as report
+    import findbench.judge.card as card
 
     def boom(cfg, **kw):
-        raise ValueError("limit must be an int >= 2")
+        raise ValueError("seed must be an int")
 
-    monkeypatch.setattr(report, "judge_report", boom)
-    assert cli.main(["judge-report", "--judge", "embedded"]) == 2
-    # the flag, not the parameter (after judge-report's deprecation line)
-    assert capsys.readouterr().err.splitlines()[-1] == "findbench judge-report: error: --limit must be an int >= 2"
-    with pytest.raises(ValueError, match="limit"):
-        cli.main(["-v", "judge-report", "--judge", "embedded"])
+    monkeypatch.setattr(card, "judge_card", boom)
+    argv = ["judge-card", "--judge", "embedded", "--out", "x"]
+    assert cli.main(argv) == 2
+    # the flag, not the parameter
+    assert capsys.readouterr().err.splitlines()[-1] == "findbench judge-card: error: --seed must be an int"
+    with pytest.raises(ValueError, match="seed"):
+        cli.main(["-v", *argv])
 
     # a TypeError from findbench._checks is the user's; any other is a bug and keeps its traceback
     from findbench import _checks
 
-    monkeypatch.setattr(report, "judge_report", lambda cfg, **kw: _checks.str_list("categories", 3))
-    assert cli.main(["judge-report", "--judge", "embedded"]) == 2
-    assert capsys.readouterr().err.splitlines()[-1].startswith("findbench judge-report: error: --categories must be")
-    monkeypatch.setattr(report, "judge_report", lambda cfg, **kw: None + 1)
+    monkeypatch.setattr(card, "judge_card", lambda cfg, **kw: _checks.str_list("categories", 3))
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err.splitlines()[-1].startswith("findbench judge-card: error: --categories must be")
+    monkeypatch.setattr(card, "judge_card", lambda cfg, **kw: None + 1)
     with pytest.raises(TypeError, match="unsupported operand"):
-        cli.main(["judge-report", "--judge", "embedded"])
+        cli.main(argv)
 
 
 def test_unknown_flags_are_rejected():
     with pytest.raises(SystemExit) as exc:
         cli.parse_args(["build", "--bogus"])
     assert exc.value.code == 2
-    # train-judge keeps the rest of its command line for the training parser
-    assert cli.parse_args(["train-judge", "--lora_r", "4"]).rest == ["--lora_r", "4"]
+    # train-judge too (its flags are TrainArgs', spelled as every command's; HfArgumentParser's --lora_r is gone)
+    with pytest.raises(SystemExit) as exc:
+        cli.parse_args(["train-judge", "--lora_r", "4"])
+    assert exc.value.code == 2 and cli.parse_args(["train-judge", "--lora-r", "4"]).lora_r == 4
 
 
 def test_interpret_passes_its_config_and_has_no_engine_flag(monkeypatch, tmp_path, capsys):
@@ -396,10 +323,20 @@ def test_misspelled_names_are_one_line_before_any_work(argv, flag, near, tmp_pat
     assert not (tmp_path / "out").exists()  # nothing written: the corrected command starts clean
 
 
-def test_check_spec_accepts_what_can_name_a_model(tmp_path):
+def fake_hub_cache(root, repo_id):
+    """A Hugging Face cache at ``root`` holding a snapshot of ``repo_id``."""
+    snapshot = root / f"models--{repo_id.replace('/', '--')}" / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    return root
+
+
+def test_check_spec_accepts_what_can_name_a_model(tmp_path, monkeypatch):
     from findbench.constants import UsageError
     from findbench.models import check_spec
 
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE",
+                        str(fake_hub_cache(tmp_path / "hub", "HuggingFaceTB/SmolLM2-135M-Instruct")))
     for spec in ("embedded", "HuggingFaceTB/SmolLM2-135M-Instruct", "http://127.0.0.1:8000/v1", str(tmp_path)):
         assert check_spec(spec, flag="--x") == spec
     assert check_spec("oracle", flag="--x", names=("oracle",)) == "oracle"
@@ -562,3 +499,52 @@ def test_call_refuses_an_id_past_the_category_at_once(monkeypatch, tmp_path, cap
         "findbench call: error: function: no function 'numeric/f99999': numeric has 1000 functions, "
         "numeric/f00000 to numeric/f00999"
     )
+
+
+UNCACHED = "findbench-tests/no-such-model"
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["interpret", "--interpreter", UNCACHED], "--interpreter"),
+        (["interpret", "--interpreter", f"hf/{UNCACHED}"], "--interpreter"),
+        (["evaluate", "RUN", "--judge", UNCACHED], "--judge"),
+        (["main", "--interpreters", f"oracle,{UNCACHED}"], "--interpreters"),
+        (["autointerp", "--model", UNCACHED], "--model"),
+        (["autointerp", "--explainer", UNCACHED], "--explainer"),
+        (["autointerp", "--scorer", UNCACHED], "--scorer"),
+        (["backbone-report", "--backend", "lm", "--model", UNCACHED], "--model"),
+        (["iia", "--task", "numbers/unit_conversion", "--layer", "1", "--model", UNCACHED], "--model"),
+        (["judge-card", "--judge", UNCACHED], "--judge"),
+    ],
+)
+def test_an_uncached_hub_id_is_refused_in_one_line_without_the_network(argv, flag, tmp_path, monkeypatch, capsys):
+    import socket
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "hub"))
+    connects = []
+    monkeypatch.setattr(socket.socket, "connect", lambda self, address: connects.append(address) or pytest.fail(
+        f"network call to {address}"))
+    rc = cli.main([*argv, "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith(f"findbench {argv[0]}: error: {flag}: Hub model {UNCACHED!r} is not in the local Hugging "
+                          "Face cache")
+    assert f"`huggingface-cli download {UNCACHED}`" in err and "HF_HUB_OFFLINE=0" in err
+    assert not connects and not (tmp_path / "out").exists()
+
+
+def test_a_cached_or_downloadable_hub_id_passes(tmp_path, monkeypatch):
+    from findbench.constants import UsageError
+    from findbench.models import check_spec
+
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(fake_hub_cache(tmp_path / "hub", UNCACHED)))
+    assert check_spec(UNCACHED, flag="--x") == UNCACHED
+    assert check_spec(f"hf/{UNCACHED}", flag="--x", providers=lambda head: head == "hf") == f"hf/{UNCACHED}"
+    assert check_spec("openai/gpt-4o", flag="--x", providers=lambda head: head == "openai") == "openai/gpt-4o"
+    with pytest.raises(UsageError, match="--x: Hub model 'org/other' is not in the local"):
+        check_spec("org/other", flag="--x")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # downloads allowed: from_pretrained fetches it
+    assert check_spec("org/other", flag="--x") == "org/other"

@@ -85,8 +85,7 @@ def test_only_autointerp_changes_a_default_on_purpose():
         assert value != getattr(AutoInterpConfig(), key)
 
 
-@pytest.mark.parametrize("name, command", [(name, command) for name, command, _ in cli.COMMANDS
-                                           if not getattr(cli.configs_of(command)[0], "REST", False)])
+@pytest.mark.parametrize("name, command", [(name, command) for name, command, _ in cli.COMMANDS])
 def test_help_lists_every_config_field(name, command, capsys):
     with pytest.raises(SystemExit) as exc:
         cli.main([name, "--help"])
@@ -113,19 +112,19 @@ def test_parsing_imports_no_model_library():
 
 
 def test_train_judge_help_imports_no_model_library():
-    # train-judge reads its rest with the training parser (findbench.judge.train.make_parser): standard library too
+    # train-judge's flags are TrainArgs' (findbench.judge.train, standard library only at import)
     code = ("import sys, contextlib, io, findbench.cli as cli\n"
             "out = io.StringIO()\n"
             "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(out):\n"
             "    cli.main(['train-judge', '--help'])\n"
-            "print(all(f in out.getvalue() for f in ('--lora_r', '--lora-r', '--no_hub_private', '--config')))\n"
+            "print(all(f in out.getvalue() for f in ('--lora-r', '--no-hub-private', '--install-as-default')))\n"
             f"print(sorted(m for m in {HEAVY + ('numpy',)!r} if m in sys.modules))\n")
     result = _python(code)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["True", "[]"]
 
 
-@pytest.mark.parametrize("argv", [["--lora-r", "0"], ["--lora_r", "0"]])
+@pytest.mark.parametrize("argv", [["--lora-r", "0"], ["--learning-rate", "0"]])
 def test_train_judge_refuses_a_bad_value_in_one_line_before_any_work(argv, tmp_path):
     argv = ["train-judge", *argv, "--output-dir", str(tmp_path / "out")]
     code = ("import sys, json, findbench.cli as cli\n"
@@ -134,7 +133,8 @@ def test_train_judge_refuses_a_bad_value_in_one_line_before_any_work(argv, tmp_p
     result = _python(code)
     rc, heavy = json.loads(result.stdout.strip().splitlines()[-1])
     err = result.stderr.strip()
-    assert rc == 2 and err == "findbench train-judge: error: lora_r must be ≥ 1, got 0", err
+    assert rc == 2 and err in ("findbench train-judge: error: --lora-r must be ≥ 1, got 0",
+                               "findbench train-judge: error: --learning-rate must be > 0, got 0.0"), err
     assert heavy == [] and not (tmp_path / "out").exists()
 
 
@@ -211,9 +211,9 @@ def test_the_inspect_task_checks_its_arguments_with_the_same_config():
     from findbench.constants import UsageError
     from findbench.interpret.inspect_tasks import find_interpret
 
-    for task_args, message in (({"limit": -1}, "--limit must be"),
-                               ({"configs": "numerc"}, "--configs: unknown value 'numerc'"),
-                               ({"method": "aia,milan"}, "method: the task runs one method"),
-                               ({"protocol": "json"}, "--protocol: unknown value")):
+    for task_args, message in (({"limit": -1}, "-T limit: must be"),
+                               ({"configs": "numerc"}, "-T configs: unknown value 'numerc'"),
+                               ({"method": "aia,milan"}, "-T method: the task runs one method"),
+                               ({"protocol": "json"}, "-T protocol: unknown value")):
         with pytest.raises(UsageError, match=message):
             find_interpret(judge=None, **task_args)

@@ -55,3 +55,56 @@ def test_read_json_object_names_the_file_in_one_line(tmp_path):
         with pytest.raises(ValueError) as info:
             read_json_object(path, "run.json:")
         assert str(info.value).startswith(f"run.json: {path} {why}") and "\n" not in str(info.value)
+
+
+def test_a_process_waiting_on_a_cache_lock_says_whose_it_is_and_for_how_long(tmp_path, monkeypatch, caplog):
+    import logging
+    import re
+    import socket
+    import subprocess
+    import sys
+    import textwrap
+    import time
+
+    from findbench import _io
+
+    entry, ready, release = tmp_path / "entry", tmp_path / "ready", tmp_path / "release"
+    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import pathlib, time
+        from findbench._io import cache_lock
+        with cache_lock({str(entry)!r}, "generating strings (seed 0)"):
+            pathlib.Path({str(ready)!r}).touch()
+            while not pathlib.Path({str(release)!r}).exists():
+                time.sleep(0.05)
+    """)], env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        for _ in range(600):
+            if ready.exists() or child.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert ready.exists()
+        monkeypatch.setattr(_io, "LOCK_REPORT_S", 0.2)
+
+        def report(*args, **kwargs):
+            if len([r for r in caplog.records if "still waiting" in r.getMessage()]) == 2:
+                release.touch()  # the holder finishes after two reports
+        caplog.set_level(logging.INFO, logger="findbench._io")
+        with caplog.at_level(logging.INFO):
+            handler = logging.Handler()
+            handler.emit = report
+            logging.getLogger("findbench._io").addHandler(handler)
+            try:
+                with _io.cache_lock(entry, "generating strings (seed 0)"):
+                    assert child.poll() == 0 or child.wait(timeout=30) == 0
+                    assert (tmp_path / "entry.lock.owner").is_file()
+            finally:
+                logging.getLogger("findbench._io").removeHandler(handler)
+    finally:
+        release.touch()
+        child.wait(timeout=30)
+    said = [r.getMessage() for r in caplog.records]
+    held = f"held by pid {child.pid} on {socket.gethostname()} since "
+    assert said[0].startswith(f"waiting for another process generating strings (seed 0) (lock {entry}.lock, {held}")
+    assert said[1].startswith(f"still waiting for lock {entry}.lock ({held}{said[0].split(' since ')[1]}: ")
+    assert all(re.search(r"\): \d+ min \d\d s so far$", line) for line in said[1:3])
+    assert not (tmp_path / "entry.lock.owner").exists()  # the holder's record leaves with the lock

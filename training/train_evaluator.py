@@ -5,8 +5,8 @@
     accelerate launch --config_file training/configs/single_gpu.yaml training/train_evaluator.py \
         --config training/configs/vicuna.yaml
 
-The flags are those of ``findbench train-judge`` (:class:`findbench.judge.train.TrainArgs`);
-``--config file.yaml`` reads them from flat YAML (flags on the command line win).
+The flags are those of ``findbench train-judge`` (:class:`findbench.judge.train.TrainArgs`,
+``--lora-r``); ``--config file.yaml`` reads them from flat YAML (flags on the command line win).
 """
 
 from __future__ import annotations

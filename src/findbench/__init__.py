@@ -7,12 +7,10 @@ unit-test judge). ``import findbench`` is cheap: the row helpers load on first u
 
 from __future__ import annotations
 
-from findbench._lazy import lazy_getattr
+from findbench._lazy import lazy_getattr, names_of
 from findbench._version import __version__
 from findbench.resources import metric_path
 
-__all__ = ["__version__", "generate_rows", "load_function", "load_rows", "metric_path"]
-
-__getattr__ = lazy_getattr(
-    __name__, dict.fromkeys(("generate_rows", "load_function", "load_rows"), "findbench.find.rows")
-)
+_MODULES = {"findbench.find.rows": ("generate_rows", "load_function", "load_rows")}
+__getattr__ = lazy_getattr(__name__, _MODULES)
+__all__ = ["__version__", "metric_path", *names_of(_MODULES)]

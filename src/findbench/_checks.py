@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import traceback
 from collections.abc import Iterable
 from typing import Any
 
@@ -70,3 +71,13 @@ def str_list(name: str, value: Any, *, optional: bool = False) -> list[str] | No
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
         raise TypeError(f"{name} must be a string or a list of non-empty strings, got {value!r}")
     return list(value)
+
+
+def is_user_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is the user's input refused (one line, no traceback: the command line and the
+    Inspect tasks print it so): a ValueError (:class:`UsageError`), a FileNotFoundError, or a
+    TypeError raised by these checks; any other TypeError is a bug."""
+    if isinstance(exc, TypeError):
+        frames = traceback.extract_tb(exc.__traceback__)
+        return bool(frames) and frames[-1].filename.endswith("_checks.py")
+    return isinstance(exc, (ValueError, FileNotFoundError))

@@ -58,20 +58,11 @@ def _scalar(hint: Any) -> type:
     return hint if hint in (bool, int, float, str) else str
 
 
-def _spellings(name: str, underscore: bool) -> tuple[str, ...]:
-    """The flags of field ``name``: ``--name-with-dashes``, after ``--name_with_underscores`` when ``underscore``."""
-    return (f"--{name}", flag(name)) if underscore and "_" in name else (flag(name),)
-
-
 def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, config: type,
-                  defaults: dict[str, Any] | None = None, *, hf_style: bool = False) -> None:
+                  defaults: dict[str, Any] | None = None) -> None:
     """One flag per field of the dataclass ``config`` (``--field-name``, its aliases first), with
     the field's default (or ``defaults[name]``), help, choices and type; a ``positional`` field
-    is an argument. A bool defaulting to False is a switch; one defaulting to True also has ``--no-...``.
-
-    ``hf_style``: the flags ``HfArgumentParser`` made (``train-judge``'s, kept for its users):
-    ``--field_name`` before ``--field-name`` (``--no_field`` before ``--no-field``), and every
-    bool takes an optional truth value (``--merge``, ``--merge false``)."""
+    is an argument. A bool defaulting to False is a switch; one defaulting to True also has ``--no-...``."""
     hints = typing.get_type_hints(config)
     for f in dataclasses.fields(config):
         if not f.init:
@@ -82,16 +73,15 @@ def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, con
         if meta.get("positional"):
             parser.add_argument(f.name, nargs=meta.get("nargs"), metavar=meta.get("metavar"), **kw)
             continue
-        flags = (*meta.get("aliases", ()), *_spellings(f.name, hf_style))
+        flags = (*meta.get("aliases", ()), flag(f.name))
+        if kind is bool and default is True:  # an optional truth value (--merge, --merge false) and --no-merge
+            parser.add_argument(*flags, dest=f.name, type=_to_bool, nargs="?", const=True, default=True, **kw)
+            # its own help: the positive one's, negated, unless the field gives no_help
+            parser.add_argument(flag("no_" + f.name), dest=f.name, action="store_false",
+                                default=argparse.SUPPRESS, help=meta.get("no_help") or f"don't {kw['help']}")
+            continue
         if kind is bool:
-            if default is True or hf_style:  # an optional truth value: --merge, --merge false
-                parser.add_argument(*flags, dest=f.name, type=_to_bool, nargs="?", const=True, default=default is True,
-                                    **kw)
-            else:
-                parser.add_argument(*flags, dest=f.name, action="store_true", **kw)
-            if default is True:  # its own help: the positive one's, negated, unless the field gives no_help
-                parser.add_argument(*_spellings("no_" + f.name, hf_style), dest=f.name, action="store_false",
-                                    default=argparse.SUPPRESS, help=meta.get("no_help") or f"don't {kw['help']}")
+            parser.add_argument(*flags, dest=f.name, action="store_true", **kw)
             continue
         if default is dataclasses.MISSING:
             kw["required"] = True

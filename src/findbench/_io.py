@@ -13,8 +13,10 @@ import json
 import logging
 import os
 import shutil
+import socket
 import stat
 import tempfile
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -142,22 +144,52 @@ def cache_dir(*parts: str) -> Path:
     return path
 
 
+#: Seconds between the lines of a process waiting on another's :func:`cache_lock`.
+LOCK_REPORT_S = 30.0
+
+
+def _holder(owner: Path) -> str:
+    """Who holds a :func:`cache_lock` and since when, from its ``.owner`` file."""
+    try:
+        info = json.loads(owner.read_text(encoding="utf-8"))
+        since = time.strftime("%H:%M:%S", time.localtime(float(info["since"])))
+        return f"held by pid {int(info['pid'])} on {info['host']} since {since}, {info['doing']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "holder unknown"
+
+
 @contextlib.contextmanager
 def cache_lock(path: str | os.PathLike, doing: str) -> Iterator[None]:
-    """Hold the cross-process lock ``<path>.lock`` while making the cache entry ``path``. When
-    another process holds it, a warning says so ("waiting for another process <doing> (lock
-    <file>)") and this one waits; the caller then looks for the finished entry before making it."""
+    """Hold the cross-process lock ``<path>.lock`` while making the cache entry ``path``; the holder
+    is written beside it (``<path>.lock.owner``: pid, host, since when, doing what). When another
+    process holds it, a warning says so ("waiting for another process <doing> (lock <file>, held by
+    pid N on <host> since HH:MM:SS, ...)") and a line every :data:`LOCK_REPORT_S` seconds says how
+    long this one has waited; the caller then looks for the finished entry before making it."""
     from filelock import FileLock, Timeout
 
-    lock = FileLock(f"{os.fspath(path)}.lock")
+    lock, log = FileLock(f"{os.fspath(path)}.lock"), logging.getLogger(__name__)
+    owner = Path(f"{lock.lock_file}.owner")
     try:
         lock.acquire(timeout=0)
     except Timeout:
-        logging.getLogger(__name__).warning("waiting for another process %s (lock %s)", doing, lock.lock_file)
-        lock.acquire()
+        log.warning("waiting for another process %s (lock %s, %s)", doing, lock.lock_file, _holder(owner))
+        start = time.monotonic()
+        while True:
+            try:
+                lock.acquire(timeout=LOCK_REPORT_S)
+                break
+            except Timeout:
+                waited = int(time.monotonic() - start)
+                log.warning("still waiting for lock %s (%s): %d min %02d s so far", lock.lock_file, _holder(owner),
+                            waited // 60, waited % 60)
     try:
+        with contextlib.suppress(OSError):
+            atomic_write_json(owner, {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(),
+                                      "doing": doing})
         yield
     finally:
+        with contextlib.suppress(OSError):
+            owner.unlink()
         lock.release()
 
 

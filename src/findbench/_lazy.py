@@ -1,36 +1,29 @@
-"""Lazy package attributes (PEP 562), so importing a package does not import torch; and
-renamed functions' old names, kept one release (:func:`renamed`)."""
+"""Lazy package attributes (PEP 562), so importing a package does not import torch.
+
+A package's ``__init__`` lists its names once, by the module that defines them
+(``_MODULES = {"findbench.judge.card": ("judge_card",), ...}``); its ``__getattr__`` and
+``__all__`` are made from that one table."""
 
 from __future__ import annotations
 
-import functools
 import importlib
-import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 
-def lazy_getattr(package: str, names: Mapping[str, str]) -> Callable[[str], Any]:
-    """A module ``__getattr__`` for ``package`` that imports ``names[name]`` (a module path)
-    on first access and returns its attribute ``name``."""
+def names_of(modules: Mapping[str, Sequence[str]]) -> list[str]:
+    """The names of ``modules`` (a module path -> its names), in order: a package's ``__all__``."""
+    return [name for names in modules.values() for name in names]
+
+
+def lazy_getattr(package: str, modules: Mapping[str, Sequence[str]]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for ``package`` that imports the module of ``name`` (``modules``:
+    a module path -> its names) on first access and returns its attribute ``name``."""
+    where = {name: module for module, names in modules.items() for name in names}
 
     def __getattr__(name: str) -> Any:
-        if name in names:
-            return getattr(importlib.import_module(names[name]), name)
+        if name in where:
+            return getattr(importlib.import_module(where[name]), name)
         raise AttributeError(f"module {package!r} has no attribute {name!r}")
 
     return __getattr__
-
-
-def renamed(function: Callable[..., Any], old: str) -> Callable[..., Any]:
-    """``function`` under its old name ``old``, kept one release: each call warns (FutureWarning) and calls it."""
-
-    @functools.wraps(function)
-    def alias(*args: Any, **kwargs: Any) -> Any:
-        warnings.warn(f"{old} is deprecated and will be removed in the next release; use {function.__name__}",
-                      FutureWarning, stacklevel=2)
-        return function(*args, **kwargs)
-
-    alias.__name__ = alias.__qualname__ = old
-    alias.__doc__ = f"Deprecated: :func:`{function.__name__}`."
-    return alias

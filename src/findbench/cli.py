@@ -16,15 +16,18 @@ what the command writes; ``--judge`` the unit-test judge.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import re
+import signal
 import sys
-import traceback
+import threading
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from findbench._checks import is_user_error
 from findbench._config import HelpFormatter, add_arguments, from_namespace
 from findbench._version import __version__
 from findbench.autointerp.commands import (
@@ -39,10 +42,12 @@ from findbench.autointerp.commands import (
 )
 from findbench.autointerp.config import QUICK_DEFAULTS, AutoInterpConfig, TrainSAEConfig
 from findbench.builders.config import BuildConfig, BuildNeuronTestsConfig, CallConfig
-from findbench.constants import EMBEDDED_JUDGE_NAME, UsageError
+from findbench.constants import EMBEDDED_JUDGE_NAME, Interrupted, UsageError, resumable
 from findbench.find.config import BackboneReportConfig, ExportFunctionsConfig
 from findbench.interpret.config import CompareConfig, EvaluateConfig, InterpretConfig, ReportConfig
-from findbench.judge.config import JudgeCardConfig, JudgeDataConfig, JudgeReportConfig, TrainJudgeConfig
+from findbench.judge.config import JudgeCardConfig, JudgeDataConfig
+from findbench.judge.train import TrainArgs
+from findbench.lm.base import INTERRUPT
 from findbench.neuron_explanations.config import IIAConfig
 from findbench.pipeline import MainConfig
 
@@ -147,22 +152,15 @@ def _judge_data(cfg: JudgeDataConfig) -> None:
     print(build_judge_data(cfg))
 
 
-def _train_judge(cfg: TrainJudgeConfig, rest: list[str]) -> None:
-    from findbench.judge.train import parse_train_args, train_judge
+def _train_judge(args: TrainArgs) -> None:
+    from findbench.judge.train import train_judge
 
-    args = parse_train_args(rest, prog="findbench train-judge")
+    args.validate()  # before train_judge imports torch
     print(f"wrote {train_judge(args)}")
     if args.install_as_default:
         from findbench.models import embedded_judge_dir
 
         print(f"installed it as the default judge {EMBEDDED_JUDGE_NAME}: {embedded_judge_dir()}")
-
-
-def _judge_report(cfg: JudgeReportConfig) -> None:
-    from findbench.judge.report import DEPRECATION, format_table, judge_report
-
-    print(f"findbench judge-report: {DEPRECATION}", file=sys.stderr)
-    print(format_table(judge_report(cfg)))
 
 
 def _judge_card(cfg: JudgeCardConfig) -> None:
@@ -191,7 +189,12 @@ def _autointerp(command: AutoInterpCommand, cfg: AutoInterpConfig) -> None:
     from findbench.autointerp.report import write_report
     from findbench.autointerp.run import run_autointerp
 
-    result = run_autointerp(command, config=settle_latents(cfg, n_latents_given=False))  # main() checked --n-latents
+    cfg = settle_latents(cfg, n_latents_given=False)  # main() checked --n-latents
+    n = len(cfg.override_latents) if cfg.override_latents is not None else cfg.n_latents
+    left = (f"the activations of token shard {command.token_shard} left" if command.token_shard is not None
+            else f"{n} latents left: their evidence, explanations and scores")
+    with resumable(lambda: left):  # the model's part (the LM stages say how far they got)
+        result = run_autointerp(command, config=cfg)
     if command.token_shard is not None:
         print(f"token shard {command.token_shard}: rows {result['rows'][0]}..{result['rows'][1] - 1} "
               f"{'already saved in' if result['resumed'] else 'saved to'} {result['activations']}; "
@@ -261,8 +264,8 @@ COMMANDS: tuple[tuple[str, Any, Callable[..., None]], ...] = (
     ("evaluate", EvaluateConfig, _evaluate), ("report", ReportConfig, _report), ("compare", CompareConfig, _compare),
     ("backbone-report", BackboneReportConfig, _backbone_report),
     ("build-neuron-tests", BuildNeuronTestsConfig, _build_neuron_tests), ("iia", IIAConfig, _iia),
-    ("judge-data", JudgeDataConfig, _judge_data), ("train-judge", TrainJudgeConfig, _train_judge),
-    ("judge-report", JudgeReportConfig, _judge_report), ("judge-card", JudgeCardConfig, _judge_card),
+    ("judge-data", JudgeDataConfig, _judge_data), ("train-judge", TrainArgs, _train_judge),
+    ("judge-card", JudgeCardConfig, _judge_card),
     ("train-sae", (TrainSAECommand, TrainSAEConfig), _train_sae),
     ("autointerp", (AutoInterpCommand, AutoInterpConfig), _autointerp),
     ("autointerp-merge", AutoInterpMergeCommand, _autointerp_merge),
@@ -286,26 +289,19 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, config, function in COMMANDS:
-        first, rest = configs_of(config)[0], getattr(configs_of(config)[0], "REST", False)
+        first = configs_of(config)[0]
         # No abbreviated flags: with them `main --data` would silently mean `--dataset-out`.
         p = sub.add_parser(name, help=first.__doc__, description=first.__doc__,
-                           allow_abbrev=False, formatter_class=HelpFormatter, add_help=not rest)
+                           allow_abbrev=False, formatter_class=HelpFormatter)
         for cls in configs_of(config):
             add_arguments(p, cls, _DEFAULTS.get(cls))
-        p.set_defaults(_command=(config, function, rest))
+        p.set_defaults(_command=(config, function))
     return parser
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The parsed command line. ``train-judge`` gets its unparsed flags as ``args.rest``
-    (they are read by the training parser when the command runs)."""
-    parser = make_parser()
-    args, rest = parser.parse_known_args(argv)
-    if args._command[2]:
-        args.rest = rest
-    elif rest:
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    return args
+    """The parsed command line."""
+    return make_parser().parse_args(argv)
 
 
 # library parameters whose flag has another name
@@ -324,6 +320,20 @@ def _as_flag(message: str, configs: tuple[type, ...]) -> str:
     return f"--{name.replace('_', '-')}{message[head.end():]}"
 
 
+def _on_sigint(signum: int, frame: Any) -> None:
+    """Ctrl-C: in-process generation stops at its next token (worker threads too), then
+    KeyboardInterrupt: from the event loop itself where one runs (Inspect's tasks are cancelled
+    and write their logs; none of them sees the interrupt as its own error), else where the
+    program is. A second Ctrl-C interrupts whatever cleanup is left."""
+    INTERRUPT.set()
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        raise KeyboardInterrupt from None
+    loop.call_soon_threadsafe(signal.default_int_handler, signum, None)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     at = next((i for i, a in enumerate(argv) if not a.startswith("-")), len(argv))
@@ -334,20 +344,34 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
-    config, function, rest = args._command
+    config, function = args._command
+    # Ctrl-C handled here (not where the shell starts a background job with SIGINT ignored)
+    handled = threading.current_thread() is threading.main_thread() and \
+        signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    if handled:
+        INTERRUPT.clear()
+        signal.signal(signal.SIGINT, _on_sigint)
     try:
         if config == (AutoInterpCommand, AutoInterpConfig) and args.override_latents is not None \
                 and "--n-latents" in (a.split("=")[0] for a in argv):
             raise UsageError(LATENTS_EXCLUSIVE)
         # every flag is checked here, building the configs, before the function touches any data or model
-        function(*(from_namespace(cls, args) for cls in configs_of(config)), *([args.rest] if rest else []))
+        function(*(from_namespace(cls, args) for cls in configs_of(config)))
     except (ValueError, TypeError, FileNotFoundError) as exc:
-        # a TypeError is the user's only when findbench._checks raised it; any other is a bug
-        from_checks = traceback.extract_tb(exc.__traceback__)[-1].filename.endswith("_checks.py")
-        if args.verbose or (isinstance(exc, TypeError) and not from_checks):
+        if args.verbose or not is_user_error(exc):  # a TypeError not raised by findbench._checks is a bug
             raise
         print(f"findbench {args.command}: error: {_as_flag(str(exc), configs_of(config))}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:
+        if args.verbose:
+            raise
+        left = f" ({exc.left})" if isinstance(exc, Interrupted) else ""
+        print(f"interrupted: rerun the same command to resume{left}", file=sys.stderr)
+        return 130
+    finally:
+        if handled:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            INTERRUPT.clear()  # an in-process caller's next run generates again
     return 0
 
 

@@ -6,10 +6,34 @@ code that writes the files they name.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
+
 
 class UsageError(ValueError):
     """A user's input (a flag, a config field, an argument) is wrong. Raised at the boundary
     with one line naming the flag or field; the command line prints it without a traceback."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a resumable run; ``left`` says what a rerun of the same command still does
+    (``"3 episodes left"``). The command line prints it in one line and exits 130."""
+
+    def __init__(self, left: str) -> None:
+        super().__init__(left)
+        self.left = left
+
+
+@contextlib.contextmanager
+def resumable(left: Callable[[], str]) -> Iterator[None]:
+    """Ctrl-C inside the block raised as :class:`Interrupted` saying ``left()`` (asked then)."""
+    try:
+        yield
+    except Interrupted:
+        raise
+    except KeyboardInterrupt:
+        raise Interrupted(left()) from None
+
 
 #: FIND categories that have unit tests, so a judge can score them (numeric functions are
 #: scored by NMSE instead).

@@ -11,6 +11,7 @@ import contextlib
 import copy
 import logging
 import os
+import re
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -20,7 +21,6 @@ from typing import Any, Literal
 
 from findbench._checks import did_you_mean
 from findbench._io import atomic_dir, cache_dir, cache_lock, read_json_object
-from findbench._lazy import renamed
 from findbench._typed import OMIT_NONE, JsonDoc
 from findbench._version import __version__
 from findbench.constants import EMBEDDED_JUDGE_NAME, EMBEDDED_JUDGE_VERSION, TRAINED_MARKER, UsageError
@@ -65,33 +65,63 @@ def resolve(model: str | os.PathLike) -> str:
 def _hub_cached(repo_id: str) -> bool:
     """Whether the local Hugging Face cache holds ``repo_id`` (a model, dataset or space)."""
     try:
-        from huggingface_hub import scan_cache_dir
+        from huggingface_hub import constants, scan_cache_dir
 
-        return any(repo.repo_id == repo_id for repo in scan_cache_dir().repos)
+        return any(repo.repo_id == repo_id for repo in scan_cache_dir(constants.HF_HUB_CACHE).repos)
     except Exception:  # noqa: BLE001 - no cache folder, or one huggingface_hub cannot read
         return False
 
 
-def check_spec(spec: Any, *, flag: str, names: tuple[str, ...] = (), hub: bool = True) -> str:
-    """``spec`` if it can name a model, else a one-line :class:`UsageError` naming ``flag`` and
-    the nearest known names; nothing is loaded.
+#: A Hub repository id: ``org/name``.
+_HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
+#: ``provider/<Hub id>`` Inspect models whose provider loads the id from the Hub in this process.
+_HUB_PROVIDERS = ("hf", "vllm")
 
-    A spec is a registered name, one of ``names``, an existing folder, an ``http(s)://`` URL, a
-    Hub id ``org/name`` or a bare Hub id the local cache holds; with ``hub=False`` only
-    ``names`` and folders. A bare unknown word is taken for a typo."""
+
+def check_cached(repo_id: str, *, flag: str) -> str:
+    """``repo_id`` when the local Hugging Face cache holds it or downloads are allowed
+    (``HF_HUB_OFFLINE=0``), else a one-line :class:`UsageError` naming ``flag`` and saying how to
+    get it. Nothing touches the network (an uncached id would cost a minute of retries offline)."""
+    if _hub_cached(repo_id) or os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("0", "false", "no", "off"):
+        return repo_id
+    from huggingface_hub import constants
+
+    raise UsageError(f"{flag}: Hub model {repo_id!r} is not in the local Hugging Face cache "
+                     f"({constants.HF_HUB_CACHE}); get it with `huggingface-cli download {repo_id}`, or set "
+                     "HF_HUB_OFFLINE=0 to let findbench download it")
+
+
+def check_spec(spec: Any, *, flag: str, names: tuple[str, ...] = (), hub: bool = True,
+               providers: Callable[[str], bool] | None = None) -> str:
+    """``spec`` if it can name a model, else a one-line :class:`UsageError` naming ``flag`` and
+    the nearest known names; nothing is loaded and the network is not asked.
+
+    A spec is a registered name, one of ``names``, an existing folder, an ``http(s)://`` URL or a
+    Hub id (``org/name``, or a bare one) the local cache holds (:func:`check_cached`); with
+    ``hub=False`` only ``names`` and folders. ``providers(head)``: whether ``head/...`` names an
+    Inspect model (it passes; ``hf/<Hub id>`` and ``vllm/<Hub id>`` must be cached). A bare
+    unknown word is taken for a typo."""
     if isinstance(spec, os.PathLike):
         spec = os.fspath(spec)
     if not isinstance(spec, str) or not spec.strip():
         raise UsageError(f"{flag}: expected a model name, folder, Hub id or server URL, got {spec!r}")
     if spec in names or Path(spec).expanduser().exists():
         return spec
-    if hub and (spec in REGISTRY or spec.startswith(("http://", "https://")) or _hub_cached(spec)
-                or ("/" in spec.strip("/") and not spec.startswith((".", "/", "~")))):
-        return spec  # org/name: a Hub id (from_pretrained says if it cannot be had)
+    head, _, rest = spec.partition("/")
+    if hub and providers is not None and rest and providers(head):
+        if head in _HUB_PROVIDERS and _HUB_ID.fullmatch(rest) and not Path(rest).expanduser().exists():
+            check_cached(rest, flag=flag)
+        return spec
+    if hub and (spec in REGISTRY or spec.startswith(("http://", "https://")) or _hub_cached(spec)):
+        return spec
+    if hub and _HUB_ID.fullmatch(spec) and not spec.startswith("."):
+        return check_cached(spec, flag=flag)
     known = sorted({*REGISTRY, *names} if hub else set(names))
-    hint = did_you_mean(spec, known) or (f" (known names: {', '.join(known)})" if len(known) <= 8 else "")
+    close = did_you_mean(spec, known)
+    hint = close or (f" (known names: {', '.join(known)})" if len(known) <= 8 else "")
     what = "a registered name, a folder, a server URL or a cached Hub id" if hub else "a known name or a folder"
-    raise UsageError(f"{flag}: unknown {'model' if hub else 'name'} {spec!r}: not {what}{hint}")
+    get = f"; a Hub model is downloaded first: `huggingface-cli download {spec}`" if hub and not close else ""
+    raise UsageError(f"{flag}: unknown {'model' if hub else 'name'} {spec!r}: not {what}{hint}{get}")
 
 
 def _convert_embedded(dest: Path) -> None:
@@ -221,8 +251,6 @@ def embedded_judge_dir(*, must_exist: bool = True) -> str:
 
 
 register(EMBEDDED_JUDGE_NAME, embedded_judge_dir)
-shipped_evaluator_dir = renamed(shipped_judge_dir, "shipped_evaluator_dir")
-embedded_evaluator_dir = renamed(embedded_judge_dir, "embedded_evaluator_dir")
 
 
 def _doc(text: str) -> Any:

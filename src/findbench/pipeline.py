@@ -169,6 +169,7 @@ class MainConfig:
     max_connections: int = arg(2, "LM episodes in flight")
 
     def __post_init__(self) -> None:
+        from findbench.interpret.config import inspect_provider
         from findbench.interpret.references import REFERENCE_INTERPRETERS
         from findbench.models import check_spec
 
@@ -179,7 +180,7 @@ class MainConfig:
         if not self.interpreters:
             raise UsageError("--interpreters: give at least one name or LM spec")
         for spec in self.interpreters:
-            check_spec(spec, flag="--interpreters", names=REFERENCE_INTERPRETERS)
+            check_spec(spec, flag="--interpreters", names=REFERENCE_INTERPRETERS, providers=inspect_provider)
         if self.judge is not None:
             check_spec(self.judge, flag="--judge")
         if self.judge_mode is not None:

@@ -11,7 +11,7 @@ Units are drawn with replacement :data:`DEFAULT_RESAMPLES` times from numpy's
 n < :data:`SMALL_N` units are marked :data:`SMALL_N_MARK` (legend: :data:`SMALL_N_LEGEND`).
 :func:`paired_bootstrap` compares two runs on the same units through the bootstrap of the
 per-unit differences (numpy, not ``scipy.stats.bootstrap``: the paired p-value needs the
-resampled values themselves).
+resampled values themselves). :func:`auroc_ci` bootstraps an AUROC over paired units.
 """
 
 from __future__ import annotations
@@ -227,3 +227,60 @@ def format_ci(
     if ci is not None and len(ci) == 2 and all(x is not None and math.isfinite(x) for x in ci):
         text += f" [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
     return f"{text} {suffix}"
+
+
+# -- AUROC (the judge card's separation of the truth from each other rung)
+
+
+def auroc(positive: Sequence[float], negative: Sequence[float]) -> float:
+    """AUROC of scores ``positive`` against ``negative``: the chance a positive outscores a negative, ties half."""
+    from sklearn.metrics import roc_auc_score
+
+    pos, neg = np.asarray(positive, dtype=np.float64), np.asarray(negative, dtype=np.float64)
+    if not len(pos) or not len(neg):
+        return math.nan
+    if np.ptp(np.concatenate([pos, neg])) == 0:
+        return 0.5  # every score equal (sklearn's value too, but without its warning)
+    return float(roc_auc_score(np.r_[np.ones(len(pos)), np.zeros(len(neg))], np.r_[pos, neg]))
+
+
+def _auroc_statistic(n_levels: int):
+    """Vectorised AUROC of paired units ``(resamples, n, 2)`` of level indices (Mann-Whitney sum)."""
+
+    def statistic(sample: np.ndarray) -> np.ndarray:
+        size, n, _ = sample.shape
+        offset = (np.arange(size) * n_levels)[:, None]
+        pos = np.bincount((sample[..., 0].astype(np.int64) + offset).ravel(), minlength=size * n_levels).reshape(
+            size, n_levels
+        )
+        neg = np.bincount((sample[..., 1].astype(np.int64) + offset).ravel(), minlength=size * n_levels).reshape(
+            size, n_levels
+        )
+        below = np.cumsum(neg, axis=1) - neg  # negatives strictly below each level
+        return ((pos * below).sum(1) + 0.5 * (pos * neg).sum(1)) / (n * n)
+
+    return statistic
+
+
+def auroc_ci(
+    positive: Sequence[float], negative: Sequence[float], *, seed: int | None = None, n_resamples: int | None = None
+) -> dict[str, Any]:
+    """``{"auroc", "ci": [low, high], "n"}`` of paired scores (unit ``i``: ``positive[i]``,
+    ``negative[i]``), bootstrapped over units (:func:`bootstrap_ci`)."""
+    pos, neg = np.asarray(positive, dtype=np.float64), np.asarray(negative, dtype=np.float64)
+    if pos.shape != neg.shape or pos.ndim != 1:
+        raise ValueError(
+            f"positive and negative must be paired 1-d score lists, got shapes {pos.shape} and {neg.shape}"
+        )
+    n = int(len(pos))
+    if n == 0:
+        return {"auroc": math.nan, "ci": [math.nan, math.nan], "n": 0}
+    levels = np.unique(np.concatenate([pos, neg]))
+    units = np.stack([np.searchsorted(levels, pos), np.searchsorted(levels, neg)], axis=1).astype(np.float64)
+    low, high = bootstrap_ci(
+        units,
+        statistic=_auroc_statistic(len(levels)),
+        seed=DEFAULT_SEED if seed is None else seed,
+        n_resamples=DEFAULT_RESAMPLES if n_resamples is None else n_resamples,
+    )
+    return {"auroc": auroc(pos, neg), "ci": [low, high], "n": n}

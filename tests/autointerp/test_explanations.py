@@ -6,7 +6,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from findbench.autointerp.config import MAX_EXPLANATION_TOKENS, AutoInterpConfig
-from findbench.autointerp.explanations import cap_explanation, degenerate_reasons, guard_explanations, normalize
+from findbench.autointerp.explanations import cap_explanation, degenerate, guard_explanations, normalize
 from findbench.autointerp.prompts import EXPLANATION_PREFIX, prompt_explanations
 from findbench.lm.encoder import encoder_dir
 
@@ -45,13 +45,13 @@ def test_degenerate_empty_prompt_text_and_identical():
     demo = prompt_explanations()[2]
     assert demo == "the word 'and' joining two words or phrases"
     texts = ["digits", "", "  ", "...", f"{demo.upper()}.", "Pronouns.", '"pronouns"', ")", "birds"]
-    assert degenerate_reasons(texts) == [None, "empty", "empty", "prompt_text", "prompt_text", "identical", "identical",
+    assert degenerate(texts) == [None, "empty", "empty", "prompt_text", "prompt_text", "identical", "identical",
                                          None, None]
     # one latent alone is never 'identical'; two different ones neither
-    assert degenerate_reasons(["birds"]) == [None] and degenerate_reasons(["birds", "bird"]) == [None, None]
+    assert degenerate(["birds"]) == [None] and degenerate(["birds", "bird"]) == [None, None]
     assert normalize(f"  {EXPLANATION_PREFIX}  ") == EXPLANATION_PREFIX.lower()
     with pytest.raises(TypeError, match=r"explanations\[1\]"):
-        degenerate_reasons(["a", None])
+        degenerate(["a", None])
 
 
 def test_guard_flags_the_cut_text(tokenizer):

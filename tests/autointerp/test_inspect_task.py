@@ -6,6 +6,10 @@ result files. The LMs are scripted (:class:`tests.autointerp.test_run.ScriptedLM
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from inspect_ai import eval as inspect_eval
@@ -23,7 +27,10 @@ pytestmark = pytest.mark.filterwarnings("ignore:The 'initial' parameter is depre
 
 
 def _settings(corpus, out, **kw):
-    return {"model": "minilm", "sae": "synthetic", "out": str(out), **_cfg(dataset=str(corpus), n_latents=6, **kw)}
+    """The task's settings (a setting given as None is left out)."""
+    settings = _cfg(dataset=str(corpus), **{"n_latents": 6, **kw})
+    settings = {"model": "minilm", "sae": "synthetic", "out": str(out), **settings}
+    return {k: v for k, v in settings.items() if v is not None}
 
 
 def _eval(corpus, tmp_path, name, *, model="none", roles=None, **kw):
@@ -53,20 +60,50 @@ def _files(result) -> dict:
     return {"results": results, "latents": json.loads(open(files["latents"]).read())}
 
 
-def test_the_task_writes_the_files_findbench_autointerp_writes(corpus, tmp_path):
+def _scored(log) -> list:
+    """The samples of a log whose latent was scored, in position order."""
+    return sorted((s for s in log.samples if s.scores), key=lambda s: s.id)
+
+
+def test_one_sample_per_latent_of_the_files_findbench_autointerp_writes(corpus, tmp_path):
     log = _eval(corpus, tmp_path, "task", roles={EXPLAINER_ROLE: _role(ScriptedLM())})
     assert log.status == "success", log.error
-    [score] = log.samples[0].scores.values()
+    assert sorted(s.id for s in log.samples) == [1, 2, 3, 4, 5, 6]  # n_latents=6: one sample each
     direct = run_autointerp(model="minilm", sae="synthetic", out=tmp_path / "direct", explainer=ScriptedLM(),
                             config=AutoInterpConfig(**_cfg(dataset=str(corpus), n_latents=6)), progress=False)
-    assert _files(score.metadata) == _files(direct)
+    assert _files({"files": log.samples[0].metadata["files"]}) == _files(direct)  # the run's files, as the CLI's
+    records = _files(direct)["latents"]["latents"]
+    assert len(records) == 6
+    for sample in sorted(log.samples, key=lambda s: s.id):
+        rec = records[sample.id - 1]
+        assert sample.metadata["latent"] == rec["latent"] and sample.metadata["record"]["n_fired"] == rec["n_fired"]
+        if rec["skipped"] is not None:
+            assert not sample.scores and sample.output.completion == f"skipped: {rec['skipped']}"
+            continue
+        [score] = sample.scores.values()
+        assert sample.output.completion == score.answer == rec["explanation"]
+        assert score.value == {"autointerp": rec["scores"]["detection"], "embedding": rec["scores"]["embedding"]}
+        assert score.metadata["latent"] == rec["latent"] and score.metadata["dashboard"] is None  # no report asked
     metrics = direct["eval_result_metrics"]
-    assert score.value == {"autointerp": metrics["autointerp"]["autointerp_score"],
-                           "autointerp_margin": metrics["autointerp"]["margin"],
-                           "embedding": metrics["embedding"]["embedding_score"],
-                           "embedding_margin": metrics["embedding"]["margin"]}
-    assert score.metadata["eval_result_metrics"] == metrics and metrics["autointerp"]["n"] >= 4
-    assert {s.name for s in log.results.scores} == set(score.value)  # each key's mean in the eval's results
+    assert metrics["autointerp"]["n"] == len(_scored(log)) >= 4
+    # the eval's results: each scorer's mean over the latents, the run's score
+    results = {s.name: s.metrics["mean"].value for s in log.results.scores}
+    assert results == pytest.approx({"autointerp": metrics["autointerp"]["autointerp_score"],
+                                     "embedding": metrics["embedding"]["embedding_score"]})
+
+
+def test_named_latents_and_the_dashboard(corpus, tmp_path):
+    log = _eval(corpus, tmp_path, "named", roles={EXPLAINER_ROLE: _role(ScriptedLM())}, report=True,
+                latents="5,2", n_latents=None)
+    assert log.status == "success", log.error
+    samples = sorted(log.samples, key=lambda s: s.id)
+    assert [s.input for s in samples] == [f"Explain and score latent {x} of SAE synthetic on minilm." for x in (5, 2)]
+    assert [s.metadata["latent"] for s in samples] == [5, 2]
+    report = log.samples[0].metadata["files"]["report"]
+    for sample in _scored(log):
+        link = sample.scores["autointerp_scores"].metadata["dashboard"]
+        assert link == f"{Path(report).resolve().as_uri()}#latent-{sample.metadata['latent']}"
+        assert f'id="latent-{sample.metadata["latent"]}"' in Path(report).read_text()
 
 
 def test_roles_pick_the_explainer_and_the_scorer(corpus, tmp_path):
@@ -74,7 +111,7 @@ def test_roles_pick_the_explainer_and_the_scorer(corpus, tmp_path):
     log = _eval(corpus, tmp_path, "roles", model=_role(model),
                 roles={EXPLAINER_ROLE: _role(explainer), SCORER_ROLE: _role(scorer)})
     assert log.status == "success", log.error
-    n = log.samples[0].scores["autointerp_scores"].metadata["eval_result_metrics"]["autointerp"]["n"]
+    n = len(_scored(log))
     assert (explainer.calls, scorer.calls, model.calls) == (n, n, 0)  # one explanation, one detection prompt each
     # without roles the eval's model explains and scores
     log = _eval(corpus, tmp_path, "model", model=_role(model))
@@ -87,7 +124,7 @@ def test_any_inspect_model_explains_through_inspect(corpus, tmp_path):
     said = "This latent fires on digits."
     log = _eval(corpus, tmp_path, "mock", roles={EXPLAINER_ROLE: _mock(said), SCORER_ROLE: _role(ScriptedLM())})
     assert log.status == "success", log.error
-    files = log.samples[0].scores["autointerp_scores"].metadata["files"]
+    files = log.samples[0].metadata["files"]
     records = [r for r in json.loads(open(files["latents"]).read())["latents"] if r.get("explanation") is not None]
     assert records and {r["explainer_answer"] for r in records} == {said}  # the explanation: it parsed
     # the fuzz scorer reads next-token log-probabilities, which mockllm does not give: the error names the role
@@ -103,9 +140,28 @@ def test_task_settings_are_findbench_autointerps(tmp_path):
     assert config.n_latents == AutoInterpConfig().n_latents  # unused with latents: SAEBench's value, as the CLI keeps
     _, config = autointerp_configs({})
     assert {k: getattr(config, k) for k in QUICK_DEFAULTS} == QUICK_DEFAULTS  # the command line's defaults
-    with pytest.raises(UsageError, match=r"unknown settings \['bogus'\]"):
+    with pytest.raises(UsageError, match=r"^-T bogus: findbench/autointerp has no such argument"):
         autointerp(bogus=1)
-    with pytest.raises(UsageError, match="--latents and --n-latents are mutually exclusive"):
+    with pytest.raises(UsageError, match="^-T n_latnts: .* did you mean 'n_latents'"):
+        autointerp(n_latnts=4)
+    with pytest.raises(UsageError, match="^-T latents and -T n_latents are mutually exclusive"):
         autointerp(latents="1,2", n_latents=4)
-    with pytest.raises(UsageError, match="shard must be I/N"):
+    with pytest.raises(UsageError, match="^-T shard: must be I/N"):
         autointerp(shard="2/2")
+    with pytest.raises(UsageError, match="^-T n_latents: must be ≥ 1, got 0"):
+        autointerp(n_latents=0)
+    assert [s.id for s in autointerp(sae="synthetic", latents="5,1,9,4", shard="1/2").dataset] == [1, 2]
+
+
+def test_inspect_eval_refuses_a_misspelled_role_in_one_message(tmp_path):
+    inspect_cli = Path(sys.executable).with_name("inspect")
+    if not inspect_cli.is_file():
+        pytest.skip("the inspect command is not installed beside this Python")
+    cmd = [str(inspect_cli), "eval", "findbench/autointerp", "-T", "sae=synthetic", "--model", "none",
+           "--model-role", "explainer=findbench/embeded", "--log-dir", str(tmp_path / "logs")]
+    env = {**os.environ, "INSPECT_DISPLAY": "plain"}  # display "none" would quiet the console it prints on
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    output = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode != 0 and "Traceback" not in output, output
+    assert "--model-role explainer=findbench/embeded: unknown model 'embeded'" in output
+    assert "did you mean 'embedded'?" in output and not (tmp_path / "logs").exists()

@@ -11,7 +11,7 @@ import findbench.autointerp as autointerp
 def test_every_public_name_resolves_to_its_module_attribute(name):
     import importlib
 
-    module = importlib.import_module(autointerp._LAZY[name])
+    (module,) = [importlib.import_module(m) for m, names in autointerp._MODULES.items() if name in names]
     assert getattr(autointerp, name) is getattr(module, name)
 
 

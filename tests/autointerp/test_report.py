@@ -9,8 +9,10 @@ latents' rules are known, and the scripted LM of test_run.py (explains every lat
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import os
 import re
 from html.parser import HTMLParser
 from importlib.resources import files
@@ -26,6 +28,7 @@ from findbench.autointerp.report import REPORT_FILE, autointerp_results, load_ru
 from findbench.autointerp.run import run_autointerp
 from tests._chromium import CHROMIUM, chromium
 from tests.autointerp.test_run import SENTENCES, ScriptedLM, _cfg
+from tests.autointerp.test_shards import _fifo
 
 SCORERS = ["detection", "fuzz", "embedding"]
 
@@ -264,6 +267,34 @@ def test_load_run_names_bad_input(tmp_path, run_dir):
     assert autointerp_results(tmp_path) == [] and autointerp_results(run_dir) == [
         run_dir / "synthetic_eval_results.json"
     ]
+
+
+def test_report_reads_only_inside_its_folder(run_dir, tmp_path, capsys, caplog):
+    """A results file whose latents_file leads outside its folder, a results file linked in from elsewhere and a
+    FIFO in its place are not read."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "latents.json").write_text((run_dir / "latents.json").read_text())
+    folder = tmp_path / "run"
+    folder.mkdir()
+    results = json.loads((run_dir / "synthetic_eval_results.json").read_text())
+    for latents_file in ("../outside/latents.json", str(outside / "latents.json")):
+        (folder / "synthetic_eval_results.json").write_text(json.dumps(results | {"latents_file": latents_file}))
+        assert cli.main(["report", str(folder)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1, err
+        assert f"latents_file: expected 'latents.json' (beside the results file), got {latents_file!r}" in err
+        assert not (folder / REPORT_FILE).exists()
+    (folder / "synthetic_eval_results.json").unlink()
+    (folder / "synthetic_eval_results.json").symlink_to(run_dir / "synthetic_eval_results.json")
+    with pytest.raises(ValueError, match="synthetic_eval_results.json is a symbolic link"):
+        load_run(folder / "synthetic_eval_results.json")
+    assert autointerp_results(folder) == [] and "is a symbolic link (refused)" in caplog.text
+    (folder / "synthetic_eval_results.json").unlink()
+    _fifo(folder / "synthetic_eval_results.json")
+    assert autointerp_results(folder) == [] and "is not a regular file (refused)" in caplog.text
+    with contextlib.suppress(OSError):  # let the writer go
+        os.close(os.open(folder / "synthetic_eval_results.json", os.O_RDONLY | os.O_NONBLOCK))
 
 
 # ------------------------------------------------------------------------------------ commands

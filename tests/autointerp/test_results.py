@@ -61,6 +61,11 @@ def test_a_merged_or_sharded_file_round_trips(tmp_path):
      r"eval_result_metrics\.fuzz\.ci: expected a list of 2"),
     (lambda d: d.update(shard={"index": 0}), r"shard: missing key 'count'"),
     (lambda d: d.pop("latents_file"), r"missing key 'latents_file'"),
+    # the latents file is named by the run id, beside the results: never a path
+    (lambda d: d.update(latents_file="../elsewhere/latents.json"),
+     r"latents_file: expected 'latents.json' \(beside the results file\), got '../elsewhere/latents.json'"),
+    (lambda d: d.update(run_id="b", latents_file="latents.json"), r"latents_file: expected 'latents_b.json'"),
+    (lambda d: d.update(run_id="../b", latents_file="latents_../b.json"), r"run_id: expected letters, digits"),
 ])
 def test_a_file_that_does_not_fit_is_refused_naming_the_key(edit, message):
     obj = json.loads(PATH.read_text(encoding="utf-8"))

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import threading
 
 import pytest
 
@@ -158,3 +161,98 @@ def test_merge_refuses_missing_duplicate_and_mismatched_shards(runs, capsys):
     assert f"shard folder {three}: shard 1/3, but {p0} is one of 2" in refused(p0, three)
     with pytest.raises(UsageError, match="out must not be one of the shard folders"):
         merge_shards([p0, p1], p1)
+
+
+def _copy(src, dst, results=None, latents=None):
+    """A copy of the shard folder ``src`` at ``dst``, its results JSON and latent records edited in place by the
+    functions ``results`` and ``latents``."""
+    shutil.copytree(src, dst)
+    for name, edit, key in (("synthetic_eval_results.json", results, None), ("latents.json", latents, "latents")):
+        if edit is not None:
+            data = json.loads((dst / name).read_text())
+            edit(data[key] if key else data)
+            (dst / name).write_text(json.dumps(data))
+    return dst
+
+
+def _fifo(path):
+    """A FIFO at ``path`` whose writer sends ``{}`` to the first reader (so a reader that opens it does not hang)."""
+    os.mkfifo(path)
+
+    def feed():
+        with contextlib.suppress(OSError), open(path, "w") as fh:
+            fh.write("{}")
+
+    threading.Thread(target=feed, daemon=True).start()
+
+
+def test_merge_reads_shard_files_as_untrusted_and_writes_only_its_own_names(runs, tmp_path, capsys):
+    root = runs[0]
+    p0, out = root / "part0", tmp_path / "merged"
+
+    def refused(folder, message):
+        assert cli.main(["autointerp", "merge", str(p0), str(folder), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err, err
+        assert not out.exists()
+
+    # a latents_file that leads outside the shard folder is neither read nor written
+    outside = tmp_path / "outside" / "latents.json"
+    outside.parent.mkdir()
+    outside.write_text((root / "part1" / "latents.json").read_text())
+    before = outside.read_bytes()
+    planted = _copy(root / "part1", tmp_path / "planted", results=lambda r: r.update(latents_file=str(outside)))
+    refused(planted, f"latents_file: expected 'latents.json' (beside the results file), got '{outside}'")
+    assert outside.read_bytes() == before
+    # a FIFO or a symbolic link in place of the latents file or the results file
+    fifo = _copy(root / "part1", tmp_path / "fifo")
+    (fifo / "latents.json").unlink()
+    _fifo(fifo / "latents.json")
+    refused(fifo, f"shard folder {fifo}: latents file {fifo / 'latents.json'} is not a regular file (refused)")
+    with contextlib.suppress(OSError):  # let the writer go
+        os.close(os.open(fifo / "latents.json", os.O_RDONLY | os.O_NONBLOCK))
+    link = _copy(root / "part1", tmp_path / "link")
+    (link / "synthetic_eval_results.json").unlink()
+    (link / "synthetic_eval_results.json").symlink_to(root / "part1" / "synthetic_eval_results.json")
+    refused(link, f"results file {link / 'synthetic_eval_results.json'} is a symbolic link (refused)")
+    # --out a symbolic link (merge would replace the folder it leads to) or a FIFO
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "mine.txt").write_text("keep")
+    out.symlink_to(kept)
+    with pytest.raises(UsageError, match="is a symbolic link or not a folder"):
+        merge_shards([p0, root / "part1"], out)
+    assert [p.name for p in kept.iterdir()] == ["mine.txt"]
+    out.unlink()
+    os.mkfifo(out)
+    with pytest.raises(UsageError, match="is a symbolic link or not a folder"):
+        merge_shards([p0, root / "part1"], out)
+
+
+def test_merge_refuses_repeated_latents_and_scores_the_results_do_not_hold(runs, tmp_path, capsys):
+    root = runs[0]
+    p0, p1, out = root / "part0", root / "part1", tmp_path / "merged"
+    records = json.loads((p1 / "latents.json").read_text())["latents"]
+    scored = next(r for r in records if r["skipped"] is None)
+
+    def refused(folder, message, first=p0):
+        assert cli.main(["autointerp", "merge", str(first), str(folder), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err, err
+        assert not out.exists()
+
+    # one latent's record in place of each of the shard's: its score counted as many times
+    refused(_copy(p1, tmp_path / "again", latents=lambda lat: lat.__setitem__(slice(None), [scored] * len(lat))),
+            "are not distinct latent numbers")
+    # shard 0's latents as shard 1's too
+    twice = _copy(p0, tmp_path / "twice", results=lambda r: r.update(shard={"index": 1, "count": 2}))
+    refused(twice, "the shards hold latents")
+    # a record's score lifted above the results' (and the recomputed detection score)
+    lifted = _copy(p1, tmp_path / "lifted", latents=lambda lat: next(
+        r for r in lat if r["skipped"] is None)["scores"].update(detection=1.0))
+    refused(lifted, f"latent {scored['latent']}'s detection scores [1.0, {scored['scores']['detection']}")
+    # the shard's latents out of the drawn (increasing) order
+    refused(_copy(p1, tmp_path / "order", latents=lambda lat: lat.reverse()), "are not the run's selection")
+    # nor does a run list a latent twice
+    with pytest.raises(UsageError, match=r"override_latents must be a non-empty list without repeats, got \[3, 3\]"):
+        AutoInterpConfig(override_latents="3,3")

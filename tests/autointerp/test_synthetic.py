@@ -13,12 +13,13 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer, LlamaConfig, LlamaModel
 
+from findbench._guards import derangement
 from findbench.autointerp.activations import encode_latents, read_hook
 from findbench.autointerp.config import PROBES, AutoInterpConfig
 from findbench.autointerp.corpus import load_texts, special_token_ids, tokenize_corpus, wordnet_dir
 from findbench.autointerp.evidence import collect_evidence
 from findbench.autointerp.synthetic import DEFAULT_RULES, RULES, SyntheticSAE, TokenInfo, get_rule, token_infos
-from findbench.autointerp.validation import MIN_SEPARATION, VERDICTS, derangement, planted_validation, quick_config
+from findbench.autointerp.validation import MIN_SEPARATION, VERDICTS, planted_validation, quick_config
 
 
 @pytest.fixture(scope="module")
@@ -236,9 +237,9 @@ def test_evidence_windows_are_centred_on_tokens_of_the_rule(minilm, minilm_sae):
 
 def test_derangement_moves_every_item():
     for n in (2, 3, 8):
-        perm = derangement(n, seed=n)
+        perm = derangement(range(n), np.random.default_rng(n))
         assert sorted(perm) == list(range(n)) and all(p != i for i, p in enumerate(perm))
-    assert derangement(8, 1) == derangement(8, 1)
+    assert derangement(range(8), np.random.default_rng(1)) == derangement(range(8), np.random.default_rng(1))
 
 
 def test_planted_validation_needs_an_lm_for_lm_scorers(minilm):

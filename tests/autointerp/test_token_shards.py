@@ -4,11 +4,16 @@ unsharded run's files byte for byte (the results JSON but its time); the saved f
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import subprocess
+import sys
+import zipfile
 
 import numpy as np
 import pytest
+import torch
 
 from findbench import cli
 from findbench.autointerp import evidence as evidence_mod
@@ -16,7 +21,7 @@ from findbench.autointerp.activations import available_device
 from findbench.autointerp.commands import AutoInterpCommand
 from findbench.autointerp.config import AutoInterpConfig
 from findbench.autointerp.run import run_autointerp
-from findbench.autointerp.token_shards import shard_rows
+from findbench.autointerp.token_shards import SavedActivations, save_shard, shard_path, shard_rows
 from findbench.constants import UsageError
 
 from .test_run import SENTENCES, ScriptedLM, _cfg
@@ -140,3 +145,112 @@ def test_the_device_flag_is_checked(capsys):
     if not torch.cuda.is_available():
         assert cli.main(["autointerp", "--device", "cuda:1", "--sae", "synthetic", "--model", "minilm"]) == 2
         assert "error: --device: 'cuda:1' is not available to torch here" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------ planted files
+
+#: A tiny activations file's settings: shard 0/1 of ROWS corpus rows, CONTEXT positions, D_SAE latents.
+KEY, ROWS, CONTEXT, D_SAE = "ab12", 4, 6, 8
+
+
+def _saved(folder):
+    """``folder`` holding a valid one-shard activations file with three entries (returns the file)."""
+    acts = torch.zeros(ROWS, CONTEXT, D_SAE)
+    acts[0, 1, 2], acts[2, 0, 0], acts[3, 5, 2] = 1.5, 2.0, 0.25
+    folder.mkdir(parents=True, exist_ok=True)
+    return save_shard(iter([(0, acts)]), shard_path(folder, KEY, (0, 1)), key=KEY, shard=(0, 1), rows=(0, ROWS),
+                      n_rows=ROWS, d_sae=D_SAE, context=CONTEXT)
+
+
+def _load(folder):
+    return SavedActivations([folder], key=KEY, n_rows=ROWS, d_sae=D_SAE, context=CONTEXT)
+
+
+def _rewrite(path, **arrays):
+    """Write ``path`` again with some of its arrays replaced (np.savez: stored members, as save_shard)."""
+    with np.load(path) as npz:
+        old = {k: npz[k] for k in npz.files}
+    with open(path, "wb") as fh:
+        np.savez(fh, **(old | arrays))
+
+
+def test_repeated_entries_negative_values_and_compressed_members_are_refused(tmp_path):
+    path = _saved(tmp_path / "ok")
+    assert _load(tmp_path / "ok").counts().tolist() == [1, 0, 2, 0, 0, 0, 0, 0]
+    with np.load(path) as npz:
+        cols = {k: npz[k] for k in ("row", "col", "latent", "value")}
+    # every entry twice would double every firing count
+    _rewrite(path, **{k: np.repeat(v, 2) for k, v in cols.items()})
+    with pytest.raises(UsageError, match=rf"--activations: {path} has \(row, position, latent\) entries repeated"):
+        _load(tmp_path / "ok")
+    _rewrite(path, **(cols | {"value": -cols["value"]}))
+    with pytest.raises(UsageError, match=f"--activations: {path} has negative activations"):
+        _load(tmp_path / "ok")
+    with np.load(path) as npz:
+        old = {k: npz[k] for k in npz.files}
+    np.savez_compressed(path, **(old | cols))
+    with pytest.raises(UsageError, match=r"activations file \(member meta.npy is compressed"):
+        _load(tmp_path / "ok")
+
+
+def _bomb(path, kind):
+    """A planted file: its value member declares 2**40 activations and holds 3 (``shape``), or holds 64M zero
+    activations (256 MiB) deflated to well under 1 MiB (``deflate``)."""
+    with np.load(path) as npz:
+        members = {k: npz[k] for k in npz.files}
+    n = 1 << 40 if kind == "shape" else 64 << 20
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, array in members.items():
+            if name != "value":
+                buf = io.BytesIO()
+                np.lib.format.write_array(buf, array)
+                zf.writestr(f"{name}.npy", buf.getvalue())
+        info = zipfile.ZipInfo("value.npy")
+        info.compress_type = zipfile.ZIP_STORED if kind == "shape" else zipfile.ZIP_DEFLATED
+        with zf.open(info, "w", force_zip64=True) as fh:
+            np.lib.format.write_array_header_1_0(fh, {"descr": "<f4", "fortran_order": False, "shape": (n,)})
+            if kind == "shape":
+                fh.write(members["value"].tobytes())
+            else:
+                for _ in range(n * 4 >> 20):
+                    fh.write(bytes(1 << 20))
+    return path
+
+
+#: ``python -c _PEAK python-args...`` runs python with those arguments and prints its exit status and peak RSS
+#: (KiB, as getrusage(RUSAGE_CHILDREN) sees it: in a fresh process, so no other child of the tests counts), then its
+#: output.
+_PEAK = ("import resource, subprocess, sys\n"
+         "r = subprocess.run([sys.executable, *sys.argv[1:]], capture_output=True, text=True)\n"
+         "print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+         "print(r.stdout + r.stderr, end=\"\")")
+#: Reads the activations in the folder ``sys.argv[1]``, printing the refusal.
+_LOAD = ("import sys\n"
+         "from findbench.autointerp.token_shards import SavedActivations\n"
+         "from findbench.constants import UsageError\n"
+         "try:\n"
+         f"    SavedActivations([sys.argv[1]], key={KEY!r}, n_rows={ROWS}, d_sae={D_SAE}, context={CONTEXT})\n"
+         "except UsageError as exc:\n"
+         "    print(exc)")
+
+
+def _peak_rss(folder) -> tuple[int, str]:
+    """The peak RSS (KiB) of a process reading the activations in ``folder``, and what it printed."""
+    done = subprocess.run([sys.executable, "-c", _PEAK, "-c", _LOAD, str(folder)], capture_output=True, text=True,
+                          check=True)
+    head, _, out = done.stdout.partition("\n")
+    rc, peak = map(int, head.split())
+    assert rc == 0, out
+    return peak, out
+
+
+def test_shard_bombs_are_refused_within_a_memory_bound(tmp_path):
+    base, out = _peak_rss(_saved(tmp_path / "ok").parent)
+    assert not out.strip()
+    for kind, why in (("shape", "member value.npy declares 4,398,046,511,232 bytes but holds"),
+                      ("deflate", "member value.npy is compressed")):
+        path = _bomb(_saved(tmp_path / kind), kind)
+        peak, out = _peak_rss(path.parent)
+        assert f"--activations: {path} is not a --token-shard activations file ({why}" in out, out
+        assert out.count("\n") == 1 and "Traceback" not in out
+        assert peak - base < 64 << 10, (kind, peak, base)  # 64 MiB over reading a valid file; the member is 256 MiB+

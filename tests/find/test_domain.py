@@ -1,6 +1,6 @@
 """The [DOMAIN] score: parsing interpreters' intervals, the true corrupted interval of numeric
 rows (checked against the served function), IoU, and the excepted-subdomain unit tests of
-relation neurons judged by a scripted (model-free) judge."""
+relation neurons."""
 
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from findbench.find.domain import (
     score_domain,
 )
 from findbench.find.synthetic_neurons import UNDEFINED, generate_relations
-from findbench.judge.domain import score_relation_domain
 
 INF = math.inf
 
@@ -351,99 +350,3 @@ def test_domain_unit_tests_reads_undefined_loosely_and_checks_fields(relation_ro
         domain_unit_tests({"category": "numeric", "exception": "x"})
     with pytest.raises(TypeError, match="row must be a dict"):
         domain_unit_tests(None)
-
-
-class ReadsTheDomain:
-    """A scripted judge (no model): when the description it is shown mentions the word
-    "undefined", it picks the option whose output is "undefined"; otherwise option 1. It
-    records what it was shown."""
-
-    name = "reads-the-domain"
-
-    def __init__(self):
-        self.seen: list[str] = []
-
-    def generate(self, conversations, *, max_new_tokens=64, temperature=0.0, progress=False):
-        raise AssertionError("logprob mode must not generate")
-
-    def candidate_logprobs(self, conversations, candidates, *, assistant_prefix="", progress=False):
-        out = []
-        for conv in conversations:
-            user = conv[-1]["content"]
-            self.seen.append(user)
-            description = user.split("Description: ", 1)[1].split("\n\n", 1)[0]
-            options = [line for line in user.splitlines() if line[:2] in ("1.", "2.", "3.")]
-            pick = 1
-            if UNDEFINED in description:
-                pick = next(k for k, line in enumerate(options, 1) if line.endswith(f"-> {UNDEFINED}"))
-            out.append([0.0 if c == str(pick) else -5.0 for c in candidates])
-        return out
-
-
-def test_score_relation_domain_with_a_scripted_judge(relation_rows):
-    judge = ReadsTheDomain()
-    preds = [
-        "[DESCRIPTION]: capitals [DOMAIN]: countries [CODE]: ...",
-        "anything",
-        f"[DESCRIPTION]: maps a thing. [DOMAIN]: returns {UNDEFINED} for {relation_rows[2]['exception']} [CODE]: ...",
-        "[DESCRIPTION]: maps a thing [DOMAIN]: every input of its kind",
-        f"[DOMAIN]: {UNDEFINED} when {relation_rows[4]['exception']}",
-    ]
-    out = score_relation_domain(preds, relation_rows, judge=judge)
-    assert out["status"] == ["no_exception", "no_exception", "ok", "ok", "ok"]
-    assert out["n_tests"] == [0, 0, 2, 2, 2]
-    assert out["per_function"][:3] == [None, None, 1.0]
-    assert out["per_function"][4] == 1.0
-    # "option 1" is right only where the undefined item sits first
-    first = [t["correct"] == 1 for t in domain_unit_tests(relation_rows[3])]
-    assert out["per_function"][3] == pytest.approx(sum(first) / 2)
-    assert out["domain_unit_test_accuracy"] == pytest.approx((1.0 + sum(first) / 2 + 1.0) / 3)
-    low, high = out["domain_unit_test_accuracy_ci"]
-    assert low <= out["domain_unit_test_accuracy"] <= high and out["n"] == 3  # over the scored rows
-    assert out["judge"] == "reads-the-domain"
-    # the judge saw the [DOMAIN] section only, 2 tests per corrupted row
-    assert len(judge.seen) == 6
-    assert all("[CODE]" not in s and "[DESCRIPTION]" not in s and "maps a thing" not in s for s in judge.seen)
-    assert "Description: every input of its kind\n" in judge.seen[2]
-
-
-def test_score_relation_domain_without_undefined_tests(relation_rows):
-    """A corrupted relation whose unit tests hold no "undefined" item is reported, not scored
-    with made-up tests; with nothing to score no judge is called."""
-    row = dict(relation_rows[2])
-    row["unit_tests"] = [u for u in row["unit_tests"] if u["outputs"][u["correct"] - 1] != UNDEFINED]
-    judge = ReadsTheDomain()
-    out = score_relation_domain(["[DOMAIN]: x"] * 2, [relation_rows[0], row], judge=judge)
-    assert out == {
-        "domain_unit_test_accuracy": None,
-        "domain_unit_test_accuracy_ci": None,
-        "n": 0,
-        "per_function": [None, None],
-        "status": ["no_exception", "no_undefined_tests"],
-        "n_tests": [0, 0],
-        "judge": None,
-    }
-    assert judge.seen == []
-
-
-@pytest.mark.parametrize(
-    ("preds", "rows_index", "kwargs", "exc", "field"),
-    [
-        (["a"], [0, 2], {}, ValueError, r"predictions \(1\) and rows \(2\)"),
-        (["a", None], [0, 2], {}, TypeError, r"predictions\[1\]"),
-        (["a"], [2], {"mode": "vote"}, ValueError, "mode"),
-        ([], [], {}, ValueError, "predictions is empty"),
-    ],
-)
-def test_score_relation_domain_errors(relation_rows, preds, rows_index, kwargs, exc, field):
-    rows = [relation_rows[i] for i in rows_index]
-    with pytest.raises(exc, match=field):
-        score_relation_domain(preds, rows, judge=ReadsTheDomain(), **kwargs)
-
-
-def test_score_relation_domain_refuses_other_rows(relation_rows):
-    with pytest.raises(ValueError, match=r"rows\[1\]\['category'\]"):
-        score_relation_domain(["a", "b"], [relation_rows[2], _row(None, None)], judge=ReadsTheDomain())
-    bad = dict(relation_rows[2], unit_tests=[{"inputs": ["a"], "outputs": None, "correct": 1}])
-    with pytest.raises(ValueError, match=r"rows\[0\]\['unit_tests'\]\[0\]"):
-        score_relation_domain(["a"], [bad], judge=ReadsTheDomain())

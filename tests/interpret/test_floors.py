@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 
 from findbench.find.rows import load_rows
-from findbench.interpret.evaluate import FLOOR_COLUMNS, evaluate_run
+from findbench.interpret.evaluate import FLOOR_COLUMNS, _degenerate, evaluate_run
 from findbench.interpret.floors import (
     MAX_FLOOR_INPUTS,
-    degenerate_reasons,
     floor_answers,
     lookup_code,
     numeric_floor_codes,
@@ -99,7 +98,7 @@ def test_observed_plan_is_seeded_and_never_uses_the_functions_own_tests():
 def test_degenerate_answers_are_flagged():
     recs = [{"function_id": f"strings/f0000{i}", "category": "strings", "method": "aia", "description": d}
             for i, d in enumerate(["", "In words, what f(x) does.", "same answer", "Same  answer", "a real rule"])]
-    assert degenerate_reasons(recs) == ["empty", "placeholder", "identical to 1 other function(s)",
+    assert _degenerate(recs) == ["empty", "placeholder", "identical to 1 other function(s)",
                                         "identical to 1 other function(s)", ""]
 
 

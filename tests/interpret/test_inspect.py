@@ -24,6 +24,7 @@ from inspect_ai.log import read_eval_log  # noqa: E402
 from inspect_ai.model import ChatMessageSystem, ChatMessageUser, ModelOutput, ModelUsage, get_model  # noqa: E402
 
 from findbench import cli  # noqa: E402
+from findbench.constants import UsageError  # noqa: E402
 from findbench.interpret import prompts  # noqa: E402
 from findbench.interpret.episode import DEFAULT_API_MAX_TOKENS, DEFAULT_MAX_TOKENS  # noqa: E402
 from findbench.interpret.evaluate import evaluate_run  # noqa: E402
@@ -214,8 +215,8 @@ def test_findbench_model_api_loads_its_lm_on_first_use(tmp_path):
 @pytest.mark.parametrize(
     "interpreter, model",
     [
-        ("oracle", "none"),
-        ("random", "none"),
+        ("oracle", "none/oracle"),
+        ("random", "none/random"),
         ("embedded", "findbench/embedded"),
         ("HuggingFaceTB/SmolLM2-135M-Instruct", "findbench/HuggingFaceTB/SmolLM2-135M-Instruct"),
         ("http://127.0.0.1:8000/v1", "findbench/http://127.0.0.1:8000/v1"),
@@ -256,6 +257,7 @@ def test_milan_on_inspect(data_dir, tmp_path):
     [log] = inspect_eval(task, model="none", log_dir=str(tmp_path / "logs"), display="none")
     episode = log.samples[0].store[STORE_KEY]
     assert log.status == "success" and episode["method"] == "milan" and episode["max_rounds"] == 2
+    assert log.eval.model == "none/oracle"  # what Inspect shows for a reference interpreter
     assert episode["calls"][0]["command"] == "exemplars" and episode["finished"]
 
 
@@ -269,7 +271,7 @@ def test_run_folder_is_exported_from_the_logs_and_resumed(data_dir, by_id, tmp_p
     info = json.loads((out / "run.json").read_text())
     assert info["protocol"] == "text" and info["interpreter"] == "oracle"
     assert (
-        info["inspect_model"] == "none"
+        info["inspect_model"] == "none/oracle"
         and info["configs"] == ["numeric", "strings"]
         and info["data"] == str(data_dir.resolve())
     )
@@ -289,6 +291,23 @@ def test_run_folder_is_exported_from_the_logs_and_resumed(data_dir, by_id, tmp_p
         "unverified": False,
     }
     assert {k: result["scores"]["strings"]["aia"].get(k) for k in expected} == expected
+    # evaluate wrote each episode's scores into its sample of the log, named as the task's scorers, with the judge
+    [path] = (out / "logs").glob("*.eval")
+    log = read_eval_log(str(path))
+    scores = {s.id: s.scores for s in log.samples}
+    assert sorted(scores["numeric/f00000"]) == ["domain_iou", "nmse_success"]
+    assert scores["numeric/f00000"]["nmse_success"].value == 1.0
+    assert scores["numeric/f00000"]["nmse_success"].metadata["nmse"] == 0.0
+    assert sorted(scores["strings/f00001"]) == ["exact_match", "unit_test_accuracy", "unit_test_accuracy_near"]
+    judged = scores["strings/f00001"]["unit_test_accuracy"]
+    assert judged.value == 1.0 and judged.metadata["judge"] == "knowing-judge"
+    assert judged.explanation.startswith("judge knowing-judge (logprob): 10/10 unit tests right")
+    assert len(judged.metadata["decisions"]) == 10 and judged.history[-1].provenance.author == "findbench evaluate"
+    assert {s.name: s.metrics["accuracy"].value for s in log.results.scores}["unit_test_accuracy"] == 1.0
+    # scoring again changes nothing: the log is not rewritten
+    before = path.stat().st_mtime_ns
+    evaluate_run(out, judge=judge, out=tmp_path / "scores", progress=False)
+    assert path.stat().st_mtime_ns == before
     # a rerun runs nothing; a lost episode is exported again from the log, which runs nothing
     run_interpretations(data_dir, "oracle", **kwargs)
     assert len(list((out / "logs").glob("*.eval"))) == 1
@@ -471,7 +490,73 @@ def test_a_missing_judge_fails_before_any_episode(data_dir, monkeypatch):
         raise FileNotFoundError(f"{name} is not trained yet")
 
     monkeypatch.setattr(findbench.models, "resolve", resolve)
-    with pytest.raises(FileNotFoundError, match="judge: embedded-evaluator is not trained yet.*judge=none"):
+    with pytest.raises(UsageError, match="^-T judge: embedded-evaluator is not trained yet.*judge=none"):
         find_interpret(configs="strings", limit=1, data=str(data_dir))
     find_interpret(configs="numeric", limit=1, data=str(data_dir))  # numeric functions need no judge
     find_interpret(configs="strings", limit=1, data=str(data_dir), judge="none")
+
+
+def _inspect_eval_cli(tmp_path, *args):
+    """``inspect eval findbench/find_interpret …`` in a subprocess (offline: the tiktoken stand-in)."""
+    inspect_cli = Path(sys.executable).with_name("inspect")
+    if not inspect_cli.is_file():
+        pytest.skip("the inspect command is not installed beside this Python")
+    shim = tmp_path / "shim"
+    (shim / "tiktoken").mkdir(parents=True, exist_ok=True)
+    (shim / "tiktoken" / "__init__.py").write_text(TIKTOKEN_STANDIN)
+    # display "none" would quiet the console Inspect prints a refusal on
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shim), os.environ.get("PYTHONPATH", "")]),
+           "INSPECT_DISPLAY": "plain"}
+    cmd = [str(inspect_cli), "eval", *args, "--log-dir", str(tmp_path / "logs")]
+    return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["-T", "rounds=0"], "-T rounds: must be ≥ 1, got 0"),
+        (["-T", "roundz=3"], "-T roundz: findbench/find_interpret has no such argument; did you mean 'rounds'?"),
+        (["--model-role", "judge=findbench/embeded"], "--model-role judge=findbench/embeded: unknown model 'embeded'"),
+    ],
+)
+def test_inspect_eval_refuses_bad_arguments_in_one_message(data_dir, tmp_path, args, says):
+    proc = _inspect_eval_cli(tmp_path, "findbench/find_interpret", "-T", f"data={data_dir}", "-T", "configs=strings",
+                             *args, "--model", "mockllm/model")
+    output = " ".join((proc.stdout + proc.stderr).split())  # Inspect wraps the message to the terminal's width
+    assert proc.returncode != 0, output
+    assert says in output and "Traceback" not in output and len((proc.stdout + proc.stderr).splitlines()) <= 8
+    assert not (tmp_path / "logs").exists()  # refused before any eval started
+
+
+@pytest.mark.parametrize(
+    "settings, says",
+    [
+        ({"rounds": "abc"}, "^-T rounds: must be an integer, got 'abc'$"),
+        ({"max_tokens": 0}, "^-T max_tokens: must be ≥ 1"),
+        ({"structured_outputs": "maybe"}, "^-T structured_outputs: unknown value 'maybe'"),
+        ({"configs": "images"}, "^-T configs: unknown value 'images'"),
+        ({"interpreter": "orcle"}, "^-T interpreter: unknown model 'orcle'.*did you mean 'oracle'"),
+        ({"judge_mode": "pmii"}, "^-T judge_mode: unknown value 'pmii'; did you mean 'pmi'"),
+        ({"judge": "embeded-evaluator"}, "^-T judge: unknown model 'embeded-evaluator'.*'embedded-evaluator'"),
+        ({"method": "aia,milan"}, "^-T method: the task runs one method"),
+        ({"data": "no/such/folder"}, "^-T data: data folder no/such/folder does not exist .run `findbench build --out"),
+        ({"bogus": 1}, "^-T bogus: findbench/find_interpret has no such argument .its arguments: configs, data,"),
+    ],
+)
+def test_task_arguments_are_checked_as_the_flags_are(data_dir, settings, says):
+    from inspect_ai._util.error import PrerequisiteError
+
+    with pytest.raises(UsageError, match=says) as refused:
+        find_interpret(**{"data": str(data_dir), **settings})
+    assert isinstance(refused.value, PrerequisiteError)  # what `inspect eval` prints as one message
+
+
+def test_a_judge_role_findbench_cannot_read_is_refused_before_any_episode(data_dir, tmp_path):
+    mock = get_model("mockllm/model", memoize=False)
+    with pytest.raises(UsageError, match="^--model-role judge=mockllm/model: findbench's judge reads log-prob"):
+        inspect_eval("findbench/find_interpret", task_args={"data": str(data_dir), "configs": "strings"},
+                     model=mock, model_roles={"judge": mock}, log_dir=str(tmp_path / "logs"), display="none")
+    with pytest.raises(UsageError, match="^--model-role jduge: the task has no such role; did you mean 'judge'"):
+        inspect_eval("findbench/find_interpret", task_args={"data": str(data_dir), "configs": "strings"},
+                     model=mock, model_roles={"jduge": mock}, log_dir=str(tmp_path / "logs"), display="none")
+    assert not (tmp_path / "logs").exists()

@@ -185,7 +185,7 @@ def test_a_log_of_another_interpreter_never_scores_under_the_runs_name(oracle_ru
     shutil.rmtree(constant / "numeric")
     result = _score(constant, tmp_path, "logs-only", data=data_dir)
     assert _cell(result) == (1.0, 2) and result["interpreter"] == "oracle"
-    assert f"{own} disagrees with the run's other logs on interpreter" in result["table"]
+    assert f"{own} disagrees with the run's other logs on model, interpreter" in result["table"]  # none/<name>
 
 
 def _other_model(log) -> None:

@@ -350,7 +350,7 @@ def test_report_shows_the_judges_decisions(judged_run):
 
 def test_inspect_explanation_lists_the_decisions():
     from findbench.interpret.evaluate import score_interpretations
-    from findbench.interpret.inspect_tasks import judge_explanation
+    from findbench.interpret.log_scores import judge_explanation
 
     row = load_rows("strings")[0]
     record = {

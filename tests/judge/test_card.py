@@ -12,11 +12,13 @@ from findbench.constants import CONSTANT_DESCRIPTIONS, JUDGE_CATEGORIES
 from findbench.find.synthetic_neurons.entities import describe_entity
 from findbench.find.synthetic_neurons.entity_words import load_entity_words
 from findbench.find.synthetic_neurons.relations import describe_relation
-from findbench.judge.card import RUNGS, TEST_COLUMNS, auroc, auroc_ci, description_ladder, judge_card
+from findbench.judge.card import RUNGS, TEST_COLUMNS, judge_card
 from findbench.judge.card_doc import CARD_FILES, JudgeCard, format_table, read_card, write_card
 from findbench.judge.config import JudgeCardConfig
+from findbench.judge.ladder import description_ladder
 from findbench.judge.probes import PROBE_RUNGS
 from findbench.resources import data_path
+from findbench.stats import auroc, auroc_ci
 from tests.interpret.fakes import KnowingJudge
 
 #: Judges whose cards ship in the package (findbench/data/judge/cards/<name>/).
@@ -146,7 +148,7 @@ def _check_common(ladder: dict, rows: list[dict], category: str) -> None:
 
 
 def test_strings_ladder(string_rows):
-    from findbench.judge.card import _ladder
+    from findbench.judge.ladder import _ladder
 
     ladder = description_ladder(string_rows, seed=0)
     _check_common(ladder, string_rows, "strings")
@@ -223,7 +225,7 @@ def test_ladder_refuses_bad_rows(entity_rows, relation_rows):
 def test_auroc_and_its_interval():
     from sklearn.metrics import roc_auc_score
 
-    from findbench.judge.card import _auroc_statistic
+    from findbench.stats import _auroc_statistic
 
     rng = np.random.default_rng(3)
     pos, neg = rng.integers(0, 11, 15) / 10, rng.integers(0, 8, 15) / 10
@@ -484,7 +486,6 @@ def test_table_a3_is_a_view_of_the_card(tmp_path, string_rows, entity_rows):
     """``--rungs true,other`` with a baseline is FIND's Table A3: the same functions and descriptions as
     the full card, each judge's numbers as the full card has them, the baseline(s) beside."""
     from findbench.judge.card_doc import format_comparison
-    from findbench.judge.report import table_a3
 
     rows = {"strings": string_rows[:5], "neurons_entities": entity_rows}
     judge = KnowingJudge(rows)
@@ -512,17 +513,6 @@ def test_table_a3_is_a_view_of_the_card(tmp_path, string_rows, entity_rows):
     generate, logprob = a3.baseline
     assert generate.accuracy["strings"]["true"].mean < 1.0 and generate.cost.unparsed > 0
     assert logprob.cost.unparsed is None and logprob.cost.judged_unit_tests == a3.cost.judged_unit_tests
-    rows_a3 = table_a3(a3)
-    assert [(r["category"], r["label"], r["descriptions"]) for r in rows_a3[:6]] == [
-        ("strings", label, kind)
-        for label in ("before (generate)", "before (logprob)", "after")
-        for kind in ("true", "wrong")
-    ]
-    after_true = next(
-        r for r in rows_a3 if r["label"] == "after" and r["descriptions"] == "true" and r["category"] == "strings"
-    )
-    assert after_true["unit_test_accuracy"] == 1.0 and after_true["unit_test_accuracy_ci"] == [1.0, 1.0]
-    assert after_true["function_ids"] == [r["function_id"] for r in string_rows[:5]] and after_true["n_functions"] == 5
     table = format_comparison(a3)
     assert table.splitlines()[0] == "| category | rung | before (generate) | before (logprob) | after |"
     assert len(table.splitlines()) == 2 + 2 * 2  # two categories, two rungs; no `all` row
@@ -564,73 +554,6 @@ def test_the_card_names_the_shipped_judge_and_one_trained_here(tmp_path, monkeyp
             f"in `logprob` mode. Baseline (before): the judge trained at `{local}` (7 steps, finished "
             "2026-11-28T12:00Z), in `logprob` mode.") in readme
     assert read_card(tmp_path / "card") == card
-
-
-def test_judge_report_runs_the_card_and_writes_table_a3(tmp_path, monkeypatch, string_rows):
-    import csv
-    import warnings
-
-    from findbench.judge import data
-    from findbench.judge.config import JudgeReportConfig
-    from findbench.judge.report import REPORT_FILES, evaluator_report, format_table, judge_report
-
-    seen = []
-
-    def heldout_rows(category, **kw):
-        seen.append((category, kw["source"]))
-        return string_rows[:8]
-
-    monkeypatch.setattr(data, "heldout_rows", heldout_rows)
-    judge = KnowingJudge({"strings": string_rows[:8]})
-    cfg = JudgeReportConfig(
-        judge=judge,
-        baseline=_first_option(judge),
-        baseline_mode="logprob",
-        categories="strings",
-        limit=5,
-        mode="logprob",
-        out=str(tmp_path / "report"),
-    )
-    report = judge_report(cfg, progress=False)
-    assert seen == [("strings", "procedural")]
-    assert list(report) == ["results", "settings", "paper_table_a3", "files"]
-    assert [(r["label"], r["descriptions"]) for r in report["results"]] == [
-        ("before", "true"),
-        ("before", "wrong"),
-        ("after", "true"),
-        ("after", "wrong"),
-    ]
-    after = report["results"][2]
-    assert after["unit_test_accuracy"] == 1.0 and after["n_functions"] == 5 and after["judge"] == "knowing-judge"
-    # the same seeded sample as before the card: five of the eight, in function order
-    import random
-
-    picked = sorted(random.Random("0:strings").sample(string_rows[:8], 5), key=lambda r: r["function_id"])
-    assert after["function_ids"] == [r["function_id"] for r in picked]
-    assert report["settings"]["modes"] == {"before": "logprob", "after": "logprob"} and report["settings"]["limit"] == 5
-    assert report["files"] == [str(tmp_path / "report" / f) for f in REPORT_FILES]
-    with open(tmp_path / "report" / "evaluator_report.csv") as fh:
-        lines = list(csv.DictReader(fh))
-    assert [(r["label"], r["descriptions"], r["unit_test_accuracy"]) for r in lines][2] == ("after", "true", "1.0")
-    assert json.loads((tmp_path / "report" / "evaluator_report.json").read_text())["results"] == report["results"]
-    assert "| strings | 5 |" in format_table(report)
-    # the old Python entry point: the same report, with a warning that says what replaced it
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        old = evaluator_report(
-            judge,
-            baseline=_first_option(judge),
-            baseline_mode="logprob",
-            categories=["strings"],
-            limit=5,
-            mode="logprob",
-            progress=False,
-        )
-    assert old["results"] == report["results"] and old["files"] == []
-    assert any("judge-card --rungs true,other" in str(w.message) for w in caught)
-
-
-# ----------------------------------------------------------------------------- the schema
 
 
 def test_cards_follow_the_schema(string_rows):

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from findbench.judge import render_judge_prompt
-from findbench.judge.card import wrong_descriptions
 from findbench.judge.data import (
     build_judge_data,
     build_judge_rows,
@@ -17,6 +16,7 @@ from findbench.judge.data import (
     load_judge_data,
     split_functions,
 )
+from findbench.judge.ladder import wrong_descriptions
 
 
 def _entity_rows() -> list[dict]:
@@ -167,6 +167,8 @@ def test_data_folder_round_trip(tmp_path, strings_rows):
         n=12,
         n_heldout=6,
         seed=0,
+        n_near=0,
+        negatives=False,  # hand-made entities: no word lists to write losing descriptions from
         rows_by_category={"strings": strings_rows[:30], "neurons_entities": _entity_rows()},
     )
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary leftovers
@@ -232,3 +234,109 @@ def test_embedded_evaluator_name_resolves_to_the_cached_judge(tmp_path, monkeypa
     assert resolve("embedded-evaluator") == str(folder)
     # only train-judge --install-as-default writes there (its default output is a new folder: test_train)
     assert TrainArgs().install_as_default is False and embedded_judge_dir(must_exist=False) == str(folder)
+
+
+def test_training_data_keeps_heldout_functions_apart_by_id_and_code(strings_rows):
+    """Near-miss rows, losing descriptions and extra functions: nothing of a held-out function (its id, its
+    code, its description) reaches a training row; an extra function copying a held-out one is left out."""
+    from findbench.find import load_rows
+    from findbench.judge.data import NEGATIVE_KINDS, split_functions
+
+    splits = split_functions(strings_rows, seed=0)
+    held = [r for r in strings_rows if splits[r["function_id"]] == "heldout"]
+    fresh = [{**r, "function_id": f"strings/x-{r['function_id'][-5:]}"} for r in load_rows("strings", seed=0)[60:66]]
+    copies = [{**held[0], "function_id": "strings/copy-of-heldout"},  # the same code under a new id
+              {**fresh[0], "function_id": held[1]["function_id"]}]  # a held-out id on another function
+    train, valid, out_splits = build_judge_rows({"strings": strings_rows}, n=30, n_heldout=6, seed=0, n_near=30,
+                                                negatives=True, extra_rows={"strings": fresh + copies})
+    code = {r["function_id"]: r["code"] for r in strings_rows + fresh}
+    held_ids, held_code = {r["function_id"] for r in held}, {r["code"] for r in held}
+    held_text = {r["description"].strip().rstrip(".") for r in held}
+    assert {r["function_id"] for r in train} & held_ids == set()
+    assert {code[r["function_id"]] for r in train} & held_code == set()
+    assert {r["function_id"] for r in valid} <= held_ids
+    assert "strings/copy-of-heldout" not in out_splits and out_splits[held[1]["function_id"]] == "heldout"
+    assert {r["function_id"] for r in fresh} <= {fid for fid, s in out_splits.items() if s == "train"}
+    for r in train:  # no held-out description inside a training row, not even inside a hedge
+        for text in [r["description"], *(n["description"] for n in json.loads(r["negatives"]))]:
+            assert not any(h in text for h in held_text), (r["function_id"], text[:80])
+
+    near = [r for r in train if r["test_set"] == "near"]
+    assert len(near) == 30 and Counter(r["test_set"] for r in train)["find"] == 30
+    rows = {r["function_id"]: r for r in strings_rows + fresh}
+    for r in near:  # a near-miss test of the function itself, its truth shown
+        ut = json.loads(r["unit_test"])
+        assert ut in [dict(sorted(t.items())) for t in rows[r["function_id"]]["unit_tests_near"]]
+        assert len(set(ut["inputs"])) == 1 and r["messages"] == render_judge_prompt(r["description"], ut, "strings")
+        negatives = json.loads(r["negatives"])
+        kinds = [n["kind"] for n in negatives]
+        assert set(kinds) <= set(NEGATIVE_KINDS) and {"examples_only", "hedged_2", "constant"} <= set(kinds)
+        assert all(n["description"].strip() != r["description"].strip() for n in negatives)
+
+
+def test_near_miss_negatives_describe_the_functions_that_give_the_wrong_outputs(strings_rows):
+    from findbench.find.strings import describe, make_function, near_miss_steps, validate_params
+
+    train, _, _ = build_judge_rows({"strings": strings_rows}, n=3, n_heldout=0, seed=0, n_near=20, negatives=True)
+    checked = 0
+    for r in train:
+        if r["test_set"] != "near":
+            continue
+        row = next(x for x in strings_rows if x["function_id"] == r["function_id"])
+        steps = validate_params(row["params"])
+        ut = json.loads(r["unit_test"])
+        k = ut["correct"] - 1
+        x, y = ut["inputs"][k], ut["outputs"][k]
+        wrong = {o for j, o in enumerate(ut["outputs"]) if j != k}
+        near = [n["description"] for n in json.loads(r["negatives"]) if n["kind"] == "near_miss"]
+        assert near, r["function_id"]
+        # every near-miss description is one near miss of the function, wrong on the correct option; the first
+        # gives one of the test's wrong outputs (the seed does not matter for the deterministic near values)
+        for text in near:
+            misses = [m for m in near_miss_steps(steps, __import__("random").Random(0)) if describe(m) == text]
+            fns = [make_function({"ops": [{"op": s.name, "params": p} for s, p in m]}) for m in misses]
+            assert not fns or all(f(x) != y for f in fns)
+            if text == near[0] and fns:
+                assert any(f(x) in wrong for f in fns)
+                checked += 1
+    assert checked >= 5
+
+
+def test_judge_data_flags(tmp_path, strings_rows):
+    from findbench.constants import UsageError
+    from findbench.judge.config import JudgeDataConfig
+
+    with pytest.raises(UsageError, match="n_near"):
+        JudgeDataConfig(n_near=-1)
+    with pytest.raises(UsageError, match="extra_string_functions"):
+        JudgeDataConfig(extra_string_functions=-2)
+    out = build_judge_data(tmp_path / "d", n=12, n_heldout=3, n_near=6, rows_by_category={"strings": strings_rows})
+    train = load_judge_data(out)["train"]
+    assert Counter(train["test_set"]) == {"find": 12, "near": 6} and all(json.loads(n) for n in train["negatives"])
+    meta = json.loads((out / "function_splits.json").read_text())["meta"]
+    assert meta["n_near"] == 6 and meta["negatives"] is True and meta["per_category"]["strings"]["near_rows"] == 6
+    plain = load_judge_data(build_judge_data(tmp_path / "p", n=6, n_heldout=0, n_near=0, negatives=False,
+                                             rows_by_category={"strings": strings_rows}))["train"]
+    assert set(plain["test_set"]) == {"find"} and set(plain["negatives"]) == {"[]"}
+
+
+def test_entities_and_relations_get_near_rows_and_negatives_from_training_functions(relation_rows):
+    """All of a category's training functions (as `findbench judge-data` takes them): near-miss rows and
+    losing descriptions on the real entity and relation rows, none of them a held-out function's text."""
+    from findbench.constants import CONSTANT_DESCRIPTIONS
+    from findbench.find import load_rows
+    from tests.judge.test_card import LetterEncoder
+
+    rows = {"neurons_entities": load_rows("neurons_entities", seed=0), "neurons_relations": relation_rows}
+    train, _, splits = build_judge_rows(rows, n=20, n_heldout=0, seed=0, n_near=20, negatives=True,
+                                        encoder=LetterEncoder())
+    for cat, cat_rows in rows.items():
+        held = [r["description"].strip().rstrip(".") for r in cat_rows if splits[r["function_id"]] != "train"]
+        mine = [r for r in train if r["category"] == cat]
+        assert Counter(r["test_set"] for r in mine) == {"find": 10, "near": 10}
+        for r in mine:
+            negatives = json.loads(r["negatives"])
+            kinds = {n["kind"] for n in negatives}
+            assert {"near_miss", "hedged_near", "hedged_2"} <= kinds and CONSTANT_DESCRIPTIONS[cat] in [
+                n["description"] for n in negatives]
+            assert not any(h in n["description"] for n in negatives for h in held)

@@ -253,6 +253,7 @@ class TableLM:
         raise AssertionError("pmi mode must not score option numbers")
 
     def continuation_logprobs(self, conversations, continuations, *, progress=False):
+        self.bars = [*getattr(self, "bars", []), progress]
         out = []
         for conv, cont in zip(conversations, continuations):
             desc = conv[-1]["content"].split("Description: ", 1)[1].split("\n\n", 1)[0]
@@ -307,6 +308,11 @@ def test_pmi_mode_subtracts_each_options_prior_once():
     assert sorted(priors) == sorted({(None, w) for w in ut["inputs"]})  # one prior per distinct option
     # plain conditional likelihood would pick "the" every time: the prior is what fixes it
     assert max(ut["inputs"], key=lambda w: table[("sports leagues", w)]) == "the"
+    assert lm.bars == [False, False]  # no progress bars asked for
+    judge_unit_tests(lm, ["flowers"], [[ut2]], "neurons_entities", mode="pmi", progress=True)
+    # each pass's bar says what it computes
+    assert lm.bars[2:] == ["judge, neurons_entities: log P(output | description)",
+                           "judge, neurons_entities: log P(output)"]
 
 
 def test_empty_descriptions_score_zero_without_a_judge_call(always_two_lm):

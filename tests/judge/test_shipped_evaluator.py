@@ -50,13 +50,13 @@ def test_a_judge_trained_here_wins_over_the_shipped_one(shipped, tmp_path, monke
 
 @pytest.mark.slow
 def test_shipped_judge_separates_true_from_wrong_descriptions_on_held_out_entities(shipped):
-    """The card's held-out numbers (25 entity functions: 0.884 true vs 0.300 wrong), on the
-    first 10 held-out functions: the adapter loads onto the embedded model and still works."""
-    from findbench.judge.config import JudgeReportConfig
-    from findbench.judge.report import judge_report
+    """The card's held-out numbers (25 entity functions: 0.884 true vs 0.300 wrong), on 10
+    held-out functions (the card's sample): the adapter loads onto the embedded model and still works."""
+    from findbench.judge.card import judge_card
+    from findbench.judge.config import JudgeCardConfig
 
-    report = judge_report(JudgeReportConfig(judge=str(shipped), limit=10, categories="neurons_entities", out=None),
-                          progress=False)
-    acc = {r["descriptions"]: r["unit_test_accuracy"] for r in report["results"]}
-    assert report["settings"]["modes"]["judge"] == "pmi"  # read from the shipped record
-    assert acc["true"] >= 0.8 and acc["wrong"] <= 0.45
+    card = judge_card(JudgeCardConfig(judge=str(shipped), functions_per_category=10, categories="neurons_entities",
+                                      rungs="true,other", out=None), progress=False)
+    acc = card.accuracy["neurons_entities"]
+    assert card.mode == "pmi"  # read from the shipped record
+    assert acc["true"].mean >= 0.8 and acc["other"].mean <= 0.45

@@ -3,7 +3,6 @@ resuming continues the step count, the report runs end to end."""
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 from pathlib import Path
@@ -116,7 +115,7 @@ def test_args_validation_and_yaml(tmp_path):
         TrainArgs(push_to_hub=True).validate()
     cfg = tmp_path / "c.yaml"
     cfg.write_text("learning_rate: 3.0e-4\nlora_r: 4\n")
-    args = parse_train_args(["--config", str(cfg), "--lora_r", "2"])
+    args = parse_train_args(["--config", str(cfg), "--lora-r", "2"])
     assert args.learning_rate == 3e-4 and args.lora_r == 2  # flags win over the YAML
     cfg.write_text("learning_rat: 1\n")
     with pytest.raises(ValueError, match="unknown fields"):
@@ -129,42 +128,44 @@ def test_args_validation_and_yaml(tmp_path):
     import yaml
 
     recipe = yaml.safe_load(embedded.read_text())
-    args = parse_train_args(["--config", str(embedded), "--lora_r", "4"])
+    args = parse_train_args(["--config", str(embedded), "--lora-r", "4"])
     assert args.lora_r == 4 and args.to_dict() == {**TrainArgs().to_dict(), **recipe, "lora_r": 4}
 
 
-def test_flags_are_the_fields_in_both_spellings_and_override_the_yaml(tmp_path, capsys):
-    """Every TrainArgs field is a flag spelled --field_name and --field-name (as HfArgumentParser
-    made them) with the field's default and help; --config YAML sets fields, flags override them."""
+def test_flags_are_the_fields_and_override_the_yaml(tmp_path, capsys):
+    """Every TrainArgs field is a flag --field-name (as every findbench command spells them; the
+    underscore spellings of HfArgumentParser are gone) with the field's default and help; --config
+    YAML sets fields, flags override them."""
     from findbench.judge.train import make_parser
 
     actions: dict = {}
-    for action in make_parser()._actions:  # --no_hub_private shares hub_private's dest; the first holds the default
+    for action in make_parser()._actions:  # --no-hub-private shares hub_private's dest; the first holds the default
         actions.setdefault(action.dest, action)
     for f in dataclasses.fields(TrainArgs):
         assert actions[f.name].default == f.default and actions[f.name].help == f.metadata["help"], f.name
-        assert {f"--{f.name}", f"--{f.name.replace('_', '-')}"} <= set(actions[f.name].option_strings), f.name
+        assert actions[f.name].option_strings == [f"--{f.name.replace('_', '-')}"], f.name
     assert sorted(actions) == sorted(["help", "config", *(f.name for f in dataclasses.fields(TrainArgs))])
     assert parse_train_args([]) == TrainArgs()
 
     cfg = tmp_path / "c.yaml"
     cfg.write_text("learning_rate: 3.0e-4\nlora_r: 4\nmerge: true\nhub_private: false\nmodel: some/model\n")
-    expected = TrainArgs(learning_rate=3e-4, lora_r=2, merge=False, hub_private=False, model="some/model", data_seed=5)
-    for spelled in (["--lora_r", "2", "--merge", "false", "--data_seed", "5"],
-                    ["--lora-r=2", "--merge=no", "--data-seed", "5"]):
+    expected = TrainArgs(learning_rate=3e-4, lora_r=2, merge=True, hub_private=False, model="some/model", data_seed=5)
+    for spelled in (["--lora-r", "2", "--data-seed", "5"], ["--lora-r=2", "--data-seed=5", "--merge"]):
         assert parse_train_args(["--config", str(cfg), *spelled]) == expected
     assert parse_train_args(["--config", str(cfg)]) == TrainArgs(learning_rate=3e-4, lora_r=4, merge=True,
                                                                  hub_private=False, model="some/model")
-    assert parse_train_args(["--no_hub_private"]).hub_private is False
+    assert parse_train_args(["--no-hub-private"]).hub_private is False
+    assert parse_train_args(["--hub-private", "no"]).hub_private is False
     assert parse_train_args(["--no-hub-private", "--hub-private"]).hub_private is True  # the last one wins
-    switched = parse_train_args(["--full_finetune", "--push-to-hub", "--hub_model_id", "o/j",
+    switched = parse_train_args(["--full-finetune", "--push-to-hub", "--hub-model-id", "o/j",
                                  "--mixed-precision", "bf16"])
     assert (switched.full_finetune, switched.push_to_hub, switched.hub_model_id, switched.mixed_precision) == (
         True, True, "o/j", "bf16")
-    # a value argparse cannot read: its one-line error naming the flag, exit 2
-    for argv, message in ((["--lora-r", "x"], "argument --lora_r/--lora-r: invalid int value: 'x'"),
-                          (["--merge", "maybe"], "argument --merge: expected a truth value"),
-                          (["--lora_r", "2", "--bogus"], "unrecognized arguments: --bogus")):
+    # a value argparse cannot read, or a flag it does not know: its one-line error naming the flag, exit 2
+    for argv, message in ((["--lora-r", "x"], "argument --lora-r: invalid int value: 'x'"),
+                          (["--hub-private", "maybe"], "argument --hub-private: expected a truth value"),
+                          (["--lora_r", "2"], "unrecognized arguments: --lora_r 2"),
+                          (["--merge", "false"], "unrecognized arguments: false")):
         with pytest.raises(SystemExit) as exc:
             parse_train_args(argv, prog="findbench train-judge")
         assert exc.value.code == 2
@@ -172,12 +173,12 @@ def test_flags_are_the_fields_in_both_spellings_and_override_the_yaml(tmp_path, 
 
 
 def test_train_args_groups():
-    from findbench.judge.train import DataArgs, ModelArgs, OptimArgs, OutputArgs
+    from findbench.judge.train import ComparativeArgs, DataArgs, ModelArgs, OptimArgs, OutputArgs
 
     args = TrainArgs(lora_r=3, output_dir="out", data_seed=2, model="m")
     assert (args.model, args.lora_r, args.output_dir, args.data_seed) == ("m", 3, "out", 2)  # flat access
     assert set(args.to_dict()) == {
-        f for cls in (DataArgs, ModelArgs, OptimArgs, OutputArgs) for f in cls.__dataclass_fields__
+        f for cls in (DataArgs, ModelArgs, OptimArgs, ComparativeArgs, OutputArgs) for f in cls.__dataclass_fields__
     }
     assert TrainArgs(**args.to_dict()) == args
     with pytest.raises(TypeError, match="lora_rank"):
@@ -301,119 +302,25 @@ def test_resume_continues_from_the_checkpoint(tmp_path, smol_base, judge_data, m
         train_judge(_args(smol_base, judge_data, out, resume_from_checkpoint=str(tmp_path)))
 
 
-@pytest.mark.slow
-def test_report_end_to_end_on_tiny_judges(tmp_path, smol_base, judge_data):
-    from findbench.judge.config import JudgeReportConfig
-    from findbench.judge.report import format_table, judge_report
-
-    judge = train_judge(_args(smol_base, judge_data, tmp_path / "judge", max_steps=2))
-    report = judge_report(
-        JudgeReportConfig(
-            judge=judge,
-            baseline=smol_base,
-            out=tmp_path / "report",
-            limit=2,
-            categories=["strings"],
-            evaluator_data=judge_data,
-        ),
-        progress=False,
-    )
-    with open(tmp_path / "report" / "evaluator_report.csv") as fh:
-        rows = list(csv.DictReader(fh))
-    assert [(r["label"], r["descriptions"]) for r in rows] == [
-        ("before", "true"),
-        ("before", "wrong"),
-        ("after", "true"),
-        ("after", "wrong"),
-    ]
-    assert all(r["n_functions"] == "2" and 0 <= float(r["unit_test_accuracy"]) <= 1 for r in rows)
-    assert all(
-        float(r["unit_test_accuracy_low"]) <= float(r["unit_test_accuracy"]) <= float(r["unit_test_accuracy_high"])
-        for r in rows
-    )
-    assert (tmp_path / "report" / "evaluator_report.png").stat().st_size > 1000
-    # only held-out functions of the judge data are judged
-    held = set(json.loads((Path(judge_data) / "function_splits.json").read_text())["functions"].items())
-    for r in report["results"]:
-        assert all((f, "heldout") in held for f in r["function_ids"])
-    table = format_table(report)
-    assert table.splitlines()[0].startswith("| category | n | before (true)") and "| strings | 2 |" in table
-    # each judge in its own mode: the tiny base in FIND's format, the trained judge in pmi
-    assert [r["mode"] for r in rows] == ["logprob", "logprob", "pmi", "pmi"]
-    with pytest.raises(ValueError, match="limit"):
-        JudgeReportConfig(judge=judge, limit=1)
-    # the baseline in several modes, labelled by mode
-    multi = judge_report(
-        JudgeReportConfig(
-            judge=judge,
-            baseline=smol_base,
-            baseline_mode=["logprob", "pmi"],
-            limit=2,
-            categories=["strings"],
-            evaluator_data=judge_data,
-            out=None,
-        ),
-        progress=False,
-    )
-    assert [(r["label"], r["mode"]) for r in multi["results"] if r["descriptions"] == "true"] == [
-        ("before (logprob)", "logprob"),
-        ("before (pmi)", "pmi"),
-        ("after", "pmi"),
-    ]
-    with pytest.raises(ValueError, match="mode"):
-        JudgeReportConfig(
-            judge=judge,
-            baseline=smol_base,
-            baseline_mode="vote",
-            limit=2,
-            categories=["strings"],
-            evaluator_data=judge_data,
-        )
-
-
 def test_cli_train_judge_options(tmp_path, monkeypatch, capsys):
-    """`findbench train-judge` reads its flags with the training parser (make_parser)."""
+    """`findbench train-judge` parses TrainArgs as every command parses its config, and checks them first."""
     import findbench.judge.train as train_mod
     from findbench.cli import main
 
     seen: list[TrainArgs] = []
     monkeypatch.setattr(train_mod, "train_judge", lambda args: seen.append(args) or "judge-folder")
-    cfg = tmp_path / "c.yaml"
-    cfg.write_text("learning_rate: 3.0e-4\nlora_r: 4\nmodel: some/model\n")
-    assert main(["train-judge", "--config", str(cfg), "--lora_r", "2", "--full_finetune"]) == 0
+    assert main(["train-judge", "--learning-rate", "3e-4", "--lora-r", "2", "--full-finetune", "--model",
+                 "some/model"]) == 0
     args = seen[-1]
     assert (args.learning_rate, args.lora_r, args.full_finetune, args.model) == (3e-4, 2, True, "some/model")
-    assert main(["train-judge", "--merge", "false"]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == "wrote judge-folder"
-    assert seen[-1].merge is False and seen[-1].learning_rate == TrainArgs().learning_rate
+    assert "wrote judge-folder" in capsys.readouterr().out
+    assert main(["train-judge", "--no-hub-private"]) == 0
+    assert seen[-1].hub_private is False and seen[-1].learning_rate == TrainArgs().learning_rate
     with pytest.raises(ValueError, match="lora_r"):
-        parse_train_args(["--lora_r", "0"])
-    capsys.readouterr()
-    assert main(["train-judge", "--lora_r", "0"]) == 2
-    assert "findbench train-judge: error: lora_r" in capsys.readouterr().err
+        parse_train_args(["--lora-r", "0"])
+    assert main(["train-judge", "--lora-r", "0"]) == 2
+    assert capsys.readouterr().err.strip() == "findbench train-judge: error: --lora-r must be ≥ 1, got 0"
     assert len(seen) == 2
-
-
-def test_judge_report_table_shows_intervals_and_n():
-    from findbench.judge.report import format_table
-    from findbench.stats import SMALL_N_LEGEND, bootstrap_ci
-
-    per_function = [1.0, 0.5, 0.0, 1.0]
-    result = {
-        "judge": "j",
-        "label": "after",
-        "mode": "pmi",
-        "category": "strings",
-        "descriptions": "true",
-        "n_functions": 4,
-        "unit_test_accuracy": 0.625,
-        "unit_test_accuracy_ci": list(bootstrap_ci(per_function)),
-        "per_function": per_function,
-    }
-    table = format_table({"results": [result]})
-    low, high = result["unit_test_accuracy_ci"]
-    assert f"| strings | 4 | 0.625 [{low:.3f}, {high:.3f}] (n=4)† |" in table
-    assert SMALL_N_LEGEND in table
 
 
 def test_train_judge_writes_a_new_folder_and_installs_only_when_asked(tmp_path, tiny_base, judge_data, monkeypatch):
@@ -460,4 +367,122 @@ def test_train_judge_writes_a_new_folder_and_installs_only_when_asked(tmp_path, 
     assert (identity.source, identity.name, identity.path, identity.steps) == (
         "local", "embedded-evaluator", str(default), 1)
     shown = " ".join(make_parser().format_help().split())
-    assert "--install-as-default [INSTALL_AS_DEFAULT] then install the judge as the default" in shown
+    assert "--install-as-default then install the judge as the default" in shown
+
+
+def _comparison_row() -> dict:
+    ut = {"inputs": ["abc", "abc", "abc"], "outputs": ["cba", "ABC", "abc!"], "correct": 2}
+    negatives = [{"kind": k, "description": d} for k, d in (
+        ("near_miss", "The function takes a string and reverses it."),
+        ("examples_only", 'Function input - output pairs: (dog, DOG) (cat, CAT)'),
+        ("hedged_near", "The function takes a string and reverses it or uppercases every letter."),
+        ("constant", "f(s) returns a string"))]
+    return {"description": "The function takes a string and uppercases every letter.", "category": "strings",
+            "unit_test": json.dumps(ut), "negatives": json.dumps(negatives)}
+
+
+@pytest.mark.parametrize("mode", ["pmi", "logprob"])
+def test_the_pairwise_term_scores_as_the_judge_and_is_zero_only_past_the_margin(tiny_base, mode, monkeypatch):
+    """The sequences' log-probabilities give the judge's own decision scores (judge_unit_tests in the same
+    mode); the hinge is zero when the truth wins every comparison by the margin and positive otherwise."""
+    import random
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from findbench.judge import judge_unit_tests
+    from findbench.judge.train import _collate, comparison_logprobs, encode_comparison, pairwise_hinge
+    from findbench.lm.transformers_lm import TransformersLM
+
+    tok = AutoTokenizer.from_pretrained(tiny_base)
+    model = AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32).eval()
+    row = _comparison_row()
+    enc = encode_comparison(tok, row, mode, 3, random.Random(0))
+    assert enc["layout"] == [3, 1, 3, int(mode == "pmi")] and len(enc["seqs"]) == 3 * (1 + (mode == "pmi")) + 3
+    batch = _collate(tok.pad_token_id)([{**enc["seqs"][0], "pairwise": enc}])
+    with torch.no_grad():
+        lp = comparison_logprobs(model, batch)
+    monkeypatch.setattr("findbench.judge.train._CMP_CHUNK_TOKENS", 1)  # a forward pass per sequence, shortest first
+    one_by_one = _collate(tok.pad_token_id)([{**enc["seqs"][0], "pairwise": enc}])
+    assert len(one_by_one["cmp_chunks"]) == len(enc["seqs"])
+    assert mode == "logprob" or set(one_by_one["cmp_order"].tolist()[:3]) == {3, 4, 5}  # the null prompts: shortest
+    with torch.no_grad():
+        assert comparison_logprobs(model, one_by_one).tolist() == pytest.approx(lp.tolist(), abs=1e-4)
+    lm = TransformersLM(model, tokenizer=tok, device="cpu", name="tiny")
+    ut = json.loads(row["unit_test"])
+    score = lp[:3] - lp[3:6] if mode == "pmi" else lp[:3]
+    judged = judge_unit_tests(lm, [row["description"]], [[ut]], "strings", mode=mode)["decisions"][0][0]["scores"]
+    assert score.tolist() == pytest.approx(judged, abs=1e-3)
+    chosen = [n["description"] for n in random.Random(0).sample(json.loads(row["negatives"]), 3)]
+    losing = [judge_unit_tests(lm, [d], [[ut]], "strings", mode=mode)["decisions"][0][0]["scores"][1] for d in chosen]
+    diffs_desc = score[1] - torch.tensor(losing)
+    diffs_opt = score[1] - score[[0, 2]]
+    assert (lp[:3][1] - lp[-3:]).tolist() == pytest.approx(diffs_desc.tolist(), abs=1e-3)
+    layout = batch["cmp_layout"]
+    low = float(min(diffs_desc.min(), diffs_opt.min())) - 0.01
+    assert float(pairwise_hinge(lp, layout, low)) == 0.0  # the truth wins every comparison by the margin
+    margin = float(max(diffs_desc.max(), diffs_opt.max())) + 0.5
+    want = float((margin - diffs_opt).mean() + (margin - diffs_desc).mean())
+    assert float(pairwise_hinge(lp, layout, margin)) == pytest.approx(want, rel=1e-4) and want > 0
+    # the truth and a losing description swapped: the comparisons flip sign
+    swapped = {**row, "description": chosen[0],
+               "negatives": json.dumps([{"kind": "x", "description": row["description"]}])}
+    enc2 = encode_comparison(tok, swapped, mode, 1, random.Random(0))
+    b2 = _collate(tok.pad_token_id)([{**enc2["seqs"][0], "pairwise": enc2}])
+    with torch.no_grad():
+        lp2 = comparison_logprobs(model, b2)
+    assert float(lp2[1] - lp2[-1]) == pytest.approx(-float(diffs_desc[0]), abs=1e-3)
+    assert encode_comparison(tok, {**row, "negatives": "[]"}, mode, 3, random.Random(0)) is None
+
+    # chunk by chunk, the gradient of the one-block loss (here one sequence per chunk)
+    from findbench.judge.train import comparative_backward, comparative_loss
+
+    model.train()  # no dropout in the tiny model: both passes are one function
+    comparative_loss(model, batch, margin).backward()
+    whole = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    value = comparative_backward(model, one_by_one, margin, 2.0, lambda x: x.backward())
+    assert float(value) == pytest.approx(want, rel=1e-4)
+    for g, p in zip(whole, model.parameters()):
+        assert torch.allclose(2.0 * g, p.grad, rtol=1e-3, atol=1e-4)  # measured: at most 1.5e-5 apart
+
+
+def test_a_short_pairwise_run_lowers_the_pairwise_loss(tmp_path, tiny_base, judge_data):
+    """The comparative term alone, 8 steps on the tiny model: its loss on the training rows falls, and the
+    run logs it; without negatives in the data the pairwise term is refused."""
+    import random
+
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from findbench.judge.data import load_judge_data
+    from findbench.judge.train import _collate, comparative_loss, encode_comparison
+    from findbench.models import peft_wrapping
+
+    out = tmp_path / "pairwise"
+    args = _args(tiny_base, judge_data, out, pairwise_weight=1.0, likelihood_weight=0.0, pairwise_margin=2.0,
+                 negatives_per_example=2, max_steps=8, gradient_accumulation_steps=1, learning_rate=2e-2,
+                 max_length=384)
+    train_judge(args)
+    summary = json.loads((out / "findbench_evaluator.json").read_text())
+    assert all("pairwise_loss" in e for e in summary["log_history"]) and summary["final_pairwise_loss"] is not None
+    assert summary["args"]["pairwise_weight"] == 1.0
+
+    tok = AutoTokenizer.from_pretrained(tiny_base)
+    rows = load_judge_data(judge_data)["train"].to_list()[:12]
+    encs = [encode_comparison(tok, r, "pmi", 3, random.Random(f"0:{i}")) for i, r in enumerate(rows)]
+    batch = _collate(tok.pad_token_id)([{"input_ids": [1], "labels": [1], "pairwise": e} for e in encs])
+    base = AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32).eval()
+    with torch.no_grad(), peft_wrapping():
+        before = float(comparative_loss(base, batch, 2.0))
+        after = float(comparative_loss(PeftModel.from_pretrained(base, str(out)).eval(), batch, 2.0))
+    print(f"pairwise loss on 12 training rows: {before:.3f} -> {after:.3f}")
+    assert after < before - 0.3, (before, after)  # measured: 3.93 -> 3.22
+
+    from findbench.find import load_rows
+    from findbench.judge.data import build_judge_data
+
+    plain = tmp_path / "plain-data"
+    build_judge_data(plain, n=6, n_heldout=0, negatives=False, n_near=0,
+                     rows_by_category={"strings": load_rows("strings", seed=0)[:20]})
+    with pytest.raises(ValueError, match="negatives"):
+        train_judge(_args(tiny_base, str(plain), tmp_path / "x", pairwise_weight=1.0, max_steps=1))

@@ -403,3 +403,40 @@ def test_openai_bad_arguments():
         OpenAILM("localhost:8000", model="m")
     with pytest.raises(ValueError, match="top_logprobs"):
         OpenAILM("http://x/v1", model="m", top_logprobs=50)
+
+
+def test_ctrl_c_stops_generation_at_the_next_token_and_returns_nothing(tiny_lm, monkeypatch):
+    """Once INTERRUPT is set (the command line's Ctrl-C), a generation running in a worker thread
+    stops at its next token and raises, so nothing cut short is returned or cached."""
+    import threading
+
+    from findbench.lm import base
+
+    monkeypatch.setattr(base, "INTERRUPT", threading.Event())
+    monkeypatch.setattr("findbench.lm.transformers_lm.INTERRUPT", base.INTERRUPT)
+    steps = []
+    forward = tiny_lm.model.forward
+
+    def counting(*args, **kwargs):  # the third token's forward pass sets the flag
+        steps.append(1)
+        if len(steps) == 3:
+            base.INTERRUPT.set()
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(tiny_lm.model, "forward", counting)
+    box = {}
+
+    def run():
+        try:
+            box["out"] = tiny_lm.generate(CONVS, max_new_tokens=200)
+        except KeyboardInterrupt as exc:
+            box["raised"] = exc
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join(timeout=60)
+    assert "raised" in box and "out" not in box
+    assert len(steps) <= 4  # one batch, stopped at the next token (not 200 tokens, not the next batch)
+    with pytest.raises(KeyboardInterrupt):  # set before the call: nothing runs
+        tiny_lm.candidate_logprobs(CONVS, ["1", "2"])
+    assert len(steps) <= 4

@@ -10,28 +10,15 @@ Names are imported lazily: importing this package (the ``autointerp`` metric doe
 
 from __future__ import annotations
 
-from findbench._lazy import lazy_getattr
+from findbench._lazy import lazy_getattr, names_of
 
 # (train_sae, the function, stays in findbench.autointerp.train_sae: the submodule shares its name)
-__all__ = [
-    "AutoInterpConfig",
-    "SCORERS",
-    "run_autointerp",
-    "load_sae",
-    "SyntheticSAE",
-    "planted_validation",
-    "TrainSAEConfig",
-]
-
-_LAZY = {
-    "AutoInterpConfig": "findbench.autointerp.config",
-    "SCORERS": "findbench.autointerp.config",
-    "run_autointerp": "findbench.autointerp.run",
-    "load_sae": "findbench.autointerp.sae",
-    "SyntheticSAE": "findbench.autointerp.synthetic",
-    "planted_validation": "findbench.autointerp.validation",
-    "TrainSAEConfig": "findbench.autointerp.config",
+_MODULES = {
+    "findbench.autointerp.config": ("AutoInterpConfig", "SCORERS", "TrainSAEConfig"),
+    "findbench.autointerp.run": ("run_autointerp",),
+    "findbench.autointerp.sae": ("load_sae",),
+    "findbench.autointerp.synthetic": ("SyntheticSAE",),
+    "findbench.autointerp.validation": ("planted_validation",),
 }
-
-
-__getattr__ = lazy_getattr(__name__, _LAZY)
+__getattr__ = lazy_getattr(__name__, _MODULES)
+__all__ = names_of(_MODULES)

@@ -15,8 +15,15 @@ from typing import Any
 from findbench import _checks
 from findbench._config import Csv, arg
 from findbench.autointerp.config import MAX_EXPLANATION_TOKENS, PROBES, QUICK_DEFAULTS, SCORERS, AutoInterpConfig
+from findbench.autointerp.results import RUN_ID_PATTERN
 from findbench.constants import UsageError
 from findbench.lm.base import STRUCTURED_OUTPUTS
+
+
+def check_run_id(run_id: Any) -> None:
+    """UsageError unless ``run_id`` is None or letters, digits, ``_``, ``.`` and ``-`` (it names files)."""
+    if run_id is not None and (not isinstance(run_id, str) or not re.fullmatch(RUN_ID_PATTERN, run_id)):
+        raise UsageError(f"run_id must be letters, digits, '_', '.' or '-', got {run_id!r}")
 
 
 def check_encoder(spec: str, name: str) -> None:
@@ -142,9 +149,7 @@ class AutoInterpCommand:
         if self.token_shard is not None and self.shard is not None:
             raise UsageError("token_shard: it stops before any latent is explained; --shard does not apply")
         _checks.positive_int("max_connections", self.max_connections)
-        if self.run_id is not None and (not isinstance(self.run_id, str)
-                                        or not re.fullmatch(r"[A-Za-z0-9_.-]+", self.run_id)):
-            raise UsageError(f"run_id must be letters, digits, '_', '.' or '-', got {self.run_id!r}")
+        check_run_id(self.run_id)
         parse_shard(self.shard)
         check_encoder(self.model, "model")
         for name in ("explainer", "scorer"):
@@ -169,16 +174,23 @@ def settle_latents(cfg: AutoInterpConfig, *, n_latents_given: bool) -> AutoInter
     return cfg
 
 
-def autointerp_configs(settings: dict[str, Any]) -> tuple[AutoInterpCommand, AutoInterpConfig]:
-    """``findbench autointerp``'s two configs from settings named as its flags (a field name, or an
-    alias such as ``latents``, ``seed`` or ``context_size``), with the command line's defaults
-    (:data:`QUICK_DEFAULTS`): how the Inspect task reads its ``-T`` settings. UsageError naming an
-    unknown setting."""
+def setting_names() -> dict[str, tuple[type, str]]:
+    """``findbench autointerp``'s settings by name (each field's name and its aliases, such as
+    ``latents``): the config and field each sets."""
     names = {}
     for config in (AutoInterpCommand, AutoInterpConfig):
         for f in dataclasses.fields(config):
             for name in (f.name, *(a.lstrip("-").replace("-", "_") for a in f.metadata.get("aliases", ()))):
                 names[name] = (config, f.name)
+    return names
+
+
+def autointerp_configs(settings: dict[str, Any]) -> tuple[AutoInterpCommand, AutoInterpConfig]:
+    """``findbench autointerp``'s two configs from settings named as its flags (a field name, or an
+    alias such as ``latents``, ``seed`` or ``context_size``), with the command line's defaults
+    (:data:`QUICK_DEFAULTS`): how the Inspect task reads its ``-T`` settings. UsageError naming an
+    unknown setting."""
+    names = setting_names()
     unknown = sorted(set(settings) - set(names))
     if unknown:
         raise UsageError(f"unknown settings {unknown}: the settings are findbench autointerp's flags, e.g. "
@@ -200,6 +212,9 @@ class AutoInterpMergeCommand:
     dirs: list[str] = arg(MISSING, "the shards' --out folders", positional=True, nargs="+", metavar="DIR")
     out: str = arg(MISSING, "folder to write (replaced whole, atomically)")
     run_id: str | None = arg(None, "the shards' --run-id")
+
+    def __post_init__(self) -> None:
+        check_run_id(self.run_id)
 
 
 @dataclass

@@ -130,8 +130,9 @@ class AutoInterpConfig:
                 ]
             except ValueError:
                 raise UsageError(f"override_latents must be non-negative ints, got {self.override_latents!r}") from None
-            if not self.override_latents:
-                raise UsageError("override_latents must not be empty")
+            chosen = self.override_latents
+            if not chosen or len(set(chosen)) != len(chosen):
+                raise UsageError(f"override_latents must be a non-empty list without repeats, got {chosen}")
         self.scorers = _checks.str_list("scorers", self.scorers)
         for scorer in self.scorers:
             _checks.one_of("scorers", scorer, SCORERS)

@@ -8,15 +8,16 @@
 - **Degenerate.** An explanation that is empty, equal to the explainer prompt's own text (the
   ``...`` of its answer template or a demonstration's answer) or identical to another latent's
   explanation in the same run is marked ``degenerate`` (with its reason); it is still scored.
-  Texts are compared as :func:`normalize` writes them.
+  Texts are compared as :func:`normalize` writes them; the rule is the judge's and the FIND
+  runs' too (:func:`findbench._guards.degenerate_reasons`).
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 
 from findbench import _checks
+from findbench._guards import degenerate_reasons
 from findbench.autointerp.config import MAX_EXPLANATION_TOKENS
 from findbench.autointerp.detection import clean_label
 from findbench.autointerp.prompts import prompt_explanations
@@ -25,9 +26,6 @@ from findbench.autointerp.prompts import prompt_explanations
 _MAX_CHARS_PER_TOKEN = 8
 #: ... and the cut without a tokenizer.
 _MIN_CHARS_PER_TOKEN = 2
-
-#: Why an explanation is degenerate, in the order they are tested.
-DEGENERATE_REASONS = ("prompt_text", "empty", "identical")
 
 
 def cap_explanation(text: str, tokenizer=None, max_tokens: int = MAX_EXPLANATION_TOKENS) -> tuple[str, bool]:
@@ -57,40 +55,28 @@ def normalize(text: str) -> str:
     return clean_label(" ".join(text.casefold().split()))
 
 
-def degenerate_reasons(explanations: Sequence[str]) -> list[str | None]:
-    """Per explanation of one run, why it is degenerate (a :data:`DEGENERATE_REASONS` entry) or ``None``.
+def degenerate(explanations: Sequence[str]) -> list[str | None]:
+    """Per explanation of one run, why it is degenerate (a :data:`~findbench._guards.DEGENERATE_REASONS`
+    entry: the rule of :func:`findbench._guards.degenerate_reasons`, with the explainer prompt's own
+    texts and :func:`normalize`) or ``None``.
 
-    >>> degenerate_reasons(["digits", " ", "...", "The word 'and' joining two words or phrases.", "Birds.", "birds"])
+    >>> degenerate(["digits", " ", "...", "The word 'and' joining two words or phrases.", "Birds.", "birds"])
     [None, 'empty', 'prompt_text', 'prompt_text', 'identical', 'identical']
     """
     explanations = list(explanations)
     for i, e in enumerate(explanations):
         if not isinstance(e, str):
             raise TypeError(f"explanations[{i}] must be a str, got {type(e).__name__}")
-    texts = [normalize(e) for e in explanations]
-    prompt = {normalize(t) for t in prompt_explanations()} - {""}
-    # "..." normalizes to "": placeholders are also compared as written
-    placeholders = {" ".join(t.casefold().split()) for t in prompt_explanations()}
-    counts = Counter(texts)
-    out: list[str | None] = []
-    for e, t in zip(explanations, texts):
-        if t in prompt or " ".join(e.casefold().split()) in placeholders:
-            out.append("prompt_text")
-        elif not t:
-            out.append("empty")
-        elif counts[t] > 1:
-            out.append("identical")
-        else:
-            out.append(None)
-    return out
+    found = degenerate_reasons(explanations, prompt_texts=prompt_explanations(), normalize=normalize)
+    return [why and why[0] for why in found]
 
 
 def guard_explanations(explanations: Sequence[str], tokenizer=None,
                        max_tokens: int = MAX_EXPLANATION_TOKENS) -> list[dict]:
     """Per explanation of one run, what the scorers read and its flags: ``explanation`` (cut by
     :func:`cap_explanation`), ``explanation_truncated``, ``degenerate`` and ``degenerate_reason``
-    (:func:`degenerate_reasons` of the cut texts)."""
+    (:func:`degenerate` of the cut texts)."""
     capped = [cap_explanation(e, tokenizer, max_tokens) for e in explanations]
-    reasons = degenerate_reasons([text for text, _ in capped])
+    reasons = degenerate([text for text, _ in capped])
     return [{"explanation": text, "explanation_truncated": cut, "degenerate": reason is not None,
              "degenerate_reason": reason} for (text, cut), reason in zip(capped, reasons)]

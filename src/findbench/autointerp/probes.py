@@ -14,7 +14,9 @@ scoring ones):
 - ``padded``: the true explanation restated :data:`PAD_FACTOR` times (4× its tokens) with
   content-free connectives, nothing new.
 
-Deterministic: the same explanations, evidence and seed give the same probes.
+The probes are :mod:`findbench._guards`' (shared with the judge's card) in AutoInterp's wording;
+this module picks their evidence, a latent's generation windows. Deterministic: the same
+explanations, evidence and seed give the same probes.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from findbench import _guards as guards
 from findbench.autointerp.config import PROBES
 from findbench.autointerp.evidence import LatentEvidence
 from findbench.autointerp.prompts import TokenRenderer
@@ -50,8 +53,8 @@ def top_tokens(ev: LatentEvidence, renderer: TokenRenderer, threshold: float, k:
     return [t for t, _ in sorted(best.items(), key=lambda kv: (-kv[1][0], kv[1][1]))][:k]
 
 
-def _listed(tokens: Sequence[str]) -> str:
-    return ", ".join(f'"{t}"' for t in tokens)
+def _quoted(tokens: Sequence[str]) -> list[str]:
+    return [f'"{t}"' for t in tokens]
 
 
 def hedged(truth: Sequence[str], seed: int, others: int = HEDGE_OTHERS) -> list[str]:
@@ -61,14 +64,13 @@ def hedged(truth: Sequence[str], seed: int, others: int = HEDGE_OTHERS) -> list[
         pool = [j for j in range(len(truth)) if j != i]
         rng = np.random.default_rng([seed, i])
         picked = rng.choice(pool, size=min(others, len(pool)), replace=False) if pool else []
-        out.append(" or ".join([own, *(truth[int(j)] for j in picked)]))
+        out.append(guards.hedged(own, [truth[int(j)] for j in picked]))
     return out
 
 
 def padded(text: str, factor: int = PAD_FACTOR) -> str:
     """``text`` restated ``factor`` times, joined by content-free connectives."""
-    parts = [text] + [f"{_RESTATE[(k - 1) % len(_RESTATE)]} {text}" for k in range(1, factor)]
-    return "; ".join(parts)
+    return guards.padded(text, _RESTATE, times=factor, sep="; ")
 
 
 def probe_explanations(truth: Sequence[str], evidence: Sequence[LatentEvidence], renderer: TokenRenderer, *,
@@ -84,8 +86,8 @@ def probe_explanations(truth: Sequence[str], evidence: Sequence[LatentEvidence],
     made = {
         "everything": lambda: [EVERYTHING] * len(truth),
         "hedged": lambda: hedged(truth, seed),
-        "examples_only": lambda: [_listed(t) for t in tokens],
-        "stuffed": lambda: [f"{own}; keywords: {_listed(t)}" for own, t in zip(truth, tokens)],
+        "examples_only": lambda: [guards.examples_only(_quoted(t)) for t in tokens],
+        "stuffed": lambda: [guards.stuffed(own, _quoted(t), label="; keywords: ") for own, t in zip(truth, tokens)],
         "padded": lambda: [padded(own) for own in truth],
     }
     return {name: made[name]() for name in probes}

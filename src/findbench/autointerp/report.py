@@ -5,6 +5,8 @@ scores, activation histogram and windows shaded by activation. Degenerate explan
 copied from the prompt, identical across latents) and those cut to the length cap are flagged in
 the summary, the index and their panel. The page is ``templates/autointerp_report.html.j2`` in
 the one page shell of findbench's reports, everything inline, run text escaped by Jinja2's autoescape.
+Both files are read as untrusted, inside the run's folder only: regular files (no symbolic link or FIFO) of at
+most :data:`~findbench.autointerp.results.READ_MAX_BYTES`, the latents file named ``latents[_<run_id>].json``.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from findbench._io import atomic_write_text
-from findbench.autointerp.results import METRIC_KEYS, AutoInterpResults
+from findbench._io import atomic_write_text, read_untrusted_json
+from findbench.autointerp.results import METRIC_KEYS, READ_MAX_BYTES, AutoInterpResults
 from findbench.resources import render_page
 
 log = logging.getLogger(__name__)
@@ -48,24 +50,25 @@ _SCORER_HEADS = {
 }
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+def _read_json(path: Path, what: str = "AutoInterp results file") -> dict:
+    """The JSON object of a run's file, read as untrusted (a regular file of at most READ_MAX_BYTES)."""
+    return read_untrusted_json(path, READ_MAX_BYTES, what)
 
 
 def autointerp_results(folder: str | os.PathLike) -> list[Path]:
     """The AutoInterp results files in ``folder`` (``eval_type_id`` ``autointerp``), sorted by
-    name; [] when it holds none (an interpret run folder, say)."""
+    name; [] when it holds none (an interpret run folder, say). One that cannot be read (a symbolic
+    link, a FIFO, over the cap, not JSON) is left out with a warning."""
     folder = Path(folder)
     if not folder.is_dir():
         return []
     found = []
     for path in sorted(folder.glob(RESULTS_GLOB)):
-        data = _read_json(path)
-        if isinstance(data, dict) and data.get("eval_type_id") == "autointerp":
-            found.append(path)
+        try:
+            if _read_json(path).get("eval_type_id") == "autointerp":
+                found.append(path)
+        except ValueError as exc:
+            log.warning("%s", exc)
     return found
 
 
@@ -89,15 +92,16 @@ def load_run(path: str | os.PathLike) -> tuple[AutoInterpResults, list[dict]]:
     (the ``latents_file`` sidecar); ValueError naming the key of a file that does not fit."""
     path = _resolve_results(path)
     data = _read_json(path)
-    if not isinstance(data, dict) or data.get("eval_type_id") != "autointerp":
+    if data.get("eval_type_id") != "autointerp":
         raise ValueError(f"{path} is not an AutoInterp results file (eval_type_id 'autointerp')")
-    results = AutoInterpResults.from_json(data, str(path))
-    side = _read_json(path.parent / results.latents_file)
-    if not isinstance(side, dict) or not isinstance(side.get("latents"), list):
-        raise ValueError(
-            f"{path}: its latents file {results.latents_file!r} is missing or unreadable; rerun "
-            "findbench autointerp with the same arguments (its evidence and LM answers come from the cache)"
-        )
+    results = AutoInterpResults.from_json(data, str(path))  # its latents_file: a name beside it, never a path
+    rerun = "rerun findbench autointerp with the same arguments (its evidence and LM answers come from the cache)"
+    try:
+        side = _read_json(path.parent / results.latents_file, f"{path}: its latents file")
+    except ValueError as exc:
+        raise ValueError(f"{exc}; {rerun}") from None
+    if not isinstance(side.get("latents"), list):
+        raise ValueError(f"{path}: its latents file {results.latents_file!r} holds no latents list; {rerun}")
     return results, side["latents"]
 
 

@@ -11,6 +11,7 @@ Its schema is ``findbench/data/schemas/autointerp_results.schema.json``."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -19,8 +20,19 @@ from findbench._io import atomic_write_json
 from findbench._typed import OMIT_NONE, JsonDoc, doc_summary
 from findbench.autointerp.config import SCORERS
 
+#: What a run id may hold (it names the run's files).
+RUN_ID_PATTERN = r"[A-Za-z0-9_.-]+"
+#: The largest results or latents file read back (by ``autointerp merge`` and the report): 512 MiB, about 6,000
+#: latents at SAEBench's window settings (~85 KB each in ``latents.json``).
+READ_MAX_BYTES = 512 << 20
+
 #: SAEBench's key of each scorer's block in ``eval_result_metrics``.
 METRIC_KEYS = {name: "autointerp" if name == "detection" else name for name in SCORERS}
+
+
+def latents_name(run_id: str | None) -> str:
+    """The latents file beside a run's results: ``latents.json``, or ``latents_<run_id>.json`` for a named run."""
+    return f"latents_{run_id}.json" if run_id else "latents.json"
 
 
 def _doc(text: str, **kwargs: Any) -> Any:
@@ -138,6 +150,19 @@ class AutoInterpResults(JsonDoc):
                                          metadata=OMIT_NONE)
 
     JSON_NAME = "AutoInterp results"
+
+    @classmethod
+    def from_json(cls, obj: Any, where: str | None = None) -> AutoInterpResults:
+        """The results read back (:meth:`JsonDoc.from_json`), their ``run_id`` letters, digits, ``_``, ``.`` or
+        ``-`` and their ``latents_file`` :func:`latents_name` of it: a name beside the file, never a path."""
+        results = super().from_json(obj, where)
+        where = where or cls.JSON_NAME
+        if results.run_id is not None and not re.fullmatch(RUN_ID_PATTERN, results.run_id):
+            raise ValueError(f"{where}.run_id: expected letters, digits, '_', '.' or '-', got {results.run_id!r}")
+        if results.latents_file != latents_name(results.run_id):
+            raise ValueError(f"{where}.latents_file: expected {latents_name(results.run_id)!r} (beside the results "
+                             f"file), got {results.latents_file!r}")
+        return results
 
     def write(self, path: str | os.PathLike) -> None:
         """Write the file atomically (keys sorted, as findbench's JSON files)."""

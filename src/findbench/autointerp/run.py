@@ -46,12 +46,27 @@ from typing import Any
 
 import numpy as np
 
-from findbench._io import atomic_dir, atomic_write_bytes, atomic_write_json, atomic_write_text, csv_text, fingerprint
+from findbench._io import (
+    atomic_dir,
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    csv_text,
+    fingerprint,
+    read_untrusted_json,
+)
 from findbench._version import __version__
 from findbench.autointerp.activations import available_device, hook_name_for_layer, load_model, parse_hook_name
 from findbench.autointerp.commands import AutoInterpCommand, parse_shard
 from findbench.autointerp.config import LM_ONLY_FIELDS, AutoInterpConfig
-from findbench.autointerp.detection import CHANCE, detection_floors, parse_explanation, score_summary, summarize
+from findbench.autointerp.detection import (
+    CHANCE,
+    detection_floors,
+    detection_score,
+    parse_explanation,
+    score_summary,
+    summarize,
+)
 from findbench.autointerp.evidence import (
     LatentEvidence,
     choose_latents,
@@ -60,12 +75,20 @@ from findbench.autointerp.evidence import (
     evidence_of,
     firing_counts,
 )
-from findbench.autointerp.explanations import degenerate_reasons, guard_explanations
+from findbench.autointerp.explanations import degenerate, guard_explanations
 from findbench.autointerp.prompts import TokenRenderer, explanation_constraint, explanation_messages
-from findbench.autointerp.results import METRIC_KEYS, AutoInterpResults, EvalMetrics, ScorerMetrics, Shard
+from findbench.autointerp.results import (
+    METRIC_KEYS,
+    READ_MAX_BYTES,
+    AutoInterpResults,
+    EvalMetrics,
+    ScorerMetrics,
+    Shard,
+    latents_name,
+)
 from findbench.autointerp.scorers import make_scorer
 from findbench.autointerp.token_shards import SavedActivations, save_shard, shard_path, shard_rows
-from findbench.constants import UsageError
+from findbench.constants import UsageError, resumable
 from findbench.lm.base import use_structured_outputs
 
 #: Version of the ``latents.json`` layout (:func:`latent_records`).
@@ -93,7 +116,8 @@ def explain(
     ]
     kwargs = {"constraint": explanation_constraint()} if structured else {}
     answers = (
-        lm.generate(convs, max_new_tokens=cfg.max_tokens_in_explanation, progress=progress, **kwargs) if convs else []
+        lm.generate(convs, max_new_tokens=cfg.max_tokens_in_explanation,
+                    progress=progress and "explainer: explanations", **kwargs) if convs else []
     )
     return [{"raw": a, "explanation": parse_explanation(a)} for a in answers]
 
@@ -230,6 +254,7 @@ def run_autointerp(
             buf = io.BytesIO()
             np.save(buf, counts)
             atomic_write_bytes(counts_path, buf.getvalue())
+            log.info("counted the firings of %d latents over %d tokens", len(counts), tokens.size)
         latents = choose_latents(counts, cfg)
     counts_by_latent = {} if counts is None else {x: int(counts[x]) for x in latents}
 
@@ -272,12 +297,16 @@ def run_autointerp(
         "scorer": scorer_lm is not None and use_structured_outputs(scorer_lm, cfg.structured_outputs),
     }
     if explanations is None:
-        made = explain(explainer_lm, usable, renderer, cfg, progress=progress, structured=applied["explainer"])
+        asked = _answered(explainer_lm)
+        with resumable(lambda: f"{len(usable) - _answered(explainer_lm) + asked} of {len(usable)} latents left to "
+                               f"explain, then to score: {', '.join(cfg.scorers)}"):
+            made = explain(explainer_lm, usable, renderer, cfg, progress=progress, structured=applied["explainer"])
     else:
         missing = [ev.latent for ev in usable if ev.latent not in explanations]
         if missing:
             raise ValueError(f"explanations has no entry for latents {missing[:10]}")
         made = [{"raw": explanations[ev.latent], "explanation": explanations[ev.latent]} for ev in usable]
+    log.info("explained %d latents", len(made))
     guarded = guard_explanations([m["explanation"] for m in made], tokenizer, cfg.max_explanation_tokens)
     for m, g in zip(made, guarded):
         m.update(g)
@@ -294,7 +323,7 @@ def run_autointerp(
 
     per_scorer: dict[str, list[dict]] = {}
     items = [(ev, m["explanation"]) for ev, m in zip(usable, made)]
-    for name in cfg.scorers:
+    for k, name in enumerate(cfg.scorers):
         scorer_obj = make_scorer(
             name,
             lm=scorer_lm,
@@ -305,16 +334,16 @@ def run_autointerp(
             progress=progress,
             structured=applied["scorer"],
         )
-        per_scorer[name] = scorer_obj.score(items)
+        with resumable(lambda k=k: f"{len(items)} latents left to score: {', '.join(cfg.scorers[k:])}"):
+            per_scorer[name] = scorer_obj.score(items)
+        log.info("scored %d latents with %s (%d of %d scorers)", len(items), name, k + 1, len(cfg.scorers))
 
     planted = _planted(sae_obj)
     n_positions = int(tokens.size - np.isin(tokens, specials).sum())
     records = latent_records(
         evidence, usable, made, per_scorer, renderer, planted=planted, n_positions=n_positions, counts=counts_by_latent
     )
-    suffix = f"_{run_id}" if run_id else ""
-    json_path = out / f"{sae_name}_eval_results{suffix}.json"
-    latents_path = out / f"latents{suffix}.json"
+    json_path, csv_path, latents_path = (out / name for name in result_names(sae_name, model_name, hook_layer, run_id))
     results = _results(
         cfg,
         setting,
@@ -335,10 +364,6 @@ def run_autointerp(
     atomic_write_json(latents_path, {"format": LATENTS_FORMAT, "results": json_path.name, "latents": records})
     results.write(json_path)
     result = results.to_json()
-    csv_path = (
-        out
-        / f"{_safe(model_name)}_layer{hook_layer if hook_layer is not None else 'embed'}_features_summary{suffix}.csv"
-    )
     atomic_write_text(csv_path, _summary_csv(hook_layer, records, cfg.scorers))
     result["files"] = {"results": str(json_path), "summary": str(csv_path), "latents": str(latents_path)}
     lms = list({id(x): x for x in (explainer_lm, scorer_lm) if x is not None}.values())
@@ -352,6 +377,11 @@ def run_autointerp(
         if hasattr(lm, "close"):
             lm.close()
     return result
+
+
+def _answered(lm) -> int:
+    """Requests a cached LM has answered so far (from its cache or its model)."""
+    return getattr(lm, "hits", 0) + getattr(lm, "misses", 0)
 
 
 def _token_shard(model, sae, tokens, out: Path, shard: tuple[int, int], *, key: str, batch_size: int, context: int,
@@ -619,14 +649,24 @@ def _summary_csv(layer, records: list[dict], scorers: list[str]) -> str:
     )
 
 
-def _shard_files(folder: Path, run_id: str | None) -> tuple[Path, AutoInterpResults, dict, Path]:
-    """A shard folder's results JSON (for ``run_id``), its content, its latents file's and its CSV."""
+def result_names(sae: str, model: str, layer: int | None, run_id: str | None) -> tuple[str, str, str]:
+    """The file names of a run (the module docstring's): its results JSON, features summary CSV and latents file."""
+    suffix = f"_{run_id}" if run_id else ""
+    return (f"{_safe(sae)}_eval_results{suffix}.json",
+            f"{_safe(model)}_layer{'embed' if layer is None else layer}_features_summary{suffix}.csv",
+            latents_name(run_id))
+
+
+def _shard_files(folder: Path, run_id: str | None) -> tuple[tuple[str, str, str], AutoInterpResults, list[dict]]:
+    """A shard folder's file names (:func:`result_names` of its settings and ``run_id``), results and latent
+    records, read as untrusted: regular files of at most :data:`READ_MAX_BYTES`, named as its settings name them,
+    their latents each once and as the results say (:func:`_check_records`)."""
     if not folder.is_dir():
         raise FileNotFoundError(f"shard folder {folder} does not exist")
     found = []
-    for path in sorted(folder.glob("*_eval_results*.json")):
-        data = json.loads(path.read_text())
-        if isinstance(data, dict) and data.get("eval_type_id") == "autointerp" and data.get("run_id") == run_id:
+    for path in sorted(folder.glob(f"*_eval_results{f'_{run_id}' if run_id else ''}.json")):
+        data = read_untrusted_json(path, READ_MAX_BYTES, f"shard folder {folder}: results file")
+        if data.get("eval_type_id") == "autointerp" and data.get("run_id") == run_id:
             found.append((path, data))
     if len(found) != 1:
         raise ValueError(
@@ -636,12 +676,50 @@ def _shard_files(folder: Path, run_id: str | None) -> tuple[Path, AutoInterpResu
     results = AutoInterpResults.from_json(data, f"shard folder {folder}: {path.name}")
     if results.shard is None:
         raise ValueError(f"shard folder {folder}: {path.name} is not a sharded run (made without --shard)")
-    summary = list(folder.glob(f"*_features_summary{f'_{run_id}' if run_id else ''}.csv"))
-    if len(summary) != 1:
-        raise ValueError(
-            f"shard folder {folder}: {len(summary)} features summary CSVs for run_id {run_id!r}, needs one"
-        )
-    return path, results, json.loads((folder / results.latents_file).read_text()), summary[0]
+    config = results.eval_config
+    if config.get("layer") is not None and type(config.get("layer")) is not int:
+        raise ValueError(f"shard folder {folder}: {path.name}: eval_config.layer is not a layer number or null")
+    names = result_names(str(config.get("sae")), str(config.get("model_name")), config.get("layer"), run_id)
+    if path.name != names[0]:
+        raise ValueError(f"shard folder {folder}: {path.name} records the settings of {names[0]}")
+    side = read_untrusted_json(folder / names[2], READ_MAX_BYTES, f"shard folder {folder}: latents file")
+    if side.get("format") != LATENTS_FORMAT or side.get("results") != path.name or not isinstance(
+            side.get("latents"), list):
+        raise ValueError(f"shard folder {folder}: {names[2]} is not the latents file of {path.name}")
+    _check_records(side["latents"], results, f"shard folder {folder}: {names[2]}")
+    return names, results, side["latents"]
+
+
+def _check_records(records: list, results: AutoInterpResults, where: str) -> None:
+    """ValueError naming ``where`` unless each record is one latent's, once, skipped or scored as ``results`` say
+    (each scorer's score the same, detection's also recomputed from the record's predictions and windows), and
+    the records go through what a merge does with them (aggregates, summary CSV, degenerate flags)."""
+    try:
+        ids = [r["latent"] for r in records]
+        if any(type(x) is not int for x in ids) or len(set(ids)) != len(ids):
+            raise ValueError(f"latents {ids[:20]} are not distinct latent numbers")
+        skipped = {str(r["latent"]): r["skipped"] for r in records if r["skipped"] is not None}
+        scored = [r for r in records if r["skipped"] is None]
+        if skipped != results.skipped_latents or {str(r["latent"]) for r in scored} != set(
+                results.eval_result_unstructured):
+            raise ValueError("its latents, scored and skipped, are not those of the results file")
+        for r in scored:
+            entry, windows = results.eval_result_unstructured[str(r["latent"])], r["windows"]
+            for name in results.scorers:
+                given = [r["scores"][name], entry["score"] if name == "detection" else entry[f"{name}_score"]]
+                if name == "detection":
+                    shown = [w for w in windows if w["role"] == "scoring"]
+                    given.append(detection_score(r["scorers"][name]["predictions"],
+                                                 [w["index"] for w in shown if w["label_active"]], len(shown)))
+                if len({json.dumps(x) for x in given}) != 1:
+                    raise ValueError(f"latent {r['latent']}'s {name} scores {given} disagree (record, results"
+                                     f"{', recomputed' if name == 'detection' else ''})")
+        aggregate_metrics(records, results.scorers)
+        _summary_csv(None, records, results.scorers)
+        degenerate([r["explanation"] for r in scored])
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+        why = str(exc) if type(exc) is ValueError else f"malformed ({type(exc).__name__}: {exc})"
+        raise ValueError(f"{where}: {why}") from None
 
 
 def merge_shards(dirs: list[str | os.PathLike], out: str | os.PathLike, *, run_id: str | None = None) -> dict:
@@ -654,22 +732,24 @@ def merge_shards(dirs: list[str | os.PathLike], out: str | os.PathLike, *, run_i
         raise UsageError("merge needs at least one shard folder")
     if Path(out).resolve() in {f.resolve() for f in folders}:
         raise UsageError(f"out must not be one of the shard folders, got {os.fspath(out)!r}")
+    if os.path.islink(out) or os.path.lexists(out) and not os.path.isdir(out):
+        raise UsageError(f"out: {os.fspath(out)} is a symbolic link or not a folder (merge replaces the folder whole)")
     shards = [_shard_files(f, run_id) for f in folders]
-    first, (path0, res0, _, csv0) = folders[0], shards[0]
+    first, (names, res0, _) = folders[0], shards[0]
     settings = res0.eval_config  # the run's whole config; the shard is recorded beside it
     by_index: dict[int, tuple[Path, list[dict]]] = {}
     count = res0.shard.count
-    for folder, (path, res, lat, csv_path) in zip(folders, shards):
+    for folder, (_, res, lat) in zip(folders, shards):
         mine = res.eval_config
-        if fingerprint(mine) != fingerprint(settings) or (path.name, csv_path.name) != (path0.name, csv0.name):
-            diff = sorted(k for k in settings.keys() | mine.keys() if settings.get(k) != mine.get(k)) or ["file names"]
+        if fingerprint(mine) != fingerprint(settings):
+            diff = sorted(k for k in settings.keys() | mine.keys() if settings.get(k) != mine.get(k))
             raise ValueError(f"shard folder {folder}: settings differ from {first}'s ({', '.join(diff)})")
         index, n = res.shard.index, res.shard.count
         if n != count:
             raise ValueError(f"shard folder {folder}: shard {index}/{n}, but {first} is one of {count}")
         if index in by_index:
             raise ValueError(f"shard folder {folder}: shard {index}/{n} again (also {by_index[index][0]})")
-        by_index[index] = (folder, lat["latents"])
+        by_index[index] = (folder, lat)
     missing = [f"{i}/{count}" for i in range(count) if i not in by_index]
     if missing:
         raise ValueError(f"shard {', '.join(missing)} missing from the folders given")
@@ -681,9 +761,10 @@ def merge_shards(dirs: list[str | os.PathLike], out: str | os.PathLike, *, run_i
                 f"{len(range(i, total, count))}"
             )
     records = [by_index[j % count][1][j // count] for j in range(total)]  # the unsharded order
-    entries = {k: v for _, res, _, _ in shards for k, v in res.eval_result_unstructured.items()}
+    _check_selection([r["latent"] for r in records], settings)
+    entries = {k: v for _, res, _ in shards for k, v in res.eval_result_unstructured.items()}
     scored = [r for r in records if r["skipped"] is None]
-    for r, reason in zip(scored, degenerate_reasons([r["explanation"] for r in scored])):
+    for r, reason in zip(scored, degenerate([r["explanation"] for r in scored])):
         for target in (r, entries[str(r["latent"])]):
             target.update(degenerate=reason is not None, degenerate_reason=reason)
     merged = dataclasses.replace(
@@ -696,15 +777,22 @@ def merge_shards(dirs: list[str | os.PathLike], out: str | os.PathLike, *, run_i
         merged_from=[os.fspath(f) for f in folders],
     )
     with atomic_dir(out) as tmp:
-        atomic_write_json(
-            tmp / res0.latents_file, {"format": LATENTS_FORMAT, "results": path0.name, "latents": records}
-        )
-        merged.write(tmp / path0.name)
-        atomic_write_text(tmp / csv0.name, _summary_csv(res0.eval_config["layer"], records, res0.scorers))
-    return merged.to_json() | {
-        "files": {
-            "results": str(Path(out) / path0.name),
-            "summary": str(Path(out) / csv0.name),
-            "latents": str(Path(out) / res0.latents_file),
-        }
-    }
+        atomic_write_json(tmp / names[2], {"format": LATENTS_FORMAT, "results": names[0], "latents": records})
+        merged.write(tmp / names[0])
+        atomic_write_text(tmp / names[1], _summary_csv(settings.get("layer"), records, res0.scorers))
+    return merged.to_json() | {"files": {key: str(Path(out) / name)
+                                         for key, name in zip(("results", "summary", "latents"), names)}}
+
+
+def _check_selection(latents: list[int], settings: dict[str, Any]) -> None:
+    """ValueError unless the merged ``latents`` are the run's selection: its ``override_latents``, or a draw of
+    at most ``n_latents`` (:func:`choose_latents` returns them in increasing order), each once."""
+    drawn, n = settings.get("override_latents"), settings.get("n_latents")
+    if len(set(latents)) != len(latents):
+        raise ValueError(f"the shards hold latents {sorted(x for x in set(latents) if latents.count(x) > 1)[:10]} "
+                         "more than once")
+    wrong = latents != drawn if drawn is not None else (
+        latents != sorted(latents) or type(n) is not int or len(latents) > n)
+    if wrong:
+        raise ValueError(f"the shards' latents {latents[:20]} are not the run's selection (" + (
+            f"override_latents {drawn!r:.200})" if drawn is not None else f"at most n_latents={n!r}, increasing)"))

@@ -74,7 +74,8 @@ class DetectionScorer:
             # room for the longest answer the grammar allows (every window: ", 14" is up to 4 tokens),
             # so no list is cut after a comma; the grammar itself ends every answer
             limit = max(limit, 4 * max(len(ev.scoring) for ev, _ in items) + 2)
-        answers = self.lm.generate(convs, max_new_tokens=limit, progress=self.progress, **kwargs) if convs else []
+        answers = self.lm.generate(convs, max_new_tokens=limit, progress=self.progress and "detection scorer: answers",
+                                   **kwargs) if convs else []
         out = []
         for (ev, _), answer in zip(items, answers):
             n = len(ev.scoring)
@@ -140,7 +141,8 @@ class FuzzScorer:
                 )
                 convs.append([{"role": "system", "content": _FUZZ_SYSTEM}, {"role": "user", "content": user}])
                 owners.append(k)
-        logps = self.lm.candidate_logprobs(convs, ["Yes", "No"], progress=self.progress) if convs else []
+        logps = self.lm.candidate_logprobs(convs, ["Yes", "No"], progress=self.progress and "fuzz scorer: Yes/No "
+                                           "log-probs") if convs else []
         said_yes: list[list[bool]] = [[] for _ in items]
         for k, (yes, no) in zip(owners, logps):
             said_yes[k].append(yes > no)
@@ -220,7 +222,8 @@ class LikelihoodScorer:
             texts = [self.renderer.text(w.tokens) or "." for w in ev.scoring]
             convs += [self._conv(expl)] * len(texts) + [self._conv(None)] * len(texts)
             conts += texts + texts
-        lps = self.lm.continuation_logprobs(convs, conts, progress=self.progress) if convs else []
+        lps = self.lm.continuation_logprobs(convs, conts, progress=self.progress and "likelihood scorer: log P(window "
+                                            "| explanation), then with none") if convs else []
         out, start = [], 0
         for ev, _ in items:
             n = len(ev.scoring)

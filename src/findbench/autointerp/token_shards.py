@@ -11,18 +11,25 @@ as any run: its files equal an unsharded run's for SAEs whose chosen latents' ac
 full encoding's (TopK SAEs, the synthetic SAE; a standard or JumpReLU SAE's run encodes only the
 chosen latents' columns of ``W_enc``, which may round differently in the last bit).
 
-The saved files are read as untrusted input: a file that is not a regular file of at most
-:data:`MAX_BYTES`, holds another key, a wrong layout or out-of-range entries, or a set of folders
-that is not each of shards 0..N-1 once, is refused with an error naming the file or folder.
+The saved files are read as untrusted input, refused with one line naming the file or folder: a file
+that is not a regular file of at most :data:`MAX_BYTES`; members other than :func:`save_shard`'s, a
+compressed member, one not exactly as long as its header's shape × itemsize, members longer together
+than the file, more entries than the file's rows hold (rows × context × d_sae), all checked before a
+member is read (so reading the shards takes about twice their size); another key, entries outside
+the file's rows, negative or non-finite values, a (row, position, latent) entry repeated or out of
+order; a set of folders that is not each of shards 0..N-1 once.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import math
 import re
+import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -34,6 +41,8 @@ from findbench.constants import UsageError
 FORMAT = 1
 #: The largest activations file read (8 GiB: ~500M non-zero activations).
 MAX_BYTES = 8 << 30
+#: The largest meta member (a JSON text of a few hundred bytes when written).
+META_MAX_BYTES = 64 << 10
 #: The saved columns: 16 bytes per non-zero activation.
 _COLUMNS = {"row": np.int32, "col": np.int32, "latent": np.int32, "value": np.float32}
 
@@ -66,6 +75,38 @@ def save_shard(batches: Iterator[tuple[int, torch.Tensor]], path: Path, *, key: 
     arrays = {name: np.concatenate(p) if p else np.zeros(0, _COLUMNS[name]) for name, p in parts.items()}
     np.savez(buf, meta=np.array(json.dumps(meta, sort_keys=True)), **arrays)
     return atomic_write_bytes(path, buf.getvalue())
+
+
+def _headers(npz: zipfile.ZipFile, size: int) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """Each member's declared ``(shape, dtype)``, read before any member is: the members of :func:`save_shard`
+    only, each stored (not compressed) and exactly as long as its header declares, together within the file's
+    ``size``; the meta member at most :data:`META_MAX_BYTES`. ValueError saying which does not hold."""
+    infos = npz.infolist()
+    names = sorted(info.filename for info in infos)
+    if names != sorted(f"{name}.npy" for name in ("meta", *_COLUMNS)):
+        raise ValueError(f"members {names[:8]}, not {save_shard.__name__}'s")
+    readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+    out = {}
+    for info in infos:
+        if info.compress_type != zipfile.ZIP_STORED or info.compress_size != info.file_size:
+            raise ValueError(f"member {info.filename} is compressed (refused: --token-shard stores its members)")
+        with npz.open(info) as fh:
+            shape, _, dtype = readers[np.lib.format.read_magic(fh)](fh)
+            declared = fh.tell() + math.prod(shape) * dtype.itemsize
+        if declared != info.file_size:
+            raise ValueError(f"member {info.filename} declares {declared:,} bytes but holds {info.file_size:,}")
+        out[info.filename[: -len(".npy")]] = (shape, dtype)
+    if sum(info.file_size for info in infos) > size:
+        raise ValueError(f"members declare {sum(info.file_size for info in infos):,} bytes, the file has {size:,}")
+    meta_shape, meta_type = out["meta"]
+    if meta_shape != () or meta_type.kind != "U" or meta_type.itemsize > META_MAX_BYTES:
+        raise ValueError(f"member meta.npy is not a text of at most {META_MAX_BYTES:,} bytes")
+    return out
+
+
+def _member(npz: zipfile.ZipFile, name: str) -> np.ndarray:
+    with npz.open(f"{name}.npy") as fh:
+        return np.lib.format.read_array(fh, allow_pickle=False)
 
 
 class SavedActivations:
@@ -106,30 +147,46 @@ class SavedActivations:
     def _read(self, path: Path, key: str) -> tuple[dict, dict[str, np.ndarray]]:
         data = read_untrusted_bytes(path, MAX_BYTES, "--activations file")
         try:
-            with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-                meta = json.loads(str(npz["meta"]))
-                arrays = {name: npz[name] for name in _COLUMNS}
-        except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
+            with zipfile.ZipFile(io.BytesIO(data)) as npz:
+                headers = _headers(npz, len(data))
+                meta = json.loads(str(_member(npz, "meta")))
+                start, stop = self._check_meta(path, meta, key)
+                n = headers["row"][0][0] if len(headers["row"][0]) == 1 else -1
+                if any(headers[k] != ((n,), np.dtype(t)) for k, t in _COLUMNS.items()) \
+                        or n > (stop - start) * self.context * self.d_sae:
+                    raise UsageError(f"--activations: {path} declares columns of other types, lengths or more "
+                                     f"entries than its rows {start}..{stop - 1} hold")
+                arrays = {name: _member(npz, name) for name in _COLUMNS}
+        except UsageError:
+            raise
+        except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile) as exc:
             raise UsageError(f"--activations: {path} is not a --token-shard activations file ({exc})") from None
+        del data
+        row, col, lat, value = (arrays[name] for name in _COLUMNS)
+        if n and (row.min() < start or row.max() >= stop or col.min() < 0 or col.max() >= self.context
+                  or lat.min() < 0 or lat.max() >= self.d_sae or not np.isfinite(value).all()):
+            raise UsageError(f"--activations: {path} has entries of the wrong type or outside its rows, "
+                             f"{self.context} columns or {self.d_sae} latents")
+        if n and value.min() < 0:
+            raise UsageError(f"--activations: {path} has negative activations (an SAE's latents are >= 0)")
+        # save_shard writes (row, position, latent) in increasing order: a repeated entry breaks it
+        where = ((row - start).astype(np.int64) * self.context + col) * self.d_sae + lat
+        if n > 1 and not (where[1:] > where[:-1]).all():
+            raise UsageError(f"--activations: {path} has (row, position, latent) entries repeated or out of order")
+        return meta, arrays
+
+    def _check_meta(self, path: Path, meta: Any, key: str) -> tuple[int, int]:
+        """The ``(start, stop)`` rows of a file whose meta records ``key``, this run's sizes and its name's shard."""
         m = re.fullmatch(r"activations_[0-9a-f]+_(\d+)of(\d+)\.npz", path.name)
         expected = {"format": FORMAT, "key": key, "n_rows": self.n_rows, "d_sae": self.d_sae, "context": self.context}
         if not isinstance(meta, dict) or any(meta.get(k) != v for k, v in expected.items()) or not m \
                 or meta.get("shard") != [int(m[1]), int(m[2])]:
             raise UsageError(f"--activations: {path} records other settings than its name and this run's")
-        start, stop = meta.get("rows", [None, None])
-        n = len(arrays["row"])
-        bad = (
-            any(a.dtype != _COLUMNS[k] or a.shape != (n,) for k, a in arrays.items())
-            or not (isinstance(start, int) and isinstance(stop, int) and 0 <= start <= stop <= self.n_rows)
-            or (n and (arrays["row"].min() < start or arrays["row"].max() >= stop or arrays["col"].min() < 0
-                       or arrays["col"].max() >= self.context or arrays["latent"].min() < 0
-                       or arrays["latent"].max() >= self.d_sae or not np.isfinite(arrays["value"]).all()))
-            or (n > 1 and (np.diff(arrays["row"]) < 0).any())
-        )
-        if bad:
-            raise UsageError(f"--activations: {path} has entries of the wrong type or outside its rows, "
-                             f"{self.context} columns or {self.d_sae} latents")
-        return meta, arrays
+        rows = meta.get("rows")
+        if not (isinstance(rows, list) and len(rows) == 2 and all(type(x) is int for x in rows)
+                and 0 <= rows[0] <= rows[1] <= self.n_rows):
+            raise UsageError(f"--activations: {path} records rows {rows!r}, not a range of the {self.n_rows} rows")
+        return rows[0], rows[1]
 
     def counts(self) -> np.ndarray:
         """How many positions each latent fires on (as :func:`~findbench.autointerp.evidence.count_firing`)."""

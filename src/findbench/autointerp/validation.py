@@ -3,7 +3,7 @@
 :func:`planted_validation` collects the evidence of every latent of the
 :class:`~findbench.autointerp.synthetic.SyntheticSAE` (the same pass a real SAE gets) and has
 each scorer score several explanations per latent on the same windows: ``true`` (the planted
-one), ``wrong`` (another latent's, a seeded derangement), ``empty`` (``""``) and the gaming
+one), ``wrong`` (another latent's, a seeded :func:`~findbench._guards.derangement`), ``empty`` (``""``) and the gaming
 probes of :mod:`findbench.autointerp.probes` (``everything``, ``hedged``, ``examples_only``,
 ``stuffed``, ``padded``). A scorer **separates** when ``mean(true − wrong) ≥``
 :data:`MIN_SEPARATION` (0.1) **and** true beats wrong on at least :data:`MIN_WIN_RATE` (75 %)
@@ -29,12 +29,13 @@ from typing import Any
 import numpy as np
 
 from findbench import _checks
+from findbench._guards import derangement
 from findbench._io import atomic_write_json
 from findbench.autointerp.config import MAX_EXPLANATION_TOKENS, PROBES, SCORERS, AutoInterpConfig
 from findbench.autointerp.corpus import corpus_tokens, special_token_ids
 from findbench.autointerp.detection import CHANCE, detection_floors
 from findbench.autointerp.evidence import collect_evidence
-from findbench.autointerp.explanations import cap_explanation, degenerate_reasons
+from findbench.autointerp.explanations import cap_explanation, degenerate
 from findbench.autointerp.probes import probe_explanations
 from findbench.autointerp.prompts import TokenRenderer
 from findbench.autointerp.scorers import make_scorer
@@ -63,17 +64,6 @@ def quick_config(d_sae: int, scorers: Sequence[str] = SCORERS, **overrides: Any)
     kw: dict[str, Any] = {"total_tokens": 200_000, "override_latents": list(range(d_sae)), "scorers": list(scorers)}
     kw.update(overrides)
     return AutoInterpConfig(**kw)
-
-
-def derangement(n: int, seed: int = 42) -> list[int]:
-    """A seeded permutation of ``range(n)`` with no fixed point (``n >= 2``)."""
-    if n < 2:
-        raise ValueError(f"a derangement needs at least 2 items, got {n}")
-    rng = np.random.default_rng(seed)
-    while True:
-        perm = rng.permutation(n)
-        if not (perm == np.arange(n)).any():
-            return [int(p) for p in perm]
 
 
 def _verdict(true: Sequence[float], wrong: Sequence[float]) -> tuple[float, float, str]:
@@ -178,7 +168,7 @@ def planted_validation(
         )
 
     renderer = TokenRenderer(tokenizer)
-    perm = derangement(len(usable), cfg.random_seed)
+    perm = derangement(range(len(usable)), np.random.default_rng(cfg.random_seed))
     true = [sae.explanations[ev.latent] for ev in usable]
     written = {
         "true": true,
@@ -189,7 +179,7 @@ def planted_validation(
         ),
     }
     kinds = [*KINDS, *probes]
-    explanations, truncated, degenerate = {}, {}, {}
+    explanations, truncated, flagged = {}, {}, {}
     for kind in kinds:
         capped = [
             cap_explanation(e, tokenizer, max_explanation_tokens) if max_explanation_tokens else (e, False)
@@ -197,7 +187,7 @@ def planted_validation(
         ]
         explanations[kind] = [text for text, _ in capped]
         truncated[kind] = [cut for _, cut in capped]
-        degenerate[kind] = degenerate_reasons(explanations[kind])
+        flagged[kind] = degenerate(explanations[kind])
     latent_rows = [
         {
             "latent": ev.latent,
@@ -207,7 +197,7 @@ def planted_validation(
             "wrong_from_rule": sae.rules[usable[perm[i]].latent],
             "probe_explanations": {p: written[p][i] for p in probes},
             "explanation_truncated": {k: truncated[k][i] for k in kinds},
-            "degenerate": {k: degenerate[k][i] for k in kinds},
+            "degenerate": {k: flagged[k][i] for k in kinds},
             "top_max_act": ev.top_max_act,
             "n_random_with_activity": ev.n_random_with_activity,
         }
@@ -282,8 +272,8 @@ def planted_validation(
         "explanations": {
             k: {
                 "n_truncated": sum(truncated[k]),
-                "n_degenerate": sum(r is not None for r in degenerate[k]),
-                "degenerate_reasons": dict(sorted(Counter(r for r in degenerate[k] if r).items())),
+                "n_degenerate": sum(r is not None for r in flagged[k]),
+                "degenerate_reasons": dict(sorted(Counter(r for r in flagged[k] if r).items())),
             }
             for k in kinds
         },

@@ -88,6 +88,10 @@ class CallConfig:
                     float(text)
                 except ValueError:
                     raise UsageError(f"inputs: numeric functions take numbers, got {text!r}") from None
+        if self.model is not None and self.backend == "lm":
+            from findbench.models import check_spec
+
+            check_spec(self.model, flag="--model")
 
     def folder(self, built: str = "find") -> str | None:
         """--data, else ``./find`` (``findbench build``'s default --out) when its sidecar lists the

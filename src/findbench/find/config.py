@@ -57,3 +57,7 @@ class BackboneReportConfig:
             _checks.positive_int("--" + name.replace("_", "-"), getattr(self, name), optional=True)
         if self.model is not None and self.backend is None:
             raise UsageError("--model: pass --backend too (the model applies to that backend)")
+        if self.model is not None and self.backend == "lm":
+            from findbench.models import check_spec
+
+            check_spec(self.model, flag="--model")

@@ -5,7 +5,7 @@ never scores it).
   interpreter named, :func:`corrupted_interval` gives a row's true one, :func:`interval_iou`
   compares them; :func:`score_domain` does all three over a list.
 - relation neurons with an ``exception``: :func:`domain_unit_tests` picks the unit tests inside
-  the excepted subdomain for a judge (:func:`findbench.judge.domain.score_relation_domain`).
+  the excepted subdomain, for a judge to judge the ``[DOMAIN]`` text on.
 
 :func:`in_corrupted_subdomain` tells, per input, whether an experiment probed that part.
 """
@@ -266,7 +266,7 @@ def _row_domain(row: Any, where: str) -> tuple[float, float]:
     if cat is not None and cat != "numeric":
         raise ValueError(
             f"{where}['category'] is {cat!r}: interval scoring is for numeric functions "
-            "(relations: findbench.judge.domain.score_relation_domain)"
+            "(relation neurons: domain_unit_tests)"
         )
     lo, hi = row.get("domain_low"), row.get("domain_high")
     for name, v in (("domain_low", lo), ("domain_high", hi)):

@@ -158,8 +158,11 @@ def _cached_procedural_rows(category: str, seed: int) -> list[dict]:
             logger.info("generating %s (seed %d) once; cached at %s", category, seed, path)
             rows = generate_rows(category, seed=seed)
             tmp = path.with_suffix(f".tmp-{os.getpid()}")
-            datasets.Dataset.from_list(rows, features=schema.features()).to_parquet(str(tmp))
-            os.replace(tmp, path)
+            try:
+                datasets.Dataset.from_list(rows, features=schema.features()).to_parquet(str(tmp))
+                os.replace(tmp, path)
+            finally:  # Ctrl-C or an error: no half-written file left in the cache
+                tmp.unlink(missing_ok=True)
     return datasets.Dataset.from_parquet(str(path)).to_list()
 
 

@@ -17,7 +17,7 @@ its entry point), ``evaluate`` (scoring), ``scoreboard`` (Table 2) and ``report`
 
 from __future__ import annotations
 
-from findbench._lazy import lazy_getattr
+from findbench._lazy import lazy_getattr, names_of
 
 # Loaded on first use, so that ``findbench --help`` (which reads interpret/config.py) imports
 # none of the episode machinery.
@@ -49,35 +49,5 @@ _MODULES = {
     ),
     "findbench.interpret.run": ("run_interpretations", "summarize_run"),
 }
-__getattr__ = lazy_getattr(__name__, {name: module for module, names in _MODULES.items() for name in names})
-
-__all__ = [
-    "DEFAULT_MAX_TOKENS",
-    "DEFAULT_ROUNDS",
-    "METHODS",
-    "MILAN_TURNS",
-    "PROTOCOL",
-    "CONSTANT_ANSWERS",
-    "REFERENCE_INTERPRETERS",
-    "UNRECOGNIZED_REPLY",
-    "Answer",
-    "CallError",
-    "Command",
-    "Episode",
-    "FunctionRunner",
-    "build_messages",
-    "constant_answer",
-    "empty_answer",
-    "format_answer",
-    "format_reply",
-    "oracle_answer",
-    "parse_answer",
-    "parse_commands",
-    "random_answer",
-    "reference_answer",
-    "reference_domain",
-    "run_interpretations",
-    "summarize_run",
-    "system_prompt",
-    "task_prompt",
-]
+__getattr__ = lazy_getattr(__name__, _MODULES)
+__all__ = names_of(_MODULES)

@@ -7,6 +7,7 @@ names the flag in its one-line :class:`~findbench.constants.UsageError`."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import MISSING, dataclass
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,13 @@ def check_selection(method: Any, configs: Any, functions: Any, limit: Any, sampl
     return methods, config_list, function_list
 
 
+def inspect_provider(name: str) -> bool:
+    """Whether Inspect has a model provider ``name`` (``--interpreter <provider>/<model>``)."""
+    from findbench.lm.inspect_lm import is_inspect_provider
+
+    return is_inspect_provider(name)
+
+
 def _check_judge(name: str, judge: Any) -> None:
     """A judge named by a string must name a model (an LM object is taken as it is)."""
     if isinstance(judge, str):
@@ -124,10 +132,14 @@ class InterpretConfig:
             _positive(name, getattr(self, name), optional=True)
         _checks.one_of("--structured-outputs", self.structured_outputs, STRUCTURED_OUTPUTS)
         _checks.one_of("--protocol", self.protocol, PROTOCOLS)
+        if isinstance(self.data, (str, os.PathLike)) and not Path(self.data).is_dir():
+            raise FileNotFoundError(
+                f"--data: data folder {self.data} does not exist (run `findbench build --out {self.data}`)"
+            )
         if isinstance(self.interpreter, str):  # resolved before anything is written: a typo is one line
             from findbench.models import check_spec
 
-            check_spec(self.interpreter, flag="--interpreter", names=REFERENCE_INTERPRETERS)
+            check_spec(self.interpreter, flag="--interpreter", names=REFERENCE_INTERPRETERS, providers=inspect_provider)
         elif not callable(getattr(self.interpreter, "generate", None)):
             raise TypeError(f"--interpreter must be one of {REFERENCE_INTERPRETERS}, an LM spec or an LM, "
                              f"got {type(self.interpreter).__name__}")

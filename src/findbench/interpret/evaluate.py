@@ -35,9 +35,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from findbench._guards import degenerate_reasons
 from findbench._io import atomic_dir, csv_text, read_untrusted_json, read_untrusted_text
 from findbench.interpret.config import EvaluateConfig
 from findbench.interpret.episode import Episode
+from findbench.interpret.log_scores import write_log_scores
 from findbench.interpret.logs import LOG_DIR, log_files
 from findbench.interpret.protocol import METHODS
 from findbench.interpret.scores import SCORES_FILE, Cell, Estimate, Scores
@@ -494,6 +496,28 @@ def _floor_missing(rec: dict[str, Any], kind: str, exc: BaseException) -> None:
     rec["floor_missing"] = "; ".join(filter(None, (rec.get("floor_missing"), why)))
 
 
+def _degenerate(records: Sequence[dict[str, Any]]) -> list[str]:
+    """Why each record's answer is degenerate (:func:`findbench._guards.degenerate_reasons`, case and
+    spacing aside), as ``per_function.csv`` writes it: ``""``, ``placeholder`` (the prompt's own form
+    text, :data:`~findbench.interpret.prompts.DESCRIPTION_PLACEHOLDERS`), ``empty`` or ``identical to N
+    other function(s)`` (of its category and method). Numeric answers count their code too."""
+    from findbench.interpret.prompts import DESCRIPTION_PLACEHOLDERS
+
+    def norm(text: Any) -> str:
+        return " ".join(str(text or "").split()).lower()
+
+    texts = [norm(r.get("description")) for r in records]
+    found = degenerate_reasons(
+        texts,
+        prompt_texts=DESCRIPTION_PLACEHOLDERS,
+        normalize=norm,
+        parts=[(t, norm(r.get("code"))) if r.get("category") == "numeric" else (t,) for t, r in zip(texts, records)],
+        groups=[(r.get("category"), r.get("method")) for r in records],
+    )
+    said = {"prompt_text": "placeholder", "empty": "empty"}
+    return ["" if why is None else said.get(why[0], f"identical to {why[1]} other function(s)") for why in found]
+
+
 def _score_category(
     category: str,
     records: list[dict[str, Any]],
@@ -507,11 +531,9 @@ def _score_category(
     """Score each record and its floors; return each method's :class:`~findbench.interpret.scores.Cell`:
     an estimate of each aggregate of :data:`CATEGORY_METRICS` (the floored ones followed by
     ``<metric>_observed`` and ``<metric>_margin``, paired per function), ``n_degenerate`` and ``unverified``."""
-    from findbench.interpret.floors import degenerate_reasons
-
     score_interpretations(records, [r["row"] for r in records], judge=lm, mode=mode, progress=progress)
     _add_floors(category, records, lm, mode, pool or [r["row"] for r in records], seed)
-    for rec, reason in zip(records, degenerate_reasons(records)):
+    for rec, reason in zip(records, _degenerate(records)):
         rec["degenerate"] = reason
     names = [
         f"{m}{kind}"
@@ -857,6 +879,7 @@ def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = Tr
         (tmp / "unit_tests.csv").write_text(_unit_tests_csv(records), encoding="utf-8")
         (tmp / "process.json").write_text(json.dumps(process, indent=2, allow_nan=False) + "\n", encoding="utf-8")
         (tmp / "table.md").write_text(table, encoding="utf-8")
+    write_log_scores(run_path, records, judge=identity, mode=mode)
     return {
         "interpreter": interpreter,
         "layout": layout,

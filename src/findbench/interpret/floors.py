@@ -278,38 +278,3 @@ def observed_answer(row: Mapping[str, Any], calls: Sequence[Mapping[str, Any]], 
     pairs = observed_pairs(row, recorded_inputs({"calls": list(calls)}, fid), seed=seed)
     answer = best_floor(row, floor_answers(str(row.get("category")), pairs, key=fid, listings=1))
     return format_answer(answer.description, answer.domain, answer.code)
-
-
-def _norm(text: str) -> str:
-    return " ".join(str(text).split()).lower()
-
-
-def degenerate_reasons(records: Sequence[Mapping[str, Any]], field: str = "description") -> list[str]:
-    """Why each record's answer is degenerate, or ``""``: ``empty`` (no text), ``placeholder`` (the
-    prompt's own form text, :data:`~findbench.interpret.prompts.DESCRIPTION_PLACEHOLDERS`) or
-    ``identical to N other function(s)`` (the same text, case and spacing aside, for other
-    functions of the same category and method). Numeric answers count their code too."""
-    from findbench.interpret.prompts import DESCRIPTION_PLACEHOLDERS
-
-    placeholders = {_norm(p) for p in DESCRIPTION_PLACEHOLDERS}
-
-    def key(rec: Mapping[str, Any]) -> str:
-        text = _norm(rec.get(field) or "")
-        return text + ("\0" + _norm(rec.get("code") or "") if rec.get("category") == "numeric" else "")
-
-    groups: dict[tuple, set[str]] = {}
-    for rec in records:
-        groups.setdefault((rec.get("category"), rec.get("method"), key(rec)), set()).add(str(rec.get("function_id")))
-    reasons = []
-    for rec in records:
-        text = _norm(rec.get(field) or "")
-        others = len(groups[(rec.get("category"), rec.get("method"), key(rec))]) - 1
-        if not text and not (rec.get("category") == "numeric" and _norm(rec.get("code") or "")):
-            reasons.append("empty")
-        elif text in placeholders:
-            reasons.append("placeholder")
-        elif others:
-            reasons.append(f"identical to {others} other function(s)")
-        else:
-            reasons.append("")
-    return reasons

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import math
 import os
 import threading
@@ -24,19 +25,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from inspect_ai import Task, task
+from inspect_ai import Task, task, task_with
 from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.model import ChatMessage, GenerateConfig, ModelAPI, ModelOutput, ModelUsage, get_model, modelapi
 from inspect_ai.scorer import Score, Target, mean, scorer, stderr
 from inspect_ai.solver import Generate, TaskState, solver
 from inspect_ai.tool import ToolChoice, ToolInfo
 
+from findbench import _checks
 from findbench._version import __version__
 from findbench.constants import UsageError
 from findbench.interpret.agent import STORE_KEY, EpisodeState, text_episode, tools_episode, transcript
-from findbench.interpret.config import check_selection
+from findbench.interpret.config import InterpretConfig, check_selection
 from findbench.interpret.episode import DEFAULT_MAX_TOKENS, DEFAULT_ROUNDS, Episode, count_tokens
 from findbench.interpret.floors import DEFAULT_OBSERVED_CALLS, observed_turns
+from findbench.interpret.log_scores import judge_explanation
 from findbench.interpret.prompts import MILAN_TURNS, check_method, turn_grammar
 from findbench.interpret.protocol import (
     NEURON_CATEGORIES,
@@ -44,8 +47,11 @@ from findbench.interpret.protocol import (
     format_answer,
 )
 from findbench.interpret.references import REFERENCE_INTERPRETERS, reference_answer
+from findbench.interpret.roles import JUDGE_ROLE
 from findbench.interpret.truth import UNVERIFIED_NOTE, json_row
+from findbench.judge.scoring import JUDGE_MODES
 from findbench.lm.base import Constraint, use_structured_outputs
+from findbench.lm.inspect_lm import check_models, eval_models, is_inspect_provider, task_arguments
 from findbench.schema import CATEGORIES, parse_function_id
 
 #: The task's registry name (``inspect eval findbench/find_interpret``).
@@ -294,22 +300,6 @@ def domain_iou():
     return _metric_scorer("numeric", "domain_iou", lambda value, ep: Score(value=value, answer=ep.domain))
 
 
-def _check_judge(judge: Any) -> None:
-    """Fail before any episode runs when a registered judge (``embedded-evaluator``) is not available."""
-    if not isinstance(judge, str) or judge.startswith(("http://", "https://")) or Path(judge).is_dir():
-        return
-    from findbench.models import REGISTRY, resolve
-
-    if judge in REGISTRY:
-        try:
-            resolve(judge)
-        except FileNotFoundError as exc:
-            raise FileNotFoundError(
-                f"judge: {exc}; or pass judge=none (-T judge=none) to leave descriptions unscored "
-                "here (findbench evaluate scores them later)"
-            ) from None
-
-
 @scorer(metrics=[mean(), stderr()])
 def unit_test_accuracy(
     judge: Any = "embedded-evaluator",
@@ -325,7 +315,7 @@ def unit_test_accuracy(
     as :func:`findbench.interpret.roles.role_judge` says."""
     from inspect_ai.model import model_roles
 
-    from findbench.interpret.roles import JUDGE_ROLE, judge_model_of, role_judge
+    from findbench.interpret.roles import judge_model_of, role_judge
 
     default = judge_model_of(judge, judge_model=judge_model, judge_cache=judge_cache)
     resolving, lock = asyncio.Lock(), threading.Lock()
@@ -365,28 +355,8 @@ def unit_test_accuracy(
     return score
 
 
-def judge_explanation(decisions: list[dict], mode: str) -> str:
-    """The judge's decisions on a function's unit tests (rows of ``unit_tests.csv``) as text, one line per test."""
-    right = sum(bool(d["right"]) for d in decisions)
-    lines = [
-        f"judge ({mode}): {right}/{len(decisions)} unit tests right; margin = score of the correct option "
-        "minus the best wrong one"
-    ]
-    for k, d in enumerate(decisions, 1):
-        options = " | ".join(f"{c}: {d[f'option_{c}']}" for c in range(1, 10) if f"option_{c}" in d)
-        if d["margin"] is not None:
-            how = f", margin {d['margin']:+.3g}"
-        elif d["answer"] is not None:
-            how = f", answer {d['answer'][:80]!r}"
-        else:
-            how = ", not judged (empty description)" if d["chosen"] is None else ""
-        lines.append(
-            f"{k}. {'right' if d['right'] else 'WRONG'}: chose {d['chosen']}, correct {d['correct']}{how} — {options}"
-        )
-    return "\n".join(lines)
-
-
 @task
+@task_arguments(TASK_NAME, [f.name for f in dataclasses.fields(InterpretConfig)])
 def find_interpret(
     judge: Any = "embedded-evaluator",
     judge_mode: str | None = None,
@@ -399,15 +369,19 @@ def find_interpret(
     ``settings``: ``findbench interpret``'s (:class:`~findbench.interpret.config.InterpretConfig`,
     which checks them), for one ``method``; rows as :func:`find_samples`, the episode as
     :func:`find_agent`; a reference ``interpreter`` answers without a model. ``judge``
-    (``None``/``"none"``: descriptions unscored) as ``findbench evaluate``'s."""
-    from findbench.interpret.config import InterpretConfig
-
+    (``None``/``"none"``: descriptions unscored) as ``findbench evaluate``'s; the ``judge`` model role
+    (``--model-role judge=…``) replaces it. Arguments, the eval's findbench models and the judge are
+    checked here, each refusal one line naming its ``-T`` argument or option (:func:`task_arguments`)."""
     settings.pop("model", None)  # Inspect passes its --model to every task: that model is the interpreter
     if settings.get("interpreter") is None:
         settings.pop("interpreter", None)
     cfg = InterpretConfig(**settings)
     if len(cfg.method) != 1:
         raise UsageError(f"method: the task runs one method, got {','.join(cfg.method)}")
+    if judge_mode is not None:
+        _checks.one_of("--judge-mode", judge_mode, JUDGE_MODES)
+    models = eval_models()
+    check_models([JUDGE_ROLE], models)
     samples = find_samples(
         cfg.configs,
         cfg.method[0],
@@ -422,7 +396,13 @@ def find_interpret(
     present = {s.metadata["row"]["category"] for s in samples}
     judged = judge not in (None, "none") and bool(present - {"numeric"})
     if judged:
-        _check_judge(judge)
+        from findbench.interpret.roles import check_judge, check_role_judge
+
+        role = models.get(f"--model-role {JUDGE_ROLE}")
+        if role is not None:
+            check_role_judge(role)
+        else:
+            check_judge(judge)
     scorers = [
         s
         for s, wanted in (
@@ -436,7 +416,7 @@ def find_interpret(
         scorers.append(
             unit_test_accuracy(judge, judge_mode=judge_mode, judge_model=judge_model, judge_cache=judge_cache)
         )
-    return interpret_task(
+    built = interpret_task(
         samples,
         scorers,
         rounds=cfg.rounds,
@@ -447,6 +427,8 @@ def find_interpret(
         structured_outputs=cfg.structured_outputs,
         interpreter=cfg.reference,
     )
+    # a reference answers without a model: Inspect shows the run's model as none/<reference>
+    return task_with(built, model=inspect_model_name(cfg.reference)) if cfg.reference else built
 
 
 def interpret_task(
@@ -512,11 +494,16 @@ class FindbenchModelAPI(ModelAPI):
         lm = model_args.pop("lm", None)
         if base_url is not None:
             model_args.setdefault("model", model_name)
-        self._spec = lm if lm is not None else (base_url or model_name)
+        self.spec = lm if lm is not None else (base_url or model_name)  #: the findbench LM spec (or LM)
         self._options = model_args
         self._lm: Any = None
         self._load_lock = threading.Lock()
         self._lock: Any = contextlib.nullcontext()  # a threading.Lock once a non-thread-safe LM is loaded
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the findbench LM is loaded."""
+        return self._lm is not None
 
     @property
     def lm(self) -> Any:
@@ -525,7 +512,7 @@ class FindbenchModelAPI(ModelAPI):
             if self._lm is None:
                 from findbench.lm import load_lm
 
-                self._lm = load_lm(self._spec, cache=self._cache, **self._options)
+                self._lm = load_lm(self.spec, cache=self._cache, **self._options)
                 if not _thread_safe(self._lm):
                     self._lock = threading.Lock()
             return self._lm
@@ -586,31 +573,15 @@ def findbench_model_api() -> type[ModelAPI]:
     return FindbenchModelAPI
 
 
-def _is_inspect_provider(name: str) -> bool:
-    """Whether Inspect has a model API ``name`` (``findbench`` is this module's), by its public
-    ``registry_create``: an unknown name is a LookupError; a known provider's class, given no
-    model name, fails to bind its arguments (TypeError) or asks for its optional package first."""
-    from inspect_ai.util import registry_create
-
-    if name == "findbench":
-        return True
-    try:
-        registry_create("modelapi", name)
-    except LookupError:
-        return False
-    except Exception:  # found: its class refused to be built without a model name
-        return True
-    return True
-
-
 def inspect_model_name(interpreter: str) -> str:
-    """The Inspect model for an interpreter: ``"none"`` for the references; ``<provider>/<model>`` as
+    """The Inspect model for an interpreter: ``none/<name>`` for the references (no model; Inspect
+    shows the name); ``<provider>/<model>`` as
     is when Inspect knows the provider; any other spec (``embedded``, a folder, a Hub id, a URL) as
     ``findbench/<spec>``."""
     if interpreter in REFERENCE_INTERPRETERS:
-        return "none"
+        return f"none/{interpreter}"
     head, sep, _ = interpreter.partition("/")
     if sep and head and not interpreter.startswith(("http://", "https://")) and not Path(interpreter).exists():
-        if _is_inspect_provider(head):
+        if is_inspect_provider(head):
             return interpreter
     return f"findbench/{interpreter}"

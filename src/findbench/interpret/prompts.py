@@ -257,7 +257,7 @@ def turn_constraint(category: str, *, answer_only: bool = False) -> Constraint:
 
 
 #: The text each task prompt shows after ``[DESCRIPTION]:`` as the form of an answer: an answer
-#: that only repeats it is degenerate (:func:`findbench.interpret.floors.degenerate_reasons`).
+#: that only repeats it is degenerate (:func:`findbench._guards.degenerate_reasons`).
 DESCRIPTION_PLACEHOLDERS = tuple(
     dict.fromkeys(
         line.split("[DESCRIPTION]:", 1)[1].strip()

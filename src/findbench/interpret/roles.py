@@ -22,6 +22,7 @@ The mode is ``judge_mode`` where given, else the one the served judge records
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from findbench.judge import judge_mode_of, load_judge
@@ -29,6 +30,45 @@ from findbench.judge.scoring import unwrap_lm
 
 #: The name of the judge's model role.
 JUDGE_ROLE = "judge"
+
+
+def _unreadable(model: Any) -> str:
+    return (
+        f"--model-role {JUDGE_ROLE}={model}: findbench's judge reads log-probabilities from an "
+        "OpenAI-compatible server (vllm/<model> with base_url, openai-api/…) or a findbench model "
+        "(findbench/<spec>); this model has neither"
+    )
+
+
+def check_judge(judge: Any, option: str = "judge") -> None:
+    """Fail before any episode runs when ``judge`` names no model (UsageError) or a registered judge
+    (``embedded-evaluator``) that is not available (FileNotFoundError), naming ``option``."""
+    from findbench.models import REGISTRY, check_spec, resolve
+
+    if not isinstance(judge, str) or judge.startswith(("http://", "https://")) or Path(judge).is_dir():
+        return
+    check_spec(judge, flag=option)
+
+    if judge in REGISTRY:
+        try:
+            resolve(judge)
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(
+                f"{option}: {exc}; or pass judge=none (-T judge=none) to leave descriptions unscored "
+                "here (findbench evaluate scores them later)"
+            ) from None
+
+
+def check_role_judge(model: Any) -> None:
+    """Fail before any episode runs when the ``judge`` role names a model :func:`role_judge` cannot
+    read: a registered findbench judge not available (:func:`check_judge`) or a provider that is no
+    OpenAI-compatible server (ValueError naming the role)."""
+    from findbench.lm.inspect_lm import is_findbench_model, served_at
+
+    if is_findbench_model(model):
+        check_judge(model.api.spec, option=f"--model-role {JUDGE_ROLE}={model}")
+    elif served_at(model) is None and not hasattr(model.api, "adapter"):  # a vllm/… model finds its URL later
+        raise ValueError(_unreadable(model))
 
 
 def judge_model_of(judge: Any, *, judge_model: str | None = None, judge_cache: str | None = None) -> Any:
@@ -60,10 +100,6 @@ async def role_judge(model: Any, *, judge_mode: str | None = None, judge_cache: 
         return lm, judge_mode or judge_mode_of(api.base_url or api.model_name, judge_model=served)
     served = await endpoint(model)
     if served is None:
-        raise ValueError(
-            f"--model-role {JUDGE_ROLE}={model}: findbench's judge reads log-probabilities from an "
-            "OpenAI-compatible server (vllm/<model> with base_url, openai-api/…) or a findbench model "
-            "(findbench/<spec>); this model has neither"
-        )
+        raise ValueError(_unreadable(model))
     url, name = served
     return load_judge(url, judge_model=name, cache=judge_cache), judge_mode or judge_mode_of(url, judge_model=name)

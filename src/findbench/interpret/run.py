@@ -18,17 +18,19 @@ logs, each written once and renamed into place; a rerun runs only the missing on
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
 import os
+import sys
 from collections.abc import Iterable, Mapping, Set
 from pathlib import Path
 from typing import Any
 
 from findbench._io import atomic_dir, atomic_write_json
 from findbench._version import __version__
-from findbench.constants import UsageError
+from findbench.constants import Interrupted, UsageError
 from findbench.interpret.config import InterpretConfig
 from findbench.interpret.episode import DEFAULT_API_MAX_TOKENS, Episode, read_episode_file
 from findbench.interpret.logs import LOG_DIR
@@ -134,6 +136,47 @@ def _task_samples(log_dir: Path, method: str, samples: list[Any], missing: list[
     return groups + ([[s for s in missing if str(s.id) in left]] if left else [])
 
 
+#: The run that logs a line per finished episode (:class:`_EpisodeLines`): ``{"done", "total"}``.
+_LINES: dict[str, int] = {}
+
+
+@functools.cache
+def _episode_lines() -> Any:
+    """Inspect's hook (registered once) that logs ``episode 3/12 done: strings/f00002 (aia)`` while
+    :data:`_LINES` is set: a run without a terminal shows its progress."""
+    from inspect_ai.hooks import Hooks, SampleEnd, hooks
+
+    @hooks(name="findbench_episode_lines", description="findbench interpret: a line per finished episode")
+    class EpisodeLines(Hooks):
+        def enabled(self) -> bool:
+            return bool(_LINES)
+
+        async def on_sample_end(self, data: SampleEnd) -> None:
+            _LINES["done"] += 1
+            sample = data.sample
+            error = f", error: {sample.error.message.splitlines()[0][:200]}" if sample.error else ""
+            logger.info("episode %d/%d done: %s (%s)%s", _LINES["done"], _LINES["total"], sample.id,
+                        (sample.metadata or {}).get("method", "?"), error)
+
+    return EpisodeLines
+
+
+def _left(log_dir: Path, pending: Mapping[str, list[Any]]) -> int:
+    """How many of the ``pending`` episodes (method -> samples) no log in ``log_dir`` holds
+    finished without error: what a rerun runs."""
+    from findbench.interpret.logs import read_log
+
+    left = {(m, str(s.id)) for m, ss in pending.items() for s in ss}
+    for path in log_dir.glob("*.eval"):
+        try:
+            log = read_log(path)
+        except ValueError:  # a log cut short by the interrupt holds nothing finished
+            continue
+        method = log.eval.task.removeprefix("find_interpret_")
+        left -= {(method, str(s.id)) for s in log.samples or [] if s.error is None}
+    return len(left)
+
+
 def export_episodes(out: str | os.PathLike, log: Any, missing: Set[tuple[str, str]]) -> set[tuple[str, str]]:
     """Write the episodes of ``log`` (an ``EvalLog``, its samples read from ``log.location`` when it
     has none, or a log path) that ``missing`` names (``(method, function_id)``) to the run folder
@@ -188,11 +231,7 @@ def run_interpretations(
         if not all(isinstance(r, Mapping) for r in rows):
             raise TypeError("rows must be an iterable of rows (mappings)")
         data, source = None, "rows"
-    elif cfg.data is not None:
-        if not Path(cfg.data).is_dir():
-            raise FileNotFoundError(
-                f"--data: data folder {cfg.data} does not exist (run `findbench build --out {cfg.data}`)"
-            )
+    elif cfg.data is not None:  # a folder (InterpretConfig checked it)
         data, source = str(Path(cfg.data).resolve()), "data"
     else:
         data, source = None, "procedural"
@@ -231,7 +270,7 @@ def run_interpretations(
     }
 
     out = Path(cfg.out)
-    model_name = "none" if reference else inspect_model_name(name)
+    model_name = inspect_model_name(name)
     findbench_model = model_name.startswith("findbench/")
     if cfg.protocol == "tools" and findbench_model:
         raise UsageError(
@@ -269,13 +308,8 @@ def run_interpretations(
         m: [s for s in ss if not is_complete_episode(episode_dir(out, str(s.id), m))] for m, ss in samples.items()
     }
     todo = sum(map(len, pending.values()))
-    logger.info(
-        "%d episodes, %d already done, %d to run -> %s",
-        sum(map(len, samples.values())),
-        sum(map(len, samples.values())) - todo,
-        todo,
-        out,
-    )
+    total, to_run = sum(map(len, samples.values())), _left(out / LOG_DIR, pending) if todo else 0
+    logger.info("%d episodes, %d already done, %d to run -> %s", total, total - to_run, to_run, out)
     if not todo:
         if record is not None:
             atomic_write_json(out / RUN_INFO, record)
@@ -313,7 +347,12 @@ def run_interpretations(
         if missing
         for ss in _task_samples(out / LOG_DIR, m, samples[m], missing)
     ]
-    level = logging.getLogger().level  # Inspect sets the root logger's level to its own
+    # Inspect sets the root logger's level to its own: findbench's records keep the caller's
+    level, own = logging.getLogger().level, logging.getLogger("findbench").level
+    logging.getLogger("findbench").setLevel(level)
+    if not (sys.stdout.isatty() and sys.stderr.isatty()):  # no live display: a line per finished episode
+        _episode_lines()
+        _LINES.update(done=0, total=to_run)
     try:
         if not reference:
             current = record or json.loads((out / RUN_INFO).read_text(encoding="utf-8"))
@@ -338,8 +377,12 @@ def run_interpretations(
             display=display or (None if progress else "none"),
             log_format="eval",
         )
+    except KeyboardInterrupt:
+        raise Interrupted(f"{_left(out / LOG_DIR, pending)} episodes left") from None
     finally:
+        _LINES.clear()
         logging.getLogger().setLevel(level)
+        logging.getLogger("findbench").setLevel(own)
         if findbench_model:
             inspect_model.api.close()
     unfinished = []

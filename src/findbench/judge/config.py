@@ -3,8 +3,7 @@
 
 :class:`JudgeCardConfig` is what :func:`findbench.judge.card.judge_card` takes; FIND's Table A3
 (true vs wrong descriptions, untuned vs tuned) is the card with ``rungs=["true", "other"]`` and a
-``baseline``. :class:`JudgeReportConfig` keeps ``findbench judge-report``'s flags for one release
-(:func:`findbench.judge.report.judge_report` runs the card); :class:`JudgeDataConfig` is
+``baseline``. :class:`JudgeDataConfig` is
 ``findbench judge-data``'s (:func:`findbench.judge.data.build_judge_data`).
 """
 
@@ -13,7 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 from dataclasses import MISSING, dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from findbench import _checks
 from findbench._config import Csv, arg, flag
@@ -24,7 +23,7 @@ from findbench.judge.scoring import JUDGE_MODES
 #: ``tests=``: which unit tests judge the descriptions: the rows' ``unit_tests`` (FIND's), their
 #: ``unit_tests_near`` or both.
 TESTS = ("find", "near", "both")
-#: The card's ladder of descriptions, from the right one to none (:data:`findbench.judge.card.RUNG_DEFINITIONS`).
+#: The card's ladder of descriptions, from the right one to none (:data:`findbench.judge.ladder.RUNG_DEFINITIONS`).
 RUNGS = ("true", "partial", "near_miss", "other", "constant", "empty")
 #: Every rung a card can judge (``rungs=``): the ladder, then the gaming probes.
 ALL_RUNGS = (*RUNGS, *PROBE_RUNGS)
@@ -117,53 +116,6 @@ class JudgeCardConfig:
 
 
 @dataclass
-class JudgeReportConfig:
-    """deprecated (runs judge-card with --rungs true,other): judge accuracy on held-out functions, true vs wrong
-    descriptions, before vs after (FIND Table A3)"""
-
-    judge: Any = arg(MISSING, "judge folder, 'embedded-evaluator', a Hub id or server URL")
-    baseline: Any = arg(None, "second judge reported as 'before' (e.g. embedded)")
-    out: str | None = arg("evaluator-report", "report folder: CSV, JSON, PNG")
-    limit: int | None = arg(15, "held-out functions per category")
-    categories: Csv = arg(_CATEGORIES, "comma-separated categories")
-    source: str = arg("procedural", "functions to judge", choices=["procedural", "find-v1"])
-    data: str | None = arg(
-        None, "procedural: dataset folder written by `findbench build` (default: regenerate the functions)"
-    )
-    data_dir: str | None = arg(None, "find-v1: folder of the original release (src/find-dataset layout)")
-    evaluator_data: str | None = arg(None, "judge data folder whose recorded function split to use")
-    judge_cache: str | None = arg(None, "sqlite file caching the judge's answers (fixed models only)")
-    baseline_cache: str | None = arg(None, "sqlite file caching the baseline's answers (reruns score only --judge)")
-    mode: str | None = arg(None, _MODE, choices=JUDGE_MODES)
-    baseline_mode: Csv = arg(None, "the baseline's mode(s), comma-separated, e.g. logprob,pmi (default: as for --mode)")
-    seed: int = arg(0, "seed of the sample and the wrong descriptions")
-    batch_size: int = arg(8, "judge prompts per batch")
-    function_seed: int = arg(0, "procedural: seed the functions are regenerated from (without --data)")
-    data_seed: int = arg(0, "procedural: seed of the judge-data split (without --evaluator-data)")
-    heldout_fraction: float = arg(0.2, "procedural: fraction of function groups the judge-data split holds out")
-
-    def __post_init__(self) -> None:
-        _check_judge("judge", self.judge)
-        if self.baseline is not None:
-            _check_judge("baseline", self.baseline)
-        _checks.one_of("source", self.source, ("procedural", "find-v1"))
-        _checks.integer("limit", self.limit, 2, optional=True)  # wrong descriptions need two functions
-        self.categories = _checks.str_list("categories", self.categories)
-        if self.source == "procedural" and self.data_dir is not None:
-            raise UsageError(
-                "data_dir names a find-v1 release folder; with source='procedural' give the built folder as data"
-            )
-        if self.source == "find-v1" and self.data is not None:
-            raise UsageError(
-                "data names a `findbench build` folder; with source='find-v1' give the release folder as data_dir"
-            )
-        if self.mode is not None:
-            _checks.one_of("mode", self.mode, JUDGE_MODES)
-        self.baseline_mode = _modes("baseline_mode", self.baseline_mode)
-        _checks.integer("seed", self.seed)
-
-
-@dataclass
 class JudgeDataConfig:
     """judge training data: simulated unit tests with ground-truth descriptions (FIND app. F1)"""
 
@@ -173,13 +125,15 @@ class JudgeDataConfig:
     seed: int = arg(0, "seed of the function split and the draws")
     heldout_fraction: float = arg(0.2, "fraction of function groups held out")
     data: str | None = arg(None, "take function rows from a `findbench build` folder (default: procedural, seed 0)")
+    n_near: int | None = arg(None, "more training rows: the training functions' near-miss unit tests (same input, "
+                                   "outputs of near misses of the function); default n/2")
+    negatives: bool = arg(True, "each training row lists the descriptions that must lose to its truth (near misses' "
+                                "own, examples-only, hedged, category-generic) for train-judge's pairwise term",
+                          no_help="no losing descriptions")
+    extra_string_functions: int = arg(0, "more strings training functions from the generator's next seeds, none with "
+                                         "the code or description of a function of --data / seed 0")
 
+    def __post_init__(self) -> None:
+        _checks.integer("n_near", self.n_near, 0, optional=True)
+        _checks.integer("extra_string_functions", self.extra_string_functions, 0)
 
-@dataclass
-class TrainJudgeConfig:
-    """fine-tune the judge with accelerate + peft (defaults: the embedded-evaluator recipe); `findbench train-judge
-    --help` lists the training flags"""
-
-    #: Its flags are :class:`findbench.judge.train.TrainArgs`', read from the command line's rest
-    #: by :func:`findbench.judge.train.parse_train_args`.
-    REST: ClassVar[bool] = True

@@ -7,6 +7,13 @@ is drawn (strings: the function; relations: a base relation with its corrupted v
 entities: concepts, a function mixing held-out and trained concepts is ``excluded``).
 Distractors come from functions of the same split sharing no group, and never from what the
 function itself produces.
+
+Training functions also get rows that only a rule answers (:func:`build_judge_rows`' ``n_near``):
+their near-miss unit tests (``unit_tests_near``: the same input with the outputs of near misses of
+the function). With ``negatives``, every training row carries the descriptions that must lose to
+the truth on its unit test (:data:`NEGATIVE_KINDS`), which train-judge's comparative term reads.
+Strings can add training functions from other seeds of the generator (``extra_rows``), never one
+whose code or description is a split function's.
 """
 
 from __future__ import annotations
@@ -21,16 +28,22 @@ from pathlib import Path
 from typing import Any
 
 from findbench._checks import integer, positive_int, str_list
-from findbench._lazy import renamed
-from findbench.constants import JUDGE_CATEGORIES
-from findbench.judge.scoring import judge_category
+from findbench.constants import CONSTANT_DESCRIPTIONS, JUDGE_CATEGORIES, UsageError
+from findbench.judge.scoring import judge_category, normalize_unit_test
 
 log = logging.getLogger(__name__)
 
 #: Bumped when the rows change for the same arguments.
-DATA_VERSION = "2"
+DATA_VERSION = "3"
 SPLIT_FILE = "function_splits.json"
 _N_OPTIONS = 3
+#: The descriptions that must lose to the truth on a training row (column ``negatives``): a near miss's
+#: own description (for strings, of the near misses that give the test's wrong outputs), the function's
+#: observed pairs on other inputs with no rule, the truth hedged among 1, 2 or 4 other functions'
+#: descriptions or with its near miss, and the category-generic description.
+NEGATIVE_KINDS = ("near_miss", "examples_only", "hedged_1", "hedged_2", "hedged_4", "hedged_near", "constant")
+#: Near-miss descriptions a row carries at most.
+_NEAR_PER_TEST = 2
 
 
 def _groups(row: Mapping[str, Any]) -> list[str]:
@@ -106,10 +119,108 @@ def _consistency_check(row: Mapping[str, Any]) -> Callable[[Any], bool] | None:
     return produces
 
 
-def _draw_rows(rows: Sequence[Mapping[str, Any]], n: int, split: str, rng: random.Random) -> list[dict]:
-    """``n`` judge rows from ``rows`` (all of one category and one split)."""
+def _judge_row(row: Mapping[str, Any], unit_test: dict, split: str, test_set: str, negatives: list[dict]) -> dict:
+    """One judge row: ``row``'s truth shown with ``unit_test`` (of the test set ``find`` or ``near``)."""
     from findbench.judge.scoring import render_judge_prompt, render_judge_target
 
+    return {
+        "messages": render_judge_prompt(row["description"], unit_test, row["category"]),
+        "target": render_judge_target(unit_test),
+        "description": row["description"],
+        "category": row["category"],
+        "function_id": row["function_id"],
+        "correct": int(unit_test["correct"]),
+        "split": split,
+        "unit_test": json.dumps(unit_test, ensure_ascii=False, sort_keys=True),
+        "test_set": test_set,
+        "negatives": json.dumps(negatives, ensure_ascii=False),
+    }
+
+
+class _Losers:
+    """The descriptions that must lose to each function's truth (:data:`NEGATIVE_KINDS`), from the
+    probes' and the card ladder's builders over ``rows`` (one category, one split: the only pool)."""
+
+    def __init__(self, rows: Sequence[Mapping[str, Any]], seed: int, encoder: Any = None):
+        from findbench.judge.ladder import _near_misses
+        from findbench.judge.probes import hedged_description, observed_pairs, probe_ladder
+
+        category = rows[0]["category"]
+        if category != "strings" and encoder is None:
+            from findbench.lm.encoder import load_encoder
+
+            encoder = load_encoder()
+        seen = [i for i, r in enumerate(rows) if observed_pairs(r, rows, seed=seed)]  # the probes need observations
+        probes, _ = probe_ladder([rows[i] for i in seen], category, rows, seed=seed) if seen else ({}, [])
+        kinds = ("examples_only", "hedged_1", "hedged_2", "hedged_4")
+        fixed = {i: [(kind, probes[kind][j]) for kind in kinds] for j, i in enumerate(seen)}
+        near = [text for text, _ in _near_misses(rows, category, rows, seed, encoder)]  # the card's near_miss rung
+        self.rows, self.near = rows, near
+        self.fixed = [
+            fixed.get(i, [])
+            + [("hedged_near", hedged_description(r["description"], [near[i]], random.Random(f"{seed}:{i}:hedge"))),
+               ("constant", CONSTANT_DESCRIPTIONS[category])]
+            for i, r in enumerate(rows)
+        ]
+        self.misses = [_string_misses(r, seed) if category == "strings" else [] for r in rows]
+
+    def __call__(self, i: int, unit_test: Mapping[str, Any]) -> list[dict]:
+        """``[{"kind", "description"}]`` for function ``i`` on ``unit_test``: each text once, never the truth."""
+        near = [self.near[i]]
+        if self.misses[i]:  # strings: the near misses giving the wrong options, then others wrong on the truth's
+            k = int(unit_test["correct"]) - 1
+            x, y = unit_test["inputs"][k], unit_test["outputs"][k]
+            wrong = [(a, b) for j, (a, b) in enumerate(zip(unit_test["inputs"], unit_test["outputs"])) if j != k]
+            ok = [(g, d) for g, d in self.misses[i] if _gives(g, x) not in (None, y)]
+            near = [d for a, b in wrong for g, d in ok if _gives(g, a) == b][:_NEAR_PER_TEST]
+            near += [d for _, d in ok if d not in near][: _NEAR_PER_TEST - len(near)]
+        truth, seen, out = str(self.rows[i]["description"]).strip(), set(), []
+        for kind, text in [("near_miss", d) for d in near] + self.fixed[i]:
+            if text.strip() and text.strip() != truth and text not in seen:
+                seen.add(text)
+                out.append({"kind": kind, "description": text})
+        return out
+
+
+def _gives(fn: Callable[[str], str], x: str) -> str | None:
+    try:
+        return str(fn(x))
+    except Exception:  # noqa: BLE001 - a near miss failing on an input gives no output there
+        return None
+
+
+def _string_misses(row: Mapping[str, Any], seed: int) -> list[tuple[Callable[[str], str], str]]:
+    """The near misses of a strings function (:func:`findbench.find.strings.near_miss_steps`, the
+    machinery of ``unit_tests_near``): each as its function and its own description."""
+    from findbench.find.strings import describe, make_function, near_miss_steps, validate_params
+
+    misses = near_miss_steps(validate_params(row["params"]), random.Random(f"{seed}:{row['function_id']}:misses"))
+    return [(make_function({"ops": [{"op": s.name, "params": p} for s, p in m]}), describe(m)) for m in misses]
+
+
+def _draw_near_rows(rows: Sequence[Mapping[str, Any]], n: int, split: str, rng: random.Random,
+                    losers: _Losers | None) -> list[dict]:
+    """``n`` judge rows of the functions' near-miss unit tests, visiting the functions in turn."""
+    have = [i for i, r in enumerate(rows) if r.get("unit_tests_near")]
+    if n <= 0 or not have:
+        if n > 0 and rows:
+            log.warning("%s/%s: no function has unit_tests_near: no near-miss rows", rows[0]["category"], split)
+        return []
+    order: list[int] = []
+    while len(order) < n:
+        block = list(have)
+        rng.shuffle(block)
+        order.extend(block)
+    out = []
+    for i in order[:n]:
+        unit_test = normalize_unit_test(rng.choice(rows[i]["unit_tests_near"]))
+        out.append(_judge_row(rows[i], unit_test, split, "near", losers(i, unit_test) if losers else []))
+    return out
+
+
+def _draw_rows(rows: Sequence[Mapping[str, Any]], n: int, split: str, rng: random.Random,
+               losers: _Losers | None = None) -> list[dict]:
+    """``n`` judge rows from ``rows`` (all of one category and one split)."""
     if n <= 0:
         return []
     category = rows[0]["category"]
@@ -150,18 +261,44 @@ def _draw_rows(rows: Sequence[Mapping[str, Any]], n: int, split: str, rng: rando
             unit_test = {"inputs": list(options), "outputs": None, "correct": pos}
         else:
             unit_test = {"inputs": [o[0] for o in options], "outputs": [o[1] for o in options], "correct": pos}
-        out.append(
-            {
-                "messages": render_judge_prompt(rows[i]["description"], unit_test, category),
-                "target": render_judge_target(unit_test),
-                "description": rows[i]["description"],
-                "category": category,
-                "function_id": rows[i]["function_id"],
-                "correct": pos,
-                "split": split,
-                "unit_test": json.dumps(unit_test, ensure_ascii=False, sort_keys=True),
-            }
-        )
+        out.append(_judge_row(rows[i], unit_test, split, "find", losers(i, unit_test) if losers else []))
+    return out
+
+
+def _apart(extra: list[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]], category: str) -> list[Mapping]:
+    """The extra training functions of ``category`` that are none of ``rows`` (by id, code or description)."""
+    ids = {r["function_id"] for r in rows}
+    texts = {str(r.get(k) or "").strip() for r in rows for k in ("code", "description")} - {""}
+    kept, seen = [], set()
+    for r in extra:
+        if r.get("category") != category or not r.get("unit_tests") or not str(r.get("description") or "").strip():
+            raise ValueError(f"extra_rows[{category!r}]: {r.get('function_id')} is no {category} function with "
+                             "a description and unit tests")
+        own = {str(r.get(k) or "").strip() for k in ("code", "description")} - {""}
+        if r["function_id"] not in ids | seen and not own & texts:
+            kept.append(r)
+            seen.add(r["function_id"])
+            texts |= own
+    if len(kept) < len(extra):
+        log.info("%s: %d extra functions left out (a split function's id, code or description)",
+                 category, len(extra) - len(kept))
+    return kept
+
+
+def extra_string_rows(n: int, rows: Sequence[Mapping[str, Any]], *, function_seed: int = 0) -> list[dict]:
+    """``n`` strings functions from the generator's next seeds (``function_seed + 1``, ...), renamed
+    ``strings/seed<s>-fNNNNN``, none with the code or description of ``rows`` (the evaluation rows)."""
+    from findbench.find import load_rows
+
+    out: list[dict] = []
+    seed = function_seed
+    while len(out) < n:
+        seed += 1
+        if seed > function_seed + 50:
+            raise ValueError(f"extra_string_functions: fewer than {n} new functions in 50 generator seeds")
+        fresh = [{**r, "function_id": f"strings/seed{seed}-{r['function_id'].split('/')[-1]}"}
+                 for r in load_rows("strings", seed=seed)]
+        out.extend(_apart(fresh, [*rows, *out], "strings")[: n - len(out)])
     return out
 
 
@@ -176,10 +313,21 @@ def build_judge_rows(
     n_heldout: int | None = None,
     seed: int = 0,
     heldout_fraction: float = 0.2,
+    n_near: int = 0,
+    negatives: bool = False,
+    extra_rows: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+    encoder: Any = None,
 ) -> tuple[list[dict], list[dict], dict[str, str]]:
     """``(train_rows, heldout_rows, function_splits)`` from function rows, in memory: ``n`` training
-    rows split evenly across the categories, ``n_heldout`` (default ``n // 10``) from held-out functions."""
+    rows split evenly across the categories, ``n_heldout`` (default ``n // 10``) from held-out functions.
+
+    ``n_near`` more training rows are the training functions' near-miss unit tests; with
+    ``negatives`` each training row lists the descriptions that must lose to its truth (``encoder``:
+    the card ladder's, for entity and relation near misses). ``extra_rows`` (per category) are more
+    training functions, none of them split: one whose id, code or description is a split row's is left out.
+    """
     positive_int("n", n)
+    integer("n_near", n_near, 0)
     n_heldout = n // 10 if n_heldout is None else integer("n_heldout", n_heldout, 0)
     if not isinstance(rows_by_category, Mapping) or not rows_by_category:
         raise ValueError("rows_by_category must be a non-empty mapping category -> rows")
@@ -189,8 +337,9 @@ def build_judge_rows(
     train: list[dict] = []
     held: list[dict] = []
     splits: dict[str, str] = {}
-    for (key, rows), cat, n_c, h_c in zip(
-        rows_by_category.items(), cats, _shares(n, len(cats)), _shares(n_heldout, len(cats))
+    for (key, rows), cat, n_c, h_c, near_c in zip(
+        rows_by_category.items(), cats, _shares(n, len(cats)), _shares(n_heldout, len(cats)),
+        _shares(n_near, len(cats)),
     ):
         for i, r in enumerate(rows):
             if r.get("category") != cat:
@@ -205,14 +354,20 @@ def build_judge_rows(
         by_split = defaultdict(list)
         for r in rows:
             by_split[cat_split[r["function_id"]]].append(r)
+        extra = _apart(list((extra_rows or {}).get(key) or (extra_rows or {}).get(cat) or []), rows, cat)
+        splits.update({r["function_id"]: "train" for r in extra})
+        by_split["train"].extend(extra)
         log.info(
-            "%s: %d train / %d held-out / %d excluded functions",
+            "%s: %d train (%d extra) / %d held-out / %d excluded functions",
             cat,
             len(by_split["train"]),
+            len(extra),
             len(by_split["heldout"]),
             len(by_split["excluded"]),
         )
-        train.extend(_draw_rows(by_split["train"], n_c, "train", rng))
+        losers = _Losers(by_split["train"], seed, encoder) if negatives and by_split["train"] else None
+        train.extend(_draw_rows(by_split["train"], n_c, "train", rng, losers))
+        train.extend(_draw_near_rows(by_split["train"], near_c, "train", rng, losers))
         if h_c and len(by_split["heldout"]) >= 2:
             held.extend(_draw_rows(by_split["heldout"], h_c, "heldout", rng))
     random.Random(f"{seed}:shuffle").shuffle(train)
@@ -263,7 +418,8 @@ def build_judge_data(
     """Write the judge's training data to the folder ``cfg.out`` (replaced atomically) and return it.
 
     ``cfg``: :class:`~findbench.judge.config.JudgeDataConfig` (``findbench judge-data``'s flags:
-    ``out``, ``n``, ``n_heldout``, ``seed``, ``heldout_fraction``, ``data``); the keyword form
+    ``out``, ``n``, ``n_heldout``, ``seed``, ``heldout_fraction``, ``data``, ``n_near``, ``negatives``,
+    ``extra_string_functions``); the keyword form
     ``build_judge_data(out, n=..., ...)`` builds the same config. The folder holds
     ``data/{train,validation}-00000-of-00001.parquet``, a README card that makes
     ``datasets.load_dataset(out)`` work offline, and ``function_splits.json``. The functions come
@@ -280,23 +436,32 @@ def build_judge_data(
     cfg = config_of(JudgeDataConfig, cfg, settings, function="build_judge_data", first="out")
     out, n, n_heldout, seed, heldout_fraction, data = (cfg.out, cfg.n, cfg.n_heldout, cfg.seed, cfg.heldout_fraction,
                                                        cfg.data)
+    n_near = n // 2 if cfg.n_near is None else cfg.n_near
 
     if rows_by_category is None:
         cats = [judge_category(c) for c in str_list("categories", categories)]
         rows_by_category = {c: load_rows(c, seed=function_seed, data=data) for c in cats}
+    extra = {}
+    if cfg.extra_string_functions:
+        strings = [rows for key, rows in rows_by_category.items() if judge_category(key) == "strings"]
+        if not strings:
+            raise UsageError("extra_string_functions needs the strings category")
+        extra["strings"] = extra_string_rows(cfg.extra_string_functions, strings[0], function_seed=function_seed)
     train, held, splits = build_judge_rows(
-        rows_by_category, n=n, n_heldout=n_heldout, seed=seed, heldout_fraction=heldout_fraction
+        rows_by_category, n=n, n_heldout=n_heldout, seed=seed, heldout_fraction=heldout_fraction, n_near=n_near,
+        negatives=cfg.negatives, extra_rows=extra,
     )
     per_category: dict[str, dict[str, int]] = {}
     for cat, rows in rows_by_category.items():
         cat = judge_category(cat)
         ids = [r["function_id"] for r in rows]
         per_category[cat] = {
-            "train_functions": sum(splits[i] == "train" for i in ids),
+            "train_functions": sum(splits[i] == "train" for i in ids) + len(extra.get(cat, ())),
             "heldout_functions": sum(splits[i] == "heldout" for i in ids),
             "excluded_functions": sum(splits[i] == "excluded" for i in ids),
             "train_rows": sum(r["category"] == cat for r in train),
             "heldout_rows": sum(r["category"] == cat for r in held),
+            "near_rows": sum(r["category"] == cat and r["test_set"] == "near" for r in train),
         }
     meta = {
         "findbench_version": __version__,
@@ -305,6 +470,9 @@ def build_judge_data(
         "n_heldout": len(held),
         "seed": seed,
         "heldout_fraction": heldout_fraction,
+        "n_near": n_near,
+        "negatives": cfg.negatives,
+        "extra_string_functions": cfg.extra_string_functions,
         "function_seed": function_seed,
         "function_source": str(data) if data is not None else "procedural",
         "per_category": per_category,
@@ -320,6 +488,8 @@ def build_judge_data(
             "correct": datasets.Value("int32"),
             "split": text,
             "unit_test": text,
+            "test_set": text,
+            "negatives": text,
         }
     )
     with atomic_dir(out) as tmp:
@@ -342,14 +512,12 @@ def build_judge_data(
 def default_data_dir(*, n: int = 30000, seed: int = 0) -> Path:
     """The cached judge data folder for ``(n, seed)`` from the procedural functions, built on first
     use; its name carries the generators' fingerprint, so stale data is never reused."""
-    from filelock import FileLock
-
-    from findbench._io import cache_dir
+    from findbench._io import cache_dir, cache_lock
     from findbench.find.rows import generator_fingerprint
 
     root = cache_dir("evaluator-data")
     path = root / f"n{n}-seed{seed}-v{DATA_VERSION}-{generator_fingerprint()}"
-    with FileLock(str(root / f"{path.name}.lock")):
+    with cache_lock(path, f"building the judge data (n={n}, seed {seed})"):
         if not (path / SPLIT_FILE).is_file():
             build_judge_data(path, n=n, seed=seed)
     return path
@@ -411,8 +579,3 @@ def heldout_rows(
     if len(held) < 2:
         raise ValueError(f"{category}: fewer than two held-out functions with descriptions and unit tests")
     return held
-
-
-build_evaluator_rows = renamed(build_judge_rows, "build_evaluator_rows")
-build_evaluator_data = renamed(build_judge_data, "build_evaluator_data")
-load_evaluator_data = renamed(load_judge_data, "load_evaluator_data")

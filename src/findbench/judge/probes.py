@@ -1,7 +1,9 @@
 """Gaming probes for judges: descriptions that earn unit-test credit without stating the rule.
 
 A scorer deserves trust when a function's true description scores above every description
-that only games it. :func:`probe_ladder` writes, per function, the rungs of :data:`PROBE_RUNGS`:
+that only games it. The probes are :mod:`findbench._guards`' (shared with AutoInterp) in the
+judge's wording; this module picks their evidence, a function's observed pairs.
+:func:`probe_ladder` writes, per function, the rungs of :data:`PROBE_RUNGS`:
 
 - ``examples_only``: the function's observed input -> output pairs on inputs other than its
   unit tests' and test inputs, no rule (entities: words the neuron selects), within the judge's
@@ -21,6 +23,8 @@ import json
 import random
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from findbench._guards import examples_only, hedged, padded, stuffed, within
 
 #: The probe families, as ``findbench judge-card`` names them.
 PROBES = ("examples_only", "hedged", "stuffed", "padded", "master_key")
@@ -126,44 +130,27 @@ def examples_only_description(category: str, pairs: Sequence[tuple[str, str | No
     from findbench.find.export import format_pairs
     from findbench.judge.scoring import judge_category
 
-    category = judge_category(category)
-    pairs = list(pairs)
-    cap = _cap_chars(max_tokens)
-    while pairs:
-        if category == "neurons_entities":
-            text = ", ".join(str(x) for x, _ in pairs)
-        else:
-            text = format_pairs([x for x, _ in pairs], [y for _, y in pairs])
-        if len(text) <= cap:
-            return text
-        pairs.pop()
-    return ""
+    if judge_category(category) == "neurons_entities":
+        return examples_only([str(x) for x, _ in pairs], cap=_cap_chars(max_tokens))
+    return within(_cap_chars(max_tokens), lambda kept: format_pairs([x for x, _ in kept], [y for _, y in kept]), pairs)
 
 
 def stuffed_description(truth: str, keywords: Sequence[str], *, max_tokens: int | None = None) -> str:
     """``truth`` followed by ``Keywords: a, b, ….`` (repeats once, dropped from the end to fit the cap)."""
     words = [w for w in dict.fromkeys(str(k).strip() for k in keywords) if w]
-    cap = _cap_chars(max_tokens)
-    while words:
-        text = f"{truth.strip()} Keywords: {', '.join(words)}."
-        if len(text) <= cap:
-            return text
-        words.pop()
-    return truth.strip()
+    return stuffed(truth.strip(), words, label=" Keywords: ", end=".", cap=_cap_chars(max_tokens))
 
 
 def padded_description(truth: str) -> str:
     """``truth`` four times, joined by :data:`PAD_PHRASES`: four times its tokens, no new content."""
-    t = truth.strip()
-    return " ".join([t, *(f"{p} {t}" for p in PAD_PHRASES)])
+    return padded(truth.strip(), PAD_PHRASES)
 
 
 def hedged_description(truth: str, others: Sequence[str], rng: random.Random) -> str:
     """``truth`` and ``others`` joined with " or " (each without its final full stop), the truth at a
     place drawn from ``rng``."""
-    parts = [o.strip().rstrip(".") for o in others]
-    parts.insert(rng.randrange(len(parts) + 1), truth.strip().rstrip("."))
-    return " or ".join(parts) + "."
+    return hedged(truth.strip().rstrip("."), [o.strip().rstrip(".") for o in others], at=rng.randrange(len(others) + 1),
+                  end=".")
 
 
 def probe_ladder(rows: Sequence[Mapping[str, Any]], category: str, pool: Sequence[Mapping[str, Any]], *,

@@ -426,7 +426,8 @@ def judge_unit_tests(
             progress,
         )
     elif mode == "logprob":
-        options: dict[str, Any] = {"assistant_prefix": ANSWER_PREFIX, "progress": progress}
+        options: dict[str, Any] = {"assistant_prefix": ANSWER_PREFIX,
+                                   "progress": progress and f"judge, {category}: option log-probs"}
         use_shared = _accepts(lm, "shared_prefix") if shared_prefix is None else shared_prefix
         if use_shared:
             options["shared_prefix"] = True
@@ -438,7 +439,8 @@ def judge_unit_tests(
                 picks[j] = max(range(n), key=lambda c: row[c]) + 1
     else:
         kwargs: dict[str, Any] = {"constraint": [answer_constraint(n) for n in n_opts]} if structured else {}
-        texts = lm.generate(convs, max_new_tokens=max_new_tokens, temperature=0.0, progress=progress, **kwargs)
+        texts = lm.generate(convs, max_new_tokens=max_new_tokens, temperature=0.0,
+                            progress=progress and f"judge, {category}: answers", **kwargs)
         for j, text in enumerate(texts):
             answers[j] = text
             picks[j] = parse_answer(text, n_opts[j])
@@ -507,10 +509,12 @@ def _pmi_picks(
             sizes.append(len(ut["inputs"]))
             convs += [conv] * sizes[-1]
             texts += [line.split(". ", 1)[1] for line in _option_lines(ut, category)]
-    conditional = lm.continuation_logprobs(convs, texts, progress=progress)
+    conditional = lm.continuation_logprobs(convs, texts,
+                                           progress=progress and f"judge, {category}: log P(output | description)")
     distinct = sorted(set(texts))
     null = render_pmi_prompt(NULL_DESCRIPTION, category)
-    prior = dict(zip(distinct, lm.continuation_logprobs([null] * len(distinct), distinct, progress=progress)))
+    prior = dict(zip(distinct, lm.continuation_logprobs([null] * len(distinct), distinct,
+                                                        progress=progress and f"judge, {category}: log P(output)")))
     picks: list[int | None] = []
     pmis: list[list[float] | None] = []
     start = 0

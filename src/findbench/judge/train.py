@@ -15,6 +15,7 @@ import json
 import logging
 import math
 import os
+import random
 import re
 import shutil
 import time
@@ -26,7 +27,6 @@ from typing import Any
 
 from findbench._checks import integer, one_of, positive_int
 from findbench._config import HelpFormatter, add_arguments, arg, from_namespace
-from findbench._lazy import renamed
 from findbench.constants import TRAINED_MARKER
 from findbench.models import embedded_judge_dir, peft_wrapping
 
@@ -38,7 +38,7 @@ _NEW_JUDGE = "judge-"
 _CKPT = re.compile(r"^step-(\d+)$")
 
 
-# -- arguments: four groups, one parser (findbench._config); a field's name is its flag (--lora_r or --lora-r)
+# -- arguments: four groups, one parser (findbench._config); a field's name is its flag (lora_r: --lora-r)
 # and its --config YAML key
 
 
@@ -130,6 +130,33 @@ class OptimArgs:
 
 
 @dataclass
+class ComparativeArgs:
+    """The comparative term beside the likelihood: on a row's unit test, the judge's own decision score
+    (judge_mode's: pmi or the option number's log-probability) of the correct option under the true
+    description must beat its score under each losing description (the row's `negatives`, from
+    findbench judge-data) and the near-miss options' scores under the truth, each by a margin (hinge)."""
+
+    _argument_group_name = "comparative objective"
+
+    likelihood_weight: float = arg(1.0, "weight of the likelihood term (the answer tokens' cross-entropy)")
+    pairwise_weight: float = arg(
+        0.0, "weight of the pairwise hinge term (0: off, the shipped recipe; training/configs/comparative.yaml: 1)"
+    )
+    pairwise_margin: float = arg(1.0, "margin in nats the truth's score must win each comparison by")
+    negatives_per_example: int = arg(4, "losing descriptions per row, a seeded sample of its negatives")
+
+    def validate(self) -> None:
+        for name in ("likelihood_weight", "pairwise_weight"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        if self.likelihood_weight == 0 and self.pairwise_weight == 0:
+            raise ValueError("likelihood_weight and pairwise_weight are both 0: nothing to train")
+        if not self.pairwise_margin >= 0:
+            raise ValueError(f"pairwise_margin must be >= 0, got {self.pairwise_margin!r}")
+        positive_int("negatives_per_example", self.negatives_per_example)
+
+
+@dataclass
 class OutputArgs:
     """Where the judge goes, logging, checkpoints and the optional Hub upload."""
 
@@ -137,7 +164,7 @@ class OutputArgs:
 
     output_dir: str | None = arg(
         None, f"where the judge is written; default: a new folder ./{_NEW_JUDGE}<UTC date-time> (with "
-        "--resume_from_checkpoint latest: the newest such folder with checkpoints left)"
+        "--resume-from-checkpoint latest: the newest such folder with checkpoints left)"
     )
     install_as_default: bool = arg(
         False, "then install the judge as the default embedded-evaluator (a copy in findbench's cache, which evaluate, "
@@ -151,7 +178,7 @@ class OutputArgs:
     )
     merge: bool = arg(False, "also write merged weights to output_dir/merged (LoRA)")
     push_to_hub: bool = arg(False, "upload the judge folder to the Hub at the end")
-    hub_model_id: str | None = arg(None, "Hub repo id for --push_to_hub")
+    hub_model_id: str | None = arg(None, "Hub repo id for --push-to-hub")
     hub_private: bool = arg(True, "create the Hub repo as private", no_help="create the Hub repo as public")
 
     def validate(self) -> None:
@@ -162,12 +189,13 @@ class OutputArgs:
 
 
 #: The argument groups, in parsing order (``--help`` lists the flags by group).
-ARG_GROUPS: tuple[type, ...] = (DataArgs, ModelArgs, OptimArgs, OutputArgs)
+ARG_GROUPS: tuple[type, ...] = (DataArgs, ModelArgs, OptimArgs, ComparativeArgs, OutputArgs)
 
 
 @dataclass
-class TrainArgs(OutputArgs, OptimArgs, ModelArgs, DataArgs):
-    """Every argument of :func:`train_judge`, flat; the defaults are the embedded-evaluator recipe."""
+class TrainArgs(OutputArgs, ComparativeArgs, OptimArgs, ModelArgs, DataArgs):
+    """fine-tune the judge with accelerate + peft: every argument of train_judge, flat (defaults: the
+    embedded-evaluator recipe)"""
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad field."""
@@ -182,14 +210,14 @@ class TrainArgs(OutputArgs, OptimArgs, ModelArgs, DataArgs):
 
 
 def make_parser(**kwargs: Any) -> argparse.ArgumentParser:
-    """The parser of the training flags, a group per class of :data:`ARG_GROUPS` (each flag spelled
-    ``--lora_r`` and ``--lora-r``, as ``HfArgumentParser`` made them), plus ``--config``. Standard
-    library only: ``train-judge --help`` imports no model library."""
+    """The parser of ``training/train_evaluator.py``: the training flags, a group per class of
+    :data:`ARG_GROUPS` (``--lora-r``, as ``findbench train-judge`` has them), plus ``--config``.
+    Standard library only: ``--help`` imports no model library."""
     kwargs.setdefault("description", "Fine-tune FIND's unit-test judge (accelerate + peft).")
     kwargs.setdefault("formatter_class", HelpFormatter)
     parser = argparse.ArgumentParser(**kwargs)
     for group in ARG_GROUPS:
-        add_arguments(parser.add_argument_group(group._argument_group_name, group.__doc__), group, hf_style=True)
+        add_arguments(parser.add_argument_group(group._argument_group_name, group.__doc__), group)
     parser.add_argument(
         "--config", default=None, metavar="FILE.yaml",
         help="YAML file of flat field: value pairs (e.g. training/configs/embedded.yaml); flags given here win",
@@ -273,17 +301,175 @@ def judge_training_pair(row: Mapping[str, Any], judge_mode: str = "pmi") -> tupl
     )
 
 
+def _continuation_row(tokenizer: Any, messages: Sequence[dict], prefix: str, continuation: list[int],
+                      max_length: int) -> dict[str, list[int]]:
+    """Token ids and labels of ``continuation`` (token ids) after the prompt ``messages`` + ``prefix``, as
+    the judge renders them; the prompt is cut from the left to ``max_length``."""
+    prompt = tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True) + prefix
+    p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"][-max(1, max_length - len(continuation)) :]
+    return {"input_ids": p_ids + continuation, "labels": [-100] * len(p_ids) + continuation}
+
+
+def _digit_context(tokenizer: Any) -> tuple[str, list[int]]:
+    """What the ``logprob`` judge scores the option numbers after (the answer prefix, its trailing space
+    moved into the digits where that keeps each one token) and the digits' token ids."""
+    from findbench.judge.scoring import ANSWER_PREFIX
+
+    stripped = ANSWER_PREFIX.rstrip()
+    for ctx, moved in ((stripped, ANSWER_PREFIX[len(stripped) :]), (ANSWER_PREFIX, "")):
+        base = tokenizer(ctx, add_special_tokens=False)["input_ids"]
+        ids = [tokenizer(ctx + moved + str(k), add_special_tokens=False)["input_ids"] for k in (1, 2, 3)]
+        if all(len(f) == len(base) + 1 and f[: len(base)] == base for f in ids):
+            return ctx, [f[-1] for f in ids]
+    raise ValueError(f"the option numbers are not single tokens after {ANSWER_PREFIX!r} for this tokenizer")
+
+
+def encode_comparison(
+    tokenizer: Any, row: Mapping[str, Any], judge_mode: str, n_negatives: int, rng: Any, max_length: int = 1024
+) -> dict[str, Any] | None:
+    """The sequences the pairwise term scores for one judge row, or None when it lists no negatives.
+
+    ``{"seqs": [{"input_ids", "labels"}], "layout": [n_options, correct (0-based), n_negatives, pmi]}``:
+    every option under the true description, in ``pmi`` mode every option under the null description too,
+    then the correct option under each of ``n_negatives`` losing descriptions drawn from the row's ``negatives``.
+    """
+    from findbench.judge.scoring import (
+        NULL_DESCRIPTION,
+        render_judge_prompt,
+        render_pmi_option,
+        render_pmi_prompt,
+    )
+
+    negatives = json.loads(row.get("negatives") or "[]")
+    if not negatives:
+        return None
+    chosen = [n["description"] for n in rng.sample(negatives, min(n_negatives, len(negatives)))]
+    unit_test = json.loads(row["unit_test"]) if isinstance(row["unit_test"], str) else row["unit_test"]
+    category, correct, n_opts = row["category"], int(unit_test["correct"]) - 1, len(unit_test["inputs"])
+    if judge_mode == "pmi":
+        options = [tokenizer(render_pmi_option(unit_test, k, category), add_special_tokens=False)["input_ids"]
+                   for k in range(1, n_opts + 1)]
+        cases = [(render_pmi_prompt(d, category), options[k]) for d in (row["description"], NULL_DESCRIPTION)
+                 for k in range(n_opts)] + [(render_pmi_prompt(d, category), options[correct]) for d in chosen]
+        prefix = ""
+    else:
+        prefix, digits = _digit_context(tokenizer)
+        cases = [(render_judge_prompt(row["description"], unit_test, category), [digits[k]]) for k in range(n_opts)]
+        cases += [(render_judge_prompt(d, unit_test, category), [digits[correct]]) for d in chosen]
+    seqs = [_continuation_row(tokenizer, m, prefix, c, max_length) for m, c in cases]
+    return {"seqs": seqs, "layout": [n_opts, correct, len(chosen), int(judge_mode == "pmi")]}
+
+
+#: Padded tokens per forward pass of the pairwise term's sequences (sorted by length, so little is padding);
+#: :func:`comparative_backward` holds one such chunk's activations at a time.
+_CMP_CHUNK_TOKENS = 2048
+
+
 def _collate(pad_id: int):
-    """Left-padded batches with position ids: the answer tokens are the last columns."""
+    """Left-padded batches with position ids: the answer tokens are the last columns. Rows with a
+    ``pairwise`` entry (:func:`encode_comparison`) add its sequences, sorted by length and padded in
+    chunks of about :data:`_CMP_CHUNK_TOKENS` (``cmp_chunks``; ``cmp_order``: their places in the
+    rows' order), and the rows' ``cmp_layout``."""
+    import torch
+
     from findbench.lm.transformers_lm import left_pad
 
-    def collate(batch: list[dict]) -> dict[str, Any]:
-        ids, mask = left_pad([b["input_ids"] for b in batch], pad_id)
-        labels, _ = left_pad([b["labels"] for b in batch], -100)
+    def pad(rows: list[dict], key: str = "") -> dict[str, Any]:
+        ids, mask = left_pad([b["input_ids"] for b in rows], pad_id)
+        labels, _ = left_pad([b["labels"] for b in rows], -100)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        return {"input_ids": ids, "labels": labels, "attention_mask": mask, "position_ids": positions}
+        return {f"{key}input_ids": ids, f"{key}labels": labels, f"{key}attention_mask": mask,
+                f"{key}position_ids": positions}
+
+    def collate(batch: list[dict]) -> dict[str, Any]:
+        out = pad(batch)
+        pairs = [b["pairwise"] for b in batch if b.get("pairwise")]
+        if pairs:
+            seqs = [s for p in pairs for s in p["seqs"]]
+            order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]["input_ids"]))
+            chunks: list[list[int]] = [[]]
+            for i in order:
+                if chunks[-1] and (len(chunks[-1]) + 1) * len(seqs[i]["input_ids"]) > _CMP_CHUNK_TOKENS:
+                    chunks.append([])
+                chunks[-1].append(i)
+            out["cmp_chunks"] = [pad([seqs[i] for i in chunk]) for chunk in chunks]
+            out["cmp_order"] = torch.tensor(order, dtype=torch.long)
+            out["cmp_layout"] = torch.tensor([p["layout"] for p in pairs], dtype=torch.long)
+        return out
 
     return collate
+
+
+def sequence_logprobs(model: Any, batch: dict) -> Any:
+    """Each row's summed log-probability of its labelled tokens (differentiable), shape ``(B,)``."""
+    import torch
+
+    logits, labels = _answer_logits_and_labels(model, batch)
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    picked = logp.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    return (picked * (labels != -100)).sum(dim=1)
+
+
+def pairwise_hinge(logprobs: Any, layout: Any, margin: float) -> Any:
+    """The comparative loss from the sequences' log-probabilities laid out as :func:`encode_comparison`
+    writes them: per row, with ``s(o | d)`` the judge's score of option ``o`` under description ``d``
+    (``pmi``: log P(o | d) - log P(o | null); ``logprob``: log P(o | d)), the mean over losing descriptions
+    ``L`` of ``relu(margin - (s(c | truth) - s(c | L)))`` plus the mean over wrong options ``o`` of
+    ``relu(margin - (s(c | truth) - s(o | truth)))``; averaged over rows. Zero when the truth wins every
+    comparison by ``margin``."""
+    import torch
+
+    losses, start = [], 0
+    for n, c, m, pmi in layout.tolist():
+        true = logprobs[start : start + n]
+        score = true - logprobs[start + n : start + 2 * n] if pmi else true
+        start += n * (1 + pmi)
+        lose = logprobs[start : start + m]  # s(c | truth) - s(c | L): the null term cancels in pmi
+        start += m
+        wrong = torch.cat([score[:c], score[c + 1 :]])
+        loss = torch.relu(margin - (score[c] - wrong)).mean()
+        losses.append(loss + torch.relu(margin - (true[c] - lose)).mean() if m else loss)
+    return torch.stack(losses).mean()
+
+
+def comparison_logprobs(model: Any, batch: dict) -> Any:
+    """The summed log-probabilities of a collated batch's pairwise sequences, in :func:`encode_comparison`'s order."""
+    import torch
+
+    by_length = torch.cat([sequence_logprobs(model, chunk) for chunk in batch["cmp_chunks"]])
+    return by_length[torch.argsort(batch["cmp_order"])]
+
+
+def comparative_loss(model: Any, batch: dict, margin: float) -> Any:
+    """:func:`pairwise_hinge` of a collated batch's pairwise sequences under ``model``."""
+    return pairwise_hinge(comparison_logprobs(model, batch), batch["cmp_layout"], margin)
+
+
+def comparative_backward(model: Any, batch: dict, margin: float, weight: float, backward: Any) -> Any:
+    """The value of :func:`comparative_loss` (detached), its gradient times ``weight`` accumulated through
+    ``backward`` (``accelerator.backward``) one chunk at a time: the log-probabilities are first computed
+    without a graph, the hinge's gradient with respect to them taken, then each chunk with a nonzero share
+    is run again with a graph (the same dropout draws) and back-propagated with it, so the activations of
+    one chunk are held at a time, not a batch's ten-odd sequences per row."""
+    import torch
+
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+    seeds = [int(torch.randint(2**62, ())) for _ in batch["cmp_chunks"]]
+
+    def run(chunk: dict, seed: int) -> Any:
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(seed)
+            return sequence_logprobs(model, chunk)
+
+    with torch.no_grad():
+        parts = [run(c, s) for c, s in zip(batch["cmp_chunks"], seeds)]
+    lp = torch.cat(parts).detach().requires_grad_(True)
+    loss = pairwise_hinge(lp[torch.argsort(batch["cmp_order"])], batch["cmp_layout"], margin)
+    (grad,) = torch.autograd.grad(loss, lp)
+    for chunk, seed, g in zip(batch["cmp_chunks"], seeds, torch.split(grad, [len(p) for p in parts])):
+        if bool(g.any()):
+            backward(weight * (run(chunk, seed) * g).sum())
+    return loss.detach()
 
 
 def _answer_logits_and_labels(model: Any, batch: dict) -> tuple[Any, Any]:
@@ -384,6 +570,10 @@ def _model_card(args: TrainArgs, summary: dict) -> str:
             f"LoRA (r={args.lora_r}, alpha={args.lora_alpha}, targets {args.lora_target_modules}"
             + (f", top {args.lora_top_layers} layers" if args.lora_top_layers else "")
             + ")"
+        ) + (
+            f"; loss: {args.likelihood_weight:g} x likelihood + {args.pairwise_weight:g} x pairwise hinge on the "
+            f"judge's score (margin {args.pairwise_margin:g} nats, {args.negatives_per_example} losing descriptions "
+            "per row)" if args.pairwise_weight else ""
         ),
         "train_rows": str(summary["train_rows"]),
         "steps": str(summary["steps"]),
@@ -429,14 +619,18 @@ def _option_token_ids(tokenizer: Any, n_options: int = 3) -> list[int]:
 
 
 def _eval_batches(model: Any, tokenizer: Any, encoded: list[dict], device: Any, batch_size: int):
-    """``(logits, labels)`` of the answer tokens of ``encoded``, batch by batch, without gradients."""
+    """``(logits, labels)`` of the answer tokens of ``encoded``, batch by batch, without gradients
+    (under a progress bar)."""
     import torch
+    from tqdm.auto import tqdm
 
     collate = _collate(tokenizer.pad_token_id)
-    for start in range(0, len(encoded), batch_size):
-        batch = {k: v.to(device) for k, v in collate(encoded[start : start + batch_size]).items()}
-        with torch.no_grad():
-            yield _answer_logits_and_labels(model, batch)
+    with tqdm(total=len(encoded), desc="validation: answer loss", unit="row", leave=False) as bar:
+        for start in range(0, len(encoded), batch_size):
+            batch = {k: v.to(device) for k, v in collate(encoded[start : start + batch_size]).items()}
+            with torch.no_grad():
+                yield _answer_logits_and_labels(model, batch)
+            bar.update(len(encoded[start : start + batch_size]))
 
 
 def _evaluate(model: Any, tokenizer: Any, encoded: list[dict], accelerator: Any, batch_size: int) -> dict[str, float]:
@@ -479,7 +673,7 @@ def _evaluate_pmi(
     right, per_category = 0.0, {}
     for cat, cat_rows in sorted(by_cat.items()):
         tests = [[json.loads(r["unit_test"])] for r in cat_rows]
-        out = judge_unit_tests(lm, [r["description"] for r in cat_rows], tests, cat, mode="pmi")
+        out = judge_unit_tests(lm, [r["description"] for r in cat_rows], tests, cat, mode="pmi", progress=True)
         per_category[cat] = out["unit_test_accuracy"]
         right += sum(out["per_function"])
     model.train()
@@ -521,6 +715,15 @@ def train_judge(args: TrainArgs) -> str:
     encoded = [
         tokenize_judge_row(tokenizer, *judge_training_pair(r, args.judge_mode), args.max_length) for r in train_rows
     ]
+    if args.pairwise_weight > 0:
+        for i, (row, enc) in enumerate(zip(train_rows, encoded)):
+            enc["pairwise"] = encode_comparison(
+                tokenizer, row, args.judge_mode, args.negatives_per_example, random.Random(f"{args.seed}:{i}"),
+                args.max_length,
+            )
+        if not any(e["pairwise"] for e in encoded):
+            raise ValueError(f"data: {args.data} has no row with negatives for pairwise_weight > 0; build it with "
+                             "`findbench judge-data` (negatives on)")
     valid_encoded = [
         tokenize_judge_row(tokenizer, *judge_training_pair(r, args.judge_mode), args.max_length) for r in valid_rows
     ]
@@ -552,6 +755,7 @@ def train_judge(args: TrainArgs) -> str:
         * args.gradient_accumulation_steps
         * accelerator.num_processes,
         "final_loss": run.last_loss,
+        "final_pairwise_loss": run.last_pairwise,
         "wall_seconds": time.time() - t_start,
         "log_history": run.history,
         "args": args.to_dict(),
@@ -675,6 +879,7 @@ class _Run:
     step: int = 0
     history: list[dict] = field(default_factory=list)
     last_loss: float | None = None
+    last_pairwise: float | None = None
 
 
 def _prepare(args: TrainArgs, accelerator: Any, model: Any, tokenizer: Any, encoded: list[dict]) -> _Run:
@@ -722,6 +927,7 @@ def _train_loop(args: TrainArgs, accelerator: Any, run: _Run, ckpt_root: Path, t
         total=run.total_steps, initial=run.step, desc="train judge", disable=not accelerator.is_local_main_process
     )
     running, running_n = 0.0, 0
+    pair_sum, pair_n = 0.0, 0  # the pairwise term's own running mean (its batches only)
     epoch = run.step // run.steps_per_epoch
     while run.step < run.total_steps:
         # One seeded order per epoch, so a resumed run sees the same batches as an unbroken one.
@@ -730,8 +936,13 @@ def _train_loop(args: TrainArgs, accelerator: Any, run: _Run, ckpt_root: Path, t
         epoch_loader = accelerator.skip_first_batches(run.loader, skip_batches) if skip_batches else run.loader
         for batch in epoch_loader:
             with accelerator.accumulate(model):
-                loss = answer_loss(model, batch, args.loss_reduction)
+                loss = args.likelihood_weight * answer_loss(model, batch, args.loss_reduction)
                 accelerator.backward(loss)
+                if args.pairwise_weight and "cmp_layout" in batch:
+                    pair = comparative_backward(model, batch, args.pairwise_margin, args.pairwise_weight,
+                                                accelerator.backward)
+                    loss = loss.detach() + args.pairwise_weight * pair
+                    pair_sum, pair_n = pair_sum + float(pair), pair_n + 1
                 if accelerator.sync_gradients and args.max_grad_norm > 0:
                     accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
                 optimizer.step()
@@ -752,8 +963,13 @@ def _train_loop(args: TrainArgs, accelerator: Any, run: _Run, ckpt_root: Path, t
                     "epoch": round(run.step / run.steps_per_epoch, 4),
                     "elapsed_s": round(time.time() - t_start, 1),
                 }
+                if pair_n:
+                    run.last_pairwise = pair_sum / pair_n
+                    entry["pairwise_loss"] = round(run.last_pairwise, 5)
+                    pair_sum, pair_n = 0.0, 0
                 run.history.append(entry)
-                bar.set_postfix(loss=f"{run.last_loss:.4f}")
+                bar.set_postfix(loss=f"{run.last_loss:.4f}", **({"pairwise": f"{run.last_pairwise:.4f}"}
+                                                                 if "pairwise_loss" in entry else {}))
                 log.info("step %d/%d loss %.4f lr %.3g", run.step, run.total_steps, run.last_loss, entry["lr"])
                 running, running_n = 0.0, 0
             if args.save_steps and run.step % args.save_steps == 0 and run.step < run.total_steps:
@@ -764,6 +980,8 @@ def _train_loop(args: TrainArgs, accelerator: Any, run: _Run, ckpt_root: Path, t
     bar.close()
     if running_n:
         run.last_loss = running / running_n
+    if pair_n:
+        run.last_pairwise = pair_sum / pair_n
 
 
 def _write_judge(args: TrainArgs, accelerator: Any, model: Any, tokenizer: Any, summary: dict, out_dir: Path) -> None:
@@ -858,6 +1076,3 @@ def _push(folder: Path, args: TrainArgs) -> None:
         commit_message="Upload FIND judge (findbench train-judge)",
     )
     log.info("pushed %s to %s", folder, args.hub_model_id)
-
-
-train_evaluator = renamed(train_judge, "train_evaluator")

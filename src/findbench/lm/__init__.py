@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from findbench._lazy import lazy_getattr
+from findbench._lazy import lazy_getattr, names_of
 from findbench.lm.base import (
     LM,
     STRUCTURED_OUTPUTS,
@@ -22,6 +22,13 @@ from findbench.lm.base import (
     use_structured_outputs,
 )
 
+#: The backends, by module; each loads its module on first use.
+_MODULES = {
+    "findbench.lm.transformers_lm": ("TransformersLM",),
+    "findbench.lm.openai_lm": ("OpenAILM",),
+    "findbench.lm.cache": ("CachedLM",),
+}
+__getattr__ = lazy_getattr(__name__, _MODULES)
 __all__ = [
     "LM",
     "ScoringLM",
@@ -32,19 +39,8 @@ __all__ = [
     "use_structured_outputs",
     "check_conversations",
     "load_lm",
-    "TransformersLM",
-    "OpenAILM",
-    "CachedLM",
+    *names_of(_MODULES),
 ]
-
-_LAZY = {
-    "TransformersLM": "findbench.lm.transformers_lm",
-    "OpenAILM": "findbench.lm.openai_lm",
-    "CachedLM": "findbench.lm.cache",
-}
-
-
-__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 def load_lm(

@@ -9,6 +9,7 @@ may carry a :class:`Constraint` (a regex or a JSON schema) where the backend has
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -16,6 +17,16 @@ from typing import Any, Protocol, runtime_checkable
 from findbench._checks import number, positive_int
 
 Message = dict  # {"role": str, "content": str}
+
+#: Set on Ctrl-C (the command line's SIGINT handler): in-process generation and scoring stop at the
+#: next token or batch (:func:`check_interrupt`), so the worker threads of a run end within seconds.
+INTERRUPT = threading.Event()
+
+
+def check_interrupt() -> None:
+    """KeyboardInterrupt once :data:`INTERRUPT` is set (nothing half-done is returned or cached)."""
+    if INTERRUPT.is_set():
+        raise KeyboardInterrupt("interrupted")
 Conversation = Sequence[Message]
 
 
@@ -68,6 +79,12 @@ def check_constraints(constraint: object, n: int) -> list[Constraint | None]:
         if c is not None and not isinstance(c, Constraint):
             raise TypeError(f"constraint[{i}] must be a Constraint or None, got {type(c).__name__}")
     return list(constraint)
+
+
+def progress_label(progress: bool | str, default: str) -> str:
+    """The label of a backend's progress bar: ``progress`` when the caller names what the pass
+    computes (``progress="judge: log P(output | description)"``), else ``default``."""
+    return progress if isinstance(progress, str) and progress else default
 
 
 #: Settings of structured outputs (:func:`use_structured_outputs`).

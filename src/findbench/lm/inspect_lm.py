@@ -11,16 +11,145 @@ and scorer) becomes the LM findbench calls.
   log-probabilities;
 - any other Inspect model: :class:`InspectLM`, which generates through Inspect (its connection
   limits, retries and cache apply) and has no log-probabilities.
+
+What an Inspect task checks while it is built, as the command line checks its flags: its ``-T``
+arguments (:func:`task_arguments`) and the findbench models of ``--model`` and ``--model-role``
+(:func:`check_models`); a refusal is :class:`TaskArgumentError`, which ``inspect eval`` prints as one
+message (no traceback) and exits non-zero.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import os
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+# Inspect prints a PrerequisiteError as its message alone; inspect_ai 0.3.285 has no public path to it.
+from inspect_ai._util.error import PrerequisiteError
+
+from findbench._checks import did_you_mean, is_user_error
+from findbench.constants import UsageError
 from findbench.lm.base import Conversation, check_generate
+
+
+class TaskArgumentError(PrerequisiteError, UsageError):
+    """An Inspect task's argument or model refused: one line naming ``-T <name>`` (or ``--model``,
+    ``--model-role <role>``); a :class:`~findbench.constants.UsageError` to Python callers."""
+
+    def __init__(self, message: str) -> None:
+        from rich.text import Text
+
+        UsageError.__init__(self, message)
+        self.message = Text(message)  # what Inspect prints: plain text, no console markup
+
+
+def _task_message(message: str, known: Iterable[str]) -> str:
+    """A config's message about a flag (``--max-tokens must be ≥ 1``, ``configs: ...``) naming the
+    task argument instead (``-T max_tokens: must be ≥ 1``, ``-T configs: ...``); a command quoted in
+    backticks keeps its flags."""
+    names = set(known)
+
+    def argument(word: str) -> str | None:
+        name = word[2:].replace("-", "_") if word.startswith("--") else word
+        return name if name in names else None
+
+    head = re.match(r"(--[a-z][a-z0-9-]*|[a-z][a-z0-9_]*)(?=:| must )", message)
+    if head and argument(head[1]):
+        message = f"-T {argument(head[1])}: {message[head.end():].lstrip(': ')}"
+    parts = message.split("`")
+    parts[::2] = (re.sub(r"--[a-z][a-z0-9-]*", lambda m: f"-T {argument(m[0])}" if argument(m[0]) else m[0], p)
+                  for p in parts[::2])
+    return "`".join(parts)
+
+
+def task_arguments(task: str, names: Iterable[str] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate an Inspect task's builder (under ``@task``) whose arguments are ``names`` and its own
+    parameters: an unknown argument, or one its configs refuse (:func:`findbench._checks.is_user_error`),
+    raises :class:`TaskArgumentError` naming ``-T <name>`` before anything runs."""
+
+    def wrap(build: Callable[..., Any]) -> Callable[..., Any]:
+        params = inspect.signature(build).parameters.values()
+        known = sorted({*names, *(p.name for p in params if p.kind is not p.VAR_KEYWORD)})
+
+        @functools.wraps(build)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            for name in kwargs:
+                if name not in known:
+                    hint = did_you_mean(name, known) or f" (its arguments: {', '.join(known)})"
+                    raise TaskArgumentError(f"-T {name}: {task} has no such argument{hint}")
+            try:
+                return build(*args, **kwargs)
+            except TaskArgumentError:
+                raise
+            except Exception as exc:
+                if not is_user_error(exc):
+                    raise
+                raise TaskArgumentError(_task_message(str(exc), known)) from None
+
+        return checked
+
+    return wrap
+
+
+def eval_models() -> dict[str, Any]:
+    """The eval's models by the option that named them (``--model``, ``--model-role <role>``; the
+    first model of a role bound to a list); ``{}`` outside an eval. Inspect binds them before it
+    builds the tasks (and an ``eval_set`` leaves them bound after it: :func:`check_models` skips a
+    findbench model that already loaded its LM)."""
+    from inspect_ai.model import get_model, model_roles
+
+    try:
+        models = {"--model": get_model()}
+    except (ValueError, LookupError):  # no eval: no active model
+        return {}
+    try:
+        roles = model_roles()
+    except LookupError:
+        roles = {}
+    for role, model in roles.items():
+        models[f"--model-role {role}"] = model[0] if isinstance(model, list) else model
+    return models
+
+
+def check_models(roles: Sequence[str], models: dict[str, Any] | None = None) -> None:
+    """Each role of ``models`` (default :func:`eval_models`) is one of the task's ``roles``, and each
+    findbench model (``findbench/<spec>``) names a model findbench can load
+    (:func:`findbench.models.check_spec`), else :class:`TaskArgumentError` naming the option: a
+    misspelled role or model fails here, not after the first sample's retries."""
+    from findbench.models import check_spec
+
+    for option, model in (eval_models() if models is None else models).items():
+        role = option.removeprefix("--model-role ")
+        if role != option and role not in roles:
+            hint = did_you_mean(role, roles) or f" (its roles: {', '.join(roles)})"
+            raise TaskArgumentError(f"--model-role {role}: the task has no such role{hint}")
+        spec = getattr(model.api, "spec", None) if is_findbench_model(model) else None
+        if isinstance(spec, str) and not model.api.loaded:  # loaded: the model of an eval run before
+            try:
+                check_spec(spec, flag=f"{option}=findbench/{spec}")
+            except UsageError as exc:
+                raise TaskArgumentError(str(exc)) from None
+
+
+def is_inspect_provider(name: str) -> bool:
+    """Whether Inspect has a model API ``name`` (``findbench``: :mod:`findbench.interpret.inspect_tasks`),
+    by its public ``registry_create``: an unknown name is a LookupError; a known provider's class,
+    given no model name, fails to bind its arguments (TypeError) or asks for its optional package first."""
+    from inspect_ai.util import registry_create
+
+    if name == "findbench":
+        return True
+    try:
+        registry_create("modelapi", name)
+    except LookupError:
+        return False
+    except Exception:  # found: its class refused to be built without a model name
+        return True
+    return True
 
 
 def served_at(model: Any) -> tuple[str, str] | None:

@@ -19,7 +19,15 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from findbench._checks import integer, number, positive_int
-from findbench.lm.base import Constraint, Conversation, check_candidates, check_continuations, check_generate
+from findbench.lm.base import (
+    Constraint,
+    Conversation,
+    check_candidates,
+    check_continuations,
+    check_generate,
+    check_interrupt,
+    progress_label,
+)
 
 log = logging.getLogger(__name__)
 
@@ -161,10 +169,20 @@ class OpenAILM:
             raise RuntimeError(f"{url} answered {r.status_code}: {r.text[:500]}")
         return r.json()
 
-    def _map(self, fn, items: Sequence[Any], desc: str, progress: bool) -> list[Any]:
+    def _map(self, fn, items: Sequence[Any], desc: str, progress: bool | str) -> list[Any]:
+        """``fn`` over ``items`` on the worker threads; on Ctrl-C the requests not sent yet are dropped."""
         self._ensure_server()
-        with ThreadPoolExecutor(max_workers=self.max_workers) as pool:
-            return list(tqdm(pool.map(fn, items), total=len(items), desc=desc, disable=not progress))
+
+        def call(item: Any) -> Any:
+            check_interrupt()
+            return fn(item)
+
+        pool = ThreadPoolExecutor(max_workers=self.max_workers)
+        try:
+            return list(tqdm(pool.map(call, items), total=len(items), desc=progress_label(progress, desc),
+                             disable=not progress))
+        finally:
+            pool.shutdown(cancel_futures=True)
 
     # -- generation ------------------------------------------------------------------------
     def generate(
@@ -173,7 +191,7 @@ class OpenAILM:
         *,
         max_new_tokens: int = 64,
         temperature: float = 0.0,
-        progress: bool = False,
+        progress: bool | str = False,
         constraint: Constraint | Sequence[Constraint | None] | None = None,
     ) -> list[str]:
         """Complete each conversation (see :class:`~findbench.lm.base.LM`), under ``constraint``
@@ -279,7 +297,7 @@ class OpenAILM:
         candidates: Sequence[str],
         *,
         assistant_prefix: str = "",
-        progress: bool = False,
+        progress: bool | str = False,
     ) -> list[list[float]]:
         """Next-token log-probabilities of each candidate (see :class:`~findbench.lm.base.LM`)."""
         check_candidates(conversations, candidates, assistant_prefix)
@@ -326,7 +344,7 @@ class OpenAILM:
         return len(r.json()["tokens"])
 
     def continuation_logprobs(
-        self, conversations: Sequence[Conversation], continuations: Sequence[str], *, progress: bool = False
+        self, conversations: Sequence[Conversation], continuations: Sequence[str], *, progress: bool | str = False
     ) -> list[float]:
         """Log-probability of each continuation (see :class:`~findbench.lm.base.ScoringLM`), from the prompt's own
         log-probs."""

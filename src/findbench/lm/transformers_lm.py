@@ -16,7 +16,16 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from findbench._checks import positive_int
-from findbench.lm.base import Constraint, Conversation, check_candidates, check_continuations, check_generate
+from findbench.lm.base import (
+    INTERRUPT,
+    Constraint,
+    Conversation,
+    check_candidates,
+    check_continuations,
+    check_generate,
+    check_interrupt,
+)
+from findbench.lm.base import progress_label as _label
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +52,18 @@ def _default_device() -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _stop_on_interrupt() -> Any:
+    """Stopping criteria that end a generation at the next token once :data:`INTERRUPT` is set."""
+    import torch
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class StopOnInterrupt(StoppingCriteria):
+        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+            return torch.full((input_ids.shape[0],), INTERRUPT.is_set(), dtype=torch.bool, device=input_ids.device)
+
+    return StoppingCriteriaList([StopOnInterrupt()])
 
 
 def _batches(items: Sequence[Any], size: int):
@@ -179,7 +200,7 @@ class TransformersLM:
         return self._grammars[constraint]
 
     def generate(self, conversations: Sequence[Conversation], *, max_new_tokens: int = 64, temperature: float = 0.0,
-                 progress: bool = False,
+                 progress: bool | str = False,
                  constraint: Constraint | Sequence[Constraint | None] | None = None) -> list[str]:
         """Complete each conversation (see :class:`~findbench.lm.base.LM`), under ``constraint``
         (one for all, or one or None per conversation)."""
@@ -195,11 +216,13 @@ class TransformersLM:
             for idx in _batches([i for i in order if (constraints[i] is not None) == part], self.batch_size)
         ]
         out: list[str | None] = [None] * len(texts)
-        bar = tqdm(total=len(texts), desc="generate", disable=not progress)
+        bar = tqdm(total=len(texts), desc=_label(progress, "generate"), disable=not progress)
         for idx in batches:
+            check_interrupt()
             enc = self.tokenizer([texts[i] for i in idx], return_tensors="pt", padding=True, add_special_tokens=False)
             enc = {k: v.to(self.device) for k, v in enc.items()}
-            kwargs: dict[str, Any] = {"do_sample": temperature > 0, "max_new_tokens": max_new_tokens}
+            kwargs: dict[str, Any] = {"do_sample": temperature > 0, "max_new_tokens": max_new_tokens,
+                                      "stopping_criteria": _stop_on_interrupt()}
             if temperature > 0:
                 kwargs["temperature"] = float(temperature)
             else:
@@ -211,6 +234,7 @@ class TransformersLM:
                 kwargs["logits_processor"] = [LogitsProcessor([self._compiled(constraints[i]) for i in idx])]
             with torch.no_grad():
                 gen = self.model.generate(**enc, pad_token_id=self.tokenizer.pad_token_id, **kwargs)
+            check_interrupt()  # a generation cut by Ctrl-C is never returned
             new = gen[:, enc["input_ids"].shape[1] :]
             for i, row in zip(idx, new):
                 out[i] = self.tokenizer.decode(row, skip_special_tokens=True).strip()
@@ -225,7 +249,7 @@ class TransformersLM:
         candidates: Sequence[str],
         *,
         assistant_prefix: str = "",
-        progress: bool = False,
+        progress: bool | str = False,
         shared_prefix: bool = False,
         min_shared_tokens: int = 16,
     ) -> list[list[float]]:
@@ -258,14 +282,17 @@ class TransformersLM:
         logp = torch.log_softmax(logits.float(), dim=-1)
         return logp[:, cand_ids].tolist()
 
-    def _logprobs_plain(self, token_lists: list[list[int]], cand_ids: list[int], progress: bool) -> list[list[float]]:
+    def _logprobs_plain(
+        self, token_lists: list[list[int]], cand_ids: list[int], progress: bool | str
+    ) -> list[list[float]]:
         import torch
 
         order = sorted(range(len(token_lists)), key=lambda i: len(token_lists[i]))
         out: list[list[float] | None] = [None] * len(token_lists)
         pad = self.tokenizer.pad_token_id
-        bar = tqdm(total=len(token_lists), desc="candidate log-probs", disable=not progress)
+        bar = tqdm(total=len(token_lists), desc=_label(progress, "candidate log-probs"), disable=not progress)
         for idx in _batches(order, self.batch_size):
+            check_interrupt()
             ids, mask = left_pad([token_lists[i] for i in idx], pad)
             pos = (mask.cumsum(-1) - 1).clamp(min=0)
             with torch.no_grad():
@@ -284,7 +311,7 @@ class TransformersLM:
         return [r for r in out if r is not None]
 
     def _logprobs_shared(
-        self, token_lists: list[list[int]], cand_ids: list[int], progress: bool, min_shared: int
+        self, token_lists: list[list[int]], cand_ids: list[int], progress: bool | str, min_shared: int
     ) -> list[list[float]]:
         groups: list[tuple[list[int], int]] = []  # (member indices, shared length)
         for i, toks in enumerate(token_lists):
@@ -306,7 +333,8 @@ class TransformersLM:
                     continue
             groups.append(([i], len(toks) - 1))
         out: list[list[float] | None] = [None] * len(token_lists)
-        bar = tqdm(total=len(token_lists), desc="candidate log-probs (shared prefix)", disable=not progress)
+        bar = tqdm(total=len(token_lists), desc=_label(progress, "candidate log-probs (shared prefix)"),
+                   disable=not progress)
         singles = [g for g in groups if len(g[0]) == 1 or g[1] < min_shared]
         multi = [g for g in groups if not (len(g[0]) == 1 or g[1] < min_shared)]
         alone = [i for members, _ in singles for i in members]
@@ -327,6 +355,7 @@ class TransformersLM:
         if pack:
             packs.append(pack)
         for pack in packs:
+            check_interrupt()
             for i, row in zip([i for m, _ in pack for i in m], self._shared_pack(token_lists, pack, cand_ids)):
                 out[i] = row
             bar.update(sum(len(m) for m, _ in pack))
@@ -380,7 +409,7 @@ class TransformersLM:
 
     # -- whole continuations ---------------------------------------------------------------
     def continuation_logprobs(
-        self, conversations: Sequence[Conversation], continuations: Sequence[str], *, progress: bool = False
+        self, conversations: Sequence[Conversation], continuations: Sequence[str], *, progress: bool | str = False
     ) -> list[float]:
         """Log-probability of each continuation (see :class:`~findbench.lm.base.ScoringLM`); consecutive
         conversations with the same prompt run it once."""
@@ -398,7 +427,7 @@ class TransformersLM:
                 last_text = text
         conts = [self._encode(c) for c in continuations]
         out: list[float] = [0.0] * len(conversations)
-        bar = tqdm(total=len(conversations), desc="continuation log-probs", disable=not progress)
+        bar = tqdm(total=len(conversations), desc=_label(progress, "continuation log-probs"), disable=not progress)
         pack: list[tuple[list[int], list[int]]] = []
         for g in groups + [None]:  # type: ignore[list-item]
             if pack and (
@@ -406,6 +435,7 @@ class TransformersLM:
                 or len(pack) >= self.batch_size
                 or sum(len(m) for _, m in pack) + len(g[1]) > 4 * self.batch_size
             ):
+                check_interrupt()
                 for i, v in zip([i for _, m in pack for i in m], self._continuation_pack(pack, conts)):
                     out[i] = v
                 bar.update(sum(len(m) for _, m in pack))

@@ -49,7 +49,7 @@ def test_encoding_under_a_bar_uses_the_batches_of_one_encode_call(monkeypatch):
     expected = single.encode(words)
     chunked = ConcatFeatures([_HashFeatures(4), _HashFeatures(6)])
     monkeypatch.setattr(backbones, "load_features", lambda spec: chunked)
-    got = backbones._encode("stand-in", words, progress=False)
+    got = backbones.encode_features("stand-in", words, progress=False)
     assert np.array_equal(got, expected)
     for a, b in zip(chunked.parts, single.parts):
         assert a.batches == b.batches  # same batches, so the same floats from a real model

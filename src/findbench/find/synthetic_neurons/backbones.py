@@ -194,8 +194,8 @@ def _intercept_for_rate(scores: np.ndarray, rate: float) -> float:
     return 0.5 * (lo + hi)
 
 
-def _encode(spec: str, words: list[str], *, progress: bool) -> np.ndarray:
-    """The features ``spec`` of ``words`` under a progress bar with an ETA. The distinct words go
+def encode_features(spec: str, words: list[str], *, progress: bool, desc: str = "entity probe features") -> np.ndarray:
+    """The features ``spec`` of ``words`` under a progress bar ``desc`` with an ETA. The distinct words go
     in the encoders' own order (length, then text) and in chunks of whole batches of every part,
     so the batches, and thus the floats, are those of a single ``encode(words)`` call."""
     from tqdm.auto import tqdm
@@ -203,7 +203,7 @@ def _encode(spec: str, words: list[str], *, progress: bool) -> np.ndarray:
     feats = load_features(spec)
     todo = sorted(set(words), key=lambda t: (len(t), t))
     step = math.lcm(*(int(getattr(p, "batch_size", 1)) for p in getattr(feats, "parts", [feats])))
-    with tqdm(total=len(todo), desc="entity probe features", unit="word", disable=not progress, leave=False) as bar:
+    with tqdm(total=len(todo), desc=desc, unit="word", disable=not progress, leave=False) as bar:
         for start in range(0, len(todo), step):
             feats.encode(todo[start : start + step])
             bar.update(len(todo[start : start + step]))
@@ -220,7 +220,7 @@ def _fit_entity_probes(config: Mapping[str, Any], *, progress: bool = True
     concepts = list(config["words"])
     words = [w for c in concepts for w in config["words"][c]]
     labels = np.array([i for i, c in enumerate(concepts) for _ in config["words"][c]])
-    X = _encode(config["encoder"], words, progress=progress).astype(np.float64)
+    X = encode_features(config["encoder"], words, progress=progress).astype(np.float64)
     n = len(concepts)
     folds = list(StratifiedKFold(config["n_folds"], shuffle=True, random_state=config["seed"]).split(X, labels))
 

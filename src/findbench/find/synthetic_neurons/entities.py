@@ -24,9 +24,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from findbench import _checks, schema
-from findbench.find.synthetic_neurons.backbones import DEFAULT_LM, EntityNeuron, fit_entity_probes
+from findbench.find.synthetic_neurons.backbones import DEFAULT_LM, EntityNeuron, encode_features, fit_entity_probes
 from findbench.find.synthetic_neurons.entity_words import probe_words
 from findbench.find.synthetic_neurons.features import DEFAULT_ENTITY_FEATURES, load_features
 from findbench.find.synthetic_neurons.prompts import ENTITY_ANSWER_PREFIX, ENTITY_CANDIDATES, render_prompt
@@ -241,10 +242,11 @@ def generate_entities(
     # a word's features differ in the last bits with the batch it was encoded in: encode the words
     # afresh in one call, so the batches (and the activations below) never depend on what this
     # process encoded before (the probe fit, or nothing when the fit came from the cache)
-    features = load_features(encoder)
-    features.clear_cache()
-    features.encode([w for ws in unit_words.values() for w in ws])
-    for index, (spec, row, unit) in enumerate(zip(specs, rows, correct_items)):
+    load_features(encoder).clear_cache()
+    encode_features(encoder, [w for ws in unit_words.values() for w in ws], progress=progress,
+                    desc="entity unit-word features")
+    for index, (spec, row, unit) in enumerate(tqdm(list(zip(specs, rows, correct_items)), desc="entity near misses",
+                                                   unit="function", disable=not progress, leave=False)):
         pool = near_miss_words(EntityNeuron(spec, probes=probes, encoder=encoder), unit_words)
         if len(pool) < 2:
             raise ValueError(

@@ -19,8 +19,8 @@ with the true corrupted interval by intersection over union of lengths, both cli
 function's domain. Saying "none" for a function without corruption scores 1; naming an interval
 where there is none, or none where there is one, scores 0. An answer from which no interval (and
 no "none") can be read is unparseable and scores 0. `domain_iou` is the mean over functions.
-Relation neurons with an exception are scored by a judge instead:
-`findbench.judge.domain.score_relation_domain`.
+Relation neurons with an exception need a judge instead, on the unit tests
+`findbench.find.domain.domain_unit_tests` picks.
 """
 
 _KWARGS_DESCRIPTION = """
