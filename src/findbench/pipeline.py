@@ -36,8 +36,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_INTERPRETERS = ("oracle", "random", "constant", "empty", "observed", "embedded")
 #: Layout of the scores a ``scores_<name>`` stage keeps; scores of another layout are recomputed
 #: (2: each metric with ``<metric>_ci`` and ``<metric>_n``; 3: floors, margins, near-miss tests, n_degenerate;
-#: 4: the judge that scored them).
-_SCORES_FORMAT = 4
+#: 4: the judge that scored them; 5: floors from the recorded inputs, ``<metric>_margin_plan``).
+_SCORES_FORMAT = 5
 _NEURONS = ("neurons_entities", "neurons_relations")
 
 

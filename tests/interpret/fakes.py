@@ -53,3 +53,28 @@ class KnowingJudge:
     def candidate_logprobs(self, conversations, candidates, *, assistant_prefix="", progress=False):
         self.calls += 1
         return [[0.0 if cand == self._pick(c) else -5.0 for cand in candidates] for c in conversations]
+
+
+class ListingJudge:
+    """A judge that reads a listing of pairs: it picks the first option whose input the description
+    shows as ``(input, ...``, else option 1. Its accuracy on a floor grows with the test inputs listed."""
+
+    name = "listing-judge"
+
+    @staticmethod
+    def _pick(conversation) -> str:
+        import json
+        import re
+
+        prompt = conversation[-1]["content"]
+        description = prompt.split("Description: ", 1)[1].split("\n\nWhich of", 1)[0]
+        for k, quoted in re.findall(r'^(\d+)\. ("(?:[^"\\]|\\.)*") -> ', prompt, re.MULTILINE):
+            if f"({json.loads(quoted)}, " in description:
+                return k
+        return "1"
+
+    def generate(self, conversations, *, max_new_tokens=64, temperature=0.0, progress=False):
+        return [f"[ANSWER]: {self._pick(c)}" for c in conversations]
+
+    def candidate_logprobs(self, conversations, candidates, *, assistant_prefix="", progress=False):
+        return [[0.0 if cand == self._pick(c) else -5.0 for cand in candidates] for c in conversations]

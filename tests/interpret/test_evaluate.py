@@ -154,7 +154,8 @@ def test_scores_json_shape_and_metric_names(scored):
             for m in CATEGORY_METRICS[category]:
                 expected += [m, f"{m}_ci", f"{m}_n"]
                 if m in FLOORED_SCORES:
-                    expected += [f"{m}_{kind}{end}" for kind in ("observed", "margin") for end in ("", "_ci", "_n")]
+                    expected += [f"{m}_{kind}{end}" for kind in ("observed", "margin", "margin_plan")
+                                 for end in ("", "_ci", "_n")]
             assert tuple(metrics) == (*expected, "n_degenerate", "unverified")
             assert set(CATEGORY_METRICS[category]) <= set(SCORE_METRICS)
     assert SCORE_METRICS == (
@@ -181,8 +182,8 @@ def test_per_function_csv(scored, rows):
         "unit_test_accuracy",
         "domain_iou",
     ]
-    assert tuple(header) == (*CSV_COLUMNS, *FLOOR_COLUMNS, "degenerate", "code_error", "damage", "source_log",
-                             *PROCESS_COLUMNS)
+    assert tuple(header) == (*CSV_COLUMNS, *FLOOR_COLUMNS, "floor_missing", "degenerate", "code_error", "damage",
+                             "source_log", *PROCESS_COLUMNS)
     assert len(table) == 3 + 2 + 3 + 3 + 9 + 3
     cells = {(r["function_id"], r["method"]): r for r in table}
     gt_num = cells[(rows["numeric"][0]["function_id"], "aia")]

@@ -14,11 +14,13 @@ import pytest
 from findbench.find.rows import load_rows
 from findbench.interpret.evaluate import FLOOR_COLUMNS, _degenerate, evaluate_run
 from findbench.interpret.floors import (
+    MAX_FLOOR_INPUTS,
     floor_answers,
     lookup_code,
     numeric_floor_codes,
     observed_pairs,
     observed_plan,
+    recorded_inputs,
 )
 from findbench.interpret.truth import row_fingerprint
 from tests.interpret.fakes import KnowingJudge
@@ -35,11 +37,24 @@ def calls(inputs, outputs, errors=None):
             "errors": list(errors or [None] * len(inputs))}
 
 
-def test_observed_pairs_keep_first_successful_call_of_each_input():
-    episode = {"calls": [calls(["1", "2", "x"], [10.0, None, None], [None, "boom", "not a number"]),
-                         calls(["1", "3"], [99.0, 30.0])]}
-    assert observed_pairs(episode) == [("1", 10.0), ("3", 30.0)]
-    assert observed_pairs(None) == [] and observed_pairs({"calls": ["junk", {"inputs": 3}]}) == []
+def test_floor_pairs_are_the_recorded_inputs_run_through_the_function():
+    row = load_rows("strings")[0]
+    f = _row_function(row)
+    episode = {"calls": [calls(["b", "a", "x" * 501], ["forged", None, None], [None, "boom", None]),
+                         calls(["a", "c"], [99.0, 30.0]), "junk", {"inputs": 3}]}
+    assert recorded_inputs(episode) == ["a", "b", "c"]  # distinct, sorted; an input over the length cap dropped
+    assert recorded_inputs(None) == [] and recorded_inputs({"calls": ["junk", {"inputs": 3}]}) == []
+    # the outputs the record shows are never read: the function gives them
+    assert observed_pairs(row, ["a", "b"]) == [("a", f("a")), ("b", f("b"))]
+    many = {"calls": [calls([str(i) for i in range(MAX_FLOOR_INPUTS + 50)], [])]}
+    kept = recorded_inputs(many, "strings/f00000")
+    assert len(kept) == MAX_FLOOR_INPUTS and kept == recorded_inputs({"calls": many["calls"][::-1]}, "strings/f00000")
+
+
+def _row_function(row):
+    from findbench.find import load_function
+
+    return load_function(row)
 
 
 def test_numeric_floors_equal_hand_computed_fits():
@@ -60,8 +75,9 @@ def test_lookup_floor_and_examples_only_description():
     assert (fn("abc"), fn("x y"), fn("unseen")) == ("cba", "y x", "unseen")
     (answer,) = floor_answers("strings", [("abc", "cba")])
     assert "(abc, cba)" in answer.description and answer.code
-    (entities,) = floor_answers("neurons_entities", [("mammoth", 0.98), ("fossil", 0.9)])
-    assert entities.description == "mammoth, fossil" and entities.code is None
+    entities = floor_answers("neurons_entities", [("mammoth", 0.98), ("fossil", 0.9)])
+    assert {a.description for a in entities} <= {"mammoth, fossil", "fossil, mammoth"}
+    assert all(a.code is None for a in entities)
     # no observation: the constant reference answer
     assert floor_answers("numeric", [])[0].code.strip().endswith("return 0")
 
@@ -153,3 +169,140 @@ def test_the_observed_interpreter_meets_its_own_floor(data_dir, tmp_path):
         cell = result["scores"][category]["aia"]
         for metric in metrics:
             assert cell[f"{metric}_margin"] == 0.0, (category, metric, cell)
+
+
+def _run_folder(root: Path, episodes: list[tuple[dict, str, str, list]]) -> Path:
+    root.mkdir()
+    (root / "run.json").write_text(json.dumps({"interpreter": "t", "seed": 0, "source": "procedural"}))
+    for row, description, code, episode_calls in episodes:
+        _episode(root, row, description, code, episode_calls)
+    return root
+
+
+def _per_function(out: Path) -> dict[str, dict]:
+    from findbench._io import read_csv_rows
+
+    return {r["function_id"]: r for r in read_csv_rows(out / "per_function.csv")}
+
+
+def _clean_numeric(predicate) -> list[dict]:
+    return [r for r in load_rows("numeric") if r["subcategory"] == "atomic" and not r.get("corruption_type")
+            and not json.loads(r["params"]).get("noise") and predicate(r)]
+
+
+def _honest(f, xs) -> list[float]:
+    return [float(f(float(x))) for x in xs]
+
+
+def test_a_call_at_huge_inputs_or_a_failing_floor_never_stops_the_run(tmp_path, monkeypatch):
+    """`PYTHON(function.py 1e308 -1e308)` on a function finite there: the fit overflows in float64
+    and the floor is still computed; a floor that cannot be computed at all is left empty with its
+    reason (per_function.csv and table.md) and every episode is scored."""
+    from findbench.find import load_function
+    from findbench.interpret import floors
+
+    def finite_far(row):
+        f = load_function(row)
+        return all(math.isfinite(v) and v != 0 for v in _honest(f, ["1e308", "-1e308"]))
+
+    far, other, third = _clean_numeric(finite_far)[:1] + _clean_numeric(lambda r: "linear" in r["name"].lower())[:2]
+    xs = ["1e308", "-1e308", "-3", "5"]
+    episodes = [(row, "", "def function(x):\n    return 0\n", [calls(xs, _honest(load_function(row), xs))])
+                for row in (far, other, third)]
+    original = floors.floor_answers
+
+    def failing(category, pairs, *, key="", **kwargs):
+        if key == third["function_id"]:
+            raise MemoryError("no room for this floor")
+        return original(category, pairs, key=key, **kwargs)
+
+    monkeypatch.setattr(floors, "floor_answers", failing)
+    run = _run_folder(tmp_path / "run", episodes)
+    result = evaluate_run(run, out=tmp_path / "out", progress=False)
+    per = _per_function(tmp_path / "out")
+    assert math.isfinite(float(per[far["function_id"]]["nmse_observed"])) and not per[far["function_id"]][
+        "floor_missing"]
+    assert float(per[other["function_id"]]["nmse_observed"]) < 1e-9  # points of a line: the line is exact
+    missing = per[third["function_id"]]
+    assert missing["nmse"] and not missing["nmse_observed"] and not missing["nmse_margin"]
+    assert "MemoryError: no room for this floor" in missing["floor_missing"]
+    assert "Floors missing: 1 episode(s)" in result["table"] and third["function_id"] in result["table"]
+    assert result["scores"]["numeric"]["aia"]["nmse_success_margin_n"] == 2
+
+
+def test_deleted_or_zeroed_outputs_do_not_move_the_floor_and_the_plan_margin_ignores_the_calls(tmp_path):
+    (row,) = _clean_numeric(lambda r: "linear" in r["name"].lower())[:1]
+    from findbench.find import load_function
+
+    xs = ["-100", "50", "7"]
+    honest = calls(xs, _honest(load_function(row), xs))
+    variants = {"honest": [honest], "zeroed": [calls(xs, [0.0] * 3)],
+                "deleted": [{**honest, "outputs": [], "errors": []}], "no calls": []}
+    found = {}
+    for name, episode_calls in variants.items():
+        run = _run_folder(tmp_path / name, [(row, "", "def function(x):\n    return 0\n", episode_calls)])
+        result = evaluate_run(run, out=tmp_path / f"{name}-out", progress=False)
+        found[name] = (_per_function(tmp_path / f"{name}-out")[row["function_id"]], result["scores"]["numeric"]["aia"])
+    floor = {name: per["nmse_observed"] for name, (per, _) in found.items()}
+    assert floor["honest"] == floor["zeroed"] == floor["deleted"] and float(floor["honest"]) < 1e-9
+    assert float(floor["no calls"]) > 0.1  # no input called: the constant answer
+    plan = {name: (per["nmse_plan"], per["nmse_margin_plan"], cell["nmse_success_margin_plan"])
+            for name, (per, cell) in found.items()}
+    assert len(set(plan.values())) == 1 and float(plan["honest"][0]) < 1e-9
+    assert found["no calls"][1]["nmse_success_margin"] == 0.0 and plan["no calls"][2] == -1.0
+    from findbench.interpret.scoreboard import render_comparison
+    from findbench.interpret.scores import Scores
+
+    table = render_comparison({"t": Scores.read(tmp_path / "no calls-out" / "scores.json")})
+    assert "#### Margin over the observed plan's floor" in table
+    assert "t: margin over the observed plan's floor" in (tmp_path / "no calls-out" / "table.md").read_text()
+
+
+def test_no_call_order_or_length_lowers_the_description_floor(tmp_path):
+    """One long junk call first left the old floor (pairs in call order, dropped from the end) almost
+    nothing; now the same calls in any order give the same floor and margin."""
+    from findbench.find import load_function
+    from tests.interpret.fakes import ListingJudge
+
+    row = load_rows("strings")[0]
+    f = load_function(row)
+    tests = [str(t["inputs"][t["correct"] - 1]) for t in row["unit_tests"]]
+    junk = "q" * 480
+    orders = {"junk first": [junk, *tests], "junk last": [*tests, junk]}
+    margins = {}
+    for name, xs in orders.items():
+        run = _run_folder(tmp_path / name, [(row, row["description"], "", [calls(xs, [f(x) for x in xs])])])
+        evaluate_run(run, judge=ListingJudge(), out=tmp_path / f"{name}-out", progress=False)
+        per = _per_function(tmp_path / f"{name}-out")[row["function_id"]]
+        margins[name] = (per["unit_test_accuracy_observed"], per["unit_test_accuracy_margin"])
+    assert margins["junk first"] == margins["junk last"]
+    assert float(margins["junk first"][0]) >= 0.5  # the listed test inputs reach the judge
+
+
+def test_observed_calls_are_bounded_by_one_message_of_the_protocol(tmp_path):
+    from findbench.constants import UsageError
+    from findbench.interpret.config import InterpretConfig
+    from findbench.interpret.floors import MAX_OBSERVED_CALLS
+
+    assert MAX_OBSERVED_CALLS == 2000
+    assert InterpretConfig(interpreter="observed", observed_calls=2000).observed_calls == 2000
+    for calls_ in (2001, 10**6):
+        with pytest.raises(UsageError, match=r"^--observed-calls: at most 2000 "):
+            InterpretConfig(interpreter="observed", observed_calls=calls_)
+    with pytest.raises(ValueError, match="observed_calls"):
+        observed_plan({"category": "numeric", "function_id": "numeric/f00000"}, [], calls=2001)
+
+
+def test_the_observed_interpreter_answers_from_the_calls_it_recorded(by_id, tmp_path):
+    """In the tools protocol its text commands are not tool calls and run nothing: its answer is then
+    the floor of no observation (the constant answer), not the floor of a plan that never ran."""
+    from findbench.interpret.floors import observed_turns
+    from findbench.interpret.references import CONSTANT_ANSWERS
+    from tests.interpret.scripted import run_episode
+
+    row = by_id["numeric/f00000"]
+    turns = observed_turns(row, [], calls=12)
+    text = run_episode(row, None, reference=turns, log_dir=tmp_path / "text", rounds=3)
+    assert len(text.calls[0]["inputs"]) == 12 and "return 2.0 * x + -1.0" in text.answer.code  # the line's exact
+    tools = run_episode(row, None, reference=turns, log_dir=tmp_path / "tools", rounds=3, protocol="tools")
+    assert tools.calls == [] and tools.answer.code.strip() == CONSTANT_ANSWERS["numeric"].code.strip()

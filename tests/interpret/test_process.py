@@ -195,8 +195,8 @@ def test_evaluate_writes_process_metrics(tmp_path):
     result = evaluate_run(run, out=tmp_path / "out", progress=False)
 
     header, table = read_csv(tmp_path / "out" / "per_function.csv")
-    assert tuple(header) == (*CSV_COLUMNS, *FLOOR_COLUMNS, "degenerate", "code_error", "damage", "source_log",
-                             *PROCESS_COLUMNS)
+    assert tuple(header) == (*CSV_COLUMNS, *FLOOR_COLUMNS, "floor_missing", "degenerate", "code_error", "damage",
+                             "source_log", *PROCESS_COLUMNS)
     cells = {(r["function_id"], r["method"]): r for r in table}
     assert [cells[(a["function_id"], "aia")][c] for c in PROCESS_COLUMNS] == ["2", "2", "1"]
     assert [cells[(b["function_id"], "aia")][c] for c in PROCESS_COLUMNS] == [

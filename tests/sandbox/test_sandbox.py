@@ -210,6 +210,16 @@ def test_result_size_cap_and_main_guard():
     assert res[2].values == [7]
 
 
+def test_an_oversized_request_fails_only_its_own_program(box):
+    from findbench.sandbox import MAX_REQUEST_BYTES
+
+    huge = "_T = " + repr("x" * MAX_REQUEST_BYTES) + "\n" + IDENTITY
+    res = box.run([IDENTITY, huge, IDENTITY], [[1], [2], [3]])
+    assert [r.status for r in res] == ["ok", "error", "ok"] and res[2].values == [3]
+    assert "request cap" in res[1].message and res[1].errors == [res[1].message]
+    assert box.run([huge], [[1]])[0].status == "error"  # alone too: no request is sent
+
+
 def test_short_reason_is_one_line_without_host_paths(tmp_path, monkeypatch):
     import findbench
 

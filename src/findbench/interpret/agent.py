@@ -93,9 +93,16 @@ def _usage_dict(usage: ModelUsage | None) -> dict[str, int] | None:
     return {k: v for k, v in usage.model_dump().items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
-def _reference_output(reference: Sequence[str], turn: int) -> ModelOutput:
-    """A reference interpreter's ``turn``-th message (the last one repeats)."""
-    return ModelOutput.from_content(model="none", content=reference[min(turn, len(reference)) - 1])
+async def _reference_output(reference: Sequence[str | None], turn: int, runner: FunctionRunner,
+                            episode: Episode) -> ModelOutput:
+    """A reference interpreter's ``turn``-th message (the last one repeats); None stands for the
+    ``observed`` interpreter's answer from the calls the episode recorded so far."""
+    content = reference[min(turn, len(reference)) - 1]
+    if content is None:
+        from findbench.interpret.floors import observed_answer
+
+        content = await asyncio.to_thread(observed_answer, runner.row, list(episode.calls), seed=runner.seed)
+    return ModelOutput.from_content(model="none", content=content)
 
 
 async def _start(state: TaskState, *, protocol: str, rounds: int, seed: int,
@@ -141,7 +148,7 @@ async def text_episode(
     seed: int,
     episode_tokens: int | None,
     grammar: Any = None,
-    reference: Sequence[str] | None = None,
+    reference: Sequence[str | None] | None = None,
 ) -> Episode:
     """One ``text``-protocol episode on the sample's row: at most ``rounds`` turns (``milan``: two) of
     ``generate(state)`` (``max_tokens`` each; ``grammar``: a function of the messages giving each turn's
@@ -152,7 +159,7 @@ async def text_episode(
     with _episode_limits(episode, lambda: state.messages):
         for turn in range(1, episode.max_rounds + 1):
             if reference is not None:
-                state.output = _reference_output(reference, turn)
+                state.output = await _reference_output(reference, turn, runner, episode)
                 state.messages.append(state.output.message)
             else:
                 config: dict[str, Any] = {"max_tokens": max_tokens} if max_tokens is not None else {}
@@ -273,7 +280,7 @@ async def tools_episode(
     max_tokens: int | None,
     seed: int,
     episode_tokens: int | None,
-    reference: Sequence[str] | None = None,
+    reference: Sequence[str | None] | None = None,
 ) -> Episode:
     """One ``tools``-protocol episode on the sample's row: ``react`` with :func:`call_function_tool`
     and no submit tool, the task's model (``max_tokens`` a turn) or the ``reference`` turns answering;
@@ -284,7 +291,7 @@ async def tools_episode(
 
     async def model(agent: AgentState, tools: list) -> AgentState:
         if reference is not None:
-            output = _reference_output(reference, episode.rounds + 1)
+            output = await _reference_output(reference, episode.rounds + 1, runner, episode)
         else:
             output = await get_model().generate(agent.messages, tools, config=GenerateConfig(max_tokens=max_tokens))
         episode.rounds += 1

@@ -31,7 +31,7 @@ from findbench.stats import (
 )
 
 #: The metrics of ``scores.json`` compared (per category: those of ``CATEGORY_METRICS``), each followed
-#: by its margin over the run's own observations where it has one (:data:`MARGINS`).
+#: by its margins over the run's own observations and over the observed plan where it has them (:data:`MARGINS`).
 COMPARED_METRICS = ("nmse_success", "exact_match", "unit_test_accuracy", "domain_iou", "unit_test_accuracy_near")
 MARGINS = tuple(f"{m}_margin" for m in FLOORED_SCORES)
 _PER_FUNCTION = "per_function.csv"
@@ -90,6 +90,7 @@ def _columns() -> list[tuple[str, str, str, str]]:
         out.append((category, method, metric, header))
         if f"{metric}_margin" in MARGINS:
             out.append((category, method, f"{metric}_margin", f"{header}: margin over own observations"))
+            out.append((category, method, f"{metric}_margin_plan", f"{header}: margin over the observed plan"))
     return out
 
 

@@ -16,8 +16,14 @@ from findbench import _checks
 from findbench._config import Csv, arg, flag
 from findbench.constants import UsageError
 from findbench.interpret.episode import DEFAULT_API_MAX_TOKENS, DEFAULT_MAX_TOKENS, DEFAULT_ROUNDS
-from findbench.interpret.floors import DEFAULT_OBSERVED_CALLS
-from findbench.interpret.protocol import METHODS, PROTOCOL, PROTOCOLS
+from findbench.interpret.floors import DEFAULT_OBSERVED_CALLS, MAX_OBSERVED_CALLS
+from findbench.interpret.protocol import (
+    MAX_COMMANDS_PER_MESSAGE,
+    MAX_INPUTS_PER_COMMAND,
+    METHODS,
+    PROTOCOL,
+    PROTOCOLS,
+)
 from findbench.interpret.references import REFERENCE_INTERPRETERS
 from findbench.judge.scoring import JUDGE_MODES
 from findbench.lm.base import STRUCTURED_OUTPUTS
@@ -106,7 +112,7 @@ class InterpretConfig:
     max_connections: int = arg(4, "episodes in flight at once")
     observed_calls: int = arg(DEFAULT_OBSERVED_CALLS, "calls of the observed interpreter's plan (evenly spaced "
                                                       "numeric inputs; other categories' test inputs for strings "
-                                                      "and neurons)", metavar="K")
+                                                      f"and neurons), at most {MAX_OBSERVED_CALLS}", metavar="K")
     structured_outputs: str = arg("auto", "each text-protocol turn follows FIND's command / answer grammar: auto "
                                           "for models running in this process, on for any model, off never",
                                   choices=STRUCTURED_OUTPUTS)
@@ -118,6 +124,10 @@ class InterpretConfig:
                                                                     self.limit, self.sample, self.seed)
         for name in ("rounds", "max_connections", "observed_calls"):
             _positive(name, getattr(self, name))
+        if self.observed_calls > MAX_OBSERVED_CALLS:
+            raise UsageError(f"--observed-calls: at most {MAX_OBSERVED_CALLS} (the plan is one message of at most "
+                             f"{MAX_COMMANDS_PER_MESSAGE} commands of {MAX_INPUTS_PER_COMMAND} inputs), got "
+                             f"{self.observed_calls}")
         for name in ("max_tokens", "episode_tokens"):
             _positive(name, getattr(self, name), optional=True)
         _checks.one_of("--structured-outputs", self.structured_outputs, STRUCTURED_OUTPUTS)

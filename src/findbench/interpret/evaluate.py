@@ -64,7 +64,8 @@ SCORE_METRICS = (
     "domain_iou",
     "unit_test_accuracy_near",
 )
-#: Columns of ``per_function.csv`` (then :data:`FLOOR_COLUMNS`, ``degenerate``, ``code_error``: why the
+#: Columns of ``per_function.csv`` (then :data:`FLOOR_COLUMNS`, ``floor_missing``: why a floor of the
+#: episode could not be computed (its columns are then empty), ``degenerate``, ``code_error``: why the
 #: answer's code failed in the sandbox, ``damage``: why a part of the episode could not be read,
 #: ``source_log``: the log it was read from, ``logs/<file>.eval``, empty for a run without logs, then
 #: the process columns).
@@ -87,12 +88,19 @@ CATEGORY_METRICS: dict[str, tuple[str, ...]] = {
 }
 #: The per-function metrics with a floor from the agent's own observations (:mod:`findbench.interpret.floors`).
 _FLOOR_METRICS = ("nmse", "exact_match", "unit_test_accuracy", "unit_test_accuracy_near")
+#: The two floors of an episode, each with the name of the margin over it: ``observed``, the floor of
+#: the inputs its episode recorded; ``plan``, the floor of the fixed ``observed`` plan, which no
+#: transcript can move (:mod:`findbench.interpret.floors`).
+_FLOOR_KINDS = {"observed": "margin", "plan": "margin_plan"}
 #: ``per_function.csv``: each floor metric's ``<metric>_observed`` and ``<metric>_margin`` (metric
-#: minus its floor; for ``nmse`` lower is better, so a negative margin is the good side).
-FLOOR_COLUMNS = tuple(f"{m}_{kind}" for m in _FLOOR_METRICS for kind in ("observed", "margin"))
-#: Aggregates of ``scores.json`` with a floor: each gets ``<metric>_observed`` and ``<metric>_margin``
-#: (with ``_ci`` and ``_n``; the margin's interval is a paired bootstrap over functions).
+#: minus its floor; for ``nmse`` lower is better, so a negative margin is the good side), then
+#: ``<metric>_plan`` and ``<metric>_margin_plan``, the same against the plan's floor.
+FLOOR_COLUMNS = tuple(f"{m}_{kind}" for m in _FLOOR_METRICS for pair in _FLOOR_KINDS.items() for kind in pair)
+#: Aggregates of ``scores.json`` with a floor: each gets ``<metric>_observed``, ``<metric>_margin`` and
+#: ``<metric>_margin_plan`` (with ``_ci`` and ``_n``; a margin's interval is a paired bootstrap over functions).
 FLOORED_SCORES = ("nmse_success", "exact_match", "unit_test_accuracy", "unit_test_accuracy_near")
+#: Characters of a ``floor_missing`` reason kept.
+_REASON_CHARS = 300
 #: The unit tests each judged metric reads from a row: FIND's, and the near misses of the function.
 _UNIT_TEST_SETS = {"unit_test_accuracy": ("unit_tests", "find"), "unit_test_accuracy_near": ("unit_tests_near", "near")}
 #: Columns of ``unit_tests.csv``: one row per unit test judged (``test``: its 0-based position
@@ -415,39 +423,77 @@ def score_interpretations(
     return records
 
 
-def _add_floors(category: str, records: list[dict[str, Any]], lm: Any, mode: str) -> None:
-    """Set each record's ``<metric>_observed`` (:data:`_FLOOR_METRICS`: the best the floor answers of
-    its own observations score, :func:`findbench.interpret.floors.floor_answers`) and ``<metric>_margin``."""
-    from findbench.interpret.floors import floor_answers, observed_pairs
+def _add_floors(
+    category: str, records: list[dict[str, Any]], lm: Any, mode: str, pool: Sequence[dict], seed: int
+) -> None:
+    """Set each record's floors (:data:`_FLOOR_KINDS`; :data:`_FLOOR_METRICS`: the best its floor answers
+    score, :func:`findbench.interpret.floors.floor_answers`) and the margins over them. The ``observed``
+    floor is built from the episode's recorded inputs run through the row's function (``seed``: the
+    run's), the ``plan`` floor from the ``observed`` plan on ``pool``. A floor that cannot be computed
+    is left empty, with the reason in ``floor_missing``; the others are scored as usual."""
+    from findbench.interpret.floors import floor_answers, observed_pairs, plan_pairs, recorded_inputs
 
-    floors, owners = [], []
+    floors: list[dict[str, Any]] = []
     for k, rec in enumerate(records):
-        for answer in floor_answers(category, observed_pairs(rec.get("episode"))):
-            floors.append(
-                {
-                    "function_id": rec["function_id"],
-                    "category": category,
-                    "method": rec["method"],
-                    "description": answer.description,
-                    "domain": "",
-                    "code": answer.code or "",
-                }
-            )
-            owners.append(k)
+        rec["floor_missing"] = None
+        fid = rec["function_id"]
+        for kind in _FLOOR_KINDS:
+            try:
+                pairs = (
+                    observed_pairs(rec["row"], recorded_inputs(rec.get("episode"), fid), seed=seed)
+                    if kind == "observed"
+                    else plan_pairs(rec["row"], pool, method=rec["method"], seed=seed)
+                )
+                # the plan's floor is the one answer the observed reference gives
+                answers = floor_answers(category, pairs, key=fid, lm=lm, **({"listings": 1} if kind == "plan" else {}))
+            except Exception as exc:  # noqa: BLE001 - one episode's floor never stops the run
+                _floor_missing(rec, kind, exc)
+                continue
+            floors += [
+                {"function_id": fid, "category": category, "method": rec["method"], "description": a.description,
+                 "domain": "", "code": a.code or "", "owner": (k, kind)}
+                for a in answers
+            ]
+    shared: dict[tuple, dict[str, Any]] = {}  # an answer both floors of an episode give is scored once
+    for f in floors:
+        f["scored"] = shared.setdefault((f["owner"][0], f["description"], f["code"]), f)
+    scored = list(shared.values())
     metrics = [m for m in _FLOOR_METRICS if any(r.get(m) is not None for r in records)]
-    if floors and metrics:
-        score_interpretations(floors, [records[k]["row"] for k in owners], metrics=metrics, judge=lm, mode=mode)
-    mine: dict[int, list[dict[str, Any]]] = {}
-    for floor, owner in zip(floors, owners):
-        mine.setdefault(owner, []).append(floor)
+    if scored and metrics:
+        try:
+            score_interpretations(scored, [records[f["owner"][0]]["row"] for f in scored], metrics=metrics,
+                                  judge=lm, mode=mode)
+        except Exception as exc:  # noqa: BLE001 - then each episode's floors alone, so only its own fail
+            logger.warning("floors: scored one episode at a time after %s: %s", type(exc).__name__, exc)
+            for k in dict.fromkeys(f["owner"][0] for f in scored):
+                mine = [f for f in scored if f["owner"][0] == k]
+                try:
+                    score_interpretations(mine, [records[k]["row"]] * len(mine), metrics=metrics, judge=lm, mode=mode)
+                except Exception as exc:  # noqa: BLE001
+                    for f in mine:
+                        f["failed"] = True
+                    for kind in dict.fromkeys(f["owner"][1] for f in floors if f["scored"].get("failed")
+                                              and f["owner"][0] == k):
+                        _floor_missing(records[k], kind, exc)
+    by_owner: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for f in floors:
+        if not f["scored"].get("failed"):
+            by_owner.setdefault(f["owner"], []).append(f["scored"])
     for k, rec in enumerate(records):
-        for metric in _FLOOR_METRICS:
-            values = [f[metric] for f in mine.get(k, []) if f.get(metric) is not None]
-            best = (min if metric == "nmse" else max)(values) if values and rec.get(metric) is not None else None
-            rec[f"{metric}_observed"] = best
-            rec[f"{metric}_margin"] = (
-                rec[metric] - best if best is not None and math.isfinite(rec[metric] - best) else None
-            )
+        for kind, margin in _FLOOR_KINDS.items():
+            for metric in _FLOOR_METRICS:
+                values = [f[metric] for f in by_owner.get((k, kind), []) if f.get(metric) is not None]
+                best = (min if metric == "nmse" else max)(values) if values and rec.get(metric) is not None else None
+                rec[f"{metric}_{kind}"] = best
+                diff = None if best is None else rec[metric] - best
+                rec[f"{metric}_{margin}"] = diff if diff is not None and math.isfinite(diff) else None
+
+
+def _floor_missing(rec: dict[str, Any], kind: str, exc: BaseException) -> None:
+    """Note in ``rec["floor_missing"]`` why its ``kind`` floor could not be computed (one line)."""
+    why = " ".join(f"{kind} floor: {type(exc).__name__}: {exc}".split())[:_REASON_CHARS]
+    logger.warning("%s (%s): %s", rec["function_id"], rec["method"], why)
+    rec["floor_missing"] = "; ".join(filter(None, (rec.get("floor_missing"), why)))
 
 
 def _degenerate(records: Sequence[dict[str, Any]]) -> list[str]:
@@ -473,19 +519,26 @@ def _degenerate(records: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def _score_category(
-    category: str, records: list[dict[str, Any]], lm: Any, mode: str, progress: bool, unverified: bool
+    category: str,
+    records: list[dict[str, Any]],
+    lm: Any,
+    mode: str,
+    progress: bool,
+    unverified: bool,
+    pool: Sequence[dict] = (),
+    seed: int = 0,
 ) -> dict[str, Cell]:
     """Score each record and its floors; return each method's :class:`~findbench.interpret.scores.Cell`:
     an estimate of each aggregate of :data:`CATEGORY_METRICS` (the floored ones followed by
     ``<metric>_observed`` and ``<metric>_margin``, paired per function), ``n_degenerate`` and ``unverified``."""
     score_interpretations(records, [r["row"] for r in records], judge=lm, mode=mode, progress=progress)
-    _add_floors(category, records, lm, mode)
+    _add_floors(category, records, lm, mode, pool or [r["row"] for r in records], seed)
     for rec, reason in zip(records, _degenerate(records)):
         rec["degenerate"] = reason
     names = [
         f"{m}{kind}"
         for m in CATEGORY_METRICS[category]
-        for kind in ("", "_observed", "_margin")
+        for kind in ("", "_observed", "_margin", "_margin_plan")
         if not kind or m in FLOORED_SCORES
     ]
     cells: dict[str, Cell] = {}
@@ -516,11 +569,12 @@ def unit_values(metric: str, records: Sequence[dict[str, Any]]) -> list[float]:
 
     if metric == "nmse_success":
         return [success(r.get("nmse")) for r in records]
-    if metric in ("nmse_success_observed", "nmse_success_margin"):  # functions with a floor only
-        floored = [r for r in records if number(r.get("nmse_observed")) is not None]
+    if metric in ("nmse_success_observed", "nmse_success_margin", "nmse_success_margin_plan"):  # with a floor only
+        floor = "nmse_plan" if metric.endswith("plan") else "nmse_observed"
+        floored = [r for r in records if number(r.get(floor)) is not None]
         if metric.endswith("observed"):
-            return [success(r["nmse_observed"]) for r in floored]
-        return [success(r.get("nmse")) - success(r["nmse_observed"]) for r in floored]
+            return [success(r[floor]) for r in floored]
+        return [success(r.get("nmse")) - success(r[floor]) for r in floored]
     column = "nmse" if metric == "mean_nmse" else metric
     values = [number(r.get(column)) for r in records]
     return [v for v in values if v is not None and math.isfinite(v)]
@@ -537,7 +591,8 @@ def _cell(value: Any) -> str:
 def _per_function_csv(records: list[dict[str, Any]]) -> str:
     from findbench.interpret.process import PROCESS_COLUMNS
 
-    columns = (*CSV_COLUMNS, *FLOOR_COLUMNS, "degenerate", "code_error", "damage", "source_log", *PROCESS_COLUMNS)
+    columns = (*CSV_COLUMNS, *FLOOR_COLUMNS, "floor_missing", "degenerate", "code_error", "damage", "source_log",
+               *PROCESS_COLUMNS)
     return csv_text(columns, ([_cell(rec.get(col)) for col in columns] for rec in records))
 
 
@@ -657,6 +712,21 @@ def read_scored_run(
     }
 
 
+def _plan_pool(category: str, run: dict[str, Any]) -> list[dict]:
+    """The functions the ``observed`` plan draws other inputs from: the category's rows of the run's data
+    (as the ``observed`` interpreter drew them); an unverified run's, or where they cannot be read, the
+    rows scored. Numeric plans need none."""
+    if category == "numeric" or not run["verified"]:
+        return []
+    from findbench.find.rows import load_rows
+
+    try:
+        return load_rows(category, seed=run["seed"], data=run["data"])
+    except (OSError, ValueError) as exc:
+        logger.warning("plan floor of %s: the rows scored stand in for the data's (%s)", category, exc)
+        return []
+
+
 def _add_process(records: list[dict[str, Any]]) -> None:
     """Fill each record's process columns from its episode."""
     from findbench.interpret.process import episode_process
@@ -760,7 +830,8 @@ def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = Tr
         if not group:
             continue
         logger.info("scoring %d %s interpretation(s)", len(group), category)
-        cells[category] = _score_category(category, group, lm, mode, progress, unverified=not run["verified"])
+        cells[category] = _score_category(category, group, lm, mode, progress, unverified=not run["verified"],
+                                          pool=_plan_pool(category, run), seed=run["seed"])
         counts[category] = {
             m: sum(r["method"] == m for r in group) for m in METHODS if any(r["method"] == m for r in group)
         }
@@ -781,6 +852,15 @@ def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = Tr
             f"Logs not scored: {len(run['log_problems'])}: {'; '.join(run['log_problems'][:5])}"
             + (" …" if len(run["log_problems"]) > 5 else "")
             + "."
+        )
+    no_floor = [r for r in records if r.get("floor_missing")]
+    if no_floor:
+        notes.append(
+            f"Floors missing: {len(no_floor)} episode(s) have a floor that could not be computed (its columns are "
+            "empty; the episode is scored): "
+            + "; ".join(f"{r['function_id']} ({r['method']}): {r['floor_missing']}" for r in no_floor[:5])
+            + (" …" if len(no_floor) > 5 else "")
+            + "; see the floor_missing column of per_function.csv."
         )
     if identity is not None:
         notes.append(f"Judge: {identity.describe()}.")

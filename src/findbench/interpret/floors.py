@@ -1,54 +1,83 @@
 """Floors from an agent's own observations: what an agent that understood nothing, but saw the
 same input → output pairs, would score with the same metric and judge.
 
-The answers built from an episode's recorded calls (:func:`observed_pairs`):
+The pairs are the episode's **recorded inputs run through the data's function** (:func:`observed_pairs`,
+as the harness answers calls), never the outputs the record shows: a log whose outputs were deleted or
+changed has the same floor. At most :data:`MAX_FLOOR_INPUTS` distinct inputs count (the first by a
+hash of the function id and the input where there are more), so neither the order nor the number of
+calls can shape the floor. The answers built from them:
 
 - numeric code: each of :data:`NUMERIC_FLOORS`, a constant (the mean output), a least-squares
-  line and linear interpolation (flat outside the called range); the floor is the best of them
-  by NMSE on FIND's grid;
+  line and linear interpolation (flat outside the called range), fitted in float64 with overflow
+  ignored (a candidate that comes out non-finite is dropped); the floor is the best of them by NMSE
+  on FIND's grid;
 - strings code: a lookup table of the observed pairs, the input unchanged where unseen;
-- descriptions (strings, entities, relations): the observed pairs listed, no rule
-  (:func:`findbench.judge.probes.examples_only_description`, within the judge's cap).
+- descriptions (strings, entities, relations): the observed pairs listed, no rule, one listing per
+  :data:`DESCRIPTION_SUBSETS` seeded shuffles, each filled in one pass up to the judge's description
+  budget counted with its tokenizer (:func:`listed_description`); the best counts.
 
 An episode with no usable observation has the ``constant`` reference answer as its floor. The
 ``observed`` reference interpreter (:func:`observed_plan`, :func:`observed_answer`) probes on a
-fixed seeded plan and answers with exactly these floors, so its margin is 0."""
+fixed seeded plan and answers with the floor of the calls its episode recorded, so its margin is 0
+on code (on descriptions it answers the first listing, so at most 0)."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from findbench.interpret.protocol import Answer
+from findbench.interpret.protocol import MAX_COMMANDS_PER_MESSAGE, MAX_INPUT_CHARS, MAX_INPUTS_PER_COMMAND, Answer
 
 #: The numeric floor's candidate answers.
 NUMERIC_FLOORS = ("constant", "line", "interpolation")
 #: Calls of the ``observed`` interpreter's plan (``--observed-calls``).
 DEFAULT_OBSERVED_CALLS = 40
+#: The most ``--observed-calls``: the plan goes out as one message, which runs at most
+#: ``MAX_COMMANDS_PER_MESSAGE`` commands of ``MAX_INPUTS_PER_COMMAND`` inputs (2,000).
+MAX_OBSERVED_CALLS = MAX_COMMANDS_PER_MESSAGE * MAX_INPUTS_PER_COMMAND
+#: Distinct inputs of one episode a floor is built from (more: the first by a seeded hash).
+MAX_FLOOR_INPUTS = 2000
+#: Seeded listings of the observed pairs tried as the description floor (the best one counts).
+DESCRIPTION_SUBSETS = 3
 #: FIND's numeric domain, over which the ``observed`` interpreter spaces its calls.
 NUMERIC_RANGE = (-128.0, 128.0)
 
 Pair = tuple[str, Any]
 
 
-def observed_pairs(episode: Mapping[str, Any] | None) -> list[Pair]:
-    """The ``(input, output)`` pairs an episode's calls returned, first call of an input only;
-    failed values, non-scalar outputs and malformed records are left out. Inputs as the agent wrote them."""
-    pairs: dict[str, Any] = {}
+def recorded_inputs(episode: Mapping[str, Any] | None, key: str = "") -> list[str]:
+    """The distinct inputs an episode's calls record (text as the agent wrote it, at most
+    ``MAX_INPUT_CHARS`` characters), sorted; more than :data:`MAX_FLOOR_INPUTS`: those first by the
+    hash of ``key`` (the function id) and the input. Outputs and malformed records are not read."""
     found = (episode or {}).get("calls")
+    inputs: set[str] = set()
     for call in found if isinstance(found, list) else []:  # the record is read from a file: any shape
-        if not isinstance(call, Mapping):
-            continue
-        inputs, outputs, errors = (
-            call.get(k) if isinstance(call.get(k), list) else [] for k in ("inputs", "outputs", "errors")
-        )
-        for k, (x, y) in enumerate(zip(inputs, outputs)):
-            failed = k < len(errors) and errors[k] is not None
-            if isinstance(x, str) and y is not None and not failed and isinstance(y, (str, int, float)):
-                pairs.setdefault(x, y)
-    return list(pairs.items())
+        values = call.get("inputs") if isinstance(call, Mapping) else None
+        if isinstance(values, list):
+            inputs.update(x for x in values if isinstance(x, str) and len(x) <= MAX_INPUT_CHARS)
+    if len(inputs) > MAX_FLOOR_INPUTS:
+        inputs = set(sorted(inputs, key=lambda x: hashlib.sha256(f"{key}\0{x}".encode()).digest())[:MAX_FLOOR_INPUTS])
+    return sorted(inputs)
+
+
+def observed_pairs(row: Mapping[str, Any], inputs: Sequence[str], *, seed: int = 0) -> list[Pair]:
+    """``(input, output)`` for each of ``inputs`` run through ``row``'s function as the harness runs
+    calls (:class:`~findbench.interpret.calls.FunctionRunner`, noise keyed by the run ``seed``); inputs
+    that fail or give a non-scalar output are left out. Entity neurons: output None (their floor lists
+    the words only, so the function is not run)."""
+    from findbench.interpret.calls import FunctionRunner
+    from findbench.interpret.protocol import CallError
+
+    if row.get("category") == "neurons_entities":
+        return [(x, None) for x in inputs]
+    if not inputs:
+        return []
+    outputs = FunctionRunner(row, seed=seed).evaluate(list(inputs))[1]
+    return [(x, y) for x, y in zip(inputs, outputs)
+            if not isinstance(y, (CallError, bool)) and isinstance(y, (str, int, float))]
 
 
 def _numeric_points(pairs: Sequence[Pair]) -> list[tuple[float, float]]:
@@ -57,31 +86,36 @@ def _numeric_points(pairs: Sequence[Pair]) -> list[tuple[float, float]]:
     for x, y in pairs:
         try:
             xv, yv = float(x), float(y)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             continue
         if math.isfinite(xv) and math.isfinite(yv):
             by_x.setdefault(xv, []).append(yv)
-    return sorted((x, sum(ys) / len(ys)) for x, ys in by_x.items())
+    points = ((x, math.fsum(ys) / len(ys)) for x, ys in by_x.items())
+    return sorted(p for p in points if math.isfinite(p[1]))
 
 
 def numeric_floor_codes(pairs: Sequence[Pair]) -> dict[str, str]:
-    """The code of each of :data:`NUMERIC_FLOORS` fitted to ``pairs``; ``{}`` without a finite point."""
+    """The code of each of :data:`NUMERIC_FLOORS` fitted to ``pairs`` (in float64, overflow ignored; a
+    candidate whose constants are not finite is left out); ``{}`` without a finite point."""
+    import numpy as np
+
     points = _numeric_points(pairs)
     if not points:
         return {}
-    xs, ys = [p[0] for p in points], [p[1] for p in points]
-    mean = sum(ys) / len(ys)
-    slope, intercept = 0.0, mean
-    if len(xs) > 1:
-        mx = sum(xs) / len(xs)
-        sxx = sum((x - mx) ** 2 for x in xs)
-        slope = sum((x - mx) * (y - mean) for x, y in zip(xs, ys)) / sxx
-        intercept = mean - slope * mx
-    return {
-        "constant": f"def function(x):\n    return {mean!r}\n",
-        "line": f"def function(x):\n    return {slope!r} * x + {intercept!r}\n",
+    xs, ys = np.array(points, dtype=np.float64).T
+    with np.errstate(all="ignore"):
+        mean = float(ys.mean())
+        slope, intercept = 0.0, mean
+        if len(xs) > 1:
+            dx = xs - xs.mean()
+            slope = float((dx * (ys - mean)).sum() / (dx * dx).sum())
+            intercept = float(mean - slope * xs.mean())
+    codes = {
+        "constant": f"def function(x):\n    return {mean!r}\n" if math.isfinite(mean) else None,
+        "line": (f"def function(x):\n    return {slope!r} * x + {intercept!r}\n"
+                 if math.isfinite(slope) and math.isfinite(intercept) else None),
         "interpolation": (
-            f"_XS = {xs!r}\n_YS = {ys!r}\n\n\n"
+            f"_XS = {xs.tolist()!r}\n_YS = {ys.tolist()!r}\n\n\n"
             "def function(x):\n"
             "    import bisect\n"
             "    if x <= _XS[0]:\n        return _YS[0]\n"
@@ -91,6 +125,7 @@ def numeric_floor_codes(pairs: Sequence[Pair]) -> dict[str, str]:
             "    return y0 + (y1 - y0) * (x - x0) / (x1 - x0)\n"
         ),
     }
+    return {name: code for name, code in codes.items() if code is not None}
 
 
 def lookup_code(pairs: Sequence[Pair]) -> str:
@@ -99,21 +134,64 @@ def lookup_code(pairs: Sequence[Pair]) -> str:
     return f"_TABLE = {table!r}\n\n\ndef function(s):\n    return _TABLE.get(s, s)\n"
 
 
-def floor_answers(category: str, pairs: Sequence[Pair]) -> list[Answer]:
-    """The floor answers of one episode: numeric, one per fitted :data:`NUMERIC_FLOORS` candidate
-    (the best counts); others, one answer (the listed examples, and strings the lookup code).
-    No observation: the ``constant`` reference answer."""
+def listed_description(category: str, pairs: Sequence[Pair], *, key: str = "", lm: Any = None) -> tuple[str, bool]:
+    """The observed pairs listed, no rule (``Function input - output pairs: (x, y) …``, the line an agent's
+    calls print; entities, the words comma-separated), in the order of a shuffle seeded by ``key`` of the
+    pairs sorted (so the calls' order plays no part), each taken in one pass where it still fits the
+    judge ``lm``'s description budget (:func:`~findbench.judge.scoring.description_token_limit`, counted
+    with its tokenizer; without one, 2 characters a token, the judge's own cut): a long pair is skipped,
+    not a reason to stop. Returns the text (``""`` for no pairs) and whether it lists every pair."""
+    from findbench.find.export import format_value
+    from findbench.judge.scoring import description_token_limit, unwrap_lm
+
+    entities = category == "neurons_entities"
+    prefix, sep = ("", ", ") if entities else ("Function input - output pairs: ", " ")
+    pieces = sorted({str(x) if entities else f"({format_value(x)}, {format_value(y)})" for x, y in pairs})
+    random.Random(f"{key}:floor").shuffle(pieces)
+    limit = description_token_limit(lm)
+    tokenizer = getattr(unwrap_lm(lm), "tokenizer", None)
+
+    def cost(texts: list[str]) -> list[int]:
+        if callable(tokenizer) and texts:
+            return [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+        return [math.ceil(len(t) / 2) for t in texts]
+
+    room = limit - cost([prefix])[0] if prefix else limit
+    chosen: list[str] = []
+    for piece, n in zip(pieces, cost([sep + p for p in pieces])):
+        if n <= room:
+            chosen.append(piece)
+            room -= n
+    text = prefix + sep.join(chosen)
+    while chosen and cost([text])[0] > limit:  # a join tokenized differently from its pieces: rare, a few steps
+        chosen.pop()
+        text = prefix + sep.join(chosen)
+    return (text if chosen else ""), len(chosen) == len(pieces)
+
+
+def floor_answers(
+    category: str, pairs: Sequence[Pair], *, key: str = "", lm: Any = None, listings: int = DESCRIPTION_SUBSETS
+) -> list[Answer]:
+    """The floor answers of one episode (the best of them counts): numeric, one per fitted
+    :data:`NUMERIC_FLOORS` candidate; others, ``listings`` listings of the pairs
+    (:func:`listed_description`, seeded by ``key`` and the listing's number, within judge ``lm``'s
+    budget; one where it lists every pair), the first with the lookup code for strings. No observation: the
+    ``constant`` reference answer."""
     from findbench.interpret.references import CONSTANT_ANSWERS
-    from findbench.judge.probes import examples_only_description
 
     if category == "numeric":
         codes = numeric_floor_codes(pairs)
         return [Answer(description="", code=code) for code in codes.values()] or [CONSTANT_ANSWERS["numeric"]]
     if not pairs:
         return [CONSTANT_ANSWERS[category]]
-    listed = [(x, None if category == "neurons_entities" else y) for x, y in pairs]
-    description = examples_only_description(category, listed) or CONSTANT_ANSWERS[category].description
-    return [Answer(description=description, code=lookup_code(pairs) if category == "strings" else None)]
+    texts: dict[str, None] = {}
+    for k in range(listings):
+        text, every = listed_description(category, pairs, key=f"{key}:{k}", lm=lm)
+        texts[text or CONSTANT_ANSWERS[category].description] = None
+        if every:  # another listing would only reorder the same pairs
+            break
+    code = lookup_code(pairs) if category == "strings" else None
+    return [Answer(description=text, code=code if not k else None) for k, text in enumerate(texts)]
 
 
 def observed_plan(
@@ -125,8 +203,8 @@ def observed_plan(
     other functions of ``pool``, less those of the row's own tests (which would give answers away)."""
     from findbench.judge.probes import shown_inputs
 
-    if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
-        raise ValueError(f"observed_calls must be a positive integer, got {calls!r}")
+    if isinstance(calls, bool) or not isinstance(calls, int) or not 1 <= calls <= MAX_OBSERVED_CALLS:
+        raise ValueError(f"observed_calls must be an integer from 1 to {MAX_OBSERVED_CALLS}, got {calls!r}")
     if row.get("category") == "numeric":
         low, high = NUMERIC_RANGE
         if calls == 1:
@@ -147,7 +225,7 @@ def observed_plan(
 
 def best_floor(row: Mapping[str, Any], answers: Sequence[Answer]) -> Answer:
     """The floor answer that counts: numeric, the candidate of least NMSE on FIND's grid against the
-    row's code (the first on a tie); otherwise the one answer."""
+    row's code (the first on a tie); otherwise the first."""
     if row.get("category") != "numeric" or len(answers) == 1:
         return answers[0]
     from findbench.find.code_scoring import score_nmse
@@ -161,28 +239,42 @@ def _quoted(value: str) -> str:
     return "'" + value.replace("'", "'\"'\"'") + "'"
 
 
+def plan_pairs(
+    row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]], *, method: str = "aia", seed: int = 0
+) -> list[Pair]:
+    """The pairs of the fixed ``observed`` plan (:func:`observed_plan`, :data:`DEFAULT_OBSERVED_CALLS`
+    calls; the MILAN methods' exemplars too), run through the function: the floor no transcript moves
+    (its answers: ``floor_answers(..., listings=1)``, those the ``observed`` interpreter gives)."""
+    inputs = observed_plan(row, pool, seed=seed)
+    if method != "aia":
+        inputs += [str(x) for x in row.get("exemplars") or []]
+    return observed_pairs(row, recorded_inputs({"calls": [{"inputs": inputs}]}, str(row.get("function_id"))),
+                          seed=seed)
+
+
 def observed_turns(
     row: Mapping[str, Any],
     pool: Sequence[Mapping[str, Any]],
     *,
-    method: str = "aia",
     calls: int = DEFAULT_OBSERVED_CALLS,
     seed: int = 0,
-) -> list[str]:
+) -> list[str | None]:
     """The ``observed`` interpreter's two turns on ``row``: its plan as ``PYTHON(...)`` commands
-    (:func:`observed_plan`), then the floor answer of what those calls (and, for the MILAN
-    methods, the exemplars shown first) return, run here exactly as the harness runs them."""
-    from findbench.interpret.calls import FunctionRunner
-    from findbench.interpret.protocol import MAX_INPUTS_PER_COMMAND, SCRIPT_NAME, Command, format_answer
+    (:func:`observed_plan`), then None: the answer is :func:`observed_answer` of the calls the episode
+    recorded (only those that ran count)."""
+    from findbench.interpret.protocol import SCRIPT_NAME
 
     plan = observed_plan(row, pool, calls=calls, seed=seed)
     chunks = [plan[i : i + MAX_INPUTS_PER_COMMAND] for i in range(0, len(plan), MAX_INPUTS_PER_COMMAND)]
-    commands = [f"PYTHON({SCRIPT_NAME} {' '.join(_quoted(x) for x in chunk)})" for chunk in chunks]
-    runner = FunctionRunner(row, seed=seed)
-    records = []
-    if method != "aia" and row.get("exemplars"):
-        records.append(runner.run(Command(text="exemplars", inputs=tuple(str(x) for x in row["exemplars"])))[1])
-    records += [runner.run(Command(text=text, inputs=tuple(chunk)))[1] for text, chunk in zip(commands, chunks)]
-    category = str(row.get("category"))
-    answer = best_floor(row, floor_answers(category, observed_pairs({"calls": records})))
-    return ["\n".join(commands), format_answer(answer.description, answer.domain, answer.code)]
+    return ["\n".join(f"PYTHON({SCRIPT_NAME} {' '.join(_quoted(x) for x in chunk)})" for chunk in chunks), None]
+
+
+def observed_answer(row: Mapping[str, Any], calls: Sequence[Mapping[str, Any]], *, seed: int = 0) -> str:
+    """The ``observed`` interpreter's answer: the floor (:func:`best_floor`; one listing for a
+    description) of the calls its episode recorded, in the answer format."""
+    from findbench.interpret.protocol import format_answer
+
+    fid = str(row.get("function_id"))
+    pairs = observed_pairs(row, recorded_inputs({"calls": list(calls)}, fid), seed=seed)
+    answer = best_floor(row, floor_answers(str(row.get("category")), pairs, key=fid, listings=1))
+    return format_answer(answer.description, answer.domain, answer.code)

@@ -136,7 +136,7 @@ def find_samples(
                 "unverified": data is not None and not isinstance(data, (str, os.PathLike)),
             }
             if interpreter == "observed":
-                metadata["reference_turns"] = observed_turns(row, pool, method=method, calls=observed_calls, seed=seed)
+                metadata["reference_turns"] = observed_turns(row, pool, calls=observed_calls, seed=seed)
             elif interpreter is not None:
                 answer = reference_answer(interpreter, row, pool, seed=seed)
                 metadata["reference_turns"] = [format_answer(answer.description, answer.domain, answer.code)]

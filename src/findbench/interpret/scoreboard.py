@@ -9,6 +9,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
+from findbench.interpret.floors import DESCRIPTION_SUBSETS
 from findbench.interpret.scores import Estimate, Scores
 from findbench.stats import INTERVAL_NOTE, SMALL_N_LEGEND, format_ci, is_small
 
@@ -79,6 +80,7 @@ def table2_summaries(scores: Scores, variant: str = "") -> list[Estimate | None]
 VARIANTS = {
     "observed": lambda m: f"{m}_observed",
     "margin": lambda m: f"{m}_margin",
+    "margin_plan": lambda m: f"{m}_margin_plan",
     "near": lambda m: "unit_test_accuracy_near" if m == "unit_test_accuracy" else None,
     "near_margin": lambda m: "unit_test_accuracy_near_margin" if m == "unit_test_accuracy" else None,
 }
@@ -86,16 +88,20 @@ VARIANTS = {
 _VARIANT_LABELS = {
     "observed": "floor: its own observations",
     "margin": "margin over its own observations",
+    "margin_plan": "margin over the observed plan's floor",
     "near": "near-miss unit tests",
     "near_margin": "near-miss margin over its own observations",
 }
 #: What the variant rows mean, under the table.
 VARIANTS_NOTE = (
-    "Floor: what an agent that understood nothing but made the same calls would score (numeric: the best "
-    "of a constant, a least-squares line and linear interpolation of the observed pairs; strings code: a "
-    "lookup table of them; descriptions: the observed pairs listed, no rule). Margin: score minus that "
-    "floor, per function, with a paired bootstrap interval. Near-miss unit tests: every option shares the "
-    "input, the wrong outputs come from near misses of the function (FIND v1 rows have none)."
+    "Floor: what an agent that understood nothing but made the same calls would score, from the inputs it "
+    "called run through the function (numeric: the best of a constant, a least-squares line and linear "
+    "interpolation of the pairs; strings code: a lookup table of them; descriptions: the best of "
+    f"{DESCRIPTION_SUBSETS} seeded listings of the pairs within the judge's budget, no rule). Margin: score "
+    "minus that floor, per function, with a paired bootstrap interval. Margin over the observed plan's "
+    "floor: the same against the floor of the `observed` reference's fixed plan of calls, which no "
+    "transcript can move. Near-miss unit tests: every option shares the input, the wrong outputs come from "
+    "near misses of the function (FIND v1 rows have none)."
 )
 
 
@@ -209,19 +215,20 @@ def render_comparison(runs: Mapping[str, Scores], *, title: str = "FIND Table 2"
     notes += _interval_notes(v for cells in summaries.values() for v in cells)
     for note in notes:
         lines += ["", note]
-    margins = {name: table2_summaries(scores, "margin") for name, scores in runs.items()}
-    if any(v is not None for cells in margins.values() for v in cells):
-        lines += [
-            "",
-            "#### Margin over each interpreter's own observations",
-            "",
-            VARIANTS_NOTE,
-            "",
-            *_md_table(
-                [f"**{_escape(name)}**", *(_format_cell(v, signed=True) for v in cells)]
-                for name, cells in margins.items()
-            ),
-        ]
+    for variant, heading in (("margin", "Margin over each interpreter's own observations"),
+                             ("margin_plan", "Margin over the observed plan's floor")):
+        margins = {name: table2_summaries(scores, variant) for name, scores in runs.items()}
+        if any(v is not None for cells in margins.values() for v in cells):
+            lines += [
+                "",
+                f"#### {heading}",
+                *(["", VARIANTS_NOTE] if variant == "margin" else []),
+                "",
+                *_md_table(
+                    [f"**{_escape(name)}**", *(_format_cell(v, signed=True) for v in cells)]
+                    for name, cells in margins.items()
+                ),
+            ]
     near = {name: table2_summaries(scores, "near") for name, scores in runs.items()}
     if any(v is not None for cells in near.values() for v in cells):
         lines += [

@@ -3,8 +3,8 @@
 The document is ``{category: {method: cell}}``, after ``"judge"`` (a :class:`~findbench.models.JudgeIdentity`:
 which judge scored the unit tests) when a judge scored. A :class:`Cell` holds one :class:`Estimate` per
 aggregate its category has (:data:`~findbench.interpret.evaluate.CATEGORY_METRICS`, the floored
-ones followed by ``<metric>_observed`` and ``<metric>_margin``), written flat as ``<name>`` (the
-mean), ``<name>_ci`` (the seeded 95 % bootstrap interval over functions) and ``<name>_n`` (the
+ones followed by ``<metric>_observed``, ``<metric>_margin`` and ``<metric>_margin_plan``), written
+flat as ``<name>`` (the mean), ``<name>_ci`` (the seeded 95 % bootstrap interval over functions) and ``<name>_n`` (the
 functions averaged), then ``n_degenerate`` and ``unverified``. Its schema is
 ``findbench/data/schemas/scores.schema.json``."""
 
@@ -62,17 +62,24 @@ class Cell(JsonDoc):
     nmse_success_observed: Estimate | None = _estimate(
         "the same for the best floor answer of the agent's own observations")
     nmse_success_margin: Estimate | None = _estimate("per function: success minus the floor's (functions with a floor)")
+    nmse_success_margin_plan: Estimate | None = _estimate(
+        "per function: success minus that of the floor of the fixed observed plan, which no transcript moves")
     mean_nmse: Estimate | None = _estimate("numeric: mean of the finite NMSEs")
     domain_iou: Estimate | None = _estimate("numeric: mean IoU of the stated domain with the true one")
     exact_match: Estimate | None = _estimate("strings: share of test inputs the code maps exactly")
     exact_match_observed: Estimate | None = _estimate("the floor's exact match (a lookup table of the observed pairs)")
     exact_match_margin: Estimate | None = _estimate("per function: exact match minus the floor's")
+    exact_match_margin_plan: Estimate | None = _estimate("per function: exact match minus the observed plan floor's")
     unit_test_accuracy: Estimate | None = _estimate("strings and neurons: the judge's accuracy on FIND's unit tests")
     unit_test_accuracy_observed: Estimate | None = _estimate("the floor's (a description listing the observed pairs)")
     unit_test_accuracy_margin: Estimate | None = _estimate("per function: accuracy minus the floor's")
+    unit_test_accuracy_margin_plan: Estimate | None = _estimate(
+        "per function: accuracy minus the observed plan floor's")
     unit_test_accuracy_near: Estimate | None = _estimate("the judge's accuracy on the near-miss unit tests")
     unit_test_accuracy_near_observed: Estimate | None = _estimate("the floor's on the near-miss unit tests")
     unit_test_accuracy_near_margin: Estimate | None = _estimate("per function: near-miss accuracy minus the floor's")
+    unit_test_accuracy_near_margin_plan: Estimate | None = _estimate(
+        "per function: near-miss accuracy minus the observed plan floor's")
     n_degenerate: int = field(default=0, metadata={_D: "answers flagged degenerate (still scored)"})
     unverified: bool = field(default=False,
                              metadata={_D: "scored against a truth the run chose (carried rows, or run.json's data)"})

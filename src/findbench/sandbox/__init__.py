@@ -760,6 +760,7 @@ class Sandbox:
             raise ValueError(f"codes and inputs must have the same length ({len(codes)} != {len(inputs)})")
         entries = _check_entry(entry, len(codes))
         items = []
+        results: list[SandboxResult | None] = [None] * len(codes)
         for k, (code, args) in enumerate(zip(codes, inputs)):
             if not isinstance(code, str):
                 raise TypeError(f"codes[{k}] must be a string, got {type(code).__name__}")
@@ -772,17 +773,17 @@ class Sandbox:
                 raise TypeError(f"inputs[{k}] must be JSON data (numbers, strings, lists, dicts): {exc}") from None
             item = {"k": k, "code": code, "inputs": args, "entry": entries[k]}
             payload = json.dumps(item, separators=(",", ":"), allow_nan=True).encode("utf-8", "surrogatepass")
-            if len(payload) > MAX_REQUEST_BYTES:
-                raise ValueError(
-                    f"codes[{k}] with inputs[{k}] is {len(payload)} bytes as JSON (at most {MAX_REQUEST_BYTES})"
-                )
+            if len(payload) > MAX_REQUEST_BYTES:  # this program's error, not the batch's
+                results[k] = _failed("error", len(args), f"the program with its inputs is {len(payload):,} bytes as "
+                                     f"JSON, over the sandbox's {MAX_REQUEST_BYTES:,}-byte request cap",
+                                     isolation=self.isolation_level)
+                continue
             item["payload"] = payload
             items.append(item)
         if self._closed:
             raise RuntimeError("the Sandbox is closed")
-        results: list[SandboxResult | None] = [None] * len(items)
         if not items:
-            return []
+            return results  # type: ignore[return-value]
         from tqdm.auto import tqdm  # noqa: PLC0415
 
         n_threads = min(self.n_workers, len(items))
