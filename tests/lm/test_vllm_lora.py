@@ -108,10 +108,12 @@ def test_judge_role_on_the_server_scores_as_the_judge_argument(lora_url, tmp_pat
 
     in_process = _decisions(tmp_path / "local", None, JUDGE)
     assert len(in_process) == 10
+    assert _decisions(tmp_path / "base", None, "embedded") != in_process  # so the role's win below is seen
     for name, role in (("findbench", get_model(f"findbench/{JUDGE}", base_url=lora_url, memoize=False)),
                        ("vllm", get_model(f"vllm/embedded:{JUDGE}", base_url=lora_url, memoize=False))):
-        # the role wins: the task's judge argument (a folder that does not exist) is never loaded
-        assert _decisions(tmp_path / name, {JUDGE_ROLE: role}, "none-such-judge-folder") == in_process, name
+        # the role wins over the task's judge argument (the untuned base; an unknown one is refused when the
+        # task is built, like the CLI's --judge)
+        assert _decisions(tmp_path / name, {JUDGE_ROLE: role}, "embedded") == in_process, name
 
 
 def test_autointerp_explainer_role_on_the_server_runs_as_findbench_autointerp(lora_url, tmp_path, monkeypatch):
