@@ -90,7 +90,7 @@ def _decisions(tmp_path, roles, judge):
 
     from findbench.interpret.inspect_tasks import find_interpret
 
-    task = find_interpret(configs="strings", limit=1, interpreter="oracle", judge=judge)
+    task = find_interpret(configs="strings", limit=1, interpreter="oracle", judge=judge, judge_mode="pmi")
     [log] = inspect_eval(task, model="none", model_roles=roles, log_dir=str(tmp_path / "logs"), display="none")
     assert log.status == "success", log.error
     score = log.samples[0].scores["unit_test_accuracy"]
