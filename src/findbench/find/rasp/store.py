@@ -20,6 +20,7 @@ import numpy as np
 from findbench import _io
 from findbench.find.rasp import programs as P
 from findbench.find.rasp.model import RaspTransformer, digest, rotate
+from findbench.resources import data_path
 
 #: Validation checks the whole domain when it has at most this many inputs, else this many samples.
 VALIDATION_INPUTS = 1000
@@ -36,7 +37,7 @@ def compile_cache(seed: int) -> Path:
 def store_dir(seed: int) -> Path:
     """Where the store of ``seed`` lives: in the package for the shipped seed, else in the cache."""
     if seed == SHIPPED_SEED:
-        return Path(__file__).resolve().parents[2] / "data" / "rasp" / f"seed{seed}"
+        return data_path("rasp", f"seed{seed}")
     return _io.cache_dir("rasp", f"seed{seed}")
 
 
