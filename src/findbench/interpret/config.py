@@ -8,7 +8,7 @@ names the flag in its one-line :class:`~findbench.constants.UsageError`."""
 from __future__ import annotations
 
 import os
-from dataclasses import MISSING, dataclass
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +53,7 @@ def check_selection(method: Any, configs: Any, functions: Any, limit: Any, sampl
     """The functions a run selects, checked (one line naming the flag): the methods, the configs
     and the function ids as lists (None: not given); ``limit``, ``sample`` ≥ 1 or None; ``seed`` an
     int. :class:`InterpretConfig` and the Inspect dataset
-    (:func:`~findbench.interpret.inspect_tasks.find_samples`) both check with it."""
+    (:func:`~findbench.interpret.task.find_samples`) both check with it."""
     methods = _csv("method", method, METHODS)
     if not methods:
         raise UsageError(f"--method: give at least one of {', '.join(METHODS)}")
@@ -72,7 +72,7 @@ def check_selection(method: Any, configs: Any, functions: Any, limit: Any, sampl
 
 def inspect_provider(name: str) -> bool:
     """Whether Inspect has a model provider ``name`` (``--interpreter <provider>/<model>``)."""
-    from findbench.lm.inspect_lm import is_inspect_provider
+    from findbench.lm.inspect_provider import is_inspect_provider
 
     return is_inspect_provider(name)
 
@@ -149,6 +149,24 @@ class InterpretConfig:
         """The reference interpreter (no model), or None for an LM."""
         name = self.interpreter
         return name if isinstance(name, str) and name in REFERENCE_INTERPRETERS else None
+
+    def agent(self, **resolved: Any) -> AgentConfig:
+        """The agent's part of the settings (what the episode loop reads), ``resolved`` replacing
+        fields the run worked out (``max_tokens``)."""
+        return AgentConfig(**{f.name: getattr(self, f.name) for f in fields(AgentConfig)} | resolved)
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """The settings of one episode loop (:func:`~findbench.interpret.solver.find_agent`): those of
+    :class:`InterpretConfig` of the same names, as :meth:`InterpretConfig.agent` takes them."""
+
+    rounds: int
+    max_tokens: int | None
+    seed: int
+    protocol: str
+    episode_tokens: int | None
+    structured_outputs: str
 
 
 @dataclass

@@ -3,7 +3,7 @@ and scorer) becomes the LM findbench calls.
 
 :func:`role_lm` reads a role through the model it names:
 
-- ``findbench/<spec>`` (:class:`findbench.interpret.inspect_tasks.FindbenchModelAPI`): its
+- ``findbench/<spec>`` (:class:`findbench.lm.inspect_provider.FindbenchModelAPI`): its
   findbench LM, batched, with log-probabilities and grammars;
 - a model at an OpenAI-compatible server (``vllm/<model>`` or ``vllm/<base>:<adapter>`` with
   ``base_url`` or ``$VLLM_BASE_URL``, ``openai-api/…``; :func:`served_at`): an
@@ -133,23 +133,6 @@ def check_models(roles: Sequence[str], models: dict[str, Any] | None = None) -> 
                 check_spec(spec, flag=f"{option}=findbench/{spec}")
             except UsageError as exc:
                 raise TaskArgumentError(str(exc)) from None
-
-
-def is_inspect_provider(name: str) -> bool:
-    """Whether Inspect has a model API ``name`` (``findbench``: :mod:`findbench.interpret.inspect_tasks`),
-    by its public ``registry_create``: an unknown name is a LookupError; a known provider's class,
-    given no model name, fails to bind its arguments (TypeError) or asks for its optional package first."""
-    from inspect_ai.util import registry_create
-
-    if name == "findbench":
-        return True
-    try:
-        registry_create("modelapi", name)
-    except LookupError:
-        return False
-    except Exception:  # found: its class refused to be built without a model name
-        return True
-    return True
 
 
 def served_at(model: Any) -> tuple[str, str] | None:
