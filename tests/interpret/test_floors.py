@@ -301,7 +301,7 @@ def test_the_observed_interpreter_answers_from_the_calls_it_recorded(by_id, tmp_
     from tests.interpret.scripted import run_episode
 
     row = by_id["numeric/f00000"]
-    turns = observed_turns(row, [], calls=12)
+    turns = observed_turns(row, [], calls=12, seed=0)
     text = run_episode(row, None, reference=turns, log_dir=tmp_path / "text", rounds=3)
     assert len(text.calls[0]["inputs"]) == 12 and "return 2.0 * x + -1.0" in text.answer.code  # the line's exact
     tools = run_episode(row, None, reference=turns, log_dir=tmp_path / "tools", rounds=3, protocol="tools")

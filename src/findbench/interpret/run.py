@@ -91,7 +91,7 @@ def write_episode(out: str | os.PathLike, episode: Episode) -> Path:
 
 def _run_info(out: Path, info: dict[str, Any]) -> dict[str, Any] | None:
     """The ``<out>/run.json`` to write for ``info`` (None: the one there stands), checked against the
-    one there (resuming): UsageError when a setting that changes answers differs; ``methods`` and
+    one there (resuming): UsageError when a setting that changes answers differs; ``method`` and
     ``configs`` are merged."""
     path = out / RUN_INFO
     if not path.is_file():
@@ -295,7 +295,6 @@ def run_interpretations(
     if max_tokens is None and not cfg.reference and not findbench_model:
         max_tokens = DEFAULT_API_MAX_TOKENS
     agent = cfg.agent(max_tokens=max_tokens)
-    samples = {m: find_samples(cfg, m, rows) for m in cfg.method}
     data = str(Path(cfg.data).resolve()) if rows is None and cfg.data is not None else None
     info = _run_record(
         cfg,
@@ -308,6 +307,8 @@ def run_interpretations(
         inspect_model=model_name,
         findbench_version=__version__,
     )
+    inspect_model = _inspect_model(cfg, out, model_name, model_args)  # a findbench LM loads on its first turn
+    samples = {m: find_samples(cfg, m, rows) for m in cfg.method}
     out.mkdir(parents=True, exist_ok=True)
     record = _run_info(out.resolve(), info)
     pending = {
@@ -321,7 +322,6 @@ def run_interpretations(
             atomic_write_json(out / RUN_INFO, record)
         return out
 
-    inspect_model = _inspect_model(cfg, out, model_name, model_args)
     tasks = [
         interpret_task(ss, agent, interpreter=name, name=f"find_interpret_{m}", version=_samples_version(ss))
         for m, missing in pending.items()

@@ -20,8 +20,7 @@ episode (``stop_reason`` ``"token_limit"``) and is not kept (its tokens count in
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -110,32 +109,6 @@ async def _reference_output(reference: Sequence[str | None], turn: int, runner: 
 
         content = await asyncio.to_thread(observed_answer, runner.row, list(episode.calls), seed=runner.seed)
     return ModelOutput.from_content(model="none", content=content)
-
-
-async def _start(state: TaskState, cfg: AgentConfig) -> tuple[FunctionRunner, Episode]:
-    """Open the sample's episode, put its record in the store and its opening messages in ``state``."""
-    runner, episode = await open_episode(state.metadata["row"], cfg, state.metadata["method"])
-    state.store_as(EpisodeState).episode = episode
-    state.messages = chat_messages(episode.messages)  # the system and task messages
-    return runner, episode
-
-
-@contextlib.contextmanager
-def _episode_limits(episode: Episode, messages: Callable[[], list[ChatMessage]]) -> Iterator[None]:
-    """The loop's scope: the episode's token budget (``stop_reason`` ``token_limit`` when a turn passes
-    it); however the loop stops, the record gets the transcript of ``messages()`` (a limit of the sample,
-    which goes on, also gives ``stop_reason`` ``<type>_limit``)."""
-    try:
-        with apply_limits([token_limit(episode.max_episode_tokens, type="output")], catch_errors=True) as scope:
-            yield
-    except LimitExceededError as exc:
-        episode.stop_reason = f"{exc.type}_limit"
-        raise
-    finally:
-        episode.messages = transcript(messages())
-    if scope.limit_error is not None:
-        episode.stop_reason = "token_limit"
-        episode.generated_tokens = max(episode.generated_tokens or 0, int(scope.limit_error.value or 0))
 
 
 # ----------------------------------------------------------------------------- the tools protocol
@@ -256,16 +229,6 @@ def _grammar(state: TaskState, cfg: AgentConfig) -> Any:
     return turn_grammar(state.metadata["row"]["category"], rounds)
 
 
-def _text_reply(episode: Episode, commands: Any, lines: list[str]) -> str:
-    """The user message answering a ``text`` turn's commands (their reply lines), the caps counted."""
-    if not lines:
-        lines = [UNRECOGNIZED_REPLY]
-        episode.unrecognized_turns += 1
-    episode.truncated_messages += commands.truncated
-    episode.dropped_commands += commands.dropped
-    return "\n".join(lines + ([commands.note] if commands.note else []))
-
-
 async def run_episode(state: TaskState, cfg: AgentConfig, reference: Sequence[str | None] | None = None) -> Episode:
     """One episode on the sample's row on ``react``: at most ``cfg.rounds`` turns (``milan``: two) of
     the task's model (``cfg.max_tokens`` a turn) or of the ``reference`` turns; an answer in a
@@ -274,7 +237,9 @@ async def run_episode(state: TaskState, cfg: AgentConfig, reference: Sequence[st
     them."""
     from findbench.lm.openai_lm import structured_outputs_field
 
-    runner, episode = await _start(state, cfg)
+    runner, episode = await open_episode(state.metadata["row"], cfg, state.metadata["method"])
+    state.store_as(EpisodeState).episode = episode
+    state.messages = chat_messages(episode.messages)  # the system and task messages
     text = cfg.protocol != "tools"
     grammar = _grammar(state, cfg) if text and reference is None else None
     turn = _Turn()
@@ -310,7 +275,12 @@ async def run_episode(state: TaskState, cfg: AgentConfig, reference: Sequence[st
             episode.answer, episode.finished, episode.stop_reason = commands, True, "answer"
             return False
         lines = [await run_command(runner, c, episode.rounds, episode) for c in commands.commands]
-        reply = _text_reply(episode, commands, lines)
+        if not lines:
+            lines = [UNRECOGNIZED_REPLY]
+            episode.unrecognized_turns += 1
+        episode.truncated_messages += commands.truncated
+        episode.dropped_commands += commands.dropped
+        reply = "\n".join(lines + ([commands.note] if commands.note else []))
         if episode.rounds < episode.max_rounds:
             return reply
         agent.messages.append(ChatMessageUser(content=reply))
@@ -329,9 +299,16 @@ async def run_episode(state: TaskState, cfg: AgentConfig, reference: Sequence[st
 
     agent = AgentState(messages=state.messages)
     loop = react(prompt=None, tools=tools, model=model, submit=False, on_continue=on_text if text else on_tools)
-    try:
-        with _episode_limits(episode, lambda: agent.messages):
+    try:  # the episode's token budget: stop_reason token_limit when a turn passes it
+        with apply_limits([token_limit(episode.max_episode_tokens, type="output")], catch_errors=True) as scope:
             agent = await loop(agent)
-    finally:
+    except LimitExceededError as exc:  # a limit of the sample, which goes on
+        episode.stop_reason = f"{exc.type}_limit"
+        raise
+    finally:  # however the loop stops, the record gets the transcript
         state.messages = agent.messages
+        episode.messages = transcript(agent.messages)
+    if scope.limit_error is not None:
+        episode.stop_reason = "token_limit"
+        episode.generated_tokens = max(episode.generated_tokens or 0, int(scope.limit_error.value or 0))
     return episode
