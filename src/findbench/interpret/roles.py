@@ -93,7 +93,7 @@ async def role_judge(model: Any, *, judge_mode: str | None = None, judge_cache: 
     from findbench.lm.openai_lm import OpenAILM
 
     api = model.api
-    if is_findbench_model(model):  # findbench.lm.inspect_provider.FindbenchModelAPI
+    if is_findbench_model(model):
         lm = api.lm
         inner = unwrap_lm(lm)
         served = inner.model if isinstance(inner, OpenAILM) else None

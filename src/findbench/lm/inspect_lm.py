@@ -159,10 +159,11 @@ async def endpoint(model: Any) -> tuple[str, str] | None:
 
 
 def is_findbench_model(model: Any) -> bool:
-    """Whether ``model`` is ``findbench/<spec>`` (its ``api.lm`` is the findbench LM)."""
-    from inspect_ai.model import ModelName
+    """Whether the Inspect ``model`` is ``findbench/<spec>``: its ``api`` a
+    :class:`~findbench.lm.inspect_provider.FindbenchModelAPI`, whose ``lm`` is the findbench LM."""
+    from findbench.lm.inspect_provider import FindbenchModelAPI
 
-    return ModelName(model).api == "findbench"
+    return isinstance(getattr(model, "api", None), FindbenchModelAPI)
 
 
 async def role_lm(model: Any, role: str, **options: Any) -> Any:
