@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
+import sys
+import threading
+from pathlib import Path
 
 import pytest
 
@@ -40,6 +44,9 @@ def test_oracle_run_folder_layout(data_dir, by_id, tmp_path):
     assert info["configs"] == ["numeric", "strings", "neurons_entities", "neurons_relations"] and info["method"] == [
         "aia"
     ]
+    # run.json is the config, as the run resolved it
+    assert set(info) >= {f.name for f in dataclasses.fields(InterpretConfig)} and info["limit"] == 2
+    assert info["out"] == str(tmp_path / "run") and info["inspect_model"] == "none/oracle"
     folders = episode_folders(out)
     assert [f.relative_to(out).as_posix() for f in folders] == [
         f"{c}/aia/f0000{i}" for c in ("neurons_entities", "neurons_relations", "numeric", "strings") for i in (0, 1)
@@ -464,3 +471,32 @@ def test_a_misspelled_interpreter_is_one_line_and_writes_nothing(tmp_path):
     with pytest.raises(UsageError, match="interpreter: unknown model 'embeded'.*did you mean 'embedded'"):
         interpret(None, "embeded", configs="numeric", limit=1, out=tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+def test_the_config_enters_each_file_once(data_dir, tmp_path):
+    """Following the config from run_interpretations (each findbench function that takes it, at its
+    first call, in any thread; the config's own methods aside) enters each file once."""
+    import findbench
+    from findbench.interpret.config import AgentConfig
+
+    root, walk = Path(findbench.__file__).parent, []
+
+    def trace(frame, event, arg):
+        code = frame.f_code
+        if event == "call" and code.co_filename.startswith(str(root)):
+            names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+            args = [frame.f_locals.get(n) for n in names]
+            if names[:1] != ("self",) and any(isinstance(a, (InterpretConfig, AgentConfig)) for a in args):
+                walk.append((Path(code.co_filename).relative_to(root).as_posix(), code.co_name))
+
+    cfg = InterpretConfig(interpreter="oracle", data=str(data_dir), configs="strings", limit=1, out=str(tmp_path / "r"))
+    threading.settrace(trace)
+    sys.settrace(trace)
+    try:
+        run_interpretations(cfg, progress=False)
+    finally:
+        sys.settrace(None)
+        threading.settrace(None)
+    order = [f for f, _ in dict.fromkeys(walk)]  # each function at its first call
+    files = [f for i, f in enumerate(order) if i == 0 or f != order[i - 1]]
+    assert files == ["interpret/run.py", "interpret/task.py", "interpret/solver.py", "interpret/episode.py"], walk
