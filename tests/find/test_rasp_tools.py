@@ -192,3 +192,14 @@ def test_attribution_recovers_the_components_that_matter(variant):
     assert got["node_recall"] >= 0.9 and got["node_precision"] >= 0.9
     assert got["role_accuracy"] > floor["role_accuracy"] + 0.2
     assert all(p["role"] in truth.ROLES and isinstance(p["score"], float) for pred in preds for p in pred)
+
+
+def test_one_spec_table_matches_the_tools():
+    import inspect
+
+    specs = tools.tool_specs()
+    assert [s["name"] for s in specs] == ["run", "run_with_cache", "weights", "ablate", "patch"]
+    for spec, entry in zip(specs, tools.TOOLS):
+        params = list(inspect.signature(getattr(tools.RaspTools, f"_{entry['name']}")).parameters)
+        assert params == ["self", *entry["args"], "limit"] and set(entry["required"]) <= set(entry["args"])
+        assert spec["parameters"]["required"] == entry["required"] and spec["description"]

@@ -2,7 +2,8 @@
 ACDC / attribution patching: a simple, documented circuit-discovery baseline.
 
 It sees only what the white-box tools see (:class:`~findbench.find.rasp.tools.RaspTools` over one
-variant: outputs, activations, weights, ablations), never the program, labels or roles, and every
+variant: outputs, activations, weights, ablations, through the tools' batch forms, uncounted), never
+the program, labels or roles, and every
 heuristic below is invariant under the ``rotated`` variant's change of basis (it uses ranks, cosines
 between weight vectors, subspace overlaps and attention patterns, never a coordinate):
 
