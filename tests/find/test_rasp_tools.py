@@ -203,3 +203,12 @@ def test_one_spec_table_matches_the_tools():
         params = list(inspect.signature(getattr(tools.RaspTools, f"_{entry['name']}")).parameters)
         assert params == ["self", *entry["args"], "limit"] and set(entry["required"]) <= set(entry["args"])
         assert spec["parameters"]["required"] == entry["required"] and spec["description"]
+
+
+def test_mean_ablation_reaches_positions_no_reference_input_has():
+    rec = RECORDS["sort"]
+    t = tools.RaspTools(store.load_model(rec["function_id"]), rec["domain"], reference_inputs=1)
+    x = rec["domain"]["vocab"][: rec["domain"]["max_len"]]
+    assert len(t._reference) == 1 and len(t._reference[0]) < len(x)
+    assert len(t.ablate("blocks.0.mlp", x, "mean")["output"]) == len(x)
+    assert len(t.ablate("blocks.0.mlp", x, "resample")["output"]) == len(x)

@@ -302,7 +302,9 @@ class RaspTools:
                 act = self.activation(self._reference, site)
                 _, mask = self._model.encode(self._reference)
                 w = mask.to(act.dtype).reshape(mask.shape + (1,) * (act.dim() - 2))
-                self._mean_cache[key] = (act * w).sum(0, keepdim=True) / w.sum(0, keepdim=True).clamp(min=1)
+                mean = (act * w).sum(0, keepdim=True) / w.sum(0, keepdim=True).clamp(min=1)
+                pad = self._model.max_len + 1 - mean.shape[1]  # positions no reference input reaches: zero
+                self._mean_cache[key] = torch.cat([mean, mean.new_zeros((1, max(pad, 0)) + mean.shape[2:])], 1)
             mean = self._mean_cache[key]
             return self.intervened(batch, site, lambda act: mean.expand((act.shape[0],) + mean.shape[1:]))
         donors = []
