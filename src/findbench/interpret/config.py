@@ -25,6 +25,7 @@ from findbench.interpret.protocol import (
     PROTOCOLS,
 )
 from findbench.interpret.references import REFERENCE_INTERPRETERS
+from findbench.interpret.whitebox import ACCESS, check_access
 from findbench.judge.scoring import JUDGE_MODES
 from findbench.lm.base import STRUCTURED_OUTPUTS
 from findbench.schema import CATEGORIES, parse_function_id
@@ -96,6 +97,9 @@ class InterpretConfig:
                                   choices=STRUCTURED_OUTPUTS)
     protocol: str = arg(PROTOCOL, "text: FIND's PYTHON(function.py ...) commands; tools: call_function tool calls "
                                   "(a model whose provider supports tools)", choices=PROTOCOLS)
+    access: str = arg("black", "rasp only: black (calls only), white (tools over the aligned weights), rotated (over "
+                               "the rotated variant), localized (white plus the components that matter)",
+                      choices=ACCESS)
 
     def __post_init__(self) -> None:
         self.method = _csv("method", self.method, METHODS)
@@ -121,6 +125,10 @@ class InterpretConfig:
             _positive(name, getattr(self, name), optional=True)
         _checks.one_of("--structured-outputs", self.structured_outputs, STRUCTURED_OUTPUTS)
         _checks.one_of("--protocol", self.protocol, PROTOCOLS)
+        try:
+            check_access(self.access, self.configs, self.functions)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
         if isinstance(self.data, (str, os.PathLike)) and not Path(self.data).is_dir():
             raise FileNotFoundError(
                 f"--data: data folder {self.data} does not exist (run `findbench build --out {self.data}`)"
@@ -156,6 +164,7 @@ class AgentConfig:
     protocol: str
     episode_tokens: int | None
     structured_outputs: str
+    access: str = "black"
 
 
 @dataclass

@@ -58,7 +58,10 @@ class Episode:
         generated_tokens: tokens generated (reported, else :func:`estimate_tokens`), with a budget
             also those of a turn that passed it.
         row: the dataset row interpreted (JSON values); ``findbench evaluate`` checks it against the data.
-        row_fingerprint: :func:`findbench.interpret.truth.row_fingerprint` of ``row``, set when written."""
+        row_fingerprint: :func:`findbench.interpret.truth.row_fingerprint` of ``row``, set when written.
+        access: the access condition (:data:`~findbench.interpret.whitebox.ACCESS`).
+        tool_calls: one record per white-box tool call, refused ones too (``round``, ``tool``,
+            ``arguments`` as JSON text cut to 500 characters, ``error``, ``reply_chars``)."""
 
     function_id: str
     category: str
@@ -81,6 +84,8 @@ class Episode:
     seed: int = 0
     row: dict[str, Any] | None = None
     row_fingerprint: str | None = None
+    access: str = "black"
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def description(self) -> str:
@@ -169,6 +174,7 @@ async def open_episode(row: Mapping[str, Any], cfg: AgentConfig, method: str) ->
         generated_tokens=0,
         seed=cfg.seed,
         row=dict(row),
+        access=cfg.access,
     )
     exemplar_reply = None
     if method != "aia":

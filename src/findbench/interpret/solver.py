@@ -57,6 +57,7 @@ from findbench.interpret.protocol import (
     tool_call_text,
     tool_command,
 )
+from findbench.interpret.whitebox import WhiteBox
 from findbench.lm.inspect_lm import chat_messages
 from findbench.lm.inspect_provider import structured_outputs_applied
 
@@ -171,6 +172,7 @@ def _settle_calls(messages: list[ChatMessage], turn: _Turn, episode: Episode) ->
     last = max(i for i, m in enumerate(messages) if isinstance(m, ChatMessageAssistant))
     by_id = {call.id: call for call in messages[last].tool_calls or []}
     results = [m for m in messages[last + 1 :] if isinstance(m, ChatMessageTool)]
+    results = [m for m in results if m.function in (TOOL_NAME, None)]  # the white-box tools keep their own record
     start = len(episode.calls) - sum(o is not None for o in turn.outcomes)
     del episode.calls[start:]
     outcomes = iter(turn.outcomes)
@@ -239,11 +241,18 @@ async def run_episode(state: TaskState, cfg: AgentConfig, reference: Sequence[st
 
     runner, episode = await open_episode(state.metadata["row"], cfg, state.metadata["method"])
     state.store_as(EpisodeState).episode = episode
-    state.messages = chat_messages(episode.messages)  # the system and task messages
     text = cfg.protocol != "tools"
-    grammar = _grammar(state, cfg) if text and reference is None else None
+    box = None if cfg.access == "black" else await asyncio.to_thread(WhiteBox, state.metadata["row"], cfg.access,
+                                                                     cfg.seed)
+    if box is not None:  # the task message gets the architecture and the tools
+        episode.messages[-1]["content"] += "\n" + box.prompt(cfg.protocol)
+    state.messages = chat_messages(episode.messages)  # the system and task messages
+    # the turn grammar has no TOOL(...) commands: a white-box episode's turns are free
+    grammar = _grammar(state, cfg) if text and reference is None and box is None else None
     turn = _Turn()
     tools = [] if text else [call_function_tool(runner, episode, turn)]
+    if box is not None and not text:
+        tools += box.inspect_tools(episode, lambda: turn.answered)
 
     async def model(agent: AgentState, tools: list) -> AgentState:
         if reference is not None:
@@ -275,6 +284,8 @@ async def run_episode(state: TaskState, cfg: AgentConfig, reference: Sequence[st
             episode.answer, episode.finished, episode.stop_reason = commands, True, "answer"
             return False
         lines = [await run_command(runner, c, episode.rounds, episode) for c in commands.commands]
+        if box is not None:
+            lines += await box.text_replies(agent.output.message.text, episode)
         if not lines:
             lines = [UNRECOGNIZED_REPLY]
             episode.unrecognized_turns += 1
@@ -288,6 +299,8 @@ async def run_episode(state: TaskState, cfg: AgentConfig, reference: Sequence[st
 
     async def on_tools(agent: AgentState) -> bool | str:
         _settle_calls(agent.messages, turn, episode)
+        if box is not None:
+            box.settle(agent.messages, episode)
         if episode.finished:
             return False
         if not agent.output.message.tool_calls:

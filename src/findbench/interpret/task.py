@@ -148,6 +148,7 @@ def interpret_task(
             "protocol": cfg.protocol,
             "episode_tokens": cfg.episode_tokens,
             "structured_outputs": cfg.structured_outputs,
+            "access": cfg.access,
             "interpreter": interpreter,
         },
         name=name,

@@ -1,0 +1,187 @@
+"""Access conditions of a ``rasp`` episode (issue 43) and the white-box tools in both protocols.
+
+``--access`` (:data:`ACCESS`): ``black`` (calls only, as FIND), ``white`` (the tools over the
+``aligned`` weights), ``rotated`` (over the ``rotated`` variant: same function, scrambled basis) and
+``localized`` (``white`` plus the names of the components that matter, from the row's ground truth).
+The tools (:class:`~findbench.find.rasp.tools.RaspTools`, one per episode) run here, in the
+findbench process, on the chosen variant's weights; the interpreter gets their replies only, never
+the program, residual labels or roles.
+
+- ``text``: a message's ``TOOL(name, {"arg": value, ...})`` commands (:func:`tool_commands`) each
+  get one reply line, beside the function calls' lines;
+- ``tools``: one Inspect tool per entry of :data:`~findbench.find.rasp.tools.TOOLS`.
+
+Every call (refused ones too) is counted against the tools' budget and recorded in the episode's
+``tool_calls``; a bad call is a reply naming the problem, never a stopped run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from findbench.interpret.protocol import MAX_COMMANDS_PER_MESSAGE, MAX_INPUT_CHARS, MAX_MESSAGE_CHARS, REPLY_PREFIX
+from findbench.schema import RASP
+
+if TYPE_CHECKING:
+    from inspect_ai.tool import ToolDef
+
+    from findbench.find.rasp.tools import RaspTools
+    from findbench.interpret.episode import Episode
+
+#: ``--access`` values; all but ``black`` open the model (rasp configs only).
+ACCESS = ("black", "white", "rotated", "localized")
+#: The weights each access condition opens.
+VARIANT = {"white": "aligned", "rotated": "rotated", "localized": "aligned"}
+_START = re.compile(r"\bTOOL[ \t]*\(\s*([A-Za-z_]\w{0,40})\s*,?\s*")
+_DECODER = json.JSONDecoder()
+
+
+def check_access(access: Any, configs: list[str] | None, functions: list[str] | None) -> None:
+    """``access`` is one of :data:`ACCESS`, and all but ``black`` come with rasp configs only
+    (``configs``, else the configs of ``functions``); ValueError naming ``--access`` otherwise."""
+    if access not in ACCESS:
+        raise ValueError(f"--access: {access!r} is not one of {', '.join(ACCESS)}")
+    chosen = configs or sorted({f.split("/", 1)[0] for f in functions or ()})
+    if access != "black" and (not chosen or set(chosen) != {RASP}):
+        raise ValueError(f"--access {access}: only rasp configs open the model; give --configs {RASP} "
+                         f"(got {','.join(chosen) if chosen else 'all configs'})")
+
+
+def matter(row: Mapping[str, Any]) -> list[str]:
+    """The names of a rasp row's components that matter (``localized``), as the tools name them:
+    computed from the row's ground truth here; only names and unit indices leave it."""
+    from findbench.find.rasp.circuit import parse_json_list
+
+    names = []
+    for c in parse_json_list(row.get("components") or "[]", "components"):
+        if c.get("role") == "inactive":
+            continue
+        if c.get("head") is not None:
+            names.append(f"blocks.{c['layer']}.attn.head{c['head']}")
+        else:
+            names.append(f"blocks.{c['layer']}.mlp (units {', '.join(str(u) for u in c.get('units') or [])})")
+    return names
+
+
+def tool_commands(text: str) -> list[tuple[str, Any]]:
+    """The ``TOOL(name, {...})`` commands of a message's first :data:`MAX_MESSAGE_CHARS` characters,
+    as ``(name, arguments)``; arguments that are not one JSON value closed by ``)`` come as a
+    :class:`ValueError` (a refused call)."""
+    text, out, end = text[:MAX_MESSAGE_CHARS], [], 0
+    for m in _START.finditer(text):
+        if m.start() < end:
+            continue
+        try:
+            args, end = _DECODER.raw_decode(text, m.end())
+            close = re.match(r"\s*\)", text[end:])
+            if close is None:
+                raise ValueError("close the call with ')' after its JSON arguments")
+            end += close.end()
+        except (ValueError, RecursionError) as exc:
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+            args, end = ValueError(f"arguments: give one JSON object, e.g. {{\"tokens\": [...]}} ({why})"), m.end()
+        out.append((m.group(1), args))
+    return out
+
+
+class WhiteBox:
+    """The white-box side of one episode: the tools over the access condition's variant of ``row``."""
+
+    def __init__(self, row: Mapping[str, Any], access: str, seed: int = 0):
+        from findbench.find.rasp.tools import TOOLS, RaspTools
+
+        self.access = access
+        self.tools: RaspTools = RaspTools.for_row(dict(row), VARIANT[access], seed=seed)
+        self.matter = matter(row) if access == "localized" else None
+        self.names = {t["name"] for t in TOOLS}
+
+    async def call(self, name: str, args: Any, episode: Episode) -> tuple[str | None, str | None]:
+        """One counted call: ``(reply, None)`` or ``(None, why)``, recorded in ``episode.tool_calls``."""
+        from findbench.find.rasp.tools import ToolError as Refused
+
+        try:
+            if isinstance(args, Exception):  # counted as the tools count a refused call, within the budget
+                self.tools.calls += 1
+                raise Refused(f"budget: all {self.tools.budget} tool calls are used; answer now"
+                              if self.tools.calls > self.tools.budget else f"{name}: {args}")
+            reply, error = await asyncio.to_thread(self.tools.call, name, args), None
+        except Refused as exc:
+            reply, error = None, str(exc)
+        shown = json.dumps(args, separators=(",", ":")) if not isinstance(args, Exception) else ""
+        episode.tool_calls.append({"round": episode.rounds, "tool": name[:40], "arguments": shown[:MAX_INPUT_CHARS],
+                                   "error": error, "reply_chars": len(reply or "")})
+        return reply, error
+
+    async def text_replies(self, text: str, episode: Episode) -> list[str]:
+        """The reply lines of a ``text`` message's tool commands (past :data:`MAX_COMMANDS_PER_MESSAGE`:
+        not run, counted in ``dropped_commands``)."""
+        commands = tool_commands(text)
+        episode.dropped_commands += max(0, len(commands) - MAX_COMMANDS_PER_MESSAGE)
+        lines = []
+        for name, args in commands[:MAX_COMMANDS_PER_MESSAGE]:
+            reply, error = await self.call(name, args, episode)
+            lines.append(f"{REPLY_PREFIX}{name}: {reply}" if error is None
+                         else f"{REPLY_PREFIX}Error in {name}: {error}.")
+        return lines
+
+    def settle(self, messages: list, episode: Episode) -> None:
+        """Count and record the last turn's white-box calls Inspect refused before they ran (arguments
+        that do not fit the tool's schema): refused calls count as the others do."""
+        last = max(i for i, m in enumerate(messages) if m.role == "assistant")
+        for m in messages[last + 1:]:
+            if m.role == "tool" and m.function in self.names and m.error is not None and m.error.type != "unknown":
+                self.tools.calls += 1
+                episode.tool_calls.append({"round": episode.rounds, "tool": m.function, "arguments": "",
+                                           "error": m.error.message[:MAX_INPUT_CHARS], "reply_chars": 0})
+
+    def inspect_tools(self, episode: Episode, answered: Any = lambda: False) -> list[ToolDef]:
+        """One Inspect tool per spec (refused calls raise Inspect's ToolError: a reply, not a stop);
+        ``answered()`` says the current message gives the answer (then nothing runs)."""
+        from inspect_ai.tool import ToolDef, ToolError, ToolParams
+
+        from findbench.find.rasp.tools import TOOLS
+
+        def tool(spec: dict) -> ToolDef:
+            async def execute(**kwargs: Any) -> str:
+                if answered():
+                    raise ToolError("not run: the message gives the answer, which ends the episode")
+                reply, error = await self.call(spec["name"], kwargs, episode)
+                if error is not None:
+                    raise ToolError(error)
+                return reply
+
+            described = {k: {"description": "one of " + ", ".join(v.get("enum", [k]))} | v
+                         for k, v in spec["args"].items()}
+            params = ToolParams(properties=described, required=list(spec["required"]))
+            return ToolDef(execute, name=spec["name"], description=spec["doc"], parameters=params, parallel=False)
+
+        return [tool(spec) for spec in TOOLS]
+
+    def prompt(self, protocol: str) -> str:
+        """The paragraph added to the task message: the architecture, the tools, how to call them,
+        and (``localized``) the components that matter."""
+        from findbench.find.rasp.tools import TOOLS
+
+        arch = self.tools.architecture()
+        vocab = arch["vocab"][:2]
+        lines = [
+            "\nYou can also look inside the transformer that computes f(x) (position 0 of every activation is its "
+            f"BOS token). It has {arch['n_layers']} layers of {arch['n_heads']} attention heads (d_head "
+            f"{arch['d_head']}) and an MLP (d_mlp {arch['d_mlp']}); d_model {arch['d_model']}.",
+            f"Components: {', '.join(arch['components'])} (blocks.{{l}}.mlp.unit{{u}} names one MLP unit).",
+            f"Hooks: {', '.join(arch['hooks'])}.",
+            f"Tools (at most {self.tools.budget} calls in all, refused ones too; replies are rounded and cut to "
+            f"{self.tools.max_chars} characters):",
+            *(f"- {t['name']}({', '.join(t['args'])}): {t['doc']}" for t in TOOLS),
+        ]
+        if protocol == "tools":
+            lines.append("Call them as tools, beside the function.")
+        else:
+            lines.append("Call one with TOOL(name, {JSON arguments}), e.g. TOOL(run_with_cache, {\"tokens\": "
+                         f"{json.dumps(vocab)}, \"hooks\": [\"blocks.0.attn.hook_pattern\"]}}); several per message.")
+        if self.matter is not None:
+            lines.append(f"The components that matter for f(x): {'; '.join(self.matter) or 'none'}.")
+        return "\n".join(lines)

@@ -1,0 +1,147 @@
+"""Access conditions and the white-box tools of a ``rasp`` episode in both protocols (issue 43)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+
+import numpy as np
+import pytest
+
+pytest.importorskip("inspect_ai")
+
+from inspect_ai.model import ChatMessageAssistant, execute_tools  # noqa: E402
+from inspect_ai.tool import ToolCall  # noqa: E402
+from inspect_ai.tool import ToolError as InspectToolError  # noqa: E402
+
+from findbench.constants import UsageError  # noqa: E402
+from findbench.find.rasp import programs as P  # noqa: E402
+from findbench.find.rasp import store, tools, truth  # noqa: E402
+from findbench.interpret.config import InterpretConfig  # noqa: E402
+from findbench.interpret.episode import Episode  # noqa: E402
+from findbench.interpret.whitebox import ACCESS, WhiteBox, check_access, tool_commands  # noqa: E402
+
+RECORDS = {r["name"]: r for r in store.read_store(0)["programs"].values()}
+
+
+def _row(name: str) -> dict:
+    rec = RECORDS[name]
+    xs = P.domain_inputs(rec["domain"], 5, np.random.default_rng(3))
+    comps = truth.components(rec["program"], store.load_arrays(rec["function_id"]), rec["meta"])
+    return {"function_id": rec["function_id"], "category": "rasp", "domain": json.dumps(rec["domain"]),
+            "test_inputs": [json.dumps(x) for x in xs], "components": json.dumps(comps),
+            "program": json.dumps(rec["program"])}
+
+
+def _episode(row: dict) -> Episode:
+    return Episode(function_id=row["function_id"], category="rasp", method="aia")
+
+
+@pytest.mark.parametrize("settings", [{"access": "grey"}, {"access": "white"},
+                                      {"access": "rotated", "configs": "strings"},
+                                      {"access": "localized", "functions": "numeric/f00001"}])
+def test_access_outside_rasp_is_refused_in_one_line(settings):
+    with pytest.raises(UsageError, match=r"^--access") as err:
+        InterpretConfig(interpreter="oracle", **settings)
+    assert "\n" not in str(err.value)
+
+
+def test_access_is_an_agent_setting_with_rasp():
+    assert InterpretConfig(interpreter="oracle").agent().access == "black"
+    for access in ACCESS:
+        check_access(access, ["rasp"], None)
+        check_access(access, None, ["rasp/f00003"])
+    with pytest.raises(ValueError, match="--access white"):
+        check_access("white", ["rasp", "strings"], None)
+
+
+def test_tool_commands_read_json_arguments_and_refuse_the_rest():
+    text = ('look: TOOL(run, {"tokens": [1, 2]}) then TOOL( weights , {"component": "blocks.0.mlp"})\n'
+            'TOOL(run, {"tokens": [1, 2}) TOOL(run, {"tokens": []} TOOL(ablate, ' + "[" * 5000 + ")")
+    got = tool_commands(text)
+    assert [name for name, _ in got] == ["run", "weights", "run", "run", "ablate"]
+    assert got[0][1] == {"tokens": [1, 2]} and got[1][1] == {"component": "blocks.0.mlp"}
+    assert all(isinstance(args, ValueError) for _, args in got[2:])
+
+
+@pytest.mark.parametrize("access", ["white", "rotated"])
+def test_text_commands_are_counted_bounded_and_refused_in_one_line(access):
+    row = _row("sort")
+    box = WhiteBox(row, access)
+    episode = _episode(row)
+    vocab = json.loads(row["domain"])["vocab"]
+    x = json.dumps(vocab[:3])
+    message = (f'TOOL(run, {{"tokens": {x}}})\n'
+               f'TOOL(run_with_cache, {{"tokens": {x}, "hooks": ["blocks.0.attn.hook_pattern"]}})\n'
+               'TOOL(weights, {"component": "blocks.0.attn.head0"})\n'
+               f'TOOL(ablate, {{"component": "blocks.0.mlp", "tokens": {x}, "mode": "zero"}})\n'
+               f'TOOL(patch, {{"component": "blocks.0.mlp", "source_tokens": {x}, "target_tokens": {x}}})\n'
+               'TOOL(nope, {})\nTOOL(run, {"tokens": ["@@"]})\nTOOL(run_with_cache, {"tokens": [' + "1" * 9 + '], '
+               '"hooks": ["blocks.9.bad"]})\nTOOL(weights, {"component": "blocks.7.attn.head0"})\nTOOL(run, {oops})')
+    lines = asyncio.run(box.text_replies(message, episode))
+    assert len(lines) == 10 and all(line.startswith("Response: ") and "\n" not in line for line in lines)
+    out = json.loads(lines[0].split(": ", 2)[2])
+    assert out["output"] == box.tools.model.run(vocab[:3])
+    shape = json.loads(lines[1].split(": ", 2)[2])["blocks.0.attn.hook_pattern"]["shape"]
+    assert shape[-2:] == [4, 4]
+    assert [line.startswith("Response: Error in ") for line in lines] == [False] * 5 + [True] * 5
+    assert "tool" in lines[5] and "tokens" in lines[6] and "component" in lines[8] and "arguments" in lines[9]
+    assert box.tools.calls == 10 and len(episode.tool_calls) == 10
+    assert [c["error"] is None for c in episode.tool_calls] == [True] * 5 + [False] * 5
+    assert all(len(line) < box.tools.max_chars + 100 for line in lines)
+    box.tools.budget = 11
+    more = asyncio.run(box.text_replies(message, episode))
+    assert "budget" in more[1] and "budget" in more[-1] and box.tools.calls == 20
+    assert Episode.from_dict(json.loads(json.dumps(episode.to_dict()))).tool_calls == episode.tool_calls
+
+
+def test_inspect_tools_from_the_spec_table_reply_refuse_and_count():
+    row = _row("sort")
+    box = WhiteBox(row, "rotated")
+    episode = _episode(row)
+    defs = box.inspect_tools(episode)
+    assert [d.name for d in defs] == [t["name"] for t in tools.TOOLS]
+    by_name = {d.name: d for d in defs}
+    vocab = json.loads(row["domain"])["vocab"]
+    reply = asyncio.run(by_name["run"].tool(tokens=vocab[:2]))
+    assert json.loads(reply)["output"] == box.tools.model.run(vocab[:2])
+    with pytest.raises(InspectToolError, match="component"):
+        asyncio.run(by_name["weights"].tool(component="blocks.99.mlp"))
+    calls = [ToolCall(id="a", function="ablate", arguments={"component": "blocks.0.mlp", "tokens": vocab[:2],
+                                                            "mode": "mean"}),
+             ToolCall(id="b", function="ablate", arguments={"component": "blocks.0.mlp", "tokens": vocab[:2],
+                                                            "mode": "sideways"}),
+             ToolCall(id="c", function="patch", arguments={"component": "blocks.0.attn.head0"})]
+    messages = [ChatMessageAssistant(content="", tool_calls=calls)]
+    result = asyncio.run(execute_tools(messages, [d.as_tool() for d in defs]))
+    messages += result.messages
+    box.settle(messages, episode)
+    errors = [m.error for m in result.messages]
+    assert errors[0] is None and errors[1] is not None and errors[2] is not None  # a reply each: no stop
+    assert box.tools.calls == 5 and [c["tool"] for c in episode.tool_calls] == ["run", "weights", "ablate", "ablate",
+                                                                               "patch"]
+
+
+@pytest.mark.parametrize("access", ["white", "rotated", "localized"])
+@pytest.mark.parametrize("name", ["sort_freq", "frac_prevs_0"])
+def test_no_ground_truth_in_the_prompt_or_the_replies(access, name):
+    rec, row = RECORDS[name], _row(name)
+    box = WhiteBox(row, access)
+    episode = _episode(row)
+    x = json.dumps(rec["domain"]["vocab"][:3])
+    message = "\n".join(f'TOOL(weights, {{"component": "{c}"}})\nTOOL(ablate, {{"component": "{c}", "tokens": {x}, '
+                        f'"mode": "mean"}})' for c in box.tools.components())
+    message += f'\nTOOL(run_with_cache, {{"tokens": {x}, "hooks": {json.dumps(box.tools.hooks)}}})'
+    box.tools.budget = 1000
+    text = box.prompt("text") + box.prompt("tools") + "\n".join(asyncio.run(box.text_replies(message, episode)))
+    labels = [label for label in rec["meta"]["labels"] if ":" in label]
+    assert labels and not [label for label in labels if label in text]
+    assert not [op["name"] for op in rec["program"]["ops"] if re.search(rf"\b{re.escape(op['name'])}\b", text)]
+    assert not [r for r in truth.ROLES if re.search(rf"\b{r}\b", text)]
+    assert "TOOL(run_with_cache" in box.prompt("text") and "TOOL(" not in box.prompt("tools")
+    comps = json.loads(row["components"])
+    active = [f"blocks.{c['layer']}.attn.head{c['head']}" for c in comps if c["role"] != "inactive" and
+              c["head"] is not None]
+    said = "The components that matter" in text
+    assert said == (access == "localized") and (not said or all(a in text for a in active))
