@@ -20,7 +20,8 @@ from findbench.find.rasp import programs as P  # noqa: E402
 from findbench.find.rasp import store, tools, truth  # noqa: E402
 from findbench.interpret.config import InterpretConfig  # noqa: E402
 from findbench.interpret.episode import Episode  # noqa: E402
-from findbench.interpret.whitebox import ACCESS, WhiteBox, check_access, tool_commands  # noqa: E402
+from findbench.interpret.protocol import ACCESS  # noqa: E402
+from findbench.interpret.whitebox import WhiteBox, tool_commands  # noqa: E402
 
 RECORDS = {r["name"]: r for r in store.read_store(0)["programs"].values()}
 
@@ -47,13 +48,11 @@ def test_access_outside_rasp_is_refused_in_one_line(settings):
     assert "\n" not in str(err.value)
 
 
-def test_access_is_an_agent_setting_with_rasp():
+def test_access_is_an_agent_setting():
     assert InterpretConfig(interpreter="oracle").agent().access == "black"
-    for access in ACCESS:
-        check_access(access, ["rasp"], None)
-        check_access(access, None, ["rasp/f00003"])
-    with pytest.raises(ValueError, match="--access white"):
-        check_access("white", ["rasp", "strings"], None)
+    assert ACCESS == ("black", "white", "rotated", "localized")
+    with pytest.raises(UsageError, match="--access white"):
+        InterpretConfig(interpreter="oracle", access="white", configs="strings,numeric")
 
 
 def test_tool_commands_read_json_arguments_and_refuse_the_rest():

@@ -18,6 +18,7 @@ from findbench.constants import UsageError
 from findbench.interpret.episode import DEFAULT_API_MAX_TOKENS, DEFAULT_MAX_TOKENS, DEFAULT_ROUNDS
 from findbench.interpret.floors import DEFAULT_OBSERVED_CALLS, MAX_OBSERVED_CALLS
 from findbench.interpret.protocol import (
+    ACCESS,
     MAX_COMMANDS_PER_MESSAGE,
     MAX_INPUTS_PER_COMMAND,
     METHODS,
@@ -25,10 +26,9 @@ from findbench.interpret.protocol import (
     PROTOCOLS,
 )
 from findbench.interpret.references import REFERENCE_INTERPRETERS
-from findbench.interpret.whitebox import ACCESS, check_access
 from findbench.judge.scoring import JUDGE_MODES
 from findbench.lm.base import STRUCTURED_OUTPUTS
-from findbench.schema import CATEGORIES, parse_function_id
+from findbench.schema import CATEGORIES, RASP, parse_function_id
 
 _BUILT = "dataset folder written by `findbench build` (default: regenerate from --seed)"
 _RUN_DATA = "dataset folder written by `findbench build` (default: run.json's data, else procedural with its seed)"
@@ -125,10 +125,11 @@ class InterpretConfig:
             _positive(name, getattr(self, name), optional=True)
         _checks.one_of("--structured-outputs", self.structured_outputs, STRUCTURED_OUTPUTS)
         _checks.one_of("--protocol", self.protocol, PROTOCOLS)
-        try:
-            check_access(self.access, self.configs, self.functions)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
+        _checks.one_of("--access", self.access, ACCESS)
+        chosen = self.configs or sorted({f.split("/", 1)[0] for f in self.functions or ()})
+        if self.access != "black" and (not chosen or set(chosen) != {RASP}):
+            raise UsageError(f"--access {self.access}: only rasp configs open the model; give --configs {RASP} "
+                             f"(got {','.join(chosen) if chosen else 'all configs'})")
         if isinstance(self.data, (str, os.PathLike)) and not Path(self.data).is_dir():
             raise FileNotFoundError(
                 f"--data: data folder {self.data} does not exist (run `findbench build --out {self.data}`)"

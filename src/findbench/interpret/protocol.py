@@ -59,6 +59,10 @@ PROTOCOL = "text"
 #: Every protocol: ``text`` (``PYTHON(...)`` commands in messages) and ``tools`` (native tool
 #: calls of :data:`TOOL_NAME`, on Inspect with a model whose provider supports them).
 PROTOCOLS = ("text", "tools")
+#: What an interpreter may see of the model (``--access``): ``black`` calls only (FIND); on ``rasp``
+#: also ``white`` (the white-box tools over the aligned weights), ``rotated`` (over the rotated
+#: variant) and ``localized`` (``white`` plus the components that matter): :mod:`findbench.interpret.whitebox`.
+ACCESS = ("black", "white", "rotated", "localized")
 #: The script name agents are told to call.
 SCRIPT_NAME = "function.py"
 #: The tool of the ``tools`` protocol.

@@ -1,8 +1,9 @@
 """Access conditions of a ``rasp`` episode (issue 43) and the white-box tools in both protocols.
 
-``--access`` (:data:`ACCESS`): ``black`` (calls only, as FIND), ``white`` (the tools over the
-``aligned`` weights), ``rotated`` (over the ``rotated`` variant: same function, scrambled basis) and
-``localized`` (``white`` plus the names of the components that matter, from the row's ground truth).
+``--access`` (:data:`~findbench.interpret.protocol.ACCESS`): ``black`` (calls only, as FIND),
+``white`` (the tools over the ``aligned`` weights), ``rotated`` (over the ``rotated`` variant: same
+function, scrambled basis) and ``localized`` (``white`` plus the names of the components that
+matter, from the row's ground truth).
 The tools (:class:`~findbench.find.rasp.tools.RaspTools`, one per episode) run here, in the
 findbench process, on the chosen variant's weights; the interpreter gets their replies only, never
 the program, residual labels or roles.
@@ -23,7 +24,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from findbench.interpret.protocol import MAX_COMMANDS_PER_MESSAGE, MAX_INPUT_CHARS, MAX_MESSAGE_CHARS, REPLY_PREFIX
-from findbench.schema import RASP
 
 if TYPE_CHECKING:
     from inspect_ai.tool import ToolDef
@@ -31,23 +31,10 @@ if TYPE_CHECKING:
     from findbench.find.rasp.tools import RaspTools
     from findbench.interpret.episode import Episode
 
-#: ``--access`` values; all but ``black`` open the model (rasp configs only).
-ACCESS = ("black", "white", "rotated", "localized")
 #: The weights each access condition opens.
 VARIANT = {"white": "aligned", "rotated": "rotated", "localized": "aligned"}
 _START = re.compile(r"\bTOOL[ \t]*\(\s*([A-Za-z_]\w{0,40})\s*,?\s*")
 _DECODER = json.JSONDecoder()
-
-
-def check_access(access: Any, configs: list[str] | None, functions: list[str] | None) -> None:
-    """``access`` is one of :data:`ACCESS`, and all but ``black`` come with rasp configs only
-    (``configs``, else the configs of ``functions``); ValueError naming ``--access`` otherwise."""
-    if access not in ACCESS:
-        raise ValueError(f"--access: {access!r} is not one of {', '.join(ACCESS)}")
-    chosen = configs or sorted({f.split("/", 1)[0] for f in functions or ()})
-    if access != "black" and (not chosen or set(chosen) != {RASP}):
-        raise ValueError(f"--access {access}: only rasp configs open the model; give --configs {RASP} "
-                         f"(got {','.join(chosen) if chosen else 'all configs'})")
 
 
 def matter(row: Mapping[str, Any]) -> list[str]:
