@@ -95,7 +95,7 @@ def test_oracle_episode_round_trips_through_the_protocol(fid, by_id, tmp_path):
 def test_constant_and_empty_answers():
     from findbench.interpret.references import REFERENCE_INTERPRETERS, constant_answer, empty_answer
 
-    assert REFERENCE_INTERPRETERS == ("oracle", "random", "constant", "empty", "observed")
+    assert REFERENCE_INTERPRETERS == ("oracle", "random", "constant", "empty", "observed", "attribution")
     assert set(CONSTANT_ANSWERS) == {"numeric", "strings", "neurons_entities", "neurons_relations"}
     numeric = constant_answer({"category": "numeric", "function_id": "numeric/f00009"})
     assert numeric.description == "f(x) returns a number" and numeric.code == "def f(x):\n    return 0\n"

@@ -16,12 +16,18 @@ from inspect_ai.tool import ToolCall  # noqa: E402
 from inspect_ai.tool import ToolError as InspectToolError  # noqa: E402
 
 from findbench.constants import UsageError  # noqa: E402
+from findbench.find.rasp import circuit, store, tools, truth  # noqa: E402
 from findbench.find.rasp import programs as P  # noqa: E402
-from findbench.find.rasp import store, tools, truth  # noqa: E402
 from findbench.interpret.config import InterpretConfig  # noqa: E402
 from findbench.interpret.episode import Episode  # noqa: E402
-from findbench.interpret.protocol import ACCESS  # noqa: E402
-from findbench.interpret.whitebox import WhiteBox, tool_commands  # noqa: E402
+from findbench.interpret.protocol import ACCESS, format_answer, parse_answer  # noqa: E402
+from findbench.interpret.whitebox import (  # noqa: E402
+    WhiteBox,
+    answer_entries,
+    component_map,
+    reference_components,
+    tool_commands,
+)
 
 RECORDS = {r["name"]: r for r in store.read_store(0)["programs"].values()}
 
@@ -133,14 +139,72 @@ def test_no_ground_truth_in_the_prompt_or_the_replies(access, name):
                         f'"mode": "mean"}})' for c in box.tools.components())
     message += f'\nTOOL(run_with_cache, {{"tokens": {x}, "hooks": {json.dumps(box.tools.hooks)}}})'
     box.tools.budget = 1000
-    text = box.prompt("text") + box.prompt("tools") + "\n".join(asyncio.run(box.text_replies(message, episode)))
+    replies = "\n".join(asyncio.run(box.text_replies(message, episode)))
+    text = box.prompt("text") + box.prompt("tools") + replies
     labels = [label for label in rec["meta"]["labels"] if ":" in label]
     assert labels and not [label for label in labels if label in text]
     assert not [op["name"] for op in rec["program"]["ops"] if re.search(rf"\b{re.escape(op['name'])}\b", text)]
-    assert not [r for r in truth.ROLES if re.search(rf"\b{r}\b", text)]
+    assert not [r for r in truth.ROLES if re.search(rf"\b{r}\b", replies)]  # the prompt lists the taxonomy only
     assert "TOOL(run_with_cache" in box.prompt("text") and "TOOL(" not in box.prompt("tools")
     comps = json.loads(row["components"])
     active = [f"blocks.{c['layer']}.attn.head{c['head']}" for c in comps if c["role"] != "inactive" and
               c["head"] is not None]
     said = "The components that matter" in text
     assert said == (access == "localized") and (not said or all(a in text for a in active))
+
+
+def _all_units(comps: list[dict]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for c in comps:
+        out.setdefault(c["hook"], []).extend(c["units"])
+    return out
+
+
+@pytest.mark.parametrize("access", ["white", "rotated"])
+def test_the_oracle_map_scores_1_and_survives_the_answer_format(access):
+    row = _row("sort_freq")
+    text = format_answer("", code="def function(x):\n    return x\n",
+                         components=reference_components("oracle", row, access))
+    answer = parse_answer(text)
+    assert answer.code.startswith("def function") and answer.components.startswith("[")
+    variant = "rotated" if access == "rotated" else "aligned"
+    comps = truth.for_variant(json.loads(row["components"]), row["function_id"], variant)
+    pred = component_map(answer.components, _all_units(comps))
+    scores = circuit.score_function(pred, comps)
+    assert scores["role_accuracy"] == scores["role_f1"] == scores["node_precision"] == scores["node_recall"] == 1.0
+    assert scores["node_auroc"] in (1.0,) or np.isnan(scores["node_auroc"])
+    floor = circuit.score_function(component_map(answer_entries(circuit.floor_predictions(comps, "majority_role")),
+                                                 _all_units(comps)), comps)
+    assert floor["role_f1"] < 1.0
+
+
+def test_attribution_answers_a_map_that_finds_the_components_that_matter():
+    row = _row("sort")
+    answer = parse_answer(format_answer("", components=reference_components("attribution", row, "white")))
+    comps = json.loads(row["components"])
+    pred = component_map(answer.components, _all_units(comps))
+    assert pred and circuit.score_function(pred, comps)["node_recall"] == 1.0
+    with pytest.raises(UsageError, match="--interpreter attribution"):
+        InterpretConfig(interpreter="attribution")
+
+
+@pytest.mark.parametrize("text", [
+    "", "{", "[" * 100_000, json.dumps({"component": "blocks.0.mlp"}), json.dumps([1, None, "x", []]),
+    json.dumps([{"component": "blocks.0.attn.head0", "role": "boss"}, {"component": "../etc", "role": "map"},
+                {"component": ["blocks.0.mlp"], "role": "map"}, {"component": "blocks.0.mlp", "role": ["map"]}]),
+])
+def test_a_hostile_component_map_reads_as_nothing(text):
+    assert component_map(text, {"blocks.0.mlp.hook_post": [0, 1]}) == []
+
+
+def test_a_component_map_keeps_well_formed_fields_within_caps():
+    entries = [{"component": "blocks.1.mlp", "units": [3, 2, 2], "role": "map", "reads": ["tokens"] * 50,
+                "code": "x" * 10_000, "score": float("inf")},
+               {"component": "blocks.0.mlp.unit4", "role": "counter", "reads": "tokens", "score": 0.5},
+               {"component": "blocks.0.mlp", "units": ["a"], "role": "map"}] * 100
+    pred = component_map(json.dumps(entries), {"blocks.0.mlp.hook_post": [0, 1]})
+    assert len(pred) == 200
+    assert pred[0] == {"hook": "blocks.1.mlp.hook_post", "units": [2, 3], "role": "map", "reads": ["tokens"] * 20,
+                       "code": "x" * 4000}
+    assert pred[1] == {"hook": "blocks.0.mlp.hook_post", "units": [4], "role": "counter", "score": 0.5}
+    assert pred[2]["units"] == [0, 1]

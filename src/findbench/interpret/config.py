@@ -130,6 +130,9 @@ class InterpretConfig:
         if self.access != "black" and (not chosen or set(chosen) != {RASP}):
             raise UsageError(f"--access {self.access}: only rasp configs open the model; give --configs {RASP} "
                              f"(got {','.join(chosen) if chosen else 'all configs'})")
+        if self.interpreter == "attribution" and self.access == "black":
+            raise UsageError("--interpreter attribution reads the model's weights: give --access white, rotated or "
+                             "localized (with --configs rasp)")
         if isinstance(self.data, (str, os.PathLike)) and not Path(self.data).is_dir():
             raise FileNotFoundError(
                 f"--data: data folder {self.data} does not exist (run `findbench build --out {self.data}`)"

@@ -357,12 +357,18 @@ class Answer:
     description: str
     domain: str | None = None
     code: str | None = None
+    #: ``rasp`` under white-box access: the ``[COMPONENTS]`` JSON text (read by
+    #: :func:`findbench.interpret.whitebox.component_map`), at most :data:`MAX_COMPONENTS_CHARS`.
+    components: str | None = None
 
     def to_dict(self) -> dict[str, str | None]:
-        return {"description": self.description, "domain": self.domain, "code": self.code}
+        d = {"description": self.description, "domain": self.domain, "code": self.code}
+        return d | ({"components": self.components} if self.components is not None else {})
 
 
-_MARKER = re.compile(r"\[(DESCRIPTION|DOMAIN|CODE)\][ \t*]*(?::|(?=\n)|$)")
+#: The longest ``[COMPONENTS]`` part kept (characters).
+MAX_COMPONENTS_CHARS = 20_000
+_MARKER = re.compile(r"\[(DESCRIPTION|DOMAIN|CODE|COMPONENTS)\][ \t*]*(?::|(?=\n)|$)")
 _FENCE = "```"
 
 
@@ -400,8 +406,9 @@ def parse_answer(text: str) -> Answer | None:
 
     The description is the text after the last ``[DESCRIPTION]:`` up to the next marker; the
     domain likewise after the last ``[DOMAIN]:``; the code is the body of the last fenced
-    block after the last ``[CODE]:`` marker. A marker is followed by a colon or a line
-    break (Markdown bold around it is allowed).
+    block after the last ``[CODE]:`` marker (up to a later ``[COMPONENTS]:``); the component map
+    (``rasp``, white-box access) the text after the last ``[COMPONENTS]:``, or its fenced block. A
+    marker is followed by a colon or a line break (Markdown bold around it is allowed).
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
@@ -417,12 +424,25 @@ def parse_answer(text: str) -> Answer | None:
         end = markers[k + 1].start() if k + 1 < len(markers) else len(text)
         return _clean(text[markers[k].end() : end])
 
-    code_markers = [m for m in markers if m.group(1) == "CODE"]
-    code = _last_fenced_block(text[code_markers[-1].end() :]) if code_markers else None
-    return Answer(description=section("DESCRIPTION") or "", domain=section("DOMAIN"), code=code)
+    def fenced(name: str, other: str) -> str | None:
+        """The last fenced block after the last ``name`` marker, up to the next ``other`` marker (a
+        code block may hold the other markers)."""
+        found = [m for m in markers if m.group(1) == name]
+        if not found:
+            return None
+        end = min([m.start() for m in markers if m.group(1) == other and m.start() > found[-1].end()] + [len(text)])
+        return _last_fenced_block(text[found[-1].end() : end])
+
+    components = section("COMPONENTS")
+    if components is not None and components.startswith(_FENCE):
+        components = fenced("COMPONENTS", "CODE") or ""
+    components = components[:MAX_COMPONENTS_CHARS] if components is not None else None
+    return Answer(description=section("DESCRIPTION") or "", domain=section("DOMAIN"), code=fenced("CODE", "COMPONENTS"),
+                  components=components)
 
 
-def format_answer(description: str, domain: str | None = None, code: str | None = None) -> str:
+def format_answer(description: str, domain: str | None = None, code: str | None = None,
+                  components: str | None = None) -> str:
     """An answer message in the protocol's format (parsed back by :func:`parse_answer`)."""
     if not isinstance(description, str):
         raise TypeError(f"description must be a str, got {type(description).__name__}")
@@ -431,6 +451,8 @@ def format_answer(description: str, domain: str | None = None, code: str | None 
         parts.append(f"[DOMAIN]: {domain.strip()}")
     if code is not None:
         parts.append(f"[CODE]:\n{_FENCE}python\n{code.strip(chr(10)).rstrip()}\n{_FENCE}")
+    if components is not None:
+        parts.append(f"[COMPONENTS]:\n{_FENCE}json\n{components.strip()}\n{_FENCE}")
     return "\n".join(parts)
 
 

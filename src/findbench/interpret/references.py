@@ -9,6 +9,9 @@
 - ``observed``: calls the function on a fixed seeded plan, then answers with what those
   observations alone support (:mod:`findbench.interpret.floors`): the floor every interpreter's
   margin is measured from, met by construction (margin 0).
+- ``attribution`` (``rasp`` under white-box ``--access``): no description or code, a component map
+  from ablations and weight structure (:mod:`findbench.find.rasp.attribution`); with white-box access
+  ``oracle`` answers the true component map too (:func:`findbench.interpret.whitebox.reference_components`).
 
 They answer in the text format (``observed`` after one turn of commands), through the same loop
 and scoring as an LM."""
@@ -25,7 +28,7 @@ from findbench.find.export import format_value
 from findbench.interpret.protocol import Answer
 
 #: Interpreter names answered without an LM: the ceiling, and the floors a method must clear.
-REFERENCE_INTERPRETERS = ("oracle", "random", "constant", "empty", "observed")
+REFERENCE_INTERPRETERS = ("oracle", "random", "constant", "empty", "observed", "attribution")
 
 #: The ``constant`` baseline: one fixed answer per category, whatever the function. Its
 #: numeric ``[DOMAIN]`` says there is no corrupted interval (right for every clean function,
@@ -136,7 +139,7 @@ def reference_answer(
         return random_answer(row, pool, seed=seed)
     if name == "constant":
         return constant_answer(row)
-    if name == "empty":
+    if name in ("empty", "attribution"):  # attribution's component map: whitebox.reference_components
         return empty_answer(row)
     if name == "observed":
         raise ValueError(

@@ -216,7 +216,7 @@ def _find_agent(**settings: Any) -> Solver:
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         episode = await run_episode(state, cfg, state.metadata.get("reference_turns"))
         answer = episode.answer
-        content = format_answer(answer.description, answer.domain, answer.code) if answer else ""
+        content = format_answer(answer.description, answer.domain, answer.code, answer.components) if answer else ""
         state.output = ModelOutput.from_content(model=str(state.model), content=content)
         return state
 

@@ -30,6 +30,7 @@ from findbench.interpret.roles import JUDGE_ROLE
 from findbench.interpret.scorers import domain_iou, exact_match, nmse_success, unit_test_accuracy
 from findbench.interpret.solver import find_agent
 from findbench.interpret.truth import json_row
+from findbench.interpret.whitebox import reference_components
 from findbench.judge.scoring import JUDGE_MODES
 from findbench.lm.inspect_lm import check_models, eval_models, task_arguments
 from findbench.lm.inspect_provider import inspect_model_name
@@ -109,7 +110,10 @@ def find_samples(cfg: InterpretConfig, method: str, rows: Sequence[dict] | None 
                 metadata["reference_turns"] = observed_turns(row, pool, calls=cfg.observed_calls, seed=cfg.seed)
             elif cfg.reference is not None:
                 answer = reference_answer(cfg.reference, row, pool, seed=cfg.seed)
-                metadata["reference_turns"] = [format_answer(answer.description, answer.domain, answer.code)]
+                components = (reference_components(cfg.reference, row, cfg.access)
+                              if cfg.access != "black" and cfg.reference in ("oracle", "attribution") else None)
+                metadata["reference_turns"] = [format_answer(answer.description, answer.domain, answer.code,
+                                                             components)]
             samples.append(
                 Sample(
                     input=f"Interpret the FIND function {row['function_id']} (method {method}).",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
 
 #: The weights each access condition opens.
 VARIANT = {"white": "aligned", "rotated": "rotated", "localized": "aligned"}
+#: At most this many entries of a ``[COMPONENTS]`` answer are read; ``code`` and ``reads`` are cut.
+MAX_ENTRIES, MAX_CODE_CHARS, MAX_READS = 200, 4000, 20
+_NAME = re.compile(r"blocks\.(\d{1,3})\.(?:attn\.head(\d{1,3})|mlp(?:\.unit(\d{1,5}))?)")
 _START = re.compile(r"\bTOOL[ \t]*\(\s*([A-Za-z_]\w{0,40})\s*,?\s*")
 _DECODER = json.JSONDecoder()
 
@@ -51,6 +55,72 @@ def matter(row: Mapping[str, Any]) -> list[str]:
         else:
             names.append(f"blocks.{c['layer']}.mlp (units {', '.join(str(u) for u in c.get('units') or [])})")
     return names
+
+
+def component_map(text: Any, all_units: Mapping[str, list[int]] | None = None) -> list[dict]:
+    """An answer's ``[COMPONENTS]`` JSON text as a ``find_circuit`` prediction (read as hostile: at
+    most :data:`MAX_ENTRIES` entries; an entry without a component name the tools use or a role of
+    the taxonomy is dropped; ``reads``, ``code`` and ``score`` kept only when well-formed and cut to
+    size). ``blocks.{l}.mlp`` without ``units`` stands for ``all_units[hook]`` (the layer's units)."""
+    from findbench.find.rasp.truth import ROLES
+
+    try:
+        entries = json.loads(text) if isinstance(text, str) else None
+    except (ValueError, RecursionError):
+        entries = None
+    out = []
+    for e in entries[:MAX_ENTRIES] if isinstance(entries, list) else []:
+        name = e.get("component") if isinstance(e, dict) else None
+        m = _NAME.fullmatch(name) if isinstance(name, str) else None
+        if m is None or e.get("role") not in ROLES:
+            continue
+        layer, head, unit = m.groups()
+        if head is not None:
+            pred = {"hook": f"blocks.{layer}.attn.hook_result", "head": int(head)}
+        else:
+            hook, units = f"blocks.{layer}.mlp.hook_post", e.get("units")
+            if unit is not None:
+                units = [int(unit)]
+            elif not (isinstance(units, list) and units and all(type(u) is int and 0 <= u < 10**5 for u in units)):
+                units = list((all_units or {}).get(hook, []))
+            if not units:
+                continue
+            pred = {"hook": hook, "units": sorted(set(units))}
+        pred["role"] = e["role"]
+        reads = e.get("reads")
+        if isinstance(reads, list) and all(isinstance(r, str) for r in reads):
+            pred["reads"] = [r[:100] for r in reads[:MAX_READS]]
+        if isinstance(e.get("code"), str):
+            pred["code"] = e["code"][:MAX_CODE_CHARS]
+        if type(e.get("score")) in (int, float) and math.isfinite(e["score"]):
+            pred["score"] = float(e["score"])
+        out.append(pred)
+    return out
+
+
+def answer_entries(prediction: list[dict]) -> str:
+    """A ``find_circuit`` prediction as ``[COMPONENTS]`` JSON text (component names as the tools use)."""
+    entries = []
+    for p in prediction:
+        layer = p["hook"].split(".")[1]
+        name = f"blocks.{layer}.attn.head{p['head']}" if p.get("head") is not None else f"blocks.{layer}.mlp"
+        entries.append({"component": name} | ({"units": p["units"]} if p.get("units") else {})
+                       | {k: p[k] for k in ("role", "reads", "score", "code") if k in p})
+    return json.dumps(entries)
+
+
+def reference_components(name: str, row: Mapping[str, Any], access: str) -> str:
+    """``[COMPONENTS]`` of a reference interpreter on a rasp ``row`` under white-box ``access``:
+    ``oracle`` the row's truth (in the variant's unit order, with each component's code),
+    ``attribution`` :func:`findbench.find.rasp.attribution.predict` on the variant's weights."""
+    from findbench.find.rasp import attribution, circuit, truth
+
+    variant = VARIANT[access]
+    if name == "attribution":
+        return answer_entries(attribution.predict(dict(row), variant))
+    comps = truth.for_variant(circuit.parse_json_list(row["components"], "components"), row["function_id"], variant)
+    program = json.loads(row["program"]) if isinstance(row.get("program"), str) else row.get("program")
+    return answer_entries(circuit.truth_prediction(comps, program))
 
 
 def tool_commands(text: str) -> list[tuple[str, Any]]:
@@ -169,6 +239,14 @@ class WhiteBox:
         else:
             lines.append("Call one with TOOL(name, {JSON arguments}), e.g. TOOL(run_with_cache, {\"tokens\": "
                          f"{json.dumps(vocab)}, \"hooks\": [\"blocks.0.attn.hook_pattern\"]}}); several per message.")
+        from findbench.find.rasp.truth import ROLES
+
+        lines.append(
+            "Answer with a third part after [CODE]: [COMPONENTS]: a JSON list in a ```json code block, one object per "
+            "component: {\"component\": a component name (blocks.{l}.mlp may add \"units\": [unit indices]), "
+            f"\"role\": one of {', '.join(ROLES)}, optionally \"reads\": what it reads (tokens, indices), "
+            "\"score\": how much it matters (0 to 1), \"code\": a `def f(tokens):` computing its value at each "
+            "position}.")
         if self.matter is not None:
             lines.append(f"The components that matter for f(x): {'; '.join(self.matter) or 'none'}.")
         return "\n".join(lines)
