@@ -299,7 +299,7 @@ def test_switches_go_anywhere(monkeypatch):
 
     seen = {}
     monkeypatch.setattr(evaluate, "evaluate_run", lambda cfg: seen.update(asdict(cfg)) or {"table": ""})
-    monkeypatch.setattr(report, "write_report", lambda run_dir, scores, data=None: seen.update(report=scores))
+    monkeypatch.setattr(report, "write_report", lambda cfg: seen.update(report=cfg.scores))
     assert cli.main(["evaluate", "--report", "r"]) == 0
     assert seen["run_dir"] == "r" and seen["report"] == "r/scores"
 

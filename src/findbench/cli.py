@@ -105,7 +105,7 @@ def _evaluate(cfg: EvaluateConfig) -> None:
     if cfg.report:
         from findbench.interpret.report import write_report
 
-        print(f"wrote {write_report(cfg.run_dir, cfg.out, data=cfg.data)}")
+        print(f"wrote {write_report(ReportConfig(run_dir=cfg.run_dir, scores=cfg.out, data=cfg.data))}")
 
 
 def _report(cfg: ReportConfig) -> None:

@@ -615,6 +615,7 @@ def test_a_run_on_in_memory_rows_needs_its_data(tmp_path):
     """Such a run's function ids are shared by the procedural rows: without --data it would be
     scored against other functions."""
     from findbench.constants import UsageError
+    from findbench.interpret.config import ReportConfig
     from findbench.interpret.report import write_report
 
     row = load_rows("strings")[0]
@@ -628,7 +629,7 @@ def test_a_run_on_in_memory_rows_needs_its_data(tmp_path):
     scores.mkdir()
     (scores / "scores.json").write_text("{}")
     with pytest.raises(UsageError, match="--data: .* in-memory rows"):
-        write_report(run, scores)
+        write_report(ReportConfig(run_dir=str(run), scores=str(scores)))
     assert [p.name for p in scores.iterdir()] == ["scores.json"]
 
 

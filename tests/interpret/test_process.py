@@ -333,11 +333,13 @@ def per_function_rows(rows: dict, per_function: list[dict]) -> list[dict]:
 
 
 def test_report_shows_the_judges_decisions(judged_run):
+    from findbench.interpret.config import ReportConfig
     from findbench.interpret.report import write_report
 
     run, rows, _ = judged_run
     scores = run.parent / "scores-pmi"
-    page = write_report(run, scores, out=run.parent / "report-pmi").read_text()
+    report = ReportConfig(run_dir=str(run), scores=str(scores), out=str(run.parent / "report-pmi"))
+    page = write_report(report).read_text()
     _, table = read_csv(scores / "unit_tests.csv")
     rel = rows["neurons_relations"][0]
     assert escape(f"{rel['description']} <b>&</b>") in page and "<b>&</b>" not in page  # escaped (Jinja2's autoescape)

@@ -102,6 +102,7 @@ def test_true_carried_rows_are_verified(rows, tmp_path):
 
 def test_in_memory_rows_are_scored_unverified(rows, tmp_path):
     """No data can check them: the forged rows score, and every output says so."""
+    from findbench.interpret.config import ReportConfig
     from findbench.interpret.report import write_report
 
     run = tmp_path / "run"
@@ -113,7 +114,7 @@ def test_in_memory_rows_are_scored_unverified(rows, tmp_path):
     scores = json.loads((tmp_path / "out" / "scores.json").read_text())
     assert scores["numeric"]["aia"]["unverified"] is True
     assert "unverified" in (tmp_path / "out" / "table.md").read_text()
-    page = write_report(run, tmp_path / "out").read_text()
+    page = write_report(ReportConfig(run_dir=str(run), scores=str(tmp_path / "out"))).read_text()
     assert "Scores unverified" in page
     # with --data (here: the procedural rows' own folder is not at hand, so a folder missing them)
     # the same run is checked, and refused

@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from findbench import _checks
-from findbench._config import config_of
 from findbench._io import atomic_dir, csv_text
 from findbench.find.config import BackboneReportConfig
 from findbench.find.synthetic_neurons.backbones import DEFAULT_LM, ENTITY_BACKENDS, RELATION_BACKENDS, make_function
@@ -406,25 +405,18 @@ def _heatmap(path: Path, concepts: Sequence[str], matrix: np.ndarray, title: str
     fig.savefig(path, dpi=120)
 
 
-def backbone_report(cfg: BackboneReportConfig | str | Path | None = None, /, **settings: Any) -> dict[str, Any]:
-    """Write FIND's appendix-G backbone report into ``cfg.out`` (replaced atomically).
-
-    ``cfg``: the settings (:class:`~findbench.find.config.BackboneReportConfig`, ``findbench
-    backbone-report``'s flags). The keyword form ``backbone_report(out, backend=..., model=...,
-    categories=..., limit=..., words_per_concept=..., entries_per_relation=..., seed=...)`` builds the
-    same config; there ``model`` may also be an object (an LM). ``out`` receives ``summary.json``,
+def backbone_report(cfg: BackboneReportConfig) -> dict[str, Any]:
+    """Write FIND's appendix-G backbone report into ``cfg.out`` (replaced atomically) with the settings
+    ``cfg`` (``findbench backbone-report``'s flags; ``model`` may also be an LM object): ``summary.json``,
     ``entities.csv``, ``entity_associations.csv``, ``entity_matrix.csv``, ``entity_selectivity.png``
     and ``relations.csv``. ``backend`` None uses the defaults (embedding / table); ``"lm"`` runs both
     categories through ``model``. ``limit`` caps concepts (seeded sample) and relation functions
     (FIND order); ``words_per_concept`` and ``entries_per_relation`` cap held-out items per neuron.
     Returns the summary dict.
     """
-    cfg = config_of(BackboneReportConfig, cfg, settings, function="backbone_report", first="out")
     out, backend, model, categories, limit, words_per_concept, entries_per_relation, seed = (
         cfg.out, cfg.backend, cfg.model, cfg.categories, cfg.limit, cfg.words_per_concept, cfg.entries_per_relation,
         cfg.seed)
-    if not isinstance(out, str):
-        raise TypeError(f"out must be a path, got {type(out).__name__}")
     ent_backend, rel_backend = _backends(backend)
     summary: dict[str, Any] = {"seed": seed, "limit": limit}
     files: dict[str, str] = {}
