@@ -434,22 +434,22 @@ def test_card_argument_checks(string_rows):
     from findbench.constants import UsageError
 
     rows = {"strings": string_rows[:5]}
-    with pytest.raises(UsageError, match="functions_per_category"):
+    with pytest.raises(UsageError, match="--functions-per-category must be"):
         JudgeCardConfig(judge="embedded", out=None, functions_per_category=1)
-    with pytest.raises(UsageError, match="judge_mode: unknown value 'vote'"):
+    with pytest.raises(UsageError, match="--judge-mode: unknown value 'vote'"):
         JudgeCardConfig(judge="embedded", out=None, judge_mode="vote")
-    with pytest.raises(UsageError, match="tests: unknown value .nearby.; did you mean .near."):
+    with pytest.raises(UsageError, match="--tests: unknown value .nearby.; did you mean .near."):
         JudgeCardConfig(judge="embedded", out=None, tests="nearby")
     with pytest.raises(UsageError, match="--judge: unknown model 'embeded'.*did you mean 'embedded'"):
         JudgeCardConfig(judge="embeded", out=None)
     # the rungs: known names, the truth among them; a baseline's modes need a baseline
-    with pytest.raises(UsageError, match="rungs: unknown value 'wrong'"):
+    with pytest.raises(UsageError, match="--rungs: unknown value 'wrong'"):
         JudgeCardConfig(judge="embedded", out=None, rungs="true,wrong")
-    with pytest.raises(UsageError, match="rungs must include 'true'"):
+    with pytest.raises(UsageError, match="--rungs must include 'true'"):
         JudgeCardConfig(judge="embedded", out=None, rungs=["other", "empty"])
-    with pytest.raises(UsageError, match="baseline_mode needs a baseline"):
+    with pytest.raises(UsageError, match="--baseline-mode needs a baseline"):
         JudgeCardConfig(judge="embedded", out=None, baseline_mode="pmi")
-    with pytest.raises(UsageError, match="baseline_mode: unknown value 'vote'"):
+    with pytest.raises(UsageError, match="--baseline-mode: unknown value 'vote'"):
         JudgeCardConfig(judge="embedded", out=None, baseline="embedded", baseline_mode="pmi,vote")
     cfg = JudgeCardConfig(judge="embedded", out=None, rungs="other, true", baseline="embedded", baseline_mode="pmi")
     assert (cfg.rungs, cfg.baseline_mode, cfg.categories) == (["other", "true"], ["pmi"], list(JUDGE_CATEGORIES))

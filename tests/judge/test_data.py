@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from findbench.judge import render_judge_prompt
+from findbench.judge.config import JudgeDataConfig
 from findbench.judge.data import (
     build_judge_data,
     build_judge_rows,
@@ -162,15 +163,14 @@ def test_bad_input_names_the_argument(strings_rows):
 
 
 def test_data_folder_round_trip(tmp_path, strings_rows):
-    out = build_judge_data(
-        tmp_path / "judge-data",
+    out = build_judge_data(JudgeDataConfig(
+        out=str(tmp_path / "judge-data"),
         n=12,
         n_heldout=6,
         seed=0,
         n_near=0,
         negatives=False,  # hand-made entities: no word lists to write losing descriptions from
-        rows_by_category={"strings": strings_rows[:30], "neurons_entities": _entity_rows()},
-    )
+    ), rows_by_category={"strings": strings_rows[:30], "neurons_entities": _entity_rows()})
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary leftovers
     dd = load_judge_data(out)
     assert dd["train"].num_rows == 12 and dd["validation"].num_rows == 6
@@ -185,19 +185,16 @@ def test_data_folder_round_trip(tmp_path, strings_rows):
         load_judge_data(tmp_path)
 
 
-def test_the_config_and_the_keyword_form_write_the_same_data(tmp_path, strings_rows):
-    from findbench.judge.config import JudgeDataConfig
+def test_the_config_names_its_flags(tmp_path, strings_rows):
+    from findbench.constants import UsageError
 
-    rows = {"strings": strings_rows[:30]}
-    by_keywords = build_judge_data(tmp_path / "a", n=9, n_heldout=3, seed=1, rows_by_category=rows)
-    cfg = JudgeDataConfig(out=str(tmp_path / "b"), n=9, n_heldout=3, seed=1)
-    by_config = build_judge_data(cfg, rows_by_category=rows)
-    for name in ("data/train-00000-of-00001.parquet", "data/validation-00000-of-00001.parquet", "function_splits.json"):
-        assert (by_keywords / name).read_bytes() == (by_config / name).read_bytes()
-    with pytest.raises(TypeError, match=r"build_judge_data\(cfg\) takes no settings beside the config, got \['n'\]"):
-        build_judge_data(JudgeDataConfig(out=str(tmp_path / "c")), n=3, rows_by_category=rows)
-    with pytest.raises(TypeError, match=r"unexpected settings \['rows'\]"):
-        build_judge_data(tmp_path / "c", rows=rows)
+    cfg = JudgeDataConfig(out=str(tmp_path / "b"), n=9, n_heldout=3, seed=1, categories="strings,entities")
+    assert cfg.categories == ["strings", "neurons_entities"]
+    with pytest.raises(UsageError, match="--categories: "):
+        JudgeDataConfig(categories="numeric")
+    with pytest.raises(UsageError, match="--extra-string-functions needs the strings category"):
+        build_judge_data(JudgeDataConfig(out=str(tmp_path / "c"), extra_string_functions=1),
+                         rows_by_category={"neurons_entities": _entity_rows()})
     assert not (tmp_path / "c").exists()
 
 
@@ -306,16 +303,18 @@ def test_judge_data_flags(tmp_path, strings_rows):
     from findbench.constants import UsageError
     from findbench.judge.config import JudgeDataConfig
 
-    with pytest.raises(UsageError, match="n_near"):
+    with pytest.raises(UsageError, match="--n-near"):
         JudgeDataConfig(n_near=-1)
-    with pytest.raises(UsageError, match="extra_string_functions"):
+    with pytest.raises(UsageError, match="--extra-string-functions"):
         JudgeDataConfig(extra_string_functions=-2)
-    out = build_judge_data(tmp_path / "d", n=12, n_heldout=3, n_near=6, rows_by_category={"strings": strings_rows})
+    out = build_judge_data(JudgeDataConfig(out=str(tmp_path / "d"), n=12, n_heldout=3, n_near=6),
+                           rows_by_category={"strings": strings_rows})
     train = load_judge_data(out)["train"]
     assert Counter(train["test_set"]) == {"find": 12, "near": 6} and all(json.loads(n) for n in train["negatives"])
     meta = json.loads((out / "function_splits.json").read_text())["meta"]
     assert meta["n_near"] == 6 and meta["negatives"] is True and meta["per_category"]["strings"]["near_rows"] == 6
-    plain = load_judge_data(build_judge_data(tmp_path / "p", n=6, n_heldout=0, n_near=0, negatives=False,
+    plain = load_judge_data(build_judge_data(JudgeDataConfig(out=str(tmp_path / "p"), n=6, n_heldout=0, n_near=0,
+                                                             negatives=False),
                                              rows_by_category={"strings": strings_rows}))["train"]
     assert set(plain["test_set"]) == {"find"} and set(plain["negatives"]) == {"[]"}
 

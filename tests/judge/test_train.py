@@ -57,10 +57,12 @@ def strings_rows():
 
 @pytest.fixture(scope="module")
 def judge_data(tmp_path_factory, strings_rows) -> str:
+    from findbench.judge.config import JudgeDataConfig
     from findbench.judge.data import build_judge_data
 
     out = tmp_path_factory.mktemp("data") / "judge-data"
-    return str(build_judge_data(out, n=24, n_heldout=6, seed=0, rows_by_category={"strings": strings_rows}))
+    return str(build_judge_data(JudgeDataConfig(out=str(out), n=24, n_heldout=6, seed=0),
+                                rows_by_category={"strings": strings_rows}))
 
 
 def _args(base: str, data: str, out: Path, **kw) -> TrainArgs:
@@ -479,10 +481,11 @@ def test_a_short_pairwise_run_lowers_the_pairwise_loss(tmp_path, tiny_base, judg
     assert after < before - 0.3, (before, after)  # measured: 3.93 -> 3.22
 
     from findbench.find import load_rows
+    from findbench.judge.config import JudgeDataConfig
     from findbench.judge.data import build_judge_data
 
     plain = tmp_path / "plain-data"
-    build_judge_data(plain, n=6, n_heldout=0, negatives=False, n_near=0,
+    build_judge_data(JudgeDataConfig(out=str(plain), n=6, n_heldout=0, negatives=False, n_near=0),
                      rows_by_category={"strings": load_rows("strings", seed=0)[:20]})
     with pytest.raises(ValueError, match="negatives"):
         train_judge(_args(tiny_base, str(plain), tmp_path / "x", pairwise_weight=1.0, max_steps=1))

@@ -27,8 +27,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from findbench._checks import integer, positive_int, str_list
-from findbench.constants import CONSTANT_DESCRIPTIONS, JUDGE_CATEGORIES, UsageError
+from findbench._checks import integer, positive_int
+from findbench.constants import CONSTANT_DESCRIPTIONS, UsageError
+from findbench.judge.config import JudgeDataConfig
 from findbench.judge.scoring import judge_category, normalize_unit_test
 
 log = logging.getLogger(__name__)
@@ -406,46 +407,35 @@ def _card(meta: Mapping[str, Any]) -> str:
     return "---\n" + yaml.safe_dump(header, sort_keys=False) + "---\n\n" + body
 
 
-def build_judge_data(
-    cfg: Any = None,
-    /,
-    *,
-    categories: Sequence[str] = JUDGE_CATEGORIES,
-    function_seed: int = 0,
-    rows_by_category: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-    **settings: Any,
-) -> Path:
+def build_judge_data(cfg: JudgeDataConfig, *,
+                     rows_by_category: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> Path:
     """Write the judge's training data to the folder ``cfg.out`` (replaced atomically) and return it.
 
-    ``cfg``: :class:`~findbench.judge.config.JudgeDataConfig` (``findbench judge-data``'s flags:
-    ``out``, ``n``, ``n_heldout``, ``seed``, ``heldout_fraction``, ``data``, ``n_near``, ``negatives``,
-    ``extra_string_functions``); the keyword form
-    ``build_judge_data(out, n=..., ...)`` builds the same config. The folder holds
+    ``cfg``: the settings (``findbench judge-data``'s flags). The folder holds
     ``data/{train,validation}-00000-of-00001.parquet``, a README card that makes
     ``datasets.load_dataset(out)`` work offline, and ``function_splits.json``. The functions come
-    from ``rows_by_category``, else the ``findbench build`` folder ``data``, else ``function_seed``.
+    from ``rows_by_category`` (in-memory rows), else the ``findbench build`` folder ``cfg.data``, else
+    the procedural rows of ``cfg.function_seed``.
     """
     import datasets
 
-    from findbench._config import config_of
     from findbench._io import atomic_dir
     from findbench._version import __version__
     from findbench.find import load_rows
-    from findbench.judge.config import JudgeDataConfig
 
-    cfg = config_of(JudgeDataConfig, cfg, settings, function="build_judge_data", first="out")
     out, n, n_heldout, seed, heldout_fraction, data = (cfg.out, cfg.n, cfg.n_heldout, cfg.seed, cfg.heldout_fraction,
                                                        cfg.data)
+    function_seed = cfg.function_seed
     n_near = n // 2 if cfg.n_near is None else cfg.n_near
 
     if rows_by_category is None:
-        cats = [judge_category(c) for c in str_list("categories", categories)]
+        cats = [judge_category(c) for c in cfg.categories]
         rows_by_category = {c: load_rows(c, seed=function_seed, data=data) for c in cats}
     extra = {}
     if cfg.extra_string_functions:
         strings = [rows for key, rows in rows_by_category.items() if judge_category(key) == "strings"]
         if not strings:
-            raise UsageError("extra_string_functions needs the strings category")
+            raise UsageError("--extra-string-functions needs the strings category")
         extra["strings"] = extra_string_rows(cfg.extra_string_functions, strings[0], function_seed=function_seed)
     train, held, splits = build_judge_rows(
         rows_by_category, n=n, n_heldout=n_heldout, seed=seed, heldout_fraction=heldout_fraction, n_near=n_near,
@@ -519,7 +509,7 @@ def default_data_dir(*, n: int = 30000, seed: int = 0) -> Path:
     path = root / f"n{n}-seed{seed}-v{DATA_VERSION}-{generator_fingerprint()}"
     with cache_lock(path, f"building the judge data (n={n}, seed {seed})"):
         if not (path / SPLIT_FILE).is_file():
-            build_judge_data(path, n=n, seed=seed)
+            build_judge_data(JudgeDataConfig(out=str(path), n=n, seed=seed))
     return path
 
 
