@@ -18,7 +18,6 @@ import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 import torch
@@ -26,16 +25,12 @@ from tqdm.auto import tqdm
 
 from findbench import _checks
 from findbench import sites as acts
-from findbench._config import config_of
-from findbench.neuron_explanations.config import IIAConfig
+from findbench.neuron_explanations.config import DEFAULT_KS, POSITIONS, RANKINGS, IIAConfig
 from findbench.neuron_explanations.intervention_tasks import build_task_rows, equal_length_batches, get_task
 
 log = logging.getLogger(__name__)
 
-#: K values (percent of a layer's neurons) of the paper's IIA@K curves.
-DEFAULT_KS = (1, 6, 12, 25, 50, 75, 100)
-RANKINGS = ("random", "correlation")
-POSITIONS = ("auto", "concept", "last")
+__all__ = ["DEFAULT_KS", "POSITIONS", "RANKINGS"]  # re-exported from the config
 
 
 def neurons_for_k(k: float, width: int) -> int:
@@ -116,32 +111,24 @@ def _clean_pass(model, token_lists, layer, site, need_block_input, batch_size):
 
 
 def iia_sweep(
+    cfg: IIAConfig,
     model,
     tokenizer,
     task,
     layer: int,
     *,
     rows: Sequence[Mapping] | None = None,
-    site: str = "mlp_activation",
-    n_pairs: int = 256,
-    ks: Sequence[float] = DEFAULT_KS,
-    rankings: Sequence[str] | Mapping[str, Sequence[int]] = RANKINGS,
-    position: str = "auto",
-    seed: int = 0,
-    batch_size: int = 64,
     skip_early_layers: bool = True,
     prefix_cache: bool = True,
     progress: bool = False,
 ) -> dict:
-    """IIA@K curves of one task (a name or the task) at one layer.
+    """IIA@K curves of one task (a name or the task) at one layer, with the settings ``cfg``
+    (``site``, ``n_pairs``, ``ks``, ``rankings`` (:meth:`~IIAConfig.all_rankings`: unlisted neurons
+    follow in index order), ``position``, ``seed``, ``batch_size``; its ``task`` and ``layer`` are
+    not read).
 
     Args:
         rows: the task's rows from :func:`build_task_rows` (built here when ``None``).
-        ks: percentages of the layer's neurons.
-        rankings: names in :data:`RANKINGS` and/or a mapping name -> neuron order (unlisted
-            neurons follow in index order; ``None`` uses the built-in ranking of that name).
-        position: ``"concept"`` (the filler's tokens), ``"last"`` or ``"auto"`` (concept in
-            the first half of the layers, last after).
         skip_early_layers, prefix_cache: exact speed-ups (the latter up to float rounding).
 
     Returns:
@@ -149,23 +136,14 @@ def iia_sweep(
         ``width``, ``n_pairs``, ``pairs``, ``curves`` (ranking -> IIA per K), ``successes``,
         ``rankings`` (ranking -> neuron order), ``interventions``, ``seconds``, ``interventions_per_second``.
     """
+    site, n_pairs, ks, position, seed, batch_size = (cfg.site, cfg.n_pairs, list(cfg.k_values), cfg.position,
+                                                     cfg.seed, cfg.batch_size)
     task_obj = get_task(task)
     width = acts.site_dim(model, site)
     n_layers = acts.num_layers(model)
     acts.site_module(model, site, layer)
-    _checks.one_of("position", position, POSITIONS)
-    ks = list(ks)
-    if not ks:
-        raise ValueError("ks must not be empty")
     n_neurons = [neurons_for_k(k, width) for k in ks]
-    _checks.positive_int("batch_size", batch_size)
-    ranking_spec = (
-        dict(rankings)
-        if isinstance(rankings, Mapping)
-        else {_checks.one_of("rankings", r, RANKINGS): None for r in rankings}
-    )
-    if not ranking_spec:
-        raise ValueError("rankings must not be empty")
+    ranking_spec = cfg.all_rankings()
     pos_mode = position if position != "auto" else ("concept" if layer < n_layers / 2 else "last")
     if rows is None:
         rows = build_task_rows(model, tokenizer, [task_obj.name], progress=progress)
@@ -341,51 +319,15 @@ def load_model(model: str = "embedded", *, device: str | None = None):
     return load_causal_lm(model, dtype=torch.float32, device=device)
 
 
-#: The keyword form's tasks and layers when none are given (the command line requires --task and --layer).
-_KEYWORD_DEFAULTS = {"task": ("numbers/unit_conversion",), "layer": (0,)}
-
-
-def _iia_config(cfg: Any, tasks: Any, layers: Any, settings: dict[str, Any]) -> tuple[IIAConfig, Mapping | None]:
-    """The config of a :func:`run_iia` call and the rankings mapping its keyword form may give."""
-    if isinstance(cfg, IIAConfig):
-        if tasks is not None or layers is not None:
-            raise TypeError("run_iia(cfg) takes no tasks or layers beside the config")
-        return config_of(IIAConfig, cfg, settings, function="run_iia"), None
-    for name, given in (("task", tasks), ("layer", layers)):
-        values = [v for v in (given, settings.pop(name + "s", None), settings.pop(name, None)) if v is not None]
-        if len(values) > 1:
-            raise TypeError(f"run_iia() got {name}s twice")
-        settings[name] = values[0] if values else _KEYWORD_DEFAULTS[name]
-    rankings = settings.pop("rankings") if isinstance(settings.get("rankings"), Mapping) else None
-    return config_of(IIAConfig, cfg, settings, function="run_iia", first="model"), rankings
-
-
-def run_iia(
-    cfg: IIAConfig | str | None = None,
-    tasks: Sequence[str] | None = None,
-    layers: Sequence[int] | None = None,
-    /,
-    *,
-    progress: bool = True,
-    **settings: Any,
-) -> list[dict]:
-    """IIA@K sweeps for each (task, layer); with ``cfg.out``, writes ``out/iia.json`` (all
-    results) and ``out/iia.png`` (the curves), atomically.
-
-    ``cfg``: the settings (:class:`~findbench.neuron_explanations.config.IIAConfig`, ``findbench
-    iia``'s flags). The keyword form ``run_iia(model, tasks, layers, out=..., site=..., n_pairs=...,
-    ks=..., rankings=..., position=..., seed=..., batch_size=...)`` builds the same config:
-    ``tasks`` and ``layers`` are its ``task`` and ``layer`` (default ``numbers/unit_conversion`` at
-    layer 0), ``ks`` may be numbers and ``rankings`` a mapping name -> neuron order as
-    :func:`iia_sweep` takes."""
+def run_iia(cfg: IIAConfig, *, progress: bool = True) -> list[dict]:
+    """IIA@K sweeps for each (task, layer) of the settings ``cfg`` (``findbench iia``'s flags); with
+    ``cfg.out``, writes ``out/iia.json`` (all results) and ``out/iia.png`` (the curves), atomically."""
     import json
 
     from findbench._io import atomic_dir
     from findbench.neuron_explanations.intervention_tasks import build_task_rows
 
-    cfg, rankings = _iia_config(cfg, tasks, layers, settings)
     model, tasks, layers, out = cfg.model, cfg.task, cfg.layers, cfg.out
-    rankings = cfg.all_rankings() if rankings is None else rankings
     for t in tasks:
         get_task(t)
     lm, tok = load_model(model)
@@ -393,21 +335,7 @@ def run_iia(
     results = []
     for t in tasks:
         for layer in layers:
-            res = iia_sweep(
-                lm,
-                tok,
-                t,
-                int(layer),
-                rows=rows,
-                site=cfg.site,
-                n_pairs=cfg.n_pairs,
-                ks=cfg.k_values,
-                rankings=rankings,
-                position=cfg.position,
-                seed=cfg.seed,
-                batch_size=cfg.batch_size,
-                progress=progress,
-            )
+            res = iia_sweep(cfg, lm, tok, t, int(layer), rows=rows, progress=progress)
             res["model"] = str(model)
             log.info(
                 "%s layer %d (%s): %s",
