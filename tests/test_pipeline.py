@@ -178,7 +178,7 @@ def test_main_runs_each_interpreter_with_its_methods_and_sample(fake_main):
     from findbench.judge.data import split_functions
 
     for category in JUDGE_CATEGORIES:
-        splits = split_functions(_fake_rows(category, 50), seed=0)
+        splits = split_functions(_fake_rows(category, 50), seed=0, heldout_fraction=0.2)
         assert all(splits[f] == "heldout" for f in oracle_aia[3] if f.startswith(category))
     assert summary["judge"] == "embedded" and summary["judge_mode"] == "pmi"
     assert [e[0] for e in fake_main.calls["evaluate"]] == [

@@ -120,13 +120,14 @@ def _judge_dir() -> str | None:
 
 def _sample_functions(rows: dict[str, list[dict]], k: int, seed: int) -> dict[str, list[str]]:
     """``k`` function ids per category, from the judge data's held-out split where there is one."""
+    from findbench.judge.config import JudgeDataConfig
     from findbench.judge.data import split_functions
 
     out = {}
     for category, category_rows in rows.items():
         pool = category_rows
         if category in JUDGE_CATEGORIES:
-            splits = split_functions(category_rows, seed=0)
+            splits = split_functions(category_rows, seed=0, heldout_fraction=JudgeDataConfig.heldout_fraction)
             pool = [r for r in category_rows if splits[r["function_id"]] == "heldout"]
         if k < len(pool):
             idx = sorted(random.Random(f"{seed}:{category}").sample(range(len(pool)), k))

@@ -161,14 +161,7 @@ def _functions(
     from findbench.judge.data import heldout_rows
 
     pool = load_rows(category, seed=cfg.function_seed, data=cfg.data)
-    held = heldout_rows(
-        category,
-        data=cfg.data,
-        data_seed=cfg.data_seed,
-        heldout_fraction=cfg.heldout_fraction,
-        evaluator_data=cfg.evaluator_data,
-        rows=pool,
-    )
+    held = heldout_rows(cfg, category, pool)
     k = cfg.functions_per_category
     return (held if k is None else sample_rows(held, k, seed=cfg.seed)), pool
 

@@ -146,6 +146,11 @@ class JudgeDataConfig:
     function_seed: int = arg(0, "seed the functions are regenerated from (without --data)")
 
     def __post_init__(self) -> None:
+        _checks.positive_int("--n", self.n)
+        _checks.integer("--n-heldout", self.n_heldout, 0, optional=True)
+        _checks.integer("--seed", self.seed)
+        if not 0 < _checks.number("--heldout-fraction", self.heldout_fraction) < 1:
+            raise UsageError(f"--heldout-fraction must be in (0, 1), got {self.heldout_fraction}")
         _checks.integer("--n-near", self.n_near, 0, optional=True)
         _checks.integer("--extra-string-functions", self.extra_string_functions, 0)
         self.categories = [_category(c) for c in _checks.str_list("--categories", self.categories)]
