@@ -66,7 +66,7 @@ def findbench_call(capsys, data_dir, function_id, values) -> str:
 def scripted_outputs(by_id):
     """mockllm outputs as a function of the conversation: the function's command on the first
     turn, its ground truth on the second (samples run concurrently, so no fixed order)."""
-    prompt_of = {prompts.task_prompt(by_id[f]): f for f in INPUTS}
+    prompt_of = {prompts.task_prompt(by_id[f], "aia", protocol="text"): f for f in INPUTS}
 
     def outputs(input, tools, tool_choice, config):
         fid = prompt_of[input[1].text]

@@ -89,7 +89,7 @@ def text(content: str) -> ModelOutput:
 def function_of(by_id, ids, input) -> str:
     """Which of ``ids`` a conversation is on, from its task message (samples run concurrently,
     so no fixed order); the ids must have different task messages (categories)."""
-    prompt_of = {prompts.task_prompt(by_id[f], protocol="tools"): f for f in ids}
+    prompt_of = {prompts.task_prompt(by_id[f], "aia", protocol="tools"): f for f in ids}
     assert len(prompt_of) == len(ids)
     return prompt_of[input[1].text]
 

@@ -85,7 +85,7 @@ def test_tokenize_masks_the_prompt(base, request):
     tok = AutoTokenizer.from_pretrained(tiny_base)
     ut = {"inputs": ["a", "b", "c"], "outputs": ["A", "B", "C"], "correct": 2}
     msgs = render_judge_prompt("Uppercases the input.", ut, "strings")
-    enc = tokenize_judge_row(tok, msgs, "[ANSWER]: 2")
+    enc = tokenize_judge_row(tok, msgs, "[ANSWER]: 2", max_length=1024)
     n_prompt = sum(label == -100 for label in enc["labels"])
     answer = tok.decode(enc["input_ids"][n_prompt:])
     assert answer.startswith("[ANSWER]: 2") and tok.eos_token in answer
@@ -398,7 +398,7 @@ def test_the_pairwise_term_scores_as_the_judge_and_is_zero_only_past_the_margin(
     tok = AutoTokenizer.from_pretrained(tiny_base)
     model = AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32).eval()
     row = _comparison_row()
-    enc = encode_comparison(tok, row, mode, 3, random.Random(0))
+    enc = encode_comparison(tok, row, mode, 3, random.Random(0), max_length=1024)
     assert enc["layout"] == [3, 1, 3, int(mode == "pmi")] and len(enc["seqs"]) == 3 * (1 + (mode == "pmi")) + 3
     batch = _collate(tok.pad_token_id)([{**enc["seqs"][0], "pairwise": enc}])
     with torch.no_grad():
@@ -428,12 +428,12 @@ def test_the_pairwise_term_scores_as_the_judge_and_is_zero_only_past_the_margin(
     # the truth and a losing description swapped: the comparisons flip sign
     swapped = {**row, "description": chosen[0],
                "negatives": json.dumps([{"kind": "x", "description": row["description"]}])}
-    enc2 = encode_comparison(tok, swapped, mode, 1, random.Random(0))
+    enc2 = encode_comparison(tok, swapped, mode, 1, random.Random(0), max_length=1024)
     b2 = _collate(tok.pad_token_id)([{**enc2["seqs"][0], "pairwise": enc2}])
     with torch.no_grad():
         lp2 = comparison_logprobs(model, b2)
     assert float(lp2[1] - lp2[-1]) == pytest.approx(-float(diffs_desc[0]), abs=1e-3)
-    assert encode_comparison(tok, {**row, "negatives": "[]"}, mode, 3, random.Random(0)) is None
+    assert encode_comparison(tok, {**row, "negatives": "[]"}, mode, 3, random.Random(0), max_length=1024) is None
 
     # chunk by chunk, the gradient of the one-block loss (here one sequence per chunk)
     from findbench.judge.train import comparative_backward, comparative_loss
@@ -471,7 +471,7 @@ def test_a_short_pairwise_run_lowers_the_pairwise_loss(tmp_path, tiny_base, judg
 
     tok = AutoTokenizer.from_pretrained(tiny_base)
     rows = load_judge_data(judge_data)["train"].to_list()[:12]
-    encs = [encode_comparison(tok, r, "pmi", 3, random.Random(f"0:{i}")) for i, r in enumerate(rows)]
+    encs = [encode_comparison(tok, r, "pmi", 3, random.Random(f"0:{i}"), max_length=1024) for i, r in enumerate(rows)]
     batch = _collate(tok.pad_token_id)([{"input_ids": [1], "labels": [1], "pairwise": e} for e in encs])
     base = AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32).eval()
     with torch.no_grad(), peft_wrapping():

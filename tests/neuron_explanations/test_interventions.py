@@ -102,12 +102,13 @@ def test_patching_own_values_or_nothing_leaves_base_unchanged(make):
     model = make(60)
     base = _ids(2)
     clean = model(input_ids=base).logits[:, -1]
-    own = iv.interchange(model, base, base, layer=1, neurons=list(range(10)), positions=[[1, 4, 6]] * 3)
+    own = iv.interchange(model, base, base, layer=1, neurons=list(range(10)), positions=[[1, 4, 6]] * 3,
+                         site="mlp_activation")
     torch.testing.assert_close(own, clean, rtol=0, atol=1e-5)
     # An empty patch is a plain forward pass. It is compared with a tolerance, not bit for bit:
     # interchange computes only the last position's logits, and a BLAS may round that
     # one-row matmul differently from the full one (CI's CPU did, by ~1e-7).
-    nothing = iv.interchange(model, base, _ids(3), layer=1, neurons=[])
+    nothing = iv.interchange(model, base, _ids(3), layer=1, neurons=[], site="mlp_activation")
     torch.testing.assert_close(nothing, clean, rtol=0, atol=1e-6)
 
 
@@ -120,7 +121,7 @@ def test_patching_whole_residual_stream_reproduces_source(make):
         got = iv.interchange(model, base, source, layer=layer, site="block_output")
         torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
     # patching every MLP neuron at every position is not enough (the residual keeps the base)
-    mlp_only = iv.interchange(model, base, source, layer=0)
+    mlp_only = iv.interchange(model, base, source, layer=0, site="mlp_activation")
     assert not torch.allclose(mlp_only, want, atol=1e-3)
 
 
@@ -269,9 +270,9 @@ def test_embedded_sanity_laws(embedded):
     enc = [tk(TASKS["numbers/unit_conversion"].prompt(x))["input_ids"] for x in ("3", "7")]
     base, source = torch.tensor([enc[0]]), torch.tensor([enc[1]])
     clean = model(input_ids=base).logits[:, -1]
-    own = iv.interchange(model, base, base, layer=5, neurons=list(range(0, 1536, 3)))
+    own = iv.interchange(model, base, base, layer=5, neurons=list(range(0, 1536, 3)), site="mlp_activation")
     torch.testing.assert_close(own, clean, rtol=0, atol=1e-4)
-    none = iv.interchange(model, base, source, layer=5, neurons=[])
+    none = iv.interchange(model, base, source, layer=5, neurons=[], site="mlp_activation")
     torch.testing.assert_close(none, clean, rtol=0, atol=1e-4)  # logits_to_keep=1 vs full matmul
     full = iv.interchange(model, base, source, layer=10, site="block_output")
     torch.testing.assert_close(full, model(input_ids=source).logits[:, -1], rtol=0, atol=1e-4)

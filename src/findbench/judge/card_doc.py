@@ -181,7 +181,7 @@ class _Tables(JsonDoc):
     auroc_near: AurocTable | None = field(default=None, metadata=OMIT_NONE)
     probes_near: ProbeTable | None = field(default=None, metadata=OMIT_NONE)
 
-    def table(self, what: str, tests: str = "find") -> dict[str, dict[str, Any]] | None:
+    def table(self, what: str, tests: str) -> dict[str, dict[str, Any]] | None:
         """The ``accuracy``, ``auroc`` or ``probes`` table on the ``tests`` unit tests, or None."""
         return getattr(self, what + TEST_SUFFIX[tests])
 
@@ -259,7 +259,7 @@ def _cell(summary: Any, key: str = "mean") -> str:
     return format_ci(getattr(summary, key), summary.ci, summary.n)
 
 
-def format_table(card: JudgeCard, *, what: str = "accuracy", tests: str = "find") -> str:
+def format_table(card: JudgeCard, *, what: str = "accuracy", tests: str) -> str:
     """The card's ``accuracy``, ``auroc`` or ``probes`` (inflation over the truth and verdict) on the
     ``tests`` unit tests as a Markdown table: a row per rung, a column per category."""
     one_of("what", what, _WHAT)
@@ -281,7 +281,7 @@ def format_table(card: JudgeCard, *, what: str = "accuracy", tests: str = "find"
     return "\n".join(lines)
 
 
-def format_comparison(card: JudgeCard, *, tests: str = "find") -> str:
+def format_comparison(card: JudgeCard, *, tests: str) -> str:
     """Accuracy of the baseline(s) beside the judge as a Markdown table: a row per category and rung
     (without ``all``), a column per judge (FIND Table A3 with the rungs ``true`` and ``other``)."""
     measured = [(label, m.table("accuracy", tests)) for label, m in card.measurements()]

@@ -263,7 +263,7 @@ def _ensure_chat_template(tokenizer: Any) -> None:
 
 
 def tokenize_judge_row(
-    tokenizer: Any, messages: Sequence[dict], target: str, max_length: int = 1024
+    tokenizer: Any, messages: Sequence[dict], target: str, max_length: int
 ) -> dict[str, list[int]]:
     """Token ids and labels of one judge row: the prompt as the judge renders it, then the answer
     with the template's end-of-turn tokens (so the model learns to stop); labels are -100 on the prompt."""
@@ -283,7 +283,7 @@ def tokenize_judge_row(
     return {"input_ids": p_ids + a_ids, "labels": [-100] * len(p_ids) + a_ids}
 
 
-def judge_training_pair(row: Mapping[str, Any], judge_mode: str = "pmi") -> tuple[list[dict], str]:
+def judge_training_pair(row: Mapping[str, Any], judge_mode: str) -> tuple[list[dict], str]:
     """The ``(messages, target)`` a judge row trains on: ``"logprob"``, the row's prompt and
     ``"[ANSWER]: k"``; ``"pmi"``, the pmi prompt of its description and the correct option as an example."""
     from findbench.judge.scoring import render_pmi_option, render_pmi_prompt
@@ -325,7 +325,7 @@ def _digit_context(tokenizer: Any) -> tuple[str, list[int]]:
 
 
 def encode_comparison(
-    tokenizer: Any, row: Mapping[str, Any], judge_mode: str, n_negatives: int, rng: Any, max_length: int = 1024
+    tokenizer: Any, row: Mapping[str, Any], judge_mode: str, n_negatives: int, rng: Any, max_length: int
 ) -> dict[str, Any] | None:
     """The sequences the pairwise term scores for one judge row, or None when it lists no negatives.
 

@@ -40,7 +40,7 @@ def neurons_for_k(k: float, width: int) -> int:
     return max(1, min(width, int(round(k / 100.0 * width))))
 
 
-def make_pairs(rows: Sequence[Mapping], n_pairs: int = 256, *, seed: int = 0) -> list[tuple[int, int]]:
+def make_pairs(rows: Sequence[Mapping], n_pairs: int, *, seed: int = 0) -> list[tuple[int, int]]:
     """Up to ``n_pairs`` seeded (base, source) index pairs of one task's rows: both answered
     correctly, same token length and filler positions, different expected next tokens."""
     _checks.positive_int("n_pairs", n_pairs)
@@ -79,7 +79,7 @@ def correlation_ranking(values: Sequence[torch.Tensor], concept_masks: Sequence[
 
 
 @torch.no_grad()
-def interchange(model, base_ids: torch.Tensor, source_ids: torch.Tensor, *, layer: int, site: str = "mlp_activation",
+def interchange(model, base_ids: torch.Tensor, source_ids: torch.Tensor, *, layer: int, site: str,
                  neurons: Sequence[int] | None = None, positions=None) -> torch.Tensor:
     """One batched interchange intervention (ids ``[batch, tokens]``, no padding; ``neurons``
     default all, ``positions`` ``[batch, P]`` default all); the patched base's last-token logits."""
@@ -311,7 +311,7 @@ def plot_iia_curves(results: Sequence[Mapping] | Mapping, path) -> None:
     fig.savefig(str(path), dpi=120)
 
 
-def load_model(model: str = "embedded", *, device: str | None = None):
+def load_model(model: str, *, device: str | None = None):
     """(model, tokenizer) of a causal LM from a name for :func:`findbench.models.resolve`,
     a folder or a Hub id, in float32 eval mode."""
     from findbench.models import load_causal_lm
