@@ -111,9 +111,9 @@ def test_loss_reductions():
 
 
 def test_args_validation_and_yaml(tmp_path):
-    with pytest.raises(ValueError, match="learning_rate"):
+    with pytest.raises(ValueError, match="--learning-rate must be > 0"):
         TrainArgs(learning_rate=0).validate()
-    with pytest.raises(ValueError, match="hub_model_id"):
+    with pytest.raises(ValueError, match="--hub-model-id"):
         TrainArgs(push_to_hub=True).validate()
     cfg = tmp_path / "c.yaml"
     cfg.write_text("learning_rate: 3.0e-4\nlora_r: 4\n")
@@ -300,7 +300,7 @@ def test_resume_continues_from_the_checkpoint(tmp_path, smol_base, judge_data, m
     assert [e["step"] for e in summary["log_history"]] == [1, 2, 3, 4, 5, 6]
     # same batches, optimizer and schedule as the unbroken run
     assert [e["loss"] for e in summary["log_history"]] == pytest.approx([e["loss"] for e in full_log], rel=1e-3)
-    with pytest.raises(ValueError, match="resume_from_checkpoint"):
+    with pytest.raises(ValueError, match="--resume-from-checkpoint"):
         train_judge(_args(smol_base, judge_data, out, resume_from_checkpoint=str(tmp_path)))
 
 
@@ -318,7 +318,7 @@ def test_cli_train_judge_options(tmp_path, monkeypatch, capsys):
     assert "wrote judge-folder" in capsys.readouterr().out
     assert main(["train-judge", "--no-hub-private"]) == 0
     assert seen[-1].hub_private is False and seen[-1].learning_rate == TrainArgs().learning_rate
-    with pytest.raises(ValueError, match="lora_r"):
+    with pytest.raises(ValueError, match="--lora-r must be"):
         parse_train_args(["--lora-r", "0"])
     assert main(["train-judge", "--lora-r", "0"]) == 2
     assert capsys.readouterr().err.strip() == "findbench train-judge: error: --lora-r must be ≥ 1, got 0"

@@ -107,16 +107,16 @@ def find_samples(
         config_list = default_configs(data, [method], function_list)
     if not config_list:
         raise UsageError(
-            f"configs: nothing to run for method {method!r} (MILAN methods need {', '.join(NEURON_CATEGORIES)})"
+            f"--configs: nothing to run for method {method!r} (MILAN methods need {', '.join(NEURON_CATEGORIES)})"
         )
     for c in config_list:
         try:
             check_method(method, c)
         except ValueError as exc:
-            raise UsageError(f"methods: {exc}; drop {c!r} from configs or run it with method 'aia'") from None
+            raise UsageError(f"--method: {exc}; drop {c!r} from --configs or run it with method 'aia'") from None
     stray = sorted(f for f in function_list or [] if parse_function_id(f)[0] not in config_list)
     if stray:
-        raise UsageError(f"functions: {stray} are not in configs {config_list}")
+        raise UsageError(f"--functions: {stray} are not in --configs {config_list}")
 
     wanted = set(function_list or [])
     samples: list[Sample] = []
