@@ -18,6 +18,7 @@ from markupsafe import escape
 
 from findbench.find.domain import corrupted_interval, domain_unit_tests, in_corrupted_subdomain
 from findbench.find.rows import load_rows
+from findbench.interpret.config import EvaluateConfig
 from findbench.interpret.evaluate import CSV_COLUMNS, FLOOR_COLUMNS, UNIT_TEST_COLUMNS, evaluate_run
 from findbench.interpret.process import PROCESS_COLUMNS, aggregate_process, episode_process, render_process
 from findbench.judge import judge_unit_tests, normalize_unit_test, render_pmi_option
@@ -192,7 +193,7 @@ def test_evaluate_writes_process_metrics(tmp_path):
     write_episode(run, b, "aia", domain="none", calls=[call(1, *outside_points(b))])
     write_episode(run, clean, "aia", calls=[call(1, "1", "2", "3")])
     write_episode(run, a, "milan", calls=None)  # no transcript
-    result = evaluate_run(run, out=tmp_path / "out", progress=False)
+    result = evaluate_run(EvaluateConfig(run, out=tmp_path / "out"), progress=False)
 
     header, table = read_csv(tmp_path / "out" / "per_function.csv")
     assert tuple(header) == (*CSV_COLUMNS, *FLOOR_COLUMNS, "floor_missing", "degenerate", "code_error", "damage",
@@ -272,8 +273,7 @@ def judged_run(tmp_path_factory):
     outs = {}
     for mode in ("logprob", "pmi", "generate"):
         outs[mode] = evaluate_run(
-            run, judge=HashJudge(), judge_mode=mode, out=run.parent / f"scores-{mode}", progress=False
-        )
+            EvaluateConfig(run, judge=HashJudge(), judge_mode=mode, out=run.parent / f"scores-{mode}"), progress=False)
     return run, {"strings": st, "neurons_relations": rel}, outs
 
 

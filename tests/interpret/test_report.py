@@ -24,7 +24,7 @@ from matplotlib.figure import Figure
 from matplotlib.image import imread
 
 from findbench import cli
-from findbench.interpret.config import ReportConfig
+from findbench.interpret.config import EvaluateConfig, ReportConfig
 from findbench.interpret.evaluate import evaluate_run
 from findbench.interpret.protocol import format_answer
 from findbench.interpret.report import (
@@ -61,7 +61,7 @@ class CallingLM(GenerationLM):
 
 def _scored_run(root: Path, data_dir: Path, interpreter, rows, *, configs=CONFIGS, limit=3) -> Path:
     run = run_interpretations(data_dir, interpreter, configs=configs, limit=limit, out=root, rounds=3, progress=False)
-    evaluate_run(run, judge=KnowingJudge(rows), out=run / "scores", progress=False)
+    evaluate_run(EvaluateConfig(run, judge=KnowingJudge(rows), out=run / "scores"), progress=False)
     return run
 
 
@@ -225,7 +225,7 @@ def test_model_text_is_escaped(tmp_path, data_dir, rows):
     hostile = "<script>document.title='pwned'</script> & <b>bold</b> \" onmouseover=\"alert(1)"
     (folder / "description.txt").write_text(hostile)
     (folder / "code.py").write_text(WRONG_NUMERIC)
-    evaluate_run(run, data=data_dir, out=tmp_path / "scores", progress=False)
+    evaluate_run(EvaluateConfig(run, data=data_dir, out=tmp_path / "scores"), progress=False)
     report = write_report(ReportConfig(run_dir=str(run), scores=str(tmp_path / "scores"), data=str(data_dir),
                                        out=str(tmp_path / "report")))
     assert report == tmp_path / "report" / REPORT_FILE
@@ -469,7 +469,7 @@ def test_evaluate_again_into_a_folder_holding_a_report(calling_run, tmp_path):
     assert cli.main(["evaluate", str(calling_run), "--out", str(tmp_path / "s"), "--report"]) == 0
     (tmp_path / "s" / "notes.txt").write_text("mine")
     with pytest.raises(ValueError, match="holds other files \\(notes.txt\\)"):
-        evaluate_run(calling_run, out=tmp_path / "s", progress=False)
+        evaluate_run(EvaluateConfig(calling_run, out=tmp_path / "s"), progress=False)
     (tmp_path / "s" / "notes.txt").unlink()
     assert cli.main(["evaluate", str(calling_run), "--out", str(tmp_path / "s")]) == 0
     assert not (tmp_path / "s" / REPORT_FILE).exists()

@@ -33,6 +33,7 @@ from inspect_ai.tool import ToolCall  # noqa: E402
 from findbench.interpret import prompts  # noqa: E402
 from findbench.interpret.agent import ANSWERED_CALL, DROPPED_CALL, call_function_tool, transcript  # noqa: E402
 from findbench.interpret.calls import FunctionRunner  # noqa: E402
+from findbench.interpret.config import EvaluateConfig
 from findbench.interpret.episode import Episode  # noqa: E402
 from findbench.interpret.evaluate import evaluate_run  # noqa: E402
 from findbench.interpret.inspect_tasks import STORE_KEY, find_interpret  # noqa: E402
@@ -385,7 +386,8 @@ def test_engine_inspect_with_tools_writes_and_checks_run_json(data_dir, by_id, t
             and ep["calls"][0]["inputs"] == [str(x) for x in INPUTS[fid][0]]
         )
         assert [m["role"] for m in ep["messages"]] == ["system", "user", "assistant", "tool", "assistant"]
-    result = evaluate_run(out, judge=KnowingJudge([by_id["strings/f00000"]]), out=tmp_path / "scores", progress=False)
+    config = EvaluateConfig(out, judge=KnowingJudge([by_id["strings/f00000"]]), out=tmp_path / "scores")
+    result = evaluate_run(config, progress=False)
     assert (
         result["scores"]["numeric"]["aia"]["nmse_success"] == 1.0
         and result["scores"]["strings"]["aia"]["exact_match"] == 1.0
