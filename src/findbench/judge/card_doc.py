@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -168,6 +168,14 @@ class CardSettings(JsonDoc):
     probes: bool | None = field(default=None, metadata=OMIT_NONE)
     rungs: list[str] | None = field(default=None, metadata=OMIT_NONE)
     baseline_mode: list[str] | None = field(default=None, metadata=OMIT_NONE)
+
+    @classmethod
+    def of(cls, cfg: Any, **resolved: Any) -> CardSettings:
+        """The record of the card's config ``cfg`` (:class:`~findbench.judge.config.JudgeCardConfig`):
+        the fields of ``cfg`` this record shares (paths as strings), then what the card resolved."""
+        taken = {f.name: getattr(cfg, f.name) for f in fields(cls) if hasattr(cfg, f.name)}
+        taken = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in taken.items()}
+        return cls(**{**taken, **resolved})
 
 
 @dataclass(kw_only=True)
