@@ -18,6 +18,7 @@ import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -110,6 +111,79 @@ def _clean_pass(model, token_lists, layer, site, need_block_input, batch_size):
     return values, hidden
 
 
+def _orders(spec: Mapping[str, Any], width: int, seed: int, values: Sequence[torch.Tensor],
+            masks: Sequence[Sequence[bool]]) -> dict[str, list[int]]:
+    """Each ranking's full neuron order: a built-in one (None) computed, a given order completed
+    with the unlisted neurons in index order."""
+    orders: dict[str, list[int]] = {}
+    for name, given in spec.items():
+        if given is None:
+            if name == "random":
+                orders[name] = random_ranking(width, seed)
+            elif name == "correlation":
+                orders[name] = correlation_ranking(values, masks)
+            else:
+                raise ValueError(f"rankings[{name!r}]: no built-in ranking of that name; give a neuron order")
+        else:
+            order = [int(i) for i in given]
+            if len(set(order)) != len(order) or any(i < 0 or i >= width for i in order):
+                raise ValueError(f"rankings[{name!r}] must hold distinct neuron indices in [0, {width})")
+            orders[name] = order + [i for i in range(width) if i not in set(order)]
+    return orders
+
+
+def _prefix(model, bases: Sequence[Sequence[int]], n_pre: int) -> tuple[int, object]:
+    """The prefix every base input shares before its first patched position (at most ``n_pre``
+    tokens), run once: its length and KV cache (causal attention: nothing before it can change)."""
+    first = bases[0]
+    while n_pre > 0 and any(b[:n_pre] != first[:n_pre] for b in bases):
+        n_pre -= 1
+    if n_pre == 0:
+        return 0, None
+    with torch.no_grad():
+        ids = torch.tensor([first[:n_pre]], device=model.device)
+        return n_pre, model(input_ids=ids, use_cache=True).past_key_values
+
+
+def _patched_logits(model, ids: torch.Tensor, cache: object, *, layer: int, site: str, positions: torch.Tensor,
+                    values: torch.Tensor, neurons: torch.Tensor, mask: torch.Tensor,
+                    early: torch.Tensor | None) -> torch.Tensor:
+    """Last-position logits of ``ids`` (after the cached prefix ``cache``) with ``values`` patched
+    in at ``positions``; ``early``: the clean hidden states the blocks before ``layer`` would give."""
+    kwargs: dict[str, Any] = {"use_cache": False, "logits_to_keep": 1}
+    if cache is not None:
+        past = copy.deepcopy(cache)
+        past.batch_repeat_interleave(len(ids))
+        kwargs = {"past_key_values": past, "use_cache": True, "logits_to_keep": 1}
+    if not len(neurons):
+        return model(input_ids=ids, **kwargs).logits[:, -1]
+    skip = acts.skip_to_layer(model, layer, early) if early is not None else contextlib.nullcontext()
+    with skip, acts.patch(model, layer=layer, site=site, positions=positions, values=values, neurons=neurons,
+                          mask=mask):
+        return model(input_ids=ids, **kwargs).logits[:, -1]
+
+
+def _task_rows(model, tokenizer, task: str, rows: Sequence[Mapping] | None, progress: bool) -> list[Mapping]:
+    """The rows of ``task`` (built when ``rows`` is None); ValueError when there are none."""
+    if rows is None:
+        rows = build_task_rows(model, tokenizer, [task], progress=progress)
+    rows = [r for r in rows if r["task"] == task]
+    if not rows:
+        raise ValueError(f"rows: no rows of task {task!r}")
+    return rows
+
+
+def _task_pairs(task: str, rows: Sequence[Mapping], n_pairs: int, seed: int) -> list[tuple[int, int]]:
+    """The (base, source) pairs of the task's rows; ValueError when the model answers too few."""
+    pairs = make_pairs(rows, n_pairs, seed=seed)
+    if not pairs:
+        raise ValueError(
+            f"task {task!r} has no valid (base, source) pair for this model "
+            f"({sum(bool(r['correct']) for r in rows)} of {len(rows)} inputs answered correctly)"
+        )
+    return pairs
+
+
 def iia_sweep(
     cfg: IIAConfig,
     model,
@@ -122,10 +196,8 @@ def iia_sweep(
     prefix_cache: bool = True,
     progress: bool = False,
 ) -> dict:
-    """IIA@K curves of one task (a name or the task) at one layer, with the settings ``cfg``
-    (``site``, ``n_pairs``, ``ks``, ``rankings`` (:meth:`~IIAConfig.all_rankings`: unlisted neurons
-    follow in index order), ``position``, ``seed``, ``batch_size``; its ``task`` and ``layer`` are
-    not read).
+    """IIA@K curves of one task (a name or the task) at one layer, with the settings ``cfg`` (its
+    ``task`` and ``layer`` not read; ``rankings``: :meth:`~IIAConfig.all_rankings`).
 
     Args:
         rows: the task's rows from :func:`build_task_rows` (built here when ``None``).
@@ -145,19 +217,9 @@ def iia_sweep(
     n_neurons = [neurons_for_k(k, width) for k in ks]
     ranking_spec = cfg.all_rankings()
     pos_mode = position if position != "auto" else ("concept" if layer < n_layers / 2 else "last")
-    if rows is None:
-        rows = build_task_rows(model, tokenizer, [task_obj.name], progress=progress)
-    rows = [r for r in rows if r["task"] == task_obj.name]
-    if not rows:
-        raise ValueError(f"rows: no rows of task {task_obj.name!r}")
-
+    rows = _task_rows(model, tokenizer, task_obj.name, rows, progress)
     t0 = time.perf_counter()
-    pairs = make_pairs(rows, n_pairs, seed=seed)
-    if not pairs:
-        raise ValueError(
-            f"task {task_obj.name!r} has no valid (base, source) pair for this model "
-            f"({sum(bool(r['correct']) for r in rows)} of {len(rows)} inputs answered correctly)"
-        )
+    pairs = _task_pairs(task_obj.name, rows, n_pairs, seed)
     tokens = {i: tokenizer(rows[i]["prompt"], add_special_tokens=True)["input_ids"] for i in range(len(rows))}
     correct = [i for i, r in enumerate(rows) if r["correct"]]
     needed = sorted(set(correct) | {i for p in pairs for i in p})
@@ -166,23 +228,9 @@ def iia_sweep(
     values = {needed[j]: v for j, v in values.items()}
     hidden = {needed[j]: h for j, h in hidden.items()}
 
-    orders: dict[str, list[int]] = {}
-    for name, spec in ranking_spec.items():
-        if spec is None:
-            if name == "random":
-                orders[name] = random_ranking(width, seed)
-            elif name == "correlation":
-                masks = [[j in set(rows[i]["filler_positions"]) for j in range(len(tokens[i]))] for i in correct]
-                orders[name] = correlation_ranking([values[i] for i in correct], masks)
-            else:
-                raise ValueError(f"rankings[{name!r}]: no built-in ranking of that name; give a neuron order")
-        else:
-            order = [int(i) for i in spec]
-            if len(set(order)) != len(order) or any(i < 0 or i >= width for i in order):
-                raise ValueError(f"rankings[{name!r}] must hold distinct neuron indices in [0, {width})")
-            orders[name] = order + [i for i in range(width) if i not in set(order)]
+    masks = [[j in set(rows[i]["filler_positions"]) for j in range(len(tokens[i]))] for i in correct]
+    orders = _orders(ranking_spec, width, seed, [values[i] for i in correct], masks)
 
-    device = model.device
     n_max = max(n_neurons)
     per_batch = max(1, batch_size // len(ks))
     groups: dict[int, list[int]] = {}
@@ -199,20 +247,9 @@ def iia_sweep(
     def patched_positions(b: int) -> list[int]:
         return list(rows[b]["filler_positions"]) if pos_mode == "concept" else [len(tokens[b]) - 1]
 
-    # Per length group, the prefix every base input shares before the first patched position
-    # runs once (causal attention: nothing before it can change).
-    prefixes: dict[int, tuple[int, object]] = {}
-    for length, pidx in groups.items():
-        bases = [tokens[pairs[p][0]] for p in pidx]
-        n_pre = min(min(patched_positions(pairs[p][0])) for p in pidx) if prefix_cache else 0
-        first = bases[0]
-        while n_pre > 0 and any(b[:n_pre] != first[:n_pre] for b in bases):
-            n_pre -= 1
-        cache = None
-        if n_pre > 0:
-            with torch.no_grad():
-                cache = model(input_ids=torch.tensor([first[:n_pre]], device=device), use_cache=True).past_key_values
-        prefixes[length] = (n_pre, cache)
+    prefixes = {length: _prefix(model, [tokens[pairs[p][0]] for p in pidx],
+                                min(min(patched_positions(pairs[p][0])) for p in pidx) if prefix_cache else 0)
+                for length, pidx in groups.items()}
 
     with torch.no_grad():
         for name, order in orders.items():
@@ -222,38 +259,17 @@ def iia_sweep(
                 for s0 in range(0, len(pidx), per_batch):
                     chunk = pidx[s0 : s0 + per_batch]
                     base_rows = [pairs[p][0] for p in chunk]
-                    src_rows = [pairs[p][1] for p in chunk]
                     pos = torch.tensor([patched_positions(b) for b in base_rows], dtype=torch.long)
-                    vals = torch.stack([values[s][pos[j]][:, top] for j, s in enumerate(src_rows)])
-                    # one row per (pair, K): repeat each pair len(ks) times
-                    rep = len(ks)
-                    n_rows = len(chunk) * rep
-                    ids = torch.tensor([tokens[b][n_pre:] for b in base_rows], device=device).repeat_interleave(rep, 0)
-                    kwargs = {"use_cache": False, "logits_to_keep": 1}
-                    if cache is not None:
-                        past = copy.deepcopy(cache)
-                        past.batch_repeat_interleave(n_rows)
-                        kwargs = {"past_key_values": past, "use_cache": True, "logits_to_keep": 1}
-                    pos_r = pos.repeat_interleave(rep, 0) - n_pre
-                    vals_r = vals.repeat_interleave(rep, 0)
-                    mask_r = kmask.repeat(len(chunk), 1)
-                    ctx_skip = (
-                        acts.skip_to_layer(
-                            model, layer, torch.stack([hidden[b][n_pre:] for b in base_rows]).repeat_interleave(rep, 0)
-                        )
-                        if skip
-                        else contextlib.nullcontext()
-                    )
-                    if n_max == 0:
-                        logits = model(input_ids=ids, **kwargs).logits[:, -1]
-                    else:
-                        with (
-                            ctx_skip,
-                            acts.patch(
-                                model, layer=layer, site=site, positions=pos_r, values=vals_r, neurons=top, mask=mask_r
-                            ),
-                        ):
-                            logits = model(input_ids=ids, **kwargs).logits[:, -1]
+                    vals = torch.stack([values[pairs[p][1]][pos[j]][:, top] for j, p in enumerate(chunk)])
+                    rep = len(ks)  # one row per (pair, K): each pair repeated len(ks) times
+                    ids = torch.tensor([tokens[b][n_pre:] for b in base_rows], device=model.device)
+                    ids = ids.repeat_interleave(rep, 0)
+                    early = (torch.stack([hidden[b][n_pre:] for b in base_rows]).repeat_interleave(rep, 0)
+                             if skip else None)
+                    logits = _patched_logits(model, ids, cache, layer=layer, site=site,
+                                             positions=pos.repeat_interleave(rep, 0) - n_pre,
+                                             values=vals.repeat_interleave(rep, 0), neurons=top,
+                                             mask=kmask.repeat(len(chunk), 1), early=early)
                     pred = logits.argmax(-1).view(len(chunk), rep).tolist()
                     for j, p in enumerate(chunk):
                         want = rows[pairs[p][1]]["expected_token_id"]
