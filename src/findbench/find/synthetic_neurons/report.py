@@ -15,7 +15,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -285,14 +285,11 @@ def relation_accuracy(
                 table, backend, getattr(fn, "_lm", None), seed, entries_per_relation, check
             )
         answers = fn([e.input for e in held] + ood)
-        ok_in, ok_undef, n_undef = [], 0, 0
-        for e, a in zip(held, answers[: len(held)]):
-            exp = expected_answer(table, v, e)
-            good = (a == UNDEFINED) if exp == UNDEFINED else (a != UNDEFINED and e.accepts(a))
-            ok_in.append(good)
-            if exp == UNDEFINED:
-                n_undef += 1
-                ok_undef += good
+        expected = [expected_answer(table, v, e) for e in held]
+        ok_in = [(a == UNDEFINED) if x == UNDEFINED else (a != UNDEFINED and e.accepts(a))
+                 for e, x, a in zip(held, expected, answers)]
+        n_undef = expected.count(UNDEFINED)
+        ok_undef = sum(good for good, x in zip(ok_in, expected) if x == UNDEFINED)
         ok_ood = [a == UNDEFINED for a in answers[len(held) :]]
         per_function.append(
             {
@@ -307,10 +304,8 @@ def relation_accuracy(
                 "n_out_of_domain": len(ood),
                 "out_of_domain_accuracy": float(np.mean(ok_ood)) if ok_ood else float("nan"),
                 **per_relation[table.key],
-                "examples": [
-                    {"input": e.input, "expected": expected_answer(table, v, e), "answer": a}
-                    for e, a in list(zip(held, answers))[:3]
-                ],
+                "examples": [{"input": e.input, "expected": x, "answer": a}
+                             for e, x, a in list(zip(held, expected, answers))[:3]],
             }
         )
     seconds = time.perf_counter() - t0
@@ -343,27 +338,25 @@ def relation_accuracy(
         "seconds": round(seconds, 3),
     }
     if check:
-        rel = list(per_relation.values())
-        answered = sum(r["n_check"] for r in rel)
-        n_check = sum(r["n_coverage_check"] for r in rel)
-        summary.update(
-            {
-                "n_served": sum(r["n_served"] for r in rel),
-                "check_accuracy": (
-                    sum(r["check_accuracy"] * r["n_check"] for r in rel if r["n_check"]) / answered
-                    if answered
-                    else float("nan")
-                ),
-                "check_accuracy_min": min((r["check_accuracy"] for r in rel if r["n_check"]), default=float("nan")),
-                "coverage_miss_rate": (
-                    sum(r["coverage_miss_rate"] * r["n_coverage_check"] for r in rel if r["n_coverage_check"]) / n_check
-                    if n_check
-                    else float("nan")
-                ),
-                "per_relation": {k: dict(r) for k, r in per_relation.items()},
-            }
-        )
+        summary.update(_check_summary(per_relation))
     return {"per_function": per_function, "per_relation": per_relation, "summary": summary}
+
+
+def _check_summary(per_relation: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Every relation's check against its independent check set, pooled (the summary's columns)."""
+    rel = list(per_relation.values())
+    answered = sum(r["n_check"] for r in rel)
+    n_check = sum(r["n_coverage_check"] for r in rel)
+    nan = float("nan")
+    return {
+        "n_served": sum(r["n_served"] for r in rel),
+        "check_accuracy": sum(r["check_accuracy"] * r["n_check"] for r in rel if r["n_check"]) / answered
+        if answered else nan,
+        "check_accuracy_min": min((r["check_accuracy"] for r in rel if r["n_check"]), default=nan),
+        "coverage_miss_rate": sum(r["coverage_miss_rate"] * r["n_coverage_check"] for r in rel
+                                  if r["n_coverage_check"]) / n_check if n_check else nan,
+        "per_relation": {k: dict(r) for k, r in per_relation.items()},
+    }
 
 
 def _relation_columns(table, backend: str, lm: Any, seed: int, limit: int | None, check: bool) -> dict[str, Any]:
