@@ -198,10 +198,10 @@ def test_library_entry_points_take_the_config(monkeypatch, tmp_path):
 
     seen = {}
     monkeypatch.setattr("findbench.builders.folder.build_dataset_folder",
-                        lambda out, builder, provenance, config, **kw: seen.update(provenance, cfg=config) or out)
+                        lambda out, builder, configs, provenance, **kw: seen.update(provenance, cfg=configs) or out)
     cfg = BuildConfig(out=str(tmp_path), configs="strings", seed=3)
     assert find.build(cfg, progress=False) == str(tmp_path)
-    assert seen == {"strings": {"seed": 3, "source": "procedural"}, "cfg": {"build": cfg}}
+    assert seen == {"strings": {"seed": 3, "source": "procedural"}, "cfg": {"strings": {"build": cfg}}}
     release = tmp_path / "release"
     release.mkdir()
     find.build(BuildConfig(out=str(tmp_path), configs="numeric", source="find-v1", data_dir=str(release)))

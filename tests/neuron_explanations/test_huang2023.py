@@ -203,8 +203,8 @@ def test_build_records_the_settings_each_config_uses(tmp_path, monkeypatch):
 
     asked = []
 
-    def build_dataset_folder(out, builder, provenance, **options):
-        asked.append((out, provenance, options))
+    def build_dataset_folder(out, builder, configs, provenance, **options):
+        asked.append((out, provenance, {**options, "configs": configs}))
         return Path(out)
 
     monkeypatch.setattr(findbench.builders.folder, "build_dataset_folder", build_dataset_folder)
@@ -214,7 +214,7 @@ def test_build_records_the_settings_each_config_uses(tmp_path, monkeypatch):
                                  explanation="days of the week", corpus=str(corpus))
     assert build(cfg, progress=False) == tmp_path / "nts"
     out, provenance, options = asked[0]
-    assert options["progress"] is False and options["config"]["build"].corpus == str(corpus.resolve())
+    assert options["progress"] is False and options["configs"]["observational"]["build"].corpus == str(corpus.resolve())
     observational = provenance["observational"]
     assert observational["span_judge"] == "regex:day$" and observational["corpus"] == str(corpus.resolve())
     assert provenance["intervention_tasks"] == {"model": "embedded", "tasks": ["time/next_day"]}

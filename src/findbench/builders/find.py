@@ -156,14 +156,15 @@ def build(cfg: BuildConfig, *, progress: bool = True):
         if not Path(cfg.data_dir).is_dir():
             raise FileNotFoundError(f"--data-dir: {Path(cfg.data_dir).resolve()} is not a folder")
         cfg = replace(cfg, data_dir=str(Path(cfg.data_dir).resolve()))
+    names = cfg.configs or _default_configs(cfg)
     # the sidecar's provenance: what the rows depend on
     prov = {"seed": cfg.seed, "source": cfg.source} if cfg.source == "procedural" else \
         {"source": cfg.source, "data_dir": cfg.data_dir}
     return build_dataset_folder(
         cfg.out,
         Find,
-        dict.fromkeys(cfg.configs or _default_configs(cfg), prov),
-        config={"build": cfg},
+        {c: {"build": cfg} for c in names},
+        provenance=dict.fromkeys(names, prov),
         card_header=CARD_HEADER,
         card_body=lambda entries: _card_body(entries, Path(cfg.out).name),
         progress=progress,

@@ -246,5 +246,5 @@ def build(cfg: BuildNeuronTestsConfig, *, progress: bool = True) -> Path:
             "observational": ("model", "generator", "layer", "neuron", "explanation", "span_judge", "corpus",
                               "n_strings", "n_activating")}
     provenance = {c: {k: getattr(cfg, k) for k in used[c]} for c in configs}
-    return build_dataset_folder(cfg.out, NeuronTestSets, provenance, config={"build": cfg},
+    return build_dataset_folder(cfg.out, NeuronTestSets, {c: {"build": cfg} for c in configs}, provenance=provenance,
                                 card_header=CARD_HEADER, card_body=_card_body, progress=progress)
