@@ -278,10 +278,11 @@ def test_method_filters_a_run(rows, tmp_path):
 
 @pytest.mark.slow  # the packaged entity rows' probes read the embedded LM's features
 def test_data_folder_from_run_json(rows, tmp_path):
+    from findbench.builders.config import BuildConfig
     from findbench.builders.find import build
 
     data = tmp_path / "find"
-    build(str(data), configs=["neurons_relations"], progress=False)
+    build(BuildConfig(out=str(data), configs="neurons_relations"), progress=False)
     run = tmp_path / "run"
     write_run_info(run, data=str(data))
     row = rows["neurons_relations"][1]
