@@ -50,8 +50,8 @@ __all__ = [
 ]
 
 
-def backbone_report(cfg: BackboneReportConfig | str | os.PathLike | None = None, /, **settings: Any) -> dict:
+def backbone_report(cfg: BackboneReportConfig) -> dict:
     """See :func:`findbench.find.synthetic_neurons.report.backbone_report` (imported lazily)."""
     from findbench.find.synthetic_neurons.report import backbone_report as _impl
 
-    return _impl(cfg, **settings)
+    return _impl(cfg)
