@@ -20,9 +20,11 @@ SRC = REPO / "src" / "findbench"
 _CONVENTIONS = {("seed", "0")}
 
 #: Restated defaults in files other helpers are rewriting in parallel (issue 40: the run side's
-#: interpret/episode.py and interpret/inspect_tasks.py, AutoInterp's autointerp/*): the integrator
-#: empties this list when their branches merge. ``module:function(parameter)``.
+#: interpret/task.py and interpret/scorers.py, AutoInterp's autointerp/*): the integrator empties
+#: this list when their branches merge. ``module:function(parameter)``.
 _PENDING: set[str] = {
+    "interpret/scorers.py:unit_test_accuracy(judge)",
+    "interpret/task.py:find_interpret(judge)",
     "autointerp/activations.py:load_model(device)",
     "autointerp/corpus.py:corpus_tokens(context_size)",
     "autointerp/corpus.py:corpus_tokens(split)",
@@ -44,16 +46,6 @@ _PENDING: set[str] = {
     "autointerp/train_sae.py:train_sae(resume)",
     "autointerp/validation.py:planted_validation(batch_size)",
     "autointerp/validation.py:planted_validation(max_explanation_tokens)",
-    "interpret/episode.py:open_episode(method)",
-    "interpret/episode.py:open_episode(protocol)",
-    "interpret/episode.py:open_episode(rounds)",
-    "interpret/inspect_tasks.py:find_agent(protocol)",
-    "interpret/inspect_tasks.py:find_agent(rounds)",
-    "interpret/inspect_tasks.py:find_agent(structured_outputs)",
-    "interpret/inspect_tasks.py:find_interpret(judge)",
-    "interpret/inspect_tasks.py:find_samples(method)",
-    "interpret/inspect_tasks.py:find_samples(observed_calls)",
-    "interpret/inspect_tasks.py:unit_test_accuracy(judge)",
 }
 
 

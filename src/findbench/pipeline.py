@@ -274,13 +274,29 @@ def run_main(cfg: MainConfig) -> dict:
         run_dir = out / "runs" / name
         lm = interpreter not in REFERENCE_INTERPRETERS
         ids = {c: (v[:lm_functions] if lm else v) for c, v in sample.items()}
-        common = dict(interpreter=interpreter, data=str(data), out=str(run_dir), seed=seed, rounds=rounds,
-                      max_connections=max_connections, max_tokens=max_tokens if lm else None)
+        common = dict(
+            data=str(data),
+            interpreter=interpreter,
+            out=str(run_dir),
+            seed=seed,
+            rounds=rounds,
+            max_connections=max_connections,
+            max_tokens=max_tokens if lm else None,
+        )
         logger.info("interpreting with %s", interpreter)
-        run_interpretations(InterpretConfig(method="aia", configs=list(CATEGORIES),
-                                            functions=[f for c in CATEGORIES for f in ids[c]], **common))
-        run_interpretations(InterpretConfig(method="milan,aia+milan", configs=list(_NEURONS),
-                                            functions=[f for c in _NEURONS for f in ids[c]], **common))
+        run_interpretations(
+            InterpretConfig(
+                method=["aia"], configs=list(CATEGORIES), functions=[f for c in CATEGORIES for f in ids[c]], **common
+            )
+        )
+        run_interpretations(
+            InterpretConfig(
+                method=["milan", "aia+milan"],
+                configs=list(_NEURONS),
+                functions=[f for c in _NEURONS for f in ids[c]],
+                **common,
+            )
+        )
         key = {**judge_key, **data_key, "run": _run_fingerprint(run_dir), "scores_format": _SCORES_FORMAT}
         scores_dir = out / "scores" / name
 

@@ -9,8 +9,7 @@ neurons (input -> answer or "undefined"), on embedded backbones or any LM (FIND 
 
 from __future__ import annotations
 
-import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from findbench.find.synthetic_neurons.backbones import (
     DEFAULT_BACKENDS,
