@@ -102,8 +102,9 @@ def fake_main(tmp_path, monkeypatch):
         def to_list(self):
             return self.rows
 
-    def fake_interpret(data, interpreter, *, methods, configs, functions, out, **kwargs):
-        calls["interpret"].append((interpreter, tuple(methods), tuple(configs), tuple(functions), kwargs["max_tokens"]))
+    def fake_interpret(cfg):
+        interpreter, methods, functions, out = cfg.interpreter, cfg.method, cfg.functions, cfg.out
+        calls["interpret"].append((interpreter, tuple(methods), tuple(cfg.configs), tuple(functions), cfg.max_tokens))
         for fid in functions:
             for method in methods:
                 folder = Path(out) / fid.split("/")[0] / method / fid.split("/")[1]

@@ -199,6 +199,7 @@ def run_main(cfg: MainConfig | None = None, **settings: Any) -> dict:
     import datasets
 
     from findbench.builders.find import build
+    from findbench.interpret.config import InterpretConfig
     from findbench.interpret.evaluate import evaluate_run
     from findbench.interpret.references import REFERENCE_INTERPRETERS
     from findbench.interpret.report import write_report
@@ -279,29 +280,27 @@ def run_main(cfg: MainConfig | None = None, **settings: Any) -> dict:
         lm = interpreter not in REFERENCE_INTERPRETERS
         ids = {c: (v[:lm_functions] if lm else v) for c, v in sample.items()}
         common = dict(
-            out=run_dir,
+            data=str(data),
+            interpreter=interpreter,
+            out=str(run_dir),
             seed=seed,
             rounds=rounds,
             max_connections=max_connections,
             max_tokens=max_tokens if lm else None,
-            progress=True,
         )
         logger.info("interpreting with %s", interpreter)
         run_interpretations(
-            str(data),
-            interpreter,
-            methods=("aia",),
-            configs=list(CATEGORIES),
-            functions=[f for c in CATEGORIES for f in ids[c]],
-            **common,
+            InterpretConfig(
+                method=["aia"], configs=list(CATEGORIES), functions=[f for c in CATEGORIES for f in ids[c]], **common
+            )
         )
         run_interpretations(
-            str(data),
-            interpreter,
-            methods=("milan", "aia+milan"),
-            configs=list(_NEURONS),
-            functions=[f for c in _NEURONS for f in ids[c]],
-            **common,
+            InterpretConfig(
+                method=["milan", "aia+milan"],
+                configs=list(_NEURONS),
+                functions=[f for c in _NEURONS for f in ids[c]],
+                **common,
+            )
         )
         key = {**judge_key, **data_key, "run": _run_fingerprint(run_dir), "scores_format": _SCORES_FORMAT}
         scores_dir = out / "scores" / name

@@ -1,4 +1,4 @@
-"""The ``text`` loop on Inspect (:func:`findbench.interpret.agent.text_episode`), driven by a
+"""The ``text`` loop on Inspect (:func:`findbench.interpret.solver.run_episode`), driven by a
 scripted mockllm model (no LM)."""
 
 from __future__ import annotations
@@ -11,11 +11,7 @@ import pytest
 from findbench import cli
 from findbench.interpret import episode as episode_module
 from findbench.interpret import prompts
-from findbench.interpret.episode import (
-    Episode,
-    count_tokens,
-    estimate_tokens,
-)
+from findbench.interpret.episode import Episode
 from findbench.interpret.protocol import (
     MAX_COMMANDS_PER_MESSAGE,
     MAX_MESSAGE_CHARS,
@@ -23,6 +19,7 @@ from findbench.interpret.protocol import (
     Answer,
     turn_commands,
 )
+from findbench.lm.base import count_tokens, estimate_tokens
 from tests.interpret.fakes import GenerationLM
 from tests.interpret.scripted import Script, run_episode, run_episodes
 
@@ -206,7 +203,7 @@ def test_the_record_is_typed_per_sample_state(run, by_id):
     """The store holds the record as an Episode; a log's store (JSON) reads back as the same Episode."""
     from inspect_ai.util import Store
 
-    from findbench.interpret.agent import STORE_KEY, EpisodeState
+    from findbench.interpret.solver import STORE_KEY, EpisodeState
 
     ep = run(by_id["numeric/f00002"], Script(["PYTHON(function.py 15)", "[DESCRIPTION]: d\n[DOMAIN]: 10 to 20"]))
     state = EpisodeState(store=Store({STORE_KEY: json.loads(json.dumps(ep.to_dict()))}))

@@ -155,9 +155,9 @@ def test_evaluate_reports_floors_margins_and_degenerate_answers(tmp_path):
 
 @pytest.mark.slow  # the Inspect loop, three categories of the harness's small data folder
 def test_the_observed_interpreter_meets_its_own_floor(data_dir, tmp_path):
-    from findbench.interpret.run import run_interpretations
+    from tests.interpret.fakes import interpret
 
-    out = run_interpretations(str(data_dir), "observed", configs=["numeric", "strings"], limit=3, rounds=3,
+    out = interpret(str(data_dir), "observed", configs=["numeric", "strings"], limit=3, rounds=3,
                               out=tmp_path / "run", progress=False, observed_calls=12)
     info = json.loads((out / "run.json").read_text())
     assert info["observed_calls"] == 12
@@ -301,7 +301,7 @@ def test_the_observed_interpreter_answers_from_the_calls_it_recorded(by_id, tmp_
     from tests.interpret.scripted import run_episode
 
     row = by_id["numeric/f00000"]
-    turns = observed_turns(row, [], calls=12)
+    turns = observed_turns(row, [], calls=12, seed=0)
     text = run_episode(row, None, reference=turns, log_dir=tmp_path / "text", rounds=3)
     assert len(text.calls[0]["inputs"]) == 12 and "return 2.0 * x + -1.0" in text.answer.code  # the line's exact
     tools = run_episode(row, None, reference=turns, log_dir=tmp_path / "tools", rounds=3, protocol="tools")

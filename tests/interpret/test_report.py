@@ -34,12 +34,11 @@ from findbench.interpret.report import (
     plot_numeric,
     write_report,
 )
-from findbench.interpret.run import run_interpretations
 from findbench.interpret.scoreboard import PAPER_TABLE2
 from findbench.interpret.scores import Cell, Estimate, Scores
 from findbench.stats import INTERVAL_NOTE, SMALL_N_LEGEND
 from tests._chromium import CHROMIUM, chromium
-from tests.interpret.fakes import GenerationLM, KnowingJudge
+from tests.interpret.fakes import GenerationLM, KnowingJudge, interpret
 
 CONFIGS = ["numeric", "strings", "neurons_relations"]
 WRONG_NUMERIC = "def interpretation(x):\n    return 3.0 * x + 40.0\n"
@@ -59,7 +58,7 @@ class CallingLM(GenerationLM):
 
 
 def _scored_run(root: Path, data_dir: Path, interpreter, rows, *, configs=CONFIGS, limit=3) -> Path:
-    run = run_interpretations(data_dir, interpreter, configs=configs, limit=limit, out=root, rounds=3, progress=False)
+    run = interpret(data_dir, interpreter, configs=configs, limit=limit, out=root, rounds=3, progress=False)
     evaluate_run(run, judge=KnowingJudge(rows), out=run / "scores", progress=False)
     return run
 

@@ -18,10 +18,10 @@ from inspect_ai import eval as inspect_eval  # noqa: E402
 from inspect_ai.model import get_model  # noqa: E402
 
 from findbench.interpret.evaluate import evaluate_run  # noqa: E402
-from findbench.interpret.inspect_tasks import find_interpret  # noqa: E402
 from findbench.interpret.logs import episodes_from_log  # noqa: E402
 from findbench.interpret.roles import JUDGE_ROLE, judge_model_of, role_judge  # noqa: E402
 from findbench.interpret.run import write_episode  # noqa: E402
+from findbench.interpret.task import find_interpret  # noqa: E402
 from findbench.judge import judge_mode_of  # noqa: E402
 from tests.interpret.fakes import KnowingJudge
 

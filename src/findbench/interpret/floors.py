@@ -256,8 +256,8 @@ def observed_turns(
     row: Mapping[str, Any],
     pool: Sequence[Mapping[str, Any]],
     *,
-    calls: int = DEFAULT_OBSERVED_CALLS,
-    seed: int = 0,
+    calls: int,
+    seed: int,
 ) -> list[str | None]:
     """The ``observed`` interpreter's two turns on ``row``: its plan as ``PYTHON(...)`` commands
     (:func:`observed_plan`), then None: the answer is :func:`observed_answer` of the calls the episode
