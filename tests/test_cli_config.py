@@ -14,6 +14,7 @@ import pytest
 
 from findbench import cli
 from findbench._config import field_default, flag
+from findbench.constants import UsageError
 
 #: Libraries that parsing and refusing a flag must not import.
 HEAVY = ("torch", "transformers", "inspect_ai", "datasets", "sae_lens")
@@ -196,14 +197,18 @@ def test_library_entry_points_take_the_config(monkeypatch, tmp_path):
 
     seen = {}
     monkeypatch.setattr("findbench.builders.folder.build_dataset_folder",
-                        lambda out, builder, kwargs, **kw: seen.update(kwargs) or out)
-    assert find.build(BuildConfig(out=str(tmp_path), configs="strings", seed=3), progress=False) == str(tmp_path)
-    assert seen == {"strings": {"seed": 3, "source": "procedural"}}
-    seen.clear()
-    find.build(str(tmp_path), configs=["numeric"], progress=False)  # the keyword form: the same config
-    assert seen == {"numeric": {"seed": 0, "source": "procedural"}}
-    with pytest.raises(TypeError, match="no settings beside the config"):
-        find.build(BuildConfig(), seed=1)
+                        lambda out, builder, configs, provenance, **kw: seen.update(provenance, cfg=configs) or out)
+    cfg = BuildConfig(out=str(tmp_path), configs="strings", seed=3)
+    assert find.build(cfg, progress=False) == str(tmp_path)
+    assert seen == {"strings": {"seed": 3, "source": "procedural"}, "cfg": {"strings": {"build": cfg}}}
+    release = tmp_path / "release"
+    release.mkdir()
+    find.build(BuildConfig(out=str(tmp_path), configs="numeric", source="find-v1", data_dir=str(release)))
+    assert seen["numeric"] == {"source": "find-v1", "data_dir": str(release.resolve())}
+    with pytest.raises(FileNotFoundError, match="--data-dir: "):
+        find.build(BuildConfig(source="find-v1", data_dir=str(tmp_path / "absent")))
+    with pytest.raises(UsageError, match="--configs: the rasp config has no find-v1"):
+        BuildConfig(source="find-v1", configs="rasp")
 
 
 def test_the_inspect_task_checks_its_arguments_with_the_same_config():

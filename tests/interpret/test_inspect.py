@@ -26,7 +26,7 @@ from inspect_ai.model import ChatMessageSystem, ChatMessageUser, ModelOutput, Mo
 from findbench import cli  # noqa: E402
 from findbench.constants import UsageError  # noqa: E402
 from findbench.interpret import prompts  # noqa: E402
-from findbench.interpret.config import InterpretConfig  # noqa: E402
+from findbench.interpret.config import EvaluateConfig, InterpretConfig  # noqa: E402
 from findbench.interpret.episode import DEFAULT_API_MAX_TOKENS  # noqa: E402
 from findbench.interpret.evaluate import evaluate_run  # noqa: E402
 from findbench.interpret.logs import episodes_from_log  # noqa: E402
@@ -63,7 +63,7 @@ def findbench_call(capsys, data_dir, function_id, values) -> str:
 def scripted_outputs(by_id):
     """mockllm outputs as a function of the conversation: the function's command on the first
     turn, its ground truth on the second (samples run concurrently, so no fixed order)."""
-    prompt_of = {prompts.task_prompt(by_id[f]): f for f in INPUTS}
+    prompt_of = {prompts.task_prompt(by_id[f], "aia", protocol="text"): f for f in INPUTS}
 
     def outputs(input, tools, tool_choice, config):
         fid = prompt_of[input[1].text]
@@ -142,8 +142,8 @@ def test_run_folder_from_the_log_is_scored_by_evaluate(mock_log, data_dir, by_id
         folder = write_episode(out, episode)
         assert folder == episode_dir(out, episode.function_id, "aia")
         assert sorted(p.name for p in folder.iterdir()) == sorted(EPISODE_FILES)
-    result = evaluate_run(out, data=data_dir, judge=KnowingJudge([by_id[f] for f in INPUTS]), out=tmp_path / "scores",
-                          progress=False)  # --data: run.json's folder alone would leave the scores unverified
+    config = EvaluateConfig(out, data=data_dir, judge=KnowingJudge([by_id[f] for f in INPUTS]), out=tmp_path / "scores")
+    result = evaluate_run(config, progress=False)  # --data: run.json's folder alone would leave the scores unverified
     assert result["scores"]["numeric"]["aia"]["nmse_success"] == 1.0
     assert result["scores"]["numeric"]["aia"]["domain_iou"] == 1.0
     expected = {
@@ -278,7 +278,7 @@ def test_run_folder_is_exported_from_the_logs_and_resumed(data_dir, by_id, tmp_p
     folders = sorted(p.relative_to(out).as_posix() for p in out.glob("*/*/f*"))
     assert folders == ["numeric/aia/f00000", "numeric/aia/f00001", "strings/aia/f00000", "strings/aia/f00001"]
     judge = KnowingJudge([by_id[f"strings/f0000{i}"] for i in range(2)])
-    result = evaluate_run(out, data=data_dir, judge=judge, out=tmp_path / "scores", progress=False)
+    result = evaluate_run(EvaluateConfig(out, data=data_dir, judge=judge, out=tmp_path / "scores"), progress=False)
     assert result["scores"]["numeric"]["aia"]["nmse_success"] == 1.0
     expected = {
         "exact_match": 1.0,
@@ -305,7 +305,7 @@ def test_run_folder_is_exported_from_the_logs_and_resumed(data_dir, by_id, tmp_p
     assert {s.name: s.metrics["accuracy"].value for s in log.results.scores}["unit_test_accuracy"] == 1.0
     # scoring again changes nothing: the log is not rewritten
     before = path.stat().st_mtime_ns
-    evaluate_run(out, judge=judge, out=tmp_path / "scores", progress=False)
+    evaluate_run(EvaluateConfig(out, judge=judge, out=tmp_path / "scores"), progress=False)
     assert path.stat().st_mtime_ns == before
     # a rerun runs nothing; a lost episode is exported again from the log, which runs nothing
     interpret(data_dir, "oracle", **kwargs)

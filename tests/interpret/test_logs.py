@@ -25,6 +25,7 @@ from inspect_ai.log import read_eval_log, write_eval_log  # noqa: E402
 
 from findbench.constants import UsageError  # noqa: E402
 from findbench.interpret import logs as run_logs  # noqa: E402
+from findbench.interpret.config import EvaluateConfig  # noqa: E402
 from findbench.interpret.evaluate import evaluate_run  # noqa: E402
 from findbench.interpret.run import episode_dir  # noqa: E402
 from findbench.interpret.solver import STORE_KEY  # noqa: E402
@@ -38,7 +39,7 @@ def _run(data_dir: Path, out: Path, interpreter: str = "oracle", limit: int = 2)
 
 
 def _score(run: Path, tmp_path: Path, name: str = "scores", **settings) -> dict:
-    return evaluate_run(run, out=tmp_path / name, progress=False, **settings)
+    return evaluate_run(EvaluateConfig(run, out=tmp_path / name, **settings), progress=False)
 
 
 def _cell(result: dict) -> tuple[float, int]:

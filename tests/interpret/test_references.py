@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from findbench.interpret.config import EvaluateConfig
 from findbench.interpret.protocol import Answer, format_answer
 from findbench.interpret.references import (
     CONSTANT_ANSWERS,
@@ -154,7 +155,8 @@ def _score_references(data, rows, out, names, limit=None):
         run = interpret(
             data, name, configs=["numeric", "strings", "neurons_relations"], limit=limit, out=out / name, progress=False
         )
-        scores[name] = evaluate_run(run, judge=KnowingJudge(rows), out=run / "scores", progress=False)["scores"]
+        config = EvaluateConfig(run, judge=KnowingJudge(rows), out=run / "scores")
+        scores[name] = evaluate_run(config, progress=False)["scores"]
     return scores
 
 

@@ -32,6 +32,7 @@ from inspect_ai.tool import ToolCall  # noqa: E402
 
 from findbench.interpret import prompts  # noqa: E402
 from findbench.interpret.calls import FunctionRunner  # noqa: E402
+from findbench.interpret.config import EvaluateConfig
 from findbench.interpret.episode import Episode  # noqa: E402
 from findbench.interpret.evaluate import evaluate_run  # noqa: E402
 from findbench.interpret.protocol import (  # noqa: E402
@@ -89,7 +90,7 @@ def text(content: str) -> ModelOutput:
 def function_of(by_id, ids, input) -> str:
     """Which of ``ids`` a conversation is on, from its task message (samples run concurrently,
     so no fixed order); the ids must have different task messages (categories)."""
-    prompt_of = {prompts.task_prompt(by_id[f], protocol="tools"): f for f in ids}
+    prompt_of = {prompts.task_prompt(by_id[f], "aia", protocol="tools"): f for f in ids}
     assert len(prompt_of) == len(ids)
     return prompt_of[input[1].text]
 
@@ -385,7 +386,8 @@ def test_engine_inspect_with_tools_writes_and_checks_run_json(data_dir, by_id, t
             and ep["calls"][0]["inputs"] == [str(x) for x in INPUTS[fid][0]]
         )
         assert [m["role"] for m in ep["messages"]] == ["system", "user", "assistant", "tool", "assistant"]
-    result = evaluate_run(out, judge=KnowingJudge([by_id["strings/f00000"]]), out=tmp_path / "scores", progress=False)
+    config = EvaluateConfig(out, judge=KnowingJudge([by_id["strings/f00000"]]), out=tmp_path / "scores")
+    result = evaluate_run(config, progress=False)
     assert (
         result["scores"]["numeric"]["aia"]["nmse_success"] == 1.0
         and result["scores"]["strings"]["aia"]["exact_match"] == 1.0

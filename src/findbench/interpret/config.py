@@ -14,7 +14,7 @@ from typing import Any
 
 from findbench import _checks
 from findbench._config import Csv, arg, flag
-from findbench.constants import UsageError
+from findbench.constants import UsageError, UsageTypeError
 from findbench.interpret.episode import DEFAULT_API_MAX_TOKENS, DEFAULT_MAX_TOKENS, DEFAULT_ROUNDS
 from findbench.interpret.floors import DEFAULT_OBSERVED_CALLS, MAX_OBSERVED_CALLS
 from findbench.interpret.protocol import (
@@ -142,8 +142,8 @@ class InterpretConfig:
 
             check_spec(self.interpreter, flag="--interpreter", names=REFERENCE_INTERPRETERS, providers=inspect_provider)
         elif not callable(getattr(self.interpreter, "generate", None)):
-            raise TypeError(f"--interpreter must be one of {REFERENCE_INTERPRETERS}, an LM spec or an LM, "
-                             f"got {type(self.interpreter).__name__}")
+            raise UsageTypeError(f"--interpreter must be one of {REFERENCE_INTERPRETERS}, an LM spec or an LM, "
+                                 f"got {type(self.interpreter).__name__}")
 
     @property
     def reference(self) -> str | None:

@@ -12,7 +12,7 @@ import asyncio
 import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from findbench._io import read_untrusted_json
 from findbench.interpret.calls import FunctionRunner
@@ -26,9 +26,6 @@ from findbench.interpret.protocol import (
     turn_commands,
 )
 from findbench.lm.base import DEFAULT_MAX_TOKENS, count_tokens, estimate_tokens  # noqa: F401 (moved to lm/)
-
-if TYPE_CHECKING:
-    from findbench.interpret.config import AgentConfig
 
 #: FIND's cap on model turns per episode.
 DEFAULT_ROUNDS = 20
@@ -158,10 +155,10 @@ async def run_command(runner: FunctionRunner, command: Command, round: int, epis
     return line
 
 
-async def open_episode(row: Mapping[str, Any], cfg: AgentConfig, method: str) -> tuple[FunctionRunner, Episode]:
+async def open_episode(row: Mapping[str, Any], cfg: Any, method: str) -> tuple[FunctionRunner, Episode]:
     """Start an episode on ``row`` with ``method``: the function's runner and the record, its messages
-    the system and task messages of ``cfg.protocol`` (the MILAN methods run the exemplars first, as
-    round 0)."""
+    the system and task messages of ``cfg.protocol`` (``cfg``: the run's AgentConfig; the MILAN
+    methods run the exemplars first, as round 0)."""
     runner = FunctionRunner(row, seed=cfg.seed)
     max_rounds = min(cfg.rounds, MILAN_TURNS) if method == "milan" else cfg.rounds
     episode = Episode(

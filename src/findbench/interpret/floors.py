@@ -240,7 +240,7 @@ def _quoted(value: str) -> str:
 
 
 def plan_pairs(
-    row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]], *, method: str = "aia", seed: int = 0
+    row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]], *, method: str, seed: int = 0
 ) -> list[Pair]:
     """The pairs of the fixed ``observed`` plan (:func:`observed_plan`, :data:`DEFAULT_OBSERVED_CALLS`
     calls; the MILAN methods' exemplars too), run through the function: the floor no transcript moves

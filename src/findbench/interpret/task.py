@@ -84,16 +84,16 @@ def find_samples(cfg: InterpretConfig, method: str, rows: Sequence[dict] | None 
     config_list = cfg.configs if cfg.configs is not None else default_configs(data, cfg.method, cfg.functions)
     if not config_list:
         raise UsageError(
-            f"configs: nothing to run for method {method!r} (MILAN methods need {', '.join(NEURON_CATEGORIES)})"
+            f"--configs: nothing to run for method {method!r} (MILAN methods need {', '.join(NEURON_CATEGORIES)})"
         )
     for c in config_list:
         try:
             check_method(method, c)
         except ValueError as exc:
-            raise UsageError(f"methods: {exc}; drop {c!r} from configs or run it with method 'aia'") from None
+            raise UsageError(f"--method: {exc}; drop {c!r} from --configs or run it with method 'aia'") from None
     stray = sorted(f for f in cfg.functions or [] if parse_function_id(f)[0] not in config_list)
     if stray:
-        raise UsageError(f"functions: {stray} are not in configs {config_list}")
+        raise UsageError(f"--functions: {stray} are not in --configs {config_list}")
 
     wanted = set(cfg.functions or [])
     samples: list[Sample] = []
@@ -126,7 +126,7 @@ def find_samples(cfg: InterpretConfig, method: str, rows: Sequence[dict] | None 
     if missing:
         where = "rows given" if rows is not None else (f"data folder {data}" if data is not None
                                                       else f"procedural data (seed {cfg.seed})")
-        raise UsageError(f"functions: {missing} are not in the {where}")
+        raise UsageError(f"--functions: {missing} are not in the {where}")
     return samples
 
 
@@ -183,7 +183,7 @@ def find_interpret(
         settings.pop("interpreter", None)
     cfg = InterpretConfig(**settings)
     if len(cfg.method) != 1:
-        raise UsageError(f"method: the task runs one method, got {','.join(cfg.method)}")
+        raise UsageError(f"--method: the task runs one method, got {','.join(cfg.method)}")
     if judge_mode is not None:
         _checks.one_of("--judge-mode", judge_mode, JUDGE_MODES)
     models = eval_models()
