@@ -22,8 +22,10 @@ from findbench.interpret.config import InterpretConfig  # noqa: E402
 from findbench.interpret.episode import Episode  # noqa: E402
 from findbench.interpret.protocol import ACCESS, format_answer, parse_answer  # noqa: E402
 from findbench.interpret.whitebox import (  # noqa: E402
+    CIRCUIT_METRICS,
     WhiteBox,
     answer_entries,
+    circuit_scores,
     component_map,
     reference_components,
     tool_commands,
@@ -208,3 +210,19 @@ def test_a_component_map_keeps_well_formed_fields_within_caps():
                        "code": "x" * 4000}
     assert pred[1] == {"hook": "blocks.0.mlp.hook_post", "units": [4], "role": "counter", "score": 0.5}
     assert pred[2]["units"] == [0, 1]
+
+
+def test_circuit_scores_of_a_record_follow_its_access_and_answer():
+    row = _row("sort_freq")
+
+    def record(access, components):
+        answer = {"description": "", "domain": None, "code": None, "components": components}
+        return {"row": row, "episode": {"access": access, "answer": answer}}
+
+    truth_map = reference_components("oracle", row, "rotated")
+    scores = circuit_scores(record("rotated", truth_map))
+    assert set(scores) == set(CIRCUIT_METRICS) and scores["role_f1"] == scores["node_recall"] == 1.0
+    assert circuit_scores(record("white", truth_map))["role_f1"] < 1.0  # the rotated unit order is not the aligned
+    assert circuit_scores(record("black", truth_map)) is None
+    assert circuit_scores(record("../rotated", truth_map)) is None
+    assert circuit_scores(record("white", None))["node_recall"] == 0.0

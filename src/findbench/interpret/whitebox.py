@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 
 #: The weights each access condition opens.
 VARIANT = {"white": "aligned", "rotated": "rotated", "localized": "aligned"}
+#: ``find_circuit``'s metrics ``findbench evaluate`` reports for white-box rasp runs.
+CIRCUIT_METRICS = ("role_accuracy", "role_f1", "node_precision", "node_recall", "node_auroc")
 #: At most this many entries of a ``[COMPONENTS]`` answer are read; ``code`` and ``reads`` are cut.
 MAX_ENTRIES, MAX_CODE_CHARS, MAX_READS = 200, 4000, 20
 _NAME = re.compile(r"blocks\.(\d{1,3})\.(?:attn\.head(\d{1,3})|mlp(?:\.unit(\d{1,5}))?)")
@@ -121,6 +123,27 @@ def reference_components(name: str, row: Mapping[str, Any], access: str) -> str:
     comps = truth.for_variant(circuit.parse_json_list(row["components"], "components"), row["function_id"], variant)
     program = json.loads(row["program"]) if isinstance(row.get("program"), str) else row.get("program")
     return answer_entries(circuit.truth_prediction(comps, program))
+
+
+def circuit_scores(record: Mapping[str, Any]) -> dict[str, float] | None:
+    """``find_circuit``'s :data:`CIRCUIT_METRICS` of one scored record (its ``row`` from the data, its
+    ``episode`` from the log): the answer's ``[COMPONENTS]`` against the row's components in the unit
+    order of the episode's variant (no map scores 0); None off rasp or under ``black`` access."""
+    from findbench.find.rasp import circuit, truth
+
+    episode, row = record.get("episode") or {}, record.get("row") or {}
+    access = episode.get("access") if isinstance(episode, dict) else None
+    if row.get("category") != "rasp" or not isinstance(access, str) or access not in VARIANT:
+        return None
+    comps = truth.for_variant(circuit.parse_json_list(row["components"], "components"), row["function_id"],
+                              VARIANT[access])
+    units: dict[str, list[int]] = {}
+    for c in comps:
+        units.setdefault(c["hook"], []).extend(c.get("units") or [])
+    answer = episode.get("answer")
+    pred = component_map(answer.get("components") if isinstance(answer, dict) else None, units)
+    scores = circuit.score_function(pred, comps)
+    return {m: scores[m] for m in CIRCUIT_METRICS}
 
 
 def tool_commands(text: str) -> list[tuple[str, Any]]:
