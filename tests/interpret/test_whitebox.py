@@ -226,3 +226,12 @@ def test_circuit_scores_of_a_record_follow_its_access_and_answer():
     assert circuit_scores(record("black", truth_map)) is None
     assert circuit_scores(record("../rotated", truth_map)) is None
     assert circuit_scores(record("white", None))["node_recall"] == 0.0
+
+
+def test_the_inspect_task_takes_access_and_refuses_it_off_rasp():
+    from findbench.interpret.task import find_interpret
+    from findbench.lm.inspect_lm import TaskArgumentError
+
+    with pytest.raises(TaskArgumentError, match=r"^-T access") as err:
+        find_interpret(interpreter="oracle", configs="strings", access="rotated", judge=None)
+    assert "\n" not in str(err.value)
