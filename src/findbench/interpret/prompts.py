@@ -209,6 +209,8 @@ def build_messages(
 MAX_TURN_COMMANDS = 3
 #: Values per constrained command, and characters per value / per free-text line.
 _MAX_VALUES, _MAX_VALUE_CHARS, _MAX_LINE_CHARS = 10, 40, 200
+#: Characters of a constrained tool command's JSON arguments.
+_MAX_TOOL_CHARS = 400
 _PREAMBLE = rf"([^\n\[\]()]{{1,{_MAX_LINE_CHARS}}}\n)?"
 _VALUE = rf'("[^"\n()]{{1,{_MAX_VALUE_CHARS}}}"|[^\s()"\',]{{1,{_MAX_VALUE_CHARS}}})'
 _COMMAND = rf"PYTHON\({SCRIPT_NAME.replace('.', chr(92) + '.')}( {_VALUE}){{1,{_MAX_VALUES}}}\)"
@@ -222,12 +224,12 @@ _ANSWER_PARTS = {
 }
 
 
-def turn_grammar(category: str, turns: int):
+def turn_grammar(category: str, turns: int, access: str = "black"):
     """The grammar of each turn of an episode of ``turns`` model turns on a ``category``
     function, as a function of the messages so far: commands or the answer
     (:func:`turn_constraint`), the answer alone on the last turn. Both engines use it."""
-    answer_only = turn_constraint(category, answer_only=True)
-    either = turn_constraint(category)
+    answer_only = turn_constraint(category, answer_only=True, access=access)
+    either = turn_constraint(category, access=access)
 
     def grammar(messages: list[dict[str, str]]) -> Constraint:
         turn = 1 + sum(m.get("role") == "assistant" for m in messages)
@@ -236,10 +238,11 @@ def turn_grammar(category: str, turns: int):
     return grammar
 
 
-def turn_constraint(category: str, *, answer_only: bool = False) -> Constraint:
+def turn_constraint(category: str, *, answer_only: bool = False, access: str = "black") -> Constraint:
     """The grammar of one ``text``-protocol turn on a ``category`` function: an optional short line,
     then at most :data:`MAX_TURN_COMMANDS` commands of 1-10 values, one per line, or the category's
-    answer; ``answer_only`` (an episode's last turn): the answer only."""
+    answer; ``answer_only`` (an episode's last turn): the answer only. White-box ``access`` adds the
+    tools' ``TOOL(name, {...})`` commands (one line each) and the answer's ``[COMPONENTS]`` part."""
     if category not in _ANSWER_PARTS:
         raise ValueError(f"category must be one of {tuple(_ANSWER_PARTS)}, got {category!r}")
     parts = []
@@ -248,10 +251,16 @@ def turn_constraint(category: str, *, answer_only: bool = False) -> Constraint:
             parts.append(r"\[CODE\]:\n```python\ndef function\(x\):\n[^`]+```")
         else:
             parts.append(rf"\[{name}\]: {_LINE}")
+    command = _COMMAND
+    if access != "black":
+        from findbench.find.rasp.tools import TOOLS
+
+        parts.append(r"\[COMPONENTS\]:\n```json\n\[[^`]+\]\n```")
+        command = rf"({_COMMAND}|TOOL\(({'|'.join(t['name'] for t in TOOLS)}), \{{[^\n]{{1,{_MAX_TOOL_CHARS}}}\}}\))"
     answer = r"\n".join(parts)
     if answer_only:
         return Constraint(regex=f"{_PREAMBLE}{answer}")
-    commands = rf"{_COMMAND}(\n{_COMMAND}){{0,{MAX_TURN_COMMANDS - 1}}}"
+    commands = rf"{command}(\n{command}){{0,{MAX_TURN_COMMANDS - 1}}}"
     return Constraint(regex=f"{_PREAMBLE}({commands}|{answer})")
 
 

@@ -228,7 +228,7 @@ def _grammar(state: TaskState, cfg: AgentConfig) -> Any:
     if not structured_outputs_applied(get_model(), cfg.structured_outputs):
         return None
     rounds = min(cfg.rounds, MILAN_TURNS) if state.metadata["method"] == "milan" else cfg.rounds
-    return turn_grammar(state.metadata["row"]["category"], rounds)
+    return turn_grammar(state.metadata["row"]["category"], rounds, cfg.access)
 
 
 async def run_episode(state: TaskState, cfg: AgentConfig, reference: Sequence[str | None] | None = None) -> Episode:
@@ -247,8 +247,7 @@ async def run_episode(state: TaskState, cfg: AgentConfig, reference: Sequence[st
     if box is not None:  # the task message gets the architecture and the tools
         episode.messages[-1]["content"] += "\n" + box.prompt(cfg.protocol)
     state.messages = chat_messages(episode.messages)  # the system and task messages
-    # the turn grammar has no TOOL(...) commands: a white-box episode's turns are free
-    grammar = _grammar(state, cfg) if text and reference is None and box is None else None
+    grammar = _grammar(state, cfg) if text and reference is None else None
     turn = _Turn()
     tools = [] if text else [call_function_tool(runner, episode, turn)]
     if box is not None and not text:
