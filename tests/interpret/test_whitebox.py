@@ -217,15 +217,15 @@ def test_circuit_scores_of_a_record_follow_its_access_and_answer():
 
     def record(access, components):
         answer = {"description": "", "domain": None, "code": None, "components": components}
-        return {"row": row, "episode": {"access": access, "answer": answer}}
+        return {"access": access, "answer": answer}
 
     truth_map = reference_components("oracle", row, "rotated")
-    scores = circuit_scores(record("rotated", truth_map))
+    scores = circuit_scores(record("rotated", truth_map), row)
     assert set(scores) == set(CIRCUIT_METRICS) and scores["role_f1"] == scores["node_recall"] == 1.0
-    assert circuit_scores(record("white", truth_map))["role_f1"] < 1.0  # the rotated unit order is not the aligned
-    assert circuit_scores(record("black", truth_map)) is None
-    assert circuit_scores(record("../rotated", truth_map)) is None
-    assert circuit_scores(record("white", None))["node_recall"] == 0.0
+    assert circuit_scores(record("white", truth_map), row)["role_f1"] < 1.0  # the rotated unit order is not the aligned
+    assert circuit_scores(record("black", truth_map), row) is None
+    assert circuit_scores(record("../rotated", truth_map), row) is None
+    assert circuit_scores(record("white", None), row)["node_recall"] == 0.0
 
 
 def test_the_inspect_task_takes_access_and_refuses_it_off_rasp():

@@ -125,13 +125,13 @@ def reference_components(name: str, row: Mapping[str, Any], access: str) -> str:
     return answer_entries(circuit.truth_prediction(comps, program))
 
 
-def circuit_scores(record: Mapping[str, Any]) -> dict[str, float] | None:
-    """``find_circuit``'s :data:`CIRCUIT_METRICS` of one scored record (its ``row`` from the data, its
-    ``episode`` from the log): the answer's ``[COMPONENTS]`` against the row's components in the unit
-    order of the episode's variant (no map scores 0); None off rasp or under ``black`` access."""
+def circuit_scores(episode: Any, row: Mapping[str, Any]) -> dict[str, float | None] | None:
+    """``find_circuit``'s :data:`CIRCUIT_METRICS` of one episode (its record as the log holds it) on
+    ``row`` (from the data): the answer's ``[COMPONENTS]`` against the row's components in the unit
+    order of the episode's variant (no map scores 0; None where a metric is undefined); None off
+    rasp or under ``black`` access."""
     from findbench.find.rasp import circuit, truth
 
-    episode, row = record.get("episode") or {}, record.get("row") or {}
     access = episode.get("access") if isinstance(episode, dict) else None
     if row.get("category") != "rasp" or not isinstance(access, str) or access not in VARIANT:
         return None
@@ -143,7 +143,7 @@ def circuit_scores(record: Mapping[str, Any]) -> dict[str, float] | None:
     answer = episode.get("answer")
     pred = component_map(answer.get("components") if isinstance(answer, dict) else None, units)
     scores = circuit.score_function(pred, comps)
-    return {m: scores[m] for m in CIRCUIT_METRICS}
+    return {m: None if math.isnan(scores[m]) else scores[m] for m in CIRCUIT_METRICS}
 
 
 def tool_commands(text: str) -> list[tuple[str, Any]]:
