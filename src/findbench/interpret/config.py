@@ -27,7 +27,7 @@ from findbench.interpret.protocol import (
 from findbench.interpret.references import REFERENCE_INTERPRETERS
 from findbench.judge.scoring import JUDGE_MODES
 from findbench.lm.base import STRUCTURED_OUTPUTS
-from findbench.schema import CATEGORIES, parse_function_id
+from findbench.schema import CONFIGS, parse_function_id
 
 _BUILT = "dataset folder written by `findbench build` (default: regenerate from --seed)"
 _RUN_DATA = "dataset folder written by `findbench build` (default: run.json's data, else procedural with its seed)"
@@ -57,7 +57,7 @@ def check_selection(method: Any, configs: Any, functions: Any, limit: Any, sampl
     methods = _csv("method", method, METHODS)
     if not methods:
         raise UsageError(f"--method: give at least one of {', '.join(METHODS)}")
-    config_list = _csv("configs", configs, CATEGORIES, optional=True)
+    config_list = _csv("configs", configs, CONFIGS, optional=True)
     function_list = _csv("functions", functions, optional=True)
     for function_id in function_list or ():
         try:

@@ -52,7 +52,7 @@ from findbench.interpret.truth import UNVERIFIED_NOTE, json_row
 from findbench.judge.scoring import JUDGE_MODES
 from findbench.lm.base import Constraint, use_structured_outputs
 from findbench.lm.inspect_lm import check_models, eval_models, is_inspect_provider, task_arguments
-from findbench.schema import CATEGORIES, parse_function_id
+from findbench.schema import CONFIGS, parse_function_id
 
 #: The task's registry name (``inspect eval findbench/find_interpret``).
 TASK_NAME = "findbench/find_interpret"
@@ -69,16 +69,16 @@ def _rows(data: Any, category: str, seed: int) -> list[dict]:
 def default_configs(data: Any, methods: Sequence[str], functions: Sequence[str] | None) -> list[str]:
     """The categories a run covers when none are named: those ``data`` (a folder, rows or None:
     procedural) holds, only the neuron ones when a MILAN method is asked, only those of ``functions``."""
-    present = set(CATEGORIES)
+    present = set(CONFIGS)
     if functions:
         present = {f.split("/", 1)[0] for f in functions}
     elif isinstance(data, (str, os.PathLike)):
-        present = {c for c in CATEGORIES if (Path(data) / c).is_dir()}
+        present = {c for c in CONFIGS if (Path(data) / c).is_dir()}
     elif data is not None:
         present = {r.get("category") for r in data}
     if any(m != "aia" for m in methods):
         present &= set(NEURON_CATEGORIES)
-    return [c for c in CATEGORIES if c in present]
+    return [c for c in CONFIGS if c in present]
 
 
 def find_samples(
@@ -257,11 +257,12 @@ def _marked(state: TaskState, score: Score | None) -> Score | None:
     return score
 
 
-def _metric_scorer(category: str, metric: str, to_score: Any) -> Any:
-    """A scorer of ``category``'s samples: ``to_score(value, episode)`` of the episode's ``metric``."""
+def _metric_scorer(category: str | tuple[str, ...], metric: str, to_score: Any) -> Any:
+    """A scorer of ``category``'s samples (one or several): ``to_score(value, episode)`` of the episode's
+    ``metric``."""
 
     async def score(state: TaskState, target: Target) -> Score | None:
-        if state.metadata["row"]["category"] != category:
+        if state.metadata["row"]["category"] not in ((category,) if isinstance(category, str) else category):
             return None
         return _marked(state, to_score((await asyncio.to_thread(_scored, state, metric))[metric], _episode(state)))
 
@@ -288,9 +289,12 @@ def nmse_success():
 
 @scorer(metrics=[mean(), stderr()])
 def exact_match():
-    """String functions: the share of the row's test inputs on which the answer's code is right."""
+    """String functions: the share of the row's test inputs on which the answer's code is right; rasp
+    functions: the share of held-out inputs on which it matches the compiled model at every position."""
     return _metric_scorer(
-        "strings", "exact_match", lambda value, ep: None if value is None else Score(value=value, answer=ep.code)
+        ("strings", "rasp"),
+        "exact_match",
+        lambda value, ep: None if value is None else Score(value=value, answer=ep.code),
     )
 
 
@@ -408,7 +412,7 @@ def find_interpret(
         for s, wanted in (
             (nmse_success(), "numeric" in present),
             (domain_iou(), "numeric" in present),
-            (exact_match(), "strings" in present),
+            (exact_match(), bool(present & {"strings", "rasp"})),
         )
         if wanted
     ]
