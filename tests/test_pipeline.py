@@ -49,7 +49,8 @@ def test_main_job_end_to_end_and_resume(tmp_path, monkeypatch):
     assert json.loads((out / "summary.json").read_text()) == summary
     md = (out / "summary.md").read_text()
     assert "| **oracle** |" in md and "| **embedded** |" in md and "| GPT-4 (paper) |" in md
-    assert "(n=2)†" in md and "#### Δ vs constant" in md and "rasp code (exact match)" in md  # cells with interval and n; the distance to the floor
+    # cells with interval and n; the distance to the floor; the rasp columns beside the others
+    assert "(n=2)†" in md and "#### Δ vs constant" in md and "rasp code (exact match)" in md
     # a report per interpreter, next to its scores
     for name in ("oracle", "random", "embedded"):
         assert summary["reports"][name] == str(out / "scores" / name / "report.html")
