@@ -11,6 +11,7 @@ import pytest
 from findbench.find import load_rows
 from findbench.find.rasp import black_box
 from findbench.interpret.calls import FunctionRunner
+from findbench.interpret.config import EvaluateConfig, InterpretConfig
 from findbench.interpret.evaluate import evaluate_run
 from findbench.interpret.floors import floor_answers, observed_plan, rasp_floor_answers
 from findbench.interpret.prompts import build_messages
@@ -39,7 +40,7 @@ def test_calls_run_the_compiled_model_on_token_sequences(rows):
 
 def test_prompt_states_the_domain_never_the_program(rows):
     row = rows[0]
-    text = build_messages(row)[1]["content"]
+    text = build_messages(row, "aia", protocol="text")[1]["content"]
     assert "Its tokens are 0 1 2 3 4 5 6; a sequence has 1 to 6 tokens." in text
     assert "def function(x)" in text
     program = json.loads(row["program"])
@@ -81,8 +82,10 @@ def scored(rows, tmp_path_factory):
     root = tmp_path_factory.mktemp("rasp-runs")
     out = {}
     for name in ("oracle", "constant", "observed"):
-        run = run_interpretations(None, name, out=root / name, functions=",".join(IDS), progress=False)
-        out[name] = evaluate_run(run, judge=KnowingJudge(rows), out=root / f"{name}-scores", progress=False)
+        run = run_interpretations(InterpretConfig(interpreter=name, out=str(root / name), functions=",".join(IDS)),
+                                  progress=False)
+        out[name] = evaluate_run(EvaluateConfig(run, judge=KnowingJudge(rows), out=root / f"{name}-scores"),
+                                 progress=False)
     return out
 
 
