@@ -249,3 +249,118 @@ def test_the_turn_grammar_takes_tool_commands_and_the_component_map_under_white_
     assert not re.fullmatch(black, command) and not re.fullmatch(black, answer)
     assert not re.fullmatch(white, 'TOOL(rm, {"x": 1})')
     assert re.fullmatch(turn_constraint("strings", access="white", answer_only=True).regex, answer)
+
+
+# ----------------------------------------------------------------- whole episodes on rasp rows (Inspect)
+
+IDS = ("rasp/f00030", "rasp/f00200")
+
+
+@pytest.fixture(scope="module")
+def rasp_rows():
+    from findbench.find import load_rows
+
+    by_id = {r["function_id"]: r for r in load_rows("rasp", seed=0)}
+    return [by_id[f] for f in IDS]
+
+
+def _no_truth(row, text):
+    rec = store.program_record(row["function_id"], 0)
+    labels = [label for label in rec["meta"]["labels"] if ":" in label]
+    assert labels and not [label for label in labels if label in text]
+    assert row["program"] not in text and row["code"] not in text
+
+
+def test_a_text_episode_runs_tool_commands_beside_calls_and_answers_a_map(tmp_path, rasp_rows):
+    from tests.interpret.scripted import Script, run_episodes
+
+    row = rasp_rows[0]
+    x = json.loads(row["domain"])["vocab"][:2]
+    first = (f'TOOL(run, {{"tokens": {json.dumps(x)}}})\nTOOL(ablate, {{"component": "blocks.0.mlp", "tokens": '
+             f'{json.dumps(x)}, "mode": "sideways"}})\nPYTHON(function.py "{" ".join(map(str, x))}")')
+    answer = format_answer("d", code="def function(x):\n    return list(x)",
+                           components=reference_components("oracle", row, "rotated"))
+    script = Script([first, answer])
+    [ep] = run_episodes([row], script, log_dir=tmp_path, configs="rasp", access="rotated")
+    assert ep.access == "rotated" and ep.stop_reason == "answer" and len(ep.calls) == 1
+    assert [c["tool"] for c in ep.tool_calls] == ["run", "ablate"] and "mode" in ep.tool_calls[1]["error"]
+    reply = ep.messages[3]["content"]
+    assert "Response: run: {" in reply and "Response: Error in ablate: mode" in reply
+    task = script.seen[0][0][1]["content"]
+    assert "TOOL(run_with_cache" in task and "components that matter" not in task
+    _no_truth(row, json.dumps([m for m, _ in script.seen]))
+    assert circuit_scores(ep.to_dict(), row)["role_f1"] == 1.0
+
+
+def test_a_tools_episode_gets_one_inspect_tool_per_spec(tmp_path, rasp_rows):
+    from inspect_ai.model import ChatCompletionChoice, ModelOutput, ModelUsage
+
+    from tests.interpret.scripted import output, run_episodes
+
+    row = rasp_rows[1]
+    x = json.loads(row["domain"])["vocab"][:2]
+    seen = []
+
+    def model(input, tools, tool_choice, config):
+        seen.append(([t.name for t in tools], transcript_text(input)))
+        if len(seen) > 1:
+            return output("[DESCRIPTION]: d")
+        calls = [ToolCall(id="a", function="run", arguments={"tokens": x}),
+                 ToolCall(id="b", function="ablate", arguments={"component": "blocks.0.mlp", "tokens": x,
+                                                                "mode": "sideways"}),
+                 ToolCall(id="c", function="weights", arguments={"component": "blocks.9.mlp"})]
+        message = ChatMessageAssistant(content="", tool_calls=calls, model="mockllm/model", source="generate")
+        out = ModelOutput(model="mockllm/model", choices=[ChatCompletionChoice(message=message,
+                                                                               stop_reason="tool_calls")])
+        out.usage = ModelUsage(input_tokens=1, output_tokens=1, total_tokens=2)
+        return out
+
+    [ep] = run_episodes([row], model, log_dir=tmp_path, configs="rasp", access="localized", protocol="tools")
+    assert seen[0][0] == ["call_function"] + [t["name"] for t in tools.TOOLS]
+    assert sorted(c["tool"] for c in ep.tool_calls) == ["ablate", "run", "weights"]
+    assert sum(c["error"] is not None for c in ep.tool_calls) == 2 and ep.malformed_commands == 0 and not ep.calls
+    assert "components that matter" in seen[0][1] and "TOOL(" not in seen[0][1]
+    _no_truth(row, seen[1][1])
+
+
+def transcript_text(messages) -> str:
+    return "\n".join(m.text for m in messages)
+
+
+def test_a_run_records_its_access_and_resumes_only_with_it(tmp_path):
+    from findbench.interpret.run import run_interpretations
+
+    cfg = dict(interpreter="oracle", configs="rasp", functions=IDS[0], out=str(tmp_path / "run"))
+    run_interpretations(InterpretConfig(**cfg, access="white"), progress=False)
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["access"] == "white"
+    with pytest.raises(UsageError, match="access"):
+        run_interpretations(InterpretConfig(**cfg, access="rotated"), progress=False)
+
+
+@pytest.fixture(scope="module")
+def scored(rasp_rows, tmp_path_factory):
+    from findbench.interpret.config import EvaluateConfig
+    from findbench.interpret.evaluate import evaluate_run
+    from findbench.interpret.run import run_interpretations
+    from tests.interpret.fakes import KnowingJudge
+
+    root, out = tmp_path_factory.mktemp("white-box-runs"), {}
+    for name, access in (("oracle", "rotated"), ("attribution", "white"), ("empty", "white"), ("oracle", "black")):
+        run = root / f"{name}-{access}"
+        run_interpretations(InterpretConfig(interpreter=name, configs="rasp", functions=",".join(IDS), access=access,
+                                            out=str(run)), progress=False)
+        out[name, access] = evaluate_run(EvaluateConfig(run_dir=str(run), judge=KnowingJudge(rasp_rows)),
+                                         progress=False)
+    return out
+
+
+def test_evaluate_scores_component_maps_with_find_circuit(scored):
+    oracle = scored["oracle", "rotated"]["scores"]["rasp"]["aia"]
+    for metric in CIRCUIT_METRICS:
+        assert oracle[metric] == 1.0 and oracle[f"{metric}_n"] == 2 and len(oracle[f"{metric}_ci"]) == 2, metric
+    attribution = scored["attribution", "white"]["scores"]["rasp"]["aia"]
+    assert 0.5 < attribution["node_auroc"] <= 1.0 and attribution["role_f1_n"] == 2
+    empty = scored["empty", "white"]["scores"]["rasp"]["aia"]
+    assert empty["role_accuracy"] == 0.0 and empty["node_recall"] == 0.0
+    black = scored["oracle", "black"]["scores"]["rasp"]["aia"]
+    assert black["role_f1_n"] == 0 and black["exact_match"] == 1.0

@@ -43,6 +43,7 @@ from findbench.interpret.log_scores import write_log_scores
 from findbench.interpret.logs import LOG_DIR, log_files
 from findbench.interpret.protocol import METHODS
 from findbench.interpret.scores import SCORES_FILE, Cell, Estimate, Scores
+from findbench.interpret.whitebox import CIRCUIT_METRICS, circuit_scores
 from findbench.schema import CONFIGS
 
 logger = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ SCORE_METRICS = (
     "domain_iou",
     "unit_test_accuracy_near",
     "position_accuracy",
+    *CIRCUIT_METRICS,
 )
 #: Columns of ``per_function.csv`` (then :data:`FLOOR_COLUMNS`, ``floor_missing``: why a floor of the
 #: episode could not be computed (its columns are then empty), ``degenerate``, ``code_error``: why the
@@ -80,6 +82,7 @@ CSV_COLUMNS = (
     "domain_iou",
     "unit_test_accuracy_near",
     "position_accuracy",
+    *CIRCUIT_METRICS,
 )
 #: Which aggregates a category has in ``scores.json``.
 CATEGORY_METRICS: dict[str, tuple[str, ...]] = {
@@ -87,7 +90,7 @@ CATEGORY_METRICS: dict[str, tuple[str, ...]] = {
     "strings": ("exact_match", "unit_test_accuracy", "unit_test_accuracy_near"),
     "neurons_entities": ("unit_test_accuracy", "unit_test_accuracy_near"),
     "neurons_relations": ("unit_test_accuracy", "unit_test_accuracy_near"),
-    "rasp": ("exact_match", "position_accuracy", "unit_test_accuracy", "unit_test_accuracy_near"),
+    "rasp": ("exact_match", "position_accuracy", "unit_test_accuracy", "unit_test_accuracy_near", *CIRCUIT_METRICS),
 }
 #: The per-function metrics with a floor from the agent's own observations (:mod:`findbench.interpret.floors`).
 _FLOOR_METRICS = ("nmse", "exact_match", "unit_test_accuracy", "unit_test_accuracy_near", "position_accuracy")
@@ -403,6 +406,9 @@ def score_interpretations(
                 records[i]["exact_match"], records[i]["code_error"] = float(value), why
     if category == "rasp" and {"exact_match", "position_accuracy"} & set(metrics):
         _score_rasp_code(records, coded, progress)
+    if category == "rasp" and set(CIRCUIT_METRICS) & set(metrics):  # white-box runs' component maps
+        for rec, row in zip(records, rows):
+            rec.update(circuit_scores(rec.get("episode"), row) or {})
     for metric, (column, tests) in _UNIT_TEST_SETS.items():
         if category in (None, "numeric") or metric not in metrics:
             continue

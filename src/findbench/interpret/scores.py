@@ -86,6 +86,11 @@ class Cell(JsonDoc):
     position_accuracy_margin: Estimate | None = _estimate("per function: position accuracy minus the floor's")
     position_accuracy_margin_plan: Estimate | None = _estimate(
         "per function: position accuracy minus the observed plan floor's")
+    role_accuracy: Estimate | None = _estimate("rasp, white-box access: share of active components given their role")
+    role_f1: Estimate | None = _estimate("rasp, white-box access: macro F1 over roles of the active components")
+    node_precision: Estimate | None = _estimate("rasp, white-box access: components marked as mattering that do")
+    node_recall: Estimate | None = _estimate("rasp, white-box access: components that matter marked as such")
+    node_auroc: Estimate | None = _estimate("rasp, white-box access: AUROC of the answer's component scores")
     n_degenerate: int = field(default=0, metadata={_D: "answers flagged degenerate (still scored)"})
     unverified: bool = field(default=False,
                              metadata={_D: "scored against a truth the run chose (carried rows, or run.json's data)"})
