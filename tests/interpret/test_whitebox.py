@@ -364,3 +364,18 @@ def test_evaluate_scores_component_maps_with_find_circuit(scored):
     assert empty["role_accuracy"] == 0.0 and empty["node_recall"] == 0.0
     black = scored["oracle", "black"]["scores"]["rasp"]["aia"]
     assert black["role_f1_n"] == 0 and black["exact_match"] == 1.0
+
+
+def test_the_inspect_task_on_rasp_scores_the_map_under_white_box_access(tmp_path):
+    from inspect_ai import eval as inspect_eval
+
+    from findbench.interpret.task import find_interpret
+
+    task = find_interpret(interpreter="oracle", configs="rasp", functions=IDS[0], access="rotated", judge=None)
+    [log] = inspect_eval(task, log_dir=str(tmp_path), display="none")
+    assert log.status == "success" and log.eval.metadata["access"] == "rotated"
+    names = {s.name: s for s in log.results.scores}
+    assert names["role_f1"].metrics["mean"].value == 1.0 and names["node_recall"].metrics["mean"].value == 1.0
+    black = find_interpret(interpreter="oracle", configs="rasp", functions=IDS[0], judge=None)
+    [log] = inspect_eval(black, log_dir=str(tmp_path), display="none")
+    assert "role_f1" not in {s.name for s in log.results.scores}

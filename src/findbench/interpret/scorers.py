@@ -1,7 +1,8 @@
 """The scorers of ``findbench/find_interpret``: views of
 :func:`findbench.interpret.evaluate.score_interpretations` on a sample's episode (the record
 :func:`~findbench.interpret.solver.find_agent` keeps in the store): :func:`nmse_success`,
-:func:`exact_match`, :func:`domain_iou` and :func:`unit_test_accuracy`."""
+:func:`exact_match`, :func:`domain_iou`, :func:`unit_test_accuracy` and (rasp, white-box access)
+:func:`find_circuit`."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from findbench.interpret.log_scores import judge_explanation
 from findbench.interpret.roles import JUDGE_ROLE
 from findbench.interpret.solver import STORE_KEY, EpisodeState
 from findbench.interpret.truth import UNVERIFIED_NOTE
+from findbench.interpret.whitebox import CIRCUIT_METRICS, circuit_scores
 
 
 def _episode(state: TaskState) -> Episode:
@@ -92,6 +94,22 @@ def exact_match():
         "exact_match",
         lambda value, ep: None if value is None else Score(value=value, answer=ep.code),
     )
+
+
+@scorer(metrics={m: [mean(), stderr()] for m in CIRCUIT_METRICS})
+def find_circuit():
+    """Rasp samples under white-box access: ``find_circuit``'s metrics of the answer's component map
+    (:func:`~findbench.interpret.whitebox.circuit_scores`; an undefined metric is NaN)."""
+
+    async def score(state: TaskState, target: Target) -> Score | None:
+        ep = _episode(state)
+        found = await asyncio.to_thread(circuit_scores, ep.to_dict(), state.metadata["row"])
+        if found is None:
+            return None
+        value = {m: math.nan if v is None else v for m, v in found.items()}
+        return _marked(state, Score(value=value, answer=(ep.answer.components if ep.answer else None) or ""))
+
+    return score
 
 
 @scorer(metrics=[mean(), stderr()])

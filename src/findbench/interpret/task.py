@@ -27,7 +27,7 @@ from findbench.interpret.prompts import check_method
 from findbench.interpret.protocol import NEURON_CATEGORIES, format_answer
 from findbench.interpret.references import REFERENCE_INTERPRETERS, reference_answer
 from findbench.interpret.roles import JUDGE_ROLE
-from findbench.interpret.scorers import domain_iou, exact_match, nmse_success, unit_test_accuracy
+from findbench.interpret.scorers import domain_iou, exact_match, find_circuit, nmse_success, unit_test_accuracy
 from findbench.interpret.solver import find_agent
 from findbench.interpret.truth import json_row
 from findbench.interpret.whitebox import reference_components
@@ -205,6 +205,7 @@ def find_interpret(
             (nmse_success(), "numeric" in present),
             (domain_iou(), "numeric" in present),
             (exact_match(), bool(present & {"strings", "rasp"})),
+            (find_circuit(), "rasp" in present and cfg.access != "black"),
         )
         if wanted
     ]
