@@ -539,7 +539,7 @@ def test_inspect_eval_refuses_bad_arguments_in_one_message(data_dir, tmp_path, a
         ({"judge": "embeded-evaluator"}, "^-T judge: unknown model 'embeded-evaluator'.*'embedded-evaluator'"),
         ({"method": "aia,milan"}, "^-T method: the task runs one method"),
         ({"data": "no/such/folder"}, "^-T data: data folder no/such/folder does not exist .run `findbench build --out"),
-        ({"bogus": 1}, "^-T bogus: findbench/find_interpret has no such argument .its arguments: access, configs, data,"),
+        ({"bogus": 1}, "^-T bogus: findbench/find_interpret has no such argument .its arguments: access, configs,"),
     ],
 )
 def test_task_arguments_are_checked_as_the_flags_are(data_dir, settings, says):

@@ -243,12 +243,12 @@ def test_the_turn_grammar_takes_tool_commands_and_the_component_map_under_white_
     command = 'TOOL(run_with_cache, {"tokens": [1, 2], "hooks": ["blocks.0.attn.hook_pattern"]})'
     answer = format_answer("d", code="def function(x):\n    return x", components='[{"component": "blocks.0.mlp", '
                            '"role": "map"}]')
-    white, black = turn_constraint("strings", access="white").regex, turn_constraint("strings").regex
+    white, black = turn_constraint("strings", white_box=True).regex, turn_constraint("strings").regex
     assert re.fullmatch(white, f"Let me look.\n{command}\nPYTHON(function.py 1 2)")
     assert re.fullmatch(white, answer) and parse_answer(answer).components.startswith("[{")
     assert not re.fullmatch(black, command) and not re.fullmatch(black, answer)
     assert not re.fullmatch(white, 'TOOL(rm, {"x": 1})')
-    assert re.fullmatch(turn_constraint("strings", access="white", answer_only=True).regex, answer)
+    assert re.fullmatch(turn_constraint("strings", white_box=True, answer_only=True).regex, answer)
 
 
 # ----------------------------------------------------------------- whole episodes on rasp rows (Inspect)

@@ -251,12 +251,12 @@ _ANSWER_PARTS = {
 }
 
 
-def turn_grammar(category: str, turns: int, access: str = "black"):
+def turn_grammar(category: str, turns: int, white_box: bool = False):
     """The grammar of each turn of an episode of ``turns`` model turns on a ``category``
     function, as a function of the messages so far: commands or the answer
     (:func:`turn_constraint`), the answer alone on the last turn. Both engines use it."""
-    answer_only = turn_constraint(category, answer_only=True, access=access)
-    either = turn_constraint(category, access=access)
+    answer_only = turn_constraint(category, answer_only=True, white_box=white_box)
+    either = turn_constraint(category, white_box=white_box)
 
     def grammar(messages: list[dict[str, str]]) -> Constraint:
         turn = 1 + sum(m.get("role") == "assistant" for m in messages)
@@ -265,11 +265,12 @@ def turn_grammar(category: str, turns: int, access: str = "black"):
     return grammar
 
 
-def turn_constraint(category: str, *, answer_only: bool = False, access: str = "black") -> Constraint:
+def turn_constraint(category: str, *, answer_only: bool = False, white_box: bool = False) -> Constraint:
     """The grammar of one ``text``-protocol turn on a ``category`` function: an optional short line,
     then at most :data:`MAX_TURN_COMMANDS` commands of 1-10 values, one per line, or the category's
-    answer; ``answer_only`` (an episode's last turn): the answer only. White-box ``access`` adds the
-    tools' ``TOOL(name, {...})`` commands (one line each) and the answer's ``[COMPONENTS]`` part."""
+    answer; ``answer_only`` (an episode's last turn): the answer only. ``white_box`` (an ``--access``
+    other than black) adds the tools' ``TOOL(name, {...})`` commands (one line each) and the answer's
+    ``[COMPONENTS]`` part."""
     if category not in _ANSWER_PARTS:
         raise ValueError(f"category must be one of {tuple(_ANSWER_PARTS)}, got {category!r}")
     parts = []
@@ -279,7 +280,7 @@ def turn_constraint(category: str, *, answer_only: bool = False, access: str = "
         else:
             parts.append(rf"\[{name}\]: {_LINE}")
     command = _COMMAND
-    if access != "black":
+    if white_box:
         from findbench.find.rasp.tools import TOOLS
 
         parts.append(r"\[COMPONENTS\]:\n```json\n\[[^`]+\]\n```")

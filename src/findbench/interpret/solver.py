@@ -228,7 +228,7 @@ def _grammar(state: TaskState, cfg: AgentConfig) -> Any:
     if not structured_outputs_applied(get_model(), cfg.structured_outputs):
         return None
     rounds = min(cfg.rounds, MILAN_TURNS) if state.metadata["method"] == "milan" else cfg.rounds
-    return turn_grammar(state.metadata["row"]["category"], rounds, cfg.access)
+    return turn_grammar(state.metadata["row"]["category"], rounds, cfg.access != "black")
 
 
 async def run_episode(state: TaskState, cfg: AgentConfig, reference: Sequence[str | None] | None = None) -> Episode:
