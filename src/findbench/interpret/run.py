@@ -301,7 +301,7 @@ def run_interpretations(
         interpreter=name,
         data=data,
         max_tokens=max_tokens,
-        configs=cfg.configs or default_configs(rows if rows is not None else data, cfg.method, cfg.functions),
+        configs=cfg.configs or default_configs(rows if rows is not None else data, cfg.method, cfg.functions, cfg.seed),
         observed_calls=cfg.observed_calls if cfg.reference == "observed" else None,
         source="rows" if rows is not None else "data" if data is not None else "procedural",
         inspect_model=model_name,
