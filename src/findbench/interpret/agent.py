@@ -8,18 +8,18 @@
   and stops on an answer or the round limit.
 
 Reference interpreters answer with the sample's ``reference_turns`` instead of a model. The record
-(:class:`~findbench.interpret.episode.Episode`) is per-sample state (``store_as(EpisodeState)``).
+is per-sample state (``store_as(EpisodeState)``, :class:`~findbench.interpret.episode.EpisodeState`).
 
 Budgets are Inspect limits: ``episode_tokens`` is an output-token limit scoped to the episode
 (``token_limit(..., type="output")``). Behaviour change: the turn whose generation passes the
 budget stops the episode (``stop_reason`` ``"token_limit"``) and is not kept (its tokens count in
-``generated_tokens``); turns are no longer capped at what is left of the budget."""
+the sample's usage); turns are no longer capped at what is left of the budget."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from inspect_ai.agent import AgentState, react
@@ -30,15 +30,14 @@ from inspect_ai.model import (
     ChatMessageUser,
     GenerateConfig,
     ModelOutput,
-    ModelUsage,
     get_model,
 )
 from inspect_ai.solver import Generate, TaskState
 from inspect_ai.tool import ToolDef, ToolError
-from inspect_ai.util import LimitExceededError, StoreModel, apply_limits, token_limit
+from inspect_ai.util import LimitExceededError, apply_limits, token_limit
 
 from findbench.interpret.calls import FunctionRunner
-from findbench.interpret.episode import Episode, open_episode, read_turn, run_command
+from findbench.interpret.episode import EpisodeState, max_rounds, open_episode, read_turn, run_command
 from findbench.interpret.protocol import (
     MAX_COMMANDS_PER_MESSAGE,
     MAX_INPUT_CHARS,
@@ -55,18 +54,8 @@ from findbench.interpret.protocol import (
 from findbench.lm.inspect_lm import chat_messages
 
 
-class EpisodeState(StoreModel):
-    """A sample's episode record (``state.store_as(EpisodeState).episode``)."""
-
-    episode: Episode | None = None
-
-
-#: Key of the episode record in a sample's store (as a log holds it: ``Episode.to_dict()``).
-STORE_KEY = f"{EpisodeState.__name__}:episode"
-
-
 def transcript(messages: Iterable[ChatMessage]) -> list[dict[str, str]]:
-    """Inspect chat messages as the record's ``{"role", "content"}`` dicts (text only): tool calls
+    """Inspect chat messages as ``{"role", "content"}`` dicts (text only): tool calls
     become text lines after the assistant's text, a tool result a ``tool`` message with its reply line
     (``Response: Error in <call>: <why>.`` for a refused call)."""
     out = []
@@ -87,14 +76,8 @@ def transcript(messages: Iterable[ChatMessage]) -> list[dict[str, str]]:
     return out
 
 
-def _usage_dict(usage: ModelUsage | None) -> dict[str, int] | None:
-    if usage is None:
-        return None
-    return {k: v for k, v in usage.model_dump().items() if isinstance(v, int) and not isinstance(v, bool)}
-
-
 async def _reference_output(reference: Sequence[str | None], turn: int, runner: FunctionRunner,
-                            episode: Episode) -> ModelOutput:
+                            episode: EpisodeState) -> ModelOutput:
     """A reference interpreter's ``turn``-th message (the last one repeats); None stands for the
     ``observed`` interpreter's answer from the calls the episode recorded so far."""
     content = reference[min(turn, len(reference)) - 1]
@@ -105,38 +88,28 @@ async def _reference_output(reference: Sequence[str | None], turn: int, runner: 
     return ModelOutput.from_content(model="none", content=content)
 
 
-async def _start(state: TaskState, *, protocol: str, rounds: int, seed: int,
-                 episode_tokens: int | None) -> tuple[FunctionRunner, Episode]:
-    """Open the sample's episode, put its record in the store and its opening messages in ``state``."""
-    runner, episode = await open_episode(
-        state.metadata["row"],
-        method=state.metadata["method"],
-        rounds=rounds,
-        seed=seed,
-        protocol=protocol,
-        episode_tokens=episode_tokens,
+async def _start(state: TaskState, *, protocol: str, seed: int) -> tuple[FunctionRunner, EpisodeState]:
+    """Open the sample's episode: its record in the store, its opening messages in ``state``."""
+    episode = state.store_as(EpisodeState)
+    runner, messages = await open_episode(
+        state.metadata["row"], episode, method=state.metadata["method"], seed=seed, protocol=protocol
     )
-    state.store_as(EpisodeState).episode = episode
-    state.messages = chat_messages(episode.messages)  # the system and task messages
+    state.messages = chat_messages(messages)  # the system and task messages
     return runner, episode
 
 
 @contextlib.contextmanager
-def _episode_limits(episode: Episode, messages: Callable[[], list[ChatMessage]]) -> Iterator[None]:
+def _episode_limits(episode: EpisodeState, episode_tokens: int | None) -> Iterator[None]:
     """The loop's scope: the episode's token budget (``stop_reason`` ``token_limit`` when a turn passes
-    it); however the loop stops, the record gets the transcript of ``messages()`` (a limit of the sample,
-    which goes on, also gives ``stop_reason`` ``<type>_limit``)."""
+    it; a limit of the sample, which goes on, gives ``stop_reason`` ``<type>_limit``)."""
     try:
-        with apply_limits([token_limit(episode.max_episode_tokens, type="output")], catch_errors=True) as scope:
+        with apply_limits([token_limit(episode_tokens, type="output")], catch_errors=True) as scope:
             yield
     except LimitExceededError as exc:
         episode.stop_reason = f"{exc.type}_limit"
         raise
-    finally:
-        episode.messages = transcript(messages())
     if scope.limit_error is not None:
         episode.stop_reason = "token_limit"
-        episode.generated_tokens = max(episode.generated_tokens or 0, int(scope.limit_error.value or 0))
 
 
 async def text_episode(
@@ -149,15 +122,15 @@ async def text_episode(
     episode_tokens: int | None,
     grammar: Any = None,
     reference: Sequence[str | None] | None = None,
-) -> Episode:
+) -> EpisodeState:
     """One ``text``-protocol episode on the sample's row: at most ``rounds`` turns (``milan``: two) of
     ``generate(state)`` (``max_tokens`` each; ``grammar``: a function of the messages giving each turn's
     constraint, sent as vLLM's ``structured_outputs``), or of the ``reference`` turns."""
     from findbench.lm.openai_lm import structured_outputs_field
 
-    runner, episode = await _start(state, protocol="text", rounds=rounds, seed=seed, episode_tokens=episode_tokens)
-    with _episode_limits(episode, lambda: state.messages):
-        for turn in range(1, episode.max_rounds + 1):
+    runner, episode = await _start(state, protocol="text", seed=seed)
+    with _episode_limits(episode, episode_tokens):
+        for turn in range(1, max_rounds(state.metadata["method"], rounds) + 1):
             if reference is not None:
                 state.output = await _reference_output(reference, turn, runner, episode)
                 state.messages.append(state.output.message)
@@ -168,11 +141,9 @@ async def text_episode(
                     config["extra_body"] = {"structured_outputs": field}
                 state = await generate(state, tool_calls="none", **config)
             text = state.output.completion
-            episode.rounds = turn
-            episode.count_turn(_usage_dict(state.output.usage), text)
             commands = await asyncio.to_thread(read_turn, text)  # off the event loop: the message is the agent's
             if isinstance(commands, Answer):
-                episode.answer, episode.finished, episode.stop_reason = commands, True, "answer"
+                episode.answer, episode.stop_reason = commands, "answer"
                 break
             if commands.commands:
                 lines = [await run_command(runner, c, turn, episode) for c in commands.commands]
@@ -204,15 +175,16 @@ ANSWERED_CALL = "not run: the message gives the answer, which ends the episode"
 
 
 class _Turn:
-    """What the tool did during the current turn, in call order: a call record, or None for a call
-    that did not run (past the cap, or in a message that answers)."""
+    """The current turn (``number``, from 1) and what the tool did during it, in call order: a call
+    record, or None for a call that did not run (past the cap, or in a message that answers)."""
 
     def __init__(self) -> None:
+        self.number = 0
         self.outcomes: list[dict[str, Any] | None] = []
         self.answered = False
 
 
-def call_function_tool(runner: FunctionRunner, episode: Episode, turn: _Turn | None = None) -> ToolDef:
+def call_function_tool(runner: FunctionRunner, episode: EpisodeState, turn: _Turn | None = None) -> ToolDef:
     """The ``call_function(inputs)`` tool of one episode: runs the inputs through ``runner`` as a text
     command's values, records the call in ``episode.calls`` and returns the reply line; bad inputs are
     recorded as malformed and raised as :class:`~inspect_ai.tool.ToolError`. With ``turn`` (the
@@ -224,7 +196,7 @@ def call_function_tool(runner: FunctionRunner, episode: Episode, turn: _Turn | N
             turn.outcomes.append(None)
             raise ToolError(ANSWERED_CALL if turn.answered else DROPPED_CALL)
         command = await asyncio.to_thread(tool_command, inputs)  # the agent's list: checked off the event loop
-        line = await run_command(runner, command, episode.rounds, episode)
+        line = await run_command(runner, command, turn.number if turn is not None else 0, episode)
         if turn is not None:
             turn.outcomes.append(episode.calls[-1])
         if command.malformed:
@@ -241,7 +213,7 @@ def call_function_tool(runner: FunctionRunner, episode: Episode, turn: _Turn | N
     )
 
 
-def _settle_calls(messages: list[ChatMessage], turn: _Turn, episode: Episode) -> None:
+def _settle_calls(messages: list[ChatMessage], turn: _Turn, episode: EpisodeState) -> None:
     """Put the turn's calls in ``episode.calls`` in call order: a call Inspect refused before the tool
     ran (a schema error) is recorded as malformed; one past the cap is counted in ``dropped_commands``."""
     last = max(i for i, m in enumerate(messages) if isinstance(m, ChatMessageAssistant))
@@ -261,7 +233,7 @@ def _settle_calls(messages: list[ChatMessage], turn: _Turn, episode: Episode) ->
         call = by_id.get(m.tool_call_id or "")
         episode.calls.append(
             {
-                "round": episode.rounds,
+                "round": turn.number,
                 "inputs": [],
                 "outputs": [],
                 "errors": [],
@@ -281,48 +253,45 @@ async def tools_episode(
     seed: int,
     episode_tokens: int | None,
     reference: Sequence[str | None] | None = None,
-) -> Episode:
+) -> EpisodeState:
     """One ``tools``-protocol episode on the sample's row: ``react`` with :func:`call_function_tool`
     and no submit tool, the task's model (``max_tokens`` a turn) or the ``reference`` turns answering;
     an answer in a message, or the round limit, ends it."""
-    runner, episode = await _start(state, protocol="tools", rounds=rounds, seed=seed, episode_tokens=episode_tokens)
+    runner, episode = await _start(state, protocol="tools", seed=seed)
+    limit = max_rounds(state.metadata["method"], rounds)
     turn = _Turn()
     tool = call_function_tool(runner, episode, turn)
 
     async def model(agent: AgentState, tools: list) -> AgentState:
         if reference is not None:
-            output = await _reference_output(reference, episode.rounds + 1, runner, episode)
+            output = await _reference_output(reference, turn.number + 1, runner, episode)
         else:
             output = await get_model().generate(agent.messages, tools, config=GenerateConfig(max_tokens=max_tokens))
-        episode.rounds += 1
+        turn.number += 1
         message = output.message
-        episode.count_turn(
-            _usage_dict(output.usage),
-            "\n".join([message.text] + [tool_call_text(c.arguments, c.function) for c in message.tool_calls or []]),
-        )
         turn.outcomes, turn.answered = [], False
         answer = await asyncio.to_thread(parse_answer, message.text)  # off the event loop: the message is the agent's
         if answer is not None:
-            episode.answer, episode.finished, episode.stop_reason, turn.answered = answer, True, "answer", True
+            episode.answer, episode.stop_reason, turn.answered = answer, "answer", True
         agent.output = output
         agent.messages.append(message)
         return agent
 
     async def on_continue(agent: AgentState) -> bool | str:
         _settle_calls(agent.messages, turn, episode)
-        if episode.finished:
+        if turn.answered:
             return False
         if not agent.output.message.tool_calls:
             episode.unrecognized_turns += 1
-            if episode.rounds < episode.max_rounds:
+            if turn.number < limit:
                 return TOOL_UNRECOGNIZED_REPLY
             agent.messages.append(ChatMessageUser(content=TOOL_UNRECOGNIZED_REPLY))
-        return episode.rounds < episode.max_rounds
+        return turn.number < limit
 
     agent = AgentState(messages=state.messages)
     loop = react(prompt=None, tools=[tool], model=model, submit=False, on_continue=on_continue)
     try:
-        with _episode_limits(episode, lambda: agent.messages):
+        with _episode_limits(episode, episode_tokens):
             agent = await loop(agent)
     finally:
         state.messages = agent.messages

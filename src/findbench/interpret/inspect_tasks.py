@@ -35,9 +35,9 @@ from inspect_ai.tool import ToolChoice, ToolInfo
 from findbench import _checks
 from findbench._version import __version__
 from findbench.constants import UsageError
-from findbench.interpret.agent import STORE_KEY, EpisodeState, text_episode, tools_episode, transcript
-from findbench.interpret.config import InterpretConfig, check_selection
-from findbench.interpret.episode import DEFAULT_MAX_TOKENS, DEFAULT_ROUNDS, Episode, count_tokens
+from findbench.interpret.agent import text_episode, tools_episode, transcript
+from findbench.interpret.config import DEFAULT_MAX_TOKENS, DEFAULT_ROUNDS, InterpretConfig, check_selection
+from findbench.interpret.episode import STORE_PREFIX, EpisodeState, count_tokens
 from findbench.interpret.floors import DEFAULT_OBSERVED_CALLS, observed_turns
 from findbench.interpret.log_scores import judge_explanation
 from findbench.interpret.prompts import MILAN_TURNS, check_method, turn_grammar
@@ -171,7 +171,7 @@ def find_agent(
     structured_outputs: str = "auto",
 ):
     """One FIND episode per sample with the task's model (or the sample's reference answer) in
-    ``protocol``; the record goes to the store under :data:`STORE_KEY`, the parsed answer to the output.
+    ``protocol``; the record goes to the store (``store_as(EpisodeState)``), the parsed answer to the output.
     ``structured_outputs`` (``auto``/``on``/``off``): each ``text`` turn follows
     :func:`~findbench.interpret.prompts.turn_grammar` (``auto``: where
     :func:`~findbench.lm.base.use_structured_outputs` says so for a findbench model)."""
@@ -224,29 +224,26 @@ def structured_outputs_applied(model: Any, setting: str) -> bool:
     return use_structured_outputs(api.lm, setting) if isinstance(api, FindbenchModelAPI) else setting == "on"
 
 
-def _episode(state: TaskState) -> Episode:
-    episode = state.store_as(EpisodeState).episode
-    if episode is None:
-        raise ValueError(
-            f"sample {state.sample_id}: no episode in the store under {STORE_KEY!r} (solve it with find_agent)"
-        )
-    return episode
+def _episode(state: TaskState) -> EpisodeState:
+    if not any(key.startswith(STORE_PREFIX) for key in state.store.keys()):
+        raise ValueError(f"sample {state.sample_id}: no episode in the store (solve it with find_agent)")
+    return state.store_as(EpisodeState)
 
 
 def _scored(state: TaskState, metric: str, **judge: Any) -> dict[str, Any]:
     """The sample's episode scored on ``metric`` by :func:`~findbench.interpret.evaluate.score_interpretations`."""
     from findbench.interpret.evaluate import score_interpretations
 
-    ep = _episode(state)
+    ep, row = _episode(state), state.metadata["row"]
     record = {
-        "function_id": ep.function_id,
-        "category": ep.category,
-        "method": ep.method,
+        "function_id": row["function_id"],
+        "category": row["category"],
+        "method": state.metadata["method"],
         "description": ep.description,
         "domain": ep.domain,
         "code": ep.code,
     }
-    return score_interpretations([record], [state.metadata["row"]], metrics=(metric,), **judge)[0]
+    return score_interpretations([record], [row], metrics=(metric,), **judge)[0]
 
 
 def _marked(state: TaskState, score: Score | None) -> Score | None:
