@@ -20,14 +20,15 @@ def write_logs(run: Path, episodes: Iterable[Mapping[str, Any]], *, interpreter:
                source: str = "procedural") -> Path:
     """``run`` with a ``run.json`` and one log per method of ``episodes``, each a mapping of ``row``
     (carried), ``method`` (default ``aia``), the answer's ``description``, ``domain`` and ``code``
-    (``""`` when not given), ``calls`` and ``messages`` (``{"role", "content"}``; default none)."""
+    (``""`` when not given), ``calls``, ``messages`` (``{"role", "content"}``; default none) and
+    ``store`` (record fields to set as given, e.g. of the wrong type)."""
     run.mkdir(parents=True, exist_ok=True)
     (run / "run.json").write_text(json.dumps({"interpreter": interpreter, "seed": seed, "source": source}))
     by_method: dict[str, list[EvalSample]] = {}
     for ep in episodes:
         method = ep.get("method", "aia")
         answer = {part: ep.get(part, "") for part in ("description", "domain", "code")}
-        store = {"answer": answer, "stop_reason": "answer", "calls": list(ep.get("calls") or [])}
+        store = {"answer": answer, "stop_reason": "answer", "calls": list(ep.get("calls") or []), **ep.get("store", {})}
         by_method.setdefault(method, []).append(EvalSample(
             id=ep["row"]["function_id"], epoch=1, input="interpret", target="",
             metadata={"row": json_row(ep["row"]), "method": method},
