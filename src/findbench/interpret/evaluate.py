@@ -468,6 +468,41 @@ def _check_out(out: Path, run_dir: Path) -> None:
             )
 
 
+def _notes(run_path: Path, run: dict[str, Any], damaged: list[dict[str, Any]], records: list[dict[str, Any]],
+           identity: Any) -> list[str]:
+    """The notes under ``table.md``'s Table 2: where the episodes and the truth come from, the damaged
+    episodes, the logs not scored, the missing floors and the judge."""
+    source = f"episodes from its {LOG_DIR}/" if run["from_logs"] else f"{run['layout']} layout"
+    notes = [f"Run: `{run_path}` ({source}); truth: {run['truth']}."]
+    if damaged or run["unscorable"]:
+        names = ", ".join(f"{r['function_id']} ({r['method']})" for r in damaged[:10]) + (
+            " …" if len(damaged) > 10 else ""
+        )
+        notes.append(
+            f"Damaged: {len(damaged)} episode(s) could not be read in full and are scored as if the unreadable "
+            f"parts were missing ({len(run['unscorable'])} not scored: no log record or no row to score against): "
+            f"{names}; see the damage column of per_function.csv."
+        )
+    if run["log_problems"]:
+        notes.append(
+            f"Logs not scored: {len(run['log_problems'])}: {'; '.join(run['log_problems'][:5])}"
+            + (" …" if len(run["log_problems"]) > 5 else "")
+            + "."
+        )
+    no_floor = [r for r in records if r.get("floor_missing")]
+    if no_floor:
+        notes.append(
+            f"Floors missing: {len(no_floor)} episode(s) have a floor that could not be computed (its columns are "
+            "empty; the episode is scored): "
+            + "; ".join(f"{r['function_id']} ({r['method']}): {r['floor_missing']}" for r in no_floor[:5])
+            + (" …" if len(no_floor) > 5 else "")
+            + "; see the floor_missing column of per_function.csv."
+        )
+    if identity is not None:
+        notes.append(f"Judge: {identity.describe()}.")
+    return notes
+
+
 def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = True, **settings: Any) -> dict[str, Any]:
     """Score the interpretations in ``cfg.run_dir`` and write ``scores.json``, ``per_function.csv``,
     ``unit_tests.csv``, ``process.json`` and ``table.md`` to ``cfg.out`` (replaced in one rename).
@@ -543,34 +578,7 @@ def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = Tr
             m: sum(r["method"] == m for r in group) for m in METHODS if any(r["method"] == m for r in group)
         }
 
-    source = f"episodes from its {LOG_DIR}/" if run["from_logs"] else f"{layout} layout"
-    notes = [f"Run: `{run_path}` ({source}); truth: {run['truth']}."]
-    if damaged or run["unscorable"]:
-        names = ", ".join(f"{r['function_id']} ({r['method']})" for r in damaged[:10]) + (
-            " …" if len(damaged) > 10 else ""
-        )
-        notes.append(
-            f"Damaged: {len(damaged)} episode(s) could not be read in full and are scored as if the unreadable "
-            f"parts were missing ({len(run['unscorable'])} not scored: no log record or no row to score against): "
-            f"{names}; see the damage column of per_function.csv."
-        )
-    if run["log_problems"]:
-        notes.append(
-            f"Logs not scored: {len(run['log_problems'])}: {'; '.join(run['log_problems'][:5])}"
-            + (" …" if len(run["log_problems"]) > 5 else "")
-            + "."
-        )
-    no_floor = [r for r in records if r.get("floor_missing")]
-    if no_floor:
-        notes.append(
-            f"Floors missing: {len(no_floor)} episode(s) have a floor that could not be computed (its columns are "
-            "empty; the episode is scored): "
-            + "; ".join(f"{r['function_id']} ({r['method']}): {r['floor_missing']}" for r in no_floor[:5])
-            + (" …" if len(no_floor) > 5 else "")
-            + "; see the floor_missing column of per_function.csv."
-        )
-    if identity is not None:
-        notes.append(f"Judge: {identity.describe()}.")
+    notes = _notes(run_path, run, damaged, records, identity)
     scores = Scores(cells, identity)
     table = render_table(interpreter, scores, counts=counts, notes=notes)
     from findbench.interpret.process import aggregate_process, render_process
