@@ -281,14 +281,17 @@ def run_interpretations(
     }
     out.mkdir(parents=True, exist_ok=True)
     record = _run_info(out.resolve(), info)
-    pending = samples  # eval_set resumes: a finished log runs nothing
-    todo = sum(map(len, pending.values()))
-    total, to_run = sum(map(len, samples.values())), _left(out / LOG_DIR, pending) if todo else 0
+    pending = samples  # eval_set resumes from the logs: a finished log runs nothing
+    total, to_run = sum(map(len, samples.values())), _left(out / LOG_DIR, pending)
     logger.info("%d episodes, %d already done, %d to run -> %s", total, total - to_run, to_run, out)
-    if not todo:
-        if record is not None:
-            atomic_write_json(out / RUN_INFO, record)
-        return out
+    if not to_run:  # every episode is in a log, finished: complete the export, start no model
+        missing = {(m, str(s.id)) for m, ss in pending.items() for s in ss}
+        for path in sorted((out / LOG_DIR).glob("*.eval"), reverse=True):  # the newest log wins
+            missing -= export_episodes(out, path, missing)
+        if not missing:  # else eval_set below names the episodes no log records
+            if record is not None:
+                atomic_write_json(out / RUN_INFO, record)
+            return out
 
     args = dict(model_args or {})
     if findbench_model:
