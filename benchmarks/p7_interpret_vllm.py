@@ -57,6 +57,7 @@ GOAL_SPEEDUP = 2.0
 
 
 def _one_run(url: str, args, out: Path, connections: int) -> dict:
+    from findbench.interpret.config import InterpretConfig
     from findbench.interpret.logs import read_run_logs
     from findbench.interpret.run import run_interpretations, summarize_run
     from findbench.lm import OpenAILM
@@ -64,20 +65,19 @@ def _one_run(url: str, args, out: Path, connections: int) -> dict:
     # the server LM without the request cache (see the module docstring)
     lm = OpenAILM(url, model=SERVED, max_workers=connections, timeout=600)
     t0 = time.perf_counter()
-    run_interpretations(
-        args.data,
-        lm,
-        methods="aia",
+    cfg = InterpretConfig(
+        data=args.data and str(args.data),
+        interpreter=lm,
+        method="aia",
         configs=args.configs,
         limit=args.limit,
         rounds=args.rounds,
         max_tokens=args.max_tokens,
         seed=args.seed,
-        out=out,
+        out=str(out),
         max_connections=connections,
-        progress=False,
-        model_args={"cache": None},
     )
+    run_interpretations(cfg, progress=False, model_args={"cache": None})
     seconds = time.perf_counter() - t0
     summary = summarize_run(out)
     done = [e.record for (m, _), e in read_run_logs(out).episodes.items() if m == "aia" and e.record is not None]

@@ -110,6 +110,7 @@ def from_namespace(config: type, args: argparse.Namespace) -> Any:
     return config(**{f.name: getattr(args, f.name) for f in dataclasses.fields(config) if f.init})
 
 
+# Its last caller is autointerp/run.py's keyword form (issue 40: removed with it; then this goes too).
 def config_of(config: type, cfg: Any, settings: dict[str, Any], *, function: str, first: str | None = None) -> Any:
     """The config of a call ``function(cfg, /, **settings)``: ``cfg`` itself when it is a ``config``
     (then no settings may come with it), else ``config(**settings)``, the keyword form, with a

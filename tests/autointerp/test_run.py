@@ -135,7 +135,7 @@ def test_run_writes_saebench_files_and_resumes_without_repeating_work(corpus, tm
     assert named["files"]["summary"].endswith("_layerembed_features_summary_try-2.csv")
     assert named["files"]["results"].endswith("synthetic_eval_results_try-2.json")
     assert sorted(p.name for p in out.glob("*.csv")) == [csv_path.name, csv_path.name.replace(".csv", "_try-2.csv")]
-    with pytest.raises(ValueError, match="run_id"):
+    with pytest.raises(ValueError, match="--run-id"):
         run_autointerp(
             model="minilm", sae="synthetic", explainer=lm, config=other, out=out, run_id="a/b", progress=False
         )
@@ -236,7 +236,7 @@ def test_bad_arguments_are_named(corpus, tmp_path):
             config=AutoInterpConfig(**_cfg(dataset=str(corpus), override_latents=[999])),
             progress=False,
         )
-    with pytest.raises(ValueError, match="batch_size"):
+    with pytest.raises(ValueError, match="--batch-size"):
         run_autointerp(
             model="minilm",
             sae="synthetic",

@@ -14,12 +14,12 @@ from inspect_ai import eval as inspect_eval
 from inspect_ai.dataset import Sample
 from inspect_ai.model import ModelOutput, ModelUsage, get_model
 
-from findbench.interpret.agent import transcript
-from findbench.interpret.episode import estimate_tokens
-from findbench.interpret.inspect_tasks import find_agent
+from findbench.interpret.config import InterpretConfig
 from findbench.interpret.logs import sample_episode
 from findbench.interpret.protocol import Answer
+from findbench.interpret.solver import find_agent, transcript
 from findbench.interpret.truth import json_row
+from findbench.lm.base import estimate_tokens
 
 _logs = itertools.count()
 
@@ -91,7 +91,7 @@ def run_episodes(
         for row in rows
     ]
     model = get_model("mockllm/model", custom_outputs=script, memoize=False) if script is not None else "none"
-    task = Task(dataset=samples, solver=find_agent(**solver_args))
+    task = Task(dataset=samples, solver=find_agent(InterpretConfig(interpreter="oracle", **solver_args).agent()))
     [log] = inspect_eval(
         task, model=model, log_dir=str(log_dir / f"log-{next(_logs)}"), display="none", **(eval_args or {})
     )

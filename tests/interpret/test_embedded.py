@@ -6,17 +6,17 @@ from __future__ import annotations
 import pytest
 
 from findbench.interpret.logs import read_run_logs
-from findbench.interpret.run import run_interpretations
+from tests.interpret.fakes import interpret
 from tests.interpret.test_run import EPISODE_FILES
 
 
 @pytest.mark.slow
 def test_embedded_lm_run(embedded_lm, data_dir, tmp_path):
-    out = run_interpretations(
+    out = interpret(
         data_dir,
         embedded_lm,
         functions=["neurons_relations/f00000"],
-        methods="aia,milan",
+        method="aia,milan",
         rounds=2,
         max_tokens=48,
         out=tmp_path / "run",

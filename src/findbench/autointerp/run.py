@@ -194,7 +194,7 @@ def run_autointerp(
         cfg.model, cfg.sae_id, cfg.layer, cfg.hook, cfg.lm_model, cfg.batch_size, cfg.cache, cfg.run_id)
     sae, explainer, scorer = (objects.get(k, getattr(cfg, k)) for k in ("sae", "explainer", "scorer"))
     max_connections, where = cfg.max_connections, parse_shard(cfg.shard)
-    token_shard, activation_dirs = parse_shard(cfg.token_shard, "token_shard"), cfg.activations
+    token_shard, activation_dirs = parse_shard(cfg.token_shard, "--token-shard"), cfg.activations
     device = cfg.device
     from findbench.autointerp.corpus import corpus_tokens, special_token_ids
     from findbench.autointerp.sae import load_sae

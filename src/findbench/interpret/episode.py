@@ -5,12 +5,11 @@
 allows two turns; ``aia+milan`` shows them, then allows the full loop), :func:`read_turn` reads an
 agent message within the per-turn caps of :func:`~findbench.interpret.protocol.turn_commands` and
 :func:`run_command` runs a command in a worker thread (one long message must not stall the other
-episodes in flight). The loops on Inspect are in :mod:`findbench.interpret.agent`."""
+episodes in flight). The loop on Inspect is in :mod:`findbench.interpret.solver`."""
 
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -76,26 +75,6 @@ def max_rounds(method: str, rounds: int) -> int:
     return min(rounds, MILAN_TURNS) if method == "milan" else rounds
 
 
-def estimate_tokens(text: str) -> int:
-    """An estimate of the tokens of ``text`` for when nothing counted them: 4 characters a
-    token, ``ceil(len(text) / 4)``."""
-    return math.ceil(len(text) / 4)
-
-
-def count_tokens(lm: Any, text: str = "", *, conversation: list[Mapping[str, str]] | None = None) -> int:
-    """Tokens of ``text``, or with ``conversation`` of that conversation as ``lm``'s prompt:
-    counted with the tokenizer of the findbench LM ``lm`` (or the LM a cache wraps) when it has
-    one and a ``render`` method, else :func:`estimate_tokens`."""
-    inner = getattr(lm, "inner", lm)
-    tokenizer, render = getattr(inner, "tokenizer", None), getattr(inner, "render", None)
-    if tokenizer is not None and callable(render):
-        rendered = render(conversation) if conversation is not None else text
-        return len(tokenizer(rendered, add_special_tokens=False)["input_ids"])
-    if conversation is not None:
-        text = "".join(m["content"] for m in conversation)
-    return estimate_tokens(text)
-
-
 def read_turn(text: str) -> Answer | TurnCommands:
     """An agent message's answer, or (when it does not answer) its commands within the per-turn caps."""
     answer = parse_answer(text)
@@ -112,13 +91,14 @@ async def run_command(runner: FunctionRunner, command: Command, round: int, epis
 
 
 async def open_episode(
-    row: Mapping[str, Any], episode: EpisodeState, *, method: str, seed: int, protocol: str
+    row: Mapping[str, Any], episode: EpisodeState, cfg: Any, method: str
 ) -> tuple[FunctionRunner, list[dict[str, str]]]:
-    """Start ``episode`` on ``row``: the function's runner and the system and task messages of
-    ``protocol`` (the MILAN methods run the exemplars first, as round 0)."""
-    runner = FunctionRunner(row, seed=seed)
+    """Start ``episode`` on ``row`` with ``method``: the function's runner and the system and task
+    messages of ``cfg.protocol`` (``cfg``: the run's AgentConfig; the MILAN methods run the exemplars
+    first, as round 0)."""
+    runner = FunctionRunner(row, seed=cfg.seed)
     exemplar_reply = None
     if method != "aia":
         exemplars = [str(x) for x in (row.get("exemplars") or [])]
         exemplar_reply = await run_command(runner, Command("exemplars", tuple(exemplars)), 0, episode)
-    return runner, build_messages(row, method, exemplar_reply=exemplar_reply, protocol=protocol)
+    return runner, build_messages(row, method, exemplar_reply=exemplar_reply, protocol=cfg.protocol)

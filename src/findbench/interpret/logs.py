@@ -186,12 +186,12 @@ def sample_episode(sample: Any) -> dict[str, Any]:
     """The episode a log's sample records, as plain values: the fields of its store's
     :class:`~findbench.interpret.episode.EpisodeState` (validated; ``answer`` a dict or None), then
     ``"row"`` (its metadata's, None when not an object), ``"messages"`` (its transcript, text only:
-    :func:`~findbench.interpret.agent.transcript`) and ``"rounds"`` (its assistant messages).
+    :func:`~findbench.interpret.solver.transcript`) and ``"rounds"`` (its assistant messages).
     ValueError (pydantic's) when the store's record is no EpisodeState."""
     from inspect_ai.util import Store  # imports inspect_ai: only once there is a log
 
-    from findbench.interpret.agent import transcript
     from findbench.interpret.episode import STORE_PREFIX, EpisodeState
+    from findbench.interpret.solver import transcript
 
     fields = {k: v for k, v in (sample.store or {}).items() if k.startswith(STORE_PREFIX)}
     row = (sample.metadata or {}).get("row")

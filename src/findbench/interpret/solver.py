@@ -1,25 +1,28 @@
-"""FIND's agent loops on Inspect: one episode per sample, over Inspect's own chat messages.
+"""FIND's agent on Inspect (:func:`find_agent`): one episode per sample, over Inspect's own chat
+messages, on Inspect's ``react`` loop in either protocol.
 
-- ``text`` (:func:`text_episode`): a loop on the solver's ``generate(state)``; each completion is read
-  for FIND's commands (:func:`~findbench.interpret.episode.read_turn`, in a worker thread, within
-  the per-turn caps) and answered with one ``ChatMessageUser``.
-- ``tools`` (:func:`tools_episode`): Inspect's ``react`` agent with :func:`call_function_tool`,
-  no submit tool; its ``on_continue`` keeps the record (call order, refused and dropped calls)
-  and stops on an answer or the round limit.
+- ``text``: each turn follows :func:`~findbench.interpret.prompts.turn_grammar` where structured
+  outputs apply; ``on_continue`` reads the message for FIND's commands
+  (:func:`~findbench.interpret.episode.read_turn`, in a worker thread, within the per-turn caps),
+  runs them and returns the reply line, which ``react`` sends as the next user message.
+- ``tools``: :func:`call_function_tool`, no submit tool; ``on_continue`` keeps the record (call
+  order, refused and dropped calls).
 
-Reference interpreters answer with the sample's ``reference_turns`` instead of a model. The record
-is per-sample state (``store_as(EpisodeState)``, :class:`~findbench.interpret.episode.EpisodeState`).
+Either stops on an answer or the round limit. Reference interpreters answer with the sample's
+``reference_turns`` instead of a model. The record is per-sample state
+(``store_as(EpisodeState)``, :class:`~findbench.interpret.episode.EpisodeState`); the transcript,
+usage and turns are the sample's own.
 
 Budgets are Inspect limits: ``episode_tokens`` is an output-token limit scoped to the episode
-(``token_limit(..., type="output")``). Behaviour change: the turn whose generation passes the
-budget stops the episode (``stop_reason`` ``"token_limit"``) and is not kept (its tokens count in
-the sample's usage); turns are no longer capped at what is left of the budget."""
+(``token_limit(..., type="output")``). The turn whose generation passes the budget stops the
+episode (``stop_reason`` ``"token_limit"``) and is not kept (its tokens count in the sample's
+usage)."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict
 from typing import Any
 
 from inspect_ai.agent import AgentState, react
@@ -32,12 +35,14 @@ from inspect_ai.model import (
     ModelOutput,
     get_model,
 )
-from inspect_ai.solver import Generate, TaskState
+from inspect_ai.solver import Generate, Solver, TaskState, solver
 from inspect_ai.tool import ToolDef, ToolError
 from inspect_ai.util import LimitExceededError, apply_limits, token_limit
 
 from findbench.interpret.calls import FunctionRunner
+from findbench.interpret.config import AgentConfig
 from findbench.interpret.episode import EpisodeState, max_rounds, open_episode, read_turn, run_command
+from findbench.interpret.prompts import turn_grammar
 from findbench.interpret.protocol import (
     MAX_COMMANDS_PER_MESSAGE,
     MAX_INPUT_CHARS,
@@ -47,11 +52,13 @@ from findbench.interpret.protocol import (
     TOOL_UNRECOGNIZED_REPLY,
     UNRECOGNIZED_REPLY,
     Answer,
+    format_answer,
     parse_answer,
     tool_call_text,
     tool_command,
 )
 from findbench.lm.inspect_lm import chat_messages
+from findbench.lm.inspect_provider import structured_outputs_applied
 
 
 def transcript(messages: Iterable[ChatMessage]) -> list[dict[str, str]]:
@@ -86,76 +93,6 @@ async def _reference_output(reference: Sequence[str | None], turn: int, runner: 
 
         content = await asyncio.to_thread(observed_answer, runner.row, list(episode.calls), seed=runner.seed)
     return ModelOutput.from_content(model="none", content=content)
-
-
-async def _start(state: TaskState, *, protocol: str, seed: int) -> tuple[FunctionRunner, EpisodeState]:
-    """Open the sample's episode: its record in the store, its opening messages in ``state``."""
-    episode = state.store_as(EpisodeState)
-    runner, messages = await open_episode(
-        state.metadata["row"], episode, method=state.metadata["method"], seed=seed, protocol=protocol
-    )
-    state.messages = chat_messages(messages)  # the system and task messages
-    return runner, episode
-
-
-@contextlib.contextmanager
-def _episode_limits(episode: EpisodeState, episode_tokens: int | None) -> Iterator[None]:
-    """The loop's scope: the episode's token budget (``stop_reason`` ``token_limit`` when a turn passes
-    it; a limit of the sample, which goes on, gives ``stop_reason`` ``<type>_limit``)."""
-    try:
-        with apply_limits([token_limit(episode_tokens, type="output")], catch_errors=True) as scope:
-            yield
-    except LimitExceededError as exc:
-        episode.stop_reason = f"{exc.type}_limit"
-        raise
-    if scope.limit_error is not None:
-        episode.stop_reason = "token_limit"
-
-
-async def text_episode(
-    state: TaskState,
-    generate: Generate,
-    *,
-    rounds: int,
-    max_tokens: int | None,
-    seed: int,
-    episode_tokens: int | None,
-    grammar: Any = None,
-    reference: Sequence[str | None] | None = None,
-) -> EpisodeState:
-    """One ``text``-protocol episode on the sample's row: at most ``rounds`` turns (``milan``: two) of
-    ``generate(state)`` (``max_tokens`` each; ``grammar``: a function of the messages giving each turn's
-    constraint, sent as vLLM's ``structured_outputs``), or of the ``reference`` turns."""
-    from findbench.lm.openai_lm import structured_outputs_field
-
-    runner, episode = await _start(state, protocol="text", seed=seed)
-    with _episode_limits(episode, episode_tokens):
-        for turn in range(1, max_rounds(state.metadata["method"], rounds) + 1):
-            if reference is not None:
-                state.output = await _reference_output(reference, turn, runner, episode)
-                state.messages.append(state.output.message)
-            else:
-                config: dict[str, Any] = {"max_tokens": max_tokens} if max_tokens is not None else {}
-                if grammar is not None:
-                    field = structured_outputs_field(grammar([{"role": m.role} for m in state.messages]))
-                    config["extra_body"] = {"structured_outputs": field}
-                state = await generate(state, tool_calls="none", **config)
-            text = state.output.completion
-            commands = await asyncio.to_thread(read_turn, text)  # off the event loop: the message is the agent's
-            if isinstance(commands, Answer):
-                episode.answer, episode.stop_reason = commands, "answer"
-                break
-            if commands.commands:
-                lines = [await run_command(runner, c, turn, episode) for c in commands.commands]
-            else:
-                lines = [UNRECOGNIZED_REPLY]
-                episode.unrecognized_turns += 1
-            episode.truncated_messages += commands.truncated
-            episode.dropped_commands += commands.dropped
-            state.messages.append(
-                ChatMessageUser(content="\n".join(lines + ([commands.note] if commands.note else [])))
-            )
-    return episode
 
 
 # ----------------------------------------------------------------------------- the tools protocol
@@ -245,39 +182,94 @@ def _settle_calls(messages: list[ChatMessage], turn: _Turn, episode: EpisodeStat
     episode.calls.extend(record for record in outcomes if record is not None)  # ran, with no result to show
 
 
-async def tools_episode(
-    state: TaskState,
-    *,
-    rounds: int,
-    max_tokens: int | None,
-    seed: int,
-    episode_tokens: int | None,
-    reference: Sequence[str | None] | None = None,
+def find_agent(cfg: AgentConfig) -> Solver:
+    """One FIND episode per sample with the task's model (or the sample's reference answer) in
+    ``cfg.protocol``; the record goes to the store (``store_as(EpisodeState)``), the parsed answer to
+    the output. ``cfg.structured_outputs`` (``auto``/``on``/``off``): each ``text`` turn follows
+    :func:`~findbench.interpret.prompts.turn_grammar` (``auto``: where
+    :func:`~findbench.lm.base.use_structured_outputs` says so for a findbench model). The solver is
+    registered as ``findbench/find_agent``, its log parameters the fields of ``cfg``."""
+    return _find_agent(**asdict(cfg))
+
+
+@solver(name="find_agent")
+def _find_agent(**settings: Any) -> Solver:
+    cfg = AgentConfig(**settings)
+
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        episode = await run_episode(state, cfg, state.metadata.get("reference_turns"))
+        answer = episode.answer
+        content = format_answer(answer.description, answer.domain, answer.code) if answer else ""
+        state.output = ModelOutput.from_content(model=str(state.model), content=content)
+        return state
+
+    return solve
+
+
+def _grammar(state: TaskState, cfg: AgentConfig) -> Any:
+    """The turn grammar of a ``text`` episode on the task's model, or None where structured outputs do not apply."""
+    if not structured_outputs_applied(get_model(), cfg.structured_outputs):
+        return None
+    return turn_grammar(state.metadata["row"]["category"], max_rounds(state.metadata["method"], cfg.rounds))
+
+
+async def run_episode(
+    state: TaskState, cfg: AgentConfig, reference: Sequence[str | None] | None = None
 ) -> EpisodeState:
-    """One ``tools``-protocol episode on the sample's row: ``react`` with :func:`call_function_tool`
-    and no submit tool, the task's model (``max_tokens`` a turn) or the ``reference`` turns answering;
-    an answer in a message, or the round limit, ends it."""
-    runner, episode = await _start(state, protocol="tools", seed=seed)
-    limit = max_rounds(state.metadata["method"], rounds)
+    """One episode on the sample's row on ``react``: at most ``cfg.rounds`` turns (``milan``: two) of
+    the task's model (``cfg.max_tokens`` a turn) or of the ``reference`` turns; an answer in a
+    message, or the round limit, ends it. ``text``: ``on_continue`` runs the message's commands and
+    returns the reply; ``tools``: :func:`call_function_tool` runs the calls, ``on_continue`` settles
+    them."""
+    from findbench.lm.openai_lm import structured_outputs_field
+
+    episode = state.store_as(EpisodeState)
+    runner, messages = await open_episode(state.metadata["row"], episode, cfg, state.metadata["method"])
+    state.messages = chat_messages(messages)  # the system and task messages
+    limit = max_rounds(state.metadata["method"], cfg.rounds)
+    text = cfg.protocol != "tools"
+    grammar = _grammar(state, cfg) if text and reference is None else None
     turn = _Turn()
-    tool = call_function_tool(runner, episode, turn)
+    tools = [] if text else [call_function_tool(runner, episode, turn)]
 
     async def model(agent: AgentState, tools: list) -> AgentState:
         if reference is not None:
             output = await _reference_output(reference, turn.number + 1, runner, episode)
         else:
-            output = await get_model().generate(agent.messages, tools, config=GenerateConfig(max_tokens=max_tokens))
+            config = GenerateConfig(max_tokens=cfg.max_tokens)
+            if grammar is not None:
+                field = structured_outputs_field(grammar([{"role": m.role} for m in agent.messages]))
+                config = GenerateConfig(max_tokens=cfg.max_tokens, extra_body={"structured_outputs": field})
+            output = await get_model().generate(agent.messages, tools, config=config)
         turn.number += 1
         message = output.message
-        turn.outcomes, turn.answered = [], False
-        answer = await asyncio.to_thread(parse_answer, message.text)  # off the event loop: the message is the agent's
-        if answer is not None:
-            episode.answer, episode.stop_reason, turn.answered = answer, "answer", True
+        if not text:
+            turn.outcomes, turn.answered = [], False
+            answer = await asyncio.to_thread(parse_answer, message.text)  # off the event loop: the agent's message
+            if answer is not None:
+                episode.answer, episode.stop_reason, turn.answered = answer, "answer", True
         agent.output = output
         agent.messages.append(message)
         return agent
 
-    async def on_continue(agent: AgentState) -> bool | str:
+    async def on_text(agent: AgentState) -> bool | str:
+        commands = await asyncio.to_thread(read_turn, agent.output.message.text)  # off the event loop
+        if isinstance(commands, Answer):
+            episode.answer, episode.stop_reason = commands, "answer"
+            return False
+        lines = [await run_command(runner, c, turn.number, episode) for c in commands.commands]
+        if not lines:
+            lines = [UNRECOGNIZED_REPLY]
+            episode.unrecognized_turns += 1
+        episode.truncated_messages += commands.truncated
+        episode.dropped_commands += commands.dropped
+        reply = "\n".join(lines + ([commands.note] if commands.note else []))
+        if turn.number < limit:
+            return reply
+        agent.messages.append(ChatMessageUser(content=reply))
+        return False
+
+    async def on_tools(agent: AgentState) -> bool | str:
         _settle_calls(agent.messages, turn, episode)
         if turn.answered:
             return False
@@ -289,10 +281,15 @@ async def tools_episode(
         return turn.number < limit
 
     agent = AgentState(messages=state.messages)
-    loop = react(prompt=None, tools=[tool], model=model, submit=False, on_continue=on_continue)
-    try:
-        with _episode_limits(episode, episode_tokens):
+    loop = react(prompt=None, tools=tools, model=model, submit=False, on_continue=on_text if text else on_tools)
+    try:  # the episode's token budget: stop_reason token_limit when a turn passes it
+        with apply_limits([token_limit(cfg.episode_tokens, type="output")], catch_errors=True) as scope:
             agent = await loop(agent)
-    finally:
+    except LimitExceededError as exc:  # a limit of the sample, which goes on
+        episode.stop_reason = f"{exc.type}_limit"
+        raise
+    finally:  # however the loop stops, the sample keeps the transcript
         state.messages = agent.messages
+    if scope.limit_error is not None:
+        episode.stop_reason = "token_limit"
     return episode
