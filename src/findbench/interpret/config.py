@@ -26,7 +26,7 @@ from findbench.interpret.protocol import (
 from findbench.interpret.references import REFERENCE_INTERPRETERS
 from findbench.judge.scoring import JUDGE_MODES
 from findbench.lm.base import DEFAULT_MAX_TOKENS, STRUCTURED_OUTPUTS
-from findbench.schema import CATEGORIES, parse_function_id
+from findbench.schema import CONFIGS, parse_function_id
 
 #: FIND's cap on model turns per episode.
 DEFAULT_ROUNDS = 20
@@ -106,7 +106,7 @@ class InterpretConfig:
         self.method = _csv("method", self.method, METHODS)
         if not self.method:
             raise UsageError(f"--method: give at least one of {', '.join(METHODS)}")
-        self.configs = _csv("configs", self.configs, CATEGORIES, optional=True)
+        self.configs = _csv("configs", self.configs, CONFIGS, optional=True)
         self.functions = _csv("functions", self.functions, optional=True)
         for function_id in self.functions or ():
             try:

@@ -35,7 +35,7 @@ from findbench.constants import Interrupted, UsageError
 from findbench.interpret.config import DEFAULT_API_MAX_TOKENS, AgentConfig, InterpretConfig
 from findbench.interpret.logs import LOG_DIR
 from findbench.interpret.protocol import METHODS
-from findbench.schema import CATEGORIES, parse_function_id
+from findbench.schema import CONFIGS, parse_function_id
 
 logger = logging.getLogger(__name__)
 
@@ -378,7 +378,7 @@ def summarize_run(out: str | os.PathLike) -> list[dict[str, Any]]:
 
     found = read_run_logs(out, read_run_info(out)).episodes
     summary = []
-    for category in CATEGORIES:
+    for category in CONFIGS:
         for method in METHODS:
             records = [e.record for (m, f), e in sorted(found.items())
                        if m == method and f.startswith(f"{category}/") and e.record is not None]
