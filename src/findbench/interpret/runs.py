@@ -33,7 +33,7 @@ from typing import Any
 from findbench._io import read_untrusted_json, read_untrusted_text
 from findbench.interpret.logs import LOG_DIR, log_files
 from findbench.interpret.protocol import METHODS
-from findbench.schema import CATEGORIES
+from findbench.schema import CONFIGS
 
 logger = logging.getLogger(__name__)
 
@@ -131,10 +131,10 @@ def _scan(
         if folder.resolve() in skip:
             continue
         kind = _kind(folder)
-        if folder.name not in CATEGORIES:
+        if folder.name not in CONFIGS:
             if kind is not None:  # holds episodes: a category this benchmark does not have
                 raise ValueError(
-                    f"category: unknown category folder {folder.name!r} in {run_dir}; categories are {CATEGORIES}"
+                    f"category: unknown category folder {folder.name!r} in {run_dir}; categories are {CONFIGS}"
                 )
             continue
         if kind is not None:
@@ -143,7 +143,7 @@ def _scan(
     if not kinds and not has_logs:
         raise ValueError(
             f"run_dir: nothing to score in {run_dir}: no {LOG_DIR}/*.eval or <category>/<method>/fNNNNN/ (findbench "
-            f"interpret) or <category>/fNNNNN/ (FIND results) folders, with category in {CATEGORIES}"
+            f"interpret) or <category>/fNNNNN/ (FIND results) folders, with category in {CONFIGS}"
         )
     has_info = (run_dir / _RUN_INFO).is_file()
     layouts = set(kinds.values()) | ({"run"} if has_info or has_logs else set())
@@ -156,7 +156,7 @@ def _scan(
         )
     layout = layouts.pop()
     records: list[dict[str, Any]] = []
-    for category in (c for c in CATEGORIES if c in kinds):
+    for category in (c for c in CONFIGS if c in kinds):
         folder = run_dir / category
         if layout == "find":
             records += _episodes_of(folder, category, method or "aia", category)
@@ -228,7 +228,7 @@ def _from_logs(
                     "not the record and is not scored",
                 }
             )
-    order = {c: i for i, c in enumerate(CATEGORIES)}
+    order = {c: i for i, c in enumerate(CONFIGS)}
     records.sort(key=lambda r: (order[r["category"]], METHODS.index(r["method"]), r["function_id"]))
     return records, logs.problems
 
