@@ -354,9 +354,6 @@ class Answer:
     domain: str | None = None
     code: str | None = None
 
-    def to_dict(self) -> dict[str, str | None]:
-        return {"description": self.description, "domain": self.domain, "code": self.code}
-
 
 _MARKER = re.compile(r"\[(DESCRIPTION|DOMAIN|CODE)\][ \t*]*(?::|(?=\n)|$)")
 _FENCE = "```"
