@@ -58,7 +58,8 @@ GOAL_SPEEDUP = 2.0
 
 def _one_run(url: str, args, out: Path, connections: int) -> dict:
     from findbench.interpret.config import InterpretConfig
-    from findbench.interpret.run import EPISODE_FILES, run_interpretations, summarize_run
+    from findbench.interpret.logs import read_run_logs
+    from findbench.interpret.run import run_interpretations, summarize_run
     from findbench.lm import OpenAILM
 
     # the server LM without the request cache (see the module docstring)
@@ -79,10 +80,8 @@ def _one_run(url: str, args, out: Path, connections: int) -> dict:
     run_interpretations(cfg, progress=False, model_args={"cache": None})
     seconds = time.perf_counter() - t0
     summary = summarize_run(out)
-    done = sorted(p for p in out.glob("*/aia/f*") if all((p / f).is_file() for f in EPISODE_FILES))
-    transcripts = {
-        f"{p.parent.parent.name}/{p.name}": json.loads((p / "episode.json").read_text())["messages"] for p in done
-    }
+    done = [e.record for (m, _), e in read_run_logs(out).episodes.items() if m == "aia" and e.record is not None]
+    transcripts = {f"{r['row']['function_id']}": r["messages"] for r in done}
     turns = sum(round(s["mean_rounds"] * s["episodes"]) for s in summary)
     return {
         "max_connections": connections,

@@ -147,8 +147,10 @@ def interpreter(lm, data: str) -> dict:
                                   out=str(Path(tmp) / "run"), structured_outputs=setting)
             run = run_interpretations(cfg, progress=False)
             turns, ok, answered, episodes = 0, 0, 0, 0
-            for path in sorted(run.glob("*/aia/f*/episode.json")):
-                record = json.loads(path.read_text())
+            from findbench.interpret.logs import read_run_logs
+
+            for episode in read_run_logs(run).episodes.values():
+                record = episode.record or {"answer": None, "messages": []}
                 episodes += 1
                 answered += record["answer"] is not None
                 for m in record["messages"]:

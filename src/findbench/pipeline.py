@@ -145,7 +145,7 @@ def _sample_functions(rows: dict[str, list[dict]], k: int, seed: int) -> dict[st
 
 def _run_fingerprint(run_dir: Path) -> str:
     """Content hash of a run's interpretations (what its scores depend on)."""
-    from findbench.interpret.evaluate import load_interpretations
+    from findbench.interpret.runs import load_interpretations
 
     return fingerprint(load_interpretations(run_dir))
 

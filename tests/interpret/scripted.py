@@ -7,6 +7,7 @@ encoding)."""
 from __future__ import annotations
 
 import itertools
+from types import SimpleNamespace
 
 from inspect_ai import Task
 from inspect_ai import eval as inspect_eval
@@ -14,8 +15,9 @@ from inspect_ai.dataset import Sample
 from inspect_ai.model import ModelOutput, ModelUsage, get_model
 
 from findbench.interpret.config import InterpretConfig
-from findbench.interpret.episode import Episode
-from findbench.interpret.solver import STORE_KEY, find_agent, transcript
+from findbench.interpret.logs import sample_episode
+from findbench.interpret.protocol import Answer
+from findbench.interpret.solver import find_agent, transcript
 from findbench.interpret.truth import json_row
 from findbench.lm.base import estimate_tokens
 
@@ -53,9 +55,27 @@ class Script:
         return [limit for _, limit in self.seen]
 
 
+def episode_of(sample) -> SimpleNamespace:
+    """The episode a log's sample records (:func:`~findbench.interpret.logs.sample_episode`) as attributes,
+    ``answer`` an :class:`Answer`, with the sample (``usage``: its ``model_usage``)."""
+    record = sample_episode(sample)
+    answer = Answer(**record["answer"]) if record["answer"] else None
+    return SimpleNamespace(
+        **{**record, "answer": answer},
+        description=answer.description if answer else "",
+        domain=(answer.domain or "") if answer else "",
+        code=(answer.code or "") if answer else "",
+        finished=answer is not None,
+        function_id=str(sample.id),
+        method=sample.metadata["method"],
+        usage=sample.model_usage,
+        sample=sample,
+    )
+
+
 def run_episodes(
     rows, script, *, log_dir, method="aia", reference=None, eval_args=None, **solver_args
-) -> list[Episode]:
+) -> list[SimpleNamespace]:
     """The episodes of ``rows`` (one sample each, run concurrently) answered by ``script``, or
     by ``reference`` turns; ``solver_args`` go to :func:`find_agent`, ``eval_args`` to Inspect's ``eval``."""
     samples = [
@@ -77,10 +97,10 @@ def run_episodes(
     )
     assert log.status == "success", log.error
     by_id = {s.id: s for s in log.samples}
-    return [Episode.from_dict(by_id[row["function_id"]].store[STORE_KEY]) for row in rows]
+    return [episode_of(by_id[row["function_id"]]) for row in rows]
 
 
-def run_episode(row, replies, *, log_dir, **kwargs) -> Episode:
+def run_episode(row, replies, *, log_dir, **kwargs) -> SimpleNamespace:
     """One episode of ``row`` answered by ``replies`` (a :class:`Script`, or its replies; None with
     ``reference`` turns)."""
     script = replies if isinstance(replies, Script) or replies is None else Script(replies)

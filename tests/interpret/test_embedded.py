@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from findbench.interpret.run import EPISODE_FILES
+from findbench.interpret.logs import read_run_logs
 from tests.interpret.fakes import interpret
+from tests.interpret.test_run import EPISODE_FILES
 
 
 @pytest.mark.slow
@@ -26,6 +25,6 @@ def test_embedded_lm_run(embedded_lm, data_dir, tmp_path):
     for method in ("aia", "milan"):
         folder = out / "neurons_relations" / method / "f00000"
         assert sorted(p.name for p in folder.iterdir()) == sorted(EPISODE_FILES)
-        record = json.loads((folder / "episode.json").read_text())
-        assert 1 <= record["rounds"] <= 2 and record["protocol"] == "text"
+        record = read_run_logs(out).episodes[(method, "neurons_relations/f00000")].record
+        assert 1 <= record["rounds"] <= 2
     assert (out / "lm-cache.sqlite").is_file()

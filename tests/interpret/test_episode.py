@@ -11,7 +11,7 @@ import pytest
 from findbench import cli
 from findbench.interpret import episode as episode_module
 from findbench.interpret import prompts
-from findbench.interpret.episode import Episode
+from findbench.interpret.episode import STORE_PREFIX, EpisodeState
 from findbench.interpret.protocol import (
     MAX_COMMANDS_PER_MESSAGE,
     MAX_MESSAGE_CHARS,
@@ -54,7 +54,7 @@ def test_full_episode_with_a_scripted_model(run, by_id, data_dir, capsys):
         FINAL,
     ])
     ep = run(row, chat)
-    assert (ep.finished, ep.stop_reason, ep.rounds, ep.max_rounds) == (True, "answer", 4, 20)
+    assert (ep.finished, ep.stop_reason, ep.rounds) == (True, "answer", 4)
     assert ep.answer == Answer(
         "Inserts text and capitalizes the first letter.", None, "def function(x):\n    return x.capitalize()"
     )
@@ -75,7 +75,10 @@ def test_full_episode_with_a_scripted_model(run, by_id, data_dir, capsys):
     assert ep.calls[0]["inputs"] == ["hello", "two words"]
     # the model saw the conversation so far: Inspect's messages, as the record has them
     assert [messages for messages, _ in chat.seen] == [ep.messages[:n] for n in (2, 4, 6, 8)]
-    assert ep.protocol == "text" and ep.seed == 0 and ep.generated_tokens == ep.usage["output_tokens"]
+    # the store keeps only what the sample does not: transcript and usage are the sample's own
+    assert sorted(ep.sample.store) == sorted(STORE_PREFIX + name for name in EpisodeState.model_fields
+                                             if name != "store")  # Inspect's StoreModel also stores its instance
+    assert ep.usage["mockllm/model"].output_tokens == sum(estimate_tokens(t) for t in chat.replies)
 
 
 def test_round_cap(run, by_id):
@@ -117,9 +120,6 @@ def test_a_flood_of_commands_is_capped_counted_and_noted(run, by_id):
     ]  # the 2 was past the cut
     assert third == [UNRECOGNIZED_REPLY, turn_commands(long).note]
     assert [c["inputs"] for c in ep.calls[MAX_COMMANDS_PER_MESSAGE:]] == [["1"]]
-    assert Episode.from_dict(json.loads(json.dumps(ep.to_dict()))) == ep
-    old = {k: v for k, v in ep.to_dict().items() if k not in ("truncated_messages", "dropped_commands")}
-    assert (Episode.from_dict(old).truncated_messages, Episode.from_dict(old).dropped_commands) == (0, 0)
 
 
 def test_a_message_is_read_off_the_event_loop(by_id, monkeypatch, tmp_path):
@@ -156,7 +156,7 @@ def test_milan_shows_exemplars_and_allows_two_turns(run, category, rows, data_di
     row = rows[category][0]
     chat = Script(["PYTHON(function.py apple)"])
     ep = run(row, chat, method="milan", rounds=20)
-    assert (ep.rounds, ep.max_rounds, ep.finished, len(chat.seen)) == (2, 2, False, 2)
+    assert (ep.rounds, ep.finished, len(chat.seen)) == (2, False, 2)
     exemplars = list(row["exemplars"])
     expected = "Response: " + findbench_call(capsys, data_dir, row["function_id"], exemplars)
     task = ep.messages[1]["content"]
@@ -183,31 +183,39 @@ def test_max_tokens_and_usage(run, by_id):
     usage = {"input_tokens": 10, "output_tokens": 3}
     chat = Script([("PYTHON(function.py 1)", usage), ("[DESCRIPTION]: d", usage)])
     ep = run(by_id["numeric/f00000"], chat, max_tokens=77)
-    assert chat.limits == [77, 77] and ep.usage == {"input_tokens": 20, "output_tokens": 6, "total_tokens": 26}
-    assert ep.generated_tokens == 6
+    used = ep.usage["mockllm/model"]
+    assert chat.limits == [77, 77] and (used.input_tokens, used.output_tokens, used.total_tokens) == (20, 6, 26)
     # no max_tokens: the request leaves it to the model's default
     chat = Script(["[DESCRIPTION]: d"])
     run(by_id["numeric/f00000"], chat)
     assert chat.limits == [None]
 
 
-def test_episode_record_round_trips_through_json(run, by_id):
+def test_the_record_reads_back_from_the_log(run, by_id, tmp_path):
+    """The log on disk holds the record (read back within findbench's caps) as the run left it."""
+    from findbench.interpret.logs import read_log, sample_episode
+
     ep = run(by_id["numeric/f00002"], Script(["PYTHON(function.py 15 abc)", "[DESCRIPTION]: d\n[DOMAIN]: 10 to 20"]))
-    d = json.loads(json.dumps(ep.to_dict(), allow_nan=False))
-    assert Episode.from_dict(d) == ep
+    [path] = list(tmp_path.glob("log-*/*.eval"))
+    d = sample_episode(read_log(path).samples[0])
     assert d["answer"] == {"description": "d", "domain": "10 to 20", "code": None}
-    assert d["calls"][0]["errors"] == [None, "not a number"]
+    assert d["calls"][0]["errors"] == [None, "not a number"] and d["calls"] == ep.calls
+    assert d["messages"] == ep.messages and d["rounds"] == 2 and d["row"]["function_id"] == "numeric/f00002"
 
 
 def test_the_record_is_typed_per_sample_state(run, by_id):
-    """The store holds the record as an Episode; a log's store (JSON) reads back as the same Episode."""
+    """The store holds the record's fields; a log's store (JSON) reads back as the same typed
+    EpisodeState, and one of the wrong types is refused when it is read."""
     from inspect_ai.util import Store
-
-    from findbench.interpret.solver import STORE_KEY, EpisodeState
+    from pydantic import ValidationError
 
     ep = run(by_id["numeric/f00002"], Script(["PYTHON(function.py 15)", "[DESCRIPTION]: d\n[DOMAIN]: 10 to 20"]))
-    state = EpisodeState(store=Store({STORE_KEY: json.loads(json.dumps(ep.to_dict()))}))
-    assert isinstance(state.episode, Episode) and state.episode == ep and isinstance(state.episode.answer, Answer)
+    store = json.loads(json.dumps(dict(ep.sample.store)))
+    state = EpisodeState(store=Store(store))
+    assert isinstance(state.answer, Answer) and state.answer == ep.answer and state.calls == ep.calls
+    for key, value in (("answer", {"description": 3}), ("calls", "many"), ("malformed_commands", "a few")):
+        with pytest.raises(ValidationError):
+            EpisodeState(store=Store({**store, STORE_PREFIX + key: value})).model_dump()
 
 
 class FakeLM(GenerationLM):
@@ -239,38 +247,31 @@ def test_token_budget_stops_the_episode_without_the_turn_that_passes_it(run, by_
     ep = run(by_id["numeric/f00000"], chat, max_tokens=300, episode_tokens=1000)
     assert chat.limits == [300] * 4  # turns are not capped at what is left of the budget
     assert (ep.finished, ep.stop_reason, ep.rounds, ep.answer) == (False, "token_limit", 3, None)
-    # the fourth turn counts in generated_tokens, but is not in the transcript, the calls or the usage
-    assert (ep.max_episode_tokens, ep.generated_tokens) == (1000, 1200)
-    assert ep.usage == {"input_tokens": 27, "output_tokens": 900, "total_tokens": 927}
+    # the fourth turn counts in the sample's usage, but is not in the transcript or the calls
+    assert ep.usage["mockllm/model"].output_tokens == 1200
     assert [c["round"] for c in ep.calls] == [1, 2, 3] and ep.messages[-1]["role"] == "user"
     assert [m["role"] for m in ep.messages].count("assistant") == 3
     # a budget reached exactly: the next turn is not asked for
     chat = spending(lambda limit: 500)
     ep = run(by_id["numeric/f00000"], chat, episode_tokens=1000)
-    assert chat.limits == [None, None] and (ep.rounds, ep.stop_reason, ep.generated_tokens) == (2, "token_limit", 1000)
+    assert chat.limits == [None, None] and (ep.rounds, ep.stop_reason) == (2, "token_limit")
     # a budget not spent leaves the round limit in charge
     chat = spending(lambda limit: 1)
     ep = run(by_id["numeric/f00000"], chat, rounds=3, episode_tokens=1000)
-    assert (ep.stop_reason, ep.rounds, ep.generated_tokens, len(chat.seen)) == ("round_limit", 3, 3, 3)
+    assert (ep.stop_reason, ep.rounds, len(chat.seen)) == ("round_limit", 3, 3)
     # without a budget nothing stops it: the per-turn limit as given
     chat = spending(lambda limit: 10_000)
     ep = run(by_id["numeric/f00000"], chat, rounds=2, max_tokens=50)
-    assert chat.limits == [50, 50] and ep.stop_reason == "round_limit" and ep.max_episode_tokens is None
-    assert ep.generated_tokens == 20_000
+    assert chat.limits == [50, 50] and ep.stop_reason == "round_limit"
+    assert ep.usage["mockllm/model"].output_tokens == 20_000
 
 
 def test_an_answer_within_the_budget_finishes_one_past_it_is_lost(run, by_id):
     answer = "[DESCRIPTION]: doubles"
     ep = run(by_id["numeric/f00000"], [(answer, {"output_tokens": 10})], episode_tokens=10)
-    assert (ep.finished, ep.stop_reason, ep.rounds, ep.generated_tokens) == (True, "answer", 1, 10)
+    assert (ep.finished, ep.stop_reason, ep.rounds) == (True, "answer", 1)
     ep = run(by_id["numeric/f00000"], [(answer, {"output_tokens": 11})], episode_tokens=10)
-    assert (ep.finished, ep.stop_reason, ep.rounds, ep.generated_tokens, ep.answer) == (
-        False,
-        "token_limit",
-        0,
-        11,
-        None,
-    )
+    assert (ep.finished, ep.stop_reason, ep.rounds, ep.answer) == (False, "token_limit", 0, None)
     assert [m["role"] for m in ep.messages] == ["system", "user"]
 
 
@@ -283,28 +284,11 @@ def test_a_sample_limit_stops_the_episode_with_its_transcript(run, by_id):
     assert [c["round"] for c in ep.calls] == [1, 2]
 
 
-def test_reference_turns_count_an_estimate_and_spend_no_budget(run, by_id):
+def test_reference_turns_spend_no_budget(run, by_id):
     text = "I wonder what this function does, really."  # 41 characters, no command: ceil(41 / 4) = 11 tokens a turn
     assert len(text) == 41 and estimate_tokens(text) == 11 and estimate_tokens("") == 0
     ep = run(by_id["numeric/f00000"], None, reference=[text], rounds=3, episode_tokens=20)
-    assert (ep.rounds, ep.generated_tokens, ep.stop_reason, ep.usage, ep.unrecognized_turns) == (
-        3,
-        33,
-        "round_limit",
-        None,
-        3,
-    )
-
-
-def test_an_episode_record_without_the_token_fields_still_loads(run, by_id):
-    ep = run(by_id["numeric/f00000"], spending(lambda limit: 5), episode_tokens=12)
-    d = json.loads(json.dumps(ep.to_dict()))
-    assert (d["max_episode_tokens"], d["generated_tokens"], d["stop_reason"]) == (12, 15, "token_limit")
-    assert Episode.from_dict(d) == ep
-    old = {k: v for k, v in d.items() if k not in ("max_episode_tokens", "generated_tokens")}
-    loaded = Episode.from_dict(old)
-    assert loaded.max_episode_tokens is None and loaded.generated_tokens is None
-    assert loaded.rounds == ep.rounds and loaded.calls == ep.calls
+    assert (ep.rounds, ep.stop_reason, ep.usage, ep.unrecognized_turns) == (3, "round_limit", {}, 3)
 
 
 class TokenizingLM(FakeLM):

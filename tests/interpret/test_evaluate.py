@@ -26,9 +26,9 @@ from findbench.interpret.evaluate import (
     FLOORED_SCORES,
     SCORE_METRICS,
     evaluate_run,
-    load_interpretations,
 )
 from findbench.interpret.process import PROCESS_COLUMNS
+from findbench.interpret.runs import load_interpretations
 from findbench.interpret.scoreboard import PAPER_TABLE2, TABLE2_COLUMNS, render_table, table2_cells
 from findbench.interpret.scores import Cell, Estimate, Scores
 from findbench.schema import CATEGORIES
@@ -56,16 +56,14 @@ def rows() -> dict[str, list[dict]]:
 
 def write_episode(root: Path, category: str, method: str | None, row: dict, *,
                   description: str | None = None, domain: str | None = None, code: str | None = None) -> Path:
-    """One episode folder; ``method=None`` writes FIND's layout (no method level). Parts left
-    None are not written (the interpreter gave none)."""
+    """One episode folder of FIND's layout, with a method level (a run folder's export) or, with
+    ``method=None``, without. Parts left None are not written (the interpreter gave none)."""
     local = row["function_id"].split("/")[1]
     folder = root / category / local if method is None else root / category / method / local
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in (("description.txt", description), ("domain.txt", domain), ("code.py", code)):
         if text is not None:
             (folder / name).write_text(text, encoding="utf-8")
-    if method is not None:
-        (folder / "episode.json").write_text(json.dumps({"function_id": row["function_id"]}), encoding="utf-8")
     return folder
 
 

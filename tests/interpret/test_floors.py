@@ -23,8 +23,9 @@ from findbench.interpret.floors import (
     observed_plan,
     recorded_inputs,
 )
-from findbench.interpret.truth import row_fingerprint
+from findbench.interpret.logs import read_run_logs
 from tests.interpret.fakes import KnowingJudge
+from tests.interpret.logged import write_logs
 
 
 def _function(code: str):
@@ -103,15 +104,8 @@ def test_degenerate_answers_are_flagged():
                                         "identical to 1 other function(s)", ""]
 
 
-def _episode(root: Path, row: dict, description: str, code: str, episode_calls: list) -> None:
-    category, local = row["function_id"].split("/")
-    folder = root / category / "aia" / local
-    folder.mkdir(parents=True)
-    (folder / "description.txt").write_text(description)
-    (folder / "code.py").write_text(code)
-    (folder / "episode.json").write_text(json.dumps({"function_id": row["function_id"], "category": category,
-                                                     "method": "aia", "calls": episode_calls, "row": row,
-                                                     "row_fingerprint": row_fingerprint(row)}))
+def _episode(row: dict, description: str, code: str, episode_calls: list) -> dict:
+    return {"row": row, "description": description, "code": code, "calls": episode_calls}
 
 
 def test_evaluate_reports_floors_margins_and_degenerate_answers(tmp_path):
@@ -119,17 +113,16 @@ def test_evaluate_reports_floors_margins_and_degenerate_answers(tmp_path):
                   and not r.get("corruption_type") and not json.loads(r["params"]).get("noise"))
     strings = load_rows("strings")[:2]
     run = tmp_path / "run"
-    run.mkdir()
-    (run / "run.json").write_text(json.dumps({"interpreter": "t", "seed": 0, "source": "procedural"}))
     from findbench.find import load_function
 
     f = load_function(linear)
     xs = ["-100", "50"]
-    _episode(run, linear, "", "def function(x):\n    return 0\n", [calls(xs, [float(f(float(x))) for x in xs])])
+    episodes = [_episode(linear, "", "def function(x):\n    return 0\n", [calls(xs, [float(f(float(x))) for x in xs])])]
     g = load_function(strings[0])
     seen = list(strings[0]["test_inputs"])[:4]  # the agent happened to call 4 of the 10 test inputs
-    _episode(run, strings[0], strings[0]["description"], strings[0]["code"], [calls(seen, [g(x) for x in seen])])
-    _episode(run, strings[1], "In words, what f(x) does.", "", [])
+    episodes.append(_episode(strings[0], strings[0]["description"], strings[0]["code"],
+                             [calls(seen, [g(x) for x in seen])]))
+    write_logs(run, [*episodes, _episode(strings[1], "In words, what f(x) does.", "", [])])
     config = EvaluateConfig(run, judge=KnowingJudge({"strings": strings}), out=tmp_path / "out")
     result = evaluate_run(config, progress=False)
     from findbench._io import read_csv_rows
@@ -163,8 +156,8 @@ def test_the_observed_interpreter_meets_its_own_floor(data_dir, tmp_path):
                               out=tmp_path / "run", progress=False, observed_calls=12)
     info = json.loads((out / "run.json").read_text())
     assert info["observed_calls"] == 12
-    episode = json.loads(next((out / "numeric" / "aia").glob("f*/episode.json")).read_text())
-    assert len(episode["calls"]) == 1 and len(episode["calls"][0]["inputs"]) == 12 and episode["finished"]
+    episode = next(e.record for (_, f), e in read_run_logs(out).episodes.items() if f.startswith("numeric/"))
+    assert len(episode["calls"]) == 1 and len(episode["calls"][0]["inputs"]) == 12 and episode["answer"] is not None
     rows = {c: load_rows(c, data=data_dir) for c in ("strings",)}
     result = evaluate_run(EvaluateConfig(out, judge=KnowingJudge(rows), out=tmp_path / "scores"), progress=False)
     for category, metrics in (("numeric", ("nmse_success",)), ("strings", ("exact_match", "unit_test_accuracy"))):
@@ -174,11 +167,7 @@ def test_the_observed_interpreter_meets_its_own_floor(data_dir, tmp_path):
 
 
 def _run_folder(root: Path, episodes: list[tuple[dict, str, str, list]]) -> Path:
-    root.mkdir()
-    (root / "run.json").write_text(json.dumps({"interpreter": "t", "seed": 0, "source": "procedural"}))
-    for row, description, code, episode_calls in episodes:
-        _episode(root, row, description, code, episode_calls)
-    return root
+    return write_logs(root, [_episode(*episode) for episode in episodes])
 
 
 def _per_function(out: Path) -> dict[str, dict]:

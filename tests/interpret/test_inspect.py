@@ -26,17 +26,16 @@ from inspect_ai.model import ChatMessageSystem, ChatMessageUser, ModelOutput, Mo
 from findbench import cli  # noqa: E402
 from findbench.constants import UsageError  # noqa: E402
 from findbench.interpret import prompts  # noqa: E402
-from findbench.interpret.config import EvaluateConfig, InterpretConfig  # noqa: E402
-from findbench.interpret.episode import DEFAULT_API_MAX_TOKENS  # noqa: E402
+from findbench.interpret.config import DEFAULT_API_MAX_TOKENS, EvaluateConfig, InterpretConfig  # noqa: E402
 from findbench.interpret.evaluate import evaluate_run  # noqa: E402
-from findbench.interpret.logs import episodes_from_log  # noqa: E402
+from findbench.interpret.logs import log_episodes, read_log, sample_episode  # noqa: E402
 from findbench.interpret.protocol import UNRECOGNIZED_REPLY, format_answer  # noqa: E402
 from findbench.interpret.references import oracle_answer  # noqa: E402
-from findbench.interpret.run import EPISODE_FILES, LM_CACHE, episode_dir, write_episode  # noqa: E402
-from findbench.interpret.solver import STORE_KEY  # noqa: E402
+from findbench.interpret.run import LM_CACHE, episode_dir, export_episodes  # noqa: E402
 from findbench.interpret.task import TASK_NAME, find_interpret, find_samples, interpreter_model  # noqa: E402
 from findbench.lm.base import DEFAULT_MAX_TOKENS  # noqa: E402
 from tests.interpret.fakes import GenerationLM, KnowingJudge, interpret
+from tests.interpret.test_run import EPISODE_FILES  # noqa: E402
 
 # Inspect's own retry set-up warns on every model call (a tenacity deprecation).
 pytestmark = pytest.mark.filterwarnings("ignore:The 'initial' parameter is deprecated:DeprecationWarning")
@@ -105,11 +104,12 @@ def test_episode_on_mockllm_transcript_and_replies(mock_log, data_dir, capsys):
         # the sample's conversation is the episode's
         assert [m.role for m in sample.messages] == ["system", "user", "assistant", "user", "assistant"]
         assert sample.messages[3].text == expected
-        episode = sample.store[STORE_KEY]
-        assert episode["finished"] and episode["rounds"] == 2 and episode["protocol"] == "text"
+        episode = sample_episode(sample)
+        assert episode["answer"] is not None and episode["rounds"] == 2
         assert episode["calls"][0]["inputs"] == INPUTS[fid]
         # token usage summed over the two calls, as Inspect counted it
-        assert episode["usage"] == {"input_tokens": 20 + 40, "output_tokens": 14, "total_tokens": 74}
+        used = sample.model_usage["mockllm/model"]
+        assert (used.input_tokens, used.output_tokens, used.total_tokens) == (20 + 40, 14, 74)
         assert sample.output.completion.startswith("[DESCRIPTION]:")
     assert log.stats.model_usage["mockllm/model"].input_tokens == 2 * 60
 
@@ -134,14 +134,14 @@ def test_scorers_give_ground_truth_full_marks(mock_log):
 
 def test_run_folder_from_the_log_is_scored_by_evaluate(mock_log, data_dir, by_id, tmp_path):
     out = tmp_path / "run"
-    episodes = episodes_from_log(mock_log.location)
+    episodes = log_episodes(read_log(mock_log.location))
     assert sorted(e.function_id for e in episodes) == sorted(INPUTS)
     out.mkdir()
     (out / "run.json").write_text(json.dumps({"interpreter": "mockllm/model", "seed": 0, "data": str(data_dir)}))
-    for episode in episodes:
-        folder = write_episode(out, episode)
-        assert folder == episode_dir(out, episode.function_id, "aia")
-        assert sorted(p.name for p in folder.iterdir()) == sorted(EPISODE_FILES)
+    names = {("aia", f) for f in INPUTS}
+    assert export_episodes(out, mock_log.location, names) == names  # FIND's layout, without the logs
+    for function_id in INPUTS:
+        assert sorted(p.name for p in episode_dir(out, function_id, "aia").iterdir()) == sorted(EPISODE_FILES)
     config = EvaluateConfig(out, data=data_dir, judge=KnowingJudge([by_id[f] for f in INPUTS]), out=tmp_path / "scores")
     result = evaluate_run(config, progress=False)  # --data: run.json's folder alone would leave the scores unverified
     assert result["scores"]["numeric"]["aia"]["nmse_success"] == 1.0
@@ -182,18 +182,18 @@ def test_findbench_model_api_answers_through_a_findbench_lm(data_dir, tmp_path):
     [log] = inspect_eval(task, model=model, log_dir=str(tmp_path / "logs"), display="none")
     assert log.status == "success" and log.eval.model == "findbench/scripted-lm"
     [sample] = log.samples
-    episode = sample.store[STORE_KEY]
-    assert episode["finished"] and episode["answer"]["description"] == "adds a letter"
+    episode = sample_episode(sample)
+    assert episode["answer"]["description"] == "adds a letter"
     assert lm.limits == [37, 37]  # max_tokens reached the LM through GenerateConfig
-    usage = episode["usage"]
-    assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0
-    assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
+    usage = sample.model_usage["findbench/scripted-lm"]
+    assert usage.input_tokens > 0 and usage.output_tokens > 0
+    assert usage.total_tokens == usage.input_tokens + usage.output_tokens
     assert cache.is_file()
     # a new model over the same cache: every request is answered from it, the LM is not called
     again = get_model("findbench/scripted-lm", lm=lm, cache=str(cache), memoize=False)
     [log2] = inspect_eval(task, model=again, log_dir=str(tmp_path / "logs"), display="none")
     assert log2.status == "success" and lm.limits == [37, 37]
-    assert log2.samples[0].store[STORE_KEY]["answer"] == episode["answer"]
+    assert sample_episode(log2.samples[0])["answer"] == episode["answer"]
 
 
 def test_findbench_model_api_loads_its_lm_on_first_use(tmp_path):
@@ -254,10 +254,10 @@ def test_milan_on_inspect(data_dir, tmp_path):
         configs="neurons_relations", method="milan", limit=1, data=str(data_dir), interpreter="oracle", judge=None
     )
     [log] = inspect_eval(task, model="none", log_dir=str(tmp_path / "logs"), display="none")
-    episode = log.samples[0].store[STORE_KEY]
-    assert log.status == "success" and episode["method"] == "milan" and episode["max_rounds"] == 2
+    episode = sample_episode(log.samples[0])
+    assert log.status == "success" and log.samples[0].metadata["method"] == "milan" and episode["rounds"] <= 2
     assert log.eval.model == "none/oracle"  # what Inspect shows for a reference interpreter
-    assert episode["calls"][0]["command"] == "exemplars" and episode["finished"]
+    assert episode["calls"][0]["command"] == "exemplars" and episode["answer"] is not None
 
 
 # ---------------------------------------------------------------- run_interpretations on Inspect
@@ -310,12 +310,12 @@ def test_run_folder_is_exported_from_the_logs_and_resumed(data_dir, by_id, tmp_p
     # a rerun runs nothing; a lost episode is exported again from the log, which runs nothing
     interpret(data_dir, "oracle", **kwargs)
     assert len(list((out / "logs").glob("*.eval"))) == 1
-    record = (episode_dir(out, "strings/f00001", "aia") / "episode.json").read_text()
+    record = (episode_dir(out, "strings/f00001", "aia") / "description.txt").read_text()
     shutil.rmtree(episode_dir(out, "strings/f00001", "aia"))
     interpret(data_dir, "oracle", **kwargs)
     [log] = (out / "logs").glob("*.eval")
     assert read_eval_log(str(log)).status == "success"
-    assert (episode_dir(out, "strings/f00001", "aia") / "episode.json").read_text() == record
+    assert (episode_dir(out, "strings/f00001", "aia") / "description.txt").read_text() == record
     with pytest.raises(ValueError, match="other settings: rounds=20 \\(now 3\\)"):
         interpret(data_dir, "oracle", rounds=3, **kwargs)
     with pytest.raises(ValueError, match="model: the served model name"):
@@ -369,8 +369,7 @@ def test_engine_inspect_with_a_findbench_lm_and_its_cache(data_dir, tmp_path, mo
     shutil.rmtree(episode_dir(out, "strings/f00002", "aia"))
     interpret(data_dir, "scripted-lm", **kwargs)
     assert lm.limits == [21] * 4  # redone from the request cache
-    ep = json.loads((episode_dir(out, "strings/f00002", "aia") / "episode.json").read_text())
-    assert ep["finished"] and ep["answer"]["description"] == "adds a letter"
+    assert (episode_dir(out, "strings/f00002", "aia") / "description.txt").read_text() == "adds a letter\n"
 
 
 # ------------------------------------------------------------------- the episode's token budget
@@ -390,16 +389,11 @@ def test_episode_tokens_on_inspect_stop_the_episode(data_dir, tmp_path):
     assert task.metadata["episode_tokens"] == 20
     [log] = inspect_eval(task, model=model, log_dir=str(tmp_path / "logs"), display="none")
     assert log.status == "success"
-    episode = log.samples[0].store[STORE_KEY]
+    episode = sample_episode(log.samples[0])
     # 7 tokens a turn as Inspect reported them, turns not capped: the third passes 20 and stops the episode, without it
     assert limits == [None, None, None]
-    assert (episode["stop_reason"], episode["rounds"], episode["generated_tokens"], episode["max_episode_tokens"]) == (
-        "token_limit",
-        2,
-        21,
-        20,
-    )
-    assert episode["usage"]["output_tokens"] == 14
+    assert (episode["stop_reason"], episode["rounds"]) == ("token_limit", 2)
+    assert log.samples[0].model_usage["mockllm/model"].output_tokens == 21  # the sample's usage counts the third
     assert log.samples[0].output.completion == "" and [m.role for m in log.samples[0].messages].count("assistant") == 2
 
 
@@ -409,10 +403,11 @@ def test_findbench_model_api_counts_for_the_budget(data_dir, tmp_path):
     model = get_model("findbench/scripted-lm", lm=lm, memoize=False)
     task = find_interpret(configs="strings", limit=1, data=str(data_dir), judge=None, max_tokens=10, episode_tokens=20)
     [log] = inspect_eval(task, model=model, log_dir=str(tmp_path / "logs"), display="none")
-    episode = log.samples[0].store[STORE_KEY]
+    episode = sample_episode(log.samples[0])
     # "PYTHON(function.py abc)" is 23 characters (6 tokens), then 6 a turn: 6, 12, 18, then 24 passes 20
     assert lm.limits == [10, 10, 10, 10]
-    assert (episode["stop_reason"], episode["rounds"], episode["generated_tokens"]) == ("token_limit", 3, 24)
+    assert (episode["stop_reason"], episode["rounds"]) == ("token_limit", 3)
+    assert log.samples[0].model_usage["findbench/scripted-lm"].output_tokens == 24
 
 
 # ---------------------------------------------------------------------------- the entry point
@@ -474,10 +469,11 @@ def test_inspect_cli_finds_the_task_through_the_entry_point(data_dir, tmp_path):
     assert log.status == "success" and log.eval.task == TASK_NAME
     assert sorted(s.id for s in log.samples) == ["strings/f00000", "strings/f00001"]
     for sample in log.samples:
-        episode = sample.store[STORE_KEY]
+        episode = sample_episode(sample)
         # mockllm's default reply is no command: the harness says so until the round limit
         assert episode["stop_reason"] == "round_limit" and episode["rounds"] == 2
-        assert episode["max_episode_tokens"] == 1000  # -T episode_tokens=1000 reached the solver as an int
+        [agent] = [step.params for step in log.plan.steps if step.solver == "findbench/find_agent"]
+        assert agent["episode_tokens"] == 1000  # -T episode_tokens=1000 reached the solver as an int
         assert episode["messages"][3]["content"] == UNRECOGNIZED_REPLY
         assert sample.scores["exact_match"].value == 0.0
 

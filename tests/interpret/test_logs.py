@@ -26,9 +26,9 @@ from inspect_ai.log import read_eval_log, write_eval_log  # noqa: E402
 from findbench.constants import UsageError  # noqa: E402
 from findbench.interpret import logs as run_logs  # noqa: E402
 from findbench.interpret.config import EvaluateConfig  # noqa: E402
+from findbench.interpret.episode import STORE_PREFIX  # noqa: E402
 from findbench.interpret.evaluate import evaluate_run  # noqa: E402
 from findbench.interpret.run import episode_dir  # noqa: E402
-from findbench.interpret.solver import STORE_KEY  # noqa: E402
 from tests.interpret.fakes import interpret  # noqa: E402
 
 WRONG_NUMERIC = "def function(x):\n    return 3.0 * x + 40.0\n"
@@ -68,7 +68,7 @@ def _rewrite(source: Path, dest: Path, change) -> Path:
 def _wrong_code(log, function_id: str = "numeric/f00000") -> None:
     for sample in log.samples:
         if sample.id == function_id:
-            sample.store[STORE_KEY]["answer"]["code"] = WRONG_NUMERIC
+            sample.store[STORE_PREFIX + "answer"]["code"] = WRONG_NUMERIC
 
 
 @pytest.fixture(scope="module")
@@ -130,15 +130,15 @@ def test_a_log_over_a_cap_is_not_unpacked(oracle_run, tmp_path, monkeypatch, cap
 def _tamper(run: Path, change) -> None:
     path = _log(run)
     log = read_eval_log(str(path))
-    change({s.id: s.store[STORE_KEY] for s in log.samples})
+    change({s.id: s for s in log.samples})
     write_eval_log(log, str(path), format="eval")
 
 
 def test_a_record_of_another_episode_is_damaged(oracle_run, tmp_path):
     run = _copy(oracle_run, tmp_path)
 
-    def swap(records):
-        records["numeric/f00001"]["function_id"] = "numeric/f00000"
+    def swap(samples):
+        samples["numeric/f00001"].metadata["row"]["function_id"] = "numeric/f00000"
 
     _tamper(run, swap)
     result = _score(run, tmp_path)
@@ -147,14 +147,34 @@ def test_a_record_of_another_episode_is_damaged(oracle_run, tmp_path):
         damage = {r["function_id"]: r["damage"] for r in csv.DictReader(fh)}
     assert damage["numeric/f00000"] == ""
     assert damage["numeric/f00001"].startswith("episode numeric/f00001 (aia) in ")
-    assert damage["numeric/f00001"].endswith("the record is that of another episode ('numeric/f00000')")
+    assert damage["numeric/f00001"].endswith("the row is that of another episode ('numeric/f00000')")
+
+
+@pytest.mark.parametrize(("key", "value"), [("answer", {"description": 3}), ("calls", "many"),
+                                            ("stop_reason", ["answer"])])
+def test_a_record_of_the_wrong_type_is_damaged(oracle_run, tmp_path, key, value):
+    """The store's record is validated as the EpisodeState it claims to be; a field of the wrong type
+    marks its episode damaged, and the other episode is scored as usual."""
+    run = _copy(oracle_run, tmp_path)
+
+    def corrupt(samples):
+        samples["numeric/f00001"].store[STORE_PREFIX + key] = value
+
+    _tamper(run, corrupt)
+    result = _score(run, tmp_path)
+    assert _cell(result) == (0.5, 2)
+    with open(tmp_path / "scores" / "per_function.csv", newline="") as fh:
+        damage = {r["function_id"]: r["damage"] for r in csv.DictReader(fh)}
+    assert damage["numeric/f00000"] == "" and "\n" not in damage["numeric/f00001"]
+    assert damage["numeric/f00001"].startswith("episode numeric/f00001 (aia) in ")
+    assert "the record is no episode (" in damage["numeric/f00001"] and key in damage["numeric/f00001"]
 
 
 def test_a_forged_row_in_a_log_is_refused_against_the_data(oracle_run, tmp_path):
     run = _copy(oracle_run, tmp_path)
 
-    def forge(records):
-        records["numeric/f00000"]["row"]["description"] = "forged"
+    def forge(samples):
+        samples["numeric/f00000"].metadata["row"]["description"] = "forged"
 
     _tamper(run, forge)
     with pytest.raises(UsageError, match="numeric/f00000"):

@@ -2,8 +2,8 @@
 (``unit_tests.csv``, the report, the Inspect scorer) and process metrics read from transcripts
 (``per_function.csv``'s ``calls`` / ``distinct_inputs`` / ``probed_corruption``, ``process.json``).
 
-Transcripts are hand-written ``episode.json`` files; the judges are deterministic stand-ins
-(no model is loaded); numeric episodes give no code, so nothing runs in the sandbox.
+Episodes are hand-written logs (:mod:`tests.interpret.logged`) or FIND-layout folders; the judges
+are deterministic stand-ins (no model is loaded); numeric episodes give no code, so nothing runs in the sandbox.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from findbench.interpret.config import EvaluateConfig
 from findbench.interpret.evaluate import CSV_COLUMNS, FLOOR_COLUMNS, UNIT_TEST_COLUMNS, evaluate_run
 from findbench.interpret.process import PROCESS_COLUMNS, aggregate_process, episode_process, render_process
 from findbench.judge import judge_unit_tests, normalize_unit_test, render_pmi_option
+from tests.interpret.logged import write_logs
 
 INSIDE = {"category": "numeric", "function_id": "numeric/f09990", "corruption_type": "inside",
           "corruption_params": json.dumps({"boundary": [10.0, 20.0], "mean": 0.0, "std": 0.1}),
@@ -32,7 +33,7 @@ CLEAN = {**INSIDE, "function_id": "numeric/f09992", "corruption_type": None, "co
 
 
 def call(round_, *inputs, error=None):
-    """One record of ``episode.json``'s ``calls`` (as FunctionRunner.run writes it)."""
+    """One record of an episode's ``calls`` (as FunctionRunner.run writes it)."""
     record = {"round": round_, "command": f"PYTHON(function.py {' '.join(inputs)})", "inputs": list(inputs),
               "outputs": [0.0] * len(inputs), "errors": [None] * len(inputs)}
     if error:
@@ -162,15 +163,12 @@ def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
         return list(reader.fieldnames or []), list(reader)
 
 
-def write_episode(
-    run: Path, row: dict, method: str, *, description: str = "", domain: str = "", calls: list | None = None
-) -> None:
+def write_episode(run: Path, row: dict, method: str, *, description: str = "", domain: str = "") -> None:
+    """An episode folder of FIND's layout (the parts only: no transcript)."""
     folder = run / row["category"] / method / row["function_id"].split("/")[1]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "description.txt").write_text(description, encoding="utf-8")
     (folder / "domain.txt").write_text(domain, encoding="utf-8")
-    if calls is not None:
-        (folder / "episode.json").write_text(json.dumps(episode(row, method, calls)), encoding="utf-8")
 
 
 def write_run_info(run: Path) -> None:
@@ -185,14 +183,14 @@ def test_evaluate_writes_process_metrics(tmp_path):
     x = in_corrupted_interval_point(a)
     lo, hi = corrupted_interval(a)
     run = tmp_path / "run"
-    write_run_info(run)
-    # a: probed (one call inside), domain named; b: only outside calls; clean: calls, nothing to probe
-    write_episode(
-        run, a, "aia", domain=f"The output is random on [{lo}, {hi}].", calls=[call(1, "0", str(x)), call(2, "0")]
-    )
-    write_episode(run, b, "aia", domain="none", calls=[call(1, *outside_points(b))])
-    write_episode(run, clean, "aia", calls=[call(1, "1", "2", "3")])
-    write_episode(run, a, "milan", calls=None)  # no transcript
+    # a: probed (one call inside), domain named; b: only outside calls; clean: calls, nothing to probe;
+    # a again (milan): no call of its own
+    write_logs(run, [
+        {"row": a, "domain": f"The output is random on [{lo}, {hi}].", "calls": [call(1, "0", str(x)), call(2, "0")]},
+        {"row": b, "domain": "none", "calls": [call(1, *outside_points(b))]},
+        {"row": clean, "calls": [call(1, "1", "2", "3")]},
+        {"row": a, "method": "milan", "calls": [call(0, "15")]},
+    ], interpreter="scripted")
     result = evaluate_run(EvaluateConfig(run, out=tmp_path / "out"), progress=False)
 
     header, table = read_csv(tmp_path / "out" / "per_function.csv")
@@ -206,7 +204,7 @@ def test_evaluate_writes_process_metrics(tmp_path):
         "0",
     ]
     assert [cells[(clean["function_id"], "aia")][c] for c in PROCESS_COLUMNS] == ["1", "3", ""]
-    assert [cells[(a["function_id"], "milan")][c] for c in PROCESS_COLUMNS] == ["", "", ""]
+    assert [cells[(a["function_id"], "milan")][c] for c in PROCESS_COLUMNS] == ["0", "0", "0"]
 
     process = json.loads((tmp_path / "out" / "process.json").read_text())
     assert process == result["process"]
@@ -214,7 +212,7 @@ def test_evaluate_writes_process_metrics(tmp_path):
     assert (aia["episodes"], aia["transcripts"], aia["corrupted"]) == (3, 3, 2)
     assert aia["probed_corruption"]["mean"] == 0.5
     assert aia["domain_iou_probed"]["mean"] == 1.0 and aia["domain_iou_not_probed"]["mean"] == 0.0
-    assert process["numeric"]["milan"]["transcripts"] == 0 and process["numeric"]["milan"]["calls"] is None
+    assert process["numeric"]["milan"]["transcripts"] == 1 and process["numeric"]["milan"]["calls"]["mean"] == 0.0
     scores = json.loads((tmp_path / "out" / "scores.json").read_text())
     assert list(scores) == ["numeric"] and set(scores["numeric"]) == {"aia", "milan"}  # Table 2's shape is kept
     assert "## How the interpreters experimented" in (tmp_path / "out" / "table.md").read_text()
@@ -266,7 +264,7 @@ def judged_run(tmp_path_factory):
     run = tmp_path_factory.mktemp("judged") / "run"
     write_run_info(run)
     for k, row in enumerate(st):
-        write_episode(run, row, "aia", description=row["description"], calls=[call(1, "abc")])
+        write_episode(run, row, "aia", description=row["description"])
         write_episode(run, row, "milan", description=st[(k + 1) % 3]["description"] if k < 2 else "")
     for row in rel:
         write_episode(run, row, "aia", description=f"{row['description']} <b>&</b>")

@@ -109,3 +109,12 @@ def test_per_function_csv_has_the_rasp_columns(scored):
     assert [r["function_id"] for r in found] == list(IDS)
     for r in found:
         assert 0.0 <= float(r["position_accuracy"]) < 1.0 and r["position_accuracy_observed"] != ""
+
+
+def test_procedural_runs_take_rasp_only_where_the_seed_is_compiled(tmp_path, monkeypatch):
+    from findbench.interpret.task import default_configs
+
+    monkeypatch.setenv("FINDBENCH_CACHE", str(tmp_path))  # no seed-7 weights compiled here
+    assert "rasp" in default_configs(None, ["aia"], None, 0)  # shipped
+    assert default_configs(None, ["aia"], None, 7) == ["numeric", "strings", "neurons_entities", "neurons_relations"]
+    assert default_configs(None, ["aia"], ["rasp/f00001"], 7) == ["rasp"]  # named: the run says why it can't

@@ -11,7 +11,6 @@ headless Chromium (a screenshot and the DOM after rendering). Chromium is instal
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from html.parser import HTMLParser
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from markupsafe import escape
 from matplotlib.figure import Figure
 from matplotlib.image import imread
 
@@ -40,6 +40,7 @@ from findbench.interpret.scores import Cell, Estimate, Scores
 from findbench.stats import INTERVAL_NOTE, SMALL_N_LEGEND
 from tests._chromium import CHROMIUM, chromium
 from tests.interpret.fakes import GenerationLM, KnowingJudge, interpret
+from tests.interpret.test_run import logged
 
 CONFIGS = ["numeric", "strings", "neurons_relations"]
 WRONG_NUMERIC = "def interpretation(x):\n    return 3.0 * x + 40.0\n"
@@ -160,7 +161,7 @@ def _non_blank(path: Path) -> np.ndarray:
 
 
 def _episodes(run: Path) -> list[Path]:
-    return sorted(p.parent for p in run.glob("*/*/f*/episode.json"))
+    return sorted(p for p in run.glob("*/*/f*") if p.is_dir())
 
 
 # --------------------------------------------------------------------------- files and HTML
@@ -217,7 +218,7 @@ def test_wrong_code_run_scores_lower_and_is_drawn(random_run):
 
 
 def test_model_text_is_escaped(tmp_path, data_dir, rows):
-    """A FIND-layout folder (no episode.json): hostile text shows as text, not markup."""
+    """A FIND-layout folder (no transcript): hostile text shows as text, not markup."""
     run = tmp_path / "find-results"
     folder = run / "numeric" / "f00000"
     folder.mkdir(parents=True)
@@ -236,34 +237,31 @@ def test_model_text_is_escaped(tmp_path, data_dir, rows):
     assert not any(name.startswith("on") for name in page.attr_names) and page.tags.get("b") is None
     assert "".join(page.text).count(hostile) == 3  # figure caption, judged table, the answer's description part
     assert page.details == ["t-numeric_f00000-aia"]
-    assert "no episode.json" in "".join(page.text)
+    assert "FIND's layout: the answer's parts only" in "".join(page.text)
     assert (tmp_path / "report" / "numeric-aia-f00000.png").is_file()
     assert not (tmp_path / "scores" / REPORT_FILE).exists()
 
 
 def test_a_damaged_episode_is_named_on_its_page(tmp_path):
-    """A truncated episode.json does not stop the report: its page says which file and why."""
-    from findbench.interpret.evaluate import read_scored_run
+    """A log record that is no episode does not stop the report: its page says which log and why."""
+    from findbench.find.rows import load_rows
+    from findbench.interpret.runs import read_scored_run
+    from tests.interpret.logged import write_logs
 
-    folder = tmp_path / "strings" / "aia" / "f00000"
-    folder.mkdir(parents=True)
-    (folder / "episode.json").write_text('{"function_id": "strings/f0')
-    (record,) = read_scored_run(tmp_path)["records"]
+    row = load_rows("strings")[0]
+    write_logs(tmp_path / "run", [{"row": row, "description": "x", "store": {"calls": "many"}}])
+    (record,) = read_scored_run(tmp_path / "run")["records"]
     why = record["damage"]
-    assert (
-        record["episode"] is None
-        and why.startswith(f"episode file {folder / 'episode.json'} is unreadable")
-        and "\n" not in why
-    )
-    (folder / "episode.json").write_text('{"function_id": "strings/f00000"}')
-    assert (
-        read_scored_run(tmp_path)["records"][0]["damage"]
-        == f"episode file {folder / 'episode.json'} lacks ['category', 'method']"
-    )
+    assert record["episode"] is None and "\n" not in why
+    assert why.startswith(f"episode {row['function_id']} (aia) in {tmp_path / 'run' / 'logs'}")
+    assert "the record is no episode" in why and "calls" in why
+    evaluate_run(EvaluateConfig(tmp_path / "run", judge=KnowingJudge({"strings": [row]}),
+                                out=tmp_path / "run" / "scores"), progress=False)
+    assert escape(why) in write_report(ReportConfig(run_dir=str(tmp_path / "run"))).read_text(encoding="utf-8")
 
 
 def test_calls_are_recorded_and_marked(calling_run):
-    episode = json.loads((calling_run / "numeric" / "aia" / "f00000" / "episode.json").read_text())
+    episode = logged(calling_run, "numeric/f00000")
     assert [c["inputs"] for c in episode["calls"]] == [CALLED]
     points = call_points(episode["calls"])
     assert [x for x, _ in points] == [float(v) for v in CALLED]

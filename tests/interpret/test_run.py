@@ -4,27 +4,39 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
-import re
 import sys
 import threading
 from pathlib import Path
 
 import pytest
+from inspect_ai.log import read_eval_log
 
 from findbench import cli
 from findbench._config import from_namespace
 from findbench.interpret.config import InterpretConfig
-from findbench.interpret.episode import Episode
+from findbench.interpret.logs import read_run_logs
 from findbench.interpret.run import (
-    EPISODE_FILES,
     LM_CACHE,
     episode_dir,
-    is_complete_episode,
     run_interpretations,
     summarize_run,
 )
 from tests.interpret.fakes import GenerationLM, interpret
+
+#: The files of an exported episode folder (FIND's layout).
+EPISODE_FILES = ("description.txt", "domain.txt", "code.py")
+
+
+def logged(out, function_id, method="aia") -> dict:
+    """The episode the run ``out``'s logs record for ``function_id`` (``findbench.interpret.logs``)."""
+    return read_run_logs(out).episodes[(method, function_id)].record
+
+
+def generated_tokens(out, function_id) -> int:
+    """The output tokens the sample of ``function_id`` in the run ``out``'s logs used (its ``model_usage``)."""
+    [sample] = [s for p in (out / "logs").glob("*.eval") for s in read_eval_log(str(p)).samples or []
+                if s.id == function_id]
+    return sum(u.output_tokens for u in sample.model_usage.values())
 
 
 def episode_folders(out):
@@ -60,9 +72,9 @@ def test_oracle_run_folder_layout(data_dir, by_id, tmp_path):
         assert code.strip() == (row["code"] or "").strip()
         domain = (folder / "domain.txt").read_text()
         assert bool(domain) == (category in ("numeric", "neurons_relations"))
-        ep = Episode.from_dict(json.loads((folder / "episode.json").read_text()))
-        assert ep.function_id == row["function_id"] and ep.finished and ep.method == "aia"
-        assert ep.messages[-1]["role"] == "assistant"
+        ep = logged(out, row["function_id"])
+        assert ep["row"]["function_id"] == row["function_id"] and ep["answer"] is not None
+        assert ep["messages"][-1]["role"] == "assistant"
     assert no_temporaries(out)
     summary = summarize_run(out)
     assert [(s["category"], s["method"], s["episodes"], s["answered"]) for s in summary] == [
@@ -125,39 +137,18 @@ def test_resume_after_an_interruption(max_connections, data_dir, tmp_path):
     assert 1 <= fourth.calls <= 2 and len(episode_folders(out)) == total + 2
 
 
-@pytest.mark.parametrize(
-    "damage",
-    [
-        b'{"function_id": "strings/f00001", "categ',
-        b"",
-        b"\x00\xff garbage",
-        b"[1, 2]",
-        b'{"function_id": "strings/f00001"}',
-    ],
-)
-def test_resume_reruns_a_damaged_episode(damage, data_dir, tmp_path, caplog):
-    """A truncated, empty or otherwise damaged episode.json is not a finished episode: resume
-    names it in one warning line and runs that episode again; reading it names the file."""
+def test_the_exported_folders_are_not_read_to_resume(data_dir, tmp_path):
+    """The episode folders are an export of the logs: a damaged one runs nothing again (the log is the
+    record, eval_set resumes), and summarize_run reads the logs."""
     out = tmp_path / "run"
     kwargs = dict(configs="strings", limit=2, out=out, progress=False)
     interpret(data_dir, FailingLM(), **kwargs)
-    path = episode_dir(out, "strings/f00001", "aia") / "episode.json"
-    good = json.loads(path.read_text())
-    other = episode_dir(out, "strings/f00000", "aia") / "episode.json"
-    before = other.stat().st_mtime_ns
-    path.write_bytes(damage)
-    with pytest.raises(ValueError, match=f"^episode file {re.escape(str(path))} .*; rerun with the same out") as exc:
-        summarize_run(out)
-    assert "\n" not in str(exc.value)
-    assert not is_complete_episode(path.parent)
-    caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="findbench.interpret.run"):
-        interpret(data_dir, FailingLM(), **kwargs)
-    warnings = [
-        r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and r.name == "findbench.interpret.run"
-    ]
-    assert len(warnings) == 1 and str(path) in warnings[0] and warnings[0].endswith("running that episode again")
-    assert json.loads(path.read_text()) == good and other.stat().st_mtime_ns == before
+    path = episode_dir(out, "strings/f00001", "aia") / "description.txt"
+    path.write_bytes(b"\x00\xff garbage")
+    (episode_dir(out, "strings/f00000", "aia") / "code.py").unlink()
+    again = FailingLM()
+    interpret(data_dir, again, **kwargs)
+    assert again.calls == 0 and path.read_bytes() == b"\x00\xff garbage"
     assert [s["episodes"] for s in summarize_run(out)] == [2] and no_temporaries(out)
 
 
@@ -195,8 +186,8 @@ def test_milan_methods(data_dir, tmp_path):
         "neurons_relations/aia+milan/f00000",
         "neurons_relations/milan/f00000",
     ]
-    ep = json.loads((out / "neurons_entities" / "milan" / "f00000" / "episode.json").read_text())
-    assert ep["calls"][0]["command"] == "exemplars" and ep["max_rounds"] == 2
+    ep = logged(out, "neurons_entities/f00000", "milan")
+    assert ep["calls"][0]["command"] == "exemplars" and ep["rounds"] == 1  # the oracle answers at once
 
 
 @pytest.mark.parametrize(
@@ -264,8 +255,8 @@ def test_lm_interpreter_uses_a_request_cache_under_out(data_dir, tmp_path):
     again = CountingLM()
     interpret(data_dir, again, configs="strings", limit=3, out=out, progress=False)
     assert again.generated == 0 and len(episode_folders(out)) == 3
-    ep = json.loads((episode_dir(out, "strings/f00001", "aia") / "episode.json").read_text())
-    assert ep["answer"]["description"] == "my guess" and ep["rounds"] == 2
+    assert (episode_dir(out, "strings/f00001", "aia") / "description.txt").read_text() == "my guess\n"
+    assert logged(out, "strings/f00001")["rounds"] == 2
 
 
 def test_cli_interpret(data_dir, tmp_path, capsys):
@@ -363,14 +354,9 @@ def test_episode_tokens_stop_an_lm_interpreter_and_are_recorded(data_dir, tmp_pa
     # 2 tokens a turn (the LM's tokenizer, through the request cache); every turn may use --max-tokens (3): the
     # third brings the episode to 6 > 5 tokens, which stops it (Inspect's token limit), and that turn is not kept
     assert lm.limits == [3, 3, 3]
-    ep = json.loads((episode_dir(out, "strings/f00000", "aia") / "episode.json").read_text())
-    assert (ep["stop_reason"], ep["finished"], ep["rounds"], ep["max_episode_tokens"], ep["generated_tokens"]) == (
-        "token_limit",
-        False,
-        2,
-        5,
-        6,
-    )  # 2 turns kept; the tokens of the third still count
+    ep = logged(out, "strings/f00000")
+    assert (ep["stop_reason"], ep["answer"], ep["rounds"]) == ("token_limit", None, 2)
+    assert generated_tokens(out, "strings/f00000") == 6  # 2 turns kept; the tokens of the third still count
     info = json.loads((out / "run.json").read_text())
     assert (info["max_tokens"], info["episode_tokens"]) == (3, 5)
     assert summarize_run(out)[0]["answered"] == 0
@@ -381,8 +367,7 @@ def test_resume_refuses_another_episode_tokens(data_dir, tmp_path):
     kwargs = dict(configs="strings", limit=1, out=out, progress=False)
     interpret(data_dir, "oracle", episode_tokens=500, **kwargs)
     assert json.loads((out / "run.json").read_text())["episode_tokens"] == 500
-    ep = json.loads((episode_dir(out, "strings/f00000", "aia") / "episode.json").read_text())
-    assert ep["finished"] and ep["max_episode_tokens"] == 500  # as the inspect engine records it
+    assert logged(out, "strings/f00000")["answer"] is not None
     for other in (None, 600):
         with pytest.raises(ValueError, match=f"other settings: episode_tokens=500 \\(now {other}\\)"):
             interpret(data_dir, "oracle", episode_tokens=other, **kwargs)
@@ -417,8 +402,8 @@ def test_episode_tokens_without_a_tokenizer_are_estimated(data_dir, tmp_path):
     lm = PlainLM()
     interpret(data_dir, lm, configs="strings", limit=1, out=out, episode_tokens=10, progress=False)
     assert lm.limits == [512, 512]  # turns are not capped at what is left of the budget: the second passes it
-    ep = json.loads((episode_dir(out, "strings/f00000", "aia") / "episode.json").read_text())
-    assert (ep["stop_reason"], ep["generated_tokens"]) == ("token_limit", 12)
+    assert logged(out, "strings/f00000")["stop_reason"] == "token_limit"
+    assert generated_tokens(out, "strings/f00000") == 12
 
 
 def test_cli_episode_tokens(data_dir, tmp_path, capsys):

@@ -14,8 +14,8 @@ import textwrap
 import pytest
 from inspect_ai.log import read_eval_log
 
-from findbench.interpret.run import EPISODE_FILES
 from tests.interpret.fakes import GenerationLM, interpret
+from tests.interpret.test_run import EPISODE_FILES
 
 FUNCTIONS = [f"strings/f0000{i}" for i in range(4)]
 
@@ -145,12 +145,12 @@ def test_a_lost_episode_folder_is_exported_again_from_its_log(data_dir, tmp_path
     out = tmp_path / "run"
     interpret(data_dir, CountingLM(), **settings(out))
     folder = out / "strings" / "aia" / "f00002"
-    record = (folder / "episode.json").read_text()
-    other = (out / "strings" / "aia" / "f00001" / "episode.json").stat().st_mtime_ns
+    record = {name: (folder / name).read_text() for name in EPISODE_FILES}
+    other = (out / "strings" / "aia" / "f00001" / "description.txt").stat().st_mtime_ns
     logs = logs_of(out)
     shutil.rmtree(folder)
     lm = CountingLM()
     interpret(data_dir, lm, **settings(out))
     assert lm.calls == 0 and logs_of(out) == logs  # nothing ran: the finished log holds it
-    assert (folder / "episode.json").read_text() == record
-    assert (out / "strings" / "aia" / "f00001" / "episode.json").stat().st_mtime_ns == other
+    assert {name: (folder / name).read_text() for name in EPISODE_FILES} == record
+    assert (out / "strings" / "aia" / "f00001" / "description.txt").stat().st_mtime_ns == other

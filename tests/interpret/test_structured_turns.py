@@ -104,8 +104,9 @@ def test_run_applies_and_records_the_setting(setting, applied, data_dir, tmp_pat
     )
     info = json.loads((out / "run.json").read_text())
     assert info["structured_outputs"] == setting and info["structured_outputs_applied"] is applied
-    (episode,) = out.glob("strings/aia/f*/episode.json")
-    record = json.loads(episode.read_text())
+    from findbench.interpret.logs import read_run_logs
+
+    (record,) = [e.record for e in read_run_logs(out).episodes.values()]
     if applied:
         assert lm.constraints == [turn_constraint("strings")] * 2 + [turn_constraint("strings", answer_only=True)]
         assert record["answer"]["description"] == "my guess" and record["rounds"] == 3
@@ -134,7 +135,9 @@ def test_every_embedded_turn_is_a_command_or_an_answer(embedded_lm, data_dir, tm
         progress=False,
     )
     assert json.loads((out / "run.json").read_text())["structured_outputs_applied"] is True
-    episodes = [json.loads(p.read_text()) for p in sorted(out.glob("*/aia/f*/episode.json"))]
+    from findbench.interpret.logs import read_run_logs
+
+    episodes = [e.record for e in read_run_logs(out).episodes.values()]
     assert len(episodes) == 2
     for record in episodes:
         turns = [m["content"] for m in record["messages"] if m["role"] == "assistant"]
@@ -149,7 +152,7 @@ def test_the_inspect_engine_applies_the_same_turn_grammar(setting, applied, data
     from inspect_ai import eval as inspect_eval
     from inspect_ai.model import get_model
 
-    from findbench.interpret.solver import STORE_KEY
+    from findbench.interpret.logs import sample_episode
     from findbench.interpret.task import find_interpret
 
     lm = GrammarAgent()
@@ -163,7 +166,7 @@ def test_the_inspect_engine_applies_the_same_turn_grammar(setting, applied, data
         display="none",
     )
     assert log.status == "success"
-    episode = log.samples[0].store[STORE_KEY]
+    episode = sample_episode(log.samples[0])
     if applied:
         assert lm.constraints == [turn_constraint("strings")] * 2 + [turn_constraint("strings", answer_only=True)]
         assert episode["answer"]["description"] == "my guess" and episode["rounds"] == 3

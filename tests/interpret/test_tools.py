@@ -29,11 +29,12 @@ from inspect_ai.model import (  # noqa: E402
     get_model,
 )
 from inspect_ai.tool import ToolCall  # noqa: E402
+from inspect_ai.util import Store  # noqa: E402
 
 from findbench.interpret import prompts  # noqa: E402
 from findbench.interpret.calls import FunctionRunner  # noqa: E402
-from findbench.interpret.config import EvaluateConfig
-from findbench.interpret.episode import Episode  # noqa: E402
+from findbench.interpret.config import EvaluateConfig  # noqa: E402
+from findbench.interpret.episode import EpisodeState  # noqa: E402
 from findbench.interpret.evaluate import evaluate_run  # noqa: E402
 from findbench.interpret.protocol import (  # noqa: E402
     MAX_COMMANDS_PER_MESSAGE,
@@ -46,10 +47,11 @@ from findbench.interpret.protocol import (  # noqa: E402
 )
 from findbench.interpret.references import oracle_answer  # noqa: E402
 from findbench.interpret.run import episode_dir  # noqa: E402
-from findbench.interpret.solver import ANSWERED_CALL, DROPPED_CALL, STORE_KEY, call_function_tool, transcript  # noqa: E402
+from findbench.interpret.solver import ANSWERED_CALL, DROPPED_CALL, _Turn, call_function_tool, transcript  # noqa: E402
 from findbench.interpret.task import find_interpret  # noqa: E402
 from tests.interpret.fakes import KnowingJudge, interpret  # noqa: E402
-from tests.interpret.scripted import run_episode  # noqa: E402
+from tests.interpret.scripted import episode_of, run_episode  # noqa: E402
+from tests.interpret.test_run import logged  # noqa: E402
 
 # Inspect's own retry set-up warns on every model call (a tenacity deprecation).
 pytestmark = pytest.mark.filterwarnings("ignore:The 'initial' parameter is deprecated:DeprecationWarning")
@@ -156,10 +158,8 @@ def test_tool_calls_reply_as_the_text_protocol_does(tools_logs, by_id):
         # the second model call saw the tool's result
         calls = [e for e in sample.events if e.event == "model"]
         assert len(calls) == 2 and calls[1].input[-1].text == expected
-        episode = Episode.from_dict(sample.store[STORE_KEY])
-        assert (
-            episode.protocol == "tools" and episode.finished and episode.stop_reason == "answer" and episode.rounds == 2
-        )
+        episode = episode_of(sample)
+        assert episode.finished and episode.stop_reason == "answer" and episode.rounds == 2
         assert episode.malformed_commands == 0
         [call] = episode.calls
         assert call["round"] == 1 and call["inputs"] == [str(x) for x in INPUTS[fid][0]]
@@ -169,7 +169,8 @@ def test_tool_calls_reply_as_the_text_protocol_does(tools_logs, by_id):
         assert all(isinstance(m["content"], str) for m in episode.messages)
         assert episode.messages[2]["content"] == "Let me try.\n" + call["command"]
         assert episode.messages[3]["content"] == expected
-        assert episode.usage == {"input_tokens": 22, "output_tokens": 10, "total_tokens": 32}
+        used = episode.usage["mockllm/model"]
+        assert (used.input_tokens, used.output_tokens, used.total_tokens) == (22, 10, 32)
         assert sample.output.completion.startswith("[DESCRIPTION]:")
 
 
@@ -187,7 +188,7 @@ def scripted_episode(data_dir, tmp_path, outputs, **task_args):
     task = find_interpret(functions="strings/f00000", data=str(data_dir), judge=None, protocol="tools", **task_args)
     [log] = inspect_eval(task, model=model, log_dir=str(tmp_path / "logs"), display="none")
     [sample] = log.samples
-    return log, sample, Episode.from_dict(sample.store[STORE_KEY])
+    return log, sample, episode_of(sample)
 
 
 def test_bad_tool_inputs_are_counted_as_malformed_and_a_turn_without_a_call_as_unrecognized(data_dir, by_id, tmp_path):
@@ -262,7 +263,7 @@ def test_round_limit_stops_a_model_that_never_answers(data_dir, tmp_path):
         return tool_calls({"inputs": ["abc"]})
 
     _, sample, episode = scripted_episode(data_dir, tmp_path, outputs, rounds=3)
-    assert (episode.finished, episode.stop_reason, episode.rounds, episode.max_rounds) == (False, "round_limit", 3, 3)
+    assert (episode.finished, episode.stop_reason, episode.rounds) == (False, "round_limit", 3)
     assert [c["round"] for c in episode.calls] == [1, 2, 3] and episode.answer is None
     assert len([e for e in sample.events if e.event == "model"]) == 3
     assert sample.output.completion == "" and sample.scores["exact_match"].value == 0.0
@@ -279,7 +280,7 @@ def test_token_budget_stops_a_model_that_never_answers(data_dir, tmp_path):
     # turns are not capped at what is left: the third passes the budget (15 > 12) and stops the episode, without it
     assert limits == [100, 100, 100]
     assert (episode.finished, episode.stop_reason, episode.rounds, episode.answer) == (False, "token_limit", 2, None)
-    assert (episode.max_episode_tokens, episode.generated_tokens) == (12, 15)
+    assert episode.usage["mockllm/model"].output_tokens == 15  # the sample's usage counts the third turn
     assert [c["round"] for c in episode.calls] == [1, 2] and sample.messages[-1].role == "tool"
     assert [m.role for m in sample.messages].count("assistant") == 2
     assert sample.output.completion == ""
@@ -314,8 +315,9 @@ def test_the_tool_on_its_own(by_id):
     from inspect_ai.tool import ToolError
 
     row = by_id["numeric/f00001"]
-    episode = Episode(function_id=row["function_id"], category="numeric", method="aia", protocol="tools", rounds=4)
-    tool = call_function_tool(FunctionRunner(row), episode)
+    episode, turn = EpisodeState(store=Store()), _Turn()
+    turn.number = 4
+    tool = call_function_tool(FunctionRunner(row), episode, turn)
     assert tool.name == TOOL_NAME and not tool.parallel and list(tool.parameters.properties) == ["inputs"]
     line = asyncio.run(tool.tool(inputs=[1.5, "x"]))
     assert line == FunctionRunner(row).run(Command("t", ("1.5", "x")))[0]
@@ -336,10 +338,10 @@ def test_milan_with_tools_and_the_oracle(data_dir, tmp_path):
         protocol="tools",
     )
     [log] = inspect_eval(task, model="none", log_dir=str(tmp_path / "logs"), display="none")
-    episode = log.samples[0].store[STORE_KEY]
-    assert log.status == "success" and episode["protocol"] == "tools" and episode["max_rounds"] == 2
-    assert episode["calls"][0]["command"] == "exemplars" and episode["finished"]
-    assert episode["messages"][0]["content"] == prompts.system_prompt("tools")
+    episode = episode_of(log.samples[0])
+    assert log.status == "success" and log.eval.metadata["protocol"] == "tools" and episode.rounds <= 2
+    assert episode.calls[0]["command"] == "exemplars" and episode.finished
+    assert episode.messages[0]["content"] == prompts.system_prompt("tools")
 
 
 def test_transcript_renders_tool_traffic_as_text():
@@ -379,12 +381,9 @@ def test_engine_inspect_with_tools_writes_and_checks_run_json(data_dir, by_id, t
     info = json.loads((out / "run.json").read_text())
     assert info["protocol"] == "tools" and info["inspect_model"] == "mockllm/model"
     for fid in ("strings/f00000", "numeric/f00000"):
-        ep = json.loads((episode_dir(out, fid, "aia") / "episode.json").read_text())
-        assert (
-            ep["protocol"] == "tools"
-            and ep["finished"]
-            and ep["calls"][0]["inputs"] == [str(x) for x in INPUTS[fid][0]]
-        )
+        ep = logged(out, fid)
+        assert ep["answer"] is not None and ep["calls"][0]["inputs"] == [str(x) for x in INPUTS[fid][0]]
+        assert (episode_dir(out, fid, "aia") / "description.txt").read_text().strip() == ep["answer"]["description"]
         assert [m["role"] for m in ep["messages"]] == ["system", "user", "assistant", "tool", "assistant"]
     config = EvaluateConfig(out, judge=KnowingJudge([by_id["strings/f00000"]]), out=tmp_path / "scores")
     result = evaluate_run(config, progress=False)
@@ -402,7 +401,9 @@ def test_references_answer_in_the_tools_protocol(data_dir, tmp_path):
         data_dir, "oracle", configs="strings", limit=1, out=tmp_path / "run", protocol="tools", display="none"
     )
     assert json.loads((out / "run.json").read_text())["protocol"] == "tools"
-    assert json.loads((episode_dir(out, "strings/f00000", "aia") / "episode.json").read_text())["protocol"] == "tools"
+    [log] = (out / "logs").glob("*.eval")
+    assert read_eval_log(str(log), header_only=True).eval.metadata["protocol"] == "tools"
+    assert logged(out, "strings/f00000")["answer"] is not None
     with pytest.raises(ValueError, match="protocol"):
         interpret(data_dir, "oracle", configs="strings", limit=1, out=tmp_path / "x", protocol="json")
 
@@ -414,7 +415,7 @@ def test_findbench_models_refuse_tools(data_dir, tmp_path):
     from tests.interpret.test_inspect import ScriptedLM
 
     model = get_model("findbench/scripted-lm", lm=ScriptedLM(), memoize=False)
-    episode = Episode(function_id="strings/f00000", category="strings", method="aia")
+    episode = EpisodeState(store=Store())
     tool = call_function_tool(FunctionRunner({"function_id": "strings/f00000", "category": "strings"}), episode)
     with pytest.raises(ValueError, match="does not support tool calls|do not support tool calls"):
         asyncio.run(model.generate([ChatMessageSystem(content="s"), ChatMessageUser(content="u")], tools=[tool]))

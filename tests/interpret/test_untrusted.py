@@ -3,7 +3,9 @@ data, links and special files are never followed, a damaged episode never sinks 
 and every CSV cell findbench writes is safe in a spreadsheet.
 
 Rows are the procedural strings and numeric rows of seed 0 (cached on disk); the judge is the
-scripted `KnowingJudge`, so no model is loaded.
+scripted `KnowingJudge`, so no model is loaded. Episodes that carry rows are those of a log (an
+oracle run's, rewritten with the answers and carried rows a test gives); the others are folders
+of FIND's layout.
 """
 
 from __future__ import annotations
@@ -15,14 +17,15 @@ import os
 from pathlib import Path
 
 import pytest
+from inspect_ai.log import read_eval_log, write_eval_log
 
 from findbench._io import csv_cell, csv_text, csv_uncell, read_csv_rows, read_untrusted_text
 from findbench.constants import UsageError
 from findbench.find.rows import load_rows
 from findbench.interpret.config import EvaluateConfig
+from findbench.interpret.episode import STORE_PREFIX
 from findbench.interpret.evaluate import evaluate_run
-from findbench.interpret.truth import row_fingerprint
-from tests.interpret.fakes import KnowingJudge
+from tests.interpret.fakes import KnowingJudge, interpret
 
 IDENTITY = "def function(x):\n    return x\n"
 SRC = Path(__file__).resolve().parents[2] / "src" / "findbench"
@@ -34,25 +37,48 @@ def rows() -> dict[str, list[dict]]:
     return {"numeric": numeric[:3], "strings": load_rows("strings")[:3]}
 
 
-def episode(root: Path, row: dict, *, method: str = "aia", description: str = "", code: str = "",
-            carried: dict | None = None, fingerprint: str | None = None) -> Path:
-    """An episode folder as `findbench interpret` writes it, carrying ``carried`` (default ``row``)."""
+def episode(root: Path, row: dict, *, method: str = "aia", description: str = "", code: str = "") -> Path:
+    """An episode folder of FIND's layout (with the method level, as `findbench interpret` exports it)."""
     category, local = row["function_id"].split("/")
     folder = root / category / method / local
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "description.txt").write_text(description, encoding="utf-8")
     (folder / "domain.txt").write_text("", encoding="utf-8")
     (folder / "code.py").write_text(code, encoding="utf-8")
-    carried = row if carried is None else carried
-    record = {"function_id": row["function_id"], "category": category, "method": method, "row": carried,
-              "row_fingerprint": fingerprint or row_fingerprint(carried)}
-    (folder / "episode.json").write_text(json.dumps(record), encoding="utf-8")
     return folder
+
+
+@pytest.fixture(scope="module")
+def oracle_log(rows, tmp_path_factory) -> Path:
+    """The log of an oracle run on the procedural rows of ``rows``."""
+    out = tmp_path_factory.mktemp("oracle") / "run"
+    ids = [r["function_id"] for c in rows for r in rows[c]]
+    interpret(None, "oracle", functions=ids, out=str(out), progress=False, display="none")
+    [log] = (out / "logs").glob("*.eval")
+    return log
+
+
+def logged_run(root: Path, template: Path, episodes: dict[str, dict]) -> None:
+    """A run folder ``root`` whose one log holds the ``template`` log's samples of ``episodes``
+    (function id -> ``{"description", "code", "row"}``: the answer given and the row carried, any
+    other value a sample's metadata ``row`` may hold; a key left out keeps the sample's own)."""
+    log = read_eval_log(str(template))
+    log.samples = [s for s in log.samples if s.id in episodes]
+    for sample in log.samples:
+        change = episodes[sample.id]
+        answer = sample.store[STORE_PREFIX + "answer"]
+        answer.update({k: change[k] for k in ("description", "code") if k in change})
+        if "row" in change:
+            sample.metadata["row"] = change["row"]
+        for key, value in change.get("store", {}).items():
+            sample.store[STORE_PREFIX + key] = value
+    (root / "logs").mkdir(parents=True, exist_ok=True)
+    write_eval_log(log, str(root / "logs" / template.name), format="eval")
 
 
 def run_info(root: Path, **info) -> None:
     root.mkdir(parents=True, exist_ok=True)
-    (root / "run.json").write_text(json.dumps({"interpreter": "hostile", "seed": 0, "source": "procedural", **info}))
+    (root / "run.json").write_text(json.dumps({"interpreter": "oracle", "seed": 0, "source": "procedural", **info}))
 
 
 def forged(row: dict) -> dict:
@@ -66,48 +92,36 @@ def forged(row: dict) -> dict:
     return out
 
 
-def forged_run(root: Path, rows: dict[str, list[dict]], **info) -> None:
+def forged_run(root: Path, rows: dict[str, list[dict]], template: Path, **info) -> None:
     run_info(root, **info)
-    for category in ("numeric", "strings"):
-        for row in rows[category]:
-            fake = forged(row)
-            episode(root, row, description="identity", code=IDENTITY, carried=fake)
+    logged_run(root, template, {row["function_id"]: {"description": "identity", "code": IDENTITY, "row": forged(row)}
+                                for category in ("numeric", "strings") for row in rows[category]})
 
 
-def test_forged_carried_rows_are_refused_against_the_data(rows, tmp_path):
-    forged_run(tmp_path / "run", rows)
+def test_forged_carried_rows_are_refused_against_the_data(rows, oracle_log, tmp_path):
+    forged_run(tmp_path / "run", rows, oracle_log)
     with pytest.raises(UsageError, match=r"--data: the rows carried by 6 episode\(s\): numeric/f\d{5} \(aia\)"):
         evaluate_run(EvaluateConfig(tmp_path / "run", judge=KnowingJudge(rows), out=tmp_path / "out"), progress=False)
     assert not (tmp_path / "out").exists()
 
 
-def test_a_changed_fingerprint_alone_is_refused(rows, tmp_path):
+def test_true_carried_rows_are_verified(rows, oracle_log, tmp_path):
     run = tmp_path / "run"
     run_info(run)
-    row = rows["strings"][0]
-    episode(run, row, description=row["description"], code=row["code"], fingerprint="0" * 16)
-    with pytest.raises(UsageError, match=rf"rows carried by 1 episode\(s\): {row['function_id']} \(aia\)"):
-        evaluate_run(EvaluateConfig(run, judge=KnowingJudge(rows), out=tmp_path / "out"), progress=False)
-
-
-def test_true_carried_rows_are_verified(rows, tmp_path):
-    run = tmp_path / "run"
-    run_info(run)
-    for row in rows["strings"]:
-        episode(run, row, description=row["description"], code=row["code"])
+    logged_run(run, oracle_log, {row["function_id"]: {} for row in rows["strings"]})
     result = evaluate_run(EvaluateConfig(run, judge=KnowingJudge(rows), out=tmp_path / "out"), progress=False)
     cell = result["scores"]["strings"]["aia"]
     assert (cell["exact_match"], cell["unit_test_accuracy"], cell["unverified"]) == (1.0, 1.0, False)
     assert result["verified"] and "truth: procedural, seed 0" in result["table"]
 
 
-def test_in_memory_rows_are_scored_unverified(rows, tmp_path):
+def test_in_memory_rows_are_scored_unverified(rows, oracle_log, tmp_path):
     """No data can check them: the forged rows score, and every output says so."""
     from findbench.interpret.config import ReportConfig
     from findbench.interpret.report import write_report
 
     run = tmp_path / "run"
-    forged_run(run, rows, source="rows")
+    forged_run(run, rows, oracle_log, source="rows")
     result = evaluate_run(EvaluateConfig(run, judge=KnowingJudge(rows), out=tmp_path / "out"), progress=False)
     assert not result["verified"]
     cells = [cell for c, cats in result["scores"].items() if c != "judge" for cell in cats.values()]
@@ -124,13 +138,13 @@ def test_in_memory_rows_are_scored_unverified(rows, tmp_path):
         evaluate_run(config, progress=False)
 
 
-def test_a_data_folder_named_by_the_run_is_unverified(rows, tmp_path):
+def test_a_data_folder_named_by_the_run_is_unverified(rows, oracle_log, tmp_path):
     """The run vouches for itself: a folder beside it, named in its run.json, holding the forged rows."""
     from tests.interpret.conftest import write_data_folder
 
     data = write_data_folder(tmp_path / "own-data", {c: [forged(r) for r in rows[c]] for c in rows})
     run = tmp_path / "run"
-    forged_run(run, rows, source="data", data=str(data))
+    forged_run(run, rows, oracle_log, source="data", data=str(data))
     result = evaluate_run(EvaluateConfig(run, judge=KnowingJudge(rows), out=tmp_path / "out"), progress=False)
     assert result["scores"]["numeric"]["aia"]["nmse_success"] == 1.0  # scored against the run's own truth ...
     assert not result["verified"]  # ... and marked so
@@ -140,15 +154,6 @@ def test_a_data_folder_named_by_the_run_is_unverified(rows, tmp_path):
     # the same folder passed by the evaluator (--data) is the evaluator's choice
     config = EvaluateConfig(run, data=data, judge=KnowingJudge(rows), out=tmp_path / "out2")
     assert evaluate_run(config, progress=False)["verified"]
-
-
-def test_in_memory_rows_must_match_their_own_fingerprints(rows, tmp_path):
-    run = tmp_path / "run"
-    run_info(run, source="rows")
-    row = rows["strings"][0]
-    episode(run, row, description="x", carried=forged(row), fingerprint=row_fingerprint(row))
-    with pytest.raises(UsageError, match="do not match their recorded fingerprints"):
-        evaluate_run(EvaluateConfig(run, judge=KnowingJudge(rows), out=tmp_path / "out"), progress=False)
 
 
 def test_run_json_may_not_name_data_inside_the_run(rows, tmp_path):
@@ -221,29 +226,26 @@ def test_symlinked_episode_folders_are_skipped(rows, tmp_path):
     assert result["counts"] == {"strings": {"aia": 1}}
 
 
-def test_a_deeply_nested_episode_does_not_sink_the_others(rows, tmp_path):
+@pytest.mark.parametrize(("key", "value"), [("calls", "x"), ("answer", {"description": [[[[["deep"]]]]]})])
+def test_a_damaged_record_does_not_sink_the_others(rows, oracle_log, tmp_path, key, value):
     run = tmp_path / "run"
     run_info(run)
     bad, *good = rows["strings"]
-    folder = episode(run, bad, description=bad["description"], code=bad["code"])
-    (folder / "episode.json").write_text("[" * 200_000 + "]" * 200_000)  # 400 KB of nested brackets
-    for row in good:
-        episode(run, row, description=row["description"], code=row["code"])
+    logged_run(run, oracle_log, {bad["function_id"]: {"store": {key: value}}, **{r["function_id"]: {} for r in good}})
     result = evaluate_run(EvaluateConfig(run, judge=KnowingJudge(rows), out=tmp_path / "out"), progress=False)
     assert result["scores"]["strings"]["aia"]["exact_match_n"] == 3  # the truth comes from the data: all scored
     per = {r["function_id"]: r for r in read_csv_rows(tmp_path / "out" / "per_function.csv")}
-    assert "nested too deeply" in per[bad["function_id"]]["damage"]
+    assert "the record is no episode" in per[bad["function_id"]]["damage"]
+    assert float(per[bad["function_id"]]["exact_match"]) == 0.0  # scored as if the answer were missing
     assert bad["function_id"] in result["table"]
     assert all(per[r["function_id"]]["damage"] == "" for r in good)
 
 
-def test_an_unreadable_episode_of_an_unverified_run_is_left_out(rows, tmp_path):
+def test_an_unreadable_episode_of_an_unverified_run_is_left_out(rows, oracle_log, tmp_path):
     run = tmp_path / "run"
     run_info(run, source="rows")
     bad, *good = rows["strings"]
-    (episode(run, bad, description="x") / "episode.json").write_text("{" * 100_000)
-    for row in good:
-        episode(run, row, description=row["description"], code=row["code"])
+    logged_run(run, oracle_log, {bad["function_id"]: {"row": "{" * 100_000}, **{r["function_id"]: {} for r in good}})
     result = evaluate_run(EvaluateConfig(run, judge=KnowingJudge(rows), out=tmp_path / "out"), progress=False)
     assert result["scores"]["strings"]["aia"]["exact_match_n"] == 2
     assert "1 not scored" in result["table"]

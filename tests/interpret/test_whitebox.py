@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 
@@ -19,7 +20,7 @@ from findbench.constants import UsageError  # noqa: E402
 from findbench.find.rasp import circuit, store, tools, truth  # noqa: E402
 from findbench.find.rasp import programs as P  # noqa: E402
 from findbench.interpret.config import InterpretConfig  # noqa: E402
-from findbench.interpret.episode import Episode  # noqa: E402
+from findbench.interpret.episode import EpisodeState  # noqa: E402
 from findbench.interpret.protocol import ACCESS, format_answer, parse_answer  # noqa: E402
 from findbench.interpret.whitebox import (  # noqa: E402
     CIRCUIT_METRICS,
@@ -43,8 +44,10 @@ def _row(name: str) -> dict:
             "program": json.dumps(rec["program"])}
 
 
-def _episode(row: dict) -> Episode:
-    return Episode(function_id=row["function_id"], category="rasp", method="aia")
+def _episode(row: dict) -> EpisodeState:
+    from inspect_ai.util import Store
+
+    return EpisodeState(store=Store())
 
 
 @pytest.mark.parametrize("settings", [{"access": "grey"}, {"access": "white"},
@@ -100,7 +103,7 @@ def test_text_commands_are_counted_bounded_and_refused_in_one_line(access):
     box.tools.budget = 11
     more = asyncio.run(box.text_replies(message, episode))
     assert "budget" in more[1] and "budget" in more[-1] and box.tools.calls == 20
-    assert Episode.from_dict(json.loads(json.dumps(episode.to_dict()))).tool_calls == episode.tool_calls
+    assert json.loads(json.dumps(episode.model_dump()))["tool_calls"] == episode.tool_calls
 
 
 def test_inspect_tools_from_the_spec_table_reply_refuse_and_count():
@@ -289,7 +292,7 @@ def test_a_text_episode_runs_tool_commands_beside_calls_and_answers_a_map(tmp_pa
     task = script.seen[0][0][1]["content"]
     assert "TOOL(run_with_cache" in task and "components that matter" not in task
     _no_truth(row, json.dumps([m for m, _ in script.seen]))
-    assert circuit_scores(ep.to_dict(), row)["role_f1"] == 1.0
+    assert circuit_scores({"access": ep.access, "answer": dataclasses.asdict(ep.answer)}, row)["role_f1"] == 1.0
 
 
 def test_a_tools_episode_gets_one_inspect_tool_per_spec(tmp_path, rasp_rows):

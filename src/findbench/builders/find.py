@@ -132,11 +132,11 @@ CARD_HEADER = {
 def _default_configs(cfg: BuildConfig) -> list[str]:
     """Every config; ``rasp`` only where its compiled weights are at hand (shipped for seed 0, or
     compiled before): compiling a new seed takes tracr and minutes, so it is asked for by name."""
-    from findbench.find.rasp.store import store_dir
+    from findbench.find.rasp.store import compiled
 
     if cfg.source != "procedural":
         return list(schema.CATEGORIES)
-    if (store_dir(cfg.seed) / "models.json").is_file():
+    if compiled(cfg.seed):
         return list(schema.CONFIGS)
     logging.getLogger(__name__).info("rasp: no compiled weights for seed %d; build it with --configs rasp", cfg.seed)
     return list(schema.CATEGORIES)

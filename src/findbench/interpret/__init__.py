@@ -23,7 +23,8 @@ from findbench._lazy import lazy_getattr, names_of
 # none of the episode machinery.
 _MODULES = {
     "findbench.interpret.calls": ("FunctionRunner",),
-    "findbench.interpret.episode": ("DEFAULT_MAX_TOKENS", "DEFAULT_ROUNDS", "Episode"),
+    "findbench.interpret.config": ("DEFAULT_MAX_TOKENS", "DEFAULT_ROUNDS"),
+    "findbench.interpret.episode": ("EpisodeState",),
     "findbench.interpret.prompts": ("MILAN_TURNS", "build_messages", "system_prompt", "task_prompt"),
     "findbench.interpret.protocol": (
         "METHODS",

@@ -15,7 +15,6 @@ from typing import Any
 from findbench import _checks
 from findbench._config import Csv, arg, flag
 from findbench.constants import UsageError, UsageTypeError
-from findbench.interpret.episode import DEFAULT_API_MAX_TOKENS, DEFAULT_MAX_TOKENS, DEFAULT_ROUNDS
 from findbench.interpret.floors import DEFAULT_OBSERVED_CALLS, MAX_OBSERVED_CALLS
 from findbench.interpret.protocol import (
     ACCESS,
@@ -27,8 +26,14 @@ from findbench.interpret.protocol import (
 )
 from findbench.interpret.references import REFERENCE_INTERPRETERS
 from findbench.judge.scoring import JUDGE_MODES
-from findbench.lm.base import STRUCTURED_OUTPUTS
+from findbench.lm.base import DEFAULT_MAX_TOKENS, STRUCTURED_OUTPUTS
 from findbench.schema import CONFIGS, RASP, parse_function_id
+
+#: FIND's cap on model turns per episode.
+DEFAULT_ROUNDS = 20
+#: Tokens an Inspect provider's model may generate per turn when ``findbench interpret`` is given no
+#: ``max_tokens`` (without one, a provider lets a turn run to tens of thousands of tokens).
+DEFAULT_API_MAX_TOKENS = 1024
 
 _BUILT = "dataset folder written by `findbench build` (default: regenerate from --seed)"
 _RUN_DATA = "dataset folder written by `findbench build` (default: run.json's data, else procedural with its seed)"

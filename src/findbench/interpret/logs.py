@@ -15,8 +15,10 @@ than one epoch are refused (findbench scores one answer per function and method)
 not agree is named and its episodes are not scored.
 
 An episode is a sample that finished without error and holds findbench's record in its store
-(``findbench.interpret.solver.STORE_KEY``); a record that is not an episode of that sample and
-of the log's task (``find_interpret_<method>``) is kept as damaged. Where logs hold the same episode
+(:class:`~findbench.interpret.episode.EpisodeState`, validated as Inspect's ``store_as`` does); its
+transcript and turns are the sample's own messages, its row and method the sample's metadata. A
+record that is not an EpisodeState, or metadata that is not of that sample and of the log's task
+(``find_interpret_<method>``), is kept as damaged. Where logs hold the same episode
 (a run resumed into a new log), the log whose name sorts last wins: Inspect names logs by their
 start time."""
 
@@ -40,7 +42,6 @@ from typing import Any
 import zstandard
 
 from findbench._io import read_untrusted_bytes
-from findbench.interpret.episode import EPISODE_KEYS, Episode
 from findbench.interpret.protocol import METHODS
 from findbench.schema import parse_function_id
 
@@ -70,7 +71,7 @@ _SELECTION_ARGS = ("configs", "method", "limit", "sample", "functions", "judge",
 
 @dataclass
 class LogEpisode:
-    """One episode as a log records it: ``record`` (the store's dict, None when unreadable),
+    """One episode as a log records it: ``record`` (:func:`sample_episode`, None when unreadable),
     ``damage`` (why it is not a readable episode of its sample, else None) and ``log`` (the file)."""
 
     function_id: str
@@ -181,18 +182,39 @@ def _inflate(data: bytes, member: zipfile.ZipInfo, where: str) -> bytes:
     return out
 
 
+def sample_episode(sample: Any) -> dict[str, Any]:
+    """The episode a log's sample records, as plain values: the fields of its store's
+    :class:`~findbench.interpret.episode.EpisodeState` (validated; ``answer`` a dict or None), then
+    ``"row"`` (its metadata's, None when not an object), ``"messages"`` (its transcript, text only:
+    :func:`~findbench.interpret.solver.transcript`) and ``"rounds"`` (its assistant messages).
+    ValueError (pydantic's) when the store's record is no EpisodeState."""
+    from inspect_ai.util import Store  # imports inspect_ai: only once there is a log
+
+    from findbench.interpret.episode import STORE_PREFIX, EpisodeState
+    from findbench.interpret.solver import transcript
+
+    fields = {k: v for k, v in (sample.store or {}).items() if k.startswith(STORE_PREFIX)}
+    row = (sample.metadata or {}).get("row")
+    return {
+        **EpisodeState(store=Store(fields)).model_dump(),
+        "row": row if isinstance(row, dict) else None,
+        "messages": transcript(sample.messages or []),
+        "rounds": sum(m.role == "assistant" for m in sample.messages or []),
+    }
+
+
 def log_episodes(log: Any, where: str = "") -> list[LogEpisode]:
     """The episodes of an ``EvalLog``'s samples that finished without error, checked against their
-    sample and task (a mismatch, or a record :class:`Episode` cannot hold, is kept as damaged)."""
-    from findbench.interpret.solver import STORE_KEY  # imports inspect_ai: only once there is a log
+    sample and task (a record that is no EpisodeState, or metadata of another sample or method, is
+    kept as damaged)."""
+    from findbench.interpret.episode import STORE_PREFIX
 
     where = where or str(getattr(log, "location", "") or "log")
     task = str(getattr(getattr(log, "eval", None), "task", "") or "")
     task_method = task[len(_TASK_PREFIX):] if task.startswith(_TASK_PREFIX) else None
     found = []
     for sample in log.samples or []:
-        record = (sample.store or {}).get(STORE_KEY)
-        if sample.error is not None or record is None:
+        if sample.error is not None or not any(k.startswith(STORE_PREFIX) for k in sample.store or {}):
             continue
         function_id = str(sample.id)
         try:
@@ -200,37 +222,40 @@ def log_episodes(log: Any, where: str = "") -> list[LogEpisode]:
         except ValueError:
             logger.warning("%s: sample id %r is no FIND function id; skipped", where, function_id[:80])
             continue
-        method = record.get("method") if isinstance(record, Mapping) else None
-        damage = _damage(record, function_id, category, task_method)
-        if damage is None and method not in METHODS:
-            damage = f"method {str(method)[:80]!r} is none of {METHODS}"
+        metadata = sample.metadata or {}
+        method = metadata.get("method")
+        damage = _damage(metadata, function_id, category, task_method)
         if not isinstance(method, str) or method not in METHODS:
             method = task_method if task_method in METHODS else None
         if method is None:
             logger.warning("%s: sample %s has no method findbench knows; skipped", where, function_id)
             continue
-        found.append(LogEpisode(function_id, method, None if damage else dict(record),
+        record = None
+        if damage is None:
+            try:
+                record = sample_episode(sample)
+            except ValueError as exc:
+                damage = f"the record is no episode ({' '.join(str(exc).split())[:200]})"
+        found.append(LogEpisode(function_id, method, record,
                                 f"episode {function_id} ({method}) in {where}: {damage}" if damage else None, where))
     return found
 
 
-def _damage(record: Any, function_id: str, category: str, task_method: str | None) -> str | None:
-    """Why ``record`` is not a readable episode of the sample ``function_id`` (None when it is)."""
-    if not isinstance(record, Mapping):
-        return f"the record is a {type(record).__name__}, not an object"
-    missing = [k for k in EPISODE_KEYS if k not in record]
-    if missing:
-        return f"the record lacks {missing}"
-    if record["function_id"] != function_id:
-        return f"the record is that of another episode ({str(record['function_id'])[:80]!r})"
-    if record["category"] != category:
-        return f"the record's category {str(record['category'])[:80]!r} is not that of {function_id}"
-    if task_method is not None and record["method"] != task_method:
-        return f"the record is of method {str(record['method'])[:80]!r}, its task of {task_method!r}"
-    try:
-        Episode.from_dict(record)
-    except (TypeError, ValueError) as exc:
-        return f"the record is no episode ({type(exc).__name__}: {str(exc)[:200]})"
+def _damage(metadata: Mapping[str, Any], function_id: str, category: str, task_method: str | None) -> str | None:
+    """Why a sample's ``metadata`` is not that of an episode of the sample ``function_id`` (None when it is)."""
+    method, row = metadata.get("method"), metadata.get("row")
+    if method not in METHODS:
+        return f"method {str(method)[:80]!r} is none of {METHODS}"
+    if task_method is not None and method != task_method:
+        return f"the record is of method {str(method)[:80]!r}, its task of {task_method!r}"
+    if row is None:
+        return None
+    if not isinstance(row, Mapping):
+        return f"the row is a {type(row).__name__}, not an object"
+    if row.get("function_id") != function_id:
+        return f"the row is that of another episode ({str(row.get('function_id'))[:80]!r})"
+    if row.get("category") != category:
+        return f"the row's category {str(row.get('category'))[:80]!r} is not that of {function_id}"
     return None
 
 
@@ -299,10 +324,3 @@ def read_run_logs(run_dir: str | os.PathLike, info: Mapping[str, Any] | None = N
         for episode in log_episodes(log, str(path)):
             result.episodes[(episode.method, episode.function_id)] = episode
     return result
-
-
-def episodes_from_log(log: Any) -> list[Episode]:
-    """The readable episodes of a log (an ``EvalLog``, or the path of one, read as untrusted)."""
-    if isinstance(log, (str, os.PathLike)):
-        log = read_log(log)
-    return [Episode.from_dict(e.record) for e in log_episodes(log) if e.record is not None]

@@ -1,4 +1,4 @@
-"""How an interpreter experimented: process metrics read from its transcripts (``episode.json``).
+"""How an interpreter experimented: process metrics read from its episodes' calls (the logs' records).
 
 Per episode (:func:`episode_process`; all None without a transcript): ``calls`` (commands the
 agent issued, exemplars not counted), ``distinct_inputs`` (numeric: distinct numbers; strings:
@@ -20,7 +20,7 @@ PROCESS_COLUMNS = ("calls", "distinct_inputs", "probed_corruption")
 
 
 def agent_calls(calls: Sequence[Any] | None) -> list[Mapping[str, Any]]:
-    """The records of ``episode.json``'s ``calls`` the agent issued (not round 0, the MILAN exemplars)."""
+    """The records of an episode's ``calls`` the agent issued (not round 0, the MILAN exemplars)."""
     return [c for c in calls or [] if isinstance(c, Mapping) and c.get("round") != 0]
 
 

@@ -361,10 +361,6 @@ class Answer:
     #: :func:`findbench.interpret.whitebox.component_map`), at most :data:`MAX_COMPONENTS_CHARS`.
     components: str | None = None
 
-    def to_dict(self) -> dict[str, str | None]:
-        d = {"description": self.description, "domain": self.domain, "code": self.code}
-        return d | ({"components": self.components} if self.components is not None else {})
-
 
 #: The longest ``[COMPONENTS]`` part kept (characters).
 MAX_COMPONENTS_CHARS = 20_000

@@ -23,8 +23,8 @@ from typing import Any
 from findbench._io import atomic_write_text, read_csv_rows, read_json_object
 from findbench.find.export import format_pair_list
 from findbench.interpret.config import ReportConfig
-from findbench.interpret.evaluate import read_scored_run
 from findbench.interpret.process import PROCESS_HEADERS, PROCESS_NOTES, process_rows
+from findbench.interpret.runs import read_scored_run
 from findbench.interpret.scoreboard import (
     PAPER_SOURCE,
     PAPER_TABLE2,
@@ -127,7 +127,7 @@ def numeric_curves(
 
 
 def _call_triples(call: Mapping[str, Any]) -> list[tuple[Any, Any, Any]]:
-    """``(input, output, error)`` of each value of one record of ``episode.json``'s ``calls``."""
+    """``(input, output, error)`` of each value of one record of an episode's ``calls``."""
     inputs = call.get("inputs") or []
     return list(zip(inputs, call.get("outputs") or [], call.get("errors") or [None] * len(inputs)))
 
@@ -382,12 +382,12 @@ def _transcript(
     record: Mapping[str, Any], scored: Mapping[str, str] | None, tests: Sequence[Mapping[str, str]]
 ) -> dict[str, Any]:
     """One episode's ``<details>``: its summary line, the judged descriptions, the messages (or, without
-    ``episode.json``, why not and the answer's parts) and the calls."""
+    a log record, why not and the answer's parts) and the calls."""
     episode = record["episode"]
     bits = [f"{record['function_id']} ({record['method']})"]
     messages, calls, why = [], [], None
     if episode is None:
-        why = record["damage"] or "no episode.json in this folder (no transcript recorded)"
+        why = record["damage"] or "FIND's layout: the answer's parts only (no transcript recorded)"
         messages = [("msg", part, record[part]) for part in ("description", "domain", "code") if record.get(part)]
     else:
         bits += [f"{episode['rounds']} round(s)"] if episode.get("rounds") is not None else []
@@ -438,7 +438,7 @@ def write_report(cfg: ReportConfig) -> Path:
 
     ``cfg``: the settings (``findbench report``'s arguments and flags for a scored run). ``scores``:
     the folder ``findbench evaluate`` wrote (default ``<run_dir>/scores``); ``data`` as
-    :func:`findbench.interpret.evaluate.read_scored_run`; ``out``: default the scores folder.
+    :func:`findbench.interpret.runs.read_scored_run`; ``out``: default the scores folder.
     FileNotFoundError when the scores folder has no ``scores.json``."""
     run_dir, scores_dir, data, out = cfg.run_dir, cfg.scores, cfg.data, cfg.out
     run_path = Path(run_dir)

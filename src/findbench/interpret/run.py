@@ -7,15 +7,14 @@ Layout of ``out``::
     lm-cache.sqlite                           findbench LM interpreters: the request cache
     logs/                                     Inspect's ``.eval`` logs (``inspect view``)
     <category>/<method>/fNNNNN/
-        description.txt  domain.txt  code.py  the answer's parts ("" where not given)
-        episode.json                          the Episode record: transcript and the row interpreted
+        description.txt  domain.txt  code.py  the answer's parts ("" where not given), FIND's layout
 
 The logs are the record: the run is one ``inspect_ai.eval_set`` over ``logs/`` (no retries; one task
-per method and set of missing episodes, each set that of the log holding them), so a failed or killed
-run, rerun with the same ``out``, resumes its unfinished log reusing the samples already done, and a
-lost episode folder is exported again from its finished log. Episode folders are exported from the
-logs, each written once and renamed into place; a rerun runs only the missing ones, and its
-``run.json`` settings that change answers must agree (else ValueError naming ``out``)."""
+per method and set of episodes, each set that of the log holding them), so a failed or killed run,
+rerun with the same ``out``, resumes its unfinished log reusing the samples already done (a finished
+log runs nothing), and a lost episode folder is exported again from its log. Episode folders are an
+export of the logs for FIND's tools, each written once and renamed into place; a rerun's ``run.json``
+settings that change answers must agree (else ValueError naming ``out``)."""
 
 from __future__ import annotations
 
@@ -33,19 +32,15 @@ from typing import Any
 from findbench._io import atomic_dir, atomic_write_json
 from findbench._version import __version__
 from findbench.constants import Interrupted, UsageError
-from findbench.interpret.config import AgentConfig, InterpretConfig
-from findbench.interpret.episode import DEFAULT_API_MAX_TOKENS, Episode, read_episode_file
+from findbench.interpret.config import DEFAULT_API_MAX_TOKENS, AgentConfig, InterpretConfig
 from findbench.interpret.logs import LOG_DIR
 from findbench.interpret.protocol import METHODS
-from findbench.interpret.truth import row_fingerprint
 from findbench.schema import CONFIGS, parse_function_id
 
 logger = logging.getLogger(__name__)
 
 RUN_INFO = "run.json"
 LM_CACHE = "lm-cache.sqlite"
-#: The files of a complete episode folder.
-EPISODE_FILES = ("description.txt", "domain.txt", "code.py", "episode.json")
 #: run.json fields a resumed run must share with the folder's, beside the agent's (:class:`AgentConfig`).
 _RUN_SETTINGS = ("interpreter", "model", "data", "source", "observed_calls")
 #: run.json fields merged (as lists) on resuming: the selection of methods and configs grows.
@@ -58,34 +53,14 @@ def episode_dir(out: str | os.PathLike, function_id: str, method: str) -> Path:
     return Path(out) / category / method / function_id.split("/", 1)[1]
 
 
-def is_complete_episode(folder: str | os.PathLike) -> bool:
-    """Whether ``folder`` holds every file of :data:`EPISODE_FILES` and a readable ``episode.json``."""
-    folder = Path(folder)
-    if not all((folder / name).is_file() for name in EPISODE_FILES):
-        return False
-    try:
-        read_episode_file(folder / "episode.json")
-    except ValueError as exc:
-        logger.warning("%s; running that episode again", exc)
-        return False
-    return True
-
-
-def write_episode(out: str | os.PathLike, episode: Episode) -> Path:
-    """Write ``episode`` to its folder of the run ``out`` (replaced at once), its row's fingerprint
-    recorded; return the folder."""
-    folder = episode_dir(out, episode.function_id, episode.method)
-    if episode.row is not None and episode.row_fingerprint is None:
-        episode.row_fingerprint = row_fingerprint(episode.row)
+def write_episode(out: str | os.PathLike, function_id: str, method: str, answer: Mapping[str, Any] | None) -> Path:
+    """Write the parts of ``answer`` (an episode record's, None for no answer) to the episode's folder
+    of the run ``out`` in FIND's layout (replaced at once); return the folder."""
+    folder = episode_dir(out, function_id, method)
     with atomic_dir(folder) as tmp:
-        for name, text in (
-            ("description.txt", episode.description),
-            ("domain.txt", episode.domain),
-            ("code.py", episode.code),
-        ):
+        for part, name in (("description", "description.txt"), ("domain", "domain.txt"), ("code", "code.py")):
+            text = (answer or {}).get(part) or ""
             (tmp / name).write_text(text + ("\n" if text else ""), encoding="utf-8")
-        text = json.dumps(episode.to_dict(), indent=2, ensure_ascii=False, allow_nan=False)
-        (tmp / "episode.json").write_text(text + "\n", encoding="utf-8")
     return folder
 
 
@@ -181,24 +156,26 @@ def _left(log_dir: Path, pending: Mapping[str, list[Any]]) -> int:
 
 
 def export_episodes(out: str | os.PathLike, log: Any, missing: Set[tuple[str, str]]) -> set[tuple[str, str]]:
-    """Write the episodes of ``log`` (an ``EvalLog``, its samples read from ``log.location`` when it
-    has none, or a log path) that ``missing`` names (``(method, function_id)``) to the run folder
-    ``out``; return the names written."""
+    """Export the readable episodes of ``log`` (an ``EvalLog``, its samples read from ``log.location``
+    when it has none, or a log path) that ``missing`` names (``(method, function_id)``) to the run
+    folder ``out`` (a folder already there is kept); return the names the log holds."""
     from inspect_ai.log import read_eval_log
 
-    from findbench.interpret.logs import episodes_from_log
+    from findbench.interpret.logs import log_episodes, read_log
 
-    if (
-        not isinstance(log, (str, os.PathLike)) and not log.samples
-    ):  # a log eval_set just wrote, by its location (a URI)
+    if isinstance(log, (str, os.PathLike)):
+        log = read_log(log)
+    elif not log.samples:  # a log eval_set just wrote, by its location (a URI)
         log = read_eval_log(log.location)
-    written = set()
-    for episode in episodes_from_log(log):
+    found = set()
+    for episode in log_episodes(log):
         key = (episode.method, episode.function_id)
-        if key in missing and key not in written:
-            write_episode(out, episode)
-            written.add(key)
-    return written
+        if episode.record is None or key not in missing or key in found:
+            continue
+        if not episode_dir(out, episode.function_id, episode.method).is_dir():
+            write_episode(out, episode.function_id, episode.method, episode.record["answer"])
+        found.add(key)
+    return found
 
 
 def _run_record(cfg: InterpretConfig, **resolved: Any) -> dict[str, Any]:
@@ -301,7 +278,7 @@ def run_interpretations(
         interpreter=name,
         data=data,
         max_tokens=max_tokens,
-        configs=cfg.configs or default_configs(rows if rows is not None else data, cfg.method, cfg.functions),
+        configs=cfg.configs or default_configs(rows if rows is not None else data, cfg.method, cfg.functions, cfg.seed),
         observed_calls=cfg.observed_calls if cfg.reference == "observed" else None,
         source="rows" if rows is not None else "data" if data is not None else "procedural",
         inspect_model=model_name,
@@ -311,16 +288,17 @@ def run_interpretations(
     samples = {m: find_samples(cfg, m, rows) for m in cfg.method}
     out.mkdir(parents=True, exist_ok=True)
     record = _run_info(out.resolve(), info)
-    pending = {
-        m: [s for s in ss if not is_complete_episode(episode_dir(out, str(s.id), m))] for m, ss in samples.items()
-    }
-    todo = sum(map(len, pending.values()))
-    total, to_run = sum(map(len, samples.values())), _left(out / LOG_DIR, pending) if todo else 0
+    pending = samples  # eval_set resumes from the logs: a finished log runs nothing
+    total, to_run = sum(map(len, samples.values())), _left(out / LOG_DIR, pending)
     logger.info("%d episodes, %d already done, %d to run -> %s", total, total - to_run, to_run, out)
-    if not todo:
-        if record is not None:
-            atomic_write_json(out / RUN_INFO, record)
-        return out
+    if not to_run:  # every episode is in a log, finished: complete the export, start no model
+        missing = {(m, str(s.id)) for m, ss in pending.items() for s in ss}
+        for path in sorted((out / LOG_DIR).glob("*.eval"), reverse=True):  # the newest log wins
+            missing -= export_episodes(out, path, missing)
+        if not missing:  # else eval_set below names the episodes no log records
+            if record is not None:
+                atomic_write_json(out / RUN_INFO, record)
+            return out
 
     tasks = [
         interpret_task(ss, agent, interpreter=name, name=f"find_interpret_{m}", version=_samples_version(ss))
@@ -391,20 +369,19 @@ def _export(out: Path, logs: Iterable[Any], pending: Mapping[str, list[Any]]) ->
 
 
 def summarize_run(out: str | os.PathLike) -> list[dict[str, Any]]:
-    """One summary per (category, method) of the episodes in the run folder ``out``:
-    ``{"category", "method", "episodes", "answered", "mean_rounds", "calls", "malformed_commands",
-    "dropped_commands", "truncated_messages"}`` (the last two: over the per-turn caps).
-    ValueError naming the file for a damaged ``episode.json``."""
-    root = Path(out)
+    """One summary per (category, method) of the readable episodes of the run ``out``'s logs
+    (:func:`~findbench.interpret.logs.read_run_logs`): ``{"category", "method", "episodes", "answered",
+    "mean_rounds", "calls", "malformed_commands", "dropped_commands", "truncated_messages"}`` (the
+    last two: over the per-turn caps)."""
+    from findbench.interpret.logs import read_run_logs
+    from findbench.interpret.runs import read_run_info
+
+    found = read_run_logs(out, read_run_info(out)).episodes
     summary = []
     for category in CONFIGS:
         for method in METHODS:
-            records = []
-            for path in sorted((root / category / method).glob("f*/episode.json")):
-                try:
-                    records.append(read_episode_file(path))
-                except ValueError as exc:
-                    raise ValueError(f"{exc}; rerun with the same out to run that episode again") from None
+            records = [e.record for (m, f), e in sorted(found.items())
+                       if m == method and f.startswith(f"{category}/") and e.record is not None]
             if not records:
                 continue
             summary.append(
@@ -412,12 +389,11 @@ def summarize_run(out: str | os.PathLike) -> list[dict[str, Any]]:
                     "category": category,
                     "method": method,
                     "episodes": len(records),
-                    "answered": sum(bool(r.get("finished")) for r in records),
-                    "mean_rounds": sum(int(r.get("rounds", 0)) for r in records) / len(records),
-                    "calls": sum(len(r.get("calls", [])) for r in records),
-                    "malformed_commands": sum(int(r.get("malformed_commands", 0)) for r in records),
-                    "dropped_commands": sum(int(r.get("dropped_commands", 0)) for r in records),
-                    "truncated_messages": sum(int(r.get("truncated_messages", 0)) for r in records),
+                    "answered": sum(r["answer"] is not None for r in records),
+                    "mean_rounds": sum(r["rounds"] for r in records) / len(records),
+                    "calls": sum(len(r["calls"]) for r in records),
+                    **{k: sum(r[k] for r in records)
+                       for k in ("malformed_commands", "dropped_commands", "truncated_messages")},
                 }
             )
     return summary

@@ -14,37 +14,33 @@ from typing import Any
 from inspect_ai.scorer import Score, Target, mean, scorer, stderr
 from inspect_ai.solver import TaskState
 
-from findbench.interpret.episode import Episode
+from findbench.interpret.episode import STORE_PREFIX, EpisodeState
 from findbench.interpret.log_scores import judge_explanation
 from findbench.interpret.roles import JUDGE_ROLE
-from findbench.interpret.solver import STORE_KEY, EpisodeState
 from findbench.interpret.truth import UNVERIFIED_NOTE
 from findbench.interpret.whitebox import CIRCUIT_METRICS, circuit_scores
 
 
-def _episode(state: TaskState) -> Episode:
-    episode = state.store_as(EpisodeState).episode
-    if episode is None:
-        raise ValueError(
-            f"sample {state.sample_id}: no episode in the store under {STORE_KEY!r} (solve it with find_agent)"
-        )
-    return episode
+def _episode(state: TaskState) -> EpisodeState:
+    if not any(key.startswith(STORE_PREFIX) for key in state.store.keys()):
+        raise ValueError(f"sample {state.sample_id}: no episode in the store (solve it with find_agent)")
+    return state.store_as(EpisodeState)
 
 
 def _scored(state: TaskState, metric: str, **judge: Any) -> dict[str, Any]:
     """The sample's episode scored on ``metric`` by :func:`~findbench.interpret.evaluate.score_interpretations`."""
     from findbench.interpret.evaluate import score_interpretations
 
-    ep = _episode(state)
+    ep, row = _episode(state), state.metadata["row"]
     record = {
-        "function_id": ep.function_id,
-        "category": ep.category,
-        "method": ep.method,
+        "function_id": row["function_id"],
+        "category": row["category"],
+        "method": state.metadata["method"],
         "description": ep.description,
         "domain": ep.domain,
         "code": ep.code,
     }
-    return score_interpretations([record], [state.metadata["row"]], metrics=(metric,), **judge)[0]
+    return score_interpretations([record], [row], metrics=(metric,), **judge)[0]
 
 
 def _marked(state: TaskState, score: Score | None) -> Score | None:
@@ -103,7 +99,7 @@ def find_circuit():
 
     async def score(state: TaskState, target: Target) -> Score | None:
         ep = _episode(state)
-        found = await asyncio.to_thread(circuit_scores, ep.to_dict(), state.metadata["row"])
+        found = await asyncio.to_thread(circuit_scores, ep.model_dump(), state.metadata["row"])
         if found is None:
             return None
         value = {m: math.nan if v is None else v for m, v in found.items()}

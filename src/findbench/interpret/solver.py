@@ -9,13 +9,14 @@ messages, on Inspect's ``react`` loop in either protocol.
   order, refused and dropped calls).
 
 Either stops on an answer or the round limit. Reference interpreters answer with the sample's
-``reference_turns`` instead of a model. The record
-(:class:`~findbench.interpret.episode.Episode`) is per-sample state (``store_as(EpisodeState)``).
+``reference_turns`` instead of a model. The record is per-sample state
+(``store_as(EpisodeState)``, :class:`~findbench.interpret.episode.EpisodeState`); the transcript,
+usage and turns are the sample's own.
 
 Budgets are Inspect limits: ``episode_tokens`` is an output-token limit scoped to the episode
 (``token_limit(..., type="output")``). The turn whose generation passes the budget stops the
-episode (``stop_reason`` ``"token_limit"``) and is not kept (its tokens count in
-``generated_tokens``)."""
+episode (``stop_reason`` ``"token_limit"``) and is not kept (its tokens count in the sample's
+usage)."""
 
 from __future__ import annotations
 
@@ -32,17 +33,16 @@ from inspect_ai.model import (
     ChatMessageUser,
     GenerateConfig,
     ModelOutput,
-    ModelUsage,
     get_model,
 )
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 from inspect_ai.tool import ToolDef, ToolError
-from inspect_ai.util import LimitExceededError, StoreModel, apply_limits, token_limit
+from inspect_ai.util import LimitExceededError, apply_limits, token_limit
 
 from findbench.interpret.calls import FunctionRunner
 from findbench.interpret.config import AgentConfig
-from findbench.interpret.episode import Episode, open_episode, read_turn, run_command
-from findbench.interpret.prompts import MILAN_TURNS, turn_grammar
+from findbench.interpret.episode import EpisodeState, max_rounds, open_episode, read_turn, run_command
+from findbench.interpret.prompts import turn_grammar
 from findbench.interpret.protocol import (
     MAX_COMMANDS_PER_MESSAGE,
     MAX_INPUT_CHARS,
@@ -62,18 +62,8 @@ from findbench.lm.inspect_lm import chat_messages
 from findbench.lm.inspect_provider import structured_outputs_applied
 
 
-class EpisodeState(StoreModel):
-    """A sample's episode record (``state.store_as(EpisodeState).episode``)."""
-
-    episode: Episode | None = None
-
-
-#: Key of the episode record in a sample's store (as a log holds it: ``Episode.to_dict()``).
-STORE_KEY = f"{EpisodeState.__name__}:episode"
-
-
 def transcript(messages: Iterable[ChatMessage]) -> list[dict[str, str]]:
-    """Inspect chat messages as the record's ``{"role", "content"}`` dicts (text only): tool calls
+    """Inspect chat messages as ``{"role", "content"}`` dicts (text only): tool calls
     become text lines after the assistant's text, a tool result a ``tool`` message with its reply line
     (``Response: Error in <call>: <why>.`` for a refused call)."""
     out = []
@@ -94,14 +84,8 @@ def transcript(messages: Iterable[ChatMessage]) -> list[dict[str, str]]:
     return out
 
 
-def _usage_dict(usage: ModelUsage | None) -> dict[str, int] | None:
-    if usage is None:
-        return None
-    return {k: v for k, v in usage.model_dump().items() if isinstance(v, int) and not isinstance(v, bool)}
-
-
 async def _reference_output(reference: Sequence[str | None], turn: int, runner: FunctionRunner,
-                            episode: Episode) -> ModelOutput:
+                            episode: EpisodeState) -> ModelOutput:
     """A reference interpreter's ``turn``-th message (the last one repeats); None stands for the
     ``observed`` interpreter's answer from the calls the episode recorded so far."""
     content = reference[min(turn, len(reference)) - 1]
@@ -129,15 +113,16 @@ ANSWERED_CALL = "not run: the message gives the answer, which ends the episode"
 
 
 class _Turn:
-    """What the tool did during the current turn, in call order: a call record, or None for a call
-    that did not run (past the cap, or in a message that answers)."""
+    """The current turn (``number``, from 1) and what the tool did during it, in call order: a call
+    record, or None for a call that did not run (past the cap, or in a message that answers)."""
 
     def __init__(self) -> None:
+        self.number = 0
         self.outcomes: list[dict[str, Any] | None] = []
         self.answered = False
 
 
-def call_function_tool(runner: FunctionRunner, episode: Episode, turn: _Turn | None = None) -> ToolDef:
+def call_function_tool(runner: FunctionRunner, episode: EpisodeState, turn: _Turn | None = None) -> ToolDef:
     """The ``call_function(inputs)`` tool of one episode: runs the inputs through ``runner`` as a text
     command's values, records the call in ``episode.calls`` and returns the reply line; bad inputs are
     recorded as malformed and raised as :class:`~inspect_ai.tool.ToolError`. With ``turn`` (the
@@ -149,7 +134,7 @@ def call_function_tool(runner: FunctionRunner, episode: Episode, turn: _Turn | N
             turn.outcomes.append(None)
             raise ToolError(ANSWERED_CALL if turn.answered else DROPPED_CALL)
         command = await asyncio.to_thread(tool_command, inputs)  # the agent's list: checked off the event loop
-        line = await run_command(runner, command, episode.rounds, episode)
+        line = await run_command(runner, command, turn.number if turn is not None else 0, episode)
         if turn is not None:
             turn.outcomes.append(episode.calls[-1])
         if command.malformed:
@@ -166,7 +151,7 @@ def call_function_tool(runner: FunctionRunner, episode: Episode, turn: _Turn | N
     )
 
 
-def _settle_calls(messages: list[ChatMessage], turn: _Turn, episode: Episode) -> None:
+def _settle_calls(messages: list[ChatMessage], turn: _Turn, episode: EpisodeState) -> None:
     """Put the turn's calls in ``episode.calls`` in call order: a call Inspect refused before the tool
     ran (a schema error) is recorded as malformed; one past the cap is counted in ``dropped_commands``."""
     last = max(i for i, m in enumerate(messages) if isinstance(m, ChatMessageAssistant))
@@ -187,7 +172,7 @@ def _settle_calls(messages: list[ChatMessage], turn: _Turn, episode: Episode) ->
         call = by_id.get(m.tool_call_id or "")
         episode.calls.append(
             {
-                "round": episode.rounds,
+                "round": turn.number,
                 "inputs": [],
                 "outputs": [],
                 "errors": [],
@@ -201,8 +186,8 @@ def _settle_calls(messages: list[ChatMessage], turn: _Turn, episode: Episode) ->
 
 def find_agent(cfg: AgentConfig) -> Solver:
     """One FIND episode per sample with the task's model (or the sample's reference answer) in
-    ``cfg.protocol``; the record goes to the store under :data:`STORE_KEY`, the parsed answer to the
-    output. ``cfg.structured_outputs`` (``auto``/``on``/``off``): each ``text`` turn follows
+    ``cfg.protocol``; the record goes to the store (``store_as(EpisodeState)``), the parsed answer to
+    the output. ``cfg.structured_outputs`` (``auto``/``on``/``off``): each ``text`` turn follows
     :func:`~findbench.interpret.prompts.turn_grammar` (``auto``: where
     :func:`~findbench.lm.base.use_structured_outputs` says so for a findbench model). The solver is
     registered as ``findbench/find_agent``, its log parameters the fields of ``cfg``."""
@@ -227,11 +212,13 @@ def _grammar(state: TaskState, cfg: AgentConfig) -> Any:
     """The turn grammar of a ``text`` episode on the task's model, or None where structured outputs do not apply."""
     if not structured_outputs_applied(get_model(), cfg.structured_outputs):
         return None
-    rounds = min(cfg.rounds, MILAN_TURNS) if state.metadata["method"] == "milan" else cfg.rounds
-    return turn_grammar(state.metadata["row"]["category"], rounds, cfg.access != "black")
+    return turn_grammar(state.metadata["row"]["category"], max_rounds(state.metadata["method"], cfg.rounds),
+                        cfg.access != "black")
 
 
-async def run_episode(state: TaskState, cfg: AgentConfig, reference: Sequence[str | None] | None = None) -> Episode:
+async def run_episode(
+    state: TaskState, cfg: AgentConfig, reference: Sequence[str | None] | None = None
+) -> EpisodeState:
     """One episode on the sample's row on ``react``: at most ``cfg.rounds`` turns (``milan``: two) of
     the task's model (``cfg.max_tokens`` a turn) or of the ``reference`` turns; an answer in a
     message, or the round limit, ends it. ``text``: ``on_continue`` runs the message's commands and
@@ -239,40 +226,37 @@ async def run_episode(state: TaskState, cfg: AgentConfig, reference: Sequence[st
     them."""
     from findbench.lm.openai_lm import structured_outputs_field
 
-    runner, episode = await open_episode(state.metadata["row"], cfg, state.metadata["method"])
-    state.store_as(EpisodeState).episode = episode
-    text = cfg.protocol != "tools"
+    episode = state.store_as(EpisodeState)
+    runner, messages = await open_episode(state.metadata["row"], episode, cfg, state.metadata["method"])
     box = None if cfg.access == "black" else await asyncio.to_thread(WhiteBox, state.metadata["row"], cfg.access,
                                                                      cfg.seed)
     if box is not None:  # the task message gets the architecture and the tools
-        episode.messages[-1]["content"] += "\n" + box.prompt(cfg.protocol)
-    state.messages = chat_messages(episode.messages)  # the system and task messages
+        messages[-1]["content"] += "\n" + box.prompt(cfg.protocol)
+    state.messages = chat_messages(messages)  # the system and task messages
+    limit = max_rounds(state.metadata["method"], cfg.rounds)
+    text = cfg.protocol != "tools"
     grammar = _grammar(state, cfg) if text and reference is None else None
     turn = _Turn()
     tools = [] if text else [call_function_tool(runner, episode, turn)]
     if box is not None and not text:
-        tools += box.inspect_tools(episode, lambda: turn.answered)
+        tools += box.inspect_tools(episode, lambda: turn.answered, lambda: turn.number)
 
     async def model(agent: AgentState, tools: list) -> AgentState:
         if reference is not None:
-            output = await _reference_output(reference, episode.rounds + 1, runner, episode)
+            output = await _reference_output(reference, turn.number + 1, runner, episode)
         else:
             config = GenerateConfig(max_tokens=cfg.max_tokens)
             if grammar is not None:
                 field = structured_outputs_field(grammar([{"role": m.role} for m in agent.messages]))
                 config = GenerateConfig(max_tokens=cfg.max_tokens, extra_body={"structured_outputs": field})
             output = await get_model().generate(agent.messages, tools, config=config)
-        episode.rounds += 1
+        turn.number += 1
         message = output.message
-        episode.count_turn(
-            _usage_dict(output.usage),
-            "\n".join([message.text] + [tool_call_text(c.arguments, c.function) for c in message.tool_calls or []]),
-        )
         if not text:
             turn.outcomes, turn.answered = [], False
             answer = await asyncio.to_thread(parse_answer, message.text)  # off the event loop: the agent's message
             if answer is not None:
-                episode.answer, episode.finished, episode.stop_reason, turn.answered = answer, True, "answer", True
+                episode.answer, episode.stop_reason, turn.answered = answer, "answer", True
         agent.output = output
         agent.messages.append(message)
         return agent
@@ -280,18 +264,18 @@ async def run_episode(state: TaskState, cfg: AgentConfig, reference: Sequence[st
     async def on_text(agent: AgentState) -> bool | str:
         commands = await asyncio.to_thread(read_turn, agent.output.message.text)  # off the event loop
         if isinstance(commands, Answer):
-            episode.answer, episode.finished, episode.stop_reason = commands, True, "answer"
+            episode.answer, episode.stop_reason = commands, "answer"
             return False
-        lines = [await run_command(runner, c, episode.rounds, episode) for c in commands.commands]
+        lines = [await run_command(runner, c, turn.number, episode) for c in commands.commands]
         if box is not None:
-            lines += await box.text_replies(agent.output.message.text, episode)
+            lines += await box.text_replies(agent.output.message.text, episode, turn.number)
         if not lines:
             lines = [UNRECOGNIZED_REPLY]
             episode.unrecognized_turns += 1
         episode.truncated_messages += commands.truncated
         episode.dropped_commands += commands.dropped
         reply = "\n".join(lines + ([commands.note] if commands.note else []))
-        if episode.rounds < episode.max_rounds:
+        if turn.number < limit:
             return reply
         agent.messages.append(ChatMessageUser(content=reply))
         return False
@@ -299,28 +283,26 @@ async def run_episode(state: TaskState, cfg: AgentConfig, reference: Sequence[st
     async def on_tools(agent: AgentState) -> bool | str:
         _settle_calls(agent.messages, turn, episode)
         if box is not None:
-            box.settle(agent.messages, episode)
-        if episode.finished:
+            box.settle(agent.messages, episode, turn.number)
+        if turn.answered:
             return False
         if not agent.output.message.tool_calls:
             episode.unrecognized_turns += 1
-            if episode.rounds < episode.max_rounds:
+            if turn.number < limit:
                 return TOOL_UNRECOGNIZED_REPLY
             agent.messages.append(ChatMessageUser(content=TOOL_UNRECOGNIZED_REPLY))
-        return episode.rounds < episode.max_rounds
+        return turn.number < limit
 
     agent = AgentState(messages=state.messages)
     loop = react(prompt=None, tools=tools, model=model, submit=False, on_continue=on_text if text else on_tools)
     try:  # the episode's token budget: stop_reason token_limit when a turn passes it
-        with apply_limits([token_limit(episode.max_episode_tokens, type="output")], catch_errors=True) as scope:
+        with apply_limits([token_limit(cfg.episode_tokens, type="output")], catch_errors=True) as scope:
             agent = await loop(agent)
     except LimitExceededError as exc:  # a limit of the sample, which goes on
         episode.stop_reason = f"{exc.type}_limit"
         raise
-    finally:  # however the loop stops, the record gets the transcript
+    finally:  # however the loop stops, the sample keeps the transcript
         state.messages = agent.messages
-        episode.messages = transcript(agent.messages)
     if scope.limit_error is not None:
         episode.stop_reason = "token_limit"
-        episode.generated_tokens = max(episode.generated_tokens or 0, int(scope.limit_error.value or 0))
     return episode

@@ -34,7 +34,7 @@ from findbench.interpret.whitebox import reference_components
 from findbench.judge.scoring import JUDGE_MODES
 from findbench.lm.inspect_lm import check_models, eval_models, task_arguments
 from findbench.lm.inspect_provider import inspect_model_name
-from findbench.schema import CONFIGS, parse_function_id
+from findbench.schema import CONFIGS, RASP, parse_function_id
 
 #: The task's registry name (``inspect eval findbench/find_interpret``).
 TASK_NAME = "findbench/find_interpret"
@@ -48,10 +48,13 @@ def _rows(data: Any, category: str, seed: int) -> list[dict]:
     return [dict(r) for r in data if r.get("category") == category]
 
 
-def default_configs(data: Any, methods: Sequence[str], functions: Sequence[str] | None) -> list[str]:
+def default_configs(data: Any, methods: Sequence[str], functions: Sequence[str] | None, seed: int) -> list[str]:
     """The categories a run covers when none are named: those ``data`` (a folder, rows or None:
-    procedural) holds, only the neuron ones when a MILAN method is asked, only those of ``functions``."""
-    present = set(CONFIGS)
+    procedural; ``rasp`` only where ``seed``'s compiled weights are at hand) holds, only the neuron ones
+    when a MILAN method is asked, only those of ``functions``."""
+    from findbench.find.rasp.store import compiled
+
+    present = set(CONFIGS) if compiled(seed) else set(CONFIGS) - {RASP}
     if functions:
         present = {f.split("/", 1)[0] for f in functions}
     elif isinstance(data, (str, os.PathLike)):
@@ -81,7 +84,7 @@ def find_samples(cfg: InterpretConfig, method: str, rows: Sequence[dict] | None 
     from findbench.find.rows import sample_rows
 
     data = rows if rows is not None else cfg.data
-    config_list = cfg.configs if cfg.configs is not None else default_configs(data, cfg.method, cfg.functions)
+    config_list = cfg.configs if cfg.configs is not None else default_configs(data, cfg.method, cfg.functions, cfg.seed)
     if not config_list:
         raise UsageError(
             f"--configs: nothing to run for method {method!r} (MILAN methods need {', '.join(NEURON_CATEGORIES)})"

@@ -1,10 +1,9 @@
 """The ground truth a run is scored against.
 
-An episode carries the row it interpreted (``episode.json``'s ``row``) and that row's
-:func:`row_fingerprint` (``row_fingerprint``). Both come from a folder someone handed over, so
-they are a convenience, never the truth: :func:`attach_truth` takes each function's row from
-the data (``--data``, else the dataset folder or procedural seed ``run.json`` records) and
-refuses a run whose carried rows or fingerprints differ from it.
+An episode carries the row it interpreted (its log sample's metadata ``row``). It comes from a
+folder someone handed over, so it is a convenience, never the truth: :func:`attach_truth` takes
+each function's row from the data (``--data``, else the dataset folder or procedural seed
+``run.json`` records) and refuses a run whose carried rows differ from it (by :func:`row_fingerprint`).
 
 Scores are ``verified`` only when the evaluator chose the truth: ``--data``, or the procedural
 rows regenerated from the recorded seed. A run scored against the data folder its own
@@ -71,29 +70,19 @@ def attach_truth(
 ) -> tuple[bool, str]:
     """Set each record's ``"row"``, the row it is scored against; return ``(verified, source text)``.
 
-    Records hold ``"episode"`` (the parsed ``episode.json`` or None). With data (``data``, else
-    ``run.json``'s folder or seed), every function's row comes from it and every carried row and
-    recorded fingerprint must match it (UsageError naming the functions otherwise); only ``data``
-    and the procedural rows of the seed verify (the run's own folder leaves it unverified). A run on
-    in-memory rows without ``data`` keeps its carried rows, each checked against its recorded
-    fingerprint; an episode with no readable row is then left without one (``"row"`` None)."""
+    Records hold ``"episode"`` (the log's record, with its ``"row"``, or None). With data (``data``,
+    else ``run.json``'s folder or seed), every function's row comes from it and every carried row
+    must match it (UsageError naming the functions otherwise); only ``data`` and the procedural rows
+    of the seed verify (the run's own folder leaves it unverified). A run on in-memory rows without
+    ``data`` keeps its carried rows; an episode with no readable row is then left without one
+    (``"row"`` None)."""
     from findbench.find.rows import load_rows
 
     source = _truth_source(info, data, run_path)
     if source is None:
-        mismatched = []
         for rec in records:
-            episode = rec.get("episode") or {}
-            row = episode.get("row")
+            row = (rec.get("episode") or {}).get("row")
             rec["row"] = row if isinstance(row, dict) else None
-            recorded = episode.get("row_fingerprint")
-            if rec["row"] is not None and recorded is not None and recorded != row_fingerprint(rec["row"]):
-                mismatched.append(f"{rec['function_id']} ({rec['method']})")
-        if mismatched:
-            raise UsageError(
-                f"--data: {run_path}: the rows carried by {_names(mismatched)} do not match their recorded "
-                "fingerprints; the run folder was changed after the run"
-            )
         if all(rec["row"] is None for rec in records):
             raise UsageError(
                 f"--data: {run_path} was run on in-memory rows (run.json source 'rows') and carries no readable "
@@ -112,12 +101,9 @@ def attach_truth(
                     f"function_id: {rec['function_id']} ({rec['method']}) is not in the {category} rows of the "
                     f"{text} ({len(by_id)} functions)"
                 )
+            carried = (rec.get("episode") or {}).get("row")
             expected = row_fingerprint(truth)
-            episode = rec.get("episode") or {}
-            carried, recorded = episode.get("row"), episode.get("row_fingerprint")
-            if (carried is not None and (not isinstance(carried, dict) or row_fingerprint(carried) != expected)) or (
-                recorded is not None and recorded != expected
-            ):
+            if carried is not None and (not isinstance(carried, dict) or row_fingerprint(carried) != expected):
                 mismatched.append(f"{rec['function_id']} ({rec['method']})")
             rec["row"] = truth
     if mismatched:

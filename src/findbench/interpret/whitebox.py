@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from inspect_ai.tool import ToolDef
 
     from findbench.find.rasp.tools import RaspTools
-    from findbench.interpret.episode import Episode
+    from findbench.interpret.episode import EpisodeState
 
 #: The weights each access condition opens.
 VARIANT = {"white": "aligned", "rotated": "rotated", "localized": "aligned"}
@@ -178,7 +178,7 @@ class WhiteBox:
         self.matter = matter(row) if access == "localized" else None
         self.names = {t["name"] for t in TOOLS}
 
-    async def call(self, name: str, args: Any, episode: Episode) -> tuple[str | None, str | None]:
+    async def call(self, name: str, args: Any, episode: EpisodeState, round: int) -> tuple[str | None, str | None]:
         """One counted call: ``(reply, None)`` or ``(None, why)``, recorded in ``episode.tool_calls``."""
         from findbench.find.rasp.tools import ToolError as Refused
 
@@ -191,35 +191,36 @@ class WhiteBox:
         except Refused as exc:
             reply, error = None, str(exc)
         shown = json.dumps(args, separators=(",", ":")) if not isinstance(args, Exception) else ""
-        episode.tool_calls.append({"round": episode.rounds, "tool": name[:40], "arguments": shown[:MAX_INPUT_CHARS],
+        episode.tool_calls.append({"round": round, "tool": name[:40], "arguments": shown[:MAX_INPUT_CHARS],
                                    "error": error, "reply_chars": len(reply or "")})
         return reply, error
 
-    async def text_replies(self, text: str, episode: Episode) -> list[str]:
+    async def text_replies(self, text: str, episode: EpisodeState, round: int = 0) -> list[str]:
         """The reply lines of a ``text`` message's tool commands (past :data:`MAX_COMMANDS_PER_MESSAGE`:
         not run, counted in ``dropped_commands``)."""
         commands = tool_commands(text)
         episode.dropped_commands += max(0, len(commands) - MAX_COMMANDS_PER_MESSAGE)
         lines = []
         for name, args in commands[:MAX_COMMANDS_PER_MESSAGE]:
-            reply, error = await self.call(name, args, episode)
+            reply, error = await self.call(name, args, episode, round)
             lines.append(f"{REPLY_PREFIX}{name}: {reply}" if error is None
                          else f"{REPLY_PREFIX}Error in {name}: {error}.")
         return lines
 
-    def settle(self, messages: list, episode: Episode) -> None:
+    def settle(self, messages: list, episode: EpisodeState, round: int = 0) -> None:
         """Count and record the last turn's white-box calls Inspect refused before they ran (arguments
         that do not fit the tool's schema): refused calls count as the others do."""
         last = max(i for i, m in enumerate(messages) if m.role == "assistant")
         for m in messages[last + 1:]:
             if m.role == "tool" and m.function in self.names and m.error is not None and m.error.type != "unknown":
                 self.tools.calls += 1
-                episode.tool_calls.append({"round": episode.rounds, "tool": m.function, "arguments": "",
+                episode.tool_calls.append({"round": round, "tool": m.function, "arguments": "",
                                            "error": m.error.message[:MAX_INPUT_CHARS], "reply_chars": 0})
 
-    def inspect_tools(self, episode: Episode, answered: Any = lambda: False) -> list[ToolDef]:
+    def inspect_tools(self, episode: EpisodeState, answered: Any = lambda: False,
+                      round: Any = lambda: 0) -> list[ToolDef]:
         """One Inspect tool per spec (refused calls raise Inspect's ToolError: a reply, not a stop);
-        ``answered()`` says the current message gives the answer (then nothing runs)."""
+        ``answered()`` says the current message gives the answer (then nothing runs), ``round()`` the turn."""
         from inspect_ai.tool import ToolDef, ToolError, ToolParams
 
         from findbench.find.rasp.tools import TOOLS
@@ -228,7 +229,7 @@ class WhiteBox:
             async def execute(**kwargs: Any) -> str:
                 if answered():
                     raise ToolError("not run: the message gives the answer, which ends the episode")
-                reply, error = await self.call(spec["name"], kwargs, episode)
+                reply, error = await self.call(spec["name"], kwargs, episode, round())
                 if error is not None:
                     raise ToolError(error)
                 return reply

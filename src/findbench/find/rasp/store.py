@@ -41,6 +41,12 @@ def store_dir(seed: int) -> Path:
     return _io.cache_dir("rasp", f"seed{seed}")
 
 
+def compiled(seed: int) -> bool:
+    """Whether the compiled weights of ``seed`` are at hand (shipped for seed 0, or compiled before):
+    compiling a new seed takes tracr and minutes, so defaults leave ``rasp`` out without them."""
+    return (store_dir(seed) / "models.json").is_file()
+
+
 def matches(got: list, want: list, numerical: bool, tolerance: float) -> bool:
     if len(got) != len(want):
         return False
