@@ -198,7 +198,7 @@ def test_the_record_reads_back_from_the_log(run, by_id, tmp_path):
     ep = run(by_id["numeric/f00002"], Script(["PYTHON(function.py 15 abc)", "[DESCRIPTION]: d\n[DOMAIN]: 10 to 20"]))
     [path] = list(tmp_path.glob("log-*/*.eval"))
     d = sample_episode(read_log(path).samples[0])
-    assert d["answer"] == {"description": "d", "domain": "10 to 20", "code": None}
+    assert d["answer"] == {"description": "d", "domain": "10 to 20", "code": None, "components": None}
     assert d["calls"][0]["errors"] == [None, "not a number"] and d["calls"] == ep.calls
     assert d["messages"] == ep.messages and d["rounds"] == 2 and d["row"]["function_id"] == "numeric/f00002"
 
