@@ -164,6 +164,7 @@ def test_scores_json_shape_and_metric_names(scored):
         "unit_test_accuracy",
         "domain_iou",
         "unit_test_accuracy_near",
+        "position_accuracy",  # rasp: the code's outputs right position by position
     )
     assert 0.0 <= on_disk["numeric"]["aia"]["domain_iou"] <= 1.0  # find.domain's scorer on domain.txt
 
