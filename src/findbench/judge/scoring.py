@@ -372,23 +372,8 @@ def judge_unit_tests(
     wrong one's (ties go to the lower number), ``answer`` the raw text in ``generate`` mode.
     """
     category = judge_category(category)
-    one_of("mode", mode, JUDGE_MODES)
+    _check_inputs(lm, descriptions, unit_tests, category, mode)
     structured = mode == "generate" and use_structured_outputs(lm, structured_outputs)
-    if mode == "pmi" and not callable(getattr(lm, "continuation_logprobs", None)):
-        raise TypeError(
-            "mode='pmi' needs an LM with continuation_logprobs (findbench.lm.ScoringLM); "
-            f"{getattr(lm, 'name', type(lm).__name__)} has none"
-        )
-    if isinstance(descriptions, str) or not isinstance(descriptions, Sequence):
-        raise TypeError(f"descriptions must be a list of strings, got {type(descriptions).__name__}")
-    for i, d in enumerate(descriptions):
-        if not isinstance(d, str):
-            raise TypeError(f"descriptions[{i}] must be a str, got {type(d).__name__}")
-    check_unit_tests(unit_tests, category)
-    if not descriptions:
-        raise ValueError("descriptions is empty: need at least one function to judge")
-    if len(descriptions) != len(unit_tests):
-        raise ValueError(f"descriptions ({len(descriptions)}) and unit_tests ({len(unit_tests)}) differ in length")
     limit = description_token_limit(lm) if max_description_tokens is None else max_description_tokens
     bounded = [
         bound_description(d, lm, max_tokens=limit, keep_full_description=keep_full_description) for d in descriptions
@@ -432,24 +417,11 @@ def judge_unit_tests(
             progress,
         )
     elif mode == "logprob":
-        options: dict[str, Any] = {"assistant_prefix": ANSWER_PREFIX,
-                                   "progress": progress and f"judge, {category}: option log-probs"}
         use_shared = _accepts(lm, "shared_prefix") if shared_prefix is None else shared_prefix
-        if use_shared:
-            options["shared_prefix"] = True
-        for n in sorted(set(n_opts)):  # one candidate set per option count (FIND: always 3)
-            idx = [j for j, m in enumerate(n_opts) if m == n]
-            rows = lm.candidate_logprobs([convs[j] for j in idx], [str(k) for k in range(1, n + 1)], **options)
-            for j, row in zip(idx, rows):
-                option_scores[j] = [float(v) for v in row]
-                picks[j] = max(range(n), key=lambda c: row[c]) + 1
+        picks, option_scores = _logprob_picks(lm, convs, n_opts, use_shared, progress and category)
     else:
-        kwargs: dict[str, Any] = {"constraint": [answer_constraint(n) for n in n_opts]} if structured else {}
-        texts = lm.generate(convs, max_new_tokens=max_new_tokens, temperature=0.0,
-                            progress=progress and f"judge, {category}: answers", **kwargs)
-        for j, text in enumerate(texts):
-            answers[j] = text
-            picks[j] = parse_answer(text, n_opts[j])
+        answers = _generate_answers(lm, convs, n_opts, structured, max_new_tokens, progress and category)
+        picks = [parse_answer(text, n) for text, n in zip(answers, n_opts)]
         unparsed = sum(p is None for p in picks)
         if unparsed:
             log.info(
@@ -477,6 +449,55 @@ def judge_unit_tests(
         "judge": getattr(lm, "name", type(lm).__name__),
         "structured_outputs": structured,
     }
+
+
+def _check_inputs(lm: Any, descriptions: Any, unit_tests: Any, category: str, mode: str) -> None:
+    """:func:`judge_unit_tests`' argument checks: TypeError / ValueError naming the argument."""
+    one_of("mode", mode, JUDGE_MODES)
+    if mode == "pmi" and not callable(getattr(lm, "continuation_logprobs", None)):
+        raise TypeError(
+            "mode='pmi' needs an LM with continuation_logprobs (findbench.lm.ScoringLM); "
+            f"{getattr(lm, 'name', type(lm).__name__)} has none"
+        )
+    if isinstance(descriptions, str) or not isinstance(descriptions, Sequence):
+        raise TypeError(f"descriptions must be a list of strings, got {type(descriptions).__name__}")
+    for i, d in enumerate(descriptions):
+        if not isinstance(d, str):
+            raise TypeError(f"descriptions[{i}] must be a str, got {type(d).__name__}")
+    check_unit_tests(unit_tests, category)
+    if not descriptions:
+        raise ValueError("descriptions is empty: need at least one function to judge")
+    if len(descriptions) != len(unit_tests):
+        raise ValueError(f"descriptions ({len(descriptions)}) and unit_tests ({len(unit_tests)}) differ in length")
+
+
+def _logprob_picks(
+    lm: Any, convs: list[list[dict]], n_opts: list[int], shared_prefix: bool, progress: str | bool
+) -> tuple[list[int | None], list[list[float] | None]]:
+    """``logprob`` mode: each option number's log-probability after the answer prefix, and the best option
+    (ties to the lower number); one candidate set per option count (FIND: always 3)."""
+    options: dict[str, Any] = {"assistant_prefix": ANSWER_PREFIX,
+                               "progress": progress and f"judge, {progress}: option log-probs"}
+    if shared_prefix:
+        options["shared_prefix"] = True
+    picks: list[int | None] = [None] * len(convs)
+    scores: list[list[float] | None] = [None] * len(convs)
+    for n in sorted(set(n_opts)):
+        idx = [j for j, m in enumerate(n_opts) if m == n]
+        rows = lm.candidate_logprobs([convs[j] for j in idx], [str(k) for k in range(1, n + 1)], **options)
+        for j, row in zip(idx, rows):
+            scores[j] = [float(v) for v in row]
+            picks[j] = max(range(n), key=lambda c: row[c]) + 1
+    return picks, scores
+
+
+def _generate_answers(
+    lm: Any, convs: list[list[dict]], n_opts: list[int], structured: bool, max_new_tokens: int, progress: str | bool
+) -> list[str]:
+    """``generate`` mode: the judge's greedy answers (under :func:`answer_constraint` when ``structured``)."""
+    kwargs: dict[str, Any] = {"constraint": [answer_constraint(n) for n in n_opts]} if structured else {}
+    return lm.generate(convs, max_new_tokens=max_new_tokens, temperature=0.0,
+                       progress=progress and f"judge, {progress}: answers", **kwargs)
 
 
 def _decision(
