@@ -62,10 +62,14 @@ def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, con
                   defaults: dict[str, Any] | None = None) -> None:
     """One flag per field of the dataclass ``config`` (``--field-name``, its aliases first), with
     the field's default (or ``defaults[name]``), help, choices and type; a ``positional`` field
-    is an argument. A bool defaulting to False is a switch; one defaulting to True also has ``--no-...``."""
+    is an argument. A bool defaulting to False is a switch; one defaulting to True also has ``--no-...``.
+    A field holding a sub-config (a dataclass) adds its flags, defaulting to the field's default's values;
+    a field declared without :func:`arg` is no flag (an object or setting only Python callers give)."""
     hints = typing.get_type_hints(config)
     for f in dataclasses.fields(config):
-        if not f.init:
+        if f.init and dataclasses.is_dataclass(hints[f.name]):
+            add_arguments(parser, hints[f.name], dataclasses.asdict(field_default(f)))
+        if not f.init or "help" not in f.metadata:
             continue
         meta, kind = dict(f.metadata), _scalar(hints[f.name])
         default = (defaults or {}).get(f.name, field_default(f))
@@ -105,9 +109,20 @@ class HelpFormatter(argparse.HelpFormatter):
         return f"{action.help} (default {shown})"
 
 
+def flag_fields(config: type) -> list[dataclasses.Field]:
+    """The fields of ``config`` that are flags, its sub-configs' included."""
+    hints = typing.get_type_hints(config)
+    return [g for f in dataclasses.fields(config) if f.init
+            for g in (flag_fields(hints[f.name]) if dataclasses.is_dataclass(hints[f.name]) else [f])
+            if "help" in g.metadata]
+
+
 def from_namespace(config: type, args: argparse.Namespace) -> Any:
-    """The config built from the parsed flags (its ``__post_init__`` checks them)."""
-    return config(**{f.name: getattr(args, f.name) for f in dataclasses.fields(config) if f.init})
+    """The config built from the parsed flags (its ``__post_init__`` checks them), its sub-configs too."""
+    hints = typing.get_type_hints(config)
+    return config(**{f.name: from_namespace(hints[f.name], args) if dataclasses.is_dataclass(hints[f.name])
+                     else getattr(args, f.name) for f in dataclasses.fields(config) if f.init
+                     and ("help" in f.metadata or dataclasses.is_dataclass(hints[f.name]))})
 
 
 def config_of(config: type, cfg: Any, settings: dict[str, Any], *, function: str, first: str | None = None) -> Any:

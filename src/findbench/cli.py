@@ -23,12 +23,11 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from findbench._checks import is_user_error
-from findbench._config import HelpFormatter, add_arguments, from_namespace
+from findbench._config import HelpFormatter, add_arguments, flag_fields, from_namespace
 from findbench._version import __version__
 from findbench.autointerp.commands import (
     LATENTS_EXCLUSIVE,
@@ -38,9 +37,8 @@ from findbench.autointerp.commands import (
     TrainSAECommand,
     check_encoder,
     format_score,
-    settle_latents,
 )
-from findbench.autointerp.config import QUICK_DEFAULTS, AutoInterpConfig, TrainSAEConfig
+from findbench.autointerp.config import AutoInterpConfig, TrainSAEConfig
 from findbench.builders.config import BuildConfig, BuildNeuronTestsConfig, CallConfig
 from findbench.constants import EMBEDDED_JUDGE_NAME, Interrupted, UsageError, resumable
 from findbench.find.config import BackboneReportConfig, ExportFunctionsConfig
@@ -191,39 +189,35 @@ def _train_sae(command: TrainSAECommand, cfg: TrainSAEConfig) -> None:
     print(f"wrote {out}")
 
 
-def _autointerp(command: AutoInterpCommand, cfg: AutoInterpConfig) -> None:
-    from findbench.autointerp.report import write_report
+def _autointerp(command: AutoInterpCommand) -> None:
     from findbench.autointerp.run import run_autointerp
 
-    cfg = settle_latents(cfg, n_latents_given=False)  # main() checked --n-latents
+    cfg = command.config
     n = len(cfg.override_latents) if cfg.override_latents is not None else cfg.n_latents
     left = (f"the activations of token shard {command.token_shard} left" if command.token_shard is not None
             else f"{n} latents left: their evidence, explanations and scores")
     with resumable(lambda: left):  # the model's part (the LM stages say how far they got)
-        result = run_autointerp(command, config=cfg)
+        run = run_autointerp(command)
     if command.token_shard is not None:
-        print(f"token shard {command.token_shard}: rows {result['rows'][0]}..{result['rows'][1] - 1} "
-              f"{'already saved in' if result['resumed'] else 'saved to'} {result['activations']}; "
+        print(f"token shard {command.token_shard}: rows {run.rows[0]}..{run.rows[1] - 1} "
+              f"{'already saved in' if run.resumed['activations'] else 'saved to'} {run.files['activations']}; "
               "then run with --activations and every shard's --out")
         return
-    resumed, cache = result["resumed"], result["resumed"]["lm_cache"]
+    resumed, cache = run.resumed, run.resumed["lm_cache"]
     if resumed["evidence"] or resumed["firing_counts"] or cache["hits"]:
         done = [f"evidence {resumed['evidence']}" if resumed["evidence"] else None,
                 f"firing counts {resumed['firing_counts']}" if resumed["firing_counts"] else None,
                 f"{cache['hits']} of {cache['hits'] + cache['misses']} LM answers from {cache['path']}"
                 if cache["hits"] else None]
         print(f"resumed from {command.out}: " + "; ".join(d for d in done if d))
-    applied = result["eval_config"]["structured_outputs_applied"]
-    print(f"structured outputs {cfg.structured_outputs}: explainer {'on' if applied['explainer'] else 'off'}, "
-          f"scorer {'on' if applied['scorer'] else 'off'}")
-    if result.get("shard"):
+    print(f"structured outputs {cfg.structured_outputs}: explainer {'on' if run.applied['explainer'] else 'off'}, "
+          f"scorer {'on' if run.applied['scorer'] else 'off'}")
+    if run.results.shard:
         print(f"shard {command.shard}: the scores of this shard's latents only (`findbench autointerp merge` joins "
               "the shards)")
-    for key, values in result["eval_result_metrics"].items():
+    for key, values in run.results.eval_result_metrics.to_json().items():
         print(format_score(key, values))
-    print(f"wrote {result['files']['results']}\nwrote {result['files']['summary']}")
-    if command.report:
-        print(f"wrote {write_report(result['files']['results'])}")
+    print("\n".join(f"wrote {run.files[k]}" for k in ("results", "summary", "report") if k in run.files))
 
 
 def _autointerp_merge(cfg: AutoInterpMergeCommand) -> None:
@@ -273,12 +267,10 @@ COMMANDS: tuple[tuple[str, Any, Callable[..., None]], ...] = (
     ("judge-data", JudgeDataConfig, _judge_data), ("train-judge", TrainArgs, _train_judge),
     ("judge-card", JudgeCardConfig, _judge_card),
     ("train-sae", (TrainSAECommand, TrainSAEConfig), _train_sae),
-    ("autointerp", (AutoInterpCommand, AutoInterpConfig), _autointerp),
+    ("autointerp", AutoInterpCommand, _autointerp),
     ("autointerp-merge", AutoInterpMergeCommand, _autointerp_merge),
     ("autointerp-validate", AutoInterpValidateCommand, _autointerp_validate), ("main", MainConfig, _main),
 )
-#: Parser defaults that differ from the config's on purpose (the quick AutoInterp run; SAEBench's values in the help).
-_DEFAULTS = {AutoInterpConfig: QUICK_DEFAULTS}
 
 
 def configs_of(command: Any) -> tuple[type, ...]:
@@ -300,7 +292,7 @@ def make_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=first.__doc__, description=first.__doc__,
                            allow_abbrev=False, formatter_class=HelpFormatter)
         for cls in configs_of(config):
-            add_arguments(p, cls, _DEFAULTS.get(cls))
+            add_arguments(p, cls)
         p.set_defaults(_command=(config, function))
     return parser
 
@@ -319,7 +311,7 @@ def _as_flag(message: str, configs: tuple[type, ...]) -> str:
     names the command's flag instead (``--limit must be ≥ 1``)."""
     head = re.match(r"([a-z_]+)(?=:| must )", message)
     # fields that are flags (an argument keeps its name)
-    names = {f.name for t in configs for f in fields(t) if not f.metadata.get("positional")}
+    names = {f.name for t in configs for f in flag_fields(t) if not f.metadata.get("positional")}
     name = head and _PARAM_FLAGS.get(head[1], head[1])
     if not name or name not in names:
         return message
@@ -358,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
         INTERRUPT.clear()
         signal.signal(signal.SIGINT, _on_sigint)
     try:
-        if config == (AutoInterpCommand, AutoInterpConfig) and args.override_latents is not None \
+        if config is AutoInterpCommand and args.override_latents is not None \
                 and "--n-latents" in (a.split("=")[0] for a in argv):
             raise UsageError(LATENTS_EXCLUSIVE)
         # every flag is checked here, building the configs, before the function touches any data or model

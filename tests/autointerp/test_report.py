@@ -23,6 +23,7 @@ import pytest
 
 from findbench import cli
 from findbench.autointerp import run as run_mod
+from findbench.autointerp.commands import AutoInterpCommand
 from findbench.autointerp.config import AutoInterpConfig
 from findbench.autointerp.report import REPORT_FILE, autointerp_results, load_run, render_report, write_report
 from findbench.autointerp.run import run_autointerp
@@ -41,9 +42,9 @@ def run_dir(tmp_path_factory) -> Path:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("FINDBENCH_CACHE", str(root / "cache"))
         cfg = AutoInterpConfig(**_cfg(dataset=str(corpus), scorers=SCORERS, n_latents=4))
-        run_autointerp(
+        run_autointerp(AutoInterpCommand(
             model="minilm", sae="synthetic", explainer=ScriptedLM(), config=cfg, out=root / "out", progress=False
-        )
+        ))
     return root / "out"
 
 

@@ -260,7 +260,8 @@ def test_embedding_scorer_prefers_true_explanations_on_minilm(minilm, tmp_path):
     model, tok = minilm
     cfg = quick_config(7, ["embedding"], total_tokens=60_000)
     tokens = tokenize_corpus(
-        tok, load_texts("wordnet"), context_size=cfg.llm_context_size, total_tokens=cfg.total_tokens
+        tok, load_texts("wordnet", split="train", text_column="text"), context_size=cfg.llm_context_size,
+        total_tokens=cfg.total_tokens,
     )
     out = tmp_path / "planted.json"
     res = planted_validation(model, tok, scorers=["embedding"], config=cfg, tokens=tokens, output=out, progress=False)
@@ -403,7 +404,8 @@ def test_planted_validation_on_smollm2_with_all_scorers(embedded_model_dir, embe
         max_tokens_in_prediction=16,
     )
     tokens = tokenize_corpus(
-        tok, load_texts("wordnet"), context_size=cfg.llm_context_size, total_tokens=cfg.total_tokens
+        tok, load_texts("wordnet", split="train", text_column="text"), context_size=cfg.llm_context_size,
+        total_tokens=cfg.total_tokens,
     )
     res = planted_validation(
         model,

@@ -8,13 +8,13 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import re
-from dataclasses import MISSING, dataclass
+from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from findbench import _checks
-from findbench._config import Csv, arg
-from findbench.autointerp.config import MAX_EXPLANATION_TOKENS, PROBES, QUICK_DEFAULTS, SCORERS, AutoInterpConfig
+from findbench._config import Csv, arg, flag_fields
+from findbench.autointerp.config import MAX_EXPLANATION_TOKENS, PROBES, SCORERS, AutoInterpConfig
 from findbench.autointerp.results import RUN_ID_PATTERN
 from findbench.constants import UsageError
 from findbench.lm.base import STRUCTURED_OUTPUTS
@@ -88,15 +88,12 @@ class TrainSAECommand:
                                         "~/.cache/findbench)")
 
 
-SAEBENCH = AutoInterpConfig()
-
-
 @dataclass
 class AutoInterpCommand:
     __doc__ = ("explain SAE latents in words and score the explanations (SAEBench AutoInterp + more scorers); the "
                "defaults run in minutes on the embedded model, SAEBench's values: " + ", ".join(
                    f"--{k.replace('_', '-')} {','.join(v) if isinstance(v, list) else v}"
-                   for k, v in ((k, getattr(SAEBENCH, k)) for k in QUICK_DEFAULTS))
+                   for k, v in ((k, getattr(AutoInterpConfig(), k)) for k in AutoInterpConfig.QUICK))
                + "; `findbench autointerp merge DIR... --out OUT` joins the folders of --shard runs")
 
     model: str = arg("embedded", "model the SAE reads: embedded (SmolLM2), minilm, a folder or a Hub id")
@@ -128,9 +125,18 @@ class AutoInterpCommand:
     activations: list[str] | None = arg(None, "the --out folders of the N --token-shard runs: count firings and "
                                               "collect evidence from their activations instead of running the model "
                                               "and SAE (same --batch-size and corpus)", nargs="+", metavar="DIR")
+    #: What decides the result (its fields are flags too; default :meth:`AutoInterpConfig.quick`).
+    config: AutoInterpConfig = field(default_factory=AutoInterpConfig.quick)
+    #: From Python: latent -> explanation, scored instead of asking the explainer.
+    explanations: dict[int, str] | None = None
+    #: From Python: progress bars (the Inspect task turns them off).
+    progress: bool = True
 
     def __post_init__(self) -> None:
         from findbench.models import check_spec
+
+        if not isinstance(self.config, AutoInterpConfig):
+            raise UsageError(f"config must be an AutoInterpConfig, got {type(self.config).__name__}")
 
         _checks.positive_int("batch_size", self.batch_size)
         if not isinstance(self.device, str) or not re.fullmatch(r"cpu|cuda(:\d+)?|mps", self.device):
@@ -152,56 +158,40 @@ class AutoInterpCommand:
         check_run_id(self.run_id)
         parse_shard(self.shard)
         check_encoder(self.model, "model")
-        for name in ("explainer", "scorer"):
-            if getattr(self, name) is not None:
+        for name in ("explainer", "scorer"):  # a spec, or from Python an LM
+            if isinstance(getattr(self, name), str):
                 check_spec(getattr(self, name), flag=f"--{name}")
-        try:
-            check_spec(self.sae, flag="--sae", names=("embedded", "synthetic"), hub=False)
-        except UsageError:
-            check_spec(self.sae, flag="--sae", names=("embedded", "synthetic", *_sae_releases()), hub=False)
+        if isinstance(self.sae, str):  # a spec, or from Python an SAE
+            try:
+                check_spec(self.sae, flag="--sae", names=("embedded", "synthetic"), hub=False)
+            except UsageError:
+                check_spec(self.sae, flag="--sae", names=("embedded", "synthetic", *_sae_releases()), hub=False)
 
 
 LATENTS_EXCLUSIVE = "--latents and --n-latents are mutually exclusive: give one"
 
 
-def settle_latents(cfg: AutoInterpConfig, *, n_latents_given: bool) -> AutoInterpConfig:
-    """``--latents`` excludes ``--n-latents`` (UsageError when both are given); with ``--latents``,
-    ``n_latents`` is unused and kept at SAEBench's value, so that resumed runs match."""
-    if cfg.override_latents is not None:
-        if n_latents_given:
-            raise UsageError(LATENTS_EXCLUSIVE)
-        cfg.n_latents = SAEBENCH.n_latents
-    return cfg
+def setting_names() -> dict[str, str]:
+    """``findbench autointerp``'s settings (its flags, aliases such as ``latents`` too) by name: the field each sets."""
+    return {name: f.name for f in flag_fields(AutoInterpCommand)
+            for name in (f.name, *(a.lstrip("-").replace("-", "_") for a in f.metadata.get("aliases", ())))}
 
 
-def setting_names() -> dict[str, tuple[type, str]]:
-    """``findbench autointerp``'s settings by name (each field's name and its aliases, such as
-    ``latents``): the config and field each sets."""
-    names = {}
-    for config in (AutoInterpCommand, AutoInterpConfig):
-        for f in dataclasses.fields(config):
-            for name in (f.name, *(a.lstrip("-").replace("-", "_") for a in f.metadata.get("aliases", ()))):
-                names[name] = (config, f.name)
-    return names
-
-
-def autointerp_configs(settings: dict[str, Any]) -> tuple[AutoInterpCommand, AutoInterpConfig]:
-    """``findbench autointerp``'s two configs from settings named as its flags (a field name, or an
-    alias such as ``latents``, ``seed`` or ``context_size``), with the command line's defaults
-    (:data:`QUICK_DEFAULTS`): how the Inspect task reads its ``-T`` settings. UsageError naming an
-    unknown setting."""
+def autointerp_command(settings: dict[str, Any]) -> AutoInterpCommand:
+    """``findbench autointerp``'s config from settings named as its flags (a field name, or an alias such as
+    ``latents``, ``seed`` or ``context_size``), with the command line's defaults (:meth:`AutoInterpConfig.quick`):
+    how the Inspect task reads its ``-T`` settings. UsageError naming an unknown setting."""
     names = setting_names()
     unknown = sorted(set(settings) - set(names))
     if unknown:
         raise UsageError(f"unknown settings {unknown}: the settings are findbench autointerp's flags, e.g. "
                          "sae, model, n_latents, latents, scorers, out")
-    given: dict[type, dict[str, Any]] = {AutoInterpCommand: {}, AutoInterpConfig: dict(QUICK_DEFAULTS)}
-    for name, value in settings.items():
-        config, field = names[name]
-        given[config][field] = value
-    cfg = AutoInterpConfig(**given[AutoInterpConfig])
-    return AutoInterpCommand(**given[AutoInterpCommand]), settle_latents(
-        cfg, n_latents_given=any(names[k][1] == "n_latents" for k in settings))
+    given = {names[k]: v for k, v in settings.items()}
+    if "override_latents" in given and "n_latents" in given:
+        raise UsageError(LATENTS_EXCLUSIVE)
+    own = {f.name for f in dataclasses.fields(AutoInterpConfig)}
+    return AutoInterpCommand(**{k: v for k, v in given.items() if k not in own},
+                             config=AutoInterpConfig.quick(**{k: v for k, v in given.items() if k in own}))
 
 
 @dataclass

@@ -369,7 +369,7 @@ def corpus_acts(
     *,
     hook_name: str,
     special_ids: Sequence[int] = (),
-    batch_size: int = 32,
+    batch_size: int,
     latents: Sequence[int] | None = None,
     rows: tuple[int, int] | None = None,
     desc: str = "activations",
@@ -401,7 +401,7 @@ def firing_counts(
     *,
     hook_name: str,
     special_ids: Sequence[int] = (),
-    batch_size: int = 32,
+    batch_size: int,
     progress: bool = True,
 ) -> np.ndarray:
     """How many corpus positions each of the SAE's latents fires on (special tokens excluded)."""
@@ -432,7 +432,7 @@ def collect_evidence(
     *,
     hook_name: str,
     special_ids: Sequence[int] = (),
-    batch_size: int = 32,
+    batch_size: int,
     progress: bool = True,
 ) -> list[LatentEvidence]:
     """One pass over ``tokens [rows, context]``: the evidence of each latent in ``latents``."""

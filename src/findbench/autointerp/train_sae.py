@@ -57,15 +57,7 @@ def split_rows(n_rows: int, n_eval_rows: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _corpus_rows(cfg: TrainSAEConfig, tokenizer: Any) -> np.ndarray:
-    rows = cfg.n_train_rows + cfg.n_eval_rows
-    return corpus_tokens(
-        tokenizer,
-        cfg.dataset,
-        context_size=cfg.context_size,
-        total_tokens=rows * cfg.context_size,
-        split=cfg.split,
-        text_column=cfg.text_column,
-    )
+    return corpus_tokens(tokenizer, cfg.corpus)
 
 
 def heldout_rows(cfg: TrainSAEConfig, tokenizer: Any) -> np.ndarray:

@@ -58,12 +58,11 @@ _LM_SCORERS = ("detection", "fuzz", "likelihood")
 
 
 def quick_config(d_sae: int, scorers: Sequence[str] = SCORERS, **overrides: Any) -> AutoInterpConfig:
-    """SAEBench's settings with a corpus of 200k tokens and every latent of the synthetic SAE
+    """:meth:`AutoInterpConfig.quick` with a corpus of 200k tokens and every latent of the synthetic SAE
     (there are only a few; each fires hundreds of times in 200k tokens of WordNet glosses,
     whose first 150k tokens hold few birds)."""
-    kw: dict[str, Any] = {"total_tokens": 200_000, "override_latents": list(range(d_sae)), "scorers": list(scorers)}
-    kw.update(overrides)
-    return AutoInterpConfig(**kw)
+    return AutoInterpConfig.quick(**{"total_tokens": 200_000, "override_latents": list(range(d_sae)),
+                                     "scorers": list(scorers), **overrides})
 
 
 def _verdict(true: Sequence[float], wrong: Sequence[float]) -> tuple[float, float, str]:
@@ -143,7 +142,7 @@ def planted_validation(
     if any(j >= sae.cfg.d_sae for j in latents):
         raise ValueError(f"config.override_latents must lie in [0, {sae.cfg.d_sae}) (the synthetic SAE's latents)")
     if tokens is None:
-        tokens = corpus_tokens(tokenizer, cfg.dataset, context_size=cfg.llm_context_size, total_tokens=cfg.total_tokens)
+        tokens = corpus_tokens(tokenizer, cfg.corpus)
     tokens = np.asarray(tokens)
     t_ev = time.perf_counter()
     evidence = collect_evidence(
@@ -210,17 +209,8 @@ def planted_validation(
     per_scorer: dict[str, Any] = {}
     for name in scorers:
         t_s = time.perf_counter()
-        scorer = make_scorer(
-            name,
-            lm=lm,
-            renderer=renderer,
-            encoder=encoder,
-            act_threshold_frac=cfg.act_threshold_frac,
-            seed=cfg.random_seed,
-            max_new_tokens=cfg.max_tokens_in_prediction,
-            progress=progress,
-            structured=structured,
-        )
+        scorer = make_scorer(name, cfg, lm=lm, renderer=renderer, encoder=encoder, progress=progress,
+                             structured=structured)
         items = [(ev, explanations[kind][i]) for kind in kinds for i, ev in enumerate(usable)]
         results = scorer.score(items)
         n = len(usable)
