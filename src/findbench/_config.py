@@ -67,8 +67,9 @@ def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, con
     a field declared without :func:`arg` is no flag (an object or setting only Python callers give)."""
     hints = typing.get_type_hints(config)
     for f in dataclasses.fields(config):
-        if f.init and dataclasses.is_dataclass(hints[f.name]):
-            add_arguments(parser, hints[f.name], dataclasses.asdict(field_default(f)))
+        if f.init and dataclasses.is_dataclass(hints[f.name]):  # (its own class's defaults are its fields')
+            own = f.default_factory is hints[f.name]
+            add_arguments(parser, hints[f.name], None if own else dataclasses.asdict(field_default(f)))
         if not f.init or "help" not in f.metadata:
             continue
         meta, kind = dict(f.metadata), _scalar(hints[f.name])

@@ -38,7 +38,6 @@ from findbench.autointerp.commands import (
     check_encoder,
     format_score,
 )
-from findbench.autointerp.config import AutoInterpConfig, TrainSAEConfig
 from findbench.builders.config import BuildConfig, BuildNeuronTestsConfig, CallConfig
 from findbench.constants import EMBEDDED_JUDGE_NAME, Interrupted, UsageError, resumable
 from findbench.find.config import BackboneReportConfig, ExportFunctionsConfig
@@ -178,11 +177,11 @@ def _judge_card(cfg: JudgeCardConfig) -> None:
     print(f"wrote {cfg.out}")
 
 
-def _train_sae(command: TrainSAECommand, cfg: TrainSAEConfig) -> None:
+def _train_sae(command: TrainSAECommand) -> None:
     from findbench.autointerp.train_sae import train_sae
 
-    check_encoder(cfg.model, "model")
-    out = train_sae(cfg, command.out, resume=command.resume, keep_activations=command.keep_activations)
+    check_encoder(command.config.model, "model")
+    out = train_sae(command)
     m = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
     print(f"explained variance {m['explained_variance']:.4f}, L0 {m['l0']:.2f}, "
           f"dead latents {m['dead_latents']} ({m['dead_fraction']:.2%}) on {m['n_tokens']} held-out tokens")
@@ -223,27 +222,16 @@ def _autointerp(command: AutoInterpCommand) -> None:
 def _autointerp_merge(cfg: AutoInterpMergeCommand) -> None:
     from findbench.autointerp.run import merge_shards
 
-    result = merge_shards(cfg.dirs, cfg.out, run_id=cfg.run_id)
+    result = merge_shards(cfg)
     for key, values in result["eval_result_metrics"].items():
         print(format_score(key, values))
     print("\n".join(f"wrote {path}" for path in result["files"].values()))
 
 
 def _autointerp_validate(cfg: AutoInterpValidateCommand) -> None:
-    from findbench.autointerp.activations import load_model
     from findbench.autointerp.validation import planted_validation, validation_tables
 
-    model, tokenizer, _ = load_model(cfg.model)
-    lm = None
-    if any(s in ("detection", "fuzz", "likelihood") for s in cfg.scorers):
-        from findbench.lm import load_lm
-
-        lm = load_lm(cfg.scorer, cache=cfg.cache)
-    settings = AutoInterpConfig(total_tokens=cfg.total_tokens, random_seed=cfg.seed, scorers=cfg.scorers,
-                                structured_outputs=cfg.structured_outputs)
-    result = planted_validation(model, tokenizer, scorers=cfg.scorers, lm=lm, config=settings, rules=cfg.rules,
-                                probes=cfg.probes, max_explanation_tokens=cfg.max_explanation_tokens or None,
-                                output=cfg.out)
+    result = planted_validation(cfg)
     print(validation_tables(result))
     print(f"{result['seconds']['total']:.0f} s; wrote {cfg.out}")
 
@@ -266,7 +254,7 @@ COMMANDS: tuple[tuple[str, Any, Callable[..., None]], ...] = (
     ("build-neuron-tests", BuildNeuronTestsConfig, _build_neuron_tests), ("iia", IIAConfig, _iia),
     ("judge-data", JudgeDataConfig, _judge_data), ("train-judge", TrainArgs, _train_judge),
     ("judge-card", JudgeCardConfig, _judge_card),
-    ("train-sae", (TrainSAECommand, TrainSAEConfig), _train_sae),
+    ("train-sae", TrainSAECommand, _train_sae),
     ("autointerp", AutoInterpCommand, _autointerp),
     ("autointerp-merge", AutoInterpMergeCommand, _autointerp_merge),
     ("autointerp-validate", AutoInterpValidateCommand, _autointerp_validate), ("main", MainConfig, _main),

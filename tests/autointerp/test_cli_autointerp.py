@@ -159,8 +159,8 @@ def test_autointerp_validate_scores_the_probes_and_prints_the_tables(monkeypatch
 
     seen = {}
 
-    def fake(model, tokenizer, **kw):
-        seen.update(kw)
+    def fake(cmd):
+        seen["cmd"] = cmd
         return {"scorers": {}, "seconds": {"total": 1.0}}
 
     monkeypatch.setattr(validation, "planted_validation", fake)
@@ -186,9 +186,10 @@ def test_autointerp_validate_scores_the_probes_and_prints_the_tables(monkeypatch
         )
         == 0
     )
-    assert seen["scorers"] == ["embedding"] and seen["probes"] == ["hedged", "padded"] and seen["lm"] is None
-    assert seen["max_explanation_tokens"] is None and seen["output"] == str(out) and seen["rules"] is None
-    assert seen["config"].random_seed == 3 and seen["config"].total_tokens == 200_000
+    cmd = seen["cmd"]
+    assert cmd.scorers == ["embedding"] and cmd.probes == ["hedged", "padded"] and cmd.model == "minilm"
+    assert cmd.max_explanation_tokens == 0 and cmd.out == str(out) and cmd.rules is None and cmd.config is None
+    assert cmd.seed == 3 and cmd.total_tokens == 200_000
     assert capsys.readouterr().out.startswith("TABLES\n")
     assert (
         cli.main(

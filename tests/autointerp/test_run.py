@@ -121,7 +121,7 @@ def test_run_writes_saebench_files_and_resumes_without_repeating_work(corpus, tm
     # a second run with the same arguments: evidence from disk, every LM answer from the cache
     calls = lm.calls
     monkeypatch.setattr(run_mod, "collect_evidence", lambda *a, **k: pytest.fail("evidence recomputed"))
-    monkeypatch.setattr(run_mod, "firing_counts", lambda *a, **k: pytest.fail("firing counts recomputed"))
+    monkeypatch.setattr(run_mod, "count_firing", lambda *a, **k: pytest.fail("firing counts recomputed"))
     again = run_autointerp(AutoInterpCommand(model="minilm", sae="synthetic", explainer=lm, config=cfg, out=out,
                                              progress=False))
     assert lm.calls == calls
@@ -182,7 +182,7 @@ def test_digit_latent_scored_by_a_digit_detector_misses_only_random_windows_with
     from findbench.autointerp.activations import load_model
     from findbench.autointerp.synthetic import SyntheticSAE
 
-    model, tokenizer, _ = load_model("minilm")
+    model, tokenizer, _ = load_model("minilm", device="cpu")
     sae = SyntheticSAE.for_model(model, tokenizer)
     digits = sae.rules.index("digits") if isinstance(sae.rules[0], str) else [r.name for r in sae.rules].index("digits")
     cfg = AutoInterpConfig(**_cfg(dataset=str(corpus), override_latents=[digits], scorers=["detection"]))
@@ -200,7 +200,7 @@ def test_digit_latent_scored_by_a_digit_detector_misses_only_random_windows_with
 def test_long_empty_and_copied_explanations_are_cut_flagged_and_still_scored(corpus, tmp_path):
     from findbench.autointerp.activations import load_model
 
-    _, tokenizer, _ = load_model("minilm")
+    _, tokenizer, _ = load_model("minilm", device="cpu")
     cfg = AutoInterpConfig(
         **_cfg(dataset=str(corpus), override_latents=[0, 1, 2, 3], scorers=["embedding"], max_explanation_tokens=8)
     )

@@ -13,7 +13,7 @@ import pytest
 
 from findbench import cli
 from findbench.autointerp import run as run_mod
-from findbench.autointerp.commands import AutoInterpCommand, parse_shard
+from findbench.autointerp.commands import AutoInterpCommand, AutoInterpMergeCommand, parse_shard
 from findbench.autointerp.config import AutoInterpConfig
 from findbench.autointerp.run import merge_shards, run_autointerp
 from findbench.constants import UsageError
@@ -105,11 +105,11 @@ def test_the_merge_flags_identical_explanations_across_shards_and_keeps_skipped_
     args = dict(model="minilm", sae="synthetic", config=cfg, explanations=texts, progress=False)
     whole = run_autointerp(AutoInterpCommand(out=tmp_path / "whole", **args))
     parts = [run_autointerp(AutoInterpCommand(out=tmp_path / f"p{i}", shard=f"{i}/2", **args)) for i in range(2)]
-    assert whole.results.skipped_latents.keys() == {"0"} and parts[1]["skipped_latents"].keys() == {"0"}
+    assert whole.results.skipped_latents.keys() == {"0"} and parts[1].results.skipped_latents.keys() == {"0"}
     # 3 (shard 0) and 1 (shard 1) say the same: neither shard can tell, the unsharded run and the merge can
     assert [whole.results.eval_result_unstructured[k]["degenerate_reason"] for k in ("3", "1")] == ["identical"] * 2
     assert not any(e["degenerate"] for p in parts for e in p.results.eval_result_unstructured.values())
-    merged = merge_shards([tmp_path / "p0", tmp_path / "p1"], tmp_path / "merged")
+    merged = merge_shards(AutoInterpMergeCommand([tmp_path / "p0", tmp_path / "p1"], tmp_path / "merged"))
     assert list(merged["eval_result_unstructured"]) == ["3", "5", "1", "2", "4"]
     assert merged["eval_result_metrics"]["embedding"]["n_degenerate"] == 2
     _assert_same_files(tmp_path / "whole", tmp_path / "merged")
@@ -118,10 +118,10 @@ def test_the_merge_flags_identical_explanations_across_shards_and_keeps_skipped_
 def test_a_shard_resumes_its_evidence_and_answers(runs, monkeypatch):
     root, path, _, parts = runs
     monkeypatch.setattr(run_mod, "collect_evidence", lambda *a, **k: pytest.fail("evidence recomputed"))
-    monkeypatch.setattr(run_mod, "firing_counts", lambda *a, **k: pytest.fail("firing counts recomputed"))
+    monkeypatch.setattr(run_mod, "count_firing", lambda *a, **k: pytest.fail("firing counts recomputed"))
     again = _run(path, root / "part1", shard="1/2")
     assert again.resumed["evidence"] and again.resumed["lm_cache"]["misses"] == 0
-    assert again.results.eval_result_unstructured == parts[1]["eval_result_unstructured"]
+    assert again.results.eval_result_unstructured == parts[1].results.eval_result_unstructured
 
 
 @pytest.mark.parametrize("text", ["2/2", "1", "-1/2", "0/0", "a/b", "0/2/3", ""])
@@ -161,7 +161,7 @@ def test_merge_refuses_missing_duplicate_and_mismatched_shards(runs, capsys):
     (three / "synthetic_eval_results.json").write_text(json.dumps(res))
     assert f"shard folder {three}: shard 1/3, but {p0} is one of 2" in refused(p0, three)
     with pytest.raises(UsageError, match="out must not be one of the shard folders"):
-        merge_shards([p0, p1], p1)
+        merge_shards(AutoInterpMergeCommand([p0, p1], p1))
 
 
 def _copy(src, dst, results=None, latents=None):
@@ -222,12 +222,12 @@ def test_merge_reads_shard_files_as_untrusted_and_writes_only_its_own_names(runs
     (kept / "mine.txt").write_text("keep")
     out.symlink_to(kept)
     with pytest.raises(UsageError, match="is a symbolic link or not a folder"):
-        merge_shards([p0, root / "part1"], out)
+        merge_shards(AutoInterpMergeCommand([p0, root / "part1"], out))
     assert [p.name for p in kept.iterdir()] == ["mine.txt"]
     out.unlink()
     os.mkfifo(out)
     with pytest.raises(UsageError, match="is a symbolic link or not a folder"):
-        merge_shards([p0, root / "part1"], out)
+        merge_shards(AutoInterpMergeCommand([p0, root / "part1"], out))
 
 
 def test_merge_refuses_repeated_latents_and_scores_the_results_do_not_hold(runs, tmp_path, capsys):

@@ -56,7 +56,7 @@ def available_device(device: str) -> str:
     return device
 
 
-def load_model(spec: str | os.PathLike = "embedded", *, device: str = "cpu") -> tuple[Any, Any, str]:
+def load_model(spec: str | os.PathLike, *, device: str) -> tuple[Any, Any, str]:
     """``(model, tokenizer, name)`` for any transformers model that exposes hidden states,
     causal LMs and encoders alike, loaded with ``AutoModel`` in float32 eval mode (no task
     head: only hidden states are read). ``name`` is the folder's or Hub id's last part."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import os
 import re
 from dataclasses import MISSING, dataclass, field
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 
 from findbench import _checks
 from findbench._config import Csv, arg, flag_fields
-from findbench.autointerp.config import MAX_EXPLANATION_TOKENS, PROBES, SCORERS, AutoInterpConfig
+from findbench.autointerp.config import MAX_EXPLANATION_TOKENS, PROBES, SCORERS, AutoInterpConfig, TrainSAEConfig
 from findbench.autointerp.results import RUN_ID_PATTERN
 from findbench.constants import UsageError
 from findbench.lm.base import STRUCTURED_OUTPUTS
@@ -86,6 +87,14 @@ class TrainSAECommand:
                        no_help="start over: ignore cached activations and checkpoints")
     keep_activations: bool = arg(False, "keep the cached model activations for later runs on the same hook (GBs in "
                                         "~/.cache/findbench)")
+    #: What decides the SAE (its fields are flags too).
+    config: TrainSAEConfig = field(default_factory=TrainSAEConfig)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.config, TrainSAEConfig):
+            raise UsageError(f"config must be a TrainSAEConfig, got {type(self.config).__name__}")
+        if not isinstance(self.out, (str, os.PathLike)) or not os.fspath(self.out):
+            raise UsageError(f"out must be a folder path, got {self.out!r}")
 
 
 @dataclass
@@ -97,14 +106,14 @@ class AutoInterpCommand:
                + "; `findbench autointerp merge DIR... --out OUT` joins the folders of --shard runs")
 
     model: str = arg("embedded", "model the SAE reads: embedded (SmolLM2), minilm, a folder or a Hub id")
-    sae: str = arg("embedded", "embedded (the SAE shipped with findbench), synthetic (planted rules), a sae_lens "
+    sae: Any = arg("embedded", "embedded (the SAE shipped with findbench), synthetic (planted rules), a sae_lens "
                                "folder, or a release")
     sae_id: str | None = arg(None, "SAE id within a sae_lens release")
     layer: int | None = arg(None, "layer the SAE reads (default: the SAE's own hook)")
     hook: str | None = arg(None, "resid_post, resid_pre, mlp_post, hook_embed or a full hook name (default: the "
                                  "SAE's own)")
-    explainer: str = arg("embedded", "LM spec writing explanations: embedded, a folder, an HF id or a vLLM URL")
-    scorer: str | None = arg(None, "LM spec of the scorers (default: the explainer)")
+    explainer: Any = arg("embedded", "LM spec writing explanations: embedded, a folder, an HF id or a vLLM URL")
+    scorer: Any = arg(None, "LM spec of the scorers (default: the explainer)")
     lm_model: str | None = arg(None, "served model name, for server-URL --explainer / --scorer")
     batch_size: int = arg(32, "corpus rows per forward pass")
     device: str = arg("cpu", "where the model and the SAE run: cpu, cuda, cuda:N (e.g. one GPU per --token-shard "
@@ -213,9 +222,9 @@ class AutoInterpValidateCommand:
     an empty and the gaming probes (everything, hedged, examples_only, stuffed, padded), a paired-bootstrap verdict
     per probe"""
 
-    model: str = arg("embedded", "model whose input embeddings the planted-rule SAE reads: embedded (SmolLM2), "
+    model: Any = arg("embedded", "model whose input embeddings the planted-rule SAE reads: embedded (SmolLM2), "
                                  "minilm, a folder or a Hub id")
-    scorer: str = arg("embedded", "LM spec of the detection, fuzz and likelihood scorers")
+    scorer: Any = arg("embedded", "LM spec of the detection, fuzz and likelihood scorers")
     scorers: Csv = arg(",".join(SCORERS), "comma-separated scorers")
     probes: Csv = arg(",".join(PROBES), "comma-separated gaming probes")
     rules: Csv = arg(None, "comma-separated planted rules (default: the eight of synthetic.DEFAULT_RULES)")
@@ -226,10 +235,17 @@ class AutoInterpValidateCommand:
     structured_outputs: str = arg("auto", "detection answers under their grammar: auto, on or off",
                                   choices=STRUCTURED_OUTPUTS)
     cache: str | None = arg(None, "sqlite LM request cache (a rerun repeats no LM call)")
-    out: str = arg("outputs/autointerp/planted_validation.json", "result JSON")
+    out: str | None = arg("outputs/autointerp/planted_validation.json", "result JSON")
+    #: From Python: the evidence settings (default: ``total_tokens``, ``seed``, ``scorers``, ``structured_outputs``).
+    config: AutoInterpConfig | None = None
+    #: From Python: the corpus rows (default: the config's corpus, tokenized).
+    tokens: Any = None
+    #: From Python: the ``embedding`` scorer's sentence encoder (default: the embedded MiniLM).
+    encoder: Any = None
+    #: From Python: progress bars.
+    progress: bool = True
 
     def __post_init__(self) -> None:
-        from findbench import _checks
         from findbench.models import check_spec
 
         _checks.integer("--max-explanation-tokens", self.max_explanation_tokens, 0)
@@ -238,6 +254,10 @@ class AutoInterpValidateCommand:
         for name, values, known in (("--scorers", self.scorers, SCORERS), ("--probes", self.probes, PROBES)):
             for value in values:
                 _checks.one_of(name, value, known)
+            if len(set(values)) != len(values) or name == "--scorers" and not values:
+                raise UsageError(f"{name} must be distinct names from {', '.join(known)}, got {values!r}")
         self.rules = _checks.str_list("--rules", self.rules, optional=True)
-        check_encoder(self.model, "model")
-        check_spec(self.scorer, flag="--scorer")
+        if isinstance(self.model, str):  # a spec, or from Python a (model, tokenizer) pair
+            check_encoder(self.model, "model")
+        if isinstance(self.scorer, str):  # a spec, or from Python an LM (None: none)
+            check_spec(self.scorer, flag="--scorer")

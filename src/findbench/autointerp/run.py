@@ -26,8 +26,8 @@ list, so that is what keeps a shard's windows those of the unsharded run) and sa
 unsharded run's fingerprint. :func:`merge_shards` joins the N folders into the unsharded files.
 
 The model side splits over token ranges instead (:mod:`findbench.autointerp.token_shards`):
-``token_shard="I/N"`` saves the activations of the I-th of N ranges of corpus rows and returns
-``{"activations", "rows", "token_shard", "resumed"}``; ``activations=[the N folders]`` reads them
+``token_shard="I/N"`` saves the activations of the I-th of N ranges of corpus rows and stops (the output's
+``files["activations"]``, ``rows`` and ``resumed["activations"]``); ``activations=[the N folders]`` reads them
 instead of running the model and the SAE (and may be sharded by latents as above).
 """
 
@@ -58,7 +58,7 @@ from findbench._io import (
 )
 from findbench._version import __version__
 from findbench.autointerp.activations import available_device, hook_name_for_layer, load_model, parse_hook_name
-from findbench.autointerp.commands import AutoInterpCommand, parse_shard
+from findbench.autointerp.commands import AutoInterpCommand, AutoInterpMergeCommand, parse_shard
 from findbench.autointerp.config import LM_ONLY_FIELDS, AutoInterpConfig
 from findbench.autointerp.detection import (
     CHANCE,
@@ -73,8 +73,8 @@ from findbench.autointerp.evidence import (
     choose_latents,
     collect_evidence,
     corpus_acts,
+    count_firing,
     evidence_of,
-    firing_counts,
 )
 from findbench.autointerp.explanations import degenerate, guard_explanations
 from findbench.autointerp.prompts import TokenRenderer, explanation_constraint, explanation_messages
@@ -252,7 +252,8 @@ def _collect(cmd: AutoInterpCommand) -> AutoInterpOutput:
             counts = np.load(counts_path)
             run.resumed["firing_counts"] = str(counts_path)
         else:
-            counts = saved().counts() if saved is not None else firing_counts(model, sae, tokens, **hook)
+            counts = saved().counts() if saved is not None else count_firing(
+                corpus_acts(model, sae, tokens, desc="latent firing counts", **hook), d_sae)
             buf = io.BytesIO()
             np.save(buf, counts)
             atomic_write_bytes(counts_path, buf.getvalue())
@@ -659,12 +660,12 @@ def _check_records(records: list, results: AutoInterpResults, where: str) -> Non
         raise ValueError(f"{where}: {why}") from None
 
 
-def merge_shards(dirs: list[str | os.PathLike], out: str | os.PathLike, *, run_id: str | None = None) -> dict:
-    """Join the output folders of ``shard="I/N"`` runs (each I of 0..N-1 once, the same settings)
-    into ``out`` (replaced atomically): the files one unsharded run writes, latents in its order,
-    explanations' ``identical`` flags and the aggregates recomputed over all of them
-    (:func:`aggregate_metrics`). The results JSON records ``merged_from``. Returns its content."""
-    folders = [Path(d) for d in dirs]
+def merge_shards(cfg: AutoInterpMergeCommand) -> dict:
+    """Join the output folders ``cfg.dirs`` of ``shard="I/N"`` runs named ``cfg.run_id`` (each I of 0..N-1 once,
+    the same settings) into ``cfg.out`` (replaced atomically): the files one unsharded run writes, latents in its
+    order, explanations' ``identical`` flags and the aggregates recomputed over all of them
+    (:func:`aggregate_metrics`). The results JSON records ``merged_from``. Returns its content and ``files``."""
+    folders, out, run_id = [Path(d) for d in cfg.dirs], cfg.out, cfg.run_id
     if not folders:
         raise UsageError("merge needs at least one shard folder")
     if Path(out).resolve() in {f.resolve() for f in folders}:
