@@ -27,11 +27,12 @@ def main() -> None:
 
     out: dict = {}
     if not args.skip_build:
+        from findbench.builders.config import BuildConfig
         from findbench.builders.find import build
 
         with tempfile.TemporaryDirectory() as tmp:
             start = time.perf_counter()
-            build(str(Path(tmp) / "find"), configs=["rasp"], progress=False)
+            build(BuildConfig(out=str(Path(tmp) / "find"), configs="rasp"), progress=False)
             out["build_seconds"] = time.perf_counter() - start
     rec = next(r for r in store.read_store(0)["programs"].values() if r["name"] == args.program)
     start = time.perf_counter()

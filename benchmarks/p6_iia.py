@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from findbench.neuron_explanations import interventions as iv
+from findbench.neuron_explanations.config import IIAConfig
 from findbench.neuron_explanations.intervention_tasks import build_task_rows
 
 RESULTS = Path(__file__).resolve().parent / "results" / "p6_iia.json"
@@ -116,18 +117,9 @@ def main(argv=None) -> int:
 
     model, tok = iv.load_model(args.model)
     rows = build_task_rows(model, tok, [args.task])
-    rankings = [r.strip() for r in args.rankings.split(",") if r.strip()]
-    ours = iv.iia_sweep(
-        model,
-        tok,
-        args.task,
-        args.layer,
-        rows=rows,
-        n_pairs=args.n_pairs,
-        rankings=rankings,
-        position=args.position,
-        batch_size=args.batch_size,
-    )
+    cfg = IIAConfig(task=args.task, layer=str(args.layer), model=args.model, n_pairs=args.n_pairs,
+                    rankings=args.rankings, position=args.position, batch_size=args.batch_size)
+    ours = iv.iia_sweep(cfg, model, tok, args.task, args.layer, rows=rows)
     per_batch = max(1, args.batch_size // len(ours["ks"]))
     ref_curves, ref_preds, ref_seconds = pyvene_sweep(model, tok, rows, ours, layer=args.layer, batch_size=per_batch)
     ref_ips = ours["interventions"] / ref_seconds

@@ -57,26 +57,26 @@ GOAL_SPEEDUP = 2.0
 
 
 def _one_run(url: str, args, out: Path, connections: int) -> dict:
+    from findbench.interpret.config import InterpretConfig
     from findbench.interpret.run import EPISODE_FILES, run_interpretations, summarize_run
     from findbench.lm import OpenAILM
 
     # the server LM without the request cache (see the module docstring)
     lm = OpenAILM(url, model=SERVED, max_workers=connections, timeout=600)
     t0 = time.perf_counter()
-    run_interpretations(
-        args.data,
-        lm,
-        methods="aia",
+    cfg = InterpretConfig(
+        data=args.data and str(args.data),
+        interpreter=lm,
+        method="aia",
         configs=args.configs,
         limit=args.limit,
         rounds=args.rounds,
         max_tokens=args.max_tokens,
         seed=args.seed,
-        out=out,
+        out=str(out),
         max_connections=connections,
-        progress=False,
-        model_args={"cache": None},
     )
+    run_interpretations(cfg, progress=False, model_args={"cache": None})
     seconds = time.perf_counter() - t0
     summary = summarize_run(out)
     done = sorted(p for p in out.glob("*/aia/f*") if all((p / f).is_file() for f in EPISODE_FILES))

@@ -129,7 +129,7 @@ def episodes(backend: str, url: str | None, lm, args, tok, tmp: Path) -> dict:
     from inspect_ai import eval as inspect_eval
     from inspect_ai.log import resolve_sample_attachments
 
-    from findbench.interpret.inspect_tasks import find_interpret
+    from findbench.interpret.task import find_interpret
 
     flight = _flight(backend)
     task = find_interpret(

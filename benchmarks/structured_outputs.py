@@ -138,6 +138,7 @@ def judge(lm, n_functions: int) -> dict:
 
 
 def interpreter(lm, data: str) -> dict:
+    from findbench.interpret.config import InterpretConfig
     from findbench.interpret.protocol import parse_answer, parse_commands
     from findbench.interpret.run import run_interpretations
 
@@ -145,16 +146,9 @@ def interpreter(lm, data: str) -> dict:
     for setting in SETTINGS:
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
-            run = run_interpretations(
-                data,
-                lm,
-                limit=1,
-                rounds=3,
-                max_tokens=128,
-                out=Path(tmp) / "run",
-                progress=False,
-                structured_outputs=setting,
-            )
+            cfg = InterpretConfig(data=data, interpreter=lm, limit=1, rounds=3, max_tokens=128,
+                                  out=str(Path(tmp) / "run"), structured_outputs=setting)
+            run = run_interpretations(cfg, progress=False)
             turns, ok, answered, episodes = 0, 0, 0, 0
             for path in sorted(run.glob("*/aia/f*/episode.json")):
                 record = json.loads(path.read_text())

@@ -11,6 +11,7 @@ from dataclasses import asdict
 import pytest
 
 from findbench import cli
+from findbench.constants import UsageError
 
 WORKFLOW = (
     "build",
@@ -244,20 +245,20 @@ def test_errors_are_one_line_unless_verbose(monkeypatch, capsys):
     import findbench.judge.card as card
 
     def boom(cfg, **kw):
-        raise ValueError("seed must be an int")
+        raise UsageError("--seed must be an int")
 
     monkeypatch.setattr(card, "judge_card", boom)
     argv = ["judge-card", "--judge", "embedded", "--out", "x"]
     assert cli.main(argv) == 2
-    # the flag, not the parameter
     assert capsys.readouterr().err.splitlines()[-1] == "findbench judge-card: error: --seed must be an int"
     with pytest.raises(ValueError, match="seed"):
         cli.main(["-v", *argv])
 
-    # a TypeError from findbench._checks is the user's; any other is a bug and keeps its traceback
+    # a wrong type that findbench._checks refuses is the user's (a UsageError); any other TypeError is a bug
+    # and keeps its traceback
     from findbench import _checks
 
-    monkeypatch.setattr(card, "judge_card", lambda cfg, **kw: _checks.str_list("categories", 3))
+    monkeypatch.setattr(card, "judge_card", lambda cfg, **kw: _checks.str_list("--categories", 3))
     assert cli.main(argv) == 2
     assert capsys.readouterr().err.splitlines()[-1].startswith("findbench judge-card: error: --categories must be")
     monkeypatch.setattr(card, "judge_card", lambda cfg, **kw: None + 1)
@@ -299,7 +300,7 @@ def test_switches_go_anywhere(monkeypatch):
 
     seen = {}
     monkeypatch.setattr(evaluate, "evaluate_run", lambda cfg: seen.update(asdict(cfg)) or {"table": ""})
-    monkeypatch.setattr(report, "write_report", lambda run_dir, scores, data=None: seen.update(report=scores))
+    monkeypatch.setattr(report, "write_report", lambda cfg: seen.update(report=cfg.scores))
     assert cli.main(["evaluate", "--report", "r"]) == 0
     assert seen["run_dir"] == "r" and seen["report"] == "r/scores"
 

@@ -15,6 +15,7 @@ import pytest
 
 from findbench import cli
 from findbench._config import field_default, flag, flag_fields
+from findbench.constants import UsageError
 
 #: Libraries that parsing and refusing a flag must not import.
 HEAVY = ("torch", "transformers", "inspect_ai", "datasets", "sae_lens")
@@ -182,19 +183,18 @@ def test_bad_flags_are_refused_in_one_line_before_any_work(argv, flag_name, tmp_
     assert heavy == [] and not (tmp_path / "out").exists()
 
 
-def test_the_keyword_form_builds_the_config_the_command_line_parses(tmp_path):
+def test_the_command_line_parses_the_library_configs(tmp_path):
     from findbench._config import from_namespace
     from findbench.builders.config import BuildConfig
     from findbench.interpret.config import EvaluateConfig, InterpretConfig
-    from findbench.interpret.run import _config_from_keywords
     from findbench.pipeline import MainConfig
 
     (tmp_path / "find").mkdir()
     argv = ["interpret", "--interpreter", "oracle", "--method", "aia,milan", "--limit", "2", "--data",
             str(tmp_path / "find")]
     parsed = from_namespace(InterpretConfig, cli.parse_args(argv))
-    built, rows = _config_from_keywords(tmp_path / "find", "oracle", {"methods": ["aia", "milan"], "limit": 2})
-    assert built == parsed and rows is None and parsed.method == ["aia", "milan"]
+    built = InterpretConfig(data=str(tmp_path / "find"), interpreter="oracle", method=["aia", "milan"], limit=2)
+    assert built == parsed and parsed.method == ["aia", "milan"]
     assert from_namespace(EvaluateConfig, cli.parse_args(["evaluate", "r"])) == EvaluateConfig(run_dir="r")
     assert EvaluateConfig(run_dir="r").out == "r/scores"
     parsed = from_namespace(BuildConfig, cli.parse_args(["build", "--configs", "strings"]))
@@ -208,19 +208,23 @@ def test_library_entry_points_take_the_config(monkeypatch, tmp_path):
 
     seen = {}
     monkeypatch.setattr("findbench.builders.folder.build_dataset_folder",
-                        lambda out, builder, kwargs, **kw: seen.update(kwargs) or out)
-    assert find.build(BuildConfig(out=str(tmp_path), configs="strings", seed=3), progress=False) == str(tmp_path)
-    assert seen == {"strings": {"seed": 3, "source": "procedural"}}
-    seen.clear()
-    find.build(str(tmp_path), configs=["numeric"], progress=False)  # the keyword form: the same config
-    assert seen == {"numeric": {"seed": 0, "source": "procedural"}}
-    with pytest.raises(TypeError, match="no settings beside the config"):
-        find.build(BuildConfig(), seed=1)
+                        lambda out, builder, configs, provenance, **kw: seen.update(provenance, cfg=configs) or out)
+    cfg = BuildConfig(out=str(tmp_path), configs="strings", seed=3)
+    assert find.build(cfg, progress=False) == str(tmp_path)
+    assert seen == {"strings": {"seed": 3, "source": "procedural"}, "cfg": {"strings": {"build": cfg}}}
+    release = tmp_path / "release"
+    release.mkdir()
+    find.build(BuildConfig(out=str(tmp_path), configs="numeric", source="find-v1", data_dir=str(release)))
+    assert seen["numeric"] == {"source": "find-v1", "data_dir": str(release.resolve())}
+    with pytest.raises(FileNotFoundError, match="--data-dir: "):
+        find.build(BuildConfig(source="find-v1", data_dir=str(tmp_path / "absent")))
+    with pytest.raises(UsageError, match="--configs: the rasp config has no find-v1"):
+        BuildConfig(source="find-v1", configs="rasp")
 
 
 def test_the_inspect_task_checks_its_arguments_with_the_same_config():
     from findbench.constants import UsageError
-    from findbench.interpret.inspect_tasks import find_interpret
+    from findbench.interpret.task import find_interpret
 
     for task_args, message in (({"limit": -1}, "-T limit: must be"),
                                ({"configs": "numerc"}, "-T configs: unknown value 'numerc'"),

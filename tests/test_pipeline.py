@@ -16,9 +16,9 @@ def test_main_job_end_to_end_and_resume(tmp_path, monkeypatch):
     """The real job on a tiny budget: the dataset, the references and the embedded LM, scored
     with the untuned embedded judge."""
     data, out = tmp_path / "find", tmp_path / "out"
-    kwargs = dict(data=data, out=out, functions_per_category=2, lm_functions=1, rounds=1, max_tokens=24,
-                  judge="embedded", judge_mode="pmi")
-    summary = pipeline.run_main(**kwargs)
+    cfg = pipeline.MainConfig(dataset_out=str(data), out=str(out), functions_per_category=2, lm_functions=1, rounds=1,
+                              max_tokens=24, judge="embedded", judge_mode="pmi")
+    summary = pipeline.run_main(cfg)
     assert summary["rows"] == {"numeric": 1000, "strings": 1000, "neurons_entities": 200, "neurons_relations": 75}
     # ground-truth code scored against itself through the sandboxed metrics is perfect
     assert summary["code_metrics"]["numeric_ground_truth"]["success_rate"] == 1.0
@@ -55,7 +55,7 @@ def test_main_job_end_to_end_and_resume(tmp_path, monkeypatch):
     monkeypatch.setattr(pipeline, "load_metric", _boom)
     monkeypatch.setattr("findbench.interpret.evaluate.evaluate_run", _boom)
     monkeypatch.setattr("findbench.lm.transformers_lm.TransformersLM.generate", _boom)
-    assert pipeline.run_main(**kwargs) == summary
+    assert pipeline.run_main(cfg) == summary
 
 
 def _fake_rows(category: str, n: int) -> list[dict]:
@@ -91,9 +91,9 @@ def fake_main(tmp_path, monkeypatch):
     calls: dict[str, list] = {"build": [], "metric": [], "interpret": [], "evaluate": []}
     sizes = {"numeric": 20, "strings": 50, "neurons_entities": 50, "neurons_relations": 50}
 
-    def fake_build(out, *, seed, **kwargs):
-        Path(out).mkdir(parents=True, exist_ok=True)
-        calls["build"].append(seed)
+    def fake_build(cfg):
+        Path(cfg.out).mkdir(parents=True, exist_ok=True)
+        calls["build"].append(cfg.seed)
 
     class _Split:
         def __init__(self, rows):
@@ -102,8 +102,9 @@ def fake_main(tmp_path, monkeypatch):
         def to_list(self):
             return self.rows
 
-    def fake_interpret(data, interpreter, *, methods, configs, functions, out, **kwargs):
-        calls["interpret"].append((interpreter, tuple(methods), tuple(configs), tuple(functions), kwargs["max_tokens"]))
+    def fake_interpret(cfg):
+        interpreter, methods, functions, out = cfg.interpreter, cfg.method, cfg.functions, cfg.out
+        calls["interpret"].append((interpreter, tuple(methods), tuple(cfg.configs), tuple(functions), cfg.max_tokens))
         for fid in functions:
             for method in methods:
                 folder = Path(out) / fid.split("/")[0] / method / fid.split("/")[1]
@@ -114,8 +115,8 @@ def fake_main(tmp_path, monkeypatch):
                     (folder / "episode.json").write_text("{}")
         return Path(out)
 
-    def fake_evaluate(run_dir, *, judge, judge_mode, out, **kwargs):
-        calls["evaluate"].append((Path(run_dir).name, judge, judge_mode))
+    def fake_evaluate(cfg, **kwargs):
+        calls["evaluate"].append((Path(cfg.run_dir).name, cfg.judge, cfg.judge_mode))
         from findbench.interpret.scores import Cell, Estimate, Scores
 
         cell = Cell(unit_test_accuracy=Estimate(0.5, (0.5, 0.5), 1), exact_match=Estimate(1.0, (1.0, 1.0), 1))
@@ -127,15 +128,16 @@ def fake_main(tmp_path, monkeypatch):
     monkeypatch.setattr("findbench.interpret.run.run_interpretations", fake_interpret)
     monkeypatch.setattr("findbench.interpret.evaluate.evaluate_run", fake_evaluate)
     monkeypatch.setattr("findbench.interpret.report.write_report",
-                        lambda run_dir, scores_dir, **kw: Path(scores_dir) / "report.html")
+                        lambda cfg: Path(cfg.scores) / "report.html")
 
     def run(**kwargs):
         for v in calls.values():
             v.clear()
         kwargs = {
-            "data": tmp_path / "find", "out": tmp_path / "out", "judge": "embedded", "judge_mode": "pmi", **kwargs
+            "dataset_out": str(tmp_path / "find"), "out": str(tmp_path / "out"), "judge": "embedded",
+            "judge_mode": "pmi", **kwargs
         }
-        return pipeline.run_main(**kwargs)
+        return pipeline.run_main(pipeline.MainConfig(**kwargs))
 
     run.calls = calls
     run.out = tmp_path / "out"
@@ -176,7 +178,7 @@ def test_main_runs_each_interpreter_with_its_methods_and_sample(fake_main):
     from findbench.judge.data import split_functions
 
     for category in JUDGE_CATEGORIES:
-        splits = split_functions(_fake_rows(category, 50), seed=0)
+        splits = split_functions(_fake_rows(category, 50), seed=0, heldout_fraction=0.2)
         assert all(splits[f] == "heldout" for f in oracle_aia[3] if f.startswith(category))
     assert summary["judge"] == "embedded" and summary["judge_mode"] == "pmi"
     assert [e[0] for e in fake_main.calls["evaluate"]] == [
@@ -269,4 +271,4 @@ def test_main_uses_the_trained_judge_when_present_and_never_trains(fake_main, mo
 )
 def test_main_rejects_bad_arguments(tmp_path, kwargs, field):
     with pytest.raises(ValueError, match=field):
-        pipeline.run_main(data=tmp_path / "d", out=tmp_path / "o", **kwargs)
+        pipeline.MainConfig(dataset_out=str(tmp_path / "d"), out=str(tmp_path / "o"), **kwargs)

@@ -1,7 +1,8 @@
 """Checks of user input, used once, at the boundary (configs, public functions, metrics).
 
 Each returns the value it checked (normalised where that is natural) or raises
-``constants.UsageError`` (a ``ValueError``) or ``TypeError`` with one line naming the field.
+``constants.UsageError`` (a ``ValueError``; :class:`~findbench.constants.UsageTypeError`, also a
+``TypeError``, for a value of the wrong type) with one line naming the field.
 Internal functions trust their callers and do not call these again.
 """
 
@@ -9,11 +10,10 @@ from __future__ import annotations
 
 import difflib
 import math
-import traceback
 from collections.abc import Iterable
 from typing import Any
 
-from findbench.constants import UsageError
+from findbench.constants import UsageError, UsageTypeError
 
 
 def integer(name: str, value: Any, low: int | None = None, *, optional: bool = False) -> int | None:
@@ -21,7 +21,7 @@ def integer(name: str, value: Any, low: int | None = None, *, optional: bool = F
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
+        raise UsageTypeError(f"{name} must be an integer, got {value!r}")
     if low is not None and value < low:
         raise UsageError(f"{name} must be ≥ {low}, got {value}")
     return value
@@ -38,7 +38,7 @@ def number(name: str, value: Any, low: float | None = None, high: float | None =
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number, got {value!r}")
+        raise UsageTypeError(f"{name} must be a number, got {value!r}")
     value = float(value)
     if not math.isfinite(value) or (low is not None and value < low) or (high is not None and value > high):
         span = f"in [{low}, {high}]" if low is not None and high is not None else (
@@ -69,15 +69,12 @@ def str_list(name: str, value: Any, *, optional: bool = False) -> list[str] | No
     if isinstance(value, str):
         value = [part.strip() for part in value.split(",") if part.strip()]
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
-        raise TypeError(f"{name} must be a string or a list of non-empty strings, got {value!r}")
+        raise UsageTypeError(f"{name} must be a string or a list of non-empty strings, got {value!r}")
     return list(value)
 
 
 def is_user_error(exc: BaseException) -> bool:
     """Whether ``exc`` is the user's input refused (one line, no traceback: the command line and the
-    Inspect tasks print it so): a ValueError (:class:`UsageError`), a FileNotFoundError, or a
-    TypeError raised by these checks; any other TypeError is a bug."""
-    if isinstance(exc, TypeError):
-        frames = traceback.extract_tb(exc.__traceback__)
-        return bool(frames) and frames[-1].filename.endswith("_checks.py")
+    Inspect tasks print it so): a ValueError (:class:`UsageError`, also the type errors these checks
+    raise) or a FileNotFoundError; any other TypeError is a bug."""
     return isinstance(exc, (ValueError, FileNotFoundError))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import types
 import typing
 from typing import Any
@@ -124,26 +123,3 @@ def from_namespace(config: type, args: argparse.Namespace) -> Any:
     return config(**{f.name: from_namespace(hints[f.name], args) if dataclasses.is_dataclass(hints[f.name])
                      else getattr(args, f.name) for f in dataclasses.fields(config) if f.init
                      and ("help" in f.metadata or dataclasses.is_dataclass(hints[f.name]))})
-
-
-def config_of(config: type, cfg: Any, settings: dict[str, Any], *, function: str, first: str | None = None) -> Any:
-    """The config of a call ``function(cfg, /, **settings)``: ``cfg`` itself when it is a ``config``
-    (then no settings may come with it), else ``config(**settings)``, the keyword form, with a
-    positional ``cfg`` as the field ``first`` (a path). Path objects become strings; any other value
-    (an LM object, say) goes into its field as given. TypeError, naming ``function``, otherwise."""
-    if isinstance(cfg, config):
-        if settings:
-            raise TypeError(f"{function}(cfg) takes no settings beside the config, got {sorted(settings)}")
-        return cfg
-    if cfg is not None:
-        if first is None or not isinstance(cfg, (str, os.PathLike)):
-            wanted = f"a {config.__name__}" + (f" or {first} (a path)" if first else "")
-            raise TypeError(f"{function}() takes {wanted} first, got {type(cfg).__name__}")
-        if first in settings:
-            raise TypeError(f"{function}() got {first} twice: first and as {first}=")
-        settings = {first: cfg, **settings}
-    fields = {f.name for f in dataclasses.fields(config) if f.init}
-    unknown = sorted(set(settings) - fields)
-    if unknown:
-        raise TypeError(f"{function}() got unexpected settings {unknown}; settings are {sorted(fields)}")
-    return config(**{k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in settings.items()})

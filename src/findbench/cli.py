@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
 import signal
 import sys
 import threading
@@ -26,8 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from findbench._checks import is_user_error
-from findbench._config import HelpFormatter, add_arguments, flag_fields, from_namespace
+from findbench._config import HelpFormatter, add_arguments, from_namespace
 from findbench._version import __version__
 from findbench.autointerp.commands import (
     LATENTS_EXCLUSIVE,
@@ -102,7 +100,7 @@ def _evaluate(cfg: EvaluateConfig) -> None:
     if cfg.report:
         from findbench.interpret.report import write_report
 
-        print(f"wrote {write_report(cfg.run_dir, cfg.out, data=cfg.data)}")
+        print(f"wrote {write_report(ReportConfig(run_dir=cfg.run_dir, scores=cfg.out, data=cfg.data))}")
 
 
 def _report(cfg: ReportConfig) -> None:
@@ -290,22 +288,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return make_parser().parse_args(argv)
 
 
-# library parameters whose flag has another name
-_PARAM_FLAGS = {"methods": "method", "override_latents": "latents"}
-
-
-def _as_flag(message: str, configs: tuple[type, ...]) -> str:
-    """A library error that opens with a parameter's name (``limit must be ≥ 1``, ``configs: ...``)
-    names the command's flag instead (``--limit must be ≥ 1``)."""
-    head = re.match(r"([a-z_]+)(?=:| must )", message)
-    # fields that are flags (an argument keeps its name)
-    names = {f.name for t in configs for f in flag_fields(t) if not f.metadata.get("positional")}
-    name = head and _PARAM_FLAGS.get(head[1], head[1])
-    if not name or name not in names:
-        return message
-    return f"--{name.replace('_', '-')}{message[head.end():]}"
-
-
 def _on_sigint(signum: int, frame: Any) -> None:
     """Ctrl-C: in-process generation stops at its next token (worker threads too), then
     KeyboardInterrupt: from the event loop itself where one runs (Inspect's tasks are cancelled
@@ -343,10 +325,10 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(LATENTS_EXCLUSIVE)
         # every flag is checked here, building the configs, before the function touches any data or model
         function(*(from_namespace(cls, args) for cls in configs_of(config)))
-    except (ValueError, TypeError, FileNotFoundError) as exc:
-        if args.verbose or not is_user_error(exc):  # a TypeError not raised by findbench._checks is a bug
+    except (ValueError, FileNotFoundError) as exc:  # the user's input refused; a TypeError is a bug
+        if args.verbose:
             raise
-        print(f"findbench {args.command}: error: {_as_flag(str(exc), configs_of(config))}", file=sys.stderr)
+        print(f"findbench {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
         if args.verbose:

@@ -15,6 +15,11 @@ class UsageError(ValueError):
     with one line naming the flag or field; the command line prints it without a traceback."""
 
 
+class UsageTypeError(UsageError, TypeError):
+    """A user's input of the wrong type (a list where a number goes): a :class:`UsageError` that
+    Python callers may also catch as the TypeError it is."""
+
+
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C stopped a resumable run; ``left`` says what a rerun of the same command still does
     (``"3 episodes left"``). The command line prints it in one line and exits 130."""

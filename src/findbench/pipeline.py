@@ -120,13 +120,14 @@ def _judge_dir() -> str | None:
 
 def _sample_functions(rows: dict[str, list[dict]], k: int, seed: int) -> dict[str, list[str]]:
     """``k`` function ids per category, from the judge data's held-out split where there is one."""
+    from findbench.judge.config import JudgeDataConfig
     from findbench.judge.data import split_functions
 
     out = {}
     for category, category_rows in rows.items():
         pool = category_rows
         if category in JUDGE_CATEGORIES:
-            splits = split_functions(category_rows, seed=0)
+            splits = split_functions(category_rows, seed=0, heldout_fraction=JudgeDataConfig.heldout_fraction)
             pool = [r for r in category_rows if splits[r["function_id"]] == "heldout"]
         if k < len(pool):
             idx = sorted(random.Random(f"{seed}:{category}").sample(range(len(pool)), k))
@@ -187,10 +188,9 @@ class MainConfig:
             _checks.one_of("--judge-mode", self.judge_mode, JUDGE_MODES)
 
 
-def run_main(cfg: MainConfig | None = None, **settings: Any) -> dict:
+def run_main(cfg: MainConfig) -> dict:
     """Run the main job (settings: :class:`MainConfig`, ``findbench main``'s flags); returns (and
-    writes) the summary. The keyword form ``run_main(data=..., out=..., ...)`` builds the same config
-    (``data``: the dataset folder, ``--dataset-out``).
+    writes) the summary.
 
     ``out``: ``summary.{json,md}``, ``stages/``, ``runs/<interpreter>/``, ``scores/<interpreter>/``;
     ``functions_per_category`` are sampled per category for the reference interpreters, of which each
@@ -198,18 +198,14 @@ def run_main(cfg: MainConfig | None = None, **settings: Any) -> dict:
     ``max_tokens`` per episode (FIND used 20 rounds)."""
     import datasets
 
+    from findbench.builders.config import BuildConfig
     from findbench.builders.find import build
+    from findbench.interpret.config import EvaluateConfig, InterpretConfig, ReportConfig
     from findbench.interpret.evaluate import evaluate_run
     from findbench.interpret.references import REFERENCE_INTERPRETERS
     from findbench.interpret.report import write_report
     from findbench.interpret.run import run_interpretations
 
-    if cfg is None:
-        if "data" in settings:
-            settings["dataset_out"] = settings.pop("data")
-        cfg = MainConfig(**{k: str(v) if isinstance(v, Path) else v for k, v in settings.items()})
-    elif settings:
-        raise TypeError(f"run_main(cfg) takes no settings beside the config, got {sorted(settings)}")
     seed, interpreters, rounds, max_tokens = cfg.seed, cfg.interpreters, cfg.rounds, cfg.max_tokens
     functions_per_category, lm_functions = cfg.functions_per_category, cfg.lm_functions
     judge, judge_mode, max_connections = cfg.judge, cfg.judge_mode, cfg.max_connections
@@ -222,7 +218,7 @@ def run_main(cfg: MainConfig | None = None, **settings: Any) -> dict:
     data_key = {"data": str(data.resolve()), "source": source, "seed": seed, "generator": generator_fingerprint()}
 
     def _build():
-        build(str(data), seed=seed, source=source)
+        build(BuildConfig(out=str(data), seed=seed, source=source))
         return {"data": str(data), "seed": seed, "source": source}
 
     # a deleted dataset folder is rebuilt even when the stage file says it was built
@@ -279,49 +275,47 @@ def run_main(cfg: MainConfig | None = None, **settings: Any) -> dict:
         lm = interpreter not in REFERENCE_INTERPRETERS
         ids = {c: (v[:lm_functions] if lm else v) for c, v in sample.items()}
         common = dict(
-            out=run_dir,
+            data=str(data),
+            interpreter=interpreter,
+            out=str(run_dir),
             seed=seed,
             rounds=rounds,
             max_connections=max_connections,
             max_tokens=max_tokens if lm else None,
-            progress=True,
         )
         logger.info("interpreting with %s", interpreter)
         run_interpretations(
-            str(data),
-            interpreter,
-            methods=("aia",),
-            configs=list(CATEGORIES),
-            functions=[f for c in CATEGORIES for f in ids[c]],
-            **common,
+            InterpretConfig(
+                method=["aia"], configs=list(CATEGORIES), functions=[f for c in CATEGORIES for f in ids[c]], **common
+            )
         )
         run_interpretations(
-            str(data),
-            interpreter,
-            methods=("milan", "aia+milan"),
-            configs=list(_NEURONS),
-            functions=[f for c in _NEURONS for f in ids[c]],
-            **common,
+            InterpretConfig(
+                method=["milan", "aia+milan"],
+                configs=list(_NEURONS),
+                functions=[f for c in _NEURONS for f in ids[c]],
+                **common,
+            )
         )
         key = {**judge_key, **data_key, "run": _run_fingerprint(run_dir), "scores_format": _SCORES_FORMAT}
         scores_dir = out / "scores" / name
 
         def _score(run_dir=run_dir, scores_dir=scores_dir):
             # the judge's answers are cached per judge (a retrained judge gets a new file)
-            res = evaluate_run(
-                run_dir,
+            res = evaluate_run(EvaluateConfig(
+                run_dir=str(run_dir),
                 data=str(data),
                 judge=judge,
                 judge_mode=judge_mode,
-                out=scores_dir,
-                judge_cache=out / f"judge-cache-{fingerprint(judge_key)}.sqlite",
-                progress=False,
-            )
+                out=str(scores_dir),
+                judge_cache=str(out / f"judge-cache-{fingerprint(judge_key)}.sqlite"),
+            ), progress=False)
             return {"scores": res["scores"], "counts": res["counts"]}
 
         results[interpreter] = _stage(out, f"scores_{name}", key, _score)
         # the page a person reads: Table 2 with figures and every transcript beside its scores
-        reports[interpreter] = str(write_report(run_dir, scores_dir, data=str(data)))
+        report = ReportConfig(run_dir=str(run_dir), scores=str(scores_dir), data=str(data))
+        reports[interpreter] = str(write_report(report))
     summary["results"] = results
     summary["reports"] = reports
     atomic_write_json(out / "summary.json", summary)

@@ -138,7 +138,7 @@ def test_run_writes_saebench_files_and_resumes_without_repeating_work(corpus, tm
     assert named.files["summary"].endswith("_layerembed_features_summary_try-2.csv")
     assert named.files["results"].endswith("synthetic_eval_results_try-2.json")
     assert sorted(p.name for p in out.glob("*.csv")) == [csv_path.name, csv_path.name.replace(".csv", "_try-2.csv")]
-    with pytest.raises(ValueError, match="run_id"):
+    with pytest.raises(ValueError, match="--run-id"):
         run_autointerp(AutoInterpCommand(
             model="minilm", sae="synthetic", explainer=lm, config=other, out=out, run_id="a/b", progress=False
         ))
@@ -239,7 +239,7 @@ def test_bad_arguments_are_named(corpus, tmp_path):
             config=AutoInterpConfig(**_cfg(dataset=str(corpus), override_latents=[999])),
             progress=False,
         ))
-    with pytest.raises(ValueError, match="batch_size"):
+    with pytest.raises(ValueError, match="--batch-size"):
         run_autointerp(AutoInterpCommand(
             model="minilm",
             sae="synthetic",
@@ -261,8 +261,9 @@ def test_bad_arguments_are_named(corpus, tmp_path):
 
 def test_the_config_is_checked_before_any_work(tmp_path):
     out = tmp_path / "never"
-    for bad, match in ((dict(run_id="a b"), "run_id"), (dict(shard="2/2"), "shard must be I/N"),
-                       (dict(max_connections=0), "max_connections"), (dict(config={"n_latents": 3}), "config must be")):
+    for bad, match in ((dict(run_id="a b"), "--run-id"), (dict(shard="2/2"), "--shard must be I/N"),
+                       (dict(max_connections=0), "--max-connections"),
+                       (dict(config={"n_latents": 3}), "config must be")):
         with pytest.raises(ValueError, match=match):
             run_autointerp(AutoInterpCommand(sae="synthetic", model="minilm", out=out, **bad))
     assert not out.exists()

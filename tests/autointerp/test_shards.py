@@ -255,5 +255,5 @@ def test_merge_refuses_repeated_latents_and_scores_the_results_do_not_hold(runs,
     # the shard's latents out of the drawn (increasing) order
     refused(_copy(p1, tmp_path / "order", latents=lambda lat: lat.reverse()), "are not the run's selection")
     # nor does a run list a latent twice
-    with pytest.raises(UsageError, match=r"override_latents must be a non-empty list without repeats, got \[3, 3\]"):
+    with pytest.raises(UsageError, match=r"--latents must be a non-empty list without repeats, got \[3, 3\]"):
         AutoInterpConfig(override_latents="3,3")

@@ -127,11 +127,11 @@ def test_token_shard_folders_are_checked(shards, tmp_path, monkeypatch):
     os.symlink(source, planted / source.name)
     refused("is a symbolic link", [*parts[:2], str(planted)])
     # flags that do not go together
-    with pytest.raises(UsageError, match="token_shard: it writes the activations that --activations reads"):
+    with pytest.raises(UsageError, match="--token-shard: it writes the activations that --activations reads"):
         AutoInterpCommand(token_shard="0/2", activations=parts)
     with pytest.raises(UsageError, match="--shard does not apply"):
         AutoInterpCommand(token_shard="0/2", shard="0/2")
-    with pytest.raises(UsageError, match="token_shard must be I/N"):
+    with pytest.raises(UsageError, match="--token-shard must be I/N"):
         AutoInterpCommand(token_shard="2/2")
 
 
@@ -139,7 +139,7 @@ def test_the_device_flag_is_checked(capsys):
     """--device places the model and SAE (one GPU per token shard); this machine has no GPU."""
     import torch
 
-    with pytest.raises(UsageError, match="device must be cpu, cuda, cuda:N or mps, got 'gpu0'"):
+    with pytest.raises(UsageError, match="--device must be cpu, cuda, cuda:N or mps, got 'gpu0'"):
         AutoInterpCommand(device="gpu0")
     assert available_device("cpu") == "cpu"
     if not torch.cuda.is_available():

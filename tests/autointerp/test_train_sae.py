@@ -281,23 +281,23 @@ def test_split_rows_is_fixed_and_disjoint():
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "exc", "field"),
+    ("kwargs", "exc", "named"),
     [
-        ({"architecture": "gated"}, ValueError, "architecture"),
-        ({"k": 64, "d_sae": 32}, ValueError, "k"),
-        ({"d_sae": 0}, ValueError, "d_sae"),
-        ({"d_sae": 3.5}, TypeError, "d_sae"),
-        ({"layer": True}, TypeError, "layer"),
-        ({"hook": "attn_out"}, ValueError, "hook"),
-        ({"lr": 0}, ValueError, "lr"),
-        ({"total_tokens": 64, "context_size": 128}, ValueError, "total_tokens"),
-        ({"eval_tokens": 10}, ValueError, "eval_tokens"),
-        ({"save_dtype": "int8"}, ValueError, "save_dtype"),
-        ({"model": ""}, ValueError, "model"),
+        ({"architecture": "gated"}, ValueError, "--architecture"),
+        ({"k": 64, "d_sae": 32}, ValueError, "--k"),
+        ({"d_sae": 0}, ValueError, "--d-sae"),
+        ({"d_sae": 3.5}, TypeError, "--d-sae"),
+        ({"layer": True}, TypeError, "--layer"),
+        ({"hook": "attn_out"}, ValueError, "hook_name"),
+        ({"lr": 0}, ValueError, "--lr"),
+        ({"total_tokens": 64, "context_size": 128}, ValueError, "--total-tokens"),
+        ({"eval_tokens": 10}, ValueError, "--eval-tokens"),
+        ({"save_dtype": "int8"}, ValueError, "--save-dtype"),
+        ({"model": ""}, ValueError, "--model"),
     ],
 )
-def test_bad_config_names_the_field(kwargs, exc, field):
-    with pytest.raises(exc, match=field):
+def test_bad_config_names_the_field(kwargs, exc, named):
+    with pytest.raises(exc, match=named):
         TrainSAEConfig(**kwargs)
 
 

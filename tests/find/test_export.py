@@ -90,7 +90,7 @@ def test_the_exported_script_prints_the_line_findbench_prints(tmp_path):
     assert line.startswith("Function input - output pairs: (1, 1.6667) (-2.5, -5.3333) (1e+20, 2e+20)")
 
 
-def test_export_functions_keyword_form_builds_the_same_config(tmp_path, monkeypatch):
+def test_export_functions_takes_its_config(tmp_path, monkeypatch):
     import findbench.find
     from findbench.find.config import ExportFunctionsConfig
     from findbench.find.export import export_functions
@@ -103,19 +103,12 @@ def test_export_functions_keyword_form_builds_the_same_config(tmp_path, monkeypa
 
     monkeypatch.setattr(findbench.find, "load_rows", load_rows)
     data = tmp_path / "data"
-    by_keywords = export_functions(tmp_path / "kw", configs=["numeric", "strings"], data=data, seed=3)
-    by_config = export_functions(ExportFunctionsConfig(out=str(tmp_path / "cfg"), configs="numeric,strings",
-                                                       data=str(data), seed=3))
-    assert by_keywords == by_config == 2
-    assert asked == [("numeric", 3, str(data)), ("strings", 3, str(data))] * 2
-    for name in ("numeric/f00001/function.py", "strings/f00001/function.py"):
-        assert (tmp_path / "kw" / name).read_text() == (tmp_path / "cfg" / name).read_text()
-    assert export_functions(out=tmp_path / "defaults") == 2
+    cfg = ExportFunctionsConfig(out=str(tmp_path / "cfg"), configs="numeric,strings", data=str(data), seed=3)
+    assert export_functions(cfg) == 2
+    assert asked == [("numeric", 3, str(data)), ("strings", 3, str(data))]
+    assert "strings/f00001" in (tmp_path / "cfg" / "strings/f00001/function.py").read_text()
+    assert export_functions(ExportFunctionsConfig(out=str(tmp_path / "defaults"))) == 2
     assert asked[-2:] == [("numeric", 0, None), ("strings", 0, None)]
-    with pytest.raises(TypeError, match="no settings beside the config"):
-        export_functions(ExportFunctionsConfig(out=str(tmp_path / "x")), seed=1)
-    with pytest.raises(TypeError, match="out twice"):
-        export_functions(tmp_path / "x", out=tmp_path / "y")
     with pytest.raises(ValueError, match="--configs"):
-        export_functions(tmp_path / "x", configs=[])
+        export_functions(ExportFunctionsConfig(out=str(tmp_path / "x"), configs=[]))
     assert not (tmp_path / "x").exists()

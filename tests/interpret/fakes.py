@@ -78,3 +78,16 @@ class ListingJudge:
 
     def candidate_logprobs(self, conversations, candidates, *, assistant_prefix="", progress=False):
         return [[0.0 if cand == self._pick(c) else -5.0 for cand in candidates] for c in conversations]
+
+
+def interpret(data, interpreter, **settings):
+    """:func:`~findbench.interpret.run.run_interpretations` on the config of ``settings`` and
+    ``interpreter``: ``data`` a dataset folder (or None), or a list of rows; ``progress``, ``display``
+    and ``model_args`` go to the run."""
+    from findbench.interpret.config import InterpretConfig
+    from findbench.interpret.run import run_interpretations
+
+    run = {k: settings.pop(k) for k in ("progress", "display", "model_args") if k in settings}
+    rows = data if isinstance(data, list) else None
+    folder = None if rows is not None or data is None else str(data)
+    return run_interpretations(InterpretConfig(data=folder, interpreter=interpreter, **settings), rows, **run)

@@ -13,10 +13,11 @@ from inspect_ai import eval as inspect_eval
 from inspect_ai.dataset import Sample
 from inspect_ai.model import ModelOutput, ModelUsage, get_model
 
-from findbench.interpret.agent import STORE_KEY, transcript
-from findbench.interpret.episode import Episode, estimate_tokens
-from findbench.interpret.inspect_tasks import find_agent
+from findbench.interpret.config import InterpretConfig
+from findbench.interpret.episode import Episode
+from findbench.interpret.solver import STORE_KEY, find_agent, transcript
 from findbench.interpret.truth import json_row
+from findbench.lm.base import estimate_tokens
 
 _logs = itertools.count()
 
@@ -70,7 +71,7 @@ def run_episodes(
         for row in rows
     ]
     model = get_model("mockllm/model", custom_outputs=script, memoize=False) if script is not None else "none"
-    task = Task(dataset=samples, solver=find_agent(**solver_args))
+    task = Task(dataset=samples, solver=find_agent(InterpretConfig(interpreter="oracle", **solver_args).agent()))
     [log] = inspect_eval(
         task, model=model, log_dir=str(log_dir / f"log-{next(_logs)}"), display="none", **(eval_args or {})
     )

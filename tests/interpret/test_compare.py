@@ -16,6 +16,7 @@ import pytest
 
 from findbench import cli
 from findbench.interpret.compare import N_TOO_SMALL_NOTE, compare_runs, read_per_function, render_comparison_table
+from findbench.interpret.config import CompareConfig
 from findbench.interpret.evaluate import CSV_COLUMNS
 from findbench.stats import SMALL_N_LEGEND
 
@@ -59,7 +60,7 @@ def two_runs(tmp_path) -> tuple[Path, Path]:
 
 def test_one_column_differs_the_others_do_not(two_runs):
     a, b = two_runs
-    result = compare_runs(a, b, n_resamples=2000)
+    result = compare_runs(CompareConfig(str(a), str(b), n_resamples=2000))
     by = {(c["category"], c["method"], c["metric"]): c for c in result["columns"]}
     assert list(by) == [  # Table 2's columns first, then the others both runs scored
         ("numeric", "aia", "nmse_success"),
@@ -103,12 +104,12 @@ def test_a_noisy_difference_is_not_called(tmp_path):
             for i in range(6)
         ],
     )
-    result = compare_runs(a, b, seed=3, n_resamples=2000)
+    result = compare_runs(CompareConfig(str(a), str(b), seed=3, n_resamples=2000))
     em = result["columns"][0]
     assert em["metric"] == "exact_match" and em["n"] == 6
     assert em["diff"] == pytest.approx(0.5 - 2 / 6) and em["diff_ci"][0] < 0 < em["diff_ci"][1]
     assert em["differs"] is None and em["verdict"] == "n too small" and em["n_too_small"] is True
-    assert compare_runs(a, b, seed=3, n_resamples=2000) == result  # seeded
+    assert compare_runs(CompareConfig(str(a), str(b), seed=3, n_resamples=2000)) == result  # seeded
     text = render_comparison_table(result)
     assert "| strings code (exact match) | 6† |" in text and SMALL_N_LEGEND in text and N_TOO_SMALL_NOTE in text
 
@@ -119,7 +120,7 @@ def test_one_shared_function_gets_no_verdict(tmp_path, capsys):
     row = {"function_id": "strings/f00000", "category": "strings", "method": "aia", "exact_match": "1.0"}
     a = _write(tmp_path / "a", [row])
     b = _write(tmp_path / "b", [{**row, "exact_match": "0.0"}])
-    col = compare_runs(a, b)["columns"][0]
+    col = compare_runs(CompareConfig(str(a), str(b)))["columns"][0]
     assert col["n"] == 1 and col["diff"] == 1.0 and col["p_value"] < 0.001  # what the bootstrap alone would call
     assert (col["verdict"], col["n_too_small"], col["differs"]) == ("n too small", True, None)
     out = tmp_path / "cmp.json"
@@ -133,7 +134,8 @@ def test_one_shared_function_gets_no_verdict(tmp_path, capsys):
 
 def test_rendered_table(two_runs):
     a, b = two_runs
-    text = render_comparison_table(compare_runs(a, b))  # 10,000 resamples: p resolves below 0.001
+    # 10,000 resamples: p resolves below 0.001
+    text = render_comparison_table(compare_runs(CompareConfig(str(a), str(b))))
     assert "| column | n | A | B | A − B | p | differs |" in text
     assert f"| strings unit test | {N} (+1 B only) | 1.00 | 0.00 | +1.00 [+1.00, +1.00] | <0.001 | **yes** |" in text
     assert f"| numeric code (NMSE<0.1) | {N} | 0.65 | 0.65 | +0.00 [+0.00, +0.00] | 1.000 | no |" in text
@@ -144,15 +146,15 @@ def test_rendered_table(two_runs):
 def test_errors_name_the_argument(tmp_path, two_runs):
     a, _ = two_runs
     with pytest.raises(FileNotFoundError, match="run_b: .* is not a folder"):
-        compare_runs(a, tmp_path / "absent")
+        compare_runs(CompareConfig(str(a), str(tmp_path / "absent")))
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="run_a: no per_function.csv"):
-        compare_runs(tmp_path / "empty", a)
+        compare_runs(CompareConfig(str(tmp_path / "empty"), str(a)))
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "per_function.csv").write_text("function_id,category\nx,y\n")
     with pytest.raises(ValueError, match="run_b: .* lacks the column"):
-        compare_runs(a, bad)
+        compare_runs(CompareConfig(str(a), str(bad)))
     twice = _write(tmp_path / "twice", _rows(1.0)[:1] * 2)
     with pytest.raises(ValueError, match="a second time"):
         read_per_function(twice)
@@ -193,7 +195,7 @@ def test_margins_over_own_observations_are_compared(tmp_path):
             for i in range(N):
                 writer.writerow([f"numeric/f{i:05d}", "numeric", "aia", "0.01", floor, "", ""])
                 writer.writerow([f"strings/f{i:05d}", "strings", "aia", "", "", "1.0", "0.5" if name == "a" else "0.0"])
-    result = compare_runs(tmp_path / "a", tmp_path / "b")
+    result = compare_runs(CompareConfig(str(tmp_path / "a"), str(tmp_path / "b")))
     by = {c["header"]: c for c in result["columns"]}
     numeric = by["numeric code (NMSE<0.1): margin over own observations"]
     assert (numeric["mean_a"], numeric["mean_b"], numeric["verdict"]) == (0.0, 1.0, "differs")
@@ -202,20 +204,14 @@ def test_margins_over_own_observations_are_compared(tmp_path):
     assert by["numeric code (NMSE<0.1)"]["verdict"] == "no difference"
 
 
-def test_keyword_form_builds_the_same_config(two_runs, tmp_path):
-    from findbench.interpret.config import CompareConfig
+def test_compare_takes_its_config(two_runs, tmp_path):
     from findbench.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 
     a, b = two_runs
     out = tmp_path / "cmp.json"
-    by_keywords = compare_runs(a, b, seed=2, n_resamples=300)
-    by_config = compare_runs(CompareConfig(run_a=str(a), run_b=str(b), seed=2, n_resamples=300, out=str(out)))
-    assert by_keywords == by_config and json.loads(out.read_text()) == by_config
+    result = compare_runs(CompareConfig(run_a=str(a), run_b=str(b), seed=2, n_resamples=300, out=str(out)))
+    assert json.loads(out.read_text()) == result and (result["seed"], result["n_resamples"]) == (2, 300)
     defaults = CompareConfig(run_a="a", run_b="b")
     assert (defaults.seed, defaults.n_resamples) == (DEFAULT_SEED, DEFAULT_RESAMPLES)
-    with pytest.raises(TypeError, match="no settings beside the config"):
-        compare_runs(CompareConfig(run_a=str(a), run_b=str(b)), seed=1)
-    with pytest.raises(TypeError, match="run_b twice"):
-        compare_runs(a, b, run_b=b)
     with pytest.raises(ValueError, match="--n-resamples"):
-        compare_runs(a, b, n_resamples=0)
+        CompareConfig(run_a=str(a), run_b=str(b), n_resamples=0)

@@ -7,16 +7,17 @@ import json
 
 import pytest
 
-from findbench.interpret.run import EPISODE_FILES, run_interpretations
+from findbench.interpret.run import EPISODE_FILES
+from tests.interpret.fakes import interpret
 
 
 @pytest.mark.slow
 def test_embedded_lm_run(embedded_lm, data_dir, tmp_path):
-    out = run_interpretations(
+    out = interpret(
         data_dir,
         embedded_lm,
         functions=["neurons_relations/f00000"],
-        methods="aia,milan",
+        method="aia,milan",
         rounds=2,
         max_tokens=48,
         out=tmp_path / "run",

@@ -1,4 +1,4 @@
-"""The ``text`` loop on Inspect (:func:`findbench.interpret.agent.text_episode`), driven by a
+"""The ``text`` loop on Inspect (:func:`findbench.interpret.solver.run_episode`), driven by a
 scripted mockllm model (no LM)."""
 
 from __future__ import annotations
@@ -11,11 +11,7 @@ import pytest
 from findbench import cli
 from findbench.interpret import episode as episode_module
 from findbench.interpret import prompts
-from findbench.interpret.episode import (
-    Episode,
-    count_tokens,
-    estimate_tokens,
-)
+from findbench.interpret.episode import Episode
 from findbench.interpret.protocol import (
     MAX_COMMANDS_PER_MESSAGE,
     MAX_MESSAGE_CHARS,
@@ -23,6 +19,7 @@ from findbench.interpret.protocol import (
     Answer,
     turn_commands,
 )
+from findbench.lm.base import count_tokens, estimate_tokens
 from tests.interpret.fakes import GenerationLM
 from tests.interpret.scripted import Script, run_episode, run_episodes
 
@@ -64,8 +61,8 @@ def test_full_episode_with_a_scripted_model(run, by_id, data_dir, capsys):
     assert ep.description.startswith("Inserts") and ep.domain == "" and ep.code.startswith("def function")
     roles = [m["role"] for m in ep.messages]
     assert roles == ["system", "user"] + ["assistant", "user"] * 3 + ["assistant"]
-    assert ep.messages[0]["content"] == prompts.system_prompt()
-    assert ep.messages[1]["content"] == prompts.task_prompt(row)
+    assert ep.messages[0]["content"] == prompts.system_prompt("text")
+    assert ep.messages[1]["content"] == prompts.task_prompt(row, "aia", protocol="text")
     # the harness replies: the pairs exactly as `findbench call` prints them, the nudge, two lines
     assert ep.messages[3]["content"] == "Response: " + findbench_call(
         capsys, data_dir, row["function_id"], ["hello", "two words"]
@@ -138,7 +135,7 @@ def test_a_message_is_read_off_the_event_loop(by_id, monkeypatch, tmp_path):
         return read(text)
 
     def reply(messages, max_tokens):
-        if messages[1]["content"] == prompts.task_prompt(other_row):
+        if messages[1]["content"] == prompts.task_prompt(other_row, "aia", protocol="text"):
             other_asked.set()
             return "[DESCRIPTION]: d"
         return "SLOW PYTHON(function.py 1)" if len(messages) == 2 else "[DESCRIPTION]: d"
@@ -206,7 +203,7 @@ def test_the_record_is_typed_per_sample_state(run, by_id):
     """The store holds the record as an Episode; a log's store (JSON) reads back as the same Episode."""
     from inspect_ai.util import Store
 
-    from findbench.interpret.agent import STORE_KEY, EpisodeState
+    from findbench.interpret.solver import STORE_KEY, EpisodeState
 
     ep = run(by_id["numeric/f00002"], Script(["PYTHON(function.py 15)", "[DESCRIPTION]: d\n[DOMAIN]: 10 to 20"]))
     state = EpisodeState(store=Store({STORE_KEY: json.loads(json.dumps(ep.to_dict()))}))

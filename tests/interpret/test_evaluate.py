@@ -18,6 +18,7 @@ import pytest
 
 from findbench import cli
 from findbench.find.rows import load_rows
+from findbench.interpret.config import EvaluateConfig
 from findbench.interpret.evaluate import (
     CATEGORY_METRICS,
     CSV_COLUMNS,
@@ -107,7 +108,7 @@ def scored(rows, tmp_path_factory):
     (run / "notes").mkdir()  # a folder without episodes is not part of the tree
     (run / "notes" / "log.txt").write_text("x")
     judge = KnowingJudge(rows)
-    result = evaluate_run(run, judge=judge, out=run / "scores", progress=False)
+    result = evaluate_run(EvaluateConfig(run, judge=judge, out=run / "scores"), progress=False)
     return run, result, judge
 
 
@@ -254,7 +255,7 @@ def test_find_layout_is_detected(rows, tmp_path):
     ]
     assert {r["method"] for r in load_interpretations(root, method="milan")} == {"milan"}
 
-    result = evaluate_run(root, judge=KnowingJudge(rows), out=tmp_path / "out", progress=False)
+    result = evaluate_run(EvaluateConfig(root, judge=KnowingJudge(rows), out=tmp_path / "out"), progress=False)
     assert result["layout"] == "find"
     assert result["interpreter"] == "gpt-4-results"  # no run.json: the folder's name
     assert result["scores"]["numeric"]["aia"]["nmse_success"] == 1.0
@@ -277,15 +278,16 @@ def test_method_filters_a_run(rows, tmp_path):
 
 @pytest.mark.slow  # the packaged entity rows' probes read the embedded LM's features
 def test_data_folder_from_run_json(rows, tmp_path):
+    from findbench.builders.config import BuildConfig
     from findbench.builders.find import build
 
     data = tmp_path / "find"
-    build(str(data), configs=["neurons_relations"], progress=False)
+    build(BuildConfig(out=str(data), configs="neurons_relations"), progress=False)
     run = tmp_path / "run"
     write_run_info(run, data=str(data))
     row = rows["neurons_relations"][1]
     write_episode(run, "neurons_relations", "aia", row, description=row["description"])
-    result = evaluate_run(run, judge=KnowingJudge(rows), out=tmp_path / "out", progress=False)
+    result = evaluate_run(EvaluateConfig(run, judge=KnowingJudge(rows), out=tmp_path / "out"), progress=False)
     expected = {
         "unit_test_accuracy": 1.0,
         "unit_test_accuracy_ci": [1.0, 1.0],
@@ -298,7 +300,7 @@ def test_data_folder_from_run_json(rows, tmp_path):
     # a function the data folder does not hold
     write_episode(run, "neurons_relations", "aia", {"function_id": "neurons_relations/f00999"}, description="d")
     with pytest.raises(ValueError, match=r"function_id: neurons_relations/f00999 .* data folder"):
-        evaluate_run(run, judge=KnowingJudge(rows), out=tmp_path / "out", progress=False)
+        evaluate_run(EvaluateConfig(run, judge=KnowingJudge(rows), out=tmp_path / "out"), progress=False)
 
 
 @pytest.mark.slow  # the packaged entity rows' probes read the embedded LM's features
@@ -311,7 +313,8 @@ def test_domain_iou_with_the_real_domain_scorer(tmp_path):
         low, high = domain.corrupted_interval(row)
         write_episode(run, "numeric", "aia", row, domain=f"The function behaves unexpectedly on [{low}, {high}].")
         write_episode(run, "numeric", "milan", row, domain="all real numbers")
-    result = evaluate_run(run, out=tmp_path / "out", progress=False)  # no code.py: nothing runs in the sandbox
+    config = EvaluateConfig(run, out=tmp_path / "out")
+    result = evaluate_run(config, progress=False)  # no code.py: nothing runs in the sandbox
     expected = {
         "nmse_success": 0.0,
         "nmse_success_ci": [0.0, 0.0],
@@ -370,17 +373,17 @@ def test_errors_name_the_field(rows, tmp_path):
     write_run_info(run)
     write_episode(run, "numeric", "aia", {"function_id": "numeric/f99999"}, code="x")
     with pytest.raises(ValueError, match=r"function_id: numeric/f99999 .*procedural, seed 0"):
-        evaluate_run(run, out=tmp_path / "o3", progress=False)
+        evaluate_run(EvaluateConfig(run, out=tmp_path / "o3"), progress=False)
     with pytest.raises(ValueError, match="out: .* would replace the run folder"):
-        evaluate_run(run, out=run, progress=False)
+        evaluate_run(EvaluateConfig(run, out=run), progress=False)
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "keep.txt").write_text("mine")
     with pytest.raises(ValueError, match="out: .* holds other files"):
-        evaluate_run(run, out=busy, progress=False)
+        evaluate_run(EvaluateConfig(run, out=busy), progress=False)
     assert (busy / "keep.txt").read_text() == "mine"
     with pytest.raises(ValueError, match="--judge-mode"):
-        evaluate_run(run, out=tmp_path / "o4", judge_mode="vote", progress=False)
+        evaluate_run(EvaluateConfig(run, out=tmp_path / "o4", judge_mode="vote"), progress=False)
 
 
 # ------------------------------------------------------------------------------- scoreboard
@@ -463,7 +466,8 @@ def test_scores_json_carries_intervals_and_n(tmp_path):
         )
     write_episode(run, "numeric", "aia", num[0], code=num[0]["code"])
     write_episode(run, "numeric", "aia", num[1], code=WRONG_NUMERIC)
-    result = evaluate_run(run, judge=KnowingJudge({"strings": st}), out=tmp_path / "out", progress=False)
+    config = EvaluateConfig(run, judge=KnowingJudge({"strings": st}), out=tmp_path / "out")
+    result = evaluate_run(config, progress=False)
     on_disk = json.loads((tmp_path / "out" / "scores.json").read_text())
     assert on_disk == result["scores"]
     aia, milan, numeric = on_disk["strings"]["aia"], on_disk["strings"]["milan"], on_disk["numeric"]["aia"]
@@ -574,7 +578,7 @@ def test_embedded_judge_scores_a_run(rows, tmp_path):
     write_run_info(run)
     row = rows["neurons_entities"][0]
     write_episode(run, "neurons_entities", "aia", row, description=row["description"])
-    result = evaluate_run(run, judge="embedded", out=tmp_path / "out", progress=False)
+    result = evaluate_run(EvaluateConfig(run, judge="embedded", out=tmp_path / "out"), progress=False)
     value = result["scores"]["neurons_entities"]["aia"]["unit_test_accuracy"]
     assert 0.0 <= value <= 1.0
     assert "in `logprob` mode" in result["table"]
@@ -600,7 +604,8 @@ def test_strings_without_reference_code_score_from_their_unit_tests(tmp_path, mo
     for row in st:  # the true code and description for every function
         write_episode(run, "strings", "aia", row, description=row["description"], code=row["code"])
     write_episode(run, "strings", "milan", st[0], description="x", code=WRONG_STRING)
-    result = evaluate_run(run, judge=KnowingJudge({"strings": st}), out=tmp_path / "out", progress=False)
+    config = EvaluateConfig(run, judge=KnowingJudge({"strings": st}), out=tmp_path / "out")
+    result = evaluate_run(config, progress=False)
     _, per_function = read_csv(tmp_path / "out" / "per_function.csv")
     by_id = {(r["function_id"], r["method"]): r for r in per_function}
     assert float(by_id[(st[0]["function_id"], "aia")]["exact_match"]) == 1.0
@@ -615,6 +620,7 @@ def test_a_run_on_in_memory_rows_needs_its_data(tmp_path):
     """Such a run's function ids are shared by the procedural rows: without --data it would be
     scored against other functions."""
     from findbench.constants import UsageError
+    from findbench.interpret.config import ReportConfig
     from findbench.interpret.report import write_report
 
     row = load_rows("strings")[0]
@@ -622,13 +628,13 @@ def test_a_run_on_in_memory_rows_needs_its_data(tmp_path):
     write_run_info(run, source="rows", data=None)
     write_episode(run, "strings", "aia", row, description=row["description"], code=row["code"])
     with pytest.raises(UsageError, match="--data: .* in-memory rows"):
-        evaluate_run(run, judge=KnowingJudge({"strings": [row]}), out=tmp_path / "out", progress=False)
+        evaluate_run(EvaluateConfig(run, judge=KnowingJudge({"strings": [row]}), out=tmp_path / "out"), progress=False)
     assert not (tmp_path / "out").exists()
     scores = tmp_path / "scores"
     scores.mkdir()
     (scores / "scores.json").write_text("{}")
     with pytest.raises(UsageError, match="--data: .* in-memory rows"):
-        write_report(run, scores)
+        write_report(ReportConfig(run_dir=str(run), scores=str(scores)))
     assert [p.name for p in scores.iterdir()] == ["scores.json"]
 
 
@@ -647,8 +653,8 @@ def test_scores_name_the_judge_that_produced_them(tmp_path, monkeypatch, capsys)
     monkeypatch.setenv("FINDBENCH_CACHE", str(tmp_path / "cache"))  # nothing installed here: the shipped judge
     monkeypatch.setattr(findbench.judge, "load_judge", lambda judge, **kw: KnowingJudge(strings))  # no model loads
 
-    result = evaluate_run(run, judge="embedded-evaluator", judge_mode="logprob", out=tmp_path / "shipped",
-                          progress=False)
+    config = EvaluateConfig(run, judge="embedded-evaluator", judge_mode="logprob", out=tmp_path / "shipped")
+    result = evaluate_run(config, progress=False)
     shipped = {"source": "shipped", "name": "embedded-evaluator", "version": EMBEDDED_JUDGE_VERSION,
                "findbench": __version__, "mode": "logprob"}
     assert result["scores"]["judge"] == shipped

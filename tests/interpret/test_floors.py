@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from findbench.find.rows import load_rows
+from findbench.interpret.config import EvaluateConfig
 from findbench.interpret.evaluate import FLOOR_COLUMNS, _degenerate, evaluate_run
 from findbench.interpret.floors import (
     MAX_FLOOR_INPUTS,
@@ -129,7 +130,8 @@ def test_evaluate_reports_floors_margins_and_degenerate_answers(tmp_path):
     seen = list(strings[0]["test_inputs"])[:4]  # the agent happened to call 4 of the 10 test inputs
     _episode(run, strings[0], strings[0]["description"], strings[0]["code"], [calls(seen, [g(x) for x in seen])])
     _episode(run, strings[1], "In words, what f(x) does.", "", [])
-    result = evaluate_run(run, judge=KnowingJudge({"strings": strings}), out=tmp_path / "out", progress=False)
+    config = EvaluateConfig(run, judge=KnowingJudge({"strings": strings}), out=tmp_path / "out")
+    result = evaluate_run(config, progress=False)
     from findbench._io import read_csv_rows
 
     per = {r["function_id"]: r for r in read_csv_rows(tmp_path / "out" / "per_function.csv")}
@@ -155,16 +157,16 @@ def test_evaluate_reports_floors_margins_and_degenerate_answers(tmp_path):
 
 @pytest.mark.slow  # the Inspect loop, three categories of the harness's small data folder
 def test_the_observed_interpreter_meets_its_own_floor(data_dir, tmp_path):
-    from findbench.interpret.run import run_interpretations
+    from tests.interpret.fakes import interpret
 
-    out = run_interpretations(str(data_dir), "observed", configs=["numeric", "strings"], limit=3, rounds=3,
+    out = interpret(str(data_dir), "observed", configs=["numeric", "strings"], limit=3, rounds=3,
                               out=tmp_path / "run", progress=False, observed_calls=12)
     info = json.loads((out / "run.json").read_text())
     assert info["observed_calls"] == 12
     episode = json.loads(next((out / "numeric" / "aia").glob("f*/episode.json")).read_text())
     assert len(episode["calls"]) == 1 and len(episode["calls"][0]["inputs"]) == 12 and episode["finished"]
     rows = {c: load_rows(c, data=data_dir) for c in ("strings",)}
-    result = evaluate_run(out, judge=KnowingJudge(rows), out=tmp_path / "scores", progress=False)
+    result = evaluate_run(EvaluateConfig(out, judge=KnowingJudge(rows), out=tmp_path / "scores"), progress=False)
     for category, metrics in (("numeric", ("nmse_success",)), ("strings", ("exact_match", "unit_test_accuracy"))):
         cell = result["scores"][category]["aia"]
         for metric in metrics:
@@ -218,7 +220,7 @@ def test_a_call_at_huge_inputs_or_a_failing_floor_never_stops_the_run(tmp_path, 
 
     monkeypatch.setattr(floors, "floor_answers", failing)
     run = _run_folder(tmp_path / "run", episodes)
-    result = evaluate_run(run, out=tmp_path / "out", progress=False)
+    result = evaluate_run(EvaluateConfig(run, out=tmp_path / "out"), progress=False)
     per = _per_function(tmp_path / "out")
     assert math.isfinite(float(per[far["function_id"]]["nmse_observed"])) and not per[far["function_id"]][
         "floor_missing"]
@@ -241,7 +243,7 @@ def test_deleted_or_zeroed_outputs_do_not_move_the_floor_and_the_plan_margin_ign
     found = {}
     for name, episode_calls in variants.items():
         run = _run_folder(tmp_path / name, [(row, "", "def function(x):\n    return 0\n", episode_calls)])
-        result = evaluate_run(run, out=tmp_path / f"{name}-out", progress=False)
+        result = evaluate_run(EvaluateConfig(run, out=tmp_path / f"{name}-out"), progress=False)
         found[name] = (_per_function(tmp_path / f"{name}-out")[row["function_id"]], result["scores"]["numeric"]["aia"])
     floor = {name: per["nmse_observed"] for name, (per, _) in found.items()}
     assert floor["honest"] == floor["zeroed"] == floor["deleted"] and float(floor["honest"]) < 1e-9
@@ -272,7 +274,7 @@ def test_no_call_order_or_length_lowers_the_description_floor(tmp_path):
     margins = {}
     for name, xs in orders.items():
         run = _run_folder(tmp_path / name, [(row, row["description"], "", [calls(xs, [f(x) for x in xs])])])
-        evaluate_run(run, judge=ListingJudge(), out=tmp_path / f"{name}-out", progress=False)
+        evaluate_run(EvaluateConfig(run, judge=ListingJudge(), out=tmp_path / f"{name}-out"), progress=False)
         per = _per_function(tmp_path / f"{name}-out")[row["function_id"]]
         margins[name] = (per["unit_test_accuracy_observed"], per["unit_test_accuracy_margin"])
     assert margins["junk first"] == margins["junk last"]
@@ -301,7 +303,7 @@ def test_the_observed_interpreter_answers_from_the_calls_it_recorded(by_id, tmp_
     from tests.interpret.scripted import run_episode
 
     row = by_id["numeric/f00000"]
-    turns = observed_turns(row, [], calls=12)
+    turns = observed_turns(row, [], calls=12, seed=0)
     text = run_episode(row, None, reference=turns, log_dir=tmp_path / "text", rounds=3)
     assert len(text.calls[0]["inputs"]) == 12 and "return 2.0 * x + -1.0" in text.answer.code  # the line's exact
     tools = run_episode(row, None, reference=turns, log_dir=tmp_path / "tools", rounds=3, protocol="tools")

@@ -26,20 +26,17 @@ from inspect_ai.model import ChatMessageSystem, ChatMessageUser, ModelOutput, Mo
 from findbench import cli  # noqa: E402
 from findbench.constants import UsageError  # noqa: E402
 from findbench.interpret import prompts  # noqa: E402
-from findbench.interpret.episode import DEFAULT_API_MAX_TOKENS, DEFAULT_MAX_TOKENS  # noqa: E402
+from findbench.interpret.config import EvaluateConfig, InterpretConfig  # noqa: E402
+from findbench.interpret.episode import DEFAULT_API_MAX_TOKENS  # noqa: E402
 from findbench.interpret.evaluate import evaluate_run  # noqa: E402
-from findbench.interpret.inspect_tasks import (  # noqa: E402
-    STORE_KEY,
-    TASK_NAME,
-    find_interpret,
-    find_samples,
-    inspect_model_name,
-)
 from findbench.interpret.logs import episodes_from_log  # noqa: E402
 from findbench.interpret.protocol import UNRECOGNIZED_REPLY, format_answer  # noqa: E402
 from findbench.interpret.references import oracle_answer  # noqa: E402
-from findbench.interpret.run import EPISODE_FILES, LM_CACHE, episode_dir, run_interpretations, write_episode  # noqa: E402
-from tests.interpret.fakes import GenerationLM, KnowingJudge
+from findbench.interpret.run import EPISODE_FILES, LM_CACHE, episode_dir, write_episode  # noqa: E402
+from findbench.interpret.solver import STORE_KEY  # noqa: E402
+from findbench.interpret.task import TASK_NAME, find_interpret, find_samples, interpreter_model  # noqa: E402
+from findbench.lm.base import DEFAULT_MAX_TOKENS  # noqa: E402
+from tests.interpret.fakes import GenerationLM, KnowingJudge, interpret
 
 # Inspect's own retry set-up warns on every model call (a tenacity deprecation).
 pytestmark = pytest.mark.filterwarnings("ignore:The 'initial' parameter is deprecated:DeprecationWarning")
@@ -66,7 +63,7 @@ def findbench_call(capsys, data_dir, function_id, values) -> str:
 def scripted_outputs(by_id):
     """mockllm outputs as a function of the conversation: the function's command on the first
     turn, its ground truth on the second (samples run concurrently, so no fixed order)."""
-    prompt_of = {prompts.task_prompt(by_id[f]): f for f in INPUTS}
+    prompt_of = {prompts.task_prompt(by_id[f], "aia", protocol="text"): f for f in INPUTS}
 
     def outputs(input, tools, tool_choice, config):
         fid = prompt_of[input[1].text]
@@ -145,8 +142,8 @@ def test_run_folder_from_the_log_is_scored_by_evaluate(mock_log, data_dir, by_id
         folder = write_episode(out, episode)
         assert folder == episode_dir(out, episode.function_id, "aia")
         assert sorted(p.name for p in folder.iterdir()) == sorted(EPISODE_FILES)
-    result = evaluate_run(out, data=data_dir, judge=KnowingJudge([by_id[f] for f in INPUTS]), out=tmp_path / "scores",
-                          progress=False)  # --data: run.json's folder alone would leave the scores unverified
+    config = EvaluateConfig(out, data=data_dir, judge=KnowingJudge([by_id[f] for f in INPUTS]), out=tmp_path / "scores")
+    result = evaluate_run(config, progress=False)  # --data: run.json's folder alone would leave the scores unverified
     assert result["scores"]["numeric"]["aia"]["nmse_success"] == 1.0
     assert result["scores"]["numeric"]["aia"]["domain_iou"] == 1.0
     expected = {
@@ -228,15 +225,16 @@ def test_findbench_model_api_loads_its_lm_on_first_use(tmp_path):
     ],
 )
 def test_interpreter_to_inspect_model(interpreter, model):
-    assert inspect_model_name(interpreter) == model
+    assert interpreter_model(interpreter) == model
 
 
 def test_samples_and_their_arguments(data_dir):
-    samples = find_samples("strings,numeric", limit=2, data=str(data_dir))
+    samples = find_samples(InterpretConfig(configs="strings,numeric", limit=2, data=str(data_dir)), "aia")
     assert [s.id for s in samples] == ["strings/f00000", "strings/f00001", "numeric/f00000", "numeric/f00001"]
     assert samples[0].metadata["method"] == "aia" and samples[0].metadata["row"]["function_id"] == "strings/f00000"
     json.dumps([s.metadata for s in samples])  # the log stores them as JSON
-    assert {s.metadata["row"]["category"] for s in find_samples(method="milan", data=str(data_dir))} == {
+    milan = find_samples(InterpretConfig(method="milan", data=str(data_dir)), "milan")
+    assert {s.metadata["row"]["category"] for s in milan} == {
         "neurons_entities",
         "neurons_relations",
     }
@@ -247,7 +245,8 @@ def test_samples_and_their_arguments(data_dir):
         ({"functions": "strings/f99999"}, "functions"),
     ]:
         with pytest.raises(ValueError, match=field):
-            find_samples(data=str(data_dir), **kwargs)
+            cfg = InterpretConfig(data=str(data_dir), **kwargs)
+            find_samples(cfg, cfg.method[0])
 
 
 def test_milan_on_inspect(data_dir, tmp_path):
@@ -267,7 +266,7 @@ def test_milan_on_inspect(data_dir, tmp_path):
 def test_run_folder_is_exported_from_the_logs_and_resumed(data_dir, by_id, tmp_path):
     out = tmp_path / "run"
     kwargs = dict(configs="numeric,strings", limit=2, out=out, max_connections=2, display="none")
-    run_interpretations(data_dir, "oracle", **kwargs)
+    interpret(data_dir, "oracle", **kwargs)
     info = json.loads((out / "run.json").read_text())
     assert info["protocol"] == "text" and info["interpreter"] == "oracle"
     assert (
@@ -279,7 +278,7 @@ def test_run_folder_is_exported_from_the_logs_and_resumed(data_dir, by_id, tmp_p
     folders = sorted(p.relative_to(out).as_posix() for p in out.glob("*/*/f*"))
     assert folders == ["numeric/aia/f00000", "numeric/aia/f00001", "strings/aia/f00000", "strings/aia/f00001"]
     judge = KnowingJudge([by_id[f"strings/f0000{i}"] for i in range(2)])
-    result = evaluate_run(out, data=data_dir, judge=judge, out=tmp_path / "scores", progress=False)
+    result = evaluate_run(EvaluateConfig(out, data=data_dir, judge=judge, out=tmp_path / "scores"), progress=False)
     assert result["scores"]["numeric"]["aia"]["nmse_success"] == 1.0
     expected = {
         "exact_match": 1.0,
@@ -306,21 +305,21 @@ def test_run_folder_is_exported_from_the_logs_and_resumed(data_dir, by_id, tmp_p
     assert {s.name: s.metrics["accuracy"].value for s in log.results.scores}["unit_test_accuracy"] == 1.0
     # scoring again changes nothing: the log is not rewritten
     before = path.stat().st_mtime_ns
-    evaluate_run(out, judge=judge, out=tmp_path / "scores", progress=False)
+    evaluate_run(EvaluateConfig(out, judge=judge, out=tmp_path / "scores"), progress=False)
     assert path.stat().st_mtime_ns == before
     # a rerun runs nothing; a lost episode is exported again from the log, which runs nothing
-    run_interpretations(data_dir, "oracle", **kwargs)
+    interpret(data_dir, "oracle", **kwargs)
     assert len(list((out / "logs").glob("*.eval"))) == 1
     record = (episode_dir(out, "strings/f00001", "aia") / "episode.json").read_text()
     shutil.rmtree(episode_dir(out, "strings/f00001", "aia"))
-    run_interpretations(data_dir, "oracle", **kwargs)
+    interpret(data_dir, "oracle", **kwargs)
     [log] = (out / "logs").glob("*.eval")
     assert read_eval_log(str(log)).status == "success"
     assert (episode_dir(out, "strings/f00001", "aia") / "episode.json").read_text() == record
     with pytest.raises(ValueError, match="other settings: rounds=20 \\(now 3\\)"):
-        run_interpretations(data_dir, "oracle", rounds=3, **kwargs)
+        interpret(data_dir, "oracle", rounds=3, **kwargs)
     with pytest.raises(ValueError, match="model: the served model name"):
-        run_interpretations(data_dir, "mockllm/model", model="x", configs="strings", limit=1, out=tmp_path / "other")
+        interpret(data_dir, "mockllm/model", model="x", configs="strings", limit=1, out=tmp_path / "other")
 
 
 def test_an_inspect_providers_model_gets_a_default_max_tokens(data_dir, tmp_path):
@@ -333,15 +332,15 @@ def test_an_inspect_providers_model_gets_a_default_max_tokens(data_dir, tmp_path
         return output
 
     kwargs = dict(functions="strings/f00000", display="none", model_args={"custom_outputs": outputs})
-    out = run_interpretations(data_dir, "mockllm/model", out=tmp_path / "run", **kwargs)
+    out = interpret(data_dir, "mockllm/model", out=tmp_path / "run", **kwargs)
     assert json.loads((out / "run.json").read_text())["max_tokens"] == DEFAULT_API_MAX_TOKENS == limits[0]
-    run_interpretations(data_dir, "mockllm/model", out=tmp_path / "run", **kwargs)  # resuming with nothing given agrees
+    interpret(data_dir, "mockllm/model", out=tmp_path / "run", **kwargs)  # resuming with nothing given agrees
     with pytest.raises(ValueError, match=f"max_tokens={DEFAULT_API_MAX_TOKENS} \\(now 50\\)"):
-        run_interpretations(data_dir, "mockllm/model", out=tmp_path / "run", max_tokens=50, **kwargs)
-    out = run_interpretations(data_dir, "mockllm/model", out=tmp_path / "given", max_tokens=50, **kwargs)
+        interpret(data_dir, "mockllm/model", out=tmp_path / "run", max_tokens=50, **kwargs)
+    out = interpret(data_dir, "mockllm/model", out=tmp_path / "given", max_tokens=50, **kwargs)
     assert json.loads((out / "run.json").read_text())["max_tokens"] == 50 == limits[-1] and len(limits) == 2
     # the references generate nothing: no limit recorded
-    out = run_interpretations(data_dir, "oracle", functions="strings/f00000", out=tmp_path / "oracle", display="none")
+    out = interpret(data_dir, "oracle", functions="strings/f00000", out=tmp_path / "oracle", display="none")
     assert json.loads((out / "run.json").read_text())["max_tokens"] is None
 
 
@@ -357,7 +356,7 @@ def test_engine_inspect_with_a_findbench_lm_and_its_cache(data_dir, tmp_path, mo
     monkeypatch.setattr("findbench.models.check_spec", lambda spec, **kw: spec)  # a made-up spec that load_lm knows
     out = tmp_path / "run"
     kwargs = dict(configs="strings", limit=3, out=out, max_tokens=21, display="none")
-    run_interpretations(data_dir, "scripted-lm", **kwargs)
+    interpret(data_dir, "scripted-lm", **kwargs)
     info = json.loads((out / "run.json").read_text())
     assert (info["interpreter"], info["inspect_model"], info["max_tokens"]) == (
         "scripted-lm",
@@ -368,7 +367,7 @@ def test_engine_inspect_with_a_findbench_lm_and_its_cache(data_dir, tmp_path, mo
     # the first turn is the same request for every string function: the cache answers it twice
     assert lm.limits == [21] * 4
     shutil.rmtree(episode_dir(out, "strings/f00002", "aia"))
-    run_interpretations(data_dir, "scripted-lm", **kwargs)
+    interpret(data_dir, "scripted-lm", **kwargs)
     assert lm.limits == [21] * 4  # redone from the request cache
     ep = json.loads((episode_dir(out, "strings/f00002", "aia") / "episode.json").read_text())
     assert ep["finished"] and ep["answer"]["description"] == "adds a letter"

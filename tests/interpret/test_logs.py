@@ -25,19 +25,21 @@ from inspect_ai.log import read_eval_log, write_eval_log  # noqa: E402
 
 from findbench.constants import UsageError  # noqa: E402
 from findbench.interpret import logs as run_logs  # noqa: E402
-from findbench.interpret.agent import STORE_KEY  # noqa: E402
+from findbench.interpret.config import EvaluateConfig  # noqa: E402
 from findbench.interpret.evaluate import evaluate_run  # noqa: E402
-from findbench.interpret.run import episode_dir, run_interpretations  # noqa: E402
+from findbench.interpret.run import episode_dir  # noqa: E402
+from findbench.interpret.solver import STORE_KEY  # noqa: E402
+from tests.interpret.fakes import interpret  # noqa: E402
 
 WRONG_NUMERIC = "def function(x):\n    return 3.0 * x + 40.0\n"
 
 
 def _run(data_dir: Path, out: Path, interpreter: str = "oracle", limit: int = 2) -> Path:
-    return run_interpretations(data_dir, interpreter, configs="numeric", limit=limit, out=out, display="none")
+    return interpret(data_dir, interpreter, configs="numeric", limit=limit, out=out, display="none")
 
 
 def _score(run: Path, tmp_path: Path, name: str = "scores", **settings) -> dict:
-    return evaluate_run(run, out=tmp_path / name, progress=False, **settings)
+    return evaluate_run(EvaluateConfig(run, out=tmp_path / name, **settings), progress=False)
 
 
 def _cell(result: dict) -> tuple[float, int]:

@@ -18,6 +18,7 @@ from markupsafe import escape
 
 from findbench.find.domain import corrupted_interval, domain_unit_tests, in_corrupted_subdomain
 from findbench.find.rows import load_rows
+from findbench.interpret.config import EvaluateConfig
 from findbench.interpret.evaluate import CSV_COLUMNS, FLOOR_COLUMNS, UNIT_TEST_COLUMNS, evaluate_run
 from findbench.interpret.process import PROCESS_COLUMNS, aggregate_process, episode_process, render_process
 from findbench.judge import judge_unit_tests, normalize_unit_test, render_pmi_option
@@ -192,7 +193,7 @@ def test_evaluate_writes_process_metrics(tmp_path):
     write_episode(run, b, "aia", domain="none", calls=[call(1, *outside_points(b))])
     write_episode(run, clean, "aia", calls=[call(1, "1", "2", "3")])
     write_episode(run, a, "milan", calls=None)  # no transcript
-    result = evaluate_run(run, out=tmp_path / "out", progress=False)
+    result = evaluate_run(EvaluateConfig(run, out=tmp_path / "out"), progress=False)
 
     header, table = read_csv(tmp_path / "out" / "per_function.csv")
     assert tuple(header) == (*CSV_COLUMNS, *FLOOR_COLUMNS, "floor_missing", "degenerate", "code_error", "damage",
@@ -272,8 +273,7 @@ def judged_run(tmp_path_factory):
     outs = {}
     for mode in ("logprob", "pmi", "generate"):
         outs[mode] = evaluate_run(
-            run, judge=HashJudge(), judge_mode=mode, out=run.parent / f"scores-{mode}", progress=False
-        )
+            EvaluateConfig(run, judge=HashJudge(), judge_mode=mode, out=run.parent / f"scores-{mode}"), progress=False)
     return run, {"strings": st, "neurons_relations": rel}, outs
 
 
@@ -333,11 +333,13 @@ def per_function_rows(rows: dict, per_function: list[dict]) -> list[dict]:
 
 
 def test_report_shows_the_judges_decisions(judged_run):
+    from findbench.interpret.config import ReportConfig
     from findbench.interpret.report import write_report
 
     run, rows, _ = judged_run
     scores = run.parent / "scores-pmi"
-    page = write_report(run, scores, out=run.parent / "report-pmi").read_text()
+    report = ReportConfig(run_dir=str(run), scores=str(scores), out=str(run.parent / "report-pmi"))
+    page = write_report(report).read_text()
     _, table = read_csv(scores / "unit_tests.csv")
     rel = rows["neurons_relations"][0]
     assert escape(f"{rel['description']} <b>&</b>") in page and "<b>&</b>" not in page  # escaped (Jinja2's autoescape)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from findbench.interpret.config import EvaluateConfig
 from findbench.interpret.protocol import Answer, format_answer
 from findbench.interpret.references import (
     CONSTANT_ANSWERS,
@@ -128,11 +129,14 @@ def test_baseline_episodes_round_trip_through_the_protocol(name, fid, by_id, tmp
 
 def test_inspect_samples_carry_the_baseline_answer(data_dir):
     pytest.importorskip("inspect_ai")
-    from findbench.interpret.inspect_tasks import find_samples
+    from findbench.interpret.config import InterpretConfig
+    from findbench.interpret.task import find_samples
 
-    (sample,) = find_samples(["strings"], limit=1, data=data_dir, interpreter="constant")
+    (sample,) = find_samples(InterpretConfig(configs="strings", limit=1, data=str(data_dir), interpreter="constant"),
+                             "aia")
     assert sample.metadata["reference_turns"][0].startswith("[DESCRIPTION]: f(s) returns a string")
-    (sample,) = find_samples(["strings"], limit=1, data=data_dir, interpreter="empty")
+    (sample,) = find_samples(InterpretConfig(configs="strings", limit=1, data=str(data_dir), interpreter="empty"),
+                             "aia")
     assert sample.metadata["reference_turns"] == ["[DESCRIPTION]: "]
 
 
@@ -144,14 +148,15 @@ def _score_references(data, rows, out, names, limit=None):
     """Each reference interpreter run and scored by ``evaluate_run`` with the
     scripted judge (right on a ground-truth description, option 1 otherwise)."""
     from findbench.interpret.evaluate import evaluate_run
-    from findbench.interpret.run import run_interpretations
+    from tests.interpret.fakes import interpret
 
     scores = {}
     for name in names:
-        run = run_interpretations(
+        run = interpret(
             data, name, configs=["numeric", "strings", "neurons_relations"], limit=limit, out=out / name, progress=False
         )
-        scores[name] = evaluate_run(run, judge=KnowingJudge(rows), out=run / "scores", progress=False)["scores"]
+        config = EvaluateConfig(run, judge=KnowingJudge(rows), out=run / "scores")
+        scores[name] = evaluate_run(config, progress=False)["scores"]
     return scores
 
 

@@ -24,6 +24,7 @@ from matplotlib.figure import Figure
 from matplotlib.image import imread
 
 from findbench import cli
+from findbench.interpret.config import EvaluateConfig, ReportConfig
 from findbench.interpret.evaluate import evaluate_run
 from findbench.interpret.protocol import format_answer
 from findbench.interpret.report import (
@@ -34,12 +35,11 @@ from findbench.interpret.report import (
     plot_numeric,
     write_report,
 )
-from findbench.interpret.run import run_interpretations
 from findbench.interpret.scoreboard import PAPER_TABLE2
 from findbench.interpret.scores import Cell, Estimate, Scores
 from findbench.stats import INTERVAL_NOTE, SMALL_N_LEGEND
 from tests._chromium import CHROMIUM, chromium
-from tests.interpret.fakes import GenerationLM, KnowingJudge
+from tests.interpret.fakes import GenerationLM, KnowingJudge, interpret
 
 CONFIGS = ["numeric", "strings", "neurons_relations"]
 WRONG_NUMERIC = "def interpretation(x):\n    return 3.0 * x + 40.0\n"
@@ -59,22 +59,22 @@ class CallingLM(GenerationLM):
 
 
 def _scored_run(root: Path, data_dir: Path, interpreter, rows, *, configs=CONFIGS, limit=3) -> Path:
-    run = run_interpretations(data_dir, interpreter, configs=configs, limit=limit, out=root, rounds=3, progress=False)
-    evaluate_run(run, judge=KnowingJudge(rows), out=run / "scores", progress=False)
+    run = interpret(data_dir, interpreter, configs=configs, limit=limit, out=root, rounds=3, progress=False)
+    evaluate_run(EvaluateConfig(run, judge=KnowingJudge(rows), out=run / "scores"), progress=False)
     return run
 
 
 @pytest.fixture(scope="module")
 def oracle_run(tmp_path_factory, data_dir, rows) -> Path:
     run = _scored_run(tmp_path_factory.mktemp("report") / "oracle", data_dir, "oracle", rows)
-    write_report(run)
+    write_report(ReportConfig(run_dir=str(run)))
     return run
 
 
 @pytest.fixture(scope="module")
 def random_run(tmp_path_factory, data_dir, rows) -> Path:
     run = _scored_run(tmp_path_factory.mktemp("report") / "random", data_dir, "random", rows)
-    write_report(run)
+    write_report(ReportConfig(run_dir=str(run)))
     return run
 
 
@@ -224,8 +224,9 @@ def test_model_text_is_escaped(tmp_path, data_dir, rows):
     hostile = "<script>document.title='pwned'</script> & <b>bold</b> \" onmouseover=\"alert(1)"
     (folder / "description.txt").write_text(hostile)
     (folder / "code.py").write_text(WRONG_NUMERIC)
-    evaluate_run(run, data=data_dir, out=tmp_path / "scores", progress=False)
-    report = write_report(run, tmp_path / "scores", data=data_dir, out=tmp_path / "report")
+    evaluate_run(EvaluateConfig(run, data=data_dir, out=tmp_path / "scores"), progress=False)
+    report = write_report(ReportConfig(run_dir=str(run), scores=str(tmp_path / "scores"), data=str(data_dir),
+                                       out=str(tmp_path / "report")))
     assert report == tmp_path / "report" / REPORT_FILE
     source = report.read_text(encoding="utf-8")
     assert "<script>" not in source and "<b>bold</b>" not in source
@@ -267,15 +268,15 @@ def test_calls_are_recorded_and_marked(calling_run):
     points = call_points(episode["calls"])
     assert [x for x, _ in points] == [float(v) for v in CALLED]
     assert points[0] == (-50.0, -101.0)  # 2x - 1
-    report = write_report(calling_run)
+    report = write_report(ReportConfig(run_dir=str(calling_run)))
     page = _parse(report)
     assert "function.py -50 -10 0 15 50 250" in "".join(page.text)  # the calls table of the transcript
     _non_blank(report.parent / "numeric-aia-f00002.png")
 
 
 def test_errors_name_the_field(tmp_path, oracle_run):
-    with pytest.raises(FileNotFoundError, match="scores_dir: no scores.json"):
-        write_report(oracle_run, tmp_path / "nowhere")
+    with pytest.raises(FileNotFoundError, match="--scores: no scores.json"):
+        write_report(ReportConfig(run_dir=str(oracle_run), scores=str(tmp_path / "nowhere")))
 
 
 # ------------------------------------------------------------------------------------ browser
@@ -467,7 +468,7 @@ def test_evaluate_again_into_a_folder_holding_a_report(calling_run, tmp_path):
     assert cli.main(["evaluate", str(calling_run), "--out", str(tmp_path / "s"), "--report"]) == 0
     (tmp_path / "s" / "notes.txt").write_text("mine")
     with pytest.raises(ValueError, match="holds other files \\(notes.txt\\)"):
-        evaluate_run(calling_run, out=tmp_path / "s", progress=False)
+        evaluate_run(EvaluateConfig(calling_run, out=tmp_path / "s"), progress=False)
     (tmp_path / "s" / "notes.txt").unlink()
     assert cli.main(["evaluate", str(calling_run), "--out", str(tmp_path / "s")]) == 0
     assert not (tmp_path / "s" / REPORT_FILE).exists()
@@ -486,23 +487,6 @@ def test_transcript_calls_show_pairs_as_the_reply_did():
     assert _pairs(call) == r'("x) (1, 2", y) ("line\n(3, 4)", z) (5, error: not a number)'
     assert _pairs(call) == format_pair_list(call["inputs"], ["y", "z", "error: not a number"])
     assert _pairs({"inputs": [], "outputs": [], "errors": [], "error": "no inputs"}) == ""
-
-
-def test_keyword_form_builds_the_same_config(oracle_run, data_dir, tmp_path):
-    from findbench.interpret.config import ReportConfig
-
-    by_keywords = write_report(oracle_run, oracle_run / "scores", data=data_dir, out=tmp_path / "kw")
-    by_config = write_report(ReportConfig(run_dir=str(oracle_run), scores=str(oracle_run / "scores"),
-                                          data=str(data_dir), out=str(tmp_path / "cfg")))
-    assert (by_keywords, by_config) == (tmp_path / "kw" / REPORT_FILE, tmp_path / "cfg" / REPORT_FILE)
-    assert by_keywords.read_text(encoding="utf-8") == by_config.read_text(encoding="utf-8")
-    assert sorted(p.name for p in by_keywords.parent.iterdir()) == sorted(p.name for p in by_config.parent.iterdir())
-    with pytest.raises(TypeError, match="no settings beside the config"):
-        write_report(ReportConfig(run_dir=str(oracle_run)), out=tmp_path / "x")
-    with pytest.raises(TypeError, match="scores_dir twice"):
-        write_report(oracle_run, oracle_run / "scores", scores_dir=oracle_run / "scores")
-    with pytest.raises(FileNotFoundError, match="scores_dir: no scores.json"):
-        write_report(run_dir=oracle_run, scores_dir=tmp_path)
 
 
 def test_find_and_near_miss_unit_tests_each_have_a_heading_and_count(oracle_run):

@@ -17,11 +17,12 @@ pytest.importorskip("inspect_ai")
 from inspect_ai import eval as inspect_eval  # noqa: E402
 from inspect_ai.model import get_model  # noqa: E402
 
+from findbench.interpret.config import EvaluateConfig
 from findbench.interpret.evaluate import evaluate_run  # noqa: E402
-from findbench.interpret.inspect_tasks import find_interpret  # noqa: E402
 from findbench.interpret.logs import episodes_from_log  # noqa: E402
 from findbench.interpret.roles import JUDGE_ROLE, judge_model_of, role_judge  # noqa: E402
 from findbench.interpret.run import write_episode  # noqa: E402
+from findbench.interpret.task import find_interpret  # noqa: E402
 from findbench.judge import judge_mode_of  # noqa: E402
 from tests.interpret.fakes import KnowingJudge
 
@@ -61,7 +62,7 @@ def test_the_judge_role_and_the_judge_argument_reach_the_same_decisions(data_dir
     (out / "run.json").write_text(json.dumps({"interpreter": "oracle", "seed": 0, "data": str(data_dir)}))
     for episode in episodes_from_log(log.location):
         write_episode(out, episode)
-    evaluate_run(out, judge=knowing, out=tmp_path / "scores", progress=False)
+    evaluate_run(EvaluateConfig(out, judge=knowing, out=tmp_path / "scores"), progress=False)
     by_evaluate: dict[str, list[int]] = {}
     with open(tmp_path / "scores" / "unit_tests.csv", newline="", encoding="utf-8") as f:
         for row in csv.DictReader(f):

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
+import sys
+import threading
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +24,7 @@ from findbench.interpret.run import (
     run_interpretations,
     summarize_run,
 )
-from tests.interpret.fakes import GenerationLM
+from tests.interpret.fakes import GenerationLM, interpret
 
 
 def episode_folders(out):
@@ -33,13 +37,16 @@ def no_temporaries(out) -> bool:
 
 
 def test_oracle_run_folder_layout(data_dir, by_id, tmp_path):
-    out = run_interpretations(data_dir, "oracle", limit=2, out=tmp_path / "run", progress=False)
+    out = interpret(data_dir, "oracle", limit=2, out=tmp_path / "run", progress=False)
     info = json.loads((out / "run.json").read_text())
     assert info["interpreter"] == "oracle" and info["protocol"] == "text" and info["rounds"] == 20 and info["seed"] == 0
     assert info["data"] == str(data_dir.resolve()) and info["source"] == "data" and info["findbench_version"]
-    assert info["configs"] == ["numeric", "strings", "neurons_entities", "neurons_relations"] and info["methods"] == [
+    assert info["configs"] == ["numeric", "strings", "neurons_entities", "neurons_relations"] and info["method"] == [
         "aia"
     ]
+    # run.json is the config, as the run resolved it
+    assert set(info) >= {f.name for f in dataclasses.fields(InterpretConfig)} and info["limit"] == 2
+    assert info["out"] == str(tmp_path / "run") and info["inspect_model"] == "none/oracle"
     folders = episode_folders(out)
     assert [f.relative_to(out).as_posix() for f in folders] == [
         f"{c}/aia/f0000{i}" for c in ("neurons_entities", "neurons_relations", "numeric", "strings") for i in (0, 1)
@@ -65,7 +72,7 @@ def test_oracle_run_folder_layout(data_dir, by_id, tmp_path):
 
 def test_random_run_and_functions_filter(data_dir, by_id, tmp_path):
     fids = ["strings/f00003", "neurons_relations/f00010", "neurons_relations/f00011"]
-    out = run_interpretations(data_dir, "random", functions=fids, out=tmp_path / "run", seed=3, progress=False)
+    out = interpret(data_dir, "random", functions=fids, out=tmp_path / "run", seed=3, progress=False)
     assert json.loads((out / "run.json").read_text())["configs"] == ["strings", "neurons_relations"]
     for fid in fids:
         text = (episode_dir(out, fid, "aia") / "description.txt").read_text().strip()
@@ -100,21 +107,21 @@ def test_resume_after_an_interruption(max_connections, data_dir, tmp_path):
     )
     total = 8
     with pytest.raises(RuntimeError, match="connection lost"):
-        run_interpretations(data_dir, FailingLM(fail_at=3), **kwargs)
+        interpret(data_dir, FailingLM(fail_at=3), **kwargs)
     done = episode_folders(out)
     assert 1 <= len(done) < total and no_temporaries(out)
     for folder in done:
         assert sorted(p.name for p in folder.iterdir()) == sorted(EPISODE_FILES)
     second = FailingLM()
-    run_interpretations(data_dir, second, **kwargs)
+    interpret(data_dir, second, **kwargs)
     assert 1 <= second.calls <= total - len(done)  # episodes cut off mid-flight may answer from the cache
     assert len(episode_folders(out)) == total and no_temporaries(out)
     third = FailingLM()
-    run_interpretations(data_dir, third, **kwargs)
+    interpret(data_dir, third, **kwargs)
     assert third.calls == 0
     # more functions later: only the new ones run
     fourth = FailingLM()
-    run_interpretations(data_dir, fourth, **{**kwargs, "limit": 5})
+    interpret(data_dir, fourth, **{**kwargs, "limit": 5})
     assert 1 <= fourth.calls <= 2 and len(episode_folders(out)) == total + 2
 
 
@@ -133,7 +140,7 @@ def test_resume_reruns_a_damaged_episode(damage, data_dir, tmp_path, caplog):
     names it in one warning line and runs that episode again; reading it names the file."""
     out = tmp_path / "run"
     kwargs = dict(configs="strings", limit=2, out=out, progress=False)
-    run_interpretations(data_dir, FailingLM(), **kwargs)
+    interpret(data_dir, FailingLM(), **kwargs)
     path = episode_dir(out, "strings/f00001", "aia") / "episode.json"
     good = json.loads(path.read_text())
     other = episode_dir(out, "strings/f00000", "aia") / "episode.json"
@@ -145,7 +152,7 @@ def test_resume_reruns_a_damaged_episode(damage, data_dir, tmp_path, caplog):
     assert not is_complete_episode(path.parent)
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="findbench.interpret.run"):
-        run_interpretations(data_dir, FailingLM(), **kwargs)
+        interpret(data_dir, FailingLM(), **kwargs)
     warnings = [
         r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and r.name == "findbench.interpret.run"
     ]
@@ -156,11 +163,11 @@ def test_resume_reruns_a_damaged_episode(damage, data_dir, tmp_path, caplog):
 
 def test_resume_refuses_other_settings(data_dir, tmp_path):
     out = tmp_path / "run"
-    run_interpretations(data_dir, "oracle", configs="strings", limit=1, out=out, progress=False)
+    interpret(data_dir, "oracle", configs="strings", limit=1, out=out, progress=False)
     for change in ({"rounds": 5}, {"seed": 1}, {"interpreter": "random"}, {"rows_or_data": None}):
         args = {"rows_or_data": data_dir, "interpreter": "oracle", **change}
         with pytest.raises(ValueError, match="out: .* other settings"):
-            run_interpretations(
+            interpret(
                 args.pop("rows_or_data"),
                 args.pop("interpreter"),
                 configs="strings",
@@ -170,16 +177,16 @@ def test_resume_refuses_other_settings(data_dir, tmp_path):
                 **args,
             )
     # methods and configs may grow
-    run_interpretations(
-        data_dir, "oracle", configs="neurons_entities", methods="aia,milan", limit=1, out=out, progress=False
+    interpret(
+        data_dir, "oracle", configs="neurons_entities", method="aia,milan", limit=1, out=out, progress=False
     )
     info = json.loads((out / "run.json").read_text())
-    assert info["configs"] == ["strings", "neurons_entities"] and info["methods"] == ["aia", "milan"]
+    assert info["configs"] == ["strings", "neurons_entities"] and info["method"] == ["aia", "milan"]
 
 
 def test_milan_methods(data_dir, tmp_path):
-    out = run_interpretations(
-        data_dir, "oracle", methods=["milan", "aia+milan"], limit=1, out=tmp_path / "run", progress=False
+    out = interpret(
+        data_dir, "oracle", method=["milan", "aia+milan"], limit=1, out=tmp_path / "run", progress=False
     )
     assert json.loads((out / "run.json").read_text())["configs"] == ["neurons_entities", "neurons_relations"]
     assert [f.relative_to(out).as_posix() for f in episode_folders(out)] == [
@@ -195,10 +202,10 @@ def test_milan_methods(data_dir, tmp_path):
 @pytest.mark.parametrize(
     "kwargs, field",
     [
-        ({"methods": "aia,bogus"}, "method"),
-        ({"methods": []}, "method"),
-        ({"methods": "milan", "configs": "numeric"}, "method"),
-        ({"methods": "aia+milan", "configs": "strings,neurons_entities"}, "method"),
+        ({"method": "aia,bogus"}, "method"),
+        ({"method": []}, "method"),
+        ({"method": "milan", "configs": "numeric"}, "method"),
+        ({"method": "aia+milan", "configs": "strings,neurons_entities"}, "method"),
         ({"configs": "numeric,images"}, "configs"),
         ({"limit": 0}, "limit"),
         ({"rounds": 0}, "rounds"),
@@ -215,15 +222,17 @@ def test_milan_methods(data_dir, tmp_path):
 def test_bad_arguments_name_the_field(kwargs, field, data_dir, tmp_path):
     args = {"interpreter": "oracle", **kwargs}
     with pytest.raises((ValueError, TypeError), match=field):
-        run_interpretations(data_dir, args.pop("interpreter"), out=tmp_path / "run", progress=False, **args)
+        interpret(data_dir, args.pop("interpreter"), out=tmp_path / "run", progress=False, **args)
     with pytest.raises(TypeError, match="interpreter"):
-        run_interpretations(data_dir, 42, out=tmp_path / "run", progress=False)
-    with pytest.raises(TypeError, match="rows_or_data"):
-        run_interpretations({"function_id": "strings/f00000"}, "oracle", out=tmp_path / "run", progress=False)
+        interpret(data_dir, 42, out=tmp_path / "run", progress=False)
+    with pytest.raises(TypeError, match="rows must be an iterable"):
+        run_interpretations(InterpretConfig(interpreter="oracle", out=str(tmp_path / "run")), {"function_id": "x"})
+    with pytest.raises(TypeError, match="InterpretConfig"):
+        run_interpretations(str(data_dir), "oracle")
 
 
 def test_rows_given_directly(rows, tmp_path):
-    out = run_interpretations(rows["strings"][:3] + rows["numeric"][:1], "oracle", out=tmp_path / "run", progress=False)
+    out = interpret(rows["strings"][:3] + rows["numeric"][:1], "oracle", out=tmp_path / "run", progress=False)
     info = json.loads((out / "run.json").read_text())
     assert info["source"] == "rows" and info["data"] is None and info["configs"] == ["numeric", "strings"]
     assert len(episode_folders(out)) == 4
@@ -243,7 +252,7 @@ class CountingLM(GenerationLM):
 def test_lm_interpreter_uses_a_request_cache_under_out(data_dir, tmp_path):
     out = tmp_path / "run"
     lm = CountingLM()
-    run_interpretations(data_dir, lm, configs="strings", limit=3, out=out, max_connections=2, progress=False)
+    interpret(data_dir, lm, configs="strings", limit=3, out=out, max_connections=2, progress=False)
     # the first turn is the same request for every string function (greedy: the same reply),
     # so the cache answers it after the first episode: 1 + 3 second turns
     assert lm.generated == 4 and (out / LM_CACHE).is_file()
@@ -253,7 +262,7 @@ def test_lm_interpreter_uses_a_request_cache_under_out(data_dir, tmp_path):
 
     shutil.rmtree(episode_dir(out, "strings/f00001", "aia"))
     again = CountingLM()
-    run_interpretations(data_dir, again, configs="strings", limit=3, out=out, progress=False)
+    interpret(data_dir, again, configs="strings", limit=3, out=out, progress=False)
     assert again.generated == 0 and len(episode_folders(out)) == 3
     ep = json.loads((episode_dir(out, "strings/f00001", "aia") / "episode.json").read_text())
     assert ep["answer"]["description"] == "my guess" and ep["rounds"] == 2
@@ -348,7 +357,7 @@ class WordLM(GenerationLM):
 def test_episode_tokens_stop_an_lm_interpreter_and_are_recorded(data_dir, tmp_path):
     out = tmp_path / "run"
     lm = WordLM()
-    run_interpretations(
+    interpret(
         data_dir, lm, functions="strings/f00000", out=out, max_tokens=3, episode_tokens=5, progress=False
     )
     # 2 tokens a turn (the LM's tokenizer, through the request cache); every turn may use --max-tokens (3): the
@@ -370,23 +379,23 @@ def test_episode_tokens_stop_an_lm_interpreter_and_are_recorded(data_dir, tmp_pa
 def test_resume_refuses_another_episode_tokens(data_dir, tmp_path):
     out = tmp_path / "run"
     kwargs = dict(configs="strings", limit=1, out=out, progress=False)
-    run_interpretations(data_dir, "oracle", episode_tokens=500, **kwargs)
+    interpret(data_dir, "oracle", episode_tokens=500, **kwargs)
     assert json.loads((out / "run.json").read_text())["episode_tokens"] == 500
     ep = json.loads((episode_dir(out, "strings/f00000", "aia") / "episode.json").read_text())
     assert ep["finished"] and ep["max_episode_tokens"] == 500  # as the inspect engine records it
     for other in (None, 600):
         with pytest.raises(ValueError, match=f"other settings: episode_tokens=500 \\(now {other}\\)"):
-            run_interpretations(data_dir, "oracle", episode_tokens=other, **kwargs)
-    run_interpretations(data_dir, "oracle", episode_tokens=500, **{**kwargs, "limit": 2})  # the same budget resumes
+            interpret(data_dir, "oracle", episode_tokens=other, **kwargs)
+    interpret(data_dir, "oracle", episode_tokens=500, **{**kwargs, "limit": 2})  # the same budget resumes
     assert len(episode_folders(out)) == 2
     # a run.json written before the setting existed reads as no limit
     info = json.loads((out / "run.json").read_text())
     del info["episode_tokens"]
     (out / "run.json").write_text(json.dumps(info))
-    run_interpretations(data_dir, "oracle", **kwargs)
+    interpret(data_dir, "oracle", **kwargs)
     with pytest.raises(ValueError, match="episode_tokens=None \\(now 500\\)"):
-        run_interpretations(data_dir, "oracle", episode_tokens=500, **kwargs)
-    run_interpretations(data_dir, "oracle", configs="strings", limit=1, out=tmp_path / "fresh", progress=False)
+        interpret(data_dir, "oracle", episode_tokens=500, **kwargs)
+    interpret(data_dir, "oracle", configs="strings", limit=1, out=tmp_path / "fresh", progress=False)
     assert json.loads((tmp_path / "fresh" / "run.json").read_text())["episode_tokens"] is None
 
 
@@ -406,7 +415,7 @@ class PlainLM(GenerationLM):
 def test_episode_tokens_without_a_tokenizer_are_estimated(data_dir, tmp_path):
     out = tmp_path / "run"
     lm = PlainLM()
-    run_interpretations(data_dir, lm, configs="strings", limit=1, out=out, episode_tokens=10, progress=False)
+    interpret(data_dir, lm, configs="strings", limit=1, out=out, episode_tokens=10, progress=False)
     assert lm.limits == [512, 512]  # turns are not capped at what is left of the budget: the second passes it
     ep = json.loads((episode_dir(out, "strings/f00000", "aia") / "episode.json").read_text())
     assert (ep["stop_reason"], ep["generated_tokens"]) == ("token_limit", 12)
@@ -448,7 +457,7 @@ def test_sample_picks_representative_functions(data_dir, tmp_path):
     with pytest.raises(ValueError, match="sample must be a positive integer"):
         sample_rows(rows, 0)
 
-    out = run_interpretations(data_dir, "oracle", configs="strings", sample=3, out=tmp_path / "run", progress=False)
+    out = interpret(data_dir, "oracle", configs="strings", sample=3, out=tmp_path / "run", progress=False)
     done = [p.name for p in sorted((out / "strings" / "aia").iterdir())]
     kinds = Counter(
         r["subcategory"] for r in load_rows("strings", data=data_dir) if r["function_id"].split("/")[1] in done
@@ -460,5 +469,34 @@ def test_a_misspelled_interpreter_is_one_line_and_writes_nothing(tmp_path):
     from findbench.constants import UsageError
 
     with pytest.raises(UsageError, match="interpreter: unknown model 'embeded'.*did you mean 'embedded'"):
-        run_interpretations(None, "embeded", configs="numeric", limit=1, out=tmp_path / "run")
+        interpret(None, "embeded", configs="numeric", limit=1, out=tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+def test_the_config_enters_each_file_once(data_dir, tmp_path):
+    """Following the config from run_interpretations (each findbench function that takes it, at its
+    first call, in any thread; the config's own methods aside) enters each file once."""
+    import findbench
+    from findbench.interpret.config import AgentConfig
+
+    root, walk = Path(findbench.__file__).parent, []
+
+    def trace(frame, event, arg):
+        code = frame.f_code
+        if event == "call" and code.co_filename.startswith(str(root)):
+            names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+            args = [frame.f_locals.get(n) for n in names]
+            if names[:1] != ("self",) and any(isinstance(a, (InterpretConfig, AgentConfig)) for a in args):
+                walk.append((Path(code.co_filename).relative_to(root).as_posix(), code.co_name))
+
+    cfg = InterpretConfig(interpreter="oracle", data=str(data_dir), configs="strings", limit=1, out=str(tmp_path / "r"))
+    threading.settrace(trace)
+    sys.settrace(trace)
+    try:
+        run_interpretations(cfg, progress=False)
+    finally:
+        sys.settrace(None)
+        threading.settrace(None)
+    order = [f for f, _ in dict.fromkeys(walk)]  # each function at its first call
+    files = [f for i, f in enumerate(order) if i == 0 or f != order[i - 1]]
+    assert files == ["interpret/run.py", "interpret/task.py", "interpret/solver.py", "interpret/episode.py"], walk

@@ -14,8 +14,8 @@ import textwrap
 import pytest
 from inspect_ai.log import read_eval_log
 
-from findbench.interpret.run import EPISODE_FILES, run_interpretations
-from tests.interpret.fakes import GenerationLM
+from findbench.interpret.run import EPISODE_FILES
+from tests.interpret.fakes import GenerationLM, interpret
 
 FUNCTIONS = [f"strings/f0000{i}" for i in range(4)]
 
@@ -56,7 +56,7 @@ def check_resumed(data_dir, out, done, logs_left):
     requests an episode), every function has one episode, the newest of ``logs_left`` logs is the
     task's, successful (the others: the unfinished logs it resumed)."""
     lm = CountingLM()
-    run_interpretations(data_dir, lm, **settings(out))
+    interpret(data_dir, lm, **settings(out))
     assert lm.calls == 2 * (len(FUNCTIONS) - len(done))
     folders = sorted(p for p in out.glob("strings/aia/f*") if p.is_dir())
     assert [f"strings/{p.name}" for p in folders] == FUNCTIONS
@@ -74,14 +74,14 @@ def check_resumed(data_dir, out, done, logs_left):
     # a finished run rerun does nothing
     again = CountingLM()
     before = (out / "run.json").stat().st_mtime_ns
-    run_interpretations(data_dir, again, **settings(out))
+    interpret(data_dir, again, **settings(out))
     assert again.calls == 0 and logs_of(out) == logs and (out / "run.json").stat().st_mtime_ns == before
 
 
 def test_a_failed_run_resumes_its_log(data_dir, tmp_path):
     out = tmp_path / "run"
     with pytest.raises(RuntimeError, match="inspect eval did not finish: .*connection lost.*rerun with the same --out"):
-        run_interpretations(data_dir, CountingLM(stop_at=6), **settings(out))
+        interpret(data_dir, CountingLM(stop_at=6), **settings(out))
     done = done_in_logs(out)
     assert len(done) == 2  # two episodes of two requests each, then the third failed
     assert sorted(f"strings/{p.name}" for p in out.glob("strings/aia/f*")) == sorted(done)  # exported from the log
@@ -95,23 +95,23 @@ def test_a_failed_run_resumes_its_log(data_dir, tmp_path):
 def test_an_unreadable_log_is_named(data_dir, tmp_path):
     out = tmp_path / "run"
     with pytest.raises(RuntimeError, match="connection lost"):
-        run_interpretations(data_dir, CountingLM(stop_at=6), **settings(out))
+        interpret(data_dir, CountingLM(stop_at=6), **settings(out))
     bad = out / "logs" / "2099-01-01T00-00-00-00-00_find-interpret-aia_bad.eval"
     bad.write_bytes(b"not a zip")
     with pytest.raises(
         ValueError, match=f"^out: log {bad} is not an Inspect .eval archive \\(.*\\); move it out of {out / 'logs'}"
     ) as exc:
-        run_interpretations(data_dir, CountingLM(), **settings(out))
+        interpret(data_dir, CountingLM(), **settings(out))
     assert "\n" not in str(exc.value)
 
 
 def test_a_killed_run_resumes_its_log(data_dir, tmp_path):
     out = tmp_path / "run"
     script = textwrap.dedent(f"""
-        from findbench.interpret.run import run_interpretations
+        from tests.interpret.fakes import interpret
         from tests.interpret.test_run_resume import CountingLM, settings
         from pathlib import Path
-        run_interpretations({str(data_dir)!r}, CountingLM(stop_at=6, kill=True), **settings(Path({str(out)!r})))
+        interpret({str(data_dir)!r}, CountingLM(stop_at=6, kill=True), **settings(Path({str(out)!r})))
     """)
     proc = subprocess.run([sys.executable, "-c", script], cwd=os.getcwd(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
@@ -128,9 +128,9 @@ def test_a_resumed_log_and_new_functions_run_as_two_tasks(data_dir, tmp_path):
     function as a task of its own (another version of the same task name)."""
     out = tmp_path / "run"
     with pytest.raises(RuntimeError, match="connection lost"):
-        run_interpretations(data_dir, CountingLM(stop_at=6), **settings(out))
+        interpret(data_dir, CountingLM(stop_at=6), **settings(out))
     lm = CountingLM()
-    run_interpretations(data_dir, lm, **{**settings(out), "functions": [*FUNCTIONS, "strings/f00004"]})
+    interpret(data_dir, lm, **{**settings(out), "functions": [*FUNCTIONS, "strings/f00004"]})
     assert lm.calls == 2 * 3
     assert sorted(f"strings/{p.name}" for p in out.glob("strings/aia/f*")) == [*FUNCTIONS, "strings/f00004"]
     logs = [read_eval_log(str(p)) for p in logs_of(out)]
@@ -143,14 +143,14 @@ def test_a_lost_episode_folder_is_exported_again_from_its_log(data_dir, tmp_path
     import shutil
 
     out = tmp_path / "run"
-    run_interpretations(data_dir, CountingLM(), **settings(out))
+    interpret(data_dir, CountingLM(), **settings(out))
     folder = out / "strings" / "aia" / "f00002"
     record = (folder / "episode.json").read_text()
     other = (out / "strings" / "aia" / "f00001" / "episode.json").stat().st_mtime_ns
     logs = logs_of(out)
     shutil.rmtree(folder)
     lm = CountingLM()
-    run_interpretations(data_dir, lm, **settings(out))
+    interpret(data_dir, lm, **settings(out))
     assert lm.calls == 0 and logs_of(out) == logs  # nothing ran: the finished log holds it
     assert (folder / "episode.json").read_text() == record
     assert (out / "strings" / "aia" / "f00001" / "episode.json").stat().st_mtime_ns == other

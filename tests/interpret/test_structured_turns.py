@@ -11,9 +11,8 @@ import pytest
 
 from findbench.interpret.prompts import MAX_TURN_COMMANDS, turn_constraint, turn_grammar
 from findbench.interpret.protocol import format_answer, parse_answer, parse_commands
-from findbench.interpret.run import run_interpretations
 from findbench.schema import CATEGORIES
-from tests.interpret.fakes import GenerationLM
+from tests.interpret.fakes import GenerationLM, interpret
 
 CODE = "def function(x):\n    return x + 2"
 
@@ -93,7 +92,7 @@ class GrammarAgent(GenerationLM):
 @pytest.mark.parametrize(("setting", "applied"), [("auto", True), ("off", False)])
 def test_run_applies_and_records_the_setting(setting, applied, data_dir, tmp_path):
     lm = GrammarAgent()
-    out = run_interpretations(
+    out = interpret(
         data_dir,
         lm,
         configs="strings",
@@ -113,18 +112,18 @@ def test_run_applies_and_records_the_setting(setting, applied, data_dir, tmp_pat
     else:
         assert lm.constraints == [None] * 3 and record["answer"] is None
     with pytest.raises(ValueError, match="--structured-outputs"):
-        run_interpretations(data_dir, lm, configs="strings", limit=1, out=tmp_path / "bad", structured_outputs="yes")
+        interpret(data_dir, lm, configs="strings", limit=1, out=tmp_path / "bad", structured_outputs="yes")
     # a resumed run keeps the setting its episodes were generated under
     other = "off" if setting == "auto" else "on"
     with pytest.raises(ValueError, match=f"structured_outputs='{setting}' \\(now '{other}'\\)"):
-        run_interpretations(
+        interpret(
             data_dir, lm, configs="strings", limit=2, rounds=3, out=out, progress=False, structured_outputs=other
         )
 
 
 @pytest.mark.slow
 def test_every_embedded_turn_is_a_command_or_an_answer(embedded_lm, data_dir, tmp_path):
-    out = run_interpretations(
+    out = interpret(
         data_dir,
         embedded_lm,
         configs="numeric,neurons_entities",
@@ -150,7 +149,8 @@ def test_the_inspect_engine_applies_the_same_turn_grammar(setting, applied, data
     from inspect_ai import eval as inspect_eval
     from inspect_ai.model import get_model
 
-    from findbench.interpret.inspect_tasks import STORE_KEY, find_interpret
+    from findbench.interpret.solver import STORE_KEY
+    from findbench.interpret.task import find_interpret
 
     lm = GrammarAgent()
     task = find_interpret(

@@ -31,11 +31,10 @@ from inspect_ai.model import (  # noqa: E402
 from inspect_ai.tool import ToolCall  # noqa: E402
 
 from findbench.interpret import prompts  # noqa: E402
-from findbench.interpret.agent import ANSWERED_CALL, DROPPED_CALL, call_function_tool, transcript  # noqa: E402
 from findbench.interpret.calls import FunctionRunner  # noqa: E402
+from findbench.interpret.config import EvaluateConfig
 from findbench.interpret.episode import Episode  # noqa: E402
 from findbench.interpret.evaluate import evaluate_run  # noqa: E402
-from findbench.interpret.inspect_tasks import STORE_KEY, find_interpret  # noqa: E402
 from findbench.interpret.protocol import (  # noqa: E402
     MAX_COMMANDS_PER_MESSAGE,
     MAX_INPUT_CHARS,
@@ -46,8 +45,10 @@ from findbench.interpret.protocol import (  # noqa: E402
     format_answer,
 )
 from findbench.interpret.references import oracle_answer  # noqa: E402
-from findbench.interpret.run import episode_dir, run_interpretations  # noqa: E402
-from tests.interpret.fakes import KnowingJudge  # noqa: E402
+from findbench.interpret.run import episode_dir  # noqa: E402
+from findbench.interpret.solver import ANSWERED_CALL, DROPPED_CALL, STORE_KEY, call_function_tool, transcript  # noqa: E402
+from findbench.interpret.task import find_interpret  # noqa: E402
+from tests.interpret.fakes import KnowingJudge, interpret  # noqa: E402
 from tests.interpret.scripted import run_episode  # noqa: E402
 
 # Inspect's own retry set-up warns on every model call (a tenacity deprecation).
@@ -89,7 +90,7 @@ def text(content: str) -> ModelOutput:
 def function_of(by_id, ids, input) -> str:
     """Which of ``ids`` a conversation is on, from its task message (samples run concurrently,
     so no fixed order); the ids must have different task messages (categories)."""
-    prompt_of = {prompts.task_prompt(by_id[f], protocol="tools"): f for f in ids}
+    prompt_of = {prompts.task_prompt(by_id[f], "aia", protocol="tools"): f for f in ids}
     assert len(prompt_of) == len(ids)
     return prompt_of[input[1].text]
 
@@ -374,7 +375,7 @@ def test_engine_inspect_with_tools_writes_and_checks_run_json(data_dir, by_id, t
 
     out = tmp_path / "run"
     kwargs = dict(functions="strings/f00000,numeric/f00000", out=out, display="none", protocol="tools")
-    run_interpretations(data_dir, "mockllm/model", model_args={"custom_outputs": outputs}, **kwargs)
+    interpret(data_dir, "mockllm/model", model_args={"custom_outputs": outputs}, **kwargs)
     info = json.loads((out / "run.json").read_text())
     assert info["protocol"] == "tools" and info["inspect_model"] == "mockllm/model"
     for fid in ("strings/f00000", "numeric/f00000"):
@@ -385,29 +386,30 @@ def test_engine_inspect_with_tools_writes_and_checks_run_json(data_dir, by_id, t
             and ep["calls"][0]["inputs"] == [str(x) for x in INPUTS[fid][0]]
         )
         assert [m["role"] for m in ep["messages"]] == ["system", "user", "assistant", "tool", "assistant"]
-    result = evaluate_run(out, judge=KnowingJudge([by_id["strings/f00000"]]), out=tmp_path / "scores", progress=False)
+    config = EvaluateConfig(out, judge=KnowingJudge([by_id["strings/f00000"]]), out=tmp_path / "scores")
+    result = evaluate_run(config, progress=False)
     assert (
         result["scores"]["numeric"]["aia"]["nmse_success"] == 1.0
         and result["scores"]["strings"]["aia"]["exact_match"] == 1.0
     )
     # a folder holds one protocol
     with pytest.raises(ValueError, match="protocol='tools' \\(now 'text'\\)"):
-        run_interpretations(data_dir, "mockllm/model", **{**kwargs, "protocol": "text"})
+        interpret(data_dir, "mockllm/model", **{**kwargs, "protocol": "text"})
 
 
 def test_references_answer_in_the_tools_protocol(data_dir, tmp_path):
-    out = run_interpretations(
+    out = interpret(
         data_dir, "oracle", configs="strings", limit=1, out=tmp_path / "run", protocol="tools", display="none"
     )
     assert json.loads((out / "run.json").read_text())["protocol"] == "tools"
     assert json.loads((episode_dir(out, "strings/f00000", "aia") / "episode.json").read_text())["protocol"] == "tools"
     with pytest.raises(ValueError, match="protocol"):
-        run_interpretations(data_dir, "oracle", configs="strings", limit=1, out=tmp_path / "x", protocol="json")
+        interpret(data_dir, "oracle", configs="strings", limit=1, out=tmp_path / "x", protocol="json")
 
 
 def test_findbench_models_refuse_tools(data_dir, tmp_path):
     with pytest.raises(ValueError, match="findbench's own models.*text protocol only"):
-        run_interpretations(data_dir, "embedded", configs="strings", limit=1, out=tmp_path / "run", protocol="tools")
+        interpret(data_dir, "embedded", configs="strings", limit=1, out=tmp_path / "run", protocol="tools")
     assert not (tmp_path / "run").exists()
     from tests.interpret.test_inspect import ScriptedLM
 

@@ -19,6 +19,7 @@ import pytest
 from findbench._io import csv_cell, csv_text, csv_uncell, read_csv_rows, read_untrusted_text
 from findbench.constants import UsageError
 from findbench.find.rows import load_rows
+from findbench.interpret.config import EvaluateConfig
 from findbench.interpret.evaluate import evaluate_run
 from findbench.interpret.truth import row_fingerprint
 from tests.interpret.fakes import KnowingJudge
@@ -76,7 +77,7 @@ def forged_run(root: Path, rows: dict[str, list[dict]], **info) -> None:
 def test_forged_carried_rows_are_refused_against_the_data(rows, tmp_path):
     forged_run(tmp_path / "run", rows)
     with pytest.raises(UsageError, match=r"--data: the rows carried by 6 episode\(s\): numeric/f\d{5} \(aia\)"):
-        evaluate_run(tmp_path / "run", judge=KnowingJudge(rows), out=tmp_path / "out", progress=False)
+        evaluate_run(EvaluateConfig(tmp_path / "run", judge=KnowingJudge(rows), out=tmp_path / "out"), progress=False)
     assert not (tmp_path / "out").exists()
 
 
@@ -86,7 +87,7 @@ def test_a_changed_fingerprint_alone_is_refused(rows, tmp_path):
     row = rows["strings"][0]
     episode(run, row, description=row["description"], code=row["code"], fingerprint="0" * 16)
     with pytest.raises(UsageError, match=rf"rows carried by 1 episode\(s\): {row['function_id']} \(aia\)"):
-        evaluate_run(run, judge=KnowingJudge(rows), out=tmp_path / "out", progress=False)
+        evaluate_run(EvaluateConfig(run, judge=KnowingJudge(rows), out=tmp_path / "out"), progress=False)
 
 
 def test_true_carried_rows_are_verified(rows, tmp_path):
@@ -94,7 +95,7 @@ def test_true_carried_rows_are_verified(rows, tmp_path):
     run_info(run)
     for row in rows["strings"]:
         episode(run, row, description=row["description"], code=row["code"])
-    result = evaluate_run(run, judge=KnowingJudge(rows), out=tmp_path / "out", progress=False)
+    result = evaluate_run(EvaluateConfig(run, judge=KnowingJudge(rows), out=tmp_path / "out"), progress=False)
     cell = result["scores"]["strings"]["aia"]
     assert (cell["exact_match"], cell["unit_test_accuracy"], cell["unverified"]) == (1.0, 1.0, False)
     assert result["verified"] and "truth: procedural, seed 0" in result["table"]
@@ -102,23 +103,25 @@ def test_true_carried_rows_are_verified(rows, tmp_path):
 
 def test_in_memory_rows_are_scored_unverified(rows, tmp_path):
     """No data can check them: the forged rows score, and every output says so."""
+    from findbench.interpret.config import ReportConfig
     from findbench.interpret.report import write_report
 
     run = tmp_path / "run"
     forged_run(run, rows, source="rows")
-    result = evaluate_run(run, judge=KnowingJudge(rows), out=tmp_path / "out", progress=False)
+    result = evaluate_run(EvaluateConfig(run, judge=KnowingJudge(rows), out=tmp_path / "out"), progress=False)
     assert not result["verified"]
     cells = [cell for c, cats in result["scores"].items() if c != "judge" for cell in cats.values()]
     assert {cell["unverified"] for cell in cells} == {True}
     scores = json.loads((tmp_path / "out" / "scores.json").read_text())
     assert scores["numeric"]["aia"]["unverified"] is True
     assert "unverified" in (tmp_path / "out" / "table.md").read_text()
-    page = write_report(run, tmp_path / "out").read_text()
+    page = write_report(ReportConfig(run_dir=str(run), scores=str(tmp_path / "out"))).read_text()
     assert "Scores unverified" in page
     # with --data (here: the procedural rows' own folder is not at hand, so a folder missing them)
     # the same run is checked, and refused
     with pytest.raises((UsageError, FileNotFoundError)):
-        evaluate_run(run, data=tmp_path / "nodata", judge=KnowingJudge(rows), out=tmp_path / "out2", progress=False)
+        config = EvaluateConfig(run, data=tmp_path / "nodata", judge=KnowingJudge(rows), out=tmp_path / "out2")
+        evaluate_run(config, progress=False)
 
 
 def test_a_data_folder_named_by_the_run_is_unverified(rows, tmp_path):
@@ -128,14 +131,15 @@ def test_a_data_folder_named_by_the_run_is_unverified(rows, tmp_path):
     data = write_data_folder(tmp_path / "own-data", {c: [forged(r) for r in rows[c]] for c in rows})
     run = tmp_path / "run"
     forged_run(run, rows, source="data", data=str(data))
-    result = evaluate_run(run, judge=KnowingJudge(rows), out=tmp_path / "out", progress=False)
+    result = evaluate_run(EvaluateConfig(run, judge=KnowingJudge(rows), out=tmp_path / "out"), progress=False)
     assert result["scores"]["numeric"]["aia"]["nmse_success"] == 1.0  # scored against the run's own truth ...
     assert not result["verified"]  # ... and marked so
     assert {cell["unverified"] for c in ("numeric", "strings") for cell in result["scores"][c].values()} == {True}
     assert (f"truth: data folder `{data}` named by run.json (unverified: the run chose this truth itself; pass "
             "--data to verify)") in result["table"]
     # the same folder passed by the evaluator (--data) is the evaluator's choice
-    assert evaluate_run(run, data=data, judge=KnowingJudge(rows), out=tmp_path / "out2", progress=False)["verified"]
+    config = EvaluateConfig(run, data=data, judge=KnowingJudge(rows), out=tmp_path / "out2")
+    assert evaluate_run(config, progress=False)["verified"]
 
 
 def test_in_memory_rows_must_match_their_own_fingerprints(rows, tmp_path):
@@ -144,7 +148,7 @@ def test_in_memory_rows_must_match_their_own_fingerprints(rows, tmp_path):
     row = rows["strings"][0]
     episode(run, row, description="x", carried=forged(row), fingerprint=row_fingerprint(row))
     with pytest.raises(UsageError, match="do not match their recorded fingerprints"):
-        evaluate_run(run, judge=KnowingJudge(rows), out=tmp_path / "out", progress=False)
+        evaluate_run(EvaluateConfig(run, judge=KnowingJudge(rows), out=tmp_path / "out"), progress=False)
 
 
 def test_run_json_may_not_name_data_inside_the_run(rows, tmp_path):
@@ -152,7 +156,7 @@ def test_run_json_may_not_name_data_inside_the_run(rows, tmp_path):
     run_info(run, source="data", data=str(run / "find"))
     episode(run, rows["strings"][0], description="x")
     with pytest.raises(UsageError, match="inside the run folder"):
-        evaluate_run(run, judge=KnowingJudge(rows), out=tmp_path / "out", progress=False)
+        evaluate_run(EvaluateConfig(run, judge=KnowingJudge(rows), out=tmp_path / "out"), progress=False)
 
 
 def test_symlinked_and_oversized_parts_are_not_read(rows, tmp_path):
@@ -178,7 +182,7 @@ def test_symlinked_and_oversized_parts_are_not_read(rows, tmp_path):
         return real(conversation)
 
     judge._pick = pick
-    result = evaluate_run(run, judge=judge, out=tmp_path / "out", progress=False)
+    result = evaluate_run(EvaluateConfig(run, judge=judge, out=tmp_path / "out"), progress=False)
     assert not any("sk-do-not-leak" in text for text in seen)
     per = {r["function_id"]: r for r in read_csv_rows(tmp_path / "out" / "per_function.csv")}
     assert "symbolic link" in per[a["function_id"]]["damage"]
@@ -213,7 +217,7 @@ def test_symlinked_episode_folders_are_skipped(rows, tmp_path):
     episode(run, a, description=a["description"], code=a["code"])
     target = episode(elsewhere, b, description=b["description"], code=b["code"])
     os.symlink(target, run / "strings" / "aia" / b["function_id"].split("/")[1])
-    result = evaluate_run(run, judge=KnowingJudge(rows), out=tmp_path / "out", progress=False)
+    result = evaluate_run(EvaluateConfig(run, judge=KnowingJudge(rows), out=tmp_path / "out"), progress=False)
     assert result["counts"] == {"strings": {"aia": 1}}
 
 
@@ -225,7 +229,7 @@ def test_a_deeply_nested_episode_does_not_sink_the_others(rows, tmp_path):
     (folder / "episode.json").write_text("[" * 200_000 + "]" * 200_000)  # 400 KB of nested brackets
     for row in good:
         episode(run, row, description=row["description"], code=row["code"])
-    result = evaluate_run(run, judge=KnowingJudge(rows), out=tmp_path / "out", progress=False)
+    result = evaluate_run(EvaluateConfig(run, judge=KnowingJudge(rows), out=tmp_path / "out"), progress=False)
     assert result["scores"]["strings"]["aia"]["exact_match_n"] == 3  # the truth comes from the data: all scored
     per = {r["function_id"]: r for r in read_csv_rows(tmp_path / "out" / "per_function.csv")}
     assert "nested too deeply" in per[bad["function_id"]]["damage"]
@@ -240,7 +244,7 @@ def test_an_unreadable_episode_of_an_unverified_run_is_left_out(rows, tmp_path):
     (episode(run, bad, description="x") / "episode.json").write_text("{" * 100_000)
     for row in good:
         episode(run, row, description=row["description"], code=row["code"])
-    result = evaluate_run(run, judge=KnowingJudge(rows), out=tmp_path / "out", progress=False)
+    result = evaluate_run(EvaluateConfig(run, judge=KnowingJudge(rows), out=tmp_path / "out"), progress=False)
     assert result["scores"]["strings"]["aia"]["exact_match_n"] == 2
     assert "1 not scored" in result["table"]
 

@@ -345,12 +345,12 @@ def test_card_of_a_judge_that_knows_the_truth(tmp_path, string_rows, entity_rows
     readme = (tmp_path / "card" / "README.md").read_text()
     assert readme.startswith("---\n") and "judge_mode: logprob" in readme
     assert "\n\nJudge: `knowing-judge`, an LM object given from Python, in `logprob` mode.\n\n" in readme
-    table = format_table(card)
-    assert table in readme and format_table(card, what="auroc") in readme
+    table = format_table(card, tests="find")
+    assert table in readme and format_table(card, what="auroc", tests="find") in readme
     lines = table.splitlines()
     assert lines[0] == "| rung | strings | entities | relations | all |"
     assert [line.split(" | ")[0] for line in lines[2:]] == [f"| {r}" for r in rungs]
-    probes = format_table(card, what="probes")
+    probes = format_table(card, what="probes", tests="find")
     assert probes in readme and probes.splitlines()[0] == "| probe | strings | entities | relations | all |"
     assert all(line.endswith("✓ |") for line in probes.splitlines()[2:])
     assert len(probes.splitlines()) == 2 + len(PROBE_RUNGS)
@@ -420,36 +420,36 @@ def test_card_on_both_test_sets(tmp_path, string_rows):
     assert card.cost.judged_unit_tests == 2 * (len(RUNGS) + len(PROBE_RUNGS) - 1) * 10 * 6
     readme = (tmp_path / "card" / "README.md").read_text()
     for what in ("accuracy", "auroc", "probes"):
-        assert format_table(card, what=what) in readme and format_table(card, what=what, tests="near") in readme
+        assert all(format_table(card, what=what, tests=t) in readme for t in ("find", "near"))
     assert "## Gaming probes: inflation over the true description (near-miss unit tests)" in readme
     assert "its 10 FIND unit tests and, separately, its 10 near-miss unit tests" in readme and "--tests both" in readme
     # near only: no FIND tables
     near = _card(KnowingBothJudge(rows), rows, judge_mode="logprob", tests="near", n_resamples=300)
     assert near.accuracy is None and near.accuracy_near == card.accuracy_near
     with pytest.raises(ValueError, match="tests: the card has no 'accuracy' table"):
-        format_table(near)
+        format_table(near, tests="find")
 
 
 def test_card_argument_checks(string_rows):
     from findbench.constants import UsageError
 
     rows = {"strings": string_rows[:5]}
-    with pytest.raises(UsageError, match="functions_per_category"):
+    with pytest.raises(UsageError, match="--functions-per-category must be"):
         JudgeCardConfig(judge="embedded", out=None, functions_per_category=1)
-    with pytest.raises(UsageError, match="judge_mode: unknown value 'vote'"):
+    with pytest.raises(UsageError, match="--judge-mode: unknown value 'vote'"):
         JudgeCardConfig(judge="embedded", out=None, judge_mode="vote")
-    with pytest.raises(UsageError, match="tests: unknown value .nearby.; did you mean .near."):
+    with pytest.raises(UsageError, match="--tests: unknown value .nearby.; did you mean .near."):
         JudgeCardConfig(judge="embedded", out=None, tests="nearby")
     with pytest.raises(UsageError, match="--judge: unknown model 'embeded'.*did you mean 'embedded'"):
         JudgeCardConfig(judge="embeded", out=None)
     # the rungs: known names, the truth among them; a baseline's modes need a baseline
-    with pytest.raises(UsageError, match="rungs: unknown value 'wrong'"):
+    with pytest.raises(UsageError, match="--rungs: unknown value 'wrong'"):
         JudgeCardConfig(judge="embedded", out=None, rungs="true,wrong")
-    with pytest.raises(UsageError, match="rungs must include 'true'"):
+    with pytest.raises(UsageError, match="--rungs must include 'true'"):
         JudgeCardConfig(judge="embedded", out=None, rungs=["other", "empty"])
-    with pytest.raises(UsageError, match="baseline_mode needs a baseline"):
+    with pytest.raises(UsageError, match="--baseline-mode needs a baseline"):
         JudgeCardConfig(judge="embedded", out=None, baseline_mode="pmi")
-    with pytest.raises(UsageError, match="baseline_mode: unknown value 'vote'"):
+    with pytest.raises(UsageError, match="--baseline-mode: unknown value 'vote'"):
         JudgeCardConfig(judge="embedded", out=None, baseline="embedded", baseline_mode="pmi,vote")
     cfg = JudgeCardConfig(judge="embedded", out=None, rungs="other, true", baseline="embedded", baseline_mode="pmi")
     assert (cfg.rungs, cfg.baseline_mode, cfg.categories) == (["other", "true"], ["pmi"], list(JUDGE_CATEGORIES))
@@ -513,7 +513,7 @@ def test_table_a3_is_a_view_of_the_card(tmp_path, string_rows, entity_rows):
     generate, logprob = a3.baseline
     assert generate.accuracy["strings"]["true"].mean < 1.0 and generate.cost.unparsed > 0
     assert logprob.cost.unparsed is None and logprob.cost.judged_unit_tests == a3.cost.judged_unit_tests
-    table = format_comparison(a3)
+    table = format_comparison(a3, tests="find")
     assert table.splitlines()[0] == "| category | rung | before (generate) | before (logprob) | after |"
     assert len(table.splitlines()) == 2 + 2 * 2  # two categories, two rungs; no `all` row
     readme = (tmp_path / "a3" / "README.md").read_text()
@@ -612,7 +612,7 @@ def test_shipped_cards(name):
     n_rungs = len(card.accuracy["all"])
     assert card.cost.judged_unit_tests == (n_rungs - 1) * 10 * 8 * 3 * len(card.test_sets)
     assert card.cost.seconds_per_1000_unit_tests > 0
-    assert format_table(card) in (folder / "README.md").read_text()
+    assert format_table(card, tests="find") in (folder / "README.md").read_text()
 
 
 @pytest.mark.parametrize("name", SHIPPED_CARDS)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from findbench.judge import render_judge_prompt
+from findbench.judge.config import JudgeDataConfig
 from findbench.judge.data import (
     build_judge_data,
     build_judge_rows,
@@ -85,8 +86,8 @@ def test_relation_split_keeps_families_together(relation_rows):
         by_family.setdefault(r["name"].split("~")[0], set()).add(splits[r["function_id"]])
     assert all(len(s) == 1 for s in by_family.values())  # a relation and its corruptions share a side
     assert sum(s == {"heldout"} for s in by_family.values()) == 5  # 20% of 25 relations
-    assert split_functions(relation_rows, seed=0) == splits
-    assert split_functions(relation_rows, seed=1) != splits
+    assert split_functions(relation_rows, seed=0, heldout_fraction=0.2) == splits
+    assert split_functions(relation_rows, seed=1, heldout_fraction=0.2) != splits
 
 
 def test_entity_split_by_concept():
@@ -102,7 +103,7 @@ def test_entity_split_by_concept():
 
 def test_rows_follow_the_rules(strings_rows, relation_rows):
     rows = {"strings": strings_rows, "neurons_entities": _entity_rows(), "neurons_relations": relation_rows}
-    train, held, splits = build_judge_rows(rows, n=90, n_heldout=30, seed=0, heldout_fraction=0.3)
+    train, held, splits = build_judge_rows(rows, _rows_config(n=90, n_heldout=30, seed=0, heldout_fraction=0.3))
     assert len(train) == 90 and len(held) == 30
     by_id = {r["function_id"]: r for rs in rows.values() for r in rs}
     counts = Counter(r["category"] for r in train)
@@ -126,14 +127,14 @@ def test_rows_follow_the_rules(strings_rows, relation_rows):
     held_ids = {r["function_id"] for r in held}
     assert not train_ids & held_ids
     # the same seed gives the same rows
-    again, _, _ = build_judge_rows(rows, n=90, n_heldout=30, seed=0, heldout_fraction=0.3)
+    again, _, _ = build_judge_rows(rows, _rows_config(n=90, n_heldout=30, seed=0, heldout_fraction=0.3))
     assert again == train
 
 
 def test_string_distractors_are_not_produced_by_the_function(strings_rows):
     from findbench.find import load_function
 
-    train, _, _ = build_judge_rows({"strings": strings_rows}, n=30, n_heldout=0, seed=1)
+    train, _, _ = build_judge_rows({"strings": strings_rows}, _rows_config(n=30, n_heldout=0, seed=1))
     assert train  # an empty build would pass the loop below without checking anything
     by_id = {r["function_id"]: r for r in strings_rows}
     checked = 0
@@ -147,30 +148,34 @@ def test_string_distractors_are_not_produced_by_the_function(strings_rows):
     assert checked == 2 * len(train)  # two distractors per row, each checked
 
 
+def _rows_config(**settings) -> JudgeDataConfig:
+    """The judge-data settings of an in-memory build (no near-miss rows, no losing descriptions unless asked)."""
+    return JudgeDataConfig(**{"n_near": 0, "negatives": False, **settings})
+
+
 def test_bad_input_names_the_argument(strings_rows):
     with pytest.raises(ValueError, match="n must be"):
-        build_judge_rows({"strings": strings_rows}, n=0)
+        build_judge_rows({"strings": strings_rows}, _rows_config(n=0))
     with pytest.raises(ValueError, match="heldout_fraction"):
         split_functions(strings_rows, heldout_fraction=1.5)
     with pytest.raises(ValueError, match="category"):
-        build_judge_rows({"neurons_relations": strings_rows}, n=3)
+        build_judge_rows({"neurons_relations": strings_rows}, _rows_config(n=3))
     with pytest.raises(ValueError, match="category must be one of"):
-        build_judge_rows({"numeric": strings_rows}, n=3)
+        build_judge_rows({"numeric": strings_rows}, _rows_config(n=3))
     no_desc = [dict(r, description="") for r in strings_rows[:5]]
     with pytest.raises(ValueError, match="description"):
-        build_judge_rows({"strings": no_desc}, n=3)
+        build_judge_rows({"strings": no_desc}, _rows_config(n=3))
 
 
 def test_data_folder_round_trip(tmp_path, strings_rows):
-    out = build_judge_data(
-        tmp_path / "judge-data",
+    out = build_judge_data(JudgeDataConfig(
+        out=str(tmp_path / "judge-data"),
         n=12,
         n_heldout=6,
         seed=0,
         n_near=0,
         negatives=False,  # hand-made entities: no word lists to write losing descriptions from
-        rows_by_category={"strings": strings_rows[:30], "neurons_entities": _entity_rows()},
-    )
+    ), rows_by_category={"strings": strings_rows[:30], "neurons_entities": _entity_rows()})
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary leftovers
     dd = load_judge_data(out)
     assert dd["train"].num_rows == 12 and dd["validation"].num_rows == 6
@@ -185,19 +190,16 @@ def test_data_folder_round_trip(tmp_path, strings_rows):
         load_judge_data(tmp_path)
 
 
-def test_the_config_and_the_keyword_form_write_the_same_data(tmp_path, strings_rows):
-    from findbench.judge.config import JudgeDataConfig
+def test_the_config_names_its_flags(tmp_path, strings_rows):
+    from findbench.constants import UsageError
 
-    rows = {"strings": strings_rows[:30]}
-    by_keywords = build_judge_data(tmp_path / "a", n=9, n_heldout=3, seed=1, rows_by_category=rows)
-    cfg = JudgeDataConfig(out=str(tmp_path / "b"), n=9, n_heldout=3, seed=1)
-    by_config = build_judge_data(cfg, rows_by_category=rows)
-    for name in ("data/train-00000-of-00001.parquet", "data/validation-00000-of-00001.parquet", "function_splits.json"):
-        assert (by_keywords / name).read_bytes() == (by_config / name).read_bytes()
-    with pytest.raises(TypeError, match=r"build_judge_data\(cfg\) takes no settings beside the config, got \['n'\]"):
-        build_judge_data(JudgeDataConfig(out=str(tmp_path / "c")), n=3, rows_by_category=rows)
-    with pytest.raises(TypeError, match=r"unexpected settings \['rows'\]"):
-        build_judge_data(tmp_path / "c", rows=rows)
+    cfg = JudgeDataConfig(out=str(tmp_path / "b"), n=9, n_heldout=3, seed=1, categories="strings,entities")
+    assert cfg.categories == ["strings", "neurons_entities"]
+    with pytest.raises(UsageError, match="--categories: "):
+        JudgeDataConfig(categories="numeric")
+    with pytest.raises(UsageError, match="--extra-string-functions needs the strings category"):
+        build_judge_data(JudgeDataConfig(out=str(tmp_path / "c"), extra_string_functions=1),
+                         rows_by_category={"neurons_entities": _entity_rows()})
     assert not (tmp_path / "c").exists()
 
 
@@ -242,13 +244,14 @@ def test_training_data_keeps_heldout_functions_apart_by_id_and_code(strings_rows
     from findbench.find import load_rows
     from findbench.judge.data import NEGATIVE_KINDS, split_functions
 
-    splits = split_functions(strings_rows, seed=0)
+    splits = split_functions(strings_rows, seed=0, heldout_fraction=0.2)
     held = [r for r in strings_rows if splits[r["function_id"]] == "heldout"]
     fresh = [{**r, "function_id": f"strings/x-{r['function_id'][-5:]}"} for r in load_rows("strings", seed=0)[60:66]]
     copies = [{**held[0], "function_id": "strings/copy-of-heldout"},  # the same code under a new id
               {**fresh[0], "function_id": held[1]["function_id"]}]  # a held-out id on another function
-    train, valid, out_splits = build_judge_rows({"strings": strings_rows}, n=30, n_heldout=6, seed=0, n_near=30,
-                                                negatives=True, extra_rows={"strings": fresh + copies})
+    settings = _rows_config(n=30, n_heldout=6, seed=0, n_near=30, negatives=True)
+    train, valid, out_splits = build_judge_rows({"strings": strings_rows}, settings,
+                                                extra_rows={"strings": fresh + copies})
     code = {r["function_id"]: r["code"] for r in strings_rows + fresh}
     held_ids, held_code = {r["function_id"] for r in held}, {r["code"] for r in held}
     held_text = {r["description"].strip().rstrip(".") for r in held}
@@ -277,7 +280,8 @@ def test_training_data_keeps_heldout_functions_apart_by_id_and_code(strings_rows
 def test_near_miss_negatives_describe_the_functions_that_give_the_wrong_outputs(strings_rows):
     from findbench.find.strings import describe, make_function, near_miss_steps, validate_params
 
-    train, _, _ = build_judge_rows({"strings": strings_rows}, n=3, n_heldout=0, seed=0, n_near=20, negatives=True)
+    settings = _rows_config(n=3, n_heldout=0, seed=0, n_near=20, negatives=True)
+    train, _, _ = build_judge_rows({"strings": strings_rows}, settings)
     checked = 0
     for r in train:
         if r["test_set"] != "near":
@@ -306,16 +310,18 @@ def test_judge_data_flags(tmp_path, strings_rows):
     from findbench.constants import UsageError
     from findbench.judge.config import JudgeDataConfig
 
-    with pytest.raises(UsageError, match="n_near"):
+    with pytest.raises(UsageError, match="--n-near"):
         JudgeDataConfig(n_near=-1)
-    with pytest.raises(UsageError, match="extra_string_functions"):
+    with pytest.raises(UsageError, match="--extra-string-functions"):
         JudgeDataConfig(extra_string_functions=-2)
-    out = build_judge_data(tmp_path / "d", n=12, n_heldout=3, n_near=6, rows_by_category={"strings": strings_rows})
+    out = build_judge_data(JudgeDataConfig(out=str(tmp_path / "d"), n=12, n_heldout=3, n_near=6),
+                           rows_by_category={"strings": strings_rows})
     train = load_judge_data(out)["train"]
     assert Counter(train["test_set"]) == {"find": 12, "near": 6} and all(json.loads(n) for n in train["negatives"])
     meta = json.loads((out / "function_splits.json").read_text())["meta"]
     assert meta["n_near"] == 6 and meta["negatives"] is True and meta["per_category"]["strings"]["near_rows"] == 6
-    plain = load_judge_data(build_judge_data(tmp_path / "p", n=6, n_heldout=0, n_near=0, negatives=False,
+    plain = load_judge_data(build_judge_data(JudgeDataConfig(out=str(tmp_path / "p"), n=6, n_heldout=0, n_near=0,
+                                                             negatives=False),
                                              rows_by_category={"strings": strings_rows}))["train"]
     assert set(plain["test_set"]) == {"find"} and set(plain["negatives"]) == {"[]"}
 
@@ -328,8 +334,8 @@ def test_entities_and_relations_get_near_rows_and_negatives_from_training_functi
     from tests.judge.test_card import LetterEncoder
 
     rows = {"neurons_entities": load_rows("neurons_entities", seed=0), "neurons_relations": relation_rows}
-    train, _, splits = build_judge_rows(rows, n=20, n_heldout=0, seed=0, n_near=20, negatives=True,
-                                        encoder=LetterEncoder())
+    settings = _rows_config(n=20, n_heldout=0, seed=0, n_near=20, negatives=True)
+    train, _, splits = build_judge_rows(rows, settings, encoder=LetterEncoder())
     for cat, cat_rows in rows.items():
         held = [r["description"].strip().rstrip(".") for r in cat_rows if splits[r["function_id"]] != "train"]
         mine = [r for r in train if r["category"] == cat]

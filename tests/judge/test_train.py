@@ -57,10 +57,12 @@ def strings_rows():
 
 @pytest.fixture(scope="module")
 def judge_data(tmp_path_factory, strings_rows) -> str:
+    from findbench.judge.config import JudgeDataConfig
     from findbench.judge.data import build_judge_data
 
     out = tmp_path_factory.mktemp("data") / "judge-data"
-    return str(build_judge_data(out, n=24, n_heldout=6, seed=0, rows_by_category={"strings": strings_rows}))
+    return str(build_judge_data(JudgeDataConfig(out=str(out), n=24, n_heldout=6, seed=0),
+                                rows_by_category={"strings": strings_rows}))
 
 
 def _args(base: str, data: str, out: Path, **kw) -> TrainArgs:
@@ -83,7 +85,7 @@ def test_tokenize_masks_the_prompt(base, request):
     tok = AutoTokenizer.from_pretrained(tiny_base)
     ut = {"inputs": ["a", "b", "c"], "outputs": ["A", "B", "C"], "correct": 2}
     msgs = render_judge_prompt("Uppercases the input.", ut, "strings")
-    enc = tokenize_judge_row(tok, msgs, "[ANSWER]: 2")
+    enc = tokenize_judge_row(tok, msgs, "[ANSWER]: 2", max_length=1024)
     n_prompt = sum(label == -100 for label in enc["labels"])
     answer = tok.decode(enc["input_ids"][n_prompt:])
     assert answer.startswith("[ANSWER]: 2") and tok.eos_token in answer
@@ -109,9 +111,9 @@ def test_loss_reductions():
 
 
 def test_args_validation_and_yaml(tmp_path):
-    with pytest.raises(ValueError, match="learning_rate"):
+    with pytest.raises(ValueError, match="--learning-rate must be > 0"):
         TrainArgs(learning_rate=0).validate()
-    with pytest.raises(ValueError, match="hub_model_id"):
+    with pytest.raises(ValueError, match="--hub-model-id"):
         TrainArgs(push_to_hub=True).validate()
     cfg = tmp_path / "c.yaml"
     cfg.write_text("learning_rate: 3.0e-4\nlora_r: 4\n")
@@ -298,7 +300,7 @@ def test_resume_continues_from_the_checkpoint(tmp_path, smol_base, judge_data, m
     assert [e["step"] for e in summary["log_history"]] == [1, 2, 3, 4, 5, 6]
     # same batches, optimizer and schedule as the unbroken run
     assert [e["loss"] for e in summary["log_history"]] == pytest.approx([e["loss"] for e in full_log], rel=1e-3)
-    with pytest.raises(ValueError, match="resume_from_checkpoint"):
+    with pytest.raises(ValueError, match="--resume-from-checkpoint"):
         train_judge(_args(smol_base, judge_data, out, resume_from_checkpoint=str(tmp_path)))
 
 
@@ -316,7 +318,7 @@ def test_cli_train_judge_options(tmp_path, monkeypatch, capsys):
     assert "wrote judge-folder" in capsys.readouterr().out
     assert main(["train-judge", "--no-hub-private"]) == 0
     assert seen[-1].hub_private is False and seen[-1].learning_rate == TrainArgs().learning_rate
-    with pytest.raises(ValueError, match="lora_r"):
+    with pytest.raises(ValueError, match="--lora-r must be"):
         parse_train_args(["--lora-r", "0"])
     assert main(["train-judge", "--lora-r", "0"]) == 2
     assert capsys.readouterr().err.strip() == "findbench train-judge: error: --lora-r must be ≥ 1, got 0"
@@ -396,7 +398,7 @@ def test_the_pairwise_term_scores_as_the_judge_and_is_zero_only_past_the_margin(
     tok = AutoTokenizer.from_pretrained(tiny_base)
     model = AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32).eval()
     row = _comparison_row()
-    enc = encode_comparison(tok, row, mode, 3, random.Random(0))
+    enc = encode_comparison(tok, row, mode, 3, random.Random(0), max_length=1024)
     assert enc["layout"] == [3, 1, 3, int(mode == "pmi")] and len(enc["seqs"]) == 3 * (1 + (mode == "pmi")) + 3
     batch = _collate(tok.pad_token_id)([{**enc["seqs"][0], "pairwise": enc}])
     with torch.no_grad():
@@ -426,12 +428,12 @@ def test_the_pairwise_term_scores_as_the_judge_and_is_zero_only_past_the_margin(
     # the truth and a losing description swapped: the comparisons flip sign
     swapped = {**row, "description": chosen[0],
                "negatives": json.dumps([{"kind": "x", "description": row["description"]}])}
-    enc2 = encode_comparison(tok, swapped, mode, 1, random.Random(0))
+    enc2 = encode_comparison(tok, swapped, mode, 1, random.Random(0), max_length=1024)
     b2 = _collate(tok.pad_token_id)([{**enc2["seqs"][0], "pairwise": enc2}])
     with torch.no_grad():
         lp2 = comparison_logprobs(model, b2)
     assert float(lp2[1] - lp2[-1]) == pytest.approx(-float(diffs_desc[0]), abs=1e-3)
-    assert encode_comparison(tok, {**row, "negatives": "[]"}, mode, 3, random.Random(0)) is None
+    assert encode_comparison(tok, {**row, "negatives": "[]"}, mode, 3, random.Random(0), max_length=1024) is None
 
     # chunk by chunk, the gradient of the one-block loss (here one sequence per chunk)
     from findbench.judge.train import comparative_backward, comparative_loss
@@ -469,7 +471,7 @@ def test_a_short_pairwise_run_lowers_the_pairwise_loss(tmp_path, tiny_base, judg
 
     tok = AutoTokenizer.from_pretrained(tiny_base)
     rows = load_judge_data(judge_data)["train"].to_list()[:12]
-    encs = [encode_comparison(tok, r, "pmi", 3, random.Random(f"0:{i}")) for i, r in enumerate(rows)]
+    encs = [encode_comparison(tok, r, "pmi", 3, random.Random(f"0:{i}"), max_length=1024) for i, r in enumerate(rows)]
     batch = _collate(tok.pad_token_id)([{"input_ids": [1], "labels": [1], "pairwise": e} for e in encs])
     base = AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32).eval()
     with torch.no_grad(), peft_wrapping():
@@ -479,10 +481,11 @@ def test_a_short_pairwise_run_lowers_the_pairwise_loss(tmp_path, tiny_base, judg
     assert after < before - 0.3, (before, after)  # measured: 3.93 -> 3.22
 
     from findbench.find import load_rows
+    from findbench.judge.config import JudgeDataConfig
     from findbench.judge.data import build_judge_data
 
     plain = tmp_path / "plain-data"
-    build_judge_data(plain, n=6, n_heldout=0, negatives=False, n_near=0,
+    build_judge_data(JudgeDataConfig(out=str(plain), n=6, n_heldout=0, negatives=False, n_near=0),
                      rows_by_category={"strings": load_rows("strings", seed=0)[:20]})
     with pytest.raises(ValueError, match="negatives"):
         train_judge(_args(tiny_base, str(plain), tmp_path / "x", pairwise_weight=1.0, max_steps=1))

@@ -88,7 +88,7 @@ def _decisions(tmp_path, roles, judge):
     """The judge's (pick, correct option) per unit test of one oracle episode of strings/f00000."""
     from inspect_ai import eval as inspect_eval
 
-    from findbench.interpret.inspect_tasks import find_interpret
+    from findbench.interpret.task import find_interpret
 
     task = find_interpret(configs="strings", limit=1, interpreter="oracle", judge=judge, judge_mode="pmi")
     [log] = inspect_eval(task, model="none", model_roles=roles, log_dir=str(tmp_path / "logs"), display="none")

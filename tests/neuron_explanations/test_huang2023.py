@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from findbench.constants import UsageError
 from findbench.neuron_explanations import huang2023 as h
 from tests._paths import REPO
 
@@ -135,9 +136,10 @@ def test_reads_json_and_tarball(tmp_path):
 def test_builder_writes_loadable_folder(tmp_path, release_dir):
     import datasets
 
+    from findbench.builders.config import BuildNeuronTestsConfig as Config
     from findbench.builders.neuron_test_sets import build
 
-    out = build(str(tmp_path / "nts"), configs=["huang2023"], data_dir=str(release_dir), progress=False)
+    out = build(Config(out=str(tmp_path / "nts"), configs=["huang2023"], data_dir=str(release_dir)), progress=False)
     assert (out / "huang2023" / "test-00000-of-00001.parquet").is_file()
     card = (out / "README.md").read_text()
     assert "config_name: huang2023" in card and "## huang2023" in card
@@ -146,10 +148,11 @@ def test_builder_writes_loadable_folder(tmp_path, release_dir):
     ds = datasets.load_dataset(str(out), "huang2023", split="test")
     assert len(ds) == 9592 and ds[0]["neuron"] == "0:1016" and ds[0]["block"] == "explanation"
     assert ds.features["activations"].feature.dtype == "float64"
-    with pytest.raises(ValueError, match="configs"):
-        build(str(tmp_path / "x"), configs=["nope"])
-    with pytest.raises(ValueError, match="observational"):
-        build(str(tmp_path / "x"), configs=["observational"])
+    assert side["configs"]["huang2023"]["provenance"]["data_dir"] == str(release_dir.resolve())
+    with pytest.raises(UsageError, match="--configs: unknown"):
+        build(Config(out=str(tmp_path / "x"), configs=["nope"]))
+    with pytest.raises(UsageError, match="--configs: observational needs --layer"):
+        build(Config(out=str(tmp_path / "x"), configs=["observational"]))
 
 
 def test_builder_model_configs_with_a_local_tiny_model(tmp_path):
@@ -157,6 +160,7 @@ def test_builder_model_configs_with_a_local_tiny_model(tmp_path):
     (the same code path as --model embedded, without the embedded weights)."""
     import datasets
 
+    from findbench.builders.config import BuildNeuronTestsConfig
     from findbench.builders.neuron_test_sets import build
     from findbench.neuron_explanations.intervention_tasks import TASKS
     from findbench.neuron_explanations.observational import load_corpus
@@ -169,19 +173,18 @@ def test_builder_model_configs_with_a_local_tiny_model(tmp_path):
     folder = tmp_path / "tiny"
     tiny_llama(len(tok), seed=1).save_pretrained(folder)
     tok.save_pretrained(folder)
-    out = build(
-        str(tmp_path / "nts"),
+    out = build(BuildNeuronTestsConfig(
+        out=str(tmp_path / "nts"),
         configs=["intervention_tasks", "observational"],
         model=str(folder),
         tasks=["time/next_day"],
         layer=1,
         neuron=3,
         explanation="days of the week",
-        judge="regex:day$",
+        span_judge="regex:day$",
         n_strings=3,
         n_activating=4,
-        progress=False,
-    )
+    ), progress=False)
     it = datasets.load_dataset(str(out), "intervention_tasks", split="test")
     assert it["filler"] == list(task.fillers) and set(it["task"]) == {"time/next_day"}
     assert all(c == (p == e) for c, p, e in zip(it["correct"], it["predicted_token_id"], it["expected_token_id"]))
@@ -190,34 +193,34 @@ def test_builder_model_configs_with_a_local_tiny_model(tmp_path):
     assert len(act) == 4 and all(r["neuron"] == "1:3" for r in ob)
     assert all(r["in_explanation"] == r["span"].lower().endswith("day") for r in act)
     side = json.loads((out / "findbench.json").read_text())
-    assert side["configs"]["observational"]["provenance"]["judge"] == "regex:day$"
+    assert side["configs"]["observational"]["provenance"]["span_judge"] == "regex:day$"
 
 
-def test_build_keyword_form_builds_the_same_config(tmp_path, monkeypatch):
+def test_build_records_the_settings_each_config_uses(tmp_path, monkeypatch):
     import findbench.builders.folder
     from findbench.builders.config import BuildNeuronTestsConfig
     from findbench.builders.neuron_test_sets import build
 
     asked = []
 
-    def build_dataset_folder(out, builder, kwargs, **options):
-        asked.append((out, kwargs, options["progress"]))
+    def build_dataset_folder(out, builder, configs, provenance, **options):
+        asked.append((out, provenance, {**options, "configs": configs}))
         return Path(out)
 
     monkeypatch.setattr(findbench.builders.folder, "build_dataset_folder", build_dataset_folder)
     corpus = tmp_path / "corpus.txt"
-    settings = dict(configs=["intervention_tasks", "observational"], tasks=["time/next_day"], layer=1, neuron=3,
-                    explanation="days of the week", corpus=str(corpus))
-    by_keywords = build(tmp_path / "nts", judge="regex:day$", progress=False, **settings)
-    by_config = build(BuildNeuronTestsConfig(out=str(tmp_path / "nts"), span_judge="regex:day$", **settings),
-                      progress=False)
-    assert by_keywords == by_config == tmp_path / "nts"
-    assert asked[0] == asked[1] and asked[0][2] is False
-    observational = asked[0][1]["observational"]
-    assert observational["judge"] == "regex:day$" and observational["corpus"] == str(corpus.resolve())
-    assert asked[0][1]["intervention_tasks"] == {"model": "embedded", "tasks": "time/next_day"}
-    assert build() == Path("neuron_test_sets") and set(asked[-1][1]) == {"huang2023", "intervention_tasks"}
-    with pytest.raises(TypeError, match="no settings beside the config"):
-        build(BuildNeuronTestsConfig(out=str(tmp_path / "x")), model="embedded")
-    with pytest.raises(ValueError, match="--span-judge"):
-        build(tmp_path / "x", judge="bogus")
+    cfg = BuildNeuronTestsConfig(out=str(tmp_path / "nts"), span_judge="regex:day$", configs=["intervention_tasks",
+                                 "observational"], tasks="time/next_day", layer=1, neuron=3,
+                                 explanation="days of the week", corpus=str(corpus))
+    assert build(cfg, progress=False) == tmp_path / "nts"
+    out, provenance, options = asked[0]
+    assert options["progress"] is False and options["configs"]["observational"]["build"].corpus == str(corpus.resolve())
+    observational = provenance["observational"]
+    assert observational["span_judge"] == "regex:day$" and observational["corpus"] == str(corpus.resolve())
+    assert provenance["intervention_tasks"] == {"model": "embedded", "tasks": ["time/next_day"]}
+    assert build(BuildNeuronTestsConfig()) == Path("neuron_test_sets")
+    assert set(asked[-1][1]) == {"huang2023", "intervention_tasks"}
+    with pytest.raises(UsageError, match="--span-judge"):
+        BuildNeuronTestsConfig(span_judge="bogus")
+    with pytest.raises(UsageError, match="--n-strings must be"):
+        BuildNeuronTestsConfig(n_strings=0)

@@ -9,7 +9,9 @@ import pytest
 import torch
 
 from findbench import sites as acts
+from findbench.constants import UsageError
 from findbench.neuron_explanations import interventions as iv
+from findbench.neuron_explanations.config import IIAConfig
 from findbench.neuron_explanations.iia import iia_score
 from findbench.neuron_explanations.intervention_tasks import TASKS, build_task_rows, expected_token_id, filler_positions
 from tests.neuron_explanations._tiny import tiny_gpt2, tiny_llama, word_tokenizer
@@ -100,12 +102,13 @@ def test_patching_own_values_or_nothing_leaves_base_unchanged(make):
     model = make(60)
     base = _ids(2)
     clean = model(input_ids=base).logits[:, -1]
-    own = iv.interchange(model, base, base, layer=1, neurons=list(range(10)), positions=[[1, 4, 6]] * 3)
+    own = iv.interchange(model, base, base, layer=1, neurons=list(range(10)), positions=[[1, 4, 6]] * 3,
+                         site="mlp_activation")
     torch.testing.assert_close(own, clean, rtol=0, atol=1e-5)
     # An empty patch is a plain forward pass. It is compared with a tolerance, not bit for bit:
     # interchange computes only the last position's logits, and a BLAS may round that
     # one-row matmul differently from the full one (CI's CPU did, by ~1e-7).
-    nothing = iv.interchange(model, base, _ids(3), layer=1, neurons=[])
+    nothing = iv.interchange(model, base, _ids(3), layer=1, neurons=[], site="mlp_activation")
     torch.testing.assert_close(nothing, clean, rtol=0, atol=1e-6)
 
 
@@ -118,7 +121,7 @@ def test_patching_whole_residual_stream_reproduces_source(make):
         got = iv.interchange(model, base, source, layer=layer, site="block_output")
         torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
     # patching every MLP neuron at every position is not enough (the residual keeps the base)
-    mlp_only = iv.interchange(model, base, source, layer=0)
+    mlp_only = iv.interchange(model, base, source, layer=0, site="mlp_activation")
     assert not torch.allclose(mlp_only, want, atol=1e-3)
 
 
@@ -193,29 +196,33 @@ def test_sweep_laws_on_tiny_model(tok):
     model = tiny_llama(len(tok), layers=4)
     task = "numbers/unit_conversion"
     rows = _self_consistent_rows(model, tok, task)
-    common = dict(rows=rows, n_pairs=12, ks=(0, 50, 100), rankings=("random", "correlation"), batch_size=8)
+    common = dict(n_pairs=12, ks=(0, 50, 100), rankings=("random", "correlation"), batch_size=8)
+
+    def sweep(layer, *, skip_early_layers=True, prefix_cache=True, **settings):
+        cfg = IIAConfig(task=task, layer=str(layer), **{**common, **settings})
+        return iv.iia_sweep(cfg, model, tok, task, layer, rows=rows, skip_early_layers=skip_early_layers,
+                            prefix_cache=prefix_cache)
+
     # whole residual stream at the last position of the last layer: the source output exactly
-    res = iv.iia_sweep(model, tok, task, 3, site="block_output", position="last", **common)
+    res = sweep(3, site="block_output", position="last")
     assert res["n_pairs"] == len(iv.make_pairs(rows, 12))
     for curve in res["curves"].values():
         assert curve[0] == 0.0 and curve[2] == 1.0
     # skipping early layers gives the same predictions as full forwards
-    a = iv.iia_sweep(model, tok, task, 2, position="concept", **common)
-    b = iv.iia_sweep(model, tok, task, 2, position="concept", skip_early_layers=False, prefix_cache=False, **common)
+    a = sweep(2, position="concept")
+    b = sweep(2, position="concept", skip_early_layers=False, prefix_cache=False)
     assert a["predictions"] == b["predictions"] and a["curves"] == b["curves"]
-    last = iv.iia_sweep(model, tok, task, 1, position="last", **common)
-    last_full = iv.iia_sweep(
-        model, tok, task, 1, position="last", skip_early_layers=False, prefix_cache=False, **common
-    )
+    last = sweep(1, position="last")
+    last_full = sweep(1, position="last", skip_early_layers=False, prefix_cache=False)
     assert last["predictions"] == last_full["predictions"]
     assert a["interventions"] == a["n_pairs"] * 3 * 2
     # a user ranking is used as given
-    c = iv.iia_sweep(model, tok, task, 2, position="concept", **{**common, "rankings": {"mine": [5, 4]}})
+    c = sweep(2, position="concept", rankings={"mine": [5, 4]})
     assert c["rankings"]["mine"][:3] == [5, 4, 0]
     with pytest.raises(ValueError, match="rankings"):
-        iv.iia_sweep(model, tok, task, 2, **{**common, "rankings": {"mine": [5, 5]}})
-    with pytest.raises(ValueError, match="position"):
-        iv.iia_sweep(model, tok, task, 2, position="middle", **common)
+        sweep(2, rankings={"mine": [5, 5]})
+    with pytest.raises(UsageError, match="--position: unknown value 'middle'"):
+        IIAConfig(task=task, layer="2", position="middle")
 
 
 def test_sweep_fast_path_exact_on_gpt2(tok):
@@ -224,12 +231,11 @@ def test_sweep_fast_path_exact_on_gpt2(tok):
     rows = _self_consistent_rows(model, tok, task)
     for i, r in enumerate(rows):  # every pair valid, whatever the random model predicts
         r["expected_token_id"] = i
-    common = dict(rows=rows, n_pairs=10, ks=(25, 100), rankings=("random",), batch_size=8)
     for layer, position in ((1, "concept"), (2, "last")):
-        fast = iv.iia_sweep(model, tok, task, layer, position=position, **common)
-        slow = iv.iia_sweep(
-            model, tok, task, layer, position=position, skip_early_layers=False, prefix_cache=False, **common
-        )
+        cfg = IIAConfig(task=task, layer=str(layer), n_pairs=10, ks=(25, 100), rankings="random", batch_size=8,
+                        position=position)
+        fast = iv.iia_sweep(cfg, model, tok, task, layer, rows=rows)
+        slow = iv.iia_sweep(cfg, model, tok, task, layer, rows=rows, skip_early_layers=False, prefix_cache=False)
         assert fast["predictions"] == slow["predictions"]
 
 
@@ -264,9 +270,9 @@ def test_embedded_sanity_laws(embedded):
     enc = [tk(TASKS["numbers/unit_conversion"].prompt(x))["input_ids"] for x in ("3", "7")]
     base, source = torch.tensor([enc[0]]), torch.tensor([enc[1]])
     clean = model(input_ids=base).logits[:, -1]
-    own = iv.interchange(model, base, base, layer=5, neurons=list(range(0, 1536, 3)))
+    own = iv.interchange(model, base, base, layer=5, neurons=list(range(0, 1536, 3)), site="mlp_activation")
     torch.testing.assert_close(own, clean, rtol=0, atol=1e-4)
-    none = iv.interchange(model, base, source, layer=5, neurons=[])
+    none = iv.interchange(model, base, source, layer=5, neurons=[], site="mlp_activation")
     torch.testing.assert_close(none, clean, rtol=0, atol=1e-4)  # logits_to_keep=1 vs full matmul
     full = iv.interchange(model, base, source, layer=10, site="block_output")
     torch.testing.assert_close(full, model(input_ids=source).logits[:, -1], rtol=0, atol=1e-4)
@@ -278,17 +284,17 @@ def test_embedded_unit_conversion_layer0(embedded):
     model, tk = embedded
     rows = build_task_rows(model, tk, ["numbers/unit_conversion"])
     assert sum(r["correct"] for r in rows) == 9  # the model converts all nine
-    res = iv.iia_sweep(model, tk, "numbers/unit_conversion", 0, rows=rows, n_pairs=8, ks=(0, 100), rankings=("random",))
+    cfg = IIAConfig(task="numbers/unit_conversion", layer="0", n_pairs=8, ks=(0, 100), rankings="random")
+    res = iv.iia_sweep(cfg, model, tk, "numbers/unit_conversion", 0, rows=rows)
     assert res["position"] == "concept"
     # all layer-0 MLP neurons at the number's token carry the number; none: base answer stays
     assert res["curves"]["random"] == [0.0, 1.0]
 
 
-def test_run_iia_keyword_form_builds_the_same_config(tok, tmp_path, monkeypatch):
+def test_run_iia_takes_its_config(tok, tmp_path, monkeypatch):
     import json
 
     import findbench.neuron_explanations.intervention_tasks as intervention_tasks
-    from findbench.neuron_explanations.config import IIAConfig
 
     model, loaded = tiny_llama(len(tok), layers=4), []
     monkeypatch.setattr(iv, "load_model", lambda name: loaded.append(name) or (model, tok))
@@ -296,23 +302,20 @@ def test_run_iia_keyword_form_builds_the_same_config(tok, tmp_path, monkeypatch)
                         lambda lm, tok, tasks, **kw: _self_consistent_rows(lm, tok, tasks[0]))
     ranking = tmp_path / "mine.json"
     ranking.write_text(json.dumps({"mine": [5, 4]}))
-    settings = dict(n_pairs=6, position="last", seed=2, batch_size=4, progress=False)
-    by_keywords = iv.run_iia("embedded", ["numbers/unit_conversion"], [1, 2], ks=[50, 100],
-                             rankings={"random": None, "mine": [5, 4]}, out=tmp_path / "kw", **settings)
-    by_config = iv.run_iia(IIAConfig(task="numbers/unit_conversion", layer="1,2", ks=[50, 100], rankings="random",
-                                     ranking_file=str(ranking), out=str(tmp_path / "cfg"), n_pairs=6, position="last",
-                                     seed=2, batch_size=4), progress=False)
+    settings = dict(task="numbers/unit_conversion", layer="1,2", ks=[50, 100], n_pairs=6, position="last", seed=2,
+                    batch_size=4)
+    by_file = iv.run_iia(IIAConfig(rankings="random", ranking_file=str(ranking), out=str(tmp_path / "cfg"),
+                                   **settings), progress=False)
+    by_mapping = iv.run_iia(IIAConfig(rankings={"random": None, "mine": [5, 4]}, **settings), progress=False)
 
     def timeless(results):
         return [{k: v for k, v in r.items() if k not in ("seconds", "interventions_per_second")} for r in results]
 
-    assert timeless(by_keywords) == timeless(by_config) and loaded == ["embedded", "embedded"]
-    assert [(r["layer"], r["ks"], sorted(r["curves"])) for r in by_config] == [
+    assert timeless(by_file) == timeless(by_mapping) and loaded == ["embedded", "embedded"]
+    assert [(r["layer"], r["ks"], sorted(r["curves"])) for r in by_file] == [
         (1, [50, 100], ["mine", "random"]), (2, [50, 100], ["mine", "random"])]
-    assert timeless(json.loads((tmp_path / "kw/iia.json").read_text())) == timeless(by_config)
-    with pytest.raises(TypeError, match="no settings beside the config"):
-        iv.run_iia(IIAConfig(task="numbers/unit_conversion", layer="1"), seed=1)
-    with pytest.raises(TypeError, match="tasks twice"):
-        iv.run_iia("embedded", ["numbers/unit_conversion"], tasks=["numbers/unit_conversion"])
-    with pytest.raises(ValueError, match="--layer"):
-        iv.run_iia("embedded", ["numbers/unit_conversion"], [])
+    assert timeless(json.loads((tmp_path / "cfg/iia.json").read_text())) == timeless(by_file)
+    with pytest.raises(UsageError, match="--layer"):
+        IIAConfig(task="numbers/unit_conversion", layer=[])
+    with pytest.raises(UsageError, match="--rankings: unknown value 'best'"):
+        IIAConfig(task="numbers/unit_conversion", layer="1", rankings="random,best")

@@ -50,9 +50,9 @@ def available_device(device: str) -> str:
     kind = device.split(":")[0]
     usable = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}.get(kind)
     if not usable:
-        raise UsageError(f"device: {device!r} is not available to torch here (cpu, cuda[:N] or mps)")
+        raise UsageError(f"--device: {device!r} is not available to torch here (cpu, cuda[:N] or mps)")
     if kind == "cuda" and ":" in device and int(device.split(":")[1]) >= torch.cuda.device_count():
-        raise UsageError(f"device: {device!r}, but torch sees {torch.cuda.device_count()} CUDA GPU(s)")
+        raise UsageError(f"--device: {device!r}, but torch sees {torch.cuda.device_count()} CUDA GPU(s)")
     return device
 
 

@@ -24,7 +24,7 @@ from findbench.lm.base import STRUCTURED_OUTPUTS
 def check_run_id(run_id: Any) -> None:
     """UsageError unless ``run_id`` is None or letters, digits, ``_``, ``.`` and ``-`` (it names files)."""
     if run_id is not None and (not isinstance(run_id, str) or not re.fullmatch(RUN_ID_PATTERN, run_id)):
-        raise UsageError(f"run_id must be letters, digits, '_', '.' or '-', got {run_id!r}")
+        raise UsageError(f"--run-id must be letters, digits, '_', '.' or '-', got {run_id!r}")
 
 
 def check_encoder(spec: str, name: str) -> None:
@@ -40,7 +40,7 @@ def check_encoder(spec: str, name: str) -> None:
         check_spec(spec, flag=f"--{name}", names=MINILM_ALIASES)
 
 
-def parse_shard(shard: str | None, name: str = "shard") -> tuple[int, int] | None:
+def parse_shard(shard: str | None, name: str = "--shard") -> tuple[int, int] | None:
     """``"I/N"`` as ``(I, N)`` with ``0 <= I < N`` (None: unsharded); a UsageError naming ``name`` otherwise."""
     if shard is None:
         return None
@@ -94,7 +94,7 @@ class TrainSAECommand:
         if not isinstance(self.config, TrainSAEConfig):
             raise UsageError(f"config must be a TrainSAEConfig, got {type(self.config).__name__}")
         if not isinstance(self.out, (str, os.PathLike)) or not os.fspath(self.out):
-            raise UsageError(f"out must be a folder path, got {self.out!r}")
+            raise UsageError(f"--out must be a folder path, got {self.out!r}")
 
 
 @dataclass
@@ -146,24 +146,23 @@ class AutoInterpCommand:
 
         if not isinstance(self.config, AutoInterpConfig):
             raise UsageError(f"config must be an AutoInterpConfig, got {type(self.config).__name__}")
-
-        _checks.positive_int("batch_size", self.batch_size)
+        _checks.positive_int("--batch-size", self.batch_size)
         if not isinstance(self.device, str) or not re.fullmatch(r"cpu|cuda(:\d+)?|mps", self.device):
-            raise UsageError(f"device must be cpu, cuda, cuda:N or mps, got {self.device!r}")
-        parse_shard(self.token_shard, "token_shard")
+            raise UsageError(f"--device must be cpu, cuda, cuda:N or mps, got {self.device!r}")
+        parse_shard(self.token_shard, "--token-shard")
         if isinstance(self.activations, str):
             self.activations = [self.activations]
         if self.activations is not None:
             if not self.activations or not all(isinstance(d, str) and d for d in self.activations):
-                raise UsageError(f"activations must be folders, got {self.activations!r}")
+                raise UsageError(f"--activations must be folders, got {self.activations!r}")
             for folder in self.activations:
                 if not Path(folder).is_dir():
-                    raise UsageError(f"activations: {folder} is not a folder")
+                    raise UsageError(f"--activations: {folder} is not a folder")
             if self.token_shard is not None:
-                raise UsageError("token_shard: it writes the activations that --activations reads; give one")
+                raise UsageError("--token-shard: it writes the activations that --activations reads; give one")
         if self.token_shard is not None and self.shard is not None:
-            raise UsageError("token_shard: it stops before any latent is explained; --shard does not apply")
-        _checks.positive_int("max_connections", self.max_connections)
+            raise UsageError("--token-shard: it stops before any latent is explained; --shard does not apply")
+        _checks.positive_int("--max-connections", self.max_connections)
         check_run_id(self.run_id)
         parse_shard(self.shard)
         check_encoder(self.model, "model")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
 from findbench import _checks
-from findbench._config import Csv, arg, field_default
+from findbench._config import Csv, arg, field_default, flag
 from findbench.constants import UsageError
 from findbench.lm.base import STRUCTURED_OUTPUTS
 
@@ -109,7 +109,7 @@ class AutoInterpConfig:
             "n_iw_sampled_ex_for_generation",
             "n_random_ex",
         ):
-            _checks.integer(name, getattr(self, name), 0)
+            _checks.integer(flag(name), getattr(self, name), 0)
         for name in (
             "n_top_ex",
             "max_tokens_in_explanation",
@@ -117,27 +117,27 @@ class AutoInterpConfig:
             "llm_batch_size",
             "max_explanation_tokens",
         ):
-            _checks.positive_int(name, getattr(self, name))
-        _checks.integer("llm_context_size", self.llm_context_size, 2 * self.buffer + 2)
-        _checks.integer("total_tokens", self.total_tokens, self.llm_context_size)
+            _checks.positive_int(flag(name), getattr(self, name))
+        _checks.integer("--llm-context-size", self.llm_context_size, 2 * self.buffer + 2)
+        _checks.integer("--total-tokens", self.total_tokens, self.llm_context_size)
         if self.n_top_ex_for_generation > self.n_top_ex:
             raise UsageError(
-                f"n_top_ex_for_generation ({self.n_top_ex_for_generation}) must be <= n_top_ex ({self.n_top_ex})"
+                f"--n-top-ex-for-generation ({self.n_top_ex_for_generation}) must be <= --n-top-ex ({self.n_top_ex})"
             )
         if self.n_iw_sampled_ex_for_generation > self.n_iw_sampled_ex:
             raise UsageError(
-                f"n_iw_sampled_ex_for_generation ({self.n_iw_sampled_ex_for_generation}) must be <= "
-                f"n_iw_sampled_ex ({self.n_iw_sampled_ex})"
+                f"--n-iw-sampled-ex-for-generation ({self.n_iw_sampled_ex_for_generation}) must be <= "
+                f"--n-iw-sampled-ex ({self.n_iw_sampled_ex})"
             )
         if self.n_scoring_examples < 1:
             raise UsageError(
                 "the scoring windows (top + importance-weighted left for scoring, plus random) must not be empty"
             )
-        if not 0 <= _checks.number("act_threshold_frac", self.act_threshold_frac) < 1:
-            raise UsageError(f"act_threshold_frac must be in [0, 1), got {self.act_threshold_frac!r}")
-        _checks.number("dead_latent_threshold", self.dead_latent_threshold, 0)
+        if not 0 <= _checks.number("--act-threshold-frac", self.act_threshold_frac) < 1:
+            raise UsageError(f"--act-threshold-frac must be in [0, 1), got {self.act_threshold_frac!r}")
+        _checks.number("--dead-latent-threshold", self.dead_latent_threshold, 0)
         if self.override_latents is None:
-            _checks.positive_int("n_latents", self.n_latents)
+            _checks.positive_int("--n-latents", self.n_latents)
         else:  # n_latents is unused: SAEBench's value, so that resumed runs match
             self.n_latents = field_default(next(f for f in dataclasses.fields(self) if f.name == "n_latents"))
             latents = self.override_latents
@@ -145,21 +145,21 @@ class AutoInterpConfig:
                 latents = str(latents).split(",")
             try:
                 self.override_latents = [
-                    _checks.integer("override_latents", int(x) if isinstance(x, str) else x, 0) for x in latents
+                    _checks.integer("--latents", int(x) if isinstance(x, str) else x, 0) for x in latents
                 ]
             except ValueError:
-                raise UsageError(f"override_latents must be non-negative ints, got {self.override_latents!r}") from None
+                raise UsageError(f"--latents must be non-negative ints, got {self.override_latents!r}") from None
             chosen = self.override_latents
             if not chosen or len(set(chosen)) != len(chosen):
-                raise UsageError(f"override_latents must be a non-empty list without repeats, got {chosen}")
-        self.scorers = _checks.str_list("scorers", self.scorers)
+                raise UsageError(f"--latents must be a non-empty list without repeats, got {chosen}")
+        self.scorers = _checks.str_list("--scorers", self.scorers)
         for scorer in self.scorers:
-            _checks.one_of("scorers", scorer, SCORERS)
+            _checks.one_of("--scorers", scorer, SCORERS)
         if not self.scorers or len(set(self.scorers)) != len(self.scorers):
-            raise UsageError(f"scorers must be a non-empty list without repeats, got {self.scorers!r}")
+            raise UsageError(f"--scorers must be a non-empty list without repeats, got {self.scorers!r}")
         if not isinstance(self.dataset, str) or not self.dataset:
-            raise UsageError(f"dataset must be a non-empty string, got {self.dataset!r}")
-        _checks.one_of("structured_outputs", self.structured_outputs, STRUCTURED_OUTPUTS)
+            raise UsageError(f"--dataset must be a non-empty string, got {self.dataset!r}")
+        _checks.one_of("--structured-outputs", self.structured_outputs, STRUCTURED_OUTPUTS)
 
     @property
     def window(self) -> int:
@@ -225,27 +225,27 @@ class TrainSAEConfig:
     def __post_init__(self) -> None:
         for name in ("model", "dataset", "split", "text_column", "device"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
-                raise UsageError(f"{name} must be a non-empty string, got {getattr(self, name)!r}")
-        _checks.one_of("architecture", self.architecture, ARCHITECTURES)
-        _checks.one_of("save_dtype", self.save_dtype, ("float16", "bfloat16", "float32"))
-        _checks.integer("layer", self.layer, 0)
+                raise UsageError(f"{flag(name)} must be a non-empty string, got {getattr(self, name)!r}")
+        _checks.one_of("--architecture", self.architecture, ARCHITECTURES)
+        _checks.one_of("--save-dtype", self.save_dtype, ("float16", "bfloat16", "float32"))
+        _checks.integer("--layer", self.layer, 0)
         if self.hook_name == "hook_embed" and self.layer != 0:  # hook_name checks hook against layer
-            raise UsageError("layer must be 0 with hook 'hook_embed'")
-        _checks.integer("context_size", self.context_size, 2)
+            raise UsageError("--layer must be 0 with --hook 'hook_embed'")
+        _checks.integer("--context-size", self.context_size, 2)
         for name in ("d_sae", "k", "epochs", "train_batch_size", "dead_feature_window", "model_batch_size"):
-            _checks.positive_int(name, getattr(self, name))
-        _checks.integer("total_tokens", self.total_tokens, self.context_size)
-        _checks.integer("eval_tokens", self.eval_tokens, self.context_size)
-        _checks.integer("seed", self.seed)
+            _checks.positive_int(flag(name), getattr(self, name))
+        _checks.integer("--total-tokens", self.total_tokens, self.context_size)
+        _checks.integer("--eval-tokens", self.eval_tokens, self.context_size)
+        _checks.integer("--seed", self.seed)
         if self.k > self.d_sae:
-            raise UsageError(f"k ({self.k}) must be <= d_sae ({self.d_sae})")
+            raise UsageError(f"--k ({self.k}) must be <= --d-sae ({self.d_sae})")
         for name in ("lr", "l1_coefficient"):
-            if _checks.number(name, getattr(self, name)) <= 0:
-                raise UsageError(f"{name} must be a positive number, got {getattr(self, name)!r}")
+            if _checks.number(flag(name), getattr(self, name)) <= 0:
+                raise UsageError(f"{flag(name)} must be a positive number, got {getattr(self, name)!r}")
         for name in ("lr_warm_up_fraction", "lr_decay_fraction"):
-            _checks.number(name, getattr(self, name), 0, 1)
+            _checks.number(flag(name), getattr(self, name), 0, 1)
         if self.lr_warm_up_fraction + self.lr_decay_fraction > 1:
-            raise UsageError("lr_warm_up_fraction + lr_decay_fraction must be <= 1")
+            raise UsageError("--lr-warm-up-fraction + --lr-decay-fraction must be <= 1")
 
     @property
     def hook_name(self) -> str:

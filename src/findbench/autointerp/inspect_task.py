@@ -141,7 +141,7 @@ def autointerp(**settings: Any) -> Task:
     command = autointerp_command(settings)
     config = command.config
     if command.token_shard is not None:
-        raise UsageError("token_shard: the task explains and scores; save a token shard's activations with "
+        raise UsageError("--token-shard: the task explains and scores; save a token shard's activations with "
                          "findbench autointerp --token-shard, then give the folders as -T activations=[…]")
     check_models([EXPLAINER_ROLE, SCORER_ROLE])
     latents = config.override_latents or [None] * config.n_latents

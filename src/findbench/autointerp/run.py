@@ -226,7 +226,7 @@ def _collect(cmd: AutoInterpCommand) -> AutoInterpOutput:
     acts_key = fingerprint(corpus_key | {"batch_size": cmd.batch_size, "d_sae": d_sae})
     hook = {"hook_name": hook_name, "special_ids": specials, "batch_size": cmd.batch_size, "progress": cmd.progress}
     if cmd.token_shard is not None:
-        shard = parse_shard(cmd.token_shard, "token_shard")
+        shard = parse_shard(cmd.token_shard, "--token-shard")
         run.rows, path = shard_rows(len(tokens), cmd.batch_size, shard), shard_path(out, acts_key, shard)
         run.files["activations"], run.resumed = str(path), {"activations": path.exists()}
         if not path.exists():
@@ -669,9 +669,9 @@ def merge_shards(cfg: AutoInterpMergeCommand) -> dict:
     if not folders:
         raise UsageError("merge needs at least one shard folder")
     if Path(out).resolve() in {f.resolve() for f in folders}:
-        raise UsageError(f"out must not be one of the shard folders, got {os.fspath(out)!r}")
+        raise UsageError(f"--out must not be one of the shard folders, got {os.fspath(out)!r}")
     if os.path.islink(out) or os.path.lexists(out) and not os.path.isdir(out):
-        raise UsageError(f"out: {os.fspath(out)} is a symbolic link or not a folder (merge replaces the folder whole)")
+        raise UsageError(f"--out: {os.fspath(out)} is a symbolic link or not a folder (merge replaces the folder whole)")
     shards = [_shard_files(f, run_id) for f in folders]
     first, (names, res0, _) = folders[0], shards[0]
     settings = res0.eval_config  # the run's whole config; the shard is recorded beside it

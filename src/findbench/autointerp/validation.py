@@ -111,7 +111,7 @@ def planted_validation(cmd: AutoInterpValidateCommand) -> dict[str, Any]:
     lm = cmd.scorer
     needs_lm = [s for s in cmd.scorers if s in _LM_SCORERS]
     if needs_lm and lm is None:
-        raise UsageError(f"scorers {needs_lm} need an LM: give scorer (e.g. embedded)")
+        raise UsageError(f"--scorers {needs_lm} need an LM: give --scorer (e.g. embedded)")
     if isinstance(lm, str):
         from findbench.lm import load_lm
 

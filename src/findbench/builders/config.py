@@ -33,6 +33,8 @@ class BuildConfig:
             _checks.one_of("--configs", config, CONFIGS)
         _checks.one_of("--source", self.source, SOURCES)
         _checks.integer("--seed", self.seed)
+        if self.source != "procedural" and "rasp" in (self.configs or ()):
+            raise UsageError("--configs: the rasp config has no find-v1 release; it is procedural only")
 
 
 @dataclass
@@ -52,10 +54,14 @@ class BuildNeuronTestsConfig:
                                 "--generator) or 'regex:<pattern>'")
     corpus: str | None = arg(None, "observational: text file, one sentence per line (default: shipped corpus)")
     tasks: Csv = arg(None, "intervention_tasks: comma-separated task names (default: all)")
+    n_strings: int = arg(20, "observational: strings the generator writes in the explanation's denotation")
+    n_activating: int = arg(20, "observational: top-activating corpus spans judged")
 
     def __post_init__(self) -> None:
         self.configs = _checks.str_list("--configs", self.configs, optional=True)
         self.tasks = _checks.str_list("--tasks", self.tasks, optional=True)
+        _checks.positive_int("--n-strings", self.n_strings)
+        _checks.positive_int("--n-activating", self.n_activating)
         if self.span_judge != "lm" and not self.span_judge.startswith("regex:"):
             raise UsageError(f"--span-judge: 'lm' or 'regex:<pattern>', got {self.span_judge!r}")
         from findbench.models import check_spec

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 import datasets
 
@@ -29,27 +28,10 @@ _HOMEPAGE = "https://github.com/multimodal-interpretability/FIND"
 
 @dataclass
 class FindConfig(datasets.BuilderConfig):
-    """One FIND category.
+    """One FIND category (``name``) built with the settings of ``findbench build``: ``build``, the
+    command's :class:`~findbench.builders.config.BuildConfig` (seed, source, data_dir)."""
 
-    Attributes:
-        seed: seed of the procedural generators (same seed → identical rows).
-        source: ``procedural`` (findbench's generators) or ``find-v1`` (original release).
-        release_dir: ``find-v1`` only: folder of the original release (``src/find-dataset``
-            layout); ``None`` downloads the published files when online.
-    """
-
-    seed: int = 0
-    source: str = "procedural"
-    release_dir: str | None = None
-
-    def __post_init__(self):
-        super().__post_init__()
-        if self.name not in schema.CONFIGS:
-            raise ValueError(f"config name must be one of {schema.CONFIGS}, got {self.name!r}")
-        if self.name == schema.RASP and self.source != "procedural":
-            raise ValueError("source: the rasp config has no find-v1 release; it is procedural only")
-        if self.source not in schema.SOURCES:
-            raise ValueError(f"source must be one of {schema.SOURCES}, got {self.source!r}")
+    build: BuildConfig | None = None
 
 
 class Find(datasets.GeneratorBasedBuilder):
@@ -72,8 +54,8 @@ class Find(datasets.GeneratorBasedBuilder):
         return [datasets.SplitGenerator(name=datasets.Split.TEST, gen_kwargs={})]
 
     def _generate_examples(self):
-        cfg = self.config
-        rows = generate_rows(cfg.name, seed=cfg.seed, source=cfg.source, data_dir=cfg.release_dir)
+        cfg = self.config.build or BuildConfig()
+        rows = generate_rows(self.config.name, seed=cfg.seed, source=cfg.source, data_dir=cfg.data_dir)
         for row in rows:
             schema.check_row(row)
             yield row["function_id"], row
@@ -160,39 +142,30 @@ def _default_configs(cfg: BuildConfig) -> list[str]:
     return list(schema.CATEGORIES)
 
 
-def build(cfg: BuildConfig | str = "find", *, progress: bool = True, **settings: Any):
-    """Write the FIND dataset folder ``cfg.out`` (parquet per config + README card).
-
-    ``cfg``: the settings (:class:`~findbench.builders.config.BuildConfig`, ``findbench build``'s
-    flags); the keyword form ``build(out, **settings)`` builds the same config. Configs already in
-    ``out`` and not named in ``configs`` are kept, so ``--configs neurons_entities,neurons_relations``
-    adds those two to an existing build.
+def build(cfg: BuildConfig, *, progress: bool = True):
+    """Write the FIND dataset folder ``cfg.out`` (parquet per config + README card) with the settings
+    ``cfg`` (``findbench build``'s flags). Configs already in ``out`` and not named in ``configs`` are
+    kept, so ``--configs neurons_entities,neurons_relations`` adds those two to an existing build.
     """
+    from dataclasses import replace
     from pathlib import Path
 
     from findbench.builders.folder import build_dataset_folder
 
-    if not isinstance(cfg, BuildConfig):
-        cfg = BuildConfig(out=str(cfg), **settings)
-    elif settings:
-        raise TypeError(f"build(cfg) takes no settings beside the config, got {sorted(settings)}")
-    out, seed, source, configs = cfg.out, cfg.seed, cfg.source, cfg.configs or _default_configs(cfg)
-    release_dir = str(Path(cfg.data_dir).resolve()) if cfg.data_dir else None
-    if source == "find-v1" and release_dir and not Path(release_dir).is_dir():
-        raise FileNotFoundError(f"--data-dir: {release_dir} is not a folder")
-    kwargs = {
-        c: (
-            {"seed": seed, "source": source}
-            if source == "procedural"
-            else {"source": source, "release_dir": release_dir}
-        )
-        for c in configs
-    }
+    if cfg.source == "find-v1" and cfg.data_dir:
+        if not Path(cfg.data_dir).is_dir():
+            raise FileNotFoundError(f"--data-dir: {Path(cfg.data_dir).resolve()} is not a folder")
+        cfg = replace(cfg, data_dir=str(Path(cfg.data_dir).resolve()))
+    names = cfg.configs or _default_configs(cfg)
+    # the sidecar's provenance: what the rows depend on
+    prov = {"seed": cfg.seed, "source": cfg.source} if cfg.source == "procedural" else \
+        {"source": cfg.source, "data_dir": cfg.data_dir}
     return build_dataset_folder(
-        out,
+        cfg.out,
         Find,
-        kwargs,
+        {c: {"build": cfg} for c in names},
+        provenance=dict.fromkeys(names, prov),
         card_header=CARD_HEADER,
-        card_body=lambda entries: _card_body(entries, Path(out).name),
+        card_body=lambda entries: _card_body(entries, Path(cfg.out).name),
         progress=progress,
     )

@@ -38,6 +38,7 @@ def build_dataset_folder(
     builder_cls: type,
     configs: Mapping[str, Mapping[str, Any]],
     *,
+    provenance: Mapping[str, Mapping[str, Any]] | None = None,
     card_header: Mapping[str, Any],
     card_body: Callable[[Mapping[str, Mapping[str, Any]]], str],
     keep_existing: bool = True,
@@ -45,9 +46,10 @@ def build_dataset_folder(
 ) -> Path:
     """Build ``configs`` with ``builder_cls`` into the dataset folder ``out`` (replaced atomically).
 
-    ``configs`` maps config name -> builder-config keyword arguments (also recorded in the
-    sidecar); ``card_header`` adds YAML front-matter fields; ``card_body`` renders the card's
-    Markdown from the sidecar's per-config entries; ``keep_existing`` keeps configs not rebuilt.
+    ``configs`` maps config name -> builder-config keyword arguments; ``provenance`` maps it to what
+    the sidecar records (default: those arguments); ``card_header`` adds YAML front-matter fields;
+    ``card_body`` renders the card's Markdown from the sidecar's per-config entries; ``keep_existing``
+    keeps configs not rebuilt.
     """
     from tqdm.auto import tqdm
 
@@ -64,9 +66,9 @@ def build_dataset_folder(
                     entries[name] = entry
         cache = tmp / ".cache"
         for name in tqdm(list(configs), desc="configs", disable=not progress):
-            kwargs = dict(configs[name])
+            kwargs = dict(configs[name] if provenance is None else provenance[name])
             logger.info("building config %s (%s)", name, kwargs)
-            builder = builder_cls(config_name=name, cache_dir=str(cache), **kwargs)
+            builder = builder_cls(config_name=name, cache_dir=str(cache), **configs[name])
             try:
                 builder.download_and_prepare()
             except Exception as exc:  # datasets wraps generator errors; surface the real one

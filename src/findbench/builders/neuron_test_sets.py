@@ -14,16 +14,14 @@ README card with YAML ``configs:`` and a ``findbench.json`` provenance sidecar (
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import datasets
 
 from findbench import citations
-from findbench._config import config_of
 from findbench.builders.config import BuildNeuronTestsConfig
+from findbench.constants import UsageError
 from findbench.models import load_causal_lm
 
 _CITATION = citations.HUANG2023
@@ -92,38 +90,11 @@ _DESCRIPTIONS = {
 
 @dataclass
 class NeuronTestSetsConfig(datasets.BuilderConfig):
-    """One neuron test-set config.
+    """One neuron test-set config (``name``) built with the settings of ``findbench
+    build-neuron-tests``: ``build``, the command's
+    :class:`~findbench.builders.config.BuildNeuronTestsConfig`."""
 
-    Attributes:
-        data_dir_release: ``huang2023``: folder (or file) holding ``eval_data.tar.gz`` or
-            ``observational_eval_data.json``; ``None`` downloads the release.
-        model: ``observational`` / ``intervention_tasks``: the model under study (a name for
-            :func:`findbench.models.resolve`, a folder or a Hub id).
-        generator: ``observational``: the LM writing strings and judging spans (spec for
-            :func:`findbench.lm.load_lm`; default: the model under study).
-        layer, neuron, explanation: ``observational``: the neuron and the explanation tested.
-        judge: ``observational``: ``"lm"`` or ``"regex:<pattern>"``.
-        corpus: ``observational``: a text file of sentences (default: the shipped corpus).
-        n_strings, n_activating: ``observational``: sizes of the two blocks.
-        tasks: ``intervention_tasks``: comma-separated task names (default: all).
-    """
-
-    data_dir_release: str | None = None
-    model: str = "embedded"
-    generator: str | None = None
-    layer: int | None = None
-    neuron: int | None = None
-    explanation: str | None = None
-    judge: str = "lm"
-    corpus: str | None = None
-    n_strings: int = 20
-    n_activating: int = 20
-    tasks: str | None = None
-
-    def __post_init__(self):
-        super().__post_init__()
-        if self.name not in CONFIG_NAMES:
-            raise ValueError(f"config name must be one of {CONFIG_NAMES}, got {self.name!r}")
+    build: BuildNeuronTestsConfig | None = None
 
 
 class NeuronTestSets(datasets.GeneratorBasedBuilder):
@@ -149,18 +120,15 @@ class NeuronTestSets(datasets.GeneratorBasedBuilder):
         return [datasets.SplitGenerator(name=datasets.Split.TEST, gen_kwargs={})]
 
     def _generate_examples(self):
-        cfg = self.config
-        if cfg.name == "huang2023":
+        name, cfg = self.config.name, self.config.build or BuildNeuronTestsConfig()
+        if name == "huang2023":
             from findbench.neuron_explanations.huang2023 import iter_items, load_release
 
-            for row in iter_items(load_release(cfg.data_dir_release)):
+            for row in iter_items(load_release(cfg.data_dir)):
                 yield f"{row['neuron']}/{row['item_index']:03d}", row
-        elif cfg.name == "observational":
+        elif name == "observational":
             from findbench.neuron_explanations.observational import observational_rows
 
-            for field in ("layer", "neuron", "explanation"):
-                if getattr(cfg, field) is None:
-                    raise ValueError(f"the observational config needs {field}")
             model, tok = load_causal_lm(cfg.model)
             rows = observational_rows(
                 model,
@@ -169,7 +137,7 @@ class NeuronTestSets(datasets.GeneratorBasedBuilder):
                 neuron=cfg.neuron,
                 explanation=cfg.explanation,
                 generator=cfg.generator or cfg.model,
-                judge=cfg.judge,
+                judge=cfg.span_judge,
                 corpus=cfg.corpus,
                 n_strings=cfg.n_strings,
                 n_activating=cfg.n_activating,
@@ -181,8 +149,7 @@ class NeuronTestSets(datasets.GeneratorBasedBuilder):
             from findbench.neuron_explanations.intervention_tasks import build_task_rows
 
             model, tok = load_causal_lm(cfg.model)
-            tasks = [t.strip() for t in cfg.tasks.split(",") if t.strip()] if cfg.tasks else None
-            for i, row in enumerate(build_task_rows(model, tok, tasks, model_name=cfg.model)):
+            for i, row in enumerate(build_task_rows(model, tok, cfg.tasks, model_name=cfg.model)):
                 yield f"{row['task']}/{i:04d}", row
 
 
@@ -248,69 +215,36 @@ One row per (task, filler): `prompt`, `expected_token`(`_id`), the model's greed
 """
 
 
-def build(
-    cfg: BuildNeuronTestsConfig | str | os.PathLike | None = None,
-    /,
-    *,
-    n_strings: int = 20,
-    n_activating: int = 20,
-    progress: bool = True,
-    **settings: Any,
-) -> Path:
-    """Write the neuron test-set folder ``cfg.out`` (parquet per config, README card, sidecar).
-
-    ``cfg``: the settings (:class:`~findbench.builders.config.BuildNeuronTestsConfig`, ``findbench
-    build-neuron-tests``'s flags). The keyword form ``build(out, configs=..., data_dir=..., model=...,
-    generator=..., layer=..., neuron=..., explanation=..., judge=..., corpus=..., tasks=...)`` builds
-    the same config (``judge`` is its ``span_judge``). ``configs`` default: ``huang2023`` and
-    ``intervention_tasks``, plus ``observational`` when ``layer``, ``neuron`` and ``explanation`` are
-    given. Configs already in ``out`` and not rebuilt are kept. ``n_strings`` / ``n_activating``:
-    observational strings written per block.
+def build(cfg: BuildNeuronTestsConfig, *, progress: bool = True) -> Path:
+    """Write the neuron test-set folder ``cfg.out`` (parquet per config, README card, sidecar) with
+    the settings ``cfg`` (``findbench build-neuron-tests``'s flags). ``configs`` default:
+    ``huang2023`` and ``intervention_tasks``, plus ``observational`` when ``layer``, ``neuron`` and
+    ``explanation`` are given. Configs already in ``out`` and not rebuilt are kept.
     """
+    from dataclasses import replace
+
     from findbench.builders.folder import build_dataset_folder
 
-    if "judge" in settings:  # the keyword form's name of span_judge
-        if "span_judge" in settings:
-            raise TypeError("build() got judge and span_judge: the same setting")
-        settings["span_judge"] = settings.pop("judge")
-    cfg = config_of(BuildNeuronTestsConfig, cfg, settings, function="build", first="out")
-    out, configs, data_dir, model, generator, layer, neuron, explanation, judge, corpus, tasks = (
-        cfg.out, cfg.configs, cfg.data_dir, cfg.model, cfg.generator, cfg.layer, cfg.neuron, cfg.explanation,
-        cfg.span_judge, cfg.corpus, cfg.tasks)
-    obs_given = layer is not None and neuron is not None and explanation is not None
-    if configs is None:
-        configs = ["huang2023", "intervention_tasks"] + (["observational"] if obs_given else [])
-    configs = list(configs)
+    obs_given = cfg.layer is not None and cfg.neuron is not None and cfg.explanation is not None
+    configs = cfg.configs or ["huang2023", "intervention_tasks"] + (["observational"] if obs_given else [])
     bad = [c for c in configs if c not in CONFIG_NAMES]
     if bad:
-        raise ValueError(f"configs: unknown config(s) {bad}; choose from {list(CONFIG_NAMES)}")
+        raise UsageError(f"--configs: unknown config(s) {bad}; choose from {list(CONFIG_NAMES)}")
     if "observational" in configs and not obs_given:
-        raise ValueError("configs: observational needs layer, neuron and explanation")
-    if data_dir is not None and not Path(data_dir).exists():
-        raise FileNotFoundError(f"data_dir: {data_dir} does not exist")
-    if tasks is not None:
+        raise UsageError("--configs: observational needs --layer, --neuron and --explanation")
+    if cfg.data_dir is not None and not Path(cfg.data_dir).exists():
+        raise FileNotFoundError(f"--data-dir: {cfg.data_dir} does not exist")
+    if cfg.tasks is not None:
         from findbench.neuron_explanations.intervention_tasks import get_task
 
-        for t in tasks:
+        for t in cfg.tasks:
             get_task(t)
-    kwargs = {}
-    for c in configs:
-        if c == "huang2023":
-            kwargs[c] = {"data_dir_release": str(Path(data_dir).resolve()) if data_dir else None}
-        elif c == "intervention_tasks":
-            kwargs[c] = {"model": model, "tasks": ",".join(tasks) if tasks else None}
-        else:
-            kwargs[c] = {
-                "model": model,
-                "generator": generator,
-                "layer": int(layer),
-                "neuron": int(neuron),
-                "explanation": explanation,
-                "judge": judge,
-                "corpus": str(Path(corpus).resolve()) if corpus else None,
-                "n_strings": n_strings,
-                "n_activating": n_activating,
-            }
-    return build_dataset_folder(
-        out, NeuronTestSets, kwargs, card_header=CARD_HEADER, card_body=_card_body, progress=progress
-    )
+    cfg = replace(cfg, data_dir=cfg.data_dir and str(Path(cfg.data_dir).resolve()),
+                  corpus=cfg.corpus and str(Path(cfg.corpus).resolve()))
+    # the sidecar's provenance: the settings each config's rows depend on
+    used = {"huang2023": ("data_dir",), "intervention_tasks": ("model", "tasks"),
+            "observational": ("model", "generator", "layer", "neuron", "explanation", "span_judge", "corpus",
+                              "n_strings", "n_activating")}
+    provenance = {c: {k: getattr(cfg, k) for k in used[c]} for c in configs}
+    return build_dataset_folder(cfg.out, NeuronTestSets, {c: {"build": cfg} for c in configs}, provenance=provenance,
+                                card_header=CARD_HEADER, card_body=_card_body, progress=progress)

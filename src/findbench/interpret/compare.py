@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from findbench._config import config_of
 from findbench._io import atomic_write_json, read_csv_rows
 from findbench.interpret.config import CompareConfig
 from findbench.interpret.evaluate import CATEGORY_METRICS, FLOORED_SCORES, METHODS, unit_values
@@ -98,20 +97,11 @@ def _finite_or_none(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def compare_runs(
-    cfg: CompareConfig | str | os.PathLike | None = None,
-    run_b: str | os.PathLike | None = None,
-    /,
-    *,
-    confidence: float = DEFAULT_CONFIDENCE,
-    **settings: Any,
-) -> dict[str, Any]:
+def compare_runs(cfg: CompareConfig) -> dict[str, Any]:
     """Paired bootstrap of ``cfg.run_a`` against ``cfg.run_b`` per column (see the module docstring).
 
-    ``cfg``: the settings (:class:`~findbench.interpret.config.CompareConfig`, ``findbench compare``'s
-    arguments and flags; ``out``: also write the result there as JSON). The keyword form
-    ``compare_runs(run_a, run_b, seed=..., n_resamples=...)`` builds the same config.
-    ``confidence``: the level of the intervals.
+    ``cfg``: the settings (``findbench compare``'s arguments and flags; ``out``: also write the
+    result there as JSON). The intervals are at :data:`~findbench.stats.DEFAULT_CONFIDENCE`.
 
     Returns ``{"run_a", "run_b", "seed", "n_resamples", "confidence", "columns", "only_one_run"}``
     (plain Python types): ``columns`` lists, for every column both runs scored with a shared
@@ -121,12 +111,7 @@ def compare_runs(
     scored by one run only. ``verdict`` is ``"differs"`` or ``"no difference"`` (whether the interval
     excludes 0; ``differs`` the same as a bool), or ``"n too small"`` with ``n_too_small`` true and
     ``differs`` None where ``n`` < :data:`~findbench.stats.SMALL_N`."""
-    if run_b is not None:
-        if isinstance(cfg, CompareConfig) or "run_b" in settings:
-            raise TypeError("compare_runs() got run_b twice: with the config or as run_b=")
-        settings = {"run_b": run_b, **settings}
-    cfg = config_of(CompareConfig, cfg, settings, function="compare_runs", first="run_a")
-    run_a, run_b, seed, n_resamples = cfg.run_a, cfg.run_b, cfg.seed, cfg.n_resamples
+    run_a, run_b, seed, n_resamples, confidence = cfg.run_a, cfg.run_b, cfg.seed, cfg.n_resamples, DEFAULT_CONFIDENCE
     a = read_per_function(run_a, name="run_a")
     b = read_per_function(run_b, name="run_b")
     columns: list[dict[str, Any]] = []

@@ -8,13 +8,13 @@ names the flag in its one-line :class:`~findbench.constants.UsageError`."""
 from __future__ import annotations
 
 import os
-from dataclasses import MISSING, dataclass
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from findbench import _checks
 from findbench._config import Csv, arg, flag
-from findbench.constants import UsageError
+from findbench.constants import UsageError, UsageTypeError
 from findbench.interpret.episode import DEFAULT_API_MAX_TOKENS, DEFAULT_MAX_TOKENS, DEFAULT_ROUNDS
 from findbench.interpret.floors import DEFAULT_OBSERVED_CALLS, MAX_OBSERVED_CALLS
 from findbench.interpret.protocol import (
@@ -48,31 +48,9 @@ def _csv(name: str, value: Any, choices: tuple[str, ...] | None = None, *, optio
     return items
 
 
-def check_selection(method: Any, configs: Any, functions: Any, limit: Any, sample: Any,
-                    seed: Any) -> tuple[list[str], list[str] | None, list[str] | None]:
-    """The functions a run selects, checked (one line naming the flag): the methods, the configs
-    and the function ids as lists (None: not given); ``limit``, ``sample`` ≥ 1 or None; ``seed`` an
-    int. :class:`InterpretConfig` and the Inspect dataset
-    (:func:`~findbench.interpret.inspect_tasks.find_samples`) both check with it."""
-    methods = _csv("method", method, METHODS)
-    if not methods:
-        raise UsageError(f"--method: give at least one of {', '.join(METHODS)}")
-    config_list = _csv("configs", configs, CATEGORIES, optional=True)
-    function_list = _csv("functions", functions, optional=True)
-    for function_id in function_list or ():
-        try:
-            parse_function_id(function_id)
-        except ValueError as exc:
-            raise UsageError(f"--functions: {exc}") from None
-    for name, value in (("limit", limit), ("sample", sample)):
-        _positive(name, value, optional=True)
-    _checks.integer("--seed", seed)
-    return methods, config_list, function_list
-
-
 def inspect_provider(name: str) -> bool:
     """Whether Inspect has a model provider ``name`` (``--interpreter <provider>/<model>``)."""
-    from findbench.lm.inspect_lm import is_inspect_provider
+    from findbench.lm.inspect_provider import is_inspect_provider
 
     return is_inspect_provider(name)
 
@@ -120,8 +98,19 @@ class InterpretConfig:
                                   "(a model whose provider supports tools)", choices=PROTOCOLS)
 
     def __post_init__(self) -> None:
-        self.method, self.configs, self.functions = check_selection(self.method, self.configs, self.functions,
-                                                                    self.limit, self.sample, self.seed)
+        self.method = _csv("method", self.method, METHODS)
+        if not self.method:
+            raise UsageError(f"--method: give at least one of {', '.join(METHODS)}")
+        self.configs = _csv("configs", self.configs, CATEGORIES, optional=True)
+        self.functions = _csv("functions", self.functions, optional=True)
+        for function_id in self.functions or ():
+            try:
+                parse_function_id(function_id)
+            except ValueError as exc:
+                raise UsageError(f"--functions: {exc}") from None
+        for name in ("limit", "sample"):
+            _positive(name, getattr(self, name), optional=True)
+        _checks.integer("--seed", self.seed)
         for name in ("rounds", "max_connections", "observed_calls"):
             _positive(name, getattr(self, name))
         if self.observed_calls > MAX_OBSERVED_CALLS:
@@ -141,14 +130,32 @@ class InterpretConfig:
 
             check_spec(self.interpreter, flag="--interpreter", names=REFERENCE_INTERPRETERS, providers=inspect_provider)
         elif not callable(getattr(self.interpreter, "generate", None)):
-            raise TypeError(f"--interpreter must be one of {REFERENCE_INTERPRETERS}, an LM spec or an LM, "
-                             f"got {type(self.interpreter).__name__}")
+            raise UsageTypeError(f"--interpreter must be one of {REFERENCE_INTERPRETERS}, an LM spec or an LM, "
+                                 f"got {type(self.interpreter).__name__}")
 
     @property
     def reference(self) -> str | None:
         """The reference interpreter (no model), or None for an LM."""
         name = self.interpreter
         return name if isinstance(name, str) and name in REFERENCE_INTERPRETERS else None
+
+    def agent(self, **resolved: Any) -> AgentConfig:
+        """The agent's part of the settings (what the episode loop reads), ``resolved`` replacing
+        fields the run worked out (``max_tokens``)."""
+        return AgentConfig(**{f.name: getattr(self, f.name) for f in fields(AgentConfig)} | resolved)
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """The settings of one episode loop (:func:`~findbench.interpret.solver.find_agent`): those of
+    :class:`InterpretConfig` of the same names, as :meth:`InterpretConfig.agent` takes them."""
+
+    rounds: int
+    max_tokens: int | None
+    seed: int
+    protocol: str
+    episode_tokens: int | None
+    structured_outputs: str
 
 
 @dataclass

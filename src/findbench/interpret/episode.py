@@ -4,12 +4,11 @@
 allows two turns; ``aia+milan`` shows them, then allows the full loop), :func:`read_turn` reads an
 agent message within the per-turn caps of :func:`~findbench.interpret.protocol.turn_commands` and
 :func:`run_command` runs a command in a worker thread (one long message must not stall the other
-episodes in flight). The loops on Inspect are in :mod:`findbench.interpret.agent`."""
+episodes in flight). The loop on Inspect is in :mod:`findbench.interpret.solver`."""
 
 from __future__ import annotations
 
 import asyncio
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -26,11 +25,10 @@ from findbench.interpret.protocol import (
     parse_answer,
     turn_commands,
 )
+from findbench.lm.base import DEFAULT_MAX_TOKENS, count_tokens, estimate_tokens  # noqa: F401 (moved to lm/)
 
 #: FIND's cap on model turns per episode.
 DEFAULT_ROUNDS = 20
-#: Tokens a findbench LM may generate per turn when ``max_tokens`` is not given.
-DEFAULT_MAX_TOKENS = 512
 #: Tokens an Inspect provider's model may generate per turn when ``findbench interpret`` is given no
 #: ``max_tokens`` (without one, a provider lets a turn run to tens of thousands of tokens).
 DEFAULT_API_MAX_TOKENS = 1024
@@ -137,26 +135,6 @@ def read_episode_file(path: str | os.PathLike) -> dict[str, Any]:
     return record
 
 
-def estimate_tokens(text: str) -> int:
-    """An estimate of the tokens of ``text`` for when nothing counted them: 4 characters a
-    token, ``ceil(len(text) / 4)``."""
-    return math.ceil(len(text) / 4)
-
-
-def count_tokens(lm: Any, text: str = "", *, conversation: list[Mapping[str, str]] | None = None) -> int:
-    """Tokens of ``text``, or with ``conversation`` of that conversation as ``lm``'s prompt:
-    counted with the tokenizer of the findbench LM ``lm`` (or the LM a cache wraps) when it has
-    one and a ``render`` method, else :func:`estimate_tokens`."""
-    inner = getattr(lm, "inner", lm)
-    tokenizer, render = getattr(inner, "tokenizer", None), getattr(inner, "render", None)
-    if tokenizer is not None and callable(render):
-        rendered = render(conversation) if conversation is not None else text
-        return len(tokenizer(rendered, add_special_tokens=False)["input_ids"])
-    if conversation is not None:
-        text = "".join(m["content"] for m in conversation)
-    return estimate_tokens(text)
-
-
 def read_turn(text: str) -> Answer | TurnCommands:
     """An agent message's answer, or (when it does not answer) its commands within the per-turn caps."""
     answer = parse_answer(text)
@@ -172,33 +150,26 @@ async def run_command(runner: FunctionRunner, command: Command, round: int, epis
     return line
 
 
-async def open_episode(
-    row: Mapping[str, Any],
-    *,
-    method: str = "aia",
-    rounds: int = DEFAULT_ROUNDS,
-    seed: int = 0,
-    protocol: str = PROTOCOL,
-    episode_tokens: int | None = None,
-) -> tuple[FunctionRunner, Episode]:
-    """Start an episode on ``row``: the function's runner and the record, its messages the
-    system and task messages of ``protocol`` (the MILAN methods run the exemplars first, as round 0)."""
-    runner = FunctionRunner(row, seed=seed)
-    max_rounds = min(rounds, MILAN_TURNS) if method == "milan" else rounds
+async def open_episode(row: Mapping[str, Any], cfg: Any, method: str) -> tuple[FunctionRunner, Episode]:
+    """Start an episode on ``row`` with ``method``: the function's runner and the record, its messages
+    the system and task messages of ``cfg.protocol`` (``cfg``: the run's AgentConfig; the MILAN
+    methods run the exemplars first, as round 0)."""
+    runner = FunctionRunner(row, seed=cfg.seed)
+    max_rounds = min(cfg.rounds, MILAN_TURNS) if method == "milan" else cfg.rounds
     episode = Episode(
         function_id=row["function_id"],
         category=row["category"],
         method=method,
         max_rounds=max_rounds,
-        protocol=protocol,
-        max_episode_tokens=episode_tokens,
+        protocol=cfg.protocol,
+        max_episode_tokens=cfg.episode_tokens,
         generated_tokens=0,
-        seed=seed,
+        seed=cfg.seed,
         row=dict(row),
     )
     exemplar_reply = None
     if method != "aia":
         exemplars = [str(x) for x in (row.get("exemplars") or [])]
         exemplar_reply = await run_command(runner, Command("exemplars", tuple(exemplars)), 0, episode)
-    episode.messages = build_messages(row, method, exemplar_reply=exemplar_reply, protocol=protocol)
+    episode.messages = build_messages(row, method, exemplar_reply=exemplar_reply, protocol=cfg.protocol)
     return runner, episode

@@ -761,7 +761,7 @@ def _check_out(out: Path, run_dir: Path) -> None:
             )
 
 
-def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = True, **settings: Any) -> dict[str, Any]:
+def evaluate_run(cfg: EvaluateConfig, *, progress: bool = True) -> dict[str, Any]:
     """Score the interpretations in ``cfg.run_dir`` and write ``scores.json``, ``per_function.csv``,
     ``unit_tests.csv``, ``process.json`` and ``table.md`` to ``cfg.out`` (replaced in one rename).
 
@@ -773,19 +773,12 @@ def evaluate_run(cfg: EvaluateConfig | str | os.PathLike, *, progress: bool = Tr
             neuron episodes. ``out``: must not be ``run_dir`` (or hold it), nor hold other files.
         progress: show a progress bar while judging.
 
-    The keyword form ``evaluate_run(run_dir, **settings)`` builds the same config.
-
     ``scores.json`` cells carry ``unverified`` (true when the truth was not the evaluator's choice:
     the data folder the run's run.json names, or the rows an in-memory run carries;
     :mod:`findbench.interpret.truth`).
 
     Returns ``{"interpreter", "layout", "scores", "counts", "out", "table", "process", "verified"}``
     (``scores``: the content of ``scores.json``; :meth:`findbench.interpret.scores.Scores.from_json` types it)."""
-    if not isinstance(cfg, EvaluateConfig):
-        paths = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in settings.items()}
-        cfg = EvaluateConfig(run_dir=os.fspath(cfg), **paths)
-    elif settings:
-        raise TypeError(f"evaluate_run(cfg) takes no settings beside the config, got {sorted(settings)}")
     from findbench.interpret.scoreboard import render_table
 
     data, judge, judge_mode, judge_model, judge_cache, method = (

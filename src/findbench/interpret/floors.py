@@ -240,7 +240,7 @@ def _quoted(value: str) -> str:
 
 
 def plan_pairs(
-    row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]], *, method: str = "aia", seed: int = 0
+    row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]], *, method: str, seed: int = 0
 ) -> list[Pair]:
     """The pairs of the fixed ``observed`` plan (:func:`observed_plan`, :data:`DEFAULT_OBSERVED_CALLS`
     calls; the MILAN methods' exemplars too), run through the function: the floor no transcript moves
@@ -256,8 +256,8 @@ def observed_turns(
     row: Mapping[str, Any],
     pool: Sequence[Mapping[str, Any]],
     *,
-    calls: int = DEFAULT_OBSERVED_CALLS,
-    seed: int = 0,
+    calls: int,
+    seed: int,
 ) -> list[str | None]:
     """The ``observed`` interpreter's two turns on ``row``: its plan as ``PYTHON(...)`` commands
     (:func:`observed_plan`), then None: the answer is :func:`observed_answer` of the calls the episode

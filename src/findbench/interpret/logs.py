@@ -15,7 +15,7 @@ than one epoch are refused (findbench scores one answer per function and method)
 not agree is named and its episodes are not scored.
 
 An episode is a sample that finished without error and holds findbench's record in its store
-(``findbench.interpret.agent.STORE_KEY``); a record that is not an episode of that sample and
+(``findbench.interpret.solver.STORE_KEY``); a record that is not an episode of that sample and
 of the log's task (``find_interpret_<method>``) is kept as damaged. Where logs hold the same episode
 (a run resumed into a new log), the log whose name sorts last wins: Inspect names logs by their
 start time."""
@@ -184,7 +184,7 @@ def _inflate(data: bytes, member: zipfile.ZipInfo, where: str) -> bytes:
 def log_episodes(log: Any, where: str = "") -> list[LogEpisode]:
     """The episodes of an ``EvalLog``'s samples that finished without error, checked against their
     sample and task (a mismatch, or a record :class:`Episode` cannot hold, is kept as damaged)."""
-    from findbench.interpret.agent import STORE_KEY  # imports inspect_ai: only once there is a log
+    from findbench.interpret.solver import STORE_KEY  # imports inspect_ai: only once there is a log
 
     where = where or str(getattr(log, "location", "") or "log")
     task = str(getattr(getattr(log, "eval", None), "task", "") or "")

@@ -18,7 +18,6 @@ from findbench.interpret.protocol import (
     MAX_INPUTS_PER_COMMAND,
     METHODS,
     NEURON_CATEGORIES,
-    PROTOCOL,
     SCRIPT_NAME,
     TOOL_NAME,
     check_protocol,
@@ -152,7 +151,7 @@ def is_mlp(row: Mapping[str, Any]) -> bool:
     return row.get("category") == "numeric" and row.get("subcategory") == "mlp"
 
 
-def system_prompt(protocol: str = PROTOCOL) -> str:
+def system_prompt(protocol: str) -> str:
     """The system message: how to call the function in ``protocol`` (``text``: commands;
     ``tools``: the ``call_function`` tool)."""
     if check_protocol(protocol) == "tools":
@@ -173,7 +172,7 @@ def check_row(row: Any, method: str) -> str:
 
 
 def task_prompt(
-    row: Mapping[str, Any], method: str = "aia", *, exemplar_reply: str | None = None, protocol: str = PROTOCOL
+    row: Mapping[str, Any], method: str, *, exemplar_reply: str | None = None, protocol: str
 ) -> str:
     """The first user message of an episode on ``row``; ``exemplar_reply`` (MILAN methods): the reply
     line for the row's exemplars; ``protocol`` ``tools`` adds a sentence (``PYTHON(...)`` means a tool call)."""
@@ -197,7 +196,7 @@ def task_prompt(
 
 
 def build_messages(
-    row: Mapping[str, Any], method: str = "aia", *, exemplar_reply: str | None = None, protocol: str = PROTOCOL
+    row: Mapping[str, Any], method: str, *, exemplar_reply: str | None = None, protocol: str
 ) -> list[dict[str, str]]:
     """``[system message, task message]`` for an episode on ``row`` in ``protocol``."""
     return [

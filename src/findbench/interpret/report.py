@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from findbench._config import config_of
 from findbench._io import atomic_write_text, read_csv_rows, read_json_object
 from findbench.find.export import format_pair_list
 from findbench.interpret.config import ReportConfig
@@ -434,33 +433,20 @@ def _read_csv(path: Path) -> dict[tuple[str, str], list[dict[str, str]]]:
     return out
 
 
-def write_report(
-    cfg: ReportConfig | str | os.PathLike | None = None,
-    scores_dir: str | os.PathLike | None = None,
-    /,
-    **settings: Any,
-) -> Path:
+def write_report(cfg: ReportConfig) -> Path:
     """Write ``report.html`` and its PNG figures for a scored run; returns the HTML's path.
 
-    ``cfg``: the settings (:class:`~findbench.interpret.config.ReportConfig`, ``findbench report``'s
-    arguments and flags for a scored run). The keyword form ``write_report(run_dir, scores_dir,
-    data=..., out=...)`` builds the same config (``scores_dir`` is its ``scores``). ``scores``: the
-    folder ``findbench evaluate`` wrote (default ``<run_dir>/scores``); ``data`` as
+    ``cfg``: the settings (``findbench report``'s arguments and flags for a scored run). ``scores``:
+    the folder ``findbench evaluate`` wrote (default ``<run_dir>/scores``); ``data`` as
     :func:`findbench.interpret.evaluate.read_scored_run`; ``out``: default the scores folder.
     FileNotFoundError when the scores folder has no ``scores.json``."""
-    for given in (scores_dir, settings.pop("scores_dir", None)):  # the keyword form's name of scores
-        if given is not None:
-            if isinstance(cfg, ReportConfig) or "scores" in settings:
-                raise TypeError("write_report() got scores_dir twice: with the config, or as scores_dir= or scores=")
-            settings["scores"] = given
-    cfg = config_of(ReportConfig, cfg, settings, function="write_report", first="run_dir")
     run_dir, scores_dir, data, out = cfg.run_dir, cfg.scores, cfg.data, cfg.out
     run_path = Path(run_dir)
     scores_path = Path(scores_dir) if scores_dir is not None else run_path / "scores"
     out_path = Path(out) if out is not None else scores_path
     if not (scores_path / SCORES_FILE).is_file():
         raise FileNotFoundError(
-            f"scores_dir: no scores.json in {scores_path} (score the run with `findbench evaluate` first)"
+            f"--scores: no scores.json in {scores_path} (score the run with `findbench evaluate` first)"
         )
     scores = Scores.read(scores_path / SCORES_FILE)
     per_function = {key: found[0] for key, found in _read_csv(scores_path / "per_function.csv").items()}

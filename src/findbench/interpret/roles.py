@@ -6,7 +6,7 @@
 scoring mode, which :func:`findbench.interpret.evaluate.score_interpretations` uses (the one
 scoring path). A role is read through the model it names (as every role is: :mod:`findbench.lm.inspect_lm`):
 
-- ``findbench/<spec>``: the findbench LM of :class:`~findbench.interpret.inspect_tasks.FindbenchModelAPI`
+- ``findbench/<spec>``: the findbench LM of :class:`~findbench.lm.inspect_provider.FindbenchModelAPI`
   (``findbench/embedded-evaluator`` in process; with ``base_url``, the model of that name served
   there: ``judge={model: findbench/embedded-evaluator, model_args: {base_url: http://host:8001/v1}}``);
 - any OpenAI-compatible provider with a server URL (``vllm/<base>:<adapter>`` or ``vllm/<model>``
@@ -93,7 +93,7 @@ async def role_judge(model: Any, *, judge_mode: str | None = None, judge_cache: 
     from findbench.lm.openai_lm import OpenAILM
 
     api = model.api
-    if is_findbench_model(model):  # findbench.interpret.inspect_tasks.FindbenchModelAPI
+    if is_findbench_model(model):
         lm = api.lm
         inner = unwrap_lm(lm)
         served = inner.model if isinstance(inner, OpenAILM) else None

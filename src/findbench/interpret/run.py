@@ -2,7 +2,8 @@
 
 Layout of ``out``::
 
-    run.json                                  interpreter, protocol, rounds, token limits, seed, data, version
+    run.json                                  the config's fields, as the run resolved them, the Inspect model,
+                                              source (data, rows, procedural), version
     lm-cache.sqlite                           findbench LM interpreters: the request cache
     logs/                                     Inspect's ``.eval`` logs (``inspect view``)
     <category>/<method>/fNNNNN/
@@ -25,13 +26,14 @@ import logging
 import os
 import sys
 from collections.abc import Iterable, Mapping, Set
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from findbench._io import atomic_dir, atomic_write_json
 from findbench._version import __version__
 from findbench.constants import Interrupted, UsageError
-from findbench.interpret.config import InterpretConfig
+from findbench.interpret.config import AgentConfig, InterpretConfig
 from findbench.interpret.episode import DEFAULT_API_MAX_TOKENS, Episode, read_episode_file
 from findbench.interpret.logs import LOG_DIR
 from findbench.interpret.protocol import METHODS
@@ -44,9 +46,10 @@ RUN_INFO = "run.json"
 LM_CACHE = "lm-cache.sqlite"
 #: The files of a complete episode folder.
 EPISODE_FILES = ("description.txt", "domain.txt", "code.py", "episode.json")
-#: run.json fields a resumed run must share with the folder's.
-_SETTINGS = ("interpreter", "model", "protocol", "rounds", "seed", "data", "source", "max_tokens", "episode_tokens",
-             "structured_outputs", "observed_calls")
+#: run.json fields a resumed run must share with the folder's, beside the agent's (:class:`AgentConfig`).
+_RUN_SETTINGS = ("interpreter", "model", "data", "source", "observed_calls")
+#: run.json fields merged (as lists) on resuming: the selection of methods and configs grows.
+_MERGED = ("method", "configs")
 
 
 def episode_dir(out: str | os.PathLike, function_id: str, method: str) -> Path:
@@ -88,13 +91,13 @@ def write_episode(out: str | os.PathLike, episode: Episode) -> Path:
 
 def _run_info(out: Path, info: dict[str, Any]) -> dict[str, Any] | None:
     """The ``<out>/run.json`` to write for ``info`` (None: the one there stands), checked against the
-    one there (resuming): UsageError when a setting that changes answers differs; ``methods`` and
+    one there (resuming): UsageError when a setting that changes answers differs; ``method`` and
     ``configs`` are merged."""
     path = out / RUN_INFO
     if not path.is_file():
         return info
     old = json.loads(path.read_text(encoding="utf-8"))
-    diff = [k for k in _SETTINGS if old.get(k) != info.get(k)]
+    diff = [k for k in [*(f.name for f in fields(AgentConfig)), *_RUN_SETTINGS] if old.get(k) != info.get(k)]
     if diff:
         what = ", ".join(f"{k}={old.get(k)!r} (now {info.get(k)!r})" for k in diff)
         raise UsageError(f"out: {out} holds a run with other settings: {what}; give a new folder to start another run")
@@ -103,7 +106,7 @@ def _run_info(out: Path, info: dict[str, Any]) -> dict[str, Any] | None:
             "resuming a run of findbench %s with findbench %s", old.get("findbench_version"), info["findbench_version"]
         )
     merged = {**info, **old}
-    for key in ("methods", "configs"):
+    for key in _MERGED:
         merged[key] = list(dict.fromkeys(list(old.get(key) or []) + list(info[key])))
     return None if merged == old else merged
 
@@ -198,79 +201,41 @@ def export_episodes(out: str | os.PathLike, log: Any, missing: Set[tuple[str, st
     return written
 
 
-def run_interpretations(
-    cfg: InterpretConfig | Any = None,
-    rows: Any = None,
-    /,
-    *,
-    progress: bool = True,
-    model_args: Mapping[str, Any] | None = None,
-    display: str | None = None,
-    **settings: Any,
-) -> Path:
-    """Interpret FIND functions with ``inspect_ai.eval`` and export the run folder ``cfg.out`` (returned).
+def _run_record(cfg: InterpretConfig, **resolved: Any) -> dict[str, Any]:
+    """``run.json``: the config's fields (an LM object by its name, ``out`` as text) with what the run
+    ``resolved`` in their place or beside them."""
+    record = {f.name: getattr(cfg, f.name) for f in fields(cfg)}  # asdict would deep-copy an LM object
+    return {**record, "out": os.fspath(cfg.out), **resolved}
 
-    Args:
-        cfg: the settings (:class:`~findbench.interpret.config.InterpretConfig`, ``findbench
-            interpret``'s flags); ``cfg.interpreter`` may also be an LM object.
-        rows: in-memory rows to interpret instead of ``cfg.data``'s (or the procedural rows of
-            ``cfg.seed``); such a run is marked unverified.
-        progress, display: Inspect's progress display (``display`` wins).
-        model_args: Inspect model args (``cache=None`` turns a findbench LM's request cache off).
 
-    The keyword form ``run_interpretations(rows_or_data, interpreter, **settings)`` (``rows_or_data``:
-    None, a ``findbench build`` folder or rows; ``methods=`` for ``method``) builds the same config."""
-    if not isinstance(cfg, InterpretConfig):
-        cfg, rows = _config_from_keywords(cfg, rows, settings)
-    elif settings:
-        raise TypeError(f"run_interpretations(cfg) takes no settings beside the config, got {sorted(settings)}")
-    if rows is not None:
-        if isinstance(rows, (Mapping, str, os.PathLike)) or not isinstance(rows, Iterable):
-            raise TypeError(f"rows must be an iterable of rows, got {type(rows).__name__}")
-        rows = list(rows)
-        if not all(isinstance(r, Mapping) for r in rows):
-            raise TypeError("rows must be an iterable of rows (mappings)")
-        data, source = None, "rows"
-    elif cfg.data is not None:  # a folder (InterpretConfig checked it)
-        data, source = str(Path(cfg.data).resolve()), "data"
-    else:
-        data, source = None, "procedural"
-    from inspect_ai import eval_set, task_with
+def _interpreter_name(interpreter: Any) -> str:
+    if isinstance(interpreter, str):
+        return interpreter
+    return getattr(interpreter, "name", None) or type(interpreter).__name__
+
+
+def _inspect_model(cfg: InterpretConfig, out: Path, model_name: str, model_args: Mapping[str, Any] | None) -> Any:
+    """The eval's model: a findbench model built here (its request cache in ``out``; an LM object
+    passed as is) or the name of a provider's, with ``model_args`` Inspect's."""
     from inspect_ai.model import get_model
 
-    from findbench.interpret.inspect_tasks import (
-        default_configs,
-        find_samples,
-        inspect_model_name,
-        interpret_task,
-        structured_outputs_applied,
-    )
-
-    interpreter, reference, max_tokens = cfg.interpreter, cfg.reference, cfg.max_tokens
-    name = (
-        interpreter
-        if isinstance(interpreter, str)
-        else getattr(interpreter, "name", None) or type(interpreter).__name__
-    )
-    rows_or_data = rows if source == "rows" else data
-    configs = cfg.configs if cfg.configs is not None else default_configs(rows_or_data, cfg.method, cfg.functions)
-    samples = {
-        m: find_samples(
-            configs,
-            m,
-            limit=cfg.limit,
-            sample=cfg.sample,
-            functions=cfg.functions,
-            data=rows_or_data,
-            seed=cfg.seed,
-            interpreter=reference,
-            observed_calls=cfg.observed_calls,
-        )
-        for m in cfg.method
+    if not model_name.startswith("findbench/"):
+        return model_name
+    lm = cfg.interpreter if not isinstance(cfg.interpreter, str) else None
+    args = {
+        "cache": str(out.resolve() / LM_CACHE),
+        **({"model": cfg.model} if cfg.model is not None else {}),
+        **({"lm": lm} if lm is not None else {}),
+        **(model_args or {}),
     }
+    model = get_model(model_name, memoize=False, **args)
+    if lm is not None:  # an LM instance: no part of the task's identity (its repr changes per process)
+        model.model_args.pop("lm")
+    return model
 
-    out = Path(cfg.out)
-    model_name = inspect_model_name(name)
+
+def _check_model(cfg: InterpretConfig, model_name: str) -> None:
+    """The protocol and ``--model`` suit the interpreter's Inspect model (UsageError naming the flag)."""
     findbench_model = model_name.startswith("findbench/")
     if cfg.protocol == "tools" and findbench_model:
         raise UsageError(
@@ -283,25 +248,67 @@ def run_interpretations(
             f"--model: the served model name applies to findbench server URLs; for {model_name!r} name the model "
             "in the interpreter (e.g. openai-api/<service>/<model>)"
         )
-    if max_tokens is None and not reference and not findbench_model:
+
+
+def _checked_rows(rows: Any) -> list[Mapping[str, Any]] | None:
+    if rows is None:
+        return None
+    if isinstance(rows, (Mapping, str, os.PathLike)) or not isinstance(rows, Iterable):
+        raise TypeError(f"rows must be an iterable of rows, got {type(rows).__name__}")
+    rows = list(rows)
+    if not all(isinstance(r, Mapping) for r in rows):
+        raise TypeError("rows must be an iterable of rows (mappings)")
+    return rows
+
+
+def run_interpretations(
+    cfg: InterpretConfig,
+    rows: Any = None,
+    /,
+    *,
+    progress: bool = True,
+    model_args: Mapping[str, Any] | None = None,
+    display: str | None = None,
+) -> Path:
+    """Interpret FIND functions with ``inspect_ai.eval_set`` over :func:`~findbench.interpret.task.interpret_task`
+    and export the run folder ``cfg.out`` (returned).
+
+    Args:
+        cfg: the settings (``findbench interpret``'s flags); ``cfg.interpreter`` may also be an LM object.
+        rows: in-memory rows to interpret instead of ``cfg.data``'s (or the procedural rows of
+            ``cfg.seed``); such a run is marked unverified.
+        progress, display: Inspect's progress display (``display`` wins).
+        model_args: Inspect model args (``cache=None`` turns a findbench LM's request cache off)."""
+    from inspect_ai import eval_set
+
+    from findbench.interpret.task import default_configs, find_samples, interpret_task, interpreter_model
+    from findbench.lm.inspect_provider import structured_outputs_applied
+
+    if not isinstance(cfg, InterpretConfig):
+        raise TypeError(f"run_interpretations takes an InterpretConfig, got {type(cfg).__name__}")
+    rows = _checked_rows(rows)
+    name, out = _interpreter_name(cfg.interpreter), Path(cfg.out)
+    model_name = interpreter_model(name)
+    _check_model(cfg, model_name)
+    findbench_model = model_name.startswith("findbench/")
+    max_tokens = cfg.max_tokens
+    if max_tokens is None and not cfg.reference and not findbench_model:
         max_tokens = DEFAULT_API_MAX_TOKENS
-    info = {
-        "interpreter": name,
-        "model": cfg.model,
-        "protocol": cfg.protocol,
-        "rounds": cfg.rounds,
-        "seed": cfg.seed,
-        "data": data,
-        "source": source,
-        "max_tokens": max_tokens,
-        "episode_tokens": cfg.episode_tokens,
-        "methods": cfg.method,
-        "configs": configs,
-        "structured_outputs": cfg.structured_outputs,
-        "inspect_model": model_name,
-        "observed_calls": cfg.observed_calls if reference == "observed" else None,
-        "findbench_version": __version__,
-    }
+    agent = cfg.agent(max_tokens=max_tokens)
+    data = str(Path(cfg.data).resolve()) if rows is None and cfg.data is not None else None
+    info = _run_record(
+        cfg,
+        interpreter=name,
+        data=data,
+        max_tokens=max_tokens,
+        configs=cfg.configs or default_configs(rows if rows is not None else data, cfg.method, cfg.functions),
+        observed_calls=cfg.observed_calls if cfg.reference == "observed" else None,
+        source="rows" if rows is not None else "data" if data is not None else "procedural",
+        inspect_model=model_name,
+        findbench_version=__version__,
+    )
+    inspect_model = _inspect_model(cfg, out, model_name, model_args)  # a findbench LM loads on its first turn
+    samples = {m: find_samples(cfg, m, rows) for m in cfg.method}
     out.mkdir(parents=True, exist_ok=True)
     record = _run_info(out.resolve(), info)
     pending = {
@@ -315,34 +322,8 @@ def run_interpretations(
             atomic_write_json(out / RUN_INFO, record)
         return out
 
-    args = dict(model_args or {})
-    if findbench_model:
-        args = {
-            "cache": str(out.resolve() / LM_CACHE),
-            **({"model": cfg.model} if cfg.model is not None else {}),
-            **({"lm": interpreter} if not isinstance(interpreter, str) else {}),
-            **args,
-        }
-    inspect_model = get_model(model_name, memoize=False, **args) if findbench_model else model_name
-    if (
-        findbench_model and "lm" in args
-    ):  # an LM instance: no part of the task's identity (its repr changes per process)
-        inspect_model.model_args.pop("lm")
     tasks = [
-        task_with(
-            interpret_task(
-                ss,
-                rounds=cfg.rounds,
-                max_tokens=max_tokens,
-                seed=cfg.seed,
-                protocol=cfg.protocol,
-                episode_tokens=cfg.episode_tokens,
-                structured_outputs=cfg.structured_outputs,
-                interpreter=name,
-            ),
-            name=f"find_interpret_{m}",
-            version=_samples_version(ss),
-        )
+        interpret_task(ss, agent, interpreter=name, name=f"find_interpret_{m}", version=_samples_version(ss))
         for m, missing in pending.items()
         if missing
         for ss in _task_samples(out / LOG_DIR, m, samples[m], missing)
@@ -354,7 +335,7 @@ def run_interpretations(
         _episode_lines()
         _LINES.update(done=0, total=to_run)
     try:
-        if not reference:
+        if not cfg.reference:
             current = record or json.loads((out / RUN_INFO).read_text(encoding="utf-8"))
             applied = structured_outputs_applied(inspect_model, cfg.structured_outputs)
             record = (
@@ -372,7 +353,7 @@ def run_interpretations(
             retry_immediate=False,
             log_dir_allow_dirty=True,
             model=inspect_model,
-            model_args={} if findbench_model else args,
+            model_args={} if findbench_model else dict(model_args or {}),
             max_connections=cfg.max_connections,
             display=display or (None if progress else "none"),
             log_format="eval",
@@ -385,6 +366,12 @@ def run_interpretations(
         logging.getLogger("findbench").setLevel(own)
         if findbench_model:
             inspect_model.api.close()
+    _export(out, logs, pending)
+    return out
+
+
+def _export(out: Path, logs: Iterable[Any], pending: Mapping[str, list[Any]]) -> None:
+    """Export the ``pending`` episodes from the eval's ``logs``; RuntimeError naming what is left."""
     unfinished = []
     missing = {(m, str(s.id)) for m, ss in pending.items() for s in ss}
     for log in logs:
@@ -401,26 +388,6 @@ def run_interpretations(
             f"out: the logs in {out / LOG_DIR} hold no episode record for {len(missing)} episode(s): {names}; "
             "move those logs out of it to run the episodes again"
         )
-    return out
-
-
-def _config_from_keywords(rows_or_data: Any, interpreter: Any, settings: dict[str, Any]) -> tuple[InterpretConfig, Any]:
-    """The config and rows of the keyword form ``run_interpretations(rows_or_data, interpreter, **settings)``."""
-    if isinstance(rows_or_data, Mapping) or not (
-        rows_or_data is None or isinstance(rows_or_data, (str, os.PathLike, Iterable))
-    ):
-        raise TypeError(
-            f"rows_or_data must be a data folder, None or an iterable of rows, got {type(rows_or_data).__name__}"
-        )
-    if "methods" in settings:
-        settings["method"] = settings.pop("methods")
-    if interpreter is not None:
-        settings["interpreter"] = interpreter
-    if "out" in settings:
-        settings["out"] = os.fspath(settings["out"])
-    if isinstance(rows_or_data, (str, os.PathLike)):
-        return InterpretConfig(data=os.fspath(rows_or_data), **settings), None
-    return InterpretConfig(**settings), rows_or_data
 
 
 def summarize_run(out: str | os.PathLike) -> list[dict[str, Any]]:

@@ -161,14 +161,7 @@ def _functions(
     from findbench.judge.data import heldout_rows
 
     pool = load_rows(category, seed=cfg.function_seed, data=cfg.data)
-    held = heldout_rows(
-        category,
-        data=cfg.data,
-        data_seed=cfg.data_seed,
-        heldout_fraction=cfg.heldout_fraction,
-        evaluator_data=cfg.evaluator_data,
-        rows=pool,
-    )
+    held = heldout_rows(cfg, category, pool)
     k = cfg.functions_per_category
     return (held if k is None else sample_rows(held, k, seed=cfg.seed)), pool
 
@@ -512,23 +505,14 @@ def judge_card(
         cost=measured["cost"],
         baseline=_baselines(cfg, judged, resamples, progress),
         ladder=_ladder_json(judged, (*ladder_rungs, *probe_rungs)),
-        settings=CardSettings(
+        settings=CardSettings.of(
+            cfg,
             categories=cats,
-            functions_per_category=cfg.functions_per_category,
-            seed=cfg.seed,
             source="rows given" if rows is not None else "procedural held-out (judge-data split)",
-            data=None if cfg.data is None else str(cfg.data),
-            evaluator_data=None if cfg.evaluator_data is None else str(cfg.evaluator_data),
-            function_seed=cfg.function_seed,
-            data_seed=cfg.data_seed,
-            heldout_fraction=cfg.heldout_fraction,
             encoder=None if encoder is None else getattr(encoder, "name", type(encoder).__name__),
             bootstrap=Bootstrap(resamples=resamples, seed=stats.DEFAULT_SEED, confidence=stats.DEFAULT_CONFIDENCE),
             findbench=__version__,
-            tests=cfg.tests,
             probes=bool(probe_rungs),
-            rungs=cfg.rungs,
-            baseline_mode=cfg.baseline_mode,
         ),
     )
     if cfg.out is not None:

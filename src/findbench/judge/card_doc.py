@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -169,6 +169,14 @@ class CardSettings(JsonDoc):
     rungs: list[str] | None = field(default=None, metadata=OMIT_NONE)
     baseline_mode: list[str] | None = field(default=None, metadata=OMIT_NONE)
 
+    @classmethod
+    def of(cls, cfg: Any, **resolved: Any) -> CardSettings:
+        """The record of the card's config ``cfg`` (:class:`~findbench.judge.config.JudgeCardConfig`):
+        the fields of ``cfg`` this record shares (paths as strings), then what the card resolved."""
+        taken = {f.name: getattr(cfg, f.name) for f in fields(cls) if hasattr(cfg, f.name)}
+        taken = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in taken.items()}
+        return cls(**{**taken, **resolved})
+
 
 @dataclass(kw_only=True)
 class _Tables(JsonDoc):
@@ -181,7 +189,7 @@ class _Tables(JsonDoc):
     auroc_near: AurocTable | None = field(default=None, metadata=OMIT_NONE)
     probes_near: ProbeTable | None = field(default=None, metadata=OMIT_NONE)
 
-    def table(self, what: str, tests: str = "find") -> dict[str, dict[str, Any]] | None:
+    def table(self, what: str, tests: str) -> dict[str, dict[str, Any]] | None:
         """The ``accuracy``, ``auroc`` or ``probes`` table on the ``tests`` unit tests, or None."""
         return getattr(self, what + TEST_SUFFIX[tests])
 
@@ -259,7 +267,7 @@ def _cell(summary: Any, key: str = "mean") -> str:
     return format_ci(getattr(summary, key), summary.ci, summary.n)
 
 
-def format_table(card: JudgeCard, *, what: str = "accuracy", tests: str = "find") -> str:
+def format_table(card: JudgeCard, *, what: str = "accuracy", tests: str) -> str:
     """The card's ``accuracy``, ``auroc`` or ``probes`` (inflation over the truth and verdict) on the
     ``tests`` unit tests as a Markdown table: a row per rung, a column per category."""
     one_of("what", what, _WHAT)
@@ -281,7 +289,7 @@ def format_table(card: JudgeCard, *, what: str = "accuracy", tests: str = "find"
     return "\n".join(lines)
 
 
-def format_comparison(card: JudgeCard, *, tests: str = "find") -> str:
+def format_comparison(card: JudgeCard, *, tests: str) -> str:
     """Accuracy of the baseline(s) beside the judge as a Markdown table: a row per category and rung
     (without ``all``), a column per judge (FIND Table A3 with the rungs ``true`` and ``other``)."""
     measured = [(label, m.table("accuracy", tests)) for label, m in card.measurements()]

@@ -18,7 +18,7 @@ from findbench import _checks
 from findbench._config import Csv, arg, flag
 from findbench.constants import JUDGE_CATEGORIES, UsageError
 from findbench.judge.probes import PROBE_RUNGS
-from findbench.judge.scoring import JUDGE_MODES
+from findbench.judge.scoring import JUDGE_MODES, judge_category
 
 #: ``tests=``: which unit tests judge the descriptions: the rows' ``unit_tests`` (FIND's), their
 #: ``unit_tests_near`` or both.
@@ -89,30 +89,40 @@ class JudgeCardConfig:
     def __post_init__(self) -> None:
         _check_judge("judge", self.judge)
         if self.judge_mode is not None:
-            _checks.one_of("judge_mode", self.judge_mode, JUDGE_MODES)
-        self.categories = _checks.str_list("categories", self.categories)
+            _checks.one_of("--judge-mode", self.judge_mode, JUDGE_MODES)
+        self.categories = _checks.str_list("--categories", self.categories)
         if not self.categories:
-            raise UsageError("categories must name at least one category")
-        _checks.integer("functions_per_category", self.functions_per_category, 2, optional=True)  # `other` needs two
-        _checks.integer("seed", self.seed)
-        _checks.one_of("tests", self.tests, TESTS)
-        self.rungs = _checks.str_list("rungs", self.rungs, optional=True)
+            raise UsageError("--categories must name at least one category")
+        # `other` needs two
+        _checks.integer("--functions-per-category", self.functions_per_category, 2, optional=True)
+        _checks.integer("--seed", self.seed)
+        _checks.one_of("--tests", self.tests, TESTS)
+        self.rungs = _checks.str_list("--rungs", self.rungs, optional=True)
         if self.rungs is not None:
             for rung in self.rungs:
-                _checks.one_of("rungs", rung, ALL_RUNGS)
+                _checks.one_of("--rungs", rung, ALL_RUNGS)
             if "true" not in self.rungs:
-                raise UsageError(f"rungs must include 'true' (every other rung is compared with it), got {self.rungs}")
+                raise UsageError(f"--rungs must include 'true' (every other rung is compared with it), "
+                                 f"got {self.rungs}")
         if self.baseline is not None:
             _check_judge("baseline", self.baseline)
-        self.baseline_mode = _modes("baseline_mode", self.baseline_mode)
+        self.baseline_mode = _modes("--baseline-mode", self.baseline_mode)
         if self.baseline_mode is not None and self.baseline is None:
-            raise UsageError("baseline_mode needs a baseline (--baseline)")
-        _checks.positive_int("batch_size", self.batch_size)
-        _checks.positive_int("n_resamples", self.n_resamples, optional=True)
-        _checks.integer("function_seed", self.function_seed)
-        _checks.integer("data_seed", self.data_seed)
-        if not 0 < _checks.number("heldout_fraction", self.heldout_fraction) < 1:
-            raise UsageError(f"heldout_fraction must be in (0, 1), got {self.heldout_fraction}")
+            raise UsageError("--baseline-mode needs a baseline (--baseline)")
+        _checks.positive_int("--batch-size", self.batch_size)
+        _checks.positive_int("--n-resamples", self.n_resamples, optional=True)
+        _checks.integer("--function-seed", self.function_seed)
+        _checks.integer("--data-seed", self.data_seed)
+        if not 0 < _checks.number("--heldout-fraction", self.heldout_fraction) < 1:
+            raise UsageError(f"--heldout-fraction must be in (0, 1), got {self.heldout_fraction}")
+
+
+def _category(name: str) -> str:
+    """A judged category's config name (``entities`` / ``relations`` accepted), naming --categories."""
+    try:
+        return judge_category(name)
+    except ValueError as exc:
+        raise UsageError(f"--categories: {exc}") from None
 
 
 @dataclass
@@ -132,8 +142,17 @@ class JudgeDataConfig:
                           no_help="no losing descriptions")
     extra_string_functions: int = arg(0, "more strings training functions from the generator's next seeds, none with "
                                          "the code or description of a function of --data / seed 0")
+    categories: Csv = arg(_CATEGORIES, "comma-separated categories")
+    function_seed: int = arg(0, "seed the functions are regenerated from (without --data)")
 
     def __post_init__(self) -> None:
-        _checks.integer("n_near", self.n_near, 0, optional=True)
-        _checks.integer("extra_string_functions", self.extra_string_functions, 0)
+        _checks.positive_int("--n", self.n)
+        _checks.integer("--n-heldout", self.n_heldout, 0, optional=True)
+        _checks.integer("--seed", self.seed)
+        if not 0 < _checks.number("--heldout-fraction", self.heldout_fraction) < 1:
+            raise UsageError(f"--heldout-fraction must be in (0, 1), got {self.heldout_fraction}")
+        _checks.integer("--n-near", self.n_near, 0, optional=True)
+        _checks.integer("--extra-string-functions", self.extra_string_functions, 0)
+        self.categories = [_category(c) for c in _checks.str_list("--categories", self.categories)]
+        _checks.integer("--function-seed", self.function_seed)
 

@@ -27,8 +27,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from findbench._checks import integer, positive_int, str_list
-from findbench.constants import CONSTANT_DESCRIPTIONS, JUDGE_CATEGORIES, UsageError
+from findbench._checks import integer
+from findbench.constants import CONSTANT_DESCRIPTIONS, UsageError
+from findbench.judge.config import JudgeCardConfig, JudgeDataConfig
 from findbench.judge.scoring import judge_category, normalize_unit_test
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ def _groups(row: Mapping[str, Any]) -> list[str]:
 
 
 def split_functions(
-    rows: Sequence[Mapping[str, Any]], *, seed: int = 0, heldout_fraction: float = 0.2
+    rows: Sequence[Mapping[str, Any]], *, seed: int = 0, heldout_fraction: float
 ) -> dict[str, str]:
     """``function_id -> "train" | "heldout" | "excluded"`` for one category's rows: a seeded
     ``heldout_fraction`` of the groups is held out, at least one group on each side."""
@@ -285,7 +286,7 @@ def _apart(extra: list[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]], ca
     return kept
 
 
-def extra_string_rows(n: int, rows: Sequence[Mapping[str, Any]], *, function_seed: int = 0) -> list[dict]:
+def extra_string_rows(n: int, rows: Sequence[Mapping[str, Any]], *, function_seed: int) -> list[dict]:
     """``n`` strings functions from the generator's next seeds (``function_seed + 1``, ...), renamed
     ``strings/seed<s>-fNNNNN``, none with the code or description of ``rows`` (the evaluation rows)."""
     from findbench.find import load_rows
@@ -308,27 +309,23 @@ def _shares(n: int, k: int) -> list[int]:
 
 def build_judge_rows(
     rows_by_category: Mapping[str, Sequence[Mapping[str, Any]]],
+    cfg: JudgeDataConfig,
     *,
-    n: int = 30000,
-    n_heldout: int | None = None,
-    seed: int = 0,
-    heldout_fraction: float = 0.2,
-    n_near: int = 0,
-    negatives: bool = False,
     extra_rows: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
     encoder: Any = None,
 ) -> tuple[list[dict], list[dict], dict[str, str]]:
-    """``(train_rows, heldout_rows, function_splits)`` from function rows, in memory: ``n`` training
-    rows split evenly across the categories, ``n_heldout`` (default ``n // 10``) from held-out functions.
+    """``(train_rows, heldout_rows, function_splits)`` from function rows, in memory, with the settings
+    ``cfg`` (its ``out`` is not read): ``n`` training rows split evenly across the categories,
+    ``n_heldout`` (default ``n // 10``) from held-out functions.
 
-    ``n_near`` more training rows are the training functions' near-miss unit tests; with
+    ``n_near`` (default ``n // 2``) more training rows are the training functions' near-miss unit tests; with
     ``negatives`` each training row lists the descriptions that must lose to its truth (``encoder``:
     the card ladder's, for entity and relation near misses). ``extra_rows`` (per category) are more
     training functions, none of them split: one whose id, code or description is a split row's is left out.
     """
-    positive_int("n", n)
-    integer("n_near", n_near, 0)
-    n_heldout = n // 10 if n_heldout is None else integer("n_heldout", n_heldout, 0)
+    n, seed, heldout_fraction, negatives = cfg.n, cfg.seed, cfg.heldout_fraction, cfg.negatives
+    n_near = n // 2 if cfg.n_near is None else cfg.n_near
+    n_heldout = n // 10 if cfg.n_heldout is None else cfg.n_heldout
     if not isinstance(rows_by_category, Mapping) or not rows_by_category:
         raise ValueError("rows_by_category must be a non-empty mapping category -> rows")
     cats = [judge_category(c) for c in rows_by_category]
@@ -406,51 +403,36 @@ def _card(meta: Mapping[str, Any]) -> str:
     return "---\n" + yaml.safe_dump(header, sort_keys=False) + "---\n\n" + body
 
 
-def build_judge_data(
-    cfg: Any = None,
-    /,
-    *,
-    categories: Sequence[str] = JUDGE_CATEGORIES,
-    function_seed: int = 0,
-    rows_by_category: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-    **settings: Any,
-) -> Path:
+def build_judge_data(cfg: JudgeDataConfig, *,
+                     rows_by_category: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> Path:
     """Write the judge's training data to the folder ``cfg.out`` (replaced atomically) and return it.
 
-    ``cfg``: :class:`~findbench.judge.config.JudgeDataConfig` (``findbench judge-data``'s flags:
-    ``out``, ``n``, ``n_heldout``, ``seed``, ``heldout_fraction``, ``data``, ``n_near``, ``negatives``,
-    ``extra_string_functions``); the keyword form
-    ``build_judge_data(out, n=..., ...)`` builds the same config. The folder holds
+    ``cfg``: the settings (``findbench judge-data``'s flags). The folder holds
     ``data/{train,validation}-00000-of-00001.parquet``, a README card that makes
     ``datasets.load_dataset(out)`` work offline, and ``function_splits.json``. The functions come
-    from ``rows_by_category``, else the ``findbench build`` folder ``data``, else ``function_seed``.
+    from ``rows_by_category`` (in-memory rows), else the ``findbench build`` folder ``cfg.data``, else
+    the procedural rows of ``cfg.function_seed``.
     """
     import datasets
 
-    from findbench._config import config_of
     from findbench._io import atomic_dir
     from findbench._version import __version__
     from findbench.find import load_rows
-    from findbench.judge.config import JudgeDataConfig
 
-    cfg = config_of(JudgeDataConfig, cfg, settings, function="build_judge_data", first="out")
-    out, n, n_heldout, seed, heldout_fraction, data = (cfg.out, cfg.n, cfg.n_heldout, cfg.seed, cfg.heldout_fraction,
-                                                       cfg.data)
+    out, n, seed, heldout_fraction, data = cfg.out, cfg.n, cfg.seed, cfg.heldout_fraction, cfg.data
+    function_seed = cfg.function_seed
     n_near = n // 2 if cfg.n_near is None else cfg.n_near
 
     if rows_by_category is None:
-        cats = [judge_category(c) for c in str_list("categories", categories)]
+        cats = [judge_category(c) for c in cfg.categories]
         rows_by_category = {c: load_rows(c, seed=function_seed, data=data) for c in cats}
     extra = {}
     if cfg.extra_string_functions:
         strings = [rows for key, rows in rows_by_category.items() if judge_category(key) == "strings"]
         if not strings:
-            raise UsageError("extra_string_functions needs the strings category")
+            raise UsageError("--extra-string-functions needs the strings category")
         extra["strings"] = extra_string_rows(cfg.extra_string_functions, strings[0], function_seed=function_seed)
-    train, held, splits = build_judge_rows(
-        rows_by_category, n=n, n_heldout=n_heldout, seed=seed, heldout_fraction=heldout_fraction, n_near=n_near,
-        negatives=cfg.negatives, extra_rows=extra,
-    )
+    train, held, splits = build_judge_rows(rows_by_category, cfg, extra_rows=extra)
     per_category: dict[str, dict[str, int]] = {}
     for cat, rows in rows_by_category.items():
         cat = judge_category(cat)
@@ -509,7 +491,7 @@ def build_judge_data(
     return Path(out)
 
 
-def default_data_dir(*, n: int = 30000, seed: int = 0) -> Path:
+def default_data_dir(*, n: int, seed: int) -> Path:
     """The cached judge data folder for ``(n, seed)`` from the procedural functions, built on first
     use; its name carries the generators' fingerprint, so stale data is never reused."""
     from findbench._io import cache_dir, cache_lock
@@ -519,7 +501,7 @@ def default_data_dir(*, n: int = 30000, seed: int = 0) -> Path:
     path = root / f"n{n}-seed{seed}-v{DATA_VERSION}-{generator_fingerprint()}"
     with cache_lock(path, f"building the judge data (n={n}, seed {seed})"):
         if not (path / SPLIT_FILE).is_file():
-            build_judge_data(path, n=n, seed=seed)
+            build_judge_data(JudgeDataConfig(out=str(path), n=n, seed=seed))
     return path
 
 
@@ -546,35 +528,17 @@ def _read_splits(path: str | os.PathLike) -> dict[str, str]:
     return json.loads((Path(path) / SPLIT_FILE).read_text())["functions"]
 
 
-def heldout_rows(
-    category: str,
-    *,
-    source: str = "procedural",
-    data: Any = None,
-    data_dir: Any = None,
-    function_seed: int = 0,
-    data_seed: int = 0,
-    heldout_fraction: float = 0.2,
-    evaluator_data: Any = None,
-    rows: Sequence[dict] | None = None,
-) -> list[dict]:
-    """The held-out functions of ``category`` with a description and unit tests: find-v1's rows, or the
-    procedural rows (``rows`` if loaded) the judge-data split holds out (``evaluator_data``'s recorded
-    split, else :func:`split_functions`). ValueError when fewer than two are left."""
-    if source == "find-v1":
-        from findbench.find import find_v1
+def heldout_rows(cfg: JudgeCardConfig, category: str, rows: Sequence[dict] | None = None) -> list[dict]:
+    """The held-out functions of ``category`` with a description and unit tests: of the rows (``rows``
+    if loaded, else those of ``cfg.data`` / ``cfg.function_seed``), those the judge-data split holds out
+    (``cfg.evaluator_data``'s recorded split, else :func:`split_functions` with ``cfg.data_seed`` and
+    ``cfg.heldout_fraction``). ValueError when fewer than two are left."""
+    from findbench.find import load_rows
 
-        held = find_v1.load_rows(category, data_dir)
-    else:
-        from findbench.find import load_rows
-
-        rows = load_rows(category, seed=function_seed, data=data) if rows is None else rows
-        splits = (
-            _read_splits(evaluator_data)
-            if evaluator_data is not None
-            else split_functions(rows, seed=data_seed, heldout_fraction=heldout_fraction)
-        )
-        held = [r for r in rows if splits.get(r["function_id"]) == "heldout"]
+    rows = load_rows(category, seed=cfg.function_seed, data=cfg.data) if rows is None else rows
+    splits = (_read_splits(cfg.evaluator_data) if cfg.evaluator_data is not None
+              else split_functions(rows, seed=cfg.data_seed, heldout_fraction=cfg.heldout_fraction))
+    held = [r for r in rows if splits.get(r["function_id"]) == "heldout"]
     held = [r for r in held if r.get("description") and r.get("unit_tests")]
     if len(held) < 2:
         raise ValueError(f"{category}: fewer than two held-out functions with descriptions and unit tests")

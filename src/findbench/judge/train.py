@@ -27,7 +27,7 @@ from typing import Any
 
 from findbench._checks import integer, one_of, positive_int
 from findbench._config import HelpFormatter, add_arguments, arg, from_namespace
-from findbench.constants import TRAINED_MARKER
+from findbench.constants import TRAINED_MARKER, UsageError
 from findbench.models import embedded_judge_dir, peft_wrapping
 
 log = logging.getLogger(__name__)
@@ -63,11 +63,11 @@ class DataArgs:
     max_length: int = arg(1024, "longer rows are truncated from the left of the prompt")
 
     def validate(self) -> None:
-        positive_int("n_data", self.n_data)
-        positive_int("max_length", self.max_length)
-        integer("eval_rows", self.eval_rows, 0)
-        integer("max_train_rows", self.max_train_rows, 0, optional=True)
-        one_of("judge_mode", self.judge_mode, ("pmi", "logprob"))
+        positive_int("--n-data", self.n_data)
+        positive_int("--max-length", self.max_length)
+        integer("--eval-rows", self.eval_rows, 0)
+        integer("--max-train-rows", self.max_train_rows, 0, optional=True)
+        one_of("--judge-mode", self.judge_mode, ("pmi", "logprob"))
 
 
 @dataclass
@@ -87,11 +87,11 @@ class ModelArgs:
     lora_target_modules: str = arg("all-linear", "peft target_modules: 'all-linear' or comma-separated module names")
 
     def validate(self) -> None:
-        positive_int("lora_r", self.lora_r)
-        positive_int("lora_alpha", self.lora_alpha)
+        positive_int("--lora-r", self.lora_r)
+        positive_int("--lora-alpha", self.lora_alpha)
         if not 0 <= self.lora_dropout < 1:
-            raise ValueError(f"lora_dropout must be in [0, 1), got {self.lora_dropout!r}")
-        integer("lora_top_layers", self.lora_top_layers, 0)
+            raise UsageError(f"--lora-dropout must be in [0, 1), got {self.lora_dropout!r}")
+        integer("--lora-top-layers", self.lora_top_layers, 0)
 
 
 @dataclass
@@ -117,16 +117,17 @@ class OptimArgs:
     num_threads: int | None = arg(None, "torch CPU threads (default: torch's choice)")
 
     def validate(self) -> None:
-        positive_int("per_device_train_batch_size", self.per_device_train_batch_size)
-        positive_int("gradient_accumulation_steps", self.gradient_accumulation_steps)
+        positive_int("--per-device-train-batch-size", self.per_device_train_batch_size)
+        positive_int("--gradient-accumulation-steps", self.gradient_accumulation_steps)
         if not self.learning_rate > 0:
-            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
+            raise UsageError(f"--learning-rate must be > 0, got {self.learning_rate!r}")
         if not 0 <= self.warmup_ratio < 1:
-            raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio!r}")
+            raise UsageError(f"--warmup-ratio must be in [0, 1), got {self.warmup_ratio!r}")
         if self.max_steps <= 0 and not self.num_train_epochs > 0:
-            raise ValueError(f"num_train_epochs must be > 0 when max_steps is not set, got {self.num_train_epochs!r}")
-        one_of("loss_reduction", self.loss_reduction, ("row", "token"))
-        one_of("mixed_precision", self.mixed_precision, (None, "no", "fp16", "bf16"))
+            raise UsageError(f"--num-train-epochs must be > 0 when --max-steps is not set, "
+                             f"got {self.num_train_epochs!r}")
+        one_of("--loss-reduction", self.loss_reduction, ("row", "token"))
+        one_of("--mixed-precision", self.mixed_precision, (None, "no", "fp16", "bf16"))
 
 
 @dataclass
@@ -148,12 +149,12 @@ class ComparativeArgs:
     def validate(self) -> None:
         for name in ("likelihood_weight", "pairwise_weight"):
             if not getattr(self, name) >= 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+                raise UsageError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(self, name)!r}")
         if self.likelihood_weight == 0 and self.pairwise_weight == 0:
-            raise ValueError("likelihood_weight and pairwise_weight are both 0: nothing to train")
+            raise UsageError("--likelihood-weight and --pairwise-weight are both 0: nothing to train")
         if not self.pairwise_margin >= 0:
-            raise ValueError(f"pairwise_margin must be >= 0, got {self.pairwise_margin!r}")
-        positive_int("negatives_per_example", self.negatives_per_example)
+            raise UsageError(f"--pairwise-margin must be >= 0, got {self.pairwise_margin!r}")
+        positive_int("--negatives-per-example", self.negatives_per_example)
 
 
 @dataclass
@@ -185,7 +186,7 @@ class OutputArgs:
         for name in ("logging_steps", "save_steps", "save_total_limit"):
             integer(name, getattr(self, name), 0)
         if self.push_to_hub and not self.hub_model_id:
-            raise ValueError("hub_model_id is required with push_to_hub")
+            raise UsageError("--hub-model-id is required with --push-to-hub")
 
 
 #: The argument groups, in parsing order (``--help`` lists the flags by group).
@@ -202,7 +203,7 @@ class TrainArgs(OutputArgs, ComparativeArgs, OptimArgs, ModelArgs, DataArgs):
         for group in ARG_GROUPS:
             group.validate(self)
         if self.full_finetune and self.merge:
-            raise ValueError("merge applies to LoRA training only (a full fine-tune already writes full weights)")
+            raise UsageError("--merge applies to LoRA training only (a full fine-tune already writes full weights)")
 
     def to_dict(self) -> dict[str, Any]:
         """All fields, flat (the keys of a ``--config`` YAML file)."""
@@ -263,7 +264,7 @@ def _ensure_chat_template(tokenizer: Any) -> None:
 
 
 def tokenize_judge_row(
-    tokenizer: Any, messages: Sequence[dict], target: str, max_length: int = 1024
+    tokenizer: Any, messages: Sequence[dict], target: str, max_length: int
 ) -> dict[str, list[int]]:
     """Token ids and labels of one judge row: the prompt as the judge renders it, then the answer
     with the template's end-of-turn tokens (so the model learns to stop); labels are -100 on the prompt."""
@@ -283,7 +284,7 @@ def tokenize_judge_row(
     return {"input_ids": p_ids + a_ids, "labels": [-100] * len(p_ids) + a_ids}
 
 
-def judge_training_pair(row: Mapping[str, Any], judge_mode: str = "pmi") -> tuple[list[dict], str]:
+def judge_training_pair(row: Mapping[str, Any], judge_mode: str) -> tuple[list[dict], str]:
     """The ``(messages, target)`` a judge row trains on: ``"logprob"``, the row's prompt and
     ``"[ANSWER]: k"``; ``"pmi"``, the pmi prompt of its description and the correct option as an example."""
     from findbench.judge.scoring import render_pmi_option, render_pmi_prompt
@@ -325,7 +326,7 @@ def _digit_context(tokenizer: Any) -> tuple[str, list[int]]:
 
 
 def encode_comparison(
-    tokenizer: Any, row: Mapping[str, Any], judge_mode: str, n_negatives: int, rng: Any, max_length: int = 1024
+    tokenizer: Any, row: Mapping[str, Any], judge_mode: str, n_negatives: int, rng: Any, max_length: int
 ) -> dict[str, Any] | None:
     """The sequences the pairwise term scores for one judge row, or None when it lists no negatives.
 
@@ -545,7 +546,7 @@ def _resolve_resume(args: TrainArgs, ckpt_root: Path) -> Path | None:
         return found[-1]
     path = Path(args.resume_from_checkpoint)
     if not (path / _STATE_FILE).is_file():
-        raise ValueError(f"resume_from_checkpoint: {path} is not a checkpoint (no {_STATE_FILE})")
+        raise UsageError(f"--resume-from-checkpoint: {path} is not a checkpoint (no {_STATE_FILE})")
     return path
 
 
@@ -711,7 +712,7 @@ def train_judge(args: TrainArgs) -> str:
     model, tokenizer = _load_model(args)
     train_rows, valid_rows = _load_rows(args)
     if not train_rows:
-        raise ValueError("data: no training rows")
+        raise UsageError("--data: no training rows")
     encoded = [
         tokenize_judge_row(tokenizer, *judge_training_pair(r, args.judge_mode), args.max_length) for r in train_rows
     ]
@@ -722,7 +723,7 @@ def train_judge(args: TrainArgs) -> str:
                 args.max_length,
             )
         if not any(e["pairwise"] for e in encoded):
-            raise ValueError(f"data: {args.data} has no row with negatives for pairwise_weight > 0; build it with "
+            raise UsageError(f"--data: {args.data} has no row with negatives for --pairwise-weight > 0; build it with "
                              "`findbench judge-data` (negatives on)")
     valid_encoded = [
         tokenize_judge_row(tokenizer, *judge_training_pair(r, args.judge_mode), args.max_length) for r in valid_rows

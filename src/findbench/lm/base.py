@@ -9,6 +9,7 @@ may carry a :class:`Constraint` (a regex or a JSON schema) where the backend has
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -221,3 +222,27 @@ def check_continuations(conversations: object, continuations: object) -> list[st
         if not c:
             raise ValueError(f"continuations[{i}] is empty: nothing to score")
     return list(continuations)
+
+
+#: Tokens a findbench LM may generate per turn when ``max_tokens`` is not given.
+DEFAULT_MAX_TOKENS = 512
+
+
+def estimate_tokens(text: str) -> int:
+    """An estimate of the tokens of ``text`` for when nothing counted them: 4 characters a
+    token, ``ceil(len(text) / 4)``."""
+    return math.ceil(len(text) / 4)
+
+
+def count_tokens(lm: Any, text: str = "", *, conversation: list[Mapping[str, str]] | None = None) -> int:
+    """Tokens of ``text``, or with ``conversation`` of that conversation as ``lm``'s prompt:
+    counted with the tokenizer of the findbench LM ``lm`` (or the LM a cache wraps) when it has
+    one and a ``render`` method, else :func:`estimate_tokens`."""
+    inner = getattr(lm, "inner", lm)
+    tokenizer, render = getattr(inner, "tokenizer", None), getattr(inner, "render", None)
+    if tokenizer is not None and callable(render):
+        rendered = render(conversation) if conversation is not None else text
+        return len(tokenizer(rendered, add_special_tokens=False)["input_ids"])
+    if conversation is not None:
+        text = "".join(m["content"] for m in conversation)
+    return estimate_tokens(text)

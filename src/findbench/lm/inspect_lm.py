@@ -3,7 +3,7 @@ and scorer) becomes the LM findbench calls.
 
 :func:`role_lm` reads a role through the model it names:
 
-- ``findbench/<spec>`` (:class:`findbench.interpret.inspect_tasks.FindbenchModelAPI`): its
+- ``findbench/<spec>`` (:class:`findbench.lm.inspect_provider.FindbenchModelAPI`): its
   findbench LM, batched, with log-probabilities and grammars;
 - a model at an OpenAI-compatible server (``vllm/<model>`` or ``vllm/<base>:<adapter>`` with
   ``base_url`` or ``$VLLM_BASE_URL``, ``openai-api/…``; :func:`served_at`): an
@@ -135,23 +135,6 @@ def check_models(roles: Sequence[str], models: dict[str, Any] | None = None) -> 
                 raise TaskArgumentError(str(exc)) from None
 
 
-def is_inspect_provider(name: str) -> bool:
-    """Whether Inspect has a model API ``name`` (``findbench``: :mod:`findbench.interpret.inspect_tasks`),
-    by its public ``registry_create``: an unknown name is a LookupError; a known provider's class,
-    given no model name, fails to bind its arguments (TypeError) or asks for its optional package first."""
-    from inspect_ai.util import registry_create
-
-    if name == "findbench":
-        return True
-    try:
-        registry_create("modelapi", name)
-    except LookupError:
-        return False
-    except Exception:  # found: its class refused to be built without a model name
-        return True
-    return True
-
-
 def served_at(model: Any) -> tuple[str, str] | None:
     """(server URL, served model name) of an Inspect model of an OpenAI-compatible provider, or None
     (``vllm/<base>:<adapter>`` is served under the adapter's name)."""
@@ -176,10 +159,11 @@ async def endpoint(model: Any) -> tuple[str, str] | None:
 
 
 def is_findbench_model(model: Any) -> bool:
-    """Whether ``model`` is ``findbench/<spec>`` (its ``api.lm`` is the findbench LM)."""
-    from inspect_ai.model import ModelName
+    """Whether the Inspect ``model`` is ``findbench/<spec>``: its ``api`` a
+    :class:`~findbench.lm.inspect_provider.FindbenchModelAPI`, whose ``lm`` is the findbench LM."""
+    from findbench.lm.inspect_provider import FindbenchModelAPI
 
-    return ModelName(model).api == "findbench"
+    return isinstance(getattr(model, "api", None), FindbenchModelAPI)
 
 
 async def role_lm(model: Any, role: str, **options: Any) -> Any:

@@ -4,6 +4,7 @@ field and ``__post_init__`` checks each one (naming the flag) before a model is 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import MISSING, dataclass
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,14 @@ from typing import Any
 from findbench import _checks
 from findbench._config import Csv, arg
 from findbench.constants import UsageError
+
+#: K values (percent of a layer's neurons) of the paper's IIA@K curves.
+DEFAULT_KS = (1, 6, 12, 25, 50, 75, 100)
+#: The built-in neuron rankings.
+RANKINGS = ("random", "correlation")
+#: The token positions intervened on (``auto``: concept in the first half of the layers, last after).
+POSITIONS = ("auto", "concept", "last")
+SITES = ("mlp_activation", "block_output")
 
 
 def _numbers(name: str, value: Any) -> list:
@@ -29,16 +38,26 @@ class IIAConfig:
     model: str = arg("embedded", "model under study")
     out: str | None = arg(None, "folder for iia.json and iia.png")
     n_pairs: int = arg(256, "base/source pairs per task")
-    ks: Csv = arg("1,6,12,25,50,75,100", "percentages of the layer's neurons")
-    rankings: Csv = arg("random,correlation", "built-in rankings (random, correlation)")
+    ks: Csv = arg(",".join(map(str, DEFAULT_KS)), "percentages of the layer's neurons")
+    rankings: Any = arg(",".join(RANKINGS), "built-in rankings (random, correlation); from Python also a mapping "
+                                            "name -> neuron order (None: the built-in ranking of that name)")
     ranking_file: str | None = arg(None, "JSON {name: [neuron indices, best first]} of extra rankings")
-    position: str = arg("auto", "token position intervened on", choices=["auto", "concept", "last"])
-    site: str = arg("mlp_activation", "activation intervened on", choices=["mlp_activation", "block_output"])
+    position: str = arg("auto", "token position intervened on", choices=POSITIONS)
+    site: str = arg("mlp_activation", "activation intervened on", choices=SITES)
     seed: int = arg(0, "seed of the pairs and the random ranking")
     batch_size: int = arg(64, "pairs per forward pass")
 
     def __post_init__(self) -> None:
-        self.task, self.rankings = _checks.str_list("--task", self.task), _checks.str_list("--rankings", self.rankings)
+        self.task = _checks.str_list("--task", self.task)
+        if isinstance(self.rankings, Mapping):
+            self.rankings = dict(self.rankings)
+        else:
+            self.rankings = [_checks.one_of("--rankings", r, RANKINGS) for r in _checks.str_list("--rankings",
+                                                                                                  self.rankings)]
+        if not self.rankings:
+            raise UsageError("--rankings: give at least one")
+        _checks.one_of("--position", self.position, POSITIONS)
+        _checks.one_of("--site", self.site, SITES)
         try:
             self.layers = [int(x) for x in _numbers("--layer", self.layer)]
             self.k_values = [x if isinstance(x, (int, float)) else float(x) for x in _numbers("--ks", self.ks)]
@@ -55,6 +74,8 @@ class IIAConfig:
 
     def all_rankings(self) -> dict[str, Any]:
         """The built-in rankings (None: computed) and those of --ranking-file."""
+        if isinstance(self.rankings, dict):
+            return dict(self.rankings)
         rankings: dict[str, Any] = {name: None for name in self.rankings}
         if self.ranking_file:
             extra = json.loads(Path(self.ranking_file).read_text(encoding="utf-8"))

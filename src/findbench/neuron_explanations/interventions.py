@@ -26,16 +26,12 @@ from tqdm.auto import tqdm
 
 from findbench import _checks
 from findbench import sites as acts
-from findbench._config import config_of
-from findbench.neuron_explanations.config import IIAConfig
+from findbench.neuron_explanations.config import DEFAULT_KS, POSITIONS, RANKINGS, IIAConfig
 from findbench.neuron_explanations.intervention_tasks import build_task_rows, equal_length_batches, get_task
 
 log = logging.getLogger(__name__)
 
-#: K values (percent of a layer's neurons) of the paper's IIA@K curves.
-DEFAULT_KS = (1, 6, 12, 25, 50, 75, 100)
-RANKINGS = ("random", "correlation")
-POSITIONS = ("auto", "concept", "last")
+__all__ = ["DEFAULT_KS", "POSITIONS", "RANKINGS"]  # re-exported from the config
 
 
 def neurons_for_k(k: float, width: int) -> int:
@@ -45,7 +41,7 @@ def neurons_for_k(k: float, width: int) -> int:
     return max(1, min(width, int(round(k / 100.0 * width))))
 
 
-def make_pairs(rows: Sequence[Mapping], n_pairs: int = 256, *, seed: int = 0) -> list[tuple[int, int]]:
+def make_pairs(rows: Sequence[Mapping], n_pairs: int, *, seed: int = 0) -> list[tuple[int, int]]:
     """Up to ``n_pairs`` seeded (base, source) index pairs of one task's rows: both answered
     correctly, same token length and filler positions, different expected next tokens."""
     _checks.positive_int("n_pairs", n_pairs)
@@ -84,7 +80,7 @@ def correlation_ranking(values: Sequence[torch.Tensor], concept_masks: Sequence[
 
 
 @torch.no_grad()
-def interchange(model, base_ids: torch.Tensor, source_ids: torch.Tensor, *, layer: int, site: str = "mlp_activation",
+def interchange(model, base_ids: torch.Tensor, source_ids: torch.Tensor, *, layer: int, site: str,
                  neurons: Sequence[int] | None = None, positions=None) -> torch.Tensor:
     """One batched interchange intervention (ids ``[batch, tokens]``, no padding; ``neurons``
     default all, ``positions`` ``[batch, P]`` default all); the patched base's last-token logits."""
@@ -115,33 +111,96 @@ def _clean_pass(model, token_lists, layer, site, need_block_input, batch_size):
     return values, hidden
 
 
+def _orders(spec: Mapping[str, Any], width: int, seed: int, values: Sequence[torch.Tensor],
+            masks: Sequence[Sequence[bool]]) -> dict[str, list[int]]:
+    """Each ranking's full neuron order: a built-in one (None) computed, a given order completed
+    with the unlisted neurons in index order."""
+    orders: dict[str, list[int]] = {}
+    for name, given in spec.items():
+        if given is None:
+            if name == "random":
+                orders[name] = random_ranking(width, seed)
+            elif name == "correlation":
+                orders[name] = correlation_ranking(values, masks)
+            else:
+                raise ValueError(f"rankings[{name!r}]: no built-in ranking of that name; give a neuron order")
+        else:
+            order = [int(i) for i in given]
+            if len(set(order)) != len(order) or any(i < 0 or i >= width for i in order):
+                raise ValueError(f"rankings[{name!r}] must hold distinct neuron indices in [0, {width})")
+            orders[name] = order + [i for i in range(width) if i not in set(order)]
+    return orders
+
+
+def _prefix(model, bases: Sequence[Sequence[int]], n_pre: int) -> tuple[int, object]:
+    """The prefix every base input shares before its first patched position (at most ``n_pre``
+    tokens), run once: its length and KV cache (causal attention: nothing before it can change)."""
+    first = bases[0]
+    while n_pre > 0 and any(b[:n_pre] != first[:n_pre] for b in bases):
+        n_pre -= 1
+    if n_pre == 0:
+        return 0, None
+    with torch.no_grad():
+        ids = torch.tensor([first[:n_pre]], device=model.device)
+        return n_pre, model(input_ids=ids, use_cache=True).past_key_values
+
+
+def _patched_logits(model, ids: torch.Tensor, cache: object, *, layer: int, site: str, positions: torch.Tensor,
+                    values: torch.Tensor, neurons: torch.Tensor, mask: torch.Tensor,
+                    early: torch.Tensor | None) -> torch.Tensor:
+    """Last-position logits of ``ids`` (after the cached prefix ``cache``) with ``values`` patched
+    in at ``positions``; ``early``: the clean hidden states the blocks before ``layer`` would give."""
+    kwargs: dict[str, Any] = {"use_cache": False, "logits_to_keep": 1}
+    if cache is not None:
+        past = copy.deepcopy(cache)
+        past.batch_repeat_interleave(len(ids))
+        kwargs = {"past_key_values": past, "use_cache": True, "logits_to_keep": 1}
+    if not len(neurons):
+        return model(input_ids=ids, **kwargs).logits[:, -1]
+    skip = acts.skip_to_layer(model, layer, early) if early is not None else contextlib.nullcontext()
+    with skip, acts.patch(model, layer=layer, site=site, positions=positions, values=values, neurons=neurons,
+                          mask=mask):
+        return model(input_ids=ids, **kwargs).logits[:, -1]
+
+
+def _task_rows(model, tokenizer, task: str, rows: Sequence[Mapping] | None, progress: bool) -> list[Mapping]:
+    """The rows of ``task`` (built when ``rows`` is None); ValueError when there are none."""
+    if rows is None:
+        rows = build_task_rows(model, tokenizer, [task], progress=progress)
+    rows = [r for r in rows if r["task"] == task]
+    if not rows:
+        raise ValueError(f"rows: no rows of task {task!r}")
+    return rows
+
+
+def _task_pairs(task: str, rows: Sequence[Mapping], n_pairs: int, seed: int) -> list[tuple[int, int]]:
+    """The (base, source) pairs of the task's rows; ValueError when the model answers too few."""
+    pairs = make_pairs(rows, n_pairs, seed=seed)
+    if not pairs:
+        raise ValueError(
+            f"task {task!r} has no valid (base, source) pair for this model "
+            f"({sum(bool(r['correct']) for r in rows)} of {len(rows)} inputs answered correctly)"
+        )
+    return pairs
+
+
 def iia_sweep(
+    cfg: IIAConfig,
     model,
     tokenizer,
     task,
     layer: int,
     *,
     rows: Sequence[Mapping] | None = None,
-    site: str = "mlp_activation",
-    n_pairs: int = 256,
-    ks: Sequence[float] = DEFAULT_KS,
-    rankings: Sequence[str] | Mapping[str, Sequence[int]] = RANKINGS,
-    position: str = "auto",
-    seed: int = 0,
-    batch_size: int = 64,
     skip_early_layers: bool = True,
     prefix_cache: bool = True,
     progress: bool = False,
 ) -> dict:
-    """IIA@K curves of one task (a name or the task) at one layer.
+    """IIA@K curves of one task (a name or the task) at one layer, with the settings ``cfg`` (its
+    ``task`` and ``layer`` not read; ``rankings``: :meth:`~IIAConfig.all_rankings`).
 
     Args:
         rows: the task's rows from :func:`build_task_rows` (built here when ``None``).
-        ks: percentages of the layer's neurons.
-        rankings: names in :data:`RANKINGS` and/or a mapping name -> neuron order (unlisted
-            neurons follow in index order; ``None`` uses the built-in ranking of that name).
-        position: ``"concept"`` (the filler's tokens), ``"last"`` or ``"auto"`` (concept in
-            the first half of the layers, last after).
         skip_early_layers, prefix_cache: exact speed-ups (the latter up to float rounding).
 
     Returns:
@@ -149,37 +208,18 @@ def iia_sweep(
         ``width``, ``n_pairs``, ``pairs``, ``curves`` (ranking -> IIA per K), ``successes``,
         ``rankings`` (ranking -> neuron order), ``interventions``, ``seconds``, ``interventions_per_second``.
     """
+    site, n_pairs, ks, position, seed, batch_size = (cfg.site, cfg.n_pairs, list(cfg.k_values), cfg.position,
+                                                     cfg.seed, cfg.batch_size)
     task_obj = get_task(task)
     width = acts.site_dim(model, site)
     n_layers = acts.num_layers(model)
     acts.site_module(model, site, layer)
-    _checks.one_of("position", position, POSITIONS)
-    ks = list(ks)
-    if not ks:
-        raise ValueError("ks must not be empty")
     n_neurons = [neurons_for_k(k, width) for k in ks]
-    _checks.positive_int("batch_size", batch_size)
-    ranking_spec = (
-        dict(rankings)
-        if isinstance(rankings, Mapping)
-        else {_checks.one_of("rankings", r, RANKINGS): None for r in rankings}
-    )
-    if not ranking_spec:
-        raise ValueError("rankings must not be empty")
+    ranking_spec = cfg.all_rankings()
     pos_mode = position if position != "auto" else ("concept" if layer < n_layers / 2 else "last")
-    if rows is None:
-        rows = build_task_rows(model, tokenizer, [task_obj.name], progress=progress)
-    rows = [r for r in rows if r["task"] == task_obj.name]
-    if not rows:
-        raise ValueError(f"rows: no rows of task {task_obj.name!r}")
-
+    rows = _task_rows(model, tokenizer, task_obj.name, rows, progress)
     t0 = time.perf_counter()
-    pairs = make_pairs(rows, n_pairs, seed=seed)
-    if not pairs:
-        raise ValueError(
-            f"task {task_obj.name!r} has no valid (base, source) pair for this model "
-            f"({sum(bool(r['correct']) for r in rows)} of {len(rows)} inputs answered correctly)"
-        )
+    pairs = _task_pairs(task_obj.name, rows, n_pairs, seed)
     tokens = {i: tokenizer(rows[i]["prompt"], add_special_tokens=True)["input_ids"] for i in range(len(rows))}
     correct = [i for i, r in enumerate(rows) if r["correct"]]
     needed = sorted(set(correct) | {i for p in pairs for i in p})
@@ -188,23 +228,9 @@ def iia_sweep(
     values = {needed[j]: v for j, v in values.items()}
     hidden = {needed[j]: h for j, h in hidden.items()}
 
-    orders: dict[str, list[int]] = {}
-    for name, spec in ranking_spec.items():
-        if spec is None:
-            if name == "random":
-                orders[name] = random_ranking(width, seed)
-            elif name == "correlation":
-                masks = [[j in set(rows[i]["filler_positions"]) for j in range(len(tokens[i]))] for i in correct]
-                orders[name] = correlation_ranking([values[i] for i in correct], masks)
-            else:
-                raise ValueError(f"rankings[{name!r}]: no built-in ranking of that name; give a neuron order")
-        else:
-            order = [int(i) for i in spec]
-            if len(set(order)) != len(order) or any(i < 0 or i >= width for i in order):
-                raise ValueError(f"rankings[{name!r}] must hold distinct neuron indices in [0, {width})")
-            orders[name] = order + [i for i in range(width) if i not in set(order)]
+    masks = [[j in set(rows[i]["filler_positions"]) for j in range(len(tokens[i]))] for i in correct]
+    orders = _orders(ranking_spec, width, seed, [values[i] for i in correct], masks)
 
-    device = model.device
     n_max = max(n_neurons)
     per_batch = max(1, batch_size // len(ks))
     groups: dict[int, list[int]] = {}
@@ -221,20 +247,9 @@ def iia_sweep(
     def patched_positions(b: int) -> list[int]:
         return list(rows[b]["filler_positions"]) if pos_mode == "concept" else [len(tokens[b]) - 1]
 
-    # Per length group, the prefix every base input shares before the first patched position
-    # runs once (causal attention: nothing before it can change).
-    prefixes: dict[int, tuple[int, object]] = {}
-    for length, pidx in groups.items():
-        bases = [tokens[pairs[p][0]] for p in pidx]
-        n_pre = min(min(patched_positions(pairs[p][0])) for p in pidx) if prefix_cache else 0
-        first = bases[0]
-        while n_pre > 0 and any(b[:n_pre] != first[:n_pre] for b in bases):
-            n_pre -= 1
-        cache = None
-        if n_pre > 0:
-            with torch.no_grad():
-                cache = model(input_ids=torch.tensor([first[:n_pre]], device=device), use_cache=True).past_key_values
-        prefixes[length] = (n_pre, cache)
+    prefixes = {length: _prefix(model, [tokens[pairs[p][0]] for p in pidx],
+                                min(min(patched_positions(pairs[p][0])) for p in pidx) if prefix_cache else 0)
+                for length, pidx in groups.items()}
 
     with torch.no_grad():
         for name, order in orders.items():
@@ -244,38 +259,17 @@ def iia_sweep(
                 for s0 in range(0, len(pidx), per_batch):
                     chunk = pidx[s0 : s0 + per_batch]
                     base_rows = [pairs[p][0] for p in chunk]
-                    src_rows = [pairs[p][1] for p in chunk]
                     pos = torch.tensor([patched_positions(b) for b in base_rows], dtype=torch.long)
-                    vals = torch.stack([values[s][pos[j]][:, top] for j, s in enumerate(src_rows)])
-                    # one row per (pair, K): repeat each pair len(ks) times
-                    rep = len(ks)
-                    n_rows = len(chunk) * rep
-                    ids = torch.tensor([tokens[b][n_pre:] for b in base_rows], device=device).repeat_interleave(rep, 0)
-                    kwargs = {"use_cache": False, "logits_to_keep": 1}
-                    if cache is not None:
-                        past = copy.deepcopy(cache)
-                        past.batch_repeat_interleave(n_rows)
-                        kwargs = {"past_key_values": past, "use_cache": True, "logits_to_keep": 1}
-                    pos_r = pos.repeat_interleave(rep, 0) - n_pre
-                    vals_r = vals.repeat_interleave(rep, 0)
-                    mask_r = kmask.repeat(len(chunk), 1)
-                    ctx_skip = (
-                        acts.skip_to_layer(
-                            model, layer, torch.stack([hidden[b][n_pre:] for b in base_rows]).repeat_interleave(rep, 0)
-                        )
-                        if skip
-                        else contextlib.nullcontext()
-                    )
-                    if n_max == 0:
-                        logits = model(input_ids=ids, **kwargs).logits[:, -1]
-                    else:
-                        with (
-                            ctx_skip,
-                            acts.patch(
-                                model, layer=layer, site=site, positions=pos_r, values=vals_r, neurons=top, mask=mask_r
-                            ),
-                        ):
-                            logits = model(input_ids=ids, **kwargs).logits[:, -1]
+                    vals = torch.stack([values[pairs[p][1]][pos[j]][:, top] for j, p in enumerate(chunk)])
+                    rep = len(ks)  # one row per (pair, K): each pair repeated len(ks) times
+                    ids = torch.tensor([tokens[b][n_pre:] for b in base_rows], device=model.device)
+                    ids = ids.repeat_interleave(rep, 0)
+                    early = (torch.stack([hidden[b][n_pre:] for b in base_rows]).repeat_interleave(rep, 0)
+                             if skip else None)
+                    logits = _patched_logits(model, ids, cache, layer=layer, site=site,
+                                             positions=pos.repeat_interleave(rep, 0) - n_pre,
+                                             values=vals.repeat_interleave(rep, 0), neurons=top,
+                                             mask=kmask.repeat(len(chunk), 1), early=early)
                     pred = logits.argmax(-1).view(len(chunk), rep).tolist()
                     for j, p in enumerate(chunk):
                         want = rows[pairs[p][1]]["expected_token_id"]
@@ -333,7 +327,7 @@ def plot_iia_curves(results: Sequence[Mapping] | Mapping, path) -> None:
     fig.savefig(str(path), dpi=120)
 
 
-def load_model(model: str = "embedded", *, device: str | None = None):
+def load_model(model: str, *, device: str | None = None):
     """(model, tokenizer) of a causal LM from a name for :func:`findbench.models.resolve`,
     a folder or a Hub id, in float32 eval mode."""
     from findbench.models import load_causal_lm
@@ -341,51 +335,15 @@ def load_model(model: str = "embedded", *, device: str | None = None):
     return load_causal_lm(model, dtype=torch.float32, device=device)
 
 
-#: The keyword form's tasks and layers when none are given (the command line requires --task and --layer).
-_KEYWORD_DEFAULTS = {"task": ("numbers/unit_conversion",), "layer": (0,)}
-
-
-def _iia_config(cfg: Any, tasks: Any, layers: Any, settings: dict[str, Any]) -> tuple[IIAConfig, Mapping | None]:
-    """The config of a :func:`run_iia` call and the rankings mapping its keyword form may give."""
-    if isinstance(cfg, IIAConfig):
-        if tasks is not None or layers is not None:
-            raise TypeError("run_iia(cfg) takes no tasks or layers beside the config")
-        return config_of(IIAConfig, cfg, settings, function="run_iia"), None
-    for name, given in (("task", tasks), ("layer", layers)):
-        values = [v for v in (given, settings.pop(name + "s", None), settings.pop(name, None)) if v is not None]
-        if len(values) > 1:
-            raise TypeError(f"run_iia() got {name}s twice")
-        settings[name] = values[0] if values else _KEYWORD_DEFAULTS[name]
-    rankings = settings.pop("rankings") if isinstance(settings.get("rankings"), Mapping) else None
-    return config_of(IIAConfig, cfg, settings, function="run_iia", first="model"), rankings
-
-
-def run_iia(
-    cfg: IIAConfig | str | None = None,
-    tasks: Sequence[str] | None = None,
-    layers: Sequence[int] | None = None,
-    /,
-    *,
-    progress: bool = True,
-    **settings: Any,
-) -> list[dict]:
-    """IIA@K sweeps for each (task, layer); with ``cfg.out``, writes ``out/iia.json`` (all
-    results) and ``out/iia.png`` (the curves), atomically.
-
-    ``cfg``: the settings (:class:`~findbench.neuron_explanations.config.IIAConfig`, ``findbench
-    iia``'s flags). The keyword form ``run_iia(model, tasks, layers, out=..., site=..., n_pairs=...,
-    ks=..., rankings=..., position=..., seed=..., batch_size=...)`` builds the same config:
-    ``tasks`` and ``layers`` are its ``task`` and ``layer`` (default ``numbers/unit_conversion`` at
-    layer 0), ``ks`` may be numbers and ``rankings`` a mapping name -> neuron order as
-    :func:`iia_sweep` takes."""
+def run_iia(cfg: IIAConfig, *, progress: bool = True) -> list[dict]:
+    """IIA@K sweeps for each (task, layer) of the settings ``cfg`` (``findbench iia``'s flags); with
+    ``cfg.out``, writes ``out/iia.json`` (all results) and ``out/iia.png`` (the curves), atomically."""
     import json
 
     from findbench._io import atomic_dir
     from findbench.neuron_explanations.intervention_tasks import build_task_rows
 
-    cfg, rankings = _iia_config(cfg, tasks, layers, settings)
     model, tasks, layers, out = cfg.model, cfg.task, cfg.layers, cfg.out
-    rankings = cfg.all_rankings() if rankings is None else rankings
     for t in tasks:
         get_task(t)
     lm, tok = load_model(model)
@@ -393,21 +351,7 @@ def run_iia(
     results = []
     for t in tasks:
         for layer in layers:
-            res = iia_sweep(
-                lm,
-                tok,
-                t,
-                int(layer),
-                rows=rows,
-                site=cfg.site,
-                n_pairs=cfg.n_pairs,
-                ks=cfg.k_values,
-                rankings=rankings,
-                position=cfg.position,
-                seed=cfg.seed,
-                batch_size=cfg.batch_size,
-                progress=progress,
-            )
+            res = iia_sweep(cfg, lm, tok, t, int(layer), rows=rows, progress=progress)
             res["model"] = str(model)
             log.info(
                 "%s layer %d (%s): %s",

@@ -469,10 +469,10 @@ def test_bad_input_names_field(entity_rows, relation_rows):
         generate_entities(0, words={"a": ["x"] * 20})
     with pytest.raises(ValueError, match="limit"):
         entity_selectivity(rows=entity_rows, splits=entity_splits(0, words=WORDS), limit=0)
-    with pytest.raises(ValueError, match="categories"):
-        from findbench.find.synthetic_neurons import backbone_report
+    with pytest.raises(ValueError, match="--categories"):
+        from findbench.find.config import BackboneReportConfig
 
-        backbone_report("unused", categories=["numeric"])
+        BackboneReportConfig(out="unused", categories=["numeric"])
 
 
 def test_background_rate_pins_the_activation_on_other_concepts():

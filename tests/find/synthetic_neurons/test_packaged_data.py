@@ -88,13 +88,14 @@ def test_embedded_entity_neurons_reach_find_selectivity(tmp_path):
     """FIND appendix G (Vicuna-13B): 0.846 own vs 0.079 other. Measured: 0.834 vs 0.071 (AUC 0.979) on
     held-out member words, 0.610 vs 0.087 (AUC 0.918) on held-out loose associations (MiniLM alone:
     0.756 vs 0.075 (0.961) and 0.543 vs 0.084 (0.894))."""
+    from findbench.find.config import BackboneReportConfig
     from findbench.find.synthetic_neurons import backbone_report
     from findbench.find.synthetic_neurons.features import DEFAULT_ENTITY_FEATURES
 
     rows = generate_entities(0)
     assert len(rows) == 200
     assert [r["subcategory"] for r in rows].count("composition") == 60
-    summary = backbone_report(tmp_path / "report", categories=["entities"])
+    summary = backbone_report(BackboneReportConfig(out=str(tmp_path / "report"), categories=["entities"]))
     s = summary["entities"]
     assert s["n_concepts"] == 140 and s["n_words"] > 140 * 10
     assert s["model"] == DEFAULT_ENTITY_FEATURES
@@ -114,23 +115,16 @@ def test_embedded_entity_neurons_reach_find_selectivity(tmp_path):
     }
 
 
-def test_backbone_report_keyword_form_builds_the_same_config(tmp_path):
+def test_backbone_report_takes_its_config(tmp_path):
     from findbench.find.config import BackboneReportConfig
     from findbench.find.synthetic_neurons import backbone_report
 
-    def timeless(summary: dict) -> str:
-        return json.dumps({**summary, "relations": {**summary["relations"], "seconds": None}}, sort_keys=True)
-
-    by_keywords = backbone_report(tmp_path / "kw", categories=["relations"], limit=2, entries_per_relation=2, seed=1)
-    by_config = backbone_report(BackboneReportConfig(out=str(tmp_path / "cfg"), categories="relations", limit=2,
-                                                     entries_per_relation=2, seed=1))
-    assert timeless(by_keywords) == timeless(by_config)
-    assert by_config["seed"] == 1 and by_config["relations"]["n_functions"] == 2
-    assert (tmp_path / "kw/relations.csv").read_text() == (tmp_path / "cfg/relations.csv").read_text()
-    with pytest.raises(TypeError, match="no settings beside the config"):
-        backbone_report(BackboneReportConfig(out=str(tmp_path / "x")), limit=1)
+    summary = backbone_report(BackboneReportConfig(out=str(tmp_path / "cfg"), categories="relations", limit=2,
+                                                   entries_per_relation=2, seed=1))
+    assert summary["seed"] == 1 and summary["relations"]["n_functions"] == 2
+    assert (tmp_path / "cfg/relations.csv").is_file() and "entities" not in summary
     with pytest.raises(ValueError, match="--model: pass --backend"):
-        backbone_report(tmp_path / "x", model="embedded")
+        BackboneReportConfig(out=str(tmp_path / "x"), model="embedded")
     assert not (tmp_path / "x").exists()
 
 

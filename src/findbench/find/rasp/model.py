@@ -160,11 +160,12 @@ def digest(arrays: dict, labels: Sequence[str]) -> str:
     return h.hexdigest()
 
 
-def rotate(arrays: dict, n_layers: int, seed: int) -> dict:
+def rotate(arrays: dict, n_layers: int, seed: int, perms: list | None = None) -> dict:
     """The ``rotated`` variant: the residual stream turned by a seeded random orthogonal matrix,
     each head's query/key and value/output spaces turned too, and each MLP's hidden units permuted
     and rescaled by positive factors (ReLU commutes with both). Same function; no basis direction
-    names a program variable any more."""
+    names a program variable any more. ``perms``, when given, receives each layer's permutation
+    (rotated unit ``j`` is aligned unit ``perm[j]``): the ground truth's side maps its units with it."""
     rng = np.random.default_rng(seed)
 
     def orthogonal(n):
@@ -184,6 +185,8 @@ def rotate(arrays: dict, n_layers: int, seed: int) -> dict:
         out[f"{layer}.W_V"] = np.einsum("ed,hef->hdf", R, p["W_V"]) @ ov
         out[f"{layer}.W_O"] = np.transpose(ov, (0, 2, 1)) @ p["W_O"] @ R
         perm = rng.permutation(p["W_in"].shape[1])
+        if perms is not None:
+            perms.append(perm)
         scale = rng.uniform(0.5, 2.0, p["W_in"].shape[1])
         out[f"{layer}.W_in"] = (R.T @ p["W_in"])[:, perm] * scale
         out[f"{layer}.b_in"] = p["b_in"][perm] * scale

@@ -169,8 +169,22 @@ def load_model(row_or_id: dict | str, variant: str = "aligned", seed: int | None
     arrays = load_arrays(function_id, seed)
     meta = {**record["meta"], "bos": record["domain"]["bos"]}
     if variant == "rotated":
-        arrays = rotate(arrays, meta["n_layers"], seed=int(record["weights_sha256"][:8], 16))
+        arrays = rotate(arrays, meta["n_layers"], seed=rotation_seed(record))
     return RaspTransformer(arrays, meta, variant=variant)
+
+
+def rotation_seed(record: dict) -> int:
+    """The seed of a program's ``rotated`` variant (from its weights' digest)."""
+    return int(record["weights_sha256"][:8], 16)
+
+
+def unit_permutations(function_id: str, seed: int = SHIPPED_SEED) -> list[np.ndarray]:
+    """Per layer, the permutation of MLP hidden units in the ``rotated`` variant (rotated unit ``j``
+    is aligned unit ``perm[j]``); ground-truth side only."""
+    record = program_record(function_id, seed)
+    perms: list = []
+    rotate(load_arrays(function_id, seed), record["meta"]["n_layers"], seed=rotation_seed(record), perms=perms)
+    return perms
 
 
 def compiled_function(row: dict):

@@ -112,3 +112,18 @@ def _with(program: dict, i: int, **changes) -> dict:
     new = copy.deepcopy(program)
     new["ops"][i].update(changes)
     return new
+
+
+def for_variant(components: list[dict], function_id: str, variant: str = "aligned", seed: int = 0) -> list[dict]:
+    """``components`` as they sit in ``variant``'s weights: ``rotated`` keeps every head where it is
+    but permutes each MLP's hidden units, so a unit group's ``units`` are mapped through the same
+    permutation (sorted). ``aligned`` returns them unchanged. Ground-truth side only."""
+    if variant == "aligned":
+        return [dict(c) for c in components]
+    from findbench.find.rasp import store
+
+    if variant not in store.VARIANTS:
+        raise ValueError(f"variant: {variant!r} is not one of {store.VARIANTS}")
+    where = [np.argsort(perm) for perm in store.unit_permutations(function_id, seed)]  # aligned unit → rotated
+    return [dict(c, units=sorted(int(where[c["layer"]][u]) for u in c["units"])) if c.get("units") else dict(c)
+            for c in components]

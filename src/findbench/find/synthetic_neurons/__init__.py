@@ -9,8 +9,7 @@ neurons (input -> answer or "undefined"), on embedded backbones or any LM (FIND 
 
 from __future__ import annotations
 
-import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from findbench.find.synthetic_neurons.backbones import (
     DEFAULT_BACKENDS,
@@ -50,8 +49,8 @@ __all__ = [
 ]
 
 
-def backbone_report(cfg: BackboneReportConfig | str | os.PathLike | None = None, /, **settings: Any) -> dict:
+def backbone_report(cfg: BackboneReportConfig) -> dict:
     """See :func:`findbench.find.synthetic_neurons.report.backbone_report` (imported lazily)."""
     from findbench.find.synthetic_neurons.report import backbone_report as _impl
 
-    return _impl(cfg, **settings)
+    return _impl(cfg)

@@ -15,14 +15,13 @@ import logging
 import math
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from findbench import _checks
-from findbench._config import config_of
 from findbench._io import atomic_dir, csv_text
 from findbench.find.config import BackboneReportConfig
 from findbench.find.synthetic_neurons.backbones import DEFAULT_LM, ENTITY_BACKENDS, RELATION_BACKENDS, make_function
@@ -286,14 +285,11 @@ def relation_accuracy(
                 table, backend, getattr(fn, "_lm", None), seed, entries_per_relation, check
             )
         answers = fn([e.input for e in held] + ood)
-        ok_in, ok_undef, n_undef = [], 0, 0
-        for e, a in zip(held, answers[: len(held)]):
-            exp = expected_answer(table, v, e)
-            good = (a == UNDEFINED) if exp == UNDEFINED else (a != UNDEFINED and e.accepts(a))
-            ok_in.append(good)
-            if exp == UNDEFINED:
-                n_undef += 1
-                ok_undef += good
+        expected = [expected_answer(table, v, e) for e in held]
+        ok_in = [(a == UNDEFINED) if x == UNDEFINED else (a != UNDEFINED and e.accepts(a))
+                 for e, x, a in zip(held, expected, answers)]
+        n_undef = expected.count(UNDEFINED)
+        ok_undef = sum(good for good, x in zip(ok_in, expected) if x == UNDEFINED)
         ok_ood = [a == UNDEFINED for a in answers[len(held) :]]
         per_function.append(
             {
@@ -308,10 +304,8 @@ def relation_accuracy(
                 "n_out_of_domain": len(ood),
                 "out_of_domain_accuracy": float(np.mean(ok_ood)) if ok_ood else float("nan"),
                 **per_relation[table.key],
-                "examples": [
-                    {"input": e.input, "expected": expected_answer(table, v, e), "answer": a}
-                    for e, a in list(zip(held, answers))[:3]
-                ],
+                "examples": [{"input": e.input, "expected": x, "answer": a}
+                             for e, x, a in list(zip(held, expected, answers))[:3]],
             }
         )
     seconds = time.perf_counter() - t0
@@ -344,27 +338,25 @@ def relation_accuracy(
         "seconds": round(seconds, 3),
     }
     if check:
-        rel = list(per_relation.values())
-        answered = sum(r["n_check"] for r in rel)
-        n_check = sum(r["n_coverage_check"] for r in rel)
-        summary.update(
-            {
-                "n_served": sum(r["n_served"] for r in rel),
-                "check_accuracy": (
-                    sum(r["check_accuracy"] * r["n_check"] for r in rel if r["n_check"]) / answered
-                    if answered
-                    else float("nan")
-                ),
-                "check_accuracy_min": min((r["check_accuracy"] for r in rel if r["n_check"]), default=float("nan")),
-                "coverage_miss_rate": (
-                    sum(r["coverage_miss_rate"] * r["n_coverage_check"] for r in rel if r["n_coverage_check"]) / n_check
-                    if n_check
-                    else float("nan")
-                ),
-                "per_relation": {k: dict(r) for k, r in per_relation.items()},
-            }
-        )
+        summary.update(_check_summary(per_relation))
     return {"per_function": per_function, "per_relation": per_relation, "summary": summary}
+
+
+def _check_summary(per_relation: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Every relation's check against its independent check set, pooled (the summary's columns)."""
+    rel = list(per_relation.values())
+    answered = sum(r["n_check"] for r in rel)
+    n_check = sum(r["n_coverage_check"] for r in rel)
+    nan = float("nan")
+    return {
+        "n_served": sum(r["n_served"] for r in rel),
+        "check_accuracy": sum(r["check_accuracy"] * r["n_check"] for r in rel if r["n_check"]) / answered
+        if answered else nan,
+        "check_accuracy_min": min((r["check_accuracy"] for r in rel if r["n_check"]), default=nan),
+        "coverage_miss_rate": sum(r["coverage_miss_rate"] * r["n_coverage_check"] for r in rel
+                                  if r["n_coverage_check"]) / n_check if n_check else nan,
+        "per_relation": {k: dict(r) for k, r in per_relation.items()},
+    }
 
 
 def _relation_columns(table, backend: str, lm: Any, seed: int, limit: int | None, check: bool) -> dict[str, Any]:
@@ -406,25 +398,18 @@ def _heatmap(path: Path, concepts: Sequence[str], matrix: np.ndarray, title: str
     fig.savefig(path, dpi=120)
 
 
-def backbone_report(cfg: BackboneReportConfig | str | Path | None = None, /, **settings: Any) -> dict[str, Any]:
-    """Write FIND's appendix-G backbone report into ``cfg.out`` (replaced atomically).
-
-    ``cfg``: the settings (:class:`~findbench.find.config.BackboneReportConfig`, ``findbench
-    backbone-report``'s flags). The keyword form ``backbone_report(out, backend=..., model=...,
-    categories=..., limit=..., words_per_concept=..., entries_per_relation=..., seed=...)`` builds the
-    same config; there ``model`` may also be an object (an LM). ``out`` receives ``summary.json``,
+def backbone_report(cfg: BackboneReportConfig) -> dict[str, Any]:
+    """Write FIND's appendix-G backbone report into ``cfg.out`` (replaced atomically) with the settings
+    ``cfg`` (``findbench backbone-report``'s flags; ``model`` may also be an LM object): ``summary.json``,
     ``entities.csv``, ``entity_associations.csv``, ``entity_matrix.csv``, ``entity_selectivity.png``
     and ``relations.csv``. ``backend`` None uses the defaults (embedding / table); ``"lm"`` runs both
     categories through ``model``. ``limit`` caps concepts (seeded sample) and relation functions
     (FIND order); ``words_per_concept`` and ``entries_per_relation`` cap held-out items per neuron.
     Returns the summary dict.
     """
-    cfg = config_of(BackboneReportConfig, cfg, settings, function="backbone_report", first="out")
     out, backend, model, categories, limit, words_per_concept, entries_per_relation, seed = (
         cfg.out, cfg.backend, cfg.model, cfg.categories, cfg.limit, cfg.words_per_concept, cfg.entries_per_relation,
         cfg.seed)
-    if not isinstance(out, str):
-        raise TypeError(f"out must be a path, got {type(out).__name__}")
     ent_backend, rel_backend = _backends(backend)
     summary: dict[str, Any] = {"seed": seed, "limit": limit}
     files: dict[str, str] = {}

@@ -1,25 +1,27 @@
-"""FIND's agent loops on Inspect: one episode per sample, over Inspect's own chat messages.
+"""FIND's agent on Inspect (:func:`find_agent`): one episode per sample, over Inspect's own chat
+messages, on Inspect's ``react`` loop in either protocol.
 
-- ``text`` (:func:`text_episode`): a loop on the solver's ``generate(state)``; each completion is read
-  for FIND's commands (:func:`~findbench.interpret.episode.read_turn`, in a worker thread, within
-  the per-turn caps) and answered with one ``ChatMessageUser``.
-- ``tools`` (:func:`tools_episode`): Inspect's ``react`` agent with :func:`call_function_tool`,
-  no submit tool; its ``on_continue`` keeps the record (call order, refused and dropped calls)
-  and stops on an answer or the round limit.
+- ``text``: each turn follows :func:`~findbench.interpret.prompts.turn_grammar` where structured
+  outputs apply; ``on_continue`` reads the message for FIND's commands
+  (:func:`~findbench.interpret.episode.read_turn`, in a worker thread, within the per-turn caps),
+  runs them and returns the reply line, which ``react`` sends as the next user message.
+- ``tools``: :func:`call_function_tool`, no submit tool; ``on_continue`` keeps the record (call
+  order, refused and dropped calls).
 
-Reference interpreters answer with the sample's ``reference_turns`` instead of a model. The record
+Either stops on an answer or the round limit. Reference interpreters answer with the sample's
+``reference_turns`` instead of a model. The record
 (:class:`~findbench.interpret.episode.Episode`) is per-sample state (``store_as(EpisodeState)``).
 
 Budgets are Inspect limits: ``episode_tokens`` is an output-token limit scoped to the episode
-(``token_limit(..., type="output")``). Behaviour change: the turn whose generation passes the
-budget stops the episode (``stop_reason`` ``"token_limit"``) and is not kept (its tokens count in
-``generated_tokens``); turns are no longer capped at what is left of the budget."""
+(``token_limit(..., type="output")``). The turn whose generation passes the budget stops the
+episode (``stop_reason`` ``"token_limit"``) and is not kept (its tokens count in
+``generated_tokens``)."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict
 from typing import Any
 
 from inspect_ai.agent import AgentState, react
@@ -33,12 +35,14 @@ from inspect_ai.model import (
     ModelUsage,
     get_model,
 )
-from inspect_ai.solver import Generate, TaskState
+from inspect_ai.solver import Generate, Solver, TaskState, solver
 from inspect_ai.tool import ToolDef, ToolError
 from inspect_ai.util import LimitExceededError, StoreModel, apply_limits, token_limit
 
 from findbench.interpret.calls import FunctionRunner
+from findbench.interpret.config import AgentConfig
 from findbench.interpret.episode import Episode, open_episode, read_turn, run_command
+from findbench.interpret.prompts import MILAN_TURNS, turn_grammar
 from findbench.interpret.protocol import (
     MAX_COMMANDS_PER_MESSAGE,
     MAX_INPUT_CHARS,
@@ -48,11 +52,13 @@ from findbench.interpret.protocol import (
     TOOL_UNRECOGNIZED_REPLY,
     UNRECOGNIZED_REPLY,
     Answer,
+    format_answer,
     parse_answer,
     tool_call_text,
     tool_command,
 )
 from findbench.lm.inspect_lm import chat_messages
+from findbench.lm.inspect_provider import structured_outputs_applied
 
 
 class EpisodeState(StoreModel):
@@ -103,88 +109,6 @@ async def _reference_output(reference: Sequence[str | None], turn: int, runner: 
 
         content = await asyncio.to_thread(observed_answer, runner.row, list(episode.calls), seed=runner.seed)
     return ModelOutput.from_content(model="none", content=content)
-
-
-async def _start(state: TaskState, *, protocol: str, rounds: int, seed: int,
-                 episode_tokens: int | None) -> tuple[FunctionRunner, Episode]:
-    """Open the sample's episode, put its record in the store and its opening messages in ``state``."""
-    runner, episode = await open_episode(
-        state.metadata["row"],
-        method=state.metadata["method"],
-        rounds=rounds,
-        seed=seed,
-        protocol=protocol,
-        episode_tokens=episode_tokens,
-    )
-    state.store_as(EpisodeState).episode = episode
-    state.messages = chat_messages(episode.messages)  # the system and task messages
-    return runner, episode
-
-
-@contextlib.contextmanager
-def _episode_limits(episode: Episode, messages: Callable[[], list[ChatMessage]]) -> Iterator[None]:
-    """The loop's scope: the episode's token budget (``stop_reason`` ``token_limit`` when a turn passes
-    it); however the loop stops, the record gets the transcript of ``messages()`` (a limit of the sample,
-    which goes on, also gives ``stop_reason`` ``<type>_limit``)."""
-    try:
-        with apply_limits([token_limit(episode.max_episode_tokens, type="output")], catch_errors=True) as scope:
-            yield
-    except LimitExceededError as exc:
-        episode.stop_reason = f"{exc.type}_limit"
-        raise
-    finally:
-        episode.messages = transcript(messages())
-    if scope.limit_error is not None:
-        episode.stop_reason = "token_limit"
-        episode.generated_tokens = max(episode.generated_tokens or 0, int(scope.limit_error.value or 0))
-
-
-async def text_episode(
-    state: TaskState,
-    generate: Generate,
-    *,
-    rounds: int,
-    max_tokens: int | None,
-    seed: int,
-    episode_tokens: int | None,
-    grammar: Any = None,
-    reference: Sequence[str | None] | None = None,
-) -> Episode:
-    """One ``text``-protocol episode on the sample's row: at most ``rounds`` turns (``milan``: two) of
-    ``generate(state)`` (``max_tokens`` each; ``grammar``: a function of the messages giving each turn's
-    constraint, sent as vLLM's ``structured_outputs``), or of the ``reference`` turns."""
-    from findbench.lm.openai_lm import structured_outputs_field
-
-    runner, episode = await _start(state, protocol="text", rounds=rounds, seed=seed, episode_tokens=episode_tokens)
-    with _episode_limits(episode, lambda: state.messages):
-        for turn in range(1, episode.max_rounds + 1):
-            if reference is not None:
-                state.output = await _reference_output(reference, turn, runner, episode)
-                state.messages.append(state.output.message)
-            else:
-                config: dict[str, Any] = {"max_tokens": max_tokens} if max_tokens is not None else {}
-                if grammar is not None:
-                    field = structured_outputs_field(grammar([{"role": m.role} for m in state.messages]))
-                    config["extra_body"] = {"structured_outputs": field}
-                state = await generate(state, tool_calls="none", **config)
-            text = state.output.completion
-            episode.rounds = turn
-            episode.count_turn(_usage_dict(state.output.usage), text)
-            commands = await asyncio.to_thread(read_turn, text)  # off the event loop: the message is the agent's
-            if isinstance(commands, Answer):
-                episode.answer, episode.finished, episode.stop_reason = commands, True, "answer"
-                break
-            if commands.commands:
-                lines = [await run_command(runner, c, turn, episode) for c in commands.commands]
-            else:
-                lines = [UNRECOGNIZED_REPLY]
-                episode.unrecognized_turns += 1
-            episode.truncated_messages += commands.truncated
-            episode.dropped_commands += commands.dropped
-            state.messages.append(
-                ChatMessageUser(content="\n".join(lines + ([commands.note] if commands.note else [])))
-            )
-    return episode
 
 
 # ----------------------------------------------------------------------------- the tools protocol
@@ -273,42 +197,96 @@ def _settle_calls(messages: list[ChatMessage], turn: _Turn, episode: Episode) ->
     episode.calls.extend(record for record in outcomes if record is not None)  # ran, with no result to show
 
 
-async def tools_episode(
-    state: TaskState,
-    *,
-    rounds: int,
-    max_tokens: int | None,
-    seed: int,
-    episode_tokens: int | None,
-    reference: Sequence[str | None] | None = None,
-) -> Episode:
-    """One ``tools``-protocol episode on the sample's row: ``react`` with :func:`call_function_tool`
-    and no submit tool, the task's model (``max_tokens`` a turn) or the ``reference`` turns answering;
-    an answer in a message, or the round limit, ends it."""
-    runner, episode = await _start(state, protocol="tools", rounds=rounds, seed=seed, episode_tokens=episode_tokens)
+def find_agent(cfg: AgentConfig) -> Solver:
+    """One FIND episode per sample with the task's model (or the sample's reference answer) in
+    ``cfg.protocol``; the record goes to the store under :data:`STORE_KEY`, the parsed answer to the
+    output. ``cfg.structured_outputs`` (``auto``/``on``/``off``): each ``text`` turn follows
+    :func:`~findbench.interpret.prompts.turn_grammar` (``auto``: where
+    :func:`~findbench.lm.base.use_structured_outputs` says so for a findbench model). The solver is
+    registered as ``findbench/find_agent``, its log parameters the fields of ``cfg``."""
+    return _find_agent(**asdict(cfg))
+
+
+@solver(name="find_agent")
+def _find_agent(**settings: Any) -> Solver:
+    cfg = AgentConfig(**settings)
+
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        episode = await run_episode(state, cfg, state.metadata.get("reference_turns"))
+        answer = episode.answer
+        content = format_answer(answer.description, answer.domain, answer.code) if answer else ""
+        state.output = ModelOutput.from_content(model=str(state.model), content=content)
+        return state
+
+    return solve
+
+
+def _grammar(state: TaskState, cfg: AgentConfig) -> Any:
+    """The turn grammar of a ``text`` episode on the task's model, or None where structured outputs do not apply."""
+    if not structured_outputs_applied(get_model(), cfg.structured_outputs):
+        return None
+    rounds = min(cfg.rounds, MILAN_TURNS) if state.metadata["method"] == "milan" else cfg.rounds
+    return turn_grammar(state.metadata["row"]["category"], rounds)
+
+
+async def run_episode(state: TaskState, cfg: AgentConfig, reference: Sequence[str | None] | None = None) -> Episode:
+    """One episode on the sample's row on ``react``: at most ``cfg.rounds`` turns (``milan``: two) of
+    the task's model (``cfg.max_tokens`` a turn) or of the ``reference`` turns; an answer in a
+    message, or the round limit, ends it. ``text``: ``on_continue`` runs the message's commands and
+    returns the reply; ``tools``: :func:`call_function_tool` runs the calls, ``on_continue`` settles
+    them."""
+    from findbench.lm.openai_lm import structured_outputs_field
+
+    runner, episode = await open_episode(state.metadata["row"], cfg, state.metadata["method"])
+    state.store_as(EpisodeState).episode = episode
+    state.messages = chat_messages(episode.messages)  # the system and task messages
+    text = cfg.protocol != "tools"
+    grammar = _grammar(state, cfg) if text and reference is None else None
     turn = _Turn()
-    tool = call_function_tool(runner, episode, turn)
+    tools = [] if text else [call_function_tool(runner, episode, turn)]
 
     async def model(agent: AgentState, tools: list) -> AgentState:
         if reference is not None:
             output = await _reference_output(reference, episode.rounds + 1, runner, episode)
         else:
-            output = await get_model().generate(agent.messages, tools, config=GenerateConfig(max_tokens=max_tokens))
+            config = GenerateConfig(max_tokens=cfg.max_tokens)
+            if grammar is not None:
+                field = structured_outputs_field(grammar([{"role": m.role} for m in agent.messages]))
+                config = GenerateConfig(max_tokens=cfg.max_tokens, extra_body={"structured_outputs": field})
+            output = await get_model().generate(agent.messages, tools, config=config)
         episode.rounds += 1
         message = output.message
         episode.count_turn(
             _usage_dict(output.usage),
             "\n".join([message.text] + [tool_call_text(c.arguments, c.function) for c in message.tool_calls or []]),
         )
-        turn.outcomes, turn.answered = [], False
-        answer = await asyncio.to_thread(parse_answer, message.text)  # off the event loop: the message is the agent's
-        if answer is not None:
-            episode.answer, episode.finished, episode.stop_reason, turn.answered = answer, True, "answer", True
+        if not text:
+            turn.outcomes, turn.answered = [], False
+            answer = await asyncio.to_thread(parse_answer, message.text)  # off the event loop: the agent's message
+            if answer is not None:
+                episode.answer, episode.finished, episode.stop_reason, turn.answered = answer, True, "answer", True
         agent.output = output
         agent.messages.append(message)
         return agent
 
-    async def on_continue(agent: AgentState) -> bool | str:
+    async def on_text(agent: AgentState) -> bool | str:
+        commands = await asyncio.to_thread(read_turn, agent.output.message.text)  # off the event loop
+        if isinstance(commands, Answer):
+            episode.answer, episode.finished, episode.stop_reason = commands, True, "answer"
+            return False
+        lines = [await run_command(runner, c, episode.rounds, episode) for c in commands.commands]
+        if not lines:
+            lines = [UNRECOGNIZED_REPLY]
+            episode.unrecognized_turns += 1
+        episode.truncated_messages += commands.truncated
+        episode.dropped_commands += commands.dropped
+        reply = "\n".join(lines + ([commands.note] if commands.note else []))
+        if episode.rounds < episode.max_rounds:
+            return reply
+        agent.messages.append(ChatMessageUser(content=reply))
+        return False
+
+    async def on_tools(agent: AgentState) -> bool | str:
         _settle_calls(agent.messages, turn, episode)
         if episode.finished:
             return False
@@ -320,10 +298,17 @@ async def tools_episode(
         return episode.rounds < episode.max_rounds
 
     agent = AgentState(messages=state.messages)
-    loop = react(prompt=None, tools=[tool], model=model, submit=False, on_continue=on_continue)
-    try:
-        with _episode_limits(episode, lambda: agent.messages):
+    loop = react(prompt=None, tools=tools, model=model, submit=False, on_continue=on_text if text else on_tools)
+    try:  # the episode's token budget: stop_reason token_limit when a turn passes it
+        with apply_limits([token_limit(episode.max_episode_tokens, type="output")], catch_errors=True) as scope:
             agent = await loop(agent)
-    finally:
+    except LimitExceededError as exc:  # a limit of the sample, which goes on
+        episode.stop_reason = f"{exc.type}_limit"
+        raise
+    finally:  # however the loop stops, the record gets the transcript
         state.messages = agent.messages
+        episode.messages = transcript(agent.messages)
+    if scope.limit_error is not None:
+        episode.stop_reason = "token_limit"
+        episode.generated_tokens = max(episode.generated_tokens or 0, int(scope.limit_error.value or 0))
     return episode
