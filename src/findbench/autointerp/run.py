@@ -671,7 +671,8 @@ def merge_shards(cfg: AutoInterpMergeCommand) -> dict:
     if Path(out).resolve() in {f.resolve() for f in folders}:
         raise UsageError(f"--out must not be one of the shard folders, got {os.fspath(out)!r}")
     if os.path.islink(out) or os.path.lexists(out) and not os.path.isdir(out):
-        raise UsageError(f"--out: {os.fspath(out)} is a symbolic link or not a folder (merge replaces the folder whole)")
+        raise UsageError(f"--out: {os.fspath(out)} is a symbolic link or not a folder "
+                         "(merge replaces the folder whole)")
     shards = [_shard_files(f, run_id) for f in folders]
     first, (names, res0, _) = folders[0], shards[0]
     settings = res0.eval_config  # the run's whole config; the shard is recorded beside it
