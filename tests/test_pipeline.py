@@ -19,10 +19,13 @@ def test_main_job_end_to_end_and_resume(tmp_path, monkeypatch):
     cfg = pipeline.MainConfig(dataset_out=str(data), out=str(out), functions_per_category=2, lm_functions=1, rounds=1,
                               max_tokens=24, judge="embedded", judge_mode="pmi")
     summary = pipeline.run_main(cfg)
-    assert summary["rows"] == {"numeric": 1000, "strings": 1000, "neurons_entities": 200, "neurons_relations": 75}
+    assert summary["rows"] == {"numeric": 1000, "strings": 1000, "neurons_entities": 200, "neurons_relations": 75,
+                               "rasp": 351}
     # ground-truth code scored against itself through the sandboxed metrics is perfect
     assert summary["code_metrics"]["numeric_ground_truth"]["success_rate"] == 1.0
     assert summary["code_metrics"]["strings_ground_truth"]["exact_match"] == 1.0
+    rasp_truth = summary["code_metrics"]["rasp_ground_truth"]  # reference code against the compiled models
+    assert rasp_truth["exact_match"] == 1.0 and rasp_truth["position_accuracy"] == 1.0 and rasp_truth["n"] == 24
     assert "landlock" in summary["code_metrics"]["isolation"]
     oracle, rand = summary["results"]["oracle"]["scores"], summary["results"]["random"]["scores"]
     # the oracle is perfect on code and at least as good as random everywhere
@@ -33,15 +36,21 @@ def test_main_job_end_to_end_and_resume(tmp_path, monkeypatch):
     # the floors: no fixed program is right, an empty description is never judged
     const, empty = summary["results"]["constant"]["scores"], summary["results"]["empty"]["scores"]
     assert const["numeric"]["aia"]["nmse_success"] == 0.0 and const["strings"]["aia"]["exact_match"] == 0.0
+    # rasp beside the others: the oracle's code matches the compiled models, the floors' does not
+    assert oracle["rasp"]["aia"]["exact_match"] == 1.0 and oracle["rasp"]["aia"]["exact_match_n"] == 2
+    assert oracle["rasp"]["aia"]["exact_match_margin"] > 0.0
+    observed = summary["results"]["observed"]["scores"]
+    assert const["rasp"]["aia"]["exact_match"] < 1.0 and observed["rasp"]["aia"]["exact_match"] < 1.0
     for category in JUDGE_CATEGORIES:
         assert empty[category]["aia"]["unit_test_accuracy"] == 0.0
-    assert set(summary["results"]["embedded"]["scores"]) == {"judge", *CATEGORIES}
+    assert set(summary["results"]["embedded"]["scores"]) == {"judge", *CATEGORIES, "rasp"}
     assert summary["results"]["embedded"]["scores"]["judge"]["name"] == "embedded"  # the judge each score names
     assert set(summary["results"]["embedded"]["scores"]["neurons_entities"]) == {"aia", "milan", "aia+milan"}
     assert json.loads((out / "summary.json").read_text()) == summary
     md = (out / "summary.md").read_text()
     assert "| **oracle** |" in md and "| **embedded** |" in md and "| GPT-4 (paper) |" in md
-    assert "(n=2)†" in md and "#### Δ vs constant" in md  # cells with interval and n; the distance to the floor
+    # cells with interval and n; the distance to the floor; the rasp columns beside the others
+    assert "(n=2)†" in md and "#### Δ vs constant" in md and "rasp code (exact match)" in md
     # a report per interpreter, next to its scores
     for name in ("oracle", "random", "embedded"):
         assert summary["reports"][name] == str(out / "scores" / name / "report.html")
@@ -80,7 +89,7 @@ class _FakeMetric:
         self.calls.append(self.name)
         if self.name == "find_nmse":
             return {"success_rate": 1.0, "mean_nmse": 0.0, "isolation": "landlock+netns+uid"}
-        return {"exact_match": 1.0}
+        return {"exact_match": 1.0, "position_accuracy": 1.0, "n": len(predictions)}
 
 
 @pytest.fixture
@@ -192,6 +201,34 @@ def test_main_runs_each_interpreter_with_its_methods_and_sample(fake_main):
     md = (fake_main.out / "summary.md").read_text()
     assert "| **embedded** |" in md and "| GPT-4 (paper) |" in md
     assert "| **constant** |" in md and "| **empty** |" in md and "#### Δ vs constant" in md
+
+
+def test_main_adds_rasp_where_the_build_wrote_it(fake_main, monkeypatch):
+    """A build with a rasp folder: the references and the LM run on it too, sampled from its test split
+    (tracr's own programs, split dev, never), and the code metrics run its reference code on the models."""
+    import findbench.builders.find as builders
+
+    fake = builders.build
+
+    def build_with_rasp(cfg):
+        fake(cfg)
+        (Path(cfg.out) / "rasp").mkdir(exist_ok=True)
+
+    rasp = [{**row, "split": "dev" if i < 10 else "test", "weights_sha256": "x"}
+            for i, row in enumerate(_fake_rows("rasp", 14))]
+    load = __import__("datasets").load_dataset
+    monkeypatch.setattr(builders, "build", build_with_rasp)
+    monkeypatch.setattr("datasets.load_dataset",
+                        lambda path, config, split: type(load(path, "numeric", split))(rasp) if config == "rasp"
+                        else load(path, config, split))
+    summary = fake_main(functions_per_category=3, lm_functions=1)
+    oracle_aia, *_ = fake_main.calls["interpret"]
+    assert oracle_aia[2] == (*CATEGORIES, "rasp") and summary["rows"]["rasp"] == 14
+    picked = [f for f in oracle_aia[3] if f.startswith("rasp/")]
+    assert len(picked) == 3 and all(int(f[-5:]) >= 10 for f in picked)
+    lm_aia = next(r for r in fake_main.calls["interpret"] if r[0] == "embedded")
+    assert [f for f in lm_aia[3] if f.startswith("rasp/")] == picked[:1]
+    assert fake_main.calls["metric"].count("find_exact_match") == 2  # strings, then the rasp sample
 
 
 def test_main_stage_keys_follow_the_arguments(fake_main, monkeypatch):

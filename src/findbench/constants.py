@@ -63,4 +63,5 @@ CONSTANT_DESCRIPTIONS = {
     "strings": "f(s) returns a string",
     "neurons_entities": "the neuron responds to words",
     "neurons_relations": "the function maps an input word to another word",
+    "rasp": "f(x) returns one value per token of its input sequence",
 }

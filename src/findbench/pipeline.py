@@ -1,10 +1,12 @@
 """``findbench main``: evaluate interpretability methods on FIND, on embedded defaults.
 
-1. build the FIND dataset folder; 2. run the ground-truth code through ``find_nmse`` and
-``find_exact_match`` (served functions, code and sandbox agree); 3. interpret a sample of
-functions per category with ``oracle`` (the upper bound), ``random``, ``constant``, ``empty``
-(the floors) and the embedded LM (SmolLM2-135M; AIA, and MILAN / AIA+MILAN on neurons) on the
-first ``lm_functions``; 4. score every run with ``findbench evaluate`` (``embedded-evaluator``
+1. build the FIND dataset folder (``rasp`` too, where its compiled weights are at hand: seed 0's
+ship); 2. run the ground-truth code through ``find_nmse`` and ``find_exact_match`` (served
+functions, code and sandbox agree; rasp: a sample's reference code against the compiled models);
+3. interpret a sample of functions per config (rasp: of its ``test`` split) with ``oracle`` (the
+upper bound), ``random``, ``constant``, ``empty``, ``observed`` (the floors) and the embedded LM
+(SmolLM2-135M; AIA, and MILAN / AIA+MILAN on neurons) on the first ``lm_functions``;
+4. score every run with ``findbench evaluate`` (``embedded-evaluator``
 when trained here, else the embedded judge in ``pmi`` mode); 5. write ``summary.json`` and
 ``summary.md`` (Table 2 with the paper's rows, intervals, n, and the margin over ``constant``).
 
@@ -27,7 +29,7 @@ from findbench._config import Csv, arg, flag
 from findbench._io import atomic_write_json, atomic_write_text, fingerprint
 from findbench.constants import JUDGE_CATEGORIES, UsageError
 from findbench.judge.scoring import JUDGE_MODES
-from findbench.schema import CATEGORIES
+from findbench.schema import CATEGORIES, CONFIGS, RASP
 
 logger = logging.getLogger(__name__)
 
@@ -36,9 +38,12 @@ logger = logging.getLogger(__name__)
 DEFAULT_INTERPRETERS = ("oracle", "random", "constant", "empty", "observed", "embedded")
 #: Layout of the scores a ``scores_<name>`` stage keeps; scores of another layout are recomputed
 #: (2: each metric with ``<metric>_ci`` and ``<metric>_n``; 3: floors, margins, near-miss tests, n_degenerate;
-#: 4: the judge that scored them; 5: floors from the recorded inputs, ``<metric>_margin_plan``).
-_SCORES_FORMAT = 5
+#: 4: the judge that scored them; 5: floors from the recorded inputs, ``<metric>_margin_plan``; 6: rasp cells).
+_SCORES_FORMAT = 6
 _NEURONS = ("neurons_entities", "neurons_relations")
+#: rasp functions whose reference code the code-metrics stage runs against their compiled models (all
+#: were validated on their whole domain when compiled; this checks the served models and the sandbox).
+_RASP_CHECKED = 24
 
 
 def load_metric(name: str):
@@ -129,6 +134,8 @@ def _sample_functions(rows: dict[str, list[dict]], k: int, seed: int) -> dict[st
         if category in JUDGE_CATEGORIES:
             splits = split_functions(category_rows, seed=0, heldout_fraction=JudgeDataConfig.heldout_fraction)
             pool = [r for r in category_rows if splits[r["function_id"]] == "heldout"]
+        elif category == RASP:  # tracr's own programs are public: split dev, never in a headline score
+            pool = [r for r in category_rows if r.get("split") == "test"]
         if k < len(pool):
             idx = sorted(random.Random(f"{seed}:{category}").sample(range(len(pool)), k))
             pool = [pool[i] for i in idx]
@@ -223,7 +230,9 @@ def run_main(cfg: MainConfig) -> dict:
 
     # a deleted dataset folder is rebuilt even when the stage file says it was built
     _stage(out, "build", data_key, _build, force=not data.is_dir())
-    rows = {c: datasets.load_dataset(str(data), c, split="test").to_list() for c in CATEGORIES}
+    # rasp where the build wrote it (seed 0's compiled weights ship; another seed's need tracr)
+    configs = [c for c in CONFIGS if c in CATEGORIES or (data / c).is_dir()]
+    rows = {c: datasets.load_dataset(str(data), c, split="test").to_list() for c in configs}
     summary: dict[str, Any] = {"data": str(data), "seed": seed, "rows": {c: len(r) for c, r in rows.items()}}
 
     def _code():
@@ -233,11 +242,17 @@ def run_main(cfg: MainConfig) -> dict:
         em = load_metric("find_exact_match").compute(
             predictions=strings, references=strings, test_inputs=[r["test_inputs"] for r in rows["strings"]]
         )
-        return {
+        out = {
             "numeric_ground_truth": {"success_rate": nmse["success_rate"], "mean_nmse": nmse["mean_nmse"]},
             "strings_ground_truth": {"exact_match": em["exact_match"]},
             "isolation": nmse["isolation"],
         }
+        if RASP in rows:  # the reference code against the compiled models, on held-out inputs (a sample)
+            ids = _sample_functions({RASP: rows[RASP]}, _RASP_CHECKED, seed)[RASP]
+            refs = [r["code"] for r in rows[RASP] if r["function_id"] in ids]
+            rasp = load_metric("find_exact_match").compute(predictions=refs, references=refs, function_ids=ids)
+            out["rasp_ground_truth"] = {k: rasp[k] for k in ("exact_match", "position_accuracy", "n")}
+        return out
 
     # the code metrics depend only on the ground-truth code and test inputs they are given
     code_key = {
@@ -247,6 +262,7 @@ def run_main(cfg: MainConfig) -> dict:
             {
                 "numeric": [r["code"] for r in rows["numeric"]],
                 "strings": [[r["code"], r["test_inputs"]] for r in rows["strings"]],
+                RASP: [[r["function_id"], r["code"], r["weights_sha256"]] for r in rows.get(RASP, [])],
             }
         ),
     }
@@ -286,7 +302,7 @@ def run_main(cfg: MainConfig) -> dict:
         logger.info("interpreting with %s", interpreter)
         run_interpretations(
             InterpretConfig(
-                method=["aia"], configs=list(CATEGORIES), functions=[f for c in CATEGORIES for f in ids[c]], **common
+                method=["aia"], configs=list(configs), functions=[f for c in configs for f in ids[c]], **common
             )
         )
         run_interpretations(
@@ -349,6 +365,11 @@ def _markdown(summary: dict) -> str:
         f"- numeric: success rate {cm['numeric_ground_truth']['success_rate']:.3f}, "
         f"mean NMSE {cm['numeric_ground_truth']['mean_nmse']:.3g}",
         f"- strings: exact match {cm['strings_ground_truth']['exact_match']:.3f}",
+        *(
+            [f"- rasp: reference code against the compiled models, exact match {rasp['exact_match']:.3f}, "
+             f"position accuracy {rasp['position_accuracy']:.3f} (n={rasp['n']})"]
+            if (rasp := cm.get("rasp_ground_truth")) else []
+        ),
         f"- sandbox: {cm.get('isolation', '')}",
         "",
     ]

@@ -390,7 +390,8 @@ def test_errors_name_the_field(rows, tmp_path):
 
 
 def test_scoreboard_renders_missing_values_as_dashes():
-    assert len(TABLE2_COLUMNS) == 9 and all(len(v) == 9 for v in PAPER_TABLE2.values())
+    # FIND's nine columns, then findbench's three rasp columns (the paper has no value there)
+    assert len(TABLE2_COLUMNS) == 12 and all(len(v) == 12 and v[9:] == (None,) * 3 for v in PAPER_TABLE2.values())
     assert list(PAPER_TABLE2) == ["GPT-4", "GPT-3.5", "Llama-2-70b-chat"]
     scores = Scores(
         {
@@ -398,7 +399,7 @@ def test_scoreboard_renders_missing_values_as_dashes():
             "neurons_relations": {"milan": Cell(unit_test_accuracy=Estimate(math.nan, None, 1))},
         }
     )
-    assert table2_cells(scores) == [0.5] + [None] * 8
+    assert table2_cells(scores) == [0.5] + [None] * 11
     text = render_table("a|b", scores, counts={"numeric": {"aia": 2}}, notes=["hello"])
     run_row = next(line for line in text.splitlines() if "(this run)" in line)
     assert run_row.startswith("| **a\\|b** (this run) | **0.50 [0.00, 1.00] (n=2)†** | — |")

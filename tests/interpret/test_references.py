@@ -97,7 +97,7 @@ def test_constant_and_empty_answers():
     from findbench.interpret.references import REFERENCE_INTERPRETERS, constant_answer, empty_answer
 
     assert REFERENCE_INTERPRETERS == ("oracle", "random", "constant", "empty", "observed")
-    assert set(CONSTANT_ANSWERS) == {"numeric", "strings", "neurons_entities", "neurons_relations"}
+    assert set(CONSTANT_ANSWERS) == {"numeric", "strings", "neurons_entities", "neurons_relations", "rasp"}
     numeric = constant_answer({"category": "numeric", "function_id": "numeric/f00009"})
     assert numeric.description == "f(x) returns a number" and numeric.code == "def f(x):\n    return 0\n"
     assert constant_answer({"category": "numeric", "function_id": "numeric/f00001"}) == numeric  # whatever the function

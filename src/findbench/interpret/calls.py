@@ -3,7 +3,8 @@
 Values go to the row's callable (:func:`findbench.find.load_function`) as ``findbench call``
 passes them, so a reply equals what it prints: numeric values are parsed with ``float`` (a bad
 value errors alone) and called one by one; strings are called as written; neurons get one
-batch ``f([x1, ...])`` on the row's default backbone. Noisy and corrupted numeric functions
+batch ``f([x1, ...])`` on the row's default backbone; a ``rasp`` value is one token sequence
+(:func:`findbench.find.rasp.black_box.call_text`). Noisy and corrupted numeric functions
 seed their noise from the row, the run seed and the input, so within a run an input always
 gets the same output (``findbench call`` draws in call order and differs only there).
 """
@@ -23,7 +24,7 @@ from findbench.interpret.protocol import (
     format_reply,
     malformed_reply,
 )
-from findbench.schema import CATEGORIES
+from findbench.schema import CONFIGS, RASP
 
 # Neuron backbones (a torch encoder, an LM) are shared by every runner of the process; calls
 # from several episodes in flight go through them one at a time.
@@ -62,8 +63,8 @@ class FunctionRunner:
         if not isinstance(row, Mapping):
             raise TypeError(f"row must be a mapping (a dataset row), got {type(row).__name__}")
         category = row.get("category")
-        if category not in CATEGORIES:
-            raise ValueError(f"row['category'] must be one of {CATEGORIES}, got {category!r}")
+        if category not in CONFIGS:
+            raise ValueError(f"row['category'] must be one of {CONFIGS}, got {category!r}")
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise TypeError(f"seed must be an int, got {type(seed).__name__}")
         if function is not None and not callable(function):
@@ -98,6 +99,13 @@ class FunctionRunner:
             else:
                 ok.append(i)
         if not ok:
+            return shown, outputs
+        if self.category == RASP:  # one token sequence per value; shown and answered as JSON lists
+            from findbench.find.rasp.black_box import call_text
+
+            for i in ok:
+                pair = _guarded(lambda v=inputs[i]: call_text(self.function(), v))
+                shown[i], outputs[i] = pair if isinstance(pair, tuple) else (shown[i], pair)
             return shown, outputs
         if self.category in ("numeric", "strings"):
             try:

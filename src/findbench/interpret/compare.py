@@ -20,7 +20,7 @@ from findbench._io import atomic_write_json, read_csv_rows
 from findbench.interpret.config import CompareConfig
 from findbench.interpret.evaluate import CATEGORY_METRICS, FLOORED_SCORES, METHODS, unit_values
 from findbench.interpret.scoreboard import TABLE2_COLUMNS
-from findbench.schema import CATEGORIES
+from findbench.schema import CONFIGS
 from findbench.stats import (
     DEFAULT_CONFIDENCE,
     SMALL_N,
@@ -31,7 +31,8 @@ from findbench.stats import (
 
 #: The metrics of ``scores.json`` compared (per category: those of ``CATEGORY_METRICS``), each followed
 #: by its margins over the run's own observations and over the observed plan where it has them (:data:`MARGINS`).
-COMPARED_METRICS = ("nmse_success", "exact_match", "unit_test_accuracy", "domain_iou", "unit_test_accuracy_near")
+COMPARED_METRICS = ("nmse_success", "exact_match", "unit_test_accuracy", "domain_iou", "unit_test_accuracy_near",
+                    "position_accuracy")
 MARGINS = tuple(f"{m}_margin" for m in FLOORED_SCORES)
 _PER_FUNCTION = "per_function.csv"
 #: A column's ``verdict``: the interval excludes 0, it does not, or too few shared functions to say.
@@ -79,7 +80,7 @@ def _columns() -> list[tuple[str, str, str, str]]:
     """``(category, method, metric, header)``: Table 2's columns first, then every other."""
     cols = [(c.category, c.method, c.metric, c.header) for c in TABLE2_COLUMNS]
     seen = {c[:3] for c in cols}
-    for category in CATEGORIES:
+    for category in CONFIGS:
         for method in METHODS:
             for metric in CATEGORY_METRICS[category]:
                 if metric in COMPARED_METRICS and (category, method, metric) not in seen:

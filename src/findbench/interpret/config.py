@@ -27,7 +27,7 @@ from findbench.interpret.protocol import (
 from findbench.interpret.references import REFERENCE_INTERPRETERS
 from findbench.judge.scoring import JUDGE_MODES
 from findbench.lm.base import STRUCTURED_OUTPUTS
-from findbench.schema import CATEGORIES, parse_function_id
+from findbench.schema import CONFIGS, parse_function_id
 
 _BUILT = "dataset folder written by `findbench build` (default: regenerate from --seed)"
 _RUN_DATA = "dataset folder written by `findbench build` (default: run.json's data, else procedural with its seed)"
@@ -101,7 +101,7 @@ class InterpretConfig:
         self.method = _csv("method", self.method, METHODS)
         if not self.method:
             raise UsageError(f"--method: give at least one of {', '.join(METHODS)}")
-        self.configs = _csv("configs", self.configs, CATEGORIES, optional=True)
+        self.configs = _csv("configs", self.configs, CONFIGS, optional=True)
         self.functions = _csv("functions", self.functions, optional=True)
         for function_id in self.functions or ():
             try:

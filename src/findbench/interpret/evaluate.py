@@ -43,7 +43,7 @@ from findbench.interpret.log_scores import write_log_scores
 from findbench.interpret.logs import LOG_DIR, log_files
 from findbench.interpret.protocol import METHODS
 from findbench.interpret.scores import SCORES_FILE, Cell, Estimate, Scores
-from findbench.schema import CATEGORIES
+from findbench.schema import CONFIGS
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +63,7 @@ SCORE_METRICS = (
     "unit_test_accuracy",
     "domain_iou",
     "unit_test_accuracy_near",
+    "position_accuracy",
 )
 #: Columns of ``per_function.csv`` (then :data:`FLOOR_COLUMNS`, ``floor_missing``: why a floor of the
 #: episode could not be computed (its columns are then empty), ``degenerate``, ``code_error``: why the
@@ -78,6 +79,7 @@ CSV_COLUMNS = (
     "unit_test_accuracy",
     "domain_iou",
     "unit_test_accuracy_near",
+    "position_accuracy",
 )
 #: Which aggregates a category has in ``scores.json``.
 CATEGORY_METRICS: dict[str, tuple[str, ...]] = {
@@ -85,9 +87,10 @@ CATEGORY_METRICS: dict[str, tuple[str, ...]] = {
     "strings": ("exact_match", "unit_test_accuracy", "unit_test_accuracy_near"),
     "neurons_entities": ("unit_test_accuracy", "unit_test_accuracy_near"),
     "neurons_relations": ("unit_test_accuracy", "unit_test_accuracy_near"),
+    "rasp": ("exact_match", "position_accuracy", "unit_test_accuracy", "unit_test_accuracy_near"),
 }
 #: The per-function metrics with a floor from the agent's own observations (:mod:`findbench.interpret.floors`).
-_FLOOR_METRICS = ("nmse", "exact_match", "unit_test_accuracy", "unit_test_accuracy_near")
+_FLOOR_METRICS = ("nmse", "exact_match", "unit_test_accuracy", "unit_test_accuracy_near", "position_accuracy")
 #: The two floors of an episode, each with the name of the margin over it: ``observed``, the floor of
 #: the inputs its episode recorded; ``plan``, the floor of the fixed ``observed`` plan, which no
 #: transcript can move (:mod:`findbench.interpret.floors`).
@@ -98,7 +101,7 @@ _FLOOR_KINDS = {"observed": "margin", "plan": "margin_plan"}
 FLOOR_COLUMNS = tuple(f"{m}_{kind}" for m in _FLOOR_METRICS for pair in _FLOOR_KINDS.items() for kind in pair)
 #: Aggregates of ``scores.json`` with a floor: each gets ``<metric>_observed``, ``<metric>_margin`` and
 #: ``<metric>_margin_plan`` (with ``_ci`` and ``_n``; a margin's interval is a paired bootstrap over functions).
-FLOORED_SCORES = ("nmse_success", "exact_match", "unit_test_accuracy", "unit_test_accuracy_near")
+FLOORED_SCORES = ("nmse_success", "exact_match", "unit_test_accuracy", "unit_test_accuracy_near", "position_accuracy")
 #: Characters of a ``floor_missing`` reason kept.
 _REASON_CHARS = 300
 #: The unit tests each judged metric reads from a row: FIND's, and the near misses of the function.
@@ -215,10 +218,10 @@ def _scan(
         if folder.resolve() in skip:
             continue
         kind = _kind(folder)
-        if folder.name not in CATEGORIES:
+        if folder.name not in CONFIGS:
             if kind is not None:  # holds episodes: a category this benchmark does not have
                 raise ValueError(
-                    f"category: unknown category folder {folder.name!r} in {run_dir}; categories are {CATEGORIES}"
+                    f"category: unknown category folder {folder.name!r} in {run_dir}; categories are {CONFIGS}"
                 )
             continue
         if kind is not None:
@@ -227,7 +230,7 @@ def _scan(
     if not kinds and not has_logs:
         raise ValueError(
             f"run_dir: nothing to score in {run_dir}: no {LOG_DIR}/*.eval or <category>/<method>/fNNNNN/ (findbench "
-            f"interpret) or <category>/fNNNNN/ (FIND results) folders, with category in {CATEGORIES}"
+            f"interpret) or <category>/fNNNNN/ (FIND results) folders, with category in {CONFIGS}"
         )
     has_info = (run_dir / _RUN_INFO).is_file()
     layouts = set(kinds.values()) | ({"run"} if has_info or has_logs else set())
@@ -240,7 +243,7 @@ def _scan(
         )
     layout = layouts.pop()
     records: list[dict[str, Any]] = []
-    for category in (c for c in CATEGORIES if c in kinds):
+    for category in (c for c in CONFIGS if c in kinds):
         folder = run_dir / category
         if layout == "find":
             records += _episodes_of(folder, category, method or "aia", category)
@@ -314,7 +317,7 @@ def _from_logs(
                     "not the record and is not scored",
                 }
             )
-    order = {c: i for i, c in enumerate(CATEGORIES)}
+    order = {c: i for i, c in enumerate(CONFIGS)}
     records.sort(key=lambda r: (order[r["category"]], METHODS.index(r["method"]), r["function_id"]))
     return records, logs.problems
 
@@ -398,6 +401,8 @@ def score_interpretations(
             )
             for i, value, why in zip(scored, out["per_function"], out["errors"]):
                 records[i]["exact_match"], records[i]["code_error"] = float(value), why
+    if category == "rasp" and {"exact_match", "position_accuracy"} & set(metrics):
+        _score_rasp_code(records, coded, progress)
     for metric, (column, tests) in _UNIT_TEST_SETS.items():
         if category in (None, "numeric") or metric not in metrics:
             continue
@@ -423,6 +428,20 @@ def score_interpretations(
     return records
 
 
+def _score_rasp_code(records: list[dict[str, Any]], coded: list[int], progress: bool) -> None:
+    """``exact_match`` and ``position_accuracy`` of rasp answers' code against the compiled models on
+    held-out in-domain inputs (:func:`findbench.find.code_scoring.score_rasp`; 0 without code)."""
+    from findbench.find.code_scoring import score_rasp
+
+    for rec in records:
+        rec["exact_match"] = rec["position_accuracy"] = 0.0
+    if coded:
+        out = score_rasp([records[i]["code"] for i in coded], [records[i]["function_id"] for i in coded],
+                         progress=progress)
+        for i, em, pos, why in zip(coded, out["per_function"], out["per_function_positions"], out["errors"]):
+            records[i].update(exact_match=float(em), position_accuracy=float(pos), code_error=why)
+
+
 def _add_floors(
     category: str, records: list[dict[str, Any]], lm: Any, mode: str, pool: Sequence[dict], seed: int
 ) -> None:
@@ -431,7 +450,13 @@ def _add_floors(
     floor is built from the episode's recorded inputs run through the row's function (``seed``: the
     run's), the ``plan`` floor from the ``observed`` plan on ``pool``. A floor that cannot be computed
     is left empty, with the reason in ``floor_missing``; the others are scored as usual."""
-    from findbench.interpret.floors import floor_answers, observed_pairs, plan_pairs, recorded_inputs
+    from findbench.interpret.floors import (
+        floor_answers,
+        observed_pairs,
+        plan_pairs,
+        rasp_floor_answers,
+        recorded_inputs,
+    )
 
     floors: list[dict[str, Any]] = []
     for k, rec in enumerate(records):
@@ -446,6 +471,8 @@ def _add_floors(
                 )
                 # the plan's floor is the one answer the observed reference gives
                 answers = floor_answers(category, pairs, key=fid, lm=lm, **({"listings": 1} if kind == "plan" else {}))
+                if category == "rasp":  # its fixed floors: constant output, copy, family name, hedge
+                    answers += rasp_floor_answers(rec["row"])
             except Exception as exc:  # noqa: BLE001 - one episode's floor never stops the run
                 _floor_missing(rec, kind, exc)
                 continue
@@ -715,8 +742,8 @@ def read_scored_run(
 def _plan_pool(category: str, run: dict[str, Any]) -> list[dict]:
     """The functions the ``observed`` plan draws other inputs from: the category's rows of the run's data
     (as the ``observed`` interpreter drew them); an unverified run's, or where they cannot be read, the
-    rows scored. Numeric plans need none."""
-    if category == "numeric" or not run["verified"]:
+    rows scored. Numeric and rasp plans need none."""
+    if category in ("numeric", "rasp") or not run["verified"]:
         return []
     from findbench.find.rows import load_rows
 
@@ -818,7 +845,7 @@ def evaluate_run(cfg: EvaluateConfig, *, progress: bool = True) -> dict[str, Any
 
     cells: dict[str, dict[str, Cell]] = {}
     counts: dict[str, dict[str, int]] = {}
-    for category in CATEGORIES:
+    for category in CONFIGS:
         group = [r for r in records if r["category"] == category]
         if not group:
             continue

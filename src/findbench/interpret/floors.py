@@ -11,7 +11,10 @@ calls can shape the floor. The answers built from them:
   line and linear interpolation (flat outside the called range), fitted in float64 with overflow
   ignored (a candidate that comes out non-finite is dropped); the floor is the best of them by NMSE
   on FIND's grid;
-- strings code: a lookup table of the observed pairs, the input unchanged where unseen;
+- strings code: a lookup table of the observed pairs, the input unchanged where unseen (rasp: the
+  same over token sequences, and the plan draws in-domain sequences);
+- rasp, beside those (:func:`rasp_floor_answers`): the constant-output and copy-the-input codes, the
+  family's name and a hedged description naming several families;
 - descriptions (strings, entities, relations): the observed pairs listed, no rule, one listing per
   :data:`DESCRIPTION_SUBSETS` seeded shuffles, each filled in one pass up to the judge's description
   budget counted with its tokenizer (:func:`listed_description`); the best counts.
@@ -190,7 +193,7 @@ def floor_answers(
         texts[text or CONSTANT_ANSWERS[category].description] = None
         if every:  # another listing would only reorder the same pairs
             break
-    code = lookup_code(pairs) if category == "strings" else None
+    code = lookup_code(pairs) if category == "strings" else rasp_lookup_code(pairs) if category == "rasp" else None
     return [Answer(description=text, code=code if not k else None) for k, text in enumerate(texts)]
 
 
@@ -205,6 +208,10 @@ def observed_plan(
 
     if isinstance(calls, bool) or not isinstance(calls, int) or not 1 <= calls <= MAX_OBSERVED_CALLS:
         raise ValueError(f"observed_calls must be an integer from 1 to {MAX_OBSERVED_CALLS}, got {calls!r}")
+    if row.get("category") == "rasp":  # in-domain sequences: rasp functions differ in vocabulary
+        from findbench.find.rasp.black_box import plan_inputs
+
+        return plan_inputs(row, calls, seed)
     if row.get("category") == "numeric":
         low, high = NUMERIC_RANGE
         if calls == 1:
@@ -221,6 +228,27 @@ def observed_plan(
         candidates |= {x for x in inputs if x.strip() and x.strip().lower() not in shown}
     ordered = sorted(candidates)
     return random.Random(f"{seed}:{row.get('function_id')}:observed").sample(ordered, min(calls, len(ordered)))
+
+
+def rasp_lookup_code(pairs: Sequence[Pair]) -> str:
+    """A rasp function answering each observed sequence with its output, any other with the input itself
+    (:func:`findbench.find.rasp.black_box.lookup_code`)."""
+    from findbench.find.rasp.black_box import lookup_code as rasp_lookup
+
+    return rasp_lookup(pairs)
+
+
+def rasp_floor_answers(row: Mapping[str, Any]) -> list[Answer]:
+    """The rasp config's fixed floors, scored beside the observed ones: the row's most common output at
+    every position with its family's name as the description, and the input copied with a hedged
+    description naming several families (:func:`findbench.find.rasp.circuit.code_floors`,
+    :func:`~findbench.find.rasp.circuit.description_floors`)."""
+    from findbench.find.rasp.catalog import FAMILIES
+    from findbench.find.rasp.circuit import code_floors, description_floors
+
+    codes, texts = code_floors(dict(row)), description_floors(dict(row), sorted(FAMILIES))
+    return [Answer(description=texts["family"], code=codes["constant"]),
+            Answer(description=texts["hedged"], code=codes["copy"])]
 
 
 def best_floor(row: Mapping[str, Any], answers: Sequence[Answer]) -> Answer:

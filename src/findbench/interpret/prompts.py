@@ -2,8 +2,9 @@
 
 The task messages follow FIND's interpreter prompts (written anew) and ask for the answer FIND
 scores: numeric ``[DESCRIPTION]``, ``[DOMAIN]``, ``[CODE]`` (``mlp`` rows: a neural network);
-strings ``[DESCRIPTION]``, ``[CODE]``; neurons_entities ``[DESCRIPTION]``; neurons_relations
-``[DESCRIPTION]``, ``[DOMAIN]``. MILAN methods add the outputs on the row's exemplars (``milan``:
+strings and rasp ``[DESCRIPTION]``, ``[CODE]`` (rasp: the row's stated domain shown);
+neurons_entities ``[DESCRIPTION]``; neurons_relations ``[DESCRIPTION]``, ``[DOMAIN]``. MILAN methods add
+the outputs on the row's exemplars (``milan``:
 answer within two messages). ``text`` and ``tools`` differ in the system message and one sentence.
 
 A ``text`` turn's grammar (:func:`turn_constraint`): an optional short line without brackets or
@@ -23,7 +24,7 @@ from findbench.interpret.protocol import (
     check_protocol,
 )
 from findbench.lm.base import Constraint
-from findbench.schema import CATEGORIES
+from findbench.schema import CONFIGS
 
 #: Model turns a ``milan`` episode allows (FIND's single-round setting).
 MILAN_TURNS = 2
@@ -94,6 +95,20 @@ _STRINGS = (
     "string, inside a ```python code block."
 )
 
+_RASP = (
+    "Your job is to interpret a function f(x) computed by the script {script}, which runs a small transformer. "
+    "f(x) takes a sequence of tokens and returns one value per token: a token or a number for each position, "
+    "from that position and the tokens before or around it.{domain}\n"
+    "Experiment by calling f(x): PYTHON({script} \"t1 t2 t3\") runs it on one sequence (its tokens separated "
+    "by spaces, inside double quotes), and PYTHON({script} \"t1 t2\" \"t3 t1 t2\" ...) on several at once. Try "
+    "many sequences of different lengths before you settle on a description.\n"
+    "Look for a short, simple description that explains what f(x) does at each position.\n"
+    "Give your answer in two parts:\n"
+    "[DESCRIPTION]: In words, what f(x) does.\n"
+    "[CODE]: Python code that computes f(x): a function `def function(x):` that takes a list of tokens and "
+    "returns a list of the same length, inside a ```python code block."
+)
+
 _ENTITIES = (
     "Your job is to interpret a function f(x) computed by the script {script}. f(x) takes a word or a short "
     "phrase and returns a value between 0 and 1; values close to 1 mean that the input is associated with a "
@@ -122,7 +137,8 @@ _RELATIONS = (
     "describe the inputs the rule applies to."
 )
 
-_TEMPLATES = {"numeric": _NUMERIC, "strings": _STRINGS, "neurons_entities": _ENTITIES, "neurons_relations": _RELATIONS}
+_TEMPLATES = {"numeric": _NUMERIC, "strings": _STRINGS, "neurons_entities": _ENTITIES, "neurons_relations": _RELATIONS,
+              "rasp": _RASP}
 
 _EXEMPLARS = (
     "\nTo start you off, f(x) has already been run on some exemplar inputs:\n{reply}"
@@ -151,6 +167,16 @@ def is_mlp(row: Mapping[str, Any]) -> bool:
     return row.get("category") == "numeric" and row.get("subcategory") == "mlp"
 
 
+def _domain(row: Mapping[str, Any]) -> str:
+    """A ``rasp`` row's stated input domain as a sentence (``""`` for other rows): vocabulary, lengths,
+    preconditions (never the program)."""
+    if row.get("category") != "rasp":
+        return ""
+    from findbench.find.rasp.black_box import domain_text
+
+    return " " + domain_text(row["domain"])
+
+
 def system_prompt(protocol: str) -> str:
     """The system message: how to call the function in ``protocol`` (``text``: commands;
     ``tools``: the ``call_function`` tool)."""
@@ -165,8 +191,8 @@ def check_row(row: Any, method: str) -> str:
     if not isinstance(row, Mapping):
         raise TypeError(f"row must be a mapping (a dataset row), got {type(row).__name__}")
     category = row.get("category")
-    if category not in CATEGORIES:
-        raise ValueError(f"row['category'] must be one of {CATEGORIES}, got {category!r}")
+    if category not in CONFIGS:
+        raise ValueError(f"row['category'] must be one of {CONFIGS}, got {category!r}")
     check_method(method, category)
     return category
 
@@ -177,7 +203,7 @@ def task_prompt(
     """The first user message of an episode on ``row``; ``exemplar_reply`` (MILAN methods): the reply
     line for the row's exemplars; ``protocol`` ``tools`` adds a sentence (``PYTHON(...)`` means a tool call)."""
     category = check_row(row, method)
-    text = _TEMPLATES[category].format(script=_S, mlp=_MLP if is_mlp(row) else "")
+    text = _TEMPLATES[category].format(script=_S, mlp=_MLP if is_mlp(row) else "", domain=_domain(row))
     if check_protocol(protocol) == "tools":
         # after the sentences that show the PYTHON(...) syntax
         lines = text.split("\n")
@@ -217,6 +243,7 @@ _LINE = rf"[^\n]{{1,{_MAX_LINE_CHARS}}}"
 _ANSWER_PARTS = {
     "numeric": ("DESCRIPTION", "DOMAIN", "CODE"),
     "strings": ("DESCRIPTION", "CODE"),
+    "rasp": ("DESCRIPTION", "CODE"),
     "neurons_entities": ("DESCRIPTION",),
     "neurons_relations": ("DESCRIPTION", "DOMAIN"),
 }
@@ -260,7 +287,7 @@ def turn_constraint(category: str, *, answer_only: bool = False) -> Constraint:
 DESCRIPTION_PLACEHOLDERS = tuple(
     dict.fromkeys(
         line.split("[DESCRIPTION]:", 1)[1].strip()
-        for template in (_NUMERIC, _STRINGS, _ENTITIES, _RELATIONS)
+        for template in (_NUMERIC, _STRINGS, _RASP, _ENTITIES, _RELATIONS)
         for line in template.splitlines()
         if line.startswith("[DESCRIPTION]:")
     )

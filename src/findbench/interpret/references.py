@@ -4,7 +4,8 @@
   ``[DOMAIN]``; ``code`` as ``[CODE]``).
 - ``random``: the ground truth of another function of the category, picked from the run seed and
   the function id.
-- ``constant``: one category-generic answer (:data:`CONSTANT_ANSWERS`), the floor to clear.
+- ``constant``: one category-generic answer (:data:`CONSTANT_ANSWERS`), the floor to clear (rasp code:
+  the row's most common output at every position, :func:`findbench.find.rasp.circuit.code_floors`).
 - ``empty``: no answer (scores 0).
 - ``observed``: calls the function on a fixed seeded plan, then answers with what those
   observations alone support (:mod:`findbench.interpret.floors`): the floor every interpreter's
@@ -39,6 +40,8 @@ CONSTANT_ANSWERS: dict[str, Answer] = {
     "strings": Answer(description=CONSTANT_DESCRIPTIONS["strings"], code='def f(s):\n    return ""\n'),
     "neurons_entities": Answer(description=CONSTANT_DESCRIPTIONS["neurons_entities"]),
     "neurons_relations": Answer(description=CONSTANT_DESCRIPTIONS["neurons_relations"]),
+    # rasp: the row's constant-output floor where the row has its program (:func:`constant_answer`), else the copy
+    "rasp": Answer(description=CONSTANT_DESCRIPTIONS["rasp"], code="def f(x):\n    return list(x)\n"),
 }
 
 
@@ -89,7 +92,7 @@ def reference_domain(row: Mapping[str, Any]) -> str | None:
 
 def oracle_answer(row: Mapping[str, Any]) -> Answer:
     """The row's own ground truth as an answer."""
-    code = row.get("code") if row.get("category") in ("numeric", "strings") else None
+    code = row.get("code") if row.get("category") in ("numeric", "strings", "rasp") else None
     return Answer(
         description=str(row.get("description") or "").strip(), domain=reference_domain(row), code=(code or None)
     )
@@ -116,6 +119,10 @@ def constant_answer(row: Mapping[str, Any]) -> Answer:
     category = row.get("category")
     if category not in CONSTANT_ANSWERS:
         raise ValueError(f"row['category'] must be one of {tuple(CONSTANT_ANSWERS)}, got {category!r}")
+    if category == "rasp" and row.get("program"):  # the row's most common output at every position
+        from findbench.find.rasp.circuit import code_floors
+
+        return Answer(description=CONSTANT_ANSWERS[category].description, code=code_floors(dict(row))["constant"])
     return CONSTANT_ANSWERS[category]
 
 

@@ -40,7 +40,7 @@ from findbench.interpret.scoreboard import (
 )
 from findbench.interpret.scores import SCORES_FILE, Estimate, Scores
 from findbench.resources import render_page
-from findbench.schema import CATEGORIES
+from findbench.schema import CONFIGS
 from findbench.stats import INTERVAL_NOTE, SMALL_N_LEGEND, SMALL_N_MARK, is_small
 
 logger = logging.getLogger(__name__)
@@ -467,7 +467,7 @@ def write_report(cfg: ReportConfig) -> Path:
             "alt": f"{c} success rates",
             "category": c,
         }
-        for c in CATEGORIES
+        for c in CONFIGS
         if c in scores.categories()
     ]
 

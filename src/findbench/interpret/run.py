@@ -38,7 +38,7 @@ from findbench.interpret.episode import DEFAULT_API_MAX_TOKENS, Episode, read_ep
 from findbench.interpret.logs import LOG_DIR
 from findbench.interpret.protocol import METHODS
 from findbench.interpret.truth import row_fingerprint
-from findbench.schema import CATEGORIES, parse_function_id
+from findbench.schema import CONFIGS, parse_function_id
 
 logger = logging.getLogger(__name__)
 
@@ -397,7 +397,7 @@ def summarize_run(out: str | os.PathLike) -> list[dict[str, Any]]:
     ValueError naming the file for a damaged ``episode.json``."""
     root = Path(out)
     summary = []
-    for category in CATEGORIES:
+    for category in CONFIGS:
         for method in METHODS:
             records = []
             for path in sorted((root / category / method).glob("f*/episode.json")):

@@ -53,11 +53,12 @@ def _marked(state: TaskState, score: Score | None) -> Score | None:
     return score
 
 
-def _metric_scorer(category: str, metric: str, to_score: Any) -> Any:
-    """A scorer of ``category``'s samples: ``to_score(value, episode)`` of the episode's ``metric``."""
+def _metric_scorer(category: str | tuple[str, ...], metric: str, to_score: Any) -> Any:
+    """A scorer of ``category``'s samples (one or several): ``to_score(value, episode)`` of the episode's
+    ``metric``."""
 
     async def score(state: TaskState, target: Target) -> Score | None:
-        if state.metadata["row"]["category"] != category:
+        if state.metadata["row"]["category"] not in ((category,) if isinstance(category, str) else category):
             return None
         return _marked(state, to_score((await asyncio.to_thread(_scored, state, metric))[metric], _episode(state)))
 
@@ -84,9 +85,12 @@ def nmse_success():
 
 @scorer(metrics=[mean(), stderr()])
 def exact_match():
-    """String functions: the share of the row's test inputs on which the answer's code is right."""
+    """String functions: the share of the row's test inputs on which the answer's code is right; rasp
+    functions: the share of held-out inputs on which it matches the compiled model at every position."""
     return _metric_scorer(
-        "strings", "exact_match", lambda value, ep: None if value is None else Score(value=value, answer=ep.code)
+        ("strings", "rasp"),
+        "exact_match",
+        lambda value, ep: None if value is None else Score(value=value, answer=ep.code),
     )
 
 

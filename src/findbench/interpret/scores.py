@@ -21,7 +21,7 @@ from findbench._io import read_json_object
 from findbench._typed import JsonDoc, decode, doc_summary, schema_of
 from findbench.interpret.protocol import METHODS
 from findbench.models import JudgeIdentity
-from findbench.schema import CATEGORIES
+from findbench.schema import CONFIGS
 from findbench.stats import bootstrap_ci
 
 #: The file :class:`Scores` is written to.
@@ -66,7 +66,8 @@ class Cell(JsonDoc):
         "per function: success minus that of the floor of the fixed observed plan, which no transcript moves")
     mean_nmse: Estimate | None = _estimate("numeric: mean of the finite NMSEs")
     domain_iou: Estimate | None = _estimate("numeric: mean IoU of the stated domain with the true one")
-    exact_match: Estimate | None = _estimate("strings: share of test inputs the code maps exactly")
+    exact_match: Estimate | None = _estimate(
+        "strings: share of test inputs the code maps exactly; rasp: of held-out inputs, every position right")
     exact_match_observed: Estimate | None = _estimate("the floor's exact match (a lookup table of the observed pairs)")
     exact_match_margin: Estimate | None = _estimate("per function: exact match minus the floor's")
     exact_match_margin_plan: Estimate | None = _estimate("per function: exact match minus the observed plan floor's")
@@ -80,6 +81,11 @@ class Cell(JsonDoc):
     unit_test_accuracy_near_margin: Estimate | None = _estimate("per function: near-miss accuracy minus the floor's")
     unit_test_accuracy_near_margin_plan: Estimate | None = _estimate(
         "per function: near-miss accuracy minus the observed plan floor's")
+    position_accuracy: Estimate | None = _estimate("rasp: share of output positions the code gets right")
+    position_accuracy_observed: Estimate | None = _estimate("the floor's share of positions right")
+    position_accuracy_margin: Estimate | None = _estimate("per function: position accuracy minus the floor's")
+    position_accuracy_margin_plan: Estimate | None = _estimate(
+        "per function: position accuracy minus the observed plan floor's")
     n_degenerate: int = field(default=0, metadata={_D: "answers flagged degenerate (still scored)"})
     unverified: bool = field(default=False,
                              metadata={_D: "scored against a truth the run chose (carried rows, or run.json's data)"})
@@ -192,8 +198,8 @@ class Scores(JsonDoc):
         cells: dict[str, dict[str, Cell]] = {}
         judge = JudgeIdentity.from_json(obj["judge"], f"{where}.judge") if "judge" in obj else None
         for category, methods in ((c, m) for c, m in obj.items() if c != "judge"):
-            if category not in CATEGORIES:
-                raise ValueError(f"{where}: unknown category {category!r}; categories are {CATEGORIES}")
+            if category not in CONFIGS:
+                raise ValueError(f"{where}: unknown category {category!r}; categories are {CONFIGS}")
             if not isinstance(methods, dict):
                 raise ValueError(f"{where}.{category}: expected a JSON object, got {type(methods).__name__}")
             for method in methods:
@@ -217,4 +223,4 @@ class Scores(JsonDoc):
                            "properties": {m: schema_of(Cell, defs) for m in METHODS}, "additionalProperties": False}
         judge = {"description": "the judge that scored the unit tests", **schema_of(JudgeIdentity, defs)}
         return {"type": "object", "description": doc_summary(cls), "additionalProperties": False,
-                "properties": {"judge": judge, **{c: {"$ref": "#/$defs/Methods"} for c in CATEGORIES}}}
+                "properties": {"judge": judge, **{c: {"$ref": "#/$defs/Methods"} for c in CONFIGS}}}

@@ -33,7 +33,7 @@ from findbench.interpret.truth import json_row
 from findbench.judge.scoring import JUDGE_MODES
 from findbench.lm.inspect_lm import check_models, eval_models, task_arguments
 from findbench.lm.inspect_provider import inspect_model_name
-from findbench.schema import CATEGORIES, parse_function_id
+from findbench.schema import CONFIGS, parse_function_id
 
 #: The task's registry name (``inspect eval findbench/find_interpret``).
 TASK_NAME = "findbench/find_interpret"
@@ -50,16 +50,16 @@ def _rows(data: Any, category: str, seed: int) -> list[dict]:
 def default_configs(data: Any, methods: Sequence[str], functions: Sequence[str] | None) -> list[str]:
     """The categories a run covers when none are named: those ``data`` (a folder, rows or None:
     procedural) holds, only the neuron ones when a MILAN method is asked, only those of ``functions``."""
-    present = set(CATEGORIES)
+    present = set(CONFIGS)
     if functions:
         present = {f.split("/", 1)[0] for f in functions}
     elif isinstance(data, (str, os.PathLike)):
-        present = {c for c in CATEGORIES if (Path(data) / c).is_dir()}
+        present = {c for c in CONFIGS if (Path(data) / c).is_dir()}
     elif data is not None:
         present = {r.get("category") for r in data}
     if any(m != "aia" for m in methods):
         present &= set(NEURON_CATEGORIES)
-    return [c for c in CATEGORIES if c in present]
+    return [c for c in CONFIGS if c in present]
 
 
 def interpreter_model(name: str) -> str:
@@ -199,7 +199,7 @@ def find_interpret(
         for s, wanted in (
             (nmse_success(), "numeric" in present),
             (domain_iou(), "numeric" in present),
-            (exact_match(), "strings" in present),
+            (exact_match(), bool(present & {"strings", "rasp"})),
         )
         if wanted
     ]

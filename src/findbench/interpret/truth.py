@@ -21,7 +21,7 @@ from typing import Any
 
 from findbench._io import fingerprint
 from findbench.constants import UsageError
-from findbench.schema import CATEGORIES
+from findbench.schema import CONFIGS
 
 #: The fields of a row its fingerprint covers: what defines the function and its tests.
 TRUTH_FIELDS = ("function_id", "code", "params", "description", "test_inputs", "unit_tests")
@@ -103,7 +103,7 @@ def attach_truth(
     folder, text, verified = source
     seed = info.get("seed") or 0
     mismatched = []
-    for category in (c for c in CATEGORIES if any(r["category"] == c for r in records)):
+    for category in (c for c in CONFIGS if any(r["category"] == c for r in records)):
         by_id = {row["function_id"]: row for row in load_rows(category, seed=seed, data=folder)}
         for rec in (r for r in records if r["category"] == category):
             truth = by_id.get(rec["function_id"])

@@ -23,6 +23,7 @@ from findbench._checks import integer, one_of, positive_int
 from findbench.constants import EMBEDDED_JUDGE_NAME, JUDGE_CATEGORIES, TRAINED_MARKER
 from findbench.find.unit_tests import N_OPTIONS
 from findbench.lm.base import Constraint, use_structured_outputs
+from findbench.schema import RASP
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,10 @@ _INTRO = {
         "Here is a description of a Python function that takes a string as input and returns a string.",
         "Which of the following input -> output examples was produced by this function?",
     ),
+    "rasp": (
+        "Here is a description of a function that takes a sequence of tokens and returns one value per token.",
+        "Which of the following input -> output examples was produced by this function?",
+    ),
     "neurons_entities": (
         "Here is a description of a neuron: the kind of words it responds to strongly.",
         "Which of the following words would this neuron respond to most strongly?",
@@ -73,6 +78,7 @@ _PMI_ASK = {
     "strings": "Give one input -> output example of this function.",
     "neurons_entities": "Give one word this neuron responds to.",
     "neurons_relations": "Give one input -> output example of this function.",
+    "rasp": "Give one input -> output example of this function.",
 }
 
 #: The most tokens of a description the judge reads; a longer one is cut and flagged ``truncated``
@@ -96,9 +102,9 @@ def judge_category(category: str) -> str:
     if not isinstance(category, str):
         raise TypeError(f"category must be a str, got {type(category).__name__}")
     cat = _ALIASES.get(category, category)
-    if cat not in JUDGE_CATEGORIES:
+    if cat not in (*JUDGE_CATEGORIES, RASP):  # rasp rows are judged too; the judge is not trained on them
         raise ValueError(
-            f"category must be one of {JUDGE_CATEGORIES} (unit tests exist only for these), got {category!r}"
+            f"category must be one of {(*JUDGE_CATEGORIES, RASP)} (unit tests exist only for these), got {category!r}"
         )
     return cat
 
