@@ -54,8 +54,8 @@ def _setup(args):
     from findbench.autointerp.sae import load_sae
 
     torch.set_num_threads(args.threads)
-    model, tokenizer, _ = load_model(args.model)
-    sae = load_sae(args.sae)
+    model, tokenizer, _ = load_model(args.model, device="cpu")
+    sae = load_sae(args.sae, device="cpu")
     hook = sae.cfg.metadata.hook_name
     tokens = corpus_tokens(tokenizer, "wordnet", context_size=128, total_tokens=args.total_tokens)
     rng = np.random.default_rng(0)
@@ -213,7 +213,7 @@ def _roofline(args, seconds: dict[str, float], total_tokens: int) -> dict:
     from findbench.autointerp.sae import load_sae
     from findbench.models import resolve
 
-    sae = load_sae(args.sae)
+    sae = load_sae(args.sae, device="cpu")
     _, layer = parse_hook_name(sae.cfg.metadata.hook_name)
     cfg = json.loads((Path(resolve(args.model)) / "config.json").read_text())
     flops = _forward_flops_per_token(cfg, layer, int(sae.cfg.d_sae), 128)

@@ -105,12 +105,13 @@ def _config(args, structured_outputs: str | None = None):
 
 
 def _timed_run(url: str, args, out: Path, cache: Path, connections: int) -> dict:
+    from findbench.autointerp.commands import AutoInterpCommand
     from findbench.autointerp.run import run_autointerp
     from findbench.lm import load_lm
 
     lm = Stopwatch(load_lm(url, model=SERVED, cache=cache, max_workers=connections))
     t0 = time.perf_counter()
-    result = run_autointerp(
+    result = run_autointerp(AutoInterpCommand(
         model=args.model,
         sae=args.sae,
         explainer=lm,
@@ -119,18 +120,18 @@ def _timed_run(url: str, args, out: Path, cache: Path, connections: int) -> dict
         cache=cache,
         max_connections=connections,
         progress=False,
-    )
+    ))
     total = time.perf_counter() - t0
-    unstructured = result["eval_result_unstructured"]
+    unstructured = result.results.eval_result_unstructured
     n = len(unstructured)
-    metrics = result["eval_result_metrics"]["autointerp"]
+    metrics = result.results.eval_result_metrics.to_json()["autointerp"]
     return {
         "max_connections": connections,
         "lm_seconds": lm.seconds,
         "lm_calls": lm.calls,
         "call_seconds": total,
         "latents": n,
-        "skipped_latents": len(result["skipped_latents"]),
+        "skipped_latents": len(result.results.skipped_latents),
         "latents_per_minute": 60 * n / lm.seconds,
         "detection_score": metrics["autointerp_score"],
         "unparsed_detection_answers": metrics["n_unparsed"],
@@ -164,6 +165,7 @@ def main(argv=None) -> int:
     if args.model != "embedded":
         ap.error("--model: the server serves the embedded model, so the SAE must read it too")
 
+    from findbench.autointerp.commands import AutoInterpCommand
     from findbench.autointerp.run import run_autointerp
     from findbench.lm.vllm_server import find_vllm_python
 
@@ -173,7 +175,7 @@ def main(argv=None) -> int:
         out = Path(tmp) / "autointerp"
         print(f"evidence pass ({args.total_tokens} tokens) ...", flush=True)
         t0 = time.perf_counter()
-        run_autointerp(
+        run_autointerp(AutoInterpCommand(
             model=args.model,
             sae=args.sae,
             explainer=StubLM(),
@@ -181,7 +183,7 @@ def main(argv=None) -> int:
             out=out,
             cache=Path(tmp) / "stub.sqlite",
             progress=False,
-        )
+        ))
         evidence_seconds = time.perf_counter() - t0
         print(f"  {evidence_seconds:.1f} s", flush=True)
         for name, n in (("concurrent", args.connections), ("sequential", 1)):

@@ -194,26 +194,28 @@ def _autointerp_config(args, structured_outputs: str):
 
 
 def evidence(args, tmp: Path) -> dict:
+    from findbench.autointerp.commands import AutoInterpCommand
     from findbench.autointerp.run import run_autointerp
 
     t0 = time.perf_counter()
-    run_autointerp(
+    run_autointerp(AutoInterpCommand(
         explainer=StubLM(),
         config=_autointerp_config(args, "off"),
         out=tmp / "autointerp",
         cache=tmp / "stub.sqlite",
         device=args.device,
         progress=False,
-    )
+    ))
     seconds = time.perf_counter() - t0
     return {"total_tokens": args.total_tokens, "latents": args.latents, "seconds": seconds}
 
 
 def latents(backend: str, lm, args, tmp: Path) -> dict:
+    from findbench.autointerp.commands import AutoInterpCommand
     from findbench.autointerp.run import run_autointerp
 
     t0 = time.perf_counter()
-    result = run_autointerp(
+    result = run_autointerp(AutoInterpCommand(
         explainer=lm,
         config=_autointerp_config(args, "auto"),
         out=tmp / "autointerp",
@@ -221,16 +223,16 @@ def latents(backend: str, lm, args, tmp: Path) -> dict:
         max_connections=_flight(backend),
         device=args.device,
         progress=False,
-    )
+    ))
     seconds = time.perf_counter() - t0
-    n = len(result["eval_result_unstructured"])
+    n = len(result.results.eval_result_unstructured)
     return {
         "units": n,
         "seconds": seconds,
         "lm_seconds": lm.seconds,
         "per_hour": 3600 * n / seconds,
         "tokens_per_unit": lm.tokens / n,
-        "detection_score": result["eval_result_metrics"]["autointerp"]["autointerp_score"],
+        "detection_score": result.results.eval_result_metrics["autointerp"].score,
     }
 
 

@@ -35,6 +35,7 @@ DEMO_LABELS = ("units of measurement following a number", "the word and joining 
 
 
 def planted(lm, model, tok, tokens) -> dict:
+    from findbench.autointerp.commands import AutoInterpValidateCommand
     from findbench.autointerp.validation import planted_validation, quick_config
 
     out = {}
@@ -42,7 +43,8 @@ def planted(lm, model, tok, tokens) -> dict:
         scorers = ["detection", "fuzz"] if setting == "off" else ["detection"]
         cfg = quick_config(8, scorers, structured_outputs=setting)
         t0 = time.perf_counter()
-        res = planted_validation(model, tok, scorers=scorers, lm=lm, config=cfg, tokens=tokens, progress=False)
+        res = planted_validation(AutoInterpValidateCommand(model=(model, tok), scorer=lm, scorers=scorers, config=cfg,
+                                                           tokens=tokens, out=None, progress=False))
         det = res["scorers"]["detection"]
         n = det["n_latents"]
         out[setting] = {
@@ -84,6 +86,7 @@ def explanations(lm, model, tok, tokens) -> dict:
         cfg,
         hook_name=HOOK_NAME,
         special_ids=sorted(special_token_ids(tok)),
+        batch_size=32,
         progress=False,
     )
     usable = [ev for ev in evidence if ev.skipped is None]

@@ -9,11 +9,12 @@ import dataclasses
 import json
 import subprocess
 import sys
+import typing
 
 import pytest
 
 from findbench import cli
-from findbench._config import field_default, flag
+from findbench._config import field_default, flag, flag_fields
 from findbench.constants import UsageError
 
 #: Libraries that parsing and refusing a flag must not import.
@@ -25,8 +26,19 @@ def _subparsers() -> dict[str, argparse.ArgumentParser]:
     return action.choices
 
 
-def _fields(command):
-    return [f for cls in cli.configs_of(command) for f in dataclasses.fields(cls) if f.init]
+def _defaults(config: type) -> dict[str, tuple[object, dataclasses.Field]]:
+    """Each flag of ``config`` (its sub-configs' too): its default (a sub-config's: from the field's default
+    instance, such as ``AutoInterpConfig.quick()``) and its field."""
+    out: dict[str, tuple[object, dataclasses.Field]] = {}
+    hints = typing.get_type_hints(config)
+    for f in dataclasses.fields(config):
+        if f.init and dataclasses.is_dataclass(hints[f.name]):
+            values = dataclasses.asdict(field_default(f))
+            out |= {name: (values[name], g) for name, (_, g) in _defaults(hints[f.name]).items()}
+        elif f.init and "help" in f.metadata:
+            default = field_default(f)
+            out[f.name] = (None if default is dataclasses.MISSING else default, f)
+    return out
 
 
 @pytest.mark.parametrize("name, command", [(name, command) for name, command, _ in cli.COMMANDS])
@@ -36,15 +48,12 @@ def test_every_flag_is_a_config_field_with_its_default(name, command):
     for action in parser._actions:  # a switch's --no-... shares its dest; the first action holds the default
         if action.dest != "help":
             actions.setdefault(action.dest, action)
-    fields = _fields(command)
-    assert sorted(actions) == sorted(f.name for f in fields)  # no flag beside the config, no field without a flag
-    quick = {cls: cli._DEFAULTS.get(cls, {}) for cls in cli.configs_of(command)}
-    for cls in cli.configs_of(command):
-        for f in dataclasses.fields(cls):
-            default = field_default(f)
-            expected = quick[cls].get(f.name, None if default is dataclasses.MISSING else default)
-            assert actions[f.name].default == expected, f"{name} --{f.name}"
-            assert actions[f.name].help == f.metadata["help"]
+    expected = {k: v for cls in cli.configs_of(command) for k, v in _defaults(cls).items()}
+    assert sorted(actions) == sorted(expected)  # no flag beside the config, no field without a flag
+    assert sorted(expected) == sorted(f.name for cls in cli.configs_of(command) for f in flag_fields(cls))
+    for flag_name, (default, f) in expected.items():
+        assert actions[flag_name].default == default, f"{name} --{flag_name}"
+        assert actions[flag_name].help == f.metadata["help"]
 
 
 def test_a_no_flag_has_its_own_help(capsys):
@@ -78,12 +87,14 @@ def test_version(capsys):
 
 
 def test_only_autointerp_changes_a_default_on_purpose():
-    from findbench.autointerp.config import QUICK_DEFAULTS, AutoInterpConfig
+    from findbench.autointerp.config import AutoInterpConfig
 
-    assert cli._DEFAULTS == {AutoInterpConfig: QUICK_DEFAULTS}
-    for key, value in QUICK_DEFAULTS.items():  # the help names SAEBench's value
-        assert f"--{key.replace('_', '-')} " in cli.AutoInterpCommand.__doc__
-        assert value != getattr(AutoInterpConfig(), key)
+    quick = AutoInterpConfig.quick()
+    assert cli.AutoInterpCommand().config == quick  # the parser's defaults are the config's own
+    for key, value in AutoInterpConfig.QUICK.items():  # the help names SAEBench's value
+        assert f"--{key.replace('_', '-')} {getattr(AutoInterpConfig(), key)}".replace("['detection']", "detection") \
+            in cli.AutoInterpCommand.__doc__
+        assert value == getattr(quick, key) != getattr(AutoInterpConfig(), key)
 
 
 @pytest.mark.parametrize("name, command", [(name, command) for name, command, _ in cli.COMMANDS])
@@ -92,7 +103,7 @@ def test_help_lists_every_config_field(name, command, capsys):
         cli.main([name, "--help"])
     assert exc.value.code == 0
     text = capsys.readouterr().out
-    for f in _fields(command):
+    for f in (f for cls in cli.configs_of(command) for f in flag_fields(cls)):
         shown = f.metadata.get("metavar", f.name) if f.metadata.get("positional") else flag(f.name)
         assert shown in text, f"{name}: {shown}"
 

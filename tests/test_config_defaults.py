@@ -20,32 +20,11 @@ SRC = REPO / "src" / "findbench"
 _CONVENTIONS = {("seed", "0")}
 
 #: Restated defaults in files other helpers are rewriting in parallel (issue 40: the run side's
-#: interpret/task.py and interpret/scorers.py, AutoInterp's autointerp/*): the integrator empties
+#: interpret/task.py and interpret/scorers.py; AutoInterp's are gone): the integrator empties
 #: this list when their branches merge. ``module:function(parameter)``.
 _PENDING: set[str] = {
     "interpret/scorers.py:unit_test_accuracy(judge)",
     "interpret/task.py:find_interpret(judge)",
-    "autointerp/activations.py:load_model(device)",
-    "autointerp/corpus.py:corpus_tokens(context_size)",
-    "autointerp/corpus.py:corpus_tokens(split)",
-    "autointerp/corpus.py:corpus_tokens(text_column)",
-    "autointerp/corpus.py:corpus_tokens(total_tokens)",
-    "autointerp/corpus.py:load_texts(split)",
-    "autointerp/corpus.py:load_texts(text_column)",
-    "autointerp/corpus.py:tokenize_corpus(context_size)",
-    "autointerp/corpus.py:tokenize_corpus(total_tokens)",
-    "autointerp/evidence.py:collect_evidence(batch_size)",
-    "autointerp/evidence.py:corpus_acts(batch_size)",
-    "autointerp/evidence.py:firing_counts(batch_size)",
-    "autointerp/sae.py:load_sae(device)",
-    "autointerp/scorers.py:__init__(act_threshold_frac)",
-    "autointerp/scorers.py:__init__(seed)",
-    "autointerp/scorers.py:make_scorer(act_threshold_frac)",
-    "autointerp/scorers.py:make_scorer(seed)",
-    "autointerp/train_sae.py:train_sae(out)",
-    "autointerp/train_sae.py:train_sae(resume)",
-    "autointerp/validation.py:planted_validation(batch_size)",
-    "autointerp/validation.py:planted_validation(max_explanation_tokens)",
 }
 
 

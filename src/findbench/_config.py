@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import types
 import typing
 from typing import Any
@@ -62,10 +61,15 @@ def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, con
                   defaults: dict[str, Any] | None = None) -> None:
     """One flag per field of the dataclass ``config`` (``--field-name``, its aliases first), with
     the field's default (or ``defaults[name]``), help, choices and type; a ``positional`` field
-    is an argument. A bool defaulting to False is a switch; one defaulting to True also has ``--no-...``."""
+    is an argument. A bool defaulting to False is a switch; one defaulting to True also has ``--no-...``.
+    A field holding a sub-config (a dataclass) adds its flags, defaulting to the field's default's values;
+    a field declared without :func:`arg` is no flag (an object or setting only Python callers give)."""
     hints = typing.get_type_hints(config)
     for f in dataclasses.fields(config):
-        if not f.init:
+        if f.init and dataclasses.is_dataclass(hints[f.name]):  # (its own class's defaults are its fields')
+            own = f.default_factory is hints[f.name]
+            add_arguments(parser, hints[f.name], None if own else dataclasses.asdict(field_default(f)))
+        if not f.init or "help" not in f.metadata:
             continue
         meta, kind = dict(f.metadata), _scalar(hints[f.name])
         default = (defaults or {}).get(f.name, field_default(f))
@@ -105,30 +109,17 @@ class HelpFormatter(argparse.HelpFormatter):
         return f"{action.help} (default {shown})"
 
 
+def flag_fields(config: type) -> list[dataclasses.Field]:
+    """The fields of ``config`` that are flags, its sub-configs' included."""
+    hints = typing.get_type_hints(config)
+    return [g for f in dataclasses.fields(config) if f.init
+            for g in (flag_fields(hints[f.name]) if dataclasses.is_dataclass(hints[f.name]) else [f])
+            if "help" in g.metadata]
+
+
 def from_namespace(config: type, args: argparse.Namespace) -> Any:
-    """The config built from the parsed flags (its ``__post_init__`` checks them)."""
-    return config(**{f.name: getattr(args, f.name) for f in dataclasses.fields(config) if f.init})
-
-
-# Its last caller is autointerp/run.py's keyword form (issue 40: removed with it; then this goes too).
-def config_of(config: type, cfg: Any, settings: dict[str, Any], *, function: str, first: str | None = None) -> Any:
-    """The config of a call ``function(cfg, /, **settings)``: ``cfg`` itself when it is a ``config``
-    (then no settings may come with it), else ``config(**settings)``, the keyword form, with a
-    positional ``cfg`` as the field ``first`` (a path). Path objects become strings; any other value
-    (an LM object, say) goes into its field as given. TypeError, naming ``function``, otherwise."""
-    if isinstance(cfg, config):
-        if settings:
-            raise TypeError(f"{function}(cfg) takes no settings beside the config, got {sorted(settings)}")
-        return cfg
-    if cfg is not None:
-        if first is None or not isinstance(cfg, (str, os.PathLike)):
-            wanted = f"a {config.__name__}" + (f" or {first} (a path)" if first else "")
-            raise TypeError(f"{function}() takes {wanted} first, got {type(cfg).__name__}")
-        if first in settings:
-            raise TypeError(f"{function}() got {first} twice: first and as {first}=")
-        settings = {first: cfg, **settings}
-    fields = {f.name for f in dataclasses.fields(config) if f.init}
-    unknown = sorted(set(settings) - fields)
-    if unknown:
-        raise TypeError(f"{function}() got unexpected settings {unknown}; settings are {sorted(fields)}")
-    return config(**{k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in settings.items()})
+    """The config built from the parsed flags (its ``__post_init__`` checks them), its sub-configs too."""
+    hints = typing.get_type_hints(config)
+    return config(**{f.name: from_namespace(hints[f.name], args) if dataclasses.is_dataclass(hints[f.name])
+                     else getattr(args, f.name) for f in dataclasses.fields(config) if f.init
+                     and ("help" in f.metadata or dataclasses.is_dataclass(hints[f.name]))})

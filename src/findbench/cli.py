@@ -35,9 +35,7 @@ from findbench.autointerp.commands import (
     TrainSAECommand,
     check_encoder,
     format_score,
-    settle_latents,
 )
-from findbench.autointerp.config import QUICK_DEFAULTS, AutoInterpConfig, TrainSAEConfig
 from findbench.builders.config import BuildConfig, BuildNeuronTestsConfig, CallConfig
 from findbench.constants import EMBEDDED_JUDGE_NAME, Interrupted, UsageError, resumable
 from findbench.find.config import BackboneReportConfig, ExportFunctionsConfig
@@ -177,76 +175,61 @@ def _judge_card(cfg: JudgeCardConfig) -> None:
     print(f"wrote {cfg.out}")
 
 
-def _train_sae(command: TrainSAECommand, cfg: TrainSAEConfig) -> None:
+def _train_sae(command: TrainSAECommand) -> None:
     from findbench.autointerp.train_sae import train_sae
 
-    check_encoder(cfg.model, "model")
-    out = train_sae(cfg, command.out, resume=command.resume, keep_activations=command.keep_activations)
+    check_encoder(command.config.model, "model")
+    out = train_sae(command)
     m = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
     print(f"explained variance {m['explained_variance']:.4f}, L0 {m['l0']:.2f}, "
           f"dead latents {m['dead_latents']} ({m['dead_fraction']:.2%}) on {m['n_tokens']} held-out tokens")
     print(f"wrote {out}")
 
 
-def _autointerp(command: AutoInterpCommand, cfg: AutoInterpConfig) -> None:
-    from findbench.autointerp.report import write_report
+def _autointerp(command: AutoInterpCommand) -> None:
     from findbench.autointerp.run import run_autointerp
 
-    cfg = settle_latents(cfg, n_latents_given=False)  # main() checked --n-latents
+    cfg = command.config
     n = len(cfg.override_latents) if cfg.override_latents is not None else cfg.n_latents
     left = (f"the activations of token shard {command.token_shard} left" if command.token_shard is not None
             else f"{n} latents left: their evidence, explanations and scores")
     with resumable(lambda: left):  # the model's part (the LM stages say how far they got)
-        result = run_autointerp(command, config=cfg)
+        run = run_autointerp(command)
     if command.token_shard is not None:
-        print(f"token shard {command.token_shard}: rows {result['rows'][0]}..{result['rows'][1] - 1} "
-              f"{'already saved in' if result['resumed'] else 'saved to'} {result['activations']}; "
+        print(f"token shard {command.token_shard}: rows {run.rows[0]}..{run.rows[1] - 1} "
+              f"{'already saved in' if run.resumed['activations'] else 'saved to'} {run.files['activations']}; "
               "then run with --activations and every shard's --out")
         return
-    resumed, cache = result["resumed"], result["resumed"]["lm_cache"]
+    resumed, cache = run.resumed, run.resumed["lm_cache"]
     if resumed["evidence"] or resumed["firing_counts"] or cache["hits"]:
         done = [f"evidence {resumed['evidence']}" if resumed["evidence"] else None,
                 f"firing counts {resumed['firing_counts']}" if resumed["firing_counts"] else None,
                 f"{cache['hits']} of {cache['hits'] + cache['misses']} LM answers from {cache['path']}"
                 if cache["hits"] else None]
         print(f"resumed from {command.out}: " + "; ".join(d for d in done if d))
-    applied = result["eval_config"]["structured_outputs_applied"]
-    print(f"structured outputs {cfg.structured_outputs}: explainer {'on' if applied['explainer'] else 'off'}, "
-          f"scorer {'on' if applied['scorer'] else 'off'}")
-    if result.get("shard"):
+    print(f"structured outputs {cfg.structured_outputs}: explainer {'on' if run.applied['explainer'] else 'off'}, "
+          f"scorer {'on' if run.applied['scorer'] else 'off'}")
+    if run.results.shard:
         print(f"shard {command.shard}: the scores of this shard's latents only (`findbench autointerp merge` joins "
               "the shards)")
-    for key, values in result["eval_result_metrics"].items():
+    for key, values in run.results.eval_result_metrics.to_json().items():
         print(format_score(key, values))
-    print(f"wrote {result['files']['results']}\nwrote {result['files']['summary']}")
-    if command.report:
-        print(f"wrote {write_report(result['files']['results'])}")
+    print("\n".join(f"wrote {run.files[k]}" for k in ("results", "summary", "report") if k in run.files))
 
 
 def _autointerp_merge(cfg: AutoInterpMergeCommand) -> None:
     from findbench.autointerp.run import merge_shards
 
-    result = merge_shards(cfg.dirs, cfg.out, run_id=cfg.run_id)
+    result = merge_shards(cfg)
     for key, values in result["eval_result_metrics"].items():
         print(format_score(key, values))
     print("\n".join(f"wrote {path}" for path in result["files"].values()))
 
 
 def _autointerp_validate(cfg: AutoInterpValidateCommand) -> None:
-    from findbench.autointerp.activations import load_model
     from findbench.autointerp.validation import planted_validation, validation_tables
 
-    model, tokenizer, _ = load_model(cfg.model)
-    lm = None
-    if any(s in ("detection", "fuzz", "likelihood") for s in cfg.scorers):
-        from findbench.lm import load_lm
-
-        lm = load_lm(cfg.scorer, cache=cfg.cache)
-    settings = AutoInterpConfig(total_tokens=cfg.total_tokens, random_seed=cfg.seed, scorers=cfg.scorers,
-                                structured_outputs=cfg.structured_outputs)
-    result = planted_validation(model, tokenizer, scorers=cfg.scorers, lm=lm, config=settings, rules=cfg.rules,
-                                probes=cfg.probes, max_explanation_tokens=cfg.max_explanation_tokens or None,
-                                output=cfg.out)
+    result = planted_validation(cfg)
     print(validation_tables(result))
     print(f"{result['seconds']['total']:.0f} s; wrote {cfg.out}")
 
@@ -269,13 +252,11 @@ COMMANDS: tuple[tuple[str, Any, Callable[..., None]], ...] = (
     ("build-neuron-tests", BuildNeuronTestsConfig, _build_neuron_tests), ("iia", IIAConfig, _iia),
     ("judge-data", JudgeDataConfig, _judge_data), ("train-judge", TrainArgs, _train_judge),
     ("judge-card", JudgeCardConfig, _judge_card),
-    ("train-sae", (TrainSAECommand, TrainSAEConfig), _train_sae),
-    ("autointerp", (AutoInterpCommand, AutoInterpConfig), _autointerp),
+    ("train-sae", TrainSAECommand, _train_sae),
+    ("autointerp", AutoInterpCommand, _autointerp),
     ("autointerp-merge", AutoInterpMergeCommand, _autointerp_merge),
     ("autointerp-validate", AutoInterpValidateCommand, _autointerp_validate), ("main", MainConfig, _main),
 )
-#: Parser defaults that differ from the config's on purpose (the quick AutoInterp run; SAEBench's values in the help).
-_DEFAULTS = {AutoInterpConfig: QUICK_DEFAULTS}
 
 
 def configs_of(command: Any) -> tuple[type, ...]:
@@ -297,7 +278,7 @@ def make_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=first.__doc__, description=first.__doc__,
                            allow_abbrev=False, formatter_class=HelpFormatter)
         for cls in configs_of(config):
-            add_arguments(p, cls, _DEFAULTS.get(cls))
+            add_arguments(p, cls)
         p.set_defaults(_command=(config, function))
     return parser
 
@@ -339,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         INTERRUPT.clear()
         signal.signal(signal.SIGINT, _on_sigint)
     try:
-        if config == (AutoInterpCommand, AutoInterpConfig) and args.override_latents is not None \
+        if config is AutoInterpCommand and args.override_latents is not None \
                 and "--n-latents" in (a.split("=")[0] for a in argv):
             raise UsageError(LATENTS_EXCLUSIVE)
         # every flag is checked here, building the configs, before the function touches any data or model

@@ -3,13 +3,12 @@ and what it prints (scores with interval and floors, "resumed from" on a rerun).
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 import pytest
 
 from findbench import cli
 from findbench.autointerp import run as run_mod
-from findbench.autointerp.config import QUICK_DEFAULTS
+from findbench.autointerp.config import AutoInterpConfig
+from findbench.autointerp.results import AutoInterpResults, EvalMetrics
 
 
 def test_help_shows_every_default_and_saebenchs_values(capsys):
@@ -32,7 +31,7 @@ def test_help_shows_every_default_and_saebenchs_values(capsys):
         assert shown in text, shown
 
 
-def _result(out, hits=0, evidence=None):
+def _result(out, hits=0, evidence=None, **detection):
     metrics = {
         "autointerp": {
             "autointerp_score": 0.75,
@@ -43,6 +42,9 @@ def _result(out, hits=0, evidence=None):
             "floors": {"none": 0.714, "all": 0.286},
             "best_floor": "none",
             "margin": 0.036,
+            "n_degenerate": 0,
+            "n_explanation_truncated": 0,
+            **detection,
         },
         "likelihood": {
             "likelihood_score": 0.6,
@@ -52,32 +54,39 @@ def _result(out, hits=0, evidence=None):
             "floors": {"chance": 0.5},
             "best_floor": "chance",
             "margin": 0.1,
+            "n_degenerate": 0,
+            "n_explanation_truncated": 0,
         },
     }
-    return {
-        "eval_result_metrics": metrics,
-        "eval_config": {"structured_outputs_applied": {"explainer": True, "scorer": True}},
-        "files": {"results": f"{out}/x_eval_results.json", "summary": f"{out}/m_layer6_features_summary.csv"},
-        "resumed": {
+    results = AutoInterpResults(eval_type_id="autointerp", eval_config={}, datetime_epoch_millis=0,
+                                findbench_version="0", eval_result_metrics=EvalMetrics.from_json(metrics),
+                                eval_result_details=[], eval_result_unstructured={}, skipped_latents={},
+                                latents_file="latents.json", run_id=None, shard=None)
+    return run_mod.AutoInterpOutput(
+        "m", "x", "blocks.6.hook_resid_post", 6, renderer=None, results=results,
+        applied={"explainer": True, "scorer": True},
+        files={"results": f"{out}/x_eval_results.json", "summary": f"{out}/m_layer6_features_summary.csv"},
+        resumed={
             "evidence": evidence,
             "firing_counts": None,
             "lm_cache": {"path": f"{out}/lm_cache.sqlite", "hits": hits, "misses": 20 - hits},
         },
-    }
+    )
 
 
 def test_defaults_reach_the_run_and_the_summary_is_printed(monkeypatch, capsys, tmp_path):
     seen = {}
 
-    def fake(command, **kw):
-        seen.update(kw, **asdict(command))
+    def fake(command):
+        seen["command"] = command
         return _result(tmp_path)
 
     monkeypatch.setattr(run_mod, "run_autointerp", fake)
     assert cli.main(["autointerp", "--out", str(tmp_path)]) == 0
-    cfg = seen["config"]
-    assert cfg.n_latents == QUICK_DEFAULTS["n_latents"] and cfg.total_tokens == QUICK_DEFAULTS["total_tokens"]
-    assert cfg.scorers == QUICK_DEFAULTS["scorers"] and cfg.structured_outputs == "auto" and seen["run_id"] is None
+    cfg = seen["command"].config
+    assert cfg == AutoInterpConfig.quick() and (cfg.n_latents, cfg.total_tokens) == (10, 100_000)
+    assert cfg.scorers == ["detection", "embedding", "likelihood"] and cfg.structured_outputs == "auto"
+    assert seen["command"].run_id is None and seen["command"].out == str(tmp_path)
     out = capsys.readouterr().out
     assert "resumed" not in out
     assert "autointerp: 0.750 [0.700, 0.800] (n=9); floors: none 0.714, all 0.286; margin over none: +0.036" in out
@@ -90,7 +99,7 @@ def test_a_rerun_says_what_it_resumed_from(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(
         run_mod,
         "run_autointerp",
-        lambda command, **kw: seen.update(kw, **asdict(command))
+        lambda command: seen.update(command=command)
         or _result(tmp_path, hits=20, evidence=f"{tmp_path}/evidence_1.json"),
     )
     assert (
@@ -113,8 +122,9 @@ def test_a_rerun_says_what_it_resumed_from(monkeypatch, capsys, tmp_path):
         )
         == 0
     )
-    cfg = seen["config"]
-    assert (cfg.override_latents, cfg.random_seed, cfg.scorers, seen["run_id"]) == (
+    cfg = seen["command"].config
+    assert cfg.n_latents == AutoInterpConfig().n_latents  # unused with --latents: SAEBench's value
+    assert (cfg.override_latents, cfg.random_seed, cfg.scorers, seen["command"].run_id) == (
         [1, 2],
         3,
         ["detection", "fuzz"],
@@ -136,8 +146,7 @@ def test_latents_and_n_latents_are_refused_together(monkeypatch, capsys, tmp_pat
 
 
 def test_degenerate_and_cut_explanations_are_printed_with_the_scores(monkeypatch, capsys, tmp_path):
-    result = _result(tmp_path)
-    result["eval_result_metrics"]["autointerp"].update(n_degenerate=9, n_explanation_truncated=2)
+    result = _result(tmp_path, n_degenerate=9, n_explanation_truncated=2)
     monkeypatch.setattr(run_mod, "run_autointerp", lambda *a, **kw: result)
     assert cli.main(["autointerp", "--out", str(tmp_path), "--max-explanation-tokens", "64"]) == 0
     out = capsys.readouterr().out
@@ -150,8 +159,8 @@ def test_autointerp_validate_scores_the_probes_and_prints_the_tables(monkeypatch
 
     seen = {}
 
-    def fake(model, tokenizer, **kw):
-        seen.update(kw)
+    def fake(cmd):
+        seen["cmd"] = cmd
         return {"scorers": {}, "seconds": {"total": 1.0}}
 
     monkeypatch.setattr(validation, "planted_validation", fake)
@@ -177,9 +186,10 @@ def test_autointerp_validate_scores_the_probes_and_prints_the_tables(monkeypatch
         )
         == 0
     )
-    assert seen["scorers"] == ["embedding"] and seen["probes"] == ["hedged", "padded"] and seen["lm"] is None
-    assert seen["max_explanation_tokens"] is None and seen["output"] == str(out) and seen["rules"] is None
-    assert seen["config"].random_seed == 3 and seen["config"].total_tokens == 200_000
+    cmd = seen["cmd"]
+    assert cmd.scorers == ["embedding"] and cmd.probes == ["hedged", "padded"] and cmd.model == "minilm"
+    assert cmd.max_explanation_tokens == 0 and cmd.out == str(out) and cmd.rules is None and cmd.config is None
+    assert cmd.seed == 3 and cmd.total_tokens == 200_000
     assert capsys.readouterr().out.startswith("TABLES\n")
     assert (
         cli.main(

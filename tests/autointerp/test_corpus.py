@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from findbench.autointerp import corpus
+from findbench.autointerp.config import Corpus
 from findbench.autointerp.corpus import (
     corpus_tokens,
     load_texts,
@@ -108,7 +109,7 @@ def test_wordnet_texts_in_file_order(wn_dir):
 
 def test_load_texts_wordnet_follows_wnsearchdir(wn_dir, monkeypatch):
     monkeypatch.setenv("WNSEARCHDIR", str(wn_dir))
-    assert list(load_texts("wordnet")) == list(wordnet_texts(wn_dir))
+    assert list(load_texts("wordnet", split="train", text_column="text")) == list(wordnet_texts(wn_dir))
 
 
 def test_missing_wordnet_says_how_to_install(tmp_path, monkeypatch):
@@ -118,7 +119,7 @@ def test_missing_wordnet_says_how_to_install(tmp_path, monkeypatch):
 
     monkeypatch.setattr(findbench.wordnet, "_WORDNET_DIRS", (str(tmp_path / "none"),))
     with pytest.raises(FileNotFoundError, match="apt-get install wordnet-base"):
-        list(load_texts("wordnet"))
+        list(load_texts("wordnet", split="train", text_column="text"))
 
 
 # ------------------------------------------------------------------------ local files
@@ -132,16 +133,17 @@ def test_local_txt_jsonl_parquet_and_folder(tmp_path):
     (tmp_path / "b.jsonl").write_text(json.dumps({"text": "from jsonl", "id": 1}) + "\n")
     pq.write_table(pa.table({"text": ["from parquet", None]}), tmp_path / "c.parquet")
     (tmp_path / "ignored.csv").write_text("x")
-    assert list(load_texts(tmp_path / "a.txt")) == ["first line", "second line"]
-    assert list(load_texts(str(tmp_path))) == ["first line", "second line", "from jsonl", "from parquet"]
+    assert list(load_texts(tmp_path / "a.txt", split="train", text_column="text")) == ["first line", "second line"]
+    assert list(load_texts(str(tmp_path), split="train", text_column="text")) == [
+        "first line", "second line", "from jsonl", "from parquet"]
     with pytest.raises(ValueError, match="text_column"):
-        list(load_texts(tmp_path / "b.jsonl", text_column="body"))
+        list(load_texts(tmp_path / "b.jsonl", split="train", text_column="body"))
     with pytest.raises(ValueError, match="text_column"):
-        list(load_texts(tmp_path / "c.parquet", text_column="body"))
+        list(load_texts(tmp_path / "c.parquet", split="train", text_column="body"))
     with pytest.raises(FileNotFoundError, match="dataset"):
-        load_texts(str(tmp_path / "missing.txt"))
+        load_texts(str(tmp_path / "missing.txt"), split="train", text_column="text")
     with pytest.raises(TypeError, match="dataset"):
-        load_texts(3)
+        load_texts(3, split="train", text_column="text")
 
 
 # ------------------------------------------------------------------------------ packing
@@ -191,7 +193,7 @@ def test_too_small_corpus_names_total_tokens(tok):
 )
 def test_bad_sizes_name_the_field(tok, field, kwargs, exc):
     with pytest.raises(exc, match=field):
-        tokenize_corpus(tok, TEXTS, **kwargs)
+        tokenize_corpus(tok, TEXTS, **{"context_size": 8, "total_tokens": 80, **kwargs})
 
 
 def test_tokenize_is_deterministic_and_a_prefix_of_larger_runs(tok):
@@ -209,7 +211,7 @@ def test_corpus_tokens_cache(tok, tmp_path, monkeypatch):
     monkeypatch.setenv("FINDBENCH_CACHE", str(tmp_path / "cache"))
     data = tmp_path / "corpus.txt"
     data.write_text("\n".join(TEXTS) + "\n")
-    first = corpus_tokens(tok, data, context_size=8, total_tokens=80)
+    first = corpus_tokens(tok, Corpus(str(data), 8, 80, "train", "text"))
     files = list((tmp_path / "cache" / "autointerp" / "tokens").glob("*.npy"))
     assert len(files) == 1 and files[0].name.startswith("words-")
     assert not list(files[0].parent.glob(".*"))  # no temporary file left
@@ -218,7 +220,7 @@ def test_corpus_tokens_cache(tok, tmp_path, monkeypatch):
         raise AssertionError("tokenized again instead of reading the cache")
 
     monkeypatch.setattr(corpus, "tokenize_corpus", boom)
-    assert np.array_equal(corpus_tokens(tok, data, context_size=8, total_tokens=80), first)
+    assert np.array_equal(corpus_tokens(tok, Corpus(str(data), 8, 80, "train", "text")), first)
     # other sizes are another cache entry
     with pytest.raises(AssertionError, match="tokenized again"):
-        corpus_tokens(tok, data, context_size=8, total_tokens=160)
+        corpus_tokens(tok, Corpus(str(data), 8, 160, "train", "text"))

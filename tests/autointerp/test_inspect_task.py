@@ -15,8 +15,8 @@ import pytest
 from inspect_ai import eval as inspect_eval
 from inspect_ai.model import ModelOutput, ModelUsage, get_model
 
-from findbench.autointerp.commands import autointerp_configs
-from findbench.autointerp.config import QUICK_DEFAULTS, AutoInterpConfig
+from findbench.autointerp.commands import AutoInterpCommand, autointerp_command
+from findbench.autointerp.config import AutoInterpConfig
 from findbench.autointerp.inspect_task import EXPLAINER_ROLE, SCORER_ROLE, autointerp
 from findbench.autointerp.run import run_autointerp
 from findbench.constants import UsageError
@@ -52,9 +52,8 @@ def _mock(text: str, n: int = 40):
     return get_model("mockllm/model", custom_outputs=[output] * n, memoize=False)
 
 
-def _files(result) -> dict:
-    """The results JSON (without the time it was written) and latents.json of a run."""
-    files = result["files"]
+def _files(files: dict) -> dict:
+    """The results JSON (without the time it was written) and latents.json of a run's ``files``."""
     results = json.loads(open(files["results"]).read())
     results.pop("datetime_epoch_millis")
     return {"results": results, "latents": json.loads(open(files["latents"]).read())}
@@ -69,10 +68,11 @@ def test_one_sample_per_latent_of_the_files_findbench_autointerp_writes(corpus, 
     log = _eval(corpus, tmp_path, "task", roles={EXPLAINER_ROLE: _role(ScriptedLM())})
     assert log.status == "success", log.error
     assert sorted(s.id for s in log.samples) == [1, 2, 3, 4, 5, 6]  # n_latents=6: one sample each
-    direct = run_autointerp(model="minilm", sae="synthetic", out=tmp_path / "direct", explainer=ScriptedLM(),
-                            config=AutoInterpConfig(**_cfg(dataset=str(corpus), n_latents=6)), progress=False)
-    assert _files({"files": log.samples[0].metadata["files"]}) == _files(direct)  # the run's files, as the CLI's
-    records = _files(direct)["latents"]["latents"]
+    direct = run_autointerp(AutoInterpCommand(model="minilm", sae="synthetic", out=tmp_path / "direct",
+                                              explainer=ScriptedLM(),
+                            config=AutoInterpConfig(**_cfg(dataset=str(corpus), n_latents=6)), progress=False))
+    assert _files(log.samples[0].metadata["files"]) == _files(direct.files)  # the run's files, as the CLI's
+    records = _files(direct.files)["latents"]["latents"]
     assert len(records) == 6
     for sample in sorted(log.samples, key=lambda s: s.id):
         rec = records[sample.id - 1]
@@ -84,7 +84,7 @@ def test_one_sample_per_latent_of_the_files_findbench_autointerp_writes(corpus, 
         assert sample.output.completion == score.answer == rec["explanation"]
         assert score.value == {"autointerp": rec["scores"]["detection"], "embedding": rec["scores"]["embedding"]}
         assert score.metadata["latent"] == rec["latent"] and score.metadata["dashboard"] is None  # no report asked
-    metrics = direct["eval_result_metrics"]
+    metrics = direct.results.eval_result_metrics.to_json()
     assert metrics["autointerp"]["n"] == len(_scored(log)) >= 4
     # the eval's results: each scorer's mean over the latents, the run's score
     results = {s.name: s.metrics["mean"].value for s in log.results.scores}
@@ -134,12 +134,13 @@ def test_any_inspect_model_explains_through_inspect(corpus, tmp_path):
 
 
 def test_task_settings_are_findbench_autointerps(tmp_path):
-    command, config = autointerp_configs({"sae": "synthetic", "latents": 5, "seed": 3, "context_size": 64})
+    command = autointerp_command({"sae": "synthetic", "latents": 5, "seed": 3, "context_size": 64})
+    config = command.config
     assert (command.sae, config.override_latents, config.random_seed, config.llm_context_size) == \
         ("synthetic", [5], 3, 64)
     assert config.n_latents == AutoInterpConfig().n_latents  # unused with latents: SAEBench's value, as the CLI keeps
-    _, config = autointerp_configs({})
-    assert {k: getattr(config, k) for k in QUICK_DEFAULTS} == QUICK_DEFAULTS  # the command line's defaults
+    assert autointerp_command({}).config == AutoInterpConfig.quick() != AutoInterpConfig()  # the command line's
+    assert autointerp_command({"n_latents": 4}).config == AutoInterpConfig.quick(n_latents=4)
     with pytest.raises(UsageError, match=r"^-T bogus: findbench/autointerp has no such argument"):
         autointerp(bogus=1)
     with pytest.raises(UsageError, match="^-T n_latnts: .* did you mean 'n_latents'"):

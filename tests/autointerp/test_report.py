@@ -23,6 +23,7 @@ import pytest
 
 from findbench import cli
 from findbench.autointerp import run as run_mod
+from findbench.autointerp.commands import AutoInterpCommand
 from findbench.autointerp.config import AutoInterpConfig
 from findbench.autointerp.report import REPORT_FILE, autointerp_results, load_run, render_report, write_report
 from findbench.autointerp.run import run_autointerp
@@ -41,9 +42,9 @@ def run_dir(tmp_path_factory) -> Path:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("FINDBENCH_CACHE", str(root / "cache"))
         cfg = AutoInterpConfig(**_cfg(dataset=str(corpus), scorers=SCORERS, n_latents=4))
-        run_autointerp(
+        run_autointerp(AutoInterpCommand(
             model="minilm", sae="synthetic", explainer=ScriptedLM(), config=cfg, out=root / "out", progress=False
-        )
+        ))
     return root / "out"
 
 
@@ -118,7 +119,7 @@ def test_each_latent_is_stored_with_its_windows_picks_and_planted_rule(run_dir, 
 
     results, latents = run_data
     assert results.latents_file == "latents.json" and (run_dir / "latents.json").is_file()
-    model, tokenizer, _ = load_model("minilm")
+    model, tokenizer, _ = load_model("minilm", device="cpu")
     rules = {d["latent"]: d for d in SyntheticSAE.for_model(model, tokenizer).describe()}
     explained = [r for r in latents if not r["skipped"]]
     assert explained and {str(r["latent"]) for r in explained} == set(results.eval_result_unstructured)
@@ -177,7 +178,7 @@ def rules_table(latent: int) -> np.ndarray:
         from findbench.autointerp.activations import load_model
         from findbench.autointerp.synthetic import SyntheticSAE
 
-        model, tokenizer, _ = load_model("minilm")
+        model, tokenizer, _ = load_model("minilm", device="cpu")
         _TABLES[latent] = SyntheticSAE.for_model(model, tokenizer).activation_table[:, latent].numpy()
     return _TABLES[latent]
 
@@ -311,20 +312,11 @@ def test_findbench_report_on_an_autointerp_folder_and_autointerp_report(run_dir,
     # `findbench autointerp --report`: the run's results, then the page beside them
     # (report_<run id>.html for a named run)
     named = tmp_path / "named"
-    named.mkdir()
-    results = json.loads((run_dir / "synthetic_eval_results.json").read_text()) | {
-        "run_id": "b",
-        "latents_file": "latents_b.json",
-    }
-    (named / "synthetic_eval_results_b.json").write_text(json.dumps(results))
-    (named / "latents_b.json").write_text((run_dir / "latents.json").read_text())
-    files = {"results": str(named / "synthetic_eval_results_b.json"), "summary": str(named / "s.csv")}
-    fake = dict(
-        results,
-        files=files,
-        resumed={"evidence": None, "firing_counts": None, "lm_cache": {"path": "c", "hits": 0, "misses": 0}},
-    )
-    monkeypatch.setattr(run_mod, "run_autointerp", lambda *a, **kw: fake)
+    real = run_mod.run_autointerp
+    cfg = AutoInterpConfig(**_cfg(dataset=str(run_dir.parent / "corpus.txt"), scorers=SCORERS, n_latents=4))
+    monkeypatch.setenv("FINDBENCH_CACHE", str(run_dir.parent / "cache"))
+    monkeypatch.setattr(run_mod, "run_autointerp", lambda cmd: real(dataclasses.replace(
+        cmd, model="minilm", sae="synthetic", explainer=ScriptedLM(), config=cfg, progress=False)))
     assert cli.main(["autointerp", "--out", str(named), "--run-id", "b", "--report"]) == 0
     assert f"wrote {named / 'report_b.html'}" in capsys.readouterr().out
     page = _parse((named / "report_b.html").read_text())

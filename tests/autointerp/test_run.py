@@ -10,6 +10,7 @@ import re
 import pytest
 
 from findbench.autointerp import run as run_mod
+from findbench.autointerp.commands import AutoInterpCommand
 from findbench.autointerp.config import AutoInterpConfig
 from findbench.autointerp.run import run_autointerp
 
@@ -69,7 +70,8 @@ def test_run_writes_saebench_files_and_resumes_without_repeating_work(corpus, tm
     lm = ScriptedLM()
     cfg = AutoInterpConfig(**_cfg(dataset=str(corpus)))
     out = tmp_path / "out"
-    result = run_autointerp(model="minilm", sae="synthetic", explainer=lm, config=cfg, out=out, progress=False)
+    result = run_autointerp(AutoInterpCommand(model="minilm", sae="synthetic", explainer=lm, config=cfg, out=out,
+                                              progress=False))
 
     results = json.loads((out / "synthetic_eval_results.json").read_text())
     metrics = results["eval_result_metrics"]
@@ -87,7 +89,7 @@ def test_run_writes_saebench_files_and_resumes_without_repeating_work(corpus, tm
         "explainer": False,
         "scorer": False,
     }  # no grammar support
-    assert result["resumed"]["evidence"] is None and result["resumed"]["lm_cache"]["hits"] == 0
+    assert result.resumed["evidence"] is None and result.resumed["lm_cache"]["hits"] == 0
     latents = results["eval_result_unstructured"]
     assert 1 <= len(latents) <= 3
     # the scripted explainer writes one line for every latent: each is flagged, all are still scored
@@ -114,31 +116,32 @@ def test_run_writes_saebench_files_and_resumes_without_repeating_work(corpus, tm
     ]
     assert {(r["degenerate"], r["explanation_truncated"]) for r in rows} == {("identical", "0")}
     assert {r["feature"] for r in rows} == set(latents)
-    assert result["eval_result_metrics"] == metrics
+    assert result.results.eval_result_metrics.to_json() == metrics
 
     # a second run with the same arguments: evidence from disk, every LM answer from the cache
     calls = lm.calls
     monkeypatch.setattr(run_mod, "collect_evidence", lambda *a, **k: pytest.fail("evidence recomputed"))
-    monkeypatch.setattr(run_mod, "firing_counts", lambda *a, **k: pytest.fail("firing counts recomputed"))
-    again = run_autointerp(model="minilm", sae="synthetic", explainer=lm, config=cfg, out=out, progress=False)
+    monkeypatch.setattr(run_mod, "count_firing", lambda *a, **k: pytest.fail("firing counts recomputed"))
+    again = run_autointerp(AutoInterpCommand(model="minilm", sae="synthetic", explainer=lm, config=cfg, out=out,
+                                             progress=False))
     assert lm.calls == calls
-    assert again["eval_result_unstructured"] == result["eval_result_unstructured"]
-    assert again["resumed"]["evidence"] == str(next(out.glob("evidence_*.json")))
-    assert again["resumed"]["lm_cache"]["misses"] == 0 and again["resumed"]["lm_cache"]["hits"] > 0
+    assert again.results.eval_result_unstructured == result.results.eval_result_unstructured
+    assert again.resumed["evidence"] == str(next(out.glob("evidence_*.json")))
+    assert again.resumed["lm_cache"]["misses"] == 0 and again.resumed["lm_cache"]["hits"] > 0
     assert [p.name for p in out.glob("*.csv")] == [csv_path.name]  # overwritten, not a second file
 
     # other scorers reuse the evidence (settings of the LM calls only); a run id names its own files
     other = AutoInterpConfig(**_cfg(dataset=str(corpus), scorers=["detection"], structured_outputs="off"))
-    named = run_autointerp(
+    named = run_autointerp(AutoInterpCommand(
         model="minilm", sae="synthetic", explainer=lm, config=other, out=out, run_id="try-2", progress=False
-    )
-    assert named["files"]["summary"].endswith("_layerembed_features_summary_try-2.csv")
-    assert named["files"]["results"].endswith("synthetic_eval_results_try-2.json")
+    ))
+    assert named.files["summary"].endswith("_layerembed_features_summary_try-2.csv")
+    assert named.files["results"].endswith("synthetic_eval_results_try-2.json")
     assert sorted(p.name for p in out.glob("*.csv")) == [csv_path.name, csv_path.name.replace(".csv", "_try-2.csv")]
     with pytest.raises(ValueError, match="--run-id"):
-        run_autointerp(
+        run_autointerp(AutoInterpCommand(
             model="minilm", sae="synthetic", explainer=lm, config=other, out=out, run_id="a/b", progress=False
-        )
+        ))
 
 
 class GrammarLM(ScriptedLM):
@@ -162,11 +165,11 @@ def test_structured_outputs_reach_the_lm_and_are_recorded(corpus, tmp_path, sett
 
     lm = GrammarLM()
     cfg = AutoInterpConfig(**_cfg(dataset=str(corpus), scorers=["detection"], structured_outputs=setting))
-    result = run_autointerp(
+    result = run_autointerp(AutoInterpCommand(
         model="minilm", sae="synthetic", explainer=lm, config=cfg, out=tmp_path / setting, progress=False
-    )
+    ))
     on = setting == "auto"
-    assert result["eval_config"]["structured_outputs_applied"] == {"explainer": on, "scorer": on}
+    assert result.results.eval_config["structured_outputs_applied"] == {"explainer": on, "scorer": on}
     explain_c, detect_c = lm.constraints
     if on:
         assert explain_c == explanation_constraint()
@@ -179,14 +182,14 @@ def test_digit_latent_scored_by_a_digit_detector_misses_only_random_windows_with
     from findbench.autointerp.activations import load_model
     from findbench.autointerp.synthetic import SyntheticSAE
 
-    model, tokenizer, _ = load_model("minilm")
+    model, tokenizer, _ = load_model("minilm", device="cpu")
     sae = SyntheticSAE.for_model(model, tokenizer)
     digits = sae.rules.index("digits") if isinstance(sae.rules[0], str) else [r.name for r in sae.rules].index("digits")
     cfg = AutoInterpConfig(**_cfg(dataset=str(corpus), override_latents=[digits], scorers=["detection"]))
-    result = run_autointerp(
+    result = run_autointerp(AutoInterpCommand(
         model="minilm", sae=sae, explainer=ScriptedLM(), config=cfg, out=tmp_path / "o", progress=False
-    )
-    (entry,) = result["eval_result_unstructured"].values()
+    ))
+    (entry,) = result.results.eval_result_unstructured.values()
     # right on every window but the random ones that happen to hold a digit (labelled inactive, as in SAEBench)
     assert entry["score"] == 1 - entry["random_windows_with_activity"] / 6
     assert entry["predictions"][: len(entry["correct seqs"])] != [] and set(entry["correct seqs"]) <= set(
@@ -197,7 +200,7 @@ def test_digit_latent_scored_by_a_digit_detector_misses_only_random_windows_with
 def test_long_empty_and_copied_explanations_are_cut_flagged_and_still_scored(corpus, tmp_path):
     from findbench.autointerp.activations import load_model
 
-    _, tokenizer, _ = load_model("minilm")
+    _, tokenizer, _ = load_model("minilm", device="cpu")
     cfg = AutoInterpConfig(
         **_cfg(dataset=str(corpus), override_latents=[0, 1, 2, 3], scorers=["embedding"], max_explanation_tokens=8)
     )
@@ -207,10 +210,10 @@ def test_long_empty_and_copied_explanations_are_cut_flagged_and_still_scored(cor
         2: "Units of measurement following a number.",
         3: "brackets",
     }
-    result = run_autointerp(
+    result = run_autointerp(AutoInterpCommand(
         model="minilm", sae="synthetic", config=cfg, out=tmp_path / "o", explanations=texts, progress=False
-    )
-    u = result["eval_result_unstructured"]
+    ))
+    u = result.results.eval_result_unstructured
     assert set(u) == {"0", "1", "2", "3"}
     assert u["0"]["explanation_truncated"] is True and u["0"]["explainer_answer"] == texts[0]
     assert u["0"]["explanation"] == "numbers written with digits numbers written with digits"
@@ -218,34 +221,34 @@ def test_long_empty_and_copied_explanations_are_cut_flagged_and_still_scored(cor
     assert [u[k]["degenerate_reason"] for k in "0123"] == [None, "empty", "prompt_text", None]
     assert [u[k]["degenerate"] for k in "0123"] == [False, True, True, False]
     assert all(0 <= u[k]["embedding_score"] <= 1 for k in "0123")  # still scored
-    m = result["eval_result_metrics"]["embedding"]
+    m = result.results.eval_result_metrics.to_json()["embedding"]
     assert m["n_degenerate"] == 2 and m["n_explanation_truncated"] == 1 and m["n"] == 4
     records = {r["latent"]: r for r in json.loads((tmp_path / "o" / "latents.json").read_text())["latents"]}
     assert records[0]["explanation_truncated"] is True and records[2]["degenerate_reason"] == "prompt_text"
-    rows = {r["feature"]: r for r in csv.DictReader(open(result["files"]["summary"]))}
+    rows = {r["feature"]: r for r in csv.DictReader(open(result.files["summary"]))}
     assert (rows["0"]["explanation_truncated"], rows["1"]["degenerate"], rows["3"]["degenerate"]) == ("1", "empty", "")
 
 
 def test_bad_arguments_are_named(corpus, tmp_path):
     with pytest.raises(ValueError, match="override_latents"):
-        run_autointerp(
+        run_autointerp(AutoInterpCommand(
             model="minilm",
             sae="synthetic",
             explainer=ScriptedLM(),
             out=tmp_path,
             config=AutoInterpConfig(**_cfg(dataset=str(corpus), override_latents=[999])),
             progress=False,
-        )
+        ))
     with pytest.raises(ValueError, match="--batch-size"):
-        run_autointerp(
+        run_autointerp(AutoInterpCommand(
             model="minilm",
             sae="synthetic",
             config=AutoInterpConfig(**_cfg(dataset=str(corpus))),
             out=tmp_path,
             batch_size=0,
-        )
+        ))
     with pytest.raises(ValueError, match="trained on 'hook_embed'"):
-        run_autointerp(
+        run_autointerp(AutoInterpCommand(
             model="minilm",
             sae="synthetic",
             layer=2,
@@ -253,19 +256,16 @@ def test_bad_arguments_are_named(corpus, tmp_path):
             config=AutoInterpConfig(**_cfg(dataset=str(corpus))),
             out=tmp_path,
             progress=False,
-        )
+        ))
 
 
-def test_the_config_and_the_keyword_form_are_checked_before_any_work(tmp_path):
-    from findbench.autointerp.commands import AutoInterpCommand
-
+def test_the_config_is_checked_before_any_work(tmp_path):
     out = tmp_path / "never"
-    for bad, match in ((dict(run_id="a b"), "run_id"), (dict(shard="2/2"), "shard must be I/N"),
-                       (dict(max_connections=0), "max_connections")):
+    for bad, match in ((dict(run_id="a b"), "--run-id"), (dict(shard="2/2"), "--shard must be I/N"),
+                       (dict(max_connections=0), "--max-connections"),
+                       (dict(config={"n_latents": 3}), "config must be")):
         with pytest.raises(ValueError, match=match):
-            run_autointerp(sae="synthetic", model="minilm", out=out, **bad)
-    with pytest.raises(TypeError, match=r"unexpected settings \['n_latents'\]"):
-        run_autointerp(sae="synthetic", out=out, n_latents=3)
-    with pytest.raises(TypeError, match=r"takes no settings beside the config, got \['out'\]"):
-        run_autointerp(AutoInterpCommand(sae="synthetic", model="minilm"), out=out)
+            run_autointerp(AutoInterpCommand(sae="synthetic", model="minilm", out=out, **bad))
     assert not out.exists()
+    # the config holds the SAE and LM objects a Python caller gives, and its default is the command line's preset
+    assert AutoInterpCommand(sae=object(), explainer=object()).config == AutoInterpConfig.quick()

@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pytest
 
+from findbench.autointerp.config import AutoInterpConfig
 from findbench.autointerp.evidence import LatentEvidence, Window
 from findbench.autointerp.scorers import (
     DetectionScorer,
@@ -174,6 +175,6 @@ def test_likelihood_scorer_is_the_auc_of_pmi():
 
 def test_make_scorer_names_an_unknown_scorer_and_likelihood_needs_scoring():
     with pytest.raises(ValueError, match="unknown scorer 'bogus'"):
-        make_scorer("bogus", renderer=WordRenderer())
+        make_scorer("bogus", AutoInterpConfig(), renderer=WordRenderer())
     with pytest.raises(TypeError, match="continuation_logprobs"):
-        make_scorer("likelihood", lm=AnimalDetector(), renderer=WordRenderer())
+        make_scorer("likelihood", AutoInterpConfig(), lm=AnimalDetector(), renderer=WordRenderer())

@@ -13,7 +13,7 @@ import pytest
 
 from findbench import cli
 from findbench.autointerp import run as run_mod
-from findbench.autointerp.commands import parse_shard
+from findbench.autointerp.commands import AutoInterpCommand, AutoInterpMergeCommand, parse_shard
 from findbench.autointerp.config import AutoInterpConfig
 from findbench.autointerp.run import merge_shards, run_autointerp
 from findbench.constants import UsageError
@@ -33,8 +33,8 @@ def _results(folder):
 
 def _run(corpus_path, out, shard=None, **kw):
     cfg = AutoInterpConfig(**_cfg(dataset=str(corpus_path), n_latents=6, **kw))
-    return run_autointerp(model="minilm", sae="synthetic", explainer=ScriptedLM(), config=cfg, out=out, shard=shard,
-                          progress=False)
+    return run_autointerp(AutoInterpCommand(model="minilm", sae="synthetic", explainer=ScriptedLM(), config=cfg,
+                                            out=out, shard=shard, progress=False))
 
 
 @pytest.fixture(scope="module")
@@ -55,15 +55,16 @@ def runs(tmp_path_factory):
 
 def test_two_shards_merged_equal_one_unsharded_run(runs, capsys):
     root, _, whole, parts = runs
-    n = len(whole["eval_result_unstructured"]) + len(whole["skipped_latents"])
+    n = len(whole.results.eval_result_unstructured) + len(whole.results.skipped_latents)
     assert n >= 4
     order = [r["latent"] for r in json.loads((root / "whole" / "latents.json").read_text())["latents"]]
     for i, part in enumerate(parts):
-        assert part["shard"] == {"index": i, "count": 2}
-        mine = set(part["eval_result_unstructured"]) | set(part["skipped_latents"])
+        assert part.results.shard.to_json() == {"index": i, "count": 2}
+        mine = set(part.results.eval_result_unstructured) | set(part.results.skipped_latents)
         assert mine == {str(x) for x in order[i::2]}  # positions i, i + 2, ... of the selected list
     # every explanation is the same text: a shard of one latent's own run cannot see that; the merge does
-    assert whole["eval_result_metrics"]["autointerp"]["n_degenerate"] == len(whole["eval_result_unstructured"])
+    metrics = whole.results.eval_result_metrics.to_json()
+    assert metrics["autointerp"]["n_degenerate"] == len(whole.results.eval_result_unstructured)
 
     assert (
         cli.main(["autointerp", "merge", str(root / "part1"), str(root / "part0"), "--out", str(root / "merged")]) == 0
@@ -102,13 +103,13 @@ def test_the_merge_flags_identical_explanations_across_shards_and_keeps_skipped_
     texts = {3: "birds", 0: "digits", 5: "colours", 1: "Birds.", 2: "words ending in ing", 4: "brackets"}
     cfg = AutoInterpConfig(**_cfg(dataset=str(path), override_latents=latents, scorers=["embedding"]))
     args = dict(model="minilm", sae="synthetic", config=cfg, explanations=texts, progress=False)
-    whole = run_autointerp(out=tmp_path / "whole", **args)
-    parts = [run_autointerp(out=tmp_path / f"p{i}", shard=f"{i}/2", **args) for i in range(2)]
-    assert whole["skipped_latents"].keys() == {"0"} and parts[1]["skipped_latents"].keys() == {"0"}
+    whole = run_autointerp(AutoInterpCommand(out=tmp_path / "whole", **args))
+    parts = [run_autointerp(AutoInterpCommand(out=tmp_path / f"p{i}", shard=f"{i}/2", **args)) for i in range(2)]
+    assert whole.results.skipped_latents.keys() == {"0"} and parts[1].results.skipped_latents.keys() == {"0"}
     # 3 (shard 0) and 1 (shard 1) say the same: neither shard can tell, the unsharded run and the merge can
-    assert [whole["eval_result_unstructured"][k]["degenerate_reason"] for k in ("3", "1")] == ["identical"] * 2
-    assert not any(e["degenerate"] for p in parts for e in p["eval_result_unstructured"].values())
-    merged = merge_shards([tmp_path / "p0", tmp_path / "p1"], tmp_path / "merged")
+    assert [whole.results.eval_result_unstructured[k]["degenerate_reason"] for k in ("3", "1")] == ["identical"] * 2
+    assert not any(e["degenerate"] for p in parts for e in p.results.eval_result_unstructured.values())
+    merged = merge_shards(AutoInterpMergeCommand([tmp_path / "p0", tmp_path / "p1"], tmp_path / "merged"))
     assert list(merged["eval_result_unstructured"]) == ["3", "5", "1", "2", "4"]
     assert merged["eval_result_metrics"]["embedding"]["n_degenerate"] == 2
     _assert_same_files(tmp_path / "whole", tmp_path / "merged")
@@ -117,10 +118,10 @@ def test_the_merge_flags_identical_explanations_across_shards_and_keeps_skipped_
 def test_a_shard_resumes_its_evidence_and_answers(runs, monkeypatch):
     root, path, _, parts = runs
     monkeypatch.setattr(run_mod, "collect_evidence", lambda *a, **k: pytest.fail("evidence recomputed"))
-    monkeypatch.setattr(run_mod, "firing_counts", lambda *a, **k: pytest.fail("firing counts recomputed"))
+    monkeypatch.setattr(run_mod, "count_firing", lambda *a, **k: pytest.fail("firing counts recomputed"))
     again = _run(path, root / "part1", shard="1/2")
-    assert again["resumed"]["evidence"] and again["resumed"]["lm_cache"]["misses"] == 0
-    assert again["eval_result_unstructured"] == parts[1]["eval_result_unstructured"]
+    assert again.resumed["evidence"] and again.resumed["lm_cache"]["misses"] == 0
+    assert again.results.eval_result_unstructured == parts[1].results.eval_result_unstructured
 
 
 @pytest.mark.parametrize("text", ["2/2", "1", "-1/2", "0/0", "a/b", "0/2/3", ""])
@@ -160,7 +161,7 @@ def test_merge_refuses_missing_duplicate_and_mismatched_shards(runs, capsys):
     (three / "synthetic_eval_results.json").write_text(json.dumps(res))
     assert f"shard folder {three}: shard 1/3, but {p0} is one of 2" in refused(p0, three)
     with pytest.raises(UsageError, match="out must not be one of the shard folders"):
-        merge_shards([p0, p1], p1)
+        merge_shards(AutoInterpMergeCommand([p0, p1], p1))
 
 
 def _copy(src, dst, results=None, latents=None):
@@ -221,12 +222,12 @@ def test_merge_reads_shard_files_as_untrusted_and_writes_only_its_own_names(runs
     (kept / "mine.txt").write_text("keep")
     out.symlink_to(kept)
     with pytest.raises(UsageError, match="is a symbolic link or not a folder"):
-        merge_shards([p0, root / "part1"], out)
+        merge_shards(AutoInterpMergeCommand([p0, root / "part1"], out))
     assert [p.name for p in kept.iterdir()] == ["mine.txt"]
     out.unlink()
     os.mkfifo(out)
     with pytest.raises(UsageError, match="is a symbolic link or not a folder"):
-        merge_shards([p0, root / "part1"], out)
+        merge_shards(AutoInterpMergeCommand([p0, root / "part1"], out))
 
 
 def test_merge_refuses_repeated_latents_and_scores_the_results_do_not_hold(runs, tmp_path, capsys):

@@ -15,6 +15,7 @@ from transformers import AutoModel, AutoTokenizer, LlamaConfig, LlamaModel
 
 from findbench._guards import derangement
 from findbench.autointerp.activations import encode_latents, read_hook
+from findbench.autointerp.commands import AutoInterpValidateCommand
 from findbench.autointerp.config import PROBES, AutoInterpConfig
 from findbench.autointerp.corpus import load_texts, special_token_ids, tokenize_corpus, wordnet_dir
 from findbench.autointerp.evidence import collect_evidence
@@ -210,6 +211,7 @@ def test_evidence_windows_are_centred_on_tokens_of_the_rule(minilm, minilm_sae):
         cfg,
         hook_name="hook_embed",
         special_ids=sorted(special_token_ids(tok)),
+        batch_size=32,
         progress=False,
     )
     by_rule = {sae.rules[ev.latent]: ev for ev in evidence}
@@ -245,9 +247,10 @@ def test_derangement_moves_every_item():
 def test_planted_validation_needs_an_lm_for_lm_scorers(minilm):
     model, tok = minilm
     with pytest.raises(ValueError, match="need an LM"):
-        planted_validation(model, tok, scorers=["embedding", "detection"])
+        planted_validation(AutoInterpValidateCommand(model=(model, tok), scorers=["embedding", "detection"],
+                                                     scorer=None, out=None))
     with pytest.raises(ValueError, match="scorers must be"):
-        planted_validation(model, tok, scorers=["embedding", "embedding"])
+        AutoInterpValidateCommand(model=(model, tok), scorers=["embedding", "embedding"])
 
 
 def test_embedding_scorer_prefers_true_explanations_on_minilm(minilm, tmp_path):
@@ -260,10 +263,12 @@ def test_embedding_scorer_prefers_true_explanations_on_minilm(minilm, tmp_path):
     model, tok = minilm
     cfg = quick_config(7, ["embedding"], total_tokens=60_000)
     tokens = tokenize_corpus(
-        tok, load_texts("wordnet"), context_size=cfg.llm_context_size, total_tokens=cfg.total_tokens
+        tok, load_texts("wordnet", split="train", text_column="text"), context_size=cfg.llm_context_size,
+        total_tokens=cfg.total_tokens,
     )
     out = tmp_path / "planted.json"
-    res = planted_validation(model, tok, scorers=["embedding"], config=cfg, tokens=tokens, output=out, progress=False)
+    res = planted_validation(AutoInterpValidateCommand(model=(model, tok), scorers=["embedding"], config=cfg,
+                                                       tokens=tokens, out=out, progress=False))
     emb = res["scorers"]["embedding"]
     assert emb["n_latents"] >= 4 and len(emb["rows"]) == emb["n_latents"]
     assert emb["true"] > emb["wrong"]
@@ -286,16 +291,16 @@ def test_embedding_scorer_prefers_true_explanations_on_minilm(minilm, tmp_path):
     row = emb["rows"][0]
     assert row["probe_explanations"]["stuffed"].startswith(row["true_explanation"] + "; keywords: ")
     # deterministic: the same seed gives the same probes and scores
-    again = planted_validation(
-        model,
-        tok,
+    again = planted_validation(AutoInterpValidateCommand(
+        model=(model, tok),
         scorers=["embedding"],
         config=cfg,
         tokens=tokens,
         progress=False,
         probes=["hedged", "padded"],
         max_explanation_tokens=16,
-    )
+        out=None,
+    ))
     assert again["kinds"] == ["true", "wrong", "empty", "hedged", "padded"]
     hedges = [r["probe_explanations"]["hedged"] for r in res["latents"]]
     assert [r["probe_explanations"]["hedged"] for r in again["latents"]] == hedges
@@ -303,9 +308,7 @@ def test_embedding_scorer_prefers_true_explanations_on_minilm(minilm, tmp_path):
     assert again["explanations"]["padded"]["n_truncated"] == emb["n_latents"]
     assert all(r["explanation_truncated"]["padded"] for r in again["latents"])
     with pytest.raises(ValueError, match="probes"):
-        planted_validation(
-            model, tok, scorers=["embedding"], config=cfg, tokens=tokens, probes=["nonsense"], progress=False
-        )
+        AutoInterpValidateCommand(model=(model, tok), scorers=["embedding"], probes=["nonsense"])
 
 
 # ------------------------------------------------------------- byte-level BPE without SmolLM2
@@ -403,19 +406,19 @@ def test_planted_validation_on_smollm2_with_all_scorers(embedded_model_dir, embe
         max_tokens_in_prediction=16,
     )
     tokens = tokenize_corpus(
-        tok, load_texts("wordnet"), context_size=cfg.llm_context_size, total_tokens=cfg.total_tokens
+        tok, load_texts("wordnet", split="train", text_column="text"), context_size=cfg.llm_context_size,
+        total_tokens=cfg.total_tokens,
     )
-    res = planted_validation(
-        model,
-        tok,
-        lm=embedded_lm,
+    res = planted_validation(AutoInterpValidateCommand(
+        model=(model, tok),
+        scorer=embedded_lm,
         config=cfg,
         tokens=tokens,
         rules=rules,
-        output=tmp_path / "p.json",
+        out=tmp_path / "p.json",
         probes=["everything", "stuffed"],
         progress=False,
-    )
+    ))
     assert res["skipped"] == {} and [r["rule"] for r in res["latents"]] == rules
     assert list(res["scorers"]) == ["detection", "fuzz", "embedding", "likelihood"]
     for name, s in res["scorers"].items():
@@ -446,7 +449,8 @@ def test_embedding_scorer_separates_planted_features_on_smollm2(embedded_model_d
     except FileNotFoundError as exc:
         pytest.skip(str(exc))
     model, tok = smollm
-    res = planted_validation(model, tok, scorers=["embedding"], progress=False)
+    res = planted_validation(AutoInterpValidateCommand(model=(model, tok), scorers=["embedding"], out=None,
+                                                       progress=False))
     emb = res["scorers"]["embedding"]
     assert res["skipped"] == {} and emb["n_latents"] == 8
     assert emb["separation"] >= MIN_SEPARATION and emb["win_rate"] > 0.5 and emb["true"] > emb["empty"]

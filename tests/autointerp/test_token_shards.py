@@ -46,9 +46,9 @@ def _flags(settings: dict) -> list[str]:
 
 
 def _run(corpus_path, out, model="minilm", sae="synthetic", **kw):
-    return run_autointerp(model=model, sae=sae, explainer=ScriptedLM(), out=out,
+    return run_autointerp(AutoInterpCommand(model=model, sae=sae, explainer=ScriptedLM(), out=out,
                           config=AutoInterpConfig(**_settings(corpus_path)), progress=False,
-                          **{"batch_size": BATCH, **kw})
+                          **{"batch_size": BATCH, **kw}))
 
 
 @pytest.fixture(scope="module", params=SAES)
@@ -79,7 +79,7 @@ def test_a_run_from_token_shards_writes_the_unsharded_files(shards, monkeypatch,
     monkeypatch.setattr(evidence_mod, "read_hook", lambda *a, **k: pytest.fail("the model ran"))
     monkeypatch.setenv("FINDBENCH_CACHE", str(root / "cache"))
     result = _run(path, root / "merged", model, sae, activations=[str(root / f"part{i}") for i in (2, 0, 1)])
-    assert result["resumed"]["evidence"] is None and result["resumed"]["firing_counts"] is None  # computed here
+    assert result.resumed["evidence"] is None and result.resumed["firing_counts"] is None  # computed here
     whole, merged = sorted((root / "whole").iterdir()), sorted((root / "merged").iterdir())
     assert [p.name for p in whole] == [p.name for p in merged]  # results, evidence, firing counts, LM cache
     for a, b in zip(whole, merged):
@@ -89,7 +89,7 @@ def test_a_run_from_token_shards_writes_the_unsharded_files(shards, monkeypatch,
             assert x == y
         elif a.suffix != ".sqlite":
             assert a.read_bytes() == b.read_bytes(), a.name
-    assert len(result["eval_result_unstructured"]) >= 4
+    assert len(result.results.eval_result_unstructured) >= 4
     # a token shard run again finds its file and does nothing
     before = sorted((root / "part1").glob("activations_*.npz"))[0].stat().st_mtime_ns
     argv = ["autointerp", "--model", model, "--sae", sae, "--batch-size", str(BATCH), "--token-shard", "1/3",

@@ -15,8 +15,10 @@ import torch
 from findbench._io import umask
 from findbench.autointerp import train_sae as ts
 from findbench.autointerp.activations import load_model, model_path
+from findbench.autointerp.commands import TrainSAECommand
 from findbench.autointerp.sae import EMBEDDED_SAE, embedded_sae_dir, load_sae
 from findbench.autointerp.train_sae import TrainSAEConfig, evaluate_sae, split_rows, train_sae
+from findbench.constants import UsageError
 from tests._words import ENTITY_WORDS
 
 WORDS = [w for words in ENTITY_WORDS.values() for w in words]
@@ -37,7 +39,7 @@ def tiny_run(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("FINDBENCH_CACHE", str(root / "cache"))
         cfg = TrainSAEConfig(dataset=str(_write_corpus(root / "corpus.txt")), **TINY)
-        out = train_sae(cfg, root / "sae", keep_activations=True)
+        out = train_sae(TrainSAECommand(out=root / "sae", keep_activations=True, config=cfg))
         yield {"cfg": cfg, "out": out, "root": root, "mp": mp}
 
 
@@ -120,7 +122,7 @@ def test_explained_variance_below_zero_is_warned(tiny_run, tmp_path, caplog):
     worse than their mean: a warning in the log, a flag in metrics.json, a line on the card."""
     cfg = TrainSAEConfig(**{**tiny_run["cfg"].to_dict(), "architecture": "standard", "l1_coefficient": 1.0, "lr": 1e-7})
     with caplog.at_level(logging.WARNING, logger="findbench.autointerp.train_sae"):
-        out = train_sae(cfg, tmp_path / "untrained", keep_activations=True)
+        out = train_sae(TrainSAECommand(out=tmp_path / "untrained", keep_activations=True, config=cfg))
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["explained_variance"] < 0 and metrics["explained_variance_below_zero"] is True
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -197,12 +199,12 @@ def test_metrics_match_a_fresh_evaluation_on_heldout_rows(tiny_run):
     from findbench.autointerp.corpus import special_token_ids
 
     cfg = tiny_run["cfg"]
-    model, tok, _ = load_model(cfg.model)
+    model, tok, _ = load_model(cfg.model, device="cpu")
     rows = ts.heldout_rows(cfg, AutoTokenizer.from_pretrained(model_path(cfg.model)))
     ids = torch.from_numpy(rows.astype(np.int64))
     acts = read_hook(model, ids, torch.ones_like(ids), hook_name=cfg.hook_name)
     acts = acts[~torch.isin(ids, torch.tensor(sorted(special_token_ids(tok))))]
-    metrics = evaluate_sae(load_sae(tiny_run["out"]), acts)
+    metrics = evaluate_sae(load_sae(tiny_run["out"], device="cpu"), acts)
     saved = json.loads((tiny_run["out"] / "metrics.json").read_text())
     assert metrics["n_tokens"] == saved["n_tokens"]
     assert metrics["explained_variance"] == pytest.approx(saved["explained_variance"], abs=0.01)
@@ -217,7 +219,7 @@ def test_second_run_reuses_cached_activations(tiny_run, tmp_path, monkeypatch):
 
     monkeypatch.setattr(ts, "read_hook", no_model)
     cfg = TrainSAEConfig(**{**tiny_run["cfg"].to_dict(), "architecture": "standard", "l1_coefficient": 1.0})
-    out = train_sae(cfg, tmp_path / "standard", keep_activations=True)
+    out = train_sae(TrainSAECommand(out=tmp_path / "standard", keep_activations=True, config=cfg))
     from sae_lens import SAE
 
     assert SAE.load_from_disk(str(out)).cfg.architecture() == "standard"
@@ -230,7 +232,8 @@ def test_interrupted_training_resumes_from_its_last_checkpoint(tiny_run, tmp_pat
     from sae_lens.training.sae_trainer import SAETrainer
 
     cfg = TrainSAEConfig(**{**tiny_run["cfg"].to_dict(), "train_batch_size": 64, "d_sae": 64})
-    whole = SAE.load_from_disk(str(train_sae(cfg, tmp_path / "whole", keep_activations=True)), dtype="float32")
+    whole = SAE.load_from_disk(str(train_sae(TrainSAECommand(out=tmp_path / "whole", keep_activations=True,
+                                                             config=cfg))), dtype="float32")
 
     class Stop(Exception):
         pass
@@ -243,7 +246,7 @@ def test_interrupted_training_resumes_from_its_last_checkpoint(tiny_run, tmp_pat
 
     monkeypatch.setattr(SAETrainer, "save_checkpoint", save_then_stop)
     with pytest.raises(Stop):
-        train_sae(cfg, tmp_path / "resumed", keep_activations=True)
+        train_sae(TrainSAECommand(out=tmp_path / "resumed", keep_activations=True, config=cfg))
     assert not (tmp_path / "resumed").exists()
     monkeypatch.setattr(SAETrainer, "save_checkpoint", real_save)
     loaded = []
@@ -251,7 +254,8 @@ def test_interrupted_training_resumes_from_its_last_checkpoint(tiny_run, tmp_pat
     monkeypatch.setattr(
         SAETrainer, "load_trainer_state", lambda self, path: (loaded.append(path), real_load(self, path))
     )
-    resumed = SAE.load_from_disk(str(train_sae(cfg, tmp_path / "resumed", keep_activations=True)), dtype="float32")
+    resumed = SAE.load_from_disk(str(train_sae(TrainSAECommand(out=tmp_path / "resumed", keep_activations=True,
+                                                               config=cfg))), dtype="float32")
     assert len(loaded) == 1
     for name, value in whole.state_dict().items():
         assert torch.allclose(resumed.state_dict()[name], value, atol=1e-3), name
@@ -277,31 +281,31 @@ def test_split_rows_is_fixed_and_disjoint():
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "exc", "field"),
+    ("kwargs", "exc", "named"),
     [
-        ({"architecture": "gated"}, ValueError, "architecture"),
-        ({"k": 64, "d_sae": 32}, ValueError, "k"),
-        ({"d_sae": 0}, ValueError, "d_sae"),
-        ({"d_sae": 3.5}, TypeError, "d_sae"),
-        ({"layer": True}, TypeError, "layer"),
-        ({"hook": "attn_out"}, ValueError, "hook"),
-        ({"lr": 0}, ValueError, "lr"),
-        ({"total_tokens": 64, "context_size": 128}, ValueError, "total_tokens"),
-        ({"eval_tokens": 10}, ValueError, "eval_tokens"),
-        ({"save_dtype": "int8"}, ValueError, "save_dtype"),
-        ({"model": ""}, ValueError, "model"),
+        ({"architecture": "gated"}, ValueError, "--architecture"),
+        ({"k": 64, "d_sae": 32}, ValueError, "--k"),
+        ({"d_sae": 0}, ValueError, "--d-sae"),
+        ({"d_sae": 3.5}, TypeError, "--d-sae"),
+        ({"layer": True}, TypeError, "--layer"),
+        ({"hook": "attn_out"}, ValueError, "hook_name"),
+        ({"lr": 0}, ValueError, "--lr"),
+        ({"total_tokens": 64, "context_size": 128}, ValueError, "--total-tokens"),
+        ({"eval_tokens": 10}, ValueError, "--eval-tokens"),
+        ({"save_dtype": "int8"}, ValueError, "--save-dtype"),
+        ({"model": ""}, ValueError, "--model"),
     ],
 )
-def test_bad_config_names_the_field(kwargs, exc, field):
-    with pytest.raises(exc, match=field):
+def test_bad_config_names_the_field(kwargs, exc, named):
+    with pytest.raises(exc, match=named):
         TrainSAEConfig(**kwargs)
 
 
 def test_train_sae_rejects_bad_arguments():
-    with pytest.raises(TypeError, match="cfg"):
-        train_sae({"d_sae": 8})
-    with pytest.raises(ValueError, match="out"):
-        train_sae(TrainSAEConfig(), "")
+    with pytest.raises(UsageError, match="config must be a TrainSAEConfig"):
+        TrainSAECommand(config={"d_sae": 8})
+    with pytest.raises(UsageError, match="out"):
+        TrainSAECommand(out="")
 
 
 def test_cli_builds_the_config(monkeypatch, tmp_path, capsys):
@@ -309,8 +313,8 @@ def test_cli_builds_the_config(monkeypatch, tmp_path, capsys):
 
     seen = {}
 
-    def fake_train(cfg, out, *, resume, keep_activations):
-        seen.update(cfg=cfg, out=out, resume=resume, keep=keep_activations)
+    def fake_train(cmd):
+        seen.update(cfg=cmd.config, out=cmd.out, resume=cmd.resume, keep=cmd.keep_activations)
         (tmp_path / "o").mkdir()
         (tmp_path / "o" / "metrics.json").write_text(
             json.dumps(
@@ -360,7 +364,7 @@ def test_shipped_sae_loads_with_its_card():
     assert folder.name == EMBEDDED_SAE
     size = sum(p.stat().st_size for p in folder.iterdir())
     assert size <= 10 * 2**20
-    sae = load_sae("embedded")
+    sae = load_sae("embedded", device="cpu")
     assert not sae.training and sae.W_enc.dtype == torch.float32
     assert (sae.cfg.d_in, sae.cfg.d_sae, sae.cfg.k) == (576, 3072, 32)
     assert sae.cfg.metadata.hook_name == "blocks.6.hook_resid_post"
@@ -385,17 +389,17 @@ def test_shipped_sae_loads_with_its_card():
 
 
 def test_load_sae_specs(tiny_run, tmp_path):
-    assert load_sae(tiny_run["out"]).cfg.d_sae == 128
-    assert load_sae(str(tiny_run["out"])).W_enc.dtype == torch.float32
+    assert load_sae(tiny_run["out"], device="cpu").cfg.d_sae == 128
+    assert load_sae(str(tiny_run["out"]), device="cpu").W_enc.dtype == torch.float32
     with pytest.raises(ValueError, match="sae_id"):
-        load_sae("gpt2-small-res-jb")
+        load_sae("gpt2-small-res-jb", device="cpu")
     with pytest.raises(FileNotFoundError, match="spec"):
-        load_sae(str(tmp_path / "missing"))
+        load_sae(str(tmp_path / "missing"), device="cpu")
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="cfg.json"):
-        load_sae(tmp_path / "empty")
+        load_sae(tmp_path / "empty", device="cpu")
     with pytest.raises(TypeError, match="spec"):
-        load_sae(3)
+        load_sae(3, device="cpu")
 
 
 @pytest.mark.slow
@@ -422,7 +426,7 @@ def test_shipped_sae_heldout_explained_variance_matches_metrics(embedded_model_d
         ids = torch.from_numpy(rows[start : start + 32].astype(np.int64))
         a = read_hook(model, ids, hook_name=cfg.hook_name)
         acts.append(a[~torch.isin(ids, special)])
-    metrics = evaluate_sae(load_sae("embedded"), torch.cat(acts))
+    metrics = evaluate_sae(load_sae("embedded", device="cpu"), torch.cat(acts))
     saved = json.loads((folder / "metrics.json").read_text())
     assert metrics["explained_variance"] == pytest.approx(saved["explained_variance"], abs=0.02)
     assert metrics["l0"] == pytest.approx(saved["l0"], rel=0.05)

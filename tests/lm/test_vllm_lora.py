@@ -125,6 +125,7 @@ def test_autointerp_explainer_role_on_the_server_runs_as_findbench_autointerp(lo
     from inspect_ai import eval as inspect_eval
     from inspect_ai.model import get_model
 
+    from findbench.autointerp.commands import AutoInterpCommand
     from findbench.autointerp.config import AutoInterpConfig
     from findbench.autointerp.inspect_task import EXPLAINER_ROLE
     from findbench.autointerp.run import run_autointerp
@@ -140,8 +141,8 @@ def test_autointerp_explainer_role_on_the_server_runs_as_findbench_autointerp(lo
                          log_dir=str(tmp_path / "logs"), display="none")
     assert log.status == "success", log.error
     by_task = log.samples[0].scores["autointerp_scores"].metadata["files"]
-    direct = run_autointerp(model="minilm", sae="synthetic", explainer=lora_url, lm_model="embedded",
-                            out=tmp_path / "direct", config=AutoInterpConfig(**settings), progress=False)["files"]
+    direct = run_autointerp(AutoInterpCommand(model="minilm", sae="synthetic", explainer=lora_url, lm_model="embedded",
+                            out=tmp_path / "direct", config=AutoInterpConfig(**settings), progress=False)).files
 
     def read(files):
         results = json.loads(open(files["results"]).read())

@@ -1,8 +1,8 @@
 """AutoInterp for sparse-autoencoder latents (SAEBench's method, plus more scorers and
 planted-feature validation).
 
->>> from findbench.autointerp import AutoInterpConfig, run_autointerp      # doctest: +SKIP
->>> run_autointerp(sae="embedded", config=AutoInterpConfig(n_latents=10, total_tokens=100_000))  # doctest: +SKIP
+>>> from findbench.autointerp import AutoInterpCommand, AutoInterpConfig, run_autointerp      # doctest: +SKIP
+>>> run_autointerp(AutoInterpCommand(sae="embedded", config=AutoInterpConfig.quick(n_latents=20)))  # doctest: +SKIP
 
 Names are imported lazily: importing this package (the ``autointerp`` metric does, for
 :mod:`findbench.autointerp.detection`) loads neither torch nor sae_lens.
@@ -14,6 +14,7 @@ from findbench._lazy import lazy_getattr, names_of
 
 # (train_sae, the function, stays in findbench.autointerp.train_sae: the submodule shares its name)
 _MODULES = {
+    "findbench.autointerp.commands": ("AutoInterpCommand",),
     "findbench.autointerp.config": ("AutoInterpConfig", "SCORERS", "TrainSAEConfig"),
     "findbench.autointerp.run": ("run_autointerp",),
     "findbench.autointerp.sae": ("load_sae",),

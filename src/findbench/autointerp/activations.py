@@ -50,13 +50,13 @@ def available_device(device: str) -> str:
     kind = device.split(":")[0]
     usable = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}.get(kind)
     if not usable:
-        raise UsageError(f"device: {device!r} is not available to torch here (cpu, cuda[:N] or mps)")
+        raise UsageError(f"--device: {device!r} is not available to torch here (cpu, cuda[:N] or mps)")
     if kind == "cuda" and ":" in device and int(device.split(":")[1]) >= torch.cuda.device_count():
-        raise UsageError(f"device: {device!r}, but torch sees {torch.cuda.device_count()} CUDA GPU(s)")
+        raise UsageError(f"--device: {device!r}, but torch sees {torch.cuda.device_count()} CUDA GPU(s)")
     return device
 
 
-def load_model(spec: str | os.PathLike = "embedded", *, device: str = "cpu") -> tuple[Any, Any, str]:
+def load_model(spec: str | os.PathLike, *, device: str) -> tuple[Any, Any, str]:
     """``(model, tokenizer, name)`` for any transformers model that exposes hidden states,
     causal LMs and encoders alike, loaded with ``AutoModel`` in float32 eval mode (no task
     head: only hidden states are read). ``name`` is the folder's or Hub id's last part."""

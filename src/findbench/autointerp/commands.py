@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import os
 import re
-from dataclasses import MISSING, dataclass
+from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from findbench import _checks
-from findbench._config import Csv, arg
-from findbench.autointerp.config import MAX_EXPLANATION_TOKENS, PROBES, QUICK_DEFAULTS, SCORERS, AutoInterpConfig
+from findbench._config import Csv, arg, flag_fields
+from findbench.autointerp.config import MAX_EXPLANATION_TOKENS, PROBES, SCORERS, AutoInterpConfig, TrainSAEConfig
 from findbench.autointerp.results import RUN_ID_PATTERN
 from findbench.constants import UsageError
 from findbench.lm.base import STRUCTURED_OUTPUTS
@@ -86,9 +87,14 @@ class TrainSAECommand:
                        no_help="start over: ignore cached activations and checkpoints")
     keep_activations: bool = arg(False, "keep the cached model activations for later runs on the same hook (GBs in "
                                         "~/.cache/findbench)")
+    #: What decides the SAE (its fields are flags too).
+    config: TrainSAEConfig = field(default_factory=TrainSAEConfig)
 
-
-SAEBENCH = AutoInterpConfig()
+    def __post_init__(self) -> None:
+        if not isinstance(self.config, TrainSAEConfig):
+            raise UsageError(f"config must be a TrainSAEConfig, got {type(self.config).__name__}")
+        if not isinstance(self.out, (str, os.PathLike)) or not os.fspath(self.out):
+            raise UsageError(f"--out must be a folder path, got {self.out!r}")
 
 
 @dataclass
@@ -96,18 +102,18 @@ class AutoInterpCommand:
     __doc__ = ("explain SAE latents in words and score the explanations (SAEBench AutoInterp + more scorers); the "
                "defaults run in minutes on the embedded model, SAEBench's values: " + ", ".join(
                    f"--{k.replace('_', '-')} {','.join(v) if isinstance(v, list) else v}"
-                   for k, v in ((k, getattr(SAEBENCH, k)) for k in QUICK_DEFAULTS))
+                   for k, v in ((k, getattr(AutoInterpConfig(), k)) for k in AutoInterpConfig.QUICK))
                + "; `findbench autointerp merge DIR... --out OUT` joins the folders of --shard runs")
 
     model: str = arg("embedded", "model the SAE reads: embedded (SmolLM2), minilm, a folder or a Hub id")
-    sae: str = arg("embedded", "embedded (the SAE shipped with findbench), synthetic (planted rules), a sae_lens "
+    sae: Any = arg("embedded", "embedded (the SAE shipped with findbench), synthetic (planted rules), a sae_lens "
                                "folder, or a release")
     sae_id: str | None = arg(None, "SAE id within a sae_lens release")
     layer: int | None = arg(None, "layer the SAE reads (default: the SAE's own hook)")
     hook: str | None = arg(None, "resid_post, resid_pre, mlp_post, hook_embed or a full hook name (default: the "
                                  "SAE's own)")
-    explainer: str = arg("embedded", "LM spec writing explanations: embedded, a folder, an HF id or a vLLM URL")
-    scorer: str | None = arg(None, "LM spec of the scorers (default: the explainer)")
+    explainer: Any = arg("embedded", "LM spec writing explanations: embedded, a folder, an HF id or a vLLM URL")
+    scorer: Any = arg(None, "LM spec of the scorers (default: the explainer)")
     lm_model: str | None = arg(None, "served model name, for server-URL --explainer / --scorer")
     batch_size: int = arg(32, "corpus rows per forward pass")
     device: str = arg("cpu", "where the model and the SAE run: cpu, cuda, cuda:N (e.g. one GPU per --token-shard "
@@ -128,10 +134,18 @@ class AutoInterpCommand:
     activations: list[str] | None = arg(None, "the --out folders of the N --token-shard runs: count firings and "
                                               "collect evidence from their activations instead of running the model "
                                               "and SAE (same --batch-size and corpus)", nargs="+", metavar="DIR")
+    #: What decides the result (its fields are flags too; default :meth:`AutoInterpConfig.quick`).
+    config: AutoInterpConfig = field(default_factory=AutoInterpConfig.quick)
+    #: From Python: latent -> explanation, scored instead of asking the explainer.
+    explanations: dict[int, str] | None = None
+    #: From Python: progress bars (the Inspect task turns them off).
+    progress: bool = True
 
     def __post_init__(self) -> None:
         from findbench.models import check_spec
 
+        if not isinstance(self.config, AutoInterpConfig):
+            raise UsageError(f"config must be an AutoInterpConfig, got {type(self.config).__name__}")
         _checks.positive_int("--batch-size", self.batch_size)
         if not isinstance(self.device, str) or not re.fullmatch(r"cpu|cuda(:\d+)?|mps", self.device):
             raise UsageError(f"--device must be cpu, cuda, cuda:N or mps, got {self.device!r}")
@@ -152,56 +166,40 @@ class AutoInterpCommand:
         check_run_id(self.run_id)
         parse_shard(self.shard)
         check_encoder(self.model, "model")
-        for name in ("explainer", "scorer"):
-            if getattr(self, name) is not None:
+        for name in ("explainer", "scorer"):  # a spec, or from Python an LM
+            if isinstance(getattr(self, name), str):
                 check_spec(getattr(self, name), flag=f"--{name}")
-        try:
-            check_spec(self.sae, flag="--sae", names=("embedded", "synthetic"), hub=False)
-        except UsageError:
-            check_spec(self.sae, flag="--sae", names=("embedded", "synthetic", *_sae_releases()), hub=False)
+        if isinstance(self.sae, str):  # a spec, or from Python an SAE
+            try:
+                check_spec(self.sae, flag="--sae", names=("embedded", "synthetic"), hub=False)
+            except UsageError:
+                check_spec(self.sae, flag="--sae", names=("embedded", "synthetic", *_sae_releases()), hub=False)
 
 
 LATENTS_EXCLUSIVE = "--latents and --n-latents are mutually exclusive: give one"
 
 
-def settle_latents(cfg: AutoInterpConfig, *, n_latents_given: bool) -> AutoInterpConfig:
-    """``--latents`` excludes ``--n-latents`` (UsageError when both are given); with ``--latents``,
-    ``n_latents`` is unused and kept at SAEBench's value, so that resumed runs match."""
-    if cfg.override_latents is not None:
-        if n_latents_given:
-            raise UsageError(LATENTS_EXCLUSIVE)
-        cfg.n_latents = SAEBENCH.n_latents
-    return cfg
+def setting_names() -> dict[str, str]:
+    """``findbench autointerp``'s settings (its flags, aliases such as ``latents`` too) by name: the field each sets."""
+    return {name: f.name for f in flag_fields(AutoInterpCommand)
+            for name in (f.name, *(a.lstrip("-").replace("-", "_") for a in f.metadata.get("aliases", ())))}
 
 
-def setting_names() -> dict[str, tuple[type, str]]:
-    """``findbench autointerp``'s settings by name (each field's name and its aliases, such as
-    ``latents``): the config and field each sets."""
-    names = {}
-    for config in (AutoInterpCommand, AutoInterpConfig):
-        for f in dataclasses.fields(config):
-            for name in (f.name, *(a.lstrip("-").replace("-", "_") for a in f.metadata.get("aliases", ()))):
-                names[name] = (config, f.name)
-    return names
-
-
-def autointerp_configs(settings: dict[str, Any]) -> tuple[AutoInterpCommand, AutoInterpConfig]:
-    """``findbench autointerp``'s two configs from settings named as its flags (a field name, or an
-    alias such as ``latents``, ``seed`` or ``context_size``), with the command line's defaults
-    (:data:`QUICK_DEFAULTS`): how the Inspect task reads its ``-T`` settings. UsageError naming an
-    unknown setting."""
+def autointerp_command(settings: dict[str, Any]) -> AutoInterpCommand:
+    """``findbench autointerp``'s config from settings named as its flags (a field name, or an alias such as
+    ``latents``, ``seed`` or ``context_size``), with the command line's defaults (:meth:`AutoInterpConfig.quick`):
+    how the Inspect task reads its ``-T`` settings. UsageError naming an unknown setting."""
     names = setting_names()
     unknown = sorted(set(settings) - set(names))
     if unknown:
         raise UsageError(f"unknown settings {unknown}: the settings are findbench autointerp's flags, e.g. "
                          "sae, model, n_latents, latents, scorers, out")
-    given: dict[type, dict[str, Any]] = {AutoInterpCommand: {}, AutoInterpConfig: dict(QUICK_DEFAULTS)}
-    for name, value in settings.items():
-        config, field = names[name]
-        given[config][field] = value
-    cfg = AutoInterpConfig(**given[AutoInterpConfig])
-    return AutoInterpCommand(**given[AutoInterpCommand]), settle_latents(
-        cfg, n_latents_given=any(names[k][1] == "n_latents" for k in settings))
+    given = {names[k]: v for k, v in settings.items()}
+    if "override_latents" in given and "n_latents" in given:
+        raise UsageError(LATENTS_EXCLUSIVE)
+    own = {f.name for f in dataclasses.fields(AutoInterpConfig)}
+    return AutoInterpCommand(**{k: v for k, v in given.items() if k not in own},
+                             config=AutoInterpConfig.quick(**{k: v for k, v in given.items() if k in own}))
 
 
 @dataclass
@@ -223,9 +221,9 @@ class AutoInterpValidateCommand:
     an empty and the gaming probes (everything, hedged, examples_only, stuffed, padded), a paired-bootstrap verdict
     per probe"""
 
-    model: str = arg("embedded", "model whose input embeddings the planted-rule SAE reads: embedded (SmolLM2), "
+    model: Any = arg("embedded", "model whose input embeddings the planted-rule SAE reads: embedded (SmolLM2), "
                                  "minilm, a folder or a Hub id")
-    scorer: str = arg("embedded", "LM spec of the detection, fuzz and likelihood scorers")
+    scorer: Any = arg("embedded", "LM spec of the detection, fuzz and likelihood scorers")
     scorers: Csv = arg(",".join(SCORERS), "comma-separated scorers")
     probes: Csv = arg(",".join(PROBES), "comma-separated gaming probes")
     rules: Csv = arg(None, "comma-separated planted rules (default: the eight of synthetic.DEFAULT_RULES)")
@@ -236,10 +234,17 @@ class AutoInterpValidateCommand:
     structured_outputs: str = arg("auto", "detection answers under their grammar: auto, on or off",
                                   choices=STRUCTURED_OUTPUTS)
     cache: str | None = arg(None, "sqlite LM request cache (a rerun repeats no LM call)")
-    out: str = arg("outputs/autointerp/planted_validation.json", "result JSON")
+    out: str | None = arg("outputs/autointerp/planted_validation.json", "result JSON")
+    #: From Python: the evidence settings (default: ``total_tokens``, ``seed``, ``scorers``, ``structured_outputs``).
+    config: AutoInterpConfig | None = None
+    #: From Python: the corpus rows (default: the config's corpus, tokenized).
+    tokens: Any = None
+    #: From Python: the ``embedding`` scorer's sentence encoder (default: the embedded MiniLM).
+    encoder: Any = None
+    #: From Python: progress bars.
+    progress: bool = True
 
     def __post_init__(self) -> None:
-        from findbench import _checks
         from findbench.models import check_spec
 
         _checks.integer("--max-explanation-tokens", self.max_explanation_tokens, 0)
@@ -248,6 +253,10 @@ class AutoInterpValidateCommand:
         for name, values, known in (("--scorers", self.scorers, SCORERS), ("--probes", self.probes, PROBES)):
             for value in values:
                 _checks.one_of(name, value, known)
+            if len(set(values)) != len(values) or name == "--scorers" and not values:
+                raise UsageError(f"{name} must be distinct names from {', '.join(known)}, got {values!r}")
         self.rules = _checks.str_list("--rules", self.rules, optional=True)
-        check_encoder(self.model, "model")
-        check_spec(self.scorer, flag="--scorer")
+        if isinstance(self.model, str):  # a spec, or from Python a (model, tokenizer) pair
+            check_encoder(self.model, "model")
+        if isinstance(self.scorer, str):  # a spec, or from Python an LM (None: none)
+            check_spec(self.scorer, flag="--scorer")

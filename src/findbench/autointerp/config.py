@@ -3,12 +3,13 @@ also a flag of ``findbench autointerp`` / ``findbench train-sae``."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, NamedTuple
 
 from findbench import _checks
-from findbench._config import Csv, arg, flag
+from findbench._config import Csv, arg, field_default, flag
 from findbench.constants import UsageError
 from findbench.lm.base import STRUCTURED_OUTPUTS
 
@@ -23,15 +24,6 @@ PROBES = ("everything", "hedged", "examples_only", "stuffed", "padded")
 #: :mod:`findbench.autointerp.explanations`).
 MAX_EXPLANATION_TOKENS = 512
 
-#: ``findbench autointerp``'s defaults where they differ from SAEBench's, so a first run on the
-#: embedded model takes minutes: beside detection, the two scorers that separate true from wrong
-#: explanations of planted features with the embedded SmolLM2 (see the README).
-QUICK_DEFAULTS: dict[str, Any] = {
-    "n_latents": 10,
-    "total_tokens": 100_000,
-    "scorers": ["detection", "embedding", "likelihood"],
-}
-
 #: Settings that change only the LM calls (answers come from the request cache), not the
 #: corpus, the latents or their evidence; a run's saved evidence is reused across them.
 LM_ONLY_FIELDS = (
@@ -43,6 +35,17 @@ LM_ONLY_FIELDS = (
     "structured_outputs",
     "max_explanation_tokens",
 )
+
+
+class Corpus(NamedTuple):
+    """A config's corpus (:func:`findbench.autointerp.corpus.corpus_tokens`): ``total_tokens // context_size`` rows
+    of ``context_size`` tokens from ``dataset`` (for an HF dataset or files: its ``split`` and ``text_column``)."""
+
+    dataset: str
+    context_size: int
+    total_tokens: int
+    split: str
+    text_column: str
 
 
 @dataclass
@@ -82,6 +85,21 @@ class AutoInterpConfig:
         choices=STRUCTURED_OUTPUTS,
     )
 
+    #: :meth:`quick`'s values where they differ from SAEBench's.
+    QUICK: ClassVar[dict[str, Any]] = {
+        "n_latents": 10,
+        "total_tokens": 100_000,
+        "scorers": ["detection", "embedding", "likelihood"],
+    }
+
+    @classmethod
+    def quick(cls, **settings: Any) -> AutoInterpConfig:
+        """``findbench autointerp``'s preset (its flags' and ``-T``'s defaults): SAEBench's values but 10
+        latents of a 100k-token corpus, scored beside detection by the two scorers that separate true from
+        wrong explanations of planted features with the embedded SmolLM2, so a first run on the embedded
+        model takes minutes (see the README); ``settings`` override it."""
+        return cls(**copy.deepcopy(cls.QUICK) | settings)
+
     def __post_init__(self) -> None:
         for name in (
             "random_seed",
@@ -120,7 +138,8 @@ class AutoInterpConfig:
         _checks.number("--dead-latent-threshold", self.dead_latent_threshold, 0)
         if self.override_latents is None:
             _checks.positive_int("--n-latents", self.n_latents)
-        else:
+        else:  # n_latents is unused: SAEBench's value, so that resumed runs match
+            self.n_latents = field_default(next(f for f in dataclasses.fields(self) if f.name == "n_latents"))
             latents = self.override_latents
             if isinstance(latents, (str, int)):  # "0,5,9" (a flag) or 5 (Inspect's -T latents=5)
                 latents = str(latents).split(",")
@@ -146,6 +165,11 @@ class AutoInterpConfig:
     def window(self) -> int:
         """Tokens per window (``2 * buffer + 1``)."""
         return 2 * self.buffer + 1
+
+    @property
+    def corpus(self) -> Corpus:
+        """The run's corpus (an HF dataset's ``train`` split, its ``text`` column)."""
+        return Corpus(self.dataset, self.llm_context_size, self.total_tokens, "train", "text")
 
     @property
     def n_scoring_examples(self) -> int:
@@ -237,6 +261,12 @@ class TrainSAEConfig:
     @property
     def n_eval_rows(self) -> int:
         return self.eval_tokens // self.context_size
+
+    @property
+    def corpus(self) -> Corpus:
+        """The training rows, then the held-out ones, of one packed corpus."""
+        rows = self.n_train_rows + self.n_eval_rows
+        return Corpus(self.dataset, self.context_size, rows * self.context_size, self.split, self.text_column)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -25,6 +25,7 @@ import numpy as np
 
 from findbench import _checks
 from findbench._io import atomic_write_bytes, cache_dir
+from findbench.autointerp.config import Corpus
 from findbench.wordnet import WORDNET_FILES, WORDNET_LICENSE, parse_wordnet_line, wordnet_dir
 
 log = logging.getLogger(__name__)
@@ -103,9 +104,7 @@ def _hub_texts(dataset: str, split: str, text_column: str) -> Iterator[str]:
             yield str(row[text_column])
 
 
-def load_texts(
-    dataset: str | os.PathLike = WORDNET, *, split: str = "train", text_column: str = "text"
-) -> Iterator[str]:
+def load_texts(dataset: str | os.PathLike, *, split: str, text_column: str) -> Iterator[str]:
     """English texts from ``dataset``, in a fixed order: ``"wordnet"``, a local ``.txt``/``.jsonl``/``.parquet``
     file or folder, or a Hugging Face dataset id (``"org/name[:config]"``, streamed)."""
     if not isinstance(dataset, (str, os.PathLike)):
@@ -179,8 +178,8 @@ def tokenize_corpus(
     tokenizer: Any,
     texts: Iterable[str],
     *,
-    context_size: int = 128,
-    total_tokens: int = 2_000_000,
+    context_size: int,
+    total_tokens: int,
     batch_size: int = 1000,
 ) -> np.ndarray:
     """Pack the tokens of consecutive ``texts`` into ``total_tokens // context_size`` int32 rows, each
@@ -273,16 +272,9 @@ def _dataset_key(dataset: str | os.PathLike, split: str, text_column: str) -> st
     return f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', text)}-{split}-{text_column}"
 
 
-def corpus_tokens(
-    tokenizer_or_path: Any,
-    dataset: str | os.PathLike = WORDNET,
-    *,
-    context_size: int = 128,
-    total_tokens: int = 2_000_000,
-    split: str = "train",
-    text_column: str = "text",
-) -> np.ndarray:
-    """:func:`tokenize_corpus` over :func:`load_texts`, cached under ``cache_dir("autointerp", "tokens")``;
+def corpus_tokens(tokenizer_or_path: Any, corpus: Corpus) -> np.ndarray:
+    """:func:`tokenize_corpus` over :func:`load_texts` of a config's ``corpus``, cached under
+    ``cache_dir("autointerp", "tokens")``;
     ``tokenizer_or_path``: a tokenizer, or a folder / Hub id / model name to load one from."""
     tokenizer = tokenizer_or_path
     if isinstance(tokenizer_or_path, (str, os.PathLike)):
@@ -291,6 +283,7 @@ def corpus_tokens(
         from findbench.models import resolve
 
         tokenizer = AutoTokenizer.from_pretrained(resolve(tokenizer_or_path))
+    dataset, context_size, total_tokens, split, text_column = corpus
     key = (
         f"{_tokenizer_key(tokenizer)}__{_dataset_key(dataset, split, text_column)}"
         f"__{context_size}x{total_tokens}__{_CORPUS_VERSION}"
@@ -304,12 +297,8 @@ def corpus_tokens(
         except (OSError, ValueError):
             pass
         log.warning("cached tokens %s are unreadable; rebuilding", path)
-    arr = tokenize_corpus(
-        tokenizer,
-        load_texts(dataset, split=split, text_column=text_column),
-        context_size=context_size,
-        total_tokens=total_tokens,
-    )
+    arr = tokenize_corpus(tokenizer, load_texts(dataset, split=split, text_column=text_column),
+                          context_size=context_size, total_tokens=total_tokens)
     buf = io.BytesIO()
     np.save(buf, arr)
     atomic_write_bytes(path, buf.getvalue())

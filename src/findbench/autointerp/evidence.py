@@ -369,7 +369,7 @@ def corpus_acts(
     *,
     hook_name: str,
     special_ids: Sequence[int] = (),
-    batch_size: int = 32,
+    batch_size: int,
     latents: Sequence[int] | None = None,
     rows: tuple[int, int] | None = None,
     desc: str = "activations",
@@ -394,22 +394,6 @@ def count_firing(batches: Iterable[tuple[int, torch.Tensor]], d_sae: int) -> np.
     return counts.numpy()
 
 
-def firing_counts(
-    model,
-    sae,
-    tokens: np.ndarray,
-    *,
-    hook_name: str,
-    special_ids: Sequence[int] = (),
-    batch_size: int = 32,
-    progress: bool = True,
-) -> np.ndarray:
-    """How many corpus positions each of the SAE's latents fires on (special tokens excluded)."""
-    batches = corpus_acts(model, sae, tokens, hook_name=hook_name, special_ids=special_ids, batch_size=batch_size,
-                          desc="latent firing counts", progress=progress)
-    return count_firing(batches, int(sae.cfg.d_sae))
-
-
 def choose_latents(counts: np.ndarray, cfg: AutoInterpConfig) -> list[int]:
     """``cfg.n_latents`` latents drawn with ``cfg.random_seed`` among those firing more than
     ``cfg.dead_latent_threshold`` times (all alive ones when fewer), in increasing order."""
@@ -432,21 +416,16 @@ def collect_evidence(
     *,
     hook_name: str,
     special_ids: Sequence[int] = (),
-    batch_size: int = 32,
+    batch_size: int,
     progress: bool = True,
 ) -> list[LatentEvidence]:
     """One pass over ``tokens [rows, context]``: the evidence of each latent in ``latents``."""
-    check_tokens(tokens, cfg)
-    batches = corpus_acts(model, sae, np.asarray(tokens), hook_name=hook_name, special_ids=special_ids,
-                          batch_size=batch_size, latents=latents, desc="evidence", progress=progress)
-    return evidence_of(batches, tokens, latents, cfg)
-
-
-def check_tokens(tokens: np.ndarray, cfg: AutoInterpConfig) -> None:
-    """ValueError unless ``tokens`` is ``[rows, llm_context_size]``."""
     shape = np.shape(tokens)
     if len(shape) != 2 or shape[1] != cfg.llm_context_size:
         raise ValueError(f"tokens must be [rows, llm_context_size={cfg.llm_context_size}], got shape {shape}")
+    batches = corpus_acts(model, sae, np.asarray(tokens), hook_name=hook_name, special_ids=special_ids,
+                          batch_size=batch_size, latents=latents, desc="evidence", progress=progress)
+    return evidence_of(batches, tokens, latents, cfg)
 
 
 @torch.inference_mode()

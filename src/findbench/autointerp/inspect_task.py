@@ -11,7 +11,7 @@ one AutoInterp path (``findbench autointerp`` runs it too), so both write the sa
 ``out`` and resume from them (``eval_set`` retries a failed run); each sample then shows its latent:
 the explanation as its output, each scorer's score, and the dashboard's panel of the latent
 (``-T report=true``). ``-T`` takes ``findbench autointerp``'s settings with its defaults
-(:func:`~findbench.autointerp.commands.autointerp_configs`); a misspelled one, a refused value or an
+(:func:`~findbench.autointerp.commands.autointerp_command`); a misspelled one, a refused value or an
 unknown findbench model fails before anything runs (:func:`findbench.lm.inspect_lm.task_arguments`).
 
 - **explainer**: the ``explainer`` role, else the eval's model (``--model``) unless it is ``none``,
@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from inspect_ai import Task, task
 from inspect_ai.dataset import MemoryDataset, Sample
@@ -43,11 +43,13 @@ from inspect_ai.scorer import Score, Target, mean, scorer
 from inspect_ai.solver import Generate, TaskState, solver
 
 from findbench._version import __version__
-from findbench.autointerp.commands import AutoInterpCommand, autointerp_configs, parse_shard, setting_names
-from findbench.autointerp.config import AutoInterpConfig
+from findbench.autointerp.commands import AutoInterpCommand, autointerp_command, parse_shard, setting_names
 from findbench.autointerp.results import METRIC_KEYS
 from findbench.constants import UsageError
 from findbench.lm.inspect_lm import check_models, task_arguments
+
+if TYPE_CHECKING:
+    from findbench.autointerp.run import AutoInterpOutput
 
 #: The model roles of the task.
 EXPLAINER_ROLE, SCORER_ROLE = "explainer", "scorer"
@@ -64,10 +66,8 @@ async def _lm(model: Any, role: str, command: AutoInterpCommand) -> Any:
     return await role_lm(model, role, max_workers=command.max_connections)
 
 
-async def _run(command: AutoInterpCommand, config: AutoInterpConfig) -> tuple[dict, list[dict]]:
-    """The run (:func:`~findbench.autointerp.run.run_autointerp` with the roles' LMs; the report when
-    asked): its results JSON (with ``files``) and latent records."""
-    from findbench.autointerp.report import load_run
+async def _run(command: AutoInterpCommand) -> AutoInterpOutput:
+    """The run (:func:`~findbench.autointerp.run.run_autointerp` with the roles' LMs, no progress bars)."""
     from findbench.autointerp.run import run_autointerp
 
     bound, model = model_roles(), get_model()
@@ -75,20 +75,12 @@ async def _run(command: AutoInterpCommand, config: AutoInterpConfig) -> tuple[di
         command.explainer if str(model).startswith("none/") else model)
     scorer = get_model(role=SCORER_ROLE) if SCORER_ROLE in bound else command.scorer
     explainer, scorer = await _lm(explainer, EXPLAINER_ROLE, command), await _lm(scorer, SCORER_ROLE, command)
-    settings = {f.name: getattr(command, f.name) for f in dataclasses.fields(command)}
-    settings |= {"explainer": explainer, "scorer": scorer}
-    report = settings.pop("report")
-    result = await asyncio.to_thread(run_autointerp, config=config, progress=False, **settings)
-    if report:
-        from findbench.autointerp.report import write_report
-
-        result["files"]["report"] = str(await asyncio.to_thread(write_report, result["files"]["results"]))
-    _, records = await asyncio.to_thread(load_run, result["files"]["results"])
-    return result, records
+    command = dataclasses.replace(command, explainer=explainer, scorer=scorer, progress=False)
+    return await asyncio.to_thread(run_autointerp, command)
 
 
 @solver
-def autointerp_run(command: AutoInterpCommand, config: AutoInterpConfig):
+def autointerp_run(command: AutoInterpCommand):
     """Explain and score the run's latents once (the first sample to start runs it, the others wait
     for it); each sample takes its latent's record: the explanation as its output, the record and the
     files written in its metadata (``latent``, ``record``, ``files``)."""
@@ -96,13 +88,13 @@ def autointerp_run(command: AutoInterpCommand, config: AutoInterpConfig):
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         if not run:
-            run.append(asyncio.ensure_future(_run(command, config)))
-        result, records = await asyncio.shield(run[0])
-        position = int(state.metadata["position"])
-        state.metadata["files"] = result["files"]
+            run.append(asyncio.ensure_future(_run(command)))
+        result = await asyncio.shield(run[0])
+        records, position = result.records, int(state.metadata["position"])
+        state.metadata["files"] = result.files
         if position > len(records):
-            state.output.completion = (f"no latent: the run explains {len(records)} latents (only those firing "
-                                       f"more than dead_latent_threshold={config.dead_latent_threshold} times)")
+            state.output.completion = (f"no latent: the run explains {len(records)} latents (only those firing more "
+                                       f"than dead_latent_threshold={command.config.dead_latent_threshold} times)")
         else:
             rec = records[position - 1]
             state.metadata |= {"latent": rec["latent"], "record": {k: v for k, v in rec.items() if k != "windows"}}
@@ -146,9 +138,10 @@ def autointerp_scores():
 def autointerp(**settings: Any) -> Task:
     """SAE latents explained and scored (``findbench autointerp``), one sample per latent, the explainer
     and scorer as model roles (module docstring); ``settings``: ``findbench autointerp``'s (``-T name=value``)."""
-    command, config = autointerp_configs(settings)
+    command = autointerp_command(settings)
+    config = command.config
     if command.token_shard is not None:
-        raise UsageError("token_shard: the task explains and scores; save a token shard's activations with "
+        raise UsageError("--token-shard: the task explains and scores; save a token shard's activations with "
                          "findbench autointerp --token-shard, then give the folders as -T activations=[…]")
     check_models([EXPLAINER_ROLE, SCORER_ROLE])
     latents = config.override_latents or [None] * config.n_latents
@@ -165,7 +158,7 @@ def autointerp(**settings: Any) -> Task:
     ]
     return Task(
         dataset=MemoryDataset(samples, name="autointerp"),
-        solver=autointerp_run(command, config),
+        solver=autointerp_run(command),
         scorer=autointerp_scores(),
         metadata={"findbench_version": __version__, "out": command.out, "config": config.to_dict()},
     )

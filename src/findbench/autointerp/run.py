@@ -26,8 +26,8 @@ list, so that is what keeps a shard's windows those of the unsharded run) and sa
 unsharded run's fingerprint. :func:`merge_shards` joins the N folders into the unsharded files.
 
 The model side splits over token ranges instead (:mod:`findbench.autointerp.token_shards`):
-``token_shard="I/N"`` saves the activations of the I-th of N ranges of corpus rows and returns
-``{"activations", "rows", "token_shard", "resumed"}``; ``activations=[the N folders]`` reads them
+``token_shard="I/N"`` saves the activations of the I-th of N ranges of corpus rows and stops (the output's
+``files["activations"]``, ``rows`` and ``resumed["activations"]``); ``activations=[the N folders]`` reads them
 instead of running the model and the SAE (and may be sharded by latents as above).
 """
 
@@ -41,6 +41,7 @@ import logging
 import os
 import re
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,7 @@ from findbench._io import (
 )
 from findbench._version import __version__
 from findbench.autointerp.activations import available_device, hook_name_for_layer, load_model, parse_hook_name
-from findbench.autointerp.commands import AutoInterpCommand, parse_shard
+from findbench.autointerp.commands import AutoInterpCommand, AutoInterpMergeCommand, parse_shard
 from findbench.autointerp.config import LM_ONLY_FIELDS, AutoInterpConfig
 from findbench.autointerp.detection import (
     CHANCE,
@@ -72,8 +73,8 @@ from findbench.autointerp.evidence import (
     choose_latents,
     collect_evidence,
     corpus_acts,
+    count_firing,
     evidence_of,
-    firing_counts,
 )
 from findbench.autointerp.explanations import degenerate, guard_explanations
 from findbench.autointerp.prompts import TokenRenderer, explanation_constraint, explanation_messages
@@ -102,9 +103,8 @@ def explain(
     evidence: list[LatentEvidence],
     renderer: TokenRenderer,
     cfg: AutoInterpConfig,
-    *,
-    progress: bool = True,
-    structured: bool = False,
+    progress: bool,
+    structured: bool,
 ) -> list[dict]:
     """One explanation per latent: the explainer's raw answer and the parsed label
     (``structured``: the answer is generated under :func:`explanation_constraint`)."""
@@ -144,239 +144,212 @@ def _resolve_hook(sae, layer: int | None, hook: str | None) -> tuple[str, int | 
     return asked, parse_hook_name(asked)[1]
 
 
-def _command(cfg: AutoInterpCommand | None, settings: dict[str, Any]) -> tuple[AutoInterpCommand, dict[str, Any]]:
-    """The command config of a call (:func:`findbench._config.config_of`) and the objects given for
-    ``sae``, ``explainer`` or ``scorer`` instead of names (the config holds ``embedded`` there)."""
-    from findbench._config import config_of
+@dataclass
+class AutoInterpOutput:
+    """One run, filled in by :func:`run_autointerp`'s steps in turn and returned: its resolved names, this
+    shard's latents' evidence, explanations and scores, the results written and ``files``, the paths written
+    (``results``, ``summary``, ``latents``, ``report``; a token shard's ``activations``); ``resumed``: what was
+    read back (``firing_counts``, ``evidence``, ``lm_cache`` with its ``hits`` and ``misses``; a token shard's
+    ``activations``: True when its file was there)."""
 
-    if "report" in settings:  # a command-line step after the run (findbench.autointerp.report.write_report)
-        raise TypeError("run_autointerp() got unexpected settings ['report']; write the report with "
-                        "findbench.autointerp.report.write_report")
-    objects = {k: v for k, v in settings.items()
-               if k in ("sae", "explainer", "scorer") and v is not None and not isinstance(v, (str, os.PathLike))}
-    names = {k: v for k, v in settings.items() if k not in objects}
-    if objects and cfg is None:
-        names |= {k: "embedded" for k in objects if k != "scorer"}
-    return config_of(AutoInterpCommand, cfg, {**names, **({} if cfg is None else objects)},
-                     function="run_autointerp"), objects
+    model_name: str
+    sae_name: str
+    hook_name: str
+    layer: int | None
+    renderer: TokenRenderer
+    resumed: dict[str, Any]
+    files: dict[str, str] = field(default_factory=dict)
+    #: A token shard's corpus rows ``(start, stop)``.
+    rows: tuple[int, int] | None = None
+    #: This shard's latents, the skipped ones too.
+    evidence: list[LatentEvidence] = field(default_factory=list)
+    counts: dict[int, int] = field(default_factory=dict)
+    planted: dict[int, dict] | None = None
+    n_positions: int = 0
+    #: Per scored latent: the explainer's ``raw`` answer, the ``explanation`` scored and its flags.
+    explained: list[dict] = field(default_factory=list)
+    #: Per scorer, per scored latent: its score and answer.
+    scores: dict[str, list[dict]] = field(default_factory=dict)
+    #: Whether the explainer's and the scorer's answers ran under their grammars.
+    applied: dict[str, bool] = field(default_factory=dict)
+    #: :func:`latent_records` (``latents.json``).
+    records: list[dict] = field(default_factory=list)
+    results: AutoInterpResults | None = None
+
+    @property
+    def usable(self) -> list[LatentEvidence]:
+        """The latents explained and scored (not skipped)."""
+        return [ev for ev in self.evidence if ev.skipped is None]
 
 
-def run_autointerp(
-    cfg: AutoInterpCommand | None = None,
-    /,
-    *,
-    config: AutoInterpConfig | None = None,
-    explanations: dict[int, str] | None = None,
-    progress: bool = True,
-    **settings: Any,
-) -> dict:
-    """Explain and score SAE latents (the files written: see the module docstring).
+def run_autointerp(cmd: AutoInterpCommand) -> AutoInterpOutput:
+    """Explain and score SAE latents (the files written: see the module docstring) in three steps: load the
+    model, SAE and corpus and collect the latents' evidence; explain and score them; write the results.
 
-    Args:
-        cfg: where the SAE, model and LMs come from and where the results go
-            (:class:`~findbench.autointerp.commands.AutoInterpCommand`, ``findbench autointerp``'s
-            flags: ``sae``/``sae_id`` as :func:`~findbench.autointerp.sae.load_sae` takes them,
-            ``layer``/``hook`` default to the SAE's own ``hook_name``, ``scorer`` to the explainer,
-            ``cache`` to ``<out>/lm_cache.sqlite``, ``shard`` ``"I/N"``: only this shard's latents,
-            see the module docstring). The keyword form ``run_autointerp(sae=..., out=..., ...)``
-            builds the same config; there ``sae``, ``explainer`` and ``scorer`` may also be objects
-            (an SAE, findbench LMs).
-        config: what decides the result (:class:`~findbench.autointerp.config.AutoInterpConfig`;
-            default SAEBench's values).
-        explanations: latent → text, used instead of asking the explainer.
-
-    Returns:
-        The results JSON's content, plus ``files`` (the paths written) and ``resumed`` (what
-        was read back, and the LM cache's ``hits`` and ``misses``).
+    ``cmd``: ``findbench autointerp``'s config (:class:`~findbench.autointerp.commands.AutoInterpCommand`):
+    ``sae``/``sae_id`` as :func:`~findbench.autointerp.sae.load_sae` takes them (from Python also an SAE),
+    ``layer``/``hook`` default to the SAE's own ``hook_name``, ``explainer``/``scorer`` LM specs (from Python
+    also LMs; ``scorer`` defaults to the explainer), ``cache`` to ``<out>/lm_cache.sqlite``, ``shard``
+    ``"I/N"``: only this shard's latents (see the module docstring), ``report``: also the dashboard;
+    ``cmd.config`` decides the result (:class:`~findbench.autointerp.config.AutoInterpConfig`).
     """
-    cfg, objects = _command(cfg, settings)
-    model, sae_id, layer, hook, lm_model, batch_size, cache, run_id = (
-        cfg.model, cfg.sae_id, cfg.layer, cfg.hook, cfg.lm_model, cfg.batch_size, cfg.cache, cfg.run_id)
-    sae, explainer, scorer = (objects.get(k, getattr(cfg, k)) for k in ("sae", "explainer", "scorer"))
-    max_connections, where = cfg.max_connections, parse_shard(cfg.shard)
-    token_shard, activation_dirs = parse_shard(cfg.token_shard, "--token-shard"), cfg.activations
-    device = cfg.device
+    run = _collect(cmd)
+    if cmd.token_shard is None:
+        _explain_and_score(run, cmd)
+        _write(run, cmd)
+    return run
+
+
+def _collect(cmd: AutoInterpCommand) -> AutoInterpOutput:
+    """Step 1: the model, SAE and corpus; a token shard's activations (then stop), else the latents (firing
+    counts saved) and their evidence (saved; shared across :data:`LM_ONLY_FIELDS`), this shard's part."""
     from findbench.autointerp.corpus import corpus_tokens, special_token_ids
     from findbench.autointerp.sae import load_sae
 
-    out = Path(cfg.out)
-    cfg = config or AutoInterpConfig()
-    if not isinstance(cfg, AutoInterpConfig):
-        raise TypeError(f"config must be an AutoInterpConfig, got {type(cfg).__name__}")
+    cfg, out, where = cmd.config, Path(cmd.out), parse_shard(cmd.shard)
     out.mkdir(parents=True, exist_ok=True)
-    hf_model, tokenizer, model_name = load_model(model, device=available_device(device))
-    sae_obj = load_sae(sae, sae_id=sae_id, model=hf_model, tokenizer=tokenizer, device=device)
-    hook_name, hook_layer = _resolve_hook(sae_obj, layer, hook)
-    sae_name = _safe(
-        sae_id
-        or getattr(sae_obj, "name", None)
-        or (Path(os.fspath(sae)).name if isinstance(sae, (str, os.PathLike)) else "sae")
-    )
-    tokens = corpus_tokens(tokenizer, cfg.dataset, context_size=cfg.llm_context_size, total_tokens=cfg.total_tokens)
+    model, tokenizer, model_name = load_model(cmd.model, device=available_device(cmd.device))
+    sae = load_sae(cmd.sae, sae_id=cmd.sae_id, model=model, tokenizer=tokenizer, device=cmd.device)
+    hook_name, layer = _resolve_hook(sae, cmd.layer, cmd.hook)
+    given = cmd.sae if isinstance(cmd.sae, (str, os.PathLike)) else None
+    sae_name = _safe(cmd.sae_id or getattr(sae, "name", None) or (Path(os.fspath(given)).name if given else "sae"))
+    tokens = corpus_tokens(tokenizer, cfg.corpus)
     specials = sorted(special_token_ids(tokenizer))
-    setting = {
-        "model": model_name,
-        "sae": sae_name,
-        "hook_name": hook_name,
-        "config": cfg.to_dict(),
-        "rows": len(tokens),
-    }
-    evidence_setting = setting | {"config": {k: v for k, v in cfg.to_dict().items() if k not in LM_ONLY_FIELDS}}
-    resumed: dict[str, Any] = {"firing_counts": None, "evidence": None}
+    setting = {"model": model_name, "sae": sae_name, "hook_name": hook_name, "config": cfg.to_dict(),
+               "rows": len(tokens)}
+    run = AutoInterpOutput(model_name, sae_name, hook_name, layer, TokenRenderer(tokenizer),
+                           resumed={"firing_counts": None, "evidence": None}, planted=_planted(sae),
+                           n_positions=int(tokens.size - np.isin(tokens, specials).sum()))
     corpus_key = {k: v for k, v in setting.items() if k != "config"} | {
         "tokens": [cfg.dataset, cfg.total_tokens, cfg.llm_context_size]}
-    d_sae = int(sae_obj.cfg.d_sae)
-    acts_key = fingerprint(corpus_key | {"batch_size": batch_size, "d_sae": d_sae})
-    if token_shard is not None:
-        return _token_shard(hf_model, sae_obj, tokens, out, token_shard, key=acts_key, hook_name=hook_name,
-                            special_ids=specials, batch_size=batch_size, context=cfg.llm_context_size,
-                            progress=progress)
+    d_sae = int(sae.cfg.d_sae)
+    acts_key = fingerprint(corpus_key | {"batch_size": cmd.batch_size, "d_sae": d_sae})
+    hook = {"hook_name": hook_name, "special_ids": specials, "batch_size": cmd.batch_size, "progress": cmd.progress}
+    if cmd.token_shard is not None:
+        shard = parse_shard(cmd.token_shard, "--token-shard")
+        run.rows, path = shard_rows(len(tokens), cmd.batch_size, shard), shard_path(out, acts_key, shard)
+        run.files["activations"], run.resumed = str(path), {"activations": path.exists()}
+        if not path.exists():
+            batches = corpus_acts(model, sae, tokens, rows=run.rows, desc=f"activations of shard {shard[0]}/{shard[1]}",
+                                  **hook)
+            save_shard(batches, path, key=acts_key, shard=shard, rows=run.rows, n_rows=len(tokens), d_sae=d_sae,
+                       context=cfg.llm_context_size)
+        return run
     # the token shards' activations, read where the firing counts or the evidence are not saved yet
-    saved = None if activation_dirs is None else functools.cache(lambda: SavedActivations(
-        activation_dirs, key=acts_key, n_rows=len(tokens), d_sae=d_sae, context=cfg.llm_context_size))
+    saved = None if cmd.activations is None else functools.cache(lambda: SavedActivations(
+        cmd.activations, key=acts_key, n_rows=len(tokens), d_sae=d_sae, context=cfg.llm_context_size))
 
     # latents: the override, or a seeded draw among alive latents (firing counts saved)
     counts = None
     if cfg.override_latents is not None:
         latents = list(cfg.override_latents)
-        bad = [x for x in latents if x >= sae_obj.cfg.d_sae]
+        bad = [x for x in latents if x >= d_sae]
         if bad:
-            raise ValueError(f"override_latents {bad} are outside [0, {sae_obj.cfg.d_sae}) (the SAE's d_sae)")
+            raise ValueError(f"override_latents {bad} are outside [0, {d_sae}) (the SAE's d_sae)")
     else:
         counts_path = out / f"firing_counts_{fingerprint(corpus_key)}.npy"
         if counts_path.exists():
             counts = np.load(counts_path)
-            resumed["firing_counts"] = str(counts_path)
+            run.resumed["firing_counts"] = str(counts_path)
         else:
-            counts = saved().counts() if saved is not None else firing_counts(
-                hf_model, sae_obj, tokens, hook_name=hook_name, special_ids=specials, batch_size=batch_size,
-                progress=progress)
+            counts = saved().counts() if saved is not None else count_firing(
+                corpus_acts(model, sae, tokens, desc="latent firing counts", **hook), d_sae)
             buf = io.BytesIO()
             np.save(buf, counts)
             atomic_write_bytes(counts_path, buf.getvalue())
             log.info("counted the firings of %d latents over %d tokens", len(counts), tokens.size)
         latents = choose_latents(counts, cfg)
-    counts_by_latent = {} if counts is None else {x: int(counts[x]) for x in latents}
+    run.counts = {} if counts is None else {x: int(counts[x]) for x in latents}
 
     # evidence, saved once computed
-    ev_path = out / f"evidence_{fingerprint(evidence_setting | {'latents': latents})}.json"
+    kept = {k: v for k, v in cfg.to_dict().items() if k not in LM_ONLY_FIELDS}
+    ev_path = out / f"evidence_{fingerprint(setting | {'config': kept, 'latents': latents})}.json"
     if ev_path.exists():
         evidence = [LatentEvidence.from_dict(d) for d in json.loads(ev_path.read_text())]
-        resumed["evidence"] = str(ev_path)
+        run.resumed["evidence"] = str(ev_path)
         log.info("resumed from %s: evidence of %d latents", ev_path, len(evidence))
     else:
         t0 = time.perf_counter()
         if saved is not None:
-            evidence = evidence_of(saved().batches(latents, batch_size), tokens, latents, cfg)
+            evidence = evidence_of(saved().batches(latents, cmd.batch_size), tokens, latents, cfg)
         else:
-            evidence = collect_evidence(hf_model, sae_obj, tokens, latents, cfg, hook_name=hook_name,
-                                        special_ids=specials, batch_size=batch_size, progress=progress)
-        log.info(
-            "evidence for %d latents over %d tokens in %.1f s", len(latents), tokens.size, time.perf_counter() - t0
-        )
+            evidence = collect_evidence(model, sae, tokens, latents, cfg, **hook)
+        log.info("evidence for %d latents over %d tokens in %.1f s", len(latents), tokens.size,
+                 time.perf_counter() - t0)
         atomic_write_json(ev_path, [e.to_dict() for e in evidence])
+    run.evidence = evidence if where is None else evidence[where[0] :: where[1]]
     if where is not None:
-        evidence = evidence[where[0] :: where[1]]
-        log.info("shard %d/%d: %d of %d latents", *where, len(evidence), len(latents))
-    usable = [ev for ev in evidence if ev.skipped is None]
-    skipped = {str(ev.latent): ev.skipped for ev in evidence if ev.skipped is not None}
+        log.info("shard %d/%d: %d of %d latents", *where, len(run.evidence), len(latents))
+    skipped = sorted(ev.latent for ev in run.evidence if ev.skipped is not None)
     if skipped:
-        log.warning(
-            "%d latents skipped (too few activations): %s", len(skipped), ", ".join(sorted(skipped, key=int)[:10])
-        )
+        log.warning("%d latents skipped (too few activations): %s", len(skipped), ", ".join(map(str, skipped[:10])))
+    return run
 
-    renderer = TokenRenderer(tokenizer)
-    cache_path = Path(cache) if cache is not None else out / "lm_cache.sqlite"
-    needs_lm = explanations is None or any(s in cfg.scorers for s in ("detection", "fuzz", "likelihood"))
-    lm_args = {"model": lm_model, "max_workers": max_connections, "batch_size": cfg.llm_batch_size}
-    explainer_lm = _lm(explainer, cache_path, lm_args) if needs_lm else None
-    scorer_lm = explainer_lm if scorer is None or scorer == explainer else _lm(scorer, cache_path, lm_args)
 
-    applied = {
-        "explainer": explanations is None and use_structured_outputs(explainer_lm, cfg.structured_outputs),
+def _explain_and_score(run: AutoInterpOutput, cmd: AutoInterpCommand) -> None:
+    """Step 2: each usable latent explained (or given ``cmd.explanations``), guarded
+    (:func:`~findbench.autointerp.explanations.guard_explanations`) and scored by each of ``cmd.config.scorers``."""
+    cfg, usable = cmd.config, run.usable
+    cache_path = Path(cmd.cache) if cmd.cache is not None else Path(cmd.out) / "lm_cache.sqlite"
+    needs_lm = cmd.explanations is None or any(s in cfg.scorers for s in ("detection", "fuzz", "likelihood"))
+    explainer_lm = _lm(cmd.explainer, cache_path, cmd) if needs_lm else None
+    scorer_lm = explainer_lm if cmd.scorer is None or cmd.scorer == cmd.explainer else _lm(cmd.scorer, cache_path, cmd)
+    lms = list({id(x): x for x in (explainer_lm, scorer_lm) if x is not None}.values())
+    run.applied = {
+        "explainer": cmd.explanations is None and use_structured_outputs(explainer_lm, cfg.structured_outputs),
         "scorer": scorer_lm is not None and use_structured_outputs(scorer_lm, cfg.structured_outputs),
     }
-    if explanations is None:
+    if cmd.explanations is None:
         asked = _answered(explainer_lm)
         with resumable(lambda: f"{len(usable) - _answered(explainer_lm) + asked} of {len(usable)} latents left to "
                                f"explain, then to score: {', '.join(cfg.scorers)}"):
-            made = explain(explainer_lm, usable, renderer, cfg, progress=progress, structured=applied["explainer"])
+            run.explained = explain(explainer_lm, usable, run.renderer, cfg, cmd.progress, run.applied["explainer"])
     else:
-        missing = [ev.latent for ev in usable if ev.latent not in explanations]
+        missing = [ev.latent for ev in usable if ev.latent not in cmd.explanations]
         if missing:
             raise ValueError(f"explanations has no entry for latents {missing[:10]}")
-        made = [{"raw": explanations[ev.latent], "explanation": explanations[ev.latent]} for ev in usable]
-    log.info("explained %d latents", len(made))
-    guarded = guard_explanations([m["explanation"] for m in made], tokenizer, cfg.max_explanation_tokens)
-    for m, g in zip(made, guarded):
+        run.explained = [{"raw": cmd.explanations[ev.latent], "explanation": cmd.explanations[ev.latent]}
+                         for ev in usable]
+    log.info("explained %d latents", len(run.explained))
+    guarded = guard_explanations([m["explanation"] for m in run.explained], run.renderer.tokenizer,
+                                 cfg.max_explanation_tokens)
+    for m, g in zip(run.explained, guarded):
         m.update(g)
     n_degenerate, n_cut = sum(g["degenerate"] for g in guarded), sum(g["explanation_truncated"] for g in guarded)
     if n_degenerate or n_cut:
-        log.warning(
-            "explanations: %d of %d degenerate (empty, copied from the prompt or identical across latents), "
-            "%d cut to %d tokens",
-            n_degenerate,
-            len(made),
-            n_cut,
-            cfg.max_explanation_tokens,
-        )
+        log.warning("explanations: %d of %d degenerate (empty, copied from the prompt or identical across latents), "
+                    "%d cut to %d tokens", n_degenerate, len(guarded), n_cut, cfg.max_explanation_tokens)
 
-    per_scorer: dict[str, list[dict]] = {}
-    items = [(ev, m["explanation"]) for ev, m in zip(usable, made)]
+    items = [(ev, m["explanation"]) for ev, m in zip(usable, run.explained)]
     for k, name in enumerate(cfg.scorers):
-        scorer_obj = make_scorer(
-            name,
-            lm=scorer_lm,
-            renderer=renderer,
-            act_threshold_frac=cfg.act_threshold_frac,
-            seed=cfg.random_seed,
-            max_new_tokens=cfg.max_tokens_in_prediction,
-            progress=progress,
-            structured=applied["scorer"],
-        )
+        scorer = make_scorer(name, cfg, lm=scorer_lm, renderer=run.renderer, progress=cmd.progress,
+                             structured=run.applied["scorer"])
         with resumable(lambda k=k: f"{len(items)} latents left to score: {', '.join(cfg.scorers[k:])}"):
-            per_scorer[name] = scorer_obj.score(items)
+            run.scores[name] = scorer.score(items)
         log.info("scored %d latents with %s (%d of %d scorers)", len(items), name, k + 1, len(cfg.scorers))
-
-    planted = _planted(sae_obj)
-    n_positions = int(tokens.size - np.isin(tokens, specials).sum())
-    records = latent_records(
-        evidence, usable, made, per_scorer, renderer, planted=planted, n_positions=n_positions, counts=counts_by_latent
-    )
-    json_path, csv_path, latents_path = (out / name for name in result_names(sae_name, model_name, hook_layer, run_id))
-    results = _results(
-        cfg,
-        setting,
-        usable,
-        made,
-        per_scorer,
-        skipped,
-        explainer,
-        scorer,
-        hook_layer,
-        planted,
-        metrics=aggregate_metrics(records, cfg.scorers),
-        applied=applied,
-        latents_file=latents_path.name,
-        run_id=run_id,
-        shard=None if where is None else Shard(*where),
-    )
-    atomic_write_json(latents_path, {"format": LATENTS_FORMAT, "results": json_path.name, "latents": records})
-    results.write(json_path)
-    result = results.to_json()
-    atomic_write_text(csv_path, _summary_csv(hook_layer, records, cfg.scorers))
-    result["files"] = {"results": str(json_path), "summary": str(csv_path), "latents": str(latents_path)}
-    lms = list({id(x): x for x in (explainer_lm, scorer_lm) if x is not None}.values())
-    resumed["lm_cache"] = {
-        "path": str(cache_path),
-        "hits": sum(getattr(x, "hits", 0) for x in lms),
-        "misses": sum(getattr(x, "misses", 0) for x in lms),
-    }
-    result["resumed"] = resumed
+    run.resumed["lm_cache"] = {"path": str(cache_path), "hits": sum(getattr(x, "hits", 0) for x in lms),
+                               "misses": sum(getattr(x, "misses", 0) for x in lms)}
     for lm in lms:
         if hasattr(lm, "close"):
             lm.close()
-    return result
+
+
+def _write(run: AutoInterpOutput, cmd: AutoInterpCommand) -> None:
+    """Step 3: the latents file, the results JSON and the features summary CSV (the module docstring), then
+    the dashboard when ``cmd.report``."""
+    cfg, out = cmd.config, Path(cmd.out)
+    run.records = latent_records(run.evidence, run.usable, run.explained, run.scores, run.renderer,
+                                 planted=run.planted, n_positions=run.n_positions, counts=run.counts)
+    names = result_names(run.sae_name, run.model_name, run.layer, cmd.run_id)
+    run.files = {key: str(out / name) for key, name in zip(("results", "summary", "latents"), names)}
+    run.results = _results(run, cmd, latents_file=names[2])
+    atomic_write_json(run.files["latents"], {"format": LATENTS_FORMAT, "results": names[0], "latents": run.records})
+    run.results.write(run.files["results"])
+    atomic_write_text(run.files["summary"], _summary_csv(run.layer, run.records, cfg.scorers))
+    if cmd.report:
+        from findbench.autointerp.report import write_report
+
+        run.files["report"] = str(write_report(run.files["results"]))
 
 
 def _answered(lm) -> int:
@@ -384,32 +357,17 @@ def _answered(lm) -> int:
     return getattr(lm, "hits", 0) + getattr(lm, "misses", 0)
 
 
-def _token_shard(model, sae, tokens, out: Path, shard: tuple[int, int], *, key: str, batch_size: int, context: int,
-                 progress: bool, **hook) -> dict:
-    """Save shard ``(I, N)``'s activations (:mod:`findbench.autointerp.token_shards`), unless saved."""
-    rows = shard_rows(len(tokens), batch_size, shard)
-    path = shard_path(out, key, shard)
-    found = path.exists()
-    if not found:
-        batches = corpus_acts(model, sae, tokens, batch_size=batch_size, rows=rows, progress=progress,
-                              desc=f"activations of shard {shard[0]}/{shard[1]}", **hook)
-        save_shard(batches, path, key=key, shard=shard, rows=rows, n_rows=len(tokens), d_sae=int(sae.cfg.d_sae),
-                   context=context)
-    return {"activations": str(path), "rows": list(rows), "token_shard": {"index": shard[0], "count": shard[1]},
-            "resumed": found}
-
-
-def _lm(spec, cache_path: Path, args: dict):
+def _lm(spec, cache_path: Path, cmd: AutoInterpCommand):
     """An LM from a spec or an LM object, behind the request cache."""
     from findbench.lm import load_lm
 
     if not isinstance(spec, (str, os.PathLike)):
         return load_lm(spec, cache=cache_path)
     if os.fspath(spec).startswith(("http://", "https://")):
-        return load_lm(spec, model=args["model"], cache=cache_path, max_workers=args["max_workers"])
-    if args["model"] is not None:
+        return load_lm(spec, model=cmd.lm_model, cache=cache_path, max_workers=cmd.max_connections)
+    if cmd.lm_model is not None:
         raise ValueError("lm_model (the served model name) applies only to server-URL explainer / scorer specs")
-    return load_lm(spec, cache=cache_path, batch_size=args["batch_size"])
+    return load_lm(spec, cache=cache_path, batch_size=cmd.config.llm_batch_size)
 
 
 def _describe(spec) -> str:
@@ -553,70 +511,50 @@ def aggregate_metrics(records: list[dict], scorers: list[str]) -> EvalMetrics:
     return EvalMetrics(blocks)
 
 
-def _results(
-    cfg,
-    setting,
-    usable,
-    made,
-    per_scorer,
-    skipped,
-    explainer,
-    scorer,
-    layer,
-    planted=None,
-    *,
-    metrics: EvalMetrics,
-    applied: dict[str, bool],
-    latents_file: str,
-    run_id: str | None,
-    shard: Shard | None,
-) -> AutoInterpResults:
+def _results(run: AutoInterpOutput, cmd: AutoInterpCommand, *, latents_file: str) -> AutoInterpResults:
+    """The results file's content (SAEBench's keys): the run's config with what it resolved, the aggregates
+    (:func:`aggregate_metrics`) and one entry per scored latent."""
+    where = parse_shard(cmd.shard)
     unstructured = {}
-    for i, (ev, m) in enumerate(zip(usable, made)):
+    for i, (ev, m) in enumerate(zip(run.usable, run.explained)):
         entry: dict[str, Any] = {
             "explanation": m["explanation"],
             "explainer_answer": m["raw"],
             **{k: m[k] for k in ("degenerate", "degenerate_reason", "explanation_truncated")},
         }
-        if "detection" in per_scorer:
-            d = per_scorer["detection"][i]
-            entry.update(
-                {
-                    "score": d["score"],
-                    "predictions": d["predictions"],
-                    "correct seqs": d["correct seqs"],
-                    "scorer_answer": d["answer"],
-                }
-            )
-        for name, rows in per_scorer.items():
+        if "detection" in run.scores:
+            d = run.scores["detection"][i]
+            entry.update({"score": d["score"], "predictions": d["predictions"], "correct seqs": d["correct seqs"],
+                          "scorer_answer": d["answer"]})
+        for name, rows in run.scores.items():
             if name != "detection":
                 entry[f"{name}_score"] = rows[i]["score"]
                 entry[name] = {k: v for k, v in rows[i].items() if k != "score"}
         entry["random_windows_with_activity"] = ev.n_random_with_activity
-        if planted is not None and ev.latent in planted:
-            entry["planted"] = {k: planted[ev.latent][k] for k in ("rule", "explanation")}
+        if run.planted is not None and ev.latent in run.planted:
+            entry["planted"] = {k: run.planted[ev.latent][k] for k in ("rule", "explanation")}
         unstructured[str(ev.latent)] = entry
     return AutoInterpResults(
         eval_type_id="autointerp",
         eval_config={
-            **cfg.to_dict(),
-            "model_name": setting["model"],
-            "sae": setting["sae"],
-            "hook_name": setting["hook_name"],
-            "layer": layer,
-            "explainer": _describe(explainer),
-            "scorer": _describe(scorer),
-            "structured_outputs_applied": applied,
+            **cmd.config.to_dict(),
+            "model_name": run.model_name,
+            "sae": run.sae_name,
+            "hook_name": run.hook_name,
+            "layer": run.layer,
+            "explainer": _describe(cmd.explainer),
+            "scorer": _describe(cmd.scorer),
+            "structured_outputs_applied": run.applied,
         },
         datetime_epoch_millis=int(time.time() * 1000),
         findbench_version=__version__,
-        eval_result_metrics=metrics,
+        eval_result_metrics=aggregate_metrics(run.records, cmd.config.scorers),
         eval_result_details=[],
         eval_result_unstructured=unstructured,
-        skipped_latents=skipped,
+        skipped_latents={str(ev.latent): ev.skipped for ev in run.evidence if ev.skipped is not None},
         latents_file=latents_file,
-        run_id=run_id,
-        shard=shard,
+        run_id=cmd.run_id,
+        shard=None if where is None else Shard(*where),
     )
 
 
@@ -722,18 +660,19 @@ def _check_records(records: list, results: AutoInterpResults, where: str) -> Non
         raise ValueError(f"{where}: {why}") from None
 
 
-def merge_shards(dirs: list[str | os.PathLike], out: str | os.PathLike, *, run_id: str | None = None) -> dict:
-    """Join the output folders of ``shard="I/N"`` runs (each I of 0..N-1 once, the same settings)
-    into ``out`` (replaced atomically): the files one unsharded run writes, latents in its order,
-    explanations' ``identical`` flags and the aggregates recomputed over all of them
-    (:func:`aggregate_metrics`). The results JSON records ``merged_from``. Returns its content."""
-    folders = [Path(d) for d in dirs]
+def merge_shards(cfg: AutoInterpMergeCommand) -> dict:
+    """Join the output folders ``cfg.dirs`` of ``shard="I/N"`` runs named ``cfg.run_id`` (each I of 0..N-1 once,
+    the same settings) into ``cfg.out`` (replaced atomically): the files one unsharded run writes, latents in its
+    order, explanations' ``identical`` flags and the aggregates recomputed over all of them
+    (:func:`aggregate_metrics`). The results JSON records ``merged_from``. Returns its content and ``files``."""
+    folders, out, run_id = [Path(d) for d in cfg.dirs], cfg.out, cfg.run_id
     if not folders:
         raise UsageError("merge needs at least one shard folder")
     if Path(out).resolve() in {f.resolve() for f in folders}:
-        raise UsageError(f"out must not be one of the shard folders, got {os.fspath(out)!r}")
+        raise UsageError(f"--out must not be one of the shard folders, got {os.fspath(out)!r}")
     if os.path.islink(out) or os.path.lexists(out) and not os.path.isdir(out):
-        raise UsageError(f"out: {os.fspath(out)} is a symbolic link or not a folder (merge replaces the folder whole)")
+        raise UsageError(f"--out: {os.fspath(out)} is a symbolic link or not a folder "
+                         "(merge replaces the folder whole)")
     shards = [_shard_files(f, run_id) for f in folders]
     first, (names, res0, _) = folders[0], shards[0]
     settings = res0.eval_config  # the run's whole config; the shard is recorded beside it

@@ -31,7 +31,7 @@ def _from_folder(path: str | os.PathLike, device: str) -> Any:
     return SAE.load_from_disk(str(path), device=device, dtype="float32")
 
 
-def load_sae(spec: Any = "embedded", *, sae_id: str | None = None, device: str = "cpu", model: Any = None,
+def load_sae(spec: Any, *, device: str, sae_id: str | None = None, model: Any = None,
              tokenizer: Any = None) -> Any:
     """A sae_lens ``SAE`` in float32, eval mode, from ``spec``: an SAE object (returned as it is);
     ``"embedded"`` (:data:`EMBEDDED_SAE`); ``"synthetic"`` (:class:`~findbench.autointerp.synthetic.SyntheticSAE`

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from findbench.autointerp.config import AutoInterpConfig
 from findbench.autointerp.detection import detection_score, parse_detection
 from findbench.autointerp.evidence import LatentEvidence
 from findbench.autointerp.prompts import (
@@ -106,7 +107,7 @@ class FuzzScorer:
     name = "fuzz"
 
     def __init__(
-        self, lm, renderer: TokenRenderer, *, act_threshold_frac: float = 0.01, seed: int = 42, progress: bool = True
+        self, lm, renderer: TokenRenderer, *, act_threshold_frac: float, seed: int, progress: bool = True
     ):
         self.lm, self.renderer, self.frac, self.seed, self.progress = lm, renderer, act_threshold_frac, seed, progress
 
@@ -237,22 +238,23 @@ class LikelihoodScorer:
 
 def make_scorer(
     name: str,
+    cfg: AutoInterpConfig,
     *,
     lm=None,
     renderer: TokenRenderer,
     encoder=None,
-    act_threshold_frac: float = 0.01,
-    seed: int = 42,
-    max_new_tokens: int = 200,
     progress: bool = True,
     structured: bool = False,
 ):
-    """The scorer called ``name`` (``detection``, ``fuzz``, ``embedding`` or ``likelihood``);
-    ``structured``: detection answers under their grammar (see :class:`DetectionScorer`)."""
+    """The scorer called ``name`` (``detection``, ``fuzz``, ``embedding`` or ``likelihood``) with ``cfg``'s
+    settings (``max_tokens_in_prediction``, ``act_threshold_frac``, ``random_seed``); ``structured``: detection
+    answers under their grammar (see :class:`DetectionScorer`)."""
     if name == "detection":
-        return DetectionScorer(lm, renderer, max_new_tokens=max_new_tokens, progress=progress, structured=structured)
+        return DetectionScorer(lm, renderer, max_new_tokens=cfg.max_tokens_in_prediction, progress=progress,
+                               structured=structured)
     if name == "fuzz":
-        return FuzzScorer(lm, renderer, act_threshold_frac=act_threshold_frac, seed=seed, progress=progress)
+        return FuzzScorer(lm, renderer, act_threshold_frac=cfg.act_threshold_frac, seed=cfg.random_seed,
+                          progress=progress)
     if name == "embedding":
         if encoder is None:
             from findbench.lm.encoder import load_encoder

@@ -28,6 +28,7 @@ import numpy as np
 
 from findbench._io import atomic_dir, atomic_write_json, atomic_write_text, cache_dir, fingerprint, umask
 from findbench.autointerp.activations import load_model, model_path, read_hook
+from findbench.autointerp.commands import TrainSAECommand
 from findbench.autointerp.config import TrainSAEConfig
 from findbench.autointerp.corpus import corpus_description, corpus_tokens, special_token_ids
 from findbench.resources import card_template
@@ -57,15 +58,7 @@ def split_rows(n_rows: int, n_eval_rows: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _corpus_rows(cfg: TrainSAEConfig, tokenizer: Any) -> np.ndarray:
-    rows = cfg.n_train_rows + cfg.n_eval_rows
-    return corpus_tokens(
-        tokenizer,
-        cfg.dataset,
-        context_size=cfg.context_size,
-        total_tokens=rows * cfg.context_size,
-        split=cfg.split,
-        text_column=cfg.text_column,
-    )
+    return corpus_tokens(tokenizer, cfg.corpus)
 
 
 def heldout_rows(cfg: TrainSAEConfig, tokenizer: Any) -> np.ndarray:
@@ -303,62 +296,31 @@ def _card(
     return card.rstrip("\n") + "\n"
 
 
-def train_sae(
-    cfg: TrainSAEConfig | None = None,
-    out: str | os.PathLike = "sae",
-    *,
-    resume: bool = True,
-    keep_activations: bool = False,
-) -> Path:
-    """Train an SAE as ``cfg`` says (default: the shipped SAE's recipe) and write its folder to ``out``.
+def train_sae(cmd: TrainSAECommand) -> Path:
+    """Train an SAE as ``cmd.config`` says (default: the shipped SAE's recipe) and write its folder to ``cmd.out``.
 
-    ``resume`` reuses cached activation shards and the latest trainer checkpoint of an interrupted
-    run; ``keep_activations`` keeps the cached activations (2.3 GB for 2M tokens of a 576-wide stream).
+    ``cmd.resume`` reuses cached activation shards and the latest trainer checkpoint of an interrupted
+    run; ``cmd.keep_activations`` keeps the cached activations (2.3 GB for 2M tokens of a 576-wide stream).
     """
     import sae_lens
     import torch
-    from sae_lens import SAE
-    from sae_lens.config import SAETrainerConfig
-    from sae_lens.training.sae_trainer import SAETrainer
 
-    cfg = TrainSAEConfig() if cfg is None else cfg
-    if not isinstance(cfg, TrainSAEConfig):
-        raise TypeError(f"cfg must be a TrainSAEConfig, got {type(cfg).__name__}")
-    if not isinstance(out, (str, os.PathLike)) or not os.fspath(out):
-        raise ValueError(f"out must be a folder path, got {out!r}")
-    out = Path(out)
+    cfg, out = cmd.config, Path(cmd.out)
     torch.manual_seed(cfg.seed)
-
     folder = model_path(cfg.model)
     model, tokenizer, _ = load_model(cfg.model, device=cfg.device)
     specials = special_token_ids(tokenizer)
     tokens = _corpus_rows(cfg, tokenizer)
     train_idx, eval_idx = split_rows(len(tokens), cfg.n_eval_rows)
     act_dir = _activation_dir(cfg, folder, tokens, specials)
-    if not resume and act_dir.exists():
+    if not cmd.resume and act_dir.exists():
         shutil.rmtree(act_dir)
-
-    train_acts, train_seconds = _cache_activations(
-        model,
-        tokens[train_idx],
-        cfg.hook_name,
-        specials,
-        act_dir / "train",
-        batch_size=cfg.model_batch_size,
-        what="train activations",
-    )
-    eval_acts, _ = _cache_activations(
-        model,
-        tokens[eval_idx],
-        cfg.hook_name,
-        specials,
-        act_dir / "eval",
-        batch_size=cfg.model_batch_size,
-        what="held-out activations",
-    )
+    train_acts, train_seconds = _cache_activations(model, tokens[train_idx], cfg.hook_name, specials,
+                                                   act_dir / "train", batch_size=cfg.model_batch_size,
+                                                   what="train activations")
+    eval_acts, _ = _cache_activations(model, tokens[eval_idx], cfg.hook_name, specials, act_dir / "eval",
+                                      batch_size=cfg.model_batch_size, what="held-out activations")
     del model
-    d_in = int(train_acts.shape[1])
-
     hub_name = _HUB_NAMES.get(cfg.model, cfg.model)
     metadata = {
         "model_name": hub_name,
@@ -371,18 +333,48 @@ def train_sae(
         "dataset_path": cfg.dataset,
         "model_from_pretrained_kwargs": {},
     }
+    run_dir = cache_dir("autointerp", "train-sae") / fingerprint({"cfg": cfg.to_dict(), "acts": act_dir.name})
+    if not cmd.resume and run_dir.exists():
+        shutil.rmtree(run_dir)
+    trained, steps, sae_seconds = _fit(cfg, train_acts, metadata, run_dir, cmd.resume)
+    stats = {
+        "out": str(out),
+        "train_rows": len(train_idx),
+        "eval_rows": len(eval_idx),
+        "train_samples": len(train_acts),
+        "steps": steps,
+        "train_seconds": train_seconds,
+        "sae_seconds": sae_seconds,
+        "device_note": f"{cfg.device} ({torch.get_num_threads()} threads)",
+        "sae_lens_version": sae_lens.__version__,
+    }
+    metrics = _write_sae(out, cfg, trained, eval_acts, stats, base_model=hub_name, model_path=folder,
+                         d_in=int(train_acts.shape[1]))
+    shutil.rmtree(run_dir, ignore_errors=True)
+    if not cmd.keep_activations:
+        shutil.rmtree(act_dir, ignore_errors=True)
+    log.info("wrote %s: explained variance %.4f, L0 %.1f, dead %.2f%%", out, metrics["explained_variance"],
+             metrics["l0"], 100 * metrics["dead_fraction"])
+    warning = below_zero_warning(metrics["explained_variance"])
+    if warning is not None:
+        log.warning("%s: %s", out, warning)
+    return out
+
+
+def _fit(cfg: TrainSAEConfig, train_acts: Any, metadata: dict[str, Any], run_dir: Path, resume: bool) -> tuple:
+    """The trained SAE (sae_lens' trainer over ``train_acts``, checkpoints in ``run_dir``, from the latest when
+    ``resume``), its number of steps and the seconds its training took."""
+    from sae_lens.config import SAETrainerConfig
+    from sae_lens.training.sae_trainer import SAETrainer
+
+    d_in = int(train_acts.shape[1])
     sae = _training_sae(cfg, d_in, metadata)
-    total_samples = len(train_acts) * cfg.epochs
-    steps = total_samples // cfg.train_batch_size
+    steps = len(train_acts) * cfg.epochs // cfg.train_batch_size
     if steps < 1:
         raise ValueError(
             f"total_tokens: {len(train_acts)} training activations make no batch of "
             f"train_batch_size={cfg.train_batch_size}"
         )
-    n_checkpoints = max(0, min(9, steps // 50))
-    run_dir = cache_dir("autointerp", "train-sae") / fingerprint({"cfg": cfg.to_dict(), "acts": act_dir.name})
-    if not resume and run_dir.exists():
-        shutil.rmtree(run_dir)
     trainer_cfg = SAETrainerConfig(
         total_training_samples=steps * cfg.train_batch_size,
         train_batch_size_samples=cfg.train_batch_size,
@@ -394,7 +386,7 @@ def train_sae(
         device=cfg.device,
         dead_feature_window=cfg.dead_feature_window,
         feature_sampling_window=max(cfg.dead_feature_window, 100),
-        n_checkpoints=n_checkpoints,
+        n_checkpoints=max(0, min(9, steps // 50)),
         checkpoint_path=str(run_dir),
         save_final_checkpoint=False,
     )
@@ -422,10 +414,16 @@ def train_sae(
             np.mean(np.linalg.norm(train_acts[:: max(1, len(train_acts) // 200_000)].astype(np.float32), axis=1))
         )
         trainer.activation_scaler.scaling_factor = d_in**0.5 / mean_norm
-
     t1 = time.monotonic()
-    trained = trainer.fit()
-    sae_seconds = time.monotonic() - t1
+    return trainer.fit(), steps, time.monotonic() - t1
+
+
+def _write_sae(out: Path, cfg: TrainSAEConfig, trained: Any, eval_acts: Any, stats: dict[str, Any], *,
+               base_model: str, model_path: str, d_in: int) -> dict[str, Any]:
+    """Write the SAE folder ``out`` (replaced atomically): the inference SAE in ``cfg.save_dtype``, its held-out
+    ``metrics.json``, ``training_config.json`` and the model card; returns the metrics."""
+    import torch
+    from sae_lens import SAE
 
     with atomic_dir(out) as tmp:
         # inference SAE (training-only fields dropped), in the saving dtype
@@ -452,17 +450,6 @@ def train_sae(
                 "explained_variance_below_zero": bool(metrics["explained_variance"] < 0),
             }
         )
-        stats = {
-            "out": str(out),
-            "train_rows": len(train_idx),
-            "eval_rows": len(eval_idx),
-            "train_samples": len(train_acts),
-            "steps": steps,
-            "train_seconds": train_seconds,
-            "sae_seconds": sae_seconds,
-            "device_note": f"{cfg.device} ({torch.get_num_threads()} threads)",
-            "sae_lens_version": sae_lens.__version__,
-        }
         corpus = corpus_description(cfg.dataset)
         atomic_write_json(tmp / "metrics.json", metrics)
         atomic_write_json(
@@ -470,43 +457,28 @@ def train_sae(
             {
                 **cfg.to_dict(),
                 "hook_name": cfg.hook_name,
-                "base_model": hub_name,
-                "model_folder": Path(folder).name,
+                "base_model": base_model,
+                "model_folder": Path(model_path).name,
                 "d_in": d_in,
                 "corpus": corpus,
                 "split_seed": SPLIT_SEED,
-                "train_rows": len(train_idx),
-                "eval_rows": len(eval_idx),
-                "train_activations": len(train_acts),
+                "train_rows": stats["train_rows"],
+                "eval_rows": stats["eval_rows"],
+                "train_activations": stats["train_samples"],
                 "eval_activations": len(eval_acts),
-                "training_steps": steps,
-                "activation_seconds": round(train_seconds, 1),
-                "sae_seconds": round(sae_seconds, 1),
-                "sae_lens_version": sae_lens.__version__,
+                "training_steps": stats["steps"],
+                "activation_seconds": round(stats["train_seconds"], 1),
+                "sae_seconds": round(stats["sae_seconds"], 1),
+                "sae_lens_version": stats["sae_lens_version"],
                 "trainer": "sae_lens.SAETrainer",
             },
         )
-        atomic_write_text(
-            tmp / "README.md",
-            _card(cfg, base_model=hub_name, model_path=folder, d_in=d_in, corpus=corpus, metrics=metrics, stats=stats),
-        )
+        atomic_write_text(tmp / "README.md", _card(cfg, base_model=base_model, model_path=model_path, d_in=d_in,
+                                                   corpus=corpus, metrics=metrics, stats=stats))
         for path in tmp.iterdir():  # safetensors writes its file 0600; share it as open() would
             if path.is_file():
                 os.chmod(path, 0o666 & ~umask())
-    shutil.rmtree(run_dir, ignore_errors=True)
-    if not keep_activations:
-        shutil.rmtree(act_dir, ignore_errors=True)
-    log.info(
-        "wrote %s: explained variance %.4f, L0 %.1f, dead %.2f%%",
-        out,
-        metrics["explained_variance"],
-        metrics["l0"],
-        100 * metrics["dead_fraction"],
-    )
-    warning = below_zero_warning(metrics["explained_variance"])
-    if warning is not None:
-        log.warning("%s: %s", out, warning)
-    return out
+    return metrics
 
 
 def _maybe_float(value: Any) -> float | None:

@@ -20,7 +20,6 @@ cut to ``max_explanation_tokens`` (recorded per latent as ``explanation_truncate
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -28,10 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from findbench import _checks
 from findbench._guards import derangement
 from findbench._io import atomic_write_json
-from findbench.autointerp.config import MAX_EXPLANATION_TOKENS, PROBES, SCORERS, AutoInterpConfig
+from findbench.autointerp.activations import load_model
+from findbench.autointerp.commands import AutoInterpValidateCommand
+from findbench.autointerp.config import SCORERS, AutoInterpConfig
 from findbench.autointerp.corpus import corpus_tokens, special_token_ids
 from findbench.autointerp.detection import CHANCE, detection_floors
 from findbench.autointerp.evidence import collect_evidence
@@ -40,6 +40,7 @@ from findbench.autointerp.probes import probe_explanations
 from findbench.autointerp.prompts import TokenRenderer
 from findbench.autointerp.scorers import make_scorer
 from findbench.autointerp.synthetic import HOOK_NAME, SyntheticSAE
+from findbench.constants import UsageError
 from findbench.lm.base import use_structured_outputs
 from findbench.stats import DEFAULT_SEED, mean_ci, paired_bootstrap
 
@@ -53,17 +54,18 @@ MIN_WIN_RATE = 0.75
 KINDS = ("true", "wrong", "empty")
 #: The verdicts of the truth against a probe.
 VERDICTS = ("truth above probe", "probe above truth", "no difference shown")
+#: Corpus rows per forward pass of the model.
+BATCH_SIZE = 32
 #: Scorers that need an LM.
 _LM_SCORERS = ("detection", "fuzz", "likelihood")
 
 
 def quick_config(d_sae: int, scorers: Sequence[str] = SCORERS, **overrides: Any) -> AutoInterpConfig:
-    """SAEBench's settings with a corpus of 200k tokens and every latent of the synthetic SAE
+    """:meth:`AutoInterpConfig.quick` with a corpus of 200k tokens and every latent of the synthetic SAE
     (there are only a few; each fires hundreds of times in 200k tokens of WordNet glosses,
     whose first 150k tokens hold few birds)."""
-    kw: dict[str, Any] = {"total_tokens": 200_000, "override_latents": list(range(d_sae)), "scorers": list(scorers)}
-    kw.update(overrides)
-    return AutoInterpConfig(**kw)
+    return AutoInterpConfig.quick(**{"total_tokens": 200_000, "override_latents": list(range(d_sae)),
+                                     "scorers": list(scorers), **overrides})
 
 
 def _verdict(true: Sequence[float], wrong: Sequence[float]) -> tuple[float, float, str]:
@@ -86,37 +88,17 @@ def probe_verdict(true: Sequence[float], probe: Sequence[float], *, seed: int = 
             "p_value": cmp.p_value, "verdict": verdict, "truth_above_probe": verdict == VERDICTS[0]}
 
 
-def planted_validation(
-    model,
-    tokenizer,
-    *,
-    scorers: Sequence[str] = SCORERS,
-    lm=None,
-    encoder=None,
-    config: AutoInterpConfig | None = None,
-    tokens: np.ndarray | None = None,
-    rules: Sequence[str] | None = None,
-    batch_size: int = 32,
-    output: str | os.PathLike | None = None,
-    structured_outputs: str | None = None,
-    probes: Sequence[str] = PROBES,
-    max_explanation_tokens: int | None = MAX_EXPLANATION_TOKENS,
-    progress: bool = True,
-) -> dict[str, Any]:
-    """Score true, wrong, empty and probe explanations of planted features with each scorer.
+def planted_validation(cmd: AutoInterpValidateCommand) -> dict[str, Any]:
+    """Score true, wrong, empty and probe explanations of planted features with each of ``cmd.scorers``.
 
-    Args:
-        lm: the scoring LM of ``detection``, ``fuzz`` and ``likelihood``.
-        encoder: sentence encoder of the ``embedding`` scorer (default: the embedded MiniLM).
-        config: evidence settings (default :func:`quick_config`); its ``random_seed`` seeds the
-            derangement and the probes.
-        tokens: corpus rows ``[rows, llm_context_size]`` (default: ``config.dataset``, tokenized).
-        rules: the planted rules (default :data:`~findbench.autointerp.synthetic.DEFAULT_RULES`).
-        output: a JSON file to write the result to.
-        structured_outputs: for the detection answers (default ``config.structured_outputs``).
-        probes: the gaming probes to score (names from :data:`~findbench.autointerp.config.PROBES`; ``()``: none).
-        max_explanation_tokens: explanations are cut to this many tokens of ``tokenizer`` before
-            scoring (``None``: no cap, to measure without it).
+    ``cmd``: ``findbench autointerp-validate``'s config
+    (:class:`~findbench.autointerp.commands.AutoInterpValidateCommand`): ``model`` a spec (from Python also
+    a ``(model, tokenizer)`` pair), ``scorer`` the LM of ``detection``, ``fuzz`` and ``likelihood`` (a spec,
+    from Python also an LM; None: none), ``max_explanation_tokens`` the cap of every explanation (0: none),
+    ``out`` the JSON file written (None: none); from Python also ``config``, the evidence settings (default
+    ``total_tokens``, ``seed``, ``scorers`` and ``structured_outputs`` of ``cmd``; its ``random_seed`` seeds
+    the derangement and the probes), ``tokens`` (corpus rows ``[rows, llm_context_size]``; default
+    ``config.dataset``, tokenized) and ``encoder`` (of the ``embedding`` scorer; default the embedded MiniLM).
 
     Returns:
         ``{"scorers": {name: {<kind>: mean per kind, "separation", "win_rate", "verdict", "truth",
@@ -126,37 +108,26 @@ def planted_validation(
         "structured_outputs", "corpus_tokens", "seconds"}``.
     """
     t0 = time.perf_counter()
-    scorers = [_checks.one_of("scorers", s, SCORERS) for s in _checks.str_list("scorers", scorers)]
-    if not scorers or len(set(scorers)) != len(scorers):
-        raise ValueError(f"scorers must be distinct names from {SCORERS}, got {scorers!r}")
-    probes = [_checks.one_of("probes", p, PROBES) for p in _checks.str_list("probes", probes)]
-    if len(set(probes)) != len(probes):
-        raise ValueError(f"probes must not repeat a probe, got {probes!r}")
-    _checks.positive_int("max_explanation_tokens", max_explanation_tokens, optional=True)
-    needs_lm = [s for s in scorers if s in _LM_SCORERS]
+    lm = cmd.scorer
+    needs_lm = [s for s in cmd.scorers if s in _LM_SCORERS]
     if needs_lm and lm is None:
-        raise ValueError(f"scorers {needs_lm} need an LM: pass lm= (e.g. findbench.lm.load_lm('embedded'))")
+        raise UsageError(f"--scorers {needs_lm} need an LM: give --scorer (e.g. embedded)")
+    if isinstance(lm, str):
+        from findbench.lm import load_lm
 
-    sae = SyntheticSAE.for_model(model, tokenizer, rules)
-    cfg = config or quick_config(sae.cfg.d_sae, scorers)
+        lm = load_lm(lm, cache=cmd.cache) if needs_lm else None
+    model, tokenizer = cmd.model if not isinstance(cmd.model, str) else load_model(cmd.model, device="cpu")[:2]
+    sae = SyntheticSAE.for_model(model, tokenizer, cmd.rules)
+    cfg = cmd.config or AutoInterpConfig(total_tokens=cmd.total_tokens, random_seed=cmd.seed, scorers=cmd.scorers,
+                                         structured_outputs=cmd.structured_outputs)
     latents = list(cfg.override_latents) if cfg.override_latents is not None else list(range(sae.cfg.d_sae))
     if any(j >= sae.cfg.d_sae for j in latents):
         raise ValueError(f"config.override_latents must lie in [0, {sae.cfg.d_sae}) (the synthetic SAE's latents)")
-    if tokens is None:
-        tokens = corpus_tokens(tokenizer, cfg.dataset, context_size=cfg.llm_context_size, total_tokens=cfg.total_tokens)
-    tokens = np.asarray(tokens)
+    tokens = np.asarray(corpus_tokens(tokenizer, cfg.corpus) if cmd.tokens is None else cmd.tokens)
     t_ev = time.perf_counter()
-    evidence = collect_evidence(
-        model,
-        sae,
-        tokens,
-        latents,
-        cfg,
-        hook_name=HOOK_NAME,
-        special_ids=sorted(special_token_ids(tokenizer)),
-        batch_size=batch_size,
-        progress=progress,
-    )
+    evidence = collect_evidence(model, sae, tokens, latents, cfg, hook_name=HOOK_NAME,
+                                special_ids=sorted(special_token_ids(tokenizer)), batch_size=BATCH_SIZE,
+                                progress=cmd.progress)
     evidence_seconds = time.perf_counter() - t_ev
     usable = [ev for ev in evidence if ev.skipped is None]
     skipped = {sae.rules[ev.latent]: ev.skipped for ev in evidence if ev.skipped is not None}
@@ -166,8 +137,56 @@ def planted_validation(
         raise ValueError(
             f"only {len(usable)} planted latents have enough activations on the corpus ({skipped}); use more tokens"
         )
+    renderer, kinds = TokenRenderer(tokenizer), [*KINDS, *cmd.probes]
+    cap = cmd.max_explanation_tokens or None
+    explanations, latent_rows = _explanations(sae, usable, renderer, cfg, cmd.probes, cap)
+    structured = lm is not None and use_structured_outputs(lm, cfg.structured_outputs)
+    per_scorer = {}
+    for name in cmd.scorers:
+        scorer = make_scorer(name, cfg, lm=lm, renderer=renderer, encoder=cmd.encoder, progress=cmd.progress,
+                             structured=structured)
+        per_scorer[name] = _scored(name, scorer, usable, explanations, latent_rows, kinds)
+    result = {
+        "model": sae.cfg.metadata.model_name,
+        "hook_name": HOOK_NAME,
+        "kinds": kinds,
+        "latents": latent_rows,
+        "rules": sae.describe(),
+        "skipped": skipped,
+        "explanations": {
+            k: {
+                "n_truncated": sum(r["explanation_truncated"][k] for r in latent_rows),
+                "n_degenerate": sum(r["degenerate"][k] is not None for r in latent_rows),
+                "degenerate_reasons": dict(sorted(Counter(r["degenerate"][k] for r in latent_rows
+                                                          if r["degenerate"][k]).items())),
+            }
+            for k in kinds
+        },
+        "max_explanation_tokens": cap,
+        "criterion": {
+            "min_separation": MIN_SEPARATION,
+            "min_win_rate": MIN_WIN_RATE,
+            "text": f"separates: mean(true - wrong) >= {MIN_SEPARATION} "
+            f"and true > wrong on >= {MIN_WIN_RATE:.0%} of latents",
+            "probes": "truth above probe: the 95% paired bootstrap interval (over latents) of true - probe "
+            "lies above 0",
+        },
+        "config": cfg.to_dict(),
+        "corpus_tokens": int(tokens.size),
+        "lm": getattr(lm, "name", None) or (type(lm).__name__ if lm is not None else None),
+        "structured_outputs": {"setting": cfg.structured_outputs, "applied": structured},
+        "scorers": per_scorer,
+        "seconds": {"evidence": round(evidence_seconds, 2), "total": round(time.perf_counter() - t0, 2)},
+    }
+    if cmd.out is not None:
+        atomic_write_json(cmd.out, result)
+    return result
 
-    renderer = TokenRenderer(tokenizer)
+
+def _explanations(sae: SyntheticSAE, usable: list, renderer: TokenRenderer, cfg: AutoInterpConfig,
+                  probes: Sequence[str], cap: int | None) -> tuple[dict[str, list[str]], list[dict]]:
+    """Per kind, the explanation of each usable latent as the scorers read it (cut to ``cap`` tokens), and one row
+    per latent: its rule, the explanations written, which were cut and which are degenerate."""
     perm = derangement(range(len(usable)), np.random.default_rng(cfg.random_seed))
     true = [sae.explanations[ev.latent] for ev in usable]
     written = {
@@ -178,17 +197,14 @@ def planted_validation(
             true, usable, renderer, act_threshold_frac=cfg.act_threshold_frac, seed=cfg.random_seed, probes=probes
         ),
     }
-    kinds = [*KINDS, *probes]
     explanations, truncated, flagged = {}, {}, {}
+    kinds = [*KINDS, *probes]
     for kind in kinds:
-        capped = [
-            cap_explanation(e, tokenizer, max_explanation_tokens) if max_explanation_tokens else (e, False)
-            for e in written[kind]
-        ]
+        capped = [cap_explanation(e, renderer.tokenizer, cap) if cap else (e, False) for e in written[kind]]
         explanations[kind] = [text for text, _ in capped]
         truncated[kind] = [cut for _, cut in capped]
         flagged[kind] = degenerate(explanations[kind])
-    latent_rows = [
+    rows = [
         {
             "latent": ev.latent,
             "rule": sae.rules[ev.latent],
@@ -203,99 +219,45 @@ def planted_validation(
         }
         for i, ev in enumerate(usable)
     ]
+    return explanations, rows
 
-    setting = cfg.structured_outputs if structured_outputs is None else structured_outputs
-    structured = lm is not None and use_structured_outputs(lm, setting)
+
+def _scored(name: str, scorer: Any, usable: list, explanations: dict[str, list[str]], latent_rows: list[dict],
+            kinds: list[str]) -> dict[str, Any]:
+    """Scorer ``name``'s part of the result: each kind's mean, the separation verdict, the probes' paired verdicts,
+    the floors and one row per latent."""
+    t_s, n = time.perf_counter(), len(usable)
+    results = scorer.score([(ev, explanations[kind][i]) for kind in kinds for i, ev in enumerate(usable)])
+    by_kind = {kind: results[k * n : (k + 1) * n] for k, kind in enumerate(kinds)}
+    scores = {kind: [float(r["score"]) for r in by_kind[kind]] for kind in kinds}
+    separation, win_rate, verdict = _verdict(scores["true"], scores["wrong"])
+    against = {p: probe_verdict(scores["true"], scores[p]) for p in kinds[len(KINDS):]}
     truth = [[i for i, w in enumerate(ev.scoring, start=1) if w.active] for ev in usable]
-    per_scorer: dict[str, Any] = {}
-    for name in scorers:
-        t_s = time.perf_counter()
-        scorer = make_scorer(
-            name,
-            lm=lm,
-            renderer=renderer,
-            encoder=encoder,
-            act_threshold_frac=cfg.act_threshold_frac,
-            seed=cfg.random_seed,
-            max_new_tokens=cfg.max_tokens_in_prediction,
-            progress=progress,
-            structured=structured,
-        )
-        items = [(ev, explanations[kind][i]) for kind in kinds for i, ev in enumerate(usable)]
-        results = scorer.score(items)
-        n = len(usable)
-        by_kind = {kind: results[k * n : (k + 1) * n] for k, kind in enumerate(kinds)}
-        scores = {kind: [float(r["score"]) for r in by_kind[kind]] for kind in kinds}
-        separation, win_rate, verdict = _verdict(scores["true"], scores["wrong"])
-        against = {p: probe_verdict(scores["true"], scores[p]) for p in probes}
-        rows = [
+    out = {
+        **{kind: float(np.mean(scores[kind])) for kind in kinds},
+        "separation": separation,
+        "win_rate": win_rate,
+        "verdict": verdict,
+        "truth": mean_ci(scores["true"]),
+        "probes": against,
+        "truth_above_every_probe": all(v["truth_above_probe"] for v in against.values()),
+        "n_latents": n,
+        "floors": detection_floors(truth, [len(ev.scoring) for ev in usable]) if name == "detection"
+        else {"chance": CHANCE},
+        "unparsed": {kind: sum(not r.get("parsed", True) for r in by_kind[kind]) for kind in kinds},
+        "seconds": round(time.perf_counter() - t_s, 2),
+        "rows": [
             {
                 **latent_rows[i],
                 **{kind: scores[kind][i] for kind in kinds},
                 "details": {kind: {k: v for k, v in by_kind[kind][i].items() if k != "score"} for kind in kinds},
             }
             for i in range(n)
-        ]
-        per_scorer[name] = {
-            **{kind: float(np.mean(scores[kind])) for kind in kinds},
-            "separation": separation,
-            "win_rate": win_rate,
-            "verdict": verdict,
-            "truth": mean_ci(scores["true"]),
-            "probes": against,
-            "truth_above_every_probe": all(v["truth_above_probe"] for v in against.values()),
-            "n_latents": n,
-            "floors": detection_floors(truth, [len(ev.scoring) for ev in usable])
-            if name == "detection"
-            else {"chance": CHANCE},
-            "unparsed": {kind: sum(not r.get("parsed", True) for r in by_kind[kind]) for kind in kinds},
-            "seconds": round(time.perf_counter() - t_s, 2),
-            "rows": rows,
-        }
-        log.info(
-            "planted validation, %s: true %.3f, wrong %.3f, empty %.3f -> %s; %s",
-            name,
-            per_scorer[name]["true"],
-            per_scorer[name]["wrong"],
-            per_scorer[name]["empty"],
-            verdict,
-            ", ".join(f"{p} {v['mean']:.3f} ({v['verdict']})" for p, v in against.items()),
-        )
-
-    result = {
-        "model": sae.cfg.metadata.model_name,
-        "hook_name": HOOK_NAME,
-        "kinds": kinds,
-        "latents": latent_rows,
-        "rules": sae.describe(),
-        "skipped": skipped,
-        "explanations": {
-            k: {
-                "n_truncated": sum(truncated[k]),
-                "n_degenerate": sum(r is not None for r in flagged[k]),
-                "degenerate_reasons": dict(sorted(Counter(r for r in flagged[k] if r).items())),
-            }
-            for k in kinds
-        },
-        "max_explanation_tokens": max_explanation_tokens,
-        "criterion": {
-            "min_separation": MIN_SEPARATION,
-            "min_win_rate": MIN_WIN_RATE,
-            "text": f"separates: mean(true - wrong) >= {MIN_SEPARATION} "
-            f"and true > wrong on >= {MIN_WIN_RATE:.0%} of latents",
-            "probes": "truth above probe: the 95% paired bootstrap interval (over latents) of true - probe "
-            "lies above 0",
-        },
-        "config": cfg.to_dict(),
-        "corpus_tokens": int(tokens.size),
-        "lm": getattr(lm, "name", None) or (type(lm).__name__ if lm is not None else None),
-        "structured_outputs": {"setting": setting, "applied": structured},
-        "scorers": per_scorer,
-        "seconds": {"evidence": round(evidence_seconds, 2), "total": round(time.perf_counter() - t0, 2)},
+        ],
     }
-    if output is not None:
-        atomic_write_json(output, result)
-    return result
+    log.info("planted validation, %s: true %.3f, wrong %.3f, empty %.3f -> %s; %s", name, out["true"], out["wrong"],
+             out["empty"], verdict, ", ".join(f"{p} {v['mean']:.3f} ({v['verdict']})" for p, v in against.items()))
+    return out
 
 
 def _interval(mean: float, ci: Sequence[float], signed: bool = False) -> str:
