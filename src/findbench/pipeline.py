@@ -195,6 +195,39 @@ class MainConfig:
             _checks.one_of("--judge-mode", self.judge_mode, JUDGE_MODES)
 
 
+def _ground_truth_code(rows: dict[str, list[dict]], seed: int) -> dict[str, Any]:
+    """The ground-truth code through the code metrics (served functions, code and sandbox agree):
+    every numeric and string function, and a sample of rasp's against their compiled models."""
+    codes = [r["code"] for r in rows["numeric"]]
+    nmse = load_metric("find_nmse").compute(predictions=codes, references=codes)
+    strings = [r["code"] for r in rows["strings"]]
+    em = load_metric("find_exact_match").compute(
+        predictions=strings, references=strings, test_inputs=[r["test_inputs"] for r in rows["strings"]]
+    )
+    out = {
+        "numeric_ground_truth": {"success_rate": nmse["success_rate"], "mean_nmse": nmse["mean_nmse"]},
+        "strings_ground_truth": {"exact_match": em["exact_match"]},
+        "isolation": nmse["isolation"],
+    }
+    if RASP in rows:  # the reference code against the compiled models, on held-out inputs (a sample)
+        ids = _sample_functions({RASP: rows[RASP]}, _RASP_CHECKED, seed)[RASP]
+        refs = [r["code"] for r in rows[RASP] if r["function_id"] in ids]
+        rasp = load_metric("find_exact_match").compute(predictions=refs, references=refs, function_ids=ids)
+        out["rasp_ground_truth"] = {k: rasp[k] for k in ("exact_match", "position_accuracy", "n")}
+    return out
+
+
+def _code_inputs(rows: dict[str, list[dict]]) -> str:
+    """What :func:`_ground_truth_code` depends on: the ground-truth code and test inputs (and rasp's weights)."""
+    return fingerprint(
+        {
+            "numeric": [r["code"] for r in rows["numeric"]],
+            "strings": [[r["code"], r["test_inputs"]] for r in rows["strings"]],
+            RASP: [[r["function_id"], r["code"], r["weights_sha256"]] for r in rows.get(RASP, [])],
+        }
+    )
+
+
 def run_main(cfg: MainConfig) -> dict:
     """Run the main job (settings: :class:`MainConfig`, ``findbench main``'s flags); returns (and
     writes) the summary.
@@ -235,38 +268,9 @@ def run_main(cfg: MainConfig) -> dict:
     rows = {c: datasets.load_dataset(str(data), c, split="test").to_list() for c in configs}
     summary: dict[str, Any] = {"data": str(data), "seed": seed, "rows": {c: len(r) for c, r in rows.items()}}
 
-    def _code():
-        codes = [r["code"] for r in rows["numeric"]]
-        nmse = load_metric("find_nmse").compute(predictions=codes, references=codes)
-        strings = [r["code"] for r in rows["strings"]]
-        em = load_metric("find_exact_match").compute(
-            predictions=strings, references=strings, test_inputs=[r["test_inputs"] for r in rows["strings"]]
-        )
-        out = {
-            "numeric_ground_truth": {"success_rate": nmse["success_rate"], "mean_nmse": nmse["mean_nmse"]},
-            "strings_ground_truth": {"exact_match": em["exact_match"]},
-            "isolation": nmse["isolation"],
-        }
-        if RASP in rows:  # the reference code against the compiled models, on held-out inputs (a sample)
-            ids = _sample_functions({RASP: rows[RASP]}, _RASP_CHECKED, seed)[RASP]
-            refs = [r["code"] for r in rows[RASP] if r["function_id"] in ids]
-            rasp = load_metric("find_exact_match").compute(predictions=refs, references=refs, function_ids=ids)
-            out["rasp_ground_truth"] = {k: rasp[k] for k in ("exact_match", "position_accuracy", "n")}
-        return out
-
     # the code metrics depend only on the ground-truth code and test inputs they are given
-    code_key = {
-        **data_key,
-        "metrics": ["find_nmse", "find_exact_match"],
-        "inputs": fingerprint(
-            {
-                "numeric": [r["code"] for r in rows["numeric"]],
-                "strings": [[r["code"], r["test_inputs"]] for r in rows["strings"]],
-                RASP: [[r["function_id"], r["code"], r["weights_sha256"]] for r in rows.get(RASP, [])],
-            }
-        ),
-    }
-    summary["code_metrics"] = _stage(out, "code_metrics", code_key, _code)
+    code_key = {**data_key, "metrics": ["find_nmse", "find_exact_match"], "inputs": _code_inputs(rows)}
+    summary["code_metrics"] = _stage(out, "code_metrics", code_key, lambda: _ground_truth_code(rows, seed))
 
     sample = _sample_functions(rows, functions_per_category, seed)
     judge, judge_mode = _judge_choice(judge, judge_mode)

@@ -205,7 +205,6 @@ def fit_mlps(
         weights (as served).
     """
     import torch
-    from tqdm.auto import tqdm
 
     xs, ys = _check_xy(xs, ys)
     m, n = ys.shape
@@ -238,42 +237,10 @@ def fit_mlps(
         w1, b1, w2, b2 = init
         return {"w1": w1, "b1": b1, "w2": w2, "b2": b2, "mse": mse_init}
 
-    # 3. batched Adam refinement of all weights (float32, normalised units). The gradients
-    #    of this two-layer network are written out by hand (no autograd graph, no
-    #    torch.optim import), which is several times faster on CPU.
+    # 3. batched Adam refinement of all weights
     with _single_thread(), torch.no_grad():
-        gen = torch.Generator().manual_seed(int(seed))
-        params = [t_w1.float(), t_b1.float(), t_w2.float(), t_b2.float()]
-        moments = [(torch.zeros_like(q), torch.zeros_like(q)) for q in params]
-        beta1, beta2, eps = 0.9, 0.999, 1e-8
-        xf = txn.float()
-        yf = tyn.float()
-        bs = min(batch_size, n)
-        bar = tqdm(range(epochs), desc="fitting MLPs", disable=not progress, leave=False)
-        for step in bar:
-            idx = torch.randint(0, n, (m, bs), generator=gen)
-            xb = torch.gather(xf, 1, idx)  # (M, B)
-            yb = torch.gather(yf, 1, idx)
-            w1, b1, w2, b2 = params
-            z = torch.baddbmm(b1[:, None, :], xb[:, :, None], w1[:, None, :])  # (M, B, H)
-            h = z.clamp(min=0)
-            pred = torch.baddbmm(b2[:, None, None], h, w2[:, :, None])[..., 0]  # (M, B)
-            g_pred = (pred - yb).mul_(2.0 / bs)  # d(mean squared error)/d pred, per model
-            g_w2 = torch.bmm(g_pred[:, None, :], h)[:, 0, :]
-            g_b2 = g_pred.sum(dim=1)
-            g_z = (g_pred[:, :, None] * w2[:, None, :]).mul_(z > 0)
-            g_w1 = torch.bmm(xb[:, None, :], g_z)[:, 0, :]
-            g_b1 = g_z.sum(dim=1)
-            t = step + 1
-            lr_t = lr * 0.5 * (1 + math.cos(math.pi * step / epochs))
-            bc1 = 1 - beta1**t
-            bc2 = 1 - beta2**t
-            for q, g, (m1, m2) in zip(params, (g_w1, g_b1, g_w2, g_b2), moments):
-                m1.mul_(beta1).add_(g, alpha=1 - beta1)
-                m2.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-                denom = (m2 / bc2).sqrt_().add_(eps)
-                q.addcdiv_(m1, denom, value=-lr_t / bc1)
-        bar.close()
+        params = _adam_refine(txn.float(), tyn.float(), [t_w1.float(), t_b1.float(), t_w2.float(), t_b2.float()],
+                              seed=seed, epochs=epochs, lr=lr, batch_size=batch_size, progress=progress)
 
         # 4. exact output layer for the refined hidden layer
         with torch.no_grad():
@@ -296,6 +263,49 @@ def fit_mlps(
         "b2": b2.astype(np.float32),
         "mse": mse,
     }
+
+
+
+def _adam_refine(
+    xf: Any, yf: Any, params: list, *, seed: int, epochs: int, lr: float, batch_size: int, progress: bool
+) -> list:
+    """Batched Adam on all models' weights at once (float32, normalised units), cosine-decayed ``lr``.
+    The two-layer network's gradients are written out by hand (no autograd graph, no torch.optim),
+    several times faster on CPU. Updates ``params`` ([w1, b1, w2, b2]) in place and returns them."""
+    import torch
+    from tqdm.auto import tqdm
+
+    m, n = yf.shape
+    gen = torch.Generator().manual_seed(int(seed))
+    moments = [(torch.zeros_like(q), torch.zeros_like(q)) for q in params]
+    beta1, beta2, eps = 0.9, 0.999, 1e-8
+    bs = min(batch_size, n)
+    bar = tqdm(range(epochs), desc="fitting MLPs", disable=not progress, leave=False)
+    for step in bar:
+        idx = torch.randint(0, n, (m, bs), generator=gen)
+        xb = torch.gather(xf, 1, idx)  # (M, B)
+        yb = torch.gather(yf, 1, idx)
+        w1, b1, w2, b2 = params
+        z = torch.baddbmm(b1[:, None, :], xb[:, :, None], w1[:, None, :])  # (M, B, H)
+        h = z.clamp(min=0)
+        pred = torch.baddbmm(b2[:, None, None], h, w2[:, :, None])[..., 0]  # (M, B)
+        g_pred = (pred - yb).mul_(2.0 / bs)  # d(mean squared error)/d pred, per model
+        g_w2 = torch.bmm(g_pred[:, None, :], h)[:, 0, :]
+        g_b2 = g_pred.sum(dim=1)
+        g_z = (g_pred[:, :, None] * w2[:, None, :]).mul_(z > 0)
+        g_w1 = torch.bmm(xb[:, None, :], g_z)[:, 0, :]
+        g_b1 = g_z.sum(dim=1)
+        t = step + 1
+        lr_t = lr * 0.5 * (1 + math.cos(math.pi * step / epochs))
+        bc1 = 1 - beta1**t
+        bc2 = 1 - beta2**t
+        for q, g, (m1, m2) in zip(params, (g_w1, g_b1, g_w2, g_b2), moments):
+            m1.mul_(beta1).add_(g, alpha=1 - beta1)
+            m2.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+            denom = (m2 / bc2).sqrt_().add_(eps)
+            q.addcdiv_(m1, denom, value=-lr_t / bc1)
+    bar.close()
+    return params
 
 
 def reference_fit(
