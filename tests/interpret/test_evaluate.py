@@ -165,6 +165,11 @@ def test_scores_json_shape_and_metric_names(scored):
         "domain_iou",
         "unit_test_accuracy_near",
         "position_accuracy",  # rasp: the code's outputs right position by position
+        "role_accuracy",  # rasp under white-box access: find_circuit on the answer's component map
+        "role_f1",
+        "node_precision",
+        "node_recall",
+        "node_auroc",
     )
     assert 0.0 <= on_disk["numeric"]["aia"]["domain_iou"] <= 1.0  # find.domain's scorer on domain.txt
 
