@@ -32,6 +32,12 @@ class StallingLM(ScriptedLM):
         return super().generate(conversations, **kw)
 
 
+def _terminal_sigint() -> None:
+    """The child takes Ctrl-C as a terminal's foreground command does, even where the suite itself runs
+    with SIGINT ignored (a background job: the child would inherit the ignore, and ``findbench`` rightly
+    leaves an ignored SIGINT ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
 def start(corpus, out, stall=None) -> subprocess.Popen:
     """``findbench autointerp`` on 4 latents of the synthetic SAE, the explainer a
     :class:`StallingLM` behind the run's request cache (chunks of one request), without a terminal."""
@@ -50,7 +56,7 @@ def start(corpus, out, stall=None) -> subprocess.Popen:
                        "--dead-latent-threshold", "5", "--scorers", "detection", "--llm-batch-size", "1"]))
     """)
     return subprocess.Popen([sys.executable, "-c", script], cwd=os.getcwd(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, preexec_fn=_terminal_sigint,
                             env={**os.environ, "FINDBENCH_CACHE": str(out.parent / "cache")})
 
 

@@ -38,6 +38,12 @@ class StallingLM(GenerationLM):
         return ["PYTHON(function.py abc)" if len(c) == 2 else "[DESCRIPTION]: a guess" for c in conversations]
 
 
+def _terminal_sigint() -> None:
+    """The child takes Ctrl-C as a terminal's foreground command does, even where the suite itself runs
+    with SIGINT ignored (a background job: the child would inherit the ignore, and ``findbench`` rightly
+    leaves an ignored SIGINT ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
 def start(data_dir, out, stall=None) -> subprocess.Popen:
     """``findbench interpret`` on :data:`FUNCTIONS` with the interpreter ``stalling`` (a
     :class:`StallingLM`), in a child process without a terminal."""
@@ -54,7 +60,8 @@ def start(data_dir, out, stall=None) -> subprocess.Popen:
                        {",".join(FUNCTIONS)!r}, "--max-connections", "1", "--out", {str(out)!r}]))
     """)
     return subprocess.Popen([sys.executable, "-c", script], cwd=os.getcwd(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                            preexec_fn=_terminal_sigint)
 
 
 def test_ctrl_c_stops_with_one_line_and_the_rerun_resumes(data_dir, tmp_path):
