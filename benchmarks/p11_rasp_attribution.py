@@ -14,7 +14,7 @@ import json
 import time
 from pathlib import Path
 
-METRICS = ("role_accuracy", "role_f1", "node_precision", "node_recall", "node_auroc")
+from findbench.interpret.whitebox import CIRCUIT_METRICS as METRICS  # noqa: E402
 
 
 def main() -> None:

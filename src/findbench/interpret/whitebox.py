@@ -24,6 +24,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from findbench.find.rasp.circuit import NODE_ROLE_METRICS
 from findbench.interpret.protocol import MAX_COMMANDS_PER_MESSAGE, MAX_INPUT_CHARS, MAX_MESSAGE_CHARS, REPLY_PREFIX
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 #: The weights each access condition opens.
 VARIANT = {"white": "aligned", "rotated": "rotated", "localized": "aligned"}
 #: ``find_circuit``'s metrics ``findbench evaluate`` reports for white-box rasp runs.
-CIRCUIT_METRICS = ("role_accuracy", "role_f1", "node_precision", "node_recall", "node_auroc")
+CIRCUIT_METRICS = NODE_ROLE_METRICS
 #: At most this many entries of a ``[COMPONENTS]`` answer are read; ``code`` and ``reads`` are cut.
 MAX_ENTRIES, MAX_CODE_CHARS, MAX_READS = 200, 4000, 20
 _NAME = re.compile(r"blocks\.(\d{1,3})\.(?:attn\.head(\d{1,3})|mlp(?:\.unit(\d{1,5}))?)")

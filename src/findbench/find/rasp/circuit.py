@@ -32,10 +32,11 @@ from typing import Any
 import numpy as np
 
 from findbench.find.rasp.truth import ROLES
-from findbench.stats import bootstrap_ci
+from findbench.stats import auroc, bootstrap_ci
 
-METRICS = ("role_accuracy", "role_f1", "node_precision", "node_recall", "node_auroc", "reads_f1",
-           "component_code_accuracy")
+#: The metrics that need no code: which components matter and what each one does.
+NODE_ROLE_METRICS = ("role_accuracy", "role_f1", "node_precision", "node_recall", "node_auroc")
+METRICS = (*NODE_ROLE_METRICS, "reads_f1", "component_code_accuracy")
 
 
 def _check_prediction(pred: Any, where: str) -> list[dict]:
@@ -72,14 +73,6 @@ def _f1(tp: int, fp: int, fn: int) -> float:
     return 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 1.0
 
 
-def _auroc(scores: list[float], labels: list[bool]) -> float:
-    pos = [s for s, y in zip(scores, labels) if y]
-    neg = [s for s, y in zip(scores, labels) if not y]
-    if not pos or not neg:
-        return math.nan
-    return float(np.mean([(p > q) + 0.5 * (p == q) for p in pos for q in neg]))
-
-
 def score_function(pred: list[dict], truth: list[dict]) -> dict[str, float]:
     """Every metric but the code accuracy for one function (NaN where undefined)."""
     matched = match(pred, truth)
@@ -110,8 +103,9 @@ def score_function(pred: list[dict], truth: list[dict]) -> dict[str, float]:
         best: dict[int, float] = {}
         for k, i in matched.items():
             best[i] = max(best.get(i, -math.inf), float(pred[k]["score"]))
-        out["node_auroc"] = _auroc([best.get(i, 0.0) for i in range(len(truth))],
-                                   [t["role"] != "inactive" for t in truth])
+        scores = [best.get(i, 0.0) for i in range(len(truth))]
+        out["node_auroc"] = auroc([s for s, t in zip(scores, truth) if t["role"] != "inactive"],
+                                  [s for s, t in zip(scores, truth) if t["role"] == "inactive"])
     reads = []
     for i in active:
         comp = by_truth.get(i)
