@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from findbench import cli
-from findbench.interpret import episode as episode_module
+from findbench.interpret import solver as solver_module
 from findbench.interpret import prompts
 from findbench.interpret.episode import STORE_PREFIX, EpisodeState
 from findbench.interpret.protocol import (
@@ -126,7 +126,7 @@ def test_a_message_is_read_off_the_event_loop(by_id, monkeypatch, tmp_path):
     """While one episode's message is being read (held here until the other episode's model is
     asked), the other episode goes on: reading does not block the event loop."""
     other_asked = threading.Event()
-    read = episode_module.turn_commands
+    read = solver_module.turn_commands
     slow_row, other_row = by_id["numeric/f00000"], by_id["strings/f00000"]
 
     def slow_read(text):
@@ -140,7 +140,7 @@ def test_a_message_is_read_off_the_event_loop(by_id, monkeypatch, tmp_path):
             return "[DESCRIPTION]: d"
         return "SLOW PYTHON(function.py 1)" if len(messages) == 2 else "[DESCRIPTION]: d"
 
-    monkeypatch.setattr(episode_module, "turn_commands", slow_read)
+    monkeypatch.setattr(solver_module, "turn_commands", slow_read)
     first, second = run_episodes([slow_row, other_row], Script(reply), log_dir=tmp_path)
     assert first.finished and second.finished and first.calls[0]["inputs"] == ["1"]
 

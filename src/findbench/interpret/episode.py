@@ -1,30 +1,19 @@
 """One interpreter episode on one FIND function (FIND §3): what it records beside its Inspect sample
-(:class:`EpisodeState`) and its steps.
-
-:func:`open_episode` starts one (``milan`` shows the outputs on the row's exemplars first and
-allows two turns; ``aia+milan`` shows them, then allows the full loop), :func:`read_turn` reads an
-agent message within the per-turn caps of :func:`~findbench.interpret.protocol.turn_commands` and
-:func:`run_command` runs a command in a worker thread (one long message must not stall the other
-episodes in flight). The loop on Inspect is in :mod:`findbench.interpret.solver`."""
+(:class:`EpisodeState`), and :func:`run_command`, which runs a command in a worker thread (one long
+message must not stall the other episodes in flight). The loop on Inspect is in
+:mod:`findbench.interpret.solver` (``milan`` shows the outputs on the row's exemplars first and allows
+two turns; ``aia+milan`` shows them, then allows the full loop)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from typing import Any
 
 from inspect_ai.util import StoreModel
 from pydantic import Field
 
 from findbench.interpret.calls import FunctionRunner
-from findbench.interpret.prompts import MILAN_TURNS, build_messages
-from findbench.interpret.protocol import (
-    Answer,
-    Command,
-    TurnCommands,
-    parse_answer,
-    turn_commands,
-)
+from findbench.interpret.protocol import Answer, Command
 
 
 class EpisodeState(StoreModel):
@@ -75,17 +64,6 @@ class EpisodeState(StoreModel):
 STORE_PREFIX = f"{EpisodeState.__name__}:"
 
 
-def max_rounds(method: str, rounds: int) -> int:
-    """The most turns an episode of ``method`` takes: ``rounds``, for ``milan`` at most :data:`MILAN_TURNS`."""
-    return min(rounds, MILAN_TURNS) if method == "milan" else rounds
-
-
-def read_turn(text: str) -> Answer | TurnCommands:
-    """An agent message's answer, or (when it does not answer) its commands within the per-turn caps."""
-    answer = parse_answer(text)
-    return answer if answer is not None else turn_commands(text)
-
-
 async def run_command(runner: FunctionRunner, command: Command, round: int, episode: EpisodeState) -> str:
     """Run ``command`` (in a worker thread), add its record to ``episode.calls`` (and count it
     when malformed); return the reply line."""
@@ -93,18 +71,3 @@ async def run_command(runner: FunctionRunner, command: Command, round: int, epis
     episode.calls.append(record)
     episode.malformed_commands += command.malformed
     return line
-
-
-async def open_episode(
-    row: Mapping[str, Any], episode: EpisodeState, cfg: Any, method: str
-) -> tuple[FunctionRunner, list[dict[str, str]]]:
-    """Start ``episode`` on ``row`` with ``method``: the function's runner and the system and task
-    messages of ``cfg.protocol`` (``cfg``: the run's AgentConfig; the MILAN methods run the exemplars
-    first, as round 0)."""
-    runner = FunctionRunner(row, seed=cfg.seed)
-    episode.access = cfg.access
-    exemplar_reply = None
-    if method != "aia":
-        exemplars = [str(x) for x in (row.get("exemplars") or [])]
-        exemplar_reply = await run_command(runner, Command("exemplars", tuple(exemplars)), 0, episode)
-    return runner, build_messages(row, method, exemplar_reply=exemplar_reply, protocol=cfg.protocol)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from findbench._io import atomic_dir, csv_text
 from findbench.interpret.config import EvaluateConfig
 from findbench.interpret.log_scores import write_log_scores
 from findbench.interpret.logs import LOG_DIR
+from findbench.interpret.process import PROCESS_COLUMNS, aggregate_process, episode_process, render_process
 from findbench.interpret.protocol import METHODS
 from findbench.interpret.runs import read_scored_run
 from findbench.interpret.scores import SCORES_FILE, Cell, Estimate, Scores
@@ -108,6 +109,9 @@ UNIT_TEST_COLUMNS = (
     "answer",
     "tests",
 )
+#: Every column of ``per_function.csv``.
+PER_FUNCTION_COLUMNS = (*CSV_COLUMNS, *FLOOR_COLUMNS, "floor_missing", "degenerate", "code_error", "damage",
+                        "source_log", *PROCESS_COLUMNS)
 _OUTPUT_FILES = (SCORES_FILE, "per_function.csv", "table.md", "unit_tests.csv", "process.json")
 
 def reference_program(row: dict) -> tuple[str, list[str]] | None:
@@ -388,20 +392,12 @@ def unit_values(metric: str, records: Sequence[dict[str, Any]]) -> list[float]:
     return [v for v in values if v is not None and math.isfinite(v)]
 
 
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return repr(value)  # full precision; inf stays "inf"
-    return str(value)
+def _csv(columns: Sequence[str], rows: Iterable[dict[str, Any]]) -> str:
+    """``rows`` as CSV text of ``columns``: None an empty cell, a float at full precision (inf stays "inf")."""
+    def cell(value: Any) -> str:
+        return "" if value is None else repr(value) if isinstance(value, float) else str(value)
 
-
-def _per_function_csv(records: list[dict[str, Any]]) -> str:
-    from findbench.interpret.process import PROCESS_COLUMNS
-
-    columns = (*CSV_COLUMNS, *FLOOR_COLUMNS, "floor_missing", "degenerate", "code_error", "damage", "source_log",
-               *PROCESS_COLUMNS)
-    return csv_text(columns, ([_cell(rec.get(col)) for col in columns] for rec in records))
+    return csv_text(columns, ([cell(row.get(col)) for col in columns] for row in rows))
 
 
 def _keep_decisions(
@@ -446,11 +442,6 @@ def _keep_decisions(
         rec["unit_test_rows"] = [r for r in rec.get("unit_test_rows") or [] if r["tests"] != tests_name] + rows
 
 
-def _unit_tests_csv(records: list[dict[str, Any]]) -> str:
-    rows = (row for rec in records for row in rec.get("unit_test_rows") or [])
-    return csv_text(UNIT_TEST_COLUMNS, ([_cell(row.get(col)) for col in UNIT_TEST_COLUMNS] for row in rows))
-
-
 def _plan_pool(category: str, run: dict[str, Any]) -> list[dict]:
     """The functions the ``observed`` plan draws other inputs from: the category's rows of the run's data
     (as the ``observed`` interpreter drew them); an unverified run's, or where they cannot be read, the
@@ -468,8 +459,6 @@ def _plan_pool(category: str, run: dict[str, Any]) -> list[dict]:
 
 def _add_process(records: list[dict[str, Any]]) -> None:
     """Fill each record's process columns from its episode."""
-    from findbench.interpret.process import episode_process
-
     for rec in records:
         values = episode_process(rec["episode"], rec["row"])
         if values["probed_corruption"] is not None:
@@ -555,17 +544,10 @@ def evaluate_run(cfg: EvaluateConfig, *, progress: bool = True) -> dict[str, Any
     (``scores``: the content of ``scores.json``; :meth:`findbench.interpret.scores.Scores.from_json` types it)."""
     from findbench.interpret.scoreboard import render_table
 
-    data, judge, judge_mode, judge_model, judge_cache, method = (
-        cfg.data,
-        cfg.judge,
-        cfg.judge_mode,
-        cfg.judge_model,
-        cfg.judge_cache,
-        cfg.method,
-    )
+    judge, judge_model = cfg.judge, cfg.judge_model
     run_path, out_path = Path(cfg.run_dir), Path(cfg.out)
     _check_out(out_path, run_path)
-    run = read_scored_run(run_path, data=data, method=method, exclude=[out_path])
+    run = read_scored_run(run_path, data=cfg.data, method=cfg.method, exclude=[out_path])
     layout, records, interpreter = run["layout"], run["records"], run["interpreter"]
     damaged = [r for r in records + run["unscorable"] if r["damage"]]
     for rec in damaged:
@@ -583,10 +565,8 @@ def evaluate_run(cfg: EvaluateConfig, *, progress: bool = True) -> dict[str, Any
         from findbench.judge import judge_mode_of, load_judge
         from findbench.models import judge_identity
 
-        mode = judge_mode or judge_mode_of(judge, judge_model=judge_model)
-        lm = load_judge(
-            judge, judge_model=judge_model, cache=judge_cache
-        )  # before the sandbox runs: a missing judge fails fast
+        mode = cfg.judge_mode or judge_mode_of(judge, judge_model=judge_model)
+        lm = load_judge(judge, judge_model=judge_model, cache=cfg.judge_cache)  # before the sandbox: fails fast
         identity = judge_identity(judge, judge_model=judge_model, mode=mode)
         logger.info("judge: %s", identity.describe())
 
@@ -606,8 +586,6 @@ def evaluate_run(cfg: EvaluateConfig, *, progress: bool = True) -> dict[str, Any
     notes = _notes(run_path, run, damaged, records, identity)
     scores = Scores(cells, identity)
     table = render_table(interpreter, scores, counts=counts, notes=notes)
-    from findbench.interpret.process import aggregate_process, render_process
-
     _add_process(records)
     process = aggregate_process(records)
     section = render_process(process)
@@ -615,8 +593,10 @@ def evaluate_run(cfg: EvaluateConfig, *, progress: bool = True) -> dict[str, Any
         table = table.rstrip("\n") + "\n\n" + section
     with atomic_dir(out_path) as tmp:
         (tmp / SCORES_FILE).write_text(scores.dumps(), encoding="utf-8")
-        (tmp / "per_function.csv").write_text(_per_function_csv(records), encoding="utf-8")
-        (tmp / "unit_tests.csv").write_text(_unit_tests_csv(records), encoding="utf-8")
+        (tmp / "per_function.csv").write_text(_csv(PER_FUNCTION_COLUMNS, records), encoding="utf-8")
+        (tmp / "unit_tests.csv").write_text(
+            _csv(UNIT_TEST_COLUMNS, (row for rec in records for row in rec.get("unit_test_rows") or [])),
+            encoding="utf-8")
         (tmp / "process.json").write_text(json.dumps(process, indent=2, allow_nan=False) + "\n", encoding="utf-8")
         (tmp / "table.md").write_text(table, encoding="utf-8")
     write_log_scores(run_path, records, judge=identity, mode=mode)

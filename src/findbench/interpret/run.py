@@ -92,15 +92,15 @@ def _samples_version(samples: Iterable[Any]) -> str:
     return hashlib.sha256("\n".join(sorted(str(s.id) for s in samples)).encode()).hexdigest()[:12]
 
 
-def _task_samples(log_dir: Path, method: str, samples: list[Any], missing: list[Any]) -> list[list[Any]]:
-    """The sample sets of the tasks that run a method's ``missing`` episodes (of its ``samples``):
-    that of each log of the method in ``log_dir`` (newest first) holding some of them, so
+def _task_samples(log_dir: Path, method: str, samples: list[Any]) -> list[list[Any]]:
+    """The sample sets of the tasks that run a method's ``samples``: that of each log of the method in
+    ``log_dir`` (newest first) holding some of them, so
     ``eval_set`` resumes an unfinished one reusing its samples done (a finished one: nothing runs,
     its episodes are exported again), and one of the rest."""
     from findbench.interpret.logs import read_log
 
     ids = {str(s.id) for s in samples}
-    left = {str(s.id) for s in missing}
+    left = set(ids)
     groups = []
     for path in sorted(log_dir.glob("*.eval"), reverse=True):
         try:
@@ -111,7 +111,7 @@ def _task_samples(log_dir: Path, method: str, samples: list[Any], missing: list[
         if header.eval.task == f"find_interpret_{method}" and held <= ids and held & left:
             groups.append([s for s in samples if str(s.id) in held])
             left -= held
-    return groups + ([[s for s in missing if str(s.id) in left]] if left else [])
+    return groups + ([[s for s in samples if str(s.id) in left]] if left else [])
 
 
 #: The run that logs a line per finished episode (:class:`_EpisodeLines`): ``{"done", "total"}``.
@@ -178,19 +178,6 @@ def export_episodes(out: str | os.PathLike, log: Any, missing: Set[tuple[str, st
     return found
 
 
-def _run_record(cfg: InterpretConfig, **resolved: Any) -> dict[str, Any]:
-    """``run.json``: the config's fields (an LM object by its name, ``out`` as text) with what the run
-    ``resolved`` in their place or beside them."""
-    record = {f.name: getattr(cfg, f.name) for f in fields(cfg)}  # asdict would deep-copy an LM object
-    return {**record, "out": os.fspath(cfg.out), **resolved}
-
-
-def _interpreter_name(interpreter: Any) -> str:
-    if isinstance(interpreter, str):
-        return interpreter
-    return getattr(interpreter, "name", None) or type(interpreter).__name__
-
-
 def _inspect_model(cfg: InterpretConfig, out: Path, model_name: str, model_args: Mapping[str, Any] | None) -> Any:
     """The eval's model: a findbench model built here (its request cache in ``out``; an LM object
     passed as is) or the name of a provider's, with ``model_args`` Inspect's."""
@@ -227,17 +214,6 @@ def _check_model(cfg: InterpretConfig, model_name: str) -> None:
         )
 
 
-def _checked_rows(rows: Any) -> list[Mapping[str, Any]] | None:
-    if rows is None:
-        return None
-    if isinstance(rows, (Mapping, str, os.PathLike)) or not isinstance(rows, Iterable):
-        raise TypeError(f"rows must be an iterable of rows, got {type(rows).__name__}")
-    rows = list(rows)
-    if not all(isinstance(r, Mapping) for r in rows):
-        raise TypeError("rows must be an iterable of rows (mappings)")
-    return rows
-
-
 def run_interpretations(
     cfg: InterpretConfig,
     rows: Any = None,
@@ -263,8 +239,15 @@ def run_interpretations(
 
     if not isinstance(cfg, InterpretConfig):
         raise TypeError(f"run_interpretations takes an InterpretConfig, got {type(cfg).__name__}")
-    rows = _checked_rows(rows)
-    name, out = _interpreter_name(cfg.interpreter), Path(cfg.out)
+    if rows is not None:
+        if isinstance(rows, (Mapping, str, os.PathLike)) or not isinstance(rows, Iterable):
+            raise TypeError(f"rows must be an iterable of rows, got {type(rows).__name__}")
+        rows = list(rows)
+        if not all(isinstance(r, Mapping) for r in rows):
+            raise TypeError("rows must be an iterable of rows (mappings)")
+    name = cfg.interpreter if isinstance(cfg.interpreter, str) else (
+        getattr(cfg.interpreter, "name", None) or type(cfg.interpreter).__name__)
+    out = Path(cfg.out)
     model_name = interpreter_model(name)
     _check_model(cfg, model_name)
     findbench_model = model_name.startswith("findbench/")
@@ -273,26 +256,28 @@ def run_interpretations(
         max_tokens = DEFAULT_API_MAX_TOKENS
     agent = cfg.agent(max_tokens=max_tokens)
     data = str(Path(cfg.data).resolve()) if rows is None and cfg.data is not None else None
-    info = _run_record(
-        cfg,
-        interpreter=name,
-        data=data,
-        max_tokens=max_tokens,
-        configs=cfg.configs or default_configs(rows if rows is not None else data, cfg.method, cfg.functions, cfg.seed),
-        observed_calls=cfg.observed_calls if cfg.reference == "observed" else None,
-        source="rows" if rows is not None else "data" if data is not None else "procedural",
-        inspect_model=model_name,
-        findbench_version=__version__,
-    )
+    info = {
+        **{f.name: getattr(cfg, f.name) for f in fields(cfg)},  # asdict would deep-copy an LM object
+        "out": os.fspath(cfg.out),
+        "interpreter": name,
+        "data": data,
+        "max_tokens": max_tokens,
+        "configs": cfg.configs or default_configs(rows if rows is not None else data, cfg.method, cfg.functions,
+                                                  cfg.seed),
+        "observed_calls": cfg.observed_calls if cfg.reference == "observed" else None,
+        "source": "rows" if rows is not None else "data" if data is not None else "procedural",
+        "inspect_model": model_name,
+        "findbench_version": __version__,
+    }
     inspect_model = _inspect_model(cfg, out, model_name, model_args)  # a findbench LM loads on its first turn
     samples = {m: find_samples(cfg, m, rows) for m in cfg.method}
     out.mkdir(parents=True, exist_ok=True)
     record = _run_info(out.resolve(), info)
-    pending = samples  # eval_set resumes from the logs: a finished log runs nothing
-    total, to_run = sum(map(len, samples.values())), _left(out / LOG_DIR, pending)
+    # eval_set resumes from the logs: a finished log runs nothing
+    total, to_run = sum(map(len, samples.values())), _left(out / LOG_DIR, samples)
     logger.info("%d episodes, %d already done, %d to run -> %s", total, total - to_run, to_run, out)
     if not to_run:  # every episode is in a log, finished: complete the export, start no model
-        missing = {(m, str(s.id)) for m, ss in pending.items() for s in ss}
+        missing = {(m, str(s.id)) for m, ss in samples.items() for s in ss}
         for path in sorted((out / LOG_DIR).glob("*.eval"), reverse=True):  # the newest log wins
             missing -= export_episodes(out, path, missing)
         if not missing:  # else eval_set below names the episodes no log records
@@ -302,9 +287,8 @@ def run_interpretations(
 
     tasks = [
         interpret_task(ss, agent, interpreter=name, name=f"find_interpret_{m}", version=_samples_version(ss))
-        for m, missing in pending.items()
-        if missing
-        for ss in _task_samples(out / LOG_DIR, m, samples[m], missing)
+        for m, method_samples in samples.items()
+        for ss in _task_samples(out / LOG_DIR, m, method_samples)
     ]
     # Inspect sets the root logger's level to its own: findbench's records keep the caller's
     level, own = logging.getLogger().level, logging.getLogger("findbench").level
@@ -337,14 +321,14 @@ def run_interpretations(
             log_format="eval",
         )
     except KeyboardInterrupt:
-        raise Interrupted(f"{_left(out / LOG_DIR, pending)} episodes left") from None
+        raise Interrupted(f"{_left(out / LOG_DIR, samples)} episodes left") from None
     finally:
         _LINES.clear()
         logging.getLogger().setLevel(level)
         logging.getLogger("findbench").setLevel(own)
         if findbench_model:
             inspect_model.api.close()
-    _export(out, logs, pending)
+    _export(out, logs, samples)
     return out
 
 

@@ -3,7 +3,7 @@ messages, on Inspect's ``react`` loop in either protocol.
 
 - ``text``: each turn follows :func:`~findbench.interpret.prompts.turn_grammar` where structured
   outputs apply; ``on_continue`` reads the message for FIND's commands
-  (:func:`~findbench.interpret.episode.read_turn`, in a worker thread, within the per-turn caps),
+  (an answer, else :func:`~findbench.interpret.protocol.turn_commands`, in a worker thread, within the per-turn caps),
   runs them and returns the reply line, which ``react`` sends as the next user message.
 - ``tools``: :func:`call_function_tool`, no submit tool; ``on_continue`` keeps the record (call
   order, refused and dropped calls).
@@ -41,8 +41,8 @@ from inspect_ai.util import LimitExceededError, apply_limits, token_limit
 
 from findbench.interpret.calls import FunctionRunner
 from findbench.interpret.config import AgentConfig
-from findbench.interpret.episode import EpisodeState, max_rounds, open_episode, read_turn, run_command
-from findbench.interpret.prompts import turn_grammar
+from findbench.interpret.episode import EpisodeState, run_command
+from findbench.interpret.prompts import MILAN_TURNS, build_messages, turn_grammar
 from findbench.interpret.protocol import (
     MAX_COMMANDS_PER_MESSAGE,
     MAX_INPUT_CHARS,
@@ -52,10 +52,12 @@ from findbench.interpret.protocol import (
     TOOL_UNRECOGNIZED_REPLY,
     UNRECOGNIZED_REPLY,
     Answer,
+    Command,
     format_answer,
     parse_answer,
     tool_call_text,
     tool_command,
+    turn_commands,
 )
 from findbench.interpret.whitebox import WhiteBox
 from findbench.lm.inspect_lm import chat_messages
@@ -82,18 +84,6 @@ def transcript(messages: Iterable[ChatMessage]) -> list[dict[str, str]]:
             content = f"{REPLY_PREFIX}Error in {call}: {m.error.message}." if m.error is not None else m.text
             out.append({"role": "tool", "content": content})
     return out
-
-
-async def _reference_output(reference: Sequence[str | None], turn: int, runner: FunctionRunner,
-                            episode: EpisodeState) -> ModelOutput:
-    """A reference interpreter's ``turn``-th message (the last one repeats); None stands for the
-    ``observed`` interpreter's answer from the calls the episode recorded so far."""
-    content = reference[min(turn, len(reference)) - 1]
-    if content is None:
-        from findbench.interpret.floors import observed_answer
-
-        content = await asyncio.to_thread(observed_answer, runner.row, list(episode.calls), seed=runner.seed)
-    return ModelOutput.from_content(model="none", content=content)
 
 
 # ----------------------------------------------------------------------------- the tools protocol
@@ -208,14 +198,6 @@ def _find_agent(**settings: Any) -> Solver:
     return solve
 
 
-def _grammar(state: TaskState, cfg: AgentConfig) -> Any:
-    """The turn grammar of a ``text`` episode on the task's model, or None where structured outputs do not apply."""
-    if not structured_outputs_applied(get_model(), cfg.structured_outputs):
-        return None
-    return turn_grammar(state.metadata["row"]["category"], max_rounds(state.metadata["method"], cfg.rounds),
-                        cfg.access != "black")
-
-
 async def run_episode(
     state: TaskState, cfg: AgentConfig, reference: Sequence[str | None] | None = None
 ) -> EpisodeState:
@@ -226,24 +208,34 @@ async def run_episode(
     them."""
     from findbench.lm.openai_lm import structured_outputs_field
 
-    episode = state.store_as(EpisodeState)
-    runner, messages = await open_episode(state.metadata["row"], episode, cfg, state.metadata["method"])
-    box = None if cfg.access == "black" else await asyncio.to_thread(WhiteBox, state.metadata["row"], cfg.access,
-                                                                     cfg.seed)
+    episode, row, method = state.store_as(EpisodeState), state.metadata["row"], state.metadata["method"]
+    runner, episode.access, exemplar_reply = FunctionRunner(row, seed=cfg.seed), cfg.access, None
+    if method != "aia":  # the MILAN methods run the exemplars first, as round 0
+        exemplars = Command("exemplars", tuple(str(x) for x in row.get("exemplars") or []))
+        exemplar_reply = await run_command(runner, exemplars, 0, episode)
+    messages = build_messages(row, method, exemplar_reply=exemplar_reply, protocol=cfg.protocol)
+    box = None if cfg.access == "black" else await asyncio.to_thread(WhiteBox, row, cfg.access, cfg.seed)
     if box is not None:  # the task message gets the architecture and the tools
         messages[-1]["content"] += "\n" + box.prompt(cfg.protocol)
     state.messages = chat_messages(messages)  # the system and task messages
-    limit = max_rounds(state.metadata["method"], cfg.rounds)
+    limit = min(cfg.rounds, MILAN_TURNS) if method == "milan" else cfg.rounds  # milan: at most two turns
     text = cfg.protocol != "tools"
-    grammar = _grammar(state, cfg) if text and reference is None else None
+    grammar = None  # the turn grammar of a text episode on the task's model, where structured outputs apply
+    if text and reference is None and structured_outputs_applied(get_model(), cfg.structured_outputs):
+        grammar = turn_grammar(row["category"], limit, cfg.access != "black")
     turn = _Turn()
     tools = [] if text else [call_function_tool(runner, episode, turn)]
     if box is not None and not text:
         tools += box.inspect_tools(episode, lambda: turn.answered, lambda: turn.number)
 
     async def model(agent: AgentState, tools: list) -> AgentState:
-        if reference is not None:
-            output = await _reference_output(reference, turn.number + 1, runner, episode)
+        if reference is not None:  # its turn-th message (the last repeats); None: the observed interpreter's answer
+            content = reference[min(turn.number + 1, len(reference)) - 1]
+            if content is None:
+                from findbench.interpret.floors import observed_answer
+
+                content = await asyncio.to_thread(observed_answer, runner.row, list(episode.calls), seed=runner.seed)
+            output = ModelOutput.from_content(model="none", content=content)
         else:
             config = GenerateConfig(max_tokens=cfg.max_tokens)
             if grammar is not None:
@@ -262,7 +254,8 @@ async def run_episode(
         return agent
 
     async def on_text(agent: AgentState) -> bool | str:
-        commands = await asyncio.to_thread(read_turn, agent.output.message.text)  # off the event loop
+        text = agent.output.message.text  # its answer, else its commands within the per-turn caps (off the loop)
+        commands = await asyncio.to_thread(lambda: parse_answer(text) or turn_commands(text))
         if isinstance(commands, Answer):
             episode.answer, episode.stop_reason = commands, "answer"
             return False
