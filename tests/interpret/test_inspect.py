@@ -31,7 +31,7 @@ from findbench.interpret.evaluate import evaluate_run  # noqa: E402
 from findbench.interpret.logs import log_episodes, read_log, sample_episode  # noqa: E402
 from findbench.interpret.protocol import UNRECOGNIZED_REPLY, format_answer  # noqa: E402
 from findbench.interpret.references import oracle_answer  # noqa: E402
-from findbench.interpret.run import LM_CACHE, episode_dir, export_episodes  # noqa: E402
+from findbench.interpret.run import LM_CACHE, episode_dir, write_episode  # noqa: E402
 from findbench.interpret.task import TASK_NAME, find_interpret, find_samples, interpreter_model  # noqa: E402
 from findbench.lm.base import DEFAULT_MAX_TOKENS  # noqa: E402
 from tests.interpret.fakes import GenerationLM, KnowingJudge, interpret
@@ -138,8 +138,8 @@ def test_run_folder_from_the_log_is_scored_by_evaluate(mock_log, data_dir, by_id
     assert sorted(e.function_id for e in episodes) == sorted(INPUTS)
     out.mkdir()
     (out / "run.json").write_text(json.dumps({"interpreter": "mockllm/model", "seed": 0, "data": str(data_dir)}))
-    names = {("aia", f) for f in INPUTS}
-    assert export_episodes(out, mock_log.location, names) == names  # FIND's layout, without the logs
+    for e in episodes:  # FIND's layout, without the logs
+        write_episode(out, e.function_id, e.method, e.record["answer"])
     for function_id in INPUTS:
         assert sorted(p.name for p in episode_dir(out, function_id, "aia").iterdir()) == sorted(EPISODE_FILES)
     config = EvaluateConfig(out, data=data_dir, judge=KnowingJudge([by_id[f] for f in INPUTS]), out=tmp_path / "scores")

@@ -19,8 +19,9 @@ from inspect_ai.model import get_model  # noqa: E402
 
 from findbench.interpret.config import EvaluateConfig
 from findbench.interpret.evaluate import evaluate_run  # noqa: E402
+from findbench.interpret.logs import log_episodes, read_log  # noqa: E402
 from findbench.interpret.roles import JUDGE_ROLE, judge_model_of, role_judge  # noqa: E402
-from findbench.interpret.run import export_episodes  # noqa: E402
+from findbench.interpret.run import write_episode  # noqa: E402
 from findbench.interpret.task import find_interpret  # noqa: E402
 from findbench.judge import judge_mode_of  # noqa: E402
 from tests.interpret.fakes import KnowingJudge
@@ -59,8 +60,10 @@ def test_the_judge_role_and_the_judge_argument_reach_the_same_decisions(data_dir
     out = tmp_path / "run"
     out.mkdir()
     (out / "run.json").write_text(json.dumps({"interpreter": "oracle", "seed": 0, "data": str(data_dir)}))
-    names = {("aia", f) for f in FUNCTIONS}
-    assert export_episodes(out, log.location, names) == names  # FIND's layout: the answers without the log
+    episodes = log_episodes(read_log(log.location))
+    assert sorted(e.function_id for e in episodes) == sorted(FUNCTIONS)
+    for e in episodes:  # FIND's layout: the answers without the log
+        write_episode(out, e.function_id, e.method, e.record["answer"])
     evaluate_run(EvaluateConfig(out, judge=knowing, out=tmp_path / "scores"), progress=False)
     by_evaluate: dict[str, list[int]] = {}
     with open(tmp_path / "scores" / "unit_tests.csv", newline="", encoding="utf-8") as f:

@@ -484,4 +484,4 @@ def test_the_config_enters_each_file_once(data_dir, tmp_path):
         threading.settrace(None)
     order = [f for f, _ in dict.fromkeys(walk)]  # each function at its first call
     files = [f for i, f in enumerate(order) if i == 0 or f != order[i - 1]]
-    assert files == ["interpret/run.py", "interpret/task.py", "interpret/solver.py", "interpret/episode.py"], walk
+    assert files == ["interpret/run.py", "interpret/task.py", "interpret/solver.py"], walk

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from findbench.interpret.prompts import check_row
 from findbench.interpret.protocol import (
     MAX_INPUT_CHARS,
     MAX_INPUTS_PER_COMMAND,
@@ -24,7 +25,7 @@ from findbench.interpret.protocol import (
     format_reply,
     malformed_reply,
 )
-from findbench.schema import CONFIGS, RASP
+from findbench.schema import RASP
 
 # Neuron backbones (a torch encoder, an LM) are shared by every runner of the process; calls
 # from several episodes in flight go through them one at a time.
@@ -60,17 +61,10 @@ class FunctionRunner:
     """
 
     def __init__(self, row: Mapping[str, Any], *, seed: int = 0, function: Callable | None = None) -> None:
-        if not isinstance(row, Mapping):
-            raise TypeError(f"row must be a mapping (a dataset row), got {type(row).__name__}")
-        category = row.get("category")
-        if category not in CONFIGS:
-            raise ValueError(f"row['category'] must be one of {CONFIGS}, got {category!r}")
+        self.category: str = check_row(row)
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-        if function is not None and not callable(function):
-            raise TypeError(f"function must be callable, got {type(function).__name__}")
         self.row = dict(row)
-        self.category: str = category
         self.seed = seed
         self._function = function
 
@@ -86,13 +80,12 @@ class FunctionRunner:
     def evaluate(self, inputs: Sequence[str]) -> tuple[list[Any], list[Any]]:
         """``(shown inputs, outputs)`` for values as the agent wrote them; an output is a
         :class:`~findbench.interpret.protocol.CallError` where that value failed."""
-        for i, x in enumerate(inputs):
-            if not isinstance(x, str):
-                raise TypeError(f"inputs[{i}] must be a str, got {type(x).__name__}")
         shown: list[Any] = list(inputs)
         outputs: list[Any] = [None] * len(inputs)
         ok: list[int] = []
         for i, x in enumerate(inputs):
+            if not isinstance(x, str):
+                raise TypeError(f"inputs[{i}] must be a str, got {type(x).__name__}")
             if len(x) > MAX_INPUT_CHARS:
                 shown[i] = x[:40] + "..."
                 outputs[i] = CallError(f"input longer than {MAX_INPUT_CHARS} characters")

@@ -48,9 +48,8 @@ def _positive(name: str, value: Any, *, optional: bool = False) -> Any:
 def _csv(name: str, value: Any, choices: tuple[str, ...] | None = None, *, optional: bool = False) -> list[str] | None:
     """A comma-separated setting as a list, each item one of ``choices``."""
     items = _checks.str_list(flag(name), value, optional=optional)
-    for item in items or ():
-        if choices is not None:
-            _checks.one_of(flag(name), item, choices)
+    for item in items if choices is not None and items else ():
+        _checks.one_of(flag(name), item, choices)
     return items
 
 
@@ -59,14 +58,6 @@ def inspect_provider(name: str) -> bool:
     from findbench.lm.inspect_provider import is_inspect_provider
 
     return is_inspect_provider(name)
-
-
-def _check_judge(name: str, judge: Any) -> None:
-    """A judge named by a string must name a model (an LM object is taken as it is)."""
-    if isinstance(judge, str):
-        from findbench.models import check_spec
-
-        check_spec(judge, flag=flag(name))
 
 
 @dataclass
@@ -117,7 +108,7 @@ class InterpretConfig:
                 parse_function_id(function_id)
             except ValueError as exc:
                 raise UsageError(f"--functions: {exc}") from None
-        for name in ("limit", "sample"):
+        for name in ("limit", "sample", "max_tokens", "episode_tokens"):
             _positive(name, getattr(self, name), optional=True)
         _checks.integer("--seed", self.seed)
         for name in ("rounds", "max_connections", "observed_calls"):
@@ -126,8 +117,6 @@ class InterpretConfig:
             raise UsageError(f"--observed-calls: at most {MAX_OBSERVED_CALLS} (the plan is one message of at most "
                              f"{MAX_COMMANDS_PER_MESSAGE} commands of {MAX_INPUTS_PER_COMMAND} inputs), got "
                              f"{self.observed_calls}")
-        for name in ("max_tokens", "episode_tokens"):
-            _positive(name, getattr(self, name), optional=True)
         _checks.one_of("--structured-outputs", self.structured_outputs, STRUCTURED_OUTPUTS)
         _checks.one_of("--protocol", self.protocol, PROTOCOLS)
         _checks.one_of("--access", self.access, ACCESS)
@@ -198,7 +187,10 @@ class EvaluateConfig:
             _checks.one_of("--judge-mode", self.judge_mode, JUDGE_MODES)
         if self.method is not None:
             _checks.one_of("--method", self.method, METHODS)
-        _check_judge("judge", self.judge)
+        if isinstance(self.judge, str):  # a judge named by a string must name a model (an LM object is taken as it is)
+            from findbench.models import check_spec
+
+            check_spec(self.judge, flag="--judge")
         if self.out is None:
             self.out = str(Path(self.run_dir) / "scores")
 

@@ -185,16 +185,15 @@ def system_prompt(protocol: str) -> str:
     return _SYSTEM.format(script=_S)
 
 
-def check_row(row: Any, method: str) -> str:
+def check_row(row: Any, method: str = "aia") -> str:
     """``row``'s category, after checking that ``row`` is a dataset row of a known category and
     that ``method`` applies to it (TypeError / ValueError naming the field)."""
     if not isinstance(row, Mapping):
         raise TypeError(f"row must be a mapping (a dataset row), got {type(row).__name__}")
-    category = row.get("category")
-    if category not in CONFIGS:
-        raise ValueError(f"row['category'] must be one of {CONFIGS}, got {category!r}")
-    check_method(method, category)
-    return category
+    if row.get("category") not in CONFIGS:
+        raise ValueError(f"row['category'] must be one of {CONFIGS}, got {row.get('category')!r}")
+    check_method(method, row["category"])
+    return row["category"]
 
 
 def task_prompt(

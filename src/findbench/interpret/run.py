@@ -24,7 +24,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -155,29 +155,6 @@ def _left(log_dir: Path, pending: Mapping[str, list[Any]]) -> int:
     return len(left)
 
 
-def export_episodes(out: str | os.PathLike, log: Any, missing: Set[tuple[str, str]]) -> set[tuple[str, str]]:
-    """Export the readable episodes of ``log`` (an ``EvalLog``, its samples read from ``log.location``
-    when it has none, or a log path) that ``missing`` names (``(method, function_id)``) to the run
-    folder ``out`` (a folder already there is kept); return the names the log holds."""
-    from inspect_ai.log import read_eval_log
-
-    from findbench.interpret.logs import log_episodes, read_log
-
-    if isinstance(log, (str, os.PathLike)):
-        log = read_log(log)
-    elif not log.samples:  # a log eval_set just wrote, by its location (a URI)
-        log = read_eval_log(log.location)
-    found = set()
-    for episode in log_episodes(log):
-        key = (episode.method, episode.function_id)
-        if episode.record is None or key not in missing or key in found:
-            continue
-        if not episode_dir(out, episode.function_id, episode.method).is_dir():
-            write_episode(out, episode.function_id, episode.method, episode.record["answer"])
-        found.add(key)
-    return found
-
-
 def _inspect_model(cfg: InterpretConfig, out: Path, model_name: str, model_args: Mapping[str, Any] | None) -> Any:
     """The eval's model: a findbench model built here (its request cache in ``out``; an LM object
     passed as is) or the name of a provider's, with ``model_args`` Inspect's."""
@@ -277,13 +254,10 @@ def run_interpretations(
     total, to_run = sum(map(len, samples.values())), _left(out / LOG_DIR, samples)
     logger.info("%d episodes, %d already done, %d to run -> %s", total, total - to_run, to_run, out)
     if not to_run:  # every episode is in a log, finished: complete the export, start no model
-        missing = {(m, str(s.id)) for m, ss in samples.items() for s in ss}
-        for path in sorted((out / LOG_DIR).glob("*.eval"), reverse=True):  # the newest log wins
-            missing -= export_episodes(out, path, missing)
-        if not missing:  # else eval_set below names the episodes no log records
-            if record is not None:
-                atomic_write_json(out / RUN_INFO, record)
-            return out
+        _export(out, samples)
+        if record is not None:
+            atomic_write_json(out / RUN_INFO, record)
+        return out
 
     tasks = [
         interpret_task(ss, agent, interpreter=name, name=f"find_interpret_{m}", version=_samples_version(ss))
@@ -328,18 +302,28 @@ def run_interpretations(
         logging.getLogger("findbench").setLevel(own)
         if findbench_model:
             inspect_model.api.close()
-    _export(out, logs, samples)
+    _export(out, samples, logs)
     return out
 
 
-def _export(out: Path, logs: Iterable[Any], pending: Mapping[str, list[Any]]) -> None:
-    """Export the ``pending`` episodes from the eval's ``logs``; RuntimeError naming what is left."""
-    unfinished = []
-    missing = {(m, str(s.id)) for m, ss in pending.items() for s in ss}
-    for log in logs:
-        missing -= export_episodes(out, log, missing)
-        if log.status != "success":
-            unfinished.append(f"{log.location} ({log.status}{': ' + log.error.message if log.error else ''})")
+def _export(out: Path, samples: Mapping[str, list[Any]], logs: Iterable[Any] = ()) -> None:
+    """Export the episodes of ``samples`` (method -> samples) that the run's logs record
+    (:func:`~findbench.interpret.logs.read_run_logs`: the last log by name wins) to ``out`` in FIND's
+    layout (a folder already there is kept); then RuntimeError naming what is left: a log of the eval
+    (``logs``) that did not finish, or episodes no log records."""
+    from findbench.interpret.logs import read_run_logs
+    from findbench.interpret.runs import read_run_info
+
+    episodes = read_run_logs(out, read_run_info(out)).episodes
+    missing = []
+    for method, function_id in ((m, str(s.id)) for m, ss in samples.items() for s in ss):
+        found = episodes.get((method, function_id))
+        if found is None or found.record is None:
+            missing.append((method, function_id))
+        elif not episode_dir(out, function_id, method).is_dir():
+            write_episode(out, function_id, method, found.record["answer"])
+    unfinished = [f"{log.location} ({log.status}{': ' + log.error.message if log.error else ''})"
+                  for log in logs if log.status != "success"]
     if unfinished:
         raise RuntimeError(
             f"inspect eval did not finish: {'; '.join(unfinished)}; rerun with the same --out to run the rest"
