@@ -61,7 +61,7 @@ class FunctionRunner:
     """
 
     def __init__(self, row: Mapping[str, Any], *, seed: int = 0, function: Callable | None = None) -> None:
-        self.category: str = check_row(row)
+        self.category: str = check_row(row, "aia")  # a dataset row of a known category (every one takes aia)
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise TypeError(f"seed must be an int, got {type(seed).__name__}")
         self.row = dict(row)

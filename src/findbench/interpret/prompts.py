@@ -185,7 +185,7 @@ def system_prompt(protocol: str) -> str:
     return _SYSTEM.format(script=_S)
 
 
-def check_row(row: Any, method: str = "aia") -> str:
+def check_row(row: Any, method: str) -> str:
     """``row``'s category, after checking that ``row`` is a dataset row of a known category and
     that ``method`` applies to it (TypeError / ValueError naming the field)."""
     if not isinstance(row, Mapping):
