@@ -24,7 +24,7 @@ from findbench.constants import UsageError
 from findbench.find.rows import load_rows
 from findbench.interpret.config import EvaluateConfig
 from findbench.interpret.episode import STORE_PREFIX
-from findbench.interpret.evaluate import evaluate_run
+from findbench.interpret.evaluate import PER_FUNCTION_COLUMNS, UNIT_TEST_COLUMNS, evaluate_run
 from tests.interpret.fakes import KnowingJudge, interpret
 
 IDENTITY = "def function(x):\n    return x\n"
@@ -278,7 +278,7 @@ def test_every_csv_writer_goes_through_csv_text():
 def test_each_csv_writer_neutralises_a_formula(tmp_path):
     from findbench.autointerp.run import _summary_csv
     from findbench.find.synthetic_neurons.report import _csv
-    from findbench.interpret.evaluate import _per_function_csv, _unit_tests_csv
+    from findbench.interpret.evaluate import _csv as evaluate_csv
 
     evil = "=cmd|' /C calc'!A0"
     rec = {
@@ -289,8 +289,8 @@ def test_each_csv_writer_neutralises_a_formula(tmp_path):
         "unit_test_rows": [{"function_id": "strings/f00000", "option_1": evil, "answer": "-1"}],
     }
     texts = [
-        _per_function_csv([rec]),
-        _unit_tests_csv([rec]),
+        evaluate_csv(PER_FUNCTION_COLUMNS, [rec]),
+        evaluate_csv(UNIT_TEST_COLUMNS, rec["unit_test_rows"]),
         _csv([{"concept": evil, "x": 0.5}], ["concept", "x"]),
         _summary_csv(
             3,

@@ -34,6 +34,8 @@ from findbench.stats import (
 COMPARED_METRICS = ("nmse_success", "exact_match", "unit_test_accuracy", "domain_iou", "unit_test_accuracy_near",
                     "position_accuracy")
 MARGINS = tuple(f"{m}_margin" for m in FLOORED_SCORES)
+#: Each margin column after its metric's, and what its header says.
+_MARGIN_HEADERS = (("_margin", "margin over own observations"), ("_margin_plan", "margin over the observed plan"))
 _PER_FUNCTION = "per_function.csv"
 #: A column's ``verdict``: the interval excludes 0, it does not, or too few shared functions to say.
 DIFFERS, NO_DIFFERENCE, N_TOO_SMALL = "differs", "no difference", "n too small"
@@ -80,17 +82,13 @@ def _columns() -> list[tuple[str, str, str, str]]:
     """``(category, method, metric, header)``: Table 2's columns first, then every other."""
     cols = [(c.category, c.method, c.metric, c.header) for c in TABLE2_COLUMNS]
     seen = {c[:3] for c in cols}
-    for category in CONFIGS:
-        for method in METHODS:
-            for metric in CATEGORY_METRICS[category]:
-                if metric in COMPARED_METRICS and (category, method, metric) not in seen:
-                    cols.append((category, method, metric, f"{category} {method} {metric}"))
+    cols += [(c, m, metric, f"{c} {m} {metric}") for c in CONFIGS for m in METHODS for metric in CATEGORY_METRICS[c]
+             if metric in COMPARED_METRICS and (c, m, metric) not in seen]
     out = []
-    for category, method, metric, header in cols:
-        out.append((category, method, metric, header))
+    for c, m, metric, header in cols:
+        out.append((c, m, metric, header))
         if f"{metric}_margin" in MARGINS:
-            out.append((category, method, f"{metric}_margin", f"{header}: margin over own observations"))
-            out.append((category, method, f"{metric}_margin_plan", f"{header}: margin over the observed plan"))
+            out += [(c, m, f"{metric}{suffix}", f"{header}: {what}") for suffix, what in _MARGIN_HEADERS]
     return out
 
 

@@ -223,10 +223,8 @@ def log_episodes(log: Any, where: str = "") -> list[LogEpisode]:
             logger.warning("%s: sample id %r is no FIND function id; skipped", where, function_id[:80])
             continue
         metadata = sample.metadata or {}
-        method = metadata.get("method")
         damage = _damage(metadata, function_id, category, task_method)
-        if not isinstance(method, str) or method not in METHODS:
-            method = task_method if task_method in METHODS else None
+        method = next((m for m in (metadata.get("method"), task_method) if m in METHODS), None)  # else the task's
         if method is None:
             logger.warning("%s: sample %s has no method findbench knows; skipped", where, function_id)
             continue

@@ -92,25 +92,45 @@ def _samples_version(samples: Iterable[Any]) -> str:
     return hashlib.sha256("\n".join(sorted(str(s.id) for s in samples)).encode()).hexdigest()[:12]
 
 
-def _task_samples(log_dir: Path, method: str, samples: list[Any]) -> list[list[Any]]:
-    """The sample sets of the tasks that run a method's ``samples``: that of each log of the method in
-    ``log_dir`` (newest first) holding some of them, so
-    ``eval_set`` resumes an unfinished one reusing its samples done (a finished one: nothing runs,
-    its episodes are exported again), and one of the rest."""
+def _logs_held(log_dir: Path, *, strict: bool) -> list[tuple[str, set[str], set[str]]]:
+    """``(task, sample ids, ids finished without error)`` of each log in ``log_dir``, newest first, read
+    within the caps of :mod:`findbench.interpret.logs` as evaluate reads it. A log that cannot be read
+    (a damaged zip, a file that is no log, a member past its size): ValueError naming ``out`` when
+    ``strict``, else skipped (a log cut short by an interrupt holds nothing finished)."""
     from findbench.interpret.logs import read_log
 
+    held = []
+    for path in sorted(log_dir.glob("*.eval"), reverse=True):
+        try:
+            log = read_log(path)
+        except ValueError as exc:
+            if strict:
+                raise ValueError(f"out: {exc}; move it out of {log_dir} to resume without it") from None
+            continue
+        held.append((log.eval.task, {str(i) for i in log.eval.dataset.sample_ids or []},
+                     {str(s.id) for s in log.samples or [] if s.error is None}))
+    return held
+
+
+def _left(held: list[tuple[str, set[str], set[str]]], samples: Mapping[str, list[Any]]) -> int:
+    """How many episodes of ``samples`` (method -> samples) no log (:func:`_logs_held`) holds finished
+    without error: what a rerun runs."""
+    done = {(task.removeprefix("find_interpret_"), i) for task, _, finished in held for i in finished}
+    return sum((m, str(s.id)) not in done for m, ss in samples.items() for s in ss)
+
+
+def _task_samples(held: list[tuple[str, set[str], set[str]]], method: str, samples: list[Any]) -> list[list[Any]]:
+    """The sample sets of the tasks that run a method's ``samples``: that of each log of the method
+    (:func:`_logs_held`, newest first) holding some of them, so ``eval_set`` resumes an unfinished one
+    reusing its samples done (a finished one: nothing runs, its episodes are exported again), and one
+    of the rest."""
     ids = {str(s.id) for s in samples}
     left = set(ids)
     groups = []
-    for path in sorted(log_dir.glob("*.eval"), reverse=True):
-        try:
-            header = read_log(path)  # within the caps of findbench.interpret.logs, as evaluate reads it
-        except ValueError as exc:  # a damaged zip, a file that is no log, a member past its size
-            raise ValueError(f"out: {exc}; move it out of {log_dir} to resume without it") from None
-        held = {str(i) for i in header.eval.dataset.sample_ids or []}
-        if header.eval.task == f"find_interpret_{method}" and held <= ids and held & left:
-            groups.append([s for s in samples if str(s.id) in held])
-            left -= held
+    for task, in_log, _ in held:
+        if task == f"find_interpret_{method}" and in_log <= ids and in_log & left:
+            groups.append([s for s in samples if str(s.id) in in_log])
+            left -= in_log
     return groups + ([[s for s in samples if str(s.id) in left]] if left else [])
 
 
@@ -137,22 +157,6 @@ def _episode_lines() -> Any:
                         (sample.metadata or {}).get("method", "?"), error)
 
     return EpisodeLines
-
-
-def _left(log_dir: Path, pending: Mapping[str, list[Any]]) -> int:
-    """How many of the ``pending`` episodes (method -> samples) no log in ``log_dir`` holds
-    finished without error: what a rerun runs."""
-    from findbench.interpret.logs import read_log
-
-    left = {(m, str(s.id)) for m, ss in pending.items() for s in ss}
-    for path in log_dir.glob("*.eval"):
-        try:
-            log = read_log(path)
-        except ValueError:  # a log cut short by the interrupt holds nothing finished
-            continue
-        method = log.eval.task.removeprefix("find_interpret_")
-        left -= {(method, str(s.id)) for s in log.samples or [] if s.error is None}
-    return len(left)
 
 
 def _inspect_model(cfg: InterpretConfig, out: Path, model_name: str, model_args: Mapping[str, Any] | None) -> Any:
@@ -251,7 +255,8 @@ def run_interpretations(
     out.mkdir(parents=True, exist_ok=True)
     record = _run_info(out.resolve(), info)
     # eval_set resumes from the logs: a finished log runs nothing
-    total, to_run = sum(map(len, samples.values())), _left(out / LOG_DIR, samples)
+    held = _logs_held(out / LOG_DIR, strict=True)
+    total, to_run = sum(map(len, samples.values())), _left(held, samples)
     logger.info("%d episodes, %d already done, %d to run -> %s", total, total - to_run, to_run, out)
     if not to_run:  # every episode is in a log, finished: complete the export, start no model
         _export(out, samples)
@@ -262,7 +267,7 @@ def run_interpretations(
     tasks = [
         interpret_task(ss, agent, interpreter=name, name=f"find_interpret_{m}", version=_samples_version(ss))
         for m, method_samples in samples.items()
-        for ss in _task_samples(out / LOG_DIR, m, method_samples)
+        for ss in _task_samples(held, m, method_samples)
     ]
     # Inspect sets the root logger's level to its own: findbench's records keep the caller's
     level, own = logging.getLogger().level, logging.getLogger("findbench").level
@@ -295,7 +300,7 @@ def run_interpretations(
             log_format="eval",
         )
     except KeyboardInterrupt:
-        raise Interrupted(f"{_left(out / LOG_DIR, samples)} episodes left") from None
+        raise Interrupted(f"{_left(_logs_held(out / LOG_DIR, strict=False), samples)} episodes left") from None
     finally:
         _LINES.clear()
         logging.getLogger().setLevel(level)

@@ -58,19 +58,12 @@ def read_run_info(run_dir: str | os.PathLike) -> dict[str, Any]:
 def _subdirs(folder: Path) -> list[Path]:
     """Visible subfolders, sorted (hidden ones are temporary folders of atomic writers); a symlink
     to a folder is not followed (a warning names it)."""
-    found = []
-    for p in sorted(folder.iterdir()):
-        if p.name.startswith("."):
-            continue
+    visible = [p for p in sorted(folder.iterdir()) if not p.name.startswith(".") and p.is_dir()]
+    for p in visible:
         if p.is_symlink():
-            if p.is_dir():
-                logger.warning(
-                    "run_dir: %s is a symbolic link to a folder; skipped (run folders are read without links)", p
-                )
-            continue
-        if p.is_dir():
-            found.append(p)
-    return found
+            logger.warning("run_dir: %s is a symbolic link to a folder; skipped (run folders are read without "
+                           "links)", p)
+    return [p for p in visible if not p.is_symlink()]
 
 
 def _kind(folder: Path) -> str | None:

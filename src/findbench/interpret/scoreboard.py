@@ -222,27 +222,20 @@ def render_comparison(runs: Mapping[str, Scores], *, title: str = "FIND Table 2"
     for note in notes:
         lines += ["", note]
     for variant, heading in (("margin", "Margin over each interpreter's own observations"),
-                             ("margin_plan", "Margin over the observed plan's floor")):
-        margins = {name: table2_summaries(scores, variant) for name, scores in runs.items()}
-        if any(v is not None for cells in margins.values() for v in cells):
+                             ("margin_plan", "Margin over the observed plan's floor"),
+                             ("near", "Near-miss unit tests")):
+        cells_of = {name: table2_summaries(scores, variant) for name, scores in runs.items()}
+        if any(v is not None for cells in cells_of.values() for v in cells):
             lines += [
                 "",
                 f"#### {heading}",
                 *(["", VARIANTS_NOTE] if variant == "margin" else []),
                 "",
                 *_md_table(
-                    [f"**{_escape(name)}**", *(_format_cell(v, signed=True) for v in cells)]
-                    for name, cells in margins.items()
+                    [f"**{_escape(name)}**", *(_format_cell(v, signed=variant != "near") for v in cells)]
+                    for name, cells in cells_of.items()
                 ),
             ]
-    near = {name: table2_summaries(scores, "near") for name, scores in runs.items()}
-    if any(v is not None for cells in near.values() for v in cells):
-        lines += [
-            "",
-            "#### Near-miss unit tests",
-            "",
-            *_md_table([f"**{_escape(name)}**", *(_format_cell(v) for v in cells)] for name, cells in near.items()),
-        ]
     others = [name for name in summaries if name != floor]
     if floor in summaries and others:
         base = summaries[floor]

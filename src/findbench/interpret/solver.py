@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from inspect_ai.agent import AgentState, react
@@ -102,14 +102,14 @@ DROPPED_CALL = f"not run: at most {MAX_COMMANDS_PER_MESSAGE} {TOOL_NAME} calls p
 ANSWERED_CALL = "not run: the message gives the answer, which ends the episode"
 
 
+@dataclass
 class _Turn:
     """The current turn (``number``, from 1) and what the tool did during it, in call order: a call
     record, or None for a call that did not run (past the cap, or in a message that answers)."""
 
-    def __init__(self) -> None:
-        self.number = 0
-        self.outcomes: list[dict[str, Any] | None] = []
-        self.answered = False
+    number: int = 0
+    outcomes: list[dict[str, Any] | None] = field(default_factory=list)
+    answered: bool = False
 
 
 def call_function_tool(runner: FunctionRunner, episode: EpisodeState, turn: _Turn | None = None) -> ToolDef:
@@ -239,8 +239,8 @@ async def run_episode(
         else:
             config = GenerateConfig(max_tokens=cfg.max_tokens)
             if grammar is not None:
-                field = structured_outputs_field(grammar([{"role": m.role} for m in agent.messages]))
-                config = GenerateConfig(max_tokens=cfg.max_tokens, extra_body={"structured_outputs": field})
+                constraint = structured_outputs_field(grammar([{"role": m.role} for m in agent.messages]))
+                config = GenerateConfig(max_tokens=cfg.max_tokens, extra_body={"structured_outputs": constraint})
             output = await get_model().generate(agent.messages, tools, config=config)
         turn.number += 1
         message = output.message
