@@ -407,8 +407,8 @@ def _keep_decisions(
     out: dict[str, Any],
     category: str,
     mode: str,
-    column: str = "unit_tests",
-    tests_name: str = "find",
+    column: str,
+    tests_name: str,
 ) -> None:
     """Add the judge's decision on each unit test of ``column`` of the judged records to ``"unit_test_rows"``."""
     from findbench.judge import normalize_unit_test, render_pmi_option
@@ -455,15 +455,6 @@ def _plan_pool(category: str, run: dict[str, Any]) -> list[dict]:
     except (OSError, ValueError) as exc:
         logger.warning("plan floor of %s: the rows scored stand in for the data's (%s)", category, exc)
         return []
-
-
-def _add_process(records: list[dict[str, Any]]) -> None:
-    """Fill each record's process columns from its episode."""
-    for rec in records:
-        values = episode_process(rec["episode"], rec["row"])
-        if values["probed_corruption"] is not None:
-            values["probed_corruption"] = int(values["probed_corruption"])
-        rec.update(values)
 
 
 def _check_out(out: Path, run_dir: Path) -> None:
@@ -586,7 +577,11 @@ def evaluate_run(cfg: EvaluateConfig, *, progress: bool = True) -> dict[str, Any
     notes = _notes(run_path, run, damaged, records, identity)
     scores = Scores(cells, identity)
     table = render_table(interpreter, scores, counts=counts, notes=notes)
-    _add_process(records)
+    for rec in records:  # the process columns, from the episode
+        values = episode_process(rec["episode"], rec["row"])
+        if values["probed_corruption"] is not None:
+            values["probed_corruption"] = int(values["probed_corruption"])
+        rec.update(values)
     process = aggregate_process(records)
     section = render_process(process)
     if section:

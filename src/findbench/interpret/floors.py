@@ -193,7 +193,11 @@ def floor_answers(
         texts[text or CONSTANT_ANSWERS[category].description] = None
         if every:  # another listing would only reorder the same pairs
             break
-    code = lookup_code(pairs) if category == "strings" else rasp_lookup_code(pairs) if category == "rasp" else None
+    code = None
+    if category in ("strings", "rasp"):  # rasp: each observed sequence answered with its output, any other copied
+        from findbench.find.rasp.black_box import lookup_code as rasp_lookup_code
+
+        code = (lookup_code if category == "strings" else rasp_lookup_code)(pairs)
     return [Answer(description=text, code=code if not k else None) for k, text in enumerate(texts)]
 
 
@@ -228,14 +232,6 @@ def observed_plan(
         candidates |= {x for x in inputs if x.strip() and x.strip().lower() not in shown}
     ordered = sorted(candidates)
     return random.Random(f"{seed}:{row.get('function_id')}:observed").sample(ordered, min(calls, len(ordered)))
-
-
-def rasp_lookup_code(pairs: Sequence[Pair]) -> str:
-    """A rasp function answering each observed sequence with its output, any other with the input itself
-    (:func:`findbench.find.rasp.black_box.lookup_code`)."""
-    from findbench.find.rasp.black_box import lookup_code as rasp_lookup
-
-    return rasp_lookup(pairs)
 
 
 def rasp_floor_answers(row: Mapping[str, Any]) -> list[Answer]:

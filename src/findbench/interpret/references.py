@@ -101,10 +101,6 @@ def oracle_answer(row: Mapping[str, Any]) -> Answer:
     )
 
 
-def _pick_key(seed: int, function_id: str, candidate: str) -> str:
-    return hashlib.sha256(f"{seed}|{function_id}|{candidate}".encode()).hexdigest()
-
-
 def random_answer(row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]], *, seed: int = 0) -> Answer:
     """The ground truth of another function of ``row``'s category from ``pool``, picked from ``seed``,
     the row's id and the pool's ids (not their order); ValueError naming ``pool`` when there is none."""
@@ -112,7 +108,7 @@ def random_answer(row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]], *, 
     others = [r for r in pool if r.get("category") == category and r.get("function_id") != fid]
     if not others:
         raise ValueError(f"pool: no function of category {category!r} other than {fid} to take a random answer from")
-    chosen = min(others, key=lambda r: _pick_key(seed, str(fid), str(r["function_id"])))
+    chosen = min(others, key=lambda r: hashlib.sha256(f"{seed}|{fid}|{r['function_id']}".encode()).hexdigest())
     return oracle_answer(chosen)
 
 

@@ -80,9 +80,7 @@ def _run_info(out: Path, info: dict[str, Any]) -> dict[str, Any] | None:
         logger.warning(
             "resuming a run of findbench %s with findbench %s", old.get("findbench_version"), info["findbench_version"]
         )
-    merged = {**info, **old}
-    for key in _MERGED:
-        merged[key] = list(dict.fromkeys(list(old.get(key) or []) + list(info[key])))
+    merged = {**info, **old, **{key: list(dict.fromkeys([*(old.get(key) or []), *info[key]])) for key in _MERGED}}
     return None if merged == old else merged
 
 

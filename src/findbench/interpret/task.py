@@ -100,14 +100,12 @@ def find_samples(cfg: InterpretConfig, method: str, rows: Sequence[dict] | None 
 
     wanted = set(cfg.functions or [])
     samples: list[Sample] = []
-    found: set[str] = set()
     for category in config_list:
         pool = _rows(data, category, cfg.seed)
         chosen = [r for r in pool if not wanted or r["function_id"] in wanted][: cfg.limit]
         if cfg.sample is not None:
             chosen = sample_rows(chosen, cfg.sample, seed=cfg.seed)
         for row in chosen:
-            found.add(row["function_id"])
             metadata: dict[str, Any] = {"row": json_row(row), "method": method, "unverified": rows is not None}
             if cfg.reference == "observed":
                 metadata["reference_turns"] = observed_turns(row, pool, calls=cfg.observed_calls, seed=cfg.seed)
@@ -125,7 +123,7 @@ def find_samples(cfg: InterpretConfig, method: str, rows: Sequence[dict] | None 
                     metadata=metadata,
                 )
             )
-    missing = sorted(wanted - found)
+    missing = sorted(wanted - {str(s.id) for s in samples})
     if missing:
         where = "rows given" if rows is not None else (f"data folder {data}" if data is not None
                                                       else f"procedural data (seed {cfg.seed})")
