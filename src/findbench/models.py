@@ -57,9 +57,7 @@ def resolve(model: str | os.PathLike) -> str:
         return os.fspath(model)
     if not isinstance(model, str) or not model:
         raise ValueError(f"model must be a non-empty string or path, got {model!r}")
-    if model in REGISTRY:
-        return REGISTRY[model]()
-    return model
+    return REGISTRY[model]() if model in REGISTRY else model
 
 
 def _hub_cached(repo_id: str) -> bool:

@@ -110,9 +110,7 @@ def eval_models() -> dict[str, Any]:
         roles = model_roles()
     except LookupError:
         roles = {}
-    for role, model in roles.items():
-        models[f"--model-role {role}"] = model[0] if isinstance(model, list) else model
-    return models
+    return models | {f"--model-role {role}": m[0] if isinstance(m, list) else m for role, m in roles.items()}
 
 
 def check_models(roles: Sequence[str], models: dict[str, Any] | None = None) -> None:
@@ -173,11 +171,8 @@ async def role_lm(model: Any, role: str, **options: Any) -> Any:
 
     if is_findbench_model(model):
         return model.api.lm
-    served = await endpoint(model)
-    if served is not None:
-        url, name = served
-        return load_lm(url, model=name, **options)
-    return InspectLM(model, role=role)
+    served = await endpoint(model)  # (server URL, served model name)
+    return InspectLM(model, role=role) if served is None else load_lm(served[0], model=served[1], **options)
 
 
 def chat_messages(conversation: Conversation) -> list[Any]:
@@ -219,8 +214,7 @@ class InspectLM:
 
         async def answers() -> list[str]:
             calls = (self.model.generate(chat_messages(c), config=config) for c in conversations)
-            outputs = await asyncio.gather(*calls)
-            return [o.completion for o in outputs]
+            return [o.completion for o in await asyncio.gather(*calls)]
 
         if not conversations:
             return []

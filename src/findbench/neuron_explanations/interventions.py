@@ -99,15 +99,17 @@ def interchange(model, base_ids: torch.Tensor, source_ids: torch.Tensor, *, laye
 
 
 @torch.no_grad()
-def _clean_pass(model, token_lists, layer, site, need_block_input, batch_size):
-    """Per item: site values ``[T, D]`` and (optionally) the residual stream entering ``layer``."""
+def _clean_pass(model, tokens, needed, layer, site, need_block_input, batch_size):
+    """Per row of ``needed`` (its ids in ``tokens``): site values ``[T, D]`` and (optionally) the
+    residual stream entering ``layer``."""
     values: dict[int, torch.Tensor] = {}
     hidden: dict[int, torch.Tensor] = {}
-    for chunk in equal_length_batches(token_lists, batch_size):
-        ids = torch.tensor([list(token_lists[i]) for i in chunk], device=model.device)
-        values.update(zip(chunk, acts.record(model, ids, layer=layer, site=site)))
+    for chunk in equal_length_batches([tokens[i] for i in needed], batch_size):
+        ids = torch.tensor([list(tokens[needed[j]]) for j in chunk], device=model.device)
+        rows = [needed[j] for j in chunk]
+        values.update(zip(rows, acts.record(model, ids, layer=layer, site=site)))
         if need_block_input:
-            hidden.update(zip(chunk, acts.record(model, ids, layer=layer, site="block_input")))
+            hidden.update(zip(rows, acts.record(model, ids, layer=layer, site="block_input")))
     return values, hidden
 
 
@@ -224,9 +226,7 @@ def iia_sweep(
     correct = [i for i, r in enumerate(rows) if r["correct"]]
     needed = sorted(set(correct) | {i for p in pairs for i in p})
     skip = skip_early_layers and layer > 0
-    values, hidden = _clean_pass(model, [tokens[i] for i in needed], layer, site, skip, batch_size)
-    values = {needed[j]: v for j, v in values.items()}
-    hidden = {needed[j]: h for j, h in hidden.items()}
+    values, hidden = _clean_pass(model, tokens, needed, layer, site, skip, batch_size)
 
     masks = [[j in set(rows[i]["filler_positions"]) for j in range(len(tokens[i]))] for i in correct]
     orders = _orders(ranking_spec, width, seed, [values[i] for i in correct], masks)
@@ -236,11 +236,8 @@ def iia_sweep(
     groups: dict[int, list[int]] = {}
     for p_i, (b, s) in enumerate(pairs):
         groups.setdefault(len(tokens[b]), []).append(p_i)
-    successes = {name: [0] * len(ks) for name in orders}
     predictions = {name: [[0] * len(pairs) for _ in ks] for name in orders}
-    kmask = torch.zeros(len(ks), n_max, dtype=torch.bool)
-    for j, n in enumerate(n_neurons):
-        kmask[j, :n] = True
+    kmask = torch.arange(n_max)[None, :] < torch.tensor(n_neurons)[:, None]  # K row j: its top n_neurons[j]
     total_batches = len(orders) * sum(math.ceil(len(g) / per_batch) for g in groups.values())
     bar = tqdm(total=total_batches, desc=f"IIA {task_obj.name} L{layer}", disable=not progress)
 
@@ -272,12 +269,12 @@ def iia_sweep(
                                              mask=kmask.repeat(len(chunk), 1), early=early)
                     pred = logits.argmax(-1).view(len(chunk), rep).tolist()
                     for j, p in enumerate(chunk):
-                        want = rows[pairs[p][1]]["expected_token_id"]
                         for kk in range(rep):
                             predictions[name][kk][p] = int(pred[j][kk])
-                            successes[name][kk] += int(pred[j][kk] == want)
                     bar.update(1)
     bar.close()
+    expected = [int(rows[s]["expected_token_id"]) for _, s in pairs]
+    successes = {name: [sum(p == e for p, e in zip(row, expected)) for row in predictions[name]] for name in orders}
     seconds = time.perf_counter() - t0
     n_int = len(pairs) * len(ks) * len(orders)
     return {
@@ -294,7 +291,7 @@ def iia_sweep(
         "n_inputs": len(rows),
         "pairs": [{"base": rows[b]["filler"], "source": rows[s]["filler"]} for b, s in pairs],
         "pair_indices": [list(p) for p in pairs],
-        "expected": [int(rows[s]["expected_token_id"]) for _, s in pairs],
+        "expected": expected,
         "predictions": predictions,
         "curves": {name: [c / len(pairs) for c in successes[name]] for name in orders},
         "successes": successes,

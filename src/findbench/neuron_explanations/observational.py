@@ -91,6 +91,11 @@ def _encode(tokenizer, text: str):
     return enc["input_ids"], enc["offset_mapping"]
 
 
+def _overlapping(offsets, start: int, end: int) -> list[int]:
+    """Positions of the tokens (character ``offsets``) overlapping characters ``[start, end)``."""
+    return [i for i, (a, b) in enumerate(offsets) if b > a and a < end and b > start]
+
+
 @torch.no_grad()
 def _neuron_values(model, token_lists: Sequence[Sequence[int]], layer: int, neuron: int) -> list[list[float]]:
     device = next(model.parameters()).device
@@ -108,7 +113,7 @@ def span_activations(
     """Tokens overlapping characters ``[start, end)`` of ``sentence`` and the neuron's
     activation on each."""
     ids, offsets = _encode(tokenizer, sentence)
-    pos = [i for i, (a, b) in enumerate(offsets) if b > a and a < end and b > start]
+    pos = _overlapping(offsets, start, end)
     if not pos:
         raise ValueError(f"span [{start}, {end}) of {sentence!r} covers no token")
     vals = _neuron_values(model, [ids], layer, neuron)[0]
@@ -121,33 +126,16 @@ def top_activating_spans(
     """Per sentence the word with the highest max-token activation; the ``k`` best sentences (ties: corpus order)."""
     encs = [_encode(tokenizer, s) for s in corpus]
     values = _neuron_values(model, [e[0] for e in encs], layer, neuron)
-    found = []
+    found = []  # (-top activation, sentence index, item)
     for s_i, (sent, (ids, offsets), vals) in enumerate(zip(corpus, encs, values)):
-        best = None
-        for m in re.finditer(r"\w+(?:['\-]\w+)*", sent):
-            pos = [i for i, (a, b) in enumerate(offsets) if b > a and a < m.end() and b > m.start()]
-            if not pos:
-                continue
-            top = max(vals[i] for i in pos)
-            if best is None or top > best[0]:
-                best = (top, m, pos)
-        if best is not None:
-            top, m, pos = best
-            found.append(
-                {
-                    "order": (-top, s_i),
-                    "sentence": sent,
-                    "span": m.group(0),
-                    "start": m.start(),
-                    "end": m.end(),
-                    "span_tokens": [tokenizer.decode([ids[i]]) for i in pos],
-                    "activations": [vals[i] for i in pos],
-                }
-            )
-    found.sort(key=lambda d: d["order"])
-    for d in found:
-        d.pop("order")
-    return found[:k]
+        words = [(m, pos) for m in re.finditer(r"\w+(?:['\-]\w+)*", sent)
+                 if (pos := _overlapping(offsets, m.start(), m.end()))]
+        if words:  # the first of the words whose top token activation is highest
+            m, pos = max(words, key=lambda w: max(vals[i] for i in w[1]))
+            item = {"sentence": sent, "span": m.group(0), "start": m.start(), "end": m.end(),
+                    "span_tokens": [tokenizer.decode([ids[i]]) for i in pos], "activations": [vals[i] for i in pos]}
+            found.append((-max(item["activations"]), s_i, item))
+    return [item for *_, item in sorted(found, key=lambda f: f[:2])[:k]]
 
 
 def make_judge(judge, explanation: str, lm=None) -> Callable[[str, str], bool]:
@@ -217,8 +205,8 @@ def observational_rows(
 
     lm = load_lm("embedded" if generator is None else generator)
     judge_fn = make_judge(judge, explanation, lm)
-    nid = f"{layer}:{neuron}"
-    base = {"neuron": nid, "layer": layer, "neuron_index": neuron, "explanation": explanation, "model": model_name}
+    base = {"neuron": f"{layer}:{neuron}", "layer": layer, "neuron_index": neuron, "explanation": explanation,
+            "model": model_name}
 
     ask_list = [
         {
