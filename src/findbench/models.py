@@ -213,9 +213,7 @@ def load_causal_lm(
             lm = PeftModel.from_pretrained(base, path).merge_and_unload()
     else:
         lm = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-    if device:
-        lm = lm.to(device)
-    lm.eval()
+    lm = (lm.to(device) if device else lm).eval()
     if not tokenizer:
         return lm
     return lm, AutoTokenizer.from_pretrained(path)

@@ -147,7 +147,6 @@ class LM(Protocol):
         :class:`Constraint`, or one per conversation); an answer cut at ``max_new_tokens`` may
         stop before the grammar is complete.
         """
-        ...
 
     def candidate_logprobs(
         self,
@@ -159,7 +158,6 @@ class LM(Protocol):
     ) -> list[list[float]]:
         """Next-token log-probabilities of each one-token candidate after the generation prompt and
         ``assistant_prefix`` (e.g. ``"[ANSWER]: "``), under the full distribution (not renormalised)."""
-        ...
 
 
 @runtime_checkable
@@ -171,7 +169,6 @@ class ScoringLM(LM, Protocol):
     ) -> list[float]:
         """Log-probability of each conversation's continuation as the start of the assistant turn:
         the sum over its tokens (tokenized on their own, after the generation prompt)."""
-        ...
 
 
 _ROLES = ("system", "user", "assistant")

@@ -151,12 +151,11 @@ class CachedLM:
             results = compute([conversations[i] for i in idx])
             if len(results) != len(idx):
                 raise RuntimeError(f"{self.name} returned {len(results)} results for {len(idx)} conversations")
-            with self._lock:
+            with self._lock, self._db:  # one transaction, committed on leaving
                 self._db.executemany(
                     "INSERT OR REPLACE INTO cache (key, value) VALUES (?, ?)",
                     [(keys[i], json.dumps(r)) for i, r in zip(idx, results)],
                 )
-                self._db.commit()
             self.misses += len(idx)
             found.update({keys[i]: r for i, r in zip(idx, results)})
         return [found[k] for k in keys]

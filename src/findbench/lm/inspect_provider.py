@@ -121,10 +121,8 @@ def inspect_model_name(spec: str) -> str:
     """The Inspect model of an LM spec: ``<provider>/<model>`` as is when Inspect knows the provider;
     any other spec (``embedded``, a folder, a Hub id, a URL) as ``findbench/<spec>``."""
     head, sep, _ = spec.partition("/")
-    if sep and head and not spec.startswith(("http://", "https://")) and not Path(spec).exists():
-        if is_inspect_provider(head):
-            return spec
-    return f"findbench/{spec}"
+    known = sep and head and not spec.startswith(("http://", "https://")) and not Path(spec).exists()
+    return spec if known and is_inspect_provider(head) else f"findbench/{spec}"
 
 
 def structured_outputs_applied(model: Any, setting: str) -> bool:

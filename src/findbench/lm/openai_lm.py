@@ -117,14 +117,9 @@ class OpenAILM:
                 s.headers["Authorization"] = f"Bearer {self.api_key}"
             if retry:
                 # POSTs retried too (no side effects); out of retries, the last answer is reported by _post
-                policy = Retry(
-                    total=self.max_retries,
-                    backoff_factor=self.backoff,
-                    status_forcelist=_RETRY_STATUS,
-                    allowed_methods=None,
-                    raise_on_status=False,
-                )
-                adapter = HTTPAdapter(max_retries=policy)
+                adapter = HTTPAdapter(max_retries=Retry(total=self.max_retries, backoff_factor=self.backoff,
+                                                        status_forcelist=_RETRY_STATUS, allowed_methods=None,
+                                                        raise_on_status=False))
                 s.mount("http://", adapter)
                 s.mount("https://", adapter)
             setattr(self._local, attr, s)

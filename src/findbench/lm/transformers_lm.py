@@ -111,7 +111,7 @@ class TransformersLM:
 
         self.batch_size = positive_int("batch_size", batch_size)
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        if dtype is None:  # (a name is turned into a torch dtype by load_causal_lm)
+        if dtype is None:  # a name is turned into a torch dtype by load_causal_lm
             dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
 
         if isinstance(model, PreTrainedModel) or hasattr(model, "get_base_model"):  # a model or a peft model
@@ -190,14 +190,14 @@ class TransformersLM:
             for part in (False, True)
             for idx in _batches([i for i in order if (constraints[i] is not None) == part], self.batch_size)
         ]
-        out = [""] * len(texts)
+        out: dict[int, str] = {}
         sampling = {"temperature": float(temperature)} if temperature > 0 else {
             "temperature": None, "top_p": None, "top_k": None}
         bar = tqdm(total=len(texts), desc=_label(progress, "generate"), disable=not progress)
         for idx in batches:
             check_interrupt()
-            enc = self.tokenizer([texts[i] for i in idx], return_tensors="pt", padding=True, add_special_tokens=False)
-            enc = {k: v.to(self.device) for k, v in enc.items()}
+            enc = self.tokenizer([texts[i] for i in idx], return_tensors="pt", padding=True,
+                                 add_special_tokens=False).to(self.device)
             kwargs: dict[str, Any] = {"do_sample": temperature > 0, "max_new_tokens": max_new_tokens,
                                       "stopping_criteria": _stop_on_interrupt(), **sampling}
             if constraints[idx[0]] is not None:
@@ -208,12 +208,11 @@ class TransformersLM:
             with torch.no_grad():
                 gen = self.model.generate(**enc, pad_token_id=self.tokenizer.pad_token_id, **kwargs)
             check_interrupt()  # a generation cut by Ctrl-C is never returned
-            new = gen[:, enc["input_ids"].shape[1] :]
-            for i, row in zip(idx, new):
-                out[i] = self.tokenizer.decode(row, skip_special_tokens=True).strip()
+            new = self.tokenizer.batch_decode(gen[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+            out.update(zip(idx, (text.strip() for text in new)))
             bar.update(len(idx))
         bar.close()
-        return out
+        return [out[i] for i in range(len(texts))]
 
     # -- candidate log-probs ----------------------------------------------------------------
     def candidate_logprobs(

@@ -48,11 +48,8 @@ class IIAConfig:
 
     def __post_init__(self) -> None:
         self.task = _checks.str_list("--task", self.task)
-        if isinstance(self.rankings, Mapping):
-            self.rankings = dict(self.rankings)
-        else:
-            self.rankings = [_checks.one_of("--rankings", r, RANKINGS) for r in _checks.str_list("--rankings",
-                                                                                                  self.rankings)]
+        self.rankings = dict(self.rankings) if isinstance(self.rankings, Mapping) else [
+            _checks.one_of("--rankings", r, RANKINGS) for r in _checks.str_list("--rankings", self.rankings)]
         if not self.rankings:
             raise UsageError("--rankings: give at least one")
         _checks.one_of("--position", self.position, POSITIONS)

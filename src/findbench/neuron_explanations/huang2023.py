@@ -39,15 +39,12 @@ ACTIVATING_PER_NEURON = 20
 
 def parse_literal_list(text: str, field: str, kind: type) -> list:
     """Parse a Python-literal list string safely; ``ValueError`` naming ``field`` otherwise."""
-    if isinstance(text, list):
-        value = text
-    else:
-        if not isinstance(text, str):
-            raise ValueError(f"{field}: expected a list literal string, got {type(text).__name__}")
-        try:
-            value = ast.literal_eval(text)
-        except (ValueError, SyntaxError) as exc:
-            raise ValueError(f"{field}: not a Python literal list: {text[:60]!r}") from exc
+    if not isinstance(text, (list, str)):
+        raise ValueError(f"{field}: expected a list literal string, got {type(text).__name__}")
+    try:
+        value = text if isinstance(text, list) else ast.literal_eval(text)
+    except (ValueError, SyntaxError) as exc:
+        raise ValueError(f"{field}: not a Python literal list: {text[:60]!r}") from exc
     if not isinstance(value, list):
         raise ValueError(f"{field}: expected a list, got {type(value).__name__}")
     if kind is float:

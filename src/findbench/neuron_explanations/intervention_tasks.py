@@ -353,25 +353,25 @@ def build_task_rows(
             ids, pos = filler_positions(tokenizer, task, filler)
             items.append((filler, answer, exp, ids, pos))
         preds = next_token_argmax(model, [it[3] for it in items], batch_size=batch_size)
-        for (filler, answer, exp, ids, pos), pred in zip(items, preds):
-            rows.append(
-                {
-                    "task": name,
-                    "concept": task.concept,
-                    "template": task.template,
-                    "filler": filler,
-                    "prompt": task.prompt(filler),
-                    "answer": answer,
-                    "expected_token": tokenizer.decode([exp]),
-                    "expected_token_id": exp,
-                    "filler_positions": pos,
-                    "n_tokens": len(ids),
-                    "predicted_token": tokenizer.decode([pred]),
-                    "predicted_token_id": int(pred),
-                    "correct": bool(pred == exp),
-                    "model": model_name,
-                }
-            )
+        rows.extend(
+            {
+                "task": name,
+                "concept": task.concept,
+                "template": task.template,
+                "filler": filler,
+                "prompt": task.prompt(filler),
+                "answer": answer,
+                "expected_token": tokenizer.decode([exp]),
+                "expected_token_id": exp,
+                "filler_positions": pos,
+                "n_tokens": len(ids),
+                "predicted_token": tokenizer.decode([pred]),
+                "predicted_token_id": int(pred),
+                "correct": bool(pred == exp),
+                "model": model_name,
+            }
+            for (filler, answer, exp, ids, pos), pred in zip(items, preds)
+        )
     return rows
 
 

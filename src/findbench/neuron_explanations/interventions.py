@@ -214,11 +214,9 @@ def iia_sweep(
                                                      cfg.seed, cfg.batch_size)
     task_obj = get_task(task)
     width = acts.site_dim(model, site)
-    n_layers = acts.num_layers(model)
     acts.site_module(model, site, layer)
     n_neurons = [neurons_for_k(k, width) for k in ks]
-    ranking_spec = cfg.all_rankings()
-    pos_mode = position if position != "auto" else ("concept" if layer < n_layers / 2 else "last")
+    pos_mode = position if position != "auto" else ("concept" if layer < acts.num_layers(model) / 2 else "last")
     rows = _task_rows(model, tokenizer, task_obj.name, rows, progress)
     t0 = time.perf_counter()
     pairs = _task_pairs(task_obj.name, rows, n_pairs, seed)
@@ -229,14 +227,14 @@ def iia_sweep(
     values, hidden = _clean_pass(model, tokens, needed, layer, site, skip, batch_size)
 
     masks = [[j in set(rows[i]["filler_positions"]) for j in range(len(tokens[i]))] for i in correct]
-    orders = _orders(ranking_spec, width, seed, [values[i] for i in correct], masks)
+    orders = _orders(cfg.all_rankings(), width, seed, [values[i] for i in correct], masks)
 
     n_max = max(n_neurons)
     per_batch = max(1, batch_size // len(ks))
     groups: dict[int, list[int]] = {}
     for p_i, (b, s) in enumerate(pairs):
         groups.setdefault(len(tokens[b]), []).append(p_i)
-    predictions = {name: [[0] * len(pairs) for _ in ks] for name in orders}
+    by_pair: dict[str, dict[int, list[int]]] = {name: {} for name in orders}  # ranking -> pair -> per-K prediction
     kmask = torch.arange(n_max)[None, :] < torch.tensor(n_neurons)[:, None]  # K row j: its top n_neurons[j]
     total_batches = len(orders) * sum(math.ceil(len(g) / per_batch) for g in groups.values())
     bar = tqdm(total=total_batches, desc=f"IIA {task_obj.name} L{layer}", disable=not progress)
@@ -267,12 +265,11 @@ def iia_sweep(
                                              positions=pos.repeat_interleave(rep, 0) - n_pre,
                                              values=vals.repeat_interleave(rep, 0), neurons=top,
                                              mask=kmask.repeat(len(chunk), 1), early=early)
-                    pred = logits.argmax(-1).view(len(chunk), rep).tolist()
-                    for j, p in enumerate(chunk):
-                        for kk in range(rep):
-                            predictions[name][kk][p] = int(pred[j][kk])
+                    by_pair[name].update(zip(chunk, logits.argmax(-1).view(len(chunk), rep).tolist()))
                     bar.update(1)
     bar.close()
+    predictions = {name: [[int(by_pair[name][p][kk]) for p in range(len(pairs))] for kk in range(len(ks))]
+                   for name in orders}
     expected = [int(rows[s]["expected_token_id"]) for _, s in pairs]
     successes = {name: [sum(p == e for p, e in zip(row, expected)) for row in predictions[name]] for name in orders}
     seconds = time.perf_counter() - t0
@@ -315,9 +312,7 @@ def plot_iia_curves(results: Sequence[Mapping] | Mapping, path) -> None:
         for name, curve in res["curves"].items():
             ax.plot(res["ks"], curve, marker="o", label=name)
         ax.set_title(f"{res['task']} · layer {res['layer']} ({res['position']})", fontsize=9)
-        ax.set_xlabel("K (% of the layer's neurons)")
-        ax.set_ylabel("IIA")
-        ax.set_ylim(-0.02, 1.02)
+        ax.set(xlabel="K (% of the layer's neurons)", ylabel="IIA", ylim=(-0.02, 1.02))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()

@@ -37,10 +37,10 @@ def load_corpus(corpus=None) -> list[str]:
         path = Path(corpus) if corpus is not None else DEFAULT_CORPUS
         if not path.is_file():
             raise FileNotFoundError(f"corpus: {path} is not a file")
-        lines = path.read_text(encoding="utf-8").splitlines()
-        sents = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+        sents = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()
+                 if ln.strip() and not ln.lstrip().startswith("#")]
     else:
-        sents = [s for s in corpus]
+        sents = list(corpus)
         if not all(isinstance(s, str) for s in sents):
             raise ValueError("corpus must be a list of strings or a path")
         sents = [s.strip() for s in sents if s.strip()]
@@ -64,10 +64,8 @@ def parse_list(text: str, limit: int) -> list[str]:
     and numbering, a lead-in ending in ": " and surrounding quotes removed, headings dropped,
     de-duplicated case-insensitively."""
     lines = [ln for ln in text.splitlines() if ln.strip()]
-    if len(lines) == 1 and "," in lines[0]:
-        lines = lines[0].split(",")
-    out: list[str] = []
-    seen = set()
+    lines = lines[0].split(",") if len(lines) == 1 and "," in lines[0] else lines
+    out: dict[str, str] = {}  # the first spelling of each item, by its lower case
     for ln in lines:
         if ln.rstrip().endswith(":"):  # a heading such as "Here are some examples:"
             continue
@@ -77,13 +75,10 @@ def parse_list(text: str, limit: int) -> list[str]:
         item = item.strip().strip("\"'`").strip().rstrip(".;").strip()
         if not item or len(item) > 40:
             continue
-        key = item.lower()
-        if key not in seen:
-            seen.add(key)
-            out.append(item)
+        out.setdefault(item.lower(), item)
         if len(out) >= limit:
             break
-    return out
+    return list(out.values())
 
 
 def _encode(tokenizer, text: str):
