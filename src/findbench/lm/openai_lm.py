@@ -16,7 +16,10 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import requests
+from requests.adapters import HTTPAdapter
 from tqdm.auto import tqdm
+from urllib3.util import Retry
 
 from findbench._checks import integer, number, positive_int
 from findbench.lm.base import (
@@ -106,10 +109,6 @@ class OpenAILM:
     # -- HTTP ------------------------------------------------------------------------------
     def _session(self, retry: bool = False):
         """This thread's session: ``retry=True`` for the one whose adapter retries requests."""
-        import requests
-        from requests.adapters import HTTPAdapter
-        from urllib3.util import Retry
-
         attr = "retry_session" if retry else "session"
         if not hasattr(self._local, attr):
             s = requests.Session()
@@ -127,8 +126,6 @@ class OpenAILM:
 
     def check_server(self) -> None:
         """One quick request to ``/models``; ConnectionError naming the URL when it fails."""
-        import requests
-
         url = f"{self.base_url}/models"
         try:
             r = self._session().get(url, timeout=min(self.timeout, 10.0))
@@ -153,8 +150,6 @@ class OpenAILM:
 
     def _post(self, url: str, payload: dict) -> dict:
         """POST through the retrying session; errors name the URL once retries are spent."""
-        import requests
-
         try:
             r = self._session(retry=True).post(url, json=payload, timeout=self.timeout)
         except (requests.ConnectionError, requests.Timeout) as exc:
@@ -216,8 +211,6 @@ class OpenAILM:
     # -- candidate log-probs ----------------------------------------------------------------
     def _tokenize(self, messages: list[dict], **options: Any) -> list[int] | None:
         """The token ids of ``messages`` (vLLM's ``/tokenize``, with ``options``); None where it fails."""
-        import requests
-
         body = {"model": self.model, "messages": messages, **options}
         try:
             r = self._session().post(f"{self._root}/tokenize", json=body, timeout=self.timeout)

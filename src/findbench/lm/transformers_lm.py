@@ -13,6 +13,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+import torch
 from tqdm.auto import tqdm
 
 from findbench._checks import positive_int
@@ -51,7 +52,6 @@ _MAX_SHRINK = 8
 
 def _stop_on_interrupt() -> Any:
     """Stopping criteria that end a generation at the next token once :data:`INTERRUPT` is set."""
-    import torch
     from transformers import StoppingCriteria, StoppingCriteriaList
 
     class StopOnInterrupt(StoppingCriteria):
@@ -81,7 +81,6 @@ def _packs(groups: list[tuple[list[int], Any]], batch_size: int):
 
 def left_pad(token_lists: Sequence[Sequence[int]], pad: int) -> tuple[Any, Any]:
     """``(ids, mask)`` of ``token_lists`` left padded to one width."""
-    import torch
     from torch.nn.utils.rnn import pad_sequence
 
     rows = [torch.tensor(list(t), dtype=torch.long) for t in token_lists]
@@ -106,7 +105,6 @@ class TransformersLM:
 
     def __init__(self, model: Any = "embedded", *, tokenizer: Any = None, device: str | None = None, dtype: Any = None,
                  batch_size: int = 16, chat_template: str | None = None, name: str | None = None) -> None:
-        import torch
         from transformers import PreTrainedModel
 
         self.batch_size = positive_int("batch_size", batch_size)
@@ -149,8 +147,8 @@ class TransformersLM:
     # -- rendering -------------------------------------------------------------------------
     def render(self, conversation: Conversation, assistant_prefix: str = "") -> str:
         """The prompt text of one conversation: chat template + generation prompt + prefix."""
-        text = self.tokenizer.apply_chat_template(list(conversation), tokenize=False, add_generation_prompt=True)
-        return text + assistant_prefix
+        return self.tokenizer.apply_chat_template(
+            list(conversation), tokenize=False, add_generation_prompt=True) + assistant_prefix
 
     def _encode(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -179,8 +177,6 @@ class TransformersLM:
                  constraint: Constraint | Sequence[Constraint | None] | None = None) -> list[str]:
         """Complete each conversation (see :class:`~findbench.lm.base.LM`), under ``constraint``
         (one for all, or one or None per conversation)."""
-        import torch
-
         constraints = check_generate(conversations, max_new_tokens, temperature, constraint)
         texts = [self.render(c) for c in conversations]
         # free conversations first, then constrained ones; by length within each
@@ -249,16 +245,11 @@ class TransformersLM:
         return self._logprobs_plain(token_lists, cand_ids, progress)
 
     def _last_logprobs(self, logits, cand_ids: list[int]) -> list[list[float]]:
-        import torch
-
-        logp = torch.log_softmax(logits.float(), dim=-1)
-        return logp[:, cand_ids].tolist()
+        return torch.log_softmax(logits.float(), dim=-1)[:, cand_ids].tolist()
 
     def _logprobs_plain(
         self, token_lists: list[list[int]], cand_ids: list[int], progress: bool | str
     ) -> list[list[float]]:
-        import torch
-
         order = sorted(range(len(token_lists)), key=lambda i: len(token_lists[i]))
         out: dict[int, list[float]] = {}
         pad = self.tokenizer.pad_token_id
@@ -325,8 +316,6 @@ class TransformersLM:
         KV cache and run the suffixes over it. Returns the logits at each row's prefix end ``(R, V)``
         and the suffix logits ``(R, S, V)`` (the last ``suffix_logits_to_keep`` columns; 0: all).
         """
-        import torch
-
         p_ids, p_mask = left_pad(prefixes, self.tokenizer.pad_token_id)
         s_ids, s_mask = left_pad([suf for _, suf in rows], self.tokenizer.pad_token_id)
         owner = torch.tensor([g for g, _ in rows])
@@ -384,8 +373,6 @@ class TransformersLM:
 
     def _continuation_pack(self, pack: list[tuple[list[int], list[int]]], conts: list[list[int]]) -> list[float]:
         """Summed log-probs of the continuations of every member of the groups in ``pack``."""
-        import torch
-
         rows = [(g, conts[i]) for g, (members, _) in enumerate(pack) for i in members]
         first, logits = self._prefix_suffix_forward([p for _, p in pack], rows)
         s_width = logits.shape[1]

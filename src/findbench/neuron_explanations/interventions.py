@@ -52,15 +52,13 @@ def make_pairs(rows: Sequence[Mapping], n_pairs: int, *, seed: int = 0) -> list[
              and rows[b]["expected_token_id"] != rows[s]["expected_token_id"]]
     if len(valid) <= n_pairs:
         return valid
-    rng = np.random.default_rng(seed)
-    pick = sorted(rng.choice(len(valid), size=n_pairs, replace=False).tolist())
-    return [valid[i] for i in pick]
+    pick = np.random.default_rng(seed).choice(len(valid), size=n_pairs, replace=False)
+    return [valid[i] for i in sorted(pick.tolist())]
 
 
 def random_ranking(width: int, seed: int = 0) -> list[int]:
     """A seeded random permutation of the ``width`` neurons."""
-    g = torch.Generator().manual_seed(int(seed))
-    return torch.randperm(width, generator=g).tolist()
+    return torch.randperm(width, generator=torch.Generator().manual_seed(int(seed))).tolist()
 
 
 def correlation_ranking(values: Sequence[torch.Tensor], concept_masks: Sequence[Sequence[bool]]) -> list[int]:
