@@ -137,8 +137,7 @@ def files_digest(paths: Iterable[Path], root: Path) -> str:
 
 def cache_dir(*parts: str) -> Path:
     """findbench's cache folder (``$FINDBENCH_CACHE`` or ``~/.cache/findbench``), created on demand."""
-    root = Path(os.environ.get("FINDBENCH_CACHE", Path.home() / ".cache" / "findbench"))
-    path = root.joinpath(*parts)
+    path = Path(os.environ.get("FINDBENCH_CACHE", Path.home() / ".cache" / "findbench")).joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -156,8 +156,7 @@ def _convert_embedded(dest: Path) -> None:
 
 def embedded_model_dir() -> str:
     """The local folder of SmolLM2-135M-Instruct (safetensors + tokenizer), built once under a file lock."""
-    root = cache_dir("models")
-    dest = root / f"{_EMBEDDED_NAME}-{_EMBEDDED_VERSION}"
+    dest = cache_dir("models") / f"{_EMBEDDED_NAME}-{_EMBEDDED_VERSION}"
     if (dest / _DONE).is_file():
         return str(dest)
     with cache_lock(dest, "converting the embedded model"):

@@ -182,8 +182,8 @@ def paired_bootstrap(
         raise ValueError(f"a and b must score the same units in the same order ({len(ua)} != {len(ub)})")
     n = len(ua)
     if n == 0:
-        nan = math.nan
-        return PairedComparison(0, nan, nan, nan, (nan, nan), nan, False, float(confidence))
+        return PairedComparison(0, math.nan, math.nan, math.nan, (math.nan, math.nan), math.nan, False,
+                                float(confidence))
     d = ua - ub
     diff = float(np.mean(d))
     stats = np.full(n_resamples, diff) if np.ptp(d) == 0 else _resampled_statistics(d, _mean, seed, n_resamples)

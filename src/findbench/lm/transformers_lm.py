@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 from tqdm.auto import tqdm
+from transformers import PreTrainedModel, StoppingCriteria, StoppingCriteriaList
 
 from findbench._checks import positive_int
 from findbench.lm.base import (
@@ -50,15 +51,11 @@ VICUNA_CHAT_TEMPLATE = (
 _MAX_SHRINK = 8
 
 
-def _stop_on_interrupt() -> Any:
-    """Stopping criteria that end a generation at the next token once :data:`INTERRUPT` is set."""
-    from transformers import StoppingCriteria, StoppingCriteriaList
+class _StopOnInterrupt(StoppingCriteria):
+    """Ends a generation at the next token once :data:`INTERRUPT` is set."""
 
-    class StopOnInterrupt(StoppingCriteria):
-        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
-            return torch.full((input_ids.shape[0],), INTERRUPT.is_set(), dtype=torch.bool, device=input_ids.device)
-
-    return StoppingCriteriaList([StopOnInterrupt()])
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        return torch.full((input_ids.shape[0],), INTERRUPT.is_set(), dtype=torch.bool, device=input_ids.device)
 
 
 def _batches(items: Sequence[Any], size: int):
@@ -105,8 +102,6 @@ class TransformersLM:
 
     def __init__(self, model: Any = "embedded", *, tokenizer: Any = None, device: str | None = None, dtype: Any = None,
                  batch_size: int = 16, chat_template: str | None = None, name: str | None = None) -> None:
-        from transformers import PreTrainedModel
-
         self.batch_size = positive_int("batch_size", batch_size)
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         if dtype is None:  # a name is turned into a torch dtype by load_causal_lm
@@ -195,7 +190,7 @@ class TransformersLM:
             enc = self.tokenizer([texts[i] for i in idx], return_tensors="pt", padding=True,
                                  add_special_tokens=False).to(self.device)
             kwargs: dict[str, Any] = {"do_sample": temperature > 0, "max_new_tokens": max_new_tokens,
-                                      "stopping_criteria": _stop_on_interrupt(), **sampling}
+                                      "stopping_criteria": StoppingCriteriaList([_StopOnInterrupt()]), **sampling}
             if constraints[idx[0]] is not None:
                 from xgrammar.contrib.hf import LogitsProcessor
 
