@@ -405,8 +405,8 @@ def build_judge_data(cfg: JudgeDataConfig, *,
     import datasets
 
     if rows_by_category is None:
-        rows_by_category = {c: load_rows(c, seed=cfg.function_seed, data=cfg.data) for c in map(judge_category,
-                                                                                              cfg.categories)}
+        cats = map(judge_category, cfg.categories)
+        rows_by_category = {c: load_rows(c, seed=cfg.function_seed, data=cfg.data) for c in cats}
     extra = {}
     if cfg.extra_string_functions:
         strings = [rows for key, rows in rows_by_category.items() if judge_category(key) == "strings"]
@@ -458,11 +458,8 @@ def build_judge_data(cfg: JudgeDataConfig, *,
     with atomic_dir(cfg.out) as tmp:
         (tmp / "data").mkdir()
         for name, rows in (("train", train), ("validation", held)):
-            ds = (
-                datasets.Dataset.from_list(rows, features=features)
-                if rows
-                else datasets.Dataset.from_dict({k: [] for k in features}, features=features)
-            )
+            ds = (datasets.Dataset.from_list(rows, features=features) if rows
+                  else datasets.Dataset.from_dict({k: [] for k in features}, features=features))
             ds.to_parquet(str(tmp / "data" / f"{name}-00000-of-00001.parquet"))
         (tmp / SPLIT_FILE).write_text(
             json.dumps({"meta": meta, "functions": dict(sorted(splits.items()))}, indent=1) + "\n"

@@ -98,8 +98,7 @@ def _strings_near_miss(row: Mapping[str, Any], seed: int) -> tuple[str, str]:
     expected = [truth(x) for x in probes]
     fallback = None
     for new_spec, new_params, rule in candidates:
-        new = list(steps)
-        new[k] = (new_spec, new_params)
+        new = [*steps[:k], (new_spec, new_params), *steps[k + 1 :]]
         params = {"ops": [{"op": s.name, "params": p} for s, p in new]}
         try:
             new = validate_params(params)

@@ -76,11 +76,9 @@ def _params(row: Mapping[str, Any]) -> dict:
 
 def shown_inputs(row: Mapping[str, Any]) -> set[str]:
     """Every input the row's unit tests (FIND's and near-miss) and test inputs show, stripped and lower-cased."""
-    shown = {str(x).strip().lower() for x in row.get("test_inputs") or []}
-    for column in ("unit_tests", "unit_tests_near"):
-        for ut in row.get(column) or []:
-            shown |= {str(x).strip().lower() for x in ut.get("inputs") or []}
-    return shown
+    tested = [x for column in ("unit_tests", "unit_tests_near") for ut in row.get(column) or []
+              for x in ut.get("inputs") or []]
+    return {str(x).strip().lower() for x in [*(row.get("test_inputs") or []), *tested]}
 
 
 def observed_pairs(row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]], *, seed: int = 0,

@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from peft import LoraConfig, PeftModel, get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
 from tqdm.auto import tqdm
+from transformers import AutoModelForCausalLM, AutoTokenizer, get_scheduler
 
 from findbench._io import atomic_dir, atomic_write_json
 from findbench.constants import TRAINED_MARKER, UsageError
@@ -166,9 +168,9 @@ def _collate(pad_id: int):
                 if chunks[-1] and (len(chunks[-1]) + 1) * len(seqs[i]["input_ids"]) > _CMP_CHUNK_TOKENS:
                     chunks.append([])
                 chunks[-1].append(i)
-            out["cmp_chunks"] = [pad([seqs[i] for i in chunk]) for chunk in chunks]
-            out["cmp_order"] = torch.tensor(order, dtype=torch.long)
-            out["cmp_layout"] = torch.tensor([p["layout"] for p in pairs], dtype=torch.long)
+            out.update(cmp_chunks=[pad([seqs[i] for i in chunk]) for chunk in chunks],
+                       cmp_order=torch.tensor(order, dtype=torch.long),
+                       cmp_layout=torch.tensor([p["layout"] for p in pairs], dtype=torch.long))
         return out
 
     return collate
@@ -516,8 +518,6 @@ def _install_as_default(folder: Path) -> None:
 
 def _load_model(margs: TrainArgs) -> tuple[Any, Any]:
     """The base model (float32) with a LoRA adapter unless ``full_finetune``, and its tokenizer."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     base_path = resolve(margs.model)
     tokenizer = AutoTokenizer.from_pretrained(base_path)
     _ensure_chat_template(tokenizer)
@@ -526,11 +526,8 @@ def _load_model(margs: TrainArgs) -> tuple[Any, Any]:
     model = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32)
     model.config.use_cache = False
     if not margs.full_finetune:
-        from peft import LoraConfig, get_peft_model
-
         targets: Any = margs.lora_target_modules
-        if targets != "all-linear":
-            targets = [t.strip() for t in targets.split(",") if t.strip()]
+        targets = targets if targets == "all-linear" else [t.strip() for t in targets.split(",") if t.strip()]
         layers = None  # peft's default: every layer
         if margs.lora_top_layers:
             n_layers = int(model.config.num_hidden_layers)
@@ -548,15 +545,8 @@ def _load_model(margs: TrainArgs) -> tuple[Any, Any]:
                         if isinstance(m, torch.nn.Linear) and m is not out_emb
                     }
                 )
-        peft_config = LoraConfig(
-            r=margs.lora_r,
-            lora_alpha=margs.lora_alpha,
-            lora_dropout=margs.lora_dropout,
-            target_modules=targets,
-            task_type="CAUSAL_LM",
-            bias="none",
-            layers_to_transform=layers,
-        )
+        peft_config = LoraConfig(r=margs.lora_r, lora_alpha=margs.lora_alpha, lora_dropout=margs.lora_dropout,
+                                 target_modules=targets, task_type="CAUSAL_LM", bias="none", layers_to_transform=layers)
         with peft_wrapping():
             model = get_peft_model(model, peft_config)
     n_trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -584,8 +574,6 @@ class _Run:
 
 def _prepare(args: TrainArgs, accelerator: Any, model: Any, tokenizer: Any, encoded: list[dict]) -> _Run:
     """Data loader, AdamW (no weight decay on biases and norms) and schedule, prepared by accelerate."""
-    from transformers import get_scheduler
-
     generator = torch.Generator().manual_seed(args.seed)
     loader = torch.utils.data.DataLoader(
         encoded,
@@ -604,15 +592,13 @@ def _prepare(args: TrainArgs, accelerator: Any, model: Any, tokenizer: Any, enco
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
     steps_per_epoch = max(1, math.ceil(len(loader) / args.gradient_accumulation_steps))
     total_steps = args.max_steps if args.max_steps > 0 else math.ceil(args.num_train_epochs * steps_per_epoch)
-    warmup = int(round(args.warmup_ratio * total_steps))
     # accelerate steps a prepared scheduler once per process: scale its horizon accordingly.
-    scheduler = get_scheduler(
+    scheduler = accelerator.prepare(get_scheduler(
         args.lr_scheduler_type,
         optimizer=optimizer,
-        num_warmup_steps=warmup * accelerator.num_processes,
+        num_warmup_steps=int(round(args.warmup_ratio * total_steps)) * accelerator.num_processes,
         num_training_steps=total_steps * accelerator.num_processes,
-    )
-    scheduler = accelerator.prepare(scheduler)
+    ))
     return _Run(model, optimizer, scheduler, loader, generator, steps_per_epoch, total_steps)
 
 
@@ -684,26 +670,22 @@ def _write_judge(args: TrainArgs, accelerator: Any, model: Any, tokenizer: Any, 
     """The judge folder, written atomically: weights or adapter, tokenizer, merged weights, card, summary."""
     unwrapped = accelerator.unwrap_model(model)
     with atomic_dir(out_dir) as tmp:
-        state_dict = accelerator.get_state_dict(model)
-        unwrapped.save_pretrained(tmp, state_dict=state_dict, safe_serialization=True)
+        unwrapped.save_pretrained(tmp, state_dict=accelerator.get_state_dict(model), safe_serialization=True)
         if not args.full_finetune:
             _portable_adapter_config(tmp, args.model)
         tokenizer.save_pretrained(tmp)
-        if args.merge:
-            merged = unwrapped.merge_and_unload()
-            merged.save_pretrained(tmp / "merged", safe_serialization=True)
+        if args.merge:  # the merged folder is a judge of its own: it records the mode too
+            unwrapped.merge_and_unload().save_pretrained(tmp / "merged", safe_serialization=True)
             tokenizer.save_pretrained(tmp / "merged")
+            atomic_write_json(tmp / "merged" / TRAINED_MARKER, summary)
         (tmp / "README.md").write_text(_model_card(args, summary), encoding="utf-8")
         atomic_write_json(tmp / TRAINED_MARKER, summary)
-        if args.merge:  # the merged folder is a judge of its own: it records the mode too
-            atomic_write_json(tmp / "merged" / TRAINED_MARKER, summary)
     log.info("judge written to %s", out_dir)
 
 
 def _register_adapter_hooks(accelerator: Any) -> None:
     """Checkpoints of a LoRA run hold the adapter only (not the frozen base weights): written by hand because
     ``Accelerator.save_state`` saves each prepared model's whole state dict, the base model's included."""
-    from peft import PeftModel, get_peft_model_state_dict, set_peft_model_state_dict
     from safetensors.torch import load_file, save_file
 
     def save_hook(models: list, weights: list, output_dir: str) -> None:
