@@ -373,7 +373,7 @@ def test_read_roots_hold_no_site_packages_but_numpy():
     numpy there and nothing else of it (no findbench, no data packages), nor findbench's cache."""
     import numpy
 
-    from findbench.sandbox import _denied_paths, _read_roots
+    from findbench.sandbox.policy import denied_paths as _denied_paths, read_roots as _read_roots
     from findbench.sandbox._worker import _site_dirs
 
     numpy_dir = os.path.dirname(os.path.realpath(numpy.__file__))

@@ -20,14 +20,29 @@ a child that ran out of time, died or wrote no complete line.
 
 from __future__ import annotations
 
+import ast
+import base64
+import builtins
+import contextlib
 import ctypes
+import gc
+import importlib.util
+import io
 import json
 import math
+import mmap
 import os
+import pathlib
+import random
+import resource
 import select
 import signal
+import site
 import sys
+import sysconfig
+import tempfile
 import time
+import types
 from typing import Any
 
 _PRELOAD = (
@@ -51,25 +66,15 @@ _libc.syscall.restype = ctypes.c_long
 _libc.prctl.restype = ctypes.c_int
 _libc.unshare.restype = ctypes.c_int
 
-_PR_SET_PDEATHSIG = 1
-_PR_SET_DUMPABLE = 4
-_PR_SET_NO_NEW_PRIVS = 38
-_PR_GET_NO_NEW_PRIVS = 39
-_PR_SET_SECCOMP = 22
+# prctl options (linux/prctl.h), namespace flags of unshare (linux/sched.h), mount flags (linux/mount.h)
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_SECCOMP, _PR_SET_NO_NEW_PRIVS, _PR_GET_NO_NEW_PRIVS = 1, 4, 22, 38, 39
 _SECCOMP_MODE_FILTER = 2
-_CLONE_NEWNET = 0x40000000
-_CLONE_NEWUSER = 0x10000000
-_CLONE_NEWIPC = 0x08000000
-_CLONE_NEWNS = 0x00020000
-_MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE = 2, 4, 1 << 14, 1 << 18
-_MNT_DETACH = 2
+_CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWUSER, _CLONE_NEWNET = 0x00020000, 0x08000000, 0x10000000, 0x40000000
+_MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE, _MNT_DETACH = 2, 4, 1 << 14, 1 << 18, 2
 
 # Landlock (linux/landlock.h). The syscall numbers are the same on every architecture.
-_SYS_LANDLOCK_CREATE_RULESET = 444
-_SYS_LANDLOCK_ADD_RULE = 445
-_SYS_LANDLOCK_RESTRICT_SELF = 446
-_LANDLOCK_CREATE_RULESET_VERSION = 1
-_LANDLOCK_RULE_PATH_BENEATH = 1
+_SYS_LANDLOCK_CREATE_RULESET, _SYS_LANDLOCK_ADD_RULE, _SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
+_LANDLOCK_CREATE_RULESET_VERSION = _LANDLOCK_RULE_PATH_BENEATH = 1
 _FS = {
     "execute": 1 << 0, "write_file": 1 << 1, "read_file": 1 << 2, "read_dir": 1 << 3,
     "remove_dir": 1 << 4, "remove_file": 1 << 5, "make_char": 1 << 6, "make_dir": 1 << 7,
@@ -109,15 +114,10 @@ def landlock_abi() -> int:
 
 
 def _fs_rights(abi: int) -> int:
-    """Every file-system right the kernel's ABI knows (all of them are 'handled': denied unless granted)."""
-    rights = (1 << 13) - 1  # ABI 1: execute .. make_sym
-    if abi >= 2:
-        rights |= _FS["refer"]
-    if abi >= 3:
-        rights |= _FS["truncate"]
-    if abi >= 5:
-        rights |= _FS["ioctl_dev"]
-    return rights
+    """Every file-system right the kernel's ABI knows (all of them are 'handled': denied unless granted):
+    ABI 1 has execute .. make_sym."""
+    return (1 << 13) - 1 | sum(_FS[name] for name, since in (("refer", 2), ("truncate", 3), ("ioctl_dev", 5))
+                               if abi >= since)
 
 
 _READ = _FS["execute"] | _FS["read_file"] | _FS["read_dir"]
@@ -132,14 +132,9 @@ def _landlock_confine(abi: int, read_fds: list[tuple[int, bool]], write_fds: lis
     with ABI >= 6 signals and abstract unix sockets cannot leave the domain. Raises OSError.
     """
     handled = _fs_rights(abi)
-    attr = _RulesetAttr(handled, 0, 0)
-    size = 8
-    if abi >= 4:
-        attr.handled_access_net = _NET_BIND_TCP | _NET_CONNECT_TCP
-        size = 16
-    if abi >= 6:
-        attr.scoped = _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL
-        size = 24
+    attr = _RulesetAttr(handled, _NET_BIND_TCP | _NET_CONNECT_TCP if abi >= 4 else 0,
+                        _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL if abi >= 6 else 0)
+    size = 24 if abi >= 6 else 16 if abi >= 4 else 8
     ruleset = _libc.syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), ctypes.byref(attr), ctypes.c_size_t(size),
                             ctypes.c_uint32(0))
     if ruleset < 0:
@@ -160,14 +155,9 @@ def _landlock_confine(abi: int, read_fds: list[tuple[int, bool]], write_fds: lis
 
 def _site_dirs() -> set[str]:
     """Every site-packages / dist-packages folder this interpreter knows of."""
-    import site
-    import sysconfig
-
     dirs = {sysconfig.get_paths().get(key) for key in ("purelib", "platlib")}
-    try:
+    with contextlib.suppress(AttributeError):  # site without these (embedded interpreters)
         dirs |= set(site.getsitepackages()) | {site.getusersitepackages()}
-    except AttributeError:  # pragma: no cover - site without these (embedded interpreters)
-        pass
     dirs |= {p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")}
     return {os.path.realpath(d) for d in dirs if d}
 
@@ -192,14 +182,7 @@ def _read_roots(packages: tuple[str, ...] = PROGRAM_PACKAGES, deny: tuple[str, .
     """What a child may read: the interpreter, its stdlib and shared libraries, ``packages``
     (with their ``.libs``) and a few device files; never another site-packages entry, ``deny``,
     ``$HOME`` or ``/etc`` beyond the loader's cache."""
-    import importlib.util
-    import sysconfig
-
-    roots = {os.path.realpath(sys.executable)}
-    for key in ("stdlib", "platstdlib"):
-        path = sysconfig.get_paths().get(key)
-        if path:
-            roots.add(path)
+    roots = {os.path.realpath(sys.executable), *filter(None, map(sysconfig.get_paths().get, ("stdlib", "platstdlib")))}
     roots |= {"/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib", "/etc/ld.so.cache",
               "/dev/null", "/dev/urandom", "/dev/random", "/dev/zero"}
     out = _carve(sorted(roots), _site_dirs() | {os.path.realpath(d) for d in deny})
@@ -215,17 +198,11 @@ def _read_roots(packages: tuple[str, ...] = PROGRAM_PACKAGES, deny: tuple[str, .
 
 def _others_can_read(directory: str) -> bool:
     """Whether an unprivileged uid can list ``directory`` (and reach it)."""
-    path = os.path.realpath(directory)
+    path = pathlib.Path(os.path.realpath(directory))
     try:
-        if os.stat(path).st_mode & 0o005 != 0o005:
-            return False
-        while path != "/":
-            path = os.path.dirname(path)
-            if not os.stat(path).st_mode & 0o001:
-                return False
+        return path.stat().st_mode & 0o005 == 0o005 and all(p.stat().st_mode & 0o001 for p in path.parents)
     except OSError:
         return False
-    return True
 
 
 def _open_path(path: str) -> tuple[int, bool]:
@@ -236,42 +213,23 @@ def _open_path(path: str) -> tuple[int, bool]:
 # --------------------------------------------------------------------------- program side
 
 
-class _CappedText:
-    """A write-only text stream that keeps the first ``cap`` characters."""
+class _CappedText(io.StringIO):
+    """A text stream that keeps the first ``cap`` characters written to it."""
+
+    dropped = 0
 
     def __init__(self, cap: int):
+        super().__init__()
         self.cap = cap
-        self.parts: list[str] = []
-        self.kept = 0
-        self.dropped = 0
 
-    def write(self, s: Any) -> int:
+    def write(self, s: str) -> int:
         if not isinstance(s, str):
             raise TypeError(f"write() argument must be str, not {type(s).__name__}")
-        room = self.cap - self.kept
-        if room > 0:
-            part = s[:room]
-            self.parts.append(part)
-            self.kept += len(part)
-            self.dropped += len(s) - len(part)
-        else:
-            self.dropped += len(s)
+        self.dropped += len(s) - super().write(s[: max(0, self.cap - self.tell())])
         return len(s)
 
-    def flush(self) -> None:
-        pass
-
-    def isatty(self) -> bool:
-        return False
-
-    def writable(self) -> bool:
-        return True
-
     def text(self) -> str:
-        out = "".join(self.parts)
-        if self.dropped:
-            out += f"\n[... {self.dropped} characters dropped]"
-        return out
+        return self.getvalue() + (f"\n[... {self.dropped} characters dropped]" if self.dropped else "")
 
 
 def _make_audit_hook(tmpdir: str):
@@ -347,16 +305,12 @@ def _make_audit_hook(tmpdir: str):
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
     prefix = tmpdir + os.sep
     realpath = os.path.realpath
-    fspath = os.fspath
 
     def inside(path: Any, dir_fd: Any = None) -> bool:
         if isinstance(path, int) or dir_fd not in (None, -1):
             return False  # a descriptor or a name relative to one: not checkable here
         try:
-            p = fspath(path)
-            if isinstance(p, bytes):
-                p = os.fsdecode(p)
-            p = realpath(p)
+            p = realpath(os.fsdecode(path))  # str, bytes or a path object
         except Exception:
             return False
         return p == tmpdir or p.startswith(prefix) or p == "/dev/null"
@@ -364,10 +318,8 @@ def _make_audit_hook(tmpdir: str):
     def hook(event: str, args: tuple) -> None:
         if event == "open":
             path, mode, flags = args
-            if isinstance(mode, str):
-                writing = "w" in mode or "a" in mode or "x" in mode or "+" in mode
-            else:
-                writing = bool(flags & write_flags) if isinstance(flags, int) else False
+            writing = any(c in mode for c in "wax+") if isinstance(mode, str) else (
+                isinstance(flags, int) and bool(flags & write_flags))
             if writing and not inside(path):
                 raise PermissionError(
                     f"sandbox: writing {path!r} is not allowed (only inside the program's own directory)"
@@ -395,20 +347,15 @@ def _plain(value: Any, np: Any, depth: int = 0) -> Any:
         return value
     if depth > 50:
         raise TypeError("result nested too deeply")
-    if isinstance(value, np.generic):
-        return _plain(value.item(), np, depth + 1)
-    if isinstance(value, np.ndarray):
+    if isinstance(value, (np.generic, np.ndarray)):
         return _plain(value.tolist(), np, depth + 1)
     if isinstance(value, (list, tuple)):
         return [_plain(v, np, depth + 1) for v in value]
     if isinstance(value, dict) and all(type(k) is str for k in value):
         return {k: _plain(v, np, depth + 1) for k, v in value.items()}
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, str):
-        return str(value)
+    for kind in (int, float, str):  # subclasses (an IntEnum, a str subclass) as the plain type
+        if isinstance(value, kind):
+            return kind(value)
     raise TypeError(f"result of type {t.__name__} cannot leave the sandbox")
 
 
@@ -421,24 +368,9 @@ def _describe(exc: BaseException) -> str:
     return text if len(text) <= 500 else text[:500] + "..."
 
 
-def _last_def(tree: Any) -> str | None:
-    import ast
-
-    name = None
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef):
-            name = node.name
-    return name
-
-
 def _run_program(item: dict, config: dict, np: Any) -> dict:
     """Run one program in this (already confined) process; the reply dict."""
-    import ast
-    import builtins
-
-    inputs = item["inputs"]
-    entry = item["entry"]
-    n = len(inputs)
+    inputs, n = item["inputs"], len(item["inputs"])
     out = _CappedText(config["max_output_bytes"])
     reply: dict = {"k": item["k"], "status": "ok", "values": [None] * n, "errors": [None] * n, "message": ""}
     saved = sys.stdout, sys.stderr
@@ -446,14 +378,14 @@ def _run_program(item: dict, config: dict, np: Any) -> dict:
     try:
         try:
             tree = ast.parse(item["code"], "<program>", "exec")
-            name = _last_def(tree) if entry == "last_def" else entry
+            defs = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)]
+            name = (defs[-1] if defs else None) if item["entry"] == "last_def" else item["entry"]
             namespace = {"__name__": PROGRAM_NAME, "__builtins__": builtins}
             exec(compile(tree, "<program>", "exec"), namespace)  # noqa: S102 - confined child process
-            if name is None:
-                raise LookupError("the program defines no top-level function")
             fn = namespace.get(name)
             if fn is None:
-                raise LookupError(f"the program defines no function {name!r}")
+                raise LookupError(f"the program defines no function {name!r}" if name else
+                                  "the program defines no top-level function")
             if not callable(fn):
                 raise TypeError(f"{name!r} is not callable")
         except BaseException as exc:  # noqa: BLE001 - user code may raise anything
@@ -522,6 +454,11 @@ def _write_all(fd: int, data: bytes) -> None:
 # --------------------------------------------------------------------------- the zygote
 
 
+def signal_name(sig: int) -> str:
+    """``SIGKILL`` for 9 (the number itself for one Python does not name)."""
+    return {s.value: s.name for s in signal.Signals}.get(sig, str(sig))
+
+
 def _read_exact(fd: int, view: memoryview) -> bool:
     """Fill ``view`` from ``fd`` (no Python copy of the bytes); False on EOF."""
     got = 0
@@ -535,33 +472,23 @@ def _read_exact(fd: int, view: memoryview) -> bool:
 
 def rmtree(path: str) -> None:
     """Delete ``path`` and everything beneath it without recursion (a program may nest
-    thousands of folders) and without following links; errors are ignored."""
-    stack, seen = [path], set()
+    thousands of folders; ``shutil.rmtree`` recurses before Python 3.13) and without following
+    links; errors are ignored."""
+    stack = [(path, False)]
     while stack:
-        top = stack[-1]
-        subdirs = []
-        if top not in seen:
-            seen.add(top)
-            try:
-                with os.scandir(top) as entries:
-                    for entry in entries:
-                        if entry.is_dir(follow_symlinks=False):
-                            subdirs.append(entry.path)
-                        else:
-                            try:
-                                os.unlink(entry.path)
-                            except OSError:
-                                pass
-            except OSError:
-                pass
-        if subdirs:
-            stack.extend(subdirs)
+        top, emptied = stack.pop()
+        if emptied:
+            with contextlib.suppress(OSError):
+                os.rmdir(top)
             continue
-        stack.pop()
-        try:
-            os.rmdir(top)
-        except OSError:
-            pass
+        stack.append((top, True))
+        with contextlib.suppress(OSError), os.scandir(top) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((entry.path, False))
+                else:
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.path)
 
 
 def _mount_tmpfs(target: str, options: str) -> bool:
@@ -571,8 +498,6 @@ def _mount_tmpfs(target: str, options: str) -> bool:
 
 def _private_buffer(size: int) -> Any:
     """An anonymous mapping of ``size`` bytes that forked children do not inherit."""
-    import mmap
-
     buf = mmap.mmap(-1, size)
     buf.madvise(mmap.MADV_DONTFORK)
     return buf
@@ -589,12 +514,8 @@ class _Zygote:
         self.config = config
         self.req_fd, self.resp_fd = req_fd, resp_fd
         self.base = config["tmpdir"]
-        self.np: Any = None
         self.read_fds: list[tuple[int, bool]] = []
-        self.landlock = 0
-        self.drop_uid = False
         self.tmpfs = False
-        self.seccomp: Any = None
         self.inbox = _private_buffer(config["max_request_bytes"])
         self.reply = _private_buffer(config["max_result_bytes"] + 8 * config["max_output_bytes"] + 65536)
         self.request = bytearray()
@@ -610,29 +531,17 @@ class _Zygote:
             "ipc_namespace": _CLONE_NEWIPC,
             "mount_namespace": _CLONE_NEWNS,
         }
-        for name in wanted:
-            iso[name] = False
+        iso.update(dict.fromkeys(wanted, False))
         if os.geteuid() == 0:
-            for name, flag in wanted.items():
-                iso[name] = bool(flag) and _libc.unshare(flag) == 0
+            iso.update({name: bool(flag) and _libc.unshare(flag) == 0 for name, flag in wanted.items()})
         else:
-            flags = 0
-            for flag in wanted.values():
-                flags |= flag
             uid, gid = os.geteuid(), os.getegid()
-            if _libc.unshare(_CLONE_NEWUSER | flags) == 0:
-                try:  # map ourselves, so the files we make keep our uid
-                    for name, text in (
-                        ("setgroups", "deny"),
-                        ("uid_map", f"{uid} {uid} 1"),
-                        ("gid_map", f"{gid} {gid} 1"),
-                    ):
-                        with open(f"/proc/self/{name}", "w") as fh:
-                            fh.write(text)
-                except OSError:
-                    pass
-                for name, flag in wanted.items():
-                    iso[name] = bool(flag)
+            if _libc.unshare(_CLONE_NEWUSER | sum(wanted.values())) == 0:  # distinct bits: the sum is their union
+                with contextlib.suppress(OSError):  # map ourselves, so the files we make keep our uid
+                    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                                       ("gid_map", f"{gid} {gid} 1")):
+                        pathlib.Path(f"/proc/self/{name}").write_text(text)
+                iso.update({name: bool(flag) for name, flag in wanted.items()})
             elif _libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) == 0:
                 iso["network_namespace"] = bool(wanted["network_namespace"])
         if iso["mount_namespace"]:
@@ -642,70 +551,59 @@ class _Zygote:
         iso["disk_cap_bytes"] = cfg["max_disk_bytes"] if self.tmpfs else None
 
     def setup(self) -> dict:
-        import resource
-
         cfg = self.config
-        iso: dict = {"audit_hook": bool(cfg.get("audit_hook", True)), "fresh_process": True}
         # Die with the parent; never gain privileges through exec (Landlock needs this too).
         _libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
         _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-        iso["no_new_privs"] = _libc.prctl(_PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1
+        no_new_privs = _libc.prctl(_PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1
+        iso: dict = {"audit_hook": bool(cfg.get("audit_hook", True)), "fresh_process": True,
+                     "no_new_privs": no_new_privs}
         self._namespaces(iso)  # before numpy starts threads
         for name in _PRELOAD:
             __import__(name)
-        import numpy as np
-
-        self.np = np
-        iso["bwrap"] = bool(cfg.get("bwrap"))
+        self.np = sys.modules["numpy"]
         abi = landlock_abi() if cfg["landlock"] else 0
-        iso["landlock_abi"] = abi
-        if abi and iso["no_new_privs"]:
-            self.landlock = abi
+        self.landlock = abi if no_new_privs else 0
+        if self.landlock:
             self.read_fds = [_open_path(p) for p in _read_roots(tuple(cfg["packages"]), tuple(cfg["deny"]))]
-        iso["landlock"] = bool(self.landlock)
-        bpf = cfg.get("seccomp_bpf")
-        if bpf and iso["no_new_privs"]:
-            import base64
-
-            code = base64.b64decode(bpf)
-            self._seccomp_filter = ctypes.create_string_buffer(code, len(code))
-            self.seccomp = _SockFprog(len(code) // 8, ctypes.cast(self._seccomp_filter, ctypes.c_void_p))
-        iso["seccomp"] = self.seccomp is not None
-        # No program may change a file's mode, owner, times or xattrs: the filter refuses those
-        # calls, and inside bubblewrap every file but the server's own is on a read-only mount.
-        iso["file_metadata_locked"] = iso["seccomp"] or iso["bwrap"]
+        bpf = base64.b64decode(cfg.get("seccomp_bpf") or "") if no_new_privs else b""
+        self._seccomp_filter = ctypes.create_string_buffer(bpf, len(bpf))
+        self.seccomp = _SockFprog(len(bpf) // 8, ctypes.cast(self._seccomp_filter, ctypes.c_void_p)) if bpf else None
         self.drop_uid = bool(cfg["drop_privileges"]) and os.geteuid() == 0
-        iso["uid"] = _NOBODY if self.drop_uid else os.geteuid()
+        uid = _NOBODY if self.drop_uid else os.geteuid()
         # Import directories that ``nobody`` may not reach (an interpreter under /root, say)
         # stay importable through descriptors opened now, as root: the child imports from
         # /proc/self/fd/N. Landlock still checks every file against the read-only roots.
-        self.path_fds: dict[str, int] = {}
-        if self.drop_uid:
-            for entry in sys.path:
-                if entry and os.path.isdir(entry) and not _others_can_read(entry):
-                    self.path_fds[entry] = os.open(entry, os.O_RDONLY | os.O_DIRECTORY)
-        iso["imports_through_fds"] = len(self.path_fds)
+        self.path_fds = {entry: os.open(entry, os.O_RDONLY | os.O_DIRECTORY) for entry in sys.path
+                         if self.drop_uid and entry and os.path.isdir(entry) and not _others_can_read(entry)}
         if self.path_fds:
             self._import_through_fds()
-        iso["nproc_enforced"] = iso["uid"] != 0  # the kernel exempts root from RLIMIT_NPROC
         if self.drop_uid:
             os.chmod(self.base, 0o711)  # nobody may enter its own directory, not list others
-        mem = cfg["memory_mb"] * 1024 * 1024
-        self.limits = {
-            "RLIMIT_AS": (mem, mem),
-            "RLIMIT_FSIZE": (cfg["max_file_bytes"], cfg["max_file_bytes"]),
+        self.rlimits = {
+            "RLIMIT_AS": (cfg["memory_mb"] * 1024 * 1024,) * 2,
+            "RLIMIT_FSIZE": (cfg["max_file_bytes"],) * 2,
             "RLIMIT_CORE": (0, 0),
             "RLIMIT_NOFILE": (64, 64),
             "RLIMIT_NPROC": (0, 0),
         }
-        iso["rlimits"] = {name: value[0] for name, value in self.limits.items()}
-        self.resource = resource
+        # No program may change a file's mode, owner, times or xattrs: the filter refuses those
+        # calls, and inside bubblewrap every file but the server's own is on a read-only mount.
+        iso.update({
+            "bwrap": bool(cfg.get("bwrap")),
+            "landlock_abi": abi,
+            "landlock": bool(self.landlock),
+            "seccomp": self.seccomp is not None,
+            "file_metadata_locked": self.seccomp is not None or bool(cfg.get("bwrap")),
+            "uid": uid,
+            "imports_through_fds": len(self.path_fds),
+            "nproc_enforced": uid != 0,  # the kernel exempts root from RLIMIT_NPROC
+            "rlimits": {name: value[0] for name, value in self.rlimits.items()},
+        })
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         sys.dont_write_bytecode = True
         # Everything loaded so far is shared with the children copy-on-write; keep the garbage
         # collector from walking (and so copying) those pages in every child.
-        import gc
-
         gc.collect()
         gc.freeze()
         return iso
@@ -713,7 +611,6 @@ class _Zygote:
     # -- in the child, between fork and the program
     def _confine(self, tmpdir: str, w: int) -> None:
         """Apply every layer to this child; raises if a promised kernel layer fails."""
-        resource = self.resource
         zygote = os.getppid()
         # Only the reply pipe stays open (and the import folders only root could reach).
         keep = sorted({w, *self.path_fds.values(), *(fd for fd, _ in self.read_fds)})
@@ -724,8 +621,6 @@ class _Zygote:
         os.closerange(low, 1 << 20)
         os.chdir(tmpdir)
         os.environ.update(HOME=tmpdir, TMPDIR=tmpdir)
-        import tempfile
-
         tempfile.tempdir = tmpdir
         write_fd = _open_path(tmpdir)
         if self.drop_uid:
@@ -748,23 +643,18 @@ class _Zygote:
             _landlock_confine(self.landlock, self.read_fds, [write_fd])
         for fd, _ in [*self.read_fds, write_fd]:
             os.close(fd)
-        for name, value in self.limits.items():  # after Landlock: its ruleset needs a descriptor
+        for name, value in self.rlimits.items():  # after Landlock: its ruleset needs a descriptor
             resource.setrlimit(getattr(resource, name), value)
         # Writing past RLIMIT_FSIZE raises OSError(EFBIG) instead of killing the child.
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         for mod in ("ctypes", "_ctypes", "_posixsubprocess"):
             sys.modules.pop(mod, None)
-        import types
-
         sys.modules["__main__"] = types.ModuleType("__main__")  # not this zygote's globals
-        seed = self.config["seed"]
-        import random
-
-        random.seed(seed)
-        self.np.random.seed(seed)
-        if self.seccomp is not None:  # last: the filter refuses what the set-up above used
-            if _libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(self.seccomp), 0, 0) != 0:
-                raise OSError(f"seccomp: {_errno_text()}")
+        random.seed(self.config["seed"])
+        self.np.random.seed(self.config["seed"])
+        # last: the filter refuses what the set-up above used
+        if self.seccomp and _libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(self.seccomp), 0, 0):
+            raise OSError(f"seccomp: {_errno_text()}")
         if self.config.get("audit_hook", True):
             sys.addaudithook(_make_audit_hook(os.path.realpath(tmpdir)))
 
@@ -786,34 +676,20 @@ class _Zygote:
             if isinstance(paths, list):
                 paths[:] = [moved(p) if isinstance(p, str) else p for p in paths]
 
-    def _child(self, size: int, tmpdir: str, w: int) -> None:  # pragma: no cover - runs in the child
+    def _child(self, tmpdir: str, w: int) -> None:  # pragma: no cover - runs in the child
         try:
+            doing, item = "unreadable request", None
             try:
                 item = json.loads(bytes(self.request))
-            except BaseException as exc:
-                item = None
-                msg = f"sandbox: unreadable request: {_describe(exc)}"
-            if item is not None:
-                try:
-                    self._confine(tmpdir, w)
-                except BaseException as exc:  # fail closed: never run a program half-confined
-                    msg = f"sandbox: could not confine the program: {_describe(exc)}"
-                else:
-                    msg = None
-            if msg is not None:
-                n = len(item["inputs"]) if item is not None else 0
-                reply = {
-                    "k": item["k"] if item is not None else -1,
-                    "status": "error",
-                    "values": [None] * n,
-                    "errors": [msg] * n,
-                    "stdout": "",
-                    "message": msg,
-                }
+                doing = "could not confine the program"
+                self._confine(tmpdir, w)
+            except BaseException as exc:  # fail closed: never run a program half-confined
+                msg, n = f"sandbox: {doing}: {_describe(exc)}", len(item["inputs"]) if item is not None else 0
+                reply = {"k": item["k"] if item is not None else -1, "status": "error", "values": [None] * n,
+                         "errors": [msg] * n, "stdout": "", "message": msg}
                 _write_all(w, json.dumps(reply).encode() + b"\n")
             else:
-                reply = _run_program(item, self.config, self.np)
-                _write_all(w, _encode_reply(reply, len(item["inputs"]), self.config))
+                _write_all(w, _encode_reply(_run_program(item, self.config, self.np), len(item["inputs"]), self.config))
             os.close(w)  # EOF for the fork server now, before this process is torn down
         finally:
             os._exit(0)
@@ -834,10 +710,8 @@ class _Zygote:
     def _remove_dir(self, tmpdir: str) -> None:
         if self.tmpfs:
             _libc.umount2(os.fsencode(tmpdir), _MNT_DETACH)  # frees every file at once
-            try:
+            with contextlib.suppress(OSError):
                 os.rmdir(tmpdir)
-            except OSError:
-                pass
         else:
             rmtree(tmpdir)
 
@@ -848,7 +722,7 @@ class _Zygote:
         pid = os.fork()
         if pid == 0:  # pragma: no cover - child
             os.close(r)
-            self._child(size, tmpdir, w)
+            self._child(tmpdir, w)
         self.request[:] = bytes(size)  # the zygote keeps nothing of the request
         self.request = bytearray()
         os.close(w)
@@ -873,10 +747,8 @@ class _Zygote:
         """Wait for children that already replied, and delete their directories."""
         while self.pending:
             pid, tmpdir = self.pending.pop()
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)  # it replied (or failed): nothing of it is still wanted
-            except ProcessLookupError:
-                pass
             os.waitpid(pid, 0)
             self._remove_dir(tmpdir)
 
@@ -906,25 +778,15 @@ class _Zygote:
             got += n
         if outcome is None and got and self.reply[got - 1] == 10:
             return got, None  # a complete reply (one line or not: the parent checks)
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        _, status = os.waitpid(pid, 0)
-        if outcome is None and os.WIFSIGNALED(status):
-            sig = os.WTERMSIG(status)
-            if sig == signal.SIGXCPU:
-                outcome = ("timeout", f"CPU time limit of {cfg['cpu_seconds']:g} s exceeded")
-            else:
-                try:
-                    name = signal.Signals(sig).name
-                except ValueError:
-                    name = str(sig)
-                outcome = ("killed", f"program killed by signal {name}")
-        elif outcome is None and os.WIFEXITED(status) and os.WEXITSTATUS(status) != 0:
-            outcome = ("killed", f"program exited with code {os.WEXITSTATUS(status)}")
+        rc = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        if outcome is None and rc == -signal.SIGXCPU:
+            outcome = ("timeout", f"CPU time limit of {cfg['cpu_seconds']:g} s exceeded")
+        elif outcome is None and rc < 0:
+            outcome = ("killed", f"program killed by signal {signal_name(-rc)}")
         elif outcome is None:
-            outcome = ("killed", "the program exited without a reply")
+            outcome = ("killed", f"program exited with code {rc}" if rc else "the program exited without a reply")
         return 0, outcome
 
     def serve(self) -> None:
