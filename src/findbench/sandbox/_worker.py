@@ -101,9 +101,11 @@ class _PathBeneathAttr(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
-def _errno_text() -> str:
-    err = ctypes.get_errno()
-    return f"{os.strerror(err)} (errno {err})"
+def _checked(rc: int, what: str) -> int:
+    """``rc`` of a C call, or ``OSError`` naming ``what`` and errno when it failed (a negative ``rc``)."""
+    if rc < 0:
+        raise OSError(f"{what}: {os.strerror(ctypes.get_errno())} (errno {ctypes.get_errno()})")
+    return rc
 
 
 def landlock_abi() -> int:
@@ -135,20 +137,18 @@ def _landlock_confine(abi: int, read_fds: list[tuple[int, bool]], write_fds: lis
     attr = _RulesetAttr(handled, _NET_BIND_TCP | _NET_CONNECT_TCP if abi >= 4 else 0,
                         _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL if abi >= 6 else 0)
     size = 24 if abi >= 6 else 16 if abi >= 4 else 8
-    ruleset = _libc.syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), ctypes.byref(attr), ctypes.c_size_t(size),
-                            ctypes.c_uint32(0))
-    if ruleset < 0:
-        raise OSError(f"landlock_create_ruleset: {_errno_text()}")
+    ruleset = _checked(_libc.syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), ctypes.byref(attr),
+                                     ctypes.c_size_t(size), ctypes.c_uint32(0)), "landlock_create_ruleset")
     try:
         for fds, rights in ((read_fds, _READ), (write_fds, handled)):
             for fd, is_dir in fds:
                 allowed = (rights if is_dir else rights & _FILE_RIGHTS) & handled
                 rule = _PathBeneathAttr(allowed, fd)
-                if _libc.syscall(ctypes.c_long(_SYS_LANDLOCK_ADD_RULE), ctypes.c_int(ruleset),
-                                 ctypes.c_int(_LANDLOCK_RULE_PATH_BENEATH), ctypes.byref(rule), ctypes.c_uint32(0)) < 0:
-                    raise OSError(f"landlock_add_rule: {_errno_text()}")
-        if _libc.syscall(ctypes.c_long(_SYS_LANDLOCK_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0)) < 0:
-            raise OSError(f"landlock_restrict_self: {_errno_text()}")
+                _checked(_libc.syscall(ctypes.c_long(_SYS_LANDLOCK_ADD_RULE), ctypes.c_int(ruleset),
+                                       ctypes.c_int(_LANDLOCK_RULE_PATH_BENEATH), ctypes.byref(rule),
+                                       ctypes.c_uint32(0)), "landlock_add_rule")
+        _checked(_libc.syscall(ctypes.c_long(_SYS_LANDLOCK_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0)),
+                 "landlock_restrict_self")
     finally:
         os.close(ruleset)
 
@@ -186,14 +186,10 @@ def _read_roots(packages: tuple[str, ...] = PROGRAM_PACKAGES, deny: tuple[str, .
     roots |= {"/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib", "/etc/ld.so.cache",
               "/dev/null", "/dev/urandom", "/dev/random", "/dev/zero"}
     out = _carve(sorted(roots), _site_dirs() | {os.path.realpath(d) for d in deny})
-    for name in packages:
-        spec = importlib.util.find_spec(name)
-        for folder in (spec.submodule_search_locations or []) if spec else []:
-            for path in (folder, folder + ".libs"):
-                real = os.path.realpath(path)
-                if os.path.exists(real) and real not in out:
-                    out.append(real)
-    return out
+    folders = [f for name in packages for f in getattr(importlib.util.find_spec(name), "submodule_search_locations",
+                                                       None) or []]
+    extra = dict.fromkeys(os.path.realpath(p) for folder in folders for p in (folder, folder + ".libs"))
+    return out + [p for p in extra if os.path.exists(p) and p not in out]
 
 
 def _others_can_read(directory: str) -> bool:
@@ -304,13 +300,12 @@ def _make_audit_hook(tmpdir: str):
     blocked_imports = frozenset({"ctypes", "_ctypes", "_posixsubprocess", "multiprocessing", "_multiprocessing"})
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
     prefix = tmpdir + os.sep
-    realpath = os.path.realpath
 
     def inside(path: Any, dir_fd: Any = None) -> bool:
         if isinstance(path, int) or dir_fd not in (None, -1):
             return False  # a descriptor or a name relative to one: not checkable here
         try:
-            p = realpath(os.fsdecode(path))  # str, bytes or a path object
+            p = os.path.realpath(os.fsdecode(path))  # str, bytes or a path object
         except Exception:
             return False
         return p == tmpdir or p.startswith(prefix) or p == "/dev/null"
@@ -328,9 +323,7 @@ def _make_audit_hook(tmpdir: str):
             raise PermissionError(f"sandbox: {event} is not allowed")
         elif event in path_events:
             for path_at, dir_fd_at in path_args.get(event, ((0, None),)):
-                if path_at >= len(args):
-                    continue
-                path = args[path_at]
+                path = args[path_at] if path_at < len(args) else None
                 dir_fd = args[dir_fd_at] if dir_fd_at is not None and dir_fd_at < len(args) else None
                 if isinstance(path, (str, bytes, os.PathLike)) and not inside(path, dir_fd):
                     raise PermissionError(f"sandbox: {event} on {path!r} is not allowed")
@@ -373,9 +366,7 @@ def _run_program(item: dict, config: dict, np: Any) -> dict:
     inputs, n = item["inputs"], len(item["inputs"])
     out = _CappedText(config["max_output_bytes"])
     reply: dict = {"k": item["k"], "status": "ok", "values": [None] * n, "errors": [None] * n, "message": ""}
-    saved = sys.stdout, sys.stderr
-    sys.stdout = sys.stderr = out
-    try:
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
         try:
             tree = ast.parse(item["code"], "<program>", "exec")
             defs = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)]
@@ -388,59 +379,39 @@ def _run_program(item: dict, config: dict, np: Any) -> dict:
                                   "the program defines no top-level function")
             if not callable(fn):
                 raise TypeError(f"{name!r} is not callable")
-        except BaseException as exc:  # noqa: BLE001 - user code may raise anything
+            for i, x in enumerate(inputs):  # an exception fails its own input only
+                try:
+                    reply["values"][i] = _plain(fn(x), np)
+                except BaseException as exc:  # noqa: BLE001
+                    reply["errors"][i] = _describe(exc)
+        except BaseException as exc:  # noqa: BLE001 - user code may raise anything while loading
             msg = _describe(exc)
-            reply.update(status="error", message=msg, errors=[msg] * n)
-            return reply
-        values, errors = reply["values"], reply["errors"]
-        for i, x in enumerate(inputs):
-            try:
-                values[i] = _plain(fn(x), np)
-            except BaseException as exc:  # noqa: BLE001
-                errors[i] = _describe(exc)
-    finally:
-        sys.stdout, sys.stderr = saved
-        reply["stdout"] = out.text()
-        if out.dropped:
-            reply["message"] = (reply["message"] + "; " if reply["message"] else "") + "output truncated"
+            reply.update(status="error", message=msg, values=[None] * n, errors=[msg] * n)
+    reply["stdout"] = out.text()
+    if out.dropped:
+        reply["message"] = (reply["message"] + "; " if reply["message"] else "") + "output truncated"
     return reply
 
 
 def _encode_reply(reply: dict, n_inputs: int, config: dict) -> bytes:
     limit = config["max_result_bytes"]
     encodable = (TypeError, ValueError, RecursionError, MemoryError)
-
-    def dump() -> str | None:
-        try:
-            return json.dumps(reply, separators=(",", ":"), allow_nan=True)
-        except encodable:
-            return None
-
-    data = dump()
-    if data is None or len(data) > limit:
-        # Fail only the inputs whose value cannot be encoded (an int too long for str(), a
-        # string too big for memory) or is alone larger than the limit.
-        for i, v in enumerate(reply["values"]):
-            try:
-                if len(json.dumps(v, allow_nan=True)) > limit:
-                    raise ValueError(f"result larger than {limit} bytes")
-            except encodable as exc:
-                reply["values"][i] = None
-                reply["errors"][i] = _describe(exc)
-        data = dump()
-    if data is None or len(data) > limit:
-        msg = f"results larger than {limit} bytes in all or not encodable"
-        data = json.dumps(
-            {
-                "k": reply["k"],
-                "status": "error",
-                "values": [None] * n_inputs,
-                "errors": [msg] * n_inputs,
-                "stdout": reply.get("stdout", "")[:1000],
-                "message": msg,
-            },
-            separators=(",", ":"),
-        )
+    for shrink in (False, True):
+        if shrink:  # fail only the inputs whose value cannot be encoded (an int too long for str(), a
+            # string too big for memory) or is alone larger than the limit
+            for i, v in enumerate(reply["values"]):
+                try:
+                    if len(json.dumps(v, allow_nan=True)) > limit:
+                        raise ValueError(f"result larger than {limit} bytes")
+                except encodable as exc:
+                    reply["values"][i], reply["errors"][i] = None, _describe(exc)
+        with contextlib.suppress(*encodable):
+            data = json.dumps(reply, separators=(",", ":"), allow_nan=True)
+            if len(data) <= limit:
+                return data.encode("utf-8", "surrogatepass") + b"\n"
+    msg = f"results larger than {limit} bytes in all or not encodable"
+    data = json.dumps({"k": reply["k"], "status": "error", "values": [None] * n_inputs, "errors": [msg] * n_inputs,
+                       "stdout": reply.get("stdout", "")[:1000], "message": msg}, separators=(",", ":"))
     return data.encode("utf-8", "surrogatepass") + b"\n"
 
 
@@ -491,16 +462,10 @@ def rmtree(path: str) -> None:
                         os.unlink(entry.path)
 
 
-def _mount_tmpfs(target: str, options: str) -> bool:
-    flags = _MS_NOSUID | _MS_NODEV
-    return _libc.mount(b"findbench", os.fsencode(target), b"tmpfs", ctypes.c_ulong(flags), options.encode()) == 0
-
-
-def _private_buffer(size: int) -> Any:
-    """An anonymous mapping of ``size`` bytes that forked children do not inherit."""
-    buf = mmap.mmap(-1, size)
-    buf.madvise(mmap.MADV_DONTFORK)
-    return buf
+def _mount_tmpfs(target: str, options: str) -> int:
+    """0 once a tmpfs with ``options`` is mounted on ``target``, -1 when that failed (errno set)."""
+    return _libc.mount(b"findbench", os.fsencode(target), b"tmpfs", ctypes.c_ulong(_MS_NOSUID | _MS_NODEV),
+                       options.encode())
 
 
 class _Zygote:
@@ -516,8 +481,10 @@ class _Zygote:
         self.base = config["tmpdir"]
         self.read_fds: list[tuple[int, bool]] = []
         self.tmpfs = False
-        self.inbox = _private_buffer(config["max_request_bytes"])
-        self.reply = _private_buffer(config["max_result_bytes"] + 8 * config["max_output_bytes"] + 65536)
+        self.inbox = mmap.mmap(-1, config["max_request_bytes"])
+        self.reply = mmap.mmap(-1, config["max_result_bytes"] + 8 * config["max_output_bytes"] + 65536)
+        for buf in (self.inbox, self.reply):
+            buf.madvise(mmap.MADV_DONTFORK)  # anonymous mappings that forked children do not inherit
         self.request = bytearray()
         #: (pid, directory) of children that replied and are still exiting
         self.pending: list[tuple[int, str]] = []
@@ -547,7 +514,7 @@ class _Zygote:
         if iso["mount_namespace"]:
             # Nothing mounted here reaches the host, and the host sees no program's files.
             _libc.mount(None, b"/", None, ctypes.c_ulong(_MS_REC | _MS_PRIVATE), None)
-            self.tmpfs = _mount_tmpfs(self.base, "size=1m,nr_inodes=4096,mode=0711")
+            self.tmpfs = _mount_tmpfs(self.base, "size=1m,nr_inodes=4096,mode=0711") == 0
         iso["disk_cap_bytes"] = cfg["max_disk_bytes"] if self.tmpfs else None
 
     def setup(self) -> dict:
@@ -653,8 +620,8 @@ class _Zygote:
         random.seed(self.config["seed"])
         self.np.random.seed(self.config["seed"])
         # last: the filter refuses what the set-up above used
-        if self.seccomp and _libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(self.seccomp), 0, 0):
-            raise OSError(f"seccomp: {_errno_text()}")
+        if self.seccomp:
+            _checked(_libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(self.seccomp), 0, 0), "seccomp")
         if self.config.get("audit_hook", True):
             sys.addaudithook(_make_audit_hook(os.path.realpath(tmpdir)))
 
@@ -700,9 +667,8 @@ class _Zygote:
         os.mkdir(tmpdir, 0o700)
         if self.tmpfs:
             owner = f",uid={_NOBODY},gid={_NOBODY}" if self.drop_uid else ""
-            cfg = self.config
-            if not _mount_tmpfs(tmpdir, f"size={cfg['max_disk_bytes']},nr_inodes={cfg['max_files']},mode=0700{owner}"):
-                raise OSError(f"mounting the program's tmpfs failed: {_errno_text()}")
+            size = f"size={self.config['max_disk_bytes']},nr_inodes={self.config['max_files']}"
+            _checked(_mount_tmpfs(tmpdir, f"{size},mode=0700{owner}"), "mounting the program's tmpfs failed")
         elif self.drop_uid:
             os.chown(tmpdir, _NOBODY, _NOBODY)
         return tmpdir
@@ -758,14 +724,10 @@ class _Zygote:
         complete reply it is left to :meth:`reap`)."""
         cfg = self.config
         deadline = time.monotonic() + cfg["timeout"]
-        got, outcome = 0, None
+        got, outcome = 0, ("timeout", f"wall-clock limit of {cfg['timeout']:g} s exceeded")
         poller = select.poll()
         poller.register(r, select.POLLIN | select.POLLHUP | select.POLLERR)
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                outcome = ("timeout", f"wall-clock limit of {cfg['timeout']:g} s exceeded")
-                break
+        while (remaining := deadline - time.monotonic()) > 0:
             if not poller.poll(max(1, math.ceil(remaining * 1000))):
                 continue
             if got == len(self.reply):
@@ -773,7 +735,8 @@ class _Zygote:
                 break
             with memoryview(self.reply) as view:
                 n = os.readv(r, [view[got:]])
-            if n == 0:
+            if n == 0:  # the child closed its end: its reply (if any) is complete
+                outcome = None
                 break
             got += n
         if outcome is None and got and self.reply[got - 1] == 10:

@@ -19,7 +19,6 @@ import math
 import os
 import select
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -271,10 +270,9 @@ class Sandbox:
         if self._closed:
             return
         self._closed = True
-        for i, worker in enumerate(self._workers):
-            if worker is not None:
-                worker.close()
-                self._workers[i] = None
+        for worker in filter(None, self._workers):
+            worker.close()
+        self._workers = [None] * len(self._workers)
         self._spawner.shutdown(wait=True)
 
     @property
@@ -300,10 +298,9 @@ class Sandbox:
         if self._closed:
             raise RuntimeError("the Sandbox is closed")
         worker = self._spawner.submit(self._popen).result()
-        try:
+        line = None
+        with contextlib.suppress(TimeoutError, OverflowError):
             line = worker.read_line(time.monotonic() + _STARTUP_TIMEOUT)
-        except (TimeoutError, OverflowError):
-            line = None
         hello = json.loads(line) if line else {}
         if not hello.get("ready"):
             raise RuntimeError(f"sandbox worker failed to start (exit code {worker.kill()}): {hello.get('error', '')}")
@@ -403,27 +400,22 @@ class Sandbox:
         level, timeout = self.isolation_level, self.limits.timeout
         try:
             frame = worker.read_frame(time.monotonic() + timeout + _PARENT_SLACK)
-            failure = None if frame else self._death(worker.kill())  # the fork server itself died
         except TimeoutError:
             failure = "timeout", f"wall-clock limit of {timeout:g} s exceeded"
         except (OverflowError, ValueError, KeyError, TypeError) as exc:
             failure = "killed", f"worker protocol broken: {exc}"
-        if failure:
-            worker.kill()
-            self._workers[slot] = None
-            return _failed(n_inputs, *failure, level)
-        outcome, body = frame
-        if outcome:
-            return _failed(n_inputs, str(outcome[0]), str(outcome[1]), level)
-        return self._parse_reply(body, k, n_inputs, level)
-
-    def _death(self, rc: int | None) -> tuple[str, str]:
-        """Status and message for a fork server that died (not the program's doing as a rule)."""
-        if rc == -signal.SIGXCPU:
-            return "timeout", f"CPU time limit of {self.limits.cpu_seconds:g} s exceeded"
-        if rc is not None and rc < 0:
-            return "killed", f"worker killed by signal {_worker.signal_name(-rc)}"
-        return "killed", f"worker exited unexpectedly (exit code {rc})"
+        else:
+            if frame is not None:
+                outcome, body = frame
+                if outcome:
+                    return _failed(n_inputs, str(outcome[0]), str(outcome[1]), level)
+                return self._parse_reply(body, k, n_inputs, level)
+            rc = worker.kill()  # the fork server itself died: not the program's doing as a rule
+            failure = "killed", (f"worker killed by signal {_worker.signal_name(-rc)}" if rc and rc < 0
+                                 else f"worker exited unexpectedly (exit code {rc})")
+        worker.kill()
+        self._workers[slot] = None
+        return _failed(n_inputs, *failure, level)
 
     @staticmethod
     def _parse_reply(body: bytes, k: int, n_inputs: int, level: str) -> SandboxResult:
