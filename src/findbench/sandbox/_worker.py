@@ -224,6 +224,9 @@ class _CappedText(io.StringIO):
         self.dropped += len(s) - super().write(s[: max(0, self.cap - self.tell())])
         return len(s)
 
+    def close(self) -> None:
+        """Kept open: a program closing its stdout does not lose what it wrote."""
+
     def text(self) -> str:
         return self.getvalue() + (f"\n[... {self.dropped} characters dropped]" if self.dropped else "")
 
