@@ -110,9 +110,8 @@ def _checked(rc: int, what: str) -> int:
 
 def landlock_abi() -> int:
     """The kernel's Landlock ABI version; 0 when Landlock is unsupported or disabled."""
-    rc = _libc.syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), None, ctypes.c_size_t(0),
-                       ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION))
-    return int(rc) if rc > 0 else 0
+    return max(0, int(_libc.syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), None, ctypes.c_size_t(0),
+                                    ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION))))
 
 
 def _fs_rights(abi: int) -> int:
@@ -142,8 +141,7 @@ def _landlock_confine(abi: int, read_fds: list[tuple[int, bool]], write_fds: lis
     try:
         for fds, rights in ((read_fds, _READ), (write_fds, handled)):
             for fd, is_dir in fds:
-                allowed = (rights if is_dir else rights & _FILE_RIGHTS) & handled
-                rule = _PathBeneathAttr(allowed, fd)
+                rule = _PathBeneathAttr((rights if is_dir else rights & _FILE_RIGHTS) & handled, fd)
                 _checked(_libc.syscall(ctypes.c_long(_SYS_LANDLOCK_ADD_RULE), ctypes.c_int(ruleset),
                                        ctypes.c_int(_LANDLOCK_RULE_PATH_BENEATH), ctypes.byref(rule),
                                        ctypes.c_uint32(0)), "landlock_add_rule")
@@ -584,11 +582,8 @@ class _Zygote:
         zygote = os.getppid()
         # Only the reply pipe stays open (and the import folders only root could reach).
         keep = sorted({w, *self.path_fds.values(), *(fd for fd, _ in self.read_fds)})
-        low = 3
-        for fd in keep:
-            os.closerange(low, fd)
-            low = fd + 1
-        os.closerange(low, 1 << 20)
+        for low, high in zip([3] + [fd + 1 for fd in keep], keep + [1 << 20]):
+            os.closerange(low, high)
         os.chdir(tmpdir)
         os.environ.update(HOME=tmpdir, TMPDIR=tmpdir)
         tempfile.tempdir = tmpdir
@@ -634,10 +629,8 @@ class _Zygote:
         remap = {path: f"/proc/self/fd/{fd}" for path, fd in self.path_fds.items()}
 
         def moved(path: str) -> str:
-            for old, new in remap.items():
-                if path == old or path.startswith(old + os.sep):
-                    return new + path[len(old) :]
-            return path
+            old = next((old for old in remap if path == old or path.startswith(old + os.sep)), None)
+            return path if old is None else remap[old] + path[len(old) :]
 
         sys.path[:] = [moved(p) for p in sys.path]
         sys.path_importer_cache.clear()
@@ -716,8 +709,7 @@ class _Zygote:
         """Wait for children that already replied, and delete their directories."""
         while self.pending:
             pid, tmpdir = self.pending.pop()
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)  # it replied (or failed): nothing of it is still wanted
+            os.kill(pid, signal.SIGKILL)  # it replied (or failed): nothing of it is still wanted (nor reaped yet)
             os.waitpid(pid, 0)
             self._remove_dir(tmpdir)
 
@@ -744,8 +736,7 @@ class _Zygote:
             got += n
         if outcome is None and got and self.reply[got - 1] == 10:
             return got, None  # a complete reply (one line or not: the parent checks)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+        os.kill(pid, signal.SIGKILL)  # not reaped yet: it exists, if only as a zombie
         rc = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
         if outcome is None and rc == -signal.SIGXCPU:
             outcome = ("timeout", f"CPU time limit of {cfg['cpu_seconds']:g} s exceeded")

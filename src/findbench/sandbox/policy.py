@@ -184,13 +184,14 @@ def seccomp_program() -> str | None:
             nr = _NEW_SYSCALLS.get(name, -1)
         if nr >= 0:  # negative: not a syscall of this architecture (or of this libseccomp)
             filt.add_rule(eperm, nr)
-    for request in _IOCTL_FILE_ATTRIBUTES:
-        filt.add_rule(eperm, "ioctl", sc.Arg(1, sc.MASKED_EQ, 0xFFFFFFFF, request))
-    filt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
-    for flag in _CLONE_NAMESPACE_FLAGS:
-        filt.add_rule(eperm, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
-    for name in ("socket", "socketpair"):
-        filt.add_rule(eperm, name, sc.Arg(0, sc.EQ, socket.AF_UNIX))
+    rules = [  # the chattr ioctls, clone3, namespace flags of clone, AF_UNIX sockets
+        *((eperm, "ioctl", sc.Arg(1, sc.MASKED_EQ, 0xFFFFFFFF, request)) for request in _IOCTL_FILE_ATTRIBUTES),
+        (sc.ERRNO(errno.ENOSYS), "clone3"),
+        *((eperm, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag)) for flag in _CLONE_NAMESPACE_FLAGS),
+        *((eperm, name, sc.Arg(0, sc.EQ, socket.AF_UNIX)) for name in ("socket", "socketpair")),
+    ]
+    for rule in rules:
+        filt.add_rule(*rule)
     with tempfile.TemporaryFile() as fh:
         filt.export_bpf(fh)
         fh.seek(0)
@@ -204,21 +205,19 @@ def server_command(config: dict, bwrap: str | None) -> list[str]:
     command = [sys.executable, "-s", "-P", WORKER_SCRIPT, "--worker", json.dumps(config)]
     if not bwrap:
         return command
-    binds: list[str] = []
-    for path in read_roots() + [os.path.realpath(WORKER_SCRIPT)]:
-        binds += ["--ro-bind", path, path]
-    # The interpreter by the name it is started with, and a virtual environment's marker
-    # (so the server finds numpy where the caller does); nothing else of the environment.
-    binds += ["--ro-bind", os.path.realpath(sys.executable), sys.executable]
+    # The read-only roots, the interpreter by the name it is started with and a virtual
+    # environment's marker (so the server finds numpy where the caller does); nothing else of the
+    # environment. Merged-/usr systems: the symbolic links on the ELF loader's path.
     venv_cfg = os.path.join(sys.prefix, "pyvenv.cfg")
-    if os.path.exists(venv_cfg):
-        binds += ["--ro-bind", venv_cfg, venv_cfg]
-    for link in ("/lib", "/lib64", "/bin", "/usr/lib64"):  # merged-/usr systems: the ELF loader's path
-        if os.path.islink(link):
-            binds += ["--symlink", os.readlink(link), link]
+    binds = [(p, p) for p in read_roots() + [os.path.realpath(WORKER_SCRIPT)]]
+    binds += [(os.path.realpath(sys.executable), sys.executable)] + (
+        [(venv_cfg, venv_cfg)] if os.path.exists(venv_cfg) else [])
+    links = [link for link in ("/lib", "/lib64", "/bin", "/usr/lib64") if os.path.islink(link)]
     tmpdir = config["tmpdir"]
     return [bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-            "--unshare-cgroup-try", *(["--unshare-net"] if config["isolate_network"] else []), *binds,
+            "--unshare-cgroup-try", *(["--unshare-net"] if config["isolate_network"] else []),
+            *(arg for source, target in binds for arg in ("--ro-bind", source, target)),
+            *(arg for link in links for arg in ("--symlink", os.readlink(link), link)),
             "--dev", "/dev", "--proc", "/proc", "--bind", tmpdir, tmpdir, "--chdir", tmpdir, "--", *command]
 
 

@@ -1,10 +1,11 @@
-"""The pool: fork servers (``_worker.py``) started, fed one program at a time and replaced, and the
-one framed, bounded, checked reply the caller accepts per program.
+"""The pool: fork servers (``_worker.py``) started, fed and replaced, and the one framed, bounded,
+checked reply the caller accepts per program.
 
-Each slot's thread sends one request (4-byte length and the program's JSON), then reads the
-server's header line and the bytes the program wrote; anything else than exactly one well-formed
-reply line of the expected shape fails that program only. A server that dies, hangs past the
-program's wall-clock limit (plus a slack) or breaks the protocol is killed and replaced.
+Each slot's thread sends a batch of requests (each a 4-byte length and the program's JSON; no more
+than the request pipe holds at once), then reads, per program, the server's header line and the
+bytes the program wrote; anything else than exactly one well-formed reply line of the expected
+shape fails that program only. A server that dies, hangs past a program's wall-clock limit (plus
+a slack) or breaks the protocol is killed and replaced, and the rest of its batch goes to the next.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
+import fcntl
 import glob
+import itertools
 import json
 import logging
 import math
@@ -41,6 +44,7 @@ _STARTUP_TIMEOUT = 120.0  # seconds for a worker to import numpy and report read
 # (killing the whole server) when a reply is this much later than that.
 _PARENT_SLACK = 30.0
 _MESSAGE_LIMIT = 64 * 1024
+_MAX_ITEMS_PER_MESSAGE = 32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,6 +128,9 @@ class _Worker:
         self.fd = proc.stdout.fileno()
         self.poller = select.poll()
         self.poller.register(self.fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+        with contextlib.suppress(OSError):  # a request pipe that holds a whole batch (Linux allows anyone 1 MiB)
+            fcntl.fcntl(proc.stdin.fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)
+        self.pipe_bytes = fcntl.fcntl(proc.stdin.fileno(), fcntl.F_GETPIPE_SZ)
 
     def _more(self, deadline: float) -> bool:
         """Add what the server wrote to ``buf`` (waiting until ``deadline``, else ``TimeoutError``); False on EOF."""
@@ -164,21 +171,19 @@ class _Worker:
         del self.buf[:size]
         return header.get("outcome"), body
 
-    def send(self, payload: bytes) -> None:
-        self.proc.stdin.write(len(payload).to_bytes(4, "big") + payload)
+    def send(self, requests: bytes) -> None:
+        self.proc.stdin.write(requests)
         self.proc.stdin.flush()
 
     def kill(self) -> int | None:
         self.proc.kill()  # nothing once the process was reaped
-        try:
-            rc = self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:  # pragma: no cover - unkillable process
-            rc = None
+        with contextlib.suppress(subprocess.TimeoutExpired):  # an unkillable process: returncode None
+            self.proc.wait(timeout=30)
         for stream in (self.proc.stdin, self.proc.stdout):
             with contextlib.suppress(OSError):
                 stream.close()
         _worker.rmtree(self.tmpdir)
-        return rc
+        return self.proc.returncode
 
     def close(self) -> None:
         """Ask the worker to exit (EOF on its request pipe), then make sure it did."""
@@ -357,21 +362,24 @@ class Sandbox:
 
         bar = tqdm(total=len(todo), desc="sandbox", unit="program", disable=not progress)
         errors: list[BaseException] = []
+        n_threads = min(self.limits.workers, len(todo))
+        per_message = max(1, min(_MAX_ITEMS_PER_MESSAGE, len(todo) // (4 * n_threads or 1)))
 
         def loop(slot: int) -> None:
             try:
                 while True:
                     with self._lock:
-                        job = todo.popleft() if todo else None
-                    if job is None:
+                        batch = [todo.popleft() for _ in range(min(per_message, len(todo)))]
+                    if not batch:
                         return
-                    results[job[0]] = self._run_one(slot, *job)
-                    bar.update()
+                    done = self._run_batch(slot, batch, results)
+                    bar.update(done)
+                    with self._lock:
+                        todo.extendleft(reversed(batch[done:]))
             except BaseException as exc:  # surfaced in the caller's thread below
                 errors.append(exc)
 
-        threads = [threading.Thread(target=loop, args=(i,), daemon=True)
-                   for i in range(min(self.limits.workers, len(todo)))]
+        threads = [threading.Thread(target=loop, args=(i,), daemon=True) for i in range(n_threads)]
         with self._run_lock:
             try:
                 for t in threads:
@@ -384,32 +392,48 @@ class Sandbox:
             raise errors[0]
         return results  # type: ignore[return-value]
 
-    def _run_one(self, slot: int, k: int, n_inputs: int, payload: bytes) -> SandboxResult:
-        """Send one program to worker ``slot`` (started or replaced as needed) and read its reply."""
+    def _run_batch(self, slot: int, batch: list[tuple[int, int, bytes]], results: list) -> int:
+        """Send worker ``slot`` (started or replaced as needed) the first programs of ``batch``: as
+        many as its request pipe holds at once, at least one (the fork server reads one request at a
+        time and writes each reply before the next, so a parent still blocked writing requests would
+        never read those replies). Fill their ``results``; return how many finished."""
         worker = self._workers[slot]
         if worker is None or worker.proc.poll() is not None:
             if worker is not None:
                 worker.kill()
             worker = self._workers[slot] = self._start_worker()
+        sizes = itertools.accumulate(len(payload) + 4 for _, _, payload in batch)
+        batch = batch[: max(1, sum(size <= worker.pipe_bytes for size in sizes))]
+        requests = b"".join(len(payload).to_bytes(4, "big") + payload for _, _, payload in batch)
         try:
-            worker.send(payload)
-        except OSError:  # the idle worker died between programs: no program is to blame
+            worker.send(requests)
+        except OSError:  # the idle worker died between batches: no program is to blame
             worker.kill()
             worker = self._workers[slot] = self._start_worker()
-            worker.send(payload)
+            worker.send(requests)
+        started = time.monotonic()
+        for done, (k, n_inputs, _) in enumerate(batch, 1):
+            results[k] = self._reply(slot, worker, k, n_inputs, started)
+            if self._workers[slot] is None:  # killed: the rest of the batch goes to its successor
+                return done
+            started = time.monotonic()
+        return len(batch)
+
+    def _reply(self, slot: int, worker: _Worker, k: int, n_inputs: int, started: float) -> SandboxResult:
+        """Program ``k``'s result from the fork server's next frame; a server that hangs (past the
+        program's limit and a slack after ``started``), dies or breaks the protocol is killed."""
         level, timeout = self.isolation_level, self.limits.timeout
         try:
-            frame = worker.read_frame(time.monotonic() + timeout + _PARENT_SLACK)
+            frame = worker.read_frame(started + timeout + _PARENT_SLACK)
         except TimeoutError:
             failure = "timeout", f"wall-clock limit of {timeout:g} s exceeded"
         except (OverflowError, ValueError, KeyError, TypeError) as exc:
             failure = "killed", f"worker protocol broken: {exc}"
         else:
             if frame is not None:
-                outcome, body = frame
-                if outcome:
-                    return _failed(n_inputs, str(outcome[0]), str(outcome[1]), level)
-                return self._parse_reply(body, k, n_inputs, level)
+                outcome, body = frame  # an outcome: the server says why the program gave no reply
+                return (_failed(n_inputs, str(outcome[0]), str(outcome[1]), level) if outcome
+                        else self._parse_reply(body, k, n_inputs, level))
             rc = worker.kill()  # the fork server itself died: not the program's doing as a rule
             failure = "killed", (f"worker killed by signal {_worker.signal_name(-rc)}" if rc and rc < 0
                                  else f"worker exited unexpectedly (exit code {rc})")
