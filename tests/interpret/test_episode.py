@@ -9,8 +9,8 @@ import threading
 import pytest
 
 from findbench import cli
-from findbench.interpret import solver as solver_module
 from findbench.interpret import prompts
+from findbench.interpret import solver as solver_module
 from findbench.interpret.episode import STORE_PREFIX, EpisodeState
 from findbench.interpret.protocol import (
     MAX_COMMANDS_PER_MESSAGE,
