@@ -368,6 +368,8 @@ def test_main_runs_rasp_under_each_access_and_prints_its_table(with_rasp):
     exact = section[section.index("#### code exact match"):section.index("#### position accuracy")]
     assert "| **floors** | 0.38 [0.25, 0.50] (n=3)† (observed's floor) |" in exact
     assert "floors: per cell, the highest mean" in section
+    # resumable like the others: a second run rescores nothing
+    assert with_rasp(functions_per_category=3, lm_functions=1) == summary and with_rasp.calls["evaluate"] == []
 
 
 def test_main_runs_attribution_alone_on_rasp_white_box(with_rasp):
