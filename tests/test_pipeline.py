@@ -51,6 +51,11 @@ def test_main_job_end_to_end_and_resume(tmp_path, monkeypatch):
     assert "| **oracle** |" in md and "| **embedded** |" in md and "| GPT-4 (paper) |" in md
     # cells with interval and n; the distance to the floor; the rasp columns beside the others
     assert "(n=2)†" in md and "#### Δ vs constant" in md and "rasp code (exact match)" in md
+    # rasp again under each white-box access, with the attribution baseline (never black): the oracle's map is right
+    access = summary["rasp_access"]
+    assert list(access) == ["black", "white", "rotated", "localized"] and "attribution" not in summary["results"]
+    assert all("attribution" in access[a] and access[a]["oracle"]["role_f1"] == 1.0 for a in list(access)[1:])
+    assert "## rasp: access conditions" in md and "| **attribution** | — |" in md
     # a report per interpreter, next to its scores
     for name in ("oracle", "random", "embedded"):
         assert summary["reports"][name] == str(out / "scores" / name / "report.html")
