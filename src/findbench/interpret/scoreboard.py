@@ -282,8 +282,10 @@ _CIRCUIT = ("role_f1", "node_auroc")
 RASP_FLOORS = ("random", "constant", "empty", "observed")
 RASP_FLOORS_NOTE = (
     "floors: per cell, the highest mean among the `random`, `constant` and `empty` references and the "
-    "`<metric>_observed` floor of the `observed` run (the answer its own calls alone support), named in "
-    "brackets. white − rotated: the white cell's mean minus the rotated one's (a difference of means over the "
+    "`<metric>_observed` floor of the `observed` run (the answer its own calls alone support with the fixed "
+    "floors; for role F1 and node AUROC: every component given the majority role, or marked, or the components "
+    "its ablations changed), named in brackets. "
+    "white − rotated: the white cell's mean minus the rotated one's (a difference of means over the "
     "same functions), how much an interpreter leans on the compiler's basis."
 )
 
