@@ -91,23 +91,24 @@ class _MeteredLM:
                  else "\n".join(str(m.get("content", "")) for m in conv) + prefix for conv in conversations]
         return sum(self._count(text) for text, last in zip(texts, [None, *texts]) if text != last)
 
+    def _tally(self, conversations: Sequence, tokens: int, out: Any) -> Any:
+        self.requests += len(conversations)
+        self.tokens += tokens
+        return out
+
     def generate(self, conversations, **kwargs):
         out = self.inner.generate(conversations, **kwargs)
-        self.requests += len(conversations)
-        self.tokens += self._prompts(conversations) + sum(self._count(str(t)) for t in out)
-        return out
+        return self._tally(conversations, self._prompts(conversations) + sum(self._count(str(t)) for t in out), out)
 
     def candidate_logprobs(self, conversations, candidates, *, assistant_prefix: str = "", **kwargs):
         out = self.inner.candidate_logprobs(conversations, candidates, assistant_prefix=assistant_prefix, **kwargs)
-        self.requests += len(conversations)
-        self.tokens += self._prompts(conversations, assistant_prefix) + len(conversations)  # + the scored token
-        return out
+        # + the scored token
+        return self._tally(conversations, self._prompts(conversations, assistant_prefix) + len(conversations), out)
 
     def continuation_logprobs(self, conversations, continuations, **kwargs):
         out = self.inner.continuation_logprobs(conversations, continuations, **kwargs)
-        self.requests += len(conversations)
-        self.tokens += self._prompts(conversations) + sum(self._count(str(t)) for t in continuations)
-        return out
+        return self._tally(conversations, self._prompts(conversations) + sum(map(self._count, map(str, continuations))),
+                           out)
 
 
 # ----------------------------------------------------------------------------- the ladder of each category
@@ -397,9 +398,8 @@ def _measure(
     test_sets = _test_sets(cfg.tests)
     meter, before = _MeteredLM(lm), _cache_state(lm)
     results, timing = _judge(meter, mode, judged, (*ladder_rungs, *probe_rungs), test_sets, progress)
-    tables: dict[str, Any] = {}
-    for test_set in test_sets:
-        tables.update(_summaries(results, list(judged), ladder_rungs, probe_rungs, test_set, resamples))
+    tables = {k: v for test_set in test_sets
+              for k, v in _summaries(results, list(judged), ladder_rungs, probe_rungs, test_set, resamples).items()}
     return {
         "judge": meter.name,
         "spec": os.fspath(spec) if isinstance(spec, (str, os.PathLike)) else meter.name,
