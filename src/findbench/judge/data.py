@@ -487,17 +487,14 @@ def load_judge_data(path: str | os.PathLike) -> Any:
     )
 
 
-def _read_splits(path: str | os.PathLike) -> dict[str, str]:
-    return json.loads((Path(path) / SPLIT_FILE).read_text())["functions"]
-
-
 def heldout_rows(cfg: JudgeCardConfig, category: str, rows: Sequence[dict] | None = None) -> list[dict]:
     """The held-out functions of ``category`` with a description and unit tests: of the rows (``rows``
     if loaded, else those of ``cfg.data`` / ``cfg.function_seed``), those the judge-data split holds out
     (``cfg.evaluator_data``'s recorded split, else :func:`split_functions` with ``cfg.data_seed`` and
     ``cfg.heldout_fraction``). ValueError when fewer than two are left."""
     rows = load_rows(category, seed=cfg.function_seed, data=cfg.data) if rows is None else rows
-    splits = (_read_splits(cfg.evaluator_data) if cfg.evaluator_data is not None
+    splits = (json.loads((Path(cfg.evaluator_data) / SPLIT_FILE).read_text())["functions"]
+              if cfg.evaluator_data is not None
               else split_functions(rows, seed=cfg.data_seed, heldout_fraction=cfg.heldout_fraction))
     held = [r for r in rows
             if splits.get(r["function_id"]) == "heldout" and r.get("description") and r.get("unit_tests")]

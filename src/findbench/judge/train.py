@@ -274,10 +274,8 @@ def _load_rows(args: TrainArgs) -> tuple[list[dict], list[dict]]:
     train = dd["train"].to_list()[: args.max_train_rows or None]
     valid = dd["validation"].to_list() if "validation" in dd else []
     # validation rows are stored category by category: take them round-robin
-    by_cat: dict[str, list[dict]] = {}
-    for r in valid:
-        by_cat.setdefault(r["category"], []).append(r)
-    mixed = [r for group in zip_longest(*by_cat.values()) for r in group if r is not None]
+    by_cat = [[r for r in valid if r["category"] == c] for c in dict.fromkeys(r["category"] for r in valid)]
+    mixed = [r for group in zip_longest(*by_cat) for r in group if r is not None]
     return train, mixed[: args.eval_rows]
 
 
