@@ -57,9 +57,7 @@ def resolve(model: str | os.PathLike) -> str:
         return os.fspath(model)
     if not isinstance(model, str) or not model:
         raise ValueError(f"model must be a non-empty string or path, got {model!r}")
-    if model in REGISTRY:
-        return REGISTRY[model]()
-    return model
+    return REGISTRY[model]() if model in REGISTRY else model
 
 
 def _hub_cached(repo_id: str) -> bool:
@@ -158,8 +156,7 @@ def _convert_embedded(dest: Path) -> None:
 
 def embedded_model_dir() -> str:
     """The local folder of SmolLM2-135M-Instruct (safetensors + tokenizer), built once under a file lock."""
-    root = cache_dir("models")
-    dest = root / f"{_EMBEDDED_NAME}-{_EMBEDDED_VERSION}"
+    dest = cache_dir("models") / f"{_EMBEDDED_NAME}-{_EMBEDDED_VERSION}"
     if (dest / _DONE).is_file():
         return str(dest)
     with cache_lock(dest, "converting the embedded model"):
@@ -215,9 +212,7 @@ def load_causal_lm(
             lm = PeftModel.from_pretrained(base, path).merge_and_unload()
     else:
         lm = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-    if device:
-        lm = lm.to(device)
-    lm.eval()
+    lm = (lm.to(device) if device else lm).eval()
     if not tokenizer:
         return lm
     return lm, AutoTokenizer.from_pretrained(path)
