@@ -131,16 +131,6 @@ def _chosen_rungs(cfg: JudgeCardConfig) -> tuple[tuple[str, ...], tuple[str, ...
     return tuple(r for r in RUNGS if r in chosen), tuple(r for r in PROBE_RUNGS if r in chosen)
 
 
-def _check_near(rows: Sequence[Mapping[str, Any]], category: str) -> None:
-    lacking = [r.get("function_id") for r in rows if not r.get(TEST_COLUMNS["near"])]
-    if lacking:
-        raise ValueError(
-            f"tests: near-miss tests need the rows' {TEST_COLUMNS['near']!r} column, which "
-            f"{len(lacking)} of {len(rows)} {category} rows lack (e.g. {lacking[0]}); build data that "
-            "has it, or judge on 'find'"
-        )
-
-
 def _functions(
     cfg: JudgeCardConfig, category: str, rows: Mapping[str, Sequence[Mapping[str, Any]]] | None
 ) -> tuple[list[dict], Sequence[Mapping[str, Any]]]:
@@ -167,8 +157,13 @@ def _ladders(
     judged: dict[str, _Judged] = {}
     for cat in cats:
         chosen, pool = _functions(cfg, cat, rows)
-        if cfg.tests != "find":
-            _check_near(chosen, cat)
+        lacking = [r.get("function_id") for r in chosen if not r.get(TEST_COLUMNS["near"])]
+        if cfg.tests != "find" and lacking:
+            raise ValueError(
+                f"tests: near-miss tests need the rows' {TEST_COLUMNS['near']!r} column, which "
+                f"{len(lacking)} of {len(chosen)} {cat} rows lack (e.g. {lacking[0]}); build data that "
+                "has it, or judge on 'find'"
+            )
         if "near_miss" in ladder_rungs:
             encoder = _default_encoder(encoder, cat)
         ladder, rules = _ladder(chosen, cat, pool, cfg.seed, encoder, ladder_rungs)

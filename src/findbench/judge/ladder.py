@@ -222,7 +222,13 @@ def _relation_near_misses(
     neighbours = _Neighbours([f"{c1} -> {c2}" for c1, c2 in kinds.values()], encoder)
     by_text = {f"{c1} -> {c2}": k for k, (c1, c2) in kinds.items()}
 
-    def sibling(key: str) -> tuple[str, str]:
+    def near(r: Mapping[str, Any]) -> tuple[str, str]:
+        key, v = _relation_key(r)
+        other_exc = None if v is None or not r.get("exception") else exceptions.get((key, 1 - int(v)))
+        if other_exc and other_exc != r["exception"]:
+            return (describe_relation(str(r["concept1"]), str(r["concept2"]), other_exc),
+                    f"other exception ({2 - int(v)})")
+        # an uncorrupted relation, or the pool lacks the relation's other corruption: the nearest other relation
         own = "{} -> {}".format(*kinds[key])
         text = neighbours.nearest(own, [own])
         if text is None:
@@ -230,20 +236,7 @@ def _relation_near_misses(
         other = by_text[text]
         return describe_relation(*kinds[other]), f"nearest relation: {key} -> {other}"
 
-    out = []
-    for r in rows:
-        key, v = _relation_key(r)
-        other_exc = None if v is None or not r.get("exception") else exceptions.get((key, 1 - int(v)))
-        if other_exc and other_exc != r["exception"]:
-            out.append(
-                (
-                    describe_relation(str(r["concept1"]), str(r["concept2"]), other_exc),
-                    f"other exception ({2 - int(v)})",
-                )
-            )
-        else:  # an uncorrupted relation, or the pool lacks the relation's other corruption
-            out.append(sibling(key))
-    return out
+    return [near(r) for r in rows]
 
 
 def _near_misses(
