@@ -63,24 +63,20 @@ class Find(datasets.GeneratorBasedBuilder):
 
 def _card_body(entries, folder: str) -> str:
 
-    template = card_template("find.md")
-    rows = []
-    sources = set()
-    for name, entry in entries.items():
-        prov = entry["provenance"]
-        sources.add(prov.get("source", "procedural"))
-        n = entry["dataset_info"]["splits"][0]["num_examples"]
-        seed = prov.get("seed", "") if prov.get("source") == "procedural" else "—"
-        rows.append(f"| {name} | {n} | {prov.get('source')} | {seed} |")
-    fields = []
-    for col, (spec, doc) in (schema.COLUMNS | schema.RASP_COLUMNS).items():
-        kind = spec if isinstance(spec, str) else ("list of " + (spec[0] if isinstance(spec[0], str) else "struct"))
-        fields.append(f"| `{col}` | {kind} | {doc + (' (rasp only)' if col in schema.RASP_COLUMNS else '')} |")
-    source_line = "sources: " + ", ".join(sorted(sources))
+    provs = {name: entry["provenance"] for name, entry in entries.items()}
+    rows = [f"| {name} | {entries[name]['dataset_info']['splits'][0]['num_examples']} | {prov.get('source')} | "
+            f"{prov.get('seed', '') if prov.get('source') == 'procedural' else '—'} |"
+            for name, prov in provs.items()]
+    fields = [
+        f"| `{col}` | "
+        + (spec if isinstance(spec, str) else "list of " + (spec[0] if isinstance(spec[0], str) else "struct"))
+        + f" | {doc}{' (rasp only)' if col in schema.RASP_COLUMNS else ''} |"
+        for col, (spec, doc) in (schema.COLUMNS | schema.RASP_COLUMNS).items()
+    ]
     relations = entries.get("neurons_relations")
     procedural = relations is not None and relations["provenance"].get("source", "procedural") == "procedural"
-    return template.format(
-        source_line=source_line,
+    return card_template("find.md").format(
+        source_line="sources: " + ", ".join(sorted({p.get("source", "procedural") for p in provs.values()})),
         folder=folder,
         config_table="\n".join(rows),
         relation_data=_relation_data_section() if procedural else "",
@@ -113,10 +109,10 @@ def _relation_data_section() -> str:
         "",
         "| relation | source | entries | sampled | sha256 |",
         "|---|---|---|---|---|",
+        *(f"| {key} | "
+          + (", ".join(f"{d} {v}" for d, v in p["packages"].items()) if p["source"] == "package" else "hand-written")
+          + f" | {p['n_entries']} | {p['n_core']} | `{p['fingerprint']}` |" for key, p in prov.items()),
     ]
-    for key, p in prov.items():
-        source = ", ".join(f"{d} {v}" for d, v in p["packages"].items()) if p["source"] == "package" else "hand-written"
-        lines.append(f"| {key} | {source} | {p['n_entries']} | {p['n_core']} | `{p['fingerprint']}` |")
     return "\n".join(lines) + "\n"
 
 

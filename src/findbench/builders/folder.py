@@ -28,9 +28,7 @@ SIDECAR_NAME = "findbench.json"
 
 def _read_sidecar(folder: Path) -> dict:
     path = folder / SIDECAR_NAME
-    if path.is_file():
-        return json.loads(path.read_text())
-    return {"configs": {}}
+    return json.loads(path.read_text()) if path.is_file() else {"configs": {}}
 
 
 def build_dataset_folder(
@@ -92,11 +90,10 @@ def build_dataset_folder(
             del ds, builder
         shutil.rmtree(cache, ignore_errors=True)
         ordered = {name: entries[name] for name in sorted(entries)}
-        header = dict(card_header)
-        header["configs"] = [
-            {"config_name": n, "data_files": [{"split": "test", "path": f"{n}/test-*.parquet"}]} for n in ordered
-        ]
-        header["dataset_info"] = [e["dataset_info"] for e in ordered.values()]
+        header = {**card_header,
+                  "configs": [{"config_name": n, "data_files": [{"split": "test", "path": f"{n}/test-*.parquet"}]}
+                              for n in ordered],
+                  "dataset_info": [e["dataset_info"] for e in ordered.values()]}
         front = yaml.safe_dump(header, sort_keys=False, allow_unicode=True)
         (tmp / "README.md").write_text(f"---\n{front}---\n\n{card_body(ordered)}", encoding="utf-8")
         (tmp / SIDECAR_NAME).write_text(json.dumps({"configs": ordered}, indent=2, sort_keys=True) + "\n")

@@ -124,8 +124,7 @@ class NeuronTestSets(datasets.GeneratorBasedBuilder):
         if name == "huang2023":
             from findbench.neuron_explanations.huang2023 import iter_items, load_release
 
-            for row in iter_items(load_release(cfg.data_dir)):
-                yield f"{row['neuron']}/{row['item_index']:03d}", row
+            rows = iter_items(load_release(cfg.data_dir))
         elif name == "observational":
             from findbench.neuron_explanations.observational import observational_rows
 
@@ -143,14 +142,15 @@ class NeuronTestSets(datasets.GeneratorBasedBuilder):
                 n_activating=cfg.n_activating,
                 model_name=cfg.model,
             )
-            for row in rows:
-                yield f"{row['neuron']}/{row['item_index']:03d}", row
         else:
             from findbench.neuron_explanations.intervention_tasks import build_task_rows
 
             model, tok = load_causal_lm(cfg.model)
             for i, row in enumerate(build_task_rows(model, tok, cfg.tasks, model_name=cfg.model)):
                 yield f"{row['task']}/{i:04d}", row
+            return
+        for row in rows:
+            yield f"{row['neuron']}/{row['item_index']:03d}", row
 
 
 CARD_HEADER = {
@@ -163,13 +163,10 @@ CARD_HEADER = {
 
 
 def _card_body(entries) -> str:
-    rows = []
-    for name, entry in entries.items():
-        n = entry["dataset_info"]["splits"][0]["num_examples"]
-        prov = {
-            k: v for k, v in entry["provenance"].items() if k not in ("builder", "findbench_version") and v is not None
-        }
-        rows.append(f"| {name} | {n} | {', '.join(f'{k}={v}' for k, v in sorted(prov.items())) or '—'} |")
+    rows = [f"| {name} | {entry['dataset_info']['splits'][0]['num_examples']} | "
+            + (", ".join(f"{k}={v}" for k, v in sorted(entry["provenance"].items())
+                         if k not in ("builder", "findbench_version") and v is not None) or "—") + " |"
+            for name, entry in entries.items()]
     return f"""# Neuron-explanation test sets
 
 Test sets for assessing natural-language explanations of neurons, following Huang et al.

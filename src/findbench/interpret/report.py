@@ -203,10 +203,8 @@ def plot_numeric(
         else:
             ax.axvline(a, color="#d62728", alpha=0.5, label=label)
     ax.plot(curve.x, curve.truth, color="black", linewidth=1.6, label="ground truth")
-    if curve.interpretation is not None:
-        label = "interpretation (code)" + (f": {curve.note}" if curve.note else "")
-    else:
-        label = f"interpretation not drawn: {curve.note or 'no code'}; ground truth only"
+    label = ("interpretation (code)" + (f": {curve.note}" if curve.note else "") if curve.interpretation is not None
+             else f"interpretation not drawn: {curve.note or 'no code'}; ground truth only")
     ax.plot(
         curve.x if curve.interpretation is not None else [],
         curve.interpretation or [],
@@ -255,9 +253,10 @@ def plot_category(category: str, scores: Scores, path: str | os.PathLike, *, int
     index = [i for i, col in enumerate(TABLE2_COLUMNS) if col.category == category]
     cells = [table2_summaries(scores)[i] for i in index]
     series = [
-        (name, [values[i] for i in index], color) for (name, values), color in zip(PAPER_TABLE2.items(), _PAPER_COLORS)
+        *((name, [values[i] for i in index], color)
+          for (name, values), color in zip(PAPER_TABLE2.items(), _PAPER_COLORS)),
+        (f"{interpreter} (this run)", [None if c is None else c.mean for c in cells], _RUN_COLOR),
     ]
-    series.append((f"{interpreter} (this run)", [None if c is None else c.mean for c in cells], _RUN_COLOR))
     width = 0.8 / len(series)
     ax = (fig := Figure(figsize=(2.8 + 1.9 * len(index), 3.6))).subplots()
     for s, (name, values, color) in enumerate(series):
@@ -343,12 +342,9 @@ def _judged(row: Mapping[str, Any], record: Mapping[str, Any], tests: Sequence[M
             )
             for k in ("1", "2", "3")
         ]
-        if t["empty"] == "1":
-            note = "empty description: not judged"
-        elif not chosen:
-            note = "no answer: " + _short(t["answer"], 80)
-        else:
-            note = f"margin {float(t['margin']):+.3g}" if t["margin"] else ""
+        note = ("empty description: not judged" if t["empty"] == "1"
+                else "no answer: " + _short(t["answer"], 80) if not chosen
+                else f"margin {float(t['margin']):+.3g}" if t["margin"] else "")
         rows.setdefault(t.get("tests") or "find", []).append(
             {
                 "n": int(t["test"]) + 1,
@@ -449,10 +445,9 @@ def write_report(cfg: ReportConfig) -> Path:
     the folder ``findbench evaluate`` wrote (default ``<run_dir>/scores``); ``data`` as
     :func:`findbench.interpret.runs.read_scored_run`; ``out``: default the scores folder.
     FileNotFoundError when the scores folder has no ``scores.json``."""
-    run_dir, scores_dir, data, out = cfg.run_dir, cfg.scores, cfg.data, cfg.out
-    run_path = Path(run_dir)
-    scores_path = Path(scores_dir) if scores_dir is not None else run_path / "scores"
-    out_path = Path(out) if out is not None else scores_path
+    run_path = Path(cfg.run_dir)
+    scores_path = Path(cfg.scores) if cfg.scores is not None else run_path / "scores"
+    out_path = Path(cfg.out) if cfg.out is not None else scores_path
     if not (scores_path / SCORES_FILE).is_file():
         raise FileNotFoundError(
             f"--scores: no scores.json in {scores_path} (score the run with `findbench evaluate` first)"
@@ -462,7 +457,7 @@ def write_report(cfg: ReportConfig) -> Path:
     unit_tests = _read_csv(scores_path / "unit_tests.csv")
     process_file = scores_path / "process.json"
     process = read_json_object(process_file, "scores_dir:") if process_file.is_file() else {}
-    run = read_scored_run(run_path, data=data)
+    run = read_scored_run(run_path, data=cfg.data)
     interpreter, seed, records = run["interpreter"], run["seed"], run["records"]
     source, verified = f"truth: {run['truth']}", run["verified"]
 
@@ -511,16 +506,14 @@ def write_report(cfg: ReportConfig) -> Path:
     for r in per_function.values():
         counts.setdefault(r["category"], Counter())[r["method"]] += 1
     modes = sorted({t["mode"] for tests in unit_tests.values() for t in tests})
-    if scores.judge is not None:
-        notes = [f"Judge: {scores.judge.describe()}."]
-    else:  # scores written before they named their judge
-        notes = [f"Judge mode: {', '.join(modes)} (the judge is named in table.md)."] if modes else []
+    # scores written before they named their judge: its mode
+    notes = ([f"Judge: {scores.judge.describe()}."] if scores.judge is not None
+             else [f"Judge mode: {', '.join(modes)} (the judge is named in table.md)."] if modes else [])
     *paper, run = table2_rows(interpreter, scores)
     variants = variant_rows(interpreter, scores)
-    notes += [VARIANTS_NOTE] if variants else []
-    notes += [n for n in [degenerate_note(scores)] if n]
-    rows = [("", r) for r in paper] + [("this-run", [f"{run[0]} (this run)", *run[1:]])]
-    rows += [("variant", r) for r in variants]
+    notes += ([VARIANTS_NOTE] if variants else []) + [n for n in [degenerate_note(scores)] if n]
+    rows = ([("", r) for r in paper] + [("this-run", [f"{run[0]} (this run)", *run[1:]])]
+            + [("variant", r) for r in variants])
     process_table = process_rows(process)
     page = render_page(
         "find_report.html.j2",

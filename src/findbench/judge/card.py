@@ -91,23 +91,24 @@ class _MeteredLM:
                  else "\n".join(str(m.get("content", "")) for m in conv) + prefix for conv in conversations]
         return sum(self._count(text) for text, last in zip(texts, [None, *texts]) if text != last)
 
+    def _tally(self, conversations: Sequence, tokens: int, out: Any) -> Any:
+        self.requests += len(conversations)
+        self.tokens += tokens
+        return out
+
     def generate(self, conversations, **kwargs):
         out = self.inner.generate(conversations, **kwargs)
-        self.requests += len(conversations)
-        self.tokens += self._prompts(conversations) + sum(self._count(str(t)) for t in out)
-        return out
+        return self._tally(conversations, self._prompts(conversations) + sum(self._count(str(t)) for t in out), out)
 
     def candidate_logprobs(self, conversations, candidates, *, assistant_prefix: str = "", **kwargs):
         out = self.inner.candidate_logprobs(conversations, candidates, assistant_prefix=assistant_prefix, **kwargs)
-        self.requests += len(conversations)
-        self.tokens += self._prompts(conversations, assistant_prefix) + len(conversations)  # + the scored token
-        return out
+        # + the scored token
+        return self._tally(conversations, self._prompts(conversations, assistant_prefix) + len(conversations), out)
 
     def continuation_logprobs(self, conversations, continuations, **kwargs):
         out = self.inner.continuation_logprobs(conversations, continuations, **kwargs)
-        self.requests += len(conversations)
-        self.tokens += self._prompts(conversations) + sum(self._count(str(t)) for t in continuations)
-        return out
+        return self._tally(conversations, self._prompts(conversations) + sum(map(self._count, map(str, continuations))),
+                           out)
 
 
 # ----------------------------------------------------------------------------- the ladder of each category
@@ -128,16 +129,6 @@ def _chosen_rungs(cfg: JudgeCardConfig) -> tuple[tuple[str, ...], tuple[str, ...
 
     chosen = ALL_RUNGS if cfg.rungs is None else cfg.rungs
     return tuple(r for r in RUNGS if r in chosen), tuple(r for r in PROBE_RUNGS if r in chosen)
-
-
-def _check_near(rows: Sequence[Mapping[str, Any]], category: str) -> None:
-    lacking = [r.get("function_id") for r in rows if not r.get(TEST_COLUMNS["near"])]
-    if lacking:
-        raise ValueError(
-            f"tests: near-miss tests need the rows' {TEST_COLUMNS['near']!r} column, which "
-            f"{len(lacking)} of {len(rows)} {category} rows lack (e.g. {lacking[0]}); build data that "
-            "has it, or judge on 'find'"
-        )
 
 
 def _functions(
@@ -166,8 +157,13 @@ def _ladders(
     judged: dict[str, _Judged] = {}
     for cat in cats:
         chosen, pool = _functions(cfg, cat, rows)
-        if cfg.tests != "find":
-            _check_near(chosen, cat)
+        lacking = [r.get("function_id") for r in chosen if not r.get(TEST_COLUMNS["near"])]
+        if cfg.tests != "find" and lacking:
+            raise ValueError(
+                f"tests: near-miss tests need the rows' {TEST_COLUMNS['near']!r} column, which "
+                f"{len(lacking)} of {len(chosen)} {cat} rows lack (e.g. {lacking[0]}); build data that "
+                "has it, or judge on 'find'"
+            )
         if "near_miss" in ladder_rungs:
             encoder = _default_encoder(encoder, cat)
         ladder, rules = _ladder(chosen, cat, pool, cfg.seed, encoder, ladder_rungs)
@@ -397,9 +393,8 @@ def _measure(
     test_sets = _test_sets(cfg.tests)
     meter, before = _MeteredLM(lm), _cache_state(lm)
     results, timing = _judge(meter, mode, judged, (*ladder_rungs, *probe_rungs), test_sets, progress)
-    tables: dict[str, Any] = {}
-    for test_set in test_sets:
-        tables.update(_summaries(results, list(judged), ladder_rungs, probe_rungs, test_set, resamples))
+    tables = {k: v for test_set in test_sets
+              for k, v in _summaries(results, list(judged), ladder_rungs, probe_rungs, test_set, resamples).items()}
     return {
         "judge": meter.name,
         "spec": os.fspath(spec) if isinstance(spec, (str, os.PathLike)) else meter.name,

@@ -336,9 +336,8 @@ def make_parser(**kwargs: Any) -> argparse.ArgumentParser:
     """The parser of ``training/train_evaluator.py``: the training flags, a group per class of
     :data:`ARG_GROUPS` (``--lora-r``, as ``findbench train-judge`` has them), plus ``--config``.
     Standard library only: ``--help`` imports no model library."""
-    kwargs.setdefault("description", "Fine-tune FIND's unit-test judge (accelerate + peft).")
-    kwargs.setdefault("formatter_class", HelpFormatter)
-    parser = argparse.ArgumentParser(**kwargs)
+    parser = argparse.ArgumentParser(**{"description": "Fine-tune FIND's unit-test judge (accelerate + peft).",
+                                        "formatter_class": HelpFormatter, **kwargs})
     for group in ARG_GROUPS:
         add_arguments(parser.add_argument_group(group._argument_group_name, group.__doc__), group)
     parser.add_argument(

@@ -83,25 +83,15 @@ def split_functions(
     rng.shuffle(groups)
     n_held = min(len(groups) - 1, max(1, round(heldout_fraction * len(groups))))
     held = set(groups[:n_held])
-    out = {}
-    for r in rows:
-        g = _groups(r)
-        inside = sum(x in held for x in g)
-        out[r["function_id"]] = "heldout" if inside == len(g) else "train" if inside == 0 else "excluded"
-    return out
+    inside = {r["function_id"]: [g in held for g in _groups(r)] for r in rows}
+    return {f: "heldout" if all(i) else "excluded" if any(i) else "train" for f, i in inside.items()}
 
 
 def function_items(row: Mapping[str, Any]) -> list[str | tuple[str, str]]:
     """The function's correct items from its unit tests: words or ``(input, output)`` pairs, without repeats."""
-    seen: dict[Any, None] = {}
-    for ut in row["unit_tests"]:
-        k = int(ut["correct"]) - 1
-        if ut.get("outputs") is None:
-            item: Any = ut["inputs"][k]
-        else:
-            item = (ut["inputs"][k], ut["outputs"][k])
-        seen.setdefault(item, None)
-    return list(seen)
+    items = [(ut["inputs"][k], ut["outputs"][k]) if ut.get("outputs") is not None else ut["inputs"][k]
+             for ut in row["unit_tests"] for k in [int(ut["correct"]) - 1]]
+    return list(dict.fromkeys(items))
 
 
 def _input(item: str | tuple[str, str]) -> str:
@@ -199,16 +189,19 @@ def _draw_near_rows(rows: Sequence[Mapping[str, Any]], n: int, split: str, rng: 
         if n > 0 and rows:
             log.warning("%s/%s: no function has unit_tests_near: no near-miss rows", rows[0]["category"], split)
         return []
+    return [_judge_row(rows[i], unit_test, split, "near", losers(i, unit_test) if losers else [])
+            for i in _cycle(have, n, rng)
+            for unit_test in [normalize_unit_test(rng.choice(rows[i]["unit_tests_near"]))]]
+
+
+def _cycle(indices: Sequence[int], n: int, rng: random.Random) -> list[int]:
+    """``n`` of ``indices``: the whole list in a fresh shuffled order, again and again."""
     order: list[int] = []
     while len(order) < n:
-        block = list(have)
+        block = list(indices)
         rng.shuffle(block)
         order.extend(block)
-    out = []
-    for i in order[:n]:
-        unit_test = normalize_unit_test(rng.choice(rows[i]["unit_tests_near"]))
-        out.append(_judge_row(rows[i], unit_test, split, "near", losers(i, unit_test) if losers else []))
-    return out
+    return order[:n]
 
 
 def _draw_rows(rows: Sequence[Mapping[str, Any]], n: int, split: str, rng: random.Random,
@@ -223,13 +216,8 @@ def _draw_rows(rows: Sequence[Mapping[str, Any]], n: int, split: str, rng: rando
     # balanced correct positions; the function order cycles through every function
     positions = [1 + (i % _N_OPTIONS) for i in range(n)]
     rng.shuffle(positions)
-    order: list[int] = []
-    while len(order) < n:
-        block = list(range(len(rows)))
-        rng.shuffle(block)
-        order.extend(block)
     out = []
-    for pos, i in zip(positions, order[:n]):
+    for pos, i in zip(positions, _cycle(range(len(rows)), n, rng)):
         correct = rng.choice(items[i])
         others = [j for j in range(len(rows)) if j != i and not (groups[j] & groups[i])]
         if not others:
@@ -499,20 +487,17 @@ def load_judge_data(path: str | os.PathLike) -> Any:
     )
 
 
-def _read_splits(path: str | os.PathLike) -> dict[str, str]:
-    return json.loads((Path(path) / SPLIT_FILE).read_text())["functions"]
-
-
 def heldout_rows(cfg: JudgeCardConfig, category: str, rows: Sequence[dict] | None = None) -> list[dict]:
     """The held-out functions of ``category`` with a description and unit tests: of the rows (``rows``
     if loaded, else those of ``cfg.data`` / ``cfg.function_seed``), those the judge-data split holds out
     (``cfg.evaluator_data``'s recorded split, else :func:`split_functions` with ``cfg.data_seed`` and
     ``cfg.heldout_fraction``). ValueError when fewer than two are left."""
     rows = load_rows(category, seed=cfg.function_seed, data=cfg.data) if rows is None else rows
-    splits = (_read_splits(cfg.evaluator_data) if cfg.evaluator_data is not None
+    splits = (json.loads((Path(cfg.evaluator_data) / SPLIT_FILE).read_text())["functions"]
+              if cfg.evaluator_data is not None
               else split_functions(rows, seed=cfg.data_seed, heldout_fraction=cfg.heldout_fraction))
-    held = [r for r in rows if splits.get(r["function_id"]) == "heldout"]
-    held = [r for r in held if r.get("description") and r.get("unit_tests")]
+    held = [r for r in rows
+            if splits.get(r["function_id"]) == "heldout" and r.get("description") and r.get("unit_tests")]
     if len(held) < 2:
         raise ValueError(f"{category}: fewer than two held-out functions with descriptions and unit tests")
     return held

@@ -134,10 +134,14 @@ def _entity_concepts(row: Mapping[str, Any]) -> list[str]:
     return concepts
 
 
-def _entity_member(row: Mapping[str, Any], concept: str, seed: int) -> tuple[str, str]:
-    """An atomic entity's ``partial`` rung: one member word of the concept that its unit tests do not
-    show; the concept's name alone where the word lists lack the concept."""
-
+def _entity_partial(row: Mapping[str, Any], seed: int) -> tuple[str, str]:
+    """An entity's ``partial`` rung: one of a composition's two concepts; for an atomic one, one member word
+    of the concept that its unit tests do not show (the concept's name alone where the word lists lack it)."""
+    concepts = _entity_concepts(row)
+    if len(concepts) == 2:
+        k = _rng(seed, row, "partial").randrange(2)
+        return describe_entity([concepts[k]]), f"concept {k + 1} of 2"
+    concept = concepts[0]
     shown = {str(x).strip().lower() for ut in row.get("unit_tests") or [] for x in ut.get("inputs") or []}
     members = [w for w in load_entity_words().get(concept, []) if w.strip().lower() not in shown]
     if not members:
@@ -175,30 +179,12 @@ def _partial(rows: Sequence[Mapping[str, Any]], category: str, seed: int) -> lis
     if category == "strings":
         return [_strings_partial(r, seed) for r in rows]
     if category == "neurons_entities":
-        out = []
-        for r in rows:
-            concepts = _entity_concepts(r)
-            if len(concepts) == 2:
-                k = _rng(seed, r, "partial").randrange(2)
-                out.append((describe_entity([concepts[k]]), f"concept {k + 1} of 2"))
-            else:
-                out.append(_entity_member(r, concepts[0], seed))
-        return out
-
-    out = []
-    for r in rows:
-        _, v = _relation_key(r)
-        c1, c2 = str(r["concept1"]), str(r["concept2"])
-        if v is None or not r.get("exception"):
-            out.append(
-                (
-                    f'Maps {c1} to an attribute of it; returns "{UNDEFINED}" when the input is not {c1}.',
-                    "input kind only",
-                )
-            )
-        else:
-            out.append((describe_relation(c1, c2), "without its exception"))
-    return out
+        return [_entity_partial(r, seed) for r in rows]
+    return [(describe_relation(str(r["concept1"]), str(r["concept2"])), "without its exception")
+            if _relation_key(r)[1] is not None and r.get("exception")
+            else (f'Maps {r["concept1"]!s} to an attribute of it; returns "{UNDEFINED}" when the input is not '
+                  f'{r["concept1"]!s}.', "input kind only")
+            for r in rows]
 
 
 def _entity_near_misses(
@@ -236,7 +222,13 @@ def _relation_near_misses(
     neighbours = _Neighbours([f"{c1} -> {c2}" for c1, c2 in kinds.values()], encoder)
     by_text = {f"{c1} -> {c2}": k for k, (c1, c2) in kinds.items()}
 
-    def sibling(key: str) -> tuple[str, str]:
+    def near(r: Mapping[str, Any]) -> tuple[str, str]:
+        key, v = _relation_key(r)
+        other_exc = None if v is None or not r.get("exception") else exceptions.get((key, 1 - int(v)))
+        if other_exc and other_exc != r["exception"]:
+            return (describe_relation(str(r["concept1"]), str(r["concept2"]), other_exc),
+                    f"other exception ({2 - int(v)})")
+        # an uncorrupted relation, or the pool lacks the relation's other corruption: the nearest other relation
         own = "{} -> {}".format(*kinds[key])
         text = neighbours.nearest(own, [own])
         if text is None:
@@ -244,20 +236,7 @@ def _relation_near_misses(
         other = by_text[text]
         return describe_relation(*kinds[other]), f"nearest relation: {key} -> {other}"
 
-    out = []
-    for r in rows:
-        key, v = _relation_key(r)
-        other_exc = None if v is None or not r.get("exception") else exceptions.get((key, 1 - int(v)))
-        if other_exc and other_exc != r["exception"]:
-            out.append(
-                (
-                    describe_relation(str(r["concept1"]), str(r["concept2"]), other_exc),
-                    f"other exception ({2 - int(v)})",
-                )
-            )
-        else:  # an uncorrupted relation, or the pool lacks the relation's other corruption
-            out.append(sibling(key))
-    return out
+    return [near(r) for r in rows]
 
 
 def _near_misses(

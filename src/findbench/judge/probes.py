@@ -176,9 +176,7 @@ def probe_ladder(rows: Sequence[Mapping[str, Any]], category: str, pool: Sequenc
         drawn = _rng(seed, row, "hedged").sample(others, max(HEDGE_SIZES))
         for k in HEDGE_SIZES:
             ladder[f"hedged_{k}"].append(hedged_description(truth, drawn[:k], _rng(seed, row, f"hedged_{k}")))
-        outputs = [x if y is None else y for x, y in pairs]
-        ladder["stuffed"].append(stuffed_description(truth, outputs))
+        ladder["stuffed"].append(stuffed_description(truth, [x if y is None else y for x, y in pairs]))
         ladder["padded"].append(padded_description(truth))
-        for i, key in enumerate(MASTER_KEYS, 1):
-            ladder[f"master_key_{i}"].append(key)
+    ladder.update({f"master_key_{i}": [key] * len(rows) for i, key in enumerate(MASTER_KEYS, 1)})
     return ladder, observed

@@ -465,9 +465,8 @@ def _logprob_scores(
     """``logprob`` mode: each option number's log-probability after the answer prefix; one candidate set
     per option count (FIND: always 3)."""
     options: dict[str, Any] = {"assistant_prefix": ANSWER_PREFIX,
-                               "progress": progress and f"judge, {progress}: option log-probs"}
-    if shared_prefix:
-        options["shared_prefix"] = True
+                               "progress": progress and f"judge, {progress}: option log-probs",
+                               **({"shared_prefix": True} if shared_prefix else {})}
     scores: list[list[float] | None] = [None] * len(convs)
     for n in sorted(set(n_opts)):
         idx = [j for j, m in enumerate(n_opts) if m == n]
@@ -491,9 +490,8 @@ def _decision(
 ) -> dict[str, Any]:
     """One entry of ``"decisions"`` (see :func:`judge_unit_tests`)."""
     correct = int(unit_test["correct"])
-    margin = None
-    if scores is not None and len(scores) > 1:
-        margin = float(scores[correct - 1] - max(v for c, v in enumerate(scores, 1) if c != correct))
+    margin = (float(scores[correct - 1] - max(v for c, v in enumerate(scores, 1) if c != correct))
+              if scores is not None and len(scores) > 1 else None)
     return {
         "chosen": chosen,
         "correct": correct,
@@ -542,7 +540,5 @@ def load_judge(
     if not isinstance(judge, (str, os.PathLike)):
         return load_lm(judge, cache=cache)
     spec = os.fspath(judge)
-    kwargs: dict[str, Any] = (
-        {"model": judge_model} if spec.startswith(("http://", "https://")) else {"batch_size": batch_size}
-    )
-    return load_lm(spec, cache=cache, **kwargs)
+    return load_lm(spec, cache=cache, **({"model": judge_model} if spec.startswith(("http://", "https://"))
+                                         else {"batch_size": batch_size}))

@@ -51,11 +51,6 @@ _CKPT = re.compile(r"^step-(\d+)$")
 
 
 # -- data ---------------------------------------------------------------------------------
-def _ensure_chat_template(tokenizer: Any) -> None:
-    if not getattr(tokenizer, "chat_template", None):
-        tokenizer.chat_template = VICUNA_CHAT_TEMPLATE
-
-
 def tokenize_judge_row(
     tokenizer: Any, messages: Sequence[dict], target: str, max_length: int
 ) -> dict[str, list[int]]:
@@ -64,12 +59,10 @@ def tokenize_judge_row(
     prompt = tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
     full = tokenizer.apply_chat_template(list(messages) + [{"role": "assistant", "content": target}], tokenize=False)
     answer = full[len(prompt) :] if full.startswith(prompt) else target + (tokenizer.eos_token or "")
-    p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     a_ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
     if len(a_ids) >= max_length:
         raise ValueError(f"max_length {max_length} leaves no room for the prompt (answer is {len(a_ids)} tokens)")
-    p_ids = p_ids[max(0, len(p_ids) - (max_length - len(a_ids))) :]  # the prompt cut from the left
-    return {"input_ids": p_ids + a_ids, "labels": [-100] * len(p_ids) + a_ids}
+    return _continuation_row(tokenizer, messages, "", a_ids, max_length)
 
 
 def judge_training_pair(row: Mapping[str, Any], judge_mode: str) -> tuple[list[dict], str]:
@@ -281,10 +274,8 @@ def _load_rows(args: TrainArgs) -> tuple[list[dict], list[dict]]:
     train = dd["train"].to_list()[: args.max_train_rows or None]
     valid = dd["validation"].to_list() if "validation" in dd else []
     # validation rows are stored category by category: take them round-robin
-    by_cat: dict[str, list[dict]] = {}
-    for r in valid:
-        by_cat.setdefault(r["category"], []).append(r)
-    mixed = [r for group in zip_longest(*by_cat.values()) for r in group if r is not None]
+    by_cat = [[r for r in valid if r["category"] == c] for c in dict.fromkeys(r["category"] for r in valid)]
+    mixed = [r for group in zip_longest(*by_cat) for r in group if r is not None]
     return train, mixed[: args.eval_rows]
 
 
@@ -297,14 +288,13 @@ def _checkpoints(root: Path) -> list[Path]:
 
 
 def _resolve_resume(args: TrainArgs, ckpt_root: Path) -> Path | None:
-    if not args.resume_from_checkpoint:
-        return None
     if args.resume_from_checkpoint == "latest":
         found = _checkpoints(ckpt_root)
         if not found:
             log.info("no checkpoint under %s: starting from scratch", ckpt_root)
-            return None
-        return found[-1]
+        return found[-1] if found else None
+    if not args.resume_from_checkpoint:
+        return None
     path = Path(args.resume_from_checkpoint)
     if not (path / _STATE_FILE).is_file():
         raise UsageError(f"--resume-from-checkpoint: {path} is not a checkpoint (no {_STATE_FILE})")
@@ -520,7 +510,8 @@ def _load_model(margs: TrainArgs) -> tuple[Any, Any]:
     """The base model (float32) with a LoRA adapter unless ``full_finetune``, and its tokenizer."""
     base_path = resolve(margs.model)
     tokenizer = AutoTokenizer.from_pretrained(base_path)
-    _ensure_chat_template(tokenizer)
+    if not getattr(tokenizer, "chat_template", None):
+        tokenizer.chat_template = VICUNA_CHAT_TEMPLATE
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32)
@@ -582,12 +573,10 @@ def _prepare(args: TrainArgs, accelerator: Any, model: Any, tokenizer: Any, enco
         generator=generator,
         collate_fn=_collate(tokenizer.pad_token_id),
     )
-    decay = [p for n, p in model.named_parameters() if p.requires_grad and p.ndim >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.requires_grad and p.ndim < 2]
-    groups = [{"params": decay, "weight_decay": args.weight_decay}]
-    if no_decay:
-        groups.append({"params": no_decay, "weight_decay": 0.0})
-    optimizer = torch.optim.AdamW(groups, lr=args.learning_rate)
+    trained = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in trained if p.ndim >= 2], "weight_decay": args.weight_decay},
+              {"params": [p for p in trained if p.ndim < 2], "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW(groups if groups[1]["params"] else groups[:1], lr=args.learning_rate)
 
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
     steps_per_epoch = max(1, math.ceil(len(loader) / args.gradient_accumulation_steps))
@@ -734,17 +723,15 @@ def _save_checkpoint(accelerator: Any, root: Path, step: int, history: list, arg
 def _portable_adapter_config(folder: Path, model: str) -> None:
     """Record the base model as given (``"embedded"``, a Hub id), not a local cache path."""
     path = folder / "adapter_config.json"
-    cfg = json.loads(path.read_text())
-    cfg["base_model_name_or_path"] = model
-    path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    path.write_text(json.dumps({**json.loads(path.read_text()), "base_model_name_or_path": model}, indent=2,
+                               sort_keys=True) + "\n")
 
 
 def _push(folder: Path, args: TrainArgs) -> None:
     from huggingface_hub import HfApi
 
-    api = HfApi()
-    api.create_repo(args.hub_model_id, private=args.hub_private, exist_ok=True, repo_type="model")
-    api.upload_folder(
+    HfApi().create_repo(args.hub_model_id, private=args.hub_private, exist_ok=True, repo_type="model")
+    HfApi().upload_folder(
         folder_path=str(folder),
         repo_id=args.hub_model_id,
         repo_type="model",

@@ -161,12 +161,9 @@ class FindUnitTest(evaluate.Metric):
             if not isinstance(p, str):
                 raise TypeError(f"predictions[{i}] must be a description string, got {type(p).__name__}")
         _judge.check_unit_tests(references, category, argument="references")
-        if mode is not None:
-            _checks.one_of("mode", mode, _judge.JUDGE_MODES)
+        mode = _judge.judge_mode_of(judge) if mode is None else _checks.one_of("mode", mode, _judge.JUDGE_MODES)
         # Arrow gives back tuples/None where the caller wrote lists: one plain copy per triplet.
         references = [[_judge.normalize_unit_test(t) for t in tests] for tests in references]
-        if mode is None:
-            mode = _judge.judge_mode_of(judge)
         lm = self._judge_lm(judge, judge_model, judge_cache, batch_size)
         out = _judge.judge_unit_tests(
             lm, predictions, references, category, mode=mode, keep_full_description=keep_full_description
