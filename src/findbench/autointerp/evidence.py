@@ -69,10 +69,7 @@ class LatentEvidence:
 
     @classmethod
     def from_dict(cls, d: dict) -> LatentEvidence:
-        d = dict(d)
-        d["generation"] = [Window(**w) for w in d["generation"]]
-        d["scoring"] = [Window(**w) for w in d["scoring"]]
-        return cls(**d)
+        return cls(**{**d, **{key: [Window(**w) for w in d[key]] for key in ("generation", "scoring")}})
 
 
 def _group_best(
@@ -291,9 +288,8 @@ class EvidenceCollector:
         cfg = self.cfg
         out = []
         for i, latent in enumerate(self.latents):
-            top_ok = torch.isfinite(self.top_v[i]) & (self.top_v[i] > 0)
-            iw_ok = torch.isfinite(self.iw_key[i])
-            n_top, n_iw = int(top_ok.sum()), int(iw_ok.sum())
+            n_top = int((torch.isfinite(self.top_v[i]) & (self.top_v[i] > 0)).sum())
+            n_iw = int(torch.isfinite(self.iw_key[i]).sum())
             randoms = [
                 self._window(tokens, int(self.rand_r[i, j]), int(self.rand_c[i, j]), self.rand_win[i, j], "random")
                 for j in range(cfg.n_random_ex)
