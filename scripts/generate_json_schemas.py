@@ -1,7 +1,8 @@
 """Regenerate the JSON schemas of findbench's typed outputs (a maintainer step, not run by findbench).
 
-Each document findbench writes as JSON is a dataclass (:class:`findbench._typed.JsonDoc`) whose
-schema is generated from its fields, as SAEBench ships ``eval_output_schema_<type>.json``. This
+Each document findbench writes as JSON is a pydantic dataclass (:class:`findbench._typed.JsonDoc`), or a
+class whose JSON form is a pydantic ``TypedDict`` (:func:`findbench._typed.json_form`), whose schema
+pydantic generates (``TypeAdapter(T).json_schema()``), as SAEBench ships ``eval_output_schema_<type>.json``. This
 script writes them to ``src/findbench/data/schemas/<name>.schema.json``; ``tests/test_schemas.py``
 checks that the shipped files equal what it generates now and that every such file the tests
 write fits its schema. Run it after changing one of the dataclasses in :data:`SCHEMAS`::

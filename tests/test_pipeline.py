@@ -51,6 +51,11 @@ def test_main_job_end_to_end_and_resume(tmp_path, monkeypatch):
     assert "| **oracle** |" in md and "| **embedded** |" in md and "| GPT-4 (paper) |" in md
     # cells with interval and n; the distance to the floor; the rasp columns beside the others
     assert "(n=2)†" in md and "#### Δ vs constant" in md and "rasp code (exact match)" in md
+    # rasp again under each white-box access, with the attribution baseline (never black): the oracle's map is right
+    access = summary["rasp_access"]
+    assert list(access) == ["black", "white", "rotated", "localized"] and "attribution" not in summary["results"]
+    assert all("attribution" in access[a] and access[a]["oracle"]["role_f1"] == 1.0 for a in list(access)[1:])
+    assert "## rasp: access conditions" in md and "| **attribution** | — |" in md
     # a report per interpreter, next to its scores
     for name in ("oracle", "random", "embedded"):
         assert summary["reports"][name] == str(out / "scores" / name / "report.html")
@@ -113,7 +118,8 @@ def fake_main(tmp_path, monkeypatch):
 
     def fake_interpret(cfg):
         interpreter, methods, functions, out = cfg.interpreter, cfg.method, cfg.functions, cfg.out
-        calls["interpret"].append((interpreter, tuple(methods), tuple(cfg.configs), tuple(functions), cfg.max_tokens))
+        calls["interpret"].append((interpreter, tuple(methods), tuple(cfg.configs), tuple(functions), cfg.max_tokens,
+                                   cfg.access))
         for fid in functions:
             for method in methods:
                 folder = Path(out) / fid.split("/")[0] / method / fid.split("/")[1]
@@ -129,7 +135,14 @@ def fake_main(tmp_path, monkeypatch):
         from findbench.interpret.scores import Cell, Estimate, Scores
 
         cell = Cell(unit_test_accuracy=Estimate(0.5, (0.5, 0.5), 1), exact_match=Estimate(1.0, (1.0, 1.0), 1))
-        return {"scores": Scores({"strings": {"aia": cell}}).to_json(), "counts": {}}
+        cells = {"strings": {"aia": cell}} if (Path(cfg.run_dir) / "strings").is_dir() else {}
+        if (Path(cfg.run_dir) / "rasp").is_dir():  # circuit scores: oracle 1, attribution leans on the basis
+            name, _, access = Path(cfg.run_dir).name.partition("-")
+            f1 = {"oracle": 1.0, "attribution": 0.75 if access == "white" else 0.25}.get(name, 0.125)
+            est = Estimate(f1, (f1, f1), 3)
+            cells["rasp"] = {"aia": Cell(role_f1=est, node_auroc=est, unit_test_accuracy=Estimate(0.5, (0.5, 0.5), 3),
+                                         exact_match_observed=Estimate(0.375, (0.25, 0.5), 3))}
+        return {"scores": Scores(cells).to_json(), "counts": {}}
 
     monkeypatch.setattr("findbench.builders.find.build", fake_build)
     monkeypatch.setattr("datasets.load_dataset", lambda path, config, split: _Split(_fake_rows(config, sizes[config])))
@@ -203,9 +216,9 @@ def test_main_runs_each_interpreter_with_its_methods_and_sample(fake_main):
     assert "| **constant** |" in md and "| **empty** |" in md and "#### Δ vs constant" in md
 
 
-def test_main_adds_rasp_where_the_build_wrote_it(fake_main, monkeypatch):
-    """A build with a rasp folder: the references and the LM run on it too, sampled from its test split
-    (tracr's own programs, split dev, never), and the code metrics run its reference code on the models."""
+@pytest.fixture
+def with_rasp(fake_main, monkeypatch):
+    """fake_main on a build that writes a rasp folder (14 rows: 10 dev, 4 test)."""
     import findbench.builders.find as builders
 
     fake = builders.build
@@ -221,6 +234,13 @@ def test_main_adds_rasp_where_the_build_wrote_it(fake_main, monkeypatch):
     monkeypatch.setattr("datasets.load_dataset",
                         lambda path, config, split: type(load(path, "numeric", split))(rasp) if config == "rasp"
                         else load(path, config, split))
+    return fake_main
+
+
+def test_main_adds_rasp_where_the_build_wrote_it(with_rasp):
+    """A build with a rasp folder: the references and the LM run on it too, sampled from its test split
+    (tracr's own programs, split dev, never), and the code metrics run its reference code on the models."""
+    fake_main = with_rasp
     summary = fake_main(functions_per_category=3, lm_functions=1)
     oracle_aia, *_ = fake_main.calls["interpret"]
     assert oracle_aia[2] == (*CATEGORIES, "rasp") and summary["rows"]["rasp"] == 14
@@ -309,3 +329,59 @@ def test_main_uses_the_trained_judge_when_present_and_never_trains(fake_main, mo
 def test_main_rejects_bad_arguments(tmp_path, kwargs, field):
     with pytest.raises(ValueError, match=field):
         pipeline.MainConfig(dataset_out=str(tmp_path / "d"), out=str(tmp_path / "o"), **kwargs)
+
+
+def test_main_runs_rasp_under_each_access_and_prints_its_table(with_rasp):
+    """Every interpreter runs rasp again under white, rotated and localized access (the LM on its first
+    functions), with the attribution baseline, which never runs black; summary.json's rasp_access holds
+    each run's rasp cell and summary.md the table per metric with the white − rotated gap."""
+    summary = with_rasp(functions_per_category=3, lm_functions=1)
+    runs, out = with_rasp.calls["interpret"], with_rasp.out
+    black = [r for r in runs if r[5] == "black"]
+    assert [r[0] for r in black if r[1] == ("aia",)] == list(pipeline.DEFAULT_INTERPRETERS)
+    picked = [f for f in black[0][3] if f.startswith("rasp/")]
+    opened = [r for r in runs if r[5] != "black"]
+    assert {(r[0], r[5]) for r in opened} == {
+        (i, a) for i in (*pipeline.DEFAULT_INTERPRETERS, "attribution") for a in ("white", "rotated", "localized")
+    } and len(opened) == 3 * (len(pipeline.DEFAULT_INTERPRETERS) + 1)
+    assert all(r[1] == ("aia",) and r[2] == ("rasp",) for r in opened)
+    assert all(r[3] == tuple(picked[:1] if r[0] == "embedded" else picked) for r in opened)
+    assert (out / "runs" / "attribution-rotated" / "rasp").is_dir() and not (out / "runs" / "attribution").exists()
+    assert "attribution" not in summary["results"]
+    assert {e[0] for e in with_rasp.calls["evaluate"]} >= {"oracle-white", "embedded-localized", "attribution-white"}
+
+    access = summary["rasp_access"]
+    assert list(access) == ["black", "white", "rotated", "localized"]
+    assert set(access["black"]) == set(pipeline.DEFAULT_INTERPRETERS)
+    assert set(access["white"]) == {*pipeline.DEFAULT_INTERPRETERS, "attribution"}
+    assert access["white"]["attribution"]["role_f1"] == 0.75 and access["rotated"]["attribution"]["role_f1"] == 0.25
+    assert access["white"]["oracle"]["node_auroc_n"] == 3
+    assert json.loads((out / "summary.json").read_text())["rasp_access"] == access
+    md = (out / "summary.md").read_text()
+    section = md[md.index("## rasp: access conditions"):]
+    assert "| interpreter | black | white | rotated | localized | white − rotated |" in section
+    for heading in ("unit tests", "code exact match", "position accuracy", "role F1", "node AUROC"):
+        assert f"#### {heading}" in section
+    role_f1 = section[section.index("#### role F1"):section.index("#### node AUROC")]
+    rows = {line.split(" | ")[0]: line.split(" | ")[1:] for line in role_f1.splitlines() if line.startswith("| **")}
+    assert list(rows) == ["| **oracle**", "| **floors**", "| **observed**", "| **attribution**", "| **embedded**"]
+    # the circuit metrics do not exist black; cells with interval and n; the gap per interpreter
+    assert rows["| **attribution**"] == ["—", "0.75 [0.75, 0.75] (n=3)†", "0.25 [0.25, 0.25] (n=3)†",
+                                         "0.25 [0.25, 0.25] (n=3)†", "+0.50 |"]
+    assert rows["| **oracle**"][-1] == "+0.00 |" and rows["| **floors**"][1].endswith("(random)")
+    # floors: the best of the floor references and the observed run's own floor (here its exact-match floor)
+    exact = section[section.index("#### code exact match"):section.index("#### position accuracy")]
+    assert "| **floors** | 0.38 [0.25, 0.50] (n=3)† (observed's floor) |" in exact
+    assert "floors: per cell, the highest mean" in section
+    # resumable like the others: a second run rescores nothing
+    assert with_rasp(functions_per_category=3, lm_functions=1) == summary and with_rasp.calls["evaluate"] == []
+
+
+def test_main_runs_attribution_alone_on_rasp_white_box(with_rasp):
+    """`--interpreters attribution`: it reads weights, so main runs it on rasp's white-box access only."""
+    summary = with_rasp(interpreters="attribution")
+    runs = with_rasp.calls["interpret"]
+    assert [(r[0], r[2], r[5]) for r in runs] == [("attribution", ("rasp",), a) for a in ("white", "rotated",
+                                                                                          "localized")]
+    assert summary["results"] == {} and set(summary["rasp_access"]["white"]) == {"attribution"}
+    assert "| **attribution** | — | 0.75" in (with_rasp.out / "summary.md").read_text()

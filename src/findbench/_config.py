@@ -87,13 +87,8 @@ def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, con
         if kind is bool:
             parser.add_argument(*flags, dest=f.name, action="store_true", **kw)
             continue
-        if default is dataclasses.MISSING:
-            kw["required"] = True
-        else:
-            kw["default"] = default
-        for key in ("choices", "metavar", "nargs"):
-            if key in meta:
-                kw[key] = meta[key]
+        kw.update({"required": True} if default is dataclasses.MISSING else {"default": default})
+        kw.update({key: meta[key] for key in ("choices", "metavar", "nargs") if key in meta})
         parser.add_argument(*flags, dest=f.name, type=meta.get("parse", kind), **kw)
 
 

@@ -62,9 +62,8 @@ def _share(root: Path) -> None:
 def umask() -> int:
     """The process's umask: from ``/proc/self/status`` where Linux shows it (reading it with
     ``os.umask`` changes it for a moment, for every thread)."""
-    with contextlib.suppress(OSError, ValueError, StopIteration):
-        with open("/proc/self/status") as fh:
-            return int(next(line for line in fh if line.startswith("Umask:")).split()[1], 8)
+    with contextlib.suppress(OSError, ValueError, StopIteration), open("/proc/self/status") as fh:
+        return int(next(line for line in fh if line.startswith("Umask:")).split()[1], 8)
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
@@ -138,8 +137,7 @@ def files_digest(paths: Iterable[Path], root: Path) -> str:
 
 def cache_dir(*parts: str) -> Path:
     """findbench's cache folder (``$FINDBENCH_CACHE`` or ``~/.cache/findbench``), created on demand."""
-    root = Path(os.environ.get("FINDBENCH_CACHE", Path.home() / ".cache" / "findbench"))
-    path = root.joinpath(*parts)
+    path = Path(os.environ.get("FINDBENCH_CACHE", Path.home() / ".cache" / "findbench")).joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path
 

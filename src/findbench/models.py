@@ -15,13 +15,14 @@ import re
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import Field
+
 from findbench._checks import did_you_mean
 from findbench._io import atomic_dir, cache_dir, cache_lock, read_json_object
-from findbench._typed import OMIT_NONE, JsonDoc
+from findbench._typed import JsonDoc, document, omit_none
 from findbench._version import __version__
 from findbench.constants import EMBEDDED_JUDGE_NAME, EMBEDDED_JUDGE_VERSION, TRAINED_MARKER, UsageError
 from findbench.resources import wheel_folder
@@ -57,9 +58,7 @@ def resolve(model: str | os.PathLike) -> str:
         return os.fspath(model)
     if not isinstance(model, str) or not model:
         raise ValueError(f"model must be a non-empty string or path, got {model!r}")
-    if model in REGISTRY:
-        return REGISTRY[model]()
-    return model
+    return REGISTRY[model]() if model in REGISTRY else model
 
 
 def _hub_cached(repo_id: str) -> bool:
@@ -158,8 +157,7 @@ def _convert_embedded(dest: Path) -> None:
 
 def embedded_model_dir() -> str:
     """The local folder of SmolLM2-135M-Instruct (safetensors + tokenizer), built once under a file lock."""
-    root = cache_dir("models")
-    dest = root / f"{_EMBEDDED_NAME}-{_EMBEDDED_VERSION}"
+    dest = cache_dir("models") / f"{_EMBEDDED_NAME}-{_EMBEDDED_VERSION}"
     if (dest / _DONE).is_file():
         return str(dest)
     with cache_lock(dest, "converting the embedded model"):
@@ -215,9 +213,7 @@ def load_causal_lm(
             lm = PeftModel.from_pretrained(base, path).merge_and_unload()
     else:
         lm = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-    if device:
-        lm = lm.to(device)
-    lm.eval()
+    lm = (lm.to(device) if device else lm).eval()
     if not tokenizer:
         return lm
     return lm, AutoTokenizer.from_pretrained(path)
@@ -253,26 +249,22 @@ def embedded_judge_dir(*, must_exist: bool = True) -> str:
 register(EMBEDDED_JUDGE_NAME, embedded_judge_dir)
 
 
-def _doc(text: str) -> Any:
-    return field(default=None, metadata={"doc": text, **OMIT_NONE})
-
-
-@dataclass(frozen=True)
+@document(frozen=True)
 class JudgeIdentity(JsonDoc):
     """Which judge produced a score: the adapter shipped with findbench (its name and recipe version),
     a judge folder ``findbench train-judge`` wrote (its path, steps and date), another model, a
     server, or an LM object given from Python (its name)."""
 
-    source: Literal["shipped", "local", "model", "server", "object"] = field(metadata={"doc": (
+    source: Literal["shipped", "local", "model", "server", "object"] = Field(description=(
         "shipped: the adapter in findbench's package; local: a judge folder train-judge wrote; model: any other "
-        "model (a folder or Hub id); server: an OpenAI-compatible URL; object: an LM given from Python")})
-    name: str = field(metadata={"doc": "the judge as it was named (--judge, the served model, the LM's name)"})
-    version: str | None = _doc("shipped: the recipe version of the adapter")
-    findbench: str | None = _doc("shipped: the findbench release that shipped it")
-    path: str | None = _doc("local and model: the folder; server: the URL")
-    steps: int | None = _doc("local: the optimizer steps it was trained for")
-    trained: str | None = _doc("local: when its training finished (UTC, ISO 8601)")
-    mode: str | None = _doc("the scoring mode it judged in")
+        "model (a folder or Hub id); server: an OpenAI-compatible URL; object: an LM given from Python"))
+    name: str = Field(description="the judge as it was named (--judge, the served model, the LM's name)")
+    version: str | None = omit_none("shipped: the recipe version of the adapter")
+    findbench: str | None = omit_none("shipped: the findbench release that shipped it")
+    path: str | None = omit_none("local and model: the folder; server: the URL")
+    steps: int | None = omit_none("local: the optimizer steps it was trained for")
+    trained: str | None = omit_none("local: when its training finished (UTC, ISO 8601)")
+    mode: str | None = omit_none("the scoring mode it judged in")
 
     def describe(self) -> str:
         """The identity in one line of words (table.md, report.html, the judge card, evaluate's output)."""

@@ -6,9 +6,11 @@ functions, code and sandbox agree; rasp: a sample's reference code against the c
 3. interpret a sample of functions per config (rasp: of its ``test`` split) with ``oracle`` (the
 upper bound), ``random``, ``constant``, ``empty``, ``observed`` (the floors) and the embedded LM
 (SmolLM2-135M; AIA, and MILAN / AIA+MILAN on neurons) on the first ``lm_functions``;
-4. score every run with ``findbench evaluate`` (``embedded-evaluator``
-when trained here, else the embedded judge in ``pmi`` mode); 5. write ``summary.json`` and
-``summary.md`` (Table 2 with the paper's rows, intervals, n, and the margin over ``constant``).
+4. rasp again under each white-box access (``white``, ``rotated``, ``localized``) with every interpreter
+and the ``attribution`` baseline (which reads weights, so never runs ``black``); 5. score every run with
+``findbench evaluate`` (``embedded-evaluator`` when trained here, else the embedded judge in ``pmi`` mode);
+6. write ``summary.json`` and ``summary.md`` (Table 2 with the paper's rows, intervals, n, and the margin
+over ``constant``; the rasp table per access condition, ``rasp_access``).
 
 Functions come from the judge data's held-out split (seed 0). Every stage is resumable: results
 are kept in ``<out>/stages/<name>.json`` with their key, runs skip finished episodes, scores are
@@ -41,6 +43,9 @@ DEFAULT_INTERPRETERS = ("oracle", "random", "constant", "empty", "observed", "em
 #: 4: the judge that scored them; 5: floors from the recorded inputs, ``<metric>_margin_plan``; 6: rasp cells).
 _SCORES_FORMAT = 6
 _NEURONS = ("neurons_entities", "neurons_relations")
+#: Reference interpreters that read the model's weights: main runs them on rasp under white-box access only, and
+#: adds them there whatever ``--interpreters`` says (the circuit-discovery baseline of the rasp table).
+_WHITE_BOX_ONLY = ("attribution",)
 #: rasp functions whose reference code the code-metrics stage runs against their compiled models (all
 #: were validated on their whole domain when compiled; this checks the served models and the sandbox).
 _RASP_CHECKED = 24
@@ -232,7 +237,8 @@ def run_main(cfg: MainConfig) -> dict:
     """Run the main job (settings: :class:`MainConfig`, ``findbench main``'s flags); returns (and
     writes) the summary.
 
-    ``out``: ``summary.{json,md}``, ``stages/``, ``runs/<interpreter>/``, ``scores/<interpreter>/``;
+    ``out``: ``summary.{json,md}``, ``stages/``, ``runs/<interpreter>/``, ``scores/<interpreter>/`` (rasp under
+    white-box access: ``runs/<interpreter>-<access>/``, ``scores/<interpreter>-<access>/``);
     ``functions_per_category`` are sampled per category for the reference interpreters, of which each
     LM interpreter interprets the first ``lm_functions`` (per category and method) with ``rounds`` /
     ``max_tokens`` per episode (FIND used 20 rounds)."""
@@ -242,6 +248,7 @@ def run_main(cfg: MainConfig) -> dict:
     from findbench.builders.find import build
     from findbench.interpret.config import EvaluateConfig, InterpretConfig, ReportConfig
     from findbench.interpret.evaluate import evaluate_run
+    from findbench.interpret.protocol import ACCESS
     from findbench.interpret.references import REFERENCE_INTERPRETERS
     from findbench.interpret.report import write_report
     from findbench.interpret.run import run_interpretations
@@ -289,38 +296,27 @@ def run_main(cfg: MainConfig) -> dict:
 
     results: dict[str, dict] = {}
     reports: dict[str, str] = {}
-    for interpreter in interpreters:
-        name = _run_name(interpreter)
-        run_dir = out / "runs" / name
-        lm = interpreter not in REFERENCE_INTERPRETERS
-        ids = {c: (v[:lm_functions] if lm else v) for c, v in sample.items()}
-        common = dict(
-            data=str(data),
-            interpreter=interpreter,
-            out=str(run_dir),
-            seed=seed,
-            rounds=rounds,
-            max_connections=max_connections,
-            max_tokens=max_tokens if lm else None,
-        )
-        logger.info("interpreting with %s", interpreter)
-        run_interpretations(
-            InterpretConfig(
-                method=["aia"], configs=list(configs), functions=[f for c in configs for f in ids[c]], **common
-            )
-        )
-        run_interpretations(
-            InterpretConfig(
-                method=["milan", "aia+milan"],
-                configs=list(_NEURONS),
-                functions=[f for c in _NEURONS for f in ids[c]],
-                **common,
-            )
-        )
-        key = {**judge_key, **data_key, "run": _run_fingerprint(run_dir), "scores_format": _SCORES_FORMAT}
-        scores_dir = out / "scores" / name
 
-        def _score(run_dir=run_dir, scores_dir=scores_dir):
+    def _interpret_and_score(interpreter: str, access: str) -> dict:
+        """Run ``interpreter`` under ``access`` (black: every config; else rasp alone) and score it."""
+        name = _run_name(interpreter) + ("" if access == "black" else f"-{access}")
+        run_dir, scores_dir = out / "runs" / name, out / "scores" / name
+        lm = interpreter not in REFERENCE_INTERPRETERS
+        chosen = configs if access == "black" else [RASP]
+        ids = {c: (v[:lm_functions] if lm else v) for c, v in sample.items()}
+        common = dict(data=str(data), interpreter=interpreter, out=str(run_dir), seed=seed, rounds=rounds,
+                      max_connections=max_connections, max_tokens=max_tokens if lm else None, access=access)
+        logger.info("interpreting with %s (%s access)", interpreter, access)
+        run_interpretations(
+            InterpretConfig(method=["aia"], configs=list(chosen), functions=[f for c in chosen for f in ids[c]],
+                            **common)
+        )
+        if access == "black":
+            run_interpretations(InterpretConfig(method=["milan", "aia+milan"], configs=list(_NEURONS),
+                                                functions=[f for c in _NEURONS for f in ids[c]], **common))
+        key = {**judge_key, **data_key, "run": _run_fingerprint(run_dir), "scores_format": _SCORES_FORMAT}
+
+        def _score():
             # the judge's answers are cached per judge (a retrained judge gets a new file)
             res = evaluate_run(EvaluateConfig(
                 run_dir=str(run_dir),
@@ -332,10 +328,25 @@ def run_main(cfg: MainConfig) -> dict:
             ), progress=False)
             return {"scores": res["scores"], "counts": res["counts"]}
 
-        results[interpreter] = _stage(out, f"scores_{name}", key, _score)
+        result = _stage(out, f"scores_{name}", key, _score)
         # the page a person reads: Table 2 with figures and every transcript beside its scores
         report = ReportConfig(run_dir=str(run_dir), scores=str(scores_dir), data=str(data))
-        reports[interpreter] = str(write_report(report))
+        reports[interpreter if access == "black" else name] = str(write_report(report))
+        return result
+
+    for interpreter in interpreters:
+        if interpreter not in _WHITE_BOX_ONLY:
+            results[interpreter] = _interpret_and_score(interpreter, "black")
+    if RASP in configs:  # rasp again under each white-box access, with the attribution baseline
+        rasp_access = {"black": {i: r["scores"].get(RASP, {}).get("aia", {}) for i, r in results.items()}}
+        for access in ACCESS[1:]:
+            rasp_access[access] = {
+                i: _interpret_and_score(i, access)["scores"].get(RASP, {}).get("aia", {})
+                for i in dict.fromkeys([*interpreters, *_WHITE_BOX_ONLY])
+            }
+        summary["rasp_access"] = rasp_access
+    elif set(interpreters) <= set(_WHITE_BOX_ONLY):
+        logger.warning("%s run on rasp alone, which %s does not hold: nothing to interpret", interpreters, data)
     summary["results"] = results
     summary["reports"] = reports
     atomic_write_json(out / "summary.json", summary)
@@ -352,7 +363,7 @@ def _run_name(interpreter: str) -> str:
 
 
 def _markdown(summary: dict) -> str:
-    from findbench.interpret.scoreboard import render_comparison
+    from findbench.interpret.scoreboard import render_comparison, render_rasp_access
     from findbench.interpret.scores import Scores
 
     lines = [
@@ -392,5 +403,22 @@ def _markdown(summary: dict) -> str:
         + ".",
         "",
     ]
-    lines.append(render_comparison(runs).strip())
+    lines.append(render_comparison(runs).strip() if runs else "No interpreter ran on every config.")
+    if "rasp_access" in summary:
+        access_runs = {
+            access: {name: Scores.from_json({RASP: {"aia": cell}}, f"rasp scores of {name} ({access})")
+                     for name, cell in cells.items()}
+            for access, cells in summary["rasp_access"].items()
+        }
+        lines += [
+            "",
+            "## rasp: access conditions",
+            "",
+            f"The rasp sample ({summary['sample'].get(RASP, 0)} functions; LM interpreters the first "
+            f"{budget['functions']}) under each access condition: `black` (calls only), `white` (tools over the "
+            "compiled weights), `rotated` (the same function, basis scrambled), `localized` (white plus the "
+            "components that matter); role F1 and node AUROC score the answer's component map.",
+            "",
+            render_rasp_access(access_runs).strip(),
+        ]
     return "\n".join(lines) + "\n"

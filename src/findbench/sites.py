@@ -62,13 +62,6 @@ def num_layers(model) -> int:
     return int(getattr(cfg, "num_hidden_layers", None) or cfg.n_layer)
 
 
-def _mlp_width(cfg) -> int:
-    for attr in ("intermediate_size", "n_inner", "ffn_dim"):
-        if getattr(cfg, attr, None):
-            return int(getattr(cfg, attr))
-    return 4 * int(getattr(cfg, "n_embd", None) or cfg.hidden_size)
-
-
 def blocks(model) -> torch.nn.ModuleList:
     """The model's list of blocks (see the module docstring)."""
     n = num_layers(model)
@@ -103,9 +96,10 @@ def site_module(model, site: str, layer: int | None = None) -> tuple[torch.nn.Mo
 def site_dim(model, site: str) -> int:
     """Width of ``site`` (number of MLP neurons for ``"mlp_activation"``)."""
     cfg = model.config
-    if _checks.one_of("site", site, SITES) == "mlp_activation":
-        return _mlp_width(cfg)
-    return int(getattr(cfg, "hidden_size", None) or cfg.n_embd)
+    if _checks.one_of("site", site, SITES) != "mlp_activation":
+        return int(getattr(cfg, "hidden_size", None) or cfg.n_embd)
+    width = next((getattr(cfg, a) for a in ("intermediate_size", "n_inner", "ffn_dim") if getattr(cfg, a, None)), None)
+    return int(width or 4 * int(getattr(cfg, "n_embd", None) or cfg.hidden_size))
 
 
 def _hook(module: torch.nn.Module, kind: str, fn: Callable[[torch.Tensor], torch.Tensor | None]):
@@ -175,14 +169,9 @@ def record(
         if stop:
             raise StopForward
 
-    handle = _hook(module, kind, read)
     logits = None
-    try:
+    with _hook(module, kind, read), contextlib.suppress(StopForward):  # the hook's handle removes it on exit
         logits = model(**inputs).logits
-    except StopForward:
-        pass
-    finally:
-        handle.remove()
     if "values" not in box:
         raise RuntimeError(f"site {site!r} at layer {layer} was not reached in the forward pass")
     return (box["values"], logits) if return_logits else box["values"]
@@ -205,8 +194,7 @@ def patch(
     module, kind = site_module(model, site, layer)
     width = site_dim(model, site)
     pos = torch.as_tensor(positions, dtype=torch.long)
-    if pos.dim() == 1:
-        pos = pos.unsqueeze(1)
+    pos = pos.unsqueeze(1) if pos.dim() == 1 else pos
     idx = torch.arange(width) if neurons is None else torch.as_tensor(neurons, dtype=torch.long).reshape(-1)
     if idx.numel() and (idx.min() < 0 or idx.max() >= width):
         raise UsageError(f"neurons must be in [0, {width}), got min {int(idx.min())} max {int(idx.max())}")
@@ -237,11 +225,8 @@ def patch(
         new[rows, cols, units] = vals
         return new
 
-    handle = _hook(module, kind, write)
-    try:
+    with _hook(module, kind, write):
         yield
-    finally:
-        handle.remove()
 
 
 @contextlib.contextmanager

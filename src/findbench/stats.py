@@ -157,9 +157,7 @@ class PairedComparison:
     confidence: float
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["diff_ci"] = [float(x) for x in self.diff_ci]
-        return out
+        return asdict(self) | {"diff_ci": [float(x) for x in self.diff_ci]}
 
 
 def paired_bootstrap(
@@ -184,14 +182,11 @@ def paired_bootstrap(
         raise ValueError(f"a and b must score the same units in the same order ({len(ua)} != {len(ub)})")
     n = len(ua)
     if n == 0:
-        nan = math.nan
-        return PairedComparison(0, nan, nan, nan, (nan, nan), nan, False, float(confidence))
+        return PairedComparison(0, math.nan, math.nan, math.nan, (math.nan, math.nan), math.nan, False,
+                                float(confidence))
     d = ua - ub
     diff = float(np.mean(d))
-    if np.ptp(d) == 0:
-        stats = np.full(n_resamples, diff)
-    else:
-        stats = _resampled_statistics(d, _mean, seed, n_resamples)
+    stats = np.full(n_resamples, diff) if np.ptp(d) == 0 else _resampled_statistics(d, _mean, seed, n_resamples)
     low, high = _interval(stats, confidence)
     extreme = min(int(np.sum(stats <= 0)), int(np.sum(stats >= 0)))
     p_value = min(1.0, 2.0 * (extreme + 1) / (n_resamples + 1))
@@ -250,12 +245,8 @@ def _auroc_statistic(n_levels: int):
     def statistic(sample: np.ndarray) -> np.ndarray:
         size, n, _ = sample.shape
         offset = (np.arange(size) * n_levels)[:, None]
-        pos = np.bincount((sample[..., 0].astype(np.int64) + offset).ravel(), minlength=size * n_levels).reshape(
-            size, n_levels
-        )
-        neg = np.bincount((sample[..., 1].astype(np.int64) + offset).ravel(), minlength=size * n_levels).reshape(
-            size, n_levels
-        )
+        pos, neg = (np.bincount((sample[..., side].astype(np.int64) + offset).ravel(), minlength=size * n_levels)
+                    .reshape(size, n_levels) for side in (0, 1))
         below = np.cumsum(neg, axis=1) - neg  # negatives strictly below each level
         return ((pos * below).sum(1) + 0.5 * (pos * neg).sum(1)) / (n * n)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from findbench._io import atomic_write_json
-from findbench.autointerp.results import METRIC_KEYS, AutoInterpResults, ScorerMetrics, Shard
+from findbench.autointerp.results import METRIC_KEYS, AutoInterpResults, EvalMetrics, ScorerMetrics, Shard
 
 PATH = Path(__file__).parent / "data" / "synthetic_eval_results.json"
 
@@ -32,11 +32,11 @@ def test_a_block_is_written_under_saebench_keys():
     m = ScorerMetrics(score=0.5, std_dev=0.1, n_degenerate=0, n_explanation_truncated=1, n_unparsed=2)
     assert m.block("autointerp") == {"autointerp_score": 0.5, "autointerp_std_dev": 0.1, "n_unparsed": 2,
                                      "n_degenerate": 0, "n_explanation_truncated": 1}
-    assert ScorerMetrics.from_block(m.block("autointerp"), "autointerp", "m") == m
-    with pytest.raises(ValueError, match=r"^m: unknown key 'score'$"):
-        ScorerMetrics.from_block({**m.block("fuzz"), "score": 1.0}, "fuzz", "m")
-    with pytest.raises(ValueError, match=r"^m: unknown key 'autointerp_score'"):  # the block of another scorer
-        ScorerMetrics.from_block(m.block("autointerp"), "fuzz", "m")
+    assert EvalMetrics.from_json({"autointerp": m.block("autointerp")}, "m") == EvalMetrics({"autointerp": m})
+    with pytest.raises(ValueError, match=r"^m\.fuzz: unknown key 'score'$"):
+        EvalMetrics.from_json({"fuzz": {**m.block("fuzz"), "score": 1.0}}, "m")
+    with pytest.raises(ValueError, match=r"^m\.fuzz: missing key 'fuzz_score'$"):  # the block of another scorer
+        EvalMetrics.from_json({"fuzz": m.block("autointerp")}, "m")
     assert METRIC_KEYS == {"detection": "autointerp", "fuzz": "fuzz", "embedding": "embedding",
                            "likelihood": "likelihood"}
 
@@ -52,13 +52,13 @@ def test_a_merged_or_sharded_file_round_trips(tmp_path):
 
 
 @pytest.mark.parametrize(("edit", "message"), [
-    (lambda d: d.update(eval_type_id="core"), r"eval_type_id: expected one of 'autointerp'"),
+    (lambda d: d.update(eval_type_id="core"), r"eval_type_id: expected 'autointerp', got str"),
     (lambda d: d["eval_result_metrics"].update(sparse_probing={}),
-     r"eval_result_metrics: unknown scorer key 'sparse_probing'"),
+     r"eval_result_metrics: unknown key 'sparse_probing'"),
     (lambda d: d["eval_result_metrics"]["fuzz"].pop("n_degenerate"),
      r"eval_result_metrics\.fuzz: missing key 'n_degenerate'"),
     (lambda d: d["eval_result_metrics"]["fuzz"].update(ci=[0.1]),
-     r"eval_result_metrics\.fuzz\.ci: expected a list of 2"),
+     r"eval_result_metrics\.fuzz\.ci: missing item 1"),
     (lambda d: d.update(shard={"index": 0}), r"shard: missing key 'count'"),
     (lambda d: d.pop("latents_file"), r"missing key 'latents_file'"),
     # the latents file is named by the run id, beside the results: never a path

@@ -15,7 +15,13 @@ from pathlib import Path
 import pytest
 
 from findbench import cli
-from findbench.interpret.compare import N_TOO_SMALL_NOTE, compare_runs, read_per_function, render_comparison_table
+from findbench.interpret.compare import (
+    N_TOO_SMALL_NOTE,
+    Comparison,
+    compare_runs,
+    read_per_function,
+    render_comparison_table,
+)
 from findbench.interpret.config import CompareConfig
 from findbench.interpret.evaluate import CSV_COLUMNS
 from findbench.stats import SMALL_N_LEGEND
@@ -61,7 +67,7 @@ def two_runs(tmp_path) -> tuple[Path, Path]:
 def test_one_column_differs_the_others_do_not(two_runs):
     a, b = two_runs
     result = compare_runs(CompareConfig(str(a), str(b), n_resamples=2000))
-    by = {(c["category"], c["method"], c["metric"]): c for c in result["columns"]}
+    by = {(c.category, c.method, c.metric): c for c in result.columns}
     assert list(by) == [  # Table 2's columns first, then the others both runs scored
         ("numeric", "aia", "nmse_success"),
         ("strings", "aia", "exact_match"),
@@ -70,21 +76,21 @@ def test_one_column_differs_the_others_do_not(two_runs):
         ("numeric", "aia", "domain_iou"),
     ]
     differs = by[("strings", "aia", "unit_test_accuracy")]
-    assert differs["differs"] is True and differs["n"] == N
-    assert differs["verdict"] == "differs" and differs["n_too_small"] is False
-    assert (differs["mean_a"], differs["mean_b"], differs["diff"]) == (1.0, 0.0, 1.0)
-    assert differs["diff_ci"] == [1.0, 1.0] and differs["p_value"] < 0.01
-    assert differs["only_b"] == 1 and differs["only_a"] == 0  # strings/f00999: B alone
+    assert differs.differs is True and differs.n == N
+    assert differs.verdict == "differs" and differs.n_too_small is False
+    assert (differs.mean_a, differs.mean_b, differs.diff) == (1.0, 0.0, 1.0)
+    assert differs.diff_ci == [1.0, 1.0] and differs.p_value < 0.01
+    assert differs.only_b == 1 and differs.only_a == 0  # strings/f00999: B alone
     for key, col in by.items():
         if key == ("strings", "aia", "unit_test_accuracy"):
             continue
-        assert col["differs"] is False and col["diff"] == 0.0 and col["p_value"] == 1.0
-        assert col["verdict"] == "no difference" and col["n_too_small"] is False
-        assert col["diff_ci"] == [0.0, 0.0] and col["n"] == N
+        assert col.differs is False and col.diff == 0.0 and col.p_value == 1.0
+        assert col.verdict == "no difference" and col.n_too_small is False
+        assert col.diff_ci == [0.0, 0.0] and col.n == N
     success = by[("numeric", "aia", "nmse_success")]
-    assert success["mean_a"] == pytest.approx(sum(1 for i in range(N) if i % 3) / N)  # inf NMSE: a failure
-    assert result["only_one_run"] == ["entities AIA"]
-    assert json.loads(json.dumps(result, allow_nan=False)) == result  # plain JSON
+    assert success.mean_a == pytest.approx(sum(1 for i in range(N) if i % 3) / N)  # inf NMSE: a failure
+    assert result.only_one_run == ["entities AIA"]
+    assert json.loads(json.dumps(result.to_json(), allow_nan=False)) == result.to_json()  # plain JSON
 
 
 def test_a_noisy_difference_is_not_called(tmp_path):
@@ -105,10 +111,10 @@ def test_a_noisy_difference_is_not_called(tmp_path):
         ],
     )
     result = compare_runs(CompareConfig(str(a), str(b), seed=3, n_resamples=2000))
-    em = result["columns"][0]
-    assert em["metric"] == "exact_match" and em["n"] == 6
-    assert em["diff"] == pytest.approx(0.5 - 2 / 6) and em["diff_ci"][0] < 0 < em["diff_ci"][1]
-    assert em["differs"] is None and em["verdict"] == "n too small" and em["n_too_small"] is True
+    em = result.columns[0]
+    assert em.metric == "exact_match" and em.n == 6
+    assert em.diff == pytest.approx(0.5 - 2 / 6) and em.diff_ci[0] < 0 < em.diff_ci[1]
+    assert em.differs is None and em.verdict == "n too small" and em.n_too_small is True
     assert compare_runs(CompareConfig(str(a), str(b), seed=3, n_resamples=2000)) == result  # seeded
     text = render_comparison_table(result)
     assert "| strings code (exact match) | 6† |" in text and SMALL_N_LEGEND in text and N_TOO_SMALL_NOTE in text
@@ -120,9 +126,9 @@ def test_one_shared_function_gets_no_verdict(tmp_path, capsys):
     row = {"function_id": "strings/f00000", "category": "strings", "method": "aia", "exact_match": "1.0"}
     a = _write(tmp_path / "a", [row])
     b = _write(tmp_path / "b", [{**row, "exact_match": "0.0"}])
-    col = compare_runs(CompareConfig(str(a), str(b)))["columns"][0]
-    assert col["n"] == 1 and col["diff"] == 1.0 and col["p_value"] < 0.001  # what the bootstrap alone would call
-    assert (col["verdict"], col["n_too_small"], col["differs"]) == ("n too small", True, None)
+    col = compare_runs(CompareConfig(str(a), str(b))).columns[0]
+    assert col.n == 1 and col.diff == 1.0 and col.p_value < 0.001  # what the bootstrap alone would call
+    assert (col.verdict, col.n_too_small, col.differs) == ("n too small", True, None)
     out = tmp_path / "cmp.json"
     assert cli.main(["compare", str(a), str(b), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
@@ -196,12 +202,12 @@ def test_margins_over_own_observations_are_compared(tmp_path):
                 writer.writerow([f"numeric/f{i:05d}", "numeric", "aia", "0.01", floor, "", ""])
                 writer.writerow([f"strings/f{i:05d}", "strings", "aia", "", "", "1.0", "0.5" if name == "a" else "0.0"])
     result = compare_runs(CompareConfig(str(tmp_path / "a"), str(tmp_path / "b")))
-    by = {c["header"]: c for c in result["columns"]}
+    by = {c.header: c for c in result.columns}
     numeric = by["numeric code (NMSE<0.1): margin over own observations"]
-    assert (numeric["mean_a"], numeric["mean_b"], numeric["verdict"]) == (0.0, 1.0, "differs")
+    assert (numeric.mean_a, numeric.mean_b, numeric.verdict) == (0.0, 1.0, "differs")
     strings = by["strings code (exact match): margin over own observations"]
-    assert (strings["mean_a"], strings["mean_b"]) == (0.5, 0.0)
-    assert by["numeric code (NMSE<0.1)"]["verdict"] == "no difference"
+    assert (strings.mean_a, strings.mean_b) == (0.5, 0.0)
+    assert by["numeric code (NMSE<0.1)"].verdict == "no difference"
 
 
 def test_compare_takes_its_config(two_runs, tmp_path):
@@ -210,7 +216,8 @@ def test_compare_takes_its_config(two_runs, tmp_path):
     a, b = two_runs
     out = tmp_path / "cmp.json"
     result = compare_runs(CompareConfig(run_a=str(a), run_b=str(b), seed=2, n_resamples=300, out=str(out)))
-    assert json.loads(out.read_text()) == result and (result["seed"], result["n_resamples"]) == (2, 300)
+    assert json.loads(out.read_text()) == result.to_json() and (result.seed, result.n_resamples) == (2, 300)
+    assert Comparison.from_json(json.loads(out.read_text())) == result  # the file reads back typed
     defaults = CompareConfig(run_a="a", run_b="b")
     assert (defaults.seed, defaults.n_resamples) == (DEFAULT_SEED, DEFAULT_RESAMPLES)
     with pytest.raises(ValueError, match="--n-resamples"):

@@ -37,7 +37,7 @@ def test_a_cell_writes_each_estimate_flat_in_the_order_evaluate_wrote_them():
                          "nmse_success_margin_ci", "nmse_success_margin_n", "mean_nmse", "mean_nmse_ci", "mean_nmse_n",
                          "domain_iou", "domain_iou_ci", "domain_iou_n", "n_degenerate", "unverified"]
     assert obj["nmse_success_ci"] == [0.0, 1.0] and obj["mean_nmse"] is None and obj["unverified"] is True
-    assert Cell.from_json(obj) == cell
+    assert Scores.from_json({"numeric": {"aia": obj}}).cell("numeric", "aia") == cell
     with pytest.raises(ValueError, match="name must be one of"):
         cell.estimate("accuracy")
 
@@ -51,13 +51,15 @@ def test_estimate_of_units_is_the_mean_with_its_seeded_interval():
 
 
 @pytest.mark.parametrize(("edit", "message"), [
-    (lambda d: d.update(numerics={}), r"unknown category 'numerics'"),
-    (lambda d: d["strings"].update(gpt={}), r"scores\.json\.strings: unknown method 'gpt'"),
+    (lambda d: d.update(numerics={}), r"scores\.json: unknown key 'numerics'"),
+    (lambda d: d["strings"].update(gpt={}), r"scores\.json\.strings: unknown key 'gpt'"),
     (lambda d: d["strings"]["aia"].pop("exact_match_n"), r"strings\.aia: 'exact_match' without 'exact_match_n'"),
-    (lambda d: d["strings"]["aia"].update(exact_match="1"), r"strings\.aia\.exact_match: expected a number or null"),
-    (lambda d: d["strings"]["aia"].update(exact_match_ci=[0.1]), r"strings\.aia\.exact_match_ci: expected a list of 2"),
+    (lambda d: d["strings"]["aia"].update(exact_match="1"), r"aia\.exact_match: expected a valid number, got str"),
+    (lambda d: d["strings"]["aia"].update(exact_match_ci=[0.1]), r"strings\.aia\.exact_match_ci: missing item 1"),
     (lambda d: d["strings"]["aia"].pop("unverified"), r"strings\.aia: missing key 'unverified'"),
     (lambda d: d["strings"]["aia"].update(accuracy=1.0), r"strings\.aia: unknown key 'accuracy'"),
+    (lambda d: d["strings"]["aia"].update(n_degenerate=-1), r"strings\.aia\.n_degenerate: expected greater than or"),
+    (lambda d: d["strings"]["aia"].update(unverified=0), r"aia\.unverified: expected a valid boolean, got int"),
 ])
 def test_a_file_that_does_not_fit_is_refused_naming_the_key(tmp_path, edit, message):
     obj = json.loads((DATA / "scores.json").read_text(encoding="utf-8"))

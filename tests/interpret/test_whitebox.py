@@ -30,6 +30,7 @@ from findbench.interpret.whitebox import (  # noqa: E402
     component_map,
     reference_components,
     tool_commands,
+    tool_floor,
 )
 
 RECORDS = {r["name"]: r for r in store.read_store(0)["programs"].values()}
@@ -362,8 +363,9 @@ def test_evaluate_scores_component_maps_with_find_circuit(scored):
     oracle = scored["oracle", "rotated"]["scores"]["rasp"]["aia"]
     for metric in CIRCUIT_METRICS:
         assert oracle[metric] == 1.0 and oracle[f"{metric}_n"] == 2 and len(oracle[f"{metric}_ci"]) == 2, metric
-    # no tool call: the white-box floor marks nothing; the margin is the whole score
-    assert oracle["role_accuracy_observed"] == 0.0 and oracle["role_accuracy_margin"] == 1.0
+    # no tool call: the white-box floor is the fixed maps' (all marked: recall 1; majority role: below 1)
+    assert oracle["node_recall_observed"] == 1.0 and oracle["node_recall_margin"] == 0.0
+    assert 0 < oracle["role_accuracy_observed"] < 1 and oracle["role_accuracy_margin"] > 0
     attribution = scored["attribution", "white"]["scores"]["rasp"]["aia"]
     assert 0.5 < attribution["node_auroc"] <= 1.0 and attribution["role_f1_n"] == 2
     empty = scored["empty", "white"]["scores"]["rasp"]["aia"]
@@ -399,21 +401,31 @@ def test_the_white_box_floor_replays_the_episodes_ablations_and_never_reads_thei
         return {"round": 1, "tool": "ablate", "error": None, "reply_chars": 9,
                 "arguments": json.dumps({"component": component, "tokens": x, "mode": "zero"})} | extra
 
+    def floor(calls):
+        return {e["component"]: (e["role"], e["score"]) for e in json.loads(tool_floor(
+            {"access": "white", "tool_calls": calls}, row, json.loads(row["components"])))}
+
+    majority = circuit.floor_predictions(json.loads(row["components"]), "majority_role")[0]["role"]
+    assert floor([]) == {}
+    calls = [call(changed)] + ([call(idle, changed_positions=[0], reply='{"changed_positions":[0]}')] if idle else [])
+    assert floor(calls) == {changed: (majority, 1.0)} | ({idle: ("inactive", 0.0)} if idle else {})
+    # edited, cut or refused records show nothing; a recorded reply never counts
+    hostile = [call(changed, error="budget"), call(changed, arguments='{"component": "' + changed),
+               call(changed, arguments="[1, 2]"), call("blocks.99.mlp"), {"tool": "ablate"}, "x"]
+    assert floor(hostile) == {}
+
     def scores(calls, components=None):
         answer = {"description": "", "domain": None, "code": None, "components": components}
         return circuit_scores({"access": "white", "answer": answer, "tool_calls": calls}, row)
 
+    # the floor is the best of the tool-reply map and the fixed maps (majority role, all marked)
+    comps = truth.for_variant(json.loads(row["components"]), row["function_id"], "aligned")
+    fixed = [circuit.score_function(circuit.floor_predictions(comps, f), comps) for f in circuit.FLOORS]
     none = scores([])
-    assert none["role_accuracy_observed"] == 0.0 and none["node_recall_observed"] == 0.0
-    assert none["node_precision_observed"] is None  # nothing marked: undefined, as for an answer
-    calls = [call(changed)] + ([call(idle, changed_positions=[0], reply='{"changed_positions":[0]}')] if idle else [])
-    got = scores(calls)
-    active = sum(c["role"] != "inactive" for c in json.loads(row["components"]))
-    assert got["node_precision_observed"] == 1.0 and got["node_recall_observed"] == pytest.approx(1 / active)
-    # edited, cut or refused records show nothing; a recorded reply never counts
-    hostile = [call(changed, error="budget"), call(changed, arguments='{"component": "' + changed),
-               call(changed, arguments="[1, 2]"), call("blocks.99.mlp"), {"tool": "ablate"}, "x"]
-    assert scores(hostile + ([call(idle, changed_positions=[0])] if idle else []))["node_recall_observed"] == 0.0
+    for m in CIRCUIT_METRICS:
+        assert none[f"{m}_observed"] == max(f[m] for f in fixed), m
+    assert none["node_recall_observed"] == 1.0 and none["node_auroc_observed"] == 0.5
+    assert scores(calls)["node_auroc_observed"] > 0.5  # the ablation separates a component that matters
     truth_map = reference_components("oracle", row, "white")
     full = scores(calls, truth_map)
     for m in CIRCUIT_METRICS:

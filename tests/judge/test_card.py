@@ -576,7 +576,7 @@ def test_cards_follow_the_schema(string_rows):
         assert not list(validator.iter_errors(doc))
     bad = dict(card.to_json(), mode=3)
     assert list(validator.iter_errors(bad))
-    with pytest.raises(ValueError, match=r"^judge_card.json.mode: expected a string, got int$"):
+    with pytest.raises(ValueError, match=r"^judge_card.json.mode: expected a valid string, got int$"):
         JudgeCard.from_json(bad)
     with pytest.raises(ValueError, match=r"judge_card.json: unknown key 'extra'"):
         JudgeCard.from_json(dict(card.to_json(), extra=1))

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from findbench.lm import CachedLM, Constraint, OpenAILM, TransformersLM, use_structured_outputs
-from findbench.lm.base import check_constraints, check_structured_outputs
+from findbench.lm.base import check_constraints
 
 CONVS = [
     [{"role": "user", "content": "Pick a number: 1, 2 or 3."}],
@@ -81,7 +81,7 @@ def test_structured_outputs_setting():
     with pytest.raises(ValueError, match="cannot constrain"):
         use_structured_outputs(plain, "on")
     with pytest.raises(ValueError, match="structured_outputs must be one of"):
-        check_structured_outputs("yes")
+        use_structured_outputs(local, "yes")
 
 
 # ------------------------------------------------------------------- in-process (xgrammar)

@@ -14,10 +14,14 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter
+from pydantic_core import core_schema
+from typing_extensions import NotRequired
 
 from findbench._io import atomic_write_json
-from findbench._typed import OMIT_NONE, JsonDoc, doc_summary
+from findbench._typed import JsonDoc, document, json_form, omit_none, validate
 from findbench.autointerp.config import SCORERS
 
 #: What a run id may hold (it names the run's files).
@@ -35,28 +39,22 @@ def latents_name(run_id: str | None) -> str:
     return f"latents_{run_id}.json" if run_id else "latents.json"
 
 
-def _doc(text: str, **kwargs: Any) -> Any:
-    return field(metadata={"doc": text, **kwargs.pop("metadata", {})}, **kwargs)
-
-
-@dataclass(frozen=True, kw_only=True)
+@document(frozen=True, kw_only=True)
 class ScorerMetrics(JsonDoc):
     """One scorer's block of ``eval_result_metrics``: the mean and standard deviation over the scored latents, the
     degenerate and cut explanation counts, and (once a latent is scored) the bootstrap interval, floors and margin."""
 
-    score: float = _doc("mean score over the scored latents (SAEBench's <key>_score; NaN when none)")
-    std_dev: float = _doc("their standard deviation (<key>_std_dev)")
-    n_unparsed: int | None = _doc("detection: answers that could not be parsed", default=None, metadata=OMIT_NONE)
-    n_degenerate: int = _doc(
+    score: float = Field(description="mean score over the scored latents (SAEBench's <key>_score; NaN when none)")
+    std_dev: float = Field(description="their standard deviation (<key>_std_dev)")
+    n_unparsed: int | None = omit_none("detection: answers that could not be parsed")
+    n_degenerate: int = Field(description=
         "explanations flagged degenerate: empty, copied from the prompt or identical (still scored)")
-    n_explanation_truncated: int = _doc("explanations cut to the length cap")
-    n: int | None = _doc("latents scored", default=None, metadata=OMIT_NONE)
-    ci: tuple[float, float] | None = _doc("seeded 95 % percentile bootstrap interval of the mean over latents",
-                                          default=None, metadata=OMIT_NONE)
-    floors: dict[str, float] | None = _doc("scores of answers that need no explanation", default=None,
-                                           metadata=OMIT_NONE)
-    best_floor: str | None = _doc("the highest floor", default=None, metadata=OMIT_NONE)
-    margin: float | None = _doc("mean minus the best floor", default=None, metadata=OMIT_NONE)
+    n_explanation_truncated: int = Field(description="explanations cut to the length cap")
+    n: int | None = omit_none("latents scored")
+    ci: tuple[float, float] | None = omit_none("seeded 95 % percentile bootstrap interval of the mean over latents")
+    floors: dict[str, float] | None = omit_none("scores of answers that need no explanation")
+    best_floor: str | None = omit_none("the highest floor")
+    margin: float | None = omit_none("mean minus the best floor")
 
     @staticmethod
     def _renamed(key: str) -> dict[str, str]:
@@ -68,26 +66,18 @@ class ScorerMetrics(JsonDoc):
         return {names.get(k, k): v for k, v in self.to_json().items()}
 
     @classmethod
-    def from_block(cls, obj: Any, key: str, where: str) -> ScorerMetrics:
-        """The block under ``key`` read back; ValueError naming the field otherwise."""
-        if not isinstance(obj, dict):
-            raise ValueError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-        back = {v: k for k, v in cls._renamed(key).items()}
-        clash = [k for k in obj if k in cls._renamed(key)]  # "score" itself is not a key of the block
-        if clash:
-            raise ValueError(f"{where}: unknown key {clash[0]!r}")
-        return cls.from_json({back.get(k, k): v for k, v in obj.items()}, where)
-
-    @classmethod
-    def block_schema(cls, key: str, defs: dict[str, Any]) -> dict[str, Any]:
-        """The JSON schema of the block under ``key``."""
-        schema, names = cls._object_schema(defs), cls._renamed(key)
-        return schema | {"properties": {names.get(k, k): v for k, v in schema["properties"].items()},
-                         "required": [names.get(k, k) for k in schema["required"]]}
+    def block_form(cls, key: str) -> Any:
+        """The JSON form of the block under ``key``: a TypedDict of its keys (those left out while None not
+        required)."""
+        names, keys = cls._renamed(key), {}
+        for name, f in cls.__pydantic_fields__.items():  # type: ignore[attr-defined]
+            value = Annotated[f.annotation, Field(description=f.description)]
+            keys[names.get(name, name)] = value if f.is_required() else NotRequired[value]
+        return json_form(f"{key}_metrics", keys, cls.__doc__)
 
 
 @dataclass(frozen=True)
-class EvalMetrics(JsonDoc):
+class EvalMetrics:
     """``eval_result_metrics``: one block per scorer run, under SAEBench's key (``autointerp`` for detection)."""
 
     blocks: dict[str, ScorerMetrics] = field(default_factory=dict)
@@ -106,22 +96,30 @@ class EvalMetrics(JsonDoc):
 
     @classmethod
     def from_json(cls, obj: Any, where: str | None = None) -> EvalMetrics:
-        where = where or "eval_result_metrics"
-        if not isinstance(obj, dict):
-            raise ValueError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-        unknown = [k for k in obj if k not in METRIC_KEYS.values()]
-        if unknown:
-            raise ValueError(f"{where}: unknown scorer key {unknown[0]!r} (known: {', '.join(METRIC_KEYS.values())})")
-        return cls({key: ScorerMetrics.from_block(v, key, f"{where}.{key}") for key, v in obj.items()})
+        """The blocks read strictly (:func:`findbench._typed.validate`); ValueError naming the key otherwise."""
+        return cls._of(validate(TypeAdapter(_METRICS_FORM), obj, where or "eval_result_metrics"))
 
     @classmethod
-    def _object_schema(cls, defs: dict[str, Any]) -> dict[str, Any]:
-        return {"type": "object", "description": doc_summary(cls),
-                "properties": {key: ScorerMetrics.block_schema(key, defs) for key in METRIC_KEYS.values()},
-                "additionalProperties": False}
+    def _of(cls, form: dict[str, dict[str, Any]]) -> EvalMetrics:
+        back = {key: {v: k for k, v in ScorerMetrics._renamed(key).items()} for key in form}
+        return cls({key: ScorerMetrics(**{back[key].get(k, k): v for k, v in block.items()})
+                    for key, block in form.items()})
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        """In a document: read from its JSON form, written as :meth:`to_json`, described by the form's schema."""
+        from_form = core_schema.no_info_after_validator_function(cls._of, handler(_METRICS_FORM))
+        return core_schema.json_or_python_schema(
+            from_form, core_schema.union_schema([core_schema.is_instance_schema(cls), from_form]),
+            serialization=core_schema.plain_serializer_function_ser_schema(cls.to_json))
 
 
-@dataclass(frozen=True)
+#: The JSON form of ``eval_result_metrics``: a block per scorer under its key.
+_METRICS_FORM = json_form("EvalMetrics", {key: NotRequired[ScorerMetrics.block_form(key)]
+                                          for key in METRIC_KEYS.values()}, EvalMetrics.__doc__)
+
+
+@document(frozen=True)
 class Shard(JsonDoc):
     """Which shard of the selected latents a sharded run scored: positions ``p`` with ``p % count == index``."""
 
@@ -129,40 +127,35 @@ class Shard(JsonDoc):
     count: int
 
 
-@dataclass(frozen=True)
+@document(frozen=True)
 class AutoInterpResults(JsonDoc):
     """An AutoInterp results file (``<sae>_eval_results[_<run_id>].json``): SAEBench's keys plus findbench's."""
 
-    eval_type_id: Literal["autointerp"] = _doc("SAEBench's eval type")
-    eval_config: dict[str, Any] = _doc("the run's AutoInterpConfig (to_dict) with model_name, sae, hook_name, layer, "
-                                       "explainer, scorer and structured_outputs_applied")
-    datetime_epoch_millis: int = _doc("when the file was written")
-    findbench_version: str = _doc("the findbench that wrote it")
-    eval_result_metrics: EvalMetrics = _doc("one block per scorer")
-    eval_result_details: list[Any] = _doc("SAEBench's per-detail results (none for AutoInterp)")
-    eval_result_unstructured: dict[str, dict[str, Any]] = _doc("per scored latent: explanation, flags, each scorer's "
-                                                               "score and answer")
-    skipped_latents: dict[str, str] = _doc("latent → why it was not explained (too few activations)")
-    latents_file: str = _doc("the latents.json sidecar beside it (windows, picks, histograms)")
-    run_id: str | None = _doc("the run's --run-id")
-    shard: Shard | None = _doc("the shard a sharded run scored (null when unsharded)")
-    merged_from: list[str] | None = _doc("the shard folders `autointerp merge` joined", default=None,
-                                         metadata=OMIT_NONE)
+    eval_type_id: Literal["autointerp"] = Field(description="SAEBench's eval type")
+    eval_config: dict[str, Any] = Field(description="the run's AutoInterpConfig (to_dict) with model_name, sae, "
+                                        "hook_name, layer, explainer, scorer and structured_outputs_applied")
+    datetime_epoch_millis: int = Field(description="when the file was written")
+    findbench_version: str = Field(description="the findbench that wrote it")
+    eval_result_metrics: EvalMetrics = Field(description="one block per scorer")
+    eval_result_details: list[Any] = Field(description="SAEBench's per-detail results (none for AutoInterp)")
+    eval_result_unstructured: dict[str, dict[str, Any]] = Field(
+        description="per scored latent: explanation, flags, each scorer's score and answer")
+    skipped_latents: dict[str, str] = Field(description="latent → why it was not explained (too few activations)")
+    latents_file: str = Field(description="the latents.json sidecar beside it (windows, picks, histograms)")
+    run_id: str | None = Field(description="the run's --run-id")
+    shard: Shard | None = Field(description="the shard a sharded run scored (null when unsharded)")
+    merged_from: list[str] | None = omit_none("the shard folders `autointerp merge` joined")
 
     JSON_NAME = "AutoInterp results"
 
-    @classmethod
-    def from_json(cls, obj: Any, where: str | None = None) -> AutoInterpResults:
-        """The results read back (:meth:`JsonDoc.from_json`), their ``run_id`` letters, digits, ``_``, ``.`` or
-        ``-`` and their ``latents_file`` :func:`latents_name` of it: a name beside the file, never a path."""
-        results = super().from_json(obj, where)
-        where = where or cls.JSON_NAME
-        if results.run_id is not None and not re.fullmatch(RUN_ID_PATTERN, results.run_id):
-            raise ValueError(f"{where}.run_id: expected letters, digits, '_', '.' or '-', got {results.run_id!r}")
-        if results.latents_file != latents_name(results.run_id):
-            raise ValueError(f"{where}.latents_file: expected {latents_name(results.run_id)!r} (beside the results "
-                             f"file), got {results.latents_file!r}")
-        return results
+    def __post_init__(self) -> None:
+        """Its ``run_id`` letters, digits, ``_``, ``.`` or ``-`` and its ``latents_file`` :func:`latents_name` of it:
+        a name beside the file, never a path."""
+        if self.run_id is not None and not re.fullmatch(RUN_ID_PATTERN, self.run_id):
+            raise ValueError(f"run_id: expected letters, digits, '_', '.' or '-', got {self.run_id!r}")
+        if self.latents_file != latents_name(self.run_id):
+            raise ValueError(f"latents_file: expected {latents_name(self.run_id)!r} (beside the results file), got "
+                             f"{self.latents_file!r}")
 
     def write(self, path: str | os.PathLike) -> None:
         """Write the file atomically (keys sorted, as findbench's JSON files)."""

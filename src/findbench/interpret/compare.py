@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Literal
+
+from pydantic import Field
 
 from findbench._io import atomic_write_json, read_csv_rows
+from findbench._typed import JsonDoc, document
 from findbench.interpret.config import CompareConfig
 from findbench.interpret.evaluate import CATEGORY_METRICS, FLOORED_SCORES, METHODS, unit_values
 from findbench.interpret.scoreboard import TABLE2_COLUMNS
@@ -98,24 +100,57 @@ def _finite_or_none(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def compare_runs(cfg: CompareConfig) -> dict[str, Any]:
+@document(frozen=True, kw_only=True)
+class ComparedColumn(JsonDoc):
+    """One column both runs scored, over the functions they share."""
+
+    category: str
+    method: str
+    metric: str
+    header: str
+    n: int = Field(description="functions scored by both runs")
+    mean_a: float
+    mean_b: float
+    diff: float = Field(description="mean_a - mean_b")
+    diff_ci: list[float | None] = Field(description="its percentile interval (null where not finite)")
+    p_value: float = Field(description="two-sided paired-bootstrap p-value")
+    differs: bool | None = Field(description="whether the interval excludes 0; null where n is too small")
+    verdict: Literal["differs", "no difference", "n too small"]
+    n_too_small: bool
+    only_a: int = Field(description="functions scored by run A alone, left out")
+    only_b: int = Field(description="functions scored by run B alone, left out")
+
+
+@document(frozen=True)
+class Comparison(JsonDoc):
+    """What ``findbench compare`` found: the runs, the bootstrap's settings, the columns both runs scored and
+    the headers of those only one run scored (written by ``--out`` as JSON)."""
+
+    run_a: str
+    run_b: str
+    seed: int
+    n_resamples: int
+    confidence: float
+    columns: list[ComparedColumn]
+    only_one_run: list[str]
+
+
+def compare_runs(cfg: CompareConfig) -> Comparison:
     """Paired bootstrap of ``cfg.run_a`` against ``cfg.run_b`` per column (see the module docstring).
 
     ``cfg``: the settings (``findbench compare``'s arguments and flags; ``out``: also write the
     result there as JSON). The intervals are at :data:`~findbench.stats.DEFAULT_CONFIDENCE`.
 
-    Returns ``{"run_a", "run_b", "seed", "n_resamples", "confidence", "columns", "only_one_run"}``
-    (plain Python types): ``columns`` lists, for every column both runs scored with a shared
-    function, ``{"category", "method", "metric", "header", "n", "mean_a", "mean_b", "diff",
-    "diff_ci", "p_value", "differs", "verdict", "n_too_small", "only_a", "only_b"}`` (``only_a`` /
-    ``only_b``: functions scored by one run alone, left out); ``only_one_run`` the headers of columns
-    scored by one run only. ``verdict`` is ``"differs"`` or ``"no difference"`` (whether the interval
-    excludes 0; ``differs`` the same as a bool), or ``"n too small"`` with ``n_too_small`` true and
-    ``differs`` None where ``n`` < :data:`~findbench.stats.SMALL_N`."""
+    Returns a :class:`Comparison` (``--out``: its :meth:`~findbench._typed.JsonDoc.to_json`):
+    ``columns`` holds a :class:`ComparedColumn` for every column both runs scored with a shared
+    function (``only_a`` / ``only_b``: functions scored by one run alone, left out); ``only_one_run``
+    the headers of columns scored by one run only. ``verdict`` is ``"differs"`` or ``"no difference"``
+    (whether the interval excludes 0; ``differs`` the same as a bool), or ``"n too small"`` with
+    ``n_too_small`` true and ``differs`` None where ``n`` < :data:`~findbench.stats.SMALL_N`."""
     run_a, run_b, seed, n_resamples, confidence = cfg.run_a, cfg.run_b, cfg.seed, cfg.n_resamples, DEFAULT_CONFIDENCE
     a = read_per_function(run_a, name="run_a")
     b = read_per_function(run_b, name="run_b")
-    columns: list[dict[str, Any]] = []
+    columns: list[ComparedColumn] = []
     single: list[str] = []
     for category, method, metric, header in _columns():
         group_a, group_b = a.get((category, method), {}), b.get((category, method), {})
@@ -131,36 +166,15 @@ def compare_runs(cfg: CompareConfig) -> dict[str, Any]:
         values_b = [unit_values(metric, [group_b[f]])[0] for f in shared]
         result = paired_bootstrap(values_a, values_b, seed=seed, n_resamples=n_resamples, confidence=confidence)
         too_small = is_small(result.n)
-        columns.append(
-            {
-                "category": category,
-                "method": method,
-                "metric": metric,
-                "header": header,
-                "n": result.n,
-                "mean_a": result.mean_a,
-                "mean_b": result.mean_b,
-                "diff": result.diff,
-                "diff_ci": [_finite_or_none(x) for x in result.diff_ci],
-                "p_value": result.p_value,
-                "differs": None if too_small else result.differs,
-                "verdict": N_TOO_SMALL if too_small else DIFFERS if result.differs else NO_DIFFERENCE,
-                "n_too_small": too_small,
-                "only_a": len(scored_a - scored_b),
-                "only_b": len(scored_b - scored_a),
-            }
-        )
-    comparison = {
-        "run_a": str(run_a),
-        "run_b": str(run_b),
-        "seed": seed,
-        "n_resamples": n_resamples,
-        "confidence": confidence,
-        "columns": columns,
-        "only_one_run": single,
-    }
+        columns.append(ComparedColumn(
+            category=category, method=method, metric=metric, header=header, n=result.n, mean_a=result.mean_a,
+            mean_b=result.mean_b, diff=result.diff, diff_ci=[_finite_or_none(x) for x in result.diff_ci],
+            p_value=result.p_value, differs=None if too_small else result.differs,
+            verdict=N_TOO_SMALL if too_small else DIFFERS if result.differs else NO_DIFFERENCE,
+            n_too_small=too_small, only_a=len(scored_a - scored_b), only_b=len(scored_b - scored_a)))
+    comparison = Comparison(str(run_a), str(run_b), seed, n_resamples, confidence, columns, single)
     if cfg.out is not None:
-        atomic_write_json(cfg.out, comparison)
+        atomic_write_json(cfg.out, comparison.to_json())
     return comparison
 
 
@@ -168,42 +182,42 @@ def _p(value: float) -> str:
     return "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
-def render_comparison_table(result: Mapping[str, Any]) -> str:
+def render_comparison_table(result: Comparison) -> str:
     """Markdown of :func:`compare_runs`'s result: one row per column; where n < 10 the n is marked and
     the p and differs cells say ``n too small`` instead of a verdict."""
-    conf = f"{result['confidence']:.0%}"
+    conf = f"{result.confidence:.0%}"
     lines = [
         "# Paired comparison",
         "",
-        f"A: `{result['run_a']}`; B: `{result['run_b']}`. Paired bootstrap over the functions both runs scored "
-        f"({result['n_resamples']:,} resamples, seed {result['seed']}): A − B with its {conf} percentile interval, a "
+        f"A: `{result.run_a}`; B: `{result.run_b}`. Paired bootstrap over the functions both runs scored "
+        f"({result.n_resamples:,} resamples, seed {result.seed}): A − B with its {conf} percentile interval, a "
         "two-sided bootstrap p-value, and whether the interval excludes 0.",
         "",
         "| column | n | A | B | A − B | p | differs |",
         "|---|---:|---:|---:|---:|---:|---|",
     ]
     small = False
-    for col in result["columns"]:
-        n = col["n"]
+    for col in result.columns:
+        n = col.n
         small = small or is_small(n)
-        low, high = col["diff_ci"]
+        low, high = col.diff_ci
         interval = f" [{low:+.2f}, {high:+.2f}]" if low is not None and high is not None else ""
         mark = "†" if is_small(n) else ""
-        left = f" (+{col['only_a']} A only)" if col["only_a"] else ""
-        right = f" (+{col['only_b']} B only)" if col["only_b"] else ""
+        left = f" (+{col.only_a} A only)" if col.only_a else ""
+        right = f" (+{col.only_b} B only)" if col.only_b else ""
         if is_small(n):
             p, verdict = "–", N_TOO_SMALL
         else:
-            p, verdict = _p(col["p_value"]), "**yes**" if col["differs"] else "no"
+            p, verdict = _p(col.p_value), "**yes**" if col.differs else "no"
         lines.append(
-            f"| {col['header']} | {n}{mark}{left}{right} | {col['mean_a']:.2f} | {col['mean_b']:.2f} | "
-            f"{col['diff']:+.2f}{interval} | {p} | {verdict} |"
+            f"| {col.header} | {n}{mark}{left}{right} | {col.mean_a:.2f} | {col.mean_b:.2f} | "
+            f"{col.diff:+.2f}{interval} | {p} | {verdict} |"
         )
-    if not result["columns"]:
+    if not result.columns:
         lines.append("| (no column scored by both runs) | | | | | | |")
     notes = []
-    if result.get("only_one_run"):
-        notes.append("Scored by one run only (not compared): " + ", ".join(result["only_one_run"]) + ".")
+    if result.only_one_run:
+        notes.append("Scored by one run only (not compared): " + ", ".join(result.only_one_run) + ".")
     if small:
         notes += [SMALL_N_LEGEND, N_TOO_SMALL_NOTE]
     if notes:

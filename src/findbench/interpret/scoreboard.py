@@ -265,3 +265,76 @@ def render_comparison(runs: Mapping[str, Scores], *, title: str = "FIND Table 2"
             ),
         ]
     return "\n".join(lines) + "\n"
+
+
+#: The rasp access table (``findbench main``): per metric of a rasp cell, its heading. The circuit metrics
+#: (``role_f1``, ``node_auroc``) exist only where the model is open (not under ``black``).
+RASP_ACCESS_METRICS = {
+    "unit_test_accuracy": "unit tests",
+    "exact_match": "code exact match",
+    "position_accuracy": "position accuracy",
+    "role_f1": "role F1",
+    "node_auroc": "node AUROC",
+}
+_CIRCUIT = ("role_f1", "node_auroc")
+#: The runs the ``floors`` row of the rasp access table takes its best cell from (``observed``: its
+#: ``<metric>_observed`` floor, what its calls alone support).
+RASP_FLOORS = ("random", "constant", "empty", "observed")
+RASP_FLOORS_NOTE = (
+    "floors: per cell, the highest mean among the `random`, `constant` and `empty` references and the "
+    "`<metric>_observed` floor of the `observed` run (the answer its own calls alone support with the fixed "
+    "floors; for role F1 and node AUROC: every component given the majority role, or marked, or the components "
+    "its ablations changed), named in brackets. "
+    "white − rotated: the white cell's mean minus the rotated one's (a difference of means over the "
+    "same functions), how much an interpreter leans on the compiler's basis."
+)
+
+
+def _rasp_estimate(scores: Scores | None, name: str) -> Estimate | None:
+    """The rasp aia aggregate ``name`` of a run, None where it has no finite mean (or no such aggregate)."""
+    try:
+        est = None if scores is None else scores.estimate("rasp", "aia", name)
+    except ValueError:  # an aggregate this layout does not have (e.g. a circuit metric's floor)
+        return None
+    return est if est is not None and est.mean is not None and math.isfinite(est.mean) else None
+
+
+def _rasp_floor(runs: Mapping[str, Scores], metric: str) -> tuple[Estimate, str] | None:
+    """The ``floors`` cell of :data:`RASP_FLOORS_NOTE`: the highest floor estimate and its source."""
+    found = [(est, name) for name in RASP_FLOORS[:-1] if (est := _rasp_estimate(runs.get(name), metric))]
+    if (est := _rasp_estimate(runs.get(RASP_FLOORS[-1]), f"{metric}_observed")) is not None:
+        found.append((est, f"{RASP_FLOORS[-1]}'s floor"))
+    return max(found, key=lambda pair: pair[0].mean) if found else None
+
+
+def render_rasp_access(access_runs: Mapping[str, Mapping[str, Scores]]) -> str:
+    """Markdown of the rasp access table (``{access: {interpreter: scores}}``, black first): per metric of
+    :data:`RASP_ACCESS_METRICS`, one row per interpreter (``oracle``, ``floors``, ``observed``, ``attribution``,
+    then the LMs), a column per access condition and the gap ``white − rotated``; :data:`RASP_FLOORS_NOTE`
+    under it."""
+    names = list(dict.fromkeys(name for runs in access_runs.values() for name in runs))
+    fixed = ["oracle", "floors", "observed", "attribution"]
+    rows = [n for n in fixed if n in names or (n == "floors" and set(RASP_FLOORS) & set(names))]
+    rows += [n for n in names if n not in (*fixed, *RASP_FLOORS)]
+    lines = []
+    for metric, heading in RASP_ACCESS_METRICS.items():
+        lines += ["", f"#### {heading} (`{metric}`)", "", "| interpreter | " + " | ".join(access_runs)
+                  + " | white − rotated |", "|---|" + "---:|" * (len(access_runs) + 1)]
+        for name in rows:
+            cells: dict[str, tuple[Estimate, str] | None] = {}
+            for access, runs in access_runs.items():
+                if access == "black" and metric in _CIRCUIT:
+                    cells[access] = None
+                elif name == "floors":
+                    cells[access] = _rasp_floor(runs, metric)
+                else:
+                    est = _rasp_estimate(runs.get(name), metric)
+                    cells[access] = None if est is None else (est, "")
+            text = [_MISSING if c is None else _format_cell(c[0]) + (f" ({c[1]})" if c[1] else "")
+                    for c in cells.values()]
+            white, rotated = cells.get("white"), cells.get("rotated")
+            gap = _MISSING if white is None or rotated is None else f"{white[0].mean - rotated[0].mean:+.2f}"
+            lines.append(f"| **{_escape(name)}** | " + " | ".join(text) + f" | {gap} |")
+    notes = _interval_notes(_rasp_estimate(s, m) for runs in access_runs.values() for s in runs.values()
+                            for m in RASP_ACCESS_METRICS)
+    return "\n".join([*lines[1:], *(line for note in [RASP_FLOORS_NOTE, *notes] for line in ("", note))]) + "\n"

@@ -15,10 +15,13 @@ import json
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
+
+from pydantic import AfterValidator, Field, NonNegativeInt, TypeAdapter
+from typing_extensions import NotRequired
 
 from findbench._io import read_json_object
-from findbench._typed import JsonDoc, decode, doc_summary, schema_of
+from findbench._typed import json_form, json_schema, validate
 from findbench.interpret.protocol import METHODS
 from findbench.models import JudgeIdentity
 from findbench.schema import CONFIGS
@@ -55,7 +58,7 @@ def _estimate(doc: str) -> Any:
 
 
 @dataclass(frozen=True)
-class Cell(JsonDoc):
+class Cell:
     """One (category, method) cell of ``scores.json``: an :class:`Estimate` per aggregate of its category."""
 
     nmse_success: Estimate | None = _estimate("numeric: share of functions whose code has NMSE < 0.1")
@@ -125,61 +128,48 @@ class Cell(JsonDoc):
         return out | {"n_degenerate": self.n_degenerate, "unverified": self.unverified}
 
     @classmethod
-    def from_json(cls, obj: Any, where: str | None = None) -> Cell:
-        where = where or "cell"
-        if not isinstance(obj, dict):
-            raise ValueError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-        known = {f"{name}{suffix}" for name in cls.ESTIMATES for suffix in ("", "_ci", "_n")}
-        known |= {"n_degenerate", "unverified"}
-        unknown = [k for k in obj if k not in known]
-        if unknown:
-            raise ValueError(f"{where}: unknown key {unknown[0]!r}")
-        values: dict[str, Any] = {}
-        for name in cls.ESTIMATES:
-            keys = (name, f"{name}_ci", f"{name}_n")
-            present = [k for k in keys if k in obj]
-            if not present:
-                continue
-            if len(present) < 3:
-                raise ValueError(f"{where}: {present[0]!r} without {', '.join(repr(k) for k in keys if k not in obj)}")
-            values[name] = Estimate(decode(float | None, obj[name], f"{where}.{name}"),
-                                    decode(tuple[float, float] | None, obj[keys[1]], f"{where}.{keys[1]}"),
-                                    decode(int, obj[keys[2]], f"{where}.{keys[2]}"))
-        for name, tp in (("n_degenerate", int), ("unverified", bool)):
-            if name not in obj:
-                raise ValueError(f"{where}: missing key {name!r}")
-            values[name] = decode(tp, obj[name], f"{where}.{name}")
-        return cls(**values)
-
-    @classmethod
-    def _object_schema(cls, defs: dict[str, Any]) -> dict[str, Any]:
-        docs = {f.name: f.metadata.get(_D, "") for f in dataclasses.fields(cls)}
-        props: dict[str, Any] = {}
-        for name in cls.ESTIMATES:
-            props[name] = {"description": f"{docs[name]} (the mean)", **schema_of(float | None, defs)}
-            props[f"{name}_ci"] = {"description": "its 95 % percentile bootstrap interval over functions, seed 0",
-                                   **schema_of(tuple[float, float] | None, defs)}
-            props[f"{name}_n"] = {"description": "the functions averaged", "type": "integer", "minimum": 0}
-        props["n_degenerate"] = {"description": docs["n_degenerate"], "type": "integer", "minimum": 0}
-        props["unverified"] = {"description": docs["unverified"], "type": "boolean"}
-        return {"type": "object", "description": doc_summary(cls), "properties": props,
-                "required": ["n_degenerate", "unverified"],
-                "dependentRequired": {name: [f"{name}_ci", f"{name}_n"] for name in cls.ESTIMATES},
-                "additionalProperties": False}
+    def _of(cls, flat: dict[str, Any]) -> Cell:
+        """The cell of its validated JSON form."""
+        estimates = {n: Estimate(flat[n], flat[f"{n}_ci"], flat[f"{n}_n"]) for n in cls.ESTIMATES if n in flat}
+        return cls(**estimates, n_degenerate=flat["n_degenerate"], unverified=flat["unverified"])
 
 
 Cell.ESTIMATES = tuple(f.name for f in dataclasses.fields(Cell) if f.name not in ("n_degenerate", "unverified"))
 
 
+def _complete(flat: dict[str, Any]) -> dict[str, Any]:
+    """A cell's JSON form with each aggregate's three keys together (the schema's ``dependentRequired``)."""
+    for name in Cell.ESTIMATES:
+        keys = (name, f"{name}_ci", f"{name}_n")
+        present = [k for k in keys if k in flat]
+        if 0 < len(present) < 3:
+            raise ValueError(f"{present[0]!r} without {', '.join(repr(k) for k in keys if k not in flat)}")
+    return flat
+
+
+def _cell_form() -> Any:
+    """The JSON form of a :class:`Cell`: each aggregate flat (its mean, ``_ci`` and ``_n``), then the counts."""
+    docs = {f.name: f.metadata[_D] for f in dataclasses.fields(Cell)}
+    keys: dict[str, Any] = {}
+    for name in Cell.ESTIMATES:
+        keys[name] = NotRequired[Annotated[float | None, Field(description=f"{docs[name]} (the mean)")]]
+        keys[f"{name}_ci"] = NotRequired[Annotated[tuple[float, float] | None, Field(description=_CI_DOC)]]
+        keys[f"{name}_n"] = NotRequired[Annotated[NonNegativeInt, Field(description="the functions averaged")]]
+    keys["n_degenerate"] = Annotated[NonNegativeInt, Field(description=docs["n_degenerate"])]
+    keys["unverified"] = Annotated[bool, Field(description=docs["unverified"])]
+    form = json_form("Cell", keys, "One (category, method) cell of ``scores.json``: an estimate per aggregate of its "
+                     "category.", json_schema_extra={"dependentRequired": {
+                         name: [f"{name}_ci", f"{name}_n"] for name in Cell.ESTIMATES}})
+    return Annotated[form, AfterValidator(_complete)]
+
+
 @dataclass(frozen=True)
-class Scores(JsonDoc):
+class Scores:
     """``scores.json``: FIND's Table 2 cells of one scored run, ``{category: {method: cell}}``, and the judge
     that scored its unit tests (``"judge"``, absent when none did)."""
 
     cells: dict[str, dict[str, Cell]] = field(default_factory=dict)
     judge: JudgeIdentity | None = None
-
-    JSON_NAME = SCORES_FILE
 
     def cell(self, category: str, method: str) -> Cell | None:
         """The cell of ``category`` and ``method``, None where the run has none."""
@@ -208,21 +198,10 @@ class Scores(JsonDoc):
 
     @classmethod
     def from_json(cls, obj: Any, where: str | None = None) -> Scores:
-        where = where or SCORES_FILE
-        if not isinstance(obj, dict):
-            raise ValueError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-        cells: dict[str, dict[str, Cell]] = {}
-        judge = JudgeIdentity.from_json(obj["judge"], f"{where}.judge") if "judge" in obj else None
-        for category, methods in ((c, m) for c, m in obj.items() if c != "judge"):
-            if category not in CONFIGS:
-                raise ValueError(f"{where}: unknown category {category!r}; categories are {CONFIGS}")
-            if not isinstance(methods, dict):
-                raise ValueError(f"{where}.{category}: expected a JSON object, got {type(methods).__name__}")
-            for method in methods:
-                if method not in METHODS:
-                    raise ValueError(f"{where}.{category}: unknown method {method!r}; methods are {METHODS}")
-            cells[category] = {m: Cell.from_json(v, f"{where}.{category}.{m}") for m, v in methods.items()}
-        return cls(cells, judge)
+        """The scores of the JSON form (read strictly: :func:`findbench._typed.validate`), in the document's order."""
+        form = validate(SCORES_FORM, obj, where or SCORES_FILE)
+        cells = {c: {m: Cell._of(form[c][m]) for m in obj[c]} for c in obj if c != "judge"}
+        return cls(cells, form.get("judge"))
 
     @classmethod
     def read(cls, path: str | os.PathLike) -> Scores:
@@ -234,9 +213,16 @@ class Scores(JsonDoc):
             raise ValueError(f"{os.fspath(path)}: {exc}") from None
 
     @classmethod
-    def _object_schema(cls, defs: dict[str, Any]) -> dict[str, Any]:
-        defs["Methods"] = {"type": "object", "description": "a category's cells, by interpreter method",
-                           "properties": {m: schema_of(Cell, defs) for m in METHODS}, "additionalProperties": False}
-        judge = {"description": "the judge that scored the unit tests", **schema_of(JudgeIdentity, defs)}
-        return {"type": "object", "description": doc_summary(cls), "additionalProperties": False,
-                "properties": {"judge": judge, **{c: {"$ref": "#/$defs/Methods"} for c in CONFIGS}}}
+    def json_schema(cls) -> dict[str, Any]:
+        """The JSON schema of ``scores.json`` (draft 2020-12)."""
+        return json_schema(SCORES_FORM)
+
+
+_CI_DOC = "its 95 % percentile bootstrap interval over functions, seed 0"
+_CELL = _cell_form()
+_METHODS = json_form("Methods", {m: NotRequired[_CELL] for m in METHODS},
+                     "a category's cells, by interpreter method")
+#: The JSON form of ``scores.json``: the judge, then ``{category: {method: cell}}``.
+SCORES_FORM = TypeAdapter(json_form("Scores", {
+    "judge": NotRequired[Annotated[JudgeIdentity, Field(description="the judge that scored the unit tests")]],
+    **{c: NotRequired[_METHODS] for c in CONFIGS}}, Scores.__doc__))

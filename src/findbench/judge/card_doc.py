@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Literal
 
 from findbench._checks import one_of
-from findbench._typed import OMIT_NONE, JsonDoc
+from findbench._typed import JsonDoc, document, omit_none
 from findbench.judge.config import ALL_RUNGS, RUNGS
 from findbench.models import JudgeIdentity
 
@@ -35,7 +35,7 @@ _WHAT = ("accuracy", "auroc", "probes")
 # ----------------------------------------------------------------------------- the document
 
 
-@dataclass(kw_only=True)
+@document(kw_only=True)
 class Interval(JsonDoc):
     """A function-level mean with its percentile-bootstrap interval (``findbench.stats.mean_ci``)."""
 
@@ -44,7 +44,7 @@ class Interval(JsonDoc):
     n: int
 
 
-@dataclass(kw_only=True)
+@document(kw_only=True)
 class AurocInterval(JsonDoc):
     """The AUROC of the true description's scores against another rung's, with its paired-bootstrap interval."""
 
@@ -53,7 +53,7 @@ class AurocInterval(JsonDoc):
     n: int
 
 
-@dataclass(kw_only=True)
+@document(kw_only=True)
 class Inflation(JsonDoc):
     """A probe's score minus the truth's, per function, averaged (``findbench.stats.paired_bootstrap``)."""
 
@@ -63,15 +63,14 @@ class Inflation(JsonDoc):
     p_value: float
 
 
-@dataclass(kw_only=True)
+@document(kw_only=True)
 class ProbeSummary(JsonDoc):
     """A gaming probe against the truth: its score, its inflation and whether the truth is above it."""
 
     score: Interval
     inflation: Inflation
     truth_above_probe: bool
-    verdict: Literal["truth above probe", "not established", "probe above truth"] | None = field(
-        default=None, metadata=OMIT_NONE)
+    verdict: Literal["truth above probe", "not established", "probe above truth"] | None = omit_none()
 
     @property
     def mark(self) -> str:
@@ -84,20 +83,20 @@ AurocTable = dict[str, dict[str, AurocInterval]]
 ProbeTable = dict[str, dict[str, ProbeSummary]]
 
 
-@dataclass(kw_only=True)
+@document(kw_only=True)
 class RungResult(JsonDoc):
     """One rung of one category on one test set: each function's unit-test accuracy."""
 
     category: str
     rung: str
-    tests: Literal["find", "near"] | None = field(default=None, metadata=OMIT_NONE)
+    tests: Literal["find", "near"] | None = omit_none()
     n_functions: int
     n_unit_tests: int
     judged_unit_tests: int
     accuracy: float
     per_function: list[float]
     function_ids: list[str]
-    truncated: int | None = field(default=None, metadata=OMIT_NONE)
+    truncated: int | None = omit_none()
     unparsed: int | None
     unparsed_rate: float | None
 
@@ -106,18 +105,18 @@ class RungResult(JsonDoc):
         return self.tests or "find"
 
 
-@dataclass(kw_only=True)
+@document(kw_only=True)
 class CategoryCost(JsonDoc):
     """The cost of one judge call: a category on one test set, every rung."""
 
     category: str
-    tests: Literal["find", "near"] | None = field(default=None, metadata=OMIT_NONE)
+    tests: Literal["find", "near"] | None = omit_none()
     seconds: float
     tokens: int
     judged_unit_tests: int
 
 
-@dataclass(kw_only=True)
+@document(kw_only=True)
 class Cost(JsonDoc):
     """What judging cost: unit tests, seconds, tokens, requests, unparsed answers, the request cache."""
 
@@ -139,7 +138,7 @@ class Cost(JsonDoc):
     per_category: list[CategoryCost]
 
 
-@dataclass(kw_only=True)
+@document(kw_only=True)
 class Bootstrap(JsonDoc):
     """The bootstrap of every interval."""
 
@@ -148,7 +147,7 @@ class Bootstrap(JsonDoc):
     confidence: float
 
 
-@dataclass(kw_only=True)
+@document(kw_only=True)
 class CardSettings(JsonDoc):
     """What decided the card (the command that reproduces it is in its README)."""
 
@@ -164,10 +163,10 @@ class CardSettings(JsonDoc):
     encoder: str | None
     bootstrap: Bootstrap
     findbench: str
-    tests: Literal["find", "near", "both"] | None = field(default=None, metadata=OMIT_NONE)
-    probes: bool | None = field(default=None, metadata=OMIT_NONE)
-    rungs: list[str] | None = field(default=None, metadata=OMIT_NONE)
-    baseline_mode: list[str] | None = field(default=None, metadata=OMIT_NONE)
+    tests: Literal["find", "near", "both"] | None = omit_none()
+    probes: bool | None = omit_none()
+    rungs: list[str] | None = omit_none()
+    baseline_mode: list[str] | None = omit_none()
 
     @classmethod
     def of(cls, cfg: Any, **resolved: Any) -> CardSettings:
@@ -178,36 +177,36 @@ class CardSettings(JsonDoc):
         return cls(**{**taken, **resolved})
 
 
-@dataclass(kw_only=True)
+@document(kw_only=True)
 class _Tables(JsonDoc):
     """The tables of one judge: accuracy, AUROC and (with probes) probes per test set."""
 
-    accuracy: Table | None = field(default=None, metadata=OMIT_NONE)
-    auroc: AurocTable | None = field(default=None, metadata=OMIT_NONE)
-    probes: ProbeTable | None = field(default=None, metadata=OMIT_NONE)
-    accuracy_near: Table | None = field(default=None, metadata=OMIT_NONE)
-    auroc_near: AurocTable | None = field(default=None, metadata=OMIT_NONE)
-    probes_near: ProbeTable | None = field(default=None, metadata=OMIT_NONE)
+    accuracy: Table | None = omit_none()
+    auroc: AurocTable | None = omit_none()
+    probes: ProbeTable | None = omit_none()
+    accuracy_near: Table | None = omit_none()
+    auroc_near: AurocTable | None = omit_none()
+    probes_near: ProbeTable | None = omit_none()
 
     def table(self, what: str, tests: str) -> dict[str, dict[str, Any]] | None:
         """The ``accuracy``, ``auroc`` or ``probes`` table on the ``tests`` unit tests, or None."""
         return getattr(self, what + TEST_SUFFIX[tests])
 
 
-@dataclass(kw_only=True)
+@document(kw_only=True)
 class Measurement(_Tables):
     """A baseline judge (in one mode) measured on the card's descriptions."""
 
     label: str
     judge: str
     spec: str
-    judge_identity: JudgeIdentity | None = field(default=None, metadata=OMIT_NONE)
+    judge_identity: JudgeIdentity | None = omit_none()
     mode: str
     results: list[RungResult]
     cost: Cost
 
 
-@dataclass(kw_only=True)
+@document(kw_only=True)
 class JudgeCard(_Tables):
     """An instrument card for a judge: its unit-test accuracy on held-out functions with a ladder of
     descriptions per function (the truth, close and wrong ones, gaming probes), AUROC of the truth
@@ -219,13 +218,13 @@ class JudgeCard(_Tables):
     spec: str
     #: Which judge this is (shipped adapter and version, a folder trained here with its steps and date, ...);
     #: cards written before it have none.
-    judge_identity: JudgeIdentity | None = field(default=None, metadata=OMIT_NONE)
+    judge_identity: JudgeIdentity | None = omit_none()
     mode: str
     rungs: dict[str, str]
-    tests: list[Literal["find", "near"]] | None = field(default=None, metadata=OMIT_NONE)
+    tests: list[Literal["find", "near"]] | None = omit_none()
     results: list[RungResult]
     cost: Cost
-    baseline: list[Measurement] | None = field(default=None, metadata=OMIT_NONE)
+    baseline: list[Measurement] | None = omit_none()
     ladder: dict[str, list[dict[str, str | None]]]
     settings: CardSettings
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -82,6 +82,22 @@ def check_constraints(constraint: object, n: int) -> list[Constraint | None]:
     return list(constraint)
 
 
+def split_candidates(
+    context: str, candidates: Sequence[str], encode: Callable[[str], list[int] | None]
+) -> tuple[str, list[int]] | None:
+    """``(text, ids)``: the text to score one-token ``candidates`` after and each candidate's token
+    id, by ``encode`` (text -> token ids, None when it cannot tell). The trailing whitespace of
+    ``context`` moves into the candidates where that makes each one token ("[ANSWER]:" + " 1"),
+    else they follow ``context`` itself; None when they are not one token either way."""
+    fulls = [encode(context + c) for c in candidates]
+    for text in dict.fromkeys((context.rstrip(), context)):
+        base = encode(text)
+        if base is not None and all(f is not None and len(f) == len(base) + 1 and f[: len(base)] == base
+                                    for f in fulls):
+            return text, [f[-1] for f in fulls]
+    return None
+
+
 def progress_label(progress: bool | str, default: str) -> str:
     """The label of a backend's progress bar: ``progress`` when the caller names what the pass
     computes (``progress="judge: log P(output | description)"``), else ``default``."""
@@ -92,18 +108,12 @@ def progress_label(progress: bool | str, default: str) -> str:
 STRUCTURED_OUTPUTS = ("auto", "on", "off")
 
 
-def check_structured_outputs(setting: object, *, argument: str = "structured_outputs") -> str:
-    """``setting`` if it is one of :data:`STRUCTURED_OUTPUTS`; ValueError naming ``argument`` otherwise."""
-    if setting not in STRUCTURED_OUTPUTS:
-        raise ValueError(f"{argument} must be one of {STRUCTURED_OUTPUTS}, got {setting!r}")
-    return setting  # type: ignore[return-value]
-
-
 def use_structured_outputs(lm: object, setting: str = "auto") -> bool:
     """Whether requests to ``lm`` carry their grammar: ``auto``, where ``lm`` supports constraints and
     runs in process (a small local model rarely follows a format; a server model answers freely);
     ``on``, always (ValueError where ``lm`` cannot); ``off``, never."""
-    check_structured_outputs(setting)
+    if setting not in STRUCTURED_OUTPUTS:
+        raise ValueError(f"structured_outputs must be one of {STRUCTURED_OUTPUTS}, got {setting!r}")
     if setting == "off":
         return False
     supported = bool(getattr(lm, "supports_constraints", False))
@@ -137,7 +147,6 @@ class LM(Protocol):
         :class:`Constraint`, or one per conversation); an answer cut at ``max_new_tokens`` may
         stop before the grammar is complete.
         """
-        ...
 
     def candidate_logprobs(
         self,
@@ -149,7 +158,6 @@ class LM(Protocol):
     ) -> list[list[float]]:
         """Next-token log-probabilities of each one-token candidate after the generation prompt and
         ``assistant_prefix`` (e.g. ``"[ANSWER]: "``), under the full distribution (not renormalised)."""
-        ...
 
 
 @runtime_checkable
@@ -161,7 +169,6 @@ class ScoringLM(LM, Protocol):
     ) -> list[float]:
         """Log-probability of each conversation's continuation as the start of the assistant turn:
         the sum over its tokens (tokenized on their own, after the generation prompt)."""
-        ...
 
 
 _ROLES = ("system", "user", "assistant")

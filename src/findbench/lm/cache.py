@@ -108,8 +108,10 @@ class CachedLM:
         self._lock = threading.Lock()
         self._db = _open_cache(self.path)
         #: Items answered from the cache / sent to the wrapped LM since creation.
-        self.hits = 0
-        self.misses = 0
+        self.hits = self.misses = 0
+        #: Whether the wrapped LM takes ``generate(..., constraint=...)`` / runs its model in this process.
+        self.supports_constraints = bool(getattr(lm, "supports_constraints", False))
+        self.in_process = bool(getattr(lm, "in_process", False))
 
     def __repr__(self) -> str:
         return f"CachedLM({self.inner!r}, path={str(self.path)!r})"
@@ -139,12 +141,8 @@ class CachedLM:
                     f"SELECT key, value FROM cache WHERE key IN ({','.join('?' * len(part))})", part
                 )
                 found.update({k: json.loads(v) for k, v in rows})
-        todo: list[int] = []
-        seen: set[str] = set()
-        for i, k in enumerate(keys):
-            if k not in found and k not in seen:
-                todo.append(i)
-                seen.add(k)
+        # the first index of each key not found, in order (a key repeated in one call is computed once)
+        todo = sorted({k: i for i, k in reversed(list(enumerate(keys))) if k not in found}.values())
         self.hits += len(keys) - len(todo)
         if todo:
             log.info("%s cache: %d of %d %s items to compute", self.name, len(todo), len(keys), kind)
@@ -153,25 +151,14 @@ class CachedLM:
             results = compute([conversations[i] for i in idx])
             if len(results) != len(idx):
                 raise RuntimeError(f"{self.name} returned {len(results)} results for {len(idx)} conversations")
-            with self._lock:
+            with self._lock, self._db:  # one transaction, committed on leaving
                 self._db.executemany(
                     "INSERT OR REPLACE INTO cache (key, value) VALUES (?, ?)",
                     [(keys[i], json.dumps(r)) for i, r in zip(idx, results)],
                 )
-                self._db.commit()
             self.misses += len(idx)
             found.update({keys[i]: r for i, r in zip(idx, results)})
         return [found[k] for k in keys]
-
-    @property
-    def supports_constraints(self) -> bool:
-        """Whether the wrapped LM takes ``generate(..., constraint=...)``."""
-        return bool(getattr(self.inner, "supports_constraints", False))
-
-    @property
-    def in_process(self) -> bool:
-        """Whether the wrapped LM runs its model in this process."""
-        return bool(getattr(self.inner, "in_process", False))
 
     def generate(
         self,
@@ -187,22 +174,21 @@ class CachedLM:
         if any(c is not None for c in constraints) and not self.supports_constraints:
             raise TypeError(f"{self.name} cannot constrain generation (constraint= given)")
         options = {"max_new_tokens": max_new_tokens, "temperature": float(temperature)}
-        out: list[str | None] = [None] * len(conversations)
+        out = [""] * len(conversations)
         for c in dict.fromkeys(constraints):  # one cache pass per distinct constraint, in order
             idx = [i for i, ci in enumerate(constraints) if ci == c]
-            extra = {} if c is None else {"constraint": c.to_dict()}
             kw: dict[str, Any] = {} if c is None else {"constraint": c}
             texts = self._run(
                 "generate",
                 [conversations[i] for i in idx],
-                options | extra,
+                options | ({} if c is None else {"constraint": c.to_dict()}),
                 lambda convs, kw=kw: self.inner.generate(
                     convs, max_new_tokens=max_new_tokens, temperature=temperature, progress=progress, **kw
                 ),
             )
             for i, t in zip(idx, texts):
                 out[i] = t
-        return [t if t is not None else "" for t in out]
+        return out
 
     def candidate_logprobs(
         self,

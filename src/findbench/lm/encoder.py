@@ -64,8 +64,7 @@ class CachedTextEncoder(abc.ABC):
         todo = sorted({t for t in texts if t not in self._cache}, key=lambda t: (len(t), t))
         for start in range(0, len(todo), self.batch_size):
             chunk = todo[start : start + self.batch_size]
-            for t, v in zip(chunk, self._forward(chunk)):
-                self._cache[t] = v
+            self._cache.update(zip(chunk, self._forward(chunk)))
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([self._cache[t] for t in texts])

@@ -30,6 +30,14 @@ from typing import Any
 
 # Inspect prints a PrerequisiteError as its message alone; inspect_ai 0.3.285 has no public path to it.
 from inspect_ai._util.error import PrerequisiteError
+from inspect_ai.model import (
+    ChatMessageAssistant,
+    ChatMessageSystem,
+    ChatMessageUser,
+    GenerateConfig,
+    get_model,
+    model_roles,
+)
 
 from findbench._checks import did_you_mean, is_user_error
 from findbench.constants import UsageError
@@ -100,8 +108,6 @@ def eval_models() -> dict[str, Any]:
     first model of a role bound to a list); ``{}`` outside an eval. Inspect binds them before it
     builds the tasks (and an ``eval_set`` leaves them bound after it: :func:`check_models` skips a
     findbench model that already loaded its LM)."""
-    from inspect_ai.model import get_model, model_roles
-
     try:
         models = {"--model": get_model()}
     except (ValueError, LookupError):  # no eval: no active model
@@ -110,9 +116,7 @@ def eval_models() -> dict[str, Any]:
         roles = model_roles()
     except LookupError:
         roles = {}
-    for role, model in roles.items():
-        models[f"--model-role {role}"] = model[0] if isinstance(model, list) else model
-    return models
+    return models | {f"--model-role {role}": m[0] if isinstance(m, list) else m for role, m in roles.items()}
 
 
 def check_models(roles: Sequence[str], models: dict[str, Any] | None = None) -> None:
@@ -149,8 +153,6 @@ def served_at(model: Any) -> tuple[str, str] | None:
 async def endpoint(model: Any) -> tuple[str, str] | None:
     """:func:`served_at`, after one one-token request where a ``vllm/…`` model has not yet connected
     (Inspect resolves its URL on the first request)."""
-    from inspect_ai.model import GenerateConfig
-
     served = served_at(model)
     if served is None and hasattr(model.api, "adapter"):
         await model.generate("Reply with OK.", config=GenerateConfig(max_tokens=1, temperature=0.0))
@@ -173,17 +175,12 @@ async def role_lm(model: Any, role: str, **options: Any) -> Any:
 
     if is_findbench_model(model):
         return model.api.lm
-    served = await endpoint(model)
-    if served is not None:
-        url, name = served
-        return load_lm(url, model=name, **options)
-    return InspectLM(model, role=role)
+    served = await endpoint(model)  # (server URL, served model name)
+    return InspectLM(model, role=role) if served is None else load_lm(served[0], model=served[1], **options)
 
 
 def chat_messages(conversation: Conversation) -> list[Any]:
     """A findbench conversation (``{"role", "content"}`` dicts) as Inspect chat messages."""
-    from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser
-
     kinds = {"system": ChatMessageSystem, "user": ChatMessageUser, "assistant": ChatMessageAssistant}
     return [kinds[m["role"]](content=m["content"]) for m in conversation]
 
@@ -212,15 +209,12 @@ class InspectLM:
         temperature: float = 0.0,
         progress: bool = False,
     ) -> list[str]:
-        from inspect_ai.model import GenerateConfig
-
         check_generate(conversations, max_new_tokens, temperature, None)
         config = GenerateConfig(max_tokens=max_new_tokens, temperature=temperature)
 
         async def answers() -> list[str]:
             calls = (self.model.generate(chat_messages(c), config=config) for c in conversations)
-            outputs = await asyncio.gather(*calls)
-            return [o.completion for o in outputs]
+            return [o.completion for o in await asyncio.gather(*calls)]
 
         if not conversations:
             return []

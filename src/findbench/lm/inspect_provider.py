@@ -16,13 +16,6 @@ from inspect_ai.tool import ToolChoice, ToolInfo
 from findbench.lm.base import DEFAULT_MAX_TOKENS, Constraint, count_tokens, use_structured_outputs
 
 
-def _thread_safe(lm: Any) -> bool:
-    from findbench.lm.cache import CachedLM
-    from findbench.lm.openai_lm import OpenAILM
-
-    return isinstance(lm.inner if isinstance(lm, CachedLM) else lm, OpenAILM)
-
-
 class FindbenchModelAPI(ModelAPI):
     """Inspect's view of a findbench LM (``--model findbench/<spec>``).
 
@@ -61,9 +54,10 @@ class FindbenchModelAPI(ModelAPI):
         with self._load_lock:
             if self._lm is None:
                 from findbench.lm import load_lm
+                from findbench.lm.openai_lm import OpenAILM
 
                 self._lm = load_lm(self.spec, cache=self._cache, **self._options)
-                if not _thread_safe(self._lm):
+                if not isinstance(getattr(self._lm, "inner", self._lm), OpenAILM):  # (a CachedLM's inner LM)
                     self._lock = threading.Lock()
             return self._lm
 
@@ -127,10 +121,8 @@ def inspect_model_name(spec: str) -> str:
     """The Inspect model of an LM spec: ``<provider>/<model>`` as is when Inspect knows the provider;
     any other spec (``embedded``, a folder, a Hub id, a URL) as ``findbench/<spec>``."""
     head, sep, _ = spec.partition("/")
-    if sep and head and not spec.startswith(("http://", "https://")) and not Path(spec).exists():
-        if is_inspect_provider(head):
-            return spec
-    return f"findbench/{spec}"
+    known = sep and head and not spec.startswith(("http://", "https://")) and not Path(spec).exists()
+    return spec if known and is_inspect_provider(head) else f"findbench/{spec}"
 
 
 def structured_outputs_applied(model: Any, setting: str) -> bool:

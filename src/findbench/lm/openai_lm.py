@@ -16,7 +16,10 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import requests
+from requests.adapters import HTTPAdapter
 from tqdm.auto import tqdm
+from urllib3.util import Retry
 
 from findbench._checks import integer, number, positive_int
 from findbench.lm.base import (
@@ -27,11 +30,14 @@ from findbench.lm.base import (
     check_generate,
     check_interrupt,
     progress_label,
+    split_candidates,
 )
 
 log = logging.getLogger(__name__)
 
 _RETRY_STATUS = {408, 429, 500, 502, 503, 504}
+#: Request fields that continue the conversation's final (assistant) message.
+_CONTINUE = {"add_generation_prompt": False, "continue_final_message": True}
 
 
 def structured_outputs_field(constraint: Constraint) -> dict[str, Any]:
@@ -83,6 +89,7 @@ class OpenAILM:
         if integer("top_logprobs", top_logprobs, 1) > 20:
             raise ValueError(f"top_logprobs must be at most 20 (vLLM's default limit), got {top_logprobs!r}")
         self.base_url = base_url.rstrip("/")
+        self._root = self.base_url.removesuffix("/v1")  # vLLM's /tokenize is not under /v1
         self.model = model
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         self.max_workers = max_workers
@@ -102,10 +109,6 @@ class OpenAILM:
     # -- HTTP ------------------------------------------------------------------------------
     def _session(self, retry: bool = False):
         """This thread's session: ``retry=True`` for the one whose adapter retries requests."""
-        import requests
-        from requests.adapters import HTTPAdapter
-        from urllib3.util import Retry
-
         attr = "retry_session" if retry else "session"
         if not hasattr(self._local, attr):
             s = requests.Session()
@@ -113,28 +116,16 @@ class OpenAILM:
                 s.headers["Authorization"] = f"Bearer {self.api_key}"
             if retry:
                 # POSTs retried too (no side effects); out of retries, the last answer is reported by _post
-                policy = Retry(
-                    total=self.max_retries,
-                    backoff_factor=self.backoff,
-                    status_forcelist=_RETRY_STATUS,
-                    allowed_methods=None,
-                    raise_on_status=False,
-                )
-                adapter = HTTPAdapter(max_retries=policy)
+                adapter = HTTPAdapter(max_retries=Retry(total=self.max_retries, backoff_factor=self.backoff,
+                                                        status_forcelist=_RETRY_STATUS, allowed_methods=None,
+                                                        raise_on_status=False))
                 s.mount("http://", adapter)
                 s.mount("https://", adapter)
             setattr(self._local, attr, s)
         return getattr(self._local, attr)
 
-    @property
-    def _root(self) -> str:
-        """Server root (vLLM's /tokenize is not under /v1)."""
-        return self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
-
     def check_server(self) -> None:
         """One quick request to ``/models``; ConnectionError naming the URL when it fails."""
-        import requests
-
         url = f"{self.base_url}/models"
         try:
             r = self._session().get(url, timeout=min(self.timeout, 10.0))
@@ -159,8 +150,6 @@ class OpenAILM:
 
     def _post(self, url: str, payload: dict) -> dict:
         """POST through the retrying session; errors name the URL once retries are spent."""
-        import requests
-
         try:
             r = self._session(retry=True).post(url, json=payload, timeout=self.timeout)
         except (requests.ConnectionError, requests.Timeout) as exc:
@@ -184,6 +173,19 @@ class OpenAILM:
         finally:
             pool.shutdown(cancel_futures=True)
 
+    def _chat(self, conv: Conversation, prefix: str = "", **fields: Any) -> dict:
+        """POST ``conv`` to ``/chat/completions`` (one greedy token unless ``fields`` say otherwise),
+        continuing an assistant turn that starts with ``prefix`` where one is given."""
+        body = {
+            "model": self.model,
+            "messages": list(conv) + ([{"role": "assistant", "content": prefix}] if prefix else []),
+            "max_tokens": 1,
+            "temperature": 0.0,
+            **(_CONTINUE if prefix else {}),
+            **fields,
+        }
+        return self._post(f"{self.base_url}/chat/completions", body)
+
     # -- generation ------------------------------------------------------------------------
     def generate(
         self,
@@ -197,83 +199,42 @@ class OpenAILM:
         """Complete each conversation (see :class:`~findbench.lm.base.LM`), under ``constraint``
         (one for all, or one or None per conversation)."""
         constraints = check_generate(conversations, max_new_tokens, temperature, constraint)
-        url = f"{self.base_url}/chat/completions"
 
         def one(item):
             conv, c = item
-            body = {
-                "model": self.model,
-                "messages": list(conv),
-                "max_tokens": max_new_tokens,
-                "temperature": float(temperature),
-            }
-            if c is not None:
-                body["structured_outputs"] = structured_outputs_field(c)
-            out = self._post(url, body)
+            grammar = {} if c is None else {"structured_outputs": structured_outputs_field(c)}
+            out = self._chat(conv, max_tokens=max_new_tokens, temperature=float(temperature), **grammar)
             return (out["choices"][0]["message"].get("content") or "").strip()
 
         return self._map(one, list(zip(conversations, constraints)), "generate", progress)
 
     # -- candidate log-probs ----------------------------------------------------------------
-    def _tokenize(self, messages: list[dict]) -> list[int] | None:
-        import requests
-
-        body = {
-            "model": self.model,
-            "messages": messages,
-            "add_generation_prompt": False,
-            "continue_final_message": True,
-        }
+    def _tokenize(self, messages: list[dict], **options: Any) -> list[int] | None:
+        """The token ids of ``messages`` (vLLM's ``/tokenize``, with ``options``); None where it fails."""
+        body = {"model": self.model, "messages": messages, **options}
         try:
             r = self._session().post(f"{self._root}/tokenize", json=body, timeout=self.timeout)
         except requests.RequestException:
             return None
-        if r.status_code >= 400:
-            return None
-        return r.json().get("tokens")
+        return r.json().get("tokens") if r.status_code < 400 else None
 
     def _plan(self, assistant_prefix: str, candidates: Sequence[str]) -> tuple[str, list[str]]:
-        """(assistant text to continue, candidate token texts), as TransformersLM splits them."""
+        """(assistant text to continue, candidate token texts), as TransformersLM splits them
+        (:func:`~findbench.lm.base.split_candidates`, tokenized by the server)."""
         key = (assistant_prefix, tuple(candidates))
-        if key in self._plans:
-            return self._plans[key]
-        stripped = assistant_prefix.rstrip()
-        tail = assistant_prefix[len(stripped) :]
-        plan = (assistant_prefix, list(candidates))
-        if tail:
+        if key not in self._plans:
             probe = [{"role": "user", "content": "x"}]
-            base = self._tokenize(probe + [{"role": "assistant", "content": stripped}])
-
-            def one_token(cand: str) -> bool:
-                full = self._tokenize(probe + [{"role": "assistant", "content": stripped + tail + cand}])
-                return full is not None and len(full) == len(base) + 1 and full[: len(base)] == base
-
-            if base is not None and all(one_token(c) for c in candidates):
-                plan = (stripped, [tail + c for c in candidates])
-        self._plans[key] = plan
-        return plan
-
-    def _messages(self, conv: Conversation, prefix: str) -> tuple[list[dict], dict]:
-        if prefix:
-            return list(conv) + [{"role": "assistant", "content": prefix}], {
-                "add_generation_prompt": False,
-                "continue_final_message": True,
-            }
-        return list(conv), {}
+            split = split_candidates(
+                assistant_prefix, candidates,
+                lambda text: self._tokenize(probe + [{"role": "assistant", "content": text}], **_CONTINUE),
+            ) if assistant_prefix != assistant_prefix.rstrip() else None
+            text = assistant_prefix if split is None else split[0]
+            self._plans[key] = (text, [assistant_prefix[len(text) :] + c for c in candidates])
+        return self._plans[key]
 
     def _exact_logprob(self, conv: Conversation, prefix: str, token_text: str) -> float:
         """Log-prob of ``token_text`` after the prefix, from the prompt's own log-probs."""
-        url = f"{self.base_url}/chat/completions"
-        msgs, extra = self._messages(conv, prefix + token_text)
-        body = {
-            "model": self.model,
-            "messages": msgs,
-            "max_tokens": 1,
-            "temperature": 0.0,
-            "prompt_logprobs": 0,
-            **extra,
-        }
-        out = self._post(url, body)
+        out = self._chat(conv, prefix + token_text, prompt_logprobs=0)
         entries = out.get("prompt_logprobs")
         if not entries or not entries[-1]:
             log.warning(
@@ -286,10 +247,7 @@ class OpenAILM:
         token_ids = out.get("prompt_token_ids")
         if token_ids and str(token_ids[-1]) in last:
             return float(last[str(token_ids[-1])]["logprob"])
-        for entry in last.values():
-            if entry.get("decoded_token") == token_text:
-                return float(entry["logprob"])
-        return -math.inf
+        return next((float(e["logprob"]) for e in last.values() if e.get("decoded_token") == token_text), -math.inf)
 
     def candidate_logprobs(
         self,
@@ -305,86 +263,49 @@ class OpenAILM:
             return []
         self._ensure_server()
         prefix, token_texts = self._plan(assistant_prefix, candidates)
-        url = f"{self.base_url}/chat/completions"
 
         def one(conv):
-            msgs, extra = self._messages(conv, prefix)
-            body = {
-                "model": self.model,
-                "messages": msgs,
-                "max_tokens": 1,
-                "temperature": 0.0,
-                "logprobs": True,
-                "top_logprobs": self.top_logprobs,
-                **extra,
-            }
-            out = self._post(url, body)
+            out = self._chat(conv, prefix, logprobs=True, top_logprobs=self.top_logprobs)
             content = ((out["choices"][0].get("logprobs") or {}).get("content")) or []
             if not content:
-                raise RuntimeError(f"{url} returned no logprobs; does the server support logprobs?")
+                raise RuntimeError(
+                    f"{self.base_url}/chat/completions returned no logprobs; does the server support logprobs?"
+                )
             top = {t["token"]: float(t["logprob"]) for t in content[0].get("top_logprobs") or []}
             top.setdefault(content[0]["token"], float(content[0]["logprob"]))
             return [top[t] if t in top else self._exact_logprob(conv, prefix, t) for t in token_texts]
 
         return self._map(one, list(conversations), "candidate log-probs", progress)
 
-    def _prompt_length(self, conv: Conversation) -> int:
-        """Tokens of the rendered prompt with its generation prompt (vLLM's ``/tokenize``)."""
-        import requests
-
-        body = {"model": self.model, "messages": list(conv), "add_generation_prompt": True}
-        try:
-            r = self._session().post(f"{self._root}/tokenize", json=body, timeout=self.timeout)
-        except requests.RequestException as exc:
-            raise ConnectionError(f"{self._root}/tokenize: {exc}") from exc
-        if r.status_code >= 400 or "tokens" not in r.json():
-            raise RuntimeError(
-                f"{self._root}/tokenize failed ({r.status_code}); scoring continuations needs vLLM's /tokenize"
-            )
-        return len(r.json()["tokens"])
-
     def continuation_logprobs(
         self, conversations: Sequence[Conversation], continuations: Sequence[str], *, progress: bool | str = False
     ) -> list[float]:
         """Log-probability of each continuation (see :class:`~findbench.lm.base.ScoringLM`), from the prompt's own
-        log-probs."""
+        log-probs after the prompt's tokens (vLLM's ``/tokenize``, once per prompt)."""
         continuations = check_continuations(conversations, continuations)
         if not conversations:
             return []
         self._ensure_server()
         url = f"{self.base_url}/chat/completions"
-        lengths: dict[str, int] = {}
-        lock = threading.Lock()
+        lengths: dict[str, int] = {}  # a prompt tokenized twice by two threads is harmless
 
         def one(pair):
             conv, cont = pair
             key = repr(list(conv))
-            with lock:
-                n_prompt = lengths.get(key)
-            if n_prompt is None:
-                n_prompt = self._prompt_length(conv)
-                with lock:
-                    lengths[key] = n_prompt
-            msgs, extra = self._messages(conv, cont)
-            body = {
-                "model": self.model,
-                "messages": msgs,
-                "max_tokens": 1,
-                "temperature": 0.0,
-                "prompt_logprobs": 0,
-                **extra,
-            }
-            entries = self._post(url, body).get("prompt_logprobs")
+            if key not in lengths:
+                tokens = self._tokenize(list(conv), add_generation_prompt=True)
+                if tokens is None:
+                    raise RuntimeError(f"{self._root}/tokenize failed; scoring continuations needs vLLM's /tokenize")
+                lengths[key] = len(tokens)
+            n_prompt = lengths[key]
+            entries = self._chat(conv, cont, prompt_logprobs=0).get("prompt_logprobs")
             if not entries or len(entries) <= n_prompt:
                 raise RuntimeError(
                     f"{url} returned no prompt_logprobs for the continuation; scoring continuations needs vLLM"
                 )
-            total = 0.0
-            for entry in entries[n_prompt:]:
-                # prompt_logprobs=0: each entry holds the prompt's own token only
-                if not entry or len(entry) != 1:
-                    raise RuntimeError(f"{url}: unexpected prompt_logprobs entry {entry!r:.120}")
-                total += float(next(iter(entry.values()))["logprob"])
-            return total
+            # prompt_logprobs=0: each entry holds the prompt's own token only
+            if any(not entry or len(entry) != 1 for entry in entries[n_prompt:]):
+                raise RuntimeError(f"{url}: unexpected prompt_logprobs entries {entries[n_prompt:]!r:.120}")
+            return sum(float(next(iter(entry.values()))["logprob"]) for entry in entries[n_prompt:])
 
         return self._map(one, list(zip(conversations, continuations)), "continuation log-probs", progress)

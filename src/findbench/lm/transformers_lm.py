@@ -13,7 +13,9 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+import torch
 from tqdm.auto import tqdm
+from transformers import PreTrainedModel, StoppingCriteria, StoppingCriteriaList
 
 from findbench._checks import positive_int
 from findbench.lm.base import (
@@ -24,6 +26,7 @@ from findbench.lm.base import (
     check_continuations,
     check_generate,
     check_interrupt,
+    split_candidates,
 )
 from findbench.lm.base import progress_label as _label
 
@@ -48,22 +51,11 @@ VICUNA_CHAT_TEMPLATE = (
 _MAX_SHRINK = 8
 
 
-def _default_device() -> str:
-    import torch
+class _StopOnInterrupt(StoppingCriteria):
+    """Ends a generation at the next token once :data:`INTERRUPT` is set."""
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def _stop_on_interrupt() -> Any:
-    """Stopping criteria that end a generation at the next token once :data:`INTERRUPT` is set."""
-    import torch
-    from transformers import StoppingCriteria, StoppingCriteriaList
-
-    class StopOnInterrupt(StoppingCriteria):
-        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
-            return torch.full((input_ids.shape[0],), INTERRUPT.is_set(), dtype=torch.bool, device=input_ids.device)
-
-    return StoppingCriteriaList([StopOnInterrupt()])
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        return torch.full((input_ids.shape[0],), INTERRUPT.is_set(), dtype=torch.bool, device=input_ids.device)
 
 
 def _batches(items: Sequence[Any], size: int):
@@ -71,17 +63,26 @@ def _batches(items: Sequence[Any], size: int):
         yield items[start : start + size]
 
 
+def _packs(groups: list[tuple[list[int], Any]], batch_size: int):
+    """Consecutive ``(members, ...)`` groups, packed: at most ``batch_size`` groups and
+    ``4 * batch_size`` members a pack."""
+    pack: list[tuple[list[int], Any]] = []
+    for g in groups:
+        if pack and (len(pack) >= batch_size or sum(len(m) for m, _ in pack) + len(g[0]) > 4 * batch_size):
+            yield pack
+            pack = []
+        pack.append(g)
+    if pack:
+        yield pack
+
+
 def left_pad(token_lists: Sequence[Sequence[int]], pad: int) -> tuple[Any, Any]:
     """``(ids, mask)`` of ``token_lists`` left padded to one width."""
-    import torch
+    from torch.nn.utils.rnn import pad_sequence
 
-    width = max(len(t) for t in token_lists)
-    ids = torch.full((len(token_lists), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(token_lists), width), dtype=torch.long)
-    for r, toks in enumerate(token_lists):
-        ids[r, width - len(toks) :] = torch.tensor(toks)
-        mask[r, width - len(toks) :] = 1
-    return ids, mask
+    rows = [torch.tensor(list(t), dtype=torch.long) for t in token_lists]
+    return (pad_sequence(rows, batch_first=True, padding_value=pad, padding_side="left"),
+            pad_sequence([torch.ones_like(r) for r in rows], batch_first=True, padding_side="left"))
 
 
 class TransformersLM:
@@ -101,11 +102,8 @@ class TransformersLM:
 
     def __init__(self, model: Any = "embedded", *, tokenizer: Any = None, device: str | None = None, dtype: Any = None,
                  batch_size: int = 16, chat_template: str | None = None, name: str | None = None) -> None:
-        import torch
-        from transformers import AutoTokenizer, PreTrainedModel
-
         self.batch_size = positive_int("batch_size", batch_size)
-        self.device = torch.device(device or _default_device())
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         if dtype is None:  # a name is turned into a torch dtype by load_causal_lm
             dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
 
@@ -115,13 +113,11 @@ class TransformersLM:
             self.model = model.to(self.device)
             model_id = getattr(model.config, "_name_or_path", "") or type(model).__name__
         elif isinstance(model, (str, os.PathLike)):
-            from findbench.models import load_causal_lm, resolve
+            from findbench.models import load_causal_lm
 
             model_id = os.fspath(model)
-            path = resolve(model_id)
-            if tokenizer is None:
-                tokenizer = AutoTokenizer.from_pretrained(path)
-            self.model = load_causal_lm(path, dtype=dtype, device=str(self.device), tokenizer=False)
+            self.model, own = load_causal_lm(model_id, dtype=dtype, device=str(self.device))
+            tokenizer = own if tokenizer is None else tokenizer
         else:
             raise TypeError(f"model must be a name, path or PreTrainedModel, got {type(model).__name__}")
         self.model.eval()
@@ -146,57 +142,29 @@ class TransformersLM:
     # -- rendering -------------------------------------------------------------------------
     def render(self, conversation: Conversation, assistant_prefix: str = "") -> str:
         """The prompt text of one conversation: chat template + generation prompt + prefix."""
-        text = self.tokenizer.apply_chat_template(list(conversation), tokenize=False, add_generation_prompt=True)
-        return text + assistant_prefix
+        return self.tokenizer.apply_chat_template(
+            list(conversation), tokenize=False, add_generation_prompt=True) + assistant_prefix
 
     def _encode(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
-
-    def _candidate_ids(self, context: str, candidates: Sequence[str]) -> tuple[str, list[int]]:
-        """Context text to score after and each candidate's token id; trailing whitespace of the
-        context moves into the candidates where that makes each one token ("[ANSWER]:" + " 1")."""
-        stripped = context.rstrip()
-        tail = context[len(stripped) :]
-        attempts = [(stripped, tail)] if tail else []
-        attempts.append((context, ""))
-        for ctx, moved in attempts:
-            base = self._encode(ctx)
-            ids = []
-            for cand in candidates:
-                full = self._encode(ctx + moved + cand)
-                if len(full) == len(base) + 1 and full[: len(base)] == base:
-                    ids.append(full[-1])
-                else:
-                    break
-            if len(ids) == len(candidates):
-                return ctx, ids
-        raise ValueError(
-            f"candidates must each be one token after the prompt; {list(candidates)!r} are not "
-            f"for tokenizer {type(self.tokenizer).__name__}"
-        )
 
     # -- generation ------------------------------------------------------------------------
     def _compiled(self, constraint: Constraint) -> Any:
         """The xgrammar grammar of ``constraint`` for this tokenizer (compiled once)."""
         if constraint not in self._grammars:
-            try:
-                import xgrammar as xgr
-            except ImportError as exc:  # pragma: no cover - a dependency of findbench
-                raise ImportError("constrained generation needs xgrammar (pip install xgrammar)") from exc
+            import xgrammar as xgr  # a dependency of findbench
+
             if self._grammar_compiler is None:
                 vocab = self.model.get_output_embeddings().weight.shape[0]  # logits width (may exceed len(tokenizer))
                 eos = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
-                if eos is None:
-                    eos = self.tokenizer.eos_token_id
+                eos = self.tokenizer.eos_token_id if eos is None else eos
                 stop = [eos] if isinstance(eos, int) else list(eos)
                 info = xgr.TokenizerInfo.from_huggingface(self.tokenizer, vocab_size=vocab, stop_token_ids=stop)
                 self._grammar_compiler = xgr.GrammarCompiler(info)
-            if constraint.regex is not None:
-                compiled = self._grammar_compiler.compile_regex(constraint.regex)
-            else:
-                # compact JSON: with any whitespace allowed, a small model can fill the token limit with it
-                compiled = self._grammar_compiler.compile_json_schema(constraint.json_schema, any_whitespace=False)
-            self._grammars[constraint] = compiled
+            # compact JSON: with any whitespace allowed, a small model can fill the token limit with it
+            self._grammars[constraint] = (
+                self._grammar_compiler.compile_regex(constraint.regex) if constraint.regex is not None
+                else self._grammar_compiler.compile_json_schema(constraint.json_schema, any_whitespace=False))
         return self._grammars[constraint]
 
     def generate(self, conversations: Sequence[Conversation], *, max_new_tokens: int = 64, temperature: float = 0.0,
@@ -204,8 +172,6 @@ class TransformersLM:
                  constraint: Constraint | Sequence[Constraint | None] | None = None) -> list[str]:
         """Complete each conversation (see :class:`~findbench.lm.base.LM`), under ``constraint``
         (one for all, or one or None per conversation)."""
-        import torch
-
         constraints = check_generate(conversations, max_new_tokens, temperature, constraint)
         texts = [self.render(c) for c in conversations]
         # free conversations first, then constrained ones; by length within each
@@ -215,18 +181,16 @@ class TransformersLM:
             for part in (False, True)
             for idx in _batches([i for i in order if (constraints[i] is not None) == part], self.batch_size)
         ]
-        out: list[str | None] = [None] * len(texts)
+        out: dict[int, str] = {}
+        sampling = {"temperature": float(temperature)} if temperature > 0 else {
+            "temperature": None, "top_p": None, "top_k": None}
         bar = tqdm(total=len(texts), desc=_label(progress, "generate"), disable=not progress)
         for idx in batches:
             check_interrupt()
-            enc = self.tokenizer([texts[i] for i in idx], return_tensors="pt", padding=True, add_special_tokens=False)
-            enc = {k: v.to(self.device) for k, v in enc.items()}
+            enc = self.tokenizer([texts[i] for i in idx], return_tensors="pt", padding=True,
+                                 add_special_tokens=False).to(self.device)
             kwargs: dict[str, Any] = {"do_sample": temperature > 0, "max_new_tokens": max_new_tokens,
-                                      "stopping_criteria": _stop_on_interrupt()}
-            if temperature > 0:
-                kwargs["temperature"] = float(temperature)
-            else:
-                kwargs.update(temperature=None, top_p=None, top_k=None)
+                                      "stopping_criteria": StoppingCriteriaList([_StopOnInterrupt()]), **sampling}
             if constraints[idx[0]] is not None:
                 from xgrammar.contrib.hf import LogitsProcessor
 
@@ -235,12 +199,11 @@ class TransformersLM:
             with torch.no_grad():
                 gen = self.model.generate(**enc, pad_token_id=self.tokenizer.pad_token_id, **kwargs)
             check_interrupt()  # a generation cut by Ctrl-C is never returned
-            new = gen[:, enc["input_ids"].shape[1] :]
-            for i, row in zip(idx, new):
-                out[i] = self.tokenizer.decode(row, skip_special_tokens=True).strip()
+            new = self.tokenizer.batch_decode(gen[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+            out.update(zip(idx, (text.strip() for text in new)))
             bar.update(len(idx))
         bar.close()
-        return [s if s is not None else "" for s in out]
+        return [out[i] for i in range(len(texts))]
 
     # -- candidate log-probs ----------------------------------------------------------------
     def candidate_logprobs(
@@ -262,33 +225,28 @@ class TransformersLM:
         check_candidates(conversations, candidates, assistant_prefix)
         if not conversations:
             return []
-        token_lists: list[list[int]] = []
-        cand_ids: list[int] | None = None
-        for conv in conversations:
-            ctx, ids = self._candidate_ids(self.render(conv, assistant_prefix), candidates)
-            if cand_ids is None:
-                cand_ids = ids
-            elif ids != cand_ids:
-                raise ValueError("candidates tokenize differently across conversations; use a fixed assistant_prefix")
-            token_lists.append(self._encode(ctx))
-        assert cand_ids is not None
+        splits = [split_candidates(self.render(c, assistant_prefix), candidates, self._encode) for c in conversations]
+        if None in splits:
+            raise ValueError(
+                f"candidates must each be one token after the prompt; {list(candidates)!r} are not "
+                f"for tokenizer {type(self.tokenizer).__name__}"
+            )
+        cand_ids = splits[0][1]
+        if any(ids != cand_ids for _, ids in splits):
+            raise ValueError("candidates tokenize differently across conversations; use a fixed assistant_prefix")
+        token_lists = [self._encode(ctx) for ctx, _ in splits]
         if shared_prefix:
             return self._logprobs_shared(token_lists, cand_ids, progress, min_shared_tokens)
         return self._logprobs_plain(token_lists, cand_ids, progress)
 
     def _last_logprobs(self, logits, cand_ids: list[int]) -> list[list[float]]:
-        import torch
-
-        logp = torch.log_softmax(logits.float(), dim=-1)
-        return logp[:, cand_ids].tolist()
+        return torch.log_softmax(logits.float(), dim=-1)[:, cand_ids].tolist()
 
     def _logprobs_plain(
         self, token_lists: list[list[int]], cand_ids: list[int], progress: bool | str
     ) -> list[list[float]]:
-        import torch
-
         order = sorted(range(len(token_lists)), key=lambda i: len(token_lists[i]))
-        out: list[list[float] | None] = [None] * len(token_lists)
+        out: dict[int, list[float]] = {}
         pad = self.tokenizer.pad_token_id
         bar = tqdm(total=len(token_lists), desc=_label(progress, "candidate log-probs"), disable=not progress)
         for idx in _batches(order, self.batch_size):
@@ -304,11 +262,10 @@ class TransformersLM:
                     logits_to_keep=1,
                 ).logits[:, -1, :]
             self.tokens_forwarded += int(mask.sum())
-            for i, row in zip(idx, self._last_logprobs(logits, cand_ids)):
-                out[i] = row
+            out.update(zip(idx, self._last_logprobs(logits, cand_ids)))
             bar.update(len(idx))
         bar.close()
-        return [r for r in out if r is not None]
+        return [out[i] for i in range(len(token_lists))]
 
     def _logprobs_shared(
         self, token_lists: list[list[int]], cand_ids: list[int], progress: bool | str, min_shared: int
@@ -317,11 +274,8 @@ class TransformersLM:
         for i, toks in enumerate(token_lists):
             if groups:
                 members, shared = groups[-1]
-                first = token_lists[members[0]]
-                n = 0
-                limit = min(shared, len(toks) - 1)
-                while n < limit and first[n] == toks[n]:
-                    n += 1
+                first, limit = token_lists[members[0]], min(shared, len(toks) - 1)
+                n = next((j for j in range(limit) if first[j] != toks[j]), limit)
                 # join while the shared prefix stays long (a new function's prompt shares only the system prompt)
                 if (
                     n >= min_shared
@@ -332,44 +286,23 @@ class TransformersLM:
                     groups[-1] = (members, n)
                     continue
             groups.append(([i], len(toks) - 1))
-        out: list[list[float] | None] = [None] * len(token_lists)
         bar = tqdm(total=len(token_lists), desc=_label(progress, "candidate log-probs (shared prefix)"),
                    disable=not progress)
         singles = [g for g in groups if len(g[0]) == 1 or g[1] < min_shared]
         multi = [g for g in groups if not (len(g[0]) == 1 or g[1] < min_shared)]
         alone = [i for members, _ in singles for i in members]
-        for i, row in zip(
-            alone, self._logprobs_plain([token_lists[i] for i in alone], cand_ids, False) if alone else []
-        ):
-            out[i] = row
+        out = dict(zip(alone, self._logprobs_plain([token_lists[i] for i in alone], cand_ids, False) if alone else []))
         bar.update(len(alone))
         # several groups per pack: their prefixes in one forward, then all their suffixes over the caches
-        row_cap = 4 * self.batch_size
-        pack: list[tuple[list[int], int]] = []
-        packs: list[list[tuple[list[int], int]]] = []
-        for g in multi:
-            if pack and (len(pack) >= self.batch_size or sum(len(m) for m, _ in pack) + len(g[0]) > row_cap):
-                packs.append(pack)
-                pack = []
-            pack.append(g)
-        if pack:
-            packs.append(pack)
-        for pack in packs:
+        for pack in _packs(multi, self.batch_size):
             check_interrupt()
-            for i, row in zip([i for m, _ in pack for i in m], self._shared_pack(token_lists, pack, cand_ids)):
-                out[i] = row
-            bar.update(sum(len(m) for m, _ in pack))
+            prefixes = [token_lists[members[0]][:shared] for members, shared in pack]
+            rows = [(g, token_lists[i][shared:]) for g, (members, shared) in enumerate(pack) for i in members]
+            _, logits = self._prefix_suffix_forward(prefixes, rows, suffix_logits_to_keep=1)
+            out.update(zip([i for m, _ in pack for i in m], self._last_logprobs(logits[:, -1, :], cand_ids)))
+            bar.update(len(rows))
         bar.close()
-        return [r for r in out if r is not None]
-
-    def _shared_pack(
-        self, token_lists: list[list[int]], pack: list[tuple[list[int], int]], cand_ids: list[int]
-    ) -> list[list[float]]:
-        """Log-probs of every member of the groups in ``pack`` (members in order)."""
-        prefixes = [token_lists[members[0]][:shared] for members, shared in pack]
-        rows = [(g, token_lists[i][shared:]) for g, (members, shared) in enumerate(pack) for i in members]
-        _, logits = self._prefix_suffix_forward(prefixes, rows, suffix_logits_to_keep=1)
-        return self._last_logprobs(logits[:, -1, :], cand_ids)
+        return [out[i] for i in range(len(token_lists))]
 
     def _prefix_suffix_forward(
         self, prefixes: list[list[int]], rows: list[tuple[int, list[int]]], *, suffix_logits_to_keep: int = 0
@@ -378,8 +311,6 @@ class TransformersLM:
         KV cache and run the suffixes over it. Returns the logits at each row's prefix end ``(R, V)``
         and the suffix logits ``(R, S, V)`` (the last ``suffix_logits_to_keep`` columns; 0: all).
         """
-        import torch
-
         p_ids, p_mask = left_pad(prefixes, self.tokenizer.pad_token_id)
         s_ids, s_mask = left_pad([suf for _, suf in rows], self.tokenizer.pad_token_id)
         owner = torch.tensor([g for g, _ in rows])
@@ -416,41 +347,29 @@ class TransformersLM:
         continuations = check_continuations(conversations, continuations)
         if not conversations:
             return []
-        groups: list[tuple[list[int], list[int]]] = []  # (prompt ids, member indices)
+        groups: list[tuple[list[int], list[int]]] = []  # (member indices, prompt ids)
         last_text = None
         for i, conv in enumerate(conversations):
             text = self.render(conv)
-            if text == last_text and len(groups[-1][1]) < 4 * self.batch_size:
-                groups[-1][1].append(i)
+            if text == last_text and len(groups[-1][0]) < 4 * self.batch_size:
+                groups[-1][0].append(i)
             else:
-                groups.append((self._encode(text), [i]))
+                groups.append(([i], self._encode(text)))
                 last_text = text
         conts = [self._encode(c) for c in continuations]
-        out: list[float] = [0.0] * len(conversations)
+        out: dict[int, float] = {}
         bar = tqdm(total=len(conversations), desc=_label(progress, "continuation log-probs"), disable=not progress)
-        pack: list[tuple[list[int], list[int]]] = []
-        for g in groups + [None]:  # type: ignore[list-item]
-            if pack and (
-                g is None
-                or len(pack) >= self.batch_size
-                or sum(len(m) for _, m in pack) + len(g[1]) > 4 * self.batch_size
-            ):
-                check_interrupt()
-                for i, v in zip([i for _, m in pack for i in m], self._continuation_pack(pack, conts)):
-                    out[i] = v
-                bar.update(sum(len(m) for _, m in pack))
-                pack = []
-            if g is not None:
-                pack.append(g)
+        for pack in _packs(groups, self.batch_size):
+            check_interrupt()
+            out.update(zip([i for m, _ in pack for i in m], self._continuation_pack(pack, conts)))
+            bar.update(sum(len(m) for m, _ in pack))
         bar.close()
-        return out
+        return [out[i] for i in range(len(conversations))]
 
     def _continuation_pack(self, pack: list[tuple[list[int], list[int]]], conts: list[list[int]]) -> list[float]:
         """Summed log-probs of the continuations of every member of the groups in ``pack``."""
-        import torch
-
-        rows = [(g, conts[i]) for g, (_, members) in enumerate(pack) for i in members]
-        first, logits = self._prefix_suffix_forward([p for p, _ in pack], rows)
+        rows = [(g, conts[i]) for g, (members, _) in enumerate(pack) for i in members]
+        first, logits = self._prefix_suffix_forward([p for _, p in pack], rows)
         s_width = logits.shape[1]
         head = torch.log_softmax(first.float(), dim=-1)  # predicts each first token
         body = torch.log_softmax(logits[:, :-1, :].float(), dim=-1)  # column j predicts column j + 1

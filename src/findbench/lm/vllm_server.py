@@ -199,12 +199,10 @@ def serve_vllm(
             *VLLM_ARGS,
             *extra_args,
         ]
-        env = {**os.environ, **VLLM_ENV}
         log.info("starting vLLM on port %d (log %s): %s", port, log_file, " ".join(cmd))
         with open(log_file, "wb") as out:
-            proc = subprocess.Popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
-            )
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                    env={**os.environ, **VLLM_ENV}, start_new_session=True)
         url = f"http://127.0.0.1:{port}/v1"
         try:
             t0 = time.monotonic()
@@ -214,11 +212,9 @@ def serve_vllm(
                         f"vLLM server exited with {proc.returncode} before it was ready "
                         f"(log {log_file}):\n{_tail(log_file)}"
                     )
-                try:
+                with contextlib.suppress(requests.RequestException):
                     if requests.get(f"{url}/models", timeout=2).status_code == 200:
                         break
-                except requests.RequestException:
-                    pass
                 if time.monotonic() - t0 > start_timeout:
                     raise TimeoutError(
                         f"vLLM server not ready after {start_timeout} s (log {log_file}):\n{_tail(log_file)}"

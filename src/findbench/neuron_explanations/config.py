@@ -3,14 +3,13 @@ field and ``__post_init__`` checks each one (naming the flag) before a model is 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass
-from pathlib import Path
 from typing import Any
 
 from findbench import _checks
 from findbench._config import Csv, arg
+from findbench._io import read_json_object
 from findbench.constants import UsageError
 
 #: K values (percent of a layer's neurons) of the paper's IIA@K curves.
@@ -49,11 +48,8 @@ class IIAConfig:
 
     def __post_init__(self) -> None:
         self.task = _checks.str_list("--task", self.task)
-        if isinstance(self.rankings, Mapping):
-            self.rankings = dict(self.rankings)
-        else:
-            self.rankings = [_checks.one_of("--rankings", r, RANKINGS) for r in _checks.str_list("--rankings",
-                                                                                                  self.rankings)]
+        self.rankings = dict(self.rankings) if isinstance(self.rankings, Mapping) else [
+            _checks.one_of("--rankings", r, RANKINGS) for r in _checks.str_list("--rankings", self.rankings)]
         if not self.rankings:
             raise UsageError("--rankings: give at least one")
         _checks.one_of("--position", self.position, POSITIONS)
@@ -77,9 +73,6 @@ class IIAConfig:
         if isinstance(self.rankings, dict):
             return dict(self.rankings)
         rankings: dict[str, Any] = {name: None for name in self.rankings}
-        if self.ranking_file:
-            extra = json.loads(Path(self.ranking_file).read_text(encoding="utf-8"))
-            if not isinstance(extra, dict):
-                raise UsageError("--ranking-file must hold a JSON object {name: [neuron indices]}")
-            rankings.update(extra)
+        if self.ranking_file:  # a JSON object {name: [neuron indices, best first]}
+            rankings.update(read_json_object(self.ranking_file, "--ranking-file"))
         return rankings

@@ -75,13 +75,9 @@ def explanation_f1(
             raise ValueError(f"predictions[{i}] must be a bool, got {pred!r}")
         fires = neuron_fires(ref, threshold)
         c = counts.setdefault(str(nid), [0, 0, 0, 0])  # n, n_in, n_fire, tp
-        c[0] += 1
-        c[1] += int(bool(pred))
-        c[2] += int(fires)
-        c[3] += int(bool(pred) and fires)
-    per = OrderedDict()
-    for nid, (k, n_in, n_fire, tp) in counts.items():
-        per[nid] = {**prf_from_counts(tp, n_in, n_fire), "n_items": k, "n_in": n_in, "n_fire": n_fire, "tp": tp}
+        c[:] = [c[0] + 1, c[1] + bool(pred), c[2] + fires, c[3] + (bool(pred) and fires)]
+    per = {nid: {**prf_from_counts(tp, n_in, n_fire), "n_items": k, "n_in": n_in, "n_fire": n_fire, "tp": tp}
+           for nid, (k, n_in, n_fire, tp) in counts.items()}
     tot = np.array(list(counts.values())).sum(0)
     pooled = prf_from_counts(int(tot[3]), int(tot[1]), int(tot[2]))
     macro = {key: [v[key] for v in per.values()] for key in ("precision", "recall", "f1")}
@@ -92,7 +88,7 @@ def explanation_f1(
         **{f"pooled_{key}": pooled[key] for key in macro},
         "n_neurons": len(per),
         "n_items": n,
-        "per_neuron": dict(per),
+        "per_neuron": per,
     }
 
 
@@ -135,14 +131,15 @@ def probe_scores(
     )
     probe.fit(x_tr, y_tr)
     fire = probe.predict(x_te).astype(bool)
-    tp = int((fire & y_te).sum())
-    out = prf_from_counts(tp, int(y_te.sum()), int(fire.sum()))
-    out.update({"accuracy": float((fire == y_te).mean())})
     rows = np.stack([fire, y_te], axis=1).astype(np.float64)
-    for key in ("precision", "recall", "f1", "accuracy"):
-        out[f"{key}_ci"] = list(bootstrap_ci(rows, statistic=_PRF_STATISTICS[key]))
-    out.update({"n": int(len(y_te)), "n_train": int(len(y_tr)), "n_test": int(len(y_te))})
-    return out
+    return {
+        **prf_from_counts(int((fire & y_te).sum()), int(y_te.sum()), int(fire.sum())),
+        "accuracy": float((fire == y_te).mean()),
+        **{f"{key}_ci": list(bootstrap_ci(rows, statistic=stat)) for key, stat in _PRF_STATISTICS.items()},
+        "n": int(len(y_te)),
+        "n_train": int(len(y_tr)),
+        "n_test": int(len(y_te)),
+    }
 
 
 def _prf_of_samples(sample: np.ndarray) -> dict[str, np.ndarray]:

@@ -39,15 +39,12 @@ ACTIVATING_PER_NEURON = 20
 
 def parse_literal_list(text: str, field: str, kind: type) -> list:
     """Parse a Python-literal list string safely; ``ValueError`` naming ``field`` otherwise."""
-    if isinstance(text, list):
-        value = text
-    else:
-        if not isinstance(text, str):
-            raise ValueError(f"{field}: expected a list literal string, got {type(text).__name__}")
-        try:
-            value = ast.literal_eval(text)
-        except (ValueError, SyntaxError) as exc:
-            raise ValueError(f"{field}: not a Python literal list: {text[:60]!r}") from exc
+    if not isinstance(text, (list, str)):
+        raise ValueError(f"{field}: expected a list literal string, got {type(text).__name__}")
+    try:
+        value = text if isinstance(text, list) else ast.literal_eval(text)
+    except (ValueError, SyntaxError) as exc:
+        raise ValueError(f"{field}: not a Python literal list: {text[:60]!r}") from exc
     if not isinstance(value, list):
         raise ValueError(f"{field}: expected a list, got {type(value).__name__}")
     if kind is float:
@@ -66,7 +63,7 @@ def _find_source(data_dir: str | os.PathLike | None) -> Path:
             if cand.is_file():
                 return cand
         raise FileNotFoundError(f"data_dir: neither {MEMBER} nor eval_data.tar.gz found in {path}")
-    from findbench._io import cache_dir
+    from findbench._io import atomic_write_bytes, cache_dir
 
     dest = cache_dir("huang2023") / "eval_data.tar.gz"
     if not dest.is_file():
@@ -75,9 +72,7 @@ def _find_source(data_dir: str | os.PathLike | None) -> Path:
         log.info("downloading %s", RELEASE_URL)
         resp = requests.get(RELEASE_URL, timeout=60)
         resp.raise_for_status()
-        tmp = dest.with_name(dest.name + f".part-{os.getpid()}")
-        tmp.write_bytes(resp.content)
-        os.replace(tmp, dest)
+        atomic_write_bytes(dest, resp.content)
     return dest
 
 
@@ -100,12 +95,8 @@ def load_release(data_dir: str | os.PathLike | None = None) -> list[dict]:
 
 def _block_boundary(labels: list[str]) -> int:
     n = len(labels)
-    lo = 0
-    while lo < n and labels[lo] in ("true_negative", "false_positive"):
-        lo += 1
-    hi = lo
-    while hi < n and labels[hi] == "true_positive":
-        hi += 1
+    lo = next((i for i in range(n) if labels[i] not in ("true_negative", "false_positive")), n)
+    hi = next((i for i in range(lo, n) if labels[i] != "true_positive"), n)
     return min(max(n - ACTIVATING_PER_NEURON, lo), hi)
 
 

@@ -54,19 +54,6 @@ def _task(
     )
 
 
-def _unit_conversion() -> list[tuple[str, str]]:
-    return [(str(n), f"{n}00") for n in range(1, 10)]
-
-
-def _comparison() -> list[tuple[str, str]]:
-    out = []
-    for a in range(1, 10):
-        for b in range(1, 10):
-            if a != b:
-                out.append((f"{a} or {b}", str(max(a, b))))
-    return out
-
-
 _VERBS_PAST = [
     ("walk", "walked"),
     ("play", "played"),
@@ -224,13 +211,7 @@ _NOUNS = [
 ]
 
 
-def _position_retrieval() -> list[tuple[str, str]]:
-    names = ["John", "Mary", "David", "Sarah", "Peter", "Anna", "Paul", "Lisa"]
-    out = []
-    for i, a in enumerate(names):
-        for b in names[i + 1 :] + names[:i]:
-            out.append((f"{a} and {b}", b))
-    return out
+_LINE = ["John", "Mary", "David", "Sarah", "Peter", "Anna", "Paul", "Lisa"]
 
 
 #: All tasks, keyed by name.
@@ -241,14 +222,14 @@ TASKS: dict[str, InterventionTask] = {
             "numbers/unit_conversion",
             "numbers",
             "1 meter is 100 centimeters, 2 meters is 200 centimeters, {x} meters is ",
-            _unit_conversion(),
+            [(str(n), f"{n}00") for n in range(1, 10)],
             "meters to centimeters (first digit of 100x)",
         ),
         _task(
             "numbers/comparison",
             "numbers",
             "Q: Which number is larger, 2 or 5? A: 5\nQ: Which number is larger, {x}? A: ",
-            _comparison(),
+            [(f"{a} or {b}", str(max(a, b))) for a in range(1, 10) for b in range(1, 10) if a != b],
             "the larger of two one-digit numbers",
         ),
         _task(
@@ -291,7 +272,7 @@ TASKS: dict[str, InterventionTask] = {
             "names/position",
             "names",
             "{x} stood in line. The second person in line was",
-            [(a, " " + b) for a, b in _position_retrieval()],
+            [(f"{a} and {b}", " " + b) for i, a in enumerate(_LINE) for b in _LINE[i + 1 :] + _LINE[:i]],
             "the second name of the pair",
         ),
         _task(
@@ -372,25 +353,25 @@ def build_task_rows(
             ids, pos = filler_positions(tokenizer, task, filler)
             items.append((filler, answer, exp, ids, pos))
         preds = next_token_argmax(model, [it[3] for it in items], batch_size=batch_size)
-        for (filler, answer, exp, ids, pos), pred in zip(items, preds):
-            rows.append(
-                {
-                    "task": name,
-                    "concept": task.concept,
-                    "template": task.template,
-                    "filler": filler,
-                    "prompt": task.prompt(filler),
-                    "answer": answer,
-                    "expected_token": tokenizer.decode([exp]),
-                    "expected_token_id": exp,
-                    "filler_positions": pos,
-                    "n_tokens": len(ids),
-                    "predicted_token": tokenizer.decode([pred]),
-                    "predicted_token_id": int(pred),
-                    "correct": bool(pred == exp),
-                    "model": model_name,
-                }
-            )
+        rows.extend(
+            {
+                "task": name,
+                "concept": task.concept,
+                "template": task.template,
+                "filler": filler,
+                "prompt": task.prompt(filler),
+                "answer": answer,
+                "expected_token": tokenizer.decode([exp]),
+                "expected_token_id": exp,
+                "filler_positions": pos,
+                "n_tokens": len(ids),
+                "predicted_token": tokenizer.decode([pred]),
+                "predicted_token_id": int(pred),
+                "correct": bool(pred == exp),
+                "model": model_name,
+            }
+            for (filler, answer, exp, ids, pos), pred in zip(items, preds)
+        )
     return rows
 
 

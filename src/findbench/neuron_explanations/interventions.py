@@ -52,15 +52,13 @@ def make_pairs(rows: Sequence[Mapping], n_pairs: int, *, seed: int = 0) -> list[
              and rows[b]["expected_token_id"] != rows[s]["expected_token_id"]]
     if len(valid) <= n_pairs:
         return valid
-    rng = np.random.default_rng(seed)
-    pick = sorted(rng.choice(len(valid), size=n_pairs, replace=False).tolist())
-    return [valid[i] for i in pick]
+    pick = np.random.default_rng(seed).choice(len(valid), size=n_pairs, replace=False)
+    return [valid[i] for i in sorted(pick.tolist())]
 
 
 def random_ranking(width: int, seed: int = 0) -> list[int]:
     """A seeded random permutation of the ``width`` neurons."""
-    g = torch.Generator().manual_seed(int(seed))
-    return torch.randperm(width, generator=g).tolist()
+    return torch.randperm(width, generator=torch.Generator().manual_seed(int(seed))).tolist()
 
 
 def correlation_ranking(values: Sequence[torch.Tensor], concept_masks: Sequence[Sequence[bool]]) -> list[int]:
@@ -99,15 +97,17 @@ def interchange(model, base_ids: torch.Tensor, source_ids: torch.Tensor, *, laye
 
 
 @torch.no_grad()
-def _clean_pass(model, token_lists, layer, site, need_block_input, batch_size):
-    """Per item: site values ``[T, D]`` and (optionally) the residual stream entering ``layer``."""
+def _clean_pass(model, tokens, needed, layer, site, need_block_input, batch_size):
+    """Per row of ``needed`` (its ids in ``tokens``): site values ``[T, D]`` and (optionally) the
+    residual stream entering ``layer``."""
     values: dict[int, torch.Tensor] = {}
     hidden: dict[int, torch.Tensor] = {}
-    for chunk in equal_length_batches(token_lists, batch_size):
-        ids = torch.tensor([list(token_lists[i]) for i in chunk], device=model.device)
-        values.update(zip(chunk, acts.record(model, ids, layer=layer, site=site)))
+    for chunk in equal_length_batches([tokens[i] for i in needed], batch_size):
+        ids = torch.tensor([list(tokens[needed[j]]) for j in chunk], device=model.device)
+        rows = [needed[j] for j in chunk]
+        values.update(zip(rows, acts.record(model, ids, layer=layer, site=site)))
         if need_block_input:
-            hidden.update(zip(chunk, acts.record(model, ids, layer=layer, site="block_input")))
+            hidden.update(zip(rows, acts.record(model, ids, layer=layer, site="block_input")))
     return values, hidden
 
 
@@ -212,11 +212,9 @@ def iia_sweep(
                                                      cfg.seed, cfg.batch_size)
     task_obj = get_task(task)
     width = acts.site_dim(model, site)
-    n_layers = acts.num_layers(model)
     acts.site_module(model, site, layer)
     n_neurons = [neurons_for_k(k, width) for k in ks]
-    ranking_spec = cfg.all_rankings()
-    pos_mode = position if position != "auto" else ("concept" if layer < n_layers / 2 else "last")
+    pos_mode = position if position != "auto" else ("concept" if layer < acts.num_layers(model) / 2 else "last")
     rows = _task_rows(model, tokenizer, task_obj.name, rows, progress)
     t0 = time.perf_counter()
     pairs = _task_pairs(task_obj.name, rows, n_pairs, seed)
@@ -224,23 +222,18 @@ def iia_sweep(
     correct = [i for i, r in enumerate(rows) if r["correct"]]
     needed = sorted(set(correct) | {i for p in pairs for i in p})
     skip = skip_early_layers and layer > 0
-    values, hidden = _clean_pass(model, [tokens[i] for i in needed], layer, site, skip, batch_size)
-    values = {needed[j]: v for j, v in values.items()}
-    hidden = {needed[j]: h for j, h in hidden.items()}
+    values, hidden = _clean_pass(model, tokens, needed, layer, site, skip, batch_size)
 
     masks = [[j in set(rows[i]["filler_positions"]) for j in range(len(tokens[i]))] for i in correct]
-    orders = _orders(ranking_spec, width, seed, [values[i] for i in correct], masks)
+    orders = _orders(cfg.all_rankings(), width, seed, [values[i] for i in correct], masks)
 
     n_max = max(n_neurons)
     per_batch = max(1, batch_size // len(ks))
     groups: dict[int, list[int]] = {}
     for p_i, (b, s) in enumerate(pairs):
         groups.setdefault(len(tokens[b]), []).append(p_i)
-    successes = {name: [0] * len(ks) for name in orders}
-    predictions = {name: [[0] * len(pairs) for _ in ks] for name in orders}
-    kmask = torch.zeros(len(ks), n_max, dtype=torch.bool)
-    for j, n in enumerate(n_neurons):
-        kmask[j, :n] = True
+    by_pair: dict[str, dict[int, list[int]]] = {name: {} for name in orders}  # ranking -> pair -> per-K prediction
+    kmask = torch.arange(n_max)[None, :] < torch.tensor(n_neurons)[:, None]  # K row j: its top n_neurons[j]
     total_batches = len(orders) * sum(math.ceil(len(g) / per_batch) for g in groups.values())
     bar = tqdm(total=total_batches, desc=f"IIA {task_obj.name} L{layer}", disable=not progress)
 
@@ -270,14 +263,13 @@ def iia_sweep(
                                              positions=pos.repeat_interleave(rep, 0) - n_pre,
                                              values=vals.repeat_interleave(rep, 0), neurons=top,
                                              mask=kmask.repeat(len(chunk), 1), early=early)
-                    pred = logits.argmax(-1).view(len(chunk), rep).tolist()
-                    for j, p in enumerate(chunk):
-                        want = rows[pairs[p][1]]["expected_token_id"]
-                        for kk in range(rep):
-                            predictions[name][kk][p] = int(pred[j][kk])
-                            successes[name][kk] += int(pred[j][kk] == want)
+                    by_pair[name].update(zip(chunk, logits.argmax(-1).view(len(chunk), rep).tolist()))
                     bar.update(1)
     bar.close()
+    predictions = {name: [[int(by_pair[name][p][kk]) for p in range(len(pairs))] for kk in range(len(ks))]
+                   for name in orders}
+    expected = [int(rows[s]["expected_token_id"]) for _, s in pairs]
+    successes = {name: [sum(p == e for p, e in zip(row, expected)) for row in predictions[name]] for name in orders}
     seconds = time.perf_counter() - t0
     n_int = len(pairs) * len(ks) * len(orders)
     return {
@@ -294,7 +286,7 @@ def iia_sweep(
         "n_inputs": len(rows),
         "pairs": [{"base": rows[b]["filler"], "source": rows[s]["filler"]} for b, s in pairs],
         "pair_indices": [list(p) for p in pairs],
-        "expected": [int(rows[s]["expected_token_id"]) for _, s in pairs],
+        "expected": expected,
         "predictions": predictions,
         "curves": {name: [c / len(pairs) for c in successes[name]] for name in orders},
         "successes": successes,
@@ -318,9 +310,7 @@ def plot_iia_curves(results: Sequence[Mapping] | Mapping, path) -> None:
         for name, curve in res["curves"].items():
             ax.plot(res["ks"], curve, marker="o", label=name)
         ax.set_title(f"{res['task']} · layer {res['layer']} ({res['position']})", fontsize=9)
-        ax.set_xlabel("K (% of the layer's neurons)")
-        ax.set_ylabel("IIA")
-        ax.set_ylim(-0.02, 1.02)
+        ax.set(xlabel="K (% of the layer's neurons)", ylabel="IIA", ylim=(-0.02, 1.02))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()

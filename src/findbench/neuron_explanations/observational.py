@@ -37,10 +37,10 @@ def load_corpus(corpus=None) -> list[str]:
         path = Path(corpus) if corpus is not None else DEFAULT_CORPUS
         if not path.is_file():
             raise FileNotFoundError(f"corpus: {path} is not a file")
-        lines = path.read_text(encoding="utf-8").splitlines()
-        sents = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+        sents = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()
+                 if ln.strip() and not ln.lstrip().startswith("#")]
     else:
-        sents = [s for s in corpus]
+        sents = list(corpus)
         if not all(isinstance(s, str) for s in sents):
             raise ValueError("corpus must be a list of strings or a path")
         sents = [s.strip() for s in sents if s.strip()]
@@ -64,10 +64,8 @@ def parse_list(text: str, limit: int) -> list[str]:
     and numbering, a lead-in ending in ": " and surrounding quotes removed, headings dropped,
     de-duplicated case-insensitively."""
     lines = [ln for ln in text.splitlines() if ln.strip()]
-    if len(lines) == 1 and "," in lines[0]:
-        lines = lines[0].split(",")
-    out: list[str] = []
-    seen = set()
+    lines = lines[0].split(",") if len(lines) == 1 and "," in lines[0] else lines
+    out: dict[str, str] = {}  # the first spelling of each item, by its lower case
     for ln in lines:
         if ln.rstrip().endswith(":"):  # a heading such as "Here are some examples:"
             continue
@@ -77,18 +75,20 @@ def parse_list(text: str, limit: int) -> list[str]:
         item = item.strip().strip("\"'`").strip().rstrip(".;").strip()
         if not item or len(item) > 40:
             continue
-        key = item.lower()
-        if key not in seen:
-            seen.add(key)
-            out.append(item)
+        out.setdefault(item.lower(), item)
         if len(out) >= limit:
             break
-    return out
+    return list(out.values())
 
 
 def _encode(tokenizer, text: str):
     enc = tokenizer(text, add_special_tokens=True, return_offsets_mapping=True)
     return enc["input_ids"], enc["offset_mapping"]
+
+
+def _overlapping(offsets, start: int, end: int) -> list[int]:
+    """Positions of the tokens (character ``offsets``) overlapping characters ``[start, end)``."""
+    return [i for i, (a, b) in enumerate(offsets) if b > a and a < end and b > start]
 
 
 @torch.no_grad()
@@ -108,7 +108,7 @@ def span_activations(
     """Tokens overlapping characters ``[start, end)`` of ``sentence`` and the neuron's
     activation on each."""
     ids, offsets = _encode(tokenizer, sentence)
-    pos = [i for i, (a, b) in enumerate(offsets) if b > a and a < end and b > start]
+    pos = _overlapping(offsets, start, end)
     if not pos:
         raise ValueError(f"span [{start}, {end}) of {sentence!r} covers no token")
     vals = _neuron_values(model, [ids], layer, neuron)[0]
@@ -121,33 +121,16 @@ def top_activating_spans(
     """Per sentence the word with the highest max-token activation; the ``k`` best sentences (ties: corpus order)."""
     encs = [_encode(tokenizer, s) for s in corpus]
     values = _neuron_values(model, [e[0] for e in encs], layer, neuron)
-    found = []
+    found = []  # (-top activation, sentence index, item)
     for s_i, (sent, (ids, offsets), vals) in enumerate(zip(corpus, encs, values)):
-        best = None
-        for m in re.finditer(r"\w+(?:['\-]\w+)*", sent):
-            pos = [i for i, (a, b) in enumerate(offsets) if b > a and a < m.end() and b > m.start()]
-            if not pos:
-                continue
-            top = max(vals[i] for i in pos)
-            if best is None or top > best[0]:
-                best = (top, m, pos)
-        if best is not None:
-            top, m, pos = best
-            found.append(
-                {
-                    "order": (-top, s_i),
-                    "sentence": sent,
-                    "span": m.group(0),
-                    "start": m.start(),
-                    "end": m.end(),
-                    "span_tokens": [tokenizer.decode([ids[i]]) for i in pos],
-                    "activations": [vals[i] for i in pos],
-                }
-            )
-    found.sort(key=lambda d: d["order"])
-    for d in found:
-        d.pop("order")
-    return found[:k]
+        words = [(m, pos) for m in re.finditer(r"\w+(?:['\-]\w+)*", sent)
+                 if (pos := _overlapping(offsets, m.start(), m.end()))]
+        if words:  # the first of the words whose top token activation is highest
+            m, pos = max(words, key=lambda w: max(vals[i] for i in w[1]))
+            item = {"sentence": sent, "span": m.group(0), "start": m.start(), "end": m.end(),
+                    "span_tokens": [tokenizer.decode([ids[i]]) for i in pos], "activations": [vals[i] for i in pos]}
+            found.append((-max(item["activations"]), s_i, item))
+    return [item for *_, item in sorted(found, key=lambda f: f[:2])[:k]]
 
 
 def make_judge(judge, explanation: str, lm=None) -> Callable[[str, str], bool]:
@@ -217,8 +200,8 @@ def observational_rows(
 
     lm = load_lm("embedded" if generator is None else generator)
     judge_fn = make_judge(judge, explanation, lm)
-    nid = f"{layer}:{neuron}"
-    base = {"neuron": nid, "layer": layer, "neuron_index": neuron, "explanation": explanation, "model": model_name}
+    base = {"neuron": f"{layer}:{neuron}", "layer": layer, "neuron_index": neuron, "explanation": explanation,
+            "model": model_name}
 
     ask_list = [
         {
