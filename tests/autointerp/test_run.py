@@ -120,7 +120,7 @@ def test_run_writes_saebench_files_and_resumes_without_repeating_work(corpus, tm
 
     # a second run with the same arguments: evidence from disk, every LM answer from the cache
     calls = lm.calls
-    monkeypatch.setattr(run_mod, "collect_evidence", lambda *a, **k: pytest.fail("evidence recomputed"))
+    monkeypatch.setattr(run_mod, "evidence_of", lambda *a, **k: pytest.fail("evidence recomputed"))
     monkeypatch.setattr(run_mod, "count_firing", lambda *a, **k: pytest.fail("firing counts recomputed"))
     again = run_autointerp(AutoInterpCommand(model="minilm", sae="synthetic", explainer=lm, config=cfg, out=out,
                                              progress=False))

@@ -117,7 +117,7 @@ def test_the_merge_flags_identical_explanations_across_shards_and_keeps_skipped_
 
 def test_a_shard_resumes_its_evidence_and_answers(runs, monkeypatch):
     root, path, _, parts = runs
-    monkeypatch.setattr(run_mod, "collect_evidence", lambda *a, **k: pytest.fail("evidence recomputed"))
+    monkeypatch.setattr(run_mod, "evidence_of", lambda *a, **k: pytest.fail("evidence recomputed"))
     monkeypatch.setattr(run_mod, "count_firing", lambda *a, **k: pytest.fail("firing counts recomputed"))
     again = _run(path, root / "part1", shard="1/2")
     assert again.resumed["evidence"] and again.resumed["lm_cache"]["misses"] == 0

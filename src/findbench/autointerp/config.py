@@ -149,9 +149,8 @@ class AutoInterpConfig:
                 ]
             except ValueError:
                 raise UsageError(f"--latents must be non-negative ints, got {self.override_latents!r}") from None
-            chosen = self.override_latents
-            if not chosen or len(set(chosen)) != len(chosen):
-                raise UsageError(f"--latents must be a non-empty list without repeats, got {chosen}")
+            if not self.override_latents or len(set(self.override_latents)) != len(self.override_latents):
+                raise UsageError(f"--latents must be a non-empty list without repeats, got {self.override_latents}")
         self.scorers = _checks.str_list("--scorers", self.scorers)
         for scorer in self.scorers:
             _checks.one_of("--scorers", scorer, SCORERS)

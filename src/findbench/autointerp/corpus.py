@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import json
 import logging
 import os
@@ -191,61 +192,26 @@ def tokenize_corpus(
     if rows < 1:
         raise ValueError(f"total_tokens ({total_tokens}) must be at least context_size ({context_size})")
     bos, sep = _bos_id(tokenizer), _separator_ids(tokenizer)
-    width = context_size - 1
-    need = rows * width
-    out = np.empty((rows, context_size), dtype=np.int32)
-    out[:, 0] = bos
-    flat = out[:, 1:]
-    buf: list[int] = []
-    filled = 0
-    n_texts = 0
-
-    def flush(final: bool = False) -> None:
-        nonlocal buf, filled
-        whole = (len(buf) // width) * width if not final else len(buf)
-        take = min(whole, need - filled)
-        if take <= 0:
-            return
-        chunk = np.asarray(buf[:take], dtype=np.int32)
-        r0 = filled // width
-        full = take // width
-        flat[r0 : r0 + full] = chunk[: full * width].reshape(full, width)
-        filled += take
-        buf = buf[take:]
-
-    def encode(batch: list[str]) -> None:
-        nonlocal n_texts
-        enc = tokenizer(batch, add_special_tokens=False)["input_ids"]
-        for ids in enc:
-            if not ids:
-                continue
-            if n_texts and sep:
-                buf.extend(sep)
-            buf.extend(ids)
-            n_texts += 1
-
-    pending: list[str] = []
-    for text in texts:
-        if not isinstance(text, str):
-            raise TypeError(f"texts must be strings, got {type(text).__name__}")
-        pending.append(text)
-        if len(pending) >= batch_size:
-            encode(pending)
-            pending = []
-            flush()
-            if filled + len(buf) >= need:
-                break
-    if pending and filled + len(buf) < need:
-        encode(pending)
-    flush()
-    if filled < need:
-        have = filled + len(buf)
+    need = rows * (context_size - 1)
+    chunks: list[np.ndarray] = []  # each text's tokens, the separator before all but the first
+    have = 0
+    texts = iter(texts)
+    while have < need and (batch := list(itertools.islice(texts, batch_size))):
+        wrong = [type(text).__name__ for text in batch if not isinstance(text, str)]
+        if wrong:
+            raise TypeError(f"texts must be strings, got {wrong[0]}")
+        for ids in tokenizer(batch, add_special_tokens=False)["input_ids"]:
+            if ids:
+                chunks.append(np.asarray([*(sep if chunks else []), *ids], dtype=np.int32))
+                have += len(chunks[-1])
+    if have < need:
         raise ValueError(
-            f"total_tokens: the corpus holds {have} tokens ({n_texts} texts) but {rows} rows of "
+            f"total_tokens: the corpus holds {have} tokens ({len(chunks)} texts) but {rows} rows of "
             f"{context_size} (total_tokens={total_tokens}) need {need} corpus tokens besides BOS; "
             "lower total_tokens or use a larger dataset"
         )
-    return out
+    flat = np.concatenate(chunks)[:need].reshape(rows, context_size - 1)
+    return np.concatenate([np.full((rows, 1), bos, dtype=np.int32), flat], axis=1)
 
 
 def _tokenizer_key(tokenizer: Any) -> str:

@@ -69,10 +69,7 @@ class LatentEvidence:
 
     @classmethod
     def from_dict(cls, d: dict) -> LatentEvidence:
-        d = dict(d)
-        d["generation"] = [Window(**w) for w in d["generation"]]
-        d["scoring"] = [Window(**w) for w in d["scoring"]]
-        return cls(**d)
+        return cls(**{**d, **{key: [Window(**w) for w in d[key]] for key in ("generation", "scoring")}})
 
 
 def _group_best(
@@ -154,10 +151,6 @@ class EvidenceCollector:
     ) -> torch.Tensor:
         return x[lat[:, None], row_local[:, None], col[:, None] + torch.arange(-self.b, self.b + 1)]
 
-    def _threshold(self) -> torch.Tensor:
-        """A lower bound of the final IW threshold per latent (-inf until k windows exist)."""
-        return self.top_v[:, -1]
-
     def _slots(self, k: int, empty: float, e=None, keep=None, rank=None) -> tuple[torch.Tensor, ...]:
         """``[n, k]`` values (``empty`` in an empty slot), rows, columns and ``[n, k, w]`` windows,
         holding entries ``e[keep]`` at slot ``rank`` of their latent."""
@@ -212,7 +205,7 @@ class EvidenceCollector:
         cw = centre.shape[2]
 
         # (1) top windows: greedy per (latent, row) where the row's best can still enter
-        threshold_before = self._threshold()
+        threshold_before = self.top_v[:, -1]  # a lower bound of the final IW threshold (-inf until k windows)
         row_max = centre.amax(dim=2)
         lat_p, row_p = (row_max > threshold_before[:, None]).nonzero(as_tuple=True)
         if len(lat_p):
@@ -252,7 +245,7 @@ class EvidenceCollector:
                     add = self._entries(lw, rw + start, cw_, key[wait], self._window_acts(x, lw, rw, cw_))
                     add["act"] = act[wait]
                     self.side = self._cat(self.side, add)
-            self._release_side(self._threshold())
+            self._release_side(self.top_v[:, -1])
 
         # (3) random windows that fall in this batch
         here = (self.rand_r >= start) & (self.rand_r < start + B)
@@ -295,9 +288,8 @@ class EvidenceCollector:
         cfg = self.cfg
         out = []
         for i, latent in enumerate(self.latents):
-            top_ok = torch.isfinite(self.top_v[i]) & (self.top_v[i] > 0)
-            iw_ok = torch.isfinite(self.iw_key[i])
-            n_top, n_iw = int(top_ok.sum()), int(iw_ok.sum())
+            n_top = int((torch.isfinite(self.top_v[i]) & (self.top_v[i] > 0)).sum())
+            n_iw = int(torch.isfinite(self.iw_key[i]).sum())
             randoms = [
                 self._window(tokens, int(self.rand_r[i, j]), int(self.rand_c[i, j]), self.rand_win[i, j], "random")
                 for j in range(cfg.n_random_ex)
@@ -347,20 +339,6 @@ class EvidenceCollector:
         return Window(row, centre, [int(t) for t in ids], [round(float(a), 6) for a in acts], kind)
 
 
-def _special_mask(ids: torch.Tensor, special_ids: Sequence[int]) -> torch.Tensor:
-    if not special_ids:
-        return torch.zeros_like(ids, dtype=torch.bool)
-    return torch.isin(ids, torch.as_tensor(sorted(special_ids), dtype=ids.dtype))
-
-
-def _batches(stop: int, batch_size: int, desc: str, progress: bool, start: int = 0):
-    bar = tqdm(total=stop - start, desc=desc, unit="row", disable=not progress)
-    for first in range(start, stop, batch_size):
-        yield first, min(first + batch_size, stop)
-        bar.update(min(batch_size, stop - first))
-    bar.close()
-
-
 @torch.inference_mode()
 def corpus_acts(
     model,
@@ -379,11 +357,14 @@ def corpus_acts(
     (within ``rows``, a ``(start, stop)`` range starting at a batch boundary): the activations of
     ``latents`` (every latent when None), special tokens zeroed, on the model's device."""
     idx = None if latents is None else torch.as_tensor(list(latents), dtype=torch.long)
+    specials = torch.as_tensor(sorted(special_ids), dtype=torch.long)
     start, stop = rows or (0, len(tokens))
-    for first, last in _batches(stop, batch_size, desc, progress, start):
-        ids = torch.as_tensor(tokens[first:last], dtype=torch.long)
-        acts = encode_latents(sae, read_hook(model, ids, hook_name=hook_name), idx)
-        yield first, acts.masked_fill(_special_mask(ids, special_ids).to(acts.device)[..., None], 0)
+    with tqdm(total=stop - start, desc=desc, unit="row", disable=not progress) as bar:
+        for first in range(start, stop, batch_size):
+            ids = torch.as_tensor(tokens[first : min(first + batch_size, stop)], dtype=torch.long)
+            acts = encode_latents(sae, read_hook(model, ids, hook_name=hook_name), idx)
+            yield first, acts.masked_fill(torch.isin(ids, specials).to(acts.device)[..., None], 0)
+            bar.update(len(ids))
 
 
 def count_firing(batches: Iterable[tuple[int, torch.Tensor]], d_sae: int) -> np.ndarray:

@@ -9,6 +9,7 @@ grammars (every answer the latter allows parses).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from findbench import _checks
@@ -96,21 +97,13 @@ def mark_window(pieces: Sequence[str], acts: Sequence[float], threshold: float) 
     wrapped in ``<<`` ``>>`` (a token's leading spaces stay outside the marks)."""
     if len(pieces) != len(acts):
         raise ValueError(f"pieces ({len(pieces)}) and acts ({len(acts)}) differ in length")
-    out: list[str] = []
-    open_run = False
-    for piece, act in zip(pieces, acts):
-        on = act > threshold
-        if on and not open_run:
-            stripped = piece.lstrip()
-            out.append(piece[: len(piece) - len(stripped)] + "<<" + stripped)
-            open_run = True
-        elif not on and open_run:
-            out.append(">>" + piece)
-            open_run = False
-        else:
-            out.append(piece)
-    if open_run:
-        out.append(">>")
+    out = []
+    for on, run in itertools.groupby(zip(pieces, acts), key=lambda pa: pa[1] > threshold):
+        run = [piece for piece, _ in run]
+        if on:  # the first token's leading spaces stay outside
+            stripped = run[0].lstrip()
+            run = [run[0][: len(run[0]) - len(stripped)], "<<", stripped, *run[1:], ">>"]
+        out += run
     return _clean("".join(out))
 
 
@@ -123,15 +116,13 @@ def explanation_messages(
 ) -> list[dict]:
     """The explainer's conversation for one latent (``threshold``: the activation above which a
     token is marked, ``act_threshold_frac`` × the largest activation in the top windows)."""
-    system = _EXPLAIN_SYSTEM + " " + _EXPLAIN_FORMAT
-    messages = [{"role": "system", "content": system}]
-    if demos:
-        for texts, answer in _DEMOS:
-            messages.append({"role": "user", "content": "Texts:\n" + _numbered(texts)})
-            messages.append({"role": "assistant", "content": answer})
     texts = [mark_window(renderer.pieces(w.tokens), w.acts, threshold) for w in windows]
-    messages.append({"role": "user", "content": "Texts:\n" + _numbered(texts)})
-    return messages
+    return [
+        {"role": "system", "content": _EXPLAIN_SYSTEM + " " + _EXPLAIN_FORMAT},
+        *(turn for demo, answer in (_DEMOS if demos else ()) for turn in (
+            {"role": "user", "content": "Texts:\n" + _numbered(demo)}, {"role": "assistant", "content": answer})),
+        {"role": "user", "content": "Texts:\n" + _numbered(texts)},
+    ]
 
 
 def detection_messages(explanation: str, windows: Sequence[Window], renderer: TokenRenderer) -> list[dict]:

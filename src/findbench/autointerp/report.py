@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 REPORT_FILE = "report.html"
 #: Results files of an AutoInterp run (SAEBench's name).
 RESULTS_GLOB = "*_eval_results*.json"
+#: How a results file is named in errors (it is read as untrusted: a regular file of at most READ_MAX_BYTES).
+_RESULTS_FILE = "AutoInterp results file"
 
 _KIND_TITLES = {
     "top": ("Top-activating windows", "the latent's strongest windows; labelled active for the scorers"),
@@ -50,11 +52,6 @@ _SCORER_HEADS = {
 }
 
 
-def _read_json(path: Path, what: str = "AutoInterp results file") -> dict:
-    """The JSON object of a run's file, read as untrusted (a regular file of at most READ_MAX_BYTES)."""
-    return read_untrusted_json(path, READ_MAX_BYTES, what)
-
-
 def autointerp_results(folder: str | os.PathLike) -> list[Path]:
     """The AutoInterp results files in ``folder`` (``eval_type_id`` ``autointerp``), sorted by
     name; [] when it holds none (an interpret run folder, say). One that cannot be read (a symbolic
@@ -65,7 +62,7 @@ def autointerp_results(folder: str | os.PathLike) -> list[Path]:
     found = []
     for path in sorted(folder.glob(RESULTS_GLOB)):
         try:
-            if _read_json(path).get("eval_type_id") == "autointerp":
+            if read_untrusted_json(path, READ_MAX_BYTES, _RESULTS_FILE).get("eval_type_id") == "autointerp":
                 found.append(path)
         except ValueError as exc:
             log.warning("%s", exc)
@@ -91,13 +88,13 @@ def load_run(path: str | os.PathLike) -> tuple[AutoInterpResults, list[dict]]:
     """The results file at ``path`` (a file, or a folder holding one), typed, and its latent records
     (the ``latents_file`` sidecar); ValueError naming the key of a file that does not fit."""
     path = _resolve_results(path)
-    data = _read_json(path)
+    data = read_untrusted_json(path, READ_MAX_BYTES, _RESULTS_FILE)
     if data.get("eval_type_id") != "autointerp":
         raise ValueError(f"{path} is not an AutoInterp results file (eval_type_id 'autointerp')")
     results = AutoInterpResults.from_json(data, str(path))  # its latents_file: a name beside it, never a path
     rerun = "rerun findbench autointerp with the same arguments (its evidence and LM answers come from the cache)"
     try:
-        side = _read_json(path.parent / results.latents_file, f"{path}: its latents file")
+        side = read_untrusted_json(path.parent / results.latents_file, READ_MAX_BYTES, f"{path}: its latents file")
     except ValueError as exc:
         raise ValueError(f"{exc}; {rerun}") from None
     if not isinstance(side.get("latents"), list):

@@ -71,7 +71,6 @@ from findbench.autointerp.detection import (
 from findbench.autointerp.evidence import (
     LatentEvidence,
     choose_latents,
-    collect_evidence,
     corpus_acts,
     count_firing,
     evidence_of,
@@ -132,16 +131,11 @@ def _resolve_hook(sae, layer: int | None, hook: str | None) -> tuple[str, int | 
         if not own:
             raise ValueError("the SAE records no hook_name: give --layer (and --hook)")
         return own, parse_hook_name(own)[1]
-    if hook == "hook_embed":
-        asked = "hook_embed"
-    elif layer is None:
-        asked = hook
-        parse_hook_name(asked)
-    else:
-        asked = hook_name_for_layer(layer, hook)
+    asked = hook if hook == "hook_embed" or layer is None else hook_name_for_layer(layer, hook)
+    asked_layer = parse_hook_name(asked)[1]
     if own and own != asked:
         raise ValueError(f"layer/hook give {asked!r} but the SAE was trained on {own!r}")
-    return asked, parse_hook_name(asked)[1]
+    return asked, asked_layer
 
 
 @dataclass
@@ -205,6 +199,7 @@ def _collect(cmd: AutoInterpCommand) -> AutoInterpOutput:
     counts saved) and their evidence (saved; shared across :data:`LM_ONLY_FIELDS`), this shard's part."""
     from findbench.autointerp.corpus import corpus_tokens, special_token_ids
     from findbench.autointerp.sae import load_sae
+    from findbench.autointerp.synthetic import SyntheticSAE
 
     cfg, out, where = cmd.config, Path(cmd.out), parse_shard(cmd.shard)
     out.mkdir(parents=True, exist_ok=True)
@@ -218,7 +213,9 @@ def _collect(cmd: AutoInterpCommand) -> AutoInterpOutput:
     setting = {"model": model_name, "sae": sae_name, "hook_name": hook_name, "config": cfg.to_dict(),
                "rows": len(tokens)}
     run = AutoInterpOutput(model_name, sae_name, hook_name, layer, TokenRenderer(tokenizer),
-                           resumed={"firing_counts": None, "evidence": None}, planted=_planted(sae),
+                           resumed={"firing_counts": None, "evidence": None},
+                           planted={d["latent"]: {k: d[k] for k in ("rule", "explanation", "n_tokens")}
+                                    for d in sae.describe()} if isinstance(sae, SyntheticSAE) else None,
                            n_positions=int(tokens.size - np.isin(tokens, specials).sum()))
     corpus_key = {k: v for k, v in setting.items() if k != "config"} | {
         "tokens": [cfg.dataset, cfg.total_tokens, cfg.llm_context_size]}
@@ -270,10 +267,9 @@ def _collect(cmd: AutoInterpCommand) -> AutoInterpOutput:
         log.info("resumed from %s: evidence of %d latents", ev_path, len(evidence))
     else:
         t0 = time.perf_counter()
-        if saved is not None:
-            evidence = evidence_of(saved().batches(latents, cmd.batch_size), tokens, latents, cfg)
-        else:
-            evidence = collect_evidence(model, sae, tokens, latents, cfg, **hook)
+        batches = saved().batches(latents, cmd.batch_size) if saved is not None else corpus_acts(
+            model, sae, tokens, latents=latents, desc="evidence", **hook)
+        evidence = evidence_of(batches, tokens, latents, cfg)
         log.info("evidence for %d latents over %d tokens in %.1f s", len(latents), tokens.size,
                  time.perf_counter() - t0)
         atomic_write_json(ev_path, [e.to_dict() for e in evidence])
@@ -337,15 +333,12 @@ def _explain_and_score(run: AutoInterpOutput, cmd: AutoInterpCommand) -> None:
 def _write(run: AutoInterpOutput, cmd: AutoInterpCommand) -> None:
     """Step 3: the latents file, the results JSON and the features summary CSV (the module docstring), then
     the dashboard when ``cmd.report``."""
-    cfg, out = cmd.config, Path(cmd.out)
+    out = Path(cmd.out)
     run.records = latent_records(run.evidence, run.usable, run.explained, run.scores, run.renderer,
                                  planted=run.planted, n_positions=run.n_positions, counts=run.counts)
     names = result_names(run.sae_name, run.model_name, run.layer, cmd.run_id)
-    run.files = {key: str(out / name) for key, name in zip(("results", "summary", "latents"), names)}
     run.results = _results(run, cmd, latents_file=names[2])
-    atomic_write_json(run.files["latents"], {"format": LATENTS_FORMAT, "results": names[0], "latents": run.records})
-    run.results.write(run.files["results"])
-    atomic_write_text(run.files["summary"], _summary_csv(run.layer, run.records, cfg.scorers))
+    run.files = _write_files(out, out, names, run.results, run.records)
     if cmd.report:
         from findbench.autointerp.report import write_report
 
@@ -374,15 +367,6 @@ def _describe(spec) -> str:
     if spec is None:
         return "same as explainer"
     return os.fspath(spec) if isinstance(spec, (str, os.PathLike)) else getattr(spec, "name", type(spec).__name__)
-
-
-def _planted(sae) -> dict[int, dict] | None:
-    """The planted rule of each latent of a synthetic SAE, None for any other SAE."""
-    from findbench.autointerp.synthetic import SyntheticSAE
-
-    if not isinstance(sae, SyntheticSAE):
-        return None
-    return {d["latent"]: {k: d[k] for k in ("rule", "explanation", "n_tokens")} for d in sae.describe()}
 
 
 def _window_record(w, renderer: TokenRenderer, role: str, index: int | None) -> dict:
@@ -459,22 +443,19 @@ def latent_records(
             for name, rows in per_scorer.items():
                 row = rows[i]
                 rec["scores"][name] = row["score"]
-                if name == "detection":
-                    rec["scorers"][name] = {
-                        "answer": row["answer"],
-                        "parsed": row["parsed"],
-                        "predictions": row["predictions"],
-                        "active": row["correct seqs"],
-                    }
-                else:
-                    rec["scorers"][name] = {
-                        k: v for k, v in row.items() if k not in ("score", "answers", "similarities", "pmi")
-                    }
-            rec["windows"] = [_window_record(w, renderer, "generation", None) for w in ev.generation]
-            for k, w in enumerate(ev.scoring, start=1):
-                win = _window_record(w, renderer, "scoring", k)
-                win["picks"] = {name: _picks(name, rows[i], k) for name, rows in per_scorer.items()}
-                rec["windows"].append(win)
+                rec["scorers"][name] = {
+                    "answer": row["answer"],
+                    "parsed": row["parsed"],
+                    "predictions": row["predictions"],
+                    "active": row["correct seqs"],
+                } if name == "detection" else {
+                    k: v for k, v in row.items() if k not in ("score", "answers", "similarities", "pmi")
+                }
+            rec["windows"] = [_window_record(w, renderer, "generation", None) for w in ev.generation] + [
+                _window_record(w, renderer, "scoring", k) | {
+                    "picks": {name: _picks(name, rows[i], k) for name, rows in per_scorer.items()}}
+                for k, w in enumerate(ev.scoring, start=1)
+            ]
         out.append(rec)
     return out
 
@@ -716,11 +697,18 @@ def merge_shards(cfg: AutoInterpMergeCommand) -> dict:
         merged_from=[os.fspath(f) for f in folders],
     )
     with atomic_dir(out) as tmp:
-        atomic_write_json(tmp / names[2], {"format": LATENTS_FORMAT, "results": names[0], "latents": records})
-        merged.write(tmp / names[0])
-        atomic_write_text(tmp / names[1], _summary_csv(settings.get("layer"), records, res0.scorers))
-    return merged.to_json() | {"files": {key: str(Path(out) / name)
-                                         for key, name in zip(("results", "summary", "latents"), names)}}
+        files = _write_files(tmp, Path(out), names, merged, records)
+    return merged.to_json() | {"files": files}
+
+
+def _write_files(folder: Path, out: Path, names: tuple[str, str, str], results: AutoInterpResults,
+                 records: list[dict]) -> dict[str, str]:
+    """Write a run's results JSON, features summary CSV and latents file (:func:`result_names`) in ``folder``;
+    their paths in ``out`` (where ``folder`` will be), by key."""
+    atomic_write_json(folder / names[2], {"format": LATENTS_FORMAT, "results": names[0], "latents": records})
+    results.write(folder / names[0])
+    atomic_write_text(folder / names[1], _summary_csv(results.eval_config.get("layer"), records, results.scorers))
+    return {key: str(out / name) for key, name in zip(("results", "summary", "latents"), names)}
 
 
 def _check_selection(latents: list[int], settings: dict[str, Any]) -> None:

@@ -51,10 +51,6 @@ def roc_auc(scores: Sequence[float], labels: Sequence[bool]) -> float:
     return float((greater + 0.5 * ties) / (len(pos) * len(neg)))
 
 
-def _truth(ev: LatentEvidence) -> list[int]:
-    return [i for i, w in enumerate(ev.scoring, start=1) if w.active]
-
-
 class DetectionScorer:
     """SAEBench's detection task through any findbench LM (``generate``)."""
 
@@ -81,7 +77,7 @@ class DetectionScorer:
         for (ev, _), answer in zip(items, answers):
             n = len(ev.scoring)
             predicted = parse_detection(answer, n)
-            truth = _truth(ev)
+            truth = [i for i, w in enumerate(ev.scoring, start=1) if w.active]
             out.append(
                 {
                     "score": detection_score(predicted, truth, n),

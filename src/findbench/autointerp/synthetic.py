@@ -55,26 +55,6 @@ class Rule:
     needs_case: bool = False
 
 
-def _digits(t: TokenInfo) -> bool:
-    return bool(t.stripped) and all(c in "0123456789" for c in t.stripped)
-
-
-def _capitalized(t: TokenInfo) -> bool:
-    return t.word_start and "A" <= t.stripped[:1] <= "Z"
-
-
-def _ing(t: TokenInfo) -> bool:
-    return "ing" in t.lower
-
-
-def _closing(t: TokenInfo) -> bool:
-    return any(c in ")]}" for c in t.stripped)
-
-
-def _brackets(t: TokenInfo) -> bool:
-    return any(c in "()[]{}" for c in t.stripped)
-
-
 def _words(words: Sequence[str]) -> Callable[[TokenInfo], bool]:
     wanted = frozenset(w.lower() for w in words)
 
@@ -169,11 +149,16 @@ def entity_rule(concept: str, name: str | None = None, explanation: str | None =
 RULES: dict[str, Rule] = {
     r.name: r
     for r in (
-        Rule("digits", "numbers written with digits, such as 1, 15 or 2000", _digits),
-        Rule("capitalized", "words that start with a capital letter", _capitalized, needs_case=True),
-        Rule("ing", 'words and word pieces containing the letters "ing", as in "running" or "thing"', _ing),
-        Rule("brackets", "brackets and parentheses, opening or closing, such as ( ) [ ]", _brackets),
-        Rule("closing_bracket", "closing brackets and parentheses, such as ) and ]", _closing),
+        Rule("digits", "numbers written with digits, such as 1, 15 or 2000",
+             lambda t: bool(t.stripped) and all(c in "0123456789" for c in t.stripped)),
+        Rule("capitalized", "words that start with a capital letter",
+             lambda t: t.word_start and "A" <= t.stripped[:1] <= "Z", needs_case=True),
+        Rule("ing", 'words and word pieces containing the letters "ing", as in "running" or "thing"',
+             lambda t: "ing" in t.lower),
+        Rule("brackets", "brackets and parentheses, opening or closing, such as ( ) [ ]",
+             lambda t: any(c in "()[]{}" for c in t.stripped)),
+        Rule("closing_bracket", "closing brackets and parentheses, such as ) and ]",
+             lambda t: any(c in ")]}" for c in t.stripped)),
         entity_rule(DEFAULT_ENTITY, "birds", "words about birds, such as bird, eagle, owl, sparrow, feathers and nest"),
         Rule("colours", "colour words such as red, green, blue, black and white", _words(_COLOURS)),
         Rule("pronouns", "personal pronouns such as he, she, it, they, his and their", _words(_PRONOUNS)),

@@ -57,13 +57,9 @@ def split_rows(n_rows: int, n_eval_rows: int) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(perm[n_eval_rows:]), np.sort(perm[:n_eval_rows])
 
 
-def _corpus_rows(cfg: TrainSAEConfig, tokenizer: Any) -> np.ndarray:
-    return corpus_tokens(tokenizer, cfg.corpus)
-
-
 def heldout_rows(cfg: TrainSAEConfig, tokenizer: Any) -> np.ndarray:
     """The held-out token rows of ``cfg``'s corpus (``[n_eval_rows, context_size]``)."""
-    tokens = _corpus_rows(cfg, tokenizer)
+    tokens = corpus_tokens(tokenizer, cfg.corpus)
     _, eval_idx = split_rows(len(tokens), cfg.n_eval_rows)
     return tokens[eval_idx]
 
@@ -227,10 +223,6 @@ def below_zero_warning(explained_variance: float) -> str | None:
     )
 
 
-def _fmt_tokens(n: int) -> str:
-    return f"{n / 1e6:.2f}M" if n >= 1e5 else f"{n:,}"
-
-
 def _card(
     cfg: TrainSAEConfig,
     *,
@@ -271,7 +263,8 @@ def _card(
         epochs=cfg.epochs,
         eval_tokens=f"{stats['eval_rows'] * cfg.context_size:,}",
         eval_activations=f"{metrics['n_tokens']:,}",
-        eval_activations_short=_fmt_tokens(metrics["n_tokens"]),
+        eval_activations_short=f"{metrics['n_tokens'] / 1e6:.2f}M" if metrics["n_tokens"] >= 1e5
+        else f"{metrics['n_tokens']:,}",
         save_dtype=cfg.save_dtype,
         explained_variance=f"{metrics['explained_variance']:.4f}",
         explained_variance_top1=f"{metrics['explained_variance_without_top1pct_norms']:.4f}",
@@ -310,7 +303,7 @@ def train_sae(cmd: TrainSAECommand) -> Path:
     folder = model_path(cfg.model)
     model, tokenizer, _ = load_model(cfg.model, device=cfg.device)
     specials = special_token_ids(tokenizer)
-    tokens = _corpus_rows(cfg, tokenizer)
+    tokens = corpus_tokens(tokenizer, cfg.corpus)
     train_idx, eval_idx = split_rows(len(tokens), cfg.n_eval_rows)
     act_dir = _activation_dir(cfg, folder, tokens, specials)
     if not cmd.resume and act_dir.exists():

@@ -68,14 +68,6 @@ def quick_config(d_sae: int, scorers: Sequence[str] = SCORERS, **overrides: Any)
                                      "scorers": list(scorers), **overrides})
 
 
-def _verdict(true: Sequence[float], wrong: Sequence[float]) -> tuple[float, float, str]:
-    diff = np.asarray(true, dtype=float) - np.asarray(wrong, dtype=float)
-    separation = float(diff.mean())
-    win_rate = float((diff > 0).mean())
-    ok = separation >= MIN_SEPARATION and win_rate >= MIN_WIN_RATE
-    return separation, win_rate, "separates" if ok else "does not separate"
-
-
 def probe_verdict(true: Sequence[float], probe: Sequence[float], *, seed: int = DEFAULT_SEED) -> dict[str, Any]:
     """The probe's score (``mean``, ``ci``, ``n``), its ``inflation`` over the truth (``probe −
     true``, with ``inflation_ci`` and ``p_value`` from a paired bootstrap over latents) and the
@@ -230,7 +222,9 @@ def _scored(name: str, scorer: Any, usable: list, explanations: dict[str, list[s
     results = scorer.score([(ev, explanations[kind][i]) for kind in kinds for i, ev in enumerate(usable)])
     by_kind = {kind: results[k * n : (k + 1) * n] for k, kind in enumerate(kinds)}
     scores = {kind: [float(r["score"]) for r in by_kind[kind]] for kind in kinds}
-    separation, win_rate, verdict = _verdict(scores["true"], scores["wrong"])
+    diff = np.asarray(scores["true"], dtype=float) - np.asarray(scores["wrong"], dtype=float)
+    separation, win_rate = float(diff.mean()), float((diff > 0).mean())
+    verdict = "separates" if separation >= MIN_SEPARATION and win_rate >= MIN_WIN_RATE else "does not separate"
     against = {p: probe_verdict(scores["true"], scores[p]) for p in kinds[len(KINDS):]}
     truth = [[i for i, w in enumerate(ev.scoring, start=1) if w.active] for ev in usable]
     out = {
