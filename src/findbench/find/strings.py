@@ -878,14 +878,9 @@ def _near_values(spec: OpSpec, name: str, value: Any, rng: random.Random) -> lis
 def _valid_step(spec: OpSpec, params: dict) -> dict | None:
     """``params`` in canonical form when they are valid for ``spec``, else None."""
     try:
-        for name, kind in spec.param_kinds.items():
-            _check_kind(kind, params[name], name)
-        params = {name: _canonical(params[name]) for name in spec.param_kinds}
-        if spec.name in _EXTRA_CHECKS:
-            _EXTRA_CHECKS[spec.name](spec.name, params)
+        return _validate_step(0, {"op": spec.name, "params": params})[1]
     except ValueError:
         return None
-    return params
 
 
 def near_miss_steps(steps: list[tuple[OpSpec, dict]], rng: random.Random) -> list[list[tuple[OpSpec, dict]]]:
