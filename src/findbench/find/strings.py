@@ -210,21 +210,9 @@ class OpSpec:
     length_only: bool = False
     hints: Callable[[dict], dict] = field(default=lambda p: {})
 
-    @property
-    def code_template(self) -> str:
-        """The call written into ``code``, with ``{x}`` for the argument and ``{name}`` per parameter."""
-        args = "".join(f", {k}={{{k}}}" for k in self.param_kinds)
-        return f"{self.impl.__name__}({{x}}{args})"
-
     def call_expr(self, arg: str, params: Mapping[str, Any]) -> str:
-        """Python expression applying this operation with literal parameters to ``arg``."""
-        values = {k: repr(_canonical(params[k])) for k in self.param_kinds}
-        return self.code_template.format(x=arg, **values)
-
-    def source(self) -> str:
-        """Source of the implementation (helpers not included)."""
-        return _source(self.impl)
-
+        """Python expression applying this operation with literal parameters to ``arg`` (written into ``code``)."""
+        return f"{self.impl.__name__}({arg}{''.join(f', {k}={_canonical(params[k])!r}' for k in self.param_kinds)})"
 
 def _canonical(value: Any) -> Any:
     if isinstance(value, Mapping):
