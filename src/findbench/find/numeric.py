@@ -14,6 +14,7 @@ what the release served (``release_quirks``).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import math
@@ -620,11 +621,7 @@ def make_function(row_or_params: Any, *, noise_key: Any = None) -> Callable[[Any
         if p.get("mlp_weights_missing"):
             raise MissingMLPWeightsError(_missing_weights_message(p))
         w1, b1, w2 = (np.asarray(p["mlp"][k], dtype=np.float32).astype(np.float64) for k in ("w1", "b1", "w2"))
-        b2 = float(np.float32(p["mlp"]["b2"]))
-
-        def clean(x: np.ndarray) -> Any:
-            return _mlp.mlp_forward(w1, b1, w2, b2, x)
-
+        clean = functools.partial(_mlp.mlp_forward, w1, b1, w2, float(np.float32(p["mlp"]["b2"])))
     else:
         clean = _clean_fn(p)
     post: Callable[[np.ndarray, Any], Any] | None = None
@@ -929,9 +926,7 @@ def _sample_params(seed: int, index: int, structure: str, variant: str) -> dict:
             break
     else:  # pragma: no cover - needs 1000 consecutive poles
         raise RuntimeError(f"could not draw a finite function for index {index}")
-    p["noise"] = None
-    p["corruption"] = None
-    p["mlp"] = None
+    p.update(noise=None, corruption=None, mlp=None)
     if variant == "noise":
         p["noise"] = {"type": _choice(rng, NOISE_TYPES, _MIX["noise_type"]), "seed": int(rng.integers(2**31))}
     elif variant == "corruption":
