@@ -104,12 +104,7 @@ def parse_test_inputs(text: str) -> list[str]:
     """
     if not isinstance(text, str):
         raise TypeError(f"test_inputs must be a str, got {type(text).__name__}")
-    s = text.strip()
-    if s.startswith(":"):
-        s = s[1:]
-    s = s.strip()
-    for curly, straight in _QUOTES.items():
-        s = s.replace(curly, straight)
+    s = text.strip().removeprefix(":").strip().translate(str.maketrans(_QUOTES))
     if not s:
         return []
     if s[0] in "\"'":
@@ -122,14 +117,8 @@ def parse_test_inputs(text: str) -> list[str]:
     parts = [p.strip() for p in s.split(",")]
     if parts and parts[-1] == "":  # trailing comma
         parts = parts[:-1]
-    out = []
-    for p in parts:
-        if len(p) >= 2 and p[0] == p[-1] and p[0] in "\"'":
-            p = p[1:-1]
-        else:
-            p = p.strip("\"")
-        out.append(p)
-    return out
+    # stray quotes: a matching pair around an item goes, else any double quote at its ends
+    return [p[1:-1] if len(p) >= 2 and p[0] == p[-1] and p[0] in "\"'" else p.strip('"') for p in parts]
 
 
 def convert_unit_tests(record: Mapping[str, Any], category: str) -> list[dict]:
@@ -195,9 +184,7 @@ def _strings_rows(root: Path) -> list[dict]:
     for rec in records:
         name = _dir_name(rec.get("name"), "strings record name")
         i = int(name[1:])
-        desc = str(rec.get("description") or "").strip()
-        if desc.startswith(":"):
-            desc = desc[1:].strip()
+        desc = str(rec.get("description") or "").strip().removeprefix(":").strip()
         code_file = root / "strings" / name / "function_code.py"
         code = code_file.read_text(encoding="utf-8") if code_file.is_file() else ""
         rows.append(
@@ -369,8 +356,7 @@ def row_from_find_v1(
     if served not in nm.VARIANTS:
         raise ValueError(f"variant must be one of {sorted(_V1_VARIANTS)} (or {nm.VARIANTS}), got {variant!r}")
     dir_name = _dir_name(record.get("dir"), "record['dir']")
-    if index is None:
-        index = int(dir_name[1:])
+    index = int(dir_name[1:]) if index is None else index
     _checks.integer("index", index, 0)
     structure, fams, op = _v1_parse_name(record)
     raw = record.get("params")
