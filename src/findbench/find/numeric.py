@@ -789,12 +789,9 @@ def _test_inputs(p: Mapping) -> list[str]:
     xs = list(np.linspace(lo, hi, 9))
     if lo < 0 < hi:
         xs += [-1.0, 0.0, 1.0]
-    c = p.get("corruption") if p["variant"] == "corruption" else None
-    if c:
-        for b in c["boundary"]:
-            xs += [float(b) - 1.0, float(b) + 1.0]
-    out = sorted({_r1(v) for v in xs if lo <= v <= hi})
-    return [_num(v) for v in out]
+    if p["variant"] == "corruption" and p.get("corruption"):
+        xs += [float(b) + d for b in p["corruption"]["boundary"] for d in (-1.0, 1.0)]
+    return [_num(v) for v in sorted({_r1(v) for v in xs if lo <= v <= hi})]
 
 
 def row_from_params(params: Any, index: int, *, source: str = "procedural") -> dict[str, Any]:
@@ -894,20 +891,20 @@ def degenerate(params: Mapping) -> str | None:
     return None
 
 
+def _draw_term(rng: np.random.Generator, families: Sequence[str]) -> dict:
+    fam = _choice(rng, families)
+    return {"family": fam, "params": _FAMILIES[fam].sample(rng)}
+
+
 def _sample_params(seed: int, index: int, structure: str, variant: str) -> dict:
     rng = np.random.default_rng([seed, 1, index])
     for _attempt in range(1000):
         if structure == "atomic":
-            fam = _choice(rng, ATOMIC_FAMILIES)
-            terms = [{"family": fam, "params": _FAMILIES[fam].sample(rng)}]
-            op = None
-            domain = list(family_domain(fam))
+            op, terms = None, [_draw_term(rng, ATOMIC_FAMILIES)]
+            domain = list(family_domain(terms[0]["family"]))
         else:
             op = _choice(rng, OPS)
-            terms = []
-            for _ in range(2):
-                fam = _choice(rng, COMPOSABLE_FAMILIES)
-                terms.append({"family": fam, "params": _FAMILIES[fam].sample(rng)})
+            terms = [_draw_term(rng, COMPOSABLE_FAMILIES) for _ in range(2)]
             domain = list(_DEFAULT_DOMAIN)
         p: dict[str, Any] = {"structure": structure, "op": op, "terms": terms, "domain": domain, "variant": variant}
         clean = _clean_fn(p)
