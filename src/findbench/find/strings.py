@@ -734,11 +734,7 @@ def _make_test_inputs(rng: random.Random, fn: Callable[[str], str], hints: dict,
 
 
 def _draw_steps(rng: random.Random, specs: list[OpSpec]) -> list[tuple[OpSpec, dict]]:
-    steps = []
-    for spec in specs:
-        p = spec.sample(rng)
-        steps.append((spec, {k: _canonical(v) for k, v in p.items()}))
-    return steps
+    return [(spec, {k: _canonical(v) for k, v in spec.sample(rng).items()}) for spec in specs]
 
 
 def _key(steps: list[tuple[OpSpec, dict]]) -> str:
@@ -962,23 +958,22 @@ def generate(n: int = 1000, seed: int = 0, *, progress: bool = True) -> list[dic
             raise ValueError(f"unit_tests_near of {schema.function_id('strings', i)} ({function_name(steps)}): {exc}") from None
     if sum(t.skipped for t in near):
         logger.info("strings: %d test inputs without two distinct near misses were replaced", sum(t.skipped for t in near))
-    rows = []
-    for i, (steps, inputs, function_tests) in enumerate(zip(functions, all_inputs, tests)):
-        rows.append(
-            schema.empty_row(
-                function_id=schema.function_id("strings", i),
-                category="strings",
-                subcategory="atomic" if len(steps) == 1 else "composition",
-                name=function_name(steps),
-                params=schema.dumps(_as_params(steps)),
-                code=function_code(steps),
-                description=describe(steps),
-                source="procedural",
-                test_inputs=list(inputs),
-                unit_tests=function_tests,
-                unit_tests_near=near[i].tests,
-            )
+    rows = [
+        schema.empty_row(
+            function_id=schema.function_id("strings", i),
+            category="strings",
+            subcategory="atomic" if len(steps) == 1 else "composition",
+            name=function_name(steps),
+            params=schema.dumps(_as_params(steps)),
+            code=function_code(steps),
+            description=describe(steps),
+            source="procedural",
+            test_inputs=list(inputs),
+            unit_tests=function_tests,
+            unit_tests_near=near[i].tests,
         )
+        for i, (steps, inputs, function_tests) in enumerate(zip(functions, all_inputs, tests))
+    ]
     # the build-time check: every description says what its function does on its test inputs
     bad = [(row["function_id"], why) for row in rows if (why := degenerate(row))]
     if bad:
