@@ -18,27 +18,6 @@ TARGETS = np.stack(
 )
 
 
-def _reference_fit(x, y, seed, *, epochs):
-    """FIND's reference recipe: one ``Linear(1,64)-ReLU-Linear(64,1)`` from PyTorch's default
-    initialisation, Adam(lr=0.01), ``epochs`` full-batch steps of plain MSE on raw values (float32),
-    evaluated in float64 like :func:`mlp.fit_mlps`."""
-    import torch
-
-    torch.manual_seed(int(seed))
-    model = torch.nn.Sequential(torch.nn.Linear(1, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
-    xt = torch.tensor(x, dtype=torch.float32)[:, None]
-    yt = torch.tensor(y, dtype=torch.float32)[:, None]
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    for _ in range(epochs):
-        opt.zero_grad()
-        torch.nn.functional.mse_loss(model(xt), yt).backward()
-        opt.step()
-    w = mlp.weights_from_state_dict({"layers." + k: v for k, v in model.state_dict().items()})
-    w = {k: np.asarray(v, dtype=np.float32) for k, v in w.items()}
-    w["mse"] = float(np.mean((mlp.mlp_forward(w["w1"], w["b1"], w["w2"], w["b2"], x) - y) ** 2))
-    return w
-
-
 @pytest.fixture(scope="module")
 def fitted():
     return mlp.fit_mlps(X, TARGETS, seed=0, epochs=60)
@@ -66,7 +45,7 @@ def test_fit_mlps_is_bit_reproducible(fitted):
 def test_fit_mlps_beats_reference_recipe_on_same_function():
     x = np.linspace(-100, 100, 500)
     y = 3.5 * np.tanh((2 * np.pi / 3.4) * (x - 5.4)) + 6.0
-    ref = _reference_fit(x, y, seed=0, epochs=300)
+    ref = mlp.reference_fit(x, y, seed=0, epochs=300)
     ours = mlp.fit_mlps(x, y, seed=0, epochs=30)
     assert ref["w1"].shape == (64,) and isinstance(ref["mse"], float)
     assert ours["mse"][0] <= ref["mse"]
@@ -109,3 +88,5 @@ def test_bad_input_names_the_argument():
         mlp.fit_mlps(X[:10], TARGETS, seed=0, epochs=0)
     with pytest.raises(ValueError, match="state_dict is missing"):
         mlp.weights_from_state_dict({"layers.0.weight": np.zeros((64, 1))})
+    with pytest.raises(ValueError, match="x and y"):
+        mlp.reference_fit([1.0, 2.0], [1.0], seed=0)

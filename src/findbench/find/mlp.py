@@ -1,8 +1,8 @@
 """One-hidden-layer ReLU MLPs (1 → 64 → 1) that approximate FIND numeric functions.
 
 FIND serves 15 % of its numeric functions through an MLP fitted on the function's domain; its
-reference recipe runs Adam (lr 0.01) for 10,000 full-batch epochs per network (``tests/find/test_mlp.py``
-compares the two). :func:`fit_mlps` fits many networks at once to a lower error: normalised inputs and
+reference recipe (:func:`reference_fit`) runs Adam (lr 0.01) for 10,000 full-batch epochs per
+network. :func:`fit_mlps` fits many networks at once to a lower error: normalised inputs and
 outputs, hidden ReLU knots following the target's curvature with a least-squares output layer,
 batched Adam refinement under a cosine schedule, a final least-squares solve, keeping the better
 fit. Seeded and single-threaded: the same inputs and seed give bit-identical float32 weights.
@@ -306,3 +306,41 @@ def _adam_refine(
             q.addcdiv_(m1, denom, value=-lr_t / bc1)
     bar.close()
     return params
+
+
+def reference_fit(
+    x: Any, y: Any, seed: int, *, epochs: int = 10_000, lr: float = 0.01, progress: bool = False
+) -> dict[str, Any]:
+    """FIND's reference recipe: one ``Linear(1,64)-ReLU-Linear(64,1)`` from PyTorch's default
+    initialisation, Adam(lr=0.01), ``epochs`` full-batch steps of plain MSE on raw values (float32).
+
+    Returns ``{"w1","b1","w2": float32 (64,), "b2": float32, "mse": float}`` with the same
+    float64 evaluation as :func:`fit_mlps`.
+    """
+    import torch
+    from tqdm.auto import tqdm
+
+    x = np.asarray(x, dtype=np.float64).ravel()
+    y = np.asarray(y, dtype=np.float64).ravel()
+    if x.shape != y.shape or x.size < 2:
+        raise ValueError(f"x and y must be 1-D of the same length >= 2, got {x.shape} and {y.shape}")
+    with _single_thread():
+        torch.manual_seed(int(seed))
+        model = torch.nn.Sequential(torch.nn.Linear(1, HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, 1))
+        xt = torch.tensor(x, dtype=torch.float32)[:, None]
+        yt = torch.tensor(y, dtype=torch.float32)[:, None]
+        opt = torch.optim.Adam(model.parameters(), lr=lr)
+        crit = torch.nn.MSELoss()
+        for _ in tqdm(range(epochs), desc="reference fit", disable=not progress, leave=False):
+            opt.zero_grad()
+            loss = crit(model(xt), yt)
+            loss.backward()
+            opt.step()
+    sd = {"layers." + k: v for k, v in model.state_dict().items()}
+    w = weights_from_state_dict(sd)
+    w1 = np.asarray(w["w1"], dtype=np.float32)
+    b1 = np.asarray(w["b1"], dtype=np.float32)
+    w2 = np.asarray(w["w2"], dtype=np.float32)
+    b2 = np.float32(w["b2"])
+    mse = float(np.mean((mlp_forward(w1, b1, w2, b2, x) - y) ** 2))
+    return {"w1": w1, "b1": b1, "w2": w2, "b2": b2, "mse": mse}
