@@ -40,7 +40,7 @@ import numpy as np  # noqa: E402
 from findbench._io import atomic_write_json  # noqa: E402
 from findbench.find import numeric  # noqa: E402
 from findbench.find.code_scoring import NMSE_GRID, nmse, score_nmse  # noqa: E402
-from findbench.sandbox import Sandbox  # noqa: E402
+from findbench.sandbox import Sandbox, SandboxLimits  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "p2_sandbox.json"
 
@@ -139,13 +139,13 @@ def main(argv: list[str] | None = None) -> dict:
         t_ref.append(time.perf_counter() - start)
 
         start = time.perf_counter()
-        out = score_nmse(preds, refs, workers=args.workers)
+        out = score_nmse(preds, refs, limits=SandboxLimits(workers=args.workers))
         t_cold.append(time.perf_counter() - start)
         sandbox_scores = out["nmse"]
 
     # Overhead per CPU: the same with a single worker (once).
     start = time.perf_counter()
-    one = score_nmse(preds, refs, workers=1)
+    one = score_nmse(preds, refs, limits=SandboxLimits(workers=1))
     t_one = time.perf_counter() - start
 
     with Sandbox(workers=1) as box:

@@ -40,8 +40,7 @@ from findbench.builders.config import BuildConfig, BuildNeuronTestsConfig, CallC
 from findbench.constants import EMBEDDED_JUDGE_NAME, Interrupted, UsageError, resumable
 from findbench.find.config import BackboneReportConfig, ExportFunctionsConfig
 from findbench.interpret.config import CompareConfig, EvaluateConfig, InterpretConfig, ReportConfig
-from findbench.judge.config import JudgeCardConfig, JudgeDataConfig
-from findbench.judge.train import TrainArgs
+from findbench.judge.config import JudgeCardConfig, JudgeDataConfig, TrainArgs
 from findbench.lm.base import INTERRUPT
 from findbench.neuron_explanations.config import IIAConfig
 from findbench.pipeline import MainConfig
@@ -154,9 +153,9 @@ def _judge_data(cfg: JudgeDataConfig) -> None:
 
 
 def _train_judge(args: TrainArgs) -> None:
+    args.validate()  # before findbench.judge.train imports torch
     from findbench.judge.train import train_judge
 
-    args.validate()  # before train_judge imports torch
     print(f"wrote {train_judge(args)}")
     if args.install_as_default:
         from findbench.models import embedded_judge_dir

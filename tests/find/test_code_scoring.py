@@ -270,3 +270,14 @@ def test_real_find_rows_score_perfectly_against_themselves(box):
     # Swapping functions gives wrong answers (the functions differ on their test inputs).
     out = score_exact_match(codes[1:] + codes[:1], codes, inputs, sandbox=box)
     assert out["exact_match"] < 0.5
+
+
+def test_the_scores_take_the_sandbox_limits_whole():
+    from findbench.sandbox import SandboxLimits
+
+    loop = "def f(x):\n    while True:\n        pass\n"
+    limits = SandboxLimits(workers=1, timeout=1.0, cpu_seconds=30)
+    out = score_nmse([loop], [GT], limits=limits)
+    assert out["nmse"] == [math.inf] and out["errors"][0].startswith("timeout: wall-clock limit of 1 s")
+    out = score_exact_match([loop], ["def function(s):\n    return s\n"], [["a"]], limits=limits)
+    assert out["per_function"] == [0.0] and "wall-clock limit of 1 s" in out["errors"][0]

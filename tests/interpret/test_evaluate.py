@@ -21,6 +21,7 @@ from findbench.find.rows import load_rows
 from findbench.interpret.config import EvaluateConfig
 from findbench.interpret.evaluate import (
     CATEGORY_METRICS,
+    CIRCUIT_FLOOR_COLUMNS,
     CSV_COLUMNS,
     FLOOR_COLUMNS,
     FLOORED_SCORES,
@@ -187,8 +188,8 @@ def test_per_function_csv(scored, rows):
         "unit_test_accuracy",
         "domain_iou",
     ]
-    assert tuple(header) == (*CSV_COLUMNS, *FLOOR_COLUMNS, "floor_missing", "degenerate", "code_error", "damage",
-                             "source_log", *PROCESS_COLUMNS)
+    assert tuple(header) == (*CSV_COLUMNS, *FLOOR_COLUMNS, *CIRCUIT_FLOOR_COLUMNS, "floor_missing", "degenerate",
+                             "code_error", "damage", "source_log", *PROCESS_COLUMNS)
     assert len(table) == 3 + 2 + 3 + 3 + 9 + 3
     cells = {(r["function_id"], r["method"]): r for r in table}
     gt_num = cells[(rows["numeric"][0]["function_id"], "aia")]

@@ -19,7 +19,13 @@ from markupsafe import escape
 from findbench.find.domain import corrupted_interval, domain_unit_tests, in_corrupted_subdomain
 from findbench.find.rows import load_rows
 from findbench.interpret.config import EvaluateConfig
-from findbench.interpret.evaluate import CSV_COLUMNS, FLOOR_COLUMNS, UNIT_TEST_COLUMNS, evaluate_run
+from findbench.interpret.evaluate import (
+    CIRCUIT_FLOOR_COLUMNS,
+    CSV_COLUMNS,
+    FLOOR_COLUMNS,
+    UNIT_TEST_COLUMNS,
+    evaluate_run,
+)
 from findbench.interpret.process import PROCESS_COLUMNS, aggregate_process, episode_process, render_process
 from findbench.judge import judge_unit_tests, normalize_unit_test, render_pmi_option
 from tests.interpret.logged import write_logs
@@ -194,8 +200,8 @@ def test_evaluate_writes_process_metrics(tmp_path):
     result = evaluate_run(EvaluateConfig(run, out=tmp_path / "out"), progress=False)
 
     header, table = read_csv(tmp_path / "out" / "per_function.csv")
-    assert tuple(header) == (*CSV_COLUMNS, *FLOOR_COLUMNS, "floor_missing", "degenerate", "code_error", "damage",
-                             "source_log", *PROCESS_COLUMNS)
+    assert tuple(header) == (*CSV_COLUMNS, *FLOOR_COLUMNS, *CIRCUIT_FLOOR_COLUMNS, "floor_missing", "degenerate",
+                             "code_error", "damage", "source_log", *PROCESS_COLUMNS)
     cells = {(r["function_id"], r["method"]): r for r in table}
     assert [cells[(a["function_id"], "aia")][c] for c in PROCESS_COLUMNS] == ["2", "2", "1"]
     assert [cells[(b["function_id"], "aia")][c] for c in PROCESS_COLUMNS] == [

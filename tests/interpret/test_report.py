@@ -513,3 +513,21 @@ def test_find_and_near_miss_unit_tests_each_have_a_heading_and_count(oracle_run)
         assert numbers == [str(k) for n in (10, 10) for k in range(1, n + 1)][: len(numbers)] and len(numbers) == 20
     text = html.unescape(source)
     assert "Judge: `knowing-judge`, an LM object given from Python, in `logprob` mode." in text
+
+
+def test_an_episodes_white_box_tool_calls_are_listed_and_counted():
+    from findbench.interpret.report import _transcript
+
+    episode = {"rounds": 2, "stop_reason": "answer", "messages": [], "calls": [], "tool_calls": [
+        {"round": 1, "tool": "run_with_cache", "arguments": '{"tokens":[1],"hooks":["blocks.0.attn.hook_pattern"]}',
+         "error": None, "reply_chars": 120},
+        {"round": 1, "tool": "ablate", "arguments": '{"component":"blocks.0.mlp"}', "error": "mode: 'x' is not one",
+         "reply_chars": 0},
+        {"round": 2, "tool": "ablate", "arguments": "<b>" + "x" * 900, "error": None, "reply_chars": 7}, "junk"]}
+    record = {"function_id": "rasp/f00001", "method": "aia", "episode": episode, "row": {}, "damage": None,
+              "description": "d"}
+    t = _transcript(record, None, [])
+    assert "3 tool call(s): ablate 2, run_with_cache 1" in t["summary"]
+    rows = [r for _, r in t["tool_calls"]]
+    assert rows[0] == ["1", "run_with_cache", episode["tool_calls"][0]["arguments"], "120 characters"]
+    assert rows[1][3].startswith("mode:") and len(rows[2][2]) <= 401

@@ -224,7 +224,8 @@ def test_circuit_scores_of_a_record_follow_its_access_and_answer():
 
     truth_map = reference_components("oracle", row, "rotated")
     scores = circuit_scores(record("rotated", truth_map), row)
-    assert set(scores) == set(CIRCUIT_METRICS) and scores["role_f1"] == scores["node_recall"] == 1.0
+    assert set(scores) == {f"{m}{k}" for m in CIRCUIT_METRICS for k in ("", "_observed", "_margin")}
+    assert scores["role_f1"] == scores["node_recall"] == 1.0
     assert circuit_scores(record("white", truth_map), row)["role_f1"] < 1.0  # the rotated unit order is not the aligned
     assert circuit_scores(record("black", truth_map), row) is None
     assert circuit_scores(record("../rotated", truth_map), row) is None
@@ -361,6 +362,8 @@ def test_evaluate_scores_component_maps_with_find_circuit(scored):
     oracle = scored["oracle", "rotated"]["scores"]["rasp"]["aia"]
     for metric in CIRCUIT_METRICS:
         assert oracle[metric] == 1.0 and oracle[f"{metric}_n"] == 2 and len(oracle[f"{metric}_ci"]) == 2, metric
+    # no tool call: the white-box floor marks nothing; the margin is the whole score
+    assert oracle["role_accuracy_observed"] == 0.0 and oracle["role_accuracy_margin"] == 1.0
     attribution = scored["attribution", "white"]["scores"]["rasp"]["aia"]
     assert 0.5 < attribution["node_auroc"] <= 1.0 and attribution["role_f1_n"] == 2
     empty = scored["empty", "white"]["scores"]["rasp"]["aia"]
@@ -382,3 +385,38 @@ def test_the_inspect_task_on_rasp_scores_the_map_under_white_box_access(tmp_path
     black = find_interpret(interpreter="oracle", configs="rasp", functions=IDS[0], judge=None)
     [log] = inspect_eval(black, log_dir=str(tmp_path), display="none")
     assert "role_f1" not in {s.name for s in log.results.scores}
+
+
+def test_the_white_box_floor_replays_the_episodes_ablations_and_never_reads_their_replies():
+    row = _row("sort_freq")
+    box = tools.RaspTools.for_row(row, "aligned")
+    x = P.domain_inputs(json.loads(row["domain"]), 1, np.random.default_rng(5))[0]
+    effect = {name: bool(box.ablate(name, x, "zero")["changed_positions"]) for name in box.components()}
+    changed = next(n for n, e in effect.items() if e)
+    idle = next((n for n, e in effect.items() if not e), None)
+
+    def call(component, **extra):
+        return {"round": 1, "tool": "ablate", "error": None, "reply_chars": 9,
+                "arguments": json.dumps({"component": component, "tokens": x, "mode": "zero"})} | extra
+
+    def scores(calls, components=None):
+        answer = {"description": "", "domain": None, "code": None, "components": components}
+        return circuit_scores({"access": "white", "answer": answer, "tool_calls": calls}, row)
+
+    none = scores([])
+    assert none["role_accuracy_observed"] == 0.0 and none["node_recall_observed"] == 0.0
+    assert none["node_precision_observed"] is None  # nothing marked: undefined, as for an answer
+    calls = [call(changed)] + ([call(idle, changed_positions=[0], reply='{"changed_positions":[0]}')] if idle else [])
+    got = scores(calls)
+    active = sum(c["role"] != "inactive" for c in json.loads(row["components"]))
+    assert got["node_precision_observed"] == 1.0 and got["node_recall_observed"] == pytest.approx(1 / active)
+    # edited, cut or refused records show nothing; a recorded reply never counts
+    hostile = [call(changed, error="budget"), call(changed, arguments='{"component": "' + changed),
+               call(changed, arguments="[1, 2]"), call("blocks.99.mlp"), {"tool": "ablate"}, "x"]
+    assert scores(hostile + ([call(idle, changed_positions=[0])] if idle else []))["node_recall_observed"] == 0.0
+    truth_map = reference_components("oracle", row, "white")
+    full = scores(calls, truth_map)
+    for m in CIRCUIT_METRICS:
+        if full[f"{m}_observed"] is not None:
+            assert full[f"{m}_margin"] == pytest.approx(full[m] - full[f"{m}_observed"]), m
+    assert full["role_f1_margin"] > 0

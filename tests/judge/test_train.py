@@ -175,7 +175,7 @@ def test_flags_are_the_fields_and_override_the_yaml(tmp_path, capsys):
 
 
 def test_train_args_groups():
-    from findbench.judge.train import ComparativeArgs, DataArgs, ModelArgs, OptimArgs, OutputArgs
+    from findbench.judge.config import ComparativeArgs, DataArgs, ModelArgs, OptimArgs, OutputArgs
 
     args = TrainArgs(lora_r=3, output_dir="out", data_seed=2, model="m")
     assert (args.model, args.lora_r, args.output_dir, args.data_seed) == ("m", 3, "out", 2)  # flat access

@@ -373,16 +373,16 @@ def test_read_roots_hold_no_site_packages_but_numpy():
     numpy there and nothing else of it (no findbench, no data packages), nor findbench's cache."""
     import numpy
 
-    from findbench.sandbox import _denied_paths, _read_roots
     from findbench.sandbox._worker import _site_dirs
+    from findbench.sandbox.policy import denied_paths, read_roots
 
     numpy_dir = os.path.dirname(os.path.realpath(numpy.__file__))
-    roots = _read_roots()
+    roots = read_roots()
     for root in roots:
         for site in _site_dirs():
             if root == site or root.startswith(site + os.sep):
                 assert root.startswith((numpy_dir, numpy_dir + ".libs")), root
-        for denied in _denied_paths():
+        for denied in denied_paths():
             assert not (root == denied or root.startswith(denied + os.sep) or denied.startswith(root + os.sep)), (
                 root,
                 denied,

@@ -240,3 +240,27 @@ def test_short_reason_is_one_line_without_host_paths(tmp_path, monkeypatch):
     assert short_reason("MemoryError") == "MemoryError: the sandbox's memory limit was reached"
     long = short_reason("E: " + "x" * 5000)
     assert len(long) == REASON_CHARS and long.endswith("...")
+
+
+def test_limits_are_one_frozen_checked_value():
+    import dataclasses
+
+    from findbench.sandbox import DEFAULT_CPU_SECONDS, DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, SandboxLimits
+
+    limits = SandboxLimits()
+    assert (limits.timeout, limits.cpu_seconds, limits.memory_mb, limits.workers) == (
+        DEFAULT_TIMEOUT, DEFAULT_CPU_SECONDS, DEFAULT_MEMORY_MB, None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        limits.timeout = 1.0
+    for bad, exc in (({"cpu_seconds": 0}, ValueError), ({"max_output_bytes": 0}, ValueError),
+                     ({"max_files": "many"}, TypeError), ({"timeout": float("inf")}, ValueError)):
+        with pytest.raises(exc, match=next(iter(bad))):
+            SandboxLimits(**bad)
+    loop = "def f(x):\n    while True:\n        pass\n"
+    with Sandbox(SandboxLimits(workers=1, timeout=1.0, cpu_seconds=30), max_output_bytes=10) as box:
+        assert box.limits.workers == 1 and box.limits.max_output_bytes == 10 and box.limits.timeout == 1.0
+        [looped, printed] = box.run([loop, "print('x' * 50)\n" + IDENTITY], [[0], [0]])
+    assert looped.status == "timeout" and "wall-clock limit of 1 s" in looped.message
+    assert printed.ok and printed.stdout.startswith("x" * 10 + "\n[... ")
+    [res] = run_functions([loop], [[0]], limits=SandboxLimits(timeout=1.0, cpu_seconds=30))
+    assert res.status == "timeout" and "of 1 s" in res.message

@@ -25,15 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from findbench.sandbox import (
-    DEFAULT_CPU_SECONDS,
-    DEFAULT_MEMORY_MB,
-    DEFAULT_TIMEOUT,
-    Sandbox,
-    SandboxResult,
-    run_functions,
-    short_reason,
-)
+from findbench.sandbox import Sandbox, SandboxLimits, SandboxResult, run_functions, short_reason
 from findbench.stats import bootstrap_ci
 
 NMSE_GRID: tuple[float, ...] = tuple(float(x) for x in np.arange(-127.5, 128.0, 1.0))
@@ -150,38 +142,21 @@ def check_code_pairs(predictions: Any, references: Any) -> tuple[list[str], list
     return preds, refs
 
 
-def _run(codes, inputs, entries, *, sandbox, timeout, cpu_seconds, memory_mb, workers, progress):
-    if sandbox is not None:
-        return run_functions(codes, inputs, entry=entries, sandbox=sandbox, progress=progress)
-    return run_functions(
-        codes,
-        inputs,
-        entry=entries,
-        timeout=timeout,
-        cpu_seconds=cpu_seconds,
-        memory_mb=memory_mb,
-        workers=workers,
-        progress=progress,
-    )
-
-
 def score_nmse(
     predictions: Sequence[str],
     references: Sequence[str],
     *,
     threshold: float = NMSE_THRESHOLD,
-    timeout: float = DEFAULT_TIMEOUT,
-    cpu_seconds: float = DEFAULT_CPU_SECONDS,
-    memory_mb: int = DEFAULT_MEMORY_MB,
-    workers: int | None = None,
+    limits: SandboxLimits | None = None,
     sandbox: Sandbox | None = None,
     progress: bool = False,
 ) -> dict:
     """Score interpreter code for numeric functions by NMSE on :data:`NMSE_GRID`.
 
     ``predictions[i]`` is the interpreter's code (its last top-level ``def`` counts),
-    ``references[i]`` the ground-truth code; both run in the sandbox (one pool per call, or
-    ``sandbox``). Returns ``{"success_rate" (share with NMSE < ``threshold``), "success_rate_ci"
+    ``references[i]`` the ground-truth code; both run in the sandbox (one pool per call with
+    ``limits``, default :class:`~findbench.sandbox.SandboxLimits`, or ``sandbox`` with its own).
+    Returns ``{"success_rate" (share with NMSE < ``threshold``), "success_rate_ci"
     (95 % bootstrap, seed 0), "n", "mean_nmse" (over finite values, NaN if none), "n_failed",
     "nmse" (per item; ``inf`` on any failure or a non-finite prediction where the truth is finite),
     "errors" (per item: ``None`` where NMSE is finite, else why it is ``inf`` in one short line;
@@ -203,17 +178,8 @@ def score_nmse(
             "isolation": "",
         }
     grid = list(NMSE_GRID)
-    results = _run(
-        refs + preds,
-        [grid] * (2 * n),
-        [REFERENCE_ENTRY] * n + ["last_def"] * n,
-        sandbox=sandbox,
-        timeout=timeout,
-        cpu_seconds=cpu_seconds,
-        memory_mb=memory_mb,
-        workers=workers,
-        progress=progress,
-    )
+    results = run_functions(refs + preds, [grid] * (2 * n), entry=[REFERENCE_ENTRY] * n + ["last_def"] * n,
+                            limits=limits, sandbox=sandbox, progress=progress)
     scored = [nmse_and_reason(results[i], results[n + i], index=i) for i in range(n)]
     scores = [s for s, _ in scored]
     finite = [s for s in scores if math.isfinite(s)]
@@ -235,10 +201,7 @@ def score_exact_match(
     references: Sequence[str],
     test_inputs: Sequence[Sequence[Any]],
     *,
-    timeout: float = DEFAULT_TIMEOUT,
-    cpu_seconds: float = DEFAULT_CPU_SECONDS,
-    memory_mb: int = DEFAULT_MEMORY_MB,
-    workers: int | None = None,
+    limits: SandboxLimits | None = None,
     sandbox: Sandbox | None = None,
     progress: bool = False,
 ) -> dict:
@@ -271,17 +234,8 @@ def score_exact_match(
             "errors": [],
             "isolation": "",
         }
-    results = _run(
-        refs + preds,
-        inputs + inputs,
-        [REFERENCE_ENTRY] * n + ["last_def"] * n,
-        sandbox=sandbox,
-        timeout=timeout,
-        cpu_seconds=cpu_seconds,
-        memory_mb=memory_mb,
-        workers=workers,
-        progress=progress,
-    )
+    results = run_functions(refs + preds, inputs + inputs, entry=[REFERENCE_ENTRY] * n + ["last_def"] * n,
+                            limits=limits, sandbox=sandbox, progress=progress)
     per_function, errors = [], []
     for i in range(n):
         ref, pred = results[i], results[n + i]
@@ -363,10 +317,7 @@ def score_rasp(
     *,
     n_inputs: int = RASP_HELDOUT,
     seed: int = 0,
-    timeout: float = DEFAULT_TIMEOUT,
-    cpu_seconds: float = DEFAULT_CPU_SECONDS,
-    memory_mb: int = DEFAULT_MEMORY_MB,
-    workers: int | None = None,
+    limits: SandboxLimits | None = None,
     sandbox: Sandbox | None = None,
     progress: bool = False,
 ) -> dict:
@@ -400,8 +351,8 @@ def score_rasp(
         truths.append(model.run_batch(xs))
         tolerances.append(dom["tolerance"])
         numerical.append(model.numerical)
-    results = _run(preds, [[list(x) for x in xs] for xs in inputs], ["last_def"] * n, sandbox=sandbox,
-                   timeout=timeout, cpu_seconds=cpu_seconds, memory_mb=memory_mb, workers=workers, progress=progress)
+    results = run_functions(preds, [[list(x) for x in xs] for xs in inputs], entry="last_def", limits=limits,
+                            sandbox=sandbox, progress=progress)
     exact, positions, errors = [], [], []
     for i, res in enumerate(results):
         right_seq = right_pos = total_pos = 0

@@ -77,6 +77,10 @@ _FLOOR_KINDS = {"observed": "margin", "plan": "margin_plan"}
 #: minus its floor; for ``nmse`` lower is better, so a negative margin is the good side), then
 #: ``<metric>_plan`` and ``<metric>_margin_plan``, the same against the plan's floor.
 FLOOR_COLUMNS = tuple(f"{m}_{kind}" for m in _FLOOR_METRICS for pair in _FLOOR_KINDS.items() for kind in pair)
+#: ``find_circuit``'s metrics under white-box access each get ``<metric>_observed``, the floor of what the
+#: episode's tool replies alone support (:func:`~findbench.interpret.whitebox.tool_floor`), and
+#: ``<metric>_margin`` (in ``per_function.csv`` after :data:`FLOOR_COLUMNS`, and in ``scores.json``).
+CIRCUIT_FLOOR_COLUMNS = tuple(f"{m}_{kind}" for m in CIRCUIT_METRICS for kind in ("observed", "margin"))
 #: Aggregates of ``scores.json`` with a floor: each gets ``<metric>_observed``, ``<metric>_margin`` and
 #: ``<metric>_margin_plan`` (with ``_ci`` and ``_n``; a margin's interval is a paired bootstrap over functions).
 FLOORED_SCORES = ("nmse_success", "exact_match", "unit_test_accuracy", "unit_test_accuracy_near", "position_accuracy")
@@ -134,11 +138,13 @@ def score_interpretations(
     judge: Any = None,
     mode: str = "logprob",
     progress: bool = False,
+    seed: int = 0,
 ) -> list[dict[str, Any]]:
     """Score interpretations of one category against their rows (``rows[i]`` is ``records[i]``'s): set
     ``nmse`` (numeric; ``inf`` without code), ``exact_match`` (strings, :func:`reference_program`),
     ``domain_iou`` (numeric) and ``unit_test_accuracy`` (strings and neurons, with the ``judge``; its
-    decisions under ``"unit_test_rows"``), None where a metric does not apply; only ``metrics``.
+    decisions under ``"unit_test_rows"``), None where a metric does not apply; only ``metrics``
+    (rasp under white-box access: ``find_circuit``'s, with the tool-reply floor of the run's ``seed``).
     The one scoring path of ``findbench evaluate`` and the Inspect scorers."""
     from findbench.find.code_scoring import score_exact_match, score_nmse
 
@@ -183,7 +189,7 @@ def score_interpretations(
         _score_rasp_code(records, coded, progress)
     if category == "rasp" and set(CIRCUIT_METRICS) & set(metrics):  # white-box runs' component maps
         for rec, row in zip(records, rows):
-            rec.update(circuit_scores(rec.get("episode"), row) or {})
+            rec.update(circuit_scores(rec.get("episode"), row, seed) or {})
     for metric, (column, tests) in _UNIT_TEST_SETS.items():
         if category in (None, "numeric") or metric not in metrics:
             continue
@@ -339,7 +345,7 @@ def _score_category(
     """Score each record and its floors; return each method's :class:`~findbench.interpret.scores.Cell`:
     an estimate of each aggregate of :data:`CATEGORY_METRICS` (the floored ones followed by
     ``<metric>_observed`` and ``<metric>_margin``, paired per function), ``n_degenerate`` and ``unverified``."""
-    score_interpretations(records, [r["row"] for r in records], judge=lm, mode=mode, progress=progress)
+    score_interpretations(records, [r["row"] for r in records], judge=lm, mode=mode, progress=progress, seed=seed)
     _add_floors(category, records, lm, mode, pool or [r["row"] for r in records], seed)
     for rec, reason in zip(records, _degenerate(records)):
         rec["degenerate"] = reason
@@ -347,7 +353,7 @@ def _score_category(
         f"{m}{kind}"
         for m in CATEGORY_METRICS[category]
         for kind in ("", "_observed", "_margin", "_margin_plan")
-        if not kind or m in FLOORED_SCORES
+        if not kind or m in FLOORED_SCORES or (m in CIRCUIT_METRICS and kind != "_margin_plan")
     ]
     cells: dict[str, Cell] = {}
     for method in METHODS:
@@ -399,8 +405,8 @@ def _cell(value: Any) -> str:
 def _per_function_csv(records: list[dict[str, Any]]) -> str:
     from findbench.interpret.process import PROCESS_COLUMNS
 
-    columns = (*CSV_COLUMNS, *FLOOR_COLUMNS, "floor_missing", "degenerate", "code_error", "damage", "source_log",
-               *PROCESS_COLUMNS)
+    columns = (*CSV_COLUMNS, *FLOOR_COLUMNS, *CIRCUIT_FLOOR_COLUMNS, "floor_missing", "degenerate", "code_error",
+               "damage", "source_log", *PROCESS_COLUMNS)
     return csv_text(columns, ([_cell(rec.get(col)) for col in columns] for rec in records))
 
 

@@ -385,7 +385,7 @@ def _transcript(
     a log record, why not and the answer's parts) and the calls."""
     episode = record["episode"]
     bits = [f"{record['function_id']} ({record['method']})"]
-    messages, calls, why = [], [], None
+    messages, calls, tool_calls, why = [], [], [], None
     if episode is None:
         why = record["damage"] or "FIND's layout: the answer's parts only (no transcript recorded)"
         messages = [("msg", part, record[part]) for part in ("description", "domain", "code") if record.get(part)]
@@ -413,6 +413,14 @@ def _transcript(
             )
             for c in episode.get("calls") or []
         ]
+        tool_calls = [
+            ("", [str(c.get("round", "")), str(c.get("tool", "")), _short(str(c.get("arguments") or ""), 400),
+                  str(c["error"]) if c.get("error") else f"{c.get('reply_chars', 0)} characters"])
+            for c in episode.get("tool_calls") or [] if isinstance(c, dict)
+        ]
+        if tool_calls:
+            counts = Counter(row[1] for _, row in tool_calls)
+            bits.append(f"{len(tool_calls)} tool call(s): " + ", ".join(f"{t} {n}" for t, n in counts.most_common()))
     return {
         "anchor": _anchor(record),
         "summary": " · ".join(bits),
@@ -420,6 +428,7 @@ def _transcript(
         "why": why,
         "messages": messages,
         "calls": calls,
+        "tool_calls": tool_calls,
         **_judged(record["row"], record, tests),
     }
 

@@ -102,7 +102,7 @@ def find_circuit():
         found = await asyncio.to_thread(circuit_scores, ep.model_dump(), state.metadata["row"])
         if found is None:
             return None
-        value = {m: math.nan if v is None else v for m, v in found.items()}
+        value = {m: math.nan if found[m] is None else found[m] for m in CIRCUIT_METRICS}
         return _marked(state, Score(value=value, answer=(ep.answer.components if ep.answer else None) or ""))
 
     return score

@@ -91,6 +91,17 @@ class Cell(JsonDoc):
     node_precision: Estimate | None = _estimate("rasp, white-box access: components marked as mattering that do")
     node_recall: Estimate | None = _estimate("rasp, white-box access: components that matter marked as such")
     node_auroc: Estimate | None = _estimate("rasp, white-box access: AUROC of the answer's component scores")
+    role_accuracy_observed: Estimate | None = _estimate(
+        "the white-box floor's (components the episode's ablations and patches changed, given the majority role)")
+    role_accuracy_margin: Estimate | None = _estimate("per function: role accuracy minus the white-box floor's")
+    role_f1_observed: Estimate | None = _estimate("the white-box floor's role F1")
+    role_f1_margin: Estimate | None = _estimate("per function: role F1 minus the white-box floor's")
+    node_precision_observed: Estimate | None = _estimate("the white-box floor's node precision")
+    node_precision_margin: Estimate | None = _estimate("per function: node precision minus the white-box floor's")
+    node_recall_observed: Estimate | None = _estimate("the white-box floor's node recall")
+    node_recall_margin: Estimate | None = _estimate("per function: node recall minus the white-box floor's")
+    node_auroc_observed: Estimate | None = _estimate("the white-box floor's node AUROC")
+    node_auroc_margin: Estimate | None = _estimate("per function: node AUROC minus the white-box floor's")
     n_degenerate: int = field(default=0, metadata={_D: "answers flagged degenerate (still scored)"})
     unverified: bool = field(default=False,
                              metadata={_D: "scored against a truth the run chose (carried rows, or run.json's data)"})

@@ -126,11 +126,13 @@ def reference_components(name: str, row: Mapping[str, Any], access: str) -> str:
     return answer_entries(circuit.truth_prediction(comps, program))
 
 
-def circuit_scores(episode: Any, row: Mapping[str, Any]) -> dict[str, float | None] | None:
+def circuit_scores(episode: Any, row: Mapping[str, Any], seed: int = 0) -> dict[str, float | None] | None:
     """``find_circuit``'s :data:`CIRCUIT_METRICS` of one episode (its record as the log holds it) on
     ``row`` (from the data): the answer's ``[COMPONENTS]`` against the row's components in the unit
-    order of the episode's variant (no map scores 0; None where a metric is undefined); None off
-    rasp or under ``black`` access."""
+    order of the episode's variant (no map scores 0), each with ``<metric>_observed``, the floor of
+    what the episode's tool replies alone support (:func:`tool_floor`, its tools seeded by the run's
+    ``seed``), and ``<metric>_margin``, the metric minus that floor (None where a metric is undefined);
+    None off rasp or under ``black`` access."""
     from findbench.find.rasp import circuit, truth
 
     access = episode.get("access") if isinstance(episode, dict) else None
@@ -142,9 +144,45 @@ def circuit_scores(episode: Any, row: Mapping[str, Any]) -> dict[str, float | No
     for c in comps:
         units.setdefault(c["hook"], []).extend(c.get("units") or [])
     answer = episode.get("answer")
-    pred = component_map(answer.get("components") if isinstance(answer, dict) else None, units)
-    scores = circuit.score_function(pred, comps)
-    return {m: None if math.isnan(scores[m]) else scores[m] for m in CIRCUIT_METRICS}
+    got = circuit.score_function(component_map(answer.get("components") if isinstance(answer, dict) else None,
+                                                units), comps)
+    floor = circuit.score_function(component_map(tool_floor(episode, row, comps, seed), units), comps)
+    out: dict[str, float | None] = {}
+    for m in CIRCUIT_METRICS:
+        out[m], out[f"{m}_observed"] = (None if math.isnan(v) else v for v in (got[m], floor[m]))
+        out[f"{m}_margin"] = None if None in (out[m], out[f"{m}_observed"]) else out[m] - out[f"{m}_observed"]
+    return out
+
+
+#: The tools whose replies show what a component does to the output (what :func:`tool_floor` reads).
+EFFECT_TOOLS = ("ablate", "patch")
+
+
+def tool_floor(episode: Mapping[str, Any], row: Mapping[str, Any], components: list[dict], seed: int = 0) -> str:
+    """The white-box floor of an episode, as ``[COMPONENTS]`` JSON text: what its tool replies alone
+    support, with no understanding. Every component the episode ablated or patched is marked as
+    mattering (score: the share of those calls that changed the output) with the row's most common
+    active role (``majority_role``), or ``inactive`` where no call changed anything; components it
+    never intervened on are left out. The calls (the first :data:`~findbench.find.rasp.tools.BUDGET`
+    recorded) are replayed on the variant's weights in their order (seeded as the episode's tools, so
+    resample ablations draw the same donors): the log's arguments are read, its replies never are."""
+    from findbench.find.rasp.circuit import floor_predictions
+    from findbench.find.rasp.tools import BUDGET, RaspTools
+
+    calls = [c for c in (episode.get("tool_calls") or [])[:BUDGET]
+             if isinstance(c, dict) and c.get("tool") in EFFECT_TOOLS and c.get("error") is None]
+    effects: dict[str, list[bool]] = {}
+    tools = RaspTools.for_row(dict(row), VARIANT[episode["access"]], seed=seed) if calls else None
+    for c in calls:
+        try:
+            args = json.loads(c.get("arguments") or "")
+            reply = json.loads(tools.call(c["tool"], args))
+        except (ValueError, TypeError, RecursionError):  # cut, edited or refused: it showed nothing
+            continue
+        effects.setdefault(args["component"], []).append(bool(reply["changed_positions"]))
+    role = floor_predictions(components, "majority_role")[0]["role"] if components else "map"
+    return json.dumps([{"component": name, "role": role if any(seen) else "inactive", "score": sum(seen) / len(seen)}
+                       for name, seen in effects.items()])
 
 
 def tool_commands(text: str) -> list[tuple[str, Any]]:

@@ -40,7 +40,8 @@ _MODULES = {
         "render_pmi_prompt",
     ),
     "findbench.judge.data": ("build_judge_data", "build_judge_rows", "split_functions"),
-    "findbench.judge.train": ("TrainArgs", "train_judge"),
+    "findbench.judge.config": ("TrainArgs",),
+    "findbench.judge.train": ("train_judge",),
     "findbench.judge.card": ("judge_card",),
 }
 __getattr__ = lazy_getattr(__name__, _MODULES)

@@ -24,7 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from findbench._checks import one_of
+from findbench import stats
+from findbench._version import __version__
+from findbench.find import load_rows, sample_rows
+from findbench.judge import scoring  # scoring.load_judge: looked up at each call (tests stand in for it)
 from findbench.judge.card_doc import (
     TEST_SUFFIX,
     VERDICTS,
@@ -42,9 +45,12 @@ from findbench.judge.card_doc import (
     write_card,
 )
 from findbench.judge.config import ALL_RUNGS, RUNGS, JudgeCardConfig
-from findbench.judge.ladder import RUNG_DEFINITIONS, _category_of, _ladder
+from findbench.judge.data import heldout_rows
+from findbench.judge.ladder import RUNG_DEFINITIONS, _category_of, _default_encoder, _ladder
 from findbench.judge.ladder import description_ladder as description_ladder  # the written cards name it here
-from findbench.stats import auroc_ci
+from findbench.judge.probes import PROBE_DEFINITIONS, PROBE_RUNGS, probe_ladder
+from findbench.judge.scoring import judge_category, judge_mode_of, judge_unit_tests, unwrap_lm
+from findbench.models import judge_identity
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +65,6 @@ class _MeteredLM:
     tokenizer where it has one (else 4 characters a token)."""
 
     def __init__(self, lm: Any):
-        from findbench.judge.scoring import unwrap_lm
-
         self.inner = lm
         self.name = getattr(lm, "name", type(lm).__name__)
         base = unwrap_lm(lm)
@@ -68,8 +72,7 @@ class _MeteredLM:
         self.exact = callable(tokenizer) and callable(render)
         self._tokenizer, self._render = tokenizer, render
         self._memo: dict[str, int] = {}
-        self.tokens = 0
-        self.requests = 0
+        self.tokens = self.requests = 0
 
     def __getattr__(self, name: str) -> Any:  # supports_constraints, in_process, hits, ...
         if name == "inner":
@@ -78,24 +81,15 @@ class _MeteredLM:
 
     def _count(self, text: str) -> int:
         if text not in self._memo:
-            if self.exact:
-                self._memo[text] = len(self._tokenizer(text, add_special_tokens=False)["input_ids"])
-            else:
-                self._memo[text] = max(1, math.ceil(len(text) / 4))
+            self._memo[text] = (len(self._tokenizer(text, add_special_tokens=False)["input_ids"]) if self.exact
+                                else max(1, math.ceil(len(text) / 4)))
         return self._memo[text]
 
     def _prompts(self, conversations: Sequence[Sequence[Mapping[str, str]]], prefix: str = "") -> int:
         """Tokens of the prompts of one call; consecutive repeats count once, as the backends run them once."""
-        total, last = 0, None
-        for conv in conversations:
-            if self.exact:
-                text = self._render(list(conv), prefix)
-            else:
-                text = "\n".join(str(m.get("content", "")) for m in conv) + prefix
-            if text != last:
-                total += self._count(text)
-            last = text
-        return total
+        texts = [self._render(list(conv), prefix) if self.exact
+                 else "\n".join(str(m.get("content", "")) for m in conv) + prefix for conv in conversations]
+        return sum(self._count(text) for text, last in zip(texts, [None, *texts]) if text != last)
 
     def generate(self, conversations, **kwargs):
         out = self.inner.generate(conversations, **kwargs)
@@ -131,7 +125,6 @@ class _Judged:
 
 def _chosen_rungs(cfg: JudgeCardConfig) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The ladder's rungs and the probes ``cfg`` judges, in card order."""
-    from findbench.judge.probes import PROBE_RUNGS
 
     chosen = ALL_RUNGS if cfg.rungs is None else cfg.rungs
     return tuple(r for r in RUNGS if r in chosen), tuple(r for r in PROBE_RUNGS if r in chosen)
@@ -156,9 +149,6 @@ def _functions(
         chosen = [dict(r) for r in rows[category]]
         _category_of(chosen, f"rows[{category!r}]")
         return chosen, rows[category]
-    from findbench.find import load_rows
-    from findbench.find.rows import sample_rows
-    from findbench.judge.data import heldout_rows
 
     pool = load_rows(category, seed=cfg.function_seed, data=cfg.data)
     held = heldout_rows(cfg, category, pool)
@@ -171,7 +161,6 @@ def _ladders(
 ) -> tuple[dict[str, _Judged], Any]:
     """Every category's functions and descriptions (a bad row fails here, before any judge loads),
     and the encoder of the near misses (None without them)."""
-    from findbench.judge.probes import probe_ladder
 
     ladder_rungs, probe_rungs = _chosen_rungs(cfg)
     judged: dict[str, _Judged] = {}
@@ -179,10 +168,8 @@ def _ladders(
         chosen, pool = _functions(cfg, cat, rows)
         if cfg.tests != "find":
             _check_near(chosen, cat)
-        if cat != "strings" and encoder is None and "near_miss" in ladder_rungs:
-            from findbench.lm.encoder import load_encoder
-
-            encoder = load_encoder()
+        if "near_miss" in ladder_rungs:
+            encoder = _default_encoder(encoder, cat)
         ladder, rules = _ladder(chosen, cat, pool, cfg.seed, encoder, ladder_rungs)
         if probe_rungs:
             probes = probe_ladder(chosen, cat, pool, seed=cfg.seed)[0]
@@ -221,8 +208,6 @@ def _judge(
     progress: bool,
 ) -> tuple[list[RungResult], list[CategoryCost]]:
     """Every category's descriptions judged on each test set: a result per rung and a cost per call."""
-    from findbench.judge.scoring import judge_unit_tests
-
     results: list[RungResult] = []
     timing: list[CategoryCost] = []
     for cat, j in judged.items():
@@ -239,8 +224,7 @@ def _judge(
                 n,
                 len(rungs),
             )
-            tokens0 = meter.tokens
-            t0 = time.perf_counter()
+            tokens0, t0 = meter.tokens, time.perf_counter()
             res = judge_unit_tests(
                 meter,
                 [d for rung in rungs for d in j.ladder[rung]],
@@ -307,7 +291,6 @@ def _cost(
 ) -> Cost:
     """What judging cost: unit tests, seconds, tokens and requests (per 1,000 unit tests too),
     unparsed answers, the request cache's part, the machine."""
-    from findbench.judge.scoring import unwrap_lm
 
     judged = sum(t.judged_unit_tests for t in timing)
     seconds, tokens = sum(t.seconds for t in timing), sum(t.tokens for t in timing)
@@ -339,7 +322,6 @@ def _cost(
 def _probe_summary(truth: Sequence[float], probe: Sequence[float], resamples: int) -> ProbeSummary:
     """A probe's score, its inflation over the truth (probe - truth, paired bootstrap over functions)
     and whether the truth is above it (the inflation's interval lies below 0)."""
-    from findbench import stats
 
     cmp = stats.paired_bootstrap(probe, truth, n_resamples=resamples)
     low, high = (float(x) for x in cmp.diff_ci)
@@ -361,7 +343,6 @@ def _summaries(
 ) -> dict[str, Any]:
     """``accuracy``, ``auroc`` and (with probes) ``probes`` of one test set, keys suffixed as
     :data:`TEST_SUFFIX` says."""
-    from findbench import stats
 
     def per_function(cat: str | None, rung: str) -> list[float]:
         return [
@@ -384,7 +365,7 @@ def _summaries(
         "auroc" + suffix: {
             name: {
                 rung: AurocInterval(
-                    **auroc_ci(per_function(cat, "true"), per_function(cat, rung), n_resamples=resamples)
+                    **stats.auroc_ci(per_function(cat, "true"), per_function(cat, rung), n_resamples=resamples)
                 )
                 for rung in everything
                 if rung != "true"
@@ -410,14 +391,8 @@ def _measure(
     spec: Any, lm: Any, mode: str, judged: Mapping[str, _Judged], cfg: JudgeCardConfig, resamples: int, progress: bool
 ) -> dict[str, Any]:
     """One judge in one mode on every description: its name, tables, results and cost."""
-    from findbench.judge.scoring import JUDGE_MODES
-    from findbench.models import judge_identity
 
-    one_of("mode", mode, JUDGE_MODES)
-    if mode == "pmi" and not callable(getattr(lm, "continuation_logprobs", None)):
-        raise TypeError(
-            f"mode='pmi' needs an LM with continuation_logprobs (findbench.lm.ScoringLM); {lm.name} has none"
-        )
+    scoring._check_mode(lm, mode)  # before the meter, which has every method
     ladder_rungs, probe_rungs = _chosen_rungs(cfg)
     test_sets = _test_sets(cfg.tests)
     meter, before = _MeteredLM(lm), _cache_state(lm)
@@ -440,12 +415,11 @@ def _baselines(
     cfg: JudgeCardConfig, judged: Mapping[str, _Judged], resamples: int, progress: bool
 ) -> list[Measurement] | None:
     """The baseline judge in each of its modes (labelled ``before``, or ``before (<mode>)`` for several)."""
-    from findbench.judge.scoring import judge_mode_of, load_judge
 
     if cfg.baseline is None:
         return None
     modes = cfg.baseline_mode or [judge_mode_of(cfg.baseline)]
-    lm = load_judge(cfg.baseline, cache=cfg.baseline_cache, batch_size=cfg.batch_size)
+    lm = scoring.load_judge(cfg.baseline, cache=cfg.baseline_cache, batch_size=cfg.batch_size)
     return [
         Measurement(
             label=f"before ({m})" if len(modes) > 1 else "before",
@@ -479,10 +453,6 @@ def judge_card(
     FIND's Table A3 (true vs wrong descriptions, untuned vs tuned) is ``rungs=["true", "other"]``
     with a ``baseline``: :func:`findbench.judge.card_doc.format_comparison`.
     """
-    from findbench import stats
-    from findbench._version import __version__
-    from findbench.judge.probes import PROBE_DEFINITIONS
-    from findbench.judge.scoring import judge_category, judge_mode_of, load_judge
 
     cats = list(dict.fromkeys(judge_category(c) for c in cfg.categories))
     if rows is not None:
@@ -495,7 +465,7 @@ def judge_card(
     ladder_rungs, probe_rungs = _chosen_rungs(cfg)
 
     judged, encoder = _ladders(cfg, cats, rows, encoder)
-    lm = load_judge(cfg.judge, cache=cfg.judge_cache, batch_size=cfg.batch_size)
+    lm = scoring.load_judge(cfg.judge, cache=cfg.judge_cache, batch_size=cfg.batch_size)
     measured = _measure(cfg.judge, lm, mode, judged, cfg, resamples, progress)
     card = JudgeCard(
         **{k: v for k, v in measured.items() if k not in ("results", "cost")},

@@ -417,10 +417,9 @@ def _plot(card: JudgeCard, path: Path) -> None:
     width = 0.8 / len(rungs)
     fig = Figure(figsize=(2.0 + 1.9 * len(cols) * max(1.0, len(rungs) / len(RUNGS)), 3.6))
     ax = fig.subplots()
-    colours = ["#1b7837", "#7fbf7b", "#d9f0d3", "#e7d4e8", "#af8dc3", "#762a83"]
-    shades = [0.25 + 0.7 * i / max(1, len(PROBE_RUNGS) - 1) for i in range(len(PROBE_RUNGS))]
-    probe_colours = colormaps["Oranges"](shades)
-    colour = {**dict(zip(RUNGS, colours)), **dict(zip(PROBE_RUNGS, probe_colours))}
+    shades = [0.25 + 0.7 * i / max(1, len(PROBE_RUNGS) - 1) for i in range(len(PROBE_RUNGS))]  # the probes: oranges
+    colour = {**dict(zip(RUNGS, ["#1b7837", "#7fbf7b", "#d9f0d3", "#e7d4e8", "#af8dc3", "#762a83"])),
+              **dict(zip(PROBE_RUNGS, colormaps["Oranges"](shades)))}
     for j, rung in enumerate(rungs):
         xs = [i + (j - (len(rungs) - 1) / 2) * width for i in range(len(cols))]
         means = [table[c][rung].mean for c in cols]

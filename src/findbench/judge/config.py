@@ -10,12 +10,16 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
+import sys
+from collections.abc import Sequence
 from dataclasses import MISSING, dataclass
 from typing import Any
 
 from findbench import _checks
-from findbench._config import Csv, arg, flag
+from findbench._checks import integer, one_of, positive_int
+from findbench._config import Csv, HelpFormatter, add_arguments, arg, flag, from_namespace
 from findbench.constants import JUDGE_CATEGORIES, UsageError
 from findbench.judge.probes import PROBE_RUNGS
 from findbench.judge.scoring import JUDGE_MODES, judge_category
@@ -88,8 +92,7 @@ class JudgeCardConfig:
 
     def __post_init__(self) -> None:
         _check_judge("judge", self.judge)
-        if self.judge_mode is not None:
-            _checks.one_of("--judge-mode", self.judge_mode, JUDGE_MODES)
+        _checks.one_of("--judge-mode", self.judge_mode, (None, *JUDGE_MODES))
         self.categories = _checks.str_list("--categories", self.categories)
         if not self.categories:
             raise UsageError("--categories must name at least one category")
@@ -104,8 +107,7 @@ class JudgeCardConfig:
             if "true" not in self.rungs:
                 raise UsageError(f"--rungs must include 'true' (every other rung is compared with it), "
                                  f"got {self.rungs}")
-        if self.baseline is not None:
-            _check_judge("baseline", self.baseline)
+        _check_judge("baseline", self.baseline)  # None: no baseline
         self.baseline_mode = _modes("--baseline-mode", self.baseline_mode)
         if self.baseline_mode is not None and self.baseline is None:
             raise UsageError("--baseline-mode needs a baseline (--baseline)")
@@ -156,3 +158,218 @@ class JudgeDataConfig:
         self.categories = [_category(c) for c in _checks.str_list("--categories", self.categories)]
         _checks.integer("--function-seed", self.function_seed)
 
+
+#: The name of train-judge's default output folders, before the UTC date-time.
+_NEW_JUDGE = "judge-"
+
+
+# -- arguments: four groups, one parser (findbench._config); a field's name is its flag (lora_r: --lora-r)
+# and its --config YAML key
+
+
+@dataclass
+class DataArgs:
+    """What the judge trains on: the judge data, how much of it, and how rows become tokens."""
+
+    _argument_group_name = "data"
+
+    data: str | None = arg(None, "judge data folder (findbench judge-data); default: build n_data rows in memory")
+    n_data: int = arg(30000, "rows to build when --data is not given")
+    data_seed: int = arg(0, "seed of the data build (function split, draws)")
+    max_train_rows: int | None = arg(3600, "train on the first N (shuffled) rows only; 0: all")
+    eval_rows: int = arg(
+        150, "validation rows scored at the end (loss, judge accuracy), taken evenly across categories"
+    )
+    judge_mode: str = arg(
+        "pmi",
+        "pmi: learn to write a function's example given its description (the judge scores options by "
+        "pointwise mutual information, findbench.judge mode 'pmi'); logprob: learn FIND's answer '[ANSWER]: k'",
+    )
+    max_length: int = arg(1024, "longer rows are truncated from the left of the prompt")
+
+    def validate(self) -> None:
+        positive_int("--n-data", self.n_data)
+        positive_int("--max-length", self.max_length)
+        integer("--eval-rows", self.eval_rows, 0)
+        integer("--max-train-rows", self.max_train_rows, 0, optional=True)
+        one_of("--judge-mode", self.judge_mode, ("pmi", "logprob"))
+
+
+@dataclass
+class ModelArgs:
+    """The base model and what is trained on it: a LoRA adapter (the default) or every weight."""
+
+    _argument_group_name = "model"
+
+    model: str = arg("embedded", "base model: 'embedded', a folder or a Hub id")
+    full_finetune: bool = arg(False, "train every weight instead of a LoRA adapter")
+    lora_r: int = arg(16, "LoRA rank")
+    lora_alpha: int = arg(32, "LoRA alpha")
+    lora_dropout: float = arg(0.05, "LoRA dropout")
+    lora_top_layers: int = arg(
+        12, "LoRA on the top N decoder layers only (0: all); the frozen layers below need no backward pass"
+    )
+    lora_target_modules: str = arg("all-linear", "peft target_modules: 'all-linear' or comma-separated module names")
+
+    def validate(self) -> None:
+        positive_int("--lora-r", self.lora_r)
+        positive_int("--lora-alpha", self.lora_alpha)
+        if not 0 <= self.lora_dropout < 1:
+            raise UsageError(f"--lora-dropout must be in [0, 1), got {self.lora_dropout!r}")
+        integer("--lora-top-layers", self.lora_top_layers, 0)
+
+
+@dataclass
+class OptimArgs:
+    """Optimizer, schedule, batch shape, seeds and numerics."""
+
+    _argument_group_name = "optimisation"
+
+    learning_rate: float = arg(1e-3, "peak learning rate")
+    loss_reduction: str = arg(
+        "token", "row: answer-token losses summed per row, mean over rows; token: mean over tokens"
+    )
+    lr_scheduler_type: str = arg("cosine", "transformers scheduler name")
+    warmup_ratio: float = arg(0.05, "fraction of steps of linear warm-up")
+    weight_decay: float = arg(0.0, "AdamW weight decay")
+    max_grad_norm: float = arg(1.0, "gradient clipping (0: off)")
+    num_train_epochs: float = arg(1.0, "epochs over the training rows")
+    max_steps: int = arg(-1, "optimizer steps (overrides epochs when > 0)")
+    per_device_train_batch_size: int = arg(8, "rows per forward pass and device")
+    gradient_accumulation_steps: int = arg(1, "forward passes per optimizer step")
+    seed: int = arg(0, "seed of initialisation and data order")
+    mixed_precision: str | None = arg(None, "no, fp16 or bf16; default: the accelerate config's (or no)")
+    num_threads: int | None = arg(None, "torch CPU threads (default: torch's choice)")
+
+    def validate(self) -> None:
+        positive_int("--per-device-train-batch-size", self.per_device_train_batch_size)
+        positive_int("--gradient-accumulation-steps", self.gradient_accumulation_steps)
+        if not self.learning_rate > 0:
+            raise UsageError(f"--learning-rate must be > 0, got {self.learning_rate!r}")
+        if not 0 <= self.warmup_ratio < 1:
+            raise UsageError(f"--warmup-ratio must be in [0, 1), got {self.warmup_ratio!r}")
+        if self.max_steps <= 0 and not self.num_train_epochs > 0:
+            raise UsageError(f"--num-train-epochs must be > 0 when --max-steps is not set, "
+                             f"got {self.num_train_epochs!r}")
+        one_of("--loss-reduction", self.loss_reduction, ("row", "token"))
+        one_of("--mixed-precision", self.mixed_precision, (None, "no", "fp16", "bf16"))
+
+
+@dataclass
+class ComparativeArgs:
+    """The comparative term beside the likelihood: on a row's unit test, the judge's own decision score
+    (judge_mode's: pmi or the option number's log-probability) of the correct option under the true
+    description must beat its score under each losing description (the row's `negatives`, from
+    findbench judge-data) and the near-miss options' scores under the truth, each by a margin (hinge)."""
+
+    _argument_group_name = "comparative objective"
+
+    likelihood_weight: float = arg(1.0, "weight of the likelihood term (the answer tokens' cross-entropy)")
+    pairwise_weight: float = arg(
+        0.0, "weight of the pairwise hinge term (0: off, the shipped recipe; training/configs/comparative.yaml: 1)"
+    )
+    pairwise_margin: float = arg(1.0, "margin in nats the truth's score must win each comparison by")
+    negatives_per_example: int = arg(4, "losing descriptions per row, a seeded sample of its negatives")
+
+    def validate(self) -> None:
+        for name in ("likelihood_weight", "pairwise_weight", "pairwise_margin"):
+            _checks.number(flag(name), getattr(self, name), 0)
+        if self.likelihood_weight == 0 and self.pairwise_weight == 0:
+            raise UsageError("--likelihood-weight and --pairwise-weight are both 0: nothing to train")
+        positive_int("--negatives-per-example", self.negatives_per_example)
+
+
+@dataclass
+class OutputArgs:
+    """Where the judge goes, logging, checkpoints and the optional Hub upload."""
+
+    _argument_group_name = "output"
+
+    output_dir: str | None = arg(
+        None, f"where the judge is written; default: a new folder ./{_NEW_JUDGE}<UTC date-time> (with "
+        "--resume-from-checkpoint latest: the newest such folder with checkpoints left)"
+    )
+    install_as_default: bool = arg(
+        False, "then install the judge as the default embedded-evaluator (a copy in findbench's cache, which evaluate, "
+        "main and judge-card use from then on instead of the shipped one); without it the default judge is untouched"
+    )
+    logging_steps: int = arg(25, "log every N optimizer steps")
+    save_steps: int = arg(50, "checkpoint every N optimizer steps (0: only at the end)")
+    save_total_limit: int = arg(2, "checkpoints kept")
+    resume_from_checkpoint: str | None = arg(
+        None, "a checkpoint folder, or 'latest' for the newest under output_dir/checkpoints"
+    )
+    merge: bool = arg(False, "also write merged weights to output_dir/merged (LoRA)")
+    push_to_hub: bool = arg(False, "upload the judge folder to the Hub at the end")
+    hub_model_id: str | None = arg(None, "Hub repo id for --push-to-hub")
+    hub_private: bool = arg(True, "create the Hub repo as private", no_help="create the Hub repo as public")
+
+    def validate(self) -> None:
+        for name in ("logging_steps", "save_steps", "save_total_limit"):
+            integer(name, getattr(self, name), 0)
+        if self.push_to_hub and not self.hub_model_id:
+            raise UsageError("--hub-model-id is required with --push-to-hub")
+
+
+#: The argument groups, in parsing order (``--help`` lists the flags by group).
+ARG_GROUPS: tuple[type, ...] = (DataArgs, ModelArgs, OptimArgs, ComparativeArgs, OutputArgs)
+
+
+@dataclass
+class TrainArgs(OutputArgs, ComparativeArgs, OptimArgs, ModelArgs, DataArgs):
+    """fine-tune the judge with accelerate + peft: every argument of train_judge, flat (defaults: the
+    embedded-evaluator recipe)"""
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first bad field."""
+        for group in ARG_GROUPS:
+            group.validate(self)
+        if self.full_finetune and self.merge:
+            raise UsageError("--merge applies to LoRA training only (a full fine-tune already writes full weights)")
+
+    def to_dict(self) -> dict[str, Any]:
+        """All fields, flat (the keys of a ``--config`` YAML file)."""
+        return dataclasses.asdict(self)
+
+
+def make_parser(**kwargs: Any) -> argparse.ArgumentParser:
+    """The parser of ``training/train_evaluator.py``: the training flags, a group per class of
+    :data:`ARG_GROUPS` (``--lora-r``, as ``findbench train-judge`` has them), plus ``--config``.
+    Standard library only: ``--help`` imports no model library."""
+    kwargs.setdefault("description", "Fine-tune FIND's unit-test judge (accelerate + peft).")
+    kwargs.setdefault("formatter_class", HelpFormatter)
+    parser = argparse.ArgumentParser(**kwargs)
+    for group in ARG_GROUPS:
+        add_arguments(parser.add_argument_group(group._argument_group_name, group.__doc__), group)
+    parser.add_argument(
+        "--config", default=None, metavar="FILE.yaml",
+        help="YAML file of flat field: value pairs (e.g. training/configs/embedded.yaml); flags given here win",
+    )
+    return parser
+
+
+def _read_config(path: str) -> dict[str, Any]:
+    import yaml
+
+    with open(path, encoding="utf-8") as fh:
+        values = yaml.safe_load(fh) or {}
+    if not isinstance(values, dict):
+        raise ValueError(f"--config {path}: expected a mapping of training fields")
+    unknown = sorted(set(values) - {f.name for f in dataclasses.fields(TrainArgs)})
+    if unknown:
+        raise ValueError(f"--config {path}: unknown fields {unknown}")
+    return values
+
+
+def parse_train_args(argv: Sequence[str] | None = None, *, prog: str | None = None) -> TrainArgs:
+    """TrainArgs from command-line flags (default ``sys.argv[1:]``); ``--config file.yaml`` supplies
+    values that flags override. ValueError naming an unknown YAML field or a bad value."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = make_parser(**({"prog": prog} if prog else {}))
+    # first pass: find --config, whose values become defaults that flags override in the second
+    known, _ = parser.parse_known_args(argv)
+    if known.config:
+        parser.set_defaults(**_read_config(known.config))
+    args = from_namespace(TrainArgs, parser.parse_args(argv))
+    args.validate()
+    return args

@@ -28,9 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from findbench._checks import integer
+from findbench._io import atomic_dir, cache_dir, cache_lock
+from findbench._version import __version__
 from findbench.constants import CONSTANT_DESCRIPTIONS, UsageError
+from findbench.find import load_function, load_rows
+from findbench.find.rows import generator_fingerprint
+from findbench.find.strings import describe, make_function, near_miss_steps, validate_params
 from findbench.judge.config import JudgeCardConfig, JudgeDataConfig
-from findbench.judge.scoring import judge_category, normalize_unit_test
+from findbench.judge.scoring import judge_category, normalize_unit_test, render_judge_prompt, render_judge_target
 
 log = logging.getLogger(__name__)
 
@@ -99,31 +104,21 @@ def function_items(row: Mapping[str, Any]) -> list[str | tuple[str, str]]:
     return list(seen)
 
 
+def _input(item: str | tuple[str, str]) -> str:
+    """The input of an item: the word itself, or a pair's input."""
+    return item if isinstance(item, str) else item[0]
+
+
 def _consistency_check(row: Mapping[str, Any]) -> Callable[[Any], bool] | None:
     """Whether an ``(input, output)`` item is what ``row`` itself gives (no distractor); None for entities."""
     if row["category"] == "neurons_entities":
         return None
-    from findbench.find import load_function
-
     fn = load_function(dict(row))
-
-    def produces(item: Any) -> bool:
-        inp, out = item
-        try:
-            got = fn(inp)
-        except Exception:  # noqa: BLE001 - a function failing on an input does not produce the item
-            return False
-        if isinstance(got, list):
-            got = got[0] if got else None
-        return str(got) == str(out)
-
-    return produces
+    return lambda item: _gives(fn, item[0]) == str(item[1])
 
 
 def _judge_row(row: Mapping[str, Any], unit_test: dict, split: str, test_set: str, negatives: list[dict]) -> dict:
     """One judge row: ``row``'s truth shown with ``unit_test`` (of the test set ``find`` or ``near``)."""
-    from findbench.judge.scoring import render_judge_prompt, render_judge_target
-
     return {
         "messages": render_judge_prompt(row["description"], unit_test, row["category"]),
         "target": render_judge_target(unit_test),
@@ -143,14 +138,11 @@ class _Losers:
     probes' and the card ladder's builders over ``rows`` (one category, one split: the only pool)."""
 
     def __init__(self, rows: Sequence[Mapping[str, Any]], seed: int, encoder: Any = None):
-        from findbench.judge.ladder import _near_misses
+        from findbench.judge.ladder import _default_encoder, _near_misses
         from findbench.judge.probes import hedged_description, observed_pairs, probe_ladder
 
         category = rows[0]["category"]
-        if category != "strings" and encoder is None:
-            from findbench.lm.encoder import load_encoder
-
-            encoder = load_encoder()
+        encoder = _default_encoder(encoder, category)
         seen = [i for i, r in enumerate(rows) if observed_pairs(r, rows, seed=seed)]  # the probes need observations
         probes, _ = probe_ladder([rows[i] for i in seen], category, rows, seed=seed) if seen else ({}, [])
         kinds = ("examples_only", "hedged_1", "hedged_2", "hedged_4")
@@ -183,18 +175,18 @@ class _Losers:
         return out
 
 
-def _gives(fn: Callable[[str], str], x: str) -> str | None:
+def _gives(fn: Callable[[str], Any], x: str) -> str | None:
+    """``fn(x)`` as text (a list's first item), None where ``fn`` fails on ``x`` (it gives no output there)."""
     try:
-        return str(fn(x))
-    except Exception:  # noqa: BLE001 - a near miss failing on an input gives no output there
+        got = fn(x)
+    except Exception:  # noqa: BLE001 - a function failing on an input gives no output there
         return None
+    return str(got[0] if got else None) if isinstance(got, list) else str(got)
 
 
 def _string_misses(row: Mapping[str, Any], seed: int) -> list[tuple[Callable[[str], str], str]]:
     """The near misses of a strings function (:func:`findbench.find.strings.near_miss_steps`, the
     machinery of ``unit_tests_near``): each as its function and its own description."""
-    from findbench.find.strings import describe, make_function, near_miss_steps, validate_params
-
     misses = near_miss_steps(validate_params(row["params"]), random.Random(f"{seed}:{row['function_id']}:misses"))
     return [(make_function({"ops": [{"op": s.name, "params": p} for s, p in m]}), describe(m)) for m in misses]
 
@@ -242,26 +234,19 @@ def _draw_rows(rows: Sequence[Mapping[str, Any]], n: int, split: str, rng: rando
         others = [j for j in range(len(rows)) if j != i and not (groups[j] & groups[i])]
         if not others:
             raise ValueError(f"{category}/{split}: no function to draw distractors from for {rows[i]['function_id']}")
-        chosen = [correct]
-        tries = 0
+        chosen, tries = [correct], 0
         while len(chosen) < _N_OPTIONS:
             tries += 1
             if tries > 200:
                 raise ValueError(f"{category}/{split}: cannot draw distinct distractors for {rows[i]['function_id']}")
             cand = rng.choice(items[rng.choice(others)])
-            key_inputs = [c if isinstance(c, str) else c[0] for c in chosen]
-            cand_input = cand if isinstance(cand, str) else cand[0]
-            if cand in chosen or cand_input in key_inputs:
-                continue
-            if checks[i] is not None and checks[i](cand):
-                continue
-            chosen.append(cand)
+            # a distinct item on a distinct input, that the function itself does not produce
+            if not (cand in chosen or _input(cand) in map(_input, chosen) or (checks[i] and checks[i](cand))):
+                chosen.append(cand)
         options = chosen[1:]
         options.insert(pos - 1, correct)
-        if isinstance(correct, str):
-            unit_test = {"inputs": list(options), "outputs": None, "correct": pos}
-        else:
-            unit_test = {"inputs": [o[0] for o in options], "outputs": [o[1] for o in options], "correct": pos}
+        unit_test = {"inputs": list(map(_input, options)),
+                     "outputs": None if isinstance(correct, str) else [o[1] for o in options], "correct": pos}
         out.append(_judge_row(rows[i], unit_test, split, "find", losers(i, unit_test) if losers else []))
     return out
 
@@ -289,8 +274,6 @@ def _apart(extra: list[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]], ca
 def extra_string_rows(n: int, rows: Sequence[Mapping[str, Any]], *, function_seed: int) -> list[dict]:
     """``n`` strings functions from the generator's next seeds (``function_seed + 1``, ...), renamed
     ``strings/seed<s>-fNNNNN``, none with the code or description of ``rows`` (the evaluation rows)."""
-    from findbench.find import load_rows
-
     out: list[dict] = []
     seed = function_seed
     while len(out) < n:
@@ -371,10 +354,20 @@ def build_judge_rows(
     return train, held, splits
 
 
-def _card(meta: Mapping[str, Any]) -> str:
+def _fill_card(template: str, header: Mapping[str, Any], values: Mapping[str, str]) -> str:
+    """A Hub card: ``header`` as YAML front matter, then the card template ``template`` with each ``{key}``
+    of ``values`` replaced by its value (the judge data's card and the trained judge's)."""
+    import yaml
+
     from findbench.resources import card_template
 
-    body = card_template("evaluator_data_card.md")
+    body = card_template(template)
+    for k, v in values.items():
+        body = body.replace("{" + k + "}", v)
+    return "---\n" + yaml.safe_dump(dict(header), sort_keys=False) + "---\n\n" + body
+
+
+def _card(meta: Mapping[str, Any]) -> str:
     header = {
         "pretty_name": "FIND judge training data (simulated unit tests)",
         "license": "mit",
@@ -390,17 +383,13 @@ def _card(meta: Mapping[str, Any]) -> str:
             }
         ],
     }
-    import yaml
-
     fields = {k: str(v) for k, v in meta.items() if not isinstance(v, (dict, list))}
     fields["counts_table"] = "\n".join(
         f"| {cat} | {c['train_functions']} | {c['heldout_functions']} | {c['excluded_functions']} "
         f"| {c['train_rows']} | {c['heldout_rows']} |"
         for cat, c in meta["per_category"].items()
     )
-    for k, v in fields.items():
-        body = body.replace("{" + k + "}", v)
-    return "---\n" + yaml.safe_dump(header, sort_keys=False) + "---\n\n" + body
+    return _fill_card("evaluator_data_card.md", header, fields)
 
 
 def build_judge_data(cfg: JudgeDataConfig, *,
@@ -415,23 +404,15 @@ def build_judge_data(cfg: JudgeDataConfig, *,
     """
     import datasets
 
-    from findbench._io import atomic_dir
-    from findbench._version import __version__
-    from findbench.find import load_rows
-
-    out, n, seed, heldout_fraction, data = cfg.out, cfg.n, cfg.seed, cfg.heldout_fraction, cfg.data
-    function_seed = cfg.function_seed
-    n_near = n // 2 if cfg.n_near is None else cfg.n_near
-
     if rows_by_category is None:
-        cats = [judge_category(c) for c in cfg.categories]
-        rows_by_category = {c: load_rows(c, seed=function_seed, data=data) for c in cats}
+        cats = map(judge_category, cfg.categories)
+        rows_by_category = {c: load_rows(c, seed=cfg.function_seed, data=cfg.data) for c in cats}
     extra = {}
     if cfg.extra_string_functions:
         strings = [rows for key, rows in rows_by_category.items() if judge_category(key) == "strings"]
         if not strings:
             raise UsageError("--extra-string-functions needs the strings category")
-        extra["strings"] = extra_string_rows(cfg.extra_string_functions, strings[0], function_seed=function_seed)
+        extra["strings"] = extra_string_rows(cfg.extra_string_functions, strings[0], function_seed=cfg.function_seed)
     train, held, splits = build_judge_rows(rows_by_category, cfg, extra_rows=extra)
     per_category: dict[str, dict[str, int]] = {}
     for cat, rows in rows_by_category.items():
@@ -448,15 +429,15 @@ def build_judge_data(cfg: JudgeDataConfig, *,
     meta = {
         "findbench_version": __version__,
         "data_version": DATA_VERSION,
-        "n": n,
+        "n": cfg.n,
         "n_heldout": len(held),
-        "seed": seed,
-        "heldout_fraction": heldout_fraction,
-        "n_near": n_near,
+        "seed": cfg.seed,
+        "heldout_fraction": cfg.heldout_fraction,
+        "n_near": cfg.n // 2 if cfg.n_near is None else cfg.n_near,
         "negatives": cfg.negatives,
         "extra_string_functions": cfg.extra_string_functions,
-        "function_seed": function_seed,
-        "function_source": str(data) if data is not None else "procedural",
+        "function_seed": cfg.function_seed,
+        "function_source": str(cfg.data) if cfg.data is not None else "procedural",
         "per_category": per_category,
     }
     text = datasets.Value("string")
@@ -474,29 +455,23 @@ def build_judge_data(cfg: JudgeDataConfig, *,
             "negatives": text,
         }
     )
-    with atomic_dir(out) as tmp:
+    with atomic_dir(cfg.out) as tmp:
         (tmp / "data").mkdir()
         for name, rows in (("train", train), ("validation", held)):
-            ds = (
-                datasets.Dataset.from_list(rows, features=features)
-                if rows
-                else datasets.Dataset.from_dict({k: [] for k in features}, features=features)
-            )
+            ds = (datasets.Dataset.from_list(rows, features=features) if rows
+                  else datasets.Dataset.from_dict({k: [] for k in features}, features=features))
             ds.to_parquet(str(tmp / "data" / f"{name}-00000-of-00001.parquet"))
         (tmp / SPLIT_FILE).write_text(
             json.dumps({"meta": meta, "functions": dict(sorted(splits.items()))}, indent=1) + "\n"
         )
         (tmp / "README.md").write_text(_card(meta), encoding="utf-8")
-    log.info("wrote %d train + %d validation judge rows to %s", len(train), len(held), out)
-    return Path(out)
+    log.info("wrote %d train + %d validation judge rows to %s", len(train), len(held), cfg.out)
+    return Path(cfg.out)
 
 
 def default_data_dir(*, n: int, seed: int) -> Path:
     """The cached judge data folder for ``(n, seed)`` from the procedural functions, built on first
     use; its name carries the generators' fingerprint, so stale data is never reused."""
-    from findbench._io import cache_dir, cache_lock
-    from findbench.find.rows import generator_fingerprint
-
     root = cache_dir("evaluator-data")
     path = root / f"n{n}-seed{seed}-v{DATA_VERSION}-{generator_fingerprint()}"
     with cache_lock(path, f"building the judge data (n={n}, seed {seed})"):
@@ -533,8 +508,6 @@ def heldout_rows(cfg: JudgeCardConfig, category: str, rows: Sequence[dict] | Non
     if loaded, else those of ``cfg.data`` / ``cfg.function_seed``), those the judge-data split holds out
     (``cfg.evaluator_data``'s recorded split, else :func:`split_functions` with ``cfg.data_seed`` and
     ``cfg.heldout_fraction``). ValueError when fewer than two are left."""
-    from findbench.find import load_rows
-
     rows = load_rows(category, seed=cfg.function_seed, data=cfg.data) if rows is None else rows
     splits = (_read_splits(cfg.evaluator_data) if cfg.evaluator_data is not None
               else split_functions(rows, seed=cfg.data_seed, heldout_fraction=cfg.heldout_fraction))

@@ -20,7 +20,13 @@ import numpy as np
 
 from findbench._guards import derangement
 from findbench.constants import CONSTANT_DESCRIPTIONS
+from findbench.find.strings import OPERATIONS, describe, make_function, validate_params
+from findbench.find.synthetic_neurons.entities import describe_entity
+from findbench.find.synthetic_neurons.entity_words import load_entity_words
+from findbench.find.synthetic_neurons.prompts import UNDEFINED
+from findbench.find.synthetic_neurons.relations import describe_relation
 from findbench.judge.config import RUNGS
+from findbench.judge.scoring import judge_category
 
 #: What each rung of the ladder (:data:`~findbench.judge.config.RUNGS`) shows the judge.
 RUNG_DEFINITIONS = {
@@ -69,8 +75,6 @@ def _rng(seed: int, row: Mapping[str, Any], rung: str) -> random.Random:
 
 
 def _strings_partial(row: Mapping[str, Any], seed: int) -> tuple[str, str]:
-    from findbench.find.strings import describe, validate_params
-
     steps = validate_params(_params(row))
     if len(steps) == 2:
         k = _rng(seed, row, "partial").randrange(2)
@@ -80,8 +84,6 @@ def _strings_partial(row: Mapping[str, Any], seed: int) -> tuple[str, str]:
 
 
 def _strings_near_miss(row: Mapping[str, Any], seed: int) -> tuple[str, str]:
-    from findbench.find.strings import OPERATIONS, describe, make_function, validate_params
-
     steps = validate_params(_params(row))
     true_text = describe(steps)
     rng = _rng(seed, row, "near_miss")
@@ -96,8 +98,7 @@ def _strings_near_miss(row: Mapping[str, Any], seed: int) -> tuple[str, str]:
     expected = [truth(x) for x in probes]
     fallback = None
     for new_spec, new_params, rule in candidates:
-        new = list(steps)
-        new[k] = (new_spec, new_params)
+        new = [*steps[:k], (new_spec, new_params), *steps[k + 1 :]]
         params = {"ops": [{"op": s.name, "params": p} for s, p in new]}
         try:
             new = validate_params(params)
@@ -136,8 +137,6 @@ def _entity_concepts(row: Mapping[str, Any]) -> list[str]:
 def _entity_member(row: Mapping[str, Any], concept: str, seed: int) -> tuple[str, str]:
     """An atomic entity's ``partial`` rung: one member word of the concept that its unit tests do not
     show; the concept's name alone where the word lists lack the concept."""
-    from findbench.find.synthetic_neurons.entities import describe_entity
-    from findbench.find.synthetic_neurons.entity_words import load_entity_words
 
     shown = {str(x).strip().lower() for ut in row.get("unit_tests") or [] for x in ut.get("inputs") or []}
     members = [w for w in load_entity_words().get(concept, []) if w.strip().lower() not in shown]
@@ -168,10 +167,7 @@ class _Neighbours:
         )
 
     def nearest(self, name: str, exclude: Sequence[str]) -> str | None:
-        for j in self.order[self.index[name]]:
-            if self.names[j] not in exclude:
-                return self.names[j]
-        return None
+        return next((self.names[j] for j in self.order[self.index[name]] if self.names[j] not in exclude), None)
 
 
 def _partial(rows: Sequence[Mapping[str, Any]], category: str, seed: int) -> list[tuple[str, str]]:
@@ -179,8 +175,6 @@ def _partial(rows: Sequence[Mapping[str, Any]], category: str, seed: int) -> lis
     if category == "strings":
         return [_strings_partial(r, seed) for r in rows]
     if category == "neurons_entities":
-        from findbench.find.synthetic_neurons.entities import describe_entity
-
         out = []
         for r in rows:
             concepts = _entity_concepts(r)
@@ -190,8 +184,6 @@ def _partial(rows: Sequence[Mapping[str, Any]], category: str, seed: int) -> lis
             else:
                 out.append(_entity_member(r, concepts[0], seed))
         return out
-    from findbench.find.synthetic_neurons.prompts import UNDEFINED
-    from findbench.find.synthetic_neurons.relations import describe_relation
 
     out = []
     for r in rows:
@@ -212,8 +204,6 @@ def _partial(rows: Sequence[Mapping[str, Any]], category: str, seed: int) -> lis
 def _entity_near_misses(
     rows: Sequence[Mapping[str, Any]], pool: Sequence[Mapping[str, Any]], encoder: Any
 ) -> list[tuple[str, str]]:
-    from findbench.find.synthetic_neurons.entities import describe_entity
-
     neighbours = _Neighbours([c for r in (*pool, *rows) for c in _entity_concepts(r)], encoder)
     out = []
     for r in rows:
@@ -236,8 +226,6 @@ def _entity_near_misses(
 def _relation_near_misses(
     rows: Sequence[Mapping[str, Any]], pool: Sequence[Mapping[str, Any]], encoder: Any
 ) -> list[tuple[str, str]]:
-    from findbench.find.synthetic_neurons.relations import describe_relation
-
     kinds: dict[str, tuple[str, str]] = {}
     exceptions: dict[tuple[str, int], str] = {}
     for r in (*pool, *rows):
@@ -303,19 +291,11 @@ def _ladder(
         same = [r["function_id"] for r, (t, _), d in zip(rows, pairs, true) if t.strip() == d.strip()]
         if same:
             raise ValueError(f"{category}: the {rung} description equals the true one for {same}")
-    ladder: dict[str, list[str]] = {}
-    for rung in (r for r in RUNGS if r in rungs):
-        if rung in made:
-            ladder[rung] = [t for t, _ in made[rung]]
-        elif rung == "other":
-            ladder[rung] = wrong_descriptions(true, seed=seed)
-        else:
-            ladder[rung] = {
-                "true": true,
-                "constant": [CONSTANT_DESCRIPTIONS[category]] * len(rows),
-                "empty": [""] * len(rows),
-            }[rung]
-    return ladder, {rung: [rule for _, rule in pairs] for rung, pairs in made.items()}
+    made.update({"true": [(d, "") for d in true], "constant": [(CONSTANT_DESCRIPTIONS[category], "")] * len(rows),
+                 "empty": [("", "")] * len(rows)})
+    ladder = {rung: wrong_descriptions(true, seed=seed) if rung == "other" else [t for t, _ in made[rung]]
+              for rung in RUNGS if rung in rungs}
+    return ladder, {rung: [rule for _, rule in made[rung]] for rung in ("partial", "near_miss") if rung in made}
 
 
 def wrong_descriptions(descriptions: Sequence[str], *, seed: int = 0) -> list[str]:
@@ -328,7 +308,6 @@ def wrong_descriptions(descriptions: Sequence[str], *, seed: int = 0) -> list[st
 
 def _category_of(rows: Any, argument: str = "rows") -> str:
     """The one judged category of ``rows`` (at least two functions: the ``other`` rung needs them)."""
-    from findbench.judge.scoring import judge_category
 
     cats = {r.get("category") for r in rows} if isinstance(rows, Sequence) and not isinstance(rows, str) else set()
     if len(rows) < 2 or len(cats) != 1:
@@ -336,6 +315,15 @@ def _category_of(rows: Any, argument: str = "rows") -> str:
             f"{argument} must list at least two functions of one category, got {len(rows)} of {sorted(map(str, cats))}"
         )
     return judge_category(str(next(iter(cats))))
+
+
+def _default_encoder(encoder: Any, category: str) -> Any:
+    """``encoder``, else for entities and relations (whose near misses it embeds) the embedded MiniLM encoder."""
+    if encoder is None and category != "strings":
+        from findbench.lm.encoder import load_encoder
+
+        return load_encoder()
+    return encoder
 
 
 def description_ladder(
@@ -356,8 +344,5 @@ def description_ladder(
     ``near_miss`` description would equal the true one.
     """
     category = _category_of(rows)
-    if category != "strings" and encoder is None:
-        from findbench.lm.encoder import load_encoder
-
-        encoder = load_encoder()
-    return _ladder(rows, category, list(pool) if pool is not None else rows, seed, encoder)[0]
+    pool = list(pool) if pool is not None else rows
+    return _ladder(rows, category, pool, seed, _default_encoder(encoder, category))[0]

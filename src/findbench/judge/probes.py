@@ -19,12 +19,15 @@ Everything is deterministic for the same rows, pool and seed.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from findbench._guards import examples_only, hedged, padded, stuffed, within
+from findbench.find.export import format_pairs
+from findbench.judge.scoring import judge_category
 
 #: The probe families, as ``findbench judge-card`` names them.
 PROBES = ("examples_only", "hedged", "stuffed", "padded", "master_key")
@@ -73,11 +76,9 @@ def _params(row: Mapping[str, Any]) -> dict:
 
 def shown_inputs(row: Mapping[str, Any]) -> set[str]:
     """Every input the row's unit tests (FIND's and near-miss) and test inputs show, stripped and lower-cased."""
-    shown = {str(x).strip().lower() for x in row.get("test_inputs") or []}
-    for column in ("unit_tests", "unit_tests_near"):
-        for ut in row.get(column) or []:
-            shown |= {str(x).strip().lower() for x in ut.get("inputs") or []}
-    return shown
+    tested = [x for column in ("unit_tests", "unit_tests_near") for ut in row.get(column) or []
+              for x in ut.get("inputs") or []]
+    return {str(x).strip().lower() for x in [*(row.get("test_inputs") or []), *tested]}
 
 
 def observed_pairs(row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]], *, seed: int = 0,
@@ -86,7 +87,6 @@ def observed_pairs(row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]], *,
     (:func:`shown_inputs`), seeded: strings, other functions' test inputs from ``pool`` run through
     the function; relations, the relation's own core entries with the table's answer (``undefined``
     inside the exception); entities, member words of its concepts, output None."""
-    from findbench.judge.scoring import judge_category
 
     category = judge_category(str(row.get("category")))
     shown = shown_inputs(row)
@@ -114,9 +114,7 @@ def observed_pairs(row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]], *,
 
         table, exception = relation_for_row(row, _params(row))
         candidates = sorted({e.input for e in table.sample_entries if e.input.strip().lower() not in shown})
-
-        def fn(text: str) -> str:
-            return table_answer(table, exception, text)
+        fn = functools.partial(table_answer, table, exception)
     inputs = rng.sample(candidates, min(k, len(candidates)))
     return [(x, str(fn(x))) for x in inputs]
 
@@ -127,8 +125,6 @@ def examples_only_description(category: str, pairs: Sequence[tuple[str, str | No
     line an agent's calls print; :func:`findbench.find.export.format_pairs`), entities the words
     comma-separated; pairs dropped from the end until it fits ``max_tokens`` (default the judge's
     512) at 2 characters a token, so the judge never cuts it. Empty for no pairs."""
-    from findbench.find.export import format_pairs
-    from findbench.judge.scoring import judge_category
 
     if judge_category(category) == "neurons_entities":
         return examples_only([str(x) for x, _ in pairs], cap=_cap_chars(max_tokens))
@@ -161,7 +157,6 @@ def probe_ladder(rows: Sequence[Mapping[str, Any]], category: str, pool: Sequenc
     strings, other inputs); it must hold at least ``max(HEDGE_SIZES)`` descriptions other than
     each row's own. ValueError for a row without observations or without enough others.
     """
-    from findbench.judge.scoring import judge_category
 
     category = judge_category(category)
     descriptions = sorted({str(r["description"]).strip() for r in pool} | {str(r["description"]).strip() for r in rows})

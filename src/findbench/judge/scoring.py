@@ -10,6 +10,7 @@ minus without one, :data:`NULL_DESCRIPTION`; the mode of ``embedded-evaluator``)
 from __future__ import annotations
 
 import inspect
+import itertools
 import json
 import logging
 import numbers
@@ -392,55 +393,37 @@ def judge_unit_tests(
         log.info("judge: %d of %d descriptions are empty (scored 0, not judged)", len(empty), len(descriptions))
     kept = [i for i in range(len(descriptions)) if i not in set(empty)]
 
-    flat: list[tuple[int, int]] = []  # (function, test) of the functions judged
-    convs: list[list[dict]] = []
-    for i in kept:
-        desc, tests = descriptions[i], unit_tests[i]
-        for k, ut in enumerate(tests):
-            flat.append((i, k))
-            if mode != "pmi":  # pmi renders its own prompts (one per description, not per test)
-                convs.append(_judge_prompt(desc, ut, category))
+    flat = [(i, k) for i in kept for k in range(len(unit_tests[i]))]  # (function, test) of the functions judged
+    # pmi renders its own prompts (one per description, not per test)
+    convs = [] if mode == "pmi" else [_judge_prompt(descriptions[i], unit_tests[i][k], category) for i, k in flat]
     n_opts = [len(unit_tests[i][k]["inputs"]) for i, k in flat]
 
-    picks: list[int | None] = [None] * len(flat)
     option_scores: list[list[float] | None] = [None] * len(flat)  # logprob / pmi: the judge's score per option
     answers: list[str | None] = [None] * len(flat)  # generate: the judge's raw answer
     if not flat:  # every description empty: no judge call
         pass
     elif mode == "pmi":
-        picks, option_scores = _pmi_picks(
-            lm,
-            [descriptions[i] for i in kept],
-            [unit_tests[i] for i in kept],
-            category,
-            keep_full_description,
-            progress,
-        )
+        option_scores = _pmi_scores(lm, [descriptions[i] for i in kept], [unit_tests[i] for i in kept], category,
+                                    keep_full_description, progress)
     elif mode == "logprob":
         use_shared = _accepts(lm, "shared_prefix") if shared_prefix is None else shared_prefix
-        picks, option_scores = _logprob_picks(lm, convs, n_opts, use_shared, progress and category)
+        option_scores = _logprob_scores(lm, convs, n_opts, use_shared, progress and category)
     else:
         answers = _generate_answers(lm, convs, n_opts, structured, max_new_tokens, progress and category)
-        picks = [parse_answer(text, n) for text, n in zip(answers, n_opts)]
-        unparsed = sum(p is None for p in picks)
-        if unparsed:
-            log.info(
-                "judge: %d of %d answers did not parse as '%sk' (counted wrong)", unparsed, len(picks), ANSWER_PREFIX
-            )
+    # the option with the best score (ties to the lower number), else the one the answer names
+    picks = [parse_answer(text, n) if scores is None else max(range(n), key=scores.__getitem__) + 1
+             for scores, text, n in zip(option_scores, answers, n_opts)]
+    unparsed = sum(p is None for p in picks)
+    if unparsed:
+        log.info("judge: %d of %d answers did not parse as '%sk' (counted wrong)", unparsed, len(picks), ANSWER_PREFIX)
 
-    choices: list[list[int | None]] = [[None] * len(t) for t in unit_tests]
-    for (i, k), p in zip(flat, picks):
-        choices[i][k] = p
     decisions = [[_decision(ut, None, None, None) for ut in tests] for tests in unit_tests]
     for j, (i, k) in enumerate(flat):
         decisions[i][k] = _decision(unit_tests[i][k], picks[j], option_scores[j], answers[j])
-    per_function = [
-        float(sum(c == int(ut["correct"]) for c, ut in zip(choices[i], tests)) / len(tests))
-        for i, tests in enumerate(unit_tests)
-    ]
-    accuracy = float(sum(per_function) / len(per_function))
+    choices = [[d["chosen"] for d in tests] for tests in decisions]
+    per_function = [float(sum(d["right"] for d in tests) / len(tests)) for tests in decisions]
     return {
-        "unit_test_accuracy": accuracy,
+        "unit_test_accuracy": float(sum(per_function) / len(per_function)),
         "per_function": per_function,
         "choices": choices,
         "decisions": decisions,
@@ -453,12 +436,7 @@ def judge_unit_tests(
 
 def _check_inputs(lm: Any, descriptions: Any, unit_tests: Any, category: str, mode: str) -> None:
     """:func:`judge_unit_tests`' argument checks: TypeError / ValueError naming the argument."""
-    one_of("mode", mode, JUDGE_MODES)
-    if mode == "pmi" and not callable(getattr(lm, "continuation_logprobs", None)):
-        raise TypeError(
-            "mode='pmi' needs an LM with continuation_logprobs (findbench.lm.ScoringLM); "
-            f"{getattr(lm, 'name', type(lm).__name__)} has none"
-        )
+    _check_mode(lm, mode)
     if isinstance(descriptions, str) or not isinstance(descriptions, Sequence):
         raise TypeError(f"descriptions must be a list of strings, got {type(descriptions).__name__}")
     for i, d in enumerate(descriptions):
@@ -471,24 +449,32 @@ def _check_inputs(lm: Any, descriptions: Any, unit_tests: Any, category: str, mo
         raise ValueError(f"descriptions ({len(descriptions)}) and unit_tests ({len(unit_tests)}) differ in length")
 
 
-def _logprob_picks(
+def _check_mode(lm: Any, mode: str) -> None:
+    """``mode`` is a judge mode ``lm`` can score in (``pmi`` needs continuation log-probabilities)."""
+    one_of("mode", mode, JUDGE_MODES)
+    if mode == "pmi" and not callable(getattr(lm, "continuation_logprobs", None)):
+        raise TypeError(
+            "mode='pmi' needs an LM with continuation_logprobs (findbench.lm.ScoringLM); "
+            f"{getattr(lm, 'name', type(lm).__name__)} has none"
+        )
+
+
+def _logprob_scores(
     lm: Any, convs: list[list[dict]], n_opts: list[int], shared_prefix: bool, progress: str | bool
-) -> tuple[list[int | None], list[list[float] | None]]:
-    """``logprob`` mode: each option number's log-probability after the answer prefix, and the best option
-    (ties to the lower number); one candidate set per option count (FIND: always 3)."""
+) -> list[list[float] | None]:
+    """``logprob`` mode: each option number's log-probability after the answer prefix; one candidate set
+    per option count (FIND: always 3)."""
     options: dict[str, Any] = {"assistant_prefix": ANSWER_PREFIX,
                                "progress": progress and f"judge, {progress}: option log-probs"}
     if shared_prefix:
         options["shared_prefix"] = True
-    picks: list[int | None] = [None] * len(convs)
     scores: list[list[float] | None] = [None] * len(convs)
     for n in sorted(set(n_opts)):
         idx = [j for j, m in enumerate(n_opts) if m == n]
         rows = lm.candidate_logprobs([convs[j] for j in idx], [str(k) for k in range(1, n + 1)], **options)
         for j, row in zip(idx, rows):
             scores[j] = [float(v) for v in row]
-            picks[j] = max(range(n), key=lambda c: row[c]) + 1
-    return picks, scores
+    return scores
 
 
 def _generate_answers(
@@ -518,15 +504,15 @@ def _decision(
     }
 
 
-def _pmi_picks(
+def _pmi_scores(
     lm: Any,
     descriptions: Sequence[str],
     unit_tests: Sequence[Sequence[Mapping[str, Any]]],
     category: str,
     keep_full_description: bool,
     progress: bool,
-) -> tuple[list[int | None], list[list[float] | None]]:
-    """``"pmi"`` choices and the PMI of every option, tests in :func:`judge_unit_tests`' flat order."""
+) -> list[list[float] | None]:
+    """``"pmi"`` mode: the PMI of every option, tests in :func:`judge_unit_tests`' flat order."""
     convs: list[list[dict]] = []
     texts: list[str] = []
     sizes: list[int] = []
@@ -542,15 +528,8 @@ def _pmi_picks(
     null = render_pmi_prompt(NULL_DESCRIPTION, category)
     prior = dict(zip(distinct, lm.continuation_logprobs([null] * len(distinct), distinct,
                                                         progress=progress and f"judge, {category}: log P(output)")))
-    picks: list[int | None] = []
-    pmis: list[list[float] | None] = []
-    start = 0
-    for n in sizes:
-        scores = [float(conditional[start + k] - prior[texts[start + k]]) for k in range(n)]
-        picks.append(max(range(n), key=lambda c: scores[c]) + 1)
-        pmis.append(scores)
-        start += n
-    return picks, pmis
+    starts = itertools.accumulate(sizes, initial=0)
+    return [[float(conditional[a + k] - prior[texts[a + k]]) for k in range(n)] for a, n in zip(starts, sizes)]
 
 
 def load_judge(

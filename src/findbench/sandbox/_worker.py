@@ -20,14 +20,29 @@ a child that ran out of time, died or wrote no complete line.
 
 from __future__ import annotations
 
+import ast
+import base64
+import builtins
+import contextlib
 import ctypes
+import gc
+import importlib.util
+import io
 import json
 import math
+import mmap
 import os
+import pathlib
+import random
+import resource
 import select
 import signal
+import site
 import sys
+import sysconfig
+import tempfile
 import time
+import types
 from typing import Any
 
 _PRELOAD = (
@@ -51,25 +66,15 @@ _libc.syscall.restype = ctypes.c_long
 _libc.prctl.restype = ctypes.c_int
 _libc.unshare.restype = ctypes.c_int
 
-_PR_SET_PDEATHSIG = 1
-_PR_SET_DUMPABLE = 4
-_PR_SET_NO_NEW_PRIVS = 38
-_PR_GET_NO_NEW_PRIVS = 39
-_PR_SET_SECCOMP = 22
+# prctl options (linux/prctl.h), namespace flags of unshare (linux/sched.h), mount flags (linux/mount.h)
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_SECCOMP, _PR_SET_NO_NEW_PRIVS, _PR_GET_NO_NEW_PRIVS = 1, 4, 22, 38, 39
 _SECCOMP_MODE_FILTER = 2
-_CLONE_NEWNET = 0x40000000
-_CLONE_NEWUSER = 0x10000000
-_CLONE_NEWIPC = 0x08000000
-_CLONE_NEWNS = 0x00020000
-_MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE = 2, 4, 1 << 14, 1 << 18
-_MNT_DETACH = 2
+_CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWUSER, _CLONE_NEWNET = 0x00020000, 0x08000000, 0x10000000, 0x40000000
+_MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE, _MNT_DETACH = 2, 4, 1 << 14, 1 << 18, 2
 
 # Landlock (linux/landlock.h). The syscall numbers are the same on every architecture.
-_SYS_LANDLOCK_CREATE_RULESET = 444
-_SYS_LANDLOCK_ADD_RULE = 445
-_SYS_LANDLOCK_RESTRICT_SELF = 446
-_LANDLOCK_CREATE_RULESET_VERSION = 1
-_LANDLOCK_RULE_PATH_BENEATH = 1
+_SYS_LANDLOCK_CREATE_RULESET, _SYS_LANDLOCK_ADD_RULE, _SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
+_LANDLOCK_CREATE_RULESET_VERSION = _LANDLOCK_RULE_PATH_BENEATH = 1
 _FS = {
     "execute": 1 << 0, "write_file": 1 << 1, "read_file": 1 << 2, "read_dir": 1 << 3,
     "remove_dir": 1 << 4, "remove_file": 1 << 5, "make_char": 1 << 6, "make_dir": 1 << 7,
@@ -96,28 +101,24 @@ class _PathBeneathAttr(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
-def _errno_text() -> str:
-    err = ctypes.get_errno()
-    return f"{os.strerror(err)} (errno {err})"
+def _checked(rc: int, what: str) -> int:
+    """``rc`` of a C call, or ``OSError`` naming ``what`` and errno when it failed (a negative ``rc``)."""
+    if rc < 0:
+        raise OSError(f"{what}: {os.strerror(ctypes.get_errno())} (errno {ctypes.get_errno()})")
+    return rc
 
 
 def landlock_abi() -> int:
     """The kernel's Landlock ABI version; 0 when Landlock is unsupported or disabled."""
-    rc = _libc.syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), None, ctypes.c_size_t(0),
-                       ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION))
-    return int(rc) if rc > 0 else 0
+    return max(0, int(_libc.syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), None, ctypes.c_size_t(0),
+                                    ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION))))
 
 
 def _fs_rights(abi: int) -> int:
-    """Every file-system right the kernel's ABI knows (all of them are 'handled': denied unless granted)."""
-    rights = (1 << 13) - 1  # ABI 1: execute .. make_sym
-    if abi >= 2:
-        rights |= _FS["refer"]
-    if abi >= 3:
-        rights |= _FS["truncate"]
-    if abi >= 5:
-        rights |= _FS["ioctl_dev"]
-    return rights
+    """Every file-system right the kernel's ABI knows (all of them are 'handled': denied unless granted):
+    ABI 1 has execute .. make_sym."""
+    return (1 << 13) - 1 | sum(_FS[name] for name, since in (("refer", 2), ("truncate", 3), ("ioctl_dev", 5))
+                               if abi >= since)
 
 
 _READ = _FS["execute"] | _FS["read_file"] | _FS["read_dir"]
@@ -132,42 +133,29 @@ def _landlock_confine(abi: int, read_fds: list[tuple[int, bool]], write_fds: lis
     with ABI >= 6 signals and abstract unix sockets cannot leave the domain. Raises OSError.
     """
     handled = _fs_rights(abi)
-    attr = _RulesetAttr(handled, 0, 0)
-    size = 8
-    if abi >= 4:
-        attr.handled_access_net = _NET_BIND_TCP | _NET_CONNECT_TCP
-        size = 16
-    if abi >= 6:
-        attr.scoped = _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL
-        size = 24
-    ruleset = _libc.syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), ctypes.byref(attr), ctypes.c_size_t(size),
-                            ctypes.c_uint32(0))
-    if ruleset < 0:
-        raise OSError(f"landlock_create_ruleset: {_errno_text()}")
+    attr = _RulesetAttr(handled, _NET_BIND_TCP | _NET_CONNECT_TCP if abi >= 4 else 0,
+                        _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL if abi >= 6 else 0)
+    size = 24 if abi >= 6 else 16 if abi >= 4 else 8
+    ruleset = _checked(_libc.syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), ctypes.byref(attr),
+                                     ctypes.c_size_t(size), ctypes.c_uint32(0)), "landlock_create_ruleset")
     try:
         for fds, rights in ((read_fds, _READ), (write_fds, handled)):
             for fd, is_dir in fds:
-                allowed = (rights if is_dir else rights & _FILE_RIGHTS) & handled
-                rule = _PathBeneathAttr(allowed, fd)
-                if _libc.syscall(ctypes.c_long(_SYS_LANDLOCK_ADD_RULE), ctypes.c_int(ruleset),
-                                 ctypes.c_int(_LANDLOCK_RULE_PATH_BENEATH), ctypes.byref(rule), ctypes.c_uint32(0)) < 0:
-                    raise OSError(f"landlock_add_rule: {_errno_text()}")
-        if _libc.syscall(ctypes.c_long(_SYS_LANDLOCK_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0)) < 0:
-            raise OSError(f"landlock_restrict_self: {_errno_text()}")
+                rule = _PathBeneathAttr((rights if is_dir else rights & _FILE_RIGHTS) & handled, fd)
+                _checked(_libc.syscall(ctypes.c_long(_SYS_LANDLOCK_ADD_RULE), ctypes.c_int(ruleset),
+                                       ctypes.c_int(_LANDLOCK_RULE_PATH_BENEATH), ctypes.byref(rule),
+                                       ctypes.c_uint32(0)), "landlock_add_rule")
+        _checked(_libc.syscall(ctypes.c_long(_SYS_LANDLOCK_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0)),
+                 "landlock_restrict_self")
     finally:
         os.close(ruleset)
 
 
 def _site_dirs() -> set[str]:
     """Every site-packages / dist-packages folder this interpreter knows of."""
-    import site
-    import sysconfig
-
     dirs = {sysconfig.get_paths().get(key) for key in ("purelib", "platlib")}
-    try:
+    with contextlib.suppress(AttributeError):  # site without these (embedded interpreters)
         dirs |= set(site.getsitepackages()) | {site.getusersitepackages()}
-    except AttributeError:  # pragma: no cover - site without these (embedded interpreters)
-        pass
     dirs |= {p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")}
     return {os.path.realpath(d) for d in dirs if d}
 
@@ -192,40 +180,23 @@ def _read_roots(packages: tuple[str, ...] = PROGRAM_PACKAGES, deny: tuple[str, .
     """What a child may read: the interpreter, its stdlib and shared libraries, ``packages``
     (with their ``.libs``) and a few device files; never another site-packages entry, ``deny``,
     ``$HOME`` or ``/etc`` beyond the loader's cache."""
-    import importlib.util
-    import sysconfig
-
-    roots = {os.path.realpath(sys.executable)}
-    for key in ("stdlib", "platstdlib"):
-        path = sysconfig.get_paths().get(key)
-        if path:
-            roots.add(path)
+    roots = {os.path.realpath(sys.executable), *filter(None, map(sysconfig.get_paths().get, ("stdlib", "platstdlib")))}
     roots |= {"/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib", "/etc/ld.so.cache",
               "/dev/null", "/dev/urandom", "/dev/random", "/dev/zero"}
     out = _carve(sorted(roots), _site_dirs() | {os.path.realpath(d) for d in deny})
-    for name in packages:
-        spec = importlib.util.find_spec(name)
-        for folder in (spec.submodule_search_locations or []) if spec else []:
-            for path in (folder, folder + ".libs"):
-                real = os.path.realpath(path)
-                if os.path.exists(real) and real not in out:
-                    out.append(real)
-    return out
+    folders = [f for name in packages for f in getattr(importlib.util.find_spec(name), "submodule_search_locations",
+                                                       None) or []]
+    extra = dict.fromkeys(os.path.realpath(p) for folder in folders for p in (folder, folder + ".libs"))
+    return out + [p for p in extra if os.path.exists(p) and p not in out]
 
 
 def _others_can_read(directory: str) -> bool:
     """Whether an unprivileged uid can list ``directory`` (and reach it)."""
-    path = os.path.realpath(directory)
+    path = pathlib.Path(os.path.realpath(directory))
     try:
-        if os.stat(path).st_mode & 0o005 != 0o005:
-            return False
-        while path != "/":
-            path = os.path.dirname(path)
-            if not os.stat(path).st_mode & 0o001:
-                return False
+        return path.stat().st_mode & 0o005 == 0o005 and all(p.stat().st_mode & 0o001 for p in path.parents)
     except OSError:
         return False
-    return True
 
 
 def _open_path(path: str) -> tuple[int, bool]:
@@ -236,42 +207,26 @@ def _open_path(path: str) -> tuple[int, bool]:
 # --------------------------------------------------------------------------- program side
 
 
-class _CappedText:
-    """A write-only text stream that keeps the first ``cap`` characters."""
+class _CappedText(io.StringIO):
+    """A text stream that keeps the first ``cap`` characters written to it."""
+
+    dropped = 0
 
     def __init__(self, cap: int):
+        super().__init__()
         self.cap = cap
-        self.parts: list[str] = []
-        self.kept = 0
-        self.dropped = 0
 
-    def write(self, s: Any) -> int:
+    def write(self, s: str) -> int:
         if not isinstance(s, str):
             raise TypeError(f"write() argument must be str, not {type(s).__name__}")
-        room = self.cap - self.kept
-        if room > 0:
-            part = s[:room]
-            self.parts.append(part)
-            self.kept += len(part)
-            self.dropped += len(s) - len(part)
-        else:
-            self.dropped += len(s)
+        self.dropped += len(s) - super().write(s[: max(0, self.cap - self.tell())])
         return len(s)
 
-    def flush(self) -> None:
-        pass
-
-    def isatty(self) -> bool:
-        return False
-
-    def writable(self) -> bool:
-        return True
+    def close(self) -> None:
+        """Kept open: a program closing its stdout does not lose what it wrote."""
 
     def text(self) -> str:
-        out = "".join(self.parts)
-        if self.dropped:
-            out += f"\n[... {self.dropped} characters dropped]"
-        return out
+        return self.getvalue() + (f"\n[... {self.dropped} characters dropped]" if self.dropped else "")
 
 
 def _make_audit_hook(tmpdir: str):
@@ -346,17 +301,12 @@ def _make_audit_hook(tmpdir: str):
     blocked_imports = frozenset({"ctypes", "_ctypes", "_posixsubprocess", "multiprocessing", "_multiprocessing"})
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
     prefix = tmpdir + os.sep
-    realpath = os.path.realpath
-    fspath = os.fspath
 
     def inside(path: Any, dir_fd: Any = None) -> bool:
         if isinstance(path, int) or dir_fd not in (None, -1):
             return False  # a descriptor or a name relative to one: not checkable here
         try:
-            p = fspath(path)
-            if isinstance(p, bytes):
-                p = os.fsdecode(p)
-            p = realpath(p)
+            p = os.path.realpath(os.fsdecode(path))  # str, bytes or a path object
         except Exception:
             return False
         return p == tmpdir or p.startswith(prefix) or p == "/dev/null"
@@ -364,10 +314,8 @@ def _make_audit_hook(tmpdir: str):
     def hook(event: str, args: tuple) -> None:
         if event == "open":
             path, mode, flags = args
-            if isinstance(mode, str):
-                writing = "w" in mode or "a" in mode or "x" in mode or "+" in mode
-            else:
-                writing = bool(flags & write_flags) if isinstance(flags, int) else False
+            writing = any(c in mode for c in "wax+") if isinstance(mode, str) else (
+                isinstance(flags, int) and bool(flags & write_flags))
             if writing and not inside(path):
                 raise PermissionError(
                     f"sandbox: writing {path!r} is not allowed (only inside the program's own directory)"
@@ -376,9 +324,7 @@ def _make_audit_hook(tmpdir: str):
             raise PermissionError(f"sandbox: {event} is not allowed")
         elif event in path_events:
             for path_at, dir_fd_at in path_args.get(event, ((0, None),)):
-                if path_at >= len(args):
-                    continue
-                path = args[path_at]
+                path = args[path_at] if path_at < len(args) else None
                 dir_fd = args[dir_fd_at] if dir_fd_at is not None and dir_fd_at < len(args) else None
                 if isinstance(path, (str, bytes, os.PathLike)) and not inside(path, dir_fd):
                     raise PermissionError(f"sandbox: {event} on {path!r} is not allowed")
@@ -395,20 +341,15 @@ def _plain(value: Any, np: Any, depth: int = 0) -> Any:
         return value
     if depth > 50:
         raise TypeError("result nested too deeply")
-    if isinstance(value, np.generic):
-        return _plain(value.item(), np, depth + 1)
-    if isinstance(value, np.ndarray):
+    if isinstance(value, (np.generic, np.ndarray)):
         return _plain(value.tolist(), np, depth + 1)
     if isinstance(value, (list, tuple)):
         return [_plain(v, np, depth + 1) for v in value]
     if isinstance(value, dict) and all(type(k) is str for k in value):
         return {k: _plain(v, np, depth + 1) for k, v in value.items()}
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, str):
-        return str(value)
+    for kind in (int, float, str):  # subclasses (an IntEnum, a str subclass) as the plain type
+        if isinstance(value, kind):
+            return kind(value)
     raise TypeError(f"result of type {t.__name__} cannot leave the sandbox")
 
 
@@ -421,94 +362,57 @@ def _describe(exc: BaseException) -> str:
     return text if len(text) <= 500 else text[:500] + "..."
 
 
-def _last_def(tree: Any) -> str | None:
-    import ast
-
-    name = None
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef):
-            name = node.name
-    return name
-
-
 def _run_program(item: dict, config: dict, np: Any) -> dict:
     """Run one program in this (already confined) process; the reply dict."""
-    import ast
-    import builtins
-
-    inputs = item["inputs"]
-    entry = item["entry"]
-    n = len(inputs)
+    inputs, n = item["inputs"], len(item["inputs"])
     out = _CappedText(config["max_output_bytes"])
     reply: dict = {"k": item["k"], "status": "ok", "values": [None] * n, "errors": [None] * n, "message": ""}
-    saved = sys.stdout, sys.stderr
-    sys.stdout = sys.stderr = out
-    try:
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
         try:
             tree = ast.parse(item["code"], "<program>", "exec")
-            name = _last_def(tree) if entry == "last_def" else entry
+            defs = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)]
+            name = (defs[-1] if defs else None) if item["entry"] == "last_def" else item["entry"]
             namespace = {"__name__": PROGRAM_NAME, "__builtins__": builtins}
             exec(compile(tree, "<program>", "exec"), namespace)  # noqa: S102 - confined child process
-            if name is None:
-                raise LookupError("the program defines no top-level function")
             fn = namespace.get(name)
             if fn is None:
-                raise LookupError(f"the program defines no function {name!r}")
+                raise LookupError(f"the program defines no function {name!r}" if name else
+                                  "the program defines no top-level function")
             if not callable(fn):
                 raise TypeError(f"{name!r} is not callable")
-        except BaseException as exc:  # noqa: BLE001 - user code may raise anything
+            for i, x in enumerate(inputs):  # an exception fails its own input only
+                try:
+                    reply["values"][i] = _plain(fn(x), np)
+                except BaseException as exc:  # noqa: BLE001
+                    reply["errors"][i] = _describe(exc)
+        except BaseException as exc:  # noqa: BLE001 - user code may raise anything while loading
             msg = _describe(exc)
-            reply.update(status="error", message=msg, errors=[msg] * n)
-            return reply
-        values, errors = reply["values"], reply["errors"]
-        for i, x in enumerate(inputs):
-            try:
-                values[i] = _plain(fn(x), np)
-            except BaseException as exc:  # noqa: BLE001
-                errors[i] = _describe(exc)
-    finally:
-        sys.stdout, sys.stderr = saved
-        reply["stdout"] = out.text()
-        if out.dropped:
-            reply["message"] = (reply["message"] + "; " if reply["message"] else "") + "output truncated"
+            reply.update(status="error", message=msg, values=[None] * n, errors=[msg] * n)
+    reply["stdout"] = out.text()
+    if out.dropped:
+        reply["message"] = (reply["message"] + "; " if reply["message"] else "") + "output truncated"
     return reply
 
 
 def _encode_reply(reply: dict, n_inputs: int, config: dict) -> bytes:
     limit = config["max_result_bytes"]
     encodable = (TypeError, ValueError, RecursionError, MemoryError)
-
-    def dump() -> str | None:
-        try:
-            return json.dumps(reply, separators=(",", ":"), allow_nan=True)
-        except encodable:
-            return None
-
-    data = dump()
-    if data is None or len(data) > limit:
-        # Fail only the inputs whose value cannot be encoded (an int too long for str(), a
-        # string too big for memory) or is alone larger than the limit.
-        for i, v in enumerate(reply["values"]):
-            try:
-                if len(json.dumps(v, allow_nan=True)) > limit:
-                    raise ValueError(f"result larger than {limit} bytes")
-            except encodable as exc:
-                reply["values"][i] = None
-                reply["errors"][i] = _describe(exc)
-        data = dump()
-    if data is None or len(data) > limit:
-        msg = f"results larger than {limit} bytes in all or not encodable"
-        data = json.dumps(
-            {
-                "k": reply["k"],
-                "status": "error",
-                "values": [None] * n_inputs,
-                "errors": [msg] * n_inputs,
-                "stdout": reply.get("stdout", "")[:1000],
-                "message": msg,
-            },
-            separators=(",", ":"),
-        )
+    for shrink in (False, True):
+        if shrink:  # fail only the inputs whose value cannot be encoded (an int too long for str(), a
+            # string too big for memory) or is alone larger than the limit
+            for i, v in enumerate(reply["values"]):
+                try:
+                    if len(json.dumps(v, allow_nan=True)) > limit:
+                        raise ValueError(f"result larger than {limit} bytes")
+                except encodable as exc:
+                    reply["values"][i], reply["errors"][i] = None, _describe(exc)
+        with contextlib.suppress(*encodable):
+            data = json.dumps(reply, separators=(",", ":"), allow_nan=True)
+            if len(data) <= limit:
+                return data.encode("utf-8", "surrogatepass") + b"\n"
+    msg = f"results larger than {limit} bytes in all or not encodable"
+    data = json.dumps({"k": reply["k"], "status": "error", "values": [None] * n_inputs, "errors": [msg] * n_inputs,
+                       "stdout": reply.get("stdout", "")[:1000], "message": msg}, separators=(",", ":"))
     return data.encode("utf-8", "surrogatepass") + b"\n"
 
 
@@ -520,6 +424,11 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 # --------------------------------------------------------------------------- the zygote
+
+
+def signal_name(sig: int) -> str:
+    """``SIGKILL`` for 9 (the number itself for one Python does not name)."""
+    return {s.value: s.name for s in signal.Signals}.get(sig, str(sig))
 
 
 def _read_exact(fd: int, view: memoryview) -> bool:
@@ -535,47 +444,29 @@ def _read_exact(fd: int, view: memoryview) -> bool:
 
 def rmtree(path: str) -> None:
     """Delete ``path`` and everything beneath it without recursion (a program may nest
-    thousands of folders) and without following links; errors are ignored."""
-    stack, seen = [path], set()
+    thousands of folders; ``shutil.rmtree`` recurses before Python 3.13) and without following
+    links; errors are ignored."""
+    stack = [(path, False)]
     while stack:
-        top = stack[-1]
-        subdirs = []
-        if top not in seen:
-            seen.add(top)
-            try:
-                with os.scandir(top) as entries:
-                    for entry in entries:
-                        if entry.is_dir(follow_symlinks=False):
-                            subdirs.append(entry.path)
-                        else:
-                            try:
-                                os.unlink(entry.path)
-                            except OSError:
-                                pass
-            except OSError:
-                pass
-        if subdirs:
-            stack.extend(subdirs)
+        top, emptied = stack.pop()
+        if emptied:
+            with contextlib.suppress(OSError):
+                os.rmdir(top)
             continue
-        stack.pop()
-        try:
-            os.rmdir(top)
-        except OSError:
-            pass
+        stack.append((top, True))
+        with contextlib.suppress(OSError), os.scandir(top) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((entry.path, False))
+                else:
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.path)
 
 
-def _mount_tmpfs(target: str, options: str) -> bool:
-    flags = _MS_NOSUID | _MS_NODEV
-    return _libc.mount(b"findbench", os.fsencode(target), b"tmpfs", ctypes.c_ulong(flags), options.encode()) == 0
-
-
-def _private_buffer(size: int) -> Any:
-    """An anonymous mapping of ``size`` bytes that forked children do not inherit."""
-    import mmap
-
-    buf = mmap.mmap(-1, size)
-    buf.madvise(mmap.MADV_DONTFORK)
-    return buf
+def _mount_tmpfs(target: str, options: str) -> int:
+    """0 once a tmpfs with ``options`` is mounted on ``target``, -1 when that failed (errno set)."""
+    return _libc.mount(b"findbench", os.fsencode(target), b"tmpfs", ctypes.c_ulong(_MS_NOSUID | _MS_NODEV),
+                       options.encode())
 
 
 class _Zygote:
@@ -589,14 +480,12 @@ class _Zygote:
         self.config = config
         self.req_fd, self.resp_fd = req_fd, resp_fd
         self.base = config["tmpdir"]
-        self.np: Any = None
         self.read_fds: list[tuple[int, bool]] = []
-        self.landlock = 0
-        self.drop_uid = False
         self.tmpfs = False
-        self.seccomp: Any = None
-        self.inbox = _private_buffer(config["max_request_bytes"])
-        self.reply = _private_buffer(config["max_result_bytes"] + 8 * config["max_output_bytes"] + 65536)
+        self.inbox = mmap.mmap(-1, config["max_request_bytes"])
+        self.reply = mmap.mmap(-1, config["max_result_bytes"] + 8 * config["max_output_bytes"] + 65536)
+        for buf in (self.inbox, self.reply):
+            buf.madvise(mmap.MADV_DONTFORK)  # anonymous mappings that forked children do not inherit
         self.request = bytearray()
         #: (pid, directory) of children that replied and are still exiting
         self.pending: list[tuple[int, str]] = []
@@ -610,102 +499,79 @@ class _Zygote:
             "ipc_namespace": _CLONE_NEWIPC,
             "mount_namespace": _CLONE_NEWNS,
         }
-        for name in wanted:
-            iso[name] = False
+        iso.update(dict.fromkeys(wanted, False))
         if os.geteuid() == 0:
-            for name, flag in wanted.items():
-                iso[name] = bool(flag) and _libc.unshare(flag) == 0
+            iso.update({name: bool(flag) and _libc.unshare(flag) == 0 for name, flag in wanted.items()})
         else:
-            flags = 0
-            for flag in wanted.values():
-                flags |= flag
             uid, gid = os.geteuid(), os.getegid()
-            if _libc.unshare(_CLONE_NEWUSER | flags) == 0:
-                try:  # map ourselves, so the files we make keep our uid
-                    for name, text in (
-                        ("setgroups", "deny"),
-                        ("uid_map", f"{uid} {uid} 1"),
-                        ("gid_map", f"{gid} {gid} 1"),
-                    ):
-                        with open(f"/proc/self/{name}", "w") as fh:
-                            fh.write(text)
-                except OSError:
-                    pass
-                for name, flag in wanted.items():
-                    iso[name] = bool(flag)
+            if _libc.unshare(_CLONE_NEWUSER | sum(wanted.values())) == 0:  # distinct bits: the sum is their union
+                with contextlib.suppress(OSError):  # map ourselves, so the files we make keep our uid
+                    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                                       ("gid_map", f"{gid} {gid} 1")):
+                        pathlib.Path(f"/proc/self/{name}").write_text(text)
+                iso.update({name: bool(flag) for name, flag in wanted.items()})
             elif _libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) == 0:
                 iso["network_namespace"] = bool(wanted["network_namespace"])
         if iso["mount_namespace"]:
             # Nothing mounted here reaches the host, and the host sees no program's files.
             _libc.mount(None, b"/", None, ctypes.c_ulong(_MS_REC | _MS_PRIVATE), None)
-            self.tmpfs = _mount_tmpfs(self.base, "size=1m,nr_inodes=4096,mode=0711")
+            self.tmpfs = _mount_tmpfs(self.base, "size=1m,nr_inodes=4096,mode=0711") == 0
         iso["disk_cap_bytes"] = cfg["max_disk_bytes"] if self.tmpfs else None
 
     def setup(self) -> dict:
-        import resource
-
         cfg = self.config
-        iso: dict = {"audit_hook": bool(cfg.get("audit_hook", True)), "fresh_process": True}
         # Die with the parent; never gain privileges through exec (Landlock needs this too).
         _libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
         _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-        iso["no_new_privs"] = _libc.prctl(_PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1
+        no_new_privs = _libc.prctl(_PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1
+        iso: dict = {"audit_hook": bool(cfg.get("audit_hook", True)), "fresh_process": True,
+                     "no_new_privs": no_new_privs}
         self._namespaces(iso)  # before numpy starts threads
         for name in _PRELOAD:
             __import__(name)
-        import numpy as np
-
-        self.np = np
-        iso["bwrap"] = bool(cfg.get("bwrap"))
+        self.np = sys.modules["numpy"]
         abi = landlock_abi() if cfg["landlock"] else 0
-        iso["landlock_abi"] = abi
-        if abi and iso["no_new_privs"]:
-            self.landlock = abi
+        self.landlock = abi if no_new_privs else 0
+        if self.landlock:
             self.read_fds = [_open_path(p) for p in _read_roots(tuple(cfg["packages"]), tuple(cfg["deny"]))]
-        iso["landlock"] = bool(self.landlock)
-        bpf = cfg.get("seccomp_bpf")
-        if bpf and iso["no_new_privs"]:
-            import base64
-
-            code = base64.b64decode(bpf)
-            self._seccomp_filter = ctypes.create_string_buffer(code, len(code))
-            self.seccomp = _SockFprog(len(code) // 8, ctypes.cast(self._seccomp_filter, ctypes.c_void_p))
-        iso["seccomp"] = self.seccomp is not None
-        # No program may change a file's mode, owner, times or xattrs: the filter refuses those
-        # calls, and inside bubblewrap every file but the server's own is on a read-only mount.
-        iso["file_metadata_locked"] = iso["seccomp"] or iso["bwrap"]
+        bpf = base64.b64decode(cfg.get("seccomp_bpf") or "") if no_new_privs else b""
+        self._seccomp_filter = ctypes.create_string_buffer(bpf, len(bpf))
+        self.seccomp = _SockFprog(len(bpf) // 8, ctypes.cast(self._seccomp_filter, ctypes.c_void_p)) if bpf else None
         self.drop_uid = bool(cfg["drop_privileges"]) and os.geteuid() == 0
-        iso["uid"] = _NOBODY if self.drop_uid else os.geteuid()
+        uid = _NOBODY if self.drop_uid else os.geteuid()
         # Import directories that ``nobody`` may not reach (an interpreter under /root, say)
         # stay importable through descriptors opened now, as root: the child imports from
         # /proc/self/fd/N. Landlock still checks every file against the read-only roots.
-        self.path_fds: dict[str, int] = {}
-        if self.drop_uid:
-            for entry in sys.path:
-                if entry and os.path.isdir(entry) and not _others_can_read(entry):
-                    self.path_fds[entry] = os.open(entry, os.O_RDONLY | os.O_DIRECTORY)
-        iso["imports_through_fds"] = len(self.path_fds)
+        self.path_fds = {entry: os.open(entry, os.O_RDONLY | os.O_DIRECTORY) for entry in sys.path
+                         if self.drop_uid and entry and os.path.isdir(entry) and not _others_can_read(entry)}
         if self.path_fds:
             self._import_through_fds()
-        iso["nproc_enforced"] = iso["uid"] != 0  # the kernel exempts root from RLIMIT_NPROC
         if self.drop_uid:
             os.chmod(self.base, 0o711)  # nobody may enter its own directory, not list others
-        mem = cfg["memory_mb"] * 1024 * 1024
-        self.limits = {
-            "RLIMIT_AS": (mem, mem),
-            "RLIMIT_FSIZE": (cfg["max_file_bytes"], cfg["max_file_bytes"]),
+        self.rlimits = {
+            "RLIMIT_AS": (cfg["memory_mb"] * 1024 * 1024,) * 2,
+            "RLIMIT_FSIZE": (cfg["max_file_bytes"],) * 2,
             "RLIMIT_CORE": (0, 0),
             "RLIMIT_NOFILE": (64, 64),
             "RLIMIT_NPROC": (0, 0),
         }
-        iso["rlimits"] = {name: value[0] for name, value in self.limits.items()}
-        self.resource = resource
+        # No program may change a file's mode, owner, times or xattrs: the filter refuses those
+        # calls, and inside bubblewrap every file but the server's own is on a read-only mount.
+        iso.update({
+            "bwrap": bool(cfg.get("bwrap")),
+            "landlock_abi": abi,
+            "landlock": bool(self.landlock),
+            "seccomp": self.seccomp is not None,
+            "file_metadata_locked": self.seccomp is not None or bool(cfg.get("bwrap")),
+            "uid": uid,
+            "imports_through_fds": len(self.path_fds),
+            "nproc_enforced": uid != 0,  # the kernel exempts root from RLIMIT_NPROC
+            "rlimits": {name: value[0] for name, value in self.rlimits.items()},
+        })
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         sys.dont_write_bytecode = True
         # Everything loaded so far is shared with the children copy-on-write; keep the garbage
         # collector from walking (and so copying) those pages in every child.
-        import gc
-
         gc.collect()
         gc.freeze()
         return iso
@@ -713,19 +579,13 @@ class _Zygote:
     # -- in the child, between fork and the program
     def _confine(self, tmpdir: str, w: int) -> None:
         """Apply every layer to this child; raises if a promised kernel layer fails."""
-        resource = self.resource
         zygote = os.getppid()
         # Only the reply pipe stays open (and the import folders only root could reach).
         keep = sorted({w, *self.path_fds.values(), *(fd for fd, _ in self.read_fds)})
-        low = 3
-        for fd in keep:
-            os.closerange(low, fd)
-            low = fd + 1
-        os.closerange(low, 1 << 20)
+        for low, high in zip([3] + [fd + 1 for fd in keep], keep + [1 << 20]):
+            os.closerange(low, high)
         os.chdir(tmpdir)
         os.environ.update(HOME=tmpdir, TMPDIR=tmpdir)
-        import tempfile
-
         tempfile.tempdir = tmpdir
         write_fd = _open_path(tmpdir)
         if self.drop_uid:
@@ -748,23 +608,18 @@ class _Zygote:
             _landlock_confine(self.landlock, self.read_fds, [write_fd])
         for fd, _ in [*self.read_fds, write_fd]:
             os.close(fd)
-        for name, value in self.limits.items():  # after Landlock: its ruleset needs a descriptor
+        for name, value in self.rlimits.items():  # after Landlock: its ruleset needs a descriptor
             resource.setrlimit(getattr(resource, name), value)
         # Writing past RLIMIT_FSIZE raises OSError(EFBIG) instead of killing the child.
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         for mod in ("ctypes", "_ctypes", "_posixsubprocess"):
             sys.modules.pop(mod, None)
-        import types
-
         sys.modules["__main__"] = types.ModuleType("__main__")  # not this zygote's globals
-        seed = self.config["seed"]
-        import random
-
-        random.seed(seed)
-        self.np.random.seed(seed)
-        if self.seccomp is not None:  # last: the filter refuses what the set-up above used
-            if _libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(self.seccomp), 0, 0) != 0:
-                raise OSError(f"seccomp: {_errno_text()}")
+        random.seed(self.config["seed"])
+        self.np.random.seed(self.config["seed"])
+        # last: the filter refuses what the set-up above used
+        if self.seccomp:
+            _checked(_libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(self.seccomp), 0, 0), "seccomp")
         if self.config.get("audit_hook", True):
             sys.addaudithook(_make_audit_hook(os.path.realpath(tmpdir)))
 
@@ -774,10 +629,8 @@ class _Zygote:
         remap = {path: f"/proc/self/fd/{fd}" for path, fd in self.path_fds.items()}
 
         def moved(path: str) -> str:
-            for old, new in remap.items():
-                if path == old or path.startswith(old + os.sep):
-                    return new + path[len(old) :]
-            return path
+            old = next((old for old in remap if path == old or path.startswith(old + os.sep)), None)
+            return path if old is None else remap[old] + path[len(old) :]
 
         sys.path[:] = [moved(p) for p in sys.path]
         sys.path_importer_cache.clear()
@@ -786,34 +639,20 @@ class _Zygote:
             if isinstance(paths, list):
                 paths[:] = [moved(p) if isinstance(p, str) else p for p in paths]
 
-    def _child(self, size: int, tmpdir: str, w: int) -> None:  # pragma: no cover - runs in the child
+    def _child(self, tmpdir: str, w: int) -> None:  # pragma: no cover - runs in the child
         try:
+            doing, item = "unreadable request", None
             try:
                 item = json.loads(bytes(self.request))
-            except BaseException as exc:
-                item = None
-                msg = f"sandbox: unreadable request: {_describe(exc)}"
-            if item is not None:
-                try:
-                    self._confine(tmpdir, w)
-                except BaseException as exc:  # fail closed: never run a program half-confined
-                    msg = f"sandbox: could not confine the program: {_describe(exc)}"
-                else:
-                    msg = None
-            if msg is not None:
-                n = len(item["inputs"]) if item is not None else 0
-                reply = {
-                    "k": item["k"] if item is not None else -1,
-                    "status": "error",
-                    "values": [None] * n,
-                    "errors": [msg] * n,
-                    "stdout": "",
-                    "message": msg,
-                }
+                doing = "could not confine the program"
+                self._confine(tmpdir, w)
+            except BaseException as exc:  # fail closed: never run a program half-confined
+                msg, n = f"sandbox: {doing}: {_describe(exc)}", len(item["inputs"]) if item is not None else 0
+                reply = {"k": item["k"] if item is not None else -1, "status": "error", "values": [None] * n,
+                         "errors": [msg] * n, "stdout": "", "message": msg}
                 _write_all(w, json.dumps(reply).encode() + b"\n")
             else:
-                reply = _run_program(item, self.config, self.np)
-                _write_all(w, _encode_reply(reply, len(item["inputs"]), self.config))
+                _write_all(w, _encode_reply(_run_program(item, self.config, self.np), len(item["inputs"]), self.config))
             os.close(w)  # EOF for the fork server now, before this process is torn down
         finally:
             os._exit(0)
@@ -824,9 +663,8 @@ class _Zygote:
         os.mkdir(tmpdir, 0o700)
         if self.tmpfs:
             owner = f",uid={_NOBODY},gid={_NOBODY}" if self.drop_uid else ""
-            cfg = self.config
-            if not _mount_tmpfs(tmpdir, f"size={cfg['max_disk_bytes']},nr_inodes={cfg['max_files']},mode=0700{owner}"):
-                raise OSError(f"mounting the program's tmpfs failed: {_errno_text()}")
+            size = f"size={self.config['max_disk_bytes']},nr_inodes={self.config['max_files']}"
+            _checked(_mount_tmpfs(tmpdir, f"{size},mode=0700{owner}"), "mounting the program's tmpfs failed")
         elif self.drop_uid:
             os.chown(tmpdir, _NOBODY, _NOBODY)
         return tmpdir
@@ -834,10 +672,8 @@ class _Zygote:
     def _remove_dir(self, tmpdir: str) -> None:
         if self.tmpfs:
             _libc.umount2(os.fsencode(tmpdir), _MNT_DETACH)  # frees every file at once
-            try:
+            with contextlib.suppress(OSError):
                 os.rmdir(tmpdir)
-            except OSError:
-                pass
         else:
             rmtree(tmpdir)
 
@@ -848,7 +684,7 @@ class _Zygote:
         pid = os.fork()
         if pid == 0:  # pragma: no cover - child
             os.close(r)
-            self._child(size, tmpdir, w)
+            self._child(tmpdir, w)
         self.request[:] = bytes(size)  # the zygote keeps nothing of the request
         self.request = bytearray()
         os.close(w)
@@ -873,10 +709,7 @@ class _Zygote:
         """Wait for children that already replied, and delete their directories."""
         while self.pending:
             pid, tmpdir = self.pending.pop()
-            try:
-                os.kill(pid, signal.SIGKILL)  # it replied (or failed): nothing of it is still wanted
-            except ProcessLookupError:
-                pass
+            os.kill(pid, signal.SIGKILL)  # it replied (or failed): nothing of it is still wanted (nor reaped yet)
             os.waitpid(pid, 0)
             self._remove_dir(tmpdir)
 
@@ -886,14 +719,10 @@ class _Zygote:
         complete reply it is left to :meth:`reap`)."""
         cfg = self.config
         deadline = time.monotonic() + cfg["timeout"]
-        got, outcome = 0, None
+        got, outcome = 0, ("timeout", f"wall-clock limit of {cfg['timeout']:g} s exceeded")
         poller = select.poll()
         poller.register(r, select.POLLIN | select.POLLHUP | select.POLLERR)
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                outcome = ("timeout", f"wall-clock limit of {cfg['timeout']:g} s exceeded")
-                break
+        while (remaining := deadline - time.monotonic()) > 0:
             if not poller.poll(max(1, math.ceil(remaining * 1000))):
                 continue
             if got == len(self.reply):
@@ -901,30 +730,20 @@ class _Zygote:
                 break
             with memoryview(self.reply) as view:
                 n = os.readv(r, [view[got:]])
-            if n == 0:
+            if n == 0:  # the child closed its end: its reply (if any) is complete
+                outcome = None
                 break
             got += n
         if outcome is None and got and self.reply[got - 1] == 10:
             return got, None  # a complete reply (one line or not: the parent checks)
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        _, status = os.waitpid(pid, 0)
-        if outcome is None and os.WIFSIGNALED(status):
-            sig = os.WTERMSIG(status)
-            if sig == signal.SIGXCPU:
-                outcome = ("timeout", f"CPU time limit of {cfg['cpu_seconds']:g} s exceeded")
-            else:
-                try:
-                    name = signal.Signals(sig).name
-                except ValueError:
-                    name = str(sig)
-                outcome = ("killed", f"program killed by signal {name}")
-        elif outcome is None and os.WIFEXITED(status) and os.WEXITSTATUS(status) != 0:
-            outcome = ("killed", f"program exited with code {os.WEXITSTATUS(status)}")
+        os.kill(pid, signal.SIGKILL)  # not reaped yet: it exists, if only as a zombie
+        rc = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        if outcome is None and rc == -signal.SIGXCPU:
+            outcome = ("timeout", f"CPU time limit of {cfg['cpu_seconds']:g} s exceeded")
+        elif outcome is None and rc < 0:
+            outcome = ("killed", f"program killed by signal {signal_name(-rc)}")
         elif outcome is None:
-            outcome = ("killed", "the program exited without a reply")
+            outcome = ("killed", f"program exited with code {rc}" if rc else "the program exited without a reply")
         return 0, outcome
 
     def serve(self) -> None:

@@ -124,20 +124,18 @@ def score_circuit(
     test_inputs: Sequence[Sequence[str]] | None = None,
     variable_values: Sequence[str] | None = None,
     sandbox=None,
-    timeout: float = 10.0,
-    cpu_seconds: float = 5.0,
-    memory_mb: int = 1024,
-    workers: int | None = None,
+    limits=None,
 ) -> dict:
     """The metrics over functions: ``{name: mean, name + "_ci": [low, high], name + "_n": n}`` and
     ``per_function`` (a dict of the metrics per function). ``test_inputs`` (the rows' JSON token
-    lists) and ``variable_values`` (the rows' JSON) are needed only to score components' ``code``."""
+    lists) and ``variable_values`` (the rows' JSON) are needed only to score components' ``code``, which
+    runs in ``sandbox`` (a running :class:`~findbench.sandbox.Sandbox`) or a pool with ``limits``
+    (:class:`~findbench.sandbox.SandboxLimits`)."""
     if isinstance(predictions, (str, bytes)) or len(predictions) != len(references):
         raise ValueError("predictions and references must be lists of the same length (one per function)")
     preds = [_check_prediction(p, f"predictions[{i}]") for i, p in enumerate(predictions)]
     per = [score_function(p, list(t)) for p, t in zip(preds, references)]
-    code = _code_accuracy(preds, references, test_inputs, variable_values, sandbox=sandbox, timeout=timeout,
-                          cpu_seconds=cpu_seconds, memory_mb=memory_mb, workers=workers)
+    code = _code_accuracy(preds, references, test_inputs, variable_values, sandbox=sandbox, limits=limits)
     for row, value in zip(per, code):
         row["component_code_accuracy"] = value
     out: dict[str, Any] = {}
@@ -150,7 +148,7 @@ def score_circuit(
     return out
 
 
-def _code_accuracy(preds, references, test_inputs, variable_values, **sandbox_args) -> list[float]:
+def _code_accuracy(preds, references, test_inputs, variable_values, *, sandbox, limits) -> list[float]:
     jobs = []  # (function, code, inputs, expected per input)
     for f, (pred, truth) in enumerate(zip(preds, references)):
         matched = match(pred, list(truth))
@@ -169,10 +167,8 @@ def _code_accuracy(preds, references, test_inputs, variable_values, **sandbox_ar
     if jobs:
         from findbench.sandbox import run_functions
 
-        sandbox = sandbox_args.pop("sandbox")
-        limits = {} if sandbox is not None else sandbox_args
         results = run_functions([j[1] for j in jobs], [j[2] for j in jobs], entry="last_def", sandbox=sandbox,
-                                **limits)
+                                limits=limits)
         for (f, _, inputs, want), res in zip(jobs, results):
             ok = [res.status == "ok" and res.errors[i] is None and _close(res.values[i], want[i])
                   for i in range(len(inputs))]

@@ -5,6 +5,7 @@ import evaluate
 
 from findbench import citations
 from findbench.find.rasp import circuit
+from findbench.sandbox import DEFAULT_CPU_SECONDS, DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, SandboxLimits
 
 _CITATION = citations.FIND
 
@@ -65,12 +66,13 @@ class FindCircuit(evaluate.Metric):
         references: list[str],
         test_inputs: list[list[str]] | None = None,
         variable_values: list[str] | None = None,
-        timeout: float = 10.0,
-        cpu_seconds: float = 5.0,
-        memory_mb: int = 1024,
+        timeout: float = DEFAULT_TIMEOUT,
+        cpu_seconds: float = DEFAULT_CPU_SECONDS,
+        memory_mb: int = DEFAULT_MEMORY_MB,
         workers: int | None = None,
     ) -> dict:
         preds = [circuit.parse_json_list(p, f"predictions[{i}]") for i, p in enumerate(predictions)]
         refs = [circuit.parse_json_list(r, f"references[{i}]") for i, r in enumerate(references)]
+        limits = SandboxLimits(timeout=timeout, cpu_seconds=cpu_seconds, memory_mb=memory_mb, workers=workers)
         return circuit.score_circuit(preds, refs, test_inputs=test_inputs, variable_values=variable_values,
-                                     timeout=timeout, cpu_seconds=cpu_seconds, memory_mb=memory_mb, workers=workers)
+                                     limits=limits)

@@ -5,6 +5,7 @@ import evaluate
 
 from findbench import citations
 from findbench.find import code_scoring
+from findbench.sandbox import DEFAULT_CPU_SECONDS, DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, SandboxLimits
 
 _CITATION = citations.FIND
 
@@ -82,23 +83,15 @@ class FindExactMatch(evaluate.Metric):
         predictions: list[str],
         references: list[str],
         test_inputs: list[list[str]] | None = None,
-        timeout: float = 10.0,
-        cpu_seconds: float = 5.0,
-        memory_mb: int = 1024,
+        timeout: float = DEFAULT_TIMEOUT,
+        cpu_seconds: float = DEFAULT_CPU_SECONDS,
+        memory_mb: int = DEFAULT_MEMORY_MB,
         workers: int | None = None,
         function_ids: list[str] | None = None,
     ) -> dict:
+        limits = SandboxLimits(timeout=timeout, cpu_seconds=cpu_seconds, memory_mb=memory_mb, workers=workers)
         if function_ids is not None:
             if len(references) != len(predictions):
                 raise ValueError("predictions and references must have the same length")
-            return code_scoring.score_rasp(predictions, function_ids, timeout=timeout, cpu_seconds=cpu_seconds,
-                                           memory_mb=memory_mb, workers=workers)
-        return code_scoring.score_exact_match(
-            predictions,
-            references,
-            test_inputs,
-            timeout=timeout,
-            cpu_seconds=cpu_seconds,
-            memory_mb=memory_mb,
-            workers=workers,
-        )
+            return code_scoring.score_rasp(predictions, function_ids, limits=limits)
+        return code_scoring.score_exact_match(predictions, references, test_inputs, limits=limits)

@@ -5,6 +5,7 @@ import evaluate
 
 from findbench import citations
 from findbench.find import code_scoring
+from findbench.sandbox import DEFAULT_CPU_SECONDS, DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, SandboxLimits
 
 _CITATION = citations.FIND
 
@@ -78,17 +79,10 @@ class FindNmse(evaluate.Metric):
         predictions: list[str],
         references: list[str],
         threshold: float = 0.1,
-        timeout: float = 10.0,
-        cpu_seconds: float = 5.0,
-        memory_mb: int = 1024,
+        timeout: float = DEFAULT_TIMEOUT,
+        cpu_seconds: float = DEFAULT_CPU_SECONDS,
+        memory_mb: int = DEFAULT_MEMORY_MB,
         workers: int | None = None,
     ) -> dict:
-        return code_scoring.score_nmse(
-            predictions,
-            references,
-            threshold=threshold,
-            timeout=timeout,
-            cpu_seconds=cpu_seconds,
-            memory_mb=memory_mb,
-            workers=workers,
-        )
+        return code_scoring.score_nmse(predictions, references, threshold=threshold, limits=SandboxLimits(
+            timeout=timeout, cpu_seconds=cpu_seconds, memory_mb=memory_mb, workers=workers))
