@@ -402,10 +402,7 @@ def interval_iou(
         return 1.0
     if not p or not t:
         return 0.0
-    inter = 0.0
-    for a, b in p:
-        for c, d in t:
-            inter += max(0.0, min(b, d) - max(a, c))
+    inter = sum(max(0.0, min(b, d) - max(a, c)) for a, b in p for c, d in t)
     union = sum(b - a for a, b in p) + sum(d - c for c, d in t) - inter
     return float(min(1.0, max(0.0, inter / union)))
 
