@@ -14,6 +14,7 @@ import pytest
 
 from findbench import schema
 from findbench.find import numeric as nm
+from findbench.find.find_v1 import row_from_find_v1
 
 #: FIND v1's numeric functions, under the anchor root (reached through the ``anchor`` fixture).
 NUMERIC = "find-v1/numeric"
@@ -415,19 +416,19 @@ def test_bad_input_names_the_field():
     with pytest.raises(TypeError, match="row_or_params"):
         nm.make_function(42)
     with pytest.raises(ValueError, match="variant"):
-        nm.row_from_find_v1(
+        row_from_find_v1(
             {"dir": "f00001", "name": "relu((1, 2, 0.5))", "params": [1, 2, 0.5], "domain": [-100, 100]}, "x.py"
         )
     with pytest.raises(ValueError, match=r"record\['name'\]"):
-        nm.row_from_find_v1(
+        row_from_find_v1(
             {"dir": "f00001", "name": "tan((1, 2))", "params": [1, 2], "domain": [-100, 100]}, "function_code.py"
         )
     with pytest.raises(ValueError, match=r"record\['params'\]"):
-        nm.row_from_find_v1(
+        row_from_find_v1(
             {"dir": "f00001", "name": "relu((1, 2))", "params": [1, 2], "domain": [-100, 100]}, "function_code.py"
         )
     with pytest.raises(ValueError, match=r"record\['dir'\]"):
-        nm.row_from_find_v1(
+        row_from_find_v1(
             {"dir": 3, "name": "relu((1, 2, 0.5))", "params": [1, 2, 0.5], "domain": [-100, 100]}, "function_code.py"
         )
 
@@ -453,7 +454,7 @@ def test_row_from_find_v1_all_records(find_v1):
     for rec in data:
         sd_path = root / rec["dir"] / "mlp_approx_model.pt"
         sd = torch.load(sd_path, map_location="cpu") if sd_path.exists() else None
-        rows.append(nm.row_from_find_v1(rec, served[rec["dir"]], sd))
+        rows.append(row_from_find_v1(rec, served[rec["dir"]], sd))
     x = np.linspace(-100, 100, 801)
     for rec, row in zip(data, rows):
         schema.check_row(row)
@@ -483,7 +484,7 @@ def test_find_v1_public_mlps_reproduce_their_recorded_error(find_v1):
     data, served, root = find_v1
     for rec in data[:5]:
         sd = torch.load(root / rec["dir"] / "mlp_approx_model.pt", map_location="cpu")
-        row = nm.row_from_find_v1(rec, served[rec["dir"]], sd)
+        row = row_from_find_v1(rec, served[rec["dir"]], sd)
         p = json.loads(row["params"])
         x = np.linspace(*p["domain"], 10_000)
         mse = np.mean((nm.make_function(row)(x) - nm.make_function({**p, "variant": "clean", "mlp": None})(x)) ** 2)
@@ -494,19 +495,19 @@ def test_find_v1_release_quirks():
     rec_abs = {"dir": "f00200", "name": "absolute((26.8, -8.2))", "params": [26.8, -8.2], "domain": [-100, 100],
                "noise_type": "normal", "corruption_type": "interval_smaller",
                "corruption_params": {"std": 1.0, "boundary": [31.1]}}  # fmt: skip
-    quirky = nm.row_from_find_v1(rec_abs, "function_code.py")
-    faithful = nm.row_from_find_v1(rec_abs, "function_code.py", release_quirks=False)
+    quirky = row_from_find_v1(rec_abs, "function_code.py")
+    faithful = row_from_find_v1(rec_abs, "function_code.py", release_quirks=False)
     assert nm.make_function(quirky)(0.0) == 0.0 and nm.make_function(faithful)(0.0) == -8.2
     assert "bias -8.2" in quirky["description"] and "dropped" in quirky["description"]
     rec_sq = {"dir": "f00201", "name": "square_wave;constant;sum_two((4.0, 0.0), 0)", "params": [[4.0, 0.0], 0],
               "domain": [-100, 100], "noise_type": "normal", "corruption_type": "interval_smaller",
               "corruption_params": {"std": 1.0, "boundary": [31.1]}}  # fmt: skip
-    q = nm.row_from_find_v1(rec_sq, "function_code.py")
+    q = row_from_find_v1(rec_sq, "function_code.py")
     np.testing.assert_array_equal(nm.make_function(q)(SQ_X), np.where(SQ_X > 0, 1.0, -1.0))
-    ok = nm.row_from_find_v1(rec_sq, "function_code.py", release_quirks=False)
+    ok = row_from_find_v1(rec_sq, "function_code.py", release_quirks=False)
     np.testing.assert_array_equal(nm.make_function(ok)(SQ_X), SQ_Y)
     assert q["name"] == "step+constant" and json.loads(q["params"])["find_v1"]["name"].startswith("square_wave;")
-    c = nm.row_from_find_v1(rec_abs, "corrupted_function_code.py", index=9)
+    c = row_from_find_v1(rec_abs, "corrupted_function_code.py", index=9)
     assert c["function_id"] == "numeric/f00009" and c["corruption_type"] == "below"
     assert json.loads(c["corruption_params"]) == {"boundary": [31.1], "mean": 1.0, "std": 0.1}
 

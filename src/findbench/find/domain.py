@@ -19,6 +19,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from findbench.find.numeric import _CORRUPTED
 from findbench.find.synthetic_neurons.prompts import UNDEFINED, parse_relation_answer
 from findbench.stats import bootstrap_ci
 
@@ -317,12 +318,7 @@ def _corrupted_interval(row: Any, where: str) -> tuple[float, float] | None:
     kind, b = spec
     # the served function's masks (findbench.find.numeric.make_function): x <= b0, x >= b0,
     # b0 < x < b1; whether an end point belongs to the set does not change lengths
-    if kind == "below":
-        a, z = -_INF, b[0]
-    elif kind == "above":
-        a, z = b[0], _INF
-    else:
-        a, z = b[0], b[1]
+    a, z = {"below": (-_INF, b[0]), "above": (b[0], _INF)}.get(kind, (b[0], b[-1]))
     a, z = max(a, lo), min(z, hi)
     if a > z:  # the corrupted part misses the domain: nothing served is corrupted
         return None
@@ -406,10 +402,7 @@ def interval_iou(
         return 1.0
     if not p or not t:
         return 0.0
-    inter = 0.0
-    for a, b in p:
-        for c, d in t:
-            inter += max(0.0, min(b, d) - max(a, c))
+    inter = sum(max(0.0, min(b, d) - max(a, c)) for a, b in p for c, d in t)
     union = sum(b - a for a, b in p) + sum(d - c for c, d in t) - inter
     return float(min(1.0, max(0.0, inter / union)))
 
@@ -440,16 +433,9 @@ def score_domain(
     truths = [
         (_row_domain(r, f"{argument}[{i}]"), _corrupted_interval(r, f"{argument}[{i}]")) for i, r in enumerate(rows)
     ]
-    ious: list[float] = []
-    status: list[str] = []
-    for p, (dom, truth) in zip(predictions, truths):
-        pred = parse_intervals(p)
-        if pred is None:
-            ious.append(0.0)
-            status.append("unparseable")
-        else:
-            ious.append(interval_iou(pred, truth, dom))
-            status.append("ok")
+    preds = [parse_intervals(p) for p in predictions]
+    ious = [0.0 if pred is None else interval_iou(pred, truth, dom) for pred, (dom, truth) in zip(preds, truths)]
+    status = ["unparseable" if pred is None else "ok" for pred in preds]
     return {
         "domain_iou": float(sum(ious) / len(ious)),
         "domain_iou_ci": list(bootstrap_ci(ious)),
@@ -537,13 +523,7 @@ def in_corrupted_subdomain(row: Mapping[str, Any], inputs: Sequence[Any]) -> lis
         if spec is None:
             return None
         kind, b = spec
-        out = []
-        for x in inputs:
-            v = _as_number(x)
-            out.append(
-                v is not None and (v <= b[0] if kind == "below" else v >= b[0] if kind == "above" else b[0] < v < b[1])
-            )
-        return out
+        return [(v := _as_number(x)) is not None and bool(_CORRUPTED[kind](v, b)) for x in inputs]
     if category == "neurons_relations":
         exception = row.get("exception")
         if not isinstance(exception, str) or not exception.strip():
@@ -559,9 +539,5 @@ def in_corrupted_subdomain(row: Mapping[str, Any], inputs: Sequence[Any]) -> lis
                 f"but row['exception'] is {exception!r}"
             )
         excepted = table.exceptions[index]
-        out = []
-        for x in inputs:
-            entry = table.lookup(str(x)) if isinstance(x, str) else None
-            out.append(entry is not None and excepted.matches(entry))
-        return out
+        return [isinstance(x, str) and (e := table.lookup(x)) is not None and excepted.matches(e) for x in inputs]
     return None

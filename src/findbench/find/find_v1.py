@@ -2,7 +2,7 @@
 
 :func:`load_rows` reads one config of the release's ``src/find-dataset`` folder (downloaded once
 from :data:`FIND_V1_URL` when ``data_dir`` is None) and returns :mod:`findbench.schema` rows with
-``source="find-v1"``: ``numeric`` (1000, via :func:`findbench.find.numeric.row_from_find_v1`,
+``source="find-v1"``: ``numeric`` (1000, via :func:`row_from_find_v1`,
 MLP weights from ``fNNNNN/mlp_approx_model.pt``), ``strings`` (1000; code only when ``data_dir``
 holds the Zenodo ``function_code.py`` files), ``neurons_entities`` (200) and
 ``neurons_relations`` (75; the release's key ``exeption``). Unit tests become 10
@@ -25,6 +25,7 @@ from typing import Any
 
 from findbench import _checks
 from findbench._io import atomic_dir, cache_dir
+from findbench.find import numeric as nm
 from findbench.schema import CATEGORIES, dumps, empty_row, function_id
 
 log = logging.getLogger(__name__)
@@ -103,12 +104,7 @@ def parse_test_inputs(text: str) -> list[str]:
     """
     if not isinstance(text, str):
         raise TypeError(f"test_inputs must be a str, got {type(text).__name__}")
-    s = text.strip()
-    if s.startswith(":"):
-        s = s[1:]
-    s = s.strip()
-    for curly, straight in _QUOTES.items():
-        s = s.replace(curly, straight)
+    s = text.strip().removeprefix(":").strip().translate(str.maketrans(_QUOTES))
     if not s:
         return []
     if s[0] in "\"'":
@@ -121,14 +117,8 @@ def parse_test_inputs(text: str) -> list[str]:
     parts = [p.strip() for p in s.split(",")]
     if parts and parts[-1] == "":  # trailing comma
         parts = parts[:-1]
-    out = []
-    for p in parts:
-        if len(p) >= 2 and p[0] == p[-1] and p[0] in "\"'":
-            p = p[1:-1]
-        else:
-            p = p.strip("\"")
-        out.append(p)
-    return out
+    # stray quotes: a matching pair around an item goes, else any double quote at its ends
+    return [p[1:-1] if len(p) >= 2 and p[0] == p[-1] and p[0] in "\"'" else p.strip('"') for p in parts]
 
 
 def convert_unit_tests(record: Mapping[str, Any], category: str) -> list[dict]:
@@ -160,8 +150,6 @@ def _unit_tests_by_index(path: Path, category: str) -> dict[int, list[dict]]:
 
 
 def _numeric_rows(root: Path) -> list[dict]:
-    from findbench.find.numeric import row_from_find_v1
-
     records = _read_json(root / "numeric" / "data.json")
     served = _read_json(root / "numeric" / "func_name_dict.json")
     rows = []
@@ -196,9 +184,7 @@ def _strings_rows(root: Path) -> list[dict]:
     for rec in records:
         name = _dir_name(rec.get("name"), "strings record name")
         i = int(name[1:])
-        desc = str(rec.get("description") or "").strip()
-        if desc.startswith(":"):
-            desc = desc[1:].strip()
+        desc = str(rec.get("description") or "").strip().removeprefix(":").strip()
         code_file = root / "strings" / name / "function_code.py"
         code = code_file.read_text(encoding="utf-8") if code_file.is_file() else ""
         rows.append(
@@ -310,3 +296,146 @@ def load_rows(category: str, data_dir: str | os.PathLike | None = None) -> list[
     if len(rows) != EXPECTED_COUNTS[category]:
         log.warning("%s: %d functions, the release has %d", category, len(rows), EXPECTED_COUNTS[category])
     return rows
+
+
+_V1_VARIANTS = {
+    "load_mlp.py": "mlp",
+    "function_code.py": "clean",
+    "noised_function_code.py": "noise",
+    "corrupted_function_code.py": "corruption",
+}
+_V1_CORRUPTION = {"interval_smaller": "below", "interval_larger": "above", "interval_inside": "inside"}
+_V1_OPS = {"sum_two": "sum", "multiply_two": "product"}
+_V1_SIGN = {"family": "step", "params": {"scale": 2.0, "bias": -1.0, "value_at_zero": 0.0}}
+
+
+def _v1_parse_name(record: Mapping) -> tuple[str, list[str], str | None]:
+    name = record.get("name")
+    if not isinstance(name, str) or "(" not in name:
+        raise ValueError(f"record['name'] must look like 'relu((...))' or 'f1;f2;op(...)', got {name!r}")
+    head = name.split("(", 1)[0]
+    parts = head.split(";")
+    if len(parts) == 1:
+        fam = parts[0]
+        if fam not in nm.ATOMIC_FAMILIES:
+            raise ValueError(f"record['name'] has unknown family {fam!r}")
+        return "atomic", [fam], None
+    if len(parts) != 3 or parts[2] not in _V1_OPS or not all(f in nm.COMPOSABLE_FAMILIES for f in parts[:2]):
+        raise ValueError(
+            f"record['name'] must be 'f1;f2;sum_two|multiply_two(...)' with composable f1, f2, got {name!r}"
+        )
+    return "composition", parts[:2], _V1_OPS[parts[2]]
+
+
+def row_from_find_v1(
+    record: dict,
+    variant: str,
+    mlp_state_dict: dict | None = None,
+    index: int | None = None,
+    *,
+    release_quirks: bool = True,
+) -> dict:
+    """Convert one record of FIND v1's ``numeric/data.json`` into a schema row (source "find-v1").
+
+    Args:
+        variant: the served file from ``func_name_dict.json`` (``load_mlp.py``,
+            ``function_code.py``, ``noised_function_code.py``, ``corrupted_function_code.py``) or
+            ``mlp`` / ``clean`` / ``noise`` / ``corruption``.
+        mlp_state_dict: the function's ``mlp_approx_model.pt`` state dict; without it an MLP row is
+            marked ``params["mlp_weights_missing"]`` and cannot be served.
+        index: the ``function_id`` number; defaults to the number in ``record["dir"]``.
+        release_quirks: serve what the release served (default: ``absolute`` without its bias,
+            ``square_wave`` as ``1 if x > 0 else -1`` in compositions and noisy/corrupted files;
+            listed in ``params.find_v1.quirks``); ``False`` serves the function the name states.
+
+    The release's noise is unseeded; here noisy and corrupted rows draw from ``default_rng(index)``.
+    """
+    if not isinstance(record, Mapping):
+        raise TypeError(f"record must be a dict (one element of data.json), got {type(record).__name__}")
+    served = _V1_VARIANTS.get(variant, variant)
+    if served not in nm.VARIANTS:
+        raise ValueError(f"variant must be one of {sorted(_V1_VARIANTS)} (or {nm.VARIANTS}), got {variant!r}")
+    dir_name = _dir_name(record.get("dir"), "record['dir']")
+    index = int(dir_name[1:]) if index is None else index
+    _checks.integer("index", index, 0)
+    structure, fams, op = _v1_parse_name(record)
+    raw = record.get("params")
+    raw_terms = [raw] if structure == "atomic" else raw
+    if structure == "composition" and not (isinstance(raw, (list, tuple)) and len(raw) == 2):
+        raise ValueError(f"record['params'] of a composition must be [params1, params2], got {raw!r}")
+    terms = []
+    for k, (fam, rp) in enumerate(zip(fams, raw_terms)):
+        try:
+            terms.append({"family": fam, "params": nm._FAMILIES[fam].from_v1(rp)})
+        except ValueError as exc:
+            raise ValueError(f"record['params'] (term {k}): {exc}") from None
+    domain = record.get("domain")
+    if not (isinstance(domain, (list, tuple)) and len(domain) == 2 and all(nm._is_num(v) for v in domain)):
+        raise ValueError(f"record['domain'] must be [low, high], got {domain!r}")
+
+    quirks: list[str] = []
+    if release_quirks and served != "mlp":
+        for k, t in enumerate(terms):
+            where = "f" if structure == "atomic" else ("g" if k == 0 else "h")
+            if t["family"] == "absolute" and t["params"]["bias"] != 0:
+                quirks.append(f"the bias {nm._num(t['params']['bias'])} of absolute term {where} is dropped")
+                t["params"] = {**t["params"], "bias": 0.0}
+            if t["family"] == "square_wave" and (structure == "composition" or served != "clean"):
+                quirks.append(
+                    f"the square wave {where} (period {nm._num(t['params']['period'])}, "
+                    f"shift {nm._num(t['params']['shift'])}) "
+                    "is replaced by 1 if x > 0 else -1, written as the step 2*H(x) - 1 with H(0) = 0"
+                )
+                terms[k] = {"family": "step", "params": dict(_V1_SIGN["params"])}
+
+    v1_meta: dict[str, Any] = {
+        "dir": dir_name,
+        "name": record.get("name"),
+        "served_file": variant if variant in _V1_VARIANTS else None,
+        "approx_mse_error": record.get("approx_mse_error"),
+        "quirks": quirks,
+    }
+    p: dict[str, Any] = {
+        "structure": structure,
+        "op": op,
+        "terms": terms,
+        "domain": [float(domain[0]), float(domain[1])],
+        "variant": served,
+        "noise": None,
+        "corruption": None,
+        "mlp": None,
+        "find_v1": v1_meta,
+    }
+    if served == "noise":
+        nt = record.get("noise_type")
+        if nt not in nm.NOISE_TYPES:
+            raise ValueError(f"record['noise_type'] must be one of {nm.NOISE_TYPES}, got {nt!r}")
+        p["noise"] = {"type": nt, "seed": index}
+    elif served == "corruption":
+        ct = record.get("corruption_type")
+        if ct not in _V1_CORRUPTION:
+            raise ValueError(f"record['corruption_type'] must be one of {sorted(_V1_CORRUPTION)}, got {ct!r}")
+        cp = record.get("corruption_params")
+        if not isinstance(cp, Mapping) or not nm._is_num(cp.get("std")) or not isinstance(cp.get("boundary"), list):
+            raise ValueError(f"record['corruption_params'] must hold 'std' (the mean of f) and 'boundary', got {cp!r}")
+        p["corruption"] = {
+            "type": _V1_CORRUPTION[ct],
+            "boundary": [float(b) for b in cp["boundary"]],
+            # FIND v1 stores the mean of f under the key "std"; the spread is always 0.1
+            "mean": float(cp["std"]),
+            "std": nm._CORRUPTION_STD,
+            "seed": index,
+        }
+    elif served == "mlp":
+        if mlp_state_dict is None:
+            p["mlp_weights_missing"] = True
+        else:
+            w = nm._mlp.weights_from_state_dict(mlp_state_dict)
+            ame = record.get("approx_mse_error")
+            p["mlp"] = {
+                "hidden": len(w["w1"]),
+                **w,
+                "mse": float(ame) if nm._is_num(ame) else None,
+                "train_points": nm.MLP_TRAIN_POINTS,
+            }
+    return nm.row_from_params(p, index, source="find-v1")

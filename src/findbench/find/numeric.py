@@ -8,12 +8,13 @@ fitted on 10,000 points, :mod:`findbench.find.mlp`). Rows carry ``params`` (cano
 runnable ``code`` and a ``description``; :func:`make_function` rebuilds the served function
 from ``params`` alone, bit-identical to ``code``. Unlike the reference source writer,
 ``absolute`` keeps its bias and ``square_wave`` stays a square wave in compositions;
-:func:`row_from_find_v1` imports release records and by default serves what the release
-served (``release_quirks``).
+:func:`findbench.find.find_v1.row_from_find_v1` imports release records and by default serves
+what the release served (``release_quirks``).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import math
@@ -39,7 +40,19 @@ COMPOSABLE_FAMILIES = ("linear", "polynomial", "step", "relu", "constant", "ceil
 OPS = ("sum", "product")
 NOISE_TYPES = ("normal", "uniform", "poisson")
 _CORRUPTION_TYPES = ("below", "above", "inside")
+#: noise type -> (the numpy Generator method and its arguments, what the description says).
+_NOISE: dict[str, tuple[str, tuple[float, ...], str]] = {
+    "normal": ("normal", (0.0, 1.0), "a normal distribution with mean 0 and standard deviation 1"),
+    "uniform": ("uniform", (-1.0, 1.0), "a uniform distribution on [-1, 1]"),
+    "poisson": ("poisson", (1.0,), "a Poisson distribution with rate 1 (non-negative integers, mean 1)"),
+}
 VARIANTS = ("clean", "noise", "corruption", "mlp")
+#: corruption type -> its corrupted subdomain (as a mask of x), given the boundary b.
+_CORRUPTED: dict[str, Callable[[Any, list[float]], Any]] = {
+    "below": lambda x, b: x <= b[0],
+    "above": lambda x, b: x >= b[0],
+    "inside": lambda x, b: (x > b[0]) & (x < b[1]),
+}
 #: Standard deviation of the values that replace a corrupted subdomain.
 _CORRUPTION_STD = 0.1
 #: The MLP approximation is fitted on this many evenly spaced points of the domain.
@@ -135,22 +148,19 @@ def _v1_list(p: Any, n: int, fam: str) -> list:
     return list(p)
 
 
-# --- linear -----------------------------------------------------------------------------
-def _linear() -> _Family:
-    return _Family(
-        "linear", ("slope", "intercept"), "linear function",
-        sample=lambda r: {"slope": _u(r, -10, 10), "intercept": _u(r, -10, 10)},
-        evaluate=lambda p, x: p["slope"] * x + p["intercept"],
-        source=lambda p: f"{_lit(p['slope'])} * x + {_lit(p['intercept'])}",
-        formula=lambda p: f"{_times(p['slope'], 'x')}{_plus(p['intercept'])}",
-        from_v1=lambda v: dict(zip(("slope", "intercept"), map(float, _v1_list(v, 2, "linear")))),
-    )  # fmt: skip
+def _v1_named(names: tuple[str, ...], fam: str) -> Callable[[Any], dict]:
+    """FIND v1 positional params -> ``names`` as floats."""
+    return lambda v: dict(zip(names, map(float, _v1_list(v, len(names), fam))))
 
 
-# --- polynomial (coefficients from the highest power down, as in FIND) -----------------
+# --- polynomial (coefficients from the highest power down, as in FIND); rational (ascending) ---
 def _poly_terms(coeffs: Sequence[float]) -> list[tuple[float, int]]:
     d = len(coeffs) - 1
     return [(float(c), d - i) for i, c in enumerate(coeffs)]
+
+
+def _asc_terms(coeffs: Sequence[float]) -> list[tuple[float, int]]:
+    return [(float(c), k) for k, c in enumerate(coeffs)]
 
 
 def _terms_eval(terms: list[tuple[float, int]], x: np.ndarray) -> Any:
@@ -163,14 +173,6 @@ def _terms_eval(terms: list[tuple[float, int]], x: np.ndarray) -> Any:
 
 def _terms_source(terms: list[tuple[float, int]]) -> str:
     return " + ".join(_lit(c) if k == 0 else (f"{_lit(c)} * x" if k == 1 else f"{_lit(c)} * x**{k}") for c, k in terms)
-
-
-def _poly_eval(p: dict, x: np.ndarray) -> Any:
-    return _terms_eval(_poly_terms(p["coeffs"]), x)
-
-
-def _poly_source(p: dict) -> str:
-    return _terms_source(_poly_terms(p["coeffs"]))
 
 
 def _poly_formula(p: dict) -> str:
@@ -199,17 +201,6 @@ def _poly_v1(v: Any) -> dict:
     return {"coeffs": [float(c) for c in v]}
 
 
-def _polynomial() -> _Family:
-    return _Family(
-        "polynomial", ("coeffs",), "polynomial", _poly_sample, _poly_eval, _poly_source, _poly_formula, _poly_v1
-    )
-
-
-# --- rational (ascending powers, as in FIND) -------------------------------------------
-def _asc_terms(coeffs: Sequence[float]) -> list[tuple[float, int]]:
-    return [(float(c), k) for k, c in enumerate(coeffs)]
-
-
 def _rational_sample(r: np.random.Generator) -> dict:
     num_order = int(r.integers(0, 5))
     den_order = int(r.integers(num_order + 1, 6))
@@ -225,36 +216,7 @@ def _rational_v1(v: Any) -> dict:
     return {"numerator": [float(c) for c in v[0]], "denominator": [float(c) for c in v[1]]}
 
 
-def _rational() -> _Family:
-    return _Family(
-        "rational", ("numerator", "denominator"), "rational function",
-        sample=_rational_sample,
-        evaluate=lambda p, x: _terms_eval(_asc_terms(p["numerator"]), x) / _terms_eval(_asc_terms(p["denominator"]), x),
-        source=lambda p: (
-            f"({_terms_source(_asc_terms(p['numerator']))})"
-            f" / ({_terms_source(_asc_terms(p['denominator']))})"
-        ),
-        formula=lambda p: (
-            f"({_poly_formula({'coeffs': p['numerator'][::-1]})})"
-            f" / ({_poly_formula({'coeffs': p['denominator'][::-1]})})"
-        ),
-        from_v1=_rational_v1,
-    )  # fmt: skip
-
-
-# --- absolute --------------------------------------------------------------------------
-def _absolute() -> _Family:
-    return _Family(
-        "absolute", ("scale", "bias"), "scaled absolute value",
-        sample=lambda r: {"scale": _u(r, -30, 30), "bias": _u(r, -30, 30)},
-        evaluate=lambda p, x: p["scale"] * np.abs(x) + p["bias"],
-        source=lambda p: f"{_lit(p['scale'])} * np.abs(x) + {_lit(p['bias'])}",
-        formula=lambda p: f"{_times(p['scale'], '|x|')}{_plus(p['bias'])}",
-        from_v1=lambda v: dict(zip(("scale", "bias"), map(float, _v1_list(v, 2, "absolute")))),
-    )  # fmt: skip
-
-
-# --- root ------------------------------------------------------------------------------
+# --- root, logarithm, constant, reciprocal ----------------------------------------------
 def _root_formula(p: dict) -> str:
     n = int(p["n"])
     core = "x" if n == 1 else ("sqrt(x)" if n == 2 else f"x^(1/{n})")
@@ -266,17 +228,6 @@ def _root_v1(v: Any) -> dict:
     return {"scale": float(a), "bias": float(b), "n": int(n)}
 
 
-def _root() -> _Family:
-    return _Family(
-        "root", ("scale", "bias", "n"), "scaled n-th root",
-        sample=lambda r: {"scale": _u(r, -30, 30), "bias": _u(r, -30, 30), "n": int(r.integers(1, 3))},
-        evaluate=lambda p, x: p["scale"] * x ** (1.0 / p["n"]) + p["bias"],
-        source=lambda p: f"{_lit(p['scale'])} * x ** (1.0 / {_lit(p['n'])}) + {_lit(p['bias'])}",
-        formula=_root_formula, from_v1=_root_v1,
-    )  # fmt: skip
-
-
-# --- logarithm -------------------------------------------------------------------------
 def _log_sample(r: np.random.Generator) -> dict:
     scale, bias = _u(r, -30, 30), _u(r, -30, 30)
     base = 1.0
@@ -285,75 +236,6 @@ def _log_sample(r: np.random.Generator) -> dict:
     return {"scale": scale, "bias": bias, "base": base}
 
 
-def _logarithm() -> _Family:
-    return _Family(
-        "logarithm", ("scale", "bias", "base"), "scaled logarithm",
-        sample=_log_sample,
-        evaluate=lambda p, x: p["scale"] * (np.log(x) / np.log(p["base"])) + p["bias"],
-        source=lambda p: f"{_lit(p['scale'])} * (np.log(x) / np.log({_lit(p['base'])})) + {_lit(p['bias'])}",
-        formula=lambda p: _times(p["scale"], "log_" + _num(p["base"]) + "(x)") + _plus(p["bias"]),
-        from_v1=lambda v: dict(zip(("scale", "bias", "base"), map(float, _v1_list(v, 3, "logarithm")))),
-    )  # fmt: skip
-
-
-# --- step (Heaviside; `value_at_zero` is H(0), as numpy.heaviside's second argument) ---
-def _step() -> _Family:
-    return _Family(
-        "step", ("scale", "bias", "value_at_zero"), "scaled step function",
-        sample=lambda r: {"scale": _u(r, -30, 30), "bias": _u(r, -30, 30), "value_at_zero": _u(r, -100, 100)},
-        evaluate=lambda p, x: p["scale"] * np.heaviside(x, p["value_at_zero"]) + p["bias"],
-        source=lambda p: f"{_lit(p['scale'])} * np.heaviside(x, {_lit(p['value_at_zero'])}) + {_lit(p['bias'])}",
-        formula=lambda p: (
-            f"{_times(p['scale'], 'H(x)')}{_plus(p['bias'])}, where H is the Heaviside step "
-            f"(H(x) = 0 for x < 0, H(x) = 1 for x > 0 and H(0) = {_num(p['value_at_zero'])})"
-        ),
-        from_v1=lambda v: dict(zip(("scale", "bias", "value_at_zero"), map(float, _v1_list(v, 3, "step")))),
-    )  # fmt: skip
-
-
-# --- relu (leaky) ----------------------------------------------------------------------
-def _relu() -> _Family:
-    return _Family(
-        "relu", ("scale", "bias", "leak"), "scaled leaky ReLU",
-        sample=lambda r: {"scale": _u(r, -30, 30), "bias": _u(r, -30, 30), "leak": _u(r, 0, 1)},
-        evaluate=lambda p, x: p["scale"] * np.where(x > 0, x, x * p["leak"]) + p["bias"],
-        source=lambda p: f"{_lit(p['scale'])} * np.where(x > 0, x, x * {_lit(p['leak'])}) + {_lit(p['bias'])}",
-        formula=lambda p: (
-            f"{_times(p['scale'], 'g(x)')}{_plus(p['bias'])}, "
-            f"where g(x) = x for x > 0 and g(x) = {_times(p['leak'], 'x')} otherwise"
-        ),
-        from_v1=lambda v: dict(zip(("scale", "bias", "leak"), map(float, _v1_list(v, 3, "relu")))),
-    )  # fmt: skip
-
-
-# --- periodic: tanh / sin / cos: amplitude * g((2*pi/period) * (x - shift)) + offset ---
-def _periodic(name: str, kind: str) -> _Family:
-    names = ("amplitude", "period", "shift", "offset")
-
-    def sample(r: np.random.Generator) -> dict:
-        return {
-            "amplitude": _u(r, -10, 10),
-            "period": _u(r, 0.1, 2 * math.pi),
-            "shift": _u(r, 0.1, 2 * math.pi),
-            "offset": _u(r, -30, 30),
-        }
-
-    ufunc = getattr(np, name)
-    return _Family(
-        name, names, kind, sample,
-        evaluate=lambda p, x: p["amplitude"] * ufunc((2 * np.pi / p["period"]) * (x - p["shift"])) + p["offset"],
-        source=lambda p: (
-            f"{_lit(p['amplitude'])} * np.{name}((2 * np.pi / {_lit(p['period'])})"
-            f" * (x - {_lit(p['shift'])})) + {_lit(p['offset'])}"
-        ),
-        formula=lambda p: (
-            _times(p["amplitude"], f"{name}(2*pi*{_minus_shift(p['shift'])}/{_num(p['period'])})") + _plus(p["offset"])
-        ),
-        from_v1=lambda v: dict(zip(names, map(float, _v1_list(v, 4, name)))),
-    )  # fmt: skip
-
-
-# --- constant --------------------------------------------------------------------------
 def _const_v1(v: Any) -> dict:
     if isinstance(v, (list, tuple)) and len(v) == 1:
         v = v[0]
@@ -362,18 +244,6 @@ def _const_v1(v: Any) -> dict:
     return {"value": float(v)}
 
 
-def _constant() -> _Family:
-    return _Family(
-        "constant", ("value",), "constant function",
-        sample=lambda r: {"value": float(r.integers(-100, 100))},
-        evaluate=lambda p, x: p["value"] * np.ones_like(x),
-        source=lambda p: f"{_lit(p['value'])} * np.ones_like(x)",
-        formula=lambda p: _num(p["value"]),
-        from_v1=_const_v1,
-    )  # fmt: skip
-
-
-# --- reciprocal ------------------------------------------------------------------------
 def _recip_sample(r: np.random.Generator) -> dict:
     a = 0.0
     while a == 0.0:
@@ -381,62 +251,27 @@ def _recip_sample(r: np.random.Generator) -> dict:
     return {"scale": a}
 
 
-def _reciprocal() -> _Family:
+# --- periodic: tanh / sin / cos: amplitude * g((2*pi/period) * (x - shift)) + offset ---
+def _periodic(name: str, kind: str) -> _Family:
+    names = ("amplitude", "period", "shift", "offset")
+    ufunc = getattr(np, name)
     return _Family(
-        "reciprocal", ("scale",), "scaled reciprocal",
-        sample=_recip_sample,
-        evaluate=lambda p, x: 1 / (p["scale"] * x),
-        source=lambda p: f"1 / ({_lit(p['scale'])} * x)",
-        formula=lambda p: f"1 / ({_times(p['scale'], 'x')}) (undefined, served as ±inf or nan, at x = 0)",
-        from_v1=lambda v: {"scale": float(_v1_list(v, 1, "reciprocal")[0])},
-    )  # fmt: skip
-
-
-# --- gaussian (normal density) ---------------------------------------------------------
-def _gaussian() -> _Family:
-    return _Family(
-        "gaussian", ("mean", "std"), "Gaussian density",
-        sample=lambda r: {"mean": _u(r, -50, 50), "std": _u(r, 1, 10)},
-        evaluate=lambda p, x: (1 / (p["std"] * np.sqrt(2 * np.pi))) * np.exp(-0.5 * ((x - p["mean"]) / p["std"]) ** 2),
+        name, names, kind,
+        sample=lambda r: {
+            "amplitude": _u(r, -10, 10),
+            "period": _u(r, 0.1, 2 * math.pi),
+            "shift": _u(r, 0.1, 2 * math.pi),
+            "offset": _u(r, -30, 30),
+        },
+        evaluate=lambda p, x: p["amplitude"] * ufunc((2 * np.pi / p["period"]) * (x - p["shift"])) + p["offset"],
         source=lambda p: (
-            f"(1 / ({_lit(p['std'])} * np.sqrt(2 * np.pi)))"
-            f" * np.exp(-0.5 * ((x - {_lit(p['mean'])}) / {_lit(p['std'])}) ** 2)"
+            f"{_lit(p['amplitude'])} * np.{name}((2 * np.pi / {_lit(p['period'])})"
+            f" * (x - {_lit(p['shift'])})) + {_lit(p['offset'])}"
         ),
         formula=lambda p: (
-            f"exp(-0.5*({_minus_shift(p['mean'])}/{_num(p['std'])})^2) / ({_num(p['std'])}*sqrt(2*pi))"
-            f" (the density of a normal distribution with mean {_num(p['mean'])}"
-            f" and standard deviation {_num(p['std'])})"
+            _times(p["amplitude"], f"{name}(2*pi*{_minus_shift(p['shift'])}/{_num(p['period'])})") + _plus(p["offset"])
         ),
-        from_v1=lambda v: dict(zip(("mean", "std"), map(float, _v1_list(v, 2, "gaussian")))),
-    )  # fmt: skip
-
-
-# --- rectangle -------------------------------------------------------------------------
-def _rectangle() -> _Family:
-    return _Family(
-        "rectangle", ("width",), "rectangle (boxcar) function",
-        sample=lambda r: {"width": _u(r, 1, 10)},
-        evaluate=lambda p, x: np.where(np.abs(x) <= p["width"] / 2, 1.0, 0.0),
-        source=lambda p: f"np.where(np.abs(x) <= {_lit(p['width'])} / 2, 1.0, 0.0)",
-        formula=lambda p: f"1 if |x| <= {_num(p['width'])}/2 else 0",
-        from_v1=lambda v: {"width": float(_v1_list(v, 1, "rectangle")[0])},
-    )  # fmt: skip
-
-
-# --- square wave -----------------------------------------------------------------------
-def _square_wave() -> _Family:
-    return _Family(
-        "square_wave", ("period", "shift"), "square wave",
-        sample=lambda r: {"period": _u(r, 1, 10), "shift": _u(r, -5, 5)},
-        evaluate=lambda p, x: np.where(np.sin((x - p["shift"]) * (2 * np.pi / p["period"])) > 0, 1.0, -1.0),
-        source=lambda p: (
-            f"np.where(np.sin((x - {_lit(p['shift'])}) * (2 * np.pi / {_lit(p['period'])})) > 0, 1.0, -1.0)"
-        ),
-        formula=lambda p: (
-            f"1 if sin(2*pi*{_minus_shift(p['shift'])}/{_num(p['period'])}) > 0 else -1"
-            f" (a square wave of period {_num(p['period'])} between -1 and 1)"
-        ),
-        from_v1=lambda v: dict(zip(("period", "shift"), map(float, _v1_list(v, 2, "square_wave")))),
+        from_v1=_v1_named(names, name),
     )  # fmt: skip
 
 
@@ -464,10 +299,142 @@ def _rounding(name: str, kind: str, text: str) -> _Family:
 _FAMILIES: dict[str, _Family] = {
     f.name: f
     for f in (
-        _linear(), _polynomial(), _absolute(), _root(), _logarithm(), _step(), _relu(),
-        _periodic("tanh", "scaled hyperbolic tangent"), _constant(),
-        _periodic("sin", "sine wave"), _periodic("cos", "cosine wave"),
-        _reciprocal(), _gaussian(), _rational(), _rectangle(), _square_wave(),
+        _Family(
+            "linear", ("slope", "intercept"), "linear function",
+            sample=lambda r: {"slope": _u(r, -10, 10), "intercept": _u(r, -10, 10)},
+            evaluate=lambda p, x: p["slope"] * x + p["intercept"],
+            source=lambda p: f"{_lit(p['slope'])} * x + {_lit(p['intercept'])}",
+            formula=lambda p: f"{_times(p['slope'], 'x')}{_plus(p['intercept'])}",
+            from_v1=_v1_named(("slope", "intercept"), "linear"),
+        ),
+        _Family(
+            "polynomial", ("coeffs",), "polynomial", _poly_sample,
+            evaluate=lambda p, x: _terms_eval(_poly_terms(p["coeffs"]), x),
+            source=lambda p: _terms_source(_poly_terms(p["coeffs"])),
+            formula=_poly_formula, from_v1=_poly_v1,
+        ),
+        _Family(
+            "absolute", ("scale", "bias"), "scaled absolute value",
+            sample=lambda r: {"scale": _u(r, -30, 30), "bias": _u(r, -30, 30)},
+            evaluate=lambda p, x: p["scale"] * np.abs(x) + p["bias"],
+            source=lambda p: f"{_lit(p['scale'])} * np.abs(x) + {_lit(p['bias'])}",
+            formula=lambda p: f"{_times(p['scale'], '|x|')}{_plus(p['bias'])}",
+            from_v1=_v1_named(("scale", "bias"), "absolute"),
+        ),
+        _Family(
+            "root", ("scale", "bias", "n"), "scaled n-th root",
+            sample=lambda r: {"scale": _u(r, -30, 30), "bias": _u(r, -30, 30), "n": int(r.integers(1, 3))},
+            evaluate=lambda p, x: p["scale"] * x ** (1.0 / p["n"]) + p["bias"],
+            source=lambda p: f"{_lit(p['scale'])} * x ** (1.0 / {_lit(p['n'])}) + {_lit(p['bias'])}",
+            formula=_root_formula, from_v1=_root_v1,
+        ),
+        _Family(
+            "logarithm", ("scale", "bias", "base"), "scaled logarithm",
+            sample=_log_sample,
+            evaluate=lambda p, x: p["scale"] * (np.log(x) / np.log(p["base"])) + p["bias"],
+            source=lambda p: f"{_lit(p['scale'])} * (np.log(x) / np.log({_lit(p['base'])})) + {_lit(p['bias'])}",
+            formula=lambda p: _times(p["scale"], "log_" + _num(p["base"]) + "(x)") + _plus(p["bias"]),
+            from_v1=_v1_named(("scale", "bias", "base"), "logarithm"),
+        ),
+        # Heaviside; `value_at_zero` is H(0), as numpy.heaviside's second argument
+        _Family(
+            "step", ("scale", "bias", "value_at_zero"), "scaled step function",
+            sample=lambda r: {"scale": _u(r, -30, 30), "bias": _u(r, -30, 30), "value_at_zero": _u(r, -100, 100)},
+            evaluate=lambda p, x: p["scale"] * np.heaviside(x, p["value_at_zero"]) + p["bias"],
+            source=lambda p: f"{_lit(p['scale'])} * np.heaviside(x, {_lit(p['value_at_zero'])}) + {_lit(p['bias'])}",
+            formula=lambda p: (
+                f"{_times(p['scale'], 'H(x)')}{_plus(p['bias'])}, where H is the Heaviside step "
+                f"(H(x) = 0 for x < 0, H(x) = 1 for x > 0 and H(0) = {_num(p['value_at_zero'])})"
+            ),
+            from_v1=_v1_named(("scale", "bias", "value_at_zero"), "step"),
+        ),
+        # leaky
+        _Family(
+            "relu", ("scale", "bias", "leak"), "scaled leaky ReLU",
+            sample=lambda r: {"scale": _u(r, -30, 30), "bias": _u(r, -30, 30), "leak": _u(r, 0, 1)},
+            evaluate=lambda p, x: p["scale"] * np.where(x > 0, x, x * p["leak"]) + p["bias"],
+            source=lambda p: f"{_lit(p['scale'])} * np.where(x > 0, x, x * {_lit(p['leak'])}) + {_lit(p['bias'])}",
+            formula=lambda p: (
+                f"{_times(p['scale'], 'g(x)')}{_plus(p['bias'])}, "
+                f"where g(x) = x for x > 0 and g(x) = {_times(p['leak'], 'x')} otherwise"
+            ),
+            from_v1=_v1_named(("scale", "bias", "leak"), "relu"),
+        ),
+        _periodic("tanh", "scaled hyperbolic tangent"),
+        _Family(
+            "constant", ("value",), "constant function",
+            sample=lambda r: {"value": float(r.integers(-100, 100))},
+            evaluate=lambda p, x: p["value"] * np.ones_like(x),
+            source=lambda p: f"{_lit(p['value'])} * np.ones_like(x)",
+            formula=lambda p: _num(p["value"]),
+            from_v1=_const_v1,
+        ),
+        _periodic("sin", "sine wave"),
+        _periodic("cos", "cosine wave"),
+        _Family(
+            "reciprocal", ("scale",), "scaled reciprocal",
+            sample=_recip_sample,
+            evaluate=lambda p, x: 1 / (p["scale"] * x),
+            source=lambda p: f"1 / ({_lit(p['scale'])} * x)",
+            formula=lambda p: f"1 / ({_times(p['scale'], 'x')}) (undefined, served as ±inf or nan, at x = 0)",
+            from_v1=_v1_named(("scale",), "reciprocal"),
+        ),
+        # the normal density
+        _Family(
+            "gaussian", ("mean", "std"), "Gaussian density",
+            sample=lambda r: {"mean": _u(r, -50, 50), "std": _u(r, 1, 10)},
+            evaluate=lambda p, x: (
+                (1 / (p["std"] * np.sqrt(2 * np.pi))) * np.exp(-0.5 * ((x - p["mean"]) / p["std"]) ** 2)
+            ),
+            source=lambda p: (
+                f"(1 / ({_lit(p['std'])} * np.sqrt(2 * np.pi)))"
+                f" * np.exp(-0.5 * ((x - {_lit(p['mean'])}) / {_lit(p['std'])}) ** 2)"
+            ),
+            formula=lambda p: (
+                f"exp(-0.5*({_minus_shift(p['mean'])}/{_num(p['std'])})^2) / ({_num(p['std'])}*sqrt(2*pi))"
+                f" (the density of a normal distribution with mean {_num(p['mean'])}"
+                f" and standard deviation {_num(p['std'])})"
+            ),
+            from_v1=_v1_named(("mean", "std"), "gaussian"),
+        ),
+        _Family(
+            "rational", ("numerator", "denominator"), "rational function",
+            sample=_rational_sample,
+            evaluate=lambda p, x: (
+                _terms_eval(_asc_terms(p["numerator"]), x) / _terms_eval(_asc_terms(p["denominator"]), x)
+            ),
+            source=lambda p: (
+                f"({_terms_source(_asc_terms(p['numerator']))})"
+                f" / ({_terms_source(_asc_terms(p['denominator']))})"
+            ),
+            formula=lambda p: (
+                f"({_poly_formula({'coeffs': p['numerator'][::-1]})})"
+                f" / ({_poly_formula({'coeffs': p['denominator'][::-1]})})"
+            ),
+            from_v1=_rational_v1,
+        ),
+        # the boxcar
+        _Family(
+            "rectangle", ("width",), "rectangle (boxcar) function",
+            sample=lambda r: {"width": _u(r, 1, 10)},
+            evaluate=lambda p, x: np.where(np.abs(x) <= p["width"] / 2, 1.0, 0.0),
+            source=lambda p: f"np.where(np.abs(x) <= {_lit(p['width'])} / 2, 1.0, 0.0)",
+            formula=lambda p: f"1 if |x| <= {_num(p['width'])}/2 else 0",
+            from_v1=_v1_named(("width",), "rectangle"),
+        ),
+        _Family(
+            "square_wave", ("period", "shift"), "square wave",
+            sample=lambda r: {"period": _u(r, 1, 10), "shift": _u(r, -5, 5)},
+            evaluate=lambda p, x: np.where(np.sin((x - p["shift"]) * (2 * np.pi / p["period"])) > 0, 1.0, -1.0),
+            source=lambda p: (
+                f"np.where(np.sin((x - {_lit(p['shift'])}) * (2 * np.pi / {_lit(p['period'])})) > 0, 1.0, -1.0)"
+            ),
+            formula=lambda p: (
+                f"1 if sin(2*pi*{_minus_shift(p['shift'])}/{_num(p['period'])}) > 0 else -1"
+                f" (a square wave of period {_num(p['period'])} between -1 and 1)"
+            ),
+            from_v1=_v1_named(("period", "shift"), "square_wave"),
+        ),
         _rounding("ceil", "ceiling function", "ceil(x) (the smallest integer >= x)"),
         _rounding("floor", "floor function", "floor(x) (the largest integer <= x)"),
     )
@@ -629,28 +596,13 @@ def _noise(p: Mapping, seed: int) -> Callable[[np.ndarray, Any], Any]:
     """What a noisy or corrupted function does to its clean values, drawing from ``default_rng(seed)``."""
     rng = np.random.default_rng(seed)
     if p["variant"] == "noise":
-        kind = p["noise"]["type"]
-        if kind == "normal":
-            return lambda x, y: y + rng.normal(0.0, 1.0, size=x.shape)
-        if kind == "uniform":
-            return lambda x, y: y + rng.uniform(-1.0, 1.0, size=x.shape)
-        return lambda x, y: y + rng.poisson(1.0, size=x.shape)
+        method, args, _ = _NOISE[p["noise"]["type"]]
+        return lambda x, y: y + getattr(rng, method)(*args, size=x.shape)
     c = p["corruption"]
     mean, std = float(c["mean"]), float(c["std"])
     b = [float(v) for v in c["boundary"]]
-    kind = c["type"]
-
-    def corrupt(x: np.ndarray, y: Any) -> Any:
-        noise = rng.normal(mean, std, size=x.shape)
-        if kind == "below":
-            mask = x <= b[0]
-        elif kind == "above":
-            mask = x >= b[0]
-        else:
-            mask = (x > b[0]) & (x < b[1])
-        return np.where(mask, noise, y)
-
-    return corrupt
+    inside = _CORRUPTED[c["type"]]
+    return lambda x, y: np.where(inside(x, b), rng.normal(mean, std, size=x.shape), y)
 
 
 def make_function(row_or_params: Any, *, noise_key: Any = None) -> Callable[[Any], Any]:
@@ -669,11 +621,7 @@ def make_function(row_or_params: Any, *, noise_key: Any = None) -> Callable[[Any
         if p.get("mlp_weights_missing"):
             raise MissingMLPWeightsError(_missing_weights_message(p))
         w1, b1, w2 = (np.asarray(p["mlp"][k], dtype=np.float32).astype(np.float64) for k in ("w1", "b1", "w2"))
-        b2 = float(np.float32(p["mlp"]["b2"]))
-
-        def clean(x: np.ndarray) -> Any:
-            return _mlp.mlp_forward(w1, b1, w2, b2, x)
-
+        clean = functools.partial(_mlp.mlp_forward, w1, b1, w2, float(np.float32(p["mlp"]["b2"])))
     else:
         clean = _clean_fn(p)
     post: Callable[[np.ndarray, Any], Any] | None = None
@@ -753,13 +701,8 @@ def make_code(params: Any) -> str:
         ]  # fmt: skip
     body = ["        y = _clean(x)"]
     if variant == "noise":
-        kind = p["noise"]["type"]
-        draw = {
-            "normal": "_rng.normal(0.0, 1.0, size=x.shape)",
-            "uniform": "_rng.uniform(-1.0, 1.0, size=x.shape)",
-            "poisson": "_rng.poisson(1.0, size=x.shape)",
-        }[kind]
-        body.append(f"        y = y + {draw}")
+        method, args, _ = _NOISE[p["noise"]["type"]]
+        body.append(f"        y = y + _rng.{method}({', '.join(map(repr, args))}, size=x.shape)")
     elif variant == "corruption":
         c = p["corruption"]
         b = [float(v) for v in c["boundary"]]
@@ -792,10 +735,6 @@ def _term_text(term: Mapping) -> str:
     return text if text.endswith(")") else f"{text} (a {fam.kind})"
 
 
-def _interval(lo: float, hi: float) -> str:
-    return f"[{_num(lo)}, {_num(hi)}]"
-
-
 def describe(params: Any) -> str:
     """English description of the served function, precise enough to re-implement it."""
     p = _parse_params(params)
@@ -808,19 +747,14 @@ def describe(params: Any) -> str:
         g, h = p["terms"]
         word, sym = ("sum", "+") if p["op"] == "sum" else ("product", "*")
         base = f"f(x) = g(x) {sym} h(x), the {word} of g(x) = {_term_text(g)} and h(x) = {_term_text(h)}"
-    base += f", on the domain {_interval(lo, hi)}"
+    base += f", on the domain [{_num(lo)}, {_num(hi)}]"
     quirks = (p.get("find_v1") or {}).get("quirks") or []
     quirk_text = " As served by the FIND v1 release: " + "; ".join(quirks) + "." if quirks else ""
     v = p["variant"]
     if v == "clean":
         return base + "." + quirk_text
     if v == "noise":
-        kind = p["noise"]["type"]
-        dist = {
-            "normal": "a normal distribution with mean 0 and standard deviation 1",
-            "uniform": "a uniform distribution on [-1, 1]",
-            "poisson": "a Poisson distribution with rate 1 (non-negative integers, mean 1)",
-        }[kind]
+        dist = _NOISE[p["noise"]["type"]][2]
         return f"{base}, plus additive noise drawn independently for every input from {dist}." + quirk_text
     if v == "corruption":
         c = p["corruption"]
@@ -850,28 +784,14 @@ def describe(params: Any) -> str:
     )
 
 
-def _name(p: Mapping) -> str:
-    fams = [t["family"] for t in p["terms"]]
-    if p["structure"] == "atomic":
-        return fams[0]
-    return f"{fams[0]}{'+' if p['op'] == 'sum' else '*'}{fams[1]}"
-
-
-def _subcategory(p: Mapping) -> str:
-    return p["structure"] if p["variant"] == "clean" else p["variant"]
-
-
 def _test_inputs(p: Mapping) -> list[str]:
     lo, hi = (float(v) for v in p["domain"])
     xs = list(np.linspace(lo, hi, 9))
     if lo < 0 < hi:
         xs += [-1.0, 0.0, 1.0]
-    c = p.get("corruption") if p["variant"] == "corruption" else None
-    if c:
-        for b in c["boundary"]:
-            xs += [float(b) - 1.0, float(b) + 1.0]
-    out = sorted({_r1(v) for v in xs if lo <= v <= hi})
-    return [_num(v) for v in out]
+    if p["variant"] == "corruption" and p.get("corruption"):
+        xs += [float(b) + d for b in p["corruption"]["boundary"] for d in (-1.0, 1.0)]
+    return [_num(v) for v in sorted({_r1(v) for v in xs if lo <= v <= hi})]
 
 
 def row_from_params(params: Any, index: int, *, source: str = "procedural") -> dict[str, Any]:
@@ -881,8 +801,8 @@ def row_from_params(params: Any, index: int, *, source: str = "procedural") -> d
     return schema.empty_row(
         function_id=schema.function_id("numeric", int(index)),
         category="numeric",
-        subcategory=_subcategory(p),
-        name=_name(p),
+        subcategory=p["structure"] if p["variant"] == "clean" else p["variant"],
+        name=("+" if p["op"] == "sum" else "*").join(t["family"] for t in p["terms"]),
         params=schema.dumps(p),
         code=make_code(p),
         description=describe(p),
@@ -971,20 +891,20 @@ def degenerate(params: Mapping) -> str | None:
     return None
 
 
+def _draw_term(rng: np.random.Generator, families: Sequence[str]) -> dict:
+    fam = _choice(rng, families)
+    return {"family": fam, "params": _FAMILIES[fam].sample(rng)}
+
+
 def _sample_params(seed: int, index: int, structure: str, variant: str) -> dict:
     rng = np.random.default_rng([seed, 1, index])
     for _attempt in range(1000):
         if structure == "atomic":
-            fam = _choice(rng, ATOMIC_FAMILIES)
-            terms = [{"family": fam, "params": _FAMILIES[fam].sample(rng)}]
-            op = None
-            domain = list(family_domain(fam))
+            op, terms = None, [_draw_term(rng, ATOMIC_FAMILIES)]
+            domain = list(family_domain(terms[0]["family"]))
         else:
             op = _choice(rng, OPS)
-            terms = []
-            for _ in range(2):
-                fam = _choice(rng, COMPOSABLE_FAMILIES)
-                terms.append({"family": fam, "params": _FAMILIES[fam].sample(rng)})
+            terms = [_draw_term(rng, COMPOSABLE_FAMILIES) for _ in range(2)]
             domain = list(_DEFAULT_DOMAIN)
         p: dict[str, Any] = {"structure": structure, "op": op, "terms": terms, "domain": domain, "variant": variant}
         clean = _clean_fn(p)
@@ -1003,9 +923,7 @@ def _sample_params(seed: int, index: int, structure: str, variant: str) -> dict:
             break
     else:  # pragma: no cover - needs 1000 consecutive poles
         raise RuntimeError(f"could not draw a finite function for index {index}")
-    p["noise"] = None
-    p["corruption"] = None
-    p["mlp"] = None
+    p.update(noise=None, corruption=None, mlp=None)
     if variant == "noise":
         p["noise"] = {"type": _choice(rng, NOISE_TYPES, _MIX["noise_type"]), "seed": int(rng.integers(2**31))}
     elif variant == "corruption":
@@ -1080,150 +998,3 @@ def generate_row(index: int, n: int = 1000, seed: int = 0) -> dict | None:
     if variant == "mlp":
         return None
     return row_from_params(_sample_params(seed, index, structure, variant), index)
-
-
-_V1_VARIANTS = {
-    "load_mlp.py": "mlp",
-    "function_code.py": "clean",
-    "noised_function_code.py": "noise",
-    "corrupted_function_code.py": "corruption",
-}
-_V1_CORRUPTION = {"interval_smaller": "below", "interval_larger": "above", "interval_inside": "inside"}
-_V1_OPS = {"sum_two": "sum", "multiply_two": "product"}
-_V1_SIGN = {"family": "step", "params": {"scale": 2.0, "bias": -1.0, "value_at_zero": 0.0}}
-
-
-def _v1_parse_name(record: Mapping) -> tuple[str, list[str], str | None]:
-    name = record.get("name")
-    if not isinstance(name, str) or "(" not in name:
-        raise ValueError(f"record['name'] must look like 'relu((...))' or 'f1;f2;op(...)', got {name!r}")
-    head = name.split("(", 1)[0]
-    parts = head.split(";")
-    if len(parts) == 1:
-        fam = parts[0]
-        if fam not in ATOMIC_FAMILIES:
-            raise ValueError(f"record['name'] has unknown family {fam!r}")
-        return "atomic", [fam], None
-    if len(parts) != 3 or parts[2] not in _V1_OPS or not all(f in COMPOSABLE_FAMILIES for f in parts[:2]):
-        raise ValueError(
-            f"record['name'] must be 'f1;f2;sum_two|multiply_two(...)' with composable f1, f2, got {name!r}"
-        )
-    return "composition", parts[:2], _V1_OPS[parts[2]]
-
-
-def row_from_find_v1(
-    record: dict,
-    variant: str,
-    mlp_state_dict: dict | None = None,
-    index: int | None = None,
-    *,
-    release_quirks: bool = True,
-) -> dict:
-    """Convert one record of FIND v1's ``numeric/data.json`` into a schema row (source "find-v1").
-
-    Args:
-        variant: the served file from ``func_name_dict.json`` (``load_mlp.py``,
-            ``function_code.py``, ``noised_function_code.py``, ``corrupted_function_code.py``) or
-            ``mlp`` / ``clean`` / ``noise`` / ``corruption``.
-        mlp_state_dict: the function's ``mlp_approx_model.pt`` state dict; without it an MLP row is
-            marked ``params["mlp_weights_missing"]`` and cannot be served.
-        index: the ``function_id`` number; defaults to the number in ``record["dir"]``.
-        release_quirks: serve what the release served (default: ``absolute`` without its bias,
-            ``square_wave`` as ``1 if x > 0 else -1`` in compositions and noisy/corrupted files;
-            listed in ``params.find_v1.quirks``); ``False`` serves the function the name states.
-
-    The release's noise is unseeded; here noisy and corrupted rows draw from ``default_rng(index)``.
-    """
-    if not isinstance(record, Mapping):
-        raise TypeError(f"record must be a dict (one element of data.json), got {type(record).__name__}")
-    served = _V1_VARIANTS.get(variant, variant)
-    if served not in VARIANTS:
-        raise ValueError(f"variant must be one of {sorted(_V1_VARIANTS)} (or {VARIANTS}), got {variant!r}")
-    d = record.get("dir")
-    if not isinstance(d, str) or not d.rsplit("/", 1)[-1].startswith("f") or not d.rsplit("/", 1)[-1][1:].isdigit():
-        raise ValueError(f"record['dir'] must look like 'f00042', got {d!r}")
-    dir_name = d.rsplit("/", 1)[-1]
-    if index is None:
-        index = int(dir_name[1:])
-    _checks.integer("index", index, 0)
-    structure, fams, op = _v1_parse_name(record)
-    raw = record.get("params")
-    raw_terms = [raw] if structure == "atomic" else raw
-    if structure == "composition" and not (isinstance(raw, (list, tuple)) and len(raw) == 2):
-        raise ValueError(f"record['params'] of a composition must be [params1, params2], got {raw!r}")
-    terms = []
-    for k, (fam, rp) in enumerate(zip(fams, raw_terms)):
-        try:
-            terms.append({"family": fam, "params": _FAMILIES[fam].from_v1(rp)})
-        except ValueError as exc:
-            raise ValueError(f"record['params'] (term {k}): {exc}") from None
-    domain = record.get("domain")
-    if not (isinstance(domain, (list, tuple)) and len(domain) == 2 and all(_is_num(v) for v in domain)):
-        raise ValueError(f"record['domain'] must be [low, high], got {domain!r}")
-
-    quirks: list[str] = []
-    if release_quirks and served != "mlp":
-        for k, t in enumerate(terms):
-            where = "f" if structure == "atomic" else ("g" if k == 0 else "h")
-            if t["family"] == "absolute" and t["params"]["bias"] != 0:
-                quirks.append(f"the bias {_num(t['params']['bias'])} of absolute term {where} is dropped")
-                t["params"] = {**t["params"], "bias": 0.0}
-            if t["family"] == "square_wave" and (structure == "composition" or served != "clean"):
-                quirks.append(
-                    f"the square wave {where} (period {_num(t['params']['period'])}, "
-                    f"shift {_num(t['params']['shift'])}) "
-                    "is replaced by 1 if x > 0 else -1, written as the step 2*H(x) - 1 with H(0) = 0"
-                )
-                terms[k] = {"family": "step", "params": dict(_V1_SIGN["params"])}
-
-    v1_meta: dict[str, Any] = {
-        "dir": dir_name,
-        "name": record.get("name"),
-        "served_file": variant if variant in _V1_VARIANTS else None,
-        "approx_mse_error": record.get("approx_mse_error"),
-        "quirks": quirks,
-    }
-    p: dict[str, Any] = {
-        "structure": structure,
-        "op": op,
-        "terms": terms,
-        "domain": [float(domain[0]), float(domain[1])],
-        "variant": served,
-        "noise": None,
-        "corruption": None,
-        "mlp": None,
-        "find_v1": v1_meta,
-    }
-    if served == "noise":
-        nt = record.get("noise_type")
-        if nt not in NOISE_TYPES:
-            raise ValueError(f"record['noise_type'] must be one of {NOISE_TYPES}, got {nt!r}")
-        p["noise"] = {"type": nt, "seed": index}
-    elif served == "corruption":
-        ct = record.get("corruption_type")
-        if ct not in _V1_CORRUPTION:
-            raise ValueError(f"record['corruption_type'] must be one of {sorted(_V1_CORRUPTION)}, got {ct!r}")
-        cp = record.get("corruption_params")
-        if not isinstance(cp, Mapping) or not _is_num(cp.get("std")) or not isinstance(cp.get("boundary"), list):
-            raise ValueError(f"record['corruption_params'] must hold 'std' (the mean of f) and 'boundary', got {cp!r}")
-        p["corruption"] = {
-            "type": _V1_CORRUPTION[ct],
-            "boundary": [float(b) for b in cp["boundary"]],
-            # FIND v1 stores the mean of f under the key "std"; the spread is always 0.1
-            "mean": float(cp["std"]),
-            "std": _CORRUPTION_STD,
-            "seed": index,
-        }
-    elif served == "mlp":
-        if mlp_state_dict is None:
-            p["mlp_weights_missing"] = True
-        else:
-            w = _mlp.weights_from_state_dict(mlp_state_dict)
-            ame = record.get("approx_mse_error")
-            p["mlp"] = {
-                "hidden": len(w["w1"]),
-                **w,
-                "mse": float(ame) if _is_num(ame) else None,
-                "train_points": MLP_TRAIN_POINTS,
-            }
-    return row_from_params(p, index, source="find-v1")

@@ -120,30 +120,6 @@ def _sample_mapping(rng: random.Random) -> dict[str, str]:
     return {a: b for a, b in sorted(zip(letters, shuffled))}
 
 
-def _s_none(rng: random.Random) -> dict:
-    return {}
-
-
-def _s_char(rng: random.Random) -> dict:
-    return {"char": _sample_any_char(rng)}
-
-
-def _s_letter(rng: random.Random) -> dict:
-    return {"char": _sample_letter(rng)}
-
-
-def _s_sub(rng: random.Random) -> dict:
-    return {"sub": _sample_sub(rng)}
-
-
-def _s_shift(rng: random.Random) -> dict:
-    return {"shift": _sample_shift(rng)}
-
-
-def _s_text(rng: random.Random) -> dict:
-    return {"text": _sample_text(rng)}
-
-
 def _s_replace_char(rng: random.Random) -> dict:
     old = _sample_letter(rng) if rng.random() < 0.85 else " "
     new = old
@@ -162,16 +138,6 @@ def _s_replace_sub(rng: random.Random) -> dict:
     return {"old": old, "new": new}
 
 
-def _s_replace_vowels(rng: random.Random) -> dict:
-    r = rng.random()
-    char = rng.choice("bcdfghjklmnpqrstvwxyz") if r < 0.6 else rng.choice(string.digits + "*_#")
-    return {"char": _rand_case(rng, char)}
-
-
-def _s_space_char(rng: random.Random) -> dict:
-    return {"char": rng.choice("_-*.+#") if rng.random() < 0.6 else _sample_letter(rng)}
-
-
 def _s_split(rng: random.Random) -> dict:
     r = rng.random()
     if r < 0.35:
@@ -179,35 +145,6 @@ def _s_split(rng: random.Random) -> dict:
     if r < 0.55:
         return {"char": rng.choice("-,._/")}
     return {"char": _sample_letter(rng)}
-
-
-def _s_index(rng: random.Random) -> dict:
-    return {"index": rng.randint(0, 9)}
-
-
-def _s_order_index(rng: random.Random) -> dict:
-    return {"index": rng.randint(0, 9), "direction": rng.choice([1, -1])}
-
-
-def _s_insert_index(rng: random.Random) -> dict:
-    return {"index": rng.randint(1, 8), "text": _sample_text(rng)}
-
-
-def _s_separator(rng: random.Random) -> dict:
-    return {"sep": rng.choice(["-", "_", " ", ".", "*", "|", "x", "0"])}
-
-
-def _s_swap(rng: random.Random) -> dict:
-    i, j = sorted(rng.sample(range(10), 2))
-    return {"i": i, "j": j}
-
-
-def _s_rotate(rng: random.Random) -> dict:
-    return {"k": rng.randint(1, 5)}
-
-
-def _s_mapping(rng: random.Random) -> dict:
-    return {"mapping": _sample_mapping(rng)}
 
 
 def _q(text: str) -> str:
@@ -273,21 +210,9 @@ class OpSpec:
     length_only: bool = False
     hints: Callable[[dict], dict] = field(default=lambda p: {})
 
-    @property
-    def code_template(self) -> str:
-        """The call written into ``code``, with ``{x}`` for the argument and ``{name}`` per parameter."""
-        args = "".join(f", {k}={{{k}}}" for k in self.param_kinds)
-        return f"{self.impl.__name__}({{x}}{args})"
-
     def call_expr(self, arg: str, params: Mapping[str, Any]) -> str:
-        """Python expression applying this operation with literal parameters to ``arg``."""
-        values = {k: repr(_canonical(params[k])) for k in self.param_kinds}
-        return self.code_template.format(x=arg, **values)
-
-    def source(self) -> str:
-        """Source of the implementation (helpers not included)."""
-        return _source(self.impl)
-
+        """Python expression applying this operation with literal parameters to ``arg`` (written into ``code``)."""
+        return f"{self.impl.__name__}({arg}{''.join(f', {k}={_canonical(params[k])!r}' for k in self.param_kinds)})"
 
 def _canonical(value: Any) -> Any:
     if isinstance(value, Mapping):
@@ -295,8 +220,15 @@ def _canonical(value: Any) -> Any:
     return value
 
 
-def _op(name, family, impl, kinds=None, sample=_s_none, describe=None, **flags) -> OpSpec:
-    return OpSpec(name=name, family=family, impl=impl, param_kinds=dict(kinds or {}), sample=sample, describe=describe, **flags)
+#: parameter kind -> how an operation draws it unless it names its own sampler
+_SAMPLERS: dict[str, Callable[[random.Random], Any]] = {"char": _sample_any_char, "sub": _sample_sub, "shift": _sample_shift,
+                                                        "text": _sample_text}
+
+
+def _op(name, family, impl, kinds=None, sample=None, describe=None, **flags) -> OpSpec:
+    kinds = dict(kinds or {})
+    sample = sample or (lambda rng: {k: _SAMPLERS[kind](rng) for k, kind in kinds.items()})
+    return OpSpec(name=name, family=family, impl=impl, param_kinds=kinds, sample=sample, describe=describe, **flags)
 
 
 _CASE = dict(length_preserving=True, case_only=True)
@@ -338,14 +270,14 @@ _OPS: list[OpSpec] = [
     _op("count_digits_word", "count", ops.count_digits_word, describe=_count("digits 0-9"), case_invariant=True, order_invariant=True, hints=_DIGITS),
     _op("count_words_word", "count", ops.count_words_word, describe=_count("whitespace-separated words"), case_invariant=True, hints=_WORDS),
     _op("count_uppercase_word", "count", ops.count_uppercase_word, describe=_count("uppercase ASCII letters (A-Z)"), order_invariant=True),
-    _op("count_char_word", "count", ops.count_char_word, {"char": "char"}, _s_char, lambda p: f"counts the occurrences of the character {_q(p['char'])} (case-sensitive) and returns the count {_NUM}", order_invariant=True, hints=_CHAR),
-    _op("count_substring_word", "count", ops.count_substring_word, {"sub": "sub"}, _s_sub, lambda p: f"counts the non-overlapping occurrences of the substring {_q(p['sub'])} (case-sensitive, scanning from left to right) and returns the count {_NUM}", hints=_SUB),
-    _op("find_substring_word", "count", ops.find_substring_word, {"sub": "sub"}, _s_sub, lambda p: f"finds the first occurrence of the substring {_q(p['sub'])} (case-sensitive) and returns its 0-based starting index {_NUM}, or 'none' if the substring does not occur", hints=_SUB),
+    _op("count_char_word", "count", ops.count_char_word, {"char": "char"}, describe=lambda p: f"counts the occurrences of the character {_q(p['char'])} (case-sensitive) and returns the count {_NUM}", order_invariant=True, hints=_CHAR),
+    _op("count_substring_word", "count", ops.count_substring_word, {"sub": "sub"}, describe=lambda p: f"counts the non-overlapping occurrences of the substring {_q(p['sub'])} (case-sensitive, scanning from left to right) and returns the count {_NUM}", hints=_SUB),
+    _op("find_substring_word", "count", ops.find_substring_word, {"sub": "sub"}, describe=lambda p: f"finds the first occurrence of the substring {_q(p['sub'])} (case-sensitive) and returns its 0-based starting index {_NUM}, or 'none' if the substring does not occur", hints=_SUB),
     # --- characters at positions (outputs too short to compose further: not composable)
     _op("first_char", "position", ops.first_char, describe=lambda p: "returns only its first character (an empty string stays empty)", composable=False),
     _op("middle_char", "position", ops.middle_char, describe=lambda p: "returns only its middle character, the one at 0-based index len//2 (for an even length, the first character of the second half; an empty string stays empty)", composable=False),
     _op("last_char", "position", ops.last_char, describe=lambda p: "returns only its last character (an empty string stays empty)", composable=False),
-    _op("char_at_index", "position", ops.char_at_index, {"index": "index"}, _s_index, lambda p: f"returns only the character at 0-based index {p['index']}, or the empty string if {_too_short(p['index'])}", composable=False, hints=lambda p: {"index": p["index"]}),
+    _op("char_at_index", "position", ops.char_at_index, {"index": "index"}, lambda r: {"index": r.randint(0, 9)}, lambda p: f"returns only the character at 0-based index {p['index']}, or the empty string if {_too_short(p['index'])}", composable=False, hints=lambda p: {"index": p["index"]}),
     _op("first_char_order", "position", ops.first_char_order, describe=_order("first character"), composable=False, case_invariant=True),
     _op("middle_char_order", "position", ops.middle_char_order, describe=_order("middle character (0-based index len//2)"), composable=False, case_invariant=True),
     _op("last_char_order", "position", ops.last_char_order, describe=_order("last character"), composable=False, case_invariant=True),
@@ -356,34 +288,34 @@ _OPS: list[OpSpec] = [
     _op("remove_whitespace", "whitespace", ops.remove_whitespace, describe=lambda p: "removes every whitespace character (spaces, tabs, newlines) wherever it is", hints=_PAD),
     _op("collapse_whitespace", "whitespace", ops.collapse_whitespace, describe=lambda p: "replaces every run of consecutive whitespace characters (also at the start and end) by a single space", hints=_PAD),
     # --- replacement / removal
-    _op("replace_vowels", "replace", ops.replace_vowels, {"char": "char"}, _s_replace_vowels, lambda p: f"replaces every one of the {_VOWEL_SET} with {_q(p['char'])}", length_preserving=True),
+    _op("replace_vowels", "replace", ops.replace_vowels, {"char": "char"}, lambda r: {"char": _rand_case(r, r.choice("bcdfghjklmnpqrstvwxyz") if r.random() < 0.6 else r.choice(string.digits + "*_#"))}, lambda p: f"replaces every one of the {_VOWEL_SET} with {_q(p['char'])}", length_preserving=True),
     _op("replace_char", "replace", ops.replace_char, {"old": "char", "new": "char"}, _s_replace_char, lambda p: f"replaces every occurrence of the character {_q(p['old'])} (case-sensitive) with {_q(p['new'])}", length_preserving=True, hints=lambda p: {"chars": [p["old"]]}),
     _op("replace_substring", "replace", ops.replace_substring, {"old": "sub", "new": "text"}, _s_replace_sub, lambda p: f"replaces every non-overlapping occurrence of the substring {_q(p['old'])} (case-sensitive, scanning from left to right) with {_q(p['new'])}", hints=lambda p: {"subs": [p["old"]]}),
-    _op("replace_spaces", "replace", ops.replace_spaces, {"char": "char"}, _s_space_char, lambda p: f"replaces every space character ' ' with {_q(p['char'])}", length_preserving=True, hints=_WORDS),
-    _op("remove_char", "replace", ops.remove_char, {"char": "char"}, _s_char, lambda p: f"removes every occurrence of the character {_q(p['char'])} (case-sensitive)", hints=_CHAR),
-    _op("remove_substring", "replace", ops.remove_substring, {"sub": "sub"}, _s_sub, lambda p: f"removes every non-overlapping occurrence of the substring {_q(p['sub'])} (case-sensitive, scanning from left to right)", hints=_SUB),
+    _op("replace_spaces", "replace", ops.replace_spaces, {"char": "char"}, lambda r: {"char": r.choice("_-*.+#") if r.random() < 0.6 else _sample_letter(r)}, lambda p: f"replaces every space character ' ' with {_q(p['char'])}", length_preserving=True, hints=_WORDS),
+    _op("remove_char", "replace", ops.remove_char, {"char": "char"}, describe=lambda p: f"removes every occurrence of the character {_q(p['char'])} (case-sensitive)", hints=_CHAR),
+    _op("remove_substring", "replace", ops.remove_substring, {"sub": "sub"}, describe=lambda p: f"removes every non-overlapping occurrence of the substring {_q(p['sub'])} (case-sensitive, scanning from left to right)", hints=_SUB),
     # --- shifts and ciphers
-    _op("caesar_shift", "shift", ops.caesar_shift, {"shift": "shift"}, _s_shift, lambda p: f"shifts every ASCII letter {_dir(p['shift'])} in the alphabet ({_WRAP}); other characters are unchanged", length_preserving=True),
+    _op("caesar_shift", "shift", ops.caesar_shift, {"shift": "shift"}, describe=lambda p: f"shifts every ASCII letter {_dir(p['shift'])} in the alphabet ({_WRAP}); other characters are unchanged", length_preserving=True),
     _op("caesar_shift_by_length", "shift", ops.caesar_shift_by_length, describe=lambda p: f"shifts every ASCII letter forward in the alphabet by as many places as the string has characters (its length, spaces included; {_WRAP}); other characters are unchanged", length_preserving=True),
-    _op("caesar_shift_by_char_order", "shift", ops.caesar_shift_by_char_order, {"index": "index", "direction": "direction"}, _s_order_index,
+    _op("caesar_shift_by_char_order", "shift", ops.caesar_shift_by_char_order, {"index": "index", "direction": "direction"}, lambda r: {"index": r.randint(0, 9), "direction": r.choice([1, -1])},
         lambda p: (f"reads the character at 0-based index {p['index']}; if it is an ASCII letter with alphabet position n (a/A = 1, ..., z/Z = 26), "
                    f"every ASCII letter of the string is shifted n places {'forward' if p['direction'] > 0 else 'backward'} in the alphabet ({_WRAP}) and other characters are unchanged; "
                    f"if {_too_short(p['index'])} or that character is not an ASCII letter, the string is returned unchanged"),
         length_preserving=True, hints=lambda p: {"index": p["index"]}),
-    _op("shift_middle_char", "shift", ops.shift_middle_char, {"shift": "shift"}, _s_shift, lambda p: f"shifts only the middle character (0-based index len//2) {_dir(p['shift'])} in the alphabet if it is an ASCII letter ({_WRAP}); everything else is unchanged", length_preserving=True),
-    _op("shift_first_char", "shift", ops.shift_first_char, {"shift": "shift"}, _s_shift, lambda p: f"shifts only the first character {_dir(p['shift'])} in the alphabet if it is an ASCII letter ({_WRAP}); everything else is unchanged", length_preserving=True),
-    _op("shift_last_char", "shift", ops.shift_last_char, {"shift": "shift"}, _s_shift, lambda p: f"shifts only the last character {_dir(p['shift'])} in the alphabet if it is an ASCII letter ({_WRAP}); everything else is unchanged", length_preserving=True),
+    _op("shift_middle_char", "shift", ops.shift_middle_char, {"shift": "shift"}, describe=lambda p: f"shifts only the middle character (0-based index len//2) {_dir(p['shift'])} in the alphabet if it is an ASCII letter ({_WRAP}); everything else is unchanged", length_preserving=True),
+    _op("shift_first_char", "shift", ops.shift_first_char, {"shift": "shift"}, describe=lambda p: f"shifts only the first character {_dir(p['shift'])} in the alphabet if it is an ASCII letter ({_WRAP}); everything else is unchanged", length_preserving=True),
+    _op("shift_last_char", "shift", ops.shift_last_char, {"shift": "shift"}, describe=lambda p: f"shifts only the last character {_dir(p['shift'])} in the alphabet if it is an ASCII letter ({_WRAP}); everything else is unchanged", length_preserving=True),
     _op("atbash", "shift", ops.atbash, describe=lambda p: "replaces every ASCII letter by its mirror in the alphabet (a <-> z, b <-> y, c <-> x, ..., keeping case: the Atbash cipher); other characters are unchanged", length_preserving=True),
-    _op("letter_permutation", "shift", ops.letter_permutation, {"mapping": "mapping"}, _s_mapping,
+    _op("letter_permutation", "shift", ops.letter_permutation, {"mapping": "mapping"}, lambda r: {"mapping": _sample_mapping(r)},
         lambda p: f"substitutes letters with the permutation {_mapping_text(p['mapping'])} (applied to lowercase letters, and to their uppercase forms keeping uppercase); every other character is unchanged",
         length_preserving=True, hints=lambda p: {"chars": sorted(p["mapping"])}),
     # --- insertion and concatenation
-    _op("insert_at_middle", "insert", ops.insert_at_middle, {"text": "text"}, _s_text, lambda p: f"inserts {_q(p['text'])} in the middle, i.e. just before the character at 0-based index len//2"),
-    _op("insert_at_index", "insert", ops.insert_at_index, {"index": "index", "text": "text"}, _s_insert_index, lambda p: f"inserts {_q(p['text'])} just before the character at 0-based index {p['index']} (at the end if the string has {p['index']} characters or fewer)", hints=lambda p: {"index": p["index"]}),
-    _op("append_if_missing", "insert", ops.append_if_missing, {"char": "char"}, _s_letter, lambda p: f"appends the character {_q(p['char'])} at the end if the string does not already contain it (case-sensitive), and otherwise returns the string unchanged", hints=_CHAR),
-    _op("append_text", "insert", ops.append_text, {"text": "text"}, _s_text, lambda p: f"appends {_q(p['text'])} at the end"),
-    _op("prepend_text", "insert", ops.prepend_text, {"text": "text"}, _s_text, lambda p: f"puts {_q(p['text'])} in front of it"),
-    _op("insert_separator", "insert", ops.insert_separator, {"sep": "char"}, _s_separator, lambda p: f"inserts the character {_q(p['sep'])} between every two adjacent characters (e.g. 'abc' -> {_q(p['sep'].join('abc'))})"),
+    _op("insert_at_middle", "insert", ops.insert_at_middle, {"text": "text"}, describe=lambda p: f"inserts {_q(p['text'])} in the middle, i.e. just before the character at 0-based index len//2"),
+    _op("insert_at_index", "insert", ops.insert_at_index, {"index": "index", "text": "text"}, lambda r: {"index": r.randint(1, 8), "text": _sample_text(r)}, lambda p: f"inserts {_q(p['text'])} just before the character at 0-based index {p['index']} (at the end if the string has {p['index']} characters or fewer)", hints=lambda p: {"index": p["index"]}),
+    _op("append_if_missing", "insert", ops.append_if_missing, {"char": "char"}, lambda r: {"char": _sample_letter(r)}, lambda p: f"appends the character {_q(p['char'])} at the end if the string does not already contain it (case-sensitive), and otherwise returns the string unchanged", hints=_CHAR),
+    _op("append_text", "insert", ops.append_text, {"text": "text"}, describe=lambda p: f"appends {_q(p['text'])} at the end"),
+    _op("prepend_text", "insert", ops.prepend_text, {"text": "text"}, describe=lambda p: f"puts {_q(p['text'])} in front of it"),
+    _op("insert_separator", "insert", ops.insert_separator, {"sep": "char"}, lambda r: {"sep": r.choice(["-", "_", " ", ".", "*", "|", "x", "0"])}, lambda p: f"inserts the character {_q(p['sep'])} between every two adjacent characters (e.g. 'abc' -> {_q(p['sep'].join('abc'))})"),
     _op("concat_reverse", "insert", ops.concat_reverse, describe=lambda p: "returns the string followed by its reverse (e.g. 'abc' -> 'abccba')"),
     # --- splitting
     _op("split_keep_first", "split", ops.split_keep_first, {"char": "char"}, _s_split, lambda p: f"splits the string on the character {_q(p['char'])} and returns the first piece, i.e. the text before the first {_q(p['char'])} (the whole string if it does not occur)", hints=_CHAR),
@@ -396,9 +328,9 @@ _OPS: list[OpSpec] = [
     _op("duplicate_each_char", "duplicate", ops.duplicate_each_char, describe=lambda p: "doubles every character, spaces included (e.g. 'ab c' -> 'aabb  cc')"),
     # --- swaps
     _op("swap_first_last", "swap", ops.swap_first_last, describe=lambda p: "swaps the first and the last character (strings shorter than two characters are unchanged)", **_PERM),
-    _op("swap_indices", "swap", ops.swap_indices, {"i": "index", "j": "index"}, _s_swap, lambda p: f"swaps the characters at 0-based indices {p['i']} and {p['j']} if the string has more than {p['j']} characters, and otherwise returns it unchanged", hints=lambda p: {"index": p["j"]}, **_PERM),
+    _op("swap_indices", "swap", ops.swap_indices, {"i": "index", "j": "index"}, lambda r: dict(zip("ij", sorted(r.sample(range(10), 2)))), lambda p: f"swaps the characters at 0-based indices {p['i']} and {p['j']} if the string has more than {p['j']} characters, and otherwise returns it unchanged", hints=lambda p: {"index": p["j"]}, **_PERM),
     _op("swap_adjacent_pairs", "swap", ops.swap_adjacent_pairs, describe=lambda p: "swaps each pair of adjacent characters, the 1st with the 2nd, the 3rd with the 4th, and so on (a final unpaired character stays in place)", **_PERM),
-    _op("rotate_left", "swap", ops.rotate_left, {"k": "count"}, _s_rotate, lambda p: f"rotates the string {p['k']} place{'s' if p['k'] != 1 else ''} to the left: its first {p['k']} characters (the count taken modulo the length) move to the end, keeping their order", **_PERM),
+    _op("rotate_left", "swap", ops.rotate_left, {"k": "count"}, lambda r: {"k": r.randint(1, 5)}, lambda p: f"rotates the string {p['k']} place{'s' if p['k'] != 1 else ''} to the left: its first {p['k']} characters (the count taken modulo the length) move to the end, keeping their order", **_PERM),
 ]
 
 #: name -> :class:`OpSpec` of every atomic operation.
@@ -802,11 +734,7 @@ def _make_test_inputs(rng: random.Random, fn: Callable[[str], str], hints: dict,
 
 
 def _draw_steps(rng: random.Random, specs: list[OpSpec]) -> list[tuple[OpSpec, dict]]:
-    steps = []
-    for spec in specs:
-        p = spec.sample(rng)
-        steps.append((spec, {k: _canonical(v) for k, v in p.items()}))
-    return steps
+    return [(spec, {k: _canonical(v) for k, v in spec.sample(rng).items()}) for spec in specs]
 
 
 def _key(steps: list[tuple[OpSpec, dict]]) -> str:
@@ -934,14 +862,9 @@ def _near_values(spec: OpSpec, name: str, value: Any, rng: random.Random) -> lis
 def _valid_step(spec: OpSpec, params: dict) -> dict | None:
     """``params`` in canonical form when they are valid for ``spec``, else None."""
     try:
-        for name, kind in spec.param_kinds.items():
-            _check_kind(kind, params[name], name)
-        params = {name: _canonical(params[name]) for name in spec.param_kinds}
-        if spec.name in _EXTRA_CHECKS:
-            _EXTRA_CHECKS[spec.name](spec.name, params)
+        return _validate_step(0, {"op": spec.name, "params": params})[1]
     except ValueError:
         return None
-    return params
 
 
 def near_miss_steps(steps: list[tuple[OpSpec, dict]], rng: random.Random) -> list[list[tuple[OpSpec, dict]]]:
@@ -1035,23 +958,22 @@ def generate(n: int = 1000, seed: int = 0, *, progress: bool = True) -> list[dic
             raise ValueError(f"unit_tests_near of {schema.function_id('strings', i)} ({function_name(steps)}): {exc}") from None
     if sum(t.skipped for t in near):
         logger.info("strings: %d test inputs without two distinct near misses were replaced", sum(t.skipped for t in near))
-    rows = []
-    for i, (steps, inputs, function_tests) in enumerate(zip(functions, all_inputs, tests)):
-        rows.append(
-            schema.empty_row(
-                function_id=schema.function_id("strings", i),
-                category="strings",
-                subcategory="atomic" if len(steps) == 1 else "composition",
-                name=function_name(steps),
-                params=schema.dumps(_as_params(steps)),
-                code=function_code(steps),
-                description=describe(steps),
-                source="procedural",
-                test_inputs=list(inputs),
-                unit_tests=function_tests,
-                unit_tests_near=near[i].tests,
-            )
+    rows = [
+        schema.empty_row(
+            function_id=schema.function_id("strings", i),
+            category="strings",
+            subcategory="atomic" if len(steps) == 1 else "composition",
+            name=function_name(steps),
+            params=schema.dumps(_as_params(steps)),
+            code=function_code(steps),
+            description=describe(steps),
+            source="procedural",
+            test_inputs=list(inputs),
+            unit_tests=function_tests,
+            unit_tests_near=near[i].tests,
         )
+        for i, (steps, inputs, function_tests) in enumerate(zip(functions, all_inputs, tests))
+    ]
     # the build-time check: every description says what its function does on its test inputs
     bad = [(row["function_id"], why) for row in rows if (why := degenerate(row))]
     if bad:

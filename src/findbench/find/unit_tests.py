@@ -25,6 +25,16 @@ def _key(item: Item) -> Hashable:
     return item if isinstance(item, str) else tuple(item)
 
 
+def _triplet(rng: random.Random, item: Item, wrong: list[Item]) -> dict:
+    """The test with the correct ``item`` at a random position among the ``wrong`` ones."""
+    pos = rng.randrange(len(wrong) + 1)
+    options = list(wrong)
+    options.insert(pos, item)
+    if isinstance(item, str):
+        return {"inputs": options, "outputs": None, "correct": pos + 1}
+    return {"inputs": [o[0] for o in options], "outputs": [o[1] for o in options], "correct": pos + 1}
+
+
 def build_unit_tests(
     correct_items: Sequence[Sequence[Item]],
     *,
@@ -64,7 +74,6 @@ def build_unit_tests(
         for it in items:
             if not isinstance(it, str) and not (isinstance(it, (tuple, list)) and len(it) == 2):
                 raise TypeError(f"correct_items[{i}]: items must be str or (input, output), got {it!r}")
-    pairs = kinds == {False}
     rng = random.Random(seed)
     n = len(correct_items)
     tests: list[list[dict]] = []
@@ -89,14 +98,7 @@ def build_unit_tests(
                     continue
                 seen.add(_key(cand))
                 chosen.append(cand)
-            pos = rng.randrange(n_options)
-            options = chosen[1:]
-            options.insert(pos, chosen[0])
-            if pairs:
-                test = {"inputs": [o[0] for o in options], "outputs": [o[1] for o in options], "correct": pos + 1}
-            else:
-                test = {"inputs": list(options), "outputs": None, "correct": pos + 1}
-            function_tests.append(test)
+            function_tests.append(_triplet(rng, item, chosen[1:]))
         tests.append(function_tests)
     return tests
 
@@ -153,15 +155,7 @@ def near_miss_tests(
         if len(wrong) < n_options - 1:
             out.skipped += 1
             continue
-        pos = rng.randrange(n_options)
-        options = list(wrong)
-        options.insert(pos, item)
-        if isinstance(item, str):
-            out.tests.append({"inputs": list(options), "outputs": None, "correct": pos + 1})
-        else:
-            out.tests.append(
-                {"inputs": [o[0] for o in options], "outputs": [o[1] for o in options], "correct": pos + 1}
-            )
+        out.tests.append(_triplet(rng, item, wrong))
     if len(out.tests) < n_tests:
         raise ValueError(
             f"candidates: only {len(out.tests)} of {n_tests} items have {n_options - 1} distinct near misses"

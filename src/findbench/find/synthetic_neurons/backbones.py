@@ -362,9 +362,7 @@ def table_answer(table, exception_index: int | None, text: str) -> str:
 
 
 def _entry_answer(table, exception_index: int | None, entry) -> str:
-    if entry is None:
-        return UNDEFINED
-    if exception_index is not None and table.exceptions[exception_index].matches(entry):
+    if entry is None or (exception_index is not None and table.exceptions[exception_index].matches(entry)):
         return UNDEFINED
     return entry.output
 

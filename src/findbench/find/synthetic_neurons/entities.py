@@ -98,9 +98,7 @@ def composition_pairs(concepts: Sequence[str], n: int = N_COMPOSITIONS, seed: in
 
 def describe_entity(concepts: Sequence[str]) -> str:
     """Ground-truth description, e.g. 'The neuron fires on words related to chess.'"""
-    if len(concepts) == 1:
-        return f"The neuron fires on words related to {concepts[0]}."
-    return f"The neuron fires on words related to {concepts[0]} or to {concepts[1]}."
+    return f"The neuron fires on words related to {' or to '.join(concepts[:2])}."
 
 
 def near_miss_words(neuron: EntityNeuron, member: Mapping[str, Sequence[str]], n_words: int = 2 * N_UNIT) -> list[str]:
@@ -128,10 +126,7 @@ def near_miss_words(neuron: EntityNeuron, member: Mapping[str, Sequence[str]], n
 
 
 def _interleave(a: Sequence[str], b: Sequence[str]) -> list[str]:
-    out = []
-    for x, y in zip(a, b):
-        out += [x, y]
-    return out
+    return [w for pair in zip(a, b) for w in pair]
 
 
 def entity_probes(

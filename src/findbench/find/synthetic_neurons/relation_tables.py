@@ -128,6 +128,21 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
+def _real(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+#: op -> whether an attribute value ``got`` passes the clause's ``value``.
+_MATCH: dict[str, Callable[[Any, Any], bool]] = {
+    "eq": _same,
+    "ne": lambda got, value: not _same(got, value),
+    "in": lambda got, value: any(_same(got, v) for v in value),
+    "gt": lambda got, value: _real(got) and got > value,
+    "lt": lambda got, value: _real(got) and got < value,
+    "startswith": lambda got, value: normalize_text(str(got)).startswith(normalize_text(str(value))),
+}
+
+
 @dataclass(frozen=True)
 class RelationException:
     """One exception clause of a corrupted relation neuron.
@@ -150,9 +165,7 @@ class RelationException:
             raise ValueError("attr must be a non-empty string")
         if self.op not in OPS:
             raise ValueError(f"op must be one of {OPS}, got {self.op!r}")
-        if self.op in ("gt", "lt") and (
-            not isinstance(self.value, numbers.Real) or isinstance(self.value, bool)
-        ):
+        if self.op in ("gt", "lt") and not _real(self.value):
             raise TypeError(f"value must be a number for op {self.op!r}, got {self.value!r}")
         if self.op == "startswith" and (not isinstance(self.value, str) or not self.value):
             raise TypeError(f"value must be a non-empty string for op 'startswith', got {self.value!r}")
@@ -165,25 +178,8 @@ class RelationException:
         """Whether ``entry`` lies in this exception's subdomain (a missing attribute never does)."""
         if not isinstance(entry, Entry):
             raise TypeError(f"entry must be an Entry, got {type(entry).__name__}")
-        if self.attr == "input":
-            got: Any = entry.input
-        elif self.attr in entry.attrs:
-            got = entry.attrs[self.attr]
-        else:
-            return False
-        if got is None:
-            return False
-        if self.op == "eq":
-            return _same(got, self.value)
-        if self.op == "ne":
-            return not _same(got, self.value)
-        if self.op == "in":
-            return any(_same(got, v) for v in self.value)  # type: ignore[union-attr]
-        if self.op == "startswith":
-            return normalize_text(str(got)).startswith(normalize_text(str(self.value)))
-        if not isinstance(got, numbers.Real) or isinstance(got, bool):
-            return False
-        return got > self.value if self.op == "gt" else got < self.value  # type: ignore[operator]
+        got = entry.input if self.attr == "input" else entry.attrs.get(self.attr)
+        return got is not None and _MATCH[self.op](got, self.value)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON form (``in`` values as lists)."""

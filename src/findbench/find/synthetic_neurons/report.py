@@ -418,50 +418,22 @@ def backbone_report(cfg: BackboneReportConfig) -> dict[str, Any]:
         from findbench.find.synthetic_neurons.entities import entity_splits, generate_entities
 
         ent_model = model if backend in ("lm", "embedding") else None
-        shared = {
-            "rows": generate_entities(seed),
-            "splits": entity_splits(seed),
-        }  # both held-out sets score the same neurons
-        entity_result = entity_selectivity(
-            backend=ent_backend, model=ent_model, limit=limit, words_per_concept=words_per_concept, seed=seed, **shared
-        )
-        summary["entities"] = entity_result["summary"]
-        files["entities.csv"] = _csv(
-            entity_result["per_concept"], ["concept", "own_mean", "other_mean", "auc", "n_own", "n_other"]
-        )
+        shared = {"rows": generate_entities(seed), "splits": entity_splits(seed)}  # both held-out sets, same neurons
+        for held_out, key in (("members", "entities"), ("associations", "entity_associations")):
+            result = entity_selectivity(backend=ent_backend, model=ent_model, limit=limit,
+                                        words_per_concept=words_per_concept, seed=seed, held_out=held_out, **shared)
+            s = summary[key] = result["summary"]
+            files[f"{key}.csv"] = _csv(result["per_concept"], ["concept", "own_mean", "other_mean", "auc", "n_own",
+                                                               "n_other"])
+            log.info("%s, held-out %s (%s): own %.3f vs other %.3f, AUC %.3f", key, held_out, ent_backend,
+                     s["own_mean"], s["other_mean"], s["auc_mean"])
+            entity_result = entity_result or result
         m = entity_result["matrix"]
         mrows = [
             {"concept": c, **{c2: float(m[i, j]) for j, c2 in enumerate(entity_result["concepts"])}}
             for i, c in enumerate(entity_result["concepts"])
         ]
         files["entity_matrix.csv"] = _csv(mrows, ["concept", *entity_result["concepts"]])
-        assoc = entity_selectivity(
-            backend=ent_backend,
-            model=ent_model,
-            limit=limit,
-            words_per_concept=words_per_concept,
-            seed=seed,
-            held_out="associations",
-            **shared,
-        )
-        summary["entity_associations"] = assoc["summary"]
-        files["entity_associations.csv"] = _csv(
-            assoc["per_concept"], ["concept", "own_mean", "other_mean", "auc", "n_own", "n_other"]
-        )
-        log.info(
-            "entities on held-out associations (%s): own %.3f vs other %.3f, AUC %.3f",
-            ent_backend,
-            assoc["summary"]["own_mean"],
-            assoc["summary"]["other_mean"],
-            assoc["summary"]["auc_mean"],
-        )
-        log.info(
-            "entities (%s): own %.3f vs other %.3f, AUC %.3f",
-            ent_backend,
-            summary["entities"]["own_mean"],
-            summary["entities"]["other_mean"],
-            summary["entities"]["auc_mean"],
-        )
     if "relations" in categories:
         rel = relation_accuracy(
             backend=rel_backend,
