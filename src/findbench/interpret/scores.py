@@ -95,7 +95,8 @@ class Cell:
     node_recall: Estimate | None = _estimate("rasp, white-box access: components that matter marked as such")
     node_auroc: Estimate | None = _estimate("rasp, white-box access: AUROC of the answer's component scores")
     role_accuracy_observed: Estimate | None = _estimate(
-        "the white-box floor's (components the episode's ablations and patches changed, given the majority role)")
+        "the white-box floor's: the best map with no understanding (the majority role everywhere, all marked, "
+        "or the components the episode's own ablations and patches changed)")
     role_accuracy_margin: Estimate | None = _estimate("per function: role accuracy minus the white-box floor's")
     role_f1_observed: Estimate | None = _estimate("the white-box floor's role F1")
     role_f1_margin: Estimate | None = _estimate("per function: role F1 minus the white-box floor's")
