@@ -6,9 +6,10 @@ A cell with an interval prints as ``0.83 [0.62, 0.97] (n=6)†`` (:func:`findben
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
+from findbench.find.rasp.circuit import NODE_ROLE_METRICS as CIRCUIT_METRICS
 from findbench.interpret.floors import DESCRIPTION_SUBSETS
 from findbench.interpret.scores import Estimate, Scores
 from findbench.stats import INTERVAL_NOTE, SMALL_N_LEGEND, format_ci, is_small
@@ -178,10 +179,10 @@ def _escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _md_table(rows: Iterable[Iterable[str]]) -> list[str]:
+def _md_table(rows: Iterable[Iterable[str]], headers: Sequence[str] = TABLE2_HEADERS) -> list[str]:
     return [
-        "| " + " | ".join(TABLE2_HEADERS) + " |",
-        "|---|" + "---:|" * len(TABLE2_COLUMNS),
+        "| " + " | ".join(headers) + " |",
+        "|---|" + "---:|" * (len(headers) - 1),
         *("| " + " | ".join(row) + " |" for row in rows),
     ]
 
@@ -269,7 +270,6 @@ RASP_ACCESS_METRICS = {
     "role_f1": "role F1",
     "node_auroc": "node AUROC",
 }
-_CIRCUIT = ("role_f1", "node_auroc")
 #: The runs the ``floors`` row of the rasp access table takes its best cell from (``observed``: its
 #: ``<metric>_observed`` floor, what its calls alone support).
 RASP_FLOORS = ("random", "constant", "empty", "observed")
@@ -284,11 +284,8 @@ RASP_FLOORS_NOTE = (
 
 
 def _rasp_estimate(scores: Scores | None, name: str) -> Estimate | None:
-    """The rasp aia aggregate ``name`` of a run, None where it has no finite mean (or no such aggregate)."""
-    try:
-        est = None if scores is None else scores.estimate("rasp", "aia", name)
-    except ValueError:  # an aggregate this layout does not have (e.g. a circuit metric's floor)
-        return None
+    """The rasp aia aggregate ``name`` of a run, None where it has no finite mean."""
+    est = None if scores is None else scores.estimate("rasp", "aia", name)
     return est if est is not None and est.mean is not None and math.isfinite(est.mean) else None
 
 
@@ -311,23 +308,24 @@ def render_rasp_access(access_runs: Mapping[str, Mapping[str, Scores]]) -> str:
     rows += [n for n in names if n not in (*fixed, *RASP_FLOORS)]
     lines = []
     for metric, heading in RASP_ACCESS_METRICS.items():
-        lines += ["", f"#### {heading} (`{metric}`)", "", "| interpreter | " + " | ".join(access_runs)
-                  + " | white − rotated |", "|---|" + "---:|" * (len(access_runs) + 1)]
+        table = []
         for name in rows:
             cells: dict[str, tuple[Estimate, str] | None] = {}
             for access, runs in access_runs.items():
-                if access == "black" and metric in _CIRCUIT:
+                if access == "black" and metric in CIRCUIT_METRICS:
                     cells[access] = None
                 elif name == "floors":
                     cells[access] = _rasp_floor(runs, metric)
                 else:
                     est = _rasp_estimate(runs.get(name), metric)
                     cells[access] = None if est is None else (est, "")
-            text = [_MISSING if c is None else _format_cell(c[0]) + (f" ({c[1]})" if c[1] else "")
-                    for c in cells.values()]
             white, rotated = cells.get("white"), cells.get("rotated")
-            gap = _MISSING if white is None or rotated is None else f"{white[0].mean - rotated[0].mean:+.2f}"
-            lines.append(f"| **{_escape(name)}** | " + " | ".join(text) + f" | {gap} |")
+            table.append([f"**{_escape(name)}**",
+                          *(_MISSING if c is None else _format_cell(c[0]) + (f" ({c[1]})" if c[1] else "")
+                            for c in cells.values()),
+                          _MISSING if white is None or rotated is None else f"{white[0].mean - rotated[0].mean:+.2f}"])
+        lines += ["", f"#### {heading} (`{metric}`)", "",
+                  *_md_table(table, ["interpreter", *access_runs, "white − rotated"])]
     notes = _interval_notes(_rasp_estimate(s, m) for runs in access_runs.values() for s in runs.values()
                             for m in RASP_ACCESS_METRICS)
     return "\n".join([*lines[1:], *(line for note in [RASP_FLOORS_NOTE, *notes] for line in ("", note))]) + "\n"
