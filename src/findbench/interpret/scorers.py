@@ -99,10 +99,10 @@ def find_circuit():
 
     async def score(state: TaskState, target: Target) -> Score | None:
         ep = _episode(state)
-        found = await asyncio.to_thread(circuit_scores, ep.model_dump(), state.metadata["row"])
+        found = await asyncio.to_thread(circuit_scores, ep.model_dump(), state.metadata["row"], floor=False)
         if found is None:
             return None
-        value = {m: math.nan if found[m] is None else found[m] for m in CIRCUIT_METRICS}
+        value = {m: math.nan if v is None else v for m, v in found.items()}
         return _marked(state, Score(value=value, answer=(ep.answer.components if ep.answer else None) or ""))
 
     return score

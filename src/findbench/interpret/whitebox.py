@@ -126,15 +126,16 @@ def reference_components(name: str, row: Mapping[str, Any], access: str) -> str:
     return answer_entries(circuit.truth_prediction(comps, program))
 
 
-def circuit_scores(episode: Any, row: Mapping[str, Any], seed: int = 0) -> dict[str, float | None] | None:
+def circuit_scores(episode: Any, row: Mapping[str, Any], seed: int = 0, *,
+                   floor: bool = True) -> dict[str, float | None] | None:
     """``find_circuit``'s :data:`CIRCUIT_METRICS` of one episode (its record as the log holds it) on
     ``row`` (from the data): the answer's ``[COMPONENTS]`` against the row's components in the unit
     order of the episode's variant (no map scores 0), each with ``<metric>_observed``, the white-box
     floor: the best that maps with no understanding score, what the episode's tool replies alone support
     (:func:`tool_floor`, its tools seeded by the run's ``seed``) or the fixed floors (every component
     given the row's majority role, or marked as mattering: :data:`~findbench.find.rasp.circuit.FLOORS`),
-    and ``<metric>_margin``, the metric minus that floor (None where a metric is undefined); None off
-    rasp or under ``black`` access."""
+    and ``<metric>_margin``, the metric minus that floor (None where a metric is undefined; neither
+    without ``floor``); None off rasp or under ``black`` access."""
     from findbench.find.rasp import circuit, truth
 
     access = episode.get("access") if isinstance(episode, dict) else None
@@ -148,12 +149,13 @@ def circuit_scores(episode: Any, row: Mapping[str, Any], seed: int = 0) -> dict[
     answer = episode.get("answer")
     got = circuit.score_function(component_map(answer.get("components") if isinstance(answer, dict) else None,
                                                 units), comps)
+    out: dict[str, float | None] = {m: None if math.isnan(got[m]) else got[m] for m in CIRCUIT_METRICS}
+    if not floor:
+        return out
     maps = [component_map(tool_floor(episode, row, comps, seed), units),
             *(circuit.floor_predictions(comps, f) for f in circuit.FLOORS)]
     floors = [circuit.score_function(p, comps) for p in maps]
-    out: dict[str, float | None] = {}
     for m in CIRCUIT_METRICS:
-        out[m] = None if math.isnan(got[m]) else got[m]
         out[f"{m}_observed"] = max((f[m] for f in floors if not math.isnan(f[m])), default=None)
         out[f"{m}_margin"] = None if None in (out[m], out[f"{m}_observed"]) else out[m] - out[f"{m}_observed"]
     return out
