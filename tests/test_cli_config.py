@@ -59,7 +59,7 @@ def test_every_flag_is_a_config_field_with_its_default(name, command):
 def test_a_no_flag_has_its_own_help(capsys):
     """A switch that defaults to True also has --no-...: its help says what turning it off does
     (the field's no_help, else "don't <help>"), never the positive flag's words."""
-    from findbench.judge.train import make_parser
+    from findbench.judge.config import make_parser
 
     parsers = {**{name: p for name, p in _subparsers().items() if name != "train-judge"}, "train-judge": make_parser()}
     seen = 0
@@ -124,7 +124,7 @@ def test_parsing_imports_no_model_library():
 
 
 def test_train_judge_help_imports_no_model_library():
-    # train-judge's flags are TrainArgs' (findbench.judge.train, standard library only at import)
+    # train-judge's flags are TrainArgs' (findbench.judge.config, standard library only at import)
     code = ("import sys, contextlib, io, findbench.cli as cli\n"
             "out = io.StringIO()\n"
             "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(out):\n"

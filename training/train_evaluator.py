@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from findbench.judge.train import parse_train_args, train_judge
+from findbench.judge.config import parse_train_args
+from findbench.judge.train import train_judge
 
 
 def main(argv: Sequence[str] | None = None) -> str:

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from findbench.constants import TRAINED_MARKER
-from findbench.judge.train import TrainArgs, make_parser, parse_train_args, tokenize_judge_row, train_judge
+from findbench.judge.config import TrainArgs, make_parser, parse_train_args
+from findbench.judge.train import tokenize_judge_row, train_judge
 from tests._paths import REPO
 
 
@@ -138,7 +139,7 @@ def test_flags_are_the_fields_and_override_the_yaml(tmp_path, capsys):
     """Every TrainArgs field is a flag --field-name (as every findbench command spells them; the
     underscore spellings of HfArgumentParser are gone) with the field's default and help; --config
     YAML sets fields, flags override them."""
-    from findbench.judge.train import make_parser
+    from findbench.judge.config import make_parser
 
     actions: dict = {}
     for action in make_parser()._actions:  # --no-hub-private shares hub_private's dest; the first holds the default

@@ -31,7 +31,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, get_scheduler
 
 from findbench._io import atomic_dir, atomic_write_json
 from findbench.constants import TRAINED_MARKER, UsageError
-from findbench.judge.config import _NEW_JUDGE, TrainArgs, make_parser, parse_train_args  # noqa: F401 (read here)
+from findbench.judge.config import _NEW_JUDGE, TrainArgs
 from findbench.judge.data import _fill_card, default_data_dir, load_judge_data
 from findbench.judge.scoring import (
     ANSWER_PREFIX,
