@@ -31,8 +31,6 @@ from findbench.interpret.scoreboard import (
     TABLE2_CAPTION,
     TABLE2_COLUMNS,
     TABLE2_HEADERS,
-    VARIANTS_NOTE,
-    degenerate_note,
     table2_notes,
     table2_rows,
     table2_summaries,
@@ -510,10 +508,8 @@ def write_report(cfg: ReportConfig) -> Path:
     notes = ([f"Judge: {scores.judge.describe()}."] if scores.judge is not None
              else [f"Judge mode: {', '.join(modes)} (the judge is named in table.md)."] if modes else [])
     *paper, run = table2_rows(interpreter, scores)
-    variants = variant_rows(interpreter, scores)
-    notes += ([VARIANTS_NOTE] if variants else []) + [n for n in [degenerate_note(scores)] if n]
     rows = ([("", r) for r in paper] + [("this-run", [f"{run[0]} (this run)", *run[1:]])]
-            + [("variant", r) for r in variants])
+            + [("variant", r) for r in variant_rows(interpreter, scores)])
     process_table = process_rows(process)
     page = render_page(
         "find_report.html.j2",

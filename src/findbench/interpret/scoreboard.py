@@ -65,20 +65,19 @@ _MISSING = "—"
 _FLOOR = "constant"
 
 
-def table2_cells(scores: Scores) -> list[float | None]:
-    """The run's value for each column of :data:`TABLE2_COLUMNS` (None where it has none)."""
-    return [None if s is None else s.mean for s in table2_summaries(scores)]
-
-
 def table2_summaries(scores: Scores, variant: str = "") -> list[Estimate | None]:
     """Per column of :data:`TABLE2_COLUMNS`, the run's estimate, or None where it has no finite mean.
     ``variant`` (one of :data:`VARIANTS`) reads another aggregate of each cell than the column's metric."""
     out: list[Estimate | None] = []
     for col in TABLE2_COLUMNS:
         name = VARIANTS[variant](col.metric) if variant else col.metric
-        est = scores.estimate(col.category, col.method, name) if name else None
-        out.append(est if est is not None and est.mean is not None and math.isfinite(est.mean) else None)
+        out.append(_finite(scores.estimate(col.category, col.method, name)) if name else None)
     return out
+
+
+def _finite(est: Estimate | None) -> Estimate | None:
+    """``est`` where it has a finite mean, else None."""
+    return est if est is not None and est.mean is not None and math.isfinite(est.mean) else None
 
 
 #: Rows beside a run's Table 2 row: the aggregate of each cell they read (None: the column has none).
@@ -124,18 +123,6 @@ def variant_rows(interpreter: str, scores: Scores) -> list[list[str]]:
     return rows
 
 
-def degenerate_note(scores: Scores) -> str | None:
-    """A line counting degenerate answers per category and method, or None when there are none."""
-    found = [f"{c}/{m}: {cell.n_degenerate}" for c, m, cell in scores if cell.n_degenerate]
-    if not found:
-        return None
-    return (
-        "Degenerate answers (empty, the prompt's placeholder, or identical across functions; still scored): "
-        + ", ".join(found)
-        + "."
-    )
-
-
 def _format_cell(summary: Estimate | None, *, signed: bool = False) -> str:
     """One cell: ``0.83 [0.62, 0.97] (n=6)†``, "—" for None; ``signed``: the mean with its sign (a margin)."""
     if summary is None or summary.mean is None:
@@ -154,8 +141,15 @@ def table2_notes(
     scores: Scores, counts: Mapping[str, Mapping[str, int]] | None = None, notes: Iterable[str] = ()
 ) -> list[str]:
     """The lines under Table 2: the functions behind each of the run's cells (from ``counts``,
-    ``{category: {method: n}}``), ``notes``, the interval method and the small-n legend."""
-    out = list(notes) + _interval_notes(table2_summaries(scores))
+    ``{category: {method: n}}``), ``notes``, :data:`VARIANTS_NOTE` where the run has :func:`variant_rows`,
+    the degenerate answers per category and method where there are any, the interval method and the
+    small-n legend."""
+    out = [*notes, *([VARIANTS_NOTE] if variant_rows("", scores) else [])]
+    degenerate = [f"{c}/{m}: {cell.n_degenerate}" for c, m, cell in scores if cell.n_degenerate]
+    if degenerate:
+        out.append("Degenerate answers (empty, the prompt's placeholder, or identical across functions; still "
+                   f"scored): {', '.join(degenerate)}.")
+    out += _interval_notes(table2_summaries(scores))
     if counts is not None:
         listed = [f"{c.header}: {n}" for c in TABLE2_COLUMNS if (n := (counts.get(c.category) or {}).get(c.method))]
         if listed:
@@ -200,8 +194,6 @@ def render_table(
     run = [f"**{_escape(interpreter)}** (this run)", *(c if c == _MISSING else f"**{c}**" for c in cells)]
     extra_rows = [[_escape(r[0]), *r[1:]] for r in variant_rows(interpreter, scores)]
     lines = ["# FIND Table 2", "", TABLE2_CAPTION, "", *_md_table([*paper, run, *extra_rows])]
-    degenerate = degenerate_note(scores)
-    notes = [*notes, *([VARIANTS_NOTE] if extra_rows else []), *([degenerate] if degenerate else [])]
     extra = table2_notes(scores, counts, notes)
     if extra:
         lines += [""] + [f"- {note}" for note in extra]
@@ -285,8 +277,7 @@ RASP_FLOORS_NOTE = (
 
 def _rasp_estimate(scores: Scores | None, name: str) -> Estimate | None:
     """The rasp aia aggregate ``name`` of a run, None where it has no finite mean."""
-    est = None if scores is None else scores.estimate("rasp", "aia", name)
-    return est if est is not None and est.mean is not None and math.isfinite(est.mean) else None
+    return None if scores is None else _finite(scores.estimate("rasp", "aia", name))
 
 
 def _rasp_floor(runs: Mapping[str, Scores], metric: str) -> tuple[Estimate, str] | None:
