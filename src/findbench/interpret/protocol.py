@@ -366,6 +366,9 @@ class Answer:
 MAX_COMPONENTS_CHARS = 20_000
 _MARKER = re.compile(r"\[(DESCRIPTION|DOMAIN|CODE|COMPONENTS)\][ \t*]*(?::|(?=\n)|$)")
 _FENCE = "```"
+#: A fenced block: the fence and its info string up to the line's end, then the body (group 1) up to the next
+#: fence or the end; a fence with no line end after it matches to the end, body None (one scan: linear time).
+_FENCED = re.compile(r"```(?:[^\n]*\n(.*?)(?:```|\Z)|[^\n]*\Z)", re.DOTALL)
 
 
 def _clean(part: str) -> str:
@@ -376,25 +379,8 @@ def _clean(part: str) -> str:
 def _last_fenced_block(segment: str) -> str | None:
     """The last fenced code block of ``segment`` (its body, without the info string); an
     opening fence that never closes runs to the end (a reply cut by the token limit)."""
-    blocks: list[str] = []
-    i = 0
-    while True:
-        open_at = segment.find(_FENCE, i)
-        if open_at < 0:
-            break
-        line_end = segment.find("\n", open_at)
-        if line_end < 0:
-            break
-        close_at = segment.find(_FENCE, line_end + 1)
-        if close_at < 0:
-            blocks.append(segment[line_end + 1 :])
-            break
-        blocks.append(segment[line_end + 1 : close_at])
-        i = close_at + len(_FENCE)
-    if not blocks:
-        return None
-    code = blocks[-1].strip("\n").rstrip()
-    return code or None
+    blocks = [m[1] for m in _FENCED.finditer(segment) if m[1] is not None]
+    return (blocks[-1].strip("\n").rstrip() or None) if blocks else None
 
 
 def parse_answer(text: str) -> Answer | None:
