@@ -101,15 +101,12 @@ def log_files(run_dir: str | os.PathLike) -> list[Path]:
             logger.warning("run_dir: %s is a symbolic link; its logs are not read", folder)
         return []
     found = []
-    with os.scandir(folder) as entries:
-        for entry in entries:
-            if not entry.name.endswith(".eval") or entry.name.startswith("."):
-                continue
-            if not stat.S_ISREG(entry.stat(follow_symlinks=False).st_mode):
-                logger.warning("run_dir: log %s is not a regular file; skipped", Path(entry.path))
-                continue
-            found.append(Path(entry.path))
-    return sorted(found, key=lambda p: p.name)
+    for path in sorted(p for p in folder.glob("*.eval") if not p.name.startswith(".")):
+        if stat.S_ISREG(path.lstat().st_mode):
+            found.append(path)
+        else:
+            logger.warning("run_dir: log %s is not a regular file; skipped", path)
+    return found
 
 
 def read_log(path: str | os.PathLike) -> Any:

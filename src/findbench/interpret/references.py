@@ -136,17 +136,15 @@ def reference_answer(
     """The answer of the reference interpreter ``name`` (one of :data:`REFERENCE_INTERPRETERS`)
     for ``row``; ``pool`` (the functions ``random`` picks from) and ``seed`` matter only to
     ``random``."""
-    if name == "oracle":
-        return oracle_answer(row)
-    if name == "random":
-        return random_answer(row, pool, seed=seed)
-    if name == "constant":
-        return constant_answer(row)
-    if name in ("empty", "attribution"):  # attribution's component map: whitebox.reference_components
-        return empty_answer(row)
     if name == "observed":
         raise ValueError(
             "name: 'observed' answers after calling the function; its turns come from "
             "findbench.interpret.floors.observed_turns"
         )
-    raise ValueError(f"name must be one of {REFERENCE_INTERPRETERS}, got {name!r}")
+    if name == "random":
+        return random_answer(row, pool, seed=seed)
+    # attribution's component map: whitebox.reference_components
+    answers = {"oracle": oracle_answer, "constant": constant_answer, "empty": empty_answer, "attribution": empty_answer}
+    if name not in answers:
+        raise ValueError(f"name must be one of {REFERENCE_INTERPRETERS}, got {name!r}")
+    return answers[name](row)
