@@ -101,13 +101,11 @@ class FunctionRunner:
                 shown[i], outputs[i] = pair if isinstance(pair, tuple) else (shown[i], pair)
             return shown, outputs
         if self.category in ("numeric", "strings"):
+            from findbench.find.numeric import MissingMLPWeightsError
+
             try:
                 fn = self.function()
-            except Exception as exc:  # e.g. an imported MLP whose weights are not public
-                from findbench.find.numeric import MissingMLPWeightsError
-
-                if not isinstance(exc, MissingMLPWeightsError):
-                    raise
+            except MissingMLPWeightsError as exc:  # an imported MLP whose weights are not public
                 for i in ok:
                     outputs[i] = CallError(f"this function cannot be evaluated: {exc}")
                 return shown, outputs

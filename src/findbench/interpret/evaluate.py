@@ -154,8 +154,7 @@ def score_interpretations(
 
     category = records[0]["category"] if records else None
     for rec in records:
-        for metric in CSV_COLUMNS[3:]:
-            rec.setdefault(metric, None)
+        rec.update({metric: rec.get(metric) for metric in CSV_COLUMNS[3:]})
     coded = [i for i, r in enumerate(records) if r["code"].strip()]
     if category == "numeric" and "nmse" in metrics:
         for rec in records:
@@ -583,23 +582,24 @@ def evaluate_run(cfg: EvaluateConfig, *, progress: bool = True) -> dict[str, Any
     notes = _notes(run_path, run, damaged, records, identity)
     scores = Scores(cells, identity)
     table = render_table(interpreter, scores, counts=counts, notes=notes)
-    for rec in records:  # the process columns, from the episode
+    for rec in records:  # the process columns, from the episode (probed_corruption as 0/1)
         values = episode_process(rec["episode"], rec["row"])
-        if values["probed_corruption"] is not None:
-            values["probed_corruption"] = int(values["probed_corruption"])
-        rec.update(values)
+        rec.update(values, probed_corruption=None if values["probed_corruption"] is None
+                   else int(values["probed_corruption"]))
     process = aggregate_process(records)
     section = render_process(process)
     if section:
         table = table.rstrip("\n") + "\n\n" + section
+    files = {
+        SCORES_FILE: scores.dumps(),
+        "per_function.csv": _csv(PER_FUNCTION_COLUMNS, records),
+        "unit_tests.csv": _csv(UNIT_TEST_COLUMNS, (row for rec in records for row in rec.get("unit_test_rows") or [])),
+        "process.json": json.dumps(process, indent=2, allow_nan=False) + "\n",
+        "table.md": table,
+    }
     with atomic_dir(out_path) as tmp:
-        (tmp / SCORES_FILE).write_text(scores.dumps(), encoding="utf-8")
-        (tmp / "per_function.csv").write_text(_csv(PER_FUNCTION_COLUMNS, records), encoding="utf-8")
-        (tmp / "unit_tests.csv").write_text(
-            _csv(UNIT_TEST_COLUMNS, (row for rec in records for row in rec.get("unit_test_rows") or [])),
-            encoding="utf-8")
-        (tmp / "process.json").write_text(json.dumps(process, indent=2, allow_nan=False) + "\n", encoding="utf-8")
-        (tmp / "table.md").write_text(table, encoding="utf-8")
+        for name, text in files.items():
+            (tmp / name).write_text(text, encoding="utf-8")
     write_log_scores(run_path, records, judge=identity, mode=mode)
     return {
         "interpreter": interpreter,

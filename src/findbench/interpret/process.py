@@ -67,12 +67,11 @@ def aggregate_process(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[st
     :data:`PROCESS_COLUMNS` and (numeric) ``domain_iou``: ``episodes``, ``transcripts``, ``calls`` and
     ``distinct_inputs`` (``{"mean", "ci", "n"}``), ``corrupted``, ``probed_corruption`` (share), and
     for numeric ``domain_iou_probed`` / ``domain_iou_not_probed``; None for a summary without units."""
-    out: dict[str, dict[str, dict[str, Any]]] = {}
+    out: dict[str, dict[str, Any]] = {}
     for rec in records:
-        out.setdefault(rec["category"], {}).setdefault(rec["method"], {})
+        out.setdefault(rec["category"], {}).setdefault(rec["method"], []).append(rec)
     for category, methods in out.items():
-        for method in methods:
-            group = [r for r in records if r["category"] == category and r["method"] == method]
+        for method, group in methods.items():
             seen = [r for r in group if r.get("calls") is not None]
             corrupted = [r for r in seen if r.get("probed_corruption") is not None]
             summary: dict[str, Any] = {

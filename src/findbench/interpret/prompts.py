@@ -272,12 +272,8 @@ def turn_constraint(category: str, *, answer_only: bool = False, white_box: bool
     ``[COMPONENTS]`` part."""
     if category not in _ANSWER_PARTS:
         raise ValueError(f"category must be one of {tuple(_ANSWER_PARTS)}, got {category!r}")
-    parts = []
-    for name in _ANSWER_PARTS[category]:
-        if name == "CODE":
-            parts.append(r"\[CODE\]:\n```python\ndef function\(x\):\n[^`]+```")
-        else:
-            parts.append(rf"\[{name}\]: {_LINE}")
+    parts = [r"\[CODE\]:\n```python\ndef function\(x\):\n[^`]+```" if name == "CODE" else rf"\[{name}\]: {_LINE}"
+             for name in _ANSWER_PARTS[category]]
     command = _COMMAND
     if white_box:
         from findbench.find.rasp.tools import TOOLS

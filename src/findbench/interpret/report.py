@@ -470,7 +470,7 @@ def write_report(cfg: ReportConfig) -> Path:
             "category": c,
         }
         for c in CONFIGS
-        if c in scores.categories()
+        if c in scores.cells
     ]
 
     numeric = [rec for rec in records if rec["category"] == "numeric"]
@@ -497,8 +497,8 @@ def write_report(cfg: ReportConfig) -> Path:
 
     transcripts: dict[str, list[dict[str, Any]]] = {}
     for rec in records:
-        episodes = transcripts.setdefault(f"{rec['category']} / {rec['method']}", [])
-        episodes.append(_transcript(rec, per_function.get(key(rec)), unit_tests.get(key(rec), [])))
+        transcripts.setdefault(f"{rec['category']} / {rec['method']}", []).append(
+            _transcript(rec, per_function.get(key(rec)), unit_tests.get(key(rec), [])))
 
     counts: dict[str, Counter] = {}
     for r in per_function.values():

@@ -84,12 +84,6 @@ def _run_info(out: Path, info: dict[str, Any]) -> dict[str, Any] | None:
     return None if merged == old else merged
 
 
-def _samples_version(samples: Iterable[Any]) -> str:
-    """The task version of a set of samples (a hash of their ids): ``eval_set`` pairs a task with
-    its log by name, model, plan and version, so another set of missing episodes is another task."""
-    return hashlib.sha256("\n".join(sorted(str(s.id) for s in samples)).encode()).hexdigest()[:12]
-
-
 def _logs_held(log_dir: Path, *, strict: bool) -> list[tuple[str, set[str], set[str]]]:
     """``(task, sample ids, ids finished without error)`` of each log in ``log_dir``, newest first, read
     within the caps of :mod:`findbench.interpret.logs` as evaluate reads it. A log that cannot be read
@@ -262,8 +256,11 @@ def run_interpretations(
             atomic_write_json(out / RUN_INFO, record)
         return out
 
+    # a task's version hashes its samples' ids: eval_set pairs a task with its log by name, model, plan and
+    # version, so another set of missing episodes is another task
     tasks = [
-        interpret_task(ss, agent, interpreter=name, name=f"find_interpret_{m}", version=_samples_version(ss))
+        interpret_task(ss, agent, interpreter=name, name=f"find_interpret_{m}",
+                       version=hashlib.sha256("\n".join(sorted(str(s.id) for s in ss)).encode()).hexdigest()[:12])
         for m, method_samples in samples.items()
         for ss in _task_samples(held, m, method_samples)
     ]

@@ -121,15 +121,11 @@ def _scan(
     skip = {p.resolve() for p in exclude}
     kinds: dict[str, str] = {}
     for folder in _subdirs(run_dir):
-        if folder.resolve() in skip:
-            continue
-        kind = _kind(folder)
-        if folder.name not in CONFIGS:
-            if kind is not None:  # holds episodes: a category this benchmark does not have
-                raise ValueError(
-                    f"category: unknown category folder {folder.name!r} in {run_dir}; categories are {CONFIGS}"
-                )
-            continue
+        kind = None if folder.resolve() in skip else _kind(folder)
+        if kind is not None and folder.name not in CONFIGS:  # holds episodes: a category this benchmark lacks
+            raise ValueError(
+                f"category: unknown category folder {folder.name!r} in {run_dir}; categories are {CONFIGS}"
+            )
         if kind is not None:
             kinds[folder.name] = kind
     has_logs = bool(log_files(run_dir))
@@ -162,9 +158,7 @@ def _scan(
         for m in METHODS:
             if (folder / m).is_dir() and (method is None or m == method):
                 records += _episodes_of(folder / m, category, m, f"{category}/{m}")
-    problems: list[str] = []
-    if has_logs:
-        records, problems = _from_logs(run_dir, method, records)
+    records, problems = _from_logs(run_dir, method, records) if has_logs else (records, [])
     if not records:
         what = f" for method {method!r}" if method is not None else ""
         raise ValueError(

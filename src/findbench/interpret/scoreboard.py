@@ -280,11 +280,14 @@ def _rasp_estimate(scores: Scores | None, name: str) -> Estimate | None:
     return None if scores is None else _finite(scores.estimate("rasp", "aia", name))
 
 
-def _rasp_floor(runs: Mapping[str, Scores], metric: str) -> tuple[Estimate, str] | None:
-    """The ``floors`` cell of :data:`RASP_FLOORS_NOTE`: the highest floor estimate and its source."""
-    found = [(est, name) for name in RASP_FLOORS[:-1] if (est := _rasp_estimate(runs.get(name), metric))]
-    if (est := _rasp_estimate(runs.get(RASP_FLOORS[-1]), f"{metric}_observed")) is not None:
-        found.append((est, f"{RASP_FLOORS[-1]}'s floor"))
+def _rasp_cell(runs: Mapping[str, Scores], name: str, metric: str) -> tuple[Estimate, str] | None:
+    """Row ``name``'s cell of one access condition's ``runs``: its estimate (and ``""``), or for the ``floors``
+    row (:data:`RASP_FLOORS_NOTE`) the highest floor estimate and its source; None where there is none."""
+    found = [(_rasp_estimate(runs.get(name), metric), "")]
+    if name == "floors":
+        found = [(_rasp_estimate(runs.get(floor), metric), floor) for floor in RASP_FLOORS[:-1]]
+        found.append((_rasp_estimate(runs.get(RASP_FLOORS[-1]), f"{metric}_observed"), f"{RASP_FLOORS[-1]}'s floor"))
+    found = [(est, source) for est, source in found if est is not None]
     return max(found, key=lambda pair: pair[0].mean) if found else None
 
 
@@ -301,15 +304,8 @@ def render_rasp_access(access_runs: Mapping[str, Mapping[str, Scores]]) -> str:
     for metric, heading in RASP_ACCESS_METRICS.items():
         table = []
         for name in rows:
-            cells: dict[str, tuple[Estimate, str] | None] = {}
-            for access, runs in access_runs.items():
-                if access == "black" and metric in CIRCUIT_METRICS:
-                    cells[access] = None
-                elif name == "floors":
-                    cells[access] = _rasp_floor(runs, metric)
-                else:
-                    est = _rasp_estimate(runs.get(name), metric)
-                    cells[access] = None if est is None else (est, "")
+            cells = {access: None if access == "black" and metric in CIRCUIT_METRICS else _rasp_cell(runs, name, metric)
+                     for access, runs in access_runs.items()}
             white, rotated = cells.get("white"), cells.get("rotated")
             table.append([f"**{_escape(name)}**",
                           *(_MISSING if c is None else _format_cell(c[0]) + (f" ({c[1]})" if c[1] else "")

@@ -192,10 +192,6 @@ class Scores:
         """``(category, method, cell)`` in the document's order."""
         return ((c, m, cell) for c, methods in self.cells.items() for m, cell in methods.items())
 
-    def categories(self) -> list[str]:
-        """The categories the run has cells for, in the document's order."""
-        return list(self.cells)
-
     def to_json(self) -> dict[str, Any]:
         judge = {} if self.judge is None else {"judge": self.judge.to_json()}
         return judge | {c: {m: cell.to_json() for m, cell in methods.items()} for c, methods in self.cells.items()}

@@ -108,12 +108,9 @@ def attach_truth(
             rec["row"] = truth
     if mismatched:
         raise UsageError(
-            f"--data: the rows carried by {_names(mismatched)} differ from the {text}: the run was made on other "
+            f"--data: the rows carried by {len(mismatched)} episode(s): {', '.join(mismatched[:5])}"
+            + (f" and {len(mismatched) - 5} more" if len(mismatched) > 5 else "")
+            + f" differ from the {text}: the run was made on other "
             "rows, or its folder was changed; pass --data with the dataset folder the run used"
         )
     return verified, text
-
-
-def _names(items: Sequence[str], most: int = 5) -> str:
-    shown = ", ".join(items[:most])
-    return f"{len(items)} episode(s): {shown}" + (f" and {len(items) - most} more" if len(items) > most else "")
