@@ -150,7 +150,7 @@ def score_interpretations(
     decisions under ``"unit_test_rows"``), None where a metric does not apply; only ``metrics``
     (rasp under white-box access: ``find_circuit``'s, with the tool-reply floor of the run's ``seed``).
     The one scoring path of ``findbench evaluate`` and the Inspect scorers."""
-    from findbench.find.code_scoring import score_exact_match, score_nmse
+    from findbench.find.code_scoring import score_exact_match, score_nmse, score_rasp
 
     category = records[0]["category"] if records else None
     for rec in records:
@@ -188,8 +188,14 @@ def score_interpretations(
             )
             for i, value, why in zip(scored, out["per_function"], out["errors"]):
                 records[i]["exact_match"], records[i]["code_error"] = float(value), why
-    if category == "rasp" and {"exact_match", "position_accuracy"} & set(metrics):
-        _score_rasp_code(records, coded, progress)
+    if category == "rasp" and {"exact_match", "position_accuracy"} & set(metrics):  # held-out in-domain inputs
+        for rec in records:
+            rec["exact_match"] = rec["position_accuracy"] = 0.0
+        if coded:
+            out = score_rasp([records[i]["code"] for i in coded], [records[i]["function_id"] for i in coded],
+                             progress=progress)
+            for i, em, pos, why in zip(coded, out["per_function"], out["per_function_positions"], out["errors"]):
+                records[i].update(exact_match=float(em), position_accuracy=float(pos), code_error=why)
     if category == "rasp" and set(CIRCUIT_METRICS) & set(metrics):  # white-box runs' component maps
         for rec, row in zip(records, rows):
             rec.update(circuit_scores(rec.get("episode"), row, seed) or {})
@@ -218,20 +224,6 @@ def score_interpretations(
     return records
 
 
-def _score_rasp_code(records: list[dict[str, Any]], coded: list[int], progress: bool) -> None:
-    """``exact_match`` and ``position_accuracy`` of rasp answers' code against the compiled models on
-    held-out in-domain inputs (:func:`findbench.find.code_scoring.score_rasp`; 0 without code)."""
-    from findbench.find.code_scoring import score_rasp
-
-    for rec in records:
-        rec["exact_match"] = rec["position_accuracy"] = 0.0
-    if coded:
-        out = score_rasp([records[i]["code"] for i in coded], [records[i]["function_id"] for i in coded],
-                         progress=progress)
-        for i, em, pos, why in zip(coded, out["per_function"], out["per_function_positions"], out["errors"]):
-            records[i].update(exact_match=float(em), position_accuracy=float(pos), code_error=why)
-
-
 def _add_floors(
     category: str, records: list[dict[str, Any]], lm: Any, mode: str, pool: Sequence[dict], seed: int
 ) -> None:
@@ -248,7 +240,8 @@ def _add_floors(
         recorded_inputs,
     )
 
-    floors: list[dict[str, Any]] = []
+    answers: dict[tuple[int, str], list[tuple[int, str, str]]] = {}  # (episode, kind): its answers' keys
+    scored: dict[tuple[int, str, str], dict[str, Any]] = {}  # an answer both floors of an episode give: scored once
     for k, rec in enumerate(records):
         rec["floor_missing"] = None
         fid = rec["function_id"]
@@ -260,46 +253,36 @@ def _add_floors(
                     else plan_pairs(rec["row"], pool, method=rec["method"], seed=seed)
                 )
                 # the plan's floor is the one answer the observed reference gives
-                answers = floor_answers(category, pairs, key=fid, lm=lm, **({"listings": 1} if kind == "plan" else {}))
+                found = floor_answers(category, pairs, key=fid, lm=lm, **({"listings": 1} if kind == "plan" else {}))
                 if category == "rasp":  # its fixed floors: constant output, copy, family name, hedge
-                    answers += rasp_floor_answers(rec["row"])
+                    found += rasp_floor_answers(rec["row"])
             except Exception as exc:  # noqa: BLE001 - one episode's floor never stops the run
                 _floor_missing(rec, kind, exc)
                 continue
-            floors += [
-                {"function_id": fid, "category": category, "method": rec["method"], "description": a.description,
-                 "domain": "", "code": a.code or "", "owner": (k, kind)}
-                for a in answers
-            ]
-    shared: dict[tuple, dict[str, Any]] = {}  # an answer both floors of an episode give is scored once
-    for f in floors:
-        f["scored"] = shared.setdefault((f["owner"][0], f["description"], f["code"]), f)
-    scored = list(shared.values())
+            answers[(k, kind)] = [(k, a.description, a.code or "") for a in found]
+            for key in answers[(k, kind)]:
+                scored.setdefault(key, {"function_id": fid, "category": category, "method": rec["method"],
+                                        "description": key[1], "domain": "", "code": key[2]})
     metrics = [m for m in _FLOOR_METRICS if any(r.get(m) is not None for r in records)]
     if scored and metrics:
         try:
-            score_interpretations(scored, [records[f["owner"][0]]["row"] for f in scored], metrics=metrics,
+            score_interpretations(list(scored.values()), [records[key[0]]["row"] for key in scored], metrics=metrics,
                                   judge=lm, mode=mode)
         except Exception as exc:  # noqa: BLE001 - then each episode's floors alone, so only its own fail
             logger.warning("floors: scored one episode at a time after %s: %s", type(exc).__name__, exc)
-            for k in dict.fromkeys(f["owner"][0] for f in scored):
-                mine = [f for f in scored if f["owner"][0] == k]
+            for k in dict.fromkeys(key[0] for key in scored):
+                mine = [f for key, f in scored.items() if key[0] == k]
                 try:
                     score_interpretations(mine, [records[k]["row"]] * len(mine), metrics=metrics, judge=lm, mode=mode)
                 except Exception as exc:  # noqa: BLE001
-                    for f in mine:
-                        f["failed"] = True
-                    for kind in dict.fromkeys(f["owner"][1] for f in floors if f["scored"].get("failed")
-                                              and f["owner"][0] == k):
+                    for kind in [kind for owner, kind in answers if owner == k]:
+                        del answers[(k, kind)]
                         _floor_missing(records[k], kind, exc)
-    by_owner: dict[tuple[int, str], list[dict[str, Any]]] = {}
-    for f in floors:
-        if not f["scored"].get("failed"):
-            by_owner.setdefault(f["owner"], []).append(f["scored"])
     for k, rec in enumerate(records):
         for kind, margin in _FLOOR_KINDS.items():
             for metric in _FLOOR_METRICS:
-                values = [f[metric] for f in by_owner.get((k, kind), []) if f.get(metric) is not None]
+                values = [scored[key][metric] for key in answers.get((k, kind), [])
+                          if scored[key].get(metric) is not None]
                 best = (min if metric == "nmse" else max)(values) if values and rec.get(metric) is not None else None
                 rec[f"{metric}_{kind}"] = best
                 diff = None if best is None else rec[metric] - best

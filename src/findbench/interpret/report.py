@@ -36,7 +36,7 @@ from findbench.interpret.scoreboard import (
     table2_summaries,
     variant_rows,
 )
-from findbench.interpret.scores import SCORES_FILE, Estimate, Scores
+from findbench.interpret.scores import SCORES_FILE, Scores
 from findbench.resources import render_page
 from findbench.schema import CONFIGS
 from findbench.stats import INTERVAL_NOTE, SMALL_N_LEGEND, SMALL_N_MARK, is_small
@@ -255,12 +255,16 @@ def plot_category(category: str, scores: Scores, path: str | os.PathLike, *, int
           for (name, values), color in zip(PAPER_TABLE2.items(), _PAPER_COLORS)),
         (f"{interpreter} (this run)", [None if c is None else c.mean for c in cells], _RUN_COLOR),
     ]
+    # matplotlib yerr of the run's bars ([below, above] per bar, 0 for one without an interval); None without any
+    spans = [None if c is None or c.ci is None else (c.mean - c.ci[0], c.ci[1] - c.mean) for c in cells]
+    run_yerr = (None if all(s is None for s in spans)
+                else [[max(0.0, s[k]) if s is not None else 0.0 for s in spans] for k in (0, 1)])
     width = 0.8 / len(series)
     ax = (fig := Figure(figsize=(2.8 + 1.9 * len(index), 3.6))).subplots()
     for s, (name, values, color) in enumerate(series):
         is_run = s == len(series) - 1
         xs = [g + (s - (len(series) - 1) / 2) * width for g in range(len(index))]
-        yerr = _error_bars(cells) if is_run else None
+        yerr = run_yerr if is_run else None
         bars = ax.bar(
             xs,
             [v or 0.0 for v in values],
@@ -295,17 +299,6 @@ def plot_category(category: str, scores: Scores, path: str | os.PathLike, *, int
     ax.set_title(f"{category}: this run beside FIND Table 2", fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return _save(fig, path)
-
-
-def _error_bars(cells: Sequence[Estimate | None]) -> list[list[float]] | None:
-    """matplotlib ``yerr`` (``[below, above]`` per bar) from the cells' intervals (0 for a bar
-    without one); None when no cell has one."""
-    spans = [
-        None if c is None or c.ci is None or c.mean is None else (c.mean - c.ci[0], c.ci[1] - c.mean) for c in cells
-    ]
-    if all(s is None for s in spans):
-        return None
-    return [[max(0.0, s[k]) if s is not None else 0.0 for s in spans] for k in (0, 1)]
 
 
 def _score_line(scored: Mapping[str, str] | None) -> str:

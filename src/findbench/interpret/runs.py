@@ -66,16 +66,6 @@ def _subdirs(folder: Path) -> list[Path]:
     return [p for p in visible if not p.is_symlink()]
 
 
-def _kind(folder: Path) -> str | None:
-    """``"run"`` (method folders), ``"find"`` (episode folders) or None (neither, e.g. a scores folder)."""
-    names = [p.name for p in _subdirs(folder)]
-    if any(n in METHODS for n in names):
-        return "run"
-    if any(_EPISODE.match(n) for n in names):
-        return "find"
-    return None
-
-
 def _add_damage(record: dict[str, Any], why: str) -> None:
     """Add ``why`` to the reasons ``record``'s episode is damaged."""
     record["damage"] = "; ".join(filter(None, (record["damage"], why)))
@@ -120,8 +110,9 @@ def _scan(
         raise FileNotFoundError(f"run_dir: {run_dir} is not a folder")
     skip = {p.resolve() for p in exclude}
     kinds: dict[str, str] = {}
-    for folder in _subdirs(run_dir):
-        kind = None if folder.resolve() in skip else _kind(folder)
+    for folder in _subdirs(run_dir):  # its kind: "run" (method folders), "find" (episode folders) or None
+        names = [] if folder.resolve() in skip else [p.name for p in _subdirs(folder)]
+        kind = "run" if any(n in METHODS for n in names) else "find" if any(map(_EPISODE.match, names)) else None
         if kind is not None and folder.name not in CONFIGS:  # holds episodes: a category this benchmark lacks
             raise ValueError(
                 f"category: unknown category folder {folder.name!r} in {run_dir}; categories are {CONFIGS}"

@@ -133,16 +133,13 @@ def unit_test_accuracy(
 
     default = judge_model_of(judge, judge_model=judge_model, judge_cache=judge_cache)
     resolving, lock = asyncio.Lock(), threading.Lock()
-    judges: list[tuple[Any, Any, str]] = []  # (Inspect model, findbench LM, mode)
+    judges: dict[int, tuple[Any, Any, str]] = {}  # id(Inspect model): (the model, kept alive; findbench LM, mode)
 
     async def judge_of(model: Any) -> tuple[Any, str]:
         async with resolving:
-            for known, lm, mode in judges:
-                if known is model:
-                    return lm, mode
-            lm, mode = await role_judge(model, judge_mode=judge_mode, judge_cache=judge_cache)
-            judges.append((model, lm, mode))
-            return lm, mode
+            if id(model) not in judges:
+                judges[id(model)] = (model, *await role_judge(model, judge_mode=judge_mode, judge_cache=judge_cache))
+            return judges[id(model)][1:]
 
     def run(state: TaskState, lm: Any, mode: str) -> dict[str, Any]:
         with lock:
