@@ -381,11 +381,9 @@ def unit_values(metric: str, records: Sequence[dict[str, Any]]) -> list[float]:
 
 
 def _csv(columns: Sequence[str], rows: Iterable[dict[str, Any]]) -> str:
-    """``rows`` as CSV text of ``columns``: None an empty cell, a float at full precision (inf stays "inf")."""
-    def cell(value: Any) -> str:
-        return "" if value is None else repr(value) if isinstance(value, float) else str(value)
-
-    return csv_text(columns, ([cell(row.get(col)) for col in columns] for row in rows))
+    """``rows`` as CSV text of ``columns`` (the csv module writes None as an empty cell, a float at full
+    precision: inf stays "inf")."""
+    return csv_text(columns, ([row.get(col) for col in columns] for row in rows))
 
 
 def _keep_decisions(

@@ -258,11 +258,6 @@ def best_floor(row: Mapping[str, Any], answers: Sequence[Answer]) -> Answer:
     return answers[min(range(len(answers)), key=lambda i: (values[i], i))]
 
 
-def _quoted(value: str) -> str:
-    """``value`` as one shell word in single quotes (commas and spaces inside stay one value)."""
-    return "'" + value.replace("'", "'\"'\"'") + "'"
-
-
 def plan_pairs(
     row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]], *, method: str, seed: int = 0
 ) -> list[Pair]:
@@ -289,8 +284,10 @@ def observed_turns(
     from findbench.interpret.protocol import SCRIPT_NAME
 
     plan = observed_plan(row, pool, calls=calls, seed=seed)
-    chunks = [plan[i : i + MAX_INPUTS_PER_COMMAND] for i in range(0, len(plan), MAX_INPUTS_PER_COMMAND)]
-    return ["\n".join(f"PYTHON({SCRIPT_NAME} {' '.join(_quoted(x) for x in chunk)})" for chunk in chunks), None]
+    # each input one shell word in single quotes (commas and spaces inside stay one value)
+    quoted = ["'" + x.replace("'", "'\"'\"'") + "'" for x in plan]
+    chunks = [quoted[i : i + MAX_INPUTS_PER_COMMAND] for i in range(0, len(quoted), MAX_INPUTS_PER_COMMAND)]
+    return ["\n".join(f"PYTHON({SCRIPT_NAME} {' '.join(chunk)})" for chunk in chunks), None]
 
 
 def observed_answer(row: Mapping[str, Any], calls: Sequence[Mapping[str, Any]], *, seed: int = 0) -> str:

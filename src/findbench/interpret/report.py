@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from findbench._io import atomic_write_text, read_csv_rows, read_json_object
 from findbench.find.export import format_pair_list
 from findbench.interpret.config import ReportConfig
@@ -94,11 +96,7 @@ def numeric_curves(
     blank: no code) on the row's domain, in one sandbox batch seeded by ``seed``."""
     from findbench.sandbox import run_functions
 
-    grids = []
-    for row in rows:
-        lo, hi = _row_domain(row)
-        step = (hi - lo) / (points - 1)
-        grids.append([lo + i * step for i in range(points - 1)] + [hi])
+    grids = [np.linspace(*_row_domain(row), points).tolist() for row in rows]
     coded = [i for i, code in enumerate(codes) if code is not None and str(code).strip()]
     programs = [str(row.get("code") or "") for row in rows] + [str(codes[i]) for i in coded]
     entries = ["function"] * len(rows) + ["last_def"] * len(coded)

@@ -33,8 +33,9 @@ from findbench._io import atomic_dir, atomic_write_json
 from findbench._version import __version__
 from findbench.constants import Interrupted, UsageError
 from findbench.interpret.config import DEFAULT_API_MAX_TOKENS, AgentConfig, InterpretConfig
-from findbench.interpret.logs import LOG_DIR
+from findbench.interpret.logs import LOG_DIR, read_log, read_run_logs
 from findbench.interpret.protocol import METHODS
+from findbench.interpret.runs import read_run_info
 from findbench.schema import CONFIGS, parse_function_id
 
 logger = logging.getLogger(__name__)
@@ -89,8 +90,6 @@ def _logs_held(log_dir: Path, *, strict: bool) -> list[tuple[str, set[str], set[
     within the caps of :mod:`findbench.interpret.logs` as evaluate reads it. A log that cannot be read
     (a damaged zip, a file that is no log, a member past its size): ValueError naming ``out`` when
     ``strict``, else skipped (a log cut short by an interrupt holds nothing finished)."""
-    from findbench.interpret.logs import read_log
-
     held = []
     for path in sorted(log_dir.glob("*.eval"), reverse=True):
         try:
@@ -311,9 +310,6 @@ def _export(out: Path, samples: Mapping[str, list[Any]], logs: Iterable[Any] = (
     (:func:`~findbench.interpret.logs.read_run_logs`: the last log by name wins) to ``out`` in FIND's
     layout (a folder already there is kept); then RuntimeError naming what is left: a log of the eval
     (``logs``) that did not finish, or episodes no log records."""
-    from findbench.interpret.logs import read_run_logs
-    from findbench.interpret.runs import read_run_info
-
     episodes = read_run_logs(out, read_run_info(out)).episodes
     missing = []
     for method, function_id in ((m, str(s.id)) for m, ss in samples.items() for s in ss):
@@ -341,9 +337,6 @@ def summarize_run(out: str | os.PathLike) -> list[dict[str, Any]]:
     (:func:`~findbench.interpret.logs.read_run_logs`): ``{"category", "method", "episodes", "answered",
     "mean_rounds", "calls", "malformed_commands", "dropped_commands", "truncated_messages"}`` (the
     last two: over the per-turn caps)."""
-    from findbench.interpret.logs import read_run_logs
-    from findbench.interpret.runs import read_run_info
-
     found = read_run_logs(out, read_run_info(out)).episodes
     summary = []
     for category in CONFIGS:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from findbench._io import read_untrusted_json, read_untrusted_text
-from findbench.interpret.logs import LOG_DIR, log_files
+from findbench.interpret.logs import LOG_DIR, log_files, read_run_logs
 from findbench.interpret.protocol import METHODS
 from findbench.schema import CONFIGS
 
@@ -166,8 +166,6 @@ def _from_logs(
     its run.json), each with its ``"episode"``, ``"source_log"`` (``logs/<file>``) and the logs'
     ``"interpreter"``; an exported episode folder no log read records is kept with ``"unrecorded"``
     set (not scored: the logs are the record). Returns the records and the logs' problems."""
-    from findbench.interpret.logs import read_run_logs
-
     logs = read_run_logs(run_dir, read_run_info(run_dir))
     records = []
     for (m, function_id), found in logs.episodes.items():
@@ -241,7 +239,6 @@ def read_scored_run(
     run_path = Path(run_dir)
     layout, records, problems = _scan(run_path, method, exclude)
     info = read_run_info(run_path)
-    seed = info.get("seed") or 0
     unrecorded = [r for r in records if r.get("unrecorded")]
     records = [r for r in records if not r.get("unrecorded")]
     for rec in records:
@@ -262,7 +259,7 @@ def read_scored_run(
         "layout": layout,
         "info": info,
         "interpreter": info.get("interpreter") or next(iter(logged), None) or run_path.resolve().name,
-        "seed": seed,
+        "seed": info.get("seed") or 0,
         "data": data if data is not None else info.get("data"),
         "verified": verified,
         "truth": truth,

@@ -16,7 +16,7 @@ from inspect_ai.solver import TaskState
 
 from findbench.interpret.episode import STORE_PREFIX, EpisodeState
 from findbench.interpret.log_scores import judge_explanation
-from findbench.interpret.roles import JUDGE_ROLE
+from findbench.interpret.roles import JUDGE_ROLE, judge_model_of, role_judge
 from findbench.interpret.truth import UNVERIFIED_NOTE
 from findbench.interpret.whitebox import CIRCUIT_METRICS, circuit_scores
 
@@ -128,8 +128,6 @@ def unit_test_accuracy(
     ``judge`` (a :func:`findbench.lm.load_lm` spec or an LM), both loaded on the first score and read
     as :func:`findbench.interpret.roles.role_judge` says."""
     from inspect_ai.model import model_roles
-
-    from findbench.interpret.roles import judge_model_of, role_judge
 
     default = judge_model_of(judge, judge_model=judge_model, judge_cache=judge_cache)
     resolving, lock = asyncio.Lock(), threading.Lock()

@@ -102,8 +102,8 @@ def attach_truth(
                     f"{text} ({len(by_id)} functions)"
                 )
             carried = (rec.get("episode") or {}).get("row")
-            expected = row_fingerprint(truth)
-            if carried is not None and (not isinstance(carried, dict) or row_fingerprint(carried) != expected):
+            if carried is not None and (not isinstance(carried, dict)
+                                        or row_fingerprint(carried) != row_fingerprint(truth)):
                 mismatched.append(f"{rec['function_id']} ({rec['method']})")
             rec["row"] = truth
     if mismatched:
