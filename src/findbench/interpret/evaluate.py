@@ -129,9 +129,7 @@ def reference_program(row: dict) -> tuple[str, list[str]] | None:
         inputs, outputs, correct = test.get("inputs") or [], test.get("outputs") or [], test.get("correct")
         if isinstance(correct, int) and 1 <= correct <= min(len(inputs), len(outputs)):
             table.setdefault(str(inputs[correct - 1]), str(outputs[correct - 1]))
-    if not table:
-        return None
-    return f"_TABLE = {table!r}\n\n\ndef function(s):\n    return _TABLE[s]\n", list(table)
+    return (f"_TABLE = {table!r}\n\n\ndef function(s):\n    return _TABLE[s]\n", list(table)) if table else None
 
 
 def score_interpretations(
@@ -372,9 +370,8 @@ def unit_values(metric: str, records: Sequence[dict[str, Any]]) -> list[float]:
     if metric in ("nmse_success_observed", "nmse_success_margin", "nmse_success_margin_plan"):  # with a floor only
         floor = "nmse_plan" if metric.endswith("plan") else "nmse_observed"
         floored = [r for r in records if number(r.get(floor)) is not None]
-        if metric.endswith("observed"):
-            return [success(r[floor]) for r in floored]
-        return [success(r.get("nmse")) - success(r[floor]) for r in floored]
+        return ([success(r[floor]) for r in floored] if metric.endswith("observed")
+                else [success(r.get("nmse")) - success(r[floor]) for r in floored])
     column = "nmse" if metric == "mean_nmse" else metric
     values = [number(r.get(column)) for r in records]
     return [v for v in values if v is not None and math.isfinite(v)]
@@ -530,12 +527,9 @@ def evaluate_run(cfg: EvaluateConfig, *, progress: bool = True) -> dict[str, Any
     for rec in damaged:
         logger.warning("damaged episode %s (%s): %s", rec["function_id"], rec["method"], rec["damage"])
     if not records:
-        why = (
-            f"no readable log records an episode ({run['log_problems'][0]})"
-            if run["log_problems"]
-            else "no episode carries a readable row"
-        )
-        raise ValueError(f"run_dir: nothing to score in {run_path}: {why}")
+        raise ValueError(f"run_dir: nothing to score in {run_path}: " + (
+            f"no readable log records an episode ({run['log_problems'][0]})" if run["log_problems"]
+            else "no episode carries a readable row"))
 
     lm, mode, identity = None, "logprob", None
     if any(r["category"] != "numeric" for r in records):

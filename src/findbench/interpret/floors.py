@@ -155,9 +155,8 @@ def listed_description(category: str, pairs: Sequence[Pair], *, key: str = "", l
     tokenizer = getattr(unwrap_lm(lm), "tokenizer", None)
 
     def cost(texts: list[str]) -> list[int]:
-        if callable(tokenizer) and texts:
-            return [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
-        return [math.ceil(len(t) / 2) for t in texts]
+        return ([len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+                if callable(tokenizer) and texts else [math.ceil(len(t) / 2) for t in texts])
 
     room = limit - cost([prefix])[0] if prefix else limit
     chosen: list[str] = []
@@ -218,9 +217,7 @@ def observed_plan(
         return plan_inputs(row, calls, seed)
     if row.get("category") == "numeric":
         low, high = NUMERIC_RANGE
-        if calls == 1:
-            return ["0"]
-        return [f"{low + (high - low) * i / (calls - 1):g}" for i in range(calls)]
+        return ["0"] if calls == 1 else [f"{low + (high - low) * i / (calls - 1):g}" for i in range(calls)]
     shown = shown_inputs(row)
     candidates = set()
     for other in pool:

@@ -278,9 +278,8 @@ def _disagreement(identity: dict[str, Any], run: dict[str, Any] | None, info: Ma
     of the run's logs, ``info`` its run.json (its interpreter and the agent's settings it records)."""
     if identity["epochs"] != 1:
         return f"holds {identity['epochs']} epochs; findbench scores one epoch per episode (run with epochs=1)"
-    recorded = {"interpreter": identity["interpreter"]}
-    for params in identity["task arguments"]["agent"]:
-        recorded |= params
+    recorded = {"interpreter": identity["interpreter"],
+                **{k: v for params in identity["task arguments"]["agent"] for k, v in params.items()}}
     for key, value in recorded.items():
         if key in info and info[key] != value:
             return f"records {key} {value!r:.80}, the run's (run.json) is {info[key]!r:.80}"
@@ -316,6 +315,5 @@ def read_run_logs(run_dir: str | os.PathLike, info: Mapping[str, Any] | None = N
             result.problems.append(f"log {path} {why}; its episodes are not scored")
             continue
         result.logs.append(str(path))
-        for episode in log_episodes(log, str(path)):
-            result.episodes[(episode.method, episode.function_id)] = episode
+        result.episodes.update({(e.method, e.function_id): e for e in log_episodes(log, str(path))})
     return result

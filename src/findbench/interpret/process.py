@@ -33,9 +33,7 @@ def _input_key(category: str, x: Any) -> Any:
         except (TypeError, ValueError):
             return None
         return None if math.isnan(v) else v
-    if category == "strings":
-        return str(x)
-    return str(x).strip()
+    return str(x) if category == "strings" else str(x).strip()
 
 
 def episode_process(episode: Mapping[str, Any] | None, row: Mapping[str, Any]) -> dict[str, Any]:

@@ -215,9 +215,7 @@ def _command(raw: str, body: str) -> Command:
         values = values[2:]
     elif values and _is_script(values[0]):
         values = values[1:]
-    if not values:
-        return Command(raw, (), f"no inputs: write PYTHON({SCRIPT_NAME} input1 input2 ...)")
-    return Command(raw, tuple(values))
+    return Command(raw, tuple(values), None if values else f"no inputs: write PYTHON({SCRIPT_NAME} input1 input2 ...)")
 
 
 def parse_commands(text: str) -> list[Command]:
@@ -272,17 +270,12 @@ class TurnCommands:
     @property
     def note(self) -> str | None:
         """The reply line saying what went over a cap, or None."""
-        parts = []
-        if self.truncated:
-            parts.append(
-                f"your message is longer than {MAX_MESSAGE_CHARS} characters; only its first "
-                f"{MAX_MESSAGE_CHARS} were read for commands"
-            )
-        if self.dropped:
-            parts.append(
-                f"only the first {len(self.commands)} of {len(self.commands) + self.dropped} commands were run "
-                f"(at most {MAX_COMMANDS_PER_MESSAGE} per message)"
-            )
+        parts = [part for part, over in (
+            (f"your message is longer than {MAX_MESSAGE_CHARS} characters; only its first {MAX_MESSAGE_CHARS} were "
+             "read for commands", self.truncated),
+            (f"only the first {len(self.commands)} of {len(self.commands) + self.dropped} commands were run (at most "
+             f"{MAX_COMMANDS_PER_MESSAGE} per message)", self.dropped),
+        ) if over]
         return f"{REPLY_PREFIX}Note: {'; '.join(parts)}." if parts else None
 
 

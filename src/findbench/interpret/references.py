@@ -74,12 +74,8 @@ def reference_domain(row: Mapping[str, Any]) -> str | None:
             interval, where = f"[{_num(b[0])}, {_num(high if high is not None else 128)}]", f"x >= {_num(b[0])}"
         else:
             interval, where = f"[{_num(b[0])}, {_num(b[-1])}]", f"{_num(b[0])} < x < {_num(b[-1])}"
-        noise = ""
-        if "mean" in cp and "std" in cp:
-            noise = (
-                f" drawn from a normal distribution with mean {_num(cp['mean'])} "
-                f"and standard deviation {_num(cp['std'])}"
-            )
+        noise = (f" drawn from a normal distribution with mean {_num(cp['mean'])} and standard deviation "
+                 f"{_num(cp['std'])}" if "mean" in cp and "std" in cp else "")
         return (
             f"The function behaves unexpectedly on the interval {interval} ({where}): there its output is replaced "
             f"by random values{noise}. Elsewhere it follows the rule in the description."

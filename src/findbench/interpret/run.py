@@ -75,8 +75,9 @@ def _run_info(out: Path, info: dict[str, Any]) -> dict[str, Any] | None:
     old = json.loads(path.read_text(encoding="utf-8"))
     diff = [k for k in [*(f.name for f in fields(AgentConfig)), *_RUN_SETTINGS] if old.get(k) != info.get(k)]
     if diff:
-        what = ", ".join(f"{k}={old.get(k)!r} (now {info.get(k)!r})" for k in diff)
-        raise UsageError(f"out: {out} holds a run with other settings: {what}; give a new folder to start another run")
+        raise UsageError(f"out: {out} holds a run with other settings: "
+                         + ", ".join(f"{k}={old.get(k)!r} (now {info.get(k)!r})" for k in diff)
+                         + "; give a new folder to start another run")
     if old.get("findbench_version") != info["findbench_version"]:
         logger.warning(
             "resuming a run of findbench %s with findbench %s", old.get("findbench_version"), info["findbench_version"]
@@ -223,9 +224,9 @@ def run_interpretations(
     model_name = interpreter_model(name)
     _check_model(cfg, model_name)
     findbench_model = model_name.startswith("findbench/")
-    max_tokens = cfg.max_tokens
-    if max_tokens is None and not cfg.reference and not findbench_model:
-        max_tokens = DEFAULT_API_MAX_TOKENS
+    # an Inspect provider's model gets a turn budget (without one a turn may run to tens of thousands of tokens)
+    max_tokens = (DEFAULT_API_MAX_TOKENS if cfg.max_tokens is None and not cfg.reference and not findbench_model
+                  else cfg.max_tokens)
     agent = cfg.agent(max_tokens=max_tokens)
     data = str(Path(cfg.data).resolve()) if rows is None and cfg.data is not None else None
     info = {

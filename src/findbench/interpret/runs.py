@@ -83,15 +83,12 @@ def _episodes_of(folder: Path, category: str, method: str, where: str) -> list[d
             "category": category,
             "method": method,
             "damage": None,
+            **dict.fromkeys(PARTS, ""),  # a missing part stays ""
         }
-        for part in PARTS:
-            path = sub / _PART_FILES[part]
-            record[part] = ""
-            if not os.path.lexists(path):
-                continue
+        for part in (p for p in PARTS if os.path.lexists(sub / _PART_FILES[p])):
             try:
                 record[part] = read_untrusted_text(
-                    path, _PART_MAX_BYTES[part], f"{part} of {category}/{sub.name} ({method}):"
+                    sub / _PART_FILES[part], _PART_MAX_BYTES[part], f"{part} of {category}/{sub.name} ({method}):"
                 )
             except ValueError as exc:
                 _add_damage(record, str(exc))
@@ -192,18 +189,18 @@ def _from_logs(
                 rec[part] = value
         records.append(rec)
     held = {(r["method"], r["function_id"]) for r in records}
-    for rec in exported:
-        if (rec["method"], rec["function_id"]) not in held:
-            records.append(
-                {
-                    **rec,
-                    **dict.fromkeys(PARTS, ""),
-                    "episode": None,
-                    "unrecorded": True,
-                    "damage": f"no readable log in {run_dir / LOG_DIR} records this episode; its exported folder is "
-                    "not the record and is not scored",
-                }
-            )
+    records += [
+        {
+            **rec,
+            **dict.fromkeys(PARTS, ""),
+            "episode": None,
+            "unrecorded": True,
+            "damage": f"no readable log in {run_dir / LOG_DIR} records this episode; its exported folder is not the "
+            "record and is not scored",
+        }
+        for rec in exported
+        if (rec["method"], rec["function_id"]) not in held
+    ]
     order = {c: i for i, c in enumerate(CONFIGS)}
     records.sort(key=lambda r: (order[r["category"]], METHODS.index(r["method"]), r["function_id"]))
     return records, logs.problems

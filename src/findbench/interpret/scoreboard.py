@@ -113,14 +113,10 @@ VARIANTS_NOTE = (
 
 def variant_rows(interpreter: str, scores: Scores) -> list[list[str]]:
     """The rows under a run's Table 2 row: :data:`VARIANTS` that have any value, as cell text."""
-    rows = []
-    for variant, label in _VARIANT_LABELS.items():
-        summaries = table2_summaries(scores, variant)
-        if any(s is not None for s in summaries):
-            rows.append(
-                [f"{interpreter}: {label}", *(_format_cell(s, signed=variant.endswith("margin")) for s in summaries)]
-            )
-    return rows
+    summaries = {variant: table2_summaries(scores, variant) for variant in _VARIANT_LABELS}
+    return [[f"{interpreter}: {label}",
+             *(_format_cell(s, signed=variant.endswith("margin")) for s in summaries[variant])]
+            for variant, label in _VARIANT_LABELS.items() if any(s is not None for s in summaries[variant])]
 
 
 def _format_cell(summary: Estimate | None, *, signed: bool = False) -> str:
@@ -160,9 +156,7 @@ def table2_notes(
 def _interval_notes(summaries: Iterable[Estimate | None]) -> list[str]:
     """The interval method and, when a cell is marked, the small-n legend."""
     ns = [s.n for s in summaries if s is not None]
-    if not ns:
-        return []
-    return [INTERVAL_NOTE] + ([SMALL_N_LEGEND] if any(is_small(n) for n in ns) else [])
+    return [INTERVAL_NOTE] + ([SMALL_N_LEGEND] if any(is_small(n) for n in ns) else []) if ns else []
 
 
 def _fmt(value: float | None) -> str:
@@ -212,8 +206,7 @@ def render_comparison(runs: Mapping[str, Scores], *, title: str = "FIND Table 2"
         "NMSE < 0.1, string code exact match, unit-test accuracy of descriptions."
     ]
     notes += _interval_notes(v for cells in summaries.values() for v in cells)
-    for note in notes:
-        lines += ["", note]
+    lines += [line for note in notes for line in ("", note)]
     for variant, heading in (("margin", "Margin over each interpreter's own observations"),
                              ("margin_plan", "Margin over the observed plan's floor"),
                              ("near", "Near-miss unit tests")):

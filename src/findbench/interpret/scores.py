@@ -210,11 +210,7 @@ class Scores:
     @classmethod
     def read(cls, path: str | os.PathLike) -> Scores:
         """``scores.json`` at ``path``; ValueError naming the file and the field when it does not fit the schema."""
-        obj = read_json_object(path, "scores.json:")
-        try:
-            return cls.from_json(obj)
-        except ValueError as exc:
-            raise ValueError(f"{os.fspath(path)}: {exc}") from None
+        return cls.from_json(read_json_object(path, "scores.json:"), f"{os.fspath(path)}: {SCORES_FILE}")
 
     @classmethod
     def json_schema(cls) -> dict[str, Any]:

@@ -61,8 +61,7 @@ def _truth_source(
                 "cannot come from the folder being scored: pass --data with the dataset folder"
             )
         return str(recorded), f"data folder `{recorded}` named by run.json ({UNVERIFIED_RUN_DATA})", False
-    seed = info.get("seed") or 0
-    return None, f"procedural, seed {seed}", True
+    return None, f"procedural, seed {info.get('seed') or 0}", True
 
 
 def attach_truth(
@@ -90,10 +89,9 @@ def attach_truth(
             )
         return False, UNVERIFIED_NOTE
     folder, text, verified = source
-    seed = info.get("seed") or 0
     mismatched = []
     for category in (c for c in CONFIGS if any(r["category"] == c for r in records)):
-        by_id = {row["function_id"]: row for row in load_rows(category, seed=seed, data=folder)}
+        by_id = {row["function_id"]: row for row in load_rows(category, seed=info.get("seed") or 0, data=folder)}
         for rec in (r for r in records if r["category"] == category):
             truth = by_id.get(rec["function_id"])
             if truth is None:
