@@ -20,6 +20,7 @@ from typing import Any
 
 from findbench._guards import degenerate_reasons
 from findbench._io import atomic_dir, csv_text
+from findbench.find.code_scoring import NMSE_THRESHOLD, score_exact_match, score_nmse, score_rasp
 from findbench.interpret.config import EvaluateConfig
 from findbench.interpret.log_scores import write_log_scores
 from findbench.interpret.logs import LOG_DIR
@@ -28,6 +29,7 @@ from findbench.interpret.protocol import METHODS
 from findbench.interpret.runs import read_scored_run
 from findbench.interpret.scores import SCORES_FILE, Cell, Estimate, Scores
 from findbench.interpret.whitebox import CIRCUIT_METRICS, circuit_scores
+from findbench.judge import judge_mode_of, judge_unit_tests, load_judge, normalize_unit_test, render_pmi_option
 from findbench.schema import CONFIGS
 
 logger = logging.getLogger(__name__)
@@ -148,8 +150,6 @@ def score_interpretations(
     decisions under ``"unit_test_rows"``), None where a metric does not apply; only ``metrics``
     (rasp under white-box access: ``find_circuit``'s, with the tool-reply floor of the run's ``seed``).
     The one scoring path of ``findbench evaluate`` and the Inspect scorers."""
-    from findbench.find.code_scoring import score_exact_match, score_nmse, score_rasp
-
     category = records[0]["category"] if records else None
     for rec in records:
         rec.update({metric: rec.get(metric) for metric in CSV_COLUMNS[3:]})
@@ -200,8 +200,6 @@ def score_interpretations(
     for metric, (column, tests) in _UNIT_TEST_SETS.items():
         if category in (None, "numeric") or metric not in metrics:
             continue
-        from findbench.judge import judge_unit_tests, normalize_unit_test
-
         judged = [i for i, row in enumerate(rows) if row.get(column)]
         if len(judged) < len(records):
             logger.info(
@@ -339,16 +337,15 @@ def _score_category(
         for kind in ("", "_observed", "_margin", "_margin_plan")
         if not kind or m in FLOORED_SCORES or (m in CIRCUIT_METRICS and kind != "_margin_plan")
     ]
-    cells: dict[str, Cell] = {}
-    for method in METHODS:
-        group = [r for r in records if r["method"] == method]
-        if group:
-            cells[method] = Cell(
-                **{name: Estimate.of(unit_values(name, group)) for name in names},
-                n_degenerate=sum(bool(r["degenerate"]) for r in group),
-                unverified=unverified,
-            )
-    return cells
+    return {
+        method: Cell(
+            **{name: Estimate.of(unit_values(name, group)) for name in names},
+            n_degenerate=sum(bool(r["degenerate"]) for r in group),
+            unverified=unverified,
+        )
+        for method in METHODS
+        if (group := [r for r in records if r["method"] == method])
+    }
 
 
 def unit_values(metric: str, records: Sequence[dict[str, Any]]) -> list[float]:
@@ -356,8 +353,6 @@ def unit_values(metric: str, records: Sequence[dict[str, Any]]) -> list[float]:
     or ``per_function.csv`` rows: ``nmse_success`` 1/0 per function (no finite NMSE fails; its
     ``_observed`` and ``_margin`` from ``nmse_observed``), ``mean_nmse`` the finite NMSEs, the
     others (``<metric>_observed`` and ``<metric>_margin`` too) their finite values."""
-    from findbench.find.code_scoring import NMSE_THRESHOLD
-
     def number(value: Any) -> float | None:
         return None if value is None or value == "" else float(value)
 
@@ -394,34 +389,30 @@ def _keep_decisions(
     tests_name: str,
 ) -> None:
     """Add the judge's decision on each unit test of ``column`` of the judged records to ``"unit_test_rows"``."""
-    from findbench.judge import normalize_unit_test, render_pmi_option
-
     truncated, empty = set(out.get("truncated") or []), set(out.get("empty") or [])
     for pos, i in enumerate(judged):
-        rec, rows = records[i], []
+        rec = records[i]
         tests = [normalize_unit_test(t) for t in truth[i][column]]
-        for k, (test, d) in enumerate(zip(tests, out["decisions"][pos])):
-            options = [render_pmi_option(test, c, category) for c in range(1, len(test["inputs"]) + 1)]
-            scores = d["scores"] or []
-            rows.append(
-                {
-                    "function_id": rec["function_id"],
-                    "category": category,
-                    "method": rec["method"],
-                    "test": k,
-                    **{f"option_{c}": text for c, text in enumerate(options, 1)},
-                    "correct": d["correct"],
-                    "chosen": d["chosen"],
-                    "right": int(d["right"]),
-                    **{f"score_{c}": v for c, v in enumerate(scores, 1)},
-                    "margin": d["margin"],
-                    "mode": mode,
-                    "truncated": int(pos in truncated),
-                    "empty": int(pos in empty),
-                    "answer": d["answer"],
-                    "tests": tests_name,
-                }
-            )
+        rows = [
+            {
+                "function_id": rec["function_id"],
+                "category": category,
+                "method": rec["method"],
+                "test": k,
+                **{f"option_{c}": render_pmi_option(test, c, category) for c in range(1, len(test["inputs"]) + 1)},
+                "correct": d["correct"],
+                "chosen": d["chosen"],
+                "right": int(d["right"]),
+                **{f"score_{c}": v for c, v in enumerate(d["scores"] or [], 1)},
+                "margin": d["margin"],
+                "mode": mode,
+                "truncated": int(pos in truncated),
+                "empty": int(pos in empty),
+                "answer": d["answer"],
+                "tests": tests_name,
+            }
+            for k, (test, d) in enumerate(zip(tests, out["decisions"][pos]))
+        ]
         rec["unit_test_rows"] = [r for r in rec.get("unit_test_rows") or [] if r["tests"] != tests_name] + rows
 
 
@@ -518,7 +509,6 @@ def evaluate_run(cfg: EvaluateConfig, *, progress: bool = True) -> dict[str, Any
     (``scores``: the content of ``scores.json``; :meth:`findbench.interpret.scores.Scores.from_json` types it)."""
     from findbench.interpret.scoreboard import render_table
 
-    judge, judge_model = cfg.judge, cfg.judge_model
     run_path, out_path = Path(cfg.run_dir), Path(cfg.out)
     _check_out(out_path, run_path)
     run = read_scored_run(run_path, data=cfg.data, method=cfg.method, exclude=[out_path])
@@ -533,12 +523,11 @@ def evaluate_run(cfg: EvaluateConfig, *, progress: bool = True) -> dict[str, Any
 
     lm, mode, identity = None, "logprob", None
     if any(r["category"] != "numeric" for r in records):
-        from findbench.judge import judge_mode_of, load_judge
         from findbench.models import judge_identity
 
-        mode = cfg.judge_mode or judge_mode_of(judge, judge_model=judge_model)
-        lm = load_judge(judge, judge_model=judge_model, cache=cfg.judge_cache)  # before the sandbox: fails fast
-        identity = judge_identity(judge, judge_model=judge_model, mode=mode)
+        mode = cfg.judge_mode or judge_mode_of(cfg.judge, judge_model=cfg.judge_model)
+        lm = load_judge(cfg.judge, judge_model=cfg.judge_model, cache=cfg.judge_cache)  # before the sandbox: fails fast
+        identity = judge_identity(cfg.judge, judge_model=cfg.judge_model, mode=mode)
         logger.info("judge: %s", identity.describe())
 
     cells: dict[str, dict[str, Cell]] = {}

@@ -32,7 +32,15 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from findbench.interpret.protocol import MAX_COMMANDS_PER_MESSAGE, MAX_INPUT_CHARS, MAX_INPUTS_PER_COMMAND, Answer
+from findbench.interpret.protocol import (
+    MAX_COMMANDS_PER_MESSAGE,
+    MAX_INPUT_CHARS,
+    MAX_INPUTS_PER_COMMAND,
+    SCRIPT_NAME,
+    Answer,
+    CallError,
+    format_answer,
+)
 
 #: The numeric floor's candidate answers.
 NUMERIC_FLOORS = ("constant", "line", "interpolation")
@@ -72,7 +80,6 @@ def observed_pairs(row: Mapping[str, Any], inputs: Sequence[str], *, seed: int =
     that fail or give a non-scalar output are left out. Entity neurons: output None (their floor lists
     the words only, so the function is not run)."""
     from findbench.interpret.calls import FunctionRunner
-    from findbench.interpret.protocol import CallError
 
     if row.get("category") == "neurons_entities":
         return [(x, None) for x in inputs]
@@ -278,8 +285,6 @@ def observed_turns(
     """The ``observed`` interpreter's two turns on ``row``: its plan as ``PYTHON(...)`` commands
     (:func:`observed_plan`), then None: the answer is :func:`observed_answer` of the calls the episode
     recorded (only those that ran count)."""
-    from findbench.interpret.protocol import SCRIPT_NAME
-
     plan = observed_plan(row, pool, calls=calls, seed=seed)
     # each input one shell word in single quotes (commas and spaces inside stay one value)
     quoted = ["'" + x.replace("'", "'\"'\"'") + "'" for x in plan]
@@ -290,8 +295,6 @@ def observed_turns(
 def observed_answer(row: Mapping[str, Any], calls: Sequence[Mapping[str, Any]], *, seed: int = 0) -> str:
     """The ``observed`` interpreter's answer: the floor (:func:`best_floor`; one listing for a
     description) of the calls its episode recorded, in the answer format."""
-    from findbench.interpret.protocol import format_answer
-
     fid = str(row.get("function_id"))
     pairs = observed_pairs(row, recorded_inputs({"calls": list(calls)}, fid), seed=seed)
     answer = best_floor(row, floor_answers(str(row.get("category")), pairs, key=fid, listings=1))

@@ -13,6 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from findbench.interpret.scoreboard import _md_table
 from findbench.stats import format_ci, mean_ci
 
 #: Per-episode columns (``per_function.csv``).
@@ -132,11 +133,5 @@ def render_process(process: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> st
     rows = process_rows(process)
     if not rows:
         return ""
-    lines = [
-        "## How the interpreters experimented",
-        "",
-        "| " + " | ".join(PROCESS_HEADERS) + " |",
-        "|---|---|" + "---:|" * 7,
-    ]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines + ["", *(f"- {n}" for n in PROCESS_NOTES), ""])
+    return "\n".join(["## How the interpreters experimented", "", *_md_table(rows, PROCESS_HEADERS, left=2), "",
+                      *(f"- {n}" for n in PROCESS_NOTES), ""])

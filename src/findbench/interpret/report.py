@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from findbench._io import atomic_write_text, read_csv_rows, read_json_object
 from findbench.find.export import format_pair_list
@@ -182,8 +183,6 @@ def plot_numeric(
     """Draw one numeric episode into the PNG ``path``: the ground truth solid, the interpretation
     dashed (or a legend entry saying why there is none), the agent's calls as dots and the row's
     corrupted interval shaded."""
-    from matplotlib.figure import Figure
-
     from findbench.find.domain import corrupted_interval
 
     points = call_points(calls)
@@ -225,11 +224,10 @@ def plot_numeric(
         zorder=3,
         label=label,
     )
-    ax.set_xlim(lo, hi)
+    ax.set(xlim=(lo, hi), xlabel="x", ylabel="f(x)")
     limits = _y_limits(curve, shown)
     if limits is not None:
         ax.set_ylim(*limits)
-    ax.set(xlabel="x", ylabel="f(x)")
     ax.set_title(title or str(row.get("function_id", "")), fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best", framealpha=0.85)
@@ -244,8 +242,6 @@ _RUN_COLOR = "#ff7f0e"
 def plot_category(category: str, scores: Scores, path: str | os.PathLike, *, interpreter: str = "this run") -> Path:
     """Bars of one category's Table-2 columns into the PNG ``path``: the FIND paper's rows beside the
     run's values ("n/a" where none), with its bootstrap intervals and n (marked when n < 10)."""
-    from matplotlib.figure import Figure
-
     index = [i for i, col in enumerate(TABLE2_COLUMNS) if col.category == category]
     cells = [table2_summaries(scores)[i] for i in index]
     series = [

@@ -326,10 +326,10 @@ def _export(out: Path, samples: Mapping[str, list[Any]], logs: Iterable[Any] = (
             f"inspect eval did not finish: {'; '.join(unfinished)}; rerun with the same --out to run the rest"
         )
     if missing:  # finished logs without an episode record for them (logs of another findbench)
-        names = ", ".join(f"{f} ({m})" for m, f in sorted(missing)[:5]) + (" ..." if len(missing) > 5 else "")
         raise RuntimeError(
-            f"out: the logs in {out / LOG_DIR} hold no episode record for {len(missing)} episode(s): {names}; "
-            "move those logs out of it to run the episodes again"
+            f"out: the logs in {out / LOG_DIR} hold no episode record for {len(missing)} episode(s): "
+            + ", ".join(f"{f} ({m})" for m, f in sorted(missing)[:5]) + (" ..." if len(missing) > 5 else "")
+            + "; move those logs out of it to run the episodes again"
         )
 
 

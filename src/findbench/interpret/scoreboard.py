@@ -129,8 +129,8 @@ def _format_cell(summary: Estimate | None, *, signed: bool = False) -> str:
 
 def table2_rows(interpreter: str, scores: Scores) -> list[list[str]]:
     """Table 2's body as cell text: the paper's rows, then ``interpreter``'s (this run), last."""
-    rows = [[name, *(_fmt(v) for v in values)] for name, values in PAPER_TABLE2.items()]
-    return rows + [[interpreter, *(_format_cell(s) for s in table2_summaries(scores))]]
+    return [*([name, *(_fmt(v) for v in values)] for name, values in PAPER_TABLE2.items()),
+            [interpreter, *(_format_cell(s) for s in table2_summaries(scores))]]
 
 
 def table2_notes(
@@ -167,10 +167,11 @@ def _escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _md_table(rows: Iterable[Iterable[str]], headers: Sequence[str] = TABLE2_HEADERS) -> list[str]:
+def _md_table(rows: Iterable[Iterable[str]], headers: Sequence[str] = TABLE2_HEADERS, left: int = 1) -> list[str]:
+    # a markdown table's lines: its first ``left`` columns aligned left, the others right
     return [
         "| " + " | ".join(headers) + " |",
-        "|---|" + "---:|" * (len(headers) - 1),
+        "|" + "---|" * left + "---:|" * (len(headers) - left),
         *("| " + " | ".join(row) + " |" for row in rows),
     ]
 

@@ -158,17 +158,21 @@ def _complete(flat: dict[str, Any]) -> dict[str, Any]:
 def _cell_form() -> Any:
     """The JSON form of a :class:`Cell`: each aggregate flat (its mean, ``_ci`` and ``_n``), then the counts."""
     docs = {f.name: f.metadata[_D] for f in dataclasses.fields(Cell)}
-    keys: dict[str, Any] = {}
-    for name in Cell.ESTIMATES:
-        keys[name] = NotRequired[Annotated[float | None, Field(description=f"{docs[name]} (the mean)")]]
-        keys[f"{name}_ci"] = NotRequired[Annotated[tuple[float, float] | None, Field(description=_CI_DOC)]]
-        keys[f"{name}_n"] = NotRequired[Annotated[NonNegativeInt, Field(description="the functions averaged")]]
+    keys: dict[str, Any] = {
+        key: NotRequired[Annotated[kind, Field(description=doc)]]
+        for name in Cell.ESTIMATES
+        for key, kind, doc in ((name, float | None, f"{docs[name]} (the mean)"),
+                               (f"{name}_ci", tuple[float, float] | None, _CI_DOC),
+                               (f"{name}_n", NonNegativeInt, "the functions averaged"))
+    }
     keys["n_degenerate"] = Annotated[NonNegativeInt, Field(description=docs["n_degenerate"])]
     keys["unverified"] = Annotated[bool, Field(description=docs["unverified"])]
-    form = json_form("Cell", keys, "One (category, method) cell of ``scores.json``: an estimate per aggregate of its "
-                     "category.", json_schema_extra={"dependentRequired": {
-                         name: [f"{name}_ci", f"{name}_n"] for name in Cell.ESTIMATES}})
-    return Annotated[form, AfterValidator(_complete)]
+    return Annotated[
+        json_form("Cell", keys, "One (category, method) cell of ``scores.json``: an estimate per aggregate of its "
+                  "category.", json_schema_extra={"dependentRequired": {
+                      name: [f"{name}_ci", f"{name}_n"] for name in Cell.ESTIMATES}}),
+        AfterValidator(_complete),
+    ]
 
 
 @dataclass(frozen=True)
