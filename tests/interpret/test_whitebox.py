@@ -466,6 +466,11 @@ def test_the_code_tool_calls_the_tools_in_the_sandbox_and_each_call_counts(acces
         assert "refused budget" not in reply and "ToolError: budget: all 7 tool calls" in reply
         assert box.tools.calls == 8 and episode.tool_calls[-1]["error"].startswith("budget")
         assert "budget" in _python(box, episode, "print(1)") and box.tools.calls == 9
+        box.tools.budget = 12  # a program that keeps calling past the budget is counted, its records capped
+        spam = _python(box, episode, f"for _ in range(5000):\n    try:\n        run({vocab!r})\n    except ToolError:\n"
+                                     "        pass\nprint('done')")
+        assert spam == "Response: python: done" and box.tools.calls == 9 + 1 + 5000
+        assert len(episode.tool_calls) == 8 + 1 + 1 + 12 + 1
     finally:
         box.close()
 

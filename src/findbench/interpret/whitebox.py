@@ -285,7 +285,8 @@ class WhiteBox:
                         raise ToolError(f"{spec['name']}: at most {len(spec['args'])} arguments")
                     reply = self.tools.call(spec["name"], kwargs)
                 except ToolError as exc:
-                    records.append(_record(0, spec["name"], kwargs, str(exc), None))
+                    if len(records) <= self.tools.budget:  # past it a program's calls count, unrecorded
+                        records.append(_record(0, spec["name"], kwargs, str(exc), None))
                     raise
                 records.append(_record(0, spec["name"], kwargs, None, reply))
                 with contextlib.suppress(ValueError):  # a reply cut to max_chars stays text
