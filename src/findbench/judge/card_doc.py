@@ -54,12 +54,9 @@ class AurocInterval(JsonDoc):
 
 
 @document(kw_only=True)
-class Inflation(JsonDoc):
+class Inflation(Interval):
     """A probe's score minus the truth's, per function, averaged (``findbench.stats.paired_bootstrap``)."""
 
-    mean: float
-    ci: list[float]
-    n: int
     p_value: float
 
 

@@ -347,19 +347,6 @@ def make_parser(**kwargs: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def _read_config(path: str) -> dict[str, Any]:
-    import yaml
-
-    with open(path, encoding="utf-8") as fh:
-        values = yaml.safe_load(fh) or {}
-    if not isinstance(values, dict):
-        raise ValueError(f"--config {path}: expected a mapping of training fields")
-    unknown = sorted(set(values) - {f.name for f in dataclasses.fields(TrainArgs)})
-    if unknown:
-        raise ValueError(f"--config {path}: unknown fields {unknown}")
-    return values
-
-
 def parse_train_args(argv: Sequence[str] | None = None, *, prog: str | None = None) -> TrainArgs:
     """TrainArgs from command-line flags (default ``sys.argv[1:]``); ``--config file.yaml`` supplies
     values that flags override. ValueError naming an unknown YAML field or a bad value."""
@@ -368,7 +355,16 @@ def parse_train_args(argv: Sequence[str] | None = None, *, prog: str | None = No
     # first pass: find --config, whose values become defaults that flags override in the second
     known, _ = parser.parse_known_args(argv)
     if known.config:
-        parser.set_defaults(**_read_config(known.config))
+        import yaml
+
+        with open(known.config, encoding="utf-8") as fh:
+            values = yaml.safe_load(fh) or {}
+        if not isinstance(values, dict):
+            raise ValueError(f"--config {known.config}: expected a mapping of training fields")
+        unknown = sorted(set(values) - {f.name for f in dataclasses.fields(TrainArgs)})
+        if unknown:
+            raise ValueError(f"--config {known.config}: unknown fields {unknown}")
+        parser.set_defaults(**values)
     args = from_namespace(TrainArgs, parser.parse_args(argv))
     args.validate()
     return args

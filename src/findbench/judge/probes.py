@@ -67,13 +67,6 @@ def _rng(seed: int, row: Mapping[str, Any], what: str) -> random.Random:
     return random.Random(f"{seed}:{row['function_id']}:probe:{what}")
 
 
-def _params(row: Mapping[str, Any]) -> dict:
-    params = row.get("params")
-    if isinstance(params, str):
-        params = json.loads(params) if params else {}
-    return dict(params or {})
-
-
 def shown_inputs(row: Mapping[str, Any]) -> set[str]:
     """Every input the row's unit tests (FIND's and near-miss) and test inputs show, stripped and lower-cased."""
     tested = [x for column in ("unit_tests", "unit_tests_near") for ut in row.get(column) or []
@@ -111,6 +104,7 @@ def observed_pairs(row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]], *,
         fn = make_function(row)
     else:
         from findbench.find.synthetic_neurons.backbones import relation_for_row, table_answer
+        from findbench.judge.ladder import _params  # (the ladder's module imports this one's through the config)
 
         table, exception = relation_for_row(row, _params(row))
         candidates = sorted({e.input for e in table.sample_entries if e.input.strip().lower() not in shown})

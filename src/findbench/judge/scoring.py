@@ -162,17 +162,14 @@ def bound_description(
     return text.strip(), cut
 
 
-def _quote(s: str) -> str:
-    return json.dumps(s, ensure_ascii=False)
-
-
 def _option_lines(unit_test: Mapping[str, Any], category: str) -> list[str]:
     inputs = unit_test["inputs"]
     if category == "neurons_entities":
         return [f"{k}. {str(w).strip()}" for k, w in enumerate(inputs, 1)]
     outputs = unit_test["outputs"]
     if category == "strings":  # whitespace matters for string functions: show exact, quoted
-        return [f"{k}. {_quote(i)} -> {_quote(o)}" for k, (i, o) in enumerate(zip(inputs, outputs), 1)]
+        return [f"{k}. {json.dumps(i, ensure_ascii=False)} -> {json.dumps(o, ensure_ascii=False)}"
+                for k, (i, o) in enumerate(zip(inputs, outputs), 1)]
     return [f"{k}. {str(i).strip()} -> {str(o).strip()}" for k, (i, o) in enumerate(zip(inputs, outputs), 1)]
 
 
