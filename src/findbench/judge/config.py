@@ -187,13 +187,6 @@ class DataArgs:
     )
     max_length: int = arg(1024, "longer rows are truncated from the left of the prompt")
 
-    def validate(self) -> None:
-        positive_int("--n-data", self.n_data)
-        positive_int("--max-length", self.max_length)
-        integer("--eval-rows", self.eval_rows, 0)
-        integer("--max-train-rows", self.max_train_rows, 0, optional=True)
-        one_of("--judge-mode", self.judge_mode, ("pmi", "logprob"))
-
 
 @dataclass
 class ModelArgs:
@@ -210,13 +203,6 @@ class ModelArgs:
         12, "LoRA on the top N decoder layers only (0: all); the frozen layers below need no backward pass"
     )
     lora_target_modules: str = arg("all-linear", "peft target_modules: 'all-linear' or comma-separated module names")
-
-    def validate(self) -> None:
-        positive_int("--lora-r", self.lora_r)
-        positive_int("--lora-alpha", self.lora_alpha)
-        if not 0 <= self.lora_dropout < 1:
-            raise UsageError(f"--lora-dropout must be in [0, 1), got {self.lora_dropout!r}")
-        integer("--lora-top-layers", self.lora_top_layers, 0)
 
 
 @dataclass
@@ -241,19 +227,6 @@ class OptimArgs:
     mixed_precision: str | None = arg(None, "no, fp16 or bf16; default: the accelerate config's (or no)")
     num_threads: int | None = arg(None, "torch CPU threads (default: torch's choice)")
 
-    def validate(self) -> None:
-        positive_int("--per-device-train-batch-size", self.per_device_train_batch_size)
-        positive_int("--gradient-accumulation-steps", self.gradient_accumulation_steps)
-        if not self.learning_rate > 0:
-            raise UsageError(f"--learning-rate must be > 0, got {self.learning_rate!r}")
-        if not 0 <= self.warmup_ratio < 1:
-            raise UsageError(f"--warmup-ratio must be in [0, 1), got {self.warmup_ratio!r}")
-        if self.max_steps <= 0 and not self.num_train_epochs > 0:
-            raise UsageError(f"--num-train-epochs must be > 0 when --max-steps is not set, "
-                             f"got {self.num_train_epochs!r}")
-        one_of("--loss-reduction", self.loss_reduction, ("row", "token"))
-        one_of("--mixed-precision", self.mixed_precision, (None, "no", "fp16", "bf16"))
-
 
 @dataclass
 class ComparativeArgs:
@@ -270,13 +243,6 @@ class ComparativeArgs:
     )
     pairwise_margin: float = arg(1.0, "margin in nats the truth's score must win each comparison by")
     negatives_per_example: int = arg(4, "losing descriptions per row, a seeded sample of its negatives")
-
-    def validate(self) -> None:
-        for name in ("likelihood_weight", "pairwise_weight", "pairwise_margin"):
-            _checks.number(flag(name), getattr(self, name), 0)
-        if self.likelihood_weight == 0 and self.pairwise_weight == 0:
-            raise UsageError("--likelihood-weight and --pairwise-weight are both 0: nothing to train")
-        positive_int("--negatives-per-example", self.negatives_per_example)
 
 
 @dataclass
@@ -304,12 +270,6 @@ class OutputArgs:
     hub_model_id: str | None = arg(None, "Hub repo id for --push-to-hub")
     hub_private: bool = arg(True, "create the Hub repo as private", no_help="create the Hub repo as public")
 
-    def validate(self) -> None:
-        for name in ("logging_steps", "save_steps", "save_total_limit"):
-            integer(name, getattr(self, name), 0)
-        if self.push_to_hub and not self.hub_model_id:
-            raise UsageError("--hub-model-id is required with --push-to-hub")
-
 
 #: The argument groups, in parsing order (``--help`` lists the flags by group).
 ARG_GROUPS: tuple[type, ...] = (DataArgs, ModelArgs, OptimArgs, ComparativeArgs, OutputArgs)
@@ -321,9 +281,42 @@ class TrainArgs(OutputArgs, ComparativeArgs, OptimArgs, ModelArgs, DataArgs):
     embedded-evaluator recipe)"""
 
     def validate(self) -> None:
-        """Raise ValueError naming the first bad field."""
-        for group in ARG_GROUPS:
-            group.validate(self)
+        """Raise ValueError naming the first bad field (the groups' fields in parsing order)."""
+        positive_int("--n-data", self.n_data)
+        positive_int("--max-length", self.max_length)
+        integer("--eval-rows", self.eval_rows, 0)
+        integer("--max-train-rows", self.max_train_rows, 0, optional=True)
+        one_of("--judge-mode", self.judge_mode, ("pmi", "logprob"))
+
+        positive_int("--lora-r", self.lora_r)
+        positive_int("--lora-alpha", self.lora_alpha)
+        if not 0 <= self.lora_dropout < 1:
+            raise UsageError(f"--lora-dropout must be in [0, 1), got {self.lora_dropout!r}")
+        integer("--lora-top-layers", self.lora_top_layers, 0)
+
+        positive_int("--per-device-train-batch-size", self.per_device_train_batch_size)
+        positive_int("--gradient-accumulation-steps", self.gradient_accumulation_steps)
+        if not self.learning_rate > 0:
+            raise UsageError(f"--learning-rate must be > 0, got {self.learning_rate!r}")
+        if not 0 <= self.warmup_ratio < 1:
+            raise UsageError(f"--warmup-ratio must be in [0, 1), got {self.warmup_ratio!r}")
+        if self.max_steps <= 0 and not self.num_train_epochs > 0:
+            raise UsageError(f"--num-train-epochs must be > 0 when --max-steps is not set, "
+                             f"got {self.num_train_epochs!r}")
+        one_of("--loss-reduction", self.loss_reduction, ("row", "token"))
+        one_of("--mixed-precision", self.mixed_precision, (None, "no", "fp16", "bf16"))
+
+        for name in ("likelihood_weight", "pairwise_weight", "pairwise_margin"):
+            _checks.number(flag(name), getattr(self, name), 0)
+        if self.likelihood_weight == 0 and self.pairwise_weight == 0:
+            raise UsageError("--likelihood-weight and --pairwise-weight are both 0: nothing to train")
+        positive_int("--negatives-per-example", self.negatives_per_example)
+
+        for name in ("logging_steps", "save_steps", "save_total_limit"):
+            integer(name, getattr(self, name), 0)
+        if self.push_to_hub and not self.hub_model_id:
+            raise UsageError("--hub-model-id is required with --push-to-hub")
+
         if self.full_finetune and self.merge:
             raise UsageError("--merge applies to LoRA training only (a full fine-tune already writes full weights)")
 

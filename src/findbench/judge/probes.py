@@ -131,11 +131,6 @@ def stuffed_description(truth: str, keywords: Sequence[str], *, max_tokens: int 
     return stuffed(truth.strip(), words, label=" Keywords: ", end=".", cap=_cap_chars(max_tokens))
 
 
-def padded_description(truth: str) -> str:
-    """``truth`` four times, joined by :data:`PAD_PHRASES`: four times its tokens, no new content."""
-    return padded(truth.strip(), PAD_PHRASES)
-
-
 def hedged_description(truth: str, others: Sequence[str], rng: random.Random) -> str:
     """``truth`` and ``others`` joined with " or " (each without its final full stop), the truth at a
     place drawn from ``rng``."""
@@ -171,6 +166,6 @@ def probe_ladder(rows: Sequence[Mapping[str, Any]], category: str, pool: Sequenc
         for k in HEDGE_SIZES:
             ladder[f"hedged_{k}"].append(hedged_description(truth, drawn[:k], _rng(seed, row, f"hedged_{k}")))
         ladder["stuffed"].append(stuffed_description(truth, [x if y is None else y for x, y in pairs]))
-        ladder["padded"].append(padded_description(truth))
+        ladder["padded"].append(padded(truth, PAD_PHRASES))  # four times its tokens, no new content
     ladder.update({f"master_key_{i}": [key] * len(rows) for i, key in enumerate(MASTER_KEYS, 1)})
     return ladder, observed
