@@ -50,15 +50,6 @@ def _check_judge(name: str, judge: Any) -> None:
         check_spec(judge, flag=flag(name))
 
 
-def _modes(name: str, value: Csv) -> list[str] | None:
-    modes = _checks.str_list(name, value, optional=True)
-    if modes is not None and not modes:
-        raise UsageError(f"{name} must name at least one mode")
-    for mode in modes or ():
-        _checks.one_of(name, mode, JUDGE_MODES)
-    return modes
-
-
 @dataclass
 class JudgeCardConfig:
     """an instrument card for a judge: accuracy on held-out functions with true, partial, near-miss, other, constant
@@ -108,7 +99,11 @@ class JudgeCardConfig:
                 raise UsageError(f"--rungs must include 'true' (every other rung is compared with it), "
                                  f"got {self.rungs}")
         _check_judge("baseline", self.baseline)  # None: no baseline
-        self.baseline_mode = _modes("--baseline-mode", self.baseline_mode)
+        self.baseline_mode = _checks.str_list("--baseline-mode", self.baseline_mode, optional=True)
+        if self.baseline_mode is not None and not self.baseline_mode:
+            raise UsageError("--baseline-mode must name at least one mode")
+        for mode in self.baseline_mode or ():
+            _checks.one_of("--baseline-mode", mode, JUDGE_MODES)
         if self.baseline_mode is not None and self.baseline is None:
             raise UsageError("--baseline-mode needs a baseline (--baseline)")
         _checks.positive_int("--batch-size", self.batch_size)

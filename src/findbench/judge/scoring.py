@@ -405,8 +405,10 @@ def judge_unit_tests(
     elif mode == "logprob":
         use_shared = _accepts(lm, "shared_prefix") if shared_prefix is None else shared_prefix
         option_scores = _logprob_scores(lm, convs, n_opts, use_shared, progress and category)
-    else:
-        answers = _generate_answers(lm, convs, n_opts, structured, max_new_tokens, progress and category)
+    else:  # the judge's greedy answers, under answer_constraint where structured
+        grammar = {"constraint": [answer_constraint(n) for n in n_opts]} if structured else {}
+        answers = lm.generate(convs, max_new_tokens=max_new_tokens, temperature=0.0,
+                              progress=progress and f"judge, {category}: answers", **grammar)
     # the option with the best score (ties to the lower number), else the one the answer names
     picks = [parse_answer(text, n) if scores is None else max(range(n), key=scores.__getitem__) + 1
              for scores, text, n in zip(option_scores, answers, n_opts)]
@@ -471,15 +473,6 @@ def _logprob_scores(
         for j, row in zip(idx, rows):
             scores[j] = [float(v) for v in row]
     return scores
-
-
-def _generate_answers(
-    lm: Any, convs: list[list[dict]], n_opts: list[int], structured: bool, max_new_tokens: int, progress: str | bool
-) -> list[str]:
-    """``generate`` mode: the judge's greedy answers (under :func:`answer_constraint` when ``structured``)."""
-    kwargs: dict[str, Any] = {"constraint": [answer_constraint(n) for n in n_opts]} if structured else {}
-    return lm.generate(convs, max_new_tokens=max_new_tokens, temperature=0.0,
-                       progress=progress and f"judge, {progress}: answers", **kwargs)
 
 
 def _decision(
