@@ -434,10 +434,8 @@ def _plot(card: JudgeCard, path: Path) -> None:
             error_kw={"elinewidth": 0.8},
         )
     ax.axhline(1 / 3, color="grey", linestyle=":", linewidth=1, label="chance (1/3)")
-    ax.set_xticks(range(len(cols)))
-    ax.set_xticklabels([_SHORT.get(c, c) for c in cols])
-    ax.set_ylim(0, 1.05)
-    ax.set_ylabel("unit-test accuracy (95% CI)")
+    ax.set(xticks=range(len(cols)), xticklabels=[_SHORT.get(c, c) for c in cols], ylim=(0, 1.05),
+           ylabel="unit-test accuracy (95% CI)")
     where = " (near-miss tests)" if tests == "near" else ""
     ax.set_title(f"{card.spec} ({card.mode}): accuracy per description{where}", fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
