@@ -277,10 +277,8 @@ def format_table(card: JudgeCard, *, what: str = "accuracy", tests: str) -> str:
     head = {"accuracy": "rung", "auroc": "true vs", "probes": "probe"}[what]
     lines = [f"| {head} | " + " | ".join(_SHORT.get(c, c) for c in cols) + " |", "|---|" + "---:|" * len(cols)]
     for rung in rungs:
-        if what == "probes":
-            cells = [f"{_cell(table[c][rung].inflation)} {table[c][rung].mark}" for c in cols]
-        else:
-            cells = [_cell(table[c][rung], "mean" if what == "accuracy" else "auroc") for c in cols]
+        cells = ([f"{_cell(table[c][rung].inflation)} {table[c][rung].mark}" for c in cols] if what == "probes"
+                 else [_cell(table[c][rung], "mean" if what == "accuracy" else "auroc") for c in cols])
         lines.append(f"| {rung} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

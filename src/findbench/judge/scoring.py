@@ -135,9 +135,8 @@ def description_token_limit(lm: Any = None) -> int:
     :data:`_PROMPT_ROOM` where that is smaller."""
     config = getattr(getattr(unwrap_lm(lm), "model", None), "config", None)
     window = getattr(config, "max_position_embeddings", None)
-    if isinstance(window, int) and window > 0:
-        return max(1, min(MAX_DESCRIPTION_TOKENS, window - _PROMPT_ROOM))
-    return MAX_DESCRIPTION_TOKENS
+    fits = isinstance(window, int) and window > 0
+    return max(1, min(MAX_DESCRIPTION_TOKENS, window - _PROMPT_ROOM)) if fits else MAX_DESCRIPTION_TOKENS
 
 
 def bound_description(

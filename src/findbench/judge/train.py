@@ -246,9 +246,7 @@ def _cross_entropy(logits: Any, labels: Any, reduction: str = "token") -> Any:
     flat = torch.nn.functional.cross_entropy(
         logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=-100, reduction="none"
     ).reshape(labels.shape)
-    if reduction == "token":
-        return flat.sum() / (labels != -100).sum().clamp(min=1)
-    return flat.sum(dim=1).mean()
+    return flat.sum() / (labels != -100).sum().clamp(min=1) if reduction == "token" else flat.sum(dim=1).mean()
 
 
 def _load_rows(args: TrainArgs) -> tuple[list[dict], list[dict]]:

@@ -234,9 +234,8 @@ class TransformersLM:
         if any(ids != cand_ids for _, ids in splits):
             raise ValueError("candidates tokenize differently across conversations; use a fixed assistant_prefix")
         token_lists = [self._encode(ctx) for ctx, _ in splits]
-        if shared_prefix:
-            return self._logprobs_shared(token_lists, cand_ids, progress, min_shared_tokens)
-        return self._logprobs_plain(token_lists, cand_ids, progress)
+        return (self._logprobs_shared(token_lists, cand_ids, progress, min_shared_tokens) if shared_prefix
+                else self._logprobs_plain(token_lists, cand_ids, progress))
 
     def _last_logprobs(self, logits, cand_ids: list[int]) -> list[list[float]]:
         return torch.log_softmax(logits.float(), dim=-1)[:, cand_ids].tolist()
