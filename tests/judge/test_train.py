@@ -148,7 +148,7 @@ def test_args_validation_and_yaml(tmp_path):
 
     recipe = yaml.safe_load(embedded.read_text())
     args = parse_train_args(["--config", str(embedded), "--lora-r", "4"])
-    assert args.lora_r == 4 and args.to_dict() == {**TrainArgs().to_dict(), **recipe, "lora_r": 4}
+    assert args.lora_r == 4 and dataclasses.asdict(args) == {**dataclasses.asdict(TrainArgs()), **recipe, "lora_r": 4}
 
 
 def test_flags_are_the_fields_and_override_the_yaml(tmp_path, capsys):
@@ -196,10 +196,10 @@ def test_train_args_groups():
 
     args = TrainArgs(lora_r=3, output_dir="out", data_seed=2, model="m")
     assert (args.model, args.lora_r, args.output_dir, args.data_seed) == ("m", 3, "out", 2)  # flat access
-    assert set(args.to_dict()) == {
+    assert set(dataclasses.asdict(args)) == {
         f for cls in (DataArgs, ModelArgs, OptimArgs, ComparativeArgs, OutputArgs) for f in cls.__dataclass_fields__
     }
-    assert TrainArgs(**args.to_dict()) == args
+    assert TrainArgs(**dataclasses.asdict(args)) == args
     with pytest.raises(TypeError, match="lora_rank"):
         TrainArgs(lora_rank=3)
     with pytest.raises(ValueError, match="merge"):

@@ -315,10 +315,6 @@ class TrainArgs(OutputArgs, ComparativeArgs, OptimArgs, ModelArgs, DataArgs):
         if self.full_finetune and self.merge:
             raise UsageError("--merge applies to LoRA training only (a full fine-tune already writes full weights)")
 
-    def to_dict(self) -> dict[str, Any]:
-        """All fields, flat (the keys of a ``--config`` YAML file)."""
-        return dataclasses.asdict(self)
-
 
 def make_parser(**kwargs: Any) -> argparse.ArgumentParser:
     """The parser of ``training/train_evaluator.py``: the training flags, a group per class of

@@ -19,7 +19,7 @@ import re
 import shutil
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from itertools import zip_longest
 from pathlib import Path
 from typing import Any
@@ -437,7 +437,7 @@ def train_judge(args: TrainArgs) -> str:
         "final_pairwise_loss": run.last_pairwise,
         "wall_seconds": time.time() - t_start,
         "log_history": run.history,
-        "args": args.to_dict(),
+        "args": asdict(args),
     }
     if valid_encoded and accelerator.is_main_process:
         unwrapped = accelerator.unwrap_model(run.model)
@@ -689,7 +689,7 @@ def _save_checkpoint(accelerator: Any, root: Path, step: int, history: list, arg
     accelerator.save_state(str(tmp))
     if accelerator.is_main_process:
         atomic_write_json(tmp / "log_history.json", history)
-        atomic_write_json(tmp / _STATE_FILE, {"step": step, "args": args.to_dict()})  # written last
+        atomic_write_json(tmp / _STATE_FILE, {"step": step, "args": asdict(args)})  # written last
         shutil.rmtree(path, ignore_errors=True)
         os.replace(tmp, path)
         for old in _checkpoints(root)[: -args.save_total_limit or None] if args.save_total_limit else []:
