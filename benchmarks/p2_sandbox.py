@@ -148,13 +148,13 @@ def main(argv: list[str] | None = None) -> dict:
     one = score_nmse(preds, refs, limits=SandboxLimits(workers=1))
     t_one = time.perf_counter() - start
 
-    with Sandbox(workers=1) as box:
+    with Sandbox(SandboxLimits(workers=1)) as box:
         box.run(["def f(x):\n    return x\n"], [[0]])  # start the fork server
         start = time.perf_counter()
         box.run(["def f(x):\n    return x\n"] * 400, [[0]] * 400)
         per_program_ms = (time.perf_counter() - start) / 400 * 1000
 
-    with Sandbox(workers=args.workers) as box:
+    with Sandbox(SandboxLimits(workers=args.workers)) as box:
         score_nmse(preds[:8], refs[:8], sandbox=box)  # start the workers
         isolation = box.isolation
         isolation_level = box.isolation_level

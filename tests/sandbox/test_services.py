@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from findbench.sandbox import Sandbox
+from findbench.sandbox import Sandbox, SandboxLimits
 
 # the program's end of the call pipe, found through a service's closure (what a hostile program can do)
 CALLS_FD = ("import os\nfv = dict(zip(double.__code__.co_freevars, (c.cell_contents for c in double.__closure__)))\n"
@@ -16,7 +16,7 @@ CALLS_FD = ("import os\nfv = dict(zip(double.__code__.co_freevars, (c.cell_conte
 
 @pytest.fixture(scope="module")
 def box():
-    with Sandbox(workers=2, timeout=3.0, cpu_seconds=2, memory_mb=768) as sandbox:
+    with Sandbox(SandboxLimits(workers=2, timeout=3.0, cpu_seconds=2, memory_mb=768)) as sandbox:
         yield sandbox
 
 

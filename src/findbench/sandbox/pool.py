@@ -219,8 +219,7 @@ class Sandbox:
     """A pool of reusable sandboxed fork servers (use as a context manager).
 
     Args:
-        limits: what each program gets (:class:`SandboxLimits`); keyword ``overrides`` replace
-            its fields (``Sandbox(workers=2, timeout=5)``).
+        limits: what each program gets (:class:`SandboxLimits`, e.g. ``SandboxLimits(workers=2, timeout=5)``).
         seed: ``random`` and ``numpy.random`` are seeded with it in every program.
         isolate_network: a fresh network namespace for the fork servers.
         drop_privileges: when root, run programs as uid/gid 65534 (``nobody``).
@@ -240,9 +239,8 @@ class Sandbox:
         landlock: bool = True,
         bwrap: bool | None = None,
         allow_unconfined: bool | None = None,
-        **overrides: Any,
     ):
-        limits = dataclasses.replace(limits or SandboxLimits(), **overrides)
+        limits = limits or SandboxLimits()
         self.limits = dataclasses.replace(limits, workers=limits.workers or max(1, min(4, os.cpu_count() or 1)))
         integer("seed", seed, 0)
         for name, value in (("landlock", landlock), ("isolate_network", isolate_network), ("drop_privileges",
