@@ -236,7 +236,7 @@ class WhiteBox:
     def __init__(self, row: Mapping[str, Any], access: str, seed: int = 0):
         from findbench.find.rasp.tools import TOOLS, RaspTools
 
-        self.access = access
+        self.access, self.seed = access, seed
         self.tools: RaspTools = RaspTools.for_row(dict(row), VARIANT[access], seed=seed)
         self.matter = matter(row) if access == "localized" else None
         self.specs = (*TOOLS, CODE_TOOL)
@@ -296,7 +296,7 @@ class WhiteBox:
             return call
 
         try:
-            self._sandbox = self._sandbox or Sandbox(SandboxLimits(workers=1))
+            self._sandbox = self._sandbox or Sandbox(SandboxLimits(workers=1), seed=self.seed)  # random: the run's
             [result] = self._sandbox.run([args["code"]], [[]], entry=None,
                                          services={t["name"]: service(t) for t in TOOLS})
         except (SandboxUnavailableError, RuntimeError) as exc:
