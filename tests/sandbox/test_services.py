@@ -48,6 +48,9 @@ def test_a_script_without_services_has_no_channel_and_its_errors_say_the_line(bo
     assert bad.status == "error" and bad.message == "line 3: NameError: name 'undefined_name' is not defined"
     with pytest.raises(ValueError, match=r"inputs\[0\] must be empty"):
         box.run(["print(1)"], [[1]], entry=None)
+    for bad in ({"__builtins__": print}, {"ok": 5}, {"not a name": print}):
+        with pytest.raises(TypeError, match="services must map public Python names to functions"):
+            box.run(["print(1)"], [[]], entry=None, services=bad)
 
 
 def test_time_spent_answering_does_not_count_against_the_program(box):

@@ -365,6 +365,9 @@ class Sandbox:
         if len(codes) != len(inputs):
             raise ValueError(f"codes and inputs must have the same length ({len(codes)} != {len(inputs)})")
         entries = _check_entry(entry, len(codes))
+        if services is not None and not all(isinstance(n, str) and n.isidentifier() and not n.startswith("_")
+                                            and callable(f) for n, f in dict(services).items()):
+            raise TypeError("services must map public Python names to functions")
         results: list[SandboxResult | None] = [None] * len(codes)
         todo: deque[tuple[int, int, bytes]] = deque()
         for k, (code, args) in enumerate(zip(codes, inputs)):
