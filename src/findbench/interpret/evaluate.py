@@ -29,7 +29,7 @@ from findbench.interpret.protocol import METHODS
 from findbench.interpret.runs import read_scored_run
 from findbench.interpret.scores import SCORES_FILE, Cell, Estimate, Scores
 from findbench.interpret.whitebox import CIRCUIT_METRICS, circuit_scores
-from findbench.judge import judge_mode_of, judge_unit_tests, load_judge, normalize_unit_test, render_pmi_option
+from findbench.judge import judge_mode_of, judge_unit_tests, normalize_unit_test, render_pmi_option
 from findbench.schema import CONFIGS
 
 logger = logging.getLogger(__name__)
@@ -458,8 +458,9 @@ def _notes(run_path: Path, run: dict[str, Any], damaged: list[dict[str, Any]], r
            identity: Any) -> list[str]:
     """The notes under ``table.md``'s Table 2: where the episodes and the truth come from, the damaged
     episodes, the logs not scored, the missing floors and the judge."""
-    source = f"episodes from its {LOG_DIR}/" if run["from_logs"] else f"{run['layout']} layout"
-    notes = [f"Run: `{run_path}` ({source}); truth: {run['truth']}."]
+    notes = [f"Run: `{run_path}` ("
+             + (f"episodes from its {LOG_DIR}/" if run["from_logs"] else f"{run['layout']} layout")
+             + f"); truth: {run['truth']}."]
     if damaged or run["unscorable"]:
         names = ", ".join(f"{r['function_id']} ({r['method']})" for r in damaged[:10]) + (
             " …" if len(damaged) > 10 else ""
@@ -523,6 +524,7 @@ def evaluate_run(cfg: EvaluateConfig, *, progress: bool = True) -> dict[str, Any
 
     lm, mode, identity = None, "logprob", None
     if any(r["category"] != "numeric" for r in records):
+        from findbench.judge import load_judge  # looked up when called (tests replace it)
         from findbench.models import judge_identity
 
         mode = cfg.judge_mode or judge_mode_of(cfg.judge, judge_model=cfg.judge_model)

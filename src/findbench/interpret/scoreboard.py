@@ -70,7 +70,7 @@ def table2_summaries(scores: Scores, variant: str = "") -> list[Estimate | None]
     ``variant`` (one of :data:`VARIANTS`) reads another aggregate of each cell than the column's metric."""
     out: list[Estimate | None] = []
     for col in TABLE2_COLUMNS:
-        name = VARIANTS[variant](col.metric) if variant else col.metric
+        name = VARIANTS[variant][1](col.metric) if variant else col.metric
         out.append(_finite(scores.estimate(col.category, col.method, name)) if name else None)
     return out
 
@@ -80,21 +80,15 @@ def _finite(est: Estimate | None) -> Estimate | None:
     return est if est is not None and est.mean is not None and math.isfinite(est.mean) else None
 
 
-#: Rows beside a run's Table 2 row: the aggregate of each cell they read (None: the column has none).
+#: Rows beside a run's Table 2 row: how each is labelled after the interpreter's name, and the aggregate of each
+#: cell it reads (None: the column has none).
 VARIANTS = {
-    "observed": lambda m: f"{m}_observed",
-    "margin": lambda m: f"{m}_margin",
-    "margin_plan": lambda m: f"{m}_margin_plan",
-    "near": lambda m: "unit_test_accuracy_near" if m == "unit_test_accuracy" else None,
-    "near_margin": lambda m: "unit_test_accuracy_near_margin" if m == "unit_test_accuracy" else None,
-}
-#: How each variant row is labelled after the interpreter's name.
-_VARIANT_LABELS = {
-    "observed": "floor: its own observations",
-    "margin": "margin over its own observations",
-    "margin_plan": "margin over the observed plan's floor",
-    "near": "near-miss unit tests",
-    "near_margin": "near-miss margin over its own observations",
+    "observed": ("floor: its own observations", lambda m: f"{m}_observed"),
+    "margin": ("margin over its own observations", lambda m: f"{m}_margin"),
+    "margin_plan": ("margin over the observed plan's floor", lambda m: f"{m}_margin_plan"),
+    "near": ("near-miss unit tests", lambda m: "unit_test_accuracy_near" if m == "unit_test_accuracy" else None),
+    "near_margin": ("near-miss margin over its own observations",
+                    lambda m: "unit_test_accuracy_near_margin" if m == "unit_test_accuracy" else None),
 }
 #: What the variant rows mean, under the table.
 VARIANTS_NOTE = (
@@ -113,10 +107,10 @@ VARIANTS_NOTE = (
 
 def variant_rows(interpreter: str, scores: Scores) -> list[list[str]]:
     """The rows under a run's Table 2 row: :data:`VARIANTS` that have any value, as cell text."""
-    summaries = {variant: table2_summaries(scores, variant) for variant in _VARIANT_LABELS}
+    summaries = {variant: table2_summaries(scores, variant) for variant in VARIANTS}
     return [[f"{interpreter}: {label}",
              *(_format_cell(s, signed=variant.endswith("margin")) for s in summaries[variant])]
-            for variant, label in _VARIANT_LABELS.items() if any(s is not None for s in summaries[variant])]
+            for variant, (label, _) in VARIANTS.items() if any(s is not None for s in summaries[variant])]
 
 
 def _format_cell(summary: Estimate | None, *, signed: bool = False) -> str:
@@ -204,9 +198,9 @@ def render_comparison(runs: Mapping[str, Scores], *, title: str = "FIND Table 2"
     lines = [f"### {title}", "", *_md_table(rows)]
     notes = [
         f"Paper rows: {PAPER_SOURCE}, on the whole benchmark (no interval reported). Success rates: numeric code "
-        "NMSE < 0.1, string code exact match, unit-test accuracy of descriptions."
+        "NMSE < 0.1, string code exact match, unit-test accuracy of descriptions.",
+        *_interval_notes(v for cells in summaries.values() for v in cells),
     ]
-    notes += _interval_notes(v for cells in summaries.values() for v in cells)
     lines += [line for note in notes for line in ("", note)]
     for variant, heading in (("margin", "Margin over each interpreter's own observations"),
                              ("margin_plan", "Margin over the observed plan's floor"),
