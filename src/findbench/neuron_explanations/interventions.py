@@ -78,25 +78,6 @@ def correlation_ranking(values: Sequence[torch.Tensor], concept_masks: Sequence[
 
 
 @torch.no_grad()
-def interchange(model, base_ids: torch.Tensor, source_ids: torch.Tensor, *, layer: int, site: str,
-                 neurons: Sequence[int] | None = None, positions=None) -> torch.Tensor:
-    """One batched interchange intervention (ids ``[batch, tokens]``, no padding; ``neurons``
-    default all, ``positions`` ``[batch, P]`` default all); the patched base's last-token logits."""
-    if base_ids.shape != source_ids.shape:
-        raise ValueError(
-            f"source_ids shape {tuple(source_ids.shape)} must equal base_ids shape {tuple(base_ids.shape)}"
-        )
-    b, t = base_ids.shape
-    pos = torch.arange(t).expand(b, t) if positions is None else torch.as_tensor(positions, dtype=torch.long)
-    idx = None if neurons is None else [int(i) for i in neurons]
-    if idx is not None and not idx:
-        return model(input_ids=base_ids, use_cache=False, logits_to_keep=1).logits[:, -1]
-    values = acts.record(model, source_ids, layer=layer, site=site, positions=pos, neurons=idx)
-    with acts.patch(model, layer=layer, site=site, positions=pos, values=values, neurons=idx):
-        return model(input_ids=base_ids, use_cache=False, logits_to_keep=1).logits[:, -1]
-
-
-@torch.no_grad()
 def _clean_pass(model, tokens, needed, layer, site, need_block_input, batch_size):
     """Per row of ``needed`` (its ids in ``tokens``): site values ``[T, D]`` and (optionally) the
     residual stream entering ``layer``."""
@@ -235,7 +216,6 @@ def iia_sweep(
     by_pair: dict[str, dict[int, list[int]]] = {name: {} for name in orders}  # ranking -> pair -> per-K prediction
     kmask = torch.arange(n_max)[None, :] < torch.tensor(n_neurons)[:, None]  # K row j: its top n_neurons[j]
     total_batches = len(orders) * sum(math.ceil(len(g) / per_batch) for g in groups.values())
-    bar = tqdm(total=total_batches, desc=f"IIA {task_obj.name} L{layer}", disable=not progress)
 
     def patched_positions(b: int) -> list[int]:
         return list(rows[b]["filler_positions"]) if pos_mode == "concept" else [len(tokens[b]) - 1]
@@ -244,7 +224,7 @@ def iia_sweep(
                                 min(min(patched_positions(pairs[p][0])) for p in pidx) if prefix_cache else 0)
                 for length, pidx in groups.items()}
 
-    with torch.no_grad():
+    with torch.no_grad(), tqdm(total=total_batches, desc=f"IIA {task_obj.name} L{layer}", disable=not progress) as bar:
         for name, order in orders.items():
             top = torch.tensor(order[:n_max], dtype=torch.long)
             for length, pidx in sorted(groups.items()):
@@ -265,7 +245,6 @@ def iia_sweep(
                                              mask=kmask.repeat(len(chunk), 1), early=early)
                     by_pair[name].update(zip(chunk, logits.argmax(-1).view(len(chunk), rep).tolist()))
                     bar.update(1)
-    bar.close()
     predictions = {name: [[int(by_pair[name][p][kk]) for p in range(len(pairs))] for kk in range(len(ks))]
                    for name in orders}
     expected = [int(rows[s]["expected_token_id"]) for _, s in pairs]
