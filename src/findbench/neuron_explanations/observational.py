@@ -102,19 +102,6 @@ def _neuron_values(model, token_lists: Sequence[Sequence[int]], layer: int, neur
     return out
 
 
-def span_activations(
-    model, tokenizer, sentence: str, start: int, end: int, *, layer: int, neuron: int
-) -> tuple[list[str], list[float]]:
-    """Tokens overlapping characters ``[start, end)`` of ``sentence`` and the neuron's
-    activation on each."""
-    ids, offsets = _encode(tokenizer, sentence)
-    pos = _overlapping(offsets, start, end)
-    if not pos:
-        raise ValueError(f"span [{start}, {end}) of {sentence!r} covers no token")
-    vals = _neuron_values(model, [ids], layer, neuron)[0]
-    return [tokenizer.decode([ids[i]]) for i in pos], [vals[i] for i in pos]
-
-
 def top_activating_spans(
     model, tokenizer, corpus: Sequence[str], *, layer: int, neuron: int, k: int = 20
 ) -> list[dict]:
@@ -186,6 +173,8 @@ def observational_rows(
     """
     from tqdm.auto import tqdm
 
+    from findbench.lm import load_lm
+
     if not isinstance(explanation, str) or not explanation.strip():
         raise ValueError("explanation must be a non-empty string")
     acts.site_module(model, "mlp_activation", layer)
@@ -195,9 +184,6 @@ def observational_rows(
     _checks.positive_int("n_strings", n_strings)
     _checks.positive_int("n_activating", n_activating)
     sents = load_corpus(corpus)
-
-    from findbench.lm import load_lm
-
     lm = load_lm("embedded" if generator is None else generator)
     judge_fn = make_judge(judge, explanation, lm)
     base = {"neuron": f"{layer}:{neuron}", "layer": layer, "neuron_index": neuron, "explanation": explanation,
@@ -223,28 +209,7 @@ def observational_rows(
         for s in strings
     ]
     written = lm.generate(convs, max_new_tokens=48, progress=progress) if convs else []
-    rows: list[dict] = []
-
-    def add(sentence, span, tokens, values, inside, block, source, judged_by):
-        fires = max(values) > 0
-        rows.append(
-            {
-                **base,
-                "sentence": sentence,
-                "span": span,
-                "span_tokens": tokens,
-                "activations": values,
-                "max_activation": max(values),
-                "in_explanation": inside,
-                "fires": fires,
-                "label": label_for(inside, fires),
-                "block": block,
-                "sentence_source": source,
-                "judge": judged_by,
-                "item_index": len(rows),
-            }
-        )
-
+    items = []  # (sentence, span, its tokens, their activations, in the explanation, block, sentence source, judge)
     for s, text in tqdm(list(zip(strings, written)), desc="explanation items", disable=not progress):
         sentence = text.strip().splitlines()[0].strip() if text.strip() else ""
         at = sentence.lower().find(s.lower())
@@ -253,22 +218,36 @@ def observational_rows(
             sentence = f"Here is an example: {s}."
             at = sentence.find(s)
             source = "template"
-        tokens, values = span_activations(model, tokenizer, sentence, at, at + len(s), layer=layer, neuron=neuron)
-        add(sentence, sentence[at : at + len(s)], tokens, values, True, "explanation", source, "")
+        ids, offsets = _encode(tokenizer, sentence)
+        pos = _overlapping(offsets, at, at + len(s))
+        if not pos:
+            raise ValueError(f"span [{at}, {at + len(s)}) of {sentence!r} covers no token")
+        vals = _neuron_values(model, [ids], layer, neuron)[0]
+        items.append((sentence, sentence[at : at + len(s)], [tokenizer.decode([ids[i]]) for i in pos],
+                      [vals[i] for i in pos], True, "explanation", source, ""))
     judge_name = judge if isinstance(judge, str) else getattr(judge, "__name__", "callable")
     for item in tqdm(
         top_activating_spans(model, tokenizer, sents, layer=layer, neuron=neuron, k=n_activating),
         desc="activating items",
         disable=not progress,
     ):
-        add(
-            item["sentence"],
-            item["span"],
-            item["span_tokens"],
-            item["activations"],
-            bool(judge_fn(item["span"], item["sentence"])),
-            "activating",
-            "corpus",
-            judge_name,
-        )
-    return rows
+        items.append((item["sentence"], item["span"], item["span_tokens"], item["activations"],
+                      bool(judge_fn(item["span"], item["sentence"])), "activating", "corpus", judge_name))
+    return [
+        {
+            **base,
+            "sentence": sentence,
+            "span": span,
+            "span_tokens": tokens,
+            "activations": values,
+            "max_activation": max(values),
+            "in_explanation": inside,
+            "fires": max(values) > 0,
+            "label": label_for(inside, max(values) > 0),
+            "block": block,
+            "sentence_source": source,
+            "judge": judged_by,
+            "item_index": i,
+        }
+        for i, (sentence, span, tokens, values, inside, block, source, judged_by) in enumerate(items)
+    ]
