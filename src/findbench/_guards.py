@@ -48,9 +48,7 @@ def examples_only(items: Sequence[str], *, cap: int | None = None) -> str:
 def hedged(truth: str, others: Sequence[str], *, at: int = 0, end: str = "") -> str:
     """``truth`` among ``others`` (at place ``at``), joined with " or ", then ``end``: right whichever
     of them is."""
-    parts = list(others)
-    parts.insert(at, truth)
-    return " or ".join(parts) + end
+    return " or ".join([*others[:at], truth, *others[at:]]) + end
 
 
 def padded(text: str, connectives: Sequence[str], *, times: int | None = None, sep: str = " ") -> str:

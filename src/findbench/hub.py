@@ -96,12 +96,11 @@ def plan_metric(metric_dir: str | Path, repo_id: str) -> Upload:
 def plan_checkpoint(checkpoint_dir: str | Path, repo_id: str) -> Upload:
     """Stage a trained judge (peft adapter or merged weights) with its model card."""
     checkpoint_dir = Path(checkpoint_dir)
-    if not (any(checkpoint_dir.glob("*.safetensors")) or any(checkpoint_dir.glob("*.bin"))):
-        raise FileNotFoundError(f"checkpoint_dir: {checkpoint_dir} has no weights (*.safetensors)")
-    if not ((checkpoint_dir / "adapter_config.json").is_file() or (checkpoint_dir / "config.json").is_file()):
-        raise FileNotFoundError(f"checkpoint_dir: {checkpoint_dir} has neither adapter_config.json nor config.json")
-    if not (checkpoint_dir / "README.md").is_file():
-        raise FileNotFoundError(f"checkpoint_dir: {checkpoint_dir} has no README.md model card")
+    for patterns, lacking in ((("*.safetensors", "*.bin"), "no weights (*.safetensors)"),
+                              (("adapter_config.json", "config.json"), "neither adapter_config.json nor config.json"),
+                              (("README.md",), "no README.md model card")):
+        if not any(p.is_file() for pattern in patterns for p in checkpoint_dir.glob(pattern)):
+            raise FileNotFoundError(f"checkpoint_dir: {checkpoint_dir} has {lacking}")
     _front_matter(checkpoint_dir / "README.md")
     staged, files = _stage(
         checkpoint_dir,

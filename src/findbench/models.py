@@ -190,22 +190,18 @@ def load_causal_lm(
         dtype: a ``torch.dtype`` or its name (``"float32"``); default float32.
         device: move the model there (default: where ``from_pretrained`` put it).
     """
-    import json
-
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    if isinstance(dtype, str):
-        if not isinstance(getattr(torch, dtype, None), torch.dtype):
-            raise ValueError(f"dtype {dtype!r} is not a torch dtype name")
-        dtype = getattr(torch, dtype)
-    dtype = torch.float32 if dtype is None else dtype
+    if isinstance(dtype, str) and not isinstance(getattr(torch, dtype, None), torch.dtype):
+        raise ValueError(f"dtype {dtype!r} is not a torch dtype name")
+    dtype = getattr(torch, dtype) if isinstance(dtype, str) else torch.float32 if dtype is None else dtype
     path = resolve(model)
     adapter_cfg = Path(path) / "adapter_config.json"
     if adapter_cfg.is_file():
         from peft import PeftModel
 
-        base_id = json.loads(adapter_cfg.read_text(encoding="utf-8")).get("base_model_name_or_path")
+        base_id = read_json_object(adapter_cfg, "adapter config").get("base_model_name_or_path")
         if not base_id:
             raise ValueError(f"{adapter_cfg} names no base_model_name_or_path")
         base = AutoModelForCausalLM.from_pretrained(resolve(base_id), dtype=dtype)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import datasets
 
@@ -143,7 +143,6 @@ def build(cfg: BuildConfig, *, progress: bool = True):
     ``cfg`` (``findbench build``'s flags). Configs already in ``out`` and not named in ``configs`` are
     kept, so ``--configs neurons_entities,neurons_relations`` adds those two to an existing build.
     """
-    from dataclasses import replace
     from pathlib import Path
 
     from findbench.builders.folder import build_dataset_folder

@@ -14,7 +14,7 @@ README card with YAML ``configs:`` and a ``findbench.json`` provenance sidecar (
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import datasets
@@ -218,8 +218,6 @@ def build(cfg: BuildNeuronTestsConfig, *, progress: bool = True) -> Path:
     ``huang2023`` and ``intervention_tasks``, plus ``observational`` when ``layer``, ``neuron`` and
     ``explanation`` are given. Configs already in ``out`` and not rebuilt are kept.
     """
-    from dataclasses import replace
-
     from findbench.builders.folder import build_dataset_folder
 
     obs_given = cfg.layer is not None and cfg.neuron is not None and cfg.explanation is not None
