@@ -339,15 +339,17 @@ def _markdown(summary: dict) -> str:
     from findbench.interpret.scoreboard import render_comparison, render_rasp_access
     from findbench.interpret.scores import Scores
 
+    cm, budget = summary["code_metrics"], summary["lm_budget"]
+    sizes = ", ".join(f"{c} {n}" for c, n in summary["sample"].items())
+    runs = {name: Scores.from_json(res["scores"], f"scores of {name}") for name, res in summary["results"].items()}
+    judges = "; ".join(sorted({run.judge.describe() for run in runs.values() if run.judge is not None}))
+    mode = summary.get("judge_mode")
     lines = [
         "# findbench main job",
         "",
         f"Dataset: `{summary['data']}` (seed {summary['seed']}): "
         + ", ".join(f"{c} {n}" for c, n in summary["rows"].items()),
         "",
-    ]
-    cm = summary["code_metrics"]
-    lines += [
         "## Ground-truth code through the code metrics",
         "",
         f"- numeric: success rate {cm['numeric_ground_truth']['success_rate']:.3f}, "
@@ -360,13 +362,6 @@ def _markdown(summary: dict) -> str:
         ),
         f"- sandbox: {cm.get('isolation', '')}",
         "",
-    ]
-    budget = summary["lm_budget"]
-    sizes = ", ".join(f"{c} {n}" for c, n in summary["sample"].items())
-    runs = {name: Scores.from_json(res["scores"], f"scores of {name}") for name, res in summary["results"].items()}
-    judges = "; ".join(sorted({run.judge.describe() for run in runs.values() if run.judge is not None}))
-    mode = summary.get("judge_mode")
-    lines += [
         "## Interpreters on FIND",
         "",
         f"Functions per category (held out of judge training): {sizes}; LM interpreters take the first "
@@ -375,8 +370,8 @@ def _markdown(summary: dict) -> str:
         + (judges or f"`{summary['judge']}`" + (f" ({mode} mode)" if mode else ""))
         + ".",
         "",
+        render_comparison(runs).strip() if runs else "No interpreter ran on every config.",
     ]
-    lines.append(render_comparison(runs).strip() if runs else "No interpreter ran on every config.")
     if "rasp_access" in summary:
         access_runs = {
             access: {name: Scores.from_json({RASP: {"aia": cell}}, f"rasp scores of {name} ({access})")
