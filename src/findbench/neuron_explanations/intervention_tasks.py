@@ -317,11 +317,9 @@ def expected_token_id(tokenizer, prompt: str, answer: str) -> int | None:
 
 def filler_positions(tokenizer, task: InterventionTask, filler: str) -> tuple[list[int], list[int]]:
     """Token ids of the prompt and the indices of the tokens overlapping the filler."""
-    prompt = task.prompt(filler)
     start = task.template.index("{x}")
-    end = start + len(filler)
-    enc = tokenizer(prompt, add_special_tokens=True, return_offsets_mapping=True)
-    pos = [i for i, (a, b) in enumerate(enc["offset_mapping"]) if b > a and a < end and b > start]
+    enc = tokenizer(task.prompt(filler), add_special_tokens=True, return_offsets_mapping=True)
+    pos = [i for i, (a, b) in enumerate(enc["offset_mapping"]) if b > a and a < start + len(filler) and b > start]
     return list(enc["input_ids"]), pos
 
 

@@ -69,10 +69,8 @@ def parse_list(text: str, limit: int) -> list[str]:
     for ln in lines:
         if ln.rstrip().endswith(":"):  # a heading such as "Here are some examples:"
             continue
-        item = _BULLET.sub("", ln).strip()
-        if ": " in item:  # "The days of the week are: Monday" -> "Monday"
-            item = item.rsplit(": ", 1)[1]
-        item = item.strip().strip("\"'`").strip().rstrip(".;").strip()
+        # bullets off, then what follows a lead-in ("The days of the week are: Monday" -> "Monday"), unquoted
+        item = _BULLET.sub("", ln).strip().rsplit(": ", 1)[-1].strip().strip("\"'`").strip().rstrip(".;").strip()
         if not item or len(item) > 40:
             continue
         out.setdefault(item.lower(), item)
@@ -94,12 +92,8 @@ def _overlapping(offsets, start: int, end: int) -> list[int]:
 @torch.no_grad()
 def _neuron_values(model, token_lists: Sequence[Sequence[int]], layer: int, neuron: int) -> list[list[float]]:
     device = next(model.parameters()).device
-    out = []
-    for ids in token_lists:
-        t = torch.tensor([list(ids)], device=device)
-        v = acts.record(model, t, layer=layer, site="mlp_activation", neurons=[neuron])
-        out.append(v[0, :, 0].float().tolist())
-    return out
+    return [acts.record(model, torch.tensor([list(ids)], device=device), layer=layer, site="mlp_activation",
+                        neurons=[neuron])[0, :, 0].float().tolist() for ids in token_lists]
 
 
 def top_activating_spans(
