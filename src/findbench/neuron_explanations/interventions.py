@@ -320,8 +320,7 @@ def run_iia(cfg: IIAConfig, *, progress: bool = True) -> list[dict]:
     results = []
     for t in tasks:
         for layer in layers:
-            res = iia_sweep(cfg, lm, tok, t, int(layer), rows=rows, progress=progress)
-            res["model"] = str(model)
+            res = {**iia_sweep(cfg, lm, tok, t, int(layer), rows=rows, progress=progress), "model": str(model)}
             log.info(
                 "%s layer %d (%s): %s",
                 t,
