@@ -331,8 +331,7 @@ def _run_name(interpreter: str) -> str:
     """A folder name for an interpreter spec (a path or URL becomes its last part)."""
     import re
 
-    name = interpreter.rstrip("/").split("/")[-1] or "lm"
-    return re.sub(r"[^A-Za-z0-9_.+-]", "_", name)
+    return re.sub(r"[^A-Za-z0-9_.+-]", "_", interpreter.rstrip("/").split("/")[-1] or "lm")
 
 
 def _markdown(summary: dict) -> str:

@@ -51,8 +51,7 @@ def _split_gloss(gloss: str) -> tuple[str, tuple[str, ...]]:
         return gloss.rstrip("; ").strip(), ()
     start = match.start()
     definition = gloss[:start].rstrip("; ").strip()
-    examples = tuple(ex.strip() for ex in _EXAMPLE.findall(gloss[start:]) if ex.strip())
-    return definition, examples
+    return definition, tuple(ex.strip() for ex in _EXAMPLE.findall(gloss[start:]) if ex.strip())
 
 
 def parse_wordnet_line(line: str) -> WordNetSynset | None:

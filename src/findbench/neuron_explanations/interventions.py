@@ -52,8 +52,7 @@ def make_pairs(rows: Sequence[Mapping], n_pairs: int, *, seed: int = 0) -> list[
              and rows[b]["expected_token_id"] != rows[s]["expected_token_id"]]
     if len(valid) <= n_pairs:
         return valid
-    pick = np.random.default_rng(seed).choice(len(valid), size=n_pairs, replace=False)
-    return [valid[i] for i in sorted(pick.tolist())]
+    return [valid[i] for i in sorted(np.random.default_rng(seed).choice(len(valid), n_pairs, replace=False).tolist())]
 
 
 def random_ranking(width: int, seed: int = 0) -> list[int]:
