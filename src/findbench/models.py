@@ -210,9 +210,7 @@ def load_causal_lm(
     else:
         lm = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     lm = (lm.to(device) if device else lm).eval()
-    if not tokenizer:
-        return lm
-    return lm, AutoTokenizer.from_pretrained(path)
+    return (lm, AutoTokenizer.from_pretrained(path)) if tokenizer else lm
 
 
 def shipped_judge_dir() -> str | None:

@@ -108,17 +108,14 @@ def _hook(module: torch.nn.Module, kind: str, fn: Callable[[torch.Tensor], torch
 
         def pre(mod, args, kwargs):
             new = fn(args[0] if args else kwargs["hidden_states"])
-            if new is None:
-                return None
-            return ((new, *args[1:]), kwargs) if args else (args, {**kwargs, "hidden_states": new})
+            if new is not None:  # (None: the inputs as they are)
+                return ((new, *args[1:]), kwargs) if args else (args, {**kwargs, "hidden_states": new})
 
         return module.register_forward_pre_hook(pre, with_kwargs=True)
 
     def post(mod, args, output):
         new = fn(output[0] if isinstance(output, tuple) else output)
-        if new is None:
-            return None
-        return (new, *output[1:]) if isinstance(output, tuple) else new
+        return (new, *output[1:]) if isinstance(output, tuple) and new is not None else new  # None: as it is
 
     return module.register_forward_hook(post)
 

@@ -310,9 +310,7 @@ def expected_token_id(tokenizer, prompt: str, answer: str) -> int | None:
     prompt's tokenisation is not a prefix of the prompt+answer tokenisation."""
     p = tokenizer(prompt, add_special_tokens=True)["input_ids"]
     full = tokenizer(prompt + answer, add_special_tokens=True)["input_ids"]
-    if len(full) <= len(p) or full[: len(p)] != p:
-        return None
-    return int(full[len(p)])
+    return int(full[len(p)]) if len(full) > len(p) and full[: len(p)] == p else None
 
 
 def filler_positions(tokenizer, task: InterventionTask, filler: str) -> tuple[list[int], list[int]]:

@@ -36,9 +36,7 @@ __all__ = ["DEFAULT_KS", "POSITIONS", "RANKINGS"]  # re-exported from the config
 
 def neurons_for_k(k: float, width: int) -> int:
     """Number of neurons in the top ``k`` percent of ``width`` (rounded, at least 1 for k > 0)."""
-    if _checks.number("ks: each K", k, 0, 100) == 0:
-        return 0
-    return max(1, min(width, int(round(k / 100.0 * width))))
+    return 0 if _checks.number("ks: each K", k, 0, 100) == 0 else max(1, min(width, int(round(k / 100.0 * width))))
 
 
 def make_pairs(rows: Sequence[Mapping], n_pairs: int, *, seed: int = 0) -> list[tuple[int, int]]:
