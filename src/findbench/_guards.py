@@ -95,17 +95,13 @@ def degenerate_reasons(
     keys = [tuple(p) for p in parts] if parts is not None else [(n,) for n in normalized]
     grouped = list(zip(groups if groups is not None else [None] * len(keys), keys))
     counts = Counter(grouped)
-    out: list[tuple[str, int] | None] = []
-    for text, norm, key, group in zip(texts, normalized, keys, grouped):
-        if norm in prompt or (not norm and collapse(text) in bare):
-            out.append(("prompt_text", 0))
-        elif not any(key):
-            out.append(("empty", 0))
-        elif counts[group] > 1:
-            out.append(("identical", counts[group] - 1))
-        else:
-            out.append(None)
-    return out
+    return [
+        ("prompt_text", 0) if norm in prompt or (not norm and collapse(text) in bare)
+        else ("empty", 0) if not any(key)
+        else ("identical", counts[group] - 1) if counts[group] > 1
+        else None
+        for text, norm, key, group in zip(texts, normalized, keys, grouped)
+    ]
 
 
 def derangement(keys: Sequence[Hashable], rng: Any, *, tries: int = 1000) -> list[int]:

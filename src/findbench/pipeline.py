@@ -311,13 +311,12 @@ def run_main(cfg: MainConfig) -> dict:
         if interpreter not in _WHITE_BOX_ONLY:
             results[interpreter] = _interpret_and_score(interpreter, "black")
     if RASP in configs:  # rasp again under each white-box access, with the attribution baseline
-        rasp_access = {"black": {i: r["scores"].get(RASP, {}).get("aia", {}) for i, r in results.items()}}
-        for access in ACCESS[1:]:
-            rasp_access[access] = {
-                i: _interpret_and_score(i, access)["scores"].get(RASP, {}).get("aia", {})
-                for i in dict.fromkeys([*cfg.interpreters, *_WHITE_BOX_ONLY])
-            }
-        summary["rasp_access"] = rasp_access
+        summary["rasp_access"] = {
+            "black": {i: r["scores"].get(RASP, {}).get("aia", {}) for i, r in results.items()},
+            **{access: {i: _interpret_and_score(i, access)["scores"].get(RASP, {}).get("aia", {})
+                        for i in dict.fromkeys([*cfg.interpreters, *_WHITE_BOX_ONLY])}
+               for access in ACCESS[1:]},
+        }
     elif set(cfg.interpreters) <= set(_WHITE_BOX_ONLY):
         logger.warning("%s run on rasp alone, which %s does not hold: nothing to interpret", cfg.interpreters, data)
     summary["results"] = results
