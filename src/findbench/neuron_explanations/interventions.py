@@ -141,27 +141,6 @@ def _patched_logits(model, ids: torch.Tensor, cache: object, *, layer: int, site
         return model(input_ids=ids, **kwargs).logits[:, -1]
 
 
-def _task_rows(model, tokenizer, task: str, rows: Sequence[Mapping] | None, progress: bool) -> list[Mapping]:
-    """The rows of ``task`` (built when ``rows`` is None); ValueError when there are none."""
-    if rows is None:
-        rows = build_task_rows(model, tokenizer, [task], progress=progress)
-    rows = [r for r in rows if r["task"] == task]
-    if not rows:
-        raise ValueError(f"rows: no rows of task {task!r}")
-    return rows
-
-
-def _task_pairs(task: str, rows: Sequence[Mapping], n_pairs: int, seed: int) -> list[tuple[int, int]]:
-    """The (base, source) pairs of the task's rows; ValueError when the model answers too few."""
-    pairs = make_pairs(rows, n_pairs, seed=seed)
-    if not pairs:
-        raise ValueError(
-            f"task {task!r} has no valid (base, source) pair for this model "
-            f"({sum(bool(r['correct']) for r in rows)} of {len(rows)} inputs answered correctly)"
-        )
-    return pairs
-
-
 def iia_sweep(
     cfg: IIAConfig,
     model,
@@ -193,9 +172,16 @@ def iia_sweep(
     acts.site_module(model, site, layer)
     n_neurons = [neurons_for_k(k, width) for k in ks]
     pos_mode = position if position != "auto" else ("concept" if layer < acts.num_layers(model) / 2 else "last")
-    rows = _task_rows(model, tokenizer, task_obj.name, rows, progress)
+    if rows is None:
+        rows = build_task_rows(model, tokenizer, [task_obj.name], progress=progress)
+    rows = [r for r in rows if r["task"] == task_obj.name]
+    if not rows:
+        raise ValueError(f"rows: no rows of task {task_obj.name!r}")
     t0 = time.perf_counter()
-    pairs = _task_pairs(task_obj.name, rows, n_pairs, seed)
+    pairs = make_pairs(rows, n_pairs, seed=seed)
+    if not pairs:
+        raise ValueError(f"task {task_obj.name!r} has no valid (base, source) pair for this model "
+                         f"({sum(bool(r['correct']) for r in rows)} of {len(rows)} inputs answered correctly)")
     tokens = {i: tokenizer(rows[i]["prompt"], add_special_tokens=True)["input_ids"] for i in range(len(rows))}
     correct = [i for i, r in enumerate(rows) if r["correct"]]
     needed = sorted(set(correct) | {i for p in pairs for i in p})
