@@ -25,7 +25,7 @@ from findbench._io import atomic_dir, cache_dir, cache_lock, read_json_object
 from findbench._typed import JsonDoc, document, omit_none
 from findbench._version import __version__
 from findbench.constants import EMBEDDED_JUDGE_NAME, EMBEDDED_JUDGE_VERSION, TRAINED_MARKER, UsageError
-from findbench.resources import wheel_folder
+from findbench.resources import data_path, wheel_folder
 
 log = logging.getLogger(__name__)
 
@@ -215,8 +215,6 @@ def load_causal_lm(
 
 def shipped_judge_dir() -> str | None:
     """Folder of the embedded-evaluator adapter shipped in ``findbench/data/judge/``, or None."""
-    from findbench.resources import data_path
-
     path = data_path("judge", f"{EMBEDDED_JUDGE_NAME}-{EMBEDDED_JUDGE_VERSION}")
     return str(path) if (path / TRAINED_MARKER).is_file() else None
 
