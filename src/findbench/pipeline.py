@@ -128,8 +128,7 @@ def _sample_functions(rows: dict[str, list[dict]], k: int, seed: int) -> dict[st
         elif category == RASP:  # tracr's own programs are public: split dev, never in a headline score
             pool = [r for r in category_rows if r.get("split") == "test"]
         if k < len(pool):
-            idx = sorted(random.Random(f"{seed}:{category}").sample(range(len(pool)), k))
-            pool = [pool[i] for i in idx]
+            pool = [pool[i] for i in sorted(random.Random(f"{seed}:{category}").sample(range(len(pool)), k))]
         out[category] = [r["function_id"] for r in pool]
     return out
 

@@ -77,8 +77,7 @@ def parse_wordnet_line(line: str) -> WordNetSynset | None:
     except (IndexError, ValueError) as exc:
         raise ValueError(f"not a WordNet data line ({exc}): {line[:80]!r}") from None
     lemmas = tuple(_ADJ_MARKER.sub("", w).replace("_", " ") for w in words)
-    definition, examples = _split_gloss(gloss)
-    return WordNetSynset(offset=offset, pos=pos, lemmas=lemmas, definition=definition, examples=examples)
+    return WordNetSynset(offset, pos, lemmas, *_split_gloss(gloss))  # (definition, examples)
 
 
 def wordnet_dir(dict_dir: str | os.PathLike | None = None) -> Path:

@@ -72,11 +72,10 @@ def build_dataset_folder(
             ds = builder.as_dataset(split="test")
             (tmp / name).mkdir()
             ds.to_parquet(str(tmp / name / PARQUET_NAME))
-            info = builder.info._to_yaml_dict()
             entries[name] = {
                 "dataset_info": {
                     "config_name": name,
-                    "features": info["features"],
+                    "features": builder.info._to_yaml_dict()["features"],
                     "splits": [{"name": "test", "num_bytes": int(ds.data.nbytes), "num_examples": len(ds)}],
                     "dataset_size": int(ds.data.nbytes),
                 },

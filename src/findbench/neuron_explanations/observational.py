@@ -49,11 +49,14 @@ def load_corpus(corpus=None) -> list[str]:
     return sents
 
 
+#: The paper's label of an item: (in the explanation's denotation, the neuron fires) -> label.
+_LABELS = {(True, True): "true_positive", (True, False): "false_positive",
+           (False, True): "false_negative", (False, False): "true_negative"}
+
+
 def label_for(in_explanation: bool, fires: bool) -> str:
     """The paper's label of an item."""
-    if in_explanation:
-        return "true_positive" if fires else "false_positive"
-    return "false_negative" if fires else "true_negative"
+    return _LABELS[bool(in_explanation), bool(fires)]
 
 
 _BULLET = re.compile(r"^\s*(?:[-*\u2022]+|\d+[.)]|[a-z][.)])\s*", re.I)
