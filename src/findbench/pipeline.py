@@ -265,7 +265,6 @@ def run_main(cfg: MainConfig) -> dict:
         lm_budget={"functions": lm_functions, "rounds": cfg.rounds, "max_tokens": cfg.max_tokens},
     )
 
-    results: dict[str, dict] = {}
     reports: dict[str, str] = {}
 
     def _interpret_and_score(interpreter: str, access: str) -> dict:
@@ -302,13 +301,11 @@ def run_main(cfg: MainConfig) -> dict:
 
         result = _stage(out, f"scores_{name}", key, _score)
         # the page a person reads: Table 2 with figures and every transcript beside its scores
-        report = ReportConfig(run_dir=str(run_dir), scores=str(scores_dir), data=str(data))
-        reports[interpreter if access == "black" else name] = str(write_report(report))
+        reports[interpreter if access == "black" else name] = str(
+            write_report(ReportConfig(run_dir=str(run_dir), scores=str(scores_dir), data=str(data))))
         return result
 
-    for interpreter in cfg.interpreters:
-        if interpreter not in _WHITE_BOX_ONLY:
-            results[interpreter] = _interpret_and_score(interpreter, "black")
+    results = {i: _interpret_and_score(i, "black") for i in cfg.interpreters if i not in _WHITE_BOX_ONLY}
     if RASP in configs:  # rasp again under each white-box access, with the attribution baseline
         summary["rasp_access"] = {
             "black": {i: r["scores"].get(RASP, {}).get("aia", {}) for i, r in results.items()},
@@ -318,8 +315,7 @@ def run_main(cfg: MainConfig) -> dict:
         }
     elif set(cfg.interpreters) <= set(_WHITE_BOX_ONLY):
         logger.warning("%s run on rasp alone, which %s does not hold: nothing to interpret", cfg.interpreters, data)
-    summary["results"] = results
-    summary["reports"] = reports
+    summary.update(results=results, reports=reports)
     atomic_write_json(out / "summary.json", summary)
     atomic_write_text(out / "summary.md", _markdown(summary))
     return summary
