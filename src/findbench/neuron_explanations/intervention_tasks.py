@@ -334,9 +334,7 @@ def build_task_rows(
     correct."""
     from tqdm.auto import tqdm
 
-    names = sorted(TASKS) if tasks is None else list(tasks)
-    for n in names:
-        get_task(n)
+    names = [get_task(n).name for n in (sorted(TASKS) if tasks is None else tasks)]  # unknown names refused first
     rows: list[dict] = []
     for name in tqdm(names, desc="tasks", disable=not progress):
         task = TASKS[name]

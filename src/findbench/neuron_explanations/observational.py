@@ -210,11 +210,10 @@ def observational_rows(
     for s, text in tqdm(list(zip(strings, written)), desc="explanation items", disable=not progress):
         sentence = text.strip().splitlines()[0].strip() if text.strip() else ""
         at = sentence.lower().find(s.lower())
-        source = "generated"
-        if at < 0:
+        source = "generated" if at >= 0 else "template"
+        if at < 0:  # the generator left the string out: the template holds it
             sentence = f"Here is an example: {s}."
             at = sentence.find(s)
-            source = "template"
         ids, offsets = _encode(tokenizer, sentence)
         pos = _overlapping(offsets, at, at + len(s))
         if not pos:
