@@ -130,8 +130,7 @@ def probe_scores(
     probe = make_pipeline(
         StandardScaler(), LogisticRegression(C=C, class_weight="balanced", max_iter=2000, random_state=seed)
     )
-    probe.fit(x_tr, y_tr)
-    fire = probe.predict(x_te).astype(bool)
+    fire = probe.fit(x_tr, y_tr).predict(x_te).astype(bool)
     rows = np.stack([fire, y_te], axis=1).astype(np.float64)
     return {
         **prf_from_counts(int((fire & y_te).sum()), int(y_te.sum()), int(fire.sum())),
