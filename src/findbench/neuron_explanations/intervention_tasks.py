@@ -344,8 +344,7 @@ def build_task_rows(
             if exp is None:
                 log.warning("task %s filler %r: answer tokenisation does not extend the prompt; skipped", name, filler)
                 continue
-            ids, pos = filler_positions(tokenizer, task, filler)
-            items.append((filler, answer, exp, ids, pos))
+            items.append((filler, answer, exp, *filler_positions(tokenizer, task, filler)))  # (..., ids, positions)
         preds = next_token_argmax(model, [it[3] for it in items], batch_size=batch_size)
         rows.extend(
             {
