@@ -267,8 +267,7 @@ def plot_iia_curves(results: Sequence[Mapping] | Mapping, path) -> None:
     if not results:
         raise ValueError("results must not be empty")
     fig = Figure(figsize=(4.2 * len(results), 3.4))
-    axes = fig.subplots(1, len(results), squeeze=False)
-    for ax, res in zip(axes[0], results):
+    for ax, res in zip(fig.subplots(1, len(results), squeeze=False)[0], results):
         for name, curve in res["curves"].items():
             ax.plot(res["ks"], curve, marker="o", label=name)
         ax.set_title(f"{res['task']} · layer {res['layer']} ({res['position']})", fontsize=9)
