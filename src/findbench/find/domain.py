@@ -16,9 +16,10 @@ import json
 import math
 import numbers
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from findbench import _checks
 from findbench.find.numeric import _CORRUPTED
 from findbench.find.synthetic_neurons.prompts import UNDEFINED, parse_relation_answer
 from findbench.stats import bootstrap_ci
@@ -44,8 +45,7 @@ def domain_text(text: str) -> str:
     """The text after the ``[DOMAIN]`` label up to the next ``[CODE]`` / ``[DESCRIPTION]`` label,
     stripped; a text without labels is taken whole, one with only other labels gives ``""``.
     """
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    _checks.instance("text", text, str, "a str")
     m = _DOMAIN_LABEL.search(text)
     if m is None:
         return "" if _OTHER_LABEL.search(text) else text.strip()
@@ -119,6 +119,8 @@ _NEGATIVE = re.compile(
     r"|\bbehaves?\s+(?:normally|consistently|as\s+expected|the\s+same|uniformly)"
     r"|\b(?:consistent|uniform|normal|regular)\s+(?:behaviou?r\s+)?(?:everywhere|throughout|across)"
 )
+#: "neg" / "pos": the negative / positive half-line, read as an upper / a lower bound.
+_HALF_LINES = {"neg": ((-_INF, 0.0), "upper"), "pos": ((0.0, _INF), "lower")}
 _BUT = re.compile(r"\b(?:except|but|apart\s+from|other\s+than|aside\s+from)\b")
 _BARE_NONE = re.compile(r"^\W*(?:none|no|n/?a|nothing|-+|no\s+interval|no\s+corruption|not\s+applicable)\W*$")
 _OUTSIDE = re.compile(r"\boutside(?:\s+of)?(?:\s+the)?(?:\s+(?:interval|range|region))?(?:\s+of)?\s*$")
@@ -153,20 +155,14 @@ def _matches(sentence: str) -> list[tuple[int, int, str, tuple[float, float]]]:
     found = []
     for pat, kind in _PATTERNS:
         for m in pat.finditer(sentence):
-            if kind == "neg":
-                iv = (-_INF, 0.0)
-                k = "upper"
-            elif kind == "pos":
-                iv = (0.0, _INF)
-                k = "lower"
+            if kind in _HALF_LINES:
+                iv, k = _HALF_LINES[kind]
             elif kind == "two":
                 a, b = _to_float(m.group(1)), _to_float(m.group(2))
-                iv = (min(a, b), max(a, b))
-                k = kind
+                iv, k = (min(a, b), max(a, b)), kind
             else:
                 v = _to_float(m.group(1))
-                iv = (v, _INF) if kind == "lower" else (-_INF, v)
-                k = kind
+                iv, k = ((v, _INF) if kind == "lower" else (-_INF, v)), kind
             if any(math.isnan(v) for v in iv):
                 continue
             found.append((m.start(), m.end(), k, iv))
@@ -229,8 +225,7 @@ def parse_intervals(text: str) -> list[tuple[float, float]] | None:
     only states the domain; a single point is no interval. A heuristic: intervals of outputs
     written in a counted sentence are read too.
     """
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    _checks.instance("text", text, str, "a str")
     body = _normalise(domain_text(text))
     if not body.strip():
         return None
@@ -261,8 +256,7 @@ def _is_num(v: Any) -> bool:
 
 
 def _row_domain(row: Any, where: str) -> tuple[float, float]:
-    if not isinstance(row, Mapping):
-        raise TypeError(f"{where} must be a dict (a numeric dataset row), got {type(row).__name__}")
+    _checks.instance(where, row, Mapping, "a dict (a numeric dataset row)")
     cat = row.get("category")
     if cat is not None and cat != "numeric":
         raise ValueError(
@@ -338,8 +332,7 @@ def corrupted_interval(row: Mapping[str, Any]) -> tuple[float, float] | None:
 def domain_reference(row: Mapping[str, Any]) -> dict[str, Any]:
     """The :data:`REFERENCE_COLUMNS` of a numeric row: what the ``find_domain`` metric takes
     as one reference (``ds.select_columns(list(REFERENCE_COLUMNS))`` does it for a dataset)."""
-    if not isinstance(row, Mapping):
-        raise TypeError(f"row must be a dict (a numeric dataset row), got {type(row).__name__}")
+    _checks.instance("row", row, Mapping, "a dict (a numeric dataset row)")
     missing = [c for c in REFERENCE_COLUMNS if c not in row]
     if missing:
         raise ValueError(f"row is missing column(s) {missing}")
@@ -385,11 +378,8 @@ def interval_iou(
     as no interval (unless the truth does too). Neither side with an interval scores 1.0,
     exactly one 0.0.
     """
-    if isinstance(pred, (str, Mapping)) or not isinstance(pred, Sequence):
-        raise TypeError(
-            f"pred must be a list of (low, high) pairs, got {type(pred).__name__} "
-            "(an unparseable answer, None, is scored 0 by score_domain)"
-        )
+    _checks.instance("pred", pred, Sequence, "a list of (low, high) pairs (an unparseable answer, None, is scored 0 by "
+                     "score_domain)", exclude=(str, Mapping))
     lo, hi = _check_pair(domain, "domain")
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
         raise ValueError(f"domain must be finite with low < high, got {domain!r}")
@@ -421,15 +411,13 @@ def score_domain(
     unparseable answer scores 0. Bad input raises ValueError/TypeError naming the field.
     """
     for name, seq in (("predictions", predictions), (argument, rows)):
-        if isinstance(seq, (str, Mapping)) or not isinstance(seq, Sequence):
-            raise TypeError(f"{name} must be a list, got {type(seq).__name__}")
+        _checks.instance(name, seq, Sequence, "a list", exclude=(str, Mapping))
     if len(predictions) != len(rows):
         raise ValueError(f"predictions ({len(predictions)}) and {argument} ({len(rows)}) differ in length")
     if not predictions:
         raise ValueError("predictions is empty: need at least one function to score")
     for i, p in enumerate(predictions):
-        if not isinstance(p, str):
-            raise TypeError(f"predictions[{i}] must be a str (the interpretation), got {type(p).__name__}")
+        _checks.instance(f"predictions[{i}]", p, str, "a str (the interpretation)")
     truths = [
         (_row_domain(r, f"{argument}[{i}]"), _corrupted_interval(r, f"{argument}[{i}]")) for i, r in enumerate(rows)
     ]
@@ -454,27 +442,21 @@ def domain_unit_tests(row: Mapping[str, Any], *, where: str = "row") -> list[dic
     Returns ``{"inputs", "outputs", "correct"}`` copies in row order, ``[]`` for a row without
     exception; ``where`` names ``row`` in error messages.
     """
-    if not isinstance(row, Mapping):
-        raise TypeError(f"{where} must be a dict (a neurons_relations dataset row), got {type(row).__name__}")
+    _checks.instance(where, row, Mapping, "a dict (a neurons_relations dataset row)")
     cat = row.get("category")
     if cat is not None and cat != "neurons_relations":
         raise ValueError(f"{where}['category'] is {cat!r}: excepted subdomains exist only for neurons_relations")
     exception = row.get("exception")
-    if exception is not None and not isinstance(exception, str):
-        raise TypeError(f"{where}['exception'] must be a str or None, got {type(exception).__name__}")
+    _checks.instance(f"{where}['exception']", exception, (str, type(None)), "a str or None")
     if not exception or not exception.strip():
         return []
     tests = row.get("unit_tests")
     if tests is None:
         return []
-    if isinstance(tests, (str, Mapping)) or not hasattr(tests, "__iter__"):
-        raise TypeError(f"{where}['unit_tests'] must be a list of unit tests, got {type(tests).__name__}")
+    _checks.instance(f"{where}['unit_tests']", tests, Iterable, "a list of unit tests", exclude=(str, Mapping))
     out = []
     for k, t in enumerate(tests):
-        if not isinstance(t, Mapping):
-            raise TypeError(
-                f"{where}['unit_tests'][{k}] must be a dict with inputs/outputs/correct, got {type(t).__name__}"
-            )
+        _checks.instance(f"{where}['unit_tests'][{k}]", t, Mapping, "a dict with inputs/outputs/correct")
         inputs, outputs, correct = t.get("inputs"), t.get("outputs"), t.get("correct")
         if inputs is None or outputs is None or correct is None:
             raise ValueError(f"{where}['unit_tests'][{k}] needs inputs, outputs and correct (relations)")
@@ -513,10 +495,8 @@ def in_corrupted_subdomain(row: Mapping[str, Any], inputs: Sequence[Any]) -> lis
     not a finite number never inside; relation rows look the input up as the neuron does and test
     the exception. A malformed row raises ValueError/TypeError naming the field.
     """
-    if not isinstance(row, Mapping):
-        raise TypeError(f"row must be a dict (a dataset row), got {type(row).__name__}")
-    if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
-        raise TypeError(f"inputs must be a list of inputs, got {type(inputs).__name__}")
+    _checks.instance("row", row, Mapping, "a dict (a dataset row)")
+    _checks.instance("inputs", inputs, Sequence, "a list of inputs", exclude=(str, bytes))
     category = row.get("category")
     if category == "numeric":
         spec = _corruption(row, "row")

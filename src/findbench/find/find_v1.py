@@ -102,8 +102,7 @@ def parse_test_inputs(text: str) -> list[str]:
     pair of quotes, items separated by a newline, a trailing comma, and stray quotes around
     bare items (``'"!Hello"'`` -> ``'!Hello'``).
     """
-    if not isinstance(text, str):
-        raise TypeError(f"test_inputs must be a str, got {type(text).__name__}")
+    _checks.instance("test_inputs", text, str, "a str")
     s = text.strip().removeprefix(":").strip().translate(str.maketrans(_QUOTES))
     if not s:
         return []
@@ -350,8 +349,7 @@ def row_from_find_v1(
 
     The release's noise is unseeded; here noisy and corrupted rows draw from ``default_rng(index)``.
     """
-    if not isinstance(record, Mapping):
-        raise TypeError(f"record must be a dict (one element of data.json), got {type(record).__name__}")
+    _checks.instance("record", record, Mapping, "a dict (one element of data.json)")
     served = _V1_VARIANTS.get(variant, variant)
     if served not in nm.VARIANTS:
         raise ValueError(f"variant must be one of {sorted(_V1_VARIANTS)} (or {nm.VARIANTS}), got {variant!r}")

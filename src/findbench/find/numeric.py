@@ -18,6 +18,7 @@ import functools
 import hashlib
 import logging
 import math
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,7 @@ ATOMIC_FAMILIES = (
 COMPOSABLE_FAMILIES = ("linear", "polynomial", "step", "relu", "constant", "ceil", "floor", "rectangle", "square_wave")
 #: Composition operators.
 OPS = ("sum", "product")
+_OPERATORS = {"sum": operator.add, "product": operator.mul}
 NOISE_TYPES = ("normal", "uniform", "poisson")
 _CORRUPTION_TYPES = ("below", "above", "inside")
 #: noise type -> (the numpy Generator method and its arguments, what the description says).
@@ -463,14 +465,11 @@ _PARAM_RULES: dict[str, tuple[str, Callable[[Mapping], bool]]] = {
 
 
 def _check_term(term: Any, where: str) -> dict:
-    if not isinstance(term, Mapping):
-        raise ValueError(f"{where} must be an object with 'family' and 'params', got {term!r}")
+    _checks.instance(where, term, Mapping, "an object with 'family' and 'params'")
     fam = term.get("family")
     if fam not in _FAMILIES:
         raise ValueError(f"{where}.family must be one of {sorted(_FAMILIES)}, got {fam!r}")
-    p = term.get("params")
-    if not isinstance(p, Mapping):
-        raise ValueError(f"{where}.params must be an object, got {p!r}")
+    p = _checks.instance(f"{where}.params", term.get("params"), Mapping, "an object")
     spec = _FAMILIES[fam]
     missing = [k for k in spec.params if k not in p]
     extra = [k for k in p if k not in spec.params]
@@ -503,8 +502,7 @@ def _parse_params(obj: Any) -> dict:
             obj = json.loads(obj)
         except json.JSONDecodeError as exc:
             raise ValueError(f"params is not valid JSON: {exc}") from None
-    if not isinstance(obj, Mapping):
-        raise TypeError(f"row_or_params must be a row, a params dict or JSON text, got {type(obj).__name__}")
+    _checks.instance("row_or_params", obj, Mapping, "a row, a params dict or JSON text")
     if "structure" not in obj and "params" in obj:  # a dataset row
         return _parse_params(obj["params"])
     return _check_params(dict(obj))
@@ -514,9 +512,7 @@ def _check_params(p: dict) -> dict:
     structure = p.get("structure")
     if structure not in ("atomic", "composition"):
         raise ValueError(f"params.structure must be 'atomic' or 'composition', got {structure!r}")
-    terms = p.get("terms")
-    if not isinstance(terms, (list, tuple)):
-        raise ValueError(f"params.terms must be a list, got {terms!r}")
+    terms = _checks.instance("params.terms", p.get("terms"), (list, tuple), "a list")
     n_terms = 1 if structure == "atomic" else 2
     if len(terms) != n_terms:
         raise ValueError(f"params.terms must hold {n_terms} term(s) for a {structure} function, got {len(terms)}")
@@ -556,9 +552,7 @@ def _check_params(p: dict) -> dict:
             raise ValueError(f"params.corruption.std must be >= 0, got {c['std']!r}")
         _check_seed(c.get("seed"), "params.corruption.seed")
     if variant == "mlp" and not p.get("mlp_weights_missing"):
-        w = p.get("mlp")
-        if not isinstance(w, Mapping):
-            raise ValueError(f"params.mlp must hold the MLP weights w1, b1, w2, b2, got {w!r}")
+        w = _checks.instance("params.mlp", p.get("mlp"), Mapping, "an object of the MLP weights w1, b1, w2, b2")
         for k in ("w1", "b1", "w2"):
             v = w.get(k)
             if not (isinstance(v, (list, tuple)) and v and all(_is_num(c) for c in v)):
@@ -586,10 +580,8 @@ def _clean_fn(p: Mapping) -> Callable[[np.ndarray], Any]:
     fns = [_term_fn(t) for t in p["terms"]]
     if p["structure"] == "atomic":
         return fns[0]
-    g, h = fns
-    if p["op"] == "sum":
-        return lambda x: g(x) + h(x)
-    return lambda x: g(x) * h(x)
+    g, h, op = *fns, _OPERATORS[p["op"]]
+    return lambda x: op(g(x), h(x))
 
 
 def _noise(p: Mapping, seed: int) -> Callable[[np.ndarray, Any], Any]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from typing import Any
 
-from findbench import schema
+from findbench import _checks, schema
 from findbench.find import string_ops as ops
 from findbench.find.unit_tests import NearMissTests, build_unit_tests, near_miss_tests
 
@@ -147,8 +147,7 @@ def _s_split(rng: random.Random) -> dict:
     return {"char": _sample_letter(rng)}
 
 
-def _q(text: str) -> str:
-    return repr(text)
+_q = repr
 
 
 _NUM = "written as lowercase English words (e.g. 3 -> 'three', 21 -> 'twenty-one')"
@@ -338,10 +337,6 @@ OPERATIONS: dict[str, OpSpec] = {spec.name: spec for spec in _OPS}
 if len(OPERATIONS) != len(_OPS):  # pragma: no cover - guards edits of the table above
     raise RuntimeError("OPERATIONS: duplicate operation name in the registry")
 
-#: operations with parameters get their extra constraints checked here (beyond each kind)
-_EXTRA_CHECKS: dict[str, Callable[[str, dict], None]] = {}
-
-
 def _extra_replace(where: str, p: dict) -> None:
     if p["old"] == p["new"]:
         raise ValueError(f"{where}.new must differ from {where}.old, both are {p['old']!r}")
@@ -352,20 +347,20 @@ def _extra_swap(where: str, p: dict) -> None:
         raise ValueError(f"{where}.i must be smaller than {where}.j, got i={p['i']} j={p['j']}")
 
 
-_EXTRA_CHECKS.update({"replace_char": _extra_replace, "replace_substring": _extra_replace, "swap_indices": _extra_swap})
+#: operations with parameters get their extra constraints checked here (beyond each kind)
+_EXTRA_CHECKS: dict[str, Callable[[str, dict], None]] = {
+    "replace_char": _extra_replace, "replace_substring": _extra_replace, "swap_indices": _extra_swap,
+}
 
 
 def _validate_step(k: int, step: Any) -> tuple[OpSpec, dict]:
     where = f"params.ops[{k}]"
-    if not isinstance(step, Mapping):
-        raise TypeError(f"{where} must be a mapping {{'op': name, 'params': {{...}}}}, got {type(step).__name__}")
+    _checks.instance(where, step, Mapping, "a mapping {'op': name, 'params': {...}}")
     name = step.get("op")
     if name not in OPERATIONS:
         raise ValueError(f"{where}.op must be one of the {len(OPERATIONS)} operations in OPERATIONS, got {name!r}")
     spec = OPERATIONS[name]
-    params = step.get("params", {})
-    if not isinstance(params, Mapping):
-        raise TypeError(f"{where}.params must be a mapping, got {type(params).__name__}")
+    params = _checks.instance(f"{where}.params", step.get("params", {}), Mapping, "a mapping")
     missing = sorted(set(spec.param_kinds) - set(params))
     unknown = sorted(set(params) - set(spec.param_kinds))
     if missing:
@@ -388,8 +383,7 @@ def validate_params(params: Any) -> list[tuple[OpSpec, dict]]:
             params = json.loads(params)
         except json.JSONDecodeError as exc:
             raise ValueError(f"params is not valid JSON text: {exc}") from None
-    if not isinstance(params, Mapping):
-        raise TypeError(f"params must be a mapping or JSON text, got {type(params).__name__}")
+    _checks.instance("params", params, Mapping, "a mapping or JSON text")
     steps = params.get("ops")
     if not isinstance(steps, (list, tuple)) or not 1 <= len(steps) <= 2:
         raise ValueError(f"params.ops must be a list of 1 or 2 operations, got {steps!r}")
@@ -470,8 +464,7 @@ def _compose(steps: list[tuple[OpSpec, dict]]) -> Callable[[str], str]:
     bound = [(spec.impl, dict(p)) for spec, p in steps]
 
     def function(x: str) -> str:
-        if not isinstance(x, str):
-            raise TypeError(f"x must be a str, got {type(x).__name__}")
+        _checks.instance("x", x, str, "a str")
         for impl, p in bound:
             x = impl(x, **p)
         return x
@@ -511,10 +504,6 @@ PROBES: tuple[str, ...] = (
 )  # fmt: skip
 
 
-def _signature(fn: Callable[[str], str]) -> tuple[str, ...]:
-    return tuple(fn(p) for p in PROBES)
-
-
 @lru_cache(maxsize=4096)
 def _step_signature(name: str, params_json: str) -> tuple[str, ...]:
     impl, params = OPERATIONS[name].impl, json.loads(params_json)
@@ -534,7 +523,7 @@ def _steps_signature(steps: list[tuple[OpSpec, dict]]) -> tuple[str, ...]:
 @cache
 def _catalog_signatures() -> frozenset:
     """Probe signatures of every parameterless operation (a composition equal to one is degenerate)."""
-    return frozenset(_signature(spec.impl) for spec in _OPS if not spec.param_kinds)
+    return frozenset(tuple(spec.impl(p) for p in PROBES) for spec in _OPS if not spec.param_kinds)
 
 
 _IDENTITY = PROBES
@@ -584,36 +573,34 @@ def _mixed_case(rng: random.Random, text: str) -> str:
     return "".join(ch.upper() if rng.random() < 0.5 else ch.lower() for ch in text)
 
 
-def _base_input(rng: random.Random, kind: str) -> str:
-    if kind == "word":
-        return _word(rng)
-    if kind == "capital":
-        return rng.choice(_NAMES) if rng.random() < 0.5 else _cap(_word(rng))
-    if kind == "upper":
-        return _word(rng).upper() if rng.random() < 0.6 else _phrase(rng, 2, 3).upper()
-    if kind == "mixed":
-        return _mixed_case(rng, _word(rng) if rng.random() < 0.5 else _phrase(rng, 2, 3))
-    if kind == "phrase":
-        text = _phrase(rng, 2, 4)
-        return _cap(text) if rng.random() < 0.5 else text
-    if kind == "sentence":
-        return _cap(_phrase(rng, 4, 7)) + rng.choice(_PUNCTS)
-    if kind == "alnum":
-        r = rng.random()
-        if r < 0.4:
-            return _word(rng) + str(rng.randint(0, 999))
-        if r < 0.7:
-            return f"{rng.randint(2, 99)} {_word(rng)}s"
-        return f"{_word(rng)}{rng.randint(0, 9)}{_word(rng)}{rng.randint(10, 99)}"
-    if kind == "digits":
-        return str(rng.randint(10, 99999)) if rng.random() < 0.5 else f"{rng.randint(1, 12)}/{rng.randint(1, 28)}/{rng.randint(1990, 2030)}"
-    if kind == "punct":
-        return f"{_cap(_word(rng))}, {_word(rng)}{rng.choice(_PUNCTS)}"
-    if kind == "short":
-        return rng.choice(("a", "I", "ok", "Hi", "no", "x", "it", "Yo", "up", "ab"))
-    if kind == "special":
-        return rng.choice(_SPECIAL)
-    raise ValueError(f"unknown input kind {kind!r}")
+def _phrase_input(rng: random.Random) -> str:
+    text = _phrase(rng, 2, 4)
+    return _cap(text) if rng.random() < 0.5 else text
+
+
+def _alnum_input(rng: random.Random) -> str:
+    r = rng.random()
+    if r < 0.4:
+        return _word(rng) + str(rng.randint(0, 999))
+    if r < 0.7:
+        return f"{rng.randint(2, 99)} {_word(rng)}s"
+    return f"{_word(rng)}{rng.randint(0, 9)}{_word(rng)}{rng.randint(10, 99)}"
+
+
+#: input kind -> how a test input of that kind is drawn
+_BASE_INPUTS: dict[str, Callable[[random.Random], str]] = {
+    "word": _word,
+    "capital": lambda rng: rng.choice(_NAMES) if rng.random() < 0.5 else _cap(_word(rng)),
+    "upper": lambda rng: _word(rng).upper() if rng.random() < 0.6 else _phrase(rng, 2, 3).upper(),
+    "mixed": lambda rng: _mixed_case(rng, _word(rng) if rng.random() < 0.5 else _phrase(rng, 2, 3)),
+    "phrase": _phrase_input,
+    "sentence": lambda rng: _cap(_phrase(rng, 4, 7)) + rng.choice(_PUNCTS),
+    "alnum": _alnum_input,
+    "digits": lambda rng: str(rng.randint(10, 99999)) if rng.random() < 0.5 else f"{rng.randint(1, 12)}/{rng.randint(1, 28)}/{rng.randint(1990, 2030)}",
+    "punct": lambda rng: f"{_cap(_word(rng))}, {_word(rng)}{rng.choice(_PUNCTS)}",
+    "short": lambda rng: rng.choice(("a", "I", "ok", "Hi", "no", "x", "it", "Yo", "up", "ab")),
+    "special": lambda rng: rng.choice(_SPECIAL),
+}
 
 
 _KINDS = ("word", "capital", "phrase", "mixed", "alnum", "sentence", "upper", "punct", "phrase", "word")
@@ -710,9 +697,9 @@ def _make_test_inputs(rng: random.Random, fn: Callable[[str], str], hints: dict,
         rng.shuffle(kinds)
         inputs: list[str] = []
         for kind in kinds[:n]:
-            text = _base_input(rng, kind)
+            text = _BASE_INPUTS[kind](rng)
             while text in inputs:
-                text = _base_input(rng, "phrase")
+                text = _phrase_input(rng)
             inputs.append(text)
         inputs = _apply_hints(rng, inputs, hints)
         for i in range(n):

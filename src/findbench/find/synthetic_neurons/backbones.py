@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from findbench import schema
+from findbench import _checks, schema
 from findbench._io import atomic_write_json, cache_dir, cache_lock
 from findbench.find.synthetic_neurons.features import DEFAULT_ENTITY_FEATURES, load_features
 from findbench.find.synthetic_neurons.prompts import (
@@ -273,10 +273,7 @@ def _as_batch(x: Any, name: str = "x") -> tuple[list[str], bool]:
     if isinstance(x, str):
         return [x], True
     if isinstance(x, (list, tuple)):
-        for i, t in enumerate(x):
-            if not isinstance(t, str):
-                raise TypeError(f"{name}[{i}] must be a str, got {type(t).__name__}")
-        return list(x), False
+        return [_checks.instance(f"{name}[{i}]", t, str, "a str") for i, t in enumerate(x)], False
     raise TypeError(f"{name} must be a str or a list of str, got {type(x).__name__}")
 
 
@@ -488,8 +485,7 @@ def make_function(row: Mapping[str, Any], backend: str | None = None, lm: Any = 
         :class:`EntityNeuron` (word(s) -> score(s) in [0, 1]) or :class:`RelationNeuron`
         (input(s) -> answer(s)); both accept a single input or a list (one batch).
     """
-    if not isinstance(row, Mapping):
-        raise TypeError(f"row must be a mapping, got {type(row).__name__}")
+    _checks.instance("row", row, Mapping, "a mapping")
     category = row.get("category")
     if category not in DEFAULT_BACKENDS:
         raise ValueError(f"row['category'] must be one of {sorted(DEFAULT_BACKENDS)}, got {category!r}")

@@ -54,8 +54,7 @@ def split_words(concept: str, n_unit: int = 10, seed: int = 0) -> tuple[list[str
     ``random.Random(f"{seed}:{concept}")`` shuffle (same in every process, different per concept);
     ``held_out`` keeps the file's order.
     """
-    if not isinstance(concept, str):
-        raise TypeError(f"concept must be a str, got {type(concept).__name__}")
+    _checks.instance("concept", concept, str, "a str")
     _checks.integer("n_unit", n_unit)
     _checks.integer("seed", seed)
     words = dict(_load_raw()).get(concept)

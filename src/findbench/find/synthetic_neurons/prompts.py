@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from findbench import _checks
+
 INPUT_PLACEHOLDER = "{input}"
 #: The assistant turn starts with this text before the scored "1"/"0" token.
 ENTITY_ANSWER_PREFIX = "Answer: "
@@ -43,8 +45,7 @@ def _relation_text(concept1: str, concept2: str, exception_clause: str) -> str:
 def _check_text(name: str, value: object, *, optional: bool) -> str | None:
     if value is None and optional:
         return None
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a str{' or None' if optional else ''}, got {type(value).__name__}")
+    _checks.instance(name, value, str, f"a str{' or None' if optional else ''}")
     if not value.strip():
         if optional:
             return None
@@ -81,8 +82,7 @@ def fill_prompt(prompt: str, text: str) -> str:
     """``prompt`` with its input placeholder replaced by ``text``."""
     if not isinstance(prompt, str) or INPUT_PLACEHOLDER not in prompt:
         raise ValueError(f"prompt must be a str containing {INPUT_PLACEHOLDER!r}")
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    _checks.instance("text", text, str, "a str")
     return prompt.replace(INPUT_PLACEHOLDER, text)
 
 
@@ -92,8 +92,7 @@ _PREFIX = re.compile(r"^\s*(?:\[?answer\]?|output|response)\s*[:=]\s*", re.IGNOR
 def parse_relation_answer(text: str) -> str:
     """The answer in an LM completion: first non-empty line, minus an "Answer:" label,
     quotes and a final period; ``"undefined"`` when the model says so."""
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    _checks.instance("text", text, str, "a str")
     line = next((ln for ln in text.splitlines() if ln.strip()), "")
     line = _PREFIX.sub("", line).strip().strip("\"'`*").strip()
     if line.endswith(".") and not line.endswith(".."):

@@ -31,6 +31,8 @@ from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
+from findbench import _checks
+
 OPS = ("eq", "ne", "in", "gt", "lt", "startswith")
 """Comparison operators an exception clause may use."""
 
@@ -176,8 +178,7 @@ class RelationException:
 
     def matches(self, entry: Entry) -> bool:
         """Whether ``entry`` lies in this exception's subdomain (a missing attribute never does)."""
-        if not isinstance(entry, Entry):
-            raise TypeError(f"entry must be an Entry, got {type(entry).__name__}")
+        _checks.instance("entry", entry, Entry, "an Entry")
         got = entry.input if self.attr == "input" else entry.attrs.get(self.attr)
         return got is not None and _MATCH[self.op](got, self.value)
 
@@ -217,8 +218,7 @@ class Entry:
             if not all(isinstance(v, str) and v.strip() for v in value):
                 raise ValueError(f"{name} must hold non-empty strings, got {value!r}")
             object.__setattr__(self, name, value)
-        if not isinstance(self.attrs, Mapping):
-            raise TypeError(f"attrs must be a mapping, got {type(self.attrs).__name__}")
+        _checks.instance("attrs", self.attrs, Mapping, "a mapping")
         if id(self.attrs) not in _FROZEN_ATTRS:
             object.__setattr__(self, "attrs", _freeze(dict(self.attrs)))
         if not set(self.exact) <= {self.input, *self.aliases}:
@@ -309,8 +309,7 @@ class RelationTable:
         A name in an entry's :attr:`Entry.exact` matches only when spelled exactly ("Orange",
         not "orange"; "Çat", not "cat").
         """
-        if not isinstance(text, str):
-            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        _checks.instance("text", text, str, "a str")
         key = normalize_text(text)
         hit = self._index.get(key)
         if hit is not None and key in self._exact and spelling(text) not in self._exact[key]:
