@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from findbench import _checks
-from findbench.find.numeric import _CORRUPTED
+from findbench.find.numeric import _CORRUPTED, _check_boundary, _is_num
 from findbench.find.synthetic_neurons.prompts import UNDEFINED, parse_relation_answer
 from findbench.stats import bootstrap_ci
 
@@ -251,10 +251,6 @@ def parse_intervals(text: str) -> list[tuple[float, float]] | None:
     return None
 
 
-def _is_num(v: Any) -> bool:
-    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(float(v))
-
-
 def _row_domain(row: Any, where: str) -> tuple[float, float]:
     _checks.instance(where, row, Mapping, "a dict (a numeric dataset row)")
     cat = row.get("category")
@@ -279,8 +275,7 @@ def _corruption(row: Mapping[str, Any], where: str) -> tuple[str, list[float]] |
     raw = row.get("corruption_params")
     if kind is None:
         return None
-    if kind not in _CORRUPTION_TYPES:
-        raise ValueError(f"{where}['corruption_type'] must be one of {_CORRUPTION_TYPES} or None, got {kind!r}")
+    _checks.one_of(f"{where}['corruption_type']", kind, _CORRUPTION_TYPES)
     if isinstance(raw, str):
         try:
             params = json.loads(raw)
@@ -292,16 +287,7 @@ def _corruption(row: Mapping[str, Any], where: str) -> tuple[str, list[float]] |
         raise ValueError(
             f"{where}['corruption_params'] must be JSON text (or a dict) with 'boundary', got {raw!r:.100}"
         )
-    b = params.get("boundary")
-    n = 2 if kind == "inside" else 1
-    if isinstance(b, str) or not isinstance(b, Sequence) or len(b) != n or not all(_is_num(v) for v in b):
-        raise ValueError(
-            f"{where}['corruption_params'] boundary must be a list of {n} finite number(s) for {kind!r}, got {b!r}"
-        )
-    b = [float(v) for v in b]
-    if n == 2 and not b[0] < b[1]:
-        raise ValueError(f"{where}['corruption_params'] boundary must be increasing, got {b!r}")
-    return kind, b
+    return kind, _check_boundary(params.get("boundary"), kind, f"{where}['corruption_params'] boundary")
 
 
 def _corrupted_interval(row: Any, where: str) -> tuple[float, float] | None:
@@ -508,11 +494,9 @@ def in_corrupted_subdomain(row: Mapping[str, Any], inputs: Sequence[Any]) -> lis
         exception = row.get("exception")
         if not isinstance(exception, str) or not exception.strip():
             return None
-        from findbench.find.synthetic_neurons.backbones import relation_for_row
+        from findbench.find.synthetic_neurons.backbones import _row_params, relation_for_row
 
-        raw = row.get("params")
-        params = json.loads(raw) if isinstance(raw, str) and raw else (dict(raw) if isinstance(raw, Mapping) else {})
-        table, index = relation_for_row(row, params)
+        table, index = relation_for_row(row, _row_params(row))
         if index is None:
             raise ValueError(
                 f"row['params'] of {row.get('function_id')} names no exception_index, "

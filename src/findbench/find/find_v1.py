@@ -405,14 +405,10 @@ def row_from_find_v1(
         "find_v1": v1_meta,
     }
     if served == "noise":
-        nt = record.get("noise_type")
-        if nt not in nm.NOISE_TYPES:
-            raise ValueError(f"record['noise_type'] must be one of {nm.NOISE_TYPES}, got {nt!r}")
-        p["noise"] = {"type": nt, "seed": index}
+        p["noise"] = {"type": _checks.one_of("record['noise_type']", record.get("noise_type"), nm.NOISE_TYPES),
+                      "seed": index}
     elif served == "corruption":
-        ct = record.get("corruption_type")
-        if ct not in _V1_CORRUPTION:
-            raise ValueError(f"record['corruption_type'] must be one of {sorted(_V1_CORRUPTION)}, got {ct!r}")
+        ct = _checks.one_of("record['corruption_type']", record.get("corruption_type"), sorted(_V1_CORRUPTION))
         cp = record.get("corruption_params")
         if not isinstance(cp, Mapping) or not nm._is_num(cp.get("std")) or not isinstance(cp.get("boundary"), list):
             raise ValueError(f"record['corruption_params'] must hold 'std' (the mean of f) and 'boundary', got {cp!r}")

@@ -445,8 +445,7 @@ _FAMILIES: dict[str, _Family] = {
 
 def family_domain(family: str) -> tuple[float, float]:
     """FIND's domain of an atomic family: [0, 100] for root, [1, 100] for logarithm, else [-100, 100]."""
-    if family not in _FAMILIES:
-        raise ValueError(f"family must be one of {sorted(_FAMILIES)}, got {family!r}")
+    _checks.one_of("family", family, _FAMILIES)
     return _DOMAINS.get(family, _DEFAULT_DOMAIN)
 
 
@@ -454,6 +453,15 @@ def _is_num(v: Any) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and math.isfinite(float(v))
 
 
+def _is_num_list(v: Any) -> bool:
+    return isinstance(v, (list, tuple)) and bool(v) and all(_is_num(c) for c in v)
+
+
+#: parameter -> (valid?, what a valid value is), beyond a finite number
+_PARAM_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    **dict.fromkeys(("coeffs", "numerator", "denominator"), (_is_num_list, "a non-empty list of finite numbers")),
+    "n": (lambda v: not isinstance(v, bool) and isinstance(v, (int, np.integer)) and v >= 1, "a positive int"),
+}
 _PARAM_RULES: dict[str, tuple[str, Callable[[Mapping], bool]]] = {
     **{
         f: ("period must be non-zero", lambda p: float(p["period"]) != 0) for f in ("tanh", "sin", "cos", "square_wave")
@@ -466,9 +474,7 @@ _PARAM_RULES: dict[str, tuple[str, Callable[[Mapping], bool]]] = {
 
 def _check_term(term: Any, where: str) -> dict:
     _checks.instance(where, term, Mapping, "an object with 'family' and 'params'")
-    fam = term.get("family")
-    if fam not in _FAMILIES:
-        raise ValueError(f"{where}.family must be one of {sorted(_FAMILIES)}, got {fam!r}")
+    fam = _checks.one_of(f"{where}.family", term.get("family"), _FAMILIES)
     p = _checks.instance(f"{where}.params", term.get("params"), Mapping, "an object")
     spec = _FAMILIES[fam]
     missing = [k for k in spec.params if k not in p]
@@ -478,15 +484,9 @@ def _check_term(term: Any, where: str) -> dict:
             f"{where}.params of {fam} must have exactly {list(spec.params)}; missing {missing}, unknown {extra}"
         )
     for k in spec.params:
-        v = p[k]
-        if k in ("coeffs", "numerator", "denominator"):
-            if not isinstance(v, (list, tuple)) or not v or not all(_is_num(c) for c in v):
-                raise ValueError(f"{where}.params.{k} must be a non-empty list of finite numbers, got {v!r}")
-        elif k == "n":
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"{where}.params.n must be a positive int, got {v!r}")
-        elif not _is_num(v):
-            raise ValueError(f"{where}.params.{k} must be a finite number, got {v!r}")
+        valid, what = _PARAM_TYPES.get(k, (_is_num, "a finite number"))
+        if not valid(p[k]):
+            raise ValueError(f"{where}.params.{k} must be {what}, got {p[k]!r}")
     rule = _PARAM_RULES.get(fam)
     if rule is not None and not rule[1](p):
         raise ValueError(f"{where}.params of {fam}: {rule[0]}, got {dict(p)!r}")
@@ -525,37 +525,27 @@ def _check_params(p: dict) -> dict:
     dom = p.get("domain")
     if not (isinstance(dom, (list, tuple)) and len(dom) == 2 and all(_is_num(d) for d in dom) and dom[0] < dom[1]):
         raise ValueError(f"params.domain must be [low, high] with low < high, got {dom!r}")
-    variant = p.get("variant")
-    if variant not in VARIANTS:
-        raise ValueError(f"params.variant must be one of {VARIANTS}, got {variant!r}")
+    variant = _checks.one_of("params.variant", p.get("variant"), VARIANTS)
     if variant == "noise":
         nz = p.get("noise")
         if not isinstance(nz, Mapping) or nz.get("type") not in NOISE_TYPES:
             raise ValueError(f"params.noise.type must be one of {NOISE_TYPES}, got {nz!r}")
-        _check_seed(nz.get("seed"), "params.noise.seed")
+        _checks.integer("params.noise.seed", nz.get("seed"), 0)
     if variant == "corruption":
         c = p.get("corruption")
         if not isinstance(c, Mapping) or c.get("type") not in _CORRUPTION_TYPES:
             raise ValueError(f"params.corruption.type must be one of {_CORRUPTION_TYPES}, got {c!r}")
-        b = c.get("boundary")
-        nb = 2 if c["type"] == "inside" else 1
-        if not (isinstance(b, (list, tuple)) and len(b) == nb and all(_is_num(v) for v in b)):
-            raise ValueError(
-                f"params.corruption.boundary must be a list of {nb} number(s) for type {c['type']!r}, got {b!r}"
-            )
-        if nb == 2 and not b[0] < b[1]:
-            raise ValueError(f"params.corruption.boundary must be increasing, got {b!r}")
+        _check_boundary(c.get("boundary"), c["type"], "params.corruption.boundary")
         for k in ("mean", "std"):
             if not _is_num(c.get(k)):
                 raise ValueError(f"params.corruption.{k} must be a finite number, got {c.get(k)!r}")
         if float(c["std"]) < 0:
             raise ValueError(f"params.corruption.std must be >= 0, got {c['std']!r}")
-        _check_seed(c.get("seed"), "params.corruption.seed")
+        _checks.integer("params.corruption.seed", c.get("seed"), 0)
     if variant == "mlp" and not p.get("mlp_weights_missing"):
         w = _checks.instance("params.mlp", p.get("mlp"), Mapping, "an object of the MLP weights w1, b1, w2, b2")
         for k in ("w1", "b1", "w2"):
-            v = w.get(k)
-            if not (isinstance(v, (list, tuple)) and v and all(_is_num(c) for c in v)):
+            if not _is_num_list(w.get(k)):
                 raise ValueError(f"params.mlp.{k} must be a non-empty list of finite numbers")
         if not len(w["w1"]) == len(w["b1"]) == len(w["w2"]):
             raise ValueError("params.mlp.w1, b1 and w2 must have the same length (the hidden width)")
@@ -564,10 +554,14 @@ def _check_params(p: dict) -> dict:
     return p
 
 
-def _check_seed(v: Any, field: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-        raise ValueError(f"{field} must be a non-negative int, got {v!r}")
-    return int(v)
+def _check_boundary(b: Any, kind: str, field: str) -> list[float]:
+    """The corruption boundary ``b`` of type ``kind`` as floats: one number, two increasing for "inside"."""
+    n = 2 if kind == "inside" else 1
+    if not (isinstance(b, (list, tuple)) and len(b) == n and all(_is_num(v) for v in b)):
+        raise ValueError(f"{field} must be a list of {n} finite number(s) for type {kind!r}, got {b!r}")
+    if n == 2 and not b[0] < b[1]:
+        raise ValueError(f"{field} must be increasing, got {b!r}")
+    return [float(v) for v in b]
 
 
 def _term_fn(term: Mapping) -> Callable[[np.ndarray], Any]:

@@ -34,7 +34,6 @@ COMPOSITION_FRACTION = 0.7
 N_TEST_INPUTS = 10
 
 
-_VOWELS = "aeiou"
 _COMMON_LOWER = "etaoinsrhldcum"
 _SUBSTRINGS = ("th", "he", "in", "er", "an", "re", "on", "at", "en", "nd", "ing", "the", "ion", "ou", "ea", "st", "ll", "ss")
 _PUNCT = "-_.,!*#/"

@@ -120,8 +120,7 @@ def fit_entity_probes(
         raise ValueError(f"positive_prior must be in (0, 1), got {positive_prior}")
     if background_rate is not None and not 0.0 < background_rate < 1.0:
         raise ValueError(f"background_rate must be in (0, 1) or None, got {background_rate}")
-    if not isinstance(n_folds, int) or n_folds < 2:
-        raise ValueError(f"n_folds must be an int >= 2, got {n_folds!r}")
+    _checks.integer("n_folds", n_folds, 2)
     config = {"version": _PROBE_VERSION, "encoder": encoder, "C": C, "n_folds": n_folds,
               "positive_prior": positive_prior, "background_rate": background_rate, "seed": seed, "decimals": decimals,
               "words": {c: list(ws) for c, ws in unit_words.items()}}
@@ -285,10 +284,8 @@ def _load_lm_cached(spec: str):
 
 
 def _resolve_lm(lm: Any):
-    if lm is None:
-        lm = DEFAULT_LM
-    if isinstance(lm, str):
-        return _load_lm_cached(lm)
+    if lm is None or isinstance(lm, str):
+        return _load_lm_cached(DEFAULT_LM if lm is None else lm)
     if not (hasattr(lm, "generate") and hasattr(lm, "candidate_logprobs")):
         raise TypeError(f"lm must be an LM (generate, candidate_logprobs) or a model spec, got {type(lm).__name__}")
     return lm
@@ -318,8 +315,7 @@ class EntityNeuron:
     ):
         if isinstance(concepts, str) or not 1 <= len(concepts) <= 2:
             raise ValueError(f"concepts must list one or two concepts, got {concepts!r}")
-        if backend not in ENTITY_BACKENDS:
-            raise ValueError(f"backend must be one of {ENTITY_BACKENDS} for entity neurons, got {backend!r}")
+        _checks.one_of("backend", backend, ENTITY_BACKENDS)
         self.concepts = tuple(concepts)
         self.backend = backend
         if backend == "embedding":
@@ -388,8 +384,7 @@ class RelationNeuron:
         prompt: str | None = None,
         max_new_tokens: int = 24,
     ):
-        if backend not in RELATION_BACKENDS:
-            raise ValueError(f"backend must be one of {RELATION_BACKENDS} for relation neurons, got {backend!r}")
+        _checks.one_of("backend", backend, RELATION_BACKENDS)
         if exception_index not in (None, 0, 1) or isinstance(exception_index, bool):
             raise ValueError(f"exception_index must be None, 0 or 1, got {exception_index!r}")
         self.table = table
@@ -405,7 +400,7 @@ class RelationNeuron:
         """Answers for a batch of inputs."""
         texts, _ = _as_batch(list(texts) if not isinstance(texts, str) else texts, "inputs")
         if self.backend == "table":
-            return [_entry_answer(self.table, self.exception_index, self.table.lookup(t)) for t in texts]
+            return [table_answer(self.table, self.exception_index, t) for t in texts]
         if not texts:
             return []
         convs = [[{"role": "user", "content": fill_prompt(self.prompt, t)}] for t in texts]
@@ -486,14 +481,10 @@ def make_function(row: Mapping[str, Any], backend: str | None = None, lm: Any = 
         (input(s) -> answer(s)); both accept a single input or a list (one batch).
     """
     _checks.instance("row", row, Mapping, "a mapping")
-    category = row.get("category")
-    if category not in DEFAULT_BACKENDS:
-        raise ValueError(f"row['category'] must be one of {sorted(DEFAULT_BACKENDS)}, got {category!r}")
+    category = _checks.one_of("row['category']", row.get("category"), sorted(DEFAULT_BACKENDS))
     params = _row_params(row)
     backend = backend or row.get("backbone") or DEFAULT_BACKENDS[category]
-    allowed = ENTITY_BACKENDS if category == "neurons_entities" else RELATION_BACKENDS
-    if backend not in allowed:
-        raise ValueError(f"backend must be one of {allowed} for {category}, got {backend!r}")
+    _checks.one_of("backend", backend, ENTITY_BACKENDS if category == "neurons_entities" else RELATION_BACKENDS)
     cfg = params.get("backbones", {}).get(backend, {})
     if backend == "lm" and lm is None:
         lm = cfg.get("model", DEFAULT_LM)

@@ -61,9 +61,7 @@ def render_prompt(category: str, concept1: str, concept2: str | None = None, exc
     Relations: ``concept1`` the input kind (``"a country"``), ``concept2`` the output (required),
     ``exception`` the corruption clause or None.
     """
-    if not isinstance(category, str) or category not in _CATEGORIES:
-        raise ValueError(f"category must be one of {sorted(_CATEGORIES)}, got {category!r}")
-    kind = _CATEGORIES[category]
+    kind = _CATEGORIES[_checks.one_of("category", category, sorted(_CATEGORIES))]
     c1 = _check_text("concept1", concept1, optional=False)
     c2 = _check_text("concept2", concept2, optional=True)
     exc = _check_text("exception", exception, optional=True)

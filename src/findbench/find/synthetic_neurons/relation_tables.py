@@ -36,9 +36,6 @@ from findbench import _checks
 OPS = ("eq", "ne", "in", "gt", "lt", "startswith")
 """Comparison operators an exception clause may use."""
 
-COVERAGE = ("served", "coverage_miss", "out_of_domain")
-"""What :meth:`RelationTable.coverage` says about an input."""
-
 _SCALARS = (str, int, float, bool, type(None))
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bb": "'", "`": "'", "\u00b4": "'"})
 _OUTER = " \t\"'.,;:!?"
@@ -165,8 +162,7 @@ class RelationException:
             raise ValueError("text must be a non-empty string")
         if not isinstance(self.attr, str) or not self.attr:
             raise ValueError("attr must be a non-empty string")
-        if self.op not in OPS:
-            raise ValueError(f"op must be one of {OPS}, got {self.op!r}")
+        _checks.one_of("op", self.op, OPS)
         if self.op in ("gt", "lt") and not _real(self.value):
             raise TypeError(f"value must be a number for op {self.op!r}, got {self.value!r}")
         if self.op == "startswith" and (not isinstance(self.value, str) or not self.value):

@@ -71,12 +71,10 @@ def entity_selectivity(
 
     from findbench.find.synthetic_neurons.entities import entity_splits, generate_entities
 
-    if backend not in ENTITY_BACKENDS:
-        raise ValueError(f"backend must be one of {ENTITY_BACKENDS}, got {backend!r}")
+    _checks.one_of("backend", backend, ENTITY_BACKENDS)
     _checks.positive_int("limit", limit, optional=True)
     _checks.positive_int("words_per_concept", words_per_concept, optional=True)
-    if held_out not in ("members", "associations"):
-        raise ValueError(f"held_out must be 'members' or 'associations', got {held_out!r}")
+    _checks.one_of("held_out", held_out, ("members", "associations"))
     rows = list(rows) if rows is not None else generate_entities(seed)
     splits = splits if splits is not None else entity_splits(seed)
     atomic = [r for r in rows if r["subcategory"] == "atomic"]
@@ -256,8 +254,7 @@ def relation_accuracy(
         resolve_tables,
     )
 
-    if backend not in RELATION_BACKENDS:
-        raise ValueError(f"backend must be one of {RELATION_BACKENDS}, got {backend!r}")
+    _checks.one_of("backend", backend, RELATION_BACKENDS)
     _checks.positive_int("limit", limit, optional=True)
     _checks.positive_int("entries_per_relation", entries_per_relation, optional=True)
     check = tables is None if check is None else check
