@@ -238,22 +238,15 @@ def score_exact_match(
         ref, pred = results[i], results[n + i]
         if ref.status != "ok":
             raise ValueError(f"references[{i}]: ground-truth code failed ({ref.status}): {ref.message}")
-        counted = right = 0
-        raised = []
-        for j in range(len(inputs[i])):
-            if ref.errors[j] is not None:
-                continue
-            counted += 1
-            if pred.status == "ok" and pred.errors[j] is not None:
-                raised.append(j)
-            elif pred.status == "ok" and _same(pred.values[j], ref.values[j]):
-                right += 1
-        if counted == 0:
+        counted = [j for j in range(len(inputs[i])) if ref.errors[j] is None]  # the truth ran on these
+        ran = [j for j in counted if pred.status == "ok" and pred.errors[j] is None]
+        raised = [j for j in counted if pred.status == "ok" and pred.errors[j] is not None]
+        if not counted:
             raise ValueError(f"references[{i}]: ground-truth code raised on every test input")
-        per_function.append(right / counted)
+        per_function.append(sum(_same(pred.values[j], ref.values[j]) for j in ran) / len(counted))
         errors.append(failure_reason(pred) if pred.status != "ok" else (
             f"{short_reason(pred.errors[raised[0]])} (on test input {raised[0]}; "
-            f"{len(raised)} of {counted} inputs raised)" if raised else None))
+            f"{len(raised)} of {len(counted)} inputs raised)" if raised else None))
     return {
         "exact_match": float(np.mean(per_function)),
         "exact_match_ci": list(bootstrap_ci(per_function)),

@@ -126,27 +126,20 @@ _BARE_NONE = re.compile(r"^\W*(?:none|no|n/?a|nothing|-+|no\s+interval|no\s+corr
 _OUTSIDE = re.compile(r"\boutside(?:\s+of)?(?:\s+the)?(?:\s+(?:interval|range|region))?(?:\s+of)?\s*$")
 _JOIN = re.compile(r"\s*,?\s*(?:and|but|&&?|while|,)?\s*")
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+#: LaTeX and spelled-out comparisons and infinities, as the patterns above read them
+_LATEX = [(re.compile(p), repl) for p, repl in (
+    (r"\\(?:le|leq)\b", "<="), (r"\\(?:ge|geq)\b", ">="), (r"\\infty\b", "inf"),
+    (r"\b(?:negative|minus)\s+inf(?:inity)?\b", "-inf"), (r"\b(?:positive|plus)\s+inf(?:inity)?\b", "inf"),
+)]
 
 
 def _normalise(text: str) -> str:
     t = text.lower()
     for a, b in (("−", "-"), ("≤", "<="), ("⩽", "<="), ("≥", ">="), ("⩾", ">="), ("∞", "inf"), ("`", ""), ("$", "")):
         t = t.replace(a, b)
-    t = re.sub(r"\\(?:le|leq)\b", "<=", t)
-    t = re.sub(r"\\(?:ge|geq)\b", ">=", t)
-    t = re.sub(r"\\infty\b", "inf", t)
-    t = re.sub(r"\b(?:negative|minus)\s+inf(?:inity)?\b", "-inf", t)
-    t = re.sub(r"\b(?:positive|plus)\s+inf(?:inity)?\b", "inf", t)
+    for pattern, repl in _LATEX:
+        t = pattern.sub(repl, t)
     return t
-
-
-def _to_float(s: str) -> float:
-    s = s.strip().replace(" ", "")
-    sign = -1.0 if s.startswith("-") else 1.0
-    body = s.lstrip("+-")
-    if body.startswith("inf"):
-        return sign * _INF
-    return float(s)
 
 
 def _matches(sentence: str) -> list[tuple[int, int, str, tuple[float, float]]]:
@@ -158,10 +151,10 @@ def _matches(sentence: str) -> list[tuple[int, int, str, tuple[float, float]]]:
             if kind in _HALF_LINES:
                 iv, k = _HALF_LINES[kind]
             elif kind == "two":
-                a, b = _to_float(m.group(1)), _to_float(m.group(2))
+                a, b = float(m.group(1)), float(m.group(2))  # _NUM's numbers are float()'s syntax
                 iv, k = (min(a, b), max(a, b)), kind
             else:
-                v = _to_float(m.group(1))
+                v = float(m.group(1))
                 iv, k = ((v, _INF) if kind == "lower" else (-_INF, v)), kind
             if any(math.isnan(v) for v in iv):
                 continue
@@ -246,9 +239,7 @@ def parse_intervals(text: str) -> list[tuple[float, float]] | None:
     found = cue_ivs or other_ivs
     if found:
         return [(float(a), float(b)) for a, b in found]
-    if says_none or declared or whole:
-        return []
-    return None
+    return [] if says_none or declared or whole else None
 
 
 def _row_domain(row: Any, where: str) -> tuple[float, float]:
@@ -290,7 +281,14 @@ def _corruption(row: Mapping[str, Any], where: str) -> tuple[str, list[float]] |
     return kind, _check_boundary(params.get("boundary"), kind, f"{where}['corruption_params'] boundary")
 
 
-def _corrupted_interval(row: Any, where: str) -> tuple[float, float] | None:
+def corrupted_interval(row: Mapping[str, Any], where: str = "row") -> tuple[float, float] | None:
+    """The corrupted interval of a numeric row, clipped to ``[domain_low, domain_high]``.
+
+    As served (:func:`findbench.find.numeric.make_function`): ``below`` is ``x <= b0``, ``above``
+    ``x >= b0``, ``inside`` ``b0 < x < b1``. None for a row without corruption or whose corrupted
+    part misses the domain; a malformed row raises ValueError/TypeError naming the field (``row``,
+    or ``where``).
+    """
     lo, hi = _row_domain(row, where)
     spec = _corruption(row, where)
     if spec is None:
@@ -303,16 +301,6 @@ def _corrupted_interval(row: Any, where: str) -> tuple[float, float] | None:
     if a > z:  # the corrupted part misses the domain: nothing served is corrupted
         return None
     return (a, z)
-
-
-def corrupted_interval(row: Mapping[str, Any]) -> tuple[float, float] | None:
-    """The corrupted interval of a numeric row, clipped to ``[domain_low, domain_high]``.
-
-    As served (:func:`findbench.find.numeric.make_function`): ``below`` is ``x <= b0``, ``above``
-    ``x >= b0``, ``inside`` ``b0 < x < b1``. None for a row without corruption or whose corrupted
-    part misses the domain; a malformed row raises ValueError/TypeError naming the field.
-    """
-    return _corrupted_interval(row, "row")
 
 
 def domain_reference(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -405,7 +393,7 @@ def score_domain(
     for i, p in enumerate(predictions):
         _checks.instance(f"predictions[{i}]", p, str, "a str (the interpretation)")
     truths = [
-        (_row_domain(r, f"{argument}[{i}]"), _corrupted_interval(r, f"{argument}[{i}]")) for i, r in enumerate(rows)
+        (_row_domain(r, f"{argument}[{i}]"), corrupted_interval(r, f"{argument}[{i}]")) for i, r in enumerate(rows)
     ]
     preds = [parse_intervals(p) for p in predictions]
     ious = [0.0 if pred is None else interval_iou(pred, truth, dom) for pred, (dom, truth) in zip(preds, truths)]
@@ -434,10 +422,8 @@ def domain_unit_tests(row: Mapping[str, Any], *, where: str = "row") -> list[dic
         raise ValueError(f"{where}['category'] is {cat!r}: excepted subdomains exist only for neurons_relations")
     exception = row.get("exception")
     _checks.instance(f"{where}['exception']", exception, (str, type(None)), "a str or None")
-    if not exception or not exception.strip():
-        return []
     tests = row.get("unit_tests")
-    if tests is None:
+    if not exception or not exception.strip() or tests is None:
         return []
     _checks.instance(f"{where}['unit_tests']", tests, Iterable, "a list of unit tests", exclude=(str, Mapping))
     out = []

@@ -134,9 +134,7 @@ def convert_unit_tests(record: Mapping[str, Any], category: str) -> list[dict]:
             if not (isinstance(tv, list) and len(tv) == 2 and len(tv[0]) == len(tv[1])):
                 raise ValueError(f"{where}: test_vec[{k}] must be [[inputs], [outputs]] of equal length")
             inputs = [str(x) for x in tv[0]]
-            outputs = [str(x) for x in tv[1]]
-            if category == "neurons_relations":
-                outputs = [o.strip() for o in outputs]
+            outputs = [str(x).strip() if category == "neurons_relations" else str(x) for x in tv[1]]
         c = int(c)
         if not 1 <= c <= len(inputs):
             raise ValueError(f"{where}: correct_inx[{k}] = {c} is outside 1..{len(inputs)}")
@@ -204,10 +202,7 @@ def _strings_rows(root: Path) -> list[dict]:
 
 
 def _clean(text: Any) -> str | None:
-    if text is None:
-        return None
-    text = str(text).strip()
-    return text or None
+    return None if text is None else str(text).strip() or None
 
 
 def _neuron_rows(root: Path, category: str) -> list[dict]:
@@ -282,12 +277,8 @@ def load_rows(category: str, data_dir: str | os.PathLike | None = None) -> list[
         root = Path(data_dir)
         if not root.is_dir():
             raise FileNotFoundError(f"data_dir {root} is not a folder")
-    if category == "numeric":
-        rows = _numeric_rows(root)
-    elif category == "strings":
-        rows = _strings_rows(root)
-    else:
-        rows = _neuron_rows(root, category)
+    readers = {"numeric": _numeric_rows, "strings": _strings_rows}
+    rows = readers[category](root) if category in readers else _neuron_rows(root, category)
     rows.sort(key=lambda r: r["function_id"])
     ids = [r["function_id"] for r in rows]
     if len(set(ids)) != len(ids):
@@ -312,8 +303,7 @@ def _v1_parse_name(record: Mapping) -> tuple[str, list[str], str | None]:
     name = record.get("name")
     if not isinstance(name, str) or "(" not in name:
         raise ValueError(f"record['name'] must look like 'relu((...))' or 'f1;f2;op(...)', got {name!r}")
-    head = name.split("(", 1)[0]
-    parts = head.split(";")
+    parts = name.split("(", 1)[0].split(";")
     if len(parts) == 1:
         fam = parts[0]
         if fam not in nm.ATOMIC_FAMILIES:
@@ -386,13 +376,6 @@ def row_from_find_v1(
                 )
                 terms[k] = {"family": "step", "params": dict(_V1_SIGN["params"])}
 
-    v1_meta: dict[str, Any] = {
-        "dir": dir_name,
-        "name": record.get("name"),
-        "served_file": variant if variant in _V1_VARIANTS else None,
-        "approx_mse_error": record.get("approx_mse_error"),
-        "quirks": quirks,
-    }
     p: dict[str, Any] = {
         "structure": structure,
         "op": op,
@@ -402,7 +385,13 @@ def row_from_find_v1(
         "noise": None,
         "corruption": None,
         "mlp": None,
-        "find_v1": v1_meta,
+        "find_v1": {
+            "dir": dir_name,
+            "name": record.get("name"),
+            "served_file": variant if variant in _V1_VARIANTS else None,
+            "approx_mse_error": record.get("approx_mse_error"),
+            "quirks": quirks,
+        },
     }
     if served == "noise":
         p["noise"] = {"type": _checks.one_of("record['noise_type']", record.get("noise_type"), nm.NOISE_TYPES),

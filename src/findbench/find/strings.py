@@ -687,12 +687,9 @@ def _make_test_inputs(rng: random.Random, fn: Callable[[str], str], hints: dict,
         if attempt >= attempts and best is not None and best[0][0] == len(parts):
             break
         kinds = list(_KINDS)
-        if rng.random() < 0.4:
-            kinds[rng.randrange(n)] = "special"
-        if rng.random() < 0.3:
-            kinds[rng.randrange(n)] = "short"
-        if rng.random() < 0.3:
-            kinds[rng.randrange(n)] = "digits"
+        for kind, chance in (("special", 0.4), ("short", 0.3), ("digits", 0.3)):
+            if rng.random() < chance:
+                kinds[rng.randrange(n)] = kind
         rng.shuffle(kinds)
         inputs: list[str] = []
         for kind in kinds[:n]:
@@ -737,17 +734,11 @@ def _shows_both_steps(steps: list[tuple[OpSpec, dict]], sig: tuple[str, ...]) ->
 
 
 def _accept(steps, sig, seen_keys, seen_sigs) -> bool:
-    if _key(steps) in seen_keys or sig in seen_sigs:
-        return False
-    if sig == _IDENTITY or len(set(sig[1:])) == 1:  # identity, or constant on non-empty probes
-        return False
-    if len(steps) == 2:
-        if sig in _catalog_signatures():
-            return False
-        for spec, p in steps:
-            if sig == _step_signature(spec.name, schema.dumps(p)):
-                return False
-    return True
+    if _key(steps) in seen_keys or sig in seen_sigs or sig == _IDENTITY or len(set(sig[1:])) == 1:
+        return False  # seen, the identity, or constant on non-empty probes
+    # a composition equal to a parameterless operation or to one of its steps alone is degenerate
+    return len(steps) < 2 or not (sig in _catalog_signatures()
+                                  or any(sig == _step_signature(spec.name, schema.dumps(p)) for spec, p in steps))
 
 
 def degenerate(row: Mapping[str, Any]) -> str | None:

@@ -15,6 +15,8 @@ import random
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
+from findbench import _checks
+
 Item = str | tuple[str, str]
 
 N_TESTS = 10
@@ -59,8 +61,7 @@ def build_unit_tests(
         a distractor never equals another option of its test. ValueError when no valid distractor
         can be found.
     """
-    if not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    _checks.instance("seed", seed, int, "an int")
     if n_options < 2:
         raise ValueError(f"n_options must be at least 2, got {n_options}")
     if len(correct_items) < 2:

@@ -186,10 +186,7 @@ def _intercept_for_rate(scores: np.ndarray, rate: float) -> float:
     lo, hi = -50.0, 50.0
     for _ in range(200):
         mid = 0.5 * (lo + hi)
-        if float(_sigmoid(scores + mid).mean()) > rate:
-            hi = mid
-        else:
-            lo = mid
+        lo, hi = (lo, mid) if float(_sigmoid(scores + mid).mean()) > rate else (mid, hi)
     return 0.5 * (lo + hi)
 
 
@@ -245,11 +242,11 @@ def _fit_entity_probes(config: Mapping[str, Any], *, progress: bool = True
     if rate is not None:  # shift the intercept so other concepts' words average `rate` (cross-fitted)
         b = _intercept_for_rate(a * z[~positive], rate)
     d = config["decimals"]
-    probes = {}
-    for j, c in enumerate(concepts):
-        w = a * full_w[j] / sd[j]
-        bias = a * (full_b[j] - mu[j]) / sd[j] + b
-        probes[c] = EntityProbe(c, tuple(round(float(v), d) for v in w), round(float(bias), d))
+    probes = {  # the calibrated read-out: weights a * w / sd, bias a * (b_j - mu) / sd + b
+        c: EntityProbe(c, tuple(round(float(v), d) for v in a * full_w[j] / sd[j]),
+                       round(float(a * (full_b[j] - mu[j]) / sd[j] + b), d))
+        for j, c in enumerate(concepts)
+    }
     cv_auc = float(np.mean([roc_auc_score(positive[:, j], cross[:, j]) for j in range(n)]))
     info = {
         "method": "logistic probe on word features + Platt calibration of cross-fitted, background-standardised scores",
@@ -271,9 +268,8 @@ def _as_batch(x: Any, name: str = "x") -> tuple[list[str], bool]:
     """(inputs, was_single) for a str or a sequence of str; TypeError naming the bad one."""
     if isinstance(x, str):
         return [x], True
-    if isinstance(x, (list, tuple)):
-        return [_checks.instance(f"{name}[{i}]", t, str, "a str") for i, t in enumerate(x)], False
-    raise TypeError(f"{name} must be a str or a list of str, got {type(x).__name__}")
+    _checks.instance(name, x, (list, tuple), "a str or a list of str")
+    return [_checks.instance(f"{name}[{i}]", t, str, "a str") for i, t in enumerate(x)], False
 
 
 @functools.lru_cache(maxsize=4)

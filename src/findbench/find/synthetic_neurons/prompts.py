@@ -68,12 +68,10 @@ def render_prompt(category: str, concept1: str, concept2: str | None = None, exc
     if kind == "neurons_entities":
         if exc is not None:
             raise ValueError("exception: entity neurons take no exception clause")
-        topic = c1 if c2 is None else f"{c1} or to {c2}"
-        return _entity_text(topic)
+        return _entity_text(c1 if c2 is None else f"{c1} or to {c2}")
     if c2 is None:
         raise ValueError("concept2: a relation needs its output kind")
-    clause = "" if exc is None else f", or if {exc}"
-    return _relation_text(c1, c2, clause)
+    return _relation_text(c1, c2, "" if exc is None else f", or if {exc}")
 
 
 def fill_prompt(prompt: str, text: str) -> str:

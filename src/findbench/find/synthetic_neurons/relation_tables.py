@@ -96,11 +96,7 @@ _FROZEN_ATTRS: set[int] = set()
 
 def _frozen(value: Any) -> bool:
     """Whether ``value`` is already immutable (checked one level deep)."""
-    if isinstance(value, _SCALARS):
-        return True
-    if isinstance(value, tuple):
-        return all(isinstance(v, _SCALARS) for v in value)
-    return False
+    return isinstance(value, _SCALARS) or (isinstance(value, tuple) and all(isinstance(v, _SCALARS) for v in value))
 
 
 def _freeze(value: Any) -> Any:
@@ -158,10 +154,9 @@ class RelationException:
     value: object
 
     def __post_init__(self) -> None:
-        if not isinstance(self.text, str) or not self.text.strip():
-            raise ValueError("text must be a non-empty string")
-        if not isinstance(self.attr, str) or not self.attr:
-            raise ValueError("attr must be a non-empty string")
+        for name in ("text", "attr"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name).strip():
+                raise ValueError(f"{name} must be a non-empty string")
         _checks.one_of("op", self.op, OPS)
         if self.op in ("gt", "lt") and not _real(self.value):
             raise TypeError(f"value must be a number for op {self.op!r}, got {self.value!r}")
@@ -262,9 +257,8 @@ class RelationTable:
     _exact: Mapping[str, frozenset[str]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "entries", tuple(self.entries))
-        object.__setattr__(self, "exceptions", tuple(self.exceptions))
-        object.__setattr__(self, "core", tuple(self.core))
+        for name in ("entries", "exceptions", "core"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
         if len(self.exceptions) != 2 or not all(isinstance(e, RelationException) for e in self.exceptions):
             raise ValueError(f"{self.key}: exceptions must be two RelationException objects")
         if not self.entries:
@@ -352,9 +346,7 @@ def _drop_the(text: str) -> str:
 
 
 def _as_list(value: Any) -> list[Any]:
-    if value is None:
-        return []
-    return list(value) if isinstance(value, (list, tuple)) else [value]
+    return [] if value is None else list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 def _render(value: Any, fmt: str | None) -> str:
@@ -460,13 +452,9 @@ def get_relation_table(key: str) -> RelationTable:
 def table_fingerprint(table: RelationTable) -> str:
     """sha256 of the canonical JSON of ``table``'s entries (inputs, answers, aliases, attributes):
     a data package release that changes any answer changes the fingerprint."""
-    digest = hashlib.sha256()
-    for entry in table.entries:
-        digest.update(
-            json.dumps(entry.to_dict(), sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        )
-        digest.update(b"\n")
-    return digest.hexdigest()
+    lines = (json.dumps(e.to_dict(), sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n"
+             for e in table.entries)
+    return hashlib.sha256("".join(lines).encode("utf-8")).hexdigest()
 
 
 def data_packages() -> dict[str, dict[str, str]]:

@@ -95,15 +95,8 @@ def other_kind_inputs(tables: Sequence, i: int) -> list[str]:
     """Core inputs of relations whose input kind differs from table ``i``'s and that table ``i``
     does not know (its out-of-domain inputs)."""
     me = tables[i]
-    seen, out = set(), []
-    for t in tables:
-        if t.concept1 == me.concept1:
-            continue
-        for e in t.sample_entries:
-            if e.input not in seen and me.lookup(e.input) is None:
-                seen.add(e.input)
-                out.append(e.input)
-    return out
+    return list(dict.fromkeys(e.input for t in tables if t.concept1 != me.concept1
+                              for e in t.sample_entries if me.lookup(e.input) is None))
 
 
 #: Another relation is "of the same kind" (a near miss) when it answers at least this share of

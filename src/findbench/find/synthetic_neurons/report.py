@@ -80,8 +80,7 @@ def entity_selectivity(
     atomic = [r for r in rows if r["subcategory"] == "atomic"]
     rng = random.Random(f"report:{seed}")
     if limit is not None and limit < len(atomic):
-        keep = sorted(rng.sample(range(len(atomic)), limit))
-        atomic = [atomic[i] for i in keep]
+        atomic = [atomic[i] for i in sorted(rng.sample(range(len(atomic)), limit))]
     concepts = [r["concept1"] for r in atomic]
     from findbench.find.synthetic_neurons.entity_words import ENTITY_CONCEPTS, heldout_associations, probe_words
 
@@ -108,13 +107,10 @@ def entity_selectivity(
             {c: u for c, (u, _h) in splits.items()}, associations=list(splits) == list(ENTITY_CONCEPTS)
         )
     for i, row in enumerate(tqdm(atomic, desc=f"entity neurons ({backend})", leave=False)):
-        if refit:
-            fn = make_function(_with_encoder(row, model, training), backend)
-        else:
-            fn = make_function(row, backend, lm=lm)
+        fn = make_function(_with_encoder(row, model, training), backend) if refit else make_function(
+            row, backend, lm=lm)
         scores = np.asarray(fn(words), dtype=np.float64)
-        for j in range(n):
-            matrix[i, j] = scores[owner_arr == j].mean()
+        matrix[i] = [scores[owner_arr == j].mean() for j in range(n)]
         own = owner_arr == i
         per_concept.append(
             {
@@ -259,9 +255,7 @@ def relation_accuracy(
     _checks.positive_int("entries_per_relation", entries_per_relation, optional=True)
     check = tables is None if check is None else check
     tables = resolve_tables(tables)
-    rows = list(rows) if rows is not None else generate_relations(seed, tables=tables)
-    if limit is not None:
-        rows = rows[:limit]
+    rows = (list(rows) if rows is not None else generate_relations(seed, tables=tables))[:limit]
     by_key = {t.key: i for i, t in enumerate(tables)}
     rng = random.Random(f"report:{seed}")
     per_function = []
