@@ -223,10 +223,9 @@ def _neuron_rows(root: Path, category: str) -> list[dict]:
         exemplars = [w.strip() for w in rec.get("initial") or [] if str(w).strip()]
         if category == "neurons_entities":
             exception = None
-            concepts = [c1] if c2 is None else [c1, c2]
             sub = "atomic" if c2 is None else "composition"
             fname = c1 if c2 is None else f"{c1} OR {c2}"
-            desc = describe_entity(concepts)
+            desc = describe_entity([c1] if c2 is None else [c1, c2])
         else:
             if c2 is None:
                 raise ValueError(f"{category}/{name}: concept2 (the relation's output) is empty")

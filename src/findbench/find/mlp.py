@@ -31,8 +31,7 @@ _WEIGHTS = ("w1", "b1", "w2", "b2")
 def float32_list(values: Any) -> list[float]:
     """Round ``values`` to float32 and return Python floats with the shortest digits that
     round-trip to the same float32 (so JSON and source code stay short and exact)."""
-    arr = np.asarray(values, dtype=np.float32).ravel()
-    return [float(str(v)) for v in arr]
+    return [float(str(v)) for v in np.asarray(values, dtype=np.float32).ravel()]
 
 
 def mlp_forward(w1: Any, b1: Any, w2: Any, b2: float, x: Any) -> np.ndarray:
@@ -81,9 +80,7 @@ def _single_thread() -> Iterator[None]:
 
 
 def _check_xy(xs: Any, ys: Any) -> tuple[np.ndarray, np.ndarray]:
-    ys = np.asarray(ys, dtype=np.float64)
-    if ys.ndim == 1:
-        ys = ys[None, :]
+    ys = np.atleast_2d(np.asarray(ys, dtype=np.float64))  # one model's targets: (1, n_points)
     if ys.ndim != 2 or ys.shape[1] < 2:
         raise ValueError(f"ys must have shape (n_models, n_points) with n_points >= 2, got {ys.shape}")
     xs = np.asarray(xs, dtype=np.float64)

@@ -559,9 +559,7 @@ def _check_boundary(b: Any, kind: str, field: str) -> list[float]:
 
 
 def _term_fn(term: Mapping) -> Callable[[np.ndarray], Any]:
-    fam = _FAMILIES[term["family"]]
-    p = dict(term["params"])
-    return lambda x: fam.evaluate(p, x)
+    return functools.partial(_FAMILIES[term["family"]].evaluate, dict(term["params"]))
 
 
 def _clean_fn(p: Mapping) -> Callable[[np.ndarray], Any]:
@@ -733,8 +731,8 @@ def describe(params: Any) -> str:
     if v == "clean":
         return base + "." + quirk_text
     if v == "noise":
-        dist = _NOISE[p["noise"]["type"]][2]
-        return f"{base}, plus additive noise drawn independently for every input from {dist}." + quirk_text
+        return (f"{base}, plus additive noise drawn independently for every input from {_NOISE[p['noise']['type']][2]}."
+                + quirk_text)
     if v == "corruption":
         c = p["corruption"]
         b = c["boundary"]

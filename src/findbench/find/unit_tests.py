@@ -62,8 +62,7 @@ def build_unit_tests(
         can be found.
     """
     _checks.instance("seed", seed, int, "an int")
-    if n_options < 2:
-        raise ValueError(f"n_options must be at least 2, got {n_options}")
+    _checks.integer("n_options", n_options, 2)
     if len(correct_items) < 2:
         raise ValueError("correct_items: need at least two functions to draw distractors from")
     kinds = {isinstance(it, str) for items in correct_items for it in items}
@@ -139,8 +138,7 @@ def near_miss_tests(
         to the correct item) with the correct one at a random position; an item with fewer is
         skipped. ValueError when the candidates run out before ``n_tests`` tests.
     """
-    if n_options < 2:
-        raise ValueError(f"n_options must be at least 2, got {n_options}")
+    _checks.integer("n_options", n_options, 2)
     out = NearMissTests([])
     for item in candidates:
         if len(out.tests) == n_tests:

@@ -334,8 +334,9 @@ class EntityNeuron:
             emb = load_features(self.encoder).encode(texts).astype(np.float64)
             return _sigmoid(emb @ self._W.T + self._b).max(axis=1)
         convs = [[{"role": "user", "content": fill_prompt(self.prompt, t)}] for t in texts]
-        lps = self._lm.candidate_logprobs(convs, list(ENTITY_CANDIDATES), assistant_prefix=ENTITY_ANSWER_PREFIX)
-        lp = np.array(lps, dtype=np.float64)
+        lp = np.array(
+            self._lm.candidate_logprobs(convs, list(ENTITY_CANDIDATES), assistant_prefix=ENTITY_ANSWER_PREFIX),
+            dtype=np.float64)
         return _sigmoid(lp[:, 0] - lp[:, 1])  # p1 / (p0 + p1)
 
     def __call__(self, x: str | Sequence[str]) -> float | list[float]:
@@ -422,12 +423,6 @@ def _row_params(row: Mapping[str, Any]) -> dict[str, Any]:
     return params
 
 
-def _default_probes(encoder: str = DEFAULT_ENTITY_FEATURES) -> dict[str, EntityProbe]:
-    from findbench.find.synthetic_neurons.entity_words import default_probe_words
-
-    return fit_entity_probes(default_probe_words(), encoder=encoder)[0]
-
-
 def relation_for_row(row: Mapping[str, Any], params: Mapping[str, Any], tables=None):
     """(table, exception_index) of a relation row: from params, else by matching the concept
     and exception texts of a find-v1 row against the tables."""
@@ -494,12 +489,12 @@ def make_function(row: Mapping[str, Any], backend: str | None = None, lm: Any = 
         if "probes" in cfg:
             probes = {p["concept"]: EntityProbe.from_dict(p) for p in cfg["probes"]}
         else:
-            probes = _default_probes(encoder)
+            from findbench.find.synthetic_neurons.entity_words import default_probe_words
+
+            probes = fit_entity_probes(default_probe_words(), encoder=encoder)[0]
             missing = [c for c in concepts if c not in probes]
             if missing:
                 raise ValueError(f"concept1/concept2: no entity word list for {missing}")
         return EntityNeuron(concepts, "embedding", probes=probes, encoder=encoder)
     table, idx = relation_for_row(row, params, tables)
-    if backend == "lm":
-        return RelationNeuron(table, idx, "lm", lm=lm, prompt=row.get("prompt") or None)
-    return RelationNeuron(table, idx, "table")
+    return RelationNeuron(table, idx, backend, lm=lm, prompt=row.get("prompt") or None)  # lm, prompt: lm backend only

@@ -177,8 +177,7 @@ def generate_entities(
         rng.shuffle(exemplars)
         rng.shuffle(probes_in)
         correct_items.append(unit)
-        c1 = spec[0]
-        c2 = spec[1] if len(spec) == 2 else None
+        c1, c2 = spec[0], (spec[1] if len(spec) == 2 else None)
         params = {
             "concepts": list(spec),
             "unit_words": unit,

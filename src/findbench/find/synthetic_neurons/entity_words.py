@@ -24,8 +24,7 @@ ENTITY_WORDS_VERSION = 1
 
 @functools.lru_cache(maxsize=1)
 def _load_raw() -> tuple[tuple[str, tuple[str, ...]], ...]:
-    text = resources.files("findbench").joinpath("data", _RESOURCE).read_text(encoding="utf-8")
-    payload = json.loads(text)
+    payload = json.loads(resources.files("findbench").joinpath("data", _RESOURCE).read_text(encoding="utf-8"))
     if payload.get("version") != ENTITY_WORDS_VERSION:
         raise ValueError(
             f"{_RESOURCE}: version {payload.get('version')!r}, expected {ENTITY_WORDS_VERSION}"

@@ -47,8 +47,7 @@ def normalize_text(text: str) -> str:
     (``"  Côte d’Ivoire. "`` and ``"cote d'ivoire"`` give the same key)."""
     text = text.translate(_APOSTROPHES)
     if not text.isascii():
-        text = unicodedata.normalize("NFKD", text)
-        text = "".join(ch for ch in text if not unicodedata.combining(ch))
+        text = "".join(ch for ch in unicodedata.normalize("NFKD", text) if not unicodedata.combining(ch))
     return " ".join(text.casefold().split()).strip(_OUTER)
 
 
@@ -118,9 +117,7 @@ def _thaw(value: Any) -> Any:
 
 
 def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, str) and isinstance(b, str):
-        return normalize_text(a) == normalize_text(b)
-    return a == b
+    return normalize_text(a) == normalize_text(b) if isinstance(a, str) and isinstance(b, str) else a == b
 
 
 def _real(v: Any) -> bool:
