@@ -764,14 +764,23 @@ def _sample_functions(n: int, rng: random.Random) -> list[list[tuple[OpSpec, dic
     seen_sigs: set[tuple] = set()
     chosen: list[list[tuple[OpSpec, dict]]] = []
 
-    def take(steps) -> bool:
+    def take(steps, k: int | None = None) -> bool:
+        """Keep ``steps`` if new and not degenerate: appended, or in place of function ``k`` (which
+        must also show both its steps)."""
         sig = _steps_signature(steps)
-        if not _accept(steps, sig, seen_keys, seen_sigs):
+        if not _accept(steps, sig, seen_keys, seen_sigs) or (k is not None and not _shows_both_steps(steps, sig)):
             return False
         seen_keys.add(_key(steps))
         seen_sigs.add(sig)
-        chosen.append(steps)
+        if k is None:
+            chosen.append(steps)
+        else:
+            chosen[k] = steps
         return True
+
+    def take_composition(r: random.Random, k: int | None = None) -> bool:
+        outer, inner = r.choice(_OPS), r.choice(composable)
+        return composition_allowed(outer, inner) and take(_draw_steps(r, [inner, outer]), k)
 
     # atomic: every operation once (shuffled) while there is room, then parameterised ones
     order = list(_OPS)
@@ -794,10 +803,7 @@ def _sample_functions(n: int, rng: random.Random) -> list[list[tuple[OpSpec, dic
         tries += 1
         if tries > 200 * n_comp + 1000:
             raise ValueError(f"n={n} is too large: cannot draw {n_comp} distinct compositions")
-        outer, inner = rng.choice(_OPS), rng.choice(composable)
-        if not composition_allowed(outer, inner):
-            continue
-        take(_draw_steps(rng, [inner, outer]))
+        take_composition(rng)
     # A composition whose first or second step never shows on inputs of two or more
     # characters is replaced by one drawn from its own stream, so every other function (and
     # the main stream's later draws) stays as it was.
@@ -806,16 +812,8 @@ def _sample_functions(n: int, rng: random.Random) -> list[list[tuple[OpSpec, dic
             seen_keys.discard(_key(steps))
             seen_sigs.discard(_steps_signature(steps))
             sub = random.Random(f"replace:{k}:{_key(steps)}")
-            while True:
-                outer, inner = sub.choice(_OPS), sub.choice(composable)
-                if composition_allowed(outer, inner):
-                    new = _draw_steps(sub, [inner, outer])
-                    sig = _steps_signature(new)
-                    if _accept(new, sig, seen_keys, seen_sigs) and _shows_both_steps(new, sig):
-                        break
-            seen_keys.add(_key(new))
-            seen_sigs.add(sig)
-            chosen[k] = new
+            while not take_composition(sub, k):
+                pass
     return chosen
 
 
