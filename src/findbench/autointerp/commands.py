@@ -155,9 +155,8 @@ class AutoInterpCommand:
         if self.activations is not None:
             if not self.activations or not all(isinstance(d, str) and d for d in self.activations):
                 raise UsageError(f"--activations must be folders, got {self.activations!r}")
-            for folder in self.activations:
-                if not Path(folder).is_dir():
-                    raise UsageError(f"--activations: {folder} is not a folder")
+            if missing := [folder for folder in self.activations if not Path(folder).is_dir()]:
+                raise UsageError(f"--activations: {missing[0]} is not a folder")
             if self.token_shard is not None:
                 raise UsageError("--token-shard: it writes the activations that --activations reads; give one")
         if self.token_shard is not None and self.shard is not None:

@@ -315,8 +315,8 @@ class SyntheticSAE(torch.nn.Module):
         self.register_buffer("activation_table", table)
         # decoder: each latent's mean embedding over the tokens it fires on
         fires = (table > 0).float()
-        counts = fires.sum(0).clamp_min(1)
-        self.W_dec = torch.nn.Parameter((fires.T @ embeddings) / counts[:, None], requires_grad=False)
+        self.W_dec = torch.nn.Parameter((fires.T @ embeddings) / fires.sum(0).clamp_min(1)[:, None],
+                                        requires_grad=False)
         self.b_dec = torch.nn.Parameter(torch.zeros(d_in), requires_grad=False)
 
     @classmethod
@@ -417,8 +417,8 @@ class SyntheticSAE(torch.nn.Module):
 
     def describe(self) -> list[dict[str, Any]]:
         """Per latent: rule name, explanation and how many vocabulary tokens it fires on."""
-        fires = (self.activation_table > 0).sum(0).tolist()
         return [
             {"latent": j, "rule": r, "explanation": e, "n_tokens": int(n)}
-            for j, (r, e, n) in enumerate(zip(self.rules, self.explanations, fires))
+            for j, (r, e, n) in enumerate(
+                zip(self.rules, self.explanations, (self.activation_table > 0).sum(0).tolist()))
         ]

@@ -404,9 +404,8 @@ def _write_sae(out: Path, cfg: TrainSAEConfig, trained: Any, eval_acts: Any, sta
         # inference SAE (training-only fields dropped), in the saving dtype
         stage = tmp / ".inference"
         trained.save_inference_model(str(stage))
-        final = SAE.load_from_disk(str(stage), device="cpu")
+        final = SAE.load_from_disk(str(stage), device="cpu").to(dtype=getattr(torch, cfg.save_dtype))
         shutil.rmtree(stage)
-        final = final.to(dtype=getattr(torch, cfg.save_dtype))
         final.cfg.dtype = cfg.save_dtype
         final.save_model(str(tmp))
         shipped = SAE.load_from_disk(str(tmp), device=cfg.device, dtype="float32")
