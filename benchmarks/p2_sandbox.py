@@ -11,7 +11,9 @@ before each program) and must give identical NMSE values.
   ("warm").
 
 It also reports the sandbox's fixed cost per program: the wall time of 400 trivial programs
-(``def f(x): return x`` on one input) on one warm fork server, divided by 400.
+(``def f(x): return x`` on one input) on one warm fork server, divided by 400; and a service
+call's round trip (what each white-box tool call from the code tool adds): one program making
+1,000 calls of a host function, its wall time less one program's cost, divided by 1,000.
 
 Functions: ``findbench.find.numeric.generate(1000, seed=0)``. Interpretations are
 perturbations of the ground truth: exact copies, scaled/shifted copies behind a helper, and a
@@ -148,13 +150,16 @@ def main(argv: list[str] | None = None) -> dict:
     one = score_nmse(preds, refs, limits=SandboxLimits(workers=1))
     t_one = time.perf_counter() - start
 
-    with Sandbox(workers=1) as box:
+    with Sandbox(SandboxLimits(workers=1)) as box:
         box.run(["def f(x):\n    return x\n"], [[0]])  # start the fork server
         start = time.perf_counter()
         box.run(["def f(x):\n    return x\n"] * 400, [[0]] * 400)
         per_program_ms = (time.perf_counter() - start) / 400 * 1000
+        start = time.perf_counter()  # a service call's round trip (program -> fork server -> here and back)
+        [calls] = box.run(["for i in range(1000):\n    echo([i] * 8)\n"], [[]], entry=None, services={"echo": list})
+        per_call_ms = ((time.perf_counter() - start) * 1000 - per_program_ms) / 1000
 
-    with Sandbox(workers=args.workers) as box:
+    with Sandbox(SandboxLimits(workers=args.workers)) as box:
         score_nmse(preds[:8], refs[:8], sandbox=box)  # start the workers
         isolation = box.isolation
         isolation_level = box.isolation_level
@@ -194,6 +199,7 @@ def main(argv: list[str] | None = None) -> dict:
         "success_rate": out["success_rate"],
         "n_failed": out["n_failed"],
         "per_program_overhead_ms": round(per_program_ms, 3),
+        "service_call_ms": round(per_call_ms, 4) if calls.ok else None,
         "isolation_level": isolation_level,
         "isolation": isolation,
         "machine": {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count()},
@@ -206,6 +212,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"sandboxed (warm pool):  {warm_t:.3f} s  -> ratio {warm_t / ref_t:.2f}x")
     print(f"sandboxed, 1 worker:    {t_one:.3f} s  -> ratio {t_one / ref_t:.2f}x (single run)")
     print(f"fixed cost per program (1 warm fork server): {per_program_ms:.2f} ms; isolation {isolation_level}")
+    print(f"one service call (the code tool's round trip): {per_call_ms:.3f} ms")
     print(f"identical NMSE values: {same}; success_rate {out['success_rate']:.3f}, n_failed {out['n_failed']}")
     print(f"wrote {args.out}")
     return result

@@ -11,7 +11,7 @@ import pytest
 
 from findbench.find import code_scoring
 from findbench.find.code_scoring import NMSE_GRID, nmse, score_exact_match, score_nmse
-from findbench.sandbox import Sandbox
+from findbench.sandbox import Sandbox, SandboxLimits
 from tests._paths import REPO
 
 GT = "import numpy as np\n\ndef function(x):\n    return 0.5 * x ** 2 - 3 * np.sin(x) + 4\n"
@@ -21,7 +21,7 @@ GT_VALUES = 0.5 * X**2 - 3 * np.sin(X) + 4
 
 @pytest.fixture(scope="module")
 def box():
-    with Sandbox(workers=2, timeout=4.0, cpu_seconds=1) as sandbox:
+    with Sandbox(SandboxLimits(workers=2, timeout=4.0, cpu_seconds=1)) as sandbox:
         yield sandbox
 
 

@@ -21,7 +21,7 @@ from findbench.find.rasp import circuit, store, tools, truth  # noqa: E402
 from findbench.find.rasp import programs as P  # noqa: E402
 from findbench.interpret.config import InterpretConfig  # noqa: E402
 from findbench.interpret.episode import EpisodeState  # noqa: E402
-from findbench.interpret.protocol import ACCESS, format_answer, parse_answer  # noqa: E402
+from findbench.interpret.protocol import ACCESS, CODE_TOOL, format_answer, parse_answer  # noqa: E402
 from findbench.interpret.whitebox import (  # noqa: E402
     CIRCUIT_METRICS,
     WhiteBox,
@@ -112,7 +112,7 @@ def test_inspect_tools_from_the_spec_table_reply_refuse_and_count():
     box = WhiteBox(row, "rotated")
     episode = _episode(row)
     defs = box.inspect_tools(episode)
-    assert [d.name for d in defs] == [t["name"] for t in tools.TOOLS]
+    assert [d.name for d in defs] == [t["name"] for t in tools.TOOLS] + ["python"]
     by_name = {d.name: d for d in defs}
     vocab = json.loads(row["domain"])["vocab"]
     reply = asyncio.run(by_name["run"].tool(tokens=vocab[:2]))
@@ -282,15 +282,18 @@ def test_a_text_episode_runs_tool_commands_beside_calls_and_answers_a_map(tmp_pa
     row = rasp_rows[0]
     x = json.loads(row["domain"])["vocab"][:2]
     first = (f'TOOL(run, {{"tokens": {json.dumps(x)}}})\nTOOL(ablate, {{"component": "blocks.0.mlp", "tokens": '
-             f'{json.dumps(x)}, "mode": "sideways"}})\nPYTHON(function.py "{" ".join(map(str, x))}")')
+             f'{json.dumps(x)}, "mode": "sideways"}})\nPYTHON(function.py "{" ".join(map(str, x))}")\n'
+             f'TOOL(python, {json.dumps({"code": f"print(run({x!r}))"})})')
     answer = format_answer("d", code="def function(x):\n    return list(x)",
                            components=reference_components("oracle", row, "rotated"))
     script = Script([first, answer])
     [ep] = run_episodes([row], script, log_dir=tmp_path, configs="rasp", access="rotated")
     assert ep.access == "rotated" and ep.stop_reason == "answer" and len(ep.calls) == 1
-    assert [c["tool"] for c in ep.tool_calls] == ["run", "ablate"] and "mode" in ep.tool_calls[1]["error"]
+    assert [c["tool"] for c in ep.tool_calls] == ["run", "ablate", "python", "run"]
+    assert "mode" in ep.tool_calls[1]["error"] and ep.tool_calls[3]["round"] == 1
     reply = ep.messages[3]["content"]
     assert "Response: run: {" in reply and "Response: Error in ablate: mode" in reply
+    assert "Response: python: {'output': " in reply
     task = script.seen[0][0][1]["content"]
     assert "TOOL(run_with_cache" in task and "components that matter" not in task
     _no_truth(row, json.dumps([m for m, _ in script.seen]))
@@ -321,7 +324,7 @@ def test_a_tools_episode_gets_one_inspect_tool_per_spec(tmp_path, rasp_rows):
         return out
 
     [ep] = run_episodes([row], model, log_dir=tmp_path, configs="rasp", access="localized", protocol="tools")
-    assert seen[0][0] == ["call_function"] + [t["name"] for t in tools.TOOLS]
+    assert seen[0][0] == ["call_function"] + [t["name"] for t in tools.TOOLS] + ["python"]
     assert sorted(c["tool"] for c in ep.tool_calls) == ["ablate", "run", "weights"]
     assert sum(c["error"] is not None for c in ep.tool_calls) == 2 and ep.malformed_commands == 0 and not ep.calls
     assert "components that matter" in seen[0][1] and "TOOL(" not in seen[0][1]
@@ -432,3 +435,113 @@ def test_the_white_box_floor_replays_the_episodes_ablations_and_never_reads_thei
         if full[f"{m}_observed"] is not None:
             assert full[f"{m}_margin"] == pytest.approx(full[m] - full[f"{m}_observed"]), m
     assert full["role_f1_margin"] > 0
+
+
+# ------------------------------------------------------------------ the code tool (python in the sandbox)
+
+
+def _python(box: WhiteBox, episode: EpisodeState, code: str) -> str:
+    return asyncio.run(box.text_replies(f"TOOL(python, {json.dumps({'code': code})})", episode))[0]
+
+
+@pytest.mark.parametrize("access", ["white", "rotated"])
+def test_the_code_tool_calls_the_tools_in_the_sandbox_and_each_call_counts(access):
+    row = _row("sort")
+    box, episode = WhiteBox(row, access), _episode(row)
+    vocab = json.loads(row["domain"])["vocab"][:3]
+    code = (f"x = {vocab!r}\nout = run(x)['output']\nprint(out)\n"
+            "hit = [c for c in ['blocks.0.mlp', 'blocks.0.attn.head0'] if ablate(c, x, mode='zero')]\n"
+            "print(len(hit))\ntry:\n    weights('blocks.99.mlp')\nexcept ToolError as e:\n    print('refused', e)\n"
+            "import os\nprint(os.getcwd().startswith('/tmp') or os.getcwd())")
+    try:
+        reply = _python(box, episode, code)
+        lines = reply.removeprefix("Response: python: ").splitlines()
+        assert lines[0] == str(box.tools.model.run(vocab)) and lines[2].startswith("refused component: 'blocks.99")
+        assert [c["tool"] for c in episode.tool_calls] == ["python", "run", "ablate", "ablate", "weights"]
+        assert box.tools.calls == 5 and [c["error"] is None for c in episode.tool_calls] == [True] * 4 + [False]
+        assert json.loads(episode.tool_calls[2]["arguments"]) == {"component": "blocks.0.mlp", "tokens": vocab,
+                                                                  "mode": "zero"}
+        box.tools.budget = 7  # the program's second call passes the budget: refused inside, counted, uncaught
+        reply = _python(box, episode, code)
+        assert "refused budget" not in reply and "ToolError: budget: all 7 tool calls" in reply
+        assert box.tools.calls == 8 and episode.tool_calls[-1]["error"].startswith("budget")
+        assert "budget" in _python(box, episode, "print(1)") and box.tools.calls == 9
+        box.tools.budget = 12  # a program that keeps calling past the budget is counted, its records capped
+        spam = _python(box, episode, f"for _ in range(5000):\n    try:\n        run({vocab!r})\n    except ToolError:\n"
+                                     "        pass\nprint('done')")
+        assert spam == "Response: python: done" and box.tools.calls == 9 + 1 + 5000
+        assert len(episode.tool_calls) == 8 + 1 + 1 + 12 + 1
+    finally:
+        box.close()
+
+
+def test_the_code_tool_reaches_no_ground_truth_and_a_hostile_program_only_fails_itself():
+    rec, row = RECORDS["sort_freq"], _row("sort_freq")
+    box, episode = WhiteBox(row, "rotated"), _episode(row)
+    box.tools.budget = 1000
+    secret = str(store.store_dir(0) / "models.json")  # every program, its labels and roles
+    try:
+        probes = [
+            f"print(open({secret!r}, 'rb').read(50))",
+            "import findbench",
+            "import torch",
+            "print(sorted(k for k in globals() if not k.startswith('__')))",
+            "print([type(c.cell_contents).__name__ for c in run.__closure__])",
+            "while True:\n    pass",
+            "print('x' * 100_000)",
+        ]
+        replies = [_python(box, episode, p) for p in probes]
+        assert all(r.startswith("Response: python: ") for r in replies)
+        assert replies[0].startswith("Response: python: error: line 1: ")
+        assert "No module named 'findbench'" in replies[1] and "error: line 1: " in replies[2]
+        assert replies[3].endswith("['ToolError', 'ablate', 'patch', 'run', 'run_with_cache', 'weights']")
+        assert "RaspTransformer" not in replies[4] and "timeout:" in replies[5]
+        assert len(replies[6]) <= box.tools.max_chars + len("Response: python: ")
+        _no_truth_in(rec, "\n".join(replies))
+        x = rec["domain"]["vocab"][:2]
+        after = _python(box, episode, f"print(list(run_with_cache({x!r}, ['blocks.0.attn.hook_pattern'])))")
+        assert after == "Response: python: ['blocks.0.attn.hook_pattern']"  # the tool still serves
+    finally:
+        box.close()
+
+
+def _no_truth_in(rec: dict, text: str) -> None:
+    labels = [label for label in rec["meta"]["labels"] if ":" in label]
+    assert labels and not [label for label in labels if label in text]
+
+
+def test_the_code_tool_is_a_tool_in_both_protocols_and_the_grammar():
+    from findbench.interpret.prompts import turn_constraint
+
+    row = _row("sort")
+    box = WhiteBox(row, "white")
+    assert "- python(code): Runs a Python program in a sandbox" in box.prompt("text")
+    example = re.search(r"TOOL\(python, (\{.*?\})\)\.", box.prompt("text")).group(1)
+    assert json.loads(example)["code"].startswith("print(run([")
+    regex = turn_constraint("rasp", white_box=True).regex
+    assert re.fullmatch(regex, 'TOOL(python, {"code": "print(1)"})') is not None
+    python = next(d for d in box.inspect_tools(_episode(row)) if d.name == CODE_TOOL["name"])
+    try:
+        x = json.loads(row["domain"])["vocab"][:2]
+        assert asyncio.run(python.tool(code=f"print(run({x!r})['output'])")) == str(box.tools.model.run(x))
+        with pytest.raises(InspectToolError, match="code"):
+            asyncio.run(python.tool(code=5))
+    finally:
+        box.close()
+
+
+def test_the_white_box_floor_counts_the_ablations_a_program_made():
+    row = _row("sort")
+    comps = truth.for_variant(circuit.parse_json_list(row["components"], "components"), row["function_id"], "aligned")
+    vocab = json.loads(row["domain"])["vocab"][:3]
+    direct, coded = WhiteBox(row, "white"), WhiteBox(row, "white")
+    e1, e2 = _episode(row), _episode(row)
+    names = direct.tools.components()
+    asyncio.run(direct.text_replies("\n".join(
+        f'TOOL(ablate, {{"component": "{c}", "tokens": {json.dumps(vocab)}, "mode": "zero"}})' for c in names), e1))
+    try:
+        _python(coded, e2, f"for c in {names!r}:\n    ablate(c, {vocab!r}, 'zero')")
+    finally:
+        coded.close()
+    floor = [tool_floor({"access": "white", "tool_calls": e.tool_calls}, row, comps) for e in (e1, e2)]
+    assert json.loads(floor[0]) and floor[0] == floor[1]

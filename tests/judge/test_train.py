@@ -16,6 +16,22 @@ from findbench.judge.train import tokenize_judge_row, train_judge
 from tests._paths import REPO
 
 
+def comparison_logprobs(model, batch):
+    """The reference: the summed log-probabilities of a collated batch's pairwise sequences, in
+    encode_comparison's order, with a graph (train.comparative_backward recomputes them chunk by chunk)."""
+    from findbench.judge.train import sequence_logprobs
+
+    by_length = torch.cat([sequence_logprobs(model, chunk) for chunk in batch["cmp_chunks"]])
+    return by_length[torch.argsort(batch["cmp_order"])]
+
+
+def comparative_loss(model, batch, margin):
+    """The reference pairwise loss: pairwise_hinge of comparison_logprobs, in one graph."""
+    from findbench.judge.train import pairwise_hinge
+
+    return pairwise_hinge(comparison_logprobs(model, batch), batch["cmp_layout"], margin)
+
+
 def _save_tiny_base(path: Path, tok) -> str:
     """A 2-layer random Llama (seeded) over ``tok``'s vocabulary, saved with ``tok`` at ``path``."""
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -132,7 +148,7 @@ def test_args_validation_and_yaml(tmp_path):
 
     recipe = yaml.safe_load(embedded.read_text())
     args = parse_train_args(["--config", str(embedded), "--lora-r", "4"])
-    assert args.lora_r == 4 and args.to_dict() == {**TrainArgs().to_dict(), **recipe, "lora_r": 4}
+    assert args.lora_r == 4 and dataclasses.asdict(args) == {**dataclasses.asdict(TrainArgs()), **recipe, "lora_r": 4}
 
 
 def test_flags_are_the_fields_and_override_the_yaml(tmp_path, capsys):
@@ -180,10 +196,10 @@ def test_train_args_groups():
 
     args = TrainArgs(lora_r=3, output_dir="out", data_seed=2, model="m")
     assert (args.model, args.lora_r, args.output_dir, args.data_seed) == ("m", 3, "out", 2)  # flat access
-    assert set(args.to_dict()) == {
+    assert set(dataclasses.asdict(args)) == {
         f for cls in (DataArgs, ModelArgs, OptimArgs, ComparativeArgs, OutputArgs) for f in cls.__dataclass_fields__
     }
-    assert TrainArgs(**args.to_dict()) == args
+    assert TrainArgs(**dataclasses.asdict(args)) == args
     with pytest.raises(TypeError, match="lora_rank"):
         TrainArgs(lora_rank=3)
     with pytest.raises(ValueError, match="merge"):
@@ -393,7 +409,7 @@ def test_the_pairwise_term_scores_as_the_judge_and_is_zero_only_past_the_margin(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from findbench.judge import judge_unit_tests
-    from findbench.judge.train import _collate, comparison_logprobs, encode_comparison, pairwise_hinge
+    from findbench.judge.train import _collate, encode_comparison, pairwise_hinge
     from findbench.lm.transformers_lm import TransformersLM
 
     tok = AutoTokenizer.from_pretrained(tiny_base)
@@ -437,7 +453,7 @@ def test_the_pairwise_term_scores_as_the_judge_and_is_zero_only_past_the_margin(
     assert encode_comparison(tok, {**row, "negatives": "[]"}, mode, 3, random.Random(0), max_length=1024) is None
 
     # chunk by chunk, the gradient of the one-block loss (here one sequence per chunk)
-    from findbench.judge.train import comparative_backward, comparative_loss
+    from findbench.judge.train import comparative_backward
 
     model.train()  # no dropout in the tiny model: both passes are one function
     comparative_loss(model, batch, margin).backward()
@@ -458,7 +474,7 @@ def test_a_short_pairwise_run_lowers_the_pairwise_loss(tmp_path, tiny_base, judg
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from findbench.judge.data import load_judge_data
-    from findbench.judge.train import _collate, comparative_loss, encode_comparison
+    from findbench.judge.train import _collate, encode_comparison
     from findbench.models import peft_wrapping
 
     out = tmp_path / "pairwise"

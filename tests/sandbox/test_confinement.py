@@ -25,7 +25,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from findbench.sandbox import ALLOW_UNCONFINED_ENV, Sandbox, SandboxUnavailableError, run_functions, seccomp_program
+from findbench.sandbox import (
+    ALLOW_UNCONFINED_ENV,
+    Sandbox,
+    SandboxLimits,
+    SandboxUnavailableError,
+    run_functions,
+    seccomp_program,
+)
 
 IDENTITY = "def f(x):\n    return x\n"
 CONFIGS = ["audit_hook", "kernel_only"] + (["bwrap_kernel_only"] if shutil.which("bwrap") else [])
@@ -34,8 +41,8 @@ CONFIGS = ["audit_hook", "kernel_only"] + (["bwrap_kernel_only"] if shutil.which
 @pytest.fixture(scope="module", params=CONFIGS)
 def box(request):
     kernel_only = request.param != "audit_hook"
-    with Sandbox(workers=2, timeout=6.0, cpu_seconds=3, memory_mb=768, max_output_bytes=1000,
-                 bwrap=request.param.startswith("bwrap")) as sandbox:
+    limits = SandboxLimits(workers=2, timeout=6.0, cpu_seconds=3, memory_mb=768, max_output_bytes=1000)
+    with Sandbox(limits, bwrap=request.param.startswith("bwrap")) as sandbox:
         sandbox.config["audit_hook"] = not kernel_only
         sandbox.kernel_only = kernel_only
         yield sandbox
@@ -254,13 +261,13 @@ def test_no_kernel_boundary_refuses_unless_the_caller_opts_in(monkeypatch):
     monkeypatch.delenv(ALLOW_UNCONFINED_ENV, raising=False)
     # Landlock switched off and no bubblewrap: what an old kernel without either looks like.
     with pytest.raises(SandboxUnavailableError, match="Landlock.*bubblewrap.*allow_unconfined=True"):
-        with Sandbox(workers=1, landlock=False, bwrap=False) as box:
+        with Sandbox(SandboxLimits(workers=1), landlock=False, bwrap=False) as box:
             box.run([IDENTITY], [[1]])
-    with Sandbox(workers=1, landlock=False, bwrap=False, allow_unconfined=True) as box:
+    with Sandbox(SandboxLimits(workers=1), landlock=False, bwrap=False, allow_unconfined=True) as box:
         [res] = box.run([IDENTITY], [[1]])
     assert res.values == [1] and res.isolation.startswith("unconfined")
     monkeypatch.setenv(ALLOW_UNCONFINED_ENV, "1")
-    with Sandbox(workers=1, landlock=False, bwrap=False) as box:
+    with Sandbox(SandboxLimits(workers=1), landlock=False, bwrap=False) as box:
         [res] = box.run(["def f(x):\n    return open('/etc/passwd').read()[:4]\n"], [[1]])
     assert res.isolation.startswith("unconfined")
     assert res.status == "ok"  # no Landlock: the opted-in run really is unconfined for reads
@@ -407,10 +414,10 @@ def test_no_metadata_boundary_refuses_unless_the_caller_opts_in(monkeypatch):
     # No seccomp filter (libseccomp missing) and no bubblewrap: Landlock alone leaves a file's
     # mode, owner, times and extended attributes to whoever owns it.
     with pytest.raises(SandboxUnavailableError, match="mode, owner, times and extended attributes.*allow_unconfined"):
-        with Sandbox(workers=1, bwrap=False) as box:
+        with Sandbox(SandboxLimits(workers=1), bwrap=False) as box:
             box.config["seccomp_bpf"] = None
             box.run([IDENTITY], [[1]])
-    with Sandbox(workers=1, bwrap=False, allow_unconfined=True) as box:
+    with Sandbox(SandboxLimits(workers=1), bwrap=False, allow_unconfined=True) as box:
         box.config["seccomp_bpf"] = None
         [res] = box.run([IDENTITY], [[1]])
     assert res.values == [1] and "seccomp" not in res.isolation.split("+")
@@ -453,10 +460,10 @@ except (ImportError, OSError) as exc:
     print(json.dumps({"skip": f"uid 65534 cannot import numpy from this environment: {exc}"}))
     sys.exit(0)
 import findbench
-from findbench.sandbox import Sandbox, SandboxUnavailableError
+from findbench.sandbox import Sandbox, SandboxLimits, SandboxUnavailableError
 out = {"uid": os.geteuid(), "python": sys.version, "findbench": findbench.__file__}
 try:
-    with Sandbox(workers=1, timeout=60, bwrap=False) as box:
+    with Sandbox(SandboxLimits(workers=1, timeout=60), bwrap=False) as box:
         box.config["audit_hook"] = False
         [res] = box.run([open(sys.argv[1]).read()], [[0]])
     out.update(isolation=box.isolation, level=res.isolation, status=res.status, values=res.values,

@@ -22,7 +22,7 @@ import pytest
 
 import findbench
 from findbench.find.code_scoring import score_exact_match, score_nmse
-from findbench.sandbox import Sandbox
+from findbench.sandbox import Sandbox, SandboxLimits
 
 CONFIGS = ["audit_hook", "kernel_only"] + (["bwrap", "bwrap_kernel_only"] if shutil.which("bwrap") else [])
 HONEST = "def g(x):\n    return 2 * x\n"
@@ -49,8 +49,9 @@ FDS = textwrap.dedent("""
 
 @pytest.fixture(scope="module", params=CONFIGS)
 def box(request):
-    with Sandbox(workers=1, timeout=10.0, cpu_seconds=5, memory_mb=768, max_disk_bytes=4 * 2**20,
-                 max_files=512, bwrap=request.param.startswith("bwrap")) as sandbox:
+    limits = SandboxLimits(workers=1, timeout=10.0, cpu_seconds=5, memory_mb=768, max_disk_bytes=4 * 2**20,
+                           max_files=512)
+    with Sandbox(limits, bwrap=request.param.startswith("bwrap")) as sandbox:
         sandbox.config["audit_hook"] = "kernel_only" not in request.param
         yield sandbox
 
@@ -293,10 +294,10 @@ def test_a_key_or_message_left_by_one_run_is_not_seen_by_the_next():
                 return str(exc)
     """)
     for bwrap in [False, True] if shutil.which("bwrap") else [False]:
-        with Sandbox(workers=1, bwrap=bwrap) as first:
+        with Sandbox(SandboxLimits(workers=1), bwrap=bwrap) as first:
             first.config["audit_hook"] = False
             [wrote] = first.run([put], [[0]])
-        with Sandbox(workers=1, bwrap=bwrap) as second:
+        with Sandbox(SandboxLimits(workers=1), bwrap=bwrap) as second:
             second.config["audit_hook"] = False
             [read] = second.run([get], [[0]])
         assert wrote.status == "ok" and read.status == "ok"
@@ -322,8 +323,8 @@ def test_programs_die_with_their_caller_and_leave_no_folder(bwrap, tmp_path):
     script = tmp_path / "caller.py"
     script.write_text(
         textwrap.dedent(f"""
-        from findbench.sandbox import Sandbox
-        box = Sandbox(workers=1, timeout=120, cpu_seconds=120, bwrap={bwrap})
+        from findbench.sandbox import Sandbox, SandboxLimits
+        box = Sandbox(SandboxLimits(workers=1, timeout=120, cpu_seconds=120), bwrap={bwrap})
         print("started", flush=True)
         box.run(["import time\\ndef f(x):\\n    time.sleep(100)\\n"], [[0]])
     """)
@@ -342,7 +343,7 @@ def test_programs_die_with_their_caller_and_leave_no_folder(bwrap, tmp_path):
         time.sleep(0.2)
     assert _processes_with(marker) == [], "a program outlived its caller"
     # its folder is removed by the next sandbox that starts
-    with Sandbox(workers=1, bwrap=bwrap) as box:
+    with Sandbox(SandboxLimits(workers=1), bwrap=bwrap) as box:
         assert box.run([HONEST], [[1]])[0].values == [2]
     assert not [n for n in os.listdir(tempfile.gettempdir()) if n.startswith(marker)]
 
@@ -363,7 +364,7 @@ def test_large_batches_do_not_stall():
     """Requests far larger than a pipe holds, with replies as large: the parent never blocks
     writing requests while the fork server waits for it to read replies."""
     grid = [float(i) + 0.5 for i in range(3000)]
-    with Sandbox(workers=1, timeout=30) as box:
+    with Sandbox(SandboxLimits(workers=1, timeout=30)) as box:
         results = box.run(["def f(x):\n    return 2 * x\n"] * 80, [grid] * 80)
     assert all(r.status == "ok" and r.values[-1] == 2 * grid[-1] for r in results)
 

@@ -9,15 +9,23 @@ import time
 
 import pytest
 
-from findbench.sandbox import REASON_CHARS, STATUSES, Sandbox, SandboxResult, run_functions, short_reason
+from findbench.sandbox import (
+    REASON_CHARS,
+    STATUSES,
+    Sandbox,
+    SandboxLimits,
+    SandboxResult,
+    run_functions,
+    short_reason,
+)
 
 IDENTITY = "def f(x):\n    return x\n"
 
 
 @pytest.fixture(scope="module")
 def box():
-    with Sandbox(workers=2, timeout=4.0, cpu_seconds=1, memory_mb=768, max_output_bytes=1000) as sandbox:
-        yield sandbox
+    with Sandbox(SandboxLimits(workers=2, timeout=4.0, cpu_seconds=1, memory_mb=768, max_output_bytes=1000)) as box:
+        yield box
 
 
 def test_hostile_batch_completes_and_fails_only_hostile_items(box, tmp_path):
@@ -170,10 +178,10 @@ def test_isolation_report(box):
 
 
 def test_run_functions_one_shot_and_closed_sandbox():
-    res = run_functions([IDENTITY, "def f(x):\n    return x * 3\n"], [[1], [2, 3]], workers=1)
+    res = run_functions([IDENTITY, "def f(x):\n    return x * 3\n"], [[1], [2, 3]], limits=SandboxLimits(workers=1))
     assert [r.values for r in res] == [[1], [6, 9]]
     assert run_functions([], []) == []
-    box = Sandbox(workers=1)
+    box = Sandbox(SandboxLimits(workers=1))
     box.close()
     with pytest.raises(RuntimeError, match="closed"):
         box.run([IDENTITY], [[1]])
@@ -189,18 +197,19 @@ def test_run_functions_one_shot_and_closed_sandbox():
         ({"codes": [IDENTITY], "inputs": [[object()]]}, TypeError, r"inputs\[0\]"),
         ({"codes": [IDENTITY], "inputs": [[1]], "entry": "not valid"}, ValueError, "entry"),
         ({"codes": [IDENTITY], "inputs": [[1]], "entry": ["f", "g"]}, ValueError, "entry"),
-        ({"codes": [IDENTITY], "inputs": [[1]], "timeout": 0}, ValueError, "timeout"),
-        ({"codes": [IDENTITY], "inputs": [[1]], "memory_mb": "big"}, TypeError, "memory_mb"),
-        ({"codes": [IDENTITY], "inputs": [[1]], "workers": 1.5}, TypeError, "workers"),
+        ({"codes": [IDENTITY], "inputs": [[1]], "limits": {"timeout": 0}}, ValueError, "timeout"),
+        ({"codes": [IDENTITY], "inputs": [[1]], "limits": {"memory_mb": "big"}}, TypeError, "memory_mb"),
+        ({"codes": [IDENTITY], "inputs": [[1]], "limits": {"workers": 1.5}}, TypeError, "workers"),
+        ({"codes": [IDENTITY], "inputs": [[1]], "timeout": 5}, TypeError, "timeout"),  # limits go in SandboxLimits
     ],
 )
 def test_bad_arguments_name_the_field(kwargs, exc, field):
     with pytest.raises(exc, match=field):
-        run_functions(**kwargs)
+        run_functions(**{k: SandboxLimits(**v) if k == "limits" else v for k, v in kwargs.items()})
 
 
 def test_result_size_cap_and_main_guard():
-    with Sandbox(workers=1, max_result_bytes=10_000, timeout=10) as small:
+    with Sandbox(SandboxLimits(workers=1, max_result_bytes=10_000, timeout=10)) as small:
         big = "def f(n):\n    return 'x' * n\n"
         guarded = "def f(x):\n    return x\nif __name__ == '__main__':\n    raise SystemExit('demo ran')\n"
         res = small.run([big, guarded, IDENTITY], [[10, 1_000_000, 20], [5], [7]])
@@ -257,7 +266,7 @@ def test_limits_are_one_frozen_checked_value():
         with pytest.raises(exc, match=next(iter(bad))):
             SandboxLimits(**bad)
     loop = "def f(x):\n    while True:\n        pass\n"
-    with Sandbox(SandboxLimits(workers=1, timeout=1.0, cpu_seconds=30), max_output_bytes=10) as box:
+    with Sandbox(SandboxLimits(workers=1, timeout=1.0, cpu_seconds=30, max_output_bytes=10)) as box:
         assert box.limits.workers == 1 and box.limits.max_output_bytes == 10 and box.limits.timeout == 1.0
         [looped, printed] = box.run([loop, "print('x' * 50)\n" + IDENTITY], [[0], [0]])
     assert looped.status == "timeout" and "wall-clock limit of 1 s" in looped.message

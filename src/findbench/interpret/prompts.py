@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from findbench.interpret.protocol import (
+    CODE_TOOL,
     MAX_INPUTS_PER_COMMAND,
     METHODS,
     NEURON_CATEGORIES,
@@ -283,7 +284,8 @@ def turn_constraint(category: str, *, answer_only: bool = False, white_box: bool
         from findbench.find.rasp.tools import TOOLS
 
         parts.append(r"\[COMPONENTS\]:\n```json\n\[[^`]+\]\n```")
-        command = rf"({_COMMAND}|TOOL\(({'|'.join(t['name'] for t in TOOLS)}), \{{[^\n]{{1,{_MAX_TOOL_CHARS}}}\}}\))"
+        names = "|".join(t["name"] for t in (*TOOLS, CODE_TOOL))
+        command = rf"({_COMMAND}|TOOL\(({names}), \{{[^\n]{{1,{_MAX_TOOL_CHARS}}}\}}\))"
     answer = r"\n".join(parts)
     if answer_only:
         return Constraint(regex=f"{_PREAMBLE}{answer}")

@@ -87,6 +87,16 @@ TOOL_UNRECOGNIZED_REPLY = (
     f"{REPLY_PREFIX}Unrecognized command: no {TOOL_NAME} tool call found. Run experiments by calling the {TOOL_NAME} "
     "tool with a list of inputs, or give your final answer starting with [DESCRIPTION]:."
 )
+#: The code tool (``--access`` other than black; spec as :data:`~findbench.find.rasp.tools.TOOLS`), run by
+#: :class:`~findbench.interpret.whitebox.WhiteBox`: a sandboxed program that calls the tools.
+CODE_TOOL = {
+    "name": "python", "args": {"code": {"type": "string", "description": "a Python program (numpy available)"}},
+    "required": ["code"],
+    "doc": "Runs a Python program in a sandbox (numpy available; seconds of time, no files or network). In it the "
+           "tools above are functions of the same arguments (run(tokens), ablate(component, tokens, mode), ...) that "
+           "return their replies as data, each call counted like a direct one (a refused one raises ToolError). The "
+           "reply is what the program prints.",
+}
 
 
 def check_protocol(protocol: object) -> str:

@@ -294,8 +294,10 @@ async def run_episode(
     except LimitExceededError as exc:  # a limit of the sample, which goes on
         episode.stop_reason = f"{exc.type}_limit"
         raise
-    finally:  # however the loop stops, the sample keeps the transcript
+    finally:  # however the loop stops, the sample keeps the transcript (and the code tool's sandbox stops)
         state.messages = agent.messages
+        if box is not None:
+            await asyncio.to_thread(box.close)
     if scope.limit_error is not None:
         episode.stop_reason = "token_limit"
     return episode

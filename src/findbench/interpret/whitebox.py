@@ -10,14 +10,18 @@ the program, residual labels or roles.
 
 - ``text``: a message's ``TOOL(name, {"arg": value, ...})`` commands (:func:`tool_commands`) each
   get one reply line, beside the function calls' lines;
-- ``tools``: one Inspect tool per entry of :data:`~findbench.find.rasp.tools.TOOLS`.
+- ``tools``: one Inspect tool per entry of :data:`~findbench.find.rasp.tools.TOOLS` and :data:`CODE_TOOL`.
 
-Every call (refused ones too) is counted against the tools' budget and recorded in the episode's
-``tool_calls``; a bad call is a reply naming the problem, never a stopped run."""
+The code tool ``python`` runs the interpreter's program in :mod:`findbench.sandbox` (never in this
+process), where the tools are functions: each call travels to this process as a sandbox service, runs
+here on the same tools and comes back as data. Every call (refused ones too, and the program's own) is
+counted against the tools' budget and recorded in the episode's ``tool_calls``, a program's calls
+right after its own record; a bad call is a reply naming the problem, never a stopped run."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import re
@@ -25,7 +29,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from findbench.find.rasp.circuit import NODE_ROLE_METRICS
-from findbench.interpret.protocol import MAX_COMMANDS_PER_MESSAGE, MAX_INPUT_CHARS, MAX_MESSAGE_CHARS, REPLY_PREFIX
+from findbench.interpret.protocol import (
+    CODE_TOOL,
+    MAX_COMMANDS_PER_MESSAGE,
+    MAX_INPUT_CHARS,
+    MAX_MESSAGE_CHARS,
+    REPLY_PREFIX,
+)
 
 if TYPE_CHECKING:
     from inspect_ai.tool import ToolDef
@@ -213,33 +223,91 @@ def tool_commands(text: str) -> list[tuple[str, Any]]:
     return out
 
 
+def _record(round: int, name: str, args: Any, error: str | None, reply: str | None) -> dict:
+    """One ``tool_calls`` record (arguments as JSON text cut to :data:`MAX_INPUT_CHARS`)."""
+    shown = "" if isinstance(args, Exception) else json.dumps(args, separators=(",", ":"), default=str)
+    return {"round": round, "tool": name[:40], "arguments": shown[:MAX_INPUT_CHARS], "error": error,
+            "reply_chars": len(reply or "")}
+
+
 class WhiteBox:
     """The white-box side of one episode: the tools over the access condition's variant of ``row``."""
 
     def __init__(self, row: Mapping[str, Any], access: str, seed: int = 0):
         from findbench.find.rasp.tools import TOOLS, RaspTools
 
-        self.access = access
+        self.access, self.seed = access, seed
         self.tools: RaspTools = RaspTools.for_row(dict(row), VARIANT[access], seed=seed)
         self.matter = matter(row) if access == "localized" else None
-        self.names = {t["name"] for t in TOOLS}
+        self.specs = (*TOOLS, CODE_TOOL)
+        self.names = {t["name"] for t in self.specs}
+        self._sandbox: Any = None
 
     async def call(self, name: str, args: Any, episode: EpisodeState, round: int) -> tuple[str | None, str | None]:
-        """One counted call: ``(reply, None)`` or ``(None, why)``, recorded in ``episode.tool_calls``."""
+        """One counted call: ``(reply, None)`` or ``(None, why)``, recorded in ``episode.tool_calls``
+        (the code tool's record followed by those of the calls its program made)."""
         from findbench.find.rasp.tools import ToolError as Refused
 
+        inner: list[dict] = []
         try:
-            if isinstance(args, Exception):  # counted as the tools count a refused call, within the budget
+            if isinstance(args, Exception) or name == CODE_TOOL["name"]:  # counted as the tools count a call
                 self.tools.calls += 1
-                raise Refused(f"budget: all {self.tools.budget} tool calls are used; answer now"
-                              if self.tools.calls > self.tools.budget else f"{name}: {args}")
-            reply, error = await asyncio.to_thread(self.tools.call, name, args), None
+                if self.tools.calls > self.tools.budget:
+                    raise Refused(f"budget: all {self.tools.budget} tool calls are used; answer now")
+            if isinstance(args, Exception):
+                raise Refused(f"{name}: {args}")
+            if name == CODE_TOOL["name"]:
+                reply = await asyncio.to_thread(self.python, args, inner)
+            else:
+                reply = await asyncio.to_thread(self.tools.call, name, args)
+            error = None
         except Refused as exc:
             reply, error = None, str(exc)
-        shown = json.dumps(args, separators=(",", ":")) if not isinstance(args, Exception) else ""
-        episode.tool_calls.append({"round": round, "tool": name[:40], "arguments": shown[:MAX_INPUT_CHARS],
-                                   "error": error, "reply_chars": len(reply or "")})
+        episode.tool_calls += [_record(round, name, args, error, reply), *(r | {"round": round} for r in inner)]
         return reply, error
+
+    def python(self, args: Any, records: list[dict]) -> str:
+        """The code tool: ``args["code"]`` run in the sandbox as a script whose tool calls are services
+        answered here (each counted by the tools, recorded in ``records``); what it printed, and how it
+        failed, cut to the tools' ``max_chars``. Raises the tools' ``ToolError``."""
+        from findbench.find.rasp.tools import TOOLS, ToolError
+        from findbench.sandbox import Sandbox, SandboxLimits, SandboxUnavailableError, short_reason
+
+        if not isinstance(args, dict) or set(args) != {"code"} or not isinstance(args["code"], str):
+            raise ToolError("python: give one argument, code: the program's text")
+
+        def service(spec: dict) -> Any:
+            def call(*values: Any, **named: Any) -> Any:
+                kwargs = dict(zip(spec["args"], values)) | named
+                try:
+                    if len(values) > len(spec["args"]):  # refused and counted, as the tools refuse a call
+                        self.tools.calls += 1
+                        raise ToolError(f"{spec['name']}: at most {len(spec['args'])} arguments")
+                    reply = self.tools.call(spec["name"], kwargs)
+                except ToolError as exc:
+                    if len(records) <= self.tools.budget:  # past it a program's calls count, unrecorded
+                        records.append(_record(0, spec["name"], kwargs, str(exc), None))
+                    raise
+                records.append(_record(0, spec["name"], kwargs, None, reply))
+                with contextlib.suppress(ValueError):  # a reply cut to max_chars stays text
+                    return json.loads(reply)
+                return reply
+
+            return call
+
+        try:
+            self._sandbox = self._sandbox or Sandbox(SandboxLimits(workers=1), seed=self.seed)  # random: the run's
+            [result] = self._sandbox.run([args["code"]], [[]], entry=None,
+                                         services={t["name"]: service(t) for t in TOOLS})
+        except (SandboxUnavailableError, RuntimeError) as exc:
+            raise ToolError(f"python: the sandbox cannot run programs here ({short_reason(str(exc))})") from None
+        failed = "" if result.status == "ok" else f"{result.status}: {short_reason(result.message)}"
+        return "\n".join(filter(None, [result.stdout.rstrip("\n"), failed]))[: self.tools.max_chars]
+
+    def close(self) -> None:
+        """Stop the code tool's sandbox (if a program ran)."""
+        if self._sandbox is not None:
+            self._sandbox.close()
 
     async def text_replies(self, text: str, episode: EpisodeState, round: int = 0) -> list[str]:
         """The reply lines of a ``text`` message's tool commands (past :data:`MAX_COMMANDS_PER_MESSAGE`:
@@ -260,16 +328,14 @@ class WhiteBox:
         for m in messages[last + 1:]:
             if m.role == "tool" and m.function in self.names and m.error is not None and m.error.type != "unknown":
                 self.tools.calls += 1
-                episode.tool_calls.append({"round": round, "tool": m.function, "arguments": "",
-                                           "error": m.error.message[:MAX_INPUT_CHARS], "reply_chars": 0})
+                episode.tool_calls.append(_record(round, m.function, ValueError(), m.error.message[:MAX_INPUT_CHARS],
+                                                  None))
 
     def inspect_tools(self, episode: EpisodeState, answered: Any = lambda: False,
                       round: Any = lambda: 0) -> list[ToolDef]:
         """One Inspect tool per spec (refused calls raise Inspect's ToolError: a reply, not a stop);
         ``answered()`` says the current message gives the answer (then nothing runs), ``round()`` the turn."""
         from inspect_ai.tool import ToolDef, ToolError, ToolParams
-
-        from findbench.find.rasp.tools import TOOLS
 
         def tool(spec: dict) -> ToolDef:
             async def execute(**kwargs: Any) -> str:
@@ -285,13 +351,11 @@ class WhiteBox:
             params = ToolParams(properties=described, required=list(spec["required"]))
             return ToolDef(execute, name=spec["name"], description=spec["doc"], parameters=params, parallel=False)
 
-        return [tool(spec) for spec in TOOLS]
+        return [tool(spec) for spec in self.specs]
 
     def prompt(self, protocol: str) -> str:
         """The paragraph added to the task message: the architecture, the tools, how to call them,
         and (``localized``) the components that matter."""
-        from findbench.find.rasp.tools import TOOLS
-
         arch = self.tools.architecture()
         vocab = arch["vocab"][:2]
         lines = [
@@ -302,13 +366,14 @@ class WhiteBox:
             f"Hooks: {', '.join(arch['hooks'])}.",
             f"Tools (at most {self.tools.budget} calls in all, refused ones too; replies are rounded and cut to "
             f"{self.tools.max_chars} characters):",
-            *(f"- {t['name']}({', '.join(t['args'])}): {t['doc']}" for t in TOOLS),
+            *(f"- {t['name']}({', '.join(t['args'])}): {t['doc']}" for t in self.specs),
         ]
         if protocol == "tools":
             lines.append("Call them as tools, beside the function.")
         else:
             lines.append("Call one with TOOL(name, {JSON arguments}), e.g. TOOL(run_with_cache, {\"tokens\": "
-                         f"{json.dumps(vocab)}, \"hooks\": [\"blocks.0.attn.hook_pattern\"]}}); several per message.")
+                         f"{json.dumps(vocab)}, \"hooks\": [\"blocks.0.attn.hook_pattern\"]}}); several per message; "
+                         f"a program is one JSON string: TOOL(python, {json.dumps({'code': f'print(run({vocab}))'})}).")
         from findbench.find.rasp.truth import ROLES
 
         lines.append(

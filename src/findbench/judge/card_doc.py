@@ -54,12 +54,9 @@ class AurocInterval(JsonDoc):
 
 
 @document(kw_only=True)
-class Inflation(JsonDoc):
+class Inflation(Interval):
     """A probe's score minus the truth's, per function, averaged (``findbench.stats.paired_bootstrap``)."""
 
-    mean: float
-    ci: list[float]
-    n: int
     p_value: float
 
 
@@ -280,10 +277,8 @@ def format_table(card: JudgeCard, *, what: str = "accuracy", tests: str) -> str:
     head = {"accuracy": "rung", "auroc": "true vs", "probes": "probe"}[what]
     lines = [f"| {head} | " + " | ".join(_SHORT.get(c, c) for c in cols) + " |", "|---|" + "---:|" * len(cols)]
     for rung in rungs:
-        if what == "probes":
-            cells = [f"{_cell(table[c][rung].inflation)} {table[c][rung].mark}" for c in cols]
-        else:
-            cells = [_cell(table[c][rung], "mean" if what == "accuracy" else "auroc") for c in cols]
+        cells = ([f"{_cell(table[c][rung].inflation)} {table[c][rung].mark}" for c in cols] if what == "probes"
+                 else [_cell(table[c][rung], "mean" if what == "accuracy" else "auroc") for c in cols])
         lines.append(f"| {rung} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -437,10 +432,8 @@ def _plot(card: JudgeCard, path: Path) -> None:
             error_kw={"elinewidth": 0.8},
         )
     ax.axhline(1 / 3, color="grey", linestyle=":", linewidth=1, label="chance (1/3)")
-    ax.set_xticks(range(len(cols)))
-    ax.set_xticklabels([_SHORT.get(c, c) for c in cols])
-    ax.set_ylim(0, 1.05)
-    ax.set_ylabel("unit-test accuracy (95% CI)")
+    ax.set(xticks=range(len(cols)), xticklabels=[_SHORT.get(c, c) for c in cols], ylim=(0, 1.05),
+           ylabel="unit-test accuracy (95% CI)")
     where = " (near-miss tests)" if tests == "near" else ""
     ax.set_title(f"{card.spec} ({card.mode}): accuracy per description{where}", fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))

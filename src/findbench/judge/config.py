@@ -50,15 +50,6 @@ def _check_judge(name: str, judge: Any) -> None:
         check_spec(judge, flag=flag(name))
 
 
-def _modes(name: str, value: Csv) -> list[str] | None:
-    modes = _checks.str_list(name, value, optional=True)
-    if modes is not None and not modes:
-        raise UsageError(f"{name} must name at least one mode")
-    for mode in modes or ():
-        _checks.one_of(name, mode, JUDGE_MODES)
-    return modes
-
-
 @dataclass
 class JudgeCardConfig:
     """an instrument card for a judge: accuracy on held-out functions with true, partial, near-miss, other, constant
@@ -108,7 +99,11 @@ class JudgeCardConfig:
                 raise UsageError(f"--rungs must include 'true' (every other rung is compared with it), "
                                  f"got {self.rungs}")
         _check_judge("baseline", self.baseline)  # None: no baseline
-        self.baseline_mode = _modes("--baseline-mode", self.baseline_mode)
+        self.baseline_mode = _checks.str_list("--baseline-mode", self.baseline_mode, optional=True)
+        if self.baseline_mode is not None and not self.baseline_mode:
+            raise UsageError("--baseline-mode must name at least one mode")
+        for mode in self.baseline_mode or ():
+            _checks.one_of("--baseline-mode", mode, JUDGE_MODES)
         if self.baseline_mode is not None and self.baseline is None:
             raise UsageError("--baseline-mode needs a baseline (--baseline)")
         _checks.positive_int("--batch-size", self.batch_size)
@@ -187,13 +182,6 @@ class DataArgs:
     )
     max_length: int = arg(1024, "longer rows are truncated from the left of the prompt")
 
-    def validate(self) -> None:
-        positive_int("--n-data", self.n_data)
-        positive_int("--max-length", self.max_length)
-        integer("--eval-rows", self.eval_rows, 0)
-        integer("--max-train-rows", self.max_train_rows, 0, optional=True)
-        one_of("--judge-mode", self.judge_mode, ("pmi", "logprob"))
-
 
 @dataclass
 class ModelArgs:
@@ -210,13 +198,6 @@ class ModelArgs:
         12, "LoRA on the top N decoder layers only (0: all); the frozen layers below need no backward pass"
     )
     lora_target_modules: str = arg("all-linear", "peft target_modules: 'all-linear' or comma-separated module names")
-
-    def validate(self) -> None:
-        positive_int("--lora-r", self.lora_r)
-        positive_int("--lora-alpha", self.lora_alpha)
-        if not 0 <= self.lora_dropout < 1:
-            raise UsageError(f"--lora-dropout must be in [0, 1), got {self.lora_dropout!r}")
-        integer("--lora-top-layers", self.lora_top_layers, 0)
 
 
 @dataclass
@@ -241,19 +222,6 @@ class OptimArgs:
     mixed_precision: str | None = arg(None, "no, fp16 or bf16; default: the accelerate config's (or no)")
     num_threads: int | None = arg(None, "torch CPU threads (default: torch's choice)")
 
-    def validate(self) -> None:
-        positive_int("--per-device-train-batch-size", self.per_device_train_batch_size)
-        positive_int("--gradient-accumulation-steps", self.gradient_accumulation_steps)
-        if not self.learning_rate > 0:
-            raise UsageError(f"--learning-rate must be > 0, got {self.learning_rate!r}")
-        if not 0 <= self.warmup_ratio < 1:
-            raise UsageError(f"--warmup-ratio must be in [0, 1), got {self.warmup_ratio!r}")
-        if self.max_steps <= 0 and not self.num_train_epochs > 0:
-            raise UsageError(f"--num-train-epochs must be > 0 when --max-steps is not set, "
-                             f"got {self.num_train_epochs!r}")
-        one_of("--loss-reduction", self.loss_reduction, ("row", "token"))
-        one_of("--mixed-precision", self.mixed_precision, (None, "no", "fp16", "bf16"))
-
 
 @dataclass
 class ComparativeArgs:
@@ -270,13 +238,6 @@ class ComparativeArgs:
     )
     pairwise_margin: float = arg(1.0, "margin in nats the truth's score must win each comparison by")
     negatives_per_example: int = arg(4, "losing descriptions per row, a seeded sample of its negatives")
-
-    def validate(self) -> None:
-        for name in ("likelihood_weight", "pairwise_weight", "pairwise_margin"):
-            _checks.number(flag(name), getattr(self, name), 0)
-        if self.likelihood_weight == 0 and self.pairwise_weight == 0:
-            raise UsageError("--likelihood-weight and --pairwise-weight are both 0: nothing to train")
-        positive_int("--negatives-per-example", self.negatives_per_example)
 
 
 @dataclass
@@ -304,12 +265,6 @@ class OutputArgs:
     hub_model_id: str | None = arg(None, "Hub repo id for --push-to-hub")
     hub_private: bool = arg(True, "create the Hub repo as private", no_help="create the Hub repo as public")
 
-    def validate(self) -> None:
-        for name in ("logging_steps", "save_steps", "save_total_limit"):
-            integer(name, getattr(self, name), 0)
-        if self.push_to_hub and not self.hub_model_id:
-            raise UsageError("--hub-model-id is required with --push-to-hub")
-
 
 #: The argument groups, in parsing order (``--help`` lists the flags by group).
 ARG_GROUPS: tuple[type, ...] = (DataArgs, ModelArgs, OptimArgs, ComparativeArgs, OutputArgs)
@@ -321,15 +276,44 @@ class TrainArgs(OutputArgs, ComparativeArgs, OptimArgs, ModelArgs, DataArgs):
     embedded-evaluator recipe)"""
 
     def validate(self) -> None:
-        """Raise ValueError naming the first bad field."""
-        for group in ARG_GROUPS:
-            group.validate(self)
+        """Raise ValueError naming the first bad field (the groups' fields in parsing order)."""
+        positive_int("--n-data", self.n_data)
+        positive_int("--max-length", self.max_length)
+        integer("--eval-rows", self.eval_rows, 0)
+        integer("--max-train-rows", self.max_train_rows, 0, optional=True)
+        one_of("--judge-mode", self.judge_mode, ("pmi", "logprob"))
+
+        positive_int("--lora-r", self.lora_r)
+        positive_int("--lora-alpha", self.lora_alpha)
+        if not 0 <= self.lora_dropout < 1:
+            raise UsageError(f"--lora-dropout must be in [0, 1), got {self.lora_dropout!r}")
+        integer("--lora-top-layers", self.lora_top_layers, 0)
+
+        positive_int("--per-device-train-batch-size", self.per_device_train_batch_size)
+        positive_int("--gradient-accumulation-steps", self.gradient_accumulation_steps)
+        if not self.learning_rate > 0:
+            raise UsageError(f"--learning-rate must be > 0, got {self.learning_rate!r}")
+        if not 0 <= self.warmup_ratio < 1:
+            raise UsageError(f"--warmup-ratio must be in [0, 1), got {self.warmup_ratio!r}")
+        if self.max_steps <= 0 and not self.num_train_epochs > 0:
+            raise UsageError(f"--num-train-epochs must be > 0 when --max-steps is not set, "
+                             f"got {self.num_train_epochs!r}")
+        one_of("--loss-reduction", self.loss_reduction, ("row", "token"))
+        one_of("--mixed-precision", self.mixed_precision, (None, "no", "fp16", "bf16"))
+
+        for name in ("likelihood_weight", "pairwise_weight", "pairwise_margin"):
+            _checks.number(flag(name), getattr(self, name), 0)
+        if self.likelihood_weight == 0 and self.pairwise_weight == 0:
+            raise UsageError("--likelihood-weight and --pairwise-weight are both 0: nothing to train")
+        positive_int("--negatives-per-example", self.negatives_per_example)
+
+        for name in ("logging_steps", "save_steps", "save_total_limit"):
+            integer(name, getattr(self, name), 0)
+        if self.push_to_hub and not self.hub_model_id:
+            raise UsageError("--hub-model-id is required with --push-to-hub")
+
         if self.full_finetune and self.merge:
             raise UsageError("--merge applies to LoRA training only (a full fine-tune already writes full weights)")
-
-    def to_dict(self) -> dict[str, Any]:
-        """All fields, flat (the keys of a ``--config`` YAML file)."""
-        return dataclasses.asdict(self)
 
 
 def make_parser(**kwargs: Any) -> argparse.ArgumentParser:
@@ -347,19 +331,6 @@ def make_parser(**kwargs: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def _read_config(path: str) -> dict[str, Any]:
-    import yaml
-
-    with open(path, encoding="utf-8") as fh:
-        values = yaml.safe_load(fh) or {}
-    if not isinstance(values, dict):
-        raise ValueError(f"--config {path}: expected a mapping of training fields")
-    unknown = sorted(set(values) - {f.name for f in dataclasses.fields(TrainArgs)})
-    if unknown:
-        raise ValueError(f"--config {path}: unknown fields {unknown}")
-    return values
-
-
 def parse_train_args(argv: Sequence[str] | None = None, *, prog: str | None = None) -> TrainArgs:
     """TrainArgs from command-line flags (default ``sys.argv[1:]``); ``--config file.yaml`` supplies
     values that flags override. ValueError naming an unknown YAML field or a bad value."""
@@ -368,7 +339,16 @@ def parse_train_args(argv: Sequence[str] | None = None, *, prog: str | None = No
     # first pass: find --config, whose values become defaults that flags override in the second
     known, _ = parser.parse_known_args(argv)
     if known.config:
-        parser.set_defaults(**_read_config(known.config))
+        import yaml
+
+        with open(known.config, encoding="utf-8") as fh:
+            values = yaml.safe_load(fh) or {}
+        if not isinstance(values, dict):
+            raise ValueError(f"--config {known.config}: expected a mapping of training fields")
+        unknown = sorted(set(values) - {f.name for f in dataclasses.fields(TrainArgs)})
+        if unknown:
+            raise ValueError(f"--config {known.config}: unknown fields {unknown}")
+        parser.set_defaults(**values)
     args = from_namespace(TrainArgs, parser.parse_args(argv))
     args.validate()
     return args

@@ -117,16 +117,6 @@ def _strings_near_miss(row: Mapping[str, Any], seed: int) -> tuple[str, str]:
     return fallback
 
 
-def _cosine_neighbours(names: Sequence[str], encoder: Any) -> np.ndarray:
-    """Per name, every other index ordered by cosine similarity of the embeddings, most similar first."""
-    vecs = np.asarray(encoder.encode(list(names)), dtype=np.float64)
-    vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
-    sims = vecs @ vecs.T
-    np.fill_diagonal(sims, -np.inf)
-    # stable: ties keep the names' order
-    return np.argsort(-sims, axis=1, kind="stable")[:, :-1]
-
-
 def _entity_concepts(row: Mapping[str, Any]) -> list[str]:
     concepts = [c for c in (row.get("concept1"), row.get("concept2")) if c]
     if not concepts:
@@ -159,16 +149,19 @@ def _relation_key(row: Mapping[str, Any]) -> tuple[str, int | None]:
 
 
 class _Neighbours:
-    """Nearest other names by embedding, computed once per ladder."""
+    """Nearest other names by embedding, computed once per ladder: per name, every other index ordered by
+    cosine similarity of the embeddings, most similar first (ties keep the names' order)."""
 
     def __init__(self, names: Sequence[str], encoder: Any):
         self.names = list(dict.fromkeys(names))
         self.index = {n: i for i, n in enumerate(self.names)}
-        self.order = (
-            _cosine_neighbours(self.names, encoder)
-            if len(self.names) > 1
-            else np.zeros((len(self.names), 0), dtype=int)
-        )
+        self.order = np.zeros((len(self.names), 0), dtype=int)
+        if len(self.names) > 1:
+            vecs = np.asarray(encoder.encode(self.names), dtype=np.float64)
+            vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+            sims = vecs @ vecs.T
+            np.fill_diagonal(sims, -np.inf)
+            self.order = np.argsort(-sims, axis=1, kind="stable")[:, :-1]
 
     def nearest(self, name: str, exclude: Sequence[str]) -> str | None:
         return next((self.names[j] for j in self.order[self.index[name]] if self.names[j] not in exclude), None)

@@ -67,13 +67,6 @@ def _rng(seed: int, row: Mapping[str, Any], what: str) -> random.Random:
     return random.Random(f"{seed}:{row['function_id']}:probe:{what}")
 
 
-def _params(row: Mapping[str, Any]) -> dict:
-    params = row.get("params")
-    if isinstance(params, str):
-        params = json.loads(params) if params else {}
-    return dict(params or {})
-
-
 def shown_inputs(row: Mapping[str, Any]) -> set[str]:
     """Every input the row's unit tests (FIND's and near-miss) and test inputs show, stripped and lower-cased."""
     tested = [x for column in ("unit_tests", "unit_tests_near") for ut in row.get(column) or []
@@ -111,6 +104,7 @@ def observed_pairs(row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]], *,
         fn = make_function(row)
     else:
         from findbench.find.synthetic_neurons.backbones import relation_for_row, table_answer
+        from findbench.judge.ladder import _params  # (the ladder's module imports this one's through the config)
 
         table, exception = relation_for_row(row, _params(row))
         candidates = sorted({e.input for e in table.sample_entries if e.input.strip().lower() not in shown})
@@ -135,11 +129,6 @@ def stuffed_description(truth: str, keywords: Sequence[str], *, max_tokens: int 
     """``truth`` followed by ``Keywords: a, b, ….`` (repeats once, dropped from the end to fit the cap)."""
     words = [w for w in dict.fromkeys(str(k).strip() for k in keywords) if w]
     return stuffed(truth.strip(), words, label=" Keywords: ", end=".", cap=_cap_chars(max_tokens))
-
-
-def padded_description(truth: str) -> str:
-    """``truth`` four times, joined by :data:`PAD_PHRASES`: four times its tokens, no new content."""
-    return padded(truth.strip(), PAD_PHRASES)
 
 
 def hedged_description(truth: str, others: Sequence[str], rng: random.Random) -> str:
@@ -177,6 +166,6 @@ def probe_ladder(rows: Sequence[Mapping[str, Any]], category: str, pool: Sequenc
         for k in HEDGE_SIZES:
             ladder[f"hedged_{k}"].append(hedged_description(truth, drawn[:k], _rng(seed, row, f"hedged_{k}")))
         ladder["stuffed"].append(stuffed_description(truth, [x if y is None else y for x, y in pairs]))
-        ladder["padded"].append(padded_description(truth))
+        ladder["padded"].append(padded(truth, PAD_PHRASES))  # four times its tokens, no new content
     ladder.update({f"master_key_{i}": [key] * len(rows) for i, key in enumerate(MASTER_KEYS, 1)})
     return ladder, observed

@@ -135,9 +135,8 @@ def description_token_limit(lm: Any = None) -> int:
     :data:`_PROMPT_ROOM` where that is smaller."""
     config = getattr(getattr(unwrap_lm(lm), "model", None), "config", None)
     window = getattr(config, "max_position_embeddings", None)
-    if isinstance(window, int) and window > 0:
-        return max(1, min(MAX_DESCRIPTION_TOKENS, window - _PROMPT_ROOM))
-    return MAX_DESCRIPTION_TOKENS
+    fits = isinstance(window, int) and window > 0
+    return max(1, min(MAX_DESCRIPTION_TOKENS, window - _PROMPT_ROOM)) if fits else MAX_DESCRIPTION_TOKENS
 
 
 def bound_description(
@@ -162,17 +161,14 @@ def bound_description(
     return text.strip(), cut
 
 
-def _quote(s: str) -> str:
-    return json.dumps(s, ensure_ascii=False)
-
-
 def _option_lines(unit_test: Mapping[str, Any], category: str) -> list[str]:
     inputs = unit_test["inputs"]
     if category == "neurons_entities":
         return [f"{k}. {str(w).strip()}" for k, w in enumerate(inputs, 1)]
     outputs = unit_test["outputs"]
     if category == "strings":  # whitespace matters for string functions: show exact, quoted
-        return [f"{k}. {_quote(i)} -> {_quote(o)}" for k, (i, o) in enumerate(zip(inputs, outputs), 1)]
+        return [f"{k}. {json.dumps(i, ensure_ascii=False)} -> {json.dumps(o, ensure_ascii=False)}"
+                for k, (i, o) in enumerate(zip(inputs, outputs), 1)]
     return [f"{k}. {str(i).strip()} -> {str(o).strip()}" for k, (i, o) in enumerate(zip(inputs, outputs), 1)]
 
 
@@ -408,8 +404,10 @@ def judge_unit_tests(
     elif mode == "logprob":
         use_shared = _accepts(lm, "shared_prefix") if shared_prefix is None else shared_prefix
         option_scores = _logprob_scores(lm, convs, n_opts, use_shared, progress and category)
-    else:
-        answers = _generate_answers(lm, convs, n_opts, structured, max_new_tokens, progress and category)
+    else:  # the judge's greedy answers, under answer_constraint where structured
+        grammar = {"constraint": [answer_constraint(n) for n in n_opts]} if structured else {}
+        answers = lm.generate(convs, max_new_tokens=max_new_tokens, temperature=0.0,
+                              progress=progress and f"judge, {category}: answers", **grammar)
     # the option with the best score (ties to the lower number), else the one the answer names
     picks = [parse_answer(text, n) if scores is None else max(range(n), key=scores.__getitem__) + 1
              for scores, text, n in zip(option_scores, answers, n_opts)]
@@ -474,15 +472,6 @@ def _logprob_scores(
         for j, row in zip(idx, rows):
             scores[j] = [float(v) for v in row]
     return scores
-
-
-def _generate_answers(
-    lm: Any, convs: list[list[dict]], n_opts: list[int], structured: bool, max_new_tokens: int, progress: str | bool
-) -> list[str]:
-    """``generate`` mode: the judge's greedy answers (under :func:`answer_constraint` when ``structured``)."""
-    kwargs: dict[str, Any] = {"constraint": [answer_constraint(n) for n in n_opts]} if structured else {}
-    return lm.generate(convs, max_new_tokens=max_new_tokens, temperature=0.0,
-                       progress=progress and f"judge, {progress}: answers", **kwargs)
 
 
 def _decision(

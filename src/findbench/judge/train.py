@@ -19,7 +19,7 @@ import re
 import shutil
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from itertools import zip_longest
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,7 @@ from findbench.judge.scoring import (
     render_pmi_option,
     render_pmi_prompt,
 )
+from findbench.lm.base import split_candidates
 from findbench.lm.transformers_lm import VICUNA_CHAT_TEMPLATE, TransformersLM, left_pad
 from findbench.models import embedded_judge_dir, peft_wrapping, resolve
 
@@ -94,14 +95,12 @@ def _digit_context(tokenizer: Any, keep_space_first: bool = False) -> tuple[str,
     """What the ``logprob`` judge scores the option numbers after (the answer prefix, its trailing space
     moved into the digits where that keeps each one token) and the digits' token ids; ``keep_space_first``:
     the prefix with its space is tried first (the validation's digits, as the answer tokens hold them)."""
-    stripped = ANSWER_PREFIX.rstrip()
-    contexts = [(stripped, ANSWER_PREFIX[len(stripped) :]), (ANSWER_PREFIX, "")]
-    for ctx, moved in contexts[::-1] if keep_space_first else contexts:
-        base = tokenizer(ctx, add_special_tokens=False)["input_ids"]
-        ids = [tokenizer(ctx + moved + str(k), add_special_tokens=False)["input_ids"] for k in (1, 2, 3)]
-        if all(len(f) == len(base) + 1 and f[: len(base)] == base for f in ids):
-            return ctx, [f[-1] for f in ids]
-    raise ValueError(f"the option numbers are not single tokens after {ANSWER_PREFIX!r} for this tokenizer")
+    split = split_candidates(ANSWER_PREFIX, ["1", "2", "3"],
+                             lambda text: tokenizer(text, add_special_tokens=False)["input_ids"],
+                             keep_space_first=keep_space_first)
+    if split is None:
+        raise ValueError(f"the option numbers are not single tokens after {ANSWER_PREFIX!r} for this tokenizer")
+    return split
 
 
 def encode_comparison(
@@ -197,19 +196,9 @@ def pairwise_hinge(logprobs: Any, layout: Any, margin: float) -> Any:
     return torch.stack(losses).mean()
 
 
-def comparison_logprobs(model: Any, batch: dict) -> Any:
-    """The summed log-probabilities of a collated batch's pairwise sequences, in :func:`encode_comparison`'s order."""
-    by_length = torch.cat([sequence_logprobs(model, chunk) for chunk in batch["cmp_chunks"]])
-    return by_length[torch.argsort(batch["cmp_order"])]
-
-
-def comparative_loss(model: Any, batch: dict, margin: float) -> Any:
-    """:func:`pairwise_hinge` of a collated batch's pairwise sequences under ``model``."""
-    return pairwise_hinge(comparison_logprobs(model, batch), batch["cmp_layout"], margin)
-
-
 def comparative_backward(model: Any, batch: dict, margin: float, weight: float, backward: Any) -> Any:
-    """The value of :func:`comparative_loss` (detached), its gradient times ``weight`` accumulated through
+    """The pairwise hinge (:func:`pairwise_hinge`) of a collated batch's pairwise sequences under ``model``
+    (detached), its gradient times ``weight`` accumulated through
     ``backward`` (``accelerator.backward``) one chunk at a time: the log-probabilities are first computed
     without a graph, the hinge's gradient with respect to them taken, then each chunk with a nonzero share
     is run again with a graph (the same dropout draws) and back-propagated with it, so the activations of
@@ -251,19 +240,13 @@ def _answer_logits_and_labels(model: Any, batch: dict) -> tuple[Any, Any]:
     return out.logits[:, :-1, :], labels[:, -k:]
 
 
-def answer_loss(model: Any, batch: dict, reduction: str = "row") -> Any:
-    """Cross-entropy on a batch's answer tokens: ``"row"``, summed per row and averaged over rows;
-    ``"token"``, averaged over all answer tokens."""
-    return _cross_entropy(*_answer_logits_and_labels(model, batch), reduction=reduction)
-
-
 def _cross_entropy(logits: Any, labels: Any, reduction: str = "token") -> Any:
+    """Cross-entropy on the answer tokens: ``"row"``, summed per row and averaged over rows; ``"token"``,
+    averaged over all answer tokens."""
     flat = torch.nn.functional.cross_entropy(
         logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=-100, reduction="none"
     ).reshape(labels.shape)
-    if reduction == "token":
-        return flat.sum() / (labels != -100).sum().clamp(min=1)
-    return flat.sum(dim=1).mean()
+    return flat.sum() / (labels != -100).sum().clamp(min=1) if reduction == "token" else flat.sum(dim=1).mean()
 
 
 def _load_rows(args: TrainArgs) -> tuple[list[dict], list[dict]]:
@@ -347,18 +330,6 @@ def _model_card(args: TrainArgs, summary: dict) -> str:
 
 
 # -- evaluation ---------------------------------------------------------------------------
-def _eval_batches(model: Any, tokenizer: Any, encoded: list[dict], device: Any, batch_size: int):
-    """``(logits, labels)`` of the answer tokens of ``encoded``, batch by batch, without gradients
-    (under a progress bar)."""
-    collate = _collate(tokenizer.pad_token_id)
-    with tqdm(total=len(encoded), desc="validation: answer loss", unit="row", leave=False) as bar:
-        for start in range(0, len(encoded), batch_size):
-            batch = {k: v.to(device) for k, v in collate(encoded[start : start + batch_size]).items()}
-            with torch.no_grad():
-                yield _answer_logits_and_labels(model, batch)
-            bar.update(len(encoded[start : start + batch_size]))
-
-
 def _evaluate(model: Any, tokenizer: Any, rows: list[dict], encoded: list[dict], accelerator: Any,
               args: TrainArgs) -> dict[str, Any]:
     """Mean answer loss on the encoded validation rows, and the judge's accuracy on them: ``logprob``,
@@ -368,7 +339,11 @@ def _evaluate(model: Any, tokenizer: Any, rows: list[dict], encoded: list[dict],
     batch_size, n = args.per_device_train_batch_size, max(len(encoded), 1)
     model.eval()
     loss, right = 0.0, 0
-    for logits, labels in _eval_batches(model, tokenizer, encoded, accelerator.device, batch_size):
+    collate = _collate(tokenizer.pad_token_id)
+    for start in tqdm(range(0, len(encoded), batch_size), desc="validation: answer loss", leave=False):
+        batch = {k: v.to(accelerator.device) for k, v in collate(encoded[start : start + batch_size]).items()}
+        with torch.no_grad():
+            logits, labels = _answer_logits_and_labels(model, batch)
         loss += float(_cross_entropy(logits, labels)) * len(labels)
         for r in range(labels.shape[0]) if option_ids else ():
             is_digit = torch.isin(labels[r], torch.tensor(option_ids, device=labels.device))
@@ -462,7 +437,7 @@ def train_judge(args: TrainArgs) -> str:
         "final_pairwise_loss": run.last_pairwise,
         "wall_seconds": time.time() - t_start,
         "log_history": run.history,
-        "args": args.to_dict(),
+        "args": asdict(args),
     }
     if valid_encoded and accelerator.is_main_process:
         unwrapped = accelerator.unwrap_model(run.model)
@@ -472,10 +447,18 @@ def train_judge(args: TrainArgs) -> str:
     if accelerator.is_main_process:
         summary["trained"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         _write_judge(args, accelerator, run.model, tokenizer, summary, out_dir)
-        if args.install_as_default:
-            _install_as_default(out_dir)
+        if args.install_as_default:  # replaces the default judge (embedded-evaluator) at once
+            target = Path(embedded_judge_dir(must_exist=False))
+            with atomic_dir(target) as tmp:
+                shutil.copytree(out_dir, tmp, dirs_exist_ok=True)
+            log.info("installed %s as the default judge %s (evaluate, main and judge-card use it)", out_dir, target)
         if args.push_to_hub:
-            _push(out_dir, args)
+            from huggingface_hub import HfApi
+
+            HfApi().create_repo(args.hub_model_id, private=args.hub_private, exist_ok=True, repo_type="model")
+            HfApi().upload_folder(folder_path=str(out_dir), repo_id=args.hub_model_id, repo_type="model",
+                                  commit_message="Upload FIND judge (findbench train-judge)")
+            log.info("pushed %s to %s", out_dir, args.hub_model_id)
         shutil.rmtree(ckpt_root, ignore_errors=True)
     accelerator.wait_for_everyone()
     accelerator.end_training()
@@ -496,14 +479,6 @@ def _output_dir(args: TrainArgs) -> Path:
     stamp = time.strftime(f"{_NEW_JUDGE}%Y%m%d-%H%M%S", time.gmtime())
     names = itertools.chain([stamp], (f"{stamp}-{k}" for k in itertools.count(2)))  # runs started the same second
     return next(here / n for n in names if not (here / n).exists() and not (here / f".{n}.checkpoints").exists())
-
-
-def _install_as_default(folder: Path) -> None:
-    """Copy a finished judge folder into the default judge's place (``embedded-evaluator``), replacing it at once."""
-    target = Path(embedded_judge_dir(must_exist=False))
-    with atomic_dir(target) as tmp:
-        shutil.copytree(folder, tmp, dirs_exist_ok=True)
-    log.info("installed %s as the default judge %s (evaluate, main and judge-card use it)", folder, target)
 
 
 def _load_model(margs: TrainArgs) -> tuple[Any, Any]:
@@ -608,7 +583,8 @@ def _train_loop(args: TrainArgs, accelerator: Any, run: _Run, ckpt_root: Path, t
         epoch_loader = accelerator.skip_first_batches(run.loader, skip_batches) if skip_batches else run.loader
         for batch in epoch_loader:
             with accelerator.accumulate(model):
-                loss = args.likelihood_weight * answer_loss(model, batch, args.loss_reduction)
+                logits, labels = _answer_logits_and_labels(model, batch)
+                loss = args.likelihood_weight * _cross_entropy(logits, labels, args.loss_reduction)
                 accelerator.backward(loss)
                 if args.pairwise_weight and "cmp_layout" in batch:
                     pair = comparative_backward(model, batch, args.pairwise_margin, args.pairwise_weight,
@@ -660,8 +636,10 @@ def _write_judge(args: TrainArgs, accelerator: Any, model: Any, tokenizer: Any, 
     unwrapped = accelerator.unwrap_model(model)
     with atomic_dir(out_dir) as tmp:
         unwrapped.save_pretrained(tmp, state_dict=accelerator.get_state_dict(model), safe_serialization=True)
-        if not args.full_finetune:
-            _portable_adapter_config(tmp, args.model)
+        if not args.full_finetune:  # the base model as given ("embedded", a Hub id), not a local cache path
+            config = tmp / "adapter_config.json"
+            config.write_text(json.dumps({**json.loads(config.read_text()), "base_model_name_or_path": args.model},
+                                         indent=2, sort_keys=True) + "\n")
         tokenizer.save_pretrained(tmp)
         if args.merge:  # the merged folder is a judge of its own: it records the mode too
             unwrapped.merge_and_unload().save_pretrained(tmp / "merged", safe_serialization=True)
@@ -711,30 +689,10 @@ def _save_checkpoint(accelerator: Any, root: Path, step: int, history: list, arg
     accelerator.save_state(str(tmp))
     if accelerator.is_main_process:
         atomic_write_json(tmp / "log_history.json", history)
-        atomic_write_json(tmp / _STATE_FILE, {"step": step, "args": args.to_dict()})  # written last
+        atomic_write_json(tmp / _STATE_FILE, {"step": step, "args": asdict(args)})  # written last
         shutil.rmtree(path, ignore_errors=True)
         os.replace(tmp, path)
         for old in _checkpoints(root)[: -args.save_total_limit or None] if args.save_total_limit else []:
             shutil.rmtree(old, ignore_errors=True)
         log.info("checkpoint %s", path)
     accelerator.wait_for_everyone()
-
-
-def _portable_adapter_config(folder: Path, model: str) -> None:
-    """Record the base model as given (``"embedded"``, a Hub id), not a local cache path."""
-    path = folder / "adapter_config.json"
-    path.write_text(json.dumps({**json.loads(path.read_text()), "base_model_name_or_path": model}, indent=2,
-                               sort_keys=True) + "\n")
-
-
-def _push(folder: Path, args: TrainArgs) -> None:
-    from huggingface_hub import HfApi
-
-    HfApi().create_repo(args.hub_model_id, private=args.hub_private, exist_ok=True, repo_type="model")
-    HfApi().upload_folder(
-        folder_path=str(folder),
-        repo_id=args.hub_model_id,
-        repo_type="model",
-        commit_message="Upload FIND judge (findbench train-judge)",
-    )
-    log.info("pushed %s to %s", folder, args.hub_model_id)

@@ -83,14 +83,17 @@ def check_constraints(constraint: object, n: int) -> list[Constraint | None]:
 
 
 def split_candidates(
-    context: str, candidates: Sequence[str], encode: Callable[[str], list[int] | None]
+    context: str, candidates: Sequence[str], encode: Callable[[str], list[int] | None], *,
+    keep_space_first: bool = False,
 ) -> tuple[str, list[int]] | None:
     """``(text, ids)``: the text to score one-token ``candidates`` after and each candidate's token
     id, by ``encode`` (text -> token ids, None when it cannot tell). The trailing whitespace of
     ``context`` moves into the candidates where that makes each one token ("[ANSWER]:" + " 1"),
-    else they follow ``context`` itself; None when they are not one token either way."""
+    else they follow ``context`` itself (``keep_space_first``: ``context`` itself is tried first);
+    None when they are not one token either way."""
     fulls = [encode(context + c) for c in candidates]
-    for text in dict.fromkeys((context.rstrip(), context)):
+    tries = (context.rstrip(), context)
+    for text in dict.fromkeys(tries[::-1] if keep_space_first else tries):
         base = encode(text)
         if base is not None and all(f is not None and len(f) == len(base) + 1 and f[: len(base)] == base
                                     for f in fulls):

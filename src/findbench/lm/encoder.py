@@ -15,6 +15,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from findbench._checks import positive_int
+
 log = logging.getLogger(__name__)
 
 #: Name of the embedded encoder in backbone configs.
@@ -43,9 +45,7 @@ class CachedTextEncoder(abc.ABC):
     dim: int
 
     def __init__(self, batch_size: int):
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-        self.batch_size = batch_size
+        self.batch_size = positive_int("batch_size", batch_size)
         self._cache: dict[str, np.ndarray] = {}
 
     @abc.abstractmethod

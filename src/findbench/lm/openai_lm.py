@@ -42,9 +42,8 @@ _CONTINUE = {"add_generation_prompt": False, "continue_final_message": True}
 
 def structured_outputs_field(constraint: Constraint) -> dict[str, Any]:
     """vLLM's ``structured_outputs`` request field for ``constraint`` (JSON compact, as in process)."""
-    if constraint.regex is not None:
-        return {"regex": constraint.regex}
-    return {"json": constraint.schema(), "disable_any_whitespace": True}
+    return ({"regex": constraint.regex} if constraint.regex is not None
+            else {"json": constraint.schema(), "disable_any_whitespace": True})
 
 
 class OpenAILM:

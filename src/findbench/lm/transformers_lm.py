@@ -184,25 +184,24 @@ class TransformersLM:
         out: dict[int, str] = {}
         sampling = {"temperature": float(temperature)} if temperature > 0 else {
             "temperature": None, "top_p": None, "top_k": None}
-        bar = tqdm(total=len(texts), desc=_label(progress, "generate"), disable=not progress)
-        for idx in batches:
-            check_interrupt()
-            enc = self.tokenizer([texts[i] for i in idx], return_tensors="pt", padding=True,
-                                 add_special_tokens=False).to(self.device)
-            kwargs: dict[str, Any] = {"do_sample": temperature > 0, "max_new_tokens": max_new_tokens,
-                                      "stopping_criteria": StoppingCriteriaList([_StopOnInterrupt()]), **sampling}
-            if constraints[idx[0]] is not None:
-                from xgrammar.contrib.hf import LogitsProcessor
+        with tqdm(total=len(texts), desc=_label(progress, "generate"), disable=not progress) as bar:
+            for idx in batches:
+                check_interrupt()
+                enc = self.tokenizer([texts[i] for i in idx], return_tensors="pt", padding=True,
+                                     add_special_tokens=False).to(self.device)
+                kwargs: dict[str, Any] = {"do_sample": temperature > 0, "max_new_tokens": max_new_tokens,
+                                          "stopping_criteria": StoppingCriteriaList([_StopOnInterrupt()]), **sampling}
+                if constraints[idx[0]] is not None:
+                    from xgrammar.contrib.hf import LogitsProcessor
 
-                # one processor per generate call (it keeps a matcher per row)
-                kwargs["logits_processor"] = [LogitsProcessor([self._compiled(constraints[i]) for i in idx])]
-            with torch.no_grad():
-                gen = self.model.generate(**enc, pad_token_id=self.tokenizer.pad_token_id, **kwargs)
-            check_interrupt()  # a generation cut by Ctrl-C is never returned
-            new = self.tokenizer.batch_decode(gen[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
-            out.update(zip(idx, (text.strip() for text in new)))
-            bar.update(len(idx))
-        bar.close()
+                    # one processor per generate call (it keeps a matcher per row)
+                    kwargs["logits_processor"] = [LogitsProcessor([self._compiled(constraints[i]) for i in idx])]
+                with torch.no_grad():
+                    gen = self.model.generate(**enc, pad_token_id=self.tokenizer.pad_token_id, **kwargs)
+                check_interrupt()  # a generation cut by Ctrl-C is never returned
+                new = self.tokenizer.batch_decode(gen[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+                out.update(zip(idx, (text.strip() for text in new)))
+                bar.update(len(idx))
         return [out[i] for i in range(len(texts))]
 
     # -- candidate log-probs ----------------------------------------------------------------
@@ -235,9 +234,8 @@ class TransformersLM:
         if any(ids != cand_ids for _, ids in splits):
             raise ValueError("candidates tokenize differently across conversations; use a fixed assistant_prefix")
         token_lists = [self._encode(ctx) for ctx, _ in splits]
-        if shared_prefix:
-            return self._logprobs_shared(token_lists, cand_ids, progress, min_shared_tokens)
-        return self._logprobs_plain(token_lists, cand_ids, progress)
+        return (self._logprobs_shared(token_lists, cand_ids, progress, min_shared_tokens) if shared_prefix
+                else self._logprobs_plain(token_lists, cand_ids, progress))
 
     def _last_logprobs(self, logits, cand_ids: list[int]) -> list[list[float]]:
         return torch.log_softmax(logits.float(), dim=-1)[:, cand_ids].tolist()
@@ -248,23 +246,22 @@ class TransformersLM:
         order = sorted(range(len(token_lists)), key=lambda i: len(token_lists[i]))
         out: dict[int, list[float]] = {}
         pad = self.tokenizer.pad_token_id
-        bar = tqdm(total=len(token_lists), desc=_label(progress, "candidate log-probs"), disable=not progress)
-        for idx in _batches(order, self.batch_size):
-            check_interrupt()
-            ids, mask = left_pad([token_lists[i] for i in idx], pad)
-            pos = (mask.cumsum(-1) - 1).clamp(min=0)
-            with torch.no_grad():
-                logits = self.model(
-                    input_ids=ids.to(self.device),
-                    attention_mask=mask.to(self.device),
-                    position_ids=pos.to(self.device),
-                    use_cache=False,
-                    logits_to_keep=1,
-                ).logits[:, -1, :]
-            self.tokens_forwarded += int(mask.sum())
-            out.update(zip(idx, self._last_logprobs(logits, cand_ids)))
-            bar.update(len(idx))
-        bar.close()
+        with tqdm(total=len(token_lists), desc=_label(progress, "candidate log-probs"), disable=not progress) as bar:
+            for idx in _batches(order, self.batch_size):
+                check_interrupt()
+                ids, mask = left_pad([token_lists[i] for i in idx], pad)
+                pos = (mask.cumsum(-1) - 1).clamp(min=0)
+                with torch.no_grad():
+                    logits = self.model(
+                        input_ids=ids.to(self.device),
+                        attention_mask=mask.to(self.device),
+                        position_ids=pos.to(self.device),
+                        use_cache=False,
+                        logits_to_keep=1,
+                    ).logits[:, -1, :]
+                self.tokens_forwarded += int(mask.sum())
+                out.update(zip(idx, self._last_logprobs(logits, cand_ids)))
+                bar.update(len(idx))
         return [out[i] for i in range(len(token_lists))]
 
     def _logprobs_shared(
@@ -286,22 +283,22 @@ class TransformersLM:
                     groups[-1] = (members, n)
                     continue
             groups.append(([i], len(toks) - 1))
-        bar = tqdm(total=len(token_lists), desc=_label(progress, "candidate log-probs (shared prefix)"),
-                   disable=not progress)
         singles = [g for g in groups if len(g[0]) == 1 or g[1] < min_shared]
         multi = [g for g in groups if not (len(g[0]) == 1 or g[1] < min_shared)]
         alone = [i for members, _ in singles for i in members]
-        out = dict(zip(alone, self._logprobs_plain([token_lists[i] for i in alone], cand_ids, False) if alone else []))
-        bar.update(len(alone))
-        # several groups per pack: their prefixes in one forward, then all their suffixes over the caches
-        for pack in _packs(multi, self.batch_size):
-            check_interrupt()
-            prefixes = [token_lists[members[0]][:shared] for members, shared in pack]
-            rows = [(g, token_lists[i][shared:]) for g, (members, shared) in enumerate(pack) for i in members]
-            _, logits = self._prefix_suffix_forward(prefixes, rows, suffix_logits_to_keep=1)
-            out.update(zip([i for m, _ in pack for i in m], self._last_logprobs(logits[:, -1, :], cand_ids)))
-            bar.update(len(rows))
-        bar.close()
+        with tqdm(total=len(token_lists), desc=_label(progress, "candidate log-probs (shared prefix)"),
+                  disable=not progress) as bar:
+            out = dict(zip(alone, self._logprobs_plain([token_lists[i] for i in alone], cand_ids, False) if alone
+                           else []))
+            bar.update(len(alone))
+            # several groups per pack: their prefixes in one forward, then all their suffixes over the caches
+            for pack in _packs(multi, self.batch_size):
+                check_interrupt()
+                prefixes = [token_lists[members[0]][:shared] for members, shared in pack]
+                rows = [(g, token_lists[i][shared:]) for g, (members, shared) in enumerate(pack) for i in members]
+                _, logits = self._prefix_suffix_forward(prefixes, rows, suffix_logits_to_keep=1)
+                out.update(zip([i for m, _ in pack for i in m], self._last_logprobs(logits[:, -1, :], cand_ids)))
+                bar.update(len(rows))
         return [out[i] for i in range(len(token_lists))]
 
     def _prefix_suffix_forward(
@@ -358,12 +355,12 @@ class TransformersLM:
                 last_text = text
         conts = [self._encode(c) for c in continuations]
         out: dict[int, float] = {}
-        bar = tqdm(total=len(conversations), desc=_label(progress, "continuation log-probs"), disable=not progress)
-        for pack in _packs(groups, self.batch_size):
-            check_interrupt()
-            out.update(zip([i for m, _ in pack for i in m], self._continuation_pack(pack, conts)))
-            bar.update(sum(len(m) for m, _ in pack))
-        bar.close()
+        with tqdm(total=len(conversations), desc=_label(progress, "continuation log-probs"),
+                  disable=not progress) as bar:
+            for pack in _packs(groups, self.batch_size):
+                check_interrupt()
+                out.update(zip([i for m, _ in pack for i in m], self._continuation_pack(pack, conts)))
+                bar.update(sum(len(m) for m, _ in pack))
         return [out[i] for i in range(len(conversations))]
 
     def _continuation_pack(self, pack: list[tuple[list[int], list[int]]], conts: list[list[int]]) -> list[float]:

@@ -44,15 +44,6 @@ _STOP_GRACE = 60
 _LOG_TAIL = 3000
 
 
-def _checkout_venv_python() -> Path | None:
-    # a checkout has <repo>/src/findbench beside pyproject.toml; an installed wheel has no default venv
-    package = Path(str(resources.files("findbench")))
-    repo = package.parent.parent
-    if package.parent.name != "src" or not (repo / "pyproject.toml").is_file():
-        return None
-    return repo / ".venv-vllm" / "bin" / "python"
-
-
 def find_vllm_python(python: str | os.PathLike | None = None) -> Path:
     """The Python to run vLLM with: ``python``, else ``$FINDBENCH_VLLM_PYTHON``, else the checkout's
     ``.venv-vllm/bin/python``; FileNotFoundError saying how to make one."""
@@ -66,11 +57,12 @@ def find_vllm_python(python: str | os.PathLike | None = None) -> Path:
         candidate, origin = Path(python), "python="
     elif os.environ.get(VLLM_PYTHON_ENV):
         candidate, origin = Path(os.environ[VLLM_PYTHON_ENV]), f"${VLLM_PYTHON_ENV}"
-    else:
-        found = _checkout_venv_python()
-        if found is None:
+    else:  # a checkout has <repo>/src/findbench beside pyproject.toml; an installed wheel has no default venv
+        package = Path(str(resources.files("findbench")))
+        repo = package.parent.parent
+        if package.parent.name != "src" or not (repo / "pyproject.toml").is_file():
             raise FileNotFoundError(f"no vLLM Python: findbench is not a checkout with .venv-vllm; {hint}")
-        candidate, origin = found, "the checkout's .venv-vllm"
+        candidate, origin = repo / ".venv-vllm" / "bin" / "python", "the checkout's .venv-vllm"
     if not candidate.is_file():
         raise FileNotFoundError(f"vLLM Python {candidate} (from {origin}) does not exist: {hint}")
     return candidate

@@ -115,19 +115,17 @@ def run_functions(
     progress: bool = False,
     sandbox: Sandbox | None = None,
     allow_unconfined: bool | None = None,
-    **overrides: Any,
 ) -> list[SandboxResult]:
     """Run each program on its inputs (see :meth:`Sandbox.run`); one :class:`SandboxResult` each.
 
     ``sandbox=`` reuses a running :class:`Sandbox` (its limits apply, the ones here are ignored);
-    otherwise a pool with ``limits`` (keyword ``overrides`` replace its fields, as for
-    :class:`Sandbox`) runs for this call only, with no more workers than programs.
+    otherwise a pool with ``limits`` runs for this call only, with no more workers than programs.
     """
     if sandbox is not None:
         if not isinstance(sandbox, Sandbox):
             raise TypeError(f"sandbox must be a findbench.sandbox.Sandbox, got {type(sandbox).__name__}")
         return sandbox.run(codes, inputs, entry=entry, progress=progress)
-    limits = dataclasses.replace(limits or SandboxLimits(), **overrides)
+    limits = limits or SandboxLimits()
     if limits.workers is None and hasattr(codes, "__len__"):
         limits = dataclasses.replace(limits, workers=max(1, min(4, os.cpu_count() or 1, len(codes) or 1)))
     with Sandbox(limits, seed=seed, allow_unconfined=allow_unconfined) as box:

@@ -16,6 +16,14 @@ written by the zygote, ``{"outcome": null | [status, message], "size": N}``, fol
 ``N`` bytes the child wrote (``{"k", "status", "values", "errors", "stdout", "message"}`` from
 an honest program; the parent checks them). ``outcome`` is set (``timeout`` / ``killed``) for
 a child that ran out of time, died or wrote no complete line.
+
+Services: a request whose length has bit 31 set may call the parent while it runs. Its child
+gets a call pipe and an answer pipe; the functions named in the item's ``"services"`` write one
+line ``{"tool", "args", "kwargs"}`` per call and wait for the answer line. The zygote relays each
+line (at most :data:`MAX_CALL_BYTES`) to the parent behind a header with ``"call": true``, reads the
+parent's framed answer (as a request is framed) and hands it back; the time spent waiting on the
+parent does not count against the program's wall clock. A child that writes a longer line or
+leaves answers unread is killed.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ import sys
 import sysconfig
 import tempfile
 import time
+import traceback
 import types
 from typing import Any
 
@@ -58,6 +67,8 @@ PROGRAM_NAME = "__findbench_program__"
 #: The third-party packages a program may import (its read-only roots beside the stdlib).
 PROGRAM_PACKAGES = ("numpy",)
 _NOBODY = 65534
+#: Longest call line a program may send to a service; bit 31 of a request's length asks for services.
+MAX_CALL_BYTES, SERVICES_BIT = 64 * 1024, 1 << 31
 
 # --------------------------------------------------------------------------- libc / Landlock
 
@@ -362,8 +373,32 @@ def _describe(exc: BaseException) -> str:
     return text if len(text) <= 500 else text[:500] + "..."
 
 
-def _run_program(item: dict, config: dict, np: Any) -> dict:
-    """Run one program in this (already confined) process; the reply dict."""
+class ToolError(Exception):
+    """A service's refusal of a program's call (its message says why)."""
+
+
+def _services(names: list, channel: tuple[int, int], np: Any) -> dict:
+    """The program's functions ``names``: each call is one line on the call pipe, answered on the other."""
+    calls_w, answers = channel[0], os.fdopen(channel[1], "rb")
+
+    def service(name: str):
+        def call(*args: Any, **kwargs: Any) -> Any:
+            line = json.dumps({"tool": name, "args": _plain(args, np), "kwargs": _plain(kwargs, np)})
+            _write_all(calls_w, line.encode("utf-8", "surrogatepass") + b"\n")
+            answer = json.loads(answers.readline() or b'{"error": "no answer"}')
+            if "error" in answer:
+                raise ToolError(answer["error"])
+            return answer["reply"]
+
+        call.__name__ = call.__qualname__ = name
+        return call
+
+    return {"ToolError": ToolError} | {str(name): service(str(name)) for name in names}
+
+
+def _run_program(item: dict, config: dict, np: Any, channel: tuple[int, int] | None = None) -> dict:
+    """Run one program in this (already confined) process; the reply dict. Entry ``None``: the
+    program is a script (run, nothing called); ``channel``: its services' pipes."""
     inputs, n = item["inputs"], len(item["inputs"])
     out = _CappedText(config["max_output_bytes"])
     reply: dict = {"k": item["k"], "status": "ok", "values": [None] * n, "errors": [None] * n, "message": ""}
@@ -373,7 +408,11 @@ def _run_program(item: dict, config: dict, np: Any) -> dict:
             defs = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)]
             name = (defs[-1] if defs else None) if item["entry"] == "last_def" else item["entry"]
             namespace = {"__name__": PROGRAM_NAME, "__builtins__": builtins}
+            if channel is not None:
+                namespace |= _services(item.get("services") or [], channel, np)
             exec(compile(tree, "<program>", "exec"), namespace)  # noqa: S102 - confined child process
+            if item["entry"] is None:
+                return reply | {"stdout": out.text()}
             fn = namespace.get(name)
             if fn is None:
                 raise LookupError(f"the program defines no function {name!r}" if name else
@@ -387,6 +426,9 @@ def _run_program(item: dict, config: dict, np: Any) -> dict:
                     reply["errors"][i] = _describe(exc)
         except BaseException as exc:  # noqa: BLE001 - user code may raise anything while loading
             msg = _describe(exc)
+            lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<program>"]
+            if item["entry"] is None and lines:  # a script's error says where
+                msg = f"line {lines[-1]}: {msg}"
             reply.update(status="error", message=msg, values=[None] * n, errors=[msg] * n)
     reply["stdout"] = out.text()
     if out.dropped:
@@ -484,7 +526,8 @@ class _Zygote:
         self.tmpfs = False
         self.inbox = mmap.mmap(-1, config["max_request_bytes"])
         self.reply = mmap.mmap(-1, config["max_result_bytes"] + 8 * config["max_output_bytes"] + 65536)
-        for buf in (self.inbox, self.reply):
+        self.calls = mmap.mmap(-1, MAX_CALL_BYTES)
+        for buf in (self.inbox, self.reply, self.calls):
             buf.madvise(mmap.MADV_DONTFORK)  # anonymous mappings that forked children do not inherit
         self.request = bytearray()
         #: (pid, directory) of children that replied and are still exiting
@@ -577,11 +620,11 @@ class _Zygote:
         return iso
 
     # -- in the child, between fork and the program
-    def _confine(self, tmpdir: str, w: int) -> None:
+    def _confine(self, tmpdir: str, w: int, channel: tuple[int, int] | None) -> None:
         """Apply every layer to this child; raises if a promised kernel layer fails."""
         zygote = os.getppid()
-        # Only the reply pipe stays open (and the import folders only root could reach).
-        keep = sorted({w, *self.path_fds.values(), *(fd for fd, _ in self.read_fds)})
+        # Only the reply pipe (and the services' pipes) stay open (and the import folders only root could reach).
+        keep = sorted({w, *(channel or ()), *self.path_fds.values(), *(fd for fd, _ in self.read_fds)})
         for low, high in zip([3] + [fd + 1 for fd in keep], keep + [1 << 20]):
             os.closerange(low, high)
         os.chdir(tmpdir)
@@ -639,20 +682,21 @@ class _Zygote:
             if isinstance(paths, list):
                 paths[:] = [moved(p) if isinstance(p, str) else p for p in paths]
 
-    def _child(self, tmpdir: str, w: int) -> None:  # pragma: no cover - runs in the child
+    def _child(self, tmpdir: str, w: int, channel: tuple[int, int] | None) -> None:  # pragma: no cover - child
         try:
             doing, item = "unreadable request", None
             try:
                 item = json.loads(bytes(self.request))
                 doing = "could not confine the program"
-                self._confine(tmpdir, w)
+                self._confine(tmpdir, w, channel)
             except BaseException as exc:  # fail closed: never run a program half-confined
                 msg, n = f"sandbox: {doing}: {_describe(exc)}", len(item["inputs"]) if item is not None else 0
                 reply = {"k": item["k"] if item is not None else -1, "status": "error", "values": [None] * n,
                          "errors": [msg] * n, "stdout": "", "message": msg}
                 _write_all(w, json.dumps(reply).encode() + b"\n")
             else:
-                _write_all(w, _encode_reply(_run_program(item, self.config, self.np), len(item["inputs"]), self.config))
+                reply = _run_program(item, self.config, self.np, channel)
+                _write_all(w, _encode_reply(reply, len(item["inputs"]), self.config))
             os.close(w)  # EOF for the fork server now, before this process is torn down
         finally:
             os._exit(0)
@@ -677,22 +721,29 @@ class _Zygote:
         else:
             rmtree(tmpdir)
 
-    def run_item(self, size: int) -> None:
-        """Fork a child for the request in ``self.request``; relay its reply behind a header line."""
+    def run_item(self, size: int, services: bool) -> None:
+        """Fork a child for the request in ``self.request``; relay its reply behind a header line
+        (and, with ``services``, its calls; see the module docstring)."""
         tmpdir = self._program_dir()
         r, w = os.pipe()
+        pipes = (*os.pipe(), *os.pipe()) if services else ()  # calls: child -> zygote; answers: zygote -> child
         pid = os.fork()
         if pid == 0:  # pragma: no cover - child
-            os.close(r)
-            self._child(tmpdir, w)
+            for fd in (r, *pipes[0:1], *pipes[3:4]):
+                os.close(fd)
+            self._child(tmpdir, w, (pipes[1], pipes[2]) if pipes else None)
         self.request[:] = bytes(size)  # the zygote keeps nothing of the request
         self.request = bytearray()
-        os.close(w)
+        for fd in (w, *pipes[1:3]):
+            os.close(fd)
+        if pipes:
+            os.set_blocking(pipes[3], False)  # a child that leaves answers unread is killed, never waited for
         self.reap()  # the previous program's exit ran while this one started
         try:
-            got, outcome = self._collect(r, pid)
+            got, outcome = self._collect(r, pid, (pipes[0], pipes[3]) if pipes else None)
         finally:
-            os.close(r)
+            for fd in (r, *pipes[0:1], *pipes[3:4]):
+                os.close(fd)
         if outcome is None:
             # A complete reply: the child is only exiting now. Reap it (and delete its
             # directory) later, so its teardown overlaps with the next program.
@@ -713,17 +764,50 @@ class _Zygote:
             os.waitpid(pid, 0)
             self._remove_dir(tmpdir)
 
-    def _collect(self, r: int, pid: int) -> tuple[int, tuple[str, str] | None]:
+    def _relay(self, channel: tuple[int, int], held: int) -> tuple[int, float]:
+        """Read the child's call pipe into ``self.calls``; relay each complete line to the parent and
+        its answer back. ``(bytes held, seconds waited on the parent)``; ``held`` -1 at EOF;
+        ``OverflowError`` / ``BlockingIOError`` for a child to kill."""
+        if held == len(self.calls):
+            raise OverflowError(f"a call longer than {len(self.calls)} bytes")
+        with memoryview(self.calls) as view:
+            n = os.readv(channel[0], [view[held:]])
+        held, started = held + n, time.monotonic()
+        while (end := self.calls.find(b"\n", 0, held) + 1) > 0:
+            _write_all(self.resp_fd, json.dumps({"outcome": None, "size": end, "call": True}).encode() + b"\n")
+            with memoryview(self.calls) as view:
+                _write_all(self.resp_fd, view[:end])
+            self.calls.move(0, end, held - end)
+            held -= end
+            size, _ = self._receive()  # the answer: at most MAX_CALL_BYTES, which an empty pipe holds
+            with memoryview(self.inbox) as view:
+                _write_all(channel[1], view[:size])
+        return (held if n else -1), time.monotonic() - started
+
+    def _collect(self, r: int, pid: int, channel: tuple[int, int] | None) -> tuple[int, tuple[str, str] | None]:
         """How many bytes of reply the child wrote into ``self.reply``, and ``(status,
         message)`` when it did not finish properly (the child is then reaped here; after a
-        complete reply it is left to :meth:`reap`)."""
+        complete reply it is left to :meth:`reap`). ``channel``: the services' pipes to relay."""
         cfg = self.config
         deadline = time.monotonic() + cfg["timeout"]
-        got, outcome = 0, ("timeout", f"wall-clock limit of {cfg['timeout']:g} s exceeded")
+        got, held, outcome = 0, 0, ("timeout", f"wall-clock limit of {cfg['timeout']:g} s exceeded")
         poller = select.poll()
-        poller.register(r, select.POLLIN | select.POLLHUP | select.POLLERR)
+        for fd in (r, *(channel or ())[:1]):
+            poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
         while (remaining := deadline - time.monotonic()) > 0:
-            if not poller.poll(max(1, math.ceil(remaining * 1000))):
+            ready = dict(poller.poll(max(1, math.ceil(remaining * 1000))))
+            if channel is not None and channel[0] in ready:
+                try:
+                    held, waited = self._relay(channel, held)
+                except (OverflowError, BlockingIOError) as exc:
+                    outcome = ("killed", f"services: {exc}" if isinstance(exc, OverflowError)
+                               else "services: the program left its answers unread")
+                    break
+                deadline += waited
+                if held < 0:  # the child closed its call pipe
+                    poller.unregister(channel[0])
+                    channel = None
+            if r not in ready:
                 continue
             if got == len(self.reply):
                 outcome = ("killed", f"reply longer than {len(self.reply)} bytes")
@@ -746,18 +830,24 @@ class _Zygote:
             outcome = ("killed", f"program exited with code {rc}" if rc else "the program exited without a reply")
         return 0, outcome
 
-    def serve(self) -> None:
+    def _receive(self) -> tuple[int, bool]:
+        """The parent's next frame into ``self.inbox``: ``(size, services bit)``; exits at EOF."""
         header = bytearray(4)
+        if not _read_exact(self.req_fd, memoryview(header)):
+            os._exit(0)
+        size = int.from_bytes(header, "big")
+        with memoryview(self.inbox) as view:
+            if size & ~SERVICES_BIT > len(view) or not _read_exact(self.req_fd, view[: size & ~SERVICES_BIT]):
+                os._exit(3)  # the parent broke the protocol: nothing here can be trusted
+        return size & ~SERVICES_BIT, bool(size & SERVICES_BIT)
+
+    def serve(self) -> None:
         while True:
             self.reap()  # idle: no child may outlive the batch it belongs to
-            if not _read_exact(self.req_fd, memoryview(header)):
-                os._exit(0)
-            size = int.from_bytes(header, "big")
+            size, services = self._receive()
             with memoryview(self.inbox) as view:
-                if size > len(view) or not _read_exact(self.req_fd, view[:size]):
-                    os._exit(3)  # the parent broke the protocol: nothing here can be trusted
                 self.request = bytearray(view[:size])
-            self.run_item(size)
+            self.run_item(size, services)
 
 
 def _worker_main(config_json: str) -> None:  # pragma: no cover - runs in the subprocess

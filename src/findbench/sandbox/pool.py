@@ -27,7 +27,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from findbench._checks import integer
@@ -83,17 +83,17 @@ def _sequence(name: str, value: Any, what: str) -> list:
     return list(value)
 
 
-def _check_entry(entry: Any, n: int) -> list[str]:
-    """One validated entry per program (``entry`` is one string or one per program)."""
-    entries = [entry] * n if isinstance(entry, str) else _sequence(
+def _check_entry(entry: Any, n: int) -> list[str | None]:
+    """One validated entry per program (``entry`` is one string, ``None`` or one of those per program)."""
+    entries = [entry] * n if entry is None or isinstance(entry, str) else _sequence(
         "entry", entry, "'last_def', a function name or one of those per program")
     if len(entries) != n:
         raise ValueError(f"entry must have one element per program ({len(entries)} != {n})")
     for k, e in enumerate(entries):
         where = "entry" if isinstance(entry, str) else f"entry[{k}]"
-        if not isinstance(e, str):
-            raise TypeError(f"{where} must be 'last_def' or a function name, got {type(e).__name__}")
-        if e != "last_def" and not e.isidentifier():
+        if e is not None and not isinstance(e, str):
+            raise TypeError(f"{where} must be 'last_def', a function name or None, got {type(e).__name__}")
+        if e not in ("last_def", None) and not e.isidentifier():
             raise ValueError(f"{where} must be 'last_def' or a Python identifier, got {e!r}")
     return entries
 
@@ -108,6 +108,27 @@ def _shallow(value: Any, limit: int = _MAX_DEPTH) -> bool:
                 return False
             stack.extend((x, depth + 1) for x in (v.values() if isinstance(v, dict) else v))
     return True
+
+
+def _answer(services: Mapping[str, Callable[..., Any]], line: bytes) -> bytes:
+    """The answer line to a program's call line (hostile): ``{"reply": result}``, or ``{"error": why}``
+    when the call is malformed, names no service, the service refuses it (``ValueError``,
+    ``TypeError``) or its result is not JSON data of at most :data:`~._worker.MAX_CALL_BYTES`."""
+    try:
+        call = json.loads(line)
+        if not isinstance(call, dict) or not _shallow(call):
+            raise ValueError("a call is one JSON object")
+        name, args, kwargs = call.get("tool"), call.get("args"), call.get("kwargs")
+        if not isinstance(name, str) or name not in services:
+            raise ValueError(f"no service {name!r}; the services are {sorted(services)}")
+        if not isinstance(args, list) or not isinstance(kwargs, dict):
+            raise ValueError("a call's args is a list and its kwargs an object")
+        data = json.dumps({"reply": services[name](*args, **kwargs)}, separators=(",", ":")).encode()
+        if len(data) >= _worker.MAX_CALL_BYTES:
+            raise ValueError(f"{name}: reply larger than {_worker.MAX_CALL_BYTES} bytes")
+    except (ValueError, TypeError, RecursionError) as exc:
+        data = json.dumps({"error": str(exc)[:_MESSAGE_LIMIT // 16] or type(exc).__name__}).encode()
+    return data + b"\n"
 
 
 def _clean_stale_dirs() -> None:
@@ -154,8 +175,8 @@ class _Worker:
         del self.buf[: nl + 1]
         return line
 
-    def read_frame(self, deadline: float) -> tuple[Any, bytes] | None:
-        """The fork server's next ``(outcome, reply bytes)``; ``None`` on EOF; raises
+    def read_frame(self, deadline: float) -> tuple[Any, bytes, bool] | None:
+        """The fork server's next ``(outcome, reply bytes, whether it is a program's call)``; ``None`` on EOF; raises
         ``TimeoutError`` / ``OverflowError`` (``ValueError`` for a header it did not write)."""
         line = self.read_line(deadline)
         if line is None:
@@ -169,7 +190,7 @@ class _Worker:
                 return None
         body = bytes(self.buf[:size])
         del self.buf[:size]
-        return header.get("outcome"), body
+        return header.get("outcome"), body, header.get("call") is True
 
     def send(self, requests: bytes) -> None:
         self.proc.stdin.write(requests)
@@ -198,8 +219,7 @@ class Sandbox:
     """A pool of reusable sandboxed fork servers (use as a context manager).
 
     Args:
-        limits: what each program gets (:class:`SandboxLimits`); keyword ``overrides`` replace
-            its fields (``Sandbox(workers=2, timeout=5)``).
+        limits: what each program gets (:class:`SandboxLimits`, e.g. ``SandboxLimits(workers=2, timeout=5)``).
         seed: ``random`` and ``numpy.random`` are seeded with it in every program.
         isolate_network: a fresh network namespace for the fork servers.
         drop_privileges: when root, run programs as uid/gid 65534 (``nobody``).
@@ -219,9 +239,8 @@ class Sandbox:
         landlock: bool = True,
         bwrap: bool | None = None,
         allow_unconfined: bool | None = None,
-        **overrides: Any,
     ):
-        limits = dataclasses.replace(limits or SandboxLimits(), **overrides)
+        limits = limits or SandboxLimits()
         self.limits = dataclasses.replace(limits, workers=limits.workers or max(1, min(4, os.cpu_count() or 1)))
         integer("seed", seed, 0)
         for name, value in (("landlock", landlock), ("isolate_network", isolate_network), ("drop_privileges",
@@ -324,29 +343,42 @@ class Sandbox:
         codes: Sequence[str],
         inputs: Sequence[Sequence[Any]],
         *,
-        entry: str | Sequence[str] = "last_def",
+        entry: str | Sequence[str] | None = "last_def",
         progress: bool = False,
+        services: Mapping[str, Callable[..., Any]] | None = None,
     ) -> list[SandboxResult]:
         """Run every program ``codes[k]`` on its JSON inputs ``inputs[k]``; one result per program.
 
         ``entry="last_def"`` calls each program's last top-level ``def`` (FIND's rule); any other
-        value names the function (or one entry per program). Each input is the single argument,
+        value names the function (or one entry per program); ``None`` runs the program as a script
+        (its inputs empty; ``stdout`` is what it gives). Each input is the single argument,
         passed as data. Programs run as ``__name__ == "__findbench_program__"`` (so ``__main__``
         demo blocks are skipped).
+
+        ``services``: host functions a program may call by name while it runs (with JSON arguments,
+        positional or keyword). Each call is answered with the function's JSON result, or raises
+        ``ToolError`` in the program with the message of the ``ValueError``/``TypeError`` it raised;
+        they run in this process, in the pool's threads, one program at a time per worker.
         """
         codes = _sequence("codes", codes, "a sequence of strings")
         inputs = _sequence("inputs", inputs, "a sequence of input lists")
         if len(codes) != len(inputs):
             raise ValueError(f"codes and inputs must have the same length ({len(codes)} != {len(inputs)})")
         entries = _check_entry(entry, len(codes))
+        if services is not None and not all(isinstance(n, str) and n.isidentifier() and not n.startswith("_")
+                                            and callable(f) for n, f in dict(services).items()):
+            raise TypeError("services must map public Python names to functions")
         results: list[SandboxResult | None] = [None] * len(codes)
         todo: deque[tuple[int, int, bytes]] = deque()
         for k, (code, args) in enumerate(zip(codes, inputs)):
             if not isinstance(code, str):
                 raise TypeError(f"codes[{k}] must be a string, got {type(code).__name__}")
             args = _sequence(f"inputs[{k}]", args, "a list of inputs")
+            if entries[k] is None and args:
+                raise ValueError(f"inputs[{k}] must be empty: entry None runs the program as a script")
             try:
-                payload = json.dumps({"k": k, "code": code, "inputs": args, "entry": entries[k]},
+                payload = json.dumps({"k": k, "code": code, "inputs": args, "entry": entries[k],
+                                      "services": sorted(services or ())},
                                      separators=(",", ":"), allow_nan=True).encode("utf-8", "surrogatepass")
             except (TypeError, ValueError) as exc:
                 raise TypeError(f"inputs[{k}] must be JSON data (numbers, strings, lists, dicts): {exc}") from None
@@ -363,7 +395,8 @@ class Sandbox:
         bar = tqdm(total=len(todo), desc="sandbox", unit="program", disable=not progress)
         errors: list[BaseException] = []
         n_threads = min(self.limits.workers, len(todo))
-        per_message = max(1, min(_MAX_ITEMS_PER_MESSAGE, len(todo) // (4 * n_threads or 1)))
+        # a program with services must be alone in the pipe, which then carries its answers
+        per_message = 1 if services else max(1, min(_MAX_ITEMS_PER_MESSAGE, len(todo) // (4 * n_threads or 1)))
 
         def loop(slot: int) -> None:
             try:
@@ -372,7 +405,7 @@ class Sandbox:
                         batch = [todo.popleft() for _ in range(min(per_message, len(todo)))]
                     if not batch:
                         return
-                    done = self._run_batch(slot, batch, results)
+                    done = self._run_batch(slot, batch, results, services)
                     bar.update(done)
                     with self._lock:
                         todo.extendleft(reversed(batch[done:]))
@@ -392,7 +425,8 @@ class Sandbox:
             raise errors[0]
         return results  # type: ignore[return-value]
 
-    def _run_batch(self, slot: int, batch: list[tuple[int, int, bytes]], results: list) -> int:
+    def _run_batch(self, slot: int, batch: list[tuple[int, int, bytes]], results: list,
+                   services: Mapping[str, Callable[..., Any]] | None = None) -> int:
         """Send worker ``slot`` (started or replaced as needed) the first programs of ``batch``: as
         many as its request pipe holds at once, at least one (the fork server reads one request at a
         time and writes each reply before the next, so a parent still blocked writing requests would
@@ -404,7 +438,8 @@ class Sandbox:
             worker = self._workers[slot] = self._start_worker()
         sizes = itertools.accumulate(len(payload) + 4 for _, _, payload in batch)
         batch = batch[: max(1, sum(size <= worker.pipe_bytes for size in sizes))]
-        requests = b"".join(len(payload).to_bytes(4, "big") + payload for _, _, payload in batch)
+        flag = _worker.SERVICES_BIT if services else 0
+        requests = b"".join((len(payload) | flag).to_bytes(4, "big") + payload for _, _, payload in batch)
         try:
             worker.send(requests)
         except OSError:  # the idle worker died between batches: no program is to blame
@@ -413,25 +448,32 @@ class Sandbox:
             worker.send(requests)
         started = time.monotonic()
         for done, (k, n_inputs, _) in enumerate(batch, 1):
-            results[k] = self._reply(slot, worker, k, n_inputs, started)
+            results[k] = self._reply(slot, worker, k, n_inputs, started, services)
             if self._workers[slot] is None:  # killed: the rest of the batch goes to its successor
                 return done
             started = time.monotonic()
         return len(batch)
 
-    def _reply(self, slot: int, worker: _Worker, k: int, n_inputs: int, started: float) -> SandboxResult:
-        """Program ``k``'s result from the fork server's next frame; a server that hangs (past the
-        program's limit and a slack after ``started``), dies or breaks the protocol is killed."""
+    def _reply(self, slot: int, worker: _Worker, k: int, n_inputs: int, started: float,
+               services: Mapping[str, Callable[..., Any]] | None = None) -> SandboxResult:
+        """Program ``k``'s result from the fork server's next frame (its calls answered first); a
+        server that hangs (past the program's limit and a slack after ``started`` or the last
+        answer), dies or breaks the protocol is killed."""
         level, timeout = self.isolation_level, self.limits.timeout
         try:
-            frame = worker.read_frame(started + timeout + _PARENT_SLACK)
+            while (frame := worker.read_frame(started + timeout + _PARENT_SLACK)) is not None and frame[2]:
+                if not services:
+                    raise ValueError("a call from a program without services")
+                answer = _answer(services, frame[1])
+                worker.send(len(answer).to_bytes(4, "big") + answer)
+                started = time.monotonic()
         except TimeoutError:
             failure = "timeout", f"wall-clock limit of {timeout:g} s exceeded"
-        except (OverflowError, ValueError, KeyError, TypeError) as exc:
+        except (OverflowError, ValueError, KeyError, TypeError, OSError) as exc:
             failure = "killed", f"worker protocol broken: {exc}"
         else:
             if frame is not None:
-                outcome, body = frame  # an outcome: the server says why the program gave no reply
+                outcome, body, _ = frame  # an outcome: the server says why the program gave no reply
                 return (_failed(n_inputs, str(outcome[0]), str(outcome[1]), level) if outcome
                         else self._parse_reply(body, k, n_inputs, level))
             rc = worker.kill()  # the fork server itself died: not the program's doing as a rule
