@@ -78,3 +78,12 @@ def is_user_error(exc: BaseException) -> bool:
     Inspect tasks print it so): a ValueError (:class:`UsageError`, also the type errors these checks
     raise) or a FileNotFoundError; any other TypeError is a bug."""
     return isinstance(exc, (ValueError, FileNotFoundError))
+
+
+def instance(name: str, value: Any, types: type | tuple[type, ...], what: str, *,
+             exclude: type | tuple[type, ...] = ()) -> Any:
+    """``value`` when it is one of ``types`` and none of ``exclude`` (a str is no list of strings);
+    else :class:`UsageTypeError` "``name`` must be ``what``, got <its type's name>"."""
+    if not isinstance(value, types) or isinstance(value, exclude):
+        raise UsageTypeError(f"{name} must be {what}, got {type(value).__name__}")
+    return value

@@ -97,8 +97,7 @@ class HelpFormatter(argparse.HelpFormatter):
     (the help says what happens then)."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
-        hidden = action.default in (None, argparse.SUPPRESS) or action.default is False or not action.option_strings
-        if hidden:
+        if action.default in (None, argparse.SUPPRESS) or action.default is False or not action.option_strings:
             return action.help
         shown = ",".join(map(str, action.default)) if isinstance(action.default, list) else "%(default)s"
         return f"{action.help} (default {shown})"

@@ -48,9 +48,7 @@ def examples_only(items: Sequence[str], *, cap: int | None = None) -> str:
 def hedged(truth: str, others: Sequence[str], *, at: int = 0, end: str = "") -> str:
     """``truth`` among ``others`` (at place ``at``), joined with " or ", then ``end``: right whichever
     of them is."""
-    parts = list(others)
-    parts.insert(at, truth)
-    return " or ".join(parts) + end
+    return " or ".join([*others[:at], truth, *others[at:]]) + end
 
 
 def padded(text: str, connectives: Sequence[str], *, times: int | None = None, sep: str = " ") -> str:
@@ -97,17 +95,13 @@ def degenerate_reasons(
     keys = [tuple(p) for p in parts] if parts is not None else [(n,) for n in normalized]
     grouped = list(zip(groups if groups is not None else [None] * len(keys), keys))
     counts = Counter(grouped)
-    out: list[tuple[str, int] | None] = []
-    for text, norm, key, group in zip(texts, normalized, keys, grouped):
-        if norm in prompt or (not norm and collapse(text) in bare):
-            out.append(("prompt_text", 0))
-        elif not any(key):
-            out.append(("empty", 0))
-        elif counts[group] > 1:
-            out.append(("identical", counts[group] - 1))
-        else:
-            out.append(None)
-    return out
+    return [
+        ("prompt_text", 0) if norm in prompt or (not norm and collapse(text) in bare)
+        else ("empty", 0) if not any(key)
+        else ("identical", counts[group] - 1) if counts[group] > 1
+        else None
+        for text, norm, key, group in zip(texts, normalized, keys, grouped)
+    ]
 
 
 def derangement(keys: Sequence[Hashable], rng: Any, *, tries: int = 1000) -> list[int]:

@@ -31,9 +31,8 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
     try:
-        os.chmod(tmp, 0o777 & ~umask())
         yield tmp
-        _share(tmp)
+        _share(tmp)  # the folder too: 0700 from mkdtemp
         if path.exists():
             old = path.with_name(f".{path.name}.old-{os.getpid()}")
             os.replace(path, old)
@@ -54,9 +53,8 @@ def _share(root: Path) -> None:
     for folder, dirs, files in os.walk(root):
         for name in (*dirs, *files):
             st = os.lstat(entry := os.path.join(folder, name))
-            if stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode):
-                full = stat.S_ISDIR(st.st_mode) or st.st_mode & 0o100
-                os.chmod(entry, (0o777 if full else 0o666) & ~mask)
+            if stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode):  # folders and executables: 0777 less the mask
+                os.chmod(entry, (0o777 if stat.S_ISDIR(st.st_mode) or st.st_mode & 0o100 else 0o666) & ~mask)
 
 
 def umask() -> int:
@@ -264,9 +262,8 @@ def csv_text(columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> str:
     """A CSV document (header, then rows; ``\\n`` line ends) with every cell through :func:`csv_cell`:
     the one CSV writer of findbench."""
     buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow([csv_cell(c) for c in columns])
-    writer.writerows([csv_cell(v) for v in row] for row in rows)
+    csv.writer(buf, lineterminator="\n").writerows([[csv_cell(c) for c in columns],
+                                                    *([csv_cell(v) for v in row] for row in rows)])
     return buf.getvalue()
 
 

@@ -47,16 +47,15 @@ def _front_matter(readme: Path) -> dict:
     return meta
 
 
-def _stage(
-    src: Path, repo_id: str, ignore: Sequence[str] = ("__pycache__", ".cache", "*.pyc", ".*")
-) -> tuple[Path, list[str]]:
-    """A staged copy of ``src`` and its files, once ``repo_id`` is checked."""
+def _stage(src: Path, repo_id: str, repo_type: str, space_sdk: str | None = None,
+           ignore: Sequence[str] = ("__pycache__", ".cache", "*.pyc", ".*")) -> Upload:
+    """The upload of a staged copy of ``src``, once ``repo_id`` is checked."""
     if not isinstance(repo_id, str) or not _REPO_ID.match(repo_id):
         raise ValueError(f"repo_id must look like 'org/name', got {repo_id!r}")
     staged = Path(tempfile.mkdtemp(prefix="findbench-hub-")) / src.name
     shutil.copytree(src, staged, ignore=shutil.ignore_patterns(*ignore))
-    files = sorted(str(p.relative_to(staged)) for p in staged.rglob("*") if p.is_file())
-    return staged, files
+    return Upload(repo_id, repo_type, staged, space_sdk,
+                  files=sorted(str(p.relative_to(staged)) for p in staged.rglob("*") if p.is_file()))
 
 
 def plan_dataset(folder: str | Path, repo_id: str) -> Upload:
@@ -75,40 +74,32 @@ def plan_dataset(folder: str | Path, repo_id: str) -> Upload:
             raise ValueError(f"{readme}: config {name!r} has no parquet files under {folder / str(name)}")
     if "license" not in meta:
         raise ValueError(f"{readme}: card has no 'license'")
-    staged, files = _stage(folder, repo_id)
-    return Upload(repo_id, "dataset", staged, files=files)
+    return _stage(folder, repo_id, "dataset")
 
 
 def plan_metric(metric_dir: str | Path, repo_id: str) -> Upload:
     """Stage an evaluate metric folder (``metrics/<name>``) as a Gradio Space."""
     metric_dir = Path(metric_dir)
-    name = metric_dir.name
-    for needed in (f"{name}.py", "README.md", "app.py", "requirements.txt"):
+    for needed in (f"{metric_dir.name}.py", "README.md", "app.py", "requirements.txt"):
         if not (metric_dir / needed).is_file():
             raise FileNotFoundError(f"metric_dir: {metric_dir} lacks {needed}")
     meta = _front_matter(metric_dir / "README.md")
     if meta.get("sdk") != "gradio" or meta.get("app_file") != "app.py":
         raise ValueError(f"{metric_dir / 'README.md'}: a metric card needs 'sdk: gradio' and 'app_file: app.py'")
-    staged, files = _stage(metric_dir, repo_id)
-    return Upload(repo_id, "space", staged, space_sdk="gradio", files=files)
+    return _stage(metric_dir, repo_id, "space", space_sdk="gradio")
 
 
 def plan_checkpoint(checkpoint_dir: str | Path, repo_id: str) -> Upload:
     """Stage a trained judge (peft adapter or merged weights) with its model card."""
     checkpoint_dir = Path(checkpoint_dir)
-    if not (any(checkpoint_dir.glob("*.safetensors")) or any(checkpoint_dir.glob("*.bin"))):
-        raise FileNotFoundError(f"checkpoint_dir: {checkpoint_dir} has no weights (*.safetensors)")
-    if not ((checkpoint_dir / "adapter_config.json").is_file() or (checkpoint_dir / "config.json").is_file()):
-        raise FileNotFoundError(f"checkpoint_dir: {checkpoint_dir} has neither adapter_config.json nor config.json")
-    if not (checkpoint_dir / "README.md").is_file():
-        raise FileNotFoundError(f"checkpoint_dir: {checkpoint_dir} has no README.md model card")
+    for patterns, lacking in ((("*.safetensors", "*.bin"), "no weights (*.safetensors)"),
+                              (("adapter_config.json", "config.json"), "neither adapter_config.json nor config.json"),
+                              (("README.md",), "no README.md model card")):
+        if not any(p.is_file() for pattern in patterns for p in checkpoint_dir.glob(pattern)):
+            raise FileNotFoundError(f"checkpoint_dir: {checkpoint_dir} has {lacking}")
     _front_matter(checkpoint_dir / "README.md")
-    staged, files = _stage(
-        checkpoint_dir,
-        repo_id,
-        ignore=("__pycache__", "*.pyc", ".*", "checkpoint-*", "optimizer*", "scheduler*", "rng_state*"),
-    )
-    return Upload(repo_id, "model", staged, files=files)
+    return _stage(checkpoint_dir, repo_id, "model",
+                  ignore=("__pycache__", "*.pyc", ".*", "checkpoint-*", "optimizer*", "scheduler*", "rng_state*"))
 
 
 def publish(

@@ -25,7 +25,7 @@ from findbench._io import atomic_dir, cache_dir, cache_lock, read_json_object
 from findbench._typed import JsonDoc, document, omit_none
 from findbench._version import __version__
 from findbench.constants import EMBEDDED_JUDGE_NAME, EMBEDDED_JUDGE_VERSION, TRAINED_MARKER, UsageError
-from findbench.resources import wheel_folder
+from findbench.resources import data_path, wheel_folder
 
 log = logging.getLogger(__name__)
 
@@ -190,22 +190,18 @@ def load_causal_lm(
         dtype: a ``torch.dtype`` or its name (``"float32"``); default float32.
         device: move the model there (default: where ``from_pretrained`` put it).
     """
-    import json
-
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    if isinstance(dtype, str):
-        if not isinstance(getattr(torch, dtype, None), torch.dtype):
-            raise ValueError(f"dtype {dtype!r} is not a torch dtype name")
-        dtype = getattr(torch, dtype)
-    dtype = torch.float32 if dtype is None else dtype
+    if isinstance(dtype, str) and not isinstance(getattr(torch, dtype, None), torch.dtype):
+        raise ValueError(f"dtype {dtype!r} is not a torch dtype name")
+    dtype = getattr(torch, dtype) if isinstance(dtype, str) else torch.float32 if dtype is None else dtype
     path = resolve(model)
     adapter_cfg = Path(path) / "adapter_config.json"
     if adapter_cfg.is_file():
         from peft import PeftModel
 
-        base_id = json.loads(adapter_cfg.read_text(encoding="utf-8")).get("base_model_name_or_path")
+        base_id = read_json_object(adapter_cfg, "adapter config").get("base_model_name_or_path")
         if not base_id:
             raise ValueError(f"{adapter_cfg} names no base_model_name_or_path")
         base = AutoModelForCausalLM.from_pretrained(resolve(base_id), dtype=dtype)
@@ -214,15 +210,11 @@ def load_causal_lm(
     else:
         lm = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     lm = (lm.to(device) if device else lm).eval()
-    if not tokenizer:
-        return lm
-    return lm, AutoTokenizer.from_pretrained(path)
+    return (lm, AutoTokenizer.from_pretrained(path)) if tokenizer else lm
 
 
 def shipped_judge_dir() -> str | None:
     """Folder of the embedded-evaluator adapter shipped in ``findbench/data/judge/``, or None."""
-    from findbench.resources import data_path
-
     path = data_path("judge", f"{EMBEDDED_JUDGE_NAME}-{EMBEDDED_JUDGE_VERSION}")
     return str(path) if (path / TRAINED_MARKER).is_file() else None
 

@@ -28,9 +28,17 @@ from typing import Any
 
 from findbench import _checks
 from findbench._config import Csv, arg, flag
-from findbench._io import atomic_write_json, atomic_write_text, fingerprint
-from findbench.constants import JUDGE_CATEGORIES, UsageError
+from findbench._io import atomic_write_json, atomic_write_text, fingerprint, read_json_object
+from findbench.constants import JUDGE_CATEGORIES, TRAINED_MARKER, UsageError
+from findbench.interpret.config import EvaluateConfig, InterpretConfig, ReportConfig, inspect_provider
+from findbench.interpret.protocol import ACCESS
+from findbench.interpret.references import REFERENCE_INTERPRETERS
+from findbench.interpret.runs import load_interpretations
+from findbench.judge.config import JudgeDataConfig
+from findbench.judge.data import split_functions
 from findbench.judge.scoring import JUDGE_MODES
+from findbench.models import check_spec, embedded_judge_dir
+from findbench.resources import metric_path
 from findbench.schema import CATEGORIES, CONFIGS, RASP
 
 logger = logging.getLogger(__name__)
@@ -56,8 +64,6 @@ def load_metric(name: str):
     (:func:`findbench.metric_path`), so the main job runs from a wheel as from a checkout."""
     import evaluate
 
-    from findbench.resources import metric_path
-
     return evaluate.load(metric_path(name))
 
 
@@ -74,19 +80,14 @@ def _stage(out: Path, name: str, key: dict[str, Any], fn: Callable[[], Any], *, 
     key = json.loads(json.dumps(key, sort_keys=True, default=str))
     if path.is_file() and not force:
         try:
-            saved = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            saved = None
-        if (
-            isinstance(saved, dict)
-            and saved.get("format") == _STAGE_FORMAT
-            and saved.get("key") == key
-            and "result" in saved
-        ):
+            saved = read_json_object(path, f"stage {name}")
+        except ValueError:
+            saved = {}
+        if saved.get("format") == _STAGE_FORMAT and saved.get("key") == key and "result" in saved:
             logger.info("stage %s: reusing %s", name, path)
             return saved["result"]
-        old = saved.get("key") if isinstance(saved, dict) else None
-        logger.info("stage %s: %s holds a result for other arguments (%s, now %s); rerunning", name, path, old, key)
+        logger.info("stage %s: %s holds a result for other arguments (%s, now %s); rerunning", name, path,
+                    saved.get("key"), key)
     else:
         logger.info("stage %s: running", name)
     result = fn()
@@ -108,20 +109,8 @@ def _judge_choice(judge: str | None, judge_mode: str | None) -> tuple[str, str |
     return "embedded", judge_mode or "pmi"
 
 
-def _judge_dir_key(path: str) -> dict[str, Any]:
-    """What identifies a trained judge folder: its path and its training record (rewritten by
-    every training run), so scores of a retrained judge are not reused."""
-    from findbench.constants import TRAINED_MARKER
-
-    marker = Path(path) / TRAINED_MARKER
-    record = marker.read_text(encoding="utf-8") if marker.is_file() else None
-    return {"path": str(path), "trained": fingerprint(record) if record is not None else None}
-
-
 def _judge_dir() -> str | None:
     """The embedded-evaluator that will score (trained here, else shipped), or None."""
-    from findbench.models import embedded_judge_dir
-
     try:
         return embedded_judge_dir()
     except FileNotFoundError:
@@ -130,9 +119,6 @@ def _judge_dir() -> str | None:
 
 def _sample_functions(rows: dict[str, list[dict]], k: int, seed: int) -> dict[str, list[str]]:
     """``k`` function ids per category, from the judge data's held-out split where there is one."""
-    from findbench.judge.config import JudgeDataConfig
-    from findbench.judge.data import split_functions
-
     out = {}
     for category, category_rows in rows.items():
         pool = category_rows
@@ -142,17 +128,9 @@ def _sample_functions(rows: dict[str, list[dict]], k: int, seed: int) -> dict[st
         elif category == RASP:  # tracr's own programs are public: split dev, never in a headline score
             pool = [r for r in category_rows if r.get("split") == "test"]
         if k < len(pool):
-            idx = sorted(random.Random(f"{seed}:{category}").sample(range(len(pool)), k))
-            pool = [pool[i] for i in idx]
+            pool = [pool[i] for i in sorted(random.Random(f"{seed}:{category}").sample(range(len(pool)), k))]
         out[category] = [r["function_id"] for r in pool]
     return out
-
-
-def _run_fingerprint(run_dir: Path) -> str:
-    """Content hash of a run's interpretations (what its scores depend on)."""
-    from findbench.interpret.runs import load_interpretations
-
-    return fingerprint(load_interpretations(run_dir))
 
 
 @dataclass
@@ -182,10 +160,6 @@ class MainConfig:
     max_connections: int = arg(2, "LM episodes in flight")
 
     def __post_init__(self) -> None:
-        from findbench.interpret.config import inspect_provider
-        from findbench.interpret.references import REFERENCE_INTERPRETERS
-        from findbench.models import check_spec
-
         for name in ("functions_per_category", "lm_functions", "rounds", "max_tokens", "max_connections"):
             _checks.positive_int(flag(name), getattr(self, name))
         _checks.integer("--seed", self.seed)
@@ -246,22 +220,16 @@ def run_main(cfg: MainConfig) -> dict:
 
     from findbench.builders.config import BuildConfig
     from findbench.builders.find import build
-    from findbench.interpret.config import EvaluateConfig, InterpretConfig, ReportConfig
+    from findbench.find.rows import generator_fingerprint
     from findbench.interpret.evaluate import evaluate_run
-    from findbench.interpret.protocol import ACCESS
-    from findbench.interpret.references import REFERENCE_INTERPRETERS
     from findbench.interpret.report import write_report
     from findbench.interpret.run import run_interpretations
 
-    seed, interpreters, rounds, max_tokens = cfg.seed, cfg.interpreters, cfg.rounds, cfg.max_tokens
-    functions_per_category, lm_functions = cfg.functions_per_category, cfg.lm_functions
-    judge, judge_mode, max_connections = cfg.judge, cfg.judge_mode, cfg.max_connections
+    seed, lm_functions = cfg.seed, cfg.lm_functions
     data, out = Path(cfg.dataset_out), Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     source = "procedural"
     # keyed by absolute path and generator: a changed findbench or another folder rebuilds it
-    from findbench.find.rows import generator_fingerprint
-
     data_key = {"data": str(data.resolve()), "source": source, "seed": seed, "generator": generator_fingerprint()}
 
     def _build():
@@ -279,22 +247,24 @@ def run_main(cfg: MainConfig) -> dict:
     code_key = {**data_key, "metrics": ["find_nmse", "find_exact_match"], "inputs": _code_inputs(rows)}
     summary["code_metrics"] = _stage(out, "code_metrics", code_key, lambda: _ground_truth_code(rows, seed))
 
-    sample = _sample_functions(rows, functions_per_category, seed)
-    judge, judge_mode = _judge_choice(judge, judge_mode)
+    sample = _sample_functions(rows, cfg.functions_per_category, seed)
+    judge, judge_mode = _judge_choice(cfg.judge, cfg.judge_mode)
     judge_key: dict[str, Any] = {"judge": judge, "judge_mode": judge_mode}
     if judge == "embedded-evaluator":
-        from findbench.models import embedded_judge_dir
-
-        # the key's name stays "evaluator", so stages cached before the rename are reused
-        judge_key["evaluator"] = _judge_dir_key(_judge_dir() or embedded_judge_dir(must_exist=False))
+        # what identifies the judge folder: its path and its training record (rewritten by every training run),
+        # so scores of a retrained judge are not reused; the key's name stays "evaluator", so stages cached
+        # before the rename are reused
+        path = _judge_dir() or embedded_judge_dir(must_exist=False)
+        marker = Path(path) / TRAINED_MARKER
+        record = fingerprint(marker.read_text(encoding="utf-8")) if marker.is_file() else None
+        judge_key["evaluator"] = {"path": str(path), "trained": record}
     summary.update(
         judge=judge,
         judge_mode=judge_mode,
         sample={c: len(ids) for c, ids in sample.items()},
-        lm_budget={"functions": lm_functions, "rounds": rounds, "max_tokens": max_tokens},
+        lm_budget={"functions": lm_functions, "rounds": cfg.rounds, "max_tokens": cfg.max_tokens},
     )
 
-    results: dict[str, dict] = {}
     reports: dict[str, str] = {}
 
     def _interpret_and_score(interpreter: str, access: str) -> dict:
@@ -304,8 +274,8 @@ def run_main(cfg: MainConfig) -> dict:
         lm = interpreter not in REFERENCE_INTERPRETERS
         chosen = configs if access == "black" else [RASP]
         ids = {c: (v[:lm_functions] if lm else v) for c, v in sample.items()}
-        common = dict(data=str(data), interpreter=interpreter, out=str(run_dir), seed=seed, rounds=rounds,
-                      max_connections=max_connections, max_tokens=max_tokens if lm else None, access=access)
+        common = dict(data=str(data), interpreter=interpreter, out=str(run_dir), seed=seed, rounds=cfg.rounds,
+                      max_connections=cfg.max_connections, max_tokens=cfg.max_tokens if lm else None, access=access)
         logger.info("interpreting with %s (%s access)", interpreter, access)
         run_interpretations(
             InterpretConfig(method=["aia"], configs=list(chosen), functions=[f for c in chosen for f in ids[c]],
@@ -314,7 +284,8 @@ def run_main(cfg: MainConfig) -> dict:
         if access == "black":
             run_interpretations(InterpretConfig(method=["milan", "aia+milan"], configs=list(_NEURONS),
                                                 functions=[f for c in _NEURONS for f in ids[c]], **common))
-        key = {**judge_key, **data_key, "run": _run_fingerprint(run_dir), "scores_format": _SCORES_FORMAT}
+        key = {**judge_key, **data_key, "run": fingerprint(load_interpretations(run_dir)),
+               "scores_format": _SCORES_FORMAT}
 
         def _score():
             # the judge's answers are cached per judge (a retrained judge gets a new file)
@@ -330,25 +301,21 @@ def run_main(cfg: MainConfig) -> dict:
 
         result = _stage(out, f"scores_{name}", key, _score)
         # the page a person reads: Table 2 with figures and every transcript beside its scores
-        report = ReportConfig(run_dir=str(run_dir), scores=str(scores_dir), data=str(data))
-        reports[interpreter if access == "black" else name] = str(write_report(report))
+        reports[interpreter if access == "black" else name] = str(
+            write_report(ReportConfig(run_dir=str(run_dir), scores=str(scores_dir), data=str(data))))
         return result
 
-    for interpreter in interpreters:
-        if interpreter not in _WHITE_BOX_ONLY:
-            results[interpreter] = _interpret_and_score(interpreter, "black")
+    results = {i: _interpret_and_score(i, "black") for i in cfg.interpreters if i not in _WHITE_BOX_ONLY}
     if RASP in configs:  # rasp again under each white-box access, with the attribution baseline
-        rasp_access = {"black": {i: r["scores"].get(RASP, {}).get("aia", {}) for i, r in results.items()}}
-        for access in ACCESS[1:]:
-            rasp_access[access] = {
-                i: _interpret_and_score(i, access)["scores"].get(RASP, {}).get("aia", {})
-                for i in dict.fromkeys([*interpreters, *_WHITE_BOX_ONLY])
-            }
-        summary["rasp_access"] = rasp_access
-    elif set(interpreters) <= set(_WHITE_BOX_ONLY):
-        logger.warning("%s run on rasp alone, which %s does not hold: nothing to interpret", interpreters, data)
-    summary["results"] = results
-    summary["reports"] = reports
+        summary["rasp_access"] = {
+            "black": {i: r["scores"].get(RASP, {}).get("aia", {}) for i, r in results.items()},
+            **{access: {i: _interpret_and_score(i, access)["scores"].get(RASP, {}).get("aia", {})
+                        for i in dict.fromkeys([*cfg.interpreters, *_WHITE_BOX_ONLY])}
+               for access in ACCESS[1:]},
+        }
+    elif set(cfg.interpreters) <= set(_WHITE_BOX_ONLY):
+        logger.warning("%s run on rasp alone, which %s does not hold: nothing to interpret", cfg.interpreters, data)
+    summary.update(results=results, reports=reports)
     atomic_write_json(out / "summary.json", summary)
     atomic_write_text(out / "summary.md", _markdown(summary))
     return summary
@@ -358,23 +325,24 @@ def _run_name(interpreter: str) -> str:
     """A folder name for an interpreter spec (a path or URL becomes its last part)."""
     import re
 
-    name = interpreter.rstrip("/").split("/")[-1] or "lm"
-    return re.sub(r"[^A-Za-z0-9_.+-]", "_", name)
+    return re.sub(r"[^A-Za-z0-9_.+-]", "_", interpreter.rstrip("/").split("/")[-1] or "lm")
 
 
 def _markdown(summary: dict) -> str:
     from findbench.interpret.scoreboard import render_comparison, render_rasp_access
     from findbench.interpret.scores import Scores
 
+    cm, budget = summary["code_metrics"], summary["lm_budget"]
+    sizes = ", ".join(f"{c} {n}" for c, n in summary["sample"].items())
+    runs = {name: Scores.from_json(res["scores"], f"scores of {name}") for name, res in summary["results"].items()}
+    judges = "; ".join(sorted({run.judge.describe() for run in runs.values() if run.judge is not None}))
+    mode = summary.get("judge_mode")
     lines = [
         "# findbench main job",
         "",
         f"Dataset: `{summary['data']}` (seed {summary['seed']}): "
         + ", ".join(f"{c} {n}" for c, n in summary["rows"].items()),
         "",
-    ]
-    cm = summary["code_metrics"]
-    lines += [
         "## Ground-truth code through the code metrics",
         "",
         f"- numeric: success rate {cm['numeric_ground_truth']['success_rate']:.3f}, "
@@ -387,13 +355,6 @@ def _markdown(summary: dict) -> str:
         ),
         f"- sandbox: {cm.get('isolation', '')}",
         "",
-    ]
-    budget = summary["lm_budget"]
-    sizes = ", ".join(f"{c} {n}" for c, n in summary["sample"].items())
-    runs = {name: Scores.from_json(res["scores"], f"scores of {name}") for name, res in summary["results"].items()}
-    judges = "; ".join(sorted({run.judge.describe() for run in runs.values() if run.judge is not None}))
-    mode = summary.get("judge_mode")
-    lines += [
         "## Interpreters on FIND",
         "",
         f"Functions per category (held out of judge training): {sizes}; LM interpreters take the first "
@@ -402,8 +363,8 @@ def _markdown(summary: dict) -> str:
         + (judges or f"`{summary['judge']}`" + (f" ({mode} mode)" if mode else ""))
         + ".",
         "",
+        render_comparison(runs).strip() if runs else "No interpreter ran on every config.",
     ]
-    lines.append(render_comparison(runs).strip() if runs else "No interpreter ran on every config.")
     if "rasp_access" in summary:
         access_runs = {
             access: {name: Scores.from_json({RASP: {"aia": cell}}, f"rasp scores of {name} ({access})")

@@ -108,17 +108,14 @@ def _hook(module: torch.nn.Module, kind: str, fn: Callable[[torch.Tensor], torch
 
         def pre(mod, args, kwargs):
             new = fn(args[0] if args else kwargs["hidden_states"])
-            if new is None:
-                return None
-            return ((new, *args[1:]), kwargs) if args else (args, {**kwargs, "hidden_states": new})
+            if new is not None:  # (None: the inputs as they are)
+                return ((new, *args[1:]), kwargs) if args else (args, {**kwargs, "hidden_states": new})
 
         return module.register_forward_pre_hook(pre, with_kwargs=True)
 
     def post(mod, args, output):
         new = fn(output[0] if isinstance(output, tuple) else output)
-        if new is None:
-            return None
-        return (new, *output[1:]) if isinstance(output, tuple) else new
+        return (new, *output[1:]) if isinstance(output, tuple) and new is not None else new  # None: as it is
 
     return module.register_forward_hook(post)
 
@@ -134,9 +131,8 @@ def record(
     positions=None,
     neurons: Sequence[int] | None = None,
     stop_early: bool = True,
-    return_logits: bool = False,
 ):
-    """Read ``site`` at ``layer``: ``[batch, tokens or P, units]`` (with ``return_logits``, ``(values, logits)``).
+    """Read ``site`` at ``layer``: ``[batch, tokens or P, units]``.
 
     ``positions``: per-row token positions ``[batch, P]`` (negative from the end; default all);
     ``neurons``: the units kept (default all); ``stop_early``: end the forward pass once read.
@@ -160,21 +156,19 @@ def record(
         pos = pos % seq
     idx = None if neurons is None else torch.as_tensor(list(neurons), dtype=torch.long)
     box: dict[str, torch.Tensor] = {}
-    stop = stop_early and not return_logits
 
     def read(t: torch.Tensor):
         if pos is not None:
             t = torch.gather(t, 1, pos.to(t.device).unsqueeze(-1).expand(-1, -1, t.shape[-1]))
         box["values"] = (t if idx is None else t[..., idx.to(t.device)]).detach().clone()
-        if stop:
+        if stop_early:
             raise StopForward
 
-    logits = None
     with _hook(module, kind, read), contextlib.suppress(StopForward):  # the hook's handle removes it on exit
-        logits = model(**inputs).logits
+        model(**inputs)
     if "values" not in box:
         raise RuntimeError(f"site {site!r} at layer {layer} was not reached in the forward pass")
-    return (box["values"], logits) if return_logits else box["values"]
+    return box["values"]
 
 
 @contextlib.contextmanager

@@ -135,8 +135,7 @@ def mean_ci(
     ``n = 0``."""
     units = _as_units(values)
     low, high = bootstrap_ci(units, seed=seed, n_resamples=n_resamples, confidence=confidence)
-    mean = float(np.mean(units)) if len(units) else math.nan
-    return {"mean": mean, "ci": [low, high], "n": int(len(units))}
+    return {"mean": float(np.mean(units)) if len(units) else math.nan, "ci": [low, high], "n": int(len(units))}
 
 
 @dataclass(frozen=True)
@@ -189,14 +188,13 @@ def paired_bootstrap(
     stats = np.full(n_resamples, diff) if np.ptp(d) == 0 else _resampled_statistics(d, _mean, seed, n_resamples)
     low, high = _interval(stats, confidence)
     extreme = min(int(np.sum(stats <= 0)), int(np.sum(stats >= 0)))
-    p_value = min(1.0, 2.0 * (extreme + 1) / (n_resamples + 1))
     return PairedComparison(
         n,
         float(np.mean(ua)),
         float(np.mean(ub)),
         diff,
         (low, high),
-        float(p_value),
+        float(min(1.0, 2.0 * (extreme + 1) / (n_resamples + 1))),  # the two-sided p-value
         bool(low > 0 or high < 0),
         float(confidence),
     )

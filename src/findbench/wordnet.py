@@ -32,9 +32,7 @@ class WordNetSynset:
     def text(self) -> str:
         """The corpus text: ``lemma, lemma: definition; "example"; "example"``."""
         head = ", ".join(self.lemmas)
-        body = self.definition
-        for example in self.examples:
-            body = f'{body}; "{example}"' if body else f'"{example}"'
+        body = "; ".join([self.definition] * bool(self.definition) + [f'"{example}"' for example in self.examples])
         return f"{head}: {body}" if head else body
 
 
@@ -53,8 +51,7 @@ def _split_gloss(gloss: str) -> tuple[str, tuple[str, ...]]:
         return gloss.rstrip("; ").strip(), ()
     start = match.start()
     definition = gloss[:start].rstrip("; ").strip()
-    examples = tuple(ex.strip() for ex in _EXAMPLE.findall(gloss[start:]) if ex.strip())
-    return definition, examples
+    return definition, tuple(ex.strip() for ex in _EXAMPLE.findall(gloss[start:]) if ex.strip())
 
 
 def parse_wordnet_line(line: str) -> WordNetSynset | None:
@@ -80,22 +77,15 @@ def parse_wordnet_line(line: str) -> WordNetSynset | None:
     except (IndexError, ValueError) as exc:
         raise ValueError(f"not a WordNet data line ({exc}): {line[:80]!r}") from None
     lemmas = tuple(_ADJ_MARKER.sub("", w).replace("_", " ") for w in words)
-    definition, examples = _split_gloss(gloss)
-    return WordNetSynset(offset=offset, pos=pos, lemmas=lemmas, definition=definition, examples=examples)
+    return WordNetSynset(offset, pos, lemmas, *_split_gloss(gloss))  # (definition, examples)
 
 
 def wordnet_dir(dict_dir: str | os.PathLike | None = None) -> Path:
     """The folder holding WordNet's ``data.noun`` etc.; FileNotFoundError saying how to
     install it when there is none."""
-    candidates: list[Path] = []
-    if dict_dir is not None:
-        candidates.append(Path(dict_dir))
-    else:
-        if os.environ.get("WNSEARCHDIR"):
-            candidates.append(Path(os.environ["WNSEARCHDIR"]))
-        if os.environ.get("WNHOME"):
-            candidates.append(Path(os.environ["WNHOME"]) / "dict")
-        candidates += [Path(p) for p in _WORDNET_DIRS]
+    home = os.environ.get("WNHOME")
+    found = [os.environ.get("WNSEARCHDIR"), home and os.path.join(home, "dict"), *_WORDNET_DIRS]
+    candidates = [Path(dict_dir)] if dict_dir is not None else [Path(p) for p in found if p]
     for folder in candidates:
         if (folder / "data.noun").is_file():
             return folder

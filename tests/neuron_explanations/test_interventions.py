@@ -33,6 +33,20 @@ def _ids(seed, batch=3, seq=7, vocab=50):
     return torch.randint(2, vocab, (batch, seq), generator=g)
 
 
+@torch.no_grad()
+def _interchange(model, base_ids, source_ids, *, layer, site, neurons=None, positions=None):
+    """One batched interchange intervention through ``record`` and ``patch`` (ids ``[batch, tokens]``,
+    ``neurons`` default all, ``positions`` ``[batch, P]`` default all): the patched base's last-token logits."""
+    b, t = base_ids.shape
+    pos = torch.arange(t).expand(b, t) if positions is None else torch.as_tensor(positions, dtype=torch.long)
+    idx = None if neurons is None else [int(i) for i in neurons]
+    if idx is not None and not idx:
+        return model(input_ids=base_ids, use_cache=False, logits_to_keep=1).logits[:, -1]
+    values = acts.record(model, source_ids, layer=layer, site=site, positions=pos, neurons=idx)
+    with acts.patch(model, layer=layer, site=site, positions=pos, values=values, neurons=idx):
+        return model(input_ids=base_ids, use_cache=False, logits_to_keep=1).logits[:, -1]
+
+
 # ---------------------------------------------------------------- hooks vs hand computation
 
 
@@ -102,13 +116,13 @@ def test_patching_own_values_or_nothing_leaves_base_unchanged(make):
     model = make(60)
     base = _ids(2)
     clean = model(input_ids=base).logits[:, -1]
-    own = iv.interchange(model, base, base, layer=1, neurons=list(range(10)), positions=[[1, 4, 6]] * 3,
+    own = _interchange(model, base, base, layer=1, neurons=list(range(10)), positions=[[1, 4, 6]] * 3,
                          site="mlp_activation")
     torch.testing.assert_close(own, clean, rtol=0, atol=1e-5)
     # An empty patch is a plain forward pass. It is compared with a tolerance, not bit for bit:
     # interchange computes only the last position's logits, and a BLAS may round that
     # one-row matmul differently from the full one (CI's CPU did, by ~1e-7).
-    nothing = iv.interchange(model, base, _ids(3), layer=1, neurons=[], site="mlp_activation")
+    nothing = _interchange(model, base, _ids(3), layer=1, neurons=[], site="mlp_activation")
     torch.testing.assert_close(nothing, clean, rtol=0, atol=1e-6)
 
 
@@ -118,10 +132,10 @@ def test_patching_whole_residual_stream_reproduces_source(make):
     base, source = _ids(4), _ids(5)
     want = model(input_ids=source).logits[:, -1]
     for layer in (0, 2):
-        got = iv.interchange(model, base, source, layer=layer, site="block_output")
+        got = _interchange(model, base, source, layer=layer, site="block_output")
         torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
     # patching every MLP neuron at every position is not enough (the residual keeps the base)
-    mlp_only = iv.interchange(model, base, source, layer=0, site="mlp_activation")
+    mlp_only = _interchange(model, base, source, layer=0, site="mlp_activation")
     assert not torch.allclose(mlp_only, want, atol=1e-3)
 
 
@@ -270,11 +284,11 @@ def test_embedded_sanity_laws(embedded):
     enc = [tk(TASKS["numbers/unit_conversion"].prompt(x))["input_ids"] for x in ("3", "7")]
     base, source = torch.tensor([enc[0]]), torch.tensor([enc[1]])
     clean = model(input_ids=base).logits[:, -1]
-    own = iv.interchange(model, base, base, layer=5, neurons=list(range(0, 1536, 3)), site="mlp_activation")
+    own = _interchange(model, base, base, layer=5, neurons=list(range(0, 1536, 3)), site="mlp_activation")
     torch.testing.assert_close(own, clean, rtol=0, atol=1e-4)
-    none = iv.interchange(model, base, source, layer=5, neurons=[], site="mlp_activation")
+    none = _interchange(model, base, source, layer=5, neurons=[], site="mlp_activation")
     torch.testing.assert_close(none, clean, rtol=0, atol=1e-4)  # logits_to_keep=1 vs full matmul
-    full = iv.interchange(model, base, source, layer=10, site="block_output")
+    full = _interchange(model, base, source, layer=10, site="block_output")
     torch.testing.assert_close(full, model(input_ids=source).logits[:, -1], rtol=0, atol=1e-4)
     assert tk.decode([int(clean.argmax())]) == "3" and tk.decode([int(full.argmax())]) == "7"
 

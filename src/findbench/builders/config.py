@@ -12,6 +12,7 @@ from pathlib import Path
 from findbench import _checks
 from findbench._config import Csv, arg
 from findbench.constants import UsageError
+from findbench.models import check_spec
 from findbench.schema import CONFIGS, SOURCES, parse_function_id
 
 logger = logging.getLogger("findbench.cli")
@@ -64,8 +65,6 @@ class BuildNeuronTestsConfig:
         _checks.positive_int("--n-activating", self.n_activating)
         if self.span_judge != "lm" and not self.span_judge.startswith("regex:"):
             raise UsageError(f"--span-judge: 'lm' or 'regex:<pattern>', got {self.span_judge!r}")
-        from findbench.models import check_spec
-
         for name in ("model", "generator"):
             if getattr(self, name) is not None:
                 check_spec(getattr(self, name), flag=f"--{name}")
@@ -95,8 +94,6 @@ class CallConfig:
                 except ValueError:
                     raise UsageError(f"inputs: numeric functions take numbers, got {text!r}") from None
         if self.model is not None and self.backend == "lm":
-            from findbench.models import check_spec
-
             check_spec(self.model, flag="--model")
 
     def folder(self, built: str = "find") -> str | None:

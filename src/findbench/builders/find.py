@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import datasets
 
@@ -94,7 +94,7 @@ def _relation_data_section() -> str:
     prov = relation_provenance()
     licences = {d: p["licence"] for d, p in data_packages().items()}
     versions = {d: v for p in prov.values() for d, v in p["packages"].items()}
-    lines = [
+    return "\n".join([
         "## Relation data (neurons_relations)",
         "",
         "The relation neurons answer from knowledge tables built, when this folder was written, from "
@@ -112,8 +112,7 @@ def _relation_data_section() -> str:
         *(f"| {key} | "
           + (", ".join(f"{d} {v}" for d, v in p["packages"].items()) if p["source"] == "package" else "hand-written")
           + f" | {p['n_entries']} | {p['n_core']} | `{p['fingerprint']}` |" for key, p in prov.items()),
-    ]
-    return "\n".join(lines) + "\n"
+    ]) + "\n"
 
 
 CARD_HEADER = {
@@ -143,7 +142,6 @@ def build(cfg: BuildConfig, *, progress: bool = True):
     ``cfg`` (``findbench build``'s flags). Configs already in ``out`` and not named in ``configs`` are
     kept, so ``--configs neurons_entities,neurons_relations`` adds those two to an existing build.
     """
-    from dataclasses import replace
     from pathlib import Path
 
     from findbench.builders.folder import build_dataset_folder

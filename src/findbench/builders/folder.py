@@ -26,11 +26,6 @@ PARQUET_NAME = "test-00000-of-00001.parquet"
 SIDECAR_NAME = "findbench.json"
 
 
-def _read_sidecar(folder: Path) -> dict:
-    path = folder / SIDECAR_NAME
-    return json.loads(path.read_text()) if path.is_file() else {"configs": {}}
-
-
 def build_dataset_folder(
     out: str | Path,
     builder_cls: type,
@@ -54,14 +49,14 @@ def build_dataset_folder(
     if not configs:
         raise ValueError("configs: nothing to build")
     out = Path(out)
-    previous = _read_sidecar(out) if keep_existing else {"configs": {}}
+    sidecar = out / SIDECAR_NAME
+    previous = json.loads(sidecar.read_text()) if keep_existing and sidecar.is_file() else {}
     entries: dict[str, dict] = {}
     with atomic_dir(out) as tmp:
-        if keep_existing and out.is_dir():
-            for name, entry in previous.get("configs", {}).items():
-                if name not in configs and (out / name / PARQUET_NAME).is_file():
-                    shutil.copytree(out / name, tmp / name)
-                    entries[name] = entry
+        for name, entry in previous.get("configs", {}).items():
+            if name not in configs and (out / name / PARQUET_NAME).is_file():
+                shutil.copytree(out / name, tmp / name)
+                entries[name] = entry
         cache = tmp / ".cache"
         for name in tqdm(list(configs), desc="configs", disable=not progress):
             kwargs = dict(configs[name] if provenance is None else provenance[name])
@@ -77,11 +72,10 @@ def build_dataset_folder(
             ds = builder.as_dataset(split="test")
             (tmp / name).mkdir()
             ds.to_parquet(str(tmp / name / PARQUET_NAME))
-            info = builder.info._to_yaml_dict()
             entries[name] = {
                 "dataset_info": {
                     "config_name": name,
-                    "features": info["features"],
+                    "features": builder.info._to_yaml_dict()["features"],
                     "splits": [{"name": "test", "num_bytes": int(ds.data.nbytes), "num_examples": len(ds)}],
                     "dataset_size": int(ds.data.nbytes),
                 },

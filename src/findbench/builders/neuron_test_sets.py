@@ -14,7 +14,7 @@ README card with YAML ``configs:`` and a ``findbench.json`` provenance sidecar (
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import datasets
@@ -23,6 +23,8 @@ from findbench import citations
 from findbench.builders.config import BuildNeuronTestsConfig
 from findbench.constants import UsageError
 from findbench.models import load_causal_lm
+from findbench.neuron_explanations.huang2023 import iter_items, load_release
+from findbench.neuron_explanations.intervention_tasks import build_task_rows, get_task
 
 _CITATION = citations.HUANG2023
 
@@ -122,8 +124,6 @@ class NeuronTestSets(datasets.GeneratorBasedBuilder):
     def _generate_examples(self):
         name, cfg = self.config.name, self.config.build or BuildNeuronTestsConfig()
         if name == "huang2023":
-            from findbench.neuron_explanations.huang2023 import iter_items, load_release
-
             rows = iter_items(load_release(cfg.data_dir))
         elif name == "observational":
             from findbench.neuron_explanations.observational import observational_rows
@@ -143,8 +143,6 @@ class NeuronTestSets(datasets.GeneratorBasedBuilder):
                 model_name=cfg.model,
             )
         else:
-            from findbench.neuron_explanations.intervention_tasks import build_task_rows
-
             model, tok = load_causal_lm(cfg.model)
             for i, row in enumerate(build_task_rows(model, tok, cfg.tasks, model_name=cfg.model)):
                 yield f"{row['task']}/{i:04d}", row
@@ -218,8 +216,6 @@ def build(cfg: BuildNeuronTestsConfig, *, progress: bool = True) -> Path:
     ``huang2023`` and ``intervention_tasks``, plus ``observational`` when ``layer``, ``neuron`` and
     ``explanation`` are given. Configs already in ``out`` and not rebuilt are kept.
     """
-    from dataclasses import replace
-
     from findbench.builders.folder import build_dataset_folder
 
     obs_given = cfg.layer is not None and cfg.neuron is not None and cfg.explanation is not None
@@ -231,11 +227,8 @@ def build(cfg: BuildNeuronTestsConfig, *, progress: bool = True) -> Path:
         raise UsageError("--configs: observational needs --layer, --neuron and --explanation")
     if cfg.data_dir is not None and not Path(cfg.data_dir).exists():
         raise FileNotFoundError(f"--data-dir: {cfg.data_dir} does not exist")
-    if cfg.tasks is not None:
-        from findbench.neuron_explanations.intervention_tasks import get_task
-
-        for t in cfg.tasks:
-            get_task(t)
+    for t in cfg.tasks or ():
+        get_task(t)
     cfg = replace(cfg, data_dir=cfg.data_dir and str(Path(cfg.data_dir).resolve()),
                   corpus=cfg.corpus and str(Path(cfg.corpus).resolve()))
     # the sidecar's provenance: the settings each config's rows depend on

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from findbench import _checks
 from findbench.sandbox import Sandbox, SandboxLimits, SandboxResult, run_functions, short_reason
 from findbench.stats import bootstrap_ci
 
@@ -125,12 +126,8 @@ def nmse_and_reason(reference: SandboxResult, prediction: SandboxResult, *, inde
 
 
 def _check_codes(name: str, codes: Any) -> list[str]:
-    if isinstance(codes, (str, bytes)) or not isinstance(codes, Sequence):
-        raise TypeError(f"{name} must be a list of code strings, got {type(codes).__name__}")
-    for i, code in enumerate(codes):
-        if not isinstance(code, str):
-            raise TypeError(f"{name}[{i}] must be a string of Python code, got {type(code).__name__}")
-    return list(codes)
+    _checks.instance(name, codes, Sequence, "a list of code strings", exclude=(str, bytes))
+    return [_checks.instance(f"{name}[{i}]", code, str, "a string of Python code") for i, code in enumerate(codes)]
 
 
 def check_code_pairs(predictions: Any, references: Any) -> tuple[list[str], list[str]]:
@@ -241,28 +238,15 @@ def score_exact_match(
         ref, pred = results[i], results[n + i]
         if ref.status != "ok":
             raise ValueError(f"references[{i}]: ground-truth code failed ({ref.status}): {ref.message}")
-        counted = right = 0
-        raised = []
-        for j in range(len(inputs[i])):
-            if ref.errors[j] is not None:
-                continue
-            counted += 1
-            if pred.status == "ok" and pred.errors[j] is not None:
-                raised.append(j)
-            elif pred.status == "ok" and _same(pred.values[j], ref.values[j]):
-                right += 1
-        if counted == 0:
+        counted = [j for j in range(len(inputs[i])) if ref.errors[j] is None]  # the truth ran on these
+        ran = [j for j in counted if pred.status == "ok" and pred.errors[j] is None]
+        raised = [j for j in counted if pred.status == "ok" and pred.errors[j] is not None]
+        if not counted:
             raise ValueError(f"references[{i}]: ground-truth code raised on every test input")
-        per_function.append(right / counted)
-        if pred.status != "ok":
-            errors.append(failure_reason(pred))
-        elif raised:
-            errors.append(
-                f"{short_reason(pred.errors[raised[0]])} (on test input {raised[0]}; "
-                f"{len(raised)} of {counted} inputs raised)"
-            )
-        else:
-            errors.append(None)
+        per_function.append(sum(_same(pred.values[j], ref.values[j]) for j in ran) / len(counted))
+        errors.append(failure_reason(pred) if pred.status != "ok" else (
+            f"{short_reason(pred.errors[raised[0]])} (on test input {raised[0]}; "
+            f"{len(raised)} of {len(counted)} inputs raised)" if raised else None))
     return {
         "exact_match": float(np.mean(per_function)),
         "exact_match_ci": list(bootstrap_ci(per_function)),
@@ -282,14 +266,12 @@ def check_test_inputs(test_inputs: Any, n: int) -> list[list[Any]]:
     """Validate ``test_inputs``: ``n`` non-empty lists of inputs (errors name the bad field)."""
     if test_inputs is None:
         raise ValueError("test_inputs is required: one list of test inputs per prediction")
-    if isinstance(test_inputs, (str, bytes)) or not isinstance(test_inputs, Sequence):
-        raise TypeError(f"test_inputs must be a list of input lists, got {type(test_inputs).__name__}")
+    _checks.instance("test_inputs", test_inputs, Sequence, "a list of input lists", exclude=(str, bytes))
     if len(test_inputs) != n:
         raise ValueError(f"test_inputs must have one input list per prediction ({len(test_inputs)} != {n})")
     inputs = []
     for i, row in enumerate(test_inputs):
-        if isinstance(row, (str, bytes)) or not isinstance(row, Sequence):
-            raise TypeError(f"test_inputs[{i}] must be a list of inputs, got {type(row).__name__}")
+        _checks.instance(f"test_inputs[{i}]", row, Sequence, "a list of inputs", exclude=(str, bytes))
         if len(row) == 0:
             raise ValueError(f"test_inputs[{i}] is empty")
         inputs.append(list(row))

@@ -16,10 +16,11 @@ import json
 import math
 import numbers
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from findbench.find.numeric import _CORRUPTED
+from findbench import _checks
+from findbench.find.numeric import _CORRUPTED, _check_boundary, _is_num
 from findbench.find.synthetic_neurons.prompts import UNDEFINED, parse_relation_answer
 from findbench.stats import bootstrap_ci
 
@@ -44,8 +45,7 @@ def domain_text(text: str) -> str:
     """The text after the ``[DOMAIN]`` label up to the next ``[CODE]`` / ``[DESCRIPTION]`` label,
     stripped; a text without labels is taken whole, one with only other labels gives ``""``.
     """
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    _checks.instance("text", text, str, "a str")
     m = _DOMAIN_LABEL.search(text)
     if m is None:
         return "" if _OTHER_LABEL.search(text) else text.strip()
@@ -119,32 +119,27 @@ _NEGATIVE = re.compile(
     r"|\bbehaves?\s+(?:normally|consistently|as\s+expected|the\s+same|uniformly)"
     r"|\b(?:consistent|uniform|normal|regular)\s+(?:behaviou?r\s+)?(?:everywhere|throughout|across)"
 )
+#: "neg" / "pos": the negative / positive half-line, read as an upper / a lower bound.
+_HALF_LINES = {"neg": ((-_INF, 0.0), "upper"), "pos": ((0.0, _INF), "lower")}
 _BUT = re.compile(r"\b(?:except|but|apart\s+from|other\s+than|aside\s+from)\b")
 _BARE_NONE = re.compile(r"^\W*(?:none|no|n/?a|nothing|-+|no\s+interval|no\s+corruption|not\s+applicable)\W*$")
 _OUTSIDE = re.compile(r"\boutside(?:\s+of)?(?:\s+the)?(?:\s+(?:interval|range|region))?(?:\s+of)?\s*$")
 _JOIN = re.compile(r"\s*,?\s*(?:and|but|&&?|while|,)?\s*")
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+#: LaTeX and spelled-out comparisons and infinities, as the patterns above read them
+_LATEX = [(re.compile(p), repl) for p, repl in (
+    (r"\\(?:le|leq)\b", "<="), (r"\\(?:ge|geq)\b", ">="), (r"\\infty\b", "inf"),
+    (r"\b(?:negative|minus)\s+inf(?:inity)?\b", "-inf"), (r"\b(?:positive|plus)\s+inf(?:inity)?\b", "inf"),
+)]
 
 
 def _normalise(text: str) -> str:
     t = text.lower()
     for a, b in (("−", "-"), ("≤", "<="), ("⩽", "<="), ("≥", ">="), ("⩾", ">="), ("∞", "inf"), ("`", ""), ("$", "")):
         t = t.replace(a, b)
-    t = re.sub(r"\\(?:le|leq)\b", "<=", t)
-    t = re.sub(r"\\(?:ge|geq)\b", ">=", t)
-    t = re.sub(r"\\infty\b", "inf", t)
-    t = re.sub(r"\b(?:negative|minus)\s+inf(?:inity)?\b", "-inf", t)
-    t = re.sub(r"\b(?:positive|plus)\s+inf(?:inity)?\b", "inf", t)
+    for pattern, repl in _LATEX:
+        t = pattern.sub(repl, t)
     return t
-
-
-def _to_float(s: str) -> float:
-    s = s.strip().replace(" ", "")
-    sign = -1.0 if s.startswith("-") else 1.0
-    body = s.lstrip("+-")
-    if body.startswith("inf"):
-        return sign * _INF
-    return float(s)
 
 
 def _matches(sentence: str) -> list[tuple[int, int, str, tuple[float, float]]]:
@@ -153,20 +148,14 @@ def _matches(sentence: str) -> list[tuple[int, int, str, tuple[float, float]]]:
     found = []
     for pat, kind in _PATTERNS:
         for m in pat.finditer(sentence):
-            if kind == "neg":
-                iv = (-_INF, 0.0)
-                k = "upper"
-            elif kind == "pos":
-                iv = (0.0, _INF)
-                k = "lower"
+            if kind in _HALF_LINES:
+                iv, k = _HALF_LINES[kind]
             elif kind == "two":
-                a, b = _to_float(m.group(1)), _to_float(m.group(2))
-                iv = (min(a, b), max(a, b))
-                k = kind
+                a, b = float(m.group(1)), float(m.group(2))  # _NUM's numbers are float()'s syntax
+                iv, k = (min(a, b), max(a, b)), kind
             else:
-                v = _to_float(m.group(1))
-                iv = (v, _INF) if kind == "lower" else (-_INF, v)
-                k = kind
+                v = float(m.group(1))
+                iv, k = ((v, _INF) if kind == "lower" else (-_INF, v)), kind
             if any(math.isnan(v) for v in iv):
                 continue
             found.append((m.start(), m.end(), k, iv))
@@ -229,8 +218,7 @@ def parse_intervals(text: str) -> list[tuple[float, float]] | None:
     only states the domain; a single point is no interval. A heuristic: intervals of outputs
     written in a counted sentence are read too.
     """
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    _checks.instance("text", text, str, "a str")
     body = _normalise(domain_text(text))
     if not body.strip():
         return None
@@ -251,18 +239,11 @@ def parse_intervals(text: str) -> list[tuple[float, float]] | None:
     found = cue_ivs or other_ivs
     if found:
         return [(float(a), float(b)) for a, b in found]
-    if says_none or declared or whole:
-        return []
-    return None
-
-
-def _is_num(v: Any) -> bool:
-    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(float(v))
+    return [] if says_none or declared or whole else None
 
 
 def _row_domain(row: Any, where: str) -> tuple[float, float]:
-    if not isinstance(row, Mapping):
-        raise TypeError(f"{where} must be a dict (a numeric dataset row), got {type(row).__name__}")
+    _checks.instance(where, row, Mapping, "a dict (a numeric dataset row)")
     cat = row.get("category")
     if cat is not None and cat != "numeric":
         raise ValueError(
@@ -285,8 +266,7 @@ def _corruption(row: Mapping[str, Any], where: str) -> tuple[str, list[float]] |
     raw = row.get("corruption_params")
     if kind is None:
         return None
-    if kind not in _CORRUPTION_TYPES:
-        raise ValueError(f"{where}['corruption_type'] must be one of {_CORRUPTION_TYPES} or None, got {kind!r}")
+    _checks.one_of(f"{where}['corruption_type']", kind, _CORRUPTION_TYPES)
     if isinstance(raw, str):
         try:
             params = json.loads(raw)
@@ -298,19 +278,17 @@ def _corruption(row: Mapping[str, Any], where: str) -> tuple[str, list[float]] |
         raise ValueError(
             f"{where}['corruption_params'] must be JSON text (or a dict) with 'boundary', got {raw!r:.100}"
         )
-    b = params.get("boundary")
-    n = 2 if kind == "inside" else 1
-    if isinstance(b, str) or not isinstance(b, Sequence) or len(b) != n or not all(_is_num(v) for v in b):
-        raise ValueError(
-            f"{where}['corruption_params'] boundary must be a list of {n} finite number(s) for {kind!r}, got {b!r}"
-        )
-    b = [float(v) for v in b]
-    if n == 2 and not b[0] < b[1]:
-        raise ValueError(f"{where}['corruption_params'] boundary must be increasing, got {b!r}")
-    return kind, b
+    return kind, _check_boundary(params.get("boundary"), kind, f"{where}['corruption_params'] boundary")
 
 
-def _corrupted_interval(row: Any, where: str) -> tuple[float, float] | None:
+def corrupted_interval(row: Mapping[str, Any], where: str = "row") -> tuple[float, float] | None:
+    """The corrupted interval of a numeric row, clipped to ``[domain_low, domain_high]``.
+
+    As served (:func:`findbench.find.numeric.make_function`): ``below`` is ``x <= b0``, ``above``
+    ``x >= b0``, ``inside`` ``b0 < x < b1``. None for a row without corruption or whose corrupted
+    part misses the domain; a malformed row raises ValueError/TypeError naming the field (``row``,
+    or ``where``).
+    """
     lo, hi = _row_domain(row, where)
     spec = _corruption(row, where)
     if spec is None:
@@ -325,21 +303,10 @@ def _corrupted_interval(row: Any, where: str) -> tuple[float, float] | None:
     return (a, z)
 
 
-def corrupted_interval(row: Mapping[str, Any]) -> tuple[float, float] | None:
-    """The corrupted interval of a numeric row, clipped to ``[domain_low, domain_high]``.
-
-    As served (:func:`findbench.find.numeric.make_function`): ``below`` is ``x <= b0``, ``above``
-    ``x >= b0``, ``inside`` ``b0 < x < b1``. None for a row without corruption or whose corrupted
-    part misses the domain; a malformed row raises ValueError/TypeError naming the field.
-    """
-    return _corrupted_interval(row, "row")
-
-
 def domain_reference(row: Mapping[str, Any]) -> dict[str, Any]:
     """The :data:`REFERENCE_COLUMNS` of a numeric row: what the ``find_domain`` metric takes
     as one reference (``ds.select_columns(list(REFERENCE_COLUMNS))`` does it for a dataset)."""
-    if not isinstance(row, Mapping):
-        raise TypeError(f"row must be a dict (a numeric dataset row), got {type(row).__name__}")
+    _checks.instance("row", row, Mapping, "a dict (a numeric dataset row)")
     missing = [c for c in REFERENCE_COLUMNS if c not in row]
     if missing:
         raise ValueError(f"row is missing column(s) {missing}")
@@ -385,11 +352,8 @@ def interval_iou(
     as no interval (unless the truth does too). Neither side with an interval scores 1.0,
     exactly one 0.0.
     """
-    if isinstance(pred, (str, Mapping)) or not isinstance(pred, Sequence):
-        raise TypeError(
-            f"pred must be a list of (low, high) pairs, got {type(pred).__name__} "
-            "(an unparseable answer, None, is scored 0 by score_domain)"
-        )
+    _checks.instance("pred", pred, Sequence, "a list of (low, high) pairs (an unparseable answer, None, is scored 0 by "
+                     "score_domain)", exclude=(str, Mapping))
     lo, hi = _check_pair(domain, "domain")
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
         raise ValueError(f"domain must be finite with low < high, got {domain!r}")
@@ -421,17 +385,15 @@ def score_domain(
     unparseable answer scores 0. Bad input raises ValueError/TypeError naming the field.
     """
     for name, seq in (("predictions", predictions), (argument, rows)):
-        if isinstance(seq, (str, Mapping)) or not isinstance(seq, Sequence):
-            raise TypeError(f"{name} must be a list, got {type(seq).__name__}")
+        _checks.instance(name, seq, Sequence, "a list", exclude=(str, Mapping))
     if len(predictions) != len(rows):
         raise ValueError(f"predictions ({len(predictions)}) and {argument} ({len(rows)}) differ in length")
     if not predictions:
         raise ValueError("predictions is empty: need at least one function to score")
     for i, p in enumerate(predictions):
-        if not isinstance(p, str):
-            raise TypeError(f"predictions[{i}] must be a str (the interpretation), got {type(p).__name__}")
+        _checks.instance(f"predictions[{i}]", p, str, "a str (the interpretation)")
     truths = [
-        (_row_domain(r, f"{argument}[{i}]"), _corrupted_interval(r, f"{argument}[{i}]")) for i, r in enumerate(rows)
+        (_row_domain(r, f"{argument}[{i}]"), corrupted_interval(r, f"{argument}[{i}]")) for i, r in enumerate(rows)
     ]
     preds = [parse_intervals(p) for p in predictions]
     ious = [0.0 if pred is None else interval_iou(pred, truth, dom) for pred, (dom, truth) in zip(preds, truths)]
@@ -454,27 +416,19 @@ def domain_unit_tests(row: Mapping[str, Any], *, where: str = "row") -> list[dic
     Returns ``{"inputs", "outputs", "correct"}`` copies in row order, ``[]`` for a row without
     exception; ``where`` names ``row`` in error messages.
     """
-    if not isinstance(row, Mapping):
-        raise TypeError(f"{where} must be a dict (a neurons_relations dataset row), got {type(row).__name__}")
+    _checks.instance(where, row, Mapping, "a dict (a neurons_relations dataset row)")
     cat = row.get("category")
     if cat is not None and cat != "neurons_relations":
         raise ValueError(f"{where}['category'] is {cat!r}: excepted subdomains exist only for neurons_relations")
     exception = row.get("exception")
-    if exception is not None and not isinstance(exception, str):
-        raise TypeError(f"{where}['exception'] must be a str or None, got {type(exception).__name__}")
-    if not exception or not exception.strip():
-        return []
+    _checks.instance(f"{where}['exception']", exception, (str, type(None)), "a str or None")
     tests = row.get("unit_tests")
-    if tests is None:
+    if not exception or not exception.strip() or tests is None:
         return []
-    if isinstance(tests, (str, Mapping)) or not hasattr(tests, "__iter__"):
-        raise TypeError(f"{where}['unit_tests'] must be a list of unit tests, got {type(tests).__name__}")
+    _checks.instance(f"{where}['unit_tests']", tests, Iterable, "a list of unit tests", exclude=(str, Mapping))
     out = []
     for k, t in enumerate(tests):
-        if not isinstance(t, Mapping):
-            raise TypeError(
-                f"{where}['unit_tests'][{k}] must be a dict with inputs/outputs/correct, got {type(t).__name__}"
-            )
+        _checks.instance(f"{where}['unit_tests'][{k}]", t, Mapping, "a dict with inputs/outputs/correct")
         inputs, outputs, correct = t.get("inputs"), t.get("outputs"), t.get("correct")
         if inputs is None or outputs is None or correct is None:
             raise ValueError(f"{where}['unit_tests'][{k}] needs inputs, outputs and correct (relations)")
@@ -513,10 +467,8 @@ def in_corrupted_subdomain(row: Mapping[str, Any], inputs: Sequence[Any]) -> lis
     not a finite number never inside; relation rows look the input up as the neuron does and test
     the exception. A malformed row raises ValueError/TypeError naming the field.
     """
-    if not isinstance(row, Mapping):
-        raise TypeError(f"row must be a dict (a dataset row), got {type(row).__name__}")
-    if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
-        raise TypeError(f"inputs must be a list of inputs, got {type(inputs).__name__}")
+    _checks.instance("row", row, Mapping, "a dict (a dataset row)")
+    _checks.instance("inputs", inputs, Sequence, "a list of inputs", exclude=(str, bytes))
     category = row.get("category")
     if category == "numeric":
         spec = _corruption(row, "row")
@@ -528,11 +480,9 @@ def in_corrupted_subdomain(row: Mapping[str, Any], inputs: Sequence[Any]) -> lis
         exception = row.get("exception")
         if not isinstance(exception, str) or not exception.strip():
             return None
-        from findbench.find.synthetic_neurons.backbones import relation_for_row
+        from findbench.find.synthetic_neurons.backbones import _row_params, relation_for_row
 
-        raw = row.get("params")
-        params = json.loads(raw) if isinstance(raw, str) and raw else (dict(raw) if isinstance(raw, Mapping) else {})
-        table, index = relation_for_row(row, params)
+        table, index = relation_for_row(row, _row_params(row))
         if index is None:
             raise ValueError(
                 f"row['params'] of {row.get('function_id')} names no exception_index, "

@@ -68,16 +68,19 @@ if __name__ == "__main__":
     print("Function input - output pairs: " + " ".join("(%s, %s)" % (_show(x), _show(y)) for x, y in zip(_inputs, _outputs)))
 '''
 
+#: category -> how the script of a function with runnable ``code`` computes its outputs
+_CONVERT_CODE = {
+    "numeric": "_inputs = [float(x) for x in _inputs]\n    _outputs = [float(function(x)) for x in _inputs]",
+    "strings": "_outputs = [function(x) for x in _inputs]",
+}
+
 
 def render_script(row, *, data: str | None = None, seed: int = 0) -> str:
     """The ``function.py`` text for one row."""
     fid = row["function_id"]
     header = f"# FIND {fid} ({row['name']}), exported by findbench {__version__}.\n# Usage: python function.py INPUT [INPUT ...]\n"
-    if row["category"] == "numeric":
-        convert = "_inputs = [float(x) for x in _inputs]\n    _outputs = [float(function(x)) for x in _inputs]"
-        return header + row["code"].rstrip() + "\n" + _MAIN.format(show=_SHOW, convert=convert)
-    if row["category"] == "strings":
-        convert = "_outputs = [function(x) for x in _inputs]"
+    convert = _CONVERT_CODE.get(row["category"])
+    if convert is not None:  # the row's code runs in the script
         return header + row["code"].rstrip() + "\n" + _MAIN.format(show=_SHOW, convert=convert)
     convert = (
         "from findbench import load_function\n"

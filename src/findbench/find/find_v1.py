@@ -102,8 +102,7 @@ def parse_test_inputs(text: str) -> list[str]:
     pair of quotes, items separated by a newline, a trailing comma, and stray quotes around
     bare items (``'"!Hello"'`` -> ``'!Hello'``).
     """
-    if not isinstance(text, str):
-        raise TypeError(f"test_inputs must be a str, got {type(text).__name__}")
+    _checks.instance("test_inputs", text, str, "a str")
     s = text.strip().removeprefix(":").strip().translate(str.maketrans(_QUOTES))
     if not s:
         return []
@@ -135,9 +134,7 @@ def convert_unit_tests(record: Mapping[str, Any], category: str) -> list[dict]:
             if not (isinstance(tv, list) and len(tv) == 2 and len(tv[0]) == len(tv[1])):
                 raise ValueError(f"{where}: test_vec[{k}] must be [[inputs], [outputs]] of equal length")
             inputs = [str(x) for x in tv[0]]
-            outputs = [str(x) for x in tv[1]]
-            if category == "neurons_relations":
-                outputs = [o.strip() for o in outputs]
+            outputs = [str(x).strip() if category == "neurons_relations" else str(x) for x in tv[1]]
         c = int(c)
         if not 1 <= c <= len(inputs):
             raise ValueError(f"{where}: correct_inx[{k}] = {c} is outside 1..{len(inputs)}")
@@ -205,10 +202,7 @@ def _strings_rows(root: Path) -> list[dict]:
 
 
 def _clean(text: Any) -> str | None:
-    if text is None:
-        return None
-    text = str(text).strip()
-    return text or None
+    return None if text is None else str(text).strip() or None
 
 
 def _neuron_rows(root: Path, category: str) -> list[dict]:
@@ -229,10 +223,9 @@ def _neuron_rows(root: Path, category: str) -> list[dict]:
         exemplars = [w.strip() for w in rec.get("initial") or [] if str(w).strip()]
         if category == "neurons_entities":
             exception = None
-            concepts = [c1] if c2 is None else [c1, c2]
             sub = "atomic" if c2 is None else "composition"
             fname = c1 if c2 is None else f"{c1} OR {c2}"
-            desc = describe_entity(concepts)
+            desc = describe_entity([c1] if c2 is None else [c1, c2])
         else:
             if c2 is None:
                 raise ValueError(f"{category}/{name}: concept2 (the relation's output) is empty")
@@ -283,12 +276,8 @@ def load_rows(category: str, data_dir: str | os.PathLike | None = None) -> list[
         root = Path(data_dir)
         if not root.is_dir():
             raise FileNotFoundError(f"data_dir {root} is not a folder")
-    if category == "numeric":
-        rows = _numeric_rows(root)
-    elif category == "strings":
-        rows = _strings_rows(root)
-    else:
-        rows = _neuron_rows(root, category)
+    readers = {"numeric": _numeric_rows, "strings": _strings_rows}
+    rows = readers[category](root) if category in readers else _neuron_rows(root, category)
     rows.sort(key=lambda r: r["function_id"])
     ids = [r["function_id"] for r in rows]
     if len(set(ids)) != len(ids):
@@ -313,8 +302,7 @@ def _v1_parse_name(record: Mapping) -> tuple[str, list[str], str | None]:
     name = record.get("name")
     if not isinstance(name, str) or "(" not in name:
         raise ValueError(f"record['name'] must look like 'relu((...))' or 'f1;f2;op(...)', got {name!r}")
-    head = name.split("(", 1)[0]
-    parts = head.split(";")
+    parts = name.split("(", 1)[0].split(";")
     if len(parts) == 1:
         fam = parts[0]
         if fam not in nm.ATOMIC_FAMILIES:
@@ -350,8 +338,7 @@ def row_from_find_v1(
 
     The release's noise is unseeded; here noisy and corrupted rows draw from ``default_rng(index)``.
     """
-    if not isinstance(record, Mapping):
-        raise TypeError(f"record must be a dict (one element of data.json), got {type(record).__name__}")
+    _checks.instance("record", record, Mapping, "a dict (one element of data.json)")
     served = _V1_VARIANTS.get(variant, variant)
     if served not in nm.VARIANTS:
         raise ValueError(f"variant must be one of {sorted(_V1_VARIANTS)} (or {nm.VARIANTS}), got {variant!r}")
@@ -388,13 +375,6 @@ def row_from_find_v1(
                 )
                 terms[k] = {"family": "step", "params": dict(_V1_SIGN["params"])}
 
-    v1_meta: dict[str, Any] = {
-        "dir": dir_name,
-        "name": record.get("name"),
-        "served_file": variant if variant in _V1_VARIANTS else None,
-        "approx_mse_error": record.get("approx_mse_error"),
-        "quirks": quirks,
-    }
     p: dict[str, Any] = {
         "structure": structure,
         "op": op,
@@ -404,17 +384,19 @@ def row_from_find_v1(
         "noise": None,
         "corruption": None,
         "mlp": None,
-        "find_v1": v1_meta,
+        "find_v1": {
+            "dir": dir_name,
+            "name": record.get("name"),
+            "served_file": variant if variant in _V1_VARIANTS else None,
+            "approx_mse_error": record.get("approx_mse_error"),
+            "quirks": quirks,
+        },
     }
     if served == "noise":
-        nt = record.get("noise_type")
-        if nt not in nm.NOISE_TYPES:
-            raise ValueError(f"record['noise_type'] must be one of {nm.NOISE_TYPES}, got {nt!r}")
-        p["noise"] = {"type": nt, "seed": index}
+        p["noise"] = {"type": _checks.one_of("record['noise_type']", record.get("noise_type"), nm.NOISE_TYPES),
+                      "seed": index}
     elif served == "corruption":
-        ct = record.get("corruption_type")
-        if ct not in _V1_CORRUPTION:
-            raise ValueError(f"record['corruption_type'] must be one of {sorted(_V1_CORRUPTION)}, got {ct!r}")
+        ct = _checks.one_of("record['corruption_type']", record.get("corruption_type"), sorted(_V1_CORRUPTION))
         cp = record.get("corruption_params")
         if not isinstance(cp, Mapping) or not nm._is_num(cp.get("std")) or not isinstance(cp.get("boundary"), list):
             raise ValueError(f"record['corruption_params'] must hold 'std' (the mean of f) and 'boundary', got {cp!r}")

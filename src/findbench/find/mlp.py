@@ -18,17 +18,20 @@ from typing import Any
 
 import numpy as np
 
+from findbench import _checks
+
 logger = logging.getLogger(__name__)
 
 #: Hidden width of FIND's approximating MLPs.
 HIDDEN = 64
+#: The weight arrays of :func:`fit_mlps`'s result, in the network's order.
+_WEIGHTS = ("w1", "b1", "w2", "b2")
 
 
 def float32_list(values: Any) -> list[float]:
     """Round ``values`` to float32 and return Python floats with the shortest digits that
     round-trip to the same float32 (so JSON and source code stay short and exact)."""
-    arr = np.asarray(values, dtype=np.float32).ravel()
-    return [float(str(v)) for v in arr]
+    return [float(str(v)) for v in np.asarray(values, dtype=np.float32).ravel()]
 
 
 def mlp_forward(w1: Any, b1: Any, w2: Any, b2: float, x: Any) -> np.ndarray:
@@ -36,18 +39,14 @@ def mlp_forward(w1: Any, b1: Any, w2: Any, b2: float, x: Any) -> np.ndarray:
 
     This is exactly the expression the generated source code of an MLP function uses.
     """
-    w1 = np.asarray(w1, dtype=np.float64)
-    b1 = np.asarray(b1, dtype=np.float64)
-    w2 = np.asarray(w2, dtype=np.float64)
-    x = np.asarray(x, dtype=np.float64)
+    w1, b1, w2, x = (np.asarray(a, dtype=np.float64) for a in (w1, b1, w2, x))
     return np.maximum(np.multiply.outer(x, w1) + b1, 0.0) @ w2 + float(b2)
 
 
 def weights_from_state_dict(state_dict: Mapping[str, Any]) -> dict[str, Any]:
     """Convert a FIND ``nn.Sequential(Linear(1,64), ReLU(), Linear(64,1))`` state dict
     (keys ``layers.0.weight`` … ``layers.2.bias``) into ``{"w1","b1","w2","b2"}`` float32 lists."""
-    if not isinstance(state_dict, Mapping):
-        raise TypeError(f"state_dict must be a mapping of tensors, got {type(state_dict).__name__}")
+    _checks.instance("state_dict", state_dict, Mapping, "a mapping of tensors")
     keys = ("layers.0.weight", "layers.0.bias", "layers.2.weight", "layers.2.bias")
     missing = [k for k in keys if k not in state_dict]
     if missing:
@@ -81,9 +80,7 @@ def _single_thread() -> Iterator[None]:
 
 
 def _check_xy(xs: Any, ys: Any) -> tuple[np.ndarray, np.ndarray]:
-    ys = np.asarray(ys, dtype=np.float64)
-    if ys.ndim == 1:
-        ys = ys[None, :]
+    ys = np.atleast_2d(np.asarray(ys, dtype=np.float64))  # one model's targets: (1, n_points)
     if ys.ndim != 2 or ys.shape[1] < 2:
         raise ValueError(f"ys must have shape (n_models, n_points) with n_points >= 2, got {ys.shape}")
     xs = np.asarray(xs, dtype=np.float64)
@@ -109,15 +106,11 @@ def _initial_knots(xn: np.ndarray, yn: np.ndarray, hidden: int, curvature_power:
     n_curv = hidden - n_even
     if n_curv == 0:
         return even
-    d2 = np.abs(np.diff(yn, n=2, axis=1)) ** curvature_power  # (M, N-2), at xn[:, 1:-1]
-    d2 = d2 + 1e-12
+    d2 = np.abs(np.diff(yn, n=2, axis=1)) ** curvature_power + 1e-12  # (M, N-2), at xn[:, 1:-1]
     cdf = np.cumsum(d2, axis=1)
     cdf /= cdf[:, -1:]
     qs = (np.arange(n_curv) + 0.5) / n_curv
-    curv = np.empty((m, n_curv))
-    mid = xn[:, 1:-1]
-    for i in range(m):
-        curv[i] = np.interp(qs, cdf[i], mid[i])
+    curv = np.stack([np.interp(qs, cdf[i], xn[i, 1:-1]) for i in range(m)])
     return np.concatenate([even, curv], axis=1)
 
 
@@ -152,11 +145,8 @@ def _solve_output(xn, yn, w1, b1, ridge: float):
 
 def _denormalise(w1, b1, w2, b2, cx, sx, my, sy):
     """Map normalised-space weights (float64 numpy) to raw inputs/outputs; float32-round."""
-    w1r = w1 / sx[:, None]
-    b1r = b1 - w1 * (cx / sx)[:, None]
-    w2r = w2 * sy[:, None]
-    b2r = b2 * sy + my
-    return (w1r.astype(np.float32), b1r.astype(np.float32), w2r.astype(np.float32), b2r.astype(np.float32))
+    raw = (w1 / sx[:, None], b1 - w1 * (cx / sx)[:, None], w2 * sy[:, None], b2 * sy + my)
+    return tuple(a.astype(np.float32) for a in raw)
 
 
 def _raw_mse(xs, ys, w1, b1, w2, b2) -> np.ndarray:
@@ -223,19 +213,14 @@ def fit_mlps(
         # 2. knots + exact output layer
         knots = _initial_knots(xn, yn, hidden, curvature_power)
         signs = np.where(np.arange(hidden) % 2 == 0, 1.0, -1.0)[None, :].repeat(m, axis=0)
-        w1_0 = signs
         b1_0 = -signs * knots
-        txn = torch.from_numpy(xn)
-        tyn = torch.from_numpy(yn)
-        t_w1 = torch.from_numpy(w1_0)
-        t_b1 = torch.from_numpy(b1_0)
+        txn, tyn, t_w1, t_b1 = (torch.from_numpy(a) for a in (xn, yn, signs, b1_0))
         t_w2, t_b2 = _solve_output(txn, tyn, t_w1, t_b1, ridge)
-        init = _denormalise(w1_0, b1_0, t_w2.numpy(), t_b2.numpy(), cx, sx, my, sy)
+        init = _denormalise(signs, b1_0, t_w2.numpy(), t_b2.numpy(), cx, sx, my, sy)
         mse_init = _raw_mse(xs, ys, *init)
 
     if epochs == 0:
-        w1, b1, w2, b2 = init
-        return {"w1": w1, "b1": b1, "w2": w2, "b2": b2, "mse": mse_init}
+        return {**dict(zip(_WEIGHTS, init)), "mse": mse_init}
 
     # 3. batched Adam refinement of all weights
     with _single_thread(), torch.no_grad():
@@ -243,27 +228,16 @@ def fit_mlps(
                               seed=seed, epochs=epochs, lr=lr, batch_size=batch_size, progress=progress)
 
         # 4. exact output layer for the refined hidden layer
-        with torch.no_grad():
-            r_w1 = params[0].double()
-            r_b1 = params[1].double()
-            r_w2, r_b2 = _solve_output(txn, tyn, r_w1, r_b1, ridge)
-            refined = _denormalise(r_w1.numpy(), r_b1.numpy(), r_w2.numpy(), r_b2.numpy(), cx, sx, my, sy)
-            mse_ref = _raw_mse(xs, ys, *refined)
+        r_w1, r_b1 = params[0].double(), params[1].double()
+        r_w2, r_b2 = _solve_output(txn, tyn, r_w1, r_b1, ridge)
+        refined = _denormalise(r_w1.numpy(), r_b1.numpy(), r_w2.numpy(), r_b2.numpy(), cx, sx, my, sy)
+        mse_ref = _raw_mse(xs, ys, *refined)
 
     better = mse_ref <= mse_init
-    w1, b1, w2, b2 = (
-        np.where(better[:, None] if a.ndim == 2 else better, r, i) for a, r, i in zip(init, refined, init)
-    )
-    mse = np.where(better, mse_ref, mse_init)
     logger.debug("fit %d MLPs: refinement helped %d", m, int(better.sum()))
-    return {
-        "w1": w1.astype(np.float32),
-        "b1": b1.astype(np.float32),
-        "w2": w2.astype(np.float32),
-        "b2": b2.astype(np.float32),
-        "mse": mse,
-    }
-
+    kept = (np.where(better[:, None] if a.ndim == 2 else better, r, a).astype(np.float32)
+            for r, a in zip(refined, init))
+    return {**dict(zip(_WEIGHTS, kept)), "mse": np.where(better, mse_ref, mse_init)}
 
 
 def _adam_refine(
@@ -338,9 +312,7 @@ def reference_fit(
             opt.step()
     sd = {"layers." + k: v for k, v in model.state_dict().items()}
     w = weights_from_state_dict(sd)
-    w1 = np.asarray(w["w1"], dtype=np.float32)
-    b1 = np.asarray(w["b1"], dtype=np.float32)
-    w2 = np.asarray(w["w2"], dtype=np.float32)
+    w1, b1, w2 = (np.asarray(w[k], dtype=np.float32) for k in ("w1", "b1", "w2"))
     b2 = np.float32(w["b2"])
     mse = float(np.mean((mlp_forward(w1, b1, w2, b2, x) - y) ** 2))
     return {"w1": w1, "b1": b1, "w2": w2, "b2": b2, "mse": mse}

@@ -18,6 +18,7 @@ import functools
 import hashlib
 import logging
 import math
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,7 @@ ATOMIC_FAMILIES = (
 COMPOSABLE_FAMILIES = ("linear", "polynomial", "step", "relu", "constant", "ceil", "floor", "rectangle", "square_wave")
 #: Composition operators.
 OPS = ("sum", "product")
+_OPERATORS = {"sum": operator.add, "product": operator.mul}
 NOISE_TYPES = ("normal", "uniform", "poisson")
 _CORRUPTION_TYPES = ("below", "above", "inside")
 #: noise type -> (the numpy Generator method and its arguments, what the description says).
@@ -87,10 +89,7 @@ def _r1(v: float) -> float:
 
 def _lit(v: Any) -> str:
     """Python literal of a parameter for generated source (exact: repr round-trips)."""
-    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
-        s = repr(int(v))
-    else:
-        s = repr(float(v))
+    s = repr(int(v)) if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else repr(float(v))
     return f"({s})" if s.startswith("-") else s
 
 
@@ -180,10 +179,7 @@ def _poly_formula(p: dict) -> str:
     for c, k in _poly_terms(p["coeffs"]):
         mono = "" if k == 0 else ("x" if k == 1 else f"x^{k}")
         term = f"{_num(abs(c))}*{mono}" if mono else _num(abs(c))
-        if not out:
-            out = ("-" if c < 0 else "") + term
-        else:
-            out += (" - " if c < 0 else " + ") + term
+        out += (" - " if c < 0 else " + ") + term if out else ("-" if c < 0 else "") + term
     return out
 
 
@@ -443,8 +439,7 @@ _FAMILIES: dict[str, _Family] = {
 
 def family_domain(family: str) -> tuple[float, float]:
     """FIND's domain of an atomic family: [0, 100] for root, [1, 100] for logarithm, else [-100, 100]."""
-    if family not in _FAMILIES:
-        raise ValueError(f"family must be one of {sorted(_FAMILIES)}, got {family!r}")
+    _checks.one_of("family", family, _FAMILIES)
     return _DOMAINS.get(family, _DEFAULT_DOMAIN)
 
 
@@ -452,6 +447,15 @@ def _is_num(v: Any) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and math.isfinite(float(v))
 
 
+def _is_num_list(v: Any) -> bool:
+    return isinstance(v, (list, tuple)) and bool(v) and all(_is_num(c) for c in v)
+
+
+#: parameter -> (valid?, what a valid value is), beyond a finite number
+_PARAM_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    **dict.fromkeys(("coeffs", "numerator", "denominator"), (_is_num_list, "a non-empty list of finite numbers")),
+    "n": (lambda v: not isinstance(v, bool) and isinstance(v, (int, np.integer)) and v >= 1, "a positive int"),
+}
 _PARAM_RULES: dict[str, tuple[str, Callable[[Mapping], bool]]] = {
     **{
         f: ("period must be non-zero", lambda p: float(p["period"]) != 0) for f in ("tanh", "sin", "cos", "square_wave")
@@ -463,14 +467,9 @@ _PARAM_RULES: dict[str, tuple[str, Callable[[Mapping], bool]]] = {
 
 
 def _check_term(term: Any, where: str) -> dict:
-    if not isinstance(term, Mapping):
-        raise ValueError(f"{where} must be an object with 'family' and 'params', got {term!r}")
-    fam = term.get("family")
-    if fam not in _FAMILIES:
-        raise ValueError(f"{where}.family must be one of {sorted(_FAMILIES)}, got {fam!r}")
-    p = term.get("params")
-    if not isinstance(p, Mapping):
-        raise ValueError(f"{where}.params must be an object, got {p!r}")
+    _checks.instance(where, term, Mapping, "an object with 'family' and 'params'")
+    fam = _checks.one_of(f"{where}.family", term.get("family"), _FAMILIES)
+    p = _checks.instance(f"{where}.params", term.get("params"), Mapping, "an object")
     spec = _FAMILIES[fam]
     missing = [k for k in spec.params if k not in p]
     extra = [k for k in p if k not in spec.params]
@@ -479,15 +478,9 @@ def _check_term(term: Any, where: str) -> dict:
             f"{where}.params of {fam} must have exactly {list(spec.params)}; missing {missing}, unknown {extra}"
         )
     for k in spec.params:
-        v = p[k]
-        if k in ("coeffs", "numerator", "denominator"):
-            if not isinstance(v, (list, tuple)) or not v or not all(_is_num(c) for c in v):
-                raise ValueError(f"{where}.params.{k} must be a non-empty list of finite numbers, got {v!r}")
-        elif k == "n":
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"{where}.params.n must be a positive int, got {v!r}")
-        elif not _is_num(v):
-            raise ValueError(f"{where}.params.{k} must be a finite number, got {v!r}")
+        valid, what = _PARAM_TYPES.get(k, (_is_num, "a finite number"))
+        if not valid(p[k]):
+            raise ValueError(f"{where}.params.{k} must be {what}, got {p[k]!r}")
     rule = _PARAM_RULES.get(fam)
     if rule is not None and not rule[1](p):
         raise ValueError(f"{where}.params of {fam}: {rule[0]}, got {dict(p)!r}")
@@ -503,8 +496,7 @@ def _parse_params(obj: Any) -> dict:
             obj = json.loads(obj)
         except json.JSONDecodeError as exc:
             raise ValueError(f"params is not valid JSON: {exc}") from None
-    if not isinstance(obj, Mapping):
-        raise TypeError(f"row_or_params must be a row, a params dict or JSON text, got {type(obj).__name__}")
+    _checks.instance("row_or_params", obj, Mapping, "a row, a params dict or JSON text")
     if "structure" not in obj and "params" in obj:  # a dataset row
         return _parse_params(obj["params"])
     return _check_params(dict(obj))
@@ -514,9 +506,7 @@ def _check_params(p: dict) -> dict:
     structure = p.get("structure")
     if structure not in ("atomic", "composition"):
         raise ValueError(f"params.structure must be 'atomic' or 'composition', got {structure!r}")
-    terms = p.get("terms")
-    if not isinstance(terms, (list, tuple)):
-        raise ValueError(f"params.terms must be a list, got {terms!r}")
+    terms = _checks.instance("params.terms", p.get("terms"), (list, tuple), "a list")
     n_terms = 1 if structure == "atomic" else 2
     if len(terms) != n_terms:
         raise ValueError(f"params.terms must hold {n_terms} term(s) for a {structure} function, got {len(terms)}")
@@ -529,39 +519,27 @@ def _check_params(p: dict) -> dict:
     dom = p.get("domain")
     if not (isinstance(dom, (list, tuple)) and len(dom) == 2 and all(_is_num(d) for d in dom) and dom[0] < dom[1]):
         raise ValueError(f"params.domain must be [low, high] with low < high, got {dom!r}")
-    variant = p.get("variant")
-    if variant not in VARIANTS:
-        raise ValueError(f"params.variant must be one of {VARIANTS}, got {variant!r}")
+    variant = _checks.one_of("params.variant", p.get("variant"), VARIANTS)
     if variant == "noise":
         nz = p.get("noise")
         if not isinstance(nz, Mapping) or nz.get("type") not in NOISE_TYPES:
             raise ValueError(f"params.noise.type must be one of {NOISE_TYPES}, got {nz!r}")
-        _check_seed(nz.get("seed"), "params.noise.seed")
+        _checks.integer("params.noise.seed", nz.get("seed"), 0)
     if variant == "corruption":
         c = p.get("corruption")
         if not isinstance(c, Mapping) or c.get("type") not in _CORRUPTION_TYPES:
             raise ValueError(f"params.corruption.type must be one of {_CORRUPTION_TYPES}, got {c!r}")
-        b = c.get("boundary")
-        nb = 2 if c["type"] == "inside" else 1
-        if not (isinstance(b, (list, tuple)) and len(b) == nb and all(_is_num(v) for v in b)):
-            raise ValueError(
-                f"params.corruption.boundary must be a list of {nb} number(s) for type {c['type']!r}, got {b!r}"
-            )
-        if nb == 2 and not b[0] < b[1]:
-            raise ValueError(f"params.corruption.boundary must be increasing, got {b!r}")
+        _check_boundary(c.get("boundary"), c["type"], "params.corruption.boundary")
         for k in ("mean", "std"):
             if not _is_num(c.get(k)):
                 raise ValueError(f"params.corruption.{k} must be a finite number, got {c.get(k)!r}")
         if float(c["std"]) < 0:
             raise ValueError(f"params.corruption.std must be >= 0, got {c['std']!r}")
-        _check_seed(c.get("seed"), "params.corruption.seed")
+        _checks.integer("params.corruption.seed", c.get("seed"), 0)
     if variant == "mlp" and not p.get("mlp_weights_missing"):
-        w = p.get("mlp")
-        if not isinstance(w, Mapping):
-            raise ValueError(f"params.mlp must hold the MLP weights w1, b1, w2, b2, got {w!r}")
+        w = _checks.instance("params.mlp", p.get("mlp"), Mapping, "an object of the MLP weights w1, b1, w2, b2")
         for k in ("w1", "b1", "w2"):
-            v = w.get(k)
-            if not (isinstance(v, (list, tuple)) and v and all(_is_num(c) for c in v)):
+            if not _is_num_list(w.get(k)):
                 raise ValueError(f"params.mlp.{k} must be a non-empty list of finite numbers")
         if not len(w["w1"]) == len(w["b1"]) == len(w["w2"]):
             raise ValueError("params.mlp.w1, b1 and w2 must have the same length (the hidden width)")
@@ -570,26 +548,26 @@ def _check_params(p: dict) -> dict:
     return p
 
 
-def _check_seed(v: Any, field: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-        raise ValueError(f"{field} must be a non-negative int, got {v!r}")
-    return int(v)
+def _check_boundary(b: Any, kind: str, field: str) -> list[float]:
+    """The corruption boundary ``b`` of type ``kind`` as floats: one number, two increasing for "inside"."""
+    n = 2 if kind == "inside" else 1
+    if not (isinstance(b, (list, tuple)) and len(b) == n and all(_is_num(v) for v in b)):
+        raise ValueError(f"{field} must be a list of {n} finite number(s) for type {kind!r}, got {b!r}")
+    if n == 2 and not b[0] < b[1]:
+        raise ValueError(f"{field} must be increasing, got {b!r}")
+    return [float(v) for v in b]
 
 
 def _term_fn(term: Mapping) -> Callable[[np.ndarray], Any]:
-    fam = _FAMILIES[term["family"]]
-    p = dict(term["params"])
-    return lambda x: fam.evaluate(p, x)
+    return functools.partial(_FAMILIES[term["family"]].evaluate, dict(term["params"]))
 
 
 def _clean_fn(p: Mapping) -> Callable[[np.ndarray], Any]:
     fns = [_term_fn(t) for t in p["terms"]]
     if p["structure"] == "atomic":
         return fns[0]
-    g, h = fns
-    if p["op"] == "sum":
-        return lambda x: g(x) + h(x)
-    return lambda x: g(x) * h(x)
+    g, h, op = *fns, _OPERATORS[p["op"]]
+    return lambda x: op(g(x), h(x))
 
 
 def _noise(p: Mapping, seed: int) -> Callable[[np.ndarray, Any], Any]:
@@ -671,8 +649,7 @@ def make_code(params: Any) -> str:
     variant = p["variant"]
     lines = ['"""FIND numeric function (generated by findbench)."""', "", "import numpy as np", ""]
     if variant == "mlp" and p.get("mlp_weights_missing"):
-        msg = _missing_weights_message(p)
-        lines += ["", "def function(x):", f"    raise RuntimeError({msg!r})", ""]
+        lines += ["", "def function(x):", f"    raise RuntimeError({_missing_weights_message(p)!r})", ""]
         return "\n".join(lines)
     if variant in ("noise", "corruption"):
         lines += [f"_rng = np.random.default_rng({int(p[variant]['seed'])})", ""]
@@ -711,8 +688,8 @@ def make_code(params: Any) -> str:
             "above": f"x >= {_lit(b[0])}",
             "inside": f"(x > {_lit(b[0])}) & (x < {_lit(b[-1])})",
         }[c["type"]]
-        body.append(f"        noise = _rng.normal({_lit(c['mean'])}, {_lit(c['std'])}, size=x.shape)")
-        body.append(f"        y = np.where({mask}, noise, y)")
+        body += [f"        noise = _rng.normal({_lit(c['mean'])}, {_lit(c['std'])}, size=x.shape)",
+                 f"        y = np.where({mask}, noise, y)"]
     lines += [
         "",
         "",
@@ -754,8 +731,8 @@ def describe(params: Any) -> str:
     if v == "clean":
         return base + "." + quirk_text
     if v == "noise":
-        dist = _NOISE[p["noise"]["type"]][2]
-        return f"{base}, plus additive noise drawn independently for every input from {dist}." + quirk_text
+        return (f"{base}, plus additive noise drawn independently for every input from {_NOISE[p['noise']['type']][2]}."
+                + quirk_text)
     if v == "corruption":
         c = p["corruption"]
         b = c["boundary"]

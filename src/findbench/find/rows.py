@@ -13,6 +13,7 @@ past the category's size (:func:`procedural_size`) is refused before anything is
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -26,6 +27,8 @@ logger = logging.getLogger(__name__)
 
 #: Functions the procedural ``numeric`` and ``strings`` generators make (FIND's sizes).
 N_GENERATED = 1000
+#: The configs whose module (``generate``, ``make_function``) is ``findbench.find.<config>``.
+_MODULES = ("numeric", "strings")
 
 
 def generate_rows(
@@ -54,14 +57,8 @@ def generate_rows(
         from findbench.find import find_v1
 
         return find_v1.load_rows(category, data_dir)
-    if category == "numeric":
-        from findbench.find import numeric
-
-        return numeric.generate(N_GENERATED, seed=seed, progress=progress)
-    if category == "strings":
-        from findbench.find import strings
-
-        return strings.generate(N_GENERATED, seed=seed, progress=progress)
+    if category in _MODULES:
+        return importlib.import_module(f"findbench.find.{category}").generate(N_GENERATED, seed=seed, progress=progress)
     from findbench.find import synthetic_neurons as neurons
 
     if category == "neurons_entities":
@@ -204,14 +201,8 @@ def load_function(
         from findbench.find.rasp import store
 
         return store.compiled_function(row)
-    if category == "numeric":
-        from findbench.find import numeric
-
-        return numeric.make_function(row)
-    if category == "strings":
-        from findbench.find import strings
-
-        return strings.make_function(row)
+    if category in _MODULES:
+        return importlib.import_module(f"findbench.find.{category}").make_function(row)
     from findbench.find import synthetic_neurons as neurons
 
     return neurons.make_function(row, backend=backend, lm=lm)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from typing import Any
 
-from findbench import schema
+from findbench import _checks, schema
 from findbench.find import string_ops as ops
 from findbench.find.unit_tests import NearMissTests, build_unit_tests, near_miss_tests
 
@@ -34,7 +34,6 @@ COMPOSITION_FRACTION = 0.7
 N_TEST_INPUTS = 10
 
 
-_VOWELS = "aeiou"
 _COMMON_LOWER = "etaoinsrhldcum"
 _SUBSTRINGS = ("th", "he", "in", "er", "an", "re", "on", "at", "en", "nd", "ing", "the", "ion", "ou", "ea", "st", "ll", "ss")
 _PUNCT = "-_.,!*#/"
@@ -147,8 +146,7 @@ def _s_split(rng: random.Random) -> dict:
     return {"char": _sample_letter(rng)}
 
 
-def _q(text: str) -> str:
-    return repr(text)
+_q = repr
 
 
 _NUM = "written as lowercase English words (e.g. 3 -> 'three', 21 -> 'twenty-one')"
@@ -338,10 +336,6 @@ OPERATIONS: dict[str, OpSpec] = {spec.name: spec for spec in _OPS}
 if len(OPERATIONS) != len(_OPS):  # pragma: no cover - guards edits of the table above
     raise RuntimeError("OPERATIONS: duplicate operation name in the registry")
 
-#: operations with parameters get their extra constraints checked here (beyond each kind)
-_EXTRA_CHECKS: dict[str, Callable[[str, dict], None]] = {}
-
-
 def _extra_replace(where: str, p: dict) -> None:
     if p["old"] == p["new"]:
         raise ValueError(f"{where}.new must differ from {where}.old, both are {p['old']!r}")
@@ -352,20 +346,20 @@ def _extra_swap(where: str, p: dict) -> None:
         raise ValueError(f"{where}.i must be smaller than {where}.j, got i={p['i']} j={p['j']}")
 
 
-_EXTRA_CHECKS.update({"replace_char": _extra_replace, "replace_substring": _extra_replace, "swap_indices": _extra_swap})
+#: operations with parameters get their extra constraints checked here (beyond each kind)
+_EXTRA_CHECKS: dict[str, Callable[[str, dict], None]] = {
+    "replace_char": _extra_replace, "replace_substring": _extra_replace, "swap_indices": _extra_swap,
+}
 
 
 def _validate_step(k: int, step: Any) -> tuple[OpSpec, dict]:
     where = f"params.ops[{k}]"
-    if not isinstance(step, Mapping):
-        raise TypeError(f"{where} must be a mapping {{'op': name, 'params': {{...}}}}, got {type(step).__name__}")
+    _checks.instance(where, step, Mapping, "a mapping {'op': name, 'params': {...}}")
     name = step.get("op")
     if name not in OPERATIONS:
         raise ValueError(f"{where}.op must be one of the {len(OPERATIONS)} operations in OPERATIONS, got {name!r}")
     spec = OPERATIONS[name]
-    params = step.get("params", {})
-    if not isinstance(params, Mapping):
-        raise TypeError(f"{where}.params must be a mapping, got {type(params).__name__}")
+    params = _checks.instance(f"{where}.params", step.get("params", {}), Mapping, "a mapping")
     missing = sorted(set(spec.param_kinds) - set(params))
     unknown = sorted(set(params) - set(spec.param_kinds))
     if missing:
@@ -388,8 +382,7 @@ def validate_params(params: Any) -> list[tuple[OpSpec, dict]]:
             params = json.loads(params)
         except json.JSONDecodeError as exc:
             raise ValueError(f"params is not valid JSON text: {exc}") from None
-    if not isinstance(params, Mapping):
-        raise TypeError(f"params must be a mapping or JSON text, got {type(params).__name__}")
+    _checks.instance("params", params, Mapping, "a mapping or JSON text")
     steps = params.get("ops")
     if not isinstance(steps, (list, tuple)) or not 1 <= len(steps) <= 2:
         raise ValueError(f"params.ops must be a list of 1 or 2 operations, got {steps!r}")
@@ -470,8 +463,7 @@ def _compose(steps: list[tuple[OpSpec, dict]]) -> Callable[[str], str]:
     bound = [(spec.impl, dict(p)) for spec, p in steps]
 
     def function(x: str) -> str:
-        if not isinstance(x, str):
-            raise TypeError(f"x must be a str, got {type(x).__name__}")
+        _checks.instance("x", x, str, "a str")
         for impl, p in bound:
             x = impl(x, **p)
         return x
@@ -511,10 +503,6 @@ PROBES: tuple[str, ...] = (
 )  # fmt: skip
 
 
-def _signature(fn: Callable[[str], str]) -> tuple[str, ...]:
-    return tuple(fn(p) for p in PROBES)
-
-
 @lru_cache(maxsize=4096)
 def _step_signature(name: str, params_json: str) -> tuple[str, ...]:
     impl, params = OPERATIONS[name].impl, json.loads(params_json)
@@ -534,7 +522,7 @@ def _steps_signature(steps: list[tuple[OpSpec, dict]]) -> tuple[str, ...]:
 @cache
 def _catalog_signatures() -> frozenset:
     """Probe signatures of every parameterless operation (a composition equal to one is degenerate)."""
-    return frozenset(_signature(spec.impl) for spec in _OPS if not spec.param_kinds)
+    return frozenset(tuple(spec.impl(p) for p in PROBES) for spec in _OPS if not spec.param_kinds)
 
 
 _IDENTITY = PROBES
@@ -584,36 +572,34 @@ def _mixed_case(rng: random.Random, text: str) -> str:
     return "".join(ch.upper() if rng.random() < 0.5 else ch.lower() for ch in text)
 
 
-def _base_input(rng: random.Random, kind: str) -> str:
-    if kind == "word":
-        return _word(rng)
-    if kind == "capital":
-        return rng.choice(_NAMES) if rng.random() < 0.5 else _cap(_word(rng))
-    if kind == "upper":
-        return _word(rng).upper() if rng.random() < 0.6 else _phrase(rng, 2, 3).upper()
-    if kind == "mixed":
-        return _mixed_case(rng, _word(rng) if rng.random() < 0.5 else _phrase(rng, 2, 3))
-    if kind == "phrase":
-        text = _phrase(rng, 2, 4)
-        return _cap(text) if rng.random() < 0.5 else text
-    if kind == "sentence":
-        return _cap(_phrase(rng, 4, 7)) + rng.choice(_PUNCTS)
-    if kind == "alnum":
-        r = rng.random()
-        if r < 0.4:
-            return _word(rng) + str(rng.randint(0, 999))
-        if r < 0.7:
-            return f"{rng.randint(2, 99)} {_word(rng)}s"
-        return f"{_word(rng)}{rng.randint(0, 9)}{_word(rng)}{rng.randint(10, 99)}"
-    if kind == "digits":
-        return str(rng.randint(10, 99999)) if rng.random() < 0.5 else f"{rng.randint(1, 12)}/{rng.randint(1, 28)}/{rng.randint(1990, 2030)}"
-    if kind == "punct":
-        return f"{_cap(_word(rng))}, {_word(rng)}{rng.choice(_PUNCTS)}"
-    if kind == "short":
-        return rng.choice(("a", "I", "ok", "Hi", "no", "x", "it", "Yo", "up", "ab"))
-    if kind == "special":
-        return rng.choice(_SPECIAL)
-    raise ValueError(f"unknown input kind {kind!r}")
+def _phrase_input(rng: random.Random) -> str:
+    text = _phrase(rng, 2, 4)
+    return _cap(text) if rng.random() < 0.5 else text
+
+
+def _alnum_input(rng: random.Random) -> str:
+    r = rng.random()
+    if r < 0.4:
+        return _word(rng) + str(rng.randint(0, 999))
+    if r < 0.7:
+        return f"{rng.randint(2, 99)} {_word(rng)}s"
+    return f"{_word(rng)}{rng.randint(0, 9)}{_word(rng)}{rng.randint(10, 99)}"
+
+
+#: input kind -> how a test input of that kind is drawn
+_BASE_INPUTS: dict[str, Callable[[random.Random], str]] = {
+    "word": _word,
+    "capital": lambda rng: rng.choice(_NAMES) if rng.random() < 0.5 else _cap(_word(rng)),
+    "upper": lambda rng: _word(rng).upper() if rng.random() < 0.6 else _phrase(rng, 2, 3).upper(),
+    "mixed": lambda rng: _mixed_case(rng, _word(rng) if rng.random() < 0.5 else _phrase(rng, 2, 3)),
+    "phrase": _phrase_input,
+    "sentence": lambda rng: _cap(_phrase(rng, 4, 7)) + rng.choice(_PUNCTS),
+    "alnum": _alnum_input,
+    "digits": lambda rng: str(rng.randint(10, 99999)) if rng.random() < 0.5 else f"{rng.randint(1, 12)}/{rng.randint(1, 28)}/{rng.randint(1990, 2030)}",
+    "punct": lambda rng: f"{_cap(_word(rng))}, {_word(rng)}{rng.choice(_PUNCTS)}",
+    "short": lambda rng: rng.choice(("a", "I", "ok", "Hi", "no", "x", "it", "Yo", "up", "ab")),
+    "special": lambda rng: rng.choice(_SPECIAL),
+}
 
 
 _KINDS = ("word", "capital", "phrase", "mixed", "alnum", "sentence", "upper", "punct", "phrase", "word")
@@ -701,18 +687,15 @@ def _make_test_inputs(rng: random.Random, fn: Callable[[str], str], hints: dict,
         if attempt >= attempts and best is not None and best[0][0] == len(parts):
             break
         kinds = list(_KINDS)
-        if rng.random() < 0.4:
-            kinds[rng.randrange(n)] = "special"
-        if rng.random() < 0.3:
-            kinds[rng.randrange(n)] = "short"
-        if rng.random() < 0.3:
-            kinds[rng.randrange(n)] = "digits"
+        for kind, chance in (("special", 0.4), ("short", 0.3), ("digits", 0.3)):
+            if rng.random() < chance:
+                kinds[rng.randrange(n)] = kind
         rng.shuffle(kinds)
         inputs: list[str] = []
         for kind in kinds[:n]:
-            text = _base_input(rng, kind)
+            text = _BASE_INPUTS[kind](rng)
             while text in inputs:
-                text = _base_input(rng, "phrase")
+                text = _phrase_input(rng)
             inputs.append(text)
         inputs = _apply_hints(rng, inputs, hints)
         for i in range(n):
@@ -751,17 +734,11 @@ def _shows_both_steps(steps: list[tuple[OpSpec, dict]], sig: tuple[str, ...]) ->
 
 
 def _accept(steps, sig, seen_keys, seen_sigs) -> bool:
-    if _key(steps) in seen_keys or sig in seen_sigs:
-        return False
-    if sig == _IDENTITY or len(set(sig[1:])) == 1:  # identity, or constant on non-empty probes
-        return False
-    if len(steps) == 2:
-        if sig in _catalog_signatures():
-            return False
-        for spec, p in steps:
-            if sig == _step_signature(spec.name, schema.dumps(p)):
-                return False
-    return True
+    if _key(steps) in seen_keys or sig in seen_sigs or sig == _IDENTITY or len(set(sig[1:])) == 1:
+        return False  # seen, the identity, or constant on non-empty probes
+    # a composition equal to a parameterless operation or to one of its steps alone is degenerate
+    return len(steps) < 2 or not (sig in _catalog_signatures()
+                                  or any(sig == _step_signature(spec.name, schema.dumps(p)) for spec, p in steps))
 
 
 def degenerate(row: Mapping[str, Any]) -> str | None:
@@ -787,14 +764,23 @@ def _sample_functions(n: int, rng: random.Random) -> list[list[tuple[OpSpec, dic
     seen_sigs: set[tuple] = set()
     chosen: list[list[tuple[OpSpec, dict]]] = []
 
-    def take(steps) -> bool:
+    def take(steps, k: int | None = None) -> bool:
+        """Keep ``steps`` if new and not degenerate: appended, or in place of function ``k`` (which
+        must also show both its steps)."""
         sig = _steps_signature(steps)
-        if not _accept(steps, sig, seen_keys, seen_sigs):
+        if not _accept(steps, sig, seen_keys, seen_sigs) or (k is not None and not _shows_both_steps(steps, sig)):
             return False
         seen_keys.add(_key(steps))
         seen_sigs.add(sig)
-        chosen.append(steps)
+        if k is None:
+            chosen.append(steps)
+        else:
+            chosen[k] = steps
         return True
+
+    def take_composition(r: random.Random, k: int | None = None) -> bool:
+        outer, inner = r.choice(_OPS), r.choice(composable)
+        return composition_allowed(outer, inner) and take(_draw_steps(r, [inner, outer]), k)
 
     # atomic: every operation once (shuffled) while there is room, then parameterised ones
     order = list(_OPS)
@@ -817,10 +803,7 @@ def _sample_functions(n: int, rng: random.Random) -> list[list[tuple[OpSpec, dic
         tries += 1
         if tries > 200 * n_comp + 1000:
             raise ValueError(f"n={n} is too large: cannot draw {n_comp} distinct compositions")
-        outer, inner = rng.choice(_OPS), rng.choice(composable)
-        if not composition_allowed(outer, inner):
-            continue
-        take(_draw_steps(rng, [inner, outer]))
+        take_composition(rng)
     # A composition whose first or second step never shows on inputs of two or more
     # characters is replaced by one drawn from its own stream, so every other function (and
     # the main stream's later draws) stays as it was.
@@ -829,16 +812,8 @@ def _sample_functions(n: int, rng: random.Random) -> list[list[tuple[OpSpec, dic
             seen_keys.discard(_key(steps))
             seen_sigs.discard(_steps_signature(steps))
             sub = random.Random(f"replace:{k}:{_key(steps)}")
-            while True:
-                outer, inner = sub.choice(_OPS), sub.choice(composable)
-                if composition_allowed(outer, inner):
-                    new = _draw_steps(sub, [inner, outer])
-                    sig = _steps_signature(new)
-                    if _accept(new, sig, seen_keys, seen_sigs) and _shows_both_steps(new, sig):
-                        break
-            seen_keys.add(_key(new))
-            seen_sigs.add(sig)
-            chosen[k] = new
+            while not take_composition(sub, k):
+                pass
     return chosen
 
 

@@ -15,6 +15,8 @@ import random
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
+from findbench import _checks
+
 Item = str | tuple[str, str]
 
 N_TESTS = 10
@@ -59,10 +61,8 @@ def build_unit_tests(
         a distractor never equals another option of its test. ValueError when no valid distractor
         can be found.
     """
-    if not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    if n_options < 2:
-        raise ValueError(f"n_options must be at least 2, got {n_options}")
+    _checks.instance("seed", seed, int, "an int")
+    _checks.integer("n_options", n_options, 2)
     if len(correct_items) < 2:
         raise ValueError("correct_items: need at least two functions to draw distractors from")
     kinds = {isinstance(it, str) for items in correct_items for it in items}
@@ -138,8 +138,7 @@ def near_miss_tests(
         to the correct item) with the correct one at a random position; an item with fewer is
         skipped. ValueError when the candidates run out before ``n_tests`` tests.
     """
-    if n_options < 2:
-        raise ValueError(f"n_options must be at least 2, got {n_options}")
+    _checks.integer("n_options", n_options, 2)
     out = NearMissTests([])
     for item in candidates:
         if len(out.tests) == n_tests:

@@ -50,8 +50,6 @@ class IIAConfig:
         self.task = _checks.str_list("--task", self.task)
         self.rankings = dict(self.rankings) if isinstance(self.rankings, Mapping) else [
             _checks.one_of("--rankings", r, RANKINGS) for r in _checks.str_list("--rankings", self.rankings)]
-        if not self.rankings:
-            raise UsageError("--rankings: give at least one")
         _checks.one_of("--position", self.position, POSITIONS)
         _checks.one_of("--site", self.site, SITES)
         try:
@@ -59,7 +57,8 @@ class IIAConfig:
             self.k_values = [x if isinstance(x, (int, float)) else float(x) for x in _numbers("--ks", self.ks)]
         except ValueError:
             raise UsageError("--layer and --ks take comma-separated numbers") from None
-        for name, values in (("--task", self.task), ("--layer", self.layers), ("--ks", self.k_values)):
+        for name, values in (("--task", self.task), ("--layer", self.layers), ("--ks", self.k_values),
+                             ("--rankings", self.rankings)):
             if not values:
                 raise UsageError(f"{name}: give at least one")
         for name in ("n_pairs", "batch_size"):

@@ -20,16 +20,17 @@ from findbench import _checks
 from findbench.stats import bootstrap_ci
 
 
-def _ratio(a: int, b: int) -> float:
-    return a / b if b else 0.0
+def _prf(tp: int | np.ndarray, n_in: int | np.ndarray, n_fire: int | np.ndarray) -> dict[str, np.ndarray]:
+    """Precision, recall and F1 from counts (numbers or arrays of them); a zero denominator gives 0."""
+    tp, n_in, n_fire = (np.asarray(x, dtype=np.float64) for x in (tp, n_in, n_fire))
+    p = np.divide(tp, n_in, out=np.zeros(tp.shape), where=n_in > 0)
+    r = np.divide(tp, n_fire, out=np.zeros(tp.shape), where=n_fire > 0)
+    return {"precision": p, "recall": r, "f1": np.divide(2 * p * r, p + r, out=np.zeros(tp.shape), where=p + r > 0)}
 
 
 def prf_from_counts(tp: int, n_in: int, n_fire: int) -> dict:
     """Precision/recall/F1 from the counts: in denotation and firing (``tp``), in denotation, firing."""
-    p = _ratio(tp, n_in)
-    r = _ratio(tp, n_fire)
-    f = 2 * p * r / (p + r) if p + r > 0 else 0.0
-    return {"precision": p, "recall": r, "f1": f}
+    return {key: float(v) for key, v in _prf(tp, n_in, n_fire).items()}
 
 
 def neuron_fires(activations: Sequence[float], threshold: float = 0.0) -> bool:
@@ -129,8 +130,7 @@ def probe_scores(
     probe = make_pipeline(
         StandardScaler(), LogisticRegression(C=C, class_weight="balanced", max_iter=2000, random_state=seed)
     )
-    probe.fit(x_tr, y_tr)
-    fire = probe.predict(x_te).astype(bool)
+    fire = probe.fit(x_tr, y_tr).predict(x_te).astype(bool)
     rows = np.stack([fire, y_te], axis=1).astype(np.float64)
     return {
         **prf_from_counts(int((fire & y_te).sum()), int(y_te.sum()), int(fire.sum())),
@@ -146,12 +146,7 @@ def _prf_of_samples(sample: np.ndarray) -> dict[str, np.ndarray]:
     """Precision, recall and F1 per resample of ``(fires, in denotation)`` rows (shape
     ``(resamples, n, 2)``), with :func:`prf_from_counts`' zero-division conventions."""
     fire, inside = sample[..., 0] > 0.5, sample[..., 1] > 0.5
-    tp = (fire & inside).sum(axis=1)
-    n_in, n_fire = inside.sum(axis=1), fire.sum(axis=1)
-    p = np.divide(tp, n_in, out=np.zeros(len(tp)), where=n_in > 0)
-    r = np.divide(tp, n_fire, out=np.zeros(len(tp)), where=n_fire > 0)
-    f = np.divide(2 * p * r, p + r, out=np.zeros(len(tp)), where=(p + r) > 0)
-    return {"precision": p, "recall": r, "f1": f}
+    return _prf((fire & inside).sum(axis=1), inside.sum(axis=1), fire.sum(axis=1))
 
 
 _PRF_STATISTICS = {

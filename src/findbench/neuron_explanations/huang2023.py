@@ -45,15 +45,12 @@ def parse_literal_list(text: str, field: str, kind: type) -> list:
         value = text if isinstance(text, list) else ast.literal_eval(text)
     except (ValueError, SyntaxError) as exc:
         raise ValueError(f"{field}: not a Python literal list: {text[:60]!r}") from exc
-    if not isinstance(value, list):
-        raise ValueError(f"{field}: expected a list, got {type(value).__name__}")
-    if kind is float:
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
-            raise ValueError(f"{field}: expected a list of numbers")
-        return [float(v) for v in value]
-    if not all(isinstance(v, kind) for v in value):
-        raise ValueError(f"{field}: expected a list of {kind.__name__}")
-    return value
+    numbers = kind is float  # ints and floats, not bools, read as floats
+    if not isinstance(value, list) or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) if numbers else isinstance(v, kind) for v in value
+    ):
+        raise ValueError(f"{field}: expected a list of {'numbers' if numbers else kind.__name__}, got {text[:60]!r}")
+    return [float(v) for v in value] if numbers else value
 
 
 def _find_source(data_dir: str | os.PathLike | None) -> Path:

@@ -310,18 +310,14 @@ def expected_token_id(tokenizer, prompt: str, answer: str) -> int | None:
     prompt's tokenisation is not a prefix of the prompt+answer tokenisation."""
     p = tokenizer(prompt, add_special_tokens=True)["input_ids"]
     full = tokenizer(prompt + answer, add_special_tokens=True)["input_ids"]
-    if len(full) <= len(p) or full[: len(p)] != p:
-        return None
-    return int(full[len(p)])
+    return int(full[len(p)]) if len(full) > len(p) and full[: len(p)] == p else None
 
 
 def filler_positions(tokenizer, task: InterventionTask, filler: str) -> tuple[list[int], list[int]]:
     """Token ids of the prompt and the indices of the tokens overlapping the filler."""
-    prompt = task.prompt(filler)
     start = task.template.index("{x}")
-    end = start + len(filler)
-    enc = tokenizer(prompt, add_special_tokens=True, return_offsets_mapping=True)
-    pos = [i for i, (a, b) in enumerate(enc["offset_mapping"]) if b > a and a < end and b > start]
+    enc = tokenizer(task.prompt(filler), add_special_tokens=True, return_offsets_mapping=True)
+    pos = [i for i, (a, b) in enumerate(enc["offset_mapping"]) if b > a and a < start + len(filler) and b > start]
     return list(enc["input_ids"]), pos
 
 
@@ -338,9 +334,7 @@ def build_task_rows(
     correct."""
     from tqdm.auto import tqdm
 
-    names = sorted(TASKS) if tasks is None else list(tasks)
-    for n in names:
-        get_task(n)
+    names = [get_task(n).name for n in (sorted(TASKS) if tasks is None else tasks)]  # unknown names refused first
     rows: list[dict] = []
     for name in tqdm(names, desc="tasks", disable=not progress):
         task = TASKS[name]
@@ -350,8 +344,7 @@ def build_task_rows(
             if exp is None:
                 log.warning("task %s filler %r: answer tokenisation does not extend the prompt; skipped", name, filler)
                 continue
-            ids, pos = filler_positions(tokenizer, task, filler)
-            items.append((filler, answer, exp, ids, pos))
+            items.append((filler, answer, exp, *filler_positions(tokenizer, task, filler)))  # (..., ids, positions)
         preds = next_token_argmax(model, [it[3] for it in items], batch_size=batch_size)
         rows.extend(
             {

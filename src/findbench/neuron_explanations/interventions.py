@@ -36,9 +36,7 @@ __all__ = ["DEFAULT_KS", "POSITIONS", "RANKINGS"]  # re-exported from the config
 
 def neurons_for_k(k: float, width: int) -> int:
     """Number of neurons in the top ``k`` percent of ``width`` (rounded, at least 1 for k > 0)."""
-    if _checks.number("ks: each K", k, 0, 100) == 0:
-        return 0
-    return max(1, min(width, int(round(k / 100.0 * width))))
+    return 0 if _checks.number("ks: each K", k, 0, 100) == 0 else max(1, min(width, int(round(k / 100.0 * width))))
 
 
 def make_pairs(rows: Sequence[Mapping], n_pairs: int, *, seed: int = 0) -> list[tuple[int, int]]:
@@ -52,8 +50,7 @@ def make_pairs(rows: Sequence[Mapping], n_pairs: int, *, seed: int = 0) -> list[
              and rows[b]["expected_token_id"] != rows[s]["expected_token_id"]]
     if len(valid) <= n_pairs:
         return valid
-    pick = np.random.default_rng(seed).choice(len(valid), size=n_pairs, replace=False)
-    return [valid[i] for i in sorted(pick.tolist())]
+    return [valid[i] for i in sorted(np.random.default_rng(seed).choice(len(valid), n_pairs, replace=False).tolist())]
 
 
 def random_ranking(width: int, seed: int = 0) -> list[int]:
@@ -75,25 +72,6 @@ def correlation_ranking(values: Sequence[torch.Tensor], concept_masks: Sequence[
     denom = xc.norm(dim=0) * yc.norm()
     r = torch.where(denom > 0, (xc * yc[:, None]).sum(0) / denom.clamp_min(1e-300), torch.zeros_like(denom))
     return sorted(range(r.numel()), key=lambda i: (-abs(float(r[i])), i))
-
-
-@torch.no_grad()
-def interchange(model, base_ids: torch.Tensor, source_ids: torch.Tensor, *, layer: int, site: str,
-                 neurons: Sequence[int] | None = None, positions=None) -> torch.Tensor:
-    """One batched interchange intervention (ids ``[batch, tokens]``, no padding; ``neurons``
-    default all, ``positions`` ``[batch, P]`` default all); the patched base's last-token logits."""
-    if base_ids.shape != source_ids.shape:
-        raise ValueError(
-            f"source_ids shape {tuple(source_ids.shape)} must equal base_ids shape {tuple(base_ids.shape)}"
-        )
-    b, t = base_ids.shape
-    pos = torch.arange(t).expand(b, t) if positions is None else torch.as_tensor(positions, dtype=torch.long)
-    idx = None if neurons is None else [int(i) for i in neurons]
-    if idx is not None and not idx:
-        return model(input_ids=base_ids, use_cache=False, logits_to_keep=1).logits[:, -1]
-    values = acts.record(model, source_ids, layer=layer, site=site, positions=pos, neurons=idx)
-    with acts.patch(model, layer=layer, site=site, positions=pos, values=values, neurons=idx):
-        return model(input_ids=base_ids, use_cache=False, logits_to_keep=1).logits[:, -1]
 
 
 @torch.no_grad()
@@ -163,27 +141,6 @@ def _patched_logits(model, ids: torch.Tensor, cache: object, *, layer: int, site
         return model(input_ids=ids, **kwargs).logits[:, -1]
 
 
-def _task_rows(model, tokenizer, task: str, rows: Sequence[Mapping] | None, progress: bool) -> list[Mapping]:
-    """The rows of ``task`` (built when ``rows`` is None); ValueError when there are none."""
-    if rows is None:
-        rows = build_task_rows(model, tokenizer, [task], progress=progress)
-    rows = [r for r in rows if r["task"] == task]
-    if not rows:
-        raise ValueError(f"rows: no rows of task {task!r}")
-    return rows
-
-
-def _task_pairs(task: str, rows: Sequence[Mapping], n_pairs: int, seed: int) -> list[tuple[int, int]]:
-    """The (base, source) pairs of the task's rows; ValueError when the model answers too few."""
-    pairs = make_pairs(rows, n_pairs, seed=seed)
-    if not pairs:
-        raise ValueError(
-            f"task {task!r} has no valid (base, source) pair for this model "
-            f"({sum(bool(r['correct']) for r in rows)} of {len(rows)} inputs answered correctly)"
-        )
-    return pairs
-
-
 def iia_sweep(
     cfg: IIAConfig,
     model,
@@ -215,9 +172,16 @@ def iia_sweep(
     acts.site_module(model, site, layer)
     n_neurons = [neurons_for_k(k, width) for k in ks]
     pos_mode = position if position != "auto" else ("concept" if layer < acts.num_layers(model) / 2 else "last")
-    rows = _task_rows(model, tokenizer, task_obj.name, rows, progress)
+    if rows is None:
+        rows = build_task_rows(model, tokenizer, [task_obj.name], progress=progress)
+    rows = [r for r in rows if r["task"] == task_obj.name]
+    if not rows:
+        raise ValueError(f"rows: no rows of task {task_obj.name!r}")
     t0 = time.perf_counter()
-    pairs = _task_pairs(task_obj.name, rows, n_pairs, seed)
+    pairs = make_pairs(rows, n_pairs, seed=seed)
+    if not pairs:
+        raise ValueError(f"task {task_obj.name!r} has no valid (base, source) pair for this model "
+                         f"({sum(bool(r['correct']) for r in rows)} of {len(rows)} inputs answered correctly)")
     tokens = {i: tokenizer(rows[i]["prompt"], add_special_tokens=True)["input_ids"] for i in range(len(rows))}
     correct = [i for i, r in enumerate(rows) if r["correct"]]
     needed = sorted(set(correct) | {i for p in pairs for i in p})
@@ -235,7 +199,6 @@ def iia_sweep(
     by_pair: dict[str, dict[int, list[int]]] = {name: {} for name in orders}  # ranking -> pair -> per-K prediction
     kmask = torch.arange(n_max)[None, :] < torch.tensor(n_neurons)[:, None]  # K row j: its top n_neurons[j]
     total_batches = len(orders) * sum(math.ceil(len(g) / per_batch) for g in groups.values())
-    bar = tqdm(total=total_batches, desc=f"IIA {task_obj.name} L{layer}", disable=not progress)
 
     def patched_positions(b: int) -> list[int]:
         return list(rows[b]["filler_positions"]) if pos_mode == "concept" else [len(tokens[b]) - 1]
@@ -244,7 +207,7 @@ def iia_sweep(
                                 min(min(patched_positions(pairs[p][0])) for p in pidx) if prefix_cache else 0)
                 for length, pidx in groups.items()}
 
-    with torch.no_grad():
+    with torch.no_grad(), tqdm(total=total_batches, desc=f"IIA {task_obj.name} L{layer}", disable=not progress) as bar:
         for name, order in orders.items():
             top = torch.tensor(order[:n_max], dtype=torch.long)
             for length, pidx in sorted(groups.items()):
@@ -265,7 +228,6 @@ def iia_sweep(
                                              mask=kmask.repeat(len(chunk), 1), early=early)
                     by_pair[name].update(zip(chunk, logits.argmax(-1).view(len(chunk), rep).tolist()))
                     bar.update(1)
-    bar.close()
     predictions = {name: [[int(by_pair[name][p][kk]) for p in range(len(pairs))] for kk in range(len(ks))]
                    for name in orders}
     expected = [int(rows[s]["expected_token_id"]) for _, s in pairs]
@@ -305,8 +267,7 @@ def plot_iia_curves(results: Sequence[Mapping] | Mapping, path) -> None:
     if not results:
         raise ValueError("results must not be empty")
     fig = Figure(figsize=(4.2 * len(results), 3.4))
-    axes = fig.subplots(1, len(results), squeeze=False)
-    for ax, res in zip(axes[0], results):
+    for ax, res in zip(fig.subplots(1, len(results), squeeze=False)[0], results):
         for name, curve in res["curves"].items():
             ax.plot(res["ks"], curve, marker="o", label=name)
         ax.set_title(f"{res['task']} · layer {res['layer']} ({res['position']})", fontsize=9)
@@ -341,8 +302,7 @@ def run_iia(cfg: IIAConfig, *, progress: bool = True) -> list[dict]:
     results = []
     for t in tasks:
         for layer in layers:
-            res = iia_sweep(cfg, lm, tok, t, int(layer), rows=rows, progress=progress)
-            res["model"] = str(model)
+            res = {**iia_sweep(cfg, lm, tok, t, int(layer), rows=rows, progress=progress), "model": str(model)}
             log.info(
                 "%s layer %d (%s): %s",
                 t,

@@ -49,11 +49,14 @@ def load_corpus(corpus=None) -> list[str]:
     return sents
 
 
+#: The paper's label of an item: (in the explanation's denotation, the neuron fires) -> label.
+_LABELS = {(True, True): "true_positive", (True, False): "false_positive",
+           (False, True): "false_negative", (False, False): "true_negative"}
+
+
 def label_for(in_explanation: bool, fires: bool) -> str:
     """The paper's label of an item."""
-    if in_explanation:
-        return "true_positive" if fires else "false_positive"
-    return "false_negative" if fires else "true_negative"
+    return _LABELS[bool(in_explanation), bool(fires)]
 
 
 _BULLET = re.compile(r"^\s*(?:[-*\u2022]+|\d+[.)]|[a-z][.)])\s*", re.I)
@@ -69,10 +72,8 @@ def parse_list(text: str, limit: int) -> list[str]:
     for ln in lines:
         if ln.rstrip().endswith(":"):  # a heading such as "Here are some examples:"
             continue
-        item = _BULLET.sub("", ln).strip()
-        if ": " in item:  # "The days of the week are: Monday" -> "Monday"
-            item = item.rsplit(": ", 1)[1]
-        item = item.strip().strip("\"'`").strip().rstrip(".;").strip()
+        # bullets off, then what follows a lead-in ("The days of the week are: Monday" -> "Monday"), unquoted
+        item = _BULLET.sub("", ln).strip().rsplit(": ", 1)[-1].strip().strip("\"'`").strip().rstrip(".;").strip()
         if not item or len(item) > 40:
             continue
         out.setdefault(item.lower(), item)
@@ -94,25 +95,8 @@ def _overlapping(offsets, start: int, end: int) -> list[int]:
 @torch.no_grad()
 def _neuron_values(model, token_lists: Sequence[Sequence[int]], layer: int, neuron: int) -> list[list[float]]:
     device = next(model.parameters()).device
-    out = []
-    for ids in token_lists:
-        t = torch.tensor([list(ids)], device=device)
-        v = acts.record(model, t, layer=layer, site="mlp_activation", neurons=[neuron])
-        out.append(v[0, :, 0].float().tolist())
-    return out
-
-
-def span_activations(
-    model, tokenizer, sentence: str, start: int, end: int, *, layer: int, neuron: int
-) -> tuple[list[str], list[float]]:
-    """Tokens overlapping characters ``[start, end)`` of ``sentence`` and the neuron's
-    activation on each."""
-    ids, offsets = _encode(tokenizer, sentence)
-    pos = _overlapping(offsets, start, end)
-    if not pos:
-        raise ValueError(f"span [{start}, {end}) of {sentence!r} covers no token")
-    vals = _neuron_values(model, [ids], layer, neuron)[0]
-    return [tokenizer.decode([ids[i]]) for i in pos], [vals[i] for i in pos]
+    return [acts.record(model, torch.tensor([list(ids)], device=device), layer=layer, site="mlp_activation",
+                        neurons=[neuron])[0, :, 0].float().tolist() for ids in token_lists]
 
 
 def top_activating_spans(
@@ -186,6 +170,8 @@ def observational_rows(
     """
     from tqdm.auto import tqdm
 
+    from findbench.lm import load_lm
+
     if not isinstance(explanation, str) or not explanation.strip():
         raise ValueError("explanation must be a non-empty string")
     acts.site_module(model, "mlp_activation", layer)
@@ -195,9 +181,6 @@ def observational_rows(
     _checks.positive_int("n_strings", n_strings)
     _checks.positive_int("n_activating", n_activating)
     sents = load_corpus(corpus)
-
-    from findbench.lm import load_lm
-
     lm = load_lm("embedded" if generator is None else generator)
     judge_fn = make_judge(judge, explanation, lm)
     base = {"neuron": f"{layer}:{neuron}", "layer": layer, "neuron_index": neuron, "explanation": explanation,
@@ -223,52 +206,44 @@ def observational_rows(
         for s in strings
     ]
     written = lm.generate(convs, max_new_tokens=48, progress=progress) if convs else []
-    rows: list[dict] = []
-
-    def add(sentence, span, tokens, values, inside, block, source, judged_by):
-        fires = max(values) > 0
-        rows.append(
-            {
-                **base,
-                "sentence": sentence,
-                "span": span,
-                "span_tokens": tokens,
-                "activations": values,
-                "max_activation": max(values),
-                "in_explanation": inside,
-                "fires": fires,
-                "label": label_for(inside, fires),
-                "block": block,
-                "sentence_source": source,
-                "judge": judged_by,
-                "item_index": len(rows),
-            }
-        )
-
+    items = []  # (sentence, span, its tokens, their activations, in the explanation, block, sentence source, judge)
     for s, text in tqdm(list(zip(strings, written)), desc="explanation items", disable=not progress):
         sentence = text.strip().splitlines()[0].strip() if text.strip() else ""
         at = sentence.lower().find(s.lower())
-        source = "generated"
-        if at < 0:
+        source = "generated" if at >= 0 else "template"
+        if at < 0:  # the generator left the string out: the template holds it
             sentence = f"Here is an example: {s}."
             at = sentence.find(s)
-            source = "template"
-        tokens, values = span_activations(model, tokenizer, sentence, at, at + len(s), layer=layer, neuron=neuron)
-        add(sentence, sentence[at : at + len(s)], tokens, values, True, "explanation", source, "")
+        ids, offsets = _encode(tokenizer, sentence)
+        pos = _overlapping(offsets, at, at + len(s))
+        if not pos:
+            raise ValueError(f"span [{at}, {at + len(s)}) of {sentence!r} covers no token")
+        vals = _neuron_values(model, [ids], layer, neuron)[0]
+        items.append((sentence, sentence[at : at + len(s)], [tokenizer.decode([ids[i]]) for i in pos],
+                      [vals[i] for i in pos], True, "explanation", source, ""))
     judge_name = judge if isinstance(judge, str) else getattr(judge, "__name__", "callable")
     for item in tqdm(
         top_activating_spans(model, tokenizer, sents, layer=layer, neuron=neuron, k=n_activating),
         desc="activating items",
         disable=not progress,
     ):
-        add(
-            item["sentence"],
-            item["span"],
-            item["span_tokens"],
-            item["activations"],
-            bool(judge_fn(item["span"], item["sentence"])),
-            "activating",
-            "corpus",
-            judge_name,
-        )
-    return rows
+        items.append((item["sentence"], item["span"], item["span_tokens"], item["activations"],
+                      bool(judge_fn(item["span"], item["sentence"])), "activating", "corpus", judge_name))
+    return [
+        {
+            **base,
+            "sentence": sentence,
+            "span": span,
+            "span_tokens": tokens,
+            "activations": values,
+            "max_activation": max(values),
+            "in_explanation": inside,
+            "fires": max(values) > 0,
+            "label": label_for(inside, max(values) > 0),
+            "block": block,
+            "sentence_source": source,
+            "judge": judged_by,
+            "item_index": i,
+        }
+        for i, (sentence, span, tokens, values, inside, block, source, judged_by) in enumerate(items)
+    ]

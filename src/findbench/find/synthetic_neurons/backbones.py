@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from findbench import schema
+from findbench import _checks, schema
 from findbench._io import atomic_write_json, cache_dir, cache_lock
 from findbench.find.synthetic_neurons.features import DEFAULT_ENTITY_FEATURES, load_features
 from findbench.find.synthetic_neurons.prompts import (
@@ -120,8 +120,7 @@ def fit_entity_probes(
         raise ValueError(f"positive_prior must be in (0, 1), got {positive_prior}")
     if background_rate is not None and not 0.0 < background_rate < 1.0:
         raise ValueError(f"background_rate must be in (0, 1) or None, got {background_rate}")
-    if not isinstance(n_folds, int) or n_folds < 2:
-        raise ValueError(f"n_folds must be an int >= 2, got {n_folds!r}")
+    _checks.integer("n_folds", n_folds, 2)
     config = {"version": _PROBE_VERSION, "encoder": encoder, "C": C, "n_folds": n_folds,
               "positive_prior": positive_prior, "background_rate": background_rate, "seed": seed, "decimals": decimals,
               "words": {c: list(ws) for c, ws in unit_words.items()}}
@@ -187,10 +186,7 @@ def _intercept_for_rate(scores: np.ndarray, rate: float) -> float:
     lo, hi = -50.0, 50.0
     for _ in range(200):
         mid = 0.5 * (lo + hi)
-        if float(_sigmoid(scores + mid).mean()) > rate:
-            hi = mid
-        else:
-            lo = mid
+        lo, hi = (lo, mid) if float(_sigmoid(scores + mid).mean()) > rate else (mid, hi)
     return 0.5 * (lo + hi)
 
 
@@ -246,11 +242,11 @@ def _fit_entity_probes(config: Mapping[str, Any], *, progress: bool = True
     if rate is not None:  # shift the intercept so other concepts' words average `rate` (cross-fitted)
         b = _intercept_for_rate(a * z[~positive], rate)
     d = config["decimals"]
-    probes = {}
-    for j, c in enumerate(concepts):
-        w = a * full_w[j] / sd[j]
-        bias = a * (full_b[j] - mu[j]) / sd[j] + b
-        probes[c] = EntityProbe(c, tuple(round(float(v), d) for v in w), round(float(bias), d))
+    probes = {  # the calibrated read-out: weights a * w / sd, bias a * (b_j - mu) / sd + b
+        c: EntityProbe(c, tuple(round(float(v), d) for v in a * full_w[j] / sd[j]),
+                       round(float(a * (full_b[j] - mu[j]) / sd[j] + b), d))
+        for j, c in enumerate(concepts)
+    }
     cv_auc = float(np.mean([roc_auc_score(positive[:, j], cross[:, j]) for j in range(n)]))
     info = {
         "method": "logistic probe on word features + Platt calibration of cross-fitted, background-standardised scores",
@@ -272,12 +268,8 @@ def _as_batch(x: Any, name: str = "x") -> tuple[list[str], bool]:
     """(inputs, was_single) for a str or a sequence of str; TypeError naming the bad one."""
     if isinstance(x, str):
         return [x], True
-    if isinstance(x, (list, tuple)):
-        for i, t in enumerate(x):
-            if not isinstance(t, str):
-                raise TypeError(f"{name}[{i}] must be a str, got {type(t).__name__}")
-        return list(x), False
-    raise TypeError(f"{name} must be a str or a list of str, got {type(x).__name__}")
+    _checks.instance(name, x, (list, tuple), "a str or a list of str")
+    return [_checks.instance(f"{name}[{i}]", t, str, "a str") for i, t in enumerate(x)], False
 
 
 @functools.lru_cache(maxsize=4)
@@ -288,10 +280,8 @@ def _load_lm_cached(spec: str):
 
 
 def _resolve_lm(lm: Any):
-    if lm is None:
-        lm = DEFAULT_LM
-    if isinstance(lm, str):
-        return _load_lm_cached(lm)
+    if lm is None or isinstance(lm, str):
+        return _load_lm_cached(DEFAULT_LM if lm is None else lm)
     if not (hasattr(lm, "generate") and hasattr(lm, "candidate_logprobs")):
         raise TypeError(f"lm must be an LM (generate, candidate_logprobs) or a model spec, got {type(lm).__name__}")
     return lm
@@ -321,8 +311,7 @@ class EntityNeuron:
     ):
         if isinstance(concepts, str) or not 1 <= len(concepts) <= 2:
             raise ValueError(f"concepts must list one or two concepts, got {concepts!r}")
-        if backend not in ENTITY_BACKENDS:
-            raise ValueError(f"backend must be one of {ENTITY_BACKENDS} for entity neurons, got {backend!r}")
+        _checks.one_of("backend", backend, ENTITY_BACKENDS)
         self.concepts = tuple(concepts)
         self.backend = backend
         if backend == "embedding":
@@ -345,8 +334,9 @@ class EntityNeuron:
             emb = load_features(self.encoder).encode(texts).astype(np.float64)
             return _sigmoid(emb @ self._W.T + self._b).max(axis=1)
         convs = [[{"role": "user", "content": fill_prompt(self.prompt, t)}] for t in texts]
-        lps = self._lm.candidate_logprobs(convs, list(ENTITY_CANDIDATES), assistant_prefix=ENTITY_ANSWER_PREFIX)
-        lp = np.array(lps, dtype=np.float64)
+        lp = np.array(
+            self._lm.candidate_logprobs(convs, list(ENTITY_CANDIDATES), assistant_prefix=ENTITY_ANSWER_PREFIX),
+            dtype=np.float64)
         return _sigmoid(lp[:, 0] - lp[:, 1])  # p1 / (p0 + p1)
 
     def __call__(self, x: str | Sequence[str]) -> float | list[float]:
@@ -391,8 +381,7 @@ class RelationNeuron:
         prompt: str | None = None,
         max_new_tokens: int = 24,
     ):
-        if backend not in RELATION_BACKENDS:
-            raise ValueError(f"backend must be one of {RELATION_BACKENDS} for relation neurons, got {backend!r}")
+        _checks.one_of("backend", backend, RELATION_BACKENDS)
         if exception_index not in (None, 0, 1) or isinstance(exception_index, bool):
             raise ValueError(f"exception_index must be None, 0 or 1, got {exception_index!r}")
         self.table = table
@@ -408,7 +397,7 @@ class RelationNeuron:
         """Answers for a batch of inputs."""
         texts, _ = _as_batch(list(texts) if not isinstance(texts, str) else texts, "inputs")
         if self.backend == "table":
-            return [_entry_answer(self.table, self.exception_index, self.table.lookup(t)) for t in texts]
+            return [table_answer(self.table, self.exception_index, t) for t in texts]
         if not texts:
             return []
         convs = [[{"role": "user", "content": fill_prompt(self.prompt, t)}] for t in texts]
@@ -432,12 +421,6 @@ def _row_params(row: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(params, dict):
         raise ValueError("row['params'] must be a JSON object")
     return params
-
-
-def _default_probes(encoder: str = DEFAULT_ENTITY_FEATURES) -> dict[str, EntityProbe]:
-    from findbench.find.synthetic_neurons.entity_words import default_probe_words
-
-    return fit_entity_probes(default_probe_words(), encoder=encoder)[0]
 
 
 def relation_for_row(row: Mapping[str, Any], params: Mapping[str, Any], tables=None):
@@ -488,16 +471,11 @@ def make_function(row: Mapping[str, Any], backend: str | None = None, lm: Any = 
         :class:`EntityNeuron` (word(s) -> score(s) in [0, 1]) or :class:`RelationNeuron`
         (input(s) -> answer(s)); both accept a single input or a list (one batch).
     """
-    if not isinstance(row, Mapping):
-        raise TypeError(f"row must be a mapping, got {type(row).__name__}")
-    category = row.get("category")
-    if category not in DEFAULT_BACKENDS:
-        raise ValueError(f"row['category'] must be one of {sorted(DEFAULT_BACKENDS)}, got {category!r}")
+    _checks.instance("row", row, Mapping, "a mapping")
+    category = _checks.one_of("row['category']", row.get("category"), sorted(DEFAULT_BACKENDS))
     params = _row_params(row)
     backend = backend or row.get("backbone") or DEFAULT_BACKENDS[category]
-    allowed = ENTITY_BACKENDS if category == "neurons_entities" else RELATION_BACKENDS
-    if backend not in allowed:
-        raise ValueError(f"backend must be one of {allowed} for {category}, got {backend!r}")
+    _checks.one_of("backend", backend, ENTITY_BACKENDS if category == "neurons_entities" else RELATION_BACKENDS)
     cfg = params.get("backbones", {}).get(backend, {})
     if backend == "lm" and lm is None:
         lm = cfg.get("model", DEFAULT_LM)
@@ -511,12 +489,12 @@ def make_function(row: Mapping[str, Any], backend: str | None = None, lm: Any = 
         if "probes" in cfg:
             probes = {p["concept"]: EntityProbe.from_dict(p) for p in cfg["probes"]}
         else:
-            probes = _default_probes(encoder)
+            from findbench.find.synthetic_neurons.entity_words import default_probe_words
+
+            probes = fit_entity_probes(default_probe_words(), encoder=encoder)[0]
             missing = [c for c in concepts if c not in probes]
             if missing:
                 raise ValueError(f"concept1/concept2: no entity word list for {missing}")
         return EntityNeuron(concepts, "embedding", probes=probes, encoder=encoder)
     table, idx = relation_for_row(row, params, tables)
-    if backend == "lm":
-        return RelationNeuron(table, idx, "lm", lm=lm, prompt=row.get("prompt") or None)
-    return RelationNeuron(table, idx, "table")
+    return RelationNeuron(table, idx, backend, lm=lm, prompt=row.get("prompt") or None)  # lm, prompt: lm backend only

@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 
 from findbench import _checks, schema
 from findbench.find.synthetic_neurons.backbones import DEFAULT_LM, EntityNeuron, encode_features, fit_entity_probes
-from findbench.find.synthetic_neurons.entity_words import probe_words
+from findbench.find.synthetic_neurons.entity_words import probe_words, split_list
 from findbench.find.synthetic_neurons.features import DEFAULT_ENTITY_FEATURES, load_features
 from findbench.find.synthetic_neurons.prompts import ENTITY_ANSWER_PREFIX, ENTITY_CANDIDATES, render_prompt
 from findbench.find.unit_tests import build_unit_tests, near_miss_tests
@@ -50,13 +50,6 @@ N_NEAR_CONCEPTS = 3
 OVERLAP_SHARE = 0.5
 
 
-def _split(words: Sequence[str], concept: str, seed: int) -> tuple[list[str], list[str]]:
-    order = list(range(len(words)))
-    random.Random(f"{seed}:{concept}").shuffle(order)
-    chosen = set(order[:N_UNIT])
-    return [words[i] for i in order[:N_UNIT]], [w for i, w in enumerate(words) if i not in chosen]
-
-
 def entity_splits(
     seed: int = 0, *, words: Mapping[str, Sequence[str]] | None = None
 ) -> dict[str, tuple[list[str], list[str]]]:
@@ -75,7 +68,7 @@ def entity_splits(
     for c, ws in words.items():
         if isinstance(ws, str) or len(ws) < N_UNIT + N_PROBES_OWN + N_EXEMPLARS_OWN:
             raise ValueError(f"words[{c!r}] must list at least {N_UNIT + N_PROBES_OWN + N_EXEMPLARS_OWN} words")
-        out[c] = _split(list(ws), c, seed)
+        out[c] = split_list(list(ws), c, N_UNIT, seed)
     return out
 
 
@@ -184,8 +177,7 @@ def generate_entities(
         rng.shuffle(exemplars)
         rng.shuffle(probes_in)
         correct_items.append(unit)
-        c1 = spec[0]
-        c2 = spec[1] if len(spec) == 2 else None
+        c1, c2 = spec[0], (spec[1] if len(spec) == 2 else None)
         params = {
             "concepts": list(spec),
             "unit_words": unit,

@@ -24,8 +24,7 @@ ENTITY_WORDS_VERSION = 1
 
 @functools.lru_cache(maxsize=1)
 def _load_raw() -> tuple[tuple[str, tuple[str, ...]], ...]:
-    text = resources.files("findbench").joinpath("data", _RESOURCE).read_text(encoding="utf-8")
-    payload = json.loads(text)
+    payload = json.loads(resources.files("findbench").joinpath("data", _RESOURCE).read_text(encoding="utf-8"))
     if payload.get("version") != ENTITY_WORDS_VERSION:
         raise ValueError(
             f"{_RESOURCE}: version {payload.get('version')!r}, expected {ENTITY_WORDS_VERSION}"
@@ -54,8 +53,7 @@ def split_words(concept: str, n_unit: int = 10, seed: int = 0) -> tuple[list[str
     ``random.Random(f"{seed}:{concept}")`` shuffle (same in every process, different per concept);
     ``held_out`` keeps the file's order.
     """
-    if not isinstance(concept, str):
-        raise TypeError(f"concept must be a str, got {type(concept).__name__}")
+    _checks.instance("concept", concept, str, "a str")
     _checks.integer("n_unit", n_unit)
     _checks.integer("seed", seed)
     words = dict(_load_raw()).get(concept)
@@ -65,13 +63,15 @@ def split_words(concept: str, n_unit: int = 10, seed: int = 0) -> tuple[list[str
         raise ValueError(
             f"n_unit must be between 1 and {len(words) - 1} for {concept!r}, got {n_unit}"
         )
+    return split_list(words, concept, n_unit, seed)
+
+
+def split_list(words: Sequence[str], concept: str, n_unit: int, seed: int) -> tuple[list[str], list[str]]:
+    """:func:`split_words` of any word list ``words`` of ``concept``, unchecked."""
     order = list(range(len(words)))
     random.Random(f"{seed}:{concept}").shuffle(order)
-    chosen = order[:n_unit]
-    chosen_set = set(chosen)
-    unit = [words[i] for i in chosen]
-    held_out = [w for i, w in enumerate(words) if i not in chosen_set]
-    return unit, held_out
+    chosen = set(order[:n_unit])
+    return [words[i] for i in order[:n_unit]], [w for i, w in enumerate(words) if i not in chosen]
 
 
 def default_unit_words(seed: int = 0, n_unit: int = 10) -> dict[str, list[str]]:
@@ -105,24 +105,24 @@ def training_associations() -> dict[str, list[str]]:
     that are member words of any concept (those stay where the member split puts them),
     without words that two concepts' lists share, and without any word of the held-out
     association lists (decontamination: a probe never learns a word it is scored on)."""
-    from collections import Counter
-
-    lists = _load_associations("train")
-    drop = _member_keys() | {w.casefold() for _c, ws in _load_associations("held-out") for w in ws}
-    counts = Counter(w.casefold() for _c, ws in lists for w in ws)
-    return {c: [w for w in ws if counts[w.casefold()] == 1 and w.casefold() not in drop] for c, ws in lists}
+    held_out = {w.casefold() for _c, ws in _load_associations("held-out") for w in ws}
+    return _associations("train", _member_keys() | held_out)
 
 
 def heldout_associations() -> dict[str, list[str]]:
     """Held-out associations to score probes on: each concept's list without the words two
     concepts share and without member words, so none counts for two concepts. No scored word
     was ever seen by a probe: :func:`training_associations` leaves out every word of these lists."""
+    return _associations("held-out", _member_keys())
+
+
+def _associations(role: str, drop: set[str]) -> dict[str, list[str]]:
+    """The association lists of ``role`` without the words two concepts share and those in ``drop`` (casefolded)."""
     from collections import Counter
 
-    lists = _load_associations("held-out")
-    members = _member_keys()
+    lists = _load_associations(role)
     counts = Counter(w.casefold() for _c, ws in lists for w in ws)
-    return {c: [w for w in ws if counts[w.casefold()] == 1 and w.casefold() not in members] for c, ws in lists}
+    return {c: [w for w in ws if counts[w.casefold()] == 1 and w.casefold() not in drop] for c, ws in lists}
 
 
 def probe_words(unit_words: Mapping[str, Sequence[str]], *, associations: bool = True) -> dict[str, list[str]]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from findbench import _checks
+
 INPUT_PLACEHOLDER = "{input}"
 #: The assistant turn starts with this text before the scored "1"/"0" token.
 ENTITY_ANSWER_PREFIX = "Answer: "
@@ -43,8 +45,7 @@ def _relation_text(concept1: str, concept2: str, exception_clause: str) -> str:
 def _check_text(name: str, value: object, *, optional: bool) -> str | None:
     if value is None and optional:
         return None
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a str{' or None' if optional else ''}, got {type(value).__name__}")
+    _checks.instance(name, value, str, f"a str{' or None' if optional else ''}")
     if not value.strip():
         if optional:
             return None
@@ -60,29 +61,24 @@ def render_prompt(category: str, concept1: str, concept2: str | None = None, exc
     Relations: ``concept1`` the input kind (``"a country"``), ``concept2`` the output (required),
     ``exception`` the corruption clause or None.
     """
-    if not isinstance(category, str) or category not in _CATEGORIES:
-        raise ValueError(f"category must be one of {sorted(_CATEGORIES)}, got {category!r}")
-    kind = _CATEGORIES[category]
+    kind = _CATEGORIES[_checks.one_of("category", category, sorted(_CATEGORIES))]
     c1 = _check_text("concept1", concept1, optional=False)
     c2 = _check_text("concept2", concept2, optional=True)
     exc = _check_text("exception", exception, optional=True)
     if kind == "neurons_entities":
         if exc is not None:
             raise ValueError("exception: entity neurons take no exception clause")
-        topic = c1 if c2 is None else f"{c1} or to {c2}"
-        return _entity_text(topic)
+        return _entity_text(c1 if c2 is None else f"{c1} or to {c2}")
     if c2 is None:
         raise ValueError("concept2: a relation needs its output kind")
-    clause = "" if exc is None else f", or if {exc}"
-    return _relation_text(c1, c2, clause)
+    return _relation_text(c1, c2, "" if exc is None else f", or if {exc}")
 
 
 def fill_prompt(prompt: str, text: str) -> str:
     """``prompt`` with its input placeholder replaced by ``text``."""
     if not isinstance(prompt, str) or INPUT_PLACEHOLDER not in prompt:
         raise ValueError(f"prompt must be a str containing {INPUT_PLACEHOLDER!r}")
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    _checks.instance("text", text, str, "a str")
     return prompt.replace(INPUT_PLACEHOLDER, text)
 
 
@@ -92,8 +88,7 @@ _PREFIX = re.compile(r"^\s*(?:\[?answer\]?|output|response)\s*[:=]\s*", re.IGNOR
 def parse_relation_answer(text: str) -> str:
     """The answer in an LM completion: first non-empty line, minus an "Answer:" label,
     quotes and a final period; ``"undefined"`` when the model says so."""
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    _checks.instance("text", text, str, "a str")
     line = next((ln for ln in text.splitlines() if ln.strip()), "")
     line = _PREFIX.sub("", line).strip().strip("\"'`*").strip()
     if line.endswith(".") and not line.endswith(".."):

@@ -31,11 +31,10 @@ from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
+from findbench import _checks
+
 OPS = ("eq", "ne", "in", "gt", "lt", "startswith")
 """Comparison operators an exception clause may use."""
-
-COVERAGE = ("served", "coverage_miss", "out_of_domain")
-"""What :meth:`RelationTable.coverage` says about an input."""
 
 _SCALARS = (str, int, float, bool, type(None))
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bb": "'", "`": "'", "\u00b4": "'"})
@@ -48,8 +47,7 @@ def normalize_text(text: str) -> str:
     (``"  Côte d’Ivoire. "`` and ``"cote d'ivoire"`` give the same key)."""
     text = text.translate(_APOSTROPHES)
     if not text.isascii():
-        text = unicodedata.normalize("NFKD", text)
-        text = "".join(ch for ch in text if not unicodedata.combining(ch))
+        text = "".join(ch for ch in unicodedata.normalize("NFKD", text) if not unicodedata.combining(ch))
     return " ".join(text.casefold().split()).strip(_OUTER)
 
 
@@ -97,11 +95,7 @@ _FROZEN_ATTRS: set[int] = set()
 
 def _frozen(value: Any) -> bool:
     """Whether ``value`` is already immutable (checked one level deep)."""
-    if isinstance(value, _SCALARS):
-        return True
-    if isinstance(value, tuple):
-        return all(isinstance(v, _SCALARS) for v in value)
-    return False
+    return isinstance(value, _SCALARS) or (isinstance(value, tuple) and all(isinstance(v, _SCALARS) for v in value))
 
 
 def _freeze(value: Any) -> Any:
@@ -123,9 +117,7 @@ def _thaw(value: Any) -> Any:
 
 
 def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, str) and isinstance(b, str):
-        return normalize_text(a) == normalize_text(b)
-    return a == b
+    return normalize_text(a) == normalize_text(b) if isinstance(a, str) and isinstance(b, str) else a == b
 
 
 def _real(v: Any) -> bool:
@@ -159,12 +151,10 @@ class RelationException:
     value: object
 
     def __post_init__(self) -> None:
-        if not isinstance(self.text, str) or not self.text.strip():
-            raise ValueError("text must be a non-empty string")
-        if not isinstance(self.attr, str) or not self.attr:
-            raise ValueError("attr must be a non-empty string")
-        if self.op not in OPS:
-            raise ValueError(f"op must be one of {OPS}, got {self.op!r}")
+        for name in ("text", "attr"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name).strip():
+                raise ValueError(f"{name} must be a non-empty string")
+        _checks.one_of("op", self.op, OPS)
         if self.op in ("gt", "lt") and not _real(self.value):
             raise TypeError(f"value must be a number for op {self.op!r}, got {self.value!r}")
         if self.op == "startswith" and (not isinstance(self.value, str) or not self.value):
@@ -176,8 +166,7 @@ class RelationException:
 
     def matches(self, entry: Entry) -> bool:
         """Whether ``entry`` lies in this exception's subdomain (a missing attribute never does)."""
-        if not isinstance(entry, Entry):
-            raise TypeError(f"entry must be an Entry, got {type(entry).__name__}")
+        _checks.instance("entry", entry, Entry, "an Entry")
         got = entry.input if self.attr == "input" else entry.attrs.get(self.attr)
         return got is not None and _MATCH[self.op](got, self.value)
 
@@ -217,8 +206,7 @@ class Entry:
             if not all(isinstance(v, str) and v.strip() for v in value):
                 raise ValueError(f"{name} must hold non-empty strings, got {value!r}")
             object.__setattr__(self, name, value)
-        if not isinstance(self.attrs, Mapping):
-            raise TypeError(f"attrs must be a mapping, got {type(self.attrs).__name__}")
+        _checks.instance("attrs", self.attrs, Mapping, "a mapping")
         if id(self.attrs) not in _FROZEN_ATTRS:
             object.__setattr__(self, "attrs", _freeze(dict(self.attrs)))
         if not set(self.exact) <= {self.input, *self.aliases}:
@@ -266,9 +254,8 @@ class RelationTable:
     _exact: Mapping[str, frozenset[str]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "entries", tuple(self.entries))
-        object.__setattr__(self, "exceptions", tuple(self.exceptions))
-        object.__setattr__(self, "core", tuple(self.core))
+        for name in ("entries", "exceptions", "core"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
         if len(self.exceptions) != 2 or not all(isinstance(e, RelationException) for e in self.exceptions):
             raise ValueError(f"{self.key}: exceptions must be two RelationException objects")
         if not self.entries:
@@ -309,8 +296,7 @@ class RelationTable:
         A name in an entry's :attr:`Entry.exact` matches only when spelled exactly ("Orange",
         not "orange"; "Çat", not "cat").
         """
-        if not isinstance(text, str):
-            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        _checks.instance("text", text, str, "a str")
         key = normalize_text(text)
         hit = self._index.get(key)
         if hit is not None and key in self._exact and spelling(text) not in self._exact[key]:
@@ -357,9 +343,7 @@ def _drop_the(text: str) -> str:
 
 
 def _as_list(value: Any) -> list[Any]:
-    if value is None:
-        return []
-    return list(value) if isinstance(value, (list, tuple)) else [value]
+    return [] if value is None else list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 def _render(value: Any, fmt: str | None) -> str:
@@ -465,13 +449,9 @@ def get_relation_table(key: str) -> RelationTable:
 def table_fingerprint(table: RelationTable) -> str:
     """sha256 of the canonical JSON of ``table``'s entries (inputs, answers, aliases, attributes):
     a data package release that changes any answer changes the fingerprint."""
-    digest = hashlib.sha256()
-    for entry in table.entries:
-        digest.update(
-            json.dumps(entry.to_dict(), sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        )
-        digest.update(b"\n")
-    return digest.hexdigest()
+    lines = (json.dumps(e.to_dict(), sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n"
+             for e in table.entries)
+    return hashlib.sha256("".join(lines).encode("utf-8")).hexdigest()
 
 
 def data_packages() -> dict[str, dict[str, str]]:

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from findbench import _checks, schema
-from findbench.find.synthetic_neurons.backbones import DEFAULT_LM, table_answer
+from findbench.find.synthetic_neurons.backbones import DEFAULT_LM, _entry_answer, table_answer
 from findbench.find.synthetic_neurons.prompts import UNDEFINED, render_prompt
 from findbench.find.unit_tests import build_unit_tests, near_miss_tests
 
@@ -60,9 +60,7 @@ def describe_relation(concept1: str, concept2: str, exception: str | None = None
 
 def expected_answer(table, exception_index: int | None, entry) -> str:
     """The correct answer for a table entry: its output, or "undefined" inside the exception."""
-    if exception_index is not None and table.exceptions[exception_index].matches(entry):
-        return UNDEFINED
-    return entry.output
+    return _entry_answer(table, exception_index, entry)
 
 
 def relation_splits(table, seed: int = 0) -> dict[str, Any]:
@@ -97,15 +95,8 @@ def other_kind_inputs(tables: Sequence, i: int) -> list[str]:
     """Core inputs of relations whose input kind differs from table ``i``'s and that table ``i``
     does not know (its out-of-domain inputs)."""
     me = tables[i]
-    seen, out = set(), []
-    for t in tables:
-        if t.concept1 == me.concept1:
-            continue
-        for e in t.sample_entries:
-            if e.input not in seen and me.lookup(e.input) is None:
-                seen.add(e.input)
-                out.append(e.input)
-    return out
+    return list(dict.fromkeys(e.input for t in tables if t.concept1 != me.concept1
+                              for e in t.sample_entries if me.lookup(e.input) is None))
 
 
 #: Another relation is "of the same kind" (a near miss) when it answers at least this share of
@@ -221,14 +212,10 @@ def generate_relations(seed: int = 0, *, tables=None, lm_model: str = DEFAULT_LM
         )
 
     def is_correct(i: int, item) -> bool:
-        ti, v = specs[i]
-        t = tables[ti]
-        x, y = item
-        answer = table_answer(t, v, x)
-        if answer == UNDEFINED:
+        (ti, v), (x, y) = specs[i], item
+        if table_answer(tables[ti], v, x) == UNDEFINED:  # not in the table, or in the exception
             return y == UNDEFINED
-        entry = t.lookup(x)
-        return entry is not None and entry.accepts(y) and not (v is not None and t.exceptions[v].matches(entry))
+        return tables[ti].lookup(x).accepts(y)
 
     tests = build_unit_tests(
         correct_items,

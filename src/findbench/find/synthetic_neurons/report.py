@@ -71,19 +71,16 @@ def entity_selectivity(
 
     from findbench.find.synthetic_neurons.entities import entity_splits, generate_entities
 
-    if backend not in ENTITY_BACKENDS:
-        raise ValueError(f"backend must be one of {ENTITY_BACKENDS}, got {backend!r}")
+    _checks.one_of("backend", backend, ENTITY_BACKENDS)
     _checks.positive_int("limit", limit, optional=True)
     _checks.positive_int("words_per_concept", words_per_concept, optional=True)
-    if held_out not in ("members", "associations"):
-        raise ValueError(f"held_out must be 'members' or 'associations', got {held_out!r}")
+    _checks.one_of("held_out", held_out, ("members", "associations"))
     rows = list(rows) if rows is not None else generate_entities(seed)
     splits = splits if splits is not None else entity_splits(seed)
     atomic = [r for r in rows if r["subcategory"] == "atomic"]
     rng = random.Random(f"report:{seed}")
     if limit is not None and limit < len(atomic):
-        keep = sorted(rng.sample(range(len(atomic)), limit))
-        atomic = [atomic[i] for i in keep]
+        atomic = [atomic[i] for i in sorted(rng.sample(range(len(atomic)), limit))]
     concepts = [r["concept1"] for r in atomic]
     from findbench.find.synthetic_neurons.entity_words import ENTITY_CONCEPTS, heldout_associations, probe_words
 
@@ -110,13 +107,10 @@ def entity_selectivity(
             {c: u for c, (u, _h) in splits.items()}, associations=list(splits) == list(ENTITY_CONCEPTS)
         )
     for i, row in enumerate(tqdm(atomic, desc=f"entity neurons ({backend})", leave=False)):
-        if refit:
-            fn = make_function(_with_encoder(row, model, training), backend)
-        else:
-            fn = make_function(row, backend, lm=lm)
+        fn = make_function(_with_encoder(row, model, training), backend) if refit else make_function(
+            row, backend, lm=lm)
         scores = np.asarray(fn(words), dtype=np.float64)
-        for j in range(n):
-            matrix[i, j] = scores[owner_arr == j].mean()
+        matrix[i] = [scores[owner_arr == j].mean() for j in range(n)]
         own = owner_arr == i
         per_concept.append(
             {
@@ -256,15 +250,12 @@ def relation_accuracy(
         resolve_tables,
     )
 
-    if backend not in RELATION_BACKENDS:
-        raise ValueError(f"backend must be one of {RELATION_BACKENDS}, got {backend!r}")
+    _checks.one_of("backend", backend, RELATION_BACKENDS)
     _checks.positive_int("limit", limit, optional=True)
     _checks.positive_int("entries_per_relation", entries_per_relation, optional=True)
     check = tables is None if check is None else check
     tables = resolve_tables(tables)
-    rows = list(rows) if rows is not None else generate_relations(seed, tables=tables)
-    if limit is not None:
-        rows = rows[:limit]
+    rows = (list(rows) if rows is not None else generate_relations(seed, tables=tables))[:limit]
     by_key = {t.key: i for i, t in enumerate(tables)}
     rng = random.Random(f"report:{seed}")
     per_function = []

@@ -85,5 +85,4 @@ class ExplanationF1(evaluate.Metric):
         if self.config_name == "probe":
             return probe_scores(references, predictions, test_size=test_size, seed=seed)
         out = explanation_f1(predictions, references, neurons, threshold=threshold)
-        out["per_neuron"] = [{"neuron": k, **v} for k, v in out["per_neuron"].items()]
-        return out
+        return {**out, "per_neuron": [{"neuron": k, **v} for k, v in out["per_neuron"].items()]}

@@ -73,6 +73,6 @@ class FindCircuit(evaluate.Metric):
     ) -> dict:
         preds = [circuit.parse_json_list(p, f"predictions[{i}]") for i, p in enumerate(predictions)]
         refs = [circuit.parse_json_list(r, f"references[{i}]") for i, r in enumerate(references)]
-        limits = SandboxLimits(timeout=timeout, cpu_seconds=cpu_seconds, memory_mb=memory_mb, workers=workers)
         return circuit.score_circuit(preds, refs, test_inputs=test_inputs, variable_values=variable_values,
-                                     limits=limits)
+                                     limits=SandboxLimits(timeout=timeout, cpu_seconds=cpu_seconds,
+                                                          memory_mb=memory_mb, workers=workers))

@@ -90,8 +90,6 @@ class FindExactMatch(evaluate.Metric):
         function_ids: list[str] | None = None,
     ) -> dict:
         limits = SandboxLimits(timeout=timeout, cpu_seconds=cpu_seconds, memory_mb=memory_mb, workers=workers)
-        if function_ids is not None:
-            if len(references) != len(predictions):
-                raise ValueError("predictions and references must have the same length")
+        if function_ids is not None:  # (evaluate has checked that predictions and references are as many)
             return code_scoring.score_rasp(predictions, function_ids, limits=limits)
         return code_scoring.score_exact_match(predictions, references, test_inputs, limits=limits)

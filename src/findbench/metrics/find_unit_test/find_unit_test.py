@@ -164,10 +164,8 @@ class FindUnitTest(evaluate.Metric):
         mode = _judge.judge_mode_of(judge) if mode is None else _checks.one_of("mode", mode, _judge.JUDGE_MODES)
         # Arrow gives back tuples/None where the caller wrote lists: one plain copy per triplet.
         references = [[_judge.normalize_unit_test(t) for t in tests] for tests in references]
-        lm = self._judge_lm(judge, judge_model, judge_cache, batch_size)
-        out = _judge.judge_unit_tests(
-            lm, predictions, references, category, mode=mode, keep_full_description=keep_full_description
-        )
+        out = _judge.judge_unit_tests(self._judge_lm(judge, judge_model, judge_cache, batch_size), predictions,
+                                      references, category, mode=mode, keep_full_description=keep_full_description)
         truncated = set(out["truncated"])
         return {
             "unit_test_accuracy": float(out["unit_test_accuracy"]),
