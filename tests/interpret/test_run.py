@@ -121,7 +121,9 @@ def test_resume_after_an_interruption(max_connections, data_dir, tmp_path):
     with pytest.raises(RuntimeError, match="connection lost"):
         interpret(data_dir, FailingLM(fail_at=3), **kwargs)
     done = episode_folders(out)
-    assert 1 <= len(done) < total and no_temporaries(out)
+    # one connection: the episodes before the failure are kept; three: the two that answered may still be
+    # scoring when the third fails and the task stops (a race a loaded machine loses), so none may be kept
+    assert (max_connections > 1 or len(done) >= 1) and len(done) < total and no_temporaries(out)
     for folder in done:
         assert sorted(p.name for p in folder.iterdir()) == sorted(EPISODE_FILES)
     second = FailingLM()
