@@ -119,19 +119,6 @@ def _checked(rc: int, what: str) -> int:
     return rc
 
 
-def landlock_abi() -> int:
-    """The kernel's Landlock ABI version; 0 when Landlock is unsupported or disabled."""
-    return max(0, int(_libc.syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), None, ctypes.c_size_t(0),
-                                    ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION))))
-
-
-def _fs_rights(abi: int) -> int:
-    """Every file-system right the kernel's ABI knows (all of them are 'handled': denied unless granted):
-    ABI 1 has execute .. make_sym."""
-    return (1 << 13) - 1 | sum(_FS[name] for name, since in (("refer", 2), ("truncate", 3), ("ioctl_dev", 5))
-                               if abi >= since)
-
-
 _READ = _FS["execute"] | _FS["read_file"] | _FS["read_dir"]
 _FILE_RIGHTS = _FS["execute"] | _FS["write_file"] | _FS["read_file"] | _FS["truncate"] | _FS["ioctl_dev"]
 
@@ -143,7 +130,9 @@ def _landlock_confine(abi: int, read_fds: list[tuple[int, bool]], write_fds: lis
     write grants every file-system right beneath. With ABI >= 4 TCP bind/connect are denied;
     with ABI >= 6 signals and abstract unix sockets cannot leave the domain. Raises OSError.
     """
-    handled = _fs_rights(abi)
+    # every file-system right the ABI knows, all 'handled' (denied unless granted): ABI 1 has execute .. make_sym
+    handled = (1 << 13) - 1 | sum(_FS[name] for name, since in (("refer", 2), ("truncate", 3), ("ioctl_dev", 5))
+                                  if abi >= since)
     attr = _RulesetAttr(handled, _NET_BIND_TCP | _NET_CONNECT_TCP if abi >= 4 else 0,
                         _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL if abi >= 6 else 0)
     size = 24 if abi >= 6 else 16 if abi >= 4 else 8
@@ -263,35 +252,9 @@ def _make_audit_hook(tmpdir: str):
             "signal.pthread_kill",
         }
     )
-    path_events = frozenset(
-        {
-            "os.remove",
-            "os.rename",
-            "os.rmdir",
-            "os.mkdir",
-            "os.chmod",
-            "os.chown",
-            "os.link",
-            "os.symlink",
-            "os.truncate",
-            "os.utime",
-            "os.chflags",
-            "os.lchflags",
-            "os.setxattr",
-            "os.removexattr",
-            "shutil.rmtree",
-            "shutil.copyfile",
-            "shutil.copytree",
-            "shutil.move",
-            "shutil.copymode",
-            "shutil.copystat",
-            "shutil.chown",
-            "os.mkfifo",
-            "os.mknod",
-        }
-    )
-    # (index of a path argument, index of its dir_fd argument) per event, as CPython raises them
-    path_args = {
+    # The events on paths: (index of a path argument, index of its dir_fd argument) per event, as CPython raises them
+    path_args = dict.fromkeys(("os.truncate", "os.chflags", "os.lchflags", "os.setxattr", "os.removexattr",
+                               "shutil.rmtree", "shutil.chown"), ((0, None),)) | {
         "os.remove": ((0, 1),),
         "os.rmdir": ((0, 1),),
         "os.mkdir": ((0, 2),),
@@ -333,8 +296,8 @@ def _make_audit_hook(tmpdir: str):
                 )
         elif event in blocked or event.startswith(blocked_prefixes):
             raise PermissionError(f"sandbox: {event} is not allowed")
-        elif event in path_events:
-            for path_at, dir_fd_at in path_args.get(event, ((0, None),)):
+        elif event in path_args:
+            for path_at, dir_fd_at in path_args[event]:
                 path = args[path_at] if path_at < len(args) else None
                 dir_fd = args[dir_fd_at] if dir_fd_at is not None and dir_fd_at < len(args) else None
                 if isinstance(path, (str, bytes, os.PathLike)) and not inside(path, dir_fd):
@@ -573,7 +536,9 @@ class _Zygote:
         for name in _PRELOAD:
             __import__(name)
         self.np = sys.modules["numpy"]
-        abi = landlock_abi() if cfg["landlock"] else 0
+        # the kernel's Landlock ABI version (0: unsupported or disabled)
+        abi = max(0, int(_libc.syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), None, ctypes.c_size_t(0),
+                                       ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION)))) if cfg["landlock"] else 0
         self.landlock = abi if no_new_privs else 0
         if self.landlock:
             self.read_fds = [_open_path(p) for p in _read_roots(tuple(cfg["packages"]), tuple(cfg["deny"]))]
@@ -751,10 +716,13 @@ class _Zygote:
         else:
             self._remove_dir(tmpdir)  # _collect has reaped this child
             got = 0
-        header = json.dumps({"outcome": outcome, "size": got}, separators=(",", ":")).encode() + b"\n"
-        _write_all(self.resp_fd, header)
-        with memoryview(self.reply) as view:
-            _write_all(self.resp_fd, view[:got])
+        self._send(self.reply, got, outcome=outcome)
+
+    def _send(self, buf: mmap.mmap, size: int, **header: Any) -> None:
+        """One frame to the parent: the header line (with ``size``), then the first ``size`` bytes of ``buf``."""
+        _write_all(self.resp_fd, json.dumps(header | {"size": size}, separators=(",", ":")).encode() + b"\n")
+        with memoryview(buf) as view:
+            _write_all(self.resp_fd, view[:size])
 
     def reap(self) -> None:
         """Wait for children that already replied, and delete their directories."""
@@ -774,9 +742,7 @@ class _Zygote:
             n = os.readv(channel[0], [view[held:]])
         held, started = held + n, time.monotonic()
         while (end := self.calls.find(b"\n", 0, held) + 1) > 0:
-            _write_all(self.resp_fd, json.dumps({"outcome": None, "size": end, "call": True}).encode() + b"\n")
-            with memoryview(self.calls) as view:
-                _write_all(self.resp_fd, view[:end])
+            self._send(self.calls, end, outcome=None, call=True)
             self.calls.move(0, end, held - end)
             held -= end
             size, _ = self._receive()  # the answer: at most MAX_CALL_BYTES, which an empty pipe holds
@@ -822,12 +788,11 @@ class _Zygote:
             return got, None  # a complete reply (one line or not: the parent checks)
         os.kill(pid, signal.SIGKILL)  # not reaped yet: it exists, if only as a zombie
         rc = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-        if outcome is None and rc == -signal.SIGXCPU:
-            outcome = ("timeout", f"CPU time limit of {cfg['cpu_seconds']:g} s exceeded")
-        elif outcome is None and rc < 0:
-            outcome = ("killed", f"program killed by signal {signal_name(-rc)}")
-        elif outcome is None:
-            outcome = ("killed", f"program exited with code {rc}" if rc else "the program exited without a reply")
+        if outcome is None:  # the child exited or died without a complete reply
+            outcome = (("timeout", f"CPU time limit of {cfg['cpu_seconds']:g} s exceeded") if rc == -signal.SIGXCPU
+                       else ("killed", f"program killed by signal {signal_name(-rc)}") if rc < 0
+                       else ("killed", f"program exited with code {rc}") if rc
+                       else ("killed", "the program exited without a reply"))
         return 0, outcome
 
     def _receive(self) -> tuple[int, bool]:
