@@ -680,11 +680,8 @@ class _Zygote:
 
     def _remove_dir(self, tmpdir: str) -> None:
         if self.tmpfs:
-            _libc.umount2(os.fsencode(tmpdir), _MNT_DETACH)  # frees every file at once
-            with contextlib.suppress(OSError):
-                os.rmdir(tmpdir)
-        else:
-            rmtree(tmpdir)
+            _libc.umount2(os.fsencode(tmpdir), _MNT_DETACH)  # frees every file at once, leaves the folder empty
+        rmtree(tmpdir)
 
     def run_item(self, size: int, services: bool) -> None:
         """Fork a child for the request in ``self.request``; relay its reply behind a header line
