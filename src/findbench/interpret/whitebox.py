@@ -344,6 +344,8 @@ class WhiteBox:
     def prompt(self, protocol: str) -> str:
         """The paragraph added to the task message: the architecture, the tools, how to call them,
         and (``localized``) the components that matter."""
+        from findbench.find.rasp.truth import ROLES
+
         arch = self.tools.architecture()
         vocab = arch["vocab"][:2]
         lines = [
@@ -355,21 +357,16 @@ class WhiteBox:
             f"Tools (at most {self.tools.budget} calls in all, refused ones too; replies are rounded and cut to "
             f"{self.tools.max_chars} characters):",
             *(f"- {t['name']}({', '.join(t['args'])}): {t['doc']}" for t in self.specs),
-        ]
-        if protocol == "tools":
-            lines.append("Call them as tools, beside the function.")
-        else:
-            lines.append("Call one with TOOL(name, {JSON arguments}), e.g. TOOL(run_with_cache, {\"tokens\": "
-                         f"{json.dumps(vocab)}, \"hooks\": [\"blocks.0.attn.hook_pattern\"]}}); several per message; "
-                         f"a program is one JSON string: TOOL(python, {json.dumps({'code': f'print(run({vocab}))'})}).")
-        from findbench.find.rasp.truth import ROLES
-
-        lines.append(
+            "Call them as tools, beside the function." if protocol == "tools" else
+            "Call one with TOOL(name, {JSON arguments}), e.g. TOOL(run_with_cache, {\"tokens\": "
+            f"{json.dumps(vocab)}, \"hooks\": [\"blocks.0.attn.hook_pattern\"]}}); several per message; "
+            f"a program is one JSON string: TOOL(python, {json.dumps({'code': f'print(run({vocab}))'})}).",
             "Answer with a third part after [CODE]: [COMPONENTS]: a JSON list in a ```json code block, one object per "
             "component: {\"component\": a component name (blocks.{l}.mlp may add \"units\": [unit indices]), "
             f"\"role\": one of {', '.join(ROLES)}, optionally \"reads\": what it reads (tokens, indices), "
             "\"score\": how much it matters (0 to 1), \"code\": a `def f(tokens):` computing its value at each "
-            "position}.")
+            "position}.",
+        ]
         if self.matter is not None:
             lines.append(f"The components that matter for f(x): {'; '.join(self.matter) or 'none'}.")
         return "\n".join(lines)
