@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import numpy as np
 import pytest
 import torch
@@ -144,7 +146,7 @@ def test_split_is_seeded_and_a_rare_latent_is_reported_not_dropped():
     cfg = _cfg()
     _, a, _ = _run(acts, cfg)
     _, b, _ = _run(acts, cfg)
-    assert [e.to_dict() for e in a] == [e.to_dict() for e in b]
+    assert [asdict(e) for e in a] == [asdict(e) for e in b]
     assert a[1].skipped and "top windows" in a[1].skipped and a[1].scoring == []
     _, c, _ = _run(acts, _cfg(random_seed=7))
     assert [w.row for w in c[0].scoring] != [w.row for w in a[0].scoring]

@@ -38,18 +38,14 @@ def model_path(spec: str | os.PathLike) -> str:
 
     if not isinstance(spec, (str, os.PathLike)) or not os.fspath(spec):
         raise ValueError(f"model must be a model name, folder or Hub id, got {spec!r}")
-    text = os.fspath(spec)
-    if text in MINILM_ALIASES:
-        return encoder_dir("embedded")
-    return resolve(text)
+    return encoder_dir("embedded") if os.fspath(spec) in MINILM_ALIASES else resolve(os.fspath(spec))
 
 
 def available_device(device: str) -> str:
     """``device`` (``cpu``, ``cuda``, ``cuda:N``, ``mps``) when torch can use it here; a UsageError
     naming ``device`` otherwise."""
     kind = device.split(":")[0]
-    usable = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}.get(kind)
-    if not usable:
+    if not {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}.get(kind):
         raise UsageError(f"--device: {device!r} is not available to torch here (cpu, cuda[:N] or mps)")
     if kind == "cuda" and ":" in device and int(device.split(":")[1]) >= torch.cuda.device_count():
         raise UsageError(f"--device: {device!r}, but torch sees {torch.cuda.device_count()} CUDA GPU(s)")
@@ -64,8 +60,7 @@ def load_model(spec: str | os.PathLike, *, device: str) -> tuple[Any, Any, str]:
 
     path = model_path(spec)
     model = AutoModel.from_pretrained(path, dtype=torch.float32).to(device).eval()
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    return model, tokenizer, Path(path).name if Path(path).exists() else path.split("/")[-1]
+    return model, AutoTokenizer.from_pretrained(path), Path(path).name if Path(path).exists() else path.split("/")[-1]
 
 
 def hook_name_for_layer(layer: int, hook: str | None = None) -> str:
@@ -75,8 +70,7 @@ def hook_name_for_layer(layer: int, hook: str | None = None) -> str:
     hook = hook or "resid_post"
     if hook in HOOKS:
         return HOOKS[hook].format(layer=layer)
-    hook_layer = parse_hook_name(hook)[1]
-    if hook_layer is not None and hook_layer != layer:
+    if (hook_layer := parse_hook_name(hook)[1]) is not None and hook_layer != layer:
         raise UsageError(f"hook {hook!r} is at layer {hook_layer}, not layer {layer}")
     return hook
 
@@ -98,8 +92,7 @@ def encode_latents(sae, x: torch.Tensor, latents: torch.Tensor | Sequence[int] |
     if latents is None:
         return sae.encode(x).float()
     idx = torch.as_tensor(latents, dtype=torch.long, device=x.device)
-    own = getattr(sae, "encode_latents", None)
-    if callable(own):
+    if callable(own := getattr(sae, "encode_latents", None)):
         return own(x, idx).float()
     arch = (
         sae.cfg.architecture()
@@ -113,11 +106,7 @@ def encode_latents(sae, x: torch.Tensor, latents: torch.Tensor | Sequence[int] |
         pre = sae_in @ sae.W_enc + sae.b_enc
         if getattr(sae.cfg, "rescale_acts_by_decoder_norm", False):
             pre = pre * sae.W_dec.norm(dim=-1)
-        top = torch.topk(pre, k=int(sae.cfg.k), dim=-1, sorted=False).indices
-        chosen = (top.unsqueeze(-1) == idx).any(dim=-2)
+        chosen = (torch.topk(pre, k=int(sae.cfg.k), dim=-1, sorted=False).indices.unsqueeze(-1) == idx).any(dim=-2)
         return (pre[..., idx].relu() * chosen).float()
     pre = sae_in @ sae.W_enc[:, idx] + sae.b_enc[idx]
-    acts = pre.relu()
-    if arch == "jumprelu":
-        acts = acts * (pre > sae.threshold[idx])
-    return acts.float()
+    return (pre.relu() * (pre > sae.threshold[idx]) if arch == "jumprelu" else pre.relu()).float()

@@ -56,8 +56,8 @@ def _sae_releases() -> tuple[str, ...]:
     if spec is None or not spec.submodule_search_locations:
         return ()
     registry = Path(next(iter(spec.submodule_search_locations))) / "pretrained_saes.yaml"
-    text = registry.read_text(encoding="utf-8") if registry.is_file() else ""
-    return tuple(re.findall(r"^([^\s#:][^:]*):\s*$", text, flags=re.M))
+    return tuple(re.findall(r"^([^\s#:][^:]*):\s*$", registry.read_text(encoding="utf-8") if registry.is_file() else "",
+                            flags=re.M))
 
 
 def format_score(key: str, values: dict) -> str:
@@ -65,9 +65,9 @@ def format_score(key: str, values: dict) -> str:
     line = f"{key}: {values[f'{key}_score']:.3f}"
     if "ci" in values:
         low, high = values["ci"]
-        floors = ", ".join(f"{k} {v:.3f}" for k, v in values["floors"].items())
-        line += (f" [{low:.3f}, {high:.3f}] (n={values['n']}); floors: {floors}; margin over {values['best_floor']}: "
-                 f"{values['margin']:+.3f}")
+        line += (f" [{low:.3f}, {high:.3f}] (n={values['n']}); floors: "
+                 + ", ".join(f"{k} {v:.3f}" for k, v in values["floors"].items())
+                 + f"; margin over {values['best_floor']}: {values['margin']:+.3f}")
     if "n_unparsed" in values:
         line += f"; unparsed answers: {values['n_unparsed']}"
     if values.get("n_degenerate"):
@@ -155,9 +155,8 @@ class AutoInterpCommand:
         if self.activations is not None:
             if not self.activations or not all(isinstance(d, str) and d for d in self.activations):
                 raise UsageError(f"--activations must be folders, got {self.activations!r}")
-            for folder in self.activations:
-                if not Path(folder).is_dir():
-                    raise UsageError(f"--activations: {folder} is not a folder")
+            if missing := [folder for folder in self.activations if not Path(folder).is_dir()]:
+                raise UsageError(f"--activations: {missing[0]} is not a folder")
             if self.token_shard is not None:
                 raise UsageError("--token-shard: it writes the activations that --activations reads; give one")
         if self.token_shard is not None and self.shard is not None:
@@ -190,8 +189,7 @@ def autointerp_command(settings: dict[str, Any]) -> AutoInterpCommand:
     ``latents``, ``seed`` or ``context_size``), with the command line's defaults (:meth:`AutoInterpConfig.quick`):
     how the Inspect task reads its ``-T`` settings. UsageError naming an unknown setting."""
     names = setting_names()
-    unknown = sorted(set(settings) - set(names))
-    if unknown:
+    if unknown := sorted(set(settings) - set(names)):
         raise UsageError(f"unknown settings {unknown}: the settings are findbench autointerp's flags, e.g. "
                          "sae, model, n_latents, latents, scorers, out")
     given = {names[k]: v for k, v in settings.items()}

@@ -101,34 +101,21 @@ class AutoInterpConfig:
         return cls(**copy.deepcopy(cls.QUICK) | settings)
 
     def __post_init__(self) -> None:
-        for name in (
-            "random_seed",
-            "buffer",
-            "n_top_ex_for_generation",
-            "n_iw_sampled_ex",
-            "n_iw_sampled_ex_for_generation",
-            "n_random_ex",
+        for names, low in (
+            (("random_seed", "buffer", "n_top_ex_for_generation", "n_iw_sampled_ex", "n_iw_sampled_ex_for_generation",
+              "n_random_ex"), 0),
+            (("n_top_ex", "max_tokens_in_explanation", "max_tokens_in_prediction", "llm_batch_size",
+              "max_explanation_tokens"), 1),
         ):
-            _checks.integer(flag(name), getattr(self, name), 0)
-        for name in (
-            "n_top_ex",
-            "max_tokens_in_explanation",
-            "max_tokens_in_prediction",
-            "llm_batch_size",
-            "max_explanation_tokens",
-        ):
-            _checks.positive_int(flag(name), getattr(self, name))
+            for name in names:
+                _checks.integer(flag(name), getattr(self, name), low)
         _checks.integer("--llm-context-size", self.llm_context_size, 2 * self.buffer + 2)
         _checks.integer("--total-tokens", self.total_tokens, self.llm_context_size)
-        if self.n_top_ex_for_generation > self.n_top_ex:
-            raise UsageError(
-                f"--n-top-ex-for-generation ({self.n_top_ex_for_generation}) must be <= --n-top-ex ({self.n_top_ex})"
-            )
-        if self.n_iw_sampled_ex_for_generation > self.n_iw_sampled_ex:
-            raise UsageError(
-                f"--n-iw-sampled-ex-for-generation ({self.n_iw_sampled_ex_for_generation}) must be <= "
-                f"--n-iw-sampled-ex ({self.n_iw_sampled_ex})"
-            )
+        for part, whole in (("n_top_ex_for_generation", "n_top_ex"), ("n_iw_sampled_ex_for_generation",
+                                                                        "n_iw_sampled_ex")):
+            if getattr(self, part) > getattr(self, whole):
+                raise UsageError(f"{flag(part)} ({getattr(self, part)}) must be <= {flag(whole)} "
+                                 f"({getattr(self, whole)})")
         if self.n_scoring_examples < 1:
             raise UsageError(
                 "the scoring windows (top + importance-weighted left for scoring, plus random) must not be empty"
@@ -141,11 +128,10 @@ class AutoInterpConfig:
         else:  # n_latents is unused: SAEBench's value, so that resumed runs match
             self.n_latents = field_default(next(f for f in dataclasses.fields(self) if f.name == "n_latents"))
             latents = self.override_latents
-            if isinstance(latents, (str, int)):  # "0,5,9" (a flag) or 5 (Inspect's -T latents=5)
-                latents = str(latents).split(",")
-            try:
+            try:  # "0,5,9" (a flag) or 5 (Inspect's -T latents=5) are split
                 self.override_latents = [
-                    _checks.integer("--latents", int(x) if isinstance(x, str) else x, 0) for x in latents
+                    _checks.integer("--latents", int(x) if isinstance(x, str) else x, 0)
+                    for x in (str(latents).split(",") if isinstance(latents, (str, int)) else latents)
                 ]
             except ValueError:
                 raise UsageError(f"--latents must be non-negative ints, got {self.override_latents!r}") from None
@@ -230,12 +216,15 @@ class TrainSAEConfig:
         _checks.integer("--layer", self.layer, 0)
         if self.hook_name == "hook_embed" and self.layer != 0:  # hook_name checks hook against layer
             raise UsageError("--layer must be 0 with --hook 'hook_embed'")
-        _checks.integer("--context-size", self.context_size, 2)
-        for name in ("d_sae", "k", "epochs", "train_batch_size", "dead_feature_window", "model_batch_size"):
-            _checks.positive_int(flag(name), getattr(self, name))
-        _checks.integer("--total-tokens", self.total_tokens, self.context_size)
-        _checks.integer("--eval-tokens", self.eval_tokens, self.context_size)
-        _checks.integer("--seed", self.seed)
+        for name, low in (
+            ("context_size", 2),
+            *((name, 1) for name in ("d_sae", "k", "epochs", "train_batch_size", "dead_feature_window",
+                                     "model_batch_size")),
+            ("total_tokens", self.context_size),  # (context_size checked first)
+            ("eval_tokens", self.context_size),
+            ("seed", None),
+        ):
+            _checks.integer(flag(name), getattr(self, name), low)
         if self.k > self.d_sae:
             raise UsageError(f"--k ({self.k}) must be <= --d-sae ({self.d_sae})")
         for name in ("lr", "l1_coefficient"):
@@ -254,18 +243,15 @@ class TrainSAEConfig:
         return hook_name_for_layer(self.layer, self.hook)
 
     @property
-    def n_train_rows(self) -> int:
-        return self.total_tokens // self.context_size
-
-    @property
     def n_eval_rows(self) -> int:
         return self.eval_tokens // self.context_size
 
     @property
     def corpus(self) -> Corpus:
         """The training rows, then the held-out ones, of one packed corpus."""
-        rows = self.n_train_rows + self.n_eval_rows
-        return Corpus(self.dataset, self.context_size, rows * self.context_size, self.split, self.text_column)
+        return Corpus(self.dataset, self.context_size,
+                      (self.total_tokens // self.context_size + self.n_eval_rows) * self.context_size, self.split,
+                      self.text_column)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -42,13 +42,9 @@ def wordnet_texts(dict_dir: str | os.PathLike | None = None) -> Iterator[str]:
     """The texts of every synset, in file order (``data.noun``, ``data.verb``, ``data.adj``,
     ``data.adv``; files that are missing are skipped, ``data.noun`` must exist)."""
     folder = wordnet_dir(dict_dir)
-    for name in WORDNET_FILES:
-        path = folder / name
-        if not path.is_file():
-            continue
+    for path in [folder / name for name in WORDNET_FILES if (folder / name).is_file()]:
         with path.open(encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                synset = parse_wordnet_line(line)
+            for synset in map(parse_wordnet_line, fh):
                 if synset is not None and synset.definition:
                     yield synset.text
 
@@ -58,8 +54,7 @@ def _local_files(path: Path) -> list[Path]:
         if path.suffix not in _TEXT_SUFFIXES:
             raise ValueError(f"dataset: {path} is not a {'/'.join(_TEXT_SUFFIXES)} file")
         return [path]
-    files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in _TEXT_SUFFIXES)
-    if not files:
+    if not (files := sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in _TEXT_SUFFIXES)):
         raise ValueError(f"dataset: folder {path} holds no {'/'.join(_TEXT_SUFFIXES)} files")
     return files
 
@@ -94,11 +89,8 @@ def _file_texts(path: Path, text_column: str) -> Iterator[str]:
 def _hub_texts(dataset: str, split: str, text_column: str) -> Iterator[str]:
     import datasets
 
-    name = None
-    if ":" in dataset:  # "org/ds:config"
-        dataset, name = dataset.split(":", 1)
-    stream = datasets.load_dataset(dataset, name, split=split, streaming=True)
-    for row in stream:
+    dataset, colon, name = dataset.partition(":")  # "org/ds:config"
+    for row in datasets.load_dataset(dataset, name if colon else None, split=split, streaming=True):
         if text_column not in row:
             raise ValueError(f"text_column: dataset {dataset!r} has no field {text_column!r} (fields: {sorted(row)})")
         if row[text_column]:
@@ -116,11 +108,9 @@ def load_texts(dataset: str | os.PathLike, *, split: str, text_column: str) -> I
         raise ValueError(f"split must be a non-empty string, got {split!r}")
     if dataset == WORDNET:
         return wordnet_texts()
-    path = Path(dataset)
-    if path.exists():
+    if (path := Path(dataset)).exists():
         return (text for f in _local_files(path) for text in _file_texts(f, text_column))
-    text = os.fspath(dataset)
-    if not text or text.startswith((".", "/", "~")) or path.suffix in _TEXT_SUFFIXES:
+    if not (text := os.fspath(dataset)) or text.startswith((".", "/", "~")) or path.suffix in _TEXT_SUFFIXES:
         raise FileNotFoundError(f"dataset: no such file or folder {text!r}")
     return _hub_texts(text, split, text_column)
 
@@ -133,8 +123,7 @@ def corpus_description(dataset: str | os.PathLike) -> dict[str, str]:
             "source": "Debian package wordnet-base (https://wordnet.princeton.edu)",
             "license": WORDNET_LICENSE,
         }
-    path = Path(dataset)
-    if path.exists():
+    if (path := Path(dataset)).exists():
         return {"name": path.name, "source": f"local files ({path})", "license": "as the files' owner states"}
     return {
         "name": str(dataset),
@@ -144,35 +133,30 @@ def corpus_description(dataset: str | os.PathLike) -> dict[str, str]:
 
 
 def _bos_id(tokenizer: Any) -> int:
-    for attr in ("bos_token_id", "cls_token_id"):
-        value = getattr(tokenizer, attr, None)
-        if value is not None:
-            return int(value)
-    raise ValueError("tokenizer has neither bos_token_id nor cls_token_id: column 0 needs one of them")
+    ids = _ids(tokenizer, "bos_token_id", "cls_token_id")
+    if not ids:
+        raise ValueError("tokenizer has neither bos_token_id nor cls_token_id: column 0 needs one of them")
+    return ids[0]
+
+
+def _ids(tokenizer: Any, *attrs: str) -> list[int]:
+    """The tokenizer's ids named ``attrs`` that it has, in their order."""
+    return [int(value) for value in (getattr(tokenizer, attr, None) for attr in attrs) if value is not None]
 
 
 def _separator_ids(tokenizer: Any) -> list[int]:
     """Tokens between two texts: a newline where the tokenizer keeps it as one ordinary token
     (byte-level BPE: SmolLM2, GPT-2, Llama), else EOS / SEP (BERT drops whitespace)."""
     ids = tokenizer.encode("\n", add_special_tokens=False)
-    if len(ids) == 1 and ids[0] not in special_token_ids(tokenizer):
-        return list(ids)
-    for attr in ("eos_token_id", "sep_token_id"):
-        value = getattr(tokenizer, attr, None)
-        if value is not None:
-            return [int(value)]
-    return []
+    return list(ids) if len(ids) == 1 and ids[0] not in special_token_ids(tokenizer) else _ids(
+        tokenizer, "eos_token_id", "sep_token_id")[:1]
 
 
 def special_token_ids(tokenizer: Any) -> set[int]:
     """Ids of the BOS, EOS, PAD, CLS and SEP tokens: positions that never count as activations.
     (UNK stands for real text, so it is not in the set.)"""
-    ids = set()
-    for attr in ("bos_token_id", "eos_token_id", "pad_token_id", "cls_token_id", "sep_token_id"):
-        value = getattr(tokenizer, attr, None)
-        if isinstance(value, int):
-            ids.add(int(value))
-    return ids
+    return {int(value) for value in (getattr(tokenizer, attr, None) for attr in (
+        "bos_token_id", "eos_token_id", "pad_token_id", "cls_token_id", "sep_token_id")) if isinstance(value, int)}
 
 
 def tokenize_corpus(
@@ -197,8 +181,7 @@ def tokenize_corpus(
     have = 0
     texts = iter(texts)
     while have < need and (batch := list(itertools.islice(texts, batch_size))):
-        wrong = [type(text).__name__ for text in batch if not isinstance(text, str)]
-        if wrong:
+        if wrong := [type(text).__name__ for text in batch if not isinstance(text, str)]:
             raise TypeError(f"texts must be strings, got {wrong[0]}")
         for ids in tokenizer(batch, add_special_tokens=False)["input_ids"]:
             if ids:
@@ -210,13 +193,12 @@ def tokenize_corpus(
             f"{context_size} (total_tokens={total_tokens}) need {need} corpus tokens besides BOS; "
             "lower total_tokens or use a larger dataset"
         )
-    flat = np.concatenate(chunks)[:need].reshape(rows, context_size - 1)
-    return np.concatenate([np.full((rows, 1), bos, dtype=np.int32), flat], axis=1)
+    return np.concatenate([np.full((rows, 1), bos, dtype=np.int32),
+                           np.concatenate(chunks)[:need].reshape(rows, context_size - 1)], axis=1)
 
 
 def _tokenizer_key(tokenizer: Any) -> str:
-    vocab = tokenizer.get_vocab()
-    digest = hashlib.sha256(json.dumps(sorted(vocab.items()), ensure_ascii=False).encode("utf-8"))
+    digest = hashlib.sha256(json.dumps(sorted(tokenizer.get_vocab().items()), ensure_ascii=False).encode("utf-8"))
     digest.update(repr((_bos_id(tokenizer), _separator_ids(tokenizer))).encode())
     name = Path(str(getattr(tokenizer, "name_or_path", "") or "tokenizer")).name or "tokenizer"
     return f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}-{digest.hexdigest()[:12]}"
@@ -224,12 +206,11 @@ def _tokenizer_key(tokenizer: Any) -> str:
 
 def _dataset_key(dataset: str | os.PathLike, split: str, text_column: str) -> str:
     text = os.fspath(dataset)
-    path = Path(text)
-    if path.exists():
+    if (path := Path(text)).exists():
         # local files: the key follows their content's size and mtime
         stats = [(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in _local_files(path)]
-        tag = hashlib.sha256(repr(stats).encode()).hexdigest()[:12]
-        return f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', path.name)}-{tag}-{text_column}"
+        return (f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', path.name)}-{hashlib.sha256(repr(stats).encode()).hexdigest()[:12]}"
+                f"-{text_column}")
     if text == WORDNET:
         # the installed files decide the texts ($WNSEARCHDIR may point elsewhere)
         folder = wordnet_dir()
@@ -250,15 +231,13 @@ def corpus_tokens(tokenizer_or_path: Any, corpus: Corpus) -> np.ndarray:
 
         tokenizer = AutoTokenizer.from_pretrained(resolve(tokenizer_or_path))
     dataset, context_size, total_tokens, split, text_column = corpus
-    key = (
+    path = cache_dir("autointerp", "tokens") / (
         f"{_tokenizer_key(tokenizer)}__{_dataset_key(dataset, split, text_column)}"
-        f"__{context_size}x{total_tokens}__{_CORPUS_VERSION}"
+        f"__{context_size}x{total_tokens}__{_CORPUS_VERSION}.npy"
     )
-    path = cache_dir("autointerp", "tokens") / f"{key}.npy"
     if path.is_file():
         try:
-            arr = np.load(path)
-            if arr.dtype == np.int32 and arr.shape == (total_tokens // context_size, context_size):
+            if (arr := np.load(path)).dtype == np.int32 and arr.shape == (total_tokens // context_size, context_size):
                 return arr
         except (OSError, ValueError):
             pass

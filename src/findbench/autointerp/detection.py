@@ -56,8 +56,8 @@ def parse_explanation(text: str) -> str:
     if not isinstance(text, str):
         raise TypeError(f"text: expected a string, got {type(text).__name__}")
     match = _PHRASE.search(text)
-    rest = text[match.end():] if match else text
-    return next((label for label in map(clean_label, rest.splitlines()) if label), "")
+    return next((label for label in map(clean_label, (text[match.end():] if match else text).splitlines()) if label),
+                "")
 
 
 def _n(value: Any, name: str) -> int:
@@ -106,17 +106,14 @@ def parse_detection(text: str, n_examples: int) -> list[int] | None:
     if not isinstance(text, str):
         raise TypeError(f"text: expected a string, got {type(text).__name__}")
     n = _n(n_examples, "n_examples")
-    answer = text.strip()
-    if answer.endswith("."):
-        answer = answer[:-1].strip()
+    answer = text.strip().removesuffix(".").strip()
     if not answer:
         return None
     if answer.lower() == "none":
         return []
     items = [item.strip() for item in answer.split(",")]
-    if not all(_INDEX.fullmatch(item) and 1 <= int(item) <= n for item in items):
-        return None
-    return sorted({int(item) for item in items})
+    return sorted({int(item) for item in items}) if all(
+        _INDEX.fullmatch(item) and 1 <= int(item) <= n for item in items) else None
 
 
 def detection_score(predicted: Sequence[int] | None, active: Sequence[int], n_examples: int, *,
@@ -159,9 +156,7 @@ def summarize(scores: Sequence[float]) -> tuple[float, float]:
     values = _finite_scores(scores)
     n = len(values)
     mean = math.fsum(values) / n
-    if n == 1:
-        return mean, math.nan
-    return mean, math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+    return mean, math.nan if n == 1 else math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
 
 
 def detection_floors(references: Sequence[Sequence[int]], n_examples: int | Sequence[int]) -> dict[str, float]:
@@ -173,12 +168,10 @@ def detection_floors(references: Sequence[Sequence[int]], n_examples: int | Sequ
     references = list(references)
     if not references:
         raise ValueError("references: at least one latent is needed")
-    none, every = [], []
-    for i, (ref, (n, _)) in enumerate(zip(references, _per_latent(n_examples, len(references), "references"))):
-        active = len(_windows(ref, n, f"references[{i}]"))
-        none.append((n - active) / n)
-        every.append(active / n)
-    return {"none": math.fsum(none) / len(none), "all": math.fsum(every) / len(every)}
+    per = _per_latent(n_examples, len(references), "references")
+    active = [(n, len(_windows(ref, n, f"references[{i}]"))) for i, (ref, (n, _)) in enumerate(zip(references, per))]
+    return {"none": math.fsum((n - a) / n for n, a in active) / len(active),
+            "all": math.fsum(a / n for n, a in active) / len(active)}
 
 
 def score_summary(scores: Sequence[float], floors: Mapping[str, float], *, seed: int = DEFAULT_SEED) -> dict:
@@ -192,9 +185,9 @@ def score_summary(scores: Sequence[float], floors: Mapping[str, float], *, seed:
     if not floors:
         raise ValueError("floors: at least one floor is needed")
     mean = math.fsum(values) / len(values)
-    low, high = bootstrap_ci(values, seed=seed)
     best = max(floors, key=lambda k: floors[k])
-    return {"n": len(values), "mean": mean, "ci": [low, high], "floors": {k: float(v) for k, v in floors.items()},
+    return {"n": len(values), "mean": mean, "ci": list(bootstrap_ci(values, seed=seed)),
+            "floors": {k: float(v) for k, v in floors.items()},
             "best_floor": best, "margin": mean - float(floors[best])}
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -54,7 +54,7 @@ class Window:
 @dataclass
 class LatentEvidence:
     """What the explainer and the scorers see for one latent; ``extra``: ``n_fired`` and ``histogram`` for the
-    report."""
+    report. Saved as ``dataclasses.asdict`` writes it, read back by :meth:`from_dict`."""
 
     latent: int
     generation: list[Window]
@@ -63,9 +63,6 @@ class LatentEvidence:
     n_random_with_activity: int = 0
     skipped: str | None = None
     extra: dict = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> LatentEvidence:
@@ -92,22 +89,17 @@ class EvidenceCollector:
     each batch of activations ``[rows, context, n]`` in corpus order, then :meth:`finish`."""
 
     def __init__(self, latents: Sequence[int], n_rows: int, cfg: AutoInterpConfig):
-        self.latents = list(latents)
-        self.cfg = cfg
+        self.latents, self.cfg = list(latents), cfg
         self.n = n = len(self.latents)
-        self.k = k = cfg.n_top_ex
-        self.m = m = cfg.n_iw_sampled_ex
-        self.b = cfg.buffer
-        self.w = cfg.window
-        self.context = cfg.llm_context_size
-        self.n_rows = n_rows
-        self.rows_seen = 0
+        self.k, self.m = cfg.n_top_ex, cfg.n_iw_sampled_ex
+        self.b, self.w, self.context = cfg.buffer, cfg.window, cfg.llm_context_size
+        self.n_rows, self.rows_seen = n_rows, 0
         self.gen = torch.Generator().manual_seed(cfg.random_seed)
         self.counts = torch.zeros(n, dtype=torch.long)
         # top windows, best first; -inf marks an empty slot
-        self.top_v, self.top_r, self.top_c, self.top_win = self._slots(k, -_INF)
+        self.top_v, self.top_r, self.top_c, self.top_win = self._slots(self.k, -_INF)
         # importance-weighted sample (smallest keys first; inf marks an empty slot) and side list
-        self.iw_key, self.iw_r, self.iw_c, self.iw_win = self._slots(m, _INF)
+        self.iw_key, self.iw_r, self.iw_c, self.iw_win = self._slots(self.m, _INF)
         self.side = {**self._entries(), "act": torch.zeros(0)}
         # random windows, drawn up front
         rng = np.random.default_rng(cfg.random_seed)
@@ -131,15 +123,10 @@ class EvidenceCollector:
     def _cat(*parts: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         return {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
 
-    @staticmethod
-    def _take(entries: dict[str, torch.Tensor], idx: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {key: v[idx] for key, v in entries.items()}
-
     def _flat(self, value, row, col, win) -> dict[str, torch.Tensor]:
         """The ``[n, slots]`` state as flat entries."""
-        slots = value.shape[1]
         return self._entries(
-            torch.arange(self.n).repeat_interleave(slots),
+            torch.arange(self.n).repeat_interleave(value.shape[1]),
             row.reshape(-1),
             col.reshape(-1),
             value.reshape(-1),
@@ -166,12 +153,6 @@ class EvidenceCollector:
             )
         return v, r, c, win
 
-    def _set_top(self, e: dict[str, torch.Tensor]) -> None:
-        keep, rank = _group_best(
-            e["lat"], -e["value"], torch.where(torch.isfinite(e["value"]), e["row"], self.n_rows), e["col"], self.k
-        )
-        self.top_v, self.top_r, self.top_c, self.top_win = self._slots(self.k, -_INF, e, keep, rank)
-
     def _merge_iw(self, new: dict[str, torch.Tensor]) -> None:
         """Keep the ``m`` smallest keys (entries' ``value``) per latent among the pool and ``new``."""
         if not len(new["lat"]) or not self.m:
@@ -184,20 +165,14 @@ class EvidenceCollector:
         """Move side-list positions below ``threshold`` into the eligible pool (the side list
         keeps each position's activation in ``act`` and its key in ``value``)."""
         side = self.side
-        if not len(side["lat"]):
-            return
-        go = side["act"] < threshold[side["lat"]]
-        if go.any():
-            moved = self._take(side, go)
-            self.side = self._take(side, ~go)
-            self._merge_iw({key: moved[key] for key in ("lat", "row", "col", "value", "win")})
+        if (go := side["act"] < threshold[side["lat"]]).any():
+            self.side = {key: v[~go] for key, v in side.items()}
+            self._merge_iw({key: side[key][go] for key in ("lat", "row", "col", "value", "win")})
 
     @torch.inference_mode()
     def update(self, acts: torch.Tensor) -> None:
         """Take the next ``[rows, context, n]`` activations (special tokens already zeroed)."""
-        B = acts.shape[0]
-        start = self.rows_seen
-        b, k = self.b, self.k
+        B, start, b, k = acts.shape[0], self.rows_seen, self.b, self.k
         x = acts.float().permute(2, 0, 1).contiguous()  # [n, B, C]
         self.counts += (x > 0).sum(dim=(1, 2))
         self._histogram(x)
@@ -206,8 +181,7 @@ class EvidenceCollector:
 
         # (1) top windows: greedy per (latent, row) where the row's best can still enter
         threshold_before = self.top_v[:, -1]  # a lower bound of the final IW threshold (-inf until k windows)
-        row_max = centre.amax(dim=2)
-        lat_p, row_p = (row_max > threshold_before[:, None]).nonzero(as_tuple=True)
+        lat_p, row_p = (centre.amax(dim=2) > threshold_before[:, None]).nonzero(as_tuple=True)  # rows' best
         if len(lat_p):
             work = centre[lat_p, row_p]  # [P, C']
             pos = torch.arange(cw)
@@ -222,8 +196,11 @@ class EvidenceCollector:
             lat_c, row_c = lat_p.repeat_interleave(k), row_p.repeat_interleave(k)
             ok = torch.isfinite(v)
             lat_c, row_c, c, v = lat_c[ok], row_c[ok], c[ok], v[ok]
-            cand = self._entries(lat_c, row_c + start, c, v, self._window_acts(x, lat_c, row_c, c))
-            self._set_top(self._cat(self._flat(self.top_v, self.top_r, self.top_c, self.top_win), cand))
+            e = self._cat(self._flat(self.top_v, self.top_r, self.top_c, self.top_win),
+                          self._entries(lat_c, row_c + start, c, v, self._window_acts(x, lat_c, row_c, c)))
+            keep, rank = _group_best(
+                e["lat"], -e["value"], torch.where(torch.isfinite(e["value"]), e["row"], self.n_rows), e["col"], k)
+            self.top_v, self.top_r, self.top_c, self.top_win = self._slots(k, -_INF, e, keep, rank)
 
         # (2) importance-weighted sampling on the active positions: keys E / act^2, E ~ Exp(1)
         if self.m:
@@ -239,17 +216,14 @@ class EvidenceCollector:
                     keep, _ = _group_best(ls, ks, rs, cs, self.m)
                     ls, rs, cs = ls[keep], rs[keep], cs[keep]
                     self._merge_iw(self._entries(ls, rs + start, cs, ks[keep], self._window_acts(x, ls, rs, cs)))
-                wait = ~sure
-                if wait.any():
+                if (wait := ~sure).any():
                     lw, rw, cw_ = lat_a[wait], row_a[wait], cols_a[wait]
-                    add = self._entries(lw, rw + start, cw_, key[wait], self._window_acts(x, lw, rw, cw_))
-                    add["act"] = act[wait]
-                    self.side = self._cat(self.side, add)
+                    self.side = self._cat(self.side, self._entries(
+                        lw, rw + start, cw_, key[wait], self._window_acts(x, lw, rw, cw_)) | {"act": act[wait]})
             self._release_side(self.top_v[:, -1])
 
         # (3) random windows that fall in this batch
-        here = (self.rand_r >= start) & (self.rand_r < start + B)
-        if here.any():
+        if (here := (self.rand_r >= start) & (self.rand_r < start + B)).any():
             lat, j = here.nonzero(as_tuple=True)
             self.rand_win[lat, j] = self._window_acts(x, lat, self.rand_r[lat, j] - start, self.rand_c[lat, j])
         self.rows_seen += B
@@ -258,18 +232,15 @@ class EvidenceCollector:
         """Add the positive activations of ``x [n, B, C]`` to the histograms; when a latent's range
         doubles, its bins merge (bin widths are powers of two, so every division is exact)."""
         top = x.amax(dim=(1, 2))
-        grow = (top > 0) & (top >= self.hist_hi)
-        for i in grow.nonzero().flatten().tolist():
+        for i in ((top > 0) & (top >= self.hist_hi)).nonzero().flatten().tolist():
             hi = float(2.0 ** (math.floor(math.log2(float(top[i]))) + 1))
             if self.hist_hi[i] > 0:
-                factor = round(hi / float(self.hist_hi[i]))
-                merged = torch.zeros(HIST_BINS, dtype=torch.long)
-                self.hist[i] = merged.index_add_(0, torch.arange(HIST_BINS) // factor, self.hist[i])
+                self.hist[i] = torch.zeros(HIST_BINS, dtype=torch.long).index_add_(
+                    0, torch.arange(HIST_BINS) // round(hi / float(self.hist_hi[i])), self.hist[i])
             self.hist_hi[i] = hi
         lat, row, col = (x > 0).nonzero(as_tuple=True)
         if len(lat):
-            width = self.hist_hi[lat] / HIST_BINS
-            bins = (x[lat, row, col] / width).long().clamp_(0, HIST_BINS - 1)
+            bins = (x[lat, row, col] / (self.hist_hi[lat] / HIST_BINS)).long().clamp_(0, HIST_BINS - 1)
             self.hist.view(-1).index_add_(0, lat * HIST_BINS + bins, torch.ones_like(bins))
 
     def _extra(self, i: int) -> dict:
@@ -296,22 +267,10 @@ class EvidenceCollector:
             ]
             n_rand_active = sum(w.max_act > 0 for w in randoms)
             if n_top < self.k or n_iw < self.m:
-                reason = (
-                    f"{n_top} active top windows (needs {self.k})"
-                    if n_top < self.k
-                    else f"{n_iw} positions below the top windows to sample from (needs {self.m})"
-                )
-                out.append(
-                    LatentEvidence(
-                        latent,
-                        [],
-                        [],
-                        float(self.top_v[i, 0].clamp_min(0)),
-                        n_rand_active,
-                        skipped=reason,
-                        extra=self._extra(i),
-                    )
-                )
+                out.append(LatentEvidence(
+                    latent, [], [], float(self.top_v[i, 0].clamp_min(0)), n_rand_active, extra=self._extra(i),
+                    skipped=f"{n_top} active top windows (needs {self.k})" if n_top < self.k
+                    else f"{n_iw} positions below the top windows to sample from (needs {self.m})"))
                 continue
             tops = [
                 self._window(tokens, int(self.top_r[i, j]), int(self.top_c[i, j]), self.top_win[i, j], "top")
@@ -323,11 +282,10 @@ class EvidenceCollector:
             ]
             rng = np.random.default_rng([cfg.random_seed, latent])
             top_perm, iw_perm = rng.permutation(self.k), rng.permutation(self.m)
-            gen = [tops[j] for j in top_perm[: cfg.n_top_ex_for_generation]]
-            gen += [iws[j] for j in iw_perm[: cfg.n_iw_sampled_ex_for_generation]]
-            gen.sort(key=lambda w: -w.max_act)
-            scoring = [tops[j] for j in top_perm[cfg.n_top_ex_for_generation :]]
-            scoring += [iws[j] for j in iw_perm[cfg.n_iw_sampled_ex_for_generation :]] + randoms
+            gen = sorted([tops[j] for j in top_perm[: cfg.n_top_ex_for_generation]]
+                         + [iws[j] for j in iw_perm[: cfg.n_iw_sampled_ex_for_generation]], key=lambda w: -w.max_act)
+            scoring = ([tops[j] for j in top_perm[cfg.n_top_ex_for_generation :]]
+                       + [iws[j] for j in iw_perm[cfg.n_iw_sampled_ex_for_generation :]] + randoms)
             scoring = [scoring[j] for j in rng.permutation(len(scoring))]
             out.append(
                 LatentEvidence(latent, gen, scoring, float(self.top_v[i, 0]), n_rand_active, extra=self._extra(i))
@@ -335,8 +293,8 @@ class EvidenceCollector:
         return out
 
     def _window(self, tokens: np.ndarray, row: int, centre: int, acts: torch.Tensor, kind: str) -> Window:
-        ids = tokens[row, centre - self.b : centre + self.b + 1]
-        return Window(row, centre, [int(t) for t in ids], [round(float(a), 6) for a in acts], kind)
+        return Window(row, centre, [int(t) for t in tokens[row, centre - self.b : centre + self.b + 1]],
+                      [round(float(a), 6) for a in acts], kind)
 
 
 @torch.inference_mode()
@@ -383,8 +341,7 @@ def choose_latents(counts: np.ndarray, cfg: AutoInterpConfig) -> list[int]:
         raise ValueError(
             f"no latent fires more than dead_latent_threshold={cfg.dead_latent_threshold} times on the corpus"
         )
-    rng = np.random.default_rng(cfg.random_seed)
-    picked = rng.choice(alive, size=min(cfg.n_latents, len(alive)), replace=False)
+    picked = np.random.default_rng(cfg.random_seed).choice(alive, size=min(cfg.n_latents, len(alive)), replace=False)
     return sorted(int(x) for x in picked)
 
 
@@ -401,12 +358,11 @@ def collect_evidence(
     progress: bool = True,
 ) -> list[LatentEvidence]:
     """One pass over ``tokens [rows, context]``: the evidence of each latent in ``latents``."""
-    shape = np.shape(tokens)
-    if len(shape) != 2 or shape[1] != cfg.llm_context_size:
+    if len(shape := np.shape(tokens)) != 2 or shape[1] != cfg.llm_context_size:
         raise ValueError(f"tokens must be [rows, llm_context_size={cfg.llm_context_size}], got shape {shape}")
-    batches = corpus_acts(model, sae, np.asarray(tokens), hook_name=hook_name, special_ids=special_ids,
-                          batch_size=batch_size, latents=latents, desc="evidence", progress=progress)
-    return evidence_of(batches, tokens, latents, cfg)
+    return evidence_of(corpus_acts(model, sae, np.asarray(tokens), hook_name=hook_name, special_ids=special_ids,
+                                   batch_size=batch_size, latents=latents, desc="evidence", progress=progress),
+                       tokens, latents, cfg)
 
 
 @torch.inference_mode()

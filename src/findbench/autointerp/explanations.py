@@ -38,8 +38,7 @@ def cap_explanation(text: str, tokenizer=None, max_tokens: int = MAX_EXPLANATION
     cut = len(text) > chars
     text = text[:chars]
     if callable(tokenizer):
-        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-        if len(ids) > limit:
+        if len(ids := tokenizer(text, add_special_tokens=False)["input_ids"]) > limit:
             text, cut = tokenizer.decode(ids[:limit]), True
     return (text.strip() if cut else text), cut
 
@@ -67,8 +66,8 @@ def degenerate(explanations: Sequence[str]) -> list[str | None]:
     for i, e in enumerate(explanations):
         if not isinstance(e, str):
             raise TypeError(f"explanations[{i}] must be a str, got {type(e).__name__}")
-    found = degenerate_reasons(explanations, prompt_texts=prompt_explanations(), normalize=normalize)
-    return [why and why[0] for why in found]
+    return [why and why[0]
+            for why in degenerate_reasons(explanations, prompt_texts=prompt_explanations(), normalize=normalize)]
 
 
 def guard_explanations(explanations: Sequence[str], tokenizer=None,
@@ -77,6 +76,5 @@ def guard_explanations(explanations: Sequence[str], tokenizer=None,
     :func:`cap_explanation`), ``explanation_truncated``, ``degenerate`` and ``degenerate_reason``
     (:func:`degenerate` of the cut texts)."""
     capped = [cap_explanation(e, tokenizer, max_tokens) for e in explanations]
-    reasons = degenerate([text for text, _ in capped])
     return [{"explanation": text, "explanation_truncated": cut, "degenerate": reason is not None,
-             "degenerate_reason": reason} for (text, cut), reason in zip(capped, reasons)]
+             "degenerate_reason": reason} for (text, cut), reason in zip(capped, degenerate([t for t, _ in capped]))]

@@ -61,9 +61,8 @@ async def _lm(model: Any, role: str, command: AutoInterpCommand) -> Any:
     """The findbench LM of Inspect ``model`` as ``role`` (a spec or None: as given)."""
     from findbench.lm.inspect_lm import role_lm
 
-    if model is None or isinstance(model, str):
-        return model
-    return await role_lm(model, role, max_workers=command.max_connections)
+    return model if model is None or isinstance(model, str) else await role_lm(
+        model, role, max_workers=command.max_connections)
 
 
 async def _run(command: AutoInterpCommand) -> AutoInterpOutput:
@@ -75,8 +74,8 @@ async def _run(command: AutoInterpCommand) -> AutoInterpOutput:
         command.explainer if str(model).startswith("none/") else model)
     scorer = get_model(role=SCORER_ROLE) if SCORER_ROLE in bound else command.scorer
     explainer, scorer = await _lm(explainer, EXPLAINER_ROLE, command), await _lm(scorer, SCORER_ROLE, command)
-    command = dataclasses.replace(command, explainer=explainer, scorer=scorer, progress=False)
-    return await asyncio.to_thread(run_autointerp, command)
+    return await asyncio.to_thread(run_autointerp, dataclasses.replace(command, explainer=explainer, scorer=scorer,
+                                                                        progress=False))
 
 
 @solver
@@ -147,17 +146,16 @@ def autointerp(**settings: Any) -> Task:
     latents = config.override_latents or [None] * config.n_latents
     start, step = parse_shard(command.shard) or (0, 1)
     where = f"SAE {command.sae}{':' + command.sae_id if command.sae_id else ''} on {command.model}"
-    samples = [
-        Sample(
-            id=position,
-            input=f"Explain and score latent {latent} of {where}." if latent is not None else
-            f"Explain and score latent #{position} of those the run draws from {where}.",
-            metadata={"position": position},
-        )
-        for position, latent in enumerate(latents[start::step], 1)
-    ]
     return Task(
-        dataset=MemoryDataset(samples, name="autointerp"),
+        dataset=MemoryDataset([
+            Sample(
+                id=position,
+                input=f"Explain and score latent {latent} of {where}." if latent is not None else
+                f"Explain and score latent #{position} of those the run draws from {where}.",
+                metadata={"position": position},
+            )
+            for position, latent in enumerate(latents[start::step], 1)
+        ], name="autointerp"),
         solver=autointerp_run(command),
         scorer=autointerp_scores(),
         metadata={"findbench_version": __version__, "out": command.out, "config": config.to_dict()},

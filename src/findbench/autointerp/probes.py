@@ -47,8 +47,7 @@ def top_tokens(ev: LatentEvidence, renderer: TokenRenderer, threshold: float, k:
     best: dict[str, tuple[float, int]] = {}
     for w in ev.generation:
         for piece, act in zip(renderer.pieces(w.tokens), w.acts):
-            text = piece.strip()
-            if act > threshold and text and (text not in best or act > best[text][0]):
+            if act > threshold and (text := piece.strip()) and (text not in best or act > best[text][0]):
                 best[text] = (act, best.get(text, (0.0, len(best)))[1])
     return [t for t, _ in sorted(best.items(), key=lambda kv: (-kv[1][0], kv[1][1]))][:k]
 
@@ -62,8 +61,8 @@ def hedged(truth: Sequence[str], seed: int, others: int = HEDGE_OTHERS) -> list[
     out = []
     for i, own in enumerate(truth):
         pool = [j for j in range(len(truth)) if j != i]
-        rng = np.random.default_rng([seed, i])
-        picked = rng.choice(pool, size=min(others, len(pool)), replace=False) if pool else []
+        picked = (np.random.default_rng([seed, i]).choice(pool, size=min(others, len(pool)), replace=False)
+                  if pool else [])
         out.append(guards.hedged(own, [truth[int(j)] for j in picked]))
     return out
 
@@ -79,8 +78,7 @@ def probe_explanations(truth: Sequence[str], evidence: Sequence[LatentEvidence],
     (``truth[i]`` is the true explanation of ``evidence[i]``)."""
     if len(truth) != len(evidence):
         raise ValueError(f"truth ({len(truth)}) and evidence ({len(evidence)}) differ in length")
-    unknown = [p for p in probes if p not in PROBES]
-    if unknown:
+    if unknown := [p for p in probes if p not in PROBES]:
         raise ValueError(f"probes: unknown probe(s) {unknown} (known: {', '.join(PROBES)})")
     tokens = [top_tokens(ev, renderer, act_threshold_frac * ev.top_max_act) for ev in evidence]
     made = {

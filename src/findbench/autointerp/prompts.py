@@ -65,8 +65,8 @@ class TokenRenderer:
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
-        model = getattr(getattr(tokenizer, "backend_tokenizer", None), "model", None)
-        self.wordpiece = type(model).__name__ == "WordPiece"
+        model = getattr(tokenizer, "backend_tokenizer", None)
+        self.wordpiece = type(getattr(model, "model", None)).__name__ == "WordPiece"
         self._cache: dict[int, str] = {}
 
     def piece(self, token_id: int) -> str:
@@ -116,23 +116,21 @@ def explanation_messages(
 ) -> list[dict]:
     """The explainer's conversation for one latent (``threshold``: the activation above which a
     token is marked, ``act_threshold_frac`` × the largest activation in the top windows)."""
-    texts = [mark_window(renderer.pieces(w.tokens), w.acts, threshold) for w in windows]
     return [
         {"role": "system", "content": _EXPLAIN_SYSTEM + " " + _EXPLAIN_FORMAT},
         *(turn for demo, answer in (_DEMOS if demos else ()) for turn in (
             {"role": "user", "content": "Texts:\n" + _numbered(demo)}, {"role": "assistant", "content": answer})),
-        {"role": "user", "content": "Texts:\n" + _numbered(texts)},
+        {"role": "user", "content": "Texts:\n" + _numbered(
+            [mark_window(renderer.pieces(w.tokens), w.acts, threshold) for w in windows])},
     ]
 
 
 def detection_messages(explanation: str, windows: Sequence[Window], renderer: TokenRenderer) -> list[dict]:
     """The detection scorer's conversation: the explanation and the numbered, unmarked windows."""
-    texts = [renderer.text(w.tokens) for w in windows]
-    user = (
-        f"Description: {EXPLANATION_PREFIX} {explanation}\n\nTexts:\n{_numbered(texts)}\n\n"
-        "Which texts does the neuron respond to?"
-    )
-    return [{"role": "system", "content": _DETECT_SYSTEM}, {"role": "user", "content": user}]
+    texts = _numbered([renderer.text(w.tokens) for w in windows])
+    return [{"role": "system", "content": _DETECT_SYSTEM}, {"role": "user", "content": (
+        f"Description: {EXPLANATION_PREFIX} {explanation}\n\nTexts:\n{texts}\n\n"
+        "Which texts does the neuron respond to?")}]
 
 
 def prompt_explanations() -> tuple[str, ...]:
@@ -151,8 +149,7 @@ def detection_constraint(n_examples: int) -> Constraint:
     """The detection scorer's answer for ``n_examples`` windows: ``None``, or increasing window numbers
     separated by ``", "`` (``1(, 2)?(, 3)?|2(, 3)?|3`` for three); every answer it allows parses."""
     _checks.positive_int("n_examples", n_examples)
-    lists = [
+    return Constraint(regex="None|" + "|".join(
         "".join([str(first), *(f"(, {k})?" for k in range(first + 1, n_examples + 1))])
         for first in range(1, n_examples + 1)
-    ]
-    return Constraint(regex="None|" + "|".join(lists))
+    ))

@@ -72,12 +72,9 @@ def autointerp_results(folder: str | os.PathLike) -> list[Path]:
 def _resolve_results(path: str | os.PathLike) -> Path:
     path = Path(path)
     if path.is_dir():
-        found = autointerp_results(path)
-        if len(found) != 1:
-            which = ", ".join(p.name for p in found) or "none"
-            raise ValueError(
-                f"{path} must hold exactly one AutoInterp results file ({RESULTS_GLOB}); found {which}: pass one"
-            )
+        if len(found := autointerp_results(path)) != 1:
+            raise ValueError(f"{path} must hold exactly one AutoInterp results file ({RESULTS_GLOB}); found "
+                             f"{', '.join(p.name for p in found) or 'none'}: pass one")
         return found[0]
     if not path.is_file():
         raise FileNotFoundError(f"no AutoInterp results at {path}")
@@ -88,8 +85,7 @@ def load_run(path: str | os.PathLike) -> tuple[AutoInterpResults, list[dict]]:
     """The results file at ``path`` (a file, or a folder holding one), typed, and its latent records
     (the ``latents_file`` sidecar); ValueError naming the key of a file that does not fit."""
     path = _resolve_results(path)
-    data = read_untrusted_json(path, READ_MAX_BYTES, _RESULTS_FILE)
-    if data.get("eval_type_id") != "autointerp":
+    if (data := read_untrusted_json(path, READ_MAX_BYTES, _RESULTS_FILE)).get("eval_type_id") != "autointerp":
         raise ValueError(f"{path} is not an AutoInterp results file (eval_type_id 'autointerp')")
     results = AutoInterpResults.from_json(data, str(path))  # its latents_file: a name beside it, never a path
     rerun = "rerun findbench autointerp with the same arguments (its evidence and LM answers come from the cache)"
@@ -113,9 +109,8 @@ def report_path(results_path: str | os.PathLike, results: AutoInterpResults | No
 
 
 def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return float(value)
+    finite = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+    return float(value) if finite else None
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
@@ -125,9 +120,7 @@ def _fmt(value: Any, digits: int = 3) -> str:
 
 def _rate(value: Any) -> str:
     x = _num(value)
-    if x is None:
-        return "—"
-    return f"{100 * x:.2f}%" if x >= 1e-3 or x == 0 else f"{100 * x:.2g}%"
+    return "—" if x is None else f"{100 * x:.2f}%" if x >= 1e-3 or x == 0 else f"{100 * x:.2g}%"
 
 
 def _sort_key(x: float | None) -> str:
@@ -143,25 +136,21 @@ def _scorers(results: AutoInterpResults, records: Sequence[Mapping[str, Any]]) -
 
 def _summary(results: AutoInterpResults, scorers: Sequence[str]) -> list[dict[str, Any]]:
     """A row per scorer with a metric block: mean, interval, n, floors, margin, unparsed and degenerate counts."""
-    rows = []
-    for name in scorers:
-        m = results.eval_result_metrics.get(METRIC_KEYS.get(name, name))
-        if m is None:
-            continue
-        rows.append(
-            {
-                "label": f"{name} (SAEBench's autointerp_score)" if name == "detection" else name,
-                "mean": _fmt(m.score),
-                "interval": "—" if m.ci is None else f"[{_fmt(m.ci[0])}, {_fmt(m.ci[1])}]",
-                "n": "—" if m.n is None else str(m.n),
-                "margin": _num(m.margin),
-                "best_floor": "—" if m.best_floor is None else m.best_floor,
-                "floors": ", ".join(f"{k} {_fmt(v)}" for k, v in (m.floors or {}).items()) or "—",
-                "unparsed": "" if m.n_unparsed is None else str(m.n_unparsed),
-                "degenerate": str(m.n_degenerate),
-            }
-        )
-    return rows
+    return [
+        {
+            "label": f"{name} (SAEBench's autointerp_score)" if name == "detection" else name,
+            "mean": _fmt(m.score),
+            "interval": "—" if m.ci is None else f"[{_fmt(m.ci[0])}, {_fmt(m.ci[1])}]",
+            "n": "—" if m.n is None else str(m.n),
+            "margin": _num(m.margin),
+            "best_floor": "—" if m.best_floor is None else m.best_floor,
+            "floors": ", ".join(f"{k} {_fmt(v)}" for k, v in (m.floors or {}).items()) or "—",
+            "unparsed": "" if m.n_unparsed is None else str(m.n_unparsed),
+            "degenerate": str(m.n_degenerate),
+        }
+        for name in scorers
+        if (m := results.eval_result_metrics.get(METRIC_KEYS.get(name, name))) is not None
+    ]
 
 
 _REASONS = {"empty": "empty", "prompt_text": "copied from the prompt", "identical": "identical to another latent's"}
@@ -169,12 +158,11 @@ _REASONS = {"empty": "empty", "prompt_text": "copied from the prompt", "identica
 
 def _flags(rec: Mapping[str, Any]) -> list[str]:
     """The warnings on a latent's explanation: degenerate (and why), cut to the length cap."""
-    out = []
-    if rec.get("degenerate"):
-        out.append(f"degenerate: {_REASONS.get(rec.get('degenerate_reason'), rec.get('degenerate_reason'))}")
-    if rec.get("explanation_truncated"):
-        out.append("cut to the length cap")
-    return out
+    why = rec.get("degenerate_reason")
+    return [flag for flag, on in (
+        (f"degenerate: {_REASONS.get(why, why)}", rec.get("degenerate")),
+        ("cut to the length cap", rec.get("explanation_truncated")),
+    ) if on]
 
 
 def _flags_line(records: Sequence[Mapping[str, Any]]) -> str:
@@ -182,17 +170,12 @@ def _flags_line(records: Sequence[Mapping[str, Any]]) -> str:
     explained = [r for r in records if not r.get("skipped")]
     degenerate = [r for r in explained if r.get("degenerate")]
     cut = [r for r in explained if r.get("explanation_truncated")]
-    parts = []
-    if degenerate:
-        why = Counter(_REASONS.get(r.get("degenerate_reason"), str(r.get("degenerate_reason"))) for r in degenerate)
-        parts.append(
-            f"{len(degenerate)} of {len(explained)} explanations are degenerate ("
-            + ", ".join(f"{n} {reason}" for reason, n in why.items())
-            + "); they are still scored"
-        )
-    if cut:
-        parts.append(f"{len(cut)} of {len(explained)} explanations were cut to the length cap before scoring")
-    return "; ".join(parts)
+    why = Counter(_REASONS.get(r.get("degenerate_reason"), str(r.get("degenerate_reason"))) for r in degenerate)
+    return "; ".join(part for part, on in (
+        (f"{len(degenerate)} of {len(explained)} explanations are degenerate ("
+         + ", ".join(f"{n} {reason}" for reason, n in why.items()) + "); they are still scored", degenerate),
+        (f"{len(cut)} of {len(explained)} explanations were cut to the length cap before scoring", cut),
+    ) if on)
 
 
 def _settings(results: AutoInterpResults, n_latents: int, n_skipped: int) -> list[tuple[str, str]]:
@@ -205,7 +188,7 @@ def _settings(results: AutoInterpResults, n_latents: int, n_skipped: int) -> lis
             f"scorer {'on' if applied.get('scorer') else 'off'})"
         )
     tokens = f", {cfg['total_tokens']:,} tokens" if isinstance(cfg.get("total_tokens"), int) else ""
-    items = [
+    return [(k, str(v)) for k, v in [
         ("model", cfg.get("model_name")),
         ("SAE", cfg.get("sae")),
         ("hook", cfg.get("hook_name")),
@@ -221,30 +204,28 @@ def _settings(results: AutoInterpResults, n_latents: int, n_skipped: int) -> lis
         ),
         ("findbench", results.findbench_version),
         ("run id", results.run_id),
-    ]
-    return [(k, str(v)) for k, v in items if v is not None]
+    ] if v is not None]
 
 
 def _index(records: Sequence[Mapping[str, Any]], scorers: Sequence[str]) -> list[dict[str, Any]]:
     """A row of the sortable index per explained latent: its explanation, flags, planted rule and
     ``(sort key, text)`` cells."""
-    rows = []
-    for r in records:
-        if r.get("skipped"):
-            continue
-        cells = [(_sort_key(x), _fmt(x)) for x in (_num(r.get("scores", {}).get(s)) for s in scorers)]
-        rate, top = _num(r.get("firing_rate")), _num(r.get("max_act"))
-        cells += [(_sort_key(rate), _rate(rate)), (_sort_key(top), _fmt(top, 2))]
-        rows.append(
-            {
-                "latent": int(r["latent"]),
-                "explanation": r.get("explanation") or "",
-                "flags": _flags(r),
-                "rule": (r.get("planted") or {}).get("rule", ""),
-                "cells": cells,
-            }
-        )
-    return rows
+    return [
+        {
+            "latent": int(r["latent"]),
+            "explanation": r.get("explanation") or "",
+            "flags": _flags(r),
+            "rule": (r.get("planted") or {}).get("rule", ""),
+            # each scorer's score, the firing rate and the largest activation
+            "cells": [(_sort_key(_num(x)), show(x)) for x, show in (
+                *((r.get("scores", {}).get(s), _fmt) for s in scorers),
+                (r.get("firing_rate"), _rate),
+                (r.get("max_act"), lambda x: _fmt(x, 2)),
+            )],
+        }
+        for r in records
+        if not r.get("skipped")
+    ]
 
 
 def _histogram(hist: Mapping[str, Any] | None, n_fired: Any) -> dict[str, Any] | None:
@@ -259,21 +240,6 @@ def _histogram(hist: Mapping[str, Any] | None, n_fired: Any) -> dict[str, Any] |
     W, H, left, bottom, pad = 340, 120, 44, 22, 8
     plot_w, plot_h = W - left - pad, H - bottom - pad
     bar = plot_w / len(counts)
-    bars = [
-        (
-            f"{left + i * bar:.1f}",
-            f"{pad + plot_h - plot_h * c / top:.1f}",
-            f"{max(bar - 1, 0.5):.1f}",
-            f"{plot_h * c / top:.1f}",
-            f"[{i * width:.3g}, {(i + 1) * width:.3g}): {c}",
-        )
-        for i, c in enumerate(counts)
-    ]
-    label = (
-        f"positive activations over the corpus (n = {n_fired:,})"
-        if isinstance(n_fired, int)
-        else "positive activations"
-    )
     return {
         "W": W,
         "H": H,
@@ -282,9 +248,19 @@ def _histogram(hist: Mapping[str, Any] | None, n_fired: Any) -> dict[str, Any] |
         "pad": pad,
         "base": pad + plot_h,
         "top": top,
-        "bars": bars,
+        "bars": [
+            (
+                f"{left + i * bar:.1f}",
+                f"{pad + plot_h - plot_h * c / top:.1f}",
+                f"{max(bar - 1, 0.5):.1f}",
+                f"{plot_h * c / top:.1f}",
+                f"[{i * width:.3g}, {(i + 1) * width:.3g}): {c}",
+            )
+            for i, c in enumerate(counts)
+        ],
         "xmax": f"{last * width:.3g}",
-        "label": label,
+        "label": f"positive activations over the corpus (n = {n_fired:,})" if isinstance(n_fired, int)
+        else "positive activations",
     }
 
 
@@ -306,8 +282,8 @@ def _tokens(
         if x > 0 and not word:  # an active whitespace token: shade the space itself
             lead, word = "", lead or "\u200b"
         if x > 0:
-            alpha = min(1.0, x / scale) if scale > 0 else 1.0
-            parts.append((lead, word, f"{cls} on", alpha, f"activation {x:.4g}{tid}"))
+            parts.append((lead, word, f"{cls} on", min(1.0, x / scale) if scale > 0 else 1.0,
+                          f"activation {x:.4g}{tid}"))
         elif j == centre and word:
             parts.append((lead, word, cls, None, f"activation {x:.4g}{tid}"))
         else:
@@ -320,9 +296,8 @@ def _pick(name: str, pick: Any) -> str | list[tuple[str, bool | None]]:
     if pick is None:
         return "—"
     if name == "detection":
-        if pick.get("predicted") is None:
-            return [("unparsed", False)]
-        return [("flagged" if pick["predicted"] else "not flagged", bool(pick.get("correct")))]
+        return [("unparsed", False) if pick.get("predicted") is None else
+                ("flagged" if pick["predicted"] else "not flagged", bool(pick.get("correct")))]
     if name == "fuzz":
         return [
             (
@@ -343,19 +318,17 @@ def _windows(windows: Sequence[Mapping[str, Any]], scorers: Sequence[str], scale
     """The windows by kind (top, importance-weighted, random): who saw each, its label and the scorers' picks."""
     out = []
     for kind, (title, note) in _KIND_TITLES.items():
-        group = [w for w in windows if w.get("kind") == kind]
-        if kind != "random":  # strongest first; random windows stay in the order the scorers saw them
-            group = sorted(group, key=lambda w: -(_num(w.get("max_act")) or 0.0))
+        # strongest first; random windows stay in the order the scorers saw them (the sort is stable)
+        group = sorted((w for w in windows if w.get("kind") == kind),
+                       key=lambda w: 0.0 if kind == "random" else -(_num(w.get("max_act")) or 0.0))
         rows = []
         for w in group:
-            scoring = w.get("role") == "scoring"
-            picks = w.get("picks") or {}
-            seen = f"scorers #{int(w['index'])}" if scoring and w.get("index") is not None else "explainer"
+            scoring, picks = w.get("role") == "scoring", w.get("picks") or {}
             rows.append(
                 {
                     "cls": "scoring" if scoring else "generation",
                     "max": _fmt(w.get("max_act"), 2),
-                    "seen": seen,
+                    "seen": f"scorers #{int(w['index'])}" if scoring and w.get("index") is not None else "explainer",
                     "label": ("active" if w.get("label_active") else "inactive") if scoring else "",
                     "fires": scoring and not w.get("label_active") and (_num(w.get("max_act")) or 0.0) > 0,
                     "picks": [_pick(s, picks.get(s)) if scoring else "—" for s in scorers],
@@ -377,11 +350,11 @@ def _scorer_lines(rec: Mapping[str, Any], scorers: Sequence[str]) -> list[tuple[
         extra = ""
         if s == "detection" and detail:
             n = len([w for w in rec.get("windows") or [] if w.get("role") == "scoring"])
-            extra = f" — answered “{detail.get('answer', '')}”"
-            extra += "" if detail.get("parsed", True) else " (unparsed: every window counts as wrong)"
+            extra = f" — answered “{detail.get('answer', '')}”" + (
+                "" if detail.get("parsed", True) else " (unparsed: every window counts as wrong)")
             if n:
-                active = ", ".join(map(str, detail.get("active", []))) or "none"
-                extra += f"; {round(score * n)} of {n} windows right; active: {active}"
+                extra += (f"; {round(score * n)} of {n} windows right; active: "
+                          f"{', '.join(map(str, detail.get('active', []))) or 'none'}")
         elif s == "fuzz" and detail:
             shown = detail.get("n_shown", 0) // 2
             extra = (
@@ -400,12 +373,10 @@ def _panel(rec: Mapping[str, Any], scorers: Sequence[str]) -> dict[str, Any]:
         and expl is not None
         and raw.strip() not in (expl, f"This neuron activates on {expl}", f"This neuron activates on {expl}.")
     )
-    fires = None
-    if rec.get("firing_rate") is not None:
-        fires = (
-            f"fires on {int(rec['n_fired']):,} of {int(rec['n_positions']):,} corpus tokens "
-            f"({_rate(rec['firing_rate'])}); largest activation {_fmt(rec.get('max_act'), 3)}"
-        )
+    fires = (
+        f"fires on {int(rec['n_fired']):,} of {int(rec['n_positions']):,} corpus tokens "
+        f"({_rate(rec['firing_rate'])}); largest activation {_fmt(rec.get('max_act'), 3)}"
+    ) if rec.get("firing_rate") is not None else None
     windows = rec.get("windows") or []
     scale = (
         max([_num(rec.get("max_act")) or 0.0, *(_num(a) or 0.0 for w in windows for a in (w.get("acts") or []))]) or 1.0

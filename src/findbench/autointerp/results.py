@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -62,8 +61,7 @@ class ScorerMetrics(JsonDoc):
 
     def block(self, key: str) -> dict[str, Any]:
         """The JSON block under SAEBench's key ``key``."""
-        names = self._renamed(key)
-        return {names.get(k, k): v for k, v in self.to_json().items()}
+        return {self._renamed(key).get(k, k): v for k, v in self.to_json().items()}
 
     @classmethod
     def block_form(cls, key: str) -> Any:
@@ -87,9 +85,6 @@ class EvalMetrics:
 
     def get(self, key: str) -> ScorerMetrics | None:
         return self.blocks.get(key)
-
-    def items(self) -> Iterator[tuple[str, ScorerMetrics]]:
-        return iter(self.blocks.items())
 
     def to_json(self) -> dict[str, Any]:
         return {key: m.block(key) for key, m in self.blocks.items()}

