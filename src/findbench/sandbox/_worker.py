@@ -485,7 +485,6 @@ class _Zygote:
         self.config = config
         self.req_fd, self.resp_fd = req_fd, resp_fd
         self.base = config["tmpdir"]
-        self.read_fds: list[tuple[int, bool]] = []
         self.tmpfs = False
         self.inbox = mmap.mmap(-1, config["max_request_bytes"])
         self.reply = mmap.mmap(-1, config["max_result_bytes"] + 8 * config["max_output_bytes"] + 65536)
@@ -540,8 +539,8 @@ class _Zygote:
         abi = max(0, int(_libc.syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), None, ctypes.c_size_t(0),
                                        ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION)))) if cfg["landlock"] else 0
         self.landlock = abi if no_new_privs else 0
-        if self.landlock:
-            self.read_fds = [_open_path(p) for p in _read_roots(tuple(cfg["packages"]), tuple(cfg["deny"]))]
+        self.read_fds: list[tuple[int, bool]] = [_open_path(p) for p in _read_roots(
+            tuple(cfg["packages"]), tuple(cfg["deny"]))] if self.landlock else []
         bpf = base64.b64decode(cfg.get("seccomp_bpf") or "") if no_new_privs else b""
         self._seccomp_filter = ctypes.create_string_buffer(bpf, len(bpf))
         self.seccomp = _SockFprog(len(bpf) // 8, ctypes.cast(self._seccomp_filter, ctypes.c_void_p)) if bpf else None
