@@ -710,8 +710,7 @@ class _Zygote:
             # directory) later, so its teardown overlaps with the next program.
             self.pending.append((pid, tmpdir))
         else:
-            self._remove_dir(tmpdir)  # _collect has reaped this child
-            got = 0
+            self._remove_dir(tmpdir)  # _collect has reaped this child (and says got 0)
         self._send(self.reply, got, outcome=outcome)
 
     def _send(self, buf: mmap.mmap, size: int, **header: Any) -> None:
@@ -796,11 +795,12 @@ class _Zygote:
         header = bytearray(4)
         if not _read_exact(self.req_fd, memoryview(header)):
             os._exit(0)
-        size = int.from_bytes(header, "big")
+        word = int.from_bytes(header, "big")
+        size = word & ~SERVICES_BIT
         with memoryview(self.inbox) as view:
-            if size & ~SERVICES_BIT > len(view) or not _read_exact(self.req_fd, view[: size & ~SERVICES_BIT]):
+            if size > len(view) or not _read_exact(self.req_fd, view[:size]):
                 os._exit(3)  # the parent broke the protocol: nothing here can be trusted
-        return size & ~SERVICES_BIT, bool(size & SERVICES_BIT)
+        return size, bool(word & SERVICES_BIT)
 
     def serve(self) -> None:
         while True:
