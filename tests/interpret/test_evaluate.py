@@ -30,7 +30,7 @@ from findbench.interpret.evaluate import (
 )
 from findbench.interpret.process import PROCESS_COLUMNS
 from findbench.interpret.runs import load_interpretations
-from findbench.interpret.scoreboard import PAPER_TABLE2, TABLE2_COLUMNS, render_table, table2_cells
+from findbench.interpret.scoreboard import PAPER_TABLE2, TABLE2_COLUMNS, render_table, table2_summaries
 from findbench.interpret.scores import Cell, Estimate, Scores
 from findbench.schema import CATEGORIES
 from tests.interpret.fakes import KnowingJudge
@@ -404,7 +404,7 @@ def test_scoreboard_renders_missing_values_as_dashes():
             "neurons_relations": {"milan": Cell(unit_test_accuracy=Estimate(math.nan, None, 1))},
         }
     )
-    assert table2_cells(scores) == [0.5] + [None] * 11
+    assert [None if s is None else s.mean for s in table2_summaries(scores)] == [0.5] + [None] * 11
     text = render_table("a|b", scores, counts={"numeric": {"aia": 2}}, notes=["hello"])
     run_row = next(line for line in text.splitlines() if "(this run)" in line)
     assert run_row.startswith("| **a\\|b** (this run) | **0.50 [0.00, 1.00] (n=2)†** | — |")

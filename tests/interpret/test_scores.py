@@ -23,7 +23,7 @@ def test_a_file_written_before_the_types_reads_back_to_the_same_text():
     assert cell.mean_nmse is None and cell.estimate("unit_test_accuracy_near_margin").mean == pytest.approx(-0.2)
     assert scores.estimate("numeric", "aia", "mean_nmse") == Estimate(None, None, 0)  # written as null, null, 0
     assert scores.cell("numeric", "milan") is None and scores.estimate("strings", "milan", "exact_match") is None
-    assert scores.categories() == ["numeric", "strings", "neurons_entities", "neurons_relations"]
+    assert list(scores.cells) == ["numeric", "strings", "neurons_entities", "neurons_relations"]
     assert [(c, m) for c, m, _ in scores][:3] == [("numeric", "aia"), ("strings", "aia"), ("neurons_entities", "aia")]
 
 

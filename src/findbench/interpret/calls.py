@@ -36,9 +36,7 @@ def _json_value(value: Any) -> Any:
     """A JSON-safe copy of an output: non-finite floats become their text."""
     if isinstance(value, CallError):
         return None
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    return value
+    return str(value) if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def _guarded(call: Callable[[], Any]) -> Any:
@@ -101,13 +99,11 @@ class FunctionRunner:
                 shown[i], outputs[i] = pair if isinstance(pair, tuple) else (shown[i], pair)
             return shown, outputs
         if self.category in ("numeric", "strings"):
+            from findbench.find.numeric import MissingMLPWeightsError
+
             try:
                 fn = self.function()
-            except Exception as exc:  # e.g. an imported MLP whose weights are not public
-                from findbench.find.numeric import MissingMLPWeightsError
-
-                if not isinstance(exc, MissingMLPWeightsError):
-                    raise
+            except MissingMLPWeightsError as exc:  # an imported MLP whose weights are not public
                 for i in ok:
                     outputs[i] = CallError(f"this function cannot be evaluated: {exc}")
                 return shown, outputs
@@ -141,22 +137,18 @@ class FunctionRunner:
         record has ``"error"`` and empty lists.
         """
         if command.malformed:
-            record = {
+            return malformed_reply(command), {
                 "round": round, "command": command.text,
                 "inputs": [], "outputs": [], "errors": [], "error": command.error,
             }  # fmt: skip
-            return malformed_reply(command), record
-        inputs = list(command.inputs)
-        note = None
-        if len(inputs) > MAX_INPUTS_PER_COMMAND:
-            note = f"(only the first {MAX_INPUTS_PER_COMMAND} of {len(inputs)} inputs were run)"
-            inputs = inputs[:MAX_INPUTS_PER_COMMAND]
+        note = (f"(only the first {MAX_INPUTS_PER_COMMAND} of {len(command.inputs)} inputs were run)"
+                if len(command.inputs) > MAX_INPUTS_PER_COMMAND else None)
+        inputs = list(command.inputs[:MAX_INPUTS_PER_COMMAND])
         shown, outputs = self.evaluate(inputs)
-        record = {
+        return format_reply(shown, outputs, note=note), {
             "round": round,
             "command": command.text,
             "inputs": inputs,
             "outputs": [_json_value(y) for y in outputs],
             "errors": [y.message if isinstance(y, CallError) else None for y in outputs],
         }
-        return format_reply(shown, outputs, note=note), record

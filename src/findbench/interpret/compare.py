@@ -94,10 +94,6 @@ def _columns() -> list[tuple[str, str, str, str]]:
     return out
 
 
-def _finite_or_none(value: float) -> float | None:
-    return float(value) if math.isfinite(value) else None
-
-
 @document(frozen=True, kw_only=True)
 class ComparedColumn(JsonDoc):
     """One column both runs scored, over the functions they share."""
@@ -166,7 +162,8 @@ def compare_runs(cfg: CompareConfig) -> Comparison:
         too_small = is_small(result.n)
         columns.append(ComparedColumn(
             category=category, method=method, metric=metric, header=header, n=result.n, mean_a=result.mean_a,
-            mean_b=result.mean_b, diff=result.diff, diff_ci=[_finite_or_none(x) for x in result.diff_ci],
+            mean_b=result.mean_b, diff=result.diff,
+            diff_ci=[float(x) if math.isfinite(x) else None for x in result.diff_ci],
             p_value=result.p_value, differs=None if too_small else result.differs,
             verdict=N_TOO_SMALL if too_small else DIFFERS if result.differs else NO_DIFFERENCE,
             n_too_small=too_small, only_a=len(scored_a - scored_b), only_b=len(scored_b - scored_a)))
@@ -174,10 +171,6 @@ def compare_runs(cfg: CompareConfig) -> Comparison:
     if cfg.out is not None:
         atomic_write_json(cfg.out, comparison.to_json())
     return comparison
-
-
-def _p(value: float) -> str:
-    return "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
 def render_comparison_table(result: Comparison) -> str:
@@ -194,29 +187,23 @@ def render_comparison_table(result: Comparison) -> str:
         "| column | n | A | B | A − B | p | differs |",
         "|---|---:|---:|---:|---:|---:|---|",
     ]
-    small = False
     for col in result.columns:
-        n = col.n
-        small = small or is_small(n)
         low, high = col.diff_ci
         interval = f" [{low:+.2f}, {high:+.2f}]" if low is not None and high is not None else ""
-        mark = "†" if is_small(n) else ""
         left = f" (+{col.only_a} A only)" if col.only_a else ""
         right = f" (+{col.only_b} B only)" if col.only_b else ""
-        if is_small(n):
-            p, verdict = "–", N_TOO_SMALL
-        else:
-            p, verdict = _p(col.p_value), "**yes**" if col.differs else "no"
+        p = "<0.001" if col.p_value < 0.001 else f"{col.p_value:.3f}"
+        p, verdict = ("–", N_TOO_SMALL) if col.n_too_small else (p, "**yes**" if col.differs else "no")
         lines.append(
-            f"| {col.header} | {n}{mark}{left}{right} | {col.mean_a:.2f} | {col.mean_b:.2f} | "
-            f"{col.diff:+.2f}{interval} | {p} | {verdict} |"
+            f"| {col.header} | {col.n}{'†' if col.n_too_small else ''}{left}{right} | {col.mean_a:.2f} | "
+            f"{col.mean_b:.2f} | {col.diff:+.2f}{interval} | {p} | {verdict} |"
         )
     if not result.columns:
         lines.append("| (no column scored by both runs) | | | | | | |")
     notes = []
     if result.only_one_run:
         notes.append("Scored by one run only (not compared): " + ", ".join(result.only_one_run) + ".")
-    if small:
+    if any(col.n_too_small for col in result.columns):
         notes += [SMALL_N_LEGEND, N_TOO_SMALL_NOTE]
     if notes:
         lines += [""] + [f"- {note}" for note in notes]

@@ -117,9 +117,8 @@ class InterpretConfig:
             raise UsageError(f"--observed-calls: at most {MAX_OBSERVED_CALLS} (the plan is one message of at most "
                              f"{MAX_COMMANDS_PER_MESSAGE} commands of {MAX_INPUTS_PER_COMMAND} inputs), got "
                              f"{self.observed_calls}")
-        _checks.one_of("--structured-outputs", self.structured_outputs, STRUCTURED_OUTPUTS)
-        _checks.one_of("--protocol", self.protocol, PROTOCOLS)
-        _checks.one_of("--access", self.access, ACCESS)
+        for name, choices in (("structured_outputs", STRUCTURED_OUTPUTS), ("protocol", PROTOCOLS), ("access", ACCESS)):
+            _checks.one_of(flag(name), getattr(self, name), choices)
         chosen = self.configs or sorted({f.split("/", 1)[0] for f in self.functions or ()})
         if self.access != "black" and (not chosen or set(chosen) != {RASP}):
             raise UsageError(f"--access {self.access}: only rasp configs open the model; give --configs {RASP} "

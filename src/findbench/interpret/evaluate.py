@@ -20,6 +20,7 @@ from typing import Any
 
 from findbench._guards import degenerate_reasons
 from findbench._io import atomic_dir, csv_text
+from findbench.find.code_scoring import NMSE_THRESHOLD, score_exact_match, score_nmse, score_rasp
 from findbench.interpret.config import EvaluateConfig
 from findbench.interpret.log_scores import write_log_scores
 from findbench.interpret.logs import LOG_DIR
@@ -28,6 +29,7 @@ from findbench.interpret.protocol import METHODS
 from findbench.interpret.runs import read_scored_run
 from findbench.interpret.scores import SCORES_FILE, Cell, Estimate, Scores
 from findbench.interpret.whitebox import CIRCUIT_METRICS, circuit_scores
+from findbench.judge import judge_mode_of, judge_unit_tests, normalize_unit_test, render_pmi_option
 from findbench.schema import CONFIGS
 
 logger = logging.getLogger(__name__)
@@ -129,9 +131,7 @@ def reference_program(row: dict) -> tuple[str, list[str]] | None:
         inputs, outputs, correct = test.get("inputs") or [], test.get("outputs") or [], test.get("correct")
         if isinstance(correct, int) and 1 <= correct <= min(len(inputs), len(outputs)):
             table.setdefault(str(inputs[correct - 1]), str(outputs[correct - 1]))
-    if not table:
-        return None
-    return f"_TABLE = {table!r}\n\n\ndef function(s):\n    return _TABLE[s]\n", list(table)
+    return (f"_TABLE = {table!r}\n\n\ndef function(s):\n    return _TABLE[s]\n", list(table)) if table else None
 
 
 def score_interpretations(
@@ -150,12 +150,9 @@ def score_interpretations(
     decisions under ``"unit_test_rows"``), None where a metric does not apply; only ``metrics``
     (rasp under white-box access: ``find_circuit``'s, with the tool-reply floor of the run's ``seed``).
     The one scoring path of ``findbench evaluate`` and the Inspect scorers."""
-    from findbench.find.code_scoring import score_exact_match, score_nmse
-
     category = records[0]["category"] if records else None
     for rec in records:
-        for metric in CSV_COLUMNS[3:]:
-            rec.setdefault(metric, None)
+        rec.update({metric: rec.get(metric) for metric in CSV_COLUMNS[3:]})
     coded = [i for i, r in enumerate(records) if r["code"].strip()]
     if category == "numeric" and "nmse" in metrics:
         for rec in records:
@@ -189,16 +186,20 @@ def score_interpretations(
             )
             for i, value, why in zip(scored, out["per_function"], out["errors"]):
                 records[i]["exact_match"], records[i]["code_error"] = float(value), why
-    if category == "rasp" and {"exact_match", "position_accuracy"} & set(metrics):
-        _score_rasp_code(records, coded, progress)
+    if category == "rasp" and {"exact_match", "position_accuracy"} & set(metrics):  # held-out in-domain inputs
+        for rec in records:
+            rec["exact_match"] = rec["position_accuracy"] = 0.0
+        if coded:
+            out = score_rasp([records[i]["code"] for i in coded], [records[i]["function_id"] for i in coded],
+                             progress=progress)
+            for i, em, pos, why in zip(coded, out["per_function"], out["per_function_positions"], out["errors"]):
+                records[i].update(exact_match=float(em), position_accuracy=float(pos), code_error=why)
     if category == "rasp" and set(CIRCUIT_METRICS) & set(metrics):  # white-box runs' component maps
         for rec, row in zip(records, rows):
             rec.update(circuit_scores(rec.get("episode"), row, seed) or {})
     for metric, (column, tests) in _UNIT_TEST_SETS.items():
         if category in (None, "numeric") or metric not in metrics:
             continue
-        from findbench.judge import judge_unit_tests, normalize_unit_test
-
         judged = [i for i, row in enumerate(rows) if row.get(column)]
         if len(judged) < len(records):
             logger.info(
@@ -219,20 +220,6 @@ def score_interpretations(
     return records
 
 
-def _score_rasp_code(records: list[dict[str, Any]], coded: list[int], progress: bool) -> None:
-    """``exact_match`` and ``position_accuracy`` of rasp answers' code against the compiled models on
-    held-out in-domain inputs (:func:`findbench.find.code_scoring.score_rasp`; 0 without code)."""
-    from findbench.find.code_scoring import score_rasp
-
-    for rec in records:
-        rec["exact_match"] = rec["position_accuracy"] = 0.0
-    if coded:
-        out = score_rasp([records[i]["code"] for i in coded], [records[i]["function_id"] for i in coded],
-                         progress=progress)
-        for i, em, pos, why in zip(coded, out["per_function"], out["per_function_positions"], out["errors"]):
-            records[i].update(exact_match=float(em), position_accuracy=float(pos), code_error=why)
-
-
 def _add_floors(
     category: str, records: list[dict[str, Any]], lm: Any, mode: str, pool: Sequence[dict], seed: int
 ) -> None:
@@ -249,7 +236,8 @@ def _add_floors(
         recorded_inputs,
     )
 
-    floors: list[dict[str, Any]] = []
+    answers: dict[tuple[int, str], list[tuple[int, str, str]]] = {}  # (episode, kind): its answers' keys
+    scored: dict[tuple[int, str, str], dict[str, Any]] = {}  # an answer both floors of an episode give: scored once
     for k, rec in enumerate(records):
         rec["floor_missing"] = None
         fid = rec["function_id"]
@@ -261,46 +249,36 @@ def _add_floors(
                     else plan_pairs(rec["row"], pool, method=rec["method"], seed=seed)
                 )
                 # the plan's floor is the one answer the observed reference gives
-                answers = floor_answers(category, pairs, key=fid, lm=lm, **({"listings": 1} if kind == "plan" else {}))
+                found = floor_answers(category, pairs, key=fid, lm=lm, **({"listings": 1} if kind == "plan" else {}))
                 if category == "rasp":  # its fixed floors: constant output, copy, family name, hedge
-                    answers += rasp_floor_answers(rec["row"])
+                    found += rasp_floor_answers(rec["row"])
             except Exception as exc:  # noqa: BLE001 - one episode's floor never stops the run
                 _floor_missing(rec, kind, exc)
                 continue
-            floors += [
-                {"function_id": fid, "category": category, "method": rec["method"], "description": a.description,
-                 "domain": "", "code": a.code or "", "owner": (k, kind)}
-                for a in answers
-            ]
-    shared: dict[tuple, dict[str, Any]] = {}  # an answer both floors of an episode give is scored once
-    for f in floors:
-        f["scored"] = shared.setdefault((f["owner"][0], f["description"], f["code"]), f)
-    scored = list(shared.values())
+            answers[(k, kind)] = [(k, a.description, a.code or "") for a in found]
+            for key in answers[(k, kind)]:
+                scored.setdefault(key, {"function_id": fid, "category": category, "method": rec["method"],
+                                        "description": key[1], "domain": "", "code": key[2]})
     metrics = [m for m in _FLOOR_METRICS if any(r.get(m) is not None for r in records)]
     if scored and metrics:
         try:
-            score_interpretations(scored, [records[f["owner"][0]]["row"] for f in scored], metrics=metrics,
+            score_interpretations(list(scored.values()), [records[key[0]]["row"] for key in scored], metrics=metrics,
                                   judge=lm, mode=mode)
         except Exception as exc:  # noqa: BLE001 - then each episode's floors alone, so only its own fail
             logger.warning("floors: scored one episode at a time after %s: %s", type(exc).__name__, exc)
-            for k in dict.fromkeys(f["owner"][0] for f in scored):
-                mine = [f for f in scored if f["owner"][0] == k]
+            for k in dict.fromkeys(key[0] for key in scored):
+                mine = [f for key, f in scored.items() if key[0] == k]
                 try:
                     score_interpretations(mine, [records[k]["row"]] * len(mine), metrics=metrics, judge=lm, mode=mode)
                 except Exception as exc:  # noqa: BLE001
-                    for f in mine:
-                        f["failed"] = True
-                    for kind in dict.fromkeys(f["owner"][1] for f in floors if f["scored"].get("failed")
-                                              and f["owner"][0] == k):
+                    for kind in [kind for owner, kind in answers if owner == k]:
+                        del answers[(k, kind)]
                         _floor_missing(records[k], kind, exc)
-    by_owner: dict[tuple[int, str], list[dict[str, Any]]] = {}
-    for f in floors:
-        if not f["scored"].get("failed"):
-            by_owner.setdefault(f["owner"], []).append(f["scored"])
     for k, rec in enumerate(records):
         for kind, margin in _FLOOR_KINDS.items():
             for metric in _FLOOR_METRICS:
-                values = [f[metric] for f in by_owner.get((k, kind), []) if f.get(metric) is not None]
+                values = [scored[key][metric] for key in answers.get((k, kind), [])
+                          if scored[key].get(metric) is not None]
                 best = (min if metric == "nmse" else max)(values) if values and rec.get(metric) is not None else None
                 rec[f"{metric}_{kind}"] = best
                 diff = None if best is None else rec[metric] - best
@@ -359,16 +337,15 @@ def _score_category(
         for kind in ("", "_observed", "_margin", "_margin_plan")
         if not kind or m in FLOORED_SCORES or (m in CIRCUIT_METRICS and kind != "_margin_plan")
     ]
-    cells: dict[str, Cell] = {}
-    for method in METHODS:
-        group = [r for r in records if r["method"] == method]
-        if group:
-            cells[method] = Cell(
-                **{name: Estimate.of(unit_values(name, group)) for name in names},
-                n_degenerate=sum(bool(r["degenerate"]) for r in group),
-                unverified=unverified,
-            )
-    return cells
+    return {
+        method: Cell(
+            **{name: Estimate.of(unit_values(name, group)) for name in names},
+            n_degenerate=sum(bool(r["degenerate"]) for r in group),
+            unverified=unverified,
+        )
+        for method in METHODS
+        if (group := [r for r in records if r["method"] == method])
+    }
 
 
 def unit_values(metric: str, records: Sequence[dict[str, Any]]) -> list[float]:
@@ -376,8 +353,6 @@ def unit_values(metric: str, records: Sequence[dict[str, Any]]) -> list[float]:
     or ``per_function.csv`` rows: ``nmse_success`` 1/0 per function (no finite NMSE fails; its
     ``_observed`` and ``_margin`` from ``nmse_observed``), ``mean_nmse`` the finite NMSEs, the
     others (``<metric>_observed`` and ``<metric>_margin`` too) their finite values."""
-    from findbench.find.code_scoring import NMSE_THRESHOLD
-
     def number(value: Any) -> float | None:
         return None if value is None or value == "" else float(value)
 
@@ -390,20 +365,17 @@ def unit_values(metric: str, records: Sequence[dict[str, Any]]) -> list[float]:
     if metric in ("nmse_success_observed", "nmse_success_margin", "nmse_success_margin_plan"):  # with a floor only
         floor = "nmse_plan" if metric.endswith("plan") else "nmse_observed"
         floored = [r for r in records if number(r.get(floor)) is not None]
-        if metric.endswith("observed"):
-            return [success(r[floor]) for r in floored]
-        return [success(r.get("nmse")) - success(r[floor]) for r in floored]
+        return ([success(r[floor]) for r in floored] if metric.endswith("observed")
+                else [success(r.get("nmse")) - success(r[floor]) for r in floored])
     column = "nmse" if metric == "mean_nmse" else metric
     values = [number(r.get(column)) for r in records]
     return [v for v in values if v is not None and math.isfinite(v)]
 
 
 def _csv(columns: Sequence[str], rows: Iterable[dict[str, Any]]) -> str:
-    """``rows`` as CSV text of ``columns``: None an empty cell, a float at full precision (inf stays "inf")."""
-    def cell(value: Any) -> str:
-        return "" if value is None else repr(value) if isinstance(value, float) else str(value)
-
-    return csv_text(columns, ([cell(row.get(col)) for col in columns] for row in rows))
+    """``rows`` as CSV text of ``columns`` (the csv module writes None as an empty cell, a float at full
+    precision: inf stays "inf")."""
+    return csv_text(columns, ([row.get(col) for col in columns] for row in rows))
 
 
 def _keep_decisions(
@@ -417,34 +389,30 @@ def _keep_decisions(
     tests_name: str,
 ) -> None:
     """Add the judge's decision on each unit test of ``column`` of the judged records to ``"unit_test_rows"``."""
-    from findbench.judge import normalize_unit_test, render_pmi_option
-
     truncated, empty = set(out.get("truncated") or []), set(out.get("empty") or [])
     for pos, i in enumerate(judged):
-        rec, rows = records[i], []
+        rec = records[i]
         tests = [normalize_unit_test(t) for t in truth[i][column]]
-        for k, (test, d) in enumerate(zip(tests, out["decisions"][pos])):
-            options = [render_pmi_option(test, c, category) for c in range(1, len(test["inputs"]) + 1)]
-            scores = d["scores"] or []
-            rows.append(
-                {
-                    "function_id": rec["function_id"],
-                    "category": category,
-                    "method": rec["method"],
-                    "test": k,
-                    **{f"option_{c}": text for c, text in enumerate(options, 1)},
-                    "correct": d["correct"],
-                    "chosen": d["chosen"],
-                    "right": int(d["right"]),
-                    **{f"score_{c}": v for c, v in enumerate(scores, 1)},
-                    "margin": d["margin"],
-                    "mode": mode,
-                    "truncated": int(pos in truncated),
-                    "empty": int(pos in empty),
-                    "answer": d["answer"],
-                    "tests": tests_name,
-                }
-            )
+        rows = [
+            {
+                "function_id": rec["function_id"],
+                "category": category,
+                "method": rec["method"],
+                "test": k,
+                **{f"option_{c}": render_pmi_option(test, c, category) for c in range(1, len(test["inputs"]) + 1)},
+                "correct": d["correct"],
+                "chosen": d["chosen"],
+                "right": int(d["right"]),
+                **{f"score_{c}": v for c, v in enumerate(d["scores"] or [], 1)},
+                "margin": d["margin"],
+                "mode": mode,
+                "truncated": int(pos in truncated),
+                "empty": int(pos in empty),
+                "answer": d["answer"],
+                "tests": tests_name,
+            }
+            for k, (test, d) in enumerate(zip(tests, out["decisions"][pos]))
+        ]
         rec["unit_test_rows"] = [r for r in rec.get("unit_test_rows") or [] if r["tests"] != tests_name] + rows
 
 
@@ -490,8 +458,9 @@ def _notes(run_path: Path, run: dict[str, Any], damaged: list[dict[str, Any]], r
            identity: Any) -> list[str]:
     """The notes under ``table.md``'s Table 2: where the episodes and the truth come from, the damaged
     episodes, the logs not scored, the missing floors and the judge."""
-    source = f"episodes from its {LOG_DIR}/" if run["from_logs"] else f"{run['layout']} layout"
-    notes = [f"Run: `{run_path}` ({source}); truth: {run['truth']}."]
+    notes = [f"Run: `{run_path}` ("
+             + (f"episodes from its {LOG_DIR}/" if run["from_logs"] else f"{run['layout']} layout")
+             + f"); truth: {run['truth']}."]
     if damaged or run["unscorable"]:
         names = ", ".join(f"{r['function_id']} ({r['method']})" for r in damaged[:10]) + (
             " …" if len(damaged) > 10 else ""
@@ -541,7 +510,6 @@ def evaluate_run(cfg: EvaluateConfig, *, progress: bool = True) -> dict[str, Any
     (``scores``: the content of ``scores.json``; :meth:`findbench.interpret.scores.Scores.from_json` types it)."""
     from findbench.interpret.scoreboard import render_table
 
-    judge, judge_model = cfg.judge, cfg.judge_model
     run_path, out_path = Path(cfg.run_dir), Path(cfg.out)
     _check_out(out_path, run_path)
     run = read_scored_run(run_path, data=cfg.data, method=cfg.method, exclude=[out_path])
@@ -550,21 +518,18 @@ def evaluate_run(cfg: EvaluateConfig, *, progress: bool = True) -> dict[str, Any
     for rec in damaged:
         logger.warning("damaged episode %s (%s): %s", rec["function_id"], rec["method"], rec["damage"])
     if not records:
-        why = (
-            f"no readable log records an episode ({run['log_problems'][0]})"
-            if run["log_problems"]
-            else "no episode carries a readable row"
-        )
-        raise ValueError(f"run_dir: nothing to score in {run_path}: {why}")
+        raise ValueError(f"run_dir: nothing to score in {run_path}: " + (
+            f"no readable log records an episode ({run['log_problems'][0]})" if run["log_problems"]
+            else "no episode carries a readable row"))
 
     lm, mode, identity = None, "logprob", None
     if any(r["category"] != "numeric" for r in records):
-        from findbench.judge import judge_mode_of, load_judge
+        from findbench.judge import load_judge  # looked up when called (tests replace it)
         from findbench.models import judge_identity
 
-        mode = cfg.judge_mode or judge_mode_of(judge, judge_model=judge_model)
-        lm = load_judge(judge, judge_model=judge_model, cache=cfg.judge_cache)  # before the sandbox: fails fast
-        identity = judge_identity(judge, judge_model=judge_model, mode=mode)
+        mode = cfg.judge_mode or judge_mode_of(cfg.judge, judge_model=cfg.judge_model)
+        lm = load_judge(cfg.judge, judge_model=cfg.judge_model, cache=cfg.judge_cache)  # before the sandbox: fails fast
+        identity = judge_identity(cfg.judge, judge_model=cfg.judge_model, mode=mode)
         logger.info("judge: %s", identity.describe())
 
     cells: dict[str, dict[str, Cell]] = {}
@@ -583,23 +548,24 @@ def evaluate_run(cfg: EvaluateConfig, *, progress: bool = True) -> dict[str, Any
     notes = _notes(run_path, run, damaged, records, identity)
     scores = Scores(cells, identity)
     table = render_table(interpreter, scores, counts=counts, notes=notes)
-    for rec in records:  # the process columns, from the episode
+    for rec in records:  # the process columns, from the episode (probed_corruption as 0/1)
         values = episode_process(rec["episode"], rec["row"])
-        if values["probed_corruption"] is not None:
-            values["probed_corruption"] = int(values["probed_corruption"])
-        rec.update(values)
+        rec.update(values, probed_corruption=None if values["probed_corruption"] is None
+                   else int(values["probed_corruption"]))
     process = aggregate_process(records)
     section = render_process(process)
     if section:
         table = table.rstrip("\n") + "\n\n" + section
+    files = {
+        SCORES_FILE: scores.dumps(),
+        "per_function.csv": _csv(PER_FUNCTION_COLUMNS, records),
+        "unit_tests.csv": _csv(UNIT_TEST_COLUMNS, (row for rec in records for row in rec.get("unit_test_rows") or [])),
+        "process.json": json.dumps(process, indent=2, allow_nan=False) + "\n",
+        "table.md": table,
+    }
     with atomic_dir(out_path) as tmp:
-        (tmp / SCORES_FILE).write_text(scores.dumps(), encoding="utf-8")
-        (tmp / "per_function.csv").write_text(_csv(PER_FUNCTION_COLUMNS, records), encoding="utf-8")
-        (tmp / "unit_tests.csv").write_text(
-            _csv(UNIT_TEST_COLUMNS, (row for rec in records for row in rec.get("unit_test_rows") or [])),
-            encoding="utf-8")
-        (tmp / "process.json").write_text(json.dumps(process, indent=2, allow_nan=False) + "\n", encoding="utf-8")
-        (tmp / "table.md").write_text(table, encoding="utf-8")
+        for name, text in files.items():
+            (tmp / name).write_text(text, encoding="utf-8")
     write_log_scores(run_path, records, judge=identity, mode=mode)
     return {
         "interpreter": interpreter,

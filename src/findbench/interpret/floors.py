@@ -32,7 +32,15 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from findbench.interpret.protocol import MAX_COMMANDS_PER_MESSAGE, MAX_INPUT_CHARS, MAX_INPUTS_PER_COMMAND, Answer
+from findbench.interpret.protocol import (
+    MAX_COMMANDS_PER_MESSAGE,
+    MAX_INPUT_CHARS,
+    MAX_INPUTS_PER_COMMAND,
+    SCRIPT_NAME,
+    Answer,
+    CallError,
+    format_answer,
+)
 
 #: The numeric floor's candidate answers.
 NUMERIC_FLOORS = ("constant", "line", "interpolation")
@@ -72,7 +80,6 @@ def observed_pairs(row: Mapping[str, Any], inputs: Sequence[str], *, seed: int =
     that fail or give a non-scalar output are left out. Entity neurons: output None (their floor lists
     the words only, so the function is not run)."""
     from findbench.interpret.calls import FunctionRunner
-    from findbench.interpret.protocol import CallError
 
     if row.get("category") == "neurons_entities":
         return [(x, None) for x in inputs]
@@ -155,9 +162,8 @@ def listed_description(category: str, pairs: Sequence[Pair], *, key: str = "", l
     tokenizer = getattr(unwrap_lm(lm), "tokenizer", None)
 
     def cost(texts: list[str]) -> list[int]:
-        if callable(tokenizer) and texts:
-            return [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
-        return [math.ceil(len(t) / 2) for t in texts]
+        return ([len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+                if callable(tokenizer) and texts else [math.ceil(len(t) / 2) for t in texts])
 
     room = limit - cost([prefix])[0] if prefix else limit
     chosen: list[str] = []
@@ -218,9 +224,7 @@ def observed_plan(
         return plan_inputs(row, calls, seed)
     if row.get("category") == "numeric":
         low, high = NUMERIC_RANGE
-        if calls == 1:
-            return ["0"]
-        return [f"{low + (high - low) * i / (calls - 1):g}" for i in range(calls)]
+        return ["0"] if calls == 1 else [f"{low + (high - low) * i / (calls - 1):g}" for i in range(calls)]
     shown = shown_inputs(row)
     candidates = set()
     for other in pool:
@@ -258,11 +262,6 @@ def best_floor(row: Mapping[str, Any], answers: Sequence[Answer]) -> Answer:
     return answers[min(range(len(answers)), key=lambda i: (values[i], i))]
 
 
-def _quoted(value: str) -> str:
-    """``value`` as one shell word in single quotes (commas and spaces inside stay one value)."""
-    return "'" + value.replace("'", "'\"'\"'") + "'"
-
-
 def plan_pairs(
     row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]], *, method: str, seed: int = 0
 ) -> list[Pair]:
@@ -286,18 +285,16 @@ def observed_turns(
     """The ``observed`` interpreter's two turns on ``row``: its plan as ``PYTHON(...)`` commands
     (:func:`observed_plan`), then None: the answer is :func:`observed_answer` of the calls the episode
     recorded (only those that ran count)."""
-    from findbench.interpret.protocol import SCRIPT_NAME
-
     plan = observed_plan(row, pool, calls=calls, seed=seed)
-    chunks = [plan[i : i + MAX_INPUTS_PER_COMMAND] for i in range(0, len(plan), MAX_INPUTS_PER_COMMAND)]
-    return ["\n".join(f"PYTHON({SCRIPT_NAME} {' '.join(_quoted(x) for x in chunk)})" for chunk in chunks), None]
+    # each input one shell word in single quotes (commas and spaces inside stay one value)
+    quoted = ["'" + x.replace("'", "'\"'\"'") + "'" for x in plan]
+    chunks = [quoted[i : i + MAX_INPUTS_PER_COMMAND] for i in range(0, len(quoted), MAX_INPUTS_PER_COMMAND)]
+    return ["\n".join(f"PYTHON({SCRIPT_NAME} {' '.join(chunk)})" for chunk in chunks), None]
 
 
 def observed_answer(row: Mapping[str, Any], calls: Sequence[Mapping[str, Any]], *, seed: int = 0) -> str:
     """The ``observed`` interpreter's answer: the floor (:func:`best_floor`; one listing for a
     description) of the calls its episode recorded, in the answer format."""
-    from findbench.interpret.protocol import format_answer
-
     fid = str(row.get("function_id"))
     pairs = observed_pairs(row, recorded_inputs({"calls": list(calls)}, fid), seed=seed)
     answer = best_floor(row, floor_answers(str(row.get("category")), pairs, key=fid, listings=1))

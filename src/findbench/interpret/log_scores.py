@@ -91,12 +91,9 @@ def judge_explanation(decisions: list[dict], mode: str, judge: str | None = None
     ]
     for k, d in enumerate(decisions, 1):
         options = " | ".join(f"{c}: {d[f'option_{c}']}" for c in range(1, 10) if f"option_{c}" in d)
-        if d["margin"] is not None:
-            how = f", margin {d['margin']:+.3g}"
-        elif d["answer"] is not None:
-            how = f", answer {d['answer'][:80]!r}"
-        else:
-            how = ", not judged (empty description)" if d["chosen"] is None else ""
+        how = (f", margin {d['margin']:+.3g}" if d["margin"] is not None
+               else f", answer {d['answer'][:80]!r}" if d["answer"] is not None
+               else ", not judged (empty description)" if d["chosen"] is None else "")
         lines.append(
             f"{k}. {'right' if d['right'] else 'WRONG'}: chose {d['chosen']}, correct {d['correct']}{how} — {options}"
         )

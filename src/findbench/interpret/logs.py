@@ -101,15 +101,12 @@ def log_files(run_dir: str | os.PathLike) -> list[Path]:
             logger.warning("run_dir: %s is a symbolic link; its logs are not read", folder)
         return []
     found = []
-    with os.scandir(folder) as entries:
-        for entry in entries:
-            if not entry.name.endswith(".eval") or entry.name.startswith("."):
-                continue
-            if not stat.S_ISREG(entry.stat(follow_symlinks=False).st_mode):
-                logger.warning("run_dir: log %s is not a regular file; skipped", Path(entry.path))
-                continue
-            found.append(Path(entry.path))
-    return sorted(found, key=lambda p: p.name)
+    for path in sorted(p for p in folder.glob("*.eval") if not p.name.startswith(".")):
+        if stat.S_ISREG(path.lstat().st_mode):
+            found.append(path)
+        else:
+            logger.warning("run_dir: log %s is not a regular file; skipped", path)
+    return found
 
 
 def read_log(path: str | os.PathLike) -> Any:
@@ -281,9 +278,8 @@ def _disagreement(identity: dict[str, Any], run: dict[str, Any] | None, info: Ma
     of the run's logs, ``info`` its run.json (its interpreter and the agent's settings it records)."""
     if identity["epochs"] != 1:
         return f"holds {identity['epochs']} epochs; findbench scores one epoch per episode (run with epochs=1)"
-    recorded = {"interpreter": identity["interpreter"]}
-    for params in identity["task arguments"]["agent"]:
-        recorded |= params
+    recorded = {"interpreter": identity["interpreter"],
+                **{k: v for params in identity["task arguments"]["agent"] for k, v in params.items()}}
     for key, value in recorded.items():
         if key in info and info[key] != value:
             return f"records {key} {value!r:.80}, the run's (run.json) is {info[key]!r:.80}"
@@ -319,6 +315,5 @@ def read_run_logs(run_dir: str | os.PathLike, info: Mapping[str, Any] | None = N
             result.problems.append(f"log {path} {why}; its episodes are not scored")
             continue
         result.logs.append(str(path))
-        for episode in log_episodes(log, str(path)):
-            result.episodes[(episode.method, episode.function_id)] = episode
+        result.episodes.update({(e.method, e.function_id): e for e in log_episodes(log, str(path))})
     return result

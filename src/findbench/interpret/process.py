@@ -13,6 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from findbench.interpret.scoreboard import _md_table
 from findbench.stats import format_ci, mean_ci
 
 #: Per-episode columns (``per_function.csv``).
@@ -33,9 +34,7 @@ def _input_key(category: str, x: Any) -> Any:
         except (TypeError, ValueError):
             return None
         return None if math.isnan(v) else v
-    if category == "strings":
-        return str(x)
-    return str(x).strip()
+    return str(x) if category == "strings" else str(x).strip()
 
 
 def episode_process(episode: Mapping[str, Any] | None, row: Mapping[str, Any]) -> dict[str, Any]:
@@ -67,12 +66,11 @@ def aggregate_process(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[st
     :data:`PROCESS_COLUMNS` and (numeric) ``domain_iou``: ``episodes``, ``transcripts``, ``calls`` and
     ``distinct_inputs`` (``{"mean", "ci", "n"}``), ``corrupted``, ``probed_corruption`` (share), and
     for numeric ``domain_iou_probed`` / ``domain_iou_not_probed``; None for a summary without units."""
-    out: dict[str, dict[str, dict[str, Any]]] = {}
+    out: dict[str, dict[str, Any]] = {}
     for rec in records:
-        out.setdefault(rec["category"], {}).setdefault(rec["method"], {})
+        out.setdefault(rec["category"], {}).setdefault(rec["method"], []).append(rec)
     for category, methods in out.items():
-        for method in methods:
-            group = [r for r in records if r["category"] == category and r["method"] == method]
+        for method, group in methods.items():
             seen = [r for r in group if r.get("calls") is not None]
             corrupted = [r for r in seen if r.get("probed_corruption") is not None]
             summary: dict[str, Any] = {
@@ -135,11 +133,5 @@ def render_process(process: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> st
     rows = process_rows(process)
     if not rows:
         return ""
-    lines = [
-        "## How the interpreters experimented",
-        "",
-        "| " + " | ".join(PROCESS_HEADERS) + " |",
-        "|---|---|" + "---:|" * 7,
-    ]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines + ["", *(f"- {n}" for n in PROCESS_NOTES), ""])
+    return "\n".join(["## How the interpreters experimented", "", *_md_table(rows, PROCESS_HEADERS, left=2), "",
+                      *(f"- {n}" for n in PROCESS_NOTES), ""])

@@ -12,6 +12,7 @@ parentheses, then 1 to :data:`MAX_TURN_COMMANDS` commands or the answer; on the 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -204,12 +205,9 @@ def task_prompt(
     line for the row's exemplars; ``protocol`` ``tools`` adds a sentence (``PYTHON(...)`` means a tool call)."""
     category = check_row(row, method)
     text = _TEMPLATES[category].format(script=_S, mlp=_MLP if is_mlp(row) else "", domain=_domain(row))
-    if check_protocol(protocol) == "tools":
-        # after the sentences that show the PYTHON(...) syntax
-        lines = text.split("\n")
-        at = next(i for i, line in enumerate(lines) if line.startswith("Experiment by calling f(x)"))
-        lines[at] += _TOOLS_NOTE.format(tool=TOOL_NAME, script=_S)
-        text = "\n".join(lines)
+    if check_protocol(protocol) == "tools":  # after the sentences that show the PYTHON(...) syntax
+        text = re.sub(r"^Experiment by calling f\(x\).*", lambda line: line[0] + _TOOLS_NOTE.format(tool=TOOL_NAME,
+                      script=_S), text, count=1, flags=re.MULTILINE)
     if method != "aia":
         if not isinstance(exemplar_reply, str) or not exemplar_reply:
             raise ValueError(f"exemplar_reply: method {method!r} needs the reply for the row's exemplars")
@@ -273,12 +271,8 @@ def turn_constraint(category: str, *, answer_only: bool = False, white_box: bool
     ``[COMPONENTS]`` part."""
     if category not in _ANSWER_PARTS:
         raise ValueError(f"category must be one of {tuple(_ANSWER_PARTS)}, got {category!r}")
-    parts = []
-    for name in _ANSWER_PARTS[category]:
-        if name == "CODE":
-            parts.append(r"\[CODE\]:\n```python\ndef function\(x\):\n[^`]+```")
-        else:
-            parts.append(rf"\[{name}\]: {_LINE}")
+    parts = [r"\[CODE\]:\n```python\ndef function\(x\):\n[^`]+```" if name == "CODE" else rf"\[{name}\]: {_LINE}"
+             for name in _ANSWER_PARTS[category]]
     command = _COMMAND
     if white_box:
         from findbench.find.rasp.tools import TOOLS

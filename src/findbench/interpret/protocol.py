@@ -203,23 +203,19 @@ def _plain_closes(text: str) -> dict[int, int]:
     return closes
 
 
-def _split_values(body: str) -> list[str]:
-    """Shell-style split of an argument list; commas outside quotes separate values.
-    ValueError (from shlex) when quotes do not balance."""
-    lexer = shlex.shlex(body, posix=True)
-    lexer.whitespace_split = True
-    lexer.whitespace += ","
-    lexer.commenters = ""
-    return list(lexer)
-
-
 def _is_script(token: str) -> bool:
     return posixpath.basename(token.replace("\\", "/")) == SCRIPT_NAME
 
 
 def _command(raw: str, body: str) -> Command:
+    """The command of the argument list ``body``, split shell-style (commas outside quotes separate values too;
+    quotes that do not balance make it malformed)."""
+    lexer = shlex.shlex(body, posix=True)
+    lexer.whitespace_split = True
+    lexer.whitespace += ","
+    lexer.commenters = ""
     try:
-        values = _split_values(body)
+        values = list(lexer)
     except ValueError as exc:
         reason = str(exc).strip() or "cannot split the arguments"
         return Command(
@@ -229,9 +225,7 @@ def _command(raw: str, body: str) -> Command:
         values = values[2:]
     elif values and _is_script(values[0]):
         values = values[1:]
-    if not values:
-        return Command(raw, (), f"no inputs: write PYTHON({SCRIPT_NAME} input1 input2 ...)")
-    return Command(raw, tuple(values))
+    return Command(raw, tuple(values), None if values else f"no inputs: write PYTHON({SCRIPT_NAME} input1 input2 ...)")
 
 
 def parse_commands(text: str) -> list[Command]:
@@ -286,17 +280,12 @@ class TurnCommands:
     @property
     def note(self) -> str | None:
         """The reply line saying what went over a cap, or None."""
-        parts = []
-        if self.truncated:
-            parts.append(
-                f"your message is longer than {MAX_MESSAGE_CHARS} characters; only its first "
-                f"{MAX_MESSAGE_CHARS} were read for commands"
-            )
-        if self.dropped:
-            parts.append(
-                f"only the first {len(self.commands)} of {len(self.commands) + self.dropped} commands were run "
-                f"(at most {MAX_COMMANDS_PER_MESSAGE} per message)"
-            )
+        parts = [part for part, over in (
+            (f"your message is longer than {MAX_MESSAGE_CHARS} characters; only its first {MAX_MESSAGE_CHARS} were "
+             "read for commands", self.truncated),
+            (f"only the first {len(self.commands)} of {len(self.commands) + self.dropped} commands were run (at most "
+             f"{MAX_COMMANDS_PER_MESSAGE} per message)", self.dropped),
+        ) if over]
         return f"{REPLY_PREFIX}Note: {'; '.join(parts)}." if parts else None
 
 
@@ -328,17 +317,6 @@ def tool_call_text(arguments: Mapping[str, object] | None, name: str = TOOL_NAME
     return f"{name}(" + ", ".join(f"{k}={_json_text(v)}" for k, v in arguments.items()) + ")"
 
 
-def _tool_value(value: object) -> str | None:
-    """A tool input as the text a command would pass, or None when it is not a value."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return str(value)
-
-
 def tool_command(inputs: object) -> Command:
     """The :class:`Command` of a ``call_function(inputs)`` tool call (see the module docstring):
     the values as text, or ``error`` set when the call is malformed."""
@@ -349,14 +327,14 @@ def tool_command(inputs: object) -> Command:
         return Command(text, (), f"no inputs: call {TOOL_NAME} with a list of one or more inputs")
     if len(inputs) > MAX_INPUTS_PER_COMMAND:
         return Command(text, (), f"too many inputs ({len(inputs)}): give at most {MAX_INPUTS_PER_COMMAND} per call")
-    values = []
+    values = []  # a number passes as the text a command would
     for i, x in enumerate(inputs):
-        value = _tool_value(x)
-        if value is None:
+        if not (isinstance(x, str) or isinstance(x, int) and not isinstance(x, bool)
+                or isinstance(x, float) and math.isfinite(x)):
             return Command(text, (), f"inputs[{i}] must be a string or a finite number, got {_json_text(x)}")
-        if len(value) > MAX_INPUT_CHARS:
+        values.append(x if isinstance(x, str) else str(x))
+        if len(values[-1]) > MAX_INPUT_CHARS:
             return Command(text, (), f"inputs[{i}] is longer than {MAX_INPUT_CHARS} characters")
-        values.append(value)
     return Command(text, tuple(values))
 
 
@@ -376,35 +354,14 @@ class Answer:
 MAX_COMPONENTS_CHARS = 20_000
 _MARKER = re.compile(r"\[(DESCRIPTION|DOMAIN|CODE|COMPONENTS)\][ \t*]*(?::|(?=\n)|$)")
 _FENCE = "```"
+#: A fenced block: the fence and its info string up to the line's end, then the body (group 1) up to the next
+#: fence or the end; a fence with no line end after it matches to the end, body None (one scan: linear time).
+_FENCED = re.compile(r"```(?:[^\n]*\n(.*?)(?:```|\Z)|[^\n]*\Z)", re.DOTALL)
 
 
 def _clean(part: str) -> str:
     """A section's text without surrounding blank space and Markdown emphasis marks."""
     return part.strip().strip("*").strip()
-
-
-def _last_fenced_block(segment: str) -> str | None:
-    """The last fenced code block of ``segment`` (its body, without the info string); an
-    opening fence that never closes runs to the end (a reply cut by the token limit)."""
-    blocks: list[str] = []
-    i = 0
-    while True:
-        open_at = segment.find(_FENCE, i)
-        if open_at < 0:
-            break
-        line_end = segment.find("\n", open_at)
-        if line_end < 0:
-            break
-        close_at = segment.find(_FENCE, line_end + 1)
-        if close_at < 0:
-            blocks.append(segment[line_end + 1 :])
-            break
-        blocks.append(segment[line_end + 1 : close_at])
-        i = close_at + len(_FENCE)
-    if not blocks:
-        return None
-    code = blocks[-1].strip("\n").rstrip()
-    return code or None
 
 
 def parse_answer(text: str) -> Answer | None:
@@ -431,13 +388,15 @@ def parse_answer(text: str) -> Answer | None:
         return _clean(text[markers[k].end() : end])
 
     def fenced(name: str, other: str) -> str | None:
-        """The last fenced block after the last ``name`` marker, up to the next ``other`` marker (a
-        code block may hold the other markers)."""
+        """The body of the last fenced block after the last ``name`` marker, up to the next ``other`` marker (a
+        code block may hold the other markers; an opening fence that never closes runs to the end, a reply cut
+        by the token limit), without the info string; None when there is none."""
         found = [m for m in markers if m.group(1) == name]
         if not found:
             return None
         end = min([m.start() for m in markers if m.group(1) == other and m.start() > found[-1].end()] + [len(text)])
-        return _last_fenced_block(text[found[-1].end() : end])
+        blocks = [m[1] for m in _FENCED.finditer(text, found[-1].end(), end) if m[1] is not None]
+        return (blocks[-1].strip("\n").rstrip() or None) if blocks else None
 
     components = section("COMPONENTS")
     if components is not None and components.startswith(_FENCE):

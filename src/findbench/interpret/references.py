@@ -74,12 +74,8 @@ def reference_domain(row: Mapping[str, Any]) -> str | None:
             interval, where = f"[{_num(b[0])}, {_num(high if high is not None else 128)}]", f"x >= {_num(b[0])}"
         else:
             interval, where = f"[{_num(b[0])}, {_num(b[-1])}]", f"{_num(b[0])} < x < {_num(b[-1])}"
-        noise = ""
-        if "mean" in cp and "std" in cp:
-            noise = (
-                f" drawn from a normal distribution with mean {_num(cp['mean'])} "
-                f"and standard deviation {_num(cp['std'])}"
-            )
+        noise = (f" drawn from a normal distribution with mean {_num(cp['mean'])} and standard deviation "
+                 f"{_num(cp['std'])}" if "mean" in cp and "std" in cp else "")
         return (
             f"The function behaves unexpectedly on the interval {interval} ({where}): there its output is replaced "
             f"by random values{noise}. Elsewhere it follows the rule in the description."
@@ -136,17 +132,15 @@ def reference_answer(
     """The answer of the reference interpreter ``name`` (one of :data:`REFERENCE_INTERPRETERS`)
     for ``row``; ``pool`` (the functions ``random`` picks from) and ``seed`` matter only to
     ``random``."""
-    if name == "oracle":
-        return oracle_answer(row)
-    if name == "random":
-        return random_answer(row, pool, seed=seed)
-    if name == "constant":
-        return constant_answer(row)
-    if name in ("empty", "attribution"):  # attribution's component map: whitebox.reference_components
-        return empty_answer(row)
     if name == "observed":
         raise ValueError(
             "name: 'observed' answers after calling the function; its turns come from "
             "findbench.interpret.floors.observed_turns"
         )
-    raise ValueError(f"name must be one of {REFERENCE_INTERPRETERS}, got {name!r}")
+    if name == "random":
+        return random_answer(row, pool, seed=seed)
+    # attribution's component map: whitebox.reference_components
+    answers = {"oracle": oracle_answer, "constant": constant_answer, "empty": empty_answer, "attribution": empty_answer}
+    if name not in answers:
+        raise ValueError(f"name must be one of {REFERENCE_INTERPRETERS}, got {name!r}")
+    return answers[name](row)

@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from matplotlib.figure import Figure
+
 from findbench._io import atomic_write_text, read_csv_rows, read_json_object
 from findbench.find.export import format_pair_list
 from findbench.interpret.config import ReportConfig
@@ -31,14 +34,12 @@ from findbench.interpret.scoreboard import (
     TABLE2_CAPTION,
     TABLE2_COLUMNS,
     TABLE2_HEADERS,
-    VARIANTS_NOTE,
-    degenerate_note,
     table2_notes,
     table2_rows,
     table2_summaries,
     variant_rows,
 )
-from findbench.interpret.scores import SCORES_FILE, Estimate, Scores
+from findbench.interpret.scores import SCORES_FILE, Scores
 from findbench.resources import render_page
 from findbench.schema import CONFIGS
 from findbench.stats import INTERVAL_NOTE, SMALL_N_LEGEND, SMALL_N_MARK, is_small
@@ -96,11 +97,7 @@ def numeric_curves(
     blank: no code) on the row's domain, in one sandbox batch seeded by ``seed``."""
     from findbench.sandbox import run_functions
 
-    grids = []
-    for row in rows:
-        lo, hi = _row_domain(row)
-        step = (hi - lo) / (points - 1)
-        grids.append([lo + i * step for i in range(points - 1)] + [hi])
+    grids = [np.linspace(*_row_domain(row), points).tolist() for row in rows]
     coded = [i for i, code in enumerate(codes) if code is not None and str(code).strip()]
     programs = [str(row.get("code") or "") for row in rows] + [str(codes[i]) for i in coded]
     entries = ["function"] * len(rows) + ["last_def"] * len(coded)
@@ -186,8 +183,6 @@ def plot_numeric(
     """Draw one numeric episode into the PNG ``path``: the ground truth solid, the interpretation
     dashed (or a legend entry saying why there is none), the agent's calls as dots and the row's
     corrupted interval shaded."""
-    from matplotlib.figure import Figure
-
     from findbench.find.domain import corrupted_interval
 
     points = call_points(calls)
@@ -229,11 +224,10 @@ def plot_numeric(
         zorder=3,
         label=label,
     )
-    ax.set_xlim(lo, hi)
+    ax.set(xlim=(lo, hi), xlabel="x", ylabel="f(x)")
     limits = _y_limits(curve, shown)
     if limits is not None:
         ax.set_ylim(*limits)
-    ax.set(xlabel="x", ylabel="f(x)")
     ax.set_title(title or str(row.get("function_id", "")), fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best", framealpha=0.85)
@@ -248,8 +242,6 @@ _RUN_COLOR = "#ff7f0e"
 def plot_category(category: str, scores: Scores, path: str | os.PathLike, *, interpreter: str = "this run") -> Path:
     """Bars of one category's Table-2 columns into the PNG ``path``: the FIND paper's rows beside the
     run's values ("n/a" where none), with its bootstrap intervals and n (marked when n < 10)."""
-    from matplotlib.figure import Figure
-
     index = [i for i, col in enumerate(TABLE2_COLUMNS) if col.category == category]
     cells = [table2_summaries(scores)[i] for i in index]
     series = [
@@ -257,12 +249,16 @@ def plot_category(category: str, scores: Scores, path: str | os.PathLike, *, int
           for (name, values), color in zip(PAPER_TABLE2.items(), _PAPER_COLORS)),
         (f"{interpreter} (this run)", [None if c is None else c.mean for c in cells], _RUN_COLOR),
     ]
+    # matplotlib yerr of the run's bars ([below, above] per bar, 0 for one without an interval); None without any
+    spans = [None if c is None or c.ci is None else (c.mean - c.ci[0], c.ci[1] - c.mean) for c in cells]
+    run_yerr = (None if all(s is None for s in spans)
+                else [[max(0.0, s[k]) if s is not None else 0.0 for s in spans] for k in (0, 1)])
     width = 0.8 / len(series)
     ax = (fig := Figure(figsize=(2.8 + 1.9 * len(index), 3.6))).subplots()
     for s, (name, values, color) in enumerate(series):
         is_run = s == len(series) - 1
         xs = [g + (s - (len(series) - 1) / 2) * width for g in range(len(index))]
-        yerr = _error_bars(cells) if is_run else None
+        yerr = run_yerr if is_run else None
         bars = ax.bar(
             xs,
             [v or 0.0 for v in values],
@@ -297,17 +293,6 @@ def plot_category(category: str, scores: Scores, path: str | os.PathLike, *, int
     ax.set_title(f"{category}: this run beside FIND Table 2", fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return _save(fig, path)
-
-
-def _error_bars(cells: Sequence[Estimate | None]) -> list[list[float]] | None:
-    """matplotlib ``yerr`` (``[below, above]`` per bar) from the cells' intervals (0 for a bar
-    without one); None when no cell has one."""
-    spans = [
-        None if c is None or c.ci is None or c.mean is None else (c.mean - c.ci[0], c.ci[1] - c.mean) for c in cells
-    ]
-    if all(s is None for s in spans):
-        return None
-    return [[max(0.0, s[k]) if s is not None else 0.0 for s in spans] for k in (0, 1)]
 
 
 def _score_line(scored: Mapping[str, str] | None) -> str:
@@ -472,7 +457,7 @@ def write_report(cfg: ReportConfig) -> Path:
             "category": c,
         }
         for c in CONFIGS
-        if c in scores.categories()
+        if c in scores.cells
     ]
 
     numeric = [rec for rec in records if rec["category"] == "numeric"]
@@ -499,8 +484,8 @@ def write_report(cfg: ReportConfig) -> Path:
 
     transcripts: dict[str, list[dict[str, Any]]] = {}
     for rec in records:
-        episodes = transcripts.setdefault(f"{rec['category']} / {rec['method']}", [])
-        episodes.append(_transcript(rec, per_function.get(key(rec)), unit_tests.get(key(rec), [])))
+        transcripts.setdefault(f"{rec['category']} / {rec['method']}", []).append(
+            _transcript(rec, per_function.get(key(rec)), unit_tests.get(key(rec), [])))
 
     counts: dict[str, Counter] = {}
     for r in per_function.values():
@@ -510,10 +495,8 @@ def write_report(cfg: ReportConfig) -> Path:
     notes = ([f"Judge: {scores.judge.describe()}."] if scores.judge is not None
              else [f"Judge mode: {', '.join(modes)} (the judge is named in table.md)."] if modes else [])
     *paper, run = table2_rows(interpreter, scores)
-    variants = variant_rows(interpreter, scores)
-    notes += ([VARIANTS_NOTE] if variants else []) + [n for n in [degenerate_note(scores)] if n]
     rows = ([("", r) for r in paper] + [("this-run", [f"{run[0]} (this run)", *run[1:]])]
-            + [("variant", r) for r in variants])
+            + [("variant", r) for r in variant_rows(interpreter, scores)])
     process_table = process_rows(process)
     page = render_page(
         "find_report.html.j2",

@@ -33,8 +33,9 @@ from findbench._io import atomic_dir, atomic_write_json
 from findbench._version import __version__
 from findbench.constants import Interrupted, UsageError
 from findbench.interpret.config import DEFAULT_API_MAX_TOKENS, AgentConfig, InterpretConfig
-from findbench.interpret.logs import LOG_DIR
+from findbench.interpret.logs import LOG_DIR, read_log, read_run_logs
 from findbench.interpret.protocol import METHODS
+from findbench.interpret.runs import read_run_info
 from findbench.schema import CONFIGS, parse_function_id
 
 logger = logging.getLogger(__name__)
@@ -74,8 +75,9 @@ def _run_info(out: Path, info: dict[str, Any]) -> dict[str, Any] | None:
     old = json.loads(path.read_text(encoding="utf-8"))
     diff = [k for k in [*(f.name for f in fields(AgentConfig)), *_RUN_SETTINGS] if old.get(k) != info.get(k)]
     if diff:
-        what = ", ".join(f"{k}={old.get(k)!r} (now {info.get(k)!r})" for k in diff)
-        raise UsageError(f"out: {out} holds a run with other settings: {what}; give a new folder to start another run")
+        raise UsageError(f"out: {out} holds a run with other settings: "
+                         + ", ".join(f"{k}={old.get(k)!r} (now {info.get(k)!r})" for k in diff)
+                         + "; give a new folder to start another run")
     if old.get("findbench_version") != info["findbench_version"]:
         logger.warning(
             "resuming a run of findbench %s with findbench %s", old.get("findbench_version"), info["findbench_version"]
@@ -84,19 +86,11 @@ def _run_info(out: Path, info: dict[str, Any]) -> dict[str, Any] | None:
     return None if merged == old else merged
 
 
-def _samples_version(samples: Iterable[Any]) -> str:
-    """The task version of a set of samples (a hash of their ids): ``eval_set`` pairs a task with
-    its log by name, model, plan and version, so another set of missing episodes is another task."""
-    return hashlib.sha256("\n".join(sorted(str(s.id) for s in samples)).encode()).hexdigest()[:12]
-
-
 def _logs_held(log_dir: Path, *, strict: bool) -> list[tuple[str, set[str], set[str]]]:
     """``(task, sample ids, ids finished without error)`` of each log in ``log_dir``, newest first, read
     within the caps of :mod:`findbench.interpret.logs` as evaluate reads it. A log that cannot be read
     (a damaged zip, a file that is no log, a member past its size): ValueError naming ``out`` when
     ``strict``, else skipped (a log cut short by an interrupt holds nothing finished)."""
-    from findbench.interpret.logs import read_log
-
     held = []
     for path in sorted(log_dir.glob("*.eval"), reverse=True):
         try:
@@ -230,9 +224,9 @@ def run_interpretations(
     model_name = interpreter_model(name)
     _check_model(cfg, model_name)
     findbench_model = model_name.startswith("findbench/")
-    max_tokens = cfg.max_tokens
-    if max_tokens is None and not cfg.reference and not findbench_model:
-        max_tokens = DEFAULT_API_MAX_TOKENS
+    # an Inspect provider's model gets a turn budget (without one a turn may run to tens of thousands of tokens)
+    max_tokens = (DEFAULT_API_MAX_TOKENS if cfg.max_tokens is None and not cfg.reference and not findbench_model
+                  else cfg.max_tokens)
     agent = cfg.agent(max_tokens=max_tokens)
     data = str(Path(cfg.data).resolve()) if rows is None and cfg.data is not None else None
     info = {
@@ -262,8 +256,11 @@ def run_interpretations(
             atomic_write_json(out / RUN_INFO, record)
         return out
 
+    # a task's version hashes its samples' ids: eval_set pairs a task with its log by name, model, plan and
+    # version, so another set of missing episodes is another task
     tasks = [
-        interpret_task(ss, agent, interpreter=name, name=f"find_interpret_{m}", version=_samples_version(ss))
+        interpret_task(ss, agent, interpreter=name, name=f"find_interpret_{m}",
+                       version=hashlib.sha256("\n".join(sorted(str(s.id) for s in ss)).encode()).hexdigest()[:12])
         for m, method_samples in samples.items()
         for ss in _task_samples(held, m, method_samples)
     ]
@@ -314,9 +311,6 @@ def _export(out: Path, samples: Mapping[str, list[Any]], logs: Iterable[Any] = (
     (:func:`~findbench.interpret.logs.read_run_logs`: the last log by name wins) to ``out`` in FIND's
     layout (a folder already there is kept); then RuntimeError naming what is left: a log of the eval
     (``logs``) that did not finish, or episodes no log records."""
-    from findbench.interpret.logs import read_run_logs
-    from findbench.interpret.runs import read_run_info
-
     episodes = read_run_logs(out, read_run_info(out)).episodes
     missing = []
     for method, function_id in ((m, str(s.id)) for m, ss in samples.items() for s in ss):
@@ -332,10 +326,10 @@ def _export(out: Path, samples: Mapping[str, list[Any]], logs: Iterable[Any] = (
             f"inspect eval did not finish: {'; '.join(unfinished)}; rerun with the same --out to run the rest"
         )
     if missing:  # finished logs without an episode record for them (logs of another findbench)
-        names = ", ".join(f"{f} ({m})" for m, f in sorted(missing)[:5]) + (" ..." if len(missing) > 5 else "")
         raise RuntimeError(
-            f"out: the logs in {out / LOG_DIR} hold no episode record for {len(missing)} episode(s): {names}; "
-            "move those logs out of it to run the episodes again"
+            f"out: the logs in {out / LOG_DIR} hold no episode record for {len(missing)} episode(s): "
+            + ", ".join(f"{f} ({m})" for m, f in sorted(missing)[:5]) + (" ..." if len(missing) > 5 else "")
+            + "; move those logs out of it to run the episodes again"
         )
 
 
@@ -344,9 +338,6 @@ def summarize_run(out: str | os.PathLike) -> list[dict[str, Any]]:
     (:func:`~findbench.interpret.logs.read_run_logs`): ``{"category", "method", "episodes", "answered",
     "mean_rounds", "calls", "malformed_commands", "dropped_commands", "truncated_messages"}`` (the
     last two: over the per-turn caps)."""
-    from findbench.interpret.logs import read_run_logs
-    from findbench.interpret.runs import read_run_info
-
     found = read_run_logs(out, read_run_info(out)).episodes
     summary = []
     for category in CONFIGS:

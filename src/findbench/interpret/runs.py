@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from findbench._io import read_untrusted_json, read_untrusted_text
-from findbench.interpret.logs import LOG_DIR, log_files
+from findbench.interpret.logs import LOG_DIR, log_files, read_run_logs
 from findbench.interpret.protocol import METHODS
 from findbench.schema import CONFIGS
 
@@ -66,16 +66,6 @@ def _subdirs(folder: Path) -> list[Path]:
     return [p for p in visible if not p.is_symlink()]
 
 
-def _kind(folder: Path) -> str | None:
-    """``"run"`` (method folders), ``"find"`` (episode folders) or None (neither, e.g. a scores folder)."""
-    names = [p.name for p in _subdirs(folder)]
-    if any(n in METHODS for n in names):
-        return "run"
-    if any(_EPISODE.match(n) for n in names):
-        return "find"
-    return None
-
-
 def _add_damage(record: dict[str, Any], why: str) -> None:
     """Add ``why`` to the reasons ``record``'s episode is damaged."""
     record["damage"] = "; ".join(filter(None, (record["damage"], why)))
@@ -93,15 +83,12 @@ def _episodes_of(folder: Path, category: str, method: str, where: str) -> list[d
             "category": category,
             "method": method,
             "damage": None,
+            **dict.fromkeys(PARTS, ""),  # a missing part stays ""
         }
-        for part in PARTS:
-            path = sub / _PART_FILES[part]
-            record[part] = ""
-            if not os.path.lexists(path):
-                continue
+        for part in (p for p in PARTS if os.path.lexists(sub / _PART_FILES[p])):
             try:
                 record[part] = read_untrusted_text(
-                    path, _PART_MAX_BYTES[part], f"{part} of {category}/{sub.name} ({method}):"
+                    sub / _PART_FILES[part], _PART_MAX_BYTES[part], f"{part} of {category}/{sub.name} ({method}):"
                 )
             except ValueError as exc:
                 _add_damage(record, str(exc))
@@ -120,16 +107,13 @@ def _scan(
         raise FileNotFoundError(f"run_dir: {run_dir} is not a folder")
     skip = {p.resolve() for p in exclude}
     kinds: dict[str, str] = {}
-    for folder in _subdirs(run_dir):
-        if folder.resolve() in skip:
-            continue
-        kind = _kind(folder)
-        if folder.name not in CONFIGS:
-            if kind is not None:  # holds episodes: a category this benchmark does not have
-                raise ValueError(
-                    f"category: unknown category folder {folder.name!r} in {run_dir}; categories are {CONFIGS}"
-                )
-            continue
+    for folder in _subdirs(run_dir):  # its kind: "run" (method folders), "find" (episode folders) or None
+        names = [] if folder.resolve() in skip else [p.name for p in _subdirs(folder)]
+        kind = "run" if any(n in METHODS for n in names) else "find" if any(map(_EPISODE.match, names)) else None
+        if kind is not None and folder.name not in CONFIGS:  # holds episodes: a category this benchmark lacks
+            raise ValueError(
+                f"category: unknown category folder {folder.name!r} in {run_dir}; categories are {CONFIGS}"
+            )
         if kind is not None:
             kinds[folder.name] = kind
     has_logs = bool(log_files(run_dir))
@@ -162,9 +146,7 @@ def _scan(
         for m in METHODS:
             if (folder / m).is_dir() and (method is None or m == method):
                 records += _episodes_of(folder / m, category, m, f"{category}/{m}")
-    problems: list[str] = []
-    if has_logs:
-        records, problems = _from_logs(run_dir, method, records)
+    records, problems = _from_logs(run_dir, method, records) if has_logs else (records, [])
     if not records:
         what = f" for method {method!r}" if method is not None else ""
         raise ValueError(
@@ -181,8 +163,6 @@ def _from_logs(
     its run.json), each with its ``"episode"``, ``"source_log"`` (``logs/<file>``) and the logs'
     ``"interpreter"``; an exported episode folder no log read records is kept with ``"unrecorded"``
     set (not scored: the logs are the record). Returns the records and the logs' problems."""
-    from findbench.interpret.logs import read_run_logs
-
     logs = read_run_logs(run_dir, read_run_info(run_dir))
     records = []
     for (m, function_id), found in logs.episodes.items():
@@ -209,18 +189,18 @@ def _from_logs(
                 rec[part] = value
         records.append(rec)
     held = {(r["method"], r["function_id"]) for r in records}
-    for rec in exported:
-        if (rec["method"], rec["function_id"]) not in held:
-            records.append(
-                {
-                    **rec,
-                    **dict.fromkeys(PARTS, ""),
-                    "episode": None,
-                    "unrecorded": True,
-                    "damage": f"no readable log in {run_dir / LOG_DIR} records this episode; its exported folder is "
-                    "not the record and is not scored",
-                }
-            )
+    records += [
+        {
+            **rec,
+            **dict.fromkeys(PARTS, ""),
+            "episode": None,
+            "unrecorded": True,
+            "damage": f"no readable log in {run_dir / LOG_DIR} records this episode; its exported folder is not the "
+            "record and is not scored",
+        }
+        for rec in exported
+        if (rec["method"], rec["function_id"]) not in held
+    ]
     order = {c: i for i, c in enumerate(CONFIGS)}
     records.sort(key=lambda r: (order[r["category"]], METHODS.index(r["method"]), r["function_id"]))
     return records, logs.problems
@@ -256,7 +236,6 @@ def read_scored_run(
     run_path = Path(run_dir)
     layout, records, problems = _scan(run_path, method, exclude)
     info = read_run_info(run_path)
-    seed = info.get("seed") or 0
     unrecorded = [r for r in records if r.get("unrecorded")]
     records = [r for r in records if not r.get("unrecorded")]
     for rec in records:
@@ -277,7 +256,7 @@ def read_scored_run(
         "layout": layout,
         "info": info,
         "interpreter": info.get("interpreter") or next(iter(logged), None) or run_path.resolve().name,
-        "seed": seed,
+        "seed": info.get("seed") or 0,
         "data": data if data is not None else info.get("data"),
         "verified": verified,
         "truth": truth,

@@ -65,37 +65,30 @@ _MISSING = "—"
 _FLOOR = "constant"
 
 
-def table2_cells(scores: Scores) -> list[float | None]:
-    """The run's value for each column of :data:`TABLE2_COLUMNS` (None where it has none)."""
-    return [None if s is None else s.mean for s in table2_summaries(scores)]
-
-
 def table2_summaries(scores: Scores, variant: str = "") -> list[Estimate | None]:
     """Per column of :data:`TABLE2_COLUMNS`, the run's estimate, or None where it has no finite mean.
     ``variant`` (one of :data:`VARIANTS`) reads another aggregate of each cell than the column's metric."""
     out: list[Estimate | None] = []
     for col in TABLE2_COLUMNS:
-        name = VARIANTS[variant](col.metric) if variant else col.metric
-        est = scores.estimate(col.category, col.method, name) if name else None
-        out.append(est if est is not None and est.mean is not None and math.isfinite(est.mean) else None)
+        name = VARIANTS[variant][1](col.metric) if variant else col.metric
+        out.append(_finite(scores.estimate(col.category, col.method, name)) if name else None)
     return out
 
 
-#: Rows beside a run's Table 2 row: the aggregate of each cell they read (None: the column has none).
+def _finite(est: Estimate | None) -> Estimate | None:
+    """``est`` where it has a finite mean, else None."""
+    return est if est is not None and est.mean is not None and math.isfinite(est.mean) else None
+
+
+#: Rows beside a run's Table 2 row: how each is labelled after the interpreter's name, and the aggregate of each
+#: cell it reads (None: the column has none).
 VARIANTS = {
-    "observed": lambda m: f"{m}_observed",
-    "margin": lambda m: f"{m}_margin",
-    "margin_plan": lambda m: f"{m}_margin_plan",
-    "near": lambda m: "unit_test_accuracy_near" if m == "unit_test_accuracy" else None,
-    "near_margin": lambda m: "unit_test_accuracy_near_margin" if m == "unit_test_accuracy" else None,
-}
-#: How each variant row is labelled after the interpreter's name.
-_VARIANT_LABELS = {
-    "observed": "floor: its own observations",
-    "margin": "margin over its own observations",
-    "margin_plan": "margin over the observed plan's floor",
-    "near": "near-miss unit tests",
-    "near_margin": "near-miss margin over its own observations",
+    "observed": ("floor: its own observations", lambda m: f"{m}_observed"),
+    "margin": ("margin over its own observations", lambda m: f"{m}_margin"),
+    "margin_plan": ("margin over the observed plan's floor", lambda m: f"{m}_margin_plan"),
+    "near": ("near-miss unit tests", lambda m: "unit_test_accuracy_near" if m == "unit_test_accuracy" else None),
+    "near_margin": ("near-miss margin over its own observations",
+                    lambda m: "unit_test_accuracy_near_margin" if m == "unit_test_accuracy" else None),
 }
 #: What the variant rows mean, under the table.
 VARIANTS_NOTE = (
@@ -114,26 +107,10 @@ VARIANTS_NOTE = (
 
 def variant_rows(interpreter: str, scores: Scores) -> list[list[str]]:
     """The rows under a run's Table 2 row: :data:`VARIANTS` that have any value, as cell text."""
-    rows = []
-    for variant, label in _VARIANT_LABELS.items():
-        summaries = table2_summaries(scores, variant)
-        if any(s is not None for s in summaries):
-            rows.append(
-                [f"{interpreter}: {label}", *(_format_cell(s, signed=variant.endswith("margin")) for s in summaries)]
-            )
-    return rows
-
-
-def degenerate_note(scores: Scores) -> str | None:
-    """A line counting degenerate answers per category and method, or None when there are none."""
-    found = [f"{c}/{m}: {cell.n_degenerate}" for c, m, cell in scores if cell.n_degenerate]
-    if not found:
-        return None
-    return (
-        "Degenerate answers (empty, the prompt's placeholder, or identical across functions; still scored): "
-        + ", ".join(found)
-        + "."
-    )
+    summaries = {variant: table2_summaries(scores, variant) for variant in VARIANTS}
+    return [[f"{interpreter}: {label}",
+             *(_format_cell(s, signed=variant.endswith("margin")) for s in summaries[variant])]
+            for variant, (label, _) in VARIANTS.items() if any(s is not None for s in summaries[variant])]
 
 
 def _format_cell(summary: Estimate | None, *, signed: bool = False) -> str:
@@ -146,16 +123,23 @@ def _format_cell(summary: Estimate | None, *, signed: bool = False) -> str:
 
 def table2_rows(interpreter: str, scores: Scores) -> list[list[str]]:
     """Table 2's body as cell text: the paper's rows, then ``interpreter``'s (this run), last."""
-    rows = [[name, *(_fmt(v) for v in values)] for name, values in PAPER_TABLE2.items()]
-    return rows + [[interpreter, *(_format_cell(s) for s in table2_summaries(scores))]]
+    return [*([name, *(_fmt(v) for v in values)] for name, values in PAPER_TABLE2.items()),
+            [interpreter, *(_format_cell(s) for s in table2_summaries(scores))]]
 
 
 def table2_notes(
     scores: Scores, counts: Mapping[str, Mapping[str, int]] | None = None, notes: Iterable[str] = ()
 ) -> list[str]:
     """The lines under Table 2: the functions behind each of the run's cells (from ``counts``,
-    ``{category: {method: n}}``), ``notes``, the interval method and the small-n legend."""
-    out = list(notes) + _interval_notes(table2_summaries(scores))
+    ``{category: {method: n}}``), ``notes``, :data:`VARIANTS_NOTE` where the run has :func:`variant_rows`,
+    the degenerate answers per category and method where there are any, the interval method and the
+    small-n legend."""
+    out = [*notes, *([VARIANTS_NOTE] if variant_rows("", scores) else [])]
+    degenerate = [f"{c}/{m}: {cell.n_degenerate}" for c, m, cell in scores if cell.n_degenerate]
+    if degenerate:
+        out.append("Degenerate answers (empty, the prompt's placeholder, or identical across functions; still "
+                   f"scored): {', '.join(degenerate)}.")
+    out += _interval_notes(table2_summaries(scores))
     if counts is not None:
         listed = [f"{c.header}: {n}" for c in TABLE2_COLUMNS if (n := (counts.get(c.category) or {}).get(c.method))]
         if listed:
@@ -166,9 +150,7 @@ def table2_notes(
 def _interval_notes(summaries: Iterable[Estimate | None]) -> list[str]:
     """The interval method and, when a cell is marked, the small-n legend."""
     ns = [s.n for s in summaries if s is not None]
-    if not ns:
-        return []
-    return [INTERVAL_NOTE] + ([SMALL_N_LEGEND] if any(is_small(n) for n in ns) else [])
+    return [INTERVAL_NOTE] + ([SMALL_N_LEGEND] if any(is_small(n) for n in ns) else []) if ns else []
 
 
 def _fmt(value: float | None) -> str:
@@ -179,10 +161,11 @@ def _escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _md_table(rows: Iterable[Iterable[str]], headers: Sequence[str] = TABLE2_HEADERS) -> list[str]:
+def _md_table(rows: Iterable[Iterable[str]], headers: Sequence[str] = TABLE2_HEADERS, left: int = 1) -> list[str]:
+    # a markdown table's lines: its first ``left`` columns aligned left, the others right
     return [
         "| " + " | ".join(headers) + " |",
-        "|---|" + "---:|" * (len(headers) - 1),
+        "|" + "---|" * left + "---:|" * (len(headers) - left),
         *("| " + " | ".join(row) + " |" for row in rows),
     ]
 
@@ -200,8 +183,6 @@ def render_table(
     run = [f"**{_escape(interpreter)}** (this run)", *(c if c == _MISSING else f"**{c}**" for c in cells)]
     extra_rows = [[_escape(r[0]), *r[1:]] for r in variant_rows(interpreter, scores)]
     lines = ["# FIND Table 2", "", TABLE2_CAPTION, "", *_md_table([*paper, run, *extra_rows])]
-    degenerate = degenerate_note(scores)
-    notes = [*notes, *([VARIANTS_NOTE] if extra_rows else []), *([degenerate] if degenerate else [])]
     extra = table2_notes(scores, counts, notes)
     if extra:
         lines += [""] + [f"- {note}" for note in extra]
@@ -217,11 +198,10 @@ def render_comparison(runs: Mapping[str, Scores], *, title: str = "FIND Table 2"
     lines = [f"### {title}", "", *_md_table(rows)]
     notes = [
         f"Paper rows: {PAPER_SOURCE}, on the whole benchmark (no interval reported). Success rates: numeric code "
-        "NMSE < 0.1, string code exact match, unit-test accuracy of descriptions."
+        "NMSE < 0.1, string code exact match, unit-test accuracy of descriptions.",
+        *_interval_notes(v for cells in summaries.values() for v in cells),
     ]
-    notes += _interval_notes(v for cells in summaries.values() for v in cells)
-    for note in notes:
-        lines += ["", note]
+    lines += [line for note in notes for line in ("", note)]
     for variant, heading in (("margin", "Margin over each interpreter's own observations"),
                              ("margin_plan", "Margin over the observed plan's floor"),
                              ("near", "Near-miss unit tests")):
@@ -285,15 +265,17 @@ RASP_FLOORS_NOTE = (
 
 def _rasp_estimate(scores: Scores | None, name: str) -> Estimate | None:
     """The rasp aia aggregate ``name`` of a run, None where it has no finite mean."""
-    est = None if scores is None else scores.estimate("rasp", "aia", name)
-    return est if est is not None and est.mean is not None and math.isfinite(est.mean) else None
+    return None if scores is None else _finite(scores.estimate("rasp", "aia", name))
 
 
-def _rasp_floor(runs: Mapping[str, Scores], metric: str) -> tuple[Estimate, str] | None:
-    """The ``floors`` cell of :data:`RASP_FLOORS_NOTE`: the highest floor estimate and its source."""
-    found = [(est, name) for name in RASP_FLOORS[:-1] if (est := _rasp_estimate(runs.get(name), metric))]
-    if (est := _rasp_estimate(runs.get(RASP_FLOORS[-1]), f"{metric}_observed")) is not None:
-        found.append((est, f"{RASP_FLOORS[-1]}'s floor"))
+def _rasp_cell(runs: Mapping[str, Scores], name: str, metric: str) -> tuple[Estimate, str] | None:
+    """Row ``name``'s cell of one access condition's ``runs``: its estimate (and ``""``), or for the ``floors``
+    row (:data:`RASP_FLOORS_NOTE`) the highest floor estimate and its source; None where there is none."""
+    found = [(_rasp_estimate(runs.get(name), metric), "")]
+    if name == "floors":
+        found = [(_rasp_estimate(runs.get(floor), metric), floor) for floor in RASP_FLOORS[:-1]]
+        found.append((_rasp_estimate(runs.get(RASP_FLOORS[-1]), f"{metric}_observed"), f"{RASP_FLOORS[-1]}'s floor"))
+    found = [(est, source) for est, source in found if est is not None]
     return max(found, key=lambda pair: pair[0].mean) if found else None
 
 
@@ -310,15 +292,8 @@ def render_rasp_access(access_runs: Mapping[str, Mapping[str, Scores]]) -> str:
     for metric, heading in RASP_ACCESS_METRICS.items():
         table = []
         for name in rows:
-            cells: dict[str, tuple[Estimate, str] | None] = {}
-            for access, runs in access_runs.items():
-                if access == "black" and metric in CIRCUIT_METRICS:
-                    cells[access] = None
-                elif name == "floors":
-                    cells[access] = _rasp_floor(runs, metric)
-                else:
-                    est = _rasp_estimate(runs.get(name), metric)
-                    cells[access] = None if est is None else (est, "")
+            cells = {access: None if access == "black" and metric in CIRCUIT_METRICS else _rasp_cell(runs, name, metric)
+                     for access, runs in access_runs.items()}
             white, rotated = cells.get("white"), cells.get("rotated")
             table.append([f"**{_escape(name)}**",
                           *(_MISSING if c is None else _format_cell(c[0]) + (f" ({c[1]})" if c[1] else "")

@@ -16,7 +16,7 @@ from inspect_ai.solver import TaskState
 
 from findbench.interpret.episode import STORE_PREFIX, EpisodeState
 from findbench.interpret.log_scores import judge_explanation
-from findbench.interpret.roles import JUDGE_ROLE
+from findbench.interpret.roles import JUDGE_ROLE, judge_model_of, role_judge
 from findbench.interpret.truth import UNVERIFIED_NOTE
 from findbench.interpret.whitebox import CIRCUIT_METRICS, circuit_scores
 
@@ -129,20 +129,15 @@ def unit_test_accuracy(
     as :func:`findbench.interpret.roles.role_judge` says."""
     from inspect_ai.model import model_roles
 
-    from findbench.interpret.roles import judge_model_of, role_judge
-
     default = judge_model_of(judge, judge_model=judge_model, judge_cache=judge_cache)
     resolving, lock = asyncio.Lock(), threading.Lock()
-    judges: list[tuple[Any, Any, str]] = []  # (Inspect model, findbench LM, mode)
+    judges: dict[int, tuple[Any, Any, str]] = {}  # id(Inspect model): (the model, kept alive; findbench LM, mode)
 
     async def judge_of(model: Any) -> tuple[Any, str]:
         async with resolving:
-            for known, lm, mode in judges:
-                if known is model:
-                    return lm, mode
-            lm, mode = await role_judge(model, judge_mode=judge_mode, judge_cache=judge_cache)
-            judges.append((model, lm, mode))
-            return lm, mode
+            if id(model) not in judges:
+                judges[id(model)] = (model, *await role_judge(model, judge_mode=judge_mode, judge_cache=judge_cache))
+            return judges[id(model)][1:]
 
     def run(state: TaskState, lm: Any, mode: str) -> dict[str, Any]:
         with lock:

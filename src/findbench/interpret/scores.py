@@ -50,69 +50,61 @@ class Estimate:
         return cls(float(sum(units) / len(units)), (low, high), len(units))
 
 
-_D = "doc"
-
-
-def _estimate(doc: str) -> Any:
-    return field(default=None, metadata={_D: doc})
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One (category, method) cell of ``scores.json``: an :class:`Estimate` per aggregate of its category."""
-
-    nmse_success: Estimate | None = _estimate("numeric: share of functions whose code has NMSE < 0.1")
-    nmse_success_observed: Estimate | None = _estimate(
-        "the same for the best floor answer of the agent's own observations")
-    nmse_success_margin: Estimate | None = _estimate("per function: success minus the floor's (functions with a floor)")
-    nmse_success_margin_plan: Estimate | None = _estimate(
-        "per function: success minus that of the floor of the fixed observed plan, which no transcript moves")
-    mean_nmse: Estimate | None = _estimate("numeric: mean of the finite NMSEs")
-    domain_iou: Estimate | None = _estimate("numeric: mean IoU of the stated domain with the true one")
-    exact_match: Estimate | None = _estimate(
-        "strings: share of test inputs the code maps exactly; rasp: of held-out inputs, every position right")
-    exact_match_observed: Estimate | None = _estimate("the floor's exact match (a lookup table of the observed pairs)")
-    exact_match_margin: Estimate | None = _estimate("per function: exact match minus the floor's")
-    exact_match_margin_plan: Estimate | None = _estimate("per function: exact match minus the observed plan floor's")
-    unit_test_accuracy: Estimate | None = _estimate("strings and neurons: the judge's accuracy on FIND's unit tests")
-    unit_test_accuracy_observed: Estimate | None = _estimate("the floor's (a description listing the observed pairs)")
-    unit_test_accuracy_margin: Estimate | None = _estimate("per function: accuracy minus the floor's")
-    unit_test_accuracy_margin_plan: Estimate | None = _estimate(
-        "per function: accuracy minus the observed plan floor's")
-    unit_test_accuracy_near: Estimate | None = _estimate("the judge's accuracy on the near-miss unit tests")
-    unit_test_accuracy_near_observed: Estimate | None = _estimate("the floor's on the near-miss unit tests")
-    unit_test_accuracy_near_margin: Estimate | None = _estimate("per function: near-miss accuracy minus the floor's")
-    unit_test_accuracy_near_margin_plan: Estimate | None = _estimate(
-        "per function: near-miss accuracy minus the observed plan floor's")
-    position_accuracy: Estimate | None = _estimate("rasp: share of output positions the code gets right")
-    position_accuracy_observed: Estimate | None = _estimate("the floor's share of positions right")
-    position_accuracy_margin: Estimate | None = _estimate("per function: position accuracy minus the floor's")
-    position_accuracy_margin_plan: Estimate | None = _estimate(
-        "per function: position accuracy minus the observed plan floor's")
-    role_accuracy: Estimate | None = _estimate("rasp, white-box access: share of active components given their role")
-    role_f1: Estimate | None = _estimate("rasp, white-box access: macro F1 over roles of the active components")
-    node_precision: Estimate | None = _estimate("rasp, white-box access: components marked as mattering that do")
-    node_recall: Estimate | None = _estimate("rasp, white-box access: components that matter marked as such")
-    node_auroc: Estimate | None = _estimate("rasp, white-box access: AUROC of the answer's component scores")
-    role_accuracy_observed: Estimate | None = _estimate(
+#: Each aggregate a :class:`Cell` may hold, in the order they are written, and what it is (its description in
+#: the schema).
+_ESTIMATE_DOCS = {
+    "nmse_success": "numeric: share of functions whose code has NMSE < 0.1",
+    "nmse_success_observed": "the same for the best floor answer of the agent's own observations",
+    "nmse_success_margin": "per function: success minus the floor's (functions with a floor)",
+    "nmse_success_margin_plan": (
+        "per function: success minus that of the floor of the fixed observed plan, which no transcript moves"
+    ),
+    "mean_nmse": "numeric: mean of the finite NMSEs",
+    "domain_iou": "numeric: mean IoU of the stated domain with the true one",
+    "exact_match": (
+        "strings: share of test inputs the code maps exactly; rasp: of held-out inputs, every position right"
+    ),
+    "exact_match_observed": "the floor's exact match (a lookup table of the observed pairs)",
+    "exact_match_margin": "per function: exact match minus the floor's",
+    "exact_match_margin_plan": "per function: exact match minus the observed plan floor's",
+    "unit_test_accuracy": "strings and neurons: the judge's accuracy on FIND's unit tests",
+    "unit_test_accuracy_observed": "the floor's (a description listing the observed pairs)",
+    "unit_test_accuracy_margin": "per function: accuracy minus the floor's",
+    "unit_test_accuracy_margin_plan": "per function: accuracy minus the observed plan floor's",
+    "unit_test_accuracy_near": "the judge's accuracy on the near-miss unit tests",
+    "unit_test_accuracy_near_observed": "the floor's on the near-miss unit tests",
+    "unit_test_accuracy_near_margin": "per function: near-miss accuracy minus the floor's",
+    "unit_test_accuracy_near_margin_plan": "per function: near-miss accuracy minus the observed plan floor's",
+    "position_accuracy": "rasp: share of output positions the code gets right",
+    "position_accuracy_observed": "the floor's share of positions right",
+    "position_accuracy_margin": "per function: position accuracy minus the floor's",
+    "position_accuracy_margin_plan": "per function: position accuracy minus the observed plan floor's",
+    "role_accuracy": "rasp, white-box access: share of active components given their role",
+    "role_f1": "rasp, white-box access: macro F1 over roles of the active components",
+    "node_precision": "rasp, white-box access: components marked as mattering that do",
+    "node_recall": "rasp, white-box access: components that matter marked as such",
+    "node_auroc": "rasp, white-box access: AUROC of the answer's component scores",
+    "role_accuracy_observed": (
         "the white-box floor's: the best map with no understanding (the majority role everywhere, all marked, "
-        "or the components the episode's own ablations and patches changed)")
-    role_accuracy_margin: Estimate | None = _estimate("per function: role accuracy minus the white-box floor's")
-    role_f1_observed: Estimate | None = _estimate("the white-box floor's role F1")
-    role_f1_margin: Estimate | None = _estimate("per function: role F1 minus the white-box floor's")
-    node_precision_observed: Estimate | None = _estimate("the white-box floor's node precision")
-    node_precision_margin: Estimate | None = _estimate("per function: node precision minus the white-box floor's")
-    node_recall_observed: Estimate | None = _estimate("the white-box floor's node recall")
-    node_recall_margin: Estimate | None = _estimate("per function: node recall minus the white-box floor's")
-    node_auroc_observed: Estimate | None = _estimate("the white-box floor's node AUROC")
-    node_auroc_margin: Estimate | None = _estimate("per function: node AUROC minus the white-box floor's")
-    n_degenerate: int = field(default=0, metadata={_D: "answers flagged degenerate (still scored)"})
-    unverified: bool = field(default=False,
-                             metadata={_D: "scored against a truth the run chose (carried rows, or run.json's data)"})
+        "or the components the episode's own ablations and patches changed)"
+    ),
+    "role_accuracy_margin": "per function: role accuracy minus the white-box floor's",
+    "role_f1_observed": "the white-box floor's role F1",
+    "role_f1_margin": "per function: role F1 minus the white-box floor's",
+    "node_precision_observed": "the white-box floor's node precision",
+    "node_precision_margin": "per function: node precision minus the white-box floor's",
+    "node_recall_observed": "the white-box floor's node recall",
+    "node_recall_margin": "per function: node recall minus the white-box floor's",
+    "node_auroc_observed": "the white-box floor's node AUROC",
+    "node_auroc_margin": "per function: node AUROC minus the white-box floor's",
+}
 
-    #: The aggregates a cell may hold, in the order they are written: its :class:`Estimate` fields
-    #: (set below the class, from the fields themselves).
-    ESTIMATES: ClassVar[tuple[str, ...]] = ()
+
+class _CellMethods:
+    """What a :class:`Cell` does beside holding its fields."""
+
+    #: The aggregates a cell may hold, in the order they are written: its :class:`Estimate` fields.
+    ESTIMATES: ClassVar[tuple[str, ...]] = tuple(_ESTIMATE_DOCS)
 
     def estimate(self, name: str) -> Estimate | None:
         """The aggregate ``name`` (one of :attr:`ESTIMATES`), None where the cell has none."""
@@ -126,16 +118,31 @@ class Cell:
             est = getattr(self, name)
             if est is not None:
                 out.update({name: est.mean, f"{name}_ci": None if est.ci is None else list(est.ci), f"{name}_n": est.n})
-        return out | {"n_degenerate": self.n_degenerate, "unverified": self.unverified}
+        return out | {"n_degenerate": self.n_degenerate, "unverified": self.unverified}  # type: ignore[attr-defined]
 
     @classmethod
-    def _of(cls, flat: dict[str, Any]) -> Cell:
+    def _of(cls, flat: dict[str, Any]) -> Any:
         """The cell of its validated JSON form."""
         estimates = {n: Estimate(flat[n], flat[f"{n}_ci"], flat[f"{n}_n"]) for n in cls.ESTIMATES if n in flat}
-        return cls(**estimates, n_degenerate=flat["n_degenerate"], unverified=flat["unverified"])
+        return cls(**estimates, n_degenerate=flat["n_degenerate"], unverified=flat["unverified"])  # type: ignore
 
 
-Cell.ESTIMATES = tuple(f.name for f in dataclasses.fields(Cell) if f.name not in ("n_degenerate", "unverified"))
+_D = "doc"
+#: One (category, method) cell of ``scores.json``: an :class:`Estimate` (or None) per aggregate of its category
+#: (a field per :data:`_ESTIMATE_DOCS` entry, default None), then ``n_degenerate`` and ``unverified``.
+Cell = dataclasses.make_dataclass(
+    "Cell",
+    [
+        *((name, "Estimate | None", field(default=None, metadata={_D: doc})) for name, doc in _ESTIMATE_DOCS.items()),
+        ("n_degenerate", "int", field(default=0, metadata={_D: "answers flagged degenerate (still scored)"})),
+        ("unverified", "bool", field(default=False, metadata={
+            _D: "scored against a truth the run chose (carried rows, or run.json's data)"})),
+    ],
+    bases=(_CellMethods,),
+    frozen=True,
+    namespace={"__module__": __name__, "__doc__": "One (category, method) cell of ``scores.json``: an "
+               ":class:`Estimate` per aggregate of its category."},
+)
 
 
 def _complete(flat: dict[str, Any]) -> dict[str, Any]:
@@ -151,17 +158,21 @@ def _complete(flat: dict[str, Any]) -> dict[str, Any]:
 def _cell_form() -> Any:
     """The JSON form of a :class:`Cell`: each aggregate flat (its mean, ``_ci`` and ``_n``), then the counts."""
     docs = {f.name: f.metadata[_D] for f in dataclasses.fields(Cell)}
-    keys: dict[str, Any] = {}
-    for name in Cell.ESTIMATES:
-        keys[name] = NotRequired[Annotated[float | None, Field(description=f"{docs[name]} (the mean)")]]
-        keys[f"{name}_ci"] = NotRequired[Annotated[tuple[float, float] | None, Field(description=_CI_DOC)]]
-        keys[f"{name}_n"] = NotRequired[Annotated[NonNegativeInt, Field(description="the functions averaged")]]
+    keys: dict[str, Any] = {
+        key: NotRequired[Annotated[kind, Field(description=doc)]]
+        for name in Cell.ESTIMATES
+        for key, kind, doc in ((name, float | None, f"{docs[name]} (the mean)"),
+                               (f"{name}_ci", tuple[float, float] | None, _CI_DOC),
+                               (f"{name}_n", NonNegativeInt, "the functions averaged"))
+    }
     keys["n_degenerate"] = Annotated[NonNegativeInt, Field(description=docs["n_degenerate"])]
     keys["unverified"] = Annotated[bool, Field(description=docs["unverified"])]
-    form = json_form("Cell", keys, "One (category, method) cell of ``scores.json``: an estimate per aggregate of its "
-                     "category.", json_schema_extra={"dependentRequired": {
-                         name: [f"{name}_ci", f"{name}_n"] for name in Cell.ESTIMATES}})
-    return Annotated[form, AfterValidator(_complete)]
+    return Annotated[
+        json_form("Cell", keys, "One (category, method) cell of ``scores.json``: an estimate per aggregate of its "
+                  "category.", json_schema_extra={"dependentRequired": {
+                      name: [f"{name}_ci", f"{name}_n"] for name in Cell.ESTIMATES}}),
+        AfterValidator(_complete),
+    ]
 
 
 @dataclass(frozen=True)
@@ -185,10 +196,6 @@ class Scores:
         """``(category, method, cell)`` in the document's order."""
         return ((c, m, cell) for c, methods in self.cells.items() for m, cell in methods.items())
 
-    def categories(self) -> list[str]:
-        """The categories the run has cells for, in the document's order."""
-        return list(self.cells)
-
     def to_json(self) -> dict[str, Any]:
         judge = {} if self.judge is None else {"judge": self.judge.to_json()}
         return judge | {c: {m: cell.to_json() for m, cell in methods.items()} for c, methods in self.cells.items()}
@@ -207,11 +214,7 @@ class Scores:
     @classmethod
     def read(cls, path: str | os.PathLike) -> Scores:
         """``scores.json`` at ``path``; ValueError naming the file and the field when it does not fit the schema."""
-        obj = read_json_object(path, "scores.json:")
-        try:
-            return cls.from_json(obj)
-        except ValueError as exc:
-            raise ValueError(f"{os.fspath(path)}: {exc}") from None
+        return cls.from_json(read_json_object(path, "scores.json:"), f"{os.fspath(path)}: {SCORES_FILE}")
 
     @classmethod
     def json_schema(cls) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from findbench.interpret.floors import observed_turns
 from findbench.interpret.prompts import check_method
 from findbench.interpret.protocol import NEURON_CATEGORIES, format_answer
 from findbench.interpret.references import REFERENCE_INTERPRETERS, reference_answer
-from findbench.interpret.roles import JUDGE_ROLE
+from findbench.interpret.roles import JUDGE_ROLE, check_judge, check_role_judge
 from findbench.interpret.scorers import domain_iou, exact_match, find_circuit, nmse_success, unit_test_accuracy
 from findbench.interpret.solver import find_agent
 from findbench.interpret.truth import json_row
@@ -193,8 +193,6 @@ def find_interpret(
     present = {s.metadata["row"]["category"] for s in samples}
     judged = judge not in (None, "none") and bool(present - {"numeric"})
     if judged:
-        from findbench.interpret.roles import check_judge, check_role_judge
-
         role = models.get(f"--model-role {JUDGE_ROLE}")
         if role is not None:
             check_role_judge(role)

@@ -61,8 +61,7 @@ def _truth_source(
                 "cannot come from the folder being scored: pass --data with the dataset folder"
             )
         return str(recorded), f"data folder `{recorded}` named by run.json ({UNVERIFIED_RUN_DATA})", False
-    seed = info.get("seed") or 0
-    return None, f"procedural, seed {seed}", True
+    return None, f"procedural, seed {info.get('seed') or 0}", True
 
 
 def attach_truth(
@@ -90,10 +89,9 @@ def attach_truth(
             )
         return False, UNVERIFIED_NOTE
     folder, text, verified = source
-    seed = info.get("seed") or 0
     mismatched = []
     for category in (c for c in CONFIGS if any(r["category"] == c for r in records)):
-        by_id = {row["function_id"]: row for row in load_rows(category, seed=seed, data=folder)}
+        by_id = {row["function_id"]: row for row in load_rows(category, seed=info.get("seed") or 0, data=folder)}
         for rec in (r for r in records if r["category"] == category):
             truth = by_id.get(rec["function_id"])
             if truth is None:
@@ -102,18 +100,15 @@ def attach_truth(
                     f"{text} ({len(by_id)} functions)"
                 )
             carried = (rec.get("episode") or {}).get("row")
-            expected = row_fingerprint(truth)
-            if carried is not None and (not isinstance(carried, dict) or row_fingerprint(carried) != expected):
+            if carried is not None and (not isinstance(carried, dict)
+                                        or row_fingerprint(carried) != row_fingerprint(truth)):
                 mismatched.append(f"{rec['function_id']} ({rec['method']})")
             rec["row"] = truth
     if mismatched:
         raise UsageError(
-            f"--data: the rows carried by {_names(mismatched)} differ from the {text}: the run was made on other "
+            f"--data: the rows carried by {len(mismatched)} episode(s): {', '.join(mismatched[:5])}"
+            + (f" and {len(mismatched) - 5} more" if len(mismatched) > 5 else "")
+            + f" differ from the {text}: the run was made on other "
             "rows, or its folder was changed; pass --data with the dataset folder the run used"
         )
     return verified, text
-
-
-def _names(items: Sequence[str], most: int = 5) -> str:
-    shown = ", ".join(items[:most])
-    return f"{len(items)} episode(s): {shown}" + (f" and {len(items) - most} more" if len(items) > most else "")
