@@ -146,8 +146,8 @@ def _settle_calls(messages: list[ChatMessage], turn: _Turn, episode: EpisodeStat
     ran (a schema error) is recorded as malformed; one past the cap is counted in ``dropped_commands``."""
     last = max(i for i, m in enumerate(messages) if isinstance(m, ChatMessageAssistant))
     by_id = {call.id: call for call in messages[last].tool_calls or []}
-    results = [m for m in messages[last + 1 :] if isinstance(m, ChatMessageTool)]
-    results = [m for m in results if m.function in (TOOL_NAME, None)]  # the white-box tools keep their own record
+    # the white-box tools keep their own record
+    results = [m for m in messages[last + 1 :] if isinstance(m, ChatMessageTool) and m.function in (TOOL_NAME, None)]
     start = len(episode.calls) - sum(o is not None for o in turn.outcomes)
     del episode.calls[start:]
     outcomes = iter(turn.outcomes)
@@ -220,9 +220,9 @@ async def run_episode(
     state.messages = chat_messages(messages)  # the system and task messages
     limit = min(cfg.rounds, MILAN_TURNS) if method == "milan" else cfg.rounds  # milan: at most two turns
     text = cfg.protocol != "tools"
-    grammar = None  # the turn grammar of a text episode on the task's model, where structured outputs apply
-    if text and reference is None and structured_outputs_applied(get_model(), cfg.structured_outputs):
-        grammar = turn_grammar(row["category"], limit, cfg.access != "black")
+    # the turn grammar of a text episode on the task's model, where structured outputs apply
+    grammar = (turn_grammar(row["category"], limit, cfg.access != "black") if text and reference is None
+               and structured_outputs_applied(get_model(), cfg.structured_outputs) else None)
     turn = _Turn()
     tools = [] if text else [call_function_tool(runner, episode, turn)]
     if box is not None and not text:
@@ -237,10 +237,9 @@ async def run_episode(
                 content = await asyncio.to_thread(observed_answer, runner.row, list(episode.calls), seed=runner.seed)
             output = ModelOutput.from_content(model="none", content=content)
         else:
-            config = GenerateConfig(max_tokens=cfg.max_tokens)
-            if grammar is not None:
-                constraint = structured_outputs_field(grammar([{"role": m.role} for m in agent.messages]))
-                config = GenerateConfig(max_tokens=cfg.max_tokens, extra_body={"structured_outputs": constraint})
+            extra = None if grammar is None else {
+                "structured_outputs": structured_outputs_field(grammar([{"role": m.role} for m in agent.messages]))}
+            config = GenerateConfig(max_tokens=cfg.max_tokens, extra_body=extra)
             output = await get_model().generate(agent.messages, tools, config=config)
         turn.number += 1
         message = output.message

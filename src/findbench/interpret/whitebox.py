@@ -59,15 +59,9 @@ def matter(row: Mapping[str, Any]) -> list[str]:
     computed from the row's ground truth here; only names and unit indices leave it."""
     from findbench.find.rasp.circuit import parse_json_list
 
-    names = []
-    for c in parse_json_list(row.get("components") or "[]", "components"):
-        if c.get("role") == "inactive":
-            continue
-        if c.get("head") is not None:
-            names.append(f"blocks.{c['layer']}.attn.head{c['head']}")
-        else:
-            names.append(f"blocks.{c['layer']}.mlp (units {', '.join(str(u) for u in c.get('units') or [])})")
-    return names
+    return [f"blocks.{c['layer']}.attn.head{c['head']}" if c.get("head") is not None
+            else f"blocks.{c['layer']}.mlp (units {', '.join(str(u) for u in c.get('units') or [])})"
+            for c in parse_json_list(row.get("components") or "[]", "components") if c.get("role") != "inactive"]
 
 
 def component_map(text: Any, all_units: Mapping[str, list[int]] | None = None) -> list[dict]:
@@ -113,13 +107,10 @@ def component_map(text: Any, all_units: Mapping[str, list[int]] | None = None) -
 
 def answer_entries(prediction: list[dict]) -> str:
     """A ``find_circuit`` prediction as ``[COMPONENTS]`` JSON text (component names as the tools use)."""
-    entries = []
-    for p in prediction:
-        layer = p["hook"].split(".")[1]
-        name = f"blocks.{layer}.attn.head{p['head']}" if p.get("head") is not None else f"blocks.{layer}.mlp"
-        entries.append({"component": name} | ({"units": p["units"]} if p.get("units") else {})
-                       | {k: p[k] for k in ("role", "reads", "score", "code") if k in p})
-    return json.dumps(entries)
+    return json.dumps([{"component": f"blocks.{p['hook'].split('.')[1]}."
+                                      + (f"attn.head{p['head']}" if p.get("head") is not None else "mlp")}
+                       | ({"units": p["units"]} if p.get("units") else {})
+                       | {k: p[k] for k in ("role", "reads", "score", "code") if k in p} for p in prediction])
 
 
 def reference_components(name: str, row: Mapping[str, Any], access: str) -> str:
@@ -256,11 +247,8 @@ class WhiteBox:
                     raise Refused(f"budget: all {self.tools.budget} tool calls are used; answer now")
             if isinstance(args, Exception):
                 raise Refused(f"{name}: {args}")
-            if name == CODE_TOOL["name"]:
-                reply = await asyncio.to_thread(self.python, args, inner)
-            else:
-                reply = await asyncio.to_thread(self.tools.call, name, args)
-            error = None
+            work = (self.python, args, inner) if name == CODE_TOOL["name"] else (self.tools.call, name, args)
+            reply, error = await asyncio.to_thread(*work), None
         except Refused as exc:
             reply, error = None, str(exc)
         episode.tool_calls += [_record(round, name, args, error, reply), *(r | {"round": round} for r in inner)]
@@ -356,6 +344,8 @@ class WhiteBox:
     def prompt(self, protocol: str) -> str:
         """The paragraph added to the task message: the architecture, the tools, how to call them,
         and (``localized``) the components that matter."""
+        from findbench.find.rasp.truth import ROLES
+
         arch = self.tools.architecture()
         vocab = arch["vocab"][:2]
         lines = [
@@ -367,21 +357,16 @@ class WhiteBox:
             f"Tools (at most {self.tools.budget} calls in all, refused ones too; replies are rounded and cut to "
             f"{self.tools.max_chars} characters):",
             *(f"- {t['name']}({', '.join(t['args'])}): {t['doc']}" for t in self.specs),
-        ]
-        if protocol == "tools":
-            lines.append("Call them as tools, beside the function.")
-        else:
-            lines.append("Call one with TOOL(name, {JSON arguments}), e.g. TOOL(run_with_cache, {\"tokens\": "
-                         f"{json.dumps(vocab)}, \"hooks\": [\"blocks.0.attn.hook_pattern\"]}}); several per message; "
-                         f"a program is one JSON string: TOOL(python, {json.dumps({'code': f'print(run({vocab}))'})}).")
-        from findbench.find.rasp.truth import ROLES
-
-        lines.append(
+            "Call them as tools, beside the function." if protocol == "tools" else
+            "Call one with TOOL(name, {JSON arguments}), e.g. TOOL(run_with_cache, {\"tokens\": "
+            f"{json.dumps(vocab)}, \"hooks\": [\"blocks.0.attn.hook_pattern\"]}}); several per message; "
+            f"a program is one JSON string: TOOL(python, {json.dumps({'code': f'print(run({vocab}))'})}).",
             "Answer with a third part after [CODE]: [COMPONENTS]: a JSON list in a ```json code block, one object per "
             "component: {\"component\": a component name (blocks.{l}.mlp may add \"units\": [unit indices]), "
             f"\"role\": one of {', '.join(ROLES)}, optionally \"reads\": what it reads (tokens, indices), "
             "\"score\": how much it matters (0 to 1), \"code\": a `def f(tokens):` computing its value at each "
-            "position}.")
+            "position}.",
+        ]
         if self.matter is not None:
             lines.append(f"The components that matter for f(x): {'; '.join(self.matter) or 'none'}.")
         return "\n".join(lines)

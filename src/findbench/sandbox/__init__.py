@@ -42,6 +42,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from findbench._checks import instance
 from findbench.sandbox.policy import (
     ALLOW_UNCONFINED_ENV,
     DEFAULT_CPU_SECONDS,
@@ -122,9 +123,8 @@ def run_functions(
     otherwise a pool with ``limits`` runs for this call only, with no more workers than programs.
     """
     if sandbox is not None:
-        if not isinstance(sandbox, Sandbox):
-            raise TypeError(f"sandbox must be a findbench.sandbox.Sandbox, got {type(sandbox).__name__}")
-        return sandbox.run(codes, inputs, entry=entry, progress=progress)
+        return instance("sandbox", sandbox, Sandbox, "a findbench.sandbox.Sandbox").run(
+            codes, inputs, entry=entry, progress=progress)
     limits = limits or SandboxLimits()
     if limits.workers is None and hasattr(codes, "__len__"):
         limits = dataclasses.replace(limits, workers=max(1, min(4, os.cpu_count() or 1, len(codes) or 1)))

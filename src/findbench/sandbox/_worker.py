@@ -119,19 +119,6 @@ def _checked(rc: int, what: str) -> int:
     return rc
 
 
-def landlock_abi() -> int:
-    """The kernel's Landlock ABI version; 0 when Landlock is unsupported or disabled."""
-    return max(0, int(_libc.syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), None, ctypes.c_size_t(0),
-                                    ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION))))
-
-
-def _fs_rights(abi: int) -> int:
-    """Every file-system right the kernel's ABI knows (all of them are 'handled': denied unless granted):
-    ABI 1 has execute .. make_sym."""
-    return (1 << 13) - 1 | sum(_FS[name] for name, since in (("refer", 2), ("truncate", 3), ("ioctl_dev", 5))
-                               if abi >= since)
-
-
 _READ = _FS["execute"] | _FS["read_file"] | _FS["read_dir"]
 _FILE_RIGHTS = _FS["execute"] | _FS["write_file"] | _FS["read_file"] | _FS["truncate"] | _FS["ioctl_dev"]
 
@@ -143,7 +130,9 @@ def _landlock_confine(abi: int, read_fds: list[tuple[int, bool]], write_fds: lis
     write grants every file-system right beneath. With ABI >= 4 TCP bind/connect are denied;
     with ABI >= 6 signals and abstract unix sockets cannot leave the domain. Raises OSError.
     """
-    handled = _fs_rights(abi)
+    # every file-system right the ABI knows, all 'handled' (denied unless granted): ABI 1 has execute .. make_sym
+    handled = (1 << 13) - 1 | sum(_FS[name] for name, since in (("refer", 2), ("truncate", 3), ("ioctl_dev", 5))
+                                  if abi >= since)
     attr = _RulesetAttr(handled, _NET_BIND_TCP | _NET_CONNECT_TCP if abi >= 4 else 0,
                         _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL if abi >= 6 else 0)
     size = 24 if abi >= 6 else 16 if abi >= 4 else 8
@@ -263,35 +252,9 @@ def _make_audit_hook(tmpdir: str):
             "signal.pthread_kill",
         }
     )
-    path_events = frozenset(
-        {
-            "os.remove",
-            "os.rename",
-            "os.rmdir",
-            "os.mkdir",
-            "os.chmod",
-            "os.chown",
-            "os.link",
-            "os.symlink",
-            "os.truncate",
-            "os.utime",
-            "os.chflags",
-            "os.lchflags",
-            "os.setxattr",
-            "os.removexattr",
-            "shutil.rmtree",
-            "shutil.copyfile",
-            "shutil.copytree",
-            "shutil.move",
-            "shutil.copymode",
-            "shutil.copystat",
-            "shutil.chown",
-            "os.mkfifo",
-            "os.mknod",
-        }
-    )
-    # (index of a path argument, index of its dir_fd argument) per event, as CPython raises them
-    path_args = {
+    # The events on paths: (index of a path argument, index of its dir_fd argument) per event, as CPython raises them
+    path_args = dict.fromkeys(("os.truncate", "os.chflags", "os.lchflags", "os.setxattr", "os.removexattr",
+                               "shutil.rmtree", "shutil.chown"), ((0, None),)) | {
         "os.remove": ((0, 1),),
         "os.rmdir": ((0, 1),),
         "os.mkdir": ((0, 2),),
@@ -333,8 +296,8 @@ def _make_audit_hook(tmpdir: str):
                 )
         elif event in blocked or event.startswith(blocked_prefixes):
             raise PermissionError(f"sandbox: {event} is not allowed")
-        elif event in path_events:
-            for path_at, dir_fd_at in path_args.get(event, ((0, None),)):
+        elif event in path_args:
+            for path_at, dir_fd_at in path_args[event]:
                 path = args[path_at] if path_at < len(args) else None
                 dir_fd = args[dir_fd_at] if dir_fd_at is not None and dir_fd_at < len(args) else None
                 if isinstance(path, (str, bytes, os.PathLike)) and not inside(path, dir_fd):
@@ -522,7 +485,6 @@ class _Zygote:
         self.config = config
         self.req_fd, self.resp_fd = req_fd, resp_fd
         self.base = config["tmpdir"]
-        self.read_fds: list[tuple[int, bool]] = []
         self.tmpfs = False
         self.inbox = mmap.mmap(-1, config["max_request_bytes"])
         self.reply = mmap.mmap(-1, config["max_result_bytes"] + 8 * config["max_output_bytes"] + 65536)
@@ -573,10 +535,12 @@ class _Zygote:
         for name in _PRELOAD:
             __import__(name)
         self.np = sys.modules["numpy"]
-        abi = landlock_abi() if cfg["landlock"] else 0
+        # the kernel's Landlock ABI version (0: unsupported or disabled)
+        abi = max(0, int(_libc.syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), None, ctypes.c_size_t(0),
+                                       ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION)))) if cfg["landlock"] else 0
         self.landlock = abi if no_new_privs else 0
-        if self.landlock:
-            self.read_fds = [_open_path(p) for p in _read_roots(tuple(cfg["packages"]), tuple(cfg["deny"]))]
+        self.read_fds: list[tuple[int, bool]] = [_open_path(p) for p in _read_roots(
+            tuple(cfg["packages"]), tuple(cfg["deny"]))] if self.landlock else []
         bpf = base64.b64decode(cfg.get("seccomp_bpf") or "") if no_new_privs else b""
         self._seccomp_filter = ctypes.create_string_buffer(bpf, len(bpf))
         self.seccomp = _SockFprog(len(bpf) // 8, ctypes.cast(self._seccomp_filter, ctypes.c_void_p)) if bpf else None
@@ -715,11 +679,8 @@ class _Zygote:
 
     def _remove_dir(self, tmpdir: str) -> None:
         if self.tmpfs:
-            _libc.umount2(os.fsencode(tmpdir), _MNT_DETACH)  # frees every file at once
-            with contextlib.suppress(OSError):
-                os.rmdir(tmpdir)
-        else:
-            rmtree(tmpdir)
+            _libc.umount2(os.fsencode(tmpdir), _MNT_DETACH)  # frees every file at once, leaves the folder empty
+        rmtree(tmpdir)
 
     def run_item(self, size: int, services: bool) -> None:
         """Fork a child for the request in ``self.request``; relay its reply behind a header line
@@ -749,12 +710,14 @@ class _Zygote:
             # directory) later, so its teardown overlaps with the next program.
             self.pending.append((pid, tmpdir))
         else:
-            self._remove_dir(tmpdir)  # _collect has reaped this child
-            got = 0
-        header = json.dumps({"outcome": outcome, "size": got}, separators=(",", ":")).encode() + b"\n"
-        _write_all(self.resp_fd, header)
-        with memoryview(self.reply) as view:
-            _write_all(self.resp_fd, view[:got])
+            self._remove_dir(tmpdir)  # _collect has reaped this child (and says got 0)
+        self._send(self.reply, got, outcome=outcome)
+
+    def _send(self, buf: mmap.mmap, size: int, **header: Any) -> None:
+        """One frame to the parent: the header line (with ``size``), then the first ``size`` bytes of ``buf``."""
+        _write_all(self.resp_fd, json.dumps(header | {"size": size}, separators=(",", ":")).encode() + b"\n")
+        with memoryview(buf) as view:
+            _write_all(self.resp_fd, view[:size])
 
     def reap(self) -> None:
         """Wait for children that already replied, and delete their directories."""
@@ -774,9 +737,7 @@ class _Zygote:
             n = os.readv(channel[0], [view[held:]])
         held, started = held + n, time.monotonic()
         while (end := self.calls.find(b"\n", 0, held) + 1) > 0:
-            _write_all(self.resp_fd, json.dumps({"outcome": None, "size": end, "call": True}).encode() + b"\n")
-            with memoryview(self.calls) as view:
-                _write_all(self.resp_fd, view[:end])
+            self._send(self.calls, end, outcome=None, call=True)
             self.calls.move(0, end, held - end)
             held -= end
             size, _ = self._receive()  # the answer: at most MAX_CALL_BYTES, which an empty pipe holds
@@ -822,12 +783,11 @@ class _Zygote:
             return got, None  # a complete reply (one line or not: the parent checks)
         os.kill(pid, signal.SIGKILL)  # not reaped yet: it exists, if only as a zombie
         rc = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-        if outcome is None and rc == -signal.SIGXCPU:
-            outcome = ("timeout", f"CPU time limit of {cfg['cpu_seconds']:g} s exceeded")
-        elif outcome is None and rc < 0:
-            outcome = ("killed", f"program killed by signal {signal_name(-rc)}")
-        elif outcome is None:
-            outcome = ("killed", f"program exited with code {rc}" if rc else "the program exited without a reply")
+        if outcome is None:  # the child exited or died without a complete reply
+            outcome = (("timeout", f"CPU time limit of {cfg['cpu_seconds']:g} s exceeded") if rc == -signal.SIGXCPU
+                       else ("killed", f"program killed by signal {signal_name(-rc)}") if rc < 0
+                       else ("killed", f"program exited with code {rc}") if rc
+                       else ("killed", "the program exited without a reply"))
         return 0, outcome
 
     def _receive(self) -> tuple[int, bool]:
@@ -835,11 +795,12 @@ class _Zygote:
         header = bytearray(4)
         if not _read_exact(self.req_fd, memoryview(header)):
             os._exit(0)
-        size = int.from_bytes(header, "big")
+        word = int.from_bytes(header, "big")
+        size = word & ~SERVICES_BIT
         with memoryview(self.inbox) as view:
-            if size & ~SERVICES_BIT > len(view) or not _read_exact(self.req_fd, view[: size & ~SERVICES_BIT]):
+            if size > len(view) or not _read_exact(self.req_fd, view[:size]):
                 os._exit(3)  # the parent broke the protocol: nothing here can be trusted
-        return size & ~SERVICES_BIT, bool(size & SERVICES_BIT)
+        return size, bool(word & SERVICES_BIT)
 
     def serve(self) -> None:
         while True:

@@ -86,9 +86,7 @@ def isolation_level(isolation: dict) -> str:
         ("ipcns", isolation.get("ipc_namespace")),
         ("uid", isolation.get("uid", 0) != 0),
     ) if on]
-    if not (isolation.get("bwrap") or isolation.get("landlock")):
-        return "unconfined" + "".join(f"+{p}" for p in parts)
-    return "+".join(parts)
+    return "+".join(([] if isolation.get("bwrap") or isolation.get("landlock") else ["unconfined"]) + parts)
 
 
 def unavailable_message(iso: dict) -> str | None:

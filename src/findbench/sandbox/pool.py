@@ -30,7 +30,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from findbench._checks import integer
+from findbench._checks import instance, integer
 from findbench.sandbox import _worker, policy
 from findbench.sandbox.policy import MAX_REQUEST_BYTES, SandboxLimits, SandboxUnavailableError
 
@@ -77,10 +77,8 @@ def _failed(n_inputs: int, status: str, message: str, isolation: str) -> Sandbox
 
 
 def _sequence(name: str, value: Any, what: str) -> list:
-    """``value`` as a list when it is a sequence (not a string); else ``TypeError`` naming ``name``."""
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
-    return list(value)
+    """``value`` as a list when it is a sequence (not a string); else a ``TypeError`` naming ``name``."""
+    return list(instance(name, value, Sequence, what, exclude=(str, bytes)))
 
 
 def _check_entry(entry: Any, n: int) -> list[str | None]:
@@ -91,8 +89,7 @@ def _check_entry(entry: Any, n: int) -> list[str | None]:
         raise ValueError(f"entry must have one element per program ({len(entries)} != {n})")
     for k, e in enumerate(entries):
         where = "entry" if isinstance(entry, str) else f"entry[{k}]"
-        if e is not None and not isinstance(e, str):
-            raise TypeError(f"{where} must be 'last_def', a function name or None, got {type(e).__name__}")
+        instance(where, e, (str, type(None)), "'last_def', a function name or None")
         if e not in ("last_def", None) and not e.isidentifier():
             raise ValueError(f"{where} must be 'last_def' or a Python identifier, got {e!r}")
     return entries
@@ -246,8 +243,7 @@ class Sandbox:
         for name, value in (("landlock", landlock), ("isolate_network", isolate_network), ("drop_privileges",
                             drop_privileges), ("bwrap", bwrap), ("allow_unconfined", allow_unconfined)):
             optional = name in ("bwrap", "allow_unconfined")
-            if not (isinstance(value, bool) or (optional and value is None)):
-                raise TypeError(f"{name} must be a bool{' or None' if optional else ''}, got {type(value).__name__}")
+            instance(name, value, (bool, type(None)) if optional else bool, f"a bool{' or None' if optional else ''}")
         self._bwrap = shutil.which("bwrap") if bwrap is not False else None
         if bwrap and self._bwrap is None:
             raise SandboxUnavailableError("bwrap=True but bubblewrap is not installed (apt-get install bubblewrap)")
@@ -371,8 +367,7 @@ class Sandbox:
         results: list[SandboxResult | None] = [None] * len(codes)
         todo: deque[tuple[int, int, bytes]] = deque()
         for k, (code, args) in enumerate(zip(codes, inputs)):
-            if not isinstance(code, str):
-                raise TypeError(f"codes[{k}] must be a string, got {type(code).__name__}")
+            instance(f"codes[{k}]", code, str, "a string")
             args = _sequence(f"inputs[{k}]", args, "a list of inputs")
             if entries[k] is None and args:
                 raise ValueError(f"inputs[{k}] must be empty: entry None runs the program as a script")
