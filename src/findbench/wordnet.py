@@ -32,7 +32,7 @@ class WordNetSynset:
     def text(self) -> str:
         """The corpus text: ``lemma, lemma: definition; "example"; "example"``."""
         head = ", ".join(self.lemmas)
-        body = "; ".join([self.definition] * bool(self.definition) + [f'"{example}"' for example in self.examples])
+        body = "; ".join(([self.definition] if self.definition else []) + [f'"{example}"' for example in self.examples])
         return f"{head}: {body}" if head else body
 
 

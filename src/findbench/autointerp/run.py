@@ -494,7 +494,6 @@ def _results(run: AutoInterpOutput, cmd: AutoInterpCommand, *, latents_file: str
             "explanation": m["explanation"],
             "explainer_answer": m["raw"],
             **{k: m[k] for k in ("degenerate", "degenerate_reason", "explanation_truncated")},
-            "random_windows_with_activity": ev.n_random_with_activity,
         }
         if "detection" in run.scores:
             d = run.scores["detection"][i]
@@ -504,6 +503,7 @@ def _results(run: AutoInterpOutput, cmd: AutoInterpCommand, *, latents_file: str
             if name != "detection":
                 entry.update({f"{name}_score": rows[i]["score"],
                               name: {k: v for k, v in rows[i].items() if k != "score"}})
+        entry["random_windows_with_activity"] = ev.n_random_with_activity
         if run.planted is not None and ev.latent in run.planted:
             entry["planted"] = {k: run.planted[ev.latent][k] for k in ("rule", "explanation")}
         unstructured[str(ev.latent)] = entry
@@ -566,9 +566,11 @@ def _shard_files(folder: Path, run_id: str | None) -> tuple[tuple[str, str, str]
     their latents each once and as the results say (:func:`_check_records`)."""
     if not folder.is_dir():
         raise FileNotFoundError(f"shard folder {folder} does not exist")
-    found = [(path, data) for path in sorted(folder.glob(f"*_eval_results{f'_{run_id}' if run_id else ''}.json"))
-             if (data := read_untrusted_json(path, READ_MAX_BYTES, f"shard folder {folder}: results file")).get(
-                 "eval_type_id") == "autointerp" and data.get("run_id") == run_id]
+    found = []
+    for path in sorted(folder.glob(f"*_eval_results{f'_{run_id}' if run_id else ''}.json")):
+        data = read_untrusted_json(path, READ_MAX_BYTES, f"shard folder {folder}: results file")
+        if data.get("eval_type_id") == "autointerp" and data.get("run_id") == run_id:
+            found.append((path, data))
     if len(found) != 1:
         raise ValueError(
             f"shard folder {folder}: {len(found)} AutoInterp results files with run_id {run_id!r}, needs one"
@@ -697,7 +699,8 @@ def _check_selection(latents: list[int], settings: dict[str, Any]) -> None:
     if len(set(latents)) != len(latents):
         raise ValueError(f"the shards hold latents {sorted(x for x in set(latents) if latents.count(x) > 1)[:10]} "
                          "more than once")
-    if latents != drawn if drawn is not None else (
-            latents != sorted(latents) or type(n) is not int or len(latents) > n):
+    wrong = (latents != drawn) if drawn is not None else (
+        latents != sorted(latents) or type(n) is not int or len(latents) > n)
+    if wrong:
         raise ValueError(f"the shards' latents {latents[:20]} are not the run's selection (" + (
             f"override_latents {drawn!r:.200})" if drawn is not None else f"at most n_latents={n!r}, increasing)"))

@@ -480,9 +480,9 @@ def in_corrupted_subdomain(row: Mapping[str, Any], inputs: Sequence[Any]) -> lis
         exception = row.get("exception")
         if not isinstance(exception, str) or not exception.strip():
             return None
-        from findbench.find.synthetic_neurons.backbones import _row_params, relation_for_row
+        from findbench.find.synthetic_neurons.backbones import relation_for_row, row_params
 
-        table, index = relation_for_row(row, _row_params(row))
+        table, index = relation_for_row(row, row_params(row))
         if index is None:
             raise ValueError(
                 f"row['params'] of {row.get('function_id')} names no exception_index, "

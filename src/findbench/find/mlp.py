@@ -110,7 +110,7 @@ def _initial_knots(xn: np.ndarray, yn: np.ndarray, hidden: int, curvature_power:
     cdf = np.cumsum(d2, axis=1)
     cdf /= cdf[:, -1:]
     qs = (np.arange(n_curv) + 0.5) / n_curv
-    curv = np.stack([np.interp(qs, cdf[i], xn[i, 1:-1]) for i in range(m)])
+    curv = np.array([np.interp(qs, cdf[i], xn[i, 1:-1]) for i in range(m)]).reshape(m, n_curv)  # m may be 0
     return np.concatenate([even, curv], axis=1)
 
 

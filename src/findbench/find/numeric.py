@@ -179,7 +179,8 @@ def _poly_formula(p: dict) -> str:
     for c, k in _poly_terms(p["coeffs"]):
         mono = "" if k == 0 else ("x" if k == 1 else f"x^{k}")
         term = f"{_num(abs(c))}*{mono}" if mono else _num(abs(c))
-        out += (" - " if c < 0 else " + ") + term if out else ("-" if c < 0 else "") + term
+        sign = (" - " if c < 0 else " + ") if out else ("-" if c < 0 else "")
+        out += sign + term
     return out
 
 
@@ -524,7 +525,7 @@ def _check_params(p: dict) -> dict:
         nz = p.get("noise")
         if not isinstance(nz, Mapping) or nz.get("type") not in NOISE_TYPES:
             raise ValueError(f"params.noise.type must be one of {NOISE_TYPES}, got {nz!r}")
-        _checks.integer("params.noise.seed", nz.get("seed"), 0)
+        _check_seed(nz.get("seed"), "params.noise.seed")
     if variant == "corruption":
         c = p.get("corruption")
         if not isinstance(c, Mapping) or c.get("type") not in _CORRUPTION_TYPES:
@@ -535,7 +536,7 @@ def _check_params(p: dict) -> dict:
                 raise ValueError(f"params.corruption.{k} must be a finite number, got {c.get(k)!r}")
         if float(c["std"]) < 0:
             raise ValueError(f"params.corruption.std must be >= 0, got {c['std']!r}")
-        _checks.integer("params.corruption.seed", c.get("seed"), 0)
+        _check_seed(c.get("seed"), "params.corruption.seed")
     if variant == "mlp" and not p.get("mlp_weights_missing"):
         w = _checks.instance("params.mlp", p.get("mlp"), Mapping, "an object of the MLP weights w1, b1, w2, b2")
         for k in ("w1", "b1", "w2"):
@@ -556,6 +557,13 @@ def _check_boundary(b: Any, kind: str, field: str) -> list[float]:
     if n == 2 and not b[0] < b[1]:
         raise ValueError(f"{field} must be increasing, got {b!r}")
     return [float(v) for v in b]
+
+
+def _check_seed(v: Any, field: str) -> int:
+    """A seed from params (JSON or numpy: a numpy integer passes)."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+        raise ValueError(f"{field} must be a non-negative int, got {v!r}")
+    return int(v)
 
 
 def _term_fn(term: Mapping) -> Callable[[np.ndarray], Any]:

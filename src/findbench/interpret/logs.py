@@ -101,7 +101,9 @@ def log_files(run_dir: str | os.PathLike) -> list[Path]:
             logger.warning("run_dir: %s is a symbolic link; its logs are not read", folder)
         return []
     found = []
-    for path in sorted(p for p in folder.glob("*.eval") if not p.name.startswith(".")):
+    # os.listdir raises on a folder it may not read, where Path.glob would quietly find nothing
+    for path in (folder / name for name in sorted(os.listdir(folder))
+                 if name.endswith(".eval") and not name.startswith(".")):
         if stat.S_ISREG(path.lstat().st_mode):
             found.append(path)
         else:

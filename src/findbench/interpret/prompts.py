@@ -12,7 +12,6 @@ parentheses, then 1 to :data:`MAX_TURN_COMMANDS` commands or the answer; on the 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -205,9 +204,12 @@ def task_prompt(
     line for the row's exemplars; ``protocol`` ``tools`` adds a sentence (``PYTHON(...)`` means a tool call)."""
     category = check_row(row, method)
     text = _TEMPLATES[category].format(script=_S, mlp=_MLP if is_mlp(row) else "", domain=_domain(row))
-    if check_protocol(protocol) == "tools":  # after the sentences that show the PYTHON(...) syntax
-        text = re.sub(r"^Experiment by calling f\(x\).*", lambda line: line[0] + _TOOLS_NOTE.format(tool=TOOL_NAME,
-                      script=_S), text, count=1, flags=re.MULTILINE)
+    if check_protocol(protocol) == "tools":
+        # after the sentences that show the PYTHON(...) syntax
+        lines = text.split("\n")
+        at = next(i for i, line in enumerate(lines) if line.startswith("Experiment by calling f(x)"))
+        lines[at] += _TOOLS_NOTE.format(tool=TOOL_NAME, script=_S)
+        text = "\n".join(lines)
     if method != "aia":
         if not isinstance(exemplar_reply, str) or not exemplar_reply:
             raise ValueError(f"exemplar_reply: method {method!r} needs the reply for the row's exemplars")

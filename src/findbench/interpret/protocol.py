@@ -329,8 +329,8 @@ def tool_command(inputs: object) -> Command:
         return Command(text, (), f"too many inputs ({len(inputs)}): give at most {MAX_INPUTS_PER_COMMAND} per call")
     values = []  # a number passes as the text a command would
     for i, x in enumerate(inputs):
-        if not (isinstance(x, str) or isinstance(x, int) and not isinstance(x, bool)
-                or isinstance(x, float) and math.isfinite(x)):
+        if not (isinstance(x, str) or (isinstance(x, int) and not isinstance(x, bool))
+                or (isinstance(x, float) and math.isfinite(x))):
             return Command(text, (), f"inputs[{i}] must be a string or a finite number, got {_json_text(x)}")
         values.append(x if isinstance(x, str) else str(x))
         if len(values[-1]) > MAX_INPUT_CHARS:

@@ -107,10 +107,13 @@ def component_map(text: Any, all_units: Mapping[str, list[int]] | None = None) -
 
 def answer_entries(prediction: list[dict]) -> str:
     """A ``find_circuit`` prediction as ``[COMPONENTS]`` JSON text (component names as the tools use)."""
-    return json.dumps([{"component": f"blocks.{p['hook'].split('.')[1]}."
-                                      + (f"attn.head{p['head']}" if p.get("head") is not None else "mlp")}
-                       | ({"units": p["units"]} if p.get("units") else {})
-                       | {k: p[k] for k in ("role", "reads", "score", "code") if k in p} for p in prediction])
+    entries = []
+    for p in prediction:
+        layer = p["hook"].split(".")[1]
+        name = f"blocks.{layer}.attn.head{p['head']}" if p.get("head") is not None else f"blocks.{layer}.mlp"
+        entries.append({"component": name} | ({"units": p["units"]} if p.get("units") else {})
+                       | {k: p[k] for k in ("role", "reads", "score", "code") if k in p})
+    return json.dumps(entries)
 
 
 def reference_components(name: str, row: Mapping[str, Any], access: str) -> str:
@@ -216,7 +219,7 @@ def tool_commands(text: str) -> list[tuple[str, Any]]:
 
 def _record(round: int, name: str, args: Any, error: str | None, reply: str | None) -> dict:
     """One ``tool_calls`` record (arguments as JSON text cut to :data:`MAX_INPUT_CHARS`)."""
-    shown = "" if isinstance(args, Exception) else json.dumps(args, separators=(",", ":"), default=str)
+    shown = "" if args is None or isinstance(args, Exception) else json.dumps(args, separators=(",", ":"))
     return {"round": round, "tool": name[:40], "arguments": shown[:MAX_INPUT_CHARS], "error": error,
             "reply_chars": len(reply or "")}
 
@@ -242,9 +245,7 @@ class WhiteBox:
         inner: list[dict] = []
         try:
             if isinstance(args, Exception) or name == CODE_TOOL["name"]:  # counted as the tools count a call
-                self.tools.calls += 1
-                if self.tools.calls > self.tools.budget:
-                    raise Refused(f"budget: all {self.tools.budget} tool calls are used; answer now")
+                self.tools.count()
             if isinstance(args, Exception):
                 raise Refused(f"{name}: {args}")
             work = (self.python, args, inner) if name == CODE_TOOL["name"] else (self.tools.call, name, args)
@@ -269,7 +270,7 @@ class WhiteBox:
                 kwargs = dict(zip(spec["args"], values)) | named
                 try:
                     if len(values) > len(spec["args"]):  # refused and counted, as the tools refuse a call
-                        self.tools.calls += 1
+                        self.tools.count()
                         raise ToolError(f"{spec['name']}: at most {len(spec['args'])} arguments")
                     reply = self.tools.call(spec["name"], kwargs)
                 except ToolError as exc:
@@ -316,8 +317,7 @@ class WhiteBox:
         for m in messages[last + 1:]:
             if m.role == "tool" and m.function in self.names and m.error is not None and m.error.type != "unknown":
                 self.tools.calls += 1
-                episode.tool_calls.append(_record(round, m.function, ValueError(), m.error.message[:MAX_INPUT_CHARS],
-                                                  None))
+                episode.tool_calls.append(_record(round, m.function, None, m.error.message[:MAX_INPUT_CHARS], None))
 
     def inspect_tools(self, episode: EpisodeState, answered: Any = lambda: False,
                       round: Any = lambda: 0) -> list[ToolDef]:

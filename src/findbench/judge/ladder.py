@@ -11,6 +11,7 @@ measures a judge on them.
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -25,7 +26,6 @@ from findbench.find.synthetic_neurons.entity_words import load_entity_words
 from findbench.find.synthetic_neurons.prompts import UNDEFINED
 from findbench.find.synthetic_neurons.relations import describe_relation
 from findbench.judge.config import RUNGS
-from findbench.judge.probes import row_params
 from findbench.judge.scoring import judge_category
 
 #: What each rung of the ladder (:data:`~findbench.judge.config.RUNGS`) shows the judge.
@@ -61,12 +61,21 @@ _PARAM_TRIES = 12
 
 
 
+def _params(row: Mapping[str, Any]) -> dict:
+    params = row.get("params")
+    if isinstance(params, str):
+        params = json.loads(params) if params else {}
+    if not isinstance(params, Mapping):
+        raise ValueError(f"{row.get('function_id')}: params must be a JSON object, got {type(params).__name__}")
+    return dict(params)
+
+
 def _rng(seed: int, row: Mapping[str, Any], rung: str) -> random.Random:
     return random.Random(f"{seed}:{row['function_id']}:{rung}")
 
 
 def _strings_partial(row: Mapping[str, Any], seed: int) -> tuple[str, str]:
-    steps = validate_params(row_params(row))
+    steps = validate_params(_params(row))
     if len(steps) == 2:
         k = _rng(seed, row, "partial").randrange(2)
         return describe([steps[k]]), f"step {k + 1} of 2 ({steps[k][0].name})"
@@ -75,7 +84,7 @@ def _strings_partial(row: Mapping[str, Any], seed: int) -> tuple[str, str]:
 
 
 def _strings_near_miss(row: Mapping[str, Any], seed: int) -> tuple[str, str]:
-    steps = validate_params(row_params(row))
+    steps = validate_params(_params(row))
     true_text = describe(steps)
     rng = _rng(seed, row, "near_miss")
     k = rng.randrange(len(steps))
@@ -132,7 +141,7 @@ def _entity_partial(row: Mapping[str, Any], seed: int) -> tuple[str, str]:
 
 
 def _relation_key(row: Mapping[str, Any]) -> tuple[str, int | None]:
-    params = row_params(row)
+    params = _params(row)
     key = params.get("relation") or row.get("name", "").split("~")[0]
     if not key:
         raise ValueError(f"{row.get('function_id')}: a relation row needs params.relation")

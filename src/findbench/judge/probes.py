@@ -59,15 +59,6 @@ _CAP_TOKENS = 512
 _CHARS_PER_TOKEN = 2
 
 
-def row_params(row: Mapping[str, Any]) -> dict:
-    """A row's ``params`` as a dict (JSON text or a mapping); ``ValueError`` naming the row otherwise."""
-    params = row.get("params")
-    if isinstance(params, str):
-        params = json.loads(params) if params else {}
-    if not isinstance(params, Mapping):
-        raise ValueError(f"{row.get('function_id')}: params must be a JSON object, got {type(params).__name__}")
-    return dict(params)
-
 def _cap_chars(max_tokens: int | None) -> int:
     return (_CAP_TOKENS if max_tokens is None else max_tokens) * _CHARS_PER_TOKEN
 
@@ -112,7 +103,7 @@ def observed_pairs(row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]], *,
                              for x in r.get("test_inputs") or [] if str(x).strip().lower() not in shown})
         fn = make_function(row)
     else:
-        from findbench.find.synthetic_neurons.backbones import relation_for_row, table_answer
+        from findbench.find.synthetic_neurons.backbones import relation_for_row, row_params, table_answer
 
         table, exception = relation_for_row(row, row_params(row))
         candidates = sorted({e.input for e in table.sample_entries if e.input.strip().lower() not in shown})

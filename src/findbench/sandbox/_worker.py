@@ -123,6 +123,12 @@ _READ = _FS["execute"] | _FS["read_file"] | _FS["read_dir"]
 _FILE_RIGHTS = _FS["execute"] | _FS["write_file"] | _FS["read_file"] | _FS["truncate"] | _FS["ioctl_dev"]
 
 
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version; 0 when Landlock is unsupported or disabled."""
+    return max(0, int(_libc.syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), None, ctypes.c_size_t(0),
+                                    ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION))))
+
+
 def _landlock_confine(abi: int, read_fds: list[tuple[int, bool]], write_fds: list[tuple[int, bool]]) -> None:
     """Restrict this process (and its future children) to the given paths, for good.
 
@@ -535,9 +541,7 @@ class _Zygote:
         for name in _PRELOAD:
             __import__(name)
         self.np = sys.modules["numpy"]
-        # the kernel's Landlock ABI version (0: unsupported or disabled)
-        abi = max(0, int(_libc.syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), None, ctypes.c_size_t(0),
-                                       ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION)))) if cfg["landlock"] else 0
+        abi = landlock_abi() if cfg["landlock"] else 0
         self.landlock = abi if no_new_privs else 0
         self.read_fds: list[tuple[int, bool]] = [_open_path(p) for p in _read_roots(
             tuple(cfg["packages"]), tuple(cfg["deny"]))] if self.landlock else []
@@ -687,23 +691,25 @@ class _Zygote:
         (and, with ``services``, its calls; see the module docstring)."""
         tmpdir = self._program_dir()
         r, w = os.pipe()
-        pipes = (*os.pipe(), *os.pipe()) if services else ()  # calls: child -> zygote; answers: zygote -> child
+        # services: a call pipe (the child writes, the zygote reads) and an answer pipe (the other way)
+        calls_r, calls_w, answers_r, answers_w = (*os.pipe(), *os.pipe()) if services else (None,) * 4
+        child_end, own_end = ((calls_w, answers_r), (calls_r, answers_w)) if services else (None, None)
         pid = os.fork()
         if pid == 0:  # pragma: no cover - child
-            for fd in (r, *pipes[0:1], *pipes[3:4]):
+            for fd in (r, *(own_end or ())):
                 os.close(fd)
-            self._child(tmpdir, w, (pipes[1], pipes[2]) if pipes else None)
+            self._child(tmpdir, w, child_end)
         self.request[:] = bytes(size)  # the zygote keeps nothing of the request
         self.request = bytearray()
-        for fd in (w, *pipes[1:3]):
+        for fd in (w, *(child_end or ())):
             os.close(fd)
-        if pipes:
-            os.set_blocking(pipes[3], False)  # a child that leaves answers unread is killed, never waited for
+        if own_end:
+            os.set_blocking(answers_w, False)  # a child that leaves answers unread is killed, never waited for
         self.reap()  # the previous program's exit ran while this one started
         try:
-            got, outcome = self._collect(r, pid, (pipes[0], pipes[3]) if pipes else None)
+            got, outcome = self._collect(r, pid, own_end)
         finally:
-            for fd in (r, *pipes[0:1], *pipes[3:4]):
+            for fd in (r, *(own_end or ())):
                 os.close(fd)
         if outcome is None:
             # A complete reply: the child is only exiting now. Reap it (and delete its
@@ -783,11 +789,12 @@ class _Zygote:
             return got, None  # a complete reply (one line or not: the parent checks)
         os.kill(pid, signal.SIGKILL)  # not reaped yet: it exists, if only as a zombie
         rc = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-        if outcome is None:  # the child exited or died without a complete reply
-            outcome = (("timeout", f"CPU time limit of {cfg['cpu_seconds']:g} s exceeded") if rc == -signal.SIGXCPU
-                       else ("killed", f"program killed by signal {signal_name(-rc)}") if rc < 0
-                       else ("killed", f"program exited with code {rc}") if rc
-                       else ("killed", "the program exited without a reply"))
+        if outcome is None and rc == -signal.SIGXCPU:  # the child exited or died without a complete reply
+            outcome = ("timeout", f"CPU time limit of {cfg['cpu_seconds']:g} s exceeded")
+        elif outcome is None and rc < 0:
+            outcome = ("killed", f"program killed by signal {signal_name(-rc)}")
+        elif outcome is None:
+            outcome = ("killed", f"program exited with code {rc}" if rc else "the program exited without a reply")
         return 0, outcome
 
     def _receive(self) -> tuple[int, bool]:

@@ -120,12 +120,16 @@ class RaspTools:
 
     # ------------------------------------------------------------------ the counted entry point
 
-    def call(self, name: str, args: dict) -> str:
-        """One counted tool call: the reply as JSON text of at most ``max_chars`` characters.
-        A refused call (bad name or argument, budget spent) raises :class:`ToolError` and counts too."""
+    def count(self) -> None:
+        """Count one call (refused ones too): :class:`ToolError` once the budget is spent."""
         self.calls += 1
         if self.calls > self.budget:
             raise ToolError(f"budget: all {self.budget} tool calls are used; answer now")
+
+    def call(self, name: str, args: dict) -> str:
+        """One counted tool call: the reply as JSON text of at most ``max_chars`` characters.
+        A refused call (bad name or argument, budget spent) raises :class:`ToolError` and counts too."""
+        self.count()
         spec = _SPECS.get(name)
         if spec is None:
             raise ToolError(f"tool: {name!r} is not one of {list(_SPECS)}")

@@ -410,7 +410,8 @@ class RelationNeuron:
         return out[0] if single else out
 
 
-def _row_params(row: Mapping[str, Any]) -> dict[str, Any]:
+def row_params(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row's ``params`` as a dict (JSON text or a mapping; none: ``{}``); ValueError otherwise."""
     raw = row.get("params")
     if raw in (None, ""):
         return {}
@@ -473,7 +474,7 @@ def make_function(row: Mapping[str, Any], backend: str | None = None, lm: Any = 
     """
     _checks.instance("row", row, Mapping, "a mapping")
     category = _checks.one_of("row['category']", row.get("category"), sorted(DEFAULT_BACKENDS))
-    params = _row_params(row)
+    params = row_params(row)
     backend = backend or row.get("backbone") or DEFAULT_BACKENDS[category]
     _checks.one_of("backend", backend, ENTITY_BACKENDS if category == "neurons_entities" else RELATION_BACKENDS)
     cfg = params.get("backbones", {}).get(backend, {})

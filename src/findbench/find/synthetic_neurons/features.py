@@ -99,7 +99,9 @@ class ConcatFeatures:
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Features of ``texts`` as a ``(len(texts), dim)`` float32 array (each part checks them)."""
-        texts = list(_checks.instance("texts", texts, object, "a sequence of strings, not a single str", exclude=str))
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of strings, not a single str")
+        texts = list(texts)
         return np.hstack([p.encode(texts) for p in self.parts]).astype(np.float32)
 
 
