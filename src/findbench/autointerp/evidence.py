@@ -376,26 +376,3 @@ def evidence_of(
         collector.update(acts.cpu())
     return collector.finish(np.asarray(tokens))
 
-
-def dense_top_windows(acts: torch.Tensor, k: int, buffer: int) -> list[tuple[int, int]]:
-    """The reference greedy top-window choice on a dense ``[rows, context]`` tensor of one latent
-    (checks :class:`EvidenceCollector`; the dense path of ``benchmarks/p5_evidence.py``)."""
-    rows, context = acts.shape
-    centre = acts[:, buffer : context - buffer]
-    flat = centre.reshape(-1)
-    r_idx = torch.arange(rows).repeat_interleave(centre.shape[1])
-    c_idx = torch.arange(centre.shape[1]).repeat(rows) + buffer
-    order = torch.argsort(c_idx, stable=True)
-    order = order[torch.argsort(r_idx[order], stable=True)]
-    order = order[torch.argsort(-flat[order], stable=True)]
-    chosen: list[tuple[int, int]] = []
-    taken: dict[int, list[int]] = {}
-    for o in order.tolist():
-        r, c = int(r_idx[o]), int(c_idx[o])
-        if any(abs(c - c2) <= buffer for c2 in taken.get(r, ())):
-            continue
-        chosen.append((r, c))
-        taken.setdefault(r, []).append(c)
-        if len(chosen) == k:
-            break
-    return chosen
