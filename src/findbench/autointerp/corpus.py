@@ -219,17 +219,9 @@ def _dataset_key(dataset: str | os.PathLike, split: str, text_column: str) -> st
     return f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', text)}-{split}-{text_column}"
 
 
-def corpus_tokens(tokenizer_or_path: Any, corpus: Corpus) -> np.ndarray:
-    """:func:`tokenize_corpus` over :func:`load_texts` of a config's ``corpus``, cached under
-    ``cache_dir("autointerp", "tokens")``;
-    ``tokenizer_or_path``: a tokenizer, or a folder / Hub id / model name to load one from."""
-    tokenizer = tokenizer_or_path
-    if isinstance(tokenizer_or_path, (str, os.PathLike)):
-        from transformers import AutoTokenizer
-
-        from findbench.models import resolve
-
-        tokenizer = AutoTokenizer.from_pretrained(resolve(tokenizer_or_path))
+def corpus_tokens(tokenizer: Any, corpus: Corpus) -> np.ndarray:
+    """:func:`tokenize_corpus` over :func:`load_texts` of a config's ``corpus`` with ``tokenizer``, cached under
+    ``cache_dir("autointerp", "tokens")``."""
     dataset, context_size, total_tokens, split, text_column = corpus
     path = cache_dir("autointerp", "tokens") / (
         f"{_tokenizer_key(tokenizer)}__{_dataset_key(dataset, split, text_column)}"
