@@ -34,6 +34,7 @@ from findbench.autointerp.prompts import (
     detection_messages,
     mark_window,
 )
+from findbench.lm.encoder import load_encoder
 
 Item = tuple[LatentEvidence, str]
 
@@ -223,18 +224,14 @@ def make_scorer(
     """The scorer called ``name`` (``detection``, ``fuzz``, ``embedding`` or ``likelihood``) with ``cfg``'s
     settings (``max_tokens_in_prediction``, ``act_threshold_frac``, ``random_seed``); ``structured``: detection
     answers under their grammar (see :class:`DetectionScorer`)."""
-    if name == "detection":
-        return DetectionScorer(lm, renderer, max_new_tokens=cfg.max_tokens_in_prediction, progress=progress,
-                               structured=structured)
-    if name == "fuzz":
-        return FuzzScorer(lm, renderer, act_threshold_frac=cfg.act_threshold_frac, seed=cfg.random_seed,
-                          progress=progress)
-    if name == "embedding":
-        if encoder is None:
-            from findbench.lm.encoder import load_encoder
-
-            encoder = load_encoder()
-        return EmbeddingScorer(encoder, renderer)
-    if name == "likelihood":
-        return LikelihoodScorer(lm, renderer, progress=progress)
-    raise ValueError(f"scorers: unknown scorer {name!r} (known: detection, fuzz, embedding, likelihood)")
+    makers = {
+        "detection": lambda: DetectionScorer(lm, renderer, max_new_tokens=cfg.max_tokens_in_prediction,
+                                             progress=progress, structured=structured),
+        "fuzz": lambda: FuzzScorer(lm, renderer, act_threshold_frac=cfg.act_threshold_frac, seed=cfg.random_seed,
+                                   progress=progress),
+        "embedding": lambda: EmbeddingScorer(load_encoder() if encoder is None else encoder, renderer),
+        "likelihood": lambda: LikelihoodScorer(lm, renderer, progress=progress),
+    }
+    if name not in makers:
+        raise ValueError(f"scorers: unknown scorer {name!r} (known: detection, fuzz, embedding, likelihood)")
+    return makers[name]()
