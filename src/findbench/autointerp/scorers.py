@@ -130,14 +130,12 @@ class FuzzScorer:
             f"Description: {EXPLANATION_PREFIX} {expl}\n\nText: {text}\n\n"
             "Are the marked tokens ones this neuron responds to?")}]
             for (_, expl), shown in zip(items, per_item) for text, *_ in shown]
-        owners = [k for k, shown in enumerate(per_item) for _ in shown]  # the item of each conversation
         logps = self.lm.candidate_logprobs(convs, ["Yes", "No"], progress=self.progress and "fuzz scorer: Yes/No "
                                            "log-probs") if convs else []
-        said_yes: list[list[bool]] = [[] for _ in items]
-        for k, (yes, no) in zip(owners, logps):
-            said_yes[k].append(yes > no)
+        answers = iter([yes > no for yes, no in logps])  # in the conversations' order: item by item
         out = []
-        for shown, yes in zip(per_item, said_yes):
+        for shown in per_item:
+            yes = [next(answers) for _ in shown]
             correct = [y == s[1] for s, y in zip(shown, yes)]
             out.append(
                 {

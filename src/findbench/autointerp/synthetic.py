@@ -124,19 +124,15 @@ _NUMBER_WORDS = (
 DEFAULT_ENTITY = "birds and ornithology"
 
 
-def _entity_words(concept: str) -> list[str]:
+def entity_rule(concept: str, name: str | None = None, explanation: str | None = None) -> Rule:
+    """A rule firing on the single-token words of a FIND entity concept (``entities.json``)."""
     with data_path("entities.json").open(encoding="utf-8") as fh:
         entities = json.load(fh)["entities"]
     if concept not in entities:
         raise ValueError(
             f"rules: no FIND entity concept {concept!r} in entities.json (known: {', '.join(sorted(entities))})"
         )
-    return [w for w in entities[concept] if " " not in w and "-" not in w]
-
-
-def entity_rule(concept: str, name: str | None = None, explanation: str | None = None) -> Rule:
-    """A rule firing on the single-token words of a FIND entity concept (``entities.json``)."""
-    words = _entity_words(concept)
+    words = [w for w in entities[concept] if " " not in w and "-" not in w]
     return Rule(name or f"entity:{concept}", explanation or f"words about {concept}, such as {', '.join(words[:6])}",
                 _words(words))
 
