@@ -377,18 +377,16 @@ def _window_record(w, renderer: TokenRenderer, role: str, index: int | None) -> 
     }
 
 
-def _picks(name: str, row: dict, k: int) -> Any:
-    """What scorer ``name`` said about scoring window ``k`` (1-based), from its per-latent ``row``."""
-    if name == "detection":
-        predicted = None if row["predictions"] is None else k in row["predictions"]
-        return {"predicted": predicted, "correct": predicted is not None and predicted == (k in row["correct seqs"])}
-    if name == "fuzz":
-        return [a for a in row.get("answers", []) if a["window"] == k]
-    if name == "embedding":
-        return {"similarity": row["similarities"][k - 1]}
-    if name == "likelihood":
-        return {"pmi": row["pmi"][k - 1]}
-    return None
+#: What each scorer said about scoring window ``k`` (1-based), from its per-latent ``row``.
+_PICKS = {
+    "detection": lambda row, k: {
+        "predicted": None if row["predictions"] is None else k in row["predictions"],
+        "correct": row["predictions"] is not None and (k in row["predictions"]) == (k in row["correct seqs"]),
+    },
+    "fuzz": lambda row, k: [a for a in row.get("answers", []) if a["window"] == k],
+    "embedding": lambda row, k: {"similarity": row["similarities"][k - 1]},
+    "likelihood": lambda row, k: {"pmi": row["pmi"][k - 1]},
+}
 
 
 def latent_records(
@@ -445,7 +443,7 @@ def latent_records(
                 } for name, row in rows.items()},
                 windows=[_window_record(w, renderer, "generation", None) for w in ev.generation] + [
                     _window_record(w, renderer, "scoring", k) | {
-                        "picks": {name: _picks(name, row, k) for name, row in rows.items()}}
+                        "picks": {name: _PICKS[name](row, k) for name, row in rows.items()}}
                     for k, w in enumerate(ev.scoring, start=1)
                 ],
             )
