@@ -100,12 +100,10 @@ def _hub_texts(dataset: str, split: str, text_column: str) -> Iterator[str]:
 def load_texts(dataset: str | os.PathLike, *, split: str, text_column: str) -> Iterator[str]:
     """English texts from ``dataset``, in a fixed order: ``"wordnet"``, a local ``.txt``/``.jsonl``/``.parquet``
     file or folder, or a Hugging Face dataset id (``"org/name[:config]"``, streamed)."""
-    if not isinstance(dataset, (str, os.PathLike)):
-        raise TypeError(f"dataset must be a string or path, got {type(dataset).__name__}")
-    if not isinstance(text_column, str) or not text_column:
-        raise ValueError(f"text_column must be a non-empty string, got {text_column!r}")
-    if not isinstance(split, str) or not split:
-        raise ValueError(f"split must be a non-empty string, got {split!r}")
+    _checks.instance("dataset", dataset, (str, os.PathLike), "a string or path")
+    for name, value in (("text_column", text_column), ("split", split)):
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"{name} must be a non-empty string, got {value!r}")
     if dataset == WORDNET:
         return wordnet_texts()
     if (path := Path(dataset)).exists():

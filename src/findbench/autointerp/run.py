@@ -234,7 +234,6 @@ def _collect(cmd: AutoInterpCommand) -> AutoInterpOutput:
         cmd.activations, key=acts_key, n_rows=len(tokens), d_sae=d_sae, context=cfg.llm_context_size))
 
     # latents: the override, or a seeded draw among alive latents (firing counts saved)
-    counts = None
     if cfg.override_latents is not None:
         latents = list(cfg.override_latents)
         if bad := [x for x in latents if x >= d_sae]:
@@ -252,7 +251,7 @@ def _collect(cmd: AutoInterpCommand) -> AutoInterpOutput:
             atomic_write_bytes(counts_path, buf.getvalue())
             log.info("counted the firings of %d latents over %d tokens", len(counts), tokens.size)
         latents = choose_latents(counts, cfg)
-    run.counts = {} if counts is None else {x: int(counts[x]) for x in latents}
+        run.counts = {x: int(counts[x]) for x in latents}
 
     # evidence, saved once computed
     kept = {k: v for k, v in cfg.to_dict().items() if k not in LM_ONLY_FIELDS}  # what decides the evidence

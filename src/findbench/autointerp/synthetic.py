@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from findbench import _checks
 from findbench.autointerp.corpus import special_token_ids
 from findbench.autointerp.prompts import TokenRenderer
 from findbench.resources import data_path
@@ -170,8 +171,7 @@ def get_rule(rule: str | Rule) -> Rule:
     """A :class:`Rule` by name (a key of :data:`RULES` or ``entity:<FIND concept>``), or the rule itself."""
     if isinstance(rule, Rule):
         return rule
-    if not isinstance(rule, str):
-        raise TypeError(f"rules must be names or Rule objects, got {type(rule).__name__}")
+    _checks.instance("rules", rule, str, "names or Rule objects")
     if rule in RULES:
         return RULES[rule]
     if rule.startswith("entity:"):

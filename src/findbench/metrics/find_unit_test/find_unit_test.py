@@ -158,8 +158,7 @@ class FindUnitTest(evaluate.Metric):
         if category is None:
             raise ValueError("category is required: strings, neurons_entities or neurons_relations")
         for i, p in enumerate(predictions):
-            if not isinstance(p, str):
-                raise TypeError(f"predictions[{i}] must be a description string, got {type(p).__name__}")
+            _checks.instance(f"predictions[{i}]", p, str, "a description string")
         _judge.check_unit_tests(references, category, argument="references")
         mode = _judge.judge_mode_of(judge) if mode is None else _checks.one_of("mode", mode, _judge.JUDGE_MODES)
         # Arrow gives back tuples/None where the caller wrote lists: one plain copy per triplet.
