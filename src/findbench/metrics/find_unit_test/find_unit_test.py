@@ -130,14 +130,12 @@ class FindUnitTest(evaluate.Metric):
 
     def _judge_lm(self, judge, judge_model, judge_cache, batch_size):
         """The judge LM, loaded once per module instance and judge spec."""
-        from findbench.judge import load_judge
-
         if not isinstance(judge, str):
-            return load_judge(judge, cache=judge_cache)
+            return _judge.load_judge(judge, cache=judge_cache)
         key = (judge, judge_model, judge_cache, batch_size)
         judges = self.__dict__.setdefault("_judges", {})
         if key not in judges:
-            judges[key] = load_judge(judge, judge_model=judge_model, cache=judge_cache, batch_size=batch_size)
+            judges[key] = _judge.load_judge(judge, judge_model=judge_model, cache=judge_cache, batch_size=batch_size)
         return judges[key]
 
     def _compute(
