@@ -44,9 +44,8 @@ def wordnet_texts(dict_dir: str | os.PathLike | None = None) -> Iterator[str]:
     folder = wordnet_dir(dict_dir)
     for path in [folder / name for name in WORDNET_FILES if (folder / name).is_file()]:
         with path.open(encoding="utf-8", errors="replace") as fh:
-            for synset in map(parse_wordnet_line, fh):
-                if synset is not None and synset.definition:
-                    yield synset.text
+            yield from (synset.text for synset in map(parse_wordnet_line, fh)
+                        if synset is not None and synset.definition)
 
 
 def _local_files(path: Path) -> list[Path]:
@@ -62,9 +61,7 @@ def _local_files(path: Path) -> list[Path]:
 def _file_texts(path: Path, text_column: str) -> Iterator[str]:
     if path.suffix == ".txt":
         with path.open(encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if line.strip():
-                    yield line.rstrip("\n")
+            yield from (line.rstrip("\n") for line in fh if line.strip())
     elif path.suffix == ".jsonl":
         with path.open(encoding="utf-8") as fh:
             for n, line in enumerate(fh, 1):
@@ -80,10 +77,8 @@ def _file_texts(path: Path, text_column: str) -> Iterator[str]:
         pf = pq.ParquetFile(path)
         if text_column not in pf.schema_arrow.names:
             raise ValueError(f"text_column: {path} has no column {text_column!r} (columns: {pf.schema_arrow.names})")
-        for batch in pf.iter_batches(columns=[text_column]):
-            for text in batch.column(0).to_pylist():
-                if text:
-                    yield str(text)
+        yield from (str(text) for batch in pf.iter_batches(columns=[text_column])
+                    for text in batch.column(0).to_pylist() if text)
 
 
 def _hub_texts(dataset: str, split: str, text_column: str) -> Iterator[str]:

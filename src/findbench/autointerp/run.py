@@ -563,11 +563,10 @@ def _shard_files(folder: Path, run_id: str | None) -> tuple[tuple[str, str, str]
     their latents each once and as the results say (:func:`_check_records`)."""
     if not folder.is_dir():
         raise FileNotFoundError(f"shard folder {folder} does not exist")
-    found = []
-    for path in sorted(folder.glob(f"*_eval_results{f'_{run_id}' if run_id else ''}.json")):
-        data = read_untrusted_json(path, READ_MAX_BYTES, f"shard folder {folder}: results file")
-        if data.get("eval_type_id") == "autointerp" and data.get("run_id") == run_id:
-            found.append((path, data))
+    read = [(path, read_untrusted_json(path, READ_MAX_BYTES, f"shard folder {folder}: results file"))
+            for path in sorted(folder.glob(f"*_eval_results{f'_{run_id}' if run_id else ''}.json"))]
+    found = [(path, data) for path, data in read
+             if data.get("eval_type_id") == "autointerp" and data.get("run_id") == run_id]
     if len(found) != 1:
         raise ValueError(
             f"shard folder {folder}: {len(found)} AutoInterp results files with run_id {run_id!r}, needs one"
