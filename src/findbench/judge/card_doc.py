@@ -19,6 +19,7 @@ from findbench._checks import one_of
 from findbench._typed import JsonDoc, document, omit_none
 from findbench.judge.config import ALL_RUNGS, RUNGS
 from findbench.models import JudgeIdentity
+from findbench.stats import INTERVAL_NOTE, SMALL_N_LEGEND, format_ci
 
 #: The files of a card folder.
 CARD_FILES = ("README.md", "judge_card.json", "judge_card.png")
@@ -258,8 +259,6 @@ def read_card(path: str | os.PathLike) -> JudgeCard:
 
 
 def _cell(summary: Any, key: str = "mean") -> str:
-    from findbench.stats import format_ci
-
     return format_ci(getattr(summary, key), summary.ci, summary.n)
 
 
@@ -355,7 +354,6 @@ def _readme(card: JudgeCard) -> str:
     import jinja2
 
     from findbench.resources import card_template
-    from findbench.stats import INTERVAL_NOTE, SMALL_N_LEGEND
 
     s, cost, k = card.settings, card.cost, card.settings.functions_per_category
     ladder = [r for r in RUNGS if r in card.rungs]

@@ -22,7 +22,6 @@ import json
 import logging
 import os
 import random
-from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ from findbench.constants import CONSTANT_DESCRIPTIONS, UsageError
 from findbench.find import load_function, load_rows
 from findbench.find.rows import generator_fingerprint
 from findbench.find.strings import describe, make_function, near_miss_steps, validate_params
-from findbench.judge.config import JudgeCardConfig, JudgeDataConfig
+from findbench.judge.config import JudgeCardConfig, JudgeDataConfig, _fraction
 from findbench.judge.scoring import judge_category, normalize_unit_test, render_judge_prompt, render_judge_target
 
 log = logging.getLogger(__name__)
@@ -69,8 +68,7 @@ def split_functions(
     """``function_id -> "train" | "heldout" | "excluded"`` for one category's rows: a seeded
     ``heldout_fraction`` of the groups is held out, at least one group on each side."""
     integer("seed", seed)
-    if not isinstance(heldout_fraction, (int, float)) or not 0.0 < heldout_fraction < 1.0:
-        raise ValueError(f"heldout_fraction must be in (0, 1), got {heldout_fraction!r}")
+    _fraction("heldout_fraction", heldout_fraction)
     if not rows:
         raise ValueError("rows is empty")
     ids = [r["function_id"] for r in rows]
@@ -294,7 +292,7 @@ def build_judge_rows(
     the card ladder's, for entity and relation near misses). ``extra_rows`` (per category) are more
     training functions, none of them split: one whose id, code or description is a split row's is left out.
     """
-    n, seed, heldout_fraction, negatives = cfg.n, cfg.seed, cfg.heldout_fraction, cfg.negatives
+    n, seed = cfg.n, cfg.seed
     n_near = n // 2 if cfg.n_near is None else cfg.n_near
     n_heldout = n // 10 if cfg.n_heldout is None else cfg.n_heldout
     if not isinstance(rows_by_category, Mapping) or not rows_by_category:
@@ -316,12 +314,10 @@ def build_judge_rows(
                 raise ValueError(f"rows_by_category[{key!r}][{i}] has no ground-truth 'description'")
             if not r.get("unit_tests"):
                 raise ValueError(f"rows_by_category[{key!r}][{i}] has no 'unit_tests'")
-        cat_split = split_functions(rows, seed=seed, heldout_fraction=heldout_fraction)
+        cat_split = split_functions(rows, seed=seed, heldout_fraction=cfg.heldout_fraction)
         splits.update(cat_split)
         rng = random.Random(f"{seed}:{cat}:rows")
-        by_split = defaultdict(list)
-        for r in rows:
-            by_split[cat_split[r["function_id"]]].append(r)
+        by_split = {s: [r for r in rows if cat_split[r["function_id"]] == s] for s in ("train", "heldout", "excluded")}
         extra = _apart(list((extra_rows or {}).get(key) or (extra_rows or {}).get(cat) or []), rows, cat)
         splits.update({r["function_id"]: "train" for r in extra})
         by_split["train"].extend(extra)
@@ -333,7 +329,7 @@ def build_judge_rows(
             len(by_split["heldout"]),
             len(by_split["excluded"]),
         )
-        losers = _Losers(by_split["train"], seed, encoder) if negatives and by_split["train"] else None
+        losers = _Losers(by_split["train"], seed, encoder) if cfg.negatives and by_split["train"] else None
         train.extend(_draw_rows(by_split["train"], n_c, "train", rng, losers))
         train.extend(_draw_near_rows(by_split["train"], near_c, "train", rng, losers))
         if h_c and len(by_split["heldout"]) >= 2:
@@ -392,9 +388,8 @@ def build_judge_data(cfg: JudgeDataConfig, *,
     """
     import datasets
 
-    if rows_by_category is None:
-        cats = map(judge_category, cfg.categories)
-        rows_by_category = {c: load_rows(c, seed=cfg.function_seed, data=cfg.data) for c in cats}
+    if rows_by_category is None:  # the config's categories are judge_category's names
+        rows_by_category = {c: load_rows(c, seed=cfg.function_seed, data=cfg.data) for c in cfg.categories}
     extra = {}
     if cfg.extra_string_functions:
         strings = [rows for key, rows in rows_by_category.items() if judge_category(key) == "strings"]
@@ -487,12 +482,11 @@ def load_judge_data(path: str | os.PathLike) -> Any:
     )
 
 
-def heldout_rows(cfg: JudgeCardConfig, category: str, rows: Sequence[dict] | None = None) -> list[dict]:
-    """The held-out functions of ``category`` with a description and unit tests: of the rows (``rows``
-    if loaded, else those of ``cfg.data`` / ``cfg.function_seed``), those the judge-data split holds out
+def heldout_rows(cfg: JudgeCardConfig, category: str, rows: Sequence[dict]) -> list[dict]:
+    """The held-out functions of ``category`` with a description and unit tests: of its ``rows`` (those
+    of ``cfg.data`` / ``cfg.function_seed``), those the judge-data split holds out
     (``cfg.evaluator_data``'s recorded split, else :func:`split_functions` with ``cfg.data_seed`` and
     ``cfg.heldout_fraction``). ValueError when fewer than two are left."""
-    rows = load_rows(category, seed=cfg.function_seed, data=cfg.data) if rows is None else rows
     splits = (json.loads((Path(cfg.evaluator_data) / SPLIT_FILE).read_text())["functions"]
               if cfg.evaluator_data is not None
               else split_functions(rows, seed=cfg.data_seed, heldout_fraction=cfg.heldout_fraction))

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from findbench._checks import instance
 from findbench._guards import derangement
 from findbench.constants import CONSTANT_DESCRIPTIONS
 from findbench.find.strings import OPERATIONS, describe, make_function, validate_params
@@ -273,8 +274,7 @@ def _ladder(
 def wrong_descriptions(descriptions: Sequence[str], *, seed: int = 0) -> list[str]:
     """Each description replaced by another of the list (a seeded :func:`~findbench._guards.derangement`
     never keeping its own text): the ``other`` rung, FIND's "wrong" descriptions of Table A3."""
-    if isinstance(descriptions, str) or not isinstance(descriptions, Sequence):
-        raise TypeError(f"descriptions must be a list of strings, got {type(descriptions).__name__}")
+    instance("descriptions", descriptions, Sequence, "a list of strings", exclude=str)
     return [descriptions[j] for j in derangement(descriptions, random.Random(seed))]
 
 

@@ -29,8 +29,6 @@ from findbench._guards import examples_only, hedged, padded, stuffed, within
 from findbench.find.export import format_pairs
 from findbench.judge.scoring import judge_category
 
-#: The probe families, as ``findbench judge-card`` names them.
-PROBES = ("examples_only", "hedged", "stuffed", "padded", "master_key")
 #: How many other functions' descriptions a ``hedged`` rung adds to the truth.
 HEDGE_SIZES = (1, 2, 4)
 #: Texts that claim an answer or open a reasoning, whatever the function.

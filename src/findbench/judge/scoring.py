@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from findbench._checks import integer, one_of, positive_int
+from findbench._checks import instance, integer, one_of, positive_int
 from findbench.constants import EMBEDDED_JUDGE_NAME, JUDGE_CATEGORIES, TRAINED_MARKER
 from findbench.find.unit_tests import N_OPTIONS
 from findbench.lm.base import Constraint, use_structured_outputs
@@ -100,8 +100,7 @@ _ANSWER = re.compile(r"\[ANSWER\]\s*:\s*(\d+)(?!\d)")
 def judge_category(category: str) -> str:
     """The config name of a judged category (``"entities"`` / ``"relations"`` accepted as aliases);
     ValueError for a category without unit tests."""
-    if not isinstance(category, str):
-        raise TypeError(f"category must be a str, got {type(category).__name__}")
+    instance("category", category, str, "a str")
     cat = _ALIASES.get(category, category)
     if cat not in (*JUDGE_CATEGORIES, RASP):  # rasp rows are judged too; the judge is not trained on them
         raise ValueError(
@@ -113,9 +112,7 @@ def judge_category(category: str) -> str:
 def clean_description(description: str, *, keep_full_description: bool = False) -> str:
     """The description the judge sees: cut before ``[DOMAIN]`` or ``[CODE]``, without a leading
     ``[DESCRIPTION]:`` label (``keep_full_description=True``: only stripped)."""
-    if not isinstance(description, str):
-        raise TypeError(f"description must be a str, got {type(description).__name__}")
-    text = description
+    text = instance("description", description, str, "a str")
     if not keep_full_description:
         cut = min((i for i in (text.find(m) for m in _CUT_MARKERS) if i >= 0), default=len(text))
         text = _LABEL.sub("", text[:cut])
@@ -177,8 +174,7 @@ def check_unit_test(unit_test: Any, category: str | None, *, where: str = "unit_
     given) and return its number of options; ValueError/TypeError naming the field."""
     if category is not None:
         category = judge_category(category)
-    if not isinstance(unit_test, Mapping):
-        raise TypeError(f"{where} must be a dict with inputs/outputs/correct, got {type(unit_test).__name__}")
+    instance(where, unit_test, Mapping, "a dict with inputs/outputs/correct")
     for key in ("inputs", "correct"):
         if key not in unit_test:
             raise ValueError(f"{where} is missing {key!r}")
@@ -210,8 +206,7 @@ def check_unit_test(unit_test: Any, category: str | None, *, where: str = "unit_
 def normalize_unit_test(unit_test: Mapping[str, Any]) -> dict:
     """A plain ``{"inputs": list, "outputs": list | None, "correct": int}`` copy of a triplet (e.g. read
     back from Arrow); a non-integer ``correct`` is kept for :func:`check_unit_test` to name."""
-    if not isinstance(unit_test, Mapping):
-        raise TypeError(f"unit_test must be a dict with inputs/outputs/correct, got {type(unit_test).__name__}")
+    instance("unit_test", unit_test, Mapping, "a dict with inputs/outputs/correct")
     outputs = unit_test.get("outputs")
     out = {
         "inputs": [str(x) for x in unit_test.get("inputs") or []],
@@ -228,10 +223,7 @@ def normalize_unit_test(unit_test: Mapping[str, Any]) -> dict:
 def check_unit_tests(unit_tests: Any, category: str, *, argument: str = "unit_tests") -> None:
     """Validate every function's list of triplets (raises naming the bad one)."""
     category = judge_category(category)
-    if isinstance(unit_tests, (str, Mapping)) or not isinstance(unit_tests, Sequence):
-        raise TypeError(
-            f"{argument} must be a list (one list of triplets per function), got {type(unit_tests).__name__}"
-        )
+    instance(argument, unit_tests, Sequence, "a list (one list of triplets per function)", exclude=(str, Mapping))
     for i, tests in enumerate(unit_tests):
         if isinstance(tests, (str, Mapping)) or not isinstance(tests, Sequence) or not tests:
             raise ValueError(f"{argument}[{i}] must be a non-empty list of unit-test triplets")
@@ -315,8 +307,7 @@ def judge_mode_of(judge: Any, default: str = "logprob", *, judge_model: str | No
 def parse_answer(text: str, n_options: int = 3) -> int | None:
     """The 1-based option of the one ``[ANSWER]: k`` in ``text`` (any spacing around the colon);
     None when there is none, several differing ones, or ``k`` outside ``1..n_options``."""
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    instance("text", text, str, "a str")
     found = {int(m) for m in _ANSWER.findall(text)}
     if len(found) != 1:
         return None
@@ -435,11 +426,9 @@ def judge_unit_tests(
 def _check_inputs(lm: Any, descriptions: Any, unit_tests: Any, category: str, mode: str) -> None:
     """:func:`judge_unit_tests`' argument checks: TypeError / ValueError naming the argument."""
     _check_mode(lm, mode)
-    if isinstance(descriptions, str) or not isinstance(descriptions, Sequence):
-        raise TypeError(f"descriptions must be a list of strings, got {type(descriptions).__name__}")
+    instance("descriptions", descriptions, Sequence, "a list of strings", exclude=str)
     for i, d in enumerate(descriptions):
-        if not isinstance(d, str):
-            raise TypeError(f"descriptions[{i}] must be a str, got {type(d).__name__}")
+        instance(f"descriptions[{i}]", d, str, "a str")
     check_unit_tests(unit_tests, category)
     if not descriptions:
         raise ValueError("descriptions is empty: need at least one function to judge")

@@ -29,6 +29,7 @@ from peft import LoraConfig, PeftModel, get_peft_model, get_peft_model_state_dic
 from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer, get_scheduler
 
+from findbench._checks import instance
 from findbench._io import atomic_dir, atomic_write_json
 from findbench.constants import TRAINED_MARKER, UsageError
 from findbench.judge.config import _NEW_JUDGE, TrainArgs
@@ -374,8 +375,7 @@ def train_judge(args: TrainArgs) -> str:
     from accelerate import Accelerator
     from accelerate.utils import broadcast_object_list, set_seed
 
-    if not isinstance(args, TrainArgs):
-        raise TypeError(f"args must be a TrainArgs, got {type(args).__name__}")
+    instance("args", args, TrainArgs, "a TrainArgs")
     args.validate()
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
