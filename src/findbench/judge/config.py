@@ -11,15 +11,13 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 from collections.abc import Sequence
-from dataclasses import MISSING, dataclass
+from dataclasses import MISSING, dataclass, fields
 from functools import partial
 from typing import Any
 
-from findbench import _checks
-from findbench._checks import integer, positive_int
+from findbench._checks import integer, number, one_of, positive_int, str_list
 from findbench._config import Csv, HelpFormatter, add_arguments, arg, flag, from_namespace
 from findbench.constants import JUDGE_CATEGORIES, UsageError
 from findbench.judge.probes import PROBE_RUNGS
@@ -38,26 +36,26 @@ _MODE = "the judge's scoring mode (default: the mode a trained judge folder reco
 # The checks fields name (``check=``), beside those of findbench._checks.
 _COUNT = partial(integer, low=0)
 _OPTIONAL_COUNT = partial(integer, low=0, optional=True)
-_NON_NEGATIVE = partial(_checks.number, low=0)
+_NON_NEGATIVE = partial(number, low=0)
 
 
 def _choice(*choices: Any) -> Any:
-    return partial(_checks.one_of, choices=choices)
+    return partial(one_of, choices=choices)
 
 
 def _fraction(name: str, value: Any) -> None:
-    if not 0 < _checks.number(name, value) < 1:
+    if not 0 < number(name, value) < 1:
         raise UsageError(f"{name} must be in (0, 1), got {value}")
 
 
 def _rate(name: str, value: Any) -> None:
-    if not 0 <= _checks.number(name, value) < 1:
+    if not 0 <= number(name, value) < 1:
         raise UsageError(f"{name} must be in [0, 1), got {value!r}")
 
 
 def _check_fields(config: Any) -> None:
     """Each field's own check, in the fields' order."""
-    for f in dataclasses.fields(config):
+    for f in fields(config):
         if "check" in f.metadata:
             f.metadata["check"](flag(f.name), getattr(config, f.name))
 
@@ -70,11 +68,12 @@ def _functions_per_category(text: str) -> int | None:
 
 
 def _check_judge(name: str, judge: Any) -> None:
-    """A judge named by a string must name a model (from Python, an LM object is taken as it is)."""
+    """A judge named by a string must name a model (from Python, an LM object is taken as it is; None: no
+    baseline)."""
     if isinstance(judge, (str, os.PathLike)):
         from findbench.models import check_spec
 
-        check_spec(judge, flag=flag(name))
+        check_spec(judge, flag=name)
 
 
 @dataclass
@@ -83,7 +82,8 @@ class JudgeCardConfig:
     and empty descriptions and gaming probes (examples_only, hedged, stuffed, padded, master_key), AUROC, each
     probe's inflation over the truth, cost"""
 
-    judge: Any = arg(MISSING, "judge: embedded-evaluator, embedded, a judge folder, a Hub id or server URL")
+    judge: Any = arg(MISSING, "judge: embedded-evaluator, embedded, a judge folder, a Hub id or server URL",
+                     check=_check_judge)
     out: str | None = arg(MISSING, "card folder: README.md, judge_card.json, judge_card.png")
     judge_mode: str | None = arg(None, _MODE, choices=JUDGE_MODES, check=_choice(None, *JUDGE_MODES))
     categories: Csv = arg(_CATEGORIES, "comma-separated categories")
@@ -99,7 +99,7 @@ class JudgeCardConfig:
     rungs: Csv = arg(None, "comma-separated descriptions to judge, true among them (default: every rung and probe); "
                            "true,other is FIND's Table A3 (true vs wrong)")
     baseline: Any = arg(None, "a second judge (e.g. embedded, the untuned model) measured on the same "
-                                     "descriptions, reported as 'before' beside --judge")
+                              "descriptions, reported as 'before' beside --judge", check=_check_judge)
     baseline_mode: Csv = arg(None, "the baseline's mode(s), comma-separated, e.g. logprob,pmi (default: as for "
                                    "--judge-mode)")
     baseline_cache: str | None = arg(None, "sqlite file caching the baseline's answers")
@@ -111,24 +111,22 @@ class JudgeCardConfig:
     heldout_fraction: float = arg(0.2, "fraction of function groups the judge-data split holds out", check=_fraction)
 
     def __post_init__(self) -> None:
-        _check_judge("judge", self.judge)
         _check_fields(self)
-        self.categories = _checks.str_list("--categories", self.categories)
+        self.categories = str_list("--categories", self.categories)
         if not self.categories:
             raise UsageError("--categories must name at least one category")
-        self.rungs = _checks.str_list("--rungs", self.rungs, optional=True)
+        self.rungs = str_list("--rungs", self.rungs, optional=True)
         if self.rungs is not None:
             for rung in self.rungs:
-                _checks.one_of("--rungs", rung, ALL_RUNGS)
+                one_of("--rungs", rung, ALL_RUNGS)
             if "true" not in self.rungs:
                 raise UsageError(f"--rungs must include 'true' (every other rung is compared with it), "
                                  f"got {self.rungs}")
-        _check_judge("baseline", self.baseline)  # None: no baseline
-        self.baseline_mode = _checks.str_list("--baseline-mode", self.baseline_mode, optional=True)
+        self.baseline_mode = str_list("--baseline-mode", self.baseline_mode, optional=True)
         if self.baseline_mode is not None and not self.baseline_mode:
             raise UsageError("--baseline-mode must name at least one mode")
         for mode in self.baseline_mode or ():
-            _checks.one_of("--baseline-mode", mode, JUDGE_MODES)
+            one_of("--baseline-mode", mode, JUDGE_MODES)
         if self.baseline_mode is not None and self.baseline is None:
             raise UsageError("--baseline-mode needs a baseline (--baseline)")
 
@@ -163,7 +161,7 @@ class JudgeDataConfig:
 
     def __post_init__(self) -> None:
         _check_fields(self)
-        self.categories = [_category(c) for c in _checks.str_list("--categories", self.categories)]
+        self.categories = [_category(c) for c in str_list("--categories", self.categories)]
 
 
 #: The name of train-judge's default output folders, before the UTC date-time.
@@ -331,7 +329,7 @@ def parse_train_args(argv: Sequence[str] | None = None, *, prog: str | None = No
             values = yaml.safe_load(fh) or {}
         if not isinstance(values, dict):
             raise ValueError(f"--config {known.config}: expected a mapping of training fields")
-        unknown = sorted(set(values) - {f.name for f in dataclasses.fields(TrainArgs)})
+        unknown = sorted(set(values) - {f.name for f in fields(TrainArgs)})
         if unknown:
             raise ValueError(f"--config {known.config}: unknown fields {unknown}")
         parser.set_defaults(**values)

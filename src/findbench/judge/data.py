@@ -34,14 +34,19 @@ from findbench.find import load_function, load_rows
 from findbench.find.rows import generator_fingerprint
 from findbench.find.strings import describe, make_function, near_miss_steps, validate_params
 from findbench.judge.config import JudgeCardConfig, JudgeDataConfig, _fraction
-from findbench.judge.scoring import judge_category, normalize_unit_test, render_judge_prompt, render_judge_target
+from findbench.judge.scoring import (
+    N_OPTIONS,
+    judge_category,
+    normalize_unit_test,
+    render_judge_prompt,
+    render_judge_target,
+)
 
 log = logging.getLogger(__name__)
 
 #: Bumped when the rows change for the same arguments.
 DATA_VERSION = "3"
 SPLIT_FILE = "function_splits.json"
-_N_OPTIONS = 3
 #: The descriptions that must lose to the truth on a training row (column ``negatives``): a near miss's
 #: own description (for strings, of the near misses that give the test's wrong outputs), the function's
 #: observed pairs on other inputs with no rule, the truth hedged among 1, 2 or 4 other functions'
@@ -155,12 +160,11 @@ class _Losers:
             ok = [(g, d) for g, d in self.misses[i] if _gives(g, x) not in (None, y)]
             near = [d for a, b in wrong for g, d in ok if _gives(g, a) == b][:_NEAR_PER_TEST]
             near += [d for _, d in ok if d not in near][: _NEAR_PER_TEST - len(near)]
-        truth, seen, out = str(self.rows[i]["description"]).strip(), set(), []
+        truth, first_kind = str(self.rows[i]["description"]).strip(), {}
         for kind, text in [("near_miss", d) for d in near] + self.fixed[i]:
-            if text.strip() and text.strip() != truth and text not in seen:
-                seen.add(text)
-                out.append({"kind": kind, "description": text})
-        return out
+            first_kind.setdefault(text, kind)
+        return [{"kind": kind, "description": text} for text, kind in first_kind.items()
+                if text.strip() and text.strip() != truth]
 
 
 def _gives(fn: Callable[[str], Any], x: str) -> str | None:
@@ -212,7 +216,7 @@ def _draw_rows(rows: Sequence[Mapping[str, Any]], n: int, split: str, rng: rando
     groups = [set(_groups(r)) for r in rows]
     checks = [_consistency_check(r) for r in rows]
     # balanced correct positions; the function order cycles through every function
-    positions = [1 + (i % _N_OPTIONS) for i in range(n)]
+    positions = [1 + (i % N_OPTIONS) for i in range(n)]
     rng.shuffle(positions)
     out = []
     for pos, i in zip(positions, _cycle(range(len(rows)), n, rng)):
@@ -221,7 +225,7 @@ def _draw_rows(rows: Sequence[Mapping[str, Any]], n: int, split: str, rng: rando
         if not others:
             raise ValueError(f"{category}/{split}: no function to draw distractors from for {rows[i]['function_id']}")
         chosen, tries = [correct], 0
-        while len(chosen) < _N_OPTIONS:
+        while len(chosen) < N_OPTIONS:
             tries += 1
             if tries > 200:
                 raise ValueError(f"{category}/{split}: cannot draw distinct distractors for {rows[i]['function_id']}")
@@ -261,15 +265,13 @@ def extra_string_rows(n: int, rows: Sequence[Mapping[str, Any]], *, function_see
     """``n`` strings functions from the generator's next seeds (``function_seed + 1``, ...), renamed
     ``strings/seed<s>-fNNNNN``, none with the code or description of ``rows`` (the evaluation rows)."""
     out: list[dict] = []
-    seed = function_seed
-    while len(out) < n:
-        seed += 1
-        if seed > function_seed + 50:
-            raise ValueError(f"extra_string_functions: fewer than {n} new functions in 50 generator seeds")
+    for seed in range(function_seed + 1, function_seed + 51):
         fresh = [{**r, "function_id": f"strings/seed{seed}-{r['function_id'].split('/')[-1]}"}
                  for r in load_rows("strings", seed=seed)]
         out.extend(_apart(fresh, [*rows, *out], "strings")[: n - len(out)])
-    return out
+        if len(out) >= n:
+            return out
+    raise ValueError(f"extra_string_functions: fewer than {n} new functions in 50 generator seeds")
 
 
 def _shares(n: int, k: int) -> list[int]:
@@ -455,8 +457,7 @@ def build_judge_data(cfg: JudgeDataConfig, *,
 def default_data_dir(*, n: int, seed: int) -> Path:
     """The cached judge data folder for ``(n, seed)`` from the procedural functions, built on first
     use; its name carries the generators' fingerprint, so stale data is never reused."""
-    root = cache_dir("evaluator-data")
-    path = root / f"n{n}-seed{seed}-v{DATA_VERSION}-{generator_fingerprint()}"
+    path = cache_dir("evaluator-data") / f"n{n}-seed{seed}-v{DATA_VERSION}-{generator_fingerprint()}"
     with cache_lock(path, f"building the judge data (n={n}, seed {seed})"):
         if not (path / SPLIT_FILE).is_file():
             build_judge_data(JudgeDataConfig(out=str(path), n=n, seed=seed))
