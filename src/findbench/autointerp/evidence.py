@@ -327,10 +327,8 @@ def corpus_acts(
 
 def count_firing(batches: Iterable[tuple[int, torch.Tensor]], d_sae: int) -> np.ndarray:
     """How many positions of ``batches`` (:func:`corpus_acts` of every latent) each latent fires on."""
-    counts = torch.zeros(int(d_sae), dtype=torch.long)
-    for _, acts in batches:
-        counts += (acts > 0).sum(dim=(0, 1)).cpu()
-    return counts.numpy()
+    per_batch = ((acts > 0).sum(dim=(0, 1)).cpu() for _, acts in batches)
+    return sum(per_batch, torch.zeros(int(d_sae), dtype=torch.long)).numpy()
 
 
 def choose_latents(counts: np.ndarray, cfg: AutoInterpConfig) -> list[int]:
