@@ -95,28 +95,6 @@ def _stage(out: Path, name: str, key: dict[str, Any], fn: Callable[[], Any], *, 
     return result
 
 
-def _judge_choice(judge: str | None, judge_mode: str | None) -> tuple[str, str | None]:
-    """The judge and mode the scores use: the given one, else the trained ``embedded-evaluator``
-    when present, else the untuned embedded model in ``pmi`` mode (never training one here)."""
-    if judge is not None:
-        return judge, judge_mode
-    if _judge_dir() is not None:
-        return "embedded-evaluator", judge_mode
-    logger.warning(
-        "no embedded-evaluator judge on this machine (neither trained here nor shipped with the package); "
-        "scoring descriptions with the untuned embedded judge in pmi mode"
-    )
-    return "embedded", judge_mode or "pmi"
-
-
-def _judge_dir() -> str | None:
-    """The embedded-evaluator that will score (trained here, else shipped), or None."""
-    try:
-        return embedded_judge_dir()
-    except FileNotFoundError:
-        return None
-
-
 def _sample_functions(rows: dict[str, list[dict]], k: int, seed: int) -> dict[str, list[str]]:
     """``k`` function ids per category, from the judge data's held-out split where there is one."""
     out = {}
@@ -174,6 +152,30 @@ class MainConfig:
             _checks.one_of("--judge-mode", self.judge_mode, JUDGE_MODES)
 
 
+def _judge_key(cfg: MainConfig) -> dict[str, Any]:
+    """The judge and mode the scores use, and what identifies that judge: the given one, else the trained
+    ``embedded-evaluator`` when present, else the untuned embedded model in ``pmi`` mode (never training one
+    here). An ``embedded-evaluator`` is also identified by its folder and training record (rewritten by every
+    training run), so scores of a retrained judge are not reused; that key's name stays "evaluator", so stages
+    cached before the rename are reused."""
+    try:
+        found = embedded_judge_dir()  # trained here, else shipped
+    except FileNotFoundError:
+        found = None
+    key: dict[str, Any] = {"judge": cfg.judge, "judge_mode": cfg.judge_mode}
+    if cfg.judge is None and found is None:
+        logger.warning(
+            "no embedded-evaluator judge on this machine (neither trained here nor shipped with the package); "
+            "scoring descriptions with the untuned embedded judge in pmi mode"
+        )
+        key = {"judge": "embedded", "judge_mode": cfg.judge_mode or "pmi"}
+    elif cfg.judge in (None, "embedded-evaluator"):
+        marker = Path(found or embedded_judge_dir(must_exist=False)) / TRAINED_MARKER
+        record = fingerprint(marker.read_text(encoding="utf-8")) if marker.is_file() else None
+        key["judge"], key["evaluator"] = "embedded-evaluator", {"path": str(marker.parent), "trained": record}
+    return key
+
+
 def _ground_truth_code(rows: dict[str, list[dict]], seed: int) -> dict[str, Any]:
     """The ground-truth code through the code metrics (served functions, code and sandbox agree):
     every numeric and string function, and a sample of rasp's against their compiled models."""
@@ -225,7 +227,7 @@ def run_main(cfg: MainConfig) -> dict:
     from findbench.interpret.report import write_report
     from findbench.interpret.run import run_interpretations
 
-    seed, lm_functions = cfg.seed, cfg.lm_functions
+    seed = cfg.seed
     data, out = Path(cfg.dataset_out), Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     source = "procedural"
@@ -248,21 +250,13 @@ def run_main(cfg: MainConfig) -> dict:
     summary["code_metrics"] = _stage(out, "code_metrics", code_key, lambda: _ground_truth_code(rows, seed))
 
     sample = _sample_functions(rows, cfg.functions_per_category, seed)
-    judge, judge_mode = _judge_choice(cfg.judge, cfg.judge_mode)
-    judge_key: dict[str, Any] = {"judge": judge, "judge_mode": judge_mode}
-    if judge == "embedded-evaluator":
-        # what identifies the judge folder: its path and its training record (rewritten by every training run),
-        # so scores of a retrained judge are not reused; the key's name stays "evaluator", so stages cached
-        # before the rename are reused
-        path = _judge_dir() or embedded_judge_dir(must_exist=False)
-        marker = Path(path) / TRAINED_MARKER
-        record = fingerprint(marker.read_text(encoding="utf-8")) if marker.is_file() else None
-        judge_key["evaluator"] = {"path": str(path), "trained": record}
+    judge_key = _judge_key(cfg)
+    judge, judge_mode = judge_key["judge"], judge_key["judge_mode"]
     summary.update(
         judge=judge,
         judge_mode=judge_mode,
         sample={c: len(ids) for c, ids in sample.items()},
-        lm_budget={"functions": lm_functions, "rounds": cfg.rounds, "max_tokens": cfg.max_tokens},
+        lm_budget={"functions": cfg.lm_functions, "rounds": cfg.rounds, "max_tokens": cfg.max_tokens},
     )
 
     reports: dict[str, str] = {}
@@ -273,7 +267,7 @@ def run_main(cfg: MainConfig) -> dict:
         run_dir, scores_dir = out / "runs" / name, out / "scores" / name
         lm = interpreter not in REFERENCE_INTERPRETERS
         chosen = configs if access == "black" else [RASP]
-        ids = {c: (v[:lm_functions] if lm else v) for c, v in sample.items()}
+        ids = {c: (v[:cfg.lm_functions] if lm else v) for c, v in sample.items()}
         common = dict(data=str(data), interpreter=interpreter, out=str(run_dir), seed=seed, rounds=cfg.rounds,
                       max_connections=cfg.max_connections, max_tokens=cfg.max_tokens if lm else None, access=access)
         logger.info("interpreting with %s (%s access)", interpreter, access)

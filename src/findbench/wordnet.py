@@ -64,9 +64,7 @@ def parse_wordnet_line(line: str) -> WordNetSynset | None:
     """
     if not line.strip() or line.startswith(" "):
         return None
-    data, sep, gloss = line.partition(" | ")
-    if not sep:
-        data, gloss = line.rstrip("\n"), ""
+    data, _, gloss = line.partition(" | ")  # no gloss: the whole line is data, the gloss ""
     fields = data.split()
     try:
         offset, pos = fields[0], fields[2]
