@@ -51,8 +51,7 @@ class Find(datasets.GeneratorBasedBuilder):
 
     def _generate_examples(self):
         cfg = self.config.build or BuildConfig()
-        rows = generate_rows(self.config.name, seed=cfg.seed, source=cfg.source, data_dir=cfg.data_dir)
-        for row in rows:
+        for row in generate_rows(self.config.name, seed=cfg.seed, source=cfg.source, data_dir=cfg.data_dir):
             schema.check_row(row)
             yield row["function_id"], row
 

@@ -44,6 +44,7 @@ def build_dataset_folder(
     ``card_body`` renders the card's Markdown from the sidecar's per-config entries; ``keep_existing``
     keeps configs not rebuilt.
     """
+    from datasets.exceptions import DatasetGenerationError
     from tqdm.auto import tqdm
 
     if not configs:
@@ -64,11 +65,8 @@ def build_dataset_folder(
             builder = builder_cls(config_name=name, cache_dir=str(cache), **configs[name])
             try:
                 builder.download_and_prepare()
-            except Exception as exc:  # datasets wraps generator errors; surface the real one
-                cause = exc.__cause__ or exc.__context__
-                if type(exc).__name__ == "DatasetGenerationError" and cause is not None:
-                    raise cause from exc
-                raise
+            except DatasetGenerationError as exc:  # datasets wraps generator errors; surface the real one
+                raise (exc.__cause__ or exc.__context__ or exc) from exc
             ds = builder.as_dataset(split="test")
             (tmp / name).mkdir()
             ds.to_parquet(str(tmp / name / PARQUET_NAME))
