@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -198,17 +199,6 @@ def _ground_truth_code(rows: dict[str, list[dict]], seed: int) -> dict[str, Any]
     return out
 
 
-def _code_inputs(rows: dict[str, list[dict]]) -> str:
-    """What :func:`_ground_truth_code` depends on: the ground-truth code and test inputs (and rasp's weights)."""
-    return fingerprint(
-        {
-            "numeric": [r["code"] for r in rows["numeric"]],
-            "strings": [[r["code"], r["test_inputs"]] for r in rows["strings"]],
-            RASP: [[r["function_id"], r["code"], r["weights_sha256"]] for r in rows.get(RASP, [])],
-        }
-    )
-
-
 def run_main(cfg: MainConfig) -> dict:
     """Run the main job (settings: :class:`MainConfig`, ``findbench main``'s flags); returns (and
     writes) the summary.
@@ -245,8 +235,11 @@ def run_main(cfg: MainConfig) -> dict:
     rows = {c: datasets.load_dataset(str(data), c, split="test").to_list() for c in configs}
     summary: dict[str, Any] = {"data": str(data), "seed": seed, "rows": {c: len(r) for c, r in rows.items()}}
 
-    # the code metrics depend only on the ground-truth code and test inputs they are given
-    code_key = {**data_key, "metrics": ["find_nmse", "find_exact_match"], "inputs": _code_inputs(rows)}
+    # the code metrics depend only on the ground-truth code and test inputs they are given (and rasp's weights)
+    inputs = {"numeric": [r["code"] for r in rows["numeric"]],
+              "strings": [[r["code"], r["test_inputs"]] for r in rows["strings"]],
+              RASP: [[r["function_id"], r["code"], r["weights_sha256"]] for r in rows.get(RASP, [])]}
+    code_key = {**data_key, "metrics": ["find_nmse", "find_exact_match"], "inputs": fingerprint(inputs)}
     summary["code_metrics"] = _stage(out, "code_metrics", code_key, lambda: _ground_truth_code(rows, seed))
 
     sample = _sample_functions(rows, cfg.functions_per_category, seed)
@@ -263,7 +256,9 @@ def run_main(cfg: MainConfig) -> dict:
 
     def _interpret_and_score(interpreter: str, access: str) -> dict:
         """Run ``interpreter`` under ``access`` (black: every config; else rasp alone) and score it."""
-        name = _run_name(interpreter) + ("" if access == "black" else f"-{access}")
+        # a folder name for the spec (a path or URL becomes its last part)
+        name = re.sub(r"[^A-Za-z0-9_.+-]", "_", interpreter.rstrip("/").split("/")[-1] or "lm") + (
+            "" if access == "black" else f"-{access}")
         run_dir, scores_dir = out / "runs" / name, out / "scores" / name
         lm = interpreter not in REFERENCE_INTERPRETERS
         chosen = configs if access == "black" else [RASP]
@@ -313,13 +308,6 @@ def run_main(cfg: MainConfig) -> dict:
     atomic_write_json(out / "summary.json", summary)
     atomic_write_text(out / "summary.md", _markdown(summary))
     return summary
-
-
-def _run_name(interpreter: str) -> str:
-    """A folder name for an interpreter spec (a path or URL becomes its last part)."""
-    import re
-
-    return re.sub(r"[^A-Za-z0-9_.+-]", "_", interpreter.rstrip("/").split("/")[-1] or "lm")
 
 
 def _markdown(summary: dict) -> str:
