@@ -159,22 +159,22 @@ def _judge_key(cfg: MainConfig) -> dict[str, Any]:
     here). An ``embedded-evaluator`` is also identified by its folder and training record (rewritten by every
     training run), so scores of a retrained judge are not reused; that key's name stays "evaluator", so stages
     cached before the rename are reused."""
-    try:
-        found = embedded_judge_dir()  # trained here, else shipped
-    except FileNotFoundError:
-        found = None
     key: dict[str, Any] = {"judge": cfg.judge, "judge_mode": cfg.judge_mode}
-    if cfg.judge is None and found is None:
-        logger.warning(
-            "no embedded-evaluator judge on this machine (neither trained here nor shipped with the package); "
-            "scoring descriptions with the untuned embedded judge in pmi mode"
-        )
-        key = {"judge": "embedded", "judge_mode": cfg.judge_mode or "pmi"}
-    elif cfg.judge in (None, "embedded-evaluator"):
-        marker = Path(found or embedded_judge_dir(must_exist=False)) / TRAINED_MARKER
-        record = fingerprint(marker.read_text(encoding="utf-8")) if marker.is_file() else None
-        key["judge"], key["evaluator"] = "embedded-evaluator", {"path": str(marker.parent), "trained": record}
-    return key
+    if cfg.judge not in (None, "embedded-evaluator"):
+        return key
+    try:
+        path = embedded_judge_dir()  # trained here, else shipped
+    except FileNotFoundError:
+        if cfg.judge is None:
+            logger.warning(
+                "no embedded-evaluator judge on this machine (neither trained here nor shipped with the package); "
+                "scoring descriptions with the untuned embedded judge in pmi mode"
+            )
+            return {"judge": "embedded", "judge_mode": cfg.judge_mode or "pmi"}
+        path = embedded_judge_dir(must_exist=False)
+    marker = Path(path) / TRAINED_MARKER
+    record = fingerprint(marker.read_text(encoding="utf-8")) if marker.is_file() else None
+    return key | {"judge": "embedded-evaluator", "evaluator": {"path": path, "trained": record}}
 
 
 def _ground_truth_code(rows: dict[str, list[dict]], seed: int) -> dict[str, Any]:
