@@ -38,10 +38,6 @@ class BuildConfig:
             raise UsageError("--configs: the rasp config has no find-v1 release; it is procedural only")
 
 
-#: The configs of ``findbench build-neuron-tests`` (:mod:`findbench.builders.neuron_test_sets`).
-NEURON_TEST_CONFIGS = ("huang2023", "observational", "intervention_tasks")
-
-
 @dataclass
 class BuildNeuronTestsConfig:
     """write the neuron test sets (huang2023, observational, intervention_tasks)"""
@@ -65,7 +61,7 @@ class BuildNeuronTestsConfig:
     def __post_init__(self) -> None:
         self.configs = _checks.str_list("--configs", self.configs, optional=True)
         for config in self.configs or ():
-            _checks.one_of("--configs", config, NEURON_TEST_CONFIGS)
+            _checks.one_of("--configs", config, ("huang2023", "observational", "intervention_tasks"))
         self.tasks = _checks.str_list("--tasks", self.tasks, optional=True)
         _checks.positive_int("--n-strings", self.n_strings)
         _checks.positive_int("--n-activating", self.n_activating)

@@ -68,8 +68,7 @@ def _card_body(entries, folder: str) -> str:
         + f" | {doc}{' (rasp only)' if col in schema.RASP_COLUMNS else ''} |"
         for col, (spec, doc) in (schema.COLUMNS | schema.RASP_COLUMNS).items()
     ]
-    relations = entries.get("neurons_relations")
-    procedural = relations is not None and relations["provenance"].get("source", "procedural") == "procedural"
+    procedural = "neurons_relations" in provs and provs["neurons_relations"].get("source", "procedural") == "procedural"
     return card_template("find.md").format(
         source_line="sources: " + ", ".join(sorted({p.get("source", "procedural") for p in provs.values()})),
         folder=folder,
