@@ -43,7 +43,7 @@ from findbench.interpret.config import CompareConfig, EvaluateConfig, InterpretC
 from findbench.judge.config import JudgeCardConfig, JudgeDataConfig, TrainArgs
 from findbench.lm.base import INTERRUPT
 from findbench.neuron_explanations.config import IIAConfig
-from findbench.pipeline import MainConfig, run_main
+from findbench.pipeline import MainConfig
 
 
 # -- the commands' functions: the library call and what it prints -------------------------------
@@ -234,6 +234,8 @@ def _autointerp_validate(cfg: AutoInterpValidateCommand) -> None:
 
 
 def _main(cfg: MainConfig) -> None:
+    from findbench.pipeline import run_main  # looked up when run (tests replace it)
+
     summary = run_main(cfg)
     print((Path(cfg.out) / "summary.md").read_text())
     for interpreter, path in summary.get("reports", {}).items():
