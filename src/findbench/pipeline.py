@@ -217,37 +217,35 @@ def run_main(cfg: MainConfig) -> dict:
     from findbench.interpret.report import write_report
     from findbench.interpret.run import run_interpretations
 
-    seed = cfg.seed
     data, out = Path(cfg.dataset_out), Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     source = "procedural"
     # keyed by absolute path and generator: a changed findbench or another folder rebuilds it
-    data_key = {"data": str(data.resolve()), "source": source, "seed": seed, "generator": generator_fingerprint()}
+    data_key = {"data": str(data.resolve()), "source": source, "seed": cfg.seed, "generator": generator_fingerprint()}
 
     def _build():
-        build(BuildConfig(out=str(data), seed=seed, source=source))
-        return {"data": str(data), "seed": seed, "source": source}
+        build(BuildConfig(out=str(data), seed=cfg.seed, source=source))
+        return {"data": str(data), "seed": cfg.seed, "source": source}
 
     # a deleted dataset folder is rebuilt even when the stage file says it was built
     _stage(out, "build", data_key, _build, force=not data.is_dir())
     # rasp where the build wrote it (seed 0's compiled weights ship; another seed's need tracr)
     configs = [c for c in CONFIGS if c in CATEGORIES or (data / c).is_dir()]
     rows = {c: datasets.load_dataset(str(data), c, split="test").to_list() for c in configs}
-    summary: dict[str, Any] = {"data": str(data), "seed": seed, "rows": {c: len(r) for c, r in rows.items()}}
+    summary: dict[str, Any] = {"data": str(data), "seed": cfg.seed, "rows": {c: len(r) for c, r in rows.items()}}
 
     # the code metrics depend only on the ground-truth code and test inputs they are given (and rasp's weights)
     inputs = {"numeric": [r["code"] for r in rows["numeric"]],
               "strings": [[r["code"], r["test_inputs"]] for r in rows["strings"]],
               RASP: [[r["function_id"], r["code"], r["weights_sha256"]] for r in rows.get(RASP, [])]}
     code_key = {**data_key, "metrics": ["find_nmse", "find_exact_match"], "inputs": fingerprint(inputs)}
-    summary["code_metrics"] = _stage(out, "code_metrics", code_key, lambda: _ground_truth_code(rows, seed))
+    summary["code_metrics"] = _stage(out, "code_metrics", code_key, lambda: _ground_truth_code(rows, cfg.seed))
 
-    sample = _sample_functions(rows, cfg.functions_per_category, seed)
+    sample = _sample_functions(rows, cfg.functions_per_category, cfg.seed)
     judge_key = _judge_key(cfg)
-    judge, judge_mode = judge_key["judge"], judge_key["judge_mode"]
     summary.update(
-        judge=judge,
-        judge_mode=judge_mode,
+        judge=judge_key["judge"],
+        judge_mode=judge_key["judge_mode"],
         sample={c: len(ids) for c, ids in sample.items()},
         lm_budget={"functions": cfg.lm_functions, "rounds": cfg.rounds, "max_tokens": cfg.max_tokens},
     )
@@ -263,7 +261,7 @@ def run_main(cfg: MainConfig) -> dict:
         lm = interpreter not in REFERENCE_INTERPRETERS
         chosen = configs if access == "black" else [RASP]
         ids = {c: (v[:cfg.lm_functions] if lm else v) for c, v in sample.items()}
-        common = dict(data=str(data), interpreter=interpreter, out=str(run_dir), seed=seed, rounds=cfg.rounds,
+        common = dict(data=str(data), interpreter=interpreter, out=str(run_dir), seed=cfg.seed, rounds=cfg.rounds,
                       max_connections=cfg.max_connections, max_tokens=cfg.max_tokens if lm else None, access=access)
         logger.info("interpreting with %s (%s access)", interpreter, access)
         run_interpretations(
@@ -281,8 +279,8 @@ def run_main(cfg: MainConfig) -> dict:
             res = evaluate_run(EvaluateConfig(
                 run_dir=str(run_dir),
                 data=str(data),
-                judge=judge,
-                judge_mode=judge_mode,
+                judge=judge_key["judge"],
+                judge_mode=judge_key["judge_mode"],
                 out=str(scores_dir),
                 judge_cache=str(out / f"judge-cache-{fingerprint(judge_key)}.sqlite"),
             ), progress=False)
