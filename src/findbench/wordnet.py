@@ -47,9 +47,7 @@ def _split_gloss(gloss: str) -> tuple[str, tuple[str, ...]]:
     start or after ``;`` opens the examples (a quote inside the definition stays in it)."""
     gloss = gloss.strip()
     match = re.search(r'(?:^|;)\s*"', gloss)
-    if match is None:
-        return gloss.rstrip("; ").strip(), ()
-    start = match.start()
+    start = match.start() if match else len(gloss)  # no example: the whole gloss defines
     definition = gloss[:start].rstrip("; ").strip()
     return definition, tuple(ex.strip() for ex in _EXAMPLE.findall(gloss[start:]) if ex.strip())
 
