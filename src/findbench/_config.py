@@ -73,11 +73,10 @@ def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, con
             continue
         meta, kind = f.metadata, _scalar(hints[f.name])
         default = (defaults or {}).get(f.name, field_default(f))
+        flags = (*meta.get("aliases", ()), flag(f.name))
         if meta.get("positional"):
             parser.add_argument(f.name, nargs=meta.get("nargs"), metavar=meta.get("metavar"), help=meta["help"])
-            continue
-        flags = (*meta.get("aliases", ()), flag(f.name))
-        if kind is bool and default is True:  # an optional truth value (--merge, --merge false) and --no-merge
+        elif kind is bool and default is True:  # an optional truth value (--merge, --merge false) and --no-merge
             parser.add_argument(*flags, dest=f.name, type=_to_bool, nargs="?", const=True, default=True,
                                 help=meta["help"])
             # its own help: the positive one's, negated, unless the field gives no_help
