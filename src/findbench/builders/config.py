@@ -115,10 +115,11 @@ class CallConfig:
             return None
         if prov is None:
             logger.info("call: ./%s holds no %s config; regenerating it from --seed %d", built, category, self.seed)
-            return None
-        if prov.get("source", "procedural") == "procedural" and prov.get("seed") != self.seed:
+        elif prov.get("source", "procedural") == "procedural" and prov.get("seed") != self.seed:
             logger.info("call: ./%s holds %s of seed %s, not --seed %d; regenerating", built, category,
                         prov.get("seed"), self.seed)
-            return None
-        logger.info("call: reading %s from ./%s (written by `findbench build`; --data picks another)", category, built)
-        return built
+        else:
+            logger.info("call: reading %s from ./%s (written by `findbench build`; --data picks another)", category,
+                        built)
+            return built
+        return None

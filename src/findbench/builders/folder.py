@@ -34,15 +34,14 @@ def build_dataset_folder(
     provenance: Mapping[str, Mapping[str, Any]] | None = None,
     card_header: Mapping[str, Any],
     card_body: Callable[[Mapping[str, Mapping[str, Any]]], str],
-    keep_existing: bool = True,
     progress: bool = True,
 ) -> Path:
     """Build ``configs`` with ``builder_cls`` into the dataset folder ``out`` (replaced atomically).
 
     ``configs`` maps config name -> builder-config keyword arguments; ``provenance`` maps it to what
     the sidecar records (default: those arguments); ``card_header`` adds YAML front-matter fields;
-    ``card_body`` renders the card's Markdown from the sidecar's per-config entries; ``keep_existing``
-    keeps configs not rebuilt.
+    ``card_body`` renders the card's Markdown from the sidecar's per-config entries. Configs in ``out``
+    and not rebuilt are kept.
     """
     from datasets.exceptions import DatasetGenerationError
     from tqdm.auto import tqdm
@@ -51,7 +50,7 @@ def build_dataset_folder(
         raise ValueError("configs: nothing to build")
     out = Path(out)
     sidecar = out / SIDECAR_NAME
-    previous = json.loads(sidecar.read_text()) if keep_existing and sidecar.is_file() else {}
+    previous = json.loads(sidecar.read_text()) if sidecar.is_file() else {}
     entries: dict[str, dict] = {}
     with atomic_dir(out) as tmp:
         for name, entry in previous.get("configs", {}).items():
