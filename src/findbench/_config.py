@@ -21,7 +21,8 @@ Csv = list[str] | str | None
 def arg(default: Any, help: str, **kwargs: Any) -> Any:
     """A config field that is also a flag: its ``help`` and argparse settings in ``kwargs``
     (``choices``, ``aliases``, ``metavar``, ``parse`` (the argparse ``type``), ``positional``,
-    ``nargs``; ``no_help``: the help of a True bool's ``--no-...``, default "don't <help>").
+    ``nargs``; ``no_help``: the help of a True bool's ``--no-...``, default "don't <help>"; ``check``:
+    a validator the config runs on the value, unused by argparse).
     ``dataclasses.MISSING`` as ``default``: the flag (or argument) is required."""
     if isinstance(default, list):
         return dataclasses.field(default_factory=lambda: list(default), metadata={"help": help, **kwargs})
