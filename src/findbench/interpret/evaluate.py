@@ -553,8 +553,7 @@ def evaluate_run(cfg: EvaluateConfig, *, progress: bool = True) -> dict[str, Any
         rec.update(values, probed_corruption=None if values["probed_corruption"] is None
                    else int(values["probed_corruption"]))
     process = aggregate_process(records)
-    section = render_process(process)
-    if section:
+    if section := render_process(process):
         table = table.rstrip("\n") + "\n\n" + section
     files = {
         SCORES_FILE: scores.dumps(),

@@ -137,10 +137,9 @@ def reference_answer(
             "name: 'observed' answers after calling the function; its turns come from "
             "findbench.interpret.floors.observed_turns"
         )
-    if name == "random":
-        return random_answer(row, pool, seed=seed)
     # attribution's component map: whitebox.reference_components
-    answers = {"oracle": oracle_answer, "constant": constant_answer, "empty": empty_answer, "attribution": empty_answer}
+    answers = {"oracle": oracle_answer, "random": lambda r: random_answer(r, pool, seed=seed),
+               "constant": constant_answer, "empty": empty_answer, "attribution": empty_answer}
     if name not in answers:
         raise ValueError(f"name must be one of {REFERENCE_INTERPRETERS}, got {name!r}")
     return answers[name](row)

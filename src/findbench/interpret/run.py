@@ -339,23 +339,19 @@ def summarize_run(out: str | os.PathLike) -> list[dict[str, Any]]:
     "mean_rounds", "calls", "malformed_commands", "dropped_commands", "truncated_messages"}`` (the
     last two: over the per-turn caps)."""
     found = read_run_logs(out, read_run_info(out)).episodes
-    summary = []
-    for category in CONFIGS:
-        for method in METHODS:
-            records = [e.record for (m, f), e in sorted(found.items())
-                       if m == method and f.startswith(f"{category}/") and e.record is not None]
-            if not records:
-                continue
-            summary.append(
-                {
-                    "category": category,
-                    "method": method,
-                    "episodes": len(records),
-                    "answered": sum(r["answer"] is not None for r in records),
-                    "mean_rounds": sum(r["rounds"] for r in records) / len(records),
-                    "calls": sum(len(r["calls"]) for r in records),
-                    **{k: sum(r[k] for r in records)
-                       for k in ("malformed_commands", "dropped_commands", "truncated_messages")},
-                }
-            )
-    return summary
+    groups = {(category, method): [e.record for (m, f), e in sorted(found.items())
+                                   if m == method and f.startswith(f"{category}/") and e.record is not None]
+              for category in CONFIGS for method in METHODS}
+    return [
+        {
+            "category": category,
+            "method": method,
+            "episodes": len(records),
+            "answered": sum(r["answer"] is not None for r in records),
+            "mean_rounds": sum(r["rounds"] for r in records) / len(records),
+            "calls": sum(len(r["calls"]) for r in records),
+            **{k: sum(r[k] for r in records) for k in ("malformed_commands", "dropped_commands", "truncated_messages")},
+        }
+        for (category, method), records in groups.items()
+        if records
+    ]

@@ -31,12 +31,8 @@ TABLE2_COLUMNS: tuple[Column, ...] = (
     Column("numeric", "aia", "nmse_success", "numeric code (NMSE<0.1)"),
     Column("strings", "aia", "exact_match", "strings code (exact match)"),
     Column("strings", "aia", "unit_test_accuracy", "strings unit test"),
-    Column("neurons_entities", "aia", "unit_test_accuracy", "entities AIA"),
-    Column("neurons_entities", "milan", "unit_test_accuracy", "entities MILAN"),
-    Column("neurons_entities", "aia+milan", "unit_test_accuracy", "entities AIA+MILAN"),
-    Column("neurons_relations", "aia", "unit_test_accuracy", "relations AIA"),
-    Column("neurons_relations", "milan", "unit_test_accuracy", "relations MILAN"),
-    Column("neurons_relations", "aia+milan", "unit_test_accuracy", "relations AIA+MILAN"),
+    *(Column(f"neurons_{kind}", method, "unit_test_accuracy", f"{kind} {method.upper()}")
+      for kind in ("entities", "relations") for method in ("aia", "milan", "aia+milan")),
     Column("rasp", "aia", "exact_match", "rasp code (exact match)"),
     Column("rasp", "aia", "position_accuracy", "rasp code (positions)"),
     Column("rasp", "aia", "unit_test_accuracy", "rasp unit test"),
@@ -68,11 +64,9 @@ _FLOOR = "constant"
 def table2_summaries(scores: Scores, variant: str = "") -> list[Estimate | None]:
     """Per column of :data:`TABLE2_COLUMNS`, the run's estimate, or None where it has no finite mean.
     ``variant`` (one of :data:`VARIANTS`) reads another aggregate of each cell than the column's metric."""
-    out: list[Estimate | None] = []
-    for col in TABLE2_COLUMNS:
-        name = VARIANTS[variant][1](col.metric) if variant else col.metric
-        out.append(_finite(scores.estimate(col.category, col.method, name)) if name else None)
-    return out
+    names = [VARIANTS[variant][1](col.metric) if variant else col.metric for col in TABLE2_COLUMNS]
+    return [_finite(scores.estimate(col.category, col.method, name)) if name else None
+            for col, name in zip(TABLE2_COLUMNS, names)]
 
 
 def _finite(est: Estimate | None) -> Estimate | None:

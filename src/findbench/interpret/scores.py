@@ -113,12 +113,10 @@ class _CellMethods:
         return getattr(self, name)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name in self.ESTIMATES:
-            est = getattr(self, name)
-            if est is not None:
-                out.update({name: est.mean, f"{name}_ci": None if est.ci is None else list(est.ci), f"{name}_n": est.n})
-        return out | {"n_degenerate": self.n_degenerate, "unverified": self.unverified}  # type: ignore[attr-defined]
+        flat = {key: value for name in self.ESTIMATES if (est := getattr(self, name)) is not None
+                for key, value in {name: est.mean, f"{name}_ci": None if est.ci is None else list(est.ci),
+                                   f"{name}_n": est.n}.items()}
+        return flat | {"n_degenerate": self.n_degenerate, "unverified": self.unverified}  # type: ignore[attr-defined]
 
     @classmethod
     def _of(cls, flat: dict[str, Any]) -> Any:
