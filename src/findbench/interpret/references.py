@@ -101,11 +101,10 @@ def random_answer(row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]], *, 
     """The ground truth of another function of ``row``'s category from ``pool``, picked from ``seed``,
     the row's id and the pool's ids (not their order); ValueError naming ``pool`` when there is none."""
     fid, category = row.get("function_id"), row.get("category")
-    others = [r for r in pool if r.get("category") == category and r.get("function_id") != fid]
-    if not others:
+    if not (others := [r for r in pool if r.get("category") == category and r.get("function_id") != fid]):
         raise ValueError(f"pool: no function of category {category!r} other than {fid} to take a random answer from")
-    chosen = min(others, key=lambda r: hashlib.sha256(f"{seed}|{fid}|{r['function_id']}".encode()).hexdigest())
-    return oracle_answer(chosen)
+    return oracle_answer(
+        min(others, key=lambda r: hashlib.sha256(f"{seed}|{fid}|{r['function_id']}".encode()).hexdigest()))
 
 
 def constant_answer(row: Mapping[str, Any]) -> Answer:

@@ -73,8 +73,7 @@ def _run_info(out: Path, info: dict[str, Any]) -> dict[str, Any] | None:
     if not path.is_file():
         return info
     old = json.loads(path.read_text(encoding="utf-8"))
-    diff = [k for k in [*(f.name for f in fields(AgentConfig)), *_RUN_SETTINGS] if old.get(k) != info.get(k)]
-    if diff:
+    if diff := [k for k in [*(f.name for f in fields(AgentConfig)), *_RUN_SETTINGS] if old.get(k) != info.get(k)]:
         raise UsageError(f"out: {out} holds a run with other settings: "
                          + ", ".join(f"{k}={old.get(k)!r} (now {info.get(k)!r})" for k in diff)
                          + "; give a new folder to start another run")
