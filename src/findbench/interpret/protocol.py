@@ -235,8 +235,6 @@ def parse_commands(text: str) -> list[Command]:
     (no caps: :func:`turn_commands` applies them)."""
     _checks.instance("text", text, str, "a str")
     starts = [(m.start(), m.end()) for m in _COMMAND_START.finditer(text)]
-    if not starts:
-        return []
     quoted = _quoted_closes(text, [body for _, body in starts])
     plain = _plain_closes(text)
     commands: list[Command] = []

@@ -239,8 +239,8 @@ async def run_episode(
         else:
             extra = None if grammar is None else {
                 "structured_outputs": structured_outputs_field(grammar([{"role": m.role} for m in agent.messages]))}
-            config = GenerateConfig(max_tokens=cfg.max_tokens, extra_body=extra)
-            output = await get_model().generate(agent.messages, tools, config=config)
+            output = await get_model().generate(
+                agent.messages, tools, config=GenerateConfig(max_tokens=cfg.max_tokens, extra_body=extra))
         turn.number += 1
         if not text:
             turn.outcomes, turn.answered = [], False
