@@ -61,10 +61,10 @@ def _setup(args):
     model, tokenizer, _ = load_model(args.model, device="cpu")
     sae = load_sae(args.sae, device="cpu")
     hook = sae.cfg.metadata.hook_name
-    tokens = corpus_tokens(tokenizer, "wordnet", context_size=128, total_tokens=args.total_tokens)
     rng = np.random.default_rng(0)
     latents = sorted(int(x) for x in rng.choice(int(sae.cfg.d_sae), size=args.n_latents, replace=False))
     cfg = AutoInterpConfig(total_tokens=args.total_tokens, override_latents=latents)
+    tokens = corpus_tokens(tokenizer, cfg.corpus)
     return model, tokenizer, sae, hook, tokens, latents, cfg, sorted(special_token_ids(tokenizer))
 
 
