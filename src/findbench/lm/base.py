@@ -68,18 +68,25 @@ class Constraint:
         return None if self.json_schema is None else json.loads(self.json_schema)
 
 
+def _one_each(name: str, value: object, n: int, what: str, ok: Callable[[Any], bool]) -> list:
+    """``value`` as a list of ``n`` items, one per conversation, each ``ok``; else one line naming
+    ``name`` or the bad item (``what``: what one item must be)."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+        raise TypeError(f"{name} must be a list with {what} per conversation, got {type(value).__name__}")
+    if len(value) != n:
+        raise ValueError(f"{name} ({len(value)}) and conversations ({n}) differ in length")
+    for i, item in enumerate(value):
+        if not ok(item):
+            raise TypeError(f"{name}[{i}] must be {what}, got {type(item).__name__}")
+    return list(value)
+
+
 def check_constraints(constraint: object, n: int) -> list[Constraint | None]:
     """One constraint (or None) per conversation from None, a :class:`Constraint` or a list of ``n``."""
     if constraint is None or isinstance(constraint, Constraint):
         return [constraint] * n
-    if isinstance(constraint, (str, bytes, Mapping)) or not isinstance(constraint, Sequence):
-        raise TypeError(f"constraint must be a Constraint, a list of them or None, got {type(constraint).__name__}")
-    if len(constraint) != n:
-        raise ValueError(f"constraint ({len(constraint)}) and conversations ({n}) differ in length")
-    for i, c in enumerate(constraint):
-        if c is not None and not isinstance(c, Constraint):
-            raise TypeError(f"constraint[{i}] must be a Constraint or None, got {type(c).__name__}")
-    return list(constraint)
+    return _one_each("constraint", constraint, n, "a Constraint or None",
+                     lambda c: isinstance(c, (Constraint, type(None))))
 
 
 def split_candidates(
@@ -221,17 +228,11 @@ def check_candidates(conversations: object, candidates: object, assistant_prefix
 def check_continuations(conversations: object, continuations: object) -> list[str]:
     """The checks of every backend's ``continuation_logprobs``; returns the continuations as a list."""
     check_conversations(conversations)
-    n = len(conversations)  # type: ignore[arg-type]
-    if isinstance(continuations, str) or not isinstance(continuations, Sequence):
-        raise TypeError(f"continuations must be a list of strings, got {type(continuations).__name__}")
-    if len(continuations) != n:
-        raise ValueError(f"continuations ({len(continuations)}) and conversations ({n}) differ in length")
-    for i, c in enumerate(continuations):
-        if not isinstance(c, str):
-            raise TypeError(f"continuations[{i}] must be a str, got {type(c).__name__}")
-        if not c:
-            raise ValueError(f"continuations[{i}] is empty: nothing to score")
-    return list(continuations)
+    texts = _one_each("continuations", continuations, len(conversations), "a str",  # type: ignore[arg-type]
+                      lambda c: isinstance(c, str))
+    if "" in texts:
+        raise ValueError(f"continuations[{texts.index('')}] is empty: nothing to score")
+    return texts
 
 
 #: Tokens a findbench LM may generate per turn when ``max_tokens`` is not given.

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from findbench._checks import positive_int
+from findbench._checks import instance, positive_int
 from findbench.lm.base import LM, Constraint, Conversation, check_candidates, check_continuations, check_generate
 
 log = logging.getLogger(__name__)
@@ -98,9 +98,7 @@ class CachedLM:
     are not part of the key; sampled generations are cached too."""
 
     def __init__(self, lm: LM, path: str | os.PathLike, *, chunk_size: int = 32) -> None:
-        if not isinstance(lm, LM):
-            raise TypeError(f"lm must implement the findbench LM protocol, got {type(lm).__name__}")
-        self.inner = lm
+        self.inner = instance("lm", lm, LM, "an LM (the findbench LM protocol)")
         self.name = lm.name
         self.path = Path(path)
         self.chunk_size = positive_int("chunk_size", chunk_size)

@@ -78,20 +78,18 @@ class SentenceEncoder(CachedTextEncoder):
     """Mean-pooled, L2-normalised sentence embeddings of ``model`` (:func:`encoder_dir`), cached per text."""
 
     def __init__(self, model: str | os.PathLike = EMBEDDED_ENCODER, *, batch_size: int = 256, max_length: int = 64):
-        import torch
         from transformers import AutoModel, AutoTokenizer
 
         super().__init__(batch_size)
         self.name = model if isinstance(model, str) else os.fspath(model)
         path = encoder_dir(model)
-        self._torch = torch
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.model = AutoModel.from_pretrained(path).eval()
         self.max_length = max_length
         self.dim = int(self.model.config.hidden_size)
 
     def _forward(self, texts: list[str]) -> np.ndarray:
-        torch = self._torch
+        import torch
         enc = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
         with torch.inference_mode():
             hidden = self.model(**enc).last_hidden_state

@@ -141,11 +141,10 @@ class OpenAILM:
             raise ValueError(f"model {self.model!r} is not served at {self.base_url}; it serves {served}")
 
     def _ensure_server(self) -> None:
-        if not self._checked:
-            with self._lock:
-                if not self._checked:
-                    self.check_server()
-                    self._checked = True
+        with self._lock:  # once, before the first request
+            if not self._checked:
+                self.check_server()
+                self._checked = True
 
     def _post(self, url: str, payload: dict) -> dict:
         """POST through the retrying session; errors name the URL once retries are spent."""
