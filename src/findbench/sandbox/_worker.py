@@ -73,9 +73,7 @@ MAX_CALL_BYTES, SERVICES_BIT = 64 * 1024, 1 << 31
 # --------------------------------------------------------------------------- libc / Landlock
 
 _libc = ctypes.CDLL(None, use_errno=True)
-_libc.syscall.restype = ctypes.c_long
-_libc.prctl.restype = ctypes.c_int
-_libc.unshare.restype = ctypes.c_int
+_libc.syscall.restype = ctypes.c_long  # prctl, unshare and mount return ctypes' default restype, an int
 
 # prctl options (linux/prctl.h), namespace flags of unshare (linux/sched.h), mount flags (linux/mount.h)
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_SECCOMP, _PR_SET_NO_NEW_PRIVS, _PR_GET_NO_NEW_PRIVS = 1, 4, 22, 38, 39

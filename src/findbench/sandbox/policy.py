@@ -121,11 +121,6 @@ def denied_paths() -> tuple[str, ...]:
     return tuple(os.path.realpath(p) for p in (os.path.dirname(os.path.abspath(findbench.__file__)), cache))
 
 
-def read_roots() -> list[str]:
-    """The read-only paths programs need (the same list the fork server gives Landlock)."""
-    return _worker._read_roots(_worker.PROGRAM_PACKAGES, denied_paths())
-
-
 # Refused with EPERM (clone3 with ENOSYS, so the C library falls back to clone, whose flags a
 # filter can read): the ways between programs or out of the sandbox the other layers leave open.
 _SECCOMP_DENIED = (
@@ -203,11 +198,12 @@ def server_command(config: dict, bwrap: str | None) -> list[str]:
     command = [sys.executable, "-s", "-P", WORKER_SCRIPT, "--worker", json.dumps(config)]
     if not bwrap:
         return command
-    # The read-only roots, the interpreter by the name it is started with and a virtual
-    # environment's marker (so the server finds numpy where the caller does); nothing else of the
-    # environment. Merged-/usr systems: the symbolic links on the ELF loader's path.
+    # The read-only roots (the list the fork server gives Landlock), the interpreter by the name it
+    # is started with and a virtual environment's marker (so the server finds numpy where the
+    # caller does); nothing else of the environment. Merged-/usr systems: the symbolic links on the
+    # ELF loader's path.
     venv_cfg = os.path.join(sys.prefix, "pyvenv.cfg")
-    binds = [(p, p) for p in read_roots() + [os.path.realpath(WORKER_SCRIPT)]]
+    binds = [(p, p) for p in _worker._read_roots(deny=denied_paths()) + [os.path.realpath(WORKER_SCRIPT)]]
     binds += [(os.path.realpath(sys.executable), sys.executable)] + (
         [(venv_cfg, venv_cfg)] if os.path.exists(venv_cfg) else [])
     links = [link for link in ("/lib", "/lib64", "/bin", "/usr/lib64") if os.path.islink(link)]
