@@ -283,7 +283,6 @@ class OpenAILM:
         continuations = check_continuations(conversations, continuations)
         if not conversations:
             return []
-        self._ensure_server()
         url = f"{self.base_url}/chat/completions"
         lengths: dict[str, int] = {}  # a prompt tokenized twice by two threads is harmless
 

@@ -245,17 +245,15 @@ class TransformersLM:
     ) -> list[list[float]]:
         order = sorted(range(len(token_lists)), key=lambda i: len(token_lists[i]))
         out: dict[int, list[float]] = {}
-        pad = self.tokenizer.pad_token_id
         with tqdm(total=len(token_lists), desc=_label(progress, "candidate log-probs"), disable=not progress) as bar:
             for idx in _batches(order, self.batch_size):
                 check_interrupt()
-                ids, mask = left_pad([token_lists[i] for i in idx], pad)
-                pos = (mask.cumsum(-1) - 1).clamp(min=0)
+                ids, mask = left_pad([token_lists[i] for i in idx], self.tokenizer.pad_token_id)
                 with torch.no_grad():
                     logits = self.model(
                         input_ids=ids.to(self.device),
                         attention_mask=mask.to(self.device),
-                        position_ids=pos.to(self.device),
+                        position_ids=(mask.cumsum(-1) - 1).clamp(min=0).to(self.device),
                         use_cache=False,
                         logits_to_keep=1,
                     ).logits[:, -1, :]
