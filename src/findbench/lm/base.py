@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from findbench._checks import number, positive_int
+from findbench._checks import instance, number, positive_int
 
 Message = dict  # {"role": str, "content": str}
 
@@ -68,16 +68,14 @@ class Constraint:
         return None if self.json_schema is None else json.loads(self.json_schema)
 
 
-def _one_each(name: str, value: object, n: int, what: str, ok: Callable[[Any], bool]) -> list:
-    """``value`` as a list of ``n`` items, one per conversation, each ``ok``; else one line naming
-    ``name`` or the bad item (``what``: what one item must be)."""
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
-        raise TypeError(f"{name} must be a list with {what} per conversation, got {type(value).__name__}")
+def _one_each(name: str, value: object, n: int, types: type | tuple[type, ...], what: str) -> list:
+    """``value`` as a list of ``n`` items, one per conversation, each one of ``types``; else one line
+    naming ``name`` or the bad item (``what``: what one item must be)."""
+    instance(name, value, Sequence, f"a list with {what} per conversation", exclude=(str, bytes, Mapping))
     if len(value) != n:
         raise ValueError(f"{name} ({len(value)}) and conversations ({n}) differ in length")
     for i, item in enumerate(value):
-        if not ok(item):
-            raise TypeError(f"{name}[{i}] must be {what}, got {type(item).__name__}")
+        instance(f"{name}[{i}]", item, types, what)
     return list(value)
 
 
@@ -85,8 +83,7 @@ def check_constraints(constraint: object, n: int) -> list[Constraint | None]:
     """One constraint (or None) per conversation from None, a :class:`Constraint` or a list of ``n``."""
     if constraint is None or isinstance(constraint, Constraint):
         return [constraint] * n
-    return _one_each("constraint", constraint, n, "a Constraint or None",
-                     lambda c: isinstance(c, (Constraint, type(None))))
+    return _one_each("constraint", constraint, n, (Constraint, type(None)), "a Constraint or None")
 
 
 def split_candidates(
@@ -186,8 +183,7 @@ _ROLES = ("system", "user", "assistant")
 
 def check_conversations(conversations: object, *, argument: str = "conversations") -> None:
     """Raise naming the bad item unless ``conversations`` is a list of non-empty lists of ``{"role", "content"}``."""
-    if isinstance(conversations, (str, dict)) or not isinstance(conversations, Sequence):
-        raise TypeError(f"{argument} must be a list of conversations, got {type(conversations).__name__}")
+    instance(argument, conversations, Sequence, "a list of conversations", exclude=(str, dict))
     for i, conv in enumerate(conversations):
         if isinstance(conv, (str, dict)) or not isinstance(conv, Sequence) or not conv:
             raise TypeError(f"{argument}[{i}] must be a non-empty list of chat messages, got {conv!r:.80}")
@@ -196,8 +192,7 @@ def check_conversations(conversations: object, *, argument: str = "conversations
                 raise ValueError(f"{argument}[{i}][{j}] must be a dict with keys 'role' and 'content', got {msg!r:.80}")
             if msg["role"] not in _ROLES:
                 raise ValueError(f"{argument}[{i}][{j}]['role'] must be one of {_ROLES}, got {msg['role']!r}")
-            if not isinstance(msg["content"], str):
-                raise TypeError(f"{argument}[{i}][{j}]['content'] must be a str, got {type(msg['content']).__name__}")
+            instance(f"{argument}[{i}][{j}]['content']", msg["content"], str, "a str")
 
 
 def check_generate(
@@ -220,16 +215,14 @@ def check_candidates(conversations: object, candidates: object, assistant_prefix
         or not all(isinstance(c, str) and c for c in candidates)
     ):
         raise ValueError(f"candidates must be a non-empty list of non-empty strings, got {candidates!r}")
-    if not isinstance(assistant_prefix, str):
-        raise TypeError(f"assistant_prefix must be a str, got {type(assistant_prefix).__name__}")
+    instance("assistant_prefix", assistant_prefix, str, "a str")
     return list(candidates)
 
 
 def check_continuations(conversations: object, continuations: object) -> list[str]:
     """The checks of every backend's ``continuation_logprobs``; returns the continuations as a list."""
     check_conversations(conversations)
-    texts = _one_each("continuations", continuations, len(conversations), "a str",  # type: ignore[arg-type]
-                      lambda c: isinstance(c, str))
+    texts = _one_each("continuations", continuations, len(conversations), str, "a str")  # type: ignore[arg-type]
     if "" in texts:
         raise ValueError(f"continuations[{texts.index('')}] is empty: nothing to score")
     return texts

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from findbench._checks import positive_int
+from findbench._checks import instance, positive_int
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +58,7 @@ class CachedTextEncoder(abc.ABC):
             raise TypeError("texts must be a sequence of strings, not a single str")
         texts = list(texts)
         for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise TypeError(f"texts[{i}] must be a str, got {type(t).__name__}")
+            instance(f"texts[{i}]", t, str, "a str")
         # length-sorted batches pad little; the order is deterministic
         todo = sorted({t for t in texts if t not in self._cache}, key=lambda t: (len(t), t))
         for start in range(0, len(todo), self.batch_size):

@@ -177,13 +177,12 @@ def seccomp_program() -> str | None:
             nr = _NEW_SYSCALLS.get(name, -1)
         if nr >= 0:  # negative: not a syscall of this architecture (or of this libseccomp)
             filt.add_rule(eperm, nr)
-    rules = [  # the chattr ioctls, clone3, namespace flags of clone, AF_UNIX sockets
+    for rule in (  # the chattr ioctls, clone3, namespace flags of clone, AF_UNIX sockets
         *((eperm, "ioctl", sc.Arg(1, sc.MASKED_EQ, 0xFFFFFFFF, request)) for request in _IOCTL_FILE_ATTRIBUTES),
         (sc.ERRNO(errno.ENOSYS), "clone3"),
         *((eperm, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag)) for flag in _CLONE_NAMESPACE_FLAGS),
         *((eperm, name, sc.Arg(0, sc.EQ, socket.AF_UNIX)) for name in ("socket", "socketpair")),
-    ]
-    for rule in rules:
+    ):
         filt.add_rule(*rule)
     with tempfile.TemporaryFile() as fh:
         filt.export_bpf(fh)
