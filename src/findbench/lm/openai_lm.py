@@ -106,28 +106,25 @@ class OpenAILM:
         return f"OpenAILM(base_url={self.base_url!r}, model={self.model!r})"
 
     # -- HTTP ------------------------------------------------------------------------------
-    def _session(self, retry: bool = False):
-        """This thread's session: ``retry=True`` for the one whose adapter retries requests."""
-        attr = "retry_session" if retry else "session"
-        if not hasattr(self._local, attr):
+    def _session(self) -> requests.Session:
+        """This thread's session. Requests to ``/chat/completions`` (:meth:`_post`) go through an adapter
+        that retries them (requests picks the adapter of the longest matching prefix); ``/models`` and
+        ``/tokenize`` are tried once."""
+        if not hasattr(self._local, "session"):
             s = requests.Session()
             if self.api_key:
                 s.headers["Authorization"] = f"Bearer {self.api_key}"
-            if retry:
-                # POSTs retried too (no side effects); out of retries, the last answer is reported by _post
-                adapter = HTTPAdapter(max_retries=Retry(total=self.max_retries, backoff_factor=self.backoff,
-                                                        status_forcelist=_RETRY_STATUS, allowed_methods=None,
-                                                        raise_on_status=False))
-                s.mount("http://", adapter)
-                s.mount("https://", adapter)
-            setattr(self._local, attr, s)
-        return getattr(self._local, attr)
+            # POSTs retried too (no side effects); out of retries, the last answer is reported by _post
+            s.mount(f"{self.base_url}/chat/completions", HTTPAdapter(max_retries=Retry(
+                total=self.max_retries, backoff_factor=self.backoff, status_forcelist=_RETRY_STATUS,
+                allowed_methods=None, raise_on_status=False)))
+            self._local.session = s
+        return self._local.session
 
     def check_server(self) -> None:
         """One quick request to ``/models``; ConnectionError naming the URL when it fails."""
-        url = f"{self.base_url}/models"
         try:
-            r = self._session().get(url, timeout=min(self.timeout, 10.0))
+            r = self._session().get(f"{self.base_url}/models", timeout=min(self.timeout, 10.0))
         except requests.RequestException as exc:
             raise ConnectionError(
                 f"cannot reach the OpenAI-compatible server at {self.base_url} ({type(exc).__name__}: {exc})"
@@ -147,9 +144,9 @@ class OpenAILM:
                 self._checked = True
 
     def _post(self, url: str, payload: dict) -> dict:
-        """POST through the retrying session; errors name the URL once retries are spent."""
+        """POST ``/chat/completions`` (retried: see :meth:`_session`); errors name the URL once retries are spent."""
         try:
-            r = self._session(retry=True).post(url, json=payload, timeout=self.timeout)
+            r = self._session().post(url, json=payload, timeout=self.timeout)
         except (requests.ConnectionError, requests.Timeout) as exc:
             raise ConnectionError(f"request to {url} failed after {self.max_retries + 1} tries: {exc}") from exc
         if r.status_code >= 400:
