@@ -89,10 +89,8 @@ def task_arguments(task: str, names: Iterable[str] = ()) -> Callable[[Callable[.
                     raise TaskArgumentError(f"-T {name}: {task} has no such argument{hint}")
             try:
                 return build(*args, **kwargs)
-            except TaskArgumentError:
-                raise
             except Exception as exc:
-                if not is_user_error(exc):
+                if isinstance(exc, TaskArgumentError) or not is_user_error(exc):  # named already / a bug
                     raise
                 raise TaskArgumentError(_task_message(str(exc), known)) from None
 
