@@ -172,21 +172,20 @@ class CachedLM:
         if any(c is not None for c in constraints) and not self.supports_constraints:
             raise TypeError(f"{self.name} cannot constrain generation (constraint= given)")
         options = {"max_new_tokens": max_new_tokens, "temperature": float(temperature)}
-        out = [""] * len(conversations)
+        out: dict[int, str] = {}
         for c in dict.fromkeys(constraints):  # one cache pass per distinct constraint, in order
             idx = [i for i, ci in enumerate(constraints) if ci == c]
-            kw: dict[str, Any] = {} if c is None else {"constraint": c}
             texts = self._run(
                 "generate",
                 [conversations[i] for i in idx],
                 options | ({} if c is None else {"constraint": c.to_dict()}),
-                lambda convs, kw=kw: self.inner.generate(
-                    convs, max_new_tokens=max_new_tokens, temperature=temperature, progress=progress, **kw
+                lambda convs, c=c: self.inner.generate(
+                    convs, max_new_tokens=max_new_tokens, temperature=temperature, progress=progress,
+                    **({} if c is None else {"constraint": c}),
                 ),
             )
-            for i, t in zip(idx, texts):
-                out[i] = t
-        return out
+            out.update(zip(idx, texts))
+        return [out[i] for i in range(len(conversations))]
 
     def candidate_logprobs(
         self,
