@@ -27,7 +27,6 @@ log = logging.getLogger(__name__)
 
 #: Seconds a connection waits for another process's lock on the cache.
 _BUSY_TIMEOUT_S = 60.0
-_SCHEMA = "CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 
 
 class _NotACache(Exception):
@@ -46,7 +45,7 @@ def _connect(path: Path) -> sqlite3.Connection:
         if check != "ok":
             raise _NotACache(f"quick_check: {check}")
         db.execute("PRAGMA journal_mode=WAL")
-        db.execute(_SCHEMA)
+        db.execute("CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         db.commit()
     except BaseException:
         db.close()

@@ -27,9 +27,8 @@ DEFAULT_CPU_SECONDS = 5.0
 DEFAULT_MEMORY_MB = 1024
 DEFAULT_MAX_OUTPUT_BYTES = 64 * 1024
 DEFAULT_MAX_RESULT_BYTES = 16 * 1024 * 1024
-#: Bytes and files a program may write in all (its folder is a tmpfs of this size).
+#: Bytes a program may write in all (its folder is a tmpfs of this size and of SandboxLimits.max_files files).
 DEFAULT_MAX_DISK_BYTES = 64 * 1024 * 1024
-DEFAULT_MAX_FILES = 4096
 #: Largest request (code and inputs, as JSON) of one program.
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
 #: Set to 1 to let the sandbox run code without a kernel boundary (no Landlock, no bwrap).
@@ -62,7 +61,7 @@ class SandboxLimits:
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
     max_file_bytes: int = 16 * 1024 * 1024
     max_disk_bytes: int = DEFAULT_MAX_DISK_BYTES
-    max_files: int = DEFAULT_MAX_FILES
+    max_files: int = 4096
 
     def __post_init__(self) -> None:
         for name, value in dataclasses.asdict(self).items():
