@@ -122,8 +122,8 @@ class CachedLM:
             return int(self._db.execute("SELECT COUNT(*) FROM cache").fetchone()[0])
 
     def _key(self, kind: str, conv: Conversation, options: dict) -> str:
-        request = {"backend": self.name, "kind": kind, "conversation": list(conv), "options": options}
-        text = json.dumps(request, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        text = json.dumps({"backend": self.name, "kind": kind, "conversation": list(conv), "options": options},
+                          sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     def _run(

@@ -196,9 +196,9 @@ class OpenAILM:
         constraints = check_generate(conversations, max_new_tokens, temperature, constraint)
 
         def one(item):
-            conv, c = item
-            grammar = {} if c is None else {"structured_outputs": structured_outputs_field(c)}
-            out = self._chat(conv, max_tokens=max_new_tokens, temperature=float(temperature), **grammar)
+            conv, c = item  # c: the constraint, sent as vLLM's structured_outputs field
+            out = self._chat(conv, max_tokens=max_new_tokens, temperature=float(temperature),
+                             **({} if c is None else {"structured_outputs": structured_outputs_field(c)}))
             return (out["choices"][0]["message"].get("content") or "").strip()
 
         return self._map(one, list(zip(conversations, constraints)), "generate", progress)
