@@ -817,7 +817,6 @@ class _Zygote:
 
 
 def _worker_main(config_json: str) -> None:  # pragma: no cover - runs in the subprocess
-    config = json.loads(config_json)
     # Keep the protocol on private descriptors; fds 0-2 become /dev/null so that code writing
     # to "stdout" at the OS level cannot touch the protocol.
     req_fd, resp_fd = os.dup(0), os.dup(1)
@@ -825,7 +824,7 @@ def _worker_main(config_json: str) -> None:  # pragma: no cover - runs in the su
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
     os.close(devnull)
-    zygote = _Zygote(config, req_fd, resp_fd)
+    zygote = _Zygote(json.loads(config_json), req_fd, resp_fd)
     try:
         iso = zygote.setup()
     except BaseException as exc:
