@@ -206,9 +206,9 @@ class OpenAILM:
     # -- candidate log-probs ----------------------------------------------------------------
     def _tokenize(self, messages: list[dict], **options: Any) -> list[int] | None:
         """The token ids of ``messages`` (vLLM's ``/tokenize``, with ``options``); None where it fails."""
-        body = {"model": self.model, "messages": messages, **options}
         try:
-            r = self._session().post(f"{self._root}/tokenize", json=body, timeout=self.timeout)
+            r = self._session().post(f"{self._root}/tokenize", timeout=self.timeout,
+                                     json={"model": self.model, "messages": messages, **options})
         except requests.RequestException:
             return None
         return r.json().get("tokens") if r.status_code < 400 else None
