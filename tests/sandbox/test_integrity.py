@@ -381,11 +381,11 @@ def test_read_roots_hold_no_site_packages_but_numpy():
     numpy there and nothing else of it (no findbench, no data packages), nor findbench's cache."""
     import numpy
 
-    from findbench.sandbox._worker import _site_dirs
-    from findbench.sandbox.policy import denied_paths, read_roots
+    from findbench.sandbox._worker import _read_roots, _site_dirs
+    from findbench.sandbox.policy import denied_paths
 
     numpy_dir = os.path.dirname(os.path.realpath(numpy.__file__))
-    roots = read_roots()
+    roots = _read_roots(deny=denied_paths())  # what the fork server gives Landlock and bwrap binds
     for root in roots:
         for site in _site_dirs():
             if root == site or root.startswith(site + os.sep):

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from findbench._checks import number, positive_int
+from findbench._checks import instance, number, positive_int
 
 Message = dict  # {"role": str, "content": str}
 
@@ -68,18 +68,22 @@ class Constraint:
         return None if self.json_schema is None else json.loads(self.json_schema)
 
 
+def _one_each(name: str, value: object, n: int, types: type | tuple[type, ...], what: str) -> list:
+    """``value`` as a list of ``n`` items, one per conversation, each one of ``types``; else one line
+    naming ``name`` or the bad item (``what``: what one item must be)."""
+    instance(name, value, Sequence, f"a list with {what} per conversation", exclude=(str, bytes, Mapping))
+    if len(value) != n:
+        raise ValueError(f"{name} ({len(value)}) and conversations ({n}) differ in length")
+    for i, item in enumerate(value):
+        instance(f"{name}[{i}]", item, types, what)
+    return list(value)
+
+
 def check_constraints(constraint: object, n: int) -> list[Constraint | None]:
     """One constraint (or None) per conversation from None, a :class:`Constraint` or a list of ``n``."""
     if constraint is None or isinstance(constraint, Constraint):
         return [constraint] * n
-    if isinstance(constraint, (str, bytes, Mapping)) or not isinstance(constraint, Sequence):
-        raise TypeError(f"constraint must be a Constraint, a list of them or None, got {type(constraint).__name__}")
-    if len(constraint) != n:
-        raise ValueError(f"constraint ({len(constraint)}) and conversations ({n}) differ in length")
-    for i, c in enumerate(constraint):
-        if c is not None and not isinstance(c, Constraint):
-            raise TypeError(f"constraint[{i}] must be a Constraint or None, got {type(c).__name__}")
-    return list(constraint)
+    return _one_each("constraint", constraint, n, (Constraint, type(None)), "a Constraint or None")
 
 
 def split_candidates(
@@ -179,8 +183,7 @@ _ROLES = ("system", "user", "assistant")
 
 def check_conversations(conversations: object, *, argument: str = "conversations") -> None:
     """Raise naming the bad item unless ``conversations`` is a list of non-empty lists of ``{"role", "content"}``."""
-    if isinstance(conversations, (str, dict)) or not isinstance(conversations, Sequence):
-        raise TypeError(f"{argument} must be a list of conversations, got {type(conversations).__name__}")
+    instance(argument, conversations, Sequence, "a list of conversations", exclude=(str, dict))
     for i, conv in enumerate(conversations):
         if isinstance(conv, (str, dict)) or not isinstance(conv, Sequence) or not conv:
             raise TypeError(f"{argument}[{i}] must be a non-empty list of chat messages, got {conv!r:.80}")
@@ -189,8 +192,7 @@ def check_conversations(conversations: object, *, argument: str = "conversations
                 raise ValueError(f"{argument}[{i}][{j}] must be a dict with keys 'role' and 'content', got {msg!r:.80}")
             if msg["role"] not in _ROLES:
                 raise ValueError(f"{argument}[{i}][{j}]['role'] must be one of {_ROLES}, got {msg['role']!r}")
-            if not isinstance(msg["content"], str):
-                raise TypeError(f"{argument}[{i}][{j}]['content'] must be a str, got {type(msg['content']).__name__}")
+            instance(f"{argument}[{i}][{j}]['content']", msg["content"], str, "a str")
 
 
 def check_generate(
@@ -213,25 +215,17 @@ def check_candidates(conversations: object, candidates: object, assistant_prefix
         or not all(isinstance(c, str) and c for c in candidates)
     ):
         raise ValueError(f"candidates must be a non-empty list of non-empty strings, got {candidates!r}")
-    if not isinstance(assistant_prefix, str):
-        raise TypeError(f"assistant_prefix must be a str, got {type(assistant_prefix).__name__}")
+    instance("assistant_prefix", assistant_prefix, str, "a str")
     return list(candidates)
 
 
 def check_continuations(conversations: object, continuations: object) -> list[str]:
     """The checks of every backend's ``continuation_logprobs``; returns the continuations as a list."""
     check_conversations(conversations)
-    n = len(conversations)  # type: ignore[arg-type]
-    if isinstance(continuations, str) or not isinstance(continuations, Sequence):
-        raise TypeError(f"continuations must be a list of strings, got {type(continuations).__name__}")
-    if len(continuations) != n:
-        raise ValueError(f"continuations ({len(continuations)}) and conversations ({n}) differ in length")
-    for i, c in enumerate(continuations):
-        if not isinstance(c, str):
-            raise TypeError(f"continuations[{i}] must be a str, got {type(c).__name__}")
-        if not c:
-            raise ValueError(f"continuations[{i}] is empty: nothing to score")
-    return list(continuations)
+    texts = _one_each("continuations", continuations, len(conversations), str, "a str")  # type: ignore[arg-type]
+    if "" in texts:
+        raise ValueError(f"continuations[{texts.index('')}] is empty: nothing to score")
+    return texts
 
 
 #: Tokens a findbench LM may generate per turn when ``max_tokens`` is not given.

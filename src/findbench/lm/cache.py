@@ -20,14 +20,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from findbench._checks import positive_int
+from findbench._checks import instance, positive_int
 from findbench.lm.base import LM, Constraint, Conversation, check_candidates, check_continuations, check_generate
 
 log = logging.getLogger(__name__)
 
 #: Seconds a connection waits for another process's lock on the cache.
 _BUSY_TIMEOUT_S = 60.0
-_SCHEMA = "CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 
 
 class _NotACache(Exception):
@@ -46,7 +45,7 @@ def _connect(path: Path) -> sqlite3.Connection:
         if check != "ok":
             raise _NotACache(f"quick_check: {check}")
         db.execute("PRAGMA journal_mode=WAL")
-        db.execute(_SCHEMA)
+        db.execute("CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         db.commit()
     except BaseException:
         db.close()
@@ -98,9 +97,7 @@ class CachedLM:
     are not part of the key; sampled generations are cached too."""
 
     def __init__(self, lm: LM, path: str | os.PathLike, *, chunk_size: int = 32) -> None:
-        if not isinstance(lm, LM):
-            raise TypeError(f"lm must implement the findbench LM protocol, got {type(lm).__name__}")
-        self.inner = lm
+        self.inner = instance("lm", lm, LM, "an LM (the findbench LM protocol)")
         self.name = lm.name
         self.path = Path(path)
         self.chunk_size = positive_int("chunk_size", chunk_size)
@@ -125,8 +122,8 @@ class CachedLM:
             return int(self._db.execute("SELECT COUNT(*) FROM cache").fetchone()[0])
 
     def _key(self, kind: str, conv: Conversation, options: dict) -> str:
-        request = {"backend": self.name, "kind": kind, "conversation": list(conv), "options": options}
-        text = json.dumps(request, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        text = json.dumps({"backend": self.name, "kind": kind, "conversation": list(conv), "options": options},
+                          sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     def _run(
@@ -174,21 +171,20 @@ class CachedLM:
         if any(c is not None for c in constraints) and not self.supports_constraints:
             raise TypeError(f"{self.name} cannot constrain generation (constraint= given)")
         options = {"max_new_tokens": max_new_tokens, "temperature": float(temperature)}
-        out = [""] * len(conversations)
+        out: dict[int, str] = {}
         for c in dict.fromkeys(constraints):  # one cache pass per distinct constraint, in order
             idx = [i for i, ci in enumerate(constraints) if ci == c]
-            kw: dict[str, Any] = {} if c is None else {"constraint": c}
             texts = self._run(
                 "generate",
                 [conversations[i] for i in idx],
                 options | ({} if c is None else {"constraint": c.to_dict()}),
-                lambda convs, kw=kw: self.inner.generate(
-                    convs, max_new_tokens=max_new_tokens, temperature=temperature, progress=progress, **kw
+                lambda convs, c=c: self.inner.generate(
+                    convs, max_new_tokens=max_new_tokens, temperature=temperature, progress=progress,
+                    **({} if c is None else {"constraint": c}),
                 ),
             )
-            for i, t in zip(idx, texts):
-                out[i] = t
-        return out
+            out.update(zip(idx, texts))
+        return [out[i] for i in range(len(conversations))]
 
     def candidate_logprobs(
         self,

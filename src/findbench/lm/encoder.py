@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from findbench._checks import positive_int
+from findbench._checks import instance, positive_int
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +58,7 @@ class CachedTextEncoder(abc.ABC):
             raise TypeError("texts must be a sequence of strings, not a single str")
         texts = list(texts)
         for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise TypeError(f"texts[{i}] must be a str, got {type(t).__name__}")
+            instance(f"texts[{i}]", t, str, "a str")
         # length-sorted batches pad little; the order is deterministic
         todo = sorted({t for t in texts if t not in self._cache}, key=lambda t: (len(t), t))
         for start in range(0, len(todo), self.batch_size):
@@ -78,20 +77,18 @@ class SentenceEncoder(CachedTextEncoder):
     """Mean-pooled, L2-normalised sentence embeddings of ``model`` (:func:`encoder_dir`), cached per text."""
 
     def __init__(self, model: str | os.PathLike = EMBEDDED_ENCODER, *, batch_size: int = 256, max_length: int = 64):
-        import torch
         from transformers import AutoModel, AutoTokenizer
 
         super().__init__(batch_size)
         self.name = model if isinstance(model, str) else os.fspath(model)
         path = encoder_dir(model)
-        self._torch = torch
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.model = AutoModel.from_pretrained(path).eval()
         self.max_length = max_length
         self.dim = int(self.model.config.hidden_size)
 
     def _forward(self, texts: list[str]) -> np.ndarray:
-        torch = self._torch
+        import torch
         enc = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
         with torch.inference_mode():
             hidden = self.model(**enc).last_hidden_state

@@ -25,7 +25,7 @@ import functools
 import inspect
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 # Inspect prints a PrerequisiteError as its message alone; inspect_ai 0.3.285 has no public path to it.
@@ -55,15 +55,13 @@ class TaskArgumentError(PrerequisiteError, UsageError):
         self.message = Text(message)  # what Inspect prints: plain text, no console markup
 
 
-def _task_message(message: str, known: Iterable[str]) -> str:
+def _task_message(message: str, known: Collection[str]) -> str:
     """A config's message about a flag (``--max-tokens must be ≥ 1``, ``configs: ...``) naming the
     task argument instead (``-T max_tokens: must be ≥ 1``, ``-T configs: ...``); a command quoted in
     backticks keeps its flags."""
-    names = set(known)
-
     def argument(word: str) -> str | None:
         name = word[2:].replace("-", "_") if word.startswith("--") else word
-        return name if name in names else None
+        return name if name in known else None
 
     head = re.match(r"(--[a-z][a-z0-9-]*|[a-z][a-z0-9_]*)(?=:| must )", message)
     if head and argument(head[1]):
@@ -91,10 +89,8 @@ def task_arguments(task: str, names: Iterable[str] = ()) -> Callable[[Callable[.
                     raise TaskArgumentError(f"-T {name}: {task} has no such argument{hint}")
             try:
                 return build(*args, **kwargs)
-            except TaskArgumentError:
-                raise
             except Exception as exc:
-                if not is_user_error(exc):
+                if isinstance(exc, TaskArgumentError) or not is_user_error(exc):  # named already / a bug
                     raise
                 raise TaskArgumentError(_task_message(str(exc), known)) from None
 

@@ -96,7 +96,6 @@ class FindbenchModelAPI(ModelAPI):
                 "or, for the tools protocol, an Inspect provider whose models support tool calls"
             )
         messages = [{"role": m.role, "content": m.text} for m in input]  # text only: no tool messages here
-        limit = config.max_tokens or DEFAULT_MAX_TOKENS
         field = (config.extra_body or {}).get("structured_outputs")
         constraint = None
         if field:  # vLLM's request field, as the text loop (or a caller) sends it
@@ -104,7 +103,8 @@ class FindbenchModelAPI(ModelAPI):
             if not getattr(self.lm, "supports_constraints", False):
                 raise ValueError(f"structured_outputs: findbench/{self.model_name} cannot constrain generation")
         text, n_in, n_out = await asyncio.to_thread(
-            self._generate, messages, limit, float(config.temperature or 0.0), constraint
+            self._generate, messages, config.max_tokens or DEFAULT_MAX_TOKENS, float(config.temperature or 0.0),
+            constraint,
         )
         output = ModelOutput.from_content(model=self.model_name, content=text)
         output.usage = ModelUsage(input_tokens=n_in, output_tokens=n_out, total_tokens=n_in + n_out)

@@ -106,28 +106,25 @@ class OpenAILM:
         return f"OpenAILM(base_url={self.base_url!r}, model={self.model!r})"
 
     # -- HTTP ------------------------------------------------------------------------------
-    def _session(self, retry: bool = False):
-        """This thread's session: ``retry=True`` for the one whose adapter retries requests."""
-        attr = "retry_session" if retry else "session"
-        if not hasattr(self._local, attr):
+    def _session(self) -> requests.Session:
+        """This thread's session. Requests to ``/chat/completions`` (:meth:`_post`) go through an adapter
+        that retries them (requests picks the adapter of the longest matching prefix); ``/models`` and
+        ``/tokenize`` are tried once."""
+        if not hasattr(self._local, "session"):
             s = requests.Session()
             if self.api_key:
                 s.headers["Authorization"] = f"Bearer {self.api_key}"
-            if retry:
-                # POSTs retried too (no side effects); out of retries, the last answer is reported by _post
-                adapter = HTTPAdapter(max_retries=Retry(total=self.max_retries, backoff_factor=self.backoff,
-                                                        status_forcelist=_RETRY_STATUS, allowed_methods=None,
-                                                        raise_on_status=False))
-                s.mount("http://", adapter)
-                s.mount("https://", adapter)
-            setattr(self._local, attr, s)
-        return getattr(self._local, attr)
+            # POSTs retried too (no side effects); out of retries, the last answer is reported by _post
+            s.mount(f"{self.base_url}/chat/completions", HTTPAdapter(max_retries=Retry(
+                total=self.max_retries, backoff_factor=self.backoff, status_forcelist=_RETRY_STATUS,
+                allowed_methods=None, raise_on_status=False)))
+            self._local.session = s
+        return self._local.session
 
     def check_server(self) -> None:
         """One quick request to ``/models``; ConnectionError naming the URL when it fails."""
-        url = f"{self.base_url}/models"
         try:
-            r = self._session().get(url, timeout=min(self.timeout, 10.0))
+            r = self._session().get(f"{self.base_url}/models", timeout=min(self.timeout, 10.0))
         except requests.RequestException as exc:
             raise ConnectionError(
                 f"cannot reach the OpenAI-compatible server at {self.base_url} ({type(exc).__name__}: {exc})"
@@ -141,16 +138,15 @@ class OpenAILM:
             raise ValueError(f"model {self.model!r} is not served at {self.base_url}; it serves {served}")
 
     def _ensure_server(self) -> None:
-        if not self._checked:
-            with self._lock:
-                if not self._checked:
-                    self.check_server()
-                    self._checked = True
+        with self._lock:  # once, before the first request
+            if not self._checked:
+                self.check_server()
+                self._checked = True
 
     def _post(self, url: str, payload: dict) -> dict:
-        """POST through the retrying session; errors name the URL once retries are spent."""
+        """POST ``/chat/completions`` (retried: see :meth:`_session`); errors name the URL once retries are spent."""
         try:
-            r = self._session(retry=True).post(url, json=payload, timeout=self.timeout)
+            r = self._session().post(url, json=payload, timeout=self.timeout)
         except (requests.ConnectionError, requests.Timeout) as exc:
             raise ConnectionError(f"request to {url} failed after {self.max_retries + 1} tries: {exc}") from exc
         if r.status_code >= 400:
@@ -200,9 +196,9 @@ class OpenAILM:
         constraints = check_generate(conversations, max_new_tokens, temperature, constraint)
 
         def one(item):
-            conv, c = item
-            grammar = {} if c is None else {"structured_outputs": structured_outputs_field(c)}
-            out = self._chat(conv, max_tokens=max_new_tokens, temperature=float(temperature), **grammar)
+            conv, c = item  # c: the constraint, sent as vLLM's structured_outputs field
+            out = self._chat(conv, max_tokens=max_new_tokens, temperature=float(temperature),
+                             **({} if c is None else {"structured_outputs": structured_outputs_field(c)}))
             return (out["choices"][0]["message"].get("content") or "").strip()
 
         return self._map(one, list(zip(conversations, constraints)), "generate", progress)
@@ -210,9 +206,9 @@ class OpenAILM:
     # -- candidate log-probs ----------------------------------------------------------------
     def _tokenize(self, messages: list[dict], **options: Any) -> list[int] | None:
         """The token ids of ``messages`` (vLLM's ``/tokenize``, with ``options``); None where it fails."""
-        body = {"model": self.model, "messages": messages, **options}
         try:
-            r = self._session().post(f"{self._root}/tokenize", json=body, timeout=self.timeout)
+            r = self._session().post(f"{self._root}/tokenize", timeout=self.timeout,
+                                     json={"model": self.model, "messages": messages, **options})
         except requests.RequestException:
             return None
         return r.json().get("tokens") if r.status_code < 400 else None
@@ -284,7 +280,6 @@ class OpenAILM:
         continuations = check_continuations(conversations, continuations)
         if not conversations:
             return []
-        self._ensure_server()
         url = f"{self.base_url}/chat/completions"
         lengths: dict[str, int] = {}  # a prompt tokenized twice by two threads is harmless
 

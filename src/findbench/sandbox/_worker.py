@@ -73,9 +73,7 @@ MAX_CALL_BYTES, SERVICES_BIT = 64 * 1024, 1 << 31
 # --------------------------------------------------------------------------- libc / Landlock
 
 _libc = ctypes.CDLL(None, use_errno=True)
-_libc.syscall.restype = ctypes.c_long
-_libc.prctl.restype = ctypes.c_int
-_libc.unshare.restype = ctypes.c_int
+_libc.syscall.restype = ctypes.c_long  # prctl, unshare and mount return ctypes' default restype, an int
 
 # prctl options (linux/prctl.h), namespace flags of unshare (linux/sched.h), mount flags (linux/mount.h)
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_SECCOMP, _PR_SET_NO_NEW_PRIVS, _PR_GET_NO_NEW_PRIVS = 1, 4, 22, 38, 39
@@ -819,7 +817,6 @@ class _Zygote:
 
 
 def _worker_main(config_json: str) -> None:  # pragma: no cover - runs in the subprocess
-    config = json.loads(config_json)
     # Keep the protocol on private descriptors; fds 0-2 become /dev/null so that code writing
     # to "stdout" at the OS level cannot touch the protocol.
     req_fd, resp_fd = os.dup(0), os.dup(1)
@@ -827,7 +824,7 @@ def _worker_main(config_json: str) -> None:  # pragma: no cover - runs in the su
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
     os.close(devnull)
-    zygote = _Zygote(config, req_fd, resp_fd)
+    zygote = _Zygote(json.loads(config_json), req_fd, resp_fd)
     try:
         iso = zygote.setup()
     except BaseException as exc:

@@ -27,9 +27,8 @@ DEFAULT_CPU_SECONDS = 5.0
 DEFAULT_MEMORY_MB = 1024
 DEFAULT_MAX_OUTPUT_BYTES = 64 * 1024
 DEFAULT_MAX_RESULT_BYTES = 16 * 1024 * 1024
-#: Bytes and files a program may write in all (its folder is a tmpfs of this size).
+#: Bytes a program may write in all (its folder is a tmpfs of this size and of SandboxLimits.max_files files).
 DEFAULT_MAX_DISK_BYTES = 64 * 1024 * 1024
-DEFAULT_MAX_FILES = 4096
 #: Largest request (code and inputs, as JSON) of one program.
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
 #: Set to 1 to let the sandbox run code without a kernel boundary (no Landlock, no bwrap).
@@ -62,7 +61,7 @@ class SandboxLimits:
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
     max_file_bytes: int = 16 * 1024 * 1024
     max_disk_bytes: int = DEFAULT_MAX_DISK_BYTES
-    max_files: int = DEFAULT_MAX_FILES
+    max_files: int = 4096
 
     def __post_init__(self) -> None:
         for name, value in dataclasses.asdict(self).items():
@@ -121,11 +120,6 @@ def denied_paths() -> tuple[str, ...]:
     return tuple(os.path.realpath(p) for p in (os.path.dirname(os.path.abspath(findbench.__file__)), cache))
 
 
-def read_roots() -> list[str]:
-    """The read-only paths programs need (the same list the fork server gives Landlock)."""
-    return _worker._read_roots(_worker.PROGRAM_PACKAGES, denied_paths())
-
-
 # Refused with EPERM (clone3 with ENOSYS, so the C library falls back to clone, whose flags a
 # filter can read): the ways between programs or out of the sandbox the other layers leave open.
 _SECCOMP_DENIED = (
@@ -182,13 +176,12 @@ def seccomp_program() -> str | None:
             nr = _NEW_SYSCALLS.get(name, -1)
         if nr >= 0:  # negative: not a syscall of this architecture (or of this libseccomp)
             filt.add_rule(eperm, nr)
-    rules = [  # the chattr ioctls, clone3, namespace flags of clone, AF_UNIX sockets
+    for rule in (  # the chattr ioctls, clone3, namespace flags of clone, AF_UNIX sockets
         *((eperm, "ioctl", sc.Arg(1, sc.MASKED_EQ, 0xFFFFFFFF, request)) for request in _IOCTL_FILE_ATTRIBUTES),
         (sc.ERRNO(errno.ENOSYS), "clone3"),
         *((eperm, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag)) for flag in _CLONE_NAMESPACE_FLAGS),
         *((eperm, name, sc.Arg(0, sc.EQ, socket.AF_UNIX)) for name in ("socket", "socketpair")),
-    ]
-    for rule in rules:
+    ):
         filt.add_rule(*rule)
     with tempfile.TemporaryFile() as fh:
         filt.export_bpf(fh)
@@ -203,11 +196,12 @@ def server_command(config: dict, bwrap: str | None) -> list[str]:
     command = [sys.executable, "-s", "-P", WORKER_SCRIPT, "--worker", json.dumps(config)]
     if not bwrap:
         return command
-    # The read-only roots, the interpreter by the name it is started with and a virtual
-    # environment's marker (so the server finds numpy where the caller does); nothing else of the
-    # environment. Merged-/usr systems: the symbolic links on the ELF loader's path.
+    # The read-only roots (the list the fork server gives Landlock), the interpreter by the name it
+    # is started with and a virtual environment's marker (so the server finds numpy where the
+    # caller does); nothing else of the environment. Merged-/usr systems: the symbolic links on the
+    # ELF loader's path.
     venv_cfg = os.path.join(sys.prefix, "pyvenv.cfg")
-    binds = [(p, p) for p in read_roots() + [os.path.realpath(WORKER_SCRIPT)]]
+    binds = [(p, p) for p in _worker._read_roots(deny=denied_paths()) + [os.path.realpath(WORKER_SCRIPT)]]
     binds += [(os.path.realpath(sys.executable), sys.executable)] + (
         [(venv_cfg, venv_cfg)] if os.path.exists(venv_cfg) else [])
     links = [link for link in ("/lib", "/lib64", "/bin", "/usr/lib64") if os.path.islink(link)]

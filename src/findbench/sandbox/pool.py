@@ -212,8 +212,8 @@ class _Worker:
         self.kill()
 
 
-class Sandbox:
-    """A pool of reusable sandboxed fork servers (use as a context manager).
+class Sandbox(contextlib.AbstractContextManager):
+    """A pool of reusable sandboxed fork servers (use as a context manager: ``with`` gives the pool).
 
     Args:
         limits: what each program gets (:class:`SandboxLimits`, e.g. ``SandboxLimits(workers=2, timeout=5)``).
@@ -274,9 +274,6 @@ class Sandbox:
         self._closed = False
         #: What the fork servers applied (filled when the first one starts).
         self.isolation: dict = {}
-
-    def __enter__(self) -> Sandbox:
-        return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
