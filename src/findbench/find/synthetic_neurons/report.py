@@ -30,6 +30,7 @@ from findbench.find.synthetic_neurons.backbones import (
     ENTITY_BACKENDS,
     RELATION_BACKENDS,
     RelationNeuron,
+    expected_answer,
     fit_entity_probes,
     make_function,
 )
@@ -38,7 +39,6 @@ from findbench.find.synthetic_neurons.entity_words import ENTITY_CONCEPTS, heldo
 from findbench.find.synthetic_neurons.prompts import UNDEFINED
 from findbench.find.synthetic_neurons.relation_tables import normalize_text, relation_check
 from findbench.find.synthetic_neurons.relations import (
-    expected_answer,
     generate_relations,
     other_kind_inputs,
     relation_splits,
@@ -110,15 +110,15 @@ def entity_selectivity(
     matrix = np.zeros((n, n))
     per_concept = []
     t0 = time.perf_counter()
-    lm = model if backend == "lm" else None
     refit = backend == "embedding" and model is not None
     if refit:  # what generate_entities fits on: associations for the packaged concepts only
         training = probe_words(
             {c: u for c, (u, _h) in splits.items()}, associations=list(splits) == list(ENTITY_CONCEPTS)
         )
     for i, row in enumerate(tqdm(atomic, desc=f"entity neurons ({backend})", leave=False)):
+        # lm=model: the LM of the lm backend (unused by the embedding backend, where model is None here)
         fn = make_function(_with_encoder(row, model, training), backend) if refit else make_function(
-            row, backend, lm=lm)
+            row, backend, lm=model)
         scores = np.asarray(fn(words), dtype=np.float64)
         matrix[i] = [scores[owner_arr == j].mean() for j in range(n)]
         own = owner_arr == i
@@ -172,10 +172,6 @@ def _with_encoder(row: dict, encoder: str, training: dict) -> dict:
     return {**row, "params": schema.dumps(params)}
 
 
-def _nan_mean(values: Sequence[bool]) -> float:
-    return float(np.mean(values)) if len(values) else float("nan")
-
-
 def relation_check_accuracy(
     table, answer, *, seed: int = 0, limit: int | None = None, held_out: Sequence | None = None
 ) -> dict[str, Any]:
@@ -209,7 +205,7 @@ def relation_check_accuracy(
         "source": table.source,
         "check_source": check.source,
         "n_check": len(ok),
-        "check_accuracy": _nan_mean(ok),
+        "check_accuracy": float(np.mean(ok)) if ok else float("nan"),
         "n_coverage_check": len(items),
         "coverage_miss_rate": (1.0 - len(served) / len(items)) if items else float("nan"),
     }
@@ -259,10 +255,13 @@ def relation_accuracy(
         pool = other_kind_inputs(tables, ti)
         ood = rng.sample(pool, min(n_out_of_domain, len(pool)))
         fn = make_function(row, backend, lm=model if backend == "lm" else None, tables=tables)
-        if table.key not in per_relation:
-            per_relation[table.key] = _relation_columns(
-                table, backend, getattr(fn, "_lm", None), seed, entries_per_relation, check
-            )
+        if table.key not in per_relation:  # the same columns for a relation and its two corruptions
+            per_relation[table.key] = {"n_served": len(table.entries), "source": table.source}
+            if check:
+                neuron = RelationNeuron(table, None, backend, lm=getattr(fn, "_lm", None))
+                per_relation[table.key] = relation_check_accuracy(
+                    table, neuron.answers, seed=seed, limit=entries_per_relation,
+                    held_out=relation_splits(table, seed)["held_out"])
         answers = fn([e.input for e in held] + ood)
         expected = [expected_answer(table, v, e) for e in held]
         ok_in = [(a == UNDEFINED) if x == UNDEFINED else (a != UNDEFINED and e.accepts(a))
@@ -288,64 +287,40 @@ def relation_accuracy(
             }
         )
     seconds = round(time.perf_counter() - t0, 3)
-
-    def pooled(key_n: str, key_acc: str, subset=None) -> float:
-        items = [p for p in per_function if (subset is None or p["subcategory"] == subset) and p[key_n] > 0]
-        total = sum(p[key_n] for p in items)
-        return float(sum(p[key_acc] * p[key_n] for p in items) / total) if total else float("nan")
-
-    def pooled_ci(key_n: str, key_acc: str) -> list[float]:
-        """95 % bootstrap interval of the entry-weighted accuracy, resampling whole functions."""
-        units = [(p[key_n], p[key_acc] * p[key_n]) for p in per_function if p[key_n] > 0]
-        return (
-            list(bootstrap_ci(units, statistic=lambda s: s[..., 1].sum(axis=1) / s[..., 0].sum(axis=1)))
-            if units
-            else [float("nan"), float("nan")]
-        )
-
+    # the units of the accuracy's 95 % bootstrap interval: whole functions, entry-weighted
+    units = [(p["n_entries"], p["accuracy"] * p["n_entries"]) for p in per_function if p["n_entries"] > 0]
     summary = {
         "backend": backend,
         "model": (getattr(model, "name", None) or str(model or DEFAULT_LM)) if backend == "lm" else "tables",
         "n_functions": len(per_function),
         "n_entries": sum(p["n_entries"] for p in per_function),
-        "accuracy": pooled("n_entries", "accuracy"),
-        "accuracy_ci": pooled_ci("n_entries", "accuracy"),
-        "accuracy_atomic": pooled("n_entries", "accuracy", "atomic"),
-        "accuracy_corrupted": pooled("n_entries", "accuracy", "corruption"),
-        "exception_accuracy": pooled("n_exception_entries", "exception_accuracy"),
-        "out_of_domain_accuracy": pooled("n_out_of_domain", "out_of_domain_accuracy"),
+        "accuracy": _pooled(per_function, "n_entries", "accuracy"),
+        "accuracy_ci": list(bootstrap_ci(units, statistic=lambda s: s[..., 1].sum(axis=1) / s[..., 0].sum(axis=1)))
+        if units else [float("nan"), float("nan")],
+        "accuracy_atomic": _pooled([p for p in per_function if p["subcategory"] == "atomic"], "n_entries", "accuracy"),
+        "accuracy_corrupted": _pooled([p for p in per_function if p["subcategory"] == "corruption"], "n_entries",
+                                      "accuracy"),
+        "exception_accuracy": _pooled(per_function, "n_exception_entries", "exception_accuracy"),
+        "out_of_domain_accuracy": _pooled(per_function, "n_out_of_domain", "out_of_domain_accuracy"),
         "seconds": seconds,
     }
-    if check:
-        summary.update(_check_summary(per_relation))
+    if check:  # every relation's check against its independent check set, pooled
+        rel = list(per_relation.values())
+        summary.update({
+            "n_served": sum(r["n_served"] for r in rel),
+            "check_accuracy": _pooled(rel, "n_check", "check_accuracy"),
+            "check_accuracy_min": min((r["check_accuracy"] for r in rel if r["n_check"]), default=float("nan")),
+            "coverage_miss_rate": _pooled(rel, "n_coverage_check", "coverage_miss_rate"),
+            "per_relation": {k: dict(r) for k, r in per_relation.items()},
+        })
     return {"per_function": per_function, "per_relation": per_relation, "summary": summary}
 
 
-def _check_summary(per_relation: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """Every relation's check against its independent check set, pooled (the summary's columns)."""
-    rel = list(per_relation.values())
-    answered = sum(r["n_check"] for r in rel)
-    n_check = sum(r["n_coverage_check"] for r in rel)
-    nan = float("nan")
-    return {
-        "n_served": sum(r["n_served"] for r in rel),
-        "check_accuracy": sum(r["check_accuracy"] * r["n_check"] for r in rel if r["n_check"]) / answered
-        if answered else nan,
-        "check_accuracy_min": min((r["check_accuracy"] for r in rel if r["n_check"]), default=nan),
-        "coverage_miss_rate": sum(r["coverage_miss_rate"] * r["n_coverage_check"] for r in rel
-                                  if r["n_coverage_check"]) / n_check if n_check else nan,
-        "per_relation": {k: dict(r) for k, r in per_relation.items()},
-    }
-
-
-def _relation_columns(table, backend: str, lm: Any, seed: int, limit: int | None, check: bool) -> dict[str, Any]:
-    """The per-relation report columns (the same for a relation and its two corruptions)."""
-    if not check:
-        return {"n_served": len(table.entries), "source": table.source}
-    neuron = RelationNeuron(table, None, backend, lm=lm)
-    return relation_check_accuracy(
-        table, neuron.answers, seed=seed, limit=limit, held_out=relation_splits(table, seed)["held_out"]
-    )
+def _pooled(rows: Sequence[Mapping[str, Any]], key_n: str, key_acc: str) -> float:
+    """The ``key_n``-weighted mean of ``key_acc`` over ``rows`` (those with ``key_n`` > 0; none: NaN)."""
+    items = [r for r in rows if r[key_n] > 0]
+    total = sum(r[key_n] for r in items)
+    return float(sum(r[key_acc] * r[key_n] for r in items) / total) if total else float("nan")
 
 
 def _csv(rows: list[dict], columns: Sequence[str]) -> str:
@@ -398,12 +373,10 @@ def backbone_report(cfg: BackboneReportConfig) -> dict[str, Any]:
             log.info("%s, held-out %s (%s): own %.3f vs other %.3f, AUC %.3f", key, held_out, ent_backend,
                      s["own_mean"], s["other_mean"], s["auc_mean"])
             entity_result = entity_result or result
-        m = entity_result["matrix"]
-        mrows = [
-            {"concept": c, **{c2: float(m[i, j]) for j, c2 in enumerate(entity_result["concepts"])}}
-            for i, c in enumerate(entity_result["concepts"])
-        ]
-        files["entity_matrix.csv"] = _csv(mrows, ["concept", *entity_result["concepts"]])
+        concepts = entity_result["concepts"]
+        matrix_rows = [{"concept": c, **dict(zip(concepts, map(float, row)))}
+                       for c, row in zip(concepts, entity_result["matrix"])]
+        files["entity_matrix.csv"] = _csv(matrix_rows, ["concept", *concepts])
     if "relations" in cfg.categories:
         rel = relation_accuracy(
             backend=rel_backend,
