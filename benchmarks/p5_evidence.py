@@ -40,6 +40,10 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 RESULTS = Path(__file__).resolve().parent / "results" / "p5_evidence.json"
 
@@ -57,10 +61,10 @@ def _setup(args):
     model, tokenizer, _ = load_model(args.model, device="cpu")
     sae = load_sae(args.sae, device="cpu")
     hook = sae.cfg.metadata.hook_name
-    tokens = corpus_tokens(tokenizer, "wordnet", context_size=128, total_tokens=args.total_tokens)
     rng = np.random.default_rng(0)
     latents = sorted(int(x) for x in rng.choice(int(sae.cfg.d_sae), size=args.n_latents, replace=False))
     cfg = AutoInterpConfig(total_tokens=args.total_tokens, override_latents=latents)
+    tokens = corpus_tokens(tokenizer, cfg.corpus)
     return model, tokenizer, sae, hook, tokens, latents, cfg, sorted(special_token_ids(tokenizer))
 
 
@@ -123,12 +127,38 @@ def child_ours(args) -> dict:
     }
 
 
+def dense_top_windows(acts: torch.Tensor, k: int, buffer: int) -> list[tuple[int, int]]:
+    """The reference greedy top-window choice on a dense ``[rows, context]`` tensor of one latent: SAEBench's
+    procedure, this benchmark's dense path (``tests/autointerp/test_evidence.py`` checks
+    :class:`findbench.autointerp.evidence.EvidenceCollector` against it)."""
+    import torch
+
+    rows, context = acts.shape
+    centre = acts[:, buffer : context - buffer]
+    flat = centre.reshape(-1)
+    r_idx = torch.arange(rows).repeat_interleave(centre.shape[1])
+    c_idx = torch.arange(centre.shape[1]).repeat(rows) + buffer
+    order = torch.argsort(c_idx, stable=True)
+    order = order[torch.argsort(r_idx[order], stable=True)]
+    order = order[torch.argsort(-flat[order], stable=True)]
+    chosen: list[tuple[int, int]] = []
+    taken: dict[int, list[int]] = {}
+    for o in order.tolist():
+        r, c = int(r_idx[o]), int(c_idx[o])
+        if any(abs(c - c2) <= buffer for c2 in taken.get(r, ())):
+            continue
+        chosen.append((r, c))
+        taken.setdefault(r, []).append(c)
+        if len(chosen) == k:
+            break
+    return chosen
+
+
 def child_reference(args) -> dict:
     import torch
     from transformer_lens.model_bridge import TransformerBridge
 
     from findbench.autointerp.activations import parse_hook_name
-    from findbench.autointerp.evidence import dense_top_windows
     from findbench.models import resolve
 
     _, _, sae, hook, tokens, latents, cfg, specials = _setup(args)

@@ -186,6 +186,7 @@ def main() -> None:
     import torch
     from transformers import AutoModel, AutoTokenizer
 
+    from findbench.autointerp.config import Corpus
     from findbench.autointerp.corpus import corpus_tokens
     from findbench.lm import TransformersLM
     from findbench.models import resolve
@@ -197,7 +198,7 @@ def main() -> None:
         result = {**json.loads(Path(args.out).read_text()), **result}
     if {"planted", "explanations"} & set(parts):
         model, tok = AutoModel.from_pretrained(path, dtype=torch.float32).eval(), AutoTokenizer.from_pretrained(path)
-        tokens = corpus_tokens(tok, "wordnet", context_size=128, total_tokens=200_000)
+        tokens = corpus_tokens(tok, Corpus("wordnet", 128, 200_000, "train", "text"))
     for part in parts:
         t0 = time.perf_counter()
         if part == "planted":

@@ -48,9 +48,9 @@ def test_every_flag_is_a_config_field_with_its_default(name, command):
     for action in parser._actions:  # a switch's --no-... shares its dest; the first action holds the default
         if action.dest != "help":
             actions.setdefault(action.dest, action)
-    expected = {k: v for cls in cli.configs_of(command) for k, v in _defaults(cls).items()}
+    expected = _defaults(command)
     assert sorted(actions) == sorted(expected)  # no flag beside the config, no field without a flag
-    assert sorted(expected) == sorted(f.name for cls in cli.configs_of(command) for f in flag_fields(cls))
+    assert sorted(expected) == sorted(f.name for f in flag_fields(command))
     for flag_name, (default, f) in expected.items():
         assert actions[flag_name].default == default, f"{name} --{flag_name}"
         assert actions[flag_name].help == f.metadata["help"]
@@ -103,7 +103,7 @@ def test_help_lists_every_config_field(name, command, capsys):
         cli.main([name, "--help"])
     assert exc.value.code == 0
     text = capsys.readouterr().out
-    for f in (f for cls in cli.configs_of(command) for f in flag_fields(cls)):
+    for f in flag_fields(command):
         shown = f.metadata.get("metavar", f.name) if f.metadata.get("positional") else flag(f.name)
         assert shown in text, f"{name}: {shown}"
 

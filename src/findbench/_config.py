@@ -21,7 +21,8 @@ Csv = list[str] | str | None
 def arg(default: Any, help: str, **kwargs: Any) -> Any:
     """A config field that is also a flag: its ``help`` and argparse settings in ``kwargs``
     (``choices``, ``aliases``, ``metavar``, ``parse`` (the argparse ``type``), ``positional``,
-    ``nargs``; ``no_help``: the help of a True bool's ``--no-...``, default "don't <help>").
+    ``nargs``; ``no_help``: the help of a True bool's ``--no-...``, default "don't <help>"; ``check``:
+    a validator the config runs on the value, unused by argparse).
     ``dataclasses.MISSING`` as ``default``: the flag (or argument) is required."""
     if isinstance(default, list):
         return dataclasses.field(default_factory=lambda: list(default), metadata={"help": help, **kwargs})
@@ -71,25 +72,23 @@ def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, con
             add_arguments(parser, hints[f.name], None if own else dataclasses.asdict(field_default(f)))
         if not f.init or "help" not in f.metadata:
             continue
-        meta, kind = dict(f.metadata), _scalar(hints[f.name])
+        meta, kind = f.metadata, _scalar(hints[f.name])
         default = (defaults or {}).get(f.name, field_default(f))
-        kw: dict[str, Any] = {"help": meta.get("help")}
-        if meta.get("positional"):
-            parser.add_argument(f.name, nargs=meta.get("nargs"), metavar=meta.get("metavar"), **kw)
-            continue
         flags = (*meta.get("aliases", ()), flag(f.name))
-        if kind is bool and default is True:  # an optional truth value (--merge, --merge false) and --no-merge
-            parser.add_argument(*flags, dest=f.name, type=_to_bool, nargs="?", const=True, default=True, **kw)
+        if meta.get("positional"):
+            parser.add_argument(f.name, nargs=meta.get("nargs"), metavar=meta.get("metavar"), help=meta["help"])
+        elif kind is bool and default is True:  # an optional truth value (--merge, --merge false) and --no-merge
+            parser.add_argument(*flags, dest=f.name, type=_to_bool, nargs="?", const=True, default=True,
+                                help=meta["help"])
             # its own help: the positive one's, negated, unless the field gives no_help
             parser.add_argument(flag("no_" + f.name), dest=f.name, action="store_false",
-                                default=argparse.SUPPRESS, help=meta.get("no_help") or f"don't {kw['help']}")
-            continue
-        if kind is bool:
-            parser.add_argument(*flags, dest=f.name, action="store_true", **kw)
-            continue
-        kw.update({"required": True} if default is dataclasses.MISSING else {"default": default})
-        kw.update({key: meta[key] for key in ("choices", "metavar", "nargs") if key in meta})
-        parser.add_argument(*flags, dest=f.name, type=meta.get("parse", kind), **kw)
+                                default=argparse.SUPPRESS, help=meta.get("no_help") or f"don't {meta['help']}")
+        elif kind is bool:
+            parser.add_argument(*flags, dest=f.name, action="store_true", help=meta["help"])
+        else:
+            parser.add_argument(*flags, dest=f.name, type=meta.get("parse", kind), help=meta["help"],
+                                **({"required": True} if default is dataclasses.MISSING else {"default": default}),
+                                **{key: meta[key] for key in ("choices", "metavar", "nargs") if key in meta})
 
 
 class HelpFormatter(argparse.HelpFormatter):

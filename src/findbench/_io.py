@@ -33,13 +33,11 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     try:
         yield tmp
         _share(tmp)  # the folder too: 0700 from mkdtemp
+        old = path.with_name(f".{path.name}.old-{os.getpid()}")
         if path.exists():
-            old = path.with_name(f".{path.name}.old-{os.getpid()}")
             os.replace(path, old)
-            os.replace(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, path)
+        os.replace(tmp, path)
+        shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -205,17 +203,15 @@ def read_untrusted_bytes(path: str | os.PathLike, max_bytes: int, what: str) -> 
         )
         raise ValueError(f"{what} {path} {reason}") from None
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ValueError(f"{what} {path} is not a regular file (refused)")
-        if info.st_size > max_bytes:
-            raise ValueError(f"{what} {path} is {info.st_size:,} bytes, over the {max_bytes:,}-byte cap")
-        with os.fdopen(os.dup(fd), "rb") as fh:
+        with os.fdopen(fd, "rb") as fh:  # closes fd, whatever happens
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise ValueError(f"{what} {path} is not a regular file (refused)")
+            if info.st_size > max_bytes:
+                raise ValueError(f"{what} {path} is {info.st_size:,} bytes, over the {max_bytes:,}-byte cap")
             data = fh.read(max_bytes + 1)
     except OSError as exc:
         raise ValueError(f"{what} {path} cannot be read ({exc.strerror})") from None
-    finally:
-        os.close(fd)
     if len(data) > max_bytes:  # grew after fstat
         raise ValueError(f"{what} {path} is over the {max_bytes:,}-byte cap")
     return data

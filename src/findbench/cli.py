@@ -234,7 +234,7 @@ def _autointerp_validate(cfg: AutoInterpValidateCommand) -> None:
 
 
 def _main(cfg: MainConfig) -> None:
-    from findbench.pipeline import run_main
+    from findbench.pipeline import run_main  # looked up when run (tests replace it)
 
     summary = run_main(cfg)
     print((Path(cfg.out) / "summary.md").read_text())
@@ -242,8 +242,8 @@ def _main(cfg: MainConfig) -> None:
         print(f"report ({interpreter}): {path}")
 
 
-#: The subcommands in workflow order: (name, config (or configs, each a flag group), function taking them).
-COMMANDS: tuple[tuple[str, Any, Callable[..., None]], ...] = (
+#: The subcommands in workflow order: (name, config, function taking it).
+COMMANDS: tuple[tuple[str, type, Callable[..., None]], ...] = (
     ("build", BuildConfig, _build), ("call", CallConfig, _call),
     ("export-functions", ExportFunctionsConfig, _export_functions), ("interpret", InterpretConfig, _interpret),
     ("evaluate", EvaluateConfig, _evaluate), ("report", ReportConfig, _report), ("compare", CompareConfig, _compare),
@@ -258,11 +258,6 @@ COMMANDS: tuple[tuple[str, Any, Callable[..., None]], ...] = (
 )
 
 
-def configs_of(command: Any) -> tuple[type, ...]:
-    """A command's config classes (one, or a group per library config)."""
-    return command if isinstance(command, tuple) else (command,)
-
-
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="findbench",
@@ -272,12 +267,10 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, config, function in COMMANDS:
-        first = configs_of(config)[0]
         # No abbreviated flags: with them `main --data` would silently mean `--dataset-out`.
-        p = sub.add_parser(name, help=first.__doc__, description=first.__doc__,
+        p = sub.add_parser(name, help=config.__doc__, description=config.__doc__,
                            allow_abbrev=False, formatter_class=HelpFormatter)
-        for cls in configs_of(config):
-            add_arguments(p, cls)
+        add_arguments(p, config)
         p.set_defaults(_command=(config, function))
     return parser
 
@@ -323,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
                 and "--n-latents" in (a.split("=")[0] for a in argv):
             raise UsageError(LATENTS_EXCLUSIVE)
         # every flag is checked here, building the configs, before the function touches any data or model
-        function(*(from_namespace(cls, args) for cls in configs_of(config)))
+        function(from_namespace(config, args))
     except (ValueError, FileNotFoundError) as exc:  # the user's input refused; a TypeError is a bug
         if args.verbose:
             raise

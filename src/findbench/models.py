@@ -100,8 +100,7 @@ def check_spec(spec: Any, *, flag: str, names: tuple[str, ...] = (), hub: bool =
     ``hub=False`` only ``names`` and folders. ``providers(head)``: whether ``head/...`` names an
     Inspect model (it passes; ``hf/<Hub id>`` and ``vllm/<Hub id>`` must be cached). A bare
     unknown word is taken for a typo."""
-    if isinstance(spec, os.PathLike):
-        spec = os.fspath(spec)
+    spec = os.fspath(spec) if isinstance(spec, os.PathLike) else spec
     if not isinstance(spec, str) or not spec.strip():
         raise UsageError(f"{flag}: expected a model name, folder, Hub id or server URL, got {spec!r}")
     if spec in names or Path(spec).expanduser().exists():

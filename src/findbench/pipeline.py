@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,28 +96,6 @@ def _stage(out: Path, name: str, key: dict[str, Any], fn: Callable[[], Any], *, 
     return result
 
 
-def _judge_choice(judge: str | None, judge_mode: str | None) -> tuple[str, str | None]:
-    """The judge and mode the scores use: the given one, else the trained ``embedded-evaluator``
-    when present, else the untuned embedded model in ``pmi`` mode (never training one here)."""
-    if judge is not None:
-        return judge, judge_mode
-    if _judge_dir() is not None:
-        return "embedded-evaluator", judge_mode
-    logger.warning(
-        "no embedded-evaluator judge on this machine (neither trained here nor shipped with the package); "
-        "scoring descriptions with the untuned embedded judge in pmi mode"
-    )
-    return "embedded", judge_mode or "pmi"
-
-
-def _judge_dir() -> str | None:
-    """The embedded-evaluator that will score (trained here, else shipped), or None."""
-    try:
-        return embedded_judge_dir()
-    except FileNotFoundError:
-        return None
-
-
 def _sample_functions(rows: dict[str, list[dict]], k: int, seed: int) -> dict[str, list[str]]:
     """``k`` function ids per category, from the judge data's held-out split where there is one."""
     out = {}
@@ -174,6 +153,30 @@ class MainConfig:
             _checks.one_of("--judge-mode", self.judge_mode, JUDGE_MODES)
 
 
+def _judge_key(cfg: MainConfig) -> dict[str, Any]:
+    """The judge and mode the scores use, and what identifies that judge: the given one, else the trained
+    ``embedded-evaluator`` when present, else the untuned embedded model in ``pmi`` mode (never training one
+    here). An ``embedded-evaluator`` is also identified by its folder and training record (rewritten by every
+    training run), so scores of a retrained judge are not reused; that key's name stays "evaluator", so stages
+    cached before the rename are reused."""
+    key: dict[str, Any] = {"judge": cfg.judge, "judge_mode": cfg.judge_mode}
+    if cfg.judge not in (None, "embedded-evaluator"):
+        return key
+    try:
+        path = embedded_judge_dir()  # trained here, else shipped
+    except FileNotFoundError:
+        if cfg.judge is None:
+            logger.warning(
+                "no embedded-evaluator judge on this machine (neither trained here nor shipped with the package); "
+                "scoring descriptions with the untuned embedded judge in pmi mode"
+            )
+            return {"judge": "embedded", "judge_mode": cfg.judge_mode or "pmi"}
+        path = embedded_judge_dir(must_exist=False)
+    marker = Path(path) / TRAINED_MARKER
+    record = fingerprint(marker.read_text(encoding="utf-8")) if marker.is_file() else None
+    return key | {"judge": "embedded-evaluator", "evaluator": {"path": path, "trained": record}}
+
+
 def _ground_truth_code(rows: dict[str, list[dict]], seed: int) -> dict[str, Any]:
     """The ground-truth code through the code metrics (served functions, code and sandbox agree):
     every numeric and string function, and a sample of rasp's against their compiled models."""
@@ -196,17 +199,6 @@ def _ground_truth_code(rows: dict[str, list[dict]], seed: int) -> dict[str, Any]
     return out
 
 
-def _code_inputs(rows: dict[str, list[dict]]) -> str:
-    """What :func:`_ground_truth_code` depends on: the ground-truth code and test inputs (and rasp's weights)."""
-    return fingerprint(
-        {
-            "numeric": [r["code"] for r in rows["numeric"]],
-            "strings": [[r["code"], r["test_inputs"]] for r in rows["strings"]],
-            RASP: [[r["function_id"], r["code"], r["weights_sha256"]] for r in rows.get(RASP, [])],
-        }
-    )
-
-
 def run_main(cfg: MainConfig) -> dict:
     """Run the main job (settings: :class:`MainConfig`, ``findbench main``'s flags); returns (and
     writes) the summary.
@@ -225,56 +217,51 @@ def run_main(cfg: MainConfig) -> dict:
     from findbench.interpret.report import write_report
     from findbench.interpret.run import run_interpretations
 
-    seed, lm_functions = cfg.seed, cfg.lm_functions
     data, out = Path(cfg.dataset_out), Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     source = "procedural"
     # keyed by absolute path and generator: a changed findbench or another folder rebuilds it
-    data_key = {"data": str(data.resolve()), "source": source, "seed": seed, "generator": generator_fingerprint()}
+    data_key = {"data": str(data.resolve()), "source": source, "seed": cfg.seed, "generator": generator_fingerprint()}
 
     def _build():
-        build(BuildConfig(out=str(data), seed=seed, source=source))
-        return {"data": str(data), "seed": seed, "source": source}
+        build(BuildConfig(out=str(data), seed=cfg.seed, source=source))
+        return {"data": str(data), "seed": cfg.seed, "source": source}
 
     # a deleted dataset folder is rebuilt even when the stage file says it was built
     _stage(out, "build", data_key, _build, force=not data.is_dir())
     # rasp where the build wrote it (seed 0's compiled weights ship; another seed's need tracr)
     configs = [c for c in CONFIGS if c in CATEGORIES or (data / c).is_dir()]
     rows = {c: datasets.load_dataset(str(data), c, split="test").to_list() for c in configs}
-    summary: dict[str, Any] = {"data": str(data), "seed": seed, "rows": {c: len(r) for c, r in rows.items()}}
+    summary: dict[str, Any] = {"data": str(data), "seed": cfg.seed, "rows": {c: len(r) for c, r in rows.items()}}
 
-    # the code metrics depend only on the ground-truth code and test inputs they are given
-    code_key = {**data_key, "metrics": ["find_nmse", "find_exact_match"], "inputs": _code_inputs(rows)}
-    summary["code_metrics"] = _stage(out, "code_metrics", code_key, lambda: _ground_truth_code(rows, seed))
+    # the code metrics depend only on the ground-truth code and test inputs they are given (and rasp's weights)
+    inputs = {"numeric": [r["code"] for r in rows["numeric"]],
+              "strings": [[r["code"], r["test_inputs"]] for r in rows["strings"]],
+              RASP: [[r["function_id"], r["code"], r["weights_sha256"]] for r in rows.get(RASP, [])]}
+    code_key = {**data_key, "metrics": ["find_nmse", "find_exact_match"], "inputs": fingerprint(inputs)}
+    summary["code_metrics"] = _stage(out, "code_metrics", code_key, lambda: _ground_truth_code(rows, cfg.seed))
 
-    sample = _sample_functions(rows, cfg.functions_per_category, seed)
-    judge, judge_mode = _judge_choice(cfg.judge, cfg.judge_mode)
-    judge_key: dict[str, Any] = {"judge": judge, "judge_mode": judge_mode}
-    if judge == "embedded-evaluator":
-        # what identifies the judge folder: its path and its training record (rewritten by every training run),
-        # so scores of a retrained judge are not reused; the key's name stays "evaluator", so stages cached
-        # before the rename are reused
-        path = _judge_dir() or embedded_judge_dir(must_exist=False)
-        marker = Path(path) / TRAINED_MARKER
-        record = fingerprint(marker.read_text(encoding="utf-8")) if marker.is_file() else None
-        judge_key["evaluator"] = {"path": str(path), "trained": record}
+    sample = _sample_functions(rows, cfg.functions_per_category, cfg.seed)
+    judge_key = _judge_key(cfg)
     summary.update(
-        judge=judge,
-        judge_mode=judge_mode,
+        judge=judge_key["judge"],
+        judge_mode=judge_key["judge_mode"],
         sample={c: len(ids) for c, ids in sample.items()},
-        lm_budget={"functions": lm_functions, "rounds": cfg.rounds, "max_tokens": cfg.max_tokens},
+        lm_budget={"functions": cfg.lm_functions, "rounds": cfg.rounds, "max_tokens": cfg.max_tokens},
     )
 
     reports: dict[str, str] = {}
 
     def _interpret_and_score(interpreter: str, access: str) -> dict:
         """Run ``interpreter`` under ``access`` (black: every config; else rasp alone) and score it."""
-        name = _run_name(interpreter) + ("" if access == "black" else f"-{access}")
+        # a folder name for the spec (a path or URL becomes its last part)
+        name = re.sub(r"[^A-Za-z0-9_.+-]", "_", interpreter.rstrip("/").split("/")[-1] or "lm") + (
+            "" if access == "black" else f"-{access}")
         run_dir, scores_dir = out / "runs" / name, out / "scores" / name
         lm = interpreter not in REFERENCE_INTERPRETERS
         chosen = configs if access == "black" else [RASP]
-        ids = {c: (v[:lm_functions] if lm else v) for c, v in sample.items()}
-        common = dict(data=str(data), interpreter=interpreter, out=str(run_dir), seed=seed, rounds=cfg.rounds,
+        ids = {c: (v[:cfg.lm_functions] if lm else v) for c, v in sample.items()}
+        common = dict(data=str(data), interpreter=interpreter, out=str(run_dir), seed=cfg.seed, rounds=cfg.rounds,
                       max_connections=cfg.max_connections, max_tokens=cfg.max_tokens if lm else None, access=access)
         logger.info("interpreting with %s (%s access)", interpreter, access)
         run_interpretations(
@@ -292,8 +279,8 @@ def run_main(cfg: MainConfig) -> dict:
             res = evaluate_run(EvaluateConfig(
                 run_dir=str(run_dir),
                 data=str(data),
-                judge=judge,
-                judge_mode=judge_mode,
+                judge=judge_key["judge"],
+                judge_mode=judge_key["judge_mode"],
                 out=str(scores_dir),
                 judge_cache=str(out / f"judge-cache-{fingerprint(judge_key)}.sqlite"),
             ), progress=False)
@@ -319,13 +306,6 @@ def run_main(cfg: MainConfig) -> dict:
     atomic_write_json(out / "summary.json", summary)
     atomic_write_text(out / "summary.md", _markdown(summary))
     return summary
-
-
-def _run_name(interpreter: str) -> str:
-    """A folder name for an interpreter spec (a path or URL becomes its last part)."""
-    import re
-
-    return re.sub(r"[^A-Za-z0-9_.+-]", "_", interpreter.rstrip("/").split("/")[-1] or "lm")
 
 
 def _markdown(summary: dict) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -140,7 +140,7 @@ def mean_ci(
 
 @dataclass(frozen=True)
 class PairedComparison:
-    """Result of :func:`paired_bootstrap` (``to_dict`` gives plain Python types)."""
+    """Result of :func:`paired_bootstrap`."""
 
     n: int
     mean_a: float
@@ -154,9 +154,6 @@ class PairedComparison:
     #: whether ``diff_ci`` excludes 0
     differs: bool
     confidence: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"diff_ci": [float(x) for x in self.diff_ci]}
 
 
 def paired_bootstrap(

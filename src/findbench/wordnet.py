@@ -47,9 +47,7 @@ def _split_gloss(gloss: str) -> tuple[str, tuple[str, ...]]:
     start or after ``;`` opens the examples (a quote inside the definition stays in it)."""
     gloss = gloss.strip()
     match = re.search(r'(?:^|;)\s*"', gloss)
-    if match is None:
-        return gloss.rstrip("; ").strip(), ()
-    start = match.start()
+    start = match.start() if match else len(gloss)  # no example: the whole gloss defines
     definition = gloss[:start].rstrip("; ").strip()
     return definition, tuple(ex.strip() for ex in _EXAMPLE.findall(gloss[start:]) if ex.strip())
 
@@ -64,9 +62,7 @@ def parse_wordnet_line(line: str) -> WordNetSynset | None:
     """
     if not line.strip() or line.startswith(" "):
         return None
-    data, sep, gloss = line.partition(" | ")
-    if not sep:
-        data, gloss = line.rstrip("\n"), ""
+    data, _, gloss = line.partition(" | ")  # no gloss: the whole line is data, the gloss ""
     fields = data.split()
     try:
         offset, pos = fields[0], fields[2]

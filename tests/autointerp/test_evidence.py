@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+from benchmarks.p5_evidence import dense_top_windows  # the reference (dense) pass
 from findbench.autointerp.config import AutoInterpConfig
-from findbench.autointerp.evidence import HIST_BINS, EvidenceCollector, dense_top_windows
+from findbench.autointerp.evidence import HIST_BINS, EvidenceCollector
 
 CTX = 32
 

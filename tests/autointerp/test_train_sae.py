@@ -263,9 +263,9 @@ def test_interrupted_training_resumes_from_its_last_checkpoint(tiny_run, tmp_pat
 
 def test_batches_resume_the_same_stream():
     acts = np.arange(50, dtype=np.float16).reshape(25, 2)
-    full = ts._Batches(acts, 7, seed=3)
+    full = ts._batches(acts, 7, seed=3)
     stream = [next(full) for _ in range(8)]  # crosses two epochs
-    resumed = ts._Batches(acts, 7, seed=3, start=4 * 7)
+    resumed = ts._batches(acts, 7, seed=3, start=4 * 7)
     assert all(torch.equal(next(resumed), stream[i]) for i in range(4, 8))
     # each epoch sees every activation once
     epoch = torch.cat(stream)[:25, 0].sort().values

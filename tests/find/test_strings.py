@@ -160,7 +160,7 @@ def test_every_operation_has_an_example_and_handles_empty_string():
     source = open(__file__, encoding="utf-8").read()
     missing = [name for name in S.OPERATIONS if f'("{name}",' not in source]
     assert not missing, f"operations without a hand-checked example: {missing}"
-    assert len(S.OPERATIONS) >= 67
+    assert len(S.OPERATIONS) >= 67 and len(S.OPERATIONS) == len(S._OPS)  # no operation name twice
     for name, spec in S.OPERATIONS.items():
         params = spec.sample(__import__("random").Random(0))
         assert isinstance(spec.impl("", **params), str), name

@@ -91,8 +91,7 @@ class TrainSAECommand:
     config: TrainSAEConfig = field(default_factory=TrainSAEConfig)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.config, TrainSAEConfig):
-            raise UsageError(f"config must be a TrainSAEConfig, got {type(self.config).__name__}")
+        _checks.instance("config", self.config, TrainSAEConfig, "a TrainSAEConfig")
         if not isinstance(self.out, (str, os.PathLike)) or not os.fspath(self.out):
             raise UsageError(f"--out must be a folder path, got {self.out!r}")
 
@@ -144,8 +143,7 @@ class AutoInterpCommand:
     def __post_init__(self) -> None:
         from findbench.models import check_spec
 
-        if not isinstance(self.config, AutoInterpConfig):
-            raise UsageError(f"config must be an AutoInterpConfig, got {type(self.config).__name__}")
+        _checks.instance("config", self.config, AutoInterpConfig, "an AutoInterpConfig")
         _checks.positive_int("--batch-size", self.batch_size)
         if not isinstance(self.device, str) or not re.fullmatch(r"cpu|cuda(:\d+)?|mps", self.device):
             raise UsageError(f"--device must be cpu, cuda, cuda:N or mps, got {self.device!r}")

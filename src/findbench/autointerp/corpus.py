@@ -44,9 +44,8 @@ def wordnet_texts(dict_dir: str | os.PathLike | None = None) -> Iterator[str]:
     folder = wordnet_dir(dict_dir)
     for path in [folder / name for name in WORDNET_FILES if (folder / name).is_file()]:
         with path.open(encoding="utf-8", errors="replace") as fh:
-            for synset in map(parse_wordnet_line, fh):
-                if synset is not None and synset.definition:
-                    yield synset.text
+            yield from (synset.text for synset in map(parse_wordnet_line, fh)
+                        if synset is not None and synset.definition)
 
 
 def _local_files(path: Path) -> list[Path]:
@@ -62,9 +61,7 @@ def _local_files(path: Path) -> list[Path]:
 def _file_texts(path: Path, text_column: str) -> Iterator[str]:
     if path.suffix == ".txt":
         with path.open(encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if line.strip():
-                    yield line.rstrip("\n")
+            yield from (line.rstrip("\n") for line in fh if line.strip())
     elif path.suffix == ".jsonl":
         with path.open(encoding="utf-8") as fh:
             for n, line in enumerate(fh, 1):
@@ -80,10 +77,8 @@ def _file_texts(path: Path, text_column: str) -> Iterator[str]:
         pf = pq.ParquetFile(path)
         if text_column not in pf.schema_arrow.names:
             raise ValueError(f"text_column: {path} has no column {text_column!r} (columns: {pf.schema_arrow.names})")
-        for batch in pf.iter_batches(columns=[text_column]):
-            for text in batch.column(0).to_pylist():
-                if text:
-                    yield str(text)
+        yield from (str(text) for batch in pf.iter_batches(columns=[text_column])
+                    for text in batch.column(0).to_pylist() if text)
 
 
 def _hub_texts(dataset: str, split: str, text_column: str) -> Iterator[str]:
@@ -100,12 +95,10 @@ def _hub_texts(dataset: str, split: str, text_column: str) -> Iterator[str]:
 def load_texts(dataset: str | os.PathLike, *, split: str, text_column: str) -> Iterator[str]:
     """English texts from ``dataset``, in a fixed order: ``"wordnet"``, a local ``.txt``/``.jsonl``/``.parquet``
     file or folder, or a Hugging Face dataset id (``"org/name[:config]"``, streamed)."""
-    if not isinstance(dataset, (str, os.PathLike)):
-        raise TypeError(f"dataset must be a string or path, got {type(dataset).__name__}")
-    if not isinstance(text_column, str) or not text_column:
-        raise ValueError(f"text_column must be a non-empty string, got {text_column!r}")
-    if not isinstance(split, str) or not split:
-        raise ValueError(f"split must be a non-empty string, got {split!r}")
+    _checks.instance("dataset", dataset, (str, os.PathLike), "a string or path")
+    for name, value in (("text_column", text_column), ("split", split)):
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"{name} must be a non-empty string, got {value!r}")
     if dataset == WORDNET:
         return wordnet_texts()
     if (path := Path(dataset)).exists():
@@ -219,17 +212,9 @@ def _dataset_key(dataset: str | os.PathLike, split: str, text_column: str) -> st
     return f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', text)}-{split}-{text_column}"
 
 
-def corpus_tokens(tokenizer_or_path: Any, corpus: Corpus) -> np.ndarray:
-    """:func:`tokenize_corpus` over :func:`load_texts` of a config's ``corpus``, cached under
-    ``cache_dir("autointerp", "tokens")``;
-    ``tokenizer_or_path``: a tokenizer, or a folder / Hub id / model name to load one from."""
-    tokenizer = tokenizer_or_path
-    if isinstance(tokenizer_or_path, (str, os.PathLike)):
-        from transformers import AutoTokenizer
-
-        from findbench.models import resolve
-
-        tokenizer = AutoTokenizer.from_pretrained(resolve(tokenizer_or_path))
+def corpus_tokens(tokenizer: Any, corpus: Corpus) -> np.ndarray:
+    """:func:`tokenize_corpus` over :func:`load_texts` of a config's ``corpus`` with ``tokenizer``, cached under
+    ``cache_dir("autointerp", "tokens")``."""
     dataset, context_size, total_tokens, split, text_column = corpus
     path = cache_dir("autointerp", "tokens") / (
         f"{_tokenizer_key(tokenizer)}__{_dataset_key(dataset, split, text_column)}"

@@ -327,10 +327,8 @@ def corpus_acts(
 
 def count_firing(batches: Iterable[tuple[int, torch.Tensor]], d_sae: int) -> np.ndarray:
     """How many positions of ``batches`` (:func:`corpus_acts` of every latent) each latent fires on."""
-    counts = torch.zeros(int(d_sae), dtype=torch.long)
-    for _, acts in batches:
-        counts += (acts > 0).sum(dim=(0, 1)).cpu()
-    return counts.numpy()
+    per_batch = ((acts > 0).sum(dim=(0, 1)).cpu() for _, acts in batches)
+    return sum(per_batch, torch.zeros(int(d_sae), dtype=torch.long)).numpy()
 
 
 def choose_latents(counts: np.ndarray, cfg: AutoInterpConfig) -> list[int]:
@@ -376,26 +374,3 @@ def evidence_of(
         collector.update(acts.cpu())
     return collector.finish(np.asarray(tokens))
 
-
-def dense_top_windows(acts: torch.Tensor, k: int, buffer: int) -> list[tuple[int, int]]:
-    """The reference greedy top-window choice on a dense ``[rows, context]`` tensor of one latent
-    (checks :class:`EvidenceCollector`; the dense path of ``benchmarks/p5_evidence.py``)."""
-    rows, context = acts.shape
-    centre = acts[:, buffer : context - buffer]
-    flat = centre.reshape(-1)
-    r_idx = torch.arange(rows).repeat_interleave(centre.shape[1])
-    c_idx = torch.arange(centre.shape[1]).repeat(rows) + buffer
-    order = torch.argsort(c_idx, stable=True)
-    order = order[torch.argsort(r_idx[order], stable=True)]
-    order = order[torch.argsort(-flat[order], stable=True)]
-    chosen: list[tuple[int, int]] = []
-    taken: dict[int, list[int]] = {}
-    for o in order.tolist():
-        r, c = int(r_idx[o]), int(c_idx[o])
-        if any(abs(c - c2) <= buffer for c2 in taken.get(r, ())):
-            continue
-        chosen.append((r, c))
-        taken.setdefault(r, []).append(c)
-        if len(chosen) == k:
-            break
-    return chosen

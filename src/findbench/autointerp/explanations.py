@@ -31,8 +31,7 @@ _MIN_CHARS_PER_TOKEN = 2
 def cap_explanation(text: str, tokenizer=None, max_tokens: int = MAX_EXPLANATION_TOKENS) -> tuple[str, bool]:
     """``text`` cut to ``max_tokens`` tokens of ``tokenizer`` (an HF tokenizer; ``None``: 2
     characters per token), and whether it was cut."""
-    if not isinstance(text, str):
-        raise TypeError(f"explanation must be a str, got {type(text).__name__}")
+    _checks.instance("explanation", text, str, "a str")
     limit = _checks.positive_int("max_explanation_tokens", max_tokens)
     chars = limit * (_MAX_CHARS_PER_TOKEN if callable(tokenizer) else _MIN_CHARS_PER_TOKEN)
     cut = len(text) > chars
@@ -64,8 +63,7 @@ def degenerate(explanations: Sequence[str]) -> list[str | None]:
     """
     explanations = list(explanations)
     for i, e in enumerate(explanations):
-        if not isinstance(e, str):
-            raise TypeError(f"explanations[{i}] must be a str, got {type(e).__name__}")
+        _checks.instance(f"explanations[{i}]", e, str, "a str")
     return [why and why[0]
             for why in degenerate_reasons(explanations, prompt_texts=prompt_explanations(), normalize=normalize)]
 

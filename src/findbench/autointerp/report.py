@@ -113,9 +113,9 @@ def _num(value: Any) -> float | None:
     return float(value) if finite else None
 
 
-def _fmt(value: Any, digits: int = 3) -> str:
+def _fmt(value: Any, digits: int = 3, sign: str = "") -> str:
     x = _num(value)
-    return "—" if x is None else f"{x:.{digits}f}"
+    return "—" if x is None else f"{x:{sign}.{digits}f}"
 
 
 def _rate(value: Any) -> str:
@@ -281,37 +281,33 @@ def _tokens(
         cls = "tok centre" if j == centre else "tok"
         if x > 0 and not word:  # an active whitespace token: shade the space itself
             lead, word = "", lead or "\u200b"
+        title = f"activation {x:.4g}{tid}" if x > 0 or j == centre and word else None  # active or the centre
         if x > 0:
-            parts.append((lead, word, f"{cls} on", min(1.0, x / scale) if scale > 0 else 1.0,
-                          f"activation {x:.4g}{tid}"))
-        elif j == centre and word:
-            parts.append((lead, word, cls, None, f"activation {x:.4g}{tid}"))
+            parts.append((lead, word, f"{cls} on", min(1.0, x / scale) if scale > 0 else 1.0, title))
         else:
-            parts.append((lead, word, cls, None, None))
+            parts.append((lead, word, cls, None, title))
     return parts
 
 
+#: A scorer's verdict on one window as lines of ``(text, correct)`` (None: no mark).
+_PICK_LINES = {
+    "detection": lambda pick: [("unparsed", False) if pick.get("predicted") is None else
+                               ("flagged" if pick["predicted"] else "not flagged", bool(pick.get("correct")))],
+    "fuzz": lambda pick: [
+        (f"{'true' if a.get('marks') == 'true' else 'decoy'} marks: {'Yes' if a.get('said_yes') else 'No'}",
+         bool(a.get("correct")))
+        for a in pick
+    ] or "not shown",
+    "embedding": lambda pick: [(_fmt(pick.get("similarity")), None)],
+    "likelihood": lambda pick: [(_fmt(pick.get("pmi"), 2, "+"), None)],
+}
+
+
 def _pick(name: str, pick: Any) -> str | list[tuple[str, bool | None]]:
-    """A scorer's verdict on one window: muted text, or lines of ``(text, correct)`` (None: no mark)."""
+    """A scorer's verdict on one window: muted text, or lines of ``(text, correct)`` (:data:`_PICK_LINES`)."""
     if pick is None:
         return "—"
-    if name == "detection":
-        return [("unparsed", False) if pick.get("predicted") is None else
-                ("flagged" if pick["predicted"] else "not flagged", bool(pick.get("correct")))]
-    if name == "fuzz":
-        return [
-            (
-                f"{'true' if a.get('marks') == 'true' else 'decoy'} marks: {'Yes' if a.get('said_yes') else 'No'}",
-                bool(a.get("correct")),
-            )
-            for a in pick
-        ] or "not shown"
-    if name == "embedding":
-        return [(_fmt(pick.get("similarity")), None)]
-    if name == "likelihood":
-        x = _num(pick.get("pmi"))
-        return [("—" if x is None else f"{x:+.2f}", None)]
-    return [(json.dumps(pick), None)]
+    return _PICK_LINES.get(name, lambda pick: [(json.dumps(pick), None)])(pick)
 
 
 def _windows(windows: Sequence[Mapping[str, Any]], scorers: Sequence[str], scale: float) -> list[dict[str, Any]]:

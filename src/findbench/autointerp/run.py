@@ -234,7 +234,6 @@ def _collect(cmd: AutoInterpCommand) -> AutoInterpOutput:
         cmd.activations, key=acts_key, n_rows=len(tokens), d_sae=d_sae, context=cfg.llm_context_size))
 
     # latents: the override, or a seeded draw among alive latents (firing counts saved)
-    counts = None
     if cfg.override_latents is not None:
         latents = list(cfg.override_latents)
         if bad := [x for x in latents if x >= d_sae]:
@@ -252,7 +251,7 @@ def _collect(cmd: AutoInterpCommand) -> AutoInterpOutput:
             atomic_write_bytes(counts_path, buf.getvalue())
             log.info("counted the firings of %d latents over %d tokens", len(counts), tokens.size)
         latents = choose_latents(counts, cfg)
-    run.counts = {} if counts is None else {x: int(counts[x]) for x in latents}
+        run.counts = {x: int(counts[x]) for x in latents}
 
     # evidence, saved once computed
     kept = {k: v for k, v in cfg.to_dict().items() if k not in LM_ONLY_FIELDS}  # what decides the evidence
@@ -377,18 +376,16 @@ def _window_record(w, renderer: TokenRenderer, role: str, index: int | None) -> 
     }
 
 
-def _picks(name: str, row: dict, k: int) -> Any:
-    """What scorer ``name`` said about scoring window ``k`` (1-based), from its per-latent ``row``."""
-    if name == "detection":
-        predicted = None if row["predictions"] is None else k in row["predictions"]
-        return {"predicted": predicted, "correct": predicted is not None and predicted == (k in row["correct seqs"])}
-    if name == "fuzz":
-        return [a for a in row.get("answers", []) if a["window"] == k]
-    if name == "embedding":
-        return {"similarity": row["similarities"][k - 1]}
-    if name == "likelihood":
-        return {"pmi": row["pmi"][k - 1]}
-    return None
+#: What each scorer said about scoring window ``k`` (1-based), from its per-latent ``row``.
+_PICKS = {
+    "detection": lambda row, k: {
+        "predicted": None if row["predictions"] is None else k in row["predictions"],
+        "correct": row["predictions"] is not None and (k in row["predictions"]) == (k in row["correct seqs"]),
+    },
+    "fuzz": lambda row, k: [a for a in row.get("answers", []) if a["window"] == k],
+    "embedding": lambda row, k: {"similarity": row["similarities"][k - 1]},
+    "likelihood": lambda row, k: {"pmi": row["pmi"][k - 1]},
+}
 
 
 def latent_records(
@@ -445,7 +442,7 @@ def latent_records(
                 } for name, row in rows.items()},
                 windows=[_window_record(w, renderer, "generation", None) for w in ev.generation] + [
                     _window_record(w, renderer, "scoring", k) | {
-                        "picks": {name: _picks(name, row, k) for name, row in rows.items()}}
+                        "picks": {name: _PICKS[name](row, k) for name, row in rows.items()}}
                     for k, w in enumerate(ev.scoring, start=1)
                 ],
             )
@@ -566,11 +563,10 @@ def _shard_files(folder: Path, run_id: str | None) -> tuple[tuple[str, str, str]
     their latents each once and as the results say (:func:`_check_records`)."""
     if not folder.is_dir():
         raise FileNotFoundError(f"shard folder {folder} does not exist")
-    found = []
-    for path in sorted(folder.glob(f"*_eval_results{f'_{run_id}' if run_id else ''}.json")):
-        data = read_untrusted_json(path, READ_MAX_BYTES, f"shard folder {folder}: results file")
-        if data.get("eval_type_id") == "autointerp" and data.get("run_id") == run_id:
-            found.append((path, data))
+    read = [(path, read_untrusted_json(path, READ_MAX_BYTES, f"shard folder {folder}: results file"))
+            for path in sorted(folder.glob(f"*_eval_results{f'_{run_id}' if run_id else ''}.json"))]
+    found = [(path, data) for path, data in read
+             if data.get("eval_type_id") == "autointerp" and data.get("run_id") == run_id]
     if len(found) != 1:
         raise ValueError(
             f"shard folder {folder}: {len(found)} AutoInterp results files with run_id {run_id!r}, needs one"

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from findbench import _checks
 from findbench.resources import data_path
 
 #: Folder name of the SAE shipped under ``findbench/data/sae/``.
@@ -40,12 +41,10 @@ def load_sae(spec: Any, *, device: str, sae_id: str | None = None, model: Any = 
     """
     if not isinstance(spec, (str, os.PathLike)) and hasattr(spec, "cfg") and callable(getattr(spec, "encode", None)):
         return spec
-    if not isinstance(spec, (str, os.PathLike)):
-        raise TypeError(f"spec must be a string or path, got {type(spec).__name__}")
+    _checks.instance("spec", spec, (str, os.PathLike), "a string or path")
     if not isinstance(device, str) or not device:
         raise ValueError(f"device must be a non-empty string, got {device!r}")
-    if sae_id is not None and not isinstance(sae_id, str):
-        raise TypeError(f"sae_id must be a string, got {type(sae_id).__name__}")
+    _checks.instance("sae_id", sae_id, (str, type(None)), "a string")
     if not (text := os.fspath(spec)):
         raise ValueError("spec must not be empty")
     if text == "embedded":

@@ -34,6 +34,7 @@ from findbench.autointerp.prompts import (
     detection_messages,
     mark_window,
 )
+from findbench.lm.encoder import load_encoder
 
 Item = tuple[LatentEvidence, str]
 
@@ -129,14 +130,12 @@ class FuzzScorer:
             f"Description: {EXPLANATION_PREFIX} {expl}\n\nText: {text}\n\n"
             "Are the marked tokens ones this neuron responds to?")}]
             for (_, expl), shown in zip(items, per_item) for text, *_ in shown]
-        owners = [k for k, shown in enumerate(per_item) for _ in shown]  # the item of each conversation
         logps = self.lm.candidate_logprobs(convs, ["Yes", "No"], progress=self.progress and "fuzz scorer: Yes/No "
                                            "log-probs") if convs else []
-        said_yes: list[list[bool]] = [[] for _ in items]
-        for k, (yes, no) in zip(owners, logps):
-            said_yes[k].append(yes > no)
+        answers = iter([yes > no for yes, no in logps])  # in the conversations' order: item by item
         out = []
-        for shown, yes in zip(per_item, said_yes):
+        for shown in per_item:
+            yes = [next(answers) for _ in shown]
             correct = [y == s[1] for s, y in zip(shown, yes)]
             out.append(
                 {
@@ -223,18 +222,14 @@ def make_scorer(
     """The scorer called ``name`` (``detection``, ``fuzz``, ``embedding`` or ``likelihood``) with ``cfg``'s
     settings (``max_tokens_in_prediction``, ``act_threshold_frac``, ``random_seed``); ``structured``: detection
     answers under their grammar (see :class:`DetectionScorer`)."""
-    if name == "detection":
-        return DetectionScorer(lm, renderer, max_new_tokens=cfg.max_tokens_in_prediction, progress=progress,
-                               structured=structured)
-    if name == "fuzz":
-        return FuzzScorer(lm, renderer, act_threshold_frac=cfg.act_threshold_frac, seed=cfg.random_seed,
-                          progress=progress)
-    if name == "embedding":
-        if encoder is None:
-            from findbench.lm.encoder import load_encoder
-
-            encoder = load_encoder()
-        return EmbeddingScorer(encoder, renderer)
-    if name == "likelihood":
-        return LikelihoodScorer(lm, renderer, progress=progress)
-    raise ValueError(f"scorers: unknown scorer {name!r} (known: detection, fuzz, embedding, likelihood)")
+    makers = {
+        "detection": lambda: DetectionScorer(lm, renderer, max_new_tokens=cfg.max_tokens_in_prediction,
+                                             progress=progress, structured=structured),
+        "fuzz": lambda: FuzzScorer(lm, renderer, act_threshold_frac=cfg.act_threshold_frac, seed=cfg.random_seed,
+                                   progress=progress),
+        "embedding": lambda: EmbeddingScorer(load_encoder() if encoder is None else encoder, renderer),
+        "likelihood": lambda: LikelihoodScorer(lm, renderer, progress=progress),
+    }
+    if name not in makers:
+        raise ValueError(f"scorers: unknown scorer {name!r} (known: detection, fuzz, embedding, likelihood)")
+    return makers[name]()

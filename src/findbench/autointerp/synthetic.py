@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from findbench import _checks
 from findbench.autointerp.corpus import special_token_ids
 from findbench.autointerp.prompts import TokenRenderer
 from findbench.resources import data_path
@@ -124,19 +125,15 @@ _NUMBER_WORDS = (
 DEFAULT_ENTITY = "birds and ornithology"
 
 
-def _entity_words(concept: str) -> list[str]:
+def entity_rule(concept: str, name: str | None = None, explanation: str | None = None) -> Rule:
+    """A rule firing on the single-token words of a FIND entity concept (``entities.json``)."""
     with data_path("entities.json").open(encoding="utf-8") as fh:
         entities = json.load(fh)["entities"]
     if concept not in entities:
         raise ValueError(
             f"rules: no FIND entity concept {concept!r} in entities.json (known: {', '.join(sorted(entities))})"
         )
-    return [w for w in entities[concept] if " " not in w and "-" not in w]
-
-
-def entity_rule(concept: str, name: str | None = None, explanation: str | None = None) -> Rule:
-    """A rule firing on the single-token words of a FIND entity concept (``entities.json``)."""
-    words = _entity_words(concept)
+    words = [w for w in entities[concept] if " " not in w and "-" not in w]
     return Rule(name or f"entity:{concept}", explanation or f"words about {concept}, such as {', '.join(words[:6])}",
                 _words(words))
 
@@ -174,8 +171,7 @@ def get_rule(rule: str | Rule) -> Rule:
     """A :class:`Rule` by name (a key of :data:`RULES` or ``entity:<FIND concept>``), or the rule itself."""
     if isinstance(rule, Rule):
         return rule
-    if not isinstance(rule, str):
-        raise TypeError(f"rules must be names or Rule objects, got {type(rule).__name__}")
+    _checks.instance("rules", rule, str, "names or Rule objects")
     if rule in RULES:
         return RULES[rule]
     if rule.startswith("entity:"):

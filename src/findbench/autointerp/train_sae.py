@@ -13,7 +13,9 @@ predicting the mean activation) is logged as a warning, flagged in ``metrics.jso
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import itertools
 import json
 import logging
 import math
@@ -170,32 +172,18 @@ def _training_sae(cfg: TrainSAEConfig, d_in: int, metadata: dict[str, Any]) -> A
             else StandardTrainingSAE(StandardTrainingSAEConfig(l1_coefficient=cfg.l1_coefficient, **common)))
 
 
-class _Batches:
-    """Shuffled batches of the training activations: epoch ``e`` is a permutation drawn with
-    ``(seed, e)``, so starting at sample ``start`` (a resumed run) continues the same stream."""
+def _batches(acts: np.ndarray, batch_size: int, seed: int, start: int = 0) -> Iterator[Any]:
+    """Shuffled batches of the training activations from sample ``start`` on: epoch ``e`` is a permutation drawn
+    with ``(seed, e)``, so a resumed run continues the same stream."""
+    import torch
 
-    def __init__(self, acts: np.ndarray, batch_size: int, seed: int, start: int = 0):
-        self.acts, self.batch_size, self.seed, self.pos = acts, batch_size, seed, start
-        self._perms: dict[int, np.ndarray] = {}
-
-    def _perm(self, epoch: int) -> np.ndarray:
-        if epoch not in self._perms:
-            self._perms = {e: p for e, p in self._perms.items() if e >= epoch - 1}
-            self._perms[epoch] = np.random.default_rng([self.seed, epoch]).permutation(len(self.acts))
-        return self._perms[epoch]
-
-    def __iter__(self) -> _Batches:
-        return self
-
-    def __next__(self):
-        import torch
-
-        epoch, offset = divmod(self.pos, len(self.acts))
-        idx = self._perm(epoch)[offset : offset + self.batch_size]
-        if len(idx) < self.batch_size:  # wrap into the next epoch
-            idx = np.concatenate([idx, self._perm(epoch + 1)[: self.batch_size - len(idx)]])
-        self.pos += self.batch_size
-        return torch.from_numpy(self.acts[np.sort(idx)].astype(np.float32))
+    perm = functools.lru_cache(maxsize=2)(lambda epoch: np.random.default_rng([seed, epoch]).permutation(len(acts)))
+    for pos in itertools.count(start, batch_size):
+        epoch, offset = divmod(pos, len(acts))
+        idx = perm(epoch)[offset : offset + batch_size]
+        if len(idx) < batch_size:  # wrap into the next epoch
+            idx = np.concatenate([idx, perm(epoch + 1)[: batch_size - len(idx)]])
+        yield torch.from_numpy(acts[np.sort(idx)].astype(np.float32))
 
 
 def below_zero_warning(explained_variance: float) -> str | None:
@@ -376,12 +364,12 @@ def _fit(cfg: TrainSAEConfig, train_acts: Any, metadata: dict[str, Any], run_dir
         from sae_lens.saes.sae import TrainingSAE
 
         sae = TrainingSAE.load_from_disk(str(latest), device=cfg.device)
-    batches = _Batches(train_acts, cfg.train_batch_size, cfg.seed)
-    trainer = SAETrainer(cfg=trainer_cfg, sae=sae, data_provider=batches, save_checkpoint_fn=mark_complete)
+    trainer = SAETrainer(cfg=trainer_cfg, sae=sae, data_provider=_batches(train_acts, cfg.train_batch_size, cfg.seed),
+                         save_checkpoint_fn=mark_complete)
     if latest is not None:
         trainer.load_trainer_state(latest)
         trainer.checkpoint_thresholds = [t for t in trainer.checkpoint_thresholds if t >= trainer.n_training_samples]
-        batches.pos = trainer.n_training_samples
+        trainer.data_provider = _batches(train_acts, cfg.train_batch_size, cfg.seed, trainer.n_training_samples)
         log.info("resuming SAE training from %s (%d samples done)", latest, trainer.n_training_samples)
     else:
         # the norm scaling factor from all training activations (sae_lens would draw

@@ -60,6 +60,8 @@ class BuildNeuronTestsConfig:
 
     def __post_init__(self) -> None:
         self.configs = _checks.str_list("--configs", self.configs, optional=True)
+        for config in self.configs or ():
+            _checks.one_of("--configs", config, ("huang2023", "observational", "intervention_tasks"))
         self.tasks = _checks.str_list("--tasks", self.tasks, optional=True)
         _checks.positive_int("--n-strings", self.n_strings)
         _checks.positive_int("--n-activating", self.n_activating)
@@ -113,10 +115,11 @@ class CallConfig:
             return None
         if prov is None:
             logger.info("call: ./%s holds no %s config; regenerating it from --seed %d", built, category, self.seed)
-            return None
-        if prov.get("source", "procedural") == "procedural" and prov.get("seed") != self.seed:
+        elif prov.get("source", "procedural") == "procedural" and prov.get("seed") != self.seed:
             logger.info("call: ./%s holds %s of seed %s, not --seed %d; regenerating", built, category,
                         prov.get("seed"), self.seed)
-            return None
-        logger.info("call: reading %s from ./%s (written by `findbench build`; --data picks another)", category, built)
-        return built
+        else:
+            logger.info("call: reading %s from ./%s (written by `findbench build`; --data picks another)", category,
+                        built)
+            return built
+        return None

@@ -12,8 +12,6 @@ from findbench.builders.config import BuildConfig
 from findbench.find import generate_rows
 from findbench.resources import card_template
 
-_CITATION = citations.FIND
-
 _DESCRIPTION = """\
 FIND (Function INterpretation and Description): functions with ground-truth descriptions for
 evaluating automated interpretability methods. numeric: 1000 real functions (atomic,
@@ -22,8 +20,6 @@ compositions, MLP approximations, noise, domain corruption); strings: 1000 strin
 one or two concepts; neurons_relations: 75 synthetic neurons mapping inputs to outputs by a
 real-world relation, 50 of them corrupted on a subdomain.
 """
-
-_HOMEPAGE = "https://github.com/multimodal-interpretability/FIND"
 
 
 @dataclass
@@ -45,9 +41,9 @@ class Find(datasets.GeneratorBasedBuilder):
         return datasets.DatasetInfo(
             description=_DESCRIPTION,
             features=schema.features(self.config.name),
-            homepage=_HOMEPAGE,
+            homepage="https://github.com/multimodal-interpretability/FIND",
             license="mit",
-            citation=_CITATION,
+            citation=citations.FIND,
         )
 
     def _split_generators(self, dl_manager):
@@ -55,8 +51,7 @@ class Find(datasets.GeneratorBasedBuilder):
 
     def _generate_examples(self):
         cfg = self.config.build or BuildConfig()
-        rows = generate_rows(self.config.name, seed=cfg.seed, source=cfg.source, data_dir=cfg.data_dir)
-        for row in rows:
+        for row in generate_rows(self.config.name, seed=cfg.seed, source=cfg.source, data_dir=cfg.data_dir):
             schema.check_row(row)
             yield row["function_id"], row
 
@@ -73,15 +68,14 @@ def _card_body(entries, folder: str) -> str:
         + f" | {doc}{' (rasp only)' if col in schema.RASP_COLUMNS else ''} |"
         for col, (spec, doc) in (schema.COLUMNS | schema.RASP_COLUMNS).items()
     ]
-    relations = entries.get("neurons_relations")
-    procedural = relations is not None and relations["provenance"].get("source", "procedural") == "procedural"
+    procedural = "neurons_relations" in provs and provs["neurons_relations"].get("source", "procedural") == "procedural"
     return card_template("find.md").format(
         source_line="sources: " + ", ".join(sorted({p.get("source", "procedural") for p in provs.values()})),
         folder=folder,
         config_table="\n".join(rows),
         relation_data=_relation_data_section() if procedural else "",
         field_table="\n".join(fields),
-        citation=_CITATION.strip(),
+        citation=citations.FIND.strip(),
     )
 
 

@@ -34,23 +34,23 @@ def build_dataset_folder(
     provenance: Mapping[str, Mapping[str, Any]] | None = None,
     card_header: Mapping[str, Any],
     card_body: Callable[[Mapping[str, Mapping[str, Any]]], str],
-    keep_existing: bool = True,
     progress: bool = True,
 ) -> Path:
     """Build ``configs`` with ``builder_cls`` into the dataset folder ``out`` (replaced atomically).
 
     ``configs`` maps config name -> builder-config keyword arguments; ``provenance`` maps it to what
     the sidecar records (default: those arguments); ``card_header`` adds YAML front-matter fields;
-    ``card_body`` renders the card's Markdown from the sidecar's per-config entries; ``keep_existing``
-    keeps configs not rebuilt.
+    ``card_body`` renders the card's Markdown from the sidecar's per-config entries. Configs in ``out``
+    and not rebuilt are kept.
     """
+    from datasets.exceptions import DatasetGenerationError
     from tqdm.auto import tqdm
 
     if not configs:
         raise ValueError("configs: nothing to build")
     out = Path(out)
     sidecar = out / SIDECAR_NAME
-    previous = json.loads(sidecar.read_text()) if keep_existing and sidecar.is_file() else {}
+    previous = json.loads(sidecar.read_text()) if sidecar.is_file() else {}
     entries: dict[str, dict] = {}
     with atomic_dir(out) as tmp:
         for name, entry in previous.get("configs", {}).items():
@@ -64,11 +64,8 @@ def build_dataset_folder(
             builder = builder_cls(config_name=name, cache_dir=str(cache), **configs[name])
             try:
                 builder.download_and_prepare()
-            except Exception as exc:  # datasets wraps generator errors; surface the real one
-                cause = exc.__cause__ or exc.__context__
-                if type(exc).__name__ == "DatasetGenerationError" and cause is not None:
-                    raise cause from exc
-                raise
+            except DatasetGenerationError as exc:  # datasets wraps generator errors; surface the real one
+                raise (exc.__cause__ or exc.__context__ or exc) from exc
             ds = builder.as_dataset(split="test")
             (tmp / name).mkdir()
             ds.to_parquet(str(tmp / name / PARQUET_NAME))

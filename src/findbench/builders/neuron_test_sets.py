@@ -26,11 +26,6 @@ from findbench.models import load_causal_lm
 from findbench.neuron_explanations.huang2023 import iter_items, load_release
 from findbench.neuron_explanations.intervention_tasks import build_task_rows, get_task
 
-_CITATION = citations.HUANG2023
-
-_HOMEPAGE = "https://github.com/explanare/eval-neuron-explanation"
-
-CONFIG_NAMES = ("huang2023", "observational", "intervention_tasks")
 
 def _features(**columns: str) -> dict:
     """``datasets`` features from dtype names; ``"[dtype]"`` is a sequence of them."""
@@ -114,8 +109,8 @@ class NeuronTestSets(datasets.GeneratorBasedBuilder):
         return datasets.DatasetInfo(
             description=_DESCRIPTIONS[self.config.name],
             features=FEATURES[self.config.name],
-            homepage=_HOMEPAGE,
-            citation=_CITATION,
+            homepage="https://github.com/explanare/eval-neuron-explanation",
+            citation=citations.HUANG2023,
         )
 
     def _split_generators(self, dl_manager):
@@ -205,7 +200,7 @@ One row per (task, filler): `prompt`, `expected_token`(`_id`), the model's greed
 ## Citation
 
 ```bibtex
-{_CITATION.strip()}
+{citations.HUANG2023.strip()}
 ```
 """
 
@@ -220,9 +215,6 @@ def build(cfg: BuildNeuronTestsConfig, *, progress: bool = True) -> Path:
 
     obs_given = cfg.layer is not None and cfg.neuron is not None and cfg.explanation is not None
     configs = cfg.configs or ["huang2023", "intervention_tasks"] + (["observational"] if obs_given else [])
-    bad = [c for c in configs if c not in CONFIG_NAMES]
-    if bad:
-        raise UsageError(f"--configs: unknown config(s) {bad}; choose from {list(CONFIG_NAMES)}")
     if "observational" in configs and not obs_given:
         raise UsageError("--configs: observational needs --layer, --neuron and --explanation")
     if cfg.data_dir is not None and not Path(cfg.data_dir).exists():

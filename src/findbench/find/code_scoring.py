@@ -94,19 +94,15 @@ def failure_reason(result: SandboxResult) -> str:
     return prefix + short_reason(result.message or "no reason given")
 
 
-def nmse_from_results(reference: SandboxResult, prediction: SandboxResult, *, index: int = 0) -> float:
-    """NMSE from two sandbox results on :data:`NMSE_GRID` (``inf`` when the prediction failed).
+def nmse_and_reason(reference: SandboxResult, prediction: SandboxResult, *, index: int = 0) -> tuple[float, str | None]:
+    """NMSE from two sandbox results on :data:`NMSE_GRID` (``inf`` when the prediction failed) and,
+    where it is ``inf``, why in one short line (``None`` otherwise): the program's failure
+    (:func:`failure_reason`), or the first grid point where it raised or gave no finite number
+    (``ZeroDivisionError: division by zero (at x = 0.5)``).
 
     A reference that did not run (status other than ``"ok"``) or has no finite value raises
     ``ValueError`` naming ``references[index]``.
     """
-    return nmse_and_reason(reference, prediction, index=index)[0]
-
-
-def nmse_and_reason(reference: SandboxResult, prediction: SandboxResult, *, index: int = 0) -> tuple[float, str | None]:
-    """:func:`nmse_from_results` and, where it is ``inf``, why in one short line (``None`` otherwise):
-    the program's failure (:func:`failure_reason`), or the first grid point where it raised or gave
-    no finite number (``ZeroDivisionError: division by zero (at x = 0.5)``)."""
     if reference.status != "ok":
         raise ValueError(f"references[{index}]: ground-truth code failed ({reference.status}): {reference.message}")
     gt = [v if e is None else None for v, e in zip(reference.values, reference.errors)]
@@ -234,8 +230,7 @@ def score_exact_match(
     results = run_functions(refs + preds, inputs + inputs, entry=[REFERENCE_ENTRY] * n + ["last_def"] * n,
                             limits=limits, sandbox=sandbox, progress=progress)
     per_function, errors = [], []
-    for i in range(n):
-        ref, pred = results[i], results[n + i]
+    for i, (ref, pred) in enumerate(zip(results[:n], results[n:])):
         if ref.status != "ok":
             raise ValueError(f"references[{i}]: ground-truth code failed ({ref.status}): {ref.message}")
         counted = [j for j in range(len(inputs[i])) if ref.errors[j] is None]  # the truth ran on these
@@ -269,13 +264,11 @@ def check_test_inputs(test_inputs: Any, n: int) -> list[list[Any]]:
     _checks.instance("test_inputs", test_inputs, Sequence, "a list of input lists", exclude=(str, bytes))
     if len(test_inputs) != n:
         raise ValueError(f"test_inputs must have one input list per prediction ({len(test_inputs)} != {n})")
-    inputs = []
     for i, row in enumerate(test_inputs):
         _checks.instance(f"test_inputs[{i}]", row, Sequence, "a list of inputs", exclude=(str, bytes))
         if len(row) == 0:
             raise ValueError(f"test_inputs[{i}] is empty")
-        inputs.append(list(row))
-    return inputs
+    return [list(row) for row in test_inputs]
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -323,34 +316,30 @@ def score_rasp(
         return {"exact_match": math.nan, "exact_match_ci": nan2, "position_accuracy": math.nan,
                 "position_accuracy_ci": nan2, "n": 0, "per_function": [], "per_function_positions": [],
                 "errors": [], "isolation": ""}
-    inputs, truths, tolerances, numerical = [], [], [], []
+    # per function: its held-out inputs, the model's outputs on them, the domain's tolerance, numerical outputs?
+    cases = []
     for i, fid in enumerate(function_ids):
-        record = store.program_record(fid, seed)
-        dom = record["domain"]
+        dom = store.program_record(fid, seed)["domain"]
         xs = programs.domain_inputs(dom, n_inputs, np.random.default_rng([seed, 29, i, len(fid)]))
         model = store.load_model(fid, seed=seed)
-        inputs.append(xs)
-        truths.append(model.run_batch(xs))
-        tolerances.append(dom["tolerance"])
-        numerical.append(model.numerical)
-    results = run_functions(preds, [[list(x) for x in xs] for xs in inputs], entry="last_def", limits=limits,
+        cases.append((xs, model.run_batch(xs), dom["tolerance"], model.numerical))
+    results = run_functions(preds, [[list(x) for x in xs] for xs, *_ in cases], entry="last_def", limits=limits,
                             sandbox=sandbox, progress=progress)
     exact, positions, errors = [], [], []
-    for i, res in enumerate(results):
-        right_seq = right_pos = total_pos = 0
-        for j, want in enumerate(truths[i]):
-            total_pos += len(want)
+    for res, (_, truth, tolerance, numerical) in zip(results, cases):
+        right_seq = right_pos = 0
+        for j, want in enumerate(truth):
             got = res.values[j] if res.status == "ok" and res.errors[j] is None else None
             if not isinstance(got, list) or len(got) != len(want):
                 continue
-            ok = [_position_ok(g, w, numerical[i], tolerances[i]) for g, w in zip(got, want)]
+            ok = [_position_ok(g, w, numerical, tolerance) for g, w in zip(got, want)]
             right_pos += sum(ok)
             right_seq += all(ok)
-        exact.append(right_seq / len(truths[i]))
-        positions.append(right_pos / total_pos)
+        exact.append(right_seq / len(truth))
+        positions.append(right_pos / sum(len(want) for want in truth))
         raised = [j for j, e in enumerate(res.errors or []) if e is not None]
         errors.append(failure_reason(res) if res.status != "ok" else (
-            f"{short_reason(res.errors[raised[0]])} (on input {raised[0]}; {len(raised)} of {len(truths[i])} raised)"
+            f"{short_reason(res.errors[raised[0]])} (on input {raised[0]}; {len(raised)} of {len(truth)} raised)"
             if raised else None))
     return {
         "exact_match": float(np.mean(exact)), "exact_match_ci": list(bootstrap_ci(exact)),

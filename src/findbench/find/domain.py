@@ -156,8 +156,6 @@ def _matches(sentence: str) -> list[tuple[int, int, str, tuple[float, float]]]:
             else:
                 v = float(m.group(1))
                 iv, k = ((v, _INF) if kind == "lower" else (-_INF, v)), kind
-            if any(math.isnan(v) for v in iv):
-                continue
             found.append((m.start(), m.end(), k, iv))
     found.sort(key=lambda f: (f[0], -(f[1] - f[0])))
     out: list[tuple[int, int, str, tuple[float, float]]] = []
@@ -230,12 +228,11 @@ def parse_intervals(text: str) -> list[tuple[float, float]] | None:
     for sentence in (s for s in _SENTENCE.split(body) if s and s.strip()):
         ivs, decl = _sentence_intervals(sentence)
         declared |= decl
-        positive = bool(_POSITIVE.search(sentence))
         if _NEGATIVE.search(sentence) and not _BUT.search(sentence):
             says_none = True
             continue
         whole |= bool(_WHOLE_DOMAIN.search(sentence))
-        (cue_ivs if positive else other_ivs).extend(ivs)
+        (cue_ivs if _POSITIVE.search(sentence) else other_ivs).extend(ivs)
     found = cue_ivs or other_ivs
     if found:
         return [(float(a), float(b)) for a, b in found]
@@ -316,9 +313,8 @@ def domain_reference(row: Mapping[str, Any]) -> dict[str, Any]:
 def _clip_union(intervals: Sequence[tuple[float, float]], lo: float, hi: float) -> list[tuple[float, float]]:
     """Disjoint, sorted intervals of positive length covering the union of ``intervals``
     clipped to ``[lo, hi]``."""
-    parts = sorted((max(a, lo), min(b, hi)) for a, b in intervals)
     merged: list[list[float]] = []
-    for a, b in parts:
+    for a, b in sorted((max(a, lo), min(b, hi)) for a, b in intervals):
         if b <= a:
             continue
         if merged and a <= merged[-1][1]:

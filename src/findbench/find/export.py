@@ -96,15 +96,14 @@ def export_functions(cfg: ExportFunctionsConfig) -> int:
     """
     from findbench.find import load_rows
 
-    data, seed = cfg.data, cfg.seed
-    data_abs = str(Path(data).resolve()) if data is not None else None
+    data_abs = str(Path(cfg.data).resolve()) if cfg.data is not None else None
     n = 0
     with atomic_dir(cfg.out) as tmp:
         for category in cfg.configs:
-            for row in load_rows(category, seed=seed, data=data):
+            for row in load_rows(category, seed=cfg.seed, data=cfg.data):
                 local = row["function_id"].split("/", 1)[1]
                 folder = tmp / category / local
                 folder.mkdir(parents=True)
-                (folder / "function.py").write_text(render_script(row, data=data_abs, seed=seed), encoding="utf-8")
+                (folder / "function.py").write_text(render_script(row, data=data_abs, seed=cfg.seed), encoding="utf-8")
                 n += 1
     return n

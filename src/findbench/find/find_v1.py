@@ -56,8 +56,7 @@ def download_release(category: str, dest: str | os.PathLike | None = None) -> Pa
     _checks.one_of("category", category, CATEGORIES)
     root = Path(dest) if dest is not None else cache_dir("find-v1", FIND_V1_COMMIT)
     target = root / category
-    marker = target / ".complete"
-    if marker.is_file():
+    if (target / ".complete").is_file():
         return root
     with atomic_dir(target) as tmp:
         for rel in RELEASE_FILES[category]:
@@ -76,8 +75,7 @@ def download_release(category: str, dest: str | os.PathLike | None = None) -> Pa
 def _read_json(path: Path) -> Any:
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: data_dir must be the release's src/find-dataset folder")
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def _dir_name(value: Any, what: str) -> str:
@@ -88,10 +86,6 @@ def _dir_name(value: Any, what: str) -> str:
     if not re.fullmatch(r"f\d+", base):
         raise ValueError(f"{what} must end in a folder name like 'f00042', got {value!r}")
     return base
-
-
-def _index(value: Any, what: str) -> int:
-    return int(_dir_name(value, what)[1:])
 
 
 def parse_test_inputs(text: str) -> list[str]:
@@ -143,7 +137,8 @@ def convert_unit_tests(record: Mapping[str, Any], category: str) -> list[dict]:
 
 
 def _unit_tests_by_index(path: Path, category: str) -> dict[int, list[dict]]:
-    return {_index(rec["name"], "unit test name"): convert_unit_tests(rec, category) for rec in _read_json(path)}
+    return {int(_dir_name(rec["name"], "unit test name")[1:]): convert_unit_tests(rec, category)
+            for rec in _read_json(path)}
 
 
 def _numeric_rows(root: Path) -> list[dict]:
@@ -207,8 +202,7 @@ def _clean(text: Any) -> str | None:
 
 def _neuron_rows(root: Path, category: str) -> list[dict]:
     records = _read_json(root / category / "data.json")
-    from findbench.find.synthetic_neurons import render_prompt
-    from findbench.find.synthetic_neurons.backbones import DEFAULT_BACKENDS
+    from findbench.find.synthetic_neurons import DEFAULT_BACKENDS, render_prompt
     from findbench.find.synthetic_neurons.entities import describe_entity
     from findbench.find.synthetic_neurons.relations import describe_relation
 

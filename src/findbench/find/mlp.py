@@ -26,6 +26,8 @@ logger = logging.getLogger(__name__)
 HIDDEN = 64
 #: The weight arrays of :func:`fit_mlps`'s result, in the network's order.
 _WEIGHTS = ("w1", "b1", "w2", "b2")
+#: Models per batched torch solve / evaluation (bounds the (chunk, n_points, hidden) activations).
+_CHUNK = 16
 
 
 def float32_list(values: Any) -> list[float]:
@@ -101,8 +103,7 @@ def _initial_knots(xn: np.ndarray, yn: np.ndarray, hidden: int, curvature_power:
     quantiles of |second difference|^power (where a piecewise-linear fit needs them)."""
     m, n = yn.shape
     n_even = hidden - hidden // 2
-    q = (np.arange(n_even) + 0.5) / n_even
-    even = np.quantile(xn, q, axis=1).T if n > 1 else np.zeros((m, n_even))
+    even = np.quantile(xn, (np.arange(n_even) + 0.5) / n_even, axis=1).T if n > 1 else np.zeros((m, n_even))
     n_curv = hidden - n_even
     if n_curv == 0:
         return even
@@ -122,9 +123,8 @@ def _solve_output(xn, yn, w1, b1, ridge: float):
     w2 = torch.empty_like(w1)
     b2 = torch.empty(m, dtype=w1.dtype)
     eye = torch.eye(hidden + 1, dtype=w1.dtype)
-    chunk = 16
-    for s in range(0, m, chunk):
-        e = min(m, s + chunk)
+    for s in range(0, m, _CHUNK):
+        e = min(m, s + _CHUNK)
         h = torch.baddbmm(b1[s:e, None, :], xn[s:e, :, None], w1[s:e, None, :]).clamp_(min=0)  # (c, N, H)
         c, n = h.shape[0], h.shape[1]
         ata = torch.empty(c, hidden + 1, hidden + 1, dtype=h.dtype)
@@ -156,9 +156,8 @@ def _raw_mse(xs, ys, w1, b1, w2, b2) -> np.ndarray:
     f64 = lambda a: torch.from_numpy(np.array(a, dtype=np.float64))  # noqa: E731  (a writable copy)
     tx, ty, tw1, tb1, tw2, tb2 = (f64(a) for a in (xs, ys, w1, b1, w2, b2))
     out = np.empty(xs.shape[0])
-    chunk = 16
-    for s in range(0, xs.shape[0], chunk):
-        e = min(xs.shape[0], s + chunk)
+    for s in range(0, xs.shape[0], _CHUNK):
+        e = min(xs.shape[0], s + _CHUNK)
         h = torch.baddbmm(tb1[s:e, None, :], tx[s:e, :, None], tw1[s:e, None, :]).clamp_(min=0)
         pred = torch.baddbmm(tb2[s:e, None, None], h, tw2[s:e, :, None])[..., 0]
         out[s:e] = ((pred - ty[s:e]) ** 2).mean(dim=1).numpy()
@@ -310,8 +309,7 @@ def reference_fit(
             loss = crit(model(xt), yt)
             loss.backward()
             opt.step()
-    sd = {"layers." + k: v for k, v in model.state_dict().items()}
-    w = weights_from_state_dict(sd)
+    w = weights_from_state_dict({"layers." + k: v for k, v in model.state_dict().items()})
     w1, b1, w2 = (np.asarray(w[k], dtype=np.float32) for k in ("w1", "b1", "w2"))
     b2 = np.float32(w["b2"])
     mse = float(np.mean((mlp_forward(w1, b1, w2, b2, x) - y) ** 2))

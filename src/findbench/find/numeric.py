@@ -163,11 +163,8 @@ def _asc_terms(coeffs: Sequence[float]) -> list[tuple[float, int]]:
 
 
 def _terms_eval(terms: list[tuple[float, int]], x: np.ndarray) -> Any:
-    y: Any = None
-    for c, k in terms:
-        t = c if k == 0 else (c * x if k == 1 else c * x**k)
-        y = t if y is None else y + t
-    return y
+    """The terms summed left to right, as :func:`_terms_source` writes them."""
+    return functools.reduce(operator.add, (c if k == 0 else (c * x if k == 1 else c * x**k) for c, k in terms))
 
 
 def _terms_source(terms: list[tuple[float, int]]) -> str:
@@ -273,23 +270,20 @@ def _periodic(name: str, kind: str) -> _Family:
 
 
 # --- ceil / floor (compositions only) --------------------------------------------------
-def _noparam_v1(name: str) -> Callable[[Any], dict]:
-    def conv(v: Any) -> dict:
+def _rounding(name: str, kind: str, text: str) -> _Family:
+    ufunc = getattr(np, name)
+
+    def from_v1(v: Any) -> dict:
         if v not in (None, [], ()):
             raise ValueError(f"FIND v1 params of {name} must be None, got {v!r}")
         return {}
 
-    return conv
-
-
-def _rounding(name: str, kind: str, text: str) -> _Family:
-    ufunc = getattr(np, name)
     return _Family(
         name, (), kind, sample=lambda r: {},
         evaluate=lambda p, x: ufunc(x),
         source=lambda p: f"np.{name}(x)",
         formula=lambda p: text,
-        from_v1=_noparam_v1(name),
+        from_v1=from_v1,
     )  # fmt: skip
 
 
@@ -521,22 +515,21 @@ def _check_params(p: dict) -> dict:
     if not (isinstance(dom, (list, tuple)) and len(dom) == 2 and all(_is_num(d) for d in dom) and dom[0] < dom[1]):
         raise ValueError(f"params.domain must be [low, high] with low < high, got {dom!r}")
     variant = _checks.one_of("params.variant", p.get("variant"), VARIANTS)
-    if variant == "noise":
-        nz = p.get("noise")
-        if not isinstance(nz, Mapping) or nz.get("type") not in NOISE_TYPES:
-            raise ValueError(f"params.noise.type must be one of {NOISE_TYPES}, got {nz!r}")
-        _check_seed(nz.get("seed"), "params.noise.seed")
+    if variant in ("noise", "corruption"):
+        c = p.get(variant)
+        types = NOISE_TYPES if variant == "noise" else _CORRUPTION_TYPES
+        if not isinstance(c, Mapping) or c.get("type") not in types:
+            raise ValueError(f"params.{variant}.type must be one of {types}, got {c!r}")
+        seed = c.get("seed")  # JSON or numpy: a numpy integer passes
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise ValueError(f"params.{variant}.seed must be a non-negative int, got {seed!r}")
     if variant == "corruption":
-        c = p.get("corruption")
-        if not isinstance(c, Mapping) or c.get("type") not in _CORRUPTION_TYPES:
-            raise ValueError(f"params.corruption.type must be one of {_CORRUPTION_TYPES}, got {c!r}")
         _check_boundary(c.get("boundary"), c["type"], "params.corruption.boundary")
         for k in ("mean", "std"):
             if not _is_num(c.get(k)):
                 raise ValueError(f"params.corruption.{k} must be a finite number, got {c.get(k)!r}")
         if float(c["std"]) < 0:
             raise ValueError(f"params.corruption.std must be >= 0, got {c['std']!r}")
-        _check_seed(c.get("seed"), "params.corruption.seed")
     if variant == "mlp" and not p.get("mlp_weights_missing"):
         w = _checks.instance("params.mlp", p.get("mlp"), Mapping, "an object of the MLP weights w1, b1, w2, b2")
         for k in ("w1", "b1", "w2"):
@@ -557,13 +550,6 @@ def _check_boundary(b: Any, kind: str, field: str) -> list[float]:
     if n == 2 and not b[0] < b[1]:
         raise ValueError(f"{field} must be increasing, got {b!r}")
     return [float(v) for v in b]
-
-
-def _check_seed(v: Any, field: str) -> int:
-    """A seed from params (JSON or numpy: a numpy integer passes)."""
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-        raise ValueError(f"{field} must be a non-negative int, got {v!r}")
-    return int(v)
 
 
 def _term_fn(term: Mapping) -> Callable[[np.ndarray], Any]:
@@ -638,8 +624,7 @@ def make_function(row_or_params: Any, *, noise_key: Any = None) -> Callable[[Any
 
 
 def _array_src(values: Sequence[float]) -> str:
-    body = ", ".join(repr(float(v)) for v in values)
-    return f"np.array([{body}], dtype=np.float32).astype(np.float64)"
+    return f"np.array([{', '.join(repr(float(v)) for v in values)}], dtype=np.float32).astype(np.float64)"
 
 
 def _missing_weights_message(p: Mapping) -> str:
@@ -804,10 +789,6 @@ def row_from_params(params: Any, index: int, *, source: str = "procedural") -> d
     )
 
 
-def _round_half_up(v: float) -> int:
-    return int(math.floor(v + 0.5))
-
-
 def _apportion(total: int, weights: Mapping[str, int]) -> dict[str, int]:
     """Integer counts summing to ``total`` proportional to ``weights`` (largest remainder)."""
     s = sum(weights.values())
@@ -823,8 +804,7 @@ def _plan(n: int, seed: int) -> list[tuple[str, str]]:
     """(structure, variant) per index: the first 15 % are MLPs (as in FIND's ids), the
     composed ones and the served variants of the rest are exact counts, shuffled by seed."""
     rng = np.random.default_rng([seed, 0])
-    n_mlp = _round_half_up(n * _MIX["mlp"])
-    n_atomic = _round_half_up(n * _MIX["atomic"])
+    n_mlp, n_atomic = (math.floor(n * _MIX[k] + 0.5) for k in ("mlp", "atomic"))  # rounded half up
     structures = np.array(["atomic"] * n_atomic + ["composition"] * (n - n_atomic))
     structures = list(structures[rng.permutation(n)]) if n else []
     counts = _apportion(n - n_mlp, _MIX["served"])
@@ -913,8 +893,7 @@ def _sample_params(seed: int, index: int, structure: str, variant: str) -> dict:
         p["noise"] = {"type": _choice(rng, NOISE_TYPES, _MIX["noise_type"]), "seed": int(rng.integers(2**31))}
     elif variant == "corruption":
         kind = _choice(rng, _CORRUPTION_TYPES, _MIX["corruption_type"])
-        lo = max(float(domain[0]), -100.0)
-        a = _u(rng, lo, 100.0)
+        a = _u(rng, max(float(domain[0]), -100.0), 100.0)
         boundary = [a] if kind != "inside" else [a, _u(rng, a + 5, a + 25)]
         p["corruption"] = {
             "type": kind,

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from findbench import _checks
+from findbench import _checks, _io, schema
 from findbench.schema import CONFIGS, RASP, SOURCES, parse_function_id
 
 logger = logging.getLogger(__name__)
@@ -122,8 +122,7 @@ def sample_rows(rows: Sequence[Mapping[str, Any]], k: int, *, seed: int = 0) -> 
     share = {g: int(n < k) for n, g in enumerate(order)}
     rest = k - sum(share.values())
     extra = {g: rest * len(groups[g]) / len(rows) for g in order}
-    for g in order:
-        share[g] = min(len(groups[g]), share[g] + int(extra[g]))
+    share = {g: min(len(groups[g]), share[g] + int(extra[g])) for g in order}
     for g in sorted(order, key=lambda g: -(extra[g] - int(extra[g]))):  # the largest remainders
         if sum(share.values()) < k and share[g] < len(groups[g]):
             share[g] += 1
@@ -131,8 +130,7 @@ def sample_rows(rows: Sequence[Mapping[str, Any]], k: int, *, seed: int = 0) -> 
         while sum(share.values()) < k and share[g] < len(groups[g]):
             share[g] += 1
     rng = random.Random(f"{seed}:sample")
-    picked = sorted(i for g in order for i in rng.sample(groups[g], share[g]))
-    return [rows[i] for i in picked]
+    return [rows[i] for i in sorted(i for g in order for i in rng.sample(groups[g], share[g]))]
 
 
 def generator_fingerprint() -> str:
@@ -142,25 +140,21 @@ def generator_fingerprint() -> str:
     never served (the package version alone does not change between commits)."""
     from importlib import resources
 
-    from findbench._io import files_digest
-
     root = Path(str(resources.files("findbench")))
     data = root / "data"
     files = [*(root / "find").rglob("*.py"), data / "entities.json", *data.glob("entity_associations_*.json"),
              *(data / "relations").glob("*.json")]
-    return files_digest(files, root)[:16]
+    return _io.files_digest(files, root)[:16]
 
 
 def _cached_procedural_rows(category: str, seed: int) -> list[dict]:
     import datasets
 
-    from findbench import schema
-    from findbench._io import cache_dir, cache_lock
     from findbench._version import __version__
 
-    folder = cache_dir("rows", __version__)
+    folder = _io.cache_dir("rows", __version__)
     path = folder / f"{category}-seed{seed}-{generator_fingerprint()}.parquet"
-    with cache_lock(path, f"generating {category} (seed {seed})"):
+    with _io.cache_lock(path, f"generating {category} (seed {seed})"):
         if not path.exists():
             logger.info("generating %s (seed %d) once; cached at %s", category, seed, path)
             rows = generate_rows(category, seed=seed)

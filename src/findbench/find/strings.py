@@ -47,9 +47,8 @@ def _check_mapping(value: Any, where: str) -> None:
     if not isinstance(value, Mapping) or not value:
         raise ValueError(f"{where} must be a non-empty mapping of lowercase letters, got {value!r}")
     for key, val in value.items():
-        for item in (key, val):
-            if not (isinstance(item, str) and len(item) == 1 and item in string.ascii_lowercase):
-                raise ValueError(f"{where} must map lowercase ASCII letters to lowercase ASCII letters, got {key!r}: {val!r}")
+        if not all(isinstance(item, str) and len(item) == 1 and item in string.ascii_lowercase for item in (key, val)):
+            raise ValueError(f"{where} must map lowercase ASCII letters to lowercase ASCII letters, got {key!r}: {val!r}")
     if sorted(value.values()) != sorted(value.keys()):
         raise ValueError(f"{where} must be a permutation (its values must be its keys), got {dict(value)!r}")
     if all(key == val for key, val in value.items()):
@@ -75,6 +74,13 @@ def _check_kind(kind: str, value: Any, where: str) -> None:
         raise ValueError(f"{where} must be {_KIND_CHECKS[kind][1]}, got {value!r}")
 
 
+def _mix(rng: random.Random, *options: tuple[float, Callable[[random.Random], Any]]) -> Any:
+    """One draw from a mixture: ``options`` are ``(up_to, draw)`` pairs by increasing cumulative
+    probability (the last ``up_to`` is 1); one uniform number picks the first ``draw`` below it."""
+    u = rng.random()
+    return next(draw for up_to, draw in options if u < up_to)(rng)
+
+
 def _rand_case(rng: random.Random, ch: str) -> str:
     return ch.upper() if rng.random() < 0.3 else ch
 
@@ -85,21 +91,12 @@ def _sample_letter(rng: random.Random) -> str:
 
 
 def _sample_any_char(rng: random.Random) -> str:
-    r = rng.random()
-    if r < 0.65:
-        return _sample_letter(rng)
-    if r < 0.8:
-        return rng.choice(string.digits)
-    return rng.choice(_PUNCT)
+    return _mix(rng, (0.65, _sample_letter), (0.8, lambda r: r.choice(string.digits)), (1, lambda r: r.choice(_PUNCT)))
 
 
 def _sample_text(rng: random.Random) -> str:
-    r = rng.random()
-    if r < 0.6:
-        return "".join(rng.choice(string.ascii_letters) for _ in range(rng.randint(1, 5)))
-    if r < 0.8:
-        return str(rng.randint(0, 99))
-    return rng.choice(_PUNCT) * rng.randint(1, 2)
+    return _mix(rng, (0.6, lambda r: "".join(r.choice(string.ascii_letters) for _ in range(r.randint(1, 5)))),
+                (0.8, lambda r: str(r.randint(0, 99))), (1, lambda r: r.choice(_PUNCT) * r.randint(1, 2)))
 
 
 def _sample_sub(rng: random.Random) -> str:
@@ -131,19 +128,12 @@ def _s_replace_sub(rng: random.Random) -> dict:
     old = _sample_sub(rng)
     new = old
     while new == old:
-        new = _sample_text(rng) if rng.random() < 0.8 else ""
-        if new == "":
-            new = "_"
+        new = _sample_text(rng) if rng.random() < 0.8 else "_"  # _sample_text is never empty
     return {"old": old, "new": new}
 
 
 def _s_split(rng: random.Random) -> dict:
-    r = rng.random()
-    if r < 0.35:
-        return {"char": " "}
-    if r < 0.55:
-        return {"char": rng.choice("-,._/")}
-    return {"char": _sample_letter(rng)}
+    return {"char": _mix(rng, (0.35, lambda r: " "), (0.55, lambda r: r.choice("-,._/")), (1, _sample_letter))}
 
 
 _q = repr
@@ -332,23 +322,14 @@ _OPS: list[OpSpec] = [
 ]
 
 #: name -> :class:`OpSpec` of every atomic operation.
-OPERATIONS: dict[str, OpSpec] = {spec.name: spec for spec in _OPS}
-if len(OPERATIONS) != len(_OPS):  # pragma: no cover - guards edits of the table above
-    raise RuntimeError("OPERATIONS: duplicate operation name in the registry")
+OPERATIONS: dict[str, OpSpec] = {spec.name: spec for spec in _OPS}  # no name twice: tests/find/test_strings.py
 
-def _extra_replace(where: str, p: dict) -> None:
-    if p["old"] == p["new"]:
-        raise ValueError(f"{where}.new must differ from {where}.old, both are {p['old']!r}")
-
-
-def _extra_swap(where: str, p: dict) -> None:
-    if p["i"] >= p["j"]:
-        raise ValueError(f"{where}.i must be smaller than {where}.j, got i={p['i']} j={p['j']}")
-
-
-#: operations with parameters get their extra constraints checked here (beyond each kind)
-_EXTRA_CHECKS: dict[str, Callable[[str, dict], None]] = {
-    "replace_char": _extra_replace, "replace_substring": _extra_replace, "swap_indices": _extra_swap,
+_REPLACE_RULE = (lambda p: p["old"] != p["new"], "{where}.new must differ from {where}.old, both are {old!r}")
+#: operation -> (valid?, the error's format, given ``where`` and the parameters): the constraints of
+#: operations with parameters beyond each parameter's kind
+_EXTRA_RULES: dict[str, tuple[Callable[[dict], bool], str]] = {
+    "replace_char": _REPLACE_RULE, "replace_substring": _REPLACE_RULE,
+    "swap_indices": (lambda p: p["i"] < p["j"], "{where}.i must be smaller than {where}.j, got i={i} j={j}"),
 }
 
 
@@ -369,8 +350,9 @@ def _validate_step(k: int, step: Any) -> tuple[OpSpec, dict]:
     for pname, kind in spec.param_kinds.items():
         _check_kind(kind, params[pname], f"{where}.params.{pname}")
     params = {pname: _canonical(params[pname]) for pname in spec.param_kinds}
-    if name in _EXTRA_CHECKS:
-        _EXTRA_CHECKS[name](f"{where}.params", params)
+    rule = _EXTRA_RULES.get(name)
+    if rule is not None and not rule[0](params):
+        raise ValueError(rule[1].format(where=f"{where}.params", **params))
     return spec, params
 
 
@@ -578,12 +560,8 @@ def _phrase_input(rng: random.Random) -> str:
 
 
 def _alnum_input(rng: random.Random) -> str:
-    r = rng.random()
-    if r < 0.4:
-        return _word(rng) + str(rng.randint(0, 999))
-    if r < 0.7:
-        return f"{rng.randint(2, 99)} {_word(rng)}s"
-    return f"{_word(rng)}{rng.randint(0, 9)}{_word(rng)}{rng.randint(10, 99)}"
+    return _mix(rng, (0.4, lambda r: _word(r) + str(r.randint(0, 999))), (0.7, lambda r: f"{r.randint(2, 99)} {_word(r)}s"),
+                (1, lambda r: f"{_word(r)}{r.randint(0, 9)}{_word(r)}{r.randint(10, 99)}"))
 
 
 #: input kind -> how a test input of that kind is drawn
@@ -621,19 +599,18 @@ def _apply_hints(rng: random.Random, inputs: list[str], hints: dict) -> list[str
         target = rng.randint(n // 2, n - 2)
         need = max(0, target - (n - len(lacking)))
         for i in rng.sample(lacking, min(need, len(lacking))):
-            variant = piece
-            if piece.isalpha() and rng.random() < 0.25:
-                variant = piece.swapcase()
+            variant = piece.swapcase() if piece.isalpha() and rng.random() < 0.25 else piece
             for _ in range(rng.choice(repeats)):
                 out[i] = _insert(rng, out[i], variant)
-    if hints.get("digits"):
-        for i in rng.sample(slots, n // 2):
-            if not any(ch.isdigit() for ch in out[i]):
-                out[i] = _insert(rng, out[i], str(rng.randint(0, 999)))
-    if hints.get("multiword"):
-        for i in rng.sample(slots, n // 2):
-            if len(out[i].split()) < 2:
-                out[i] = f"{out[i]} {_phrase(rng, 1, 3)}"
+    # digits / a second word: added to the inputs that lack them among half of the inputs
+    for hint, lacks, add in (
+        ("digits", lambda t: not any(ch.isdigit() for ch in t), lambda t: _insert(rng, t, str(rng.randint(0, 999)))),
+        ("multiword", lambda t: len(t.split()) < 2, lambda t: f"{t} {_phrase(rng, 1, 3)}"),
+    ):
+        if hints.get(hint):
+            for i in rng.sample(slots, n // 2):
+                if lacks(out[i]):
+                    out[i] = add(out[i])
     if hints.get("pad"):
         for i in rng.sample(slots, rng.randint(n // 2, n - 2)):
             left = rng.choice(("", " ", "  ", "\t", " \n"))
@@ -657,6 +634,14 @@ def _apply_hints(rng: random.Random, inputs: list[str], hints: dict) -> list[str
     return out
 
 
+#: hint -> how two steps' values of it merge (the others, flags, by ``or``)
+_MERGE_HINTS: dict[str, Callable[[Any, Any], Any]] = {
+    "chars": lambda a, b: sorted(set(a or []) | set(b)),
+    "subs": lambda a, b: sorted(set(a or []) | set(b)),
+    "index": lambda a, b: max(a or 0, b),
+}
+
+
 def _merge_hints(steps: list[tuple[OpSpec, dict]]) -> dict:
     """Union of the steps' hints; the outer step's hints are skipped after a count (its input
     is then a number word, whatever the test input contains)."""
@@ -665,12 +650,7 @@ def _merge_hints(steps: list[tuple[OpSpec, dict]]) -> dict:
         steps = steps[:1]
     for spec, p in steps:
         for key, value in spec.hints(p).items():
-            if key in ("chars", "subs"):
-                merged[key] = sorted(set(merged.get(key, [])) | set(value))
-            elif key == "index":
-                merged[key] = max(merged.get(key, 0), value)
-            else:
-                merged[key] = merged.get(key, False) or value
+            merged[key] = _MERGE_HINTS.get(key, lambda a, b: a or b)(merged.get(key), value)
     return merged
 
 
@@ -782,6 +762,16 @@ def _sample_functions(n: int, rng: random.Random) -> list[list[tuple[OpSpec, dic
         outer, inner = r.choice(_OPS), r.choice(composable)
         return composition_allowed(outer, inner) and take(_draw_steps(r, [inner, outer]), k)
 
+    def fill(target: int, wanted: int, what: str, draw: Callable[[], bool]) -> None:
+        """``draw()`` until ``target`` functions are chosen; ValueError when ``200 * wanted + 1000``
+        draws (``wanted``: how many ``what`` this step is to choose) do not get there."""
+        tries = 0
+        while len(chosen) < target:
+            tries += 1
+            if tries > 200 * wanted + 1000:
+                raise ValueError(f"n={n} is too large: cannot draw {wanted} distinct {what}")
+            draw()
+
     # atomic: every operation once (shuffled) while there is room, then parameterised ones
     order = list(_OPS)
     rng.shuffle(order)
@@ -790,20 +780,9 @@ def _sample_functions(n: int, rng: random.Random) -> list[list[tuple[OpSpec, dic
             if take(_draw_steps(rng, [spec])):
                 break
     parameterised = [spec for spec in _OPS if spec.param_kinds]
-    tries = 0
-    while len(chosen) < n_atomic:
-        tries += 1
-        if tries > 200 * n_atomic + 1000:
-            raise ValueError(f"n={n} is too large: cannot draw {n_atomic} distinct atomic string functions")
-        take(_draw_steps(rng, [rng.choice(parameterised)]))
-
+    fill(n_atomic, n_atomic, "atomic string functions", lambda: take(_draw_steps(rng, [rng.choice(parameterised)])))
     composable = [spec for spec in _OPS if spec.composable]
-    tries = 0
-    while len(chosen) < n:
-        tries += 1
-        if tries > 200 * n_comp + 1000:
-            raise ValueError(f"n={n} is too large: cannot draw {n_comp} distinct compositions")
-        take_composition(rng)
+    fill(n, n_comp, "compositions", lambda: take_composition(rng))
     # A composition whose first or second step never shows on inputs of two or more
     # characters is replaced by one drawn from its own stream, so every other function (and
     # the main stream's later draws) stays as it was.

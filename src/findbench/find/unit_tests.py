@@ -30,8 +30,7 @@ def _key(item: Item) -> Hashable:
 def _triplet(rng: random.Random, item: Item, wrong: list[Item]) -> dict:
     """The test with the correct ``item`` at a random position among the ``wrong`` ones."""
     pos = rng.randrange(len(wrong) + 1)
-    options = list(wrong)
-    options.insert(pos, item)
+    options = [*wrong[:pos], item, *wrong[pos:]]
     if isinstance(item, str):
         return {"inputs": options, "outputs": None, "correct": pos + 1}
     return {"inputs": [o[0] for o in options], "outputs": [o[1] for o in options], "correct": pos + 1}
@@ -76,31 +75,29 @@ def build_unit_tests(
                 raise TypeError(f"correct_items[{i}]: items must be str or (input, output), got {it!r}")
     rng = random.Random(seed)
     n = len(correct_items)
-    tests: list[list[dict]] = []
-    for i, items in enumerate(correct_items):
-        function_tests = []
-        for item in items:
-            chosen = [item]
-            seen = {_key(item)}
-            tries = 0
-            while len(chosen) < n_options:
-                tries += 1
-                if tries > 10000:
-                    raise ValueError(
-                        f"correct_items: cannot find {n_options - 1} distinct distractors for function {i}"
-                    )
-                j = rng.randrange(n - 1)
-                j = j + 1 if j >= i else j  # any function but i
-                if allowed is not None and not allowed(i, j):
-                    continue
-                cand = rng.choice(correct_items[j])
-                if _key(cand) in seen or (is_correct is not None and is_correct(i, cand)):
-                    continue
-                seen.add(_key(cand))
-                chosen.append(cand)
-            function_tests.append(_triplet(rng, item, chosen[1:]))
-        tests.append(function_tests)
-    return tests
+
+    def distractors(i: int, item: Item) -> list[Item]:
+        """``n_options - 1`` distinct items of other functions, none equal to ``item`` nor right for ``i``."""
+        wrong: list[Item] = []
+        seen = {_key(item)}
+        tries = 0
+        while len(wrong) < n_options - 1:
+            tries += 1
+            if tries > 10000:
+                raise ValueError(f"correct_items: cannot find {n_options - 1} distinct distractors for function {i}")
+            j = rng.randrange(n - 1)
+            j = j + 1 if j >= i else j  # any function but i
+            if allowed is not None and not allowed(i, j):
+                continue
+            cand = rng.choice(correct_items[j])
+            if _key(cand) in seen or (is_correct is not None and is_correct(i, cand)):
+                continue
+            seen.add(_key(cand))
+            wrong.append(cand)
+        return wrong
+
+    # function by function, item by item: the distractors are drawn, then the right answer's position
+    return [[_triplet(rng, item, distractors(i, item)) for item in items] for i, items in enumerate(correct_items)]
 
 
 @dataclass

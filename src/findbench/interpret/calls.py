@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from findbench import _checks
 from findbench.interpret.prompts import check_row
 from findbench.interpret.protocol import (
     MAX_INPUT_CHARS,
@@ -60,8 +61,7 @@ class FunctionRunner:
 
     def __init__(self, row: Mapping[str, Any], *, seed: int = 0, function: Callable | None = None) -> None:
         self.category: str = check_row(row, "aia")  # a dataset row of a known category (every one takes aia)
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+        _checks.instance("seed", seed, int, "an int", exclude=bool)
         self.row = dict(row)
         self.seed = seed
         self._function = function
@@ -82,8 +82,7 @@ class FunctionRunner:
         outputs: list[Any] = [None] * len(inputs)
         ok: list[int] = []
         for i, x in enumerate(inputs):
-            if not isinstance(x, str):
-                raise TypeError(f"inputs[{i}] must be a str, got {type(x).__name__}")
+            _checks.instance(f"inputs[{i}]", x, str, "a str")
             if len(x) > MAX_INPUT_CHARS:
                 shown[i] = x[:40] + "..."
                 outputs[i] = CallError(f"input longer than {MAX_INPUT_CHARS} characters")

@@ -66,8 +66,7 @@ def read_per_function(
     a file lacks (written by an older findbench) leave those columns unscored."""
     path = _per_function_path(Path(scores_dir), name)
     rows = read_csv_rows(path)
-    missing = [c for c in ("function_id", "category", "method") if rows and c not in rows[0]]
-    if missing:
+    if missing := [c for c in ("function_id", "category", "method") if rows and c not in rows[0]]:
         raise ValueError(
             f"{name}: {path} lacks the column(s) {', '.join(missing)} (not written by `findbench evaluate`)"
         )
@@ -148,16 +147,14 @@ def compare_runs(cfg: CompareConfig) -> Comparison:
     single: list[str] = []
     for category, method, metric, header in _columns():
         group_a, group_b = a.get((category, method), {}), b.get((category, method), {})
-        scored_a = {f for f, row in group_a.items() if unit_values(metric, [row])}
-        scored_b = {f for f, row in group_b.items() if unit_values(metric, [row])}
+        scored_a, scored_b = ({f for f, row in group.items() if unit_values(metric, [row])}
+                              for group in (group_a, group_b))
         if not scored_a and not scored_b:
             continue
-        shared = sorted(scored_a & scored_b)
-        if not shared:
+        if not (shared := sorted(scored_a & scored_b)):
             single.append(header)
             continue
-        values_a = [unit_values(metric, [group_a[f]])[0] for f in shared]
-        values_b = [unit_values(metric, [group_b[f]])[0] for f in shared]
+        values_a, values_b = ([unit_values(metric, [group[f]])[0] for f in shared] for group in (group_a, group_b))
         result = paired_bootstrap(values_a, values_b, seed=seed, n_resamples=n_resamples, confidence=confidence)
         too_small = is_small(result.n)
         columns.append(ComparedColumn(

@@ -182,10 +182,9 @@ class EvaluateConfig:
     report: bool = arg(False, "then write report.html and its figures into the scores folder")
 
     def __post_init__(self) -> None:
-        if self.judge_mode is not None:
-            _checks.one_of("--judge-mode", self.judge_mode, JUDGE_MODES)
-        if self.method is not None:
-            _checks.one_of("--method", self.method, METHODS)
+        for name, choices in (("judge_mode", JUDGE_MODES), ("method", METHODS)):
+            if getattr(self, name) is not None:
+                _checks.one_of(flag(name), getattr(self, name), choices)
         if isinstance(self.judge, str):  # a judge named by a string must name a model (an LM object is taken as it is)
             from findbench.models import check_spec
 

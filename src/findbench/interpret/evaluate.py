@@ -170,14 +170,12 @@ def score_interpretations(
         references = [reference_program(row) for row in rows]
         for rec, ref in zip(records, references):
             rec["exact_match"] = 0.0 if ref is not None else None
-        missing = sum(ref is None for ref in references)
-        if missing:
+        if missing := sum(ref is None for ref in references):
             logger.warning(
                 "exact_match: %d strings function(s) have neither reference code nor unit-test outputs; left empty",
                 missing,
             )
-        scored = [i for i in coded if references[i] is not None]
-        if scored:
+        if scored := [i for i in coded if references[i] is not None]:
             out = score_exact_match(
                 [records[i]["code"] for i in scored],
                 [references[i][0] for i in scored],
@@ -367,8 +365,7 @@ def unit_values(metric: str, records: Sequence[dict[str, Any]]) -> list[float]:
         floored = [r for r in records if number(r.get(floor)) is not None]
         return ([success(r[floor]) for r in floored] if metric.endswith("observed")
                 else [success(r.get("nmse")) - success(r[floor]) for r in floored])
-    column = "nmse" if metric == "mean_nmse" else metric
-    values = [number(r.get(column)) for r in records]
+    values = [number(r.get("nmse" if metric == "mean_nmse" else metric)) for r in records]
     return [v for v in values if v is not None and math.isfinite(v)]
 
 
@@ -476,8 +473,7 @@ def _notes(run_path: Path, run: dict[str, Any], damaged: list[dict[str, Any]], r
             + (" …" if len(run["log_problems"]) > 5 else "")
             + "."
         )
-    no_floor = [r for r in records if r.get("floor_missing")]
-    if no_floor:
+    if no_floor := [r for r in records if r.get("floor_missing")]:
         notes.append(
             f"Floors missing: {len(no_floor)} episode(s) have a floor that could not be computed (its columns are "
             "empty; the episode is scored): "
@@ -485,9 +481,7 @@ def _notes(run_path: Path, run: dict[str, Any], damaged: list[dict[str, Any]], r
             + (" …" if len(no_floor) > 5 else "")
             + "; see the floor_missing column of per_function.csv."
         )
-    if identity is not None:
-        notes.append(f"Judge: {identity.describe()}.")
-    return notes
+    return notes + ([f"Judge: {identity.describe()}."] if identity is not None else [])
 
 
 def evaluate_run(cfg: EvaluateConfig, *, progress: bool = True) -> dict[str, Any]:
@@ -545,16 +539,14 @@ def evaluate_run(cfg: EvaluateConfig, *, progress: bool = True) -> dict[str, Any
             m: sum(r["method"] == m for r in group) for m in METHODS if any(r["method"] == m for r in group)
         }
 
-    notes = _notes(run_path, run, damaged, records, identity)
     scores = Scores(cells, identity)
-    table = render_table(interpreter, scores, counts=counts, notes=notes)
+    table = render_table(interpreter, scores, counts=counts, notes=_notes(run_path, run, damaged, records, identity))
     for rec in records:  # the process columns, from the episode (probed_corruption as 0/1)
         values = episode_process(rec["episode"], rec["row"])
         rec.update(values, probed_corruption=None if values["probed_corruption"] is None
                    else int(values["probed_corruption"]))
     process = aggregate_process(records)
-    section = render_process(process)
-    if section:
+    if section := render_process(process):
         table = table.rstrip("\n") + "\n\n" + section
     files = {
         SCORES_FILE: scores.dumps(),

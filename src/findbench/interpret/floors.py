@@ -85,8 +85,7 @@ def observed_pairs(row: Mapping[str, Any], inputs: Sequence[str], *, seed: int =
         return [(x, None) for x in inputs]
     if not inputs:
         return []
-    outputs = FunctionRunner(row, seed=seed).evaluate(list(inputs))[1]
-    return [(x, y) for x, y in zip(inputs, outputs)
+    return [(x, y) for x, y in zip(inputs, FunctionRunner(row, seed=seed).evaluate(list(inputs))[1])
             if not isinstance(y, (CallError, bool)) and isinstance(y, (str, int, float))]
 
 
@@ -109,8 +108,7 @@ def numeric_floor_codes(pairs: Sequence[Pair]) -> dict[str, str]:
     candidate whose constants are not finite is left out); ``{}`` without a finite point."""
     import numpy as np
 
-    points = _numeric_points(pairs)
-    if not points:
+    if not (points := _numeric_points(pairs)):
         return {}
     xs, ys = np.array(points, dtype=np.float64).T
     with np.errstate(all="ignore"):

@@ -56,17 +56,14 @@ def episode_scores(record: dict[str, Any], judge: Any, mode: str) -> dict[str, A
         return {f"{metric}_{kind}": _number(record.get(f"{metric}_{kind}")) for kind in ("observed", "margin")}
 
     scores = {}
-    nmse = record.get("nmse")
-    if nmse is not None:
+    if (nmse := record.get("nmse")) is not None:
         scores["nmse_success"] = ScoreEdit(
             value=float(nmse < NMSE_THRESHOLD), answer=record["code"], explanation=f"NMSE {nmse}",
             metadata={"nmse": _number(nmse), **floor("nmse"), **common})
-    if record.get("domain_iou") is not None:
-        scores["domain_iou"] = ScoreEdit(value=record["domain_iou"], answer=record["domain"], explanation=None,
-                                         metadata=common)
-    if record.get("exact_match") is not None:
-        scores["exact_match"] = ScoreEdit(value=record["exact_match"], answer=record["code"], explanation=None,
-                                          metadata={**floor("exact_match"), **common})
+    for metric, part, floors in (("domain_iou", "domain", {}), ("exact_match", "code", floor("exact_match"))):
+        if record.get(metric) is not None:
+            scores[metric] = ScoreEdit(value=record[metric], answer=record[part], explanation=None,
+                                       metadata={**floors, **common})
     for metric, tests in _JUDGED.items():
         if record.get(metric) is None:
             continue

@@ -223,8 +223,8 @@ def log_episodes(log: Any, where: str = "") -> list[LogEpisode]:
             continue
         metadata = sample.metadata or {}
         damage = _damage(metadata, function_id, category, task_method)
-        method = next((m for m in (metadata.get("method"), task_method) if m in METHODS), None)  # else the task's
-        if method is None:
+        # the record's method, else the task's
+        if (method := next((m for m in (metadata.get("method"), task_method) if m in METHODS), None)) is None:
             logger.warning("%s: sample %s has no method findbench knows; skipped", where, function_id)
             continue
         record = None
@@ -263,13 +263,12 @@ def log_identity(log: Any) -> dict[str, Any]:
     most of the task's setting and its samples' epochs)."""
     spec = log.eval
     args = dict(spec.task_args or {})
-    steps = log.plan.steps if log.plan is not None else []
     return {
         "model": spec.model,
         "interpreter": (spec.metadata or {}).get("interpreter") or args.get("interpreter") or spec.model,
         "task arguments": {
             **{k: v for k, v in args.items() if k not in _SELECTION_ARGS},
-            "agent": [step.params for step in steps if step.solver == _AGENT],
+            "agent": [step.params for step in (log.plan.steps if log.plan else []) if step.solver == _AGENT],
         },
         "epochs": max([spec.config.epochs or 1] + [s.epoch for s in log.samples or []]),
     }
@@ -285,8 +284,7 @@ def _disagreement(identity: dict[str, Any], run: dict[str, Any] | None, info: Ma
     for key, value in recorded.items():
         if key in info and info[key] != value:
             return f"records {key} {value!r:.80}, the run's (run.json) is {info[key]!r:.80}"
-    differ = [k for k in identity if run is not None and identity[k] != run[k]]
-    if differ:
+    if differ := [k for k in identity if run is not None and identity[k] != run[k]]:
         mine, theirs = (json.dumps(i[differ[0]], sort_keys=True, default=str)[:120] for i in (identity, run or {}))
         return f"disagrees with the run's other logs on {', '.join(differ)} ({differ[0]} {mine}, the run's {theirs})"
     return None
@@ -312,8 +310,7 @@ def read_run_logs(run_dir: str | os.PathLike, info: Mapping[str, Any] | None = N
     counts = collections.Counter(map(key, candidates))
     result.identity = max(reversed(candidates), key=lambda i: counts[key(i)], default=None)
     for path, log, identity in read:
-        why = _disagreement(identity, result.identity, info)
-        if why is not None:
+        if (why := _disagreement(identity, result.identity, info)) is not None:
             result.problems.append(f"log {path} {why}; its episodes are not scored")
             continue
         result.logs.append(str(path))

@@ -83,9 +83,9 @@ def aggregate_process(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[st
             }
             if category == "numeric":
                 for key, probed in (("domain_iou_probed", True), ("domain_iou_not_probed", False)):
-                    values = [r["domain_iou"] for r in corrupted if bool(r["probed_corruption"]) == probed
-                              and isinstance(r.get("domain_iou"), (int, float)) and math.isfinite(r["domain_iou"])]
-                    summary[key] = _summary(values)
+                    summary[key] = _summary([
+                        r["domain_iou"] for r in corrupted if bool(r["probed_corruption"]) == probed
+                        and isinstance(r.get("domain_iou"), (int, float)) and math.isfinite(r["domain_iou"])])
             methods[method] = summary
     return out
 
@@ -131,7 +131,5 @@ def render_process(process: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> st
     """A markdown section (heading, table, notes) of :func:`aggregate_process`'s summary; ``""``
     when no episode has a transcript."""
     rows = process_rows(process)
-    if not rows:
-        return ""
     return "\n".join(["## How the interpreters experimented", "", *_md_table(rows, PROCESS_HEADERS, left=2), "",
-                      *(f"- {n}" for n in PROCESS_NOTES), ""])
+                      *(f"- {n}" for n in PROCESS_NOTES), ""]) if rows else ""

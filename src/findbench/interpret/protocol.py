@@ -47,6 +47,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from findbench import _checks
 from findbench.find.export import format_pairs
 
 #: Interpreter methods of FIND Table 2: the interactive agent (AIA), MILAN-style description
@@ -232,11 +233,8 @@ def parse_commands(text: str) -> list[Command]:
     """Every ``PYTHON(...)`` command in ``text``, in order (malformed ones included, with
     their ``error`` set). See the module docstring for the rules; time linear in ``len(text)``
     (no caps: :func:`turn_commands` applies them)."""
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    _checks.instance("text", text, str, "a str")
     starts = [(m.start(), m.end()) for m in _COMMAND_START.finditer(text)]
-    if not starts:
-        return []
     quoted = _quoted_closes(text, [body for _, body in starts])
     plain = _plain_closes(text)
     commands: list[Command] = []
@@ -292,8 +290,7 @@ class TurnCommands:
 def turn_commands(text: str) -> TurnCommands:
     """The commands of an agent message as the episode loop runs them: those of its first
     :data:`MAX_MESSAGE_CHARS` characters, at most :data:`MAX_COMMANDS_PER_MESSAGE` of them."""
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    _checks.instance("text", text, str, "a str")
     commands = parse_commands(text[:MAX_MESSAGE_CHARS])
     return TurnCommands(
         tuple(commands[:MAX_COMMANDS_PER_MESSAGE]),
@@ -373,8 +370,7 @@ def parse_answer(text: str) -> Answer | None:
     (``rasp``, white-box access) the text after the last ``[COMPONENTS]:``, or its fenced block. A
     marker is followed by a colon or a line break (Markdown bold around it is allowed).
     """
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    _checks.instance("text", text, str, "a str")
     markers = list(_MARKER.finditer(text))
     if not any(m.group(1) == "DESCRIPTION" for m in markers):
         return None
@@ -409,8 +405,7 @@ def parse_answer(text: str) -> Answer | None:
 def format_answer(description: str, domain: str | None = None, code: str | None = None,
                   components: str | None = None) -> str:
     """An answer message in the protocol's format (parsed back by :func:`parse_answer`)."""
-    if not isinstance(description, str):
-        raise TypeError(f"description must be a str, got {type(description).__name__}")
+    _checks.instance("description", description, str, "a str")
     parts = [f"[DESCRIPTION]: {description.strip()}"]
     if domain is not None:
         parts.append(f"[DOMAIN]: {domain.strip()}")

@@ -101,11 +101,10 @@ def random_answer(row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]], *, 
     """The ground truth of another function of ``row``'s category from ``pool``, picked from ``seed``,
     the row's id and the pool's ids (not their order); ValueError naming ``pool`` when there is none."""
     fid, category = row.get("function_id"), row.get("category")
-    others = [r for r in pool if r.get("category") == category and r.get("function_id") != fid]
-    if not others:
+    if not (others := [r for r in pool if r.get("category") == category and r.get("function_id") != fid]):
         raise ValueError(f"pool: no function of category {category!r} other than {fid} to take a random answer from")
-    chosen = min(others, key=lambda r: hashlib.sha256(f"{seed}|{fid}|{r['function_id']}".encode()).hexdigest())
-    return oracle_answer(chosen)
+    return oracle_answer(
+        min(others, key=lambda r: hashlib.sha256(f"{seed}|{fid}|{r['function_id']}".encode()).hexdigest()))
 
 
 def constant_answer(row: Mapping[str, Any]) -> Answer:
@@ -137,10 +136,9 @@ def reference_answer(
             "name: 'observed' answers after calling the function; its turns come from "
             "findbench.interpret.floors.observed_turns"
         )
-    if name == "random":
-        return random_answer(row, pool, seed=seed)
     # attribution's component map: whitebox.reference_components
-    answers = {"oracle": oracle_answer, "constant": constant_answer, "empty": empty_answer, "attribution": empty_answer}
+    answers = {"oracle": oracle_answer, "random": lambda r: random_answer(r, pool, seed=seed),
+               "constant": constant_answer, "empty": empty_answer, "attribution": empty_answer}
     if name not in answers:
         raise ValueError(f"name must be one of {REFERENCE_INTERPRETERS}, got {name!r}")
     return answers[name](row)

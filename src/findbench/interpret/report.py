@@ -9,6 +9,7 @@ programs run again in :mod:`findbench.sandbox`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -100,14 +101,13 @@ def numeric_curves(
     grids = [np.linspace(*_row_domain(row), points).tolist() for row in rows]
     coded = [i for i, code in enumerate(codes) if code is not None and str(code).strip()]
     programs = [str(row.get("code") or "") for row in rows] + [str(codes[i]) for i in coded]
-    entries = ["function"] * len(rows) + ["last_def"] * len(coded)
-    results = run_functions(programs, grids + [grids[i] for i in coded], entry=entries, seed=seed)
+    results = run_functions(programs, grids + [grids[i] for i in coded],
+                            entry=["function"] * len(rows) + ["last_def"] * len(coded), seed=seed)
     slot = {i: len(rows) + k for k, i in enumerate(coded)}
 
     curves = []
     for i, grid in enumerate(grids):
-        ref = results[i]
-        truth = [_as_float(v) for v in ref.values] if ref.status == "ok" else [math.nan] * len(grid)
+        truth = [_as_float(v) for v in results[i].values] if results[i].status == "ok" else [math.nan] * len(grid)
         res = results[slot[i]] if i in slot else None
         values, note = None, "no code given"
         if res is not None and res.status != "ok":
@@ -152,8 +152,7 @@ def call_points(calls: Sequence[Mapping[str, Any]] | None) -> list[tuple[float, 
 def _y_limits(curve: NumericCurve, points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
     """Limits that keep the ground truth and the calls in view; an interpretation far outside
     them runs off the plot rather than flattening the ground truth."""
-    base = [v for v in curve.truth if not math.isnan(v)] + [y for _, y in points]
-    if not base:
+    if not (base := [v for v in curve.truth if not math.isnan(v)] + [y for _, y in points]):
         return None
     lo, hi = min(base), max(base)
     span = hi - lo if hi > lo else max(abs(hi), 1.0)
@@ -189,8 +188,7 @@ def plot_numeric(
     lo, hi = _row_domain(row)
     shown = [(x, y) for x, y in points if lo <= x <= hi]  # calls outside the domain are only counted
     ax = (fig := Figure(figsize=(6.4, 4.0))).subplots()
-    interval = corrupted_interval(row)
-    if interval is not None:
+    if (interval := corrupted_interval(row)) is not None:
         a, b = interval
         label = "corrupted interval (ground truth)"
         if b > a:
@@ -198,22 +196,16 @@ def plot_numeric(
         else:
             ax.axvline(a, color="#d62728", alpha=0.5, label=label)
     ax.plot(curve.x, curve.truth, color="black", linewidth=1.6, label="ground truth")
-    label = ("interpretation (code)" + (f": {curve.note}" if curve.note else "") if curve.interpretation is not None
-             else f"interpretation not drawn: {curve.note or 'no code'}; ground truth only")
     ax.plot(
         curve.x if curve.interpretation is not None else [],
         curve.interpretation or [],
         color="#1f77b4",
         linewidth=1.4,
         linestyle="--",
-        label=label,
+        label=("interpretation (code)" + (f": {curve.note}" if curve.note else "") if curve.interpretation is not None
+               else f"interpretation not drawn: {curve.note or 'no code'}; ground truth only"),
     )
     outside = len(points) - len(shown)
-    label = (
-        (f"agent's calls ({len(shown)})" + (f", {outside} outside the domain not shown" if outside else ""))
-        if points
-        else "agent's calls: none"
-    )
     ax.scatter(
         [x for x, _ in shown],
         [y for _, y in shown],
@@ -222,11 +214,11 @@ def plot_numeric(
         edgecolors="black",
         linewidths=0.4,
         zorder=3,
-        label=label,
+        label=((f"agent's calls ({len(shown)})" + (f", {outside} outside the domain not shown" if outside else ""))
+               if points else "agent's calls: none"),
     )
     ax.set(xlim=(lo, hi), xlabel="x", ylabel="f(x)")
-    limits = _y_limits(curve, shown)
-    if limits is not None:
+    if (limits := _y_limits(curve, shown)) is not None:
         ax.set_ylim(*limits)
     ax.set_title(title or str(row.get("function_id", "")), fontsize=10)
     ax.grid(alpha=0.3)
@@ -257,10 +249,9 @@ def plot_category(category: str, scores: Scores, path: str | os.PathLike, *, int
     ax = (fig := Figure(figsize=(2.8 + 1.9 * len(index), 3.6))).subplots()
     for s, (name, values, color) in enumerate(series):
         is_run = s == len(series) - 1
-        xs = [g + (s - (len(series) - 1) / 2) * width for g in range(len(index))]
         yerr = run_yerr if is_run else None
         bars = ax.bar(
-            xs,
+            [g + (s - (len(series) - 1) / 2) * width for g in range(len(index))],
             [v or 0.0 for v in values],
             width,
             color=color,
@@ -286,10 +277,8 @@ def plot_category(category: str, scores: Scores, path: str | os.PathLike, *, int
                 fontsize=7,
                 rotation=90 if value is None else 0,
             )
-    ax.set_xticks(range(len(index)))
+    ax.set(xticks=range(len(index)), ylim=(0, 1.22), ylabel="success rate")
     ax.set_xticklabels([TABLE2_COLUMNS[i].header for i in index], fontsize=8)
-    ax.set_ylim(0, 1.22)
-    ax.set_ylabel("success rate")
     ax.set_title(f"{category}: this run beside FIND Table 2", fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return _save(fig, path)
@@ -300,10 +289,8 @@ def _score_line(scored: Mapping[str, str] | None) -> str:
     for metric in _SCORE_COLUMNS:
         value = ((scored or {}).get(metric) or "").strip()
         if value:
-            try:
+            with contextlib.suppress(ValueError):  # text stays as it is
                 value = "inf" if math.isinf(float(value)) else f"{float(value):.3g}"
-            except ValueError:
-                pass
             parts.append(f"{metric} {value}")
     return ", ".join(parts)
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from findbench.judge import judge_mode_of, load_judge
 from findbench.judge.scoring import unwrap_lm
+from findbench.lm.inspect_lm import endpoint, is_findbench_model, served_at
 
 #: The name of the judge's model role.
 JUDGE_ROLE = "judge"
@@ -63,8 +64,6 @@ def check_role_judge(model: Any) -> None:
     """Fail before any episode runs when the ``judge`` role names a model :func:`role_judge` cannot
     read: a registered findbench judge not available (:func:`check_judge`) or a provider that is no
     OpenAI-compatible server (ValueError naming the role)."""
-    from findbench.lm.inspect_lm import is_findbench_model, served_at
-
     if is_findbench_model(model):
         check_judge(model.api.spec, option=f"--model-role {JUDGE_ROLE}={model}")
     elif served_at(model) is None and not hasattr(model.api, "adapter"):  # a vllm/… model finds its URL later
@@ -89,7 +88,6 @@ async def role_judge(model: Any, *, judge_mode: str | None = None, judge_cache: 
     """The findbench LM and scoring mode of a judge given as an Inspect model (a role, or
     :func:`judge_model_of`); ValueError naming the role for a model whose log-probabilities findbench
     cannot read."""
-    from findbench.lm.inspect_lm import endpoint, is_findbench_model
     from findbench.lm.openai_lm import OpenAILM
 
     api = model.api
@@ -98,8 +96,7 @@ async def role_judge(model: Any, *, judge_mode: str | None = None, judge_cache: 
         inner = unwrap_lm(lm)
         served = inner.model if isinstance(inner, OpenAILM) else None
         return lm, judge_mode or judge_mode_of(api.base_url or api.model_name, judge_model=served)
-    served = await endpoint(model)
-    if served is None:
+    if (served := await endpoint(model)) is None:
         raise ValueError(_unreadable(model))
     url, name = served
     return load_judge(url, judge_model=name, cache=judge_cache), judge_mode or judge_mode_of(url, judge_model=name)

@@ -73,8 +73,7 @@ def _run_info(out: Path, info: dict[str, Any]) -> dict[str, Any] | None:
     if not path.is_file():
         return info
     old = json.loads(path.read_text(encoding="utf-8"))
-    diff = [k for k in [*(f.name for f in fields(AgentConfig)), *_RUN_SETTINGS] if old.get(k) != info.get(k)]
-    if diff:
+    if diff := [k for k in [*(f.name for f in fields(AgentConfig)), *_RUN_SETTINGS] if old.get(k) != info.get(k)]:
         raise UsageError(f"out: {out} holds a run with other settings: "
                          + ", ".join(f"{k}={old.get(k)!r} (now {info.get(k)!r})" for k in diff)
                          + "; give a new folder to start another run")
@@ -339,23 +338,19 @@ def summarize_run(out: str | os.PathLike) -> list[dict[str, Any]]:
     "mean_rounds", "calls", "malformed_commands", "dropped_commands", "truncated_messages"}`` (the
     last two: over the per-turn caps)."""
     found = read_run_logs(out, read_run_info(out)).episodes
-    summary = []
-    for category in CONFIGS:
-        for method in METHODS:
-            records = [e.record for (m, f), e in sorted(found.items())
-                       if m == method and f.startswith(f"{category}/") and e.record is not None]
-            if not records:
-                continue
-            summary.append(
-                {
-                    "category": category,
-                    "method": method,
-                    "episodes": len(records),
-                    "answered": sum(r["answer"] is not None for r in records),
-                    "mean_rounds": sum(r["rounds"] for r in records) / len(records),
-                    "calls": sum(len(r["calls"]) for r in records),
-                    **{k: sum(r[k] for r in records)
-                       for k in ("malformed_commands", "dropped_commands", "truncated_messages")},
-                }
-            )
-    return summary
+    groups = {(category, method): [e.record for (m, f), e in sorted(found.items())
+                                   if m == method and f.startswith(f"{category}/") and e.record is not None]
+              for category in CONFIGS for method in METHODS}
+    return [
+        {
+            "category": category,
+            "method": method,
+            "episodes": len(records),
+            "answered": sum(r["answer"] is not None for r in records),
+            "mean_rounds": sum(r["rounds"] for r in records) / len(records),
+            "calls": sum(len(r["calls"]) for r in records),
+            **{k: sum(r[k] for r in records) for k in ("malformed_commands", "dropped_commands", "truncated_messages")},
+        }
+        for (category, method), records in groups.items()
+        if records
+    ]

@@ -168,10 +168,9 @@ def _from_logs(
     for (m, function_id), found in logs.episodes.items():
         if method is not None and m != method:
             continue
-        category = function_id.split("/", 1)[0]
         rec: dict[str, Any] = {
             "function_id": function_id,
-            "category": category,
+            "category": function_id.split("/", 1)[0],
             "method": m,
             "damage": found.damage,
             "episode": found.record,
@@ -201,8 +200,7 @@ def _from_logs(
         for rec in exported
         if (rec["method"], rec["function_id"]) not in held
     ]
-    order = {c: i for i, c in enumerate(CONFIGS)}
-    records.sort(key=lambda r: (order[r["category"]], METHODS.index(r["method"]), r["function_id"]))
+    records.sort(key=lambda r: (CONFIGS.index(r["category"]), METHODS.index(r["method"]), r["function_id"]))
     return records, logs.problems
 
 
@@ -237,9 +235,7 @@ def read_scored_run(
     layout, records, problems = _scan(run_path, method, exclude)
     info = read_run_info(run_path)
     unrecorded = [r for r in records if r.get("unrecorded")]
-    records = [r for r in records if not r.get("unrecorded")]
-    for rec in records:
-        rec.setdefault("episode", None)  # FIND's layout: the parts only
+    records = [{"episode": None, **r} for r in records if not r.get("unrecorded")]  # FIND's layout: the parts only
     verified, truth = attach_truth(records, info, data, run_path)
     unscorable = [r for r in records if r["row"] is None]
     for rec in unscorable:

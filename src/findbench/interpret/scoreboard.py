@@ -31,12 +31,8 @@ TABLE2_COLUMNS: tuple[Column, ...] = (
     Column("numeric", "aia", "nmse_success", "numeric code (NMSE<0.1)"),
     Column("strings", "aia", "exact_match", "strings code (exact match)"),
     Column("strings", "aia", "unit_test_accuracy", "strings unit test"),
-    Column("neurons_entities", "aia", "unit_test_accuracy", "entities AIA"),
-    Column("neurons_entities", "milan", "unit_test_accuracy", "entities MILAN"),
-    Column("neurons_entities", "aia+milan", "unit_test_accuracy", "entities AIA+MILAN"),
-    Column("neurons_relations", "aia", "unit_test_accuracy", "relations AIA"),
-    Column("neurons_relations", "milan", "unit_test_accuracy", "relations MILAN"),
-    Column("neurons_relations", "aia+milan", "unit_test_accuracy", "relations AIA+MILAN"),
+    *(Column(f"neurons_{kind}", method, "unit_test_accuracy", f"{kind} {method.upper()}")
+      for kind in ("entities", "relations") for method in ("aia", "milan", "aia+milan")),
     Column("rasp", "aia", "exact_match", "rasp code (exact match)"),
     Column("rasp", "aia", "position_accuracy", "rasp code (positions)"),
     Column("rasp", "aia", "unit_test_accuracy", "rasp unit test"),
@@ -68,11 +64,9 @@ _FLOOR = "constant"
 def table2_summaries(scores: Scores, variant: str = "") -> list[Estimate | None]:
     """Per column of :data:`TABLE2_COLUMNS`, the run's estimate, or None where it has no finite mean.
     ``variant`` (one of :data:`VARIANTS`) reads another aggregate of each cell than the column's metric."""
-    out: list[Estimate | None] = []
-    for col in TABLE2_COLUMNS:
-        name = VARIANTS[variant][1](col.metric) if variant else col.metric
-        out.append(_finite(scores.estimate(col.category, col.method, name)) if name else None)
-    return out
+    names = [VARIANTS[variant][1](col.metric) if variant else col.metric for col in TABLE2_COLUMNS]
+    return [_finite(scores.estimate(col.category, col.method, name)) if name else None
+            for col, name in zip(TABLE2_COLUMNS, names)]
 
 
 def _finite(est: Estimate | None) -> Estimate | None:
@@ -135,8 +129,7 @@ def table2_notes(
     the degenerate answers per category and method where there are any, the interval method and the
     small-n legend."""
     out = [*notes, *([VARIANTS_NOTE] if variant_rows("", scores) else [])]
-    degenerate = [f"{c}/{m}: {cell.n_degenerate}" for c, m, cell in scores if cell.n_degenerate]
-    if degenerate:
+    if degenerate := [f"{c}/{m}: {cell.n_degenerate}" for c, m, cell in scores if cell.n_degenerate]:
         out.append("Degenerate answers (empty, the prompt's placeholder, or identical across functions; still "
                    f"scored): {', '.join(degenerate)}.")
     out += _interval_notes(table2_summaries(scores))
@@ -183,8 +176,7 @@ def render_table(
     run = [f"**{_escape(interpreter)}** (this run)", *(c if c == _MISSING else f"**{c}**" for c in cells)]
     extra_rows = [[_escape(r[0]), *r[1:]] for r in variant_rows(interpreter, scores)]
     lines = ["# FIND Table 2", "", TABLE2_CAPTION, "", *_md_table([*paper, run, *extra_rows])]
-    extra = table2_notes(scores, counts, notes)
-    if extra:
+    if extra := table2_notes(scores, counts, notes):
         lines += [""] + [f"- {note}" for note in extra]
     return "\n".join(lines) + "\n"
 
@@ -193,8 +185,8 @@ def render_comparison(runs: Mapping[str, Scores], *, title: str = "FIND Table 2"
     """Markdown of Table 2 with the paper's rows and one row per run (``{name: scores}``); when ``floor``
     (default ``constant``) is a run, a second table gives each run's mean minus the floor's."""
     summaries = {name: table2_summaries(scores) for name, scores in runs.items()}
-    rows = [[f"{name} (paper)", *(_fmt(v) for v in values)] for name, values in PAPER_TABLE2.items()]
-    rows += [[f"**{_escape(name)}**", *(_format_cell(v) for v in cells)] for name, cells in summaries.items()]
+    rows = [*([f"{name} (paper)", *(_fmt(v) for v in values)] for name, values in PAPER_TABLE2.items()),
+            *([f"**{_escape(name)}**", *(_format_cell(v) for v in cells)] for name, cells in summaries.items())]
     lines = [f"### {title}", "", *_md_table(rows)]
     notes = [
         f"Paper rows: {PAPER_SOURCE}, on the whole benchmark (no interval reported). Success rates: numeric code "
@@ -219,7 +211,6 @@ def render_comparison(runs: Mapping[str, Scores], *, title: str = "FIND Table 2"
             ]
     others = [name for name in summaries if name != floor]
     if floor in summaries and others:
-        base = summaries[floor]
         lines += [
             "",
             f"#### Δ vs {floor}",
@@ -232,7 +223,7 @@ def render_comparison(runs: Mapping[str, Scores], *, title: str = "FIND Table 2"
                     f"**{_escape(name)}**",
                     *(
                         _MISSING if a is None or b is None else f"{a.mean - b.mean:+.2f}"
-                        for a, b in zip(summaries[name], base)
+                        for a, b in zip(summaries[name], summaries[floor])
                     ),
                 ]
                 for name in others

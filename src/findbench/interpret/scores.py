@@ -113,12 +113,10 @@ class _CellMethods:
         return getattr(self, name)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name in self.ESTIMATES:
-            est = getattr(self, name)
-            if est is not None:
-                out.update({name: est.mean, f"{name}_ci": None if est.ci is None else list(est.ci), f"{name}_n": est.n})
-        return out | {"n_degenerate": self.n_degenerate, "unverified": self.unverified}  # type: ignore[attr-defined]
+        flat = {key: value for name in self.ESTIMATES if (est := getattr(self, name)) is not None
+                for key, value in {name: est.mean, f"{name}_ci": None if est.ci is None else list(est.ci),
+                                   f"{name}_n": est.n}.items()}
+        return flat | {"n_degenerate": self.n_degenerate, "unverified": self.unverified}  # type: ignore[attr-defined]
 
     @classmethod
     def _of(cls, flat: dict[str, Any]) -> Any:
@@ -159,14 +157,14 @@ def _cell_form() -> Any:
     """The JSON form of a :class:`Cell`: each aggregate flat (its mean, ``_ci`` and ``_n``), then the counts."""
     docs = {f.name: f.metadata[_D] for f in dataclasses.fields(Cell)}
     keys: dict[str, Any] = {
-        key: NotRequired[Annotated[kind, Field(description=doc)]]
-        for name in Cell.ESTIMATES
-        for key, kind, doc in ((name, float | None, f"{docs[name]} (the mean)"),
-                               (f"{name}_ci", tuple[float, float] | None, _CI_DOC),
-                               (f"{name}_n", NonNegativeInt, "the functions averaged"))
+        **{key: NotRequired[Annotated[kind, Field(description=doc)]]
+           for name in Cell.ESTIMATES
+           for key, kind, doc in ((name, float | None, f"{docs[name]} (the mean)"),
+                                  (f"{name}_ci", tuple[float, float] | None, _CI_DOC),
+                                  (f"{name}_n", NonNegativeInt, "the functions averaged"))},
+        **{name: Annotated[kind, Field(description=docs[name])]
+           for name, kind in (("n_degenerate", NonNegativeInt), ("unverified", bool))},
     }
-    keys["n_degenerate"] = Annotated[NonNegativeInt, Field(description=docs["n_degenerate"])]
-    keys["unverified"] = Annotated[bool, Field(description=docs["unverified"])]
     return Annotated[
         json_form("Cell", keys, "One (category, method) cell of ``scores.json``: an estimate per aggregate of its "
                   "category.", json_schema_extra={"dependentRequired": {

@@ -239,17 +239,16 @@ async def run_episode(
         else:
             extra = None if grammar is None else {
                 "structured_outputs": structured_outputs_field(grammar([{"role": m.role} for m in agent.messages]))}
-            config = GenerateConfig(max_tokens=cfg.max_tokens, extra_body=extra)
-            output = await get_model().generate(agent.messages, tools, config=config)
+            output = await get_model().generate(
+                agent.messages, tools, config=GenerateConfig(max_tokens=cfg.max_tokens, extra_body=extra))
         turn.number += 1
-        message = output.message
         if not text:
             turn.outcomes, turn.answered = [], False
-            answer = await asyncio.to_thread(parse_answer, message.text)  # off the event loop: the agent's message
+            answer = await asyncio.to_thread(parse_answer, output.message.text)  # off the event loop: the agent's
             if answer is not None:
                 episode.answer, episode.stop_reason, turn.answered = answer, "answer", True
         agent.output = output
-        agent.messages.append(message)
+        agent.messages.append(output.message)
         return agent
 
     async def on_text(agent: AgentState) -> bool | str:

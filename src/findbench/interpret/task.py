@@ -94,8 +94,7 @@ def find_samples(cfg: InterpretConfig, method: str, rows: Sequence[dict] | None 
             check_method(method, c)
         except ValueError as exc:
             raise UsageError(f"--method: {exc}; drop {c!r} from --configs or run it with method 'aia'") from None
-    stray = sorted(f for f in cfg.functions or [] if parse_function_id(f)[0] not in config_list)
-    if stray:
+    if stray := sorted(f for f in cfg.functions or [] if parse_function_id(f)[0] not in config_list):
         raise UsageError(f"--functions: {stray} are not in --configs {config_list}")
 
     wanted = set(cfg.functions or [])
@@ -123,8 +122,7 @@ def find_samples(cfg: InterpretConfig, method: str, rows: Sequence[dict] | None 
                     metadata=metadata,
                 )
             )
-    missing = sorted(wanted - {str(s.id) for s in samples})
-    if missing:
+    if missing := sorted(wanted - {str(s.id) for s in samples}):
         where = "rows given" if rows is not None else (f"data folder {data}" if data is not None
                                                       else f"procedural data (seed {cfg.seed})")
         raise UsageError(f"--functions: {missing} are not in the {where}")
@@ -193,8 +191,7 @@ def find_interpret(
     present = {s.metadata["row"]["category"] for s in samples}
     judged = judge not in (None, "none") and bool(present - {"numeric"})
     if judged:
-        role = models.get(f"--model-role {JUDGE_ROLE}")
-        if role is not None:
+        if (role := models.get(f"--model-role {JUDGE_ROLE}")) is not None:
             check_role_judge(role)
         else:
             check_judge(judge)
@@ -213,5 +210,5 @@ def find_interpret(
             unit_test_accuracy(judge, judge_mode=judge_mode, judge_model=judge_model, judge_cache=judge_cache)
         )
     # a reference answers without a model: Inspect shows the run's model as none/<reference>
-    model = interpreter_model(cfg.reference) if cfg.reference else None
-    return interpret_task(samples, cfg.agent(), interpreter=cfg.reference, scorers=scorers, model=model)
+    return interpret_task(samples, cfg.agent(), interpreter=cfg.reference, scorers=scorers,
+                          model=interpreter_model(cfg.reference) if cfg.reference else None)

@@ -52,8 +52,7 @@ def _truth_source(
         return data, f"data folder `{data}` (--data)", True
     if info.get("source") == "rows":
         return None
-    recorded = info.get("data")
-    if recorded:
+    if recorded := info.get("data"):
         folder = Path(str(recorded)).resolve()
         if folder == run_path.resolve() or run_path.resolve() in folder.parents:
             raise UsageError(
@@ -77,8 +76,7 @@ def attach_truth(
     (``"row"`` None)."""
     from findbench.find.rows import load_rows
 
-    source = _truth_source(info, data, run_path)
-    if source is None:
+    if (source := _truth_source(info, data, run_path)) is None:
         for rec in records:
             row = (rec.get("episode") or {}).get("row")
             rec["row"] = row if isinstance(row, dict) else None
@@ -93,8 +91,7 @@ def attach_truth(
     for category in (c for c in CONFIGS if any(r["category"] == c for r in records)):
         by_id = {row["function_id"]: row for row in load_rows(category, seed=info.get("seed") or 0, data=folder)}
         for rec in (r for r in records if r["category"] == category):
-            truth = by_id.get(rec["function_id"])
-            if truth is None:
+            if (truth := by_id.get(rec["function_id"])) is None:
                 raise ValueError(
                     f"function_id: {rec['function_id']} ({rec['method']}) is not in the {category} rows of the "
                     f"{text} ({len(by_id)} functions)"

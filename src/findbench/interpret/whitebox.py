@@ -28,7 +28,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from findbench.find.rasp.circuit import NODE_ROLE_METRICS
+from findbench.find.rasp import circuit, truth
 from findbench.interpret.protocol import (
     CODE_TOOL,
     MAX_COMMANDS_PER_MESSAGE,
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 #: The weights each access condition opens.
 VARIANT = {"white": "aligned", "rotated": "rotated", "localized": "aligned"}
 #: ``find_circuit``'s metrics ``findbench evaluate`` reports for white-box rasp runs.
-CIRCUIT_METRICS = NODE_ROLE_METRICS
+CIRCUIT_METRICS = circuit.NODE_ROLE_METRICS
 #: At most this many entries of a ``[COMPONENTS]`` answer are read; ``code`` and ``reads`` are cut.
 MAX_ENTRIES, MAX_CODE_CHARS, MAX_READS = 200, 4000, 20
 _NAME = re.compile(r"blocks\.(\d{1,3})\.(?:attn\.head(\d{1,3})|mlp(?:\.unit(\d{1,5}))?)")
@@ -57,11 +57,10 @@ _DECODER = json.JSONDecoder()
 def matter(row: Mapping[str, Any]) -> list[str]:
     """The names of a rasp row's components that matter (``localized``), as the tools name them:
     computed from the row's ground truth here; only names and unit indices leave it."""
-    from findbench.find.rasp.circuit import parse_json_list
-
     return [f"blocks.{c['layer']}.attn.head{c['head']}" if c.get("head") is not None
             else f"blocks.{c['layer']}.mlp (units {', '.join(str(u) for u in c.get('units') or [])})"
-            for c in parse_json_list(row.get("components") or "[]", "components") if c.get("role") != "inactive"]
+            for c in circuit.parse_json_list(row.get("components") or "[]", "components")
+            if c.get("role") != "inactive"]
 
 
 def component_map(text: Any, all_units: Mapping[str, list[int]] | None = None) -> list[dict]:
@@ -69,8 +68,6 @@ def component_map(text: Any, all_units: Mapping[str, list[int]] | None = None) -
     most :data:`MAX_ENTRIES` entries; an entry without a component name the tools use or a role of
     the taxonomy is dropped; ``reads``, ``code`` and ``score`` kept only when well-formed and cut to
     size). ``blocks.{l}.mlp`` without ``units`` stands for ``all_units[hook]`` (the layer's units)."""
-    from findbench.find.rasp.truth import ROLES
-
     try:
         entries = json.loads(text) if isinstance(text, str) else None
     except (ValueError, RecursionError):
@@ -79,7 +76,7 @@ def component_map(text: Any, all_units: Mapping[str, list[int]] | None = None) -
     for e in entries[:MAX_ENTRIES] if isinstance(entries, list) else []:
         name = e.get("component") if isinstance(e, dict) else None
         m = _NAME.fullmatch(name) if isinstance(name, str) else None
-        if m is None or e.get("role") not in ROLES:
+        if m is None or e.get("role") not in truth.ROLES:
             continue
         layer, head, unit = m.groups()
         if head is not None:
@@ -120,7 +117,7 @@ def reference_components(name: str, row: Mapping[str, Any], access: str) -> str:
     """``[COMPONENTS]`` of a reference interpreter on a rasp ``row`` under white-box ``access``:
     ``oracle`` the row's truth (in the variant's unit order, with each component's code),
     ``attribution`` :func:`findbench.find.rasp.attribution.predict` on the variant's weights."""
-    from findbench.find.rasp import attribution, circuit, truth
+    from findbench.find.rasp import attribution
 
     variant = VARIANT[access]
     if name == "attribution":
@@ -140,8 +137,6 @@ def circuit_scores(episode: Any, row: Mapping[str, Any], seed: int = 0, *,
     given the row's majority role, or marked as mattering: :data:`~findbench.find.rasp.circuit.FLOORS`),
     and ``<metric>_margin``, the metric minus that floor (None where a metric is undefined; neither
     without ``floor``); None off rasp or under ``black`` access."""
-    from findbench.find.rasp import circuit, truth
-
     access = episode.get("access") if isinstance(episode, dict) else None
     if row.get("category") != "rasp" or not isinstance(access, str) or access not in VARIANT:
         return None
@@ -177,7 +172,6 @@ def tool_floor(episode: Mapping[str, Any], row: Mapping[str, Any], components: l
     never intervened on are left out. The calls (the first :data:`~findbench.find.rasp.tools.BUDGET`
     recorded) are replayed on the variant's weights in their order (seeded as the episode's tools, so
     resample ablations draw the same donors): the log's arguments are read, its replies never are."""
-    from findbench.find.rasp.circuit import floor_predictions
     from findbench.find.rasp.tools import BUDGET, RaspTools
 
     calls = [c for c in (episode.get("tool_calls") or [])[:BUDGET]
@@ -191,7 +185,7 @@ def tool_floor(episode: Mapping[str, Any], row: Mapping[str, Any], components: l
         except (ValueError, TypeError, RecursionError):  # cut, edited or refused: it showed nothing
             continue
         effects.setdefault(args["component"], []).append(bool(reply["changed_positions"]))
-    role = floor_predictions(components, "majority_role")[0]["role"] if components else "map"
+    role = circuit.floor_predictions(components, "majority_role")[0]["role"] if components else "map"
     return json.dumps([{"component": name, "role": role if any(seen) else "inactive", "score": sum(seen) / len(seen)}
                        for name, seen in effects.items()])
 
@@ -206,8 +200,7 @@ def tool_commands(text: str) -> list[tuple[str, Any]]:
             continue
         try:
             args, end = _DECODER.raw_decode(text, m.end())
-            close = re.match(r"\s*\)", text[end:])
-            if close is None:
+            if (close := re.match(r"\s*\)", text[end:])) is None:
                 raise ValueError("close the call with ')' after its JSON arguments")
             end += close.end()
         except (ValueError, RecursionError) as exc:
@@ -344,8 +337,6 @@ class WhiteBox:
     def prompt(self, protocol: str) -> str:
         """The paragraph added to the task message: the architecture, the tools, how to call them,
         and (``localized``) the components that matter."""
-        from findbench.find.rasp.truth import ROLES
-
         arch = self.tools.architecture()
         vocab = arch["vocab"][:2]
         lines = [
@@ -363,7 +354,7 @@ class WhiteBox:
             f"a program is one JSON string: TOOL(python, {json.dumps({'code': f'print(run({vocab}))'})}).",
             "Answer with a third part after [CODE]: [COMPONENTS]: a JSON list in a ```json code block, one object per "
             "component: {\"component\": a component name (blocks.{l}.mlp may add \"units\": [unit indices]), "
-            f"\"role\": one of {', '.join(ROLES)}, optionally \"reads\": what it reads (tokens, indices), "
+            f"\"role\": one of {', '.join(truth.ROLES)}, optionally \"reads\": what it reads (tokens, indices), "
             "\"score\": how much it matters (0 to 1), \"code\": a `def f(tokens):` computing its value at each "
             "position}.",
         ]

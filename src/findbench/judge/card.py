@@ -13,6 +13,7 @@ given: FIND's Table A3 is the rungs ``true`` and ``other`` with a baseline. The 
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -68,10 +69,9 @@ class _MeteredLM:
         self.inner = lm
         self.name = getattr(lm, "name", type(lm).__name__)
         base = unwrap_lm(lm)
-        tokenizer, render = getattr(base, "tokenizer", None), getattr(base, "render", None)
-        self.exact = callable(tokenizer) and callable(render)
-        self._tokenizer, self._render = tokenizer, render
-        self._memo: dict[str, int] = {}
+        self._tokenizer, self._render = getattr(base, "tokenizer", None), getattr(base, "render", None)
+        self.exact = callable(self._tokenizer) and callable(self._render)
+        self._count = functools.cache(self._tokens)  # each distinct text tokenized once
         self.tokens = self.requests = 0
 
     def __getattr__(self, name: str) -> Any:  # supports_constraints, in_process, hits, ...
@@ -79,11 +79,9 @@ class _MeteredLM:
             raise AttributeError(name)
         return getattr(self.inner, name)
 
-    def _count(self, text: str) -> int:
-        if text not in self._memo:
-            self._memo[text] = (len(self._tokenizer(text, add_special_tokens=False)["input_ids"]) if self.exact
-                                else max(1, math.ceil(len(text) / 4)))
-        return self._memo[text]
+    def _tokens(self, text: str) -> int:
+        return (len(self._tokenizer(text, add_special_tokens=False)["input_ids"]) if self.exact
+                else max(1, math.ceil(len(text) / 4)))
 
     def _prompts(self, conversations: Sequence[Sequence[Mapping[str, str]]], prefix: str = "") -> int:
         """Tokens of the prompts of one call; consecutive repeats count once, as the backends run them once."""

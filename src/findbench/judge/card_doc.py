@@ -19,6 +19,7 @@ from findbench._checks import one_of
 from findbench._typed import JsonDoc, document, omit_none
 from findbench.judge.config import ALL_RUNGS, RUNGS
 from findbench.models import JudgeIdentity
+from findbench.stats import INTERVAL_NOTE, SMALL_N_LEGEND, format_ci
 
 #: The files of a card folder.
 CARD_FILES = ("README.md", "judge_card.json", "judge_card.png")
@@ -242,8 +243,7 @@ class JudgeCard(_Tables):
 
     def measurements(self) -> list[tuple[str, _Tables]]:
         """``(label, tables)`` of the baselines (``before``) and the judge (``after`` beside a baseline)."""
-        own = ("after" if self.baseline else "judge", self)
-        return [(m.label, m) for m in self.baseline or ()] + [own]
+        return [(m.label, m) for m in self.baseline or ()] + [("after" if self.baseline else "judge", self)]
 
 
 def read_card(path: str | os.PathLike) -> JudgeCard:
@@ -258,8 +258,6 @@ def read_card(path: str | os.PathLike) -> JudgeCard:
 
 
 def _cell(summary: Any, key: str = "mean") -> str:
-    from findbench.stats import format_ci
-
     return format_ci(getattr(summary, key), summary.ci, summary.n)
 
 
@@ -295,12 +293,9 @@ def format_comparison(card: JudgeCard, *, tests: str) -> str:
     lines = [
         "| category | rung | " + " | ".join(label for label, _ in measured) + " |",
         "|---|---|" + "---:|" * len(measured),
+        *(f"| {_SHORT.get(cat, cat)} | {rung} | " + " | ".join(_cell(t[cat][rung]) for _, t in measured) + " |"
+          for cat in first if cat != "all" for rung in first[cat]),
     ]
-    for cat in [c for c in first if c != "all"]:
-        for rung in first[cat]:
-            lines.append(
-                f"| {_SHORT.get(cat, cat)} | {rung} | " + " | ".join(_cell(t[cat][rung]) for _, t in measured) + " |"
-            )
     return "\n".join(lines)
 
 
@@ -313,18 +308,15 @@ def _fmt(value: float | None, digits: int = 1) -> str:
 
 def _command(card: JudgeCard) -> str:
     s, k = card.settings, card.settings.functions_per_category
-    command = (
+    return "".join([
         f"findbench judge-card --judge {card.spec} --judge-mode {card.mode} --categories {','.join(s.categories)} "
-        f"--functions-per-category {'all' if k is None else k} --seed {s.seed}"
-        + ("" if (s.tests or "find") == "find" else f" --tests {s.tests}")
-    )
-    if s.rungs is not None:
-        command += f" --rungs {','.join(s.rungs)}"
-    if card.baseline:
-        command += f" --baseline {card.baseline[0].spec}"
-        if s.baseline_mode is not None:
-            command += f" --baseline-mode {','.join(s.baseline_mode)}"
-    return command + " --out DIR"
+        f"--functions-per-category {'all' if k is None else k} --seed {s.seed}",
+        "" if (s.tests or "find") == "find" else f" --tests {s.tests}",
+        "" if s.rungs is None else f" --rungs {','.join(s.rungs)}",
+        f" --baseline {card.baseline[0].spec}" if card.baseline else "",
+        f" --baseline-mode {','.join(s.baseline_mode)}" if card.baseline and s.baseline_mode is not None else "",
+        " --out DIR",
+    ])
 
 
 def _cache_note(cost: Cost) -> str:
@@ -355,7 +347,6 @@ def _readme(card: JudgeCard) -> str:
     import jinja2
 
     from findbench.resources import card_template
-    from findbench.stats import INTERVAL_NOTE, SMALL_N_LEGEND
 
     s, cost, k = card.settings, card.cost, card.settings.functions_per_category
     ladder = [r for r in RUNGS if r in card.rungs]
@@ -434,8 +425,8 @@ def _plot(card: JudgeCard, path: Path) -> None:
     ax.axhline(1 / 3, color="grey", linestyle=":", linewidth=1, label="chance (1/3)")
     ax.set(xticks=range(len(cols)), xticklabels=[_SHORT.get(c, c) for c in cols], ylim=(0, 1.05),
            ylabel="unit-test accuracy (95% CI)")
-    where = " (near-miss tests)" if tests == "near" else ""
-    ax.set_title(f"{card.spec} ({card.mode}): accuracy per description{where}", fontsize=10)
+    ax.set_title(f"{card.spec} ({card.mode}): accuracy per description"
+                 + (" (near-miss tests)" if tests == "near" else ""), fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -447,7 +438,6 @@ def write_card(card: JudgeCard, out: str | os.PathLike) -> list[str]:
 
     with atomic_dir(out) as tmp:
         (tmp / CARD_FILES[0]).write_text(_readme(card), encoding="utf-8")
-        text = json.dumps(card.to_json(), indent=1, allow_nan=True)
-        (tmp / CARD_FILES[1]).write_text(text + "\n", encoding="utf-8")
+        (tmp / CARD_FILES[1]).write_text(json.dumps(card.to_json(), indent=1, allow_nan=True) + "\n", encoding="utf-8")
         _plot(card, tmp / CARD_FILES[2])
     return [str(Path(out) / f) for f in CARD_FILES]

@@ -22,7 +22,6 @@ import json
 import logging
 import os
 import random
-from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,15 +33,20 @@ from findbench.constants import CONSTANT_DESCRIPTIONS, UsageError
 from findbench.find import load_function, load_rows
 from findbench.find.rows import generator_fingerprint
 from findbench.find.strings import describe, make_function, near_miss_steps, validate_params
-from findbench.judge.config import JudgeCardConfig, JudgeDataConfig
-from findbench.judge.scoring import judge_category, normalize_unit_test, render_judge_prompt, render_judge_target
+from findbench.judge.config import JudgeCardConfig, JudgeDataConfig, _fraction
+from findbench.judge.scoring import (
+    N_OPTIONS,
+    judge_category,
+    normalize_unit_test,
+    render_judge_prompt,
+    render_judge_target,
+)
 
 log = logging.getLogger(__name__)
 
 #: Bumped when the rows change for the same arguments.
 DATA_VERSION = "3"
 SPLIT_FILE = "function_splits.json"
-_N_OPTIONS = 3
 #: The descriptions that must lose to the truth on a training row (column ``negatives``): a near miss's
 #: own description (for strings, of the near misses that give the test's wrong outputs), the function's
 #: observed pairs on other inputs with no rule, the truth hedged among 1, 2 or 4 other functions'
@@ -69,8 +73,7 @@ def split_functions(
     """``function_id -> "train" | "heldout" | "excluded"`` for one category's rows: a seeded
     ``heldout_fraction`` of the groups is held out, at least one group on each side."""
     integer("seed", seed)
-    if not isinstance(heldout_fraction, (int, float)) or not 0.0 < heldout_fraction < 1.0:
-        raise ValueError(f"heldout_fraction must be in (0, 1), got {heldout_fraction!r}")
+    _fraction("heldout_fraction", heldout_fraction)
     if not rows:
         raise ValueError("rows is empty")
     ids = [r["function_id"] for r in rows]
@@ -157,12 +160,11 @@ class _Losers:
             ok = [(g, d) for g, d in self.misses[i] if _gives(g, x) not in (None, y)]
             near = [d for a, b in wrong for g, d in ok if _gives(g, a) == b][:_NEAR_PER_TEST]
             near += [d for _, d in ok if d not in near][: _NEAR_PER_TEST - len(near)]
-        truth, seen, out = str(self.rows[i]["description"]).strip(), set(), []
+        truth, first_kind = str(self.rows[i]["description"]).strip(), {}
         for kind, text in [("near_miss", d) for d in near] + self.fixed[i]:
-            if text.strip() and text.strip() != truth and text not in seen:
-                seen.add(text)
-                out.append({"kind": kind, "description": text})
-        return out
+            first_kind.setdefault(text, kind)
+        return [{"kind": kind, "description": text} for text, kind in first_kind.items()
+                if text.strip() and text.strip() != truth]
 
 
 def _gives(fn: Callable[[str], Any], x: str) -> str | None:
@@ -214,7 +216,7 @@ def _draw_rows(rows: Sequence[Mapping[str, Any]], n: int, split: str, rng: rando
     groups = [set(_groups(r)) for r in rows]
     checks = [_consistency_check(r) for r in rows]
     # balanced correct positions; the function order cycles through every function
-    positions = [1 + (i % _N_OPTIONS) for i in range(n)]
+    positions = [1 + (i % N_OPTIONS) for i in range(n)]
     rng.shuffle(positions)
     out = []
     for pos, i in zip(positions, _cycle(range(len(rows)), n, rng)):
@@ -223,7 +225,7 @@ def _draw_rows(rows: Sequence[Mapping[str, Any]], n: int, split: str, rng: rando
         if not others:
             raise ValueError(f"{category}/{split}: no function to draw distractors from for {rows[i]['function_id']}")
         chosen, tries = [correct], 0
-        while len(chosen) < _N_OPTIONS:
+        while len(chosen) < N_OPTIONS:
             tries += 1
             if tries > 200:
                 raise ValueError(f"{category}/{split}: cannot draw distinct distractors for {rows[i]['function_id']}")
@@ -263,15 +265,13 @@ def extra_string_rows(n: int, rows: Sequence[Mapping[str, Any]], *, function_see
     """``n`` strings functions from the generator's next seeds (``function_seed + 1``, ...), renamed
     ``strings/seed<s>-fNNNNN``, none with the code or description of ``rows`` (the evaluation rows)."""
     out: list[dict] = []
-    seed = function_seed
-    while len(out) < n:
-        seed += 1
-        if seed > function_seed + 50:
-            raise ValueError(f"extra_string_functions: fewer than {n} new functions in 50 generator seeds")
+    for seed in range(function_seed + 1, function_seed + 51):
         fresh = [{**r, "function_id": f"strings/seed{seed}-{r['function_id'].split('/')[-1]}"}
                  for r in load_rows("strings", seed=seed)]
         out.extend(_apart(fresh, [*rows, *out], "strings")[: n - len(out)])
-    return out
+        if len(out) >= n:
+            return out
+    raise ValueError(f"extra_string_functions: fewer than {n} new functions in 50 generator seeds")
 
 
 def _shares(n: int, k: int) -> list[int]:
@@ -294,7 +294,7 @@ def build_judge_rows(
     the card ladder's, for entity and relation near misses). ``extra_rows`` (per category) are more
     training functions, none of them split: one whose id, code or description is a split row's is left out.
     """
-    n, seed, heldout_fraction, negatives = cfg.n, cfg.seed, cfg.heldout_fraction, cfg.negatives
+    n, seed = cfg.n, cfg.seed
     n_near = n // 2 if cfg.n_near is None else cfg.n_near
     n_heldout = n // 10 if cfg.n_heldout is None else cfg.n_heldout
     if not isinstance(rows_by_category, Mapping) or not rows_by_category:
@@ -316,12 +316,10 @@ def build_judge_rows(
                 raise ValueError(f"rows_by_category[{key!r}][{i}] has no ground-truth 'description'")
             if not r.get("unit_tests"):
                 raise ValueError(f"rows_by_category[{key!r}][{i}] has no 'unit_tests'")
-        cat_split = split_functions(rows, seed=seed, heldout_fraction=heldout_fraction)
+        cat_split = split_functions(rows, seed=seed, heldout_fraction=cfg.heldout_fraction)
         splits.update(cat_split)
         rng = random.Random(f"{seed}:{cat}:rows")
-        by_split = defaultdict(list)
-        for r in rows:
-            by_split[cat_split[r["function_id"]]].append(r)
+        by_split = {s: [r for r in rows if cat_split[r["function_id"]] == s] for s in ("train", "heldout", "excluded")}
         extra = _apart(list((extra_rows or {}).get(key) or (extra_rows or {}).get(cat) or []), rows, cat)
         splits.update({r["function_id"]: "train" for r in extra})
         by_split["train"].extend(extra)
@@ -333,7 +331,7 @@ def build_judge_rows(
             len(by_split["heldout"]),
             len(by_split["excluded"]),
         )
-        losers = _Losers(by_split["train"], seed, encoder) if negatives and by_split["train"] else None
+        losers = _Losers(by_split["train"], seed, encoder) if cfg.negatives and by_split["train"] else None
         train.extend(_draw_rows(by_split["train"], n_c, "train", rng, losers))
         train.extend(_draw_near_rows(by_split["train"], near_c, "train", rng, losers))
         if h_c and len(by_split["heldout"]) >= 2:
@@ -392,9 +390,8 @@ def build_judge_data(cfg: JudgeDataConfig, *,
     """
     import datasets
 
-    if rows_by_category is None:
-        cats = map(judge_category, cfg.categories)
-        rows_by_category = {c: load_rows(c, seed=cfg.function_seed, data=cfg.data) for c in cats}
+    if rows_by_category is None:  # the config's categories are judge_category's names
+        rows_by_category = {c: load_rows(c, seed=cfg.function_seed, data=cfg.data) for c in cfg.categories}
     extra = {}
     if cfg.extra_string_functions:
         strings = [rows for key, rows in rows_by_category.items() if judge_category(key) == "strings"]
@@ -460,8 +457,7 @@ def build_judge_data(cfg: JudgeDataConfig, *,
 def default_data_dir(*, n: int, seed: int) -> Path:
     """The cached judge data folder for ``(n, seed)`` from the procedural functions, built on first
     use; its name carries the generators' fingerprint, so stale data is never reused."""
-    root = cache_dir("evaluator-data")
-    path = root / f"n{n}-seed{seed}-v{DATA_VERSION}-{generator_fingerprint()}"
+    path = cache_dir("evaluator-data") / f"n{n}-seed{seed}-v{DATA_VERSION}-{generator_fingerprint()}"
     with cache_lock(path, f"building the judge data (n={n}, seed {seed})"):
         if not (path / SPLIT_FILE).is_file():
             build_judge_data(JudgeDataConfig(out=str(path), n=n, seed=seed))
@@ -487,12 +483,11 @@ def load_judge_data(path: str | os.PathLike) -> Any:
     )
 
 
-def heldout_rows(cfg: JudgeCardConfig, category: str, rows: Sequence[dict] | None = None) -> list[dict]:
-    """The held-out functions of ``category`` with a description and unit tests: of the rows (``rows``
-    if loaded, else those of ``cfg.data`` / ``cfg.function_seed``), those the judge-data split holds out
+def heldout_rows(cfg: JudgeCardConfig, category: str, rows: Sequence[dict]) -> list[dict]:
+    """The held-out functions of ``category`` with a description and unit tests: of its ``rows`` (those
+    of ``cfg.data`` / ``cfg.function_seed``), those the judge-data split holds out
     (``cfg.evaluator_data``'s recorded split, else :func:`split_functions` with ``cfg.data_seed`` and
     ``cfg.heldout_fraction``). ValueError when fewer than two are left."""
-    rows = load_rows(category, seed=cfg.function_seed, data=cfg.data) if rows is None else rows
     splits = (json.loads((Path(cfg.evaluator_data) / SPLIT_FILE).read_text())["functions"]
               if cfg.evaluator_data is not None
               else split_functions(rows, seed=cfg.data_seed, heldout_fraction=cfg.heldout_fraction))

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from findbench._checks import instance
 from findbench._guards import derangement
 from findbench.constants import CONSTANT_DESCRIPTIONS
 from findbench.find.strings import OPERATIONS, describe, make_function, validate_params
@@ -94,8 +95,7 @@ def _strings_near_miss(row: Mapping[str, Any], seed: int) -> tuple[str, str]:
     rng.shuffle(siblings)
     candidates += [(OPERATIONS[s], OPERATIONS[s].sample(rng), f"sibling operation {s}") for s in siblings]
     probes = [str(x) for x in row.get("test_inputs") or []]
-    truth = make_function(row)
-    expected = [truth(x) for x in probes]
+    expected = list(map(make_function(row), probes))
     fallback = None
     for new_spec, new_params, rule in candidates:
         new = [*steps[:k], (new_spec, new_params), *steps[k + 1 :]]
@@ -109,8 +109,7 @@ def _strings_near_miss(row: Mapping[str, Any], seed: int) -> tuple[str, str]:
             continue
         rule = f"step {k + 1}: {rule}" if len(steps) == 2 else rule
         fallback = fallback or (text, rule + " (same outputs on the test inputs)")
-        fn = make_function(params)
-        if [fn(x) for x in probes] != expected:
+        if list(map(make_function(params), probes)) != expected:
             return text, rule
     if fallback is None:  # pragma: no cover - every family has siblings
         raise ValueError(f"{row['function_id']}: no near-miss description found")
@@ -273,8 +272,7 @@ def _ladder(
 def wrong_descriptions(descriptions: Sequence[str], *, seed: int = 0) -> list[str]:
     """Each description replaced by another of the list (a seeded :func:`~findbench._guards.derangement`
     never keeping its own text): the ``other`` rung, FIND's "wrong" descriptions of Table A3."""
-    if isinstance(descriptions, str) or not isinstance(descriptions, Sequence):
-        raise TypeError(f"descriptions must be a list of strings, got {type(descriptions).__name__}")
+    instance("descriptions", descriptions, Sequence, "a list of strings", exclude=str)
     return [descriptions[j] for j in derangement(descriptions, random.Random(seed))]
 
 

@@ -27,10 +27,8 @@ from typing import Any
 
 from findbench._guards import examples_only, hedged, padded, stuffed, within
 from findbench.find.export import format_pairs
-from findbench.judge.scoring import judge_category
+from findbench.judge.scoring import _MIN_CHARS_PER_TOKEN, MAX_DESCRIPTION_TOKENS, judge_category
 
-#: The probe families, as ``findbench judge-card`` names them.
-PROBES = ("examples_only", "hedged", "stuffed", "padded", "master_key")
 #: How many other functions' descriptions a ``hedged`` rung adds to the truth.
 HEDGE_SIZES = (1, 2, 4)
 #: Texts that claim an answer or open a reasoning, whatever the function.
@@ -53,14 +51,12 @@ PROBE_DEFINITIONS = {
 }
 #: Observed pairs an ``examples_only`` description lists at most.
 N_OBSERVED = 12
-#: Characters a probe may take: the judge reads 512 tokens, and 2 characters a token is the
-#: cut without a tokenizer (findbench.judge.scoring), so no probe is ever truncated.
-_CAP_TOKENS = 512
-_CHARS_PER_TOKEN = 2
 
 
+# Characters a probe may take: the judge reads 512 tokens, and 2 characters a token is the cut
+# without a tokenizer (findbench.judge.scoring), so no probe is ever truncated.
 def _cap_chars(max_tokens: int | None) -> int:
-    return (_CAP_TOKENS if max_tokens is None else max_tokens) * _CHARS_PER_TOKEN
+    return (MAX_DESCRIPTION_TOKENS if max_tokens is None else max_tokens) * _MIN_CHARS_PER_TOKEN
 
 
 def _rng(seed: int, row: Mapping[str, Any], what: str) -> random.Random:
@@ -94,7 +90,7 @@ def observed_pairs(row: Mapping[str, Any], pool: Sequence[Mapping[str, Any]], *,
             members = [w for w in dict.fromkeys(words.get(c, [])) if w.strip().lower() not in shown]
             rng.shuffle(members)
             lists.append(members)
-        picked = [w for group in zip(*lists) for w in group] if len(lists) == 2 else (lists[0] if lists else [])
+        picked = [w for group in zip(*lists) for w in group]  # two concepts: their words in turn
         return [(w, None) for w in picked[:k]]
     if category == "strings":
         from findbench.find.strings import make_function

@@ -10,7 +10,6 @@ minus without one, :data:`NULL_DESCRIPTION`; the mode of ``embedded-evaluator``)
 from __future__ import annotations
 
 import inspect
-import itertools
 import json
 import logging
 import numbers
@@ -20,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from findbench._checks import integer, one_of, positive_int
+from findbench._checks import instance, integer, one_of, positive_int
 from findbench.constants import EMBEDDED_JUDGE_NAME, JUDGE_CATEGORIES, TRAINED_MARKER
 from findbench.find.unit_tests import N_OPTIONS
 from findbench.lm.base import Constraint, use_structured_outputs
@@ -100,8 +99,7 @@ _ANSWER = re.compile(r"\[ANSWER\]\s*:\s*(\d+)(?!\d)")
 def judge_category(category: str) -> str:
     """The config name of a judged category (``"entities"`` / ``"relations"`` accepted as aliases);
     ValueError for a category without unit tests."""
-    if not isinstance(category, str):
-        raise TypeError(f"category must be a str, got {type(category).__name__}")
+    instance("category", category, str, "a str")
     cat = _ALIASES.get(category, category)
     if cat not in (*JUDGE_CATEGORIES, RASP):  # rasp rows are judged too; the judge is not trained on them
         raise ValueError(
@@ -113,9 +111,7 @@ def judge_category(category: str) -> str:
 def clean_description(description: str, *, keep_full_description: bool = False) -> str:
     """The description the judge sees: cut before ``[DOMAIN]`` or ``[CODE]``, without a leading
     ``[DESCRIPTION]:`` label (``keep_full_description=True``: only stripped)."""
-    if not isinstance(description, str):
-        raise TypeError(f"description must be a str, got {type(description).__name__}")
-    text = description
+    text = instance("description", description, str, "a str")
     if not keep_full_description:
         cut = min((i for i in (text.find(m) for m in _CUT_MARKERS) if i >= 0), default=len(text))
         text = _LABEL.sub("", text[:cut])
@@ -177,8 +173,7 @@ def check_unit_test(unit_test: Any, category: str | None, *, where: str = "unit_
     given) and return its number of options; ValueError/TypeError naming the field."""
     if category is not None:
         category = judge_category(category)
-    if not isinstance(unit_test, Mapping):
-        raise TypeError(f"{where} must be a dict with inputs/outputs/correct, got {type(unit_test).__name__}")
+    instance(where, unit_test, Mapping, "a dict with inputs/outputs/correct")
     for key in ("inputs", "correct"):
         if key not in unit_test:
             raise ValueError(f"{where} is missing {key!r}")
@@ -210,8 +205,7 @@ def check_unit_test(unit_test: Any, category: str | None, *, where: str = "unit_
 def normalize_unit_test(unit_test: Mapping[str, Any]) -> dict:
     """A plain ``{"inputs": list, "outputs": list | None, "correct": int}`` copy of a triplet (e.g. read
     back from Arrow); a non-integer ``correct`` is kept for :func:`check_unit_test` to name."""
-    if not isinstance(unit_test, Mapping):
-        raise TypeError(f"unit_test must be a dict with inputs/outputs/correct, got {type(unit_test).__name__}")
+    instance("unit_test", unit_test, Mapping, "a dict with inputs/outputs/correct")
     outputs = unit_test.get("outputs")
     out = {
         "inputs": [str(x) for x in unit_test.get("inputs") or []],
@@ -228,10 +222,7 @@ def normalize_unit_test(unit_test: Mapping[str, Any]) -> dict:
 def check_unit_tests(unit_tests: Any, category: str, *, argument: str = "unit_tests") -> None:
     """Validate every function's list of triplets (raises naming the bad one)."""
     category = judge_category(category)
-    if isinstance(unit_tests, (str, Mapping)) or not isinstance(unit_tests, Sequence):
-        raise TypeError(
-            f"{argument} must be a list (one list of triplets per function), got {type(unit_tests).__name__}"
-        )
+    instance(argument, unit_tests, Sequence, "a list (one list of triplets per function)", exclude=(str, Mapping))
     for i, tests in enumerate(unit_tests):
         if isinstance(tests, (str, Mapping)) or not isinstance(tests, Sequence) or not tests:
             raise ValueError(f"{argument}[{i}] must be a non-empty list of unit-test triplets")
@@ -315,8 +306,7 @@ def judge_mode_of(judge: Any, default: str = "logprob", *, judge_model: str | No
 def parse_answer(text: str, n_options: int = 3) -> int | None:
     """The 1-based option of the one ``[ANSWER]: k`` in ``text`` (any spacing around the colon);
     None when there is none, several differing ones, or ``k`` outside ``1..n_options``."""
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    instance("text", text, str, "a str")
     found = {int(m) for m in _ANSWER.findall(text)}
     if len(found) != 1:
         return None
@@ -383,7 +373,7 @@ def judge_unit_tests(
             limit,
             truncated[:20],
         )
-    descriptions, keep_full_description = [text for text, _ in bounded], True
+    descriptions = [text for text, _ in bounded]  # cleaned: the prompts show them as they are
     empty = [i for i, d in enumerate(descriptions) if not d]
     if empty:
         log.info("judge: %d of %d descriptions are empty (scored 0, not judged)", len(empty), len(descriptions))
@@ -392,7 +382,6 @@ def judge_unit_tests(
     flat = [(i, k) for i in kept for k in range(len(unit_tests[i]))]  # (function, test) of the functions judged
     # pmi renders its own prompts (one per description, not per test)
     convs = [] if mode == "pmi" else [_judge_prompt(descriptions[i], unit_tests[i][k], category) for i, k in flat]
-    n_opts = [len(unit_tests[i][k]["inputs"]) for i, k in flat]
 
     option_scores: list[list[float] | None] = [None] * len(flat)  # logprob / pmi: the judge's score per option
     answers: list[str | None] = [None] * len(flat)  # generate: the judge's raw answer
@@ -400,17 +389,17 @@ def judge_unit_tests(
         pass
     elif mode == "pmi":
         option_scores = _pmi_scores(lm, [descriptions[i] for i in kept], [unit_tests[i] for i in kept], category,
-                                    keep_full_description, progress)
+                                    progress)
     elif mode == "logprob":
         use_shared = _accepts(lm, "shared_prefix") if shared_prefix is None else shared_prefix
-        option_scores = _logprob_scores(lm, convs, n_opts, use_shared, progress and category)
+        option_scores = _logprob_scores(lm, convs, use_shared, progress and category)
     else:  # the judge's greedy answers, under answer_constraint where structured
-        grammar = {"constraint": [answer_constraint(n) for n in n_opts]} if structured else {}
+        grammar = {"constraint": [answer_constraint() for _ in convs]} if structured else {}
         answers = lm.generate(convs, max_new_tokens=max_new_tokens, temperature=0.0,
                               progress=progress and f"judge, {category}: answers", **grammar)
     # the option with the best score (ties to the lower number), else the one the answer names
-    picks = [parse_answer(text, n) if scores is None else max(range(n), key=scores.__getitem__) + 1
-             for scores, text, n in zip(option_scores, answers, n_opts)]
+    picks = [parse_answer(text, N_OPTIONS) if scores is None else max(range(N_OPTIONS), key=scores.__getitem__) + 1
+             for scores, text in zip(option_scores, answers)]
     unparsed = sum(p is None for p in picks)
     if unparsed:
         log.info("judge: %d of %d answers did not parse as '%sk' (counted wrong)", unparsed, len(picks), ANSWER_PREFIX)
@@ -435,11 +424,9 @@ def judge_unit_tests(
 def _check_inputs(lm: Any, descriptions: Any, unit_tests: Any, category: str, mode: str) -> None:
     """:func:`judge_unit_tests`' argument checks: TypeError / ValueError naming the argument."""
     _check_mode(lm, mode)
-    if isinstance(descriptions, str) or not isinstance(descriptions, Sequence):
-        raise TypeError(f"descriptions must be a list of strings, got {type(descriptions).__name__}")
+    instance("descriptions", descriptions, Sequence, "a list of strings", exclude=str)
     for i, d in enumerate(descriptions):
-        if not isinstance(d, str):
-            raise TypeError(f"descriptions[{i}] must be a str, got {type(d).__name__}")
+        instance(f"descriptions[{i}]", d, str, "a str")
     check_unit_tests(unit_tests, category)
     if not descriptions:
         raise ValueError("descriptions is empty: need at least one function to judge")
@@ -458,20 +445,14 @@ def _check_mode(lm: Any, mode: str) -> None:
 
 
 def _logprob_scores(
-    lm: Any, convs: list[list[dict]], n_opts: list[int], shared_prefix: bool, progress: str | bool
+    lm: Any, convs: list[list[dict]], shared_prefix: bool, progress: str | bool
 ) -> list[list[float] | None]:
-    """``logprob`` mode: each option number's log-probability after the answer prefix; one candidate set
-    per option count (FIND: always 3)."""
-    options: dict[str, Any] = {"assistant_prefix": ANSWER_PREFIX,
-                               "progress": progress and f"judge, {progress}: option log-probs",
-                               **({"shared_prefix": True} if shared_prefix else {})}
-    scores: list[list[float] | None] = [None] * len(convs)
-    for n in sorted(set(n_opts)):
-        idx = [j for j, m in enumerate(n_opts) if m == n]
-        rows = lm.candidate_logprobs([convs[j] for j in idx], [str(k) for k in range(1, n + 1)], **options)
-        for j, row in zip(idx, rows):
-            scores[j] = [float(v) for v in row]
-    return scores
+    """``logprob`` mode: each option number's log-probability after the answer prefix (every unit test has
+    :data:`N_OPTIONS` options: :func:`check_unit_test`)."""
+    rows = lm.candidate_logprobs(convs, [str(k) for k in range(1, N_OPTIONS + 1)], assistant_prefix=ANSWER_PREFIX,
+                                 progress=progress and f"judge, {progress}: option log-probs",
+                                 **({"shared_prefix": True} if shared_prefix else {}))
+    return [[float(v) for v in row] for row in rows]
 
 
 def _decision(
@@ -496,18 +477,16 @@ def _pmi_scores(
     descriptions: Sequence[str],
     unit_tests: Sequence[Sequence[Mapping[str, Any]]],
     category: str,
-    keep_full_description: bool,
     progress: bool,
 ) -> list[list[float] | None]:
-    """``"pmi"`` mode: the PMI of every option, tests in :func:`judge_unit_tests`' flat order."""
+    """``"pmi"`` mode: the PMI of every option (:data:`N_OPTIONS` per test), tests in :func:`judge_unit_tests`'
+    flat order."""
     convs: list[list[dict]] = []
     texts: list[str] = []
-    sizes: list[int] = []
     for desc, tests in zip(descriptions, unit_tests):
-        conv = render_pmi_prompt(desc, category, keep_full_description=keep_full_description)
+        conv = render_pmi_prompt(desc, category, keep_full_description=True)  # cleaned by bound_description
         for ut in tests:  # consecutive identical prompts: the backend runs each once
-            sizes.append(len(ut["inputs"]))
-            convs += [conv] * sizes[-1]
+            convs += [conv] * N_OPTIONS
             texts += [line.split(". ", 1)[1] for line in _option_lines(ut, category)]
     conditional = lm.continuation_logprobs(convs, texts,
                                            progress=progress and f"judge, {category}: log P(output | description)")
@@ -515,8 +494,8 @@ def _pmi_scores(
     null = render_pmi_prompt(NULL_DESCRIPTION, category)
     prior = dict(zip(distinct, lm.continuation_logprobs([null] * len(distinct), distinct,
                                                         progress=progress and f"judge, {category}: log P(output)")))
-    starts = itertools.accumulate(sizes, initial=0)
-    return [[float(conditional[a + k] - prior[texts[a + k]]) for k in range(n)] for a, n in zip(starts, sizes)]
+    return [[float(conditional[a + k] - prior[texts[a + k]]) for k in range(N_OPTIONS)]
+            for a in range(0, len(texts), N_OPTIONS)]
 
 
 def load_judge(

@@ -20,7 +20,6 @@ import shutil
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from peft import LoraConfig, PeftModel, get_peft_model, get_peft_model_state_dic
 from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer, get_scheduler
 
+from findbench._checks import instance, str_list
 from findbench._io import atomic_dir, atomic_write_json
 from findbench.constants import TRAINED_MARKER, UsageError
 from findbench.judge.config import _NEW_JUDGE, TrainArgs
@@ -142,12 +142,11 @@ def _collate(pad_id: int):
     ``pairwise`` entry (:func:`encode_comparison`) add its sequences, sorted by length and padded in
     chunks of about :data:`_CMP_CHUNK_TOKENS` (``cmp_chunks``; ``cmp_order``: their places in the
     rows' order), and the rows' ``cmp_layout``."""
-    def pad(rows: list[dict], key: str = "") -> dict[str, Any]:
+    def pad(rows: list[dict]) -> dict[str, Any]:
         ids, mask = left_pad([b["input_ids"] for b in rows], pad_id)
         labels, _ = left_pad([b["labels"] for b in rows], -100)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        return {f"{key}input_ids": ids, f"{key}labels": labels, f"{key}attention_mask": mask,
-                f"{key}position_ids": positions}
+        return {"input_ids": ids, "labels": labels, "attention_mask": mask, "position_ids": positions}
 
     def collate(batch: list[dict]) -> dict[str, Any]:
         out = pad(batch)
@@ -251,14 +250,13 @@ def _cross_entropy(logits: Any, labels: Any, reduction: str = "token") -> Any:
 
 def _load_rows(args: TrainArgs) -> tuple[list[dict], list[dict]]:
     """Training rows and up to ``eval_rows`` validation rows mixed across categories; sets ``args.data``."""
-    data = args.data if args.data is not None else default_data_dir(n=args.n_data, seed=args.data_seed)
-    args.data = str(data)
-    dd = load_judge_data(data)
+    args.data = str(args.data if args.data is not None else default_data_dir(n=args.n_data, seed=args.data_seed))
+    dd = load_judge_data(args.data)
     train = dd["train"].to_list()[: args.max_train_rows or None]
     valid = dd["validation"].to_list() if "validation" in dd else []
     # validation rows are stored category by category: take them round-robin
     by_cat = [[r for r in valid if r["category"] == c] for c in dict.fromkeys(r["category"] for r in valid)]
-    mixed = [r for group in zip_longest(*by_cat) for r in group if r is not None]
+    mixed = [r for group in itertools.zip_longest(*by_cat) for r in group if r is not None]
     return train, mixed[: args.eval_rows]
 
 
@@ -374,8 +372,7 @@ def train_judge(args: TrainArgs) -> str:
     from accelerate import Accelerator
     from accelerate.utils import broadcast_object_list, set_seed
 
-    if not isinstance(args, TrainArgs):
-        raise TypeError(f"args must be a TrainArgs, got {type(args).__name__}")
+    instance("args", args, TrainArgs, "a TrainArgs")
     args.validate()
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
@@ -440,8 +437,8 @@ def train_judge(args: TrainArgs) -> str:
         "args": asdict(args),
     }
     if valid_encoded and accelerator.is_main_process:
-        unwrapped = accelerator.unwrap_model(run.model)
-        summary["eval"] = _evaluate(unwrapped, tokenizer, valid_rows, valid_encoded, accelerator, args)
+        summary["eval"] = _evaluate(accelerator.unwrap_model(run.model), tokenizer, valid_rows, valid_encoded,
+                                    accelerator, args)
         log.info("validation: %s", summary["eval"])
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
@@ -493,7 +490,7 @@ def _load_model(margs: TrainArgs) -> tuple[Any, Any]:
     model.config.use_cache = False
     if not margs.full_finetune:
         targets: Any = margs.lora_target_modules
-        targets = targets if targets == "all-linear" else [t.strip() for t in targets.split(",") if t.strip()]
+        targets = targets if targets == "all-linear" else str_list("--lora-target-modules", targets)
         layers = None  # peft's default: every layer
         if margs.lora_top_layers:
             n_layers = int(model.config.num_hidden_layers)

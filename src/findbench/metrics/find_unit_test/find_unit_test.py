@@ -130,14 +130,12 @@ class FindUnitTest(evaluate.Metric):
 
     def _judge_lm(self, judge, judge_model, judge_cache, batch_size):
         """The judge LM, loaded once per module instance and judge spec."""
-        from findbench.judge import load_judge
-
         if not isinstance(judge, str):
-            return load_judge(judge, cache=judge_cache)
+            return _judge.load_judge(judge, cache=judge_cache)
         key = (judge, judge_model, judge_cache, batch_size)
         judges = self.__dict__.setdefault("_judges", {})
         if key not in judges:
-            judges[key] = load_judge(judge, judge_model=judge_model, cache=judge_cache, batch_size=batch_size)
+            judges[key] = _judge.load_judge(judge, judge_model=judge_model, cache=judge_cache, batch_size=batch_size)
         return judges[key]
 
     def _compute(
@@ -158,8 +156,7 @@ class FindUnitTest(evaluate.Metric):
         if category is None:
             raise ValueError("category is required: strings, neurons_entities or neurons_relations")
         for i, p in enumerate(predictions):
-            if not isinstance(p, str):
-                raise TypeError(f"predictions[{i}] must be a description string, got {type(p).__name__}")
+            _checks.instance(f"predictions[{i}]", p, str, "a description string")
         _judge.check_unit_tests(references, category, argument="references")
         mode = _judge.judge_mode_of(judge) if mode is None else _checks.one_of("mode", mode, _judge.JUDGE_MODES)
         # Arrow gives back tuples/None where the caller wrote lists: one plain copy per triplet.
