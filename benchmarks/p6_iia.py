@@ -26,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from findbench.models import load_causal_lm
 from findbench.neuron_explanations import interventions as iv
 from findbench.neuron_explanations.config import IIAConfig
 from findbench.neuron_explanations.intervention_tasks import build_task_rows
@@ -115,7 +116,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
 
-    model, tok = iv.load_model(args.model)
+    model, tok = load_causal_lm(args.model)  # float32, eval mode
     rows = build_task_rows(model, tok, [args.task])
     cfg = IIAConfig(task=args.task, layer=str(args.layer), model=args.model, n_pairs=args.n_pairs,
                     rankings=args.rankings, position=args.position, batch_size=args.batch_size)

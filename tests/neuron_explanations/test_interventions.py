@@ -275,7 +275,7 @@ def test_task_tokenisation(tok):
 @pytest.fixture(scope="module")
 def embedded():
     # only the slow tests below use it; a broken embedded install fails them rather than skipping
-    return iv.load_model("embedded")
+    return iv.load_causal_lm("embedded")
 
 
 @pytest.mark.slow
@@ -308,11 +308,9 @@ def test_embedded_unit_conversion_layer0(embedded):
 def test_run_iia_takes_its_config(tok, tmp_path, monkeypatch):
     import json
 
-    import findbench.neuron_explanations.intervention_tasks as intervention_tasks
-
     model, loaded = tiny_llama(len(tok), layers=4), []
-    monkeypatch.setattr(iv, "load_model", lambda name: loaded.append(name) or (model, tok))
-    monkeypatch.setattr(intervention_tasks, "build_task_rows",
+    monkeypatch.setattr(iv, "load_causal_lm", lambda name: loaded.append(name) or (model, tok))
+    monkeypatch.setattr(iv, "build_task_rows",
                         lambda lm, tok, tasks, **kw: _self_consistent_rows(lm, tok, tasks[0]))
     ranking = tmp_path / "mine.json"
     ranking.write_text(json.dumps({"mine": [5, 4]}))

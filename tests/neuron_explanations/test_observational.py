@@ -137,9 +137,9 @@ def test_observational_errors(setup):
 
 @pytest.mark.slow
 def test_observational_on_embedded_model():
-    from findbench.neuron_explanations.interventions import load_model
+    from findbench.models import load_causal_lm
 
-    model, tok = load_model("embedded")  # a broken embedded install fails here, not skips
+    model, tok = load_causal_lm("embedded")  # a broken embedded install fails here, not skips
     rows = obs.observational_rows(
         model, tok, layer=0, neuron=100, explanation="days of the week", generator="embedded",
         judge="regex:day$", n_strings=5, n_activating=3, model_name="embedded",

@@ -313,12 +313,22 @@ def expected_token_id(tokenizer, prompt: str, answer: str) -> int | None:
     return int(full[len(p)]) if len(full) > len(p) and full[: len(p)] == p else None
 
 
+def token_offsets(tokenizer, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+    """Token ids of ``text`` (special tokens added) and each token's character span."""
+    enc = tokenizer(text, add_special_tokens=True, return_offsets_mapping=True)
+    return enc["input_ids"], enc["offset_mapping"]
+
+
+def overlapping(offsets, start: int, end: int) -> list[int]:
+    """Positions of the tokens (character ``offsets``) overlapping characters ``[start, end)``."""
+    return [i for i, (a, b) in enumerate(offsets) if b > a and a < end and b > start]
+
+
 def filler_positions(tokenizer, task: InterventionTask, filler: str) -> tuple[list[int], list[int]]:
     """Token ids of the prompt and the indices of the tokens overlapping the filler."""
     start = task.template.index("{x}")
-    enc = tokenizer(task.prompt(filler), add_special_tokens=True, return_offsets_mapping=True)
-    pos = [i for i, (a, b) in enumerate(enc["offset_mapping"]) if b > a and a < start + len(filler) and b > start]
-    return list(enc["input_ids"]), pos
+    ids, offsets = token_offsets(tokenizer, task.prompt(filler))
+    return list(ids), overlapping(offsets, start, start + len(filler))
 
 
 def build_task_rows(

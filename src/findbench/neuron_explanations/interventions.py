@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import logging
 import math
 import time
@@ -26,6 +27,8 @@ from tqdm.auto import tqdm
 
 from findbench import _checks
 from findbench import sites as acts
+from findbench._io import atomic_dir
+from findbench.models import load_causal_lm
 from findbench.neuron_explanations.config import DEFAULT_KS, POSITIONS, RANKINGS, IIAConfig
 from findbench.neuron_explanations.intervention_tasks import build_task_rows, equal_length_batches, get_task
 
@@ -93,15 +96,14 @@ def _orders(spec: Mapping[str, Any], width: int, seed: int, values: Sequence[tor
             masks: Sequence[Sequence[bool]]) -> dict[str, list[int]]:
     """Each ranking's full neuron order: a built-in one (None) computed, a given order completed
     with the unlisted neurons in index order."""
+    built_in = {"random": lambda: random_ranking(width, seed),
+                "correlation": lambda: correlation_ranking(values, masks)}
     orders: dict[str, list[int]] = {}
     for name, given in spec.items():
         if given is None:
-            if name == "random":
-                orders[name] = random_ranking(width, seed)
-            elif name == "correlation":
-                orders[name] = correlation_ranking(values, masks)
-            else:
+            if name not in built_in:
                 raise ValueError(f"rankings[{name!r}]: no built-in ranking of that name; give a neuron order")
+            orders[name] = built_in[name]()
         else:
             order = [int(i) for i in given]
             if len(set(order)) != len(order) or any(i < 0 or i >= width for i in order):
@@ -200,11 +202,10 @@ def iia_sweep(
     kmask = torch.arange(n_max)[None, :] < torch.tensor(n_neurons)[:, None]  # K row j: its top n_neurons[j]
     total_batches = len(orders) * sum(math.ceil(len(g) / per_batch) for g in groups.values())
 
-    def patched_positions(b: int) -> list[int]:
-        return list(rows[b]["filler_positions"]) if pos_mode == "concept" else [len(tokens[b]) - 1]
-
+    patched = {b: list(rows[b]["filler_positions"]) if pos_mode == "concept" else [len(tokens[b]) - 1]
+               for b, _ in pairs}  # each base input's patched positions
     prefixes = {length: _prefix(model, [tokens[pairs[p][0]] for p in pidx],
-                                min(min(patched_positions(pairs[p][0])) for p in pidx) if prefix_cache else 0)
+                                min(min(patched[pairs[p][0]]) for p in pidx) if prefix_cache else 0)
                 for length, pidx in groups.items()}
 
     with torch.no_grad(), tqdm(total=total_batches, desc=f"IIA {task_obj.name} L{layer}", disable=not progress) as bar:
@@ -215,11 +216,11 @@ def iia_sweep(
                 for s0 in range(0, len(pidx), per_batch):
                     chunk = pidx[s0 : s0 + per_batch]
                     base_rows = [pairs[p][0] for p in chunk]
-                    pos = torch.tensor([patched_positions(b) for b in base_rows], dtype=torch.long)
+                    pos = torch.tensor([patched[b] for b in base_rows], dtype=torch.long)
                     vals = torch.stack([values[pairs[p][1]][pos[j]][:, top] for j, p in enumerate(chunk)])
                     rep = len(ks)  # one row per (pair, K): each pair repeated len(ks) times
-                    ids = torch.tensor([tokens[b][n_pre:] for b in base_rows], device=model.device)
-                    ids = ids.repeat_interleave(rep, 0)
+                    ids = torch.tensor([tokens[b][n_pre:] for b in base_rows], device=model.device).repeat_interleave(
+                        rep, 0)
                     early = (torch.stack([hidden[b][n_pre:] for b in base_rows]).repeat_interleave(rep, 0)
                              if skip else None)
                     logits = _patched_logits(model, ids, cache, layer=layer, site=site,
@@ -278,31 +279,18 @@ def plot_iia_curves(results: Sequence[Mapping] | Mapping, path) -> None:
     fig.savefig(str(path), dpi=120)
 
 
-def load_model(model: str, *, device: str | None = None):
-    """(model, tokenizer) of a causal LM from a name for :func:`findbench.models.resolve`,
-    a folder or a Hub id, in float32 eval mode."""
-    from findbench.models import load_causal_lm
-
-    return load_causal_lm(model, dtype=torch.float32, device=device)
-
-
 def run_iia(cfg: IIAConfig, *, progress: bool = True) -> list[dict]:
     """IIA@K sweeps for each (task, layer) of the settings ``cfg`` (``findbench iia``'s flags); with
     ``cfg.out``, writes ``out/iia.json`` (all results) and ``out/iia.png`` (the curves), atomically."""
-    import json
-
-    from findbench._io import atomic_dir
-    from findbench.neuron_explanations.intervention_tasks import build_task_rows
-
-    model, tasks, layers, out = cfg.model, cfg.task, cfg.layers, cfg.out
-    for t in tasks:
+    for t in cfg.task:
         get_task(t)
-    lm, tok = load_model(model)
-    rows = build_task_rows(lm, tok, list(tasks), model_name=str(model), batch_size=cfg.batch_size, progress=progress)
+    lm, tok = load_causal_lm(cfg.model)  # float32, eval mode
+    rows = build_task_rows(lm, tok, list(cfg.task), model_name=str(cfg.model), batch_size=cfg.batch_size,
+                           progress=progress)
     results = []
-    for t in tasks:
-        for layer in layers:
-            res = {**iia_sweep(cfg, lm, tok, t, int(layer), rows=rows, progress=progress), "model": str(model)}
+    for t in cfg.task:
+        for layer in cfg.layers:
+            res = {**iia_sweep(cfg, lm, tok, t, int(layer), rows=rows, progress=progress), "model": str(cfg.model)}
             log.info(
                 "%s layer %d (%s): %s",
                 t,
@@ -311,8 +299,8 @@ def run_iia(cfg: IIAConfig, *, progress: bool = True) -> list[dict]:
                 {k: [round(v, 3) for v in c] for k, c in res["curves"].items()},
             )
             results.append(res)
-    if out is not None:
-        with atomic_dir(out) as tmp:
+    if cfg.out is not None:
+        with atomic_dir(cfg.out) as tmp:
             (tmp / "iia.json").write_text(json.dumps(results, indent=1, sort_keys=True) + "\n", encoding="utf-8")
             plot_iia_curves(results, tmp / "iia.png")
     return results

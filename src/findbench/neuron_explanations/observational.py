@@ -23,6 +23,7 @@ import torch
 
 from findbench import _checks
 from findbench import sites as acts
+from findbench.neuron_explanations.intervention_tasks import overlapping, token_offsets
 from findbench.resources import data_path
 
 log = logging.getLogger(__name__)
@@ -82,16 +83,6 @@ def parse_list(text: str, limit: int) -> list[str]:
     return list(out.values())
 
 
-def _encode(tokenizer, text: str):
-    enc = tokenizer(text, add_special_tokens=True, return_offsets_mapping=True)
-    return enc["input_ids"], enc["offset_mapping"]
-
-
-def _overlapping(offsets, start: int, end: int) -> list[int]:
-    """Positions of the tokens (character ``offsets``) overlapping characters ``[start, end)``."""
-    return [i for i, (a, b) in enumerate(offsets) if b > a and a < end and b > start]
-
-
 @torch.no_grad()
 def _neuron_values(model, token_lists: Sequence[Sequence[int]], layer: int, neuron: int) -> list[list[float]]:
     device = next(model.parameters()).device
@@ -103,12 +94,12 @@ def top_activating_spans(
     model, tokenizer, corpus: Sequence[str], *, layer: int, neuron: int, k: int = 20
 ) -> list[dict]:
     """Per sentence the word with the highest max-token activation; the ``k`` best sentences (ties: corpus order)."""
-    encs = [_encode(tokenizer, s) for s in corpus]
+    encs = [token_offsets(tokenizer, s) for s in corpus]
     values = _neuron_values(model, [e[0] for e in encs], layer, neuron)
     found = []  # (-top activation, sentence index, item)
     for s_i, (sent, (ids, offsets), vals) in enumerate(zip(corpus, encs, values)):
         words = [(m, pos) for m in re.finditer(r"\w+(?:['\-]\w+)*", sent)
-                 if (pos := _overlapping(offsets, m.start(), m.end()))]
+                 if (pos := overlapping(offsets, m.start(), m.end()))]
         if words:  # the first of the words whose top token activation is highest
             m, pos = max(words, key=lambda w: max(vals[i] for i in w[1]))
             item = {"sentence": sent, "span": m.group(0), "start": m.start(), "end": m.end(),
@@ -214,8 +205,8 @@ def observational_rows(
         if at < 0:  # the generator left the string out: the template holds it
             sentence = f"Here is an example: {s}."
             at = sentence.find(s)
-        ids, offsets = _encode(tokenizer, sentence)
-        pos = _overlapping(offsets, at, at + len(s))
+        ids, offsets = token_offsets(tokenizer, sentence)
+        pos = overlapping(offsets, at, at + len(s))
         if not pos:
             raise ValueError(f"span [{at}, {at + len(s)}) of {sentence!r} covers no token")
         vals = _neuron_values(model, [ids], layer, neuron)[0]

@@ -9,8 +9,6 @@ neurons (input -> answer or "undefined"), on embedded backbones or any LM (FIND 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from findbench.find.synthetic_neurons.backbones import (
     DEFAULT_BACKENDS,
     ENTITY_BACKENDS,
@@ -25,9 +23,7 @@ from findbench.find.synthetic_neurons.backbones import (
 from findbench.find.synthetic_neurons.entities import generate_entities
 from findbench.find.synthetic_neurons.prompts import UNDEFINED, fill_prompt, parse_relation_answer, render_prompt
 from findbench.find.synthetic_neurons.relations import generate_relations
-
-if TYPE_CHECKING:
-    from findbench.find.config import BackboneReportConfig
+from findbench.find.synthetic_neurons.report import backbone_report
 
 __all__ = [
     "DEFAULT_BACKENDS",
@@ -47,10 +43,3 @@ __all__ = [
     "render_prompt",
     "table_answer",
 ]
-
-
-def backbone_report(cfg: BackboneReportConfig) -> dict:
-    """See :func:`findbench.find.synthetic_neurons.report.backbone_report` (imported lazily)."""
-    from findbench.find.synthetic_neurons.report import backbone_report as _impl
-
-    return _impl(cfg)

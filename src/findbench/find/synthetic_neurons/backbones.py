@@ -41,6 +41,7 @@ from findbench.find.synthetic_neurons.prompts import (
     parse_relation_answer,
     render_prompt,
 )
+from findbench.lm import load_lm
 from findbench.lm.encoder import EMBEDDED_ENCODER
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,17 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
 _FIT_MEMO: dict[str, tuple[dict[str, EntityProbe], dict]] = {}
 
 
+def word_lists(name: str, words: Any, at_least: int) -> Mapping[str, Sequence[str]]:
+    """``words`` when it maps at least two concepts to lists of at least ``at_least`` words each;
+    else ValueError naming ``name``."""
+    if not isinstance(words, Mapping) or len(words) < 2:
+        raise ValueError(f"{name} must map at least two concepts to their words")
+    for c, ws in words.items():
+        if isinstance(ws, str) or len(ws) < at_least:
+            raise ValueError(f"{name}[{c!r}] must list at least {at_least} words")
+    return words
+
+
 def fit_entity_probes(
     unit_words: Mapping[str, Sequence[str]],
     *,
@@ -111,11 +123,7 @@ def fit_entity_probes(
     Returns:
         ``(probes, info)``: ``probes[concept]`` and a JSON-able summary of the fit.
     """
-    if not isinstance(unit_words, Mapping) or len(unit_words) < 2:
-        raise ValueError("unit_words must map at least two concepts to their words")
-    for c, ws in unit_words.items():
-        if isinstance(ws, str) or len(ws) < n_folds:
-            raise ValueError(f"unit_words[{c!r}] must list at least n_folds={n_folds} words")
+    word_lists("unit_words", unit_words, n_folds)
     if not 0.0 < positive_prior < 1.0:
         raise ValueError(f"positive_prior must be in (0, 1), got {positive_prior}")
     if background_rate is not None and not 0.0 < background_rate < 1.0:
@@ -137,8 +145,8 @@ def fit_entity_probes(
                 result = _read_fit(path)  # another process may have fitted it while this one waited
                 if result is None:
                     result = _fit_entity_probes(config, progress=progress)
-                    probes = {c: p.to_dict() for c, p in result[0].items()}
-                    atomic_write_json(path, {"probes": probes, "info": result[1]})
+                    atomic_write_json(path, {"probes": {c: p.to_dict() for c, p in result[0].items()},
+                                             "info": result[1]})
     _FIT_MEMO[key] = result
     return result
 
@@ -272,11 +280,7 @@ def _as_batch(x: Any, name: str = "x") -> tuple[list[str], bool]:
     return [_checks.instance(f"{name}[{i}]", t, str, "a str") for i, t in enumerate(x)], False
 
 
-@functools.lru_cache(maxsize=4)
-def _load_lm_cached(spec: str):
-    from findbench.lm import load_lm
-
-    return load_lm(spec)
+_load_lm_cached = functools.lru_cache(maxsize=4)(load_lm)
 
 
 def _resolve_lm(lm: Any):
@@ -322,8 +326,7 @@ class EntityNeuron:
             self.encoder = encoder
         else:
             self._lm = _resolve_lm(lm)
-            c2 = self.concepts[1] if len(self.concepts) == 2 else None
-            self.prompt = prompt or render_prompt("neurons_entities", self.concepts[0], c2)
+            self.prompt = prompt or render_prompt("neurons_entities", *self.concepts)
 
     def scores(self, texts: Sequence[str]) -> np.ndarray:
         """Activations in [0, 1] for a batch of inputs (one forward pass / one LM batch)."""
@@ -348,10 +351,11 @@ class EntityNeuron:
 def table_answer(table, exception_index: int | None, text: str) -> str:
     """The ``table`` backbone's answer: the entry's output, or "undefined" outside the
     table or inside exception ``exception_index`` (0, 1 or None)."""
-    return _entry_answer(table, exception_index, table.lookup(text))
+    return expected_answer(table, exception_index, table.lookup(text))
 
 
-def _entry_answer(table, exception_index: int | None, entry) -> str:
+def expected_answer(table, exception_index: int | None, entry) -> str:
+    """The correct answer for a table entry (or None): its output, or "undefined" inside the exception."""
     if entry is None or (exception_index is not None and table.exceptions[exception_index].matches(entry)):
         return UNDEFINED
     return entry.output
@@ -451,11 +455,11 @@ def relation_for_row(row: Mapping[str, Any], params: Mapping[str, Any], tables=N
     exc = row.get("exception")
     if not exc or not str(exc).strip():
         return match[0], None
-    for t in match:
-        for k, e in enumerate(t.exceptions):
-            if normalize_text(e.text) == normalize_text(str(exc)):
-                return t, k
-    raise ValueError(f"exception: {exc!r} is not an exception of relation {match[0].key!r}")
+    found = next(((t, k) for t in match for k, e in enumerate(t.exceptions)
+                  if normalize_text(e.text) == normalize_text(str(exc))), None)
+    if found is None:
+        raise ValueError(f"exception: {exc!r} is not an exception of relation {match[0].key!r}")
+    return found
 
 
 def make_function(row: Mapping[str, Any], backend: str | None = None, lm: Any = None, *, tables=None) -> Callable:

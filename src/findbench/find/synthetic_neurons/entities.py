@@ -27,8 +27,14 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from findbench import _checks, schema
-from findbench.find.synthetic_neurons.backbones import DEFAULT_LM, EntityNeuron, encode_features, fit_entity_probes
-from findbench.find.synthetic_neurons.entity_words import probe_words, split_list
+from findbench.find.synthetic_neurons.backbones import (
+    DEFAULT_LM,
+    EntityNeuron,
+    encode_features,
+    fit_entity_probes,
+    word_lists,
+)
+from findbench.find.synthetic_neurons.entity_words import ENTITY_CONCEPTS, probe_words, split_list, split_words
 from findbench.find.synthetic_neurons.features import DEFAULT_ENTITY_FEATURES, load_features
 from findbench.find.synthetic_neurons.prompts import ENTITY_ANSWER_PREFIX, ENTITY_CANDIDATES, render_prompt
 from findbench.find.unit_tests import build_unit_tests, near_miss_tests
@@ -59,17 +65,9 @@ def entity_splits(
     are used; a custom ``{concept: words}`` mapping is split the same way (seeded shuffle).
     """
     if words is None:
-        from findbench.find.synthetic_neurons.entity_words import ENTITY_CONCEPTS, split_words
-
         return {c: split_words(c, n_unit=N_UNIT, seed=seed) for c in ENTITY_CONCEPTS}
-    if not isinstance(words, Mapping) or len(words) < 2:
-        raise ValueError("words must map at least two concepts to their word lists")
-    out = {}
-    for c, ws in words.items():
-        if isinstance(ws, str) or len(ws) < N_UNIT + N_PROBES_OWN + N_EXEMPLARS_OWN:
-            raise ValueError(f"words[{c!r}] must list at least {N_UNIT + N_PROBES_OWN + N_EXEMPLARS_OWN} words")
-        out[c] = split_list(list(ws), c, N_UNIT, seed)
-    return out
+    words = word_lists("words", words, N_UNIT + N_PROBES_OWN + N_EXEMPLARS_OWN)
+    return {c: split_list(list(ws), c, N_UNIT, seed) for c, ws in words.items()}
 
 
 def composition_pairs(concepts: Sequence[str], n: int = N_COMPOSITIONS, seed: int = 0) -> list[tuple[str, str]]:
@@ -79,14 +77,11 @@ def composition_pairs(concepts: Sequence[str], n: int = N_COMPOSITIONS, seed: in
     if n < 0 or n > k * (k - 1) // 2:
         raise ValueError(f"n must be between 0 and {k * (k - 1) // 2} for {k} concepts, got {n}")
     rng = random.Random(f"compositions:{seed}")
-    seen: set[tuple[int, int]] = set()
-    pairs = []
+    pairs: dict[tuple[int, int], tuple[str, str]] = {}  # by concept indices, in the order drawn
     while len(pairs) < n:
         a, b = sorted(rng.sample(range(k), 2))
-        if (a, b) not in seen:
-            seen.add((a, b))
-            pairs.append((concepts[a], concepts[b]))
-    return pairs
+        pairs.setdefault((a, b), (concepts[a], concepts[b]))
+    return list(pairs.values())
 
 
 def describe_entity(concepts: Sequence[str]) -> str:
@@ -118,8 +113,9 @@ def near_miss_words(neuron: EntityNeuron, member: Mapping[str, Sequence[str]], n
     return out
 
 
-def _interleave(a: Sequence[str], b: Sequence[str]) -> list[str]:
-    return [w for pair in zip(a, b) for w in pair]
+def _interleave(*lists: Sequence[str]) -> list[str]:
+    """The lists' words taken in turn (as far as the shortest goes); one list: itself."""
+    return [w for group in zip(*lists) for w in group]
 
 
 def entity_probes(
@@ -162,13 +158,9 @@ def generate_entities(
     correct_items: list[list[str]] = []
     rows = []
     for index, spec in enumerate(specs):
-        if len(spec) == 1:
-            unit = list(splits[spec[0]][0])
-            own_held = list(held_all[spec[0]])
-        else:
-            half = N_UNIT // 2
-            unit = _interleave(splits[spec[0]][0][:half], splits[spec[1]][0][:half])
-            own_held = _interleave(held_all[spec[0]], held_all[spec[1]])
+        # a composition: half the unit words of each concept, in turn
+        unit = _interleave(*(splits[c][0][: N_UNIT // len(spec)] for c in spec))
+        own_held = _interleave(*(held_all[c] for c in spec))
         others = [w for c in concepts if c not in spec for w in held_all[c]]
         own_pick = rng.sample(own_held, N_EXEMPLARS_OWN + N_PROBES_OWN)
         other_pick = rng.sample(others, (N_EXEMPLARS - N_EXEMPLARS_OWN) + (N_PROBES - N_PROBES_OWN))

@@ -74,13 +74,6 @@ def split_list(words: Sequence[str], concept: str, n_unit: int, seed: int) -> tu
     return [words[i] for i in order[:n_unit]], [w for i, w in enumerate(words) if i not in chosen]
 
 
-def default_unit_words(seed: int = 0, n_unit: int = 10) -> dict[str, list[str]]:
-    """Unit-test words of every packaged concept (with the training associations, what the
-    embedding probes learn from: :func:`default_probe_words`): the first part of
-    :func:`split_words` for each concept, in concept order."""
-    return {c: split_words(c, n_unit=n_unit, seed=seed)[0] for c in ENTITY_CONCEPTS}
-
-
 _ASSOCIATIONS = {"train": "entity_associations_train.json", "held-out": "entity_associations_heldout.json"}
 
 
@@ -134,5 +127,6 @@ def probe_words(unit_words: Mapping[str, Sequence[str]], *, associations: bool =
 
 
 def default_probe_words(seed: int = 0, n_unit: int = 10) -> dict[str, list[str]]:
-    """:func:`probe_words` of the packaged concepts' :func:`default_unit_words`."""
-    return probe_words(default_unit_words(seed, n_unit))
+    """:func:`probe_words` of the packaged concepts' unit-test words (the first part of
+    :func:`split_words` for each concept, in concept order)."""
+    return probe_words({c: split_words(c, n_unit=n_unit, seed=seed)[0] for c in ENTITY_CONCEPTS})

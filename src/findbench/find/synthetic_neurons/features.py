@@ -42,22 +42,19 @@ class PromptStateFeatures(CachedTextEncoder):
 
     def __init__(self, model: str = "embedded", layer: int = 24, *, prompt: str = PROMPT, batch_size: int = 64):
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from findbench import sites
-        from findbench.models import resolve
+        from findbench.models import load_causal_lm
 
         _checks.integer("layer", layer)
         if not isinstance(prompt, str) or prompt.count("{word}") != 1:
             raise ValueError("prompt must contain exactly one '{word}' placeholder")
         super().__init__(batch_size)
-        path = resolve(model)
         self._torch, self._sites = torch, sites
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.model, self.tokenizer = load_causal_lm(model)  # float32, eval mode
         self.tokenizer.padding_side = "right"  # pads after the prompt: causal attention never sees them
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
         n = sites.num_layers(self.model)
         if not 1 <= layer < n:
             raise ValueError(f"layer must be in [1, {n}) for {model!r}, got {layer}")

@@ -23,25 +23,6 @@ UNDEFINED = "undefined"
 _CATEGORIES = {"entities": "neurons_entities", "neurons_entities": "neurons_entities",
                "relations": "neurons_relations", "neurons_relations": "neurons_relations"}
 
-def _entity_text(topic: str) -> str:
-    return (
-        "You are a neuron in a language model. You respond to words and short phrases that are "
-        f"related to {topic}, and stay silent on everything else.\n"
-        f"Is the input below related to {topic}? Reply with the single digit 1 if it is, "
-        "or 0 if it is not.\n"
-        "Input: " + INPUT_PLACEHOLDER
-    )
-
-
-def _relation_text(concept1: str, concept2: str, exception_clause: str) -> str:
-    return (
-        f"You implement a function. When the input is {concept1}, return {concept2}. "
-        f'If the input is not {concept1}{exception_clause}, return "undefined". '
-        "Reply with the answer only: no explanation, no full sentence.\n"
-        "Input: " + INPUT_PLACEHOLDER
-    )
-
-
 def _check_text(name: str, value: object, *, optional: bool) -> str | None:
     if value is None and optional:
         return None
@@ -68,10 +49,23 @@ def render_prompt(category: str, concept1: str, concept2: str | None = None, exc
     if kind == "neurons_entities":
         if exc is not None:
             raise ValueError("exception: entity neurons take no exception clause")
-        return _entity_text(c1 if c2 is None else f"{c1} or to {c2}")
+        topic = c1 if c2 is None else f"{c1} or to {c2}"
+        return (
+            "You are a neuron in a language model. You respond to words and short phrases that are "
+            f"related to {topic}, and stay silent on everything else.\n"
+            f"Is the input below related to {topic}? Reply with the single digit 1 if it is, "
+            "or 0 if it is not.\n"
+            "Input: " + INPUT_PLACEHOLDER
+        )
     if c2 is None:
         raise ValueError("concept2: a relation needs its output kind")
-    return _relation_text(c1, c2, "" if exc is None else f", or if {exc}")
+    clause = "" if exc is None else f", or if {exc}"
+    return (
+        f"You implement a function. When the input is {c1}, return {c2}. "
+        f'If the input is not {c1}{clause}, return "undefined". '
+        "Reply with the answer only: no explanation, no full sentence.\n"
+        "Input: " + INPUT_PLACEHOLDER
+    )
 
 
 def fill_prompt(prompt: str, text: str) -> str:

@@ -93,13 +93,8 @@ def table_rows(name: str) -> tuple[dict[str, Any], ...]:
 _FROZEN_ATTRS: set[int] = set()
 
 
-def _frozen(value: Any) -> bool:
-    """Whether ``value`` is already immutable (checked one level deep)."""
-    return isinstance(value, _SCALARS) or (isinstance(value, tuple) and all(isinstance(v, _SCALARS) for v in value))
-
-
 def _freeze(value: Any) -> Any:
-    if isinstance(value, tuple) and _frozen(value):
+    if isinstance(value, tuple) and all(isinstance(v, _SCALARS) for v in value):  # already immutable
         return value
     if isinstance(value, (list, tuple)):
         return tuple(_freeze(v) for v in value)
@@ -134,6 +129,14 @@ _MATCH: dict[str, Callable[[Any, Any], bool]] = {
     "startswith": lambda got, value: normalize_text(str(got)).startswith(normalize_text(str(value))),
 }
 
+#: op -> (whether a clause's ``value`` suits it, what it must be); ``eq``/``ne`` take any value.
+_VALUES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "gt": (_real, "a number"),
+    "lt": (_real, "a number"),
+    "startswith": (lambda value: isinstance(value, str) and bool(value), "a non-empty string"),
+    "in": (lambda value: isinstance(value, Iterable) and not isinstance(value, (str, bytes)), "a collection"),
+}
+
 
 @dataclass(frozen=True)
 class RelationException:
@@ -155,13 +158,10 @@ class RelationException:
             if not isinstance(getattr(self, name), str) or not getattr(self, name).strip():
                 raise ValueError(f"{name} must be a non-empty string")
         _checks.one_of("op", self.op, OPS)
-        if self.op in ("gt", "lt") and not _real(self.value):
-            raise TypeError(f"value must be a number for op {self.op!r}, got {self.value!r}")
-        if self.op == "startswith" and (not isinstance(self.value, str) or not self.value):
-            raise TypeError(f"value must be a non-empty string for op 'startswith', got {self.value!r}")
+        suits, what = _VALUES.get(self.op, (lambda value: True, ""))
+        if not suits(self.value):
+            raise TypeError(f"value must be {what} for op {self.op!r}, got {self.value!r}")
         if self.op == "in":
-            if isinstance(self.value, (str, bytes)) or not isinstance(self.value, Iterable):
-                raise TypeError(f"value must be a collection for op 'in', got {self.value!r}")
             object.__setattr__(self, "value", tuple(self.value))
 
     def matches(self, entry: Entry) -> bool:
@@ -439,11 +439,10 @@ def load_relation_tables() -> list[RelationTable]:
 
 def get_relation_table(key: str) -> RelationTable:
     """The relation table with slug ``key`` (e.g. ``"country_capital"``)."""
-    for table in _load():
-        if table.key == key:
-            return table
-    known = ", ".join(t.key for t in _load())
-    raise ValueError(f"key {key!r} is not a relation table; known: {known}")
+    table = next((t for t in _load() if t.key == key), None)
+    if table is None:
+        raise ValueError(f"key {key!r} is not a relation table; known: {', '.join(t.key for t in _load())}")
+    return table
 
 
 def table_fingerprint(table: RelationTable) -> str:
@@ -465,10 +464,9 @@ def relation_provenance() -> dict[str, dict[str, Any]]:
     ``n_core`` (sampled), ``fingerprint`` (:func:`table_fingerprint`), for city_timezone
     ``tz_database`` (the IANA release of the build) and, for the tables applying the
     common-word rule, ``wordnet``. For dataset cards."""
-    records = _provenance_records()
     return {
         t.key: {
-            **{k: v for k, v in records[t.key].items() if k != "source_text"},
+            **{k: v for k, v in _provenance_records()[t.key].items() if k != "source_text"},
             "n_entries": len(t.entries),
             "n_core": len(t.sample_entries),
             "fingerprint": table_fingerprint(t),

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from findbench import _checks, schema
-from findbench.find.synthetic_neurons.backbones import DEFAULT_LM, _entry_answer, table_answer
+from findbench.find.synthetic_neurons.backbones import DEFAULT_LM, expected_answer, table_answer
 from findbench.find.synthetic_neurons.prompts import UNDEFINED, render_prompt
 from findbench.find.unit_tests import build_unit_tests, near_miss_tests
 
@@ -58,11 +58,6 @@ def describe_relation(concept1: str, concept2: str, exception: str | None = None
     return text + "."
 
 
-def expected_answer(table, exception_index: int | None, entry) -> str:
-    """The correct answer for a table entry: its output, or "undefined" inside the exception."""
-    return _entry_answer(table, exception_index, entry)
-
-
 def relation_splits(table, seed: int = 0) -> dict[str, Any]:
     """Core entries of one relation used by its unit tests, and the held-out rest.
 
@@ -82,11 +77,10 @@ def relation_splits(table, seed: int = 0) -> dict[str, Any]:
                 f"tables: relation {table.key!r} exception {k} leaves too few entries inside/outside its subdomain"
             )
         # keep the shuffled order, then place the undefined items at seeded positions
-        items = list(outside)
         rng = random.Random(f"relations:{seed}:{table.key}:{k}")
         for e in inside:
-            items.insert(rng.randrange(len(items) + 1), e)
-        unit[k] = items
+            outside.insert(rng.randrange(len(outside) + 1), e)
+        unit[k] = outside
     used = {id(e) for items in unit.values() for e in items}
     return {"order": order, "unit": unit, "held_out": [e for e in order if id(e) not in used]}
 
@@ -162,12 +156,10 @@ def generate_relations(seed: int = 0, *, tables=None, lm_model: str = DEFAULT_LM
         rng = random.Random(f"relations:{seed}:{index}")
         unit = split["unit"][v]
         correct_items.append([(e.input, expected_answer(t, v, e)) for e in unit])
-        held = list(split["held_out"])
         need = N_PROBES_OWN + N_EXEMPLARS_OWN
-        first: list = []
-        if v is not None:  # make sure the probes show the exception subdomain too
-            first = [e for e in held if t.exceptions[v].matches(e)][:2]
-            held = [e for e in held if e not in first]
+        # a corruption's probes show its exception subdomain too
+        first = [] if v is None else [e for e in split["held_out"] if t.exceptions[v].matches(e)][:2]
+        held = [e for e in split["held_out"] if e not in first]
         own = [e.input for e in first] + [e.input for e in rng.sample(held, min(need - len(first), len(held)))]
         n_other = (N_PROBES - N_PROBES_OWN) + (N_EXEMPLARS - N_EXEMPLARS_OWN)
         other = rng.sample(others[ti], min(n_other, len(others[ti])))  # fewer only with tiny table sets

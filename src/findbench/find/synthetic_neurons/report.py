@@ -20,25 +20,43 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm.auto import tqdm
 
-from findbench import _checks
+from findbench import _checks, schema
 from findbench._io import atomic_dir, csv_text
 from findbench.find.config import BackboneReportConfig
-from findbench.find.synthetic_neurons.backbones import DEFAULT_LM, ENTITY_BACKENDS, RELATION_BACKENDS, make_function
+from findbench.find.synthetic_neurons.backbones import (
+    DEFAULT_LM,
+    ENTITY_BACKENDS,
+    RELATION_BACKENDS,
+    RelationNeuron,
+    expected_answer,
+    fit_entity_probes,
+    make_function,
+)
+from findbench.find.synthetic_neurons.entities import entity_splits, generate_entities
+from findbench.find.synthetic_neurons.entity_words import ENTITY_CONCEPTS, heldout_associations, probe_words
 from findbench.find.synthetic_neurons.prompts import UNDEFINED
+from findbench.find.synthetic_neurons.relation_tables import normalize_text, relation_check
+from findbench.find.synthetic_neurons.relations import (
+    generate_relations,
+    other_kind_inputs,
+    relation_splits,
+    resolve_tables,
+)
 from findbench.stats import bootstrap_ci
 
 log = logging.getLogger(__name__)
 
+#: ``backbone_report``'s backend -> (entity backend, relation backend); None: the defaults.
+_BACKENDS = {None: ("embedding", "table"), "embedding": ("embedding", "table"), "table": ("embedding", "table"),
+             "lm": ("lm", "lm")}
 
-def _backends(backend: str | None) -> tuple[str, str]:
-    if backend in (None, "embedding", "table"):
-        return "embedding", "table"
-    if backend == "lm":
-        return "lm", "lm"
-    raise ValueError(
-        f"backend must be one of {sorted(set(ENTITY_BACKENDS) | set(RELATION_BACKENDS))} or None, got {backend!r}"
-    )
+
+def _at_most(rng: random.Random, items: Sequence, k: int | None) -> list:
+    """``k`` of ``items`` drawn by ``rng``, or all of them in order (``rng`` untouched) when ``k`` is
+    None or not below their number."""
+    return list(items) if k is None or k >= len(items) else rng.sample(items, k)
 
 
 def entity_selectivity(
@@ -67,9 +85,6 @@ def entity_selectivity(
         (own_mean, other_mean, auc), "summary"}``.
     """
     from sklearn.metrics import roc_auc_score
-    from tqdm.auto import tqdm
-
-    from findbench.find.synthetic_neurons.entities import entity_splits, generate_entities
 
     _checks.one_of("backend", backend, ENTITY_BACKENDS)
     _checks.positive_int("limit", limit, optional=True)
@@ -79,20 +94,15 @@ def entity_selectivity(
     splits = splits if splits is not None else entity_splits(seed)
     atomic = [r for r in rows if r["subcategory"] == "atomic"]
     rng = random.Random(f"report:{seed}")
-    if limit is not None and limit < len(atomic):
-        atomic = [atomic[i] for i in sorted(rng.sample(range(len(atomic)), limit))]
+    atomic = [atomic[i] for i in sorted(_at_most(rng, range(len(atomic)), limit))]
     concepts = [r["concept1"] for r in atomic]
-    from findbench.find.synthetic_neurons.entity_words import ENTITY_CONCEPTS, heldout_associations, probe_words
-
     held_words = {c: h for c, (_u, h) in splits.items()} if held_out == "members" else heldout_associations()
     unknown = [c for c in concepts if c not in held_words]
     if unknown:
         raise ValueError(f"held_out: no held-out {held_out} for concepts {unknown[:3]}")
     words, owner = [], []
     for j, c in enumerate(concepts):
-        held = list(held_words[c])
-        if words_per_concept is not None and words_per_concept < len(held):
-            held = rng.sample(held, words_per_concept)
+        held = _at_most(rng, held_words[c], words_per_concept)
         words += held
         owner += [j] * len(held)
     owner_arr = np.array(owner)
@@ -100,15 +110,15 @@ def entity_selectivity(
     matrix = np.zeros((n, n))
     per_concept = []
     t0 = time.perf_counter()
-    lm = model if backend == "lm" else None
     refit = backend == "embedding" and model is not None
     if refit:  # what generate_entities fits on: associations for the packaged concepts only
         training = probe_words(
             {c: u for c, (u, _h) in splits.items()}, associations=list(splits) == list(ENTITY_CONCEPTS)
         )
     for i, row in enumerate(tqdm(atomic, desc=f"entity neurons ({backend})", leave=False)):
+        # lm=model: the LM of the lm backend (unused by the embedding backend, where model is None here)
         fn = make_function(_with_encoder(row, model, training), backend) if refit else make_function(
-            row, backend, lm=lm)
+            row, backend, lm=model)
         scores = np.asarray(fn(words), dtype=np.float64)
         matrix[i] = [scores[owner_arr == j].mean() for j in range(n)]
         own = owner_arr == i
@@ -122,7 +132,6 @@ def entity_selectivity(
                 "n_other": int((~own).sum()),
             }
         )
-    seconds = time.perf_counter() - t0
     summary = {
         "backend": backend,
         "model": _model_name(backend, model, atomic),
@@ -139,7 +148,7 @@ def entity_selectivity(
             for key, src in (("own_mean", "own_mean"), ("other_mean", "other_mean"), ("auc_mean", "auc"))
         },
         "auc_min": float(np.min([p["auc"] for p in per_concept])),
-        "seconds": round(seconds, 3),
+        "seconds": round(time.perf_counter() - t0, 3),
     }
     return {"concepts": concepts, "matrix": matrix, "per_concept": per_concept, "summary": summary}
 
@@ -155,19 +164,12 @@ def _model_name(backend: str, model: Any, rows: Sequence[dict]) -> str:
 def _with_encoder(row: dict, encoder: str, training: dict) -> dict:
     """A copy of an entity row whose embedding probes are refitted on ``training`` words for
     another encoder."""
-    from findbench import schema
-    from findbench.find.synthetic_neurons.backbones import fit_entity_probes
-
     params = json.loads(row["params"])
     probes, info = fit_entity_probes(training, encoder=encoder, seed=params.get("seed", 0))
     params["backbones"]["embedding"].update(
         encoder=encoder, probes=[probes[c].to_dict() for c in params["concepts"]], fit=info
     )
     return {**row, "params": schema.dumps(params)}
-
-
-def _nan_mean(values: Sequence[bool]) -> float:
-    return float(np.mean(values)) if len(values) else float("nan")
 
 
 def relation_check_accuracy(
@@ -187,17 +189,11 @@ def relation_check_accuracy(
         "check_accuracy", "n_coverage_check" (check inputs known to be of the relation's
         kind), "coverage_miss_rate" (the share of those the table does not serve)}``.
     """
-    from findbench.find.synthetic_neurons.relation_tables import normalize_text, relation_check
-
     check = relation_check(table.key)
-    items = list(check.items)
-    if limit is not None and limit < len(items):
-        items = random.Random(f"report:check:{seed}:{table.key}").sample(items, limit)
+    items = _at_most(random.Random(f"report:check:{seed}:{table.key}"), check.items, limit)
     served = [(x, expected) for x, expected in items if table.lookup(x) is not None]
     if check.held_out:
-        entries = list(held_out or [])
-        if limit is not None and limit < len(entries):
-            entries = random.Random(f"report:held:{seed}:{table.key}").sample(entries, limit)
+        entries = _at_most(random.Random(f"report:held:{seed}:{table.key}"), held_out or (), limit)
         answers = answer([e.input for e in entries]) if entries else []
         ok = [a != UNDEFINED and e.accepts(a) for e, a in zip(entries, answers)]
     else:
@@ -209,7 +205,7 @@ def relation_check_accuracy(
         "source": table.source,
         "check_source": check.source,
         "n_check": len(ok),
-        "check_accuracy": _nan_mean(ok),
+        "check_accuracy": float(np.mean(ok)) if ok else float("nan"),
         "n_coverage_check": len(items),
         "coverage_miss_rate": (1.0 - len(served) / len(items)) if items else float("nan"),
     }
@@ -240,16 +236,6 @@ def relation_accuracy(
             set, :func:`relation_check_accuracy` (``entries_per_relation`` caps it too); the
             packaged relations only.
     """
-    from tqdm.auto import tqdm
-
-    from findbench.find.synthetic_neurons.relations import (
-        expected_answer,
-        generate_relations,
-        other_kind_inputs,
-        relation_splits,
-        resolve_tables,
-    )
-
     _checks.one_of("backend", backend, RELATION_BACKENDS)
     _checks.positive_int("limit", limit, optional=True)
     _checks.positive_int("entries_per_relation", entries_per_relation, optional=True)
@@ -265,16 +251,17 @@ def relation_accuracy(
         params = json.loads(row["params"])
         ti = by_key[params["relation"]]
         table, v = tables[ti], params["exception_index"]
-        held = relation_splits(table, seed)["held_out"]
-        if entries_per_relation is not None and entries_per_relation < len(held):
-            held = rng.sample(held, entries_per_relation)
+        held = _at_most(rng, relation_splits(table, seed)["held_out"], entries_per_relation)
         pool = other_kind_inputs(tables, ti)
         ood = rng.sample(pool, min(n_out_of_domain, len(pool)))
         fn = make_function(row, backend, lm=model if backend == "lm" else None, tables=tables)
-        if table.key not in per_relation:
-            per_relation[table.key] = _relation_columns(
-                table, backend, getattr(fn, "_lm", None), seed, entries_per_relation, check
-            )
+        if table.key not in per_relation:  # the same columns for a relation and its two corruptions
+            per_relation[table.key] = {"n_served": len(table.entries), "source": table.source}
+            if check:
+                neuron = RelationNeuron(table, None, backend, lm=getattr(fn, "_lm", None))
+                per_relation[table.key] = relation_check_accuracy(
+                    table, neuron.answers, seed=seed, limit=entries_per_relation,
+                    held_out=relation_splits(table, seed)["held_out"])
         answers = fn([e.input for e in held] + ood)
         expected = [expected_answer(table, v, e) for e in held]
         ok_in = [(a == UNDEFINED) if x == UNDEFINED else (a != UNDEFINED and e.accepts(a))
@@ -299,68 +286,41 @@ def relation_accuracy(
                              for e, x, a in list(zip(held, expected, answers))[:3]],
             }
         )
-    seconds = time.perf_counter() - t0
-
-    def pooled(key_n: str, key_acc: str, subset=None) -> float:
-        items = [p for p in per_function if (subset is None or p["subcategory"] == subset) and p[key_n] > 0]
-        total = sum(p[key_n] for p in items)
-        return float(sum(p[key_acc] * p[key_n] for p in items) / total) if total else float("nan")
-
-    def pooled_ci(key_n: str, key_acc: str) -> list[float]:
-        """95 % bootstrap interval of the entry-weighted accuracy, resampling whole functions."""
-        units = [(p[key_n], p[key_acc] * p[key_n]) for p in per_function if p[key_n] > 0]
-        return (
-            list(bootstrap_ci(units, statistic=lambda s: s[..., 1].sum(axis=1) / s[..., 0].sum(axis=1)))
-            if units
-            else [float("nan"), float("nan")]
-        )
-
+    seconds = round(time.perf_counter() - t0, 3)
+    # the units of the accuracy's 95 % bootstrap interval: whole functions, entry-weighted
+    units = [(p["n_entries"], p["accuracy"] * p["n_entries"]) for p in per_function if p["n_entries"] > 0]
     summary = {
         "backend": backend,
         "model": (getattr(model, "name", None) or str(model or DEFAULT_LM)) if backend == "lm" else "tables",
         "n_functions": len(per_function),
         "n_entries": sum(p["n_entries"] for p in per_function),
-        "accuracy": pooled("n_entries", "accuracy"),
-        "accuracy_ci": pooled_ci("n_entries", "accuracy"),
-        "accuracy_atomic": pooled("n_entries", "accuracy", "atomic"),
-        "accuracy_corrupted": pooled("n_entries", "accuracy", "corruption"),
-        "exception_accuracy": pooled("n_exception_entries", "exception_accuracy"),
-        "out_of_domain_accuracy": pooled("n_out_of_domain", "out_of_domain_accuracy"),
-        "seconds": round(seconds, 3),
+        "accuracy": _pooled(per_function, "n_entries", "accuracy"),
+        "accuracy_ci": list(bootstrap_ci(units, statistic=lambda s: s[..., 1].sum(axis=1) / s[..., 0].sum(axis=1)))
+        if units else [float("nan"), float("nan")],
+        "accuracy_atomic": _pooled([p for p in per_function if p["subcategory"] == "atomic"], "n_entries", "accuracy"),
+        "accuracy_corrupted": _pooled([p for p in per_function if p["subcategory"] == "corruption"], "n_entries",
+                                      "accuracy"),
+        "exception_accuracy": _pooled(per_function, "n_exception_entries", "exception_accuracy"),
+        "out_of_domain_accuracy": _pooled(per_function, "n_out_of_domain", "out_of_domain_accuracy"),
+        "seconds": seconds,
     }
-    if check:
-        summary.update(_check_summary(per_relation))
+    if check:  # every relation's check against its independent check set, pooled
+        rel = list(per_relation.values())
+        summary.update({
+            "n_served": sum(r["n_served"] for r in rel),
+            "check_accuracy": _pooled(rel, "n_check", "check_accuracy"),
+            "check_accuracy_min": min((r["check_accuracy"] for r in rel if r["n_check"]), default=float("nan")),
+            "coverage_miss_rate": _pooled(rel, "n_coverage_check", "coverage_miss_rate"),
+            "per_relation": {k: dict(r) for k, r in per_relation.items()},
+        })
     return {"per_function": per_function, "per_relation": per_relation, "summary": summary}
 
 
-def _check_summary(per_relation: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """Every relation's check against its independent check set, pooled (the summary's columns)."""
-    rel = list(per_relation.values())
-    answered = sum(r["n_check"] for r in rel)
-    n_check = sum(r["n_coverage_check"] for r in rel)
-    nan = float("nan")
-    return {
-        "n_served": sum(r["n_served"] for r in rel),
-        "check_accuracy": sum(r["check_accuracy"] * r["n_check"] for r in rel if r["n_check"]) / answered
-        if answered else nan,
-        "check_accuracy_min": min((r["check_accuracy"] for r in rel if r["n_check"]), default=nan),
-        "coverage_miss_rate": sum(r["coverage_miss_rate"] * r["n_coverage_check"] for r in rel
-                                  if r["n_coverage_check"]) / n_check if n_check else nan,
-        "per_relation": {k: dict(r) for k, r in per_relation.items()},
-    }
-
-
-def _relation_columns(table, backend: str, lm: Any, seed: int, limit: int | None, check: bool) -> dict[str, Any]:
-    """The per-relation report columns (the same for a relation and its two corruptions)."""
-    if not check:
-        return {"n_served": len(table.entries), "source": table.source}
-    from findbench.find.synthetic_neurons.backbones import RelationNeuron
-    from findbench.find.synthetic_neurons.relations import relation_splits
-
-    neuron = RelationNeuron(table, None, backend, lm=lm)
-    return relation_check_accuracy(
-        table, neuron.answers, seed=seed, limit=limit, held_out=relation_splits(table, seed)["held_out"]
-    )
+def _pooled(rows: Sequence[Mapping[str, Any]], key_n: str, key_acc: str) -> float:
+    """The ``key_n``-weighted mean of ``key_acc`` over ``rows`` (those with ``key_n`` > 0; none: NaN)."""
+    items = [r for r in rows if r[key_n] > 0]
+    total = sum(r[key_n] for r in items)
+    return float(sum(r[key_acc] * r[key_n] for r in items) / total) if total else float("nan")
 
 
 def _csv(rows: list[dict], columns: Sequence[str]) -> str:
@@ -378,9 +338,7 @@ def _heatmap(path: Path, concepts: Sequence[str], matrix: np.ndarray, title: str
     fig = Figure(figsize=(size, size))
     ax = fig.subplots()
     im = ax.imshow(matrix, vmin=0.0, vmax=1.0, cmap="viridis")
-    ax.set_xlabel("held-out words of concept")
-    ax.set_ylabel("neuron (concept)")
-    ax.set_title(title)
+    ax.set(xlabel="held-out words of concept", ylabel="neuron (concept)", title=title)
     if n <= 60:
         ax.set_xticks(range(n), concepts, rotation=90, fontsize=6)
         ax.set_yticks(range(n), concepts, fontsize=6)
@@ -398,39 +356,33 @@ def backbone_report(cfg: BackboneReportConfig) -> dict[str, Any]:
     (FIND order); ``words_per_concept`` and ``entries_per_relation`` cap held-out items per neuron.
     Returns the summary dict.
     """
-    out, backend, model, categories, limit, words_per_concept, entries_per_relation, seed = (
-        cfg.out, cfg.backend, cfg.model, cfg.categories, cfg.limit, cfg.words_per_concept, cfg.entries_per_relation,
-        cfg.seed)
-    ent_backend, rel_backend = _backends(backend)
+    backend, model, limit, seed = cfg.backend, cfg.model, cfg.limit, cfg.seed
+    ent_backend, rel_backend = _BACKENDS[_checks.one_of("backend", backend, _BACKENDS)]
     summary: dict[str, Any] = {"seed": seed, "limit": limit}
     files: dict[str, str] = {}
     entity_result = None
-    if "entities" in categories:
-        from findbench.find.synthetic_neurons.entities import entity_splits, generate_entities
-
+    if "entities" in cfg.categories:
         ent_model = model if backend in ("lm", "embedding") else None
         shared = {"rows": generate_entities(seed), "splits": entity_splits(seed)}  # both held-out sets, same neurons
         for held_out, key in (("members", "entities"), ("associations", "entity_associations")):
             result = entity_selectivity(backend=ent_backend, model=ent_model, limit=limit,
-                                        words_per_concept=words_per_concept, seed=seed, held_out=held_out, **shared)
+                                        words_per_concept=cfg.words_per_concept, seed=seed, held_out=held_out, **shared)
             s = summary[key] = result["summary"]
             files[f"{key}.csv"] = _csv(result["per_concept"], ["concept", "own_mean", "other_mean", "auc", "n_own",
                                                                "n_other"])
             log.info("%s, held-out %s (%s): own %.3f vs other %.3f, AUC %.3f", key, held_out, ent_backend,
                      s["own_mean"], s["other_mean"], s["auc_mean"])
             entity_result = entity_result or result
-        m = entity_result["matrix"]
-        mrows = [
-            {"concept": c, **{c2: float(m[i, j]) for j, c2 in enumerate(entity_result["concepts"])}}
-            for i, c in enumerate(entity_result["concepts"])
-        ]
-        files["entity_matrix.csv"] = _csv(mrows, ["concept", *entity_result["concepts"]])
-    if "relations" in categories:
+        concepts = entity_result["concepts"]
+        matrix_rows = [{"concept": c, **dict(zip(concepts, map(float, row)))}
+                       for c, row in zip(concepts, entity_result["matrix"])]
+        files["entity_matrix.csv"] = _csv(matrix_rows, ["concept", *concepts])
+    if "relations" in cfg.categories:
         rel = relation_accuracy(
             backend=rel_backend,
             model=model if backend == "lm" else None,
             limit=limit,
-            entries_per_relation=entries_per_relation,
+            entries_per_relation=cfg.entries_per_relation,
             seed=seed,
         )
         summary["relations"] = rel["summary"]
@@ -457,7 +409,7 @@ def backbone_report(cfg: BackboneReportConfig) -> dict[str, Any]:
             ],
         )
         log.info("relations (%s): accuracy %.3f", rel_backend, summary["relations"]["accuracy"])
-    with atomic_dir(out) as tmp:
+    with atomic_dir(cfg.out) as tmp:
         for name, text in files.items():
             (tmp / name).write_text(text, encoding="utf-8")
         if entity_result is not None:
