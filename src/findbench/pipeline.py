@@ -254,9 +254,7 @@ def run_main(cfg: MainConfig) -> dict:
 
     def _interpret_and_score(interpreter: str, access: str) -> dict:
         """Run ``interpreter`` under ``access`` (black: every config; else rasp alone) and score it."""
-        # a folder name for the spec (a path or URL becomes its last part)
-        name = re.sub(r"[^A-Za-z0-9_.+-]", "_", interpreter.rstrip("/").split("/")[-1] or "lm") + (
-            "" if access == "black" else f"-{access}")
+        name = _run_name(interpreter) + ("" if access == "black" else f"-{access}")
         run_dir, scores_dir = out / "runs" / name, out / "scores" / name
         lm = interpreter not in REFERENCE_INTERPRETERS
         chosen = configs if access == "black" else [RASP]
@@ -306,6 +304,11 @@ def run_main(cfg: MainConfig) -> dict:
     atomic_write_json(out / "summary.json", summary)
     atomic_write_text(out / "summary.md", _markdown(summary))
     return summary
+
+
+def _run_name(interpreter: str) -> str:
+    """A folder name for an interpreter spec (a path or URL becomes its last part)."""
+    return re.sub(r"[^A-Za-z0-9_.+-]", "_", interpreter.rstrip("/").split("/")[-1] or "lm")
 
 
 def _markdown(summary: dict) -> str:

@@ -196,16 +196,19 @@ def plot_numeric(
         else:
             ax.axvline(a, color="#d62728", alpha=0.5, label=label)
     ax.plot(curve.x, curve.truth, color="black", linewidth=1.6, label="ground truth")
+    label = ("interpretation (code)" + (f": {curve.note}" if curve.note else "") if curve.interpretation is not None
+             else f"interpretation not drawn: {curve.note or 'no code'}; ground truth only")
     ax.plot(
         curve.x if curve.interpretation is not None else [],
         curve.interpretation or [],
         color="#1f77b4",
         linewidth=1.4,
         linestyle="--",
-        label=("interpretation (code)" + (f": {curve.note}" if curve.note else "") if curve.interpretation is not None
-               else f"interpretation not drawn: {curve.note or 'no code'}; ground truth only"),
+        label=label,
     )
     outside = len(points) - len(shown)
+    label = (f"agent's calls ({len(shown)})" + (f", {outside} outside the domain not shown" if outside else "")
+             if points else "agent's calls: none")
     ax.scatter(
         [x for x, _ in shown],
         [y for _, y in shown],
@@ -214,8 +217,7 @@ def plot_numeric(
         edgecolors="black",
         linewidths=0.4,
         zorder=3,
-        label=((f"agent's calls ({len(shown)})" + (f", {outside} outside the domain not shown" if outside else ""))
-               if points else "agent's calls: none"),
+        label=label,
     )
     ax.set(xlim=(lo, hi), xlabel="x", ylabel="f(x)")
     if (limits := _y_limits(curve, shown)) is not None:

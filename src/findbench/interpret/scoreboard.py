@@ -185,8 +185,8 @@ def render_comparison(runs: Mapping[str, Scores], *, title: str = "FIND Table 2"
     """Markdown of Table 2 with the paper's rows and one row per run (``{name: scores}``); when ``floor``
     (default ``constant``) is a run, a second table gives each run's mean minus the floor's."""
     summaries = {name: table2_summaries(scores) for name, scores in runs.items()}
-    rows = [*([f"{name} (paper)", *(_fmt(v) for v in values)] for name, values in PAPER_TABLE2.items()),
-            *([f"**{_escape(name)}**", *(_format_cell(v) for v in cells)] for name, cells in summaries.items())]
+    rows = [[f"{name} (paper)", *(_fmt(v) for v in values)] for name, values in PAPER_TABLE2.items()]
+    rows += [[f"**{_escape(name)}**", *(_format_cell(v) for v in cells)] for name, cells in summaries.items()]
     lines = [f"### {title}", "", *_md_table(rows)]
     notes = [
         f"Paper rows: {PAPER_SOURCE}, on the whole benchmark (no interval reported). Success rates: numeric code "

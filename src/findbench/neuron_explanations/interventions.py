@@ -219,8 +219,8 @@ def iia_sweep(
                     pos = torch.tensor([patched[b] for b in base_rows], dtype=torch.long)
                     vals = torch.stack([values[pairs[p][1]][pos[j]][:, top] for j, p in enumerate(chunk)])
                     rep = len(ks)  # one row per (pair, K): each pair repeated len(ks) times
-                    ids = torch.tensor([tokens[b][n_pre:] for b in base_rows], device=model.device).repeat_interleave(
-                        rep, 0)
+                    ids = torch.tensor([tokens[b][n_pre:] for b in base_rows], device=model.device)
+                    ids = ids.repeat_interleave(rep, 0)
                     early = (torch.stack([hidden[b][n_pre:] for b in base_rows]).repeat_interleave(rep, 0)
                              if skip else None)
                     logits = _patched_logits(model, ids, cache, layer=layer, site=site,
